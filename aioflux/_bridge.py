@@ -1,0 +1,171 @@
+"""The sync-to-async portal: one background event-loop thread per process.
+
+``call(coro)`` blocks for the result, ``submit(coro)`` returns a
+``concurrent.futures.Future``. Calling either from the portal's own loop
+thread raises instead of deadlocking. After ``fork`` the child starts a new
+portal lazily (threads do not survive fork); under ``spawn`` each process
+builds its own on first use. At interpreter exit the loop is stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import os
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from ._errors import BridgeError
+
+__all__ = ["Portal", "call", "get_portal", "submit"]
+
+T = TypeVar("T")
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:  # uvloop is not available on Windows
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+class Portal:
+    """An event loop running in a daemon thread."""
+
+    def __init__(self) -> None:
+        self._loop = _new_loop()
+        self._pid = os.getpid()
+        self._closed = False
+        started = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(started,),
+                                        name="aioflux-loop", daemon=True)
+        self._thread.start()
+        started.wait()
+
+    def _run(self, started: threading.Event) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.call_soon(started.set)
+        self._loop.run_forever()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The portal's event loop."""
+        return self._loop
+
+    def in_loop_thread(self) -> bool:
+        """Whether the caller runs on the portal's loop thread."""
+        return threading.get_ident() == self._thread.ident
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule ``coro`` on the loop.
+
+        Args:
+            coro: the coroutine.
+
+        Returns:
+            A future with its result or exception.
+
+        Raises:
+            BridgeError: the portal is shut down.
+        """
+        if self._closed:
+            coro.close()
+            raise BridgeError("the aioflux event loop is shut down")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the loop and wait for it.
+
+        Args:
+            coro: the coroutine.
+
+        Returns:
+            Its result.
+
+        Raises:
+            BridgeError: called from the loop thread itself (would deadlock).
+            Exception: whatever the coroutine raised.
+        """
+        if self.in_loop_thread():
+            coro.close()
+            raise BridgeError("aioflux sync API called from its own event loop thread; "
+                              "use the async API (AsyncClient) there instead")
+        future = self.submit(coro)
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            future.cancel()
+            raise
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Cancel pending tasks, stop the loop and join the thread.
+
+        Args:
+            timeout: seconds to wait for tasks to finish cancelling.
+        """
+        if self._closed or self._pid != os.getpid():
+            return
+        self._closed = True
+
+        async def cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        if self._thread.is_alive() and not self.in_loop_thread():
+            try:
+                asyncio.run_coroutine_threadsafe(cancel_all(), self._loop).result(timeout)
+            except (concurrent.futures.TimeoutError, RuntimeError):
+                pass  # exiting anyway: a stuck task must not hang interpreter exit
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout)
+
+
+_lock = threading.Lock()
+_portal: Portal | None = None
+
+
+def get_portal() -> Portal:
+    """The process's portal, started on first use (and anew after fork).
+
+    Returns:
+        The Portal.
+    """
+    global _portal
+    portal = _portal
+    if portal is None or portal._pid != os.getpid():
+        with _lock:
+            if _portal is None or _portal._pid != os.getpid():
+                _portal = Portal()
+            portal = _portal
+    return portal
+
+
+def call(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on the process's portal and wait (see :meth:`Portal.call`)."""
+    return get_portal().call(coro)
+
+
+def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    """Schedule ``coro`` on the process's portal (see :meth:`Portal.submit`)."""
+    return get_portal().submit(coro)
+
+
+def _after_fork_in_child() -> None:
+    global _portal, _lock
+    # The loop thread did not survive the fork and the lock may be held.
+    _portal = None
+    _lock = threading.Lock()
+
+
+def _shutdown_at_exit() -> None:
+    if _portal is not None:
+        _portal.shutdown()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_shutdown_at_exit)

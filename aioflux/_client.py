@@ -1,0 +1,546 @@
+"""``AsyncClient``: the awaitable GCS API (JSON API operations)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, cast, overload
+from urllib.parse import quote
+
+import aiohttp
+from gcloud.aio.storage import Storage
+
+from ._auth import Auth, emulator_endpoint, resolve_auth
+from ._config import ClientConfig
+from ._crc import crc32c, decode_crc32c, encode_crc32c
+from ._errors import ChecksumMismatch, InvalidArgument
+from ._resumable import ResumableUpload
+from ._transport import Op, Transport
+from ._types import LIST_FIELDS, ListPage, ObjectInfo
+from ._urls import validate_bucket, validate_object_name
+from ._xml import XmlMultipartMixin
+
+__all__ = ["AsyncClient", "Buffer", "DEFAULT_ENDPOINT", "SIMPLE_UPLOAD_LIMIT"]
+
+DEFAULT_ENDPOINT = "https://storage.googleapis.com"
+# One request up to this size; a resumable session beyond it, so a failure
+# costs one chunk, not the whole body.
+SIMPLE_UPLOAD_LIMIT = 16 * 1024 * 1024
+Buffer = bytearray | memoryview
+SourceSpec = str | ObjectInfo | tuple[str, int]
+
+
+def _quote(name: str) -> str:
+    return quote(name, safe="")
+
+
+class AsyncClient(XmlMultipartMixin):
+    """Asynchronous GCS client. One instance can serve many concurrent tasks.
+
+    Every request goes through one semaphore of ``config.max_concurrency``
+    permits and is retried per ``config.retry``.
+
+    Args:
+        config: client settings (concurrency, timeouts, retries).
+        endpoint: API root, e.g. ``http://127.0.0.1:4443`` for an emulator.
+            Defaults to ``STORAGE_EMULATOR_HOST`` if set, else real GCS.
+        credentials: ``None`` (Application Default Credentials, anonymous on
+            an emulator), ``"anonymous"``, a bearer token string, or a
+            google-auth credentials object.
+        transport: a ready :class:`Transport` (tests inject one); overrides
+            ``config`` and ``credentials``.
+        project: project for bucket creation.
+    """
+
+    def __init__(
+        self,
+        config: ClientConfig | None = None,
+        *,
+        endpoint: str | None = None,
+        credentials: Any = None,
+        transport: Transport | None = None,
+        project: str = "aioflux",
+    ) -> None:
+        env_endpoint = emulator_endpoint()
+        self.endpoint = (endpoint or env_endpoint or DEFAULT_ENDPOINT).rstrip("/")
+        use_emulator = endpoint is not None and endpoint != DEFAULT_ENDPOINT or (
+            endpoint is None and env_endpoint is not None
+        )
+        self.config = config or (transport.config if transport else ClientConfig())
+        auth: Auth = resolve_auth(credentials, use_emulator=use_emulator)
+        self._transport = transport or Transport(self.config, auth)
+        self.project = project
+        self._gcloud: tuple[aiohttp.ClientSession, Storage] | None = None
+
+    @property
+    def transport(self) -> Transport:
+        """The transport (its ``stats`` count requests and retries)."""
+        return self._transport
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close connections of the current event loop."""
+        self._gcloud = None
+        await self._transport.aclose()
+
+    def _storage(self, session: aiohttp.ClientSession) -> Storage:
+        # gcloud-aio-storage does the JSON metadata calls on our session; we
+        # pass auth headers ourselves, so it must not build a token of its own.
+        if self._gcloud is None or self._gcloud[0] is not session:
+            storage = Storage(session=cast(Any, session), api_root=self.endpoint,
+                              api_is_dev=True, token=cast(Any, object()))
+            self._gcloud = (session, storage)
+        return self._gcloud[1]
+
+    def _json_url(self, bucket: str, name: str | None = None) -> str:
+        base = f"{self.endpoint}/storage/v1/b/{bucket}/o"
+        return base if name is None else f"{base}/{_quote(name)}"
+
+    # -- metadata -------------------------------------------------------------
+
+    async def stat(self, bucket: str, name: str) -> ObjectInfo:
+        """Fetch an object's metadata.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+
+        Returns:
+            ObjectInfo.
+
+        Raises:
+            NotFound: no such object or bucket.
+            StorageError: any other failure.
+        """
+        validate_bucket(bucket)
+        validate_object_name(name)
+
+        async def call(session: aiohttp.ClientSession, headers: dict[str, str]) -> ObjectInfo:
+            meta = await self._storage(session).download_metadata(
+                bucket, name, headers=headers, timeout=int(self.config.timeouts.read_stall))
+            return ObjectInfo.from_json(bucket, meta)
+
+        return await self._transport.run(Op("stat", bucket, name), call)
+
+    async def exists(self, bucket: str, name: str) -> bool:
+        """Whether an object exists.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+
+        Returns:
+            True if it exists.
+
+        Raises:
+            StorageError: a failure other than 404.
+        """
+        from ._errors import NotFound
+
+        try:
+            await self.stat(bucket, name)
+        except NotFound:
+            return False
+        return True
+
+    async def list(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        delimiter: str | None = None,
+        start_offset: str | None = None,
+        end_offset: str | None = None,
+        page_size: int = 1000,
+        fields: str | None = LIST_FIELDS,
+    ) -> AsyncIterator[ListPage]:
+        """List objects page by page.
+
+        Args:
+            bucket: bucket name.
+            prefix: only names starting with this.
+            delimiter: group names by this (``"/"``), reported as prefixes.
+            start_offset: first name (inclusive) of a half-open range.
+            end_offset: end (exclusive) of the range.
+            page_size: items per page (GCS caps it at 1000).
+            fields: JSON ``fields`` selector; ``None`` returns full resources.
+
+        Yields:
+            ListPage for each page.
+
+        Raises:
+            NotFound: no such bucket.
+            StorageError: any other failure.
+        """
+        validate_bucket(bucket)
+        params: dict[str, str] = {"maxResults": str(min(max(page_size, 1), 1000))}
+        for key, value in (("prefix", prefix), ("delimiter", delimiter),
+                           ("startOffset", start_offset), ("endOffset", end_offset),
+                           ("fields", fields)):
+            if value:
+                params[key] = value
+        token: str | None = None
+        while True:
+            page_params = dict(params, pageToken=token) if token else params
+
+            async def call(session: aiohttp.ClientSession, headers: dict[str, str],
+                           page_params: dict[str, str] = page_params) -> dict[str, Any]:
+                return await self._storage(session).list_objects(
+                    bucket, params=page_params, headers=headers,
+                    timeout=int(self.config.timeouts.read_stall))
+
+            data = await self._transport.run(Op("list", bucket, prefix), call)
+            token = data.get("nextPageToken") or None
+            yield ListPage(
+                objects=[ObjectInfo.from_json(bucket, item) for item in data.get("items", ())],
+                prefixes=list(data.get("prefixes", ())),
+                next_page_token=token,
+            )
+            if token is None:
+                return
+
+    async def list_objects(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        start_offset: str | None = None,
+        end_offset: str | None = None,
+        fields: str | None = LIST_FIELDS,
+    ) -> AsyncIterator[ObjectInfo]:
+        """List objects one by one (all pages, no delimiter).
+
+        Args:
+            bucket: bucket name.
+            prefix: only names starting with this.
+            start_offset: first name (inclusive).
+            end_offset: end (exclusive).
+            fields: JSON ``fields`` selector.
+
+        Yields:
+            ObjectInfo in lexicographic name order.
+
+        Raises:
+            StorageError: listing failed.
+        """
+        async for page in self.list(bucket, prefix, start_offset=start_offset,
+                                    end_offset=end_offset, fields=fields):
+            for obj in page.objects:
+                yield obj
+
+    # -- reads ----------------------------------------------------------------
+
+    @overload
+    async def read(self, bucket: str, name: str, *, start: int = ..., end: int | None = ...,
+                   into: None = ..., generation: int | None = ...) -> bytes: ...
+
+    @overload
+    async def read(self, bucket: str, name: str, *, start: int = ..., end: int | None = ...,
+                   into: Buffer, generation: int | None = ...) -> int: ...
+
+    async def read(
+        self,
+        bucket: str,
+        name: str,
+        *,
+        start: int = 0,
+        end: int | None = None,
+        into: Buffer | None = None,
+        generation: int | None = None,
+    ) -> bytes | int:
+        """Read an object, or the byte range ``[start, end)`` of it.
+
+        Whole-object reads are checked against the object's crc32c; ranged
+        reads against the expected length. Both are retried when truncated.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            start: first byte.
+            end: end (exclusive); ``None`` reads to the end of the object.
+            into: write the bytes into this buffer instead of returning them
+                (e.g. a slice of a preallocated tensor's memory).
+            generation: read this generation (pins the version).
+
+        Returns:
+            The bytes, or the count of bytes written when ``into`` is given.
+
+        Raises:
+            NotFound: no such object (or generation).
+            InvalidArgument: bad range, or ``into`` too small.
+            ChecksumMismatch: the body was corrupt on every attempt.
+            StorageError: any other failure.
+        """
+        validate_bucket(bucket)
+        validate_object_name(name)
+        if start < 0 or (end is not None and end < start):
+            raise InvalidArgument(f"read gs://{bucket}/{name}: bad range [{start}, {end})")
+        if end is not None and end == start:
+            return b"" if into is None else 0
+        op = Op("read", bucket, name)
+        headers = {"Accept-Encoding": "identity"}
+        whole = start == 0 and end is None
+        if not whole:
+            headers["Range"] = f"bytes={start}-" + ("" if end is None else str(end - 1))
+        params = {"alt": "media"}
+        if generation is not None:
+            params["generation"] = str(generation)
+        verify = self.config.verify_crc32c
+
+        async def handle(resp: aiohttp.ClientResponse) -> bytes | int:
+            expected = resp.content_length
+            if into is None:
+                data = await resp.read()
+                received = len(data)
+                if verify and whole:
+                    _check_crc(resp, data, op)
+            else:
+                if expected is not None and expected > len(into):
+                    raise InvalidArgument(f"read gs://{bucket}/{name}: {expected} bytes do not "
+                                          f"fit a buffer of {len(into)}")
+                received = await _read_into(resp, memoryview(into).cast("B"), op)
+                if verify and whole:
+                    _check_crc(resp, memoryview(into)[:received], op)
+            if expected is not None and received != expected:
+                raise ChecksumMismatch(
+                    f"read gs://{bucket}/{name}: got {received} of {expected} bytes",
+                    operation="read", bucket=bucket, name=name)
+            return data if into is None else received
+
+        return await self._transport.request(op, "GET", self._json_url(bucket, name), handle,
+                                             params=params, headers=headers, ok=(200, 206))
+
+    # -- writes ---------------------------------------------------------------
+
+    async def write(
+        self,
+        bucket: str,
+        name: str,
+        data: bytes | bytearray | memoryview,
+        *,
+        content_type: str = "application/octet-stream",
+        if_generation_match: int | None = None,
+        metadata: dict[str, str] | None = None,
+        resumable: bool | None = None,
+    ) -> ObjectInfo:
+        """Upload ``data`` as an object, with its crc32c checked by the server.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            data: the content.
+            content_type: Content-Type to store.
+            if_generation_match: precondition; 0 means "must not exist yet".
+            metadata: custom metadata.
+            resumable: force (True) or forbid (False) a resumable upload;
+                by default resumable above ``SIMPLE_UPLOAD_LIMIT``.
+
+        Returns:
+            ObjectInfo of the new object.
+
+        Raises:
+            PreconditionFailed: ``if_generation_match`` did not hold.
+            ChecksumMismatch: the stored crc32c differs from the data's.
+            StorageError: any other failure.
+        """
+        validate_bucket(bucket)
+        validate_object_name(name)
+        view = memoryview(data).cast("B")
+        checksum = crc32c(view)
+        if resumable is None:
+            resumable = len(view) > SIMPLE_UPLOAD_LIMIT
+        if resumable:
+            upload = ResumableUpload(self, bucket, name, content_type=content_type,
+                                     if_generation_match=if_generation_match, metadata=metadata)
+            await upload.start()
+            info = await upload.finish(view)
+        else:
+            info = await self._multipart_upload(bucket, name, view, checksum, content_type,
+                                                if_generation_match, metadata)
+        if info.crc32c is not None and info.crc32c != checksum:
+            raise ChecksumMismatch(f"write gs://{bucket}/{name}: stored crc32c "
+                                   f"{encode_crc32c(info.crc32c)} != sent {encode_crc32c(checksum)}",
+                                   operation="write", bucket=bucket, name=name)
+        return info
+
+    async def _multipart_upload(self, bucket: str, name: str, view: memoryview, checksum: int,
+                                content_type: str, if_generation_match: int | None,
+                                metadata: dict[str, str] | None) -> ObjectInfo:
+        resource: dict[str, Any] = {"name": name, "contentType": content_type,
+                                    "crc32c": encode_crc32c(checksum)}
+        if metadata:
+            resource["metadata"] = metadata
+        boundary = uuid.uuid4().hex
+        body = b"".join((
+            f"--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n".encode(),
+            json.dumps(resource).encode(),
+            f"\r\n--{boundary}\r\nContent-Type: {content_type}\r\n\r\n".encode(),
+            view,
+            f"\r\n--{boundary}--\r\n".encode(),
+        ))
+        params = {"uploadType": "multipart"}
+        if if_generation_match is not None:
+            params["ifGenerationMatch"] = str(if_generation_match)
+        url = f"{self.endpoint}/upload/storage/v1/b/{bucket}/o"
+        return await self._transport.request(
+            Op("write", bucket, name), "POST", url, _object_handler(bucket), params=params,
+            headers={"Content-Type": f"multipart/related; boundary={boundary}"}, data=body)
+
+    async def compose(
+        self,
+        bucket: str,
+        destination: str,
+        sources: Sequence[SourceSpec],
+        *,
+        if_generation_match: int | None = None,
+        content_type: str = "application/octet-stream",
+    ) -> ObjectInfo:
+        """Concatenate up to 32 objects of ``bucket`` into ``destination``.
+
+        Args:
+            bucket: bucket name.
+            destination: name of the composite.
+            sources: names, ``(name, generation)`` pairs or ObjectInfo; a
+                known generation becomes an ``ifGenerationMatch`` precondition
+                so a concurrently overwritten source fails instead of mixing
+                versions.
+            if_generation_match: precondition on the destination.
+            content_type: Content-Type of the composite.
+
+        Returns:
+            ObjectInfo of the composite (with its crc32c).
+
+        Raises:
+            InvalidArgument: zero or more than 32 sources.
+            PreconditionFailed: a source or the destination changed.
+            NotFound: a source is missing.
+            StorageError: any other failure.
+        """
+        validate_bucket(bucket)
+        validate_object_name(destination)
+        if not 1 <= len(sources) <= 32:
+            raise InvalidArgument(f"compose gs://{bucket}/{destination}: needs 1-32 sources, "
+                                  f"got {len(sources)}")
+        items = []
+        for src in sources:
+            src_name, gen = _source(src)
+            item: dict[str, Any] = {"name": src_name}
+            if gen:
+                item["generation"] = str(gen)
+                item["objectPreconditions"] = {"ifGenerationMatch": str(gen)}
+            items.append(item)
+        body = json.dumps({"sourceObjects": items,
+                           "destination": {"contentType": content_type}}).encode()
+        params = {}
+        if if_generation_match is not None:
+            params["ifGenerationMatch"] = str(if_generation_match)
+        return await self._transport.request(
+            Op("compose", bucket, destination), "POST",
+            f"{self._json_url(bucket, destination)}/compose", _object_handler(bucket),
+            params=params, headers={"Content-Type": "application/json"}, data=body)
+
+    async def delete(
+        self,
+        bucket: str,
+        name: str,
+        *,
+        generation: int | None = None,
+        if_generation_match: int | None = None,
+    ) -> None:
+        """Delete an object.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            generation: delete this generation only.
+            if_generation_match: precondition.
+
+        Raises:
+            NotFound: no such object.
+            StorageError: any other failure.
+        """
+        validate_bucket(bucket)
+        validate_object_name(name)
+        params = {}
+        if generation is not None:
+            params["generation"] = str(generation)
+        if if_generation_match is not None:
+            params["ifGenerationMatch"] = str(if_generation_match)
+
+        async def call(session: aiohttp.ClientSession, headers: dict[str, str]) -> None:
+            await self._storage(session).delete(
+                bucket, name, params=params, headers=headers,
+                timeout=int(self.config.timeouts.read_stall))
+
+        await self._transport.run(Op("delete", bucket, name), call)
+
+    # -- buckets --------------------------------------------------------------
+
+    async def create_bucket(self, bucket: str) -> None:
+        """Create a bucket in ``self.project``.
+
+        Args:
+            bucket: bucket name.
+
+        Raises:
+            Conflict: it exists already.
+            StorageError: any other failure.
+        """
+        validate_bucket(bucket)
+
+        async def ignore(resp: aiohttp.ClientResponse) -> None:
+            await resp.read()
+
+        await self._transport.request(
+            Op("create_bucket", bucket), "POST", f"{self.endpoint}/storage/v1/b", ignore,
+            params={"project": self.project}, headers={"Content-Type": "application/json"},
+            data=json.dumps({"name": bucket}).encode())
+
+
+def _source(src: SourceSpec) -> tuple[str, int | None]:
+    if isinstance(src, str):
+        return src, None
+    if isinstance(src, ObjectInfo):
+        return src.name, src.generation or None
+    return src[0], src[1]
+
+
+def _object_handler(bucket: str) -> Any:
+    async def handle(resp: aiohttp.ClientResponse) -> ObjectInfo:
+        return ObjectInfo.from_json(bucket, json.loads(await resp.read()))
+
+    return handle
+
+
+def _check_crc(resp: aiohttp.ClientResponse, data: bytes | memoryview, op: Op) -> None:
+    if resp.headers.get("x-guploader-response-body-transformations"):
+        return  # served decompressed: the stored crc32c is of other bytes
+    for token in resp.headers.getall("x-goog-hash", ()):
+        for part in token.split(","):
+            key, _, value = part.strip().partition("=")
+            if key == "crc32c" and value:
+                expected = decode_crc32c(value)
+                actual = crc32c(data)
+                if actual != expected:
+                    raise ChecksumMismatch(
+                        f"read gs://{op.bucket}/{op.name}: crc32c {encode_crc32c(actual)} != "
+                        f"{value}", operation="read", bucket=op.bucket, name=op.name)
+                return
+
+
+async def _read_into(resp: aiohttp.ClientResponse, dest: memoryview, op: Op) -> int:
+    pos = 0
+    async for chunk in resp.content.iter_any():
+        end = pos + len(chunk)
+        if end > len(dest):
+            raise InvalidArgument(f"read gs://{op.bucket}/{op.name}: body exceeds a buffer of "
+                                  f"{len(dest)} bytes")
+        dest[pos:end] = chunk
+        pos = end
+    return pos

@@ -1,0 +1,210 @@
+"""The aioflux exception tree.
+
+::
+
+    AiofluxError
+    ├── InvalidURL                 (also ValueError)   bad gs:// URL or object name
+    ├── InvalidArgument            (also ValueError)   unusable argument, setting or state
+    ├── BridgeError                (also RuntimeError) sync API misused (e.g. from the loop thread)
+    └── StorageError                                   a request to storage failed
+        ├── NotFound               (also FileNotFoundError)   404
+        ├── PermissionDenied       (also PermissionError)     401, 403
+        ├── PreconditionFailed                                412 (and 304)
+        ├── Conflict                                          409
+        ├── InvalidRequest         (also ValueError)          other 4xx
+        ├── RateLimited                                       429
+        ├── ServerError                                       5xx, 408
+        ├── TransportError         (also ConnectionError)     reset, refused, timeout
+        └── ChecksumMismatch                                  crc32c or length mismatch
+
+Every message names the operation, bucket and object. No message carries an
+access token or a signed URL: errors are built here from plain fields, never
+from aiohttp's request info (which holds the Authorization header).
+
+Exceptions survive pickling, so DataLoader workers can send them to the main
+process intact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AiofluxError",
+    "BridgeError",
+    "ChecksumMismatch",
+    "Conflict",
+    "InvalidArgument",
+    "InvalidRequest",
+    "InvalidURL",
+    "NotFound",
+    "PermissionDenied",
+    "PreconditionFailed",
+    "RateLimited",
+    "ServerError",
+    "StorageError",
+    "TransportError",
+    "error_for_status",
+]
+
+_MAX_DETAIL = 300
+
+
+class AiofluxError(Exception):
+    """Base class of every error aioflux raises on purpose."""
+
+
+class InvalidURL(AiofluxError, ValueError):
+    """A ``gs://`` URL, bucket name or object name is malformed."""
+
+
+class InvalidArgument(AiofluxError, ValueError):
+    """An argument, setting or call sequence that cannot work (e.g. a buffer
+    too small for the object, a memory budget exceeded)."""
+
+
+class BridgeError(AiofluxError, RuntimeError):
+    """The sync API was called where it would deadlock or after shutdown."""
+
+
+class StorageError(AiofluxError):
+    """A storage operation failed.
+
+    Attributes:
+        operation: what was attempted, e.g. ``"read"``, ``"compose"``.
+        bucket: bucket name, if any.
+        name: object name, if any.
+        status: HTTP status, if the server answered.
+        reason: the server's machine-readable reason (``notFound``,
+            ``NoSuchKey``...), if any.
+        attempts: how many attempts were made before giving up.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        operation: str = "",
+        bucket: str = "",
+        name: str = "",
+        status: int | None = None,
+        reason: str = "",
+        attempts: int = 1,
+    ) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.bucket = bucket
+        self.name = name
+        self.status = status
+        self.reason = reason
+        self.attempts = attempts
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # OSError subclasses pickle their args by position; keep one path for all.
+        return (_rebuild, (type(self), str(self.args[0]) if self.args else ""), self.__dict__)
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def _rebuild(cls: type[StorageError], message: str) -> StorageError:
+    return cls(message)
+
+
+class NotFound(StorageError, FileNotFoundError):
+    """The bucket, object or upload does not exist (404)."""
+
+
+class PermissionDenied(StorageError, PermissionError):
+    """The credentials may not do this (401, 403)."""
+
+
+class PreconditionFailed(StorageError):
+    """A generation or metageneration precondition did not hold (412)."""
+
+
+class Conflict(StorageError):
+    """The resource already exists or is being changed concurrently (409)."""
+
+
+class InvalidRequest(StorageError, ValueError):
+    """The server rejected the request as malformed (400 and other 4xx)."""
+
+
+class RateLimited(StorageError):
+    """Too many requests (429), after retries were exhausted."""
+
+
+class ServerError(StorageError):
+    """The server failed (5xx or 408), after retries were exhausted."""
+
+
+class TransportError(StorageError, ConnectionError):
+    """The connection failed, was reset, or timed out."""
+
+
+class ChecksumMismatch(StorageError):
+    """Bytes received or stored do not match their crc32c or length."""
+
+
+def describe(operation: str, bucket: str, name: str) -> str:
+    """Render ``operation gs://bucket/name`` for messages."""
+    target = f"gs://{bucket}/{name}" if name else f"gs://{bucket}" if bucket else ""
+    return f"{operation} {target}".strip()
+
+
+def error_for_status(
+    status: int,
+    detail: str,
+    *,
+    operation: str,
+    bucket: str = "",
+    name: str = "",
+    reason: str = "",
+    attempts: int = 1,
+) -> StorageError:
+    """Map an HTTP error status to the most specific exception.
+
+    Args:
+        status: HTTP status code (>= 300).
+        detail: the server's message, shortened.
+        operation: the operation that failed.
+        bucket: bucket name.
+        name: object name.
+        reason: machine-readable reason from the error body.
+        attempts: attempts made.
+
+    Returns:
+        The exception instance to raise.
+    """
+    cls: type[StorageError]
+    if status == 404:
+        cls = NotFound
+    elif status in (401, 403):
+        cls = PermissionDenied
+    elif status in (304, 412):
+        cls = PreconditionFailed
+    elif status == 409:
+        cls = Conflict
+    elif status == 429:
+        cls = RateLimited
+    elif status == 408 or status >= 500:
+        cls = ServerError
+    else:
+        cls = InvalidRequest
+    detail = " ".join(detail.split())[:_MAX_DETAIL]
+    suffix = f" after {attempts} attempts" if attempts > 1 else ""
+    message = f"{describe(operation, bucket, name)} failed: HTTP {status}"
+    if reason:
+        message += f" {reason}"
+    if detail:
+        message += f": {detail}"
+    return cls(
+        message + suffix,
+        operation=operation,
+        bucket=bucket,
+        name=name,
+        status=status,
+        reason=reason,
+        attempts=attempts,
+    )

@@ -1,0 +1,312 @@
+"""HTTP transport: one aiohttp session per event loop, the client's bounded
+semaphore, the retry loop, and the single place where aiohttp errors become
+aioflux errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeVar
+
+import aiohttp
+
+from ._auth import Auth
+from ._config import ClientConfig
+from ._errors import StorageError, TransportError, describe, error_for_status
+from ._retry import retry_async
+
+__all__ = ["Op", "Transport", "TransportStats", "map_exception"]
+
+T = TypeVar("T")
+ResponseHandler = Callable[[aiohttp.ClientResponse], Awaitable[T]]
+_MAX_ERROR_BODY = 64 * 1024
+_XML_CODE = re.compile(rb"<Code>([^<]*)</Code>")
+_XML_MESSAGE = re.compile(rb"<Message>([^<]*)</Message>")
+
+
+class Op(NamedTuple):
+    """What a request does, for error messages and logs."""
+
+    operation: str
+    bucket: str = ""
+    name: str = ""
+
+
+@dataclass
+class TransportStats:
+    """Counters of one transport (mutable, read them any time)."""
+
+    requests: int = 0
+    retries: int = 0
+    failures: int = 0
+
+
+@dataclass
+class _LoopState:
+    loop: asyncio.AbstractEventLoop
+    pid: int
+    session: aiohttp.ClientSession
+    semaphore: asyncio.Semaphore
+
+
+class Transport:
+    """Sends requests with bounded concurrency and retries.
+
+    Args:
+        config: client configuration.
+        auth: supplies authentication headers.
+        session_factory: builds the aiohttp session for a loop (tests inject).
+    """
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        auth: Auth,
+        *,
+        session_factory: Callable[[ClientConfig], aiohttp.ClientSession] | None = None,
+    ) -> None:
+        self.config = config
+        self.auth = auth
+        self.stats = TransportStats()
+        self._session_factory = session_factory or _default_session
+        self._state: _LoopState | None = None
+
+    def _current(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        state = self._state
+        # A session belongs to one loop and one process: after fork or when
+        # used from another loop (e.g. a DataLoader worker) build a new one.
+        if state is None or state.loop is not loop or state.pid != os.getpid():
+            state = _LoopState(
+                loop=loop,
+                pid=os.getpid(),
+                session=self._session_factory(self.config),
+                semaphore=asyncio.Semaphore(self.config.max_concurrency),
+            )
+            self._state = state
+        return state
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The aiohttp session of the running loop (created on first use)."""
+        return self._current().session
+
+    async def request(
+        self,
+        op: Op,
+        method: str,
+        url: str,
+        handler: ResponseHandler[T],
+        *,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        data: bytes | bytearray | memoryview | None = None,
+        ok: tuple[int, ...] = (200,),
+    ) -> T:
+        """Send one logical request, retried per policy, and handle its response.
+
+        ``handler`` runs inside the semaphore and the retry loop, so a body
+        that is truncated or fails its checksum is fetched again.
+
+        Args:
+            op: operation, bucket and object, for errors.
+            method: HTTP method.
+            url: full URL.
+            handler: consumes a successful response and returns the result.
+            params: query parameters.
+            headers: extra headers.
+            data: request body (must be re-sendable, hence bytes-like).
+            ok: statuses passed to ``handler``; other statuses >= 300 raise.
+
+        Returns:
+            What ``handler`` returned.
+
+        Raises:
+            StorageError: the most specific subclass for the failure.
+        """
+
+        async def attempt() -> T:
+            state = self._current()
+            async with state.semaphore:
+                self.stats.requests += 1
+                request_headers = await self.auth.headers()
+                if headers:
+                    request_headers.update(headers)
+                try:
+                    async with state.session.request(
+                        method, url, params=params, headers=request_headers, data=data
+                    ) as resp:
+                        if resp.status not in ok and resp.status >= 300:
+                            raise await _error_from_response(resp, op)
+                        return await handler(resp)
+                except Exception as exc:
+                    raise map_exception(exc, op) from exc
+
+        return await self._retrying(attempt)
+
+    async def run(
+        self, op: Op, call: Callable[[aiohttp.ClientSession, dict[str, str]], Awaitable[T]]
+    ) -> T:
+        """Run a third-party call (gcloud-aio-storage) under our semaphore and retries.
+
+        Args:
+            op: operation, bucket and object, for errors.
+            call: receives our session and auth headers and does one attempt.
+
+        Returns:
+            The call's result.
+
+        Raises:
+            StorageError: the most specific subclass for the failure.
+        """
+
+        async def attempt() -> T:
+            state = self._current()
+            async with state.semaphore:
+                self.stats.requests += 1
+                try:
+                    return await call(state.session, await self.auth.headers())
+                except Exception as exc:
+                    raise map_exception(exc, op) from exc
+
+        return await self._retrying(attempt)
+
+    async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        def count(_exc: BaseException, _n: int, _delay: float) -> None:
+            self.stats.retries += 1
+
+        try:
+            return await retry_async(attempt, self.config.retry, on_retry=count)
+        except StorageError:
+            self.stats.failures += 1
+            raise
+
+    async def aclose(self) -> None:
+        """Close the session of the current loop, if this process owns it."""
+        state, self._state = self._state, None
+        if state is None or state.pid != os.getpid():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is state.loop:
+            await state.session.close()
+
+
+def _default_session(config: ClientConfig) -> aiohttp.ClientSession:
+    t = config.timeouts
+    connector = aiohttp.TCPConnector(
+        limit=config.effective_connection_limit,
+        limit_per_host=config.connection_limit_per_host,
+        ttl_dns_cache=300,
+    )
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=t.total, connect=t.connect, sock_read=t.read_stall),
+        headers={"User-Agent": config.user_agent},
+        # Object names may contain characters yarl would re-encode; we quote
+        # them ourselves exactly once.
+        requote_redirect_url=False,
+    )
+
+
+async def _error_from_response(resp: aiohttp.ClientResponse, op: Op) -> StorageError:
+    body = await resp.content.read(_MAX_ERROR_BODY)
+    message, reason = parse_error_body(body)
+    return _with_retry_after(
+        error_for_status(resp.status, message or (resp.reason or ""), operation=op.operation,
+                         bucket=op.bucket, name=op.name, reason=reason),
+        resp.headers.get("Retry-After"),
+    )
+
+
+def parse_error_body(body: bytes) -> tuple[str, str]:
+    """Extract (message, reason) from a GCS JSON or XML error body.
+
+    Args:
+        body: the raw response body.
+
+    Returns:
+        The message and machine-readable reason, empty when absent.
+    """
+    text = body.strip()
+    if text.startswith(b"{"):
+        try:
+            error = json.loads(text).get("error", {})
+        except (ValueError, AttributeError):
+            return text[:300].decode("utf-8", "replace"), ""
+        if isinstance(error, str):
+            return error, ""
+        errors = error.get("errors") or [{}]
+        return str(error.get("message", "")), str(errors[0].get("reason", ""))
+    if text.startswith(b"<"):
+        code = _XML_CODE.search(text)
+        msg = _XML_MESSAGE.search(text)
+        return (
+            msg.group(1).decode("utf-8", "replace") if msg else "",
+            code.group(1).decode("utf-8", "replace") if code else "",
+        )
+    return text[:300].decode("utf-8", "replace"), ""
+
+
+def _with_retry_after(exc: StorageError, value: str | None) -> StorageError:
+    if value:
+        seconds: float | None
+        try:
+            seconds = float(value)
+        except ValueError:
+            parsed = email.utils.parsedate_to_datetime(value) if value else None
+            seconds = parsed.timestamp() - time.time() if parsed else None
+        exc.retry_after = seconds  # type: ignore[attr-defined]
+    return exc
+
+
+def map_exception(exc: BaseException, op: Op) -> BaseException:
+    """Translate an aiohttp/OS error into the aioflux tree (the only place).
+
+    Args:
+        exc: what the attempt raised.
+        op: the operation, for the message.
+
+    Returns:
+        The exception to raise (unchanged if not a transport error).
+    """
+    if isinstance(exc, StorageError):
+        return exc
+    where = describe(op.operation, op.bucket, op.name)
+    if isinstance(exc, aiohttp.ClientResponseError):
+        # Raised by gcloud-aio-storage; its message is "reason: body". Never
+        # use str(exc): it embeds the request URL.
+        message, reason = parse_error_body(exc.message.partition(": ")[2].encode())
+        err = error_for_status(exc.status, message or exc.message, operation=op.operation,
+                               bucket=op.bucket, name=op.name, reason=reason)
+        return _with_retry_after(err, (exc.headers or {}).get("Retry-After"))
+    if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+        return TransportError(f"{where} failed: timed out", operation=op.operation,
+                              bucket=op.bucket, name=op.name)
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return TransportError(f"{where} failed: response body truncated ({type(exc).__name__})",
+                              operation=op.operation, bucket=op.bucket, name=op.name)
+    if isinstance(exc, (aiohttp.ClientConnectionError, ConnectionError, OSError)):
+        return TransportError(f"{where} failed: connection error ({type(exc).__name__}: "
+                              f"{_safe(exc)})", operation=op.operation, bucket=op.bucket,
+                              name=op.name)
+    return exc
+
+
+def _safe(exc: BaseException) -> str:
+    # Connection errors name host and port, never headers; cap the length.
+    return str(exc)[:200]
+
+
+def loads_json(raw: bytes) -> Any:
+    """Parse a JSON response body."""
+    return json.loads(raw)

@@ -1,0 +1,300 @@
+"""JSON API handlers: buckets, list, metadata, media download, delete,
+patch, compose, rewrite and copy. Uploads live in :mod:`._json_upload`.
+
+Paths arrive already split into raw (still percent-encoded) segments after
+``/storage/v1`` (or ``/download/storage/v1``), so an object name encoded as
+one segment may contain ``/``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import unquote
+
+import google_crc32c
+from aiohttp import web
+
+from aioflux.testing import _errors as err
+from aioflux.testing._json_upload import handle_upload
+from aioflux.testing._runtime import Runtime, parse_range
+from aioflux.testing._util import (
+    json_response,
+    media_headers,
+    parse_fields,
+    preconditions_from,
+    query_int,
+    trim_fields,
+)
+
+__all__ = ["handle_json"]
+
+_MAX_COMPOSE = 32
+
+
+async def handle_json(
+    rt: Runtime, request: web.BaseRequest, segs: list[str], *, media: bool = False
+) -> web.StreamResponse:
+    """Dispatch one JSON API request.
+
+    Args:
+        rt: the emulator runtime.
+        request: the request.
+        segs: raw path segments after ``storage/v1``.
+        media: the path was under ``/download`` (always serve bytes).
+
+    Returns:
+        The response.
+
+    Raises:
+        ApiError: any GCS error; the caller renders it as JSON.
+    """
+    method = request.method
+    n = len(segs)
+    if n == 0 or segs[0] != "b":
+        raise _unknown(request)
+    if n == 1:
+        if method == "POST":
+            return await _create_bucket(rt, request)
+        if method == "GET":
+            rt.admit("bucket_list", object_request=False)
+            items = [b.to_json() for b in rt.store.buckets.values()]
+            return json_response({"kind": "storage#buckets", "items": items})
+        raise _unknown(request)
+    bucket = unquote(segs[1])
+    if n == 2:
+        return await _bucket_op(rt, request, bucket)
+    if segs[2] == "iam" and n == 4 and segs[3] == "testPermissions":
+        rt.admit("test_permissions", object_request=False)
+        rt.store.bucket(bucket)
+        perms = request.query.getall("permissions", [])
+        return json_response({"kind": "storage#testIamPermissionsResponse", "permissions": perms})
+    if segs[2] != "o":
+        raise _unknown(request)
+    if n == 3:
+        if method == "GET":
+            return await _list(rt, request, bucket)
+        if method in ("POST", "PUT", "DELETE"):
+            return await handle_upload(rt, request, bucket)
+        raise _unknown(request)
+    if n == 5 and segs[4] == "compose" and method == "POST":
+        return await _compose(rt, request, bucket, unquote(segs[3]))
+    if n == 9 and segs[4] in ("rewriteTo", "copyTo") and segs[5] == "b" and segs[7] == "o":
+        src = (bucket, unquote(segs[3]))
+        dst = (unquote(segs[6]), unquote(segs[8]))
+        return await _rewrite(rt, request, src, dst, rewrite=segs[4] == "rewriteTo")
+    # One encoded segment normally; tolerate clients that left '/' unencoded.
+    name = unquote("/".join(segs[3:]))
+    if method in ("GET", "HEAD"):
+        return await _get(rt, request, bucket, name, media)
+    if method == "DELETE":
+        rt.admit("delete")
+        q = request.query
+        store = rt.store
+        generation = query_int(q, "generation")
+        preconditions_from(q).check(store.get(bucket, name, generation))
+        store.delete(bucket, name, generation=generation)
+        return web.Response(status=204)
+    if method in ("PATCH", "PUT"):
+        return await _patch(rt, request, bucket, name)
+    raise _unknown(request)
+
+
+def _unknown(request: web.BaseRequest) -> err.ApiError:
+    return err.ApiError(
+        404, "notFound", f"Not Found: {request.method} {request.path}", xml_code="NotFound"
+    )
+
+
+async def _read_json(rt: Runtime, request: web.BaseRequest) -> dict[str, Any]:
+    raw = await rt.read_body(request)
+    if not raw.strip():
+        return {}
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        raise err.invalid("Parse Error") from None
+    if not isinstance(doc, dict):
+        raise err.invalid("Parse Error")
+    return doc
+
+
+async def _create_bucket(rt: Runtime, request: web.BaseRequest) -> web.StreamResponse:
+    rt.admit("bucket_create", object_request=False)
+    doc = await _read_json(rt, request)
+    name = doc.get("name")
+    if not isinstance(name, str) or not name:
+        raise err.ApiError(400, "required", "Required")
+    return json_response(rt.store.create_bucket(name).to_json())
+
+
+async def _bucket_op(rt: Runtime, request: web.BaseRequest, bucket: str) -> web.StreamResponse:
+    if request.method == "GET":
+        rt.admit("bucket_get", object_request=False)
+        return json_response(rt.store.bucket(bucket).to_json())
+    if request.method == "DELETE":
+        rt.admit("bucket_delete", object_request=False)
+        rt.store.delete_bucket(bucket)
+        return web.Response(status=204)
+    if request.method == "PATCH":
+        rt.admit("bucket_patch", object_request=False)
+        return json_response(rt.store.bucket(bucket).to_json())
+    raise _unknown(request)
+
+
+async def _list(rt: Runtime, request: web.BaseRequest, bucket: str) -> web.StreamResponse:
+    rt.admit("list")
+    await rt.first_byte_delay()
+    q = request.query
+    max_results = query_int(q, "maxResults") or 1000
+    items, prefixes, token = rt.store.list_page(
+        bucket,
+        prefix=q.get("prefix", ""),
+        delimiter=q.get("delimiter", ""),
+        start_offset=q.get("startOffset", ""),
+        end_offset=q.get("endOffset", ""),
+        include_trailing_delimiter=q.get("includeTrailingDelimiter", "").lower() == "true",
+        page_token=q.get("pageToken", ""),
+        max_results=max(1, min(max_results, 1000)),
+    )
+    doc: dict[str, Any] = {"kind": "storage#objects"}
+    if token is not None:
+        doc["nextPageToken"] = token
+    if prefixes:
+        doc["prefixes"] = prefixes
+    if items:
+        doc["items"] = [rec.to_json() for rec in items]
+    fields = q.get("fields")
+    if fields:
+        doc = trim_fields(doc, parse_fields(fields))
+    return json_response(doc)
+
+
+async def _get(
+    rt: Runtime, request: web.BaseRequest, bucket: str, name: str, media: bool
+) -> web.StreamResponse:
+    q = request.query
+    media = media or q.get("alt") == "media"
+    rt.admit("get_media" if media else "get_metadata")
+    await rt.first_byte_delay()
+    rec = rt.store.get(bucket, name, query_int(q, "generation"))
+    preconditions_from(q).check(rec, read=True)
+    if not media:
+        fields = q.get("fields")
+        doc = rec.to_json()
+        return json_response(trim_fields(doc, parse_fields(fields)) if fields else doc)
+    headers = media_headers(rec)
+    rng = parse_range(request.headers.get("Range"), rec.size)
+    if rng is None or rng == (0, rec.size):
+        if rng is not None:
+            headers["Content-Range"] = f"bytes 0-{rec.size - 1}/{rec.size}"
+        status = 200 if rng is None else 206
+        return await rt.send_body(
+            request, rec.data, status=status, headers=headers, content_type=rec.content_type
+        )
+    start, end = rng
+    headers["Content-Range"] = f"bytes {start}-{end - 1}/{rec.size}"
+    return await rt.send_body(
+        request,
+        memoryview(rec.data)[start:end],
+        status=206,
+        headers=headers,
+        content_type=rec.content_type,
+    )
+
+
+async def _patch(
+    rt: Runtime, request: web.BaseRequest, bucket: str, name: str
+) -> web.StreamResponse:
+    rt.admit("patch")
+    await rt.first_byte_delay()
+    doc = await _read_json(rt, request)
+    preconditions_from(request.query).check(rt.store.get(bucket, name))
+    metadata = doc.get("metadata")
+    rec = rt.store.patch(
+        bucket,
+        name,
+        content_type=doc.get("contentType"),
+        metadata=metadata if isinstance(metadata, dict) else None,
+    )
+    return json_response(rec.to_json())
+
+
+async def _compose(
+    rt: Runtime, request: web.BaseRequest, bucket: str, name: str
+) -> web.StreamResponse:
+    rt.admit("compose")
+    await rt.first_byte_delay()
+    doc = await _read_json(rt, request)
+    sources = doc.get("sourceObjects") or []
+    if not isinstance(sources, list) or not sources:
+        raise err.ApiError(400, "required", "Required: sourceObjects")
+    if len(sources) > _MAX_COMPOSE:
+        raise err.invalid(
+            f"The number of source components provided ({len(sources)}) "
+            f"exceeds the maximum ({_MAX_COMPOSE})"
+        )
+    store = rt.store
+    records = []
+    for src in sources:
+        if not isinstance(src, dict) or not isinstance(src.get("name"), str):
+            raise err.ApiError(400, "required", "Required: sourceObjects.name")
+        generation = src.get("generation")
+        rec = store.get(bucket, src["name"], int(generation) if generation else None)
+        match = (src.get("objectPreconditions") or {}).get("ifGenerationMatch")
+        if match is not None and int(match) != rec.generation:
+            raise err.precondition_failed(f"{bucket}/{rec.name}")
+        records.append(rec)
+    data = records[0].data if len(records) == 1 else b"".join(r.data for r in records)
+    dest = doc.get("destination") or {}
+    result = store.put(
+        bucket,
+        name,
+        data,
+        content_type=dest.get("contentType") or records[0].content_type,
+        metadata=dest.get("metadata"),
+        preconditions=preconditions_from(request.query),
+        crc32c=google_crc32c.value(data),
+        with_md5=False,  # composite objects carry no MD5 on GCS
+        component_count=sum(r.component_count or 1 for r in records),
+    )
+    return json_response(result.to_json())
+
+
+async def _rewrite(
+    rt: Runtime,
+    request: web.BaseRequest,
+    src: tuple[str, str],
+    dst: tuple[str, str],
+    *,
+    rewrite: bool,
+) -> web.StreamResponse:
+    rt.admit("rewrite" if rewrite else "copy")
+    await rt.first_byte_delay()
+    q = request.query
+    doc = await _read_json(rt, request)
+    rec = rt.store.get(*src, generation=query_int(q, "sourceGeneration"))
+    preconditions_from(q, "ifSource").check(rec)
+    rt.store.bucket(dst[0])
+    out = rt.store.put(
+        *dst,
+        rec.data,
+        content_type=doc.get("contentType") or rec.content_type,
+        metadata=doc.get("metadata") or rec.metadata,
+        preconditions=preconditions_from(q),
+        crc32c=rec.crc32c,
+        md5=rec.md5,
+        with_md5=rec.md5 is not None,
+        component_count=rec.component_count,
+    )
+    if not rewrite:
+        return json_response(out.to_json())
+    return json_response(
+        {
+            "kind": "storage#rewriteResponse",
+            "totalBytesRewritten": str(out.size),
+            "objectSize": str(out.size),
+            "done": True,
+            "resource": out.to_json(),
+        }
+    )

@@ -1,0 +1,103 @@
+"""Latency, bandwidth and fault-injection knobs of the emulator.
+
+Both classes are frozen: to change behaviour at runtime, assign a new
+instance to ``Emulator.profile`` / ``Emulator.faults`` (built with
+``dataclasses.replace`` if only one field changes).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["GCS_LIKE_PROFILE", "NO_FAULTS", "NO_PROFILE", "EmulatorProfile", "Faults"]
+
+
+def _check_non_negative(name: str, value: float | None, *, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if value is None or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def _check_positive(name: str, value: float | None) -> None:
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise ValueError(f"{name} must be a finite number > 0 or None, got {value!r}")
+
+
+def _check_probability(name: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
+
+
+@dataclass(frozen=True)
+class EmulatorProfile:
+    """Performance shape of the emulated service.
+
+    Args:
+        ttfb: seconds slept before the response headers of every object
+            request (downloads, uploads, list, compose, delete...).
+        bandwidth: bytes/s cap per response body and per request body
+            (``None`` = unlimited).
+        qps_limit: request rate above which the emulator answers 429
+            (token bucket with one second of burst; ``None`` = unlimited).
+
+    Raises:
+        ValueError: a field is negative, zero where it must be positive, or not finite.
+    """
+
+    ttfb: float = 0.0
+    bandwidth: float | None = None
+    qps_limit: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_non_negative("ttfb", self.ttfb)
+        _check_positive("bandwidth", self.bandwidth)
+        _check_positive("qps_limit", self.qps_limit)
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Fault probabilities, drawn per object request from ``random.Random(seed)``.
+
+    Args:
+        p_429: probability of answering 429 (rateLimitExceeded / SlowDown).
+        p_503: probability of answering 503 (backendError / ServiceUnavailable).
+        p_reset: probability that a download body is cut: headers and about
+            half the body are sent, then the connection is aborted.
+        p_stall: probability that a download pauses mid-body.
+        stall_seconds: length of that pause.
+        seed: seed of the fault RNG (``None`` = nondeterministic).
+
+    Raises:
+        ValueError: a probability is outside [0, 1] or ``stall_seconds`` < 0.
+    """
+
+    p_429: float = 0.0
+    p_503: float = 0.0
+    p_reset: float = 0.0
+    p_stall: float = 0.0
+    stall_seconds: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("p_429", "p_503", "p_reset", "p_stall"):
+            _check_probability(name, getattr(self, name))
+        if self.p_429 + self.p_503 > 1.0:
+            raise ValueError("p_429 + p_503 must not exceed 1")
+        _check_non_negative("stall_seconds", self.stall_seconds)
+
+    @property
+    def any(self) -> bool:
+        """Whether any fault can fire (lets the hot path skip the RNG)."""
+        return bool(self.p_429 or self.p_503 or self.p_reset or self.p_stall)
+
+
+NO_PROFILE = EmulatorProfile()
+"""No latency, no caps."""
+
+NO_FAULTS = Faults()
+"""No faults."""
+
+GCS_LIKE_PROFILE = EmulatorProfile(ttfb=0.020, bandwidth=100e6)
+"""20 ms to first byte and 100 MB/s per connection, as the perf harness uses."""

@@ -1,0 +1,250 @@
+"""Shared per-emulator state used by both API handlers.
+
+:class:`Runtime` owns the store, the knobs, the fault RNG, the QPS token
+bucket and the counters, and implements the three places where knobs act:
+admission (QPS cap, injected 429/503), request bodies (paced reads) and
+response bodies (paced writes, mid-body stalls and resets).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from collections.abc import Mapping
+
+from aiohttp import web
+
+from aioflux.testing import _errors as err
+from aioflux.testing._profile import EmulatorProfile, Faults
+from aioflux.testing._store import Store
+
+__all__ = ["Runtime", "parse_range"]
+
+# Sleeps shorter than this are deferred and paid later in one go: timer
+# granularity would otherwise make many small sleeps cost far more than
+# the bytes they pace.
+_MIN_SLEEP = 0.001
+_MAX_CHUNK = 256 * 1024
+_MIN_CHUNK = 16 * 1024
+
+
+class Runtime:
+    """Store, knobs and counters shared by the JSON and XML handlers.
+
+    Args:
+        store: the object store.
+        profile: initial latency / bandwidth / QPS profile.
+        faults: initial fault probabilities.
+    """
+
+    def __init__(self, store: Store, profile: EmulatorProfile, faults: Faults) -> None:
+        self.store = store
+        self.stats: Counter[str] = Counter()
+        self._profile = profile
+        self._faults = faults
+        self._rng = random.Random(faults.seed)
+        self._tokens = 0.0
+        self._token_time: float | None = None
+
+    @property
+    def profile(self) -> EmulatorProfile:
+        """The current profile; assigning one takes effect on the next request."""
+        return self._profile
+
+    @profile.setter
+    def profile(self, value: EmulatorProfile) -> None:
+        self._profile = value
+        self._token_time = None  # restart the token bucket full
+
+    @property
+    def faults(self) -> Faults:
+        """The current faults; assigning re-seeds the fault RNG."""
+        return self._faults
+
+    @faults.setter
+    def faults(self, value: Faults) -> None:
+        self._faults = value
+        self._rng = random.Random(value.seed)
+
+    def admit(self, op: str, *, object_request: bool = True) -> None:
+        """Count a request and apply the QPS cap and injected 429/503.
+
+        Args:
+            op: the operation name counted in ``stats``.
+            object_request: bucket administration is exempt from faults.
+
+        Raises:
+            ApiError: 429 or 503.
+        """
+        self.stats[op] += 1
+        self.stats["requests"] += 1
+        if not object_request:
+            return
+        qps = self._profile.qps_limit
+        if qps is not None and not self._take_token(qps):
+            self.stats["throttled"] += 1
+            raise err.rate_limited()
+        f = self._faults
+        if f.p_429 or f.p_503:
+            draw = self._rng.random()
+            if draw < f.p_429:
+                self.stats["injected_429"] += 1
+                raise err.rate_limited()
+            if draw < f.p_429 + f.p_503:
+                self.stats["injected_503"] += 1
+                raise err.unavailable()
+
+    def _take_token(self, qps: float) -> bool:
+        now = asyncio.get_running_loop().time()
+        burst = max(1.0, qps)
+        if self._token_time is None:
+            self._tokens = burst
+        else:
+            self._tokens = min(burst, self._tokens + (now - self._token_time) * qps)
+        self._token_time = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
+
+    async def first_byte_delay(self) -> None:
+        """Sleep the profile's time to first byte."""
+        if self._profile.ttfb:
+            await asyncio.sleep(self._profile.ttfb)
+
+    async def read_body(self, request: web.BaseRequest) -> bytes:
+        """Read the whole request body once, paced to the bandwidth cap.
+
+        Returns:
+            The body; chunks are joined once (no repeated growth copies).
+        """
+        bandwidth = self._profile.bandwidth
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        chunks: list[bytes] = []
+        received = 0
+        async for chunk in request.content.iter_any():
+            chunks.append(chunk)
+            received += len(chunk)
+            if bandwidth:
+                delay = start + received / bandwidth - loop.time()
+                if delay > _MIN_SLEEP:
+                    await asyncio.sleep(delay)
+        if len(chunks) == 1:
+            return chunks[0]
+        return b"".join(chunks)
+
+    def _draw(self, p: float) -> bool:
+        return bool(p) and self._rng.random() < p
+
+    async def send_body(
+        self,
+        request: web.BaseRequest,
+        body: bytes | memoryview,
+        *,
+        status: int = 200,
+        headers: Mapping[str, str] | None = None,
+        content_type: str = "application/octet-stream",
+    ) -> web.StreamResponse:
+        """Send a media body, applying bandwidth pacing, stalls and resets.
+
+        Args:
+            request: the request being answered (HEAD gets headers only).
+            body: the bytes to send; a memoryview slice for ranges.
+            status: 200 or 206.
+            headers: extra headers (hashes, generation, Content-Range...).
+            content_type: the object's content type.
+
+        Returns:
+            The (already written) response.
+        """
+        hdrs = dict(headers or {})
+        hdrs["Content-Type"] = content_type
+        size = len(body)
+        if request.method == "HEAD":
+            hdrs["Content-Length"] = str(size)
+            return web.Response(status=status, headers=hdrs)
+        f = self._faults
+        reset = self._draw(f.p_reset) and size > 1
+        stall = self._draw(f.p_stall) and size > 0
+        bandwidth = self._profile.bandwidth
+        if not (reset or stall or bandwidth):
+            return web.Response(status=status, headers=hdrs, body=body)
+
+        resp = web.StreamResponse(status=status, headers=hdrs)
+        resp.content_length = size
+        await resp.prepare(request)
+        view = memoryview(body)
+        half = size // 2
+        chunk = _MAX_CHUNK
+        if bandwidth:
+            # ~5 ms of data per write keeps the pacing smooth at low caps.
+            chunk = int(min(_MAX_CHUNK, max(_MIN_CHUNK, bandwidth * 0.005)))
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        paused = 0.0
+        sent = 0
+        while sent < size:
+            end = min(size, sent + chunk)
+            if (reset or stall) and sent < half <= end:
+                end = half  # stop exactly mid-body for the fault
+            if bandwidth:
+                # Pace before writing so the last byte leaves at size/bandwidth.
+                delay = start + paused + end / bandwidth - loop.time()
+                if delay > _MIN_SLEEP:
+                    await asyncio.sleep(delay)
+            await resp.write(view[sent:end])
+            sent = end
+            if sent == half and reset:
+                self.stats["resets"] += 1
+                transport = request.transport
+                if transport is not None:
+                    transport.abort()
+                return resp
+            if sent == half and stall:
+                stall = False
+                self.stats["stalls"] += 1
+                await asyncio.sleep(f.stall_seconds)
+                paused += f.stall_seconds
+        await resp.write_eof()
+        return resp
+
+
+def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """Parse a single-range ``Range`` header as GCS does.
+
+    Args:
+        header: the header value (``bytes=a-b``, ``bytes=a-`` or ``bytes=-n``).
+        size: the object size.
+
+    Returns:
+        ``(start, end_exclusive)``, or ``None`` to serve the whole object
+        (no header, a malformed or multi-range header, or an empty object).
+
+    Raises:
+        ApiError: 416 when the range starts past the end or asks for 0 bytes.
+    """
+    if not header or size == 0:
+        return None
+    unit, _, spec = header.strip().partition("=")
+    if unit.strip().lower() != "bytes" or "," in spec:
+        return None
+    first, sep, last = spec.strip().partition("-")
+    if not sep:
+        return None
+    try:
+        if not first:
+            n = int(last)
+            if n <= 0:
+                raise err.range_not_satisfiable(size)
+            return max(0, size - n), size
+        start = int(first)
+        end = int(last) + 1 if last else size
+    except ValueError:
+        return None
+    if start < 0 or end <= start:
+        return None
+    if start >= size:
+        raise err.range_not_satisfiable(size)
+    return start, min(end, size)

@@ -1,0 +1,171 @@
+"""Small helpers shared by the JSON and XML handlers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+from aioflux.testing import _errors as err
+from aioflux.testing._store import ObjectRecord, Preconditions, b64_crc32c, b64_md5
+
+__all__ = [
+    "json_response",
+    "media_headers",
+    "parse_fields",
+    "parse_goog_hash",
+    "preconditions_from",
+    "query_int",
+    "trim_fields",
+    "verify_hashes",
+]
+
+Fields = dict[str, "Fields | None"]
+
+
+def json_response(doc: Mapping[str, Any], status: int = 200) -> web.Response:
+    """Serialize ``doc`` compactly as an ``application/json`` response."""
+    return web.Response(
+        status=status,
+        body=json.dumps(doc, separators=(",", ":")).encode(),
+        content_type="application/json",
+        charset="UTF-8",
+    )
+
+
+def query_int(query: Mapping[str, str], key: str) -> int | None:
+    """Return an integer query parameter or ``None``.
+
+    Raises:
+        ApiError: 400 if present but not an integer.
+    """
+    raw = query.get(key)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise err.invalid(f"Invalid value for {key}: {raw}") from None
+
+
+def preconditions_from(query: Mapping[str, str], prefix: str = "if") -> Preconditions:
+    """Read ``ifGenerationMatch`` & co. (or ``ifSource...`` with ``prefix='ifSource'``).
+
+    Raises:
+        ApiError: 400 on a non-integer value.
+    """
+    return Preconditions(
+        query_int(query, f"{prefix}GenerationMatch"),
+        query_int(query, f"{prefix}GenerationNotMatch"),
+        query_int(query, f"{prefix}MetagenerationMatch"),
+        query_int(query, f"{prefix}MetagenerationNotMatch"),
+    )
+
+
+def parse_goog_hash(value: str | None) -> dict[str, str]:
+    """Parse ``x-goog-hash: crc32c=...,md5=...`` (the header may repeat, comma-joined)."""
+    out: dict[str, str] = {}
+    for item in (value or "").split(","):
+        key, sep, val = item.strip().partition("=")  # base64 padding follows the first '='
+        if sep:
+            out[key.strip().lower()] = val.strip()
+    return out
+
+
+def verify_hashes(
+    data: bytes, crc32c: int, sent_crc32c: str | None, sent_md5: str | None
+) -> bytes | None:
+    """Check client-sent hashes against the received bytes.
+
+    Args:
+        data: the received bytes.
+        crc32c: their CRC32C (already computed by the caller).
+        sent_crc32c: base64 CRC32C the client sent, if any.
+        sent_md5: base64 MD5 the client sent, if any.
+
+    Returns:
+        The MD5 digest if it was computed (so the store need not redo it).
+
+    Raises:
+        ApiError: 400 (XML code BadDigest) on a mismatch.
+    """
+    if sent_crc32c and sent_crc32c != b64_crc32c(crc32c):
+        raise err.bad_digest("CRC32C", sent_crc32c, b64_crc32c(crc32c))
+    if sent_md5:
+        digest = hashlib.md5(data).digest()
+        if sent_md5 != b64_md5(digest):
+            raise err.bad_digest("MD5", sent_md5, b64_md5(digest))
+        return digest
+    return None
+
+
+def media_headers(rec: ObjectRecord) -> dict[str, str]:
+    """Return the headers GCS sends with object bytes (full-object hashes)."""
+    goog_hash = f"crc32c={rec.crc32c_b64}"
+    if rec.md5_b64 is not None:
+        goog_hash += f",md5={rec.md5_b64}"
+    return {
+        "x-goog-hash": goog_hash,
+        "x-goog-generation": str(rec.generation),
+        "x-goog-metageneration": str(rec.metageneration),
+        "x-goog-stored-content-length": str(rec.size),
+        "x-goog-stored-content-encoding": "identity",
+        "x-goog-storage-class": "STANDARD",
+        "ETag": f'"{rec.etag}"',
+        "Accept-Ranges": "bytes",
+    }
+
+
+def parse_fields(spec: str) -> Fields:
+    """Parse a ``fields`` selector such as ``items(name,size),nextPageToken``.
+
+    ``a/b`` is read as ``a(b)``.
+
+    Raises:
+        ApiError: 400 on unbalanced parentheses.
+    """
+    pos = 0
+
+    def parse_list() -> Fields:
+        nonlocal pos
+        out: Fields = {}
+        while pos < len(spec):
+            start = pos
+            while pos < len(spec) and spec[pos] not in ",()":
+                pos += 1
+            path = [p for p in spec[start:pos].strip().split("/") if p]
+            sub: Fields | None = None
+            if pos < len(spec) and spec[pos] == "(":
+                pos += 1
+                sub = parse_list()
+                if pos >= len(spec) or spec[pos] != ")":
+                    raise err.invalid(f"Invalid field selection {spec}")
+                pos += 1
+            for key in reversed(path[1:]):
+                sub = {key: sub}
+            if path:
+                out[path[0]] = sub
+            if pos < len(spec) and spec[pos] == ",":
+                pos += 1
+            elif pos < len(spec) and spec[pos] == ")":
+                break
+        return out
+
+    result = parse_list()
+    if pos != len(spec):
+        raise err.invalid(f"Invalid field selection {spec}")
+    return result
+
+
+def trim_fields(value: Any, fields: Fields | None) -> Any:
+    """Keep only the selected keys of ``value`` (recursing into lists)."""
+    if fields is None:
+        return value
+    if isinstance(value, list):
+        return [trim_fields(v, fields) for v in value]
+    if isinstance(value, dict):
+        return {k: trim_fields(value[k], sub) for k, sub in fields.items() if k in value}
+    return value

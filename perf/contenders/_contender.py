@@ -1,0 +1,116 @@
+"""What every contender script shares: the manifest in, one JSON line out.
+
+Contender scripts run under a peer's own interpreter, where the ``perf``
+package is not importable; they import this module as a sibling (the
+script's directory is ``sys.path[0]``). Standard library only.
+
+Protocol: ``python SCRIPT MANIFEST [scenario args...]``. The manifest is
+JSON with ``endpoint``, ``bucket`` and ``objects`` (``[[name, size], ...]``).
+The script does its imports and client construction untimed, times only
+the work, and prints exactly one line of JSON as its last stdout line:
+``{"seconds", "bytes", "items", "peak_rss_mb", "rss_start_mb", ...}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+__all__ = ["Manifest", "Stopwatch", "load", "report", "rss_mb", "run"]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    endpoint: str
+    bucket: str
+    objects: list[tuple[str, int]]
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.objects]
+
+
+def load() -> tuple[Manifest, list[str]]:
+    """The manifest named by ``argv[1]`` and the remaining arguments."""
+    with open(sys.argv[1]) as fh:
+        data = json.load(fh)
+    manifest = Manifest(
+        data["endpoint"], data["bucket"], [(str(n), int(s)) for n, s in data["objects"]]
+    )
+    return manifest, sys.argv[2:]
+
+
+def rss_mb() -> float:
+    """Current resident set size in MB (MiB, as ru_maxrss reports)."""
+    with open("/proc/self/statm") as fh:
+        pages = int(fh.read().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
+def _peak_rss_mb() -> float:
+    # ru_maxrss is KiB on Linux. Children count too: a peer that fans out
+    # into processes must not look lighter than it is.
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, kids) / 1024
+
+
+class Stopwatch:
+    """Times the measured region and notes RSS when it starts."""
+
+    def __init__(self) -> None:
+        self.rss_start_mb = 0.0
+        self._t0 = 0.0
+        self.seconds = 0.0
+
+    def __enter__(self) -> Stopwatch:
+        self.rss_start_mb = rss_mb()
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self._t0
+
+
+def report(watch: Stopwatch, *, nbytes: int, items: int, **extra: object) -> None:
+    """Print the one JSON result line."""
+    line = {
+        "seconds": watch.seconds,
+        "bytes": nbytes,
+        "items": items,
+        "peak_rss_mb": round(_peak_rss_mb(), 1),
+        "rss_start_mb": round(watch.rss_start_mb, 1),
+        **extra,
+    }
+    print(json.dumps(line), flush=True)
+
+
+def run(main: Coroutine[Any, Any, T], loop: str = "uvloop") -> tuple[T, str]:
+    """Run ``main`` on uvloop when asked for and importable, else asyncio.
+
+    Returns:
+        ``main``'s result and the name of the loop that ran it.
+    """
+    factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+    name = "asyncio"
+    if loop == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            factory, name = uvloop.new_event_loop, "uvloop"
+    if sys.version_info >= (3, 11):
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(main), name
+    if factory is not None:  # 3.10 has no loop_factory; a policy does the same
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return asyncio.run(main), name

