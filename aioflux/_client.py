@@ -432,7 +432,8 @@ class AsyncClient(XmlMultipartMixin):
             src_name, gen = _source(src)
             item: dict[str, Any] = {"name": src_name}
             if gen:
-                item["generation"] = str(gen)
+                # A precondition, not a pinned ``generation``: a replaced
+                # source then fails with 412 (changed) rather than 404.
                 item["objectPreconditions"] = {"ifGenerationMatch": str(gen)}
             items.append(item)
         body = json.dumps({"sourceObjects": items,

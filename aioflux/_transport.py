@@ -11,9 +11,10 @@ import json
 import os
 import re
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, NoReturn, TypeVar
 
 import aiohttp
 
@@ -141,13 +142,15 @@ class Transport:
                     request_headers.update(headers)
                 try:
                     async with state.session.request(
-                        method, url, params=params, headers=request_headers, data=data
+                        method, url, params=params, headers=request_headers,
+                        data=_payload(data),
                     ) as resp:
                         if resp.status not in ok and resp.status >= 300:
                             raise await _error_from_response(resp, op)
                         return await handler(resp)
                 except Exception as exc:
-                    raise map_exception(exc, op) from exc
+                    failure = exc
+            _raise_mapped(failure, op)
 
         return await self._retrying(attempt)
 
@@ -174,7 +177,8 @@ class Transport:
                 try:
                     return await call(state.session, await self.auth.headers())
                 except Exception as exc:
-                    raise map_exception(exc, op) from exc
+                    failure = exc
+            _raise_mapped(failure, op)
 
         return await self._retrying(attempt)
 
@@ -199,6 +203,16 @@ class Transport:
             running = None
         if running is state.loop:
             await state.session.close()
+
+
+def _payload(data: bytes | bytearray | memoryview | None) -> aiohttp.BytesPayload | None:
+    if data is None:
+        return None
+    # aiohttp warns about bodies over 1 MiB given as bytes; a part is sent
+    # from the caller's buffer on purpose, without an extra copy.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        return aiohttp.BytesPayload(data)
 
 
 def _default_session(config: ClientConfig) -> aiohttp.ClientSession:
@@ -267,6 +281,17 @@ def _with_retry_after(exc: StorageError, value: str | None) -> StorageError:
             seconds = parsed.timestamp() - time.time() if parsed else None
         exc.retry_after = seconds  # type: ignore[attr-defined]
     return exc
+
+
+def _raise_mapped(exc: Exception, op: Op) -> NoReturn:
+    mapped = map_exception(exc, op)
+    if mapped is exc:
+        raise exc
+    if isinstance(exc, aiohttp.ClientResponseError):
+        # Its request_info holds the Authorization header: keep it out of the
+        # chain (we raise outside the except block, so no __context__ either).
+        raise mapped
+    raise mapped from exc
 
 
 def map_exception(exc: BaseException, op: Op) -> BaseException:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from perf import emulator, peers
 from perf.seed import ObjectSet, read_all, seed
@@ -115,12 +116,12 @@ class Outcome:
     """One contender's results over all rounds."""
 
     contender: Contender
-    samples: list[dict[str, object]] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     skipped: str | None = None
 
     def median(self, key: str) -> float:
-        return statistics.median(float(s[key]) for s in self.samples)  # type: ignore[arg-type]
+        return statistics.median(float(s[key]) for s in self.samples)
 
     @property
     def ok(self) -> bool:
@@ -141,7 +142,7 @@ def _env(emu: emulator.Emulator, contender: Contender) -> dict[str, str]:
 
 def _run_one(
     contender: Contender, manifest: Path, env: dict[str, str], timeout_s: float, log: Path
-) -> dict[str, object]:
+) -> dict[str, Any]:
     cmd = [
         contender.python(),
         str(CONTENDERS_DIR / contender.script),
@@ -241,7 +242,7 @@ def run(
                     print(f"[perf] {name}: WRONG RESULT {msg}", flush=True)
                 out.samples.append(sample)
                 print(
-                    f"[perf] round {rnd} {name}: {float(sample['seconds']):.2f}s "  # type: ignore[arg-type]
+                    f"[perf] round {rnd} {name}: {float(sample['seconds']):.2f}s "
                     f"peak {sample['peak_rss_mb']} MB",
                     flush=True,
                 )

@@ -38,8 +38,16 @@ def _row(out: Outcome, base: Outcome | None) -> str:
     ratio = f"{secs / base.median('seconds'):.2f}x" if base else "-"
     peak = out.median("peak_rss_mb")
     growth = statistics_growth(out)
-    spread = ", ".join(f"{float(s['seconds']):.2f}" for s in out.samples)  # type: ignore[arg-type]
-    cells = [name, f"{secs:.2f}", f"{mbps:.1f}", f"{ips:.0f}", ratio, f"{peak:.0f}", f"{growth:.0f}"]
+    spread = ", ".join(f"{float(s['seconds']):.2f}" for s in out.samples)
+    cells = [
+        name,
+        f"{secs:.2f}",
+        f"{mbps:.1f}",
+        f"{ips:.0f}",
+        ratio,
+        f"{peak:.0f}",
+        f"{growth:.0f}",
+    ]
     return "| " + " | ".join([*cells, spread]) + " |"
 
 
@@ -47,7 +55,7 @@ def statistics_growth(out: Outcome) -> float:
     """Median of (peak RSS - RSS when the timed region started)."""
     deltas = sorted(
         float(s["peak_rss_mb"]) - float(s.get("rss_start_mb", 0.0)) for s in out.samples
-    )  # type: ignore[arg-type]
+    )
     mid = len(deltas) // 2
     return deltas[mid] if len(deltas) % 2 else (deltas[mid - 1] + deltas[mid]) / 2
 

@@ -89,9 +89,7 @@ class ApiError(Exception):
             "error": {
                 "code": self.status,
                 "message": self.message,
-                "errors": [
-                    {"message": self.message, "domain": "global", "reason": self.reason}
-                ],
+                "errors": [{"message": self.message, "domain": "global", "reason": self.reason}],
             }
         }
         return web.Response(

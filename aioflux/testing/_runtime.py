@@ -169,13 +169,19 @@ class Runtime:
         reset = self._draw(f.p_reset) and size > 1
         stall = self._draw(f.p_stall) and size > 0
         bandwidth = self._profile.bandwidth
-        if not (reset or stall or bandwidth):
+        if not (reset or stall or bandwidth) and isinstance(body, bytes):
             return web.Response(status=status, headers=hdrs, body=body)
 
         resp = web.StreamResponse(status=status, headers=hdrs)
         resp.content_length = size
         await resp.prepare(request)
         view = memoryview(body)
+        if not (reset or stall or bandwidth):
+            # A range: hand the slice to the transport as is (Response would
+            # wrap a memoryview in a payload that warns above 1 MiB).
+            await resp.write(view)
+            await resp.write_eof()
+            return resp
         half = size // 2
         chunk = _MAX_CHUNK
         if bandwidth:
@@ -240,11 +246,11 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
                 raise err.range_not_satisfiable(size)
             return max(0, size - n), size
         start = int(first)
-        end = int(last) + 1 if last else size
+        end = int(last) + 1 if last else max(size, start + 1)
     except ValueError:
         return None
     if start < 0 or end <= start:
-        return None
+        return None  # syntactically invalid: RFC 9110 says ignore the header
     if start >= size:
         raise err.range_not_satisfiable(size)
     return start, min(end, size)

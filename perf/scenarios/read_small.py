@@ -2,8 +2,9 @@
 
 The small-object case dataflux's compose trick targets and the one where
 per-request overhead decides throughput. Parameters (``--param k=v``):
-``count`` (5000), ``size`` (102400 bytes), ``concurrency`` (64, aioflux,
-bare aiohttp and gcsfs alike), ``threads`` (16, the thread-pool peers).
+``count`` (5000; 500 with --quick), ``size`` (102400 bytes),
+``concurrency`` (64: aioflux, bare aiohttp and gcsfs alike), ``threads``
+(16: the thread-pool peers), ``loop`` (uvloop or asyncio).
 """
 
 from __future__ import annotations
@@ -25,65 +26,81 @@ def plan(options: Options) -> Plan:
     conc = options.get("concurrency", 64)
     threads = options.get("threads", 16)
     loop = ("--loop", options.params.get("loop", "uvloop"))
+    async_args = ("--concurrency", str(conc), *loop)
+    thread_args = ("--threads", str(threads))
+    contenders = [
+        Contender(
+            "aioflux",
+            "read_aioflux.py",
+            None,
+            async_args,
+            note=f"AsyncClient(ClientConfig(max_concurrency={conc})).read() per object, gathered",
+            available=_aioflux_ready,
+        ),
+        Contender(
+            "aiohttp-bare",
+            "read_aiohttp.py",
+            None,
+            async_args,
+            note=(
+                f"one ClientSession, TCPConnector(limit={conc}), Semaphore({conc}), media GET, "
+                "no retries or checksums: the ceiling"
+            ),
+        ),
+        Contender(
+            f"gcs-threads{threads}",
+            "read_gcs.py",
+            "gcs",
+            thread_args,
+            note=(
+                "google-cloud-storage 3.x blob.download_as_bytes() in "
+                f"ThreadPoolExecutor({threads}), AnonymousCredentials, requests pool widened "
+                f"to {threads}, checksum left at the library default ('auto')"
+            ),
+        ),
+        Contender(
+            f"dataflux-threads{threads}",
+            "read_dataflux.py",
+            "dataflux",
+            thread_args,
+            note=(
+                f"dataflux_core.download.dataflux_download_threaded(threads={threads}) on the "
+                "whole list (compose up to 32 objects, download, split, delete), "
+                "max_composite_object_size at its default; this helper never calls the bucket "
+                "IAM testPermissions endpoint, so no check had to be bypassed"
+            ),
+        ),
+        Contender(
+            f"gcsfs-cat{conc}",
+            "read_gcsfs.py",
+            "gcsfs",
+            ("--concurrency", str(conc)),
+            note=(
+                f"GCSFileSystem(token='anon').cat(paths, batch_size={conc}); the gRPC "
+                "bucket-type probe is disabled (GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false selects "
+                "the plain GCSFileSystem), so no time had to be excluded"
+            ),
+        ),
+    ]
     return Plan(
         name="read_small",
-        description=f"{count:,} objects x {size / 1024:g} KiB, each read whole once "
-        f"(concurrency {conc} for the async contenders, {threads} threads for the threaded ones).",
+        description=(
+            f"{count:,} objects x {size / 1024:g} KiB, each read whole once (concurrency {conc} "
+            f"for the async contenders, {threads} threads for the threaded ones)."
+        ),
         bucket="perf-read-small",
         objects=[ObjectSet("read_small/obj-", count, size)],
-        contenders=[
-            Contender(
-                "aioflux",
-                "read_aioflux.py",
-                None,
-                ("--concurrency", str(conc), *loop),
-                note=f"AsyncClient(ClientConfig(max_concurrency={conc})).read() for every object, gathered",
-                available=_aioflux_ready,
-            ),
-            Contender(
-                "aiohttp-bare",
-                "read_aiohttp.py",
-                None,
-                ("--concurrency", str(conc), *loop),
-                note=f"one ClientSession, TCPConnector(limit={conc}), Semaphore({conc}), media GET, "
-                "no retries or checksums: the ceiling",
-            ),
-            Contender(
-                f"gcs-threads{threads}",
-                "read_gcs.py",
-                "gcs",
-                ("--threads", str(threads)),
-                note=f"google-cloud-storage 3.x blob.download_as_bytes() in ThreadPoolExecutor({threads}), "
-                f"AnonymousCredentials, requests pool widened to {threads}, default checksum ('auto')",
-            ),
-            Contender(
-                f"dataflux-threads{threads}",
-                "read_dataflux.py",
-                "dataflux",
-                ("--threads", str(threads)),
-                note=f"dataflux_core.download.dataflux_download_threaded(threads={threads}) on the whole list "
-                "(compose 32 objects, download, split, delete), max_composite_object_size at its default; "
-                "this helper never calls the bucket IAM testPermissions endpoint, so nothing was bypassed",
-            ),
-            Contender(
-                f"gcsfs-cat{conc}",
-                "read_gcsfs.py",
-                "gcsfs",
-                ("--concurrency", str(conc)),
-                note=f"GCSFileSystem(token='anon').cat(paths, batch_size={conc}); the gRPC bucket-type "
-                "probe is disabled (GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false, plain GCSFileSystem), not timed around",
-            ),
-        ],
+        contenders=contenders,
         baseline="aioflux",
         targets=[Target("aiohttp-bare", 0.85), Target(f"gcs-threads{threads}", 3.0)],
         notes=[
             (
-                "aioflux and aiohttp-bare run on uvloop when it is importable (the loop aioflux's bridge "
-                "uses); both read the same object list at the same concurrency"
+                "aioflux and aiohttp-bare run on uvloop when importable (the loop aioflux's "
+                "bridge uses) and read the same object list at the same concurrency"
             ),
             (
-                "every contender keeps only each body's length except dataflux and gcsfs, whose APIs "
-                "return all bodies at once; their RSS growth includes the data set"
+                "every contender keeps only each body's length, except dataflux and gcsfs, "
+                "whose APIs return all bodies at once; their RSS growth includes the data set"
             ),
         ],
         timeout_s=600.0,

@@ -1,0 +1,116 @@
+"""``aioflux.open(url, mode)``: file objects over gs:// objects.
+
+``"wb"`` returns an :class:`~aioflux._writer.ObjectWriter` (streaming
+multipart upload, published only on a clean close), ``"rb"`` an
+:class:`~aioflux._reader.ObjectReader` (parallel ranged read-ahead,
+seekable). With ``compression="zstd"`` the stream is (de)compressed with
+multithreaded zstandard on the way (the read side is then not seekable).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import IO, Any
+
+from ._client import AsyncClient
+from ._errors import InvalidArgument
+from ._reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD, ObjectReader
+from ._sync import Client
+from ._urls import parse_url
+from ._writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE, ObjectWriter
+
+__all__ = ["default_client", "open", "resolve_client"]
+
+_lock = threading.Lock()
+_default: tuple[int, AsyncClient] | None = None
+
+
+def default_client() -> AsyncClient:
+    """The process-wide AsyncClient used when none is given.
+
+    Built lazily (and again after fork) from the environment, so
+    ``STORAGE_EMULATOR_HOST`` set before first use applies.
+
+    Returns:
+        The AsyncClient.
+    """
+    global _default
+    with _lock:
+        if _default is None or _default[0] != os.getpid():
+            _default = (os.getpid(), AsyncClient())
+        return _default[1]
+
+
+def resolve_client(client: AsyncClient | Client | None) -> AsyncClient:
+    """The AsyncClient behind ``client`` (the default one for ``None``).
+
+    Args:
+        client: an AsyncClient, a sync Client, or None.
+
+    Returns:
+        An AsyncClient.
+    """
+    if client is None:
+        return default_client()
+    if isinstance(client, Client):
+        return client.aio
+    return client
+
+
+def open(  # noqa: A001 - mirrors builtins.open on purpose
+    url: str,
+    mode: str = "rb",
+    *,
+    client: AsyncClient | Client | None = None,
+    part_size: int = DEFAULT_PART_SIZE,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    read_ahead: int = DEFAULT_READ_AHEAD,
+    compression: str | None = None,
+    content_type: str = "application/octet-stream",
+) -> IO[bytes]:
+    """Open ``gs://bucket/name`` as a binary file.
+
+    Args:
+        url: ``gs://bucket/name``.
+        mode: ``"rb"`` or ``"wb"``.
+        client: client to use (default: a process-wide one from the environment).
+        part_size: writer part size (>= 5 MiB, multiple of 256 KiB).
+        max_in_flight: writer parts uploading at once.
+        chunk_size: reader bytes per ranged GET.
+        read_ahead: reader blocks in flight ahead of the position.
+        compression: ``None`` or ``"zstd"`` (needs ``aioflux[zstd]``).
+        content_type: Content-Type of a written object.
+
+    Returns:
+        A file object; use it as a context manager. For ``"wb"`` an exception
+        in the ``with`` body aborts the upload and publishes nothing.
+
+    Raises:
+        InvalidURL: not a gs:// object URL.
+        InvalidArgument: unsupported mode or compression.
+        NotFound: ``"rb"`` of a missing object.
+    """
+    bucket, name = parse_url(url, require_object=True)
+    if compression not in (None, "zstd"):
+        raise InvalidArgument(f"open {url}: compression must be None or 'zstd', "
+                              f"got {compression!r}")
+    aio = resolve_client(client)
+    raw: Any
+    if mode in ("wb", "w+b", "bw"):
+        raw = ObjectWriter(aio, bucket, name, part_size=part_size, max_in_flight=max_in_flight,
+                           content_type=content_type)
+        if compression == "zstd":
+            from .torch._zstd import compress_writer
+
+            return compress_writer(raw)
+        return raw  # type: ignore[no-any-return]
+    if mode in ("rb", "br", "r"):
+        raw = ObjectReader(aio, bucket, name, chunk_size=chunk_size, read_ahead=read_ahead)
+        if compression == "zstd":
+            from .torch._zstd import decompress_reader
+
+            return decompress_reader(raw)
+        return raw  # type: ignore[no-any-return]
+    raise InvalidArgument(f"open {url}: mode must be 'rb' or 'wb', got {mode!r}")

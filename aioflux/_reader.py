@@ -1,0 +1,181 @@
+"""Parallel ranged reader: a seekable, read-only file object over one object.
+
+``torch.load`` reads a checkpoint front to back with a few seeks. The reader
+splits the object into ``chunk_size`` blocks and keeps up to ``read_ahead``
+of them downloading ahead of the position with ranged GETs on the portal
+loop, so one stream gets the throughput of many connections. Blocks behind
+the position are dropped, so memory stays at ``chunk_size * read_ahead``.
+The generation is pinned at open, so an overwrite mid-read fails instead of
+mixing two versions.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import io
+import os
+from typing import TYPE_CHECKING
+
+from ._bridge import get_portal
+from ._errors import InvalidArgument
+from ._types import ObjectInfo
+
+if TYPE_CHECKING:
+    from ._client import AsyncClient
+
+__all__ = ["DEFAULT_CHUNK_SIZE", "DEFAULT_READ_AHEAD", "ObjectReader"]
+
+# 8 x 16 MiB: enough connections to fill a 100 MB/s-per-connection link with
+# 20 ms TTFB many times over, 128 MiB of buffers at most.
+DEFAULT_CHUNK_SIZE = 16 * 1024 * 1024
+DEFAULT_READ_AHEAD = 8
+
+_Block = concurrent.futures.Future[bytearray]
+
+
+class ObjectReader(io.RawIOBase):
+    """Blocking, seekable, read-only file object over ``gs://bucket/name``.
+
+    Args:
+        client: the AsyncClient (driven on the portal loop).
+        bucket: bucket name.
+        name: object name.
+        chunk_size: bytes per ranged GET.
+        read_ahead: blocks downloading ahead of the position.
+        info: the object's metadata if already known (skips a stat).
+
+    Raises:
+        NotFound: no such object.
+        InvalidArgument: bad settings.
+    """
+
+    def __init__(self, client: AsyncClient, bucket: str, name: str, *,
+                 chunk_size: int = DEFAULT_CHUNK_SIZE, read_ahead: int = DEFAULT_READ_AHEAD,
+                 info: ObjectInfo | None = None) -> None:
+        super().__init__()
+        if chunk_size < 1 or read_ahead < 1:
+            raise InvalidArgument(f"chunk_size and read_ahead must be >= 1, got "
+                                  f"{chunk_size} and {read_ahead}")
+        self._client = client
+        self._portal = get_portal()
+        self.bucket = bucket
+        self.name = name
+        self.chunk_size = chunk_size
+        self.read_ahead = read_ahead
+        self.info = info or self._portal.call(client.stat(bucket, name))
+        self.size = self.info.size
+        self._pos = 0
+        self._blocks: dict[int, _Block] = {}
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        """Move the position.
+
+        Args:
+            offset: bytes.
+            whence: ``SEEK_SET``, ``SEEK_CUR`` or ``SEEK_END``.
+
+        Returns:
+            The new position.
+
+        Raises:
+            InvalidArgument: negative resulting position or bad ``whence``.
+        """
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}.get(whence)
+        if base is None or base + offset < 0:
+            raise InvalidArgument(f"seek gs://{self.bucket}/{self.name}: bad offset "
+                                  f"{offset} from whence {whence}")
+        self._pos = base + offset
+        return self._pos
+
+    def _fetch(self, index: int) -> _Block:
+        block = self._blocks.get(index)
+        if block is None:
+            start = index * self.chunk_size
+            end = min(start + self.chunk_size, self.size)
+            block = self._portal.submit(self._read_block(start, end))
+            self._blocks[index] = block
+        return block
+
+    async def _read_block(self, start: int, end: int) -> bytearray:
+        buf = bytearray(end - start)
+        got = await self._client.read(self.bucket, self.name, start=start, end=end, into=buf,
+                                      generation=self.info.generation or None)
+        del buf[got:]
+        return buf
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        """Read into ``buffer`` from the current position.
+
+        Args:
+            buffer: writable bytes-like.
+
+        Returns:
+            Bytes read (0 at the end).
+
+        Raises:
+            StorageError: a ranged GET failed after retries.
+        """
+        self._check_open()
+        out = memoryview(buffer).cast("B")
+        done = 0
+        while done < len(out) and self._pos < self.size:
+            index = self._pos // self.chunk_size
+            self._schedule(index)
+            data = self._fetch(index).result()
+            offset = self._pos - index * self.chunk_size
+            take = min(len(out) - done, len(data) - offset)
+            out[done:done + take] = memoryview(data)[offset:offset + take]
+            done += take
+            self._pos += take
+        return done
+
+    def _schedule(self, index: int) -> None:
+        last = (self.size - 1) // self.chunk_size if self.size else -1
+        # Drop blocks outside the window: behind the position, or far ahead
+        # after a backward seek.
+        for old in [i for i in self._blocks if i < index or i >= index + self.read_ahead]:
+            self._blocks.pop(old).cancel()
+        for i in range(index, min(index + self.read_ahead, last + 1)):
+            self._fetch(i)
+
+    def read(self, size: int | None = -1) -> bytes:
+        """Read up to ``size`` bytes (all remaining if negative or None).
+
+        Args:
+            size: byte count.
+
+        Returns:
+            The bytes (empty at the end).
+        """
+        remaining = max(self.size - self._pos, 0)
+        n = remaining if size is None or size < 0 else min(size, remaining)
+        buf = bytearray(n)
+        got = self.readinto(buf)
+        del buf[got:]
+        return bytes(buf)
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise InvalidArgument(f"read from closed reader gs://{self.bucket}/{self.name}")
+
+    def close(self) -> None:
+        """Cancel read-ahead and release buffers."""
+        for block in self._blocks.values():
+            block.cancel()
+        self._blocks.clear()
+        super().close()
+
+    def __enter__(self) -> ObjectReader:
+        return self

@@ -1,0 +1,525 @@
+"""Streaming object writer: XML multipart upload while the producer writes.
+
+``ObjectWriter`` is a blocking file object (``torch.save`` writes into it);
+``AsyncObjectWriter`` is its twin for async pipelines. Both cut the stream
+into parts, upload up to ``max_in_flight`` of them concurrently and block the
+producer beyond that, so memory stays at ``part_size * (max_in_flight + 1)``
+whatever the object size. Nothing is visible until the upload completes:
+an exception in the ``with`` body, a failed part or a bad checksum aborts
+the upload. A payload smaller than one part goes up in a single request.
+
+Where the server has no XML multipart upload (fake-gcs-server answers 400
+to ``?uploads``) the parts go through a JSON resumable session instead, in
+order, still bounded and still published only by the final request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import io
+import threading
+from typing import TYPE_CHECKING
+
+from ._bridge import get_portal
+from ._crc import Crc32c, decode_crc32c, encode_crc32c
+from ._errors import ChecksumMismatch, InvalidArgument, InvalidRequest, NotFound, StorageError
+from ._resumable import CHUNK_GRANULARITY, ResumableUpload
+from ._types import ObjectInfo, PartInfo
+from ._xml import MAX_PARTS, MIN_PART_SIZE
+
+if TYPE_CHECKING:
+    from ._client import AsyncClient
+
+__all__ = [
+    "DEFAULT_MAX_IN_FLIGHT",
+    "DEFAULT_PART_SIZE",
+    "AsyncObjectWriter",
+    "ObjectWriter",
+    "WriterStats",
+]
+
+# Measured on the GCS-like emulator profile (20 ms TTFB, 100 MB/s per
+# connection): 16 MiB parts x 8 in flight saturate the link while keeping the
+# writer's own memory at 144 MiB, under the 256 MiB budget of the issue.
+_Bytes = bytes | bytearray | memoryview
+
+DEFAULT_PART_SIZE = 16 * 1024 * 1024
+DEFAULT_MAX_IN_FLIGHT = 8
+
+
+def _check_settings(part_size: int, max_in_flight: int) -> None:
+    if part_size < MIN_PART_SIZE or part_size % CHUNK_GRANULARITY:
+        raise InvalidArgument(f"part_size must be >= {MIN_PART_SIZE} and a multiple of "
+                              f"{CHUNK_GRANULARITY} bytes, got {part_size}")
+    if max_in_flight < 1:
+        raise InvalidArgument(f"max_in_flight must be >= 1, got {max_in_flight}")
+
+
+class WriterStats:
+    """What an upload did (read after close).
+
+    Attributes:
+        bytes: bytes written.
+        parts: parts uploaded (0 for a single-request upload).
+        mode: ``"single"``, ``"multipart"`` or ``"resumable"``.
+        info: the published object's metadata.
+    """
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.parts = 0
+        self.mode = ""
+        self.info: ObjectInfo | None = None
+
+
+class _Session:
+    """The loop-side half: starts the upload lazily, sends parts, publishes
+    or aborts. All methods run on the client's event loop."""
+
+    def __init__(self, client: AsyncClient, bucket: str, name: str, content_type: str,
+                 part_size: int) -> None:
+        self.client = client
+        self.bucket = bucket
+        self.name = name
+        self.content_type = content_type
+        self.part_size = part_size
+        self.stats = WriterStats()
+        self._start_lock: asyncio.Lock | None = None
+        self._upload_id: str | None = None
+        self._resumable: ResumableUpload | None = None
+        self._parts: dict[int, PartInfo] = {}
+        self._broken = False
+        self._next_in_order = 1
+        self._order: asyncio.Condition | None = None
+
+    async def _start(self) -> None:
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+            self._order = asyncio.Condition()
+        async with self._start_lock:
+            if self._upload_id is not None or self._resumable is not None:
+                return
+            try:
+                self._upload_id = await self.client.initiate_multipart(
+                    self.bucket, self.name, content_type=self.content_type)
+                self.stats.mode = "multipart"
+            except (InvalidRequest, NotFound) as exc:
+                if isinstance(exc, NotFound) and "bucket" in exc.reason.lower():
+                    raise
+                # No XML multipart upload here (fake-gcs-server): stream the
+                # same parts through a resumable session, in order.
+                upload = ResumableUpload(self.client, self.bucket, self.name,
+                                         content_type=self.content_type,
+                                         chunk_size=self.part_size)
+                await upload.start()
+                self._resumable = upload
+                self.stats.mode = "resumable"
+
+    async def put(self, number: int, data: memoryview) -> None:
+        """Upload part ``number`` (1-based)."""
+        await self._start()
+        if self._resumable is not None:
+            assert self._order is not None
+            async with self._order:
+                await self._order.wait_for(lambda: self._next_in_order == number)
+            if self._broken:
+                return  # an earlier part failed; its error is already reported
+            try:
+                await self._resumable.send(data)
+            except BaseException:
+                self._broken = True
+                raise
+            finally:
+                async with self._order:
+                    self._next_in_order += 1
+                    self._order.notify_all()
+        else:
+            assert self._upload_id is not None
+            self._parts[number] = await self.client.upload_part(
+                self.bucket, self.name, self._upload_id, number, data)
+        self.stats.parts += 1
+
+    async def finish(self, last_number: int, tail: memoryview | None,
+                     expected: Crc32c) -> ObjectInfo:
+        """Publish: the tail as the last part (or the whole object in one
+        request if no part was sent), then verify the stored crc32c."""
+        self.stats.bytes = expected.length
+        if last_number == 1 and self._upload_id is None and self._resumable is None:
+            self.stats.mode = "single"
+            # AsyncClient.write sends the crc32c and checks the stored one.
+            info = await self.client.write(self.bucket, self.name, tail or b"",
+                                           content_type=self.content_type, resumable=False)
+            self.stats.info = info
+            return info
+        if self._resumable is not None:
+            assert self._order is not None
+            async with self._order:
+                await self._order.wait_for(lambda: self._next_in_order == last_number)
+            info = await self._resumable.finish(tail or b"", crc32c=expected.value)
+            self._resumable = None
+            await self._verify(info.crc32c, expected, info.generation)
+        else:
+            if tail is not None and len(tail):
+                await self.put(last_number, tail)
+            assert self._upload_id is not None
+            upload_id, self._upload_id = self._upload_id, None
+            try:
+                headers = await self.client.complete_multipart(
+                    self.bucket, self.name, upload_id, list(self._parts.values()))
+            except BaseException:
+                self._upload_id = upload_id  # still open: let abort() drop it
+                raise
+            stored = _header_crc(headers.get("x-goog-hash", ""))
+            generation = int(headers.get("x-goog-generation", "0") or 0)
+            info = None
+            if stored is None:
+                info = await self.client.stat(self.bucket, self.name)
+                stored, generation = info.crc32c, info.generation
+            await self._verify(stored, expected, generation)
+            if info is None:
+                info = ObjectInfo(self.bucket, self.name, expected.length, generation,
+                                  stored, content_type=self.content_type)
+        self.stats.info = info
+        return info
+
+    async def _verify(self, stored: int | None, expected: Crc32c, generation: int) -> None:
+        if stored is not None and stored == expected.value:
+            return
+        # A published object that is not what was written must not survive.
+        try:
+            await self.client.delete(self.bucket, self.name,
+                                     generation=generation or None)
+        except NotFound:
+            pass
+        shown = "none" if stored is None else encode_crc32c(stored)
+        raise ChecksumMismatch(
+            f"write gs://{self.bucket}/{self.name}: stored crc32c {shown} != "
+            f"{encode_crc32c(expected.value)} of the {expected.length} bytes written; "
+            "the object was deleted", operation="write", bucket=self.bucket, name=self.name)
+
+    async def abort(self) -> None:
+        """Drop the upload; nothing is published. Safe to call twice."""
+        upload_id, self._upload_id = self._upload_id, None
+        resumable, self._resumable = self._resumable, None
+        if resumable is not None:
+            await resumable.cancel()
+        if upload_id is not None:
+            try:
+                await self.client.abort_multipart(self.bucket, self.name, upload_id)
+            except StorageError:
+                # `aioflux clean` finds uploads left open; an abort failing here
+                # must not hide the error that caused it.
+                pass
+
+
+def _header_crc(value: str) -> int | None:
+    for part in value.split(","):
+        key, _, encoded = part.strip().partition("=")
+        if key == "crc32c" and encoded:
+            return decode_crc32c(encoded)
+    return None
+
+
+class ObjectWriter(io.BufferedIOBase):
+    """Blocking, write-only file object uploading to ``gs://bucket/name``.
+
+    Use as a context manager: leaving the ``with`` block normally publishes
+    the object, leaving it by an exception aborts. ``close()`` publishes;
+    ``abort()`` discards. A writer garbage-collected unclosed is aborted.
+
+    Args:
+        client: the AsyncClient (driven on the portal loop).
+        bucket: bucket name.
+        name: object name.
+        part_size: bytes per part (>= 5 MiB, a multiple of 256 KiB).
+        max_in_flight: parts uploading at once; ``write`` blocks beyond it.
+        content_type: Content-Type of the object.
+
+    Raises:
+        InvalidArgument: bad settings.
+    """
+
+    def __init__(self, client: AsyncClient, bucket: str, name: str, *,
+                 part_size: int = DEFAULT_PART_SIZE,
+                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+                 content_type: str = "application/octet-stream") -> None:
+        super().__init__()
+        _check_settings(part_size, max_in_flight)
+        self.bucket = bucket
+        self.name = name
+        self.part_size = part_size
+        self._portal = get_portal()
+        self._session = _Session(client, bucket, name, content_type, part_size)
+        self._slots = threading.BoundedSemaphore(max_in_flight)
+        self._buffer = bytearray(part_size)
+        self._fill = 0
+        self._number = 1
+        self._crc = Crc32c()
+        self._futures: list[concurrent.futures.Future[None]] = []
+        self._error: BaseException | None = None
+        self._done = False
+
+    @property
+    def stats(self) -> WriterStats:
+        """What the upload did."""
+        return self._session.stats
+
+    @property
+    def info(self) -> ObjectInfo | None:
+        """The published object's metadata, after a successful close."""
+        return self._session.stats.info
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self._crc.length
+
+    def write(self, data: _Bytes) -> int:  # type: ignore[override]
+        """Append bytes; blocks while ``max_in_flight`` parts are uploading.
+
+        Args:
+            data: bytes-like.
+
+        Returns:
+            The number of bytes taken (all of them).
+
+        Raises:
+            InvalidArgument: the writer is closed.
+            StorageError: a background part failed (the upload is aborted).
+        """
+        if self._done:
+            raise InvalidArgument(f"write to closed writer gs://{self.bucket}/{self.name}")
+        self._raise_pending()
+        view = memoryview(data).cast("B")
+        total = len(view)
+        self._crc.update(view)
+        while view:
+            take = min(len(view), self.part_size - self._fill)
+            self._buffer[self._fill:self._fill + take] = view[:take]
+            self._fill += take
+            view = view[take:]
+            if self._fill == self.part_size:
+                self._flush_part()
+        return total
+
+    def _flush_part(self) -> None:
+        if self._number >= MAX_PARTS:
+            raise InvalidArgument(f"write gs://{self.bucket}/{self.name}: more than "
+                                  f"{MAX_PARTS} parts; use a larger part_size")
+        self._slots.acquire()
+        try:
+            self._raise_pending()
+        except BaseException:
+            self._slots.release()
+            raise
+        buf, self._buffer = self._buffer, bytearray(self.part_size)
+        self._fill = 0
+        future = self._portal.submit(self._session.put(self._number, memoryview(buf)))
+        self._number += 1
+        future.add_done_callback(self._part_done)
+        self._futures.append(future)
+
+    def _part_done(self, future: concurrent.futures.Future[None]) -> None:
+        if not future.cancelled() and future.exception() is not None and self._error is None:
+            self._error = future.exception()
+        self._slots.release()
+
+    def _raise_pending(self) -> None:
+        if self._error is not None:
+            error = self._error
+            self.abort()
+            raise error
+
+    def flush(self) -> None:
+        """No-op: parts leave as they fill; the tail goes at close."""
+
+    def close(self) -> None:
+        """Upload the rest and publish the object (no-op if already closed).
+
+        Raises:
+            StorageError: the upload failed (it is aborted, nothing published).
+            ChecksumMismatch: the stored crc32c differs from the written bytes'.
+        """
+        if self._done:
+            return
+        try:
+            concurrent.futures.wait(self._futures)
+            self._raise_pending()
+            tail = memoryview(self._buffer)[:self._fill]
+            self._portal.call(self._session.finish(self._number, tail, self._crc))
+            self._futures = []
+        except BaseException:
+            self.abort()
+            raise
+        finally:
+            self._done = True
+            self._buffer = bytearray()
+            super().close()
+
+    def abort(self) -> None:
+        """Discard everything written; no object is published."""
+        if self._done and not self._futures:
+            return
+        self._done = True
+        for future in self._futures:
+            future.cancel()
+        concurrent.futures.wait(self._futures)
+        self._futures = []
+        self._buffer = bytearray()
+        if not self._portal.in_loop_thread():
+            self._portal.call(self._session.abort())
+        if not self.closed:
+            super().close()
+
+    def __enter__(self) -> ObjectWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __del__(self) -> None:
+        # io.IOBase.__del__ would close(), i.e. publish a possibly partial
+        # object; an abandoned writer must abort instead.
+        try:
+            if not self._done:
+                self.abort()
+        except Exception:
+            pass
+
+
+class AsyncObjectWriter:
+    """Async twin of :class:`ObjectWriter` for use on any event loop.
+
+    Args:
+        client: the AsyncClient.
+        bucket: bucket name.
+        name: object name.
+        part_size: bytes per part (>= 5 MiB, a multiple of 256 KiB).
+        max_in_flight: parts uploading at once; ``write`` waits beyond it.
+        content_type: Content-Type of the object.
+
+    Raises:
+        InvalidArgument: bad settings.
+    """
+
+    def __init__(self, client: AsyncClient, bucket: str, name: str, *,
+                 part_size: int = DEFAULT_PART_SIZE,
+                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+                 content_type: str = "application/octet-stream") -> None:
+        _check_settings(part_size, max_in_flight)
+        self.bucket = bucket
+        self.name = name
+        self.part_size = part_size
+        self._session = _Session(client, bucket, name, content_type, part_size)
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._buffer = bytearray()
+        self._number = 1
+        self._crc = Crc32c()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._error: BaseException | None = None
+        self._done = False
+
+    @property
+    def stats(self) -> WriterStats:
+        """What the upload did."""
+        return self._session.stats
+
+    async def write(self, data: _Bytes) -> int:
+        """Append bytes; waits while ``max_in_flight`` parts are uploading.
+
+        Args:
+            data: bytes-like.
+
+        Returns:
+            The number of bytes taken.
+
+        Raises:
+            InvalidArgument: the writer is closed.
+            StorageError: a background part failed (the upload is aborted).
+        """
+        if self._done:
+            raise InvalidArgument(f"write to closed writer gs://{self.bucket}/{self.name}")
+        await self._raise_pending()
+        view = memoryview(data).cast("B")
+        self._crc.update(view)
+        self._buffer += view
+        while len(self._buffer) >= self.part_size:
+            await self._slots.acquire()
+            await self._raise_pending(release=True)
+            part = self._buffer[:self.part_size]
+            del self._buffer[:self.part_size]
+            task = asyncio.ensure_future(self._session.put(self._number, memoryview(part)))
+            self._number += 1
+            self._tasks.add(task)
+            task.add_done_callback(self._part_done)
+        return len(view)
+
+    def _part_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and self._error is None:
+            self._error = task.exception()
+        self._slots.release()
+
+    async def _raise_pending(self, release: bool = False) -> None:
+        if self._error is not None:
+            if release:
+                self._slots.release()
+            error = self._error
+            await self.abort()
+            raise error
+
+    async def close(self) -> ObjectInfo:
+        """Upload the rest and publish.
+
+        Returns:
+            ObjectInfo of the new object.
+
+        Raises:
+            StorageError: the upload failed (aborted, nothing published).
+            ChecksumMismatch: the stored crc32c differs from the written bytes'.
+        """
+        if self._done:
+            raise InvalidArgument(f"writer gs://{self.bucket}/{self.name} is closed")
+        try:
+            if self._tasks:
+                await asyncio.wait(set(self._tasks))
+            await self._raise_pending()
+            info = await self._session.finish(self._number, memoryview(self._buffer),
+                                              self._crc)
+        except BaseException:
+            await self.abort()
+            raise
+        self._done = True
+        return info
+
+    async def abort(self) -> None:
+        """Discard everything written; nothing is published."""
+        self._done = True
+        tasks = set(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        self._buffer = bytearray()
+        await self._session.abort()
+
+    async def __aenter__(self) -> AsyncObjectWriter:
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            await self.close()
+        else:
+            await self.abort()
+

@@ -1,0 +1,33 @@
+"""A fast, faithful Google Cloud Storage emulator for tests and benchmarks.
+
+JSON API (buckets, list with every paging parameter, metadata, ranged media
+download, media / multipart / resumable upload, compose, rewrite, copy,
+delete) and XML API (GET / HEAD / PUT / DELETE and multipart upload), with
+GCS-shaped error bodies, time to first byte, per-connection bandwidth, a
+QPS cap and fault injection (429, 503, mid-body resets and stalls).
+
+Example::
+
+    from aioflux.testing import GCS_LIKE_PROFILE, running_emulator
+
+    with running_emulator(profile=GCS_LIKE_PROFILE) as emu:
+        emu.create_bucket("data")
+        os.environ["STORAGE_EMULATOR_HOST"] = emu.endpoint
+"""
+
+from __future__ import annotations
+
+from aioflux.testing._fake_gcs import fake_gcs_server
+from aioflux.testing._profile import GCS_LIKE_PROFILE, EmulatorProfile, Faults
+from aioflux.testing._serve import serve_main
+from aioflux.testing._server import Emulator, running_emulator
+
+__all__ = [
+    "GCS_LIKE_PROFILE",
+    "Emulator",
+    "EmulatorProfile",
+    "Faults",
+    "fake_gcs_server",
+    "running_emulator",
+    "serve_main",
+]

@@ -1,0 +1,110 @@
+"""``aioflux emulator`` / ``python -m aioflux.testing``: serve the emulator.
+
+On start, exactly one line ``aioflux emulator listening on URL`` is printed
+to stdout (the perf harness parses it); the server then runs until SIGINT
+or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Sequence
+
+from aioflux.testing._profile import GCS_LIKE_PROFILE, NO_PROFILE, EmulatorProfile, Faults
+from aioflux.testing._server import Emulator, new_event_loop
+
+__all__ = ["build_parser", "serve_main"]
+
+
+def build_parser(prog: str = "aioflux emulator") -> argparse.ArgumentParser:
+    """Return the argument parser of the ``emulator`` command.
+
+    Args:
+        prog: program name shown in the help.
+    """
+    p = argparse.ArgumentParser(prog=prog, description="Run the aioflux GCS emulator.")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=0, help="port (default 0 = pick a free one)")
+    p.add_argument(
+        "--profile",
+        choices=("none", "gcs-like"),
+        default="none",
+        help="gcs-like = 20 ms to first byte, 100 MB/s per connection",
+    )
+    p.add_argument("--ttfb-ms", type=float, help="time to first byte, milliseconds")
+    p.add_argument("--bandwidth-mbps", type=float, help="per-connection cap, MB/s (1e6 B/s)")
+    p.add_argument("--qps", type=float, help="request rate cap; excess requests get 429")
+    p.add_argument("--p-429", type=float, default=0.0, help="probability of an injected 429")
+    p.add_argument("--p-503", type=float, default=0.0, help="probability of an injected 503")
+    p.add_argument("--p-reset", type=float, default=0.0, help="probability of a mid-body reset")
+    p.add_argument("--p-stall", type=float, default=0.0, help="probability of a mid-body stall")
+    p.add_argument("--stall-seconds", type=float, default=1.0, help="length of a stall")
+    p.add_argument("--seed", type=int, help="fault RNG seed")
+    p.add_argument(
+        "--bucket", action="append", default=[], metavar="NAME", help="pre-create (repeatable)"
+    )
+    return p
+
+
+def _knobs(args: argparse.Namespace) -> tuple[EmulatorProfile, Faults]:
+    base = GCS_LIKE_PROFILE if args.profile == "gcs-like" else NO_PROFILE
+    profile = EmulatorProfile(
+        ttfb=base.ttfb if args.ttfb_ms is None else args.ttfb_ms / 1000.0,
+        bandwidth=base.bandwidth if args.bandwidth_mbps is None else args.bandwidth_mbps * 1e6,
+        qps_limit=base.qps_limit if args.qps is None else args.qps,
+    )
+    faults = Faults(
+        p_429=args.p_429,
+        p_503=args.p_503,
+        p_reset=args.p_reset,
+        p_stall=args.p_stall,
+        stall_seconds=args.stall_seconds,
+        seed=args.seed,
+    )
+    return profile, faults
+
+
+async def _serve(args: argparse.Namespace, profile: EmulatorProfile, faults: Faults) -> None:
+    emu = Emulator(profile, faults, host=args.host, port=args.port)
+    for name in args.bucket:
+        emu.create_bucket(name)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    async with emu:
+        print(f"aioflux emulator listening on {emu.endpoint}", flush=True)
+        await stop.wait()
+
+
+def serve_main(argv: Sequence[str] | None = None) -> int:
+    """Run the emulator until SIGINT/SIGTERM.
+
+    Args:
+        argv: arguments without the program name (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit status (0 on a clean stop, 2 on bad arguments).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        profile, faults = _knobs(args)
+    except ValueError as exc:
+        parser.error(str(exc))  # exits with status 2
+    runner = asyncio.Runner(loop_factory=new_event_loop)
+    try:
+        runner.run(_serve(args, profile, faults))
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:
+        print(f"aioflux emulator: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        runner.close()
+    return 0

@@ -1,0 +1,267 @@
+"""The emulator server: routing, lifecycle and a thread-hosted sync runner.
+
+Routing is done by hand on the raw (still percent-encoded) path with a
+low-level :class:`aiohttp.web.Server`: it skips the router and middleware
+machinery, and keeps ``%2F`` inside a JSON API object segment intact until
+the handler decodes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import TracebackType
+from urllib.parse import unquote
+
+from aiohttp import web
+
+from aioflux.testing._errors import ApiError
+from aioflux.testing._json_api import handle_json
+from aioflux.testing._profile import NO_FAULTS, NO_PROFILE, EmulatorProfile, Faults
+from aioflux.testing._runtime import Runtime
+from aioflux.testing._store import Store
+from aioflux.testing._xml_api import handle_xml
+
+__all__ = ["Emulator", "new_event_loop", "running_emulator"]
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """Return a uvloop loop if uvloop is importable, else a default asyncio loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
+
+
+class Emulator:
+    """An in-process GCS emulator (JSON + XML APIs) on ``host:port``.
+
+    ``profile`` and ``faults`` may be reassigned at any time, also from
+    another thread; the next request uses the new values. ``stats`` counts
+    requests per operation (``list``, ``get_media``, ``get_metadata``,
+    ``upload``, ``resumable_start``, ``resumable_put``, ``compose``,
+    ``rewrite``, ``copy``, ``delete``, ``patch``, ``xml_get``, ``xml_put``,
+    ``xml_initiate``, ``xml_put_part``, ``xml_complete``, ``xml_abort``...),
+    ``requests`` in total, and faults: ``injected_429``, ``injected_503``,
+    ``throttled`` (QPS cap), ``resets``, ``stalls``.
+
+    Args:
+        profile: latency / bandwidth / QPS profile (default: none).
+        faults: fault probabilities (default: none).
+        host: interface to bind; keep the loopback default.
+        port: TCP port; ``0`` picks a free one.
+        store: an existing store to serve (default: a new empty one).
+    """
+
+    def __init__(
+        self,
+        profile: EmulatorProfile | None = None,
+        faults: Faults | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        store: Store | None = None,
+    ) -> None:
+        self._rt = Runtime(store or Store(), profile or NO_PROFILE, faults or NO_FAULTS)
+        self._host = host
+        self._port = port
+        self._runner: web.ServerRunner | None = None
+
+    # -- knobs and state ---------------------------------------------------
+
+    @property
+    def profile(self) -> EmulatorProfile:
+        """The current :class:`EmulatorProfile` (assignable)."""
+        return self._rt.profile
+
+    @profile.setter
+    def profile(self, value: EmulatorProfile) -> None:
+        self._rt.profile = value
+
+    @property
+    def faults(self) -> Faults:
+        """The current :class:`Faults` (assignable; re-seeds the fault RNG)."""
+        return self._rt.faults
+
+    @faults.setter
+    def faults(self, value: Faults) -> None:
+        self._rt.faults = value
+
+    @property
+    def stats(self) -> Counter[str]:
+        """Request and fault counters (a live ``Counter``; missing keys read 0)."""
+        return self._rt.stats
+
+    @property
+    def store(self) -> Store:
+        """The in-memory store (buckets, objects, uploads)."""
+        return self._rt.store
+
+    @property
+    def port(self) -> int:
+        """The bound port (the requested one until :meth:`start`)."""
+        return self._port
+
+    @property
+    def endpoint(self) -> str:
+        """``http://HOST:PORT``, the value for ``STORAGE_EMULATOR_HOST``.
+
+        Raises:
+            RuntimeError: the emulator is not started.
+        """
+        if self._runner is None:
+            raise RuntimeError("Emulator is not started")
+        return f"http://{self._host}:{self._port}"
+
+    def create_bucket(self, name: str) -> str:
+        """Create a bucket directly in the store (no HTTP).
+
+        Args:
+            name: 3-63 characters, as on GCS.
+
+        Returns:
+            ``name``.
+
+        Raises:
+            ApiError: the bucket exists or the name is invalid.
+        """
+        self._rt.store.create_bucket(name)
+        return name
+
+    # -- lifecycle -------------------------------------------------------
+
+    async def start(self) -> None:
+        """Bind and start serving.
+
+        Raises:
+            RuntimeError: already started.
+            OSError: the port cannot be bound.
+        """
+        if self._runner is not None:
+            raise RuntimeError("Emulator already started")
+        server = web.Server(self._handle, access_log=None)
+        runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, self._host, self._port, backlog=1024, reuse_address=True)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        addresses = runner.addresses
+        self._port = int(addresses[0][1])
+        self._runner = runner
+
+    async def stop(self) -> None:
+        """Stop serving and close connections (idempotent)."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def __aenter__(self) -> Emulator:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # -- routing ---------------------------------------------------------
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        segs = request.rel_url.raw_path.split("/")[1:]
+        head = segs[0]
+        rt = self._rt
+        json_api = True
+        try:
+            if head == "storage" and segs[1:2] == ["v1"]:
+                return await handle_json(rt, request, _trim(segs[2:]))
+            if head in ("upload", "download") and segs[1:3] == ["storage", "v1"]:
+                return await handle_json(rt, request, _trim(segs[3:]), media=head == "download")
+            json_api = False
+            if not head:
+                raise ApiError(400, "invalid", "Bucket name required", xml_code="InvalidBucketName")
+            return await handle_xml(rt, request, unquote(head), unquote("/".join(segs[1:])))
+        except ApiError as exc:
+            if json_api:
+                return exc.json_response()
+            return exc.xml_response(head=request.method == "HEAD")
+
+
+def _trim(segs: list[str]) -> list[str]:
+    # A trailing slash never carries meaning in the JSON API: object names
+    # ending in '/' arrive encoded as %2F inside their segment.
+    while segs and not segs[-1]:
+        segs = segs[:-1]
+    return segs
+
+
+@contextmanager
+def running_emulator(
+    profile: EmulatorProfile | None = None,
+    faults: Faults | None = None,
+    port: int = 0,
+    *,
+    host: str = "127.0.0.1",
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] = new_event_loop,
+) -> Iterator[Emulator]:
+    """Run an :class:`Emulator` on its own event loop in a daemon thread.
+
+    For sync tests, benchmarks and demos. The store and knobs may be used
+    from the calling thread.
+
+    Args:
+        profile: latency / bandwidth / QPS profile.
+        faults: fault probabilities.
+        port: TCP port (``0`` = ephemeral).
+        host: interface to bind.
+        loop_factory: builds the thread's loop (uvloop when available).
+
+    Yields:
+        The started emulator.
+
+    Raises:
+        OSError: the port cannot be bound.
+    """
+    emu = Emulator(profile, faults, host=host, port=port)
+    loop = loop_factory()
+    started = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(emu.start())
+        except BaseException as exc:  # handed to the calling thread below
+            failure.append(exc)
+            started.set()
+            loop.close()
+            return
+        started.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(emu.stop())
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    thread = threading.Thread(target=run, name=f"aioflux-emulator-{port}", daemon=True)
+    thread.start()
+    started.wait()
+    if failure:
+        thread.join()
+        raise failure[0]
+    try:
+        yield emu
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)

@@ -1,0 +1,148 @@
+"""zstd (de)compression of checkpoint streams (the ``aioflux[zstd]`` extra).
+
+Compression runs on zstandard's own worker threads (``threads=-1``: one per
+core), so it overlaps with serialization and upload; the seed documents
+report 22% smaller checkpoints for +9% time with multithreaded zstd.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from .._errors import InvalidArgument
+
+try:
+    import zstandard
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("zstd compression needs the zstandard package: "
+                      "pip install aioflux[zstd]") from exc
+
+__all__ = ["DEFAULT_LEVEL", "ZstdWriter", "compress_writer", "decompress_all", "decompress_reader"]
+
+DEFAULT_LEVEL = 3
+
+
+class ZstdWriter(io.BufferedIOBase):
+    """Compressing write-only file object over a raw writer with ``abort()``.
+
+    Args:
+        raw: destination with ``write``, ``close`` and ``abort``.
+        level: zstd level.
+        threads: compression threads (-1: one per core).
+    """
+
+    def __init__(self, raw: Any, *, level: int = DEFAULT_LEVEL, threads: int = -1) -> None:
+        super().__init__()
+        self.raw = raw
+        cctx = zstandard.ZstdCompressor(level=level, threads=threads)
+        self._z = cctx.stream_writer(raw, closefd=False, write_return_read=True)
+        self._written = 0
+        self._done = False
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._written
+
+    def write(self, data: Any) -> int:
+        """Compress and forward ``data``.
+
+        Args:
+            data: bytes-like.
+
+        Returns:
+            Bytes consumed.
+
+        Raises:
+            InvalidArgument: closed.
+        """
+        if self._done:
+            raise InvalidArgument("write to a closed zstd writer")
+        n = int(self._z.write(data))
+        self._written += n
+        return n
+
+    def flush(self) -> None:
+        """No-op: frames are flushed at close."""
+
+    def close(self) -> None:
+        """Finish the frame and publish the underlying object."""
+        if self._done:
+            return
+        self._done = True
+        try:
+            self._z.flush(zstandard.FLUSH_FRAME)
+            self._z.close()
+            self.raw.close()
+        except BaseException:
+            self.raw.abort()
+            raise
+        finally:
+            super().close()
+
+    def abort(self) -> None:
+        """Discard everything; nothing is published."""
+        self._done = True
+        self.raw.abort()
+        if not self.closed:
+            super().close()
+
+    def __enter__(self) -> ZstdWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __del__(self) -> None:
+        try:
+            if not self._done:
+                self.abort()
+        except Exception:
+            pass
+
+
+def compress_writer(raw: Any, *, level: int = DEFAULT_LEVEL, threads: int = -1) -> ZstdWriter:
+    """Wrap a raw writer so bytes written are zstd-compressed.
+
+    Args:
+        raw: destination with ``write``, ``close`` and ``abort``.
+        level: zstd level.
+        threads: compression threads (-1: one per core).
+
+    Returns:
+        The compressing writer.
+    """
+    return ZstdWriter(raw, level=level, threads=threads)
+
+
+def decompress_reader(raw: Any) -> Any:
+    """Wrap a readable so reads return decompressed bytes (forward only).
+
+    Args:
+        raw: compressed source.
+
+    Returns:
+        A readable, not seekable, file object.
+    """
+    return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True,
+                                                      read_across_frames=True)
+
+
+def decompress_all(raw: Any) -> io.BytesIO:
+    """Decompress a whole stream into memory (``torch.load`` needs to seek).
+
+    Args:
+        raw: compressed source.
+
+    Returns:
+        A BytesIO at position 0.
+    """
+    out = io.BytesIO()
+    zstandard.ZstdDecompressor().copy_stream(raw, out, read_size=8 << 20, write_size=8 << 20)
+    out.seek(0)
+    return out

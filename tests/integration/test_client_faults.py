@@ -1,0 +1,117 @@
+"""Retries under injected faults, with every byte checked."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from aioflux import (
+    AsyncClient,
+    ClientConfig,
+    NotFound,
+    PreconditionFailed,
+    RetryPolicy,
+    ServerError,
+    Timeouts,
+    TransportError,
+)
+from aioflux._crc import crc32c
+from aioflux.testing import Emulator, Faults
+
+from ..conftest import FAST_RETRY
+
+
+async def _seed(client: AsyncClient, bucket: str, count: int, size: int) -> dict[str, int]:
+    sums = {}
+
+    async def put(i: int) -> None:
+        data = os.urandom(size)
+        await client.write(bucket, f"obj/{i:05d}", data)
+        sums[f"obj/{i:05d}"] = crc32c(data)
+
+    await asyncio.gather(*(put(i) for i in range(count)))
+    return sums
+
+
+async def test_2000_reads_byte_identical_under_faults(faults: Emulator, bucket: str) -> None:
+    config = ClientConfig(max_concurrency=32, retry=RetryPolicy(
+        max_attempts=12, initial_delay=0.001, max_delay=0.01))
+    async with AsyncClient(config, endpoint=faults.endpoint) as client:
+        sums = await _seed(client, bucket, 2000, 4096)
+        faults.faults = Faults(p_503=0.10, p_429=0.05, p_reset=0.02, seed=7)
+        before = dict(faults.stats)
+        datas = await asyncio.gather(*(client.read(bucket, n) for n in sums))
+        injected = {k: faults.stats[k] - before.get(k, 0)
+                    for k in ("injected_503", "injected_429", "resets")}
+    assert [crc32c(d) for d in datas] == list(sums.values())
+    assert all(len(d) == 4096 for d in datas)
+    # The knobs really fired, and every fault cost a retry.
+    assert injected["injected_503"] > 100 and injected["injected_429"] > 40
+    assert injected["resets"] > 10
+    assert client.transport.stats.retries >= sum(injected.values())
+
+
+async def test_ranged_reads_under_resets(faults: Emulator, client: AsyncClient,
+                                        bucket: str) -> None:
+    data = os.urandom(300_000)
+    await client.write(bucket, "r", data)
+    faults.faults = Faults(p_reset=0.5, seed=3)
+    chunks = await asyncio.gather(*(client.read(bucket, "r", start=s, end=s + 30_000)
+                                    for s in range(0, 300_000, 30_000)))
+    assert b"".join(chunks) == data
+
+
+async def test_4xx_fails_at_once(faults: Emulator, client: AsyncClient, bucket: str) -> None:
+    await client.write(bucket, "exists", b"x")
+    before = client.transport.stats.requests
+    with pytest.raises(NotFound) as info:
+        await client.read(bucket, "missing")
+    assert info.value.attempts == 1
+    with pytest.raises(PreconditionFailed):
+        await client.write(bucket, "exists", b"y", if_generation_match=0)
+    assert client.transport.stats.requests - before == 2
+    assert client.transport.stats.retries == 0
+
+
+async def test_persistent_503_gives_up_with_typed_error(faults: Emulator, bucket: str) -> None:
+    config = ClientConfig(retry=RetryPolicy(max_attempts=3, initial_delay=0, max_delay=0))
+    async with AsyncClient(config, endpoint=faults.endpoint) as client:
+        await client.write(bucket, "o", b"data")
+        faults.faults = Faults(p_503=1.0)
+        with pytest.raises(ServerError, match="gave up after 3 attempts") as info:
+            await client.read(bucket, "o")
+    assert info.value.status == 503
+    assert info.value.attempts == 3
+
+
+async def test_read_stall_times_out_and_retries(faults: Emulator, bucket: str) -> None:
+    config = ClientConfig(timeouts=Timeouts(read_stall=0.2),
+                          retry=RetryPolicy(max_attempts=2, initial_delay=0, max_delay=0))
+    async with AsyncClient(config, endpoint=faults.endpoint) as client:
+        await client.write(bucket, "slow", os.urandom(200_000))
+        faults.faults = Faults(p_stall=1.0, stall_seconds=1.0)
+        with pytest.raises(TransportError, match="timed out|truncated"):
+            await client.read(bucket, "slow")
+        faults.faults = Faults()
+        assert len(await client.read(bucket, "slow")) == 200_000
+
+
+async def test_no_token_in_errors_or_repr(emulator: Emulator, bucket: str) -> None:
+    secret = "ya29.SECRET-TOKEN-VALUE"
+    async with AsyncClient(ClientConfig(retry=FAST_RETRY), endpoint=emulator.endpoint,
+                           credentials=secret) as client:
+        with pytest.raises(NotFound) as info:
+            await client.read(bucket, "nope")
+        assert secret not in str(info.value)
+        assert secret not in repr(info.value)
+        assert secret not in repr(client.transport.auth)
+        emulator.faults = Faults(p_503=1.0)
+        try:
+            with pytest.raises(ServerError) as failed:
+                await client.stat(bucket, "nope")
+        finally:
+            emulator.faults = Faults()
+        assert secret not in str(failed.value)
+        assert failed.value.__cause__ is None and failed.value.__context__ is None

@@ -1,0 +1,453 @@
+"""The emulator's JSON API, checked with plain aiohttp (not the aioflux client)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import google_crc32c
+import pytest
+
+from aioflux.testing import Emulator, running_emulator
+
+
+def b64crc(data: bytes) -> str:
+    return base64.b64encode(google_crc32c.value(data).to_bytes(4, "big")).decode()
+
+
+def b64md5(data: bytes) -> str:
+    return base64.b64encode(hashlib.md5(data).digest()).decode()
+
+
+@pytest.fixture(scope="module")
+def emu() -> Iterator[Emulator]:
+    with running_emulator() as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def bkt(emu: Emulator) -> str:
+    return emu.create_bucket(f"json-{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+async def http(emu: Emulator) -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(base_url=emu.endpoint) as session:
+        yield session
+
+
+def opath(bucket: str, name: str) -> str:
+    return f"/storage/v1/b/{bucket}/o/{quote(name, safe='')}"
+
+
+async def upload(http: aiohttp.ClientSession, bucket: str, name: str, data: bytes) -> Any:
+    async with http.post(
+        f"/upload/storage/v1/b/{bucket}/o",
+        params={"uploadType": "media", "name": name},
+        data=data,
+    ) as r:
+        assert r.status == 200, await r.text()
+        return await r.json()
+
+
+def assert_gcs_error(doc: Any, code: int, reason: str) -> None:
+    assert set(doc) == {"error"}
+    err = doc["error"]
+    assert err["code"] == code
+    assert isinstance(err["message"], str) and err["message"]
+    assert err["errors"] == [{"message": err["message"], "domain": "global", "reason": reason}]
+
+
+# -- buckets --------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_bucket_lifecycle_and_iam(http: aiohttp.ClientSession) -> None:
+    name = f"bk-{uuid.uuid4().hex[:10]}"
+    async with http.post("/storage/v1/b", params={"project": "p"}, json={"name": name}) as r:
+        assert r.status == 200
+        assert (await r.json())["name"] == name
+    async with http.post("/storage/v1/b", params={"project": "p"}, json={"name": name}) as r:
+        assert r.status == 409
+        assert_gcs_error(await r.json(), 409, "conflict")
+    async with http.get(f"/storage/v1/b/{name}") as r:
+        assert (await r.json())["kind"] == "storage#bucket"
+    async with http.get("/storage/v1/b", params={"project": "p"}) as r:
+        assert name in [b["name"] for b in (await r.json())["items"]]
+    perms = [("permissions", "storage.objects.get"), ("permissions", "storage.objects.list")]
+    async with http.get(f"/storage/v1/b/{name}/iam/testPermissions", params=perms) as r:
+        doc = await r.json()
+    assert doc == {
+        "kind": "storage#testIamPermissionsResponse",
+        "permissions": ["storage.objects.get", "storage.objects.list"],
+    }
+    async with http.delete(f"/storage/v1/b/{name}") as r:
+        assert r.status == 204
+    async with http.get(f"/storage/v1/b/{name}") as r:
+        assert r.status == 404
+        assert_gcs_error(await r.json(), 404, "notFound")
+
+
+# -- listing --------------------------------------------------------------
+
+
+@pytest.fixture
+def listing_bucket(emu: Emulator, bkt: str) -> str:
+    # Written straight into the store: 2500 uploads over HTTP would only slow the test.
+    for i in range(2500):
+        emu.store.put(bkt, f"data/{i:05d}", b"x" * (i % 7))
+    for name in ("dir/a/1", "dir/a/2", "dir/b/1", "dir/c", "dir/d/", "top"):
+        emu.store.put(bkt, name, b"y")
+    return bkt
+
+
+async def list_all(http: aiohttp.ClientSession, bucket: str, **params: str) -> list[Any]:
+    pages: list[Any] = []
+    token = None
+    while True:
+        query = dict(params)
+        if token:
+            query["pageToken"] = token
+        async with http.get(f"/storage/v1/b/{bucket}/o", params=query) as r:
+            assert r.status == 200, await r.text()
+            page = await r.json()
+        pages.append(page)
+        token = page.get("nextPageToken")
+        if not token:
+            return pages
+
+
+@pytest.mark.asyncio
+async def test_list_pages_are_capped_at_1000(
+    http: aiohttp.ClientSession, listing_bucket: str
+) -> None:
+    pages = await list_all(http, listing_bucket, prefix="data/", maxResults="5000")
+    assert [len(p["items"]) for p in pages] == [1000, 1000, 500]
+    names = [i["name"] for p in pages for i in p["items"]]
+    assert names == [f"data/{i:05d}" for i in range(2500)]
+    item = pages[0]["items"][3]
+    assert item["size"] == "3" and item["bucket"] == listing_bucket
+    assert item["crc32c"] == b64crc(b"xxx") and item["md5Hash"] == b64md5(b"xxx")
+    assert item["generation"].isdigit() and item["metageneration"] == "1"
+
+
+@pytest.mark.asyncio
+async def test_list_max_results_and_offsets(
+    http: aiohttp.ClientSession, listing_bucket: str
+) -> None:
+    pages = await list_all(
+        http,
+        listing_bucket,
+        startOffset="data/00100",
+        endOffset="data/00350",
+        maxResults="100",
+    )
+    assert [len(p["items"]) for p in pages] == [100, 100, 50]
+    names = [i["name"] for p in pages for i in p["items"]]
+    assert names[0] == "data/00100" and names[-1] == "data/00349"
+
+
+@pytest.mark.asyncio
+async def test_list_prefix_delimiter(http: aiohttp.ClientSession, listing_bucket: str) -> None:
+    (page,) = await list_all(http, listing_bucket, delimiter="/")
+    assert page["prefixes"] == ["data/", "dir/"]
+    assert [i["name"] for i in page["items"]] == ["top"]
+    (page,) = await list_all(http, listing_bucket, prefix="dir/", delimiter="/")
+    assert page["prefixes"] == ["dir/a/", "dir/b/", "dir/d/"]
+    assert [i["name"] for i in page["items"]] == ["dir/c"]
+    (page,) = await list_all(
+        http, listing_bucket, prefix="dir/", delimiter="/", includeTrailingDelimiter="true"
+    )
+    assert [i["name"] for i in page["items"]] == ["dir/c", "dir/d/"]
+    # maxResults counts prefixes too, and a token resumes after a whole prefix.
+    pages = await list_all(http, listing_bucket, prefix="dir/", delimiter="/", maxResults="1")
+    seen = [(p.get("prefixes", []), [i["name"] for i in p.get("items", [])]) for p in pages]
+    assert seen == [(["dir/a/"], []), (["dir/b/"], []), ([], ["dir/c"]), (["dir/d/"], [])]
+
+
+@pytest.mark.asyncio
+async def test_list_fields_trimming(http: aiohttp.ClientSession, listing_bucket: str) -> None:
+    fields = "items(name,size,generation,crc32c),nextPageToken,prefixes"
+    async with http.get(
+        f"/storage/v1/b/{listing_bucket}/o",
+        params={"prefix": "data/", "maxResults": "2", "fields": fields},
+    ) as r:
+        page = await r.json()
+    assert set(page) == {"items", "nextPageToken"}
+    assert [set(i) for i in page["items"]] == [{"name", "size", "generation", "crc32c"}] * 2
+
+
+@pytest.mark.asyncio
+async def test_list_bad_token_and_missing_bucket(http: aiohttp.ClientSession, bkt: str) -> None:
+    async with http.get(f"/storage/v1/b/{bkt}/o", params={"pageToken": "!!!"}) as r:
+        assert r.status == 400
+    async with http.get("/storage/v1/b/no-such-bucket-x/o") as r:
+        assert r.status == 404
+        assert_gcs_error(await r.json(), 404, "notFound")
+
+
+# -- reads ----------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_metadata_and_media_with_ranges(http: aiohttp.ClientSession, bkt: str) -> None:
+    data = bytes(range(256)) * 40
+    name = "dir/sub dir/obj%1?.bin"
+    meta = await upload(http, bkt, name, data)
+    async with http.get(opath(bkt, name)) as r:
+        doc = await r.json()
+    assert doc["name"] == name and doc["size"] == str(len(data))
+    assert doc["crc32c"] == b64crc(data) and doc["md5Hash"] == b64md5(data)
+    async with http.get(f"/download{opath(bkt, name)}", params={"alt": "media"}) as r:
+        assert r.status == 200 and await r.read() == data
+        assert r.headers["x-goog-hash"] == f"crc32c={b64crc(data)},md5={b64md5(data)}"
+        assert r.headers["x-goog-generation"] == meta["generation"]
+    cases = {
+        "bytes=10-19": (10, 20),
+        "bytes=10000-": (10000, len(data)),
+        "bytes=-100": (len(data) - 100, len(data)),
+        "bytes=10200-999999": (10200, len(data)),
+    }
+    for header, (start, end) in cases.items():
+        async with http.get(opath(bkt, name), params={"alt": "media"}, headers={"Range": header}) as r:
+            assert r.status == 206, header
+            assert await r.read() == data[start:end], header
+            assert r.headers["Content-Range"] == f"bytes {start}-{end - 1}/{len(data)}"
+            assert r.headers["x-goog-hash"].startswith(f"crc32c={b64crc(data)}")
+    headers = {"Range": f"bytes={len(data)}-"}
+    async with http.get(opath(bkt, name), params={"alt": "media"}, headers=headers) as r:
+        assert r.status == 416
+        assert_gcs_error(await r.json(), 416, "requestedRangeNotSatisfiable")
+
+
+@pytest.mark.asyncio
+async def test_read_preconditions(http: aiohttp.ClientSession, bkt: str) -> None:
+    gen = (await upload(http, bkt, "o", b"abc"))["generation"]
+    url = opath(bkt, "o")
+    async with http.get(url, params={"alt": "media", "generation": gen}) as r:
+        assert r.status == 200
+    async with http.get(url, params={"alt": "media", "generation": "1"}) as r:
+        assert r.status == 404
+    async with http.get(url, params={"alt": "media", "ifGenerationMatch": "1"}) as r:
+        assert r.status == 412
+        assert_gcs_error(await r.json(), 412, "conditionNotMet")
+    async with http.get(url, params={"ifGenerationNotMatch": gen}) as r:
+        assert r.status == 304
+    async with http.get(url, params={"ifMetagenerationMatch": "2"}) as r:
+        assert r.status == 412
+    async with http.get(opath(bkt, "missing")) as r:
+        assert r.status == 404
+        doc = await r.json()
+    assert_gcs_error(doc, 404, "notFound")
+    assert doc["error"]["message"] == f"No such object: {bkt}/missing"
+
+
+# -- uploads --------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_multipart_upload_with_metadata(http: aiohttp.ClientSession, bkt: str) -> None:
+    data = b"\r\n--not-the-boundary\r\n" + bytes(range(256)) * 8
+    meta = {"name": "mp/obj", "contentType": "text/x-test", "metadata": {"k": "v"}}
+    with aiohttp.MultipartWriter("related") as mp:
+        mp.append_json(meta)
+        mp.append(data, {"Content-Type": "text/x-test"})
+    async with http.post(
+        f"/upload/storage/v1/b/{bkt}/o", params={"uploadType": "multipart"}, data=mp
+    ) as r:
+        assert r.status == 200, await r.text()
+        doc = await r.json()
+    assert doc["name"] == "mp/obj" and doc["metadata"] == {"k": "v"}
+    assert doc["contentType"] == "text/x-test" and doc["size"] == str(len(data))
+    async with http.get(opath(bkt, "mp/obj"), params={"alt": "media"}) as r:
+        assert await r.read() == data
+        assert r.headers["Content-Type"] == "text/x-test"
+
+
+@pytest.mark.asyncio
+async def test_upload_hash_mismatch_stores_nothing(http: aiohttp.ClientSession, bkt: str) -> None:
+    bad = b64crc(b"other")
+    async with http.post(
+        f"/upload/storage/v1/b/{bkt}/o",
+        params={"uploadType": "media", "name": "h"},
+        data=b"payload",
+        headers={"x-goog-hash": f"crc32c={bad}"},
+    ) as r:
+        assert r.status == 400
+        assert_gcs_error(await r.json(), 400, "invalid")
+    with aiohttp.MultipartWriter("related") as mp:
+        mp.append_json({"name": "h", "md5Hash": b64md5(b"other")})
+        mp.append(b"payload")
+    async with http.post(
+        f"/upload/storage/v1/b/{bkt}/o", params={"uploadType": "multipart"}, data=mp
+    ) as r:
+        assert r.status == 400
+    async with http.get(opath(bkt, "h")) as r:
+        assert r.status == 404
+    headers = {"x-goog-hash": f"crc32c={b64crc(b'payload')},md5={b64md5(b'payload')}"}
+    async with http.post(
+        f"/upload/storage/v1/b/{bkt}/o",
+        params={"uploadType": "media", "name": "h"},
+        data=b"payload",
+        headers=headers,
+    ) as r:
+        assert r.status == 200
+
+
+@pytest.mark.asyncio
+async def test_write_preconditions_and_generations(http: aiohttp.ClientSession, bkt: str) -> None:
+    url = f"/upload/storage/v1/b/{bkt}/o"
+    params = {"uploadType": "media", "name": "p", "ifGenerationMatch": "0"}
+    async with http.post(url, params=params, data=b"1") as r:
+        assert r.status == 200
+        gen1 = int((await r.json())["generation"])
+    async with http.post(url, params=params, data=b"2") as r:
+        assert r.status == 412
+        assert_gcs_error(await r.json(), 412, "conditionNotMet")
+    params["ifGenerationMatch"] = str(gen1)
+    async with http.post(url, params=params, data=b"2") as r:
+        gen2 = int((await r.json())["generation"])
+    assert gen2 > gen1
+    async with http.delete(opath(bkt, "p"), params={"ifGenerationMatch": str(gen1)}) as r:
+        assert r.status == 412
+    async with http.delete(opath(bkt, "p"), params={"generation": str(gen2)}) as r:
+        assert r.status == 204
+    async with http.delete(opath(bkt, "p")) as r:
+        assert r.status == 404
+
+
+@pytest.mark.asyncio
+async def test_resumable_upload_in_chunks(http: aiohttp.ClientSession, bkt: str) -> None:
+    data = bytes(range(256)) * 4096  # 1 MiB
+    chunk = 256 * 1024
+    async with http.post(
+        f"/upload/storage/v1/b/{bkt}/o",
+        params={"uploadType": "resumable", "name": "res/obj"},
+        json={"contentType": "application/x-r", "metadata": {"a": "b"}, "crc32c": b64crc(data)},
+    ) as r:
+        assert r.status == 200
+        session = r.headers["Location"]
+    assert "upload_id=" in session
+    for start in range(0, len(data) - chunk, chunk):
+        headers = {"Content-Range": f"bytes {start}-{start + chunk - 1}/*"}
+        async with http.put(session, data=data[start : start + chunk], headers=headers) as r:
+            assert r.status == 308
+            assert r.headers["Range"] == f"bytes=0-{start + chunk - 1}"
+    # A status query, then a resend of an already committed chunk (ignored).
+    async with http.put(session, headers={"Content-Range": "bytes */*"}) as r:
+        assert r.status == 308 and r.headers["Range"] == f"bytes=0-{len(data) - chunk - 1}"
+    async with http.put(session, data=data[:chunk], headers={"Content-Range": f"bytes 0-{chunk - 1}/*"}) as r:
+        assert r.status == 308
+    async with http.get(opath(bkt, "res/obj")) as r:
+        assert r.status == 404  # not visible before the final chunk
+    last = len(data) - chunk
+    headers = {"Content-Range": f"bytes {last}-{len(data) - 1}/{len(data)}"}
+    async with http.put(session, data=data[last:], headers=headers) as r:
+        assert r.status == 200
+        doc = await r.json()
+    assert doc["size"] == str(len(data)) and doc["crc32c"] == b64crc(data)
+    assert doc["metadata"] == {"a": "b"} and doc["contentType"] == "application/x-r"
+    async with http.put(session, headers={"Content-Range": f"bytes */{len(data)}"}) as r:
+        assert r.status == 200
+    async with http.get(opath(bkt, "res/obj"), params={"alt": "media"}) as r:
+        assert await r.read() == data
+
+
+@pytest.mark.asyncio
+async def test_resumable_cancel_and_precondition(http: aiohttp.ClientSession, bkt: str) -> None:
+    await upload(http, bkt, "exists", b"x")
+    async with http.post(
+        f"/upload/storage/v1/b/{bkt}/o",
+        params={"uploadType": "resumable", "name": "exists", "ifGenerationMatch": "0"},
+    ) as r:
+        assert r.status == 412
+    async with http.post(
+        f"/upload/storage/v1/b/{bkt}/o", params={"uploadType": "resumable", "name": "c"}
+    ) as r:
+        session = r.headers["Location"]
+    async with http.delete(session) as r:
+        assert r.status == 499
+    async with http.put(session, data=b"x", headers={"Content-Range": "bytes 0-0/1"}) as r:
+        assert r.status == 404
+
+
+# -- compose, rewrite, copy -----------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_compose(http: aiohttp.ClientSession, bkt: str) -> None:
+    parts = [bytes([i]) * (i + 1) for i in range(32)]
+    gens = [(await upload(http, bkt, f"c/{i}", p))["generation"] for i, p in enumerate(parts)]
+    sources = [
+        {"name": f"c/{i}", "generation": g, "objectPreconditions": {"ifGenerationMatch": g}}
+        for i, g in enumerate(gens)
+    ]
+    body = {"sourceObjects": sources, "destination": {"contentType": "application/x-c"}}
+    async with http.post(f"{opath(bkt, 'out')}/compose", json=body) as r:
+        assert r.status == 200, await r.text()
+        doc = await r.json()
+    whole = b"".join(parts)
+    assert doc["crc32c"] == b64crc(whole) and doc["componentCount"] == 32
+    assert doc["size"] == str(len(whole)) and "md5Hash" not in doc
+    async with http.get(opath(bkt, "out"), params={"alt": "media"}) as r:
+        assert await r.read() == whole
+    body = {"sourceObjects": [{"name": "c/0"}] * 33}
+    async with http.post(f"{opath(bkt, 'out')}/compose", json=body) as r:
+        assert r.status == 400
+        doc = await r.json()
+    assert_gcs_error(doc, 400, "invalid")
+    assert doc["error"]["message"] == (
+        "The number of source components provided (33) exceeds the maximum (32)"
+    )
+    body = {"sourceObjects": [{"name": "c/0", "objectPreconditions": {"ifGenerationMatch": "1"}}]}
+    async with http.post(f"{opath(bkt, 'out')}/compose", json=body) as r:
+        assert r.status == 412
+    async with http.post(f"{opath(bkt, 'out')}/compose", json={"sourceObjects": [{"name": "nope"}]}) as r:
+        assert r.status == 404
+    params = {"ifGenerationMatch": "0"}
+    body = {"sourceObjects": [{"name": "c/0"}]}
+    async with http.post(f"{opath(bkt, 'out')}/compose", json=body, params=params) as r:
+        assert r.status == 412
+
+
+@pytest.mark.asyncio
+async def test_rewrite_and_copy(http: aiohttp.ClientSession, emu: Emulator, bkt: str) -> None:
+    other = emu.create_bucket(f"dst-{uuid.uuid4().hex[:12]}")
+    data = b"rewrite me" * 100
+    await upload(http, bkt, "src/o", data)
+    url = f"{opath(bkt, 'src/o')}/rewriteTo/b/{other}/o/{quote('dst/o', safe='')}"
+    async with http.post(url) as r:
+        doc = await r.json()
+    assert doc["kind"] == "storage#rewriteResponse" and doc["done"] is True
+    assert doc["totalBytesRewritten"] == doc["objectSize"] == str(len(data))
+    assert doc["resource"]["bucket"] == other and doc["resource"]["crc32c"] == b64crc(data)
+    url = f"{opath(bkt, 'src/o')}/copyTo/b/{bkt}/o/copy"
+    async with http.post(url) as r:
+        doc = await r.json()
+    assert doc["name"] == "copy" and doc["md5Hash"] == b64md5(data)
+    async with http.get(opath(other, "dst/o"), params={"alt": "media"}) as r:
+        assert await r.read() == data
+
+
+@pytest.mark.asyncio
+async def test_patch_bumps_metageneration(http: aiohttp.ClientSession, bkt: str) -> None:
+    await upload(http, bkt, "m", b"x")
+    async with http.patch(opath(bkt, "m"), json={"metadata": {"a": "1"}}) as r:
+        doc = await r.json()
+    assert doc["metageneration"] == "2" and doc["metadata"] == {"a": "1"}
+    async with http.patch(opath(bkt, "m"), params={"ifMetagenerationMatch": "1"}, json={}) as r:
+        assert r.status == 412
+
+
+def test_stats_count_operations(emu: Emulator) -> None:
+    # Earlier tests in this module ran every kind of request at least once.
+    for op in ("list", "get_media", "get_metadata", "upload", "compose", "delete"):
+        assert emu.stats[op] > 0, op
+    assert emu.stats["requests"] >= sum(emu.stats[op] for op in ("list", "upload"))
+    json.dumps(dict(emu.stats))  # plain counters, serializable for reports

@@ -1,0 +1,246 @@
+"""Emulator knobs (latency, bandwidth, QPS, faults) and the ways to run it:
+in-loop, on a thread, as a subprocess, and the third-party fake-gcs-server."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+
+from aioflux.testing import (
+    GCS_LIKE_PROFILE,
+    Emulator,
+    EmulatorProfile,
+    Faults,
+    fake_gcs_server,
+    running_emulator,
+)
+
+MB = 1_000_000
+
+
+@pytest.fixture
+async def emu() -> AsyncIterator[Emulator]:
+    # One emulator per test on the test's own loop: knobs never leak.
+    async with Emulator() as emulator:
+        emulator.create_bucket("knobs")
+        emulator.store.put("knobs", "small", b"s" * 1000)
+        emulator.store.put("knobs", "big", (bytes(range(256)) * 7813)[: 2 * MB])
+        yield emulator
+
+
+@pytest.fixture
+async def http(emu: Emulator) -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(base_url=emu.endpoint) as session:
+        yield session
+
+
+def test_profile_and_faults_validation() -> None:
+    assert GCS_LIKE_PROFILE == EmulatorProfile(ttfb=0.020, bandwidth=100e6)
+    for kwargs, field in [
+        ({"ttfb": -1.0}, "ttfb"),
+        ({"bandwidth": 0.0}, "bandwidth"),
+        ({"qps_limit": float("inf")}, "qps_limit"),
+    ]:
+        with pytest.raises(ValueError, match=field):
+            EmulatorProfile(**kwargs)  # type: ignore[arg-type]
+    for kwargs, field in [
+        ({"p_429": 1.5}, "p_429"),
+        ({"p_503": -0.1}, "p_503"),
+        ({"p_reset": 2.0}, "p_reset"),
+        ({"p_stall": -1.0}, "p_stall"),
+        ({"stall_seconds": -1.0}, "stall_seconds"),
+    ]:
+        with pytest.raises(ValueError, match=field):
+            Faults(**kwargs)  # type: ignore[arg-type]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        GCS_LIKE_PROFILE.ttfb = 1.0  # type: ignore[misc]
+
+
+@pytest.mark.asyncio
+async def test_injected_503_and_429(emu: Emulator, http: aiohttp.ClientSession) -> None:
+    emu.faults = Faults(p_503=1.0)
+    async with http.get("/storage/v1/b/knobs/o/small", params={"alt": "media"}) as r:
+        assert r.status == 503
+        assert (await r.json())["error"]["errors"][0]["reason"] == "backendError"
+    async with http.get("/knobs/small") as r:
+        assert r.status == 503
+        assert "<Code>ServiceUnavailable</Code>" in await r.text()
+    # Bucket administration is exempt from faults.
+    async with http.get("/storage/v1/b/knobs") as r:
+        assert r.status == 200
+    emu.faults = Faults(p_429=1.0)
+    async with http.get("/storage/v1/b/knobs/o") as r:
+        assert r.status == 429 and r.headers["Retry-After"] == "0"
+        assert (await r.json())["error"]["errors"][0]["reason"] == "rateLimitExceeded"
+    async with http.get("/knobs/small") as r:
+        assert "<Code>SlowDown</Code>" in await r.text()
+    emu.faults = Faults()
+    async with http.get("/knobs/small") as r:
+        assert r.status == 200
+    assert emu.stats["injected_503"] == 2 and emu.stats["injected_429"] == 2
+
+
+@pytest.mark.asyncio
+async def test_fault_draws_are_seeded(emu: Emulator, http: aiohttp.ClientSession) -> None:
+    async def run() -> list[int]:
+        emu.faults = Faults(p_503=0.5, seed=7)
+        statuses = []
+        for _ in range(40):
+            async with http.get("/knobs/small") as r:
+                statuses.append(r.status)
+        return statuses
+
+    first = await run()
+    assert await run() == first
+    assert {200, 503} == set(first)
+
+
+@pytest.mark.asyncio
+async def test_reset_truncates_body(emu: Emulator, http: aiohttp.ClientSession) -> None:
+    emu.faults = Faults(p_reset=1.0)
+    for url in ("/storage/v1/b/knobs/o/big?alt=media", "/knobs/big"):
+        with pytest.raises(aiohttp.ClientError):
+            async with http.get(url) as r:
+                assert r.status == 200
+                await r.read()
+    assert emu.stats["resets"] == 2
+    emu.faults = Faults()
+    async with http.get("/knobs/big") as r:
+        assert len(await r.read()) == 2 * MB
+
+
+@pytest.mark.asyncio
+async def test_stall_pauses_mid_body(emu: Emulator, http: aiohttp.ClientSession) -> None:
+    emu.faults = Faults(p_stall=1.0, stall_seconds=0.3)
+    start = time.monotonic()
+    async with http.get("/knobs/big") as r:
+        body = await r.read()
+    assert time.monotonic() - start >= 0.28
+    assert body == emu.store.get("knobs", "big").data
+    assert emu.stats["stalls"] == 1
+
+
+@pytest.mark.asyncio
+async def test_ttfb_is_applied(emu: Emulator, http: aiohttp.ClientSession) -> None:
+    emu.profile = EmulatorProfile(ttfb=0.1)
+    for url in ("/storage/v1/b/knobs/o/small?alt=media", "/storage/v1/b/knobs/o", "/knobs/small"):
+        start = time.monotonic()
+        async with http.get(url) as r:
+            await r.read()
+        assert time.monotonic() - start >= 0.095, url
+    emu.profile = EmulatorProfile()
+    start = time.monotonic()
+    async with http.get("/knobs/small") as r:
+        await r.read()
+    assert time.monotonic() - start < 0.09
+
+
+@pytest.mark.asyncio
+async def test_bandwidth_caps_downloads_and_uploads(
+    emu: Emulator, http: aiohttp.ClientSession
+) -> None:
+    emu.profile = EmulatorProfile(bandwidth=10 * MB)
+    start = time.monotonic()
+    async with http.get("/storage/v1/b/knobs/o/big", params={"alt": "media"}) as r:
+        body = await r.read()
+    elapsed = time.monotonic() - start
+    assert len(body) == 2 * MB and 0.18 <= elapsed < 1.0
+    start = time.monotonic()
+    async with http.get("/knobs/big", headers={"Range": "bytes=0-999999"}) as r:
+        assert len(await r.read()) == MB
+    assert 0.09 <= time.monotonic() - start < 0.6
+    start = time.monotonic()
+    async with http.put("/knobs/up", data=io.BytesIO(b"u" * MB)) as r:
+        assert r.status == 200
+    assert 0.09 <= time.monotonic() - start < 0.6
+    # Small bodies pay for their bytes, not for timer granularity.
+    emu.profile = EmulatorProfile(bandwidth=100 * MB)
+    emu.store.put("knobs", "100k", b"k" * 100_000)
+    start = time.monotonic()
+    for _ in range(20):
+        async with http.get("/knobs/100k") as r:
+            await r.read()
+    assert time.monotonic() - start < 0.5
+
+
+@pytest.mark.asyncio
+async def test_qps_cap(emu: Emulator, http: aiohttp.ClientSession) -> None:
+    emu.profile = EmulatorProfile(qps_limit=5)
+    statuses = []
+    for _ in range(12):
+        async with http.get("/knobs/small") as r:
+            statuses.append(r.status)
+    assert statuses.count(200) in (5, 6) and statuses.count(429) >= 6
+    assert emu.stats["throttled"] == statuses.count(429)
+
+
+def test_running_emulator_thread() -> None:
+    with running_emulator(profile=GCS_LIKE_PROFILE) as emu:
+        emu.create_bucket("thread-b")
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+", emu.endpoint)
+        with urllib.request.urlopen(f"{emu.endpoint}/storage/v1/b/thread-b") as resp:
+            assert resp.status == 200
+        endpoint = emu.endpoint
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"{endpoint}/storage/v1/b/thread-b", timeout=2)
+
+
+def test_serve_main_subprocess() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aioflux.testing", "--port", "0", "--bucket", "pre-made"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.fullmatch(r"aioflux emulator listening on (http://127\.0\.0\.1:\d+)\n", line)
+        assert match, line
+        with urllib.request.urlopen(f"{match.group(1)}/storage/v1/b/pre-made") as resp:
+            assert resp.status == 200
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0
+        assert proc.stdout.read() == ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_serve_main_rejects_bad_probability() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "aioflux.testing", "--p-503", "2"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2 and "p_503" in result.stderr
+
+
+@pytest.mark.asyncio
+async def test_fake_gcs_server_answers() -> None:
+    with fake_gcs_server() as server:
+        async with aiohttp.ClientSession(base_url=server.endpoint) as http:
+            async with http.post("/storage/v1/b", params={"project": "p"}, json={"name": "fgcs"}) as r:
+                assert r.status == 200, await r.text()
+            async with http.post(
+                "/upload/storage/v1/b/fgcs/o",
+                params={"uploadType": "media", "name": "a/b"},
+                data=b"hello",
+            ) as r:
+                assert r.status == 200, await r.text()
+            async with http.get("/storage/v1/b/fgcs/o") as r:
+                names = [i["name"] for i in (await r.json())["items"]]
+            assert names == ["a/b"]
+    assert server.process.poll() is not None

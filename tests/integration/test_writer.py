@@ -1,0 +1,167 @@
+"""Streaming multipart writer against the emulator and fake-gcs-server."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+import aioflux
+from aioflux import AsyncClient, ChecksumMismatch, Client, ClientConfig, NotFound
+from aioflux._crc import crc32c
+from aioflux._writer import AsyncObjectWriter, ObjectWriter
+from aioflux.testing import Emulator
+
+MiB = 1024 * 1024
+PART = 5 * MiB
+
+
+def _payload(n: int, seed: int = 0) -> bytes:
+    return bytes(os.urandom(n)) if seed < 0 else (bytes(range(256)) * (n // 256 + 1))[:n]
+
+
+def test_multipart_stream_round_trip(sync_client: Client, bucket: str, emulator: Emulator) -> None:
+    data = os.urandom(3 * PART + 12345)
+    before = emulator.stats["xml_put_part"]
+    with aioflux.open(f"gs://{bucket}/ckpt.pt", "wb", client=sync_client, part_size=PART,
+                      max_in_flight=2) as f:
+        for i in range(0, len(data), 1_000_003):  # writes straddle part boundaries
+            f.write(data[i:i + 1_000_003])
+    assert f.stats.mode == "multipart"  # type: ignore[attr-defined]
+    assert emulator.stats["xml_put_part"] - before == 4
+    info = sync_client.stat(bucket, "ckpt.pt")
+    assert info.size == len(data) and info.crc32c == crc32c(data)
+    assert sync_client.read(bucket, "ckpt.pt") == data
+
+
+def test_exact_multiple_of_part_size(sync_client: Client, bucket: str) -> None:
+    data = os.urandom(2 * PART)
+    with aioflux.open(f"gs://{bucket}/x", "wb", client=sync_client, part_size=PART) as f:
+        f.write(data)
+    assert sync_client.read(bucket, "x") == data
+
+
+def test_small_payload_is_one_request(sync_client: Client, bucket: str,
+                                      emulator: Emulator) -> None:
+    before = emulator.stats["xml_initiate"]
+    with aioflux.open(f"gs://{bucket}/small", "wb", client=sync_client) as f:
+        f.write(b"hello")
+    assert f.stats.mode == "single"  # type: ignore[attr-defined]
+    assert emulator.stats["xml_initiate"] == before
+    assert sync_client.read(bucket, "small") == b"hello"
+
+
+def test_empty_object(sync_client: Client, bucket: str) -> None:
+    with aioflux.open(f"gs://{bucket}/empty", "wb", client=sync_client):
+        pass
+    assert sync_client.stat(bucket, "empty").size == 0
+
+
+@pytest.mark.parametrize("size", [100, 2 * PART + 7])
+def test_exception_in_with_body_publishes_nothing(sync_client: Client, bucket: str,
+                                                  size: int) -> None:
+    url = f"gs://{bucket}/broken.pt"
+    with pytest.raises(ZeroDivisionError):
+        with aioflux.open(url, "wb", client=sync_client, part_size=PART) as f:
+            f.write(os.urandom(size))
+            1 / 0  # noqa: B018
+    assert not sync_client.exists(bucket, "broken.pt")
+    assert sync_client.list_multipart_uploads(bucket) == []
+
+
+def test_abandoned_writer_is_aborted_not_published(sync_client: Client, bucket: str) -> None:
+    f = aioflux.open(f"gs://{bucket}/gc", "wb", client=sync_client, part_size=PART)
+    f.write(os.urandom(PART + 1))
+    del f
+    import gc
+
+    gc.collect()
+    assert not sync_client.exists(bucket, "gc")
+    assert sync_client.list_multipart_uploads(bucket) == []
+
+
+def test_back_pressure_bounds_parts_in_flight(emulator: Emulator, bucket: str) -> None:
+    in_flight = 0
+    peak = 0
+    lock = threading.Lock()
+
+    class Counting(AsyncClient):
+        async def upload_part(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            nonlocal in_flight, peak
+            with lock:
+                in_flight += 1
+                peak = max(peak, in_flight)
+            try:
+                import asyncio
+
+                await asyncio.sleep(0.02)
+                return await super().upload_part(*args, **kwargs)
+            finally:
+                with lock:
+                    in_flight -= 1
+
+    client = Counting(ClientConfig(max_concurrency=16), endpoint=emulator.endpoint)
+    data = os.urandom(8 * PART)
+    with ObjectWriter(client, bucket, "bp", part_size=PART, max_in_flight=2) as f:
+        f.write(data)
+    assert peak == 2
+    assert aioflux.call(client.read(bucket, "bp")) == data
+
+
+def test_failed_part_surfaces_and_aborts(emulator: Emulator, bucket: str) -> None:
+    class Failing(AsyncClient):
+        async def upload_part(self, bucket, name, upload_id, number, data):  # type: ignore[no-untyped-def]
+            if number == 2:
+                raise aioflux.ServerError("injected", operation="upload part")
+            return await super().upload_part(bucket, name, upload_id, number, data)
+
+    client = Failing(endpoint=emulator.endpoint)
+    with pytest.raises(aioflux.ServerError, match="injected"):
+        with ObjectWriter(client, bucket, "fail", part_size=PART, max_in_flight=1) as f:
+            for _ in range(6):
+                f.write(os.urandom(PART))
+    assert not aioflux.call(client.exists(bucket, "fail"))
+    assert aioflux.call(client.list_multipart_uploads(bucket)) == []
+
+
+def test_crc_mismatch_deletes_object(emulator: Emulator, bucket: str) -> None:
+    class Lying(AsyncClient):
+        async def complete_multipart(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            headers = await super().complete_multipart(*args, **kwargs)
+            headers["x-goog-hash"] = "crc32c=AAAAAA=="
+            return headers
+
+    client = Lying(endpoint=emulator.endpoint)
+    with pytest.raises(ChecksumMismatch):
+        with ObjectWriter(client, bucket, "bad", part_size=PART) as f:
+            f.write(os.urandom(PART + 10))
+    with pytest.raises(NotFound):
+        aioflux.call(client.stat(bucket, "bad"))
+
+
+async def test_async_writer(client: AsyncClient, bucket: str) -> None:
+    data = os.urandom(2 * PART + 99)
+    async with AsyncObjectWriter(client, bucket, "aw", part_size=PART) as w:
+        for i in range(0, len(data), 3 * MiB):
+            await w.write(data[i:i + 3 * MiB])
+    assert w.stats.mode == "multipart"
+    assert await client.read(bucket, "aw") == data
+    with pytest.raises(RuntimeError):
+        async with AsyncObjectWriter(client, bucket, "aw2", part_size=PART) as w:
+            await w.write(os.urandom(PART + 1))
+            raise RuntimeError("boom")
+    assert not await client.exists(bucket, "aw2")
+    assert await client.list_multipart_uploads(bucket) == []
+
+
+def test_torch_save_into_writer(sync_client: Client, bucket: str) -> None:
+    import torch
+
+    state = {"w": torch.randn(1_500_000), "step": 3}
+    url = f"gs://{bucket}/model.pt"
+    with aioflux.open(url, "wb", client=sync_client, part_size=PART) as f:
+        torch.save(state, f)
+    with aioflux.open(url, "rb", client=sync_client, chunk_size=MiB, read_ahead=4) as r:
+        loaded = torch.load(r)
+    assert loaded["step"] == 3 and torch.equal(loaded["w"], state["w"])

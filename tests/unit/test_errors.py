@@ -1,0 +1,51 @@
+import pickle
+
+import pytest
+
+from aioflux import (
+    ChecksumMismatch,
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+    PreconditionFailed,
+    RateLimited,
+    ServerError,
+    StorageError,
+)
+from aioflux._errors import error_for_status
+
+
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [(404, NotFound), (403, PermissionDenied), (401, PermissionDenied),
+     (412, PreconditionFailed), (429, RateLimited), (503, ServerError), (408, ServerError),
+     (400, InvalidRequest), (416, InvalidRequest)],
+)
+def test_status_maps_to_specific_class(status: int, cls: type[StorageError]) -> None:
+    err = error_for_status(status, "boom", operation="read", bucket="b", name="o")
+    assert type(err) is cls
+    assert "read gs://b/o" in str(err)
+    assert str(status) in str(err)
+
+
+def test_builtin_mixins() -> None:
+    assert isinstance(error_for_status(404, "", operation="stat"), FileNotFoundError)
+    assert isinstance(error_for_status(403, "", operation="stat"), PermissionError)
+    assert isinstance(error_for_status(400, "", operation="stat"), ValueError)
+
+
+@pytest.mark.parametrize("cls", [NotFound, PermissionDenied, ChecksumMismatch, RateLimited])
+def test_errors_survive_pickling(cls: type[StorageError]) -> None:
+    err = cls("read gs://b/o failed", operation="read", bucket="b", name="o", status=404,
+              reason="notFound", attempts=3)
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is cls
+    assert str(back) == str(err)
+    assert (back.operation, back.bucket, back.name, back.status, back.reason, back.attempts) == (
+        "read", "b", "o", 404, "notFound", 3)
+
+
+def test_detail_is_shortened_and_single_line() -> None:
+    err = error_for_status(500, "x\n" * 1000, operation="read", bucket="b", name="o")
+    assert "\n" not in str(err)
+    assert len(str(err)) < 400
