@@ -23,16 +23,20 @@ from ._errors import (
     StorageError,
     TransportError,
 )
+from ._open import open
+from ._reader import ObjectReader
 from ._resumable import ResumableUpload
 from ._sync import Client
 from ._types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from ._urls import GcsURL, parse_url
+from ._writer import AsyncObjectWriter, ObjectWriter
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AiofluxError",
     "AsyncClient",
+    "AsyncObjectWriter",
     "BridgeError",
     "ChecksumMismatch",
     "Client",
@@ -46,6 +50,8 @@ __all__ = [
     "MultipartUploadInfo",
     "NotFound",
     "ObjectInfo",
+    "ObjectReader",
+    "ObjectWriter",
     "PartInfo",
     "PermissionDenied",
     "PreconditionFailed",
@@ -59,6 +65,7 @@ __all__ = [
     "__version__",
     "call",
     "get_portal",
+    "open",
     "parse_url",
     "submit",
 ]

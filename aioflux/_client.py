@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, cast, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 from urllib.parse import quote
 
 import aiohttp
@@ -20,6 +20,9 @@ from ._transport import Op, Transport
 from ._types import LIST_FIELDS, ListPage, ObjectInfo
 from ._urls import validate_bucket, validate_object_name
 from ._xml import XmlMultipartMixin
+
+if TYPE_CHECKING:
+    from ._iterables import StreamItem
 
 __all__ = ["AsyncClient", "Buffer", "DEFAULT_ENDPOINT", "SIMPLE_UPLOAD_LIMIT"]
 
@@ -233,6 +236,24 @@ class AsyncClient(XmlMultipartMixin):
                                     end_offset=end_offset, fields=fields):
             for obj in page.objects:
                 yield obj
+
+    def stream(self, bucket: str, prefix: str = "", **kwargs: Any) -> AsyncIterator[StreamItem]:
+        """List ``prefix`` in parallel and download each object as it is listed.
+
+        ``async for obj in client.stream("gs://b/p", concurrency=64)``; see
+        :func:`aioflux._iterables.stream` for every option.
+
+        Args:
+            bucket: bucket name or a ``gs://bucket/prefix`` URL.
+            prefix: only names starting with this.
+            **kwargs: ``concurrency``, ``ordered``, ``list_concurrency``, ``options``.
+
+        Returns:
+            An async iterator of StreamItem (``.name``, ``.data``, ``.info``).
+        """
+        from ._iterables import stream
+
+        return stream(self, bucket, prefix, **kwargs)
 
     # -- reads ----------------------------------------------------------------
 

@@ -13,12 +13,13 @@ listed by whoever owns them now. Every name is therefore listed exactly once.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
+from typing import cast
 
 from ._client import AsyncClient
-from ._types import ObjectInfo
+from ._types import ListPage, ObjectInfo
 
 __all__ = [
     "COMPOSED_PREFIX",
@@ -186,34 +187,36 @@ class _Lister:
         self.tasks.add(asyncio.create_task(self._list_range(r)))
 
     async def _list_range(self, r: KeyRange) -> None:
-        while not r.done:
-            low = r.low
-            async with aclosing(self.client.list(
-                    self.bucket, self.prefix, start_offset=low if low > self.prefix else None,
-                    end_offset=r.end)) as pages:
-                page = await anext(pages)
-            self.pages += 1
-            kept: list[ObjectInfo] = []
-            last: str | None = None
-            past_end = False
-            for obj in page.objects:
-                if r.cursor is not None and obj.name <= r.cursor:
-                    continue  # startOffset is inclusive: the cursor comes back
-                if r.end is not None and obj.name >= r.end:
-                    past_end = True  # the range shrank meanwhile; the new owner lists it
-                    break
-                last = obj.name
-                if not self._skip(obj.name):
-                    kept.append(obj)
-            if last is not None:
-                r.cursor = last
-                self.alphabet.add(last[len(self.prefix):])
-            if page.next_page_token is None or past_end or last is None:
-                r.done = True
-                self.ranges.remove(r)
-            if kept:
-                await self.emit(kept)
-            self._steal()
+        # Page tokens of the original request stay valid after a split: names
+        # at or past the (new) end just stop this lister.
+        start = r.start if r.start > self.prefix else None
+        pages = cast(AsyncGenerator[ListPage, None], self.client.list(
+            self.bucket, self.prefix, start_offset=start, end_offset=r.end))
+        async with aclosing(pages):
+            async for page in pages:
+                self.pages += 1
+                kept: list[ObjectInfo] = []
+                for obj in page.objects:
+                    if r.end is not None and obj.name >= r.end:
+                        r.done = True  # the range shrank meanwhile; the new owner lists it
+                        break
+                    r.cursor = obj.name
+                    if not self._skip(obj.name):
+                        kept.append(obj)
+                if r.cursor is not None:
+                    self.alphabet.add(r.cursor[len(self.prefix):])
+                if page.next_page_token is None:
+                    r.done = True
+                if r.done:
+                    self.ranges.remove(r)
+                if kept:
+                    await self.emit(kept)
+                if r.done:
+                    return
+                self._steal()
+        if not r.done:
+            r.done = True
+            self.ranges.remove(r)
 
     def _skip(self, name: str) -> bool:
         return name.endswith("/") or bool(self.skip_prefix and name.startswith(self.skip_prefix))
@@ -281,7 +284,7 @@ async def iter_objects(
     *,
     concurrency: int = DEFAULT_LIST_CONCURRENCY,
     skip_prefix: str | None = COMPOSED_PREFIX,
-) -> AsyncIterator[ObjectInfo]:
+) -> AsyncGenerator[ObjectInfo, None]:
     """Like :func:`list_objects_parallel`, yielding objects as pages arrive.
 
     Args:

@@ -68,6 +68,19 @@ class Client:
         """Close the client's connections."""
         get_portal().call(self.aio.aclose())
 
+    def __del__(self) -> None:
+        # A forgotten close() must not leak a connector warning at GC time:
+        # close on the portal loop without waiting (best effort at exit).
+        aio = getattr(self, "aio", None)
+        if aio is None or aio.transport.idle:
+            return
+        try:
+            portal = get_portal()
+            if not portal.in_loop_thread():
+                portal.submit(aio.aclose())
+        except Exception:  # interpreter shutdown: nothing left to close with
+            return
+
     def stat(self, bucket: str, name: str) -> ObjectInfo:
         """See :meth:`AsyncClient.stat`."""
         return get_portal().call(self.aio.stat(bucket, name))

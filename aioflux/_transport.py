@@ -95,6 +95,11 @@ class Transport:
         return state
 
     @property
+    def idle(self) -> bool:
+        """True when this process holds no open session."""
+        return self._state is None or self._state.pid != os.getpid()
+
+    @property
     def session(self) -> aiohttp.ClientSession:
         """The aiohttp session of the running loop (created on first use)."""
         return self._current().session

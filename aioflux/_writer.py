@@ -85,7 +85,7 @@ class _Session:
         self.content_type = content_type
         self.part_size = part_size
         self.stats = WriterStats()
-        self._start_lock: asyncio.Lock | None = None
+        self._init: asyncio.Future[None] | None = None
         self._upload_id: str | None = None
         self._resumable: ResumableUpload | None = None
         self._parts: dict[int, PartInfo] = {}
@@ -94,27 +94,29 @@ class _Session:
         self._order: asyncio.Condition | None = None
 
     async def _start(self) -> None:
-        if self._start_lock is None:
-            self._start_lock = asyncio.Lock()
+        if self._init is None:
             self._order = asyncio.Condition()
-        async with self._start_lock:
-            if self._upload_id is not None or self._resumable is not None:
-                return
-            try:
-                self._upload_id = await self.client.initiate_multipart(
-                    self.bucket, self.name, content_type=self.content_type)
-                self.stats.mode = "multipart"
-            except (InvalidRequest, NotFound) as exc:
-                if isinstance(exc, NotFound) and "bucket" in exc.reason.lower():
-                    raise
-                # No XML multipart upload here (fake-gcs-server): stream the
-                # same parts through a resumable session, in order.
-                upload = ResumableUpload(self.client, self.bucket, self.name,
-                                         content_type=self.content_type,
-                                         chunk_size=self.part_size)
-                await upload.start()
-                self._resumable = upload
-                self.stats.mode = "resumable"
+            self._init = asyncio.ensure_future(self._initiate())
+        # Shielded: a part cancelled while the upload is being created must
+        # not lose the upload id, or abort() could not drop the upload.
+        await asyncio.shield(self._init)
+
+    async def _initiate(self) -> None:
+        try:
+            self._upload_id = await self.client.initiate_multipart(
+                self.bucket, self.name, content_type=self.content_type)
+            self.stats.mode = "multipart"
+        except (InvalidRequest, NotFound) as exc:
+            if isinstance(exc, NotFound) and "bucket" in exc.reason.lower():
+                raise
+            # No XML multipart upload here (fake-gcs-server): stream the
+            # same parts through a resumable session, in order.
+            upload = ResumableUpload(self.client, self.bucket, self.name,
+                                     content_type=self.content_type,
+                                     chunk_size=self.part_size)
+            self._resumable = upload
+            self.stats.mode = "resumable"
+            await upload.start()
 
     async def put(self, number: int, data: memoryview) -> None:
         """Upload part ``number`` (1-based)."""
@@ -200,6 +202,8 @@ class _Session:
 
     async def abort(self) -> None:
         """Drop the upload; nothing is published. Safe to call twice."""
+        if self._init is not None and not self._init.done():
+            await asyncio.wait([self._init])
         upload_id, self._upload_id = self._upload_id, None
         resumable, self._resumable = self._resumable, None
         if resumable is not None:
@@ -219,6 +223,20 @@ def _header_crc(value: str) -> int | None:
         if key == "crc32c" and encoded:
             return decode_crc32c(encoded)
     return None
+
+
+class _Parts:
+    """Completion state of background parts, apart from the writer so that
+    callbacks on the loop thread do not keep an abandoned writer alive."""
+
+    def __init__(self, max_in_flight: int) -> None:
+        self.slots = threading.BoundedSemaphore(max_in_flight)
+        self.error: BaseException | None = None
+
+    def done(self, future: concurrent.futures.Future[None]) -> None:
+        if not future.cancelled() and future.exception() is not None and self.error is None:
+            self.error = future.exception()
+        self.slots.release()
 
 
 class ObjectWriter(io.BufferedIOBase):
@@ -251,13 +269,12 @@ class ObjectWriter(io.BufferedIOBase):
         self.part_size = part_size
         self._portal = get_portal()
         self._session = _Session(client, bucket, name, content_type, part_size)
-        self._slots = threading.BoundedSemaphore(max_in_flight)
+        self._parts = _Parts(max_in_flight)
         self._buffer = bytearray(part_size)
         self._fill = 0
         self._number = 1
         self._crc = Crc32c()
         self._futures: list[concurrent.futures.Future[None]] = []
-        self._error: BaseException | None = None
         self._done = False
 
     @property
@@ -314,27 +331,22 @@ class ObjectWriter(io.BufferedIOBase):
         if self._number >= MAX_PARTS:
             raise InvalidArgument(f"write gs://{self.bucket}/{self.name}: more than "
                                   f"{MAX_PARTS} parts; use a larger part_size")
-        self._slots.acquire()
+        self._parts.slots.acquire()
         try:
             self._raise_pending()
         except BaseException:
-            self._slots.release()
+            self._parts.slots.release()
             raise
         buf, self._buffer = self._buffer, bytearray(self.part_size)
         self._fill = 0
         future = self._portal.submit(self._session.put(self._number, memoryview(buf)))
         self._number += 1
-        future.add_done_callback(self._part_done)
+        future.add_done_callback(self._parts.done)
         self._futures.append(future)
 
-    def _part_done(self, future: concurrent.futures.Future[None]) -> None:
-        if not future.cancelled() and future.exception() is not None and self._error is None:
-            self._error = future.exception()
-        self._slots.release()
-
     def _raise_pending(self) -> None:
-        if self._error is not None:
-            error = self._error
+        if self._parts.error is not None:
+            error = self._parts.error
             self.abort()
             raise error
 
@@ -371,11 +383,14 @@ class ObjectWriter(io.BufferedIOBase):
         self._done = True
         for future in self._futures:
             future.cancel()
-        concurrent.futures.wait(self._futures)
-        self._futures = []
         self._buffer = bytearray()
-        if not self._portal.in_loop_thread():
+        if self._portal.in_loop_thread():
+            # Only reachable from __del__ on the loop thread: do not block it.
+            self._portal.submit(self._session.abort())
+        else:
+            concurrent.futures.wait(self._futures)
             self._portal.call(self._session.abort())
+        self._futures = []
         if not self.closed:
             super().close()
 

@@ -18,6 +18,7 @@ from aiohttp import web
 from aioflux.testing import _errors as err
 from aioflux.testing._json_upload import handle_upload
 from aioflux.testing._runtime import Runtime, parse_range
+from aioflux.testing._store import ObjectRecord
 from aioflux.testing._util import (
     json_response,
     media_headers,
@@ -157,17 +158,34 @@ async def _list(rt: Runtime, request: web.BaseRequest, bucket: str) -> web.Strea
         page_token=q.get("pageToken", ""),
         max_results=max(1, min(max_results, 1000)),
     )
-    doc: dict[str, Any] = {"kind": "storage#objects"}
-    if token is not None:
-        doc["nextPageToken"] = token
-    if prefixes:
-        doc["prefixes"] = prefixes
-    if items:
-        doc["items"] = [rec.to_json() for rec in items]
-    fields = q.get("fields")
-    if fields:
-        doc = trim_fields(doc, parse_fields(fields))
-    return json_response(doc)
+    fields = q.get("fields") or ""
+    selection = parse_fields(fields) if fields else None
+    item_fields = selection.get("items") if selection is not None else None
+
+    def wanted(key: str) -> bool:
+        return selection is None or key in selection
+
+    def encode(rec: ObjectRecord) -> bytes:
+        return _dumps(trim_fields(rec.to_json(rt.base_url), item_fields))
+
+    cache_key = f"{rt.base_url} {fields}"
+    # Assembled from per-record cached fragments; key order matches GCS.
+    entries = [b'"kind":"storage#objects"'] if wanted("kind") else []
+    if token is not None and wanted("nextPageToken"):
+        entries.append(b'"nextPageToken":' + _dumps(token))
+    if prefixes and wanted("prefixes"):
+        entries.append(b'"prefixes":' + _dumps(prefixes))
+    if items and wanted("items"):
+        entries.append(b'"items":[' + b",".join(r.encoded(cache_key, encode) for r in items) + b"]")
+    return web.Response(
+        body=b"{" + b",".join(entries) + b"}",
+        content_type="application/json",
+        charset="UTF-8",
+    )
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
 async def _get(
@@ -181,7 +199,7 @@ async def _get(
     preconditions_from(q).check(rec, read=True)
     if not media:
         fields = q.get("fields")
-        doc = rec.to_json()
+        doc = rec.to_json(rt.base_url)
         return json_response(trim_fields(doc, parse_fields(fields)) if fields else doc)
     headers = media_headers(rec)
     rng = parse_range(request.headers.get("Range"), rec.size)
@@ -217,7 +235,7 @@ async def _patch(
         content_type=doc.get("contentType"),
         metadata=metadata if isinstance(metadata, dict) else None,
     )
-    return json_response(rec.to_json())
+    return json_response(rec.to_json(rt.base_url))
 
 
 async def _compose(
@@ -258,7 +276,7 @@ async def _compose(
         with_md5=False,  # composite objects carry no MD5 on GCS
         component_count=sum(r.component_count or 1 for r in records),
     )
-    return json_response(result.to_json())
+    return json_response(result.to_json(rt.base_url))
 
 
 async def _rewrite(
@@ -288,13 +306,13 @@ async def _rewrite(
         component_count=rec.component_count,
     )
     if not rewrite:
-        return json_response(out.to_json())
+        return json_response(out.to_json(rt.base_url))
     return json_response(
         {
             "kind": "storage#rewriteResponse",
             "totalBytesRewritten": str(out.size),
             "objectSize": str(out.size),
             "done": True,
-            "resource": out.to_json(),
+            "resource": out.to_json(rt.base_url),
         }
     )

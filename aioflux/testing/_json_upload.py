@@ -79,7 +79,7 @@ async def handle_upload(rt: Runtime, request: web.BaseRequest, bucket: str) -> w
         crc32c=crc,
         md5=md5,
     )
-    return json_response(rec.to_json())
+    return json_response(rec.to_json(rt.base_url))
 
 
 def _split_multipart(content_type: str, body: bytes) -> tuple[dict[str, Any], bytes]:
@@ -187,7 +187,7 @@ async def _session_request(
     if session is None or session.bucket != bucket:
         raise err.no_such_upload(upload_id)
     if session.result is not None:
-        return json_response(session.result.to_json())
+        return json_response(session.result.to_json(rt.base_url))
     header = request.headers.get("Content-Range")
     if header is None:
         start: int | None = session.committed
@@ -208,7 +208,7 @@ async def _session_request(
         return _incomplete(session)
     if session.committed > total:
         raise err.invalid("Upload is larger than the declared total size")
-    return json_response(_finish(rt, session).to_json())
+    return json_response(_finish(rt, session).to_json(rt.base_url))
 
 
 def _finish(rt: Runtime, session: ResumableSession) -> Any:

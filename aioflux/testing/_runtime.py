@@ -40,6 +40,7 @@ class Runtime:
 
     def __init__(self, store: Store, profile: EmulatorProfile, faults: Faults) -> None:
         self.store = store
+        self.base_url = ""  # http://host:port once serving, for absolute links
         self.stats: Counter[str] = Counter()
         self._profile = profile
         self._faults = faults

@@ -156,6 +156,7 @@ class Emulator:
         addresses = runner.addresses
         self._port = int(addresses[0][1])
         self._runner = runner
+        self._rt.base_url = self.endpoint
 
     async def stop(self) -> None:
         """Stop serving and close connections (idempotent)."""

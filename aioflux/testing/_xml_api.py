@@ -21,7 +21,7 @@ from aiohttp import web
 
 from aioflux.testing import _errors as err
 from aioflux.testing._runtime import Runtime, parse_range
-from aioflux.testing._store import Preconditions, rfc3339
+from aioflux.testing._store import Preconditions, b64_crc32c, b64_md5, rfc3339
 from aioflux.testing._util import media_headers, parse_goog_hash, query_int, verify_hashes
 
 __all__ = ["handle_xml"]
@@ -29,6 +29,7 @@ __all__ = ["handle_xml"]
 _MIN_PART = 5 * 1024 * 1024
 _MAX_PARTS = 10000
 _XML_HEAD = "<?xml version='1.0' encoding='UTF-8'?>"
+_S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 
 
 async def handle_xml(
@@ -53,7 +54,7 @@ async def handle_xml(
     if not key:
         if method == "GET" and "uploads" in q:
             rt.admit("xml_list_uploads")
-            return _list_uploads(rt, bucket, q.get("prefix", ""))
+            return _list_uploads(rt, request, bucket)
         if method in ("GET", "HEAD"):
             rt.admit("xml_bucket_get", object_request=False)
             rt.store.bucket(bucket)
@@ -98,7 +99,8 @@ async def handle_xml(
 
 def _xml(root: str, children: Iterable[tuple[str, str]], raw: str = "") -> bytes:
     inner = "".join(f"<{tag}>{escape(value)}</{tag}>" for tag, value in children)
-    return f"{_XML_HEAD}<{root}>{inner}{raw}</{root}>".encode()
+    # google-resumable-media looks nodes up under the S3 namespace, as GCS sends it.
+    return f"{_XML_HEAD}<{root} xmlns='{_S3_NS}'>{inner}{raw}</{root}>".encode()
 
 
 def _preconditions(request: web.BaseRequest) -> Preconditions:
@@ -207,10 +209,13 @@ async def _put_part(
         )
     data = await rt.read_body(request)
     up = rt.store.multipart(bucket, key, upload_id)
-    _crc, md5 = _check_part_hash(request, data)
-    etag = (md5 or hashlib.md5(data).digest()).hex()
+    crc, md5 = _check_part_hash(request, data)
+    digest = md5 or hashlib.md5(data).digest()
+    etag = digest.hex()
     up.parts[number] = (etag, data, _now())
-    return web.Response(status=200, headers={"ETag": f'"{etag}"'})
+    # Clients (google-resumable-media) check each part against x-goog-hash.
+    goog_hash = f"crc32c={b64_crc32c(crc)},md5={b64_md5(digest)}"
+    return web.Response(status=200, headers={"ETag": f'"{etag}"', "x-goog-hash": goog_hash})
 
 
 def _now() -> str:
@@ -269,7 +274,7 @@ async def _complete(
                 details=f"part {number}",
             )
         chosen.append(part[1])
-    for (number, _), data in zip(listed[:-1], chosen[:-1]):
+    for (number, _), data in zip(listed[:-1], chosen[:-1], strict=True):
         if len(data) < _MIN_PART:
             raise err.invalid(
                 "Your proposed upload is smaller than the minimum allowed object size.",
@@ -329,18 +334,33 @@ def _list_parts(
     return web.Response(body=_xml("ListPartsResult", fields, parts), content_type="application/xml")
 
 
-def _list_uploads(rt: Runtime, bucket: str, prefix: str) -> web.StreamResponse:
+def _list_uploads(rt: Runtime, request: web.BaseRequest, bucket: str) -> web.StreamResponse:
     rt.store.bucket(bucket)
+    q = request.query
+    prefix = q.get("prefix", "")
+    key_marker, id_marker = q.get("key-marker", ""), q.get("upload-id-marker", "")
+    max_uploads = max(1, min(query_int(q, "max-uploads") or 1000, 1000))
+    # The dict keeps creation order, and sorting is stable: by key, then by age.
     ups = sorted(
         (u for u in rt.store.uploads.values() if u.bucket == bucket and u.name.startswith(prefix)),
-        key=lambda u: (u.name, u.initiated),
+        key=lambda u: u.name,
     )
+    if key_marker:
+        ids = [(u.name, u.upload_id) for u in ups]
+        if id_marker and (key_marker, id_marker) in ids:
+            ups = ups[ids.index((key_marker, id_marker)) + 1 :]
+        else:
+            ups = [u for u in ups if u.name > key_marker]
+    page, truncated = ups[:max_uploads], len(ups) > max_uploads
     entries = "".join(
         f"<Upload><Key>{escape(u.name)}</Key><UploadId>{u.upload_id}</UploadId>"
         f"<Initiated>{u.initiated}</Initiated></Upload>"
-        for u in ups
+        for u in page
     )
-    fields = [("Bucket", bucket), ("Prefix", prefix), ("IsTruncated", "false")]
+    fields = [("Bucket", bucket), ("Prefix", prefix), ("MaxUploads", str(max_uploads))]
+    if truncated:
+        fields += [("NextKeyMarker", page[-1].name), ("NextUploadIdMarker", page[-1].upload_id)]
+    fields.append(("IsTruncated", "true" if truncated else "false"))
     return web.Response(
         body=_xml("ListMultipartUploadsResult", fields, entries), content_type="application/xml"
     )

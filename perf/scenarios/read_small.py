@@ -104,4 +104,6 @@ def plan(options: Options) -> Plan:
             ),
         ],
         timeout_s=600.0,
+        expect_items=count,
+        expect_bytes=count * size,
     )

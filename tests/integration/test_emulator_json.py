@@ -215,7 +215,9 @@ async def test_metadata_and_media_with_ranges(http: aiohttp.ClientSession, bkt: 
         "bytes=10200-999999": (10200, len(data)),
     }
     for header, (start, end) in cases.items():
-        async with http.get(opath(bkt, name), params={"alt": "media"}, headers={"Range": header}) as r:
+        async with http.get(
+            opath(bkt, name), params={"alt": "media"}, headers={"Range": header}
+        ) as r:
             assert r.status == 206, header
             assert await r.read() == data[start:end], header
             assert r.headers["Content-Range"] == f"bytes {start}-{end - 1}/{len(data)}"
@@ -342,7 +344,9 @@ async def test_resumable_upload_in_chunks(http: aiohttp.ClientSession, bkt: str)
     # A status query, then a resend of an already committed chunk (ignored).
     async with http.put(session, headers={"Content-Range": "bytes */*"}) as r:
         assert r.status == 308 and r.headers["Range"] == f"bytes=0-{len(data) - chunk - 1}"
-    async with http.put(session, data=data[:chunk], headers={"Content-Range": f"bytes 0-{chunk - 1}/*"}) as r:
+    async with http.put(
+        session, data=data[:chunk], headers={"Content-Range": f"bytes 0-{chunk - 1}/*"}
+    ) as r:
         assert r.status == 308
     async with http.get(opath(bkt, "res/obj")) as r:
         assert r.status == 404  # not visible before the final chunk
@@ -408,7 +412,9 @@ async def test_compose(http: aiohttp.ClientSession, bkt: str) -> None:
     body = {"sourceObjects": [{"name": "c/0", "objectPreconditions": {"ifGenerationMatch": "1"}}]}
     async with http.post(f"{opath(bkt, 'out')}/compose", json=body) as r:
         assert r.status == 412
-    async with http.post(f"{opath(bkt, 'out')}/compose", json={"sourceObjects": [{"name": "nope"}]}) as r:
+    async with http.post(
+        f"{opath(bkt, 'out')}/compose", json={"sourceObjects": [{"name": "nope"}]}
+    ) as r:
         assert r.status == 404
     params = {"ifGenerationMatch": "0"}
     body = {"sourceObjects": [{"name": "c/0"}]}

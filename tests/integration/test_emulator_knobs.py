@@ -51,7 +51,7 @@ def test_profile_and_faults_validation() -> None:
         ({"qps_limit": float("inf")}, "qps_limit"),
     ]:
         with pytest.raises(ValueError, match=field):
-            EmulatorProfile(**kwargs)  # type: ignore[arg-type]
+            EmulatorProfile(**kwargs)
     for kwargs, field in [
         ({"p_429": 1.5}, "p_429"),
         ({"p_503": -0.1}, "p_503"),
@@ -232,7 +232,9 @@ def test_serve_main_rejects_bad_probability() -> None:
 async def test_fake_gcs_server_answers() -> None:
     with fake_gcs_server() as server:
         async with aiohttp.ClientSession(base_url=server.endpoint) as http:
-            async with http.post("/storage/v1/b", params={"project": "p"}, json={"name": "fgcs"}) as r:
+            async with http.post(
+                "/storage/v1/b", params={"project": "p"}, json={"name": "fgcs"}
+            ) as r:
                 assert r.status == 200, await r.text()
             async with http.post(
                 "/upload/storage/v1/b/fgcs/o",

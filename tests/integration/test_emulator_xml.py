@@ -40,9 +40,12 @@ async def http(emu: Emulator) -> AsyncIterator[aiohttp.ClientSession]:
         yield session
 
 
+S3 = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+
+
 def xml_fields(text: str) -> dict[str, str]:
     root = ET.fromstring(text)
-    return {child.tag: child.text or "" for child in root}
+    return {child.tag.removeprefix(S3): child.text or "" for child in root}
 
 
 def assert_xml_error(text: str, code: str, details: str | None = None) -> None:
@@ -139,13 +142,16 @@ async def test_multipart_full_flow(http: aiohttp.ClientSession, emu: Emulator, b
     etags = {n: await put_part(http, bkt, key, upload_id, n, chunks[n - 1]) for n in (3, 1, 2)}
     async with http.get(f"/{bkt}/{key}", params={"uploadId": upload_id}) as r:
         root = ET.fromstring(await r.text())
-    assert root.tag == "ListPartsResult"
-    listed = [(int(p.findtext("PartNumber") or 0), p.findtext("ETag"), p.findtext("Size"))
-              for p in root.iter("Part")]  # fmt: skip
+    assert root.tag == f"{S3}ListPartsResult"
+    listed = [
+        (int(p.findtext(f"{S3}PartNumber") or 0), p.findtext(f"{S3}ETag"), p.findtext(f"{S3}Size"))
+        for p in root.iter(f"{S3}Part")
+    ]
     assert listed == [(n, etags[n], str(len(chunks[n - 1]))) for n in (1, 2, 3)]
     async with http.get(f"/{bkt}/{key}", params={"uploadId": upload_id, "max-parts": "2"}) as r:
         root = ET.fromstring(await r.text())
-    assert len(list(root.iter("Part"))) == 2 and root.findtext("IsTruncated") == "true"
+    assert len(list(root.iter(f"{S3}Part"))) == 2
+    assert root.findtext(f"{S3}IsTruncated") == "true"
     async with http.get(f"/{bkt}", params={"uploads": ""}) as r:
         text = await r.text()
     assert re.search(rf"<Key>{key}</Key><UploadId>{upload_id}</UploadId><Initiated>", text)

@@ -107,6 +107,7 @@ def test_back_pressure_bounds_parts_in_flight(emulator: Emulator, bucket: str) -
         f.write(data)
     assert peak == 2
     assert aioflux.call(client.read(bucket, "bp")) == data
+    aioflux.call(client.aclose())
 
 
 def test_failed_part_surfaces_and_aborts(emulator: Emulator, bucket: str) -> None:
@@ -123,6 +124,7 @@ def test_failed_part_surfaces_and_aborts(emulator: Emulator, bucket: str) -> Non
                 f.write(os.urandom(PART))
     assert not aioflux.call(client.exists(bucket, "fail"))
     assert aioflux.call(client.list_multipart_uploads(bucket)) == []
+    aioflux.call(client.aclose())
 
 
 def test_crc_mismatch_deletes_object(emulator: Emulator, bucket: str) -> None:
@@ -138,6 +140,7 @@ def test_crc_mismatch_deletes_object(emulator: Emulator, bucket: str) -> None:
             f.write(os.urandom(PART + 10))
     with pytest.raises(NotFound):
         aioflux.call(client.stat(bucket, "bad"))
+    aioflux.call(client.aclose())
 
 
 async def test_async_writer(client: AsyncClient, bucket: str) -> None:

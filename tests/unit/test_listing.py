@@ -26,25 +26,29 @@ class FakeLister:
 
     async def list(self, bucket: str, prefix: str = "", *, start_offset: str | None = None,
                    end_offset: str | None = None, **_: Any) -> AsyncIterator[ListPage]:
-        self.requests += 1
-        for _ in range(self.rng.randrange(3)):
-            await asyncio.sleep(0)  # interleave listers differently per run
         lo = bisect.bisect_left(self.names, max(prefix, start_offset or ""))
-        out: list[ObjectInfo] = []
-        i = lo
-        while i < len(self.names) and len(out) < self.page_size:
-            name = self.names[i]
-            if not name.startswith(prefix):
-                if name > prefix:
+        while True:
+            self.requests += 1
+            for _ in range(self.rng.randrange(3)):
+                await asyncio.sleep(0)  # interleave listers differently per run
+            out: list[ObjectInfo] = []
+            i = lo
+            while i < len(self.names) and len(out) < self.page_size:
+                name = self.names[i]
+                if not name.startswith(prefix):
+                    if name > prefix:
+                        break
+                elif end_offset is not None and name >= end_offset:
                     break
-            elif end_offset is not None and name >= end_offset:
-                break
-            else:
-                out.append(ObjectInfo(bucket, name, len(name), generation=i + 1))
-            i += 1
-        more = i < len(self.names) and self.names[i].startswith(prefix) and (
-            end_offset is None or self.names[i] < end_offset)
-        yield ListPage(out, [], "t" if more else None)
+                else:
+                    out.append(ObjectInfo(bucket, name, len(name), generation=i + 1))
+                i += 1
+            more = i < len(self.names) and self.names[i].startswith(prefix) and (
+                end_offset is None or self.names[i] < end_offset)
+            yield ListPage(out, [], "t" if more else None)
+            if not more:
+                return
+            lo = i
 
 
 names_strategy = st.lists(
@@ -97,12 +101,13 @@ async def test_listing_error_cancels_other_listers() -> None:
     original = fake.list
     calls = 0
 
-    def failing(*args: Any, **kwargs: Any) -> AsyncIterator[ListPage]:
+    async def failing(*args: Any, **kwargs: Any) -> AsyncIterator[ListPage]:
         nonlocal calls
-        calls += 1
-        if calls == 20:
-            raise ConnectionError("boom")
-        return original(*args, **kwargs)
+        async for page in original(*args, **kwargs):
+            calls += 1
+            if calls == 20:
+                raise ConnectionError("boom")
+            yield page
 
     fake.list = failing  # type: ignore[method-assign]
     try:

@@ -1,0 +1,240 @@
+"""Composed batches: fetch many small objects as one temporary composite.
+
+A batch of up to 32 small objects of one bucket is composed server-side
+(source generations pinned by preconditions), the composite's size and
+crc32c are checked against what the listing predicts, it is read once and
+split by the listed sizes, and it is deleted in a ``finally``. Every live
+composite is also held in a process-wide registry that deletes leftovers at
+interpreter exit and at multiprocessing-worker exit (DataLoader workers end
+through ``os._exit`` and skip ``atexit``). Composites a killed process left
+behind are named ``<COMPOSED_PREFIX><pid>-<uuid>`` so ``aioflux clean``
+recognises them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import multiprocessing.util
+import os
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ._bridge import get_portal
+from ._client import AsyncClient
+from ._crc import crc32c_combine
+from ._errors import NotFound, StorageError
+from ._listing import COMPOSED_PREFIX
+from ._types import ObjectInfo
+
+__all__ = [
+    "COMPOSED_PREFIX",
+    "MAX_COMPOSE_SOURCES",
+    "ComposeMismatch",
+    "composite_name",
+    "expected_crc32c",
+    "fetch_composed",
+    "leftover_composites",
+    "plan_batches",
+]
+
+MAX_COMPOSE_SOURCES = 32  # the GCS compose limit
+_EXIT_CLEANUP_TIMEOUT = 10.0
+
+
+class ComposeMismatch(Exception):
+    """The composite's size or crc32c differs from the listed sources'.
+
+    Internal signal: the caller falls back to direct reads for the batch.
+    """
+
+
+def composite_name(prefix: str = COMPOSED_PREFIX) -> str:
+    """A fresh, recognisable composite name: ``<prefix><pid>-<uuid>``.
+
+    Args:
+        prefix: the composed-object prefix.
+
+    Returns:
+        The object name.
+    """
+    return f"{prefix}{os.getpid()}-{uuid.uuid4().hex}"
+
+
+def plan_batches(objects: Sequence[ObjectInfo], max_sources: int = MAX_COMPOSE_SOURCES,
+                 max_bytes: int = 0) -> list[list[int]]:
+    """Group consecutive objects into compose batches.
+
+    Args:
+        objects: candidates, in the order they are wanted.
+        max_sources: most sources per batch (capped at 32).
+        max_bytes: most bytes per batch (0 = no cap).
+
+    Returns:
+        Lists of indices into ``objects``; each batch has 1..32 sources of
+        one bucket and at most ``max_bytes`` bytes (a single object larger
+        than that forms a batch of its own).
+    """
+    limit = max(1, min(max_sources, MAX_COMPOSE_SOURCES))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    total = 0
+    for i, obj in enumerate(objects):
+        full = len(current) >= limit or (max_bytes and total + obj.size > max_bytes)
+        other_bucket = bool(current) and objects[current[0]].bucket != obj.bucket
+        if current and (full or other_bucket):
+            batches.append(current)
+            current, total = [], 0
+        current.append(i)
+        total += obj.size
+    if current:
+        batches.append(current)
+    return batches
+
+
+def expected_crc32c(objects: Sequence[ObjectInfo]) -> int | None:
+    """crc32c of the concatenation of ``objects``, from their listed crc32c.
+
+    Args:
+        objects: the sources in compose order.
+
+    Returns:
+        The predicted crc32c, or ``None`` if a source's crc32c is unknown.
+    """
+    value = 0
+    for obj in objects:
+        if obj.crc32c is None:
+            return None
+        value = crc32c_combine(value, obj.crc32c, obj.size)
+    return value
+
+
+@dataclass(frozen=True)
+class _Live:
+    client: AsyncClient
+    bucket: str
+    name: str
+
+
+_lock = threading.Lock()
+_live: dict[tuple[int, str, str], _Live] = {}
+
+
+def _register(client: AsyncClient, bucket: str, name: str) -> None:
+    with _lock:
+        _live[(id(client), bucket, name)] = _Live(client, bucket, name)
+
+
+def _unregister(client: AsyncClient, bucket: str, name: str) -> None:
+    with _lock:
+        _live.pop((id(client), bucket, name), None)
+
+
+def leftover_composites() -> list[str]:
+    """URLs of composites this process created and has not deleted yet.
+
+    Returns:
+        ``gs://bucket/name`` strings.
+    """
+    with _lock:
+        return [f"gs://{live.bucket}/{live.name}" for live in _live.values()]
+
+
+async def _delete(client: AsyncClient, bucket: str, name: str) -> None:
+    try:
+        await client.delete(bucket, name)
+    except NotFound:
+        pass
+    except StorageError:
+        return  # left registered: the exit cleanup (or `aioflux clean`) retries
+    _unregister(client, bucket, name)
+
+
+async def _delete_all(items: list[_Live]) -> None:
+    await asyncio.gather(*(_delete(i.client, i.bucket, i.name) for i in items),
+                         return_exceptions=True)
+
+
+def _cleanup_at_exit() -> None:
+    with _lock:
+        items = list(_live.values())
+    if not items or os.environ.get("AIOFLUX_NO_EXIT_CLEANUP"):
+        return
+    try:
+        # The portal still runs here: atexit is LIFO and this module registers
+        # after the bridge; worker finalizers run before os._exit.
+        get_portal().submit(_delete_all(items)).result(_EXIT_CLEANUP_TIMEOUT)
+    except (concurrent.futures.TimeoutError, RuntimeError, StorageError):
+        pass  # best effort: `aioflux clean` removes what is left
+
+
+atexit.register(_cleanup_at_exit)
+# exitpriority makes multiprocessing run it in worker processes on exit.
+multiprocessing.util.Finalize(None, _cleanup_at_exit, exitpriority=100)
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
+    # The parent's composites are the parent's to delete.
+    _live.clear()
+    multiprocessing.util.Finalize(None, _cleanup_at_exit, exitpriority=100)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+async def fetch_composed(client: AsyncClient, objects: Sequence[ObjectInfo], *,
+                         prefix: str = COMPOSED_PREFIX) -> list[bytes]:
+    """Compose ``objects`` (one bucket, 2-32 of them), read once, split.
+
+    Args:
+        client: the client.
+        objects: the sources; their listed size, generation and crc32c are
+            what the composite is checked against.
+        prefix: where the composite is created.
+
+    Returns:
+        Each source's bytes, in order.
+
+    Raises:
+        ComposeMismatch: the composite's size or crc32c differs from the
+            prediction (nothing was split).
+        PermissionDenied: compose or delete is not allowed on the bucket.
+        PreconditionFailed: a source changed since it was listed.
+        StorageError: any other failure.
+    """
+    bucket = objects[0].bucket
+    name = composite_name(prefix)
+    want_size = sum(o.size for o in objects)
+    want_crc = expected_crc32c(objects)
+    _register(client, bucket, name)
+    refused = False
+    try:
+        try:
+            info = await client.compose(bucket, name, list(objects), if_generation_match=0)
+        except StorageError as exc:
+            refused = exc.status is not None  # the server said no: nothing was created
+            raise
+        if info.size != want_size or (want_crc is not None and info.crc32c != want_crc):
+            raise ComposeMismatch(f"compose gs://{bucket}/{name}: got size {info.size} "
+                                  f"crc32c {info.crc32c}, expected {want_size} {want_crc}")
+        data = await client.read(bucket, name, generation=info.generation or None)
+        if len(data) != want_size:
+            raise ComposeMismatch(f"read gs://{bucket}/{name}: {len(data)} != {want_size}")
+    finally:
+        if refused:
+            _unregister(client, bucket, name)
+        else:
+            # Shielded: a second cancellation must not skip the delete; the
+            # exit registry still covers a delete that never finished.
+            await asyncio.shield(_delete(client, bucket, name))
+    out: list[bytes] = []
+    pos = 0
+    for obj in objects:
+        out.append(data[pos:pos + obj.size])
+        pos += obj.size
+    return out

@@ -1,0 +1,77 @@
+"""The sync portal: blocking calls, futures, fork and spawn."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import os
+import threading
+
+import pytest
+
+import aioflux
+from aioflux import BridgeError, get_portal
+from aioflux._bridge import Portal
+
+
+async def _where() -> tuple[int, int]:
+    await asyncio.sleep(0)
+    return os.getpid(), threading.get_ident()
+
+
+def test_call_runs_on_loop_thread() -> None:
+    pid, ident = aioflux.call(_where())
+    assert pid == os.getpid()
+    assert ident != threading.get_ident()
+    assert ident == get_portal()._thread.ident
+
+
+def test_submit_returns_future_with_original_exception() -> None:
+    async def boom() -> None:
+        raise KeyError("original")
+
+    future = aioflux.submit(boom())
+    with pytest.raises(KeyError, match="original"):
+        future.result(timeout=5)
+
+
+def test_calling_from_loop_thread_raises_instead_of_deadlocking() -> None:
+    async def nested() -> None:
+        aioflux.call(_where())
+
+    with pytest.raises(BridgeError, match="own event loop thread"):
+        aioflux.call(nested())
+
+
+def test_shutdown_cancels_pending_and_refuses_new_work() -> None:
+    portal = Portal()
+    started = threading.Event()
+
+    async def forever() -> None:
+        started.set()
+        await asyncio.sleep(3600)
+
+    future = portal.submit(forever())
+    started.wait(5)
+    portal.shutdown()
+    assert future.cancelled()
+    with pytest.raises(BridgeError, match="shut down"):
+        portal.submit(_where())
+
+
+def _child_call(queue: mp.Queue) -> None:  # type: ignore[type-arg]
+    pid, _ = aioflux.call(_where())
+    queue.put(pid)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_portal_works_in_child_processes(method: str) -> None:
+    aioflux.call(_where())  # make sure the parent has a running portal first
+    ctx = mp.get_context(method)
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child_call, args=(queue,))
+    proc.start()
+    child_pid = queue.get(timeout=60)
+    proc.join(60)
+    assert proc.exitcode == 0
+    assert child_pid == proc.pid != os.getpid()
