@@ -67,7 +67,7 @@ class AsyncClient(XmlMultipartMixin):
     ) -> None:
         env_endpoint = emulator_endpoint()
         self.endpoint = (endpoint or env_endpoint or DEFAULT_ENDPOINT).rstrip("/")
-        use_emulator = endpoint is not None and endpoint != DEFAULT_ENDPOINT or (
+        use_emulator = (endpoint is not None and endpoint != DEFAULT_ENDPOINT) or (
             endpoint is None and env_endpoint is not None
         )
         self.config = config or (transport.config if transport else ClientConfig())
@@ -385,9 +385,9 @@ class AsyncClient(XmlMultipartMixin):
             info = await self._multipart_upload(bucket, name, view, checksum, content_type,
                                                 if_generation_match, metadata)
         if info.crc32c is not None and info.crc32c != checksum:
-            raise ChecksumMismatch(f"write gs://{bucket}/{name}: stored crc32c "
-                                   f"{encode_crc32c(info.crc32c)} != sent {encode_crc32c(checksum)}",
-                                   operation="write", bucket=bucket, name=name)
+            raise ChecksumMismatch(
+                f"write gs://{bucket}/{name}: stored crc32c {encode_crc32c(info.crc32c)} "
+                f"!= sent {encode_crc32c(checksum)}", operation="write", bucket=bucket, name=name)
         return info
 
     async def _multipart_upload(self, bucket: str, name: str, view: memoryview, checksum: int,

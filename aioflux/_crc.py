@@ -41,7 +41,7 @@ def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
 class Crc32c:
     """Running crc32c over a stream of chunks."""
 
-    __slots__ = ("value", "length")
+    __slots__ = ("length", "value")
 
     def __init__(self) -> None:
         self.value = 0

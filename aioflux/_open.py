@@ -58,7 +58,7 @@ def resolve_client(client: AsyncClient | Client | None) -> AsyncClient:
     return client
 
 
-def open(  # noqa: A001 - mirrors builtins.open on purpose
+def open(
     url: str,
     mode: str = "rb",
     *,

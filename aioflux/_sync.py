@@ -8,8 +8,9 @@ lazily, because the portal and the transport both check the process id.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ._bridge import get_portal
 from ._client import AsyncClient, Buffer, SourceSpec
@@ -101,8 +102,9 @@ class Client:
     def read(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
              into: Buffer | None = None, generation: int | None = None) -> bytes | int:
         """See :meth:`AsyncClient.read`."""
-        return get_portal().call(self.aio.read(bucket, name, start=start, end=end,
-                                               into=into, generation=generation))
+        result = get_portal().call(self.aio.read(bucket, name, start=start, end=end,
+                                                 into=into, generation=generation))
+        return cast("bytes | int", result)
 
     def write(self, bucket: str, name: str, data: bytes | bytearray | memoryview,
               **kwargs: Any) -> ObjectInfo:
@@ -140,10 +142,11 @@ class Client:
         """See :meth:`AsyncClient.abort_multipart`."""
         get_portal().call(self.aio.abort_multipart(bucket, name, upload_id))
 
-    def list_parts(self, bucket: str, name: str, upload_id: str) -> list[PartInfo]:
+    def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
         """See :meth:`AsyncClient.list_parts`."""
         return get_portal().call(self.aio.list_parts(bucket, name, upload_id))
 
-    def list_multipart_uploads(self, bucket: str, prefix: str = "") -> list[MultipartUploadInfo]:
+    def list_multipart_uploads(self, bucket: str,
+                               prefix: str = "") -> builtins.list[MultipartUploadInfo]:
         """See :meth:`AsyncClient.list_multipart_uploads`."""
         return get_portal().call(self.aio.list_multipart_uploads(bucket, prefix))

@@ -318,7 +318,8 @@ def map_exception(exc: BaseException, op: Op) -> BaseException:
         message, reason = parse_error_body(exc.message.partition(": ")[2].encode())
         err = error_for_status(exc.status, message or exc.message, operation=op.operation,
                                bucket=op.bucket, name=op.name, reason=reason)
-        return _with_retry_after(err, (exc.headers or {}).get("Retry-After"))
+        retry_after = exc.headers.get("Retry-After") if exc.headers else None
+        return _with_retry_after(err, retry_after)
     if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
         return TransportError(f"{where} failed: timed out", operation=op.operation,
                               bucket=op.bucket, name=op.name)

@@ -50,7 +50,8 @@ def validate_object_name(name: str) -> str:
     if not name:
         raise InvalidURL("object name is empty")
     if len(name.encode("utf-8")) > _MAX_OBJECT_NAME_BYTES:
-        raise InvalidURL(f"object name longer than {_MAX_OBJECT_NAME_BYTES} bytes: {name[:40]!r}...")
+        raise InvalidURL(
+            f"object name longer than {_MAX_OBJECT_NAME_BYTES} bytes: {name[:40]!r}...")
     if name in (".", ".."):
         raise InvalidURL(f"object name {name!r} is not allowed")
     if "\r" in name or "\n" in name:

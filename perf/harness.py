@@ -132,10 +132,6 @@ class Outcome:
     def median(self, key: str) -> float:
         return statistics.median(float(s[key]) for s in self.samples)
 
-    @property
-    def ok(self) -> bool:
-        return bool(self.samples) and not self.errors
-
 
 def _env(emu: emulator.Emulator, contender: Contender) -> dict[str, str]:
     env = emulator.project_env() if contender.venv is None else dict(os.environ)
@@ -172,7 +168,8 @@ def _run_one(
         )
     lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
     if done.returncode != 0 or not lines:
-        raise RuntimeError(f"exit {done.returncode}; see {log}")
+        last = (log.read_text().strip().splitlines() or [""])[-1][:300]
+        raise RuntimeError(f"exit {done.returncode}: {last} (full output in {log})")
     result = json.loads(lines[-1])
     if not isinstance(result, dict) or "seconds" not in result:
         raise RuntimeError(f"bad result line {lines[-1]!r}")

@@ -58,7 +58,7 @@ async def _async_part(client: AsyncClient, bucket: str, blobs: dict[str, bytes],
     t0 = time.perf_counter()
     datas = await asyncio.gather(*(client.read(bucket, o.name) for o in listed))
     steps.append(_Step("read (async)", len(datas), total, time.perf_counter() - t0))
-    for obj, data in zip(listed, datas):
+    for obj, data in zip(listed, datas, strict=True):
         if obj.crc32c != crc32c(data) or data != blobs[obj.name]:
             raise SystemExit(f"demo: {obj.url} read back different bytes")
 

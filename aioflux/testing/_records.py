@@ -146,7 +146,7 @@ class ObjectRecord:
             if self.metadata:
                 doc["metadata"] = self.metadata
             self._json, self._json_base = doc, base_url
-        return doc
+        return self._json
 
     def encoded(self, key: str, encode: Callable[[ObjectRecord], bytes]) -> bytes:
         """Return ``encode(self)``, cached under ``key`` (e.g. the ``fields`` selector).

@@ -5,8 +5,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import subprocess
+import sys
+import textwrap
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -204,6 +208,9 @@ async def test_metadata_and_media_with_ranges(http: aiohttp.ClientSession, bkt: 
         doc = await r.json()
     assert doc["name"] == name and doc["size"] == str(len(data))
     assert doc["crc32c"] == b64crc(data) and doc["md5Hash"] == b64md5(data)
+    # google-cloud-storage downloads from mediaLink verbatim: it must be absolute.
+    async with http.get(doc["mediaLink"]) as r:
+        assert await r.read() == data
     async with http.get(f"/download{opath(bkt, name)}", params={"alt": "media"}) as r:
         assert r.status == 200 and await r.read() == data
         assert r.headers["x-goog-hash"] == f"crc32c={b64crc(data)},md5={b64md5(data)}"
@@ -457,3 +464,35 @@ def test_stats_count_operations(emu: Emulator) -> None:
         assert emu.stats[op] > 0, op
     assert emu.stats["requests"] >= sum(emu.stats[op] for op in ("list", "upload"))
     json.dumps(dict(emu.stats))  # plain counters, serializable for reports
+
+
+def test_pytest_plugin_fixtures(tmp_path: Path) -> None:
+    test_file = tmp_path / "test_uses_plugin.py"
+    test_file.write_text(
+        textwrap.dedent(
+            """
+            import urllib.request
+            pytest_plugins = ["aioflux.testing.pytest_plugin"]
+            seen = []
+
+            def test_one(gcs_emulator, gcs_bucket):
+                seen.append(gcs_bucket)
+                url = f"{gcs_emulator.endpoint}/storage/v1/b/{gcs_bucket}"
+                assert urllib.request.urlopen(url).status == 200
+
+            def test_two(gcs_emulator, gcs_bucket):
+                assert gcs_bucket not in seen
+                assert seen[0] not in gcs_emulator.store.buckets  # cleaned up
+            """
+        )
+    )
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed" in result.stdout

@@ -124,6 +124,7 @@ async def put_part(
     async with http.put(f"/{bkt}/{key}", params=params, data=body, headers=headers) as r:
         assert r.status == 200, await r.text()
         etag = r.headers["ETag"]
+        assert r.headers["x-goog-hash"].startswith(f"crc32c={b64crc(data)},md5=")
     assert etag == f'"{hashlib.md5(data).hexdigest()}"'
     return etag
 
@@ -227,3 +228,23 @@ async def test_multipart_abort(http: aiohttp.ClientSession, bkt: str) -> None:
         assert_xml_error(await r.text(), "NoSuchUpload")
     async with http.get(f"/{bkt}/ab") as r:
         assert r.status == 404
+
+
+@pytest.mark.asyncio
+async def test_list_uploads_paging(http: aiohttp.ClientSession, bkt: str) -> None:
+    ids = [(key, await initiate(http, bkt, key)) for key in ("k/b", "k/a", "k/b", "z")]
+    expected = sorted(ids[:3], key=lambda kv: kv[0])  # by key, then by age
+    seen: list[tuple[str, str]] = []
+    params = {"uploads": "", "prefix": "k/", "max-uploads": "2"}
+    for _ in range(3):
+        async with http.get(f"/{bkt}", params=params) as r:
+            root = ET.fromstring(await r.text())
+        seen += [
+            (u.findtext(f"{S3}Key") or "", u.findtext(f"{S3}UploadId") or "")
+            for u in root.iter(f"{S3}Upload")
+        ]
+        if root.findtext(f"{S3}IsTruncated") != "true":
+            break
+        params["key-marker"] = root.findtext(f"{S3}NextKeyMarker") or ""
+        params["upload-id-marker"] = root.findtext(f"{S3}NextUploadIdMarker") or ""
+    assert seen == expected

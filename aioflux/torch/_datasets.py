@@ -1,0 +1,336 @@
+"""Map-style and iterable-style torch datasets over a bucket prefix.
+
+Both list at construction (parallel listing, once, in the process that
+builds the dataset) and hold only settings and the object list, so they
+pickle for ``spawn`` workers; each process builds its own client and
+downloader lazily on first use, through the process's portal (which is
+rebuilt after ``fork``). DataLoader workers therefore never list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import torch.distributed as dist
+import torch.utils.data
+
+from .._bridge import get_portal
+from .._client import AsyncClient
+from .._config import ClientConfig, RetryPolicy
+from .._download import Data, Downloader, DownloadOptions, gather_bounded
+from .._errors import InvalidArgument
+from .._listing import DEFAULT_LIST_CONCURRENCY, list_objects_parallel
+from .._types import ObjectInfo
+from .._urls import parse_url
+
+__all__ = ["DEFAULT_PREFETCH", "IterableDataset", "MapDataset", "Transform"]
+
+Transform = Callable[[Data], Any]
+# Objects in flight per iterator: one DataLoader batch of 64 ahead.
+DEFAULT_PREFETCH = 64
+
+
+class _Source:
+    """Picklable settings; a client and downloader built lazily per process."""
+
+    def __init__(self, *, config: ClientConfig | None, endpoint: str | None, credentials: Any,
+                 list_retry: RetryPolicy | None, download_retry: RetryPolicy | None,
+                 download_options: DownloadOptions) -> None:
+        self.config = config or ClientConfig()
+        self.endpoint = endpoint
+        self.credentials = credentials
+        self.list_retry = list_retry
+        self.download_retry = download_retry
+        self.download_options = download_options
+        self._runtime: tuple[int, Downloader] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_runtime"] = None  # sessions belong to one process
+        return state
+
+    def client(self, retry: RetryPolicy | None) -> AsyncClient:
+        config = self.config if retry is None else self.config.replace(retry=retry)
+        return AsyncClient(config, endpoint=self.endpoint, credentials=self.credentials)
+
+    @property
+    def downloader(self) -> Downloader:
+        runtime = self._runtime
+        if runtime is None or runtime[0] != os.getpid():
+            runtime = (os.getpid(), Downloader(self.client(self.download_retry),
+                                               self.download_options))
+            self._runtime = runtime
+        return runtime[1]
+
+    def list_prefix(self, url: str, concurrency: int) -> list[ObjectInfo]:
+        parsed = parse_url(url)
+
+        async def run() -> list[ObjectInfo]:
+            client = self.client(self.list_retry)
+            try:
+                return await list_objects_parallel(client, parsed.bucket, parsed.name,
+                                                   concurrency=concurrency, sort=True)
+            finally:
+                await client.aclose()
+
+        return get_portal().call(run())
+
+    def stat_all(self, urls: Sequence[str]) -> list[ObjectInfo]:
+        async def run() -> list[ObjectInfo]:
+            client = self.client(self.list_retry)
+            try:
+                parsed = [parse_url(u, require_object=True) for u in urls]
+                return await gather_bounded(client.stat(p.bucket, p.name) for p in parsed)
+            finally:
+                await client.aclose()
+
+        return get_portal().call(run())
+
+
+def _source(kwargs: dict[str, Any]) -> tuple[_Source, Transform | None]:
+    transform = kwargs.pop("transform", None)
+    data_format_fn = kwargs.pop("data_format_fn", None)
+    if transform is not None and data_format_fn is not None:
+        raise InvalidArgument("pass transform or data_format_fn (its dataflux name), not both")
+    options = kwargs.pop("download_options", None) or DownloadOptions()
+    overrides = {k: kwargs.pop(k) for k in ("disable_compose", "max_composite_object_size",
+                                            "compose_threshold") if k in kwargs}
+    if overrides:
+        options = dataclasses.replace(options, **overrides)
+    source = _Source(config=kwargs.pop("config", None), endpoint=kwargs.pop("endpoint", None),
+                     credentials=kwargs.pop("credentials", None),
+                     list_retry=kwargs.pop("list_retry", None),
+                     download_retry=kwargs.pop("download_retry", None),
+                     download_options=options)
+    if kwargs:
+        raise TypeError(f"unexpected arguments: {', '.join(sorted(kwargs))}")
+    return source, transform or data_format_fn
+
+
+
+
+class MapDataset(torch.utils.data.Dataset[Any]):
+    """A map-style dataset: one sample per object, indexable.
+
+    ``__getitems__`` downloads a whole DataLoader batch concurrently (the
+    DataLoader calls it when present).
+
+    Args:
+        objects: the objects, one sample each (see also :meth:`from_prefix`).
+        transform: ``bytes -> sample`` (dataflux calls it ``data_format_fn``,
+            also accepted); default returns the bytes.
+        config: ClientConfig (concurrency, timeouts) of the per-process client.
+        endpoint: API root (default ``STORAGE_EMULATOR_HOST`` or GCS).
+        credentials: as for :class:`~aioflux.AsyncClient` (must pickle for spawn).
+        list_retry: retry policy for listing (default ``config.retry``).
+        download_retry: retry policy for downloads (default ``config.retry``).
+        download_options: planner settings; ``disable_compose``,
+            ``max_composite_object_size`` and ``compose_threshold`` override
+            single fields.
+    """
+
+    def __init__(self, objects: Sequence[ObjectInfo], **kwargs: Any) -> None:
+        self._source, self._transform = _source(kwargs)
+        self.objects: list[ObjectInfo] = list(objects)
+
+    @classmethod
+    def from_prefix(cls, url: str, *, list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
+                    **kwargs: Any) -> MapDataset:
+        """List ``gs://bucket/prefix`` in parallel (sorted by name) and wrap it.
+
+        Args:
+            url: the prefix URL.
+            list_concurrency: parallel listers.
+            **kwargs: dataset settings (see the class docstring).
+
+        Returns:
+            The dataset.
+
+        Raises:
+            InvalidURL: a malformed URL.
+            StorageError: listing failed.
+        """
+        self = cls([], **kwargs)
+        self.objects = self._source.list_prefix(url, list_concurrency)
+        return self
+
+    @classmethod
+    def from_objects(cls, objects: Iterable[str | ObjectInfo], **kwargs: Any) -> MapDataset:
+        """Wrap given objects; URLs are ``stat``-ed concurrently for their sizes.
+
+        Args:
+            objects: ``gs://`` URLs or ObjectInfo.
+            **kwargs: dataset settings (see the class docstring).
+
+        Returns:
+            The dataset.
+
+        Raises:
+            NotFound: a URL names no object.
+            StorageError: a stat failed.
+        """
+        self = cls([], **kwargs)
+        items = list(objects)
+        urls = [o for o in items if isinstance(o, str)]
+        stats = iter(self._source.stat_all(urls) if urls else [])
+        self.objects = [next(stats) if isinstance(o, str) else o for o in items]
+        return self
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+    def _apply(self, data: Data) -> Any:
+        return data if self._transform is None else self._transform(data)
+
+    def __getitem__(self, index: int) -> Any:
+        obj = self.objects[index]
+        return self._apply(get_portal().call(self._source.downloader.download(obj)))
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        """Download a batch concurrently (composed, direct or ranged per object).
+
+        Args:
+            indices: dataset indices.
+
+        Returns:
+            Samples in ``indices`` order.
+
+        Raises:
+            StorageError: a download failed.
+        """
+        objs = [self.objects[i] for i in indices]
+        datas = get_portal().call(self._source.downloader.download_many(objs))
+        return [self._apply(d) for d in datas]
+
+    @property
+    def download_stats(self) -> Any:
+        """This process's planner counters (DownloadStats)."""
+        return self._source.downloader.stats
+
+
+def _dist_rank() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+class IterableDataset(torch.utils.data.IterableDataset[Any]):
+    """An iterable dataset: each epoch yields every object once across all
+    DDP ranks and DataLoader workers, shuffled per epoch, with a window of
+    downloads in flight.
+
+    The order is a permutation seeded by ``(seed, epoch)``; rank ``r`` of
+    ``w`` takes every ``w``-th element from ``r``, and worker ``k`` of ``n``
+    every ``n``-th of those. ``set_epoch(e)`` selects the epoch; without it,
+    each ``iter()`` in a process advances the epoch by one, which also keeps
+    ``persistent_workers`` (whose dataset copies do not see ``set_epoch``)
+    on a new order every epoch.
+
+    Args:
+        objects: the objects, one sample each (see also :meth:`from_prefix`).
+        transform: ``bytes -> sample`` (dataflux calls it ``data_format_fn``,
+            also accepted); default returns the bytes.
+        config: ClientConfig (concurrency, timeouts) of the per-process client.
+        endpoint: API root (default ``STORAGE_EMULATOR_HOST`` or GCS).
+        credentials: as for :class:`~aioflux.AsyncClient` (must pickle for spawn).
+        list_retry: retry policy for listing (default ``config.retry``).
+        download_retry: retry policy for downloads (default ``config.retry``).
+        download_options: planner settings; ``disable_compose``,
+            ``max_composite_object_size`` and ``compose_threshold`` override
+            single fields.
+        shuffle: shuffle each epoch (else listing order).
+        seed: base seed of the shuffle.
+        prefetch: objects downloading ahead of the consumer.
+        ordered: yield in shuffled order; ``False`` yields as completed.
+        rank: DDP rank (default: torch.distributed, else ``$RANK``, else 0),
+            resolved at construction because workers have no process group.
+        world_size: DDP world size (same defaults).
+    """
+
+    def __init__(self, objects: Sequence[ObjectInfo], *, shuffle: bool = True, seed: int = 0,
+                 prefetch: int = DEFAULT_PREFETCH, ordered: bool = True,
+                 rank: int | None = None, world_size: int | None = None,
+                 **kwargs: Any) -> None:
+        self._source, self._transform = _source(kwargs)
+        self.objects: list[ObjectInfo] = list(objects)
+        self.shuffle = shuffle
+        self.seed = seed
+        self.prefetch = max(1, prefetch)
+        self.ordered = ordered
+        auto_rank, auto_world = _dist_rank()
+        self.rank = auto_rank if rank is None else rank
+        self.world_size = auto_world if world_size is None else world_size
+        if not 0 <= self.rank < self.world_size:
+            raise InvalidArgument(f"rank {self.rank} outside world size {self.world_size}")
+        self.epoch = 0
+        self._iterations = 0
+
+    @classmethod
+    def from_prefix(cls, url: str, *, list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
+                    **kwargs: Any) -> IterableDataset:
+        """List ``gs://bucket/prefix`` in parallel (sorted by name) and wrap it.
+
+        Args:
+            url: the prefix URL.
+            list_concurrency: parallel listers.
+            **kwargs: dataset settings (see the class docstring).
+
+        Returns:
+            The dataset.
+
+        Raises:
+            InvalidURL: a malformed URL.
+            StorageError: listing failed.
+        """
+        self = cls([], **kwargs)
+        self.objects = self._source.list_prefix(url, list_concurrency)
+        return self
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch whose order the next ``iter()`` uses.
+
+        Args:
+            epoch: epoch number.
+        """
+        self.epoch = epoch
+        self._iterations = 0
+
+    def shard(self, epoch: int, worker: int = 0, num_workers: int = 1) -> list[ObjectInfo]:
+        """The objects one worker of this rank yields in ``epoch``, in order.
+
+        Args:
+            epoch: epoch number.
+            worker: DataLoader worker id.
+            num_workers: DataLoader worker count (at least 1).
+
+        Returns:
+            The shard.
+        """
+        order = list(range(len(self.objects)))
+        if self.shuffle:
+            random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
+        mine = order[self.rank::self.world_size][worker::max(1, num_workers)]
+        return [self.objects[i] for i in mine]
+
+    def __iter__(self) -> Iterator[Any]:
+        info = torch.utils.data.get_worker_info()
+        worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        epoch = self.epoch + self._iterations
+        self._iterations += 1
+        objs = self.shard(epoch, worker, workers)
+        portal = get_portal()
+        agen = self._source.downloader.stream(objs, window=self.prefetch, ordered=self.ordered)
+        try:
+            while True:
+                try:
+                    _, data = portal.call(anext(agen))  # type: ignore[arg-type]
+                except StopAsyncIteration:
+                    return
+                yield data if self._transform is None else self._transform(data)
+        finally:
+            # Cancels downloads in flight; their finally blocks delete composites.
+            portal.call(agen.aclose())

@@ -1,0 +1,191 @@
+"""CheckpointManager and Checkpoint against the emulator."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+
+import pytest
+import torch
+
+import aioflux
+from aioflux import AsyncClient, Client, InvalidArgument, NotFound, ServerError
+from aioflux.testing import Emulator
+from aioflux.torch import Checkpoint, CheckpointManager
+
+MiB = 1024 * 1024
+PART = 5 * MiB
+
+
+def _state(step: int, numel: int = 300_000) -> dict[str, object]:
+    g = torch.Generator().manual_seed(step)
+    return {"model": {"w": torch.randn(numel, generator=g), "b": torch.arange(10) + step},
+            "step": step, "opt": [torch.ones(3) * step, {"lr": 0.1}]}
+
+
+def _equal(a: object, b: object) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))  # type: ignore[arg-type]
+    return a == b
+
+
+def _names(client: Client, bucket: str) -> list[str]:
+    return [o.name for o in client.list_objects(bucket)]
+
+
+def test_save_load_list_latest_and_retention(sync_client: Client, bucket: str) -> None:
+    with CheckpointManager(f"gs://{bucket}/run1", keep_last=2, client=sync_client,
+                           part_size=PART) as mgr:
+        assert mgr.latest() is None
+        with pytest.raises(NotFound):
+            mgr.load()
+        for step in (10, 20, 30, 40):
+            info = mgr.save(_state(step), step)
+            assert info.step == step and info.size > 0
+        assert [c.step for c in mgr.list()] == [30, 40]
+        latest = mgr.latest()
+        assert latest is not None and latest.step == 40
+        assert _equal(mgr.load(), _state(40))
+        assert _equal(mgr.load(step=30), _state(30))
+        with pytest.raises(NotFound):
+            mgr.load(step=10)
+    names = _names(sync_client, bucket)
+    assert not [n for n in names if "step-000000000010" in n or "step-000000000020" in n]
+    hist = mgr.history()
+    assert [r.step for r in hist] == [10, 20, 30, 40] and all(r.ok for r in hist)
+    assert all(r.bytes > 1_000_000 and r.total_seconds > 0 and r.mb_per_s > 0 for r in hist)
+
+
+def test_save_async_snapshots_before_returning(sync_client: Client, bucket: str) -> None:
+    mgr = CheckpointManager(f"gs://{bucket}/run", client=sync_client, part_size=PART)
+    state = _state(1, numel=2_000_000)
+    expected = _state(1, numel=2_000_000)
+    future = mgr.save_async(state, 1)
+    assert isinstance(future, concurrent.futures.Future)
+    state["model"]["w"].zero_()  # type: ignore[index]
+    state["opt"][0].add_(5)  # type: ignore[index]
+    info = future.result(timeout=60)
+    assert info.step == 1
+    assert _equal(mgr.load(1), expected)
+    (record,) = mgr.history()
+    assert record.ok and record.blocking_seconds <= record.total_seconds
+    mgr.close()
+
+
+def test_incomplete_checkpoints_are_invisible(sync_client: Client, bucket: str) -> None:
+    mgr = CheckpointManager(f"gs://{bucket}/r", client=sync_client, part_size=PART)
+    mgr.save(_state(1), 1)
+    mgr.save(_state(2), 2)
+    # Step 3: objects but no manifest (killed before the manifest).
+    sync_client.write(bucket, "r/step-000000000003/state.pt", b"partial")
+    # Step 2: its state object replaced after the manifest -> mismatch.
+    sync_client.write(bucket, "r/step-000000000002/state.pt", b"corrupt")
+    assert [c.step for c in mgr.list()] == [1]
+    latest = mgr.latest()
+    assert latest is not None and latest.step == 1
+    assert _equal(mgr.load(), _state(1))
+    mgr.save(_state(4), 4)  # retention pass removes leftovers below the newest
+    names = _names(sync_client, bucket)
+    assert not [n for n in names if "step-000000000003" in n]
+    mgr.close()
+
+
+class _FailingWrites(AsyncClient):
+    fail = True
+
+    async def write(self, bucket, name, data, **kwargs):  # type: ignore[no-untyped-def]
+        if self.fail and name.endswith("manifest.json"):
+            raise ServerError("injected manifest failure", operation="write")
+        return await super().write(bucket, name, data, **kwargs)
+
+
+def test_failed_async_save_reraises_original_and_next_save(emulator: Emulator,
+                                                          bucket: str) -> None:
+    client = _FailingWrites(endpoint=emulator.endpoint)
+    mgr = CheckpointManager(f"gs://{bucket}/f", client=client, part_size=PART)
+    future = mgr.save_async(_state(1), 1)
+    with pytest.raises(ServerError, match="injected"):
+        future.result(timeout=60)
+    mgr.save_async(_state(2), 2)  # the first failure was observed: no raise here
+    with pytest.raises(ServerError, match="injected"):
+        mgr.wait()  # the second one was not
+    client.fail = False
+    mgr.save(_state(4), 4)  # the failure was raised once; later saves work
+    assert mgr.latest().step == 4  # type: ignore[union-attr]
+    hist = mgr.history()
+    assert [(r.step, r.ok) for r in hist] == [(1, False), (2, False), (4, True)]
+    assert "injected" in (hist[0].error or "")
+    mgr.close()
+    aioflux.call(client.aclose())
+
+
+def test_unobserved_failure_raised_by_next_save(emulator: Emulator, bucket: str) -> None:
+    client = _FailingWrites(endpoint=emulator.endpoint)
+    mgr = CheckpointManager(f"gs://{bucket}/u", client=client, part_size=PART)
+    future = mgr.save_async(_state(1), 1)
+    concurrent.futures.wait([future])
+    client.fail = False
+    with pytest.raises(ServerError, match="injected"):
+        mgr.save(_state(2), 2)
+    mgr.save(_state(2), 2)
+    mgr.close()
+    aioflux.call(client.aclose())
+
+
+def test_memory_budget_and_when_busy(sync_client: Client, bucket: str) -> None:
+    state = _state(1, numel=1_000_000)  # ~4 MB of tensors
+    mgr = CheckpointManager(f"gs://{bucket}/m", client=sync_client, part_size=PART,
+                            memory_budget=1_000_000)
+    with pytest.raises(InvalidArgument, match="memory_budget"):
+        mgr.save_async(state, 1)
+    mgr.close()
+
+    gate = threading.Event()
+
+    class Slow(AsyncClient):
+        async def write(self, *a, **k):  # type: ignore[no-untyped-def]
+            import asyncio
+
+            while not gate.is_set():
+                await asyncio.sleep(0.01)
+            return await super().write(*a, **k)
+
+    client = Slow(endpoint=sync_client.aio.endpoint)
+    busy = CheckpointManager(f"gs://{bucket}/b", client=client, part_size=PART,
+                             when_busy="raise")
+    first = busy.save_async(state, 1)
+    with pytest.raises(InvalidArgument, match="in flight"):
+        busy.save_async(state, 2)
+    gate.set()
+    assert first.result(timeout=60).step == 1
+    assert busy.save_async(state, 2).result(timeout=60).step == 2
+    busy.close()
+    aioflux.call(client.aclose())
+
+
+def test_zstd_manager_round_trip(sync_client: Client, bucket: str) -> None:
+    state = {"w": torch.zeros(1_000_000), "r": torch.randn(1000)}
+    mgr = CheckpointManager(f"gs://{bucket}/z", client=sync_client, compression="zstd",
+                            part_size=PART)
+    info = mgr.save(state, 7)
+    assert "state.pt.zst" in info.objects and info.size < 1_000_000
+    loaded = mgr.load()
+    assert _equal(loaded, state)
+    (rec,) = mgr.history()
+    assert rec.bytes > 4_000_000 and rec.stored_bytes == info.size
+    mgr.close()
+
+
+def test_checkpoint_writer_reader(sync_client: Client, bucket: str) -> None:
+    ckpt = Checkpoint(sync_client, part_size=PART, chunk_size=MiB)
+    state = _state(5, numel=2_000_000)
+    with ckpt.writer(f"gs://{bucket}/c.pt") as w:
+        torch.save(state, w)
+    with ckpt.reader(f"gs://{bucket}/c.pt") as r:
+        assert _equal(torch.load(r), state)
+    info = ckpt.save(state, f"gs://{bucket}/c2.pt", compression="zstd")
+    assert _equal(ckpt.load(info.url, compression="zstd"), state)

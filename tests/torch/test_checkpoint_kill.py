@@ -1,0 +1,70 @@
+"""SIGKILL the saving process at random points: latest() must stay loadable."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from aioflux import Client
+from aioflux.testing import Emulator
+from aioflux.torch import CheckpointManager
+
+from ._ckpt_child import LAST_STEP, PART, state_for
+
+CHILD = Path(__file__).with_name("_ckpt_child.py")
+
+
+def _assert_state(loaded: dict[str, object], step: int) -> None:
+    expected = state_for(step)
+    assert loaded["step"] == step
+    assert torch.equal(loaded["w"], expected["w"])  # type: ignore[arg-type]
+    assert torch.equal(loaded["extra"][0], expected["extra"][0])  # type: ignore[index]
+
+
+@pytest.mark.timeout(240)
+def test_sigkill_during_saves(emulator: Emulator, bucket: str, sync_client: Client) -> None:
+    rng = random.Random(int(os.environ.get("AIOFLUX_KILL_SEED", "1234")))
+    root = f"gs://{bucket}/killrun"
+    mgr = CheckpointManager(root, client=sync_client, part_size=PART)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    previous = 0
+    kills = 0
+    for _ in range(40):
+        start = previous + 1
+        proc = subprocess.Popen([sys.executable, str(CHILD), emulator.endpoint, root,
+                                 str(start)], stdout=subprocess.PIPE, env=env, text=True)
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        try:
+            proc.wait(timeout=rng.uniform(0.05, 0.8))
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            kills += 1
+        proc.stdout.close()
+        latest = mgr.latest()
+        if latest is not None:
+            assert latest.step >= previous  # a complete checkpoint never disappears
+            _assert_state(mgr.load(), latest.step)
+            previous = latest.step
+        if proc.returncode == 0:
+            assert previous == LAST_STEP
+            break
+    else:
+        pytest.fail(f"20 saves did not finish in 40 runs (latest step {previous})")
+    assert kills >= 2, "the test killed too rarely to mean anything"
+    assert [c.step for c in mgr.list()] == [18, 19, 20]  # keep_last=3
+
+    clean = pytest.importorskip("aioflux._clean", reason="aioflux clean not available yet")
+    import aioflux
+
+    aioflux.call(clean.clean_bucket(sync_client.aio, bucket))
+    assert sync_client.list_multipart_uploads(bucket) == []
+    assert mgr.latest().step == LAST_STEP  # type: ignore[union-attr]
