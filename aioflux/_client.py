@@ -309,9 +309,11 @@ class AsyncClient(XmlMultipartMixin):
         whole = start == 0 and end is None
         if not whole:
             headers["Range"] = f"bytes={start}-" + ("" if end is None else str(end - 1))
-        params = {"alt": "media"}
+        # The query goes into the URL string: yarl's extend_query costs ~5%
+        # of a small read's client CPU.
+        url = self._json_url(bucket, name) + "?alt=media"
         if generation is not None:
-            params["generation"] = str(generation)
+            url += f"&generation={generation}"
         verify = self.config.verify_crc32c
 
         async def handle(resp: aiohttp.ClientResponse) -> bytes | int:
@@ -334,8 +336,8 @@ class AsyncClient(XmlMultipartMixin):
                     operation="read", bucket=bucket, name=name)
             return data if into is None else received
 
-        return await self._transport.request(op, "GET", self._json_url(bucket, name), handle,
-                                             params=params, headers=headers, ok=(200, 206))
+        return await self._transport.request(op, "GET", url, handle, headers=headers,
+                                             ok=(200, 206))
 
     # -- writes ---------------------------------------------------------------
 

@@ -22,6 +22,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 __all__ = ["PROFILES", "Emulator", "EmulatorError", "start"]
 
@@ -64,10 +65,10 @@ def project_env() -> dict[str, str]:
     return env
 
 
-def _drain(stream: object) -> None:
+def _drain(stream: IO[str]) -> None:
     # Keep reading so a chatty server can never block on a full pipe (the
     # failure mode DESIGN.md records for fake-gcs-server's wrapper).
-    for _ in stream:  # type: ignore[attr-defined]
+    for _ in stream:
         pass
 
 

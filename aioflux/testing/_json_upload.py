@@ -16,7 +16,7 @@ from aiohttp import web
 
 from aioflux.testing import _errors as err
 from aioflux.testing._runtime import Runtime
-from aioflux.testing._store import ResumableSession
+from aioflux.testing._store import ObjectRecord, ResumableSession
 from aioflux.testing._util import (
     json_response,
     parse_goog_hash,
@@ -211,7 +211,7 @@ async def _session_request(
     return json_response(_finish(rt, session).to_json(rt.base_url))
 
 
-def _finish(rt: Runtime, session: ResumableSession) -> Any:
+def _finish(rt: Runtime, session: ResumableSession) -> ObjectRecord:
     chunks = session.chunks
     data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     crc = google_crc32c.value(data)

@@ -96,6 +96,8 @@ class Store:
         del self.buckets[name]
         for uid in [u for u, up in self.uploads.items() if up.bucket == name]:
             del self.uploads[uid]
+        for sid in [s for s, sess in self.sessions.items() if sess.bucket == name]:
+            del self.sessions[sid]
 
     # -- objects ---------------------------------------------------------
 

@@ -332,6 +332,18 @@ async def test_write_preconditions_and_generations(http: aiohttp.ClientSession, 
 
 
 @pytest.mark.asyncio
+async def test_expect_100_continue(http: aiohttp.ClientSession, bkt: str) -> None:
+    async with http.post(
+        f"/upload/storage/v1/b/{bkt}/o",
+        params={"uploadType": "media", "name": "e"},
+        data=b"continue",
+        expect100=True,
+    ) as r:
+        assert r.status == 200
+        assert (await r.json())["size"] == "8"
+
+
+@pytest.mark.asyncio
 async def test_resumable_upload_in_chunks(http: aiohttp.ClientSession, bkt: str) -> None:
     data = bytes(range(256)) * 4096  # 1 MiB
     chunk = 256 * 1024

@@ -1,0 +1,158 @@
+"""The download planner against the emulator: direct, composed, ranged."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aioflux import AsyncClient, ObjectInfo, PermissionDenied
+from aioflux._compose import COMPOSED_PREFIX, leftover_composites, plan_batches
+from aioflux._download import Downloader, DownloadOptions, download_many
+from aioflux._listing import list_objects_parallel
+from aioflux.testing import Emulator, Faults
+
+COMPOSE = DownloadOptions(compose_threshold=64 * 1024)
+
+
+def seed(emulator: Emulator, bucket: str, sizes: Sequence[int],
+         prefix: str = "d/") -> dict[str, bytes]:
+    data = {f"{prefix}{i:05d}": os.urandom(size) for i, size in enumerate(sizes)}
+    for name, body in data.items():
+        emulator.store.put(bucket, name, body)
+    return data
+
+
+async def composites(client: AsyncClient, bucket: str) -> list[str]:
+    return [o.name async for o in client.list_objects(bucket, COMPOSED_PREFIX)]
+
+
+async def test_direct_download_many_is_byte_identical(client: AsyncClient, emulator: Emulator,
+                                                      bucket: str) -> None:
+    data = seed(emulator, bucket, [0, 1, 1000, 70_000, 5] * 8)
+    objs = await list_objects_parallel(client, bucket, "d/", sort=True)
+    got = await download_many(client, objs)
+    assert [bytes(g) for g in got] == [data[o.name] for o in objs]
+
+
+async def test_composed_batches_split_exactly_and_leave_nothing(
+        client: AsyncClient, emulator: Emulator, bucket: str) -> None:
+    data = seed(emulator, bucket, [(i * 37) % 3000 + 1 for i in range(100)] + [200_000])
+    objs = await list_objects_parallel(client, bucket, "d/", sort=True)
+    dl = Downloader(client, COMPOSE)
+    got = await dl.download_many(objs)
+    assert [bytes(g) for g in got] == [data[o.name] for o in objs]
+    assert dl.stats.composed_batches == 4  # 100 small objects in batches of <= 32
+    assert dl.stats.composed_objects == 100 and dl.stats.direct == 1
+    assert await composites(client, bucket) == []
+    assert leftover_composites() == []
+
+
+async def test_mismatching_composite_is_never_split(client: AsyncClient, emulator: Emulator,
+                                                    bucket: str) -> None:
+    data = seed(emulator, bucket, [100] * 10)
+    objs = await list_objects_parallel(client, bucket, "d/", sort=True)
+    # A listing that disagrees with storage (e.g. a stale crc32c).
+    objs[3] = dataclasses.replace(objs[3], crc32c=(objs[3].crc32c or 0) ^ 1)
+    dl = Downloader(client, COMPOSE)
+    got = await dl.download_many(objs)
+    assert [bytes(g) for g in got] == [data[o.name] for o in objs]
+    assert dl.stats.compose_mismatches == 1 and dl.stats.compose_fallbacks == 1
+    assert dl.stats.composed_batches == 0 and dl.stats.direct == 10
+    assert await composites(client, bucket) == []
+
+
+async def test_changed_source_falls_back_to_direct(client: AsyncClient, emulator: Emulator,
+                                                   bucket: str) -> None:
+    seed(emulator, bucket, [50] * 4)
+    objs = await list_objects_parallel(client, bucket, "d/", sort=True)
+    emulator.store.put(bucket, objs[0].name, b"new contents")  # generation moves on
+    dl = Downloader(client, COMPOSE)
+    got = await dl.download_many(objs)
+    assert got[0] == b"new contents"
+    assert dl.stats.compose_fallbacks == 1
+    assert await composites(client, bucket) == []
+
+
+class ReadOnlyClient(AsyncClient):
+    compose_calls = 0
+
+    async def compose(self, *args: Any, **kwargs: Any) -> ObjectInfo:
+        self.compose_calls += 1
+        raise PermissionDenied("compose: HTTP 403", operation="compose", status=403)
+
+
+async def test_read_only_bucket_falls_back_once_and_remembers(
+        emulator: Emulator, bucket: str, config: Any) -> None:
+    data = seed(emulator, bucket, [10] * 40)
+    async with ReadOnlyClient(config, endpoint=emulator.endpoint) as client:
+        objs = await list_objects_parallel(client, bucket, "d/", sort=True)
+        dl = Downloader(client, COMPOSE)
+        first = await dl.download_many(objs[:32])
+        second = await dl.download_many(objs[32:])
+        assert [bytes(g) for g in first + second] == [data[o.name] for o in objs]
+        assert client.compose_calls == 1 and dl.stats.compose_denied == 1
+        assert bucket in dl.stats.denied_buckets
+
+
+async def test_ranged_chunks_fill_one_buffer(client: AsyncClient, emulator: Emulator,
+                                             bucket: str) -> None:
+    data = seed(emulator, bucket, [3 * 1024 * 1024 + 7, 100])
+    objs = await list_objects_parallel(client, bucket, "d/", sort=True)
+    opts = DownloadOptions(ranged_threshold=1024 * 1024, chunk_size=256 * 1024)
+    dl = Downloader(client, opts)
+    got = await dl.download_many(objs)
+    assert isinstance(got[0], bytearray) and bytes(got[0]) == data[objs[0].name]
+    assert got[1] == data[objs[1].name]
+    assert dl.stats.ranged_objects == 1 and dl.stats.ranged_chunks == 13
+
+
+async def test_downloads_survive_faults(faults: Emulator, client: AsyncClient,
+                                        bucket: str) -> None:
+    data = seed(faults, bucket, [4000] * 64 + [600_000])
+    objs = await list_objects_parallel(client, bucket, "d/", sort=True)
+    faults.faults = Faults(p_503=0.1, p_429=0.05, p_reset=0.1, seed=7)
+    opts = dataclasses.replace(COMPOSE, ranged_threshold=500_000, chunk_size=100_000)
+    got = await Downloader(client, opts).download_many(objs)
+    faults.faults = Faults()
+    assert [bytes(g) for g in got] == [data[o.name] for o in objs]
+    assert await composites(client, bucket) == []
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_stream_window_and_early_break(client: AsyncClient, emulator: Emulator,
+                                             bucket: str, ordered: bool) -> None:
+    data = seed(emulator, bucket, [300] * 200)
+    objs = await list_objects_parallel(client, bucket, "d/", sort=True)
+    dl = Downloader(client, COMPOSE)
+    seen = [(o.name, d) async for o, d in dl.stream(objs, window=40, ordered=ordered)]
+    assert sorted(seen) == sorted(data.items())
+    if ordered:
+        assert [n for n, _ in seen] == [o.name for o in objs]
+    agen = dl.stream(objs, window=64, ordered=ordered)
+    async for _ in agen:
+        break
+    await agen.aclose()  # what `async for` + break does once the generator is collected
+    assert await composites(client, bucket) == []
+    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    assert not [t for t in pending if "Downloader" in repr(t.get_coro())]
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.lists(st.integers(1, 5000), max_size=120), max_bytes=st.integers(0, 20000),
+       max_sources=st.integers(1, 40))
+def test_compose_plan_never_exceeds_limits(sizes: list[int], max_bytes: int,
+                                           max_sources: int) -> None:
+    objs = [ObjectInfo("b", f"o{i}", s) for i, s in enumerate(sizes)]
+    batches = plan_batches(objs, max_sources, max_bytes)
+    assert [i for b in batches for i in b] == list(range(len(objs)))
+    for b in batches:
+        assert 1 <= len(b) <= min(32, max(1, max_sources))
+        if len(b) > 1 and max_bytes:
+            assert sum(sizes[i] for i in b) <= max_bytes
