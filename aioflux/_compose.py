@@ -117,6 +117,7 @@ class _Live:
     client: AsyncClient
     bucket: str
     name: str
+    task: asyncio.Task[object] | None
 
 
 _lock = threading.Lock()
@@ -125,7 +126,7 @@ _live: dict[tuple[int, str, str], _Live] = {}
 
 def _register(client: AsyncClient, bucket: str, name: str) -> None:
     with _lock:
-        _live[(id(client), bucket, name)] = _Live(client, bucket, name)
+        _live[(id(client), bucket, name)] = _Live(client, bucket, name, asyncio.current_task())
 
 
 def _unregister(client: AsyncClient, bucket: str, name: str) -> None:
@@ -153,8 +154,19 @@ async def _delete(client: AsyncClient, bucket: str, name: str) -> None:
     _unregister(client, bucket, name)
 
 
-async def _delete_all(items: list[_Live]) -> None:
-    await asyncio.gather(*(_delete(i.client, i.bucket, i.name) for i in items),
+async def _exit_cleanup(items: list[_Live]) -> None:
+    # Cancel the portal's fetches first: their finally blocks delete what they
+    # made, and none can create a composite after the deletes below ran.
+    loop = asyncio.get_running_loop()
+    tasks = [i.task for i in items if i.task is not None and i.task.get_loop() is loop
+             and not i.task.done()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=_EXIT_CLEANUP_TIMEOUT / 2)
+    with _lock:
+        rest = list(_live.values())
+    await asyncio.gather(*(_delete(i.client, i.bucket, i.name) for i in rest),
                          return_exceptions=True)
 
 
@@ -166,7 +178,7 @@ def _cleanup_at_exit() -> None:
     try:
         # The portal still runs here: atexit is LIFO and this module registers
         # after the bridge; worker finalizers run before os._exit.
-        get_portal().submit(_delete_all(items)).result(_EXIT_CLEANUP_TIMEOUT)
+        get_portal().submit(_exit_cleanup(items)).result(_EXIT_CLEANUP_TIMEOUT)
     except (concurrent.futures.TimeoutError, RuntimeError, StorageError):
         pass  # best effort: `aioflux clean` removes what is left
 

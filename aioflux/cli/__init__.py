@@ -54,7 +54,7 @@ def command(name: str, help: str,
 
 def _load_commands() -> None:
     # Imported for their registration side effect.
-    from . import _clean, _demo, _emulator  # noqa: F401
+    from . import _clean, _copy, _demo, _emulator, _objects  # noqa: F401
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args))
     except AiofluxError as exc:
+        print(f"aioflux {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # local files: missing, unreadable, disk full
         print(f"aioflux {args.command}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

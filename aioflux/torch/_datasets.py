@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -22,7 +23,7 @@ from .._bridge import get_portal
 from .._client import AsyncClient
 from .._config import ClientConfig, RetryPolicy
 from .._download import Data, Downloader, DownloadOptions, gather_bounded
-from .._errors import InvalidArgument
+from .._errors import BridgeError, InvalidArgument
 from .._listing import DEFAULT_LIST_CONCURRENCY, list_objects_parallel
 from .._types import ObjectInfo
 from .._urls import parse_url
@@ -61,10 +62,18 @@ class _Source:
     def downloader(self) -> Downloader:
         runtime = self._runtime
         if runtime is None or runtime[0] != os.getpid():
-            runtime = (os.getpid(), Downloader(self.client(self.download_retry),
-                                               self.download_options))
+            client = self.client(self.download_retry)
+            runtime = (os.getpid(), Downloader(client, self.download_options))
             self._runtime = runtime
+            # The dataset has no close(): its session closes when it is collected.
+            weakref.finalize(self, _close_later, client, os.getpid())
         return runtime[1]
+
+    def close(self) -> None:
+        """Close this process's client now (it is rebuilt on next use)."""
+        runtime, self._runtime = self._runtime, None
+        if runtime is not None and runtime[0] == os.getpid():
+            get_portal().call(runtime[1].client.aclose())
 
     def list_prefix(self, url: str, concurrency: int) -> list[ObjectInfo]:
         parsed = parse_url(url)
@@ -89,6 +98,14 @@ class _Source:
                 await client.aclose()
 
         return get_portal().call(run())
+
+
+def _close_later(client: AsyncClient, pid: int) -> None:
+    if pid == os.getpid():
+        try:
+            get_portal().submit(client.aclose())
+        except BridgeError:
+            pass  # interpreter exit: the portal is gone and so is the socket
 
 
 def _source(kwargs: dict[str, Any]) -> tuple[_Source, Transform | None]:
@@ -206,6 +223,10 @@ class MapDataset(torch.utils.data.Dataset[Any]):
         datas = get_portal().call(self._source.downloader.download_many(objs))
         return [self._apply(d) for d in datas]
 
+    def close(self) -> None:
+        """Close this process's connections (reopened on next use)."""
+        self._source.close()
+
     @property
     def download_stats(self) -> Any:
         """This process's planner counters (DownloadStats)."""
@@ -289,6 +310,10 @@ class IterableDataset(torch.utils.data.IterableDataset[Any]):
         self = cls([], **kwargs)
         self.objects = self._source.list_prefix(url, list_concurrency)
         return self
+
+    def close(self) -> None:
+        """Close this process's connections (reopened on next use)."""
+        self._source.close()
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose order the next ``iter()`` uses.

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -98,7 +97,6 @@ async def test_killed_process_leftovers_are_removed_by_clean(
             proc.stdout.close()
     left = await _names(client, bucket, COMPOSED_PREFIX)
     assert len(left) == 1 and left[0].startswith(f"{COMPOSED_PREFIX}{proc.pid}-")
-    time.sleep(0.01)
     report = await clean_bucket(client, bucket)
     assert report.composites == [f"gs://{bucket}/{left[0]}"]
     assert await _names(client, bucket, COMPOSED_PREFIX) == []

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import random
-import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,9 +13,7 @@ from aioflux import Client
 from aioflux.testing import Emulator
 from aioflux.torch import CheckpointManager
 
-from ._ckpt_child import LAST_STEP, PART, state_for
-
-CHILD = Path(__file__).with_name("_ckpt_child.py")
+from ._ckpt_child import LAST_STEP, PART, run, state_for
 
 
 def _assert_state(loaded: dict[str, object], step: int) -> None:
@@ -33,34 +28,36 @@ def test_sigkill_during_saves(emulator: Emulator, bucket: str, sync_client: Clie
     rng = random.Random(int(os.environ.get("AIOFLUX_KILL_SEED", "1234")))
     root = f"gs://{bucket}/killrun"
     mgr = CheckpointManager(root, client=sync_client, part_size=PART)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    ctx = multiprocessing.get_context("forkserver")
+    # Children fork from a server that already imported torch: a run costs
+    # milliseconds instead of a multi-second import.
+    ctx.set_forkserver_preload(["torch", "aioflux.torch", "tests.torch._ckpt_child"])
     previous = 0
     kills = 0
     runs = 0
-    for _ in range(40):
+    for _ in range(60):
         runs += 1
-        start = previous + 1
-        proc = subprocess.Popen([sys.executable, str(CHILD), emulator.endpoint, root,
-                                 str(start)], stdout=subprocess.PIPE, env=env, text=True)
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready"
-        try:
-            proc.wait(timeout=rng.uniform(0.05, 0.8))
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
+        parent, child = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=run, args=(emulator.endpoint, root, previous + 1, child))
+        proc.start()
+        child.close()
+        assert parent.poll(60) and parent.recv() == "ready"
+        proc.join(timeout=rng.uniform(0.05, 0.8))
+        if proc.exitcode is None:
+            proc.kill()  # SIGKILL
+            proc.join()
             kills += 1
-        proc.stdout.close()
+        parent.close()
         latest = mgr.latest()
         if latest is not None:
             assert latest.step >= previous  # a complete checkpoint never disappears
             _assert_state(mgr.load(), latest.step)
             previous = latest.step
-        if proc.returncode == 0:
+        if proc.exitcode == 0:
             assert previous == LAST_STEP
             break
     else:
-        pytest.fail(f"20 saves did not finish in 40 runs (latest step {previous})")
+        pytest.fail(f"20 saves did not finish in 60 runs (latest step {previous})")
     print(f"runs={runs} kills={kills}")
     assert kills >= 2, "the test killed too rarely to mean anything"
     assert [c.step for c in mgr.list()] == [18, 19, 20]  # keep_last=3

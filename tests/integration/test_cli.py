@@ -1,0 +1,101 @@
+"""The aioflux CLI against the emulator: output, errors and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from aioflux import Client
+from aioflux.cli import main
+from aioflux.testing import Emulator
+
+
+@pytest.fixture
+def run(emulator: Emulator, capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+    def invoke(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        try:
+            code = main([*argv, "--endpoint", emulator.endpoint])
+        except SystemExit as exc:  # argparse usage errors
+            code = int(exc.code or 0)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return invoke
+
+
+def test_ls_stat_cat_du(run, sync_client: Client, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    sync_client.write(bucket, "d/a.bin", b"aaaa")
+    sync_client.write(bucket, "d/sub/b.bin", b"bb")
+    sync_client.write(bucket, "top", b"t")
+    code, out, _ = run("ls", f"gs://{bucket}")
+    assert code == 0
+    assert out.split() == [f"gs://{bucket}/d/", f"gs://{bucket}/top"]
+    code, out, _ = run("ls", "-r", "--json", f"gs://{bucket}/d/")
+    rows = json.loads(out)
+    assert [(r["url"], r["size"]) for r in rows] == [(f"gs://{bucket}/d/a.bin", 4),
+                                                     (f"gs://{bucket}/d/sub/b.bin", 2)]
+    code, out, _ = run("ls", "-l", "-r", f"gs://{bucket}/d/")
+    assert code == 0 and "4" in out.split()
+    code, out, _ = run("stat", f"gs://{bucket}/d/a.bin")
+    assert json.loads(out)["size"] == 4
+    code, out, _ = run("du", "--json", f"gs://{bucket}/d/")
+    assert json.loads(out) == {"url": f"gs://{bucket}/d/", "objects": 2, "bytes": 6}
+    assert run("cat", f"gs://{bucket}/d/a.bin")[:2] == (0, "aaaa")
+
+
+def test_cp_round_trips_files_and_trees(run, sync_client: Client, bucket: str,  # type: ignore[no-untyped-def]
+                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import aioflux.cli._copy as copy_mod
+
+    monkeypatch.setattr(copy_mod, "STREAM_THRESHOLD", 1024)  # exercise the streaming path
+    big = os.urandom(6 * 1024 * 1024 + 5)
+    (tmp_path / "big.bin").write_bytes(big)
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "a").write_bytes(b"a")
+    (tree / "sub" / "b").write_bytes(b"b")
+    assert run("cp", str(tmp_path / "big.bin"), f"gs://{bucket}/x/")[0] == 0
+    assert sync_client.read(bucket, "x/big.bin") == big
+    assert run("cp", "-r", str(tree), f"gs://{bucket}/t")[0] == 0
+    assert sorted(o.name for o in sync_client.list_objects(bucket, "t/")) == ["t/a", "t/sub/b"]
+    assert run("cp", f"gs://{bucket}/x/big.bin", str(tmp_path / "back.bin"))[0] == 0
+    assert (tmp_path / "back.bin").read_bytes() == big
+    assert not list(tmp_path.glob("*.aioflux-partial"))
+    assert run("cp", "-r", f"gs://{bucket}/t", str(tmp_path / "down"))[0] == 0
+    assert (tmp_path / "down" / "sub" / "b").read_bytes() == b"b"
+    assert run("cp", f"gs://{bucket}/t/a", f"gs://{bucket}/copy/a")[0] == 0
+    assert sync_client.read(bucket, "copy/a") == b"a"
+
+
+def test_rm(run, sync_client: Client, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    for i in range(5):
+        sync_client.write(bucket, f"r/{i}", b"x")
+    code, out, _ = run("rm", f"gs://{bucket}/r/0")
+    assert code == 0 and "removed 1" in out
+    code, out, _ = run("rm", "-r", f"gs://{bucket}/r/")
+    assert code == 0 and "removed 4" in out
+    assert list(sync_client.list_objects(bucket, "r/")) == []
+
+
+@pytest.mark.parametrize(("argv", "code", "fragment"), [
+    (["stat", "gs://{b}/missing"], 1, "404"),
+    (["cat", "gs://{b}/missing"], 1, "missing"),
+    (["rm", "gs://{b}/missing"], 1, "404"),
+    (["rm", "-r", "gs://{b}/none/"], 1, "nothing matches"),
+    (["cp", "/no/such/file", "gs://{b}/x"], 1, "no such file"),
+    (["cp", "a", "b"], 1, "gs:// URL"),
+    (["ls", "s3://bucket"], 2, "not a gs:// URL"),
+    (["ls", "gs://BAD"], 2, "invalid bucket name"),
+])
+def test_errors_are_one_line_with_exit_codes(run, bucket: str, argv: list[str],  # type: ignore[no-untyped-def]
+                                             code: int, fragment: str) -> None:
+    got, out, err = run(*[a.format(b=bucket) for a in argv])
+    assert got == code
+    assert fragment in err
+    assert "Traceback" not in err
+    if code == 1:
+        assert len(err.strip().splitlines()) == 1
