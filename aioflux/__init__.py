@@ -5,8 +5,10 @@ live in :mod:`aioflux.torch`, the emulator in :mod:`aioflux.testing`.
 """
 
 from ._bridge import call, get_portal, submit
+from ._clean import CleanReport, clean_bucket
 from ._client import AsyncClient
 from ._config import ClientConfig, RetryPolicy, Timeouts
+from ._download import Downloader, DownloadOptions, DownloadStats, download_many
 from ._errors import (
     AiofluxError,
     BridgeError,
@@ -23,6 +25,8 @@ from ._errors import (
     StorageError,
     TransportError,
 )
+from ._iterables import StreamItem, alist_files, aload_files, list_files, load_files
+from ._listing import COMPOSED_PREFIX, list_objects_parallel
 from ._open import open
 from ._reader import ObjectReader
 from ._resumable import ResumableUpload
@@ -38,10 +42,15 @@ __all__ = [
     "AsyncClient",
     "AsyncObjectWriter",
     "BridgeError",
+    "COMPOSED_PREFIX",
     "ChecksumMismatch",
+    "CleanReport",
     "Client",
     "ClientConfig",
     "Conflict",
+    "DownloadOptions",
+    "DownloadStats",
+    "Downloader",
     "GcsURL",
     "InvalidArgument",
     "InvalidRequest",
@@ -60,11 +69,19 @@ __all__ = [
     "RetryPolicy",
     "ServerError",
     "StorageError",
+    "StreamItem",
     "Timeouts",
     "TransportError",
     "__version__",
+    "alist_files",
+    "aload_files",
     "call",
+    "clean_bucket",
+    "download_many",
     "get_portal",
+    "list_files",
+    "list_objects_parallel",
+    "load_files",
     "open",
     "parse_url",
     "submit",

@@ -194,12 +194,13 @@ def _wrong(plan: Plan, sample: dict[str, Any]) -> str | None:
 
 
 def _one_round(
-    plan: Plan, out: Outcome, rnd: int, manifest: Path, env: dict[str, str], run_dir: Path
+    plan: Plan, out: Outcome, rnd: int, manifest: Path, emu: emulator.Emulator, run_dir: Path
 ) -> None:
     name = out.contender.name
     log = run_dir / f"{name}.log"
+    cpu_before = emulator.cpu_seconds(emu.pid)
     try:
-        sample = _run_one(out.contender, manifest, env, plan.timeout_s, log)
+        sample = _run_one(out.contender, manifest, _env(emu, out.contender), plan.timeout_s, log)
     except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
         out.errors.append(f"round {rnd}: {exc}")
         print(f"[perf] round {rnd} {name}: FAILED {exc}", flush=True)
@@ -209,6 +210,8 @@ def _one_round(
         # Kept in the table (marked) so a fast-but-wrong result stays visible.
         out.errors.append(f"round {rnd}: {wrong}")
         print(f"[perf] round {rnd} {name}: WRONG RESULT {wrong}", flush=True)
+    # Includes the contender's start-up, when the emulator is idle anyway.
+    sample["emulator_cpu_s"] = emulator.cpu_seconds(emu.pid) - cpu_before
     out.samples.append(sample)
     print(
         f"[perf] round {rnd} {name}: {float(sample['seconds']):.2f}s "
@@ -253,14 +256,18 @@ def run(
         manifest.write_text(
             json.dumps({"endpoint": emu.endpoint, "bucket": plan.bucket, "objects": objects})
         )
+        # Other work on the machine skews every contender; the 1-minute load
+        # average around the rounds says how much to trust this run.
+        load_before = os.getloadavg()[0]
         for rnd in range(1, rounds + 1):
             for out in active:
-                _one_round(plan, out, rnd, manifest, _env(emu, out.contender), run_dir)
+                _one_round(plan, out, rnd, manifest, emu, run_dir)
+        load = (load_before, os.getloadavg()[0])
 
     # Imported here: perf.report imports this module's types.
     from perf.report import render, write_results
 
-    text = render(plan, outcomes, emu=emu, rounds=rounds, quick=quick, stamp=stamp)
+    text = render(plan, outcomes, emu=emu, rounds=rounds, quick=quick, stamp=stamp, load=load)
     print(text)
     if record:
         write_results(RESULTS, text)

@@ -31,7 +31,7 @@ def _row(out: Outcome, base: Outcome | None) -> str:
     name = out.contender.name + (" (!)" if out.errors else "")
     if not out.samples:
         why = "skipped, see notes" if out.skipped else "failed, see notes"
-        return f"| {name} | - | - | - | - | - | - | {why} |"
+        return f"| {name} | - | - | - | - | - | - | - | {why} |"
     secs = out.median("seconds")
     mbps = out.median("bytes") / secs / 1e6
     ips = out.median("items") / secs
@@ -47,6 +47,7 @@ def _row(out: Outcome, base: Outcome | None) -> str:
         ratio,
         f"{peak:.0f}",
         f"{growth:.0f}",
+        f"{out.median('emulator_cpu_s'):.1f}",
     ]
     return "| " + " | ".join([*cells, spread]) + " |"
 
@@ -88,6 +89,7 @@ def render(
     rounds: int,
     quick: bool,
     stamp: dt.datetime,
+    load: tuple[float, float],
 ) -> str:
     """The markdown section for one run."""
     base = _pick_baseline(plan, outcomes)
@@ -105,15 +107,16 @@ def render(
             "contender times only its work (imports and client construction excluded, "
             "connection setup included)"
         ),
-        f"- machine: {machine()}",
+        f"- machine: {machine()}; 1-min load average {load[0]:.1f} before the rounds, "
+        f"{load[1]:.1f} after (above nproc means other work competed)",
         (
             "- absolute times are not meaningful on a shared 2-core machine (the emulator "
             "shares the cores); the ratios within this section are the figure"
         ),
         "",
         f"| contender | median s | MB/s | items/s | {base_name} speed ÷ this "
-        "| peak RSS MiB | RSS growth MiB | rounds (s) |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "| peak RSS MiB | RSS growth MiB | emulator CPU s | rounds (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
         *(_row(o, base) for o in outcomes),
         "",
     ]
@@ -133,7 +136,8 @@ def render(
     notes.append(
         "- MB/s is 10^6 bytes per second of the median time; RSS is in MiB and includes the "
         "interpreter and imports (torch for dataflux); 'RSS growth' is peak minus RSS at the "
-        "start of the timed region"
+        "start of the timed region; 'emulator CPU s' is the emulator process's CPU time "
+        "while the contender's process ran (they share the same cores)"
     )
     out += ["Notes:", *notes, ""]
     return "\n".join(out)

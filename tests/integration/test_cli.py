@@ -99,3 +99,28 @@ def test_errors_are_one_line_with_exit_codes(run, bucket: str, argv: list[str], 
     assert "Traceback" not in err
     if code == 1:
         assert len(err.strip().splitlines()) == 1
+
+
+def test_bench_against_a_bucket(run, sync_client: Client, bucket: str,  # type: ignore[no-untyped-def]
+                                tmp_path: Path) -> None:
+    plot = tmp_path / "bench.png"
+    code, out, err = run("bench", f"gs://{bucket}/area", "--objects", "20", "--size", "1000",
+                         "--checkpoint-mb", "6", "--json", "--plot", str(plot))
+    assert code == 0, err
+    results = {r["op"]: r for r in json.loads(out)["results"]}
+    assert set(results) == {"write", "list", "read", "save", "load"}
+    assert results["read"]["bytes"] == 20_000 and results["list"]["items"] == 20
+    assert results["load"]["bytes"] == 6 << 20
+    assert plot.read_bytes().startswith(b"\x89PNG")
+    assert list(sync_client.list_objects(bucket)) == []  # cleaned up
+
+
+def test_bench_on_bundled_emulator(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--objects", "10", "--size", "100", "--ops", "write,read"]) == 0
+    out = capsys.readouterr().out
+    assert "the emulator (GCS-like profile)" in out and "read" in out
+
+
+def test_bench_rejects_unknown_ops(run) -> None:  # type: ignore[no-untyped-def]
+    code, _, err = run("bench", "gs://some-bucket", "--ops", "fly")
+    assert code == 1 and "unknown --ops fly" in err

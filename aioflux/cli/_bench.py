@@ -1,0 +1,178 @@
+"""``aioflux bench``: list/read/write/save/load throughput of a bucket.
+
+Against a real bucket (``gs://bucket/prefix``) or, by default, the bundled
+emulator with the GCS-like profile, started as a subprocess so the emulator
+does not share the benchmark's interpreter lock. Everything it writes goes
+under a fresh ``aioflux-bench/<id>/`` prefix and is deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .._bridge import call
+from .._client import AsyncClient
+from .._errors import InvalidArgument, TransportError
+from .._open import open as gs_open
+from .._sync import Client
+from . import command
+from ._common import emit_json, human, url_arg
+from ._png import bar_chart_png
+
+__all__: list[str] = []
+
+OPS = ("write", "list", "read", "save", "load")
+
+
+@dataclass
+class Result:
+    """One measured operation."""
+
+    op: str
+    items: int
+    bytes: int
+    seconds: float
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes / self.seconds / 1e6 if self.seconds else 0.0
+
+    @property
+    def items_per_s(self) -> float:
+        return self.items / self.seconds if self.seconds else 0.0
+
+
+def _args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("url", nargs="?", type=url_arg,
+                        help="gs://bucket[/prefix] (default: the bundled emulator)")
+    parser.add_argument("--ops", default=",".join(OPS), help=f"comma list of {', '.join(OPS)}")
+    parser.add_argument("--objects", type=int, default=1000, help="objects to write and read")
+    parser.add_argument("--size", type=int, default=100 * 1024, help="bytes per object")
+    parser.add_argument("--checkpoint-mb", type=int, default=256, help="size of save/load")
+    parser.add_argument("--concurrency", type=int, default=64, help="requests in flight")
+    parser.add_argument("--endpoint", help="API root (default: STORAGE_EMULATOR_HOST or GCS)")
+    parser.add_argument("--json", action="store_true", help="one JSON document")
+    parser.add_argument("--plot", type=Path, help="write a PNG bar chart of MB/s here")
+
+
+@contextmanager
+def _emulator() -> Iterator[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aioflux.testing", "--port", "0", "--profile", "gcs-like",
+         "--bucket", "aioflux-bench"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if "listening on" not in line:
+            raise TransportError("bench: the emulator did not start", operation="bench")
+        yield line.split()[-1]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def _write_read_list(client: AsyncClient, bucket: str, prefix: str, ops: list[str],
+                           count: int, size: int) -> list[Result]:
+    results: list[Result] = []
+    payload = os.urandom(size)
+    names = [f"{prefix}obj-{i:07d}" for i in range(count)]
+    if {"write", "list", "read"} & set(ops):
+        t0 = time.perf_counter()
+        await asyncio.gather(*(client.write(bucket, n, payload) for n in names))
+        if "write" in ops:
+            results.append(Result("write", count, count * size, time.perf_counter() - t0))
+    if "list" in ops:
+        t0 = time.perf_counter()
+        listed = [o async for o in client.list_objects(bucket, prefix)]
+        results.append(Result("list", len(listed), 0, time.perf_counter() - t0))
+    if "read" in ops:
+        t0 = time.perf_counter()
+        datas = await asyncio.gather(*(client.read(bucket, n) for n in names))
+        results.append(Result("read", count, sum(map(len, datas)), time.perf_counter() - t0))
+    return results
+
+
+def _save_load(client: Client, url: str, ops: list[str], megabytes: int) -> list[Result]:
+    results = []
+    block = os.urandom(1 << 20)
+    if {"save", "load"} & set(ops):
+        t0 = time.perf_counter()
+        with gs_open(url, "wb", client=client) as f:
+            for _ in range(megabytes):
+                f.write(block)
+        if "save" in ops:
+            results.append(Result("save", 1, megabytes << 20, time.perf_counter() - t0))
+    if "load" in ops:
+        t0 = time.perf_counter()
+        total = 0
+        with gs_open(url, "rb", client=client) as f:
+            while chunk := f.read(8 << 20):
+                total += len(chunk)
+        results.append(Result("load", 1, total, time.perf_counter() - t0))
+    return results
+
+
+def _cleanup(client: Client, bucket: str, prefix: str) -> None:
+    names = [o.name for o in client.list_objects(bucket, prefix)]
+
+    async def delete_all() -> None:
+        await asyncio.gather(*(client.aio.delete(bucket, n) for n in names))
+
+    call(delete_all())
+
+
+def _print_table(results: list[Result], where: str) -> None:
+    print(f"aioflux bench against {where}")
+    print(f"  {'op':<6} {'items':>8} {'bytes':>11} {'seconds':>8} {'items/s':>10} {'MB/s':>9}")
+    for r in results:
+        print(f"  {r.op:<6} {r.items:>8,} {human(r.bytes):>11} {r.seconds:>8.2f} "
+              f"{r.items_per_s:>10,.0f} {r.mb_per_s:>9.1f}")
+
+
+@command("bench", "Measure list/read/write/save/load throughput (bucket or emulator).", _args)
+def _bench(args: argparse.Namespace) -> int:
+    ops = [op.strip() for op in args.ops.split(",") if op.strip()]
+    unknown = set(ops) - set(OPS)
+    if unknown:
+        raise InvalidArgument(f"bench: unknown --ops {', '.join(sorted(unknown))}")
+    from .._config import ClientConfig
+
+    config = ClientConfig(max_concurrency=args.concurrency)
+    with _emulator() if args.url is None and args.endpoint is None else _nothing() as emu:
+        endpoint = emu or args.endpoint
+        bucket, base = args.url if args.url is not None else ("aioflux-bench", "")
+        prefix = f"{base.rstrip('/') + '/' if base else ''}aioflux-bench/{uuid.uuid4().hex[:8]}/"
+        with Client(config, endpoint=endpoint) as client:
+            try:
+                results = call(_write_read_list(client.aio, bucket, prefix, ops, args.objects,
+                                                args.size))
+                results += _save_load(client, f"gs://{bucket}/{prefix}checkpoint.bin", ops,
+                                      args.checkpoint_mb)
+            finally:
+                _cleanup(client, bucket, prefix)
+    where = f"gs://{bucket}/{base}" if args.url is not None else "the emulator (GCS-like profile)"
+    if args.json:
+        emit_json({"target": where, "results": [
+            dict(asdict(r), mb_per_s=r.mb_per_s, items_per_s=r.items_per_s) for r in results]})
+    else:
+        _print_table(results, where)
+    if args.plot:
+        # MB/s only: the listing's objects/s is another unit and stays in the table.
+        args.plot.write_bytes(bar_chart_png(
+            [(f"{r.op} {r.mb_per_s:.1f} mb/s", r.mb_per_s) for r in results if r.bytes]))
+    return 0
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield None

@@ -1,0 +1,152 @@
+"""Lightning ``CheckpointIO`` plugins for gs:// paths (``aioflux[lightning]``).
+
+``GcsCheckpointIO`` saves through the streaming multipart writer and loads
+through the parallel ranged reader. ``AsyncGcsCheckpointIO`` snapshots the
+checkpoint to host memory and returns at once; the upload runs in the
+background, and its failure is raised at the next save or at teardown.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any
+
+import torch
+
+try:
+    from lightning.fabric.plugins.io.checkpoint_io import CheckpointIO
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("aioflux.torch.lightning needs Lightning: "
+                      "pip install aioflux[lightning]") from exc
+
+from .._bridge import get_portal
+from .._client import AsyncClient
+from .._errors import NotFound
+from .._sync import Client
+from .._urls import parse_url
+from .._writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE
+from ._checkpoint import Checkpoint
+from ._snapshot import snapshot
+
+__all__ = ["AsyncGcsCheckpointIO", "GcsCheckpointIO"]
+
+
+class GcsCheckpointIO(CheckpointIO):
+    """Lightning CheckpointIO reading and writing ``gs://`` paths.
+
+    Args:
+        client: AsyncClient or Client (default: the process-wide client).
+        compression: ``None`` or ``"zstd"``.
+        part_size: writer part size.
+        max_in_flight: writer parts in flight.
+    """
+
+    def __init__(self, client: AsyncClient | Client | None = None, *,
+                 compression: str | None = None, part_size: int = DEFAULT_PART_SIZE,
+                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> None:
+        self._ckpt = Checkpoint(client, part_size=part_size, max_in_flight=max_in_flight)
+        self.compression = compression
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any,
+                        storage_options: Any | None = None) -> None:
+        """Save ``checkpoint`` to ``path`` (published only when complete).
+
+        Args:
+            checkpoint: the dict Lightning built.
+            path: ``gs://bucket/name``.
+            storage_options: unused.
+
+        Raises:
+            StorageError: the upload failed.
+        """
+        self._ckpt.save(checkpoint, str(path), compression=self.compression)
+
+    def load_checkpoint(self, path: Any, map_location: Any | None = None,
+                        weights_only: bool | None = None) -> dict[str, Any]:
+        """Load a checkpoint.
+
+        Args:
+            path: ``gs://bucket/name``.
+            map_location: as for ``torch.load``.
+            weights_only: as for ``torch.load`` (Lightning checkpoints hold
+                plain python objects, so the default is False).
+
+        Returns:
+            The checkpoint dict.
+
+        Raises:
+            NotFound: no such object.
+        """
+        loaded: dict[str, Any] = self._ckpt.load(
+            str(path), map_location=map_location, compression=self.compression,
+            weights_only=bool(weights_only))
+        return loaded
+
+    def remove_checkpoint(self, path: Any) -> None:
+        """Delete a checkpoint (missing is fine).
+
+        Args:
+            path: ``gs://bucket/name``.
+        """
+        bucket, name = parse_url(str(path), require_object=True)
+        try:
+            get_portal().call(self._ckpt.client.delete(bucket, name))
+        except NotFound:
+            pass
+
+
+class AsyncGcsCheckpointIO(GcsCheckpointIO):
+    """GcsCheckpointIO whose ``save_checkpoint`` returns after a host-memory
+    snapshot; one background save at a time.
+
+    Args:
+        client: AsyncClient or Client (default: the process-wide client).
+        compression: ``None`` or ``"zstd"``.
+        part_size: writer part size.
+        max_in_flight: writer parts in flight.
+    """
+
+    def __init__(self, client: AsyncClient | Client | None = None, *,
+                 compression: str | None = None, part_size: int = DEFAULT_PART_SIZE,
+                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> None:
+        super().__init__(client, compression=compression, part_size=part_size,
+                         max_in_flight=max_in_flight)
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="aioflux-pl")
+        self._pending: concurrent.futures.Future[None] | None = None
+
+    def _wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()  # re-raises the background save's own exception
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any,
+                        storage_options: Any | None = None) -> None:
+        """Snapshot and save in the background.
+
+        Raises:
+            StorageError: the previous background save failed.
+        """
+        self._wait()
+        copy = snapshot(checkpoint)
+        self._pending = self._pool.submit(super().save_checkpoint, copy, path)
+
+    def load_checkpoint(self, path: Any, map_location: Any | None = None,
+                        weights_only: bool | None = None) -> dict[str, Any]:
+        """Wait for a pending save, then load (see GcsCheckpointIO)."""
+        self._wait()
+        return super().load_checkpoint(path, map_location, weights_only)
+
+    def remove_checkpoint(self, path: Any) -> None:
+        """Wait for a pending save, then delete."""
+        self._wait()
+        super().remove_checkpoint(path)
+
+    def teardown(self) -> None:
+        """Wait for the last save; raise its failure."""
+        try:
+            self._wait()
+        finally:
+            self._pool.shutdown(wait=True)
+
+
+_ = torch  # torch is imported first so a Lightning import error names only Lightning
