@@ -79,6 +79,8 @@ def _emulator() -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 async def _write_read_list(client: AsyncClient, bucket: str, prefix: str, ops: list[str],

@@ -11,8 +11,6 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any
 
-import torch
-
 try:
     from lightning.fabric.plugins.io.checkpoint_io import CheckpointIO
 except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -148,5 +146,3 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
         finally:
             self._pool.shutdown(wait=True)
 
-
-_ = torch  # torch is imported first so a Lightning import error names only Lightning

@@ -1,0 +1,72 @@
+"""Lightning CheckpointIO plugins with Trainer.fit on a tiny model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pl = pytest.importorskip("lightning.pytorch")
+
+from aioflux import Client, ServerError  # noqa: E402
+from aioflux.torch.lightning import AsyncGcsCheckpointIO, GcsCheckpointIO  # noqa: E402
+
+
+class Tiny(pl.LightningModule):  # type: ignore[misc,name-defined]
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(8, 2)
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], _: int) -> torch.Tensor:
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.layer(x), y)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def train_dataloader(self) -> torch.utils.data.DataLoader:
+        g = torch.Generator().manual_seed(0)
+        data = torch.utils.data.TensorDataset(torch.randn(32, 8, generator=g),
+                                              torch.randn(32, 2, generator=g))
+        return torch.utils.data.DataLoader(data, batch_size=8)
+
+
+def _trainer(io: object, max_epochs: int) -> pl.Trainer:  # type: ignore[name-defined]
+    return pl.Trainer(max_epochs=max_epochs, plugins=[io], accelerator="cpu", devices=1,
+                      logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                      enable_model_summary=False)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("cls", [GcsCheckpointIO, AsyncGcsCheckpointIO])
+def test_fit_save_resume_remove(sync_client: Client, bucket: str, cls: type) -> None:
+    url = f"gs://{bucket}/pl/epoch1.ckpt"
+    model = Tiny()
+    trainer = _trainer(cls(sync_client), max_epochs=1)
+    trainer.fit(model)
+    trainer.save_checkpoint(url)
+    trainer.strategy.checkpoint_io.teardown()
+    assert sync_client.exists(bucket, "pl/epoch1.ckpt")
+
+    io = cls(sync_client)
+    ckpt = io.load_checkpoint(url, map_location="cpu")
+    assert ckpt["epoch"] == 0 and ckpt["global_step"] == 4
+    for k, v in model.state_dict().items():
+        assert torch.equal(ckpt["state_dict"][k], v)
+
+    resumed = Tiny()
+    trainer2 = _trainer(cls(sync_client), max_epochs=2)
+    trainer2.fit(resumed, ckpt_path=url)
+    assert trainer2.global_step == 8  # resumed at step 4, trained one more epoch
+    io.remove_checkpoint(url)
+    assert not sync_client.exists(bucket, "pl/epoch1.ckpt")
+
+
+def test_async_error_surfaces_at_next_save_and_teardown(sync_client: Client) -> None:
+    io = AsyncGcsCheckpointIO(sync_client)
+    state = {"w": torch.ones(3)}
+    io.save_checkpoint(state, "gs://no-such-bucket-aioflux/x.ckpt")  # returns at once
+    with pytest.raises(ServerError.__mro__[1]):  # StorageError subclass (NotFound)
+        io.save_checkpoint(state, "gs://no-such-bucket-aioflux/y.ckpt")
+    with pytest.raises(ServerError.__mro__[1]):
+        io.teardown()
