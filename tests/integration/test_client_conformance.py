@@ -173,3 +173,14 @@ async def test_delete_precondition(client: AsyncClient, bucket: str) -> None:
     with pytest.raises(PreconditionFailed):
         await client.delete(bucket, "g", if_generation_match=first.generation)
     assert await client.read(bucket, "g") == b"two"
+
+
+async def test_server_side_copy(gcs: tuple[AsyncClient, str]) -> None:
+    client, bucket = gcs
+    data = os.urandom(5000)
+    await client.write(bucket, "orig", data)
+    info = await client.copy(bucket, "orig", bucket, "dir/copy")
+    assert (info.name, info.size, info.crc32c) == ("dir/copy", len(data), crc32c(data))
+    assert await client.read(bucket, "dir/copy") == data
+    with pytest.raises(NotFound):
+        await client.copy(bucket, "missing", bucket, "x")

@@ -1,0 +1,54 @@
+"""loader contenders: aioflux datasets through a torch DataLoader.
+
+``--kind map``: ``MapDataset.from_prefix`` (listing untimed), DataLoader
+batches of ``--batch`` whose ``__getitems__`` downloads each batch at once;
+``--kind iter``: ``IterableDataset.from_prefix`` with a prefetch window.
+Only the epoch is timed; bodies are reduced to their lengths in collate.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch.utils.data
+from _contender import Manifest, Stopwatch, load, report
+
+from aioflux import ClientConfig
+from aioflux.torch import IterableDataset, MapDataset
+
+
+def total_len(batch: list[bytes]) -> int:
+    return sum(len(b) for b in batch)
+
+
+def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, int]:
+    url = f"gs://{manifest.bucket}/{args.prefix}"
+    kw = dict(endpoint=manifest.endpoint, config=ClientConfig(max_concurrency=args.concurrency),
+              compose_threshold=args.compose_threshold)
+    ds: torch.utils.data.Dataset[bytes]
+    if args.kind == "map":
+        ds = MapDataset.from_prefix(url, **kw)
+    else:
+        ds = IterableDataset.from_prefix(url, prefetch=args.concurrency, shuffle=False, **kw)
+    loader = torch.utils.data.DataLoader(ds, batch_size=args.batch, num_workers=args.workers,
+                                         collate_fn=total_len)
+    nbytes = items = 0
+    with Stopwatch() as watch:
+        for size in loader:
+            nbytes += size
+            items += 1
+    return watch, nbytes, len(manifest.objects)
+
+
+if __name__ == "__main__":
+    manifest, rest = load()
+    p = argparse.ArgumentParser()
+    p.add_argument("--kind", choices=["map", "iter"], default="map")
+    p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--concurrency", type=int, default=64)
+    p.add_argument("--compose-threshold", type=int, default=0)
+    p.add_argument("--prefix", default="")
+    args = p.parse_args(rest)
+    watch, nbytes, items = main(manifest, args)
+    report(watch, nbytes=nbytes, items=items, kind=args.kind, workers=args.workers)
