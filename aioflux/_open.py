@@ -104,13 +104,13 @@ def open(
         if compression == "zstd":
             from .torch._zstd import compress_writer
 
-            return compress_writer(raw)
+            return compress_writer(raw)  # type: ignore[return-value]
         return raw  # type: ignore[no-any-return]
     if mode in ("rb", "br", "r"):
         raw = ObjectReader(aio, bucket, name, chunk_size=chunk_size, read_ahead=read_ahead)
         if compression == "zstd":
             from .torch._zstd import decompress_reader
 
-            return decompress_reader(raw)
+            return decompress_reader(raw)  # type: ignore[no-any-return]
         return raw  # type: ignore[no-any-return]
     raise InvalidArgument(f"open {url}: mode must be 'rb' or 'wb', got {mode!r}")

@@ -174,7 +174,7 @@ class _Session:
                 raise
             stored = _header_crc(headers.get("x-goog-hash", ""))
             generation = int(headers.get("x-goog-generation", "0") or 0)
-            info = None
+            info = None  # type: ignore[assignment]
             if stored is None:
                 info = await self.client.stat(self.bucket, self.name)
                 stored, generation = info.crc32c, info.generation

@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -176,6 +177,12 @@ def _run_one(
     return result
 
 
+def _prune_runs(keep: int) -> None:
+    # Run directories are only for debugging the latest runs; names sort by time.
+    for old in sorted(p for p in RUNS_DIR.iterdir() if p.is_dir())[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def _check_available(contender: Contender) -> str | None:
     if contender.venv is not None:
         try:
@@ -233,6 +240,7 @@ def run(
     stamp = dt.datetime.now(dt.timezone.utc)
     run_dir = RUNS_DIR / f"{stamp:%Y%m%dT%H%M%S}-{plan.name}"
     run_dir.mkdir(parents=True, exist_ok=True)
+    _prune_runs(keep=20)
     outcomes = [Outcome(c) for c in plan.contenders]
     for out in outcomes:
         out.skipped = _check_available(out.contender)

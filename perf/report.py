@@ -131,11 +131,15 @@ def render(
     ):
         found = peers.versions(env_name)
         notes.append(f"- venv {env_name}: " + ", ".join(f"{k} {v}" for k, v in found.items()))
+    for o in outcomes:
+        loops = sorted({str(s["loop"]) for s in o.samples if "loop" in s})
+        if loops:  # what actually ran, not what was asked for
+            notes.append(f"- {o.contender.name} event loop: {', '.join(loops)}")
     notes += [f"- {o.contender.name} skipped: {o.skipped}" for o in outcomes if o.skipped]
     notes += [f"- {o.contender.name} error: {e}" for o in outcomes for e in o.errors]
     notes.append(
         "- MB/s is 10^6 bytes per second of the median time; RSS is in MiB and includes the "
-        "interpreter and imports (torch for dataflux); 'RSS growth' is peak minus RSS at the "
+        "interpreter and its imports; 'RSS growth' is peak minus RSS at the "
         "start of the timed region; 'emulator CPU s' is the emulator process's CPU time "
         "while the contender's process ran (they share the same cores)"
     )

@@ -146,4 +146,5 @@ class Checkpoint:
 
                 return torch.load(decompress_all(reader), map_location=map_location,
                                   weights_only=weights_only)
-            return torch.load(reader, map_location=map_location, weights_only=weights_only)
+            return torch.load(reader, map_location=map_location,  # type: ignore[arg-type]
+                              weights_only=weights_only)

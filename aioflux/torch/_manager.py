@@ -15,6 +15,7 @@ written, so a complete checkpoint always survives.
 
 from __future__ import annotations
 
+import builtins
 import concurrent.futures
 import datetime as dt
 import json
@@ -430,7 +431,7 @@ class CheckpointManager:
             # The checkpoint itself is what matters; a lost history line is not.
             log.warning("could not append to %s%s: %s", self.root, _HISTORY, exc)
 
-    def history(self) -> list[SaveRecord]:
+    def history(self) -> builtins.list[SaveRecord]:
         """Every recorded save, oldest first.
 
         Returns:

@@ -67,7 +67,7 @@ def _copy(obj: Any, memo: dict[int, Any]) -> Any:
     elif isinstance(obj, Mapping):
         items = {k: _copy(v, memo) for k, v in obj.items()}
         try:
-            result = type(obj)(items)
+            result = type(obj)(items)  # type: ignore[call-arg]
         except TypeError:
             result = items
     elif isinstance(obj, tuple) and hasattr(obj, "_fields"):

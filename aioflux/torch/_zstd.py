@@ -74,7 +74,7 @@ class ZstdWriter(io.BufferedIOBase):
         self._done = True
         try:
             self._z.flush(zstandard.FLUSH_FRAME)
-            self._z.close()
+            self._z.close()  # type: ignore[no-untyped-call]
             self.raw.close()
         except BaseException:
             self.raw.abort()

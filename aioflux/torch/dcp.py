@@ -28,6 +28,7 @@ from torch.distributed.checkpoint.filesystem import (
     FileSystemWriter,
 )
 from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner
+from torch.futures import Future as TorchFuture
 
 from .._bridge import get_portal
 from .._client import AsyncClient
@@ -161,7 +162,8 @@ class GcsStorageWriter(FileSystemWriter):
         kwargs.setdefault("sync_files", False)
         super().__init__(os.devnull, single_file_per_rank=single_file_per_rank,
                          thread_count=thread_count, **kwargs)
-        self.fs = GcsFileSystem(client, part_size=part_size, max_in_flight=max_in_flight)
+        self.fs = GcsFileSystem(  # type: ignore[assignment]
+            client, part_size=part_size, max_in_flight=max_in_flight)
         self.path = self.fs.init_path(path)  # type: ignore[assignment]
 
     @classmethod
@@ -186,7 +188,7 @@ class GcsStorageReader(FileSystemReader):
     def __init__(self, path: str, *, client: AsyncClient | Client | None = None,
                  items_ahead: int = DEFAULT_ITEMS_AHEAD, **kwargs: Any) -> None:
         super().__init__(os.devnull, **kwargs)
-        self.fs = GcsFileSystem(client)
+        self.fs = GcsFileSystem(client)  # type: ignore[assignment]
         self.path = self.fs.init_path(path)  # type: ignore[assignment]
         self.items_ahead = max(items_ahead, 1)
         self._queue: collections.deque[tuple[str, int, int]] = collections.deque()
@@ -205,7 +207,7 @@ class GcsStorageReader(FileSystemReader):
             self._inflight[key] = future
         return future
 
-    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> TorchFuture[None]:
         # Replay DCP's own iteration order (grouped by file, plan order within)
         # so the ranges can be fetched ahead of the item being loaded.
         per_file: dict[str, list[tuple[str, int, int]]] = {}

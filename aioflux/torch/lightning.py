@@ -109,7 +109,7 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
                  max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> None:
         super().__init__(client, compression=compression, part_size=part_size,
                          max_in_flight=max_in_flight)
-        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="aioflux-pl")
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending: concurrent.futures.Future[None] | None = None
 
     def _wait(self) -> None:
@@ -126,6 +126,9 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
         """
         self._wait()
         copy = snapshot(checkpoint)
+        if self._pool is None:
+            # Lightning tears plugins down after fit() but may save again later.
+            self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="aioflux-pl")
         self._pending = self._pool.submit(super().save_checkpoint, copy, path)
 
     def load_checkpoint(self, path: Any, map_location: Any | None = None,
@@ -144,5 +147,7 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
         try:
             self._wait()
         finally:
-            self._pool.shutdown(wait=True)
+            pool, self._pool = self._pool, None
+            if pool is not None:
+                pool.shutdown(wait=True)
 

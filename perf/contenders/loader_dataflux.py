@@ -24,7 +24,8 @@ def total_len(batch: list[bytes]) -> int:
 def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, int]:
     ds: torch.utils.data.Dataset[bytes]
     if args.kind == "map":
-        ds = ms.DataFluxMapStyleDataset("perf", manifest.bucket, config=ms.Config(prefix=args.prefix))
+        ds = ms.DataFluxMapStyleDataset("perf", manifest.bucket,
+                                        config=ms.Config(prefix=args.prefix))
     else:
         it._get_missing_permissions = lambda **_: []  # emulators have no IAM endpoint
         ds = it.DataFluxIterableDataset("perf", manifest.bucket,

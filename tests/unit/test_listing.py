@@ -71,7 +71,8 @@ def test_parallel_listing_covers_every_name_exactly_once(
 
 
 @settings(max_examples=100, deadline=None)
-@given(low=st.text(alphabet="abc\u00e9", max_size=6), high=st.text(alphabet="abc\u00e9", max_size=6),
+@given(low=st.text(alphabet="abc\u00e9", max_size=6),
+       high=st.text(alphabet="abc\u00e9", max_size=6),
        seen=st.lists(st.text(alphabet="abcd\u00e9", max_size=6), max_size=5))
 def test_split_point_is_strictly_inside(low: str, high: str, seen: list[str]) -> None:
     mid = split_point("", low, high or None, seen)

@@ -1,0 +1,46 @@
+"""listing: list 100,000 objects under one prefix.
+
+aioflux's work-stealing parallel listing (16 listers, one event loop) vs a
+sequential page-token listing with the same client, and dataflux's fast
+listing (one process per CPU). Parameters: ``count`` (100000; 5000 with
+--quick), ``concurrency`` (16).
+"""
+
+from __future__ import annotations
+
+from perf.availability import project_imports
+from perf.harness import Contender, Options, Plan, Target
+from perf.seed import ObjectSet
+
+__all__ = ["plan"]
+
+PREFIX = "listing/obj-"
+
+
+def _ready() -> str | None:
+    return project_imports("import aioflux; aioflux.list_objects_parallel")
+
+
+def plan(options: Options) -> Plan:
+    count = options.get("count", 5000 if options.quick else 100_000)
+    conc = str(options.get("concurrency", 16))
+    return Plan(
+        name="listing",
+        description=f"list {count:,} objects under one prefix (name, size, generation, crc32c)",
+        bucket="perf-listing",
+        objects=[ObjectSet(PREFIX, count, 1)],
+        contenders=[
+            Contender("aioflux-parallel", "listing_aioflux.py", None,
+                      ("--mode", "parallel", "--concurrency", conc, "--prefix", PREFIX),
+                      note=f"list_objects_parallel(concurrency={conc})", available=_ready),
+            Contender("aioflux-sequential", "listing_aioflux.py", None,
+                      ("--mode", "sequential", "--prefix", PREFIX),
+                      note="AsyncClient.list_objects: one page after another", available=_ready),
+            Contender("dataflux-fast-list", "listing_dataflux.py", "dataflux",
+                      ("--prefix", PREFIX),
+                      note="dataflux_core.fast_list.ListingController(os.cpu_count()).run()"),
+        ],
+        baseline="aioflux-parallel",
+        targets=[Target("aioflux-sequential", 5.0), Target("dataflux-fast-list", 3.0)],
+        timeout_s=900.0,
+    )

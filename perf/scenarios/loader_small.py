@@ -1,0 +1,66 @@
+"""loader_small: one epoch of 10,000 x 100 KiB through a DataLoader (batch 64).
+
+aioflux's MapDataset (0 and 2 workers) and IterableDataset against
+gcs-torch-dataflux's map and iterable datasets and the bare aiohttp loop
+at the same concurrency. Parameters: ``count`` (10000; 500 with --quick),
+``size`` (102400), ``concurrency`` (64), ``batch`` (64).
+"""
+
+from __future__ import annotations
+
+from perf.availability import project_imports
+from perf.harness import Contender, Options, Plan, Target
+from perf.seed import ObjectSet
+
+__all__ = ["plan"]
+
+PREFIX = "loader_small/obj-"
+
+
+def _ready() -> str | None:
+    return project_imports("import aioflux.torch; aioflux.torch.MapDataset")
+
+
+def plan(options: Options) -> Plan:
+    count = options.get("count", 500 if options.quick else 10_000)
+    size = options.get("size", 100 * 1024)
+    conc = options.get("concurrency", 64)
+    batch = str(options.get("batch", 64))
+    common = ("--batch", batch, "--prefix", PREFIX)
+    ours = ("--concurrency", str(conc), *common)
+    contenders = [
+        Contender("aioflux-map-w0", "loader_aioflux.py", None, ("--kind", "map", *ours),
+                  note="MapDataset.from_prefix, DataLoader(batch, num_workers=0)",
+                  available=_ready),
+        Contender("aioflux-map-w2", "loader_aioflux.py", None,
+                  ("--kind", "map", "--workers", "2", *ours),
+                  note="MapDataset.from_prefix, DataLoader(batch, num_workers=2, fork)",
+                  available=_ready),
+        Contender("aioflux-iter-w0", "loader_aioflux.py", None, ("--kind", "iter", *ours),
+                  note=f"IterableDataset.from_prefix(prefetch={conc}, shuffle=False)",
+                  available=_ready),
+        Contender("aiohttp-bare", "read_aiohttp.py", None, ("--concurrency", str(conc)),
+                  note=f"one session, Semaphore({conc}), media GET per object, no checks"),
+        Contender("dataflux-map-w0", "loader_dataflux.py", "dataflux", ("--kind", "map", *common),
+                  note="DataFluxMapStyleDataset (compose at its defaults), num_workers=0"),
+        Contender("dataflux-map-w2", "loader_dataflux.py", "dataflux",
+                  ("--kind", "map", "--workers", "2", *common),
+                  note="DataFluxMapStyleDataset, num_workers=2"),
+        Contender("dataflux-iter-w0", "loader_dataflux.py", "dataflux",
+                  ("--kind", "iter", *common),
+                  note="DataFluxIterableDataset, num_workers=0 (it does not shard across "
+                       "workers); its IAM testPermissions check is replaced (no emulator has it)"),
+    ]
+    return Plan(
+        name="loader_small",
+        description=f"one epoch of {count:,} x {size / 1024:g} KiB through DataLoader(batch "
+                    f"{batch}); listing at dataset construction is untimed for every contender",
+        bucket="perf-loader-small",
+        objects=[ObjectSet(PREFIX, count, size)],
+        contenders=contenders,
+        baseline="aioflux-map-w0",
+        targets=[Target("dataflux-map-w0", 8.0), Target("dataflux-iter-w0", 8.0),
+                 Target("aiohttp-bare", 0.85)],
+        notes=["aioflux compose is off (its default); dataflux composes at its defaults"],
+        timeout_s=900.0,
+    )

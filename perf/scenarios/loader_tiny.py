@@ -1,0 +1,47 @@
+"""loader_tiny: 10,000 x 8 KiB, composed batches vs direct GETs.
+
+Decides ``DEFAULT_COMPOSE_THRESHOLD`` in ``aioflux/_download.py``: the
+MapDataset with compose off and on (objects up to 64 KiB composed 32 at a
+time), DataLoader batch 64, 0 workers. Parameters: ``count`` (10000),
+``size`` (8192), ``concurrency`` (64).
+"""
+
+from __future__ import annotations
+
+from perf.availability import project_imports
+from perf.harness import Contender, Options, Plan
+from perf.seed import ObjectSet
+
+__all__ = ["plan"]
+
+PREFIX = "loader_tiny/obj-"
+
+
+def _ready() -> str | None:
+    return project_imports("import aioflux.torch; aioflux.torch.MapDataset")
+
+
+def plan(options: Options) -> Plan:
+    count = options.get("count", 500 if options.quick else 10_000)
+    size = options.get("size", 8 * 1024)
+    conc = str(options.get("concurrency", 64))
+    common = ("--kind", "map", "--concurrency", conc, "--prefix", PREFIX)
+    return Plan(
+        name="loader_tiny",
+        description=f"one epoch of {count:,} x {size / 1024:g} KiB, MapDataset batch 64: "
+                    "direct GETs vs composed batches",
+        bucket="perf-loader-tiny",
+        objects=[ObjectSet(PREFIX, count, size)],
+        contenders=[
+            Contender("aioflux-direct", "loader_aioflux.py", None, common,
+                      note="compose off", available=_ready),
+            Contender("aioflux-composed", "loader_aioflux.py", None,
+                      (*common, "--compose-threshold", str(64 * 1024)),
+                      note="compose_threshold=64 KiB: a batch of 64 is two composites",
+                      available=_ready),
+            Contender("dataflux-map-w0", "loader_dataflux.py", "dataflux",
+                      ("--kind", "map", "--prefix", PREFIX), note="DataFluxMapStyleDataset"),
+        ],
+        baseline="aioflux-direct",
+        timeout_s=900.0,
+    )

@@ -1,0 +1,43 @@
+"""ranged: 8 x 256 MiB objects, parallel ranged chunks vs one stream each.
+
+``extra_mb`` in the raw results is the RSS growth beyond the one live
+destination buffer, sampled after each object. Parameters: ``count`` (8;
+2 with --quick), ``size`` (256 MiB; 32 MiB with --quick), ``chunk``
+(16 MiB, aioflux's DEFAULT_CHUNK_SIZE).
+"""
+
+from __future__ import annotations
+
+from perf.availability import project_imports
+from perf.harness import Contender, Options, Plan, Target
+from perf.seed import ObjectSet
+
+__all__ = ["plan"]
+
+
+def _ready() -> str | None:
+    return project_imports("import aioflux; aioflux.Downloader")
+
+
+def plan(options: Options) -> Plan:
+    count = options.get("count", 2 if options.quick else 8)
+    size = options.get("size", (32 if options.quick else 256) * 1024 * 1024)
+    chunk = str(options.get("chunk", 16 * 1024 * 1024))
+    return Plan(
+        name="ranged",
+        description=f"{count} x {size / 2**20:g} MiB read one after another",
+        bucket="perf-ranged",
+        objects=[ObjectSet("ranged/obj-", count, size)],
+        contenders=[
+            Contender("aioflux-ranged", "ranged_aioflux.py", None,
+                      ("--mode", "ranged", "--chunk", chunk),
+                      note=f"Downloader: {chunk}-byte ranges into one bytearray, crc32c "
+                           "checked against the listing", available=_ready),
+            Contender("aioflux-single", "ranged_aioflux.py", None, ("--mode", "single"),
+                      note="AsyncClient.read of the whole object: one stream",
+                      available=_ready),
+        ],
+        baseline="aioflux-ranged",
+        targets=[Target("aioflux-single", 4.0)],
+        timeout_s=900.0,
+    )
