@@ -76,9 +76,10 @@ PEERS: dict[str, PeerEnv] = {
         ),
         PeerEnv(
             name="gcsfs",
-            first=(),
+            # torch for the checkpoint scenarios (torch.save into gcsfs files).
+            first=(_TORCH,),
             requirements=("gcsfs",),
-            probe=("gcsfs", "fsspec", "aiohttp"),
+            probe=("gcsfs", "fsspec", "aiohttp", "torch"),
         ),
         PeerEnv(
             name="gcs",

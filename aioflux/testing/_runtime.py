@@ -180,13 +180,27 @@ class Runtime:
         resp = web.StreamResponse(status=status, headers=hdrs)
         resp.content_length = size
         await resp.prepare(request)
+        try:
+            await self._stream(request, resp, body, reset=reset, stall=stall,
+                               bandwidth=bandwidth)
+        except ConnectionResetError:
+            # The client went away mid-body (cancelled read-ahead, a timeout,
+            # a killed process): normal for a server, not worth a traceback.
+            self.stats["client_disconnects"] += 1
+        return resp
+
+    async def _stream(self, request: web.BaseRequest, resp: web.StreamResponse,
+                      body: bytes | memoryview, *, reset: bool, stall: bool,
+                      bandwidth: float | None) -> None:
+        f = self._faults
+        size = len(body)
         view = memoryview(body)
         if not (reset or stall or bandwidth):
             # A range: hand the slice to the transport as is (Response would
             # wrap a memoryview in a payload that warns above 1 MiB).
             await resp.write(view)
             await resp.write_eof()
-            return resp
+            return
         half = size // 2
         chunk = _MAX_CHUNK
         if bandwidth:
@@ -212,14 +226,13 @@ class Runtime:
                 transport = request.transport
                 if transport is not None:
                     transport.abort()
-                return resp
+                return
             if sent == half and stall:
                 stall = False
                 self.stats["stalls"] += 1
                 await asyncio.sleep(f.stall_seconds)
                 paused += f.stall_seconds
         await resp.write_eof()
-        return resp
 
 
 def parse_range(header: str | None, size: int) -> tuple[int, int] | None:

@@ -184,6 +184,10 @@ class Emulator:
         rt = self._rt
         json_api = True
         try:
+            if head == STATS_PATH and request.method == "GET":
+                # Not a GCS route ("_" cannot start a bucket name): lets a demo or
+                # benchmark read the counters of an emulator in another process.
+                return web.json_response(dict(rt.stats))
             if head == "storage" and segs[1:2] == ["v1"]:
                 return await handle_json(rt, request, _trim(segs[2:]))
             if head in ("upload", "download") and segs[1:3] == ["storage", "v1"]:
@@ -196,6 +200,9 @@ class Emulator:
             if json_api:
                 return exc.json_response()
             return exc.xml_response(head=request.method == "HEAD")
+
+
+STATS_PATH = "_aioflux_stats"
 
 
 def _trim(segs: list[str]) -> list[str]:

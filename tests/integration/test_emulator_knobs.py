@@ -246,3 +246,15 @@ async def test_fake_gcs_server_answers() -> None:
                 names = [i["name"] for i in (await r.json())["items"]]
             assert names == ["a/b"]
     assert server.process.poll() is not None
+
+
+async def test_stats_endpoint_reports_counters(emulator: Emulator) -> None:
+
+
+    emulator.create_bucket("stats-probe")
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{emulator.endpoint}/storage/v1/b/stats-probe/o") as resp:
+            assert resp.status == 200
+        async with session.get(f"{emulator.endpoint}/_aioflux_stats") as resp:
+            stats = await resp.json()
+    assert stats["list"] >= 1 and stats["requests"] >= 1

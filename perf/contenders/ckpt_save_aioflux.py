@@ -1,0 +1,72 @@
+"""ckpt_save contender: ``torch.save`` through aioflux.
+
+``--mode open``: ``torch.save(state, aioflux.open(url, "wb"))``, the
+streaming multipart writer (``--compression zstd`` wraps it in the
+multithreaded zstd writer). ``--mode manager``: ``CheckpointManager.save``
+(blocking: writer + manifest + history + retention). ``--mode async``:
+``CheckpointManager.save_async``; the timed region is only the blocking
+part (snapshot to host memory), the total until the future resolves is
+reported as ``total_s``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from _contender import Stopwatch, load, report, rss_mb
+from ckpt_common import add_state_args, build_state
+
+import aioflux
+from aioflux import AsyncClient
+from aioflux._writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE
+from aioflux.torch import CheckpointManager
+
+if __name__ == "__main__":
+    import torch
+
+    manifest, rest = load()
+    parser = argparse.ArgumentParser()
+    add_state_args(parser)
+    parser.add_argument("--mode", choices=["open", "manager", "async"], default="open")
+    parser.add_argument("--compression", choices=["none", "zstd"], default="none")
+    parser.add_argument("--part-mib", type=int, default=DEFAULT_PART_SIZE // 2**20)
+    parser.add_argument("--in-flight", type=int, default=DEFAULT_MAX_IN_FLIGHT)
+    args = parser.parse_args(rest)
+    compression = None if args.compression == "none" else args.compression
+    client = AsyncClient(endpoint=manifest.endpoint)
+    state = build_state(args)
+    part_size = args.part_mib * 2**20
+    extra: dict[str, object] = {"rss_state_mb": round(rss_mb(), 1)}
+    if args.mode == "open":
+        url = f"gs://{manifest.bucket}/ckpt_save/aioflux{'-zstd' if compression else ''}.pt"
+        with Stopwatch() as watch:
+            with aioflux.open(url, "wb", client=client, part_size=part_size,
+                              max_in_flight=args.in_flight, compression=compression) as f:
+                torch.save(state, f)
+                serialized = f.tell()
+        with aioflux.Client(endpoint=manifest.endpoint) as sync:
+            stored = sync.stat(manifest.bucket, url.split("/", 3)[3]).size
+        extra.update(serialized_bytes=serialized, stored_bytes=stored)
+        nbytes = serialized
+    else:
+        manager = CheckpointManager(f"gs://{manifest.bucket}/ckpt_save/mgr-{args.mode}",
+                                    keep_last=1, client=client, compression=compression,
+                                    part_size=part_size, max_in_flight=args.in_flight)
+        if args.mode == "manager":
+            with Stopwatch() as watch:
+                info = manager.save(state, step=1)
+        else:
+            t0 = time.perf_counter()
+            with Stopwatch() as watch:
+                future = manager.save_async(state, step=1)
+            info = future.result()
+            extra["total_s"] = round(time.perf_counter() - t0, 3)
+        manager.close()
+        record = manager.history()[-1]
+        extra.update(serialized_bytes=record.bytes, stored_bytes=info.size,
+                     blocking_s=round(record.blocking_seconds, 3),
+                     total_recorded_s=round(record.total_seconds, 3))
+        nbytes = record.bytes
+    report(watch, nbytes=nbytes, items=1, mode=args.mode, part_mib=args.part_mib,
+           in_flight=args.in_flight, compression=args.compression, **extra)

@@ -1,0 +1,123 @@
+"""ckpt_save: ``torch.save`` of a 1 GiB state dict to one object.
+
+The state (64 fp32 tensors of 16 MiB from ``randn``; see
+``contenders/ckpt_common.py``) is built inside every contender, untimed,
+before its stopwatch starts, so "RSS growth" is each saver's own memory
+beyond the state dict. Every contender overwrites its own object, so the
+emulator holds one copy per contender, not one per round.
+
+Parameters (``--param k=v``): ``count`` (64 tensors; 8 with --quick),
+``tensor_mib`` (16), ``kind`` (random or half16), ``part_mib`` and
+``in_flight`` (aioflux writer settings; default: the library's).
+"""
+
+from __future__ import annotations
+
+from perf.availability import project_imports
+from perf.harness import Contender, Options, Plan, Target
+
+__all__ = ["plan"]
+
+
+def _aioflux_ready() -> str | None:
+    return project_imports("import aioflux, aioflux.torch; aioflux.torch.CheckpointManager")
+
+
+def plan(options: Options) -> Plan:
+    count = options.get("count", 8 if options.quick else 64)
+    tensor_mib = options.get("tensor_mib", 16)
+    kind = options.params.get("kind", "random")
+    state = ("--count", str(count), "--tensor-mib", str(tensor_mib), "--kind", kind)
+    tuning: tuple[str, ...] = ()
+    for key, flag in (("part_mib", "--part-mib"), ("in_flight", "--in-flight")):
+        if key in options.params:
+            tuning += (flag, options.params[key])
+    ours = (*state, *tuning)
+    contenders = [
+        Contender(
+            "aioflux",
+            "ckpt_save_aioflux.py",
+            None,
+            (*ours, "--mode", "open"),
+            note=(
+                "torch.save(state, aioflux.open(url, 'wb')): streaming XML multipart upload, "
+                "parts leave while torch.save is still writing"
+                + (f" ({' '.join(tuning)})" if tuning else " (library defaults)")
+            ),
+            available=_aioflux_ready,
+        ),
+        Contender(
+            "dataflux",
+            "ckpt_save_dataflux.py",
+            "dataflux",
+            state,
+            note=(
+                "DatafluxCheckpoint(project_name='perf', bucket_name=B).writer(name) with "
+                "torch.save into it; its own storage.Client picks up STORAGE_EMULATOR_HOST and "
+                "anonymous credentials, nothing bypassed; the whole checkpoint is serialised "
+                "into a BytesIO, then uploaded on close (XML multipart, 8 threads x 32 MiB)"
+            ),
+        ),
+        Contender(
+            "gcsfs",
+            "ckpt_save_gcsfs.py",
+            "gcsfs",
+            state,
+            note=(
+                "torch.save into GCSFileSystem(token='anon').open(path, 'wb') at gcsfs's "
+                "default block size (one resumable session, chunks in sequence); the gRPC "
+                "bucket-type probe is disabled (GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false)"
+            ),
+        ),
+        Contender(
+            "aioflux-mgr-save",
+            "ckpt_save_aioflux.py",
+            None,
+            (*ours, "--mode", "manager"),
+            note=(
+                "CheckpointManager(keep_last=1).save(state, step=1): the writer plus manifest, "
+                "history line and retention scan; seconds = the blocking call"
+            ),
+            available=_aioflux_ready,
+        ),
+        Contender(
+            "aioflux-mgr-async",
+            "ckpt_save_aioflux.py",
+            None,
+            (*ours, "--mode", "async"),
+            note=(
+                "CheckpointManager(keep_last=1).save_async(state, step=1): seconds = only the "
+                "blocking part (the snapshot to host memory), so its MB/s is not a transfer "
+                "rate; the time until the future resolves is total_s in its JSON lines; its "
+                "RSS growth includes the snapshot (a second copy of the state, by design)"
+            ),
+            available=_aioflux_ready,
+        ),
+    ]
+    return Plan(
+        name="ckpt_save",
+        description=(
+            f"torch.save of a {count * tensor_mib} MiB state dict ({count} fp32 tensors x "
+            f"{tensor_mib} MiB, {kind}) to one object; the blocking time of "
+            "CheckpointManager.save vs save_async for the same state."
+        ),
+        bucket="perf-ckpt-save",
+        objects=[],
+        contenders=contenders,
+        baseline="aioflux",
+        targets=[Target("dataflux", 2.0)],
+        notes=[
+            (
+                "state built inside each contender before the timed region; 'RSS growth' is "
+                "therefore the saver's memory beyond the state dict (target for aioflux: "
+                "< 256 MiB)"
+            ),
+            (
+                "save_async blocking-time target: aioflux-mgr-async median s <= 0.10 x "
+                "aioflux-mgr-save median s (read off the table)"
+            ),
+        ],
+        timeout_s=900.0,
+        expect_items=1,
+        warm_read=False,
+    )
