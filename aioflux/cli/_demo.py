@@ -192,6 +192,7 @@ def _summary(log: list[dict[str, Any]], history: list[Any], kept: list[int],
     ok = [r for r in history if r.ok]
     rates = [r.mb_per_s for r in ok if r.mb_per_s]
     done = next((e for e in log if e["kind"] == "done"), {})
+    faults = stats.get("injected_503", 0) + stats.get("injected_429", 0)
     rows = [
         ("training throughput", f"{samples / seconds:,.0f} samples/s" if seconds else "n/a"),
         ("samples trained on", f"{samples:,} ({len(last_by_phase)} phases)"),
@@ -202,8 +203,7 @@ def _summary(log: list[dict[str, Any]], history: list[Any], kept: list[int],
          else "n/a"),
         ("objects listed", f"{listed:,}"),
         ("objects read", f"{stats.get('get_media', samples):,}"),
-        ("faults injected and retried", f"{stats.get('injected_503', 0) + stats.get('injected_429', 0):,}"
-         if stats else "n/a (real bucket)"),
+        ("faults injected and retried", f"{faults:,}" if stats else "n/a (real bucket)"),
         ("final loss", f"{done.get('loss', float('nan')):.3f}"),
     ]
     width = max(len(k) for k, _ in rows)

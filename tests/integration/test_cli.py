@@ -93,7 +93,7 @@ def test_rm(run, sync_client: Client, bucket: str) -> None:  # type: ignore[no-u
 ])
 def test_errors_are_one_line_with_exit_codes(run, bucket: str, argv: list[str],  # type: ignore[no-untyped-def]
                                              code: int, fragment: str) -> None:
-    got, out, err = run(*[a.format(b=bucket) for a in argv])
+    got, _, err = run(*[a.format(b=bucket) for a in argv])
     assert got == code
     assert fragment in err
     assert "Traceback" not in err
@@ -124,3 +124,38 @@ def test_bench_on_bundled_emulator(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bench_rejects_unknown_ops(run) -> None:  # type: ignore[no-untyped-def]
     code, _, err = run("bench", "gs://some-bucket", "--ops", "fly")
     assert code == 1 and "unknown --ops fly" in err
+
+
+def test_emulator_command_serves_until_terminated() -> None:
+    import subprocess
+    import sys
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "aioflux", "emulator", "--port", "0",
+                             "--bucket", "cli-emu"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("aioflux emulator listening on http://127.0.0.1:")
+        endpoint = line.split()[-1]
+        with urllib.request.urlopen(f"{endpoint}/storage/v1/b/cli-emu", timeout=10) as resp:
+            assert json.load(resp)["name"] == "cli-emu"
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+@pytest.mark.timeout(240)
+def test_demo_small(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["demo", "--samples", "300", "--steps", "24", "--ckpt-every", "6",
+                 "--crash-at", "12", "--batch-size", "16"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "crashed: training process SIGKILLed" in out
+    assert "latest complete checkpoint is step 6;" in out  # step 12's save was in flight
+    for row in ("training throughput", "time blocked by checkpoints", "checkpoint throughput",
+                "objects listed", "faults injected and retried"):
+        assert row in out
+    assert "kept: steps 12, 18, 24" in out
