@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,9 +20,10 @@ from pathlib import Path
 
 from .._bridge import call
 from .._client import AsyncClient
-from .._errors import InvalidArgument, TransportError
+from .._errors import InvalidArgument
 from .._open import open as gs_open
 from .._sync import Client
+from ..testing._subprocess import emulator_process
 from . import command
 from ._common import emit_json, human, url_arg
 from ._png import bar_chart_png
@@ -63,24 +62,6 @@ def _args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpoint", help="API root (default: STORAGE_EMULATOR_HOST or GCS)")
     parser.add_argument("--json", action="store_true", help="one JSON document")
     parser.add_argument("--plot", type=Path, help="write a PNG bar chart of MB/s here")
-
-
-@contextmanager
-def _emulator() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "aioflux.testing", "--port", "0", "--profile", "gcs-like",
-         "--bucket", "aioflux-bench"], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if "listening on" not in line:
-            raise TransportError("bench: the emulator did not start", operation="bench")
-        yield line.split()[-1]
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 async def _write_read_list(client: AsyncClient, bucket: str, prefix: str, ops: list[str],
@@ -150,7 +131,9 @@ def _bench(args: argparse.Namespace) -> int:
     from .._config import ClientConfig
 
     config = ClientConfig(max_concurrency=args.concurrency)
-    with _emulator() if args.url is None and args.endpoint is None else _nothing() as emu:
+    use_emulator = args.url is None and args.endpoint is None
+    with (emulator_process("--profile", "gcs-like", "--bucket", "aioflux-bench") if use_emulator
+          else _nothing()) as emu:
         endpoint = emu or args.endpoint
         bucket, base = args.url if args.url is not None else ("aioflux-bench", "")
         prefix = f"{base.rstrip('/') + '/' if base else ''}aioflux-bench/{uuid.uuid4().hex[:8]}/"

@@ -29,6 +29,7 @@ from .._client import AsyncClient
 from .._config import ClientConfig
 from .._errors import StorageError
 from .._urls import parse_url
+from ..testing._subprocess import emulator_process
 from . import command
 from ._common import url_arg
 
@@ -46,29 +47,6 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2, help="DataLoader workers")
     parser.add_argument("--keep", action="store_true", help="keep what was written (--url)")
-
-
-@contextmanager
-def _emulator() -> Iterator[str]:
-    import subprocess
-    import sys
-
-    # A subprocess, so the emulator does not share the trainer's interpreter lock.
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "aioflux.testing", "--port", "0", "--profile", "gcs-like",
-         "--p-503", "0.01", "--p-429", "0.005", "--seed", "1", "--bucket", "aioflux-demo"],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if "listening on" not in line:
-            raise StorageError("demo: the emulator did not start", operation="demo")
-        yield line.split()[-1]
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 async def _write_dataset(endpoint: str | None, url: str, count: int) -> tuple[int, float]:
@@ -116,7 +94,9 @@ def _emulator_stats(endpoint: str) -> dict[str, int]:
 def _run(args: argparse.Namespace) -> int:
     from ._demo_train import TrainPlan, train
 
-    with (_emulator() if args.url is None else _no_emulator()) as endpoint:
+    faulty_gcs = ("--profile", "gcs-like", "--p-503", "0.01", "--p-429", "0.005", "--seed", "1",
+                  "--bucket", "aioflux-demo")
+    with (emulator_process(*faulty_gcs) if args.url is None else _no_emulator()) as endpoint:
         base = str(args.url).rstrip("/") if args.url else "gs://aioflux-demo"
         run_id = uuid.uuid4().hex[:8]
         data_url = f"{base}/demo-{run_id}/data/"
