@@ -187,12 +187,12 @@ class Transport:
 
         return await self._retrying(attempt)
 
-    async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        def count(_exc: BaseException, _n: int, _delay: float) -> None:
-            self.stats.retries += 1
+    def _count_retry(self, _exc: BaseException, _attempt: int, _delay: float) -> None:
+        self.stats.retries += 1
 
+    async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
         try:
-            return await retry_async(attempt, self.config.retry, on_retry=count)
+            return await retry_async(attempt, self.config.retry, on_retry=self._count_retry)
         except StorageError:
             self.stats.failures += 1
             raise

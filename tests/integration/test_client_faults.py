@@ -115,3 +115,24 @@ async def test_no_token_in_errors_or_repr(emulator: Emulator, bucket: str) -> No
             emulator.faults = Faults()
         assert secret not in str(failed.value)
         assert failed.value.__cause__ is None and failed.value.__context__ is None
+
+
+async def test_crc_mismatch_is_retried_then_raised(client: AsyncClient, bucket: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import aioflux._client as client_mod
+    from aioflux import ChecksumMismatch
+
+    await client.write(bucket, "c", b"payload")
+    calls = []
+    real = client_mod.crc32c
+
+    def corrupt_twice(data: bytes | memoryview, value: int = 0) -> int:
+        calls.append(1)
+        return real(data, value) ^ (1 if len(calls) <= 2 else 0)
+
+    monkeypatch.setattr(client_mod, "crc32c", corrupt_twice)
+    assert await client.read(bucket, "c") == b"payload"  # third attempt verifies
+    assert client.transport.stats.retries == 2
+    monkeypatch.setattr(client_mod, "crc32c", lambda data, value=0: real(data, value) ^ 1)
+    with pytest.raises(ChecksumMismatch, match="crc32c"):
+        await client.read(bucket, "c")
