@@ -14,14 +14,19 @@ import atexit
 import concurrent.futures
 import os
 import threading
+import weakref
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ._errors import BridgeError
 
-__all__ = ["Portal", "call", "get_portal", "submit"]
+__all__ = ["Portal", "call", "close_at_shutdown", "get_portal", "submit"]
 
 T = TypeVar("T")
+
+
+class _Closable(Protocol):
+    async def aclose(self) -> None: ...
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -39,6 +44,9 @@ class Portal:
         self._loop = _new_loop()
         self._pid = os.getpid()
         self._closed = False
+        # Connections opened on this loop (clients nobody closed explicitly,
+        # such as a process-wide default) are closed at shutdown, quietly.
+        self._closables: weakref.WeakSet[_Closable] = weakref.WeakSet()
         started = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(started,),
                                         name="aioflux-loop", daemon=True)
@@ -111,6 +119,8 @@ class Portal:
         self._closed = True
 
         async def cancel_all() -> None:
+            await asyncio.gather(*(c.aclose() for c in list(self._closables)),
+                                 return_exceptions=True)
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             for task in tasks:
                 task.cancel()
@@ -153,6 +163,18 @@ def call(coro: Coroutine[Any, Any, T]) -> T:
 def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
     """Schedule ``coro`` on the process's portal (see :meth:`Portal.submit`)."""
     return get_portal().submit(coro)
+
+
+def close_at_shutdown(loop: asyncio.AbstractEventLoop, closable: _Closable) -> None:
+    """Have the portal ``aclose()`` ``closable`` at shutdown if ``loop`` is its loop.
+
+    Args:
+        loop: the loop the resource lives on.
+        closable: anything with ``async aclose()`` (held weakly).
+    """
+    portal = _portal
+    if portal is not None and portal.loop is loop and portal._pid == os.getpid():
+        portal._closables.add(closable)
 
 
 def _after_fork_in_child() -> None:

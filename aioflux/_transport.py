@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, NoReturn, TypeVar
 import aiohttp
 
 from ._auth import Auth
+from ._bridge import close_at_shutdown
 from ._config import ClientConfig
 from ._errors import StorageError, TransportError, describe, error_for_status
 from ._retry import retry_async
@@ -92,6 +93,7 @@ class Transport:
                 semaphore=asyncio.Semaphore(self.config.max_concurrency),
             )
             self._state = state
+            close_at_shutdown(loop, self)
         return state
 
     @property

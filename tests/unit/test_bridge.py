@@ -75,3 +75,24 @@ def test_portal_works_in_child_processes(method: str) -> None:
     proc.join(60)
     assert proc.exitcode == 0
     assert child_pid == proc.pid != os.getpid()
+
+
+def test_unclosed_clients_are_closed_quietly_at_exit() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "from aioflux import Client\n"
+        "from aioflux.testing import running_emulator\n"
+        "with running_emulator() as emu:\n"
+        "    emu.create_bucket('quiet')\n"
+        "    client = Client(endpoint=emu.endpoint)\n"
+        "    client.write('quiet', 'o', b'x')\n"
+        "    keep = client  # never closed: the portal closes it at exit\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+    assert "Unclosed" not in out.stderr
