@@ -159,3 +159,10 @@ def test_demo_small(capsys: pytest.CaptureFixture[str]) -> None:
                 "objects listed", "faults injected and retried"):
         assert row in out
     assert "kept: steps 12, 18, 24" in out
+
+
+def test_console_script_entry_point_resolves() -> None:
+    from importlib.metadata import entry_points
+
+    (script,) = entry_points(group="console_scripts", name="aioflux")
+    assert script.load() is main

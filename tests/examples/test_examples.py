@@ -1,0 +1,115 @@
+"""Smoke tests of ``examples/``: each script runs as a user would run it, with
+tiny sizes, and must exit 0 and print its result line.
+
+Every example but the torchrun one starts its own bundled emulator; that
+one gets the session emulator through ``STORAGE_EMULATOR_HOST``, as its
+docstring tells users to do.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aioflux.testing import Emulator
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, env: dict[str, str] | None = None,
+        timeout: float = 170) -> subprocess.CompletedProcess[str]:
+    """Run ``python *args`` from the repository root."""
+    full_env = {k: v for k, v in os.environ.items() if k != "STORAGE_EMULATOR_HOST"}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=full_env, text=True,
+                          capture_output=True, timeout=timeout, check=False)
+
+
+def ok(proc: subprocess.CompletedProcess[str], pattern: str) -> str:
+    """Assert a clean exit and that stdout matches ``pattern``; return stdout."""
+    report = f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+    assert proc.returncode == 0, report
+    assert re.search(pattern, proc.stdout), report
+    # The examples close their clients: no connection is left for the GC.
+    assert "Unclosed client session" not in proc.stderr, report
+    return proc.stdout
+
+
+@pytest.mark.timeout(180)
+def test_async_pipeline() -> None:
+    ok(run("examples/async_pipeline.py", "--objects", "200", "--size", "2048"),
+       r"async_pipeline: wrote 200 objects .* listed 200 in 2 pages, streamed 200 .* "
+       r"ranged read of 512 bytes ok")
+
+
+@pytest.mark.timeout(180)
+def test_map_training() -> None:
+    ok(run("examples/map_training.py", "--samples", "256", "--epochs", "2", "--batch-size",
+           "32", "--workers", "2"),
+       r"map_training: 2 epochs over 256 samples with 2 workers, .* checkpoint step 16 ")
+
+
+@pytest.mark.timeout(180)
+def test_iterable_torchrun_two_ranks(emulator: Emulator) -> None:
+    bucket = emulator.create_bucket(f"torchrun-{os.getpid()}")
+    # --standalone picks a free rendezvous port itself.
+    out = ok(run("-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                 "examples/iterable_torchrun.py", "--url", f"gs://{bucket}/data",
+                 "--samples", "203", "--epochs", "2", "--batch-size", "16",
+                 env={"STORAGE_EMULATOR_HOST": emulator.endpoint}),
+             r"epoch 1: 203 samples seen exactly once across 2 ranks x 2 workers")
+    # 203 does not split evenly: one rank trained on one sample more (join()).
+    assert out.count("seen exactly once across 2 ranks x 2 workers (102 + 101)") == 2, out
+    assert len(emulator.store.bucket(bucket).names) == 203
+
+
+@pytest.mark.timeout(180)
+def test_iterable_torchrun_needs_shared_storage_for_several_ranks() -> None:
+    proc = run("examples/iterable_torchrun.py", env={"WORLD_SIZE": "2"})
+    assert proc.returncode == 2, proc.stderr
+    assert "STORAGE_EMULATOR_HOST" in proc.stderr
+
+
+@pytest.mark.timeout(180)
+def test_lightning_async_checkpoint() -> None:
+    pytest.importorskip("lightning.pytorch")
+    ok(run("examples/lightning_async_checkpoint.py", "--epochs", "2", "--samples", "64",
+           "--width", "16"),
+       r"trained 2 epochs \(4 steps.*resumed from gs://aioflux-examples/lightning/"
+       r"epoch=1\.ckpt at step 4 and finished at step 6 .*epoch=0\.ckpt, epoch=1\.ckpt, "
+       r"epoch=2\.ckpt")
+
+
+@pytest.mark.timeout(180)
+def test_dcp_async_save() -> None:
+    ok(run("examples/dcp_async_save.py", "--steps", "6", "--save-every", "3", "--width", "32"),
+       r"dcp_async_save: 2 async saves during 6 steps.* 4 tensors and the optimizer state match")
+
+
+@pytest.mark.timeout(180)
+def test_from_dataflux_aioflux_backend() -> None:
+    ok(run("examples/from_dataflux.py", "--backend", "aioflux", "--samples", "128"),
+       r"from_dataflux\[aioflux\]: 1 epoch over 128 samples .*checkpoint saved and loaded back")
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(importlib.util.find_spec("dataflux_pytorch") is not None,
+                    reason="dataflux is installed here")
+def test_from_dataflux_without_dataflux_says_what_to_install() -> None:
+    proc = run("examples/from_dataflux.py", "--backend", "dataflux")
+    assert proc.returncode == 1, proc.stderr
+    assert "pip install gcs-torch-dataflux" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.timeout(180)
+def test_pytest_suite_with_aioflux_testing() -> None:
+    # The example directory has its own pytest.ini, so it runs as its own project.
+    ok(run("-m", "pytest", "-q", "-p", "no:cacheprovider", "examples/test_with_aioflux_testing"),
+       r"3 passed")
