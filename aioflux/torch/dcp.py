@@ -67,6 +67,15 @@ class GcsFileSystem(FileSystemBase):
     @contextmanager
     def create_stream(self, path: str | os.PathLike[str],
                       mode: str) -> Generator[io.IOBase, None, None]:
+        """Open ``gs://`` ``path`` for DCP: a streaming writer or a ranged reader.
+
+        Args:
+            path: object URL.
+            mode: ``"wb"`` or ``"rb"``.
+
+        Yields:
+            The file object; a writer publishes only if the block succeeds.
+        """
         bucket, name = parse_url(str(path), require_object=True)
         if "w" in mode:
             writer = ObjectWriter(self.client, bucket, name, part_size=self.part_size,
@@ -80,9 +89,27 @@ class GcsFileSystem(FileSystemBase):
             raise InvalidArgument(f"open {path}: mode must be 'rb' or 'wb', got {mode!r}")
 
     def concat_path(self, path: str | os.PathLike[str], suffix: str) -> str:
+        """Join ``suffix`` under ``path`` with ``/``.
+
+        Args:
+            path: base URL.
+            suffix: relative name.
+
+        Returns:
+            The joined URL.
+        """
         return f"{str(path).rstrip('/')}/{suffix}"
 
     def rename(self, path: str | os.PathLike[str], new_path: str | os.PathLike[str]) -> None:
+        """Move an object (server-side copy, then delete).
+
+        Args:
+            path: source URL.
+            new_path: destination URL in the same bucket.
+
+        Raises:
+            InvalidArgument: the buckets differ.
+        """
         src_bucket, src = parse_url(str(path), require_object=True)
         dst_bucket, dst = parse_url(str(new_path), require_object=True)
         if src_bucket != dst_bucket:
@@ -92,22 +119,50 @@ class GcsFileSystem(FileSystemBase):
         self._call(self.client.delete(src_bucket, src))
 
     def init_path(self, path: str | os.PathLike[str]) -> str:
+        """Validate and normalise a checkpoint root URL.
+
+        Args:
+            path: ``gs://bucket/prefix``.
+
+        Returns:
+            The URL without a trailing ``/``.
+
+        Raises:
+            InvalidURL: not a gs:// URL.
+        """
         text = str(path)
         parse_url(text)
         return text.rstrip("/")
 
     def mkdir(self, path: str | os.PathLike[str]) -> None:
-        """No-op: GCS has no directories."""
+        """No-op: GCS has no directories.
+
+        Args:
+            path: ignored.
+        """
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
         return isinstance(checkpoint_id, str) and checkpoint_id.startswith("gs://")
 
     def exists(self, path: str | os.PathLike[str]) -> bool:
+        """Whether the object exists.
+
+        Args:
+            path: object URL.
+
+        Returns:
+            True if it exists.
+        """
         bucket, name = parse_url(str(path), require_object=True)
         return bool(self._call(self.client.exists(bucket, name)))
 
     def rm_file(self, path: str | os.PathLike[str]) -> None:
+        """Delete an object (missing is fine).
+
+        Args:
+            path: object URL.
+        """
         bucket, name = parse_url(str(path), require_object=True)
         try:
             self._call(self.client.delete(bucket, name))
@@ -115,6 +170,14 @@ class GcsFileSystem(FileSystemBase):
             pass
 
     def ls(self, path: str | os.PathLike[str]) -> list[str]:
+        """Names directly under ``path``.
+
+        Args:
+            path: prefix URL.
+
+        Returns:
+            Object URLs under the prefix.
+        """
         bucket, prefix = parse_url(str(path))
         prefix = prefix.rstrip("/") + "/" if prefix else ""
 

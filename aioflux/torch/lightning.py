@@ -121,6 +121,11 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
                         storage_options: Any | None = None) -> None:
         """Snapshot and save in the background.
 
+        Args:
+            checkpoint: the state Lightning hands over (tensors are copied now).
+            path: ``gs://`` URL to save to.
+            storage_options: unused (Lightning's interface).
+
         Raises:
             StorageError: the previous background save failed.
         """
@@ -133,12 +138,31 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
 
     def load_checkpoint(self, path: Any, map_location: Any | None = None,
                         weights_only: bool | None = None) -> dict[str, Any]:
-        """Wait for a pending save, then load (see GcsCheckpointIO)."""
+        """Wait for a pending save, then load (see GcsCheckpointIO).
+
+        Args:
+            path: ``gs://`` URL of the checkpoint.
+            map_location: as for ``torch.load``.
+            weights_only: as for ``torch.load``.
+
+        Returns:
+            The checkpoint dict.
+
+        Raises:
+            StorageError: the pending save failed, or the load did.
+        """
         self._wait()
         return super().load_checkpoint(path, map_location, weights_only)
 
     def remove_checkpoint(self, path: Any) -> None:
-        """Wait for a pending save, then delete."""
+        """Wait for a pending save, then delete.
+
+        Args:
+            path: ``gs://`` URL of the checkpoint.
+
+        Raises:
+            StorageError: the pending save failed.
+        """
         self._wait()
         super().remove_checkpoint(path)
 
