@@ -212,6 +212,23 @@ class Transport:
             await state.session.close()
 
 
+# Bodies go to the socket in slices of this size, each followed by a drain, so
+# the event loop's transport never buffers a second copy of a whole part.
+_BODY_SLICE = 1 << 20
+
+
+class _SlicedPayload(aiohttp.BytesPayload):
+    async def write(self, writer: Any) -> None:
+        await self.write_with_length(writer, None)
+
+    async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+        view = memoryview(self._value).cast("B")
+        if content_length is not None:
+            view = view[:content_length]
+        for start in range(0, len(view), _BODY_SLICE):
+            await writer.write(view[start:start + _BODY_SLICE])
+
+
 def _payload(data: bytes | bytearray | memoryview | None) -> aiohttp.BytesPayload | None:
     if data is None:
         return None
@@ -219,6 +236,8 @@ def _payload(data: bytes | bytearray | memoryview | None) -> aiohttp.BytesPayloa
     # from the caller's buffer on purpose, without an extra copy.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
+        if len(data) > _BODY_SLICE:
+            return _SlicedPayload(data)
         return aiohttp.BytesPayload(data)
 
 

@@ -1,10 +1,13 @@
 """Streaming object writer: XML multipart upload while the producer writes.
 
 ``ObjectWriter`` is a blocking file object (``torch.save`` writes into it);
-``AsyncObjectWriter`` is its twin for async pipelines. Both cut the stream
+``AsyncObjectWriter`` (in ``_async_writer.py``) is its twin for async
+pipelines and shares the loop-side ``_Session`` defined here. Both cut the stream
 into parts, upload up to ``max_in_flight`` of them concurrently and block the
-producer beyond that, so memory stays at ``part_size * (max_in_flight + 1)``
-whatever the object size. Nothing is visible until the upload completes:
+producer beyond that, so the writer's buffers stay at
+``part_size * (max_in_flight + 1)`` whatever the object size (the event
+loop transport may hold a copy of a part body it has not sent yet on top;
+see the defaults below). Nothing is visible until the upload completes:
 an exception in the ``with`` body, a failed part or a bad checksum aborts
 the upload. A payload smaller than one part goes up in a single request.
 
@@ -34,18 +37,23 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_IN_FLIGHT",
     "DEFAULT_PART_SIZE",
-    "AsyncObjectWriter",
     "ObjectWriter",
     "WriterStats",
 ]
 
-# Measured on the GCS-like emulator profile (20 ms TTFB, 100 MB/s per
-# connection): 16 MiB parts x 8 in flight saturate the link while keeping the
-# writer's own memory at 144 MiB, under the 256 MiB budget of the issue.
 _Bytes = bytes | bytearray | memoryview
 
+# perf ckpt_save (GCS-like emulator profile, 20 ms TTFB, 100 MB/s per
+# connection, 512 MiB-1 GiB torch.save on the shared 2-core machine): 4, 6
+# and 8 parts of 16 MiB in flight gave the same throughput within the
+# run-to-run noise (the emulator's CPU, not the link, is the limit there).
+# Peak RSS beyond the state was ~2 parts per part in flight (6: 212-228 MiB)
+# until the transport sent bodies in 1 MiB slices with a drain between them
+# (`_transport._SlicedPayload`): the loop no longer buffers a copy of each
+# part, and 6 in flight measured 132 MiB (parts + the one being filled).
+# 32 MiB parts only doubled the memory.
 DEFAULT_PART_SIZE = 16 * 1024 * 1024
-DEFAULT_MAX_IN_FLIGHT = 8
+DEFAULT_MAX_IN_FLIGHT = 6
 
 
 def _check_settings(part_size: int, max_in_flight: int) -> None:
@@ -411,130 +419,3 @@ class ObjectWriter(io.BufferedIOBase):
                 self.abort()
         except Exception:
             pass
-
-
-class AsyncObjectWriter:
-    """Async twin of :class:`ObjectWriter` for use on any event loop.
-
-    Args:
-        client: the AsyncClient.
-        bucket: bucket name.
-        name: object name.
-        part_size: bytes per part (>= 5 MiB, a multiple of 256 KiB).
-        max_in_flight: parts uploading at once; ``write`` waits beyond it.
-        content_type: Content-Type of the object.
-
-    Raises:
-        InvalidArgument: bad settings.
-    """
-
-    def __init__(self, client: AsyncClient, bucket: str, name: str, *,
-                 part_size: int = DEFAULT_PART_SIZE,
-                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-                 content_type: str = "application/octet-stream") -> None:
-        _check_settings(part_size, max_in_flight)
-        self.bucket = bucket
-        self.name = name
-        self.part_size = part_size
-        self._session = _Session(client, bucket, name, content_type, part_size)
-        self._slots = asyncio.Semaphore(max_in_flight)
-        self._buffer = bytearray()
-        self._number = 1
-        self._crc = Crc32c()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._error: BaseException | None = None
-        self._done = False
-
-    @property
-    def stats(self) -> WriterStats:
-        """What the upload did."""
-        return self._session.stats
-
-    async def write(self, data: _Bytes) -> int:
-        """Append bytes; waits while ``max_in_flight`` parts are uploading.
-
-        Args:
-            data: bytes-like.
-
-        Returns:
-            The number of bytes taken.
-
-        Raises:
-            InvalidArgument: the writer is closed.
-            StorageError: a background part failed (the upload is aborted).
-        """
-        if self._done:
-            raise InvalidArgument(f"write to closed writer gs://{self.bucket}/{self.name}")
-        await self._raise_pending()
-        view = memoryview(data).cast("B")
-        self._crc.update(view)
-        self._buffer += view
-        while len(self._buffer) >= self.part_size:
-            await self._slots.acquire()
-            await self._raise_pending(release=True)
-            part = self._buffer[:self.part_size]
-            del self._buffer[:self.part_size]
-            task = asyncio.ensure_future(self._session.put(self._number, memoryview(part)))
-            self._number += 1
-            self._tasks.add(task)
-            task.add_done_callback(self._part_done)
-        return len(view)
-
-    def _part_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None and self._error is None:
-            self._error = task.exception()
-        self._slots.release()
-
-    async def _raise_pending(self, release: bool = False) -> None:
-        if self._error is not None:
-            if release:
-                self._slots.release()
-            error = self._error
-            await self.abort()
-            raise error
-
-    async def close(self) -> ObjectInfo:
-        """Upload the rest and publish.
-
-        Returns:
-            ObjectInfo of the new object.
-
-        Raises:
-            StorageError: the upload failed (aborted, nothing published).
-            ChecksumMismatch: the stored crc32c differs from the written bytes'.
-        """
-        if self._done:
-            raise InvalidArgument(f"writer gs://{self.bucket}/{self.name} is closed")
-        try:
-            if self._tasks:
-                await asyncio.wait(set(self._tasks))
-            await self._raise_pending()
-            info = await self._session.finish(self._number, memoryview(self._buffer),
-                                              self._crc)
-        except BaseException:
-            await self.abort()
-            raise
-        self._done = True
-        return info
-
-    async def abort(self) -> None:
-        """Discard everything written; nothing is published."""
-        self._done = True
-        tasks = set(self._tasks)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
-        self._buffer = bytearray()
-        await self._session.abort()
-
-    async def __aenter__(self) -> AsyncObjectWriter:
-        return self
-
-    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            await self.close()
-        else:
-            await self.abort()
-
