@@ -4,6 +4,7 @@ The async client is importable without torch; datasets and checkpointing
 live in :mod:`aioflux.torch`, the emulator in :mod:`aioflux.testing`.
 """
 
+from ._async_writer import AsyncObjectWriter
 from ._bridge import call, get_portal, submit
 from ._clean import CleanReport, clean_bucket
 from ._client import AsyncClient
@@ -33,7 +34,7 @@ from ._resumable import ResumableUpload
 from ._sync import Client
 from ._types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from ._urls import GcsURL, parse_url
-from ._writer import AsyncObjectWriter, ObjectWriter
+from ._writer import ObjectWriter
 
 __version__ = "0.1.0"
 

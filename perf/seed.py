@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -20,6 +20,8 @@ __all__ = ["ObjectSet", "read_all", "seed"]
 # Object bodies are windows into one random pool: distinct per object,
 # incompressible, and cheap to make for hundreds of MB.
 _POOL_BYTES = 8 * 1024 * 1024
+# Larger objects are streamed in chunks of this size (see _large_body).
+_STREAM_CHUNK = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -45,20 +47,46 @@ def _bodies(obj: ObjectSet, pool: bytes) -> list[tuple[str, memoryview]]:
     return [(name, view[(off := rng.randrange(span + 1)) : off + obj.size]) for name in obj.names()]
 
 
+def _large_body(name: str, size: int, pool: bytes) -> AsyncIterator[bytes]:
+    """A body larger than the pool, streamed in pool windows at random offsets.
+
+    ``random.randbytes`` of 256 MiB raises OverflowError (it asks for 2**31
+    random bits at once), and holding 8 such bodies would cost 2 GiB here on
+    top of the emulator's copy; this makes the bytes as they are sent.
+    """
+
+    async def chunks() -> AsyncIterator[bytes]:
+        rng = random.Random(name)
+        view = memoryview(pool)
+        sent = 0
+        while sent < size:
+            n = min(_STREAM_CHUNK, size - sent)
+            off = rng.randrange(len(pool) - n + 1)
+            yield bytes(view[off : off + n])
+            sent += n
+
+    return chunks()
+
+
 async def _upload(endpoint: str, bucket: str, sets: Sequence[ObjectSet], concurrency: int) -> int:
-    pool = random.Random(0).randbytes(max(_POOL_BYTES, *(s.size for s in sets)))
-    items = [item for s in sets for item in _bodies(s, pool)]
+    pool = random.Random(0).randbytes(_POOL_BYTES)
+    small = [s for s in sets if s.size <= _POOL_BYTES]
+    items: list[tuple[str, memoryview | int]] = [
+        item for s in small for item in _bodies(s, pool)]
+    items += [(name, s.size) for s in sets if s.size > _POOL_BYTES for name in s.names()]
     sem = asyncio.Semaphore(concurrency)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=120)
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
 
-        async def put(name: str, body: memoryview) -> None:
+        async def put(name: str, body: memoryview | int) -> None:
             url = f"{endpoint}/upload/storage/v1/b/{bucket}/o"
             params = {"uploadType": "media", "name": name}
             async with sem:
                 for attempt in range(5):  # the emulator may inject faults
-                    async with session.post(url, params=params, data=bytes(body)) as resp:
+                    data = (bytes(body) if isinstance(body, memoryview)
+                            else _large_body(name, body, pool))
+                    async with session.post(url, params=params, data=data) as resp:
                         if resp.status < 300:
                             await resp.read()
                             return

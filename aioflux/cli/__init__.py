@@ -54,7 +54,7 @@ def command(name: str, help: str,
 
 def _load_commands() -> None:
     # Imported for their registration side effect.
-    from . import _bench, _clean, _copy, _demo, _emulator, _objects  # noqa: F401
+    from . import _bench, _ckpt, _clean, _copy, _demo, _emulator, _objects  # noqa: F401
 
 
 def build_parser() -> argparse.ArgumentParser:

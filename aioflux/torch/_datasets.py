@@ -9,6 +9,7 @@ rebuilt after ``fork``). DataLoader workers therefore never list.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
 import random
@@ -19,7 +20,7 @@ from typing import Any
 import torch.distributed as dist
 import torch.utils.data
 
-from .._bridge import get_portal
+from .._bridge import Portal, get_portal
 from .._client import AsyncClient
 from .._config import ClientConfig, RetryPolicy
 from .._download import Data, Downloader, DownloadOptions, gather_bounded
@@ -28,7 +29,8 @@ from .._listing import DEFAULT_LIST_CONCURRENCY, list_objects_parallel
 from .._types import ObjectInfo
 from .._urls import parse_url
 
-__all__ = ["DEFAULT_PREFETCH", "IterableDataset", "MapDataset", "Transform"]
+__all__ = ["DEFAULT_PREFETCH", "IterableDataset", "MapDataset", "PrefetchBatchSampler",
+           "Transform"]
 
 Transform = Callable[[Data], Any]
 # Objects in flight per iterator: one DataLoader batch of 64 ahead.
@@ -153,6 +155,15 @@ class MapDataset(torch.utils.data.Dataset[Any]):
     def __init__(self, objects: Sequence[ObjectInfo], **kwargs: Any) -> None:
         self._source, self._transform = _source(kwargs)
         self.objects: list[ObjectInfo] = list(objects)
+        self._next_batch: list[int] | None = None
+        self._prefetched: tuple[int, list[int], concurrent.futures.Future[list[Data]]] | None \
+            = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        # A hint and a download in flight belong to this process's loop.
+        state["_next_batch"] = state["_prefetched"] = None
+        return state
 
     @classmethod
     def from_prefix(cls, url: str, *, list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
@@ -219,18 +230,96 @@ class MapDataset(torch.utils.data.Dataset[Any]):
         Raises:
             StorageError: a download failed.
         """
-        objs = [self.objects[i] for i in indices]
-        datas = get_portal().call(self._source.downloader.download_many(objs))
+        portal = get_portal()
+        wanted = list(indices)
+        prefetched, self._prefetched = self._prefetched, None
+        current = None
+        if prefetched is not None:
+            pid, idx, future = prefetched
+            if pid == os.getpid() and idx == wanted:
+                current = future
+            else:
+                future.cancel()  # the hint was wrong: drop that batch
+        if current is None:
+            current = self._submit(portal, wanted)
+        # Start the batch the batch sampler announced before waiting for this
+        # one, so the next batch downloads while the caller trains on this.
+        upcoming, self._next_batch = self._next_batch, None
+        if upcoming:
+            self._prefetched = (os.getpid(), upcoming, self._submit(portal, upcoming))
+        datas = current.result()
         return [self._apply(d) for d in datas]
+
+    def _submit(self, portal: Portal, indices: list[int]) -> concurrent.futures.Future[list[Data]]:
+        objs = [self.objects[i] for i in indices]
+        return portal.submit(self._source.downloader.download_many(objs))
+
+    def batch_sampler(self, batch_size: int, *, shuffle: bool = False, drop_last: bool = False,
+                      generator: torch.Generator | None = None) -> PrefetchBatchSampler:
+        """A ``batch_sampler`` for ``DataLoader`` that downloads one batch ahead.
+
+        ``DataLoader(ds, batch_sampler=ds.batch_sampler(64, shuffle=True))``.
+        With ``num_workers=0`` each batch waits for its slowest object; this
+        sampler tells the dataset the next batch's indices as it hands out
+        the current one, so ``__getitems__`` starts that download before
+        waiting on its own. With workers the DataLoader already keeps
+        ``prefetch_factor`` batches per worker in flight and the hint is
+        never used (it only reaches the main process's copy).
+
+        Args:
+            batch_size: samples per batch.
+            shuffle: a new random order every epoch (``RandomSampler``).
+            drop_last: drop a last, incomplete batch.
+            generator: RNG of the shuffle.
+
+        Returns:
+            The batch sampler.
+        """
+        sampler: torch.utils.data.Sampler[int] = (
+            torch.utils.data.RandomSampler(self, generator=generator) if shuffle
+            else torch.utils.data.SequentialSampler(self))
+        return PrefetchBatchSampler(self, sampler, batch_size, drop_last)
 
     def close(self) -> None:
         """Close this process's connections (reopened on next use)."""
+        prefetched, self._prefetched = self._prefetched, None
+        if prefetched is not None:
+            prefetched[2].cancel()
         self._source.close()
 
     @property
     def download_stats(self) -> Any:
         """This process's planner counters (DownloadStats)."""
         return self._source.downloader.stats
+
+
+class PrefetchBatchSampler(torch.utils.data.Sampler[list[int]]):
+    """Batches of ``sampler``'s indices; announces each next batch to the
+    dataset before handing out the current one (see :meth:`MapDataset.batch_sampler`).
+
+    Args:
+        dataset: the MapDataset to announce batches to.
+        sampler: the index order.
+        batch_size: samples per batch.
+        drop_last: drop a last, incomplete batch.
+    """
+
+    def __init__(self, dataset: MapDataset, sampler: torch.utils.data.Sampler[int],
+                 batch_size: int, drop_last: bool = False) -> None:
+        self.dataset = dataset
+        self.batches = torch.utils.data.BatchSampler(sampler, batch_size, drop_last)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        it = iter(self.batches)
+        current = next(it, None)
+        while current is not None:
+            upcoming = next(it, None)
+            self.dataset._next_batch = upcoming
+            yield current
+            current = upcoming
 
 
 def _dist_rank() -> tuple[int, int]:
@@ -352,7 +441,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Any]):
         try:
             while True:
                 try:
-                    _, data = portal.call(anext(agen))  # type: ignore[arg-type]
+                    _, data = portal.call(anext(agen))
                 except StopAsyncIteration:
                     return
                 yield data if self._transform is None else self._transform(data)

@@ -10,7 +10,8 @@ A checkpoint counts only if its manifest exists and every object it lists
 is stored with the listed size and crc32c; a save killed at any point leaves
 at most objects without a manifest, which ``list``/``latest`` ignore and the
 next retention pass deletes. Retention runs only after a newer manifest is
-written, so a complete checkpoint always survives.
+written, so a complete checkpoint always survives. Listing, manifest checks,
+retention and the history file live in ``_retention.CheckpointStore``.
 """
 
 from __future__ import annotations
@@ -19,30 +20,24 @@ import builtins
 import concurrent.futures
 import datetime as dt
 import json
-import logging
 import threading
 import time
 from typing import Any
 
 import torch
 
-from .._bridge import get_portal
 from .._client import AsyncClient
-from .._crc import decode_crc32c, encode_crc32c
+from .._crc import encode_crc32c
 from .._errors import InvalidArgument, NotFound
 from .._sync import Client
-from .._types import ObjectInfo
 from .._urls import parse_url
 from .._writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE
 from ._checkpoint import Checkpoint, raw_writer
 from ._history import MANIFEST_FORMAT, CheckpointInfo, SaveRecord
+from ._retention import MANIFEST, CheckpointStore
 from ._snapshot import snapshot, state_nbytes
 
 __all__ = ["CheckpointManager", "SaveFuture"]
-
-log = logging.getLogger("aioflux.checkpoint")
-_MANIFEST = "manifest.json"
-_HISTORY = "history.jsonl"
 
 
 class SaveFuture(concurrent.futures.Future[CheckpointInfo]):
@@ -108,6 +103,7 @@ class CheckpointManager:
         self.memory_budget = memory_budget
         self._ckpt = Checkpoint(client, part_size=part_size, max_in_flight=max_in_flight)
         self._client = self._ckpt.client
+        self._store = CheckpointStore(self._client, self.bucket, self.prefix)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_pending,
                                                            thread_name_prefix="aioflux-ckpt")
         self._cond = threading.Condition()
@@ -116,15 +112,9 @@ class CheckpointManager:
 
     # -- naming -----------------------------------------------------------------
 
-    def _dir(self, step: int) -> str:
-        return f"{self.prefix}step-{step:012d}/"
-
     @property
     def _state_name(self) -> str:
         return "state.pt.zst" if self.compression == "zstd" else "state.pt"
-
-    def _call(self, coro: Any) -> Any:
-        return get_portal().call(coro)
 
     # -- saving -----------------------------------------------------------------
 
@@ -260,12 +250,12 @@ class CheckpointManager:
 
     def _persist(self, state: Any, step: int, started: float,
                  blocking: float | None) -> CheckpointInfo:
-        directory = self._dir(step)
+        directory = self._store.step_dir(step)
         serialized = 0
         try:
             # A re-save of a step must not leave the old manifest vouching
             # for objects that are being replaced.
-            self._delete_quietly(directory + _MANIFEST)
+            self._store.delete_quietly(directory + MANIFEST)
             writer = self._ckpt.writer(f"gs://{self.bucket}/{directory}{self._state_name}",
                                        compression=self.compression)
             with writer:
@@ -278,61 +268,27 @@ class CheckpointManager:
                         "compression": self.compression,
                         "objects": [{"name": self._state_name, "size": stored.size,
                                      "crc32c": encode_crc32c(stored.crc32c or 0)}]}
-            self._call(self._client.write(self.bucket, directory + _MANIFEST,
-                                          json.dumps(manifest).encode(),
-                                          content_type="application/json"))
+            self._store.call(self._client.write(self.bucket, directory + MANIFEST,
+                                                json.dumps(manifest).encode(),
+                                                content_type="application/json"))
         except BaseException as exc:
             total = time.perf_counter() - started
-            self._record(SaveRecord(step, False, serialized, 0,
-                                    total if blocking is None else blocking, total, 0.0,
-                                    _now(), self.compression, f"{type(exc).__name__}: {exc}"))
+            self._store.append_history(SaveRecord(
+                step, False, serialized, 0, total if blocking is None else blocking, total,
+                0.0, _now(), self.compression, f"{type(exc).__name__}: {exc}"))
             raise
         total = time.perf_counter() - started
         info = CheckpointInfo(step, f"gs://{self.bucket}/{directory}", created, stored.size,
                               {self._state_name: stored.size}, self.compression)
-        self._record(SaveRecord(step, True, serialized, stored.size,
-                                total if blocking is None else blocking, total,
-                                serialized / total / 1e6 if total else 0.0, created,
-                                self.compression))
-        self._retain(step)
+        self._store.append_history(SaveRecord(
+            step, True, serialized, stored.size, total if blocking is None else blocking, total,
+            serialized / total / 1e6 if total else 0.0, created, self.compression))
+        with self._cond:
+            busy = {s for s, _ in self._pending.values()}
+        self._store.retain(step, self.keep_last, busy)
         return info
 
     # -- reading ----------------------------------------------------------------
-
-    def _scan(self) -> tuple[dict[int, dict[str, ObjectInfo]], list[int]]:
-        async def collect() -> list[ObjectInfo]:
-            return [o async for o in self._client.list_objects(self.bucket,
-                                                               self.prefix + "step-")]
-
-        dirs: dict[int, dict[str, ObjectInfo]] = {}
-        for obj in self._call(collect()):
-            rest = obj.name[len(self.prefix) + len("step-"):]
-            number, slash, leaf = rest.partition("/")
-            if slash and number.isdigit() and leaf:
-                dirs.setdefault(int(number), {})[leaf] = obj
-        return dirs, sorted(dirs)
-
-    def _complete(self, step: int, objects: dict[str, ObjectInfo]) -> CheckpointInfo | None:
-        manifest_obj = objects.get(_MANIFEST)
-        if manifest_obj is None:
-            return None
-        try:
-            raw = self._call(self._client.read(self.bucket, manifest_obj.name))
-            manifest = json.loads(raw)
-            listed = {o["name"]: (int(o["size"]), decode_crc32c(o["crc32c"]))
-                      for o in manifest["objects"]}
-        except (NotFound, ValueError, KeyError, TypeError):
-            return None
-        for leaf, (size, crc) in listed.items():
-            stored = objects.get(leaf)
-            if stored is None or stored.size != size or (
-                    stored.crc32c is not None and stored.crc32c != crc):
-                return None
-        return CheckpointInfo(step, f"gs://{self.bucket}/{self._dir(step)}",
-                              str(manifest.get("created", "")),
-                              sum(s for s, _ in listed.values()),
-                              {k: s for k, (s, _) in listed.items()},
-                              manifest.get("compression"))
 
     def list(self) -> list[CheckpointInfo]:
         """Complete checkpoints, oldest first.
@@ -343,9 +299,7 @@ class CheckpointManager:
         Raises:
             StorageError: listing failed.
         """
-        dirs, steps = self._scan()
-        found = (self._complete(s, dirs[s]) for s in steps)
-        return [c for c in found if c is not None]
+        return self._store.list()
 
     def latest(self) -> CheckpointInfo | None:
         """The newest complete checkpoint.
@@ -356,12 +310,7 @@ class CheckpointManager:
         Raises:
             StorageError: listing failed.
         """
-        dirs, steps = self._scan()
-        for step in reversed(steps):
-            info = self._complete(step, dirs[step])
-            if info is not None:
-                return info
-        return None
+        return self._store.latest()
 
     def load(self, step: int | None = None, *, map_location: Any = None,
              weights_only: bool = True) -> Any:
@@ -378,11 +327,7 @@ class CheckpointManager:
         Raises:
             NotFound: no complete checkpoint (at that step).
         """
-        if step is None:
-            info = self.latest()
-        else:
-            dirs, _ = self._scan()
-            info = self._complete(step, dirs.get(step, {}))
+        info = self.latest() if step is None else self._store.get(step)
         if info is None:
             what = "any" if step is None else f"step {step}"
             raise NotFound(f"load {self.root}: no complete checkpoint for {what}",
@@ -391,45 +336,7 @@ class CheckpointManager:
         return self._ckpt.load(info.url + leaf, map_location=map_location,
                                weights_only=weights_only, compression=info.compression)
 
-    # -- retention and history ----------------------------------------------------
-
-    def _delete_quietly(self, name: str) -> None:
-        try:
-            self._call(self._client.delete(self.bucket, name))
-        except NotFound:
-            pass
-
-    def _retain(self, newest: int) -> None:
-        dirs, steps = self._scan()
-        complete = [s for s in steps if self._complete(s, dirs[s]) is not None]
-        keep = set(complete if self.keep_last is None else complete[-self.keep_last:])
-        with self._cond:
-            busy = {s for s, _ in self._pending.values()}
-        for step in steps:
-            # Directories without a manifest below the newest are leftovers
-            # of killed saves; those of saves still in flight are not.
-            if step in keep or step in busy or step >= newest:
-                continue
-            # Manifest first: a half-deleted checkpoint is then invisible.
-            objects = dirs[step]
-            if _MANIFEST in objects:
-                self._delete_quietly(objects.pop(_MANIFEST).name)
-            for obj in objects.values():
-                self._delete_quietly(obj.name)
-
-    def _record(self, record: SaveRecord) -> None:
-        name = self.prefix + _HISTORY
-        try:
-            try:
-                old = self._call(self._client.read(self.bucket, name))
-            except NotFound:
-                old = b""
-            line = (record.to_json() + "\n").encode()
-            self._call(self._client.write(self.bucket, name, old + line,
-                                          content_type="application/x-ndjson"))
-        except Exception as exc:
-            # The checkpoint itself is what matters; a lost history line is not.
-            log.warning("could not append to %s%s: %s", self.root, _HISTORY, exc)
+    # -- history ----------------------------------------------------------------
 
     def history(self) -> builtins.list[SaveRecord]:
         """Every recorded save, oldest first.
@@ -440,8 +347,4 @@ class CheckpointManager:
         Raises:
             StorageError: reading failed.
         """
-        try:
-            raw = self._call(self._client.read(self.bucket, self.prefix + _HISTORY))
-        except NotFound:
-            return []
-        return [SaveRecord.from_json(line) for line in raw.decode().splitlines() if line.strip()]
+        return self._store.history()

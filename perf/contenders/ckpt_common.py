@@ -14,17 +14,26 @@ weights trained or stored in reduced precision, which zstd can shrink.
 ``Stopwatch`` notes RSS when the timed region starts, i.e. after the state
 is built, and the harness's "RSS growth" column is peak minus that: the
 saver's own memory beyond the state dict.
+
+``ensure_composed`` is for ``ckpt_load``: the harness seeds objects of at
+most 256 MiB (``seed.py`` draws its random pool with one ``getrandbits``),
+so the 1 GiB checkpoint is seeded as parts and composed into one object,
+server-side with one JSON compose request and untimed, by whichever
+contender runs first. Standard library only, so no client under test
+shapes the data.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
+import urllib.error
+import urllib.request
 from typing import Any
+from urllib.parse import quote
 
-import torch
-
-__all__ = ["add_state_args", "build_state", "state_bytes"]
+__all__ = ["add_state_args", "build_state", "checkpoint_object", "ensure_composed", "state_bytes"]
 
 
 def add_state_args(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +45,8 @@ def add_state_args(parser: argparse.ArgumentParser) -> None:
 
 def build_state(args: argparse.Namespace) -> dict[str, Any]:
     """The state dict the scenario saves (same bytes in every contender)."""
+    import torch  # here: the load contenders do not need it
+
     torch.manual_seed(0)
     numel = args.tensor_mib * 2**20 // 4
     state: dict[str, Any] = {}
@@ -52,4 +63,37 @@ def build_state(args: argparse.Namespace) -> dict[str, Any]:
 
 def state_bytes(state: dict[str, Any]) -> int:
     """Tensor bytes in ``state``."""
+    import torch
+
     return sum(t.numel() * t.element_size() for t in state.values() if isinstance(t, torch.Tensor))
+
+
+def ensure_composed(endpoint: str, bucket: str, parts: list[str], name: str) -> None:
+    """Compose ``parts`` (in order) into ``name`` unless it already exists."""
+    base = f"{endpoint}/storage/v1/b/{bucket}/o/"
+    try:
+        with urllib.request.urlopen(base + quote(name, safe="")) as resp:
+            resp.read()
+            return
+    except urllib.error.HTTPError as exc:
+        if exc.code != 404:
+            raise
+    body = json.dumps({
+        "sourceObjects": [{"name": p} for p in parts],
+        "destination": {"contentType": "application/octet-stream"},
+    }).encode()
+    request = urllib.request.Request(base + quote(name, safe="") + "/compose", data=body,
+                                     headers={"Content-Type": "application/json"},
+                                     method="POST")
+    with urllib.request.urlopen(request) as resp:
+        resp.read()
+
+
+def checkpoint_object(manifest: Any, name: str = "ckpt_load/state.pt") -> tuple[str, int]:
+    """The one object ``ckpt_load`` reads: the seeded parts, composed.
+
+    Returns:
+        Its name and size.
+    """
+    ensure_composed(manifest.endpoint, manifest.bucket, manifest.names, name)
+    return name, sum(size for _, size in manifest.objects)

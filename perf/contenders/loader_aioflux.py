@@ -2,7 +2,8 @@
 
 ``--kind map``: ``MapDataset.from_prefix`` (listing untimed), DataLoader
 batches of ``--batch`` whose ``__getitems__`` downloads each batch at once;
-``--kind iter``: ``IterableDataset.from_prefix`` with a prefetch window.
+``--kind iter``: ``IterableDataset.from_prefix`` with a prefetch window;
+``--batch-sampler``: the map dataset's own batch sampler, one batch ahead.
 Only the epoch is timed; bodies are reduced to their lengths in collate.
 """
 
@@ -30,8 +31,14 @@ def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, 
         ds = MapDataset.from_prefix(url, **kw)
     else:
         ds = IterableDataset.from_prefix(url, prefetch=args.concurrency, shuffle=False, **kw)
-    loader = torch.utils.data.DataLoader(ds, batch_size=args.batch, num_workers=args.workers,
-                                         collate_fn=total_len)
+    loader: torch.utils.data.DataLoader[bytes]
+    if args.batch_sampler:
+        assert isinstance(ds, MapDataset)
+        loader = torch.utils.data.DataLoader(ds, batch_sampler=ds.batch_sampler(args.batch),
+                                             num_workers=args.workers, collate_fn=total_len)
+    else:
+        loader = torch.utils.data.DataLoader(ds, batch_size=args.batch,
+                                             num_workers=args.workers, collate_fn=total_len)
     nbytes = items = 0
     with Stopwatch() as watch:
         for size in loader:
@@ -48,6 +55,8 @@ if __name__ == "__main__":
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--compose-threshold", type=int, default=0)
+    p.add_argument("--batch-sampler", action="store_true",
+                   help="MapDataset.batch_sampler: download one batch ahead")
     p.add_argument("--prefix", default="")
     args = p.parse_args(rest)
     watch, nbytes, items = main(manifest, args)

@@ -36,6 +36,11 @@ def plan(options: Options) -> Plan:
                   ("--kind", "map", "--workers", "2", *ours),
                   note="MapDataset.from_prefix, DataLoader(batch, num_workers=2, fork)",
                   available=_ready),
+        Contender("aioflux-map-w0-ahead", "loader_aioflux.py", None,
+                  ("--kind", "map", "--batch-sampler", *ours),
+                  note="MapDataset.from_prefix, DataLoader(batch_sampler=ds.batch_sampler(batch)"
+                       "), num_workers=0: the next batch downloads during this one",
+                  available=_ready),
         Contender("aioflux-iter-w0", "loader_aioflux.py", None, ("--kind", "iter", *ours),
                   note=f"IterableDataset.from_prefix(prefetch={conc}, shuffle=False)",
                   available=_ready),

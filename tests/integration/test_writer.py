@@ -9,8 +9,9 @@ import pytest
 
 import aioflux
 from aioflux import AsyncClient, ChecksumMismatch, Client, ClientConfig, NotFound
+from aioflux._async_writer import AsyncObjectWriter
 from aioflux._crc import crc32c
-from aioflux._writer import AsyncObjectWriter, ObjectWriter
+from aioflux._writer import ObjectWriter
 from aioflux.testing import Emulator
 
 MiB = 1024 * 1024

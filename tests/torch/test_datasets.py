@@ -50,6 +50,31 @@ def test_map_dataset_batches_through_dataloader(emulator: Emulator, bucket: str,
         assert ds.download_stats.composed_batches >= 6  # 6 batches of 16 composed
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_map_dataset_batch_sampler_prefetches_next_batch(emulator: Emulator, bucket: str,
+                                                         workers: int) -> None:
+    data = seed(emulator, bucket, 50, 700)
+    ds = MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
+                                transform=to_bytes)
+    sampler = ds.batch_sampler(8, shuffle=True, generator=torch.Generator().manual_seed(3))
+    assert len(sampler) == 7
+    loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, num_workers=workers,
+                                         collate_fn=list,
+                                         multiprocessing_context="fork" if workers else None)
+    for _ in range(2):  # two epochs: a fresh shuffle, every object exactly once
+        got = [sample for batch in loader for sample in batch]
+        assert sorted(got) == sorted(data[o.name] for o in ds.objects)
+    if workers == 0:
+        # every batch but the first of each epoch came from a prefetch
+        assert ds.download_stats.direct == 100
+        assert ds._prefetched is None  # the last batch announces nothing
+    # A wrong hint is dropped, not returned.
+    ds._next_batch = [0, 1]
+    assert ds.__getitems__([2]) == [data["d/0002"]]
+    assert ds.__getitems__([3, 4]) == [data["d/0003"], data["d/0004"]]
+    assert pickle.loads(pickle.dumps(ds))._prefetched is None
+
+
 def test_map_dataset_from_objects_and_pickle(emulator: Emulator, bucket: str) -> None:
     data = seed(emulator, bucket, 5, 10)
     urls = [f"gs://{bucket}/d/0003", f"gs://{bucket}/d/0001"]

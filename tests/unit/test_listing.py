@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import random
 from collections.abc import AsyncIterator
 from typing import Any
@@ -119,3 +120,20 @@ async def test_listing_error_cancels_other_listers() -> None:
         raise AssertionError("expected the lister's error")
     pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     assert pending == []
+
+
+async def test_cancelled_listing_leaves_no_lister_running() -> None:
+    names = [f"c/{i:05d}" for i in range(3000)]
+    fake = FakeLister(names, 10, 4)
+    task = asyncio.ensure_future(list_objects_parallel(fake, "bkt", "c/",  # type: ignore[arg-type]
+                                                       concurrency=8))
+    for _ in range(30):
+        await asyncio.sleep(0)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    requests = fake.requests
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert fake.requests == requests  # nothing spawned after the cancel
+    assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()

@@ -1,0 +1,158 @@
+"""``AsyncObjectWriter``: the streaming multipart writer for async pipelines.
+
+The async twin of :class:`~aioflux._writer.ObjectWriter`: same parts, same
+bounded buffers (``part_size * (max_in_flight + 1)``), same rule that nothing
+is published unless ``close()`` succeeds. It runs on the caller's event
+loop, so it bounds in-flight parts with an ``asyncio.Semaphore`` instead of
+the sync writer's thread semaphore, and shares the loop-side upload session
+(``_Session``) with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from ._crc import Crc32c
+from ._errors import InvalidArgument
+from ._types import ObjectInfo
+from ._writer import (
+    DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_PART_SIZE,
+    WriterStats,
+    _Bytes,
+    _check_settings,
+    _Session,
+)
+
+if TYPE_CHECKING:
+    from ._client import AsyncClient
+
+__all__ = ["AsyncObjectWriter"]
+
+
+class AsyncObjectWriter:
+    """Async twin of :class:`ObjectWriter` for use on any event loop.
+
+    Args:
+        client: the AsyncClient.
+        bucket: bucket name.
+        name: object name.
+        part_size: bytes per part (>= 5 MiB, a multiple of 256 KiB).
+        max_in_flight: parts uploading at once; ``write`` waits beyond it.
+        content_type: Content-Type of the object.
+
+    Raises:
+        InvalidArgument: bad settings.
+    """
+
+    def __init__(self, client: AsyncClient, bucket: str, name: str, *,
+                 part_size: int = DEFAULT_PART_SIZE,
+                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+                 content_type: str = "application/octet-stream") -> None:
+        _check_settings(part_size, max_in_flight)
+        self.bucket = bucket
+        self.name = name
+        self.part_size = part_size
+        self._session = _Session(client, bucket, name, content_type, part_size)
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._buffer = bytearray()
+        self._number = 1
+        self._crc = Crc32c()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._error: BaseException | None = None
+        self._done = False
+
+    @property
+    def stats(self) -> WriterStats:
+        """What the upload did."""
+        return self._session.stats
+
+    async def write(self, data: _Bytes) -> int:
+        """Append bytes; waits while ``max_in_flight`` parts are uploading.
+
+        Args:
+            data: bytes-like.
+
+        Returns:
+            The number of bytes taken.
+
+        Raises:
+            InvalidArgument: the writer is closed.
+            StorageError: a background part failed (the upload is aborted).
+        """
+        if self._done:
+            raise InvalidArgument(f"write to closed writer gs://{self.bucket}/{self.name}")
+        await self._raise_pending()
+        view = memoryview(data).cast("B")
+        self._crc.update(view)
+        self._buffer += view
+        while len(self._buffer) >= self.part_size:
+            await self._slots.acquire()
+            await self._raise_pending(release=True)
+            part = self._buffer[:self.part_size]
+            del self._buffer[:self.part_size]
+            task = asyncio.ensure_future(self._session.put(self._number, memoryview(part)))
+            self._number += 1
+            self._tasks.add(task)
+            task.add_done_callback(self._part_done)
+        return len(view)
+
+    def _part_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and self._error is None:
+            self._error = task.exception()
+        self._slots.release()
+
+    async def _raise_pending(self, release: bool = False) -> None:
+        if self._error is not None:
+            if release:
+                self._slots.release()
+            error = self._error
+            await self.abort()
+            raise error
+
+    async def close(self) -> ObjectInfo:
+        """Upload the rest and publish.
+
+        Returns:
+            ObjectInfo of the new object.
+
+        Raises:
+            StorageError: the upload failed (aborted, nothing published).
+            ChecksumMismatch: the stored crc32c differs from the written bytes'.
+        """
+        if self._done:
+            raise InvalidArgument(f"writer gs://{self.bucket}/{self.name} is closed")
+        try:
+            if self._tasks:
+                await asyncio.wait(set(self._tasks))
+            await self._raise_pending()
+            info = await self._session.finish(self._number, memoryview(self._buffer),
+                                              self._crc)
+        except BaseException:
+            await self.abort()
+            raise
+        self._done = True
+        return info
+
+    async def abort(self) -> None:
+        """Discard everything written; nothing is published."""
+        self._done = True
+        tasks = set(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        self._buffer = bytearray()
+        await self._session.abort()
+
+    async def __aenter__(self) -> AsyncObjectWriter:
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            await self.close()
+        else:
+            await self.abort()
+

@@ -1,0 +1,95 @@
+"""``aioflux ckpt list|history ROOT``: inspect a CheckpointManager's root.
+
+Read-only: it lists what ``CheckpointManager.list()`` and ``.history()``
+would return, without building a manager (no worker threads, nothing
+written). ``aioflux.torch`` is imported only when the command runs, so the
+other commands do not pay for importing torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import AiofluxError, InvalidArgument
+from . import command
+from ._common import add_client_arguments, emit_json, human, make_client, url_arg
+
+__all__: list[str] = []
+
+
+def _ckpt_args(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
+    sub.required = True
+    for action, text in (("list", "complete checkpoints, oldest first"),
+                         ("history", "every recorded save, oldest first")):
+        p = sub.add_parser(action, help=text, description=text)
+        p.add_argument("root", type=url_arg, help="gs://bucket/prefix of the CheckpointManager")
+        p.add_argument("--json", action="store_true", help="one JSON document")
+        add_client_arguments(p)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> None:
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    print(line(header))
+    for row in rows:
+        print(line(row))
+
+
+def _list(store: Any, as_json: bool) -> None:
+    found = store.list()
+    if as_json:
+        emit_json([{"step": c.step, "url": c.url, "created": c.created, "size": c.size,
+                    "objects": c.objects, "compression": c.compression} for c in found])
+        return
+    if not found:
+        print(f"no complete checkpoints under {store.root}", file=sys.stderr)
+        return
+    rows = [(str(c.step), c.created, human(c.size), c.compression or "-", c.url) for c in found]
+    _table(("STEP", "CREATED", "SIZE", "COMPRESSION", "URL"), rows, right={0, 2})
+
+
+def _history(store: Any, as_json: bool) -> None:
+    try:
+        records = store.history()
+    except AiofluxError:
+        raise
+    except (ValueError, TypeError) as exc:
+        # A line that is not a SaveRecord is an expected failure: one line, exit 1.
+        raise InvalidArgument(f"history {store.root}history.jsonl is not valid JSON lines: "
+                              f"{exc}") from exc
+    if as_json:
+        from dataclasses import asdict
+
+        emit_json([asdict(r) for r in records])
+        return
+    if not records:
+        print(f"no saves recorded under {store.root}", file=sys.stderr)
+        return
+    rows = [(str(r.step), "ok" if r.ok else "FAILED", human(r.bytes), human(r.stored_bytes),
+             f"{r.blocking_seconds:.2f}", f"{r.total_seconds:.2f}", f"{r.mb_per_s:.1f}",
+             r.created, r.error or "") for r in records]
+    _table(("STEP", "RESULT", "BYTES", "STORED", "BLOCKED_S", "TOTAL_S", "MB/S", "CREATED",
+            "ERROR"), rows, right={0, 2, 3, 4, 5, 6})
+
+
+@command("ckpt", "Inspect checkpoints under gs://bucket/prefix (list, history).", _ckpt_args)
+def _ckpt(args: argparse.Namespace) -> int:
+    from ..torch._retention import CheckpointStore
+
+    bucket, prefix = args.root
+    prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+    with make_client(args) as client:
+        store = CheckpointStore(client.aio, bucket, prefix)
+        if args.action == "list":
+            _list(store, args.json)
+        else:
+            _history(store, args.json)
+    return 0

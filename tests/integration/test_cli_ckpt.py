@@ -1,0 +1,95 @@
+"""``aioflux ckpt list|history`` against the emulator."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from aioflux import Client
+from aioflux.cli import main
+from aioflux.testing import Emulator
+from aioflux.torch import CheckpointManager
+
+
+@pytest.fixture
+def run(emulator: Emulator, capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+    def invoke(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        try:
+            code = main([*argv, "--endpoint", emulator.endpoint])
+        except SystemExit as exc:  # argparse usage errors
+            code = int(exc.code or 0)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return invoke
+
+
+@pytest.fixture
+def root(sync_client: Client, bucket: str) -> str:
+    """A run with complete checkpoints at steps 10 and 20, a step-30
+    directory left by a killed save (no manifest), and their history."""
+    url = f"gs://{bucket}/runs/a"
+    with CheckpointManager(url, client=sync_client) as manager:
+        manager.save({"w": torch.arange(4.0)}, step=10)
+        manager.save({"w": torch.arange(1024.0)}, step=20)
+    sync_client.write(bucket, "runs/a/step-000000000030/state.pt", b"partial")
+    return url
+
+
+def test_list_table_and_json(run, root: str) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run("ckpt", "list", root)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["STEP", "CREATED", "SIZE", "COMPRESSION", "URL"]
+    assert [ln.split()[0] for ln in lines[1:]] == ["10", "20"]  # not the manifest-less 30
+    assert lines[2].split()[-1] == f"{root}/step-000000000020/"
+
+    code, out, _ = run("ckpt", "list", "--json", root + "/")  # a trailing slash is the same root
+    assert code == 0
+    rows = json.loads(out)
+    assert [r["step"] for r in rows] == [10, 20]
+    assert all(set(r["objects"]) == {"state.pt"} and r["size"] > 0 for r in rows)
+    assert rows[0]["compression"] is None
+
+
+def test_history_table_and_json(run, root: str) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run("ckpt", "history", root)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["STEP", "RESULT", "BYTES"]
+    assert [ln.split()[:2] for ln in lines[1:]] == [["10", "ok"], ["20", "ok"]]
+
+    code, out, _ = run("ckpt", "history", "--json", root)
+    records = json.loads(out)
+    assert [(r["step"], r["ok"]) for r in records] == [(10, True), (20, True)]
+    assert records[1]["bytes"] > records[0]["bytes"] > 0  # 1024 floats serialise larger than 4
+    assert all(r["total_seconds"] >= r["blocking_seconds"] >= 0 for r in records)
+
+
+def test_empty_root_is_not_an_error(run, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run("ckpt", "list", f"gs://{bucket}/nothing-here")
+    assert (code, out) == (0, "")
+    assert "no complete checkpoints" in err
+    code, out, _ = run("ckpt", "history", "--json", f"gs://{bucket}/nothing-here")
+    assert (code, json.loads(out)) == (0, [])
+
+
+def test_errors_exit_1_with_one_line(run, sync_client: Client,  # type: ignore[no-untyped-def]
+                                     bucket: str) -> None:
+    code, out, err = run("ckpt", "list", "gs://no-such-bucket-for-ckpt/run")
+    assert code == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("aioflux ckpt:")
+    assert "no-such-bucket-for-ckpt" in err
+
+    sync_client.write(bucket, "bad/history.jsonl", b'{"step": 1}\nnot json\n')
+    code, out, err = run("ckpt", "history", f"gs://{bucket}/bad")
+    assert code == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "history.jsonl" in err
+
+
+def test_usage_errors_exit_2(run, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    assert run("ckpt", f"gs://{bucket}/run")[0] == 2  # no action
+    assert run("ckpt", "list", "not-a-url")[0] == 2
