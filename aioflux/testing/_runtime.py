@@ -129,7 +129,9 @@ class Runtime:
         start = loop.time()
         chunks: list[bytes] = []
         received = 0
-        async for chunk in request.content.iter_any():
+        # iter_chunks hands over the received buffers as they are; iter_any
+        # would join them first (a second copy of every upload).
+        async for chunk, _ in request.content.iter_chunks():
             chunks.append(chunk)
             received += len(chunk)
             if bandwidth:
