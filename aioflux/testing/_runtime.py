@@ -132,6 +132,10 @@ class Runtime:
         # iter_chunks hands over the received buffers as they are; iter_any
         # would join them first (a second copy of every upload).
         async for chunk, _ in request.content.iter_chunks():
+            if not chunk:
+                if request.content.at_eof():
+                    break  # an empty body's reader repeats (b"", True) forever
+                continue  # the end of one HTTP chunk of a chunked body
             chunks.append(chunk)
             received += len(chunk)
             if bandwidth:

@@ -213,7 +213,7 @@ async def _put_part(
     crc, md5 = _check_part_hash(request, data)
     # hashlib releases the GIL on large buffers: hashing a 16 MiB part in a
     # thread keeps the loop serving the other parts meanwhile.
-    digest = md5 or await asyncio.to_thread(_md5, data)
+    digest = md5 if md5 is not None else await asyncio.to_thread(_md5, data)
     etag = digest.hex()
     up.parts[number] = (etag, data, _now())
     # Clients (google-resumable-media) check each part against x-goog-hash.
