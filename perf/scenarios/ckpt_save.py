@@ -86,10 +86,12 @@ def plan(options: Options) -> Plan:
             None,
             (*ours, "--mode", "async"),
             note=(
-                "CheckpointManager(keep_last=1).save_async(state, step=1): seconds = only the "
-                "blocking part (the snapshot to host memory), so its MB/s is not a transfer "
-                "rate; the time until the future resolves is total_s in its JSON lines; its "
-                "RSS growth includes the snapshot (a second copy of the state, by design)"
+                "CheckpointManager(keep_last=1).save_async: an untimed first save (fresh "
+                "host buffers; its blocking time is first_blocking_s in the JSON lines), the "
+                "tensors changed in place, then the timed save_async(step=2) as in a training "
+                "run: seconds = only the blocking part (the snapshot into the reused buffers), "
+                "so its MB/s is not a transfer rate; the time until the future resolves is "
+                "total_s; its RSS growth includes the snapshot (a second copy, by design)"
             ),
             available=_aioflux_ready,
         ),

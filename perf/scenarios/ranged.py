@@ -2,10 +2,8 @@
 
 ``extra_mb`` in the contender's JSON line is the peak RSS during a
 download (VmHWM, reset per object) beyond the RSS before it plus the
-object's bytes: what reading costs on top of the destination buffer. The
-table's peak RSS column is not the contender's own: ``ru_maxrss`` keeps the
-high-water mark of the harness process it was forked from (which held the
-whole warm-up read), so it reads the same for both contenders. Parameters: ``count`` (8;
+object's bytes: what reading costs on top of the destination buffer.
+Parameters: ``count`` (8;
 2 with --quick), ``size`` (256 MiB; 32 MiB with --quick), ``chunk``
 (16 MiB, aioflux's DEFAULT_CHUNK_SIZE).
 """
@@ -43,7 +41,7 @@ def plan(options: Options) -> Plan:
         ],
         baseline="aioflux-ranged",
         targets=[Target("aioflux-single", 4.0)],
-        notes=["peak RSS / RSS growth columns: inherited from the harness through fork "
-               "(ru_maxrss), not the contenders'; see extra_mb in each contender's JSON line"],
+        notes=["RSS growth includes the destination buffers (256 MiB per object); the "
+               "memory beyond them is extra_mb in each contender's JSON line"],
         timeout_s=900.0,
     )
