@@ -11,27 +11,15 @@ the sync writer's thread semaphore, and shares the loop-side upload session
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
-from ._crc import Crc32c
 from ._errors import InvalidArgument
 from ._types import ObjectInfo
-from ._writer import (
-    DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_PART_SIZE,
-    WriterStats,
-    _Bytes,
-    _check_settings,
-    _Session,
-)
-
-if TYPE_CHECKING:
-    from ._client import AsyncClient
+from ._writer import _Bytes, _WriterBase
 
 __all__ = ["AsyncObjectWriter"]
 
 
-class AsyncObjectWriter:
+class AsyncObjectWriter(_WriterBase):
     """Async twin of :class:`ObjectWriter` for use on any event loop.
 
     Args:
@@ -46,27 +34,11 @@ class AsyncObjectWriter:
         InvalidArgument: bad settings.
     """
 
-    def __init__(self, client: AsyncClient, bucket: str, name: str, *,
-                 part_size: int = DEFAULT_PART_SIZE,
-                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-                 content_type: str = "application/octet-stream") -> None:
-        _check_settings(part_size, max_in_flight)
-        self.bucket = bucket
-        self.name = name
-        self.part_size = part_size
-        self._session = _Session(client, bucket, name, content_type, part_size)
+    def _init_flow(self, max_in_flight: int) -> None:
         self._slots = asyncio.Semaphore(max_in_flight)
         self._buffer = bytearray()
-        self._number = 1
-        self._crc = Crc32c()
         self._tasks: set[asyncio.Task[None]] = set()
         self._error: BaseException | None = None
-        self._done = False
-
-    @property
-    def stats(self) -> WriterStats:
-        """What the upload did."""
-        return self._session.stats
 
     async def write(self, data: _Bytes) -> int:
         """Append bytes; waits while ``max_in_flight`` parts are uploading.

@@ -22,7 +22,7 @@ import asyncio
 import concurrent.futures
 import io
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from ._bridge import get_portal
 from ._crc import Crc32c, decode_crc32c, encode_crc32c
@@ -247,7 +247,73 @@ class _Parts:
         self.slots.release()
 
 
-class ObjectWriter(io.BufferedIOBase):
+class _PublishOnExit:
+    """Context-manager and finalizer rules of a writer that publishes on
+    ``close()`` and discards on ``abort()``: leaving a ``with`` block
+    normally publishes, leaving it by an exception aborts, and a writer
+    garbage-collected unclosed is aborted. Shared by ObjectWriter and
+    :class:`~aioflux.torch._zstd.ZstdWriter`; put it before the io base
+    in the bases so its methods win."""
+
+    _done: bool
+
+    if TYPE_CHECKING:
+        # Declared for the type checker only: a real definition here would
+        # be what the writers' own ``super().close()`` reaches.
+        def close(self) -> None: ...
+
+        def abort(self) -> None: ...
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __del__(self) -> None:
+        # io.IOBase.__del__ would close(), i.e. publish a possibly partial
+        # object; an abandoned writer must abort instead.
+        try:
+            if not self._done:
+                self.abort()
+        except Exception:
+            pass
+
+
+class _WriterBase:
+    """What ObjectWriter and AsyncObjectWriter share: their settings, the
+    loop-side upload session and the running CRC. How writes wait for
+    in-flight parts differs (a thread semaphore against an asyncio one), so
+    each writer sets that up in ``_init_flow``."""
+
+    def __init__(self, client: AsyncClient, bucket: str, name: str, *,
+                 part_size: int = DEFAULT_PART_SIZE,
+                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+                 content_type: str = "application/octet-stream") -> None:
+        super().__init__()  # ObjectWriter's io base; object for the async writer
+        _check_settings(part_size, max_in_flight)
+        self.bucket = bucket
+        self.name = name
+        self.part_size = part_size
+        self._session = _Session(client, bucket, name, content_type, part_size)
+        self._init_flow(max_in_flight)
+        self._number = 1
+        self._crc = Crc32c()
+        self._done = False
+
+    def _init_flow(self, max_in_flight: int) -> None:
+        raise NotImplementedError
+
+    @property
+    def stats(self) -> WriterStats:
+        """What the upload did."""
+        return self._session.stats
+
+
+class ObjectWriter(_PublishOnExit, _WriterBase, io.BufferedIOBase):
     """Blocking, write-only file object uploading to ``gs://bucket/name``.
 
     Use as a context manager: leaving the ``with`` block normally publishes
@@ -266,29 +332,12 @@ class ObjectWriter(io.BufferedIOBase):
         InvalidArgument: bad settings.
     """
 
-    def __init__(self, client: AsyncClient, bucket: str, name: str, *,
-                 part_size: int = DEFAULT_PART_SIZE,
-                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-                 content_type: str = "application/octet-stream") -> None:
-        super().__init__()
-        _check_settings(part_size, max_in_flight)
-        self.bucket = bucket
-        self.name = name
-        self.part_size = part_size
+    def _init_flow(self, max_in_flight: int) -> None:
         self._portal = get_portal()
-        self._session = _Session(client, bucket, name, content_type, part_size)
         self._parts = _Parts(max_in_flight)
-        self._buffer = bytearray(part_size)
+        self._buffer = bytearray(self.part_size)
         self._fill = 0
-        self._number = 1
-        self._crc = Crc32c()
         self._futures: list[concurrent.futures.Future[None]] = []
-        self._done = False
-
-    @property
-    def stats(self) -> WriterStats:
-        """What the upload did."""
-        return self._session.stats
 
     @property
     def info(self) -> ObjectInfo | None:
@@ -401,21 +450,3 @@ class ObjectWriter(io.BufferedIOBase):
         self._futures = []
         if not self.closed:
             super().close()
-
-    def __enter__(self) -> ObjectWriter:
-        return self
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-    def __del__(self) -> None:
-        # io.IOBase.__del__ would close(), i.e. publish a possibly partial
-        # object; an abandoned writer must abort instead.
-        try:
-            if not self._done:
-                self.abort()
-        except Exception:
-            pass

@@ -15,7 +15,7 @@ import os
 import random
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
 import torch.distributed as dist
 import torch.utils.data
@@ -130,9 +130,41 @@ def _source(kwargs: dict[str, Any]) -> tuple[_Source, Transform | None]:
     return source, transform or data_format_fn
 
 
+class _FromPrefix:
+    """``from_prefix`` for both datasets: build one with no objects (so the
+    settings in ``kwargs`` give its source), then list through that source."""
+
+    objects: list[ObjectInfo]
+    _source: _Source
+
+    if TYPE_CHECKING:
+        # Declared for the type checker only, so that a dataset's own
+        # ``super().__init__()`` still reaches torch's base.
+        def __init__(self, objects: Sequence[ObjectInfo], **kwargs: Any) -> None: ...
+
+    @classmethod
+    def from_prefix(cls, url: str, *, list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
+                    **kwargs: Any) -> Self:
+        """List ``gs://bucket/prefix`` in parallel (sorted by name) and wrap it.
+
+        Args:
+            url: the prefix URL.
+            list_concurrency: parallel listers.
+            **kwargs: dataset settings (see the class docstring).
+
+        Returns:
+            The dataset.
+
+        Raises:
+            InvalidURL: a malformed URL.
+            StorageError: listing failed.
+        """
+        self = cls([], **kwargs)
+        self.objects = self._source.list_prefix(url, list_concurrency)
+        return self
 
 
-class MapDataset(torch.utils.data.Dataset[Any]):
+class MapDataset(_FromPrefix, torch.utils.data.Dataset[Any]):
     """A map-style dataset: one sample per object, indexable.
 
     ``__getitems__`` downloads a whole DataLoader batch concurrently (the
@@ -164,27 +196,6 @@ class MapDataset(torch.utils.data.Dataset[Any]):
         # A hint and a download in flight belong to this process's loop.
         state["_next_batch"] = state["_prefetched"] = None
         return state
-
-    @classmethod
-    def from_prefix(cls, url: str, *, list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
-                    **kwargs: Any) -> MapDataset:
-        """List ``gs://bucket/prefix`` in parallel (sorted by name) and wrap it.
-
-        Args:
-            url: the prefix URL.
-            list_concurrency: parallel listers.
-            **kwargs: dataset settings (see the class docstring).
-
-        Returns:
-            The dataset.
-
-        Raises:
-            InvalidURL: a malformed URL.
-            StorageError: listing failed.
-        """
-        self = cls([], **kwargs)
-        self.objects = self._source.list_prefix(url, list_concurrency)
-        return self
 
     @classmethod
     def from_objects(cls, objects: Iterable[str | ObjectInfo], **kwargs: Any) -> MapDataset:
@@ -328,7 +339,7 @@ def _dist_rank() -> tuple[int, int]:
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
 
-class IterableDataset(torch.utils.data.IterableDataset[Any]):
+class IterableDataset(_FromPrefix, torch.utils.data.IterableDataset[Any]):
     """An iterable dataset: each epoch yields every object once across all
     DDP ranks and DataLoader workers, shuffled per epoch, with a window of
     downloads in flight.
@@ -378,27 +389,6 @@ class IterableDataset(torch.utils.data.IterableDataset[Any]):
             raise InvalidArgument(f"rank {self.rank} outside world size {self.world_size}")
         self.epoch = 0
         self._iterations = 0
-
-    @classmethod
-    def from_prefix(cls, url: str, *, list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
-                    **kwargs: Any) -> IterableDataset:
-        """List ``gs://bucket/prefix`` in parallel (sorted by name) and wrap it.
-
-        Args:
-            url: the prefix URL.
-            list_concurrency: parallel listers.
-            **kwargs: dataset settings (see the class docstring).
-
-        Returns:
-            The dataset.
-
-        Raises:
-            InvalidURL: a malformed URL.
-            StorageError: listing failed.
-        """
-        self = cls([], **kwargs)
-        self.objects = self._source.list_prefix(url, list_concurrency)
-        return self
 
     def close(self) -> None:
         """Close this process's connections (reopened on next use)."""

@@ -19,6 +19,7 @@ import io
 from typing import Any
 
 from .._errors import InvalidArgument
+from .._writer import _PublishOnExit
 
 try:
     import zstandard
@@ -31,7 +32,7 @@ __all__ = ["DEFAULT_LEVEL", "ZstdWriter", "compress_writer", "decompress_all", "
 DEFAULT_LEVEL = 1
 
 
-class ZstdWriter(io.BufferedIOBase):
+class ZstdWriter(_PublishOnExit, io.BufferedIOBase):
     """Compressing write-only file object over a raw writer with ``abort()``.
 
     Args:
@@ -96,22 +97,6 @@ class ZstdWriter(io.BufferedIOBase):
         self.raw.abort()
         if not self.closed:
             super().close()
-
-    def __enter__(self) -> ZstdWriter:
-        return self
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-    def __del__(self) -> None:
-        try:
-            if not self._done:
-                self.abort()
-        except Exception:
-            pass
 
 
 def compress_writer(raw: Any, *, level: int = DEFAULT_LEVEL, threads: int = -1) -> ZstdWriter:

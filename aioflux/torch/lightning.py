@@ -104,13 +104,10 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
         max_in_flight: writer parts in flight.
     """
 
-    def __init__(self, client: AsyncClient | Client | None = None, *,
-                 compression: str | None = None, part_size: int = DEFAULT_PART_SIZE,
-                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> None:
-        super().__init__(client, compression=compression, part_size=part_size,
-                         max_in_flight=max_in_flight)
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._pending: concurrent.futures.Future[None] | None = None
+    # Class-level "none yet" so GcsCheckpointIO.__init__ serves both classes;
+    # the first background save sets them on the instance.
+    _pool: concurrent.futures.ThreadPoolExecutor | None = None
+    _pending: concurrent.futures.Future[None] | None = None
 
     def _wait(self) -> None:
         pending, self._pending = self._pending, None

@@ -10,21 +10,6 @@ import pytest
 
 from aioflux import Client
 from aioflux.cli import main
-from aioflux.testing import Emulator
-
-
-@pytest.fixture
-def run(emulator: Emulator, capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
-    def invoke(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        try:
-            code = main([*argv, "--endpoint", emulator.endpoint])
-        except SystemExit as exc:  # argparse usage errors
-            code = int(exc.code or 0)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return invoke
 
 
 def test_ls_stat_cat_du(run, sync_client: Client, bucket: str) -> None:  # type: ignore[no-untyped-def]
