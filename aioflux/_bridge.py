@@ -15,12 +15,13 @@ import concurrent.futures
 import os
 import threading
 import weakref
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ._errors import BridgeError
 
-__all__ = ["Portal", "call", "close_at_shutdown", "get_portal", "submit"]
+__all__ = ["Portal", "call", "close_at_shutdown", "get_portal", "iterate", "submit"]
 
 T = TypeVar("T")
 
@@ -175,6 +176,80 @@ def close_at_shutdown(loop: asyncio.AbstractEventLoop, closable: _Closable) -> N
     portal = _portal
     if portal is not None and portal.loop is loop and portal._pid == os.getpid():
         portal._closables.add(closable)
+
+
+_END = object()
+
+
+@dataclass
+class _Failure:
+    error: BaseException
+
+
+async def _pump(agen: AsyncIterator[T], queue: asyncio.Queue[Any]) -> None:
+    try:
+        async for item in agen:
+            await queue.put(item)
+        await queue.put(_END)
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:
+        await queue.put(_Failure(exc))
+    finally:
+        aclose = getattr(agen, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def _start_pump(agen: AsyncIterator[T], buffer: int) -> tuple[asyncio.Queue[Any],
+                                                                    asyncio.Task[None]]:
+    queue: asyncio.Queue[Any] = asyncio.Queue(buffer)
+    return queue, asyncio.create_task(_pump(agen, queue))
+
+
+async def _take(queue: asyncio.Queue[Any], most: int) -> list[Any]:
+    items = [await queue.get()]
+    while len(items) < most and not queue.empty():
+        items.append(queue.get_nowait())
+    return items
+
+
+async def _stop_pump(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+def iterate(agen: AsyncIterator[T], *, batch: int = 64) -> Iterator[T]:
+    """Consume an async iterator from sync code, a batch of ready items per hop.
+
+    A task on the portal loop pumps ``agen`` into a queue of ``batch`` items;
+    each hop to the loop takes the first item it waits for plus every item
+    already waiting, so a fast stream costs one thread hand-off per batch,
+    not per item. Leaving the loop early cancels the pump, which closes
+    ``agen`` (its ``finally`` blocks run on the loop).
+
+    Args:
+        agen: the async iterator (created for, and consumed on, the portal loop).
+        batch: most items per hop, and the queue's size.
+
+    Yields:
+        The items in order.
+
+    Raises:
+        Exception: whatever ``agen`` raised, with its original type.
+    """
+    portal = get_portal()
+    queue, task = portal.call(_start_pump(agen, batch))
+    try:
+        while True:
+            for item in portal.call(_take(queue, batch)):
+                if item is _END:
+                    return
+                if isinstance(item, _Failure):
+                    raise item.error
+                yield item
+    finally:
+        portal.call(_stop_pump(task))
 
 
 def _after_fork_in_child() -> None:

@@ -22,7 +22,7 @@ import asyncio
 import concurrent.futures
 import io
 import threading
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
 from ._bridge import get_portal
 from ._crc import Crc32c, decode_crc32c, encode_crc32c
@@ -32,6 +32,8 @@ from ._types import ObjectInfo, PartInfo
 from ._xml import MAX_PARTS, MIN_PART_SIZE
 
 if TYPE_CHECKING:
+    from typing import Self  # Python >= 3.11; annotations only
+
     from ._client import AsyncClient
 
 __all__ = [

@@ -15,12 +15,12 @@ import os
 import random
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
 import torch.utils.data
 
-from .._bridge import Portal, get_portal
+from .._bridge import Portal, get_portal, iterate
 from .._client import AsyncClient
 from .._config import ClientConfig, RetryPolicy
 from .._download import Data, Downloader, DownloadOptions, gather_bounded
@@ -28,6 +28,9 @@ from .._errors import BridgeError, InvalidArgument
 from .._listing import DEFAULT_LIST_CONCURRENCY, list_objects_parallel
 from .._types import ObjectInfo
 from .._urls import parse_url
+
+if TYPE_CHECKING:
+    from typing import Self  # Python >= 3.11; annotations only
 
 __all__ = ["DEFAULT_PREFETCH", "IterableDataset", "MapDataset", "PrefetchBatchSampler",
            "Transform"]
@@ -426,15 +429,10 @@ class IterableDataset(_FromPrefix, torch.utils.data.IterableDataset[Any]):
         epoch = self.epoch + self._iterations
         self._iterations += 1
         objs = self.shard(epoch, worker, workers)
-        portal = get_portal()
         agen = self._source.downloader.stream(objs, window=self.prefetch, ordered=self.ordered)
-        try:
-            while True:
-                try:
-                    _, data = portal.call(anext(agen))
-                except StopAsyncIteration:
-                    return
-                yield data if self._transform is None else self._transform(data)
-        finally:
-            # Cancels downloads in flight; their finally blocks delete composites.
-            portal.call(agen.aclose())
+        # Ready samples cross from the loop thread in batches (one hand-off per
+        # batch measured ~15% more samples/s than one per sample). Leaving
+        # early cancels the downloads in flight; their finally blocks delete
+        # composites.
+        for _, data in iterate(agen, batch=min(64, self.prefetch)):
+            yield data if self._transform is None else self._transform(data)
