@@ -96,3 +96,42 @@ def test_unclosed_clients_are_closed_quietly_at_exit() -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
     assert "Unclosed" not in out.stderr
+
+
+def test_iterate_yields_in_order_and_propagates_errors() -> None:
+    from aioflux._bridge import iterate
+
+    async def numbers(n: int, fail_at: int | None = None):  # type: ignore[no-untyped-def]
+        for i in range(n):
+            if i == fail_at:
+                raise KeyError("boom")
+            await asyncio.sleep(0)
+            yield i
+
+    assert list(iterate(numbers(200), batch=16)) == list(range(200))
+    got = []
+    with pytest.raises(KeyError, match="boom"):
+        for item in iterate(numbers(50, fail_at=30), batch=8):
+            got.append(item)
+    assert got == list(range(30))
+
+
+def test_iterate_early_exit_closes_the_async_generator() -> None:
+    from aioflux._bridge import iterate
+
+    closed = threading.Event()
+
+    async def endless():  # type: ignore[no-untyped-def]
+        try:
+            i = 0
+            while True:
+                await asyncio.sleep(0)
+                yield i
+                i += 1
+        finally:
+            closed.set()
+
+    for item in iterate(endless(), batch=4):
+        if item == 10:
+            break
+    assert closed.wait(5)
