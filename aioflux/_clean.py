@@ -108,9 +108,8 @@ async def clean_bucket(client: AsyncClient, bucket: str, prefix: str = "", *,
 
     async def delete(obj: ObjectInfo) -> None:
         try:
-            await client.delete(bucket, obj.name, if_generation_match=obj.generation or None)
-        except NotFound:
-            pass
+            await client.delete(bucket, obj.name, if_generation_match=obj.generation or None,
+                                missing_ok=True)
         except StorageError as exc:
             report.errors.append(str(exc))
 

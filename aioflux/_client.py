@@ -14,7 +14,7 @@ from gcloud.aio.storage import Storage
 from ._auth import Auth, emulator_endpoint, resolve_auth
 from ._config import ClientConfig
 from ._crc import crc32c, decode_crc32c, encode_crc32c
-from ._errors import ChecksumMismatch, InvalidArgument
+from ._errors import ChecksumMismatch, InvalidArgument, NotFound
 from ._resumable import ResumableUpload
 from ._transport import Op, Transport
 from ._types import LIST_FIELDS, ListPage, ObjectInfo, objects_from_json
@@ -144,8 +144,6 @@ class AsyncClient(XmlMultipartMixin):
         Raises:
             StorageError: a failure other than 404.
         """
-        from ._errors import NotFound
-
         try:
             await self.stat(bucket, name)
         except NotFound:
@@ -478,6 +476,7 @@ class AsyncClient(XmlMultipartMixin):
         *,
         generation: int | None = None,
         if_generation_match: int | None = None,
+        missing_ok: bool = False,
     ) -> None:
         """Delete an object.
 
@@ -486,9 +485,11 @@ class AsyncClient(XmlMultipartMixin):
             name: object name.
             generation: delete this generation only.
             if_generation_match: precondition.
+            missing_ok: treat "already gone" (404) as success, as clean-up
+                paths want.
 
         Raises:
-            NotFound: no such object.
+            NotFound: no such object (unless ``missing_ok``).
             StorageError: any other failure.
         """
         validate_bucket(bucket)
@@ -504,7 +505,11 @@ class AsyncClient(XmlMultipartMixin):
                 bucket, name, params=params, headers=headers,
                 timeout=int(self.config.timeouts.read_stall))
 
-        await self._transport.run(Op("delete", bucket, name), call)
+        try:
+            await self._transport.run(Op("delete", bucket, name), call)
+        except NotFound:
+            if not missing_ok:
+                raise
 
     async def copy(self, bucket: str, name: str, dest_bucket: str, dest_name: str) -> ObjectInfo:
         """Copy an object server-side (JSON ``rewriteTo``; no bytes pass through us).

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ._bridge import get_portal
 from ._client import AsyncClient
 from ._crc import crc32c_combine
-from ._errors import NotFound, StorageError
+from ._errors import StorageError
 from ._listing import COMPOSED_PREFIX
 from ._types import ObjectInfo
 
@@ -146,9 +146,7 @@ def leftover_composites() -> list[str]:
 
 async def _delete(client: AsyncClient, bucket: str, name: str) -> None:
     try:
-        await client.delete(bucket, name)
-    except NotFound:
-        pass
+        await client.delete(bucket, name, missing_ok=True)
     except StorageError:
         return  # left registered: the exit cleanup (or `aioflux clean`) retries
     _unregister(client, bucket, name)

@@ -199,11 +199,8 @@ class _Session:
         if stored is not None and stored == expected.value:
             return
         # A published object that is not what was written must not survive.
-        try:
-            await self.client.delete(self.bucket, self.name,
-                                     generation=generation or None)
-        except NotFound:
-            pass
+        await self.client.delete(self.bucket, self.name, generation=generation or None,
+                                 missing_ok=True)
         shown = "none" if stored is None else encode_crc32c(stored)
         raise ChecksumMismatch(
             f"write gs://{self.bucket}/{self.name}: stored crc32c {shown} != "

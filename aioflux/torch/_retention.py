@@ -220,10 +220,7 @@ class CheckpointStore:
         Raises:
             StorageError: the delete failed.
         """
-        try:
-            self.call(self.client.delete(self.bucket, name))
-        except NotFound:
-            pass
+        self.call(self.client.delete(self.bucket, name, missing_ok=True))
 
     def retain(self, newest: int, keep_last: int | None,
                busy: Collection[int]) -> builtins.list[int]:

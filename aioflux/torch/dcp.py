@@ -32,7 +32,7 @@ from torch.futures import Future as TorchFuture
 
 from .._bridge import get_portal
 from .._client import AsyncClient
-from .._errors import InvalidArgument, NotFound
+from .._errors import InvalidArgument
 from .._open import resolve_client
 from .._reader import ObjectReader
 from .._sync import Client
@@ -164,10 +164,7 @@ class GcsFileSystem(FileSystemBase):
             path: object URL.
         """
         bucket, name = parse_url(str(path), require_object=True)
-        try:
-            self._call(self.client.delete(bucket, name))
-        except NotFound:
-            pass
+        self._call(self.client.delete(bucket, name, missing_ok=True))
 
     def ls(self, path: str | os.PathLike[str]) -> list[str]:
         """Names directly under ``path``.

@@ -19,7 +19,6 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from .._bridge import get_portal
 from .._client import AsyncClient
-from .._errors import NotFound
 from .._sync import Client
 from .._urls import parse_url
 from .._writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE
@@ -87,10 +86,7 @@ class GcsCheckpointIO(CheckpointIO):
             path: ``gs://bucket/name``.
         """
         bucket, name = parse_url(str(path), require_object=True)
-        try:
-            get_portal().call(self._ckpt.client.delete(bucket, name))
-        except NotFound:
-            pass
+        get_portal().call(self._ckpt.client.delete(bucket, name, missing_ok=True))
 
 
 class AsyncGcsCheckpointIO(GcsCheckpointIO):

@@ -164,6 +164,9 @@ async def test_delete(gcs: tuple[AsyncClient, str]) -> None:
     await client.write(bucket, "d", b"x")
     await client.delete(bucket, "d")
     assert not await client.exists(bucket, "d")
+    await client.delete(bucket, "d", missing_ok=True)  # already gone: fine
+    with pytest.raises(NotFound):
+        await client.delete(bucket, "d")
 
 
 async def test_delete_precondition(client: AsyncClient, bucket: str) -> None:
