@@ -74,8 +74,12 @@ async def _delete_prefix(endpoint: str | None, url: str) -> int:
     bucket, prefix = parse_url(url)
     async with AsyncClient(endpoint=endpoint) as client:
         names = [o.name async for o in client.list_objects(bucket, prefix)]
-        await asyncio.gather(*(client.delete(bucket, n) for n in names))
-    return len(names)
+        await asyncio.gather(*(client.delete(bucket, n, missing_ok=True) for n in names))
+        # The crash left the in-flight checkpoint's multipart upload open.
+        uploads = await client.list_multipart_uploads(bucket, prefix)
+        await asyncio.gather(*(client.abort_multipart(bucket, u.name, u.upload_id)
+                               for u in uploads))
+    return len(names) + len(uploads)
 
 
 def _events(path: Path) -> list[dict[str, Any]]:
@@ -135,7 +139,7 @@ def _run(args: argparse.Namespace) -> int:
         stats = _emulator_stats(endpoint) if args.url is None and endpoint else {}
         if args.url is not None and not args.keep:
             removed = call(_delete_prefix(endpoint, f"{base}/demo-{run_id}/"))
-            print(f"  removed the {removed} objects the demo wrote")
+            print(f"  removed the {removed} objects and open uploads the demo left")
     _summary(log, history, kept, stats)
     return 0
 

@@ -151,3 +151,20 @@ def test_console_script_entry_point_resolves() -> None:
 
     (script,) = entry_points(group="console_scripts", name="aioflux")
     assert script.load() is main
+
+
+@pytest.mark.timeout(240)
+def test_demo_against_a_bucket_url_cleans_up(emulator: Emulator, bucket: str,
+                                             sync_client: Client,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.endpoint)
+    code = main(["demo", "--url", f"gs://{bucket}/runs", "--samples", "200", "--steps", "12",
+                 "--ckpt-every", "4", "--crash-at", "8", "--batch-size", "16"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"aioflux demo on gs://{bucket}/runs" in out
+    assert "faults injected and retried  n/a (real bucket)" in out
+    assert "removed the" in out
+    assert list(sync_client.list_objects(bucket)) == []
+    assert sync_client.list_multipart_uploads(bucket) == []
