@@ -10,6 +10,7 @@ import pytest
 
 from aioflux import Client
 from aioflux.cli import main
+from aioflux.testing import Emulator
 
 
 def test_ls_stat_cat_du(run, sync_client: Client, bucket: str) -> None:  # type: ignore[no-untyped-def]
