@@ -9,31 +9,16 @@ lazily, because the portal and the transport both check the process id.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, TypeVar, cast
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
 
-from ._bridge import get_portal
+from ._bridge import get_portal, iterate
 from ._client import AsyncClient, Buffer, SourceSpec
 from ._config import ClientConfig
 from ._types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 
 __all__ = ["Client"]
 
-T = TypeVar("T")
-
-
-def _iterate(agen: AsyncIterator[T]) -> Iterator[T]:
-    portal = get_portal()
-    try:
-        while True:
-            try:
-                yield portal.call(agen.__anext__())  # type: ignore[arg-type]
-            except StopAsyncIteration:
-                return
-    finally:
-        aclose = getattr(agen, "aclose", None)
-        if aclose is not None:
-            portal.call(aclose())
 
 
 class Client:
@@ -92,7 +77,7 @@ class Client:
 
     def list(self, bucket: str, prefix: str = "", **kwargs: Any) -> Iterator[ListPage]:
         """See :meth:`AsyncClient.list`; yields pages."""
-        return _iterate(self.aio.list(bucket, prefix, **kwargs))
+        return iterate(self.aio.list(bucket, prefix, **kwargs), batch=1)
 
     def list_objects(self, bucket: str, prefix: str = "", **kwargs: Any) -> Iterator[ObjectInfo]:
         """See :meth:`AsyncClient.list_objects`; yields objects."""

@@ -357,8 +357,3 @@ def map_exception(exc: BaseException, op: Op) -> BaseException:
 def _safe(exc: BaseException) -> str:
     # Connection errors name host and port, never headers; cap the length.
     return str(exc)[:200]
-
-
-def loads_json(raw: bytes) -> Any:
-    """Parse a JSON response body."""
-    return json.loads(raw)

@@ -18,6 +18,7 @@ order, still bounded and still published only by the final request.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import concurrent.futures
 import io
@@ -282,7 +283,7 @@ class _PublishOnExit:
             pass
 
 
-class _WriterBase:
+class _WriterBase(abc.ABC):
     """What ObjectWriter and AsyncObjectWriter share: their settings, the
     loop-side upload session and the running CRC. How writes wait for
     in-flight parts differs (a thread semaphore against an asyncio one), so
@@ -303,8 +304,9 @@ class _WriterBase:
         self._crc = Crc32c()
         self._done = False
 
+    @abc.abstractmethod
     def _init_flow(self, max_in_flight: int) -> None:
-        raise NotImplementedError
+        """Set up how ``write`` waits when ``max_in_flight`` parts are uploading."""
 
     @property
     def stats(self) -> WriterStats:

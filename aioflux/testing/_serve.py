@@ -75,6 +75,7 @@ async def _serve(args: argparse.Namespace, profile: EmulatorProfile, faults: Fau
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
+        # Not available on Windows event loops, nor off the main thread.
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     async with emu:
