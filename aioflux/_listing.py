@@ -3,11 +3,14 @@ ranges of one prefix, inside one event loop, with work stealing.
 
 One lister starts on the whole prefix. Whenever a page comes back or a
 lister finishes and fewer than ``concurrency`` listers are busy, the range
-with the most key space left, among those whose last page had a successor
-and at least two pages' worth of space left, is cut, and its upper half goes
-to a new lister. The cut is the midpoint in the alphabet of the names seen
-so far, but at most a few pages (at the range's own density) above its
-cursor, so splits follow where the names are. Each page is a fresh request from the
+with the most key space left is cut and its upper part goes to a new
+lister. The cut is the midpoint in the alphabet of the names seen so far,
+but at most a few pages (at the range's density) above its low end, so
+splits follow where the names are. A range's density is the key space its
+last page spanned; a range split off before it listed anything inherits its
+parent's, so one page is enough to put every free lister to work (one new
+range per round trip, waiting for each to list a page first, kept only 4-8
+of 16 listers busy on 100k names). Each page is a fresh request from the
 range's cursor (no page tokens), so a range can shrink while its lister is
 between pages; names at or past a range's current end are dropped there and
 listed by whoever owns them now. Every name is therefore listed exactly once.
@@ -39,15 +42,18 @@ __all__ = [
 COMPOSED_PREFIX = "aioflux-composed/"
 # 16 listers: a page costs ~1 RTT plus JSON parsing of 1000 items, so beyond
 # ~16 the one event loop (not the network) becomes the limit on 2-4 cores.
-# Measured (100k names, gcs-like emulator, 2 loaded cores, one run each):
-# 4 listers 1.0-1.6 s, 16: 1.0-1.2 s, 32: 0.9-1.4 s; one lister ~3.1 s. The
-# client then spends ~0.5 s of CPU parsing 100 pages: that is the floor.
+# Measured (100k names, gcs-like emulator, 2 cores): 16 listers 0.39-0.49 s,
+# one lister ~2.8 s; the client spends ~0.4 s of CPU parsing 100 pages (a
+# fifth of it garbage collection of the 100k ObjectInfo): that is the floor.
 DEFAULT_LIST_CONCURRENCY = 16
 # Room added past the longer bound so two adjacent names still have a midpoint.
 _EXTRA_DIGITS = 2
 _MAX_DIGITS = 256
-# A split leaves the splitting lister this many pages (at its density).
-_KEEP_PAGES = 4
+# A split leaves the splitting lister this many pages (at its density). Every
+# boundary between pieces costs about one partial page; 2, 4 and 8 listed
+# 100k names equally fast, and 8 wasted the fewest requests on names in
+# clusters with gaps between them.
+_KEEP_PAGES = 8
 
 
 @dataclass
@@ -59,16 +65,16 @@ class KeyRange:
         end: end (exclusive); ``None`` means the end of the prefix.
         cursor: the last name emitted from this range, if any.
         done: the lister finished it.
-        more: a page came back and has a successor (worth splitting).
-        page_from: where the last page began (it ended at ``cursor``).
+        sample: first and last name of a full page at this range's density:
+            its own last page, or its parent's until it lists one. ``None``
+            until then for the first range (nothing to split by yet).
     """
 
     start: str
     end: str | None
     cursor: str | None = None
     done: bool = False
-    more: bool = False
-    page_from: str | None = None
+    sample: tuple[str, str] | None = None
 
     @property
     def low(self) -> str:
@@ -247,7 +253,13 @@ class _Lister:
                     objs = objs[:bisect_left(objs, r.end, key=_name)]
                     r.done = True
                 if objs:
-                    r.page_from = r.low
+                    if page.next_page_token is not None:
+                        # Only a full page measures density (a short last
+                        # page looks sparser than it is). A first page spans
+                        # from its first name: the range's start may lie far
+                        # below it (the prefix itself, or a gap).
+                        first = objs[0].name if r.cursor is None else r.cursor
+                        r.sample = (first, objs[-1].name)
                     r.cursor = objs[-1].name
                     # The split alphabet is sampled from every 50th name, not
                     # only the cursor: from cursors alone the first page of
@@ -261,7 +273,6 @@ class _Lister:
                 kept = self._keep(objs)
                 if page.next_page_token is None:
                     r.done = True
-                r.more = not r.done
                 if r.done:
                     self.ranges.remove(r)
                 if kept:
@@ -279,12 +290,14 @@ class _Lister:
             return [o for o in objs if not (o.name.endswith("/") or o.name.startswith(skip))]
         return [o for o in objs if not o.name.endswith("/")]
 
-    def _last_page_span(self, r: KeyRange, digits: int) -> int:
-        n = len(self.prefix)
-        if r.page_from is None or r.cursor is None:
+    def _page_span(self, r: KeyRange, digits: int) -> int:
+        """Key space of one page at ``r``'s density (0: not known yet)."""
+        if r.sample is None:
             return 0
-        return (self.alphabet.to_int(r.cursor[n:], digits)
-                - self.alphabet.to_int(r.page_from[n:], digits))
+        n = len(self.prefix)
+        first, last = r.sample
+        return (self.alphabet.to_int(last[n:], digits)
+                - self.alphabet.to_int(first[n:], digits))
 
     def _split_at(self, r: KeyRange, hi: str | None, digits: int) -> str | None:
         # The midpoint of the key space, but the lister keeps at most
@@ -295,39 +308,37 @@ class _Lister:
         a = self.alphabet
         lo = r.low[len(self.prefix):]
         low, high = a.to_int(lo, digits), a.to_int(hi, digits)
-        point = low + min((high - low) // 2, _KEEP_PAGES * self._last_page_span(r, digits))
+        point = low + min((high - low) // 2, _KEEP_PAGES * self._page_span(r, digits))
         mid = a.to_str(point, digits)
         if lo < mid and (hi is None or mid < hi):
             return self.prefix + mid
         return None
 
     def _steal(self) -> None:
-        # Free capacity takes the upper half of the range with most space left
-        # among ranges known to hold more than the page just listed: splitting
-        # ranges not listed yet (possibly empty) made a storm of tiny requests once
-        # finished listers freed capacity at once (100k names, 16 listers:
-        # 22 s instead of 1 s). Midpoints use the precision of real names
-        # (+2 digits) so split points do not get longer with every generation.
-        if self.closing:
+        # Free capacity takes the upper part of the range with most key space
+        # left among ranges whose density is known (listed a full page, or
+        # inherited one at a split). Pieces stay at least two pages wide at
+        # that density: halving ranges of unknown density (possibly empty)
+        # made a storm of tiny requests once finished listers freed capacity
+        # at once (100k names, 16 listers: 22 s instead of 1 s). Midpoints use
+        # the precision of real names (+2 digits) so split points do not get
+        # longer with every generation.
+        if self.closing or not self.alphabet.chars:
             return
         digits = min(self.alphabet.max_len + _EXTRA_DIGITS, _MAX_DIGITS)
         n = len(self.prefix)
         while len(self.tasks) < self.concurrency:
-            # Worth splitting: at least two more pages' worth of key space
-            # left, at the density of the range's last page (so both halves
-            # get a page or more).
-            sized = [(left, r) for r in self.ranges if r.more and not r.done
-                     and (left := _remaining(self.alphabet, self.prefix, r))
-                     >= 2 * self._last_page_span(r, digits)]
-            if not sized or not self.alphabet.chars:
+            sized = [(left, r) for r in self.ranges if not r.done
+                     and (span := self._page_span(r, digits)) > 0
+                     and (left := _remaining(self.alphabet, self.prefix, r)) >= 2 * span]
+            if not sized:
                 return
             sized.sort(reverse=True, key=lambda pair: pair[0])
-            candidates = [r for _, r in sized]
-            for victim in candidates:
+            for _, victim in sized:
                 hi = None if victim.end is None else victim.end[n:]
                 mid = self._split_at(victim, hi, digits)
                 if mid is not None:
-                    new = KeyRange(mid, victim.end)
+                    new = KeyRange(mid, victim.end, sample=victim.sample)
                     victim.end = mid
                     self._spawn(new)
                     break

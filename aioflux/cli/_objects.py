@@ -58,7 +58,7 @@ def _stat(args: argparse.Namespace) -> int:
         info = client.stat(bucket, name)
     emit_json({"url": info.url, "size": info.size, "generation": info.generation,
                "crc32c": info.crc32c, "md5": info.md5, "content_type": info.content_type,
-               "updated": info.updated, "metadata": info.metadata})
+               "updated": info.updated, "metadata": dict(info.metadata)})
     return 0
 
 

@@ -9,6 +9,7 @@ import random
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -89,6 +90,52 @@ async def test_work_stealing_spreads_listing_and_sorts() -> None:
     assert [o.name for o in got] == [f"data/{i:06d}" for i in range(5000)]
     # 5000 names in pages of 100 need 50 pages; splits add only a few extra requests.
     assert fake.requests < 50 + 8 * 4
+
+
+class SlowLister(FakeLister):
+    """A FakeLister whose every page takes one simulated round trip."""
+
+    def __init__(self, names: list[str], page_size: int, rtt: float) -> None:
+        super().__init__(names, page_size, 0)
+        self.rtt = rtt
+        self.in_flight = 0
+        self.pages_done = 0
+        self.pages_before: dict[int, int] = {}  # requests in flight -> pages back before
+
+    async def list(self, bucket: str, prefix: str = "", **kwargs: Any) -> AsyncIterator[ListPage]:
+        async for page in super().list(bucket, prefix, **kwargs):
+            self.in_flight += 1
+            self.pages_before.setdefault(self.in_flight, self.pages_done)
+            await asyncio.sleep(self.rtt)
+            self.in_flight -= 1
+            self.pages_done += 1
+            yield page
+
+
+async def test_one_page_puts_every_lister_to_work() -> None:
+    # Ranges split off a fresh range inherit its density, so after the first
+    # page every free lister gets a piece at once instead of one new lister
+    # per round trip (which kept 4-8 of 16 busy on 100k names).
+    names = [f"obj-{i:06d}" for i in range(20_000)]
+    fake = SlowLister(names, 100, 0.01)
+    got = await list_objects_parallel(fake, "bkt", concurrency=16)  # type: ignore[arg-type]
+    assert len(got) == len(names)
+    assert fake.pages_before[16] == 1  # all 16 at work as soon as one page is back
+    assert fake.requests < 1.5 * 200  # split pieces end in partial pages
+
+
+@pytest.mark.parametrize("names", [
+    [f"a/{i:04d}" for i in range(2500)] + [f"zz/{i:04d}" for i in range(2500)],
+    [f"a/{i:04d}" for i in range(4000)] + [f"q{i}" for i in range(0, 10**6, 1000)],
+    [f"{random.Random(i).getrandbits(64):016x}/f" for i in range(5000)],
+], ids=["two-clusters", "sparse-tail", "hashed"])
+async def test_uneven_names_cost_a_bounded_number_of_extra_requests(names: list[str]) -> None:
+    # Inherited densities can be wrong (a gap between clusters): pieces that
+    # turn out empty cost one request each, never a storm.
+    fake = FakeLister(names, 100, 5)
+    got = await list_objects_parallel(fake, "bkt", concurrency=16)  # type: ignore[arg-type]
+    assert sorted(o.name for o in got) == sorted(names)
+    assert fake.requests <= 3 * 50  # 50 pages' worth of names
 
 
 async def test_iter_objects_streams_everything_once() -> None:
