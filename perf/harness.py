@@ -102,6 +102,10 @@ class Plan:
             not checked); a contender that reports otherwise is flagged.
         expect_bytes: likewise for bytes.
         warm_read: read every seeded object once, untimed, before round 1.
+        warm_rounds: untimed rounds of every contender before the timed
+            ones. For uploads: a fresh emulator faults in the memory of the
+            first objects it stores (~3-5 s of its kernel time per GiB on the
+            2-core VM), a cost a real server never puts on the client's cores.
         seed_concurrency: parallel uploads while seeding.
     """
 
@@ -118,6 +122,7 @@ class Plan:
     expect_items: int | None = None
     expect_bytes: int | None = None
     warm_read: bool = True
+    warm_rounds: int = 0
     seed_concurrency: int = 64
 
 
@@ -201,9 +206,19 @@ def _wrong(plan: Plan, sample: dict[str, Any]) -> str | None:
 
 
 def _one_round(
-    plan: Plan, out: Outcome, rnd: int, manifest: Path, emu: emulator.Emulator, run_dir: Path
+    plan: Plan, out: Outcome, rnd: int, manifest: Path, emu: emulator.Emulator, run_dir: Path,
+    *, warm_up: bool = False,
 ) -> None:
     name = out.contender.name
+    if warm_up:
+        try:
+            _run_one(out.contender, manifest, _env(emu, out.contender), plan.timeout_s,
+                     run_dir / f"{name}.warm-up.log")
+        except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
+            print(f"[perf] warm-up {name}: FAILED {exc}", flush=True)  # the timed rounds tell
+        else:
+            print(f"[perf] warm-up {name}: done (untimed)", flush=True)
+        return
     log = run_dir / f"{name}.log"
     cpu_before = emulator.cpu_seconds(emu.pid)
     try:
@@ -266,6 +281,9 @@ def run(
         )
         # Other work on the machine skews every contender; the 1-minute load
         # average around the rounds says how much to trust this run.
+        for rnd in range(plan.warm_rounds):
+            for out in active:
+                _one_round(plan, out, rnd, manifest, emu, run_dir, warm_up=True)
         load_before = os.getloadavg()[0]
         for rnd in range(1, rounds + 1):
             for out in active:

@@ -102,11 +102,7 @@ def render(
         "",
         f"- emulator: {emu.kind}, profile {emu.profile}; a separate process on the same cores",
         f"- rounds: {rounds}, interleaved in the order {order}; table shows medians",
-        (
-            "- warm-up: the harness reads every object once, untimed, before round 1; each "
-            "contender times only its work (imports and client construction excluded, "
-            "connection setup included)"
-        ),
+        _warm_up_line(plan),
         f"- machine: {machine()}; 1-min load average {load[0]:.1f} before the rounds, "
         f"{load[1]:.1f} after (above nproc means other work competed)",
         (
@@ -153,3 +149,15 @@ def write_results(path: Path, section: str) -> None:
         path.write_text(_HEADER)
     with path.open("a") as fh:
         fh.write("\n" + section)
+
+
+def _warm_up_line(plan: Plan) -> str:
+    steps = []
+    if plan.warm_read:
+        steps.append("the harness reads every object once, untimed, before round 1")
+    if plan.warm_rounds:
+        steps.append(f"{plan.warm_rounds} untimed round(s) of every contender ran first "
+                     "(the emulator's memory reaches its steady state)")
+    first = "; ".join(steps) if steps else "none"
+    return (f"- warm-up: {first}; each contender times only its work (imports and client "
+            "construction excluded, connection setup included)")

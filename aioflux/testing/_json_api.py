@@ -12,11 +12,11 @@ import json
 from typing import Any
 from urllib.parse import unquote
 
-import google_crc32c
 from aiohttp import web
 
 from aioflux.testing import _errors as err
 from aioflux.testing._json_upload import handle_upload
+from aioflux.testing._rope import Rope
 from aioflux.testing._runtime import Runtime, parse_range
 from aioflux.testing._store import ObjectRecord
 from aioflux.testing._util import (
@@ -214,7 +214,7 @@ async def _get(
     headers["Content-Range"] = f"bytes {start}-{end - 1}/{rec.size}"
     return await rt.send_body(
         request,
-        memoryview(rec.data)[start:end],
+        rec.data.slice(start, end),
         status=206,
         headers=headers,
         content_type=rec.content_type,
@@ -263,7 +263,8 @@ async def _compose(
         if match is not None and int(match) != rec.generation:
             raise err.precondition_failed(f"{bucket}/{rec.name}")
         records.append(rec)
-    data = records[0].data if len(records) == 1 else b"".join(r.data for r in records)
+    # The composite shares its sources' pieces (no copy, no fresh memory).
+    data = Rope(r.data for r in records)
     dest = doc.get("destination") or {}
     result = store.put(
         bucket,
@@ -272,7 +273,6 @@ async def _compose(
         content_type=dest.get("contentType") or records[0].content_type,
         metadata=dest.get("metadata"),
         preconditions=preconditions_from(request.query),
-        crc32c=google_crc32c.value(data),
         with_md5=False,  # composite objects carry no MD5 on GCS
         component_count=sum(r.component_count or 1 for r in records),
     )

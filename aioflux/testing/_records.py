@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from aioflux.testing import _errors as err
+from aioflux.testing._rope import Rope
 
 __all__ = [
     "Bucket",
@@ -48,7 +49,7 @@ class ObjectRecord:
     """One object generation; never mutated once stored.
 
     Attributes:
-        data: the object bytes (served as memoryview slices, never copied).
+        data: the content (served as views into its pieces, never copied).
         md5: the MD5 digest, or ``None`` for composite objects (as on GCS).
     """
 
@@ -78,7 +79,7 @@ class ObjectRecord:
         self,
         bucket: str,
         name: str,
-        data: bytes,
+        data: bytes | Rope,
         *,
         generation: int,
         metageneration: int,
@@ -92,8 +93,8 @@ class ObjectRecord:
     ) -> None:
         self.bucket = bucket
         self.name = name
-        self.data = data
-        self.size = len(data)
+        self.data = data if isinstance(data, Rope) else Rope((data,))
+        self.size = self.data.size
         self.generation = generation
         self.metageneration = metageneration
         self.crc32c = crc32c
@@ -200,7 +201,7 @@ class MultipartUpload:
     content_type: str
     metadata: dict[str, str]
     initiated: str
-    parts: dict[int, tuple[str, bytes, str]] = field(default_factory=dict)
+    parts: dict[int, tuple[str, Rope, str]] = field(default_factory=dict)
     """part number -> (md5 hex ETag without quotes, bytes, last-modified)"""
 
 

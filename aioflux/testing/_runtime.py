@@ -17,6 +17,7 @@ from aiohttp import web
 
 from aioflux.testing import _errors as err
 from aioflux.testing._profile import EmulatorProfile, Faults
+from aioflux.testing._rope import Rope
 from aioflux.testing._store import Store
 
 __all__ = ["Runtime", "parse_range"]
@@ -115,10 +116,15 @@ class Runtime:
             await asyncio.sleep(self._profile.ttfb)
 
     async def read_body(self, request: web.BaseRequest) -> bytes:
-        """Read the whole request body once, paced to the bandwidth cap.
+        """Read the whole request body once, paced to the bandwidth cap."""
+        return bytes(await self.read_pieces(request))
 
-        Returns:
-            The body; chunks are joined once (no repeated growth copies).
+    async def read_pieces(self, request: web.BaseRequest) -> Rope:
+        """Read the whole request body as the buffers it arrived in.
+
+        Upload paths store these as they are: joining them copied every part
+        once more into fresh memory (a 32 MiB part is also past the size
+        glibc serves from its heap, so its pages were faulted in anew).
         """
         if request.headers.get("Expect", "").lower() == "100-continue" and request.writer:
             # The low-level server has no router to answer Expect for us
@@ -130,7 +136,7 @@ class Runtime:
         chunks: list[bytes] = []
         received = 0
         # iter_chunks hands over the received buffers as they are; iter_any
-        # would join them first (a second copy of every upload).
+        # would join them first.
         async for chunk, _ in request.content.iter_chunks():
             if not chunk:
                 if request.content.at_eof():
@@ -142,9 +148,7 @@ class Runtime:
                 delay = start + received / bandwidth - loop.time()
                 if delay > _MIN_SLEEP:
                     await asyncio.sleep(delay)
-        if len(chunks) == 1:
-            return chunks[0]
-        return b"".join(chunks)
+        return Rope(chunks)
 
     def _draw(self, p: float) -> bool:
         return bool(p) and self._rng.random() < p
@@ -152,7 +156,7 @@ class Runtime:
     async def send_body(
         self,
         request: web.BaseRequest,
-        body: bytes | memoryview,
+        body: Rope,
         *,
         status: int = 200,
         headers: Mapping[str, str] | None = None,
@@ -162,7 +166,7 @@ class Runtime:
 
         Args:
             request: the request being answered (HEAD gets headers only).
-            body: the bytes to send; a memoryview slice for ranges.
+            body: the content to send (a whole object or a range of one).
             status: 200 or 206.
             headers: extra headers (hashes, generation, Content-Range...).
             content_type: the object's content type.
@@ -172,7 +176,7 @@ class Runtime:
         """
         hdrs = dict(headers or {})
         hdrs["Content-Type"] = content_type
-        size = len(body)
+        size = body.size
         if request.method == "HEAD":
             hdrs["Content-Length"] = str(size)
             return web.Response(status=status, headers=hdrs)
@@ -180,8 +184,10 @@ class Runtime:
         reset = self._draw(f.p_reset) and size > 1
         stall = self._draw(f.p_stall) and size > 0
         bandwidth = self._profile.bandwidth
-        if not (reset or stall or bandwidth) and isinstance(body, bytes):
-            return web.Response(status=status, headers=hdrs, body=body)
+        pieces = body.pieces
+        if not (reset or stall or bandwidth) and len(pieces) <= 1 and (
+                not pieces or isinstance(pieces[0], bytes)):
+            return web.Response(status=status, headers=hdrs, body=bytes(body))
 
         resp = web.StreamResponse(status=status, headers=hdrs)
         resp.content_length = size
@@ -196,36 +202,28 @@ class Runtime:
         return resp
 
     async def _stream(self, request: web.BaseRequest, resp: web.StreamResponse,
-                      body: bytes | memoryview, *, reset: bool, stall: bool,
+                      body: Rope, *, reset: bool, stall: bool,
                       bandwidth: float | None) -> None:
         f = self._faults
-        size = len(body)
-        view = memoryview(body)
-        if not (reset or stall or bandwidth):
-            # A range: hand the slice to the transport as is (Response would
-            # wrap a memoryview in a payload that warns above 1 MiB).
-            await resp.write(view)
-            await resp.write_eof()
-            return
-        half = size // 2
+        half = body.size // 2
         chunk = _MAX_CHUNK
         if bandwidth:
             # ~5 ms of data per write keeps the pacing smooth at low caps.
             chunk = int(min(_MAX_CHUNK, max(_MIN_CHUNK, bandwidth * 0.005)))
+        elif not (reset or stall):
+            chunk = body.size  # no pacing: hand each piece (or range of one) over as is
         loop = asyncio.get_running_loop()
         start = loop.time()
         paused = 0.0
         sent = 0
-        while sent < size:
-            end = min(size, sent + chunk)
-            if (reset or stall) and sent < half <= end:
-                end = half  # stop exactly mid-body for the fault
+        for view in body.chunks(max(chunk, 1), split_at=half if reset or stall else None):
+            end = sent + len(view)
             if bandwidth:
                 # Pace before writing so the last byte leaves at size/bandwidth.
                 delay = start + paused + end / bandwidth - loop.time()
                 if delay > _MIN_SLEEP:
                     await asyncio.sleep(delay)
-            await resp.write(view[sent:end])
+            await resp.write(view)
             sent = end
             if sent == half and reset:
                 self.stats["resets"] += 1

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import base64
 import bisect
-import hashlib
 import itertools
 import time
 from collections.abc import Mapping
-
-import google_crc32c
 
 from aioflux.testing import _errors as err
 from aioflux.testing._records import (
@@ -28,6 +25,7 @@ from aioflux.testing._records import (
     b64_md5,
     rfc3339,
 )
+from aioflux.testing._rope import Rope
 
 __all__ = [
     "Bucket",
@@ -124,7 +122,7 @@ class Store:
         self,
         bucket: str,
         name: str,
-        data: bytes,
+        data: bytes | Rope,
         *,
         content_type: str | None = None,
         metadata: Mapping[str, str] | None = None,
@@ -137,7 +135,8 @@ class Store:
         """Store a new generation of an object.
 
         Args:
-            data: the bytes; kept as-is (pass ``bytes``, not a buffer that changes).
+            data: the content; kept as-is (``bytes`` or a Rope of them, never
+                a buffer that changes).
             preconditions: checked against the live generation (412 on failure).
             crc32c: the CRC32C if the caller already computed it.
             md5: the MD5 digest if the caller already computed it.
@@ -155,14 +154,16 @@ class Store:
         if preconditions is not None:
             preconditions.check(old)
         now = rfc3339(time.time_ns())
+        if not isinstance(data, Rope):
+            data = Rope((data,))
         rec = ObjectRecord(
             bucket,
             name,
             data,
             generation=self.next_generation(),
             metageneration=1,
-            crc32c=google_crc32c.value(data) if crc32c is None else crc32c,
-            md5=(md5 or hashlib.md5(data).digest()) if with_md5 else None,
+            crc32c=data.crc32c() if crc32c is None else crc32c,
+            md5=(md5 or data.md5()) if with_md5 else None,
             content_type=content_type or "application/octet-stream",
             time_created=now,
             updated=now,

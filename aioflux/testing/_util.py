@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from aioflux.testing import _errors as err
+from aioflux.testing._rope import Rope
 from aioflux.testing._store import ObjectRecord, Preconditions, b64_crc32c, b64_md5
 
 __all__ = [
@@ -76,7 +77,7 @@ def parse_goog_hash(value: str | None) -> dict[str, str]:
 
 
 def verify_hashes(
-    data: bytes, crc32c: int, sent_crc32c: str | None, sent_md5: str | None
+    data: bytes | Rope, crc32c: int, sent_crc32c: str | None, sent_md5: str | None
 ) -> bytes | None:
     """Check client-sent hashes against the received bytes.
 
@@ -95,7 +96,7 @@ def verify_hashes(
     if sent_crc32c and sent_crc32c != b64_crc32c(crc32c):
         raise err.bad_digest("CRC32C", sent_crc32c, b64_crc32c(crc32c))
     if sent_md5:
-        digest = hashlib.md5(data).digest()
+        digest = data.md5() if isinstance(data, Rope) else hashlib.md5(data).digest()
         if sent_md5 != b64_md5(digest):
             raise err.bad_digest("MD5", sent_md5, b64_md5(digest))
         return digest

@@ -17,10 +17,10 @@ from email.utils import format_datetime
 from urllib.parse import quote
 from xml.sax.saxutils import escape
 
-import google_crc32c
 from aiohttp import web
 
 from aioflux.testing import _errors as err
+from aioflux.testing._rope import Rope
 from aioflux.testing._runtime import Runtime, parse_range
 from aioflux.testing._store import Preconditions, b64_crc32c, b64_md5, rfc3339
 from aioflux.testing._util import media_headers, parse_goog_hash, query_int, verify_hashes
@@ -133,9 +133,9 @@ async def _get(rt: Runtime, request: web.BaseRequest, bucket: str, key: str) -> 
         return await rt.send_body(request, rec.data, headers=headers, content_type=rec.content_type)
     start, end = rng
     headers["Content-Range"] = f"bytes {start}-{end - 1}/{rec.size}"
-    body = rec.data if (start, end) == (0, rec.size) else memoryview(rec.data)[start:end]
     return await rt.send_body(
-        request, body, status=206, headers=headers, content_type=rec.content_type
+        request, rec.data.slice(start, end), status=206, headers=headers,
+        content_type=rec.content_type,
     )
 
 
@@ -143,8 +143,8 @@ def _http_date(rfc: str) -> str:
     return format_datetime(datetime.fromisoformat(rfc.replace("Z", "+00:00")), usegmt=True)
 
 
-def _check_part_hash(request: web.BaseRequest, data: bytes) -> tuple[int, bytes | None]:
-    crc = google_crc32c.value(data)
+def _check_part_hash(request: web.BaseRequest, data: Rope) -> tuple[int, bytes | None]:
+    crc = data.crc32c()
     sent = parse_goog_hash(request.headers.get("x-goog-hash"))
     md5 = verify_hashes(
         data, crc, sent.get("crc32c"), sent.get("md5") or request.headers.get("Content-MD5")
@@ -162,7 +162,7 @@ def _user_metadata(request: web.BaseRequest) -> dict[str, str]:
 
 async def _put(rt: Runtime, request: web.BaseRequest, bucket: str, key: str) -> web.StreamResponse:
     await rt.first_byte_delay()
-    data = await rt.read_body(request)
+    data = await rt.read_pieces(request)
     rt.store.bucket(bucket)
     crc, md5 = _check_part_hash(request, data)
     rec = rt.store.put(
@@ -208,21 +208,17 @@ async def _put_part(
             f"Part number must be an integer between 1 and {_MAX_PARTS}, inclusive",
             details=str(number),
         )
-    data = await rt.read_body(request)
+    data = await rt.read_pieces(request)
     up = rt.store.multipart(bucket, key, upload_id)
     crc, md5 = _check_part_hash(request, data)
     # hashlib releases the GIL on large buffers: hashing a 16 MiB part in a
     # thread keeps the loop serving the other parts meanwhile.
-    digest = md5 if md5 is not None else await asyncio.to_thread(_md5, data)
+    digest = md5 if md5 is not None else await asyncio.to_thread(data.md5)
     etag = digest.hex()
     up.parts[number] = (etag, data, _now())
     # Clients (google-resumable-media) check each part against x-goog-hash.
     goog_hash = f"crc32c={b64_crc32c(crc)},md5={b64_md5(digest)}"
     return web.Response(status=200, headers={"ETag": f'"{etag}"', "x-goog-hash": goog_hash})
-
-
-def _md5(data: bytes) -> bytes:
-    return hashlib.md5(data).digest()
 
 
 def _now() -> str:
@@ -265,7 +261,7 @@ async def _complete(
     if not listed:
         raise _malformed()
     # Structure first (order, existence, ETags), then sizes, as S3 and GCS do.
-    chosen: list[bytes] = []
+    chosen: list[Rope] = []
     previous = 0
     for number, etag in listed:
         if number <= previous:
@@ -288,11 +284,12 @@ async def _complete(
                 xml_code="EntityTooSmall",
                 details=f"part {number}",
             )
-    data = chosen[0] if len(chosen) == 1 else b"".join(chosen)
+    # The object keeps the parts as they are (a Rope): no join, so no second
+    # copy of a 1 GiB checkpoint in fresh memory.
     rec = store.put(
         bucket,
         key,
-        data,
+        Rope(chosen),
         content_type=up.content_type,
         metadata=up.metadata or None,
         preconditions=_preconditions(request),

@@ -122,4 +122,5 @@ def plan(options: Options) -> Plan:
         timeout_s=900.0,
         expect_items=1,
         warm_read=False,
+        warm_rounds=1,
     )

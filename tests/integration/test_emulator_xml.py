@@ -168,6 +168,13 @@ async def test_multipart_full_flow(http: aiohttp.ClientSession, emu: Emulator, b
     async with http.get(f"/{bkt}/{key}") as r:
         assert await r.read() == whole
         assert r.headers["Content-Type"] == "application/x-m"
+    # Stored as the parts it arrived in (no join), served across their seams.
+    assert len(emu.store.get(bkt, key).data.pieces) >= 3
+    seam = 5 * MIB
+    headers = {"Range": f"bytes={seam - 3}-{2 * seam + 1}"}
+    async with http.get(f"/{bkt}/{key}", headers=headers) as r:
+        assert r.status == 206
+        assert await r.read() == whole[seam - 3:2 * seam + 2]
     assert emu.stats["xml_put_part"] >= 3 and emu.stats["xml_complete"] >= 1
     async with http.get(f"/{bkt}", params={"uploads": ""}) as r:
         assert "<Upload>" not in await r.text()

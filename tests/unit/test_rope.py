@@ -1,0 +1,59 @@
+"""The emulator's Rope: content served from its pieces without joining them."""
+
+from __future__ import annotations
+
+import hashlib
+
+import google_crc32c
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aioflux.testing._rope import Rope
+
+pieces_strategy = st.lists(st.binary(max_size=40), max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pieces=pieces_strategy, a=st.integers(0, 400), b=st.integers(0, 400))
+def test_slice_is_the_joined_bytes_slice(pieces: list[bytes], a: int, b: int) -> None:
+    rope = Rope(pieces)
+    joined = b"".join(pieces)
+    start, end = min(a, b), max(a, b)
+    part = rope.slice(start, end)
+    assert bytes(part) == joined[start:end]
+    assert part.size == len(bytes(part))
+    assert all(len(p) for p in part.pieces)  # never an empty piece
+
+
+@settings(max_examples=200, deadline=None)
+@given(pieces=pieces_strategy, size=st.integers(1, 50), split=st.integers(0, 400))
+def test_chunks_cover_the_content_and_stop_at_the_split(
+        pieces: list[bytes], size: int, split: int) -> None:
+    rope = Rope(pieces)
+    chunks = list(rope.chunks(size, split_at=split))
+    assert b"".join(bytes(c) for c in chunks) == b"".join(pieces)
+    assert all(0 < len(c) <= size for c in chunks)
+    if 0 < split < rope.size:
+        ends = set()
+        offset = 0
+        for c in chunks:
+            offset += len(c)
+            ends.add(offset)
+        assert split in ends  # a fault can cut the body exactly there
+
+
+@given(pieces=pieces_strategy)
+def test_hashes_and_equality_match_the_joined_bytes(pieces: list[bytes]) -> None:
+    rope = Rope(pieces)
+    joined = b"".join(pieces)
+    assert rope.crc32c() == google_crc32c.value(joined)
+    assert rope.md5() == hashlib.md5(joined).digest()
+    assert rope == joined
+    assert rope == Rope([joined])
+    assert Rope([rope, b"x"]) == joined + b"x"  # ropes nest flat
+
+
+def test_a_single_bytes_piece_is_served_without_a_copy() -> None:
+    data = b"abc" * 1000
+    assert bytes(Rope([data])) is data
+    assert Rope([data]).slice(0, len(data)).pieces[0] is data
