@@ -157,7 +157,7 @@ def _warm_up_line(plan: Plan) -> str:
         steps.append("the harness reads every object once, untimed, before round 1")
     if plan.warm_rounds:
         steps.append(f"{plan.warm_rounds} untimed round(s) of every contender ran first "
-                     "(the emulator's memory reaches its steady state)")
+                     "(the emulator's caches and memory reach a steady state)")
     first = "; ".join(steps) if steps else "none"
     return (f"- warm-up: {first}; each contender times only its work (imports and client "
             "construction excluded, connection setup included)")
