@@ -47,16 +47,16 @@ __all__ = [
 _Bytes = bytes | bytearray | memoryview
 
 # perf ckpt_save (GCS-like emulator profile, 20 ms TTFB, 100 MB/s per
-# connection, 512 MiB-1 GiB torch.save on the shared 2-core machine): 4, 6
-# and 8 parts of 16 MiB in flight gave the same throughput within the
-# run-to-run noise (the emulator's CPU, not the link, is the limit there).
-# Peak RSS beyond the state was ~2 parts per part in flight (6: 212-228 MiB)
-# until the transport sent bodies in 1 MiB slices with a drain between them
-# (`_transport._SlicedPayload`): the loop no longer buffers a copy of each
-# part, and 6 in flight measured 132 MiB (parts + the one being filled).
-# 32 MiB parts only doubled the memory.
+# connection, 1 GiB torch.save on the shared 2-core machine). Once the
+# emulator stopped joining uploads, the link became the limit: 16 MiB parts,
+# 6 in flight 3.0-3.2 s, 8 in flight 2.6 s, 10 in flight 2.5 s (steady state,
+# one run). 8 keeps the writer's memory at ~part_size x 9 (the parts in
+# flight plus the one being filled; the transport sends bodies in 1 MiB
+# slices, so the loop holds no copy: 6 in flight measured 132 MiB beyond the
+# state). Parts stay 16 MiB: 8 MiB parts were as fast, but the 10,000-part
+# limit of a multipart upload would cap an object at 80 GB instead of 160 GB.
 DEFAULT_PART_SIZE = 16 * 1024 * 1024
-DEFAULT_MAX_IN_FLIGHT = 6
+DEFAULT_MAX_IN_FLIGHT = 8
 
 
 def _check_settings(part_size: int, max_in_flight: int) -> None:
