@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes.util
 import hashlib
+import platform
+import subprocess
+import sys
 
 import google_crc32c
 from hypothesis import given, settings
@@ -57,3 +61,13 @@ def test_a_single_bytes_piece_is_served_without_a_copy() -> None:
     data = b"abc" * 1000
     assert bytes(Rope([data])) is data
     assert Rope([data]).slice(0, len(data)).pieces[0] is data
+
+
+def test_the_emulator_process_keeps_freed_memory_for_reuse() -> None:
+    # In a child: the setting changes the allocator of the process it runs in.
+    out = subprocess.run(
+        [sys.executable, "-c",
+         "from aioflux.testing._serve import keep_freed_memory; print(keep_freed_memory())"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+    assert out == ("True" if glibc and ctypes.util.find_library("c") else "False")
