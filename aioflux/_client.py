@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast, overload
 from urllib.parse import quote
 
@@ -16,7 +16,7 @@ from ._config import ClientConfig
 from ._crc import crc32c, decode_crc32c, encode_crc32c
 from ._errors import ChecksumMismatch, InvalidArgument, NotFound
 from ._resumable import ResumableUpload
-from ._transport import Op, Transport
+from ._transport import MediaResponse, Op, Transport
 from ._types import LIST_FIELDS, ListPage, ObjectInfo, objects_from_json
 from ._urls import validate_bucket, validate_object_name
 from ._xml import XmlMultipartMixin
@@ -314,30 +314,29 @@ class AsyncClient(XmlMultipartMixin):
         url = self._json_url(bucket, name) + "?alt=media"
         if generation is not None:
             url += f"&generation={generation}"
-        verify = self.config.verify_crc32c
+        verify = self.config.verify_crc32c and whole
+        dest = None if into is None else memoryview(into).cast("B")
 
-        async def handle(resp: aiohttp.ClientResponse) -> bytes | int:
-            expected = resp.content_length
-            if into is None:
-                data = await resp.read()
-                received = len(data)
-                if verify and whole:
-                    _check_crc(resp, data, op)
-            else:
-                if expected is not None and expected > len(into):
-                    raise InvalidArgument(f"read gs://{bucket}/{name}: {expected} bytes do not "
-                                          f"fit a buffer of {len(into)}")
-                received = await _read_into(resp, memoryview(into).cast("B"), op)
-                if verify and whole:
-                    _check_crc(resp, memoryview(into)[:received], op)
-            if expected is not None and received != expected:
+        def handle(resp: MediaResponse) -> bytes | int:
+            expected = resp.expected
+            if dest is not None and expected is not None and expected > len(dest):
+                raise InvalidArgument(f"read gs://{bucket}/{name}: {expected} bytes do not "
+                                      f"fit a buffer of {len(dest)}")
+            if expected is not None and resp.received != expected:
                 raise ChecksumMismatch(
-                    f"read gs://{bucket}/{name}: got {received} of {expected} bytes",
+                    f"read gs://{bucket}/{name}: got {resp.received} of {expected} bytes",
                     operation="read", bucket=bucket, name=name)
-            return data if into is None else received
+            if dest is not None:
+                if verify:
+                    _check_crc(resp.headers, dest[:resp.received], op)
+                return resp.received
+            body = resp.body or b""
+            if verify:
+                _check_crc(resp.headers, body, op)
+            # bytes, as documented; the copy costs ~1% of a 100 KiB read.
+            return body if isinstance(body, bytes) else bytes(body)
 
-        return await self._transport.request(op, "GET", url, handle, headers=headers,
-                                             ok=(200, 206))
+        return await self._transport.get_media(op, url, handle, headers=headers, into=dest)
 
     # -- writes ---------------------------------------------------------------
 
@@ -592,12 +591,12 @@ def _object_handler(bucket: str) -> Any:
     return handle
 
 
-def _check_crc(resp: aiohttp.ClientResponse, data: bytes | memoryview, op: Op) -> None:
-    headers = resp.headers
+def _check_crc(headers: Mapping[str, str], data: bytes | Buffer, op: Op) -> None:
     if "x-guploader-response-body-transformations" in headers:
         return  # served decompressed: the stored crc32c is of other bytes
-    # GCS sends "x-goog-hash: crc32c=...,md5=..." (one header or several).
-    hashes = ",".join(headers.getall("x-goog-hash", ()))
+    # GCS sends "x-goog-hash: crc32c=...,md5=..." (one header or several,
+    # joined by the transport).
+    hashes = headers.get("x-goog-hash", "")
     start = hashes.find("crc32c=")
     if start < 0:
         return
@@ -608,15 +607,3 @@ def _check_crc(resp: aiohttp.ClientResponse, data: bytes | memoryview, op: Op) -
         raise ChecksumMismatch(
             f"read gs://{op.bucket}/{op.name}: crc32c {encode_crc32c(actual)} != {value}",
             operation="read", bucket=op.bucket, name=op.name)
-
-
-async def _read_into(resp: aiohttp.ClientResponse, dest: memoryview, op: Op) -> int:
-    pos = 0
-    async for chunk in resp.content.iter_any():
-        end = pos + len(chunk)
-        if end > len(dest):
-            raise InvalidArgument(f"read gs://{op.bucket}/{op.name}: body exceeds a buffer of "
-                                  f"{len(dest)} bytes")
-        dest[pos:end] = chunk
-        pos = end
-    return pos

@@ -118,6 +118,10 @@ class ClientConfig:
         retry: retry policy for every request.
         user_agent: sent as ``User-Agent``.
         verify_crc32c: check crc32c of whole-object reads and uploads.
+        lean_reads: GET object bodies over aioflux's own keep-alive
+            HTTP/1.1 connections (a third of aiohttp's CPU per request);
+            unusual responses still go through aiohttp. ``False`` sends
+            every request through aiohttp.
     """
 
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
@@ -127,6 +131,7 @@ class ClientConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     user_agent: str = "aioflux"
     verify_crc32c: bool = True
+    lean_reads: bool = True
 
     def __post_init__(self) -> None:
         n = "ClientConfig"

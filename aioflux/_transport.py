@@ -10,6 +10,7 @@ import email.utils
 import json
 import os
 import re
+import ssl
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
@@ -22,12 +23,14 @@ from ._auth import Auth
 from ._bridge import close_at_shutdown
 from ._config import ClientConfig
 from ._errors import StorageError, TransportError, describe, error_for_status
+from ._http import BodyTruncated, MediaPool, MediaResponse
 from ._retry import retry_async
 
-__all__ = ["Op", "Transport", "TransportStats", "map_exception"]
+__all__ = ["MediaResponse", "Op", "Transport", "TransportStats", "map_exception"]
 
 T = TypeVar("T")
 ResponseHandler = Callable[[aiohttp.ClientResponse], Awaitable[T]]
+MediaHandler = Callable[[MediaResponse], T]
 _MAX_ERROR_BODY = 64 * 1024
 _XML_CODE = re.compile(rb"<Code>([^<]*)</Code>")
 _XML_MESSAGE = re.compile(rb"<Message>([^<]*)</Message>")
@@ -48,6 +51,10 @@ class TransportStats:
     requests: int = 0
     retries: int = 0
     failures: int = 0
+    #: media GETs answered over aioflux's own connections (see _http)
+    lean_reads: int = 0
+    #: media GETs the lean client handed to aiohttp (unusual responses)
+    lean_fallbacks: int = 0
 
 
 @dataclass
@@ -56,6 +63,7 @@ class _LoopState:
     pid: int
     session: aiohttp.ClientSession
     semaphore: asyncio.Semaphore
+    media: MediaPool | None
 
 
 class Transport:
@@ -65,6 +73,8 @@ class Transport:
         config: client configuration.
         auth: supplies authentication headers.
         session_factory: builds the aiohttp session for a loop (tests inject).
+        ssl_context: TLS settings of the lean media connections (default:
+            the system's trust store, as aiohttp's).
     """
 
     def __init__(
@@ -73,8 +83,10 @@ class Transport:
         auth: Auth,
         *,
         session_factory: Callable[[ClientConfig], aiohttp.ClientSession] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.config = config
+        self._ssl_context = ssl_context
         self.auth = auth
         self.stats = TransportStats()
         self._session_factory = session_factory or _default_session
@@ -91,10 +103,18 @@ class Transport:
                 pid=os.getpid(),
                 session=self._session_factory(self.config),
                 semaphore=asyncio.Semaphore(self.config.max_concurrency),
+                media=self._media_pool(),
             )
             self._state = state
             close_at_shutdown(loop, self)
         return state
+
+    def _media_pool(self) -> MediaPool | None:
+        config = self.config
+        if not config.lean_reads:
+            return None
+        return MediaPool(user_agent=config.user_agent, connect_timeout=config.timeouts.connect,
+                         read_stall=config.timeouts.read_stall, ssl_context=self._ssl_context)
 
     @property
     def idle(self) -> bool:
@@ -161,6 +181,88 @@ class Transport:
 
         return await self._retrying(attempt)
 
+    async def get_media(
+        self,
+        op: Op,
+        url: str,
+        handler: MediaHandler[T],
+        *,
+        headers: Mapping[str, str] | None = None,
+        into: memoryview | None = None,
+    ) -> T:
+        """GET an object body (or a range of it), retried per policy.
+
+        The request goes over the lean HTTP/1.1 client (:mod:`aioflux._http`)
+        unless ``ClientConfig.lean_reads`` is off or the response is one it
+        leaves to aiohttp; either way ``handler`` sees the same
+        :class:`MediaResponse`, inside the retry loop.
+
+        Args:
+            op: operation, bucket and object, for errors.
+            url: full URL, query included.
+            handler: checks the 200/206 response and returns the result.
+            headers: extra headers.
+            into: receive the body into this buffer (``body`` is then None).
+                A body longer than the buffer is not read: ``expected`` says
+                how long it is.
+
+        Returns:
+            What ``handler`` returned.
+
+        Raises:
+            StorageError: the most specific subclass for the failure.
+        """
+
+        async def attempt() -> T:
+            state = self._current()
+            async with state.semaphore:
+                self.stats.requests += 1
+                request_headers = await self.auth.headers()
+                if headers:
+                    request_headers.update(headers)
+                try:
+                    response = None
+                    if state.media is not None:
+                        response = await state.media.get(url, request_headers, into)
+                        if response is None:
+                            self.stats.lean_fallbacks += 1
+                        else:
+                            self.stats.lean_reads += 1
+                    if response is None:
+                        response = await self._get_with_aiohttp(state, op, url,
+                                                                request_headers, into)
+                    if response.status >= 300:
+                        raise _error_from_media(response, op)
+                    return handler(response)
+                except Exception as exc:
+                    failure = exc
+            _raise_mapped(failure, op)
+
+        return await self._retrying(attempt)
+
+    async def _get_with_aiohttp(self, state: _LoopState, op: Op, url: str,
+                                headers: Mapping[str, str],
+                                into: memoryview | None) -> MediaResponse:
+        async with state.session.get(url, headers=headers) as resp:
+            if resp.status >= 300:
+                raise await _error_from_response(resp, op)
+            found = {name: ",".join(resp.headers.getall(name)) for name in _MEDIA_HEADERS
+                     if name in resp.headers}
+            expected = resp.content_length
+            if into is None:
+                body = await resp.read()
+                return MediaResponse(resp.status, found, body, len(body), expected)
+            if expected is not None and expected > len(into):
+                return MediaResponse(resp.status, found, None, 0, expected)
+            received = 0
+            async for chunk in resp.content.iter_any():
+                end = received + len(chunk)
+                if end > len(into):
+                    return MediaResponse(resp.status, found, None, received, end)
+                into[received:end] = chunk
+                received = end
+            return MediaResponse(resp.status, found, None, received, expected)
+
     async def run(
         self, op: Op, call: Callable[[aiohttp.ClientSession, dict[str, str]], Awaitable[T]]
     ) -> T:
@@ -209,6 +311,8 @@ class Transport:
         except RuntimeError:
             running = None
         if running is state.loop:
+            if state.media is not None:
+                state.media.close()
             await state.session.close()
 
 
@@ -265,6 +369,20 @@ async def _error_from_response(resp: aiohttp.ClientResponse, op: Op) -> StorageE
         error_for_status(resp.status, message or (resp.reason or ""), operation=op.operation,
                          bucket=op.bucket, name=op.name, reason=reason),
         resp.headers.get("Retry-After"),
+    )
+
+
+# What a media handler may look at (aiohttp fallback keeps only these).
+_MEDIA_HEADERS = ("x-goog-hash", "x-guploader-response-body-transformations",
+                  "x-goog-generation", "content-range")
+
+
+def _error_from_media(resp: MediaResponse, op: Op) -> StorageError:
+    message, reason = parse_error_body(bytes(resp.body or b""))
+    return _with_retry_after(
+        error_for_status(resp.status, message, operation=op.operation, bucket=op.bucket,
+                         name=op.name, reason=reason),
+        resp.headers.get("retry-after"),
     )
 
 
@@ -344,7 +462,7 @@ def map_exception(exc: BaseException, op: Op) -> BaseException:
     if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
         return TransportError(f"{where} failed: timed out", operation=op.operation,
                               bucket=op.bucket, name=op.name)
-    if isinstance(exc, aiohttp.ClientPayloadError):
+    if isinstance(exc, (aiohttp.ClientPayloadError, BodyTruncated)):
         return TransportError(f"{where} failed: response body truncated ({type(exc).__name__})",
                               operation=op.operation, bucket=op.bucket, name=op.name)
     if isinstance(exc, (aiohttp.ClientConnectionError, ConnectionError, OSError)):
