@@ -168,7 +168,8 @@ async def test_unusual_responses_go_to_aiohttp(web_server: Any) -> None:
         with pytest.raises(ServerError, match="HTTP 503"):
             await transport.get_media(_op("/error"), base + "/error", lambda r: r)
         assert stats.lean_fallbacks == 5  # both attempts
-        got = await transport.get_media(_op("/plain"), base + "/plain", lambda r: bytes(r.body or b""))
+        got = await transport.get_media(_op("/plain"), base + "/plain",
+                                        lambda r: bytes(r.body or b""))
         assert got == BODY and stats.lean_reads == 1
 
 
