@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast, overload
@@ -34,7 +35,14 @@ Buffer = bytearray | memoryview
 SourceSpec = str | ObjectInfo | tuple[str, int]
 
 
+# Most object names need no escaping beyond their slashes; urllib's quote
+# walks the name byte by byte in Python (~8 us, ~5% of a small read's CPU).
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.~/-]*")
+
+
 def _quote(name: str) -> str:
+    if _PLAIN_NAME.fullmatch(name):
+        return name.replace("/", "%2F")
     return quote(name, safe="")
 
 
@@ -330,11 +338,13 @@ class AsyncClient(XmlMultipartMixin):
                 if verify:
                     _check_crc(resp.headers, dest[:resp.received], op)
                 return resp.received
-            body = resp.body or b""
+            # bytes, as documented. Converted before the check: the crc32c
+            # extension takes only bytes, and one copy beats two.
+            body = resp.body
+            data = body if isinstance(body, bytes) else bytes(body or b"")
             if verify:
-                _check_crc(resp.headers, body, op)
-            # bytes, as documented; the copy costs ~1% of a 100 KiB read.
-            return body if isinstance(body, bytes) else bytes(body)
+                _check_crc(resp.headers, data, op)
+            return data
 
         return await self._transport.get_media(op, url, handle, headers=headers, into=dest)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .._bridge import call
 from .._client import AsyncClient
+from .._config import DEFAULT_MAX_CONCURRENCY, ClientConfig
 from .._errors import InvalidArgument
 from .._open import open as gs_open
 from .._sync import Client
@@ -58,7 +59,8 @@ def _args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--objects", type=int, default=1000, help="objects to write and read")
     parser.add_argument("--size", type=int, default=100 * 1024, help="bytes per object")
     parser.add_argument("--checkpoint-mb", type=int, default=256, help="size of save/load")
-    parser.add_argument("--concurrency", type=int, default=64, help="requests in flight")
+    parser.add_argument("--concurrency", type=int, default=DEFAULT_MAX_CONCURRENCY,
+                        help="requests in flight")
     parser.add_argument("--endpoint", help="API root (default: STORAGE_EMULATOR_HOST or GCS)")
     parser.add_argument("--json", action="store_true", help="one JSON document")
     parser.add_argument("--plot", type=Path, help="write a PNG bar chart of MB/s here")
@@ -128,7 +130,6 @@ def _bench(args: argparse.Namespace) -> int:
     unknown = set(ops) - set(OPS)
     if unknown:
         raise InvalidArgument(f"bench: unknown --ops {', '.join(sorted(unknown))}")
-    from .._config import ClientConfig
 
     config = ClientConfig(max_concurrency=args.concurrency)
     use_emulator = args.url is None and args.endpoint is None

@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-from .._config import ClientConfig
+from .._config import DEFAULT_MAX_CONCURRENCY, ClientConfig
 from .._sync import Client
 from .._urls import GcsURL, parse_url
 
@@ -23,7 +23,8 @@ def add_client_arguments(parser: argparse.ArgumentParser) -> None:
         parser: the subcommand parser.
     """
     parser.add_argument("--endpoint", help="API root (default: STORAGE_EMULATOR_HOST or GCS)")
-    parser.add_argument("--concurrency", type=int, default=64, help="requests in flight")
+    parser.add_argument("--concurrency", type=int, default=DEFAULT_MAX_CONCURRENCY,
+                        help="requests in flight")
 
 
 def make_client(args: argparse.Namespace) -> Client:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import itertools
 import os
 import random
 import weakref
@@ -22,7 +23,7 @@ import torch.utils.data
 
 from .._bridge import Portal, get_portal, iterate
 from .._client import AsyncClient
-from .._config import ClientConfig, RetryPolicy
+from .._config import DEFAULT_MAX_CONCURRENCY, ClientConfig, RetryPolicy
 from .._download import Data, Downloader, DownloadOptions, gather_bounded
 from .._errors import BridgeError, InvalidArgument
 from .._listing import DEFAULT_LIST_CONCURRENCY, list_objects_parallel
@@ -36,8 +37,9 @@ __all__ = ["DEFAULT_PREFETCH", "IterableDataset", "MapDataset", "PrefetchBatchSa
            "Transform"]
 
 Transform = Callable[[Data], Any]
-# Objects in flight per iterator: one DataLoader batch of 64 ahead.
-DEFAULT_PREFETCH = 64
+# Objects in flight per iterator: the client's default concurrency, so an
+# iterator alone keeps every permit busy (see DEFAULT_MAX_CONCURRENCY).
+DEFAULT_PREFETCH = DEFAULT_MAX_CONCURRENCY
 
 
 class _Source:
@@ -190,14 +192,17 @@ class MapDataset(_FromPrefix, torch.utils.data.Dataset[Any]):
     def __init__(self, objects: Sequence[ObjectInfo], **kwargs: Any) -> None:
         self._source, self._transform = _source(kwargs)
         self.objects: list[ObjectInfo] = list(objects)
-        self._next_batch: list[int] | None = None
-        self._prefetched: tuple[int, list[int], concurrent.futures.Future[list[Data]]] | None \
-            = None
+        # Set by PrefetchBatchSampler: the batches that follow the one it is
+        # handing out. Downloads started for them, in order, with this pid.
+        self._announced: list[list[int]] | None = None
+        self._prefetched: list[_Prefetch] = []
+        self._prefetch_pid = os.getpid()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        # A hint and a download in flight belong to this process's loop.
-        state["_next_batch"] = state["_prefetched"] = None
+        # Hints and downloads in flight belong to this process's loop.
+        state["_announced"] = None
+        state["_prefetched"] = []
         return state
 
     @classmethod
@@ -246,21 +251,23 @@ class MapDataset(_FromPrefix, torch.utils.data.Dataset[Any]):
         """
         portal = get_portal()
         wanted = list(indices)
-        prefetched, self._prefetched = self._prefetched, None
-        current = None
-        if prefetched is not None:
-            pid, idx, future = prefetched
-            if pid == os.getpid() and idx == wanted:
-                current = future
-            else:
-                future.cancel()  # the hint was wrong: drop that batch
+        if self._prefetch_pid != os.getpid():
+            self._prefetched, self._prefetch_pid = [], os.getpid()  # a forked copy
+        queue = self._prefetched
+        current = queue.pop(0).future if queue and queue[0].indices == wanted else None
         if current is None:
             current = self._submit(portal, wanted)
-        # Start the batch the batch sampler announced before waiting for this
-        # one, so the next batch downloads while the caller trains on this.
-        upcoming, self._next_batch = self._next_batch, None
-        if upcoming:
-            self._prefetched = (os.getpid(), upcoming, self._submit(portal, upcoming))
+        # Start the batches the sampler announced before waiting for this
+        # one, so they download while the caller trains on this one.
+        announced, self._announced = self._announced, None
+        self._prefetched = []
+        for upcoming in announced or ():
+            if queue and queue[0].indices == upcoming:
+                self._prefetched.append(queue.pop(0))
+            else:
+                self._prefetched.append(_Prefetch(upcoming, self._submit(portal, upcoming)))
+        for wrong in queue:
+            wrong.future.cancel()  # a hint that did not come true
         datas = current.result()
         return [self._apply(d) for d in datas]
 
@@ -269,36 +276,48 @@ class MapDataset(_FromPrefix, torch.utils.data.Dataset[Any]):
         return portal.submit(self._source.downloader.download_many(objs))
 
     def batch_sampler(self, batch_size: int, *, shuffle: bool = False, drop_last: bool = False,
-                      generator: torch.Generator | None = None) -> PrefetchBatchSampler:
-        """A ``batch_sampler`` for ``DataLoader`` that downloads one batch ahead.
+                      generator: torch.Generator | None = None,
+                      ahead: int | None = None) -> PrefetchBatchSampler:
+        """A ``batch_sampler`` for ``DataLoader`` that downloads batches ahead.
 
         ``DataLoader(ds, batch_sampler=ds.batch_sampler(64, shuffle=True))``.
         With ``num_workers=0`` each batch waits for its slowest object; this
-        sampler tells the dataset the next batch's indices as it hands out
-        the current one, so ``__getitems__`` starts that download before
+        sampler tells the dataset the next batches' indices as it hands out
+        the current one, so ``__getitems__`` starts those downloads before
         waiting on its own. With workers the DataLoader already keeps
-        ``prefetch_factor`` batches per worker in flight and the hint is
-        never used (it only reaches the main process's copy).
+        ``prefetch_factor`` batches per worker in flight and the hints are
+        never used (they only reach the main process's copy).
 
         Args:
             batch_size: samples per batch.
             shuffle: a new random order every epoch (``RandomSampler``).
             drop_last: drop a last, incomplete batch.
             generator: RNG of the shuffle.
+            ahead: batches downloading ahead of the current one; default
+                enough to fill the client's concurrency (at least 1). Each
+                holds a batch of bytes in memory.
 
         Returns:
             The batch sampler.
+
+        Raises:
+            ValueError: ``batch_size`` or ``ahead`` below 1.
         """
+        if batch_size < 1 or (ahead is not None and ahead < 1):
+            raise ValueError(f"batch_sampler: batch_size ({batch_size}) and ahead ({ahead}) "
+                             "must be >= 1")
+        if ahead is None:
+            ahead = max(1, self._source.config.max_concurrency // batch_size)
         sampler: torch.utils.data.Sampler[int] = (
             torch.utils.data.RandomSampler(self, generator=generator) if shuffle
             else torch.utils.data.SequentialSampler(self))
-        return PrefetchBatchSampler(self, sampler, batch_size, drop_last)
+        return PrefetchBatchSampler(self, sampler, batch_size, drop_last, ahead=ahead)
 
     def close(self) -> None:
         """Close this process's connections (reopened on next use)."""
-        prefetched, self._prefetched = self._prefetched, None
-        if prefetched is not None:
-            prefetched[2].cancel()
+        prefetched, self._prefetched = self._prefetched, []
+        for batch in prefetched:
+            batch.future.cancel()
         self._source.close()
 
     @property
@@ -307,33 +326,41 @@ class MapDataset(_FromPrefix, torch.utils.data.Dataset[Any]):
         return self._source.downloader.stats
 
 
+@dataclasses.dataclass
+class _Prefetch:
+    indices: list[int]
+    future: concurrent.futures.Future[list[Data]]
+
+
 class PrefetchBatchSampler(torch.utils.data.Sampler[list[int]]):
-    """Batches of ``sampler``'s indices; announces each next batch to the
-    dataset before handing out the current one (see :meth:`MapDataset.batch_sampler`).
+    """Batches of ``sampler``'s indices; announces the next ``ahead`` batches
+    to the dataset before handing out each one (see :meth:`MapDataset.batch_sampler`).
 
     Args:
         dataset: the MapDataset to announce batches to.
         sampler: the index order.
         batch_size: samples per batch.
         drop_last: drop a last, incomplete batch.
+        ahead: batches announced ahead of the current one.
     """
 
     def __init__(self, dataset: MapDataset, sampler: torch.utils.data.Sampler[int],
-                 batch_size: int, drop_last: bool = False) -> None:
+                 batch_size: int, drop_last: bool = False, *, ahead: int = 1) -> None:
         self.dataset = dataset
         self.batches = torch.utils.data.BatchSampler(sampler, batch_size, drop_last)
+        self.ahead = ahead
 
     def __len__(self) -> int:
         return len(self.batches)
 
     def __iter__(self) -> Iterator[list[int]]:
         it = iter(self.batches)
-        current = next(it, None)
-        while current is not None:
-            upcoming = next(it, None)
-            self.dataset._next_batch = upcoming
+        window = list(itertools.islice(it, self.ahead + 1))
+        while window:
+            current = window.pop(0)
+            self.dataset._announced = list(window)
             yield current
-            current = upcoming
+            window.extend(itertools.islice(it, self.ahead + 1 - len(window)))
 
 
 def _dist_rank() -> tuple[int, int]:

@@ -56,7 +56,7 @@ if __name__ == "__main__":
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--compose-threshold", type=int, default=0)
     p.add_argument("--batch-sampler", action="store_true",
-                   help="MapDataset.batch_sampler: download one batch ahead")
+                   help="MapDataset.batch_sampler: download batches ahead")
     p.add_argument("--prefix", default="")
     args = p.parse_args(rest)
     watch, nbytes, items = main(manifest, args)

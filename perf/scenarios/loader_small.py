@@ -3,7 +3,7 @@
 aioflux's MapDataset (0 and 2 workers) and IterableDataset against
 gcs-torch-dataflux's map and iterable datasets and the bare aiohttp loop
 at the same concurrency. Parameters: ``count`` (10000; 500 with --quick),
-``size`` (102400), ``concurrency`` (64), ``batch`` (64).
+``size`` (102400), ``concurrency`` (aioflux's default, 128), ``batch`` (64).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _ready() -> str | None:
 def plan(options: Options) -> Plan:
     count = options.get("count", 500 if options.quick else 10_000)
     size = options.get("size", 100 * 1024)
-    conc = options.get("concurrency", 64)
+    conc = options.get("concurrency", 128)  # aioflux._config.DEFAULT_MAX_CONCURRENCY
     batch = str(options.get("batch", 64))
     common = ("--batch", batch, "--prefix", PREFIX)
     ours = ("--concurrency", str(conc), *common)
@@ -39,7 +39,8 @@ def plan(options: Options) -> Plan:
         Contender("aioflux-map-w0-ahead", "loader_aioflux.py", None,
                   ("--kind", "map", "--batch-sampler", *ours),
                   note="MapDataset.from_prefix, DataLoader(batch_sampler=ds.batch_sampler(batch)"
-                       "), num_workers=0: the next batch downloads during this one",
+                       "), num_workers=0: the next batches (concurrency / batch) download "
+                       "during this one",
                   available=_ready),
         Contender("aioflux-iter-w0", "loader_aioflux.py", None, ("--kind", "iter", *ours),
                   note=f"IterableDataset.from_prefix(prefetch={conc}, shuffle=False)",

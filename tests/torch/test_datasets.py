@@ -65,14 +65,39 @@ def test_map_dataset_batch_sampler_prefetches_next_batch(emulator: Emulator, buc
         got = [sample for batch in loader for sample in batch]
         assert sorted(got) == sorted(data[o.name] for o in ds.objects)
     if workers == 0:
-        # every batch but the first of each epoch came from a prefetch
+        # every object downloaded once: each batch but the first came from a prefetch
         assert ds.download_stats.direct == 100
-        assert ds._prefetched is None  # the last batch announces nothing
+        assert ds._prefetched == []  # the last batch announces nothing
     # A wrong hint is dropped, not returned.
-    ds._next_batch = [0, 1]
+    ds._announced = [[0, 1]]
     assert ds.__getitems__([2]) == [data["d/0002"]]
     assert ds.__getitems__([3, 4]) == [data["d/0003"], data["d/0004"]]
-    assert pickle.loads(pickle.dumps(ds))._prefetched is None
+    ds._announced = [[5]]
+    ds.__getitems__([1])
+    assert pickle.loads(pickle.dumps(ds))._prefetched == []
+
+
+@pytest.mark.parametrize("ahead", [1, 3])
+def test_batch_sampler_keeps_ahead_batches_downloading(emulator: Emulator, bucket: str,
+                                                       ahead: int) -> None:
+    data = seed(emulator, bucket, 40, 100)
+    ds = MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
+                                transform=to_bytes)
+    sampler = ds.batch_sampler(4, ahead=ahead)
+    in_flight = []
+    got = []
+    for batch in sampler:
+        got.extend(ds.__getitems__(batch))
+        in_flight.append([p.indices for p in ds._prefetched])
+    assert got == [data[o.name] for o in ds.objects]
+    # after batch k, batches k+1..k+ahead are downloading (fewer at the end)
+    assert in_flight[0] == [[4 * b + i for i in range(4)] for b in range(1, 1 + ahead)]
+    assert [len(f) for f in in_flight] == [min(ahead, 9 - k) for k in range(10)]
+    assert ds.download_stats.direct == 40
+    with pytest.raises(ValueError, match="ahead"):
+        ds.batch_sampler(4, ahead=0)
+    # The default fills the client's concurrency: 128 permits / 64 per batch.
+    assert ds.batch_sampler(64).ahead == 2
 
 
 def test_map_dataset_from_objects_and_pickle(emulator: Emulator, bucket: str) -> None:
