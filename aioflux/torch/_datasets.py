@@ -33,13 +33,17 @@ from .._urls import parse_url
 if TYPE_CHECKING:
     from typing import Self  # Python >= 3.11; annotations only
 
-__all__ = ["DEFAULT_PREFETCH", "IterableDataset", "MapDataset", "PrefetchBatchSampler",
-           "Transform"]
+__all__ = ["DEFAULT_PREFETCH", "PREFETCH_BYTES", "IterableDataset", "MapDataset",
+           "PrefetchBatchSampler", "Transform"]
 
 Transform = Callable[[Data], Any]
 # Objects in flight per iterator: the client's default concurrency, so an
 # iterator alone keeps every permit busy (see DEFAULT_MAX_CONCURRENCY).
 DEFAULT_PREFETCH = DEFAULT_MAX_CONCURRENCY
+# Most bytes a MapDataset downloads ahead of the batch being consumed
+# (readahead and batch_sampler's default): 3 batches of 64 x 100 KiB fit
+# many times over, 64 x 100 MB objects do not get a second batch in memory.
+PREFETCH_BYTES = 256 * 1024 * 1024
 
 
 class _Source:
@@ -197,11 +201,12 @@ class MapDataset(_FromPrefix, torch.utils.data.Dataset[Any]):
         self._announced: list[list[int]] | None = None
         self._prefetched: list[_Prefetch] = []
         self._prefetch_pid = os.getpid()
+        self._last_run: tuple[int, int] | None = None  # (start, length) of the last batch
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         # Hints and downloads in flight belong to this process's loop.
-        state["_announced"] = None
+        state["_announced"] = state["_last_run"] = None
         state["_prefetched"] = []
         return state
 
@@ -257,9 +262,13 @@ class MapDataset(_FromPrefix, torch.utils.data.Dataset[Any]):
         current = queue.pop(0).future if queue and queue[0].indices == wanted else None
         if current is None:
             current = self._submit(portal, wanted)
-        # Start the batches the sampler announced before waiting for this
-        # one, so they download while the caller trains on this one.
+        # Start the batches the sampler announced (or that a strided scan
+        # predicts) before waiting for this one, so they download while the
+        # caller trains on this one.
         announced, self._announced = self._announced, None
+        guessed = self._readahead(wanted)
+        if announced is None:
+            announced = guessed
         self._prefetched = []
         for upcoming in announced or ():
             if queue and queue[0].indices == upcoming:
@@ -270,6 +279,30 @@ class MapDataset(_FromPrefix, torch.utils.data.Dataset[Any]):
             wrong.future.cancel()  # a hint that did not come true
         datas = current.result()
         return [self._apply(d) for d in datas]
+
+    def _readahead(self, wanted: list[int]) -> list[list[int]]:
+        """Predict the next batches of a strided scan of contiguous runs.
+
+        A DataLoader without shuffle asks for [0, 64), [64, 128), ... (with
+        ``num_workers=N`` each worker gets every Nth run). Once two runs of
+        the same length follow each other at a fixed forward step, the next
+        ones are predicted like an OS readahead; anything else (a shuffled
+        sampler) predicts nothing, and a wrong guess is cancelled.
+        """
+        run = (wanted[0], len(wanted)) if wanted and \
+            wanted == list(range(wanted[0], wanted[0] + len(wanted))) else None
+        previous, self._last_run = self._last_run, run
+        if run is None or previous is None or previous[1] != run[1]:
+            return []
+        (start, length), step = run, run[0] - previous[0]
+        if step < length:
+            return []
+        ahead = _ahead(self._source.config, length, self._batch_bytes(wanted))
+        starts = range(start + step, min(len(self.objects), start + step * (ahead + 1)), step)
+        return [list(range(s, min(s + length, len(self.objects)))) for s in starts]
+
+    def _batch_bytes(self, indices: list[int]) -> int:
+        return sum(self.objects[i].size for i in indices)
 
     def _submit(self, portal: Portal, indices: list[int]) -> concurrent.futures.Future[list[Data]]:
         objs = [self.objects[i] for i in indices]
@@ -294,8 +327,8 @@ class MapDataset(_FromPrefix, torch.utils.data.Dataset[Any]):
             drop_last: drop a last, incomplete batch.
             generator: RNG of the shuffle.
             ahead: batches downloading ahead of the current one; default
-                enough to fill the client's concurrency (at least 1). Each
-                holds a batch of bytes in memory.
+                enough to keep the client's concurrency busy, within
+                ``PREFETCH_BYTES`` (at least 1). Each holds a batch in memory.
 
         Returns:
             The batch sampler.
@@ -307,7 +340,8 @@ class MapDataset(_FromPrefix, torch.utils.data.Dataset[Any]):
             raise ValueError(f"batch_sampler: batch_size ({batch_size}) and ahead ({ahead}) "
                              "must be >= 1")
         if ahead is None:
-            ahead = max(1, self._source.config.max_concurrency // batch_size)
+            typical = self._batch_bytes(list(range(min(batch_size, len(self.objects)))))
+            ahead = max(1, _ahead(self._source.config, batch_size, typical))
         sampler: torch.utils.data.Sampler[int] = (
             torch.utils.data.RandomSampler(self, generator=generator) if shuffle
             else torch.utils.data.SequentialSampler(self))
@@ -324,6 +358,15 @@ class MapDataset(_FromPrefix, torch.utils.data.Dataset[Any]):
     def download_stats(self) -> Any:
         """This process's planner counters (DownloadStats)."""
         return self._source.downloader.stats
+
+
+def _ahead(config: ClientConfig, batch_len: int, batch_bytes: int) -> int:
+    """Batches to download ahead: enough to keep every permit busy (one more
+    than fill them, so they stay full while the consumer takes a batch),
+    but no more than PREFETCH_BYTES of them."""
+    by_permits = config.max_concurrency // max(1, batch_len) + 1
+    by_memory = PREFETCH_BYTES // max(1, batch_bytes)
+    return min(by_permits, by_memory)
 
 
 @dataclasses.dataclass

@@ -3,7 +3,7 @@
 ``--kind map``: ``MapDataset.from_prefix`` (listing untimed), DataLoader
 batches of ``--batch`` whose ``__getitems__`` downloads each batch at once;
 ``--kind iter``: ``IterableDataset.from_prefix`` with a prefetch window;
-``--batch-sampler``: the map dataset's own batch sampler, one batch ahead.
+``--batch-sampler``: the map dataset's own batch sampler, batches ahead.
 Only the epoch is timed; bodies are reduced to their lengths in collate.
 """
 
@@ -53,7 +53,7 @@ if __name__ == "__main__":
     p.add_argument("--kind", choices=["map", "iter"], default="map")
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--concurrency", type=int, default=64)
+    p.add_argument("--concurrency", type=int, default=128)
     p.add_argument("--compose-threshold", type=int, default=0)
     p.add_argument("--batch-sampler", action="store_true",
                    help="MapDataset.batch_sampler: download batches ahead")

@@ -8,7 +8,7 @@ import pickle
 import pytest
 import torch.utils.data
 
-from aioflux import AsyncClient
+from aioflux import AsyncClient, ClientConfig
 from aioflux._clean import clean_bucket
 from aioflux._compose import COMPOSED_PREFIX
 from aioflux.testing import Emulator
@@ -96,8 +96,53 @@ def test_batch_sampler_keeps_ahead_batches_downloading(emulator: Emulator, bucke
     assert ds.download_stats.direct == 40
     with pytest.raises(ValueError, match="ahead"):
         ds.batch_sampler(4, ahead=0)
-    # The default fills the client's concurrency: 128 permits / 64 per batch.
-    assert ds.batch_sampler(64).ahead == 2
+    # The default keeps the client's permits busy: 128 / 64 per batch, plus one.
+    assert ds.batch_sampler(64).ahead == 3
+
+
+def test_readahead_follows_a_strided_scan(emulator: Emulator, bucket: str,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import aioflux.torch._datasets as datasets_mod
+
+    data = seed(emulator, bucket, 60, 100)
+    ds = MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
+                                transform=to_bytes, config=ClientConfig(max_concurrency=8))
+    expect = [data[o.name] for o in ds.objects]
+
+    def run(start: int, length: int = 4) -> list[list[int]]:
+        assert ds.__getitems__(list(range(start, start + length))) == \
+            expect[start:start + length]
+        return [p.indices for p in ds._prefetched]
+
+    assert run(0) == []  # one batch is no pattern yet
+    # contiguous: 8 permits / 4 per batch + 1 = 3 batches ahead
+    assert run(4) == [[8, 9, 10, 11], [12, 13, 14, 15], [16, 17, 18, 19]]
+    assert run(8) == [[12, 13, 14, 15], [16, 17, 18, 19], [20, 21, 22, 23]]
+    for pending in ds._prefetched:
+        pending.future.result()
+    assert ds.download_stats.direct == 24  # nothing fetched twice
+    # a jump cancels the guesses; a worker's stride (every 2nd run) is followed
+    assert run(40) == []
+    assert run(48) == [[56, 57, 58, 59]]  # clipped at the end of the dataset
+    assert run(56) == []
+    # a shuffled order predicts nothing
+    ds.__getitems__([3, 1, 2, 0])
+    assert run(5, 3) == []
+    # no readahead past the memory budget
+    monkeypatch.setattr(datasets_mod, "PREFETCH_BYTES", 700)
+    run(20)
+    assert run(24) == [[28, 29, 30, 31]]  # 700 bytes: one batch of 4 x 100
+
+
+def test_plain_dataloader_without_shuffle_reads_ahead(emulator: Emulator, bucket: str) -> None:
+    data = seed(emulator, bucket, 50, 300)
+    ds = MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
+                                transform=to_bytes)
+    loader = torch.utils.data.DataLoader(ds, batch_size=8, collate_fn=list)
+    for _ in range(2):
+        assert [s for batch in loader for s in batch] == [data[o.name] for o in ds.objects]
+        assert ds._prefetched == []
+    assert ds.download_stats.direct == 100
 
 
 def test_map_dataset_from_objects_and_pickle(emulator: Emulator, bucket: str) -> None:
