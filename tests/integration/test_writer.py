@@ -111,6 +111,31 @@ def test_back_pressure_bounds_parts_in_flight(emulator: Emulator, bucket: str) -
     aioflux.call(client.aclose())
 
 
+def test_part_buffers_are_reused(emulator: Emulator, bucket: str,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from aioflux._writer import _Parts
+
+    allocated = []
+    real = _Parts.buffer
+
+    def counting(self: _Parts, size: int) -> bytearray:
+        buf = real(self, size)
+        if all(buf is not seen for seen in allocated):
+            allocated.append(buf)
+        return buf
+
+    monkeypatch.setattr(_Parts, "buffer", counting)
+    client = AsyncClient(ClientConfig(max_concurrency=16), endpoint=emulator.endpoint)
+    data = os.urandom(10 * PART + 1234)
+    with ObjectWriter(client, bucket, "reuse", part_size=PART, max_in_flight=2) as f:
+        for start in range(0, len(data), 3 * MiB):  # writes straddle part borders
+            f.write(data[start:start + 3 * MiB])
+    # 11 parts through at most 2 in flight + the one being filled
+    assert len(allocated) <= 3
+    assert aioflux.call(client.read(bucket, "reuse")) == data
+    aioflux.call(client.aclose())
+
+
 def test_failed_part_surfaces_and_aborts(emulator: Emulator, bucket: str) -> None:
     class Failing(AsyncClient):
         async def upload_part(self, bucket, name, upload_id, number, data):  # type: ignore[no-untyped-def]
