@@ -31,7 +31,7 @@ async def main(manifest: Manifest, concurrency: int) -> tuple[Stopwatch, int, in
 if __name__ == "__main__":
     manifest, rest = load()
     parser = argparse.ArgumentParser()
-    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--loop", default="uvloop")
     args = parser.parse_args(rest)
     (watch, nbytes, items), loop = run(main(manifest, args.concurrency), args.loop)

@@ -32,7 +32,7 @@ def main(manifest: Manifest, concurrency: int) -> tuple[Stopwatch, int, int]:
 if __name__ == "__main__":
     manifest, rest = load()
     parser = argparse.ArgumentParser()
-    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--concurrency", type=int, default=128)
     args = parser.parse_args(rest)
     watch, nbytes, items = main(manifest, args.concurrency)
     report(watch, nbytes=nbytes, items=items, concurrency=args.concurrency)

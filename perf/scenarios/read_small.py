@@ -3,7 +3,7 @@
 The small-object case dataflux's compose trick targets and the one where
 per-request overhead decides throughput. Parameters (``--param k=v``):
 ``count`` (5000; 500 with --quick), ``size`` (102400 bytes),
-``concurrency`` (64: aioflux, bare aiohttp and gcsfs alike), ``threads``
+``concurrency`` (128, aioflux's default: aioflux, bare aiohttp and gcsfs alike), ``threads``
 (16: the thread-pool peers), ``loop`` (uvloop or asyncio).
 """
 
@@ -23,7 +23,7 @@ def _aioflux_ready() -> str | None:
 def plan(options: Options) -> Plan:
     count = options.get("count", 500 if options.quick else 5000)
     size = options.get("size", 100 * 1024)
-    conc = options.get("concurrency", 64)
+    conc = options.get("concurrency", 128)  # aioflux._config.DEFAULT_MAX_CONCURRENCY
     threads = options.get("threads", 16)
     loop = ("--loop", options.params.get("loop", "uvloop"))
     async_args = ("--concurrency", str(conc), *loop)
