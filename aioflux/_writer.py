@@ -242,10 +242,10 @@ class _Parts:
     def __init__(self, max_in_flight: int) -> None:
         self.slots = threading.BoundedSemaphore(max_in_flight)
         self.error: BaseException | None = None
-        # Buffers of parts that are uploaded, to fill again: a fresh 16 MiB
-        # bytearray is zeroed and page-faulted in anew (~4,000 faults), which
-        # cost more CPU than the copy into it. At most max_in_flight + 1
-        # buffers exist, as before.
+        # Buffers of uploaded parts, to fill again: a fresh bytearray is
+        # zeroed (and may be faulted in anew) only to be overwritten. At most
+        # max_in_flight + 1 buffers exist, as before. (The 1 GiB save of
+        # perf/scenarios/ckpt_save.py took the same time either way.)
         self.spare: collections.deque[bytearray] = collections.deque()
 
     def buffer(self, size: int) -> bytearray:
