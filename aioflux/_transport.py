@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import logging
 import os
 import re
 import ssl
@@ -28,6 +29,7 @@ from ._retry import retry_async
 
 __all__ = ["MediaResponse", "Op", "Transport", "TransportStats", "map_exception"]
 
+log = logging.getLogger("aioflux.transport")
 T = TypeVar("T")
 ResponseHandler = Callable[[aiohttp.ClientResponse], Awaitable[T]]
 MediaHandler = Callable[[MediaResponse], T]
@@ -225,7 +227,7 @@ class Transport:
                     if state.media is not None:
                         response = await state.media.get(url, request_headers, into)
                         if response is None:
-                            self.stats.lean_fallbacks += 1
+                            self._lean_fell_back(state)
                         else:
                             self.stats.lean_reads += 1
                     if response is None:
@@ -239,6 +241,19 @@ class Transport:
             _raise_mapped(failure, op)
 
         return await self._retrying(attempt)
+
+    def _lean_fell_back(self, state: _LoopState) -> None:
+        stats = self.stats
+        stats.lean_fallbacks += 1
+        # Every fallback costs a second request. When most responses are
+        # ones the lean client leaves to aiohttp (e.g. gzip-stored objects
+        # that GCS serves decompressed, chunked), stop trying it.
+        if stats.lean_fallbacks >= _LEAN_GIVE_UP and stats.lean_fallbacks > stats.lean_reads \
+                and state.media is not None:
+            state.media.close()
+            state.media = None
+            log.info("lean reads off for this client: %d of %d responses needed aiohttp",
+                     stats.lean_fallbacks, stats.lean_fallbacks + stats.lean_reads)
 
     async def _get_with_aiohttp(self, state: _LoopState, op: Op, url: str,
                                 headers: Mapping[str, str],
@@ -371,6 +386,9 @@ async def _error_from_response(resp: aiohttp.ClientResponse, op: Op) -> StorageE
         resp.headers.get("Retry-After"),
     )
 
+
+# Fallbacks after which, if they outnumber lean responses, lean reads stop.
+_LEAN_GIVE_UP = 32
 
 # What a media handler may look at (aiohttp fallback keeps only these).
 _MEDIA_HEADERS = ("x-goog-hash", "x-guploader-response-body-transformations",

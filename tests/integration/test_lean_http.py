@@ -173,6 +173,22 @@ async def test_unusual_responses_go_to_aiohttp(web_server: Any) -> None:
         assert got == BODY and stats.lean_reads == 1
 
 
+async def test_lean_reads_stop_when_most_responses_need_aiohttp(web_server: Any) -> None:
+    base = await web_server({"/chunked": _chunked, "/plain": _plain})
+    async with AsyncClient(ClientConfig(), endpoint="http://unused.invalid") as client:
+        transport = client.transport
+        await transport.get_media(_op("/plain"), base + "/plain", lambda r: r)
+        for _ in range(40):
+            got = await transport.get_media(_op("/chunked"), base + "/chunked",
+                                            lambda r: bytes(r.body or b""))
+            assert got == BODY
+        stats = transport.stats
+        # 32 fallbacks outnumber the 1 lean read: the rest went to aiohttp directly
+        assert (stats.lean_reads, stats.lean_fallbacks, stats.requests) == (1, 32, 41)
+        await transport.get_media(_op("/plain"), base + "/plain", lambda r: r)
+        assert stats.lean_reads == 1
+
+
 def _op(path: str) -> Any:
     from aioflux._transport import Op
 

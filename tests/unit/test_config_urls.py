@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aioflux import ClientConfig, GcsURL, InvalidURL, RetryPolicy, Timeouts, parse_url
 
@@ -41,3 +43,19 @@ def test_replace_validates() -> None:
     assert cfg.effective_connection_limit == cfg.max_concurrency
     with pytest.raises(ValueError):
         cfg.replace(max_concurrency=-1)
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+       | st.text(alphabet="abcXYZ019_.~-/ %?#+", max_size=40))
+def test_object_names_quote_like_urllib(name: str) -> None:
+    from urllib.parse import quote
+
+    from aioflux._client import _quote
+
+    # The plain-name fast path must encode exactly as urllib does.
+    assert _quote(name) == quote(name, safe="")
+
+
+def test_default_concurrency_and_lean_reads() -> None:
+    config = ClientConfig()
+    assert config.max_concurrency == 128 and config.lean_reads
