@@ -334,17 +334,19 @@ class MediaPool:
         """
         origin, target = self._split(url)
         request = self._request_bytes(origin, url[target:], headers)
+        # An idle connection the server dropped (its close still in flight)
+        # is replaced by a fresh one at once; a fresh one failing is an error.
         conn = self._take(origin)
-        if conn is not None:
+        reused = conn is not None
+        while True:
+            if conn is None:
+                conn = await self._connect(origin)
             try:
                 return await self._exchange(origin, conn, request, into)
-            except _Stale:
-                pass  # the server dropped it while idle; one fresh connection, at once
-        conn = await self._connect(origin)
-        try:
-            return await self._exchange(origin, conn, request, into)
-        except _Stale as exc:
-            raise ConnectionResetError(str(exc)) from None
+            except _Stale as exc:
+                if not reused:
+                    raise ConnectionResetError(str(exc)) from None
+                conn, reused = None, False
 
     async def _exchange(self, origin: _Origin, conn: _Connection, request: bytes,
                         into: memoryview | None) -> MediaResponse | None:

@@ -162,26 +162,30 @@ class Transport:
             StorageError: the most specific subclass for the failure.
         """
 
-        async def attempt() -> T:
-            state = self._current()
-            async with state.semaphore:
-                self.stats.requests += 1
-                request_headers = await self.auth.headers()
-                if headers:
-                    request_headers.update(headers)
-                try:
-                    async with state.session.request(
-                        method, url, params=params, headers=request_headers,
-                        data=_payload(data),
-                    ) as resp:
-                        if resp.status not in ok and resp.status >= 300:
-                            raise await _error_from_response(resp, op)
-                        return await handler(resp)
-                except Exception as exc:
-                    failure = exc
-            _raise_mapped(failure, op)
+        async def send(state: _LoopState, request_headers: dict[str, str]) -> T:
+            async with state.session.request(
+                method, url, params=params, headers=request_headers, data=_payload(data),
+            ) as resp:
+                if resp.status not in ok and resp.status >= 300:
+                    raise await _error_from_response(resp, op)
+                return await handler(resp)
 
-        return await self._retrying(attempt)
+        return await self._retrying(lambda: self._attempt(op, headers, send))
+
+    async def _attempt(self, op: Op, headers: Mapping[str, str] | None,
+                       send: Callable[[_LoopState, dict[str, str]], Awaitable[T]]) -> T:
+        """One attempt: a permit, auth headers, ``send``, errors mapped."""
+        state = self._current()
+        async with state.semaphore:
+            self.stats.requests += 1
+            request_headers = await self.auth.headers()
+            if headers:
+                request_headers.update(headers)
+            try:
+                return await send(state, request_headers)
+            except Exception as exc:
+                failure = exc
+        _raise_mapped(failure, op)
 
     async def get_media(
         self,
@@ -215,32 +219,21 @@ class Transport:
             StorageError: the most specific subclass for the failure.
         """
 
-        async def attempt() -> T:
-            state = self._current()
-            async with state.semaphore:
-                self.stats.requests += 1
-                request_headers = await self.auth.headers()
-                if headers:
-                    request_headers.update(headers)
-                try:
-                    response = None
-                    if state.media is not None:
-                        response = await state.media.get(url, request_headers, into)
-                        if response is None:
-                            self._lean_fell_back(state)
-                        else:
-                            self.stats.lean_reads += 1
-                    if response is None:
-                        response = await self._get_with_aiohttp(state, op, url,
-                                                                request_headers, into)
-                    if response.status >= 300:
-                        raise _error_from_media(response, op)
-                    return handler(response)
-                except Exception as exc:
-                    failure = exc
-            _raise_mapped(failure, op)
+        async def send(state: _LoopState, request_headers: dict[str, str]) -> T:
+            response = None
+            if state.media is not None:
+                response = await state.media.get(url, request_headers, into)
+                if response is None:
+                    self._lean_fell_back(state)
+                else:
+                    self.stats.lean_reads += 1
+            if response is None:
+                response = await self._get_with_aiohttp(state, op, url, request_headers, into)
+            if response.status >= 300:
+                raise _error_from_media(response, op)
+            return handler(response)
 
-        return await self._retrying(attempt)
+        return await self._retrying(lambda: self._attempt(op, headers, send))
 
     def _lean_fell_back(self, state: _LoopState) -> None:
         stats = self.stats
@@ -294,17 +287,10 @@ class Transport:
             StorageError: the most specific subclass for the failure.
         """
 
-        async def attempt() -> T:
-            state = self._current()
-            async with state.semaphore:
-                self.stats.requests += 1
-                try:
-                    return await call(state.session, await self.auth.headers())
-                except Exception as exc:
-                    failure = exc
-            _raise_mapped(failure, op)
+        async def send(state: _LoopState, request_headers: dict[str, str]) -> T:
+            return await call(state.session, request_headers)
 
-        return await self._retrying(attempt)
+        return await self._retrying(lambda: self._attempt(op, None, send))
 
     def _count_retry(self, _exc: BaseException, _attempt: int, _delay: float) -> None:
         self.stats.retries += 1
