@@ -15,7 +15,7 @@ from gcloud.aio.storage import Storage
 from ._auth import Auth, emulator_endpoint, resolve_auth
 from ._config import ClientConfig
 from ._crc import crc32c, decode_crc32c, encode_crc32c
-from ._errors import ChecksumMismatch, InvalidArgument, NotFound
+from ._errors import ChecksumMismatch, InvalidArgument, NotFound, StorageError
 from ._resumable import ResumableUpload
 from ._transport import MediaResponse, Op, Transport
 from ._types import LIST_FIELDS, ListPage, ObjectInfo, objects_from_json
@@ -327,6 +327,14 @@ class AsyncClient(XmlMultipartMixin):
 
         def handle(resp: MediaResponse) -> bytes | int:
             expected = resp.expected
+            if not whole and resp.status == 200 and (
+                    start > 0 or (end is not None and expected != end)):
+                # The server (or a proxy) ignored Range: these bytes start at
+                # offset 0, not where the caller asked.
+                raise StorageError(
+                    f"read gs://{bucket}/{name}: asked for bytes [{start}, {end}), the server "
+                    f"sent the whole object (HTTP 200) instead of the range",
+                    operation="read", bucket=bucket, name=name)
             if dest is not None and expected is not None and expected > len(dest):
                 raise InvalidArgument(f"read gs://{bucket}/{name}: {expected} bytes do not "
                                       f"fit a buffer of {len(dest)}")

@@ -28,6 +28,7 @@ from aioflux import (
     RateLimited,
     RetryPolicy,
     ServerError,
+    StorageError,
     Timeouts,
     TransportError,
 )
@@ -327,6 +328,23 @@ async def test_cancelled_read_discards_its_connection() -> None:
         assert server.closed == 1  # the half-read connection was not pooled
         assert await client.read("bkt", "obj") == BODY
     assert server.connections == 2
+
+
+@pytest.mark.parametrize("lean", [True, False])
+async def test_a_server_ignoring_range_is_an_error(lean: bool) -> None:
+    # A proxy that drops Range answers 200 with the whole object: returning
+    # those bytes for [1000, 2000) would hand out the wrong ones.
+    server = RawServer(lambda conn, i: _response())
+    async with server as base:
+        config = ClientConfig(lean_reads=lean, retry=FAST_RETRY)
+        async with AsyncClient(config, endpoint=base) as client:
+            with pytest.raises(StorageError, match="whole object") as info:
+                await client.read("bkt", "obj", start=1000, end=2000)
+            assert info.value.attempts == 1
+            with pytest.raises(StorageError, match="whole object"):
+                await client.read("bkt", "obj", start=0, end=10)
+            # A range that covers the whole object may come back as a 200.
+            assert await client.read("bkt", "obj", start=0, end=len(BODY)) == BODY
 
 
 async def test_header_line_breaks_are_refused() -> None:
