@@ -121,7 +121,10 @@ async def test_one_page_puts_every_lister_to_work() -> None:
     got = await list_objects_parallel(fake, "bkt", concurrency=16)  # type: ignore[arg-type]
     assert len(got) == len(names)
     assert fake.pages_before[16] == 1  # all 16 at work as soon as one page is back
-    assert fake.requests < 1.5 * 200  # split pieces end in partial pages
+    # Split pieces end in partial pages: some extra requests, never a storm.
+    # (How many depends on when each lister frees up: 230-305 seen on a
+    # loaded 2-core machine.)
+    assert fake.requests < 2 * 200
 
 
 @pytest.mark.parametrize("names", [
