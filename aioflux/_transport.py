@@ -376,9 +376,8 @@ async def _error_from_response(resp: aiohttp.ClientResponse, op: Op) -> StorageE
 # Fallbacks after which, if they outnumber lean responses, lean reads stop.
 _LEAN_GIVE_UP = 32
 
-# What a media handler may look at (aiohttp fallback keeps only these).
-_MEDIA_HEADERS = ("x-goog-hash", "x-guploader-response-body-transformations",
-                  "x-goog-generation", "content-range")
+# What a media handler looks at (the aiohttp fallback keeps only these).
+_MEDIA_HEADERS = ("x-goog-hash", "x-guploader-response-body-transformations")
 
 
 def _error_from_media(resp: MediaResponse, op: Op) -> StorageError:

@@ -266,9 +266,8 @@ class MapDataset(_FromPrefix, torch.utils.data.Dataset[Any]):
         # predicts) before waiting for this one, so they download while the
         # caller trains on this one.
         announced, self._announced = self._announced, None
-        guessed = self._readahead(wanted)
         if announced is None:
-            announced = guessed
+            announced = self._readahead(wanted)
         self._prefetched = []
         for upcoming in announced or ():
             if queue and queue[0].indices == upcoming:
