@@ -8,7 +8,8 @@ emulator holds one copy per contender, not one per round.
 
 Parameters (``--param k=v``): ``count`` (64 tensors; 8 with --quick),
 ``tensor_mib`` (16), ``kind`` (random or half16), ``part_mib`` and
-``in_flight`` (aioflux writer settings; default: the library's).
+``in_flight`` (aioflux writer settings, also used by the bare aiohttp
+upload; default: the library's).
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from perf.availability import project_imports
 from perf.harness import Contender, Options, Plan, Target
 
 __all__ = ["plan"]
+
+# Mirror aioflux._writer's defaults (the bare upload sends the same parts);
+# perf must import without aioflux.
+_PART_MIB = 16
+_IN_FLIGHT = 8
 
 
 def _aioflux_ready() -> str | None:
@@ -33,6 +39,9 @@ def plan(options: Options) -> Plan:
         if key in options.params:
             tuning += (flag, options.params[key])
     ours = (*state, *tuning)
+    # The bare upload uses the writer's part size and parts in flight.
+    part_mib = int(options.params.get("part_mib", _PART_MIB))
+    in_flight = int(options.params.get("in_flight", _IN_FLIGHT))
     contenders = [
         Contender(
             "aioflux",
@@ -45,6 +54,17 @@ def plan(options: Options) -> Plan:
                 + (f" ({' '.join(tuning)})" if tuning else " (library defaults)")
             ),
             available=_aioflux_ready,
+        ),
+        Contender(
+            "aiohttp-bare",
+            "ckpt_save_aiohttp.py",
+            None,
+            (*state, "--part-mib", str(part_mib), "--in-flight", str(in_flight)),
+            note=(
+                f"bare aiohttp XML multipart upload of the tensors' memory: {part_mib} MiB "
+                f"parts, {in_flight} in flight, no torch.save, copies or checksums; the "
+                "ceiling the emulator allows on this machine"
+            ),
         ),
         Contender(
             "dataflux",
