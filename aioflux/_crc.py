@@ -8,11 +8,14 @@ without reading them.
 from __future__ import annotations
 
 import base64
+import functools
 import struct
+from collections.abc import Sequence
 
 import google_crc32c
 
-__all__ = ["Crc32c", "crc32c", "crc32c_combine", "decode_crc32c", "encode_crc32c"]
+__all__ = ["Crc32c", "crc32c", "crc32c_combine", "crc32c_suffix", "decode_crc32c",
+           "encode_crc32c"]
 
 _POLY_REVERSED = 0x82F63B78
 # google_crc32c's C extension accepts only ``bytes``; other buffers are fed
@@ -76,7 +79,7 @@ def decode_crc32c(text: str) -> int:
     return int(struct.unpack(">I", raw)[0])
 
 
-def _gf2_times(matrix: list[int], vector: int) -> int:
+def _gf2_times(matrix: Sequence[int], vector: int) -> int:
     total = 0
     i = 0
     while vector:
@@ -89,6 +92,37 @@ def _gf2_times(matrix: list[int], vector: int) -> int:
 
 def _gf2_square(matrix: list[int]) -> list[int]:
     return [_gf2_times(matrix, row) for row in matrix]
+
+
+def _compose(outer: list[int], inner: list[int]) -> list[int]:
+    """The operator applying ``inner`` then ``outer``."""
+    return [_gf2_times(outer, column) for column in inner]
+
+
+@functools.lru_cache(maxsize=64)
+def _zeros_operator(length: int) -> tuple[int, ...]:
+    """The matrix that feeds ``length`` (> 0) zero bytes through a crc32c register.
+
+    Built by squaring (zlib's method) and cached: a writer asks for the same
+    part length over and over, and building it costs ~1 ms of Python.
+    """
+    step = [_POLY_REVERSED] + [1 << i for i in range(31)]  # one zero bit
+    for _ in range(3):
+        step = _gf2_square(step)  # 2, 4, then 8 zero bits: one zero byte
+    result: list[int] | None = None
+    while True:
+        if length & 1:
+            result = step if result is None else _compose(step, result)
+        length >>= 1
+        if not length:
+            break
+        step = _gf2_square(step)
+    assert result is not None
+    return tuple(result)
+
+
+def _shift(crc: int, length: int) -> int:
+    return _gf2_times(_zeros_operator(length), crc) if length > 0 else crc
 
 
 def crc32c_combine(crc_a: int, crc_b: int, length_b: int) -> int:
@@ -104,20 +138,21 @@ def crc32c_combine(crc_a: int, crc_b: int, length_b: int) -> int:
     """
     if length_b <= 0:
         return crc_a
-    odd = [_POLY_REVERSED] + [1 << i for i in range(31)]  # operator for one zero bit
-    even = _gf2_square(odd)  # two zero bits
-    odd = _gf2_square(even)  # four zero bits
-    while True:
-        even = _gf2_square(odd)
-        if length_b & 1:
-            crc_a = _gf2_times(even, crc_a)
-        length_b >>= 1
-        if not length_b:
-            break
-        odd = _gf2_square(even)
-        if length_b & 1:
-            crc_a = _gf2_times(odd, crc_a)
-        length_b >>= 1
-        if not length_b:
-            break
-    return (crc_a ^ crc_b) & 0xFFFFFFFF
+    return (_shift(crc_a, length_b) ^ crc_b) & 0xFFFFFFFF
+
+
+def crc32c_suffix(crc_ab: int, crc_a: int, length_b: int) -> int:
+    """crc32c of ``B`` from crc(A + B), crc(A) and len(B): combine run backwards.
+
+    A writer's running checksum of everything written thus gives each part's
+    checksum without a second pass over the part's bytes.
+
+    Args:
+        crc_ab: crc32c of the whole.
+        crc_a: crc32c of the leading ``A``.
+        length_b: byte length of the trailing ``B``.
+
+    Returns:
+        crc32c of ``B``.
+    """
+    return (crc_ab ^ _shift(crc_a, length_b)) & 0xFFFFFFFF

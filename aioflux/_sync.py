@@ -114,9 +114,11 @@ class Client:
         return get_portal().call(self.aio.initiate_multipart(bucket, name, **kwargs))
 
     def upload_part(self, bucket: str, name: str, upload_id: str, part_number: int,
-                    data: bytes | bytearray | memoryview) -> PartInfo:
+                    data: bytes | bytearray | memoryview,
+                    checksum: int | None = None) -> PartInfo:
         """See :meth:`AsyncClient.upload_part`."""
-        return get_portal().call(self.aio.upload_part(bucket, name, upload_id, part_number, data))
+        return get_portal().call(self.aio.upload_part(bucket, name, upload_id, part_number, data,
+                                                      checksum))
 
     def complete_multipart(self, bucket: str, name: str, upload_id: str,
                            parts: Sequence[PartInfo]) -> dict[str, str]:

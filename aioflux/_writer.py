@@ -28,7 +28,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from ._bridge import get_portal
-from ._crc import Crc32c, decode_crc32c, encode_crc32c
+from ._crc import Crc32c, crc32c_suffix, decode_crc32c, encode_crc32c
 from ._errors import ChecksumMismatch, InvalidArgument, InvalidRequest, NotFound, StorageError
 from ._resumable import CHUNK_GRANULARITY, ResumableUpload
 from ._types import ObjectInfo, PartInfo
@@ -131,8 +131,8 @@ class _Session:
             self.stats.mode = "resumable"
             await upload.start()
 
-    async def put(self, number: int, data: memoryview) -> None:
-        """Upload part ``number`` (1-based)."""
+    async def put(self, number: int, data: memoryview, checksum: int | None = None) -> None:
+        """Upload part ``number`` (1-based); ``checksum`` is its crc32c if known."""
         await self._start()
         if self._resumable is not None:
             assert self._order is not None
@@ -152,7 +152,7 @@ class _Session:
         else:
             assert self._upload_id is not None
             self._parts[number] = await self.client.upload_part(
-                self.bucket, self.name, self._upload_id, number, data)
+                self.bucket, self.name, self._upload_id, number, data, checksum)
         self.stats.parts += 1
 
     async def finish(self, last_number: int, tail: memoryview | None,
@@ -357,6 +357,7 @@ class ObjectWriter(_PublishOnExit, _WriterBase, io.BufferedIOBase):
         self._parts = _Parts(max_in_flight)
         self._buffer = self._parts.buffer(self.part_size)
         self._fill = 0
+        self._part_start = 0  # the running crc32c where the part being filled starts
         self._futures: list[concurrent.futures.Future[None]] = []
 
     @property
@@ -394,10 +395,15 @@ class ObjectWriter(_PublishOnExit, _WriterBase, io.BufferedIOBase):
         self._raise_pending()
         view = memoryview(data).cast("B")
         total = len(view)
-        self._crc.update(view)
         while view:
             take = min(len(view), self.part_size - self._fill)
-            self._buffer[self._fill:self._fill + take] = view[:take]
+            piece = view[:take]
+            # The running checksum advances part by part, so each part's own
+            # checksum follows from it (crc32c_suffix) without a second pass
+            # over the part: a pass copies the bytes (google_crc32c takes
+            # only ``bytes``), ~8% of the client's CPU on a 1 GiB save.
+            self._crc.update(piece)
+            self._buffer[self._fill:self._fill + take] = piece
             self._fill += take
             view = view[take:]
             if self._fill == self.part_size:
@@ -416,7 +422,9 @@ class ObjectWriter(_PublishOnExit, _WriterBase, io.BufferedIOBase):
             raise
         buf, self._buffer = self._buffer, self._parts.buffer(self.part_size)
         self._fill = 0
-        future = self._portal.submit(self._session.put(self._number, memoryview(buf)))
+        checksum = crc32c_suffix(self._crc.value, self._part_start, self.part_size)
+        self._part_start = self._crc.value
+        future = self._portal.submit(self._session.put(self._number, memoryview(buf), checksum))
         self._number += 1
         future.add_done_callback(functools.partial(self._parts.done, buf))
         self._futures.append(future)

@@ -91,7 +91,8 @@ class XmlMultipartMixin:
                                             handle, headers={"Content-Type": content_type})
 
     async def upload_part(self, bucket: str, name: str, upload_id: str, part_number: int,
-                          data: bytes | bytearray | memoryview) -> PartInfo:
+                          data: bytes | bytearray | memoryview,
+                          checksum: int | None = None) -> PartInfo:
         """Upload one part, its crc32c checked by the server.
 
         Args:
@@ -100,6 +101,8 @@ class XmlMultipartMixin:
             upload_id: from :meth:`initiate_multipart`.
             part_number: 1..10000.
             data: the part (>= 5 MiB unless it is the last).
+            checksum: the part's crc32c if the caller knows it already (a
+                writer derives it from its running checksum); computed otherwise.
 
         Returns:
             PartInfo with the part's ETag.
@@ -112,6 +115,7 @@ class XmlMultipartMixin:
             raise InvalidArgument(f"upload part gs://{bucket}/{name}: part number must be "
                                   f"1..{MAX_PARTS}, got {part_number}")
         view = memoryview(data).cast("B")
+        crc = crc32c(view) if checksum is None else checksum
         op = Op(f"upload part {part_number}", bucket, name)
 
         async def handle(resp: aiohttp.ClientResponse) -> PartInfo:
@@ -121,7 +125,7 @@ class XmlMultipartMixin:
         return await self._transport.request(
             op, "PUT", self._xml_url(bucket, name), handle,
             params={"partNumber": str(part_number), "uploadId": upload_id},
-            headers={"x-goog-hash": f"crc32c={encode_crc32c(crc32c(view))}"}, data=view)
+            headers={"x-goog-hash": f"crc32c={encode_crc32c(crc)}"}, data=view)
 
     async def complete_multipart(self, bucket: str, name: str, upload_id: str,
                                  parts: Sequence[PartInfo]) -> dict[str, str]:

@@ -59,6 +59,19 @@ async def test_corrupted_part_is_rejected(client: AsyncClient, bucket: str,
     assert await client.list_parts(bucket, "corrupt", upload_id) == []
 
 
+async def test_given_part_checksum_is_sent_and_checked(client: AsyncClient, bucket: str) -> None:
+    # The writer passes each part's crc32c (derived from its running checksum);
+    # the server holds the bytes against it.
+    upload_id = await client.initiate_multipart(bucket, "given")
+    body = b"g" * 100
+    with pytest.raises(InvalidRequest, match="BadDigest"):
+        await client.upload_part(bucket, "given", upload_id, 1, body, crc32c(body) ^ 1)
+    part = await client.upload_part(bucket, "given", upload_id, 1, body, crc32c(body))
+    assert part.size == 100
+    await client.complete_multipart(bucket, "given", upload_id, [part])
+    assert await client.read(bucket, "given") == body
+
+
 async def test_part_number_range(client: AsyncClient, bucket: str) -> None:
     with pytest.raises(ValueError, match=r"1\.\.10000"):
         await client.upload_part(bucket, "x", "id", 0, b"")

@@ -138,10 +138,10 @@ def test_part_buffers_are_reused(emulator: Emulator, bucket: str,
 
 def test_failed_part_surfaces_and_aborts(emulator: Emulator, bucket: str) -> None:
     class Failing(AsyncClient):
-        async def upload_part(self, bucket, name, upload_id, number, data):  # type: ignore[no-untyped-def]
+        async def upload_part(self, bucket, name, upload_id, number, *args):  # type: ignore[no-untyped-def]
             if number == 2:
                 raise aioflux.ServerError("injected", operation="upload part")
-            return await super().upload_part(bucket, name, upload_id, number, data)
+            return await super().upload_part(bucket, name, upload_id, number, *args)
 
     client = Failing(endpoint=emulator.endpoint)
     with pytest.raises(aioflux.ServerError, match="injected"):

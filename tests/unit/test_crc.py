@@ -2,7 +2,14 @@ import google_crc32c
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aioflux._crc import Crc32c, crc32c, crc32c_combine, decode_crc32c, encode_crc32c
+from aioflux._crc import (
+    Crc32c,
+    crc32c,
+    crc32c_combine,
+    crc32c_suffix,
+    decode_crc32c,
+    encode_crc32c,
+)
 
 
 @given(st.binary(max_size=3000), st.binary(max_size=3000))
@@ -29,3 +36,15 @@ def test_gcs_encoding() -> None:
     # Known value: crc32c("hello") as GCS reports it.
     assert encode_crc32c(crc32c(b"hello")) == "mnG7TA=="
     assert decode_crc32c("mnG7TA==") == crc32c(b"hello")
+
+
+@given(st.binary(max_size=3000), st.binary(max_size=3000))
+def test_suffix_undoes_combine(a: bytes, b: bytes) -> None:
+    assert crc32c_suffix(crc32c(a + b), crc32c(a), len(b)) == crc32c(b)
+
+
+def test_combine_of_long_parts_matches_one_pass() -> None:
+    # Long lengths exercise the cached operators (many squarings) the writer uses.
+    a, b = bytes(range(256)) * 4099, bytes(range(255, -1, -1)) * 8192
+    assert crc32c_combine(crc32c(a), crc32c(b), len(b)) == crc32c(a + b)
+    assert crc32c_suffix(crc32c(a + b), crc32c(a), len(b)) == crc32c(b)
