@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
+from ._crc import crc32c_suffix
 from ._errors import InvalidArgument
 from ._types import ObjectInfo
 from ._writer import _Bytes, _WriterBase
@@ -37,6 +38,7 @@ class AsyncObjectWriter(_WriterBase):
     def _init_flow(self, max_in_flight: int) -> None:
         self._slots = asyncio.Semaphore(max_in_flight)
         self._buffer = bytearray()
+        self._part_start = 0  # the running crc32c where the part being filled starts
         self._tasks: set[asyncio.Task[None]] = set()
         self._error: BaseException | None = None
 
@@ -57,18 +59,27 @@ class AsyncObjectWriter(_WriterBase):
             raise InvalidArgument(f"write to closed writer gs://{self.bucket}/{self.name}")
         await self._raise_pending()
         view = memoryview(data).cast("B")
-        self._crc.update(view)
-        self._buffer += view
-        while len(self._buffer) >= self.part_size:
+        total = len(view)
+        while view:
+            take = min(len(view), self.part_size - len(self._buffer))
+            piece, view = view[:take], view[take:]
+            # As in ObjectWriter: the running checksum stops at each part's
+            # end, so the part's own checksum needs no second pass.
+            self._crc.update(piece)
+            self._buffer += piece
+            if len(self._buffer) < self.part_size:
+                continue
             await self._slots.acquire()
             await self._raise_pending(release=True)
-            part = self._buffer[:self.part_size]
-            del self._buffer[:self.part_size]
-            task = asyncio.ensure_future(self._session.put(self._number, memoryview(part)))
+            part, self._buffer = self._buffer, bytearray()
+            checksum = crc32c_suffix(self._crc.value, self._part_start, self.part_size)
+            self._part_start = self._crc.value
+            task = asyncio.ensure_future(
+                self._session.put(self._number, memoryview(part), checksum))
             self._number += 1
             self._tasks.add(task)
             task.add_done_callback(self._part_done)
-        return len(view)
+        return total
 
     def _part_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -100,8 +111,9 @@ class AsyncObjectWriter(_WriterBase):
             if self._tasks:
                 await asyncio.wait(set(self._tasks))
             await self._raise_pending()
+            checksum = crc32c_suffix(self._crc.value, self._part_start, len(self._buffer))
             info = await self._session.finish(self._number, memoryview(self._buffer),
-                                              self._crc)
+                                              self._crc, checksum)
         except BaseException:
             await self.abort()
             raise

@@ -156,9 +156,10 @@ class _Session:
         self.stats.parts += 1
 
     async def finish(self, last_number: int, tail: memoryview | None,
-                     expected: Crc32c) -> ObjectInfo:
+                     expected: Crc32c, tail_checksum: int | None = None) -> ObjectInfo:
         """Publish: the tail as the last part (or the whole object in one
-        request if no part was sent), then verify the stored crc32c."""
+        request if no part was sent), then verify the stored crc32c.
+        ``tail_checksum`` is the tail's crc32c if the writer knows it."""
         self.stats.bytes = expected.length
         if last_number == 1 and self._upload_id is None and self._resumable is None:
             self.stats.mode = "single"
@@ -176,7 +177,7 @@ class _Session:
             await self._verify(info.crc32c, expected, info.generation)
         else:
             if tail is not None and len(tail):
-                await self.put(last_number, tail)
+                await self.put(last_number, tail, tail_checksum)
             assert self._upload_id is not None
             upload_id, self._upload_id = self._upload_id, None
             try:
@@ -451,7 +452,8 @@ class ObjectWriter(_PublishOnExit, _WriterBase, io.BufferedIOBase):
             concurrent.futures.wait(self._futures)
             self._raise_pending()
             tail = memoryview(self._buffer)[:self._fill]
-            self._portal.call(self._session.finish(self._number, tail, self._crc))
+            checksum = crc32c_suffix(self._crc.value, self._part_start, self._fill)
+            self._portal.call(self._session.finish(self._number, tail, self._crc, checksum))
             self._futures = []
         except BaseException:
             self.abort()

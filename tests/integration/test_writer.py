@@ -169,6 +169,35 @@ def test_crc_mismatch_deletes_object(emulator: Emulator, bucket: str) -> None:
     aioflux.call(client.aclose())
 
 
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_part_checksums_come_from_the_running_one(sync_client: Client, bucket: str,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  kind: str) -> None:
+    # Each part's crc32c (sent to the server, which checks it) is derived from
+    # the writer's running checksum: no second pass over any part, the tail too.
+    import aioflux._xml as xml
+
+    def second_pass(data: object) -> int:
+        raise AssertionError("a part's checksum was computed again")
+
+    monkeypatch.setattr(xml, "crc32c", second_pass)
+    data = os.urandom(2 * PART + 777)
+    if kind == "sync":
+        with aioflux.open(f"gs://{bucket}/derived", "wb", client=sync_client,
+                          part_size=PART) as f:
+            for i in range(0, len(data), 999_999):
+                f.write(data[i:i + 999_999])
+    else:
+        async def write() -> None:
+            async with AsyncObjectWriter(sync_client.aio, bucket, "derived",
+                                         part_size=PART) as w:
+                for i in range(0, len(data), 999_999):
+                    await w.write(data[i:i + 999_999])
+
+        aioflux.call(write())
+    assert sync_client.read(bucket, "derived") == data
+
+
 async def test_async_writer(client: AsyncClient, bucket: str) -> None:
     data = os.urandom(2 * PART + 99)
     async with AsyncObjectWriter(client, bucket, "aw", part_size=PART) as w:
