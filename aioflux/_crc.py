@@ -8,9 +8,7 @@ without reading them.
 from __future__ import annotations
 
 import base64
-import functools
 import struct
-from collections.abc import Sequence
 
 import google_crc32c
 
@@ -79,7 +77,7 @@ def decode_crc32c(text: str) -> int:
     return int(struct.unpack(">I", raw)[0])
 
 
-def _gf2_times(matrix: Sequence[int], vector: int) -> int:
+def _gf2_times(matrix: list[int], vector: int) -> int:
     total = 0
     i = 0
     while vector:
@@ -94,35 +92,40 @@ def _gf2_square(matrix: list[int]) -> list[int]:
     return [_gf2_times(matrix, row) for row in matrix]
 
 
-def _compose(outer: list[int], inner: list[int]) -> list[int]:
-    """The operator applying ``inner`` then ``outer``."""
-    return [_gf2_times(outer, column) for column in inner]
+# _ZEROS[k]: the GF(2) matrix that feeds 2**k zero bytes through a crc32c
+# register, built once by squaring (zlib's method). Appending n zero bytes
+# is then one matrix-vector product per set bit of n: ~3 us for a 16 MiB
+# part, where rebuilding the squares on every call (as zlib does) cost ~1 ms.
+_ZEROS: tuple[list[int], ...] = ()
 
 
-@functools.lru_cache(maxsize=64)
-def _zeros_operator(length: int) -> tuple[int, ...]:
-    """The matrix that feeds ``length`` (> 0) zero bytes through a crc32c register.
-
-    Built by squaring (zlib's method) and cached: a writer asks for the same
-    part length over and over, and building it costs ~1 ms of Python.
-    """
-    step = [_POLY_REVERSED] + [1 << i for i in range(31)]  # one zero bit
-    for _ in range(3):
-        step = _gf2_square(step)  # 2, 4, then 8 zero bits: one zero byte
-    result: list[int] | None = None
-    while True:
-        if length & 1:
-            result = step if result is None else _compose(step, result)
-        length >>= 1
-        if not length:
-            break
-        step = _gf2_square(step)
-    assert result is not None
-    return tuple(result)
+def _zeros(k: int) -> list[int]:
+    global _ZEROS
+    table = _ZEROS
+    if len(table) <= k:
+        # Grown on a copy and published whole: threads may race here, and a
+        # table they built side by side is the same table.
+        grown = list(table)
+        if not grown:
+            step = [_POLY_REVERSED] + [1 << i for i in range(31)]  # one zero bit
+            for _ in range(3):
+                step = _gf2_square(step)  # 2, 4, then 8 zero bits: one zero byte
+            grown.append(step)
+        while len(grown) <= k:
+            grown.append(_gf2_square(grown[-1]))
+        table = _ZEROS = tuple(grown)
+    return table[k]
 
 
 def _shift(crc: int, length: int) -> int:
-    return _gf2_times(_zeros_operator(length), crc) if length > 0 else crc
+    """``crc`` after ``length`` zero bytes."""
+    k = 0
+    while length:
+        if length & 1:
+            crc = _gf2_times(_zeros(k), crc)
+        length >>= 1
+        k += 1
+    return crc
 
 
 def crc32c_combine(crc_a: int, crc_b: int, length_b: int) -> int:
