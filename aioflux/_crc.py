@@ -1,8 +1,9 @@
-"""crc32c helpers: compute, encode as GCS does, and combine.
+"""crc32c helpers: compute, encode as GCS does, combine and split.
 
 GCS reports crc32c as base64 of the big-endian uint32. Combining lets us
 predict a composite object's crc32c from its sources' listed checksums
-without reading them.
+without reading them; splitting gives a writer each part's crc32c from its
+running checksum of the whole stream without reading the part again.
 """
 
 from __future__ import annotations
