@@ -13,6 +13,7 @@ import torch
 
 PART = 5 * 1024 * 1024
 LAST_STEP = 20
+KEEP_LAST = 3
 
 
 def state_for(step: int) -> dict[str, object]:
@@ -27,7 +28,7 @@ def run(endpoint: str, root: str, start: int, conn: Connection) -> None:
     os.environ["STORAGE_EMULATOR_HOST"] = endpoint
     from aioflux.torch import CheckpointManager
 
-    mgr = CheckpointManager(root, keep_last=3, part_size=PART, max_in_flight=2)
+    mgr = CheckpointManager(root, keep_last=KEEP_LAST, part_size=PART, max_in_flight=2)
     conn.send("ready")
     for step in range(start, LAST_STEP + 1):
         if step % 2:
