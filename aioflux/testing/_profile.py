@@ -38,7 +38,9 @@ class EmulatorProfile:
         ttfb: seconds slept before the response headers of every object
             request (downloads, uploads, list, compose, delete...).
         bandwidth: bytes/s cap per response body and per request body
-            (``None`` = unlimited).
+            (``None`` = unlimited). A download body is sent in chunks of
+            ~5 ms of data (16-256 KiB), each once its last byte is due; a
+            body of one chunk leaves together with the response head.
         qps_limit: request rate above which the emulator answers 429
             (token bucket with one second of burst; ``None`` = unlimited).
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import re
 import subprocess
 import sys
@@ -142,6 +143,25 @@ async def test_ttfb_is_applied(emu: Emulator, http: aiohttp.ClientSession) -> No
     async with http.get("/knobs/small") as r:
         await r.read()
     assert time.monotonic() - start < 0.09
+
+
+@pytest.mark.asyncio
+async def test_a_one_chunk_body_is_paced_then_sent_with_its_head(
+    emu: Emulator, http: aiohttp.ClientSession
+) -> None:
+    # At 1 MB/s a paced chunk is 16 KiB: a 16,000-byte body (or a range of it)
+    # goes out in one write once its last byte is due, never earlier.
+    emu.profile = EmulatorProfile(bandwidth=1_000_000)
+    data = os.urandom(16_000)
+    emu.store.put("knobs", "one-chunk", data)
+    start = time.monotonic()
+    async with http.get("/storage/v1/b/knobs/o/one-chunk", params={"alt": "media"}) as r:
+        assert r.status == 200 and await r.read() == data
+    assert time.monotonic() - start >= 0.015
+    start = time.monotonic()
+    async with http.get("/knobs/one-chunk", headers={"Range": "bytes=1000-8999"}) as r:
+        assert r.status == 206 and await r.read() == data[1000:9000]
+    assert time.monotonic() - start >= 0.0075
 
 
 @pytest.mark.asyncio
