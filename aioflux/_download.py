@@ -46,14 +46,17 @@ T = TypeVar("T")
 Data = bytes | bytearray
 
 # Measured under the GCS-like emulator profile (20 ms TTFB, 100 MB/s per
-# connection, perf/scenarios/loader_tiny.py, 10,000 x 8 KiB, MapDataset
-# batch 64, 0 workers, concurrency 64, 3 rounds, 2 cores): direct GETs
-# 4.64 s, composed batches of 32 17.52 s, i.e. direct 3.8x faster (compose
-# + read + delete is three round trips in series per batch, and the
-# write/delete also count against the bucket's ~1000 writes/s), so compose
-# is opt-in: the default threshold of 0 turns it off. Set e.g. 64 KiB where per-request
-# cost dominates (many more objects than the request rate allows).
-DEFAULT_COMPOSE_THRESHOLD = 0
+# connection, perf/scenarios/loader_tiny.py: 10,000 objects, MapDataset batch
+# 64, 0 workers, concurrency 128, 3 rounds, 2 cores; perf/RESULTS.md
+# 15:58-16:00): composed batches against direct GETs took 2.35 vs 2.71 s at
+# 8 KiB, 2.76 vs 3.04 s at 32 KiB, 3.44 vs 3.11 s at 64 KiB. Up to 32 KiB a
+# composite (one compose, one GET, one delete per 32 objects) beats 32
+# requests; at 64 KiB the bytes dominate and direct GETs win. (Composing
+# measured 3.8x slower at 13:37: predicting each composite's crc32c then
+# spent ~1-3 ms of Python per source; see _crc.crc32c_combine.) Composing needs
+# write access: on a read-only bucket the first 403 turns it off for the
+# client (one wasted request); ``disable_compose=True`` skips even that.
+DEFAULT_COMPOSE_THRESHOLD = 32 * 1024
 # dataflux's cap: a composite stays small enough to hold in memory at once.
 DEFAULT_MAX_COMPOSITE_OBJECT_SIZE = 100 * 1024 * 1024
 # One stream tops out at the per-connection bandwidth (100 MB/s); past
@@ -72,7 +75,7 @@ class DownloadOptions:
         disable_compose: never compose (``max_composite_object_size=0`` or
             ``compose_threshold=0`` do the same).
         max_composite_object_size: most bytes per composite.
-        compose_threshold: objects up to this size may be composed.
+        compose_threshold: objects up to this size may be composed (default 32 KiB).
         max_sources: most sources per composite (1-32).
         ranged_threshold: objects at least this large are read in chunks.
         chunk_size: bytes per ranged chunk.

@@ -24,8 +24,10 @@ def total_len(batch: list[bytes]) -> int:
 
 def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, int]:
     url = f"gs://{manifest.bucket}/{args.prefix}"
-    kw = dict(endpoint=manifest.endpoint, config=ClientConfig(max_concurrency=args.concurrency),
-              compose_threshold=args.compose_threshold)
+    kw: dict[str, object] = dict(endpoint=manifest.endpoint,
+                                 config=ClientConfig(max_concurrency=args.concurrency))
+    if args.compose_threshold is not None:  # else the library's default
+        kw["compose_threshold"] = args.compose_threshold
     ds: torch.utils.data.Dataset[bytes]
     if args.kind == "map":
         ds = MapDataset.from_prefix(url, **kw)
@@ -54,7 +56,7 @@ if __name__ == "__main__":
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--concurrency", type=int, default=128)
-    p.add_argument("--compose-threshold", type=int, default=0)
+    p.add_argument("--compose-threshold", type=int, default=None)
     p.add_argument("--batch-sampler", action="store_true",
                    help="MapDataset.batch_sampler: download batches ahead")
     p.add_argument("--prefix", default="")

@@ -41,6 +41,19 @@ async def test_direct_download_many_is_byte_identical(client: AsyncClient, emula
     assert [bytes(g) for g in got] == [data[o.name] for o in objs]
 
 
+async def test_defaults_compose_objects_up_to_32_kib(client: AsyncClient, emulator: Emulator,
+                                                      bucket: str) -> None:
+    # DEFAULT_COMPOSE_THRESHOLD (measured in perf/scenarios/loader_tiny.py):
+    # up to 32 KiB objects are composed, larger ones read directly.
+    data = seed(emulator, bucket, [32 * 1024] * 40 + [32 * 1024 + 1] * 5)
+    objs = await list_objects_parallel(client, bucket, "d/", sort=True)
+    dl = Downloader(client)
+    got = await dl.download_many(objs)
+    assert got == [data[o.name] for o in objs]
+    assert dl.stats.composed_objects == 40 and dl.stats.direct == 5
+    assert await composites(client, bucket) == []
+
+
 async def test_composed_batches_split_exactly_and_leave_nothing(
         client: AsyncClient, emulator: Emulator, bucket: str) -> None:
     data = seed(emulator, bucket, [(i * 37) % 3000 + 1 for i in range(100)] + [200_000])

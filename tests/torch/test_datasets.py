@@ -15,6 +15,8 @@ from aioflux.testing import Emulator
 from aioflux.torch import IterableDataset, MapDataset
 
 COMPOSE = {"compose_threshold": 64 * 1024}
+# Tests that count direct GETs and prefetches: tiny objects would be composed by default.
+DIRECT = {"disable_compose": True}
 
 
 def seed(emulator: Emulator, bucket: str, count: int, size: int) -> dict[str, bytes]:
@@ -55,7 +57,7 @@ def test_map_dataset_batch_sampler_prefetches_next_batch(emulator: Emulator, buc
                                                          workers: int) -> None:
     data = seed(emulator, bucket, 50, 700)
     ds = MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                                transform=to_bytes)
+                                transform=to_bytes, **DIRECT)
     sampler = ds.batch_sampler(8, shuffle=True, generator=torch.Generator().manual_seed(3))
     assert len(sampler) == 7
     loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, num_workers=workers,
@@ -82,7 +84,7 @@ def test_batch_sampler_keeps_ahead_batches_downloading(emulator: Emulator, bucke
                                                        ahead: int) -> None:
     data = seed(emulator, bucket, 40, 100)
     ds = MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                                transform=to_bytes)
+                                transform=to_bytes, **DIRECT)
     sampler = ds.batch_sampler(4, ahead=ahead)
     in_flight = []
     got = []
@@ -106,7 +108,8 @@ def test_readahead_follows_a_strided_scan(emulator: Emulator, bucket: str,
 
     data = seed(emulator, bucket, 60, 100)
     ds = MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                                transform=to_bytes, config=ClientConfig(max_concurrency=8))
+                                transform=to_bytes, config=ClientConfig(max_concurrency=8),
+                                **DIRECT)
     expect = [data[o.name] for o in ds.objects]
 
     def run(start: int, length: int = 4) -> list[list[int]]:
@@ -137,7 +140,7 @@ def test_readahead_follows_a_strided_scan(emulator: Emulator, bucket: str,
 def test_plain_dataloader_without_shuffle_reads_ahead(emulator: Emulator, bucket: str) -> None:
     data = seed(emulator, bucket, 50, 300)
     ds = MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                                transform=to_bytes)
+                                transform=to_bytes, **DIRECT)
     loader = torch.utils.data.DataLoader(ds, batch_size=8, collate_fn=list)
     for _ in range(2):
         assert [s for batch in loader for s in batch] == [data[o.name] for o in ds.objects]
