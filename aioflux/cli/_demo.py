@@ -186,7 +186,10 @@ def _summary(log: list[dict[str, Any]], history: list[Any], kept: list[int],
         ("checkpoint throughput", f"{statistics.median(rates):,.0f} MB/s median" if rates
          else "n/a"),
         ("objects listed", f"{listed:,}"),
-        ("objects read", f"{stats.get('get_media', samples):,}"),
+        # Samples of up to 32 KiB are read 32 at a time through composites.
+        ("object GETs", f"{stats.get('get_media', samples):,}"
+                        + (f" ({stats['compose']:,} of them composites)"
+                           if stats.get("compose") else "")),
         ("faults injected and retried", f"{faults:,}" if stats else "n/a (real bucket)"),
         ("final loss", f"{done.get('loss', float('nan')):.3f}"),
     ]

@@ -142,7 +142,7 @@ def test_demo_small(capsys: pytest.CaptureFixture[str]) -> None:
     assert "crashed: training process SIGKILLed" in out
     assert "latest complete checkpoint is step 6;" in out  # step 12's save was in flight
     for row in ("training throughput", "time blocked by checkpoints", "checkpoint throughput",
-                "objects listed", "faults injected and retried"):
+                "objects listed", "object GETs", "faults injected and retried"):
         assert row in out
     assert "kept: steps 12, 18, 24" in out
 
