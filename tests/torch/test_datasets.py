@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+from typing import Any
 
 import pytest
 import torch.utils.data
@@ -31,6 +32,12 @@ def to_bytes(data: bytes | bytearray) -> bytes:
     return bytes(data)
 
 
+def map_dataset(emulator: Emulator, bucket: str, **kwargs: Any) -> MapDataset:
+    """The MapDataset over what ``seed`` wrote, samples as bytes."""
+    return MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
+                                  transform=to_bytes, **kwargs)
+
+
 async def composites(client: AsyncClient, bucket: str) -> list[str]:
     return [o.name async for o in client.list_objects(bucket, COMPOSED_PREFIX)]
 
@@ -39,8 +46,7 @@ async def composites(client: AsyncClient, bucket: str) -> list[str]:
 def test_map_dataset_batches_through_dataloader(emulator: Emulator, bucket: str,
                                                 workers: int) -> None:
     data = seed(emulator, bucket, 90, 1500)
-    ds = MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                                transform=to_bytes, **COMPOSE)
+    ds = map_dataset(emulator, bucket, **COMPOSE)
     assert len(ds) == 90 and ds.objects[0].name == "d/0000"
     assert ds[5] == data["d/0005"]
     loader = torch.utils.data.DataLoader(ds, batch_size=16, num_workers=workers,
@@ -56,8 +62,7 @@ def test_map_dataset_batches_through_dataloader(emulator: Emulator, bucket: str,
 def test_map_dataset_batch_sampler_prefetches_next_batch(emulator: Emulator, bucket: str,
                                                          workers: int) -> None:
     data = seed(emulator, bucket, 50, 700)
-    ds = MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                                transform=to_bytes, **DIRECT)
+    ds = map_dataset(emulator, bucket, **DIRECT)
     sampler = ds.batch_sampler(8, shuffle=True, generator=torch.Generator().manual_seed(3))
     assert len(sampler) == 7
     loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, num_workers=workers,
@@ -83,8 +88,7 @@ def test_map_dataset_batch_sampler_prefetches_next_batch(emulator: Emulator, buc
 def test_batch_sampler_keeps_ahead_batches_downloading(emulator: Emulator, bucket: str,
                                                        ahead: int) -> None:
     data = seed(emulator, bucket, 40, 100)
-    ds = MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                                transform=to_bytes, **DIRECT)
+    ds = map_dataset(emulator, bucket, **DIRECT)
     sampler = ds.batch_sampler(4, ahead=ahead)
     in_flight = []
     got = []
@@ -107,9 +111,7 @@ def test_readahead_follows_a_strided_scan(emulator: Emulator, bucket: str,
     import aioflux.torch._datasets as datasets_mod
 
     data = seed(emulator, bucket, 60, 100)
-    ds = MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                                transform=to_bytes, config=ClientConfig(max_concurrency=8),
-                                **DIRECT)
+    ds = map_dataset(emulator, bucket, config=ClientConfig(max_concurrency=8), **DIRECT)
     expect = [data[o.name] for o in ds.objects]
 
     def run(start: int, length: int = 4) -> list[list[int]]:
@@ -139,8 +141,7 @@ def test_readahead_follows_a_strided_scan(emulator: Emulator, bucket: str,
 
 def test_plain_dataloader_without_shuffle_reads_ahead(emulator: Emulator, bucket: str) -> None:
     data = seed(emulator, bucket, 50, 300)
-    ds = MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                                transform=to_bytes, **DIRECT)
+    ds = map_dataset(emulator, bucket, **DIRECT)
     loader = torch.utils.data.DataLoader(ds, batch_size=8, collate_fn=list)
     for _ in range(2):
         assert [s for batch in loader for s in batch] == [data[o.name] for o in ds.objects]
