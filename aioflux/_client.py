@@ -18,7 +18,7 @@ from ._crc import crc32c, decode_crc32c, encode_crc32c
 from ._errors import ChecksumMismatch, InvalidArgument, NotFound, StorageError
 from ._resumable import ResumableUpload
 from ._transport import MediaResponse, Op, Transport
-from ._types import LIST_FIELDS, ListPage, ObjectInfo, objects_from_json
+from ._types import COMPACT_JSON, LIST_FIELDS, ListPage, ObjectInfo, objects_from_json
 from ._urls import validate_bucket, validate_object_name
 from ._xml import XmlMultipartMixin
 
@@ -132,12 +132,9 @@ class AsyncClient(XmlMultipartMixin):
         validate_bucket(bucket)
         validate_object_name(name)
 
-        async def call(session: aiohttp.ClientSession, headers: dict[str, str]) -> ObjectInfo:
-            meta = await self._storage(session).download_metadata(
-                bucket, name, headers=headers, timeout=int(self.config.timeouts.read_stall))
-            return ObjectInfo.from_json(bucket, meta)
-
-        return await self._transport.run(Op("stat", bucket, name), call)
+        return await self._transport.request(
+            Op("stat", bucket, name), "GET", self._json_url(bucket, name),
+            _object_handler(bucket), params=COMPACT_JSON)
 
     async def exists(self, bucket: str, name: str) -> bool:
         """Whether an object exists.
@@ -188,7 +185,7 @@ class AsyncClient(XmlMultipartMixin):
             StorageError: any other failure.
         """
         validate_bucket(bucket)
-        params: dict[str, str] = {"maxResults": str(min(max(page_size, 1), 1000))}
+        params = {"maxResults": str(min(max(page_size, 1), 1000)), **COMPACT_JSON}
         for key, value in (("prefix", prefix), ("delimiter", delimiter),
                            ("startOffset", start_offset), ("endOffset", end_offset),
                            ("fields", fields)):
@@ -424,7 +421,7 @@ class AsyncClient(XmlMultipartMixin):
             view,
             f"\r\n--{boundary}--\r\n".encode(),
         ))
-        params = {"uploadType": "multipart"}
+        params = {"uploadType": "multipart", **COMPACT_JSON}
         if if_generation_match is not None:
             params["ifGenerationMatch"] = str(if_generation_match)
         url = f"{self.endpoint}/upload/storage/v1/b/{bucket}/o"
@@ -478,7 +475,7 @@ class AsyncClient(XmlMultipartMixin):
             items.append(item)
         body = json.dumps({"sourceObjects": items,
                            "destination": {"contentType": content_type}}).encode()
-        params = {}
+        params = dict(COMPACT_JSON)
         if if_generation_match is not None:
             params["ifGenerationMatch"] = str(if_generation_match)
         return await self._transport.request(
@@ -556,7 +553,7 @@ class AsyncClient(XmlMultipartMixin):
         while True:
             # Large cross-location rewrites take several calls; each returns
             # a token to continue from.
-            params = {"rewriteToken": token} if token else None
+            params = dict(COMPACT_JSON, rewriteToken=token) if token else COMPACT_JSON
             result = await self._transport.request(
                 Op("copy", bucket, name), "POST", url, handle, params=params,
                 headers={"Content-Type": "application/json"}, data=b"{}")

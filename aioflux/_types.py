@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import binascii
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, NoReturn
 
 from ._crc import decode_crc32c
@@ -14,6 +15,10 @@ __all__ = ["ListPage", "MultipartUploadInfo", "ObjectInfo", "PartInfo"]
 # The only object fields the listing hot path asks for: smaller pages, faster
 # JSON parsing (GCS returns ~30 fields per item otherwise).
 LIST_FIELDS = "nextPageToken,prefixes,items(name,size,generation,crc32c)"
+# GCS indents JSON responses unless asked not to (``prettyPrint`` defaults to
+# true): a 1000-item listing page is 144 KB instead of 102 KB (parsing costs
+# the same). Sent with every JSON API request whose response we read.
+COMPACT_JSON: Mapping[str, str] = MappingProxyType({"prettyPrint": "false"})
 
 
 class _NoMetadata(dict[str, str]):

@@ -9,6 +9,7 @@ the handler decodes it.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -189,20 +190,44 @@ class Emulator:
                 # benchmark read the counters of an emulator in another process.
                 return web.json_response(dict(rt.stats))
             if head == "storage" and segs[1:2] == ["v1"]:
-                return await handle_json(rt, request, _trim(segs[2:]))
-            if head in ("upload", "download") and segs[1:3] == ["storage", "v1"]:
-                return await handle_json(rt, request, _trim(segs[3:]), media=head == "download")
+                return _as_asked(rt, request, await handle_json(rt, request, _trim(segs[2:])))
+            if head == "upload" and segs[1:3] == ["storage", "v1"]:
+                return _as_asked(rt, request, await handle_json(rt, request, _trim(segs[3:])))
+            if head == "download" and segs[1:3] == ["storage", "v1"]:
+                return await handle_json(rt, request, _trim(segs[3:]), media=True)
             json_api = False
             if not head:
                 raise ApiError(400, "invalid", "Bucket name required", xml_code="InvalidBucketName")
             return await handle_xml(rt, request, unquote(head), unquote("/".join(segs[1:])))
         except ApiError as exc:
             if json_api:
-                return exc.json_response()
+                return _as_asked(rt, request, exc.json_response())
             return exc.xml_response(head=request.method == "HEAD")
 
 
 STATS_PATH = "_aioflux_stats"
+
+
+def _as_asked(rt: Runtime, request: web.BaseRequest,
+              response: web.StreamResponse) -> web.StreamResponse:
+    """Indent a JSON API document unless the request asked ``prettyPrint=false``.
+
+    GCS defaults to ``prettyPrint=true`` (one field per line, indented): ~40%
+    more bytes per listing page than a compact one. Handlers build compact
+    documents; this indents them as GCS would and counts it in
+    ``stats["pretty_printed"]``, so tests can see which clients ask for
+    compact ones. Object bytes (``alt=media``, ``/download``) are never touched.
+    """
+    query = request.query
+    if (query.get("prettyPrint", "true").lower() == "false"
+            or query.get("alt", "json") != "json"
+            or not isinstance(response, web.Response)
+            or response.content_type != "application/json"
+            or not isinstance(response.body, bytes) or not response.body):
+        return response
+    response.body = json.dumps(json.loads(response.body), indent=2).encode()
+    rt.stats["pretty_printed"] += 1
+    return response
 
 
 def _trim(segs: list[str]) -> list[str]:

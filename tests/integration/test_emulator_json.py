@@ -196,6 +196,39 @@ async def test_list_bad_token_and_missing_bucket(http: aiohttp.ClientSession, bk
         assert_gcs_error(await r.json(), 404, "notFound")
 
 
+@pytest.mark.asyncio
+async def test_json_is_indented_unless_prettyprint_false(
+    http: aiohttp.ClientSession, emu: Emulator, bkt: str
+) -> None:
+    # GCS's default is prettyPrint=true; clients that parse a lot ask for
+    # compact bodies. The same document either way, and object bytes that
+    # happen to be JSON are never reformatted.
+    payload = b'{"a":1,"b":[2,3]}'
+    await upload(http, bkt, "doc.json", payload)
+    path = f"/storage/v1/b/{bkt}/o"
+    fields = {"fields": "items(name,size,generation,crc32c)"}  # as a listing asks
+    before = emu.stats["pretty_printed"]
+    async with http.get(path, params=fields) as r:
+        pretty = await r.read()
+        assert r.headers["Content-Length"] == str(len(pretty))
+    async with http.get(path, params={**fields, "prettyPrint": "false"}) as r:
+        compact = await r.read()
+    assert emu.stats["pretty_printed"] == before + 1
+    assert b'\n  "items": [' in pretty and b"\n" not in compact
+    assert json.loads(pretty) == json.loads(compact)
+    assert len(pretty) > len(compact) * 1.4
+    async with http.get(opath(bkt, "doc.json"), params={"alt": "media"}) as r:
+        assert await r.read() == payload
+    async with http.get(f"/download{opath(bkt, 'doc.json')}") as r:
+        assert await r.read() == payload
+    async with http.get(opath(bkt, "missing")) as r:
+        assert r.status == 404 and b"\n" in await r.read()
+    async with http.get(opath(bkt, "missing"), params={"prettyPrint": "false"}) as r:
+        body = await r.read()
+        assert r.status == 404 and b"\n" not in body
+        assert_gcs_error(json.loads(body), 404, "notFound")
+
+
 # -- reads ----------------------------------------------------------------
 
 
