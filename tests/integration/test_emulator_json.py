@@ -204,7 +204,10 @@ async def test_json_is_indented_unless_prettyprint_false(
     # compact bodies. The same document either way, and object bytes that
     # happen to be JSON are never reformatted.
     payload = b'{"a":1,"b":[2,3]}'
-    await upload(http, bkt, "doc.json", payload)
+    async with http.post(f"/upload/storage/v1/b/{bkt}/o", data=payload,
+                         params={"uploadType": "media", "name": "doc.json"},
+                         headers={"Content-Type": "application/json"}) as r:
+        assert r.status == 200 and (await r.json())["contentType"] == "application/json"
     path = f"/storage/v1/b/{bkt}/o"
     fields = {"fields": "items(name,size,generation,crc32c)"}  # as a listing asks
     before = emu.stats["pretty_printed"]
