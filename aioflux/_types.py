@@ -17,7 +17,8 @@ __all__ = ["ListPage", "MultipartUploadInfo", "ObjectInfo", "PartInfo"]
 LIST_FIELDS = "nextPageToken,prefixes,items(name,size,generation,crc32c)"
 # GCS indents JSON responses unless asked not to (``prettyPrint`` defaults to
 # true): a 1000-item listing page is 144 KB instead of 102 KB (parsing costs
-# the same). Sent with every JSON API request whose response we read.
+# the same). Sent with list, stat, write, compose and copy (a resumable
+# upload's one closing document keeps GCS's default).
 COMPACT_JSON: Mapping[str, str] = MappingProxyType({"prettyPrint": "false"})
 
 
