@@ -72,7 +72,7 @@ async def test_mismatching_composite_is_never_split(client: AsyncClient, emulato
     data = seed(emulator, bucket, [100] * 10)
     objs = await list_objects_parallel(client, bucket, "d/", sort=True)
     # A listing that disagrees with storage (e.g. a stale crc32c).
-    objs[3] = dataclasses.replace(objs[3], crc32c=(objs[3].crc32c or 0) ^ 1)
+    objs[3] = objs[3].replace(crc32c=(objs[3].crc32c or 0) ^ 1)
     dl = Downloader(client, COMPOSE)
     got = await dl.download_many(objs)
     assert [bytes(g) for g in got] == [data[o.name] for o in objs]

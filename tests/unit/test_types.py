@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import pickle
 
@@ -40,5 +39,16 @@ def test_shared_metadata_survives_pickle_copy_and_json() -> None:
     obj = objects_from_json("b", ITEMS[:1])[0]
     assert pickle.loads(pickle.dumps(obj)).metadata is NO_METADATA
     assert copy.deepcopy(obj).metadata is NO_METADATA
-    assert json.loads(json.dumps(dataclasses.asdict(obj)))["metadata"] == {}
+    assert json.loads(json.dumps(obj._asdict()))["metadata"] == {}
     assert dict(obj.metadata) == {}
+
+
+def test_records_are_immutable_and_replace_makes_a_changed_copy() -> None:
+    obj = objects_from_json("b", ITEMS[:1])[0]
+    with pytest.raises(AttributeError):
+        obj.size = 5  # type: ignore[misc]
+    bigger = obj.replace(size=5)
+    assert (bigger.size, obj.size) == (5, 3)
+    assert bigger.name == obj.name and bigger.metadata is NO_METADATA
+    with pytest.raises(ValueError, match="sizes"):
+        obj.replace(sizes=5)
