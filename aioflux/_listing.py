@@ -10,16 +10,17 @@ splits follow where the names are. A range's density is the key space its
 last page spanned; a range split off before it listed anything inherits its
 parent's, so one page is enough to put every free lister to work (one new
 range per round trip, waiting for each to list a page first, kept only 4-8
-of 16 listers busy on 100k names). Each page is a fresh request from the
-range's cursor (no page tokens), so a range can shrink while its lister is
-between pages; names at or past a range's current end are dropped there and
-listed by whoever owns them now. Every name is therefore listed exactly once.
+of 16 listers busy on 100k names). A range can shrink while its lister
+waits for a page: names at or past the range's current end are dropped
+there and listed by whoever owns them now, and the lister's next request
+starts afresh from its cursor with the new end (a page token would keep the
+old one). Every name is therefore listed exactly once.
 """
 
 from __future__ import annotations
 
 import asyncio
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -236,50 +237,73 @@ class _Lister:
         self.wake.set()
 
     async def _list_range(self, r: KeyRange) -> None:
-        # Page tokens of the original request stay valid after a split: names
-        # at or past the (new) end just stop this lister.
-        start = r.start if r.start > self.prefix else None
-        pages = cast(AsyncGenerator[ListPage, None], self.client.list(
-            self.bucket, self.prefix, start_offset=start, end_offset=r.end))
-        async with aclosing(pages):
-            async for page in pages:
-                self.pages += 1
-                objs = page.objects
-                # Whole-page operations (bisect, one comprehension) instead of
-                # a Python loop per object: this loop was ~15% of the client's
-                # CPU on a 100k listing.
-                if r.end is not None and objs and objs[-1].name >= r.end:
-                    # The range shrank meanwhile; the new owner lists the rest.
-                    objs = objs[:bisect_left(objs, r.end, key=_name)]
-                    r.done = True
-                if objs:
-                    if page.next_page_token is not None:
-                        # Only a full page measures density (a short last
-                        # page looks sparser than it is). A first page spans
-                        # from its first name: the range's start may lie far
-                        # below it (the prefix itself, or a gap).
-                        first = objs[0].name if r.cursor is None else r.cursor
-                        r.sample = (first, objs[-1].name)
-                    r.cursor = objs[-1].name
-                    # The split alphabet is sampled from every 50th name, not
-                    # only the cursor: from cursors alone the first page of
-                    # obj-000000..obj-000999 gave the digits {0, 9}, every
-                    # early midpoint fell past the last name, and 4 listers
-                    # were no faster than one.
-                    n = len(self.prefix)
-                    for obj in objs[::50]:
-                        self.alphabet.add(obj.name[n:])
-                    self.alphabet.add(r.cursor[n:])
-                kept = self._keep(objs)
-                if page.next_page_token is None:
-                    r.done = True
-                if r.done:
-                    self.ranges.remove(r)
-                if kept:
-                    await self.emit(kept)
-                if r.done:
+        # A page token keeps the endOffset of the request that began it. When
+        # the range shrinks, the next page is a fresh request from the cursor
+        # with the new end, so it stops there instead of running on past the
+        # split point (continuing the token wasted ~6% of the names parsed on
+        # a 100k listing). A page already in flight may still run past the
+        # new end; those names are dropped here and listed by their new owner.
+        while True:
+            end, resume = r.end, r.cursor
+            low = r.low
+            pages = cast(AsyncGenerator[ListPage, None], self.client.list(
+                self.bucket, self.prefix, start_offset=low if low > self.prefix else None,
+                end_offset=end))
+            async with aclosing(pages):
+                async for page in pages:
+                    objs = page.objects
+                    if resume is not None:
+                        # startOffset is inclusive: the cursor comes back.
+                        objs = objs[bisect_right(objs, resume, key=_name):]
+                        resume = None
+                    if await self._take(r, objs, last=page.next_page_token is None):
+                        return
+                    if r.end != end:
+                        break  # shrank: continue from the cursor with the new end
+                else:
+                    self._retire(r)
                     return
-                self._steal()
+
+    async def _take(self, r: KeyRange, objs: list[ObjectInfo], last: bool) -> bool:
+        """Account one page of ``r`` and emit its objects; True when ``r`` is done."""
+        self.pages += 1
+        # Whole-page operations (bisect, one comprehension) instead of a
+        # Python loop per object: this loop was ~15% of the client's CPU on a
+        # 100k listing.
+        if r.end is not None and objs and objs[-1].name >= r.end:
+            # The range shrank while this page was in flight.
+            objs = objs[:bisect_left(objs, r.end, key=_name)]
+            r.done = True
+        if objs:
+            if not last:
+                # Only a full page measures density (a short last page looks
+                # sparser than it is). A first page spans from its first name:
+                # the range's start may lie far below it (the prefix itself,
+                # or a gap).
+                first = objs[0].name if r.cursor is None else r.cursor
+                r.sample = (first, objs[-1].name)
+            r.cursor = objs[-1].name
+            # The split alphabet is sampled from every 50th name, not only the
+            # cursor: from cursors alone the first page of obj-000000..
+            # obj-000999 gave the digits {0, 9}, every early midpoint fell
+            # past the last name, and 4 listers were no faster than one.
+            n = len(self.prefix)
+            for obj in objs[::50]:
+                self.alphabet.add(obj.name[n:])
+            self.alphabet.add(r.cursor[n:])
+        kept = self._keep(objs)
+        if last:
+            r.done = True
+        if r.done:
+            self.ranges.remove(r)
+        if kept:
+            await self.emit(kept)
+        if r.done:
+            return True
+        self._steal()
+        return False
+
+    def _retire(self, r: KeyRange) -> None:
         if not r.done:
             r.done = True
             self.ranges.remove(r)
