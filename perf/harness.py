@@ -66,10 +66,15 @@ class Contender:
 
 @dataclass(frozen=True)
 class Target:
-    """A goal: ``baseline throughput / other's throughput >= at_least``."""
+    """A goal: ``mine``'s throughput / ``other``'s throughput >= ``at_least``.
+
+    ``mine`` defaults to the plan's baseline; naming it pairs like with like
+    (a 2-worker loader against the peer's 2-worker loader).
+    """
 
     other: str
     at_least: float
+    mine: str | None = None
 
 
 @dataclass(frozen=True)

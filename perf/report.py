@@ -61,21 +61,17 @@ def statistics_growth(out: Outcome) -> float:
     return deltas[mid] if len(deltas) % 2 else (deltas[mid - 1] + deltas[mid]) / 2
 
 
-def _targets(plan: Plan, outcomes: Sequence[Outcome], base: Outcome | None) -> list[str]:
+def _targets(plan: Plan, outcomes: Sequence[Outcome]) -> list[str]:
     lines = []
     by_name = {o.contender.name: o for o in outcomes}
     for target in plan.targets:
-        other = by_name.get(target.other)
-        goal = f"{plan.baseline} >= {target.at_least}x {target.other}"
-        if (
-            base is None
-            or base.contender.name != plan.baseline
-            or other is None
-            or not other.samples
-        ):
+        name = target.mine or plan.baseline
+        mine, other = by_name.get(name), by_name.get(target.other)
+        goal = f"{name} >= {target.at_least}x {target.other}"
+        if mine is None or not mine.samples or other is None or not other.samples:
             lines.append(f"- {goal}: not measured")
             continue
-        ratio = other.median("seconds") / base.median("seconds")
+        ratio = other.median("seconds") / mine.median("seconds")
         verdict = "PASS" if ratio >= target.at_least else "MISS"
         lines.append(f"- {goal}: {ratio:.2f}x, {verdict}")
     return lines
@@ -119,7 +115,7 @@ def render(
     if base is not None and base.contender.name != plan.baseline:
         out += [f"Baseline {plan.baseline} did not run; ratios are against {base_name}.", ""]
     if plan.targets:
-        out += ["Targets:", *_targets(plan, outcomes, base), ""]
+        out += ["Targets:", *_targets(plan, outcomes), ""]
     notes = [f"- {n}" for n in plan.notes]
     notes += [f"- {o.contender.name}: {o.contender.note}" for o in outcomes if o.contender.note]
     for env_name in sorted(

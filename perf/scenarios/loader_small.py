@@ -65,8 +65,15 @@ def plan(options: Options) -> Plan:
         objects=[ObjectSet(PREFIX, count, size)],
         contenders=contenders,
         baseline="aioflux-map-w0",
-        targets=[Target("dataflux-map-w0", 8.0), Target("dataflux-iter-w0", 8.0),
-                 Target("aiohttp-bare", 0.85)],
+        # Pair by pair: each of ours against the peer's same kind of loader,
+        # and against the bare loop at the same concurrency.
+        targets=[Target("dataflux-map-w0", 8.0),
+                 Target("dataflux-map-w0", 8.0, "aioflux-map-w0-ahead"),
+                 Target("dataflux-map-w2", 8.0, "aioflux-map-w2"),
+                 Target("dataflux-iter-w0", 8.0, "aioflux-iter-w0"),
+                 *(Target("aiohttp-bare", 0.85, mine) for mine in (
+                     "aioflux-map-w0", "aioflux-map-w0-ahead", "aioflux-map-w2",
+                     "aioflux-iter-w0"))],
         notes=["aioflux at its defaults: these 100 KiB objects are above its compose "
                "threshold (32 KiB), so every read is a direct GET; dataflux composes at its "
                "defaults"],
