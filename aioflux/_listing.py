@@ -260,8 +260,10 @@ class _Lister:
                         return
                     if r.end != end:
                         break  # shrank: continue from the cursor with the new end
-                else:
-                    self._retire(r)
+                else:  # the range's last page came back
+                    if not r.done:
+                        r.done = True
+                        self.ranges.remove(r)
                     return
 
     async def _take(self, r: KeyRange, objs: list[ObjectInfo], last: bool) -> bool:
@@ -302,11 +304,6 @@ class _Lister:
             return True
         self._steal()
         return False
-
-    def _retire(self, r: KeyRange) -> None:
-        if not r.done:
-            r.done = True
-            self.ranges.remove(r)
 
     def _keep(self, objs: list[ObjectInfo]) -> list[ObjectInfo]:
         skip = self.skip_prefix
