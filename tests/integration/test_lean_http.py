@@ -37,6 +37,7 @@ from aioflux._http import MediaPool
 from aioflux.testing import Emulator, Faults
 
 from ..conftest import FAST_RETRY, unique_bucket
+from ..raw_server import RawServer
 
 
 async def test_reads_go_over_the_lean_client(client: AsyncClient, bucket: str) -> None:
@@ -194,55 +195,6 @@ def _op(path: str) -> Any:
     from aioflux._transport import Op
 
     return Op("read", "scripted", path)
-
-
-class RawServer:
-    """An asyncio TCP server that answers each request as a script says.
-
-    ``script(conn, index)`` gets the connection number and the request's
-    number on it, and returns the bytes to send, or None to close at once;
-    ``(data, "stall")`` sends data and goes silent, ``(data, "close")``
-    sends it and closes the connection.
-    """
-
-    def __init__(self, script: Callable[[int, int], bytes | tuple[bytes, str] | None]) -> None:
-        self.script = script
-        self.connections = 0
-        self.closed = 0
-        self.server: asyncio.Server | None = None
-
-    async def __aenter__(self) -> str:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        self.server.close()
-        await self.server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn, self.connections = self.connections, self.connections + 1
-        index = 0
-        try:
-            while True:
-                try:
-                    await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
-                answer = self.script(conn, index)
-                index += 1
-                if answer is None:
-                    return
-                data, then = answer if isinstance(answer, tuple) else (answer, "")
-                writer.write(data)
-                await writer.drain()
-                if then == "stall":
-                    await reader.read()  # silent until the client gives up
-                if then:
-                    return
-        finally:
-            self.closed += 1
-            writer.close()
 
 
 def _response(body: bytes = BODY, *, status: str = "200 OK", extra: str = "") -> bytes:
