@@ -7,10 +7,14 @@ Every knob has a module-level ``DEFAULT_*`` constant and is validated in
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
+
+from ._errors import InvalidArgument
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_READ_STALL_TIMEOUT",
     "ClientConfig",
@@ -29,11 +33,17 @@ DEFAULT_CONNECT_TIMEOUT = 30.0
 # A read-stall timeout (no bytes for this long), not a total timeout: a 5 GiB
 # body legitimately takes minutes, a silent socket does not.
 DEFAULT_READ_STALL_TIMEOUT = 60.0
+# aiohttp's default keep-alive; servers drop idle connections after a while
+# (GCS after minutes), and a socket reused after that costs a retry.
+DEFAULT_IDLE_TIMEOUT = 15.0
 DEFAULT_MAX_ATTEMPTS = 8
 DEFAULT_INITIAL_DELAY = 0.1
 DEFAULT_MAX_DELAY = 16.0
 DEFAULT_MULTIPLIER = 2.0
 DEFAULT_DEADLINE = 300.0
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def _require(condition: bool, cls: str, name: str, value: object, rule: str) -> None:
@@ -95,17 +105,21 @@ class Timeouts:
         read_stall: longest silence allowed while waiting for response bytes.
         total: optional cap on a whole request; ``None`` (default) because a
             short total timeout kills large bodies (gcloud-aio-storage's 10 s).
+        idle: how long an unused keep-alive connection stays open, in both
+            connection pools (aiohttp's and the lean reads').
     """
 
     connect: float = DEFAULT_CONNECT_TIMEOUT
     read_stall: float = DEFAULT_READ_STALL_TIMEOUT
     total: float | None = None
+    idle: float = DEFAULT_IDLE_TIMEOUT
 
     def __post_init__(self) -> None:
         n = "Timeouts"
         _require(self.connect > 0, n, "connect", self.connect, "> 0")
         _require(self.read_stall > 0, n, "read_stall", self.read_stall, "> 0")
         _require(self.total is None or self.total > 0, n, "total", self.total, "> 0 or None")
+        _require(self.idle > 0, n, "idle", self.idle, "> 0")
 
 
 @dataclass(frozen=True)
@@ -114,12 +128,18 @@ class ClientConfig:
 
     Args:
         max_concurrency: one semaphore bounds every request of the client.
-        connection_limit: aiohttp connector limit; defaults to
-            ``max_concurrency`` so a permit always finds a connection.
-        connection_limit_per_host: per-host connector limit (0 = unlimited).
+        connection_limit: most sockets open at once, aiohttp's and the lean
+            reads' together; defaults to ``max_concurrency`` so a permit
+            always finds a connection. aiohttp's connector is capped at it;
+            the lean reads open a socket only while both pools together stay
+            under it (closing their idle ones first, else waiting for one of
+            theirs, else handing the read to aiohttp), and close a returning
+            socket instead of keeping it idle when aiohttp's have grown.
+        connection_limit_per_host: per-host limit of aiohttp's connector
+            (0 = unlimited).
         timeouts: connect and read-stall timeouts.
         retry: retry policy for every request.
-        user_agent: sent as ``User-Agent``.
+        user_agent: sent as ``User-Agent``; no control characters.
         verify_crc32c: check crc32c of whole-object reads and uploads.
         lean_reads: GET object bodies over aioflux's own keep-alive
             HTTP/1.1 connections (a third of aiohttp's CPU per request);
@@ -143,6 +163,11 @@ class ClientConfig:
                  "connection_limit", self.connection_limit, ">= 1 or None")
         _require(self.connection_limit_per_host >= 0, n, "connection_limit_per_host",
                  self.connection_limit_per_host, ">= 0")
+        if _CONTROL.search(self.user_agent):
+            # CR/LF would split the request head (header injection).
+            raise InvalidArgument(
+                f"ClientConfig.user_agent: header 'User-Agent' contains a control character, "
+                f"got {self.user_agent!r}")
 
     @property
     def effective_connection_limit(self) -> int:

@@ -115,8 +115,22 @@ class Transport:
         config = self.config
         if not config.lean_reads:
             return None
-        return MediaPool(user_agent=config.user_agent, connect_timeout=config.timeouts.connect,
-                         read_stall=config.timeouts.read_stall, ssl_context=self._ssl_context)
+        t = config.timeouts
+        return MediaPool(user_agent=config.user_agent, connect_timeout=t.connect,
+                         read_stall=t.read_stall, idle_timeout=t.idle,
+                         connection_limit=config.effective_connection_limit,
+                         sockets_elsewhere=self._aiohttp_sockets, ssl_context=self._ssl_context)
+
+    def _aiohttp_sockets(self) -> int:
+        """Sockets of this loop's aiohttp connector (the lean pool's budget
+        is ``connection_limit`` minus these)."""
+        state = self._state
+        connector: Any = state.session.connector if state is not None else None
+        if connector is None:
+            return 0
+        # aiohttp has no public count: in use (or connecting) plus idle.
+        idle = getattr(connector, "_conns", {})
+        return len(getattr(connector, "_acquired", ())) + sum(len(c) for c in idle.values())
 
     @property
     def idle(self) -> bool:
@@ -351,6 +365,7 @@ def _default_session(config: ClientConfig) -> aiohttp.ClientSession:
     connector = aiohttp.TCPConnector(
         limit=config.effective_connection_limit,
         limit_per_host=config.connection_limit_per_host,
+        keepalive_timeout=t.idle,
         ttl_dns_cache=300,
     )
     return aiohttp.ClientSession(

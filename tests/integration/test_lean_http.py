@@ -300,7 +300,7 @@ async def test_a_server_ignoring_range_is_an_error(lean: bool) -> None:
 
 
 async def test_header_line_breaks_are_refused() -> None:
-    pool = MediaPool(user_agent="t", connect_timeout=1, read_stall=1)
+    pool = MediaPool(user_agent="t", connect_timeout=1, read_stall=1, idle_timeout=5)
     with pytest.raises(ValueError, match="line break"):
         await pool.get("http://127.0.0.1:9/x", {"Range": "bytes=0-1\r\nEvil: 1"})
 
@@ -335,7 +335,8 @@ def _self_signed(tmp: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
 async def test_tls(web_server: Any, tmp_path: Path) -> None:
     server_ctx, client_ctx = _self_signed(tmp_path)
     base = await web_server({"/plain": _plain}, ssl_context=server_ctx)
-    pool = MediaPool(user_agent="t", connect_timeout=5, read_stall=5, ssl_context=client_ctx)
+    pool = MediaPool(user_agent="t", connect_timeout=5, read_stall=5, idle_timeout=5,
+                     ssl_context=client_ctx)
     try:
         for _ in range(2):
             resp = await pool.get(base + "/plain", {})
@@ -344,7 +345,7 @@ async def test_tls(web_server: Any, tmp_path: Path) -> None:
         resp = await pool.get(base + "/plain", {}, memoryview(into))
         assert resp is not None and resp.body is None and into == BODY
         # Without the test CA the system store refuses the certificate.
-        strict = MediaPool(user_agent="t", connect_timeout=5, read_stall=5)
+        strict = MediaPool(user_agent="t", connect_timeout=5, read_stall=5, idle_timeout=5)
         with pytest.raises(ssl.SSLError):
             await strict.get(base + "/plain", {})
         strict.close()
