@@ -228,7 +228,10 @@ class _Connection(asyncio.BufferedProtocol):
                     self._fail(ProtocolError(f"response head over {_MAX_HEAD} bytes"))
                 return False
             try:
-                status, headers, keep_alive = _parse_head(bytes(self._head[:end]))
+                parsed = _parse_head(bytes(self._head[:end]))
+                if parsed is None:
+                    return self._give_up(ex)
+                status, headers, keep_alive = parsed
                 length = _content_length(headers)
             except ProtocolError as exc:
                 self._fail(exc)
@@ -344,8 +347,12 @@ class _Connection(asyncio.BufferedProtocol):
             self.transport.abort()
 
 
-def _parse_head(raw: bytes) -> tuple[int, dict[str, str], bool]:
+def _parse_head(raw: bytes) -> tuple[int, dict[str, str], bool] | None:
+    """Status, headers and keep-alive of a head; None for obsolete line
+    folding, which a user agent may unfold (RFC 9112 5.2): aiohttp does."""
     text = raw.decode("latin-1")
+    if "\r\n " in text or "\r\n\t" in text:
+        return None
     # Two passes of the regex engine over the whole head cost less than
     # checking every line and value in Python (see the module docstring).
     bad = _BAD_HEAD.search(text) or _BAD_LINE.search(text)

@@ -265,12 +265,14 @@ class Transport:
     async def _get_with_aiohttp(self, state: _LoopState, op: Op, url: str,
                                 headers: Mapping[str, str],
                                 into: memoryview | None) -> MediaResponse:
-        async with state.session.get(url, headers=headers) as resp:
+        async with state.session.get(url, headers=headers, allow_redirects=False) as resp:
             if resp.status >= 300:
                 raise await _error_from_response(resp, op)
             found = {name: ",".join(resp.headers.getall(name)) for name in _MEDIA_HEADERS
                      if name in resp.headers}
-            expected = resp.content_length
+            # A decoded (gzip) body is not Content-Length bytes long.
+            coded = resp.headers.get("Content-Encoding", "identity").lower() != "identity"
+            expected = None if coded else resp.content_length
             if into is None:
                 body = await resp.read()
                 return MediaResponse(resp.status, found, body, len(body), expected)
@@ -469,6 +471,12 @@ def map_exception(exc: BaseException, op: Op) -> BaseException:
     if isinstance(exc, StorageError):
         return exc
     where = describe(op.operation, op.bucket, op.name)
+    if isinstance(exc, aiohttp.ClientResponseError) and isinstance(
+            exc.__cause__, aiohttp.http_exceptions.HttpProcessingError):
+        # aiohttp's parser refused the response (its "400" is not the
+        # server's status): a broken stream, as the lean client's ProtocolError.
+        return TransportError(f"{where} failed: malformed response ({_safe(exc.__cause__)})",
+                              operation=op.operation, bucket=op.bucket, name=op.name)
     if isinstance(exc, aiohttp.ClientResponseError):
         # Raised by gcloud-aio-storage; its message is "reason: body". Never
         # use str(exc): it embeds the request URL.

@@ -162,17 +162,22 @@ async def test_unusual_responses_go_to_aiohttp(web_server: Any) -> None:
     config = ClientConfig(retry=RetryPolicy(max_attempts=2, initial_delay=0, max_delay=0))
     async with AsyncClient(config, endpoint="http://unused.invalid") as client:
         transport = client.transport
-        for path in ("/chunked", "/gzip", "/redirect"):
+        for path in ("/chunked", "/gzip"):
             got = await transport.get_media(_op(path), base + path, lambda r: bytes(r.body or b""))
             assert got == BODY, path
         stats = transport.stats
-        assert (stats.lean_fallbacks, stats.lean_reads) == (3, 0)
+        assert (stats.lean_fallbacks, stats.lean_reads) == (2, 0)
+        # A redirect is answered here (never followed): a typed error.
+        with pytest.raises(StorageError) as info:
+            await transport.get_media(_op("/redirect"), base + "/redirect", lambda r: r)
+        assert info.value.status == 302
+        # A long error body: its first 64 KiB are read here, the connection dropped.
         with pytest.raises(ServerError, match="HTTP 503"):
             await transport.get_media(_op("/error"), base + "/error", lambda r: r)
-        assert stats.lean_fallbacks == 5  # both attempts
+        assert stats.lean_fallbacks == 2 and stats.lean_reads == 3  # 1 + both attempts
         got = await transport.get_media(_op("/plain"), base + "/plain",
                                         lambda r: bytes(r.body or b""))
-        assert got == BODY and stats.lean_reads == 1
+        assert got == BODY and stats.lean_reads == 4
 
 
 async def test_lean_reads_stop_when_most_responses_need_aiohttp(web_server: Any) -> None:
@@ -301,8 +306,17 @@ async def test_a_server_ignoring_range_is_an_error(lean: bool) -> None:
 
 async def test_header_line_breaks_are_refused() -> None:
     pool = MediaPool(user_agent="t", connect_timeout=1, read_stall=1, idle_timeout=5)
-    with pytest.raises(ValueError, match="line break"):
-        await pool.get("http://127.0.0.1:9/x", {"Range": "bytes=0-1\r\nEvil: 1"})
+    for name, value in (("Range", "bytes=0-1\r\nEvil: 1"), ("Range", "a\nb"),
+                        ("X-Nul", "a\x00b"), ("Bad Name", "v"), ("X\r\nY", "v")):
+        with pytest.raises(InvalidArgument, match="header") as info:
+            await pool.get("http://127.0.0.1:9/x", {name: value})
+        assert repr(name) in str(info.value) or name[:40] in str(info.value)
+    assert pool.sockets == 0  # refused before connecting
+    with pytest.raises(InvalidArgument, match="User-Agent"):
+        MediaPool(user_agent="a\r\nEvil: 1", connect_timeout=1, read_stall=1, idle_timeout=5)
+    with pytest.raises(InvalidArgument, match="User-Agent"):
+        ClientConfig(user_agent="aioflux\r\nX-Evil: 1")
+    assert ClientConfig(user_agent="aioflux/1.0 (tab\tok)").user_agent.endswith("ok)")
 
 
 def _self_signed(tmp: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
