@@ -24,7 +24,7 @@ from ._auth import Auth
 from ._bridge import close_at_shutdown
 from ._config import ClientConfig
 from ._errors import StorageError, TransportError, describe, error_for_status
-from ._http import BodyTruncated, MediaPool, MediaResponse
+from ._http import BodyTruncated, MediaPool, MediaResponse, ProtocolError
 from ._retry import retry_async
 
 __all__ = ["MediaResponse", "Op", "Transport", "TransportStats", "map_exception"]
@@ -209,6 +209,7 @@ class Transport:
         *,
         headers: Mapping[str, str] | None = None,
         into: memoryview | None = None,
+        limit: int | None = None,
     ) -> T:
         """GET an object body (or a range of it), retried per policy.
 
@@ -225,6 +226,9 @@ class Transport:
             into: receive the body into this buffer (``body`` is then None).
                 A body longer than the buffer is not read: ``expected`` says
                 how long it is.
+            limit: the most body bytes acceptable (a range's length, the
+                object's known size): a 2xx declaring more fails the attempt
+                before anything is allocated.
 
         Returns:
             What ``handler`` returned.
@@ -236,13 +240,14 @@ class Transport:
         async def send(state: _LoopState, request_headers: dict[str, str]) -> T:
             response = None
             if state.media is not None:
-                response = await state.media.get(url, request_headers, into)
+                response = await state.media.get(url, request_headers, into, limit=limit)
                 if response is None:
                     self._lean_fell_back(state)
                 else:
                     self.stats.lean_reads += 1
             if response is None:
-                response = await self._get_with_aiohttp(state, op, url, request_headers, into)
+                response = await self._get_with_aiohttp(state, op, url, request_headers, into,
+                                                        limit)
             if response.status >= 300:
                 raise _error_from_media(response, op)
             return handler(response)
@@ -263,8 +268,8 @@ class Transport:
                      stats.lean_fallbacks, stats.lean_fallbacks + stats.lean_reads)
 
     async def _get_with_aiohttp(self, state: _LoopState, op: Op, url: str,
-                                headers: Mapping[str, str],
-                                into: memoryview | None) -> MediaResponse:
+                                headers: Mapping[str, str], into: memoryview | None,
+                                limit: int | None = None) -> MediaResponse:
         async with state.session.get(url, headers=headers, allow_redirects=False) as resp:
             if resp.status >= 300:
                 raise await _error_from_response(resp, op)
@@ -273,6 +278,9 @@ class Transport:
             # A decoded (gzip) body is not Content-Length bytes long.
             coded = resp.headers.get("Content-Encoding", "identity").lower() != "identity"
             expected = None if coded else resp.content_length
+            if limit is not None and expected is not None and expected > limit:
+                raise ProtocolError(f"response declares {expected} body bytes, "
+                                    f"over the {limit} asked for")
             if into is None:
                 body = await resp.read()
                 return MediaResponse(resp.status, found, body, len(body), expected)

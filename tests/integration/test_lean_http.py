@@ -13,6 +13,8 @@ import gzip
 import ipaddress
 import os
 import ssl
+import time
+import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,7 @@ from aioflux import (
     TransportError,
 )
 from aioflux._crc import crc32c, encode_crc32c
-from aioflux._http import MediaPool
+from aioflux._http import MediaPool, ProtocolError
 from aioflux.testing import Emulator, Faults
 
 from ..conftest import FAST_RETRY, unique_bucket
@@ -365,3 +367,171 @@ async def test_tls(web_server: Any, tmp_path: Path) -> None:
         strict.close()
     finally:
         pool.close()
+
+
+# -- limits: body size, sockets, idle time, stalls ----------------------------------
+
+async def test_a_declared_length_over_the_limit_fails_before_allocating() -> None:
+    server = RawServer(lambda conn, i: (_response(b"x" * 10)
+                                        .replace(b"Content-Length: 10", b"Content-Length: "
+                                                 + str(1 << 30).encode()), "stall"))
+    pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=5, idle_timeout=5)
+    async with server as base:
+        tracemalloc.start()
+        try:
+            with pytest.raises(ProtocolError, match="over the 100 asked for"):
+                await pool.get(base + "/o", {}, limit=100)
+            # No limit: the buffer grows with what arrives, not what is declared.
+            task = asyncio.create_task(pool.get(base + "/o", {}))
+            await asyncio.sleep(0.2)
+            _, peak = tracemalloc.get_traced_memory()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            tracemalloc.stop()
+        assert peak < 4 << 20
+        assert pool.sockets == 0  # both connections dropped
+    pool.close()
+
+
+async def test_a_body_without_a_limit_is_received_whole() -> None:
+    big = os.urandom(3 << 20)  # the buffer grows 1 -> 2 -> 3 MiB
+    server = RawServer(lambda conn, i: _response(big))
+    pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=5, idle_timeout=5)
+    async with server as base:
+        for limit in (None, len(big)):
+            resp = await pool.get(base + "/o", {}, limit=limit)
+            assert resp is not None and resp.body == big and resp.received == len(big)
+    pool.close()
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "aiohttp"])
+async def test_get_media_limit_on_both_paths(lean: bool) -> None:
+    server = RawServer(lambda conn, i: _response())
+    config = ClientConfig(lean_reads=lean, retry=RetryPolicy(max_attempts=2, initial_delay=0,
+                                                             max_delay=0))
+    async with server as base, AsyncClient(config, endpoint=base) as client:
+        with pytest.raises(TransportError, match=f"over the {len(BODY) - 1} asked for"):
+            await client.transport.get_media(_op("/o"), base + "/o", lambda r: r,
+                                             limit=len(BODY) - 1)
+        got = await client.transport.get_media(_op("/o"), base + "/o",
+                                               lambda r: bytes(r.body or b""), limit=len(BODY))
+        assert got == BODY
+
+
+def _peak_counting(server_ref: list[RawServer], peaks: list[int],
+                   answer: bytes) -> Callable[[int, int], bytes]:
+    def script(conn: int, index: int) -> bytes:
+        server = server_ref[0]
+        peaks.append(server.connections - server.closed)
+        return answer
+    return script
+
+
+async def test_connection_limit_bounds_lean_sockets() -> None:
+    peaks: list[int] = []
+    ref: list[RawServer] = []
+    server = RawServer(_peak_counting(ref, peaks, _response()))
+    ref.append(server)
+    config = ClientConfig(max_concurrency=8, connection_limit=2, retry=FAST_RETRY)
+    async with server as base, AsyncClient(config, endpoint=base) as client:
+        got = await asyncio.gather(*(client.read("bkt", "obj") for _ in range(16)))
+        assert got == [BODY] * 16
+        assert client.transport.stats.lean_reads == 16
+    assert server.connections == 2 and max(peaks) <= 2
+
+
+async def _aiohttp_get(client: AsyncClient, url: str) -> bytes:
+    async def body(resp: Any) -> bytes:
+        return bytes(await resp.read())
+    return await client.transport.request(_op("/meta"), "GET", url, body)
+
+
+async def test_connection_limit_counts_aiohttp_sockets_too() -> None:
+    peaks: list[int] = []
+    ref: list[RawServer] = []
+    server = RawServer(_peak_counting(ref, peaks, _response()))
+    ref.append(server)
+    config = ClientConfig(max_concurrency=8, connection_limit=2, retry=FAST_RETRY)
+    async with server as base, AsyncClient(config, endpoint=base) as client:
+        assert await _aiohttp_get(client, base + "/meta") == BODY  # aiohttp keeps it idle
+        got = await asyncio.gather(*(client.read("bkt", "obj") for _ in range(8)))
+        assert got == [BODY] * 8 and client.transport.stats.lean_reads == 8
+    # one socket for aiohttp, one for the lean reads
+    assert server.connections == 2 and max(peaks) <= 2
+
+
+async def test_lean_reads_give_way_when_aiohttp_holds_the_limit() -> None:
+    server = RawServer(lambda conn, i: _response())
+    config = ClientConfig(max_concurrency=8, connection_limit=1, retry=FAST_RETRY)
+    async with server as base, AsyncClient(config, endpoint=base) as client:
+        assert await _aiohttp_get(client, base + "/meta") == BODY
+        assert await client.read("bkt", "obj") == BODY
+        stats = client.transport.stats
+        assert (stats.lean_reads, stats.lean_fallbacks) == (0, 1)
+    assert server.connections == 1  # aiohttp's socket, reused
+
+
+async def _wait_for(check: Callable[[], bool], limit: float) -> float:
+    start = time.monotonic()
+    while not check():
+        assert time.monotonic() - start < limit, "condition not reached in time"
+        await asyncio.sleep(0.01)
+    return time.monotonic() - start
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "aiohttp"])
+async def test_idle_connections_close_after_the_idle_timeout(lean: bool) -> None:
+    server = RawServer(lambda conn, i: _response())
+    config = ClientConfig(lean_reads=lean, timeouts=Timeouts(idle=0.3), retry=FAST_RETRY)
+    async with server as base, AsyncClient(config, endpoint=base) as client:
+        assert await client.read("bkt", "obj") == BODY
+        waited = await _wait_for(lambda: server.closed == 1, 3.0)
+        assert waited >= 0.2  # not before its time
+        if lean:
+            assert waited < 0.8
+        assert await client.read("bkt", "obj") == BODY
+    assert server.connections == 2
+
+
+async def test_expired_connections_under_the_top_of_the_stack_are_reaped() -> None:
+    server = RawServer(lambda conn, i: _response())
+    config = ClientConfig(timeouts=Timeouts(idle=0.3), retry=FAST_RETRY)
+    async with server as base, AsyncClient(config, endpoint=base) as client:
+        assert await asyncio.gather(*(client.read("bkt", "obj") for _ in range(2))) == [BODY] * 2
+        assert server.connections == 2
+        for _ in range(8):  # the top connection stays busy; the one under it expires
+            assert await client.read("bkt", "obj") == BODY
+            await asyncio.sleep(0.1)
+        assert server.closed == 1 and server.connections == 2
+        media = client.transport._current().media
+        assert media is not None and media.sockets == 1
+
+
+async def test_stall_fires_read_stall_after_the_last_byte() -> None:
+    sent: list[float] = []
+
+    async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 200\r\n\r\n" + b"x" * 100)
+        for pause in (0.2, 0.25):  # the second byte comes just after 0.4 s
+            await asyncio.sleep(pause)
+            writer.write(b"x")
+        sent.append(time.monotonic())
+        await reader.read()  # silent until the client gives up
+        writer.close()
+
+    listener = await asyncio.start_server(trickle, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=0.4, idle_timeout=5)
+    try:
+        with pytest.raises(TimeoutError):
+            await pool.get(f"http://127.0.0.1:{port}/o", {})
+        after_last = time.monotonic() - sent[0]
+        # a timer checking for progress every 0.4 s fired ~0.75 s after it here
+        assert 0.35 <= after_last <= 0.6
+    finally:
+        pool.close()
+        listener.close()
+        await listener.wait_closed()
