@@ -487,7 +487,9 @@ class AsyncClient(XmlMultipartMixin):
         generation = info.generation or None
         try:
             await self.delete(info.bucket, info.name, generation=generation,
-                              if_generation_match=generation, missing_ok=True)
+                              if_generation_match=generation)
+        except NotFound:
+            note = "that generation was already gone"
         except PreconditionFailed:
             note = "a newer generation had replaced it and was left alone"
         except StorageError as exc:

@@ -1,0 +1,274 @@
+"""Every write is all-or-nothing: verified, or not left published.
+
+A small HTTP relay sits between the client and a server (our emulator or
+fake-gcs-server). It can swap bytes in what the client sends (so the server
+stores other bytes than the client's crc32c describes) and cut a connection
+after the server received a request but before the client reads the answer
+(so a retry meets a finished upload).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Iterator
+
+import pytest
+
+from aioflux import (
+    AsyncClient,
+    ChecksumMismatch,
+    ClientConfig,
+    NotFound,
+    StorageError,
+)
+from aioflux._async_writer import AsyncObjectWriter
+from aioflux._crc import crc32c, encode_crc32c
+from aioflux._resumable import CHUNK_GRANULARITY, ResumableUpload
+from aioflux.testing import Emulator
+
+from ..conftest import FAST_RETRY, unique_bucket
+
+MiB = 1024 * 1024
+MARK = b"\x00MARK-OF-THE-BEAST\x00"
+BAD_MARK = b"\x00MARK-OF-THE-BEAT!\x00"
+
+
+class Relay:
+    """An HTTP/1.1 relay on its own thread and loop.
+
+    Requests are read whole (head and ``Content-Length`` body) so that
+    ``replace`` pairs (same length) apply across TCP segments. The first
+    request containing ``cut_after`` is delivered, but its response is
+    dropped and the client's connection closed; ``on_cut`` runs first.
+    """
+
+    def __init__(self, upstream: str, *, replace: tuple[tuple[bytes, bytes], ...] = (),
+                 cut_after: bytes | None = None,
+                 on_cut: Callable[[], None] | None = None) -> None:
+        host, _, port = upstream.removeprefix("http://").partition(":")
+        self._upstream = (host, int(port))
+        self.replace = replace
+        self.cut_after = cut_after
+        self.on_cut = on_cut
+        self.cuts = 0
+        self.replaced = 0
+        #: body bytes of every request sent upstream, in order
+        self.bodies: list[bytes] = []
+        self.heads: list[bytes] = []
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def __enter__(self) -> str:
+        self._thread.start()
+        self._server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._serve, "127.0.0.1", 0), self._loop).result(10)
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    def __exit__(self, *exc: object) -> None:
+        async def stop() -> None:
+            assert self._server is not None
+            self._server.close()
+            # Closing the sockets ends each connection's task on its own (a
+            # cancelled stream-server task makes asyncio log an error).
+            for w in self._writers:
+                w.close()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._server.wait_closed()
+            await asyncio.sleep(0.01)  # let the closed transports finish closing
+
+        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+        self._writers += (writer, up_writer)
+        drop = asyncio.Event()
+
+        async def upward() -> None:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    key, _, value = line.partition(b":")
+                    if key.strip().lower() == b"content-length":
+                        length = int(value)
+                body = await reader.readexactly(length)
+                for old, new in self.replace:
+                    if old in body or old in head:
+                        self.replaced += 1
+                    head, body = head.replace(old, new), body.replace(old, new)
+                if self.cut_after is not None and self.cuts == 0 and (
+                        self.cut_after in head or self.cut_after in body):
+                    self.cuts += 1
+                    drop.set()
+                self.heads.append(head)
+                self.bodies.append(body)
+                up_writer.write(head + body)
+                await up_writer.drain()
+
+        async def downward() -> None:
+            while True:
+                data = await up_reader.read(1 << 16)
+                if not data:
+                    return
+                if drop.is_set():
+                    if self.on_cut is not None:
+                        self.on_cut()
+                    return
+                writer.write(data)
+                await writer.drain()
+
+        up = asyncio.ensure_future(upward())
+        try:
+            await downward()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            up.cancel()
+            await asyncio.gather(up, return_exceptions=True)
+            writer.close()
+            up_writer.close()
+            for w in (writer, up_writer):
+                try:
+                    await w.wait_closed()
+                except (ConnectionError, asyncio.CancelledError):
+                    pass
+
+
+@pytest.fixture(params=["emulator", "fake_gcs"])
+def server(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    """(kind, endpoint) of each server, with a fresh bucket made by the test."""
+    target = request.getfixturevalue(request.param)
+    yield request.param, target.endpoint
+
+
+async def _client(endpoint: str) -> AsyncClient:
+    return AsyncClient(ClientConfig(max_concurrency=8, retry=FAST_RETRY), endpoint=endpoint)
+
+
+@pytest.fixture
+async def direct(server: tuple[str, str]) -> AsyncIterator[tuple[AsyncClient, str]]:
+    """A client that talks to the server directly, and a fresh bucket."""
+    async with await _client(server[1]) as client:
+        bucket = unique_bucket("wi")
+        await client.create_bucket(bucket)
+        yield client, bucket
+
+
+def _payload(size: int) -> bytes:
+    """Random bytes with MARK in the middle (where the relay corrupts them)."""
+    data = bytearray(os.urandom(size))
+    middle = size // 2
+    data[middle:middle + len(MARK)] = MARK
+    return bytes(data)
+
+
+def _corrupted(data: bytes) -> bytes:
+    return data.replace(MARK, BAD_MARK)
+
+
+async def _write_resumable(client: AsyncClient, bucket: str, name: str, data: bytes) -> None:
+    await client.write(bucket, name, data, resumable=True)
+
+
+async def _write_simple(client: AsyncClient, bucket: str, name: str, data: bytes) -> None:
+    await client.write(bucket, name, data, resumable=False)
+
+
+async def _write_streaming(client: AsyncClient, bucket: str, name: str, data: bytes) -> None:
+    async with AsyncObjectWriter(client, bucket, name, part_size=5 * MiB) as writer:
+        for i in range(0, len(data), MiB):
+            await writer.write(data[i:i + MiB])
+
+
+WRITES = {"simple": (_write_simple, 300_000), "resumable": (_write_resumable, 300_000),
+          "streaming": (_write_streaming, 11 * MiB + 5)}
+
+
+# -- corrupted in flight -------------------------------------------------------
+
+@pytest.mark.parametrize("how", sorted(WRITES))
+async def test_corrupted_body_is_not_published(server: tuple[str, str],
+                                               direct: tuple[AsyncClient, str],
+                                               how: str) -> None:
+    kind, endpoint = server
+    client, bucket = direct
+    write, size = WRITES[how]
+    data = _payload(size)
+    older = b"the older generation"
+    await client.write(bucket, "old", older)
+    with Relay(endpoint, replace=((MARK, BAD_MARK),)) as relayed:
+        async with await _client(relayed) as via:
+            for name in ("new", "old"):
+                with pytest.raises(StorageError) as caught:
+                    await write(via, bucket, name, data)
+                assert f"gs://{bucket}/{name}" in str(caught.value)
+                if kind == "fake_gcs":
+                    # It stores what arrived: we saw the crc32c differ and
+                    # deleted that generation.
+                    assert isinstance(caught.value, ChecksumMismatch), caught.value
+                    assert "deleted" in str(caught.value)
+    with pytest.raises(NotFound):
+        await client.stat(bucket, "new")
+    if kind == "emulator":
+        # A checking server refused the bytes: the older object is untouched.
+        assert await client.read(bucket, "old") == older
+    else:
+        # fake-gcs-server replaced it with the corrupt bytes (it keeps no
+        # versions); what matters is that they did not stay.
+        with pytest.raises(NotFound):
+            await client.stat(bucket, "old")
+
+
+async def test_bad_object_deleted_but_newer_write_kept(emulator: Emulator) -> None:
+    """The relay also rewrites the crc32c we send, so the emulator stores the
+    corrupt bytes as a non-checking server would; a newer write lands before
+    our delete, which must spare it (ifGenerationMatch)."""
+    async with await _client(emulator.endpoint) as client:
+        bucket = unique_bucket("wi")
+        await client.create_bucket(bucket)
+        data = _payload(200_000)
+        good, bad = encode_crc32c(crc32c(data)), encode_crc32c(crc32c(_corrupted(data)))
+        newer = b"a newer concurrent write"
+
+        def write_newer() -> None:
+            request = urllib.request.Request(
+                f"{emulator.endpoint}/upload/storage/v1/b/{bucket}/o?uploadType=media&name=x",
+                data=newer, method="POST")
+            with urllib.request.urlopen(request) as resp:
+                assert resp.status == 200
+
+        replace = ((MARK, BAD_MARK), (good.encode(), bad.encode()))
+        with Relay(emulator.endpoint, replace=replace) as relayed:
+            async with await _client(relayed) as via:
+                with pytest.raises(ChecksumMismatch):
+                    await via.write(bucket, "x", data)  # plain bad object: deleted
+                with pytest.raises(NotFound):
+                    await client.stat(bucket, "x")
+        # Now the newer write sneaks in between the upload and our delete.
+        with Relay(emulator.endpoint, replace=replace) as relayed:
+            async with await _client(relayed) as via:
+                original = via.delete
+
+                async def delete_after_newer(*args: object, **kwargs: object) -> None:
+                    await asyncio.to_thread(write_newer)
+                    await original(*args, **kwargs)  # type: ignore[arg-type]
+
+                via.delete = delete_after_newer  # type: ignore[method-assign]
+                with pytest.raises(ChecksumMismatch) as caught:
+                    await via.write(bucket, "x", data)
+                # Replaced already: nothing of ours to delete, the newer stays.
+                assert "already gone" in str(caught.value) or "newer" in str(caught.value)
+        assert await client.read(bucket, "x") == newer
