@@ -10,7 +10,6 @@ after the server received a request but before the client reads the answer
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import threading
 import urllib.request
@@ -272,3 +271,126 @@ async def test_bad_object_deleted_but_newer_write_kept(emulator: Emulator) -> No
                 # Replaced already: nothing of ours to delete, the newer stays.
                 assert "already gone" in str(caught.value) or "newer" in str(caught.value)
         assert await client.read(bucket, "x") == newer
+
+
+# -- the answer to a publishing request is lost --------------------------------
+
+@pytest.mark.parametrize("how", ["resumable", "streaming"])
+async def test_final_request_answer_lost(server: tuple[str, str],
+                                         direct: tuple[AsyncClient, str], how: str) -> None:
+    """The server publishes, the connection dies before the client reads the
+    answer; the retry must find the upload done (fake-gcs-server answers 404
+    to a finished session, the emulator NoSuchUpload to a completed XML
+    upload), not fail and not publish twice."""
+    kind, endpoint = server
+    client, bucket = direct
+    write, size = WRITES[how]
+    data = os.urandom(size)
+    final = (b"<CompleteMultipartUpload>" if how == "streaming" and kind == "emulator"
+             else f"-{size - 1}/{size}\r\n".encode())
+    relay = Relay(endpoint, cut_after=final)
+    with relay as relayed:
+        async with await _client(relayed) as via:
+            await write(via, bucket, "obj", data)
+            assert via.transport.stats.retries == 1
+    assert relay.cuts == 1
+    info = await client.stat(bucket, "obj")
+    assert (info.size, info.crc32c) == (len(data), crc32c(data))
+    assert await client.read(bucket, "obj") == data
+
+
+async def test_mid_upload_answer_lost(server: tuple[str, str],
+                                      direct: tuple[AsyncClient, str]) -> None:
+    """A non-final chunk's answer is lost. The retry asks the session what it
+    holds and resumes there, sending no byte twice (emulator). fake-gcs-server
+    cannot say what it holds: it publishes what it has on any status query,
+    so the write fails with a typed error and that partial object is gone."""
+    kind, endpoint = server
+    client, bucket = direct
+    data = os.urandom(2 * CHUNK_GRANULARITY + 1000)
+    relay = Relay(endpoint, cut_after=f"bytes 0-{CHUNK_GRANULARITY - 1}/*".encode())
+    with relay as relayed:
+        async with await _client(relayed) as via:
+            upload = ResumableUpload(via, bucket, "obj", chunk_size=CHUNK_GRANULARITY)
+            await upload.start()
+            if kind == "fake_gcs":
+                with pytest.raises(ChecksumMismatch, match="status query") as caught:
+                    await upload.send(data[:CHUNK_GRANULARITY])
+                assert f"gs://{bucket}/obj" in str(caught.value)
+                await upload.cancel()
+            else:
+                await upload.send(data[:CHUNK_GRANULARITY])
+                info = await upload.finish(data[CHUNK_GRANULARITY:], crc32c=crc32c(data))
+                assert (info.size, info.crc32c) == (len(data), crc32c(data))
+    assert relay.cuts == 1
+    if kind == "fake_gcs":
+        with pytest.raises(NotFound):
+            await client.stat(bucket, "obj")
+        return
+    # Every byte went up exactly once: resumed from the persisted offset.
+    assert sum(len(body) for body in relay.bodies[1:]) == len(data)
+    assert await client.read(bucket, "obj") == data
+
+
+async def test_lost_answer_and_replaced_object_is_not_success(
+        fake_gcs: object, ) -> None:
+    """The final chunk's answer is lost and, before the retry, another writer
+    replaces the object: the write cannot be verified, so it is an error,
+    and the other writer's object is left alone."""
+    endpoint = fake_gcs.endpoint  # type: ignore[attr-defined]
+    async with await _client(endpoint) as client:
+        bucket = unique_bucket("wi")
+        await client.create_bucket(bucket)
+        data = os.urandom(300_000)
+        other = b"someone else's bytes"
+
+        def overwrite() -> None:
+            request = urllib.request.Request(
+                f"{endpoint}/upload/storage/v1/b/{bucket}/o?uploadType=media&name=obj",
+                data=other, method="POST")
+            with urllib.request.urlopen(request) as resp:
+                assert resp.status == 200
+
+        relay = Relay(endpoint, cut_after=f"/{len(data)}\r\n".encode(), on_cut=overwrite)
+        with relay as relayed:
+            async with await _client(relayed) as via:
+                with pytest.raises(StorageError, match="not verified") as caught:
+                    await via.write(bucket, "obj", data, resumable=True)
+        assert f"gs://{bucket}/obj" in str(caught.value)
+        assert relay.cuts == 1
+        assert await client.read(bucket, "obj") == other
+
+
+async def test_retried_create_only_write_whose_first_attempt_landed(
+        server: tuple[str, str], direct: tuple[AsyncClient, str]) -> None:
+    """``if_generation_match=0`` and the answer is lost: the retry meets its
+    own object (412). Same bytes: success."""
+    _, endpoint = server
+    client, bucket = direct
+    data = os.urandom(100_000)
+    relay = Relay(endpoint, cut_after=b"uploadType=multipart")
+    with relay as relayed:
+        async with await _client(relayed) as via:
+            info = await via.write(bucket, "obj", data, if_generation_match=0)
+    assert relay.cuts == 1
+    assert (info.size, info.crc32c) == (len(data), crc32c(data))
+    assert await client.read(bucket, "obj") == data
+
+
+# -- compose -------------------------------------------------------------------
+
+async def test_compose_result_checked_against_sources(server: tuple[str, str],
+                                                      direct: tuple[AsyncClient, str]) -> None:
+    client, bucket = direct
+    parts = [os.urandom(1000 + i) for i in range(3)]
+    infos = [await client.write(bucket, f"p{i}", p) for i, p in enumerate(parts)]
+    info = await client.compose(bucket, "whole", infos)
+    assert (info.size, info.crc32c) == (3003, crc32c(b"".join(parts)))
+    # A source whose known crc32c is not what the server composed (it
+    # changed under the same generation, or the server mixed something up):
+    # the composite must not stay.
+    stale = [infos[0]._replace(crc32c=crc32c(b"something else")), *infos[1:]]
+    with pytest.raises(ChecksumMismatch, match="compose gs://"):
+        await client.compose(bucket, "bad", stale)
+    with pytest.raises(NotFound):
+        await client.stat(bucket, "bad")
