@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 
+import aioflux
 from aioflux import (
     AsyncClient,
     ChecksumMismatch,
@@ -394,3 +395,65 @@ async def test_compose_result_checked_against_sources(server: tuple[str, str],
         await client.compose(bucket, "bad", stale)
     with pytest.raises(NotFound):
         await client.stat(bucket, "bad")
+
+
+# -- the streaming writer ------------------------------------------------------
+
+async def test_streaming_complete_is_verified(emulator: Emulator) -> None:
+    """The relay corrupts a part and rewrites that part's x-goog-hash to
+    match, so the emulator accepts it as a non-checking server would: the
+    object's crc32c after completion differs, and the object is deleted."""
+    async with await _client(emulator.endpoint) as client:
+        bucket = unique_bucket("wi")
+        await client.create_bucket(bucket)
+        data = _payload(11 * MiB + 5)
+        part = data[5 * MiB:10 * MiB]
+        assert MARK in part
+        good, bad = encode_crc32c(crc32c(part)), encode_crc32c(crc32c(_corrupted(part)))
+        replace = ((MARK, BAD_MARK), (good.encode(), bad.encode()))
+        relay = Relay(emulator.endpoint, replace=replace)
+        with relay as relayed:
+            async with await _client(relayed) as via:
+                with pytest.raises(ChecksumMismatch, match="deleted"):
+                    await _write_streaming(via, bucket, "obj", data)
+        assert relay.replaced >= 2  # the part body and its header
+        with pytest.raises(NotFound):
+            await client.stat(bucket, "obj")
+        assert await client.list_multipart_uploads(bucket) == []
+
+
+async def test_streaming_failed_complete_aborts(emulator: Emulator) -> None:
+    """A completion the server refuses: a typed error, nothing published, and
+    no multipart upload left open."""
+    async with await _client(emulator.endpoint) as client:
+        bucket = unique_bucket("wi")
+        await client.create_bucket(bucket)
+        data = os.urandom(6 * MiB)
+        # Part numbers the upload does not have: the completion is refused.
+        replace = ((b"<PartNumber>2</PartNumber>", b"<PartNumber>7</PartNumber>"),)
+        relay = Relay(emulator.endpoint, replace=replace)
+        with relay as relayed:
+            async with await _client(relayed) as via:
+                with pytest.raises(StorageError, match=f"gs://{bucket}/obj"):
+                    await _write_streaming(via, bucket, "obj", data)
+        assert relay.replaced == 1
+        with pytest.raises(NotFound):
+            await client.stat(bucket, "obj")
+        assert await client.list_multipart_uploads(bucket) == []
+
+
+def test_open_wb_corrupted_on_fake_gcs(fake_gcs: object) -> None:
+    """``aioflux.open(url, "wb")`` (the blocking writer checkpoints use) on a
+    server that stores whatever arrives: the corrupt object does not stay."""
+    endpoint = fake_gcs.endpoint  # type: ignore[attr-defined]
+    config = ClientConfig(max_concurrency=8, retry=FAST_RETRY)
+    data = _payload(7 * MiB)
+    with Relay(endpoint, replace=((MARK, BAD_MARK),)) as relayed, \
+            aioflux.Client(config, endpoint=relayed) as client:
+        bucket = unique_bucket("wi")
+        client.create_bucket(bucket)
+        with pytest.raises(ChecksumMismatch, match="deleted"):
+            with aioflux.open(f"gs://{bucket}/ckpt.pt", "wb", client=client,
+                              part_size=5 * MiB) as f:
+                f.write(data)
+        assert not client.exists(bucket, "ckpt.pt")
