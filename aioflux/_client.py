@@ -21,6 +21,7 @@ from ._errors import (
     NotFound,
     PreconditionFailed,
     StorageError,
+    describe,
 )
 from ._resumable import ResumableUpload
 from ._transport import MediaResponse, Op, Transport
@@ -429,10 +430,10 @@ class AsyncClient(XmlMultipartMixin):
             if info.size != len(view) or info.crc32c != checksum:
                 raise
             return info
-        await self.verify_published("write", info, len(view), checksum)
+        await self.verify_published(Op("write", bucket, name), info, len(view), checksum)
         return info
 
-    async def verify_published(self, operation: str, info: ObjectInfo, size: int,
+    async def verify_published(self, op: Op, info: ObjectInfo, size: int,
                                checksum: int | None) -> ObjectInfo:
         """Check a just-published object against what was written; if it
         differs, delete exactly that generation and raise.
@@ -443,7 +444,7 @@ class AsyncClient(XmlMultipartMixin):
         under the same name is never removed.
 
         Args:
-            operation: for the error message (``"write"``, ``"compose"``...).
+            op: the operation and the object it published.
             info: the server's answer to the publishing request.
             size: bytes written.
             checksum: their crc32c; ``None`` checks the size only.
@@ -454,7 +455,9 @@ class AsyncClient(XmlMultipartMixin):
         Raises:
             ChecksumMismatch: the stored size or crc32c differs, or cannot be
                 learned; the generation was deleted.
+            StorageError: the answer names another object (left alone).
         """
+        _check_same_object(op, info)
         if checksum is not None and info.crc32c is None and info.size == size:
             # The answer lacked the crc32c: ask for it rather than trust it.
             try:
@@ -468,21 +471,24 @@ class AsyncClient(XmlMultipartMixin):
         shown = "none" if info.crc32c is None else encode_crc32c(info.crc32c)
         sent = "" if checksum is None else f", crc32c {encode_crc32c(checksum)}"
         await self.discard_published(
-            operation, info, f"the server stored {info.size} bytes, crc32c {shown}; "
+            op, info, f"the server stored {info.size} bytes, crc32c {shown}; "
             f"sent {size} bytes{sent}")
 
-    async def discard_published(self, operation: str, info: ObjectInfo, why: str) -> NoReturn:
+    async def discard_published(self, op: Op, info: ObjectInfo, why: str) -> NoReturn:
         """Delete exactly the generation ``info`` names (``ifGenerationMatch``,
         so a concurrent newer write survives), then raise ChecksumMismatch.
 
         Args:
-            operation: for the error message.
+            op: the operation and the object it published.
             info: the object that must not stay published.
             why: what was wrong with it, for the message.
 
         Raises:
             ChecksumMismatch: always, saying whether the delete happened.
+            StorageError: ``info`` names another object (left alone).
         """
+        _check_same_object(op, info)
+        operation = op.operation
         note = "the object was deleted"
         generation = info.generation or None
         try:
@@ -593,7 +599,7 @@ class AsyncClient(XmlMultipartMixin):
                 raise
             return info
         if expected is not None:
-            await self.verify_published("compose", info, *expected)
+            await self.verify_published(Op("compose", bucket, destination), info, *expected)
         return info
 
     async def delete(
@@ -695,6 +701,16 @@ class AsyncClient(XmlMultipartMixin):
             Op("create_bucket", bucket), "POST", f"{self.endpoint}/storage/v1/b", ignore,
             params={"project": self.project}, headers={"Content-Type": "application/json"},
             data=json.dumps({"name": bucket}).encode())
+
+
+def _check_same_object(op: Op, info: ObjectInfo) -> None:
+    # An answer about another object verifies nothing, and that object is
+    # not ours to delete.
+    if (info.bucket, info.name) != (op.bucket, op.name):
+        raise StorageError(
+            f"{describe(op.operation, op.bucket, op.name)}: the server answered with "
+            f"gs://{info.bucket}/{info.name}; the write is not verified",
+            operation=op.operation, bucket=op.bucket, name=op.name)
 
 
 def _composite(sources: Sequence[SourceSpec]) -> tuple[int, int] | None:

@@ -20,6 +20,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
+import yarl
 
 from ._crc import encode_crc32c
 from ._errors import InvalidArgument, NotFound, StorageError
@@ -102,6 +103,13 @@ class ResumableUpload:
             if not url:
                 raise StorageError(f"resumable upload gs://{self.bucket}/{self.name}: "
                                    "no session Location in the response",
+                                   operation="resumable upload", bucket=self.bucket,
+                                   name=self.name)
+            if yarl.URL(url).origin() != yarl.URL(self._client.endpoint).origin():
+                # Every chunk carries our credentials: they go to the
+                # configured endpoint only, never where a response points.
+                raise StorageError(f"resumable upload gs://{self.bucket}/{self.name}: the "
+                                   "session Location is not on the endpoint's origin",
                                    operation="resumable upload", bucket=self.bucket,
                                    name=self.name)
             return url
@@ -209,7 +217,7 @@ class ResumableUpload:
                                        allow_redirects=False) as resp:
                     raw = await resp.read()
                     if resp.status in (200, 201):
-                        return ObjectInfo.from_json(self.bucket, json.loads(raw))
+                        return self._object(raw)
                     if resp.status != 308:
                         raise _status_error(resp, raw)
                     self._advance(_committed(resp), start, end)
@@ -232,10 +240,20 @@ class ResumableUpload:
                 # Only a status query can finish a session before its final
                 # chunk (fake-gcs-server publishes what it holds on one).
                 await self._client.discard_published(
-                    self._op().operation, outcome, f"the server published {outcome.size} "
+                    self._op(), outcome, f"the server published {outcome.size} "
                     f"bytes on a status query, before the final chunk")
-            return await self._client.verify_published(self._op().operation, outcome, total, crc)
+            return await self._client.verify_published(self._op(), outcome, total, crc)
         return await self._recover_gone(total, crc)
+
+    def _object(self, raw: bytes) -> ObjectInfo:
+        try:
+            return ObjectInfo.from_json(self.bucket, json.loads(raw))
+        except (ValueError, KeyError, TypeError) as exc:
+            # Published, but we cannot tell what: not a success.
+            raise StorageError(
+                f"resumable upload gs://{self.bucket}/{self.name}: unreadable answer to the "
+                f"final chunk ({type(exc).__name__})", operation="resumable upload",
+                bucket=self.bucket, name=self.name) from exc
 
     def _advance(self, committed: int, start: int, end: int) -> None:
         if committed < start or committed > end:
@@ -255,7 +273,7 @@ class ResumableUpload:
         async with session.put(url, headers=headers, allow_redirects=False) as resp:
             raw = await resp.read()
             if resp.status in (200, 201):
-                return ObjectInfo.from_json(self.bucket, json.loads(raw))
+                return self._object(raw)
             if resp.status == 308:
                 return _committed(resp)
             if resp.status in (404, 410) and total is not None:

@@ -31,6 +31,7 @@ from ._bridge import get_portal
 from ._crc import Crc32c, crc32c_suffix, decode_crc32c
 from ._errors import InvalidArgument, InvalidRequest, NotFound, StorageError
 from ._resumable import CHUNK_GRANULARITY, ResumableUpload
+from ._transport import Op
 from ._types import ObjectInfo, PartInfo
 from ._xml import MAX_PARTS, MIN_PART_SIZE
 
@@ -226,7 +227,8 @@ class _Session:
                     f"write gs://{self.bucket}/{self.name}: generation {generation} was "
                     f"replaced by {info.generation} before its crc32c could be checked",
                     operation="write", bucket=self.bucket, name=self.name)
-        return await self.client.verify_published("write", info, expected.length,
+        return await self.client.verify_published(Op("write", self.bucket, self.name), info,
+                                                  expected.length,
                                                   expected.value)
 
     async def abort(self) -> None:
