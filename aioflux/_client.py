@@ -430,10 +430,10 @@ class AsyncClient(XmlMultipartMixin):
             if info.size != len(view) or info.crc32c != checksum:
                 raise
             return info
-        await self.verify_published(Op("write", bucket, name), info, len(view), checksum)
+        await self._verify_published(Op("write", bucket, name), info, len(view), checksum)
         return info
 
-    async def verify_published(self, op: Op, info: ObjectInfo, size: int,
+    async def _verify_published(self, op: Op, info: ObjectInfo, size: int,
                                checksum: int | None) -> ObjectInfo:
         """Check a just-published object against what was written; if it
         differs, delete exactly that generation and raise.
@@ -470,11 +470,11 @@ class AsyncClient(XmlMultipartMixin):
             return info
         shown = "none" if info.crc32c is None else encode_crc32c(info.crc32c)
         sent = "" if checksum is None else f", crc32c {encode_crc32c(checksum)}"
-        await self.discard_published(
+        await self._discard_published(
             op, info, f"the server stored {info.size} bytes, crc32c {shown}; "
             f"sent {size} bytes{sent}")
 
-    async def discard_published(self, op: Op, info: ObjectInfo, why: str) -> NoReturn:
+    async def _discard_published(self, op: Op, info: ObjectInfo, why: str) -> NoReturn:
         """Delete exactly the generation ``info`` names (``ifGenerationMatch``,
         so a concurrent newer write survives), then raise ChecksumMismatch.
 
@@ -599,7 +599,7 @@ class AsyncClient(XmlMultipartMixin):
                 raise
             return info
         if expected is not None:
-            await self.verify_published(Op("compose", bucket, destination), info, *expected)
+            await self._verify_published(Op("compose", bucket, destination), info, *expected)
         return info
 
     async def delete(

@@ -239,10 +239,10 @@ class ResumableUpload:
             if total is None:
                 # Only a status query can finish a session before its final
                 # chunk (fake-gcs-server publishes what it holds on one).
-                await self._client.discard_published(
+                await self._client._discard_published(
                     self._op(), outcome, f"the server published {outcome.size} "
                     f"bytes on a status query, before the final chunk")
-            return await self._client.verify_published(self._op(), outcome, total, crc)
+            return await self._client._verify_published(self._op(), outcome, total, crc)
         return await self._recover_gone(total, crc)
 
     def _object(self, raw: bytes) -> ObjectInfo:

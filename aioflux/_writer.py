@@ -227,7 +227,7 @@ class _Session:
                     f"write gs://{self.bucket}/{self.name}: generation {generation} was "
                     f"replaced by {info.generation} before its crc32c could be checked",
                     operation="write", bucket=self.bucket, name=self.name)
-        return await self.client.verify_published(Op("write", self.bucket, self.name), info,
+        return await self.client._verify_published(Op("write", self.bucket, self.name), info,
                                                   expected.length,
                                                   expected.value)
 

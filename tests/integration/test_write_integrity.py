@@ -10,6 +10,7 @@ after the server received a request but before the client reads the answer
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 import urllib.request
@@ -457,3 +458,90 @@ def test_open_wb_corrupted_on_fake_gcs(fake_gcs: object) -> None:
                               part_size=5 * MiB) as f:
                 f.write(data)
         assert not client.exists(bucket, "ckpt.pt")
+
+
+# -- hostile answers (a scripted server) ---------------------------------------
+
+Answer = tuple[int, dict[str, str], bytes]
+
+
+class Scripted:
+    """An HTTP/1.1 server answering whole requests as ``answer`` says; it
+    reads every body, so a connection never closes with unread bytes."""
+
+    def __init__(self, answer: Callable[[bytes, bytes], Answer]) -> None:
+        self.answer = answer
+        self.requests: list[tuple[bytes, bytes]] = []
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> str:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    key, _, value = line.partition(b":")
+                    if key.strip().lower() == b"content-length":
+                        length = int(value)
+                body = await reader.readexactly(length)
+                self.requests.append((head, body))
+                status, headers, payload = self.answer(head, body)
+                lines = [f"HTTP/1.1 {status} X", f"Content-Length: {len(payload)}"]
+                lines += [f"{k}: {v}" for k, v in headers.items()]
+                writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+async def test_session_location_off_origin_gets_no_bytes() -> None:
+    other = Scripted(lambda head, body: (200, {}, b"{}"))
+    async with other as elsewhere:
+        server = Scripted(lambda head, body: (200, {"Location": f"{elsewhere}/upload?id=1"}, b""))
+        async with server as endpoint:
+            async with AsyncClient(ClientConfig(retry=FAST_RETRY), endpoint=endpoint,
+                                   credentials="secret-token") as client:
+                with pytest.raises(StorageError, match="origin") as caught:
+                    await client.write("bkt", "obj", b"data", resumable=True)
+    assert "secret-token" not in str(caught.value)
+    assert other.requests == []
+
+
+async def test_answer_about_another_object_is_not_success() -> None:
+    data = b"payload"
+
+    def answer(head: bytes, body: bytes) -> Answer:
+        resource = {"bucket": "bkt", "name": "other", "size": str(len(data)),
+                    "generation": "7", "crc32c": encode_crc32c(crc32c(data))}
+        return 200, {"Content-Type": "application/json"}, json.dumps(resource).encode()
+
+    server = Scripted(answer)
+    async with server as endpoint:
+        async with AsyncClient(ClientConfig(retry=FAST_RETRY), endpoint=endpoint) as client:
+            with pytest.raises(StorageError, match="not verified"):
+                await client.write("bkt", "obj", data)
+    assert len(server.requests) == 1  # no delete of "other"
+
+
+async def test_unreadable_final_answer_is_not_success() -> None:
+    def answer(head: bytes, body: bytes) -> Answer:
+        if head.startswith(b"POST"):
+            return 200, {"Location": f"{base}/upload?id=1"}, b""
+        return 200, {}, b"<html>not json</html>"
+
+    server = Scripted(answer)
+    async with server as base:
+        async with AsyncClient(ClientConfig(retry=FAST_RETRY), endpoint=base) as client:
+            with pytest.raises(StorageError, match="unreadable"):
+                await client.write("bkt", "obj", b"data", resumable=True)
