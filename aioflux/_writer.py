@@ -10,6 +10,10 @@ loop transport may hold a copy of a part body it has not sent yet on top;
 see the defaults below). Nothing is visible until the upload completes:
 an exception in the ``with`` body, a failed part or a bad checksum aborts
 the upload. A payload smaller than one part goes up in a single request.
+The published object is checked against the running crc32c and length; one
+that differs (a server that stored other bytes) is deleted, that generation
+only, before ``ChecksumMismatch``. A completion retried after its answer was
+lost (``NoSuchUpload``) succeeds only if the object holds exactly those bytes.
 
 Where the server has no XML multipart upload (fake-gcs-server answers 400
 to ``?uploads``) the parts go through a JSON resumable session instead, in
