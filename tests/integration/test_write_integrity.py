@@ -42,17 +42,21 @@ class Relay:
     """An HTTP/1.1 relay on its own thread and loop.
 
     Requests are read whole (head and ``Content-Length`` body) so that
-    ``replace`` pairs (same length) apply across TCP segments. The first
+    ``replace`` pairs (same length) apply across TCP segments;
+    ``replace_down`` pairs apply to each read of the answers (short headers
+    arrive whole). The first
     request containing ``cut_after`` is delivered, but its response is
     dropped and the client's connection closed; ``on_cut`` runs first.
     """
 
     def __init__(self, upstream: str, *, replace: tuple[tuple[bytes, bytes], ...] = (),
+                 replace_down: tuple[tuple[bytes, bytes], ...] = (),
                  cut_after: bytes | None = None,
                  on_cut: Callable[[], None] | None = None) -> None:
         host, _, port = upstream.removeprefix("http://").partition(":")
         self._upstream = (host, int(port))
         self.replace = replace
+        self.replace_down = replace_down
         self.cut_after = cut_after
         self.on_cut = on_cut
         self.cuts = 0
@@ -128,6 +132,8 @@ class Relay:
                     if self.on_cut is not None:
                         self.on_cut()
                     return
+                for old, new in self.replace_down:
+                    data = data.replace(old, new)
                 writer.write(data)
                 await writer.drain()
 
@@ -400,10 +406,31 @@ async def test_compose_result_checked_against_sources(server: tuple[str, str],
 
 # -- the streaming writer ------------------------------------------------------
 
-async def test_streaming_complete_is_verified(emulator: Emulator) -> None:
+async def test_streaming_corrupt_part_caught_before_publishing(emulator: Emulator) -> None:
     """The relay corrupts a part and rewrites that part's x-goog-hash to
-    match, so the emulator accepts it as a non-checking server would: the
-    object's crc32c after completion differs, and the object is deleted."""
+    match, so the emulator stores it as a non-checking server would. Its
+    answer reports the stored crc32c: the part fails (on every retry), the
+    upload is aborted and the older object under the name survives."""
+    async with await _client(emulator.endpoint) as client:
+        bucket = unique_bucket("wi")
+        await client.create_bucket(bucket)
+        await client.write(bucket, "obj", b"older")
+        data = _payload(11 * MiB + 5)
+        part = data[5 * MiB:10 * MiB]
+        good, bad = encode_crc32c(crc32c(part)), encode_crc32c(crc32c(_corrupted(part)))
+        relay = Relay(emulator.endpoint, replace=((MARK, BAD_MARK), (good.encode(), bad.encode())))
+        with relay as relayed:
+            async with await _client(relayed) as via:
+                with pytest.raises(ChecksumMismatch, match="upload part 2"):
+                    await _write_streaming(via, bucket, "obj", data)
+        assert await client.read(bucket, "obj") == b"older"
+        assert await client.list_multipart_uploads(bucket) == []
+
+
+async def test_streaming_complete_is_verified(emulator: Emulator) -> None:
+    """As above, but the part's answer is rewritten back too (a server that
+    reports what it was told): the whole object's crc32c after completion
+    differs, and the object is deleted."""
     async with await _client(emulator.endpoint) as client:
         bucket = unique_bucket("wi")
         await client.create_bucket(bucket)
@@ -411,8 +438,8 @@ async def test_streaming_complete_is_verified(emulator: Emulator) -> None:
         part = data[5 * MiB:10 * MiB]
         assert MARK in part
         good, bad = encode_crc32c(crc32c(part)), encode_crc32c(crc32c(_corrupted(part)))
-        replace = ((MARK, BAD_MARK), (good.encode(), bad.encode()))
-        relay = Relay(emulator.endpoint, replace=replace)
+        relay = Relay(emulator.endpoint, replace=((MARK, BAD_MARK), (good.encode(), bad.encode())),
+                      replace_down=((bad.encode(), good.encode()),))
         with relay as relayed:
             async with await _client(relayed) as via:
                 with pytest.raises(ChecksumMismatch, match="deleted"):
