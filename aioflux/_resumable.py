@@ -128,6 +128,9 @@ class ResumableUpload:
 
         Raises:
             InvalidArgument: the chunk size is not a multiple of 256 KiB.
+            ChecksumMismatch: after a lost answer, the server published what
+                it held on the status query (fake-gcs-server does); that
+                partial object was deleted.
             StorageError: the upload failed.
         """
         view = memoryview(chunk).cast("B")

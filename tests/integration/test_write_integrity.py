@@ -156,7 +156,7 @@ class Relay:
 
 @pytest.fixture(params=["emulator", "fake_gcs"])
 def server(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
-    """(kind, endpoint) of each server, with a fresh bucket made by the test."""
+    """(kind, endpoint) of our emulator, then of fake-gcs-server."""
     target = request.getfixturevalue(request.param)
     yield request.param, target.endpoint
 
