@@ -6,7 +6,7 @@ import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, cast, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 from urllib.parse import quote
 
 import aiohttp
@@ -21,8 +21,8 @@ from ._errors import (
     NotFound,
     PreconditionFailed,
     StorageError,
-    describe,
 )
+from ._published import verify_published
 from ._resumable import ResumableUpload
 from ._transport import MediaResponse, Op, Transport
 from ._types import COMPACT_JSON, LIST_FIELDS, ListPage, ObjectInfo, objects_from_json
@@ -430,80 +430,8 @@ class AsyncClient(XmlMultipartMixin):
             if info.size != len(view) or info.crc32c != checksum:
                 raise
             return info
-        await self._verify_published(Op("write", bucket, name), info, len(view), checksum)
+        await verify_published(self, Op("write", bucket, name), info, len(view), checksum)
         return info
-
-    async def _verify_published(self, op: Op, info: ObjectInfo, size: int,
-                               checksum: int | None) -> ObjectInfo:
-        """Check a just-published object against what was written; if it
-        differs, delete exactly that generation and raise.
-
-        A server that does not check the crc32c we send (fake-gcs-server)
-        stores whatever arrived; the object must not stay published. The
-        delete carries ``ifGenerationMatch`` so a concurrent newer write
-        under the same name is never removed.
-
-        Args:
-            op: the operation and the object it published.
-            info: the server's answer to the publishing request.
-            size: bytes written.
-            checksum: their crc32c; ``None`` checks the size only.
-
-        Returns:
-            ``info`` (with the crc32c from a stat if the answer lacked it).
-
-        Raises:
-            ChecksumMismatch: the stored size or crc32c differs, or cannot be
-                learned; the generation was deleted.
-            StorageError: the answer names another object (left alone).
-        """
-        _check_same_object(op, info)
-        if checksum is not None and info.crc32c is None and info.size == size:
-            # The answer lacked the crc32c: ask for it rather than trust it.
-            try:
-                stored = await self.stat(info.bucket, info.name)
-            except NotFound:
-                stored = info
-            if stored.generation == info.generation:
-                info = stored
-        if info.size == size and (checksum is None or info.crc32c == checksum):
-            return info
-        shown = "none" if info.crc32c is None else encode_crc32c(info.crc32c)
-        sent = "" if checksum is None else f", crc32c {encode_crc32c(checksum)}"
-        await self._discard_published(
-            op, info, f"the server stored {info.size} bytes, crc32c {shown}; "
-            f"sent {size} bytes{sent}")
-
-    async def _discard_published(self, op: Op, info: ObjectInfo, why: str) -> NoReturn:
-        """Delete exactly the generation ``info`` names (``ifGenerationMatch``,
-        so a concurrent newer write survives), then raise ChecksumMismatch.
-
-        Args:
-            op: the operation and the object it published.
-            info: the object that must not stay published.
-            why: what was wrong with it, for the message.
-
-        Raises:
-            ChecksumMismatch: always, saying whether the delete happened.
-            StorageError: ``info`` names another object (left alone).
-        """
-        _check_same_object(op, info)
-        operation = op.operation
-        note = "the object was deleted"
-        generation = info.generation or None
-        try:
-            await self.delete(info.bucket, info.name, generation=generation,
-                              if_generation_match=generation)
-        except NotFound:
-            note = "that generation was already gone"
-        except PreconditionFailed:
-            note = "a newer generation had replaced it and was left alone"
-        except StorageError as exc:
-            note = f"deleting it failed too ({exc})"
-        raise ChecksumMismatch(
-            f"{operation} gs://{info.bucket}/{info.name}: {why} (generation "
-            f"{info.generation}); {note}", operation=operation, bucket=info.bucket,
-            name=info.name)
 
     async def _multipart_upload(self, bucket: str, name: str, view: memoryview, checksum: int,
                                 content_type: str, if_generation_match: int | None,
@@ -599,7 +527,7 @@ class AsyncClient(XmlMultipartMixin):
                 raise
             return info
         if expected is not None:
-            await self._verify_published(Op("compose", bucket, destination), info, *expected)
+            await verify_published(self, Op("compose", bucket, destination), info, *expected)
         return info
 
     async def delete(
@@ -701,16 +629,6 @@ class AsyncClient(XmlMultipartMixin):
             Op("create_bucket", bucket), "POST", f"{self.endpoint}/storage/v1/b", ignore,
             params={"project": self.project}, headers={"Content-Type": "application/json"},
             data=json.dumps({"name": bucket}).encode())
-
-
-def _check_same_object(op: Op, info: ObjectInfo) -> None:
-    # An answer about another object verifies nothing, and that object is
-    # not ours to delete.
-    if (info.bucket, info.name) != (op.bucket, op.name):
-        raise StorageError(
-            f"{describe(op.operation, op.bucket, op.name)}: the server answered with "
-            f"gs://{info.bucket}/{info.name}; the write is not verified",
-            operation=op.operation, bucket=op.bucket, name=op.name)
 
 
 def _composite(sources: Sequence[SourceSpec]) -> tuple[int, int] | None:

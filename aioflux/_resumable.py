@@ -24,6 +24,7 @@ import yarl
 
 from ._crc import encode_crc32c
 from ._errors import InvalidArgument, NotFound, StorageError
+from ._published import discard_published, verify_published
 from ._transport import Op
 from ._types import ObjectInfo
 
@@ -242,10 +243,10 @@ class ResumableUpload:
             if total is None:
                 # Only a status query can finish a session before its final
                 # chunk (fake-gcs-server publishes what it holds on one).
-                await self._client._discard_published(
-                    self._op(), outcome, f"the server published {outcome.size} "
+                await discard_published(
+                    self._client, self._op(), outcome, f"the server published {outcome.size} "
                     f"bytes on a status query, before the final chunk")
-            return await self._client._verify_published(self._op(), outcome, total, crc)
+            return await verify_published(self._client, self._op(), outcome, total, crc)
         return await self._recover_gone(total, crc)
 
     def _object(self, raw: bytes) -> ObjectInfo:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from ._bridge import get_portal
 from ._crc import Crc32c, crc32c_suffix, decode_crc32c
 from ._errors import InvalidArgument, InvalidRequest, NotFound, StorageError
+from ._published import verify_published
 from ._resumable import CHUNK_GRANULARITY, ResumableUpload
 from ._transport import Op
 from ._types import ObjectInfo, PartInfo
@@ -231,9 +232,8 @@ class _Session:
                     f"write gs://{self.bucket}/{self.name}: generation {generation} was "
                     f"replaced by {info.generation} before its crc32c could be checked",
                     operation="write", bucket=self.bucket, name=self.name)
-        return await self.client._verify_published(Op("write", self.bucket, self.name), info,
-                                                  expected.length,
-                                                  expected.value)
+        return await verify_published(self.client, Op("write", self.bucket, self.name), info,
+                                      expected.length, expected.value)
 
     async def abort(self) -> None:
         """Drop the upload; nothing is published. Safe to call twice."""
