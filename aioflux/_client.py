@@ -14,8 +14,15 @@ from gcloud.aio.storage import Storage
 
 from ._auth import Auth, emulator_endpoint, resolve_auth
 from ._config import ClientConfig
-from ._crc import crc32c, decode_crc32c, encode_crc32c
-from ._errors import ChecksumMismatch, InvalidArgument, NotFound, StorageError
+from ._crc import crc32c, crc32c_combine, decode_crc32c, encode_crc32c
+from ._errors import (
+    ChecksumMismatch,
+    InvalidArgument,
+    NotFound,
+    PreconditionFailed,
+    StorageError,
+)
+from ._published import verify_published
 from ._resumable import ResumableUpload
 from ._transport import MediaResponse, Op, Transport
 from ._types import COMPACT_JSON, LIST_FIELDS, ListPage, ObjectInfo, objects_from_json
@@ -383,8 +390,11 @@ class AsyncClient(XmlMultipartMixin):
 
         Raises:
             PreconditionFailed: ``if_generation_match`` did not hold.
-            ChecksumMismatch: the stored crc32c differs from the data's.
-            StorageError: any other failure.
+            ChecksumMismatch: the stored size or crc32c differs from the
+                data's (a server that does not check the crc32c we send
+                stored other bytes); that generation has been deleted, so
+                nothing unverified stays published.
+            StorageError: any other failure (nothing is published).
         """
         validate_bucket(bucket)
         validate_object_name(name)
@@ -393,17 +403,34 @@ class AsyncClient(XmlMultipartMixin):
         if resumable is None:
             resumable = len(view) > SIMPLE_UPLOAD_LIMIT
         if resumable:
+            # The session carries the crc32c from the start, and the final
+            # request repeats it, so a checking server refuses bad bytes.
             upload = ResumableUpload(self, bucket, name, content_type=content_type,
-                                     if_generation_match=if_generation_match, metadata=metadata)
+                                     if_generation_match=if_generation_match, metadata=metadata,
+                                     crc32c=checksum)
             await upload.start()
-            info = await upload.finish(view)
-        else:
+            try:
+                return await upload.finish(view, crc32c=checksum)
+            except BaseException:
+                await upload.cancel()
+                raise
+        try:
             info = await self._multipart_upload(bucket, name, view, checksum, content_type,
                                                 if_generation_match, metadata)
-        if info.crc32c is not None and info.crc32c != checksum:
-            raise ChecksumMismatch(
-                f"write gs://{bucket}/{name}: stored crc32c {encode_crc32c(info.crc32c)} "
-                f"!= sent {encode_crc32c(checksum)}", operation="write", bucket=bucket, name=name)
+        except PreconditionFailed as exc:
+            # A retried upload whose first attempt landed (its response lost)
+            # fails its own "must not exist" precondition: it is ours if the
+            # object now holds exactly these bytes.
+            if exc.attempts < 2 or if_generation_match is None:
+                raise
+            try:
+                info = await self.stat(bucket, name)
+            except NotFound:
+                raise exc from None
+            if info.size != len(view) or info.crc32c != checksum:
+                raise
+            return info
+        await verify_published(self, Op("write", bucket, name), info, len(view), checksum)
         return info
 
     async def _multipart_upload(self, bucket: str, name: str, view: memoryview, checksum: int,
@@ -451,10 +478,14 @@ class AsyncClient(XmlMultipartMixin):
             content_type: Content-Type of the composite.
 
         Returns:
-            ObjectInfo of the composite (with its crc32c).
+            ObjectInfo of the composite (with its crc32c), checked against
+            the sources' sizes and crc32c when every source is an ObjectInfo
+            that knows them.
 
         Raises:
             InvalidArgument: zero or more than 32 sources.
+            ChecksumMismatch: the composite is not the concatenation of the
+                sources (that generation is deleted).
             PreconditionFailed: a source or the destination changed.
             NotFound: a source is missing.
             StorageError: any other failure.
@@ -478,10 +509,26 @@ class AsyncClient(XmlMultipartMixin):
         params = dict(COMPACT_JSON)
         if if_generation_match is not None:
             params["ifGenerationMatch"] = str(if_generation_match)
-        return await self._transport.request(
-            Op("compose", bucket, destination), "POST",
-            f"{self._json_url(bucket, destination)}/compose", _object_handler(bucket),
-            params=params, headers={"Content-Type": "application/json"}, data=body)
+        expected = _composite(sources)
+        try:
+            info: ObjectInfo = await self._transport.request(
+                Op("compose", bucket, destination), "POST",
+                f"{self._json_url(bucket, destination)}/compose", _object_handler(bucket),
+                params=params, headers={"Content-Type": "application/json"}, data=body)
+        except PreconditionFailed as exc:
+            # As in write(): a retried compose whose first attempt landed.
+            if exc.attempts < 2 or if_generation_match is None or expected is None:
+                raise
+            try:
+                info = await self.stat(bucket, destination)
+            except NotFound:
+                raise exc from None
+            if (info.size, info.crc32c) != expected:
+                raise
+            return info
+        if expected is not None:
+            await verify_published(self, Op("compose", bucket, destination), info, *expected)
+        return info
 
     async def delete(
         self,
@@ -582,6 +629,18 @@ class AsyncClient(XmlMultipartMixin):
             Op("create_bucket", bucket), "POST", f"{self.endpoint}/storage/v1/b", ignore,
             params={"project": self.project}, headers={"Content-Type": "application/json"},
             data=json.dumps({"name": bucket}).encode())
+
+
+def _composite(sources: Sequence[SourceSpec]) -> tuple[int, int] | None:
+    """(size, crc32c) a composite of ``sources`` must have, when every source
+    is an ObjectInfo that knows its crc32c; ``None`` when that is unknown."""
+    size = crc = 0
+    for src in sources:
+        if not isinstance(src, ObjectInfo) or src.crc32c is None:
+            return None
+        crc = crc32c_combine(crc, src.crc32c, src.size)
+        size += src.size
+    return size, crc
 
 
 def _source(src: SourceSpec) -> tuple[str, int | None]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ._bridge import get_portal
 from ._client import AsyncClient
 from ._crc import crc32c_combine
-from ._errors import StorageError
+from ._errors import ChecksumMismatch, StorageError
 from ._listing import COMPOSED_PREFIX
 from ._types import ObjectInfo
 
@@ -226,6 +226,10 @@ async def fetch_composed(client: AsyncClient, objects: Sequence[ObjectInfo], *,
     try:
         try:
             info = await client.compose(bucket, name, list(objects), if_generation_match=0)
+        except ChecksumMismatch as exc:
+            # compose() checked the composite against these sources (and
+            # deleted it): the caller's fallback signal.
+            raise ComposeMismatch(str(exc)) from exc
         except StorageError as exc:
             refused = exc.status is not None  # the server said no: nothing was created
             raise

@@ -5,18 +5,26 @@ checkpoint writer where a server has no XML multipart upload. Chunks must be
 multiples of 256 KiB except the last; the server reports what it persisted
 (``Range`` on a 308), and we resend from there, so a torn chunk never
 corrupts the object. The object appears only when the final chunk lands.
+
+A failed attempt is followed by a status query (``Content-Range: bytes */N``)
+before anything is re-sent; a session that vanished after its final chunk
+counts as done only if the object holds the size and crc32c written, and a
+published object is checked against them (and deleted if it differs).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
+import yarl
 
 from ._crc import encode_crc32c
-from ._errors import InvalidArgument, StorageError
+from ._errors import InvalidArgument, NotFound, StorageError
+from ._published import discard_published, verify_published
 from ._transport import Op
 from ._types import ObjectInfo
 
@@ -41,6 +49,9 @@ class ResumableUpload:
         if_generation_match: precondition on the object (0 = must not exist).
         metadata: custom metadata.
         chunk_size: bytes per request when given a large body.
+        crc32c: crc32c of the whole object if known before the first byte
+            (``AsyncClient.write``); the session carries it so a checking
+            server refuses other bytes.
     """
 
     def __init__(
@@ -53,6 +64,7 @@ class ResumableUpload:
         if_generation_match: int | None = None,
         metadata: dict[str, str] | None = None,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
+        crc32c: int | None = None,
     ) -> None:
         if chunk_size <= 0 or chunk_size % CHUNK_GRANULARITY:
             raise InvalidArgument(f"chunk_size must be a positive multiple of "
@@ -64,6 +76,7 @@ class ResumableUpload:
         self._precondition = if_generation_match
         self._metadata = metadata
         self.chunk_size = chunk_size
+        self._crc32c = crc32c
         self.session_url: str | None = None
         self.offset = 0
 
@@ -79,6 +92,8 @@ class ResumableUpload:
         resource: dict[str, Any] = {"name": self.name, "contentType": self._content_type}
         if self._metadata:
             resource["metadata"] = self._metadata
+        if self._crc32c is not None:
+            resource["crc32c"] = encode_crc32c(self._crc32c)
         params = {"uploadType": "resumable", "name": self.name}
         if self._precondition is not None:
             params["ifGenerationMatch"] = str(self._precondition)
@@ -89,6 +104,13 @@ class ResumableUpload:
             if not url:
                 raise StorageError(f"resumable upload gs://{self.bucket}/{self.name}: "
                                    "no session Location in the response",
+                                   operation="resumable upload", bucket=self.bucket,
+                                   name=self.name)
+            if yarl.URL(url).origin() != yarl.URL(self._client.endpoint).origin():
+                # Every chunk carries our credentials: they go to the
+                # configured endpoint only, never where a response points.
+                raise StorageError(f"resumable upload gs://{self.bucket}/{self.name}: the "
+                                   "session Location is not on the endpoint's origin",
                                    operation="resumable upload", bucket=self.bucket,
                                    name=self.name)
             return url
@@ -107,6 +129,9 @@ class ResumableUpload:
 
         Raises:
             InvalidArgument: the chunk size is not a multiple of 256 KiB.
+            ChecksumMismatch: after a lost answer, the server published what
+                it held on the status query (fake-gcs-server does); that
+                partial object was deleted.
             StorageError: the upload failed.
         """
         view = memoryview(chunk).cast("B")
@@ -125,15 +150,21 @@ class ResumableUpload:
             crc32c: crc32c of the whole object, checked by the server.
 
         Returns:
-            ObjectInfo of the new object.
+            ObjectInfo of the new object, its size (and crc32c, if given)
+            checked.
 
         Raises:
-            StorageError: the upload failed (no object is published).
+            ChecksumMismatch: the server published other bytes (that
+                generation is deleted).
+            StorageError: the upload failed or its result cannot be verified
+                (no object is published by it).
         """
         view = memoryview(data).cast("B")
         while len(view) > self.chunk_size:
             await self.send(view[: self.chunk_size])
             view = view[self.chunk_size:]
+        if crc32c is None:
+            crc32c = self._crc32c
         info = await self._put(view, total=self.offset + len(view), crc=crc32c)
         assert info is not None
         return info
@@ -160,36 +191,165 @@ class ResumableUpload:
         if self.session_url is None:
             raise InvalidArgument(f"resumable upload gs://{self.bucket}/{self.name} "
                                   "is not started or already finished")
+        session_url = self.session_url
         start = self.offset
         end = start + len(view)
-        while True:
-            piece = view[self.offset - start:]
-            size = "*" if total is None else str(total)
-            content_range = (f"bytes {self.offset}-{end - 1}/{size}" if len(piece)
-                             else f"bytes */{size}")
-            headers = {"Content-Range": content_range}
-            if crc is not None and total is not None:
-                headers["X-Goog-Hash"] = f"crc32c={encode_crc32c(crc)}"
+        attempts = 0
 
-            async def handle(resp: aiohttp.ClientResponse) -> tuple[int, ObjectInfo | None]:
-                raw = await resp.read()
-                if resp.status == 308:
-                    match = _RANGE.match(resp.headers.get("Range", ""))
-                    return (int(match.group(1)) + 1 if match else 0), None
-                return end, ObjectInfo.from_json(self.bucket, json.loads(raw))
+        async def attempt(session: aiohttp.ClientSession,
+                          auth: dict[str, str]) -> ObjectInfo | object | None:
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1:
+                # The last attempt failed somewhere between sending and reading
+                # the answer: ask what the server holds instead of re-sending
+                # blindly (a re-sent final chunk of a finished session is a 404
+                # on some servers, a re-sent middle chunk may be stored twice).
+                state = await self._query(session, auth, session_url, total)
+                if not isinstance(state, int):
+                    return state
+                self._advance(state, start, end)
+            while True:
+                piece = view[self.offset - start:]
+                size = "*" if total is None else str(total)
+                headers = dict(auth)
+                headers["Content-Range"] = (f"bytes {self.offset}-{end - 1}/{size}" if len(piece)
+                                            else f"bytes */{size}")
+                if crc is not None and total is not None:
+                    headers["X-Goog-Hash"] = f"crc32c={encode_crc32c(crc)}"
+                async with session.put(session_url, data=_SentOnce(piece), headers=headers,
+                                       allow_redirects=False) as resp:
+                    raw = await resp.read()
+                    if resp.status in (200, 201):
+                        return self._object(raw)
+                    if resp.status != 308:
+                        raise _status_error(resp, raw)
+                    self._advance(_committed(resp), start, end)
+                if self.offset >= end and total is None:
+                    return None
+                if not piece:
+                    # Every byte is persisted, yet the final request did not
+                    # publish: asking again would loop.
+                    raise StorageError(
+                        f"resumable upload gs://{self.bucket}/{self.name}: the server holds "
+                        f"all {total} bytes but did not finish the upload",
+                        operation="resumable upload", bucket=self.bucket, name=self.name)
 
-            committed, info = await self._client.transport.request(
-                self._op(), "PUT", self.session_url, handle, data=piece, headers=headers,
-                ok=(200, 201, 308))
-            if committed < start:
-                # Bytes acknowledged earlier are gone and no longer in hand.
-                raise StorageError(
-                    f"resumable upload gs://{self.bucket}/{self.name}: server persisted "
-                    f"{committed} bytes, fewer than the {start} it acknowledged",
-                    operation="resumable upload", bucket=self.bucket, name=self.name)
-            self.offset = committed
-            if info is not None:
-                self.session_url = None
-                return info
-            if self.offset >= end:
-                return None
+        outcome = await self._client.transport.run(self._op(), attempt)
+        if outcome is None:
+            return None
+        self.session_url = None
+        if isinstance(outcome, ObjectInfo):
+            if total is None:
+                # Only a status query can finish a session before its final
+                # chunk (fake-gcs-server publishes what it holds on one).
+                await discard_published(
+                    self._client, self._op(), outcome, f"the server published {outcome.size} "
+                    f"bytes on a status query, before the final chunk")
+            return await verify_published(self._client, self._op(), outcome, total, crc)
+        return await self._recover_gone(total, crc)
+
+    def _object(self, raw: bytes) -> ObjectInfo:
+        try:
+            return ObjectInfo.from_json(self.bucket, json.loads(raw))
+        except (ValueError, KeyError, TypeError) as exc:
+            # Published, but we cannot tell what: not a success.
+            raise StorageError(
+                f"resumable upload gs://{self.bucket}/{self.name}: unreadable answer to the "
+                f"final chunk ({type(exc).__name__})", operation="resumable upload",
+                bucket=self.bucket, name=self.name) from exc
+
+    def _advance(self, committed: int, start: int, end: int) -> None:
+        if committed < start or committed > end:
+            # Fewer: bytes acknowledged earlier are gone and no longer in hand.
+            # More: the server holds bytes we never sent (a chunk stored twice).
+            raise StorageError(
+                f"resumable upload gs://{self.bucket}/{self.name}: the server persisted "
+                f"{committed} bytes, outside the {start}-{end} in flight",
+                operation="resumable upload", bucket=self.bucket, name=self.name)
+        self.offset = committed
+
+    async def _query(self, session: aiohttp.ClientSession, auth: dict[str, str], url: str,
+                     total: int | None) -> int | ObjectInfo | object:
+        """The session's state: bytes persisted, the finished object, or _GONE."""
+        headers = dict(auth)
+        headers["Content-Range"] = f"bytes */{'*' if total is None else total}"
+        async with session.put(url, headers=headers, allow_redirects=False) as resp:
+            raw = await resp.read()
+            if resp.status in (200, 201):
+                return self._object(raw)
+            if resp.status == 308:
+                return _committed(resp)
+            if resp.status in (404, 410) and total is not None:
+                return _GONE
+            raise _status_error(resp, raw)
+
+    async def _recover_gone(self, total: int | None, crc: int | None) -> ObjectInfo:
+        """The session vanished after the final chunk was sent: it succeeded
+        only if the object now holds exactly the bytes written."""
+        op = self._op()
+        found: ObjectInfo | None = None
+        if total is not None and crc is not None:
+            try:
+                found = await self._client.stat(self.bucket, self.name)
+            except NotFound:
+                found = None
+            if found is not None and found.size == total and found.crc32c == crc:
+                return found
+        what = ("no object" if found is None else
+                f"an object of {found.size} bytes, crc32c "
+                f"{'none' if found.crc32c is None else encode_crc32c(found.crc32c)}")
+        raise StorageError(
+            f"{op.operation} gs://{self.bucket}/{self.name}: the session vanished after the "
+            f"final chunk and the name holds {what}, not the {total} bytes written; "
+            "the write is not verified", operation=op.operation, bucket=self.bucket,
+            name=self.name, status=404)
+
+
+_GONE = object()
+_SLICE = 1 << 20
+
+
+class _SentOnce(aiohttp.BytesPayload):
+    """A chunk body aiohttp must not re-send on its own.
+
+    aiohttp silently repeats an idempotent request (PUT) once when a reused
+    connection drops, unless the body is "consumed". A chunk whose answer
+    was lost must be followed by a status query, not by a blind re-send (a
+    finished session then answers 404, a middle chunk may be stored twice),
+    so the body counts as consumed once writing began and the failure
+    reaches our retry loop. Written in 1 MiB slices with a drain after each,
+    as the transport's bodies, so the loop never buffers a second copy.
+    """
+
+    def __init__(self, value: memoryview) -> None:
+        with warnings.catch_warnings():
+            # aiohttp warns about large in-memory bodies; sending from the
+            # caller's buffer without a copy is the point.
+            warnings.simplefilter("ignore", ResourceWarning)
+            super().__init__(value)
+
+    async def write(self, writer: Any) -> None:
+        await self.write_with_length(writer, None)
+
+    async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+        self._consumed = True
+        view = memoryview(self._value).cast("B")
+        if content_length is not None:
+            view = view[:content_length]
+        for start in range(0, len(view), _SLICE):
+            await writer.write(view[start:start + _SLICE])
+
+
+def _committed(resp: aiohttp.ClientResponse) -> int:
+    match = _RANGE.match(resp.headers.get("Range", ""))
+    return int(match.group(1)) + 1 if match else 0
+
+
+def _status_error(resp: aiohttp.ClientResponse, raw: bytes) -> aiohttp.ClientResponseError:
+    # The transport maps this to the typed error (404 NotFound, 5xx
+    # ServerError...) and retries what is transient; "reason: body" is the
+    # form it parses.
+    return aiohttp.ClientResponseError(
+        resp.request_info, resp.history, status=resp.status,
+        message=f"{resp.reason}: {raw[:4096].decode('utf-8', 'replace')}", headers=resp.headers)

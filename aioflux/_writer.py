@@ -10,6 +10,10 @@ loop transport may hold a copy of a part body it has not sent yet on top;
 see the defaults below). Nothing is visible until the upload completes:
 an exception in the ``with`` body, a failed part or a bad checksum aborts
 the upload. A payload smaller than one part goes up in a single request.
+The published object is checked against the running crc32c and length; one
+that differs (a server that stored other bytes) is deleted, that generation
+only, before ``ChecksumMismatch``. A completion retried after its answer was
+lost (``NoSuchUpload``) succeeds only if the object holds exactly those bytes.
 
 Where the server has no XML multipart upload (fake-gcs-server answers 400
 to ``?uploads``) the parts go through a JSON resumable session instead, in
@@ -28,9 +32,11 @@ import threading
 from typing import TYPE_CHECKING
 
 from ._bridge import get_portal
-from ._crc import Crc32c, crc32c_suffix, decode_crc32c, encode_crc32c
-from ._errors import ChecksumMismatch, InvalidArgument, InvalidRequest, NotFound, StorageError
+from ._crc import Crc32c, crc32c_suffix, decode_crc32c
+from ._errors import InvalidArgument, InvalidRequest, NotFound, StorageError
+from ._published import verify_published
 from ._resumable import CHUNK_GRANULARITY, ResumableUpload
+from ._transport import Op
 from ._types import ObjectInfo, PartInfo
 from ._xml import MAX_PARTS, MIN_PART_SIZE
 
@@ -172,9 +178,10 @@ class _Session:
             assert self._order is not None
             async with self._order:
                 await self._order.wait_for(lambda: self._next_in_order == last_number)
+            # finish() checks the published size and crc32c, and deletes a
+            # generation that differs before raising.
             info = await self._resumable.finish(tail or b"", crc32c=expected.value)
             self._resumable = None
-            await self._verify(info.crc32c, expected, info.generation)
         else:
             if tail is not None and len(tail):
                 await self.put(last_number, tail, tail_checksum)
@@ -183,33 +190,50 @@ class _Session:
             try:
                 headers = await self.client.complete_multipart(
                     self.bucket, self.name, upload_id, list(self._parts.values()))
+            except NotFound as exc:
+                self._upload_id = upload_id  # let abort() try to drop it
+                info = await self._completed_before(exc, expected)
             except BaseException:
                 self._upload_id = upload_id  # still open: let abort() drop it
                 raise
-            stored = _header_crc(headers.get("x-goog-hash", ""))
-            generation = int(headers.get("x-goog-generation", "0") or 0)
-            info = None  # type: ignore[assignment]
-            if stored is None:
-                info = await self.client.stat(self.bucket, self.name)
-                stored, generation = info.crc32c, info.generation
-            await self._verify(stored, expected, generation)
-            if info is None:
-                info = ObjectInfo(self.bucket, self.name, expected.length, generation,
-                                  stored, content_type=self.content_type)
+            else:
+                info = await self._published(headers, expected)
         self.stats.info = info
         return info
 
-    async def _verify(self, stored: int | None, expected: Crc32c, generation: int) -> None:
-        if stored is not None and stored == expected.value:
-            return
-        # A published object that is not what was written must not survive.
-        await self.client.delete(self.bucket, self.name, generation=generation or None,
-                                 missing_ok=True)
-        shown = "none" if stored is None else encode_crc32c(stored)
-        raise ChecksumMismatch(
-            f"write gs://{self.bucket}/{self.name}: stored crc32c {shown} != "
-            f"{encode_crc32c(expected.value)} of the {expected.length} bytes written; "
-            "the object was deleted", operation="write", bucket=self.bucket, name=self.name)
+    async def _completed_before(self, exc: NotFound, expected: Crc32c) -> ObjectInfo:
+        """A retried completion answered NoSuchUpload: the first attempt may
+        have published (its answer lost). Success only if the object holds
+        exactly the bytes written."""
+        if exc.attempts < 2:
+            raise exc
+        try:
+            info = await self.client.stat(self.bucket, self.name)
+        except NotFound:
+            raise exc from None
+        if info.size != expected.length or info.crc32c != expected.value:
+            raise exc
+        self._upload_id = None
+        return info
+
+    async def _published(self, headers: dict[str, str], expected: Crc32c) -> ObjectInfo:
+        stored = _header_crc(headers.get("x-goog-hash", ""))
+        generation = int(headers.get("x-goog-generation", "0") or 0)
+        if stored is not None and generation:
+            # The crc32c of the whole object covers its length as well.
+            info = ObjectInfo(self.bucket, self.name, expected.length, generation, stored,
+                              content_type=self.content_type)
+        else:
+            info = await self.client.stat(self.bucket, self.name)
+            if generation and info.generation != generation:
+                # A newer write replaced ours before we could look: ours
+                # cannot be verified, and the newer one is not ours to delete.
+                raise StorageError(
+                    f"write gs://{self.bucket}/{self.name}: generation {generation} was "
+                    f"replaced by {info.generation} before its crc32c could be checked",
+                    operation="write", bucket=self.bucket, name=self.name)
+        return await verify_published(self.client, Op("write", self.bucket, self.name), info,
+                                      expected.length, expected.value)
 
     async def abort(self) -> None:
         """Drop the upload; nothing is published. Safe to call twice."""

@@ -14,8 +14,8 @@ from urllib.parse import quote
 
 import aiohttp
 
-from ._crc import crc32c, encode_crc32c
-from ._errors import InvalidArgument, StorageError
+from ._crc import crc32c, decode_crc32c, encode_crc32c
+from ._errors import ChecksumMismatch, InvalidArgument, StorageError
 from ._transport import Op
 from ._types import MultipartUploadInfo, PartInfo
 from ._urls import validate_bucket, validate_object_name
@@ -39,6 +39,16 @@ def _text(root: ET.Element, tag: str, default: str = "") -> str:
         if el.tag.rsplit("}", 1)[-1] == tag:
             return el.text or ""
     return default
+
+
+def _stored_crc(values: Sequence[str]) -> int | None:
+    # "x-goog-hash: crc32c=...,md5=..." in one header or several.
+    for value in values:
+        for item in value.split(","):
+            key, _, encoded = item.strip().partition("=")
+            if key == "crc32c" and encoded:
+                return decode_crc32c(encoded)
+    return None
 
 
 def _parse(raw: bytes, op: Op) -> ET.Element:
@@ -109,6 +119,8 @@ class XmlMultipartMixin:
 
         Raises:
             InvalidArgument: part number out of range.
+            ChecksumMismatch: the server reports storing other bytes, on
+                every attempt.
             StorageError: the upload failed.
         """
         if not 1 <= part_number <= MAX_PARTS:
@@ -120,6 +132,15 @@ class XmlMultipartMixin:
 
         async def handle(resp: aiohttp.ClientResponse) -> PartInfo:
             await resp.read()
+            # A server that does not check our x-goog-hash still reports what
+            # it stored: catch a corrupted part here, before anything is
+            # published (ChecksumMismatch is retried: the part goes again).
+            stored = _stored_crc(resp.headers.getall("x-goog-hash", []))
+            if stored is not None and stored != crc:
+                raise ChecksumMismatch(
+                    f"upload part {part_number} gs://{bucket}/{name}: stored crc32c "
+                    f"{encode_crc32c(stored)} != sent {encode_crc32c(crc)}",
+                    operation=op.operation, bucket=bucket, name=name)
             return PartInfo(part_number, resp.headers.get("ETag", ""), len(view))
 
         return await self._transport.request(
