@@ -21,7 +21,7 @@ from .._async_writer import AsyncObjectWriter
 from .._client import AsyncClient
 from .._crc import crc32c, crc32c_combine, encode_crc32c
 from .._download import gather_bounded
-from .._errors import ChecksumMismatch, InvalidArgument, NotFound
+from .._errors import ChecksumMismatch, NotFound
 from .._types import ObjectInfo
 from .._urls import GcsURL, parse_url
 from . import UsageError, command
@@ -93,7 +93,7 @@ async def _plan(client: AsyncClient, src: str, dst: str, recursive: bool) -> lis
         if recursive:
             return await _plan_objects(client, url, dst)
         if not url.name or url.name.endswith("/"):
-            raise InvalidArgument(f"cp {src}: names a bucket or folder; use -r")
+            raise UsageError(f"{src} names a bucket or folder; use -r")
         info = await client.stat(url.bucket, url.name)
         return [_Item(src, _into(dst, url.name.rsplit("/", 1)[-1]), info.size, info)]
     path = Path(src)
@@ -101,7 +101,7 @@ async def _plan(client: AsyncClient, src: str, dst: str, recursive: bool) -> lis
         raise NotFound(f"cp {src}: no such file or directory", operation="cp")
     if path.is_dir():
         if not recursive:
-            raise InvalidArgument(f"cp {src}: is a directory; use -r")
+            raise UsageError(f"{src} is a directory; use -r")
         files = sorted(p for p in path.rglob("*") if p.is_file())
         return [_Item(str(p), _join(dst, p.relative_to(path).as_posix()), p.stat().st_size)
                 for p in files]

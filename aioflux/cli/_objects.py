@@ -12,10 +12,10 @@ import sys
 
 from .._client import AsyncClient
 from .._download import gather_bounded
-from .._errors import InvalidArgument, NotFound
+from .._errors import NotFound
 from .._types import ObjectInfo
 from .._urls import GcsURL
-from . import command
+from . import UsageError, command
 from ._common import (
     add_client_arguments,
     async_client,
@@ -98,7 +98,7 @@ def _one_url(parser: argparse.ArgumentParser) -> None:
 def _stat(args: argparse.Namespace) -> int:
     bucket, name = args.url
     if not name:
-        raise InvalidArgument(f"stat gs://{bucket}: the URL names no object")
+        raise UsageError(f"gs://{bucket} names no object")
     with make_client(args) as client:
         info = client.stat(bucket, name)
     emit_json({"url": info.url, "size": info.size, "generation": info.generation,
@@ -113,7 +113,7 @@ def _cat(args: argparse.Namespace) -> int:
 
     bucket, name = args.url
     if not name:
-        raise InvalidArgument(f"cat gs://{bucket}: the URL names no object")
+        raise UsageError(f"gs://{bucket} names no object")
     with make_client(args) as client, gs_open(str(args.url), "rb", client=client) as f:
         out = sys.stdout.buffer
         while chunk := f.read(8 * 1024 * 1024):
@@ -142,7 +142,7 @@ async def _rm_targets(client: AsyncClient, urls: list[GcsURL],
                                operation="rm", bucket=bucket, name=name)
             targets.extend(found)
         elif not name or name.endswith("/"):
-            raise InvalidArgument(f"rm {url}: names a bucket or folder; use -r")
+            raise UsageError(f"{url} names a bucket or folder; use -r")
         else:
             targets.append((bucket, name, None))
     return targets
