@@ -16,8 +16,8 @@ import pytest
 import aioflux
 from aioflux import AsyncClient, Client
 from aioflux._clean import DEFAULT_OLDER_THAN, clean_bucket
-from aioflux._types import MultipartUploadInfo
 from aioflux._compose import COMPOSED_PREFIX
+from aioflux._types import MultipartUploadInfo
 from aioflux.cli import main
 from aioflux.testing import Emulator
 from tests.conftest import unique_bucket
