@@ -64,6 +64,8 @@ async def _ls_rows(client: AsyncClient, url: GcsURL, recursive: bool) -> list[di
     async for page in client.list(bucket, folder_prefix(name), delimiter="/", fields=None):
         rows.extend({"prefix": f"gs://{bucket}/{p}"} for p in page.prefixes)
         rows.extend(row(o) for o in page.objects)
+    # A page lists its prefixes apart from its objects: merge them in name order.
+    rows.sort(key=lambda r: str(r.get("url") or r["prefix"]))
     return rows
 
 
