@@ -38,6 +38,7 @@ def test_cp_round_trips_files_and_trees(run, sync_client: Client, bucket: str,  
     import aioflux.cli._copy as copy_mod
 
     monkeypatch.setattr(copy_mod, "STREAM_THRESHOLD", 1024)  # exercise the streaming path
+    monkeypatch.setattr(copy_mod, "_CHUNK", 1024 * 1024)  # and a download of several ranges
     big = os.urandom(6 * 1024 * 1024 + 5)
     (tmp_path / "big.bin").write_bytes(big)
     tree = tmp_path / "tree"
@@ -55,6 +56,23 @@ def test_cp_round_trips_files_and_trees(run, sync_client: Client, bucket: str,  
     assert (tmp_path / "down" / "sub" / "b").read_bytes() == b"b"
     assert run("cp", f"gs://{bucket}/t/a", f"gs://{bucket}/copy/a")[0] == 0
     assert sync_client.read(bucket, "copy/a") == b"a"
+
+
+def test_cp_download_checks_the_combined_crc32c_of_its_ranges(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import aioflux.cli._copy as copy_mod
+    from aioflux._crc import crc32c
+
+    monkeypatch.setattr(copy_mod, "STREAM_THRESHOLD", 1024)
+    monkeypatch.setattr(copy_mod, "_CHUNK", 256 * 1024)
+    data = os.urandom(1024 * 1024 + 7)
+    emulator.store.put(bucket, "bad.bin", data, crc32c=crc32c(data) ^ 1)  # a lying crc32c
+    code, out, err = run("cp", f"gs://{bucket}/bad.bin", str(tmp_path / "bad.bin"))
+    assert (code, out) == (1, "")
+    assert err.startswith(f"aioflux cp: cp gs://{bucket}/bad.bin: the 1048583 bytes read have "
+                          "crc32c ")
+    assert list(tmp_path.iterdir()) == []  # neither the target nor a partial file
 
 
 def test_rm(run, sync_client: Client, bucket: str) -> None:  # type: ignore[no-untyped-def]
