@@ -28,6 +28,11 @@ from .._errors import AiofluxError
 
 __all__ = ["Command", "UsageError", "command", "main", "version"]
 
+EPILOG = ("URLs: gs://bucket/a names the object 'a' and the folder 'a/' (everything under "
+          "'a/'), never 'a2' or 'acopy/'; gs://bucket/a/ names only the folder. Exit codes: "
+          "0 ok, 1 the operation failed, 2 usage error (bad arguments, a URL that is not "
+          "gs://bucket[/name]), 130 interrupted (Ctrl-C), 141 stdout closed early.")
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
 
 Handler = Callable[[argparse.Namespace], int]
@@ -106,15 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     """
     _load_commands()
     parser = _Parser(prog="aioflux", description="Fast Google Cloud Storage for PyTorch.",
-                     epilog="A URL gs://bucket/a names the object 'a' and the folder 'a/' "
-                            "(everything under 'a/'), never 'a2' or 'acopy/'. Exit codes: "
-                            "0 ok, 1 failed, 2 usage error (bad arguments or URL), "
-                            "130 interrupted.")
+                     epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"aioflux {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for cmd in sorted(_COMMANDS.values(), key=lambda c: c.name):
-        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help, epilog=EPILOG)
         cmd.configure(p)
         p.set_defaults(_run=cmd.run)
     return parser

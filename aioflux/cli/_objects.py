@@ -29,9 +29,6 @@ from ._common import (
 
 __all__: list[str] = []
 
-_URL_RULE = ("gs://bucket/a names the object 'a' and the folder 'a/' (everything under "
-             "'a/'), never 'a2' or 'acopy/'; gs://bucket/a/ names only the folder")
-
 # Deletes in flight for rm: enough to hide latency, well under GCS's
 # per-bucket write rate.
 _RM_CONCURRENCY = 32
@@ -127,7 +124,8 @@ def _cat(args: argparse.Namespace) -> int:
 def _rm_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("urls", type=url_arg, nargs="+", help="gs://bucket/name ...")
     parser.add_argument("-r", "--recursive", action="store_true",
-                        help=f"delete the object and the folder each URL names ({_URL_RULE})")
+                        help="also delete the folder each URL names (gs://b/a: the object 'a' "
+                             "and everything under 'a/', never 'a2/')")
     add_client_arguments(parser)
 
 

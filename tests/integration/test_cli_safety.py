@@ -221,3 +221,17 @@ def test_sigint_removes_the_partial_file_of_a_large_download(slow: Emulator, slo
     _wait_until(proc, partial.exists, "the partial file")
     _interrupt(proc)
     assert sorted(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("cmd", ["ls", "rm", "du", "cp", "stat", "cat", "clean"])
+def test_help_states_the_url_rule_and_exit_codes(cmd: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from aioflux.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([cmd, "--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "gs://bucket/a names the object 'a' and the folder 'a/'" in text
+    assert "never 'a2' or 'acopy/'" in text
+    assert "2 usage error" in text and "130 interrupted" in text
