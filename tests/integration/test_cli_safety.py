@@ -20,9 +20,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from aioflux import Client, ClientConfig
 from aioflux.testing import Emulator, EmulatorProfile, running_emulator
+from aioflux.testing._errors import ApiError
 from tests.conftest import FAST_RETRY, unique_bucket
 
 # -- the URL rule -------------------------------------------------------------
@@ -235,3 +237,40 @@ def test_help_states_the_url_rule_and_exit_codes(cmd: str,
     assert "gs://bucket/a names the object 'a' and the folder 'a/'" in text
     assert "never 'a2' or 'acopy/'" in text
     assert "2 usage error" in text and "130 interrupted" in text
+
+
+class _NoXmlMultipart(Emulator):
+    """The slow emulator without XML multipart uploads (as fake-gcs-server):
+    the writer falls back to a resumable session."""
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        if request.method == "POST" and "uploads" in request.query \
+                and request.path.split("/")[1] not in ("storage", "upload", "download"):
+            return ApiError(400, "invalid", "XML multipart uploads are not supported",
+                            xml_code="InvalidArgument").xml_response()
+        return await super()._handle(request)
+
+
+@pytest.fixture
+def no_multipart(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
+    import aioflux.testing._server as server
+
+    monkeypatch.setattr(server, "Emulator", _NoXmlMultipart)  # what running_emulator builds
+    with running_emulator(profile=_SLOW) as emu:
+        yield emu
+
+
+def test_sigint_cancels_the_resumable_session_of_a_large_upload(
+        no_multipart: Emulator, tmp_path: Path) -> None:
+    bucket = no_multipart.create_bucket(unique_bucket("sigint"))
+    (tmp_path / "big.bin").write_bytes(os.urandom(_BIG))
+    proc = _start_cp(no_multipart, str(tmp_path / "big.bin"), f"gs://{bucket}/big.bin")
+
+    def session_open() -> bool:
+        return any(s.bucket == bucket for s in list(no_multipart.store.sessions.values()))
+
+    _wait_until(proc, session_open, "an open resumable session")
+    _interrupt(proc)
+    assert not session_open()
+    time.sleep(0.5)
+    assert _published(no_multipart, bucket) == {}
