@@ -69,6 +69,24 @@ def test_rm_r_of_a_name_that_is_only_a_prefix_removes_nothing(run, emulator: Emu
     assert _names(emulator, tree) == sorted(_TREE)
 
 
+def test_rm_r_keeps_an_object_rewritten_after_it_was_listed(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, tree: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import aioflux.cli._objects as objects
+
+    listed = objects.list_named
+
+    async def list_then_rewrite(client, url):  # type: ignore[no-untyped-def]
+        async for obj in listed(client, url):
+            yield obj
+        emulator.store.put(tree, "a/x", b"NEW")  # another writer, between list and delete
+
+    monkeypatch.setattr(objects, "list_named", list_then_rewrite)
+    code, out, err = run("rm", "-r", f"gs://{tree}/a")
+    assert (code, out) == (1, "")
+    assert err.startswith(f"aioflux rm: delete gs://{tree}/a/x failed: HTTP 412")
+    assert bytes(emulator.store.get(tree, "a/x").data) == b"NEW"
+
+
 def test_ls_and_du_follow_the_rule(run, tree: str) -> None:  # type: ignore[no-untyped-def]
     b = f"gs://{tree}"
     assert run("ls", f"{b}/a") == (0, f"{b}/a\n{b}/a/x\n{b}/a/y/\n", "")
