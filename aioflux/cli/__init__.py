@@ -10,8 +10,8 @@ traceback. Exit codes:
 * 2: usage error: anything wrong with the command line itself, including a
   URL that is not ``gs://bucket[/name]`` (``s3://x``, a bad bucket name), an
   invalid ``--endpoint`` or a number out of range.
-* 130: interrupted (Ctrl-C); uploads in progress were aborted and partial
-  files removed.
+* 130: interrupted (Ctrl-C); ``cp`` aborts its uploads in progress and
+  removes its partial files first.
 * 141: stdout was closed early (``aioflux ls ... | head``); nothing printed.
 """
 
@@ -33,7 +33,7 @@ EPILOG = ("URLs: gs://bucket/a names the object 'a' and the folder 'a/' (everyth
           "0 ok, 1 the operation failed, 2 usage error (bad arguments, a URL that is not "
           "gs://bucket[/name]), 130 interrupted (Ctrl-C), 141 stdout closed early.")
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
+EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 1, 2, 130, 141
 
 Handler = Callable[[argparse.Namespace], int]
 
