@@ -4,6 +4,11 @@ under :data:`COMPOSED_PREFIX` and open XML multipart uploads.
 A process that exits normally deletes its own composites (``finally`` plus
 the exit registry); one that is killed cannot, and an aborted checkpoint
 writer may leave an upload open, which GCS keeps (and bills) until aborted.
+
+Neither carries the id of a process that could be asked whether it is
+still alive, so age is the only safe test: by default only leftovers at
+least :data:`DEFAULT_OLDER_THAN` old are touched, and one whose age is
+unknown is never touched unless the caller opts in with ``older_than=0``.
 """
 
 from __future__ import annotations
@@ -14,15 +19,36 @@ from dataclasses import dataclass, field
 
 from ._client import AsyncClient
 from ._download import gather_bounded
-from ._errors import NotFound, StorageError
+from ._errors import InvalidRequest, NotFound, StorageError
 from ._listing import COMPOSED_PREFIX
 from ._types import MultipartUploadInfo, ObjectInfo
 
-__all__ = ["CleanReport", "clean_bucket"]
+__all__ = ["DEFAULT_OLDER_THAN", "CleanReport", "Skipped", "clean_bucket"]
 
 # Deletes and aborts in flight; small, because clean is rare and write-heavy
 # traffic counts against the bucket's write rate.
 _CLEAN_CONCURRENCY = 16
+
+DEFAULT_OLDER_THAN = 24 * 3600.0
+"""Seconds: the default minimum age of what ``clean`` removes. A composite
+lives for the seconds a download takes, and a multipart upload for as long
+as its writer streams: a 1 TB checkpoint at 100 MB/s takes about 3 h. A
+day is far beyond any live writer, and leftovers only cost storage, so
+removing them a day late costs little, while removing a live one fails a
+checkpoint (``NoSuchUpload``)."""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A leftover candidate that :func:`clean_bucket` left alone.
+
+    Attributes:
+        what: ``gs://`` URL of the composite, or ``upload ID of gs://...``.
+        age: seconds since it was created (``None``: unknown).
+    """
+
+    what: str
+    age: float | None
 
 
 @dataclass
@@ -32,15 +58,22 @@ class CleanReport:
     Attributes:
         bucket: the bucket.
         dry_run: nothing was changed.
+        older_than: the minimum age applied, in seconds.
         composites: URLs of composites deleted (or to delete).
         uploads: multipart uploads aborted (or to abort).
+        skipped: candidates too young (or of unknown age) to be abandoned.
+        uploads_unlisted: why open multipart uploads could not be listed
+            (the server has no XML multipart listing), or ``""``.
         errors: one line per failed delete or abort.
     """
 
     bucket: str
     dry_run: bool = False
+    older_than: float = DEFAULT_OLDER_THAN
     composites: list[str] = field(default_factory=list)
     uploads: list[MultipartUploadInfo] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    uploads_unlisted: str = ""
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -64,13 +97,14 @@ def _age_of_upload(upload: MultipartUploadInfo, now: float) -> float | None:
     return now - started.timestamp()
 
 
-def _old_enough(age: float | None, older_than: float | None) -> bool:
-    # An unknown age is never "old enough": a live writer's upload must survive.
-    return older_than is None or (age is not None and age >= older_than)
+def _old_enough(age: float | None, older_than: float) -> bool:
+    # An unknown age is never "old enough" unless everything is asked for:
+    # a live writer's upload must survive.
+    return older_than <= 0 or (age is not None and age >= older_than)
 
 
 async def clean_bucket(client: AsyncClient, bucket: str, prefix: str = "", *,
-                       dry_run: bool = False, older_than: float | None = None,
+                       dry_run: bool = False, older_than: float = DEFAULT_OLDER_THAN,
                        composed_prefix: str = COMPOSED_PREFIX) -> CleanReport:
     """Delete leftover composites and abort open multipart uploads.
 
@@ -83,24 +117,44 @@ async def clean_bucket(client: AsyncClient, bucket: str, prefix: str = "", *,
             ``composed_prefix`` at the bucket root.
         dry_run: report, change nothing.
         older_than: only touch composites and uploads at least this many
-            seconds old (keeps those of processes still running).
+            seconds old, so those of processes still running survive
+            (default :data:`DEFAULT_OLDER_THAN`); ``0`` touches everything,
+            live uploads included.
         composed_prefix: where composites live.
 
     Returns:
-        CleanReport.
+        CleanReport. A server without an XML multipart listing
+        (fake-gcs-server) is not an error: ``uploads_unlisted`` says why
+        no upload was looked at.
 
     Raises:
         NotFound: no such bucket.
         StorageError: listing failed (individual delete/abort failures are
             reported in ``CleanReport.errors`` instead).
     """
-    report = CleanReport(bucket, dry_run)
+    report = CleanReport(bucket, dry_run, older_than)
     now = time.time()
     comp_prefix = prefix if prefix.startswith(composed_prefix) else composed_prefix
-    composites = [o async for o in client.list_objects(bucket, comp_prefix)
-                  if _old_enough(_age_of_generation(o, now), older_than)]
-    uploads = [u for u in await client.list_multipart_uploads(bucket, prefix)
-               if _old_enough(_age_of_upload(u, now), older_than)]
+    composites: list[ObjectInfo] = []
+    async for obj in client.list_objects(bucket, comp_prefix):
+        age = _age_of_generation(obj, now)
+        if _old_enough(age, older_than):
+            composites.append(obj)
+        else:
+            report.skipped.append(Skipped(obj.url, age))
+    uploads: list[MultipartUploadInfo] = []
+    try:
+        listed = await client.list_multipart_uploads(bucket, prefix)
+    except InvalidRequest as exc:
+        report.uploads_unlisted = str(exc)
+        listed = []
+    for upload in listed:
+        age = _age_of_upload(upload, now)
+        if _old_enough(age, older_than):
+            uploads.append(upload)
+        else:
+            report.skipped.append(
+                Skipped(f"upload {upload.upload_id} of gs://{bucket}/{upload.name}", age))
     report.composites = [o.url for o in composites]
     report.uploads = uploads
     if dry_run:

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import aiohttp
 
 from ._crc import crc32c, decode_crc32c, encode_crc32c
-from ._errors import ChecksumMismatch, InvalidArgument, StorageError
+from ._errors import ChecksumMismatch, InvalidArgument, InvalidRequest, StorageError
 from ._transport import Op
 from ._types import MultipartUploadInfo, PartInfo
 from ._urls import validate_bucket, validate_object_name
@@ -273,6 +273,13 @@ class XmlMultipartMixin:
 
             root = await self._transport.request(op, "GET", f"{self.endpoint}/{bucket}{query}",
                                                 handle)
+            if root.tag.rsplit("}", 1)[-1] != "ListMultipartUploadsResult":
+                # fake-gcs-server ignores "?uploads" and lists objects: that
+                # is "cannot list", not "no uploads open".
+                raise InvalidRequest(
+                    f"{op.operation} gs://{bucket}: the server has no XML multipart upload "
+                    f"listing (it answered <{root.tag.rsplit('}', 1)[-1]}>)",
+                    operation=op.operation, bucket=bucket, status=200, reason="unsupported")
             for el in _children(root, "Upload"):
                 uploads.append(MultipartUploadInfo(bucket, _text(el, "Key"),
                                                    _text(el, "UploadId"), _text(el, "Initiated")))

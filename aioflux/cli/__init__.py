@@ -1,20 +1,39 @@
 """The ``aioflux`` command line.
 
 Each command lives in its own module under ``aioflux.cli`` and registers
-itself with :func:`command`. Exit codes: 0 ok, 1 an expected failure (one
-line naming what failed, no traceback), 2 usage error.
+itself with :func:`command`. Every failure is one line on stderr, never a
+traceback. Exit codes:
+
+* 0: done.
+* 1: the operation failed (no such object, permission, network, checksum,
+  a local file that cannot be read or written).
+* 2: usage error: anything wrong with the command line itself, including a
+  URL that is not ``gs://bucket[/name]`` (``s3://x``, a bad bucket name), an
+  invalid ``--endpoint`` or a number out of range.
+* 130: interrupted (Ctrl-C); ``cp`` aborts its uploads in progress and
+  removes its partial files first.
+* 141: stdout was closed early (``aioflux ls ... | head``); nothing printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from .._errors import AiofluxError
 
-__all__ = ["Command", "command", "main"]
+__all__ = ["Command", "UsageError", "command", "main", "version"]
+
+EPILOG = ("URLs: gs://bucket/a names the object 'a' and the folder 'a/' (everything under "
+          "'a/'), never 'a2' or 'acopy/'; gs://bucket/a/ names only the folder. Exit codes: "
+          "0 ok, 1 the operation failed, 2 usage error (bad arguments, a URL that is not "
+          "gs://bucket[/name]), 130 interrupted (Ctrl-C), 141 stdout closed early.")
+
+EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 1, 2, 130, 141
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -52,6 +71,33 @@ def command(name: str, help: str,
     return register
 
 
+class UsageError(Exception):
+    """Raised by a handler for a command line that cannot work (exit 2, one line),
+    when argparse alone cannot tell (e.g. ``cp`` with no gs:// side)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line (exit 2), like every
+    other failure of the CLI; ``--help`` still shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def version() -> str:
+    """The installed distribution's version (``aioflux-storage``), or the
+    package's own when it runs from a source tree that is not installed."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("aioflux-storage")
+    except PackageNotFoundError:
+        from .. import __version__
+
+        return __version__
+
+
 def _load_commands() -> None:
     # Imported for their registration side effect.
     from . import _bench, _ckpt, _clean, _copy, _demo, _emulator, _objects  # noqa: F401
@@ -64,12 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
         The parser.
     """
     _load_commands()
-    parser = argparse.ArgumentParser(prog="aioflux",
-                                     description="Fast Google Cloud Storage for PyTorch.")
+    parser = _Parser(prog="aioflux", description="Fast Google Cloud Storage for PyTorch.",
+                     epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"aioflux {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for cmd in sorted(_COMMANDS.values(), key=lambda c: c.name):
-        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help, epilog=EPILOG)
         cmd.configure(p)
         p.set_defaults(_run=cmd.run)
     return parser
@@ -93,11 +140,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args._run(args))
+    except UsageError as exc:
+        print(f"aioflux {args.command}: error: {exc} (see aioflux {args.command} --help)",
+              file=sys.stderr)
+        return EXIT_USAGE
     except AiofluxError as exc:
         print(f"aioflux {args.command}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as cat and ls do.
+        # stdout is pointed at /dev/null so the interpreter's final flush
+        # cannot raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
     except OSError as exc:  # local files: missing, unreadable, disk full
         print(f"aioflux {args.command}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     except KeyboardInterrupt:
-        return 130
+        print(f"aioflux {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -20,13 +20,12 @@ from pathlib import Path
 
 from .._bridge import call
 from .._client import AsyncClient
-from .._config import DEFAULT_MAX_CONCURRENCY, ClientConfig
-from .._errors import InvalidArgument
+from .._config import ClientConfig
 from .._open import open as gs_open
 from .._sync import Client
 from ..testing._subprocess import emulator_process
-from . import command
-from ._common import emit_json, human, url_arg
+from . import UsageError, command
+from ._common import add_client_arguments, emit_json, human, int_at_least, url_arg
 from ._png import bar_chart_png
 
 __all__: list[str] = []
@@ -56,12 +55,13 @@ def _args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("url", nargs="?", type=url_arg,
                         help="gs://bucket[/prefix] (default: the bundled emulator)")
     parser.add_argument("--ops", default=",".join(OPS), help=f"comma list of {', '.join(OPS)}")
-    parser.add_argument("--objects", type=int, default=1000, help="objects to write and read")
-    parser.add_argument("--size", type=int, default=100 * 1024, help="bytes per object")
-    parser.add_argument("--checkpoint-mb", type=int, default=256, help="size of save/load")
-    parser.add_argument("--concurrency", type=int, default=DEFAULT_MAX_CONCURRENCY,
-                        help="requests in flight")
-    parser.add_argument("--endpoint", help="API root (default: STORAGE_EMULATOR_HOST or GCS)")
+    parser.add_argument("--objects", type=int_at_least(1), default=1000,
+                        help="objects to write and read")
+    parser.add_argument("--size", type=int_at_least(0), default=100 * 1024,
+                        help="bytes per object")
+    parser.add_argument("--checkpoint-mb", type=int_at_least(1), default=256,
+                        help="size of save/load")
+    add_client_arguments(parser)
     parser.add_argument("--json", action="store_true", help="one JSON document")
     parser.add_argument("--plot", type=Path, help="write a PNG bar chart of MB/s here")
 
@@ -129,7 +129,8 @@ def _bench(args: argparse.Namespace) -> int:
     ops = [op.strip() for op in args.ops.split(",") if op.strip()]
     unknown = set(ops) - set(OPS)
     if unknown:
-        raise InvalidArgument(f"bench: unknown --ops {', '.join(sorted(unknown))}")
+        raise UsageError(f"unknown --ops {', '.join(sorted(unknown))} "
+                         f"(choose from {', '.join(OPS)})")
 
     config = ClientConfig(max_concurrency=args.concurrency)
     use_emulator = args.url is None and args.endpoint is None

@@ -1,44 +1,82 @@
 """``aioflux clean gs://bucket[/prefix]``: delete leftover composites and
-abort open multipart uploads that interrupted processes left behind."""
+abort open multipart uploads that interrupted processes left behind.
+
+Only leftovers older than ``--older-than`` (default 24 h, see
+:data:`aioflux._clean.DEFAULT_OLDER_THAN`) are touched, so a checkpoint
+upload another process is streaming right now survives; each one left
+alone is printed with the reason.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 
-from .._clean import CleanReport, clean_bucket
-from .._client import AsyncClient
-from .._urls import parse_url
+from .._clean import DEFAULT_OLDER_THAN, CleanReport, clean_bucket
 from . import command
+from ._common import add_client_arguments, async_client, url_arg
 
 __all__: list[str] = []
 
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def duration_arg(value: str) -> float:
+    """argparse type: seconds, or a number with s, m, h or d (``90m``, ``24h``)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([smhd]?)\s*", value.lower())
+    if not match:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration such as 3600, 90m, 24h or 0, got {value!r}")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _show(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
 
 def _configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", help="gs://bucket or gs://bucket/prefix")
+    parser.add_argument("url", type=url_arg, help="gs://bucket or gs://bucket/prefix")
     parser.add_argument("--dry-run", action="store_true", help="report, change nothing")
-    parser.add_argument("--older-than", type=float, default=None, metavar="SECONDS",
-                        help="only touch composites and uploads at least this old")
+    parser.add_argument("--older-than", type=duration_arg, default=DEFAULT_OLDER_THAN,
+                        metavar="AGE",
+                        help="only touch composites and uploads at least this old: seconds or "
+                             f"30m, 6h, 2d (default {_show(DEFAULT_OLDER_THAN)}, longer than any "
+                             "live upload runs); 0 also aborts uploads of processes still "
+                             "running")
+    add_client_arguments(parser)
 
 
-async def _clean(url: str, dry_run: bool, older_than: float | None) -> CleanReport:
-    parsed = parse_url(url)
-    async with AsyncClient() as client:
-        return await clean_bucket(client, parsed.bucket, parsed.name, dry_run=dry_run,
-                                  older_than=older_than)
-
-
-@command("clean", "Delete leftover composed objects and abort open multipart uploads.",
-         _configure)
-def _run(args: argparse.Namespace) -> int:
-    report = asyncio.run(_clean(args.url, args.dry_run, args.older_than))
+def _print(report: CleanReport) -> None:
     verb = ("would delete", "would abort") if report.dry_run else ("deleted", "aborted")
     for url in report.composites:
         print(f"{verb[0]} {url}")
     for upload in report.uploads:
         print(f"{verb[1]} upload {upload.upload_id} of gs://{upload.bucket}/{upload.name}")
+    for skipped in report.skipped:
+        age = "of unknown age" if skipped.age is None else f"{_show(round(skipped.age))} old"
+        print(f"skipped {skipped.what}: {age}, younger than --older-than "
+              f"{_show(report.older_than)} (may belong to a running process)")
+    if report.uploads_unlisted:
+        print(f"skipped multipart uploads: {report.uploads_unlisted}")
     for error in report.errors:
         print(f"error: {error}")
     print(f"{len(report.composites)} composed objects, {len(report.uploads)} multipart uploads"
-          f"{' (dry run)' if report.dry_run else ''}, {len(report.errors)} errors")
+          f"{' (dry run)' if report.dry_run else ''}, {len(report.skipped)} skipped, "
+          f"{len(report.errors)} errors")
+
+
+@command("clean", "Delete leftover composed objects and abort abandoned multipart uploads.",
+         _configure)
+def _run(args: argparse.Namespace) -> int:
+    async def run() -> CleanReport:
+        async with async_client(args) as client:
+            return await clean_bucket(client, args.url.bucket, args.url.name,
+                                      dry_run=args.dry_run, older_than=args.older_than)
+
+    report = asyncio.run(run())
+    _print(report)
     return 0 if report.ok else 1

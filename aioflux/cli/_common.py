@@ -1,19 +1,89 @@
-"""Helpers shared by CLI commands: clients, URLs, output, progress."""
+"""Helpers shared by CLI commands: clients, argument types, output, progress,
+and the URL rule every command follows.
+
+The URL rule (``gcloud storage`` / ``gsutil``): ``gs://bucket/a`` names the
+object ``a`` and the "folder" ``a/`` (every object whose name starts with
+``a/``), never ``a2`` or ``acopy/x``. ``gs://bucket/a/`` names only the
+folder, and ``gs://bucket`` the whole bucket.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
+from .._client import AsyncClient
 from .._config import DEFAULT_MAX_CONCURRENCY, ClientConfig
+from .._errors import NotFound
 from .._sync import Client
+from .._types import ObjectInfo
 from .._urls import GcsURL, parse_url
 
-__all__ = ["Progress", "add_client_arguments", "emit_json", "human", "make_client", "url_arg"]
+__all__ = ["Progress", "add_client_arguments", "async_client", "emit_json", "endpoint_arg",
+           "folder_prefix", "human", "int_at_least", "list_named", "make_client",
+           "scheme_of", "url_arg"]
+
+# "s3://x", "https://x": a URL with a scheme, as opposed to a local path.
+_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def scheme_of(value: str) -> str | None:
+    """The URL scheme of ``value`` (``"gs"``, ``"s3"``), or None for a local path."""
+    match = _SCHEME_RE.match(value)
+    return match.group(1).lower() if match else None
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """argparse type: an integer >= ``low`` (anything else is a usage error, exit 2).
+
+    Args:
+        low: the smallest accepted value.
+
+    Returns:
+        The converter.
+    """
+
+    def convert(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {value!r}") from None
+        if number < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {number}")
+        return number
+
+    return convert
+
+
+def endpoint_arg(value: str) -> str:
+    """argparse type for ``--endpoint``: the same forms ``STORAGE_EMULATOR_HOST``
+    takes (``host:port`` means ``http://host:port``).
+
+    Raises:
+        argparse.ArgumentTypeError: not an http(s) URL with a host.
+    """
+    url = value.strip() if "://" in value else f"http://{value.strip()}"
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises on a port that is not a number
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"invalid endpoint {value!r}: {exc}") from None
+    host = parts.hostname or ""
+    # A bare word is not a host anyone means ("notaurl"): require a dotted
+    # name, an IP literal, localhost, or an explicit port.
+    plausible = "." in host or ":" in host or host == "localhost" or port is not None
+    if parts.scheme not in ("http", "https") or not host or not plausible \
+            or parts.query or parts.fragment:
+        raise argparse.ArgumentTypeError(
+            f"invalid endpoint {value!r}: expected http(s)://host[:port] or host:port")
+    return url.rstrip("/")
 
 
 def add_client_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,9 +92,11 @@ def add_client_arguments(parser: argparse.ArgumentParser) -> None:
     Args:
         parser: the subcommand parser.
     """
-    parser.add_argument("--endpoint", help="API root (default: STORAGE_EMULATOR_HOST or GCS)")
-    parser.add_argument("--concurrency", type=int, default=DEFAULT_MAX_CONCURRENCY,
-                        help="requests in flight")
+    parser.add_argument("--endpoint", type=endpoint_arg, metavar="URL",
+                        help="API root, e.g. http://127.0.0.1:9023 or 127.0.0.1:9023 "
+                             "(default: STORAGE_EMULATOR_HOST, else GCS)")
+    parser.add_argument("--concurrency", type=int_at_least(1), default=DEFAULT_MAX_CONCURRENCY,
+                        help=f"requests in flight (default {DEFAULT_MAX_CONCURRENCY})")
 
 
 def make_client(args: argparse.Namespace) -> Client:
@@ -39,12 +111,52 @@ def make_client(args: argparse.Namespace) -> Client:
     return Client(ClientConfig(max_concurrency=args.concurrency), endpoint=args.endpoint)
 
 
+def async_client(args: argparse.Namespace) -> AsyncClient:
+    """An AsyncClient from the common flags (for commands that run one event loop).
+
+    Args:
+        args: parsed arguments.
+
+    Returns:
+        The AsyncClient; close it with ``aclose()`` or ``async with``.
+    """
+    return AsyncClient(ClientConfig(max_concurrency=args.concurrency), endpoint=args.endpoint)
+
+
 def url_arg(value: str) -> GcsURL:
     """argparse type for gs:// URLs (a bad URL is a usage error, exit 2)."""
     try:
         return parse_url(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def folder_prefix(name: str) -> str:
+    """The listing prefix of the folder a URL's name denotes ("" for a bucket)."""
+    return name if not name or name.endswith("/") else name + "/"
+
+
+async def list_named(client: AsyncClient, url: GcsURL) -> AsyncIterator[ObjectInfo]:
+    """Every object ``url`` names under the URL rule: the object ``name``
+    itself (unless the name ends in ``/``) and everything under ``name/``.
+
+    Args:
+        client: the client.
+        url: the URL.
+
+    Yields:
+        ObjectInfo, the exact object first, then the folder in name order.
+    """
+    bucket, name = url
+    if name and not name.endswith("/"):
+        # A listing of prefix "a" would also return "a2" and "acopy/x": look
+        # up the exact name, then list the folder.
+        try:
+            yield await client.stat(bucket, name)
+        except NotFound:
+            pass  # no such object (a missing bucket fails the listing below)
+    async for obj in client.list_objects(bucket, folder_prefix(name)):
+        yield obj
 
 
 def human(n: float) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -24,14 +23,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .._auth import emulator_endpoint
 from .._bridge import call
 from .._client import AsyncClient
 from .._config import ClientConfig
+from .._download import gather_bounded
 from .._errors import StorageError
 from .._urls import parse_url
 from ..testing._subprocess import emulator_process
 from . import command
-from ._common import url_arg
+from ._common import endpoint_arg, url_arg
 
 __all__: list[str] = []
 
@@ -47,6 +48,9 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2, help="DataLoader workers")
     parser.add_argument("--keep", action="store_true", help="keep what was written (--url)")
+    parser.add_argument("--endpoint", type=endpoint_arg, metavar="URL",
+                        help="API root for --url, e.g. http://127.0.0.1:9023 or 127.0.0.1:9023 "
+                             "(default: STORAGE_EMULATOR_HOST, else GCS)")
 
 
 async def _write_dataset(endpoint: str | None, url: str, count: int) -> tuple[int, float]:
@@ -66,7 +70,10 @@ async def _write_dataset(endpoint: str | None, url: str, count: int) -> tuple[in
             await client.write(bucket, f"{prefix}sample-{i:06d}.bin", data)
             return len(data)
 
-        sizes = await asyncio.gather(*(put(i) for i in range(count)))
+        # gather_bounded, not gather: on the first failure (no such bucket)
+        # the other writes are cancelled before the client closes, instead
+        # of opening a session of their own that nobody closes.
+        sizes = await gather_bounded((put(i) for i in range(count)), 64)
     return sum(sizes), time.perf_counter() - t0
 
 
@@ -100,7 +107,8 @@ def _run(args: argparse.Namespace) -> int:
 
     faulty_gcs = ("--profile", "gcs-like", "--p-503", "0.01", "--p-429", "0.005", "--seed", "1",
                   "--bucket", "aioflux-demo")
-    with (emulator_process(*faulty_gcs) if args.url is None else _no_emulator()) as endpoint:
+    with (emulator_process(*faulty_gcs) if args.url is None
+          else _no_emulator(args.endpoint)) as endpoint:
         base = str(args.url).rstrip("/") if args.url else "gs://aioflux-demo"
         run_id = uuid.uuid4().hex[:8]
         data_url = f"{base}/demo-{run_id}/data/"
@@ -159,8 +167,10 @@ def _crash_phase(plan: Any) -> int:
 
 
 @contextmanager
-def _no_emulator() -> Iterator[str | None]:
-    yield os.environ.get("STORAGE_EMULATOR_HOST") or None
+def _no_emulator(endpoint: str | None) -> Iterator[str | None]:
+    # The training subprocess gets the endpoint explicitly, with the scheme
+    # STORAGE_EMULATOR_HOST may leave out ("127.0.0.1:9023").
+    yield endpoint or emulator_endpoint()
 
 
 def _summary(log: list[dict[str, Any]], history: list[Any], kept: list[int],

@@ -1,44 +1,88 @@
-"""Object commands: ``ls``, ``stat``, ``cat``, ``rm``, ``du``."""
+"""Object commands: ``ls``, ``stat``, ``cat``, ``rm``, ``du``.
+
+All of them read a URL the same way (see ``_common``): ``gs://b/a`` names
+the object ``a`` and the folder ``a/``, never ``a2`` or ``acopy/``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
-from .._errors import InvalidArgument, NotFound
-from . import command
-from ._common import add_client_arguments, emit_json, human, make_client, url_arg
+from .._client import AsyncClient
+from .._download import gather_bounded
+from .._errors import NotFound
+from .._types import ObjectInfo
+from .._urls import GcsURL
+from . import UsageError, command
+from ._common import (
+    add_client_arguments,
+    async_client,
+    emit_json,
+    folder_prefix,
+    human,
+    list_named,
+    make_client,
+    url_arg,
+)
 
 __all__: list[str] = []
 
+# Deletes in flight for rm: enough to hide latency, well under GCS's
+# per-bucket write rate.
+_RM_CONCURRENCY = 32
+
 
 def _ls_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", type=url_arg, help="gs://bucket[/prefix]")
-    parser.add_argument("-l", "--long", action="store_true", help="size, generation, updated")
-    parser.add_argument("-r", "--recursive", action="store_true", help="no '/' grouping")
+    parser.add_argument("url", type=url_arg, help="gs://bucket[/name]")
+    parser.add_argument("-l", "--long", action="store_true",
+                        help="columns: size, generation, updated, URL")
+    parser.add_argument("-r", "--recursive", action="store_true",
+                        help="every object under the folder (no '/' grouping)")
     parser.add_argument("--json", action="store_true", help="one JSON document")
     add_client_arguments(parser)
 
 
-@command("ls", "List objects (and prefixes) under gs://bucket[/prefix].", _ls_args)
+async def _ls_rows(client: AsyncClient, url: GcsURL, recursive: bool) -> list[dict[str, object]]:
+    bucket, name = url
+    rows: list[dict[str, object]] = []
+
+    def row(o: ObjectInfo) -> dict[str, object]:
+        return {"url": o.url, "size": o.size, "generation": o.generation, "updated": o.updated}
+
+    if recursive:
+        return [row(o) async for o in list_named(client, url)]
+    if name and not name.endswith("/"):
+        try:
+            rows.append(row(await client.stat(bucket, name)))
+        except NotFound:
+            pass  # only a folder by that name, or nothing (a missing bucket fails below)
+    async for page in client.list(bucket, folder_prefix(name), delimiter="/", fields=None):
+        rows.extend({"prefix": f"gs://{bucket}/{p}"} for p in page.prefixes)
+        rows.extend(row(o) for o in page.objects)
+    # A page lists its prefixes apart from its objects: merge them in name order.
+    rows.sort(key=lambda r: str(r.get("url") or r["prefix"]))
+    return rows
+
+
+@command("ls", "List the object and folder a URL names (-r: everything under it).", _ls_args)
 def _ls(args: argparse.Namespace) -> int:
-    bucket, prefix = args.url
-    with make_client(args) as client:
-        rows: list[dict[str, object]] = []
-        for page in client.list(bucket, prefix, delimiter=None if args.recursive else "/",
-                                fields=None):
-            rows.extend({"prefix": f"gs://{bucket}/{p}"} for p in page.prefixes)
-            rows.extend({"url": o.url, "size": o.size, "generation": o.generation,
-                         "updated": o.updated} for o in page.objects)
+    async def run() -> list[dict[str, object]]:
+        async with async_client(args) as client:
+            return await _ls_rows(client, args.url, args.recursive)
+
+    rows = asyncio.run(run())
     if args.json:
         emit_json(rows)
         return 0
     for row in rows:
         if "prefix" in row:
-            print(f"{'':>12}  {'':>18}  {row['prefix']}" if args.long else row["prefix"])
+            print(f"{'':>12}  {'':>16}  {'':>24}  {row['prefix']}" if args.long
+                  else row["prefix"])
         elif args.long:
-            print(f"{row['size']:>12}  {row['updated'] or '':>18}  {row['url']}")
+            print(f"{row['size']:>12}  {row['generation']:>16}  {row['updated'] or '':>24}  "
+                  f"{row['url']}")
         else:
             print(row["url"])
     return 0
@@ -53,7 +97,7 @@ def _one_url(parser: argparse.ArgumentParser) -> None:
 def _stat(args: argparse.Namespace) -> int:
     bucket, name = args.url
     if not name:
-        raise InvalidArgument(f"stat gs://{bucket}: the URL names no object")
+        raise UsageError(f"gs://{bucket} names no object")
     with make_client(args) as client:
         info = client.stat(bucket, name)
     emit_json({"url": info.url, "size": info.size, "generation": info.generation,
@@ -68,7 +112,7 @@ def _cat(args: argparse.Namespace) -> int:
 
     bucket, name = args.url
     if not name:
-        raise InvalidArgument(f"cat gs://{bucket}: the URL names no object")
+        raise UsageError(f"gs://{bucket} names no object")
     with make_client(args) as client, gs_open(str(args.url), "rb", client=client) as f:
         out = sys.stdout.buffer
         while chunk := f.read(8 * 1024 * 1024):
@@ -80,45 +124,62 @@ def _cat(args: argparse.Namespace) -> int:
 def _rm_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("urls", type=url_arg, nargs="+", help="gs://bucket/name ...")
     parser.add_argument("-r", "--recursive", action="store_true",
-                        help="delete everything under each URL as a prefix")
+                        help="also delete the folder each URL names (gs://b/a: the object 'a' "
+                             "and everything under 'a/', never 'a2/')")
     add_client_arguments(parser)
 
 
-@command("rm", "Delete objects (-r: everything under a prefix).", _rm_args)
+async def _rm_targets(client: AsyncClient, urls: list[GcsURL],
+                      recursive: bool) -> list[tuple[str, str, int | None]]:
+    targets: list[tuple[str, str, int | None]] = []
+    for url in urls:
+        bucket, name = url
+        if recursive:
+            found = [(bucket, o.name, o.generation or None) async for o in list_named(client, url)]
+            if not found:
+                raise NotFound(f"rm {url}: nothing matches (no object {name!r} and no "
+                               f"folder {folder_prefix(name)!r})",
+                               operation="rm", bucket=bucket, name=name)
+            targets.extend(found)
+        elif not name or name.endswith("/"):
+            raise UsageError(f"{url} names a bucket or folder; use -r")
+        else:
+            targets.append((bucket, name, None))
+    return targets
+
+
+@command("rm", "Delete objects (-r: also the folder each URL names).", _rm_args)
 def _rm(args: argparse.Namespace) -> int:
-    with make_client(args) as client:
-        targets: list[tuple[str, str]] = []
-        for bucket, name in args.urls:
-            if args.recursive:
-                found = [(bucket, o.name) for o in client.list_objects(bucket, name)]
-                if not found:
-                    raise NotFound(f"rm gs://{bucket}/{name}: nothing matches",
-                                   operation="rm", bucket=bucket, name=name)
-                targets.extend(found)
-            elif not name:
-                raise InvalidArgument(f"rm gs://{bucket}: names a bucket; use -r with a prefix")
-            else:
-                targets.append((bucket, name))
-        with ThreadPoolExecutor(max_workers=min(32, max(1, len(targets)))) as pool:
-            list(pool.map(lambda t: client.delete(*t), targets))
-    print(f"removed {len(targets)} object(s)")
+    async def run() -> int:
+        async with async_client(args) as client:
+            targets = await _rm_targets(client, args.urls, args.recursive)
+            # Listed objects are deleted only at the generation listed: one
+            # rewritten since was not what the user looked at.
+            await gather_bounded((client.delete(b, n, if_generation_match=g)
+                                  for b, n, g in targets), _RM_CONCURRENCY)
+            return len(targets)
+
+    print(f"removed {asyncio.run(run())} object(s)")
     return 0
 
 
 def _du_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", type=url_arg, help="gs://bucket[/prefix]")
+    parser.add_argument("url", type=url_arg, help="gs://bucket[/name]")
     parser.add_argument("--json", action="store_true", help="one JSON document")
     add_client_arguments(parser)
 
 
-@command("du", "Total size and object count under gs://bucket[/prefix].", _du_args)
+@command("du", "Total size and object count of what a URL names.", _du_args)
 def _du(args: argparse.Namespace) -> int:
-    bucket, prefix = args.url
-    count = total = 0
-    with make_client(args) as client:
-        for obj in client.list_objects(bucket, prefix):
-            count += 1
-            total += obj.size
+    async def run() -> tuple[int, int]:
+        count = total = 0
+        async with async_client(args) as client:
+            async for obj in list_named(client, args.url):
+                count += 1
+                total += obj.size
+        return count, total
+
+    count, total = asyncio.run(run())
     if args.json:
         emit_json({"url": str(args.url), "objects": count, "bytes": total})
     else:

@@ -15,11 +15,20 @@ import ctypes.util
 import signal
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
+from aioflux.testing._errors import ApiError
 from aioflux.testing._profile import GCS_LIKE_PROFILE, NO_PROFILE, EmulatorProfile, Faults
 from aioflux.testing._server import Emulator, new_event_loop
+from aioflux.testing._store import Store
 
 __all__ = ["build_parser", "serve_main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    # One line per usage error, as every aioflux command prints.
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser(prog: str = "aioflux emulator") -> argparse.ArgumentParser:
@@ -28,7 +37,7 @@ def build_parser(prog: str = "aioflux emulator") -> argparse.ArgumentParser:
     Args:
         prog: program name shown in the help.
     """
-    p = argparse.ArgumentParser(prog=prog, description="Run the aioflux GCS emulator.")
+    p = _Parser(prog=prog, description="Run the aioflux GCS emulator.")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="port (default 0 = pick a free one)")
     p.add_argument(
@@ -131,6 +140,13 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
         profile, faults = _knobs(args)
     except ValueError as exc:
         parser.error(str(exc))  # exits with status 2
+    probe = Store()
+    for name in args.bucket:
+        try:
+            probe.create_bucket(name)
+        except ApiError as exc:
+            # Checked before binding, so a bad name is a usage error, not a traceback.
+            parser.error(f"--bucket {name!r}: {exc.message}")
     keep_freed_memory()
     runner = asyncio.Runner(loop_factory=new_event_loop)
     try:

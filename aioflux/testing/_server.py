@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -27,6 +28,8 @@ from aioflux.testing._store import Store
 from aioflux.testing._xml_api import handle_xml
 
 __all__ = ["Emulator", "new_event_loop", "running_emulator"]
+
+_log = logging.getLogger("aioflux.testing")
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -203,6 +206,15 @@ class Emulator:
             if json_api:
                 return _as_asked(rt, request, exc.json_response())
             return exc.xml_response(head=request.method == "HEAD")
+        except ConnectionError:
+            # The client went away mid-request (a cancelled upload, Ctrl-C):
+            # routine for a storage server, so counted and logged at debug
+            # level instead of aiohttp's traceback per connection. There is
+            # nobody to answer; the response below is never sent.
+            rt.stats["client_disconnects"] += 1
+            _log.debug("client %s dropped the connection during %s %s", request.remote,
+                       request.method, request.rel_url.path)
+            return web.Response(status=499)
 
 
 STATS_PATH = "_aioflux_stats"

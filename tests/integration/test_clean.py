@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
-from aioflux import AsyncClient
-from aioflux._clean import clean_bucket
+import aioflux
+from aioflux import AsyncClient, Client
+from aioflux._clean import DEFAULT_OLDER_THAN, clean_bucket
 from aioflux._compose import COMPOSED_PREFIX
+from aioflux._types import MultipartUploadInfo
 from aioflux.cli import main
 from aioflux.testing import Emulator
+from tests.conftest import unique_bucket
 
 
 async def _names(client: AsyncClient, bucket: str, prefix: str) -> list[str]:
@@ -30,14 +35,17 @@ async def test_clean_deletes_composites_and_aborts_uploads(
     upload = await client.initiate_multipart(bucket, "ckpt/model.pt")
     other = await client.initiate_multipart(bucket, "elsewhere/x")
 
-    dry = await clean_bucket(client, bucket, dry_run=True)
+    dry = await clean_bucket(client, bucket, dry_run=True, older_than=0)
     assert len(dry.composites) == 3 and {u.upload_id for u in dry.uploads} == {upload, other}
     assert len(await _names(client, bucket, COMPOSED_PREFIX)) == 3
 
-    recent = await clean_bucket(client, bucket, older_than=3600)
+    recent = await clean_bucket(client, bucket)  # the default keeps anything under a day old
+    assert recent.older_than == DEFAULT_OLDER_THAN == 24 * 3600
     assert recent.composites == [] and recent.uploads == []
+    assert len(recent.skipped) == 5 and all(0 <= (s.age or -1) < 60 for s in recent.skipped)
+    assert len(await _names(client, bucket, COMPOSED_PREFIX)) == 3
 
-    report = await clean_bucket(client, bucket, "ckpt/")
+    report = await clean_bucket(client, bucket, "ckpt/", older_than=0)
     assert report.ok and len(report.composites) == 3
     assert [u.upload_id for u in report.uploads] == [upload]
     assert await _names(client, bucket, COMPOSED_PREFIX) == []
@@ -45,17 +53,110 @@ async def test_clean_deletes_composites_and_aborts_uploads(
     assert [u.upload_id for u in await client.list_multipart_uploads(bucket)] == [other]
 
 
+async def test_clean_by_default_aborts_only_uploads_older_than_a_day(
+        client: AsyncClient, emulator: Emulator, bucket: str) -> None:
+    old = await client.initiate_multipart(bucket, "ckpt/abandoned.pt")
+    young = await client.initiate_multipart(bucket, "ckpt/live.pt")
+    emulator.store.uploads[old].initiated = "2020-01-01T00:00:00.000Z"
+    report = await clean_bucket(client, bucket)
+    assert [u.upload_id for u in report.uploads] == [old]
+    assert [s.what for s in report.skipped] == [f"upload {young} of gs://{bucket}/ckpt/live.pt"]
+    assert [u.upload_id for u in await client.list_multipart_uploads(bucket)] == [young]
+
+
 def test_cli_clean(emulator: Emulator, bucket: str, monkeypatch: pytest.MonkeyPatch,
                    capsys: pytest.CaptureFixture[str]) -> None:
     emulator.store.put(bucket, f"{COMPOSED_PREFIX}9-a", b"x")
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.endpoint)
-    assert main(["clean", f"gs://{bucket}", "--dry-run"]) == 0
-    assert f"would delete gs://{bucket}/{COMPOSED_PREFIX}9-a" in capsys.readouterr().out
     assert main(["clean", f"gs://{bucket}"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2
+    assert re.fullmatch(rf"skipped gs://{bucket}/{COMPOSED_PREFIX}9-a: [01]s old, younger "
+                        r"than --older-than 1d \(may belong to a running process\)", out[0])
+    assert out[1] == "0 composed objects, 0 multipart uploads, 1 skipped, 0 errors"
+    assert main(["clean", f"gs://{bucket}", "--dry-run", "--older-than", "0"]) == 0
+    assert f"would delete gs://{bucket}/{COMPOSED_PREFIX}9-a" in capsys.readouterr().out
+    assert main(["clean", f"gs://{bucket}", "--older-than", "0"]) == 0
     out = capsys.readouterr().out
-    assert f"deleted gs://{bucket}/{COMPOSED_PREFIX}9-a" in out
-    assert "1 composed objects, 0 multipart uploads, 0 errors" in out
+    assert out == (f"deleted gs://{bucket}/{COMPOSED_PREFIX}9-a\n"
+                   "1 composed objects, 0 multipart uploads, 0 skipped, 0 errors\n")
     assert emulator.store.bucket(bucket).names == []
+
+
+def test_cli_clean_older_than_takes_units(emulator: Emulator, bucket: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    emulator.store.put(bucket, f"{COMPOSED_PREFIX}1-old", b"x")
+    time.sleep(1.2)
+    emulator.store.put(bucket, f"{COMPOSED_PREFIX}1-new", b"x")
+    assert main(["clean", f"gs://{bucket}", "--older-than", "1s",
+                 "--endpoint", emulator.endpoint]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"deleted gs://{bucket}/{COMPOSED_PREFIX}1-old"
+    assert out[1].startswith(f"skipped gs://{bucket}/{COMPOSED_PREFIX}1-new: ")
+    assert out[2] == "1 composed objects, 0 multipart uploads, 1 skipped, 0 errors"
+    assert emulator.store.bucket(bucket).names == [f"{COMPOSED_PREFIX}1-new"]
+
+
+def _open_uploads(client: Client, bucket: str) -> list[MultipartUploadInfo]:
+    # The writer sends parts in the background: wait until its upload exists.
+    deadline = time.monotonic() + 20
+    while not (uploads := client.list_multipart_uploads(bucket)):
+        assert time.monotonic() < deadline, "the writer never started its upload"
+        time.sleep(0.02)
+    return uploads
+
+
+def test_clean_leaves_a_live_writer_alone_and_it_completes(
+        emulator: Emulator, bucket: str, sync_client: Client,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    part = 5 * 1024 * 1024
+    data = os.urandom(2 * part + 123)
+    url = f"gs://{bucket}/ckpt/live.pt"
+    with aioflux.open(url, "wb", client=sync_client, part_size=part) as writer:
+        writer.write(data[:part + 10])  # one part sent: the multipart upload is open
+        (live,) = _open_uploads(sync_client, bucket)
+        assert main(["clean", f"gs://{bucket}", "--endpoint", emulator.endpoint]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[0].startswith(f"skipped upload {live.upload_id} of {url}: ")
+        assert out[0].endswith("younger than --older-than 1d (may belong to a running process)")
+        assert out[1] == "0 composed objects, 0 multipart uploads, 1 skipped, 0 errors"
+        writer.write(data[part + 10:])
+    assert sync_client.read(bucket, "ckpt/live.pt") == data
+    assert sync_client.list_multipart_uploads(bucket) == []
+
+
+def test_clean_older_than_0_aborts_even_a_live_writer(
+        emulator: Emulator, bucket: str, sync_client: Client,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    part = 5 * 1024 * 1024
+    url = f"gs://{bucket}/ckpt/live.pt"
+    writer = aioflux.open(url, "wb", client=sync_client, part_size=part)
+    writer.write(os.urandom(part + 10))
+    (live,) = _open_uploads(sync_client, bucket)
+    assert main(["clean", f"gs://{bucket}", "--older-than", "0",
+                 "--endpoint", emulator.endpoint]) == 0
+    assert capsys.readouterr().out == (
+        f"aborted upload {live.upload_id} of {url}\n"
+        "0 composed objects, 1 multipart uploads, 0 skipped, 0 errors\n")
+    assert sync_client.list_multipart_uploads(bucket) == []
+    with pytest.raises(aioflux.StorageError):  # NoSuchUpload: the writer learns it was aborted
+        writer.close()
+    assert emulator.store.bucket(bucket).names == []
+
+
+def test_clean_on_fake_gcs_skips_uploads_and_says_so(
+        fake_gcs: object, capsys: pytest.CaptureFixture[str]) -> None:
+    endpoint = fake_gcs.endpoint  # type: ignore[attr-defined]
+    name = unique_bucket("clean")
+    with Client(endpoint=endpoint) as client:
+        client.create_bucket(name)
+        client.write(name, f"{COMPOSED_PREFIX}1-x", b"x")
+    assert main(["clean", f"gs://{name}", "--older-than", "0", "--endpoint", endpoint]) == 0
+    assert capsys.readouterr().out == (
+        f"deleted gs://{name}/{COMPOSED_PREFIX}1-x\n"
+        f"skipped multipart uploads: list multipart uploads gs://{name}: the server has no XML "
+        "multipart upload listing (it answered <ListBucketResult>)\n"
+        "1 composed objects, 0 multipart uploads, 0 skipped, 0 errors\n")
 
 
 _CHILD = textwrap.dedent("""
@@ -97,6 +198,6 @@ async def test_killed_process_leftovers_are_removed_by_clean(
             proc.stdout.close()
     left = await _names(client, bucket, COMPOSED_PREFIX)
     assert len(left) == 1 and left[0].startswith(f"{COMPOSED_PREFIX}{proc.pid}-")
-    report = await clean_bucket(client, bucket)
+    report = await clean_bucket(client, bucket, older_than=0)
     assert report.composites == [f"gs://{bucket}/{left[0]}"]
     assert await _names(client, bucket, COMPOSED_PREFIX) == []

@@ -38,6 +38,7 @@ def test_cp_round_trips_files_and_trees(run, sync_client: Client, bucket: str,  
     import aioflux.cli._copy as copy_mod
 
     monkeypatch.setattr(copy_mod, "STREAM_THRESHOLD", 1024)  # exercise the streaming path
+    monkeypatch.setattr(copy_mod, "_CHUNK", 1024 * 1024)  # and a download of several ranges
     big = os.urandom(6 * 1024 * 1024 + 5)
     (tmp_path / "big.bin").write_bytes(big)
     tree = tmp_path / "tree"
@@ -57,6 +58,23 @@ def test_cp_round_trips_files_and_trees(run, sync_client: Client, bucket: str,  
     assert sync_client.read(bucket, "copy/a") == b"a"
 
 
+def test_cp_download_checks_the_combined_crc32c_of_its_ranges(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import aioflux.cli._copy as copy_mod
+    from aioflux._crc import crc32c
+
+    monkeypatch.setattr(copy_mod, "STREAM_THRESHOLD", 1024)
+    monkeypatch.setattr(copy_mod, "_CHUNK", 256 * 1024)
+    data = os.urandom(1024 * 1024 + 7)
+    emulator.store.put(bucket, "bad.bin", data, crc32c=crc32c(data) ^ 1)  # a lying crc32c
+    code, out, err = run("cp", f"gs://{bucket}/bad.bin", str(tmp_path / "bad.bin"))
+    assert (code, out) == (1, "")
+    assert err.startswith(f"aioflux cp: cp gs://{bucket}/bad.bin: the 1048583 bytes read have "
+                          "crc32c ")
+    assert list(tmp_path.iterdir()) == []  # neither the target nor a partial file
+
+
 def test_rm(run, sync_client: Client, bucket: str) -> None:  # type: ignore[no-untyped-def]
     for i in range(5):
         sync_client.write(bucket, f"r/{i}", b"x")
@@ -73,18 +91,142 @@ def test_rm(run, sync_client: Client, bucket: str) -> None:  # type: ignore[no-u
     (["rm", "gs://{b}/missing"], 1, "404"),
     (["rm", "-r", "gs://{b}/none/"], 1, "nothing matches"),
     (["cp", "/no/such/file", "gs://{b}/x"], 1, "no such file"),
-    (["cp", "a", "b"], 1, "gs:// URL"),
-    (["ls", "s3://bucket"], 2, "not a gs:// URL"),
-    (["ls", "gs://BAD"], 2, "invalid bucket name"),
+    (["ls", "gs://nosuchbucket-cli"], 1, "404"),
 ])
-def test_errors_are_one_line_with_exit_codes(run, bucket: str, argv: list[str],  # type: ignore[no-untyped-def]
-                                             code: int, fragment: str) -> None:
+def test_failures_are_one_line_exit_1(run, bucket: str, argv: list[str],  # type: ignore[no-untyped-def]
+                                      code: int, fragment: str) -> None:
     got, _, err = run(*[a.format(b=bucket) for a in argv])
     assert got == code
-    assert fragment in err
+    assert err.startswith(f"aioflux {argv[0]}: ") and fragment in err
     assert "Traceback" not in err
-    if code == 1:
-        assert len(err.strip().splitlines()) == 1
+    assert len(err.strip().splitlines()) == 1
+
+
+# Usage errors, URLs included, exit 2 with exactly one line (the documented rule).
+@pytest.mark.parametrize(("argv", "line"), [
+    (["cp", "a", "b"], "aioflux cp: error: one side must be a gs:// URL"),
+    (["cp", "gs://{b}/x", "s3://{b}/x"], "aioflux cp: error: argument dst: unsupported URL "
+                                         "scheme s3:// in 's3://{b}/x': only gs:// and local "
+                                         "paths"),
+    (["ls", "s3://x"], "aioflux ls: error: argument url: not a gs:// URL: 's3://x'"),
+    (["clean", "s3://x"], "aioflux clean: error: argument url: not a gs:// URL: 's3://x'"),
+    (["ls", "gs://BAD"], "aioflux ls: error: argument url: invalid bucket name 'BAD': use 3-63 "
+                         "lowercase letters, digits, '-', '_' or '.', starting and ending with "
+                         "a letter or digit"),
+    (["ls", "--concurrency", "0", "gs://{b}"],
+     "aioflux ls: error: argument --concurrency: must be >= 1, got 0"),
+    (["cp", "-j", "0", "gs://{b}/x", "y"], "aioflux cp: error: argument -j/--jobs: must be >= 1, "
+                                           "got 0"),
+    (["bench", "--size", "-5", "gs://{b}/x"],
+     "aioflux bench: error: argument --size: must be >= 0, got -5"),
+    (["bench", "gs://{b}", "--ops", "fly"],
+     "aioflux bench: error: unknown --ops fly (choose from write, list, read, save, load)"),
+    (["rm", "gs://{b}/dir/"], "aioflux rm: error: gs://{b}/dir/ names a bucket or folder; use -r"),
+    (["stat", "gs://{b}"], "aioflux stat: error: gs://{b} names no object"),
+    (["clean", "--older-than", "soon", "gs://{b}"],
+     "aioflux clean: error: argument --older-than: expected a duration such as 3600, 90m, 24h "
+     "or 0, got 'soon'"),
+])
+def test_usage_errors_are_one_line_exit_2(run, bucket: str, argv: list[str], line: str,  # type: ignore[no-untyped-def]
+                                          tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    got, out, err = run(*[a.format(b=bucket) for a in argv])
+    assert (got, out) == (2, "")
+    assert err == f"{line.format(b=bucket)} (see aioflux {argv[0]} --help)\n"
+    assert list(tmp_path.iterdir()) == []  # "s3://b/x" never became a local ./s3:/b/x
+
+
+@pytest.mark.parametrize("value", ["notaurl", "ftp://127.0.0.1:1", "http://", "127.0.0.1:port"])
+def test_bad_endpoint_is_a_usage_error(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["ls", "--endpoint", value, "gs://some-bucket"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"aioflux ls: error: argument --endpoint: invalid endpoint {value!r}")
+    assert len(err.splitlines()) == 1
+
+
+def test_endpoint_flag_takes_host_port_like_the_env_var(
+        emulator: Emulator, bucket: str, sync_client: Client,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    sync_client.write(bucket, "x", b"1")
+    host_port = emulator.endpoint.removeprefix("http://")
+    assert main(["ls", "--endpoint", host_port, f"gs://{bucket}"]) == 0
+    by_flag = capsys.readouterr().out
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", host_port)
+    assert main(["ls", f"gs://{bucket}"]) == 0
+    assert capsys.readouterr().out == by_flag == f"gs://{bucket}/x\n"
+
+
+def test_every_storage_command_takes_endpoint() -> None:
+    from aioflux.cli import build_parser
+
+    parser = build_parser()
+    for argv in (["ls", "gs://b-x"], ["stat", "gs://b-x/o"], ["cat", "gs://b-x/o"],
+                 ["cp", "a", "gs://b-x"], ["rm", "gs://b-x/o"], ["du", "gs://b-x"],
+                 ["clean", "gs://b-x"], ["bench"], ["ckpt", "list", "gs://b-x/r"], ["demo"]):
+        args = parser.parse_args([*argv, "--endpoint", "127.0.0.1:9"])
+        assert args.endpoint == "http://127.0.0.1:9", argv
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    import aioflux
+
+    try:
+        expected = version("aioflux-storage")
+    except PackageNotFoundError:
+        expected = aioflux.__version__
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == f"aioflux {expected}\n"
+
+
+def test_ls_long_shows_the_generation(run, sync_client: Client, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    info = sync_client.write(bucket, "d/a.bin", b"aaaa")
+    code, out, _ = run("ls", "-l", f"gs://{bucket}/d/")
+    assert code == 0
+    size, generation, updated, url = out.split()
+    assert (int(size), int(generation), url) == (4, info.generation, f"gs://{bucket}/d/a.bin")
+    assert updated == sync_client.stat(bucket, "d/a.bin").updated
+
+
+def test_cp_into_a_bare_bucket_keeps_the_name(run, sync_client: Client, bucket: str,  # type: ignore[no-untyped-def]
+                                              tmp_path: Path) -> None:
+    (tmp_path / "local.bin").write_bytes(b"payload")
+    code, out, _ = run("cp", str(tmp_path / "local.bin"), f"gs://{bucket}")
+    assert (code, out) == (0, "copied 1 file(s), 7 bytes\n")
+    assert [o.name for o in sync_client.list_objects(bucket)] == ["local.bin"]
+    assert sync_client.read(bucket, "local.bin") == b"payload"
+
+
+def test_ls_into_a_closed_pipe_exits_quietly(emulator: Emulator, bucket: str) -> None:
+    import subprocess
+    import sys
+
+    for i in range(4000):  # ~150 KB of output: more than a pipe buffer holds
+        emulator.store.put(bucket, f"object-{i:05d}", b"")
+    proc = subprocess.Popen([sys.executable, "-m", "aioflux", "ls", f"gs://{bucket}",
+                             "--endpoint", emulator.endpoint],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline() == f"gs://{bucket}/object-00000\n".encode()
+    proc.stdout.close()  # what `| head -1` does
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(30) == 141
+    assert err == b""
+
+
+def test_emulator_rejects_a_bad_bucket_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["emulator", "--port", "0", "--bucket", "b"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == ("aioflux emulator: error: --bucket 'b': Invalid bucket "
+                                       "name: 'b' (see aioflux emulator --help)\n")
 
 
 def test_bench_against_a_bucket(run, sync_client: Client, bucket: str,  # type: ignore[no-untyped-def]
@@ -105,11 +247,6 @@ def test_bench_on_bundled_emulator(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--objects", "10", "--size", "100", "--ops", "write,read"]) == 0
     out = capsys.readouterr().out
     assert "the emulator (GCS-like profile)" in out and "read" in out
-
-
-def test_bench_rejects_unknown_ops(run) -> None:  # type: ignore[no-untyped-def]
-    code, _, err = run("bench", "gs://some-bucket", "--ops", "fly")
-    assert code == 1 and "unknown --ops fly" in err
 
 
 def test_emulator_command_serves_until_terminated() -> None:
@@ -169,3 +306,61 @@ def test_demo_against_a_bucket_url_cleans_up(emulator: Emulator, bucket: str,
     assert "removed the" in out
     assert list(sync_client.list_objects(bucket)) == []
     assert sync_client.list_multipart_uploads(bucket) == []
+
+
+def test_emulator_is_quiet_when_clients_drop_connections() -> None:
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "aioflux", "emulator", "--port", "0",
+                             "--bucket", "drops", "--bandwidth-mbps", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        endpoint = proc.stdout.readline().split()[-1]
+        host, port = endpoint.removeprefix("http://").split(":")
+        big = b"x" * 1_000_000
+        with urllib.request.urlopen(urllib.request.Request(
+                f"{endpoint}/upload/storage/v1/b/drops/o?uploadType=media&name=big", data=big,
+                method="POST"), timeout=30) as resp:
+            assert resp.status == 200
+        heads = [  # an upload cut mid-body (JSON and XML), a download dropped mid-body
+            b"POST /upload/storage/v1/b/drops/o?uploadType=media&name=cut HTTP/1.1\r\n"
+            b"Host: x\r\nContent-Length: 1000000\r\n\r\n" + b"x" * 1000,
+            b"PUT /drops/cut HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n" + b"x" * 1000,
+            b"GET /download/storage/v1/b/drops/o/big?alt=media HTTP/1.1\r\nHost: x\r\n\r\n",
+        ]
+        for head in heads:
+            with socket.create_connection((host, int(port))) as sock:
+                sock.sendall(head)
+                time.sleep(0.3)
+        with urllib.request.urlopen(f"{endpoint}/_aioflux_stats", timeout=10) as resp:
+            stats = json.load(resp)
+        assert stats["client_disconnects"] >= 2
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
+        assert proc.stderr is not None and proc.stdout is not None
+        err = proc.stderr.read()
+        proc.stderr.close()
+        proc.stdout.close()
+    assert err == ""
+
+
+def test_demo_on_a_missing_bucket_fails_in_one_line(emulator: Emulator) -> None:
+    import subprocess
+    import sys
+
+    # STORAGE_EMULATOR_HOST without a scheme, as the env var allows.
+    env = {**os.environ, "STORAGE_EMULATOR_HOST": emulator.endpoint.removeprefix("http://")}
+    proc = subprocess.run([sys.executable, "-m", "aioflux", "demo", "--url",
+                           "gs://nobucket-demo/x", "--samples", "300"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stdout == "aioflux demo on gs://nobucket-demo/x\n"
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("aioflux demo: write gs://nobucket-demo/x/demo-")
+    assert "The specified bucket does not exist" in line

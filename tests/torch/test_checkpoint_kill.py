@@ -72,6 +72,6 @@ def test_sigkill_during_saves(emulator: Emulator, bucket: str, sync_client: Clie
     clean = pytest.importorskip("aioflux._clean", reason="aioflux clean not available yet")
     import aioflux
 
-    aioflux.call(clean.clean_bucket(sync_client.aio, bucket))
+    aioflux.call(clean.clean_bucket(sync_client.aio, bucket, older_than=0))
     assert sync_client.list_multipart_uploads(bucket) == []
     assert mgr.latest().step == LAST_STEP + 1  # type: ignore[union-attr]

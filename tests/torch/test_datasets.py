@@ -201,6 +201,6 @@ async def test_worker_shutdown_mid_epoch_leaves_nothing_after_clean(
     it = iter(loader)
     next(it)
     del it  # workers stop with downloads in flight and exit (their finalizers clean up)
-    report = await clean_bucket(client, bucket)
+    report = await clean_bucket(client, bucket, older_than=0)
     assert await composites(client, bucket) == []
     assert len(report.composites) <= 2  # at most a compose racing the exit per worker

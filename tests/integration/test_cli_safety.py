@@ -1,0 +1,294 @@
+"""The CLI touches only what the user named and stops cleanly on Ctrl-C.
+
+URL rule (as gcloud storage / gsutil): gs://b/a names the object "a" and the
+folder "a/", never "a2/..." or "acopy/...". Ctrl-C: `cp` exits 130 within
+2 s, aborts its open uploads, removes its partial files and publishes
+nothing but whole files. The interrupted copies run in a subprocess against
+an emulator slowed to 1 MB/s per connection, so they are still running when
+SIGINT arrives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from aioflux import Client, ClientConfig
+from aioflux.testing import Emulator, EmulatorProfile, running_emulator
+from aioflux.testing._errors import ApiError
+from tests.conftest import FAST_RETRY, unique_bucket
+
+# -- the URL rule -------------------------------------------------------------
+
+_TREE = {"a": b"A", "a/x": b"AX", "a/y/z": b"AYZ", "a2/x": b"A2X", "acopy/x": b"ACOPYX"}
+
+
+@pytest.fixture
+def tree(emulator: Emulator, bucket: str) -> str:
+    for name, data in _TREE.items():
+        emulator.store.put(bucket, name, data)
+    return bucket
+
+
+def _names(emulator: Emulator, bucket: str) -> list[str]:
+    return list(emulator.store.bucket(bucket).names)
+
+
+def test_rm_r_removes_the_object_and_its_folder_only(run, emulator: Emulator,  # type: ignore[no-untyped-def]
+                                                     tree: str) -> None:
+    assert run("rm", "-r", f"gs://{tree}/a") == (0, "removed 3 object(s)\n", "")
+    assert _names(emulator, tree) == ["a2/x", "acopy/x"]
+
+
+def test_rm_r_of_a_folder_url_keeps_the_object(run, emulator: Emulator,  # type: ignore[no-untyped-def]
+                                               tree: str) -> None:
+    assert run("rm", "-r", f"gs://{tree}/a/") == (0, "removed 2 object(s)\n", "")
+    assert _names(emulator, tree) == ["a", "a2/x", "acopy/x"]
+
+
+def test_rm_without_r_removes_only_the_object(run, emulator: Emulator, tree: str) -> None:  # type: ignore[no-untyped-def]
+    assert run("rm", f"gs://{tree}/a") == (0, "removed 1 object(s)\n", "")
+    assert _names(emulator, tree) == ["a/x", "a/y/z", "a2/x", "acopy/x"]
+
+
+def test_rm_r_of_a_name_that_is_only_a_prefix_removes_nothing(run, emulator: Emulator,  # type: ignore[no-untyped-def]
+                                                              tree: str) -> None:
+    code, out, err = run("rm", "-r", f"gs://{tree}/ac")
+    assert (code, out) == (1, "")
+    assert err == (f"aioflux rm: rm gs://{tree}/ac: nothing matches (no object 'ac' and no "
+                   "folder 'ac/')\n")
+    assert _names(emulator, tree) == sorted(_TREE)
+
+
+def test_rm_r_keeps_an_object_rewritten_after_it_was_listed(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, tree: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import aioflux.cli._objects as objects
+
+    listed = objects.list_named
+
+    async def list_then_rewrite(client, url):  # type: ignore[no-untyped-def]
+        async for obj in listed(client, url):
+            yield obj
+        emulator.store.put(tree, "a/x", b"NEW")  # another writer, between list and delete
+
+    monkeypatch.setattr(objects, "list_named", list_then_rewrite)
+    code, out, err = run("rm", "-r", f"gs://{tree}/a")
+    assert (code, out) == (1, "")
+    assert err.startswith(f"aioflux rm: delete gs://{tree}/a/x failed: HTTP 412")
+    assert bytes(emulator.store.get(tree, "a/x").data) == b"NEW"
+
+
+def test_ls_and_du_follow_the_rule(run, tree: str) -> None:  # type: ignore[no-untyped-def]
+    b = f"gs://{tree}"
+    assert run("ls", f"{b}/a") == (0, f"{b}/a\n{b}/a/x\n{b}/a/y/\n", "")
+    assert run("ls", "-r", f"{b}/a") == (0, f"{b}/a\n{b}/a/x\n{b}/a/y/z\n", "")
+    assert run("ls", "-r", f"{b}/a/") == (0, f"{b}/a/x\n{b}/a/y/z\n", "")
+    assert run("ls", f"{b}/ac") == (0, "", "")
+    code, out, _ = run("du", "--json", f"{b}/a")
+    assert (code, json.loads(out)) == (0, {"url": f"{b}/a", "objects": 3, "bytes": 6})
+    code, out, _ = run("du", "--json", b)
+    assert json.loads(out)["objects"] == 5
+
+
+def test_cp_r_follows_the_rule(run, emulator: Emulator, tree: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run("cp", "-r", f"gs://{tree}/a", str(tmp_path / "down"))
+    assert (code, out) == (0, "copied 2 file(s), 5 bytes\n")
+    assert err == (f"aioflux cp: skipped gs://{tree}/a: an object and a folder share the name; "
+                   "copy it without -r\n")
+    files = sorted(p.relative_to(tmp_path / "down").as_posix()
+                   for p in (tmp_path / "down").rglob("*") if p.is_file())
+    assert files == ["x", "y/z"]
+    assert (tmp_path / "down" / "y" / "z").read_bytes() == b"AYZ"
+    assert run("cp", "-r", f"gs://{tree}/a2", f"gs://{tree}/copy")[:2] == (
+        0, "copied 1 file(s), 3 bytes\n")
+    # The object alone, when no folder has its name.
+    assert run("cp", "-r", f"gs://{tree}/acopy/x", f"gs://{tree}/single")[0] == 0
+    assert _names(emulator, tree) == ["a", "a/x", "a/y/z", "a2/x", "acopy/x", "copy/x",
+                                      "single"]
+    assert bytes(emulator.store.get(tree, "single").data) == b"ACOPYX"
+
+
+# -- Ctrl-C -------------------------------------------------------------------
+
+# 1 MB/s per connection: a 100 KB file takes ~0.1 s, a 16 MiB part ~17 s.
+_SLOW = EmulatorProfile(ttfb=0.02, bandwidth=1e6)
+_BIG = 20 * 1024 * 1024  # above cp's 16 MiB streaming threshold
+_STOP_WITHIN = 2.0
+
+
+@pytest.fixture(scope="module")
+def slow() -> Iterator[Emulator]:
+    with running_emulator(profile=_SLOW) as emu:
+        yield emu
+
+
+@pytest.fixture
+def slow_bucket(slow: Emulator) -> str:
+    return slow.create_bucket(unique_bucket("sigint"))
+
+
+@pytest.fixture
+def slow_client(slow: Emulator) -> Iterator[Client]:
+    with Client(ClientConfig(retry=FAST_RETRY), endpoint=slow.endpoint) as client:
+        yield client
+
+
+def _start_cp(emulator: Emulator, *argv: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "aioflux", "cp", *argv,
+                             "--endpoint", emulator.endpoint],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_until(proc: subprocess.Popen[str], ready: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 60
+    while not ready():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"cp ended (exit {proc.returncode}) before {what}: {out!r} {err!r}")
+        assert time.monotonic() < deadline, f"cp never got to {what}"
+        time.sleep(0.02)
+
+
+def _interrupt(proc: subprocess.Popen[str]) -> None:
+    """SIGINT, then: exit 130 within 2 s, one line on stderr, nothing on stdout."""
+    start = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("cp still running 10 s after SIGINT")
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 130, err
+    assert elapsed < _STOP_WITHIN, f"cp took {elapsed:.2f} s to stop"
+    assert (out, err) == ("", "aioflux cp: interrupted\n")
+
+
+def _published(emulator: Emulator, bucket: str) -> dict[str, bytes]:
+    b = emulator.store.bucket(bucket)
+    return {name: bytes(emulator.store.get(bucket, name).data) for name in list(b.names)}
+
+
+def _no_open_uploads(emulator: Emulator, client: Client, bucket: str) -> None:
+    assert client.list_multipart_uploads(bucket) == []
+    assert [s for s in list(emulator.store.sessions.values())
+            if s.bucket == bucket and s.result is None] == []
+
+
+def test_sigint_stops_an_upload_of_many_files(slow: Emulator, slow_bucket: str,
+                                              slow_client: Client, tmp_path: Path) -> None:
+    src = tmp_path / "many"
+    src.mkdir()
+    files = {f"f{i:03d}": os.urandom(100_000) for i in range(200)}
+    for name, data in files.items():
+        (src / name).write_bytes(data)
+    proc = _start_cp(slow, "-r", "-j", "4", str(src), f"gs://{slow_bucket}/up")
+    _wait_until(proc, lambda: bool(slow.store.bucket(slow_bucket).names), "a first object")
+    _interrupt(proc)
+    published = _published(slow, slow_bucket)
+    time.sleep(0.5)  # nothing is still landing after exit
+    assert _published(slow, slow_bucket) == published
+    assert 0 < len(published) < len(files)
+    for name, data in published.items():  # whole files only
+        assert data == files[name.removeprefix("up/")]
+    _no_open_uploads(slow, slow_client, slow_bucket)
+
+
+def test_sigint_aborts_the_multipart_upload_of_a_large_file(
+        slow: Emulator, slow_bucket: str, slow_client: Client, tmp_path: Path) -> None:
+    (tmp_path / "big.bin").write_bytes(os.urandom(_BIG))
+    proc = _start_cp(slow, str(tmp_path / "big.bin"), f"gs://{slow_bucket}/big.bin")
+    _wait_until(proc, lambda: bool(slow_client.list_multipart_uploads(slow_bucket)),
+                "an open multipart upload")
+    _interrupt(proc)
+    _no_open_uploads(slow, slow_client, slow_bucket)
+    time.sleep(0.5)
+    assert _published(slow, slow_bucket) == {}
+
+
+def test_sigint_stops_a_download_of_many_files(slow: Emulator, slow_bucket: str,
+                                               tmp_path: Path) -> None:
+    objects = {f"d/f{i:03d}": os.urandom(100_000) for i in range(100)}
+    for name, data in objects.items():
+        slow.store.put(slow_bucket, name, data)
+    dst = tmp_path / "down"
+    proc = _start_cp(slow, "-r", "-j", "4", f"gs://{slow_bucket}/d", str(dst))
+    _wait_until(proc, lambda: dst.exists() and any(dst.iterdir()), "a first file")
+    _interrupt(proc)
+    assert list(dst.rglob("*.aioflux-partial")) == []
+    done = {p.name: p.read_bytes() for p in dst.iterdir()}
+    assert len(done) < len(objects)
+    for name, data in done.items():
+        assert data == objects[f"d/{name}"]
+
+
+def test_sigint_removes_the_partial_file_of_a_large_download(slow: Emulator, slow_bucket: str,
+                                                             tmp_path: Path) -> None:
+    slow.store.put(slow_bucket, "big.bin", os.urandom(_BIG))
+    target = tmp_path / "big.bin"
+    partial = tmp_path / "big.bin.aioflux-partial"
+    proc = _start_cp(slow, f"gs://{slow_bucket}/big.bin", str(target))
+    _wait_until(proc, partial.exists, "the partial file")
+    _interrupt(proc)
+    assert sorted(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("cmd", ["ls", "rm", "du", "cp", "stat", "cat", "clean"])
+def test_help_states_the_url_rule_and_exit_codes(cmd: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from aioflux.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([cmd, "--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "gs://bucket/a names the object 'a' and the folder 'a/'" in text
+    assert "never 'a2' or 'acopy/'" in text
+    assert "2 usage error" in text and "130 interrupted" in text
+
+
+class _NoXmlMultipart(Emulator):
+    """The slow emulator without XML multipart uploads (as fake-gcs-server):
+    the writer falls back to a resumable session."""
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        if request.method == "POST" and "uploads" in request.query \
+                and request.path.split("/")[1] not in ("storage", "upload", "download"):
+            return ApiError(400, "invalid", "XML multipart uploads are not supported",
+                            xml_code="InvalidArgument").xml_response()
+        return await super()._handle(request)
+
+
+@pytest.fixture
+def no_multipart(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
+    import aioflux.testing._server as server
+
+    monkeypatch.setattr(server, "Emulator", _NoXmlMultipart)  # what running_emulator builds
+    with running_emulator(profile=_SLOW) as emu:
+        yield emu
+
+
+def test_sigint_cancels_the_resumable_session_of_a_large_upload(
+        no_multipart: Emulator, tmp_path: Path) -> None:
+    bucket = no_multipart.create_bucket(unique_bucket("sigint"))
+    (tmp_path / "big.bin").write_bytes(os.urandom(_BIG))
+    proc = _start_cp(no_multipart, str(tmp_path / "big.bin"), f"gs://{bucket}/big.bin")
+
+    def session_open() -> bool:
+        return any(s.bucket == bucket for s in list(no_multipart.store.sessions.values()))
+
+    _wait_until(proc, session_open, "an open resumable session")
+    _interrupt(proc)
+    assert not session_open()
+    time.sleep(0.5)
+    assert _published(no_multipart, bucket) == {}
