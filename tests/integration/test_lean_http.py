@@ -511,16 +511,20 @@ async def test_expired_connections_under_the_top_of_the_stack_are_reaped() -> No
 
 async def test_stall_fires_read_stall_after_the_last_byte() -> None:
     sent: list[float] = []
+    finished = asyncio.Event()
 
     async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 200\r\n\r\n" + b"x" * 100)
-        for pause in (0.2, 0.25):  # the second byte comes just after 0.4 s
-            await asyncio.sleep(pause)
-            writer.write(b"x")
-        sent.append(time.monotonic())
-        await reader.read()  # silent until the client gives up
-        writer.close()
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 200\r\n\r\n" + b"x" * 100)
+            for pause in (0.2, 0.25):  # the second byte comes just after 0.4 s
+                await asyncio.sleep(pause)
+                writer.write(b"x")
+            sent.append(time.monotonic())
+            await reader.read()  # silent until the client gives up
+        finally:
+            writer.close()
+            finished.set()
 
     listener = await asyncio.start_server(trickle, "127.0.0.1", 0)
     port = listener.sockets[0].getsockname()[1]
@@ -531,6 +535,7 @@ async def test_stall_fires_read_stall_after_the_last_byte() -> None:
         after_last = time.monotonic() - sent[0]
         # a timer checking for progress every 0.4 s fired ~0.75 s after it here
         assert 0.35 <= after_last <= 0.6
+        await asyncio.wait_for(finished.wait(), 2)  # the client dropped the connection
     finally:
         pool.close()
         listener.close()
