@@ -376,7 +376,7 @@ def _parse_head(raw: bytes) -> tuple[int, dict[str, str], bool] | None:
         value = value.strip(" \t")
         if name in headers:
             if name == "content-length":
-                # llhttp refuses any repeat; aiohttp's own parser one that differs.
+                # llhttp (aiohttp's parser) refuses any repeat, identical or not.
                 raise ProtocolError("repeated Content-Length")
             value = f"{headers[name]},{value}"
         headers[name] = value
@@ -533,9 +533,10 @@ class MediaPool:
             self._waiters.append(waiter)
             try:
                 await waiter
-            finally:
-                if not waiter.done():
-                    self._waiters.remove(waiter)
+            except BaseException:
+                if not waiter.cancelled():
+                    self._wake()  # woken, then cancelled: pass the turn on
+                raise
             fresh = False
 
     def _over(self, more: int) -> bool:
@@ -603,13 +604,24 @@ class MediaPool:
             if self._ssl_context is None:
                 self._ssl_context = ssl.create_default_context()
             tls = self._ssl_context
+        made: list[_Connection] = []
+
+        def protocol() -> _Connection:
+            made.append(_Connection(loop, self._socket_gone))
+            return made[0]
+
         self.sockets += 1
         try:
             _, conn = await asyncio.wait_for(loop.create_connection(
-                lambda: _Connection(loop, self._socket_gone), origin.host, origin.port,
-                ssl=tls, server_hostname=origin.host if tls else None), self._connect_timeout)
+                protocol, origin.host, origin.port, ssl=tls,
+                server_hostname=origin.host if tls else None), self._connect_timeout)
         except BaseException:
-            self._socket_gone()
+            # Counted back exactly once, whether or not asyncio got as far
+            # as the protocol (whose close reports itself gone).
+            if made:
+                made[0].abort()
+            else:
+                self._socket_gone()
             raise
         return conn
 

@@ -78,6 +78,8 @@ CASES: dict[str, tuple[Answer, bytes | type[Exception]]] = {
     "length huge, closed": ((head(length=1 << 40) + BODY[:10], "close"), TransportError),
     "length too short": (head(length=len(BODY) - 10) + BODY, TransportError),
     "length repeated, differing": (head(extra="Content-Length: 5\r\n") + BODY, TransportError),
+    "length repeated, identical": (head(extra=f"Content-Length: {len(BODY)}\r\n") + BODY,
+                                   TransportError),
     "length non-ascii digit": (head(length=None, extra="Content-Length: \xb2\r\n") + BODY,
                                TransportError),
     "length negative": (head(length=None, extra="Content-Length: -1\r\n") + BODY,

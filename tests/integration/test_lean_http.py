@@ -540,3 +540,36 @@ async def test_stall_fires_read_stall_after_the_last_byte() -> None:
         pool.close()
         listener.close()
         await listener.wait_closed()
+
+
+async def test_a_waiting_read_takes_the_socket_a_failed_one_gives_back() -> None:
+    # conn 0 stalls mid-body and holds the only socket; the next read waits
+    # for it instead of opening a second one, and gets a fresh one when the
+    # stalled exchange times out.
+    server = RawServer(lambda conn, i: (_response()[:5000], "stall") if conn == 0
+                       else _response())
+    pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=0.3, idle_timeout=5,
+                     connection_limit=1)
+    async with server as base:
+        first = asyncio.create_task(pool.get(base + "/o", {}))
+        await _wait_for(lambda: server.connections == 1, 2.0)
+        waiting = asyncio.create_task(pool.get(base + "/o", {}))
+        cancelled = asyncio.create_task(pool.get(base + "/o", {}))
+        await asyncio.sleep(0.05)
+        assert pool.sockets == 1 and not waiting.done()
+        cancelled.cancel()
+        with pytest.raises(TimeoutError):
+            await first
+        resp = await waiting
+        assert resp is not None and resp.body == BODY
+        assert server.connections == 2 and pool.sockets == 1
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+    pool.close()
+    # a connection that cannot be opened is not counted
+    refused = MediaPool(user_agent="t", connect_timeout=2, read_stall=1, idle_timeout=5,
+                        connection_limit=1)
+    for _ in range(2):
+        with pytest.raises(OSError):
+            await refused.get(base + "/o", {})
+    assert refused.sockets == 0
