@@ -493,6 +493,9 @@ async def test_idle_connections_close_after_the_idle_timeout(lean: bool) -> None
             assert waited < 0.8
         assert await client.read("bkt", "obj") == BODY
     assert server.connections == 2
+    for bad in (0, -1.0):
+        with pytest.raises(ValueError, match="Timeouts.idle"):
+            Timeouts(idle=bad)
 
 
 async def test_expired_connections_under_the_top_of_the_stack_are_reaped() -> None:
