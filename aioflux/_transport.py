@@ -483,7 +483,8 @@ def map_exception(exc: BaseException, op: Op) -> BaseException:
             exc.__cause__, aiohttp.http_exceptions.HttpProcessingError):
         # aiohttp's parser refused the response (its "400" is not the
         # server's status): a broken stream, as the lean client's ProtocolError.
-        return TransportError(f"{where} failed: malformed response ({_safe(exc.__cause__)})",
+        detail = " ".join(str(exc.__cause__.message).split())[:200]
+        return TransportError(f"{where} failed: malformed response ({detail})",
                               operation=op.operation, bucket=op.bucket, name=op.name)
     if isinstance(exc, aiohttp.ClientResponseError):
         # Raised by gcloud-aio-storage; its message is "reason: body". Never

@@ -78,6 +78,8 @@ CASES: dict[str, tuple[Answer, bytes | type[Exception]]] = {
     "length huge, closed": ((head(length=1 << 40) + BODY[:10], "close"), TransportError),
     "length too short": (head(length=len(BODY) - 10) + BODY, TransportError),
     "length repeated, differing": (head(extra="Content-Length: 5\r\n") + BODY, TransportError),
+    "length repeated, identical": (head(extra=f"Content-Length: {len(BODY)}\r\n") + BODY,
+                                   TransportError),
     "length non-ascii digit": (head(length=None, extra="Content-Length: \xb2\r\n") + BODY,
                                TransportError),
     "length negative": (head(length=None, extra="Content-Length: -1\r\n") + BODY,
@@ -153,12 +155,16 @@ async def test_crc_catches_bytes_of_a_longer_body(lean: bool) -> None:
             await client.read("bkt", "obj")
 
 
-class _UnsolicitedServer:
-    """Answers each request, then sends a stray response nobody asked for."""
+class _StreamServer:
+    """A TCP server whose ``answer`` talks to each connection; on exit it
+    closes what the client left open and waits for every handler (a handler
+    cancelled at loop teardown leaks a ResourceWarning into the next test)."""
 
     def __init__(self) -> None:
         self.connections = 0
         self.server: asyncio.Server | None = None
+        self._open: set[asyncio.StreamWriter] = set()
+        self._idle = asyncio.Event()
 
     async def __aenter__(self) -> str:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -168,22 +174,40 @@ class _UnsolicitedServer:
         assert self.server is not None
         self.server.close()
         await self.server.wait_closed()
+        for writer in list(self._open):
+            writer.close()
+        if self._open:
+            await asyncio.wait_for(self._idle.wait(), 2)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
-        stray = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nWRONG"
+        self._open.add(writer)
+        self._idle.clear()
         try:
             while True:
                 await reader.readuntil(b"\r\n\r\n")
-                writer.write(OK)
-                await writer.drain()
-                await asyncio.sleep(0.05)
-                writer.write(stray)
-                await writer.drain()
+                await self.answer(writer)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
             writer.close()
+            self._open.discard(writer)
+            if not self._open:
+                self._idle.set()
+
+    async def answer(self, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+
+class _UnsolicitedServer(_StreamServer):
+    """Answers each request, then sends a stray response nobody asked for."""
+
+    async def answer(self, writer: asyncio.StreamWriter) -> None:
+        writer.write(OK)
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nWRONG")
+        await writer.drain()
 
 
 @pytest.mark.parametrize("lean", [True, pytest.param(False, marks=pytest.mark.xfail(
@@ -211,36 +235,18 @@ VALID = {
 }
 
 
-class _SplitServer:
+class _SplitServer(_StreamServer):
     """Sends each answer in the pieces it is told, pausing between them."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.pieces: list[bytes] = []
-        self.connections = 0
-        self.server: asyncio.Server | None = None
 
-    async def start(self) -> str:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-
-    async def stop(self) -> None:
-        assert self.server is not None
-        self.server.close()
-        await self.server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        try:
-            while True:
-                await reader.readuntil(b"\r\n\r\n")
-                for piece in self.pieces:
-                    writer.write(piece)
-                    await writer.drain()
-                    await asyncio.sleep(0.0005)  # the client reads this piece alone
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+    async def answer(self, writer: asyncio.StreamWriter) -> None:
+        for piece in self.pieces:
+            writer.write(piece)
+            await writer.drain()
+            await asyncio.sleep(0.0005)  # the client reads this piece alone
 
 
 def _expected(raw: bytes) -> tuple[int, bytes]:
@@ -251,22 +257,21 @@ def _expected(raw: bytes) -> tuple[int, bytes]:
 
 async def _deliver_all(raw: bytes, splits: list[list[int]], into: bool) -> None:
     server = _SplitServer()
-    base = await server.start()
     pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=5, idle_timeout=30)
     status, body = _expected(raw)
-    try:
-        for cuts in splits:
-            bounds = [0, *sorted(set(cuts)), len(raw)]
-            server.pieces = [raw[a:b] for a, b in itertools.pairwise(bounds) if b > a]
-            buffer = bytearray(len(body))
-            resp = await pool.get(base + "/o", {}, memoryview(buffer) if into else None)
-            assert resp is not None and resp.status == status, cuts
-            got = buffer if into and status == 200 else bytes(resp.body or b"")
-            assert got == body, cuts
-        assert server.connections == 1  # every response left the stream in step
-    finally:
-        pool.close()
-        await server.stop()
+    async with server as base:
+        try:
+            for cuts in splits:
+                bounds = [0, *sorted(set(cuts)), len(raw)]
+                server.pieces = [raw[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+                buffer = bytearray(len(body))
+                resp = await pool.get(base + "/o", {}, memoryview(buffer) if into else None)
+                assert resp is not None and resp.status == status, cuts
+                got = buffer if into and status == 200 else bytes(resp.body or b"")
+                assert got == body, cuts
+            assert server.connections == 1  # every response left the stream in step
+        finally:
+            pool.close()
 
 
 @pytest.mark.parametrize("name", list(VALID))

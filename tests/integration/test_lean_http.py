@@ -493,6 +493,9 @@ async def test_idle_connections_close_after_the_idle_timeout(lean: bool) -> None
             assert waited < 0.8
         assert await client.read("bkt", "obj") == BODY
     assert server.connections == 2
+    for bad in (0, -1.0):
+        with pytest.raises(ValueError, match="Timeouts.idle"):
+            Timeouts(idle=bad)
 
 
 async def test_expired_connections_under_the_top_of_the_stack_are_reaped() -> None:
@@ -511,16 +514,20 @@ async def test_expired_connections_under_the_top_of_the_stack_are_reaped() -> No
 
 async def test_stall_fires_read_stall_after_the_last_byte() -> None:
     sent: list[float] = []
+    finished = asyncio.Event()
 
     async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 200\r\n\r\n" + b"x" * 100)
-        for pause in (0.2, 0.25):  # the second byte comes just after 0.4 s
-            await asyncio.sleep(pause)
-            writer.write(b"x")
-        sent.append(time.monotonic())
-        await reader.read()  # silent until the client gives up
-        writer.close()
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 200\r\n\r\n" + b"x" * 100)
+            for pause in (0.2, 0.25):  # the second byte comes just after 0.4 s
+                await asyncio.sleep(pause)
+                writer.write(b"x")
+            sent.append(time.monotonic())
+            await reader.read()  # silent until the client gives up
+        finally:
+            writer.close()
+            finished.set()
 
     listener = await asyncio.start_server(trickle, "127.0.0.1", 0)
     port = listener.sockets[0].getsockname()[1]
@@ -531,7 +538,41 @@ async def test_stall_fires_read_stall_after_the_last_byte() -> None:
         after_last = time.monotonic() - sent[0]
         # a timer checking for progress every 0.4 s fired ~0.75 s after it here
         assert 0.35 <= after_last <= 0.6
+        await asyncio.wait_for(finished.wait(), 2)  # the client dropped the connection
     finally:
         pool.close()
         listener.close()
         await listener.wait_closed()
+
+
+async def test_a_waiting_read_takes_the_socket_a_failed_one_gives_back() -> None:
+    # conn 0 stalls mid-body and holds the only socket; the next read waits
+    # for it instead of opening a second one, and gets a fresh one when the
+    # stalled exchange times out.
+    server = RawServer(lambda conn, i: (_response()[:5000], "stall") if conn == 0
+                       else _response())
+    pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=0.3, idle_timeout=5,
+                     connection_limit=1)
+    async with server as base:
+        first = asyncio.create_task(pool.get(base + "/o", {}))
+        await _wait_for(lambda: server.connections == 1, 2.0)
+        waiting = asyncio.create_task(pool.get(base + "/o", {}))
+        cancelled = asyncio.create_task(pool.get(base + "/o", {}))
+        await asyncio.sleep(0.05)
+        assert pool.sockets == 1 and not waiting.done()
+        cancelled.cancel()
+        with pytest.raises(TimeoutError):
+            await first
+        resp = await waiting
+        assert resp is not None and resp.body == BODY
+        assert server.connections == 2 and pool.sockets == 1
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+    pool.close()
+    # a connection that cannot be opened is not counted
+    refused = MediaPool(user_agent="t", connect_timeout=2, read_stall=1, idle_timeout=5,
+                        connection_limit=1)
+    for _ in range(2):
+        with pytest.raises(OSError):
+            await refused.get(base + "/o", {})
+    assert refused.sockets == 0
