@@ -15,14 +15,28 @@ from gcloud.aio.storage import Storage
 from ._auth import Auth, emulator_endpoint, resolve_auth
 from ._config import ClientConfig
 from ._crc import crc32c, decode_crc32c, encode_crc32c
-from ._errors import ChecksumMismatch, InvalidArgument, NotFound, StorageError
+from ._errors import ChecksumMismatch, InvalidArgument, InvalidURL, NotFound, StorageError
 from ._resumable import ResumableUpload
 from ._transport import MediaResponse, Op, Transport
 from ._types import COMPACT_JSON, LIST_FIELDS, ListPage, ObjectInfo, objects_from_json
-from ._urls import validate_bucket, validate_object_name
+from ._urls import validate_bucket
+from ._validate import (
+    Credentials,
+    check_credentials,
+    check_endpoint,
+    check_instance,
+    check_object,
+    check_str,
+    compose_args,
+    delete_args,
+    list_args,
+    read_args,
+    write_args,
+)
 from ._xml import XmlMultipartMixin
 
 if TYPE_CHECKING:
+    from ._download import DownloadOptions
     from ._iterables import StreamItem
 
 __all__ = ["AsyncClient", "Buffer", "DEFAULT_ENDPOINT", "SIMPLE_UPLOAD_LIMIT"]
@@ -57,11 +71,15 @@ class AsyncClient(XmlMultipartMixin):
         endpoint: API root, e.g. ``http://127.0.0.1:4443`` for an emulator.
             Defaults to ``STORAGE_EMULATOR_HOST`` if set, else real GCS.
         credentials: ``None`` (Application Default Credentials, anonymous on
-            an emulator), ``"anonymous"``, a bearer token string, or a
-            google-auth credentials object.
+            an emulator), ``"anonymous"``, a bearer token string, an ``Auth``
+            or a google-auth credentials object.
         transport: a ready :class:`Transport` (tests inject one); overrides
             ``config`` and ``credentials``.
         project: project for bucket creation.
+
+    Raises:
+        InvalidArgument: a setting of the wrong type.
+        InvalidURL: ``endpoint`` is not an http(s) URL.
     """
 
     def __init__(
@@ -69,10 +87,15 @@ class AsyncClient(XmlMultipartMixin):
         config: ClientConfig | None = None,
         *,
         endpoint: str | None = None,
-        credentials: Any = None,
+        credentials: Credentials = None,
         transport: Transport | None = None,
         project: str = "aioflux",
     ) -> None:
+        check_instance("AsyncClient", "config", config, ClientConfig, optional=True)
+        check_endpoint("AsyncClient", endpoint)
+        check_credentials("AsyncClient", credentials)
+        check_instance("AsyncClient", "transport", transport, Transport, optional=True)
+        check_str("AsyncClient", "project", project)
         env_endpoint = emulator_endpoint()
         self.endpoint = (endpoint or env_endpoint or DEFAULT_ENDPOINT).rstrip("/")
         use_emulator = (endpoint is not None and endpoint != DEFAULT_ENDPOINT) or (
@@ -129,9 +152,7 @@ class AsyncClient(XmlMultipartMixin):
             NotFound: no such object or bucket.
             StorageError: any other failure.
         """
-        validate_bucket(bucket)
-        validate_object_name(name)
-
+        check_object("stat", bucket, name)
         return await self._transport.request(
             Op("stat", bucket, name), "GET", self._json_url(bucket, name),
             _object_handler(bucket), params=COMPACT_JSON)
@@ -184,7 +205,8 @@ class AsyncClient(XmlMultipartMixin):
             NotFound: no such bucket.
             StorageError: any other failure.
         """
-        validate_bucket(bucket)
+        list_args("list", bucket, prefix, delimiter=delimiter, start_offset=start_offset,
+                  end_offset=end_offset, page_size=page_size, fields=fields)
         params = {"maxResults": str(min(max(page_size, 1), 1000)), **COMPACT_JSON}
         for key, value in (("prefix", prefix), ("delimiter", delimiter),
                            ("startOffset", start_offset), ("endOffset", end_offset),
@@ -242,23 +264,35 @@ class AsyncClient(XmlMultipartMixin):
             for obj in page.objects:
                 yield obj
 
-    def stream(self, bucket: str, prefix: str = "", **kwargs: Any) -> AsyncIterator[StreamItem]:
+    def stream(self, bucket: str, prefix: str = "", *, concurrency: int | None = None,
+               ordered: bool = False, list_concurrency: int | None = None,
+               options: DownloadOptions | None = None) -> AsyncIterator[StreamItem]:
         """List ``prefix`` in parallel and download each object as it is listed.
 
-        ``async for obj in client.stream("gs://b/p", concurrency=64)``; see
-        :func:`aioflux._iterables.stream` for every option.
+        ``async for obj in client.stream("gs://b/p", concurrency=64)``.
 
         Args:
-            bucket: bucket name or a ``gs://bucket/prefix`` URL.
+            bucket: bucket name or a ``gs://bucket/prefix`` URL (then
+                ``prefix`` is appended to the URL's).
             prefix: only names starting with this.
-            **kwargs: ``concurrency``, ``ordered``, ``list_concurrency``, ``options``.
+            concurrency: downloads in flight (``None``: 64).
+            ordered: yield in listing order; else as downloads complete.
+            list_concurrency: parallel listers (``None``: 16).
+            options: planner settings (large objects are read in ranged chunks).
 
         Returns:
             An async iterator of StreamItem (``.name``, ``.data``, ``.info``).
-        """
-        from ._iterables import stream
 
-        return stream(self, bucket, prefix, **kwargs)
+        Raises:
+            InvalidURL: a malformed bucket or URL (at once).
+            InvalidArgument: a setting of the wrong type (at once).
+            StorageError: listing or a download failed (while iterating).
+        """
+        from ._iterables import stream, stream_args
+
+        stream_args("stream", bucket, prefix, concurrency, ordered, list_concurrency, options)
+        return stream(self, bucket, prefix, concurrency=concurrency, ordered=ordered,
+                      list_concurrency=list_concurrency, options=options)
 
     # -- reads ----------------------------------------------------------------
 
@@ -303,10 +337,7 @@ class AsyncClient(XmlMultipartMixin):
             ChecksumMismatch: the body was corrupt on every attempt.
             StorageError: any other failure.
         """
-        validate_bucket(bucket)
-        validate_object_name(name)
-        if start < 0 or (end is not None and end < start):
-            raise InvalidArgument(f"read gs://{bucket}/{name}: bad range [{start}, {end})")
+        read_args(bucket, name, start, end, into, generation)
         if end is not None and end == start:
             return b"" if into is None else 0
         op = Op("read", bucket, name)
@@ -386,8 +417,7 @@ class AsyncClient(XmlMultipartMixin):
             ChecksumMismatch: the stored crc32c differs from the data's.
             StorageError: any other failure.
         """
-        validate_bucket(bucket)
-        validate_object_name(name)
+        write_args(bucket, name, data, content_type, if_generation_match, metadata, resumable)
         view = memoryview(data).cast("B")
         checksum = crc32c(view)
         if resumable is None:
@@ -459,8 +489,7 @@ class AsyncClient(XmlMultipartMixin):
             NotFound: a source is missing.
             StorageError: any other failure.
         """
-        validate_bucket(bucket)
-        validate_object_name(destination)
+        compose_args(bucket, destination, sources, if_generation_match, content_type)
         if not 1 <= len(sources) <= 32:
             raise InvalidArgument(f"compose gs://{bucket}/{destination}: needs 1-32 sources, "
                                   f"got {len(sources)}")
@@ -506,8 +535,7 @@ class AsyncClient(XmlMultipartMixin):
             NotFound: no such object (unless ``missing_ok``).
             StorageError: any other failure.
         """
-        validate_bucket(bucket)
-        validate_object_name(name)
+        delete_args(bucket, name, generation, if_generation_match, missing_ok)
         params = {}
         if generation is not None:
             params["generation"] = str(generation)
@@ -541,9 +569,9 @@ class AsyncClient(XmlMultipartMixin):
             NotFound: the source is missing.
             StorageError: any other failure.
         """
-        for b, n in ((bucket, name), (dest_bucket, dest_name)):
-            validate_bucket(b)
-            validate_object_name(n)
+        check_object("copy", bucket, name)
+        check_object("copy", dest_bucket, dest_name, bucket_arg="dest_bucket",
+                     name_arg="dest_name")
         url = f"{self._json_url(bucket, name)}/rewriteTo/b/{dest_bucket}/o/{_quote(dest_name)}"
         token: str | None = None
 
@@ -573,7 +601,10 @@ class AsyncClient(XmlMultipartMixin):
             Conflict: it exists already.
             StorageError: any other failure.
         """
-        validate_bucket(bucket)
+        try:
+            validate_bucket(bucket)
+        except InvalidURL as exc:
+            raise InvalidURL(f"create_bucket: {exc}") from None
 
         async def ignore(resp: aiohttp.ClientResponse) -> None:
             await resp.read()
