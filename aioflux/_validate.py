@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import urlsplit
 
 from ._errors import InvalidArgument, InvalidURL
+from ._types import ObjectInfo
 from ._urls import validate_bucket, validate_object_name
 
 if TYPE_CHECKING:
@@ -323,12 +324,14 @@ def compose_args(bucket: object, destination: object, sources: object,
     if isinstance(sources, (str, bytes)) or not hasattr(sources, "__len__"):
         raise InvalidArgument(f"compose: sources must be a sequence, got {_kind(sources)}")
     for source in sources:  # type: ignore[attr-defined]
-        name = source[0] if isinstance(source, tuple) else getattr(source, "name", source)
+        # ObjectInfo is a NamedTuple: test it before the (name, generation) pair.
+        pair = isinstance(source, tuple) and not isinstance(source, ObjectInfo)
+        name = source.name if isinstance(source, ObjectInfo) else source[0] if pair else source
         try:
             validate_object_name(name, arg="sources")
         except InvalidURL as exc:
             raise InvalidURL(f"compose: {exc}") from None
-        if isinstance(source, tuple):
+        if pair:
             if len(source) != 2:
                 raise InvalidArgument(f"compose: sources items must be (name, generation), got "
                                       f"{source!r}")

@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+import aioflux
 from aioflux import AsyncClient, ChecksumMismatch, Client, ClientConfig, NotFound
 from aioflux._async_writer import AsyncObjectWriter
 from aioflux._bridge import call
