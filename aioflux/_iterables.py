@@ -106,13 +106,23 @@ def list_files(url: str | Sequence[str], *, client: Client | None = None,
         client: a sync Client (default: a new one).
         concurrency: parallel listers per prefix.
 
-    Yields:
-        ``gs://bucket/name`` strings.
+    Returns:
+        An iterator of ``gs://bucket/name`` strings.
 
     Raises:
-        InvalidURL: a malformed URL.
-        StorageError: listing failed.
+        InvalidURL: a malformed URL (at once).
+        InvalidArgument: a setting of the wrong type (at once).
+        StorageError: listing failed (while iterating).
     """
+    for one in _urls(url):
+        parse_url(one)
+    check_instance("list_files", "client", client, Client, optional=True)
+    check_int("list_files", "concurrency", concurrency, minimum=1)
+    return _list_files(url, client, concurrency)
+
+
+def _list_files(url: str | Sequence[str], client: Client | None,
+                concurrency: int) -> Iterator[str]:
     portal = get_portal()
     agen = alist_files(url, client=client.aio if client else None, concurrency=concurrency)
     try:
@@ -197,13 +207,22 @@ def load_files(urls: Iterable[str], *, client: Client | None = None,
         concurrency: downloads in flight.
         ordered: yield in input order; else as downloads complete.
 
-    Yields:
-        ``(url, bytes)``.
+    Returns:
+        An iterator of ``(url, bytes)``.
 
     Raises:
-        InvalidURL: a malformed URL.
+        InvalidArgument: a setting of the wrong type (at once).
+        InvalidURL: a malformed URL (while iterating: ``urls`` is lazy).
         StorageError: a download failed (pending ones are cancelled first).
     """
+    check_instance("load_files", "client", client, Client, optional=True)
+    check_int("load_files", "concurrency", concurrency, minimum=1)
+    check_bool("load_files", "ordered", ordered)
+    return _load_files(urls, client, concurrency, ordered)
+
+
+def _load_files(urls: Iterable[str], client: Client | None, concurrency: int,
+                ordered: bool) -> Iterator[tuple[str, bytes]]:
     portal = get_portal()
     aclient = client.aio if client is not None else AsyncClient()
     pending: deque[tuple[str, concurrent.futures.Future[bytes]]] = deque()
