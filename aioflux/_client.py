@@ -94,7 +94,6 @@ class AsyncClient(XmlMultipartMixin):
         check_instance("AsyncClient", "config", config, ClientConfig, optional=True)
         check_endpoint("AsyncClient", endpoint)
         check_credentials("AsyncClient", credentials)
-        check_instance("AsyncClient", "transport", transport, Transport, optional=True)
         check_str("AsyncClient", "project", project)
         env_endpoint = emulator_endpoint()
         self.endpoint = (endpoint or env_endpoint or DEFAULT_ENDPOINT).rstrip("/")

@@ -298,27 +298,31 @@ class CheckpointManager:
         check_bool(op, "overwrite", overwrite)
 
     def _check_target(self, step: int, overwrite: bool) -> None:
-        """Refuse a save that would replace a checkpoint or be deleted at once.
-
-        One listing of the step directories (the retention pass lists again
-        after the save, when there is something new to see).
-        """
-        if overwrite and self.keep_last is None:
+        """Refuse a save that would replace a checkpoint or be deleted at once."""
+        if self.keep_last is None:
+            if overwrite:
+                return
+            # No window to check: one stat rather than a listing of every step.
+            manifest = self._store.step_dir(step) + MANIFEST
+            if self._store.call(self._client.exists(self.bucket, manifest)):
+                raise self._conflict(step)
             return
+        # One listing (the retention pass lists again once there is more to see).
         dirs = self._store.scan()
         if not overwrite and MANIFEST in dirs.get(step, {}):
-            raise Conflict(f"save {self.root}: step {step} already has a checkpoint; pass "
-                           "overwrite=True to replace it", operation="save checkpoint",
-                           bucket=self.bucket, name=self._store.step_dir(step))
-        if self.keep_last is not None:
-            kept = sorted(s for s, objs in dirs.items() if MANIFEST in objs and s != step)
-            window = kept[-self.keep_last:]
-            if len(window) == self.keep_last and step < window[0]:
-                raise InvalidArgument(
-                    f"save {self.root}: step {step} is below the {self.keep_last} highest "
-                    f"steps keep_last keeps ({', '.join(map(str, window))}); retention "
-                    "would delete it at once. Delete the newer checkpoints or use a higher "
-                    "step")
+            raise self._conflict(step)
+        kept = sorted(s for s, objs in dirs.items() if MANIFEST in objs and s != step)
+        window = kept[-self.keep_last:]
+        if len(window) == self.keep_last and step < window[0]:
+            raise InvalidArgument(
+                f"save {self.root}: step {step} is below the {self.keep_last} highest "
+                f"steps keep_last keeps ({', '.join(map(str, window))}); retention "
+                "would delete it at once. Delete the newer checkpoints or use a higher step")
+
+    def _conflict(self, step: int) -> Conflict:
+        return Conflict(f"save {self.root}: step {step} already has a checkpoint; pass "
+                        "overwrite=True to replace it", operation="save checkpoint",
+                        bucket=self.bucket, name=self._store.step_dir(step))
 
     def _persist(self, state: Any, step: int, started: float,
                  blocking: float | None, overwrite: bool) -> CheckpointInfo:

@@ -57,6 +57,8 @@ def test_retention_is_by_step_not_by_save_order(sync_client: Client, bucket: str
         for step in (100, 350, 400):
             mgr.save(_state(step), step)
         assert [c.step for c in mgr.list()] == [350, 400]
+        with pytest.raises(Conflict, match="step 400 already"):
+            mgr.save(_state(1), 400)
         # Step 10 after 400: outside the two highest steps, so retention would
         # delete it at once; refused before anything is written.
         with pytest.raises(InvalidArgument, match=r"step 10 is below .*350, 400"):
