@@ -175,7 +175,7 @@ class AsyncClient(XmlMultipartMixin):
             return False
         return True
 
-    async def list(
+    def list(
         self,
         bucket: str,
         prefix: str = "",
@@ -197,15 +197,23 @@ class AsyncClient(XmlMultipartMixin):
             page_size: items per page (GCS caps it at 1000).
             fields: JSON ``fields`` selector; ``None`` returns full resources.
 
-        Yields:
-            ListPage for each page.
+        Returns:
+            An async iterator of ListPage, fetched as it is consumed.
 
         Raises:
-            NotFound: no such bucket.
-            StorageError: any other failure.
+            InvalidURL: a malformed bucket (at once).
+            InvalidArgument: a setting of the wrong type (at once).
+            NotFound: no such bucket (while iterating).
+            StorageError: any other failure (while iterating).
         """
         list_args("list", bucket, prefix, delimiter=delimiter, start_offset=start_offset,
                   end_offset=end_offset, page_size=page_size, fields=fields)
+        return self._pages(bucket, prefix, delimiter, start_offset, end_offset, page_size,
+                           fields)
+
+    async def _pages(self, bucket: str, prefix: str, delimiter: str | None,
+                     start_offset: str | None, end_offset: str | None, page_size: int,
+                     fields: str | None) -> AsyncIterator[ListPage]:
         params = {"maxResults": str(min(max(page_size, 1), 1000)), **COMPACT_JSON}
         for key, value in (("prefix", prefix), ("delimiter", delimiter),
                            ("startOffset", start_offset), ("endOffset", end_offset),
@@ -234,7 +242,7 @@ class AsyncClient(XmlMultipartMixin):
             if token is None:
                 return
 
-    async def list_objects(
+    def list_objects(
         self,
         bucket: str,
         prefix: str = "",
@@ -252,16 +260,16 @@ class AsyncClient(XmlMultipartMixin):
             end_offset: end (exclusive).
             fields: JSON ``fields`` selector.
 
-        Yields:
-            ObjectInfo in lexicographic name order.
+        Returns:
+            An async iterator of ObjectInfo in lexicographic name order.
 
         Raises:
-            StorageError: listing failed.
+            InvalidURL: a malformed bucket (at once).
+            InvalidArgument: a setting of the wrong type (at once).
+            StorageError: listing failed (while iterating).
         """
-        async for page in self.list(bucket, prefix, start_offset=start_offset,
-                                    end_offset=end_offset, fields=fields):
-            for obj in page.objects:
-                yield obj
+        return _objects(self.list(bucket, prefix, start_offset=start_offset,
+                                  end_offset=end_offset, fields=fields))
 
     def stream(self, bucket: str, prefix: str = "", *, concurrency: int | None = None,
                ordered: bool = False, list_concurrency: int | None = None,
@@ -612,6 +620,12 @@ class AsyncClient(XmlMultipartMixin):
             Op("create_bucket", bucket), "POST", f"{self.endpoint}/storage/v1/b", ignore,
             params={"project": self.project}, headers={"Content-Type": "application/json"},
             data=json.dumps({"name": bucket}).encode())
+
+
+async def _objects(pages: AsyncIterator[ListPage]) -> AsyncIterator[ObjectInfo]:
+    async for page in pages:
+        for obj in page.objects:
+            yield obj
 
 
 def _source(src: SourceSpec) -> tuple[str, int | None]:

@@ -239,3 +239,15 @@ def test_errors_never_echo_a_credential_value() -> None:
     with pytest.raises(InvalidArgument) as caught:
         AsyncClient(credentials=Opaque())
     assert "SECRET" not in str(caught.value)
+
+
+async def test_async_listing_and_stream_reject_at_the_call_not_at_iteration() -> None:
+    async with AsyncClient(NO_RETRY, endpoint=CLOSED) as client:
+        with pytest.raises(InvalidURL, match="bucket"):
+            client.list("Bad Bucket")
+        with pytest.raises(InvalidArgument, match="page_size"):
+            client.list(B, page_size=0)
+        with pytest.raises(InvalidArgument, match="start_offset"):
+            client.list_objects(B, start_offset=3)
+        with pytest.raises(InvalidArgument, match="list_concurrency"):
+            client.stream(B, list_concurrency="4")
