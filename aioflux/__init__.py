@@ -1,12 +1,22 @@
 """aioflux: fast Google Cloud Storage for PyTorch, asyncio first.
 
+Public API (everything else lives in private modules and may change):
+
+- clients: :class:`AsyncClient` and its blocking twin :class:`Client`;
+- settings: :class:`ClientConfig`, :class:`RetryPolicy`, :class:`Timeouts`;
+- records: :class:`ObjectInfo`, :class:`ListPage`, :class:`PartInfo`,
+  :class:`MultipartUploadInfo`, :class:`StreamItem`, :class:`GcsURL`;
+- files and URLs: :func:`open`, :func:`parse_url`;
+- iterables: :func:`list_files`, :func:`load_files` and the async
+  :func:`alist_files`, :func:`aload_files`;
+- the download planner: :func:`download_many`, :class:`Downloader`,
+  :class:`DownloadOptions`, :class:`DownloadStats`;
+- errors: :class:`AiofluxError` and its subclasses.
+
 The async client is importable without torch; datasets and checkpointing
 live in :mod:`aioflux.torch`, the emulator in :mod:`aioflux.testing`.
 """
 
-from ._async_writer import AsyncObjectWriter
-from ._bridge import call, get_portal, submit
-from ._clean import CleanReport, clean_bucket
 from ._client import AsyncClient
 from ._config import ClientConfig, RetryPolicy, Timeouts
 from ._download import Downloader, DownloadOptions, DownloadStats, download_many
@@ -27,25 +37,18 @@ from ._errors import (
     TransportError,
 )
 from ._iterables import StreamItem, alist_files, aload_files, list_files, load_files
-from ._listing import COMPOSED_PREFIX, list_objects_parallel
 from ._open import open
-from ._reader import ObjectReader
-from ._resumable import ResumableUpload
 from ._sync import Client
 from ._types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from ._urls import GcsURL, parse_url
-from ._writer import ObjectWriter
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AiofluxError",
     "AsyncClient",
-    "AsyncObjectWriter",
     "BridgeError",
-    "COMPOSED_PREFIX",
     "ChecksumMismatch",
-    "CleanReport",
     "Client",
     "ClientConfig",
     "Conflict",
@@ -60,13 +63,10 @@ __all__ = [
     "MultipartUploadInfo",
     "NotFound",
     "ObjectInfo",
-    "ObjectReader",
-    "ObjectWriter",
     "PartInfo",
     "PermissionDenied",
     "PreconditionFailed",
     "RateLimited",
-    "ResumableUpload",
     "RetryPolicy",
     "ServerError",
     "StorageError",
@@ -76,14 +76,9 @@ __all__ = [
     "__version__",
     "alist_files",
     "aload_files",
-    "call",
-    "clean_bucket",
     "download_many",
-    "get_portal",
     "list_files",
-    "list_objects_parallel",
     "load_files",
     "open",
     "parse_url",
-    "submit",
 ]

@@ -18,6 +18,7 @@ from ._crc import crc32c, crc32c_combine, decode_crc32c, encode_crc32c
 from ._errors import (
     ChecksumMismatch,
     InvalidArgument,
+    InvalidURL,
     NotFound,
     PreconditionFailed,
     StorageError,
@@ -26,10 +27,24 @@ from ._published import verify_published
 from ._resumable import ResumableUpload
 from ._transport import MediaResponse, Op, Transport
 from ._types import COMPACT_JSON, LIST_FIELDS, ListPage, ObjectInfo, objects_from_json
-from ._urls import validate_bucket, validate_object_name
+from ._urls import validate_bucket
+from ._validate import (
+    Credentials,
+    check_credentials,
+    check_endpoint,
+    check_instance,
+    check_object,
+    check_str,
+    compose_args,
+    delete_args,
+    list_args,
+    read_args,
+    write_args,
+)
 from ._xml import XmlMultipartMixin
 
 if TYPE_CHECKING:
+    from ._download import DownloadOptions
     from ._iterables import StreamItem
 
 __all__ = ["AsyncClient", "Buffer", "DEFAULT_ENDPOINT", "SIMPLE_UPLOAD_LIMIT"]
@@ -64,11 +79,15 @@ class AsyncClient(XmlMultipartMixin):
         endpoint: API root, e.g. ``http://127.0.0.1:4443`` for an emulator.
             Defaults to ``STORAGE_EMULATOR_HOST`` if set, else real GCS.
         credentials: ``None`` (Application Default Credentials, anonymous on
-            an emulator), ``"anonymous"``, a bearer token string, or a
-            google-auth credentials object.
+            an emulator), ``"anonymous"``, a bearer token string, an ``Auth``
+            or a google-auth credentials object.
         transport: a ready :class:`Transport` (tests inject one); overrides
             ``config`` and ``credentials``.
         project: project for bucket creation.
+
+    Raises:
+        InvalidArgument: a setting of the wrong type.
+        InvalidURL: ``endpoint`` is not an http(s) URL.
     """
 
     def __init__(
@@ -76,10 +95,14 @@ class AsyncClient(XmlMultipartMixin):
         config: ClientConfig | None = None,
         *,
         endpoint: str | None = None,
-        credentials: Any = None,
+        credentials: Credentials = None,
         transport: Transport | None = None,
         project: str = "aioflux",
     ) -> None:
+        check_instance("AsyncClient", "config", config, ClientConfig, optional=True)
+        check_endpoint("AsyncClient", endpoint)
+        check_credentials("AsyncClient", credentials)
+        check_str("AsyncClient", "project", project)
         env_endpoint = emulator_endpoint()
         self.endpoint = (endpoint or env_endpoint or DEFAULT_ENDPOINT).rstrip("/")
         use_emulator = (endpoint is not None and endpoint != DEFAULT_ENDPOINT) or (
@@ -136,9 +159,7 @@ class AsyncClient(XmlMultipartMixin):
             NotFound: no such object or bucket.
             StorageError: any other failure.
         """
-        validate_bucket(bucket)
-        validate_object_name(name)
-
+        check_object("stat", bucket, name)
         return await self._transport.request(
             Op("stat", bucket, name), "GET", self._json_url(bucket, name),
             _object_handler(bucket), params=COMPACT_JSON)
@@ -162,7 +183,7 @@ class AsyncClient(XmlMultipartMixin):
             return False
         return True
 
-    async def list(
+    def list(
         self,
         bucket: str,
         prefix: str = "",
@@ -184,14 +205,23 @@ class AsyncClient(XmlMultipartMixin):
             page_size: items per page (GCS caps it at 1000).
             fields: JSON ``fields`` selector; ``None`` returns full resources.
 
-        Yields:
-            ListPage for each page.
+        Returns:
+            An async iterator of ListPage, fetched as it is consumed.
 
         Raises:
-            NotFound: no such bucket.
-            StorageError: any other failure.
+            InvalidURL: a malformed bucket (at once).
+            InvalidArgument: a setting of the wrong type (at once).
+            NotFound: no such bucket (while iterating).
+            StorageError: any other failure (while iterating).
         """
-        validate_bucket(bucket)
+        list_args("list", bucket, prefix, delimiter=delimiter, start_offset=start_offset,
+                  end_offset=end_offset, page_size=page_size, fields=fields)
+        return self._pages(bucket, prefix, delimiter, start_offset, end_offset, page_size,
+                           fields)
+
+    async def _pages(self, bucket: str, prefix: str, delimiter: str | None,
+                     start_offset: str | None, end_offset: str | None, page_size: int,
+                     fields: str | None) -> AsyncIterator[ListPage]:
         params = {"maxResults": str(min(max(page_size, 1), 1000)), **COMPACT_JSON}
         for key, value in (("prefix", prefix), ("delimiter", delimiter),
                            ("startOffset", start_offset), ("endOffset", end_offset),
@@ -220,7 +250,7 @@ class AsyncClient(XmlMultipartMixin):
             if token is None:
                 return
 
-    async def list_objects(
+    def list_objects(
         self,
         bucket: str,
         prefix: str = "",
@@ -238,34 +268,46 @@ class AsyncClient(XmlMultipartMixin):
             end_offset: end (exclusive).
             fields: JSON ``fields`` selector.
 
-        Yields:
-            ObjectInfo in lexicographic name order.
+        Returns:
+            An async iterator of ObjectInfo in lexicographic name order.
 
         Raises:
-            StorageError: listing failed.
+            InvalidURL: a malformed bucket (at once).
+            InvalidArgument: a setting of the wrong type (at once).
+            StorageError: listing failed (while iterating).
         """
-        async for page in self.list(bucket, prefix, start_offset=start_offset,
-                                    end_offset=end_offset, fields=fields):
-            for obj in page.objects:
-                yield obj
+        return _objects(self.list(bucket, prefix, start_offset=start_offset,
+                                  end_offset=end_offset, fields=fields))
 
-    def stream(self, bucket: str, prefix: str = "", **kwargs: Any) -> AsyncIterator[StreamItem]:
+    def stream(self, bucket: str, prefix: str = "", *, concurrency: int | None = None,
+               ordered: bool = False, list_concurrency: int | None = None,
+               options: DownloadOptions | None = None) -> AsyncIterator[StreamItem]:
         """List ``prefix`` in parallel and download each object as it is listed.
 
-        ``async for obj in client.stream("gs://b/p", concurrency=64)``; see
-        :func:`aioflux._iterables.stream` for every option.
+        ``async for obj in client.stream("gs://b/p", concurrency=64)``.
 
         Args:
-            bucket: bucket name or a ``gs://bucket/prefix`` URL.
+            bucket: bucket name or a ``gs://bucket/prefix`` URL (then
+                ``prefix`` is appended to the URL's).
             prefix: only names starting with this.
-            **kwargs: ``concurrency``, ``ordered``, ``list_concurrency``, ``options``.
+            concurrency: downloads in flight (``None``: 64).
+            ordered: yield in listing order; else as downloads complete.
+            list_concurrency: parallel listers (``None``: 16).
+            options: planner settings (large objects are read in ranged chunks).
 
         Returns:
             An async iterator of StreamItem (``.name``, ``.data``, ``.info``).
-        """
-        from ._iterables import stream
 
-        return stream(self, bucket, prefix, **kwargs)
+        Raises:
+            InvalidURL: a malformed bucket or URL (at once).
+            InvalidArgument: a setting of the wrong type (at once).
+            StorageError: listing or a download failed (while iterating).
+        """
+        from ._iterables import stream, stream_args
+
+        stream_args("stream", bucket, prefix, concurrency, ordered, list_concurrency, options)
+        return stream(self, bucket, prefix, concurrency=concurrency, ordered=ordered,
+                      list_concurrency=list_concurrency, options=options)
 
     # -- reads ----------------------------------------------------------------
 
@@ -310,10 +352,7 @@ class AsyncClient(XmlMultipartMixin):
             ChecksumMismatch: the body was corrupt on every attempt.
             StorageError: any other failure.
         """
-        validate_bucket(bucket)
-        validate_object_name(name)
-        if start < 0 or (end is not None and end < start):
-            raise InvalidArgument(f"read gs://{bucket}/{name}: bad range [{start}, {end})")
+        read_args(bucket, name, start, end, into, generation)
         if end is not None and end == start:
             return b"" if into is None else 0
         op = Op("read", bucket, name)
@@ -396,8 +435,7 @@ class AsyncClient(XmlMultipartMixin):
                 nothing unverified stays published.
             StorageError: any other failure (nothing is published).
         """
-        validate_bucket(bucket)
-        validate_object_name(name)
+        write_args(bucket, name, data, content_type, if_generation_match, metadata, resumable)
         view = memoryview(data).cast("B")
         checksum = crc32c(view)
         if resumable is None:
@@ -490,8 +528,7 @@ class AsyncClient(XmlMultipartMixin):
             NotFound: a source is missing.
             StorageError: any other failure.
         """
-        validate_bucket(bucket)
-        validate_object_name(destination)
+        compose_args(bucket, destination, sources, if_generation_match, content_type)
         if not 1 <= len(sources) <= 32:
             raise InvalidArgument(f"compose gs://{bucket}/{destination}: needs 1-32 sources, "
                                   f"got {len(sources)}")
@@ -553,8 +590,7 @@ class AsyncClient(XmlMultipartMixin):
             NotFound: no such object (unless ``missing_ok``).
             StorageError: any other failure.
         """
-        validate_bucket(bucket)
-        validate_object_name(name)
+        delete_args(bucket, name, generation, if_generation_match, missing_ok)
         params = {}
         if generation is not None:
             params["generation"] = str(generation)
@@ -588,9 +624,9 @@ class AsyncClient(XmlMultipartMixin):
             NotFound: the source is missing.
             StorageError: any other failure.
         """
-        for b, n in ((bucket, name), (dest_bucket, dest_name)):
-            validate_bucket(b)
-            validate_object_name(n)
+        check_object("copy", bucket, name)
+        check_object("copy", dest_bucket, dest_name, bucket_arg="dest_bucket",
+                     name_arg="dest_name")
         url = f"{self._json_url(bucket, name)}/rewriteTo/b/{dest_bucket}/o/{_quote(dest_name)}"
         token: str | None = None
 
@@ -620,7 +656,10 @@ class AsyncClient(XmlMultipartMixin):
             Conflict: it exists already.
             StorageError: any other failure.
         """
-        validate_bucket(bucket)
+        try:
+            validate_bucket(bucket)
+        except InvalidURL as exc:
+            raise InvalidURL(f"create_bucket: {exc}") from None
 
         async def ignore(resp: aiohttp.ClientResponse) -> None:
             await resp.read()
@@ -641,6 +680,12 @@ def _composite(sources: Sequence[SourceSpec]) -> tuple[int, int] | None:
         crc = crc32c_combine(crc, src.crc32c, src.size)
         size += src.size
     return size, crc
+
+
+async def _objects(pages: AsyncIterator[ListPage]) -> AsyncIterator[ObjectInfo]:
+    async for page in pages:
+        for obj in page.objects:
+            yield obj
 
 
 def _source(src: SourceSpec) -> tuple[str, int | None]:

@@ -48,7 +48,22 @@ _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 def _require(condition: bool, cls: str, name: str, value: object, rule: str) -> None:
     if not condition:
-        raise ValueError(f"{cls}.{name} must be {rule}, got {value!r}")
+        raise InvalidArgument(f"{cls}.{name} must be {rule}, got {value!r}")
+
+
+def _typed(cls: str, name: str, value: object, kind: type | tuple[type, ...], what: str, *,
+           optional: bool = False) -> None:
+    # Checked before the range rules, so ``timeouts=5`` or ``retry='x'``
+    # fails here naming the field rather than later inside a request.
+    # ``bool`` is an int to Python but never a count or a duration here.
+    if value is None and optional:
+        return
+    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise InvalidArgument(f"{cls}.{name} must be {what}, got bool {value!r}")
+    if not isinstance(value, kind):
+        raise InvalidArgument(f"{cls}.{name} must be {what}"
+                              f"{' or None' if optional else ''}, got "
+                              f"{type(value).__name__} {value!r:.60}")
 
 
 @dataclass(frozen=True)
@@ -78,6 +93,11 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         n = "RetryPolicy"
+        _typed(n, "max_attempts", self.max_attempts, int, "an int")
+        for name in ("initial_delay", "max_delay", "multiplier"):
+            _typed(n, name, getattr(self, name), (int, float), "a number")
+        _typed(n, "jitter", self.jitter, bool, "a bool")
+        _typed(n, "deadline", self.deadline, (int, float), "a number", optional=True)
         _require(self.max_attempts >= 1, n, "max_attempts", self.max_attempts, ">= 1")
         _require(self.initial_delay >= 0, n, "initial_delay", self.initial_delay, ">= 0")
         _require(self.max_delay >= self.initial_delay, n, "max_delay", self.max_delay,
@@ -116,6 +136,9 @@ class Timeouts:
 
     def __post_init__(self) -> None:
         n = "Timeouts"
+        for name in ("connect", "read_stall"):
+            _typed(n, name, getattr(self, name), (int, float), "a number of seconds")
+        _typed(n, "total", self.total, (int, float), "a number of seconds", optional=True)
         _require(self.connect > 0, n, "connect", self.connect, "> 0")
         _require(self.read_stall > 0, n, "read_stall", self.read_stall, "> 0")
         _require(self.total is None or self.total > 0, n, "total", self.total, "> 0 or None")
@@ -158,6 +181,13 @@ class ClientConfig:
 
     def __post_init__(self) -> None:
         n = "ClientConfig"
+        _typed(n, "max_concurrency", self.max_concurrency, int, "an int")
+        _typed(n, "connection_limit", self.connection_limit, int, "an int", optional=True)
+        _typed(n, "connection_limit_per_host", self.connection_limit_per_host, int, "an int")
+        _typed(n, "timeouts", self.timeouts, Timeouts, "a Timeouts")
+        _typed(n, "retry", self.retry, RetryPolicy, "a RetryPolicy")
+        _typed(n, "verify_crc32c", self.verify_crc32c, bool, "a bool")
+        _typed(n, "lean_reads", self.lean_reads, bool, "a bool")
         _require(self.max_concurrency >= 1, n, "max_concurrency", self.max_concurrency, ">= 1")
         _require(self.connection_limit is None or self.connection_limit >= 1, n,
                  "connection_limit", self.connection_limit, ">= 1 or None")

@@ -23,6 +23,7 @@ from ._listing import DEFAULT_LIST_CONCURRENCY, iter_objects
 from ._sync import Client
 from ._types import ObjectInfo
 from ._urls import parse_url
+from ._validate import check_bool, check_instance, check_int, check_str, list_args
 
 __all__ = [
     "DEFAULT_LOAD_CONCURRENCY",
@@ -32,6 +33,7 @@ __all__ = [
     "list_files",
     "load_files",
     "stream",
+    "stream_args",
 ]
 
 # As many reads in flight as the client's default semaphore admits.
@@ -104,13 +106,23 @@ def list_files(url: str | Sequence[str], *, client: Client | None = None,
         client: a sync Client (default: a new one).
         concurrency: parallel listers per prefix.
 
-    Yields:
-        ``gs://bucket/name`` strings.
+    Returns:
+        An iterator of ``gs://bucket/name`` strings.
 
     Raises:
-        InvalidURL: a malformed URL.
-        StorageError: listing failed.
+        InvalidURL: a malformed URL (at once).
+        InvalidArgument: a setting of the wrong type (at once).
+        StorageError: listing failed (while iterating).
     """
+    for one in _urls(url):
+        parse_url(one)
+    check_instance("list_files", "client", client, Client, optional=True)
+    check_int("list_files", "concurrency", concurrency, minimum=1)
+    return _list_files(url, client, concurrency)
+
+
+def _list_files(url: str | Sequence[str], client: Client | None,
+                concurrency: int) -> Iterator[str]:
     portal = get_portal()
     agen = alist_files(url, client=client.aio if client else None, concurrency=concurrency)
     try:
@@ -195,13 +207,22 @@ def load_files(urls: Iterable[str], *, client: Client | None = None,
         concurrency: downloads in flight.
         ordered: yield in input order; else as downloads complete.
 
-    Yields:
-        ``(url, bytes)``.
+    Returns:
+        An iterator of ``(url, bytes)``.
 
     Raises:
-        InvalidURL: a malformed URL.
+        InvalidArgument: a setting of the wrong type (at once).
+        InvalidURL: a malformed URL (while iterating: ``urls`` is lazy).
         StorageError: a download failed (pending ones are cancelled first).
     """
+    check_instance("load_files", "client", client, Client, optional=True)
+    check_int("load_files", "concurrency", concurrency, minimum=1)
+    check_bool("load_files", "ordered", ordered)
+    return _load_files(urls, client, concurrency, ordered)
+
+
+def _load_files(urls: Iterable[str], client: Client | None, concurrency: int,
+                ordered: bool) -> Iterator[tuple[str, bytes]]:
     portal = get_portal()
     aclient = client.aio if client is not None else AsyncClient()
     pending: deque[tuple[str, concurrent.futures.Future[bytes]]] = deque()
@@ -231,9 +252,28 @@ def load_files(urls: Iterable[str], *, client: Client | None = None,
             portal.call(aclient.aclose())
 
 
+def stream_args(op: str, bucket: object, prefix: object, concurrency: object, ordered: object,
+                list_concurrency: object, options: object) -> None:
+    """Check the arguments of ``stream`` before anything starts.
+
+    Raises:
+        InvalidURL: a malformed bucket or URL.
+        InvalidArgument: a wrong type.
+    """
+    if isinstance(bucket, str) and bucket.startswith("gs://"):
+        parse_url(bucket)
+        check_str(op, "prefix", prefix)
+    else:
+        list_args(op, bucket, prefix)
+    check_int(op, "concurrency", concurrency, minimum=1, optional=True)
+    check_bool(op, "ordered", ordered)
+    check_int(op, "list_concurrency", list_concurrency, minimum=1, optional=True)
+    check_instance(op, "options", options, DownloadOptions, optional=True)
+
+
 async def stream(client: AsyncClient, bucket: str, prefix: str = "", *,
-                 concurrency: int = DEFAULT_LOAD_CONCURRENCY, ordered: bool = False,
-                 list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
+                 concurrency: int | None = None, ordered: bool = False,
+                 list_concurrency: int | None = None,
                  options: DownloadOptions | None = None) -> AsyncGenerator[StreamItem, None]:
     """List ``prefix`` in parallel and download every object as it is listed.
 
@@ -242,9 +282,9 @@ async def stream(client: AsyncClient, bucket: str, prefix: str = "", *,
         bucket: bucket name, or a ``gs://bucket/prefix`` URL (then ``prefix``
             must be empty).
         prefix: only names starting with this.
-        concurrency: downloads in flight.
+        concurrency: downloads in flight (``None``: ``DEFAULT_LOAD_CONCURRENCY``).
         ordered: yield in listing order; else as downloads complete.
-        list_concurrency: parallel listers.
+        list_concurrency: parallel listers (``None``: ``DEFAULT_LIST_CONCURRENCY``).
         options: planner settings (large objects are read in ranged chunks;
             compose is not used here: objects arrive one page at a time).
 
@@ -258,6 +298,10 @@ async def stream(client: AsyncClient, bucket: str, prefix: str = "", *,
     if bucket.startswith("gs://"):
         parsed = parse_url(bucket)
         bucket, prefix = parsed.bucket, parsed.name + prefix
+    if concurrency is None:
+        concurrency = DEFAULT_LOAD_CONCURRENCY
+    if list_concurrency is None:
+        list_concurrency = DEFAULT_LIST_CONCURRENCY
     downloader = Downloader(client, options)
     pending: deque[tuple[ObjectInfo, asyncio.Task[bytes | bytearray]]] = deque()
 

@@ -14,14 +14,16 @@ import threading
 from typing import IO, Any
 
 from ._client import AsyncClient
-from ._errors import InvalidArgument
 from ._reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD, ObjectReader
 from ._sync import Client
 from ._urls import parse_url
+from ._validate import check_instance, check_int, check_str
 from ._writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE, ObjectWriter
 
 __all__ = ["default_client", "open", "resolve_client"]
 
+_WRITE_MODES = ("wb", "w+b", "bw")
+_READ_MODES = ("rb", "br", "r")
 _lock = threading.Lock()
 _default: tuple[int, AsyncClient] | None = None
 
@@ -93,12 +95,17 @@ def open(
         NotFound: ``"rb"`` of a missing object.
     """
     bucket, name = parse_url(url, require_object=True)
-    if compression not in (None, "zstd"):
-        raise InvalidArgument(f"open {url}: compression must be None or 'zstd', "
-                              f"got {compression!r}")
+    op = f"open {url}"
+    check_str(op, "mode", mode, choices=_WRITE_MODES + _READ_MODES)
+    check_str(op, "compression", compression, optional=True, choices=("zstd",))
+    check_instance(op, "client", client, (AsyncClient, Client), optional=True)
+    for arg, value in (("part_size", part_size), ("max_in_flight", max_in_flight),
+                       ("chunk_size", chunk_size), ("read_ahead", read_ahead)):
+        check_int(op, arg, value, minimum=1)
+    check_str(op, "content_type", content_type)
     aio = resolve_client(client)
     raw: Any
-    if mode in ("wb", "w+b", "bw"):
+    if mode in _WRITE_MODES:
         raw = ObjectWriter(aio, bucket, name, part_size=part_size, max_in_flight=max_in_flight,
                            content_type=content_type)
         if compression == "zstd":
@@ -106,11 +113,10 @@ def open(
 
             return compress_writer(raw)  # type: ignore[return-value]
         return raw  # type: ignore[no-any-return]
-    if mode in ("rb", "br", "r"):
-        raw = ObjectReader(aio, bucket, name, chunk_size=chunk_size, read_ahead=read_ahead)
-        if compression == "zstd":
-            from .torch._zstd import decompress_reader
+    # A read mode (checked above).
+    raw = ObjectReader(aio, bucket, name, chunk_size=chunk_size, read_ahead=read_ahead)
+    if compression == "zstd":
+        from .torch._zstd import decompress_reader
 
-            return decompress_reader(raw)  # type: ignore[no-any-return]
-        return raw  # type: ignore[no-any-return]
-    raise InvalidArgument(f"open {url}: mode must be 'rb' or 'wb', got {mode!r}")
+        return decompress_reader(raw)  # type: ignore[no-any-return]
+    return raw  # type: ignore[no-any-return]

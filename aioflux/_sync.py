@@ -10,33 +10,69 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterator, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, overload
 
 from ._bridge import get_portal, iterate
 from ._client import AsyncClient, Buffer, SourceSpec
 from ._config import ClientConfig
-from ._types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
+from ._transport import Transport
+from ._types import LIST_FIELDS, ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
+from ._validate import (
+    Credentials,
+    check_credentials,
+    check_endpoint,
+    check_instance,
+    check_str,
+    list_args,
+)
+
+if TYPE_CHECKING:
+    from ._download import DownloadOptions
+    from ._iterables import StreamItem
 
 __all__ = ["Client"]
 
 
-
 class Client:
-    """Blocking GCS client; same arguments and operations as AsyncClient.
+    """Blocking GCS client: the twin of :class:`~aioflux.AsyncClient`.
+
+    Every public ``AsyncClient`` method has a blocking method here with the
+    same parameters (a test holds them to it).
 
     Args:
-        config: client settings.
+        config: client settings (concurrency, timeouts, retries).
         endpoint: API root (defaults to ``STORAGE_EMULATOR_HOST`` or GCS).
-        credentials: as for :class:`~aioflux.AsyncClient`.
+        credentials: ``None`` (Application Default Credentials, anonymous on
+            an emulator), ``"anonymous"``, a bearer-token string, an ``Auth``
+            or google-auth credentials (must pickle to cross to ``spawn``
+            workers).
         project: project for bucket creation.
+
+    Raises:
+        InvalidArgument: a setting of the wrong type.
+        InvalidURL: ``endpoint`` is not an http(s) URL.
     """
 
     def __init__(self, config: ClientConfig | None = None, *, endpoint: str | None = None,
-                 credentials: Any = None, project: str = "aioflux") -> None:
+                 credentials: Credentials = None, project: str = "aioflux") -> None:
+        check_instance("Client", "config", config, ClientConfig, optional=True)
+        check_endpoint("Client", endpoint)
+        check_credentials("Client", credentials)
+        check_str("Client", "project", project)
         self._settings = {"config": config, "endpoint": endpoint, "credentials": credentials,
                           "project": project}
         self.aio = AsyncClient(config, endpoint=endpoint, credentials=credentials,
                                project=project)
+
+    @property
+    def transport(self) -> Transport:
+        """The async client's transport (its ``stats`` count requests and retries)."""
+        return self.aio.transport
+
+    @property
+    def config(self) -> ClientConfig:
+        """The client's settings."""
+        return self.aio.config
 
     def __getstate__(self) -> dict[str, Any]:
         return dict(self._settings)
@@ -68,72 +104,375 @@ class Client:
             return
 
     def stat(self, bucket: str, name: str) -> ObjectInfo:
-        """See :meth:`AsyncClient.stat`."""
+        """Fetch an object's metadata.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+
+        Returns:
+            ObjectInfo.
+
+        Raises:
+            InvalidURL: a malformed bucket or name.
+            NotFound: no such object or bucket.
+            StorageError: any other failure.
+        """
         return get_portal().call(self.aio.stat(bucket, name))
 
     def exists(self, bucket: str, name: str) -> bool:
-        """See :meth:`AsyncClient.exists`."""
+        """Whether an object exists.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+
+        Returns:
+            True if it exists.
+
+        Raises:
+            InvalidURL: a malformed bucket or name.
+            StorageError: a failure other than 404.
+        """
         return get_portal().call(self.aio.exists(bucket, name))
 
-    def list(self, bucket: str, prefix: str = "", **kwargs: Any) -> Iterator[ListPage]:
-        """See :meth:`AsyncClient.list`; yields pages."""
-        return iterate(self.aio.list(bucket, prefix, **kwargs), batch=1)
+    def list(self, bucket: str, prefix: str = "", *, delimiter: str | None = None,
+             start_offset: str | None = None, end_offset: str | None = None,
+             page_size: int = 1000, fields: str | None = LIST_FIELDS) -> Iterator[ListPage]:
+        """List objects page by page.
 
-    def list_objects(self, bucket: str, prefix: str = "", **kwargs: Any) -> Iterator[ObjectInfo]:
-        """See :meth:`AsyncClient.list_objects`; yields objects."""
-        for page in self.list(bucket, prefix, **kwargs):
-            yield from page.objects
+        Args:
+            bucket: bucket name.
+            prefix: only names starting with this.
+            delimiter: group names by this (``"/"``), reported as prefixes.
+            start_offset: first name (inclusive) of a half-open range.
+            end_offset: end (exclusive) of the range.
+            page_size: items per page (GCS caps it at 1000).
+            fields: JSON ``fields`` selector; ``None`` returns full resources.
+
+        Returns:
+            An iterator of ListPage, fetched as it is consumed.
+
+        Raises:
+            InvalidURL: a malformed bucket (at once).
+            InvalidArgument: a setting of the wrong type (at once).
+            NotFound: no such bucket (while iterating).
+            StorageError: any other failure (while iterating).
+        """
+        list_args("list", bucket, prefix, delimiter=delimiter, start_offset=start_offset,
+                  end_offset=end_offset, page_size=page_size, fields=fields)
+        return iterate(self.aio.list(bucket, prefix, delimiter=delimiter,
+                                     start_offset=start_offset, end_offset=end_offset,
+                                     page_size=page_size, fields=fields), batch=1)
+
+    def list_objects(self, bucket: str, prefix: str = "", *, start_offset: str | None = None,
+                     end_offset: str | None = None,
+                     fields: str | None = LIST_FIELDS) -> Iterator[ObjectInfo]:
+        """List objects one by one (all pages, no delimiter).
+
+        Args:
+            bucket: bucket name.
+            prefix: only names starting with this.
+            start_offset: first name (inclusive).
+            end_offset: end (exclusive).
+            fields: JSON ``fields`` selector.
+
+        Returns:
+            An iterator of ObjectInfo in lexicographic name order.
+
+        Raises:
+            InvalidURL: a malformed bucket (at once).
+            InvalidArgument: a setting of the wrong type (at once).
+            StorageError: listing failed (while iterating).
+        """
+        pages = self.list(bucket, prefix, start_offset=start_offset, end_offset=end_offset,
+                          fields=fields)
+        return (obj for page in pages for obj in page.objects)
+
+    def stream(self, bucket: str, prefix: str = "", *, concurrency: int | None = None,
+               ordered: bool = False, list_concurrency: int | None = None,
+               options: DownloadOptions | None = None) -> Iterator[StreamItem]:
+        """List ``prefix`` in parallel and download each object as it is listed.
+
+        ``for item in client.stream("gs://b/p"): item.name, item.data``; the
+        work runs on the portal loop, ready items cross in batches. Leaving
+        the loop early cancels the downloads in flight.
+
+        Args:
+            bucket: bucket name or a ``gs://bucket/prefix`` URL (then
+                ``prefix`` is appended to the URL's).
+            prefix: only names starting with this.
+            concurrency: downloads in flight (``None``: 64).
+            ordered: yield in listing order; else as downloads complete.
+            list_concurrency: parallel listers (``None``: 16).
+            options: planner settings (large objects are read in ranged chunks).
+
+        Returns:
+            An iterator of StreamItem (``.name``, ``.data``, ``.info``).
+
+        Raises:
+            InvalidURL: a malformed bucket or URL (at once).
+            InvalidArgument: a setting of the wrong type (at once).
+            StorageError: listing or a download failed (while iterating).
+        """
+        agen = self.aio.stream(bucket, prefix, concurrency=concurrency, ordered=ordered,
+                               list_concurrency=list_concurrency, options=options)
+        return iterate(agen, batch=64)
+
+    @overload
+    def read(self, bucket: str, name: str, *, start: int = ..., end: int | None = ...,
+             into: None = ..., generation: int | None = ...) -> bytes: ...
+
+    @overload
+    def read(self, bucket: str, name: str, *, start: int = ..., end: int | None = ...,
+             into: Buffer, generation: int | None = ...) -> int: ...
 
     def read(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
              into: Buffer | None = None, generation: int | None = None) -> bytes | int:
-        """See :meth:`AsyncClient.read`."""
-        result = get_portal().call(self.aio.read(bucket, name, start=start, end=end,
-                                                 into=into, generation=generation))
-        return cast("bytes | int", result)
+        """Read an object, or the byte range ``[start, end)`` of it.
 
-    def write(self, bucket: str, name: str, data: bytes | bytearray | memoryview,
-              **kwargs: Any) -> ObjectInfo:
-        """See :meth:`AsyncClient.write`."""
-        return get_portal().call(self.aio.write(bucket, name, data, **kwargs))
+        Whole-object reads are checked against the object's crc32c; ranged
+        reads against the expected length. Both are retried when truncated.
 
-    def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec],
-                **kwargs: Any) -> ObjectInfo:
-        """See :meth:`AsyncClient.compose`."""
-        return get_portal().call(self.aio.compose(bucket, destination, sources, **kwargs))
+        Args:
+            bucket: bucket name.
+            name: object name.
+            start: first byte.
+            end: end (exclusive); ``None`` reads to the end of the object.
+            into: write the bytes into this writable buffer instead of
+                returning them.
+            generation: read this generation (pins the version).
 
-    def delete(self, bucket: str, name: str, **kwargs: Any) -> None:
-        """See :meth:`AsyncClient.delete`."""
-        get_portal().call(self.aio.delete(bucket, name, **kwargs))
+        Returns:
+            The bytes, or the count of bytes written when ``into`` is given.
+
+        Raises:
+            InvalidURL: a malformed bucket or name.
+            InvalidArgument: a bad range, a read-only or too small ``into``.
+            NotFound: no such object (or generation).
+            ChecksumMismatch: the body was corrupt on every attempt.
+            StorageError: any other failure.
+        """
+        portal = get_portal()
+        if into is None:
+            return portal.call(self.aio.read(bucket, name, start=start, end=end,
+                                             generation=generation))
+        return portal.call(self.aio.read(bucket, name, start=start, end=end, into=into,
+                                         generation=generation))
+
+    def write(self, bucket: str, name: str, data: bytes | bytearray | memoryview, *,
+              content_type: str = "application/octet-stream",
+              if_generation_match: int | None = None, metadata: dict[str, str] | None = None,
+              resumable: bool | None = None) -> ObjectInfo:
+        """Upload ``data`` as an object, with its crc32c checked by the server.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            data: the content.
+            content_type: Content-Type to store.
+            if_generation_match: precondition; 0 means "must not exist yet".
+            metadata: custom metadata.
+            resumable: force (True) or forbid (False) a resumable upload;
+                by default resumable above 16 MiB.
+
+        Returns:
+            ObjectInfo of the new object.
+
+        Raises:
+            InvalidURL: a malformed bucket or name.
+            InvalidArgument: an argument of the wrong type.
+            PreconditionFailed: ``if_generation_match`` did not hold.
+            ChecksumMismatch: the stored crc32c differs from the data's.
+            StorageError: any other failure.
+        """
+        return get_portal().call(self.aio.write(
+            bucket, name, data, content_type=content_type,
+            if_generation_match=if_generation_match, metadata=metadata, resumable=resumable))
+
+    def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
+                if_generation_match: int | None = None,
+                content_type: str = "application/octet-stream") -> ObjectInfo:
+        """Concatenate up to 32 objects of ``bucket`` into ``destination``.
+
+        Args:
+            bucket: bucket name.
+            destination: name of the composite.
+            sources: names, ``(name, generation)`` pairs or ObjectInfo; a
+                known generation becomes a precondition.
+            if_generation_match: precondition on the destination.
+            content_type: Content-Type of the composite.
+
+        Returns:
+            ObjectInfo of the composite (with its crc32c).
+
+        Raises:
+            InvalidURL: a malformed bucket or name.
+            InvalidArgument: zero or more than 32 sources, or a wrong type.
+            PreconditionFailed: a source or the destination changed.
+            NotFound: a source is missing.
+            StorageError: any other failure.
+        """
+        return get_portal().call(self.aio.compose(
+            bucket, destination, sources, if_generation_match=if_generation_match,
+            content_type=content_type))
+
+    def delete(self, bucket: str, name: str, *, generation: int | None = None,
+               if_generation_match: int | None = None, missing_ok: bool = False) -> None:
+        """Delete an object.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            generation: delete this generation only.
+            if_generation_match: precondition.
+            missing_ok: treat "already gone" (404) as success.
+
+        Raises:
+            InvalidURL: a malformed bucket or name.
+            NotFound: no such object (unless ``missing_ok``).
+            StorageError: any other failure.
+        """
+        get_portal().call(self.aio.delete(bucket, name, generation=generation,
+                                          if_generation_match=if_generation_match,
+                                          missing_ok=missing_ok))
+
+    def copy(self, bucket: str, name: str, dest_bucket: str, dest_name: str) -> ObjectInfo:
+        """Copy an object server-side (no bytes pass through this process).
+
+        Args:
+            bucket: source bucket.
+            name: source object.
+            dest_bucket: destination bucket.
+            dest_name: destination object.
+
+        Returns:
+            ObjectInfo of the copy.
+
+        Raises:
+            InvalidURL: a malformed bucket or name.
+            NotFound: the source is missing.
+            StorageError: any other failure.
+        """
+        return get_portal().call(self.aio.copy(bucket, name, dest_bucket, dest_name))
 
     def create_bucket(self, bucket: str) -> None:
-        """See :meth:`AsyncClient.create_bucket`."""
+        """Create a bucket in the client's project.
+
+        Args:
+            bucket: bucket name.
+
+        Raises:
+            InvalidURL: a malformed bucket name.
+            Conflict: it exists already.
+            StorageError: any other failure.
+        """
         get_portal().call(self.aio.create_bucket(bucket))
 
-    def initiate_multipart(self, bucket: str, name: str, **kwargs: Any) -> str:
-        """See :meth:`AsyncClient.initiate_multipart`."""
-        return get_portal().call(self.aio.initiate_multipart(bucket, name, **kwargs))
+    def initiate_multipart(self, bucket: str, name: str, *,
+                           content_type: str = "application/octet-stream") -> str:
+        """Start an XML multipart upload; nothing is visible until completion.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            content_type: Content-Type of the final object.
+
+        Returns:
+            The upload id.
+
+        Raises:
+            StorageError: the server refused (fake-gcs-server has no XML
+                multipart upload).
+        """
+        return get_portal().call(self.aio.initiate_multipart(bucket, name,
+                                                             content_type=content_type))
 
     def upload_part(self, bucket: str, name: str, upload_id: str, part_number: int,
                     data: bytes | bytearray | memoryview,
                     checksum: int | None = None) -> PartInfo:
-        """See :meth:`AsyncClient.upload_part`."""
+        """Upload one part, its crc32c checked by the server.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            upload_id: from :meth:`initiate_multipart`.
+            part_number: 1..10000.
+            data: the part (>= 5 MiB unless it is the last).
+            checksum: the part's crc32c if known; computed otherwise.
+
+        Returns:
+            PartInfo with the part's ETag.
+
+        Raises:
+            InvalidArgument: part number out of range.
+            StorageError: the upload failed.
+        """
         return get_portal().call(self.aio.upload_part(bucket, name, upload_id, part_number, data,
                                                       checksum))
 
     def complete_multipart(self, bucket: str, name: str, upload_id: str,
                            parts: Sequence[PartInfo]) -> dict[str, str]:
-        """See :meth:`AsyncClient.complete_multipart`."""
+        """Publish the object from its parts, in part-number order.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            upload_id: the upload.
+            parts: every uploaded part.
+
+        Returns:
+            Response headers of interest (``x-goog-hash``, ``x-goog-generation``).
+
+        Raises:
+            InvalidRequest: parts missing, out of order, or too small.
+            StorageError: any other failure.
+        """
         return get_portal().call(self.aio.complete_multipart(bucket, name, upload_id, parts))
 
     def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
-        """See :meth:`AsyncClient.abort_multipart`."""
+        """Abort an upload and drop its parts.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            upload_id: the upload.
+
+        Raises:
+            NotFound: no such upload.
+            StorageError: any other failure.
+        """
         get_portal().call(self.aio.abort_multipart(bucket, name, upload_id))
 
     def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
-        """See :meth:`AsyncClient.list_parts`."""
+        """List the parts uploaded so far.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            upload_id: the upload.
+
+        Returns:
+            PartInfo in part-number order.
+
+        Raises:
+            NotFound: no such upload.
+            StorageError: any other failure.
+        """
         return get_portal().call(self.aio.list_parts(bucket, name, upload_id))
 
     def list_multipart_uploads(self, bucket: str,
                                prefix: str = "") -> builtins.list[MultipartUploadInfo]:
-        """See :meth:`AsyncClient.list_multipart_uploads`."""
+        """List open multipart uploads (for cleaning up after killed writers).
+
+        Args:
+            bucket: bucket name.
+            prefix: only uploads of names starting with this.
+
+        Returns:
+            MultipartUploadInfo for each open upload.
+
+        Raises:
+            StorageError: the listing failed.
+        """
         return get_portal().call(self.aio.list_multipart_uploads(bucket, prefix))

@@ -15,47 +15,60 @@ _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 _MAX_OBJECT_NAME_BYTES = 1024
 
 
-def validate_bucket(bucket: str) -> str:
+def validate_bucket(bucket: str, *, arg: str = "bucket") -> str:
     """Check a bucket name against GCS naming rules.
 
     Args:
         bucket: the bucket name.
+        arg: the argument's name, for the message.
 
     Returns:
         The same name.
 
     Raises:
-        InvalidURL: the name cannot be a GCS bucket.
+        InvalidURL: the name cannot be a GCS bucket (or is not a string).
     """
+    if not isinstance(bucket, str):
+        raise InvalidURL(f"{arg} must be a bucket name string, got {type(bucket).__name__}")
     if not _BUCKET_RE.match(bucket) or ".." in bucket:
-        raise InvalidURL(f"invalid bucket name {bucket!r}: use 3-63 lowercase letters, "
+        raise InvalidURL(f"{arg}: invalid bucket name {bucket!r}: use 3-63 lowercase letters, "
                          "digits, '-', '_' or '.', starting and ending with a letter or digit")
     if "." not in bucket and len(bucket) > 63:
-        raise InvalidURL(f"invalid bucket name {bucket!r}: longer than 63 characters")
+        raise InvalidURL(f"{arg}: invalid bucket name {bucket!r}: longer than 63 characters")
     return bucket
 
 
-def validate_object_name(name: str) -> str:
+def validate_object_name(name: str, *, arg: str = "name") -> str:
     """Check an object name against GCS naming rules.
 
     Args:
         name: the object name.
+        arg: the argument's name, for the message.
 
     Returns:
         The same name.
 
     Raises:
-        InvalidURL: empty, too long, ``.``/``..``, or containing CR/LF.
+        InvalidURL: not a string, empty, too long, not encodable as UTF-8
+            (a lone surrogate), ``.``/``..``, or containing CR/LF.
     """
+    if not isinstance(name, str):
+        raise InvalidURL(f"{arg} must be an object name string, got {type(name).__name__}")
     if not name:
-        raise InvalidURL("object name is empty")
-    if len(name.encode("utf-8")) > _MAX_OBJECT_NAME_BYTES:
+        raise InvalidURL(f"{arg}: object name is empty")
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        # GCS names are UTF-8; a lone surrogate (from a bad os.fsdecode) has none.
+        raise InvalidURL(f"{arg}: object name {name!r} is not valid UTF-8 ({exc.reason} at "
+                         f"position {exc.start})") from None
+    if len(encoded) > _MAX_OBJECT_NAME_BYTES:
         raise InvalidURL(
-            f"object name longer than {_MAX_OBJECT_NAME_BYTES} bytes: {name[:40]!r}...")
+            f"{arg}: object name longer than {_MAX_OBJECT_NAME_BYTES} bytes: {name[:40]!r}...")
     if name in (".", ".."):
-        raise InvalidURL(f"object name {name!r} is not allowed")
+        raise InvalidURL(f"{arg}: object name {name!r} is not allowed")
     if "\r" in name or "\n" in name:
-        raise InvalidURL(f"object name {name!r} contains a line break")
+        raise InvalidURL(f"{arg}: object name {name!r} contains a line break")
     return name
 
 

@@ -19,6 +19,7 @@ from .._reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD, ObjectReader
 from .._sync import Client
 from .._types import ObjectInfo
 from .._urls import parse_url
+from .._validate import check_instance, check_int
 from .._writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE, ObjectWriter
 
 __all__ = ["Checkpoint", "raw_writer"]
@@ -45,6 +46,9 @@ class Checkpoint:
         max_in_flight: writer parts in flight (memory = part_size x (n + 1)).
         chunk_size: reader bytes per ranged GET.
         read_ahead: reader GETs in flight.
+
+    Raises:
+        InvalidArgument: a setting of the wrong type or below 1.
     """
 
     def __init__(self, client: AsyncClient | Client | None = None, *,
@@ -52,6 +56,10 @@ class Checkpoint:
                  max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
                  chunk_size: int = DEFAULT_CHUNK_SIZE,
                  read_ahead: int = DEFAULT_READ_AHEAD) -> None:
+        check_instance("Checkpoint", "client", client, (AsyncClient, Client), optional=True)
+        for arg, value in (("part_size", part_size), ("max_in_flight", max_in_flight),
+                           ("chunk_size", chunk_size), ("read_ahead", read_ahead)):
+            check_int("Checkpoint", arg, value, minimum=1)
         self.client = resolve_client(client)
         self.part_size = part_size
         self.max_in_flight = max_in_flight

@@ -24,19 +24,40 @@ import torch.utils.data
 from .._bridge import Portal, get_portal, iterate
 from .._client import AsyncClient
 from .._config import DEFAULT_MAX_CONCURRENCY, ClientConfig, RetryPolicy
-from .._download import Data, Downloader, DownloadOptions, gather_bounded
-from .._errors import BridgeError, InvalidArgument
+from .._download import Data, Downloader, DownloadOptions, DownloadStats, gather_bounded
+from .._errors import BridgeError, InvalidArgument, NotFound
 from .._listing import DEFAULT_LIST_CONCURRENCY, list_objects_parallel
 from .._types import ObjectInfo
 from .._urls import parse_url
+from .._validate import (
+    Credentials,
+    check_bool,
+    check_credentials,
+    check_endpoint,
+    check_instance,
+    check_int,
+)
 
 if TYPE_CHECKING:
-    from typing import Self  # Python >= 3.11; annotations only
+    # A default for the sample type (PEP 696): ``MapDataset(objs)[0]`` is
+    # ``bytes``, ``MapDataset(objs, transform=f)[0]`` is what ``f`` returns.
+    # typing_extensions is for the type checker only.
+    from typing_extensions import TypeVar
+
+    Sample = TypeVar("Sample", default=bytes)
+else:
+    from typing import TypeVar
+
+    Sample = TypeVar("Sample")
 
 __all__ = ["DEFAULT_PREFETCH", "PREFETCH_BYTES", "IterableDataset", "MapDataset",
-           "PrefetchBatchSampler", "Transform"]
+           "PrefetchBatchSampler", "Transform", "folder_prefix"]
 
-Transform = Callable[[Data], Any]
+# ``bytes -> sample``. Typed ``bytes`` so that ``def decode(data: bytes)``
+# type-checks; an object above the planner's ranged threshold (32 MiB)
+# arrives as the bytearray it was downloaded into (same read API, buffer
+# protocol), since copying it to bytes would double its peak memory.
+Transform = Callable[[bytes], Sample]
 # Objects in flight per iterator: the client's default concurrency, so an
 # iterator alone keeps every permit busy (see DEFAULT_MAX_CONCURRENCY).
 DEFAULT_PREFETCH = DEFAULT_MAX_CONCURRENCY
@@ -49,7 +70,8 @@ PREFETCH_BYTES = 256 * 1024 * 1024
 class _Source:
     """Picklable settings; a client and downloader built lazily per process."""
 
-    def __init__(self, *, config: ClientConfig | None, endpoint: str | None, credentials: Any,
+    def __init__(self, *, config: ClientConfig | None, endpoint: str | None,
+                 credentials: Credentials,
                  list_retry: RetryPolicy | None, download_retry: RetryPolicy | None,
                  download_options: DownloadOptions) -> None:
         self.config = config or ClientConfig()
@@ -88,12 +110,22 @@ class _Source:
 
     def list_prefix(self, url: str, concurrency: int) -> list[ObjectInfo]:
         parsed = parse_url(url)
+        folder = folder_prefix(parsed.name)
 
         async def run() -> list[ObjectInfo]:
             client = self.client(self.list_retry)
             try:
-                return await list_objects_parallel(client, parsed.bucket, parsed.name,
-                                                   concurrency=concurrency, sort=True)
+                found = await list_objects_parallel(client, parsed.bucket, folder,
+                                                    concurrency=concurrency, sort=True)
+                if folder == parsed.name:
+                    return found
+                try:
+                    # ``gs://b/data`` names the folder ``data/`` and the
+                    # object ``data`` itself, as the CLI does: not ``data2/``.
+                    exact = await client.stat(parsed.bucket, parsed.name)
+                except NotFound:
+                    return found
+                return [exact, *found]  # "data" sorts before "data/..."
             finally:
                 await client.aclose()
 
@@ -119,61 +151,65 @@ def _close_later(client: AsyncClient, pid: int) -> None:
             pass  # interpreter exit: the portal is gone and so is the socket
 
 
-def _source(kwargs: dict[str, Any]) -> tuple[_Source, Transform | None]:
-    transform = kwargs.pop("transform", None)
-    data_format_fn = kwargs.pop("data_format_fn", None)
+def folder_prefix(name: str) -> str:
+    """The listing prefix of a dataset URL's name: ``data`` means the folder ``data/``.
+
+    Args:
+        name: the object-name part of ``gs://bucket/name`` (may be empty).
+
+    Returns:
+        ``name`` with one trailing ``/`` (empty stays empty).
+    """
+    return name if not name or name.endswith("/") else name + "/"
+
+
+def _source(op: str, objects: object, transform: Transform[Any] | None,
+            data_format_fn: Transform[Any] | None, config: ClientConfig | None,
+            endpoint: str | None, credentials: Credentials, list_retry: RetryPolicy | None,
+            download_retry: RetryPolicy | None, download_options: DownloadOptions | None,
+            disable_compose: bool | None, max_composite_object_size: int | None,
+            compose_threshold: int | None) -> tuple[_Source, Transform[Any] | None]:
+    """Check a dataset's settings (before any request) and build its source."""
+    if isinstance(objects, (str, bytes)) or not isinstance(objects, Iterable):
+        raise InvalidArgument(f"{op}: objects must be a sequence of ObjectInfo, got "
+                              f"{type(objects).__name__} (use from_prefix or from_objects "
+                              "for URLs)")
+    for name, fn in (("transform", transform), ("data_format_fn", data_format_fn)):
+        if fn is not None and not callable(fn):
+            raise InvalidArgument(f"{op}: {name} must be callable, got {type(fn).__name__}")
     if transform is not None and data_format_fn is not None:
-        raise InvalidArgument("pass transform or data_format_fn (its dataflux name), not both")
-    options = kwargs.pop("download_options", None) or DownloadOptions()
-    overrides = {k: kwargs.pop(k) for k in ("disable_compose", "max_composite_object_size",
-                                            "compose_threshold") if k in kwargs}
+        raise InvalidArgument(f"{op}: pass transform or data_format_fn (its dataflux name), "
+                              "not both")
+    check_instance(op, "config", config, ClientConfig, optional=True)
+    check_endpoint(op, endpoint)
+    check_credentials(op, credentials)
+    check_instance(op, "list_retry", list_retry, RetryPolicy, optional=True)
+    check_instance(op, "download_retry", download_retry, RetryPolicy, optional=True)
+    check_instance(op, "download_options", download_options, DownloadOptions, optional=True)
+    check_bool(op, "disable_compose", disable_compose, optional=True)
+    check_int(op, "max_composite_object_size", max_composite_object_size, optional=True)
+    check_int(op, "compose_threshold", compose_threshold, optional=True)
+    options = download_options or DownloadOptions()
+    overrides = {k: v for k, v in (("disable_compose", disable_compose),
+                                   ("max_composite_object_size", max_composite_object_size),
+                                   ("compose_threshold", compose_threshold)) if v is not None}
     if overrides:
-        options = dataclasses.replace(options, **overrides)
-    source = _Source(config=kwargs.pop("config", None), endpoint=kwargs.pop("endpoint", None),
-                     credentials=kwargs.pop("credentials", None),
-                     list_retry=kwargs.pop("list_retry", None),
-                     download_retry=kwargs.pop("download_retry", None),
+        options = dataclasses.replace(options, **overrides)  # type: ignore[arg-type]
+    source = _Source(config=config, endpoint=endpoint, credentials=credentials,
+                     list_retry=list_retry, download_retry=download_retry,
                      download_options=options)
-    if kwargs:
-        raise TypeError(f"unexpected arguments: {', '.join(sorted(kwargs))}")
     return source, transform or data_format_fn
 
 
-class _FromPrefix:
-    """``from_prefix`` for both datasets: build one with no objects (so the
-    settings in ``kwargs`` give its source), then list through that source."""
-
-    objects: list[ObjectInfo]
-    _source: _Source
-
-    if TYPE_CHECKING:
-        # Declared for the type checker only, so that a dataset's own
-        # ``super().__init__()`` still reaches torch's base.
-        def __init__(self, objects: Sequence[ObjectInfo], **kwargs: Any) -> None: ...
-
-    @classmethod
-    def from_prefix(cls, url: str, *, list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
-                    **kwargs: Any) -> Self:
-        """List ``gs://bucket/prefix`` in parallel (sorted by name) and wrap it.
-
-        Args:
-            url: the prefix URL.
-            list_concurrency: parallel listers.
-            **kwargs: dataset settings (see the class docstring).
-
-        Returns:
-            The dataset.
-
-        Raises:
-            InvalidURL: a malformed URL.
-            StorageError: listing failed.
-        """
-        self = cls([], **kwargs)
-        self.objects = self._source.list_prefix(url, list_concurrency)
-        return self
+def _check_objects(op: str, objects: list[Any]) -> list[ObjectInfo]:
+    for obj in objects:
+        if not isinstance(obj, ObjectInfo):
+            raise InvalidArgument(f"{op}: objects must hold ObjectInfo, got "
+                                  f"{type(obj).__name__} {obj!r:.60} (from_objects takes URLs)")
+    return objects
 
 
-class MapDataset(_FromPrefix, torch.utils.data.Dataset[Any]):
+class MapDataset(torch.utils.data.Dataset[Sample]):
     """A map-style dataset: one sample per object, indexable.
 
     ``__getitems__`` downloads a whole DataLoader batch concurrently (the
@@ -188,14 +224,31 @@ class MapDataset(_FromPrefix, torch.utils.data.Dataset[Any]):
         credentials: as for :class:`~aioflux.AsyncClient` (must pickle for spawn).
         list_retry: retry policy for listing (default ``config.retry``).
         download_retry: retry policy for downloads (default ``config.retry``).
-        download_options: planner settings; ``disable_compose``,
-            ``max_composite_object_size`` and ``compose_threshold`` override
-            single fields.
+        download_options: planner settings.
+        disable_compose: override of ``download_options.disable_compose``.
+        max_composite_object_size: override of that planner field.
+        compose_threshold: override of that planner field.
+
+    Raises:
+        InvalidArgument: a setting of the wrong type (checked at once).
+        InvalidURL: a malformed ``endpoint``.
     """
 
-    def __init__(self, objects: Sequence[ObjectInfo], **kwargs: Any) -> None:
-        self._source, self._transform = _source(kwargs)
-        self.objects: list[ObjectInfo] = list(objects)
+    def __init__(self, objects: Sequence[ObjectInfo], *, transform: Transform[Sample] | None = None,
+                 data_format_fn: Transform[Sample] | None = None,
+                 config: ClientConfig | None = None, endpoint: str | None = None,
+                 credentials: Credentials = None, list_retry: RetryPolicy | None = None,
+                 download_retry: RetryPolicy | None = None,
+                 download_options: DownloadOptions | None = None,
+                 disable_compose: bool | None = None,
+                 max_composite_object_size: int | None = None,
+                 compose_threshold: int | None = None) -> None:
+        self._transform: Transform[Sample] | None
+        self._source, self._transform = _source(
+            "MapDataset", objects, transform, data_format_fn, config, endpoint, credentials,
+            list_retry, download_retry, download_options, disable_compose,
+            max_composite_object_size, compose_threshold)
+        self.objects: list[ObjectInfo] = _check_objects("MapDataset", list(objects))
         # Set by PrefetchBatchSampler: the batches that follow the one it is
         # handing out. Downloads started for them, in order, with this pid.
         self._announced: list[list[int]] | None = None
@@ -211,22 +264,104 @@ class MapDataset(_FromPrefix, torch.utils.data.Dataset[Any]):
         return state
 
     @classmethod
-    def from_objects(cls, objects: Iterable[str | ObjectInfo], **kwargs: Any) -> MapDataset:
-        """Wrap given objects; URLs are ``stat``-ed concurrently for their sizes.
+    def from_prefix(cls, url: str, *, list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
+                    transform: Transform[Sample] | None = None,
+                    data_format_fn: Transform[Sample] | None = None,
+                    config: ClientConfig | None = None, endpoint: str | None = None,
+                    credentials: Credentials = None, list_retry: RetryPolicy | None = None,
+                    download_retry: RetryPolicy | None = None,
+                    download_options: DownloadOptions | None = None,
+                    disable_compose: bool | None = None,
+                    max_composite_object_size: int | None = None,
+                    compose_threshold: int | None = None) -> MapDataset[Sample]:
+        """List a folder in parallel (sorted by name) and wrap its objects.
+
+        ``gs://b/data`` and ``gs://b/data/`` both mean the folder ``data/``
+        (plus an object named exactly ``data``, as the CLI reads it), never
+        ``data2/``; ``gs://b`` is the whole bucket.
 
         Args:
-            objects: ``gs://`` URLs or ObjectInfo.
-            **kwargs: dataset settings (see the class docstring).
+            url: ``gs://bucket[/folder]``.
+            list_concurrency: parallel listers.
+            transform: see the class docstring; so are the other settings.
+            data_format_fn: dataflux's name of ``transform``.
+            config: ClientConfig of the per-process client.
+            endpoint: API root.
+            credentials: as for :class:`~aioflux.AsyncClient`.
+            list_retry: retry policy for listing.
+            download_retry: retry policy for downloads.
+            download_options: planner settings.
+            disable_compose: planner override.
+            max_composite_object_size: planner override.
+            compose_threshold: planner override.
 
         Returns:
             The dataset.
 
         Raises:
+            InvalidURL: a malformed URL.
+            InvalidArgument: a setting of the wrong type.
+            StorageError: listing failed.
+        """
+        check_int("MapDataset.from_prefix", "list_concurrency", list_concurrency, minimum=1)
+        self = cls([], transform=transform, data_format_fn=data_format_fn, config=config,
+                   endpoint=endpoint, credentials=credentials, list_retry=list_retry,
+                   download_retry=download_retry, download_options=download_options,
+                   disable_compose=disable_compose,
+                   max_composite_object_size=max_composite_object_size,
+                   compose_threshold=compose_threshold)
+        self.objects = self._source.list_prefix(url, list_concurrency)
+        return self
+
+    @classmethod
+    def from_objects(cls, objects: Iterable[str | ObjectInfo], *,
+                     transform: Transform[Sample] | None = None,
+                     data_format_fn: Transform[Sample] | None = None,
+                     config: ClientConfig | None = None, endpoint: str | None = None,
+                     credentials: Credentials = None, list_retry: RetryPolicy | None = None,
+                     download_retry: RetryPolicy | None = None,
+                     download_options: DownloadOptions | None = None,
+                     disable_compose: bool | None = None,
+                     max_composite_object_size: int | None = None,
+                     compose_threshold: int | None = None) -> MapDataset[Sample]:
+        """Wrap given objects; URLs are ``stat``-ed concurrently for their sizes.
+
+        Args:
+            objects: ``gs://`` URLs or ObjectInfo.
+            transform: see the class docstring; so are the other settings.
+            data_format_fn: dataflux's name of ``transform``.
+            config: ClientConfig of the per-process client.
+            endpoint: API root.
+            credentials: as for :class:`~aioflux.AsyncClient`.
+            list_retry: retry policy for the stats.
+            download_retry: retry policy for downloads.
+            download_options: planner settings.
+            disable_compose: planner override.
+            max_composite_object_size: planner override.
+            compose_threshold: planner override.
+
+        Returns:
+            The dataset.
+
+        Raises:
+            InvalidURL: a malformed URL.
+            InvalidArgument: a setting of the wrong type.
             NotFound: a URL names no object.
             StorageError: a stat failed.
         """
-        self = cls([], **kwargs)
+        self = cls([], transform=transform, data_format_fn=data_format_fn, config=config,
+                   endpoint=endpoint, credentials=credentials, list_retry=list_retry,
+                   download_retry=download_retry, download_options=download_options,
+                   disable_compose=disable_compose,
+                   max_composite_object_size=max_composite_object_size,
+                   compose_threshold=compose_threshold)
         items = list(objects)
+        for item in items:
+            if isinstance(item, str):
+                parse_url(item, require_object=True)  # every URL, before any request
+            elif not isinstance(item, ObjectInfo):
+                raise InvalidArgument(f"MapDataset.from_objects: objects must be gs:// URLs or "
+                                      f"ObjectInfo, got {type(item).__name__}")
         urls = [o for o in items if isinstance(o, str)]
         stats = iter(self._source.stat_all(urls) if urls else [])
         self.objects = [next(stats) if isinstance(o, str) else o for o in items]
@@ -235,14 +370,16 @@ class MapDataset(_FromPrefix, torch.utils.data.Dataset[Any]):
     def __len__(self) -> int:
         return len(self.objects)
 
-    def _apply(self, data: Data) -> Any:
-        return data if self._transform is None else self._transform(data)
+    def _apply(self, data: Data) -> Sample:
+        if self._transform is None:
+            return data  # type: ignore[return-value]  # Sample defaults to Data
+        return self._transform(data)  # type: ignore[arg-type]  # see Transform
 
-    def __getitem__(self, index: int) -> Any:
+    def __getitem__(self, index: int) -> Sample:
         obj = self.objects[index]
         return self._apply(get_portal().call(self._source.downloader.download(obj)))
 
-    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+    def __getitems__(self, indices: Sequence[int]) -> list[Sample]:
         """Download a batch concurrently (composed, direct or ranged per object).
 
         Args:
@@ -354,8 +491,8 @@ class MapDataset(_FromPrefix, torch.utils.data.Dataset[Any]):
         self._source.close()
 
     @property
-    def download_stats(self) -> Any:
-        """This process's planner counters (DownloadStats)."""
+    def download_stats(self) -> DownloadStats:
+        """This process's planner counters."""
         return self._source.downloader.stats
 
 
@@ -386,7 +523,7 @@ class PrefetchBatchSampler(torch.utils.data.Sampler[list[int]]):
         ahead: batches announced ahead of the current one.
     """
 
-    def __init__(self, dataset: MapDataset, sampler: torch.utils.data.Sampler[int],
+    def __init__(self, dataset: MapDataset[Any], sampler: torch.utils.data.Sampler[int],
                  batch_size: int, drop_last: bool = False, *, ahead: int = 1) -> None:
         self.dataset = dataset
         self.batches = torch.utils.data.BatchSampler(sampler, batch_size, drop_last)
@@ -411,7 +548,7 @@ def _dist_rank() -> tuple[int, int]:
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
 
-class IterableDataset(_FromPrefix, torch.utils.data.IterableDataset[Any]):
+class IterableDataset(torch.utils.data.IterableDataset[Sample]):
     """An iterable dataset: each epoch yields every object once across all
     DDP ranks and DataLoader workers, shuffled per epoch, with a window of
     downloads in flight.
@@ -432,9 +569,10 @@ class IterableDataset(_FromPrefix, torch.utils.data.IterableDataset[Any]):
         credentials: as for :class:`~aioflux.AsyncClient` (must pickle for spawn).
         list_retry: retry policy for listing (default ``config.retry``).
         download_retry: retry policy for downloads (default ``config.retry``).
-        download_options: planner settings; ``disable_compose``,
-            ``max_composite_object_size`` and ``compose_threshold`` override
-            single fields.
+        download_options: planner settings.
+        disable_compose: override of ``download_options.disable_compose``.
+        max_composite_object_size: override of that planner field.
+        compose_threshold: override of that planner field.
         shuffle: shuffle each epoch (else listing order).
         seed: base seed of the shuffle.
         prefetch: objects downloading ahead of the consumer.
@@ -442,17 +580,40 @@ class IterableDataset(_FromPrefix, torch.utils.data.IterableDataset[Any]):
         rank: DDP rank (default: torch.distributed, else ``$RANK``, else 0),
             resolved at construction because workers have no process group.
         world_size: DDP world size (same defaults).
+
+    Raises:
+        InvalidArgument: a setting of the wrong type, or ``rank`` outside
+            ``world_size`` (checked at once).
+        InvalidURL: a malformed ``endpoint``.
     """
 
-    def __init__(self, objects: Sequence[ObjectInfo], *, shuffle: bool = True, seed: int = 0,
+    def __init__(self, objects: Sequence[ObjectInfo], *, transform: Transform[Sample] | None = None,
+                 data_format_fn: Transform[Sample] | None = None,
+                 config: ClientConfig | None = None, endpoint: str | None = None,
+                 credentials: Credentials = None, list_retry: RetryPolicy | None = None,
+                 download_retry: RetryPolicy | None = None,
+                 download_options: DownloadOptions | None = None,
+                 disable_compose: bool | None = None,
+                 max_composite_object_size: int | None = None,
+                 compose_threshold: int | None = None, shuffle: bool = True, seed: int = 0,
                  prefetch: int = DEFAULT_PREFETCH, ordered: bool = True,
-                 rank: int | None = None, world_size: int | None = None,
-                 **kwargs: Any) -> None:
-        self._source, self._transform = _source(kwargs)
-        self.objects: list[ObjectInfo] = list(objects)
+                 rank: int | None = None, world_size: int | None = None) -> None:
+        op = "IterableDataset"
+        self._transform: Transform[Sample] | None
+        self._source, self._transform = _source(
+            op, objects, transform, data_format_fn, config, endpoint, credentials, list_retry,
+            download_retry, download_options, disable_compose, max_composite_object_size,
+            compose_threshold)
+        check_bool(op, "shuffle", shuffle)
+        check_int(op, "seed", seed, minimum=None)
+        check_int(op, "prefetch", prefetch, minimum=1)
+        check_bool(op, "ordered", ordered)
+        check_int(op, "rank", rank, optional=True)
+        check_int(op, "world_size", world_size, minimum=1, optional=True)
+        self.objects: list[ObjectInfo] = _check_objects(op, list(objects))
         self.shuffle = shuffle
         self.seed = seed
-        self.prefetch = max(1, prefetch)
+        self.prefetch = prefetch
         self.ordered = ordered
         auto_rank, auto_world = _dist_rank()
         self.rank = auto_rank if rank is None else rank
@@ -461,6 +622,65 @@ class IterableDataset(_FromPrefix, torch.utils.data.IterableDataset[Any]):
             raise InvalidArgument(f"rank {self.rank} outside world size {self.world_size}")
         self.epoch = 0
         self._iterations = 0
+
+    @classmethod
+    def from_prefix(cls, url: str, *, list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
+                    transform: Transform[Sample] | None = None,
+                    data_format_fn: Transform[Sample] | None = None,
+                    config: ClientConfig | None = None, endpoint: str | None = None,
+                    credentials: Credentials = None, list_retry: RetryPolicy | None = None,
+                    download_retry: RetryPolicy | None = None,
+                    download_options: DownloadOptions | None = None,
+                    disable_compose: bool | None = None,
+                    max_composite_object_size: int | None = None,
+                    compose_threshold: int | None = None, shuffle: bool = True, seed: int = 0,
+                    prefetch: int = DEFAULT_PREFETCH, ordered: bool = True,
+                    rank: int | None = None,
+                    world_size: int | None = None) -> IterableDataset[Sample]:
+        """List a folder in parallel (sorted by name) and wrap its objects.
+
+        ``gs://b/data`` and ``gs://b/data/`` both mean the folder ``data/``
+        (plus an object named exactly ``data``), never ``data2/``.
+
+        Args:
+            url: ``gs://bucket[/folder]``.
+            list_concurrency: parallel listers.
+            transform: see the class docstring; so are the other settings.
+            data_format_fn: dataflux's name of ``transform``.
+            config: ClientConfig of the per-process client.
+            endpoint: API root.
+            credentials: as for :class:`~aioflux.AsyncClient`.
+            list_retry: retry policy for listing.
+            download_retry: retry policy for downloads.
+            download_options: planner settings.
+            disable_compose: planner override.
+            max_composite_object_size: planner override.
+            compose_threshold: planner override.
+            shuffle: shuffle each epoch.
+            seed: base seed of the shuffle.
+            prefetch: objects downloading ahead of the consumer.
+            ordered: yield in shuffled order; ``False`` yields as completed.
+            rank: DDP rank.
+            world_size: DDP world size.
+
+        Returns:
+            The dataset.
+
+        Raises:
+            InvalidURL: a malformed URL.
+            InvalidArgument: a setting of the wrong type.
+            StorageError: listing failed.
+        """
+        check_int("IterableDataset.from_prefix", "list_concurrency", list_concurrency, minimum=1)
+        self = cls([], transform=transform, data_format_fn=data_format_fn, config=config,
+                   endpoint=endpoint, credentials=credentials, list_retry=list_retry,
+                   download_retry=download_retry, download_options=download_options,
+                   disable_compose=disable_compose,
+                   max_composite_object_size=max_composite_object_size,
+                   compose_threshold=compose_threshold, shuffle=shuffle, seed=seed,
+                   prefetch=prefetch, ordered=ordered, rank=rank, world_size=world_size)
+        self.objects = self._source.list_prefix(url, list_concurrency)
+        return self
 
     def close(self) -> None:
         """Close this process's connections (reopened on next use)."""
@@ -492,7 +712,7 @@ class IterableDataset(_FromPrefix, torch.utils.data.IterableDataset[Any]):
         mine = order[self.rank::self.world_size][worker::max(1, num_workers)]
         return [self.objects[i] for i in mine]
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[Sample]:
         info = torch.utils.data.get_worker_info()
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
         epoch = self.epoch + self._iterations
@@ -504,4 +724,5 @@ class IterableDataset(_FromPrefix, torch.utils.data.IterableDataset[Any]):
         # early cancels the downloads in flight; their finally blocks delete
         # composites.
         for _, data in iterate(agen, batch=min(64, self.prefetch)):
-            yield data if self._transform is None else self._transform(data)
+            yield (data if self._transform is None  # type: ignore[misc]
+                   else self._transform(data))  # type: ignore[arg-type]  # see Transform

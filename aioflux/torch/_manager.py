@@ -12,6 +12,14 @@ at most objects without a manifest, which ``list``/``latest`` ignore and the
 next retention pass deletes. Retention runs only after a newer manifest is
 written, so a complete checkpoint always survives. Listing, manifest checks,
 retention and the history file live in ``_retention.CheckpointStore``.
+
+Steps order everything: ``latest()`` is the highest complete step and
+``keep_last=n`` keeps the ``n`` highest complete steps, whatever the order
+the saves came in. So a save that would fall outside that window (step 10
+after 350 and 400 with ``keep_last=2``) is refused before anything is
+written, rather than being deleted by its own retention pass; and saving a
+step that already has a checkpoint is a ``Conflict`` unless
+``overwrite=True``.
 """
 
 from __future__ import annotations
@@ -22,15 +30,17 @@ import datetime as dt
 import json
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from .._client import AsyncClient
 from .._crc import encode_crc32c
-from .._errors import InvalidArgument, NotFound
+from .._errors import Conflict, InvalidArgument, NotFound, StorageError
 from .._sync import Client
 from .._urls import parse_url
+from .._validate import check_bool, check_instance, check_int, check_str
 from .._writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE
 from ._checkpoint import Checkpoint, raw_writer
 from ._history import MANIFEST_FORMAT, CheckpointInfo, SaveRecord
@@ -62,9 +72,15 @@ def _now() -> str:
 class CheckpointManager:
     """Saves training state under ``root`` and restores the latest complete one.
 
+    Usage: ``save``/``save_async`` while training; ``close()`` (or a
+    ``with`` block) at the end waits for background saves and raises a
+    failure nobody looked at. To resume, ``manager.latest()`` (``None`` on a
+    fresh run) and ``manager.load()``.
+
     Args:
         root: ``gs://bucket/prefix`` of the run.
-        keep_last: complete checkpoints to keep (``None`` keeps all).
+        keep_last: complete checkpoints to keep, the highest steps
+            (``None`` keeps all).
         compression: ``None`` or ``"zstd"``.
         client: AsyncClient or Client (default: the process-wide client).
         max_pending: background saves in flight at once.
@@ -81,7 +97,7 @@ class CheckpointManager:
 
     Raises:
         InvalidURL: bad root.
-        InvalidArgument: bad settings.
+        InvalidArgument: bad settings (wrong type or range), checked at once.
     """
 
     def __init__(self, root: str, *, keep_last: int | None = None,
@@ -93,14 +109,18 @@ class CheckpointManager:
         self.bucket, prefix = parse_url(root)
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         self.root = f"gs://{self.bucket}/{self.prefix}"
-        if keep_last is not None and keep_last < 1:
-            raise InvalidArgument(f"keep_last must be >= 1 or None, got {keep_last}")
-        if compression not in (None, "zstd"):
-            raise InvalidArgument(f"compression must be None or 'zstd', got {compression!r}")
+        op = "CheckpointManager"
+        check_int(op, "keep_last", keep_last, minimum=1, optional=True)
+        check_str(op, "compression", compression, optional=True, choices=("zstd",))
+        check_instance(op, "client", client, (AsyncClient, Client), optional=True)
+        check_int(op, "max_pending", max_pending, minimum=1)
+        check_str(op, "when_busy", when_busy, choices=("wait", "raise"))
+        check_int(op, "memory_budget", memory_budget, minimum=1, optional=True)
+        check_int(op, "part_size", part_size, minimum=1)
+        check_int(op, "max_in_flight", max_in_flight, minimum=1)
+        check_bool(op, "reuse_buffers", reuse_buffers)
         if compression == "zstd":
             from . import _zstd  # noqa: F401  (fail now, naming the extra)
-        if max_pending < 1 or when_busy not in ("wait", "raise"):
-            raise InvalidArgument("max_pending must be >= 1 and when_busy 'wait' or 'raise'")
         self.keep_last = keep_last
         self.compression = compression
         self.max_pending = max_pending
@@ -124,48 +144,62 @@ class CheckpointManager:
 
     # -- saving -----------------------------------------------------------------
 
-    def save(self, state: Any, step: int) -> CheckpointInfo:
+    def save(self, state: Mapping[str, Any], step: int, *,
+             overwrite: bool = False) -> CheckpointInfo:
         """Save and wait until the checkpoint is complete.
 
         Args:
-            state: nested dicts / lists of tensors and plain values.
-            step: training step (names the checkpoint).
+            state: a dict of tensors, nested dicts / lists and plain values.
+            step: training step (names and orders the checkpoint).
+            overwrite: replace a complete checkpoint of the same step.
 
         Returns:
             CheckpointInfo of the new checkpoint.
 
         Raises:
-            InvalidArgument: bad step.
+            InvalidArgument: bad state or step, or a step below the
+                ``keep_last`` highest ones (retention would delete it).
+            Conflict: a checkpoint of ``step`` exists and ``overwrite`` is False.
             StorageError: this save, or an earlier unobserved background
                 save, failed (the original exception).
         """
         started = time.perf_counter()
-        self._check_step(step)
+        self._check_save("save", state, step, overwrite)
         self._raise_unobserved()
         self.wait()
-        return self._persist(state, step, started, None)
+        return self._persist(state, step, started, None, overwrite)
 
-    def save_async(self, state: Any, step: int) -> SaveFuture:
+    def save_async(self, state: Mapping[str, Any], step: int, *,
+                   overwrite: bool = False) -> SaveFuture:
         """Snapshot ``state`` to host memory and save it in the background.
 
         Returns once tensors are copied: training may mutate them at once.
 
         Args:
-            state: nested dicts / lists of tensors and plain values.
+            state: a dict of tensors, nested dicts / lists and plain values.
             step: training step.
+            overwrite: replace a complete checkpoint of the same step.
 
         Returns:
-            A future of the CheckpointInfo; it re-raises the save's exception.
+            A future of the CheckpointInfo; it re-raises the save's exception
+            (``Conflict`` for an existing step, ``InvalidArgument`` for a
+            step below the ``keep_last`` window: both found in the background).
 
         Raises:
-            InvalidArgument: bad step, ``max_pending`` saves in flight with
-                ``when_busy="raise"``, or the state alone exceeds
+            InvalidArgument: bad state or step, ``max_pending`` saves in
+                flight with ``when_busy="raise"``, or the state alone exceeds
                 ``memory_budget``.
+            Conflict: a save of the same step is still in flight.
             StorageError: an earlier unobserved background save failed.
         """
         started = time.perf_counter()
-        self._check_step(step)
+        self._check_save("save_async", state, step, overwrite)
         self._raise_unobserved()
+        with self._cond:
+            if any(s == step for s, _ in self._pending.values()):
+                raise Conflict(f"save_async {self.root}: step {step} is already being saved",
+                               operation="save checkpoint", bucket=self.bucket,
+                               name=self._store.step_dir(step))
         needed = state_nbytes(state)
         future = SaveFuture()
         with self._cond:
@@ -194,13 +228,13 @@ class CheckpointManager:
             raise
         blocking = time.perf_counter() - started
         future.set_running_or_notify_cancel()
-        self._pool.submit(self._run, future, copy, step, started, blocking)
+        self._pool.submit(self._run, future, copy, step, started, blocking, overwrite)
         return future
 
     def _run(self, future: SaveFuture, state: Any, step: int, started: float,
-             blocking: float) -> None:
+             blocking: float, overwrite: bool) -> None:
         try:
-            info = self._persist(state, step, started, blocking)
+            info = self._persist(state, step, started, blocking, overwrite)
         except BaseException as exc:
             with self._cond:
                 self._failed.append(future)
@@ -258,15 +292,44 @@ class CheckpointManager:
         self.close()
 
     @staticmethod
-    def _check_step(step: int) -> None:
-        if not isinstance(step, int) or step < 0:
-            raise InvalidArgument(f"step must be an int >= 0, got {step!r}")
+    def _check_save(op: str, state: object, step: object, overwrite: object) -> None:
+        check_instance(op, "state", state, Mapping)
+        check_int(op, "step", step)
+        check_bool(op, "overwrite", overwrite)
+
+    def _check_target(self, step: int, overwrite: bool) -> None:
+        """Refuse a save that would replace a checkpoint or be deleted at once."""
+        if self.keep_last is None:
+            if overwrite:
+                return
+            # No window to check: one stat rather than a listing of every step.
+            manifest = self._store.step_dir(step) + MANIFEST
+            if self._store.call(self._client.exists(self.bucket, manifest)):
+                raise self._conflict(step)
+            return
+        # One listing (the retention pass lists again once there is more to see).
+        dirs = self._store.scan()
+        if not overwrite and MANIFEST in dirs.get(step, {}):
+            raise self._conflict(step)
+        kept = sorted(s for s, objs in dirs.items() if MANIFEST in objs and s != step)
+        window = kept[-self.keep_last:]
+        if len(window) == self.keep_last and step < window[0]:
+            raise InvalidArgument(
+                f"save {self.root}: step {step} is below the {self.keep_last} highest "
+                f"steps keep_last keeps ({', '.join(map(str, window))}); retention "
+                "would delete it at once. Delete the newer checkpoints or use a higher step")
+
+    def _conflict(self, step: int) -> Conflict:
+        return Conflict(f"save {self.root}: step {step} already has a checkpoint; pass "
+                        "overwrite=True to replace it", operation="save checkpoint",
+                        bucket=self.bucket, name=self._store.step_dir(step))
 
     def _persist(self, state: Any, step: int, started: float,
-                 blocking: float | None) -> CheckpointInfo:
+                 blocking: float | None, overwrite: bool) -> CheckpointInfo:
         directory = self._store.step_dir(step)
         serialized = 0
         try:
+            self._check_target(step, overwrite)
             # A re-save of a step must not leave the old manifest vouching
             # for objects that are being replaced.
             self._store.delete_quietly(directory + MANIFEST)
@@ -327,8 +390,8 @@ class CheckpointManager:
         return self._store.latest()
 
     def load(self, step: int | None = None, *, map_location: Any = None,
-             weights_only: bool = True) -> Any:
-        """Load a complete checkpoint (the latest by default).
+             weights_only: bool = True) -> dict[str, Any]:
+        """Load a complete checkpoint (the highest step by default).
 
         Args:
             step: the step to load, or None for the latest.
@@ -336,19 +399,28 @@ class CheckpointManager:
             weights_only: as for ``torch.load``.
 
         Returns:
-            The saved state.
+            The saved state dict.
 
         Raises:
+            InvalidArgument: a bad ``step``.
             NotFound: no complete checkpoint (at that step).
+            StorageError: the checkpoint holds something other than a dict
+                (not written by this manager), or reading failed.
         """
+        check_int("load", "step", step, optional=True)
         info = self.latest() if step is None else self._store.get(step)
         if info is None:
             what = "any" if step is None else f"step {step}"
             raise NotFound(f"load {self.root}: no complete checkpoint for {what}",
                            operation="load checkpoint", bucket=self.bucket, name=self.prefix)
         (leaf,) = [k for k in info.objects if k.startswith("state.pt")]
-        return self._ckpt.load(info.url + leaf, map_location=map_location,
-                               weights_only=weights_only, compression=info.compression)
+        state = self._ckpt.load(info.url + leaf, map_location=map_location,
+                                weights_only=weights_only, compression=info.compression)
+        if not isinstance(state, dict):
+            raise StorageError(f"load {info.url}{leaf}: holds a {type(state).__name__}, not the "
+                               "state dict this manager saves", operation="load checkpoint",
+                               bucket=self.bucket, name=info.url.split("/", 3)[3] + leaf)
+        return state
 
     # -- history ----------------------------------------------------------------
 

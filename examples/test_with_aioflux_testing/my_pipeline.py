@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import aioflux
@@ -18,13 +18,13 @@ def upload_dir(local_dir: Path, url: str, client: aioflux.Client) -> int:
     prefix = prefix.rstrip("/") + "/" if prefix else ""
     files = sorted(p for p in Path(local_dir).rglob("*") if p.is_file())
 
-    async def upload_all() -> None:
-        # Concurrent uploads, bounded by the client's max_concurrency.
-        await asyncio.gather(*(
-            client.aio.write(bucket, prefix + p.relative_to(local_dir).as_posix(), p.read_bytes())
-            for p in files))
+    def upload(path: Path) -> None:
+        client.write(bucket, prefix + path.relative_to(local_dir).as_posix(), path.read_bytes())
 
-    aioflux.call(upload_all())  # run on aioflux's background event loop
+    # Client calls block only their own thread: the requests of 16 threads
+    # overlap on the client's event loop, bounded by its max_concurrency.
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(upload, files))
     return len(files)
 
 

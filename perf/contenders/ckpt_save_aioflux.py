@@ -72,20 +72,20 @@ if __name__ == "__main__":
                                     part_size=part_size, max_in_flight=args.in_flight)
         if args.mode == "manager":
             with Stopwatch() as watch:
-                info = manager.save(state, step=1)
+                info = manager.save(state, step=1, overwrite=True)
         else:
             # Steady state of a training run: the first save pays for fresh
             # host buffers (reported, untimed); the timed one is the next
             # save, after training touched the tensors, reusing them.
             t0 = time.perf_counter()
-            manager.save_async(state, step=1).result()
+            manager.save_async(state, step=1, overwrite=True).result()
             extra["first_blocking_s"] = round(manager.history()[-1].blocking_seconds, 3)
             for value in state.values():
                 if hasattr(value, "add_"):
                     value.add_(1.0)
             t0 = time.perf_counter()
             with Stopwatch() as watch:
-                future = manager.save_async(state, step=2)
+                future = manager.save_async(state, step=2, overwrite=True)
             info = future.result()
             extra["total_s"] = round(time.perf_counter() - t0, 3)
         manager.close()

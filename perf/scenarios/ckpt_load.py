@@ -26,7 +26,7 @@ _READ_AHEAD = 16
 
 
 def _aioflux_ready() -> str | None:
-    return project_imports("import aioflux; aioflux.open; aioflux.ObjectReader")
+    return project_imports("import aioflux._reader; aioflux.open; aioflux._reader.ObjectReader")
 
 
 def plan(options: Options) -> Plan:

@@ -18,7 +18,7 @@ PREFIX = "listing/obj-"
 
 
 def _ready() -> str | None:
-    return project_imports("import aioflux; aioflux.list_objects_parallel")
+    return project_imports("import aioflux._listing; aioflux._listing.list_objects_parallel")
 
 
 def plan(options: Options) -> Plan:

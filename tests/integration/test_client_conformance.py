@@ -18,10 +18,10 @@ from aioflux import (
     InvalidArgument,
     NotFound,
     PreconditionFailed,
-    ResumableUpload,
-    list_objects_parallel,
 )
 from aioflux._crc import crc32c
+from aioflux._listing import list_objects_parallel
+from aioflux._resumable import ResumableUpload
 from aioflux._transport import Op
 
 from ..conftest import FAST_RETRY, unique_bucket

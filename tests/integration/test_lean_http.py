@@ -494,7 +494,7 @@ async def test_idle_connections_close_after_the_idle_timeout(lean: bool) -> None
         assert await client.read("bkt", "obj") == BODY
     assert server.connections == 2
     for bad in (0, -1.0):
-        with pytest.raises(ValueError, match="Timeouts.idle"):
+        with pytest.raises(ValueError, match=r"Timeouts\.idle"):
             Timeouts(idle=bad)
 
 

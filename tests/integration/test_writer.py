@@ -10,6 +10,7 @@ import pytest
 import aioflux
 from aioflux import AsyncClient, ChecksumMismatch, Client, ClientConfig, NotFound
 from aioflux._async_writer import AsyncObjectWriter
+from aioflux._bridge import call
 from aioflux._crc import crc32c
 from aioflux._writer import ObjectWriter
 from aioflux.testing import Emulator
@@ -107,8 +108,8 @@ def test_back_pressure_bounds_parts_in_flight(emulator: Emulator, bucket: str) -
     with ObjectWriter(client, bucket, "bp", part_size=PART, max_in_flight=2) as f:
         f.write(data)
     assert peak == 2
-    assert aioflux.call(client.read(bucket, "bp")) == data
-    aioflux.call(client.aclose())
+    assert call(client.read(bucket, "bp")) == data
+    call(client.aclose())
 
 
 def test_part_buffers_are_reused(emulator: Emulator, bucket: str,
@@ -132,8 +133,8 @@ def test_part_buffers_are_reused(emulator: Emulator, bucket: str,
             f.write(data[start:start + 3 * MiB])
     # 11 parts through at most 2 in flight + the one being filled
     assert len(allocated) <= 3
-    assert aioflux.call(client.read(bucket, "reuse")) == data
-    aioflux.call(client.aclose())
+    assert call(client.read(bucket, "reuse")) == data
+    call(client.aclose())
 
 
 def test_failed_part_surfaces_and_aborts(emulator: Emulator, bucket: str) -> None:
@@ -148,9 +149,9 @@ def test_failed_part_surfaces_and_aborts(emulator: Emulator, bucket: str) -> Non
         with ObjectWriter(client, bucket, "fail", part_size=PART, max_in_flight=1) as f:
             for _ in range(6):
                 f.write(os.urandom(PART))
-    assert not aioflux.call(client.exists(bucket, "fail"))
-    assert aioflux.call(client.list_multipart_uploads(bucket)) == []
-    aioflux.call(client.aclose())
+    assert not call(client.exists(bucket, "fail"))
+    assert call(client.list_multipart_uploads(bucket)) == []
+    call(client.aclose())
 
 
 def test_crc_mismatch_deletes_object(emulator: Emulator, bucket: str) -> None:
@@ -165,8 +166,8 @@ def test_crc_mismatch_deletes_object(emulator: Emulator, bucket: str) -> None:
         with ObjectWriter(client, bucket, "bad", part_size=PART) as f:
             f.write(os.urandom(PART + 10))
     with pytest.raises(NotFound):
-        aioflux.call(client.stat(bucket, "bad"))
-    aioflux.call(client.aclose())
+        call(client.stat(bucket, "bad"))
+    call(client.aclose())
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
@@ -194,7 +195,7 @@ def test_part_checksums_come_from_the_running_one(sync_client: Client, bucket: s
                 for i in range(0, len(data), 999_999):
                     await w.write(data[i:i + 999_999])
 
-        aioflux.call(write())
+        call(write())
     assert sync_client.read(bucket, "derived") == data
 
 

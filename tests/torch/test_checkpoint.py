@@ -8,8 +8,8 @@ import threading
 import pytest
 import torch
 
-import aioflux
 from aioflux import AsyncClient, Client, InvalidArgument, NotFound, ServerError
+from aioflux._bridge import call
 from aioflux.testing import Emulator
 from aioflux.torch import Checkpoint, CheckpointManager
 
@@ -120,7 +120,7 @@ def test_failed_async_save_reraises_original_and_next_save(emulator: Emulator,
     assert [(r.step, r.ok) for r in hist] == [(1, False), (2, False), (4, True)]
     assert "injected" in (hist[0].error or "")
     mgr.close()
-    aioflux.call(client.aclose())
+    call(client.aclose())
 
 
 def test_unobserved_failure_raised_by_next_save(emulator: Emulator, bucket: str) -> None:
@@ -133,7 +133,7 @@ def test_unobserved_failure_raised_by_next_save(emulator: Emulator, bucket: str)
         mgr.save(_state(2), 2)
     mgr.save(_state(2), 2)
     mgr.close()
-    aioflux.call(client.aclose())
+    call(client.aclose())
 
 
 def test_memory_budget_and_when_busy(sync_client: Client, bucket: str) -> None:
@@ -164,7 +164,7 @@ def test_memory_budget_and_when_busy(sync_client: Client, bucket: str) -> None:
     assert first.result(timeout=60).step == 1
     assert busy.save_async(state, 2).result(timeout=60).step == 2
     busy.close()
-    aioflux.call(client.aclose())
+    call(client.aclose())
 
 
 def test_zstd_manager_round_trip(sync_client: Client, bucket: str) -> None:

@@ -70,8 +70,8 @@ def test_sigkill_during_saves(emulator: Emulator, bucket: str, sync_client: Clie
     assert [c.step for c in mgr.list()] == [19, 20, 21]
 
     clean = pytest.importorskip("aioflux._clean", reason="aioflux clean not available yet")
-    import aioflux
+    from aioflux._bridge import call
 
-    aioflux.call(clean.clean_bucket(sync_client.aio, bucket, older_than=0))
+    call(clean.clean_bucket(sync_client.aio, bucket, older_than=0))
     assert sync_client.list_multipart_uploads(bucket) == []
     assert mgr.latest().step == LAST_STEP + 1  # type: ignore[union-attr]

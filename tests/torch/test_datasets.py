@@ -204,3 +204,43 @@ async def test_worker_shutdown_mid_epoch_leaves_nothing_after_clean(
     report = await clean_bucket(client, bucket, older_than=0)
     assert await composites(client, bucket) == []
     assert len(report.composites) <= 2  # at most a compose racing the exit per worker
+
+
+@pytest.mark.parametrize("cls", [MapDataset, IterableDataset])
+@pytest.mark.parametrize("suffix", ["", "/"])
+def test_from_prefix_means_the_folder_not_a_name_prefix(emulator: Emulator, bucket: str,
+                                                        cls: Any, suffix: str) -> None:
+    # ``gs://b/data`` is the folder ``data/`` (and an object named exactly
+    # ``data``), as for the CLI; ``data2/`` and ``data.txt`` are not in it.
+    blobs = {"data/a": b"A", "data/b/c": b"BC", "data2/x": b"X", "data.txt": b"T"}
+    for name, body in blobs.items():
+        emulator.store.put(bucket, name, body)
+    ds = cls.from_prefix(f"gs://{bucket}/data{suffix}", endpoint=emulator.endpoint,
+                         transform=to_bytes, **DIRECT)
+    assert [o.name for o in ds.objects] == ["data/a", "data/b/c"]
+    emulator.store.put(bucket, "data", b"exact")
+    ds = cls.from_prefix(f"gs://{bucket}/data{suffix}", endpoint=emulator.endpoint, **DIRECT)
+    expected = ["data/a", "data/b/c"] if suffix else ["data", "data/a", "data/b/c"]
+    assert [o.name for o in ds.objects] == expected
+    whole = cls.from_prefix(f"gs://{bucket}", endpoint=emulator.endpoint)
+    assert len(whole.objects) == 5
+    if cls is MapDataset:
+        assert [bytes(ds[i]) for i in range(len(ds))] == [blobs.get(n, b"exact")
+                                                          for n in expected]
+    ds.close()
+    whole.close()
+
+
+def test_samples_are_typed_by_the_transform(emulator: Emulator, bucket: str) -> None:
+    emulator.store.put(bucket, "t/1", b"12345")
+
+    def length(data: bytes) -> int:
+        return len(data)
+
+    sized: MapDataset[int] = MapDataset.from_prefix(f"gs://{bucket}/t", transform=length,
+                                                    endpoint=emulator.endpoint)
+    raw: MapDataset[bytes] = MapDataset.from_prefix(f"gs://{bucket}/t",
+                                                    endpoint=emulator.endpoint)
+    assert sized[0] == 5 and raw[0] == b"12345"
+    sized.close()
+    raw.close()

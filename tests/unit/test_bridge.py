@@ -9,9 +9,8 @@ import threading
 
 import pytest
 
-import aioflux
-from aioflux import BridgeError, get_portal
-from aioflux._bridge import Portal
+from aioflux import BridgeError
+from aioflux._bridge import Portal, call, get_portal, submit
 
 
 async def _where() -> tuple[int, int]:
@@ -20,7 +19,7 @@ async def _where() -> tuple[int, int]:
 
 
 def test_call_runs_on_loop_thread() -> None:
-    pid, ident = aioflux.call(_where())
+    pid, ident = call(_where())
     assert pid == os.getpid()
     assert ident != threading.get_ident()
     assert ident == get_portal()._thread.ident
@@ -30,17 +29,17 @@ def test_submit_returns_future_with_original_exception() -> None:
     async def boom() -> None:
         raise KeyError("original")
 
-    future = aioflux.submit(boom())
+    future = submit(boom())
     with pytest.raises(KeyError, match="original"):
         future.result(timeout=5)
 
 
 def test_calling_from_loop_thread_raises_instead_of_deadlocking() -> None:
     async def nested() -> None:
-        aioflux.call(_where())
+        call(_where())
 
     with pytest.raises(BridgeError, match="own event loop thread"):
-        aioflux.call(nested())
+        call(nested())
 
 
 def test_shutdown_cancels_pending_and_refuses_new_work() -> None:
@@ -60,13 +59,13 @@ def test_shutdown_cancels_pending_and_refuses_new_work() -> None:
 
 
 def _child_call(queue: mp.Queue) -> None:  # type: ignore[type-arg]
-    pid, _ = aioflux.call(_where())
+    pid, _ = call(_where())
     queue.put(pid)
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_portal_works_in_child_processes(method: str) -> None:
-    aioflux.call(_where())  # make sure the parent has a running portal first
+    call(_where())  # make sure the parent has a running portal first
     ctx = mp.get_context(method)
     queue = ctx.Queue()
     proc = ctx.Process(target=_child_call, args=(queue,))

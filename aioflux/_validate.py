@@ -1,0 +1,354 @@
+"""Argument checks shared by the public API, run before any request is sent.
+
+A wrong type caught here raises :class:`~aioflux.InvalidArgument` (or
+:class:`~aioflux.InvalidURL` for names and URLs) naming the call and the
+argument, instead of a ``TypeError`` deep in aiohttp or a server error after
+retries. ``bool`` is refused where an ``int`` is expected: ``True`` as a
+step or an offset is always a bug.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeAlias
+from urllib.parse import urlsplit
+
+from ._errors import InvalidArgument, InvalidURL
+from ._types import ObjectInfo
+from ._urls import validate_bucket, validate_object_name
+
+if TYPE_CHECKING:
+    from google.auth.credentials import Credentials as GoogleCredentials
+
+    from ._auth import Auth
+
+__all__ = [
+    "Credentials",
+    "check_bool",
+    "check_buffer",
+    "check_bytes",
+    "check_credentials",
+    "check_endpoint",
+    "check_int",
+    "check_instance",
+    "check_metadata",
+    "check_object",
+    "check_str",
+    "compose_args",
+    "delete_args",
+    "list_args",
+    "read_args",
+    "write_args",
+]
+
+Credentials: TypeAlias = "str | Auth | GoogleCredentials | None"
+"""What ``credentials=`` takes: ``None`` (Application Default Credentials;
+anonymous against an emulator), ``"anonymous"``, a bearer-token string, an
+``Auth`` (``async headers() -> dict``) or a google-auth ``Credentials``."""
+
+
+def _kind(value: object) -> str:
+    return type(value).__name__
+
+
+def check_object(op: str, bucket: object, name: object, *, bucket_arg: str = "bucket",
+                 name_arg: str = "name") -> None:
+    """Check a bucket and an object name.
+
+    Args:
+        op: the operation, for the message.
+        bucket: the bucket argument.
+        name: the object name argument.
+        bucket_arg: the bucket argument's name.
+        name_arg: the name argument's name.
+
+    Raises:
+        InvalidURL: either is not a valid GCS name.
+    """
+    try:
+        validate_bucket(bucket, arg=bucket_arg)  # type: ignore[arg-type]
+        validate_object_name(name, arg=name_arg)  # type: ignore[arg-type]
+    except InvalidURL as exc:
+        raise InvalidURL(f"{op}: {exc}") from None
+
+
+def check_int(op: str, arg: str, value: object, *, minimum: int | None = 0,
+              optional: bool = False) -> None:
+    """Check an integer argument (``bool`` is not an integer here).
+
+    Args:
+        op: the operation.
+        arg: the argument's name.
+        value: its value.
+        minimum: smallest allowed value, or None for no bound.
+        optional: ``None`` is allowed.
+
+    Raises:
+        InvalidArgument: wrong type or below ``minimum``.
+    """
+    if value is None and optional:
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        what = "an int or None" if optional else "an int"
+        raise InvalidArgument(f"{op}: {arg} must be {what}, got {_kind(value)} {value!r}")
+    if minimum is not None and value < minimum:
+        raise InvalidArgument(f"{op}: {arg} must be >= {minimum}, got {value}")
+
+
+def check_bool(op: str, arg: str, value: object, *, optional: bool = False) -> None:
+    """Check a ``bool`` argument.
+
+    Args:
+        op: the operation.
+        arg: the argument's name.
+        value: its value.
+        optional: ``None`` is allowed.
+
+    Raises:
+        InvalidArgument: not a bool.
+    """
+    if not (isinstance(value, bool) or (optional and value is None)):
+        raise InvalidArgument(f"{op}: {arg} must be a bool, got {_kind(value)} {value!r}")
+
+
+def check_str(op: str, arg: str, value: object, *, optional: bool = False,
+              choices: tuple[str, ...] | None = None) -> None:
+    """Check a string argument.
+
+    Args:
+        op: the operation.
+        arg: the argument's name.
+        value: its value.
+        optional: ``None`` is allowed.
+        choices: the allowed values, if limited.
+
+    Raises:
+        InvalidArgument: not a string, or not one of ``choices``.
+    """
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{op}: {arg} must be a str, got {_kind(value)} {value!r}")
+    if choices is not None and value not in choices:
+        raise InvalidArgument(f"{op}: {arg} must be one of {', '.join(map(repr, choices))}, "
+                              f"got {value!r}")
+
+
+def check_instance(op: str, arg: str, value: object, cls: type | tuple[type, ...], *,
+                   optional: bool = False) -> None:
+    """Check that an argument is an instance of ``cls``.
+
+    Args:
+        op: the operation.
+        arg: the argument's name.
+        value: its value.
+        cls: the expected class(es).
+        optional: ``None`` is allowed.
+
+    Raises:
+        InvalidArgument: wrong type.
+    """
+    if value is None and optional:
+        return
+    if not isinstance(value, cls):
+        names = " or ".join(c.__name__ for c in (cls if isinstance(cls, tuple) else (cls,)))
+        raise InvalidArgument(f"{op}: {arg} must be a {names}, got {_kind(value)} {value!r:.60}")
+
+
+def check_bytes(op: str, arg: str, value: object) -> None:
+    """Check a bytes-like argument (``bytes``, ``bytearray``, ``memoryview``).
+
+    Args:
+        op: the operation.
+        arg: the argument's name.
+        value: its value.
+
+    Raises:
+        InvalidArgument: not bytes-like (a ``str`` needs ``.encode()``).
+    """
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise InvalidArgument(f"{op}: {arg} must be bytes, bytearray or memoryview, "
+                              f"got {_kind(value)}")
+
+
+def check_buffer(op: str, arg: str, value: object) -> None:
+    """Check a writable buffer argument (``bytearray`` or writable ``memoryview``).
+
+    Args:
+        op: the operation.
+        arg: the argument's name.
+        value: its value.
+
+    Raises:
+        InvalidArgument: not a buffer, or read-only (``bytes``).
+    """
+    if isinstance(value, bytearray):
+        return
+    if isinstance(value, memoryview) and not value.readonly:
+        return
+    raise InvalidArgument(f"{op}: {arg} must be a writable bytearray or memoryview, got "
+                          f"{'a read-only ' if isinstance(value, (bytes, memoryview)) else ''}"
+                          f"{_kind(value)}")
+
+
+def check_metadata(op: str, arg: str, value: object) -> None:
+    """Check a custom-metadata argument: ``None`` or a ``dict[str, str]``.
+
+    Args:
+        op: the operation.
+        arg: the argument's name.
+        value: its value.
+
+    Raises:
+        InvalidArgument: not a dict of strings.
+    """
+    if value is None:
+        return
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise InvalidArgument(f"{op}: {arg} must be a dict[str, str] or None, got {value!r:.60}")
+
+
+def check_endpoint(op: str, endpoint: object) -> None:
+    """Check an API root URL (``http(s)://host[:port][/path]``).
+
+    Args:
+        op: the operation.
+        endpoint: the endpoint argument.
+
+    Raises:
+        InvalidURL: not a string, no http(s) scheme, or no host.
+    """
+    if endpoint is None:
+        return
+    if not isinstance(endpoint, str):
+        raise InvalidURL(f"{op}: endpoint must be a URL string, got {_kind(endpoint)}")
+    try:
+        parts = urlsplit(endpoint)
+        parts.port  # noqa: B018  (raises ValueError on a bad port)
+    except ValueError as exc:
+        raise InvalidURL(f"{op}: endpoint {endpoint!r} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidURL(f"{op}: endpoint must be an http:// or https:// URL with a host, "
+                         f"got {endpoint!r}")
+
+
+def check_credentials(op: str, credentials: Any) -> None:
+    """Check a ``credentials=`` argument (see :data:`Credentials`).
+
+    Args:
+        op: the operation.
+        credentials: the argument.
+
+    Raises:
+        InvalidArgument: none of the accepted kinds.
+    """
+    if credentials is None or isinstance(credentials, str):
+        if credentials == "":
+            raise InvalidArgument(f"{op}: credentials must not be an empty string")
+        return
+    if callable(getattr(credentials, "headers", None)):
+        return  # an Auth
+    if hasattr(credentials, "refresh") and hasattr(credentials, "token"):
+        return  # google-auth Credentials (duck-typed: importing google.auth costs ~0.1 s)
+    raise InvalidArgument(f"{op}: credentials must be None, 'anonymous', a token string, an "
+                          f"Auth or google-auth Credentials, got {_kind(credentials)}")
+
+
+# -- per-method checks of AsyncClient (and so of Client, which calls them) ------
+
+
+def list_args(op: str, bucket: object, prefix: object, *, delimiter: object = None,
+              start_offset: object = None, end_offset: object = None, page_size: object = 1000,
+              fields: object = None) -> None:
+    """Arguments of ``list`` / ``list_objects`` / ``stream``.
+
+    Raises:
+        InvalidURL: a bad bucket.
+        InvalidArgument: a wrong type.
+    """
+    try:
+        validate_bucket(bucket)  # type: ignore[arg-type]
+    except InvalidURL as exc:
+        raise InvalidURL(f"{op}: {exc}") from None
+    check_str(op, "prefix", prefix)
+    for arg, value in (("delimiter", delimiter), ("start_offset", start_offset),
+                       ("end_offset", end_offset), ("fields", fields)):
+        check_str(op, arg, value, optional=True)
+    check_int(op, "page_size", page_size, minimum=1)
+
+
+def read_args(bucket: object, name: object, start: object, end: object, into: object,
+              generation: object) -> None:
+    """Arguments of ``read``.
+
+    Raises:
+        InvalidURL: a bad bucket or name.
+        InvalidArgument: a wrong type, a bad range, or a read-only ``into``.
+    """
+    check_object("read", bucket, name)
+    check_int("read", "start", start)
+    check_int("read", "end", end, optional=True)
+    if end is not None and end < start:  # type: ignore[operator]
+        raise InvalidArgument(f"read gs://{bucket}/{name}: bad range [{start}, {end}): end "
+                              "before start")
+    if into is not None:
+        check_buffer("read", "into", into)
+    check_int("read", "generation", generation, minimum=1, optional=True)
+
+
+def write_args(bucket: object, name: object, data: object, content_type: object,
+               if_generation_match: object, metadata: object, resumable: object) -> None:
+    """Arguments of ``write``.
+
+    Raises:
+        InvalidURL: a bad bucket or name.
+        InvalidArgument: a wrong type.
+    """
+    check_object("write", bucket, name)
+    check_bytes("write", "data", data)
+    check_str("write", "content_type", content_type)
+    check_int("write", "if_generation_match", if_generation_match, optional=True)
+    check_metadata("write", "metadata", metadata)
+    check_bool("write", "resumable", resumable, optional=True)
+
+
+def compose_args(bucket: object, destination: object, sources: object,
+                 if_generation_match: object, content_type: object) -> None:
+    """Arguments of ``compose`` (each source is a name, ObjectInfo or (name, generation)).
+
+    Raises:
+        InvalidURL: a bad bucket or name.
+        InvalidArgument: a wrong type or count of sources.
+    """
+    check_object("compose", bucket, destination, name_arg="destination")
+    if isinstance(sources, (str, bytes)) or not hasattr(sources, "__len__"):
+        raise InvalidArgument(f"compose: sources must be a sequence, got {_kind(sources)}")
+    for source in sources:  # type: ignore[attr-defined]
+        # ObjectInfo is a NamedTuple: test it before the (name, generation) pair.
+        pair = isinstance(source, tuple) and not isinstance(source, ObjectInfo)
+        name = source.name if isinstance(source, ObjectInfo) else source[0] if pair else source
+        try:
+            validate_object_name(name, arg="sources")
+        except InvalidURL as exc:
+            raise InvalidURL(f"compose: {exc}") from None
+        if pair:
+            if len(source) != 2:
+                raise InvalidArgument(f"compose: sources items must be (name, generation), got "
+                                      f"{source!r}")
+            check_int("compose", "sources generation", source[1])
+    check_int("compose", "if_generation_match", if_generation_match, optional=True)
+    check_str("compose", "content_type", content_type)
+
+
+def delete_args(bucket: object, name: object, generation: object, if_generation_match: object,
+                missing_ok: object) -> None:
+    """Arguments of ``delete``.
+
+    Raises:
+        InvalidURL: a bad bucket or name.
+        InvalidArgument: a wrong type.
+    """
+    check_object("delete", bucket, name)
+    check_int("delete", "generation", generation, minimum=1, optional=True)
+    check_int("delete", "if_generation_match", if_generation_match, optional=True)
+    check_bool("delete", "missing_ok", missing_ok)
