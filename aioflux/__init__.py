@@ -34,9 +34,8 @@ from ._resumable import ResumableUpload
 from ._sync import Client
 from ._types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from ._urls import GcsURL, parse_url
+from ._version import __version__
 from ._writer import ObjectWriter
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AiofluxError",
