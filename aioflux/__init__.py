@@ -41,8 +41,7 @@ from ._open import open
 from ._sync import Client
 from ._types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from ._urls import GcsURL, parse_url
-
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "AiofluxError",

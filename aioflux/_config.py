@@ -11,12 +11,14 @@ import re
 from dataclasses import dataclass, field
 
 from ._errors import InvalidArgument
+from ._version import DISTRIBUTION, __version__
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_READ_STALL_TIMEOUT",
+    "DEFAULT_USER_AGENT",
     "ClientConfig",
     "RetryPolicy",
     "Timeouts",
@@ -29,6 +31,8 @@ __all__ = [
 # 128 reads in flight at >= 25 ms each stay under the ~5,000 reads/s a fresh
 # GCS bucket serves before it ramps up.
 DEFAULT_MAX_CONCURRENCY = 128
+# Names the distribution and version, so server-side logs tell releases apart.
+DEFAULT_USER_AGENT = f"{DISTRIBUTION}/{__version__}"
 DEFAULT_CONNECT_TIMEOUT = 30.0
 # A read-stall timeout (no bytes for this long), not a total timeout: a 5 GiB
 # body legitimately takes minutes, a silent socket does not.
@@ -175,7 +179,7 @@ class ClientConfig:
     connection_limit_per_host: int = 0
     timeouts: Timeouts = field(default_factory=Timeouts)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    user_agent: str = "aioflux"
+    user_agent: str = DEFAULT_USER_AGENT
     verify_crc32c: bool = True
     lean_reads: bool = True
 

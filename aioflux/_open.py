@@ -82,7 +82,7 @@ def open(
         max_in_flight: writer parts uploading at once.
         chunk_size: reader bytes per ranged GET.
         read_ahead: reader blocks in flight ahead of the position.
-        compression: ``None`` or ``"zstd"`` (needs ``aioflux[zstd]``).
+        compression: ``None`` or ``"zstd"`` (needs ``aioflux-storage[zstd]``).
         content_type: Content-Type of a written object.
 
     Returns:

@@ -151,8 +151,8 @@ async def write_dataset(bucket: str, prefix: str, samples: int) -> None:
     async with AsyncClient() as client:
         await asyncio.gather(*(
             client.write(bucket, f"{prefix}sample-{i:06d}",
-                         x.numpy().astype("<f4").tobytes()
-                         + struct.pack("<i", int((x @ weights).argmax())))
+                         struct.pack(f"<{FEATURES}fi", *x.tolist(),
+                                     int((x @ weights).argmax())))
             for i, x in enumerate(rows)))
 
 

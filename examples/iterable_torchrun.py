@@ -48,7 +48,7 @@ FEATURES, CLASSES = 8, 3
 
 def encode(sample_id: int, features: torch.Tensor, label: int) -> bytes:
     """float32 features, then int32 label and int32 sample id."""
-    return features.numpy().astype("<f4").tobytes() + struct.pack("<ii", label, sample_id)
+    return struct.pack(f"<{FEATURES}fii", *features.tolist(), label, sample_id)
 
 
 def decode(data: bytes | bytearray) -> tuple[torch.Tensor, int, int]:

@@ -37,7 +37,7 @@ FEATURES, CLASSES = 16, 4
 
 def encode(features: torch.Tensor, label: int) -> bytes:
     """One sample as an object: float32 features then an int32 label."""
-    return features.numpy().astype("<f4").tobytes() + struct.pack("<i", label)
+    return struct.pack(f"<{FEATURES}fi", *features.tolist(), label)
 
 
 def decode(data: bytes | bytearray) -> tuple[torch.Tensor, int]:

@@ -18,6 +18,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +36,8 @@ from . import command
 from ._common import endpoint_arg, url_arg
 
 __all__: list[str] = []
+
+_NO_NUMPY = "Failed to initialize NumPy"
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -103,6 +106,9 @@ def _emulator_stats(endpoint: str) -> dict[str, int]:
 @command("demo", "Train on the bundled emulator: load, checkpoint, crash, resume, report.",
          _configure)
 def _run(args: argparse.Namespace) -> int:
+    # The CPU torch wheel comes without numpy, which the demo does not use;
+    # torch still warns about it at import, on the demo's first screen.
+    warnings.filterwarnings("ignore", _NO_NUMPY, UserWarning)
     from ._demo_train import TrainPlan, train
 
     faulty_gcs = ("--profile", "gcs-like", "--p-503", "0.01", "--p-429", "0.005", "--seed", "1",
@@ -161,7 +167,8 @@ def _crash_phase(plan: Any) -> int:
     # resource tracker: after the SIGKILL the tracker frees the DataLoader's
     # semaphores, which is expected here and not worth a warning.
     return subprocess.run(
-        [sys.executable, "-W", "ignore:resource_tracker:UserWarning", "-c",
+        [sys.executable, "-W", "ignore:resource_tracker:UserWarning",
+         "-W", f"ignore:{_NO_NUMPY}:UserWarning", "-c",
          "from aioflux.cli._demo_train import main; main()",
          json.dumps(dataclasses.asdict(plan))], check=False).returncode
 

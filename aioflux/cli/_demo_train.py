@@ -30,7 +30,9 @@ CLASSES = 10
 
 def encode_sample(features: torch.Tensor, label: int) -> bytes:
     """Serialize one sample as raw little-endian bytes."""
-    return features.numpy().astype("<f4").tobytes() + struct.pack("<i", label)
+    # struct rather than Tensor.numpy(): the CPU torch wheel does not bring
+    # numpy, and aioflux does not need it for anything else.
+    return struct.pack(f"<{FEATURES}fi", *features.tolist(), label)
 
 
 def decode_sample(data: bytes) -> tuple[torch.Tensor, int]:

@@ -1,4 +1,4 @@
-"""zstd (de)compression of checkpoint streams (the ``aioflux[zstd]`` extra).
+"""zstd (de)compression of checkpoint streams (the ``aioflux-storage[zstd]`` extra).
 
 Compression runs on zstandard's own worker threads (``threads=-1``: one per
 core), so it overlaps with serialization and upload; the seed documents
@@ -25,7 +25,7 @@ try:
     import zstandard
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("zstd compression needs the zstandard package: "
-                      "pip install aioflux[zstd]") from exc
+                      "pip install 'aioflux-storage[zstd]'") from exc
 
 __all__ = ["DEFAULT_LEVEL", "ZstdWriter", "compress_writer", "decompress_all", "decompress_reader"]
 

@@ -1,4 +1,4 @@
-"""Lightning ``CheckpointIO`` plugins for gs:// paths (``aioflux[lightning]``).
+"""Lightning ``CheckpointIO`` plugins for gs:// paths (``aioflux-storage[lightning]``).
 
 ``GcsCheckpointIO`` saves through the streaming multipart writer and loads
 through the parallel ranged reader. ``AsyncGcsCheckpointIO`` snapshots the
@@ -15,7 +15,7 @@ try:
     from lightning.fabric.plugins.io.checkpoint_io import CheckpointIO
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("aioflux.torch.lightning needs Lightning: "
-                      "pip install aioflux[lightning]") from exc
+                      "pip install 'aioflux-storage[lightning]'") from exc
 
 from .._bridge import get_portal
 from .._client import AsyncClient

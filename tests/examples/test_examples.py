@@ -109,9 +109,45 @@ def test_from_dataflux_without_dataflux_says_what_to_install() -> None:
 
 
 @pytest.mark.timeout(180)
-def test_pytest_suite_with_aioflux_testing() -> None:
-    # The example directory has its own pytest.ini, so it runs as its own project.
-    # Its tests are sync; pytest-asyncio (installed for aioflux's own suite) is not
-    # part of that project, and newer pytest turns its config warning into an error.
+def test_pytest_suite_with_aioflux_testing_as_documented() -> None:
+    # As the README runs it, with every plugin its installs bring (pytest-asyncio
+    # among them): the example's own pytest.ini turns warnings into errors, so a
+    # start-up warning from a plugin would stop it with an INTERNALERROR.
+    ok(run("-m", "pytest", "-q", "-p", "no:cacheprovider", "examples/test_with_aioflux_testing"),
+       r"3 passed")
+
+
+@pytest.mark.timeout(180)
+def test_pytest_suite_with_aioflux_testing_without_pytest_asyncio() -> None:
+    # A user's project without pytest-asyncio: its asyncio setting is then an
+    # unknown key, which must not fail the run either.
     ok(run("-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:asyncio",
            "examples/test_with_aioflux_testing"), r"3 passed")
+
+
+@pytest.mark.timeout(180)
+def test_typed_usage() -> None:
+    # The script .ci/run type-checks with mypy --strict; here it must also run.
+    ok(run("examples/typed_usage.py"),
+       r"typed_usage: aioflux \d+\.\d+\.\d+\S*: read 'hello, typed world', 192 bytes through "
+       r"MapDataset, latest checkpoint step 2")
+
+
+@pytest.mark.timeout(180)
+def test_demo_without_numpy(tmp_path: Path) -> None:
+    # The CPU torch wheel does not bring numpy and aioflux does not declare it:
+    # the README's first command must work without it. A numpy that fails to
+    # import stands in for a missing one (torch then says "Numpy is not
+    # available" for any .numpy()), in every process the demo starts.
+    blocker = tmp_path / "no_numpy" / "numpy"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'numpy'\", name='numpy')\n")
+    path = os.pathsep.join(p for p in (str(blocker.parent), str(ROOT),
+                                       os.environ.get("PYTHONPATH", "")) if p)
+    proc = run("-m", "aioflux", "demo", "--samples", "200", "--steps", "12", "--ckpt-every", "4",
+               "--crash-at", "8", "--batch-size", "16", env={"PYTHONPATH": path})
+    out = ok(proc, r"crashed: training process SIGKILLed")
+    assert "kept: steps 4, 8, 12" in out, out
+    # torch's own "Failed to initialize NumPy" warning is not shown either.
+    assert "NumPy" not in proc.stderr and "numpy" not in proc.stderr, proc.stderr

@@ -1,0 +1,328 @@
+"""README.md runs as written.
+
+Every ```python block runs in its own interpreter against a fresh bundled
+emulator; the only adaptation is the environment: ``STORAGE_EMULATOR_HOST``
+points at the emulator, the buckets the blocks name exist, and
+``my-bucket/train/`` holds a few objects for the dataset examples to read.
+A block that is only a fragment says so with ``<!-- partial -->`` on the
+line before it; it is compiled, not run, and there may be only a few.
+
+Every command in the Command line section runs too, against the emulator
+with real objects: ``CLI_CALLS`` turns each synopsis into concrete calls,
+and a synopsis without calls, or a documented flag no call uses, fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from aioflux import Client
+from aioflux.testing import Emulator, running_emulator
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+PARTIAL = "<!-- partial -->"
+MAX_PARTIAL = 2
+BLOCK_TIMEOUT = 150.0
+TRAIN_OBJECTS = 192
+TRAIN_SIZE = 1024
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced ```python block of the README."""
+
+    section: str
+    index: int  # within its section, from 1
+    line: int
+    code: str
+    partial: bool
+
+    @property
+    def id(self) -> str:
+        return f"{self.section}-{self.index}"
+
+
+def python_blocks(text: str) -> list[Block]:
+    """Every ```python block, with its section and whether it is marked partial."""
+    blocks: list[Block] = []
+    lines = text.splitlines()
+    section = ""
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("## "):
+            section = line[3:].strip()
+        if line.strip() == "```python":
+            start = i
+            j = i + 1
+            while lines[j].strip() != "```":
+                j += 1
+            before = next((lines[k].strip() for k in range(start - 1, -1, -1)
+                           if lines[k].strip()), "")
+            index = 1 + sum(b.section == section for b in blocks)
+            blocks.append(Block(section, index, start + 1,
+                                "\n".join(lines[start + 1:j]) + "\n", before == PARTIAL))
+            i = j
+        i += 1
+    return blocks
+
+
+BLOCKS = python_blocks(README)
+
+
+def bucket_names(code: str) -> set[str]:
+    """Buckets a block uses: ``gs://NAME`` URLs and the README's ``my-bucket``."""
+    names = set(re.findall(r"gs://([a-z0-9][a-z0-9._-]*)", code))
+    if "my-bucket" in code:
+        names.add("my-bucket")
+    return names
+
+
+def test_every_python_block_is_found() -> None:
+    assert len(BLOCKS) == README.count("```python")
+    assert len(BLOCKS) >= 5
+
+
+def test_partial_blocks_stay_few() -> None:
+    # A marker elsewhere than right before a block would silently mark nothing.
+    markers = sum(1 for line in README.splitlines() if line.strip() == PARTIAL)
+    assert markers == sum(b.partial for b in BLOCKS)
+    assert sum(b.partial for b in BLOCKS) <= MAX_PARTIAL, [b.id for b in BLOCKS if b.partial]
+
+
+@pytest.fixture
+def readme_emulator() -> Iterator[Emulator]:
+    """A fresh emulator per block, so no block depends on what another wrote."""
+    with running_emulator() as emulator:
+        yield emulator
+
+
+@pytest.mark.timeout(BLOCK_TIMEOUT + 30)
+@pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
+def test_python_block_runs(block: Block, readme_emulator: Emulator, tmp_path: Path) -> None:
+    compile(block.code, f"README.md:{block.line}", "exec")
+    if block.partial:
+        return
+    for name in bucket_names(block.code):
+        readme_emulator.create_bucket(name)
+    if "my-bucket" in bucket_names(block.code):
+        with Client(endpoint=readme_emulator.endpoint) as client:
+            for i in range(TRAIN_OBJECTS):
+                client.write("my-bucket", f"train/sample-{i:04d}.bin",
+                             bytes([i % 256]) * TRAIN_SIZE)
+    env = {**os.environ, "STORAGE_EMULATOR_HOST": readme_emulator.endpoint}
+    path = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = path
+    # Run as a script file, so DataLoader workers under spawn can re-import it.
+    script = tmp_path / "readme_block.py"
+    script.write_text(block.code)
+    proc = subprocess.run([sys.executable, str(script)],
+                          cwd=tmp_path, env=env, text=True, capture_output=True,
+                          timeout=BLOCK_TIMEOUT, check=False)
+    assert proc.returncode == 0, (
+        f"README.md line {block.line} ({block.section}) failed, exit {proc.returncode}\n"
+        f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+    assert "Traceback" not in proc.stderr, proc.stderr
+
+
+# --- Command line --------------------------------------------------------------
+
+def cli_synopses(text: str) -> list[str]:
+    """Each ``aioflux ...`` synopsis in the Command line section's code block.
+
+    A line may hold two synopses side by side, or a synopsis and a
+    parenthesized note, separated by runs of spaces."""
+    section = text.split("\n## Command line", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```", 2)[1]
+    found = []
+    for line in block.splitlines():
+        for part in re.split(r"\s{2,}", line.strip()):
+            if part.startswith("aioflux"):
+                found.append(part)
+    return found
+
+
+SYNOPSES = cli_synopses(README)
+
+B = "cli-readme"  # the bucket every call below works in
+
+
+@dataclass(frozen=True)
+class Call:
+    """One concrete command line; ``{b}``, ``{tmp}`` and ``{endpoint}`` are filled in."""
+
+    argv: str
+    stdout: str = ""  # a regex stdout must match
+
+
+# Each synopsis of the README -> calls that use every flag it shows.
+CLI_CALLS: dict[str, list[Call]] = {
+    "aioflux ls [-l] [-r] [--json] gs://bucket[/prefix]": [
+        Call("ls gs://{b}", r"(?m)^gs://{b}/data/$"),
+        Call("ls gs://{b}/data/", r"gs://{b}/data/a\.txt"),
+        Call("ls -l -r gs://{b}/data/", r"12\s.*gs://{b}/data/sub/c\.txt"),
+        Call("ls --json gs://{b}/data/", r'"url": "gs://{b}/data/a\.txt"'),
+    ],
+    "aioflux stat gs://bucket/name": [Call("stat gs://{b}/data/a.txt", r'"size": 12')],
+    "aioflux cat gs://bucket/name": [Call("cat gs://{b}/data/a.txt", r"^hello, a.txt$")],
+    "aioflux cp [-r] [-j N] SRC DST": [
+        Call("cp {tmp}/local.txt gs://{b}/up/local.txt", r"copied 1 file"),
+        Call("cp gs://{b}/up/local.txt {tmp}/back.txt", r"copied 1 file"),
+        Call("cp gs://{b}/up/local.txt gs://{b}/up/copy.txt", r"copied 1 file"),
+        Call("cp -r -j 4 {tmp}/tree gs://{b}/tree", r"copied 2 file"),
+        Call("cat gs://{b}/tree/x/y.txt", r"^deep$"),
+    ],
+    "aioflux rm [-r] gs://bucket/name ...": [
+        Call("rm gs://{b}/up/copy.txt gs://{b}/up/local.txt", r"removed 2 object"),
+        Call("rm -r gs://{b}/tree/", r"removed 2 object"),
+        Call("ls -r gs://{b}/up/", r"^$"),
+    ],
+    "aioflux du [--json] gs://bucket[/prefix]": [
+        Call("du gs://{b}/data/", r"36.*3 objects"),
+        Call("du --json gs://{b}/data/", r'"objects": 3'),
+    ],
+    "aioflux clean [--dry-run] gs://bucket": [
+        Call("clean --dry-run gs://{b}", r"would abort upload .*gs://{b}/data/abandoned\.bin"),
+        Call("clean gs://{b}", r"aborted upload .*gs://{b}/data/abandoned\.bin"),
+    ],
+    "aioflux bench [gs://bucket/prefix] [--json] [--plot out.png]": [
+        Call("bench gs://{b}/bench --objects 20 --size 1024 --checkpoint-mb 1 --json "
+             "--plot {tmp}/out.png", r'"op": "read"'),
+    ],
+    "aioflux ckpt list|history gs://bucket/run": [
+        Call("ckpt list gs://{b}/run", r"gs://{b}/run/step-0+3/"),
+        Call("ckpt history gs://{b}/run", r"(?m)^ +3 +ok "),
+    ],
+    "aioflux emulator [--profile gcs-like] [--p-503 0.1] [--p-429 ...] [--p-reset ...]": [
+        # Served in the background by test_cli_emulator_line; listed so the
+        # flag check below covers this synopsis too.
+        Call("emulator --port 0 --profile gcs-like --p-503 0.1 --p-429 0.05 --p-reset 0.01"),
+    ],
+    "aioflux demo [--url gs://bucket/prefix]": [
+        Call("demo --url gs://{b}/demo --samples 200 --steps 12 --ckpt-every 4 --crash-at 8 "
+             "--batch-size 16", r"removed the \d+ objects"),
+    ],
+}
+
+
+def flags(synopsis: str) -> set[str]:
+    """Options and literal subcommands a synopsis documents."""
+    words = set(re.findall(r"(?<![\w-])--?[a-zA-Z][\w-]*", synopsis))
+    for alternatives in re.findall(r"\b[a-z]+(?:\|[a-z]+)+\b", synopsis):
+        words.update(alternatives.split("|"))
+    return words
+
+
+def test_every_synopsis_has_calls() -> None:
+    assert len(SYNOPSES) >= 10, SYNOPSES
+    assert set(SYNOPSES) == set(CLI_CALLS), (
+        "README's Command line section and CLI_CALLS disagree: "
+        f"undocumented here {sorted(set(SYNOPSES) - set(CLI_CALLS))}, "
+        f"no longer in the README {sorted(set(CLI_CALLS) - set(SYNOPSES))}")
+
+
+@pytest.mark.parametrize("synopsis", list(CLI_CALLS))
+def test_calls_use_every_documented_flag(synopsis: str) -> None:
+    subcommand = synopsis.split()[1]
+    used = {word for call in CLI_CALLS[synopsis] for word in call.argv.split()}
+    assert subcommand in used
+    assert flags(synopsis) <= used, flags(synopsis) - used
+
+
+@pytest.fixture
+def cli_world(tmp_path: Path) -> Iterator[tuple[Emulator, Path]]:
+    """An emulator holding objects, a checkpoint run and an open multipart
+    upload; local files to copy up."""
+    import torch
+
+    from aioflux.torch import CheckpointManager
+
+    (tmp_path / "local.txt").write_text("local file\n")
+    (tmp_path / "tree" / "x").mkdir(parents=True)
+    (tmp_path / "tree" / "x" / "y.txt").write_text("deep\n")
+    (tmp_path / "tree" / "z.txt").write_text("top\n")
+    with running_emulator() as emulator:
+        emulator.create_bucket(B)
+        with Client(endpoint=emulator.endpoint) as client:
+            for name in ("data/a.txt", "data/b.txt", "data/sub/c.txt"):
+                client.write(B, name, f"hello, {name.rsplit('/', 1)[1]}".encode())
+            client.initiate_multipart(B, "data/abandoned.bin")  # what `clean` aborts
+            manager = CheckpointManager(f"gs://{B}/run", client=client)
+            for step in (1, 2, 3):
+                manager.save({"w": torch.full((4,), float(step))}, step)
+            manager.close()
+        yield emulator, tmp_path
+
+
+def run_cli(argv: list[str], endpoint: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "STORAGE_EMULATOR_HOST": endpoint}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return subprocess.run([sys.executable, "-m", "aioflux", *argv], env=env, text=True,
+                          capture_output=True, timeout=150, check=False)
+
+
+@pytest.mark.timeout(400)
+def test_cli_lines_run(cli_world: tuple[Emulator, Path]) -> None:
+    emulator, tmp = cli_world
+    for synopsis, calls in CLI_CALLS.items():
+        if synopsis.startswith("aioflux emulator"):
+            continue
+        for call in calls:
+            argv = call.argv.format(b=B, tmp=tmp).split()
+            proc = run_cli(argv, emulator.endpoint)
+            report = (f"{synopsis}\n  aioflux {' '.join(argv)}: exit {proc.returncode}\n"
+                      f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+            assert proc.returncode == 0, report
+            assert re.search(call.stdout.format(b=B), proc.stdout.strip()), report
+    # What the calls did, seen through the client.
+    with Client(endpoint=emulator.endpoint) as client:
+        assert (tmp / "back.txt").read_text() == "local file\n"
+        assert not list(client.list_objects(B, "up/"))
+        assert not list(client.list_objects(B, "tree/"))
+        assert client.list_multipart_uploads(B) == []  # `clean` aborted it
+        assert client.read(B, "data/a.txt") == b"hello, a.txt"
+    assert (tmp / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.timeout(120)
+def test_cli_emulator_line(tmp_path: Path) -> None:
+    (call,) = CLI_CALLS[next(s for s in CLI_CALLS if s.startswith("aioflux emulator"))]
+    proc = subprocess.Popen([sys.executable, "-m", "aioflux", *call.argv.split(),
+                             "--bucket", B], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)})
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("aioflux emulator listening on http://127.0.0.1:"), line
+        endpoint = line.split()[-1]
+        # A client retries through the injected faults (10% 503, 5% 429, 1% resets).
+        with Client(endpoint=endpoint) as client:
+            for i in range(40):
+                client.write(B, f"o{i}", bytes([i]) * 100)
+            assert [client.read(B, f"o{i}") for i in range(40)] == \
+                [bytes([i]) * 100 for i in range(40)]
+        with urllib.request.urlopen(f"{endpoint}/_aioflux_stats", timeout=10) as resp:
+            stats = json.load(resp)
+        assert stats["injected_503"] > 0 and stats["injected_429"] > 0, stats  # the flags took
+        result = run_cli(["ls", "--json", f"gs://{B}"], endpoint)
+        assert proc.poll() is None  # still serving
+        assert result.returncode == 0, result.stderr
+        urls = [entry["url"] for entry in json.loads(result.stdout) if "url" in entry]
+        assert urls == [f"gs://{B}/o{i}" for i in sorted(range(40), key=str)]
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
+        if proc.stdout is not None:
+            proc.stdout.close()
