@@ -111,8 +111,8 @@ def test_failures_are_one_line_exit_1(run, bucket: str, argv: list[str],  # type
     (["ls", "s3://x"], "aioflux ls: error: argument url: not a gs:// URL: 's3://x'"),
     (["clean", "s3://x"], "aioflux clean: error: argument url: not a gs:// URL: 's3://x'"),
     (["ls", "gs://BAD"], "aioflux ls: error: argument url: bucket: invalid bucket name 'BAD': "
-                         "use 3-63 lowercase letters, digits, '-', '_' or '.', starting and ending with "
-                         "a letter or digit"),
+                         "use 3-63 lowercase letters, digits, '-', '_' or '.', starting and "
+                         "ending with a letter or digit"),
     (["ls", "--concurrency", "0", "gs://{b}"],
      "aioflux ls: error: argument --concurrency: must be >= 1, got 0"),
     (["cp", "-j", "0", "gs://{b}/x", "y"], "aioflux cp: error: argument -j/--jobs: must be >= 1, "
