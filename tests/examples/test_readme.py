@@ -168,7 +168,7 @@ class Call:
 
 # Each synopsis of the README -> calls that use every flag it shows.
 CLI_CALLS: dict[str, list[Call]] = {
-    "aioflux ls [-l] [-r] [--json] gs://bucket[/prefix]": [
+    "aioflux ls [-l] [-r] [--json] gs://bucket[/name]": [
         Call("ls gs://{b}", r"(?m)^gs://{b}/data/$"),
         Call("ls gs://{b}/data/", r"gs://{b}/data/a\.txt"),
         Call("ls -l -r gs://{b}/data/", r"12\s.*gs://{b}/data/sub/c\.txt"),
@@ -188,13 +188,15 @@ CLI_CALLS: dict[str, list[Call]] = {
         Call("rm -r gs://{b}/tree/", r"removed 2 object"),
         Call("ls -r gs://{b}/up/", r"^$"),
     ],
-    "aioflux du [--json] gs://bucket[/prefix]": [
+    "aioflux du [--json] gs://bucket[/name]": [
         Call("du gs://{b}/data/", r"36.*3 objects"),
         Call("du --json gs://{b}/data/", r'"objects": 3'),
     ],
-    "aioflux clean [--dry-run] gs://bucket": [
-        Call("clean --dry-run gs://{b}", r"would abort upload .*gs://{b}/data/abandoned\.bin"),
-        Call("clean gs://{b}", r"aborted upload .*gs://{b}/data/abandoned\.bin"),
+    "aioflux clean [--dry-run] [--older-than 24h] gs://bucket[/prefix]": [
+        # The upload was just opened: the 24 h default leaves it alone.
+        Call("clean --dry-run gs://{b}", r"skipped .*younger than --older-than"),
+        Call("clean --older-than 24h gs://{b}/data", r"0 multipart uploads"),
+        Call("clean --older-than 0 gs://{b}/data", r"aborted upload .*gs://{b}/data/abandoned\.bin"),
     ],
     "aioflux bench [gs://bucket/prefix] [--json] [--plot out.png]": [
         Call("bench gs://{b}/bench --objects 20 --size 1024 --checkpoint-mb 1 --json "
@@ -204,11 +206,13 @@ CLI_CALLS: dict[str, list[Call]] = {
         Call("ckpt list gs://{b}/run", r"gs://{b}/run/step-0+3/"),
         Call("ckpt history gs://{b}/run", r"(?m)^ +3 +ok "),
     ],
-    "aioflux emulator [--profile gcs-like] [--p-503 0.1] [--p-429 ...] [--p-reset ...]": [
+    "aioflux emulator [--profile gcs-like] [--p-503 0.1] [--bucket NAME]": [
         # Served in the background by test_cli_emulator_line; listed so the
         # flag check below covers this synopsis too.
-        Call("emulator --port 0 --profile gcs-like --p-503 0.1 --p-429 0.05 --p-reset 0.01"),
+        Call("emulator --port 0 --profile gcs-like --p-503 0.1 --p-429 0.05 --p-reset 0.01 "
+             "--bucket {b}"),
     ],
+    "aioflux --version": [Call("--version", r"^aioflux \d+\.\d+")],
     "aioflux demo [--url gs://bucket/prefix]": [
         Call("demo --url gs://{b}/demo --samples 200 --steps 12 --ckpt-every 4 --crash-at 8 "
              "--batch-size 16", r"removed the \d+ objects"),
@@ -298,8 +302,8 @@ def test_cli_lines_run(cli_world: tuple[Emulator, Path]) -> None:
 @pytest.mark.timeout(120)
 def test_cli_emulator_line(tmp_path: Path) -> None:
     (call,) = CLI_CALLS[next(s for s in CLI_CALLS if s.startswith("aioflux emulator"))]
-    proc = subprocess.Popen([sys.executable, "-m", "aioflux", *call.argv.split(),
-                             "--bucket", B], stdout=subprocess.PIPE, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "aioflux", *call.argv.format(b=B).split()],
+                            stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": os.pathsep.join(
                                 p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)})
     try:
