@@ -7,6 +7,7 @@ Every knob has a module-level ``DEFAULT_*`` constant and is validated in
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -125,6 +126,12 @@ class ClientConfig:
             HTTP/1.1 connections (a third of aiohttp's CPU per request);
             unusual responses still go through aiohttp. ``False`` sends
             every request through aiohttp.
+        ca_file: PEM file of extra CA certificates to trust (a private CA
+            or a TLS-terminating proxy), on every request path. Pickles
+            with the config, so spawned workers trust it too.
+        ssl_context: the TLS settings of every connection, overriding
+            ``ca_file`` and the system trust store. Not picklable: a
+            ``Client`` meant for spawned workers should use ``ca_file``.
     """
 
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
@@ -135,6 +142,8 @@ class ClientConfig:
     user_agent: str = "aioflux"
     verify_crc32c: bool = True
     lean_reads: bool = True
+    ca_file: str | None = None
+    ssl_context: ssl.SSLContext | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         n = "ClientConfig"
@@ -143,6 +152,18 @@ class ClientConfig:
                  "connection_limit", self.connection_limit, ">= 1 or None")
         _require(self.connection_limit_per_host >= 0, n, "connection_limit_per_host",
                  self.connection_limit_per_host, ">= 0")
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The TLS context every connection uses (None: the system's defaults).
+
+        Returns:
+            ``ssl_context``, else one trusting ``ca_file``, else None.
+        """
+        if self.ssl_context is not None:
+            return self.ssl_context
+        if self.ca_file is not None:
+            return ssl.create_default_context(cafile=self.ca_file)
+        return None
 
     @property
     def effective_connection_limit(self) -> int:

@@ -39,7 +39,15 @@ _OK = (200, 206)
 
 
 class BodyTruncated(ConnectionError):
-    """The connection closed before the whole body arrived."""
+    """The connection closed before the whole body arrived.
+
+    ``response`` holds the head and the bytes that did arrive (in ``body``,
+    or in the caller's buffer), so a read can resume after them.
+    """
+
+    def __init__(self, message: str, response: MediaResponse | None = None) -> None:
+        super().__init__(message)
+        self.response = response
 
 
 class _Stale(ConnectionError):
@@ -149,7 +157,8 @@ class _Connection(asyncio.BufferedProtocol):
             return
         if ex.dest is not None:
             error: Exception = BodyTruncated(
-                f"connection closed after {ex.got} of {ex.expected} body bytes")
+                f"connection closed after {ex.got} of {ex.expected} body bytes",
+                MediaResponse(ex.status, ex.headers, ex.body, ex.got, ex.expected))
         elif ex.progress == 0 and self.used:
             error = _Stale("reused connection closed before answering")
         else:

@@ -25,6 +25,7 @@ from aioflux import (
     ClientConfig,
     InvalidArgument,
     NotFound,
+    ProtocolError,
     RateLimited,
     RetryPolicy,
     ServerError,
@@ -162,9 +163,12 @@ async def test_unusual_responses_go_to_aiohttp(web_server: Any) -> None:
     config = ClientConfig(retry=RetryPolicy(max_attempts=2, initial_delay=0, max_delay=0))
     async with AsyncClient(config, endpoint="http://unused.invalid") as client:
         transport = client.transport
-        for path in ("/chunked", "/gzip", "/redirect"):
+        for path in ("/chunked", "/gzip"):
             got = await transport.get_media(_op(path), base + path, lambda r: bytes(r.body or b""))
             assert got == BODY, path
+        # The API never redirects: aiohttp must not follow one either.
+        with pytest.raises(ProtocolError, match="HTTP 302"):
+            await transport.get_media(_op("/redirect"), base + "/redirect", lambda r: r)
         stats = transport.stats
         assert (stats.lean_fallbacks, stats.lean_reads) == (3, 0)
         with pytest.raises(ServerError, match="HTTP 503"):
