@@ -161,10 +161,16 @@ class _Read:
         if p > self.start and self.generation and "generation=" not in url:
             # A resumed read must continue the same version, not a newer one.
             url += f"&generation={self.generation}"
-        buffer = self._buffer()
+        # Without a caller's buffer each attempt gets a body of its own (kept
+        # in ``own`` when partial): a server that answers a resume with the
+        # whole object then costs no extra request.
+        buffer = self.caller_buffer
         into = None if buffer is None else buffer[p - self.start:]
         stop = self.stop
-        limit = None if into is not None or stop is None else stop - p
+        # Most bytes one response may bring: the rest of the range, or the
+        # whole object when a read from byte 0 may be answered from scratch.
+        limit = None if into is not None or stop is None else \
+            stop - (0 if self.start == 0 else p)
         return await self.transport.get_media_once(
             self.op, url, lambda resp: self._handle(resp, p), headers=headers, into=into,
             limit=limit)
@@ -218,8 +224,7 @@ class _Read:
                                      f"whole object (HTTP 200) instead of the range", status)
         else:
             raise self._protocol(f"unexpected HTTP {status} to an object GET", status)
-        if resp.expected is not None and resp.expected != length and not (
-                resp.body is None and resp.received == 0):
+        if resp.expected is not None and resp.expected != length:
             raise self._protocol(f"Content-Length {resp.expected} disagrees with the "
                                  f"{length} bytes announced", status)
         if not transformed and self.crc is None:
@@ -230,15 +235,25 @@ class _Read:
         return length
 
     def _handle(self, resp: MediaResponse, p: int) -> Fetched:
+        if resp.status == 200 and p != 0 and self.start == 0:
+            # A resume answered with the whole object (the server ignores
+            # Range): usable as a fresh start, unless it landed mid-buffer.
+            self._restart()
+            self.own = None
+            if resp.body is None:
+                raise TransportError(f"{self.where} failed: the server ignored Range on a "
+                                     f"resumed read; reading again from byte 0",
+                                     operation=self.op.operation, bucket=self.op.bucket,
+                                     name=self.op.name)
+            p = 0
         length = self._check_head(resp, p)
         transformed = _TRANSFORMED in resp.headers
-        buffer = self._buffer()
-        room = None if buffer is None else len(buffer) - (p - self.start)
-        if room is not None and length > room:
-            if self.caller_buffer is not None:
-                raise InvalidArgument(f"{self.where}: {p - self.start + length} bytes do not "
-                                      f"fit a buffer of {len(buffer or b'')}")
-            raise self._protocol(f"the server sent {length} bytes, at most {room} expected",
+        buffer = self.caller_buffer
+        if buffer is not None and length > len(buffer) - (p - self.start):
+            raise InvalidArgument(f"{self.where}: {p - self.start + length} bytes do not "
+                                  f"fit a buffer of {len(buffer)}")
+        if resp.body is None and buffer is None:
+            raise self._protocol(f"the server sent more than the {length} bytes announced",
                                  resp.status)
         got = min(resp.received, length)
         if resp.body is not None:
@@ -249,7 +264,7 @@ class _Read:
         else:
             self.pos = p + got
         if got < length:
-            raise TransportError(f"{self.where} failed: response body cut after {got} of "
+            raise TransportError(f"{self.where} failed: response body truncated after {got} of "
                                  f"{length} bytes", operation=self.op.operation,
                                  bucket=self.op.bucket, name=self.op.name)
         stop = self.stop

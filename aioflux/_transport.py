@@ -272,8 +272,9 @@ class Transport:
                 A body longer than the buffer is not read: ``expected`` says
                 how long it is.
             limit: most body bytes accepted without ``into`` (the asked
-                range's length or the known size): a longer body is a
-                :class:`ProtocolError`, not an allocation.
+                range's length or the known size): a longer body is not
+                read, the handler sees ``body`` None and ``received <
+                expected``.
             progress: see :func:`retry_async`; attempts that moved it do not
                 count against ``max_attempts``.
 
@@ -337,12 +338,6 @@ class Transport:
                                                         limit)
             if response.status >= 300:
                 raise _error_from_media(response, op)
-            if into is None and limit is not None and (response.expected or 0) > limit:
-                raise ProtocolError(
-                    f"{describe(op.operation, op.bucket, op.name)} failed: the server sent "
-                    f"{response.expected} bytes, at most {limit} were asked for",
-                    operation=op.operation, bucket=op.bucket, name=op.name,
-                    status=response.status)
             return handler(response)
 
         return await self._attempt(op, headers, send, url)

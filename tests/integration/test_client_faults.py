@@ -119,7 +119,7 @@ async def test_no_token_in_errors_or_repr(emulator: Emulator, bucket: str) -> No
 
 async def test_crc_mismatch_is_retried_then_raised(client: AsyncClient, bucket: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    import aioflux._client as client_mod
+    import aioflux._media as client_mod
     from aioflux import ChecksumMismatch
 
     await client.write(bucket, "c", b"payload")
