@@ -368,6 +368,8 @@ class Transport:
             if into is not None and expected is not None and expected > len(into):
                 return MediaResponse(resp.status, found, None, 0, expected)
             cap = len(into) if into is not None else limit
+            if into is None and "x-guploader-response-body-transformations" in resp.headers:
+                cap = None  # served decompressed: longer than the stored size
             body = bytearray() if into is None else None
             received = 0
             try:
