@@ -87,7 +87,15 @@ async def read_media(transport: Transport, op: Op, url: str, *, start: int = 0,
         StorageError: any other failure, after retries.
     """
     read = _Read(transport, op, url, start, end, into, size, crc, verify, want_crc)
-    return await transport.retrying(read.attempt, progress=read.progress)
+    try:
+        return await transport.retrying(read.attempt, progress=read.progress)
+    except TransportError as exc:
+        if read.mismatch is None:
+            raise
+        # Cut short while reading again after a crc32c mismatch: the
+        # mismatch is the finding to report.
+        read.mismatch.attempts = exc.attempts
+        raise read.mismatch from exc
 
 
 def parse_content_range(value: str | None) -> tuple[int, int, int | None] | None:
@@ -129,13 +137,19 @@ class _Read:
         self.want_crc = want_crc
         #: next byte wanted (absolute offset); what ``progress`` reports
         self.pos = start
+        self.reached = start
+        self.mismatch: ChecksumMismatch | None = None
         self.own: bytearray | None = None
         self.body: bytes | bytearray | None = None
         self.generation: str | None = None
         self.where = describe(op.operation, op.bucket, op.name)
 
     def progress(self) -> int:
-        return self.pos
+        # The high-water mark, not the position: bytes read again after a
+        # restart (a failed crc32c) are no progress, or a corrupt object
+        # would be read forever.
+        self.reached = max(self.reached, self.pos)
+        return self.reached
 
     @property
     def stop(self) -> int | None:
@@ -279,11 +293,11 @@ class _Read:
         return self._finish(stop, transformed)
 
     def _keep_body(self, body: bytes | bytearray, p: int, got: int, length: int) -> None:
+        stop = self.stop
         if p == self.start and got == len(body) and got == length and self.own is None \
-                and self.caller_buffer is None:
+                and (stop is None or p + got >= stop):
             self.body = body  # the common case: one complete response, no copy
             return
-        stop = self.stop
         if self.own is None:
             if stop is None:
                 return  # size unknown: nothing to resume into
@@ -308,10 +322,11 @@ class _Read:
         if checked and actual != self.crc:
             expected = self.crc or 0
             self._restart()
-            raise ChecksumMismatch(
+            self.mismatch = ChecksumMismatch(
                 f"{self.where} failed: crc32c {encode_crc32c(actual or 0)} of the "
                 f"{count} bytes received != {encode_crc32c(expected)}",
                 operation=self.op.operation, bucket=self.op.bucket, name=self.op.name)
+            raise self.mismatch
         data = None
         if self.caller_buffer is None:
             data = self.body if isinstance(self.body, bytes) else bytes(view)
