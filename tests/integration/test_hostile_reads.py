@@ -38,6 +38,7 @@ from aioflux import (
 from aioflux._crc import crc32c, encode_crc32c
 from aioflux._transport import Op
 
+from ..conftest import unique_bucket
 from ..raw_server import RawServer
 
 OBJ = bytes(range(256)) * 400  # 102,400 bytes
@@ -412,3 +413,28 @@ async def test_garbled_responses_are_retried_transport_errors(lean: bool,
                 await call
             assert info.value.attempts == 3
             assert "HTTP 400" not in str(info.value)
+
+
+# -- 4. resume against the emulator's cut bodies ------------------------------------------
+
+
+@LEAN
+async def test_emulator_cut_bodies_resume(lean: bool, faults: Any) -> None:
+    import os
+
+    from aioflux.testing import Faults
+
+    data = os.urandom(2_000_000)
+    config = ClientConfig(lean_reads=lean, retry=RetryPolicy(max_attempts=2, initial_delay=0,
+                                                             max_delay=0))
+    async with AsyncClient(config, endpoint=faults.endpoint) as client:
+        bucket = unique_bucket("hostile")
+        await client.create_bucket(bucket)
+        info = await client.write(bucket, "o", data)
+        # every body cut after about half: only resuming can finish
+        faults.faults = Faults(p_reset=1.0, seed=3)
+        assert await client.read(bucket, "o", start=0, end=1 << 20) == data[:1 << 20]
+        assert await client.read(bucket, "o") == data
+        planner = Downloader(client, DownloadOptions(ranged_threshold=1, chunk_size=700_000))
+        assert await planner.download(info) == data
+        assert client.transport.stats.retries >= 3
