@@ -190,7 +190,14 @@ class _Connection(asyncio.BufferedProtocol):
         if ex.waiter.done():
             return
         if ex.progress == seen:
-            self._fail(TimeoutError(f"no response bytes for {ex.stall:g} s"))
+            message = f"no response bytes for {ex.stall:g} s"
+            if ex.dest is not None:
+                # Mid-body: hand over what arrived, so the read resumes.
+                self._fail(BodyTruncated(
+                    f"{message} after {ex.got} of {ex.expected} body bytes",
+                    MediaResponse(ex.status, ex.headers, ex.body, ex.got, ex.expected)))
+            else:
+                self._fail(TimeoutError(message))
         else:
             ex.timer = self._loop.call_later(ex.stall, self._check_stall, ex, ex.progress)
 

@@ -438,3 +438,16 @@ async def test_emulator_cut_bodies_resume(lean: bool, faults: Any) -> None:
         planner = Downloader(client, DownloadOptions(ranged_threshold=1, chunk_size=700_000))
         assert await planner.download(info) == data
         assert client.transport.stats.retries >= 3
+
+
+@LEAN
+async def test_a_stall_mid_body_resumes(lean: bool) -> None:
+    from aioflux import Timeouts
+
+    server = ObjectServer()
+    answer = server.script
+    server.script = lambda conn, i: (
+        (answer(conn, i)[:-60_000], "stall") if len(server.requests) == 1 else answer(conn, i))
+    async with server as base, _client(base, lean, timeouts=Timeouts(read_stall=0.3)) as client:
+        assert await client.read("bkt", "o") == OBJ
+    assert _ranges(server) == [None, f"bytes={len(OBJ) - 60_000}-"]
