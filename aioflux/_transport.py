@@ -120,7 +120,7 @@ class Transport:
         # URLs under this prefix are the endpoint's origin without parsing.
         self._origin_prefix = self.endpoint.split("/", 3)[:3]
         self.stats = TransportStats()
-        self._session_factory = session_factory or _default_session
+        self._session_factory = session_factory or self._default_session
         self._state: _LoopState | None = None
 
     def _current(self) -> _LoopState:
@@ -203,6 +203,9 @@ class Transport:
                 return await handler(resp)
 
         return await self.retrying(lambda: self._attempt(op, headers, send, url))
+
+    def _default_session(self, config: ClientConfig) -> aiohttp.ClientSession:
+        return _session(config, self._ssl_context)
 
     def _aiohttp_ssl(self) -> ssl.SSLContext | bool:
         # True: aiohttp's default verification (its cached default context).
@@ -523,13 +526,14 @@ def _forbid_redirects(session: aiohttp.ClientSession) -> None:
     session._trace_configs.append(trace)
 
 
-def _default_session(config: ClientConfig) -> aiohttp.ClientSession:
+def _session(config: ClientConfig, tls: ssl.SSLContext | None) -> aiohttp.ClientSession:
     t = config.timeouts
     connector = aiohttp.TCPConnector(
         limit=config.effective_connection_limit,
         limit_per_host=config.connection_limit_per_host,
         ttl_dns_cache=300,
-        ssl=config.tls_context() or True,
+        # Also what gcloud-aio-storage's calls on this session verify with.
+        ssl=tls if tls is not None else True,
     )
     return aiohttp.ClientSession(
         connector=connector,

@@ -367,6 +367,7 @@ async def test_tls_failures_are_final_and_a_private_ca_works(lean: bool,
 
     app = web.Application()
     app.router.add_get("/storage/v1/b/bkt/o/o", obj)
+    app.router.add_delete("/storage/v1/b/bkt/o/o", _no_content)
     app.router.add_get("/storage/v1/b/bkt/o", listing)
     runner = web.AppRunner(app)
     await runner.setup()
@@ -377,7 +378,7 @@ async def test_tls_failures_are_final_and_a_private_ca_works(lean: bool,
         async with _client(base, lean, retry=RetryPolicy(max_attempts=8, initial_delay=1,
                                                          max_delay=1)) as client:
             for call in (client.read("bkt", "o"), client.stat("bkt", "o"),
-                         client.list("bkt").__anext__()):
+                         client.list("bkt").__anext__(), client.delete("bkt", "o")):
                 with pytest.raises(TLSError, match="certificate") as info:
                     await asyncio.wait_for(call, 5)  # no 8 attempts with 1 s sleeps
                 assert info.value.attempts == 1
@@ -390,9 +391,14 @@ async def test_tls_failures_are_final_and_a_private_ca_works(lean: bool,
                 assert await client.read("bkt", "o") == OBJ
                 assert (await client.stat("bkt", "o")).size == len(OBJ)
                 assert [o.name async for o in client.list_objects("bkt")] == ["o"]
+                await client.delete("bkt", "o")  # through gcloud-aio-storage
                 assert client.transport.stats.lean_reads == (1 if lean else 0)
     finally:
         await runner.cleanup()
+
+
+async def _no_content(request: web.Request) -> web.Response:
+    return web.Response(status=204)
 
 
 # -- 14. a garbled response is a transport error, not the server's HTTP 400 ---------------
