@@ -221,6 +221,10 @@ class _Read:
             if first != p or last < first or (total is not None and last >= total):
                 raise self._protocol(f"asked for bytes from {p}, the server sent "
                                      f"Content-Range {value}", status)
+            if total is None and self.total is None and self.end is None:
+                # "bytes a-b/*" to a read to the end: where the end is, is unknown.
+                raise self._protocol(f"Content-Range {value} does not give the object's size "
+                                     f"for a read to its end", status)
             self._learn_total(total, "Content-Range", status)
             if self.end is not None and last >= self.end:
                 raise self._protocol(f"asked for bytes [{p}, {self.end}), the server sent "

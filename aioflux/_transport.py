@@ -289,7 +289,7 @@ class Transport:
         """
         return await self.retrying(
             lambda: self.get_media_once(op, url, handler, headers=headers, into=into,
-                                        limit=limit), progress)
+                                        limit=limit, keep_partial=False), progress)
 
     async def get_media_once(
         self,
@@ -300,6 +300,7 @@ class Transport:
         headers: Mapping[str, str] | None = None,
         into: memoryview | None = None,
         limit: int | None = None,
+        keep_partial: bool = True,
     ) -> T:
         """One attempt of :meth:`get_media` (no retries; for callers that
         change the request between attempts, e.g. to resume a range).
@@ -315,6 +316,9 @@ class Transport:
             headers: extra headers.
             into: as for :meth:`get_media`.
             limit: as for :meth:`get_media`.
+            keep_partial: hand a body cut short to ``handler``; False raises
+                a :class:`TransportError` instead (``handler`` then sees only
+                complete bodies).
 
         Returns:
             What ``handler`` returned.
@@ -329,7 +333,7 @@ class Transport:
                 try:
                     response = await state.media.get(url, request_headers, into)
                 except BodyTruncated as exc:
-                    response = _partial(exc)
+                    response = _partial(exc) if keep_partial else None
                     if response is None:
                         raise
                 if response is None:
@@ -338,7 +342,7 @@ class Transport:
                     self.stats.lean_reads += 1
             if response is None:
                 response = await self._get_with_aiohttp(state, op, url, request_headers, into,
-                                                        limit)
+                                                        limit, keep_partial)
             if response.status >= 300:
                 raise _error_from_media(response, op)
             return handler(response)
@@ -360,7 +364,7 @@ class Transport:
 
     async def _get_with_aiohttp(self, state: _LoopState, op: Op, url: str,
                                 headers: Mapping[str, str], into: memoryview | None,
-                                limit: int | None = None) -> MediaResponse:
+                                limit: int | None, keep_partial: bool) -> MediaResponse:
         async with state.session.get(url, headers=headers, allow_redirects=False,
                                      ssl=self._aiohttp_ssl()) as resp:
             if resp.status >= 300:
@@ -389,7 +393,7 @@ class Transport:
                     received = end
             except (aiohttp.ClientPayloadError, aiohttp.ServerTimeoutError,
                     asyncio.TimeoutError, aiohttp.ClientConnectionError):
-                if expected is None or received >= expected:
+                if not keep_partial or expected is None or received >= expected:
                     raise
                 # Cut mid-body: hand over what arrived so a read resumes
                 # from there; received < expected tells the handler.

@@ -144,6 +144,8 @@ async def test_redirects_are_errors_on_every_path(lean: bool) -> None:
      "without a valid Content-Range"),
     (_http("206 Partial Content", b"ABCDEFGHIJ", Content_Range="bytes 10-29/40"),
      {"start": 10, "end": 20}, r"asked for bytes \[10, 20\)"),
+    (_http("206 Partial Content", b"ABCDE", Content_Range="bytes 0-4/*"), {},
+     "does not give the object's size"),
     (_http("204 No Content"), {}, "unexpected HTTP 204"),
     # Content-Length shorter than the range it claims to carry
     (_http("206 Partial Content", b"ABCDE", Content_Range="bytes 10-19/20"),
