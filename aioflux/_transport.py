@@ -564,8 +564,7 @@ _LEAN_GIVE_UP = 32
 
 # What a media handler looks at (the aiohttp fallback keeps only these).
 _MEDIA_HEADERS = ("x-goog-hash", "x-guploader-response-body-transformations",
-                  "content-range", "x-goog-stored-content-length", "x-goog-generation",
-                  "retry-after")
+                  "content-range", "x-goog-stored-content-length", "x-goog-generation")
 
 
 def _error_from_media(resp: MediaResponse, op: Op) -> StorageError:
