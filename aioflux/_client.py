@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast, overload
 from urllib.parse import quote
 
@@ -14,18 +14,19 @@ from gcloud.aio.storage import Storage
 
 from ._auth import Auth, emulator_endpoint, resolve_auth
 from ._config import ClientConfig
-from ._crc import crc32c, crc32c_combine, decode_crc32c, encode_crc32c
+from ._crc import crc32c, crc32c_combine, encode_crc32c
 from ._errors import (
-    ChecksumMismatch,
     InvalidArgument,
     InvalidURL,
     NotFound,
     PreconditionFailed,
-    StorageError,
+    ProtocolError,
+    describe,
 )
+from ._media import Fetched, read_media
 from ._published import verify_published
 from ._resumable import ResumableUpload
-from ._transport import MediaResponse, Op, Transport
+from ._transport import Op, Transport
 from ._types import COMPACT_JSON, LIST_FIELDS, ListPage, ObjectInfo, objects_from_json
 from ._urls import validate_bucket
 from ._validate import (
@@ -110,7 +111,7 @@ class AsyncClient(XmlMultipartMixin):
         )
         self.config = config or (transport.config if transport else ClientConfig())
         auth: Auth = resolve_auth(credentials, use_emulator=use_emulator)
-        self._transport = transport or Transport(self.config, auth)
+        self._transport = transport or Transport(self.config, auth, endpoint=self.endpoint)
         self.project = project
         self._gcloud: tuple[aiohttp.ClientSession, Storage] | None = None
 
@@ -162,7 +163,7 @@ class AsyncClient(XmlMultipartMixin):
         check_object("stat", bucket, name)
         return await self._transport.request(
             Op("stat", bucket, name), "GET", self._json_url(bucket, name),
-            _object_handler(bucket), params=COMPACT_JSON)
+            _object_handler(Op("stat", bucket, name)), params=COMPACT_JSON)
 
     async def exists(self, bucket: str, name: str) -> bool:
         """Whether an object exists.
@@ -239,7 +240,7 @@ class AsyncClient(XmlMultipartMixin):
         token: str | None = None
         while True:
             page_params = dict(params, pageToken=token) if token else params
-            data = await self._transport.request(op, "GET", url, _json_handler,
+            data = await self._transport.request(op, "GET", url, _json_handler(op),
                                                  params=page_params)
             token = data.get("nextPageToken") or None
             yield ListPage(
@@ -331,8 +332,9 @@ class AsyncClient(XmlMultipartMixin):
     ) -> bytes | int:
         """Read an object, or the byte range ``[start, end)`` of it.
 
-        Whole-object reads are checked against the object's crc32c; ranged
-        reads against the expected length. Both are retried when truncated.
+        Every response is checked against what was asked (status,
+        ``Content-Range``, length); whole-object reads also against the
+        object's crc32c. A body cut short is resumed after its last byte.
 
         Args:
             bucket: bucket name.
@@ -350,54 +352,32 @@ class AsyncClient(XmlMultipartMixin):
             NotFound: no such object (or generation).
             InvalidArgument: bad range, or ``into`` too small.
             ChecksumMismatch: the body was corrupt on every attempt.
+            ProtocolError: the server answered with a redirect, another
+                range or a body other than announced.
             StorageError: any other failure.
         """
         read_args(bucket, name, start, end, into, generation)
         if end is not None and end == start:
             return b"" if into is None else 0
-        op = Op("read", bucket, name)
-        headers = {"Accept-Encoding": "identity"}
-        whole = start == 0 and end is None
-        if not whole:
-            headers["Range"] = f"bytes={start}-" + ("" if end is None else str(end - 1))
+        dest = None if into is None else memoryview(into).cast("B")
+        fetched = await self._fetch(bucket, name, start=start, end=end, into=dest,
+                                    generation=generation)
+        return fetched.count if fetched.data is None else fetched.data
+
+    async def _fetch(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
+                     into: memoryview | None = None, generation: int | None = None,
+                     size: int | None = None, crc: int | None = None,
+                     want_crc: bool = False) -> Fetched:
+        """A checked, resumable read (:func:`aioflux._media.read_media`);
+        ``size``/``crc`` are the object's if known (listing, stat)."""
         # The query goes into the URL string: yarl's extend_query costs ~5%
         # of a small read's client CPU.
         url = self._json_url(bucket, name) + "?alt=media"
         if generation is not None:
             url += f"&generation={generation}"
-        verify = self.config.verify_crc32c and whole
-        dest = None if into is None else memoryview(into).cast("B")
-
-        def handle(resp: MediaResponse) -> bytes | int:
-            expected = resp.expected
-            if not whole and resp.status == 200 and (
-                    start > 0 or (end is not None and expected != end)):
-                # The server (or a proxy) ignored Range: these bytes start at
-                # offset 0, not where the caller asked.
-                raise StorageError(
-                    f"read gs://{bucket}/{name}: asked for bytes [{start}, {end}), the server "
-                    f"sent the whole object (HTTP 200) instead of the range",
-                    operation="read", bucket=bucket, name=name)
-            if dest is not None and expected is not None and expected > len(dest):
-                raise InvalidArgument(f"read gs://{bucket}/{name}: {expected} bytes do not "
-                                      f"fit a buffer of {len(dest)}")
-            if expected is not None and resp.received != expected:
-                raise ChecksumMismatch(
-                    f"read gs://{bucket}/{name}: got {resp.received} of {expected} bytes",
-                    operation="read", bucket=bucket, name=name)
-            if dest is not None:
-                if verify:
-                    _check_crc(resp.headers, dest[:resp.received], op)
-                return resp.received
-            # bytes, as documented. Converted before the check: the crc32c
-            # extension takes only bytes, and one copy beats two.
-            body = resp.body
-            data = body if isinstance(body, bytes) else bytes(body or b"")
-            if verify:
-                _check_crc(resp.headers, data, op)
-            return data
-
-        return await self._transport.get_media(op, url, handle, headers=headers, into=dest)
+        return await read_media(self._transport, Op("read", bucket, name), url, start=start,
+                                end=end, into=into, size=size, crc=crc,
+                                verify=self.config.verify_crc32c, want_crc=want_crc)
 
     # -- writes ---------------------------------------------------------------
 
@@ -491,7 +471,8 @@ class AsyncClient(XmlMultipartMixin):
             params["ifGenerationMatch"] = str(if_generation_match)
         url = f"{self.endpoint}/upload/storage/v1/b/{bucket}/o"
         return await self._transport.request(
-            Op("write", bucket, name), "POST", url, _object_handler(bucket), params=params,
+            Op("write", bucket, name), "POST", url, _object_handler(Op("write", bucket, name)),
+            params=params,
             headers={"Content-Type": f"multipart/related; boundary={boundary}"}, data=body)
 
     async def compose(
@@ -550,7 +531,8 @@ class AsyncClient(XmlMultipartMixin):
         try:
             info: ObjectInfo = await self._transport.request(
                 Op("compose", bucket, destination), "POST",
-                f"{self._json_url(bucket, destination)}/compose", _object_handler(bucket),
+                f"{self._json_url(bucket, destination)}/compose",
+                _object_handler(Op("compose", bucket, destination)),
                 params=params, headers={"Content-Type": "application/json"}, data=body)
         except PreconditionFailed as exc:
             # As in write(): a retried compose whose first attempt landed.
@@ -630,8 +612,7 @@ class AsyncClient(XmlMultipartMixin):
         url = f"{self._json_url(bucket, name)}/rewriteTo/b/{dest_bucket}/o/{_quote(dest_name)}"
         token: str | None = None
 
-        async def handle(resp: aiohttp.ClientResponse) -> dict[str, Any]:
-            return cast(dict[str, Any], json.loads(await resp.read()))
+        handle = _json_handler(Op("copy", bucket, name))
 
         while True:
             # Large cross-location rewrites take several calls; each returns
@@ -696,33 +677,29 @@ def _source(src: SourceSpec) -> tuple[str, int | None]:
     return src[0], src[1]
 
 
-async def _json_handler(resp: aiohttp.ClientResponse) -> dict[str, Any]:
-    data = json.loads(await resp.read())
-    if not isinstance(data, dict):
-        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-    return data
-
-
-def _object_handler(bucket: str) -> Any:
-    async def handle(resp: aiohttp.ClientResponse) -> ObjectInfo:
-        return ObjectInfo.from_json(bucket, json.loads(await resp.read()))
+def _json_handler(op: Op) -> Callable[[aiohttp.ClientResponse], Awaitable[dict[str, Any]]]:
+    async def handle(resp: aiohttp.ClientResponse) -> dict[str, Any]:
+        body = await resp.read()
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            # An HTML page from a captive portal or proxy, an empty 204...:
+            # not an answer of the JSON API.
+            raise ProtocolError(
+                f"{describe(op.operation, op.bucket, op.name)} failed: HTTP {resp.status} "
+                f"with a body that is not a JSON object ({body[:60]!r})",
+                operation=op.operation, bucket=op.bucket, name=op.name, status=resp.status)
+        return data
 
     return handle
 
 
-def _check_crc(headers: Mapping[str, str], data: bytes | Buffer, op: Op) -> None:
-    if "x-guploader-response-body-transformations" in headers:
-        return  # served decompressed: the stored crc32c is of other bytes
-    # GCS sends "x-goog-hash: crc32c=...,md5=..." (one header or several,
-    # joined by the transport).
-    hashes = headers.get("x-goog-hash", "")
-    start = hashes.find("crc32c=")
-    if start < 0:
-        return
-    value = hashes[start + 7:].split(",", 1)[0].strip()
-    expected = decode_crc32c(value)
-    actual = crc32c(data)
-    if actual != expected:
-        raise ChecksumMismatch(
-            f"read gs://{op.bucket}/{op.name}: crc32c {encode_crc32c(actual)} != {value}",
-            operation="read", bucket=op.bucket, name=op.name)
+def _object_handler(op: Op) -> Callable[[aiohttp.ClientResponse], Awaitable[ObjectInfo]]:
+    parse = _json_handler(op)
+
+    async def handle(resp: aiohttp.ClientResponse) -> ObjectInfo:
+        return ObjectInfo.from_json(op.bucket, await parse(resp))
+
+    return handle

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import ssl
 from dataclasses import dataclass, field
 
 from ._errors import InvalidArgument
@@ -172,6 +173,12 @@ class ClientConfig:
             HTTP/1.1 connections (a third of aiohttp's CPU per request);
             unusual responses still go through aiohttp. ``False`` sends
             every request through aiohttp.
+        ca_file: PEM file of extra CA certificates to trust (a private CA
+            or a TLS-terminating proxy), on every request path. Pickles
+            with the config, so spawned workers trust it too.
+        ssl_context: the TLS settings of every connection, overriding
+            ``ca_file`` and the system trust store. Not picklable: a
+            ``Client`` meant for spawned workers should use ``ca_file``.
     """
 
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
@@ -182,6 +189,8 @@ class ClientConfig:
     user_agent: str = DEFAULT_USER_AGENT
     verify_crc32c: bool = True
     lean_reads: bool = True
+    ca_file: str | None = None
+    ssl_context: ssl.SSLContext | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         n = "ClientConfig"
@@ -202,6 +211,18 @@ class ClientConfig:
             raise InvalidArgument(
                 f"ClientConfig.user_agent: header 'User-Agent' contains a control character, "
                 f"got {self.user_agent!r}")
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The TLS context every connection uses (None: the system's defaults).
+
+        Returns:
+            ``ssl_context``, else one trusting ``ca_file``, else None.
+        """
+        if self.ssl_context is not None:
+            return self.ssl_context
+        if self.ca_file is not None:
+            return ssl.create_default_context(cafile=self.ca_file)
+        return None
 
     @property
     def effective_connection_limit(self) -> int:

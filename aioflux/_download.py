@@ -25,7 +25,7 @@ from ._compose import (
     fetch_composed,
     plan_batches,
 )
-from ._crc import crc32c, encode_crc32c
+from ._crc import crc32c_combine, encode_crc32c
 from ._errors import ChecksumMismatch, NotFound, PermissionDenied, PreconditionFailed
 from ._types import ObjectInfo
 
@@ -208,6 +208,9 @@ class Downloader:
     # -- one unit -------------------------------------------------------------
 
     async def _direct(self, obj: ObjectInfo) -> bytes:
+        # Not checked against the listed size and crc32c: the object may
+        # have been replaced since the listing, and a direct read returns
+        # what is there now (checked against its own x-goog-hash).
         data = await self.client.read(obj.bucket, obj.name)
         self.stats.direct += 1
         self.stats.bytes += len(data)
@@ -218,18 +221,26 @@ class Downloader:
         view = memoryview(buf)
         step = self.options.chunk_size
         gen = obj.generation or None
+        verify = obj.crc32c is not None and self.client.config.verify_crc32c
         # Every chunk is pinned to the listed generation: an overwrite midway
-        # fails (404) instead of stitching two versions together.
-        await gather_bounded(
-            self.client.read(obj.bucket, obj.name, start=s, end=min(s + step, obj.size),
-                             into=view[s:s + step], generation=gen)
-            for s in range(0, obj.size, step))
-        if obj.crc32c is not None and self.client.config.verify_crc32c:
-            actual = crc32c(view)
+        # fails (404) instead of stitching two versions together. Each
+        # chunk's length and Content-Range are checked against the listed
+        # size; their crc32c, combined, against the listed crc32c (no second
+        # pass over the bytes).
+        starts = range(0, obj.size, step)
+        parts = await gather_bounded(
+            self.client._fetch(obj.bucket, obj.name, start=s, end=min(s + step, obj.size),
+                               into=view[s:s + step], generation=gen, size=obj.size,
+                               want_crc=verify)
+            for s in starts)
+        if verify:
+            actual = 0
+            for part in parts:
+                actual = crc32c_combine(actual, part.crc or 0, part.count)
             if actual != obj.crc32c:
                 raise ChecksumMismatch(
                     f"read gs://{obj.bucket}/{obj.name}: crc32c {encode_crc32c(actual)} != "
-                    f"listed {encode_crc32c(obj.crc32c)}", operation="read",
+                    f"listed {encode_crc32c(obj.crc32c or 0)}", operation="read",
                     bucket=obj.bucket, name=obj.name)
         self.stats.ranged_objects += 1
         self.stats.ranged_chunks += -(-obj.size // step)

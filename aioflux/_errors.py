@@ -15,6 +15,8 @@
         ├── RateLimited                                       429
         ├── ServerError                                       5xx, 408
         ├── TransportError         (also ConnectionError)     reset, refused, timeout
+        │   └── TLSError                                      certificate rejected (final)
+        ├── ProtocolError                                     redirect, wrong range or body (final)
         └── ChecksumMismatch                                  crc32c or length mismatch
 
 Every message names the operation, bucket and object. No message carries an
@@ -40,9 +42,11 @@ __all__ = [
     "NotFound",
     "PermissionDenied",
     "PreconditionFailed",
+    "ProtocolError",
     "RateLimited",
     "ServerError",
     "StorageError",
+    "TLSError",
     "TransportError",
     "error_for_status",
 ]
@@ -143,6 +147,23 @@ class TransportError(StorageError, ConnectionError):
     """The connection failed, was reset, or timed out."""
 
 
+class TLSError(TransportError):
+    """The TLS handshake failed (e.g. the server's certificate is not trusted).
+
+    Not retried: the same certificate fails again. Trust a private CA with
+    ``ClientConfig(ca_file=...)`` or ``ClientConfig(ssl_context=...)``.
+    """
+
+
+class ProtocolError(StorageError):
+    """The server's answer breaks the JSON/XML API's protocol: a redirect
+    (the APIs never redirect), a range other than the one asked for, an
+    unexpected status or a body that is not what the headers announce.
+
+    Not retried: a server or proxy that answers this way does so again.
+    """
+
+
 class ChecksumMismatch(StorageError):
     """Bytes received or stored do not match their crc32c or length."""
 
@@ -184,6 +205,10 @@ def error_for_status(
         cls = PermissionDenied
     elif status in (304, 412):
         cls = PreconditionFailed
+    elif 300 <= status < 400:
+        # The JSON and XML APIs never redirect: following one would trust
+        # another server's bytes (or send it our token).
+        cls = ProtocolError
     elif status == 409:
         cls = Conflict
     elif status == 429:

@@ -11,7 +11,7 @@ The response head is parsed as strictly as llhttp (aiohttp's parser): a
 status line ``HTTP/1.x DDD reason``, header names that are tokens, values
 without control characters, one ASCII-digit ``Content-Length``. A response
 that breaks those rules, declares more body than the caller accepts, or
-sends bytes beyond its declared body raises :class:`ProtocolError` and the
+sends bytes beyond its declared body raises :class:`MalformedResponse` and the
 connection is dropped. Interim 1xx heads are skipped. A response with a
 ``Content-Length`` and no transfer or content coding is read here whatever
 its status (at most 64 KiB of a non-200/206 body). For chunked or
@@ -42,7 +42,7 @@ from typing import Any
 
 from ._errors import InvalidArgument
 
-__all__ = ["BodyTruncated", "MediaPool", "MediaResponse", "ProtocolError"]
+__all__ = ["BodyTruncated", "MediaPool", "MediaResponse", "MalformedResponse"]
 
 # GCS response heads are ~1-2 KiB; the first read also takes the start of
 # the body, which is copied once into the body buffer.
@@ -68,11 +68,23 @@ _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 class BodyTruncated(ConnectionError):
-    """The connection closed before the whole body arrived."""
+    """The connection closed before the whole body arrived.
+
+    ``response`` holds the head and the bytes that did arrive (in ``body``,
+    or in the caller's buffer), so a read can resume after them.
+    """
+
+    def __init__(self, message: str, response: MediaResponse | None = None) -> None:
+        super().__init__(message)
+        self.response = response
 
 
-class ProtocolError(ConnectionError):
-    """The response broke HTTP/1.1 or the caller's limit; the connection is dropped."""
+class MalformedResponse(ConnectionError):
+    """The response broke HTTP/1.1 framing; the connection is dropped.
+
+    A ``ConnectionError``: the transport retries it as a ``TransportError``
+    (a proxy or server that garbled one response may not garble the next).
+    """
 
 
 class _Stale(ConnectionError):
@@ -157,7 +169,7 @@ class _Connection(asyncio.BufferedProtocol):
         ex = self._exchange
         if ex is None:
             # Bytes nobody asked for: the stream is out of step, drop it.
-            self._fail(ProtocolError("unsolicited bytes from the server"))
+            self._fail(MalformedResponse("unsolicited bytes from the server"))
             return
         ex.progress += nbytes
         ex.last = self._loop.time()
@@ -183,7 +195,8 @@ class _Connection(asyncio.BufferedProtocol):
             return
         if ex.dest is not None:
             error: Exception = BodyTruncated(
-                f"connection closed after {ex.got} of {ex.expected} body bytes")
+                f"connection closed after {ex.got} of {ex.expected} body bytes",
+                MediaResponse(ex.status, ex.headers, ex.body, ex.got, ex.expected))
         elif ex.progress == 0 and self.used:
             error = _Stale("reused connection closed before answering")
         else:
@@ -218,7 +231,14 @@ class _Connection(asyncio.BufferedProtocol):
         # last byte (plus the loop's timer slack), not up to twice that.
         silent = self._loop.time() - ex.last
         if silent >= ex.stall:
-            self._fail(TimeoutError(f"no response bytes for {ex.stall:g} s"))
+            message = f"no response bytes for {ex.stall:g} s"
+            if ex.dest is not None:
+                # Mid-body: hand over what arrived, so the read resumes.
+                self._fail(BodyTruncated(
+                    f"{message} after {ex.got} of {ex.expected} body bytes",
+                    MediaResponse(ex.status, ex.headers, ex.body, ex.got, ex.expected)))
+            else:
+                self._fail(TimeoutError(message))
         else:
             ex.timer = self._loop.call_later(ex.stall - silent, self._check_stall, ex)
 
@@ -228,7 +248,7 @@ class _Connection(asyncio.BufferedProtocol):
             end = self._head.find(b"\r\n\r\n", start, self._head_len)
             if end < 0:
                 if self._head_len >= _MAX_HEAD:
-                    self._fail(ProtocolError(f"response head over {_MAX_HEAD} bytes"))
+                    self._fail(MalformedResponse(f"response head over {_MAX_HEAD} bytes"))
                 return False
             try:
                 parsed = _parse_head(bytes(self._head[:end]))
@@ -236,14 +256,14 @@ class _Connection(asyncio.BufferedProtocol):
                     return self._give_up(ex)
                 status, headers, keep_alive = parsed
                 length = _content_length(headers)
-            except ProtocolError as exc:
+            except MalformedResponse as exc:
                 self._fail(exc)
                 return False
             if status >= 200:
                 ex.status, ex.headers, ex.keep_alive = status, headers, keep_alive
                 return self._start_body(ex, end + 4, length)
             if status == 101:
-                self._fail(ProtocolError("101 Switching Protocols to a GET"))
+                self._fail(MalformedResponse("101 Switching Protocols to a GET"))
                 return False
             # An interim response (100 Continue, 103 Early Hints): the final
             # one follows; keep what came after it (the slices have one length).
@@ -258,7 +278,7 @@ class _Connection(asyncio.BufferedProtocol):
         chunked = "transfer-encoding" in headers
         if chunked and length is not None:
             # llhttp refuses this too: a request-smuggling shape.
-            self._fail(ProtocolError("both Transfer-Encoding and Content-Length"))
+            self._fail(MalformedResponse("both Transfer-Encoding and Content-Length"))
             return False
         if (length is None or chunked
                 or headers.get("content-encoding", "identity").lower() != "identity"):
@@ -268,16 +288,15 @@ class _Connection(asyncio.BufferedProtocol):
         ex.expected = ex.want = length
         in_hand = self._head_len - start
         if ex.status in _OK:
-            if ex.limit is not None and length > ex.limit:
-                self._fail(ProtocolError(
-                    f"response declares {length} body bytes, over the {ex.limit} asked for"))
+            if ((ex.limit is not None and length > ex.limit)
+                    or (ex.into is not None and length > len(ex.into))):
+                # More than asked for, or than fits: report the head and the
+                # size without reading (or allocating for) the body; the
+                # caller judges it (e.g. a 200 to a ranged GET).
+                self.reusable = False
+                self._resolve(ex, MediaResponse(ex.status, headers, None, 0, length))
                 return False
             if ex.into is not None:
-                if length > len(ex.into):
-                    # Does not fit: report the size without reading the body.
-                    self.reusable = False
-                    self._resolve(ex, MediaResponse(ex.status, headers, None, 0, length))
-                    return False
                 ex.dest = ex.into[:length]
         else:
             ex.want = min(length, _MAX_ERROR_BODY)
@@ -286,7 +305,7 @@ class _Connection(asyncio.BufferedProtocol):
         if in_hand > ex.want and ex.want == length:
             # More than one response's worth already here: the server's
             # Content-Length is short and the stream is out of step.
-            self._fail(ProtocolError(
+            self._fail(MalformedResponse(
                 f"{in_hand - length} bytes beyond the declared Content-Length {length}"))
             return False
         if ex.dest is None:
@@ -358,17 +377,17 @@ def _parse_head(raw: bytes) -> tuple[int, dict[str, str], bool] | None:
     crlf = raw.count(b"\r\n")
     if (raw.count(b"\r") != crlf or raw.count(b"\n") != crlf
             or len(raw.translate(None, _CONTROL_BYTES)) != len(raw)):
-        raise ProtocolError("control character, bare CR or bare LF in the response head")
+        raise MalformedResponse("control character, bare CR or bare LF in the response head")
     text = raw.decode("latin-1")
     if "\r\n " in text or "\r\n\t" in text:
         return None
     bad = _BAD_LINE.search(text)
     if bad is not None:
-        raise ProtocolError(f"malformed header line at byte {bad.start()}")
+        raise MalformedResponse(f"malformed header line at byte {bad.start()}")
     lines = text.split("\r\n")
     status_line = _STATUS_LINE.fullmatch(lines[0])
     if status_line is None:
-        raise ProtocolError(f"malformed status line {lines[0][:80]!r}")
+        raise MalformedResponse(f"malformed status line {lines[0][:80]!r}")
     headers: dict[str, str] = {}
     for line in lines[1:]:
         name, _, value = line.partition(":")
@@ -377,7 +396,7 @@ def _parse_head(raw: bytes) -> tuple[int, dict[str, str], bool] | None:
         if name in headers:
             if name == "content-length":
                 # llhttp (aiohttp's parser) refuses any repeat, identical or not.
-                raise ProtocolError("repeated Content-Length")
+                raise MalformedResponse("repeated Content-Length")
             value = f"{headers[name]},{value}"
         headers[name] = value
     tokens = {t.strip(" \t") for t in headers.get("connection", "").lower().split(",")}
@@ -392,7 +411,7 @@ def _content_length(headers: Mapping[str, str]) -> int | None:
         return None
     # str.isdigit alone takes "²" and other Unicode digits int() refuses.
     if not (value.isascii() and value.isdigit()) or len(value) > 18:
-        raise ProtocolError(f"malformed Content-Length {value[:40]!r}")
+        raise MalformedResponse(f"malformed Content-Length {value[:40]!r}")
     return int(value)
 
 
@@ -468,7 +487,9 @@ class MediaPool:
             headers: request headers (``Host`` and ``User-Agent`` are added).
             into: receive a 2xx body into this buffer instead of a new one.
             limit: the most body bytes the caller accepts (a range's length,
-                the object's known size); ``None`` for no limit.
+                the object's known size); ``None`` for no limit. A 2xx that
+                declares more is not read: ``body`` is None, ``received`` 0
+                and ``expected`` the declared length.
 
         Returns:
             The response, or ``None`` when it is not one this client handles
@@ -477,8 +498,8 @@ class MediaPool:
 
         Raises:
             BodyTruncated: the connection closed mid-body.
-            ProtocolError: the response broke HTTP/1.1, declared more than
-                ``limit`` bytes, or ran past its ``Content-Length``.
+            MalformedResponse: the response broke HTTP/1.1 or ran past its
+                ``Content-Length``.
             TimeoutError: connecting, or a silence, took too long.
             OSError: the connection failed.
             InvalidArgument: a header name or value cannot be sent.

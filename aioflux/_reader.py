@@ -17,7 +17,8 @@ import os
 from typing import TYPE_CHECKING
 
 from ._bridge import get_portal
-from ._errors import InvalidArgument
+from ._crc import crc32c_combine, encode_crc32c
+from ._errors import ChecksumMismatch, InvalidArgument, ProtocolError
 from ._types import ObjectInfo
 
 if TYPE_CHECKING:
@@ -34,7 +35,8 @@ __all__ = ["DEFAULT_CHUNK_SIZE", "DEFAULT_READ_AHEAD", "ObjectReader"]
 DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
 DEFAULT_READ_AHEAD = 16
 
-_Block = concurrent.futures.Future[bytearray]
+#: a block's bytes and their crc32c (None when not checked)
+_Block = concurrent.futures.Future[tuple[bytearray, int | None]]
 
 
 class ObjectReader(io.RawIOBase):
@@ -70,6 +72,11 @@ class ObjectReader(io.RawIOBase):
         self.size = self.info.size
         self._pos = 0
         self._blocks: dict[int, _Block] = {}
+        # Read front to back, the blocks' crc32c combine into the object's,
+        # checked when the last block is consumed.
+        self._verify = self.info.crc32c is not None and client.config.verify_crc32c
+        self._crc_next = 0
+        self._crc = 0
 
     def readable(self) -> bool:
         return True
@@ -109,12 +116,30 @@ class ObjectReader(io.RawIOBase):
             self._blocks[index] = block
         return block
 
-    async def _read_block(self, start: int, end: int) -> bytearray:
+    async def _read_block(self, start: int, end: int) -> tuple[bytearray, int | None]:
         buf = bytearray(end - start)
-        got = await self._client.read(self.bucket, self.name, start=start, end=end, into=buf,
-                                      generation=self.info.generation or None)
-        del buf[got:]
-        return buf
+        # ``size``: a server reporting another length (or metadata larger
+        # than the object) fails at once instead of looping on short blocks.
+        fetched = await self._client._fetch(
+            self.bucket, self.name, start=start, end=end, into=memoryview(buf),
+            generation=self.info.generation or None, size=self.size, want_crc=self._verify)
+        if fetched.count != len(buf):
+            raise ProtocolError(f"read gs://{self.bucket}/{self.name} failed: bytes [{start}, "
+                                f"{end}) came back as {fetched.count} bytes",
+                                operation="read", bucket=self.bucket, name=self.name)
+        return buf, fetched.crc
+
+    def _account(self, index: int, data: bytearray, crc: int | None) -> None:
+        if not self._verify or index != self._crc_next or crc is None:
+            return
+        self._crc = crc32c_combine(self._crc, crc, len(data))
+        self._crc_next += 1
+        if self._crc_next * self.chunk_size >= self.size and self._crc != self.info.crc32c:
+            raise ChecksumMismatch(
+                f"read gs://{self.bucket}/{self.name} failed: crc32c "
+                f"{encode_crc32c(self._crc)} of the bytes read != "
+                f"{encode_crc32c(self.info.crc32c or 0)}", operation="read",
+                bucket=self.bucket, name=self.name)
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         """Read into ``buffer`` from the current position.
@@ -134,9 +159,17 @@ class ObjectReader(io.RawIOBase):
         while done < len(out) and self._pos < self.size:
             index = self._pos // self.chunk_size
             self._schedule(index)
-            data = self._fetch(index).result()
+            data, crc = self._fetch(index).result()
             offset = self._pos - index * self.chunk_size
             take = min(len(out) - done, len(data) - offset)
+            if take <= 0:
+                # Never spin on a block shorter than its range (_read_block
+                # rejects those; this guards the invariant).
+                raise ProtocolError(f"read gs://{self.bucket}/{self.name} failed: no bytes at "
+                                    f"offset {self._pos}", operation="read",
+                                    bucket=self.bucket, name=self.name)
+            if offset == 0:
+                self._account(index, data, crc)
             out[done:done + take] = memoryview(data)[offset:offset + take]
             done += take
             self._pos += take

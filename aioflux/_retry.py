@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from ._config import RetryPolicy
-from ._errors import ChecksumMismatch, RateLimited, ServerError, StorageError, TransportError
+from ._errors import (
+    ChecksumMismatch,
+    RateLimited,
+    ServerError,
+    StorageError,
+    TLSError,
+    TransportError,
+)
 
-__all__ = ["backoff_delay", "is_retryable", "retry_async"]
+__all__ = ["backoff_delay", "is_retryable", "parse_retry_after", "retry_async"]
 
 T = TypeVar("T")
 
@@ -29,7 +38,39 @@ def is_retryable(exc: BaseException) -> bool:
     Returns:
         True if another attempt is worthwhile.
     """
+    if isinstance(exc, TLSError):
+        return False  # the same certificate is rejected again
     return isinstance(exc, (ServerError, RateLimited, TransportError, ChecksumMismatch))
+
+
+def parse_retry_after(value: str | None, now: Callable[[], float] = time.time) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait, or None to back off normally.
+
+    Args:
+        value: the header: delay-seconds or an HTTP date. Anything else
+            (``soon-ish``, ``nan``) is ignored rather than trusted.
+        now: wall clock (tests pin it).
+
+    Returns:
+        Seconds (a date in the past gives 0), or None if absent or unparsable.
+        The caller clamps to its policy's ``max_delay``.
+    """
+    if not value:
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            return None  # RFC 9110 dates are GMT; a zoneless one is not one
+        seconds = when.timestamp() - now()
+    if not math.isfinite(seconds):
+        return None
+    return max(seconds, 0.0)
 
 
 def backoff_delay(
@@ -63,6 +104,7 @@ async def retry_async(
     *,
     on_retry: Callable[[BaseException, int, float], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    progress: Callable[[], int] | None = None,
 ) -> T:
     """Run ``attempt_fn`` until it succeeds, fails for good, or time runs out.
 
@@ -71,6 +113,10 @@ async def retry_async(
         policy: how many attempts and how long to wait between them.
         on_retry: called with (error, attempt number, delay) before sleeping.
         clock: monotonic clock (injectable for tests).
+        progress: a counter that grows when an attempt achieved something
+            (bytes of a resumed read). A failed attempt that moved it does
+            not count against ``max_attempts`` and restarts the backoff;
+            the deadline still applies.
 
     Returns:
         The first successful result.
@@ -81,15 +127,22 @@ async def retry_async(
     """
     start = clock()
     attempt = 0
+    # Attempts that failed without progress: what max_attempts and the
+    # backoff count. A resumed read cut every few MiB keeps going as long as
+    # each attempt adds bytes.
+    stuck = 0
     while True:
         attempt += 1
+        before = progress() if progress is not None else 0
         try:
             return await attempt_fn()
         except Exception as exc:
-            if not is_retryable(exc) or attempt >= policy.max_attempts:
+            moved = progress is not None and progress() > before
+            stuck = 0 if moved else stuck + 1
+            if not is_retryable(exc) or stuck >= policy.max_attempts:
                 _note_attempts(exc, attempt)
                 raise
-            delay = backoff_delay(policy, attempt, getattr(exc, "retry_after", None))
+            delay = backoff_delay(policy, max(stuck, 1), getattr(exc, "retry_after", None))
             if policy.deadline is not None and clock() - start + delay > policy.deadline:
                 _note_attempts(exc, attempt)
                 raise

@@ -6,26 +6,35 @@ aioflux errors.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import logging
 import os
 import re
 import ssl
-import time
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, NamedTuple, NoReturn, TypeVar
+from urllib.parse import urlsplit
 
 import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError
 
 from ._auth import Auth
 from ._bridge import close_at_shutdown
 from ._config import ClientConfig
-from ._errors import StorageError, TransportError, describe, error_for_status
-from ._http import BodyTruncated, MediaPool, MediaResponse, ProtocolError
-from ._retry import retry_async
+from ._errors import (
+    InvalidArgument,
+    ProtocolError,
+    StorageError,
+    TLSError,
+    TransportError,
+    describe,
+    error_for_status,
+)
+from ._http import BodyTruncated, MediaPool, MediaResponse
+from ._retry import parse_retry_after, retry_async
 
 __all__ = ["MediaResponse", "Op", "Transport", "TransportStats", "map_exception"]
 
@@ -36,6 +45,8 @@ MediaHandler = Callable[[MediaResponse], T]
 _MAX_ERROR_BODY = 64 * 1024
 _XML_CODE = re.compile(rb"<Code>([^<]*)</Code>")
 _XML_MESSAGE = re.compile(rb"<Message>([^<]*)</Message>")
+_DEFAULT_ENDPOINT = "https://storage.googleapis.com"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class Op(NamedTuple):
@@ -75,8 +86,15 @@ class Transport:
         config: client configuration.
         auth: supplies authentication headers.
         session_factory: builds the aiohttp session for a loop (tests inject).
-        ssl_context: TLS settings of the lean media connections (default:
-            the system's trust store, as aiohttp's).
+        ssl_context: TLS settings of every connection, aiohttp's and the
+            lean ones (default: ``config.tls_context()``, else the system's
+            trust store).
+        endpoint: the API root. Credentials go only to its origin (scheme,
+            host, port): a resumable-upload ``Location`` or any other URL
+            elsewhere gets the request without them.
+
+    Raises:
+        InvalidArgument: ``config.ca_file`` cannot be loaded.
     """
 
     def __init__(
@@ -86,12 +104,23 @@ class Transport:
         *,
         session_factory: Callable[[ClientConfig], aiohttp.ClientSession] | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        endpoint: str | None = None,
     ) -> None:
         self.config = config
+        if ssl_context is None:
+            try:
+                ssl_context = config.tls_context()
+            except (OSError, ssl.SSLError) as exc:
+                raise InvalidArgument(f"ClientConfig.ca_file {config.ca_file!r} cannot be "
+                                      f"loaded: {exc}") from exc
         self._ssl_context = ssl_context
         self.auth = auth
+        self.endpoint = (endpoint or _DEFAULT_ENDPOINT).rstrip("/")
+        self._origin = _origin_of(self.endpoint)
+        # URLs under this prefix are the endpoint's origin without parsing.
+        self._origin_prefix = self.endpoint.split("/", 3)[:3]
         self.stats = TransportStats()
-        self._session_factory = session_factory or _default_session
+        self._session_factory = session_factory or self._default_session
         self._state: _LoopState | None = None
 
     def _current(self) -> _LoopState:
@@ -100,10 +129,12 @@ class Transport:
         # A session belongs to one loop and one process: after fork or when
         # used from another loop (e.g. a DataLoader worker) build a new one.
         if state is None or state.loop is not loop or state.pid != os.getpid():
+            session = self._session_factory(self.config)
+            _forbid_redirects(session)
             state = _LoopState(
                 loop=loop,
                 pid=os.getpid(),
-                session=self._session_factory(self.config),
+                session=session,
                 semaphore=asyncio.Semaphore(self.config.max_concurrency),
                 media=self._media_pool(),
             )
@@ -179,20 +210,50 @@ class Transport:
         async def send(state: _LoopState, request_headers: dict[str, str]) -> T:
             async with state.session.request(
                 method, url, params=params, headers=request_headers, data=_payload(data),
+                allow_redirects=False, ssl=self._aiohttp_ssl(),
             ) as resp:
                 if resp.status not in ok and resp.status >= 300:
                     raise await _error_from_response(resp, op)
                 return await handler(resp)
 
-        return await self._retrying(lambda: self._attempt(op, headers, send))
+        return await self.retrying(lambda: self._attempt(op, headers, send, url))
+
+    def _default_session(self, config: ClientConfig) -> aiohttp.ClientSession:
+        return _session(config, self._ssl_context)
+
+    def _aiohttp_ssl(self) -> ssl.SSLContext | bool:
+        # True: aiohttp's default verification (its cached default context).
+        return self._ssl_context if self._ssl_context is not None else True
+
+    def same_origin(self, url: str) -> bool:
+        """Whether ``url`` is on the configured endpoint's origin (scheme, host, port).
+
+        Args:
+            url: an absolute URL.
+
+        Returns:
+            True if credentials may be sent with a request to it.
+        """
+        parts = url.split("/", 3)
+        if parts[:3] == self._origin_prefix:
+            return True
+        return _origin_of(url) == self._origin
 
     async def _attempt(self, op: Op, headers: Mapping[str, str] | None,
-                       send: Callable[[_LoopState, dict[str, str]], Awaitable[T]]) -> T:
-        """One attempt: a permit, auth headers, ``send``, errors mapped."""
+                       send: Callable[[_LoopState, dict[str, str]], Awaitable[T]],
+                       url: str | None) -> T:
+        """One attempt: a permit, auth headers, ``send``, errors mapped.
+
+        ``url`` None means the URL is built on the endpoint by construction
+        (gcloud-aio-storage's calls get ``api_root=endpoint``).
+        """
         state = self._current()
         async with state.semaphore:
             self.stats.requests += 1
-            request_headers = await self.auth.headers()
+            # The one place credentials are added: never to another origin
+            # (a resumable-upload Location, a listing's next link...).
+            request_headers = (await self.auth.headers()
+                               if url is None or self.same_origin(url) else {})
             if headers:
                 request_headers.update(headers)
             try:
@@ -210,6 +271,7 @@ class Transport:
         headers: Mapping[str, str] | None = None,
         into: memoryview | None = None,
         limit: int | None = None,
+        progress: Callable[[], int] | None = None,
     ) -> T:
         """GET an object body (or a range of it), retried per policy.
 
@@ -226,9 +288,51 @@ class Transport:
             into: receive the body into this buffer (``body`` is then None).
                 A body longer than the buffer is not read: ``expected`` says
                 how long it is.
-            limit: the most body bytes acceptable (a range's length, the
-                object's known size): a 2xx declaring more fails the attempt
-                before anything is allocated.
+            limit: most body bytes accepted without ``into`` (the asked
+                range's length or the known size): a longer body is not
+                read, the handler sees ``body`` None and ``received <
+                expected``.
+            progress: see :func:`retry_async`; attempts that moved it do not
+                count against ``max_attempts``.
+
+        Returns:
+            What ``handler`` returned.
+
+        Raises:
+            StorageError: the most specific subclass for the failure.
+        """
+        return await self.retrying(
+            lambda: self.get_media_once(op, url, handler, headers=headers, into=into,
+                                        limit=limit, keep_partial=False), progress)
+
+    async def get_media_once(
+        self,
+        op: Op,
+        url: str,
+        handler: MediaHandler[T],
+        *,
+        headers: Mapping[str, str] | None = None,
+        into: memoryview | None = None,
+        limit: int | None = None,
+        keep_partial: bool = True,
+    ) -> T:
+        """One attempt of :meth:`get_media` (no retries; for callers that
+        change the request between attempts, e.g. to resume a range).
+
+        A body cut short is not an error here: ``handler`` sees the
+        response with ``received < expected`` (the bytes that did arrive are
+        in ``body`` or ``into``), so it can keep them.
+
+        Args:
+            op: operation, bucket and object, for errors.
+            url: full URL, query included.
+            handler: checks the response and returns the result.
+            headers: extra headers.
+            into: as for :meth:`get_media`.
+            limit: as for :meth:`get_media`.
+            keep_partial: hand a body cut short to ``handler``; False raises
+                a :class:`TransportError` instead (``handler`` then sees only
+                complete bodies).
 
         Returns:
             What ``handler`` returned.
@@ -240,19 +344,25 @@ class Transport:
         async def send(state: _LoopState, request_headers: dict[str, str]) -> T:
             response = None
             if state.media is not None:
-                response = await state.media.get(url, request_headers, into, limit=limit)
+                try:
+                    response = await state.media.get(url, request_headers, into,
+                                                     limit=limit)
+                except BodyTruncated as exc:
+                    response = _partial(exc) if keep_partial else None
+                    if response is None:
+                        raise
                 if response is None:
                     self._lean_fell_back(state)
                 else:
                     self.stats.lean_reads += 1
             if response is None:
                 response = await self._get_with_aiohttp(state, op, url, request_headers, into,
-                                                        limit)
+                                                        limit, keep_partial)
             if response.status >= 300:
                 raise _error_from_media(response, op)
             return handler(response)
 
-        return await self._retrying(lambda: self._attempt(op, headers, send))
+        return await self._attempt(op, headers, send, url)
 
     def _lean_fell_back(self, state: _LoopState) -> None:
         stats = self.stats
@@ -269,8 +379,9 @@ class Transport:
 
     async def _get_with_aiohttp(self, state: _LoopState, op: Op, url: str,
                                 headers: Mapping[str, str], into: memoryview | None,
-                                limit: int | None = None) -> MediaResponse:
-        async with state.session.get(url, headers=headers, allow_redirects=False) as resp:
+                                limit: int | None, keep_partial: bool) -> MediaResponse:
+        async with state.session.get(url, headers=headers, allow_redirects=False,
+                                     ssl=self._aiohttp_ssl()) as resp:
             if resp.status >= 300:
                 raise await _error_from_response(resp, op)
             found = {name: ",".join(resp.headers.getall(name)) for name in _MEDIA_HEADERS
@@ -278,22 +389,33 @@ class Transport:
             # A decoded (gzip) body is not Content-Length bytes long.
             coded = resp.headers.get("Content-Encoding", "identity").lower() != "identity"
             expected = None if coded else resp.content_length
-            if limit is not None and expected is not None and expected > limit:
-                raise ProtocolError(f"response declares {expected} body bytes, "
-                                    f"over the {limit} asked for")
-            if into is None:
-                body = await resp.read()
-                return MediaResponse(resp.status, found, body, len(body), expected)
-            if expected is not None and expected > len(into):
+            if into is not None and expected is not None and expected > len(into):
                 return MediaResponse(resp.status, found, None, 0, expected)
+            cap = len(into) if into is not None else limit
+            if into is None and "x-guploader-response-body-transformations" in resp.headers:
+                cap = None  # served decompressed: longer than the stored size
+            body = bytearray() if into is None else None
             received = 0
-            async for chunk in resp.content.iter_any():
-                end = received + len(chunk)
-                if end > len(into):
-                    return MediaResponse(resp.status, found, None, received, end)
-                into[received:end] = chunk
-                received = end
-            return MediaResponse(resp.status, found, None, received, expected)
+            try:
+                async for chunk in resp.content.iter_any():
+                    end = received + len(chunk)
+                    if cap is not None and end > cap:
+                        # More than fits or was asked for: report the length
+                        # without buffering it.
+                        return MediaResponse(resp.status, found, None, received, end)
+                    if into is not None:
+                        into[received:end] = chunk
+                    else:
+                        body += chunk  # type: ignore[operator]
+                    received = end
+            except (aiohttp.ClientPayloadError, aiohttp.ServerTimeoutError,
+                    asyncio.TimeoutError, aiohttp.ClientConnectionError):
+                if not keep_partial or expected is None or received >= expected:
+                    raise
+                # Cut mid-body: hand over what arrived so a read resumes
+                # from there; received < expected tells the handler.
+            return MediaResponse(resp.status, found, body, received,
+                                 expected if expected is not None else received)
 
     async def run(
         self, op: Op, call: Callable[[aiohttp.ClientSession, dict[str, str]], Awaitable[T]]
@@ -314,14 +436,28 @@ class Transport:
         async def send(state: _LoopState, request_headers: dict[str, str]) -> T:
             return await call(state.session, request_headers)
 
-        return await self._retrying(lambda: self._attempt(op, None, send))
+        return await self.retrying(lambda: self._attempt(op, None, send, None))
 
     def _count_retry(self, _exc: BaseException, _attempt: int, _delay: float) -> None:
         self.stats.retries += 1
 
-    async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
+    async def retrying(self, attempt: Callable[[], Awaitable[T]],
+                       progress: Callable[[], int] | None = None) -> T:
+        """Run ``attempt`` under the client's retry policy, counting retries.
+
+        Args:
+            attempt: one attempt (e.g. :meth:`get_media_once`).
+            progress: see :func:`aioflux._retry.retry_async`.
+
+        Returns:
+            The first successful result.
+
+        Raises:
+            StorageError: the last attempt's error.
+        """
         try:
-            return await retry_async(attempt, self.config.retry, on_retry=self._count_retry)
+            return await retry_async(attempt, self.config.retry, on_retry=self._count_retry,
+                                     progress=progress)
         except StorageError:
             self.stats.failures += 1
             raise
@@ -370,13 +506,56 @@ def _payload(data: bytes | bytearray | memoryview | None) -> aiohttp.BytesPayloa
         return aiohttp.BytesPayload(data)
 
 
-def _default_session(config: ClientConfig) -> aiohttp.ClientSession:
+def _partial(exc: BodyTruncated) -> MediaResponse | None:
+    # The lean client attaches the response (head and bytes so far) to a
+    # body cut short.
+    response = getattr(exc, "response", None)
+    return response if isinstance(response, MediaResponse) else None
+
+
+def _origin_of(url: str) -> tuple[str, str, int | None]:
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        return scheme, (parts.hostname or "").lower(), parts.port or _DEFAULT_PORTS.get(scheme)
+    except ValueError:
+        return "", "", None  # unparsable: matches no endpoint
+
+
+class _Redirected(Exception):
+    """aiohttp was about to follow a redirect (the trace hook stops it)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status} redirect")
+        self.status = status
+
+
+async def _refuse_redirect(_session: aiohttp.ClientSession, _ctx: SimpleNamespace,
+                           params: aiohttp.TraceRequestRedirectParams) -> None:
+    raise _Redirected(params.response.status)
+
+
+def _forbid_redirects(session: aiohttp.ClientSession) -> None:
+    """Make ``session`` refuse every redirect, also in calls we do not make
+    ourselves (gcloud-aio-storage's): the APIs never redirect, so a 3xx is
+    someone else's answer and following it would trust their bytes."""
+    trace = aiohttp.TraceConfig()
+    trace.on_request_redirect.append(_refuse_redirect)
+    trace.freeze()
+    # ClientSession takes trace configs only at construction; a factory a
+    # test injects may not have added ours.
+    session._trace_configs.append(trace)
+
+
+def _session(config: ClientConfig, tls: ssl.SSLContext | None) -> aiohttp.ClientSession:
     t = config.timeouts
     connector = aiohttp.TCPConnector(
         limit=config.effective_connection_limit,
         limit_per_host=config.connection_limit_per_host,
         keepalive_timeout=t.idle,
         ttl_dns_cache=300,
+        # Also what gcloud-aio-storage's calls on this session verify with.
+        ssl=tls if tls is not None else True,
     )
     return aiohttp.ClientSession(
         connector=connector,
@@ -402,7 +581,8 @@ async def _error_from_response(resp: aiohttp.ClientResponse, op: Op) -> StorageE
 _LEAN_GIVE_UP = 32
 
 # What a media handler looks at (the aiohttp fallback keeps only these).
-_MEDIA_HEADERS = ("x-goog-hash", "x-guploader-response-body-transformations")
+_MEDIA_HEADERS = ("x-goog-hash", "x-guploader-response-body-transformations",
+                  "content-range", "x-goog-stored-content-length", "x-goog-generation")
 
 
 def _error_from_media(resp: MediaResponse, op: Op) -> StorageError:
@@ -444,13 +624,8 @@ def parse_error_body(body: bytes) -> tuple[str, str]:
 
 
 def _with_retry_after(exc: StorageError, value: str | None) -> StorageError:
-    if value:
-        seconds: float | None
-        try:
-            seconds = float(value)
-        except ValueError:
-            parsed = email.utils.parsedate_to_datetime(value) if value else None
-            seconds = parsed.timestamp() - time.time() if parsed else None
+    seconds = parse_retry_after(value)
+    if seconds is not None:
         exc.retry_after = seconds  # type: ignore[attr-defined]
     return exc
 
@@ -479,13 +654,24 @@ def map_exception(exc: BaseException, op: Op) -> BaseException:
     if isinstance(exc, StorageError):
         return exc
     where = describe(op.operation, op.bucket, op.name)
-    if isinstance(exc, aiohttp.ClientResponseError) and isinstance(
-            exc.__cause__, aiohttp.http_exceptions.HttpProcessingError):
-        # aiohttp's parser refused the response (its "400" is not the
-        # server's status): a broken stream, as the lean client's ProtocolError.
-        detail = " ".join(str(exc.__cause__.message).split())[:200]
-        return TransportError(f"{where} failed: malformed response ({detail})",
-                              operation=op.operation, bucket=op.bucket, name=op.name)
+    fields: dict[str, Any] = {"operation": op.operation, "bucket": op.bucket, "name": op.name}
+    if isinstance(exc, _Redirected):
+        return ProtocolError(f"{where} failed: HTTP {exc.status}: the API does not redirect; "
+                             f"not followed", status=exc.status, **fields)
+    if isinstance(exc, (ssl.SSLCertVerificationError, aiohttp.ClientConnectorCertificateError)):
+        return TLSError(f"{where} failed: TLS certificate rejected ({_safe(exc)}); trust a "
+                        f"private CA with ClientConfig(ca_file=...)", **fields)
+    if isinstance(exc, (aiohttp.ClientSSLError, ssl.SSLError)) and not isinstance(
+            exc, (ssl.SSLZeroReturnError, ssl.SSLEOFError)):
+        return TLSError(f"{where} failed: TLS handshake failed ({_safe(exc)})", **fields)
+    if isinstance(exc, HttpProcessingError) or (
+            isinstance(exc, aiohttp.ClientResponseError)
+            and isinstance(exc.__cause__, HttpProcessingError)):
+        # aiohttp's parser rejected the response: garbled bytes on the wire,
+        # not the server's verdict on our request (which a 400 would be).
+        cause = exc.__cause__ if isinstance(exc.__cause__, HttpProcessingError) else exc
+        return TransportError(f"{where} failed: malformed response "
+                              f"({type(cause).__name__})", **fields)
     if isinstance(exc, aiohttp.ClientResponseError):
         # Raised by gcloud-aio-storage; its message is "reason: body". Never
         # use str(exc): it embeds the request URL.
@@ -497,7 +683,7 @@ def map_exception(exc: BaseException, op: Op) -> BaseException:
     if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
         return TransportError(f"{where} failed: timed out", operation=op.operation,
                               bucket=op.bucket, name=op.name)
-    if isinstance(exc, (aiohttp.ClientPayloadError, BodyTruncated)):
+    if isinstance(exc, (aiohttp.ClientPayloadError, BodyTruncated, asyncio.IncompleteReadError)):
         return TransportError(f"{where} failed: response body truncated ({type(exc).__name__})",
                               operation=op.operation, bucket=op.bucket, name=op.name)
     if isinstance(exc, (aiohttp.ClientConnectionError, ConnectionError, OSError)):

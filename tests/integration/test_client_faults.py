@@ -15,7 +15,6 @@ from aioflux import (
     RetryPolicy,
     ServerError,
     Timeouts,
-    TransportError,
 )
 from aioflux._crc import crc32c
 from aioflux.testing import Emulator, Faults
@@ -90,12 +89,16 @@ async def test_read_stall_times_out_and_retries(faults: Emulator, bucket: str) -
     config = ClientConfig(timeouts=Timeouts(read_stall=0.2),
                           retry=RetryPolicy(max_attempts=2, initial_delay=0, max_delay=0))
     async with AsyncClient(config, endpoint=faults.endpoint) as client:
-        await client.write(bucket, "slow", os.urandom(200_000))
+        data = os.urandom(200_000)
+        await client.write(bucket, "slow", data)
         faults.faults = Faults(p_stall=1.0, stall_seconds=1.0)
-        with pytest.raises(TransportError, match=r"timed out|truncated"):
-            await client.read(bucket, "slow")
+        # Every body stalls midway: each attempt times out after the bytes
+        # it got, and the next resumes after them (those attempts make
+        # progress, so max_attempts=2 does not end the read).
+        assert await client.read(bucket, "slow") == data
+        assert client.transport.stats.retries >= 1
         faults.faults = Faults()
-        assert len(await client.read(bucket, "slow")) == 200_000
+        assert await client.read(bucket, "slow") == data
 
 
 async def test_no_token_in_errors_or_repr(emulator: Emulator, bucket: str) -> None:
@@ -119,7 +122,7 @@ async def test_no_token_in_errors_or_repr(emulator: Emulator, bucket: str) -> No
 
 async def test_crc_mismatch_is_retried_then_raised(client: AsyncClient, bucket: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    import aioflux._client as client_mod
+    import aioflux._media as client_mod
     from aioflux import ChecksumMismatch
 
     await client.write(bucket, "c", b"payload")

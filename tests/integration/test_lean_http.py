@@ -27,6 +27,7 @@ from aioflux import (
     ClientConfig,
     InvalidArgument,
     NotFound,
+    ProtocolError,
     RateLimited,
     RetryPolicy,
     ServerError,
@@ -35,7 +36,7 @@ from aioflux import (
     TransportError,
 )
 from aioflux._crc import crc32c, encode_crc32c
-from aioflux._http import MediaPool, ProtocolError
+from aioflux._http import MediaPool
 from aioflux.testing import Emulator, Faults
 
 from ..conftest import FAST_RETRY, unique_bucket
@@ -167,6 +168,9 @@ async def test_unusual_responses_go_to_aiohttp(web_server: Any) -> None:
         for path in ("/chunked", "/gzip"):
             got = await transport.get_media(_op(path), base + path, lambda r: bytes(r.body or b""))
             assert got == BODY, path
+        # The API never redirects: aiohttp must not follow one either.
+        with pytest.raises(ProtocolError, match="HTTP 302"):
+            await transport.get_media(_op("/redirect"), base + "/redirect", lambda r: r)
         stats = transport.stats
         assert (stats.lean_fallbacks, stats.lean_reads) == (2, 0)
         # A redirect is answered here (never followed): a typed error.
@@ -379,8 +383,10 @@ async def test_a_declared_length_over_the_limit_fails_before_allocating() -> Non
     async with server as base:
         tracemalloc.start()
         try:
-            with pytest.raises(ProtocolError, match="over the 100 asked for"):
-                await pool.get(base + "/o", {}, limit=100)
+            # Over the limit: the head is reported, the body never read.
+            over = await pool.get(base + "/o", {}, limit=100)
+            assert over is not None and over.body is None
+            assert (over.received, over.expected) == (0, 1 << 30)
             # No limit: the buffer grows with what arrives, not what is declared.
             task = asyncio.create_task(pool.get(base + "/o", {}))
             await asyncio.sleep(0.2)
@@ -412,9 +418,10 @@ async def test_get_media_limit_on_both_paths(lean: bool) -> None:
     config = ClientConfig(lean_reads=lean, retry=RetryPolicy(max_attempts=2, initial_delay=0,
                                                              max_delay=0))
     async with server as base, AsyncClient(config, endpoint=base) as client:
-        with pytest.raises(TransportError, match=f"over the {len(BODY) - 1} asked for"):
-            await client.transport.get_media(_op("/o"), base + "/o", lambda r: r,
-                                             limit=len(BODY) - 1)
+        # Over the limit both paths report the head and read no body.
+        over = await client.transport.get_media(_op("/o"), base + "/o", lambda r: r,
+                                                limit=len(BODY) - 1)
+        assert over.body is None and over.received < over.expected == len(BODY)
         got = await client.transport.get_media(_op("/o"), base + "/o",
                                                lambda r: bytes(r.body or b""), limit=len(BODY))
         assert got == BODY

@@ -8,9 +8,12 @@ from aioflux import (
     NotFound,
     PermissionDenied,
     PreconditionFailed,
+    ProtocolError,
     RateLimited,
     ServerError,
     StorageError,
+    TLSError,
+    TransportError,
 )
 from aioflux._errors import error_for_status
 
@@ -19,7 +22,8 @@ from aioflux._errors import error_for_status
     ("status", "cls"),
     [(404, NotFound), (403, PermissionDenied), (401, PermissionDenied),
      (412, PreconditionFailed), (429, RateLimited), (503, ServerError), (408, ServerError),
-     (400, InvalidRequest), (416, InvalidRequest)],
+     (400, InvalidRequest), (416, InvalidRequest), (304, PreconditionFailed),
+     (301, ProtocolError), (302, ProtocolError), (307, ProtocolError), (308, ProtocolError)],
 )
 def test_status_maps_to_specific_class(status: int, cls: type[StorageError]) -> None:
     err = error_for_status(status, "boom", operation="read", bucket="b", name="o")
@@ -32,9 +36,11 @@ def test_builtin_mixins() -> None:
     assert isinstance(error_for_status(404, "", operation="stat"), FileNotFoundError)
     assert isinstance(error_for_status(403, "", operation="stat"), PermissionError)
     assert isinstance(error_for_status(400, "", operation="stat"), ValueError)
+    assert isinstance(TLSError("x"), (TransportError, ConnectionError))
 
 
-@pytest.mark.parametrize("cls", [NotFound, PermissionDenied, ChecksumMismatch, RateLimited])
+@pytest.mark.parametrize("cls", [NotFound, PermissionDenied, ChecksumMismatch, RateLimited,
+                                 ProtocolError, TLSError])
 def test_errors_survive_pickling(cls: type[StorageError]) -> None:
     err = cls("read gs://b/o failed", operation="read", bucket="b", name="o", status=404,
               reason="notFound", attempts=3)

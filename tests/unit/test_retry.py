@@ -71,3 +71,56 @@ async def test_deadline_stops_retries() -> None:
         await retry_async(slow_fail, RetryPolicy(max_attempts=100, initial_delay=0, max_delay=0,
                                                  deadline=25), clock=lambda: now[0])
     assert len(calls) == 3
+
+
+def test_retry_after_parsing() -> None:
+    from aioflux._retry import parse_retry_after
+
+    now = 1_445_412_480.0  # Wed, 21 Oct 2015 07:28:00 GMT
+    assert parse_retry_after("3", lambda: now) == 3.0
+    assert parse_retry_after(" 2.5 ", lambda: now) == 2.5
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:10 GMT", lambda: now) == 10.0
+    assert parse_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", lambda: now) == 0.0  # past
+    assert parse_retry_after("-5", lambda: now) == 0.0
+    for unusable in (None, "", "soon-ish", "nan", "inf", "Wed, 21 Oct 2015 07:28:10"):
+        assert parse_retry_after(unusable, lambda: now) is None, unusable
+    # a huge value is clamped by the policy, not slept
+    assert backoff_delay(RetryPolicy(max_delay=4), 1, retry_after=1e12) == 4
+
+
+async def test_attempts_with_progress_do_not_count() -> None:
+    done = [0]
+
+    async def cut_but_moving() -> str:
+        done[0] += 1
+        if done[0] < 10:
+            raise TransportError("cut")
+        return "ok"
+
+    policy = RetryPolicy(max_attempts=2, initial_delay=0, max_delay=0)
+    assert await retry_async(cut_but_moving, policy, progress=lambda: done[0]) == "ok"
+    # without progress the same failures give up at max_attempts
+    done[0] = 0
+    with pytest.raises(TransportError, match="gave up after 2 attempts"):
+        await retry_async(cut_but_moving, policy, progress=lambda: 0)
+
+
+async def test_progress_does_not_outlive_the_deadline() -> None:
+    clock = iter(range(0, 1000, 10))
+    done = [0]
+
+    async def moving() -> None:
+        done[0] += 1
+        raise TransportError("cut")
+
+    policy = RetryPolicy(max_attempts=2, initial_delay=0, max_delay=0, deadline=35)
+    with pytest.raises(TransportError):
+        await retry_async(moving, policy, progress=lambda: done[0],
+                          clock=lambda: float(next(clock)))
+    assert done[0] == 4  # t=10, 20, 30, 40 > 35: the deadline ends it
+
+
+def test_tls_errors_are_final() -> None:
+    from aioflux import TLSError
+
+    assert not is_retryable(TLSError("x"))

@@ -1,0 +1,331 @@
+"""Checked, resumable object reads: the Integrity rules for media GETs.
+
+Every response is checked against what was asked before its bytes are
+used: the status (200 or 206, nothing else), ``Content-Range`` (starts
+where asked, ends inside the asked range, reports the known object size),
+``Content-Length`` (agrees with the range and with
+``x-goog-stored-content-length``) and, for a read that covers the whole
+object, the crc32c (``x-goog-hash``, or the one the caller knows from a
+listing or stat), computed over the assembled bytes.
+
+A body cut short keeps what arrived: the next attempt asks for
+``bytes=k-`` (or ``bytes=k-(end-1)``) and lands after it, in the caller's
+buffer when there is one. Attempts that add bytes do not count against
+``RetryPolicy.max_attempts`` (the deadline still applies), so a connection
+cut every few MiB slows a large read down instead of failing it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ._crc import crc32c, decode_crc32c, encode_crc32c
+from ._errors import (
+    ChecksumMismatch,
+    InvalidArgument,
+    ProtocolError,
+    TransportError,
+    describe,
+)
+from ._http import MediaResponse
+from ._transport import Op, Transport
+
+__all__ = ["Fetched", "read_media"]
+
+_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)\s*")
+_TRANSFORMED = "x-guploader-response-body-transformations"
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """What a checked read produced.
+
+    Args:
+        data: the bytes, when no ``into`` buffer was given.
+        count: bytes read.
+        crc: crc32c of the bytes read, when asked for (``want_crc``).
+        size: the object's size, when a response reported it.
+    """
+
+    data: bytes | None
+    count: int
+    crc: int | None
+    size: int | None
+
+
+async def read_media(transport: Transport, op: Op, url: str, *, start: int = 0,
+                     end: int | None = None, into: memoryview | None = None,
+                     size: int | None = None, crc: int | None = None, verify: bool = True,
+                     want_crc: bool = False) -> Fetched:
+    """GET ``[start, end)`` of an object, checked and resumed (see the module doc).
+
+    Args:
+        transport: sends the attempts and runs the retry loop.
+        op: operation, bucket and object, for errors.
+        url: the media URL (``...?alt=media``, a ``generation`` pins it).
+        start: first byte.
+        end: end (exclusive); ``None`` reads to the end of the object.
+        into: receive the bytes here (``Fetched.data`` is then None).
+        size: the object's size if known (listing, stat): a response that
+            reports another size is a :class:`ProtocolError`.
+        crc: the object's crc32c if known; else ``x-goog-hash`` is used.
+        verify: check the crc32c of a read covering the whole object.
+        want_crc: also return the crc32c of the bytes read (for callers
+            that combine ranges into a whole object).
+
+    Returns:
+        The bytes or their count, and the crc32c if asked for.
+
+    Raises:
+        ProtocolError: a redirect, a range or length other than asked for,
+            an unexpected status (not retried).
+        ChecksumMismatch: the assembled bytes failed their crc32c on every
+            attempt.
+        InvalidArgument: the body does not fit ``into``.
+        StorageError: any other failure, after retries.
+    """
+    read = _Read(transport, op, url, start, end, into, size, crc, verify, want_crc)
+    try:
+        return await transport.retrying(read.attempt, progress=read.progress)
+    except TransportError as exc:
+        if read.mismatch is None:
+            raise
+        # Cut short while reading again after a crc32c mismatch: the
+        # mismatch is the finding to report.
+        read.mismatch.attempts = exc.attempts
+        raise read.mismatch from exc
+
+
+def parse_content_range(value: str | None) -> tuple[int, int, int | None] | None:
+    """``bytes a-b/t`` as ``(a, b, t)`` (``t`` None for ``*``), or None if malformed."""
+    match = _CONTENT_RANGE.fullmatch(value or "")
+    if match is None:
+        return None
+    total = match.group(3)
+    return int(match.group(1)), int(match.group(2)), None if total == "*" else int(total)
+
+
+def header_crc32c(headers: Mapping[str, str]) -> int | None:
+    """The crc32c in ``x-goog-hash`` (one header or several joined), if any."""
+    hashes = headers.get("x-goog-hash", "")
+    at = hashes.find("crc32c=")
+    if at < 0:
+        return None
+    try:
+        return decode_crc32c(hashes[at + 7:].split(",", 1)[0].strip())
+    except ValueError:
+        return None  # malformed: treated as absent, the length checks still hold
+
+
+class _Read:
+    """The state of one checked read across its attempts."""
+
+    def __init__(self, transport: Transport, op: Op, url: str, start: int, end: int | None,
+                 into: memoryview | None, size: int | None, crc: int | None, verify: bool,
+                 want_crc: bool) -> None:
+        self.transport = transport
+        self.op = op
+        self.url = url
+        self.start = start
+        self.end = end
+        self.caller_buffer = into
+        self.total = size
+        self.crc = crc
+        self.verify = verify
+        self.want_crc = want_crc
+        #: next byte wanted (absolute offset); what ``progress`` reports
+        self.pos = start
+        self.reached = start
+        self.mismatch: ChecksumMismatch | None = None
+        self.own: bytearray | None = None
+        self.body: bytes | bytearray | None = None
+        self.generation: str | None = None
+        self.where = describe(op.operation, op.bucket, op.name)
+
+    def progress(self) -> int:
+        # The high-water mark, not the position: bytes read again after a
+        # restart (a failed crc32c) are no progress, or a corrupt object
+        # would be read forever.
+        self.reached = max(self.reached, self.pos)
+        return self.reached
+
+    @property
+    def stop(self) -> int | None:
+        """Exclusive end of what must be read, once known."""
+        if self.total is None:
+            return self.end
+        return self.total if self.end is None else min(self.end, self.total)
+
+    async def attempt(self) -> Fetched:
+        p = self.pos
+        headers = {"Accept-Encoding": "identity"}
+        url = self.url
+        if p > 0 or self.end is not None:
+            last = "" if self.end is None else str(self.end - 1)
+            headers["Range"] = f"bytes={p}-{last}"
+        if p > self.start and self.generation and "generation=" not in url:
+            # A resumed read must continue the same version, not a newer one.
+            url += f"&generation={self.generation}"
+        # Without a caller's buffer each attempt gets a body of its own (kept
+        # in ``own`` when partial): a server that answers a resume with the
+        # whole object then costs no extra request.
+        buffer = self.caller_buffer
+        into = None if buffer is None else buffer[p - self.start:]
+        stop = self.stop
+        # Most bytes one response may bring: the rest of the range, or the
+        # whole object when a read from byte 0 may be answered from scratch.
+        limit = None if into is not None or stop is None else \
+            stop - (0 if self.start == 0 else p)
+        return await self.transport.get_media_once(
+            self.op, url, lambda resp: self._handle(resp, p), headers=headers, into=into,
+            limit=limit)
+
+    # -- checks ----------------------------------------------------------------
+
+    def _protocol(self, what: str, status: int) -> ProtocolError:
+        return ProtocolError(f"{self.where} failed: {what}", operation=self.op.operation,
+                             bucket=self.op.bucket, name=self.op.name, status=status)
+
+    def _learn_total(self, total: int | None, source: str, status: int) -> None:
+        if total is None:
+            return
+        if self.total is not None and total != self.total:
+            raise self._protocol(f"{source} says the object has {total} bytes, expected "
+                                 f"{self.total}", status)
+        self.total = total
+
+    def _check_head(self, resp: MediaResponse, p: int) -> int:
+        """Check status and range headers; return the body length they announce."""
+        status, headers = resp.status, resp.headers
+        transformed = _TRANSFORMED in headers
+        if not transformed:
+            stored = headers.get("x-goog-stored-content-length", "")
+            if stored.isdigit():
+                self._learn_total(int(stored), "x-goog-stored-content-length", status)
+        if status == 206:
+            value = headers.get("content-range")
+            parsed = parse_content_range(value)
+            if parsed is None:
+                raise self._protocol(f"HTTP 206 without a valid Content-Range ({value!r})",
+                                     status)
+            first, last, total = parsed
+            if first != p or last < first or (total is not None and last >= total):
+                raise self._protocol(f"asked for bytes from {p}, the server sent "
+                                     f"Content-Range {value}", status)
+            if total is None and self.total is None and self.end is None:
+                # "bytes a-b/*" to a read to the end: where the end is, is unknown.
+                raise self._protocol(f"Content-Range {value} does not give the object's size "
+                                     f"for a read to its end", status)
+            self._learn_total(total, "Content-Range", status)
+            if self.end is not None and last >= self.end:
+                raise self._protocol(f"asked for bytes [{p}, {self.end}), the server sent "
+                                     f"Content-Range {value}", status)
+            length = last - first + 1
+        elif status == 200:
+            if p != 0:
+                raise self._protocol(f"asked for bytes from {p}, the server sent the whole "
+                                     f"object (HTTP 200) instead of the range", status)
+            length = resp.expected if resp.expected is not None else resp.received
+            if not transformed:
+                self._learn_total(length, "Content-Length", status)
+            if self.end is not None and length > self.end:
+                raise self._protocol(f"asked for bytes [0, {self.end}), the server sent the "
+                                     f"whole object (HTTP 200) instead of the range", status)
+        else:
+            raise self._protocol(f"unexpected HTTP {status} to an object GET", status)
+        if resp.expected is not None and resp.expected != length:
+            raise self._protocol(f"Content-Length {resp.expected} disagrees with the "
+                                 f"{length} bytes announced", status)
+        if not transformed and self.crc is None:
+            self.crc = header_crc32c(headers)
+        generation = headers.get("x-goog-generation")
+        if generation and generation.isdigit() and self.generation is None:
+            self.generation = generation
+        return length
+
+    def _handle(self, resp: MediaResponse, p: int) -> Fetched:
+        if resp.status == 200 and p != 0 and self.start == 0:
+            # A resume answered with the whole object (the server ignores
+            # Range): usable as a fresh start, unless it landed mid-buffer.
+            self._restart()
+            self.own = None
+            if resp.body is None:
+                raise TransportError(f"{self.where} failed: the server ignored Range on a "
+                                     f"resumed read; reading again from byte 0",
+                                     operation=self.op.operation, bucket=self.op.bucket,
+                                     name=self.op.name)
+            p = 0
+        length = self._check_head(resp, p)
+        transformed = _TRANSFORMED in resp.headers
+        buffer = self.caller_buffer
+        if buffer is not None and length > len(buffer) - (p - self.start):
+            raise InvalidArgument(f"{self.where}: {p - self.start + length} bytes do not "
+                                  f"fit a buffer of {len(buffer)}")
+        if resp.body is None and buffer is None:
+            raise self._protocol(f"the server sent more than the {length} bytes announced",
+                                 resp.status)
+        got = min(resp.received, length)
+        if resp.body is not None:
+            self._keep_body(resp.body, p, got, length)
+        if transformed and got < length:
+            # Served decompressed: no range of it can be asked for again.
+            self._restart()
+        else:
+            self.pos = p + got
+        if got < length:
+            raise TransportError(f"{self.where} failed: response body truncated after {got} of "
+                                 f"{length} bytes", operation=self.op.operation,
+                                 bucket=self.op.bucket, name=self.op.name)
+        stop = self.stop
+        if stop is None or transformed:
+            stop = self.pos  # the body ran to the object's end
+        if self.pos < stop:
+            # A short 206: keep it and ask for the rest.
+            raise TransportError(f"{self.where} failed: the server sent bytes [{p}, "
+                                 f"{self.pos}) of [{self.start}, {stop}); resuming",
+                                 operation=self.op.operation, bucket=self.op.bucket,
+                                 name=self.op.name)
+        return self._finish(stop, transformed)
+
+    def _keep_body(self, body: bytes | bytearray, p: int, got: int, length: int) -> None:
+        stop = self.stop
+        if p == self.start and got == len(body) and got == length and self.own is None \
+                and (stop is None or p + got >= stop):
+            self.body = body  # the common case: one complete response, no copy
+            return
+        if self.own is None:
+            if stop is None:
+                return  # size unknown: nothing to resume into
+            self.own = bytearray(stop - self.start)
+        self.own[p - self.start:p - self.start + got] = memoryview(body)[:got]
+
+    def _restart(self) -> None:
+        self.pos = self.start
+        self.body = None
+
+    def _finish(self, stop: int, transformed: bool) -> Fetched:
+        count = stop - self.start
+        data: bytes | None = None
+        checked_bytes: bytes | memoryview
+        if self.caller_buffer is not None:
+            checked_bytes = self.caller_buffer[:count]
+        else:
+            # bytes, as documented. Converted before the check: the crc32c
+            # extension takes only bytes, and one copy beats two.
+            source = self.body if self.body is not None else self.own or b""
+            data = source if isinstance(source, bytes) else bytes(memoryview(source)[:count])
+            checked_bytes = data
+        whole = self.start == 0 and self.total is not None and stop == self.total
+        checked = self.verify and whole and not transformed and self.crc is not None
+        actual = crc32c(checked_bytes) if checked or self.want_crc else None
+        if checked and actual != self.crc:
+            expected = self.crc or 0
+            self._restart()
+            self.mismatch = ChecksumMismatch(
+                f"{self.where} failed: crc32c {encode_crc32c(actual or 0)} of the "
+                f"{count} bytes received != {encode_crc32c(expected)}",
+                operation=self.op.operation, bucket=self.op.bucket, name=self.op.name)
+            raise self.mismatch
+        return Fetched(data, count, actual, self.total)
