@@ -298,8 +298,15 @@ class _Read:
         if self.own is None:
             if stop is None:
                 return  # size unknown: nothing to resume into
-            self.own = bytearray(stop - self.start)
-        self.own[p - self.start:p - self.start + got] = memoryview(body)[:got]
+            # Grown by what arrives, never sized by what a server declares.
+            self.own = bytearray()
+        offset = p - self.start
+        if offset > len(self.own):
+            raise TransportError(f"{self.where} failed: a resumed body would leave a gap",
+                                 operation=self.op.operation, bucket=self.op.bucket,
+                                 name=self.op.name)
+        del self.own[offset:]
+        self.own += memoryview(body)[:got]
 
     def _restart(self) -> None:
         self.pos = self.start

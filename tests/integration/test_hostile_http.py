@@ -119,7 +119,9 @@ async def test_hostile_response(case: str, lean: bool) -> None:
                     await client.read("bkt", "obj")
                 assert type(info.value) is outcome, info.value
                 assert "bkt" in str(info.value) and "obj" in str(info.value)
-                assert info.value.attempts == 2
+                # Retried, and given up: an attempt that received bytes does
+                # not count against max_attempts (it resumes after them).
+                assert info.value.attempts >= 2
         stats = client.transport.stats
     if case.startswith("http/1.0 close"):
         assert server.connections == 2  # not reused without keep-alive
