@@ -25,8 +25,8 @@ DOCUMENTED = {
         "SaveFuture", "SaveRecord", "list_files", "load_files",
     },
     "aioflux.testing": {
-        "Emulator", "EmulatorProfile", "Faults", "GCS_LIKE_PROFILE", "fake_gcs_server",
-        "running_emulator", "serve_main",
+        "Emulator", "EmulatorProfile", "FaultProxy", "Faults", "GCS_LIKE_PROFILE",
+        "ProxyStats", "fake_gcs_server", "running_emulator", "serve_main",
     },
 }
 
