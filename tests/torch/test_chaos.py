@@ -137,17 +137,17 @@ def test_datasets_lose_nothing_under_cuts(seeded: Seeded, fake_gcs: Any, kind: s
     assert len(ds.objects) == OBJECTS
     tallies = []
     started = time.monotonic()
+    context = "fork" if workers else None
     for epoch in range(EPOCHS):
+        loader: torch.utils.data.DataLoader[Any]
         if isinstance(ds, IterableDataset):
             ds.set_epoch(epoch)
             loader = torch.utils.data.DataLoader(ds, batch_size=32, num_workers=workers,
-                                                 collate_fn=list,
-                                                 multiprocessing_context="fork" if workers else None)
+                                                 collate_fn=list, multiprocessing_context=context)
         else:
             loader = torch.utils.data.DataLoader(
                 ds, batch_size=32, shuffle=True, num_workers=workers, collate_fn=list,
-                generator=torch.Generator().manual_seed(epoch),
-                multiprocessing_context="fork" if workers else None)
+                generator=torch.Generator().manual_seed(epoch), multiprocessing_context=context)
         samples = [s for batch in loader for s in batch]
         tallies.append(tally(samples, seeded.sizes))
     elapsed = time.monotonic() - started
