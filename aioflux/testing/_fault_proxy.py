@@ -33,7 +33,9 @@ class ProxyStats:
 
     Attributes:
         connections: client connections accepted.
-        response_cuts: connections cut while relaying server -> client.
+        response_cuts: connections cut while relaying server -> client
+            (``p_cut_response``).
+        answer_cuts: connections cut before an answer (``p_cut_answer``).
         request_cuts: connections cut while relaying client -> server.
         bytes_to_client: bytes relayed server -> client.
         bytes_to_server: bytes relayed client -> server.
@@ -41,6 +43,7 @@ class ProxyStats:
 
     connections: int = 0
     response_cuts: int = 0
+    answer_cuts: int = 0
     request_cuts: int = 0
     bytes_to_client: int = 0
     bytes_to_server: int = 0
@@ -48,7 +51,7 @@ class ProxyStats:
     @property
     def cuts(self) -> int:
         """Connections cut in either direction."""
-        return self.response_cuts + self.request_cuts
+        return self.response_cuts + self.answer_cuts + self.request_cuts
 
 
 class _Cut(Exception):
@@ -57,6 +60,13 @@ class _Cut(Exception):
     def __init__(self, *, reset: bool) -> None:
         super().__init__("cut")
         self.reset = reset
+
+
+class _Turn:
+    """Whose turn it is on one connection: ``asked`` once the client sent
+    bytes, until the server's answer starts."""
+
+    asked = False
 
 
 class FaultProxy:
@@ -69,7 +79,16 @@ class FaultProxy:
     connection) and does not depend on how the kernel splits reads. The
     bytes before it are delivered, then both sockets are closed, half the
     time with a FIN (the peer sees a short body) and half the time with a
-    RST (the peer sees a reset). A change of a knob takes effect on the next
+    RST (the peer sees a reset).
+
+    ``p_cut_answer`` cuts, with that probability, just before the first byte
+    the server sends after the client sent something: the server got the
+    whole request and acted on it, the client never learns the outcome.
+    Small answers (an upload's JSON, a delete's 204) are almost never hit
+    by a per-64 KiB rate; this is the knob that tests idempotent retries of
+    writes. Answers to pipelined requests count as one.
+
+    A change of a knob takes effect on the next
     read of every connection, so the probabilities may be changed at any
     time from any thread (e.g. 0 while seeding data).
 
@@ -85,6 +104,7 @@ class FaultProxy:
         upstream: the server, ``http://HOST:PORT``.
         p_cut_response: probability of a cut per 64 KiB relayed server -> client.
         p_cut_request: probability of a cut per 64 KiB relayed client -> server.
+        p_cut_answer: probability of a cut before the first byte of an answer.
         seed: seeds the cut decisions; each connection draws from its own
             generator seeded by ``(seed, connection number)``, so a run is
             reproducible up to the order in which connections are accepted.
@@ -96,7 +116,7 @@ class FaultProxy:
     """
 
     def __init__(self, upstream: str, *, p_cut_response: float = 0.0,
-                 p_cut_request: float = 0.0, seed: int = 0, host: str = "127.0.0.1",
+                 p_cut_request: float = 0.0, p_cut_answer: float = 0.0, seed: int = 0, host: str = "127.0.0.1",
                  port: int = 0) -> None:
         parts = urlsplit(upstream)
         if parts.hostname is None or parts.port is None:
@@ -104,6 +124,7 @@ class FaultProxy:
         self._upstream = (parts.hostname, parts.port)
         self.p_cut_response = p_cut_response
         self.p_cut_request = p_cut_request
+        self.p_cut_answer = p_cut_answer
         self._seed = seed
         self._host = host
         self._port = port
@@ -131,6 +152,15 @@ class FaultProxy:
     @p_cut_request.setter
     def p_cut_request(self, value: float) -> None:
         self._p_request = _check_probability("p_cut_request", value)
+
+    @property
+    def p_cut_answer(self) -> float:
+        """Cut probability before the first byte of each answer (assignable)."""
+        return self._p_answer
+
+    @p_cut_answer.setter
+    def p_cut_answer(self, value: float) -> None:
+        self._p_answer = _check_probability("p_cut_answer", value)
 
     @property
     def endpoint(self) -> str:
@@ -216,10 +246,12 @@ class FaultProxy:
                 _close(client_w, reset=True)
                 return
             self._writers.add(server_w)
+            turn = _Turn()
+            seed = f"{self._seed}:{number}"
             pumps = [
-                asyncio.ensure_future(self._pump(client_r, server_w, f"{self._seed}:{number}:up",
+                asyncio.ensure_future(self._pump(client_r, server_w, f"{seed}:up", turn,
                                                  request=True)),
-                asyncio.ensure_future(self._pump(server_r, client_w, f"{self._seed}:{number}:down",
+                asyncio.ensure_future(self._pump(server_r, client_w, f"{seed}:down", turn,
                                                  request=False)),
             ]
             try:
@@ -240,7 +272,7 @@ class FaultProxy:
                 self._writers.discard(server_w)
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    seed: str, *, request: bool) -> None:
+                    seed: str, turn: _Turn, *, request: bool) -> None:
         # One generator per direction, and cut points drawn in bytes rather
         # than per read: the same seed and byte stream give the same cuts,
         # however the kernel splits the reads.
@@ -248,6 +280,13 @@ class FaultProxy:
         p = -1.0
         budget = math.inf  # bytes to relay before the next cut
         while data := await reader.read(CHUNK):
+            if request:
+                turn.asked = True
+            elif turn.asked:
+                turn.asked = False
+                if self._p_answer and rng.random() < self._p_answer:
+                    self.stats.answer_cuts += 1
+                    raise _Cut(reset=rng.random() < 0.5)
             now = self._p_request if request else self._p_response
             if now != p:
                 p, budget = now, _bytes_to_cut(rng, now)

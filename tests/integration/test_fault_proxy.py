@@ -95,6 +95,21 @@ async def test_request_cuts_stop_an_upload(emulator: Emulator, bucket: str) -> N
     assert "never" not in emulator.store.bucket(bucket).objects
 
 
+async def test_answer_cuts_lose_the_outcome_of_a_write(emulator: Emulator,
+                                                      bucket: str) -> None:
+    data = os.urandom(1000)
+    with FaultProxy(emulator.endpoint, p_cut_answer=1.0, seed=2) as proxy:
+        config = ClientConfig(retry=RetryPolicy(max_attempts=1))
+        async with AsyncClient(config, endpoint=proxy.endpoint) as c:
+            with pytest.raises(TransportError, match=f"write gs://{bucket}/acted"):
+                await c.write(bucket, "acted", data)
+        stats = proxy.stats
+    # The server stored the object; only its answer was lost.
+    assert emulator.store.get(bucket, "acted").crc32c == crc32c(data)
+    assert (stats.answer_cuts, stats.response_cuts, stats.request_cuts) == (1, 0, 0)
+    assert stats.bytes_to_client == 0
+
+
 def test_same_seed_cuts_at_the_same_bytes(emulator: Emulator, bucket: str) -> None:
     emulator.store.put(bucket, "big", os.urandom(4 * 1024 * 1024))
 
@@ -138,6 +153,8 @@ def test_bad_settings_raise() -> None:
         FaultProxy("http://127.0.0.1:1", p_cut_response=1.5)
     with pytest.raises(ValueError, match="p_cut_request"):
         FaultProxy("http://127.0.0.1:1", p_cut_request=-0.1)
+    with pytest.raises(ValueError, match="p_cut_answer"):
+        FaultProxy("http://127.0.0.1:1", p_cut_answer=2)
     with pytest.raises(ValueError, match="HOST:PORT"):
         FaultProxy("http://127.0.0.1")
     with pytest.raises(RuntimeError, match="not running"):
