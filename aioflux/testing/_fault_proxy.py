@@ -50,7 +50,7 @@ class ProxyStats:
 
     @property
     def cuts(self) -> int:
-        """Connections cut in either direction."""
+        """Connections cut, of every kind."""
         return self.response_cuts + self.answer_cuts + self.request_cuts
 
 
@@ -88,9 +88,9 @@ class FaultProxy:
     by a per-64 KiB rate; this is the knob that tests idempotent retries of
     writes. Answers to pipelined requests count as one.
 
-    A change of a knob takes effect on the next
-    read of every connection, so the probabilities may be changed at any
-    time from any thread (e.g. 0 while seeding data).
+    A change of a knob takes effect on the next read of every connection,
+    so the probabilities may be changed at any time from any thread (e.g. 0
+    while seeding data).
 
     Use it as a context manager: it runs on its own event loop in a daemon
     thread (sync tests and DataLoader workers can use :attr:`endpoint`)::
@@ -116,8 +116,8 @@ class FaultProxy:
     """
 
     def __init__(self, upstream: str, *, p_cut_response: float = 0.0,
-                 p_cut_request: float = 0.0, p_cut_answer: float = 0.0, seed: int = 0, host: str = "127.0.0.1",
-                 port: int = 0) -> None:
+                 p_cut_request: float = 0.0, p_cut_answer: float = 0.0, seed: int = 0,
+                 host: str = "127.0.0.1", port: int = 0) -> None:
         parts = urlsplit(upstream)
         if parts.hostname is None or parts.port is None:
             raise ValueError(f"FaultProxy upstream needs http://HOST:PORT, got {upstream!r}")
