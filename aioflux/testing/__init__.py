@@ -4,7 +4,9 @@ JSON API (buckets, list with every paging parameter, metadata, ranged media
 download, media / multipart / resumable upload, compose, rewrite, copy,
 delete) and XML API (GET / HEAD / PUT / DELETE and multipart upload), with
 GCS-shaped error bodies, time to first byte, per-connection bandwidth, a
-QPS cap and fault injection (429, 503, mid-body resets and stalls).
+QPS cap and fault injection (429, 503, mid-body resets and stalls); and
+:class:`FaultProxy`, a TCP proxy that cuts connections at random points
+of the byte stream in front of any HTTP server (fake-gcs-server included).
 
 Example::
 
@@ -18,6 +20,7 @@ Example::
 from __future__ import annotations
 
 from aioflux.testing._fake_gcs import fake_gcs_server
+from aioflux.testing._fault_proxy import FaultProxy, ProxyStats
 from aioflux.testing._profile import GCS_LIKE_PROFILE, EmulatorProfile, Faults
 from aioflux.testing._serve import serve_main
 from aioflux.testing._server import Emulator, running_emulator
@@ -26,7 +29,9 @@ __all__ = [
     "GCS_LIKE_PROFILE",
     "Emulator",
     "EmulatorProfile",
+    "FaultProxy",
     "Faults",
+    "ProxyStats",
     "fake_gcs_server",
     "running_emulator",
     "serve_main",

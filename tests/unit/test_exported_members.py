@@ -31,8 +31,8 @@ DOCUMENTED = {
     "aioflux.torch.dcp": {"GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"},
     "aioflux.torch.lightning": {"AsyncGcsCheckpointIO", "GcsCheckpointIO"},
     "aioflux.testing": {
-        "Emulator", "EmulatorProfile", "Faults", "GCS_LIKE_PROFILE", "fake_gcs_server",
-        "running_emulator", "serve_main",
+        "Emulator", "EmulatorProfile", "FaultProxy", "Faults", "GCS_LIKE_PROFILE",
+        "ProxyStats", "fake_gcs_server", "running_emulator", "serve_main",
     },
 }
 # Packages re-export only; modules (dcp, lightning) also hold their imports.
