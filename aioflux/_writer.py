@@ -144,9 +144,11 @@ class _Session:
             assert self._order is not None
             async with self._order:
                 await self._order.wait_for(lambda: self._next_in_order == number)
-            if self._broken:
-                return  # an earlier part failed; its error is already reported
             try:
+                if self._broken:
+                    # An earlier part failed (its error is reported); still
+                    # pass the turn on below, or later parts wait forever.
+                    return
                 await self._resumable.send(data)
             except BaseException:
                 self._broken = True

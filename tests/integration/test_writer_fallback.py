@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 
@@ -53,3 +54,33 @@ def test_fallback_reader(fake_client: tuple[Client, str]) -> None:
     client.write(bucket, "r.bin", data)
     with aioflux.open(f"gs://{bucket}/r.bin", "rb", client=client, chunk_size=1 << 20) as r:
         assert r.read() == data
+
+
+@pytest.mark.timeout(30)
+def test_fallback_failed_part_fails_the_writer_without_hanging(
+        fake_client: tuple[Client, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Parts go through the session one at a time, in order. A failed part
+    # must still pass the turn on, or the parts queued behind it wait forever
+    # (seen: close() hung under connection cuts in front of fake-gcs-server).
+    from aioflux._errors import TransportError
+    from aioflux._resumable import ResumableUpload
+
+    client, bucket = fake_client
+    sent = 0
+    real_send = ResumableUpload.send
+
+    async def send(self: ResumableUpload, chunk: bytes | bytearray | memoryview) -> None:
+        nonlocal sent
+        sent += 1
+        if sent == 2:
+            await asyncio.sleep(0.3)  # fails once close() waits for every part
+            raise TransportError("resumable upload: cut (injected)")
+        await real_send(self, chunk)
+
+    monkeypatch.setattr(ResumableUpload, "send", send)
+    with pytest.raises(TransportError, match="injected"):
+        with aioflux.open(f"gs://{bucket}/h.bin", "wb", client=client, part_size=PART,
+                          max_in_flight=3) as f:
+            f.write(os.urandom(4 * PART + 1))
+    assert sent == 2  # the parts after the failed one were not sent
+    assert not client.exists(bucket, "h.bin")
