@@ -60,6 +60,8 @@ class Emulator:
         host: interface to bind; keep the loopback default.
         port: TCP port; ``0`` picks a free one.
         store: an existing store to serve (default: a new empty one).
+        xml_multipart: serve XML multipart uploads; ``False`` refuses them as
+            fake-gcs-server does, so writers take their resumable fallback.
     """
 
     def __init__(
@@ -70,8 +72,10 @@ class Emulator:
         host: str = "127.0.0.1",
         port: int = 0,
         store: Store | None = None,
+        xml_multipart: bool = True,
     ) -> None:
         self._rt = Runtime(store or Store(), profile or NO_PROFILE, faults or NO_FAULTS)
+        self._xml_multipart = xml_multipart
         self._host = host
         self._port = port
         self._runner: web.ServerRunner | None = None
@@ -201,6 +205,9 @@ class Emulator:
             json_api = False
             if not head:
                 raise ApiError(400, "invalid", "Bucket name required", xml_code="InvalidBucketName")
+            if not self._xml_multipart and request.method == "POST" and "uploads" in request.query:
+                raise ApiError(400, "invalid", "XML multipart uploads are not supported",
+                               xml_code="InvalidArgument")
             return await handle_xml(rt, request, unquote(head), unquote("/".join(segs[1:])))
         except ApiError as exc:
             if json_api:
@@ -257,6 +264,7 @@ def running_emulator(
     port: int = 0,
     *,
     host: str = "127.0.0.1",
+    xml_multipart: bool = True,
     loop_factory: Callable[[], asyncio.AbstractEventLoop] = new_event_loop,
 ) -> Iterator[Emulator]:
     """Run an :class:`Emulator` on its own event loop in a daemon thread.
@@ -269,6 +277,7 @@ def running_emulator(
         faults: fault probabilities.
         port: TCP port (``0`` = ephemeral).
         host: interface to bind.
+        xml_multipart: see :class:`Emulator`.
         loop_factory: builds the thread's loop (uvloop when available).
 
     Yields:
@@ -277,7 +286,7 @@ def running_emulator(
     Raises:
         OSError: the port cannot be bound.
     """
-    emu = Emulator(profile, faults, host=host, port=port)
+    emu = Emulator(profile, faults, host=host, port=port, xml_multipart=xml_multipart)
     loop = loop_factory()
     started = threading.Event()
     failure: list[BaseException] = []

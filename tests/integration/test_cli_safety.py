@@ -20,11 +20,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
 from aioflux import Client, ClientConfig
 from aioflux.testing import Emulator, EmulatorProfile, running_emulator
-from aioflux.testing._errors import ApiError
 from tests.conftest import FAST_RETRY, unique_bucket
 
 # -- the URL rule -------------------------------------------------------------
@@ -257,24 +255,11 @@ def test_help_states_the_url_rule_and_exit_codes(cmd: str,
     assert "2 usage error" in text and "130 interrupted" in text
 
 
-class _NoXmlMultipart(Emulator):
+@pytest.fixture
+def no_multipart() -> Iterator[Emulator]:
     """The slow emulator without XML multipart uploads (as fake-gcs-server):
     the writer falls back to a resumable session."""
-
-    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        if request.method == "POST" and "uploads" in request.query \
-                and request.path.split("/")[1] not in ("storage", "upload", "download"):
-            return ApiError(400, "invalid", "XML multipart uploads are not supported",
-                            xml_code="InvalidArgument").xml_response()
-        return await super()._handle(request)
-
-
-@pytest.fixture
-def no_multipart(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
-    import aioflux.testing._server as server
-
-    monkeypatch.setattr(server, "Emulator", _NoXmlMultipart)  # what running_emulator builds
-    with running_emulator(profile=_SLOW) as emu:
+    with running_emulator(profile=_SLOW, xml_multipart=False) as emu:
         yield emu
 
 
