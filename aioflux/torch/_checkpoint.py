@@ -13,7 +13,7 @@ from typing import IO, Any
 import torch
 
 from .._client import AsyncClient
-from .._errors import InvalidArgument
+from .._errors import InvalidArgument, StorageError
 from .._open import resolve_client
 from .._reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD, ObjectReader
 from .._sync import Client
@@ -22,7 +22,7 @@ from .._urls import parse_url
 from .._validate import check_instance, check_int
 from .._writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE, ObjectWriter
 
-__all__ = ["Checkpoint", "raw_writer"]
+__all__ = ["Checkpoint", "raw_writer", "save_into"]
 
 
 def raw_writer(writer: Any) -> ObjectWriter:
@@ -125,7 +125,7 @@ class Checkpoint:
         """
         writer = self.writer(url, compression=compression)
         with writer:
-            torch.save(obj, writer)
+            save_into(obj, writer)
         info = raw_writer(writer).info
         assert info is not None
         return info
@@ -156,3 +156,29 @@ class Checkpoint:
                                   weights_only=weights_only)
             return torch.load(reader, map_location=map_location,  # type: ignore[arg-type]
                               weights_only=weights_only)
+
+
+def save_into(obj: Any, writer: IO[bytes]) -> None:
+    """``torch.save(obj, writer)``, raising the writer's own error if it failed.
+
+    When a write raises (an upload that failed for good), torch's zip writer
+    still finishes the archive on its way out; that write fails too, with a
+    ``RuntimeError`` ("unexpected pos ...") that would replace the typed
+    storage error (seen under connection cuts in tests/torch/test_chaos.py).
+
+    Args:
+        obj: what to save.
+        writer: a writable aioflux object (or any file-like).
+
+    Raises:
+        StorageError: the upload failed (what the writer raised).
+    """
+    try:
+        torch.save(obj, writer)
+    except RuntimeError as exc:
+        cause = exc.__context__
+        while cause is not None and not isinstance(cause, StorageError):
+            cause = cause.__context__
+        if cause is None:
+            raise
+        raise cause from None

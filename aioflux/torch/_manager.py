@@ -33,8 +33,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import torch
-
 from .._client import AsyncClient
 from .._crc import encode_crc32c
 from .._errors import Conflict, InvalidArgument, NotFound, StorageError
@@ -42,7 +40,7 @@ from .._sync import Client
 from .._urls import parse_url
 from .._validate import check_bool, check_instance, check_int, check_str
 from .._writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE
-from ._checkpoint import Checkpoint, raw_writer
+from ._checkpoint import Checkpoint, raw_writer, save_into
 from ._history import MANIFEST_FORMAT, CheckpointInfo, SaveRecord
 from ._retention import MANIFEST, CheckpointStore
 from ._snapshot import BufferPool, snapshot, state_nbytes
@@ -336,7 +334,7 @@ class CheckpointManager:
             writer = self._ckpt.writer(f"gs://{self.bucket}/{directory}{self._state_name}",
                                        compression=self.compression)
             with writer:
-                torch.save(state, writer)
+                save_into(state, writer)
                 serialized = writer.tell()
             stored = raw_writer(writer).info
             assert stored is not None

@@ -189,3 +189,23 @@ def test_checkpoint_writer_reader(sync_client: Client, bucket: str) -> None:
         assert _equal(torch.load(r), state)
     info = ckpt.save(state, f"gs://{bucket}/c2.pt", compression="zstd")
     assert _equal(ckpt.load(info.url, compression="zstd"), state)
+
+
+def test_a_failed_upload_raises_its_storage_error_not_torchs(
+        sync_client: Client, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # When a part fails for good inside torch.save, torch's zip writer still
+    # writes its end record on the way out and that raises a RuntimeError
+    # ("unexpected pos ..."): the storage error must be what the caller sees.
+    async def refuse(self: AsyncClient, bucket: str, name: str, *args: object,
+                     **kwargs: object) -> object:
+        raise ServerError(f"upload_part gs://{bucket}/{name} failed: HTTP 503 (injected)",
+                          operation="upload_part", bucket=bucket, name=name, status=503)
+
+    monkeypatch.setattr(AsyncClient, "upload_part", refuse)
+    state = {"w": torch.zeros(4 * MiB)}  # 16 MiB: parts go up while torch.save runs
+    mgr = CheckpointManager(f"gs://{bucket}/run", client=sync_client, part_size=PART)
+    with pytest.raises(ServerError, match="injected"):
+        mgr.save(state, 1)
+    with pytest.raises(ServerError, match="injected"):
+        Checkpoint(client=sync_client, part_size=PART).save(state, f"gs://{bucket}/x.pt")
+    assert mgr.latest() is None and not sync_client.exists(bucket, "x.pt")
