@@ -36,7 +36,9 @@ DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
 DEFAULT_READ_AHEAD = 16
 
 #: a block's bytes and their crc32c (None when not checked)
-_Block = concurrent.futures.Future[tuple[bytearray, int | None]]
+# A block's bytes and crc32c, or the error that fetching it ended with.
+_Outcome = tuple[bytearray, int | None] | Exception
+_Block = concurrent.futures.Future[_Outcome]
 
 
 class ObjectReader(io.RawIOBase):
@@ -116,7 +118,16 @@ class ObjectReader(io.RawIOBase):
             self._blocks[index] = block
         return block
 
-    async def _read_block(self, start: int, end: int) -> tuple[bytearray, int | None]:
+    async def _read_block(self, start: int, end: int) -> _Outcome:
+        # The error is returned, not raised: a block dropped by a seek or by
+        # close() may already have failed, and an error nobody reads would be
+        # logged by asyncio as "Task exception was never retrieved".
+        try:
+            return await self._fetch_block(start, end)
+        except Exception as exc:
+            return exc
+
+    async def _fetch_block(self, start: int, end: int) -> tuple[bytearray, int | None]:
         buf = bytearray(end - start)
         # ``size``: a server reporting another length (or metadata larger
         # than the object) fails at once instead of looping on short blocks.
@@ -159,7 +170,10 @@ class ObjectReader(io.RawIOBase):
         while done < len(out) and self._pos < self.size:
             index = self._pos // self.chunk_size
             self._schedule(index)
-            data, crc = self._fetch(index).result()
+            outcome = self._fetch(index).result()
+            if isinstance(outcome, Exception):
+                raise outcome
+            data, crc = outcome
             offset = self._pos - index * self.chunk_size
             take = min(len(out) - done, len(data) - offset)
             if take <= 0:
