@@ -566,7 +566,8 @@ class AsyncClient(XmlMultipartMixin):
             generation: delete this generation only.
             if_generation_match: precondition.
             missing_ok: treat "already gone" (404) as success, as clean-up
-                paths want.
+                paths want. A 404 to a retried attempt is success either way
+                (the earlier attempt may have deleted it).
 
         Raises:
             NotFound: no such object (unless ``missing_ok``).
@@ -586,8 +587,10 @@ class AsyncClient(XmlMultipartMixin):
 
         try:
             await self._transport.run(Op("delete", bucket, name), call)
-        except NotFound:
-            if not missing_ok:
+        except NotFound as exc:
+            # A 404 to a retry: the attempt before it (whose answer was lost
+            # or failed) may have deleted the object; gone is what was asked.
+            if not missing_ok and exc.attempts < 2:
                 raise
 
     async def copy(self, bucket: str, name: str, dest_bucket: str, dest_name: str) -> ObjectInfo:
@@ -642,11 +645,8 @@ class AsyncClient(XmlMultipartMixin):
         except InvalidURL as exc:
             raise InvalidURL(f"create_bucket: {exc}") from None
 
-        async def ignore(resp: aiohttp.ClientResponse) -> None:
-            await resp.read()
-
         await self._transport.request(
-            Op("create_bucket", bucket), "POST", f"{self.endpoint}/storage/v1/b", ignore,
+            Op("create_bucket", bucket), "POST", f"{self.endpoint}/storage/v1/b", _drain,
             params={"project": self.project}, headers={"Content-Type": "application/json"},
             data=json.dumps({"name": bucket}).encode())
 
@@ -675,6 +675,10 @@ def _source(src: SourceSpec) -> tuple[str, int | None]:
     if isinstance(src, ObjectInfo):
         return src.name, src.generation or None
     return src[0], src[1]
+
+
+async def _drain(resp: aiohttp.ClientResponse) -> None:
+    await resp.read()
 
 
 def _json_handler(op: Op) -> Callable[[aiohttp.ClientResponse], Awaitable[dict[str, Any]]]:

@@ -557,7 +557,7 @@ def _session(config: ClientConfig, tls: ssl.SSLContext | None) -> aiohttp.Client
         # Also what gcloud-aio-storage's calls on this session verify with.
         ssl=tls if tls is not None else True,
     )
-    return aiohttp.ClientSession(
+    session = aiohttp.ClientSession(
         connector=connector,
         timeout=aiohttp.ClientTimeout(total=t.total, connect=t.connect, sock_read=t.read_stall),
         headers={"User-Agent": config.user_agent},
@@ -565,6 +565,14 @@ def _session(config: ClientConfig, tls: ssl.SSLContext | None) -> aiohttp.Client
         # them ourselves exactly once.
         requote_redirect_url=False,
     )
+    # aiohttp silently sends an idempotent request (GET, PUT, DELETE) a
+    # second time when its connection drops; our retry loop must see every
+    # attempt, or a DELETE whose answer was lost reports the retry's 404 as
+    # "no such object" and a PUT is repeated without a status query. aiohttp
+    # has no public switch; its own test client turns it off the same way.
+    if hasattr(session, "_retry_connection"):
+        session._retry_connection = False
+    return session
 
 
 async def _error_from_response(resp: aiohttp.ClientResponse, op: Op) -> StorageError:

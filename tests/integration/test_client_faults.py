@@ -20,6 +20,7 @@ from aioflux._crc import crc32c
 from aioflux.testing import Emulator, Faults
 
 from ..conftest import FAST_RETRY
+from ..raw_server import RawServer
 
 
 async def _seed(client: AsyncClient, bucket: str, count: int, size: int) -> dict[str, int]:
@@ -139,3 +140,21 @@ async def test_crc_mismatch_is_retried_then_raised(client: AsyncClient, bucket: 
     monkeypatch.setattr(client_mod, "crc32c", lambda data, value=0: real(data, value) ^ 1)
     with pytest.raises(ChecksumMismatch, match="crc32c"):
         await client.read(bucket, "c")
+
+
+async def test_delete_whose_answer_was_lost_succeeds() -> None:
+    # The first DELETE is cut before its answer (the server may have acted);
+    # the retry's 404 then means the object is gone, as asked. A 404 to a
+    # first attempt is still NotFound.
+    not_found = (b'{"error": {"code": 404, "message": "No such object: bkt/o", '
+                 b'"errors": [{"reason": "notFound"}]}}')
+    answer_404 = (b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(not_found), not_found))
+    server = RawServer(lambda conn, i: None if conn == 0 else answer_404)
+    async with server as base, AsyncClient(ClientConfig(retry=FAST_RETRY),
+                                           endpoint=base) as client:
+        await client.delete("bkt", "o")
+        assert len(server.requests) == 2
+        with pytest.raises(NotFound) as info:
+            await client.delete("bkt", "o")
+        assert info.value.attempts == 1
