@@ -1,60 +1,48 @@
 """HTTP transport: one aiohttp session per event loop, the client's bounded
-semaphore, the retry loop, and the single place where aiohttp errors become
-aioflux errors.
+semaphore, the retry loop, credentials for the endpoint's origin only. What
+a failure becomes is decided in :mod:`aioflux._failures`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
-import re
 import ssl
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, NamedTuple, NoReturn, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
-from aiohttp.http_exceptions import HttpProcessingError
 
 from ._auth import Auth
 from ._bridge import close_at_shutdown
 from ._config import ClientConfig
 from ._errors import (
     InvalidArgument,
-    ProtocolError,
     StorageError,
-    TLSError,
-    TransportError,
-    describe,
-    error_for_status,
+)
+from ._failures import (
+    Op,
+    Redirected,
+    error_from_media,
+    error_from_response,
+    raise_mapped,
 )
 from ._http import BodyTruncated, MediaPool, MediaResponse
-from ._retry import parse_retry_after, retry_async
+from ._retry import retry_async
 
-__all__ = ["MediaResponse", "Op", "Transport", "TransportStats", "map_exception"]
+__all__ = ["MediaResponse", "Op", "Transport", "TransportStats"]
 
 log = logging.getLogger("aioflux.transport")
 T = TypeVar("T")
 ResponseHandler = Callable[[aiohttp.ClientResponse], Awaitable[T]]
 MediaHandler = Callable[[MediaResponse], T]
-_MAX_ERROR_BODY = 64 * 1024
-_XML_CODE = re.compile(rb"<Code>([^<]*)</Code>")
-_XML_MESSAGE = re.compile(rb"<Message>([^<]*)</Message>")
 _DEFAULT_ENDPOINT = "https://storage.googleapis.com"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-class Op(NamedTuple):
-    """What a request does, for error messages and logs."""
-
-    operation: str
-    bucket: str = ""
-    name: str = ""
 
 
 @dataclass
@@ -213,7 +201,7 @@ class Transport:
                 allow_redirects=False, ssl=self._aiohttp_ssl(),
             ) as resp:
                 if resp.status not in ok and resp.status >= 300:
-                    raise await _error_from_response(resp, op)
+                    raise await error_from_response(resp, op)
                 return await handler(resp)
 
         return await self.retrying(lambda: self._attempt(op, headers, send, url))
@@ -260,7 +248,7 @@ class Transport:
                 return await send(state, request_headers)
             except Exception as exc:
                 failure = exc
-        _raise_mapped(failure, op)
+        raise_mapped(failure, op)
 
     async def get_media(
         self,
@@ -359,7 +347,7 @@ class Transport:
                 response = await self._get_with_aiohttp(state, op, url, request_headers, into,
                                                         limit, keep_partial)
             if response.status >= 300:
-                raise _error_from_media(response, op)
+                raise error_from_media(response, op)
             return handler(response)
 
         return await self._attempt(op, headers, send, url)
@@ -383,7 +371,7 @@ class Transport:
         async with state.session.get(url, headers=headers, allow_redirects=False,
                                      ssl=self._aiohttp_ssl()) as resp:
             if resp.status >= 300:
-                raise await _error_from_response(resp, op)
+                raise await error_from_response(resp, op)
             found = {name: ",".join(resp.headers.getall(name)) for name in _MEDIA_HEADERS
                      if name in resp.headers}
             # A decoded (gzip) body is not Content-Length bytes long.
@@ -522,17 +510,9 @@ def _origin_of(url: str) -> tuple[str, str, int | None]:
         return "", "", None  # unparsable: matches no endpoint
 
 
-class _Redirected(Exception):
-    """aiohttp was about to follow a redirect (the trace hook stops it)."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(f"HTTP {status} redirect")
-        self.status = status
-
-
 async def _refuse_redirect(_session: aiohttp.ClientSession, _ctx: SimpleNamespace,
                            params: aiohttp.TraceRequestRedirectParams) -> None:
-    raise _Redirected(params.response.status)
+    raise Redirected(params.response.status)
 
 
 def _forbid_redirects(session: aiohttp.ClientSession) -> None:
@@ -575,16 +555,6 @@ def _session(config: ClientConfig, tls: ssl.SSLContext | None) -> aiohttp.Client
     return session
 
 
-async def _error_from_response(resp: aiohttp.ClientResponse, op: Op) -> StorageError:
-    body = await resp.content.read(_MAX_ERROR_BODY)
-    message, reason = parse_error_body(body)
-    return _with_retry_after(
-        error_for_status(resp.status, message or (resp.reason or ""), operation=op.operation,
-                         bucket=op.bucket, name=op.name, reason=reason),
-        resp.headers.get("Retry-After"),
-    )
-
-
 # Fallbacks after which, if they outnumber lean responses, lean reads stop.
 _LEAN_GIVE_UP = 32
 
@@ -593,114 +563,3 @@ _MEDIA_HEADERS = ("x-goog-hash", "x-guploader-response-body-transformations",
                   "content-range", "x-goog-stored-content-length", "x-goog-generation")
 
 
-def _error_from_media(resp: MediaResponse, op: Op) -> StorageError:
-    message, reason = parse_error_body(bytes(resp.body or b""))
-    return _with_retry_after(
-        error_for_status(resp.status, message, operation=op.operation, bucket=op.bucket,
-                         name=op.name, reason=reason),
-        resp.headers.get("retry-after"),
-    )
-
-
-def parse_error_body(body: bytes) -> tuple[str, str]:
-    """Extract (message, reason) from a GCS JSON or XML error body.
-
-    Args:
-        body: the raw response body.
-
-    Returns:
-        The message and machine-readable reason, empty when absent.
-    """
-    text = body.strip()
-    if text.startswith(b"{"):
-        try:
-            error = json.loads(text).get("error", {})
-        except (ValueError, AttributeError):
-            return text[:300].decode("utf-8", "replace"), ""
-        if isinstance(error, str):
-            return error, ""
-        errors = error.get("errors") or [{}]
-        return str(error.get("message", "")), str(errors[0].get("reason", ""))
-    if text.startswith(b"<"):
-        code = _XML_CODE.search(text)
-        msg = _XML_MESSAGE.search(text)
-        return (
-            msg.group(1).decode("utf-8", "replace") if msg else "",
-            code.group(1).decode("utf-8", "replace") if code else "",
-        )
-    return text[:300].decode("utf-8", "replace"), ""
-
-
-def _with_retry_after(exc: StorageError, value: str | None) -> StorageError:
-    seconds = parse_retry_after(value)
-    if seconds is not None:
-        exc.retry_after = seconds  # type: ignore[attr-defined]
-    return exc
-
-
-def _raise_mapped(exc: Exception, op: Op) -> NoReturn:
-    mapped = map_exception(exc, op)
-    if mapped is exc:
-        raise exc
-    if isinstance(exc, aiohttp.ClientResponseError):
-        # Its request_info holds the Authorization header: keep it out of the
-        # chain (we raise outside the except block, so no __context__ either).
-        raise mapped
-    raise mapped from exc
-
-
-def map_exception(exc: BaseException, op: Op) -> BaseException:
-    """Translate an aiohttp/OS error into the aioflux tree (the only place).
-
-    Args:
-        exc: what the attempt raised.
-        op: the operation, for the message.
-
-    Returns:
-        The exception to raise (unchanged if not a transport error).
-    """
-    if isinstance(exc, StorageError):
-        return exc
-    where = describe(op.operation, op.bucket, op.name)
-    fields: dict[str, Any] = {"operation": op.operation, "bucket": op.bucket, "name": op.name}
-    if isinstance(exc, _Redirected):
-        return ProtocolError(f"{where} failed: HTTP {exc.status}: the API does not redirect; "
-                             f"not followed", status=exc.status, **fields)
-    if isinstance(exc, (ssl.SSLCertVerificationError, aiohttp.ClientConnectorCertificateError)):
-        return TLSError(f"{where} failed: TLS certificate rejected ({_safe(exc)}); trust a "
-                        f"private CA with ClientConfig(ca_file=...)", **fields)
-    if isinstance(exc, (aiohttp.ClientSSLError, ssl.SSLError)) and not isinstance(
-            exc, (ssl.SSLZeroReturnError, ssl.SSLEOFError)):
-        return TLSError(f"{where} failed: TLS handshake failed ({_safe(exc)})", **fields)
-    if isinstance(exc, HttpProcessingError) or (
-            isinstance(exc, aiohttp.ClientResponseError)
-            and isinstance(exc.__cause__, HttpProcessingError)):
-        # aiohttp's parser rejected the response: garbled bytes on the wire,
-        # not the server's verdict on our request (which a 400 would be).
-        cause = exc.__cause__ if isinstance(exc.__cause__, HttpProcessingError) else exc
-        return TransportError(f"{where} failed: malformed response "
-                              f"({type(cause).__name__})", **fields)
-    if isinstance(exc, aiohttp.ClientResponseError):
-        # Raised by gcloud-aio-storage; its message is "reason: body". Never
-        # use str(exc): it embeds the request URL.
-        message, reason = parse_error_body(exc.message.partition(": ")[2].encode())
-        err = error_for_status(exc.status, message or exc.message, operation=op.operation,
-                               bucket=op.bucket, name=op.name, reason=reason)
-        retry_after = exc.headers.get("Retry-After") if exc.headers else None
-        return _with_retry_after(err, retry_after)
-    if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
-        return TransportError(f"{where} failed: timed out", operation=op.operation,
-                              bucket=op.bucket, name=op.name)
-    if isinstance(exc, (aiohttp.ClientPayloadError, BodyTruncated, asyncio.IncompleteReadError)):
-        return TransportError(f"{where} failed: response body truncated ({type(exc).__name__})",
-                              operation=op.operation, bucket=op.bucket, name=op.name)
-    if isinstance(exc, (aiohttp.ClientConnectionError, ConnectionError, OSError)):
-        return TransportError(f"{where} failed: connection error ({type(exc).__name__}: "
-                              f"{_safe(exc)})", operation=op.operation, bucket=op.bucket,
-                              name=op.name)
-    return exc
-
-
-def _safe(exc: BaseException) -> str:
-    # Connection errors name host and port, never headers; cap the length.
-    return str(exc)[:200]

@@ -1,0 +1,173 @@
+"""How answers and failures become aioflux errors: the one place where an
+HTTP error status, an aiohttp or OS exception, or a redirect turns into the
+most specific class of the tree in :mod:`aioflux._errors`, with a message
+that names the operation, bucket and object and never a header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import ssl
+from typing import Any, NamedTuple, NoReturn
+
+import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError
+
+from ._errors import (
+    ProtocolError,
+    StorageError,
+    TLSError,
+    TransportError,
+    describe,
+    error_for_status,
+)
+from ._http import BodyTruncated, MediaResponse
+from ._retry import parse_retry_after
+
+__all__ = ["Op", "Redirected", "error_from_media", "error_from_response", "map_exception",
+           "parse_error_body", "raise_mapped"]
+
+_MAX_ERROR_BODY = 64 * 1024
+_XML_CODE = re.compile(rb"<Code>([^<]*)</Code>")
+_XML_MESSAGE = re.compile(rb"<Message>([^<]*)</Message>")
+
+
+class Op(NamedTuple):
+    """What a request does, for error messages and logs."""
+
+    operation: str
+    bucket: str = ""
+    name: str = ""
+
+
+class Redirected(Exception):
+    """aiohttp was about to follow a redirect (the trace hook stops it)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status} redirect")
+        self.status = status
+
+
+async def error_from_response(resp: aiohttp.ClientResponse, op: Op) -> StorageError:
+    body = await resp.content.read(_MAX_ERROR_BODY)
+    message, reason = parse_error_body(body)
+    return _with_retry_after(
+        error_for_status(resp.status, message or (resp.reason or ""), operation=op.operation,
+                         bucket=op.bucket, name=op.name, reason=reason),
+        resp.headers.get("Retry-After"),
+    )
+
+
+def error_from_media(resp: MediaResponse, op: Op) -> StorageError:
+    message, reason = parse_error_body(bytes(resp.body or b""))
+    return _with_retry_after(
+        error_for_status(resp.status, message, operation=op.operation, bucket=op.bucket,
+                         name=op.name, reason=reason),
+        resp.headers.get("retry-after"),
+    )
+
+
+def parse_error_body(body: bytes) -> tuple[str, str]:
+    """Extract (message, reason) from a GCS JSON or XML error body.
+
+    Args:
+        body: the raw response body.
+
+    Returns:
+        The message and machine-readable reason, empty when absent.
+    """
+    text = body.strip()
+    if text.startswith(b"{"):
+        try:
+            error = json.loads(text).get("error", {})
+        except (ValueError, AttributeError):
+            return text[:300].decode("utf-8", "replace"), ""
+        if isinstance(error, str):
+            return error, ""
+        errors = error.get("errors") or [{}]
+        return str(error.get("message", "")), str(errors[0].get("reason", ""))
+    if text.startswith(b"<"):
+        code = _XML_CODE.search(text)
+        msg = _XML_MESSAGE.search(text)
+        return (
+            msg.group(1).decode("utf-8", "replace") if msg else "",
+            code.group(1).decode("utf-8", "replace") if code else "",
+        )
+    return text[:300].decode("utf-8", "replace"), ""
+
+
+def _with_retry_after(exc: StorageError, value: str | None) -> StorageError:
+    seconds = parse_retry_after(value)
+    if seconds is not None:
+        exc.retry_after = seconds  # type: ignore[attr-defined]
+    return exc
+
+
+def raise_mapped(exc: Exception, op: Op) -> NoReturn:
+    mapped = map_exception(exc, op)
+    if mapped is exc:
+        raise exc
+    if isinstance(exc, aiohttp.ClientResponseError):
+        # Its request_info holds the Authorization header: keep it out of the
+        # chain (we raise outside the except block, so no __context__ either).
+        raise mapped
+    raise mapped from exc
+
+
+def map_exception(exc: BaseException, op: Op) -> BaseException:
+    """Translate an aiohttp/OS error into the aioflux tree (the only place).
+
+    Args:
+        exc: what the attempt raised.
+        op: the operation, for the message.
+
+    Returns:
+        The exception to raise (unchanged if not a transport error).
+    """
+    if isinstance(exc, StorageError):
+        return exc
+    where = describe(op.operation, op.bucket, op.name)
+    fields: dict[str, Any] = {"operation": op.operation, "bucket": op.bucket, "name": op.name}
+    if isinstance(exc, Redirected):
+        return ProtocolError(f"{where} failed: HTTP {exc.status}: the API does not redirect; "
+                             f"not followed", status=exc.status, **fields)
+    if isinstance(exc, (ssl.SSLCertVerificationError, aiohttp.ClientConnectorCertificateError)):
+        return TLSError(f"{where} failed: TLS certificate rejected ({_safe(exc)}); trust a "
+                        f"private CA with ClientConfig(ca_file=...)", **fields)
+    if isinstance(exc, (aiohttp.ClientSSLError, ssl.SSLError)) and not isinstance(
+            exc, (ssl.SSLZeroReturnError, ssl.SSLEOFError)):
+        return TLSError(f"{where} failed: TLS handshake failed ({_safe(exc)})", **fields)
+    if isinstance(exc, HttpProcessingError) or (
+            isinstance(exc, aiohttp.ClientResponseError)
+            and isinstance(exc.__cause__, HttpProcessingError)):
+        # aiohttp's parser rejected the response: garbled bytes on the wire,
+        # not the server's verdict on our request (which a 400 would be).
+        cause = exc.__cause__ if isinstance(exc.__cause__, HttpProcessingError) else exc
+        return TransportError(f"{where} failed: malformed response "
+                              f"({type(cause).__name__})", **fields)
+    if isinstance(exc, aiohttp.ClientResponseError):
+        # Raised by gcloud-aio-storage; its message is "reason: body". Never
+        # use str(exc): it embeds the request URL.
+        message, reason = parse_error_body(exc.message.partition(": ")[2].encode())
+        err = error_for_status(exc.status, message or exc.message, operation=op.operation,
+                               bucket=op.bucket, name=op.name, reason=reason)
+        retry_after = exc.headers.get("Retry-After") if exc.headers else None
+        return _with_retry_after(err, retry_after)
+    if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+        return TransportError(f"{where} failed: timed out", operation=op.operation,
+                              bucket=op.bucket, name=op.name)
+    if isinstance(exc, (aiohttp.ClientPayloadError, BodyTruncated, asyncio.IncompleteReadError)):
+        return TransportError(f"{where} failed: response body truncated ({type(exc).__name__})",
+                              operation=op.operation, bucket=op.bucket, name=op.name)
+    if isinstance(exc, (aiohttp.ClientConnectionError, ConnectionError, OSError)):
+        return TransportError(f"{where} failed: connection error ({type(exc).__name__}: "
+                              f"{_safe(exc)})", operation=op.operation, bucket=op.bucket,
+                              name=op.name)
+    return exc
+
+
+def _safe(exc: BaseException) -> str:
+    # Connection errors name host and port, never headers; cap the length.
+    return str(exc)[:200]
