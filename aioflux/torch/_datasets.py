@@ -129,7 +129,14 @@ class _Source:
             finally:
                 await client.aclose()
 
-        return get_portal().call(run())
+        found = get_portal().call(run())
+        if not found:
+            # Silence here would train on nothing: say what was looked for
+            # (a raw name prefix such as gs://b/train/shard- names a folder).
+            raise NotFound(f"list gs://{parsed.bucket}/{folder}: no objects in that folder "
+                           f"(a dataset URL names a folder, not a name prefix)",
+                           operation="list", bucket=parsed.bucket, name=folder)
+        return found
 
     def stat_all(self, urls: Sequence[str]) -> list[ObjectInfo]:
         async def run() -> list[ObjectInfo]:
@@ -301,6 +308,7 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         Raises:
             InvalidURL: a malformed URL.
             InvalidArgument: a setting of the wrong type.
+            NotFound: the folder holds no objects.
             StorageError: listing failed.
         """
         check_int("MapDataset.from_prefix", "list_concurrency", list_concurrency, minimum=1)
@@ -669,6 +677,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         Raises:
             InvalidURL: a malformed URL.
             InvalidArgument: a setting of the wrong type.
+            NotFound: the folder holds no objects.
             StorageError: listing failed.
         """
         check_int("IterableDataset.from_prefix", "list_concurrency", list_concurrency, minimum=1)

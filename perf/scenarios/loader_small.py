@@ -15,6 +15,9 @@ from perf.seed import ObjectSet
 __all__ = ["plan"]
 
 PREFIX = "loader_small/obj-"
+# What the loaders are given: the folder (a dataset URL names a folder, not
+# a raw name prefix: gs://b/loader_small/obj- would be the folder obj-/).
+FOLDER = "loader_small/"
 
 
 def _ready() -> str | None:
@@ -26,7 +29,7 @@ def plan(options: Options) -> Plan:
     size = options.get("size", 100 * 1024)
     conc = options.get("concurrency", 128)  # aioflux._config.DEFAULT_MAX_CONCURRENCY
     batch = str(options.get("batch", 64))
-    common = ("--batch", batch, "--prefix", PREFIX)
+    common = ("--batch", batch, "--prefix", FOLDER)
     ours = ("--concurrency", str(conc), *common)
     contenders = [
         Contender("aioflux-map-w0", "loader_aioflux.py", None, ("--kind", "map", *ours),

@@ -16,6 +16,9 @@ from perf.seed import ObjectSet
 __all__ = ["plan"]
 
 PREFIX = "loader_tiny/obj-"
+# What the loaders are given: the folder (a dataset URL names a folder, not
+# a raw name prefix: gs://b/loader_tiny/obj- would be the folder obj-/).
+FOLDER = "loader_tiny/"
 
 
 def _ready() -> str | None:
@@ -26,7 +29,7 @@ def plan(options: Options) -> Plan:
     count = options.get("count", 500 if options.quick else 10_000)
     size = options.get("size", 8 * 1024)
     conc = str(options.get("concurrency", 64))
-    common = ("--kind", "map", "--concurrency", conc, "--prefix", PREFIX)
+    common = ("--kind", "map", "--concurrency", conc, "--prefix", FOLDER)
     return Plan(
         name="loader_tiny",
         description=f"one epoch of {count:,} x {size / 1024:g} KiB, MapDataset batch 64: "
@@ -42,7 +45,7 @@ def plan(options: Options) -> Plan:
                       note="compose_threshold=64 KiB: a batch of 64 is two composites",
                       available=_ready),
             Contender("dataflux-map-w0", "loader_dataflux.py", "dataflux",
-                      ("--kind", "map", "--prefix", PREFIX), note="DataFluxMapStyleDataset"),
+                      ("--kind", "map", "--prefix", FOLDER), note="DataFluxMapStyleDataset"),
         ],
         baseline="aioflux-direct",
         timeout_s=900.0,

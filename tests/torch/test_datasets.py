@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch.utils.data
 
-from aioflux import AsyncClient, ClientConfig
+from aioflux import AsyncClient, Client, ClientConfig, NotFound
 from aioflux._clean import clean_bucket
 from aioflux._compose import COMPOSED_PREFIX
 from aioflux.testing import Emulator
@@ -244,3 +244,16 @@ def test_samples_are_typed_by_the_transform(emulator: Emulator, bucket: str) -> 
     assert sized[0] == 5 and raw[0] == b"12345"
     sized.close()
     raw.close()
+
+
+@pytest.mark.parametrize("kind", ["map", "iterable"])
+def test_from_prefix_of_an_empty_folder_says_so(emulator: Emulator, bucket: str,
+                                                kind: str) -> None:
+    # A dataflux-style raw name prefix (train/shard-) names the folder
+    # train/shard-/: an empty dataset would train on nothing without a word.
+    with Client(endpoint=emulator.endpoint) as client:
+        client.write(bucket, "train/shard-000", b"x")
+    cls = MapDataset if kind == "map" else IterableDataset
+    with pytest.raises(NotFound, match=r"gs://.*/train/shard-/: no objects in that folder"):
+        cls.from_prefix(f"gs://{bucket}/train/shard-", endpoint=emulator.endpoint)
+    assert len(list(cls.from_prefix(f"gs://{bucket}/train", endpoint=emulator.endpoint))) == 1
