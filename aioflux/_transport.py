@@ -6,6 +6,7 @@ a failure becomes is decided in :mod:`aioflux._failures`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import ssl
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler as AiohttpProtocol
 
 from ._auth import Auth
 from ._bridge import close_at_shutdown
@@ -527,6 +529,26 @@ def _forbid_redirects(session: aiohttp.ClientSession) -> None:
     session._trace_configs.append(trace)
 
 
+class _NoStrayResponses(AiohttpProtocol):
+    """aiohttp's connection protocol, refusing answers nobody asked for.
+
+    aiohttp parses bytes that arrive on an idle keep-alive connection and
+    hands them to the next request as its answer, so a server (or proxy)
+    that speaks out of turn would have its stray response taken for an
+    object's bytes. Here that request fails as a dropped connection instead
+    (the retry loop sends it again on a fresh one), as the lean client
+    drops such a connection at once.
+    """
+
+    def set_response_params(self, **params: Any) -> None:
+        stray = bool(self._buffer or self._tail)
+        super().set_response_params(**params)
+        if stray:
+            self._buffer.clear()
+            self.set_exception(aiohttp.ServerDisconnectedError(
+                "the server sent a response nobody asked for on an idle connection"))
+
+
 def _session(config: ClientConfig, tls: ssl.SSLContext | None) -> aiohttp.ClientSession:
     t = config.timeouts
     connector = aiohttp.TCPConnector(
@@ -537,6 +559,10 @@ def _session(config: ClientConfig, tls: ssl.SSLContext | None) -> aiohttp.Client
         # Also what gcloud-aio-storage's calls on this session verify with.
         ssl=tls if tls is not None else True,
     )
+    # The connector builds its protocols from this factory; aiohttp has no
+    # public way to choose the protocol class.
+    connector._factory = functools.partial(  # type: ignore[assignment]
+        _NoStrayResponses, loop=asyncio.get_running_loop())
     session = aiohttp.ClientSession(
         connector=connector,
         timeout=aiohttp.ClientTimeout(total=t.total, connect=t.connect, sock_read=t.read_stall),
