@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -25,7 +24,7 @@ import yarl
 from ._crc import encode_crc32c
 from ._errors import InvalidArgument, NotFound, StorageError
 from ._published import discard_published, verify_published
-from ._transport import Op
+from ._transport import Op, request_body
 from ._types import ObjectInfo
 
 if TYPE_CHECKING:
@@ -217,7 +216,7 @@ class ResumableUpload:
                                             else f"bytes */{size}")
                 if crc is not None and total is not None:
                     headers["X-Goog-Hash"] = f"crc32c={encode_crc32c(crc)}"
-                async with session.put(session_url, data=_SentOnce(piece), headers=headers,
+                async with session.put(session_url, data=request_body(piece), headers=headers,
                                        allow_redirects=False) as resp:
                     raw = await resp.read()
                     if resp.status in (200, 201):
@@ -307,38 +306,6 @@ class ResumableUpload:
 
 
 _GONE = object()
-_SLICE = 1 << 20
-
-
-class _SentOnce(aiohttp.BytesPayload):
-    """A chunk body aiohttp must not re-send on its own.
-
-    aiohttp silently repeats an idempotent request (PUT) once when a reused
-    connection drops, unless the body is "consumed". A chunk whose answer
-    was lost must be followed by a status query, not by a blind re-send (a
-    finished session then answers 404, a middle chunk may be stored twice),
-    so the body counts as consumed once writing began and the failure
-    reaches our retry loop. Written in 1 MiB slices with a drain after each,
-    as the transport's bodies, so the loop never buffers a second copy.
-    """
-
-    def __init__(self, value: memoryview) -> None:
-        with warnings.catch_warnings():
-            # aiohttp warns about large in-memory bodies; sending from the
-            # caller's buffer without a copy is the point.
-            warnings.simplefilter("ignore", ResourceWarning)
-            super().__init__(value)
-
-    async def write(self, writer: Any) -> None:
-        await self.write_with_length(writer, None)
-
-    async def write_with_length(self, writer: Any, content_length: int | None) -> None:
-        self._consumed = True
-        view = memoryview(self._value).cast("B")
-        if content_length is not None:
-            view = view[:content_length]
-        for start in range(0, len(view), _SLICE):
-            await writer.write(view[start:start + _SLICE])
 
 
 def _committed(resp: aiohttp.ClientResponse) -> int:

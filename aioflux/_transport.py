@@ -37,7 +37,7 @@ from ._failures import (
 from ._http import BodyTruncated, MediaPool, MediaResponse
 from ._retry import retry_async
 
-__all__ = ["MediaResponse", "Op", "Transport", "TransportStats"]
+__all__ = ["MediaResponse", "Op", "Transport", "TransportStats", "request_body"]
 
 log = logging.getLogger("aioflux.transport")
 T = TypeVar("T")
@@ -199,7 +199,7 @@ class Transport:
 
         async def send(state: _LoopState, request_headers: dict[str, str]) -> T:
             async with state.session.request(
-                method, url, params=params, headers=request_headers, data=_payload(data),
+                method, url, params=params, headers=request_headers, data=request_body(data),
                 allow_redirects=False, ssl=self._aiohttp_ssl(),
             ) as resp:
                 if resp.status not in ok and resp.status >= 300:
@@ -484,7 +484,8 @@ class _SlicedPayload(aiohttp.BytesPayload):
             await writer.write(view[start:start + _BODY_SLICE])
 
 
-def _payload(data: bytes | bytearray | memoryview | None) -> aiohttp.BytesPayload | None:
+def request_body(data: bytes | bytearray | memoryview | None) -> aiohttp.BytesPayload | None:
+    """``data`` as an aiohttp body sent from the caller's buffer, in 1 MiB slices."""
     if data is None:
         return None
     # aiohttp warns about bodies over 1 MiB given as bytes; a part is sent

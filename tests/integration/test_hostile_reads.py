@@ -10,8 +10,6 @@ lean media path and on aiohttp (``lean_reads=False``).
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import json
 import re
 import ssl
@@ -41,6 +39,7 @@ from aioflux._transport import Op
 
 from ..conftest import unique_bucket
 from ..raw_server import RawServer
+from ..tls_cert import self_signed
 
 OBJ = bytes(range(256)) * 400  # 102,400 bytes
 OBJ_CRC = crc32c(OBJ)
@@ -331,31 +330,6 @@ def test_same_origin_rules() -> None:
 # -- 10. TLS: failures are final; a private CA is trusted on every path ------------------
 
 
-def _self_signed(tmp: Path) -> ssl.SSLContext:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=1))
-            .not_valid_after(now + datetime.timedelta(hours=1))
-            .add_extension(x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .sign(key, hashes.SHA256()))
-    (tmp / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (tmp / "key.pem").write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
-    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server.load_cert_chain(tmp / "cert.pem", tmp / "key.pem")
-    return server
-
-
 @LEAN
 async def test_tls_failures_are_final_and_a_private_ca_works(lean: bool,
                                                             tmp_path: Path) -> None:
@@ -376,7 +350,7 @@ async def test_tls_failures_are_final_and_a_private_ca_works(lean: bool,
     app.router.add_get("/storage/v1/b/bkt/o", listing)
     runner = web.AppRunner(app)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=_self_signed(tmp_path))
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=self_signed(tmp_path)[0])
     await site.start()
     base = f"https://127.0.0.1:{runner.addresses[0][1]}"
     try:

@@ -8,9 +8,7 @@ connections dropped, stalls, truncation, TLS).
 from __future__ import annotations
 
 import asyncio
-import datetime
 import gzip
-import ipaddress
 import os
 import ssl
 import time
@@ -41,6 +39,7 @@ from aioflux.testing import Emulator, Faults
 
 from ..conftest import FAST_RETRY, unique_bucket
 from ..raw_server import RawServer
+from ..tls_cert import self_signed
 
 
 async def test_reads_go_over_the_lean_client(client: AsyncClient, bucket: str) -> None:
@@ -322,35 +321,8 @@ async def test_header_line_breaks_are_refused() -> None:
     assert ClientConfig(user_agent="aioflux/1.0 (tab\tok)").user_agent.endswith("ok)")
 
 
-def _self_signed(tmp: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=1))
-            .not_valid_after(now + datetime.timedelta(hours=1))
-            .add_extension(x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .sign(key, hashes.SHA256()))
-    cert_pem = cert.public_bytes(serialization.Encoding.PEM)
-    (tmp / "cert.pem").write_bytes(cert_pem)
-    (tmp / "key.pem").write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
-    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server.load_cert_chain(tmp / "cert.pem", tmp / "key.pem")
-    client = ssl.create_default_context(cadata=cert_pem.decode())
-    return server, client
-
-
 async def test_tls(web_server: Any, tmp_path: Path) -> None:
-    server_ctx, client_ctx = _self_signed(tmp_path)
+    server_ctx, client_ctx = self_signed(tmp_path)
     base = await web_server({"/plain": _plain}, ssl_context=server_ctx)
     pool = MediaPool(user_agent="t", connect_timeout=5, read_stall=5, idle_timeout=5,
                      ssl_context=client_ctx)
