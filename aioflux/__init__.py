@@ -17,10 +17,10 @@ The async client is importable without torch; datasets and checkpointing
 live in :mod:`aioflux.torch`, the emulator in :mod:`aioflux.testing`.
 """
 
-from ._client import AsyncClient
-from ._config import ClientConfig, RetryPolicy, Timeouts
-from ._download import Downloader, DownloadOptions, DownloadStats, download_many
-from ._errors import (
+from ._api.open import open
+from ._api.sync import Client
+from ._core.config import ClientConfig, RetryPolicy, Timeouts
+from ._core.errors import (
     AiofluxError,
     BridgeError,
     ChecksumMismatch,
@@ -38,12 +38,12 @@ from ._errors import (
     TLSError,
     TransportError,
 )
-from ._iterables import StreamItem, alist_files, aload_files, list_files, load_files
-from ._open import open
-from ._sync import Client
-from ._types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
-from ._urls import GcsURL, parse_url
+from ._core.types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
+from ._core.urls import GcsURL, parse_url
+from ._engines.download import Downloader, DownloadOptions, DownloadStats, download_many
+from ._engines.iterables import StreamItem, alist_files, aload_files, list_files, load_files
 from ._version import __version__
+from .gcs._client import AsyncClient
 
 __all__ = [
     "AiofluxError",

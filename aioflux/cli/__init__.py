@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from .._errors import AiofluxError
+from .._core.errors import AiofluxError
 
 __all__ = ["Command", "UsageError", "command", "main", "version"]
 

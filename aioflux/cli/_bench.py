@@ -18,11 +18,11 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .._bridge import call
-from .._client import AsyncClient
-from .._config import ClientConfig
-from .._open import open as gs_open
-from .._sync import Client
+from .._api.open import open as gs_open
+from .._api.sync import Client
+from .._core.config import ClientConfig
+from .._core.portal import call
+from ..gcs._client import AsyncClient
 from ..testing._subprocess import emulator_process
 from . import UsageError, command
 from ._common import add_client_arguments, emit_json, human, int_at_least, url_arg

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .._errors import AiofluxError, InvalidArgument
+from .._core.errors import AiofluxError, InvalidArgument
 from . import command
 from ._common import add_client_arguments, emit_json, human, make_client, url_arg
 

@@ -2,7 +2,7 @@
 abort open multipart uploads that interrupted processes left behind.
 
 Only leftovers older than ``--older-than`` (default 24 h, see
-:data:`aioflux._clean.DEFAULT_OLDER_THAN`) are touched, so a checkpoint
+:data:`aioflux._engines.clean.DEFAULT_OLDER_THAN`) are touched, so a checkpoint
 upload another process is streaming right now survives; each one left
 alone is printed with the reason.
 """
@@ -13,7 +13,7 @@ import argparse
 import asyncio
 import re
 
-from .._clean import DEFAULT_OLDER_THAN, CleanReport, clean_bucket
+from .._engines.clean import DEFAULT_OLDER_THAN, CleanReport, clean_bucket
 from . import command
 from ._common import add_client_arguments, async_client, url_arg
 

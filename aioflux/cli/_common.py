@@ -19,12 +19,12 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._client import AsyncClient
-from .._config import DEFAULT_MAX_CONCURRENCY, ClientConfig
-from .._errors import NotFound
-from .._sync import Client
-from .._types import ObjectInfo
-from .._urls import GcsURL, parse_url
+from .._api.sync import Client
+from .._core.config import DEFAULT_MAX_CONCURRENCY, ClientConfig
+from .._core.errors import NotFound
+from .._core.types import ObjectInfo
+from .._core.urls import GcsURL, parse_url
+from ..gcs._client import AsyncClient
 
 __all__ = ["Progress", "add_client_arguments", "async_client", "emit_json", "endpoint_arg",
            "folder_prefix", "human", "int_at_least", "list_named", "make_client",

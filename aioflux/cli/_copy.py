@@ -17,13 +17,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._async_writer import AsyncObjectWriter
-from .._client import AsyncClient
-from .._crc import crc32c, crc32c_combine, encode_crc32c
-from .._download import gather_bounded
-from .._errors import ChecksumMismatch, NotFound
-from .._types import ObjectInfo
-from .._urls import GcsURL, parse_url
+from .._core.crc import crc32c, crc32c_combine, encode_crc32c
+from .._core.errors import ChecksumMismatch, NotFound
+from .._core.types import ObjectInfo
+from .._core.urls import GcsURL, parse_url
+from .._engines.async_writer import AsyncObjectWriter
+from .._engines.download import gather_bounded
+from ..gcs._client import AsyncClient
 from . import UsageError, command
 from ._common import (
     Progress,

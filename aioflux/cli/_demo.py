@@ -24,13 +24,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .._auth import emulator_endpoint
-from .._bridge import call
-from .._client import AsyncClient
-from .._config import ClientConfig
-from .._download import gather_bounded
-from .._errors import StorageError
-from .._urls import parse_url
+from .._core.config import ClientConfig
+from .._core.errors import StorageError
+from .._core.portal import call
+from .._core.urls import parse_url
+from .._engines.download import gather_bounded
+from .._net.auth import emulator_endpoint
+from ..gcs._client import AsyncClient
 from ..testing._subprocess import emulator_process
 from . import command
 from ._common import endpoint_arg, url_arg

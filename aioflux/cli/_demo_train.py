@@ -87,7 +87,7 @@ def train(plan: TrainPlan, phase: str) -> None:
         phase: label for progress and events.
     """
     torch.manual_seed(0)
-    from .._sync import Client
+    from .._api.sync import Client
 
     client = Client(endpoint=plan.endpoint)
     model = make_model()

@@ -10,11 +10,11 @@ import argparse
 import asyncio
 import sys
 
-from .._client import AsyncClient
-from .._download import gather_bounded
-from .._errors import NotFound
-from .._types import ObjectInfo
-from .._urls import GcsURL
+from .._core.errors import NotFound
+from .._core.types import ObjectInfo
+from .._core.urls import GcsURL
+from .._engines.download import gather_bounded
+from ..gcs._client import AsyncClient
 from . import UsageError, command
 from ._common import (
     add_client_arguments,
@@ -108,7 +108,7 @@ def _stat(args: argparse.Namespace) -> int:
 
 @command("cat", "Write an object's bytes to stdout.", _one_url)
 def _cat(args: argparse.Namespace) -> int:
-    from .._open import open as gs_open
+    from .._api.open import open as gs_open
 
     bucket, name = args.url
     if not name:

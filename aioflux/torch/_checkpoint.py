@@ -12,15 +12,15 @@ from typing import IO, Any
 
 import torch
 
-from .._client import AsyncClient
-from .._errors import InvalidArgument, StorageError
-from .._open import resolve_client
-from .._reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD, ObjectReader
-from .._sync import Client
-from .._types import ObjectInfo
-from .._urls import parse_url
-from .._validate import check_instance, check_int
-from .._writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE, ObjectWriter
+from .._api.open import resolve_client
+from .._api.sync import Client
+from .._core.errors import InvalidArgument, StorageError
+from .._core.types import ObjectInfo
+from .._core.urls import parse_url
+from .._core.validate import check_instance, check_int
+from .._engines.reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD, ObjectReader
+from .._engines.writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE, ObjectWriter
+from ..gcs._client import AsyncClient
 
 __all__ = ["Checkpoint", "raw_writer", "save_into"]
 
@@ -86,7 +86,7 @@ class Checkpoint:
         if compression is None:
             return raw  # type: ignore[return-value]
         if compression == "zstd":
-            from ._zstd import compress_writer
+            from .._engines.zstd import compress_writer
 
             return compress_writer(raw)  # type: ignore[return-value]
         raw.abort()
@@ -150,7 +150,7 @@ class Checkpoint:
         """
         with self.reader(url, info=info) as reader:
             if compression == "zstd":
-                from ._zstd import decompress_all
+                from .._engines.zstd import decompress_all
 
                 return torch.load(decompress_all(reader), map_location=map_location,
                                   weights_only=weights_only)

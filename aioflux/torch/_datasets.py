@@ -21,15 +21,12 @@ from typing import TYPE_CHECKING, Any
 import torch.distributed as dist
 import torch.utils.data
 
-from .._bridge import Portal, get_portal, iterate
-from .._client import AsyncClient
-from .._config import DEFAULT_MAX_CONCURRENCY, ClientConfig, RetryPolicy
-from .._download import Data, Downloader, DownloadOptions, DownloadStats, gather_bounded
-from .._errors import BridgeError, InvalidArgument, NotFound
-from .._listing import DEFAULT_LIST_CONCURRENCY, list_objects_parallel
-from .._types import ObjectInfo
-from .._urls import parse_url
-from .._validate import (
+from .._core.config import DEFAULT_MAX_CONCURRENCY, ClientConfig, RetryPolicy
+from .._core.errors import BridgeError, InvalidArgument, NotFound
+from .._core.portal import Portal, get_portal, iterate
+from .._core.types import ObjectInfo
+from .._core.urls import parse_url
+from .._core.validate import (
     Credentials,
     check_bool,
     check_credentials,
@@ -37,6 +34,9 @@ from .._validate import (
     check_instance,
     check_int,
 )
+from .._engines.download import Data, Downloader, DownloadOptions, DownloadStats, gather_bounded
+from .._engines.listing import DEFAULT_LIST_CONCURRENCY, list_objects_parallel
+from ..gcs._client import AsyncClient
 
 if TYPE_CHECKING:
     # A default for the sample type (PEP 696): ``MapDataset(objs)[0]`` is

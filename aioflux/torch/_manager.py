@@ -33,13 +33,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .._client import AsyncClient
-from .._crc import encode_crc32c
-from .._errors import Conflict, InvalidArgument, NotFound, StorageError
-from .._sync import Client
-from .._urls import parse_url
-from .._validate import check_bool, check_instance, check_int, check_str
-from .._writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE
+from .._api.sync import Client
+from .._core.crc import encode_crc32c
+from .._core.errors import Conflict, InvalidArgument, NotFound, StorageError
+from .._core.urls import parse_url
+from .._core.validate import check_bool, check_instance, check_int, check_str
+from .._engines.writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE
+from ..gcs._client import AsyncClient
 from ._checkpoint import Checkpoint, raw_writer, save_into
 from ._history import MANIFEST_FORMAT, CheckpointInfo, SaveRecord
 from ._retention import MANIFEST, CheckpointStore
@@ -118,7 +118,7 @@ class CheckpointManager:
         check_int(op, "max_in_flight", max_in_flight, minimum=1)
         check_bool(op, "reuse_buffers", reuse_buffers)
         if compression == "zstd":
-            from . import _zstd  # noqa: F401  (fail now, naming the extra)
+            from .._engines import zstd  # noqa: F401  (fail now, naming the extra)
         self.keep_last = keep_last
         self.compression = compression
         self.max_pending = max_pending

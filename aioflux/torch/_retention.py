@@ -22,11 +22,11 @@ import logging
 from collections.abc import Collection, Coroutine
 from typing import Any, TypeVar
 
-from .._bridge import get_portal
-from .._client import AsyncClient
-from .._crc import decode_crc32c
-from .._errors import NotFound
-from .._types import ObjectInfo
+from .._core.crc import decode_crc32c
+from .._core.errors import NotFound
+from .._core.portal import get_portal
+from .._core.types import ObjectInfo
+from ..gcs._client import AsyncClient
 from ._history import CheckpointInfo, SaveRecord
 
 __all__ = ["HISTORY", "MANIFEST", "CheckpointStore", "steps_to_delete"]

@@ -30,14 +30,14 @@ from torch.distributed.checkpoint.filesystem import (
 from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner
 from torch.futures import Future as TorchFuture
 
-from .._bridge import get_portal
-from .._client import AsyncClient
-from .._errors import InvalidArgument
-from .._open import resolve_client
-from .._reader import ObjectReader
-from .._sync import Client
-from .._urls import parse_url
-from .._writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE, ObjectWriter
+from .._api.open import resolve_client
+from .._api.sync import Client
+from .._core.errors import InvalidArgument
+from .._core.portal import get_portal
+from .._core.urls import parse_url
+from .._engines.reader import ObjectReader
+from .._engines.writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE, ObjectWriter
+from ..gcs._client import AsyncClient
 
 __all__ = ["GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"]
 

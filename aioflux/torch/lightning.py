@@ -17,11 +17,11 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("aioflux.torch.lightning needs Lightning: "
                       "pip install 'aioflux-storage[lightning]'") from exc
 
-from .._bridge import get_portal
-from .._client import AsyncClient
-from .._sync import Client
-from .._urls import parse_url
-from .._writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE
+from .._api.sync import Client
+from .._core.portal import get_portal
+from .._core.urls import parse_url
+from .._engines.writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE
+from ..gcs._client import AsyncClient
 from ._checkpoint import Checkpoint
 from ._snapshot import snapshot
 

@@ -16,7 +16,7 @@ from ckpt_common import checkpoint_object
 
 import aioflux
 from aioflux import AsyncClient
-from aioflux._reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD
+from aioflux._engines.reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD
 
 if __name__ == "__main__":
     manifest, rest = load()

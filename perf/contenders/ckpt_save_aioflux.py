@@ -21,7 +21,7 @@ from ckpt_common import add_state_args, build_state
 
 import aioflux
 from aioflux import AsyncClient
-from aioflux._writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE
+from aioflux._engines.writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE
 from aioflux.torch import CheckpointManager
 
 if __name__ == "__main__":
@@ -48,8 +48,8 @@ if __name__ == "__main__":
         tuned_zstd = compression and (args.zstd_threads is not None or args.zstd_level)
         with Stopwatch() as watch:
             if tuned_zstd:
-                from aioflux._writer import ObjectWriter
-                from aioflux.torch._zstd import DEFAULT_LEVEL, compress_writer
+                from aioflux._engines.writer import ObjectWriter
+                from aioflux._engines.zstd import DEFAULT_LEVEL, compress_writer
 
                 raw = ObjectWriter(client, manifest.bucket, url.split("/", 3)[3],
                                    part_size=part_size, max_in_flight=args.in_flight)

@@ -7,7 +7,7 @@ import argparse
 from _contender import Manifest, Stopwatch, load, report, run
 
 from aioflux import AsyncClient, ClientConfig
-from aioflux._listing import list_objects_parallel
+from aioflux._engines.listing import list_objects_parallel
 
 
 async def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, int]:

@@ -20,13 +20,14 @@ from perf.seed import ObjectSet
 
 __all__ = ["plan"]
 
-# Mirrors aioflux._reader's defaults; perf must import without aioflux.
+# Mirrors aioflux._engines.reader's defaults; perf must import without aioflux.
 _CHUNK_MIB = 8
 _READ_AHEAD = 16
 
 
 def _aioflux_ready() -> str | None:
-    return project_imports("import aioflux._reader; aioflux.open; aioflux._reader.ObjectReader")
+    return project_imports(
+        "import aioflux._engines.reader; aioflux.open; aioflux._engines.reader.ObjectReader")
 
 
 def plan(options: Options) -> Plan:

@@ -19,7 +19,7 @@ from perf.harness import Contender, Options, Plan, Target
 
 __all__ = ["plan"]
 
-# Mirror aioflux._writer's defaults (the bare upload sends the same parts);
+# Mirror aioflux._engines.writer's defaults (the bare upload sends the same parts);
 # perf must import without aioflux.
 _PART_MIB = 16
 _IN_FLIGHT = 8

@@ -21,7 +21,7 @@ __all__ = ["plan"]
 
 
 def _zstd_ready() -> str | None:
-    return project_imports("import aioflux.torch._zstd")
+    return project_imports("import aioflux._engines.zstd")
 
 
 def plan(options: Options) -> Plan:

@@ -18,7 +18,8 @@ PREFIX = "listing/obj-"
 
 
 def _ready() -> str | None:
-    return project_imports("import aioflux._listing; aioflux._listing.list_objects_parallel")
+    return project_imports(
+        "import aioflux._engines.listing; aioflux._engines.listing.list_objects_parallel")
 
 
 def plan(options: Options) -> Plan:

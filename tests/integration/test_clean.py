@@ -15,9 +15,9 @@ import pytest
 
 import aioflux
 from aioflux import AsyncClient, Client
-from aioflux._clean import DEFAULT_OLDER_THAN, clean_bucket
-from aioflux._compose import COMPOSED_PREFIX
-from aioflux._types import MultipartUploadInfo
+from aioflux._core.types import MultipartUploadInfo
+from aioflux._engines.clean import DEFAULT_OLDER_THAN, clean_bucket
+from aioflux._engines.compose import COMPOSED_PREFIX
 from aioflux.cli import main
 from aioflux.testing import Emulator
 from tests.conftest import unique_bucket
@@ -162,8 +162,8 @@ def test_clean_on_fake_gcs_skips_uploads_and_says_so(
 _CHILD = textwrap.dedent("""
     import asyncio, sys
     from aioflux import AsyncClient
-    from aioflux._download import Downloader, DownloadOptions
-    from aioflux._listing import list_objects_parallel
+    from aioflux._engines.download import Downloader, DownloadOptions
+    from aioflux._engines.listing import list_objects_parallel
 
     class Stuck(AsyncClient):
         async def read(self, bucket, name, **kw):

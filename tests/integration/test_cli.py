@@ -62,7 +62,7 @@ def test_cp_download_checks_the_combined_crc32c_of_its_ranges(  # type: ignore[n
         run, emulator: Emulator, bucket: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     import aioflux.cli._copy as copy_mod
-    from aioflux._crc import crc32c
+    from aioflux._core.crc import crc32c
 
     monkeypatch.setattr(copy_mod, "STREAM_THRESHOLD", 1024)
     monkeypatch.setattr(copy_mod, "_CHUNK", 256 * 1024)

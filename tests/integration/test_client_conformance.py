@@ -19,12 +19,11 @@ from aioflux import (
     NotFound,
     PreconditionFailed,
 )
-from aioflux._crc import crc32c
-from aioflux._listing import list_objects_parallel
-from aioflux._resumable import ResumableUpload
-from aioflux._transport import Op
-
-from ..conftest import FAST_RETRY, unique_bucket
+from aioflux._core.crc import crc32c
+from aioflux._engines.listing import list_objects_parallel
+from aioflux._net.transport import Op
+from aioflux.gcs._resumable import ResumableUpload
+from tests.conftest import FAST_RETRY, unique_bucket
 
 
 @pytest.fixture(params=["emulator", "fake-gcs"])

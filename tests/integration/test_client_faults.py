@@ -16,11 +16,10 @@ from aioflux import (
     ServerError,
     Timeouts,
 )
-from aioflux._crc import crc32c
+from aioflux._core.crc import crc32c
 from aioflux.testing import Emulator, Faults
-
-from ..conftest import FAST_RETRY
-from ..raw_server import RawServer
+from tests.conftest import FAST_RETRY
+from tests.raw_server import RawServer
 
 
 async def _seed(client: AsyncClient, bucket: str, count: int, size: int) -> dict[str, int]:
@@ -123,7 +122,7 @@ async def test_no_token_in_errors_or_repr(emulator: Emulator, bucket: str) -> No
 
 async def test_crc_mismatch_is_retried_then_raised(client: AsyncClient, bucket: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    import aioflux._media as client_mod
+    import aioflux._net.media as client_mod
     from aioflux import ChecksumMismatch
 
     await client.write(bucket, "c", b"payload")

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from aioflux import AsyncClient, InvalidRequest, NotFound, StorageError
-from aioflux._crc import crc32c
-from aioflux._xml import MIN_PART_SIZE
+from aioflux._core.crc import crc32c
+from aioflux.gcs._xml import MIN_PART_SIZE
 
 
 async def test_multipart_flow(client: AsyncClient, bucket: str) -> None:
@@ -50,7 +50,7 @@ async def test_small_middle_part_is_rejected(client: AsyncClient, bucket: str) -
 async def test_corrupted_part_is_rejected(client: AsyncClient, bucket: str,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     upload_id = await client.initiate_multipart(bucket, "corrupt")
-    import aioflux._xml as xml
+    import aioflux.gcs._xml as xml
 
     real = xml.crc32c
     monkeypatch.setattr(xml, "crc32c", lambda data: real(data) ^ 1)

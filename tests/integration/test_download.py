@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aioflux import AsyncClient, ObjectInfo, PermissionDenied
-from aioflux._compose import COMPOSED_PREFIX, leftover_composites, plan_batches
-from aioflux._download import Downloader, DownloadOptions, download_many
-from aioflux._listing import list_objects_parallel
+from aioflux._engines.compose import COMPOSED_PREFIX, leftover_composites, plan_batches
+from aioflux._engines.download import Downloader, DownloadOptions, download_many
+from aioflux._engines.listing import list_objects_parallel
 from aioflux.testing import Emulator, Faults
 
 COMPOSE = DownloadOptions(compose_threshold=64 * 1024)

@@ -10,11 +10,10 @@ import socket
 import pytest
 
 from aioflux import AsyncClient, ClientConfig, RetryPolicy, TransportError
-from aioflux._crc import crc32c
+from aioflux._core.crc import crc32c
 from aioflux.testing import Emulator, FaultProxy
 from aioflux.testing._fault_proxy import CHUNK, _bytes_to_cut
-
-from ..conftest import FAST_RETRY
+from tests.conftest import FAST_RETRY
 
 
 def raw_get(endpoint: str, path: str) -> tuple[bytes, bool]:

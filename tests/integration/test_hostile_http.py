@@ -28,10 +28,9 @@ from aioflux import (
     Timeouts,
     TransportError,
 )
-from aioflux._crc import crc32c, encode_crc32c
-from aioflux._http import MediaPool
-
-from ..raw_server import RawServer
+from aioflux._core.crc import crc32c, encode_crc32c
+from aioflux._net.http import MediaPool
+from tests.raw_server import RawServer
 
 BODY = os.urandom(3000)
 HASH = f"crc32c={encode_crc32c(crc32c(BODY))}"

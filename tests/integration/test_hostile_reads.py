@@ -32,14 +32,13 @@ from aioflux import (
     TLSError,
     TransportError,
 )
-from aioflux._bridge import get_portal
-from aioflux._crc import crc32c, encode_crc32c
-from aioflux._reader import ObjectReader
-from aioflux._transport import Op
-
-from ..conftest import unique_bucket
-from ..raw_server import RawServer
-from ..tls_cert import self_signed
+from aioflux._core.crc import crc32c, encode_crc32c
+from aioflux._core.portal import get_portal
+from aioflux._engines.reader import ObjectReader
+from aioflux._net.transport import Op
+from tests.conftest import unique_bucket
+from tests.raw_server import RawServer
+from tests.tls_cert import self_signed
 
 OBJ = bytes(range(256)) * 400  # 102,400 bytes
 OBJ_CRC = crc32c(OBJ)

@@ -1,4 +1,4 @@
-"""The lean media-GET client (aioflux._http) against real servers.
+"""The lean media-GET client (aioflux._net.http) against real servers.
 
 Our emulator and fake-gcs-server for the normal path; small scripted
 servers for what they never do (chunked bodies, redirects, idle
@@ -33,13 +33,12 @@ from aioflux import (
     Timeouts,
     TransportError,
 )
-from aioflux._crc import crc32c, encode_crc32c
-from aioflux._http import BodyTruncated, MediaPool
+from aioflux._core.crc import crc32c, encode_crc32c
+from aioflux._net.http import BodyTruncated, MediaPool
 from aioflux.testing import Emulator, Faults
-
-from ..conftest import FAST_RETRY, unique_bucket
-from ..raw_server import RawServer
-from ..tls_cert import self_signed
+from tests.conftest import FAST_RETRY, unique_bucket
+from tests.raw_server import RawServer
+from tests.tls_cert import self_signed
 
 
 async def test_reads_go_over_the_lean_client(client: AsyncClient, bucket: str) -> None:
@@ -199,7 +198,7 @@ async def test_lean_reads_stop_when_most_responses_need_aiohttp(web_server: Any)
 
 
 def _op(path: str) -> Any:
-    from aioflux._transport import Op
+    from aioflux._net.transport import Op
 
     return Op("read", "scripted", path)
 

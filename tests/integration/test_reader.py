@@ -10,7 +10,7 @@ import pytest
 
 import aioflux
 from aioflux import Client, NotFound
-from aioflux._reader import ObjectReader
+from aioflux._engines.reader import ObjectReader
 from aioflux.testing import Emulator
 
 KiB = 1024

@@ -9,8 +9,8 @@ import pickle
 import pytest
 
 from aioflux import Client, NotFound
-from aioflux._crc import crc32c
-from aioflux._xml import MIN_PART_SIZE
+from aioflux._core.crc import crc32c
+from aioflux.gcs._xml import MIN_PART_SIZE
 
 
 def test_sync_operations(sync_client: Client, bucket: str) -> None:

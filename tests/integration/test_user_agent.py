@@ -10,9 +10,8 @@ import pytest
 
 import aioflux
 from aioflux import AsyncClient, ClientConfig, RetryPolicy
-from aioflux._crc import crc32c, encode_crc32c
-
-from ..raw_server import RawServer
+from aioflux._core.crc import crc32c, encode_crc32c
+from tests.raw_server import RawServer
 
 BODY = b"user agent"
 

@@ -26,12 +26,11 @@ from aioflux import (
     NotFound,
     StorageError,
 )
-from aioflux._async_writer import AsyncObjectWriter
-from aioflux._crc import crc32c, encode_crc32c
-from aioflux._resumable import CHUNK_GRANULARITY, ResumableUpload
+from aioflux._core.crc import crc32c, encode_crc32c
+from aioflux._engines.async_writer import AsyncObjectWriter
+from aioflux.gcs._resumable import CHUNK_GRANULARITY, ResumableUpload
 from aioflux.testing import Emulator
-
-from ..conftest import FAST_RETRY, unique_bucket
+from tests.conftest import FAST_RETRY, unique_bucket
 
 MiB = 1024 * 1024
 MARK = b"\x00MARK-OF-THE-BEAST\x00"

@@ -9,10 +9,10 @@ import pytest
 
 import aioflux
 from aioflux import AsyncClient, ChecksumMismatch, Client, ClientConfig, NotFound
-from aioflux._async_writer import AsyncObjectWriter
-from aioflux._bridge import call
-from aioflux._crc import crc32c
-from aioflux._writer import ObjectWriter
+from aioflux._core.crc import crc32c
+from aioflux._core.portal import call
+from aioflux._engines.async_writer import AsyncObjectWriter
+from aioflux._engines.writer import ObjectWriter
 from aioflux.testing import Emulator
 
 MiB = 1024 * 1024
@@ -114,7 +114,7 @@ def test_back_pressure_bounds_parts_in_flight(emulator: Emulator, bucket: str) -
 
 def test_part_buffers_are_reused(emulator: Emulator, bucket: str,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from aioflux._writer import _Parts
+    from aioflux._engines.writer import _Parts
 
     allocated = []
     real = _Parts.buffer
@@ -176,7 +176,7 @@ def test_part_checksums_come_from_the_running_one(sync_client: Client, bucket: s
                                                   kind: str) -> None:
     # Each part's crc32c (sent to the server, which checks it) is derived from
     # the writer's running checksum: no second pass over any part, the tail too.
-    import aioflux._xml as xml
+    import aioflux.gcs._xml as xml
 
     def second_pass(data: object) -> int:
         raise AssertionError("a part's checksum was computed again")

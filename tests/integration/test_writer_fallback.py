@@ -10,9 +10,8 @@ import pytest
 
 import aioflux
 from aioflux import Client, ClientConfig
-from aioflux._crc import crc32c
-
-from ..conftest import FAST_RETRY, unique_bucket
+from aioflux._core.crc import crc32c
+from tests.conftest import FAST_RETRY, unique_bucket
 
 PART = 5 * 1024 * 1024
 
@@ -62,8 +61,8 @@ def test_fallback_failed_part_fails_the_writer_without_hanging(
     # Parts go through the session one at a time, in order. A failed part
     # must still pass the turn on, or the parts queued behind it wait forever
     # (seen: close() hung under connection cuts in front of fake-gcs-server).
-    from aioflux._errors import TransportError
-    from aioflux._resumable import ResumableUpload
+    from aioflux._core.errors import TransportError
+    from aioflux.gcs._resumable import ResumableUpload
 
     client, bucket = fake_client
     sent = 0

@@ -32,14 +32,13 @@ import torch.utils.data
 
 import aioflux
 from aioflux import AsyncClient, Client, ClientConfig, RetryPolicy
-from aioflux._bridge import get_portal
-from aioflux._compose import COMPOSED_PREFIX
-from aioflux._crc import crc32c
-from aioflux._download import gather_bounded
+from aioflux._core.crc import crc32c
+from aioflux._core.portal import get_portal
+from aioflux._engines.compose import COMPOSED_PREFIX
+from aioflux._engines.download import gather_bounded
 from aioflux.testing import Emulator, FaultProxy, running_emulator
 from aioflux.torch import CheckpointManager, IterableDataset, MapDataset
-
-from ..conftest import unique_bucket
+from tests.conftest import unique_bucket
 
 P_CUT = 0.02
 # Answers lost whole, after the server acted: the case a per-64 KiB rate

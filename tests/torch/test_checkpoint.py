@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from aioflux import AsyncClient, Client, InvalidArgument, NotFound, ServerError
-from aioflux._bridge import call
+from aioflux._core.portal import call
 from aioflux.testing import Emulator
 from aioflux.torch import Checkpoint, CheckpointManager
 

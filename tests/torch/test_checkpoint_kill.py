@@ -12,8 +12,7 @@ import torch
 from aioflux import Client
 from aioflux.testing import Emulator
 from aioflux.torch import CheckpointManager
-
-from ._ckpt_child import KEEP_LAST, LAST_STEP, PART, run, state_for
+from tests.torch._ckpt_child import KEEP_LAST, LAST_STEP, PART, run, state_for
 
 
 def _assert_state(loaded: dict[str, object], step: int) -> None:
@@ -69,8 +68,8 @@ def test_sigkill_during_saves(emulator: Emulator, bucket: str, sync_client: Clie
     mgr.save(state_for(LAST_STEP + 1), LAST_STEP + 1)
     assert [c.step for c in mgr.list()] == [19, 20, 21]
 
-    clean = pytest.importorskip("aioflux._clean", reason="aioflux clean not available yet")
-    from aioflux._bridge import call
+    clean = pytest.importorskip("aioflux._engines.clean", reason="aioflux clean not available yet")
+    from aioflux._core.portal import call
 
     call(clean.clean_bucket(sync_client.aio, bucket, older_than=0))
     assert sync_client.list_multipart_uploads(bucket) == []

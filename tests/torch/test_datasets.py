@@ -10,8 +10,8 @@ import pytest
 import torch.utils.data
 
 from aioflux import AsyncClient, Client, ClientConfig, NotFound
-from aioflux._clean import clean_bucket
-from aioflux._compose import COMPOSED_PREFIX
+from aioflux._engines.clean import clean_bucket
+from aioflux._engines.compose import COMPOSED_PREFIX
 from aioflux.testing import Emulator
 from aioflux.torch import IterableDataset, MapDataset
 

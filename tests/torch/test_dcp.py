@@ -9,8 +9,7 @@ import torch.multiprocessing as mp
 
 from aioflux import Client
 from aioflux.testing import Emulator
-
-from ._dcp_worker import run
+from tests.torch._dcp_worker import run
 
 
 def _free_port() -> int:

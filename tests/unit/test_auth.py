@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from aioflux import AsyncClient
-from aioflux._auth import AnonymousAuth, GoogleAuth, StaticTokenAuth, resolve_auth
+from aioflux._net.auth import AnonymousAuth, GoogleAuth, StaticTokenAuth, resolve_auth
 
 
 class FakeCredentials:

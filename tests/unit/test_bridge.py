@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from aioflux import BridgeError
-from aioflux._bridge import Portal, call, get_portal, submit
+from aioflux._core.portal import Portal, call, get_portal, submit
 
 
 async def _where() -> tuple[int, int]:
@@ -98,7 +98,7 @@ def test_unclosed_clients_are_closed_quietly_at_exit() -> None:
 
 
 def test_iterate_yields_in_order_and_propagates_errors() -> None:
-    from aioflux._bridge import iterate
+    from aioflux._core.portal import iterate
 
     async def numbers(n: int, fail_at: int | None = None):  # type: ignore[no-untyped-def]
         for i in range(n):
@@ -116,7 +116,7 @@ def test_iterate_yields_in_order_and_propagates_errors() -> None:
 
 
 def test_iterate_early_exit_closes_the_async_generator() -> None:
-    from aioflux._bridge import iterate
+    from aioflux._core.portal import iterate
 
     closed = threading.Event()
 

@@ -50,7 +50,7 @@ def test_replace_validates() -> None:
 def test_object_names_quote_like_urllib(name: str) -> None:
     from urllib.parse import quote
 
-    from aioflux._client import _quote
+    from aioflux.gcs._client import _quote
 
     # The plain-name fast path must encode exactly as urllib does.
     assert _quote(name) == quote(name, safe="")

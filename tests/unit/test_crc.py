@@ -2,7 +2,7 @@ import google_crc32c
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aioflux._crc import (
+from aioflux._core.crc import (
     Crc32c,
     crc32c,
     crc32c_combine,

@@ -15,7 +15,7 @@ from aioflux import (
     TLSError,
     TransportError,
 )
-from aioflux._errors import error_for_status
+from aioflux._core.errors import error_for_status
 
 
 @pytest.mark.parametrize(

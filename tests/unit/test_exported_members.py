@@ -38,11 +38,17 @@ DOCUMENTED = {
 # Packages re-export only; modules (dcp, lightning) also hold their imports.
 PACKAGES = {"aioflux", "aioflux.torch", "aioflux.testing"}
 REMOVED_FROM_ROOT = {
-    "call": "aioflux._bridge", "submit": "aioflux._bridge", "get_portal": "aioflux._bridge",
-    "ObjectReader": "aioflux._reader", "ObjectWriter": "aioflux._writer",
-    "AsyncObjectWriter": "aioflux._async_writer", "ResumableUpload": "aioflux._resumable",
-    "COMPOSED_PREFIX": "aioflux._listing", "list_objects_parallel": "aioflux._listing",
-    "clean_bucket": "aioflux._clean", "CleanReport": "aioflux._clean",
+    "call": "aioflux._core.portal",
+    "submit": "aioflux._core.portal",
+    "get_portal": "aioflux._core.portal",
+    "ObjectReader": "aioflux._engines.reader",
+    "ObjectWriter": "aioflux._engines.writer",
+    "AsyncObjectWriter": "aioflux._engines.async_writer",
+    "ResumableUpload": "aioflux.gcs._resumable",
+    "COMPOSED_PREFIX": "aioflux._engines.listing",
+    "list_objects_parallel": "aioflux._engines.listing",
+    "clean_bucket": "aioflux._engines.clean",
+    "CleanReport": "aioflux._engines.clean",
 }
 # help(aioflux) ran 3,411 lines with the engine internals exported; now
 # ~3,040 on CPython 3.11, most of it the 14 error classes' inherited members
@@ -81,7 +87,7 @@ def test_help_of_aioflux_is_short_and_shows_no_private_base() -> None:
 
     text = pydoc.render_doc(aioflux, renderer=pydoc.plaintext)
     assert len(text.splitlines()) <= HELP_LINES_MAX
-    assert "aioflux._writer." not in text and "_PublishOnExit" not in text
+    assert "aioflux._engines.writer." not in text and "_PublishOnExit" not in text
 
 
 @pytest.mark.parametrize("module_name", sorted(DOCUMENTED))

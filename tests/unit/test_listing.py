@@ -13,8 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aioflux._listing import COMPOSED_PREFIX, iter_objects, list_objects_parallel, split_point
-from aioflux._types import ListPage, ObjectInfo
+from aioflux._core.types import ListPage, ObjectInfo
+from aioflux._engines.listing import (
+    COMPOSED_PREFIX,
+    iter_objects,
+    list_objects_parallel,
+    split_point,
+)
 
 
 class FakeLister:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from aioflux._reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD
-from aioflux._writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE
+from aioflux._engines.reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD
+from aioflux._engines.writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE
 from perf.scenarios import ckpt_load, ckpt_save
 
 

@@ -21,16 +21,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ._crc import crc32c, decode_crc32c, encode_crc32c
-from ._errors import (
+from .._core.crc import crc32c, decode_crc32c, encode_crc32c
+from .._core.errors import (
     ChecksumMismatch,
     InvalidArgument,
     ProtocolError,
     TransportError,
     describe,
 )
-from ._http import MediaResponse
-from ._transport import Op, Transport
+from .http import MediaResponse
+from .transport import Op, Transport
 
 __all__ = ["Fetched", "read_media"]
 

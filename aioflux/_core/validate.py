@@ -12,14 +12,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import urlsplit
 
-from ._errors import InvalidArgument, InvalidURL
-from ._types import ObjectInfo
-from ._urls import validate_bucket, validate_object_name
+from .errors import InvalidArgument, InvalidURL
+from .types import ObjectInfo
+from .urls import validate_bucket, validate_object_name
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials as GoogleCredentials
 
-    from ._auth import Auth
+    from .._net.auth import Auth
 
 __all__ = [
     "Credentials",

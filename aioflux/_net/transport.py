@@ -1,6 +1,6 @@
 """HTTP transport: one aiohttp session per event loop, the client's bounded
 semaphore, the retry loop, credentials for the endpoint's origin only. What
-a failure becomes is decided in :mod:`aioflux._failures`.
+a failure becomes is decided in :mod:`aioflux._net.failures`.
 """
 
 from __future__ import annotations
@@ -20,22 +20,22 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp.client_proto import ResponseHandler as AiohttpProtocol
 
-from ._auth import Auth
-from ._bridge import close_at_shutdown
-from ._config import ClientConfig
-from ._errors import (
+from .._core.config import ClientConfig
+from .._core.errors import (
     InvalidArgument,
     StorageError,
 )
-from ._failures import (
+from .._core.portal import close_at_shutdown
+from .._core.retry import retry_async
+from .auth import Auth
+from .failures import (
     Op,
     Redirected,
     error_from_media,
     error_from_response,
     raise_mapped,
 )
-from ._http import BodyTruncated, MediaPool, MediaResponse
-from ._retry import retry_async
+from .http import BodyTruncated, MediaPool, MediaResponse
 
 __all__ = ["MediaResponse", "Op", "Transport", "TransportStats", "request_body"]
 
@@ -265,7 +265,7 @@ class Transport:
     ) -> T:
         """GET an object body (or a range of it), retried per policy.
 
-        The request goes over the lean HTTP/1.1 client (:mod:`aioflux._http`)
+        The request goes over the lean HTTP/1.1 client (:mod:`aioflux._net.http`)
         unless ``ClientConfig.lean_reads`` is off or the response is one it
         leaves to aiohttp; either way ``handler`` sees the same
         :class:`MediaResponse`, inside the retry loop.
@@ -437,7 +437,7 @@ class Transport:
 
         Args:
             attempt: one attempt (e.g. :meth:`get_media_once`).
-            progress: see :func:`aioflux._retry.retry_async`.
+            progress: see :func:`aioflux._core.retry.retry_async`.
 
         Returns:
             The first successful result.

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NoReturn
 
-from ._crc import encode_crc32c
-from ._errors import ChecksumMismatch, NotFound, PreconditionFailed, StorageError, describe
-from ._transport import Op
-from ._types import ObjectInfo
+from .._core.crc import encode_crc32c
+from .._core.errors import ChecksumMismatch, NotFound, PreconditionFailed, StorageError, describe
+from .._core.types import ObjectInfo
+from .._net.transport import Op
 
 if TYPE_CHECKING:
     from ._client import AsyncClient

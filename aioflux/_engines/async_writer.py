@@ -1,6 +1,6 @@
 """``AsyncObjectWriter``: the streaming multipart writer for async pipelines.
 
-The async twin of :class:`~aioflux._writer.ObjectWriter`: same parts, same
+The async twin of :class:`~aioflux._engines.writer.ObjectWriter`: same parts, same
 bounded buffers (``part_size * (max_in_flight + 1)``), same rule that nothing
 is published unless ``close()`` succeeds. It runs on the caller's event
 loop, so it bounds in-flight parts with an ``asyncio.Semaphore`` instead of
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 
-from ._crc import crc32c_suffix
-from ._errors import InvalidArgument
-from ._types import ObjectInfo
-from ._writer import _Bytes, _WriterBase
+from .._core.crc import crc32c_suffix
+from .._core.errors import InvalidArgument
+from .._core.types import ObjectInfo
+from .writer import _Bytes, _WriterBase
 
 __all__ = ["AsyncObjectWriter"]
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from .._errors import InvalidArgument
-from .._writer import _PublishOnExit
+from .._core.errors import InvalidArgument
+from .writer import _PublishOnExit
 
 try:
     import zstandard

@@ -1,8 +1,8 @@
 """``aioflux.open(url, mode)``: file objects over gs:// objects.
 
-``"wb"`` returns an :class:`~aioflux._writer.ObjectWriter` (streaming
+``"wb"`` returns an :class:`~aioflux._engines.writer.ObjectWriter` (streaming
 multipart upload, published only on a clean close), ``"rb"`` an
-:class:`~aioflux._reader.ObjectReader` (parallel ranged read-ahead,
+:class:`~aioflux._engines.reader.ObjectReader` (parallel ranged read-ahead,
 seekable). With ``compression="zstd"`` the stream is (de)compressed with
 multithreaded zstandard on the way (the read side is then not seekable).
 """
@@ -13,12 +13,12 @@ import os
 import threading
 from typing import IO, Any
 
-from ._client import AsyncClient
-from ._reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD, ObjectReader
-from ._sync import Client
-from ._urls import parse_url
-from ._validate import check_instance, check_int, check_str
-from ._writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE, ObjectWriter
+from .._core.urls import parse_url
+from .._core.validate import check_instance, check_int, check_str
+from .._engines.reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD, ObjectReader
+from .._engines.writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE, ObjectWriter
+from ..gcs._client import AsyncClient
+from .sync import Client
 
 __all__ = ["default_client", "open", "resolve_client"]
 
@@ -109,14 +109,14 @@ def open(
         raw = ObjectWriter(aio, bucket, name, part_size=part_size, max_in_flight=max_in_flight,
                            content_type=content_type)
         if compression == "zstd":
-            from .torch._zstd import compress_writer
+            from .._engines.zstd import compress_writer
 
             return compress_writer(raw)  # type: ignore[return-value]
         return raw  # type: ignore[no-any-return]
     # A read mode (checked above).
     raw = ObjectReader(aio, bucket, name, chunk_size=chunk_size, read_ahead=read_ahead)
     if compression == "zstd":
-        from .torch._zstd import decompress_reader
+        from .._engines.zstd import decompress_reader
 
         return decompress_reader(raw)  # type: ignore[no-any-return]
     return raw  # type: ignore[no-any-return]

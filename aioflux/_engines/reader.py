@@ -16,13 +16,13 @@ import io
 import os
 from typing import TYPE_CHECKING
 
-from ._bridge import get_portal
-from ._crc import crc32c_combine, encode_crc32c
-from ._errors import ChecksumMismatch, InvalidArgument, ProtocolError
-from ._types import ObjectInfo
+from .._core.crc import crc32c_combine, encode_crc32c
+from .._core.errors import ChecksumMismatch, InvalidArgument, ProtocolError
+from .._core.portal import get_portal
+from .._core.types import ObjectInfo
 
 if TYPE_CHECKING:
-    from ._client import AsyncClient
+    from ..gcs._client import AsyncClient
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "DEFAULT_READ_AHEAD", "ObjectReader"]
 

@@ -16,14 +16,14 @@ from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Iterator, S
 from contextlib import aclosing
 from dataclasses import dataclass
 
-from ._bridge import get_portal
-from ._client import AsyncClient
-from ._download import Downloader, DownloadOptions
-from ._listing import DEFAULT_LIST_CONCURRENCY, iter_objects
-from ._sync import Client
-from ._types import ObjectInfo
-from ._urls import parse_url
-from ._validate import check_bool, check_instance, check_int, check_str, list_args
+from .._api.sync import Client
+from .._core.portal import get_portal
+from .._core.types import ObjectInfo
+from .._core.urls import parse_url
+from .._core.validate import check_bool, check_instance, check_int, check_str, list_args
+from ..gcs._client import AsyncClient
+from .download import Downloader, DownloadOptions
+from .listing import DEFAULT_LIST_CONCURRENCY, iter_objects
 
 __all__ = [
     "DEFAULT_LOAD_CONCURRENCY",

@@ -10,8 +10,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from ._config import RetryPolicy
-from ._errors import (
+from .config import RetryPolicy
+from .errors import (
     ChecksumMismatch,
     RateLimited,
     ServerError,

@@ -23,12 +23,12 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._bridge import get_portal
-from ._client import AsyncClient
-from ._crc import crc32c_combine
-from ._errors import ChecksumMismatch, StorageError
-from ._listing import COMPOSED_PREFIX
-from ._types import ObjectInfo
+from .._core.crc import crc32c_combine
+from .._core.errors import ChecksumMismatch, StorageError
+from .._core.portal import get_portal
+from .._core.types import ObjectInfo
+from ..gcs._client import AsyncClient
+from .listing import COMPOSED_PREFIX
 
 __all__ = [
     "COMPOSED_PREFIX",

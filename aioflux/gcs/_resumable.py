@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import yarl
 
-from ._crc import encode_crc32c
-from ._errors import InvalidArgument, NotFound, StorageError
+from .._core.crc import encode_crc32c
+from .._core.errors import InvalidArgument, NotFound, StorageError
+from .._core.types import ObjectInfo
+from .._net.transport import Op, request_body
 from ._published import discard_published, verify_published
-from ._transport import Op, request_body
-from ._types import ObjectInfo
 
 if TYPE_CHECKING:
     from ._client import AsyncClient

@@ -11,8 +11,8 @@ import re
 import ssl
 from dataclasses import dataclass, field
 
-from ._errors import InvalidArgument
-from ._version import DISTRIBUTION, __version__
+from .._version import DISTRIBUTION, __version__
+from .errors import InvalidArgument
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",

@@ -5,7 +5,7 @@ For each batch of objects the planner picks, per object:
 - **ranged chunks** for objects of at least ``ranged_threshold`` bytes:
   ``chunk_size`` ranges read concurrently into one preallocated buffer;
 - **composed batches** for objects of at most ``compose_threshold`` bytes
-  (when compose is on): see :mod:`aioflux._compose`;
+  (when compose is on): see :mod:`aioflux._engines.compose`;
 - **direct GETs** for everything else, all under the client's semaphore.
 """
 
@@ -17,17 +17,17 @@ from collections.abc import AsyncGenerator, Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ._client import AsyncClient
-from ._compose import (
+from .._core.crc import crc32c_combine, encode_crc32c
+from .._core.errors import ChecksumMismatch, NotFound, PermissionDenied, PreconditionFailed
+from .._core.types import ObjectInfo
+from ..gcs._client import AsyncClient
+from .compose import (
     COMPOSED_PREFIX,
     MAX_COMPOSE_SOURCES,
     ComposeMismatch,
     fetch_composed,
     plan_batches,
 )
-from ._crc import crc32c_combine, encode_crc32c
-from ._errors import ChecksumMismatch, NotFound, PermissionDenied, PreconditionFailed
-from ._types import ObjectInfo
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",

@@ -12,10 +12,9 @@ from urllib.parse import quote
 import aiohttp
 from gcloud.aio.storage import Storage
 
-from ._auth import Auth, emulator_endpoint, resolve_auth
-from ._config import ClientConfig
-from ._crc import crc32c, crc32c_combine, encode_crc32c
-from ._errors import (
+from .._core.config import ClientConfig
+from .._core.crc import crc32c, crc32c_combine, encode_crc32c
+from .._core.errors import (
     InvalidArgument,
     InvalidURL,
     NotFound,
@@ -23,13 +22,9 @@ from ._errors import (
     ProtocolError,
     describe,
 )
-from ._media import Fetched, read_media
-from ._published import verify_published
-from ._resumable import ResumableUpload
-from ._transport import Op, Transport
-from ._types import COMPACT_JSON, LIST_FIELDS, ListPage, ObjectInfo, objects_from_json
-from ._urls import validate_bucket
-from ._validate import (
+from .._core.types import COMPACT_JSON, LIST_FIELDS, ListPage, ObjectInfo, objects_from_json
+from .._core.urls import validate_bucket
+from .._core.validate import (
     Credentials,
     check_credentials,
     check_endpoint,
@@ -42,11 +37,16 @@ from ._validate import (
     read_args,
     write_args,
 )
+from .._net.auth import Auth, emulator_endpoint, resolve_auth
+from .._net.media import Fetched, read_media
+from .._net.transport import Op, Transport
+from ._published import verify_published
+from ._resumable import ResumableUpload
 from ._xml import XmlMultipartMixin
 
 if TYPE_CHECKING:
-    from ._download import DownloadOptions
-    from ._iterables import StreamItem
+    from .._engines.download import DownloadOptions
+    from .._engines.iterables import StreamItem
 
 __all__ = ["AsyncClient", "Buffer", "DEFAULT_ENDPOINT", "SIMPLE_UPLOAD_LIMIT"]
 
@@ -304,7 +304,7 @@ class AsyncClient(XmlMultipartMixin):
             InvalidArgument: a setting of the wrong type (at once).
             StorageError: listing or a download failed (while iterating).
         """
-        from ._iterables import stream, stream_args
+        from .._engines.iterables import stream, stream_args
 
         stream_args("stream", bucket, prefix, concurrency, ordered, list_concurrency, options)
         return stream(self, bucket, prefix, concurrency=concurrency, ordered=ordered,
@@ -368,7 +368,7 @@ class AsyncClient(XmlMultipartMixin):
                      into: memoryview | None = None, generation: int | None = None,
                      size: int | None = None, crc: int | None = None,
                      want_crc: bool = False) -> Fetched:
-        """A checked, resumable read (:func:`aioflux._media.read_media`);
+        """A checked, resumable read (:func:`aioflux._net.media.read_media`);
         ``size``/``crc`` are the object's if known (listing, stat)."""
         # The query goes into the URL string: yarl's extend_query costs ~5%
         # of a small read's client CPU.

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from ._errors import BridgeError
+from .errors import BridgeError
 
 __all__ = ["Portal", "call", "close_at_shutdown", "get_portal", "iterate", "submit"]
 

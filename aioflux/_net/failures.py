@@ -1,6 +1,6 @@
 """How answers and failures become aioflux errors: the one place where an
 HTTP error status, an aiohttp or OS exception, or a redirect turns into the
-most specific class of the tree in :mod:`aioflux._errors`, with a message
+most specific class of the tree in :mod:`aioflux._core.errors`, with a message
 that names the operation, bucket and object and never a header.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, NoReturn
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
 
-from ._errors import (
+from .._core.errors import (
     ProtocolError,
     StorageError,
     TLSError,
@@ -23,8 +23,8 @@ from ._errors import (
     describe,
     error_for_status,
 )
-from ._http import BodyTruncated, MediaResponse
-from ._retry import parse_retry_after
+from .._core.retry import parse_retry_after
+from .http import BodyTruncated, MediaResponse
 
 __all__ = ["Op", "Redirected", "error_from_media", "error_from_response", "map_exception",
            "parse_error_body", "raise_mapped"]

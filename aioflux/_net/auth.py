@@ -13,7 +13,7 @@ import os
 import threading
 from typing import Any, Protocol
 
-from ._errors import PermissionDenied
+from .._core.errors import PermissionDenied
 
 __all__ = [
     "AnonymousAuth",

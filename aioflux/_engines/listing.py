@@ -26,8 +26,8 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import cast
 
-from ._client import AsyncClient
-from ._types import ListPage, ObjectInfo
+from .._core.types import ListPage, ObjectInfo
+from ..gcs._client import AsyncClient
 
 __all__ = [
     "COMPOSED_PREFIX",

@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import InvalidArgument
+from .._core.errors import InvalidArgument
 
 __all__ = ["BodyTruncated", "MediaPool", "MediaResponse", "MalformedResponse"]
 

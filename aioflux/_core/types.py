@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple, NoReturn
 
-from ._crc import decode_crc32c
+from .crc import decode_crc32c
 
 __all__ = ["ListPage", "MultipartUploadInfo", "ObjectInfo", "PartInfo"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from ._errors import InvalidURL
+from .errors import InvalidURL
 
 __all__ = ["GcsURL", "parse_url", "validate_bucket", "validate_object_name"]
 

@@ -12,12 +12,10 @@ import builtins
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
-from ._bridge import get_portal, iterate
-from ._client import AsyncClient, Buffer, SourceSpec
-from ._config import ClientConfig
-from ._transport import Transport
-from ._types import LIST_FIELDS, ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
-from ._validate import (
+from .._core.config import ClientConfig
+from .._core.portal import get_portal, iterate
+from .._core.types import LIST_FIELDS, ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
+from .._core.validate import (
     Credentials,
     check_credentials,
     check_endpoint,
@@ -25,10 +23,12 @@ from ._validate import (
     check_str,
     list_args,
 )
+from .._net.transport import Transport
+from ..gcs._client import AsyncClient, Buffer, SourceSpec
 
 if TYPE_CHECKING:
-    from ._download import DownloadOptions
-    from ._iterables import StreamItem
+    from .._engines.download import DownloadOptions
+    from .._engines.iterables import StreamItem
 
 __all__ = ["Client"]
 

@@ -14,14 +14,14 @@ from urllib.parse import quote
 
 import aiohttp
 
-from ._crc import crc32c, decode_crc32c, encode_crc32c
-from ._errors import ChecksumMismatch, InvalidArgument, InvalidRequest, StorageError
-from ._transport import Op
-from ._types import MultipartUploadInfo, PartInfo
-from ._urls import validate_bucket, validate_object_name
+from .._core.crc import crc32c, decode_crc32c, encode_crc32c
+from .._core.errors import ChecksumMismatch, InvalidArgument, InvalidRequest, StorageError
+from .._core.types import MultipartUploadInfo, PartInfo
+from .._core.urls import validate_bucket, validate_object_name
+from .._net.transport import Op
 
 if TYPE_CHECKING:
-    from ._transport import Transport
+    from .._net.transport import Transport
 
 __all__ = ["MAX_PARTS", "MIN_PART_SIZE", "XmlMultipartMixin"]
 

@@ -17,11 +17,11 @@ import datetime as dt
 import time
 from dataclasses import dataclass, field
 
-from ._client import AsyncClient
-from ._download import gather_bounded
-from ._errors import InvalidRequest, NotFound, StorageError
-from ._listing import COMPOSED_PREFIX
-from ._types import MultipartUploadInfo, ObjectInfo
+from .._core.errors import InvalidRequest, NotFound, StorageError
+from .._core.types import MultipartUploadInfo, ObjectInfo
+from ..gcs._client import AsyncClient
+from .download import gather_bounded
+from .listing import COMPOSED_PREFIX
 
 __all__ = ["DEFAULT_OLDER_THAN", "CleanReport", "Skipped", "clean_bucket"]
 

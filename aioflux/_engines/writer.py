@@ -31,19 +31,19 @@ import io
 import threading
 from typing import TYPE_CHECKING
 
-from ._bridge import get_portal
-from ._crc import Crc32c, crc32c_suffix, decode_crc32c
-from ._errors import InvalidArgument, InvalidRequest, NotFound, StorageError
-from ._published import verify_published
-from ._resumable import CHUNK_GRANULARITY, ResumableUpload
-from ._transport import Op
-from ._types import ObjectInfo, PartInfo
-from ._xml import MAX_PARTS, MIN_PART_SIZE
+from .._core.crc import Crc32c, crc32c_suffix, decode_crc32c
+from .._core.errors import InvalidArgument, InvalidRequest, NotFound, StorageError
+from .._core.portal import get_portal
+from .._core.types import ObjectInfo, PartInfo
+from .._net.transport import Op
+from ..gcs._published import verify_published
+from ..gcs._resumable import CHUNK_GRANULARITY, ResumableUpload
+from ..gcs._xml import MAX_PARTS, MIN_PART_SIZE
 
 if TYPE_CHECKING:
     from typing import Self  # Python >= 3.11; annotations only
 
-    from ._client import AsyncClient
+    from ..gcs._client import AsyncClient
 
 __all__ = [
     "DEFAULT_MAX_IN_FLIGHT",
@@ -298,7 +298,7 @@ class _PublishOnExit:
     ``close()`` and discards on ``abort()``: leaving a ``with`` block
     normally publishes, leaving it by an exception aborts, and a writer
     garbage-collected unclosed is aborted. Shared by ObjectWriter and
-    :class:`~aioflux.torch._zstd.ZstdWriter`; put it before the io base
+    :class:`~aioflux._engines.zstd.ZstdWriter`; put it before the io base
     in the bases so its methods win."""
 
     _done: bool
