@@ -1,11 +1,13 @@
-"""aioflux: fast Google Cloud Storage for PyTorch, asyncio first.
+"""aioflux: fast object storage for PyTorch, asyncio first.
 
 Public API (everything else lives in private modules and may change):
 
-- clients: :class:`AsyncClient` and its blocking twin :class:`Client`;
+- stores: :class:`AsyncClient` (GCS, ``gs://``) and its blocking twin
+  :class:`Client`; :class:`LocalStore` (``file://`` and plain paths); the
+  :class:`ObjectStore` protocol they share;
 - settings: :class:`ClientConfig`, :class:`RetryPolicy`, :class:`Timeouts`;
 - records: :class:`ObjectInfo`, :class:`ListPage`, :class:`PartInfo`,
-  :class:`MultipartUploadInfo`, :class:`StreamItem`, :class:`GcsURL`;
+  :class:`MultipartUploadInfo`, :class:`StreamItem`, :class:`StoreURL`;
 - files and URLs: :func:`open`, :func:`parse_url`;
 - iterables: :func:`list_files`, :func:`load_files` and the async
   :func:`alist_files`, :func:`aload_files`;
@@ -17,6 +19,7 @@ The async client is importable without torch; datasets and checkpointing
 live in :mod:`aioflux.torch`, the emulator in :mod:`aioflux.testing`.
 """
 
+from ._api.iterables import alist_files, aload_files, list_files, load_files
 from ._api.open import open
 from ._api.sync import Client
 from ._core.config import ClientConfig, RetryPolicy, Timeouts
@@ -38,12 +41,14 @@ from ._core.errors import (
     TLSError,
     TransportError,
 )
+from ._core.store import ObjectStore
 from ._core.types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
-from ._core.urls import GcsURL, parse_url
+from ._core.urls import GcsURL, StoreURL, parse_url
 from ._engines.download import Downloader, DownloadOptions, DownloadStats, download_many
-from ._engines.iterables import StreamItem, alist_files, aload_files, list_files, load_files
+from ._engines.iterables import StreamItem
 from ._version import __version__
 from .gcs._client import AsyncClient
+from .local import LocalStore
 
 __all__ = [
     "AiofluxError",
@@ -61,9 +66,11 @@ __all__ = [
     "InvalidRequest",
     "InvalidURL",
     "ListPage",
+    "LocalStore",
     "MultipartUploadInfo",
     "NotFound",
     "ObjectInfo",
+    "ObjectStore",
     "PartInfo",
     "PermissionDenied",
     "PreconditionFailed",
@@ -72,6 +79,7 @@ __all__ = [
     "RetryPolicy",
     "ServerError",
     "StorageError",
+    "StoreURL",
     "StreamItem",
     "TLSError",
     "Timeouts",

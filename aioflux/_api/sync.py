@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from .._core.config import ClientConfig
 from .._core.portal import get_portal, iterate
+from .._core.store import Buffer, SourceSpec
 from .._core.types import LIST_FIELDS, ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from .._core.validate import (
     Credentials,
@@ -24,7 +25,7 @@ from .._core.validate import (
     list_args,
 )
 from .._net.transport import Transport
-from ..gcs._client import AsyncClient, Buffer, SourceSpec
+from ..gcs._client import AsyncClient
 
 if TYPE_CHECKING:
     from .._engines.download import DownloadOptions

@@ -168,10 +168,12 @@ class ChecksumMismatch(StorageError):
     """Bytes received or stored do not match their crc32c or length."""
 
 
-def describe(operation: str, bucket: str, name: str) -> str:
-    """Render ``operation gs://bucket/name`` for messages."""
-    target = f"gs://{bucket}/{name}" if name else f"gs://{bucket}" if bucket else ""
-    return f"{operation} {target}".strip()
+def describe(operation: str, bucket: str, name: str, scheme: str = "gs") -> str:
+    """Render ``operation gs://bucket/name`` (``file:///bucket/name``...) for messages."""
+    if not bucket:
+        return operation
+    root = f"file:///{bucket}" if scheme == "file" else f"{scheme}://{bucket}"
+    return f"{operation} {root}/{name}" if name else f"{operation} {root}"
 
 
 def error_for_status(

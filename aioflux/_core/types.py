@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple, NoReturn
 
 from .crc import decode_crc32c
+from .urls import format_url
 
 __all__ = ["ListPage", "MultipartUploadInfo", "ObjectInfo", "PartInfo"]
 
@@ -71,6 +72,12 @@ class ObjectInfo(NamedTuple):
         content_type: content type, if known.
         updated: RFC 3339 time of the last update, if known.
         metadata: custom metadata (read-only).
+        scheme: the store it is on (``gs``, ``file``...).
+
+    ``generation`` is the store's version number of the content (GCS's
+    generation; a file's modification time in nanoseconds): preconditions
+    and cache keys use it, and :attr:`version` renders it for any store.
+    ``metageneration`` and ``md5`` are GCS's and None elsewhere.
     """
 
     bucket: str
@@ -83,11 +90,17 @@ class ObjectInfo(NamedTuple):
     content_type: str | None = None
     updated: str | None = None
     metadata: dict[str, str] = NO_METADATA
+    scheme: str = "gs"
 
     @property
     def url(self) -> str:
-        """``gs://bucket/name``."""
-        return f"gs://{self.bucket}/{self.name}"
+        """``gs://bucket/name`` (``file:///bucket/name`` on the filesystem)."""
+        return format_url(self.scheme, self.bucket, self.name)
+
+    @property
+    def version(self) -> str | None:
+        """The content's version token on its store, or None if unknown."""
+        return str(self.generation) if self.generation else None
 
     def replace(self, **changes: Any) -> ObjectInfo:
         """A copy with some fields changed, like ``ClientConfig.replace``.
@@ -155,7 +168,7 @@ def objects_from_json(bucket: str, items: Iterable[dict[str, Any]]) -> list[Obje
                 if len(raw) == 4:
                     append(new(cls, (bucket, name, int(size), int(generation),
                                      from_bytes(raw, "big"), None, None, None, None,
-                                     no_metadata)))
+                                     no_metadata, "gs")))
                     continue
         append(_from_json(bucket, item))
     return out
@@ -174,7 +187,7 @@ def _from_json(bucket: str, item: dict[str, Any]) -> ObjectInfo:
     return _new_tuple(ObjectInfo, (
         get("bucket", bucket), item["name"], int(get("size", 0)), int(get("generation", 0)),
         crc32c, get("md5Hash"), None if meta is None else int(meta), get("contentType"),
-        get("updated"), dict(metadata) if metadata else NO_METADATA))
+        get("updated"), dict(metadata) if metadata else NO_METADATA, "gs"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,35 +1,67 @@
-"""``gs://bucket/name`` parsing and validation."""
+"""Storage URLs: ``gs://bucket/name``, ``file:///path`` or a plain path.
+
+Every backend addresses an object as (bucket, name). For the local
+filesystem the bucket is the first directory of the absolute path and the
+name the rest (``file:///mnt/nfs/run1/x`` is bucket ``mnt``, name
+``nfs/run1/x``), so the engines above the backends see one shape.
+"""
 
 from __future__ import annotations
 
+import os
 import re
-from typing import NamedTuple
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from .errors import InvalidURL
 
-__all__ = ["GcsURL", "parse_url", "validate_bucket", "validate_object_name"]
+__all__ = [
+    "GcsURL",
+    "SCHEMES",
+    "StoreURL",
+    "format_url",
+    "parse_url",
+    "validate_bucket",
+    "validate_object_name",
+]
+
+# The schemes a URL may name; a plain path means "file".
+SCHEMES = ("gs", "s3", "file")
 
 # GCS bucket naming: 3-63 chars (up to 222 with dots), lowercase letters,
 # digits, dashes, underscores and dots, starting and ending alphanumeric.
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
+# S3 bucket naming: 3-63 lowercase letters, digits, dots and dashes.
+_S3_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _MAX_OBJECT_NAME_BYTES = 1024
 
 
-def validate_bucket(bucket: str, *, arg: str = "bucket") -> str:
-    """Check a bucket name against GCS naming rules.
+def validate_bucket(bucket: str, *, arg: str = "bucket", scheme: str = "gs") -> str:
+    """Check a bucket name against the naming rules of ``scheme``'s store.
 
     Args:
         bucket: the bucket name.
         arg: the argument's name, for the message.
+        scheme: ``gs`` (GCS rules), ``s3`` (S3 rules) or ``file`` (a
+            directory name).
 
     Returns:
         The same name.
 
     Raises:
-        InvalidURL: the name cannot be a GCS bucket (or is not a string).
+        InvalidURL: the name cannot be a bucket there (or is not a string).
     """
     if not isinstance(bucket, str):
         raise InvalidURL(f"{arg} must be a bucket name string, got {type(bucket).__name__}")
+    if scheme == "file":
+        if not bucket or "/" in bucket or "\0" in bucket or bucket in (".", ".."):
+            raise InvalidURL(f"{arg}: {bucket!r} is not a directory name")
+        return bucket
+    if scheme == "s3":
+        if not _S3_BUCKET_RE.match(bucket) or ".." in bucket:
+            raise InvalidURL(f"{arg}: invalid S3 bucket name {bucket!r}: use 3-63 lowercase "
+                             "letters, digits, '-' or '.'")
+        return bucket
     if not _BUCKET_RE.match(bucket) or ".." in bucket:
         raise InvalidURL(f"{arg}: invalid bucket name {bucket!r}: use 3-63 lowercase letters, "
                          "digits, '-', '_' or '.', starting and ending with a letter or digit")
@@ -38,12 +70,14 @@ def validate_bucket(bucket: str, *, arg: str = "bucket") -> str:
     return bucket
 
 
-def validate_object_name(name: str, *, arg: str = "name") -> str:
-    """Check an object name against GCS naming rules.
+def validate_object_name(name: str, *, arg: str = "name", scheme: str = "gs") -> str:
+    """Check an object name against GCS naming rules (and, for ``file``,
+    that it is a relative path without ``.``/``..`` or empty segments).
 
     Args:
         name: the object name.
         arg: the argument's name, for the message.
+        scheme: the store's scheme.
 
     Returns:
         The same name.
@@ -69,52 +103,109 @@ def validate_object_name(name: str, *, arg: str = "name") -> str:
         raise InvalidURL(f"{arg}: object name {name!r} is not allowed")
     if "\r" in name or "\n" in name:
         raise InvalidURL(f"{arg}: object name {name!r} contains a line break")
+    if scheme == "file":
+        segments = name.rstrip("/").split("/")
+        if "\0" in name or any(seg in ("", ".", "..") for seg in segments):
+            raise InvalidURL(f"{arg}: {name!r} is not a plain relative path (no '.', '..', "
+                             "empty segments or NUL)")
     return name
 
 
-class GcsURL(NamedTuple):
-    """A parsed ``gs://bucket/name`` URL (``name`` may be empty for a bucket)."""
+def format_url(scheme: str, bucket: str, name: str = "") -> str:
+    """The URL of ``name`` in ``bucket`` on ``scheme``'s store.
+
+    Args:
+        scheme: ``gs``, ``s3`` or ``file``.
+        bucket: bucket (for ``file``, the first directory).
+        name: object name (may be empty).
+
+    Returns:
+        ``gs://bucket/name``, ``s3://bucket/name`` or ``file:///bucket/name``.
+    """
+    if scheme == "file":
+        return f"file:///{bucket}/{name}"
+    return f"{scheme}://{bucket}/{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreURL:
+    """A parsed storage URL (``name`` may be empty for a bucket or folder).
+
+    It unpacks as ``bucket, name = parse_url(url)``, as it did when every
+    URL was ``gs://``; ``scheme`` says which store it is on.
+    """
 
     bucket: str
     name: str
+    scheme: str = "gs"
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((self.bucket, self.name))
 
     def __str__(self) -> str:
-        return f"gs://{self.bucket}/{self.name}"
+        return format_url(self.scheme, self.bucket, self.name)
 
-    def join(self, *parts: str) -> GcsURL:
+    def join(self, *parts: str) -> StoreURL:
         """Append path parts with ``/``.
 
         Args:
             *parts: path segments.
 
         Returns:
-            A new GcsURL.
+            A new StoreURL.
         """
         name = "/".join(p.strip("/") for p in (self.name, *parts) if p.strip("/"))
-        return GcsURL(self.bucket, name)
+        return StoreURL(self.bucket, name, self.scheme)
 
 
-def parse_url(url: str, *, require_object: bool = False) -> GcsURL:
-    """Parse ``gs://bucket[/name]``.
+# The name from before other stores; the same class.
+GcsURL = StoreURL
+
+
+def parse_url(url: str, *, require_object: bool = False) -> StoreURL:
+    """Parse ``gs://bucket[/name]``, ``s3://bucket[/name]``, ``file:///path``
+    or a plain filesystem path (made absolute; it means ``file``).
 
     Args:
-        url: the URL.
+        url: the URL or path.
         require_object: reject URLs that name only a bucket.
 
     Returns:
-        GcsURL(bucket, name).
+        StoreURL(bucket, name, scheme).
 
     Raises:
-        InvalidURL: not a gs:// URL, bad bucket, or missing object name.
+        InvalidURL: an unknown scheme, a bad bucket or name, or a missing
+            object name.
     """
     if not isinstance(url, str):
-        raise InvalidURL(f"expected a gs:// URL string, got {type(url).__name__}")
-    if not url.startswith("gs://"):
-        raise InvalidURL(f"not a gs:// URL: {url!r}")
-    bucket, _, name = url[len("gs://"):].partition("/")
-    validate_bucket(bucket)
+        raise InvalidURL(f"expected a URL string, got {type(url).__name__}")
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        if not url:
+            raise InvalidURL("empty URL")
+        scheme, rest = "file", _absolute(url)
+    elif scheme == "file":
+        host, slash, path = rest.partition("/")
+        if host not in ("", "localhost") or not slash:
+            raise InvalidURL(f"a file URL names a local absolute path (file:///path), "
+                             f"got {url!r}")
+        rest = path
+    elif scheme not in SCHEMES:
+        raise InvalidURL(f"unknown scheme {scheme!r} in {url!r}: use gs://, s3://, file:// "
+                         "or a path")
+    bucket, _, name = rest.partition("/")
+    if scheme == "file" and not bucket:
+        raise InvalidURL(f"{url!r} names the filesystem root, not a directory under it")
+    validate_bucket(bucket, arg=f"bucket of {url!r}", scheme=scheme)
     if name:
-        validate_object_name(name)
+        validate_object_name(name, arg=f"name in {url!r}", scheme=scheme)
     elif require_object:
         raise InvalidURL(f"URL names no object: {url!r}")
-    return GcsURL(bucket, name)
+    return StoreURL(bucket, name, scheme)
+
+
+def _absolute(path: str) -> str:
+    """``path`` made absolute without its leading ``/``; a trailing ``/``
+    (a folder) is kept."""
+    full = os.path.abspath(path).lstrip("/")
+    return full + "/" if path.endswith("/") and not full.endswith("/") else full

@@ -14,12 +14,12 @@ from urllib.parse import urlsplit
 
 from .errors import InvalidArgument, InvalidURL
 from .types import ObjectInfo
-from .urls import validate_bucket, validate_object_name
+from .urls import format_url, validate_bucket, validate_object_name
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials as GoogleCredentials
 
-    from .._net.auth import Auth
+    from .auth import Auth
 
 __all__ = [
     "Credentials",
@@ -51,7 +51,7 @@ def _kind(value: object) -> str:
 
 
 def check_object(op: str, bucket: object, name: object, *, bucket_arg: str = "bucket",
-                 name_arg: str = "name") -> None:
+                 name_arg: str = "name", scheme: str = "gs") -> None:
     """Check a bucket and an object name.
 
     Args:
@@ -60,13 +60,14 @@ def check_object(op: str, bucket: object, name: object, *, bucket_arg: str = "bu
         name: the object name argument.
         bucket_arg: the bucket argument's name.
         name_arg: the name argument's name.
+        scheme: the store's scheme (its naming rules apply).
 
     Raises:
-        InvalidURL: either is not a valid GCS name.
+        InvalidURL: either is not a valid name there.
     """
     try:
-        validate_bucket(bucket, arg=bucket_arg)  # type: ignore[arg-type]
-        validate_object_name(name, arg=name_arg)  # type: ignore[arg-type]
+        validate_bucket(bucket, arg=bucket_arg, scheme=scheme)  # type: ignore[arg-type]
+        validate_object_name(name, arg=name_arg, scheme=scheme)  # type: ignore[arg-type]
     except InvalidURL as exc:
         raise InvalidURL(f"{op}: {exc}") from None
 
@@ -259,7 +260,7 @@ def check_credentials(op: str, credentials: Any) -> None:
 
 def list_args(op: str, bucket: object, prefix: object, *, delimiter: object = None,
               start_offset: object = None, end_offset: object = None, page_size: object = 1000,
-              fields: object = None) -> None:
+              fields: object = None, scheme: str = "gs") -> None:
     """Arguments of ``list`` / ``list_objects`` / ``stream``.
 
     Raises:
@@ -267,7 +268,7 @@ def list_args(op: str, bucket: object, prefix: object, *, delimiter: object = No
         InvalidArgument: a wrong type.
     """
     try:
-        validate_bucket(bucket)  # type: ignore[arg-type]
+        validate_bucket(bucket, scheme=scheme)  # type: ignore[arg-type]
     except InvalidURL as exc:
         raise InvalidURL(f"{op}: {exc}") from None
     check_str(op, "prefix", prefix)
@@ -278,33 +279,35 @@ def list_args(op: str, bucket: object, prefix: object, *, delimiter: object = No
 
 
 def read_args(bucket: object, name: object, start: object, end: object, into: object,
-              generation: object) -> None:
+              generation: object,
+              scheme: str = "gs") -> None:
     """Arguments of ``read``.
 
     Raises:
         InvalidURL: a bad bucket or name.
         InvalidArgument: a wrong type, a bad range, or a read-only ``into``.
     """
-    check_object("read", bucket, name)
+    check_object("read", bucket, name, scheme=scheme)
     check_int("read", "start", start)
     check_int("read", "end", end, optional=True)
     if end is not None and end < start:  # type: ignore[operator]
-        raise InvalidArgument(f"read gs://{bucket}/{name}: bad range [{start}, {end}): end "
-                              "before start")
+        where = format_url(scheme, str(bucket), str(name))
+        raise InvalidArgument(f"read {where}: bad range [{start}, {end}): end before start")
     if into is not None:
         check_buffer("read", "into", into)
     check_int("read", "generation", generation, minimum=1, optional=True)
 
 
 def write_args(bucket: object, name: object, data: object, content_type: object,
-               if_generation_match: object, metadata: object, resumable: object) -> None:
+               if_generation_match: object, metadata: object, resumable: object,
+              scheme: str = "gs") -> None:
     """Arguments of ``write``.
 
     Raises:
         InvalidURL: a bad bucket or name.
         InvalidArgument: a wrong type.
     """
-    check_object("write", bucket, name)
+    check_object("write", bucket, name, scheme=scheme)
     check_bytes("write", "data", data)
     check_str("write", "content_type", content_type)
     check_int("write", "if_generation_match", if_generation_match, optional=True)
@@ -341,14 +344,15 @@ def compose_args(bucket: object, destination: object, sources: object,
 
 
 def delete_args(bucket: object, name: object, generation: object, if_generation_match: object,
-                missing_ok: object) -> None:
+                missing_ok: object,
+              scheme: str = "gs") -> None:
     """Arguments of ``delete``.
 
     Raises:
         InvalidURL: a bad bucket or name.
         InvalidArgument: a wrong type.
     """
-    check_object("delete", bucket, name)
+    check_object("delete", bucket, name, scheme=scheme)
     check_int("delete", "generation", generation, minimum=1, optional=True)
     check_int("delete", "if_generation_match", if_generation_match, optional=True)
     check_bool("delete", "missing_ok", missing_ok)

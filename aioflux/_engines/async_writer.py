@@ -15,16 +15,16 @@ import asyncio
 from .._core.crc import crc32c_suffix
 from .._core.errors import InvalidArgument
 from .._core.types import ObjectInfo
-from .writer import _Bytes, _WriterBase
+from .writer import Bytes, WriterBase
 
 __all__ = ["AsyncObjectWriter"]
 
 
-class AsyncObjectWriter(_WriterBase):
+class AsyncObjectWriter(WriterBase):
     """Async twin of :class:`ObjectWriter` for use on any event loop.
 
     Args:
-        client: the AsyncClient.
+        client: the store.
         bucket: bucket name.
         name: object name.
         part_size: bytes per part (>= 5 MiB, a multiple of 256 KiB).
@@ -42,7 +42,7 @@ class AsyncObjectWriter(_WriterBase):
         self._tasks: set[asyncio.Task[None]] = set()
         self._error: BaseException | None = None
 
-    async def write(self, data: _Bytes) -> int:
+    async def write(self, data: Bytes) -> int:
         """Append bytes; waits while ``max_in_flight`` parts are uploading.
 
         Args:
@@ -56,7 +56,7 @@ class AsyncObjectWriter(_WriterBase):
             StorageError: a background part failed (the upload is aborted).
         """
         if self._done:
-            raise InvalidArgument(f"write to closed writer gs://{self.bucket}/{self.name}")
+            raise InvalidArgument(f"write to closed writer {self.url}")
         await self._raise_pending()
         view = memoryview(data).cast("B")
         total = len(view)
@@ -106,7 +106,7 @@ class AsyncObjectWriter(_WriterBase):
             ChecksumMismatch: the stored crc32c differs from the written bytes'.
         """
         if self._done:
-            raise InvalidArgument(f"writer gs://{self.bucket}/{self.name} is closed")
+            raise InvalidArgument(f"writer {self.url} is closed")
         try:
             if self._tasks:
                 await asyncio.wait(set(self._tasks))

@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 
 from .._core.errors import InvalidRequest, NotFound, StorageError
+from .._core.store import ObjectStore
 from .._core.types import MultipartUploadInfo, ObjectInfo
-from ..gcs._client import AsyncClient
 from .download import gather_bounded
 from .listing import COMPOSED_PREFIX
 
@@ -103,7 +103,7 @@ def _old_enough(age: float | None, older_than: float) -> bool:
     return older_than <= 0 or (age is not None and age >= older_than)
 
 
-async def clean_bucket(client: AsyncClient, bucket: str, prefix: str = "", *,
+async def clean_bucket(client: ObjectStore, bucket: str, prefix: str = "", *,
                        dry_run: bool = False, older_than: float = DEFAULT_OLDER_THAN,
                        composed_prefix: str = COMPOSED_PREFIX) -> CleanReport:
     """Delete leftover composites and abort open multipart uploads.

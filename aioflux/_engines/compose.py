@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from .._core.crc import crc32c_combine
 from .._core.errors import ChecksumMismatch, StorageError
 from .._core.portal import get_portal
+from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
-from ..gcs._client import AsyncClient
 from .listing import COMPOSED_PREFIX
 
 __all__ = [
@@ -114,7 +114,7 @@ def expected_crc32c(objects: Sequence[ObjectInfo]) -> int | None:
 
 @dataclass(frozen=True)
 class _Live:
-    client: AsyncClient
+    client: ObjectStore
     bucket: str
     name: str
     task: asyncio.Task[object] | None
@@ -124,12 +124,12 @@ _lock = threading.Lock()
 _live: dict[tuple[int, str, str], _Live] = {}
 
 
-def _register(client: AsyncClient, bucket: str, name: str) -> None:
+def _register(client: ObjectStore, bucket: str, name: str) -> None:
     with _lock:
         _live[(id(client), bucket, name)] = _Live(client, bucket, name, asyncio.current_task())
 
 
-def _unregister(client: AsyncClient, bucket: str, name: str) -> None:
+def _unregister(client: ObjectStore, bucket: str, name: str) -> None:
     with _lock:
         _live.pop((id(client), bucket, name), None)
 
@@ -144,7 +144,7 @@ def leftover_composites() -> list[str]:
         return [f"gs://{live.bucket}/{live.name}" for live in _live.values()]
 
 
-async def _delete(client: AsyncClient, bucket: str, name: str) -> None:
+async def _delete(client: ObjectStore, bucket: str, name: str) -> None:
     try:
         await client.delete(bucket, name, missing_ok=True)
     except StorageError:
@@ -197,7 +197,7 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-async def fetch_composed(client: AsyncClient, objects: Sequence[ObjectInfo], *,
+async def fetch_composed(client: ObjectStore, objects: Sequence[ObjectInfo], *,
                          prefix: str = COMPOSED_PREFIX) -> list[bytes]:
     """Compose ``objects`` (one bucket, 2-32 of them), read once, split.
 

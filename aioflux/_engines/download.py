@@ -19,8 +19,8 @@ from typing import TypeVar
 
 from .._core.crc import crc32c_combine, encode_crc32c
 from .._core.errors import ChecksumMismatch, NotFound, PermissionDenied, PreconditionFailed
+from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
-from ..gcs._client import AsyncClient
 from .compose import (
     COMPOSED_PREFIX,
     MAX_COMPOSE_SOURCES,
@@ -170,7 +170,7 @@ class Downloader:
         options: planner settings.
     """
 
-    def __init__(self, client: AsyncClient, options: DownloadOptions | None = None) -> None:
+    def __init__(self, client: ObjectStore, options: DownloadOptions | None = None) -> None:
         self.client = client
         self.options = options or DownloadOptions()
         self.stats = DownloadStats()
@@ -229,7 +229,7 @@ class Downloader:
         # pass over the bytes).
         starts = range(0, obj.size, step)
         parts = await gather_bounded(
-            self.client._fetch(obj.bucket, obj.name, start=s, end=min(s + step, obj.size),
+            self.client.fetch(obj.bucket, obj.name, start=s, end=min(s + step, obj.size),
                                into=view[s:s + step], generation=gen, size=obj.size,
                                want_crc=verify)
             for s in starts)
@@ -359,7 +359,7 @@ class Downloader:
             await asyncio.gather(*(t for _, t in running), return_exceptions=True)
 
 
-async def download_many(client: AsyncClient, objects: Sequence[ObjectInfo], *,
+async def download_many(client: ObjectStore, objects: Sequence[ObjectInfo], *,
                         options: DownloadOptions | None = None) -> list[Data]:
     """Download ``objects`` concurrently with the planner.
 

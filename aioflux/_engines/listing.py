@@ -26,8 +26,8 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import cast
 
+from .._core.store import ObjectStore
 from .._core.types import ListPage, ObjectInfo
-from ..gcs._client import AsyncClient
 
 __all__ = [
     "COMPOSED_PREFIX",
@@ -184,7 +184,7 @@ def _name(obj: ObjectInfo) -> str:
 class _Lister:
     """Runs the listers of one prefix and hands each page's objects to ``emit``."""
 
-    def __init__(self, client: AsyncClient, bucket: str, prefix: str, concurrency: int,
+    def __init__(self, client: ObjectStore, bucket: str, prefix: str, concurrency: int,
                  skip_prefix: str | None, emit: Emit) -> None:
         self.client = client
         self.bucket = bucket
@@ -368,7 +368,7 @@ class _Lister:
 
 
 async def list_objects_parallel(
-    client: AsyncClient,
+    client: ObjectStore,
     bucket: str,
     prefix: str = "",
     *,
@@ -408,7 +408,7 @@ async def list_objects_parallel(
 
 
 async def iter_objects(
-    client: AsyncClient,
+    client: ObjectStore,
     bucket: str,
     prefix: str = "",
     *,

@@ -22,7 +22,7 @@ from .._core.portal import get_portal
 from .._core.types import ObjectInfo
 
 if TYPE_CHECKING:
-    from ..gcs._client import AsyncClient
+    from .._core.store import ObjectStore
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "DEFAULT_READ_AHEAD", "ObjectReader"]
 
@@ -45,7 +45,7 @@ class ObjectReader(io.RawIOBase):
     """Blocking, seekable, read-only file object over ``gs://bucket/name``.
 
     Args:
-        client: the AsyncClient (driven on the portal loop).
+        client: the store (driven on the portal loop).
         bucket: bucket name.
         name: object name.
         chunk_size: bytes per ranged GET.
@@ -57,7 +57,7 @@ class ObjectReader(io.RawIOBase):
         InvalidArgument: bad settings.
     """
 
-    def __init__(self, client: AsyncClient, bucket: str, name: str, *,
+    def __init__(self, client: ObjectStore, bucket: str, name: str, *,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, read_ahead: int = DEFAULT_READ_AHEAD,
                  info: ObjectInfo | None = None) -> None:
         super().__init__()
@@ -131,7 +131,7 @@ class ObjectReader(io.RawIOBase):
         buf = bytearray(end - start)
         # ``size``: a server reporting another length (or metadata larger
         # than the object) fails at once instead of looping on short blocks.
-        fetched = await self._client._fetch(
+        fetched = await self._client.fetch(
             self.bucket, self.name, start=start, end=end, into=memoryview(buf),
             generation=self.info.generation or None, size=self.size, want_crc=self._verify)
         if fetched.count != len(buf):

@@ -1,7 +1,7 @@
-"""Streaming object writer: XML multipart upload while the producer writes.
+"""Streaming object writer: the store's streaming upload while the producer writes.
 
 ``ObjectWriter`` is a blocking file object (``torch.save`` writes into it);
-``AsyncObjectWriter`` (in ``_async_writer.py``) is its twin for async
+``AsyncObjectWriter`` (in ``async_writer.py``) is its twin for async
 pipelines and shares the loop-side ``_Session`` defined here. Both cut the stream
 into parts, upload up to ``max_in_flight`` of them concurrently and block the
 producer beyond that, so the writer's buffers stay at
@@ -9,21 +9,14 @@ producer beyond that, so the writer's buffers stay at
 loop transport may hold a copy of a part body it has not sent yet on top;
 see the defaults below). Nothing is visible until the upload completes:
 an exception in the ``with`` body, a failed part or a bad checksum aborts
-the upload. A payload smaller than one part goes up in a single request.
-The published object is checked against the running crc32c and length; one
-that differs (a server that stored other bytes) is deleted, that generation
-only, before ``ChecksumMismatch``. A completion retried after its answer was
-lost (``NoSuchUpload``) succeeds only if the object holds exactly those bytes.
-
-Where the server has no XML multipart upload (fake-gcs-server answers 400
-to ``?uploads``) the parts go through a JSON resumable session instead, in
-order, still bounded and still published only by the final request.
+the upload. How parts are stored and published, and how the result is
+checked, is the store's :class:`~aioflux._core.store.PartUpload` (GCS:
+``aioflux/gcs/_upload.py``; files: a temporary file renamed into place).
 """
 
 from __future__ import annotations
 
 import abc
-import asyncio
 import collections
 import concurrent.futures
 import functools
@@ -31,28 +24,27 @@ import io
 import threading
 from typing import TYPE_CHECKING
 
-from .._core.crc import Crc32c, crc32c_suffix, decode_crc32c
-from .._core.errors import InvalidArgument, InvalidRequest, NotFound, StorageError
+from .._core.crc import Crc32c, crc32c_suffix
+from .._core.errors import InvalidArgument
 from .._core.portal import get_portal
-from .._core.types import ObjectInfo, PartInfo
-from .._net.transport import Op
-from ..gcs._published import verify_published
-from ..gcs._resumable import CHUNK_GRANULARITY, ResumableUpload
-from ..gcs._xml import MAX_PARTS, MIN_PART_SIZE
+from .._core.store import ObjectStore, StoreFeatures
+from .._core.types import ObjectInfo
+from .._core.urls import format_url
 
 if TYPE_CHECKING:
     from typing import Self  # Python >= 3.11; annotations only
 
-    from ..gcs._client import AsyncClient
-
 __all__ = [
+    "Bytes",
     "DEFAULT_MAX_IN_FLIGHT",
     "DEFAULT_PART_SIZE",
     "ObjectWriter",
+    "PublishOnExit",
+    "WriterBase",
     "WriterStats",
 ]
 
-_Bytes = bytes | bytearray | memoryview
+Bytes = bytes | bytearray | memoryview
 
 # perf ckpt_save (GCS-like emulator profile, 20 ms TTFB, 100 MB/s per
 # connection, 1 GiB torch.save on the shared 2-core machine). Once the
@@ -67,10 +59,11 @@ DEFAULT_PART_SIZE = 16 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 8
 
 
-def _check_settings(part_size: int, max_in_flight: int) -> None:
-    if part_size < MIN_PART_SIZE or part_size % CHUNK_GRANULARITY:
-        raise InvalidArgument(f"part_size must be >= {MIN_PART_SIZE} and a multiple of "
-                              f"{CHUNK_GRANULARITY} bytes, got {part_size}")
+def _check_settings(part_size: int, max_in_flight: int, features: StoreFeatures) -> None:
+    if part_size < features.min_part_size or part_size % features.part_granularity:
+        raise InvalidArgument(f"part_size must be >= {features.min_part_size} and a multiple "
+                              f"of {features.part_granularity} bytes on {features.scheme}://, "
+                              f"got {part_size}")
     if max_in_flight < 1:
         raise InvalidArgument(f"max_in_flight must be >= 1, got {max_in_flight}")
 
@@ -93,173 +86,35 @@ class WriterStats:
 
 
 class _Session:
-    """The loop-side half: starts the upload lazily, sends parts, publishes
-    or aborts. All methods run on the client's event loop."""
+    """The loop-side half: the store's upload (:meth:`ObjectStore.start_upload`)
+    and what it did. All methods run on the client's event loop."""
 
-    def __init__(self, client: AsyncClient, bucket: str, name: str, content_type: str,
+    def __init__(self, client: ObjectStore, bucket: str, name: str, content_type: str,
                  part_size: int) -> None:
-        self.client = client
-        self.bucket = bucket
-        self.name = name
-        self.content_type = content_type
-        self.part_size = part_size
+        self.upload = client.start_upload(bucket, name, content_type=content_type,
+                                          part_size=part_size)
         self.stats = WriterStats()
-        self._init: asyncio.Future[None] | None = None
-        self._upload_id: str | None = None
-        self._resumable: ResumableUpload | None = None
-        self._parts: dict[int, PartInfo] = {}
-        self._broken = False
-        self._next_in_order = 1
-        self._order: asyncio.Condition | None = None
-
-    async def _start(self) -> None:
-        if self._init is None:
-            self._order = asyncio.Condition()
-            self._init = asyncio.ensure_future(self._initiate())
-        # Shielded: a part cancelled while the upload is being created must
-        # not lose the upload id, or abort() could not drop the upload.
-        await asyncio.shield(self._init)
-
-    async def _initiate(self) -> None:
-        try:
-            self._upload_id = await self.client.initiate_multipart(
-                self.bucket, self.name, content_type=self.content_type)
-            self.stats.mode = "multipart"
-        except (InvalidRequest, NotFound) as exc:
-            if isinstance(exc, NotFound) and "bucket" in exc.reason.lower():
-                raise
-            # No XML multipart upload here (fake-gcs-server): stream the
-            # same parts through a resumable session, in order.
-            upload = ResumableUpload(self.client, self.bucket, self.name,
-                                     content_type=self.content_type,
-                                     chunk_size=self.part_size)
-            self._resumable = upload
-            self.stats.mode = "resumable"
-            await upload.start()
 
     async def put(self, number: int, data: memoryview, checksum: int | None = None) -> None:
         """Upload part ``number`` (1-based); ``checksum`` is its crc32c if known."""
-        await self._start()
-        if self._resumable is not None:
-            assert self._order is not None
-            async with self._order:
-                await self._order.wait_for(lambda: self._next_in_order == number)
-            try:
-                if self._broken:
-                    # An earlier part failed (its error is reported); still
-                    # pass the turn on below, or later parts wait forever.
-                    return
-                await self._resumable.send(data)
-            except BaseException:
-                self._broken = True
-                raise
-            finally:
-                async with self._order:
-                    self._next_in_order += 1
-                    self._order.notify_all()
-        else:
-            assert self._upload_id is not None
-            self._parts[number] = await self.client.upload_part(
-                self.bucket, self.name, self._upload_id, number, data, checksum)
+        await self.upload.put(number, data, checksum)
         self.stats.parts += 1
+        self.stats.mode = self.upload.mode
 
     async def finish(self, last_number: int, tail: memoryview | None,
                      expected: Crc32c, tail_checksum: int | None = None) -> ObjectInfo:
-        """Publish: the tail as the last part (or the whole object in one
-        request if no part was sent), then verify the stored crc32c.
-        ``tail_checksum`` is the tail's crc32c if the writer knows it."""
+        """Publish and verify (see :meth:`PartUpload.finish`)."""
         self.stats.bytes = expected.length
-        if last_number == 1 and self._upload_id is None and self._resumable is None:
-            self.stats.mode = "single"
-            # AsyncClient.write sends the crc32c and checks the stored one.
-            info = await self.client.write(self.bucket, self.name, tail or b"",
-                                           content_type=self.content_type, resumable=False)
-            self.stats.info = info
-            return info
-        if self._resumable is not None:
-            assert self._order is not None
-            async with self._order:
-                await self._order.wait_for(lambda: self._next_in_order == last_number)
-            # finish() checks the published size and crc32c, and deletes a
-            # generation that differs before raising.
-            info = await self._resumable.finish(tail or b"", crc32c=expected.value)
-            self._resumable = None
-        else:
-            if tail is not None and len(tail):
-                await self.put(last_number, tail, tail_checksum)
-            assert self._upload_id is not None
-            upload_id, self._upload_id = self._upload_id, None
-            try:
-                headers = await self.client.complete_multipart(
-                    self.bucket, self.name, upload_id, list(self._parts.values()))
-            except NotFound as exc:
-                self._upload_id = upload_id  # let abort() try to drop it
-                info = await self._completed_before(exc, expected)
-            except BaseException:
-                self._upload_id = upload_id  # still open: let abort() drop it
-                raise
-            else:
-                info = await self._published(headers, expected)
+        info = await self.upload.finish(last_number, tail, expected, tail_checksum)
+        if tail is not None and len(tail) and self.upload.mode == "multipart":
+            self.stats.parts += 1
+        self.stats.mode = self.upload.mode
         self.stats.info = info
         return info
 
-    async def _completed_before(self, exc: NotFound, expected: Crc32c) -> ObjectInfo:
-        """A retried completion answered NoSuchUpload: the first attempt may
-        have published (its answer lost). Success only if the object holds
-        exactly the bytes written."""
-        if exc.attempts < 2:
-            raise exc
-        try:
-            info = await self.client.stat(self.bucket, self.name)
-        except NotFound:
-            raise exc from None
-        if info.size != expected.length or info.crc32c != expected.value:
-            raise exc
-        self._upload_id = None
-        return info
-
-    async def _published(self, headers: dict[str, str], expected: Crc32c) -> ObjectInfo:
-        stored = _header_crc(headers.get("x-goog-hash", ""))
-        generation = int(headers.get("x-goog-generation", "0") or 0)
-        if stored is not None and generation:
-            # The crc32c of the whole object covers its length as well.
-            info = ObjectInfo(self.bucket, self.name, expected.length, generation, stored,
-                              content_type=self.content_type)
-        else:
-            info = await self.client.stat(self.bucket, self.name)
-            if generation and info.generation != generation:
-                # A newer write replaced ours before we could look: ours
-                # cannot be verified, and the newer one is not ours to delete.
-                raise StorageError(
-                    f"write gs://{self.bucket}/{self.name}: generation {generation} was "
-                    f"replaced by {info.generation} before its crc32c could be checked",
-                    operation="write", bucket=self.bucket, name=self.name)
-        return await verify_published(self.client, Op("write", self.bucket, self.name), info,
-                                      expected.length, expected.value)
-
     async def abort(self) -> None:
         """Drop the upload; nothing is published. Safe to call twice."""
-        if self._init is not None and not self._init.done():
-            await asyncio.wait([self._init])
-        upload_id, self._upload_id = self._upload_id, None
-        resumable, self._resumable = self._resumable, None
-        if resumable is not None:
-            await resumable.cancel()
-        if upload_id is not None:
-            try:
-                await self.client.abort_multipart(self.bucket, self.name, upload_id)
-            except StorageError:
-                # `aioflux clean` finds uploads left open; an abort failing here
-                # must not hide the error that caused it.
-                pass
-
-
-def _header_crc(value: str) -> int | None:
-    for part in value.split(","):
-        key, _, encoded = part.strip().partition("=")
-        if key == "crc32c" and encoded:
-            return decode_crc32c(encoded)
-    return None
+        await self.upload.abort()
 
 
 class _Parts:
@@ -293,7 +148,7 @@ class _Parts:
         self.slots.release()
 
 
-class _PublishOnExit:
+class PublishOnExit:
     """Context-manager and finalizer rules of a writer that publishes on
     ``close()`` and discards on ``abort()``: leaving a ``with`` block
     normally publishes, leaving it by an exception aborts, and a writer
@@ -329,20 +184,22 @@ class _PublishOnExit:
             pass
 
 
-class _WriterBase(abc.ABC):
+class WriterBase(abc.ABC):
     """What ObjectWriter and AsyncObjectWriter share: their settings, the
     loop-side upload session and the running CRC. How writes wait for
     in-flight parts differs (a thread semaphore against an asyncio one), so
     each writer sets that up in ``_init_flow``."""
 
-    def __init__(self, client: AsyncClient, bucket: str, name: str, *,
+    def __init__(self, client: ObjectStore, bucket: str, name: str, *,
                  part_size: int = DEFAULT_PART_SIZE,
                  max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
                  content_type: str = "application/octet-stream") -> None:
         super().__init__()  # ObjectWriter's io base; object for the async writer
-        _check_settings(part_size, max_in_flight)
+        _check_settings(part_size, max_in_flight, client.features)
+        self._max_parts = client.features.max_parts
         self.bucket = bucket
         self.name = name
+        self.url = format_url(client.features.scheme, bucket, name)
         self.part_size = part_size
         self._session = _Session(client, bucket, name, content_type, part_size)
         self._init_flow(max_in_flight)
@@ -360,7 +217,7 @@ class _WriterBase(abc.ABC):
         return self._session.stats
 
 
-class ObjectWriter(_PublishOnExit, _WriterBase, io.BufferedIOBase):
+class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
     """Blocking, write-only file object uploading to ``gs://bucket/name``.
 
     Use as a context manager: leaving the ``with`` block normally publishes
@@ -368,7 +225,7 @@ class ObjectWriter(_PublishOnExit, _WriterBase, io.BufferedIOBase):
     ``abort()`` discards. A writer garbage-collected unclosed is aborted.
 
     Args:
-        client: the AsyncClient (driven on the portal loop).
+        client: the store (driven on the portal loop).
         bucket: bucket name.
         name: object name.
         part_size: bytes per part (>= 5 MiB, a multiple of 256 KiB).
@@ -404,7 +261,7 @@ class ObjectWriter(_PublishOnExit, _WriterBase, io.BufferedIOBase):
     def tell(self) -> int:
         return self._crc.length
 
-    def write(self, data: _Bytes) -> int:  # type: ignore[override]
+    def write(self, data: Bytes) -> int:  # type: ignore[override]
         """Append bytes; blocks while ``max_in_flight`` parts are uploading.
 
         Args:
@@ -418,7 +275,7 @@ class ObjectWriter(_PublishOnExit, _WriterBase, io.BufferedIOBase):
             StorageError: a background part failed (the upload is aborted).
         """
         if self._done:
-            raise InvalidArgument(f"write to closed writer gs://{self.bucket}/{self.name}")
+            raise InvalidArgument(f"write to closed writer {self.url}")
         self._raise_pending()
         view = memoryview(data).cast("B")
         total = len(view)
@@ -438,9 +295,9 @@ class ObjectWriter(_PublishOnExit, _WriterBase, io.BufferedIOBase):
         return total
 
     def _flush_part(self) -> None:
-        if self._number >= MAX_PARTS:
-            raise InvalidArgument(f"write gs://{self.bucket}/{self.name}: more than "
-                                  f"{MAX_PARTS} parts; use a larger part_size")
+        if self._number >= self._max_parts:
+            raise InvalidArgument(f"write {self.url}: more than "
+                                  f"{self._max_parts} parts; use a larger part_size")
         self._parts.slots.acquire()
         try:
             self._raise_pending()

@@ -19,7 +19,7 @@ import io
 from typing import Any
 
 from .._core.errors import InvalidArgument
-from .writer import _PublishOnExit
+from .writer import PublishOnExit
 
 try:
     import zstandard
@@ -32,7 +32,7 @@ __all__ = ["DEFAULT_LEVEL", "ZstdWriter", "compress_writer", "decompress_all", "
 DEFAULT_LEVEL = 1
 
 
-class ZstdWriter(_PublishOnExit, io.BufferedIOBase):
+class ZstdWriter(PublishOnExit, io.BufferedIOBase):
     """Compressing write-only file object over a raw writer with ``abort()``.
 
     Args:

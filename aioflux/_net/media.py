@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from .._core.crc import crc32c, decode_crc32c, encode_crc32c
 from .._core.errors import (
@@ -29,30 +28,14 @@ from .._core.errors import (
     TransportError,
     describe,
 )
+from .._core.store import Fetched
 from .http import MediaResponse
 from .transport import Op, Transport
 
-__all__ = ["Fetched", "read_media"]
+__all__ = ["read_media"]
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)\s*")
 _TRANSFORMED = "x-guploader-response-body-transformations"
-
-
-@dataclass(frozen=True, slots=True)
-class Fetched:
-    """What a checked read produced.
-
-    Args:
-        data: the bytes, when no ``into`` buffer was given.
-        count: bytes read.
-        crc: crc32c of the bytes read, when asked for (``want_crc``).
-        size: the object's size, when a response reported it.
-    """
-
-    data: bytes | None
-    count: int
-    crc: int | None
-    size: int | None
 
 
 async def read_media(transport: Transport, op: Op, url: str, *, start: int = 0,

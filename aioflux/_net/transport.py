@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp.client_proto import ResponseHandler as AiohttpProtocol
 
+from .._core.auth import Auth, AuthRequest
 from .._core.config import ClientConfig
 from .._core.errors import (
     InvalidArgument,
@@ -27,7 +28,6 @@ from .._core.errors import (
 )
 from .._core.portal import close_at_shutdown
 from .._core.retry import retry_async
-from .auth import Auth
 from .failures import (
     Op,
     Redirected,
@@ -206,7 +206,8 @@ class Transport:
                     raise await error_from_response(resp, op)
                 return await handler(resp)
 
-        return await self.retrying(lambda: self._attempt(op, headers, send, url))
+        request = AuthRequest(method, url, params or {}, headers or {}, data)
+        return await self.retrying(lambda: self._attempt(op, request, send))
 
     def _default_session(self, config: ClientConfig) -> aiohttp.ClientSession:
         return _session(config, self._ssl_context)
@@ -229,23 +230,18 @@ class Transport:
             return True
         return _origin_of(url) == self._origin
 
-    async def _attempt(self, op: Op, headers: Mapping[str, str] | None,
-                       send: Callable[[_LoopState, dict[str, str]], Awaitable[T]],
-                       url: str | None) -> T:
-        """One attempt: a permit, auth headers, ``send``, errors mapped.
-
-        ``url`` None means the URL is built on the endpoint by construction
-        (gcloud-aio-storage's calls get ``api_root=endpoint``).
-        """
+    async def _attempt(self, op: Op, request: AuthRequest,
+                       send: Callable[[_LoopState, dict[str, str]], Awaitable[T]]) -> T:
+        """One attempt: a permit, authentication of ``request``, ``send``, errors mapped."""
         state = self._current()
         async with state.semaphore:
             self.stats.requests += 1
             # The one place credentials are added: never to another origin
             # (a resumable-upload Location, a listing's next link...).
-            request_headers = (await self.auth.headers()
-                               if url is None or self.same_origin(url) else {})
-            if headers:
-                request_headers.update(headers)
+            request_headers = (await self.auth.headers(request)
+                               if self.same_origin(request.url) else {})
+            if request.headers:
+                request_headers.update(request.headers)
             try:
                 return await send(state, request_headers)
             except Exception as exc:
@@ -352,7 +348,7 @@ class Transport:
                 raise error_from_media(response, op)
             return handler(response)
 
-        return await self._attempt(op, headers, send, url)
+        return await self._attempt(op, AuthRequest("GET", url, {}, headers or {}), send)
 
     def _lean_fell_back(self, state: _LoopState) -> None:
         stats = self.stats
@@ -408,12 +404,15 @@ class Transport:
                                  expected if expected is not None else received)
 
     async def run(
-        self, op: Op, call: Callable[[aiohttp.ClientSession, dict[str, str]], Awaitable[T]]
+        self, op: Op, method: str, url: str,
+        call: Callable[[aiohttp.ClientSession, dict[str, str]], Awaitable[T]],
     ) -> T:
         """Run a third-party call (gcloud-aio-storage) under our semaphore and retries.
 
         Args:
             op: operation, bucket and object, for errors.
+            method: the HTTP method the call sends (for authentication).
+            url: the URL the call requests, on the endpoint (for authentication).
             call: receives our session and auth headers and does one attempt.
 
         Returns:
@@ -426,7 +425,8 @@ class Transport:
         async def send(state: _LoopState, request_headers: dict[str, str]) -> T:
             return await call(state.session, request_headers)
 
-        return await self.retrying(lambda: self._attempt(op, None, send, None))
+        request = AuthRequest(method, url)
+        return await self.retrying(lambda: self._attempt(op, request, send))
 
     def _count_retry(self, _exc: BaseException, _attempt: int, _delay: float) -> None:
         self.stats.retries += 1

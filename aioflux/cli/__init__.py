@@ -20,11 +20,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import NoReturn
 
 from .._core.errors import AiofluxError
+from ._registry import COMMANDS, Command, UsageError, command
 
 __all__ = ["Command", "UsageError", "command", "main", "version"]
 
@@ -34,47 +34,6 @@ EPILOG = ("URLs: gs://bucket/a names the object 'a' and the folder 'a/' (everyth
           "gs://bucket[/name]), 130 interrupted (Ctrl-C), 141 stdout closed early.")
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 1, 2, 130, 141
-
-Handler = Callable[[argparse.Namespace], int]
-
-
-@dataclass(frozen=True)
-class Command:
-    """A registered subcommand."""
-
-    name: str
-    help: str
-    configure: Callable[[argparse.ArgumentParser], None]
-    run: Handler
-
-
-_COMMANDS: dict[str, Command] = {}
-
-
-def command(name: str, help: str,
-            configure: Callable[[argparse.ArgumentParser], None]) -> Callable[[Handler], Handler]:
-    """Register a subcommand handler.
-
-    Args:
-        name: subcommand name.
-        help: one-line help.
-        configure: adds the subcommand's arguments.
-
-    Returns:
-        A decorator that registers and returns the handler.
-    """
-
-    def register(run: Handler) -> Handler:
-        _COMMANDS[name] = Command(name, help, configure, run)
-        return run
-
-    return register
-
-
-class UsageError(Exception):
-    """Raised by a handler for a command line that cannot work (exit 2, one line),
-    when argparse alone cannot tell (e.g. ``cp`` with no gs:// side)."""
-
 
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one line (exit 2), like every
@@ -93,7 +52,7 @@ def version() -> str:
     try:
         return dist_version("aioflux-storage")
     except PackageNotFoundError:
-        from .. import __version__
+        from .._version import __version__
 
         return __version__
 
@@ -115,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"aioflux {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for cmd in sorted(_COMMANDS.values(), key=lambda c: c.name):
+    for cmd in sorted(COMMANDS.values(), key=lambda c: c.name):
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help, epilog=EPILOG)
         cmd.configure(p)
         p.set_defaults(_run=cmd.run)

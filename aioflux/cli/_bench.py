@@ -24,9 +24,9 @@ from .._core.config import ClientConfig
 from .._core.portal import call
 from ..gcs._client import AsyncClient
 from ..testing._subprocess import emulator_process
-from . import UsageError, command
 from ._common import add_client_arguments, emit_json, human, int_at_least, url_arg
 from ._png import bar_chart_png
+from ._registry import UsageError, command
 
 __all__: list[str] = []
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._core.errors import AiofluxError, InvalidArgument
-from . import command
 from ._common import add_client_arguments, emit_json, human, make_client, url_arg
+from ._registry import command
 
 __all__: list[str] = []
 

@@ -14,8 +14,8 @@ import asyncio
 import re
 
 from .._engines.clean import DEFAULT_OLDER_THAN, CleanReport, clean_bucket
-from . import command
 from ._common import add_client_arguments, async_client, url_arg
+from ._registry import command
 
 __all__: list[str] = []
 

@@ -24,7 +24,6 @@ from .._core.urls import GcsURL, parse_url
 from .._engines.async_writer import AsyncObjectWriter
 from .._engines.download import gather_bounded
 from ..gcs._client import AsyncClient
-from . import UsageError, command
 from ._common import (
     Progress,
     add_client_arguments,
@@ -34,6 +33,7 @@ from ._common import (
     list_named,
     scheme_of,
 )
+from ._registry import UsageError, command
 
 __all__: list[str] = []
 

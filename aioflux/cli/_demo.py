@@ -29,11 +29,11 @@ from .._core.errors import StorageError
 from .._core.portal import call
 from .._core.urls import parse_url
 from .._engines.download import gather_bounded
-from .._net.auth import emulator_endpoint
+from ..gcs._auth import emulator_endpoint
 from ..gcs._client import AsyncClient
 from ..testing._subprocess import emulator_process
-from . import command
 from ._common import endpoint_arg, url_arg
+from ._registry import command
 
 __all__: list[str] = []
 

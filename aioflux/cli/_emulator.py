@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import command
+from ._registry import command
 
 __all__: list[str] = []
 

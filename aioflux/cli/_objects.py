@@ -15,7 +15,6 @@ from .._core.types import ObjectInfo
 from .._core.urls import GcsURL
 from .._engines.download import gather_bounded
 from ..gcs._client import AsyncClient
-from . import UsageError, command
 from ._common import (
     add_client_arguments,
     async_client,
@@ -26,6 +25,7 @@ from ._common import (
     make_client,
     url_arg,
 )
+from ._registry import UsageError, command
 
 __all__: list[str] = []
 

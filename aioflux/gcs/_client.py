@@ -1,17 +1,19 @@
-"""``AsyncClient``: the awaitable GCS API (JSON API operations)."""
+"""``AsyncClient``: the GCS backend (JSON API, XML multipart, resumable uploads)."""
 
 from __future__ import annotations
 
+import builtins
 import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast, overload
+from typing import Any, cast, overload
 from urllib.parse import quote
 
 import aiohttp
 from gcloud.aio.storage import Storage
 
+from .._core.auth import Auth
 from .._core.config import ClientConfig
 from .._core.crc import crc32c, crc32c_combine, encode_crc32c
 from .._core.errors import (
@@ -22,7 +24,16 @@ from .._core.errors import (
     ProtocolError,
     describe,
 )
-from .._core.types import COMPACT_JSON, LIST_FIELDS, ListPage, ObjectInfo, objects_from_json
+from .._core.store import Buffer, Fetched, SourceSpec, StoreFeatures
+from .._core.types import (
+    COMPACT_JSON,
+    LIST_FIELDS,
+    ListPage,
+    MultipartUploadInfo,
+    ObjectInfo,
+    PartInfo,
+    objects_from_json,
+)
 from .._core.urls import validate_bucket
 from .._core.validate import (
     Credentials,
@@ -37,25 +48,26 @@ from .._core.validate import (
     read_args,
     write_args,
 )
-from .._net.auth import Auth, emulator_endpoint, resolve_auth
-from .._net.media import Fetched, read_media
+from .._engines.compose import MAX_COMPOSE_SOURCES
+from .._engines.download import DownloadOptions
+from .._engines.iterables import StreamItem, stream, stream_args
+from .._net.media import read_media
 from .._net.transport import Op, Transport
+from ._auth import emulator_endpoint, resolve_auth
 from ._published import verify_published
-from ._resumable import ResumableUpload
-from ._xml import XmlMultipartMixin
+from ._resumable import CHUNK_GRANULARITY, ResumableUpload
+from ._upload import GcsUpload
+from ._xml import MAX_PARTS, MIN_PART_SIZE, XmlMultipart
 
-if TYPE_CHECKING:
-    from .._engines.download import DownloadOptions
-    from .._engines.iterables import StreamItem
-
-__all__ = ["AsyncClient", "Buffer", "DEFAULT_ENDPOINT", "SIMPLE_UPLOAD_LIMIT"]
+__all__ = ["AsyncClient", "DEFAULT_ENDPOINT", "FEATURES", "SIMPLE_UPLOAD_LIMIT"]
 
 DEFAULT_ENDPOINT = "https://storage.googleapis.com"
 # One request up to this size; a resumable session beyond it, so a failure
 # costs one chunk, not the whole body.
 SIMPLE_UPLOAD_LIMIT = 16 * 1024 * 1024
-Buffer = bytearray | memoryview
-SourceSpec = str | ObjectInfo | tuple[str, int]
+FEATURES = StoreFeatures(scheme="gs", compose=MAX_COMPOSE_SOURCES, end_offset=True,
+                         multipart=True, min_part_size=MIN_PART_SIZE,
+                         part_granularity=CHUNK_GRANULARITY, max_parts=MAX_PARTS)
 
 
 # Most object names need no escaping beyond their slashes; urllib's quote
@@ -69,7 +81,7 @@ def _quote(name: str) -> str:
     return quote(name, safe="")
 
 
-class AsyncClient(XmlMultipartMixin):
+class AsyncClient:
     """Asynchronous GCS client. One instance can serve many concurrent tasks.
 
     Every request goes through one semaphore of ``config.max_concurrency``
@@ -114,6 +126,13 @@ class AsyncClient(XmlMultipartMixin):
         self._transport = transport or Transport(self.config, auth, endpoint=self.endpoint)
         self.project = project
         self._gcloud: tuple[aiohttp.ClientSession, Storage] | None = None
+        self._xml = XmlMultipart(self._transport, self.endpoint)
+
+    @property
+    def features(self) -> StoreFeatures:
+        """What GCS offers beyond the common operations (compose, server-side
+        end offsets, XML multipart uploads)."""
+        return FEATURES
 
     @property
     def transport(self) -> Transport:
@@ -304,8 +323,6 @@ class AsyncClient(XmlMultipartMixin):
             InvalidArgument: a setting of the wrong type (at once).
             StorageError: listing or a download failed (while iterating).
         """
-        from .._engines.iterables import stream, stream_args
-
         stream_args("stream", bucket, prefix, concurrency, ordered, list_concurrency, options)
         return stream(self, bucket, prefix, concurrency=concurrency, ordered=ordered,
                       list_concurrency=list_concurrency, options=options)
@@ -360,11 +377,11 @@ class AsyncClient(XmlMultipartMixin):
         if end is not None and end == start:
             return b"" if into is None else 0
         dest = None if into is None else memoryview(into).cast("B")
-        fetched = await self._fetch(bucket, name, start=start, end=end, into=dest,
+        fetched = await self.fetch(bucket, name, start=start, end=end, into=dest,
                                     generation=generation)
         return fetched.count if fetched.data is None else fetched.data
 
-    async def _fetch(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
+    async def fetch(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
                      into: memoryview | None = None, generation: int | None = None,
                      size: int | None = None, crc: int | None = None,
                      want_crc: bool = False) -> Fetched:
@@ -474,6 +491,23 @@ class AsyncClient(XmlMultipartMixin):
             Op("write", bucket, name), "POST", url, _object_handler(Op("write", bucket, name)),
             params=params,
             headers={"Content-Type": f"multipart/related; boundary={boundary}"}, data=body)
+
+    def start_upload(self, bucket: str, name: str, *,
+                     content_type: str = "application/octet-stream",
+                     part_size: int = MIN_PART_SIZE) -> GcsUpload:
+        """A streaming upload in parts, for the writer engine (XML multipart,
+        or a resumable session where the server has none).
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            content_type: Content-Type of the final object.
+            part_size: size of every part but the last.
+
+        Returns:
+            The upload; nothing is sent before its first part.
+        """
+        return GcsUpload(self, bucket, name, content_type, part_size)
 
     async def compose(
         self,
@@ -586,7 +620,8 @@ class AsyncClient(XmlMultipartMixin):
                 timeout=int(self.config.timeouts.read_stall))
 
         try:
-            await self._transport.run(Op("delete", bucket, name), call)
+            await self._transport.run(Op("delete", bucket, name), "DELETE",
+                                      self._json_url(bucket, name), call)
         except NotFound as exc:
             # A 404 to a retry: the attempt before it (whose answer was lost
             # or failed) may have deleted the object; gone is what was asked.
@@ -629,6 +664,118 @@ class AsyncClient(XmlMultipartMixin):
             token = result["rewriteToken"]
 
     # -- buckets --------------------------------------------------------------
+
+    # -- XML multipart uploads (the writer drives them through start_upload) --
+
+    async def initiate_multipart(self, bucket: str, name: str, *,
+                                 content_type: str = "application/octet-stream") -> str:
+        """Start an XML multipart upload; nothing is visible until completion.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            content_type: Content-Type of the final object.
+
+        Returns:
+            The upload id.
+
+        Raises:
+            StorageError: the server refused (fake-gcs-server answers 400/404:
+                it has no XML multipart upload).
+        """
+        return await self._xml.initiate_multipart(bucket, name, content_type=content_type)
+
+    async def upload_part(self, bucket: str, name: str, upload_id: str, part_number: int,
+                          data: bytes | bytearray | memoryview,
+                          checksum: int | None = None) -> PartInfo:
+        """Upload one part, its crc32c checked by the server.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            upload_id: from :meth:`initiate_multipart`.
+            part_number: 1..10000.
+            data: the part (>= 5 MiB unless it is the last).
+            checksum: the part's crc32c if the caller knows it already (a
+                writer derives it from its running checksum); computed otherwise.
+
+        Returns:
+            PartInfo with the part's ETag.
+
+        Raises:
+            InvalidArgument: part number out of range.
+            ChecksumMismatch: the server reports storing other bytes, on
+                every attempt.
+            StorageError: the upload failed.
+        """
+        return await self._xml.upload_part(bucket, name, upload_id, part_number, data, checksum)
+
+    async def complete_multipart(self, bucket: str, name: str, upload_id: str,
+                                 parts: Sequence[PartInfo]) -> dict[str, str]:
+        """Publish the object from its parts, in part-number order.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            upload_id: the upload.
+            parts: every uploaded part.
+
+        Returns:
+            Response headers of interest (``x-goog-hash``, ``x-goog-generation``
+            when the server sends them).
+
+        Raises:
+            InvalidRequest: parts missing, out of order, or too small.
+            StorageError: any other failure.
+        """
+        return await self._xml.complete_multipart(bucket, name, upload_id, parts)
+
+    async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
+        """Abort an upload and drop its parts.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            upload_id: the upload.
+
+        Raises:
+            NotFound: no such upload.
+            StorageError: any other failure.
+        """
+        return await self._xml.abort_multipart(bucket, name, upload_id)
+
+    async def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
+        """List the parts uploaded so far.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            upload_id: the upload.
+
+        Returns:
+            PartInfo in part-number order.
+
+        Raises:
+            NotFound: no such upload.
+            StorageError: any other failure.
+        """
+        return await self._xml.list_parts(bucket, name, upload_id)
+
+    async def list_multipart_uploads(self, bucket: str,
+                                     prefix: str = "") -> builtins.list[MultipartUploadInfo]:
+        """List open multipart uploads (for cleaning up after killed writers).
+
+        Args:
+            bucket: bucket name.
+            prefix: only uploads of names starting with this.
+
+        Returns:
+            MultipartUploadInfo for each open upload.
+
+        Raises:
+            StorageError: the listing failed.
+        """
+        return await self._xml.list_multipart_uploads(bucket, prefix)
 
     async def create_bucket(self, bucket: str) -> None:
         """Create a bucket in ``self.project``.

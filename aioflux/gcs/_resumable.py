@@ -234,7 +234,7 @@ class ResumableUpload:
                         f"all {total} bytes but did not finish the upload",
                         operation="resumable upload", bucket=self.bucket, name=self.name)
 
-        outcome = await self._client.transport.run(self._op(), attempt)
+        outcome = await self._client.transport.run(self._op(), "PUT", session_url, attempt)
         if outcome is None:
             return None
         self.session_url = None

@@ -23,7 +23,7 @@ from .._net.transport import Op
 if TYPE_CHECKING:
     from .._net.transport import Transport
 
-__all__ = ["MAX_PARTS", "MIN_PART_SIZE", "XmlMultipartMixin"]
+__all__ = ["MAX_PARTS", "MIN_PART_SIZE", "XmlMultipart"]
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # every part but the last, per the protocol
 MAX_PARTS = 10_000
@@ -60,31 +60,24 @@ def _parse(raw: bytes, op: Op) -> ET.Element:
                            name=op.name) from exc
 
 
-class XmlMultipartMixin:
-    """XML multipart upload methods of :class:`~aioflux.AsyncClient`."""
+class XmlMultipart:
+    """The XML multipart upload API (S3's protocol) on a GCS endpoint.
 
-    endpoint: str
-    _transport: Transport
+    Args:
+        transport: the client's transport (semaphore, retries, auth).
+        endpoint: the API root.
+    """
+
+    def __init__(self, transport: Transport, endpoint: str) -> None:
+        self._transport = transport
+        self.endpoint = endpoint
 
     def _xml_url(self, bucket: str, name: str = "") -> str:
         return f"{self.endpoint}/{bucket}/{quote(name, safe='/')}"
 
     async def initiate_multipart(self, bucket: str, name: str, *,
                                  content_type: str = "application/octet-stream") -> str:
-        """Start an XML multipart upload; nothing is visible until completion.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            content_type: Content-Type of the final object.
-
-        Returns:
-            The upload id.
-
-        Raises:
-            StorageError: the server refused (fake-gcs-server answers 400/404:
-                it has no XML multipart upload).
-        """
+        """See :meth:`AsyncClient.initiate_multipart` (the public face)."""
         validate_bucket(bucket)
         validate_object_name(name)
         op = Op("initiate multipart upload", bucket, name)
@@ -103,26 +96,7 @@ class XmlMultipartMixin:
     async def upload_part(self, bucket: str, name: str, upload_id: str, part_number: int,
                           data: bytes | bytearray | memoryview,
                           checksum: int | None = None) -> PartInfo:
-        """Upload one part, its crc32c checked by the server.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            upload_id: from :meth:`initiate_multipart`.
-            part_number: 1..10000.
-            data: the part (>= 5 MiB unless it is the last).
-            checksum: the part's crc32c if the caller knows it already (a
-                writer derives it from its running checksum); computed otherwise.
-
-        Returns:
-            PartInfo with the part's ETag.
-
-        Raises:
-            InvalidArgument: part number out of range.
-            ChecksumMismatch: the server reports storing other bytes, on
-                every attempt.
-            StorageError: the upload failed.
-        """
+        """See :meth:`AsyncClient.upload_part` (the public face)."""
         if not 1 <= part_number <= MAX_PARTS:
             raise InvalidArgument(f"upload part gs://{bucket}/{name}: part number must be "
                                   f"1..{MAX_PARTS}, got {part_number}")
@@ -150,22 +124,7 @@ class XmlMultipartMixin:
 
     async def complete_multipart(self, bucket: str, name: str, upload_id: str,
                                  parts: Sequence[PartInfo]) -> dict[str, str]:
-        """Publish the object from its parts, in part-number order.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            upload_id: the upload.
-            parts: every uploaded part.
-
-        Returns:
-            Response headers of interest (``x-goog-hash``, ``x-goog-generation``
-            when the server sends them).
-
-        Raises:
-            InvalidRequest: parts missing, out of order, or too small.
-            StorageError: any other failure.
-        """
+        """See :meth:`AsyncClient.complete_multipart` (the public face)."""
         op = Op("complete multipart upload", bucket, name)
         ordered = sorted(parts, key=lambda p: p.number)
         body = "<CompleteMultipartUpload>" + "".join(
@@ -188,17 +147,7 @@ class XmlMultipartMixin:
             headers={"Content-Type": "application/xml"}, data=body.encode())
 
     async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
-        """Abort an upload and drop its parts.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            upload_id: the upload.
-
-        Raises:
-            NotFound: no such upload.
-            StorageError: any other failure.
-        """
+        """See :meth:`AsyncClient.abort_multipart` (the public face)."""
 
         async def handle(resp: aiohttp.ClientResponse) -> None:
             await resp.read()
@@ -208,20 +157,7 @@ class XmlMultipartMixin:
                                      params={"uploadId": upload_id}, ok=(200, 204))
 
     async def list_parts(self, bucket: str, name: str, upload_id: str) -> list[PartInfo]:
-        """List the parts uploaded so far.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            upload_id: the upload.
-
-        Returns:
-            PartInfo in part-number order.
-
-        Raises:
-            NotFound: no such upload.
-            StorageError: any other failure.
-        """
+        """See :meth:`AsyncClient.list_parts` (the public face)."""
         op = Op("list parts", bucket, name)
         parts: list[PartInfo] = []
         marker = ""
@@ -244,18 +180,7 @@ class XmlMultipartMixin:
 
     async def list_multipart_uploads(self, bucket: str,
                                      prefix: str = "") -> list[MultipartUploadInfo]:
-        """List open multipart uploads (for cleaning up after killed writers).
-
-        Args:
-            bucket: bucket name.
-            prefix: only uploads of names starting with this.
-
-        Returns:
-            MultipartUploadInfo for each open upload.
-
-        Raises:
-            StorageError: the listing failed.
-        """
+        """See :meth:`AsyncClient.list_multipart_uploads` (the public face)."""
         validate_bucket(bucket)
         op = Op("list multipart uploads", bucket, prefix)
         uploads: list[MultipartUploadInfo] = []

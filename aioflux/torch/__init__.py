@@ -3,7 +3,7 @@
 Importing this package imports torch; ``import aioflux`` alone does not.
 """
 
-from .._engines.iterables import list_files, load_files
+from .._api.iterables import list_files, load_files
 from ._checkpoint import Checkpoint
 from ._datasets import IterableDataset, MapDataset
 from ._history import CheckpointInfo, SaveRecord

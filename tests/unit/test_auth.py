@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 
 from aioflux import AsyncClient
-from aioflux._net.auth import AnonymousAuth, GoogleAuth, StaticTokenAuth, resolve_auth
+from aioflux._core.auth import AnonymousAuth, AuthRequest, StaticTokenAuth
+from aioflux.gcs._auth import GoogleAuth, resolve_auth
+
+REQUEST = AuthRequest("GET", "https://storage.googleapis.com/storage/v1/b/b/o/x")
 
 
 class FakeCredentials:
@@ -32,8 +35,8 @@ class FakeCredentials:
 async def test_refreshes_off_loop_and_caches() -> None:
     creds = FakeCredentials(dt.timedelta(hours=1))
     auth = GoogleAuth(creds)
-    assert await auth.headers() == {"Authorization": "Bearer tok1"}
-    assert await auth.headers() == {"Authorization": "Bearer tok1"}
+    assert await auth.headers(REQUEST) == {"Authorization": "Bearer tok1"}
+    assert await auth.headers(REQUEST) == {"Authorization": "Bearer tok1"}
     assert len(creds.refresh_threads) == 1
     assert creds.refresh_threads[0] != threading.get_ident()
 
@@ -41,8 +44,8 @@ async def test_refreshes_off_loop_and_caches() -> None:
 async def test_refreshes_when_near_expiry() -> None:
     creds = FakeCredentials(dt.timedelta(minutes=2))  # inside the 5-minute margin
     auth = GoogleAuth(creds)
-    await auth.headers()
-    assert await auth.headers() == {"Authorization": "Bearer tok2"}
+    await auth.headers(REQUEST)
+    assert await auth.headers(REQUEST) == {"Authorization": "Bearer tok2"}
 
 
 def test_resolution(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,7 +14,11 @@ import pytest
 from aioflux import AsyncClient, Client
 
 # Methods that only make sense on one side, each with the reason.
-ASYNC_ONLY = {"aclose"}  # Client.close() is its twin (the sync name)
+# aclose: Client.close() is its twin (the sync name). fetch and start_upload
+# are the storage protocol's engine-facing calls (the writer and the
+# download planner use them on the loop); users read and write through
+# read/write/open.
+ASYNC_ONLY = {"aclose", "fetch", "start_upload"}
 SYNC_ONLY = {"close"}
 
 

@@ -1,4 +1,4 @@
-"""Authentication: Application Default Credentials, static tokens, anonymous.
+"""GCS authentication: Application Default Credentials through google-auth.
 
 google-auth's ``refresh`` does blocking HTTP, so it runs in a worker thread,
 never on the event loop; the token is cached until shortly before expiry and
@@ -11,56 +11,17 @@ import asyncio
 import datetime as _dt
 import os
 import threading
-from typing import Any, Protocol
+from typing import Any
 
+from .._core.auth import AnonymousAuth, Auth, AuthRequest, StaticTokenAuth
 from .._core.errors import PermissionDenied
 
-__all__ = [
-    "AnonymousAuth",
-    "Auth",
-    "GoogleAuth",
-    "StaticTokenAuth",
-    "emulator_endpoint",
-    "resolve_auth",
-]
+__all__ = ["GoogleAuth", "emulator_endpoint", "resolve_auth"]
 
 SCOPES = ("https://www.googleapis.com/auth/devstorage.read_write",)
 # Refresh this long before the token expires, so a request that starts with a
 # valid token does not reach the server with an expired one.
 REFRESH_MARGIN = _dt.timedelta(minutes=5)
-
-
-class Auth(Protocol):
-    """Supplies request headers that authenticate to GCS."""
-
-    async def headers(self) -> dict[str, str]:
-        """Headers to add to a request (empty for anonymous)."""
-        ...
-
-
-class AnonymousAuth:
-    """No credentials: for emulators and public buckets."""
-
-    async def headers(self) -> dict[str, str]:
-        """Return no headers."""
-        return {}
-
-    def __repr__(self) -> str:
-        return "AnonymousAuth()"
-
-
-class StaticTokenAuth:
-    """A fixed bearer token (tests, short jobs with a token from elsewhere)."""
-
-    def __init__(self, token: str) -> None:
-        self._header = {"Authorization": f"Bearer {token}"}
-
-    async def headers(self) -> dict[str, str]:
-        """Return the Authorization header."""
-        return dict(self._header)
-
-    def __repr__(self) -> str:
-        return "StaticTokenAuth(<redacted>)"
 
 
 class GoogleAuth:
@@ -95,7 +56,7 @@ class GoogleAuth:
                 ) from exc
             return str(creds.token)
 
-    async def headers(self) -> dict[str, str]:
+    async def headers(self, request: AuthRequest) -> dict[str, str]:
         """Return a Bearer header, refreshing the token in a thread if needed.
 
         Raises:
@@ -145,6 +106,6 @@ def resolve_auth(credentials: Any, *, use_emulator: bool) -> Auth:
         return GoogleAuth()
     if isinstance(credentials, str):
         return StaticTokenAuth(credentials)
-    if hasattr(credentials, "headers") and not hasattr(credentials, "refresh"):
-        return credentials  # type: ignore[no-any-return]
+    if isinstance(credentials, Auth) and not hasattr(credentials, "refresh"):
+        return credentials
     return GoogleAuth(credentials)

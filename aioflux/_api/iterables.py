@@ -1,0 +1,148 @@
+"""Composable iterables in the style of the S3 IO DataPipes, sync and async.
+
+``list_files(url)`` yields URLs, ``load_files(urls)`` yields ``(url, bytes)``
+with bounded concurrency; each URL's scheme picks its store. The sync forms
+run on the process's portal; ``load_files`` pulls its input in the caller's
+thread, so it can consume ``list_files`` (or any blocking iterator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Iterator, Sequence
+from contextlib import aclosing
+
+from .._core.portal import get_portal
+from .._core.store import ObjectStore
+from .._core.urls import parse_url
+from .._core.validate import check_bool, check_instance, check_int
+from .._core.window import window, window_sync
+from .._engines.iterables import DEFAULT_LOAD_CONCURRENCY
+from .._engines.listing import DEFAULT_LIST_CONCURRENCY, iter_objects
+from .stores import AnyClient, store_for_url
+from .sync import Client
+
+__all__ = ["alist_files", "aload_files", "list_files", "load_files"]
+
+
+def _urls(url: str | Sequence[str]) -> list[str]:
+    return [url] if isinstance(url, str) else list(url)
+
+
+async def alist_files(url: str | Sequence[str], *, client: AnyClient | None = None,
+                      concurrency: int = DEFAULT_LIST_CONCURRENCY) -> AsyncGenerator[str, None]:
+    """Yield the URL of every object under each prefix URL.
+
+    Args:
+        url: one prefix URL (``gs://bucket/prefix``, ``file:///dir/``, a
+            path) or several.
+        client: the client for ``gs://`` URLs (default: the process-wide one).
+        concurrency: parallel listers per prefix.
+
+    Yields:
+        Object URLs (folder placeholders and composites skipped).
+
+    Raises:
+        InvalidURL: a malformed URL.
+        StorageError: listing failed.
+    """
+    for one in _urls(url):
+        store, parsed = store_for_url(one, client)
+        async with aclosing(iter_objects(store, parsed.bucket, parsed.name,
+                                         concurrency=concurrency)) as objs:
+            async for obj in objs:
+                yield obj.url
+
+
+def list_files(url: str | Sequence[str], *, client: AnyClient | None = None,
+               concurrency: int = DEFAULT_LIST_CONCURRENCY) -> Iterator[str]:
+    """Blocking :func:`alist_files`.
+
+    Args:
+        url: one prefix URL or several.
+        client: the client for ``gs://`` URLs (default: the process-wide one).
+        concurrency: parallel listers per prefix.
+
+    Returns:
+        An iterator of object URLs.
+
+    Raises:
+        InvalidURL: a malformed URL (at once).
+        InvalidArgument: a setting of the wrong type (at once).
+        StorageError: listing failed (while iterating).
+    """
+    for one in _urls(url):
+        parse_url(one)
+    check_instance("list_files", "client", client, (ObjectStore, Client), optional=True)
+    check_int("list_files", "concurrency", concurrency, minimum=1)
+    return _list_files(url, client, concurrency)
+
+
+def _list_files(url: str | Sequence[str], client: AnyClient | None,
+                concurrency: int) -> Iterator[str]:
+    portal = get_portal()
+    agen = alist_files(url, client=client, concurrency=concurrency)
+    try:
+        while True:
+            try:
+                yield portal.call(anext(agen))  # type: ignore[arg-type]
+            except StopAsyncIteration:
+                return
+    finally:
+        portal.call(agen.aclose())
+
+
+async def _read(url: str, client: AnyClient | None) -> bytes:
+    store, parsed = store_for_url(url, client, require_object=True)
+    return await store.read(parsed.bucket, parsed.name)
+
+
+async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
+                      client: AnyClient | None = None,
+                      concurrency: int = DEFAULT_LOAD_CONCURRENCY,
+                      ordered: bool = True) -> AsyncGenerator[tuple[str, bytes], None]:
+    """Download each URL, at most ``concurrency`` at once.
+
+    Args:
+        urls: object URLs (a sync or async iterable, read lazily).
+        client: the client for ``gs://`` URLs (default: the process-wide one).
+        concurrency: downloads in flight.
+        ordered: yield in input order; else as downloads complete.
+
+    Yields:
+        ``(url, bytes)``.
+
+    Raises:
+        InvalidURL: a malformed URL.
+        StorageError: a download failed (pending ones are cancelled first).
+    """
+    async with aclosing(window(urls, lambda u: _read(u, client), limit=concurrency,
+                               ordered=ordered)) as loaded:
+        async for pair in loaded:
+            yield pair
+
+
+def load_files(urls: Iterable[str], *, client: AnyClient | None = None,
+               concurrency: int = DEFAULT_LOAD_CONCURRENCY,
+               ordered: bool = True) -> Iterator[tuple[str, bytes]]:
+    """Blocking :func:`aload_files`; ``urls`` is iterated in the caller's thread.
+
+    Args:
+        urls: object URLs (e.g. from :func:`list_files`).
+        client: the client for ``gs://`` URLs (default: the process-wide one).
+        concurrency: downloads in flight.
+        ordered: yield in input order; else as downloads complete.
+
+    Returns:
+        An iterator of ``(url, bytes)``.
+
+    Raises:
+        InvalidArgument: a setting of the wrong type (at once).
+        InvalidURL: a malformed URL (while iterating: ``urls`` is lazy).
+        StorageError: a download failed (pending ones are cancelled first).
+    """
+    check_instance("load_files", "client", client, (ObjectStore, Client), optional=True)
+    check_int("load_files", "concurrency", concurrency, minimum=1)
+    check_bool("load_files", "ordered", ordered)
+    portal = get_portal()
+    return window_sync(urls, lambda u: portal.submit(_read(u, client)), limit=concurrency,
+                       ordered=ordered)

@@ -1,0 +1,106 @@
+"""Which store serves a URL: the scheme picks the backend.
+
+``gs://`` is the GCS client, ``file://`` and plain paths the local
+filesystem (``s3://`` has no backend yet). A caller's client serves its own
+scheme; a URL on another scheme gets the process-wide default store for it,
+built lazily (and again after fork) from the environment, so
+``STORAGE_EMULATOR_HOST`` set before first use applies. The filesystem needs
+no settings, so a ``file://`` URL is served whatever client was given; a
+``gs://`` URL with a client of another store is an error rather than a
+silently different endpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from .._core.errors import InvalidArgument
+from .._core.store import ObjectStore
+from .._core.urls import StoreURL, parse_url
+from ..gcs._client import AsyncClient
+from ..local._store import LocalStore
+from .sync import Client
+
+__all__ = ["AnyClient", "default_store", "resolve_store", "store_for_url"]
+
+# What public functions accept as ``client=``.
+AnyClient = ObjectStore | Client
+
+_lock = threading.Lock()
+_defaults: dict[str, tuple[int, ObjectStore]] = {}
+
+
+def default_store(scheme: str) -> ObjectStore:
+    """The process-wide store for ``scheme`` (built on first use).
+
+    Args:
+        scheme: ``gs`` or ``file``.
+
+    Returns:
+        The store.
+
+    Raises:
+        InvalidArgument: no backend serves ``scheme``.
+    """
+    with _lock:
+        known = _defaults.get(scheme)
+        if known is None or known[0] != os.getpid():
+            known = (os.getpid(), _new_store(scheme))
+            _defaults[scheme] = known
+        return known[1]
+
+
+def _new_store(scheme: str) -> ObjectStore:
+    if scheme == "gs":
+        return AsyncClient()
+    if scheme == "file":
+        return LocalStore()
+    raise InvalidArgument(f"no storage backend serves {scheme}:// URLs in this version of "
+                          "aioflux (gs://, file:// and plain paths do)")
+
+
+def resolve_store(client: AnyClient | None, scheme: str = "gs") -> ObjectStore:
+    """The store that serves ``scheme`` given the caller's ``client``.
+
+    Args:
+        client: a store (``AsyncClient``, ``LocalStore``...), a sync
+            ``Client``, or None for the default store of ``scheme``.
+        scheme: the URL's scheme.
+
+    Returns:
+        The store.
+
+    Raises:
+        InvalidArgument: ``client`` serves another scheme than a ``gs://``
+            (or ``s3://``) URL's.
+    """
+    store = client.aio if isinstance(client, Client) else client
+    if store is None:
+        return default_store(scheme)
+    if store.features.scheme == scheme:
+        return store
+    if scheme == "file":
+        return default_store("file")
+    raise InvalidArgument(f"the client given serves {store.features.scheme}:// URLs, "
+                          f"not {scheme}://")
+
+
+def store_for_url(url: str, client: AnyClient | None = None, *,
+                  require_object: bool = False) -> tuple[ObjectStore, StoreURL]:
+    """Parse ``url`` and pick its store.
+
+    Args:
+        url: ``gs://bucket/name``, ``file:///path`` or a path.
+        client: the caller's client, if any (see :func:`resolve_store`).
+        require_object: the URL must name an object.
+
+    Returns:
+        ``(store, parsed URL)``.
+
+    Raises:
+        InvalidURL: a malformed URL.
+        InvalidArgument: no backend for its scheme, or a client of another one.
+    """
+    parsed = parse_url(url, require_object=require_object)
+    return resolve_store(client, parsed.scheme), parsed

@@ -1,0 +1,161 @@
+"""Bounded concurrency: the in-flight window every pipeline uses.
+
+``window`` (async) and ``window_sync`` (a blocking caller driving futures on
+the portal) start one job per input item, keep at most ``limit`` running,
+and yield ``(item, result)`` in input order or as jobs complete. The input is
+read lazily, only when the window has room, so a listing can feed it while
+it downloads. On exit (an error, or the consumer stopping early) the jobs
+still running are cancelled and waited for, so nothing outlives the loop.
+``gather_bounded`` runs a finite batch the same way and returns the list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+from collections import deque
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+)
+from typing import TypeVar
+
+__all__ = ["gather_bounded", "window", "window_sync"]
+
+K = TypeVar("K")
+V = TypeVar("V")
+T = TypeVar("T")
+
+# How long a blocking window waits for cancelled jobs before it returns.
+_CANCEL_WAIT = 30.0
+
+
+async def _items(source: Iterable[K] | AsyncIterable[K]) -> AsyncGenerator[K, None]:
+    if isinstance(source, AsyncIterable):
+        async for item in source:
+            yield item
+    else:
+        for item in source:
+            yield item
+
+
+async def window(source: Iterable[K] | AsyncIterable[K], job: Callable[[K], Awaitable[V]], *,
+                 limit: int, ordered: bool = True,
+                 weight: Callable[[K], int] | None = None) -> AsyncGenerator[tuple[K, V], None]:
+    """Run ``job(item)`` for every item, at most ``limit`` at once.
+
+    Args:
+        source: the items (sync or async iterable, read as room frees up).
+        job: starts the work for one item.
+        limit: jobs in flight, or their total ``weight``.
+        ordered: yield in input order; else as jobs complete.
+        weight: what one item counts against ``limit`` (default 1; a
+            composed batch counts its sources). One job always runs, however
+            heavy.
+
+    Yields:
+        ``(item, result)`` pairs.
+
+    Raises:
+        Exception: the first failed job's error (the others are cancelled).
+    """
+    pending: deque[tuple[K, asyncio.Future[V]]] = deque()
+    load = 0
+
+    async def take() -> tuple[K, V]:
+        nonlocal load
+        if not ordered:
+            await asyncio.wait([f for _, f in pending], return_when=asyncio.FIRST_COMPLETED)
+            pending.rotate(-next(n for n, (_, f) in enumerate(pending) if f.done()))
+        item, future = pending.popleft()
+        load -= 1 if weight is None else weight(item)
+        return item, await future
+
+    items = _items(source)
+    try:
+        async for item in items:
+            cost = 1 if weight is None else weight(item)
+            while pending and load + cost > limit:
+                yield await take()
+            pending.append((item, asyncio.ensure_future(job(item))))
+            load += cost
+        while pending:
+            yield await take()
+    finally:
+        await items.aclose()
+        for _, future in pending:
+            future.cancel()
+        await asyncio.gather(*(f for _, f in pending), return_exceptions=True)
+
+
+def window_sync(source: Iterable[K], submit: Callable[[K], concurrent.futures.Future[V]], *,
+                limit: int, ordered: bool = True) -> Iterator[tuple[K, V]]:
+    """The blocking twin of :func:`window`: ``source`` is iterated in the
+    caller's thread (it may block, e.g. a sync listing), ``submit`` starts a
+    job elsewhere (on the portal) and returns its future.
+
+    Args:
+        source: the items.
+        submit: starts the work for one item.
+        limit: jobs in flight.
+        ordered: yield in input order; else as jobs complete.
+
+    Yields:
+        ``(item, result)`` pairs.
+
+    Raises:
+        Exception: the first failed job's error (the others are cancelled).
+    """
+    pending: deque[tuple[K, concurrent.futures.Future[V]]] = deque()
+
+    def take() -> tuple[K, V]:
+        if not ordered:
+            concurrent.futures.wait([f for _, f in pending],
+                                    return_when=concurrent.futures.FIRST_COMPLETED)
+            pending.rotate(-next(n for n, (_, f) in enumerate(pending) if f.done()))
+        item, future = pending.popleft()
+        return item, future.result()
+
+    try:
+        for item in source:
+            pending.append((item, submit(item)))
+            while len(pending) >= limit:
+                yield take()
+        while pending:
+            yield take()
+    finally:
+        for _, future in pending:
+            future.cancel()
+        concurrent.futures.wait([f for _, f in pending], timeout=_CANCEL_WAIT)
+
+
+async def gather_bounded(aws: Iterable[Awaitable[T]], limit: int | None = None) -> list[T]:
+    """``asyncio.gather`` with at most ``limit`` awaitables running at once.
+
+    Args:
+        aws: the awaitables (coroutines are started lazily, as room frees up).
+        limit: most in flight; ``None`` runs them all at once.
+
+    Returns:
+        Their results, in input order.
+
+    Raises:
+        Exception: the first failure (the others are cancelled).
+    """
+    jobs = list(aws)
+    try:
+        return [result async for _, result in window(
+            jobs, _awaited, limit=limit or max(1, len(jobs)), ordered=True)]
+    finally:
+        for aw in jobs:  # never started (an earlier job failed): no "never awaited"
+            if inspect.iscoroutine(aw) and inspect.getcoroutinestate(aw) == "CORO_CREATED":
+                aw.close()
+
+
+async def _awaited(aw: Awaitable[T]) -> T:
+    return await aw
