@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from .._core.errors import InvalidRequest, NotFound, StorageError
 from .._core.store import ObjectStore
 from .._core.types import MultipartUploadInfo, ObjectInfo
-from .download import gather_bounded
+from .._core.window import gather_bounded
 from .listing import COMPOSED_PREFIX
 
 __all__ = ["DEFAULT_OLDER_THAN", "CleanReport", "Skipped", "clean_bucket"]

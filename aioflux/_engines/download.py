@@ -11,9 +11,8 @@ For each batch of objects the planner picks, per object:
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -21,6 +20,8 @@ from .._core.crc import crc32c_combine, encode_crc32c
 from .._core.errors import ChecksumMismatch, NotFound, PermissionDenied, PreconditionFailed
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
+from .._core.window import gather_bounded
+from .._core.window import window as bounded
 from .compose import (
     COMPOSED_PREFIX,
     MAX_COMPOSE_SOURCES,
@@ -39,7 +40,6 @@ __all__ = [
     "DownloadStats",
     "Downloader",
     "download_many",
-    "gather_bounded",
 ]
 
 T = TypeVar("T")
@@ -123,43 +123,6 @@ class DownloadStats:
     ranged_chunks: int = 0
     bytes: int = 0
     denied_buckets: set[str] = field(default_factory=set)
-
-
-async def gather_bounded(aws: Iterable[Awaitable[T]], limit: int | None = None) -> list[T]:
-    """Await all, at most ``limit`` at once; on the first error cancel and
-    drain the rest, then raise that error.
-
-    Args:
-        aws: awaitables (coroutines are wrapped in tasks lazily).
-        limit: most running at once (``None``: all).
-
-    Returns:
-        Results in input order.
-
-    Raises:
-        Exception: the first failure.
-    """
-    items = list(aws)
-    results: list[T | None] = [None] * len(items)
-    limit = len(items) if not limit else limit
-    pending: dict[asyncio.Future[T], int] = {}
-    nxt = 0
-    try:
-        while nxt < len(items) or pending:
-            while nxt < len(items) and len(pending) < limit:
-                pending[asyncio.ensure_future(items[nxt])] = nxt
-                nxt += 1
-            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for fut in done:
-                results[pending.pop(fut)] = fut.result()
-    finally:
-        for fut in pending:
-            fut.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-        for aw in items[nxt:]:
-            if asyncio.iscoroutine(aw):
-                aw.close()  # never started: no "never awaited" warning
-    return results  # type: ignore[return-value]
 
 
 class Downloader:
@@ -330,33 +293,18 @@ class Downloader:
         Raises:
             StorageError: a download failed (pending ones are cancelled first).
         """
-        units = deque(self.plan(objects))
-        running: deque[tuple[list[int], asyncio.Task[list[Data]]]] = deque()
-        in_flight = 0
-        try:
-            while units or running:
-                while units and (not running or in_flight + len(units[0][1]) <= window):
-                    kind, idx = units.popleft()
-                    task = asyncio.create_task(self._unit(kind, [objects[i] for i in idx]))
-                    running.append((idx, task))
-                    in_flight += len(idx)
-                if ordered:
-                    idx, task = running.popleft()
-                    datas = await task
-                else:
-                    await asyncio.wait([t for _, t in running],
-                                       return_when=asyncio.FIRST_COMPLETED)
-                    pos = next(n for n, (_, t) in enumerate(running) if t.done())
-                    idx, task = running[pos]
-                    del running[pos]
-                    datas = task.result()
-                in_flight -= len(idx)
+        units = self.plan(objects)
+
+        async def fetch(unit: tuple[str, list[int]]) -> list[Data]:
+            kind, idx = unit
+            return await self._unit(kind, [objects[i] for i in idx])
+
+        # A composed batch counts all its sources against the window.
+        async with aclosing(bounded(units, fetch, limit=window, ordered=ordered,
+                                   weight=lambda unit: len(unit[1]))) as done:
+            async for (_, idx), datas in done:
                 for i, data in zip(idx, datas, strict=True):
                     yield objects[i], data
-        finally:
-            for _, task in running:
-                task.cancel()
-            await asyncio.gather(*(t for _, t in running), return_exceptions=True)
 
 
 async def download_many(client: ObjectStore, objects: Sequence[ObjectInfo], *,

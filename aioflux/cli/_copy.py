@@ -21,8 +21,8 @@ from .._core.crc import crc32c, crc32c_combine, encode_crc32c
 from .._core.errors import ChecksumMismatch, NotFound
 from .._core.types import ObjectInfo
 from .._core.urls import GcsURL, parse_url
+from .._core.window import gather_bounded
 from .._engines.async_writer import AsyncObjectWriter
-from .._engines.download import gather_bounded
 from ..gcs._client import AsyncClient
 from ._common import (
     Progress,

@@ -28,7 +28,7 @@ from .._core.config import ClientConfig
 from .._core.errors import StorageError
 from .._core.portal import call
 from .._core.urls import parse_url
-from .._engines.download import gather_bounded
+from .._core.window import gather_bounded
 from ..gcs._auth import emulator_endpoint
 from ..gcs._client import AsyncClient
 from ..testing._subprocess import emulator_process

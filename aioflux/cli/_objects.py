@@ -13,7 +13,7 @@ import sys
 from .._core.errors import NotFound
 from .._core.types import ObjectInfo
 from .._core.urls import GcsURL
-from .._engines.download import gather_bounded
+from .._core.window import gather_bounded
 from ..gcs._client import AsyncClient
 from ._common import (
     add_client_arguments,

@@ -34,7 +34,8 @@ from .._core.validate import (
     check_instance,
     check_int,
 )
-from .._engines.download import Data, Downloader, DownloadOptions, DownloadStats, gather_bounded
+from .._core.window import gather_bounded
+from .._engines.download import Data, Downloader, DownloadOptions, DownloadStats
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY, list_objects_parallel
 from ..gcs._client import AsyncClient
 

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from aioflux import AsyncClient, Client
-from aioflux._engines.iterables import alist_files, aload_files, list_files, load_files
+from aioflux._api.iterables import alist_files, aload_files, list_files, load_files
 from aioflux.testing import Emulator
 
 

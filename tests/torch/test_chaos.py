@@ -34,8 +34,8 @@ import aioflux
 from aioflux import AsyncClient, Client, ClientConfig, RetryPolicy
 from aioflux._core.crc import crc32c
 from aioflux._core.portal import get_portal
+from aioflux._core.window import gather_bounded
 from aioflux._engines.compose import COMPOSED_PREFIX
-from aioflux._engines.download import gather_bounded
 from aioflux.testing import Emulator, FaultProxy, running_emulator
 from aioflux.torch import CheckpointManager, IterableDataset, MapDataset
 from tests.conftest import unique_bucket
