@@ -5,7 +5,8 @@ Public API (everything else lives in private modules and may change):
 - stores: :class:`AsyncClient` (GCS, ``gs://``) and its blocking twin
   :class:`Client`; :class:`LocalStore` (``file://`` and plain paths); the
   :class:`ObjectStore` protocol they share;
-- settings: :class:`ClientConfig`, :class:`RetryPolicy`, :class:`Timeouts`;
+- settings: :class:`ClientConfig`, :class:`RetryPolicy`, :class:`Timeouts`,
+  :class:`WriterOptions`, :class:`ReaderOptions`;
 - records: :class:`ObjectInfo`, :class:`ListPage`, :class:`PartInfo`,
   :class:`MultipartUploadInfo`, :class:`StreamItem`, :class:`StoreURL`;
 - files and URLs: :func:`open`, :func:`parse_url`;
@@ -41,6 +42,7 @@ from ._core.errors import (
     TLSError,
     TransportError,
 )
+from ._core.options import ReaderOptions, WriterOptions
 from ._core.store import ObjectStore
 from ._core.types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from ._core.urls import GcsURL, StoreURL, parse_url
@@ -76,6 +78,7 @@ __all__ = [
     "PreconditionFailed",
     "ProtocolError",
     "RateLimited",
+    "ReaderOptions",
     "RetryPolicy",
     "ServerError",
     "StorageError",
@@ -84,6 +87,7 @@ __all__ = [
     "TLSError",
     "Timeouts",
     "TransportError",
+    "WriterOptions",
     "__version__",
     "alist_files",
     "aload_files",

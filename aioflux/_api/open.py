@@ -1,87 +1,50 @@
-"""``aioflux.open(url, mode)``: file objects over gs:// objects.
+"""``aioflux.open(url, mode)``: file objects over objects of any store.
 
 ``"wb"`` returns an :class:`~aioflux._engines.writer.ObjectWriter` (streaming
-multipart upload, published only on a clean close), ``"rb"`` an
+upload, published only on a clean close), ``"rb"`` an
 :class:`~aioflux._engines.reader.ObjectReader` (parallel ranged read-ahead,
 seekable). With ``compression="zstd"`` the stream is (de)compressed with
 multithreaded zstandard on the way (the read side is then not seekable).
+The URL's scheme picks the store (``gs://``, ``file://`` or a path).
 """
 
 from __future__ import annotations
 
-import os
-import threading
 from typing import IO, Any
 
-from .._core.urls import parse_url
-from .._core.validate import check_instance, check_int, check_str
-from .._engines.reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD, ObjectReader
-from .._engines.writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE, ObjectWriter
-from ..gcs._client import AsyncClient
+from .._core.options import ReaderOptions, WriterOptions
+from .._core.store import ObjectStore
+from .._core.validate import check_instance, check_str
+from .._engines.reader import ObjectReader
+from .._engines.writer import ObjectWriter
+from .stores import AnyClient, store_for_url
 from .sync import Client
 
-__all__ = ["default_client", "open", "resolve_client"]
+__all__ = ["open"]
 
 _WRITE_MODES = ("wb", "w+b", "bw")
 _READ_MODES = ("rb", "br", "r")
-_lock = threading.Lock()
-_default: tuple[int, AsyncClient] | None = None
-
-
-def default_client() -> AsyncClient:
-    """The process-wide AsyncClient used when none is given.
-
-    Built lazily (and again after fork) from the environment, so
-    ``STORAGE_EMULATOR_HOST`` set before first use applies.
-
-    Returns:
-        The AsyncClient.
-    """
-    global _default
-    with _lock:
-        if _default is None or _default[0] != os.getpid():
-            _default = (os.getpid(), AsyncClient())
-        return _default[1]
-
-
-def resolve_client(client: AsyncClient | Client | None) -> AsyncClient:
-    """The AsyncClient behind ``client`` (the default one for ``None``).
-
-    Args:
-        client: an AsyncClient, a sync Client, or None.
-
-    Returns:
-        An AsyncClient.
-    """
-    if client is None:
-        return default_client()
-    if isinstance(client, Client):
-        return client.aio
-    return client
 
 
 def open(
     url: str,
     mode: str = "rb",
     *,
-    client: AsyncClient | Client | None = None,
-    part_size: int = DEFAULT_PART_SIZE,
-    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    read_ahead: int = DEFAULT_READ_AHEAD,
+    client: AnyClient | None = None,
+    writer: WriterOptions | None = None,
+    reader: ReaderOptions | None = None,
     compression: str | None = None,
     content_type: str = "application/octet-stream",
 ) -> IO[bytes]:
-    """Open ``gs://bucket/name`` as a binary file.
+    """Open an object as a binary file.
 
     Args:
-        url: ``gs://bucket/name``.
+        url: ``gs://bucket/name``, ``file:///path`` or a path.
         mode: ``"rb"`` or ``"wb"``.
-        client: client to use (default: a process-wide one from the environment).
-        part_size: writer part size (>= 5 MiB, multiple of 256 KiB).
-        max_in_flight: writer parts uploading at once.
-        chunk_size: reader bytes per ranged GET.
-        read_ahead: reader blocks in flight ahead of the position.
+        client: the client for ``gs://`` URLs (default: a process-wide one
+            from the environment); files need none.
+        writer: part size and parts in flight of a ``"wb"`` file.
+        reader: block size and read-ahead of an ``"rb"`` file.
         compression: ``None`` or ``"zstd"`` (needs ``aioflux-storage[zstd]``).
         content_type: Content-Type of a written object.
 
@@ -90,31 +53,28 @@ def open(
         in the ``with`` body aborts the upload and publishes nothing.
 
     Raises:
-        InvalidURL: not a gs:// object URL.
+        InvalidURL: not an object URL.
         InvalidArgument: unsupported mode or compression.
         NotFound: ``"rb"`` of a missing object.
     """
-    bucket, name = parse_url(url, require_object=True)
     op = f"open {url}"
+    check_instance(op, "client", client, (ObjectStore, Client), optional=True)
+    store, (bucket, name) = store_for_url(url, client, require_object=True)
     check_str(op, "mode", mode, choices=_WRITE_MODES + _READ_MODES)
     check_str(op, "compression", compression, optional=True, choices=("zstd",))
-    check_instance(op, "client", client, (AsyncClient, Client), optional=True)
-    for arg, value in (("part_size", part_size), ("max_in_flight", max_in_flight),
-                       ("chunk_size", chunk_size), ("read_ahead", read_ahead)):
-        check_int(op, arg, value, minimum=1)
+    check_instance(op, "writer", writer, WriterOptions, optional=True)
+    check_instance(op, "reader", reader, ReaderOptions, optional=True)
     check_str(op, "content_type", content_type)
-    aio = resolve_client(client)
     raw: Any
     if mode in _WRITE_MODES:
-        raw = ObjectWriter(aio, bucket, name, part_size=part_size, max_in_flight=max_in_flight,
-                           content_type=content_type)
+        raw = ObjectWriter(store, bucket, name, options=writer, content_type=content_type)
         if compression == "zstd":
             from .._engines.zstd import compress_writer
 
             return compress_writer(raw)  # type: ignore[return-value]
         return raw  # type: ignore[no-any-return]
     # A read mode (checked above).
-    raw = ObjectReader(aio, bucket, name, chunk_size=chunk_size, read_ahead=read_ahead)
+    raw = ObjectReader(store, bucket, name, options=reader)
     if compression == "zstd":
         from .._engines.zstd import decompress_reader
 

@@ -27,8 +27,7 @@ class AsyncObjectWriter(WriterBase):
         client: the store.
         bucket: bucket name.
         name: object name.
-        part_size: bytes per part (>= 5 MiB, a multiple of 256 KiB).
-        max_in_flight: parts uploading at once; ``write`` waits beyond it.
+        options: part size and parts in flight (``write`` waits beyond).
         content_type: Content-Type of the object.
 
     Raises:

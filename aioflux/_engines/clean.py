@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from .._core.errors import InvalidRequest, NotFound, StorageError
 from .._core.store import ObjectStore
 from .._core.types import MultipartUploadInfo, ObjectInfo
+from .._core.urls import format_url
 from .._core.window import gather_bounded
 from .listing import COMPOSED_PREFIX
 
@@ -154,7 +155,8 @@ async def clean_bucket(client: ObjectStore, bucket: str, prefix: str = "", *,
             uploads.append(upload)
         else:
             report.skipped.append(
-                Skipped(f"upload {upload.upload_id} of gs://{bucket}/{upload.name}", age))
+                Skipped(f"upload {upload.upload_id} of "
+                        f"{format_url(client.features.scheme, bucket, upload.name)}", age))
     report.composites = [o.url for o in composites]
     report.uploads = uploads
     if dry_run:

@@ -3,7 +3,7 @@
 For each batch of objects the planner picks, per object:
 
 - **ranged chunks** for objects of at least ``ranged_threshold`` bytes:
-  ``chunk_size`` ranges read concurrently into one preallocated buffer;
+  ``range_size`` ranges read concurrently into one preallocated buffer;
 - **composed batches** for objects of at most ``compose_threshold`` bytes
   (when compose is on): see :mod:`aioflux._engines.compose`;
 - **direct GETs** for everything else, all under the client's semaphore.
@@ -31,7 +31,7 @@ from .compose import (
 )
 
 __all__ = [
-    "DEFAULT_CHUNK_SIZE",
+    "RANGE_SIZE",
     "DEFAULT_COMPOSE_THRESHOLD",
     "DEFAULT_MAX_COMPOSITE_OBJECT_SIZE",
     "DEFAULT_RANGED_THRESHOLD",
@@ -64,7 +64,7 @@ DEFAULT_MAX_COMPOSITE_OBJECT_SIZE = 100 * 1024 * 1024
 DEFAULT_RANGED_THRESHOLD = 32 * 1024 * 1024
 # 16 MiB chunks: 16 streams on a 256 MiB object, each long enough (~160 ms
 # at 100 MB/s) that the 20 ms TTFB costs ~10%.
-DEFAULT_CHUNK_SIZE = 16 * 1024 * 1024
+RANGE_SIZE = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class DownloadOptions:
         compose_threshold: objects up to this size may be composed (default 32 KiB).
         max_sources: most sources per composite (1-32).
         ranged_threshold: objects at least this large are read in chunks.
-        chunk_size: bytes per ranged chunk.
+        range_size: bytes per ranged chunk.
         composed_prefix: where composites are created.
 
     Raises:
@@ -90,15 +90,15 @@ class DownloadOptions:
     compose_threshold: int = DEFAULT_COMPOSE_THRESHOLD
     max_sources: int = MAX_COMPOSE_SOURCES
     ranged_threshold: int = DEFAULT_RANGED_THRESHOLD
-    chunk_size: int = DEFAULT_CHUNK_SIZE
+    range_size: int = RANGE_SIZE
     composed_prefix: str = COMPOSED_PREFIX
 
     def __post_init__(self) -> None:
         for name in ("max_composite_object_size", "compose_threshold", "ranged_threshold"):
             if getattr(self, name) < 0:
                 raise ValueError(f"DownloadOptions.{name} must be >= 0")
-        if self.chunk_size < 1:
-            raise ValueError("DownloadOptions.chunk_size must be >= 1")
+        if self.range_size < 1:
+            raise ValueError("DownloadOptions.range_size must be >= 1")
         if not 1 <= self.max_sources <= MAX_COMPOSE_SOURCES:
             raise ValueError(f"DownloadOptions.max_sources must be 1-{MAX_COMPOSE_SOURCES}")
 
@@ -182,7 +182,7 @@ class Downloader:
     async def _ranged(self, obj: ObjectInfo) -> bytearray:
         buf = bytearray(obj.size)
         view = memoryview(buf)
-        step = self.options.chunk_size
+        step = self.options.range_size
         gen = obj.generation or None
         verify = obj.crc32c is not None and self.client.config.verify_crc32c
         # Every chunk is pinned to the listed generation: an overwrite midway
@@ -202,7 +202,7 @@ class Downloader:
                 actual = crc32c_combine(actual, part.crc or 0, part.count)
             if actual != obj.crc32c:
                 raise ChecksumMismatch(
-                    f"read gs://{obj.bucket}/{obj.name}: crc32c {encode_crc32c(actual)} != "
+                    f"read {obj.url}: crc32c {encode_crc32c(actual)} != "
                     f"listed {encode_crc32c(obj.crc32c or 0)}", operation="read",
                     bucket=obj.bucket, name=obj.name)
         self.stats.ranged_objects += 1

@@ -1,10 +1,10 @@
 """Parallel ranged reader: a seekable, read-only file object over one object.
 
 ``torch.load`` reads a checkpoint front to back with a few seeks. The reader
-splits the object into ``chunk_size`` blocks and keeps up to ``read_ahead``
+splits the object into ``block_size`` blocks and keeps up to ``read_ahead``
 of them downloading ahead of the position with ranged GETs on the portal
 loop, so one stream gets the throughput of many connections. Blocks behind
-the position are dropped, so memory stays at ``chunk_size * read_ahead``.
+the position are dropped, so memory stays at ``block_size * read_ahead``.
 The generation is pinned at open, so an overwrite mid-read fails instead of
 mixing two versions.
 """
@@ -18,22 +18,15 @@ from typing import TYPE_CHECKING
 
 from .._core.crc import crc32c_combine, encode_crc32c
 from .._core.errors import ChecksumMismatch, InvalidArgument, ProtocolError
+from .._core.options import ReaderOptions
 from .._core.portal import get_portal
 from .._core.types import ObjectInfo
+from .._core.urls import format_url
 
 if TYPE_CHECKING:
     from .._core.store import ObjectStore
 
-__all__ = ["DEFAULT_CHUNK_SIZE", "DEFAULT_READ_AHEAD", "ObjectReader"]
-
-# perf ckpt_load (1 GiB object, GCS-like profile: 20 ms TTFB, 100 MB/s per
-# connection; shared 2-core machine), 2 rounds each, aioflux / bare-aiohttp
-# ceiling at the same setting: 16 MiB x 8 in flight 1.80 / 1.75 s, 16 x 12
-# 1.92 / 1.90 s, 4 x 32 1.65 / 1.60 s, 8 x 16 1.41 / 1.45 s and again
-# 1.38 / 1.47 s. 8 MiB x 16 is the fastest at the same 128 MiB of buffers:
-# more connections in flight, and a smaller block to wait for at the head.
-DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
-DEFAULT_READ_AHEAD = 16
+__all__ = ["ObjectReader"]
 
 #: a block's bytes and their crc32c (None when not checked)
 # A block's bytes and crc32c, or the error that fetching it ended with.
@@ -48,8 +41,7 @@ class ObjectReader(io.RawIOBase):
         client: the store (driven on the portal loop).
         bucket: bucket name.
         name: object name.
-        chunk_size: bytes per ranged GET.
-        read_ahead: blocks downloading ahead of the position.
+        options: block size and read-ahead.
         info: the object's metadata if already known (skips a stat).
 
     Raises:
@@ -58,18 +50,16 @@ class ObjectReader(io.RawIOBase):
     """
 
     def __init__(self, client: ObjectStore, bucket: str, name: str, *,
-                 chunk_size: int = DEFAULT_CHUNK_SIZE, read_ahead: int = DEFAULT_READ_AHEAD,
-                 info: ObjectInfo | None = None) -> None:
+                 options: ReaderOptions | None = None, info: ObjectInfo | None = None) -> None:
         super().__init__()
-        if chunk_size < 1 or read_ahead < 1:
-            raise InvalidArgument(f"chunk_size and read_ahead must be >= 1, got "
-                                  f"{chunk_size} and {read_ahead}")
+        options = options or ReaderOptions()
         self._client = client
         self._portal = get_portal()
         self.bucket = bucket
         self.name = name
-        self.chunk_size = chunk_size
-        self.read_ahead = read_ahead
+        self.url = format_url(client.features.scheme, bucket, name)
+        self.block_size = options.block_size
+        self.read_ahead = options.read_ahead
         self.info = info or self._portal.call(client.stat(bucket, name))
         self.size = self.info.size
         self._pos = 0
@@ -104,7 +94,7 @@ class ObjectReader(io.RawIOBase):
         """
         base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}.get(whence)
         if base is None or base + offset < 0:
-            raise InvalidArgument(f"seek gs://{self.bucket}/{self.name}: bad offset "
+            raise InvalidArgument(f"seek {self.url}: bad offset "
                                   f"{offset} from whence {whence}")
         self._pos = base + offset
         return self._pos
@@ -112,8 +102,8 @@ class ObjectReader(io.RawIOBase):
     def _fetch(self, index: int) -> _Block:
         block = self._blocks.get(index)
         if block is None:
-            start = index * self.chunk_size
-            end = min(start + self.chunk_size, self.size)
+            start = index * self.block_size
+            end = min(start + self.block_size, self.size)
             block = self._portal.submit(self._read_block(start, end))
             self._blocks[index] = block
         return block
@@ -135,7 +125,7 @@ class ObjectReader(io.RawIOBase):
             self.bucket, self.name, start=start, end=end, into=memoryview(buf),
             generation=self.info.generation or None, size=self.size, want_crc=self._verify)
         if fetched.count != len(buf):
-            raise ProtocolError(f"read gs://{self.bucket}/{self.name} failed: bytes [{start}, "
+            raise ProtocolError(f"read {self.url} failed: bytes [{start}, "
                                 f"{end}) came back as {fetched.count} bytes",
                                 operation="read", bucket=self.bucket, name=self.name)
         return buf, fetched.crc
@@ -145,9 +135,9 @@ class ObjectReader(io.RawIOBase):
             return
         self._crc = crc32c_combine(self._crc, crc, len(data))
         self._crc_next += 1
-        if self._crc_next * self.chunk_size >= self.size and self._crc != self.info.crc32c:
+        if self._crc_next * self.block_size >= self.size and self._crc != self.info.crc32c:
             raise ChecksumMismatch(
-                f"read gs://{self.bucket}/{self.name} failed: crc32c "
+                f"read {self.url} failed: crc32c "
                 f"{encode_crc32c(self._crc)} of the bytes read != "
                 f"{encode_crc32c(self.info.crc32c or 0)}", operation="read",
                 bucket=self.bucket, name=self.name)
@@ -168,18 +158,18 @@ class ObjectReader(io.RawIOBase):
         out = memoryview(buffer).cast("B")
         done = 0
         while done < len(out) and self._pos < self.size:
-            index = self._pos // self.chunk_size
+            index = self._pos // self.block_size
             self._schedule(index)
             outcome = self._fetch(index).result()
             if isinstance(outcome, Exception):
                 raise outcome
             data, crc = outcome
-            offset = self._pos - index * self.chunk_size
+            offset = self._pos - index * self.block_size
             take = min(len(out) - done, len(data) - offset)
             if take <= 0:
                 # Never spin on a block shorter than its range (_read_block
                 # rejects those; this guards the invariant).
-                raise ProtocolError(f"read gs://{self.bucket}/{self.name} failed: no bytes at "
+                raise ProtocolError(f"read {self.url} failed: no bytes at "
                                     f"offset {self._pos}", operation="read",
                                     bucket=self.bucket, name=self.name)
             if offset == 0:
@@ -190,7 +180,7 @@ class ObjectReader(io.RawIOBase):
         return done
 
     def _schedule(self, index: int) -> None:
-        last = (self.size - 1) // self.chunk_size if self.size else -1
+        last = (self.size - 1) // self.block_size if self.size else -1
         # Drop blocks outside the window: behind the position, or far ahead
         # after a backward seek.
         for old in [i for i in self._blocks if i < index or i >= index + self.read_ahead]:
@@ -219,7 +209,7 @@ class ObjectReader(io.RawIOBase):
 
     def _check_open(self) -> None:
         if self.closed:
-            raise InvalidArgument(f"read from closed reader gs://{self.bucket}/{self.name}")
+            raise InvalidArgument(f"read from closed reader {self.url}")
 
     def close(self) -> None:
         """Cancel read-ahead and release buffers."""

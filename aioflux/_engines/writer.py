@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from .._core.crc import Crc32c, crc32c_suffix
 from .._core.errors import InvalidArgument
+from .._core.options import WriterOptions
 from .._core.portal import get_portal
 from .._core.store import ObjectStore, StoreFeatures
 from .._core.types import ObjectInfo
@@ -36,8 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Bytes",
-    "DEFAULT_MAX_IN_FLIGHT",
-    "DEFAULT_PART_SIZE",
     "ObjectWriter",
     "PublishOnExit",
     "WriterBase",
@@ -46,26 +45,11 @@ __all__ = [
 
 Bytes = bytes | bytearray | memoryview
 
-# perf ckpt_save (GCS-like emulator profile, 20 ms TTFB, 100 MB/s per
-# connection, 1 GiB torch.save on the shared 2-core machine). Once the
-# emulator stopped joining uploads, the link became the limit: 16 MiB parts,
-# 6 in flight 3.0-3.2 s, 8 in flight 2.6 s, 10 in flight 2.5 s (steady state,
-# one run). 8 keeps the writer's memory at ~part_size x 9 (the parts in
-# flight plus the one being filled; the transport sends bodies in 1 MiB
-# slices, so the loop holds no copy: 6 in flight measured 132 MiB beyond the
-# state). Parts stay 16 MiB: 8 MiB parts were as fast, but the 10,000-part
-# limit of a multipart upload would cap an object at 80 GB instead of 160 GB.
-DEFAULT_PART_SIZE = 16 * 1024 * 1024
-DEFAULT_MAX_IN_FLIGHT = 8
-
-
-def _check_settings(part_size: int, max_in_flight: int, features: StoreFeatures) -> None:
+def _check_settings(part_size: int, features: StoreFeatures) -> None:
     if part_size < features.min_part_size or part_size % features.part_granularity:
         raise InvalidArgument(f"part_size must be >= {features.min_part_size} and a multiple "
                               f"of {features.part_granularity} bytes on {features.scheme}://, "
                               f"got {part_size}")
-    if max_in_flight < 1:
-        raise InvalidArgument(f"max_in_flight must be >= 1, got {max_in_flight}")
 
 
 class WriterStats:
@@ -191,11 +175,12 @@ class WriterBase(abc.ABC):
     each writer sets that up in ``_init_flow``."""
 
     def __init__(self, client: ObjectStore, bucket: str, name: str, *,
-                 part_size: int = DEFAULT_PART_SIZE,
-                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+                 options: WriterOptions | None = None,
                  content_type: str = "application/octet-stream") -> None:
         super().__init__()  # ObjectWriter's io base; object for the async writer
-        _check_settings(part_size, max_in_flight, client.features)
+        options = options or WriterOptions()
+        part_size, max_in_flight = options.part_size, options.max_in_flight
+        _check_settings(part_size, client.features)
         self._max_parts = client.features.max_parts
         self.bucket = bucket
         self.name = name
@@ -228,8 +213,7 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
         client: the store (driven on the portal loop).
         bucket: bucket name.
         name: object name.
-        part_size: bytes per part (>= 5 MiB, a multiple of 256 KiB).
-        max_in_flight: parts uploading at once; ``write`` blocks beyond it.
+        options: part size and parts in flight (``write`` blocks beyond).
         content_type: Content-Type of the object.
 
     Raises:

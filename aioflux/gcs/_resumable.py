@@ -30,10 +30,10 @@ from ._published import discard_published, verify_published
 if TYPE_CHECKING:
     from ._client import AsyncClient
 
-__all__ = ["CHUNK_GRANULARITY", "DEFAULT_CHUNK_SIZE", "ResumableUpload"]
+__all__ = ["CHUNK_GRANULARITY", "RESUMABLE_CHUNK_SIZE", "ResumableUpload"]
 
 CHUNK_GRANULARITY = 256 * 1024
-DEFAULT_CHUNK_SIZE = 16 * 1024 * 1024
+RESUMABLE_CHUNK_SIZE = 16 * 1024 * 1024
 _RANGE = re.compile(r"bytes=0-(\d+)")
 
 
@@ -62,7 +62,7 @@ class ResumableUpload:
         content_type: str = "application/octet-stream",
         if_generation_match: int | None = None,
         metadata: dict[str, str] | None = None,
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        chunk_size: int = RESUMABLE_CHUNK_SIZE,
         crc32c: int | None = None,
     ) -> None:
         if chunk_size <= 0 or chunk_size % CHUNK_GRANULARITY:

@@ -1,4 +1,4 @@
-"""``Checkpoint``: torch.save / torch.load straight to and from gs:// objects.
+"""``Checkpoint``: torch.save / torch.load straight to and from objects of any store.
 
 The writer streams ``torch.save`` output as a multipart upload (bounded
 memory, published only on a clean close); the reader serves ``torch.load``
@@ -12,15 +12,16 @@ from typing import IO, Any
 
 import torch
 
-from .._api.open import resolve_client
+from .._api.stores import AnyClient, resolve_store, store_for_url
 from .._api.sync import Client
 from .._core.errors import InvalidArgument, StorageError
+from .._core.options import ReaderOptions, WriterOptions
+from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
-from .._core.urls import parse_url
-from .._core.validate import check_instance, check_int
-from .._engines.reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD, ObjectReader
-from .._engines.writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE, ObjectWriter
-from ..gcs._client import AsyncClient
+from .._core.urls import StoreURL
+from .._core.validate import check_instance
+from .._engines.reader import ObjectReader
+from .._engines.writer import ObjectWriter
 
 __all__ = ["Checkpoint", "raw_writer", "save_into"]
 
@@ -41,36 +42,46 @@ class Checkpoint:
     """Saves and loads single checkpoint objects.
 
     Args:
-        client: AsyncClient or Client (default: the process-wide client).
-        part_size: writer part size.
-        max_in_flight: writer parts in flight (memory = part_size x (n + 1)).
-        chunk_size: reader bytes per ranged GET.
-        read_ahead: reader GETs in flight.
+        client: the client for ``gs://`` URLs, or any store (default: the
+            process-wide one); ``file://`` URLs and paths need none.
+        writer: part size and parts in flight (memory = part_size x (n + 1)).
+        reader: block size and blocks in flight of loads.
 
     Raises:
-        InvalidArgument: a setting of the wrong type or below 1.
+        InvalidArgument: a setting of the wrong type.
     """
 
-    def __init__(self, client: AsyncClient | Client | None = None, *,
-                 part_size: int = DEFAULT_PART_SIZE,
-                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-                 chunk_size: int = DEFAULT_CHUNK_SIZE,
-                 read_ahead: int = DEFAULT_READ_AHEAD) -> None:
-        check_instance("Checkpoint", "client", client, (AsyncClient, Client), optional=True)
-        for arg, value in (("part_size", part_size), ("max_in_flight", max_in_flight),
-                           ("chunk_size", chunk_size), ("read_ahead", read_ahead)):
-            check_int("Checkpoint", arg, value, minimum=1)
-        self.client = resolve_client(client)
-        self.part_size = part_size
-        self.max_in_flight = max_in_flight
-        self.chunk_size = chunk_size
-        self.read_ahead = read_ahead
+    def __init__(self, client: AnyClient | None = None, *,
+                 writer: WriterOptions | None = None,
+                 reader: ReaderOptions | None = None) -> None:
+        check_instance("Checkpoint", "client", client, (ObjectStore, Client), optional=True)
+        check_instance("Checkpoint", "writer", writer, WriterOptions, optional=True)
+        check_instance("Checkpoint", "reader", reader, ReaderOptions, optional=True)
+        self._client = client
+        # The store of gs:// URLs (what the name ``client`` always meant).
+        self.client = resolve_store(client, "gs") if client is not None else None
+        self.writer_options = writer or WriterOptions()
+        self.reader_options = reader or ReaderOptions()
+
+    def locate(self, url: str) -> tuple[ObjectStore, StoreURL]:
+        """The store serving ``url`` and the parsed URL.
+
+        Args:
+            url: an object URL.
+
+        Returns:
+            ``(store, parsed URL)``.
+
+        Raises:
+            InvalidURL: a malformed URL or one naming no object.
+        """
+        return store_for_url(url, self._client, require_object=True)
 
     def writer(self, url: str, *, compression: str | None = None) -> IO[bytes]:
         """A write-only file for ``url``; publish by closing, abort on error.
 
         Args:
-            url: ``gs://bucket/name``.
+            url: an object URL (``gs://bucket/name``, ``file:///path``...).
             compression: ``None`` or ``"zstd"``.
 
         Returns:
@@ -80,9 +91,8 @@ class Checkpoint:
             InvalidURL: bad URL.
             InvalidArgument: unknown compression.
         """
-        bucket, name = parse_url(url, require_object=True)
-        raw = ObjectWriter(self.client, bucket, name, part_size=self.part_size,
-                           max_in_flight=self.max_in_flight)
+        store, (bucket, name) = self.locate(url)
+        raw = ObjectWriter(store, bucket, name, options=self.writer_options)
         if compression is None:
             return raw  # type: ignore[return-value]
         if compression == "zstd":
@@ -96,7 +106,7 @@ class Checkpoint:
         """A seekable read-only file for ``url``.
 
         Args:
-            url: ``gs://bucket/name``.
+            url: an object URL (``gs://bucket/name``, ``file:///path``...).
             info: the object's metadata if known (skips a stat).
 
         Returns:
@@ -105,16 +115,15 @@ class Checkpoint:
         Raises:
             NotFound: no such object.
         """
-        bucket, name = parse_url(url, require_object=True)
-        return ObjectReader(self.client, bucket, name, chunk_size=self.chunk_size,
-                            read_ahead=self.read_ahead, info=info)
+        store, (bucket, name) = self.locate(url)
+        return ObjectReader(store, bucket, name, options=self.reader_options, info=info)
 
     def save(self, obj: Any, url: str, *, compression: str | None = None) -> ObjectInfo:
         """``torch.save(obj)`` to ``url``.
 
         Args:
             obj: what to save.
-            url: ``gs://bucket/name``.
+            url: an object URL (``gs://bucket/name``, ``file:///path``...).
             compression: ``None`` or ``"zstd"``.
 
         Returns:
@@ -135,7 +144,7 @@ class Checkpoint:
         """``torch.load`` from ``url``.
 
         Args:
-            url: ``gs://bucket/name``.
+            url: an object URL (``gs://bucket/name``, ``file:///path``...).
             map_location: as for ``torch.load``.
             weights_only: as for ``torch.load``.
             compression: ``None`` or ``"zstd"`` (then decompressed in memory,

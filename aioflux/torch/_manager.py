@@ -33,13 +33,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from .._api.stores import AnyClient, store_for_url
 from .._api.sync import Client
 from .._core.crc import encode_crc32c
 from .._core.errors import Conflict, InvalidArgument, NotFound, StorageError
-from .._core.urls import parse_url
+from .._core.options import WriterOptions
+from .._core.store import ObjectStore
+from .._core.urls import format_url
 from .._core.validate import check_bool, check_instance, check_int, check_str
-from .._engines.writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE
-from ..gcs._client import AsyncClient
 from ._checkpoint import Checkpoint, raw_writer, save_into
 from ._history import MANIFEST_FORMAT, CheckpointInfo, SaveRecord
 from ._retention import MANIFEST, CheckpointStore
@@ -80,14 +81,14 @@ class CheckpointManager:
         keep_last: complete checkpoints to keep, the highest steps
             (``None`` keeps all).
         compression: ``None`` or ``"zstd"``.
-        client: AsyncClient or Client (default: the process-wide client).
+        client: the client for a ``gs://`` root (default: the process-wide
+            one); a ``file://`` root or a path needs none.
         max_pending: background saves in flight at once.
         when_busy: ``"wait"`` (block until a slot frees) or ``"raise"``
             when ``max_pending`` saves are in flight.
         memory_budget: bytes of host memory snapshots may hold at once
             (``None``: unlimited).
-        part_size: writer part size.
-        max_in_flight: writer parts in flight per save.
+        writer: part size and parts in flight per save.
         reuse_buffers: keep the last snapshot's host buffers and copy the
             next state into them (~3x less ``save_async`` blocking time, at
             the price of one state's worth of host memory between saves;
@@ -99,23 +100,22 @@ class CheckpointManager:
     """
 
     def __init__(self, root: str, *, keep_last: int | None = None,
-                 compression: str | None = None, client: AsyncClient | Client | None = None,
+                 compression: str | None = None, client: AnyClient | None = None,
                  max_pending: int = 1, when_busy: str = "wait",
-                 memory_budget: int | None = None, part_size: int = DEFAULT_PART_SIZE,
-                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+                 memory_budget: int | None = None, writer: WriterOptions | None = None,
                  reuse_buffers: bool = True) -> None:
-        self.bucket, prefix = parse_url(root)
-        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
-        self.root = f"gs://{self.bucket}/{self.prefix}"
         op = "CheckpointManager"
+        check_instance(op, "client", client, (ObjectStore, Client), optional=True)
+        store, parsed = store_for_url(root, client)
+        self.bucket, prefix = parsed
+        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.root = format_url(parsed.scheme, self.bucket, self.prefix)
         check_int(op, "keep_last", keep_last, minimum=1, optional=True)
         check_str(op, "compression", compression, optional=True, choices=("zstd",))
-        check_instance(op, "client", client, (AsyncClient, Client), optional=True)
         check_int(op, "max_pending", max_pending, minimum=1)
         check_str(op, "when_busy", when_busy, choices=("wait", "raise"))
         check_int(op, "memory_budget", memory_budget, minimum=1, optional=True)
-        check_int(op, "part_size", part_size, minimum=1)
-        check_int(op, "max_in_flight", max_in_flight, minimum=1)
+        check_instance(op, "writer", writer, WriterOptions, optional=True)
         check_bool(op, "reuse_buffers", reuse_buffers)
         if compression == "zstd":
             from .._engines import zstd  # noqa: F401  (fail now, naming the extra)
@@ -125,8 +125,8 @@ class CheckpointManager:
         self.when_busy = when_busy
         self.memory_budget = memory_budget
         self._buffers = BufferPool() if reuse_buffers else None
-        self._ckpt = Checkpoint(client, part_size=part_size, max_in_flight=max_in_flight)
-        self._client = self._ckpt.client
+        self._ckpt = Checkpoint(store, writer=writer)
+        self._client = store
         self._store = CheckpointStore(self._client, self.bucket, self.prefix)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_pending,
                                                            thread_name_prefix="aioflux-ckpt")
@@ -135,6 +135,9 @@ class CheckpointManager:
         self._failed: list[SaveFuture] = []
 
     # -- naming -----------------------------------------------------------------
+
+    def _url(self, name: str) -> str:
+        return format_url(self._client.features.scheme, self.bucket, name)
 
     @property
     def _state_name(self) -> str:
@@ -331,7 +334,7 @@ class CheckpointManager:
             # A re-save of a step must not leave the old manifest vouching
             # for objects that are being replaced.
             self._store.delete_quietly(directory + MANIFEST)
-            writer = self._ckpt.writer(f"gs://{self.bucket}/{directory}{self._state_name}",
+            writer = self._ckpt.writer(self._url(directory + self._state_name),
                                        compression=self.compression)
             with writer:
                 save_into(state, writer)
@@ -353,7 +356,7 @@ class CheckpointManager:
                 0.0, _now(), self.compression, f"{type(exc).__name__}: {exc}"))
             raise
         total = time.perf_counter() - started
-        info = CheckpointInfo(step, f"gs://{self.bucket}/{directory}", created, stored.size,
+        info = CheckpointInfo(step, self._url(directory), created, stored.size,
                               {self._state_name: stored.size}, self.compression)
         self._store.append_history(SaveRecord(
             step, True, serialized, stored.size, total if blocking is None else blocking, total,

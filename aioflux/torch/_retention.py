@@ -25,8 +25,9 @@ from typing import Any, TypeVar
 from .._core.crc import decode_crc32c
 from .._core.errors import NotFound
 from .._core.portal import get_portal
+from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
-from ..gcs._client import AsyncClient
+from .._core.urls import format_url
 from ._history import CheckpointInfo, SaveRecord
 
 __all__ = ["HISTORY", "MANIFEST", "CheckpointStore", "steps_to_delete"]
@@ -74,20 +75,20 @@ class CheckpointStore:
     called from that loop's thread.
 
     Args:
-        client: the AsyncClient.
+        client: the store.
         bucket: bucket name.
         prefix: the root's prefix, empty or ending with ``/``.
     """
 
-    def __init__(self, client: AsyncClient, bucket: str, prefix: str) -> None:
+    def __init__(self, client: ObjectStore, bucket: str, prefix: str) -> None:
         self.client = client
         self.bucket = bucket
         self.prefix = prefix
 
     @property
     def root(self) -> str:
-        """``gs://bucket/prefix/``."""
-        return f"gs://{self.bucket}/{self.prefix}"
+        """``gs://bucket/prefix/`` (``file:///...`` on the filesystem)."""
+        return format_url(self.client.features.scheme, self.bucket, self.prefix)
 
     def step_dir(self, step: int) -> str:
         """Object-name prefix of ``step``'s directory (ends with ``/``).
@@ -162,7 +163,8 @@ class CheckpointStore:
             if stored is None or stored.size != size or (
                     stored.crc32c is not None and stored.crc32c != crc):
                 return None
-        return CheckpointInfo(step, f"gs://{self.bucket}/{self.step_dir(step)}",
+        url = format_url(self.client.features.scheme, self.bucket, self.step_dir(step))
+        return CheckpointInfo(step, url,
                               str(manifest.get("created", "")),
                               sum(s for s, _ in listed.values()),
                               {k: s for k, (s, _) in listed.items()},

@@ -30,13 +30,14 @@ from torch.distributed.checkpoint.filesystem import (
 from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner
 from torch.futures import Future as TorchFuture
 
-from .._api.open import resolve_client
+from .._api.stores import resolve_store
 from .._api.sync import Client
 from .._core.errors import InvalidArgument
+from .._core.options import WriterOptions
 from .._core.portal import get_portal
 from .._core.urls import parse_url
 from .._engines.reader import ObjectReader
-from .._engines.writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE, ObjectWriter
+from .._engines.writer import ObjectWriter
 from ..gcs._client import AsyncClient
 
 __all__ = ["GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"]
@@ -50,16 +51,13 @@ class GcsFileSystem(FileSystemBase):
 
     Args:
         client: AsyncClient or Client (default: the process-wide client).
-        part_size: writer part size.
-        max_in_flight: writer parts in flight.
+        writer: part size and parts in flight of the writers.
     """
 
     def __init__(self, client: AsyncClient | Client | None = None, *,
-                 part_size: int = DEFAULT_PART_SIZE,
-                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> None:
-        self.client = resolve_client(client)
-        self.part_size = part_size
-        self.max_in_flight = max_in_flight
+                 writer: WriterOptions | None = None) -> None:
+        self.client = resolve_store(client, "gs")
+        self.writer_options = writer or WriterOptions()
 
     def _call(self, coro: Any) -> Any:
         return get_portal().call(coro)
@@ -78,8 +76,7 @@ class GcsFileSystem(FileSystemBase):
         """
         bucket, name = parse_url(str(path), require_object=True)
         if "w" in mode:
-            writer = ObjectWriter(self.client, bucket, name, part_size=self.part_size,
-                                  max_in_flight=self.max_in_flight)
+            writer = ObjectWriter(self.client, bucket, name, options=self.writer_options)
             with writer:  # aborts, publishing nothing, if the body raises
                 yield writer
         elif "r" in mode:
@@ -207,23 +204,21 @@ class GcsStorageWriter(FileSystemWriter):
         compression: ``None`` or ``"zstd"`` (DCP's zstd stream extension).
         single_file_per_rank: one object per rank (else one per item).
         thread_count: DCP writer threads per rank.
-        part_size: writer part size.
-        max_in_flight: writer parts in flight per object.
+        writer: part size and parts in flight per object.
         **kwargs: passed to ``FileSystemWriter`` (e.g. ``_extensions``,
             ``cache_staged_state_dict``, ``overwrite``).
     """
 
     def __init__(self, path: str, *, client: AsyncClient | Client | None = None,
                  compression: str | None = None, single_file_per_rank: bool = True,
-                 thread_count: int = 1, part_size: int = DEFAULT_PART_SIZE,
-                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, **kwargs: Any) -> None:
+                 thread_count: int = 1, writer: WriterOptions | None = None,
+                 **kwargs: Any) -> None:
         kwargs["_extensions"] = _zstd_extensions(compression, kwargs.get("_extensions"))
         # No fsync on object storage: an object exists only once complete.
         kwargs.setdefault("sync_files", False)
         super().__init__(os.devnull, single_file_per_rank=single_file_per_rank,
                          thread_count=thread_count, **kwargs)
-        self.fs = GcsFileSystem(  # type: ignore[assignment]
-            client, part_size=part_size, max_in_flight=max_in_flight)
+        self.fs = GcsFileSystem(client, writer=writer)  # type: ignore[assignment]
         self.path = self.fs.init_path(path)  # type: ignore[assignment]
 
     @classmethod

@@ -17,11 +17,9 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("aioflux.torch.lightning needs Lightning: "
                       "pip install 'aioflux-storage[lightning]'") from exc
 
-from .._api.sync import Client
+from .._api.stores import AnyClient
+from .._core.options import WriterOptions
 from .._core.portal import get_portal
-from .._core.urls import parse_url
-from .._engines.writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE
-from ..gcs._client import AsyncClient
 from ._checkpoint import Checkpoint
 from ._snapshot import snapshot
 
@@ -29,19 +27,17 @@ __all__ = ["AsyncGcsCheckpointIO", "GcsCheckpointIO"]
 
 
 class GcsCheckpointIO(CheckpointIO):
-    """Lightning CheckpointIO reading and writing ``gs://`` paths.
+    """Lightning CheckpointIO reading and writing ``gs://`` and ``file://`` paths.
 
     Args:
-        client: AsyncClient or Client (default: the process-wide client).
+        client: the client for ``gs://`` paths (default: the process-wide one).
         compression: ``None`` or ``"zstd"``.
-        part_size: writer part size.
-        max_in_flight: writer parts in flight.
+        writer: part size and parts in flight of saves.
     """
 
-    def __init__(self, client: AsyncClient | Client | None = None, *,
-                 compression: str | None = None, part_size: int = DEFAULT_PART_SIZE,
-                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> None:
-        self._ckpt = Checkpoint(client, part_size=part_size, max_in_flight=max_in_flight)
+    def __init__(self, client: AnyClient | None = None, *,
+                 compression: str | None = None, writer: WriterOptions | None = None) -> None:
+        self._ckpt = Checkpoint(client, writer=writer)
         self.compression = compression
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any,
@@ -85,8 +81,8 @@ class GcsCheckpointIO(CheckpointIO):
         Args:
             path: ``gs://bucket/name``.
         """
-        bucket, name = parse_url(str(path), require_object=True)
-        get_portal().call(self._ckpt.client.delete(bucket, name, missing_ok=True))
+        store, (bucket, name) = self._ckpt.locate(str(path))
+        get_portal().call(store.delete(bucket, name, missing_ok=True))
 
 
 class AsyncGcsCheckpointIO(GcsCheckpointIO):
@@ -94,10 +90,9 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
     snapshot; one background save at a time.
 
     Args:
-        client: AsyncClient or Client (default: the process-wide client).
+        client: the client for ``gs://`` paths (default: the process-wide one).
         compression: ``None`` or ``"zstd"``.
-        part_size: writer part size.
-        max_in_flight: writer parts in flight.
+        writer: part size and parts in flight of saves.
     """
 
     # Class-level "none yet" so GcsCheckpointIO.__init__ serves both classes;

@@ -15,23 +15,23 @@ from _contender import Stopwatch, load, report
 from ckpt_common import checkpoint_object
 
 import aioflux
-from aioflux import AsyncClient
-from aioflux._engines.reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD
+from aioflux import AsyncClient, ReaderOptions
 
 if __name__ == "__main__":
     manifest, rest = load()
     parser = argparse.ArgumentParser()
-    parser.add_argument("--chunk-mib", type=int, default=DEFAULT_CHUNK_SIZE // 2**20)
-    parser.add_argument("--read-ahead", type=int, default=DEFAULT_READ_AHEAD)
+    parser.add_argument("--chunk-mib", type=int, default=ReaderOptions().block_size // 2**20)
+    parser.add_argument("--read-ahead", type=int, default=ReaderOptions().read_ahead)
     args = parser.parse_args(rest)
     client = AsyncClient(endpoint=manifest.endpoint)
     name, size = checkpoint_object(manifest)
     buf = bytearray(8 * 2**20)
     view = memoryview(buf)
     total = 0
+    options = ReaderOptions(block_size=args.chunk_mib * 2**20, read_ahead=args.read_ahead)
     with Stopwatch() as watch:
         with aioflux.open(f"gs://{manifest.bucket}/{name}", "rb", client=client,
-                          chunk_size=args.chunk_mib * 2**20, read_ahead=args.read_ahead) as f:
+                          reader=options) as f:
             while n := f.readinto(view):
                 total += n
     report(watch, nbytes=total, items=1, chunk_mib=args.chunk_mib, read_ahead=args.read_ahead)

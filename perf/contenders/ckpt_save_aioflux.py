@@ -20,8 +20,7 @@ from _contender import Stopwatch, load, report, rss_mb
 from ckpt_common import add_state_args, build_state
 
 import aioflux
-from aioflux import AsyncClient
-from aioflux._engines.writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE
+from aioflux import AsyncClient, WriterOptions
 from aioflux.torch import CheckpointManager
 
 if __name__ == "__main__":
@@ -32,8 +31,8 @@ if __name__ == "__main__":
     add_state_args(parser)
     parser.add_argument("--mode", choices=["open", "manager", "async"], default="open")
     parser.add_argument("--compression", choices=["none", "zstd"], default="none")
-    parser.add_argument("--part-mib", type=int, default=DEFAULT_PART_SIZE // 2**20)
-    parser.add_argument("--in-flight", type=int, default=DEFAULT_MAX_IN_FLIGHT)
+    parser.add_argument("--part-mib", type=int, default=WriterOptions().part_size // 2**20)
+    parser.add_argument("--in-flight", type=int, default=WriterOptions().max_in_flight)
     parser.add_argument("--zstd-threads", type=int, default=None,
                         help="zstd worker threads (default: the library's)")
     parser.add_argument("--zstd-level", type=int, default=None)
@@ -41,7 +40,7 @@ if __name__ == "__main__":
     compression = None if args.compression == "none" else args.compression
     client = AsyncClient(endpoint=manifest.endpoint)
     state = build_state(args)
-    part_size = args.part_mib * 2**20
+    options = WriterOptions(part_size=args.part_mib * 2**20, max_in_flight=args.in_flight)
     extra: dict[str, object] = {"rss_state_mb": round(rss_mb(), 1)}
     if args.mode == "open":
         url = f"gs://{manifest.bucket}/ckpt_save/aioflux{'-zstd' if compression else ''}.pt"
@@ -52,13 +51,12 @@ if __name__ == "__main__":
                 from aioflux._engines.zstd import DEFAULT_LEVEL, compress_writer
 
                 raw = ObjectWriter(client, manifest.bucket, url.split("/", 3)[3],
-                                   part_size=part_size, max_in_flight=args.in_flight)
+                                   options=options)
                 f = compress_writer(raw, level=args.zstd_level or DEFAULT_LEVEL,
                                     threads=-1 if args.zstd_threads is None
                                     else args.zstd_threads)
             else:
-                f = aioflux.open(url, "wb", client=client, part_size=part_size,
-                                 max_in_flight=args.in_flight, compression=compression)
+                f = aioflux.open(url, "wb", client=client, writer=options, compression=compression)
             with f:
                 torch.save(state, f)
                 serialized = f.tell()
@@ -69,7 +67,7 @@ if __name__ == "__main__":
     else:
         manager = CheckpointManager(f"gs://{manifest.bucket}/ckpt_save/mgr-{args.mode}",
                                     keep_last=1, client=client, compression=compression,
-                                    part_size=part_size, max_in_flight=args.in_flight)
+                                    writer=options)
         if args.mode == "manager":
             with Stopwatch() as watch:
                 info = manager.save(state, step=1, overwrite=True)

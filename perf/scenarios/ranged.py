@@ -5,7 +5,7 @@ download (VmHWM, reset per object) beyond the RSS before it plus the
 object's bytes: what reading costs on top of the destination buffer.
 Parameters: ``count`` (8;
 2 with --quick), ``size`` (256 MiB; 32 MiB with --quick), ``chunk``
-(16 MiB, aioflux's DEFAULT_CHUNK_SIZE).
+(16 MiB, aioflux's DownloadOptions.range_size).
 """
 
 from __future__ import annotations

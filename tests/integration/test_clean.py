@@ -14,7 +14,7 @@ import time
 import pytest
 
 import aioflux
-from aioflux import AsyncClient, Client
+from aioflux import AsyncClient, Client, WriterOptions
 from aioflux._core.types import MultipartUploadInfo
 from aioflux._engines.clean import DEFAULT_OLDER_THAN, clean_bucket
 from aioflux._engines.compose import COMPOSED_PREFIX
@@ -112,7 +112,8 @@ def test_clean_leaves_a_live_writer_alone_and_it_completes(
     part = 5 * 1024 * 1024
     data = os.urandom(2 * part + 123)
     url = f"gs://{bucket}/ckpt/live.pt"
-    with aioflux.open(url, "wb", client=sync_client, part_size=part) as writer:
+    with aioflux.open(url, "wb", client=sync_client,
+                      writer=WriterOptions(part_size=part)) as writer:
         writer.write(data[:part + 10])  # one part sent: the multipart upload is open
         (live,) = _open_uploads(sync_client, bucket)
         assert main(["clean", f"gs://{bucket}", "--endpoint", emulator.endpoint]) == 0
@@ -130,7 +131,7 @@ def test_clean_older_than_0_aborts_even_a_live_writer(
         capsys: pytest.CaptureFixture[str]) -> None:
     part = 5 * 1024 * 1024
     url = f"gs://{bucket}/ckpt/live.pt"
-    writer = aioflux.open(url, "wb", client=sync_client, part_size=part)
+    writer = aioflux.open(url, "wb", client=sync_client, writer=WriterOptions(part_size=part))
     writer.write(os.urandom(part + 10))
     (live,) = _open_uploads(sync_client, bucket)
     assert main(["clean", f"gs://{bucket}", "--older-than", "0",

@@ -118,7 +118,7 @@ async def test_ranged_chunks_fill_one_buffer(client: AsyncClient, emulator: Emul
                                              bucket: str) -> None:
     data = seed(emulator, bucket, [3 * 1024 * 1024 + 7, 100])
     objs = await list_objects_parallel(client, bucket, "d/", sort=True)
-    opts = DownloadOptions(ranged_threshold=1024 * 1024, chunk_size=256 * 1024)
+    opts = DownloadOptions(ranged_threshold=1024 * 1024, range_size=256 * 1024)
     dl = Downloader(client, opts)
     got = await dl.download_many(objs)
     assert isinstance(got[0], bytearray) and bytes(got[0]) == data[objs[0].name]
@@ -131,7 +131,7 @@ async def test_downloads_survive_faults(faults: Emulator, client: AsyncClient,
     data = seed(faults, bucket, [4000] * 64 + [600_000])
     objs = await list_objects_parallel(client, bucket, "d/", sort=True)
     faults.faults = Faults(p_503=0.1, p_429=0.05, p_reset=0.1, seed=7)
-    opts = dataclasses.replace(COMPOSE, ranged_threshold=500_000, chunk_size=100_000)
+    opts = dataclasses.replace(COMPOSE, ranged_threshold=500_000, range_size=100_000)
     got = await Downloader(client, opts).download_many(objs)
     faults.faults = Faults()
     assert [bytes(g) for g in got] == [data[o.name] for o in objs]

@@ -27,6 +27,7 @@ from aioflux import (
     DownloadOptions,
     ObjectInfo,
     ProtocolError,
+    ReaderOptions,
     RetryPolicy,
     StorageError,
     TLSError,
@@ -245,7 +246,8 @@ async def test_reader_and_planner_with_short_bodies(lean: bool) -> None:
         reader_client = _client(base, lean)
 
         def load(info: ObjectInfo) -> bytes:
-            with ObjectReader(reader_client, "bkt", "o", chunk_size=16_384, read_ahead=2,
+            with ObjectReader(reader_client, "bkt", "o", options=ReaderOptions(block_size=16_384,
+                                                                               read_ahead=2),
                               info=info) as reader:
                 return reader.read()
 
@@ -259,7 +261,7 @@ async def test_reader_and_planner_with_short_bodies(lean: bool) -> None:
         finally:
             await asyncio.to_thread(get_portal().call, reader_client.aclose())
 
-        planner = Downloader(client, DownloadOptions(ranged_threshold=1, chunk_size=16_384,
+        planner = Downloader(client, DownloadOptions(ranged_threshold=1, range_size=16_384,
                                                      disable_compose=True))
         assert await planner.download(_info()) == OBJ
         with pytest.raises(ProtocolError, match="expected 103400"):
@@ -419,7 +421,7 @@ async def test_emulator_cut_bodies_resume(lean: bool, faults: Any) -> None:
         faults.faults = Faults(p_reset=1.0, seed=3)
         assert await client.read(bucket, "o", start=0, end=1 << 20) == data[:1 << 20]
         assert await client.read(bucket, "o") == data
-        planner = Downloader(client, DownloadOptions(ranged_threshold=1, chunk_size=700_000))
+        planner = Downloader(client, DownloadOptions(ranged_threshold=1, range_size=700_000))
         assert await planner.download(info) == data
         assert client.transport.stats.retries >= 3
 

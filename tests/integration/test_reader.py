@@ -9,7 +9,7 @@ import random
 import pytest
 
 import aioflux
-from aioflux import Client, NotFound
+from aioflux import Client, NotFound, ReaderOptions
 from aioflux._engines.reader import ObjectReader
 from aioflux.testing import Emulator
 
@@ -26,8 +26,8 @@ def blob(sync_client: Client, bucket: str) -> bytes:
 def test_sequential_read_uses_parallel_ranges(sync_client: Client, bucket: str, blob: bytes,
                                               emulator: Emulator) -> None:
     before = dict(emulator.stats)
-    with aioflux.open(f"gs://{bucket}/blob", "rb", client=sync_client, chunk_size=64 * KiB,
-                      read_ahead=4) as r:
+    with aioflux.open(f"gs://{bucket}/blob", "rb", client=sync_client,
+                      reader=ReaderOptions(block_size=64 * KiB, read_ahead=4)) as r:
         assert r.seekable() and r.readable()
         got = r.read()
     assert got == blob
@@ -37,8 +37,8 @@ def test_sequential_read_uses_parallel_ranges(sync_client: Client, bucket: str, 
 
 def test_readinto_seek_tell_random_access(sync_client: Client, bucket: str, blob: bytes) -> None:
     rng = random.Random(7)
-    with aioflux.open(f"gs://{bucket}/blob", "rb", client=sync_client, chunk_size=50 * KiB,
-                      read_ahead=3) as r:
+    with aioflux.open(f"gs://{bucket}/blob", "rb", client=sync_client,
+                      reader=ReaderOptions(block_size=50 * KiB, read_ahead=3)) as r:
         for _ in range(40):
             start = rng.randrange(0, len(blob))
             n = rng.randrange(0, 200 * KiB)
@@ -57,7 +57,8 @@ def test_readinto_seek_tell_random_access(sync_client: Client, bucket: str, blob
 
 def test_buffered_wrapper_and_readline_free_paths(sync_client: Client, bucket: str,
                                                   blob: bytes) -> None:
-    raw = aioflux.open(f"gs://{bucket}/blob", "rb", client=sync_client, chunk_size=100 * KiB)
+    raw = aioflux.open(f"gs://{bucket}/blob", "rb", client=sync_client,
+                       reader=ReaderOptions(block_size=100 * KiB))
     with io.BufferedReader(raw, buffer_size=8 * KiB) as r:  # type: ignore[arg-type]
         assert r.read(10) == blob[:10]
         assert r.read() == blob[10:]
@@ -69,7 +70,8 @@ def test_missing_object(sync_client: Client, bucket: str) -> None:
 
 
 def test_generation_is_pinned(sync_client: Client, bucket: str, blob: bytes) -> None:
-    r = ObjectReader(sync_client.aio, bucket, "blob", chunk_size=100 * KiB, read_ahead=1)
+    r = ObjectReader(sync_client.aio, bucket, "blob", options=ReaderOptions(block_size=100 * KiB,
+                                                                            read_ahead=1))
     assert r.read(10) == blob[:10]
     sync_client.write(bucket, "blob", b"new content")
     r.seek(500 * KiB)  # outside the read-ahead window: a fresh GET of the old generation

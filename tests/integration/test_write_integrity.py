@@ -25,6 +25,7 @@ from aioflux import (
     ClientConfig,
     NotFound,
     StorageError,
+    WriterOptions,
 )
 from aioflux._core.crc import crc32c, encode_crc32c
 from aioflux._engines.async_writer import AsyncObjectWriter
@@ -194,7 +195,8 @@ async def _write_simple(client: AsyncClient, bucket: str, name: str, data: bytes
 
 
 async def _write_streaming(client: AsyncClient, bucket: str, name: str, data: bytes) -> None:
-    async with AsyncObjectWriter(client, bucket, name, part_size=5 * MiB) as writer:
+    async with AsyncObjectWriter(client, bucket, name,
+                                 options=WriterOptions(part_size=5 * MiB)) as writer:
         for i in range(0, len(data), MiB):
             await writer.write(data[i:i + MiB])
 
@@ -481,7 +483,7 @@ def test_open_wb_corrupted_on_fake_gcs(fake_gcs: object) -> None:
         client.create_bucket(bucket)
         with pytest.raises(ChecksumMismatch, match="deleted"):
             with aioflux.open(f"gs://{bucket}/ckpt.pt", "wb", client=client,
-                              part_size=5 * MiB) as f:
+                              writer=WriterOptions(part_size=5 * MiB)) as f:
                 f.write(data)
         assert not client.exists(bucket, "ckpt.pt")
 

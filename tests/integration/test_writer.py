@@ -8,7 +8,15 @@ import threading
 import pytest
 
 import aioflux
-from aioflux import AsyncClient, ChecksumMismatch, Client, ClientConfig, NotFound
+from aioflux import (
+    AsyncClient,
+    ChecksumMismatch,
+    Client,
+    ClientConfig,
+    NotFound,
+    ReaderOptions,
+    WriterOptions,
+)
 from aioflux._core.crc import crc32c
 from aioflux._core.portal import call
 from aioflux._engines.async_writer import AsyncObjectWriter
@@ -26,8 +34,8 @@ def _payload(n: int, seed: int = 0) -> bytes:
 def test_multipart_stream_round_trip(sync_client: Client, bucket: str, emulator: Emulator) -> None:
     data = os.urandom(3 * PART + 12345)
     before = emulator.stats["xml_put_part"]
-    with aioflux.open(f"gs://{bucket}/ckpt.pt", "wb", client=sync_client, part_size=PART,
-                      max_in_flight=2) as f:
+    with aioflux.open(f"gs://{bucket}/ckpt.pt", "wb", client=sync_client,
+                      writer=WriterOptions(part_size=PART, max_in_flight=2)) as f:
         for i in range(0, len(data), 1_000_003):  # writes straddle part boundaries
             f.write(data[i:i + 1_000_003])
     assert f.stats.mode == "multipart"  # type: ignore[attr-defined]
@@ -39,7 +47,8 @@ def test_multipart_stream_round_trip(sync_client: Client, bucket: str, emulator:
 
 def test_exact_multiple_of_part_size(sync_client: Client, bucket: str) -> None:
     data = os.urandom(2 * PART)
-    with aioflux.open(f"gs://{bucket}/x", "wb", client=sync_client, part_size=PART) as f:
+    with aioflux.open(f"gs://{bucket}/x", "wb", client=sync_client,
+                      writer=WriterOptions(part_size=PART)) as f:
         f.write(data)
     assert sync_client.read(bucket, "x") == data
 
@@ -65,7 +74,7 @@ def test_exception_in_with_body_publishes_nothing(sync_client: Client, bucket: s
                                                   size: int) -> None:
     url = f"gs://{bucket}/broken.pt"
     with pytest.raises(ZeroDivisionError):
-        with aioflux.open(url, "wb", client=sync_client, part_size=PART) as f:
+        with aioflux.open(url, "wb", client=sync_client, writer=WriterOptions(part_size=PART)) as f:
             f.write(os.urandom(size))
             1 / 0  # noqa: B018
     assert not sync_client.exists(bucket, "broken.pt")
@@ -73,7 +82,8 @@ def test_exception_in_with_body_publishes_nothing(sync_client: Client, bucket: s
 
 
 def test_abandoned_writer_is_aborted_not_published(sync_client: Client, bucket: str) -> None:
-    f = aioflux.open(f"gs://{bucket}/gc", "wb", client=sync_client, part_size=PART)
+    f = aioflux.open(f"gs://{bucket}/gc", "wb", client=sync_client,
+                     writer=WriterOptions(part_size=PART))
     f.write(os.urandom(PART + 1))
     del f
     import gc
@@ -105,7 +115,8 @@ def test_back_pressure_bounds_parts_in_flight(emulator: Emulator, bucket: str) -
 
     client = Counting(ClientConfig(max_concurrency=16), endpoint=emulator.endpoint)
     data = os.urandom(8 * PART)
-    with ObjectWriter(client, bucket, "bp", part_size=PART, max_in_flight=2) as f:
+    with ObjectWriter(client, bucket, "bp", options=WriterOptions(part_size=PART,
+                                                                  max_in_flight=2)) as f:
         f.write(data)
     assert peak == 2
     assert call(client.read(bucket, "bp")) == data
@@ -128,7 +139,8 @@ def test_part_buffers_are_reused(emulator: Emulator, bucket: str,
     monkeypatch.setattr(_Parts, "buffer", counting)
     client = AsyncClient(ClientConfig(max_concurrency=16), endpoint=emulator.endpoint)
     data = os.urandom(10 * PART + 1234)
-    with ObjectWriter(client, bucket, "reuse", part_size=PART, max_in_flight=2) as f:
+    with ObjectWriter(client, bucket, "reuse", options=WriterOptions(part_size=PART,
+                                                                     max_in_flight=2)) as f:
         for start in range(0, len(data), 3 * MiB):  # writes straddle part borders
             f.write(data[start:start + 3 * MiB])
     # 11 parts through at most 2 in flight + the one being filled
@@ -146,7 +158,8 @@ def test_failed_part_surfaces_and_aborts(emulator: Emulator, bucket: str) -> Non
 
     client = Failing(endpoint=emulator.endpoint)
     with pytest.raises(aioflux.ServerError, match="injected"):
-        with ObjectWriter(client, bucket, "fail", part_size=PART, max_in_flight=1) as f:
+        with ObjectWriter(client, bucket, "fail", options=WriterOptions(part_size=PART,
+                                                                        max_in_flight=1)) as f:
             for _ in range(6):
                 f.write(os.urandom(PART))
     assert not call(client.exists(bucket, "fail"))
@@ -163,7 +176,7 @@ def test_crc_mismatch_deletes_object(emulator: Emulator, bucket: str) -> None:
 
     client = Lying(endpoint=emulator.endpoint)
     with pytest.raises(ChecksumMismatch):
-        with ObjectWriter(client, bucket, "bad", part_size=PART) as f:
+        with ObjectWriter(client, bucket, "bad", options=WriterOptions(part_size=PART)) as f:
             f.write(os.urandom(PART + 10))
     with pytest.raises(NotFound):
         call(client.stat(bucket, "bad"))
@@ -185,13 +198,13 @@ def test_part_checksums_come_from_the_running_one(sync_client: Client, bucket: s
     data = os.urandom(2 * PART + 777)
     if kind == "sync":
         with aioflux.open(f"gs://{bucket}/derived", "wb", client=sync_client,
-                          part_size=PART) as f:
+                          writer=WriterOptions(part_size=PART)) as f:
             for i in range(0, len(data), 999_999):
                 f.write(data[i:i + 999_999])
     else:
         async def write() -> None:
             async with AsyncObjectWriter(sync_client.aio, bucket, "derived",
-                                         part_size=PART) as w:
+                                         options=WriterOptions(part_size=PART)) as w:
                 for i in range(0, len(data), 999_999):
                     await w.write(data[i:i + 999_999])
 
@@ -201,13 +214,14 @@ def test_part_checksums_come_from_the_running_one(sync_client: Client, bucket: s
 
 async def test_async_writer(client: AsyncClient, bucket: str) -> None:
     data = os.urandom(2 * PART + 99)
-    async with AsyncObjectWriter(client, bucket, "aw", part_size=PART) as w:
+    async with AsyncObjectWriter(client, bucket, "aw", options=WriterOptions(part_size=PART)) as w:
         for i in range(0, len(data), 3 * MiB):
             await w.write(data[i:i + 3 * MiB])
     assert w.stats.mode == "multipart"
     assert await client.read(bucket, "aw") == data
     with pytest.raises(RuntimeError):
-        async with AsyncObjectWriter(client, bucket, "aw2", part_size=PART) as w:
+        async with AsyncObjectWriter(client, bucket, "aw2",
+                                     options=WriterOptions(part_size=PART)) as w:
             await w.write(os.urandom(PART + 1))
             raise RuntimeError("boom")
     assert not await client.exists(bucket, "aw2")
@@ -219,8 +233,9 @@ def test_torch_save_into_writer(sync_client: Client, bucket: str) -> None:
 
     state = {"w": torch.randn(1_500_000), "step": 3}
     url = f"gs://{bucket}/model.pt"
-    with aioflux.open(url, "wb", client=sync_client, part_size=PART) as f:
+    with aioflux.open(url, "wb", client=sync_client, writer=WriterOptions(part_size=PART)) as f:
         torch.save(state, f)
-    with aioflux.open(url, "rb", client=sync_client, chunk_size=MiB, read_ahead=4) as r:
+    with aioflux.open(url, "rb", client=sync_client, reader=ReaderOptions(block_size=MiB,
+                                                                          read_ahead=4)) as r:
         loaded = torch.load(r)
     assert loaded["step"] == 3 and torch.equal(loaded["w"], state["w"])

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 import aioflux
-from aioflux import Client, ClientConfig
+from aioflux import Client, ClientConfig, ReaderOptions, WriterOptions
 from aioflux._core.crc import crc32c
 from tests.conftest import FAST_RETRY, unique_bucket
 
@@ -28,8 +28,8 @@ def fake_client(fake_gcs: object) -> Iterator[tuple[Client, str]]:
 def test_fallback_round_trip(fake_client: tuple[Client, str]) -> None:
     client, bucket = fake_client
     data = os.urandom(3 * PART + 4321)
-    with aioflux.open(f"gs://{bucket}/f.bin", "wb", client=client, part_size=PART,
-                      max_in_flight=3) as f:
+    with aioflux.open(f"gs://{bucket}/f.bin", "wb", client=client,
+                      writer=WriterOptions(part_size=PART, max_in_flight=3)) as f:
         for i in range(0, len(data), 777_777):
             f.write(data[i:i + 777_777])
     assert f.stats.mode == "resumable"  # type: ignore[attr-defined]
@@ -41,7 +41,8 @@ def test_fallback_round_trip(fake_client: tuple[Client, str]) -> None:
 def test_fallback_exception_publishes_nothing(fake_client: tuple[Client, str]) -> None:
     client, bucket = fake_client
     with pytest.raises(KeyError):
-        with aioflux.open(f"gs://{bucket}/g.bin", "wb", client=client, part_size=PART) as f:
+        with aioflux.open(f"gs://{bucket}/g.bin", "wb", client=client,
+                          writer=WriterOptions(part_size=PART)) as f:
             f.write(os.urandom(2 * PART + 1))
             raise KeyError("x")
     assert not client.exists(bucket, "g.bin")
@@ -51,7 +52,8 @@ def test_fallback_reader(fake_client: tuple[Client, str]) -> None:
     client, bucket = fake_client
     data = os.urandom(PART + 3)
     client.write(bucket, "r.bin", data)
-    with aioflux.open(f"gs://{bucket}/r.bin", "rb", client=client, chunk_size=1 << 20) as r:
+    with aioflux.open(f"gs://{bucket}/r.bin", "rb", client=client,
+                      reader=ReaderOptions(block_size=1 << 20)) as r:
         assert r.read() == data
 
 
@@ -78,8 +80,8 @@ def test_fallback_failed_part_fails_the_writer_without_hanging(
 
     monkeypatch.setattr(ResumableUpload, "send", send)
     with pytest.raises(TransportError, match="injected"):
-        with aioflux.open(f"gs://{bucket}/h.bin", "wb", client=client, part_size=PART,
-                          max_in_flight=3) as f:
+        with aioflux.open(f"gs://{bucket}/h.bin", "wb", client=client,
+                          writer=WriterOptions(part_size=PART, max_in_flight=3)) as f:
             f.write(os.urandom(4 * PART + 1))
     assert sent == 2  # the parts after the failed one were not sent
     assert not client.exists(bucket, "h.bin")

@@ -11,6 +11,8 @@ from multiprocessing.connection import Connection
 
 import torch
 
+from aioflux import WriterOptions
+
 PART = 5 * 1024 * 1024
 LAST_STEP = 20
 KEEP_LAST = 3
@@ -28,7 +30,8 @@ def run(endpoint: str, root: str, start: int, conn: Connection) -> None:
     os.environ["STORAGE_EMULATOR_HOST"] = endpoint
     from aioflux.torch import CheckpointManager
 
-    mgr = CheckpointManager(root, keep_last=KEEP_LAST, part_size=PART, max_in_flight=2)
+    mgr = CheckpointManager(root, keep_last=KEEP_LAST,
+                            writer=WriterOptions(part_size=PART, max_in_flight=2))
     conn.send("ready")
     for step in range(start, LAST_STEP + 1):
         if step % 2:

@@ -31,7 +31,7 @@ import torch
 import torch.utils.data
 
 import aioflux
-from aioflux import AsyncClient, Client, ClientConfig, RetryPolicy
+from aioflux import AsyncClient, Client, ClientConfig, RetryPolicy, WriterOptions
 from aioflux._core.crc import crc32c
 from aioflux._core.portal import get_portal
 from aioflux._core.window import gather_bounded
@@ -278,7 +278,7 @@ def test_checkpoints_survive_cuts(request: pytest.FixtureRequest, case: str) -> 
                     p_cut_answer=chaos.p_cut_answer, seed=21) as proxy, \
             Client(CHAOS_CONFIG, endpoint=proxy.endpoint) as client:
         mgr = CheckpointManager(f"gs://{bucket}/run", keep_last=2, client=client,
-                                part_size=PART, max_in_flight=3)
+                                writer=WriterOptions(part_size=PART, max_in_flight=3))
         started = time.monotonic()
         for step in range(CKPT_CYCLES):
             state = make_state(step)
@@ -290,8 +290,8 @@ def test_checkpoints_survive_cuts(request: pytest.FixtureRequest, case: str) -> 
                 elif way == 1:
                     mgr.save_async(state, step).result(timeout=120)
                 else:
-                    with aioflux.open(url, "wb", client=client, part_size=PART,
-                                      max_in_flight=3) as f:
+                    with aioflux.open(url, "wb", client=client,
+                                      writer=WriterOptions(part_size=PART, max_in_flight=3)) as f:
                         torch.save(state, f)
             except Exception as exc:  # counted: the assertion below names them all
                 failed_saves.append(f"step {step}: {exc!r}")

@@ -8,7 +8,15 @@ import threading
 import pytest
 import torch
 
-from aioflux import AsyncClient, Client, InvalidArgument, NotFound, ServerError
+from aioflux import (
+    AsyncClient,
+    Client,
+    InvalidArgument,
+    NotFound,
+    ReaderOptions,
+    ServerError,
+    WriterOptions,
+)
 from aioflux._core.portal import call
 from aioflux.testing import Emulator
 from aioflux.torch import Checkpoint, CheckpointManager
@@ -39,7 +47,7 @@ def _names(client: Client, bucket: str) -> list[str]:
 
 def test_save_load_list_latest_and_retention(sync_client: Client, bucket: str) -> None:
     with CheckpointManager(f"gs://{bucket}/run1", keep_last=2, client=sync_client,
-                           part_size=PART) as mgr:
+                           writer=WriterOptions(part_size=PART)) as mgr:
         assert mgr.latest() is None
         with pytest.raises(NotFound):
             mgr.load()
@@ -61,7 +69,8 @@ def test_save_load_list_latest_and_retention(sync_client: Client, bucket: str) -
 
 
 def test_save_async_snapshots_before_returning(sync_client: Client, bucket: str) -> None:
-    mgr = CheckpointManager(f"gs://{bucket}/run", client=sync_client, part_size=PART)
+    mgr = CheckpointManager(f"gs://{bucket}/run", client=sync_client,
+                            writer=WriterOptions(part_size=PART))
     state = _state(1, numel=2_000_000)
     expected = _state(1, numel=2_000_000)
     future = mgr.save_async(state, 1)
@@ -77,7 +86,8 @@ def test_save_async_snapshots_before_returning(sync_client: Client, bucket: str)
 
 
 def test_incomplete_checkpoints_are_invisible(sync_client: Client, bucket: str) -> None:
-    mgr = CheckpointManager(f"gs://{bucket}/r", client=sync_client, part_size=PART)
+    mgr = CheckpointManager(f"gs://{bucket}/r", client=sync_client,
+                            writer=WriterOptions(part_size=PART))
     mgr.save(_state(1), 1)
     mgr.save(_state(2), 2)
     # Step 3: objects but no manifest (killed before the manifest).
@@ -106,7 +116,7 @@ class _FailingWrites(AsyncClient):
 def test_failed_async_save_reraises_original_and_next_save(emulator: Emulator,
                                                           bucket: str) -> None:
     client = _FailingWrites(endpoint=emulator.endpoint)
-    mgr = CheckpointManager(f"gs://{bucket}/f", client=client, part_size=PART)
+    mgr = CheckpointManager(f"gs://{bucket}/f", client=client, writer=WriterOptions(part_size=PART))
     future = mgr.save_async(_state(1), 1)
     with pytest.raises(ServerError, match="injected"):
         future.result(timeout=60)
@@ -125,7 +135,7 @@ def test_failed_async_save_reraises_original_and_next_save(emulator: Emulator,
 
 def test_unobserved_failure_raised_by_next_save(emulator: Emulator, bucket: str) -> None:
     client = _FailingWrites(endpoint=emulator.endpoint)
-    mgr = CheckpointManager(f"gs://{bucket}/u", client=client, part_size=PART)
+    mgr = CheckpointManager(f"gs://{bucket}/u", client=client, writer=WriterOptions(part_size=PART))
     future = mgr.save_async(_state(1), 1)
     concurrent.futures.wait([future])
     client.fail = False
@@ -138,7 +148,8 @@ def test_unobserved_failure_raised_by_next_save(emulator: Emulator, bucket: str)
 
 def test_memory_budget_and_when_busy(sync_client: Client, bucket: str) -> None:
     state = _state(1, numel=1_000_000)  # ~4 MB of tensors
-    mgr = CheckpointManager(f"gs://{bucket}/m", client=sync_client, part_size=PART,
+    mgr = CheckpointManager(f"gs://{bucket}/m", client=sync_client,
+                            writer=WriterOptions(part_size=PART),
                             memory_budget=1_000_000)
     with pytest.raises(InvalidArgument, match="memory_budget"):
         mgr.save_async(state, 1)
@@ -155,7 +166,8 @@ def test_memory_budget_and_when_busy(sync_client: Client, bucket: str) -> None:
             return await super().write(*a, **k)
 
     client = Slow(endpoint=sync_client.aio.endpoint)
-    busy = CheckpointManager(f"gs://{bucket}/b", client=client, part_size=PART,
+    busy = CheckpointManager(f"gs://{bucket}/b", client=client,
+                             writer=WriterOptions(part_size=PART),
                              when_busy="raise")
     first = busy.save_async(state, 1)
     with pytest.raises(InvalidArgument, match="in flight"):
@@ -170,7 +182,7 @@ def test_memory_budget_and_when_busy(sync_client: Client, bucket: str) -> None:
 def test_zstd_manager_round_trip(sync_client: Client, bucket: str) -> None:
     state = {"w": torch.zeros(1_000_000), "r": torch.randn(1000)}
     mgr = CheckpointManager(f"gs://{bucket}/z", client=sync_client, compression="zstd",
-                            part_size=PART)
+                            writer=WriterOptions(part_size=PART))
     info = mgr.save(state, 7)
     assert "state.pt.zst" in info.objects and info.size < 1_000_000
     loaded = mgr.load()
@@ -181,7 +193,8 @@ def test_zstd_manager_round_trip(sync_client: Client, bucket: str) -> None:
 
 
 def test_checkpoint_writer_reader(sync_client: Client, bucket: str) -> None:
-    ckpt = Checkpoint(sync_client, part_size=PART, chunk_size=MiB)
+    ckpt = Checkpoint(sync_client, writer=WriterOptions(part_size=PART),
+                      reader=ReaderOptions(block_size=MiB))
     state = _state(5, numel=2_000_000)
     with ckpt.writer(f"gs://{bucket}/c.pt") as w:
         torch.save(state, w)
@@ -203,9 +216,10 @@ def test_a_failed_upload_raises_its_storage_error_not_torchs(
 
     monkeypatch.setattr(AsyncClient, "upload_part", refuse)
     state = {"w": torch.zeros(4 * MiB)}  # 16 MiB: parts go up while torch.save runs
-    mgr = CheckpointManager(f"gs://{bucket}/run", client=sync_client, part_size=PART)
+    mgr = CheckpointManager(f"gs://{bucket}/run", client=sync_client,
+                            writer=WriterOptions(part_size=PART))
     with pytest.raises(ServerError, match="injected"):
         mgr.save(state, 1)
     with pytest.raises(ServerError, match="injected"):
-        Checkpoint(client=sync_client, part_size=PART).save(state, f"gs://{bucket}/x.pt")
+        Checkpoint(client=sync_client, writer=WriterOptions(part_size=PART)).save(state, f"gs://{bucket}/x.pt")
     assert mgr.latest() is None and not sync_client.exists(bucket, "x.pt")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aioflux import Client
+from aioflux import Client, WriterOptions
 from aioflux.testing import Emulator, Faults
 from aioflux.torch import CheckpointManager
 
@@ -16,7 +16,7 @@ PART = 5 * 1024 * 1024
 def test_ten_cycles_round_trip_under_faults(faults: Emulator, bucket: str,
                                             sync_client: Client) -> None:
     mgr = CheckpointManager(f"gs://{bucket}/faulty", keep_last=2, client=sync_client,
-                            part_size=PART, max_in_flight=3)
+                            writer=WriterOptions(part_size=PART, max_in_flight=3))
     faults.faults = Faults(p_429=0.05, p_503=0.05, p_reset=0.05, seed=11)
     retries_before = sync_client.aio.transport.stats.retries
     for step in range(10):

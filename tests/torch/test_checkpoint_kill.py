@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from aioflux import Client
+from aioflux import Client, WriterOptions
 from aioflux.testing import Emulator
 from aioflux.torch import CheckpointManager
 from tests.torch._ckpt_child import KEEP_LAST, LAST_STEP, PART, run, state_for
@@ -27,7 +27,8 @@ def test_sigkill_during_saves(emulator: Emulator, bucket: str, sync_client: Clie
     rng = random.Random(int(os.environ.get("AIOFLUX_KILL_SEED", "1234")))
     root = f"gs://{bucket}/killrun"
     # Only the parent's last save (after the runs) applies its retention.
-    mgr = CheckpointManager(root, client=sync_client, part_size=PART, keep_last=KEEP_LAST)
+    mgr = CheckpointManager(root, client=sync_client, writer=WriterOptions(part_size=PART),
+                            keep_last=KEEP_LAST)
     ctx = multiprocessing.get_context("forkserver")
     # Children fork from a server that already imported torch: a run costs
     # milliseconds instead of a multi-second import.

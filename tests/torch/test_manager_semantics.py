@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aioflux import Client, Conflict, InvalidArgument
+from aioflux import Client, Conflict, InvalidArgument, WriterOptions
 from aioflux.torch import CheckpointManager
 
 PART = 5 * 1024 * 1024
@@ -25,7 +25,8 @@ def _step_dirs(client: Client, bucket: str, root: str) -> list[str]:
 
 def test_saving_an_existing_step_is_a_conflict_unless_overwrite(sync_client: Client,
                                                                 bucket: str) -> None:
-    with CheckpointManager(f"gs://{bucket}/c", client=sync_client, part_size=PART) as mgr:
+    with CheckpointManager(f"gs://{bucket}/c", client=sync_client,
+                           writer=WriterOptions(part_size=PART)) as mgr:
         first = mgr.save(_state(1), 5)
         with pytest.raises(Conflict, match="step 5 already has a checkpoint"):
             mgr.save(_state(2), 5)
@@ -42,7 +43,8 @@ def test_saving_an_existing_step_is_a_conflict_unless_overwrite(sync_client: Cli
 
 def test_a_second_save_async_of_the_same_step_is_refused_at_once(sync_client: Client,
                                                                  bucket: str) -> None:
-    with CheckpointManager(f"gs://{bucket}/a", client=sync_client, part_size=PART,
+    with CheckpointManager(f"gs://{bucket}/a", client=sync_client,
+                           writer=WriterOptions(part_size=PART),
                            max_pending=2) as mgr:
         first = mgr.save_async(_state(1), 7)
         with pytest.raises(Conflict, match="already being saved"):
@@ -53,7 +55,7 @@ def test_a_second_save_async_of_the_same_step_is_refused_at_once(sync_client: Cl
 
 def test_retention_is_by_step_not_by_save_order(sync_client: Client, bucket: str) -> None:
     with CheckpointManager(f"gs://{bucket}/r", keep_last=2, client=sync_client,
-                           part_size=PART) as mgr:
+                           writer=WriterOptions(part_size=PART)) as mgr:
         for step in (100, 350, 400):
             mgr.save(_state(step), step)
         assert [c.step for c in mgr.list()] == [350, 400]
@@ -69,7 +71,8 @@ def test_retention_is_by_step_not_by_save_order(sync_client: Client, bucket: str
         assert [c.step for c in mgr.list()] == [375, 400]
         assert mgr.latest().step == 400  # type: ignore[union-attr]
     # Without keep_last nothing is deleted, and latest() is still the highest step.
-    with CheckpointManager(f"gs://{bucket}/r", client=sync_client, part_size=PART) as mgr:
+    with CheckpointManager(f"gs://{bucket}/r", client=sync_client,
+                           writer=WriterOptions(part_size=PART)) as mgr:
         mgr.save(_state(10), 10)
         assert [c.step for c in mgr.list()] == [10, 375, 400]
         assert mgr.latest().step == 400  # type: ignore[union-attr]
@@ -77,11 +80,11 @@ def test_retention_is_by_step_not_by_save_order(sync_client: Client, bucket: str
 
 def test_resume_pattern_from_a_fresh_manager(sync_client: Client, bucket: str) -> None:
     root = f"gs://{bucket}/resume"
-    with CheckpointManager(root, client=sync_client, part_size=PART) as mgr:
+    with CheckpointManager(root, client=sync_client, writer=WriterOptions(part_size=PART)) as mgr:
         assert mgr.latest() is None  # a fresh run starts at step 0
         mgr.save_async(_state(30), 30)
         # close() (the with block) waits for the background save.
-    restarted = CheckpointManager(root, client=sync_client, part_size=PART)
+    restarted = CheckpointManager(root, client=sync_client, writer=WriterOptions(part_size=PART))
     latest = restarted.latest()
     assert latest is not None and latest.step == 30
     state = restarted.load()

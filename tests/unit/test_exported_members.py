@@ -20,9 +20,9 @@ DOCUMENTED = {
         "InvalidArgument", "InvalidRequest", "InvalidURL", "ListPage", "LocalStore",
         "MultipartUploadInfo", "NotFound", "ObjectInfo", "ObjectStore", "PartInfo",
         "PermissionDenied", "PreconditionFailed",
-        "ProtocolError", "RateLimited", "RetryPolicy", "ServerError", "StorageError",
-        "StoreURL", "StreamItem", "TLSError", "Timeouts",
-        "TransportError", "__version__", "alist_files", "aload_files", "download_many",
+        "ProtocolError", "RateLimited", "ReaderOptions", "RetryPolicy", "ServerError",
+        "StorageError", "StoreURL", "StreamItem", "TLSError", "Timeouts", "TransportError",
+        "WriterOptions", "__version__", "alist_files", "aload_files", "download_many",
         "list_files", "load_files", "open", "parse_url",
     },
     "aioflux.torch": {

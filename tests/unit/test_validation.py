@@ -22,6 +22,7 @@ from aioflux import (
     InvalidURL,
     RetryPolicy,
     Timeouts,
+    WriterOptions,
 )
 
 CLOSED = "http://127.0.0.1:9"
@@ -203,7 +204,8 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
     ("open mode", lambda: aioflux.open(f"gs://{B}/o", "w"), InvalidArgument, "mode"),
     ("open compression", lambda: aioflux.open(f"gs://{B}/o", compression="gz"),
      InvalidArgument, "compression"),
-    ("open part_size", lambda: aioflux.open(f"gs://{B}/o", "wb", part_size="1"),
+    ("open part_size", lambda: aioflux.open(f"gs://{B}/o", "wb",
+                                            writer=WriterOptions(part_size="1")),
      InvalidArgument, "part_size"),
     ("open client", lambda: aioflux.open(f"gs://{B}/o", client="x"), InvalidArgument,
      "client"),
@@ -214,7 +216,8 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
     ("list_files url", lambda: aioflux.list_files("gs://B/p"), InvalidURL, "bucket"),
     ("load_files ordered", lambda: aioflux.load_files([], ordered="yes"), InvalidArgument,
      "ordered"),
-    ("Checkpoint part_size", lambda: _torch("Checkpoint")(part_size=0), InvalidArgument,
+    ("Checkpoint part_size", lambda: _torch("Checkpoint")(writer=WriterOptions(part_size=0)),
+     InvalidArgument,
      "part_size"),
 ]
 
