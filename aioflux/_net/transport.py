@@ -10,6 +10,7 @@ import functools
 import logging
 import os
 import ssl
+import time
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from .._core.errors import (
     InvalidArgument,
     StorageError,
 )
+from .._core.metrics import Attempt, RequestStats
 from .._core.portal import close_at_shutdown
 from .._core.retry import retry_async
 from .failures import (
@@ -47,17 +49,8 @@ _DEFAULT_ENDPOINT = "https://storage.googleapis.com"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-@dataclass
-class TransportStats:
-    """Counters of one transport (mutable, read them any time)."""
-
-    requests: int = 0
-    retries: int = 0
-    failures: int = 0
-    #: media GETs answered over aioflux's own connections (see _http)
-    lean_reads: int = 0
-    #: media GETs the lean client handed to aiohttp (unusual responses)
-    lean_fallbacks: int = 0
+# The counters of a transport (``client.stats``); the name it had first.
+TransportStats = RequestStats
 
 
 @dataclass
@@ -109,7 +102,7 @@ class Transport:
         self._origin = _origin_of(self.endpoint)
         # URLs under this prefix are the endpoint's origin without parsing.
         self._origin_prefix = self.endpoint.split("/", 3)[:3]
-        self.stats = TransportStats()
+        self.stats = RequestStats()
         self._session_factory = session_factory or self._default_session
         self._state: _LoopState | None = None
 
@@ -231,22 +224,39 @@ class Transport:
         return _origin_of(url) == self._origin
 
     async def _attempt(self, op: Op, request: AuthRequest,
-                       send: Callable[[_LoopState, dict[str, str]], Awaitable[T]]) -> T:
-        """One attempt: a permit, authentication of ``request``, ``send``, errors mapped."""
+                       send: Callable[[_LoopState, dict[str, str]], Awaitable[T]],
+                       body_size: Callable[[], int] | None = None) -> T:
+        """One attempt: a permit, authentication of ``request``, ``send``, errors
+        mapped; its latency, outcome and (``body_size``) the object bytes it
+        received go to :attr:`stats`."""
         state = self._current()
         async with state.semaphore:
-            self.stats.requests += 1
+            stats = self.stats
+            stats.requests += 1
+            started = time.perf_counter()
             # The one place credentials are added: never to another origin
             # (a resumable-upload Location, a listing's next link...).
             request_headers = (await self.auth.headers(request)
                                if self.same_origin(request.url) else {})
             if request.headers:
                 request_headers.update(request.headers)
+            if request.payload is not None:
+                stats.bytes_sent += len(request.payload)
             try:
-                return await send(state, request_headers)
+                result = await send(state, request_headers)
             except Exception as exc:
                 failure = exc
-        raise_mapped(failure, op)
+            else:
+                stats.observe(Attempt(op.operation, request.method,
+                                      time.perf_counter() - started, "",
+                                      body_size() if body_size is not None else 0))
+                return result
+        try:
+            raise_mapped(failure, op)
+        except StorageError as mapped:
+            stats.observe(Attempt(op.operation, request.method, time.perf_counter() - started,
+                                  type(mapped).__name__))
+            raise
 
     async def get_media(
         self,
@@ -327,7 +337,10 @@ class Transport:
             StorageError: the most specific subclass for the failure.
         """
 
+        received = 0
+
         async def send(state: _LoopState, request_headers: dict[str, str]) -> T:
+            nonlocal received
             response = None
             if state.media is not None:
                 try:
@@ -346,9 +359,11 @@ class Transport:
                                                         limit, keep_partial)
             if response.status >= 300:
                 raise error_from_media(response, op)
+            received = response.received
             return handler(response)
 
-        return await self._attempt(op, AuthRequest("GET", url, {}, headers or {}), send)
+        return await self._attempt(op, AuthRequest("GET", url, {}, headers or {}), send,
+                                   lambda: received)
 
     def _lean_fell_back(self, state: _LoopState) -> None:
         stats = self.stats
@@ -428,8 +443,8 @@ class Transport:
         request = AuthRequest(method, url)
         return await self.retrying(lambda: self._attempt(op, request, send))
 
-    def _count_retry(self, _exc: BaseException, _attempt: int, _delay: float) -> None:
-        self.stats.retries += 1
+    def _count_retry(self, exc: BaseException, _attempt: int, _delay: float) -> None:
+        self.stats.count_retry(type(exc).__name__)
 
     async def retrying(self, attempt: Callable[[], Awaitable[T]],
                        progress: Callable[[], int] | None = None) -> T:

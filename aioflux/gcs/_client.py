@@ -24,6 +24,7 @@ from .._core.errors import (
     ProtocolError,
     describe,
 )
+from .._core.metrics import RequestStats
 from .._core.store import Buffer, Fetched, SourceSpec, StoreFeatures
 from .._core.types import (
     COMPACT_JSON,
@@ -138,6 +139,12 @@ class AsyncClient:
     def transport(self) -> Transport:
         """The transport (its ``stats`` count requests and retries)."""
         return self._transport
+
+    @property
+    def stats(self) -> RequestStats:
+        """What this client's requests did: counts, retries by cause, bytes,
+        and latency per operation (``stats.summary()`` for p50/p95/p99)."""
+        return self._transport.stats
 
     async def __aenter__(self) -> AsyncClient:
         return self

@@ -29,6 +29,7 @@ DOCUMENTED = {
         "Checkpoint", "CheckpointInfo", "CheckpointManager", "IterableDataset", "MapDataset",
         "SaveFuture", "SaveRecord", "list_files", "load_files",
     },
+    "aioflux.otel": {"instrument"},
     "aioflux.torch.dcp": {"GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"},
     "aioflux.torch.lightning": {"AsyncGcsCheckpointIO", "GcsCheckpointIO"},
     "aioflux.testing": {
