@@ -193,10 +193,10 @@ class MemoryStore:
                 f"generation is {generation}, not {if_generation_match}", operation=op,
                 bucket=bucket, name=name, status=412, reason="conditionNotMet")
 
-    def _publish(self, bucket: str, name: str, data: bytes, crc: int, content_type: str,
-                 metadata: dict[str, str] | None) -> ObjectInfo:
+    def _publish(self, op: str, bucket: str, name: str, data: bytes, crc: int,
+                 content_type: str, metadata: dict[str, str] | None) -> ObjectInfo:
         """Make ``data`` the current version of ``name`` (the one place objects change)."""
-        store = self._buckets[bucket]
+        store = self._bucket(op, bucket, name)
         if name not in store.objects:
             insort(store.names, name)
         obj = _Object(data, next(self._generations), crc, content_type, dict(metadata or {}),
@@ -459,7 +459,8 @@ class MemoryStore:
         content = bytes(data)
         await asyncio.sleep(0)
         self._check_precondition("write", bucket, name, if_generation_match)
-        return self._publish(bucket, name, content, crc32c(content), content_type, metadata)
+        return self._publish("write", bucket, name, content, crc32c(content), content_type,
+                             metadata)
 
     def start_upload(self, bucket: str, name: str, *,
                      content_type: str = "application/octet-stream",
@@ -525,8 +526,7 @@ class MemoryStore:
         read_args(dest_bucket, dest_name, 0, None, None, None, scheme=SCHEME)
         await asyncio.sleep(0)
         source = self._object("copy", bucket, name)
-        self._bucket("copy", dest_bucket, dest_name)
-        return self._publish(dest_bucket, dest_name, source.data, source.crc,
+        return self._publish("copy", dest_bucket, dest_name, source.data, source.crc,
                              source.content_type, source.metadata)
 
     async def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
@@ -579,7 +579,7 @@ class MemoryStore:
                 f"{encode_crc32c(crc)}, the ObjectInfo given say {expected[0]} bytes with "
                 f"{encode_crc32c(expected[1])}; nothing was published", operation="compose",
                 bucket=bucket, name=destination)
-        return self._publish(bucket, destination, data, crc, content_type, None)
+        return self._publish("compose", bucket, destination, data, crc, content_type, None)
 
     # -- multipart primitives (features.multipart) --------------------------------
 
@@ -707,8 +707,10 @@ class MemoryStore:
 
     def _finish_upload(self, upload_id: str, upload: _Upload, data: bytes,
                        crc: int) -> ObjectInfo:
+        info = self._publish("write", upload.bucket, upload.name, data, crc,
+                             upload.content_type, None)
         del self._uploads[upload_id]
-        return self._publish(upload.bucket, upload.name, data, crc, upload.content_type, None)
+        return info
 
     async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
         """Drop an open upload and its parts.
@@ -824,8 +826,7 @@ class MemoryUpload:
             data = bytes(tail or b"")
             self._check(where, len(data), crc32c(data), expected)
             await asyncio.sleep(0)
-            self._store._bucket("write", self.bucket, self.name)
-            return self._store._publish(self.bucket, self.name, data, expected.value,
+            return self._store._publish("write", self.bucket, self.name, data, expected.value,
                                         self.content_type, None)
         if tail is not None and len(tail):
             await self.put(last_number, tail, tail_checksum)
