@@ -43,6 +43,8 @@ __all__ = ["HttpBody", "HttpResponse", "MediaResponse", "Op", "Transport", "Tran
 
 log = logging.getLogger("aioflux.transport")
 T = TypeVar("T")
+# Handlers are typed on aiohttp's response (the backends' annotations) but
+# read only its HttpResponse part (below), which a mock response provides.
 ResponseHandler = Callable[[aiohttp.ClientResponse], Awaitable[T]]
 MediaHandler = Callable[[MediaResponse], T]
 _DEFAULT_ENDPOINT = "https://storage.googleapis.com"
@@ -132,9 +134,8 @@ class Transport:
             requests are actually sent (every request, the media GETs that
             the lean client leaves to aiohttp, and the calls of :meth:`run`),
             so it is the seam a mock replaces (:class:`aioflux.testing.MockTransport`):
-            of a session, only ``request``/``get``/``put``/``delete`` (as
-            async context managers yielding an :class:`HttpResponse`) and
-            ``close`` are used.
+            of a session, only ``request``/``get``/``put`` (as async context
+            managers yielding an :class:`HttpResponse`) and ``close`` are used.
         ssl_context: TLS settings of every connection, aiohttp's and the
             lean ones (default: ``config.tls_context()``, else the system's
             trust store).

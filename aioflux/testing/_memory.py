@@ -36,7 +36,7 @@ import uuid
 from bisect import bisect_left, insort
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 from aioflux._core.config import ClientConfig
 from aioflux._core.crc import Crc32c, crc32c, crc32c_combine, encode_crc32c
@@ -49,7 +49,14 @@ from aioflux._core.errors import (
     PreconditionFailed,
     describe,
 )
-from aioflux._core.store import Buffer, Fetched, SourceSpec, StoreFeatures
+from aioflux._core.store import (
+    Buffer,
+    Fetched,
+    ObjectStore,
+    PartUpload,
+    SourceSpec,
+    StoreFeatures,
+)
 from aioflux._core.types import NO_METADATA, ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from aioflux._core.urls import validate_bucket
 from aioflux._core.validate import (
@@ -895,3 +902,9 @@ async def _objects(pages: AsyncIterator[ListPage]) -> AsyncIterator[ObjectInfo]:
     async for page in pages:
         for obj in page.objects:
             yield obj
+
+
+if TYPE_CHECKING:
+    def _conforms(store: MemoryStore, upload: MemoryUpload) -> tuple[ObjectStore, PartUpload]:
+        # mypy checks here that the classes satisfy the protocols they serve.
+        return store, upload
