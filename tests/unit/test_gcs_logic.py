@@ -567,3 +567,44 @@ async def test_a_lost_resumable_answer_is_followed_by_a_status_query() -> None:
                     f"bytes {CHUNK_GRANULARITY}-{2 * CHUNK_GRANULARITY - 1}/*",
                     f"bytes {2 * CHUNK_GRANULARITY}-{len(DATA) - 1}/{len(DATA)}"]
     assert transport.stats.retries == 1
+
+
+# -- XML multipart, and the mock itself ----------------------------------------------------
+
+
+async def test_an_xml_part_stored_with_another_crc32c_is_sent_again() -> None:
+    part = bytes(range(256)) * 8192  # 2 MiB: the transport sends it in 1 MiB slices
+    good = encode_crc32c(crc32c(part))
+    answers = [
+        # The hash arrives in two headers, as GCS sends it; the first stored other bytes.
+        MockResponse(200, [("x-goog-hash", "md5=xx"), ("x-goog-hash", "crc32c=AAAAAA=="),
+                           ("ETag", '"bad"')]),
+        MockResponse(200, [("x-goog-hash", "md5=xx"), ("x-goog-hash", f"crc32c={good}"),
+                           ("ETag", '"e1"')]),
+    ]
+    client, transport = make(script(*answers))
+    async with client:
+        info = await client.upload_part(B, "obj", "UP", 3, part)
+    assert (info.number, info.etag, info.size) == (3, '"e1"', len(part))
+    assert len(transport.requests) == 2
+    request = transport.requests[1]
+    assert (request.method, request.url) == ("PUT", f"{ENDPOINT}/bkt/obj")
+    assert request.params == {"partNumber": "3", "uploadId": "UP"}
+    assert request.headers["x-goog-hash"] == f"crc32c={good}" and request.body == part
+
+
+async def test_an_async_handler_is_awaited() -> None:
+    async def handler(request: MockRequest) -> MockResponse:
+        await asyncio.sleep(0)
+        return MockResponse.from_json(resource("obj", b"abc"))
+
+    transport = MockTransport(handler, config=CONFIG, endpoint=ENDPOINT)
+    async with AsyncClient(transport=transport, endpoint=ENDPOINT) as client:
+        assert (await client.stat(B, "obj")).size == 3
+
+
+async def test_a_handler_that_answers_something_else_is_a_type_error() -> None:
+    client, _ = make(lambda request: "200 OK")  # type: ignore[arg-type, return-value]
+    async with client:
+        with pytest.raises(TypeError, match="must return a MockResponse, got str"):
+            await client.stat(B, "obj")
