@@ -9,8 +9,10 @@ import pytest
 
 from aioflux import (
     ChecksumMismatch,
+    Conflict,
     InvalidArgument,
     InvalidRequest,
+    InvalidURL,
     NotFound,
     ObjectStore,
     PreconditionFailed,
@@ -307,3 +309,18 @@ async def test_compose_copy_and_their_preconditions(store: MemoryStore) -> None:
     copied = await store.copy(B, "ab", B, "copy")
     assert await store.read(B, "copy") == b"AAABBAAA"
     assert copied.crc32c == info.crc32c and copied.generation > info.generation
+
+
+async def test_buckets_exist_once_created() -> None:
+    store = MemoryStore()
+    with pytest.raises(NotFound, match="no such bucket"):
+        await store.stat("fresh", "x")
+    await store.create_bucket("fresh")
+    with pytest.raises(Conflict, match="the bucket exists"):
+        await store.create_bucket("fresh")
+    with pytest.raises(InvalidURL):
+        await store.create_bucket("Not A Bucket")
+    await store.write("fresh", "x", b"1")
+    with pytest.raises(NotFound, match="copy memory://nowhere/y"):
+        await store.copy("fresh", "x", "nowhere", "y")
+    assert [o.name async for o in store.list_objects("fresh")] == ["x"]
