@@ -12,14 +12,15 @@ import os
 import ssl
 import time
 import warnings
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler as AiohttpProtocol
+from multidict import CIMultiDictProxy
 
 from .._core.auth import Auth, AuthRequest
 from .._core.config import ClientConfig
@@ -39,14 +40,68 @@ from .failures import (
 )
 from .http import BodyTruncated, MediaPool, MediaResponse
 
-__all__ = ["MediaResponse", "Op", "Transport", "TransportStats", "request_body"]
+__all__ = ["HttpBody", "HttpResponse", "MediaResponse", "Op", "Transport", "TransportStats",
+           "request_body"]
 
 log = logging.getLogger("aioflux.transport")
 T = TypeVar("T")
+# Handlers are typed on aiohttp's response (the backends' annotations) but
+# read only its HttpResponse part (below), which a mock response provides.
 ResponseHandler = Callable[[aiohttp.ClientResponse], Awaitable[T]]
 MediaHandler = Callable[[MediaResponse], T]
 _DEFAULT_ENDPOINT = "https://storage.googleapis.com"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class HttpBody(Protocol):
+    """The part of ``aiohttp.StreamReader`` the transport reads of a body."""
+
+    async def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all when -1)."""
+        ...
+
+    def iter_any(self) -> AsyncIterator[bytes]:
+        """The body's chunks as they arrive."""
+        ...
+
+
+class HttpResponse(Protocol):
+    """What the transport and the backends' response handlers read of an answer.
+
+    ``aiohttp.ClientResponse`` satisfies it, and so does the response of
+    :class:`aioflux.testing.MockTransport`'s session, which is how the
+    client's logic runs in tests without sockets: handlers use nothing
+    else of a response.
+    """
+
+    @property
+    def status(self) -> int:
+        """The HTTP status."""
+        ...
+
+    @property
+    def reason(self) -> str | None:
+        """The status line's reason phrase."""
+        ...
+
+    @property
+    def headers(self) -> CIMultiDictProxy[str]:
+        """Response headers (case-insensitive, repeated ones kept)."""
+        ...
+
+    @property
+    def content_length(self) -> int | None:
+        """``Content-Length``, if sent."""
+        ...
+
+    @property
+    def content(self) -> HttpBody:
+        """The body, as a stream."""
+        ...
+
+    async def read(self) -> bytes:
+        """The whole body."""
+        ...
 
 
 # The counters of a transport (``client.stats``); the name it had first.
@@ -68,7 +123,12 @@ class Transport:
     Args:
         config: client configuration.
         auth: supplies authentication headers.
-        session_factory: builds the aiohttp session for a loop (tests inject).
+        session_factory: builds the aiohttp session for a loop. This is where
+            requests are actually sent (every request, the media GETs that
+            the lean client leaves to aiohttp, and the calls of :meth:`run`),
+            so it is the seam a mock replaces (:class:`aioflux.testing.MockTransport`):
+            of a session, only ``request``/``get``/``put`` (as async context
+            managers yielding an :class:`HttpResponse`) and ``close`` are used.
         ssl_context: TLS settings of every connection, aiohttp's and the
             lean ones (default: ``config.tls_context()``, else the system's
             trust store).
@@ -126,6 +186,8 @@ class Transport:
         return state
 
     def _media_pool(self) -> MediaPool | None:
+        """The lean client of a new loop's media GETs, or None to send them
+        through the session (a mock transport has no sockets to give it)."""
         config = self.config
         if not config.lean_reads:
             return None
@@ -422,7 +484,8 @@ class Transport:
         self, op: Op, method: str, url: str,
         call: Callable[[aiohttp.ClientSession, dict[str, str]], Awaitable[T]],
     ) -> T:
-        """Run a third-party call (gcloud-aio-storage) under our semaphore and retries.
+        """Run a call that sends on the session itself (the resumable upload's
+        PUTs and status queries) under our semaphore and retries.
 
         Args:
             op: operation, bucket and object, for errors.
@@ -534,9 +597,9 @@ async def _refuse_redirect(_session: aiohttp.ClientSession, _ctx: SimpleNamespac
 
 
 def _forbid_redirects(session: aiohttp.ClientSession) -> None:
-    """Make ``session`` refuse every redirect, also in calls we do not make
-    ourselves (gcloud-aio-storage's): the APIs never redirect, so a 3xx is
-    someone else's answer and following it would trust their bytes."""
+    """Make ``session`` refuse every redirect, also in a call of :meth:`Transport.run`
+    that forgets ``allow_redirects=False``: the APIs never redirect, so a 3xx
+    is someone else's answer and following it would trust their bytes."""
     trace = aiohttp.TraceConfig()
     trace.on_request_redirect.append(_refuse_redirect)
     trace.freeze()
@@ -572,7 +635,7 @@ def _session(config: ClientConfig, tls: ssl.SSLContext | None) -> aiohttp.Client
         limit_per_host=config.connection_limit_per_host,
         keepalive_timeout=t.idle,
         ttl_dns_cache=300,
-        # Also what gcloud-aio-storage's calls on this session verify with.
+        # Also what the calls of Transport.run on this session verify with.
         ssl=tls if tls is not None else True,
     )
     # The connector builds its protocols from this factory; aiohttp has no

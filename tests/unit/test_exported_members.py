@@ -34,6 +34,7 @@ DOCUMENTED = {
     "aioflux.torch.lightning": {"AsyncGcsCheckpointIO", "GcsCheckpointIO"},
     "aioflux.testing": {
         "Emulator", "EmulatorProfile", "FaultProxy", "Faults", "GCS_LIKE_PROFILE",
+        "MemoryStore", "MockRequest", "MockResponse", "MockTransport",
         "ProxyStats", "fake_gcs_server", "running_emulator", "serve_main",
     },
 }
