@@ -47,7 +47,7 @@ log = logging.getLogger("aioflux.transport")
 T = TypeVar("T")
 # Handlers are typed on aiohttp's response (the backends' annotations) but
 # read only its HttpResponse part (below), which a mock response provides.
-ResponseHandler = Callable[[aiohttp.ClientResponse], Awaitable[T]]
+ResponseHandler = Callable[["HttpResponse"], Awaitable[T]]
 MediaHandler = Callable[[MediaResponse], T]
 _DEFAULT_ENDPOINT = "https://storage.googleapis.com"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
