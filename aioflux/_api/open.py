@@ -13,11 +13,11 @@ import os
 import threading
 from typing import IO, Any
 
-from .._core.urls import parse_url
 from .._core.validate import check_instance, check_int, check_str
 from .._engines.reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD, ObjectReader
 from .._engines.writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE, ObjectWriter
 from ..gcs._client import AsyncClient
+from .stores import store_for_url
 from .sync import Client
 
 __all__ = ["default_client", "open", "resolve_client"]
@@ -94,7 +94,6 @@ def open(
         InvalidArgument: unsupported mode or compression.
         NotFound: ``"rb"`` of a missing object.
     """
-    bucket, name = parse_url(url, require_object=True)
     op = f"open {url}"
     check_str(op, "mode", mode, choices=_WRITE_MODES + _READ_MODES)
     check_str(op, "compression", compression, optional=True, choices=("zstd",))
@@ -103,7 +102,8 @@ def open(
                        ("chunk_size", chunk_size), ("read_ahead", read_ahead)):
         check_int(op, arg, value, minimum=1)
     check_str(op, "content_type", content_type)
-    aio = resolve_client(client)
+    # The URL's scheme picks the store (file:// and paths: the filesystem).
+    aio, (bucket, name) = store_for_url(url, client, require_object=True)
     raw: Any
     if mode in _WRITE_MODES:
         raw = ObjectWriter(aio, bucket, name, part_size=part_size, max_in_flight=max_in_flight,
