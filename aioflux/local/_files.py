@@ -19,6 +19,7 @@ from .._core.errors import (
     ChecksumMismatch,
     Conflict,
     InvalidArgument,
+    InvalidRequest,
     NotFound,
     PermissionDenied,
     PreconditionFailed,
@@ -220,8 +221,11 @@ def read_file(bucket: str, name: str, start: int, end: int | None, into: memoryv
             raise ChecksumMismatch(f"{where} failed: {st.st_size} bytes, expected {size}",
                                    operation="read", bucket=bucket, name=name)
         if start > st.st_size or (start == st.st_size and st.st_size > 0):
-            raise InvalidArgument(f"{where}: start {start} is past the end ({st.st_size} "
-                                  "bytes)")
+            # As the GCS servers answer it (HTTP 416): the range depends on
+            # the object's size, not on the arguments alone.
+            raise InvalidRequest(f"{where} failed: start {start} is past the end "
+                                 f"({st.st_size} bytes)", operation="read", bucket=bucket,
+                                 name=name, status=416)
         stop = st.st_size if end is None else min(end, st.st_size)
         count = stop - start
         if into is not None and len(into) < count:

@@ -249,7 +249,8 @@ class LocalStore:
 
         Raises:
             NotFound: no such file (or it changed since ``generation``).
-            InvalidArgument: ``into`` too small, or ``start`` past the end.
+            InvalidArgument: ``into`` too small.
+            InvalidRequest: ``start`` past the end (status 416, as on GCS).
             ChecksumMismatch: the file's bytes differ from the crc32c
                 recorded when aioflux wrote it.
         """
