@@ -46,7 +46,7 @@ class LocalUpload:
         self.name = name
         self.part_size = part_size
         self._temp: str | None = None
-        self._creating: asyncio.Lock | None = None
+        self._creating: asyncio.Future[str] | None = None
         self._closed = False
 
     async def _run(self, work: Callable[[], T]) -> T:
@@ -54,18 +54,22 @@ class LocalUpload:
 
     async def _temp_path(self) -> str:
         """The temporary file, created by the first part."""
+        self._check_open()
         if self._creating is None:
-            self._creating = asyncio.Lock()
-        async with self._creating:
+            self._creating = asyncio.ensure_future(self._create())
+        # Shielded: a part cancelled while the file is being created (the
+        # writer aborting) must not lose its name, or abort() could not
+        # remove it.
+        return await asyncio.shield(self._creating)
+
+    async def _create(self) -> str:
+        temp, fd = await self._run(lambda: _files.open_temp(self.bucket, self.name))
+        os.close(fd)  # each part opens it anew (see _files.write_at)
+        if self._closed:  # aborted while it was being created
+            _files.unlink_quietly(temp)
             self._check_open()
-            if self._temp is None:
-                temp, fd = await self._run(lambda: _files.open_temp(self.bucket, self.name))
-                os.close(fd)  # each part opens it anew (see _files.write_at)
-                if self._closed:  # aborted while it was being created
-                    _files.unlink_quietly(temp)
-                    self._check_open()
-                self._temp = temp
-            return self._temp
+        self._temp = temp
+        return temp
 
     def _check_open(self) -> None:
         if self._closed:
