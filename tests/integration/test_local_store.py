@@ -39,8 +39,7 @@ from aioflux._core.urls import parse_url
 from aioflux._engines.clean import clean_bucket
 from aioflux._engines.reader import ObjectReader
 from aioflux._engines.writer import ObjectWriter
-from aioflux.local import LocalStore
-from aioflux.local import _files
+from aioflux.local import LocalStore, _files
 from aioflux.local._upload import LocalUpload
 
 XATTR = "user.aioflux.crc32c"
@@ -125,7 +124,7 @@ async def test_write_is_a_rename_of_a_checked_temporary(space: Space,
         assert not Path(dst).exists()
         replace(src, dst)
 
-    monkeypatch.setattr(_files.os, "replace", spy)
+    monkeypatch.setattr(os, "replace", spy)
     info = await space.store.write(space.bucket, space.n("d/obj"), b"payload")
     [(src, dst)] = seen
     assert dst == str(space.path("d/obj"))
@@ -145,7 +144,7 @@ async def test_failed_write_publishes_nothing(space: Space, monkeypatch: pytest.
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(_files.os, failing, broken)
+    monkeypatch.setattr(os, failing, broken)
     with pytest.raises(StorageError, match="Input/output error") as info:
         await store.write(bucket, name, os.urandom(10_000))
     assert (info.value.operation, info.value.name) == ("write", name)
@@ -161,7 +160,7 @@ async def test_write_into_a_new_directory_that_fails_leaves_no_object(
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(_files.os, "fsync", broken)
+    monkeypatch.setattr(os, "fsync", broken)
     with pytest.raises(StorageError, match="No space left"):
         await space.store.write(space.bucket, space.n("new/dir/obj"), b"x" * 100)
     monkeypatch.undo()
@@ -180,7 +179,7 @@ async def test_readback_mismatch_publishes_nothing(space: Space,
         return pwrite(fd, bytes(data[:len(data) // 2]) + b"\0" * (len(data) - len(data) // 2),
                       offset)
 
-    monkeypatch.setattr(_files.os, "pwrite", torn)
+    monkeypatch.setattr(os, "pwrite", torn)
     with pytest.raises(ChecksumMismatch, match="nothing was published"):
         await space.store.write(space.bucket, space.n("torn"), os.urandom(4096))
     monkeypatch.undo()
