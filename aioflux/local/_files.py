@@ -40,6 +40,7 @@ __all__ = [
     "path_of",
     "read_file",
     "scan",
+    "stat_page",
     "temporaries",
     "unlink_quietly",
     "write_at",
@@ -59,6 +60,8 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 # directories cannot share a name, though GCS objects "a" and "a/b" can.
 _SHAPE_ERRNOS = (errno.ENOTDIR, errno.EISDIR, errno.EEXIST)
 _WRITE_OPS = ("write", "copy")
+# Directories a concurrent delete may remove under a new write (see open_temp).
+_MKDIR_ATTEMPTS = 5
 
 
 def path_of(bucket: str, name: str) -> str:
@@ -151,9 +154,10 @@ def _holds_object(directory: str, rel: str, start_offset: str | None,
 
 
 def scan(bucket: str, prefix: str, delimiter: str | None, start_offset: str | None,
-         end_offset: str | None) -> tuple[list[ObjectInfo], list[str]]:
-    """The files under ``prefix`` (sorted by name) and, with ``delimiter``,
-    the sorted prefixes that group the names continuing past it.
+         end_offset: str | None) -> tuple[list[tuple[str, str]], list[str]]:
+    """The files under ``prefix`` as sorted (name, path) pairs, not stat-ed
+    yet (see :func:`stat_page`), and, with ``delimiter``, the sorted
+    prefixes that group the names continuing past it.
 
     Directories are not objects: an empty one is neither listed nor a
     prefix. Symbolic links to files are listed; links to directories are
@@ -165,7 +169,7 @@ def scan(bucket: str, prefix: str, delimiter: str | None, start_offset: str | No
                        "directory", operation="list", bucket=bucket, name=prefix)
     # Walk only below the prefix's directory part.
     base = prefix.rpartition("/")[0]
-    files: list[tuple[str, os.DirEntry[str]]] = []
+    files: list[tuple[str, str]] = []
     prefixes: set[str] = set()
     stack = [base]
     while stack:
@@ -182,21 +186,30 @@ def scan(bucket: str, prefix: str, delimiter: str | None, start_offset: str | No
                     stack.append(name)
             elif (entry.is_file() and name.startswith(prefix) and TEMP_MARK not in entry.name
                   and _in_range(name, start_offset, end_offset)):
-                files.append((name, entry))
-    files.sort(key=lambda pair: pair[0])
-    objects: list[ObjectInfo] = []
-    for name, entry in files:
-        if delimiter and delimiter != "/":
+                files.append((name, entry.path))
+    files.sort()
+    if delimiter and delimiter != "/":
+        kept: list[tuple[str, str]] = []
+        for name, path in files:
             cut = name.find(delimiter, len(prefix))
             if cut >= 0:
                 prefixes.add(name[:cut + len(delimiter)])
-                continue
+            else:
+                kept.append((name, path))
+        files = kept
+    return files, sorted(prefixes)
+
+
+def stat_page(bucket: str, files: list[tuple[str, str]]) -> list[ObjectInfo]:
+    """ObjectInfo of one page of :func:`scan`'s files (those still there)."""
+    objects: list[ObjectInfo] = []
+    for name, path in files:
         try:
-            st = entry.stat()
-        except FileNotFoundError:
-            continue  # deleted while listing
-        objects.append(_object(bucket, name, st, _recorded_crc(entry.path, st)))
-    return objects, sorted(prefixes)
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # deleted since the scan: no longer an object
+        objects.append(_object(bucket, name, st, _recorded_crc(path, st)))
+    return objects
 
 
 # -- reads --------------------------------------------------------------------
@@ -264,11 +277,20 @@ def open_temp(bucket: str, name: str) -> tuple[str, int]:
     if not base:
         raise InvalidArgument(f"{describe('write', bucket, name, 'file')}: a name ending "
                               "in '/' is a directory, not a file")
-    os.makedirs(directory, exist_ok=True)
     temp = f"{directory}/.{base}{TEMP_MARK}{uuid.uuid4().hex[:12]}"
     # Read-write: the bytes are read back and checked before publishing.
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | _CLOEXEC
-    return temp, os.open(temp, flags, 0o644)
+    attempts = 1
+    while True:
+        os.makedirs(directory, exist_ok=True)
+        try:
+            return temp, os.open(temp, flags, 0o644)
+        except FileNotFoundError:
+            # A concurrent delete removed the directory it had just emptied
+            # between our makedirs and open: make it again.
+            if attempts == _MKDIR_ATTEMPTS:
+                raise
+            attempts += 1
 
 
 def write_at(path: str, data: memoryview, offset: int) -> None:

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TypeVar, overload
 
@@ -74,10 +76,22 @@ class LocalStore:
     def __init__(self, config: ClientConfig | None = None) -> None:
         check_instance("LocalStore", "config", config, ClientConfig, optional=True)
         self.config = config or ClientConfig()
-        self._limits: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+        # One limiter per event loop, forgotten with the loop.
+        self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
+                                                asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         return "LocalStore()"
+
+    def __getstate__(self) -> dict[str, object]:
+        # By settings: limiters belong to this process's loops (DataLoader
+        # workers get a store of their own).
+        return {"config": self.config}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        config = state["config"]
+        assert isinstance(config, ClientConfig)
+        self.__init__(config)  # type: ignore[misc]
 
     @property
     def features(self) -> StoreFeatures:
@@ -172,15 +186,18 @@ class LocalStore:
     async def _pages(self, bucket: str, prefix: str, delimiter: str | None,
                      start_offset: str | None, end_offset: str | None,
                      page_size: int) -> AsyncIterator[ListPage]:
-        objects, prefixes = await self._run(
+        files, prefixes = await self._run(
             "list", bucket, prefix,
             lambda: _files.scan(bucket, prefix, delimiter, start_offset, end_offset))
-        # Prefixes are reported on the first page, as a server that groups
-        # them would report each once.
-        for start in range(0, max(len(objects), 1), page_size):
-            last = start + page_size >= len(objects)
-            yield ListPage(objects=objects[start:start + page_size],
-                           prefixes=prefixes if start == 0 else [],
+        # One walk finds the names; each page stats only its own files, so a
+        # lister that stops early (the parallel listers narrow their ranges)
+        # pays for the pages it took. Prefixes come on the first page, each once.
+        for start in range(0, max(len(files), 1), page_size):
+            chunk = files[start:start + page_size]
+            objects = await self._run("list", bucket, prefix,
+                                      functools.partial(_files.stat_page, bucket, chunk))
+            last = start + page_size >= len(files)
+            yield ListPage(objects=objects, prefixes=prefixes if start == 0 else [],
                            next_page_token=None if last else str(start + page_size))
 
     async def list_objects(self, bucket: str, prefix: str = "", *,

@@ -116,8 +116,15 @@ class LocalUpload:
                                                           offset, expected))
 
     async def abort(self) -> None:
-        """Remove the temporary file. Safe to call twice."""
+        """Remove the temporary file. Safe to call twice.
+
+        A file still being created (its part cancelled by the writer) is
+        waited for, so none is left when this returns.
+        """
         self._closed = True
+        creating = self._creating
+        if creating is not None and not creating.done():
+            await asyncio.wait([creating])  # it removes the file itself, seeing _closed
         temp, self._temp = self._temp, None
         if temp is not None:
             # A part still being written holds its own descriptor: its bytes

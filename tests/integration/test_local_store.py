@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import os
+import pickle
 import shutil
 import struct
 import subprocess
+import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -200,6 +204,30 @@ async def test_aborted_streaming_upload_leaves_nothing(space: Space) -> None:
     with pytest.raises(InvalidArgument, match="finished or aborted"):
         await upload.put(3, memoryview(b"late"))
     assert space.files() == []  # a late part does not bring the file back
+
+
+async def test_abort_while_the_temporary_is_being_created(
+        space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The writer cancels its parts, then aborts: a first part cancelled
+    # while its thread creates the temporary file must not leave that file.
+    open_temp = _files.open_temp
+    created = threading.Event()
+
+    def slow_open_temp(bucket: str, name: str) -> tuple[str, int]:
+        made = open_temp(bucket, name)
+        created.set()
+        time.sleep(0.3)
+        return made
+
+    monkeypatch.setattr(_files, "open_temp", slow_open_temp)
+    upload = space.store.start_upload(space.bucket, space.n("slow"), part_size=KiB)
+    part = asyncio.ensure_future(upload.put(1, memoryview(b"x" * KiB)))
+    await asyncio.to_thread(created.wait, 10)
+    part.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await part
+    await upload.abort()
+    assert space.files() == []
 
 
 async def test_finish_with_a_missing_part_publishes_nothing(space: Space) -> None:
@@ -498,6 +526,18 @@ async def test_delimiters_and_pagination(space: Space) -> None:
     assert [o.name for p in pages for o in p.objects] == []
 
 
+async def test_a_file_deleted_between_pages_is_not_listed(space: Space) -> None:
+    store, bucket, n = space.store, space.bucket, space.n
+    for name in ["1", "2", "3", "4"]:
+        await store.write(bucket, n(name), name.encode())
+    pages = store.list(bucket, space.prefix, page_size=2)
+    first = await anext(pages)
+    assert [o.name for o in first.objects] == [n("1"), n("2")]
+    await store.delete(bucket, n("3"))  # after the walk, before its page
+    rest = [o.name async for p in pages for o in p.objects]
+    assert rest == [n("4")]  # stat-ed with its page: gone means not listed
+
+
 async def test_symlinks_to_files_are_listed_links_to_directories_not_followed(
         space: Space) -> None:
     await space.store.write(space.bucket, space.n("real/f"), b"f")
@@ -576,6 +616,28 @@ async def test_a_file_and_a_directory_cannot_share_a_path(space: Space) -> None:
     with pytest.raises(Conflict):
         await store.copy(bucket, n("a"), bucket, n("d"))
     assert space.files() == ["a", "d/e"]
+
+
+async def test_write_survives_a_delete_removing_its_new_directory(
+        space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A delete of the last file of a directory removes the directory; a
+    # write that has just made it must make it again, not fail.
+    makedirs = os.makedirs
+    raced: list[str] = []
+    target = str(space.path("fresh/dir"))
+
+    def makedirs_then_lose_it(path: str, exist_ok: bool = False) -> None:
+        makedirs(path, exist_ok=exist_ok)  # (calls this again for the parents)
+        if path == target and len(raced) < 2:
+            raced.append(path)
+            os.rmdir(path)  # the concurrent delete's cleanup
+
+    monkeypatch.setattr(os, "makedirs", makedirs_then_lose_it)
+    info = await space.store.write(space.bucket, space.n("fresh/dir/obj"), b"landed")
+    assert raced == [str(space.path("fresh/dir"))] * 2
+    monkeypatch.undo()
+    assert info.size == 6
+    assert space.path("fresh/dir/obj").read_bytes() == b"landed"
 
 
 @pytest.fixture
@@ -723,3 +785,28 @@ def test_small_and_empty_writes_through_open(sync_space: Space) -> None:
     with aioflux.open(sync_space.url("empty"), "rb") as r:
         assert r.read() == b""
     assert sync_space.files() == ["empty", "small"]
+
+
+def test_store_pickles_by_settings(sync_space: Space) -> None:
+    store = LocalStore(ClientConfig(max_concurrency=3, verify_crc32c=False))
+
+    async def use(s: LocalStore) -> bytes:
+        await s.write(sync_space.bucket, sync_space.n("p"), b"pickled")
+        return await s.read(sync_space.bucket, sync_space.n("p"))
+
+    assert asyncio.run(use(store)) == b"pickled"  # now it holds a loop's limiter
+    clone = pickle.loads(pickle.dumps(store))
+    assert clone.config == store.config
+    assert asyncio.run(use(clone)) == b"pickled"
+
+
+def test_limiters_go_with_their_loops() -> None:
+    store = LocalStore()
+
+    async def touch() -> None:
+        await store.exists("tmp", "aioflux-no-such-file")
+
+    for _ in range(3):
+        asyncio.run(touch())
+    gc.collect()
+    assert len(store._limits) == 0
