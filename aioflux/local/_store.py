@@ -22,7 +22,9 @@
   may slip between them (as with any POSIX filesystem).
 - Listings are sorted by name and paginated like the object stores;
   directories are not objects, and a delete removes the directories it
-  leaves empty (up to the bucket directory), so none linger.
+  leaves empty (up to the bucket directory), so none linger. A file and a
+  directory cannot share a path (GCS objects ``a`` and ``a/b`` can): such a
+  write is ``Conflict``.
 
 Filesystem calls block, so they run in worker threads, at most
 ``config.max_concurrency`` at once; that blocking work is in ``_files.py``,
@@ -327,6 +329,9 @@ class LocalStore:
         Raises:
             PreconditionFailed: ``if_generation_match`` did not hold.
             InvalidArgument: ``metadata`` was given.
+            Conflict: a directory stands at the path, or a file where a
+                directory of it must be.
+            PermissionDenied: the directory is not writable.
             StorageError: the write failed; nothing was published.
         """
         write_args(bucket, name, data, content_type, if_generation_match, metadata, resumable,
@@ -434,10 +439,13 @@ class LocalStore:
             upload_id: the temporary file's name.
 
         Raises:
+            InvalidURL: a bad bucket or name.
             InvalidArgument: ``upload_id`` is not a temporary file of ``name``.
         """
+        delete_args(bucket, name, None, None, False, scheme="file")
         directory, _, base = name.rpartition("/")
-        if not (upload_id.startswith(f".{base}{TEMP_MARK}") and "/" not in upload_id):
+        if not (isinstance(upload_id, str) and "/" not in upload_id
+                and upload_id.startswith(f".{base}{TEMP_MARK}")):
             raise InvalidArgument(f"abort {_url(bucket, name)}: {upload_id!r} is not one of "
                                   "its temporary files")
         path = _files.path_of(bucket, f"{directory}/{upload_id}" if directory else upload_id)

@@ -33,6 +33,7 @@ from aioflux import (
     ClientConfig,
     Conflict,
     InvalidArgument,
+    InvalidURL,
     NotFound,
     PermissionDenied,
     PreconditionFailed,
@@ -282,6 +283,8 @@ async def test_temporaries_are_skipped_listed_and_aborted(space: Space) -> None:
         await store.abort_multipart(bucket, space.n("a/left"), uploads[1].upload_id)
     with pytest.raises(InvalidArgument, match="not one of its temporary files"):
         await store.abort_multipart(bucket, space.n("a/left"), "../../keep")
+    with pytest.raises(InvalidURL):
+        await store.abort_multipart(bucket, space.n("../keep"), ".keep" + _files.TEMP_MARK)
     await store.abort_multipart(bucket, uploads[0].name, uploads[0].upload_id)
     assert space.files() == ["a/done", f"b/{uploads[1].upload_id}"]
     report = await clean_bucket(store, bucket, space.prefix, older_than=0)
