@@ -61,7 +61,9 @@ __all__ = ["FEATURES", "LocalStore"]
 
 T = TypeVar("T")
 
-FEATURES = StoreFeatures(scheme="file")
+# A listing applies end_offset itself; a file takes any number of parts
+# (GCS's 10,000 would cap a file written in 1 MiB parts at 10 GB).
+FEATURES = StoreFeatures(scheme="file", end_offset=True, max_parts=2**62)
 
 
 class LocalStore:

@@ -813,3 +813,13 @@ def test_limiters_go_with_their_loops() -> None:
         asyncio.run(touch())
     gc.collect()
     assert len(store._limits) == 0
+
+
+def test_a_file_takes_more_parts_than_a_multipart_upload(sync_space: Space) -> None:
+    # GCS caps a streaming upload at 10,000 parts; a file has no such limit.
+    data = os.urandom(10_050 * 16 + 5)
+    with ObjectWriter(LocalStore(), sync_space.bucket, sync_space.n("many"), part_size=16,
+                      max_in_flight=64) as w:
+        w.write(data)
+    assert w.stats.parts == 10_050
+    assert sync_space.path("many").read_bytes() == data
