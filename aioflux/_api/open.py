@@ -13,11 +13,12 @@ import os
 import threading
 from typing import IO, Any
 
+from .._core.store import ObjectStore
 from .._core.validate import check_instance, check_int, check_str
 from .._engines.reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD, ObjectReader
 from .._engines.writer import DEFAULT_MAX_IN_FLIGHT, DEFAULT_PART_SIZE, ObjectWriter
 from ..gcs._client import AsyncClient
-from .stores import store_for_url
+from .stores import AnyClient, store_for_url
 from .sync import Client
 
 __all__ = ["default_client", "open", "resolve_client"]
@@ -64,7 +65,7 @@ def open(
     url: str,
     mode: str = "rb",
     *,
-    client: AsyncClient | Client | None = None,
+    client: AnyClient | None = None,
     part_size: int = DEFAULT_PART_SIZE,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
@@ -77,7 +78,8 @@ def open(
     Args:
         url: ``gs://bucket/name``.
         mode: ``"rb"`` or ``"wb"``.
-        client: client to use (default: a process-wide one from the environment).
+        client: the store to use (an AsyncClient, a LocalStore, a sync
+            Client); default: the process-wide store of the URL's scheme.
         part_size: writer part size (>= 5 MiB, multiple of 256 KiB).
         max_in_flight: writer parts uploading at once.
         chunk_size: reader bytes per ranged GET.
@@ -97,7 +99,7 @@ def open(
     op = f"open {url}"
     check_str(op, "mode", mode, choices=_WRITE_MODES + _READ_MODES)
     check_str(op, "compression", compression, optional=True, choices=("zstd",))
-    check_instance(op, "client", client, (AsyncClient, Client), optional=True)
+    check_instance(op, "client", client, (ObjectStore, Client), optional=True)
     for arg, value in (("part_size", part_size), ("max_in_flight", max_in_flight),
                        ("chunk_size", chunk_size), ("read_ahead", read_ahead)):
         check_int(op, arg, value, minimum=1)

@@ -823,3 +823,18 @@ def test_a_file_takes_more_parts_than_a_multipart_upload(sync_space: Space) -> N
         w.write(data)
     assert w.stats.parts == 10_050
     assert sync_space.path("many").read_bytes() == data
+
+
+def test_open_with_a_store_of_ones_own(sync_space: Space) -> None:
+    store = LocalStore(ClientConfig(verify_crc32c=False))
+    with aioflux.open(sync_space.url("own"), "wb", client=store) as f:
+        f.write(b"abc" * 1000)
+    _rewrite_in_place(sync_space.path("own"), b"xyz", keep_mtime=True)
+    # This store does not verify; the default one does.
+    with aioflux.open(sync_space.url("own"), "rb", client=store) as r:
+        assert r.read() == b"xyz" + b"abc" * 999
+    with pytest.raises(ChecksumMismatch):
+        with aioflux.open(sync_space.url("own"), "rb") as r:
+            r.read()
+    with pytest.raises(InvalidArgument, match="client must be"):
+        aioflux.open(sync_space.url("own"), "rb", client="not a store")  # type: ignore[arg-type]
