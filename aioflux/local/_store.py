@@ -26,8 +26,8 @@
   directory cannot share a path (GCS objects ``a`` and ``a/b`` can): such a
   write is ``Conflict``.
 
-Filesystem calls block, so they run in worker threads, at most
-``config.max_concurrency`` at once; that blocking work is in ``_files.py``,
+Filesystem calls block, so they run in the store's worker threads, at most
+``config.max_concurrency`` (and 32) at once; that blocking work is in ``_files.py``,
 the writer engine's streaming upload in ``_upload.py``.
 """
 
@@ -36,8 +36,10 @@ from __future__ import annotations
 import asyncio
 import builtins
 import functools
+import os
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar, overload
 
 from .._core.config import ClientConfig
@@ -57,13 +59,19 @@ from . import _files
 from ._files import TEMP_MARK
 from ._upload import LocalUpload
 
-__all__ = ["FEATURES", "LocalStore"]
+__all__ = ["FEATURES", "MAX_THREADS", "LocalStore"]
 
 T = TypeVar("T")
 
 # A listing applies end_offset itself; a file takes any number of parts
 # (GCS's 10,000 would cap a file written in 1 MiB parts at 10 GB).
 FEATURES = StoreFeatures(scheme="file", end_offset=True, max_parts=2**62)
+# Filesystem calls wait on a disk or an NFS/Lustre server, so the store
+# has threads of its own: the loop's default executor has min(32, cpus + 4)
+# (6 on 2 cores), which would cap the reads in flight at 6 and make DNS
+# lookups of the GCS client queue behind them. At most this many, and no
+# more than config.max_concurrency.
+MAX_THREADS = 32
 
 
 class LocalStore:
@@ -83,6 +91,7 @@ class LocalStore:
         # One limiter per event loop, forgotten with the loop.
         self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
                                                 asyncio.Semaphore] = weakref.WeakKeyDictionary()
+        self._threads: tuple[int, ThreadPoolExecutor] | None = None
 
     def __repr__(self) -> str:
         return "LocalStore()"
@@ -120,11 +129,21 @@ class LocalStore:
             limit = self._limits[loop] = asyncio.Semaphore(self.config.max_concurrency)
         async with limit:
             try:
-                return await asyncio.to_thread(work)
+                return await loop.run_in_executor(self._executor(), work)
             except StorageError:
                 raise
             except OSError as exc:
                 raise _files.mapped(exc, op, bucket, name) from exc
+
+    def _executor(self) -> ThreadPoolExecutor:
+        """This process's worker threads (a forked child makes its own: the
+        parent's threads do not exist there)."""
+        threads = self._threads
+        if threads is None or threads[0] != os.getpid():
+            workers = min(self.config.max_concurrency, MAX_THREADS)
+            threads = self._threads = (os.getpid(), ThreadPoolExecutor(
+                workers, thread_name_prefix="aioflux-local"))
+        return threads[1]
 
     # -- metadata -------------------------------------------------------------
 

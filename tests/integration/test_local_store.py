@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import gc
+import multiprocessing
 import os
 import pickle
 import shutil
@@ -838,3 +839,42 @@ def test_open_with_a_store_of_ones_own(sync_space: Space) -> None:
             r.read()
     with pytest.raises(InvalidArgument, match="client must be"):
         aioflux.open(sync_space.url("own"), "rb", client="not a store")  # type: ignore[arg-type]
+
+
+async def test_calls_overlap_up_to_max_concurrency(space: Space,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # On NFS every call waits on the server: 16 reads must be in flight at
+    # once, not as many as the loop's default executor has threads (6 on 2
+    # cores). Each read waits until all 16 have started.
+    for i in range(16):
+        await space.store.write(space.bucket, space.n(f"f{i}"), bytes([i]))
+    together = threading.Barrier(16, timeout=20)
+    read_file = _files.read_file
+
+    def waiting_read(*args: object) -> object:
+        together.wait()
+        return read_file(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_files, "read_file", waiting_read)
+    got = await asyncio.gather(*(space.store.read(space.bucket, space.n(f"f{i}"))
+                                 for i in range(16)))
+    assert got == [bytes([i]) for i in range(16)]
+    assert len({t.name for t in threading.enumerate() if t.name.startswith("aioflux-local")}) >= 16
+
+
+def test_forked_child_gets_threads_of_its_own(sync_space: Space) -> None:
+    store = LocalStore()
+    asyncio.run(store.write(sync_space.bucket, sync_space.n("forked"), b"parent"))
+    time.sleep(0.2)  # the parent's worker thread is idle, ready for more work
+    # A forked child inherits the very store object (nothing is pickled),
+    # with the parent's executor but none of its threads.
+    child = multiprocessing.get_context("fork").Process(
+        target=_read_in_child, args=(store, sync_space.bucket, sync_space.n("forked")))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+
+
+def _read_in_child(store: LocalStore, bucket: str, name: str) -> None:
+    data = asyncio.run(asyncio.wait_for(store.read(bucket, name), 20))
+    os._exit(0 if data == b"parent" else 1)
