@@ -19,6 +19,7 @@ import pickle
 import shutil
 import struct
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -312,7 +313,7 @@ async def test_killed_writer_leaves_only_a_temporary(space: Space) -> None:
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
     proc = await asyncio.create_subprocess_exec(
-        "python", "-c", script, space.bucket, space.n("ckpt"),
+        sys.executable, "-c", script, space.bucket, space.n("ckpt"),
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, err = await proc.communicate()
     assert proc.returncode == -9, err.decode()
@@ -448,7 +449,7 @@ def test_create_only_across_processes(sync_space: Space) -> None:
     )
     for _ in range(3):
         name = f"race-{uuid.uuid4().hex[:6]}"
-        procs = [subprocess.Popen(["python", "-c", script, sync_space.bucket,
+        procs = [subprocess.Popen([sys.executable, "-c", script, sync_space.bucket,
                                    sync_space.n(name), f"writer-{i}"]) for i in range(2)]
         codes = sorted(p.wait(timeout=60) for p in procs)
         assert codes == [0, 3]
