@@ -49,6 +49,7 @@ from .._core.types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from .._core.urls import format_url
 from .._core.validate import (
     check_instance,
+    check_object,
     delete_args,
     list_args,
     read_args,
@@ -357,6 +358,7 @@ class LocalStore:
         """
         write_args(bucket, name, data, content_type, if_generation_match, metadata, resumable,
                    scheme="file")
+        _check_writable_name("write", bucket, name)
         if metadata:
             raise InvalidArgument(f"write {_url(bucket, name)}: files have no custom metadata")
         view = memoryview(data).cast("B")
@@ -376,7 +378,13 @@ class LocalStore:
 
         Returns:
             The upload (nothing is created before its first part).
+
+        Raises:
+            InvalidURL: a bad bucket or name.
+            InvalidArgument: a name reserved for temporary files.
         """
+        check_object("write", bucket, name, scheme="file")
+        _check_writable_name("write", bucket, name)
         return LocalUpload(self, bucket, name, part_size)
 
     async def delete(self, bucket: str, name: str, *, generation: int | None = None,
@@ -417,6 +425,7 @@ class LocalStore:
         """
         read_args(bucket, name, 0, None, None, None, scheme="file")
         read_args(dest_bucket, dest_name, 0, None, None, None, scheme="file")
+        _check_writable_name("copy", dest_bucket, dest_name)
         return await self._run("copy", bucket, name, lambda: _files.copy_file(
             bucket, name, dest_bucket, dest_name))
 
@@ -484,3 +493,11 @@ class LocalStore:
 
 def _url(bucket: str, name: str) -> str:
     return format_url("file", bucket, name)
+
+
+def _check_writable_name(op: str, bucket: str, name: str) -> None:
+    # Such a file would be taken for a temporary one: hidden from listings,
+    # reported as an open upload, and removed by ``aioflux clean``.
+    if TEMP_MARK in name.rpartition("/")[2]:
+        raise InvalidArgument(f"{op} {_url(bucket, name)}: names containing {TEMP_MARK!r} are "
+                              "reserved for temporary files of writes in progress")

@@ -879,3 +879,18 @@ def test_forked_child_gets_threads_of_its_own(sync_space: Space) -> None:
 def _read_in_child(store: LocalStore, bucket: str, name: str) -> None:
     data = asyncio.run(asyncio.wait_for(store.read(bucket, name), 20))
     os._exit(0 if data == b"parent" else 1)
+
+
+async def test_names_of_temporary_files_are_reserved(space: Space) -> None:
+    store, bucket, n = space.store, space.bucket, space.n
+    reserved = n("d/.x" + _files.TEMP_MARK + "abc")
+    await store.write(bucket, n("src"), b"s")
+    for call in (lambda: store.write(bucket, reserved, b"x"),
+                 lambda: store.copy(bucket, n("src"), bucket, reserved)):
+        with pytest.raises(InvalidArgument, match="reserved"):
+            await call()
+    with pytest.raises(InvalidArgument, match="reserved"):
+        store.start_upload(bucket, reserved)
+    with pytest.raises(InvalidURL):  # no way out of the bucket directory
+        store.start_upload(bucket, n("../escape"))
+    assert space.files() == ["src"]
