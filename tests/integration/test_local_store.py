@@ -894,3 +894,16 @@ async def test_names_of_temporary_files_are_reserved(space: Space) -> None:
     with pytest.raises(InvalidURL):  # no way out of the bucket directory
         store.start_upload(bucket, n("../escape"))
     assert space.files() == ["src"]
+
+
+async def test_stream_reads_every_file_under_a_prefix(space: Space) -> None:
+    store, bucket, n = space.store, space.bucket, space.n
+    blobs = {n(f"s/{i:03d}"): os.urandom(100 + i) for i in range(120)}
+    for name, data in blobs.items():
+        await store.write(bucket, name, data)
+    await store.write(bucket, n("t/other"), b"not under s/")
+    ordered = [(item.name, bytes(item.data))
+               async for item in store.stream(bucket, n("s/"), ordered=True, concurrency=8)]
+    assert ordered == sorted(blobs.items())
+    unordered = {item.name: bytes(item.data) async for item in store.stream(bucket, n("s/"))}
+    assert unordered == blobs
