@@ -57,6 +57,9 @@ class LocalUpload:
         self._check_open()
         if self._creating is None:
             self._creating = asyncio.ensure_future(self._create())
+            # Its error reaches every part that waits; one whose parts were
+            # all cancelled must not be logged as never retrieved.
+            self._creating.add_done_callback(_retrieve)
         # Shielded: a part cancelled while the file is being created (the
         # writer aborting) must not lose its name, or abort() could not
         # remove it.
@@ -130,3 +133,8 @@ class LocalUpload:
             # A part still being written holds its own descriptor: its bytes
             # go to the unlinked file and vanish with it.
             _files.unlink_quietly(temp)
+
+
+def _retrieve(future: asyncio.Future[str]) -> None:
+    if not future.cancelled():
+        future.exception()

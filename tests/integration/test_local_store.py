@@ -233,6 +233,29 @@ async def test_abort_while_the_temporary_is_being_created(
     assert space.files() == []
 
 
+async def test_failed_creation_of_a_cancelled_part_is_not_logged(
+        space: Space, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    started = threading.Event()
+
+    def failing_open_temp(bucket: str, name: str) -> tuple[str, int]:
+        started.set()
+        time.sleep(0.2)
+        raise OSError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(_files, "open_temp", failing_open_temp)
+    upload = space.store.start_upload(space.bucket, space.n("denied"), part_size=KiB)
+    part = asyncio.ensure_future(upload.put(1, memoryview(b"x" * KiB)))
+    await asyncio.to_thread(started.wait, 10)
+    part.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await part
+    await upload.abort()
+    del upload, part
+    gc.collect()
+    await asyncio.sleep(0)
+    assert "never retrieved" not in caplog.text
+
+
 async def test_finish_with_a_missing_part_publishes_nothing(space: Space) -> None:
     store, bucket, name = space.store, space.bucket, space.n("holes")
     data = os.urandom(3 * 64 * KiB + 5)
