@@ -101,6 +101,16 @@ async def target(request: pytest.FixtureRequest, backend: str,
 # -- write, stat, read ----------------------------------------------------------
 
 
+async def test_is_an_object_store(target: Target) -> None:
+    assert isinstance(target.store, ObjectStore)
+    assert target.store.features.scheme == ("file" if target.kind == "local" else "gs")
+    upload = target.store.start_upload(target.bucket, target.n("never"),
+                                       content_type="application/octet-stream",
+                                       part_size=_part_size(target.store))
+    await upload.abort()  # nothing was started: nothing to drop
+    assert not await target.store.exists(target.bucket, target.n("never"))
+
+
 async def test_write_stat_read(target: Target) -> None:
     store, bucket, name = target.store, target.bucket, target.n("dir/a b%?#.bin")
     data = os.urandom(100_003)
