@@ -277,6 +277,11 @@ def open_temp(bucket: str, name: str) -> tuple[str, int]:
     if not base:
         raise InvalidArgument(f"{describe('write', bucket, name, 'file')}: a name ending "
                               "in '/' is a directory, not a file")
+    if not os.path.isdir(path_of(bucket, "")):
+        # As a write to a missing bucket: a mistyped /mtn/nfs/... must not
+        # make a new directory at the root of the filesystem.
+        raise NotFound(f"{describe('write', bucket, name, 'file')} failed: no directory "
+                       f"/{bucket}", operation="write", bucket=bucket, name=name)
     temp = f"{directory}/.{base}{TEMP_MARK}{uuid.uuid4().hex[:12]}"
     # Read-write: the bytes are read back and checked before publishing.
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | _CLOEXEC

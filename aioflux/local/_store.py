@@ -2,6 +2,8 @@
 
 ``file:///mnt/nfs/run1/step-1/model.pt`` is bucket ``mnt``, object
 ``nfs/run1/step-1/model.pt``: the path ``/mnt/nfs/run1/step-1/model.pt``.
+The bucket directory must exist, as a bucket must (a mistyped path makes no
+new directory at the root); the directories below it are made as needed.
 
 - Writes are all-or-nothing: the bytes go to a temporary file in the same
   directory (``.<name>.aioflux-tmp-<id>``), are read back and checked

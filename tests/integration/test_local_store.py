@@ -582,6 +582,13 @@ async def test_missing_bucket_directory(tmp_path: Path) -> None:
     with pytest.raises(NotFound, match=bucket):
         [o async for o in store.list_objects(bucket)]
     assert await store.list_multipart_uploads(bucket) == []
+    with pytest.raises(NotFound, match=f"no directory /{bucket}"):
+        await store.write(bucket, "run/ckpt", b"x")
+    upload = store.start_upload(bucket, "run/streamed", part_size=KiB)
+    with pytest.raises(NotFound):
+        await upload.put(1, memoryview(b"x" * KiB))
+    await upload.abort()
+    assert not os.path.exists(f"/{bucket}")  # no new directory at the root
 
 
 @pytest.fixture
