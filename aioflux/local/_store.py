@@ -2,6 +2,8 @@
 
 ``file:///mnt/nfs/run1/step-1/model.pt`` is bucket ``mnt``, object
 ``nfs/run1/step-1/model.pt``: the path ``/mnt/nfs/run1/step-1/model.pt``.
+The bucket directory must exist, as a bucket must (a mistyped path makes no
+new directory at the root); the directories below it are made as needed.
 
 - Writes are all-or-nothing: the bytes go to a temporary file in the same
   directory (``.<name>.aioflux-tmp-<id>``), are read back and checked
@@ -22,59 +24,57 @@
   may slip between them (as with any POSIX filesystem).
 - Listings are sorted by name and paginated like the object stores;
   directories are not objects, and a delete removes the directories it
-  leaves empty (up to the bucket directory), so none linger.
+  leaves empty (up to the bucket directory), so none linger. A file and a
+  directory cannot share a path (GCS objects ``a`` and ``a/b`` can): such a
+  write is ``Conflict``.
 
-Filesystem calls block, so they run in worker threads, at most
-``config.max_concurrency`` at once.
+Filesystem calls block, so they run in the store's worker threads, at most
+``config.max_concurrency`` (and 32) at once; that blocking work is in ``_files.py``,
+the writer engine's streaming upload in ``_upload.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
-import errno
+import functools
 import os
-import stat as stat_mod
-import struct
-import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar, overload
 
 from .._core.config import ClientConfig
-from .._core.crc import Crc32c, crc32c, encode_crc32c
-from .._core.errors import (
-    ChecksumMismatch,
-    InvalidArgument,
-    InvalidRequest,
-    NotFound,
-    PermissionDenied,
-    PreconditionFailed,
-    StorageError,
-    describe,
-)
+from .._core.errors import InvalidArgument, InvalidRequest, NotFound, StorageError
 from .._core.store import Buffer, Fetched, SourceSpec, StoreFeatures
 from .._core.types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
+from .._core.urls import format_url
 from .._core.validate import (
     check_instance,
+    check_object,
     delete_args,
     list_args,
     read_args,
     write_args,
 )
 from .._engines.iterables import StreamItem, stream, stream_args
+from . import _files
+from ._files import TEMP_MARK
+from ._upload import LocalUpload
 
-__all__ = ["FEATURES", "LocalStore"]
+__all__ = ["FEATURES", "MAX_THREADS", "LocalStore"]
 
 T = TypeVar("T")
 
-FEATURES = StoreFeatures(scheme="file")
-# Temporary files of writes in progress: skipped by listings, removed by
-# ``aioflux clean`` once old enough.
-TEMP_MARK = ".aioflux-tmp-"
-_XATTR = "user.aioflux.crc32c"
-# size (8 bytes), mtime_ns (8 bytes), crc32c (4 bytes), big-endian.
-_XATTR_FORMAT = ">QQI"
-_READ_BLOCK = 8 * 1024 * 1024
+# A listing applies end_offset itself; a file takes any number of parts
+# (GCS's 10,000 would cap a file written in 1 MiB parts at 10 GB).
+FEATURES = StoreFeatures(scheme="file", end_offset=True, max_parts=2**62)
+# Filesystem calls wait on a disk or an NFS/Lustre server, so the store
+# has threads of its own: the loop's default executor has min(32, cpus + 4)
+# (6 on 2 cores), which would cap the reads in flight at 6 and make DNS
+# lookups of the GCS client queue behind them. At most this many, and no
+# more than config.max_concurrency.
+MAX_THREADS = 32
 
 
 class LocalStore:
@@ -91,10 +91,23 @@ class LocalStore:
     def __init__(self, config: ClientConfig | None = None) -> None:
         check_instance("LocalStore", "config", config, ClientConfig, optional=True)
         self.config = config or ClientConfig()
-        self._limits: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+        # One limiter per event loop, forgotten with the loop.
+        self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
+                                                asyncio.Semaphore] = weakref.WeakKeyDictionary()
+        self._threads: tuple[int, ThreadPoolExecutor] | None = None
 
     def __repr__(self) -> str:
         return "LocalStore()"
+
+    def __getstate__(self) -> dict[str, object]:
+        # By settings: limiters belong to this process's loops (DataLoader
+        # workers get a store of their own).
+        return {"config": self.config}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        config = state["config"]
+        assert isinstance(config, ClientConfig)
+        self.__init__(config)  # type: ignore[misc]
 
     @property
     def features(self) -> StoreFeatures:
@@ -119,11 +132,21 @@ class LocalStore:
             limit = self._limits[loop] = asyncio.Semaphore(self.config.max_concurrency)
         async with limit:
             try:
-                return await asyncio.to_thread(work)
+                return await loop.run_in_executor(self._executor(), work)
             except StorageError:
                 raise
             except OSError as exc:
-                raise _mapped(exc, op, bucket, name) from exc
+                raise _files.mapped(exc, op, bucket, name) from exc
+
+    def _executor(self) -> ThreadPoolExecutor:
+        """This process's worker threads (a forked child makes its own: the
+        parent's threads do not exist there)."""
+        threads = self._threads
+        if threads is None or threads[0] != os.getpid():
+            workers = min(self.config.max_concurrency, MAX_THREADS)
+            threads = self._threads = (os.getpid(), ThreadPoolExecutor(
+                workers, thread_name_prefix="aioflux-local"))
+        return threads[1]
 
     # -- metadata -------------------------------------------------------------
 
@@ -141,7 +164,7 @@ class LocalStore:
             NotFound: no such file (a directory is not an object).
         """
         read_args(bucket, name, 0, None, None, None, scheme="file")
-        return await self._run("stat", bucket, name, lambda: _info(bucket, name))
+        return await self._run("stat", bucket, name, lambda: _files.file_info(bucket, name))
 
     async def exists(self, bucket: str, name: str) -> bool:
         """Whether the file exists.
@@ -189,15 +212,18 @@ class LocalStore:
     async def _pages(self, bucket: str, prefix: str, delimiter: str | None,
                      start_offset: str | None, end_offset: str | None,
                      page_size: int) -> AsyncIterator[ListPage]:
-        objects, prefixes = await self._run(
+        files, prefixes = await self._run(
             "list", bucket, prefix,
-            lambda: _scan(bucket, prefix, delimiter, start_offset, end_offset))
-        # Prefixes are reported on the first page, as a server that groups
-        # them would report each once.
-        for start in range(0, max(len(objects), 1), page_size):
-            last = start + page_size >= len(objects)
-            yield ListPage(objects=objects[start:start + page_size],
-                           prefixes=prefixes if start == 0 else [],
+            lambda: _files.scan(bucket, prefix, delimiter, start_offset, end_offset))
+        # One walk finds the names; each page stats only its own files, so a
+        # lister that stops early (the parallel listers narrow their ranges)
+        # pays for the pages it took. Prefixes come on the first page, each once.
+        for start in range(0, max(len(files), 1), page_size):
+            chunk = files[start:start + page_size]
+            objects = await self._run("list", bucket, prefix,
+                                      functools.partial(_files.stat_page, bucket, chunk))
+            last = start + page_size >= len(files)
+            yield ListPage(objects=objects, prefixes=prefixes if start == 0 else [],
                            next_page_token=None if last else str(start + page_size))
 
     async def list_objects(self, bucket: str, prefix: str = "", *,
@@ -266,7 +292,8 @@ class LocalStore:
 
         Raises:
             NotFound: no such file (or it changed since ``generation``).
-            InvalidArgument: ``into`` too small, or ``start`` past the end.
+            InvalidArgument: ``into`` too small.
+            InvalidRequest: ``start`` past the end (status 416, as on GCS).
             ChecksumMismatch: the file's bytes differ from the crc32c
                 recorded when aioflux wrote it.
         """
@@ -299,7 +326,7 @@ class LocalStore:
             Fetched.
         """
         verify = self.config.verify_crc32c
-        return await self._run("read", bucket, name, lambda: _read(
+        return await self._run("read", bucket, name, lambda: _files.read_file(
             bucket, name, start, end, into, generation, size, crc, verify, want_crc))
 
     # -- writes ---------------------------------------------------------------
@@ -326,14 +353,18 @@ class LocalStore:
         Raises:
             PreconditionFailed: ``if_generation_match`` did not hold.
             InvalidArgument: ``metadata`` was given.
+            Conflict: a directory stands at the path, or a file where a
+                directory of it must be.
+            PermissionDenied: the directory is not writable.
             StorageError: the write failed; nothing was published.
         """
         write_args(bucket, name, data, content_type, if_generation_match, metadata, resumable,
                    scheme="file")
+        _check_writable_name("write", bucket, name)
         if metadata:
             raise InvalidArgument(f"write {_url(bucket, name)}: files have no custom metadata")
         view = memoryview(data).cast("B")
-        return await self._run("write", bucket, name, lambda: _write_whole(
+        return await self._run("write", bucket, name, lambda: _files.write_whole(
             bucket, name, view, if_generation_match))
 
     def start_upload(self, bucket: str, name: str, *,
@@ -349,7 +380,13 @@ class LocalStore:
 
         Returns:
             The upload (nothing is created before its first part).
+
+        Raises:
+            InvalidURL: a bad bucket or name.
+            InvalidArgument: a name reserved for temporary files.
         """
+        check_object("write", bucket, name, scheme="file")
+        _check_writable_name("write", bucket, name)
         return LocalUpload(self, bucket, name, part_size)
 
     async def delete(self, bucket: str, name: str, *, generation: int | None = None,
@@ -369,7 +406,7 @@ class LocalStore:
         """
         delete_args(bucket, name, generation, if_generation_match, missing_ok, scheme="file")
         try:
-            await self._run("delete", bucket, name, lambda: _delete(
+            await self._run("delete", bucket, name, lambda: _files.delete_file(
                 bucket, name, generation, if_generation_match))
         except NotFound:
             if not missing_ok:
@@ -390,7 +427,8 @@ class LocalStore:
         """
         read_args(bucket, name, 0, None, None, None, scheme="file")
         read_args(dest_bucket, dest_name, 0, None, None, None, scheme="file")
-        return await self._run("copy", bucket, name, lambda: _copy(
+        _check_writable_name("copy", dest_bucket, dest_name)
+        return await self._run("copy", bucket, name, lambda: _files.copy_file(
             bucket, name, dest_bucket, dest_name))
 
     async def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
@@ -422,7 +460,7 @@ class LocalStore:
         """
         list_args("list uploads", bucket, prefix, scheme="file")
         return await self._run("list uploads", bucket, prefix,
-                               lambda: _temporaries(bucket, prefix))
+                               lambda: _files.temporaries(bucket, prefix))
 
     async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
         """Remove a temporary file listed by :meth:`list_multipart_uploads`.
@@ -433,14 +471,17 @@ class LocalStore:
             upload_id: the temporary file's name.
 
         Raises:
+            InvalidURL: a bad bucket or name.
             InvalidArgument: ``upload_id`` is not a temporary file of ``name``.
         """
+        delete_args(bucket, name, None, None, False, scheme="file")
         directory, _, base = name.rpartition("/")
-        if not (upload_id.startswith(f".{base}{TEMP_MARK}") and "/" not in upload_id):
+        if not (isinstance(upload_id, str) and "/" not in upload_id
+                and upload_id.startswith(f".{base}{TEMP_MARK}")):
             raise InvalidArgument(f"abort {_url(bucket, name)}: {upload_id!r} is not one of "
                                   "its temporary files")
-        path = _path(bucket, f"{directory}/{upload_id}" if directory else upload_id)
-        await self._run("abort upload", bucket, name, lambda: _unlink_quietly(path))
+        path = _files.path_of(bucket, f"{directory}/{upload_id}" if directory else upload_id)
+        await self._run("abort upload", bucket, name, lambda: _files.unlink_quietly(path))
 
     async def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
         """Not offered by files (a temporary file has no parts).
@@ -452,407 +493,13 @@ class LocalStore:
                              operation="list parts", bucket=bucket, name=name)
 
 
-class LocalUpload:
-    """A streaming write into a temporary file; parts land at their offsets
-    (``(number - 1) * part_size``), so they may arrive in any order."""
-
-    mode = "file"
-
-    def __init__(self, store: LocalStore, bucket: str, name: str, part_size: int) -> None:
-        self._store = store
-        self.bucket = bucket
-        self.name = name
-        self.part_size = part_size
-        self._fd: int | None = None
-        self._temp: str | None = None
-        self._opening: asyncio.Lock | None = None
-
-    async def _open(self) -> int:
-        if self._opening is None:
-            self._opening = asyncio.Lock()
-        async with self._opening:
-            if self._fd is not None:
-                return self._fd
-            self._temp, fd = await self._store._run(
-                "write", self.bucket, self.name, lambda: _open_temp(self.bucket, self.name))
-            self._fd = fd
-            return fd
-
-    async def put(self, number: int, data: memoryview, checksum: int | None = None) -> None:
-        """Write part ``number`` at its offset.
-
-        Args:
-            number: 1-based part number.
-            data: the part.
-            checksum: unused (the whole file is checked on finish).
-        """
-        fd = await self._open()
-        offset = (number - 1) * self.part_size
-        await self._store._run("write", self.bucket, self.name,
-                               lambda: _pwrite_all(fd, data, offset))
-
-    async def finish(self, last_number: int, tail: memoryview | None, expected: Crc32c,
-                     tail_checksum: int | None = None) -> ObjectInfo:
-        """Write the tail, check the whole file's crc32c, fsync, rename.
-
-        Args:
-            last_number: the tail's part number.
-            tail: the last bytes (may be empty).
-            expected: crc32c and length of everything written.
-            tail_checksum: unused.
-
-        Returns:
-            ObjectInfo of the published file.
-
-        Raises:
-            ChecksumMismatch: the file read back differs (nothing published).
-        """
-        fd = await self._open()
-        offset = (last_number - 1) * self.part_size
-        temp = self._temp
-        assert temp is not None
-
-        def publish() -> ObjectInfo:
-            if tail is not None and len(tail):
-                _pwrite_all(fd, tail, offset)
-            os.ftruncate(fd, expected.length)
-            return _publish(fd, temp, self.bucket, self.name, expected.length,
-                            expected.value, None)
-
-        try:
-            info = await self._store._run("write", self.bucket, self.name, publish)
-        finally:
-            self._fd = None
-            os.close(fd)
-            _unlink_quietly(temp)  # gone already when published
-        return info
-
-    async def abort(self) -> None:
-        """Remove the temporary file. Safe to call twice."""
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
-        if self._temp is not None:
-            _unlink_quietly(self._temp)
-
-
-# -- blocking helpers (run in worker threads) ---------------------------------
-
-
-def _path(bucket: str, name: str) -> str:
-    return f"/{bucket}/{name}" if name else f"/{bucket}"
-
-
 def _url(bucket: str, name: str) -> str:
-    return f"file:///{bucket}/{name}"
+    return format_url("file", bucket, name)
 
 
-def _mapped(exc: OSError, op: str, bucket: str, name: str) -> StorageError:
-    where = describe(op, bucket, name, "file")
-    detail = exc.strerror or str(exc)
-    kind: type[StorageError]
-    if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EISDIR):
-        kind = NotFound
-    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        kind = PermissionDenied
-    else:
-        kind = StorageError
-    return kind(f"{where} failed: {detail}", operation=op, bucket=bucket, name=name,
-                reason=errno.errorcode.get(exc.errno or 0, ""))
-
-
-def _recorded_crc(fd_or_path: int | str, st: os.stat_result) -> int | None:
-    """The crc32c aioflux recorded for this exact content, if any."""
-    try:
-        raw = os.getxattr(fd_or_path, _XATTR)
-    except OSError:
-        return None
-    if len(raw) != struct.calcsize(_XATTR_FORMAT):
-        return None
-    size, mtime_ns, value = struct.unpack(_XATTR_FORMAT, raw)
-    # Written by someone else since (same name, other bytes): not ours.
-    return value if size == st.st_size and mtime_ns == st.st_mtime_ns else None
-
-
-def _object(bucket: str, name: str, st: os.stat_result, crc: int | None) -> ObjectInfo:
-    return ObjectInfo(bucket, name, st.st_size, st.st_mtime_ns, crc, scheme="file")
-
-
-def _info(bucket: str, name: str) -> ObjectInfo:
-    path = _path(bucket, name)
-    st = os.stat(path)
-    if not stat_mod.S_ISREG(st.st_mode):
-        raise NotFound(f"{describe('stat', bucket, name, 'file')} failed: not a file",
-                       operation="stat", bucket=bucket, name=name)
-    return _object(bucket, name, st, _recorded_crc(path, st))
-
-
-def _scan(bucket: str, prefix: str, delimiter: str | None, start_offset: str | None,
-          end_offset: str | None) -> tuple[list[ObjectInfo], list[str]]:
-    root = _path(bucket, "")
-    if not os.path.isdir(root):
-        raise NotFound(f"{describe('list', bucket, prefix, 'file')} failed: no such "
-                       "directory", operation="list", bucket=bucket, name=prefix)
-    # Walk only below the prefix's directory part.
-    base = prefix.rpartition("/")[0]
-    found: builtins.list[tuple[str, os.DirEntry[str]]] = []
-    stack = [base]
-    while stack:
-        rel = stack.pop()
-        try:
-            entries = list(os.scandir(f"{root}/{rel}" if rel else root))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        for entry in entries:
-            name = f"{rel}/{entry.name}" if rel else entry.name
-            if entry.is_dir(follow_symlinks=False):
-                if name.startswith(prefix) or prefix.startswith(name + "/"):
-                    stack.append(name)
-            elif (entry.is_file() and name.startswith(prefix) and TEMP_MARK not in entry.name
-                  and (start_offset is None or name >= start_offset)
-                  and (end_offset is None or name < end_offset)):
-                found.append((name, entry))
-    found.sort(key=lambda pair: pair[0])
-    objects: builtins.list[ObjectInfo] = []
-    prefixes: builtins.list[str] = []
-    for name, entry in found:
-        if delimiter:
-            cut = name.find(delimiter, len(prefix))
-            if cut >= 0:
-                group = name[:cut + len(delimiter)]
-                if not prefixes or prefixes[-1] != group:
-                    prefixes.append(group)
-                continue
-        try:
-            st = entry.stat()
-        except FileNotFoundError:
-            continue  # deleted while listing
-        objects.append(_object(bucket, name, st, _recorded_crc(entry.path, st)))
-    return objects, prefixes
-
-
-def _read(bucket: str, name: str, start: int, end: int | None, into: memoryview | None,
-          generation: int | None, size: int | None, crc: int | None, verify: bool,
-          want_crc: bool) -> Fetched:
-    where = describe("read", bucket, name, "file")
-    # One descriptor for the whole read: a concurrent rename replaces the
-    # name, not the content this read sees.
-    fd = os.open(_path(bucket, name), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        st = os.fstat(fd)
-        if not stat_mod.S_ISREG(st.st_mode):
-            raise NotFound(f"{where} failed: not a file", operation="read", bucket=bucket,
-                           name=name)
-        if generation is not None and st.st_mtime_ns != generation:
-            raise NotFound(f"{where} failed: generation {generation} is gone (now "
-                           f"{st.st_mtime_ns})", operation="read", bucket=bucket, name=name)
-        if size is not None and size != st.st_size:
-            raise ChecksumMismatch(f"{where} failed: {st.st_size} bytes, the listing said "
-                                   f"{size}", operation="read", bucket=bucket, name=name)
-        if start > st.st_size or (start == st.st_size and st.st_size > 0):
-            raise InvalidArgument(f"{where}: start {start} is past the end ({st.st_size} "
-                                  "bytes)")
-        stop = st.st_size if end is None else min(end, st.st_size)
-        count = stop - start
-        out = bytearray(count) if into is None else into
-        if len(out) < count:
-            raise InvalidArgument(f"{where}: into holds {len(out)} bytes, {count} needed")
-        view = memoryview(out)[:count]
-        done = 0
-        while done < count:
-            got = os.preadv(fd, [view[done:done + _READ_BLOCK]], start + done)
-            if got == 0:
-                raise ChecksumMismatch(f"{where} failed: the file ended at {start + done} "
-                                       f"of {stop} bytes (truncated while reading)",
-                                       operation="read", bucket=bucket, name=name)
-            done += got
-        whole = start == 0 and stop == st.st_size
-        known = crc if crc is not None else _recorded_crc(fd, st)
-        actual = crc32c(view) if want_crc or (verify and whole and known is not None) else None
-        if verify and whole and known is not None and actual != known:
-            raise ChecksumMismatch(
-                f"{where} failed: crc32c {encode_crc32c(actual or 0)} != recorded "
-                f"{encode_crc32c(known)}", operation="read", bucket=bucket, name=name)
-    finally:
-        os.close(fd)
-    return Fetched(bytes(out) if into is None else None, count, actual, st.st_size)
-
-
-def _open_temp(bucket: str, name: str) -> tuple[str, int]:
-    path = _path(bucket, name)
-    directory, _, base = path.rpartition("/")
-    os.makedirs(directory, exist_ok=True)
-    temp = f"{directory}/.{base}{TEMP_MARK}{uuid.uuid4().hex[:12]}"
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    return temp, os.open(temp, flags, 0o644)
-
-
-def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
-    done = 0
-    while done < len(data):
-        done += os.pwrite(fd, data[done:], offset + done)
-
-
-def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: int,
-             if_generation_match: int | None) -> ObjectInfo:
-    """Check the temporary file, fsync it, and move it into place."""
-    where = describe("write", bucket, name, "file")
-    check = Crc32c()
-    block = bytearray(min(_READ_BLOCK, max(length, 1)))
-    offset = 0
-    while offset < length:
-        got = os.preadv(fd, [memoryview(block)[:length - offset]], offset)
-        if got == 0:
-            break
-        check.update(memoryview(block)[:got])
-        offset += got
-    if check.length != length or check.value != expected:
-        raise ChecksumMismatch(
-            f"{where} failed: the file holds {check.length} bytes with crc32c "
-            f"{encode_crc32c(check.value)}, written were {length} with "
-            f"{encode_crc32c(expected)}; nothing was published",
-            operation="write", bucket=bucket, name=name)
-    os.fsync(fd)
-    st = os.fstat(fd)
-    try:
-        os.setxattr(fd, _XATTR, struct.pack(_XATTR_FORMAT, st.st_size, st.st_mtime_ns,
-                                             expected))
-    except OSError:
-        pass  # no user xattrs here (some tmpfs, old NFS): reads check the length only
-    path = _path(bucket, name)
-    if if_generation_match == 0:
-        try:
-            os.link(temp, path)  # atomic "only if absent"
-        except FileExistsError:
-            raise PreconditionFailed(f"{where} failed: the file exists (if_generation_match"
-                                     "=0)", operation="write", bucket=bucket, name=name,
-                                     status=412) from None
-        os.unlink(temp)
-    else:
-        if if_generation_match is not None:
-            _check_generation("write", bucket, name, path, if_generation_match)
-        os.replace(temp, path)
-    _fsync_directory(path.rpartition("/")[0])
-    return _object(bucket, name, st, expected)
-
-
-def _check_generation(op: str, bucket: str, name: str, path: str, wanted: int) -> None:
-    try:
-        current = os.stat(path).st_mtime_ns
-    except FileNotFoundError:
-        current = 0
-    if current != wanted:
-        raise PreconditionFailed(f"{describe(op, bucket, name, 'file')} failed: generation "
-                                 f"{current}, not {wanted}", operation=op, bucket=bucket,
-                                 name=name, status=412)
-
-
-def _write_whole(bucket: str, name: str, data: memoryview,
-                 if_generation_match: int | None) -> ObjectInfo:
-    temp, fd = _open_temp(bucket, name)
-    try:
-        _pwrite_all(fd, data, 0)
-        return _publish(fd, temp, bucket, name, len(data), crc32c(data), if_generation_match)
-    finally:
-        os.close(fd)
-        _unlink_quietly(temp)
-
-
-def _copy(bucket: str, name: str, dest_bucket: str, dest_name: str) -> ObjectInfo:
-    source = os.open(_path(bucket, name), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        st = os.fstat(source)
-        temp, fd = _open_temp(dest_bucket, dest_name)
-        try:
-            check = Crc32c()
-            block = bytearray(_READ_BLOCK)
-            offset = 0
-            while True:
-                got = os.preadv(source, [block], offset)
-                if got == 0:
-                    break
-                piece = memoryview(block)[:got]
-                check.update(piece)
-                _pwrite_all(fd, piece, offset)
-                offset += got
-            recorded = _recorded_crc(source, st)
-            if recorded is not None and (offset != st.st_size or check.value != recorded):
-                raise ChecksumMismatch(
-                    f"{describe('copy', bucket, name, 'file')} failed: the source's bytes "
-                    "differ from its recorded crc32c", operation="copy", bucket=bucket,
-                    name=name)
-            return _publish(fd, temp, dest_bucket, dest_name, offset, check.value, None)
-        finally:
-            os.close(fd)
-            _unlink_quietly(temp)
-    finally:
-        os.close(source)
-
-
-def _delete(bucket: str, name: str, generation: int | None,
-            if_generation_match: int | None) -> None:
-    path = _path(bucket, name)
-    st = os.stat(path)
-    if not stat_mod.S_ISREG(st.st_mode):
-        raise NotFound(f"{describe('delete', bucket, name, 'file')} failed: not a file",
-                       operation="delete", bucket=bucket, name=name)
-    if generation is not None and st.st_mtime_ns != generation:
-        raise NotFound(f"{describe('delete', bucket, name, 'file')} failed: generation "
-                       f"{generation} is gone", operation="delete", bucket=bucket, name=name)
-    if if_generation_match is not None:
-        _check_generation("delete", bucket, name, path, if_generation_match)
-    os.unlink(path)
-    # Directories are not objects: drop the ones this delete emptied.
-    stop = _path(bucket, "")
-    directory = path.rpartition("/")[0]
-    while directory != stop and directory.startswith(stop + "/"):
-        try:
-            os.rmdir(directory)
-        except OSError:
-            break
-        directory = directory.rpartition("/")[0]
-
-
-def _temporaries(bucket: str, prefix: str) -> builtins.list[MultipartUploadInfo]:
-    import datetime as _dt
-
-    root = _path(bucket, "")
-    found: builtins.list[MultipartUploadInfo] = []
-    base = prefix.rpartition("/")[0]
-    for directory, _dirs, files in os.walk(f"{root}/{base}" if base else root):
-        rel = directory[len(root):].strip("/")
-        for file in files:
-            target, mark, _ = file.partition(TEMP_MARK)
-            if not mark or not target.startswith("."):
-                continue
-            name = f"{rel}/{target[1:]}" if rel else target[1:]
-            if not name.startswith(prefix):
-                continue
-            try:
-                mtime = os.stat(f"{directory}/{file}").st_mtime
-            except FileNotFoundError:
-                continue
-            when = _dt.datetime.fromtimestamp(mtime, _dt.timezone.utc)
-            found.append(MultipartUploadInfo(bucket, name, file,
-                                             when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")))
-    return sorted(found, key=lambda u: (u.name, u.upload_id))
-
-
-def _fsync_directory(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on a directory; the rename stands
-    finally:
-        os.close(fd)
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+def _check_writable_name(op: str, bucket: str, name: str) -> None:
+    # Such a file would be taken for a temporary one: hidden from listings,
+    # reported as an open upload, and removed by ``aioflux clean``.
+    if TEMP_MARK in name.rpartition("/")[2]:
+        raise InvalidArgument(f"{op} {_url(bucket, name)}: names containing {TEMP_MARK!r} are "
+                              "reserved for temporary files of writes in progress")

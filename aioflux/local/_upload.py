@@ -1,0 +1,140 @@
+"""``LocalUpload``: the writer engine's streaming upload into one file.
+
+Parts land at their offsets (``(number - 1) * part_size``) of a temporary
+file next to the target, so they may arrive in any order and concurrently;
+:meth:`LocalUpload.finish` checks the whole file against the writer's
+running crc32c and renames it into place, :meth:`LocalUpload.abort` removes
+it. Nothing is visible under the target's name before the rename.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from .._core.crc import Crc32c
+from .._core.errors import InvalidArgument
+from .._core.types import ObjectInfo
+from .._core.urls import format_url
+from . import _files
+
+if TYPE_CHECKING:
+    from ._store import LocalStore
+
+__all__ = ["LocalUpload"]
+
+T = TypeVar("T")
+
+
+class LocalUpload:
+    """A streaming write into a temporary file, renamed on :meth:`finish`.
+
+    Args:
+        store: the store whose worker threads do the writing.
+        bucket: the first directory of the path.
+        name: the rest of the path.
+        part_size: size of every part but the last.
+    """
+
+    mode = "file"
+
+    def __init__(self, store: LocalStore, bucket: str, name: str, part_size: int) -> None:
+        self._store = store
+        self.bucket = bucket
+        self.name = name
+        self.part_size = part_size
+        self._temp: str | None = None
+        self._creating: asyncio.Future[str] | None = None
+        self._closed = False
+
+    async def _run(self, work: Callable[[], T]) -> T:
+        return await self._store._run("write", self.bucket, self.name, work)
+
+    async def _temp_path(self) -> str:
+        """The temporary file, created by the first part."""
+        self._check_open()
+        if self._creating is None:
+            self._creating = asyncio.ensure_future(self._create())
+            # Its error reaches every part that waits; one whose parts were
+            # all cancelled must not be logged as never retrieved.
+            self._creating.add_done_callback(_retrieve)
+        # Shielded: a part cancelled while the file is being created (the
+        # writer aborting) must not lose its name, or abort() could not
+        # remove it.
+        return await asyncio.shield(self._creating)
+
+    async def _create(self) -> str:
+        temp, fd = await self._run(lambda: _files.open_temp(self.bucket, self.name))
+        os.close(fd)  # each part opens it anew (see _files.write_at)
+        if self._closed:  # aborted while it was being created
+            _files.unlink_quietly(temp)
+            self._check_open()
+        self._temp = temp
+        return temp
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidArgument(f"write {format_url('file', self.bucket, self.name)}: the "
+                                  "upload was finished or aborted")
+
+    async def put(self, number: int, data: memoryview, checksum: int | None = None) -> None:
+        """Write part ``number`` at its offset.
+
+        Args:
+            number: 1-based part number.
+            data: the part.
+            checksum: unused (the whole file is checked on finish).
+
+        Raises:
+            InvalidArgument: the upload was finished or aborted.
+        """
+        temp = await self._temp_path()
+        offset = (number - 1) * self.part_size
+        await self._run(lambda: _files.write_at(temp, data, offset))
+
+    async def finish(self, last_number: int, tail: memoryview | None, expected: Crc32c,
+                     tail_checksum: int | None = None) -> ObjectInfo:
+        """Write the tail, check the whole file's crc32c, fsync, rename.
+
+        Args:
+            last_number: the tail's part number.
+            tail: the last bytes (may be empty).
+            expected: crc32c and length of everything written.
+            tail_checksum: unused.
+
+        Returns:
+            ObjectInfo of the published file.
+
+        Raises:
+            ChecksumMismatch: the file read back differs (nothing published).
+            InvalidArgument: the upload was finished or aborted.
+        """
+        temp = await self._temp_path()
+        self._closed = True
+        self._temp = None
+        offset = (last_number - 1) * self.part_size
+        return await self._run(lambda: _files.finish_temp(temp, self.bucket, self.name, tail,
+                                                          offset, expected))
+
+    async def abort(self) -> None:
+        """Remove the temporary file. Safe to call twice.
+
+        A file still being created (its part cancelled by the writer) is
+        waited for, so none is left when this returns.
+        """
+        self._closed = True
+        creating = self._creating
+        if creating is not None and not creating.done():
+            await asyncio.wait([creating])  # it removes the file itself, seeing _closed
+        temp, self._temp = self._temp, None
+        if temp is not None:
+            # A part still being written holds its own descriptor: its bytes
+            # go to the unlinked file and vanish with it.
+            _files.unlink_quietly(temp)
+
+
+def _retrieve(future: asyncio.Future[str]) -> None:
+    if not future.cancelled():
+        future.exception()
