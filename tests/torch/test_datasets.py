@@ -22,9 +22,9 @@ from aioflux.testing import Emulator
 from aioflux.torch import IterableDataset, MapDataset
 from tests.torch.conftest import Where
 
-COMPOSE = {"compose_threshold": 64 * 1024}
+COMPOSE: dict[str, Any] = {"compose_threshold": 64 * 1024}
 # Tests that count direct GETs and prefetches: tiny objects would be composed by default.
-DIRECT = {"disable_compose": True}
+DIRECT: dict[str, Any] = {"disable_compose": True}
 
 
 def seed(emulator: Emulator, bucket: str, count: int, size: int) -> dict[str, bytes]:
@@ -201,7 +201,7 @@ def test_map_dataset_from_objects_and_pickle(where: Where) -> None:
     clone = pickle.loads(pickle.dumps(ds))
     assert clone.__getitems__([0, 1]) == [data["d/0003"], data["d/0001"]]
     # ObjectInfo from a listing work too; objects on two stores do not.
-    again = MapDataset.from_objects([*ds.objects], data_format_fn=bytes)
+    again = MapDataset.from_objects([*ds.objects], data_format_fn=bytes, **where.kwargs)
     assert again[1] == data["d/0001"]
     with pytest.raises(InvalidArgument, match=r"one store, got file://, gs://"):
         MapDataset.from_objects(["gs://some-bucket/x", "file:///tmp/x"])
@@ -278,27 +278,33 @@ def test_from_prefix_means_the_folder_not_a_name_prefix(where: Where, cls: Any,
                                                         suffix: str) -> None:
     # ``gs://b/data`` is the folder ``data/`` (and an object named exactly
     # ``data``), as for the CLI; ``data2/`` and ``data.txt`` are not in it.
-    # On files ``data`` cannot be both a file and a directory: ``top`` has
-    # the file ``data``, ``data/`` a folder of its own.
     blobs = {"data/a": b"A", "data/b/c": b"BC", "data2/x": b"X", "data.txt": b"T"}
     for name, body in blobs.items():
         where.put(name, body)
     ds = cls.from_prefix(where.url(f"data{suffix}"), transform=to_bytes, **where.kwargs,
                          **DIRECT)
     assert [where.rel(o.name) for o in ds.objects] == ["data/a", "data/b/c"]
-    top = "" if where.scheme == "gs" else "top/"
-    for name, body in blobs.items():
-        where.put(top + name, body)
-    where.put(top + "data", b"exact")
-    ds = cls.from_prefix(where.url(f"{top}data{suffix}"), **where.kwargs, **DIRECT)
-    expected = [f"{top}data/a", f"{top}data/b/c"] if suffix \
-        else [f"{top}data", f"{top}data/a", f"{top}data/b/c"]
-    assert [where.rel(o.name) for o in ds.objects] == expected
+    if where.scheme == "gs":
+        top = ""
+        where.put("data", b"exact")
+        expected = ["data/a", "data/b/c"] if suffix else ["data", "data/a", "data/b/c"]
+    else:
+        # A path is a file or a directory, not both: ``top/data`` is a file.
+        top = "top/"
+        for name in ("data", "data2/x", "data.txt", "data0"):
+            where.put(top + name, blobs.get(name, b"exact"))
+        expected = [] if suffix else ["top/data"]
+        if suffix:
+            with pytest.raises(NotFound, match="top/data/: no objects"):
+                cls.from_prefix(where.url(f"{top}data{suffix}"), **where.kwargs)
+    if expected:
+        ds = cls.from_prefix(where.url(f"{top}data{suffix}"), **where.kwargs, **DIRECT)
+        assert [where.rel(o.name) for o in ds.objects] == expected
     whole = cls.from_prefix(where.url(top), **where.kwargs)
-    assert len(whole.objects) == 5
+    assert len(whole.objects) == (5 if where.scheme == "gs" else 4)
     if cls is MapDataset:
-        assert [bytes(ds[i]) for i in range(len(ds))] == [blobs.get(n[len(top):], b"exact")
-                                                          for n in expected]
+        assert [bytes(ds[i]) for i in range(len(ds))] == [
+            blobs.get(where.rel(o.name).removeprefix(top), b"exact") for o in ds.objects]
     ds.close()
     whole.close()
 
