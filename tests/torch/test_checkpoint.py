@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import errno
 import pickle
 import re
 import threading
@@ -18,10 +19,12 @@ from aioflux import (
     NotFound,
     ReaderOptions,
     ServerError,
+    StorageError,
     WriterOptions,
 )
 from aioflux._core.portal import call
 from aioflux.local import LocalStore
+from aioflux.local import _store as local_store
 from aioflux.torch import Checkpoint, CheckpointManager
 from tests.torch.conftest import Where
 
@@ -260,7 +263,7 @@ def test_a_plain_path_root_is_the_filesystem(tmp_path: Path,
 
 
 def test_a_failed_upload_raises_its_storage_error_not_torchs(
-        sync_client: Client, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        where: Where, monkeypatch: pytest.MonkeyPatch) -> None:
     # When a part fails for good inside torch.save, torch's zip writer still
     # writes its end record on the way out and that raises a RuntimeError
     # ("unexpected pos ..."): the storage error must be what the caller sees.
@@ -269,12 +272,25 @@ def test_a_failed_upload_raises_its_storage_error_not_torchs(
         raise ServerError(f"upload_part gs://{bucket}/{name} failed: HTTP 503 (injected)",
                           operation="upload_part", bucket=bucket, name=name, status=503)
 
-    monkeypatch.setattr(AsyncClient, "upload_part", refuse)
+    def disk_full(fd: int, data: memoryview, offset: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device (injected)")
+
+    if where.scheme == "gs":
+        monkeypatch.setattr(AsyncClient, "upload_part", refuse)
+        expected: type[StorageError] = ServerError
+    else:
+        monkeypatch.setattr(local_store, "_pwrite_all", disk_full)
+        expected = StorageError
     state = {"w": torch.zeros(4 * MiB)}  # 16 MiB: parts go up while torch.save runs
-    mgr = CheckpointManager(f"gs://{bucket}/run", client=sync_client,
+    mgr = CheckpointManager(where.url("run"), client=where.client,
                             writer=WriterOptions(part_size=PART))
-    with pytest.raises(ServerError, match="injected"):
+    with pytest.raises(expected, match="injected") as caught:
         mgr.save(state, 1)
-    with pytest.raises(ServerError, match="injected"):
-        Checkpoint(client=sync_client, writer=WriterOptions(part_size=PART)).save(state, f"gs://{bucket}/x.pt")
-    assert mgr.latest() is None and not sync_client.exists(bucket, "x.pt")
+    assert where.url("run/step-000000000001/state.pt") in str(caught.value)
+    with pytest.raises(expected, match="injected"):
+        Checkpoint(client=where.client, writer=WriterOptions(part_size=PART)).save(
+            state, where.url("x.pt"))
+    assert mgr.latest() is None
+    # Nothing published, and on files no temporary file left behind (a
+    # full disk refuses the history line too).
+    assert where.names() == (["run/history.jsonl"] if where.scheme == "gs" else [])
