@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from aioflux import Client, ClientConfig
+from aioflux._core.portal import call
 from aioflux._core.urls import parse_url
+from aioflux.local import LocalStore
 from aioflux.testing import Emulator
 from tests.conftest import FAST_RETRY
 
@@ -46,18 +48,24 @@ class Where:
     def url(self, name: str = "") -> str:
         return f"{self.root}/{name}"
 
-    def put(self, name: str, body: bytes) -> None:
-        """Store ``body`` as ``name`` under the folder, as another tool would
-        (a name ending in ``/`` is a folder placeholder or directory)."""
+    def put(self, name: str, body: bytes, *, foreign: bool = False) -> None:
+        """Store ``body`` as ``name`` under the folder (a name ending in
+        ``/`` is a folder placeholder, a directory on files).
+
+        A file is written through LocalStore, so it has a recorded crc32c
+        as on GCS; ``foreign=True`` writes it as another tool would, without.
+        """
         if self.emulator is not None:
             self.emulator.store.put(self.bucket, self.base + name, body)
             return
         path = Path("/" + self.bucket) / (self.base + name)
         if name.endswith("/"):
             path.mkdir(parents=True, exist_ok=True)
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(body)
+        elif foreign:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(body)
+        else:
+            call(LocalStore().write(self.bucket, self.base + name, body))
 
     def rel(self, name: str) -> str:
         """``name`` (an object name in the bucket) relative to the folder."""

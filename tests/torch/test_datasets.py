@@ -48,8 +48,9 @@ def map_dataset(emulator: Emulator, bucket: str, **kwargs: Any) -> MapDataset:
 def seed_at(where: Where, count: int, size: int) -> dict[str, bytes]:
     """``seed`` on either backend: names relative to ``where``."""
     data = {f"d/{i:04d}": os.urandom(size) for i in range(count)}
-    for name, body in data.items():
-        where.put(name, body)
+    for i, (name, body) in enumerate(data.items()):
+        # On files every third one as another tool writes it: no recorded crc32c.
+        where.put(name, body, foreign=i % 3 == 2)
     where.put("d/sub/", b"")  # a folder placeholder (a directory on files): skipped
     return data
 
@@ -70,6 +71,7 @@ def test_map_dataset_batches_through_dataloader(where: Where, workers: int) -> N
     ds = dataset_at(where, **COMPOSE)
     assert len(ds) == 90 and where.rel(ds.objects[0].name) == "d/0000"
     assert {o.scheme for o in ds.objects} == {where.scheme}
+    assert ds.objects[0].crc32c is not None  # so the planner would compose it on GCS
     assert ds[5] == data["d/0005"]
     loader = torch.utils.data.DataLoader(ds, batch_size=16, num_workers=workers,
                                          collate_fn=list,
