@@ -15,14 +15,16 @@ from __future__ import annotations
 import os
 import threading
 
+from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument
 from .._core.store import ObjectStore
 from .._core.urls import StoreURL, parse_url
+from .._core.validate import Credentials
 from ..gcs._client import AsyncClient
 from ..local._store import LocalStore
 from .sync import Client
 
-__all__ = ["AnyClient", "default_store", "resolve_store", "store_for_url"]
+__all__ = ["AnyClient", "default_store", "new_store", "resolve_store", "store_for_url"]
 
 # What public functions accept as ``client=``.
 AnyClient = ObjectStore | Client
@@ -46,16 +48,31 @@ def default_store(scheme: str) -> ObjectStore:
     with _lock:
         known = _defaults.get(scheme)
         if known is None or known[0] != os.getpid():
-            known = (os.getpid(), _new_store(scheme))
+            known = (os.getpid(), new_store(scheme))
             _defaults[scheme] = known
         return known[1]
 
 
-def _new_store(scheme: str) -> ObjectStore:
+def new_store(scheme: str, config: ClientConfig | None = None, *,
+              endpoint: str | None = None, credentials: Credentials = None) -> ObjectStore:
+    """A new store for ``scheme``'s URLs, owned by the caller.
+
+    Args:
+        scheme: ``gs`` or ``file``.
+        config: its settings (default: ``ClientConfig()``).
+        endpoint: the GCS API root (``gs`` only; default: the environment's).
+        credentials: GCS credentials (``gs`` only).
+
+    Returns:
+        The store.
+
+    Raises:
+        InvalidArgument: no backend serves ``scheme``.
+    """
     if scheme == "gs":
-        return AsyncClient()
+        return AsyncClient(config, endpoint=endpoint, credentials=credentials)
     if scheme == "file":
-        return LocalStore()
+        return LocalStore(config)
     raise InvalidArgument(f"no storage backend serves {scheme}:// URLs in this version of "
                           "aioflux (gs://, file:// and plain paths do)")
 

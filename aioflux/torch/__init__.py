@@ -5,9 +5,10 @@ Importing this package imports torch; ``import aioflux`` alone does not.
 
 from .._api.iterables import list_files, load_files
 from ._checkpoint import Checkpoint
-from ._datasets import IterableDataset, MapDataset
 from ._history import CheckpointInfo, SaveRecord
+from ._iterable_dataset import IterableDataset
 from ._manager import CheckpointManager, SaveFuture
+from ._map_dataset import MapDataset
 
 __all__ = [
     "Checkpoint",

@@ -12,7 +12,7 @@ from typing import IO, Any
 
 import torch
 
-from .._api.stores import AnyClient, resolve_store, store_for_url
+from .._api.stores import AnyClient, store_for_url
 from .._api.sync import Client
 from .._core.errors import InvalidArgument, StorageError
 from .._core.options import ReaderOptions, WriterOptions
@@ -42,8 +42,10 @@ class Checkpoint:
     """Saves and loads single checkpoint objects.
 
     Args:
-        client: the client for ``gs://`` URLs, or any store (default: the
-            process-wide one); ``file://`` URLs and paths need none.
+        client: the store for URLs of its scheme (an ``AsyncClient`` or
+            ``Client`` for ``gs://``, a ``LocalStore`` for files); default:
+            the process-wide store of each URL's scheme. ``file://`` URLs
+            and paths need none.
         writer: part size and parts in flight (memory = part_size x (n + 1)).
         reader: block size and blocks in flight of loads.
 
@@ -58,8 +60,9 @@ class Checkpoint:
         check_instance("Checkpoint", "writer", writer, WriterOptions, optional=True)
         check_instance("Checkpoint", "reader", reader, ReaderOptions, optional=True)
         self._client = client
-        # The store of gs:// URLs (what the name ``client`` always meant).
-        self.client = resolve_store(client, "gs") if client is not None else None
+        # The store given (any scheme): it serves URLs of its own scheme,
+        # the process-wide default store serves the others (see locate).
+        self.client: ObjectStore | None = client.aio if isinstance(client, Client) else client
         self.writer_options = writer or WriterOptions()
         self.reader_options = reader or ReaderOptions()
 

@@ -17,7 +17,7 @@ class CheckpointInfo:
 
     Attributes:
         step: training step.
-        url: ``gs://`` URL of its directory (ends with ``/``).
+        url: URL of its directory (``gs://...`` or ``file:///...``, ends with ``/``).
         created: UTC time the manifest was written (ISO 8601).
         size: bytes stored (compressed size with zstd).
         objects: object name (relative to the directory) -> size.

@@ -77,7 +77,7 @@ class CheckpointManager:
     fresh run) and ``manager.load()``.
 
     Args:
-        root: ``gs://bucket/prefix`` of the run.
+        root: ``gs://bucket/prefix`` of the run, ``file:///dir`` or a path.
         keep_last: complete checkpoints to keep, the highest steps
             (``None`` keeps all).
         compression: ``None`` or ``"zstd"``.
@@ -420,7 +420,7 @@ class CheckpointManager:
         if not isinstance(state, dict):
             raise StorageError(f"load {info.url}{leaf}: holds a {type(state).__name__}, not the "
                                "state dict this manager saves", operation="load checkpoint",
-                               bucket=self.bucket, name=info.url.split("/", 3)[3] + leaf)
+                               bucket=self.bucket, name=self._store.step_dir(info.step) + leaf)
         return state
 
     # -- history ----------------------------------------------------------------

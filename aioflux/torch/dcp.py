@@ -1,12 +1,14 @@
-"""``torch.distributed.checkpoint`` storage for gs:// paths.
+"""``torch.distributed.checkpoint`` storage for ``gs://``, ``file://`` and path checkpoints.
 
 :class:`GcsStorageWriter` and :class:`GcsStorageReader` plug aioflux's
 streaming writer and ranged reads into DCP's file-system layout, so
 ``dcp.save``, ``dcp.async_save`` and ``dcp.load`` work with
-``checkpoint_id="gs://bucket/run/step-100"``. Each data file is a streaming
-multipart upload, published only when complete; the ``.metadata`` file is
-written last (DCP writes a temporary name and renames it, which here is a
-single-source compose plus a delete). Reads fetch exactly each plan item's
+``checkpoint_id="gs://bucket/run/step-100"`` (or ``file:///mnt/nfs/run``,
+or a path: each path's scheme picks its store). Each data file is a
+streaming upload, published only when complete; the ``.metadata`` file is
+written last (DCP writes a temporary name and renames it: on a store with
+compose a single-source compose plus a delete, else a copy plus a delete).
+Reads fetch exactly each plan item's
 byte range, several items ahead, instead of streaming whole files. DCP's
 zstd stream extension (``compression="zstd"`` or ``_extensions=[ZStandard()]``)
 is accepted on both sides.
@@ -30,15 +32,16 @@ from torch.distributed.checkpoint.filesystem import (
 from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner
 from torch.futures import Future as TorchFuture
 
-from .._api.stores import resolve_store
+from .._api.stores import AnyClient, store_for_url
 from .._api.sync import Client
-from .._core.errors import InvalidArgument
+from .._core.errors import InvalidArgument, InvalidURL
 from .._core.options import WriterOptions
 from .._core.portal import get_portal
-from .._core.urls import parse_url
+from .._core.store import ObjectStore
+from .._core.urls import StoreURL, format_url, parse_url
+from .._core.validate import check_instance
 from .._engines.reader import ObjectReader
 from .._engines.writer import ObjectWriter
-from ..gcs._client import AsyncClient
 
 __all__ = ["GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"]
 
@@ -47,17 +50,44 @@ DEFAULT_ITEMS_AHEAD = 8
 
 
 class GcsFileSystem(FileSystemBase):
-    """DCP's file-system interface over gs:// (paths stay ``gs://`` strings).
+    """DCP's file-system interface over object stores (paths stay URL strings).
+
+    Each path's scheme picks its store: ``gs://`` the GCS client, ``file://``
+    and plain paths the local filesystem.
 
     Args:
-        client: AsyncClient or Client (default: the process-wide client).
+        client: the store for paths of its scheme (``AsyncClient`` or
+            ``Client`` for ``gs://``, a ``LocalStore`` for files); default:
+            the process-wide store of each path's scheme.
         writer: part size and parts in flight of the writers.
+
+    Raises:
+        InvalidArgument: a setting of the wrong type.
     """
 
-    def __init__(self, client: AsyncClient | Client | None = None, *,
+    def __init__(self, client: AnyClient | None = None, *,
                  writer: WriterOptions | None = None) -> None:
-        self.client = resolve_store(client, "gs")
+        check_instance("GcsFileSystem", "client", client, (ObjectStore, Client), optional=True)
+        check_instance("GcsFileSystem", "writer", writer, WriterOptions, optional=True)
+        self.client = client
         self.writer_options = writer or WriterOptions()
+
+    def locate(self, path: str | os.PathLike[str], *,
+               require_object: bool = True) -> tuple[ObjectStore, StoreURL]:
+        """The store serving ``path`` and the parsed path.
+
+        Args:
+            path: an object URL or path.
+            require_object: the path must name an object.
+
+        Returns:
+            ``(store, parsed URL)``.
+
+        Raises:
+            InvalidURL: a malformed URL.
+            InvalidArgument: a client of another scheme than a ``gs://`` path's.
+        """
+        return store_for_url(os.fspath(path), self.client, require_object=require_object)
 
     def _call(self, coro: Any) -> Any:
         return get_portal().call(coro)
@@ -65,7 +95,7 @@ class GcsFileSystem(FileSystemBase):
     @contextmanager
     def create_stream(self, path: str | os.PathLike[str],
                       mode: str) -> Generator[io.IOBase, None, None]:
-        """Open ``gs://`` ``path`` for DCP: a streaming writer or a ranged reader.
+        """Open ``path`` for DCP: a streaming writer or a ranged reader.
 
         Args:
             path: object URL.
@@ -74,13 +104,13 @@ class GcsFileSystem(FileSystemBase):
         Yields:
             The file object; a writer publishes only if the block succeeds.
         """
-        bucket, name = parse_url(str(path), require_object=True)
+        store, (bucket, name) = self.locate(path)
         if "w" in mode:
-            writer = ObjectWriter(self.client, bucket, name, options=self.writer_options)
+            writer = ObjectWriter(store, bucket, name, options=self.writer_options)
             with writer:  # aborts, publishing nothing, if the body raises
                 yield writer
         elif "r" in mode:
-            with ObjectReader(self.client, bucket, name) as reader:
+            with ObjectReader(store, bucket, name) as reader:
                 yield reader
         else:
             raise InvalidArgument(f"open {path}: mode must be 'rb' or 'wb', got {mode!r}")
@@ -98,41 +128,45 @@ class GcsFileSystem(FileSystemBase):
         return f"{str(path).rstrip('/')}/{suffix}"
 
     def rename(self, path: str | os.PathLike[str], new_path: str | os.PathLike[str]) -> None:
-        """Move an object (server-side copy, then delete).
+        """Move an object (a copy within the store, then delete).
 
         Args:
             path: source URL.
             new_path: destination URL in the same bucket.
 
         Raises:
-            InvalidArgument: the buckets differ.
+            InvalidArgument: the stores or buckets differ.
         """
-        src_bucket, src = parse_url(str(path), require_object=True)
-        dst_bucket, dst = parse_url(str(new_path), require_object=True)
-        if src_bucket != dst_bucket:
-            raise InvalidArgument(f"rename {path} -> {new_path}: buckets differ")
-        # GCS has no rename: a one-source compose copies server-side, atomically.
-        self._call(self.client.compose(src_bucket, dst, [src]))
-        self._call(self.client.delete(src_bucket, src))
+        store, source = self.locate(path)
+        _, dest = self.locate(new_path)
+        if (source.scheme, source.bucket) != (dest.scheme, dest.bucket):
+            raise InvalidArgument(f"rename {source} -> {dest}: not in the same bucket")
+        if store.features.compose:
+            # GCS has no rename: a one-source compose copies server-side, atomically.
+            self._call(store.compose(source.bucket, dest.name, [source.name]))
+        else:
+            self._call(store.copy(source.bucket, source.name, dest.bucket, dest.name))
+        self._call(store.delete(source.bucket, source.name))
 
     def init_path(self, path: str | os.PathLike[str]) -> str:
-        """Validate and normalise a checkpoint root URL.
+        """Validate and normalise a checkpoint root.
 
         Args:
-            path: ``gs://bucket/prefix``.
+            path: ``gs://bucket/prefix``, ``file:///dir`` or a path.
 
         Returns:
-            The URL without a trailing ``/``.
+            Its URL (a path becomes ``file:///...``) without a trailing ``/``.
 
         Raises:
-            InvalidURL: not a gs:// URL.
+            InvalidURL: a malformed URL.
+            InvalidArgument: no backend for its scheme.
         """
-        text = str(path)
-        parse_url(text)
-        return text.rstrip("/")
+        _, parsed = self.locate(path, require_object=False)
+        return str(parsed).rstrip("/")
 
     def mkdir(self, path: str | os.PathLike[str]) -> None:
-        """No-op: GCS has no directories.
+        """No-op: object stores have no directories, and the filesystem
+        store creates them as it writes.
 
         Args:
             path: ignored.
@@ -140,7 +174,18 @@ class GcsFileSystem(FileSystemBase):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
-        return isinstance(checkpoint_id, str) and checkpoint_id.startswith("gs://")
+        """Whether ``checkpoint_id`` is a ``gs://`` or ``file://`` URL or a path.
+
+        Args:
+            checkpoint_id: what DCP was given.
+
+        Returns:
+            True if these classes can store it.
+        """
+        try:
+            return parse_url(os.fspath(checkpoint_id)).scheme in ("gs", "file")
+        except (InvalidURL, TypeError):
+            return False
 
     def exists(self, path: str | os.PathLike[str]) -> bool:
         """Whether the object exists.
@@ -151,8 +196,8 @@ class GcsFileSystem(FileSystemBase):
         Returns:
             True if it exists.
         """
-        bucket, name = parse_url(str(path), require_object=True)
-        return bool(self._call(self.client.exists(bucket, name)))
+        store, (bucket, name) = self.locate(path)
+        return bool(self._call(store.exists(bucket, name)))
 
     def rm_file(self, path: str | os.PathLike[str]) -> None:
         """Delete an object (missing is fine).
@@ -160,8 +205,8 @@ class GcsFileSystem(FileSystemBase):
         Args:
             path: object URL.
         """
-        bucket, name = parse_url(str(path), require_object=True)
-        self._call(self.client.delete(bucket, name, missing_ok=True))
+        store, (bucket, name) = self.locate(path)
+        self._call(store.delete(bucket, name, missing_ok=True))
 
     def ls(self, path: str | os.PathLike[str]) -> list[str]:
         """Names directly under ``path``.
@@ -172,12 +217,13 @@ class GcsFileSystem(FileSystemBase):
         Returns:
             Object URLs under the prefix.
         """
-        bucket, prefix = parse_url(str(path))
+        store, parsed = self.locate(path, require_object=False)
+        bucket, prefix = parsed
         prefix = prefix.rstrip("/") + "/" if prefix else ""
 
         async def names() -> list[str]:
-            return [f"gs://{bucket}/{o.name}"
-                    async for o in self.client.list_objects(bucket, prefix)]
+            return [format_url(parsed.scheme, bucket, o.name)
+                    async for o in store.list_objects(bucket, prefix)]
 
         return list(self._call(names()))
 
@@ -193,14 +239,14 @@ def _zstd_extensions(compression: str | None, extensions: Sequence[Any] | None) 
 
 
 class GcsStorageWriter(FileSystemWriter):
-    """DCP ``StorageWriter`` for ``gs://`` checkpoint directories.
+    """DCP ``StorageWriter`` for ``gs://``, ``file://`` and path checkpoint directories.
 
     Works with ``dcp.save`` and ``dcp.async_save`` (it is a
     ``BlockingAsyncStager``: state is staged to CPU before the background save).
 
     Args:
-        path: ``gs://bucket/prefix`` of the checkpoint.
-        client: AsyncClient or Client (default: the process-wide client).
+        path: ``gs://bucket/prefix``, ``file:///dir`` or a path.
+        client: the store for paths of its scheme (see :class:`GcsFileSystem`).
         compression: ``None`` or ``"zstd"`` (DCP's zstd stream extension).
         single_file_per_rank: one object per rank (else one per item).
         thread_count: DCP writer threads per rank.
@@ -209,12 +255,13 @@ class GcsStorageWriter(FileSystemWriter):
             ``cache_staged_state_dict``, ``overwrite``).
     """
 
-    def __init__(self, path: str, *, client: AsyncClient | Client | None = None,
+    def __init__(self, path: str | os.PathLike[str], *, client: AnyClient | None = None,
                  compression: str | None = None, single_file_per_rank: bool = True,
                  thread_count: int = 1, writer: WriterOptions | None = None,
                  **kwargs: Any) -> None:
         kwargs["_extensions"] = _zstd_extensions(compression, kwargs.get("_extensions"))
-        # No fsync on object storage: an object exists only once complete.
+        # No fsync by DCP: an object exists only once complete (the
+        # filesystem store fsyncs each file before it renames it into place).
         kwargs.setdefault("sync_files", False)
         super().__init__(os.devnull, single_file_per_rank=single_file_per_rank,
                          thread_count=thread_count, **kwargs)
@@ -227,20 +274,20 @@ class GcsStorageWriter(FileSystemWriter):
 
 
 class GcsStorageReader(FileSystemReader):
-    """DCP ``StorageReader`` for ``gs://`` checkpoint directories.
+    """DCP ``StorageReader`` for ``gs://``, ``file://`` and path checkpoint directories.
 
     Each plan item is one ranged GET of exactly its bytes; up to
     ``items_ahead`` of them are in flight ahead of the one being loaded.
     DCP's zstd stream extension is recognised from the metadata.
 
     Args:
-        path: ``gs://bucket/prefix`` of the checkpoint.
-        client: AsyncClient or Client (default: the process-wide client).
+        path: ``gs://bucket/prefix``, ``file:///dir`` or a path.
+        client: the store for paths of its scheme (see :class:`GcsFileSystem`).
         items_ahead: plan items fetched ahead.
         **kwargs: passed to ``FileSystemReader``.
     """
 
-    def __init__(self, path: str, *, client: AsyncClient | Client | None = None,
+    def __init__(self, path: str | os.PathLike[str], *, client: AnyClient | None = None,
                  items_ahead: int = DEFAULT_ITEMS_AHEAD, **kwargs: Any) -> None:
         super().__init__(os.devnull, **kwargs)
         self.fs = GcsFileSystem(client)  # type: ignore[assignment]
@@ -256,9 +303,9 @@ class GcsStorageReader(FileSystemReader):
     def _fetch(self, key: tuple[str, int, int]) -> Future[bytes]:
         future = self._inflight.get(key)
         if future is None:
-            bucket, name = parse_url(key[0], require_object=True)
-            future = get_portal().submit(self.fs.client.read(  # type: ignore[attr-defined]
-                bucket, name, start=key[1], end=key[1] + key[2]))
+            store, (bucket, name) = self.fs.locate(key[0])  # type: ignore[attr-defined]
+            future = get_portal().submit(store.read(bucket, name, start=key[1],
+                                                    end=key[1] + key[2]))
             self._inflight[key] = future
         return future
 
@@ -282,7 +329,7 @@ class GcsStorageReader(FileSystemReader):
     def _slice_file(self, file: Any, sinfo: Any) -> IO[bytes]:
         if not isinstance(file, ObjectReader):
             return super()._slice_file(file, sinfo)
-        key = (f"gs://{file.bucket}/{file.name}", sinfo.offset, sinfo.length)
+        key = (file.url, sinfo.offset, sinfo.length)
         while self._queue and self._queue[0] != key:
             self._queue.popleft()  # out of step with DCP's order: resynchronise
         if self._queue:

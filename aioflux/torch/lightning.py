@@ -1,4 +1,4 @@
-"""Lightning ``CheckpointIO`` plugins for gs:// paths (``aioflux-storage[lightning]``).
+"""Lightning ``CheckpointIO`` plugins for object URLs and paths (``aioflux-storage[lightning]``).
 
 ``GcsCheckpointIO`` saves through the streaming multipart writer and loads
 through the parallel ranged reader. ``AsyncGcsCheckpointIO`` snapshots the
@@ -30,7 +30,8 @@ class GcsCheckpointIO(CheckpointIO):
     """Lightning CheckpointIO reading and writing ``gs://`` and ``file://`` paths.
 
     Args:
-        client: the client for ``gs://`` paths (default: the process-wide one).
+        client: the store for paths of its scheme (default: the process-wide
+            store of each path's scheme; files need none).
         compression: ``None`` or ``"zstd"``.
         writer: part size and parts in flight of saves.
     """
@@ -46,7 +47,7 @@ class GcsCheckpointIO(CheckpointIO):
 
         Args:
             checkpoint: the dict Lightning built.
-            path: ``gs://bucket/name``.
+            path: ``gs://bucket/name``, ``file:///path`` or a path.
             storage_options: unused.
 
         Raises:
@@ -59,7 +60,7 @@ class GcsCheckpointIO(CheckpointIO):
         """Load a checkpoint.
 
         Args:
-            path: ``gs://bucket/name``.
+            path: ``gs://bucket/name``, ``file:///path`` or a path.
             map_location: as for ``torch.load``.
             weights_only: as for ``torch.load`` (Lightning checkpoints hold
                 plain python objects, so the default is False).
@@ -79,7 +80,7 @@ class GcsCheckpointIO(CheckpointIO):
         """Delete a checkpoint (missing is fine).
 
         Args:
-            path: ``gs://bucket/name``.
+            path: ``gs://bucket/name``, ``file:///path`` or a path.
         """
         store, (bucket, name) = self._ckpt.locate(str(path))
         get_portal().call(store.delete(bucket, name, missing_ok=True))
@@ -90,7 +91,8 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
     snapshot; one background save at a time.
 
     Args:
-        client: the client for ``gs://`` paths (default: the process-wide one).
+        client: the store for paths of its scheme (default: the process-wide
+            store of each path's scheme; files need none).
         compression: ``None`` or ``"zstd"``.
         writer: part size and parts in flight of saves.
     """
@@ -111,7 +113,7 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
 
         Args:
             checkpoint: the state Lightning hands over (tensors are copied now).
-            path: ``gs://`` URL to save to.
+            path: object URL or path to save to.
             storage_options: unused (Lightning's interface).
 
         Raises:
@@ -129,7 +131,7 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
         """Wait for a pending save, then load (see GcsCheckpointIO).
 
         Args:
-            path: ``gs://`` URL of the checkpoint.
+            path: object URL or path of the checkpoint.
             map_location: as for ``torch.load``.
             weights_only: as for ``torch.load``.
 
@@ -146,7 +148,7 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
         """Wait for a pending save, then delete.
 
         Args:
-            path: ``gs://`` URL of the checkpoint.
+            path: object URL or path of the checkpoint.
 
         Raises:
             StorageError: the pending save failed.

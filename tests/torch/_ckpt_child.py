@@ -27,7 +27,8 @@ def state_for(step: int) -> dict[str, object]:
 
 def run(endpoint: str, root: str, start: int, conn: Connection) -> None:
     """Save steps ``start``..20, reporting each on ``conn``."""
-    os.environ["STORAGE_EMULATOR_HOST"] = endpoint
+    if endpoint:  # gs:// roots: our emulator; file:// roots need none
+        os.environ["STORAGE_EMULATOR_HOST"] = endpoint
     from aioflux.torch import CheckpointManager
 
     mgr = CheckpointManager(root, keep_last=KEEP_LAST,

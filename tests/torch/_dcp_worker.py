@@ -18,7 +18,8 @@ def full_tensors() -> dict[str, torch.Tensor]:
 
 
 def run(rank: int, world: int, port: int, endpoint: str, root: str) -> None:
-    os.environ["STORAGE_EMULATOR_HOST"] = endpoint
+    if endpoint:  # gs:// roots: our emulator; file:// roots need none
+        os.environ["STORAGE_EMULATOR_HOST"] = endpoint
     from aioflux.torch.dcp import GcsStorageReader, GcsStorageWriter
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import concurrent.futures
+import errno
+import pickle
+import re
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,11 +19,14 @@ from aioflux import (
     NotFound,
     ReaderOptions,
     ServerError,
+    StorageError,
     WriterOptions,
 )
 from aioflux._core.portal import call
-from aioflux.testing import Emulator
+from aioflux.local import LocalStore
+from aioflux.local import _store as local_store
 from aioflux.torch import Checkpoint, CheckpointManager
+from tests.torch.conftest import Where
 
 MiB = 1024 * 1024
 PART = 5 * MiB
@@ -41,13 +48,10 @@ def _equal(a: object, b: object) -> bool:
     return a == b
 
 
-def _names(client: Client, bucket: str) -> list[str]:
-    return [o.name for o in client.list_objects(bucket)]
-
-
-def test_save_load_list_latest_and_retention(sync_client: Client, bucket: str) -> None:
-    with CheckpointManager(f"gs://{bucket}/run1", keep_last=2, client=sync_client,
+def test_save_load_list_latest_and_retention(where: Where) -> None:
+    with CheckpointManager(where.url("run1"), keep_last=2, client=where.client,
                            writer=WriterOptions(part_size=PART)) as mgr:
+        assert mgr.root == where.url("run1/")
         assert mgr.latest() is None
         with pytest.raises(NotFound):
             mgr.load()
@@ -61,15 +65,21 @@ def test_save_load_list_latest_and_retention(sync_client: Client, bucket: str) -
         assert _equal(mgr.load(step=30), _state(30))
         with pytest.raises(NotFound):
             mgr.load(step=10)
-    names = _names(sync_client, bucket)
-    assert not [n for n in names if "step-000000000010" in n or "step-000000000020" in n]
+        assert [c.url for c in mgr.list()] == [where.url("run1/step-000000000030/"),
+                                               where.url("run1/step-000000000040/")]
+    # Nothing of the deleted steps is left, not even a temporary file or directory.
+    assert where.names() == ["run1/history.jsonl",
+                             "run1/step-000000000030/manifest.json",
+                             "run1/step-000000000030/state.pt",
+                             "run1/step-000000000040/manifest.json",
+                             "run1/step-000000000040/state.pt"]
     hist = mgr.history()
     assert [r.step for r in hist] == [10, 20, 30, 40] and all(r.ok for r in hist)
     assert all(r.bytes > 1_000_000 and r.total_seconds > 0 and r.mb_per_s > 0 for r in hist)
 
 
-def test_save_async_snapshots_before_returning(sync_client: Client, bucket: str) -> None:
-    mgr = CheckpointManager(f"gs://{bucket}/run", client=sync_client,
+def test_save_async_snapshots_before_returning(where: Where) -> None:
+    mgr = CheckpointManager(where.url("run"), client=where.client,
                             writer=WriterOptions(part_size=PART))
     state = _state(1, numel=2_000_000)
     expected = _state(1, numel=2_000_000)
@@ -85,22 +95,21 @@ def test_save_async_snapshots_before_returning(sync_client: Client, bucket: str)
     mgr.close()
 
 
-def test_incomplete_checkpoints_are_invisible(sync_client: Client, bucket: str) -> None:
-    mgr = CheckpointManager(f"gs://{bucket}/r", client=sync_client,
+def test_incomplete_checkpoints_are_invisible(where: Where) -> None:
+    mgr = CheckpointManager(where.url("r"), client=where.client,
                             writer=WriterOptions(part_size=PART))
     mgr.save(_state(1), 1)
     mgr.save(_state(2), 2)
     # Step 3: objects but no manifest (killed before the manifest).
-    sync_client.write(bucket, "r/step-000000000003/state.pt", b"partial")
+    where.put("r/step-000000000003/state.pt", b"partial")
     # Step 2: its state object replaced after the manifest -> mismatch.
-    sync_client.write(bucket, "r/step-000000000002/state.pt", b"corrupt")
+    where.put("r/step-000000000002/state.pt", b"corrupt")
     assert [c.step for c in mgr.list()] == [1]
     latest = mgr.latest()
     assert latest is not None and latest.step == 1
     assert _equal(mgr.load(), _state(1))
     mgr.save(_state(4), 4)  # retention pass removes leftovers below the newest
-    names = _names(sync_client, bucket)
-    assert not [n for n in names if "step-000000000003" in n]
+    assert not [n for n in where.names() if "step-000000000003" in n]
     mgr.close()
 
 
@@ -113,10 +122,24 @@ class _FailingWrites(AsyncClient):
         return await super().write(bucket, name, data, **kwargs)
 
 
-def test_failed_async_save_reraises_original_and_next_save(emulator: Emulator,
-                                                          bucket: str) -> None:
-    client = _FailingWrites(endpoint=emulator.endpoint)
-    mgr = CheckpointManager(f"gs://{bucket}/f", client=client, writer=WriterOptions(part_size=PART))
+class _FailingLocalWrites(LocalStore):
+    fail = True
+
+    async def write(self, bucket, name, data, **kwargs):  # type: ignore[no-untyped-def]
+        if self.fail and name.endswith("manifest.json"):
+            raise ServerError("injected manifest failure", operation="write")
+        return await super().write(bucket, name, data, **kwargs)
+
+
+def _failing(where: Where) -> _FailingWrites | _FailingLocalWrites:
+    if where.emulator is None:
+        return _FailingLocalWrites()
+    return _FailingWrites(endpoint=where.emulator.endpoint)
+
+
+def test_failed_async_save_reraises_original_and_next_save(where: Where) -> None:
+    client = _failing(where)
+    mgr = CheckpointManager(where.url("f"), client=client, writer=WriterOptions(part_size=PART))
     future = mgr.save_async(_state(1), 1)
     with pytest.raises(ServerError, match="injected"):
         future.result(timeout=60)
@@ -133,9 +156,9 @@ def test_failed_async_save_reraises_original_and_next_save(emulator: Emulator,
     call(client.aclose())
 
 
-def test_unobserved_failure_raised_by_next_save(emulator: Emulator, bucket: str) -> None:
-    client = _FailingWrites(endpoint=emulator.endpoint)
-    mgr = CheckpointManager(f"gs://{bucket}/u", client=client, writer=WriterOptions(part_size=PART))
+def test_unobserved_failure_raised_by_next_save(where: Where) -> None:
+    client = _failing(where)
+    mgr = CheckpointManager(where.url("u"), client=client, writer=WriterOptions(part_size=PART))
     future = mgr.save_async(_state(1), 1)
     concurrent.futures.wait([future])
     client.fail = False
@@ -179,9 +202,9 @@ def test_memory_budget_and_when_busy(sync_client: Client, bucket: str) -> None:
     call(client.aclose())
 
 
-def test_zstd_manager_round_trip(sync_client: Client, bucket: str) -> None:
+def test_zstd_manager_round_trip(where: Where) -> None:
     state = {"w": torch.zeros(1_000_000), "r": torch.randn(1000)}
-    mgr = CheckpointManager(f"gs://{bucket}/z", client=sync_client, compression="zstd",
+    mgr = CheckpointManager(where.url("z"), client=where.client, compression="zstd",
                             writer=WriterOptions(part_size=PART))
     info = mgr.save(state, 7)
     assert "state.pt.zst" in info.objects and info.size < 1_000_000
@@ -192,20 +215,55 @@ def test_zstd_manager_round_trip(sync_client: Client, bucket: str) -> None:
     mgr.close()
 
 
-def test_checkpoint_writer_reader(sync_client: Client, bucket: str) -> None:
-    ckpt = Checkpoint(sync_client, writer=WriterOptions(part_size=PART),
+def test_checkpoint_writer_reader(where: Where) -> None:
+    ckpt = Checkpoint(where.client, writer=WriterOptions(part_size=PART),
                       reader=ReaderOptions(block_size=MiB))
     state = _state(5, numel=2_000_000)
-    with ckpt.writer(f"gs://{bucket}/c.pt") as w:
+    with ckpt.writer(where.url("c.pt")) as w:
         torch.save(state, w)
-    with ckpt.reader(f"gs://{bucket}/c.pt") as r:
+    with ckpt.reader(where.url("c.pt")) as r:
         assert _equal(torch.load(r), state)
-    info = ckpt.save(state, f"gs://{bucket}/c2.pt", compression="zstd")
+    info = ckpt.save(state, where.url("c2.pt"), compression="zstd")
+    assert info.url == where.url("c2.pt")
     assert _equal(ckpt.load(info.url, compression="zstd"), state)
+    with pytest.raises(NotFound, match=re.escape(where.url("missing.pt"))):
+        ckpt.load(where.url("missing.pt"))
+
+
+def test_a_failed_torch_save_publishes_nothing(where: Where) -> None:
+    # torch.save raises half-way (a lambda does not pickle) after parts of
+    # the archive were written: no object, no temporary file, no checkpoint.
+    state = {"w": torch.zeros(4 * MiB), "f": lambda: 0}
+    with CheckpointManager(where.url("bad"), client=where.client,
+                           writer=WriterOptions(part_size=PART)) as mgr:
+        with pytest.raises((AttributeError, TypeError, pickle.PicklingError)):
+            mgr.save(state, 1)
+        assert mgr.latest() is None and mgr.list() == []
+        with pytest.raises(NotFound, match=re.escape(f"load {where.url('bad/')}")):
+            mgr.load()
+        (record,) = mgr.history()
+        assert not record.ok
+    with pytest.raises((AttributeError, TypeError, pickle.PicklingError)):
+        Checkpoint(where.client).save(state, where.url("x.pt"))
+    assert where.names() == ["bad/history.jsonl"]
+
+
+def test_a_plain_path_root_is_the_filesystem(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with CheckpointManager("runs/exp", keep_last=1) as mgr:
+        assert mgr.root == f"file://{tmp_path}/runs/exp/"
+        mgr.save(_state(1, numel=1000), 1)
+        mgr.save_async(_state(2, numel=1000), 2).result(timeout=60)
+        assert [c.step for c in mgr.list()] == [2]
+        assert _equal(mgr.load(), _state(2, numel=1000))
+    assert sorted(p.name for p in (tmp_path / "runs/exp").iterdir()) == [
+        "history.jsonl", "step-000000000002"]
+    assert CheckpointManager(f"file://{tmp_path}/runs/exp").latest().step == 2  # type: ignore[union-attr]
 
 
 def test_a_failed_upload_raises_its_storage_error_not_torchs(
-        sync_client: Client, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        where: Where, monkeypatch: pytest.MonkeyPatch) -> None:
     # When a part fails for good inside torch.save, torch's zip writer still
     # writes its end record on the way out and that raises a RuntimeError
     # ("unexpected pos ..."): the storage error must be what the caller sees.
@@ -214,12 +272,25 @@ def test_a_failed_upload_raises_its_storage_error_not_torchs(
         raise ServerError(f"upload_part gs://{bucket}/{name} failed: HTTP 503 (injected)",
                           operation="upload_part", bucket=bucket, name=name, status=503)
 
-    monkeypatch.setattr(AsyncClient, "upload_part", refuse)
+    def disk_full(fd: int, data: memoryview, offset: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device (injected)")
+
+    if where.scheme == "gs":
+        monkeypatch.setattr(AsyncClient, "upload_part", refuse)
+        expected: type[StorageError] = ServerError
+    else:
+        monkeypatch.setattr(local_store, "_pwrite_all", disk_full)
+        expected = StorageError
     state = {"w": torch.zeros(4 * MiB)}  # 16 MiB: parts go up while torch.save runs
-    mgr = CheckpointManager(f"gs://{bucket}/run", client=sync_client,
+    mgr = CheckpointManager(where.url("run"), client=where.client,
                             writer=WriterOptions(part_size=PART))
-    with pytest.raises(ServerError, match="injected"):
+    with pytest.raises(expected, match="injected") as caught:
         mgr.save(state, 1)
-    with pytest.raises(ServerError, match="injected"):
-        Checkpoint(client=sync_client, writer=WriterOptions(part_size=PART)).save(state, f"gs://{bucket}/x.pt")
-    assert mgr.latest() is None and not sync_client.exists(bucket, "x.pt")
+    assert where.url("run/step-000000000001/state.pt") in str(caught.value)
+    with pytest.raises(expected, match="injected"):
+        Checkpoint(client=where.client, writer=WriterOptions(part_size=PART)).save(
+            state, where.url("x.pt"))
+    assert mgr.latest() is None
+    # Nothing published, and on files no temporary file left behind (a
+    # full disk refuses the history line too).
+    assert where.names() == (["run/history.jsonl"] if where.scheme == "gs" else [])

@@ -1,4 +1,8 @@
-"""SIGKILL the saving process at random points: latest() must stay loadable."""
+"""SIGKILL the saving process at random points: latest() must stay loadable.
+
+On both backends: our emulator (multipart uploads killed between parts) and
+the local filesystem (temporary files killed before their rename).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,14 @@ import random
 import pytest
 import torch
 
-from aioflux import Client, WriterOptions
-from aioflux.testing import Emulator
+from aioflux import WriterOptions
+from aioflux._core.portal import call
+from aioflux._core.store import ObjectStore
+from aioflux.local import LocalStore
+from aioflux.local._store import TEMP_MARK
 from aioflux.torch import CheckpointManager
 from tests.torch._ckpt_child import KEEP_LAST, LAST_STEP, PART, run, state_for
+from tests.torch.conftest import Where
 
 
 def _assert_state(loaded: dict[str, object], step: int) -> None:
@@ -23,27 +31,31 @@ def _assert_state(loaded: dict[str, object], step: int) -> None:
 
 
 @pytest.mark.timeout(240)
-def test_sigkill_during_saves(emulator: Emulator, bucket: str, sync_client: Client) -> None:
+def test_sigkill_during_saves(where: Where) -> None:
     rng = random.Random(int(os.environ.get("AIOFLUX_KILL_SEED", "1234")))
-    root = f"gs://{bucket}/killrun"
+    root = where.url("killrun")
+    endpoint = where.emulator.endpoint if where.emulator is not None else ""
     # Only the parent's last save (after the runs) applies its retention.
-    mgr = CheckpointManager(root, client=sync_client, writer=WriterOptions(part_size=PART),
+    mgr = CheckpointManager(root, client=where.client, writer=WriterOptions(part_size=PART),
                             keep_last=KEEP_LAST)
     ctx = multiprocessing.get_context("forkserver")
     # Children fork from a server that already imported torch: a run costs
     # milliseconds instead of a multi-second import.
     ctx.set_forkserver_preload(["torch", "aioflux.torch", "tests.torch._ckpt_child"])
+    # A save to local disk takes milliseconds, one to the emulator tenths of
+    # a second: kill within a few saves on either.
+    window = (0.01, 0.2) if where.scheme == "file" else (0.05, 0.8)
     previous = 0
     kills = 0
     runs = 0
     for _ in range(60):
         runs += 1
         parent, child = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=run, args=(emulator.endpoint, root, previous + 1, child))
+        proc = ctx.Process(target=run, args=(endpoint, root, previous + 1, child))
         proc.start()
         child.close()
         assert parent.poll(60) and parent.recv() == "ready"
-        proc.join(timeout=rng.uniform(0.05, 0.8))
+        proc.join(timeout=rng.uniform(*window))
         if proc.exitcode is None:
             proc.kill()  # SIGKILL
             proc.join()
@@ -69,9 +81,11 @@ def test_sigkill_during_saves(emulator: Emulator, bucket: str, sync_client: Clie
     mgr.save(state_for(LAST_STEP + 1), LAST_STEP + 1)
     assert [c.step for c in mgr.list()] == [19, 20, 21]
 
-    clean = pytest.importorskip("aioflux._engines.clean", reason="aioflux clean not available yet")
-    from aioflux._core.portal import call
+    from aioflux._engines.clean import clean_bucket
 
-    call(clean.clean_bucket(sync_client.aio, bucket, older_than=0))
-    assert sync_client.list_multipart_uploads(bucket) == []
+    store: ObjectStore = LocalStore() if where.client is None else where.client.aio
+    call(clean_bucket(store, where.bucket, where.base, older_than=0))
+    assert call(store.list_multipart_uploads(where.bucket, where.base)) == []
+    assert not [n for n in where.names() if TEMP_MARK in n]  # killed writers' temp files
     assert mgr.latest().step == LAST_STEP + 1  # type: ignore[union-attr]
+    _assert_state(mgr.load(), LAST_STEP + 1)

@@ -1,23 +1,30 @@
-"""MapDataset / IterableDataset through DataLoaders, bytes checked."""
+"""MapDataset / IterableDataset through DataLoaders, bytes checked.
+
+The tests that do not count composes run on both backends (``where``: our
+emulator and the local filesystem, see tests/torch/conftest.py).
+"""
 
 from __future__ import annotations
 
 import os
 import pickle
+import re
 from typing import Any
 
 import pytest
 import torch.utils.data
 
-from aioflux import AsyncClient, Client, ClientConfig, NotFound
+from aioflux import AsyncClient, ClientConfig, InvalidArgument, NotFound
 from aioflux._engines.clean import clean_bucket
 from aioflux._engines.compose import COMPOSED_PREFIX
+from aioflux.local import LocalStore
 from aioflux.testing import Emulator
 from aioflux.torch import IterableDataset, MapDataset
+from tests.torch.conftest import Where
 
-COMPOSE = {"compose_threshold": 64 * 1024}
+COMPOSE: dict[str, Any] = {"compose_threshold": 64 * 1024}
 # Tests that count direct GETs and prefetches: tiny objects would be composed by default.
-DIRECT = {"disable_compose": True}
+DIRECT: dict[str, Any] = {"disable_compose": True}
 
 
 def seed(emulator: Emulator, bucket: str, count: int, size: int) -> dict[str, bytes]:
@@ -38,31 +45,68 @@ def map_dataset(emulator: Emulator, bucket: str, **kwargs: Any) -> MapDataset:
                                   transform=to_bytes, **kwargs)
 
 
+def seed_at(where: Where, count: int, size: int) -> dict[str, bytes]:
+    """``seed`` on either backend: names relative to ``where``."""
+    data = {f"d/{i:04d}": os.urandom(size) for i in range(count)}
+    for i, (name, body) in enumerate(data.items()):
+        # On files every third one as another tool writes it: no recorded crc32c.
+        where.put(name, body, foreign=i % 3 == 2)
+    where.put("d/sub/", b"")  # a folder placeholder (a directory on files): skipped
+    return data
+
+
+def dataset_at(where: Where, **kwargs: Any) -> MapDataset:
+    """The MapDataset over what ``seed_at`` wrote, samples as bytes."""
+    return MapDataset.from_prefix(where.url("d/"), transform=to_bytes,
+                                  **where.kwargs, **kwargs)
+
+
 async def composites(client: AsyncClient, bucket: str) -> list[str]:
     return [o.name async for o in client.list_objects(bucket, COMPOSED_PREFIX)]
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_map_dataset_batches_through_dataloader(emulator: Emulator, bucket: str,
-                                                workers: int) -> None:
-    data = seed(emulator, bucket, 90, 1500)
-    ds = map_dataset(emulator, bucket, **COMPOSE)
-    assert len(ds) == 90 and ds.objects[0].name == "d/0000"
+def test_map_dataset_batches_through_dataloader(where: Where, workers: int) -> None:
+    data = seed_at(where, 90, 1500)
+    ds = dataset_at(where, **COMPOSE)
+    assert len(ds) == 90 and where.rel(ds.objects[0].name) == "d/0000"
+    assert {o.scheme for o in ds.objects} == {where.scheme}
+    assert ds.objects[0].crc32c is not None  # so the planner would compose it on GCS
     assert ds[5] == data["d/0005"]
     loader = torch.utils.data.DataLoader(ds, batch_size=16, num_workers=workers,
                                          collate_fn=list,
                                          multiprocessing_context="fork" if workers else None)
     got = [sample for batch in loader for sample in batch]
-    assert got == [data[o.name] for o in ds.objects]
-    if workers == 0:
+    assert got == [data[where.rel(o.name)] for o in ds.objects]
+    if workers == 0 and where.scheme == "gs":
         assert ds.download_stats.composed_batches >= 6  # 6 batches of 16 composed
+    elif workers == 0:
+        # Files have no compose: every object is read directly, none tried first.
+        assert isinstance(ds._source.downloader.client, LocalStore)
+        assert ds.download_stats.direct == 91 and ds.download_stats.compose_fallbacks == 0
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("kind", ["map", "iterable"])
+def test_spawned_workers_rebuild_the_store_of_the_scheme(where: Where, kind: str) -> None:
+    # A spawn worker unpickles the dataset and builds its own store from the
+    # URL scheme: a GCS client for gs://, a LocalStore for files.
+    data = seed_at(where, 24, 300)
+    ds: MapDataset | IterableDataset
+    if kind == "map":
+        ds = dataset_at(where)
+    else:
+        ds = IterableDataset.from_prefix(where.url("d"), transform=to_bytes, **where.kwargs)
+    loader = torch.utils.data.DataLoader(ds, batch_size=5, num_workers=2, collate_fn=list,
+                                         multiprocessing_context="spawn")
+    got = [sample for batch in loader for sample in batch]
+    assert sorted(got) == sorted(data.values())
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_map_dataset_batch_sampler_prefetches_next_batch(emulator: Emulator, bucket: str,
-                                                         workers: int) -> None:
-    data = seed(emulator, bucket, 50, 700)
-    ds = map_dataset(emulator, bucket, **DIRECT)
+def test_map_dataset_batch_sampler_prefetches_next_batch(where: Where, workers: int) -> None:
+    data = seed_at(where, 50, 700)
+    ds = dataset_at(where, **DIRECT)
     sampler = ds.batch_sampler(8, shuffle=True, generator=torch.Generator().manual_seed(3))
     assert len(sampler) == 7
     loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, num_workers=workers,
@@ -70,7 +114,7 @@ def test_map_dataset_batch_sampler_prefetches_next_batch(emulator: Emulator, buc
                                          multiprocessing_context="fork" if workers else None)
     for _ in range(2):  # two epochs: a fresh shuffle, every object exactly once
         got = [sample for batch in loader for sample in batch]
-        assert sorted(got) == sorted(data[o.name] for o in ds.objects)
+        assert sorted(got) == sorted(data.values())
     if workers == 0:
         # every object downloaded once: each batch but the first came from a prefetch
         assert ds.download_stats.direct == 100
@@ -108,7 +152,7 @@ def test_batch_sampler_keeps_ahead_batches_downloading(emulator: Emulator, bucke
 
 def test_readahead_follows_a_strided_scan(emulator: Emulator, bucket: str,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    import aioflux.torch._datasets as datasets_mod
+    import aioflux.torch._map_dataset as datasets_mod
 
     data = seed(emulator, bucket, 60, 100)
     ds = map_dataset(emulator, bucket, config=ClientConfig(max_concurrency=8), **DIRECT)
@@ -149,24 +193,48 @@ def test_plain_dataloader_without_shuffle_reads_ahead(emulator: Emulator, bucket
     assert ds.download_stats.direct == 100
 
 
-def test_map_dataset_from_objects_and_pickle(emulator: Emulator, bucket: str) -> None:
-    data = seed(emulator, bucket, 5, 10)
-    urls = [f"gs://{bucket}/d/0003", f"gs://{bucket}/d/0001"]
-    ds = MapDataset.from_objects(urls, endpoint=emulator.endpoint, data_format_fn=len)
-    assert [o.size for o in ds.objects] == [10, 10]
+def test_map_dataset_from_objects_and_pickle(where: Where) -> None:
+    data = seed_at(where, 5, 10)
+    data["d/0001"] = b"longer sample"
+    where.put("d/0001", data["d/0001"])
+    urls = [where.url("d/0003"), where.url("d/0001")]
+    ds = MapDataset.from_objects(urls, data_format_fn=bytes, **where.kwargs)
+    assert [o.size for o in ds.objects] == [10, 13]
     clone = pickle.loads(pickle.dumps(ds))
-    assert clone.__getitems__([0, 1]) == [len(data["d/0003"]), len(data["d/0001"])]
+    assert clone.__getitems__([0, 1]) == [data["d/0003"], data["d/0001"]]
+    # ObjectInfo from a listing work too; objects on two stores do not.
+    again = MapDataset.from_objects([*ds.objects], data_format_fn=bytes, **where.kwargs)
+    assert again[1] == data["d/0001"]
+    with pytest.raises(InvalidArgument, match=r"one store, got file://, gs://"):
+        MapDataset.from_objects(["gs://some-bucket/x", "file:///tmp/x"])
+    with pytest.raises(NotFound, match=re.escape(where.url("d/0099"))):
+        MapDataset.from_objects([where.url("d/0099")], **where.kwargs)
 
 
-def test_iterable_dataset_shuffles_per_epoch_and_shards(emulator: Emulator, bucket: str) -> None:
-    seed(emulator, bucket, 40, 10)
-    parts = [IterableDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                                         rank=r, world_size=2, seed=1) for r in range(2)]
+def test_iterable_dataset_shuffles_per_epoch_and_shards(where: Where) -> None:
+    seed_at(where, 40, 10)
+    parts = [IterableDataset.from_prefix(where.url("d/"), rank=r, world_size=2, seed=1,
+                                         **where.kwargs) for r in range(2)]
     e0 = [o.name for p in parts for w in range(3) for o in p.shard(0, w, 3)]
     e1 = [o.name for p in parts for w in range(3) for o in p.shard(1, w, 3)]
     assert sorted(e0) == sorted(e1) == sorted(o.name for o in parts[0].objects)
     assert len(set(e0)) == 40 and e0 != e1
     assert e0 == [o.name for p in parts for w in range(3) for o in p.shard(0, w, 3)]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_iterable_dataset_through_dataloader(where: Where, workers: int) -> None:
+    data = seed_at(where, 60, 900)
+    ds = IterableDataset.from_prefix(where.url("d"), transform=to_bytes, seed=5,
+                                     **where.kwargs, **COMPOSE)
+    loader = torch.utils.data.DataLoader(ds, batch_size=7, num_workers=workers,
+                                         collate_fn=list,
+                                         multiprocessing_context="fork" if workers else None)
+    for epoch in range(2):  # every object exactly once per epoch
+        ds.set_epoch(epoch)
+        got = [sample for batch in loader for sample in batch]
+        assert sorted(got) == sorted(data.values())
+    ds.close()
 
 
 async def test_iterable_early_break_and_transform_error_leave_nothing(
@@ -208,25 +276,37 @@ async def test_worker_shutdown_mid_epoch_leaves_nothing_after_clean(
 
 @pytest.mark.parametrize("cls", [MapDataset, IterableDataset])
 @pytest.mark.parametrize("suffix", ["", "/"])
-def test_from_prefix_means_the_folder_not_a_name_prefix(emulator: Emulator, bucket: str,
-                                                        cls: Any, suffix: str) -> None:
+def test_from_prefix_means_the_folder_not_a_name_prefix(where: Where, cls: Any,
+                                                        suffix: str) -> None:
     # ``gs://b/data`` is the folder ``data/`` (and an object named exactly
     # ``data``), as for the CLI; ``data2/`` and ``data.txt`` are not in it.
     blobs = {"data/a": b"A", "data/b/c": b"BC", "data2/x": b"X", "data.txt": b"T"}
     for name, body in blobs.items():
-        emulator.store.put(bucket, name, body)
-    ds = cls.from_prefix(f"gs://{bucket}/data{suffix}", endpoint=emulator.endpoint,
-                         transform=to_bytes, **DIRECT)
-    assert [o.name for o in ds.objects] == ["data/a", "data/b/c"]
-    emulator.store.put(bucket, "data", b"exact")
-    ds = cls.from_prefix(f"gs://{bucket}/data{suffix}", endpoint=emulator.endpoint, **DIRECT)
-    expected = ["data/a", "data/b/c"] if suffix else ["data", "data/a", "data/b/c"]
-    assert [o.name for o in ds.objects] == expected
-    whole = cls.from_prefix(f"gs://{bucket}", endpoint=emulator.endpoint)
-    assert len(whole.objects) == 5
+        where.put(name, body)
+    ds = cls.from_prefix(where.url(f"data{suffix}"), transform=to_bytes, **where.kwargs,
+                         **DIRECT)
+    assert [where.rel(o.name) for o in ds.objects] == ["data/a", "data/b/c"]
+    if where.scheme == "gs":
+        top = ""
+        where.put("data", b"exact")
+        expected = ["data/a", "data/b/c"] if suffix else ["data", "data/a", "data/b/c"]
+    else:
+        # A path is a file or a directory, not both: ``top/data`` is a file.
+        top = "top/"
+        for name in ("data", "data2/x", "data.txt", "data0"):
+            where.put(top + name, blobs.get(name, b"exact"))
+        expected = [] if suffix else ["top/data"]
+        if suffix:
+            with pytest.raises(NotFound, match="top/data/: no objects"):
+                cls.from_prefix(where.url(f"{top}data{suffix}"), **where.kwargs)
+    if expected:
+        ds = cls.from_prefix(where.url(f"{top}data{suffix}"), **where.kwargs, **DIRECT)
+        assert [where.rel(o.name) for o in ds.objects] == expected
+    whole = cls.from_prefix(where.url(top), **where.kwargs)
+    assert len(whole.objects) == (5 if where.scheme == "gs" else 4)
     if cls is MapDataset:
-        assert [bytes(ds[i]) for i in range(len(ds))] == [blobs.get(n, b"exact")
-                                                          for n in expected]
+        assert [bytes(ds[i]) for i in range(len(ds))] == [
+            blobs.get(where.rel(o.name).removeprefix(top), b"exact") for o in ds.objects]
     ds.close()
     whole.close()
 
@@ -247,13 +327,17 @@ def test_samples_are_typed_by_the_transform(emulator: Emulator, bucket: str) -> 
 
 
 @pytest.mark.parametrize("kind", ["map", "iterable"])
-def test_from_prefix_of_an_empty_folder_says_so(emulator: Emulator, bucket: str,
-                                                kind: str) -> None:
+def test_from_prefix_of_an_empty_folder_says_so(where: Where, kind: str) -> None:
     # A dataflux-style raw name prefix (train/shard-) names the folder
     # train/shard-/: an empty dataset would train on nothing without a word.
-    with Client(endpoint=emulator.endpoint) as client:
-        client.write(bucket, "train/shard-000", b"x")
+    where.put("train/shard-000", b"x")
+    where.put("empty/", b"")
     cls = MapDataset if kind == "map" else IterableDataset
-    with pytest.raises(NotFound, match=r"gs://.*/train/shard-/: no objects in that folder"):
-        cls.from_prefix(f"gs://{bucket}/train/shard-", endpoint=emulator.endpoint)
-    assert len(list(cls.from_prefix(f"gs://{bucket}/train", endpoint=emulator.endpoint))) == 1
+    for folder in ("train/shard-", "empty", "missing/"):
+        want = folder.rstrip("/") + "/"
+        with pytest.raises(NotFound, match=re.escape(where.url(want)) +
+                           ": no objects in that folder") as caught:
+            cls.from_prefix(where.url(folder), **where.kwargs)
+        assert caught.value.bucket == where.bucket
+        assert caught.value.name == where.base + want
+    assert list(cls.from_prefix(where.url("train"), **where.kwargs)) == [b"x"]

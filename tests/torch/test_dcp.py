@@ -1,15 +1,24 @@
-"""torch.distributed.checkpoint over gs:// with a 2-process gloo group."""
+"""torch.distributed.checkpoint on gs:// and file:// with a 2-process gloo group,
+and the file-system interface on both backends."""
 
 from __future__ import annotations
 
+import re
 import socket
 
 import pytest
+import torch
+import torch.distributed.checkpoint as dcp
 import torch.multiprocessing as mp
 
-from aioflux import Client
-from aioflux.testing import Emulator
+from aioflux import InvalidArgument, NotFound
+from aioflux._core.portal import call
+from aioflux._core.store import ObjectStore
+from aioflux.local import LocalStore
+from aioflux.local._store import TEMP_MARK
+from aioflux.torch.dcp import GcsFileSystem, GcsStorageReader, GcsStorageWriter
 from tests.torch._dcp_worker import run
+from tests.torch.conftest import Where
 
 
 def _free_port() -> int:
@@ -18,17 +27,65 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _store(where: Where) -> ObjectStore:
+    return LocalStore() if where.client is None else where.client.aio
+
+
 @pytest.mark.timeout(180)
-def test_two_rank_sharded_save_async_save_load(emulator: Emulator, bucket: str,
-                                               sync_client: Client) -> None:
-    root = f"gs://{bucket}/dcp"
-    mp.spawn(run, args=(2, _free_port(), emulator.endpoint, root), nprocs=2, join=True)
-    names = {o.name for o in sync_client.list_objects(bucket)}
+def test_two_rank_sharded_save_async_save_load(where: Where) -> None:
+    root = where.url("dcp")
+    endpoint = where.emulator.endpoint if where.emulator is not None else ""
+    mp.spawn(run, args=(2, _free_port(), endpoint, root), nprocs=2, join=True)
+    names = where.names()
     for sub in ("plain", "zstd"):
         assert f"dcp/{sub}/.metadata" in names
         assert f"dcp/{sub}/.metadata.tmp" not in names
         assert len([n for n in names if n.startswith(f"dcp/{sub}/") and n.endswith(".distcp")]) == 2
-    plain = sum(o.size for o in sync_client.list_objects(bucket, "dcp/plain/"))
-    packed = sum(o.size for o in sync_client.list_objects(bucket, "dcp/zstd/"))
+    assert not [n for n in names if TEMP_MARK in n]
+    store = _store(where)
+
+    def size(sub: str) -> int:
+        async def total() -> int:
+            return sum([o.size async for o in store.list_objects(where.bucket,
+                                                                  f"{where.base}dcp/{sub}/")])
+        return int(call(total()))
+
+    plain, packed = size("plain"), size("zstd")
     assert 0 < packed < plain * 1.05  # random floats barely compress; the stream still decodes
-    assert sync_client.list_multipart_uploads(bucket) == []
+    assert call(store.list_multipart_uploads(where.bucket, where.base)) == []
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
+def test_single_process_save_load_and_the_file_system(where: Where) -> None:
+    # Without a process group DCP saves and loads in-process.
+    state = {"w": torch.randn(300, 40), "b": torch.arange(17), "step": 3}
+    dcp.save(state, storage_writer=GcsStorageWriter(where.url("one"), client=where.client))
+    target = {"w": torch.zeros(300, 40), "b": torch.zeros(17, dtype=torch.long), "step": 0}
+    dcp.load(target, storage_reader=GcsStorageReader(where.url("one"), client=where.client))
+    assert torch.equal(target["w"], state["w"]) and torch.equal(target["b"], state["b"])
+    assert target["step"] == 3
+    names = where.names("one")
+    assert ".metadata" in [n.rsplit("/", 1)[1] for n in names]
+    assert not [n for n in names if n.endswith(".tmp") or TEMP_MARK in n]
+
+    fs = GcsFileSystem(where.client)
+    assert fs.init_path(where.url("one/")) == where.url("one")
+    listed = fs.ls(where.url("one"))
+    assert sorted(listed) == [where.url(n) for n in names]
+    meta = where.url("one/.metadata")
+    assert fs.exists(meta)
+    fs.rename(meta, where.url("one/moved"))
+    assert not fs.exists(meta) and fs.exists(where.url("one/moved"))
+    with fs.create_stream(where.url("one/moved"), "rb") as f:
+        assert len(f.read()) > 0
+    fs.rm_file(where.url("one/moved"))
+    fs.rm_file(where.url("one/moved"))  # missing is fine
+    assert not fs.exists(where.url("one/moved"))
+    with pytest.raises(NotFound, match=re.escape(where.url("one/moved"))):
+        with fs.create_stream(where.url("one/moved"), "rb"):
+            pass
+    with pytest.raises(InvalidArgument, match="not in the same bucket"):
+        fs.rename(where.url("one/x"), "gs://other-bucket/x" if where.scheme == "file"
+                  else "file:///tmp/x")
+    assert GcsFileSystem.validate_checkpoint_id(where.url("one"))
+    assert not GcsFileSystem.validate_checkpoint_id("s3x://b/c")

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import pickle
+import re
+
 import pytest
 import torch
 
 pl = pytest.importorskip("lightning.pytorch")
 
 from aioflux import Client, NotFound  # noqa: E402
+from aioflux.local._store import TEMP_MARK  # noqa: E402
 from aioflux.torch.lightning import AsyncGcsCheckpointIO, GcsCheckpointIO  # noqa: E402
+from tests.torch.conftest import Where  # noqa: E402
 
 
 class Tiny(pl.LightningModule):  # type: ignore[misc,name-defined]
@@ -40,27 +45,42 @@ def _trainer(io: object, max_epochs: int) -> pl.Trainer:  # type: ignore[name-de
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.filterwarnings("ignore::FutureWarning")
 @pytest.mark.parametrize("cls", [GcsCheckpointIO, AsyncGcsCheckpointIO])
-def test_fit_save_resume_remove(sync_client: Client, bucket: str, cls: type) -> None:
-    url = f"gs://{bucket}/pl/epoch1.ckpt"
+def test_fit_save_resume_remove(where: Where, cls: type) -> None:
+    url = where.url("pl/epoch1.ckpt")
     model = Tiny()
-    trainer = _trainer(cls(sync_client), max_epochs=1)
+    trainer = _trainer(cls(where.client), max_epochs=1)
     trainer.fit(model)
     trainer.save_checkpoint(url)
     trainer.strategy.checkpoint_io.teardown()
-    assert sync_client.exists(bucket, "pl/epoch1.ckpt")
+    assert where.names() == ["pl/epoch1.ckpt"]
 
-    io = cls(sync_client)
+    io = cls(where.client)
     ckpt = io.load_checkpoint(url, map_location="cpu")
     assert ckpt["global_step"] == 4
     for k, v in model.state_dict().items():
         assert torch.equal(ckpt["state_dict"][k], v)
 
     resumed = Tiny()
-    trainer2 = _trainer(cls(sync_client), max_epochs=2)
+    trainer2 = _trainer(cls(where.client), max_epochs=2)
     trainer2.fit(resumed, ckpt_path=url)
     assert trainer2.global_step == 8  # resumed at step 4, trained one more epoch
     io.remove_checkpoint(url)
-    assert not sync_client.exists(bucket, "pl/epoch1.ckpt")
+    assert where.names() == []
+    io.remove_checkpoint(url)  # missing is fine
+    with pytest.raises(NotFound, match=re.escape(url)):
+        io.load_checkpoint(url)
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.parametrize("cls", [GcsCheckpointIO, AsyncGcsCheckpointIO])
+def test_a_failed_save_publishes_nothing(where: Where, cls: type) -> None:
+    io = cls(where.client)
+    state = {"w": torch.ones(3), "f": lambda: 0}  # does not pickle
+    url = where.url("bad.ckpt")
+    with pytest.raises((AttributeError, TypeError, pickle.PicklingError)):
+        io.save_checkpoint(state, url)  # the async one returns at once...
+        io.teardown()  # ...and raises the save's own error here
+    assert not [n for n in where.names() if n.startswith("bad") or TEMP_MARK in n]
 
 
 @pytest.mark.filterwarnings("ignore::FutureWarning")

@@ -1,15 +1,16 @@
 """CheckpointManager semantics a user relies on: an existing step is not
 silently replaced, retention is by step (the order ``latest()`` uses), and
-the resume pattern works from a fresh manager. Against the emulator, with the
-loaded tensors and the stored objects checked."""
+the resume pattern works from a fresh manager. On the emulator and the local
+filesystem, with the loaded tensors and the stored objects checked."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from aioflux import Client, Conflict, InvalidArgument, WriterOptions
+from aioflux import Conflict, InvalidArgument, WriterOptions
 from aioflux.torch import CheckpointManager
+from tests.torch.conftest import Where
 
 PART = 5 * 1024 * 1024
 
@@ -19,13 +20,12 @@ def _state(step: int) -> dict[str, object]:
     return {"w": torch.randn(20_000, generator=g), "step": step}
 
 
-def _step_dirs(client: Client, bucket: str, root: str) -> list[str]:
-    return sorted({o.name.split("/")[1] for o in client.list_objects(bucket, root + "/step-")})
+def _step_dirs(where: Where, root: str) -> list[str]:
+    return sorted({n.split("/")[1] for n in where.names(root) if "/step-" in n})
 
 
-def test_saving_an_existing_step_is_a_conflict_unless_overwrite(sync_client: Client,
-                                                                bucket: str) -> None:
-    with CheckpointManager(f"gs://{bucket}/c", client=sync_client,
+def test_saving_an_existing_step_is_a_conflict_unless_overwrite(where: Where) -> None:
+    with CheckpointManager(where.url("c"), client=where.client,
                            writer=WriterOptions(part_size=PART)) as mgr:
         first = mgr.save(_state(1), 5)
         with pytest.raises(Conflict, match="step 5 already has a checkpoint"):
@@ -41,9 +41,8 @@ def test_saving_an_existing_step_is_a_conflict_unless_overwrite(sync_client: Cli
         assert [r.ok for r in mgr.history()] == [True, False, False, True]
 
 
-def test_a_second_save_async_of_the_same_step_is_refused_at_once(sync_client: Client,
-                                                                 bucket: str) -> None:
-    with CheckpointManager(f"gs://{bucket}/a", client=sync_client,
+def test_a_second_save_async_of_the_same_step_is_refused_at_once(where: Where) -> None:
+    with CheckpointManager(where.url("a"), client=where.client,
                            writer=WriterOptions(part_size=PART),
                            max_pending=2) as mgr:
         first = mgr.save_async(_state(1), 7)
@@ -53,8 +52,8 @@ def test_a_second_save_async_of_the_same_step_is_refused_at_once(sync_client: Cl
     assert torch.equal(mgr.load()["w"], _state(1)["w"])  # type: ignore[arg-type]
 
 
-def test_retention_is_by_step_not_by_save_order(sync_client: Client, bucket: str) -> None:
-    with CheckpointManager(f"gs://{bucket}/r", keep_last=2, client=sync_client,
+def test_retention_is_by_step_not_by_save_order(where: Where) -> None:
+    with CheckpointManager(where.url("r"), keep_last=2, client=where.client,
                            writer=WriterOptions(part_size=PART)) as mgr:
         for step in (100, 350, 400):
             mgr.save(_state(step), step)
@@ -65,26 +64,26 @@ def test_retention_is_by_step_not_by_save_order(sync_client: Client, bucket: str
         # delete it at once; refused before anything is written.
         with pytest.raises(InvalidArgument, match=r"step 10 is below .*350, 400"):
             mgr.save(_state(10), 10)
-        assert _step_dirs(sync_client, bucket, "r") == ["step-000000000350",
+        assert _step_dirs(where, "r") == ["step-000000000350",
                                                         "step-000000000400"]
         mgr.save(_state(375), 375)  # inside the window: kept, and 350 goes
         assert [c.step for c in mgr.list()] == [375, 400]
         assert mgr.latest().step == 400  # type: ignore[union-attr]
     # Without keep_last nothing is deleted, and latest() is still the highest step.
-    with CheckpointManager(f"gs://{bucket}/r", client=sync_client,
+    with CheckpointManager(where.url("r"), client=where.client,
                            writer=WriterOptions(part_size=PART)) as mgr:
         mgr.save(_state(10), 10)
         assert [c.step for c in mgr.list()] == [10, 375, 400]
         assert mgr.latest().step == 400  # type: ignore[union-attr]
 
 
-def test_resume_pattern_from_a_fresh_manager(sync_client: Client, bucket: str) -> None:
-    root = f"gs://{bucket}/resume"
-    with CheckpointManager(root, client=sync_client, writer=WriterOptions(part_size=PART)) as mgr:
+def test_resume_pattern_from_a_fresh_manager(where: Where) -> None:
+    root = where.url("resume")
+    with CheckpointManager(root, client=where.client, writer=WriterOptions(part_size=PART)) as mgr:
         assert mgr.latest() is None  # a fresh run starts at step 0
         mgr.save_async(_state(30), 30)
         # close() (the with block) waits for the background save.
-    restarted = CheckpointManager(root, client=sync_client, writer=WriterOptions(part_size=PART))
+    restarted = CheckpointManager(root, client=where.client, writer=WriterOptions(part_size=PART))
     latest = restarted.latest()
     assert latest is not None and latest.step == 30
     state = restarted.load()

@@ -1,0 +1,380 @@
+"""``MapDataset``: one sample per object, indexable, batches downloaded ahead.
+
+Objects may be on any store (``gs://``, ``file://`` or a path); see
+:mod:`aioflux.torch._source` for the per-process store.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import itertools
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import torch.utils.data
+
+from .._core.config import ClientConfig, RetryPolicy
+from .._core.errors import InvalidArgument
+from .._core.portal import Portal, get_portal
+from .._core.types import ObjectInfo
+from .._core.urls import parse_url
+from .._core.validate import Credentials, check_int
+from .._engines.download import Data, DownloadOptions, DownloadStats
+from .._engines.listing import DEFAULT_LIST_CONCURRENCY
+from ._source import Sample, Transform, build_source, check_objects, objects_scheme
+
+__all__ = ["PREFETCH_BYTES", "MapDataset", "PrefetchBatchSampler"]
+
+# Most bytes a MapDataset downloads ahead of the batch being consumed
+# (readahead and batch_sampler's default): 3 batches of 64 x 100 KiB fit
+# many times over, 64 x 100 MB objects do not get a second batch in memory.
+PREFETCH_BYTES = 256 * 1024 * 1024
+
+
+class MapDataset(torch.utils.data.Dataset[Sample]):
+    """A map-style dataset: one sample per object, indexable.
+
+    The objects may be on any store: their URL scheme picks the store each
+    process builds (``gs://``: an ``AsyncClient`` from ``config``,
+    ``endpoint`` and ``credentials``; ``file://`` or a path: a ``LocalStore``).
+
+    ``__getitems__`` downloads a whole DataLoader batch concurrently (the
+    DataLoader calls it when present).
+
+    Args:
+        objects: the objects, one sample each (see also :meth:`from_prefix`).
+        transform: ``bytes -> sample`` (dataflux calls it ``data_format_fn``,
+            also accepted); default returns the bytes.
+        config: ClientConfig (concurrency, timeouts) of the per-process client.
+        endpoint: GCS API root (default ``STORAGE_EMULATOR_HOST`` or GCS).
+        credentials: as for :class:`~aioflux.AsyncClient` (must pickle for spawn).
+        list_retry: retry policy for listing (default ``config.retry``).
+        download_retry: retry policy for downloads (default ``config.retry``).
+        download_options: planner settings.
+        disable_compose: override of ``download_options.disable_compose``.
+        max_composite_object_size: override of that planner field.
+        compose_threshold: override of that planner field.
+
+    Raises:
+        InvalidArgument: a setting of the wrong type (checked at once).
+        InvalidURL: a malformed ``endpoint``.
+    """
+
+    def __init__(self, objects: Sequence[ObjectInfo], *, transform: Transform[Sample] | None = None,
+                 data_format_fn: Transform[Sample] | None = None,
+                 config: ClientConfig | None = None, endpoint: str | None = None,
+                 credentials: Credentials = None, list_retry: RetryPolicy | None = None,
+                 download_retry: RetryPolicy | None = None,
+                 download_options: DownloadOptions | None = None,
+                 disable_compose: bool | None = None,
+                 max_composite_object_size: int | None = None,
+                 compose_threshold: int | None = None) -> None:
+        self._transform: Transform[Sample] | None
+        self._source, self._transform = build_source(
+            "MapDataset", objects, transform, data_format_fn, config, endpoint, credentials,
+            list_retry, download_retry, download_options, disable_compose,
+            max_composite_object_size, compose_threshold)
+        self.objects: list[ObjectInfo] = check_objects("MapDataset", self._source, list(objects))
+        # Set by PrefetchBatchSampler: the batches that follow the one it is
+        # handing out. Downloads started for them, in order, with this pid.
+        self._announced: list[list[int]] | None = None
+        self._prefetched: list[_Prefetch] = []
+        self._prefetch_pid = os.getpid()
+        self._last_run: tuple[int, int] | None = None  # (start, length) of the last batch
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        # Hints and downloads in flight belong to this process's loop.
+        state["_announced"] = state["_last_run"] = None
+        state["_prefetched"] = []
+        return state
+
+    @classmethod
+    def from_prefix(cls, url: str, *, list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
+                    transform: Transform[Sample] | None = None,
+                    data_format_fn: Transform[Sample] | None = None,
+                    config: ClientConfig | None = None, endpoint: str | None = None,
+                    credentials: Credentials = None, list_retry: RetryPolicy | None = None,
+                    download_retry: RetryPolicy | None = None,
+                    download_options: DownloadOptions | None = None,
+                    disable_compose: bool | None = None,
+                    max_composite_object_size: int | None = None,
+                    compose_threshold: int | None = None) -> MapDataset[Sample]:
+        """List a folder in parallel (sorted by name) and wrap its objects.
+
+        ``gs://b/data`` and ``gs://b/data/`` both mean the folder ``data/``
+        (plus an object named exactly ``data``, as the CLI reads it), never
+        ``data2/``; ``gs://b`` is the whole bucket.
+
+        Args:
+            url: ``gs://bucket[/folder]``, ``file:///dir`` or a path.
+            list_concurrency: parallel listers.
+            transform: see the class docstring; so are the other settings.
+            data_format_fn: dataflux's name of ``transform``.
+            config: ClientConfig of the per-process client.
+            endpoint: API root.
+            credentials: as for :class:`~aioflux.AsyncClient`.
+            list_retry: retry policy for listing.
+            download_retry: retry policy for downloads.
+            download_options: planner settings.
+            disable_compose: planner override.
+            max_composite_object_size: planner override.
+            compose_threshold: planner override.
+
+        Returns:
+            The dataset.
+
+        Raises:
+            InvalidURL: a malformed URL.
+            InvalidArgument: a setting of the wrong type.
+            NotFound: the folder holds no objects.
+            StorageError: listing failed.
+        """
+        check_int("MapDataset.from_prefix", "list_concurrency", list_concurrency, minimum=1)
+        self = cls([], transform=transform, data_format_fn=data_format_fn, config=config,
+                   endpoint=endpoint, credentials=credentials, list_retry=list_retry,
+                   download_retry=download_retry, download_options=download_options,
+                   disable_compose=disable_compose,
+                   max_composite_object_size=max_composite_object_size,
+                   compose_threshold=compose_threshold)
+        self.objects = self._source.list_prefix(url, list_concurrency)
+        return self
+
+    @classmethod
+    def from_objects(cls, objects: Iterable[str | ObjectInfo], *,
+                     transform: Transform[Sample] | None = None,
+                     data_format_fn: Transform[Sample] | None = None,
+                     config: ClientConfig | None = None, endpoint: str | None = None,
+                     credentials: Credentials = None, list_retry: RetryPolicy | None = None,
+                     download_retry: RetryPolicy | None = None,
+                     download_options: DownloadOptions | None = None,
+                     disable_compose: bool | None = None,
+                     max_composite_object_size: int | None = None,
+                     compose_threshold: int | None = None) -> MapDataset[Sample]:
+        """Wrap given objects; URLs are ``stat``-ed concurrently for their sizes.
+
+        Args:
+            objects: object URLs (``gs://``, ``file://``, paths; all on one
+                store) or ObjectInfo.
+            transform: see the class docstring; so are the other settings.
+            data_format_fn: dataflux's name of ``transform``.
+            config: ClientConfig of the per-process client.
+            endpoint: API root.
+            credentials: as for :class:`~aioflux.AsyncClient`.
+            list_retry: retry policy for the stats.
+            download_retry: retry policy for downloads.
+            download_options: planner settings.
+            disable_compose: planner override.
+            max_composite_object_size: planner override.
+            compose_threshold: planner override.
+
+        Returns:
+            The dataset.
+
+        Raises:
+            InvalidURL: a malformed URL.
+            InvalidArgument: a setting of the wrong type, or objects on
+                more than one store.
+            NotFound: a URL names no object.
+            StorageError: a stat failed.
+        """
+        self = cls([], transform=transform, data_format_fn=data_format_fn, config=config,
+                   endpoint=endpoint, credentials=credentials, list_retry=list_retry,
+                   download_retry=download_retry, download_options=download_options,
+                   disable_compose=disable_compose,
+                   max_composite_object_size=max_composite_object_size,
+                   compose_threshold=compose_threshold)
+        items = list(objects)
+        schemes = []
+        for item in items:
+            if isinstance(item, str):
+                # every URL, before any request
+                schemes.append(parse_url(item, require_object=True).scheme)
+            elif isinstance(item, ObjectInfo):
+                schemes.append(item.scheme)
+            else:
+                raise InvalidArgument(f"MapDataset.from_objects: objects must be object URLs "
+                                      f"or ObjectInfo, got {type(item).__name__}")
+        self._source.scheme = objects_scheme("MapDataset.from_objects", schemes) or "gs"
+        urls = [o for o in items if isinstance(o, str)]
+        stats = iter(self._source.stat_all(urls) if urls else [])
+        self.objects = [next(stats) if isinstance(o, str) else o for o in items]
+        return self
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+    def _apply(self, data: Data) -> Sample:
+        if self._transform is None:
+            return data  # type: ignore[return-value]  # Sample defaults to Data
+        return self._transform(data)  # type: ignore[arg-type]  # see Transform
+
+    def __getitem__(self, index: int) -> Sample:
+        obj = self.objects[index]
+        return self._apply(get_portal().call(self._source.downloader.download(obj)))
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Sample]:
+        """Download a batch concurrently (composed, direct or ranged per object).
+
+        Args:
+            indices: dataset indices.
+
+        Returns:
+            Samples in ``indices`` order.
+
+        Raises:
+            StorageError: a download failed.
+        """
+        portal = get_portal()
+        wanted = list(indices)
+        if self._prefetch_pid != os.getpid():
+            self._prefetched, self._prefetch_pid = [], os.getpid()  # a forked copy
+        queue = self._prefetched
+        current = queue.pop(0).future if queue and queue[0].indices == wanted else None
+        if current is None:
+            current = self._submit(portal, wanted)
+        # Start the batches the sampler announced (or that a strided scan
+        # predicts) before waiting for this one, so they download while the
+        # caller trains on this one.
+        announced, self._announced = self._announced, None
+        if announced is None:
+            announced = self._readahead(wanted)
+        self._prefetched = []
+        for upcoming in announced or ():
+            if queue and queue[0].indices == upcoming:
+                self._prefetched.append(queue.pop(0))
+            else:
+                self._prefetched.append(_Prefetch(upcoming, self._submit(portal, upcoming)))
+        for wrong in queue:
+            wrong.future.cancel()  # a hint that did not come true
+        datas = current.result()
+        return [self._apply(d) for d in datas]
+
+    def _readahead(self, wanted: list[int]) -> list[list[int]]:
+        """Predict the next batches of a strided scan of contiguous runs.
+
+        A DataLoader without shuffle asks for [0, 64), [64, 128), ... (with
+        ``num_workers=N`` each worker gets every Nth run). Once two runs of
+        the same length follow each other at a fixed forward step, the next
+        ones are predicted like an OS readahead; anything else (a shuffled
+        sampler) predicts nothing, and a wrong guess is cancelled.
+        """
+        run = (wanted[0], len(wanted)) if wanted and \
+            wanted == list(range(wanted[0], wanted[0] + len(wanted))) else None
+        previous, self._last_run = self._last_run, run
+        if run is None or previous is None or previous[1] != run[1]:
+            return []
+        (start, length), step = run, run[0] - previous[0]
+        if step < length:
+            return []
+        ahead = _ahead(self._source.config, length, self._batch_bytes(wanted))
+        starts = range(start + step, min(len(self.objects), start + step * (ahead + 1)), step)
+        return [list(range(s, min(s + length, len(self.objects)))) for s in starts]
+
+    def _batch_bytes(self, indices: list[int]) -> int:
+        return sum(self.objects[i].size for i in indices)
+
+    def _submit(self, portal: Portal, indices: list[int]) -> concurrent.futures.Future[list[Data]]:
+        objs = [self.objects[i] for i in indices]
+        return portal.submit(self._source.downloader.download_many(objs))
+
+    def batch_sampler(self, batch_size: int, *, shuffle: bool = False, drop_last: bool = False,
+                      generator: torch.Generator | None = None,
+                      ahead: int | None = None) -> PrefetchBatchSampler:
+        """A ``batch_sampler`` for ``DataLoader`` that downloads batches ahead.
+
+        ``DataLoader(ds, batch_sampler=ds.batch_sampler(64, shuffle=True))``.
+        With ``num_workers=0`` each batch waits for its slowest object; this
+        sampler tells the dataset the next batches' indices as it hands out
+        the current one, so ``__getitems__`` starts those downloads before
+        waiting on its own. With workers the DataLoader already keeps
+        ``prefetch_factor`` batches per worker in flight and the hints are
+        never used (they only reach the main process's copy).
+
+        Args:
+            batch_size: samples per batch.
+            shuffle: a new random order every epoch (``RandomSampler``).
+            drop_last: drop a last, incomplete batch.
+            generator: RNG of the shuffle.
+            ahead: batches downloading ahead of the current one; default
+                enough to keep the client's concurrency busy, within
+                ``PREFETCH_BYTES`` (at least 1). Each holds a batch in memory.
+
+        Returns:
+            The batch sampler.
+
+        Raises:
+            ValueError: ``batch_size`` or ``ahead`` below 1.
+        """
+        if batch_size < 1 or (ahead is not None and ahead < 1):
+            raise ValueError(f"batch_sampler: batch_size ({batch_size}) and ahead ({ahead}) "
+                             "must be >= 1")
+        if ahead is None:
+            typical = self._batch_bytes(list(range(min(batch_size, len(self.objects)))))
+            ahead = max(1, _ahead(self._source.config, batch_size, typical))
+        sampler: torch.utils.data.Sampler[int] = (
+            torch.utils.data.RandomSampler(self, generator=generator) if shuffle
+            else torch.utils.data.SequentialSampler(self))
+        return PrefetchBatchSampler(self, sampler, batch_size, drop_last, ahead=ahead)
+
+    def close(self) -> None:
+        """Close this process's connections (reopened on next use)."""
+        prefetched, self._prefetched = self._prefetched, []
+        for batch in prefetched:
+            batch.future.cancel()
+        self._source.close()
+
+    @property
+    def download_stats(self) -> DownloadStats:
+        """This process's planner counters."""
+        return self._source.downloader.stats
+
+
+def _ahead(config: ClientConfig, batch_len: int, batch_bytes: int) -> int:
+    """Batches to download ahead: enough to keep every permit busy (one more
+    than fill them, so they stay full while the consumer takes a batch),
+    but no more than PREFETCH_BYTES of them."""
+    by_permits = config.max_concurrency // max(1, batch_len) + 1
+    by_memory = PREFETCH_BYTES // max(1, batch_bytes)
+    return min(by_permits, by_memory)
+
+
+@dataclasses.dataclass
+class _Prefetch:
+    indices: list[int]
+    future: concurrent.futures.Future[list[Data]]
+
+
+class PrefetchBatchSampler(torch.utils.data.Sampler[list[int]]):
+    """Batches of ``sampler``'s indices; announces the next ``ahead`` batches
+    to the dataset before handing out each one (see :meth:`MapDataset.batch_sampler`).
+
+    Args:
+        dataset: the MapDataset to announce batches to.
+        sampler: the index order.
+        batch_size: samples per batch.
+        drop_last: drop a last, incomplete batch.
+        ahead: batches announced ahead of the current one.
+    """
+
+    def __init__(self, dataset: MapDataset[Any], sampler: torch.utils.data.Sampler[int],
+                 batch_size: int, drop_last: bool = False, *, ahead: int = 1) -> None:
+        self.dataset = dataset
+        self.batches = torch.utils.data.BatchSampler(sampler, batch_size, drop_last)
+        self.ahead = ahead
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        it = iter(self.batches)
+        window = list(itertools.islice(it, self.ahead + 1))
+        while window:
+            current = window.pop(0)
+            self.dataset._announced = list(window)
+            yield current
+            window.extend(itertools.islice(it, self.ahead + 1 - len(window)))
+
+

@@ -1,0 +1,313 @@
+"""What both datasets share: settings, the per-process store, listing.
+
+A dataset lists at construction (parallel listing, once, in the process
+that builds it) and holds only settings and the object list, so it pickles
+for ``spawn`` workers. Its :class:`DatasetSource` rebuilds the store for
+the objects' URL scheme lazily in each process (``AsyncClient`` from
+config/endpoint/credentials for ``gs``, ``LocalStore(config)`` for
+``file``), through the process's portal (rebuilt after ``fork``), so
+DataLoader workers never list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._api.stores import new_store
+from .._core.config import ClientConfig, RetryPolicy
+from .._core.errors import BridgeError, InvalidArgument, NotFound
+from .._core.portal import get_portal
+from .._core.store import ObjectStore
+from .._core.types import ObjectInfo
+from .._core.urls import format_url, parse_url
+from .._core.validate import (
+    Credentials,
+    check_bool,
+    check_credentials,
+    check_endpoint,
+    check_instance,
+    check_int,
+)
+from .._core.window import gather_bounded
+from .._engines.download import Downloader, DownloadOptions
+from .._engines.listing import list_objects_parallel
+
+if TYPE_CHECKING:
+    # A default for the sample type (PEP 696): ``MapDataset(objs)[0]`` is
+    # ``bytes``, ``MapDataset(objs, transform=f)[0]`` is what ``f`` returns.
+    # typing_extensions is for the type checker only.
+    from typing_extensions import TypeVar
+
+    Sample = TypeVar("Sample", default=bytes)
+else:
+    from typing import TypeVar
+
+    Sample = TypeVar("Sample")
+
+__all__ = ["DatasetSource", "Sample", "Transform",
+           "build_source", "check_objects", "folder_prefix", "objects_scheme"]
+
+# ``bytes -> sample``. Typed ``bytes`` so that ``def decode(data: bytes)``
+# type-checks; an object above the planner's ranged threshold (32 MiB)
+# arrives as the bytearray it was downloaded into (same read API, buffer
+# protocol), since copying it to bytes would double its peak memory.
+Transform = Callable[[bytes], Sample]
+
+
+class DatasetSource:
+    """Picklable settings; a store and downloader built lazily per process.
+
+    ``scheme`` is the URL scheme of the dataset's objects: it picks the
+    store each process builds.
+    """
+
+    def __init__(self, *, config: ClientConfig | None, endpoint: str | None,
+                 credentials: Credentials,
+                 list_retry: RetryPolicy | None, download_retry: RetryPolicy | None,
+                 download_options: DownloadOptions, scheme: str = "gs") -> None:
+        self.config = config or ClientConfig()
+        self.endpoint = endpoint
+        self.credentials = credentials
+        self.list_retry = list_retry
+        self.download_retry = download_retry
+        self.download_options = download_options
+        self.scheme = scheme
+        self._runtime: tuple[int, Downloader] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_runtime"] = None  # sessions belong to one process
+        return state
+
+    def store(self, retry: RetryPolicy | None) -> ObjectStore:
+        """A new store of this source's scheme (the caller closes it).
+
+        Args:
+            retry: the retry policy (default ``config.retry``).
+
+        Returns:
+            The store.
+        """
+        config = self.config if retry is None else self.config.replace(retry=retry)
+        return new_store(self.scheme, config, endpoint=self.endpoint,
+                         credentials=self.credentials)
+
+    @property
+    def downloader(self) -> Downloader:
+        """This process's downloader (built on first use, again after fork)."""
+        runtime = self._runtime
+        if runtime is None or runtime[0] != os.getpid():
+            store = self.store(self.download_retry)
+            options = self.download_options
+            if not store.features.compose:
+                # Nothing to compose on this store: every object is read directly.
+                options = dataclasses.replace(options, disable_compose=True)
+            runtime = (os.getpid(), Downloader(store, options))
+            self._runtime = runtime
+            # The dataset has no close(): its session closes when it is collected.
+            weakref.finalize(self, _close_later, store, os.getpid())
+        return runtime[1]
+
+    def close(self) -> None:
+        """Close this process's store now (it is rebuilt on next use)."""
+        runtime, self._runtime = self._runtime, None
+        if runtime is not None and runtime[0] == os.getpid():
+            get_portal().call(runtime[1].client.aclose())
+
+    def list_prefix(self, url: str, concurrency: int) -> list[ObjectInfo]:
+        """List the folder ``url`` names (sorted); it becomes this source's scheme.
+
+        Args:
+            url: ``gs://bucket[/folder]``, ``file:///dir`` or a path.
+            concurrency: parallel listers.
+
+        Returns:
+            The objects.
+
+        Raises:
+            InvalidURL: a malformed URL.
+            NotFound: the folder holds no objects.
+        """
+        parsed = parse_url(url)
+        self.scheme = parsed.scheme
+        folder = folder_prefix(parsed.name)
+
+        async def run() -> list[ObjectInfo]:
+            store = self.store(self.list_retry)
+            try:
+                found = await list_objects_parallel(store, parsed.bucket, folder,
+                                                    concurrency=concurrency, sort=True)
+                if folder == parsed.name:
+                    return found
+                try:
+                    # ``gs://b/data`` names the folder ``data/`` and the
+                    # object ``data`` itself, as the CLI does: not ``data2/``.
+                    exact = await store.stat(parsed.bucket, parsed.name)
+                except NotFound:
+                    return found
+                return [exact, *found]  # "data" sorts before "data/..."
+            finally:
+                await store.aclose()
+
+        found = get_portal().call(run())
+        if not found:
+            # Silence here would train on nothing: say what was looked for
+            # (a raw name prefix such as gs://b/train/shard- names a folder).
+            where = format_url(parsed.scheme, parsed.bucket, folder)
+            raise NotFound(f"list {where}: no objects in that folder "
+                           f"(a dataset URL names a folder, not a name prefix)",
+                           operation="list", bucket=parsed.bucket, name=folder)
+        return found
+
+    def stat_all(self, urls: Sequence[str]) -> list[ObjectInfo]:
+        """Stat object URLs concurrently (all of this source's scheme).
+
+        Args:
+            urls: object URLs.
+
+        Returns:
+            ObjectInfo per URL, in order.
+
+        Raises:
+            NotFound: a URL names no object.
+        """
+        parsed = [parse_url(u, require_object=True) for u in urls]
+
+        async def run() -> list[ObjectInfo]:
+            store = self.store(self.list_retry)
+            try:
+                return await gather_bounded(store.stat(p.bucket, p.name) for p in parsed)
+            finally:
+                await store.aclose()
+
+        return get_portal().call(run())
+
+
+def _close_later(store: ObjectStore, pid: int) -> None:
+    if pid == os.getpid():
+        try:
+            get_portal().submit(store.aclose())
+        except BridgeError:
+            pass  # interpreter exit: the portal is gone and so is the socket
+
+
+def folder_prefix(name: str) -> str:
+    """The listing prefix of a dataset URL's name: ``data`` means the folder ``data/``.
+
+    Args:
+        name: the object-name part of ``gs://bucket/name`` (may be empty).
+
+    Returns:
+        ``name`` with one trailing ``/`` (empty stays empty).
+    """
+    return name if not name or name.endswith("/") else name + "/"
+
+
+def objects_scheme(op: str, schemes: Iterable[str]) -> str | None:
+    """The one scheme a dataset's objects are on (None for no objects).
+
+    Args:
+        op: the operation, for the message.
+        schemes: the scheme of every object or URL.
+
+    Returns:
+        The scheme.
+
+    Raises:
+        InvalidArgument: objects on more than one store.
+    """
+    found = sorted(set(schemes))
+    if len(found) > 1:
+        raise InvalidArgument(f"{op}: objects must all be on one store, got "
+                              f"{', '.join(s + '://' for s in found)}")
+    return found[0] if found else None
+
+
+def build_source(op: str, objects: object, transform: Transform[Any] | None,
+                 data_format_fn: Transform[Any] | None, config: ClientConfig | None,
+                 endpoint: str | None, credentials: Credentials,
+                 list_retry: RetryPolicy | None, download_retry: RetryPolicy | None,
+                 download_options: DownloadOptions | None, disable_compose: bool | None,
+                 max_composite_object_size: int | None,
+                 compose_threshold: int | None) -> tuple[DatasetSource, Transform[Any] | None]:
+    """Check a dataset's settings (before any request) and build its source.
+
+    Args:
+        op: the dataset class, for messages.
+        objects: the objects given to the constructor.
+        transform: ``bytes -> sample``.
+        data_format_fn: dataflux's name of ``transform``.
+        config: ClientConfig of the per-process store.
+        endpoint: API root (``gs`` only).
+        credentials: GCS credentials (``gs`` only).
+        list_retry: retry policy of listing.
+        download_retry: retry policy of downloads.
+        download_options: planner settings.
+        disable_compose: planner override.
+        max_composite_object_size: planner override.
+        compose_threshold: planner override.
+
+    Returns:
+        ``(source, transform)``.
+
+    Raises:
+        InvalidArgument: a setting of the wrong type.
+        InvalidURL: a malformed endpoint.
+    """
+    if isinstance(objects, (str, bytes)) or not isinstance(objects, Iterable):
+        raise InvalidArgument(f"{op}: objects must be a sequence of ObjectInfo, got "
+                              f"{type(objects).__name__} (use from_prefix or from_objects "
+                              "for URLs)")
+    for name, fn in (("transform", transform), ("data_format_fn", data_format_fn)):
+        if fn is not None and not callable(fn):
+            raise InvalidArgument(f"{op}: {name} must be callable, got {type(fn).__name__}")
+    if transform is not None and data_format_fn is not None:
+        raise InvalidArgument(f"{op}: pass transform or data_format_fn (its dataflux name), "
+                              "not both")
+    check_instance(op, "config", config, ClientConfig, optional=True)
+    check_endpoint(op, endpoint)
+    check_credentials(op, credentials)
+    check_instance(op, "list_retry", list_retry, RetryPolicy, optional=True)
+    check_instance(op, "download_retry", download_retry, RetryPolicy, optional=True)
+    check_instance(op, "download_options", download_options, DownloadOptions, optional=True)
+    check_bool(op, "disable_compose", disable_compose, optional=True)
+    check_int(op, "max_composite_object_size", max_composite_object_size, optional=True)
+    check_int(op, "compose_threshold", compose_threshold, optional=True)
+    options = download_options or DownloadOptions()
+    overrides = {k: v for k, v in (("disable_compose", disable_compose),
+                                   ("max_composite_object_size", max_composite_object_size),
+                                   ("compose_threshold", compose_threshold)) if v is not None}
+    if overrides:
+        options = dataclasses.replace(options, **overrides)  # type: ignore[arg-type]
+    source = DatasetSource(config=config, endpoint=endpoint, credentials=credentials,
+                           list_retry=list_retry, download_retry=download_retry,
+                           download_options=options)
+    return source, transform or data_format_fn
+
+
+def check_objects(op: str, source: DatasetSource, objects: list[Any]) -> list[ObjectInfo]:
+    """Check that ``objects`` are ObjectInfo on one store; ``source`` reads that store.
+
+    Args:
+        op: the dataset class, for messages.
+        source: the dataset's source (its scheme is set from the objects).
+        objects: the objects.
+
+    Returns:
+        The same list.
+
+    Raises:
+        InvalidArgument: an item is not an ObjectInfo, or they span stores.
+    """
+    for obj in objects:
+        if not isinstance(obj, ObjectInfo):
+            raise InvalidArgument(f"{op}: objects must hold ObjectInfo, got "
+                                  f"{type(obj).__name__} {obj!r:.60} (from_objects takes URLs)")
+    scheme = objects_scheme(op, (o.scheme for o in objects))
+    if scheme is not None:
+        source.scheme = scheme
+    return objects
