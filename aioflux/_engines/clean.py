@@ -22,7 +22,7 @@ from .._core.store import ObjectStore
 from .._core.types import MultipartUploadInfo, ObjectInfo
 from .._core.urls import format_url
 from .._core.window import gather_bounded
-from .listing import COMPOSED_PREFIX
+from .compose import COMPOSED_PREFIX
 
 __all__ = ["DEFAULT_OLDER_THAN", "CleanReport", "Skipped", "clean_bucket"]
 

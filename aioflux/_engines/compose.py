@@ -28,7 +28,6 @@ from .._core.errors import ChecksumMismatch, StorageError
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
-from .listing import COMPOSED_PREFIX
 
 __all__ = [
     "COMPOSED_PREFIX",
@@ -40,6 +39,10 @@ __all__ = [
     "leftover_composites",
     "plan_batches",
 ]
+
+# Composites made by the download planner live here (bucket root); listings
+# skip them so a dataset never contains another reader's temporary objects.
+COMPOSED_PREFIX = "aioflux-composed/"
 
 MAX_COMPOSE_SOURCES = 32  # the GCS compose limit
 _EXIT_CLEANUP_TIMEOUT = 10.0

@@ -151,17 +151,20 @@ class Downloader:
             ``"composed"``, ordered by their first index.
         """
         opts = self.options
+        # The store's own limit; 0 (no server-side compose): direct reads.
+        max_sources = min(opts.max_sources, self.client.features.compose)
+        compose = opts.compose_enabled and max_sources > 1
         units: list[tuple[str, list[int]]] = []
         small: list[int] = []
         for i, obj in enumerate(objects):
             if opts.ranged_threshold and obj.size >= opts.ranged_threshold:
                 units.append(("ranged", [i]))
-            elif (opts.compose_enabled and 0 < obj.size <= opts.compose_threshold
+            elif (compose and 0 < obj.size <= opts.compose_threshold
                   and obj.crc32c is not None and obj.bucket not in self.stats.denied_buckets):
                 small.append(i)
             else:
                 units.append(("direct", [i]))
-        for batch in plan_batches([objects[i] for i in small], opts.max_sources,
+        for batch in plan_batches([objects[i] for i in small], max_sources,
                                   opts.max_composite_object_size):
             idx = [small[j] for j in batch]
             units.append(("composed" if len(idx) > 1 else "direct", idx))

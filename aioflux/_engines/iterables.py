@@ -10,6 +10,7 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
 
+from .._core.errors import InvalidArgument
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.urls import parse_url
@@ -97,6 +98,9 @@ async def stream(client: ObjectStore, bucket: str, prefix: str = "", *,
     """
     if "://" in bucket:
         parsed = parse_url(bucket)
+        if parsed.scheme != client.features.scheme:
+            raise InvalidArgument(f"stream {bucket}: this store serves "
+                                  f"{client.features.scheme}:// URLs")
         bucket, prefix = parsed.bucket, parsed.name + prefix
     if concurrency is None:
         concurrency = DEFAULT_LOAD_CONCURRENCY

@@ -28,9 +28,9 @@ from typing import cast
 
 from .._core.store import ObjectStore
 from .._core.types import ListPage, ObjectInfo
+from .compose import COMPOSED_PREFIX
 
 __all__ = [
-    "COMPOSED_PREFIX",
     "DEFAULT_LIST_CONCURRENCY",
     "KeyRange",
     "iter_objects",
@@ -38,9 +38,6 @@ __all__ = [
     "split_point",
 ]
 
-# Composites made by the download planner live here (bucket root); listings
-# skip them so a dataset never contains another reader's temporary objects.
-COMPOSED_PREFIX = "aioflux-composed/"
 # 16 listers: a page costs ~1 RTT plus JSON parsing of 1000 items, so beyond
 # ~16 the one event loop (not the network) becomes the limit on 2-4 cores.
 # Measured (100k names, gcs-like emulator, 2 cores): 16 listers 0.39-0.49 s,

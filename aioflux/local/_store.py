@@ -683,7 +683,7 @@ def _open_temp(bucket: str, name: str) -> tuple[str, int]:
     directory, _, base = path.rpartition("/")
     os.makedirs(directory, exist_ok=True)
     temp = f"{directory}/.{base}{TEMP_MARK}{uuid.uuid4().hex[:12]}"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     return temp, os.open(temp, flags, 0o644)
 
 

@@ -6,13 +6,14 @@ import asyncio
 import dataclasses
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aioflux import AsyncClient, ObjectInfo, PermissionDenied
+from aioflux import AsyncClient, LocalStore, ObjectInfo, PermissionDenied, parse_url
 from aioflux._engines.compose import COMPOSED_PREFIX, leftover_composites, plan_batches
 from aioflux._engines.download import Downloader, DownloadOptions, download_many
 from aioflux._engines.listing import list_objects_parallel
@@ -169,3 +170,18 @@ def test_compose_plan_never_exceeds_limits(sizes: list[int], max_bytes: int,
         assert 1 <= len(b) <= min(32, max(1, max_sources))
         if len(b) > 1 and max_bytes:
             assert sum(sizes[i] for i in b) <= max_bytes
+
+
+async def test_a_store_without_compose_gets_direct_reads(tmp_path: Path) -> None:
+    # LocalStore declares compose=0: the planner must not plan composites
+    # (it would call compose and fall back on every batch).
+    store = LocalStore()
+    root = parse_url(str(tmp_path))
+    names = [f"{root.name}/s/{i:03d}" for i in range(40)]
+    for i, name in enumerate(names):
+        await store.write(root.bucket, name, bytes([i]) * 100)
+    objs = [o async for o in store.list_objects(root.bucket, f"{root.name}/s/")]
+    downloader = Downloader(store, DownloadOptions())
+    assert {kind for kind, _ in downloader.plan(objs)} == {"direct"}
+    assert await downloader.download_many(objs) == [bytes([i]) * 100 for i in range(40)]
+    assert downloader.stats.compose_fallbacks == 0

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from aioflux import AsyncClient
-from aioflux._engines.listing import COMPOSED_PREFIX, iter_objects, list_objects_parallel
+from aioflux._engines.compose import COMPOSED_PREFIX
+from aioflux._engines.listing import iter_objects, list_objects_parallel
 from aioflux.testing import Emulator
 
 

@@ -46,7 +46,7 @@ REMOVED_FROM_ROOT = {
     "ObjectWriter": "aioflux._engines.writer",
     "AsyncObjectWriter": "aioflux._engines.async_writer",
     "ResumableUpload": "aioflux.gcs._resumable",
-    "COMPOSED_PREFIX": "aioflux._engines.listing",
+    "COMPOSED_PREFIX": "aioflux._engines.compose",
     "list_objects_parallel": "aioflux._engines.listing",
     "clean_bucket": "aioflux._engines.clean",
     "CleanReport": "aioflux._engines.clean",

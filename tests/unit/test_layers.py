@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("aioflux._net",),
     ("aioflux._engines",),
     ("aioflux.gcs", "aioflux.local"),
-    ("aioflux._api",),
+    ("aioflux._api", "aioflux.otel"),
     ("aioflux.torch",),
     ("aioflux.testing",),
     ("aioflux.cli",),

@@ -1,0 +1,172 @@
+"""What a client did: counters and latency histograms, cheap enough for every request.
+
+``RequestStats`` is what ``client.stats`` returns (the transport's counters):
+requests, retries by cause, failures, bytes each way, lean-read fallbacks,
+and a latency histogram per operation. Observers (the OpenTelemetry bridge
+in :mod:`aioflux.otel`, tests) are called once per attempt.
+
+A histogram is a fixed array of log-spaced buckets, four per doubling (each
+~19% wide) from 50 us to ~14 minutes: recording is one ``log2`` and one
+increment, and a percentile is exact to within one bucket (the value
+reported is the bucket's upper edge).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Protocol
+
+__all__ = ["Attempt", "LatencyHistogram", "Observer", "RequestStats"]
+
+_STEPS_PER_DOUBLING = 4
+_LOWEST = 50e-6
+_BUCKETS = 96  # the top edge: 50 us x 2**(96 / 4), ~14 minutes
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One request attempt, as observers see it.
+
+    Attributes:
+        operation: what it did (``read``, ``list``, ``write``...).
+        method: HTTP method.
+        seconds: from taking a permit to the handler's return or failure.
+        error: the failure's class name (``NotFound``, ``TransportError``...),
+            or "" for success.
+        response_bytes: body bytes received (media reads), else 0.
+    """
+
+    operation: str
+    method: str
+    seconds: float
+    error: str = ""
+    response_bytes: int = 0
+
+
+class Observer(Protocol):
+    """Receives every attempt and every retry of a client."""
+
+    def attempt(self, attempt: Attempt) -> None:
+        """One attempt finished (well or not)."""
+        ...
+
+    def retry(self, cause: str) -> None:
+        """A failed attempt (of class ``cause``) is retried."""
+        ...
+
+
+class LatencyHistogram:
+    """Latencies in log-spaced buckets; percentiles to within one bucket."""
+
+    __slots__ = ("count", "counts", "total")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (_BUCKETS + 1)  # the last bucket takes everything above
+        self.count = 0
+        self.total = 0.0
+
+    def record(self, seconds: float) -> None:
+        """Add one latency.
+
+        Args:
+            seconds: the latency.
+        """
+        if seconds <= _LOWEST:
+            index = 0
+        else:
+            index = min(_BUCKETS, math.ceil(math.log2(seconds / _LOWEST) * _STEPS_PER_DOUBLING))
+        self.counts[index] += 1
+        self.count += 1
+        self.total += seconds
+
+    def percentile(self, q: float) -> float:
+        """The latency below which a fraction ``q`` of the recorded ones fall.
+
+        Args:
+            q: 0 < q <= 1 (0.5 for the median, 0.99 for p99).
+
+        Returns:
+            The upper edge of the bucket holding that rank, in seconds;
+            0.0 when nothing was recorded.
+        """
+        if not self.count:
+            return 0.0
+        rank = max(1, math.ceil(q * self.count))
+        seen = 0
+        for index, n in enumerate(self.counts):
+            seen += n
+            if seen >= rank:
+                return float(_LOWEST * 2 ** (index / _STEPS_PER_DOUBLING))
+        return float(_LOWEST * 2 ** (_BUCKETS / _STEPS_PER_DOUBLING))
+
+    def summary(self) -> dict[str, float]:
+        """``count``, ``mean``, ``p50``, ``p95``, ``p99`` (seconds)."""
+        return {"count": self.count, "mean": self.total / self.count if self.count else 0.0,
+                "p50": self.percentile(0.5), "p95": self.percentile(0.95),
+                "p99": self.percentile(0.99)}
+
+    def __repr__(self) -> str:
+        s = self.summary()
+        return (f"LatencyHistogram(count={self.count}, p50={s['p50'] * 1e3:.1f} ms, "
+                f"p95={s['p95'] * 1e3:.1f} ms, p99={s['p99'] * 1e3:.1f} ms)")
+
+
+@dataclass
+class RequestStats:
+    """Counters of one client's requests (mutable; read them any time).
+
+    Attributes:
+        requests: attempts sent (a retry is one more).
+        retries: attempts that were retried.
+        retries_by_cause: retries per failure class (``ServerError``,
+            ``RateLimited``, ``TransportError``, ``ChecksumMismatch``...).
+        failures: logical requests that failed after their retries.
+        bytes_sent: request body bytes.
+        bytes_received: object body bytes read.
+        lean_reads: media GETs answered over aioflux's own connections.
+        lean_fallbacks: media GETs the lean client handed to aiohttp.
+        latency: per operation, the latency of every attempt.
+        observers: called with each :class:`Attempt` (see :mod:`aioflux.otel`).
+    """
+
+    requests: int = 0
+    retries: int = 0
+    retries_by_cause: Counter[str] = field(default_factory=Counter)
+    failures: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    lean_reads: int = 0
+    lean_fallbacks: int = 0
+    latency: dict[str, LatencyHistogram] = field(default_factory=dict)
+    observers: list[Observer] = field(default_factory=list, repr=False)
+
+    def observe(self, attempt: Attempt) -> None:
+        """Record one attempt and pass it to the observers.
+
+        Args:
+            attempt: what it did and how long it took.
+        """
+        histogram = self.latency.get(attempt.operation)
+        if histogram is None:
+            histogram = self.latency[attempt.operation] = LatencyHistogram()
+        histogram.record(attempt.seconds)
+        self.bytes_received += attempt.response_bytes
+        for observer in self.observers:
+            observer.attempt(attempt)
+
+    def count_retry(self, cause: str) -> None:
+        """Count one retry of a failure of class ``cause``.
+
+        Args:
+            cause: the failure's class name.
+        """
+        self.retries += 1
+        self.retries_by_cause[cause] += 1
+        for observer in self.observers:
+            observer.retry(cause)
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Latency summaries per operation (see :meth:`LatencyHistogram.summary`)."""
+        return {op: h.summary() for op, h in sorted(self.latency.items())}

@@ -1,0 +1,57 @@
+"""Latency histograms and request counters (aioflux/_core/metrics.py)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from aioflux._core.metrics import Attempt, LatencyHistogram, RequestStats
+
+
+def test_percentiles_are_within_one_bucket_of_the_exact_ones() -> None:
+    rng = random.Random(3)
+    values = sorted(rng.lognormvariate(-4, 1.2) for _ in range(20_000))
+    histogram = LatencyHistogram()
+    for v in values:
+        histogram.record(v)
+    for q in (0.5, 0.95, 0.99):
+        exact = values[int(q * len(values)) - 1]
+        got = histogram.percentile(q)
+        # the upper edge of the bucket holding the rank: >= exact, < 19% above
+        assert exact <= got <= exact * 2 ** 0.25 * 1.0001, (q, exact, got)
+    assert histogram.count == len(values)
+    assert histogram.summary()["mean"] == pytest.approx(sum(values) / len(values))
+
+
+def test_extremes_and_empty() -> None:
+    histogram = LatencyHistogram()
+    assert histogram.percentile(0.99) == 0.0
+    histogram.record(0.0)
+    histogram.record(1e6)  # beyond the top bucket: kept, not lost
+    assert histogram.count == 2
+    assert histogram.percentile(0.5) == pytest.approx(50e-6)
+    assert histogram.percentile(1.0) > 800
+
+
+def test_request_stats_feed_histograms_counters_and_observers() -> None:
+    seen: list[object] = []
+
+    class Recorder:
+        def attempt(self, attempt: Attempt) -> None:
+            seen.append(attempt)
+
+        def retry(self, cause: str) -> None:
+            seen.append(cause)
+
+    stats = RequestStats()
+    stats.observers.append(Recorder())
+    stats.observe(Attempt("read", "GET", 0.02, response_bytes=100))
+    stats.observe(Attempt("read", "GET", 0.5, error="ServerError"))
+    stats.count_retry("ServerError")
+    stats.observe(Attempt("list", "GET", 0.01))
+    assert stats.bytes_received == 100
+    assert stats.retries == 1 and stats.retries_by_cause == {"ServerError": 1}
+    assert stats.latency["read"].count == 2 and stats.latency["list"].count == 1
+    assert set(stats.summary()) == {"list", "read"}
+    assert seen[-2] == "ServerError" and len(seen) == 4
