@@ -118,8 +118,19 @@ class LocalStore:
         if limit is None:
             limit = self._limits[loop] = asyncio.Semaphore(self.config.max_concurrency)
         async with limit:
+            job = asyncio.ensure_future(asyncio.to_thread(work))
             try:
-                return await asyncio.to_thread(work)
+                return await asyncio.shield(job)
+            except asyncio.CancelledError:
+                # A thread cannot be stopped: wait for it, so that nothing it
+                # does (a temporary file created, a pwrite into a descriptor
+                # an abort is about to close) outlives the cancelled caller.
+                while not job.done():
+                    try:
+                        await asyncio.wait({job})
+                    except asyncio.CancelledError:
+                        continue
+                raise
             except StorageError:
                 raise
             except OSError as exc:
@@ -473,10 +484,14 @@ class LocalUpload:
         async with self._opening:
             if self._fd is not None:
                 return self._fd
-            self._temp, fd = await self._store._run(
-                "write", self.bucket, self.name, lambda: _open_temp(self.bucket, self.name))
-            self._fd = fd
-            return fd
+
+            def open_temp() -> int:
+                # Recorded by the thread itself: an abort after a cancelled
+                # open still finds the file to remove.
+                self._temp, self._fd = _open_temp(self.bucket, self.name)
+                return self._fd
+
+            return await self._store._run("write", self.bucket, self.name, open_temp)
 
     async def put(self, number: int, data: memoryview, checksum: int | None = None) -> None:
         """Write part ``number`` at its offset.

@@ -3,7 +3,8 @@
 URL rule (as gcloud storage / gsutil): gs://b/a names the object "a" and the
 folder "a/", never "a2/..." or "acopy/...". Ctrl-C: `cp` exits 130 within
 2 s, aborts its open uploads, removes its partial files and publishes
-nothing but whole files. The interrupted copies run in a subprocess against
+nothing but whole files (a download's temporary file, where the local store
+writes before its rename, is removed). The interrupted copies run in a subprocess against
 an emulator slowed to 1 MB/s per connection, so they are still running when
 SIGINT arrives.
 """
@@ -223,20 +224,22 @@ def test_sigint_stops_a_download_of_many_files(slow: Emulator, slow_bucket: str,
     proc = _start_cp(slow, "-r", "-j", "4", f"gs://{slow_bucket}/d", str(dst))
     _wait_until(proc, lambda: dst.exists() and any(dst.iterdir()), "a first file")
     _interrupt(proc)
-    assert list(dst.rglob("*.aioflux-partial")) == []
+    assert list(dst.rglob("*aioflux-tmp*")) == []  # the local store's temporary files
     done = {p.name: p.read_bytes() for p in dst.iterdir()}
     assert len(done) < len(objects)
     for name, data in done.items():
         assert data == objects[f"d/{name}"]
 
 
-def test_sigint_removes_the_partial_file_of_a_large_download(slow: Emulator, slow_bucket: str,
-                                                             tmp_path: Path) -> None:
+def test_sigint_removes_the_temporary_file_of_a_large_download(slow: Emulator,
+                                                               slow_bucket: str,
+                                                               tmp_path: Path) -> None:
     slow.store.put(slow_bucket, "big.bin", os.urandom(_BIG))
     target = tmp_path / "big.bin"
-    partial = tmp_path / "big.bin.aioflux-partial"
     proc = _start_cp(slow, f"gs://{slow_bucket}/big.bin", str(target))
-    _wait_until(proc, partial.exists, "the partial file")
+    # The local store writes .big.bin.aioflux-tmp-<id> and renames it when complete.
+    _wait_until(proc, lambda: bool(list(tmp_path.glob(".big.bin.aioflux-tmp-*"))),
+                "the temporary file")
     _interrupt(proc)
     assert sorted(tmp_path.iterdir()) == []
 
