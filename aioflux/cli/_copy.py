@@ -7,8 +7,9 @@ stores, objects up to ``STREAM_THRESHOLD`` go in one read and one write;
 larger ones stream: ranged reads of ``_CHUNK`` bytes, ``_RANGES_IN_FLIGHT``
 at once and in order, into the destination's streaming writer
 (:class:`~aioflux._engines.async_writer.AsyncObjectWriter`), so one file
-holds at most about 136 MiB whatever its size, and the crc32c of what was
-read is checked against the source's before anything is published.
+holds about 136 MiB at most (parts grow only past 80 GB, to stay within
+the store's part count), and the crc32c of what was read is checked against
+the source's before anything is published.
 
 ``-j`` files are copied at once, all on one event loop, so Ctrl-C cancels
 every transfer at once: multipart uploads and resumable sessions are
