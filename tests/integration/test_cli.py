@@ -423,7 +423,9 @@ def test_cp_between_any_two_stores(run, sync_client: Client, bucket: str,  # typ
         return _location(dst_kind, bucket, tmp_path, name, as_url=True)
 
     def read(name: str) -> bytes:
-        return sync_client.read(bucket, name) if dst_kind == "gs" else (tmp_path / name).read_bytes()
+        if dst_kind == "gs":
+            return sync_client.read(bucket, name)
+        return (tmp_path / name).read_bytes()
 
     # The folder rule: src/a copies a/x and a/y/z into out/, never a2/.
     assert run("cp", "-r", "-j", "2", src("src/a"), dst("out")) == (
