@@ -1,9 +1,8 @@
 """``aioflux cp``: copy between any two stores (``gs://``, ``file://`` and
 local paths, which are the same filesystem store), parallel, with progress.
 
-Within one store the store copies (a GCS rewrite; on the filesystem a
-streamed copy into a temporary file, renamed when complete). Between two
-stores, objects up to ``STREAM_THRESHOLD`` go in one read and one write;
+Within GCS the server copies. Otherwise objects up to ``STREAM_THRESHOLD``
+go in one read and one write (a file copy, within the filesystem), and
 larger ones stream: ranged reads of ``_CHUNK`` bytes, ``_RANGES_IN_FLIGHT``
 at once and in order, into the destination's streaming writer
 (:class:`~aioflux._engines.async_writer.AsyncObjectWriter`), so one file
@@ -178,7 +177,10 @@ async def _stream(source: ObjectStore, info: ObjectInfo, target: ObjectStore, ds
 async def _copy_one(stores: Stores, item: _Item, progress: Progress) -> None:
     info, dst = item.src, item.dst
     source, target = stores(item.src_url), stores(dst)
-    if source is target:
+    if source is target and (info.size <= STREAM_THRESHOLD or source.features.scheme != "file"):
+        # GCS copies on the server. A filesystem copy runs in a thread that
+        # Ctrl-C cannot stop, so a large file streams instead, in ranges the
+        # cancellation can stop between (its temporary file is removed).
         await source.copy(info.bucket, info.name, dst.bucket, dst.name)
         progress.add(info.size)
     elif info.size <= STREAM_THRESHOLD:

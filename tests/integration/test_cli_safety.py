@@ -280,3 +280,49 @@ def test_sigint_cancels_the_resumable_session_of_a_large_upload(
     assert not session_open()
     time.sleep(0.5)
     assert _published(no_multipart, bucket) == {}
+
+
+def test_cancelling_a_large_local_copy_publishes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Ctrl-C does to ``cp big.bin copy.bin`` on the filesystem: the copy
+    streams in ranges (a copy in one thread could not be stopped), so it
+    stops between two, and the temporary file goes with it."""
+    import argparse
+    import asyncio
+
+    import aioflux.cli._copy as copy_mod
+    from aioflux.cli._common import Stores
+    from aioflux.local import LocalStore
+
+    monkeypatch.setattr(copy_mod, "STREAM_THRESHOLD", 1024)
+    monkeypatch.setattr(copy_mod, "_CHUNK", 1024 * 1024)
+    (tmp_path / "big.bin").write_bytes(os.urandom(8 * 1024 * 1024))
+    ranges_read = 0
+    real_fetch = LocalStore.fetch
+
+    async def slow_fetch(self, bucket, name, **kw):  # type: ignore[no-untyped-def]
+        nonlocal ranges_read
+        if kw.get("start", 0) >= 2 * 1024 * 1024:
+            await asyncio.sleep(3600)  # the disk stalls after two ranges
+        ranges_read += 1
+        return await real_fetch(self, bucket, name, **kw)
+
+    monkeypatch.setattr(LocalStore, "fetch", slow_fetch)
+    args = argparse.Namespace(endpoint=None, concurrency=4, progress=False)
+
+    async def copy_then_cancel() -> None:
+        async with Stores(args) as stores:
+            (item,) = await copy_mod._plan(stores, copy_mod.url_arg(str(tmp_path / "big.bin")),
+                                           copy_mod.url_arg(str(tmp_path / "copy.bin")), False)
+            task = asyncio.ensure_future(copy_mod._copy_one(stores, item, copy_mod.Progress(
+                item.src.size, "cp", enabled=False)))
+            while not list(tmp_path.glob(".copy.bin.aioflux-tmp-*")):
+                assert not task.done()
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(asyncio.wait_for(copy_then_cancel(), 30))
+    assert ranges_read == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.bin"]
