@@ -505,3 +505,17 @@ def test_stat_shows_the_crc32c_of_a_file_aioflux_wrote(run, sync_client: Client,
     assert run("cp", f"gs://{bucket}/o", str(tmp_path / "o"))[0] == 0
     code, out, _ = run("stat", str(tmp_path / "o"))
     assert (code, json.loads(out)["crc32c"]) == (0, info.crc32c)
+
+
+def test_the_cli_accepts_exactly_the_schemes_with_a_backend() -> None:
+    from aioflux._api.stores import default_store
+    from aioflux._core.errors import InvalidArgument
+    from aioflux._core.urls import SCHEMES
+    from aioflux.cli._common import SERVED_SCHEMES
+
+    for scheme in SCHEMES:
+        if scheme in SERVED_SCHEMES:
+            assert default_store(scheme).features.scheme == scheme
+        else:
+            with pytest.raises(InvalidArgument, match=f"no storage backend serves {scheme}://"):
+                default_store(scheme)
