@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from .._core.config import ClientConfig
+from .._core.metrics import RequestStats
 from .._core.portal import get_portal, iterate
 from .._core.store import Buffer, SourceSpec
 from .._core.types import LIST_FIELDS, ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
@@ -69,6 +70,12 @@ class Client:
     def transport(self) -> Transport:
         """The async client's transport (its ``stats`` count requests and retries)."""
         return self.aio.transport
+
+    @property
+    def stats(self) -> RequestStats:
+        """What this client's requests did: counts, retries by cause, bytes,
+        and latency per operation (``stats.summary()`` for p50/p95/p99)."""
+        return self.aio.stats
 
     @property
     def config(self) -> ClientConfig:

@@ -10,7 +10,7 @@ import asyncio
 import json
 import re
 import ssl
-from typing import Any, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
@@ -25,6 +25,9 @@ from .._core.errors import (
 )
 from .._core.retry import parse_retry_after
 from .http import BodyTruncated, MediaResponse
+
+if TYPE_CHECKING:
+    from .transport import HttpResponse
 
 __all__ = ["Op", "Redirected", "error_from_media", "error_from_response", "map_exception",
            "parse_error_body", "raise_mapped"]
@@ -50,7 +53,8 @@ class Redirected(Exception):
         self.status = status
 
 
-async def error_from_response(resp: aiohttp.ClientResponse, op: Op) -> StorageError:
+async def error_from_response(resp: HttpResponse, op: Op) -> StorageError:
+    """The typed error of a response with an error status (its body read, capped)."""
     body = await resp.content.read(_MAX_ERROR_BODY)
     message, reason = parse_error_body(body)
     return _with_retry_after(

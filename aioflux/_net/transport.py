@@ -10,15 +10,17 @@ import functools
 import logging
 import os
 import ssl
+import time
 import warnings
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler as AiohttpProtocol
+from multidict import CIMultiDictProxy
 
 from .._core.auth import Auth, AuthRequest
 from .._core.config import ClientConfig
@@ -26,6 +28,7 @@ from .._core.errors import (
     InvalidArgument,
     StorageError,
 )
+from .._core.metrics import Attempt, RequestStats
 from .._core.portal import close_at_shutdown
 from .._core.retry import retry_async
 from .failures import (
@@ -37,27 +40,72 @@ from .failures import (
 )
 from .http import BodyTruncated, MediaPool, MediaResponse
 
-__all__ = ["MediaResponse", "Op", "Transport", "TransportStats", "request_body"]
+__all__ = ["HttpBody", "HttpResponse", "MediaResponse", "Op", "Transport", "TransportStats",
+           "request_body"]
 
 log = logging.getLogger("aioflux.transport")
 T = TypeVar("T")
-ResponseHandler = Callable[[aiohttp.ClientResponse], Awaitable[T]]
+# Handlers are typed on aiohttp's response (the backends' annotations) but
+# read only its HttpResponse part (below), which a mock response provides.
+ResponseHandler = Callable[["HttpResponse"], Awaitable[T]]
 MediaHandler = Callable[[MediaResponse], T]
 _DEFAULT_ENDPOINT = "https://storage.googleapis.com"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-@dataclass
-class TransportStats:
-    """Counters of one transport (mutable, read them any time)."""
+class HttpBody(Protocol):
+    """The part of ``aiohttp.StreamReader`` the transport reads of a body."""
 
-    requests: int = 0
-    retries: int = 0
-    failures: int = 0
-    #: media GETs answered over aioflux's own connections (see _http)
-    lean_reads: int = 0
-    #: media GETs the lean client handed to aiohttp (unusual responses)
-    lean_fallbacks: int = 0
+    async def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all when -1)."""
+        ...
+
+    def iter_any(self) -> AsyncIterator[bytes]:
+        """The body's chunks as they arrive."""
+        ...
+
+
+class HttpResponse(Protocol):
+    """What the transport and the backends' response handlers read of an answer.
+
+    ``aiohttp.ClientResponse`` satisfies it, and so does the response of
+    :class:`aioflux.testing.MockTransport`'s session, which is how the
+    client's logic runs in tests without sockets: handlers use nothing
+    else of a response.
+    """
+
+    @property
+    def status(self) -> int:
+        """The HTTP status."""
+        ...
+
+    @property
+    def reason(self) -> str | None:
+        """The status line's reason phrase."""
+        ...
+
+    @property
+    def headers(self) -> CIMultiDictProxy[str]:
+        """Response headers (case-insensitive, repeated ones kept)."""
+        ...
+
+    @property
+    def content_length(self) -> int | None:
+        """``Content-Length``, if sent."""
+        ...
+
+    @property
+    def content(self) -> HttpBody:
+        """The body, as a stream."""
+        ...
+
+    async def read(self) -> bytes:
+        """The whole body."""
+        ...
+
+
+# The counters of a transport (``client.stats``); the name it had first.
+TransportStats = RequestStats
 
 
 @dataclass
@@ -75,7 +123,12 @@ class Transport:
     Args:
         config: client configuration.
         auth: supplies authentication headers.
-        session_factory: builds the aiohttp session for a loop (tests inject).
+        session_factory: builds the aiohttp session for a loop. This is where
+            requests are actually sent (every request, the media GETs that
+            the lean client leaves to aiohttp, and the calls of :meth:`run`),
+            so it is the seam a mock replaces (:class:`aioflux.testing.MockTransport`):
+            of a session, only ``request``/``get``/``put`` (as async context
+            managers yielding an :class:`HttpResponse`) and ``close`` are used.
         ssl_context: TLS settings of every connection, aiohttp's and the
             lean ones (default: ``config.tls_context()``, else the system's
             trust store).
@@ -109,7 +162,7 @@ class Transport:
         self._origin = _origin_of(self.endpoint)
         # URLs under this prefix are the endpoint's origin without parsing.
         self._origin_prefix = self.endpoint.split("/", 3)[:3]
-        self.stats = TransportStats()
+        self.stats = RequestStats()
         self._session_factory = session_factory or self._default_session
         self._state: _LoopState | None = None
 
@@ -133,6 +186,8 @@ class Transport:
         return state
 
     def _media_pool(self) -> MediaPool | None:
+        """The lean client of a new loop's media GETs, or None to send them
+        through the session (a mock transport has no sockets to give it)."""
         config = self.config
         if not config.lean_reads:
             return None
@@ -231,22 +286,39 @@ class Transport:
         return _origin_of(url) == self._origin
 
     async def _attempt(self, op: Op, request: AuthRequest,
-                       send: Callable[[_LoopState, dict[str, str]], Awaitable[T]]) -> T:
-        """One attempt: a permit, authentication of ``request``, ``send``, errors mapped."""
+                       send: Callable[[_LoopState, dict[str, str]], Awaitable[T]],
+                       body_size: Callable[[], int] | None = None) -> T:
+        """One attempt: a permit, authentication of ``request``, ``send``, errors
+        mapped; its latency, outcome and (``body_size``) the object bytes it
+        received go to :attr:`stats`."""
         state = self._current()
         async with state.semaphore:
-            self.stats.requests += 1
+            stats = self.stats
+            stats.requests += 1
+            started = time.perf_counter()
             # The one place credentials are added: never to another origin
             # (a resumable-upload Location, a listing's next link...).
             request_headers = (await self.auth.headers(request)
                                if self.same_origin(request.url) else {})
             if request.headers:
                 request_headers.update(request.headers)
+            if request.payload is not None:
+                stats.bytes_sent += len(request.payload)
             try:
-                return await send(state, request_headers)
+                result = await send(state, request_headers)
             except Exception as exc:
                 failure = exc
-        raise_mapped(failure, op)
+            else:
+                stats.observe(Attempt(op.operation, request.method,
+                                      time.perf_counter() - started, "",
+                                      body_size() if body_size is not None else 0))
+                return result
+        try:
+            raise_mapped(failure, op)
+        except StorageError as mapped:
+            stats.observe(Attempt(op.operation, request.method, time.perf_counter() - started,
+                                  type(mapped).__name__))
+            raise
 
     async def get_media(
         self,
@@ -327,7 +399,10 @@ class Transport:
             StorageError: the most specific subclass for the failure.
         """
 
+        received = 0
+
         async def send(state: _LoopState, request_headers: dict[str, str]) -> T:
+            nonlocal received
             response = None
             if state.media is not None:
                 try:
@@ -346,9 +421,11 @@ class Transport:
                                                         limit, keep_partial)
             if response.status >= 300:
                 raise error_from_media(response, op)
+            received = response.received
             return handler(response)
 
-        return await self._attempt(op, AuthRequest("GET", url, {}, headers or {}), send)
+        return await self._attempt(op, AuthRequest("GET", url, {}, headers or {}), send,
+                                   lambda: received)
 
     def _lean_fell_back(self, state: _LoopState) -> None:
         stats = self.stats
@@ -407,7 +484,8 @@ class Transport:
         self, op: Op, method: str, url: str,
         call: Callable[[aiohttp.ClientSession, dict[str, str]], Awaitable[T]],
     ) -> T:
-        """Run a third-party call (gcloud-aio-storage) under our semaphore and retries.
+        """Run a call that sends on the session itself (the resumable upload's
+        PUTs and status queries) under our semaphore and retries.
 
         Args:
             op: operation, bucket and object, for errors.
@@ -428,8 +506,8 @@ class Transport:
         request = AuthRequest(method, url)
         return await self.retrying(lambda: self._attempt(op, request, send))
 
-    def _count_retry(self, _exc: BaseException, _attempt: int, _delay: float) -> None:
-        self.stats.retries += 1
+    def _count_retry(self, exc: BaseException, _attempt: int, _delay: float) -> None:
+        self.stats.count_retry(type(exc).__name__)
 
     async def retrying(self, attempt: Callable[[], Awaitable[T]],
                        progress: Callable[[], int] | None = None) -> T:
@@ -519,9 +597,9 @@ async def _refuse_redirect(_session: aiohttp.ClientSession, _ctx: SimpleNamespac
 
 
 def _forbid_redirects(session: aiohttp.ClientSession) -> None:
-    """Make ``session`` refuse every redirect, also in calls we do not make
-    ourselves (gcloud-aio-storage's): the APIs never redirect, so a 3xx is
-    someone else's answer and following it would trust their bytes."""
+    """Make ``session`` refuse every redirect, also in a call of :meth:`Transport.run`
+    that forgets ``allow_redirects=False``: the APIs never redirect, so a 3xx
+    is someone else's answer and following it would trust their bytes."""
     trace = aiohttp.TraceConfig()
     trace.on_request_redirect.append(_refuse_redirect)
     trace.freeze()
@@ -557,7 +635,7 @@ def _session(config: ClientConfig, tls: ssl.SSLContext | None) -> aiohttp.Client
         limit_per_host=config.connection_limit_per_host,
         keepalive_timeout=t.idle,
         ttl_dns_cache=300,
-        # Also what gcloud-aio-storage's calls on this session verify with.
+        # Also what the calls of Transport.run on this session verify with.
         ssl=tls if tls is not None else True,
     )
     # The connector builds its protocols from this factory; aiohttp has no

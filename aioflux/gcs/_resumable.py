@@ -24,7 +24,7 @@ import yarl
 from .._core.crc import encode_crc32c
 from .._core.errors import InvalidArgument, NotFound, StorageError
 from .._core.types import ObjectInfo
-from .._net.transport import Op, request_body
+from .._net.transport import HttpResponse, Op, request_body
 from ._published import discard_published, verify_published
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class ResumableUpload:
         if self._precondition is not None:
             params["ifGenerationMatch"] = str(self._precondition)
 
-        async def location(resp: aiohttp.ClientResponse) -> str:
+        async def location(resp: HttpResponse) -> str:
             await resp.read()
             url = resp.headers.get("Location")
             if not url:
@@ -174,7 +174,7 @@ class ResumableUpload:
         if url is None:
             return
 
-        async def ignore(resp: aiohttp.ClientResponse) -> None:
+        async def ignore(resp: HttpResponse) -> None:
             await resp.read()
 
         try:

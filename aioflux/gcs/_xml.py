@@ -12,13 +12,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-import aiohttp
-
 from .._core.crc import crc32c, decode_crc32c, encode_crc32c
 from .._core.errors import ChecksumMismatch, InvalidArgument, InvalidRequest, StorageError
 from .._core.types import MultipartUploadInfo, PartInfo
 from .._core.urls import validate_bucket, validate_object_name
-from .._net.transport import Op
+from .._net.transport import HttpResponse, Op
 
 if TYPE_CHECKING:
     from .._net.transport import Transport
@@ -82,7 +80,7 @@ class XmlMultipart:
         validate_object_name(name)
         op = Op("initiate multipart upload", bucket, name)
 
-        async def handle(resp: aiohttp.ClientResponse) -> str:
+        async def handle(resp: HttpResponse) -> str:
             upload_id = _text(_parse(await resp.read(), op), "UploadId")
             if not upload_id:
                 raise StorageError(f"initiate multipart upload gs://{bucket}/{name}: no UploadId "
@@ -104,7 +102,7 @@ class XmlMultipart:
         crc = crc32c(view) if checksum is None else checksum
         op = Op(f"upload part {part_number}", bucket, name)
 
-        async def handle(resp: aiohttp.ClientResponse) -> PartInfo:
+        async def handle(resp: HttpResponse) -> PartInfo:
             await resp.read()
             # A server that does not check our x-goog-hash still reports what
             # it stored: catch a corrupted part here, before anything is
@@ -131,7 +129,7 @@ class XmlMultipart:
             f"<Part><PartNumber>{p.number}</PartNumber><ETag>{p.etag}</ETag></Part>"
             for p in ordered) + "</CompleteMultipartUpload>"
 
-        async def handle(resp: aiohttp.ClientResponse) -> dict[str, str]:
+        async def handle(resp: HttpResponse) -> dict[str, str]:
             raw = await resp.read()
             root = _parse(raw, op)
             if root.tag.rsplit("}", 1)[-1] == "Error":
@@ -149,7 +147,7 @@ class XmlMultipart:
     async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
         """See :meth:`AsyncClient.abort_multipart` (the public face)."""
 
-        async def handle(resp: aiohttp.ClientResponse) -> None:
+        async def handle(resp: HttpResponse) -> None:
             await resp.read()
 
         await self._transport.request(Op("abort multipart upload", bucket, name), "DELETE",
@@ -166,7 +164,7 @@ class XmlMultipart:
             if marker:
                 params["part-number-marker"] = marker
 
-            async def handle(resp: aiohttp.ClientResponse) -> ET.Element:
+            async def handle(resp: HttpResponse) -> ET.Element:
                 return _parse(await resp.read(), op)
 
             root = await self._transport.request(op, "GET", self._xml_url(bucket, name), handle,
@@ -193,7 +191,7 @@ class XmlMultipart:
                 query += "&key-marker=" + quote(key_marker, safe="")
                 query += "&upload-id-marker=" + quote(id_marker, safe="")
 
-            async def handle(resp: aiohttp.ClientResponse) -> ET.Element:
+            async def handle(resp: HttpResponse) -> ET.Element:
                 return _parse(await resp.read(), op)
 
             root = await self._transport.request(op, "GET", f"{self.endpoint}/{bucket}{query}",

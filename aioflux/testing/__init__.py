@@ -8,6 +8,12 @@ QPS cap and fault injection (429, 503, mid-body resets and stalls); and
 :class:`FaultProxy`, a TCP proxy that cuts connections at random points
 of the byte stream in front of any HTTP server (fake-gcs-server included).
 
+Without any server: :class:`MemoryStore`, an in-memory object store (the
+``ObjectStore`` protocol, with generations, preconditions, compose and
+multipart uploads), and :class:`MockTransport`, which runs the GCS client's
+logic (handlers, error mapping, retries, checked reads) against a function
+answering :class:`MockRequest` with :class:`MockResponse`.
+
 Example::
 
     from aioflux.testing import GCS_LIKE_PROFILE, running_emulator
@@ -21,6 +27,8 @@ from __future__ import annotations
 
 from aioflux.testing._fake_gcs import fake_gcs_server
 from aioflux.testing._fault_proxy import FaultProxy, ProxyStats
+from aioflux.testing._memory import MemoryStore
+from aioflux.testing._mock import MockRequest, MockResponse, MockTransport
 from aioflux.testing._profile import GCS_LIKE_PROFILE, EmulatorProfile, Faults
 from aioflux.testing._serve import serve_main
 from aioflux.testing._server import Emulator, running_emulator
@@ -31,6 +39,10 @@ __all__ = [
     "EmulatorProfile",
     "FaultProxy",
     "Faults",
+    "MemoryStore",
+    "MockRequest",
+    "MockResponse",
+    "MockTransport",
     "ProxyStats",
     "fake_gcs_server",
     "running_emulator",

@@ -371,7 +371,7 @@ async def test_tls_failures_are_final_and_a_private_ca_works(lean: bool,
                 assert await client.read("bkt", "o") == OBJ
                 assert (await client.stat("bkt", "o")).size == len(OBJ)
                 assert [o.name async for o in client.list_objects("bkt")] == ["o"]
-                await client.delete("bkt", "o")  # through gcloud-aio-storage
+                await client.delete("bkt", "o")  # aiohttp's session, not the lean pool
                 assert client.transport.stats.lean_reads == (1 if lean else 0)
     finally:
         await runner.cleanup()

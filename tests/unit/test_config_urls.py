@@ -50,10 +50,10 @@ def test_replace_validates() -> None:
 def test_object_names_quote_like_urllib(name: str) -> None:
     from urllib.parse import quote
 
-    from aioflux.gcs._client import _quote
+    from aioflux.gcs._json import quote_name
 
     # The plain-name fast path must encode exactly as urllib does.
-    assert _quote(name) == quote(name, safe="")
+    assert quote_name(name) == quote(name, safe="")
 
 
 def test_default_concurrency_and_lean_reads() -> None:

@@ -29,10 +29,12 @@ DOCUMENTED = {
         "Checkpoint", "CheckpointInfo", "CheckpointManager", "IterableDataset", "MapDataset",
         "SaveFuture", "SaveRecord", "list_files", "load_files",
     },
+    "aioflux.otel": {"instrument"},
     "aioflux.torch.dcp": {"GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"},
     "aioflux.torch.lightning": {"AsyncGcsCheckpointIO", "GcsCheckpointIO"},
     "aioflux.testing": {
         "Emulator", "EmulatorProfile", "FaultProxy", "Faults", "GCS_LIKE_PROFILE",
+        "MemoryStore", "MockRequest", "MockResponse", "MockTransport",
         "ProxyStats", "fake_gcs_server", "running_emulator", "serve_main",
     },
 }

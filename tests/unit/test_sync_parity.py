@@ -61,10 +61,11 @@ def test_sync_docstrings_are_real(name: str) -> None:
 
 
 def test_documented_stats_line_works_on_both_clients() -> None:
-    # README Troubleshooting: ``client.transport.stats.retries``.
+    # README Troubleshooting: ``client.stats.retries``, ``client.stats.summary()``.
     client = Client(endpoint="http://127.0.0.1:9")
     try:
-        assert client.transport.stats.retries == 0
+        assert client.stats.retries == 0 and client.stats.summary() == {}
+        assert client.stats is client.aio.stats is client.transport.stats
         assert client.transport is client.aio.transport
     finally:
         client.close()

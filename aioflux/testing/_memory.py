@@ -1,0 +1,910 @@
+"""``MemoryStore``: an in-memory :class:`~aioflux._core.store.ObjectStore` for tests.
+
+Objects are bytes in a dict, with what a GCS bucket keeps beside them:
+
+- a generation per write, from one counter of the store (so it grows, and
+  never repeats, across objects), and the crc32c computed on write;
+- preconditions: ``if_generation_match`` (``0``: "must not exist"), and
+  ``generation=`` pins a read or delete to one version (another is 404);
+- listings sorted by name, paginated by an opaque token, with ``prefix``,
+  ``delimiter`` (grouped names reported once as ``prefixes``) and the
+  half-open ``[start_offset, end_offset)`` range, applied by the store
+  (``features.end_offset``);
+- checked reads: ranges, ``into=``, and the size and crc32c a caller knows
+  from a listing compared with the object's;
+- compose of up to 32 sources (a source's generation is a precondition),
+  copy, and the XML-multipart primitives (initiate, upload part, complete,
+  abort, list parts, list uploads), which :meth:`MemoryStore.start_upload`
+  uses: an open streaming upload is listed like one on GCS, and nothing is
+  visible until it is published, after its bytes are checked against the
+  writer's running crc32c and length.
+
+Every operation runs in one step of the event loop, so each is atomic; a
+bucket exists once :meth:`MemoryStore.create_bucket` made it (or it was
+named to the constructor). Failures are the typed errors of the GCS client
+(``NotFound``, ``PreconditionFailed``, ``InvalidRequest``, ``ChecksumMismatch``),
+naming the operation and ``memory://bucket/name``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import datetime as _dt
+import itertools
+import uuid
+from bisect import bisect_left, insort
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, overload
+
+from aioflux._core.config import ClientConfig
+from aioflux._core.crc import Crc32c, crc32c, crc32c_combine, encode_crc32c
+from aioflux._core.errors import (
+    ChecksumMismatch,
+    Conflict,
+    InvalidArgument,
+    InvalidRequest,
+    NotFound,
+    PreconditionFailed,
+    describe,
+)
+from aioflux._core.store import (
+    Buffer,
+    Fetched,
+    ObjectStore,
+    PartUpload,
+    SourceSpec,
+    StoreFeatures,
+)
+from aioflux._core.types import NO_METADATA, ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
+from aioflux._core.urls import validate_bucket
+from aioflux._core.validate import (
+    check_instance,
+    check_int,
+    compose_args,
+    delete_args,
+    list_args,
+    read_args,
+    write_args,
+)
+
+__all__ = ["FEATURES", "MemoryStore", "MemoryUpload"]
+
+SCHEME = "memory"
+MAX_COMPOSE_SOURCES = 32
+MAX_PARTS = 10_000
+# Parts of any size: bytes in memory have no transfer unit to respect.
+FEATURES = StoreFeatures(scheme=SCHEME, compose=MAX_COMPOSE_SOURCES, end_offset=True,
+                         multipart=True, min_part_size=1, part_granularity=1,
+                         max_parts=MAX_PARTS)
+
+
+@dataclass(frozen=True, slots=True)
+class _Object:
+    data: bytes
+    generation: int
+    crc: int
+    content_type: str
+    metadata: dict[str, str]
+    updated: str
+
+
+@dataclass(slots=True)
+class _Upload:
+    bucket: str
+    name: str
+    content_type: str
+    initiated: str
+    parts: dict[int, tuple[bytes, str]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Bucket:
+    objects: dict[str, _Object] = field(default_factory=dict)
+    names: builtins.list[str] = field(default_factory=list)  # sorted
+
+
+class MemoryStore:
+    """Objects in memory, behaving as a GCS bucket does (see the module doc).
+
+    Args:
+        config: settings (``verify_crc32c`` governs the read checks).
+        buckets: buckets that exist from the start.
+
+    Raises:
+        InvalidArgument: ``config`` is not a ClientConfig.
+        InvalidURL: a bucket name is not a valid one.
+    """
+
+    def __init__(self, config: ClientConfig | None = None, *,
+                 buckets: Iterable[str] = ()) -> None:
+        check_instance("MemoryStore", "config", config, ClientConfig, optional=True)
+        self.config = config or ClientConfig()
+        self._buckets: dict[str, _Bucket] = {}
+        self._uploads: dict[str, _Upload] = {}
+        self._generations = itertools.count(1)
+        for bucket in buckets:
+            self._buckets[validate_bucket(bucket, scheme=SCHEME)] = _Bucket()
+
+    def __repr__(self) -> str:
+        count = sum(len(b.objects) for b in self._buckets.values())
+        return f"MemoryStore({len(self._buckets)} buckets, {count} objects)"
+
+    @property
+    def features(self) -> StoreFeatures:
+        """Compose, store-side end offsets and the multipart primitives."""
+        return FEATURES
+
+    async def __aenter__(self) -> MemoryStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Nothing is held per event loop; the objects stay (the store is
+        the state a test inspects)."""
+        return None
+
+    async def create_bucket(self, bucket: str) -> None:
+        """Create an empty bucket.
+
+        Args:
+            bucket: its name (GCS naming rules).
+
+        Raises:
+            InvalidURL: not a valid bucket name.
+            Conflict: it exists already.
+        """
+        validate_bucket(bucket, scheme=SCHEME)
+        await asyncio.sleep(0)
+        if bucket in self._buckets:
+            raise Conflict(f"{describe('create_bucket', bucket, '', SCHEME)} failed: the "
+                           "bucket exists", operation="create_bucket", bucket=bucket,
+                           status=409)
+        self._buckets[bucket] = _Bucket()
+
+    # -- helpers ----------------------------------------------------------------
+
+    def _bucket(self, op: str, bucket: str, name: str = "") -> _Bucket:
+        found = self._buckets.get(bucket)
+        if found is None:
+            raise NotFound(f"{describe(op, bucket, name, SCHEME)} failed: no such bucket",
+                           operation=op, bucket=bucket, name=name, status=404,
+                           reason="noSuchBucket")
+        return found
+
+    def _object(self, op: str, bucket: str, name: str,
+                generation: int | None = None) -> _Object:
+        obj = self._bucket(op, bucket, name).objects.get(name)
+        if obj is None:
+            raise NotFound(f"{describe(op, bucket, name, SCHEME)} failed: no such object",
+                           operation=op, bucket=bucket, name=name, status=404,
+                           reason="notFound")
+        if generation is not None and obj.generation != generation:
+            raise NotFound(f"{describe(op, bucket, name, SCHEME)} failed: generation "
+                           f"{generation} is gone (now {obj.generation})", operation=op,
+                           bucket=bucket, name=name, status=404, reason="notFound")
+        return obj
+
+    def _check_precondition(self, op: str, bucket: str, name: str,
+                            if_generation_match: int | None) -> None:
+        if if_generation_match is None:
+            return
+        current = self._bucket(op, bucket, name).objects.get(name)
+        generation = 0 if current is None else current.generation
+        if generation != if_generation_match:
+            raise PreconditionFailed(
+                f"{describe(op, bucket, name, SCHEME)} failed: HTTP 412 conditionNotMet: "
+                f"generation is {generation}, not {if_generation_match}", operation=op,
+                bucket=bucket, name=name, status=412, reason="conditionNotMet")
+
+    def _publish(self, op: str, bucket: str, name: str, data: bytes, crc: int,
+                 content_type: str, metadata: dict[str, str] | None) -> ObjectInfo:
+        """Make ``data`` the current version of ``name`` (the one place objects change)."""
+        store = self._bucket(op, bucket, name)
+        if name not in store.objects:
+            insort(store.names, name)
+        obj = _Object(data, next(self._generations), crc, content_type, dict(metadata or {}),
+                      _now())
+        store.objects[name] = obj
+        return _info(bucket, name, obj)
+
+    # -- metadata ---------------------------------------------------------------
+
+    async def stat(self, bucket: str, name: str) -> ObjectInfo:
+        """Metadata of one object.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+
+        Returns:
+            ObjectInfo (with its generation and crc32c).
+
+        Raises:
+            NotFound: no such bucket or object.
+        """
+        read_args(bucket, name, 0, None, None, None, scheme=SCHEME)
+        await asyncio.sleep(0)
+        return _info(bucket, name, self._object("stat", bucket, name))
+
+    async def exists(self, bucket: str, name: str) -> bool:
+        """Whether the object exists.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+
+        Returns:
+            True or False.
+        """
+        try:
+            await self.stat(bucket, name)
+        except NotFound:
+            return False
+        return True
+
+    # -- listing ----------------------------------------------------------------
+
+    def list(self, bucket: str, prefix: str = "", *, delimiter: str | None = None,
+             start_offset: str | None = None, end_offset: str | None = None,
+             page_size: int = 1000) -> AsyncIterator[ListPage]:
+        """Objects under ``prefix`` in ``[start_offset, end_offset)``, sorted by
+        name, ``page_size`` entries (objects and prefixes) a page.
+
+        Args:
+            bucket: bucket name.
+            prefix: only names starting with this.
+            delimiter: group names continuing past it into ``prefixes``.
+            start_offset: first name (inclusive).
+            end_offset: end (exclusive).
+            page_size: entries per page.
+
+        Returns:
+            An async iterator of ListPage; each page is read when asked for,
+            so objects written meanwhile after the last name seen appear.
+
+        Raises:
+            InvalidURL: a bad bucket (at once).
+            InvalidArgument: a setting of the wrong type (at once).
+            NotFound: no such bucket (while iterating).
+        """
+        list_args("list", bucket, prefix, delimiter=delimiter, start_offset=start_offset,
+                  end_offset=end_offset, page_size=page_size, scheme=SCHEME)
+        return self._pages(bucket, prefix, delimiter or None, start_offset, end_offset,
+                           page_size)
+
+    async def _pages(self, bucket: str, prefix: str, delimiter: str | None,
+                     start_offset: str | None, end_offset: str | None,
+                     page_size: int) -> AsyncIterator[ListPage]:
+        after: str | None = None
+        while True:
+            await asyncio.sleep(0)
+            store = self._bucket("list", bucket, prefix)
+            objects: builtins.list[ObjectInfo] = []
+            prefixes: builtins.list[str] = []
+            last: str | None = None
+            more = False
+            for key, obj in self._entries(store, prefix, delimiter, start_offset, end_offset,
+                                          after):
+                if len(objects) + len(prefixes) == page_size:
+                    more = True
+                    break
+                if obj is None:
+                    prefixes.append(key)
+                else:
+                    objects.append(_info(bucket, key, obj))
+                last = key
+            # The token is the last entry reported: the next page starts after it.
+            yield ListPage(objects=objects, prefixes=prefixes,
+                           next_page_token=last if more else None)
+            if not more:
+                return
+            after = last
+
+    @staticmethod
+    def _entries(store: _Bucket, prefix: str, delimiter: str | None, start_offset: str | None,
+                 end_offset: str | None, after: str | None) -> Iterator[tuple[str, _Object | None]]:
+        """(name, object) and (prefix, None) entries in name order, after ``after``."""
+        names = store.names
+        first = max(prefix, start_offset or "")
+        i = bisect_left(names, first)
+        group: str | None = None
+        while i < len(names):
+            name = names[i]
+            i += 1
+            if not name.startswith(prefix) or (end_offset is not None and name >= end_offset):
+                return  # sorted: the names under the prefix are one run, from ``first``
+            if delimiter:
+                cut = name.find(delimiter, len(prefix))
+                if cut >= 0:
+                    key = name[:cut + len(delimiter)]
+                    if key != group and (after is None or key > after):
+                        group = key
+                        yield key, None
+                    continue
+            if after is None or name > after:
+                yield name, store.objects[name]
+
+    def list_objects(self, bucket: str, prefix: str = "", *, start_offset: str | None = None,
+                     end_offset: str | None = None) -> AsyncIterator[ObjectInfo]:
+        """Every object of :meth:`list` (no delimiter), one by one.
+
+        Args:
+            bucket: bucket name.
+            prefix: only names starting with this.
+            start_offset: first name (inclusive).
+            end_offset: end (exclusive).
+
+        Returns:
+            An async iterator of ObjectInfo in name order.
+        """
+        return _objects(self.list(bucket, prefix, start_offset=start_offset,
+                                  end_offset=end_offset))
+
+    # -- reads ------------------------------------------------------------------
+
+    @overload
+    async def read(self, bucket: str, name: str, *, start: int = ..., end: int | None = ...,
+                   into: None = ..., generation: int | None = ...) -> bytes: ...
+
+    @overload
+    async def read(self, bucket: str, name: str, *, start: int = ..., end: int | None = ...,
+                   into: Buffer, generation: int | None = ...) -> int: ...
+
+    async def read(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
+                   into: Buffer | None = None, generation: int | None = None) -> bytes | int:
+        """The object's bytes ``[start, end)``, or their count when written ``into``.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            start: first byte.
+            end: end (exclusive); ``None`` reads to the end.
+            into: write the bytes here instead of returning them.
+            generation: only this version.
+
+        Returns:
+            The bytes, or their count.
+
+        Raises:
+            NotFound: no such object (or not that generation).
+            InvalidArgument: ``start`` past the end, or ``into`` too small.
+        """
+        read_args(bucket, name, start, end, into, generation, scheme=SCHEME)
+        if end is not None and end == start:
+            return b"" if into is None else 0
+        dest = None if into is None else memoryview(into).cast("B")
+        fetched = await self.fetch(bucket, name, start=start, end=end, into=dest,
+                                   generation=generation)
+        return fetched.count if fetched.data is None else fetched.data
+
+    async def fetch(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
+                    into: memoryview | None = None, generation: int | None = None,
+                    size: int | None = None, crc: int | None = None,
+                    want_crc: bool = False) -> Fetched:
+        """The engines' checked read (see :meth:`ObjectStore.fetch`).
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            start: first byte.
+            end: end (exclusive), or None.
+            into: destination buffer, or None.
+            generation: only this version.
+            size: the size the caller knows (a listing): another one fails.
+            crc: the crc32c the caller knows: a whole read that differs fails.
+            want_crc: also return the crc32c of the bytes read.
+
+        Returns:
+            Fetched.
+
+        Raises:
+            NotFound: no such object (or not that generation).
+            ChecksumMismatch: the object is not the one the caller knows
+                (size, or crc32c of a whole read).
+            InvalidArgument: ``start`` past the end, or ``into`` too small.
+        """
+        await asyncio.sleep(0)
+        where = describe("read", bucket, name, SCHEME)
+        obj = self._object("read", bucket, name, generation)
+        total = len(obj.data)
+        if size is not None and size != total:
+            raise ChecksumMismatch(f"{where} failed: {total} bytes, the caller expected "
+                                   f"{size}", operation="read", bucket=bucket, name=name)
+        if start > total or (start == total and total > 0):
+            raise InvalidArgument(f"{where}: start {start} is past the end ({total} bytes)")
+        stop = total if end is None else min(end, total)
+        count = stop - start
+        whole = start == 0 and stop == total
+        # The whole object is handed out as stored (bytes: nobody can change it).
+        view = obj.data if whole else memoryview(obj.data)[start:stop]
+        if whole and crc is not None and self.config.verify_crc32c and crc != obj.crc:
+            raise ChecksumMismatch(f"{where} failed: crc32c {encode_crc32c(obj.crc)} != "
+                                   f"expected {encode_crc32c(crc)}", operation="read",
+                                   bucket=bucket, name=name)
+        actual = None
+        if want_crc:
+            actual = obj.crc if whole else crc32c(view)
+        if into is None:
+            return Fetched(view if isinstance(view, bytes) else bytes(view), count, actual,
+                           total)
+        if len(into) < count:
+            raise InvalidArgument(f"{where}: into holds {len(into)} bytes, {count} needed")
+        into[:count] = view
+        return Fetched(None, count, actual, total)
+
+    # -- writes -----------------------------------------------------------------
+
+    async def write(self, bucket: str, name: str, data: bytes | bytearray | memoryview, *,
+                    content_type: str = "application/octet-stream",
+                    if_generation_match: int | None = None,
+                    metadata: dict[str, str] | None = None,
+                    resumable: bool | None = None) -> ObjectInfo:
+        """Store ``data`` as a new generation of the object, at once.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            data: the content (copied).
+            content_type: Content-Type to keep.
+            if_generation_match: precondition; 0 means "must not exist yet".
+            metadata: custom metadata.
+            resumable: ignored (one step either way).
+
+        Returns:
+            ObjectInfo of the new object, with its crc32c.
+
+        Raises:
+            NotFound: no such bucket.
+            PreconditionFailed: ``if_generation_match`` did not hold.
+        """
+        write_args(bucket, name, data, content_type, if_generation_match, metadata, resumable,
+                   scheme=SCHEME)
+        content = bytes(data)
+        await asyncio.sleep(0)
+        self._check_precondition("write", bucket, name, if_generation_match)
+        return self._publish("write", bucket, name, content, crc32c(content), content_type,
+                             metadata)
+
+    def start_upload(self, bucket: str, name: str, *,
+                     content_type: str = "application/octet-stream",
+                     part_size: int = 8 * 1024 * 1024) -> MemoryUpload:
+        """A streaming upload in parts (multipart, listed while open).
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            content_type: Content-Type of the final object.
+            part_size: size of every part but the last.
+
+        Returns:
+            The upload; nothing exists before its first part.
+        """
+        return MemoryUpload(self, bucket, name, content_type, part_size)
+
+    async def delete(self, bucket: str, name: str, *, generation: int | None = None,
+                     if_generation_match: int | None = None, missing_ok: bool = False) -> None:
+        """Delete the object (only that generation, if given).
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            generation: delete only this version (another is NotFound).
+            if_generation_match: precondition on the current version.
+            missing_ok: a missing object is success.
+
+        Raises:
+            NotFound: no such object or generation (unless ``missing_ok``).
+            PreconditionFailed: ``if_generation_match`` did not hold.
+        """
+        delete_args(bucket, name, generation, if_generation_match, missing_ok, scheme=SCHEME)
+        await asyncio.sleep(0)
+        try:
+            self._object("delete", bucket, name, generation)
+        except NotFound:
+            if missing_ok:
+                return
+            raise
+        self._check_precondition("delete", bucket, name, if_generation_match)
+        store = self._buckets[bucket]
+        del store.objects[name]
+        del store.names[bisect_left(store.names, name)]
+
+    async def copy(self, bucket: str, name: str, dest_bucket: str,
+                   dest_name: str) -> ObjectInfo:
+        """Copy an object (bytes, crc32c, content type and metadata).
+
+        Args:
+            bucket: source bucket.
+            name: source object.
+            dest_bucket: destination bucket.
+            dest_name: destination object.
+
+        Returns:
+            ObjectInfo of the copy (a new generation).
+
+        Raises:
+            NotFound: no such source, or no destination bucket.
+        """
+        read_args(bucket, name, 0, None, None, None, scheme=SCHEME)
+        read_args(dest_bucket, dest_name, 0, None, None, None, scheme=SCHEME)
+        await asyncio.sleep(0)
+        source = self._object("copy", bucket, name)
+        return self._publish("copy", dest_bucket, dest_name, source.data, source.crc,
+                             source.content_type, source.metadata)
+
+    async def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
+                      if_generation_match: int | None = None,
+                      content_type: str = "application/octet-stream") -> ObjectInfo:
+        """Concatenate up to 32 objects of ``bucket`` into ``destination``.
+
+        Args:
+            bucket: bucket name.
+            destination: name of the composite.
+            sources: names, ``(name, generation)`` pairs or ObjectInfo; a
+                known generation is a precondition (a replaced source fails).
+            if_generation_match: precondition on the destination.
+            content_type: Content-Type of the composite.
+
+        Returns:
+            ObjectInfo of the composite.
+
+        Raises:
+            InvalidArgument: zero or more than 32 sources.
+            NotFound: a source is missing.
+            PreconditionFailed: a source or the destination changed.
+            ChecksumMismatch: every source is an ObjectInfo with a crc32c and
+                the composite is not their concatenation (nothing is published).
+        """
+        compose_args(bucket, destination, sources, if_generation_match, content_type)
+        where = describe("compose", bucket, destination, SCHEME)
+        if not 1 <= len(sources) <= MAX_COMPOSE_SOURCES:
+            raise InvalidArgument(f"{where}: needs 1-{MAX_COMPOSE_SOURCES} sources, got "
+                                  f"{len(sources)}")
+        await asyncio.sleep(0)
+        pieces: builtins.list[bytes] = []
+        crc = 0
+        for src in sources:
+            src_name, gen = _source(src)
+            obj = self._object("compose", bucket, src_name)
+            if gen and obj.generation != gen:
+                raise PreconditionFailed(
+                    f"{where} failed: HTTP 412 conditionNotMet: source {src_name} is at "
+                    f"generation {obj.generation}, not {gen}", operation="compose",
+                    bucket=bucket, name=destination, status=412, reason="conditionNotMet")
+            pieces.append(obj.data)
+            crc = crc32c_combine(crc, obj.crc, len(obj.data))
+        self._check_precondition("compose", bucket, destination, if_generation_match)
+        data = b"".join(pieces)
+        expected = _composite(sources)
+        if expected is not None and expected != (len(data), crc):
+            raise ChecksumMismatch(
+                f"{where} failed: the sources hold {len(data)} bytes with crc32c "
+                f"{encode_crc32c(crc)}, the ObjectInfo given say {expected[0]} bytes with "
+                f"{encode_crc32c(expected[1])}; nothing was published", operation="compose",
+                bucket=bucket, name=destination)
+        return self._publish("compose", bucket, destination, data, crc, content_type, None)
+
+    # -- multipart primitives (features.multipart) --------------------------------
+
+    async def initiate_multipart(self, bucket: str, name: str, *,
+                                 content_type: str = "application/octet-stream") -> str:
+        """Open a multipart upload; nothing is visible until completion.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            content_type: Content-Type of the final object.
+
+        Returns:
+            The upload id.
+
+        Raises:
+            NotFound: no such bucket.
+        """
+        read_args(bucket, name, 0, None, None, None, scheme=SCHEME)
+        await asyncio.sleep(0)
+        return self._initiate(bucket, name, content_type)
+
+    def _initiate(self, bucket: str, name: str, content_type: str) -> str:
+        self._bucket("initiate multipart", bucket, name)
+        upload_id = uuid.uuid4().hex
+        self._uploads[upload_id] = _Upload(bucket, name, content_type, _now())
+        return upload_id
+
+    def _upload(self, op: str, bucket: str, name: str, upload_id: str) -> _Upload:
+        upload = self._uploads.get(upload_id)
+        if upload is None or (upload.bucket, upload.name) != (bucket, name):
+            raise NotFound(f"{describe(op, bucket, name, SCHEME)} failed: no upload "
+                           f"{upload_id!r}", operation=op, bucket=bucket, name=name,
+                           status=404, reason="NoSuchUpload")
+        return upload
+
+    async def upload_part(self, bucket: str, name: str, upload_id: str, part_number: int,
+                          data: bytes | bytearray | memoryview,
+                          checksum: int | None = None) -> PartInfo:
+        """Store one part (replacing an earlier one of the same number).
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            upload_id: from :meth:`initiate_multipart`.
+            part_number: 1..10000.
+            data: the part (copied).
+            checksum: its crc32c, checked if given.
+
+        Returns:
+            PartInfo with the part's ETag.
+
+        Raises:
+            InvalidArgument: part number out of range.
+            ChecksumMismatch: ``checksum`` is not the data's crc32c.
+            NotFound: no such upload.
+        """
+        check_int("upload part", "part_number", part_number, minimum=1)
+        content = bytes(data)
+        await asyncio.sleep(0)
+        return self._put_part("upload part", bucket, name, upload_id, part_number, content,
+                              checksum)
+
+    def _put_part(self, op: str, bucket: str, name: str, upload_id: str, number: int,
+                  content: bytes, checksum: int | None) -> PartInfo:
+        where = describe(op, bucket, name, SCHEME)
+        if not 1 <= number <= MAX_PARTS:
+            raise InvalidArgument(f"{where}: part number {number} is outside 1-{MAX_PARTS}")
+        upload = self._upload(op, bucket, name, upload_id)
+        actual = crc32c(content)
+        if checksum is not None and checksum != actual:
+            # What a server checking x-goog-hash answers (400 BadDigest).
+            raise ChecksumMismatch(f"{where} failed: part {number} has crc32c "
+                                   f"{encode_crc32c(actual)}, sent with "
+                                   f"{encode_crc32c(checksum)}", operation=op, bucket=bucket,
+                                   name=name)
+        etag = f'"{actual:08x}-{len(content)}"'
+        upload.parts[number] = (content, etag)
+        return PartInfo(number, etag, len(content))
+
+    async def complete_multipart(self, bucket: str, name: str, upload_id: str,
+                                 parts: Sequence[PartInfo]) -> dict[str, str]:
+        """Publish the object from the parts listed, in part-number order.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            upload_id: the upload.
+            parts: the parts to join (number and ETag as uploaded).
+
+        Returns:
+            ``x-goog-hash`` and ``x-goog-generation``, as the GCS client returns.
+
+        Raises:
+            NotFound: no such upload.
+            InvalidRequest: no parts, parts out of order, or one not uploaded.
+        """
+        await asyncio.sleep(0)
+        upload = self._upload("complete multipart", bucket, name, upload_id)
+        data = self._assemble("complete multipart", upload, parts)
+        info = self._finish_upload(upload_id, upload, data, crc32c(data))
+        return {"x-goog-hash": f"crc32c={encode_crc32c(info.crc32c or 0)}",
+                "x-goog-generation": str(info.generation)}
+
+    def _assemble(self, op: str, upload: _Upload, parts: Sequence[PartInfo]) -> bytes:
+        where = describe(op, upload.bucket, upload.name, SCHEME)
+
+        def invalid(detail: str, reason: str) -> InvalidRequest:
+            return InvalidRequest(f"{where} failed: {detail}", operation=op,
+                                  bucket=upload.bucket, name=upload.name, status=400,
+                                  reason=reason)
+
+        if not parts:
+            raise invalid("no parts", "MalformedXML")
+        numbers = [p.number for p in parts]
+        if numbers != sorted(set(numbers)):
+            raise invalid("parts not in ascending order", "InvalidPartOrder")
+        pieces = []
+        for part in parts:
+            stored = upload.parts.get(part.number)
+            if stored is None or stored[1] != part.etag:
+                raise invalid(f"part {part.number} was not uploaded as listed", "InvalidPart")
+            pieces.append(stored[0])
+        return b"".join(pieces)
+
+    def _finish_upload(self, upload_id: str, upload: _Upload, data: bytes,
+                       crc: int) -> ObjectInfo:
+        info = self._publish("write", upload.bucket, upload.name, data, crc,
+                             upload.content_type, None)
+        del self._uploads[upload_id]
+        return info
+
+    async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
+        """Drop an open upload and its parts.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            upload_id: the upload.
+
+        Raises:
+            NotFound: no such upload.
+        """
+        await asyncio.sleep(0)
+        self._upload("abort multipart", bucket, name, upload_id)
+        del self._uploads[upload_id]
+
+    async def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
+        """The parts uploaded so far.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            upload_id: the upload.
+
+        Returns:
+            PartInfo in part-number order.
+
+        Raises:
+            NotFound: no such upload.
+        """
+        await asyncio.sleep(0)
+        upload = self._upload("list parts", bucket, name, upload_id)
+        return [PartInfo(number, etag, len(data))
+                for number, (data, etag) in sorted(upload.parts.items())]
+
+    async def list_multipart_uploads(self, bucket: str,
+                                     prefix: str = "") -> builtins.list[MultipartUploadInfo]:
+        """Open uploads (for cleaning up after killed writers).
+
+        Args:
+            bucket: bucket name.
+            prefix: only uploads of names starting with this.
+
+        Returns:
+            MultipartUploadInfo per open upload, by name.
+
+        Raises:
+            NotFound: no such bucket.
+        """
+        list_args("list uploads", bucket, prefix, scheme=SCHEME)
+        await asyncio.sleep(0)
+        self._bucket("list uploads", bucket, prefix)
+        found = [MultipartUploadInfo(u.bucket, u.name, upload_id, u.initiated)
+                 for upload_id, u in self._uploads.items()
+                 if u.bucket == bucket and u.name.startswith(prefix)]
+        return sorted(found, key=lambda u: (u.name, u.initiated, u.upload_id))
+
+
+class MemoryUpload:
+    """A streaming upload of :class:`MemoryStore` (a
+    :class:`~aioflux._core.store.PartUpload`): parts go into a multipart
+    upload opened on the first one; :meth:`finish` checks the joined bytes
+    against the writer's crc32c and length before publishing them, so an
+    upload that lost or garbled a part publishes nothing."""
+
+    def __init__(self, store: MemoryStore, bucket: str, name: str, content_type: str,
+                 part_size: int) -> None:
+        self._store = store
+        self.bucket = bucket
+        self.name = name
+        self.content_type = content_type
+        self.part_size = part_size
+        self.mode = ""
+        self.upload_id: str | None = None
+        self._numbers: set[int] = set()
+
+    async def put(self, number: int, data: memoryview, checksum: int | None = None) -> None:
+        """Store part ``number`` (1-based); ``checksum`` is checked if given.
+
+        Raises:
+            ChecksumMismatch: ``checksum`` is not the part's crc32c.
+            InvalidArgument: the upload was finished or aborted.
+        """
+        content = bytes(data)
+        await asyncio.sleep(0)
+        if self.upload_id is None:
+            if self.mode:
+                raise InvalidArgument(f"{describe('write', self.bucket, self.name, SCHEME)}: "
+                                      f"the upload is {self.mode}")
+            # Opened in this same step: concurrent first parts share it.
+            self.upload_id = self._store._initiate(self.bucket, self.name, self.content_type)
+        self._store._put_part("write", self.bucket, self.name, self.upload_id, number, content,
+                              checksum)
+        self._numbers.add(number)
+
+    async def finish(self, last_number: int, tail: memoryview | None, expected: Crc32c,
+                     tail_checksum: int | None = None) -> ObjectInfo:
+        """Publish parts ``1..last_number`` (``tail`` is the last; the whole
+        object when no part was put), if they match ``expected``.
+
+        Returns:
+            ObjectInfo of the published object.
+
+        Raises:
+            ChecksumMismatch: the joined bytes differ from ``expected`` in
+                length or crc32c (nothing is published; :meth:`abort` drops
+                the upload).
+            InvalidRequest: a part of ``1..last_number`` is missing.
+        """
+        where = describe("write", self.bucket, self.name, SCHEME)
+        if self.upload_id is None and last_number == 1 and not self.mode:
+            self.mode = "single"
+            data = bytes(tail or b"")
+            self._check(where, len(data), crc32c(data), expected)
+            await asyncio.sleep(0)
+            return self._store._publish("write", self.bucket, self.name, data, expected.value,
+                                        self.content_type, None)
+        if tail is not None and len(tail):
+            await self.put(last_number, tail, tail_checksum)
+        if self.upload_id is None:
+            raise InvalidArgument(f"{where}: the upload is {self.mode or 'not started'}")
+        self.mode = "multipart"
+        store = self._store
+        upload = store._upload("write", self.bucket, self.name, self.upload_id)
+        missing = sorted(set(range(1, last_number + 1)) - self._numbers)
+        if missing:
+            raise InvalidRequest(f"{where} failed: parts {missing[:5]} of 1-{last_number} "
+                                 "were never put", operation="write", bucket=self.bucket,
+                                 name=self.name, reason="InvalidPart")
+        data = b"".join(upload.parts[n][0] for n in range(1, last_number + 1))
+        crc = crc32c(data)
+        self._check(where, len(data), crc, expected)
+        upload_id, self.upload_id = self.upload_id, None
+        return store._finish_upload(upload_id, upload, data, crc)
+
+    def _check(self, where: str, length: int, crc: int, expected: Crc32c) -> None:
+        if (length, crc) != (expected.length, expected.value):
+            raise ChecksumMismatch(
+                f"{where} failed: the parts hold {length} bytes with crc32c "
+                f"{encode_crc32c(crc)}, written were {expected.length} with "
+                f"{encode_crc32c(expected.value)}; nothing was published",
+                operation="write", bucket=self.bucket, name=self.name)
+
+    async def abort(self) -> None:
+        """Drop the upload; nothing is published. Safe to call twice."""
+        upload_id, self.upload_id = self.upload_id, None
+        self.mode = self.mode or "aborted"
+        if upload_id is not None:
+            self._store._uploads.pop(upload_id, None)
+
+
+def _info(bucket: str, name: str, obj: _Object) -> ObjectInfo:
+    return ObjectInfo(bucket, name, len(obj.data), obj.generation, obj.crc,
+                      metageneration=1, content_type=obj.content_type, updated=obj.updated,
+                      metadata=dict(obj.metadata) if obj.metadata else NO_METADATA,
+                      scheme=SCHEME)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _source(src: SourceSpec) -> tuple[str, int | None]:
+    if isinstance(src, str):
+        return src, None
+    if isinstance(src, ObjectInfo):
+        return src.name, src.generation or None
+    return src[0], src[1]
+
+
+def _composite(sources: Sequence[SourceSpec]) -> tuple[int, int] | None:
+    size = crc = 0
+    for src in sources:
+        if not isinstance(src, ObjectInfo) or src.crc32c is None:
+            return None
+        crc = crc32c_combine(crc, src.crc32c, src.size)
+        size += src.size
+    return size, crc
+
+
+async def _objects(pages: AsyncIterator[ListPage]) -> AsyncIterator[ObjectInfo]:
+    async for page in pages:
+        for obj in page.objects:
+            yield obj
+
+
+if TYPE_CHECKING:
+    def _conforms(store: MemoryStore, upload: MemoryUpload) -> tuple[ObjectStore, PartUpload]:
+        # mypy checks here that the classes satisfy the protocols they serve.
+        return store, upload
