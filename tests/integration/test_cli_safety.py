@@ -234,7 +234,10 @@ def test_sigint_stops_a_download_of_many_files(slow: Emulator, slow_bucket: str,
 def test_sigint_removes_the_temporary_file_of_a_large_download(slow: Emulator,
                                                                slow_bucket: str,
                                                                tmp_path: Path) -> None:
-    slow.store.put(slow_bucket, "big.bin", os.urandom(_BIG))
+    # Nine 8 MiB ranges: the first eight arrive together (~8 s at 1 MB/s) and
+    # create the temporary file; the ninth is still on its way when SIGINT
+    # comes (with fewer, all ranges land at once and the copy ends at once).
+    slow.store.put(slow_bucket, "big.bin", os.urandom(9 * 8 * 1024 * 1024))
     target = tmp_path / "big.bin"
     proc = _start_cp(slow, f"gs://{slow_bucket}/big.bin", str(target))
     # The local store writes .big.bin.aioflux-tmp-<id> and renames it when complete.
