@@ -143,11 +143,11 @@ def _rm_args(parser: argparse.ArgumentParser) -> None:
     add_client_arguments(parser)
 
 
-Target = tuple[ObjectStore, str, str, int | None]
+_Target = tuple[ObjectStore, str, str, int | None]
 
 
-async def _rm_targets(stores: Stores, urls: list[StoreURL], recursive: bool) -> list[Target]:
-    targets: list[Target] = []
+async def _rm_targets(stores: Stores, urls: list[StoreURL], recursive: bool) -> list[_Target]:
+    targets: list[_Target] = []
     for url in urls:
         bucket, name = url
         store = stores(url)
