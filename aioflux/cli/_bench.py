@@ -24,7 +24,7 @@ from .._core.config import ClientConfig
 from .._core.portal import call
 from ..gcs._client import AsyncClient
 from ..testing._subprocess import emulator_process
-from ._common import add_client_arguments, emit_json, human, int_at_least, url_arg
+from ._common import add_client_arguments, emit_json, gs_url_arg, human, int_at_least
 from ._png import bar_chart_png
 from ._registry import UsageError, command
 
@@ -52,7 +52,7 @@ class Result:
 
 
 def _args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", nargs="?", type=url_arg,
+    parser.add_argument("url", nargs="?", type=gs_url_arg,
                         help="gs://bucket[/prefix] (default: the bundled emulator)")
     parser.add_argument("--ops", default=",".join(OPS), help=f"comma list of {', '.join(OPS)}")
     parser.add_argument("--objects", type=int_at_least(1), default=1000,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._core.errors import AiofluxError, InvalidArgument
-from ._common import add_client_arguments, emit_json, human, make_client, url_arg
+from ._common import add_client_arguments, emit_json, human, portal_store, url_arg
 from ._registry import command
 
 __all__: list[str] = []
@@ -26,7 +26,9 @@ def _ckpt_args(parser: argparse.ArgumentParser) -> None:
     for action, text in (("list", "complete checkpoints, oldest first"),
                          ("history", "every recorded save, oldest first")):
         p = sub.add_parser(action, help=text, description=text)
-        p.add_argument("root", type=url_arg, help="gs://bucket/prefix of the CheckpointManager")
+        p.add_argument("root", type=url_arg,
+                       help="root of the CheckpointManager: gs://bucket/prefix, file:///path "
+                            "or a local path")
         p.add_argument("--json", action="store_true", help="one JSON document")
         add_client_arguments(p)
 
@@ -80,14 +82,15 @@ def _history(store: Any, as_json: bool) -> None:
             "ERROR"), rows, right={0, 2, 3, 4, 5, 6})
 
 
-@command("ckpt", "Inspect checkpoints under gs://bucket/prefix (list, history).", _ckpt_args)
+@command("ckpt", "Inspect a CheckpointManager's root on any store (list, history).",
+         _ckpt_args)
 def _ckpt(args: argparse.Namespace) -> int:
     from ..torch._retention import CheckpointStore
 
     bucket, prefix = args.root
     prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
-    with make_client(args) as client:
-        store = CheckpointStore(client.aio, bucket, prefix)
+    with portal_store(args, args.root) as client:
+        store = CheckpointStore(client, bucket, prefix)
         if args.action == "list":
             _list(store, args.json)
         else:

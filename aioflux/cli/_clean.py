@@ -1,5 +1,7 @@
-"""``aioflux clean gs://bucket[/prefix]``: delete leftover composites and
-abort open multipart uploads that interrupted processes left behind.
+"""``aioflux clean URL``: delete leftover composites and abort open multipart
+uploads that interrupted processes left behind, on any store: on the local
+filesystem the open uploads are the temporary files of writes that never
+finished (a killed ``torch.save``), which the store reports as such.
 
 Only leftovers older than ``--older-than`` (default 24 h, see
 :data:`aioflux._engines.clean.DEFAULT_OLDER_THAN`) are touched, so a checkpoint
@@ -13,8 +15,9 @@ import argparse
 import asyncio
 import re
 
+from .._core.urls import format_url
 from .._engines.clean import DEFAULT_OLDER_THAN, CleanReport, clean_bucket
-from ._common import add_client_arguments, async_client, url_arg
+from ._common import Stores, add_client_arguments, url_arg
 from ._registry import command
 
 __all__: list[str] = []
@@ -39,7 +42,8 @@ def _show(seconds: float) -> str:
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", type=url_arg, help="gs://bucket or gs://bucket/prefix")
+    parser.add_argument("url", type=url_arg,
+                        help="gs://bucket[/prefix], file:///path or a local path")
     parser.add_argument("--dry-run", action="store_true", help="report, change nothing")
     parser.add_argument("--older-than", type=duration_arg, default=DEFAULT_OLDER_THAN,
                         metavar="AGE",
@@ -50,12 +54,13 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     add_client_arguments(parser)
 
 
-def _print(report: CleanReport) -> None:
+def _print(report: CleanReport, scheme: str) -> None:
     verb = ("would delete", "would abort") if report.dry_run else ("deleted", "aborted")
     for url in report.composites:
         print(f"{verb[0]} {url}")
     for upload in report.uploads:
-        print(f"{verb[1]} upload {upload.upload_id} of gs://{upload.bucket}/{upload.name}")
+        print(f"{verb[1]} upload {upload.upload_id} of "
+              f"{format_url(scheme, upload.bucket, upload.name)}")
     for skipped in report.skipped:
         age = "of unknown age" if skipped.age is None else f"{_show(round(skipped.age))} old"
         print(f"skipped {skipped.what}: {age}, younger than --older-than "
@@ -73,10 +78,10 @@ def _print(report: CleanReport) -> None:
          _configure)
 def _run(args: argparse.Namespace) -> int:
     async def run() -> CleanReport:
-        async with async_client(args) as client:
-            return await clean_bucket(client, args.url.bucket, args.url.name,
+        async with Stores(args) as stores:
+            return await clean_bucket(stores(args.url), args.url.bucket, args.url.name,
                                       dry_run=args.dry_run, older_than=args.older_than)
 
     report = asyncio.run(run())
-    _print(report)
+    _print(report, args.url.scheme)
     return 0 if report.ok else 1

@@ -1,34 +1,48 @@
-"""Helpers shared by CLI commands: clients, argument types, output, progress,
+"""Helpers shared by CLI commands: stores, argument types, output, progress,
 and the URL rule every command follows.
+
+A URL is ``gs://bucket/name``, ``file:///path`` or a plain path (the local
+filesystem, the same store as ``file://``); its scheme picks the store
+(:func:`aioflux._api.stores.store_for_url`).
 
 The URL rule (``gcloud storage`` / ``gsutil``): ``gs://bucket/a`` names the
 object ``a`` and the "folder" ``a/`` (every object whose name starts with
 ``a/``), never ``a2`` or ``acopy/x``. ``gs://bucket/a/`` names only the
-folder, and ``gs://bucket`` the whole bucket.
+folder, and ``gs://bucket`` the whole bucket. On the filesystem ``dir``
+names the file ``dir`` or everything under the directory ``dir/``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+from .._api.stores import store_for_url
 from .._api.sync import Client
 from .._core.config import DEFAULT_MAX_CONCURRENCY, ClientConfig
 from .._core.errors import NotFound
+from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
-from .._core.urls import GcsURL, parse_url
+from .._core.urls import SCHEMES, StoreURL, parse_url
 from ..gcs._client import AsyncClient
+from ..local._store import LocalStore
 
-__all__ = ["Progress", "add_client_arguments", "async_client", "emit_json", "endpoint_arg",
-           "folder_prefix", "human", "int_at_least", "list_named", "make_client",
-           "scheme_of", "url_arg"]
+__all__ = ["SERVED_SCHEMES", "Progress", "Stores", "add_client_arguments", "emit_json",
+           "endpoint_arg", "folder_prefix", "gs_url_arg", "human", "int_at_least",
+           "list_named", "portal_store", "url_arg"]
+
+# Schemes with a backend in this version (aioflux._api.stores builds one for
+# each); the other SCHEMES parse but have none yet.
+SERVED_SCHEMES = ("gs", "file")
+_USE = "use gs://, file:// or a local path"
 
 # "s3://x", "https://x": a URL with a scheme, as opposed to a local path.
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -93,42 +107,106 @@ def add_client_arguments(parser: argparse.ArgumentParser) -> None:
         parser: the subcommand parser.
     """
     parser.add_argument("--endpoint", type=endpoint_arg, metavar="URL",
-                        help="API root, e.g. http://127.0.0.1:9023 or 127.0.0.1:9023 "
-                             "(default: STORAGE_EMULATOR_HOST, else GCS)")
+                        help="API root for gs:// URLs, e.g. http://127.0.0.1:9023 or "
+                             "127.0.0.1:9023 (default: STORAGE_EMULATOR_HOST, else GCS)")
     parser.add_argument("--concurrency", type=int_at_least(1), default=DEFAULT_MAX_CONCURRENCY,
-                        help=f"requests in flight (default {DEFAULT_MAX_CONCURRENCY})")
+                        help=f"requests (or file operations) in flight (default "
+                             f"{DEFAULT_MAX_CONCURRENCY})")
 
 
-def make_client(args: argparse.Namespace) -> Client:
-    """A sync Client from the common flags.
+def _config(args: argparse.Namespace) -> ClientConfig:
+    return ClientConfig(max_concurrency=args.concurrency)
+
+
+def _own_store(args: argparse.Namespace, scheme: str) -> ObjectStore | None:
+    """The store the common flags make for ``scheme`` (None: no backend, so
+    that :func:`store_for_url` names what is missing)."""
+    if scheme == "gs":
+        return AsyncClient(_config(args), endpoint=args.endpoint)
+    if scheme == "file":
+        return LocalStore(_config(args))
+    return None
+
+
+class Stores:
+    """The stores a command's URLs are on, one per scheme, built from the
+    common flags when a URL first needs one (``ls /tmp`` never builds a GCS
+    client). Use it as an async context manager on the command's event loop.
+
+    Args:
+        args: parsed arguments (``--endpoint``, ``--concurrency``).
+    """
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+        self._made: dict[str, ObjectStore] = {}
+
+    def __call__(self, url: StoreURL) -> ObjectStore:
+        """The store serving ``url``.
+
+        Args:
+            url: a parsed URL.
+
+        Returns:
+            The store.
+
+        Raises:
+            InvalidArgument: no backend serves its scheme.
+        """
+        store = self._made.get(url.scheme)
+        if store is None:
+            store, _ = store_for_url(str(url), _own_store(self._args, url.scheme))
+            self._made[url.scheme] = store
+        return store
+
+    async def __aenter__(self) -> Stores:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for store in self._made.values():
+            await store.aclose()
+
+
+@contextlib.contextmanager
+def portal_store(args: argparse.Namespace, url: StoreURL) -> Iterator[ObjectStore]:
+    """The store serving ``url`` for blocking engines that drive it on the
+    portal loop (``aioflux.open``, ``CheckpointStore``); closed on exit.
 
     Args:
         args: parsed arguments.
+        url: a parsed URL.
 
-    Returns:
-        The Client.
+    Yields:
+        The store.
     """
-    return Client(ClientConfig(max_concurrency=args.concurrency), endpoint=args.endpoint)
+    if url.scheme == "gs":
+        with Client(_config(args), endpoint=args.endpoint) as client:
+            yield store_for_url(str(url), client)[0]
+    else:
+        yield store_for_url(str(url), _own_store(args, url.scheme))[0]
 
 
-def async_client(args: argparse.Namespace) -> AsyncClient:
-    """An AsyncClient from the common flags (for commands that run one event loop).
-
-    Args:
-        args: parsed arguments.
-
-    Returns:
-        The AsyncClient; close it with ``aclose()`` or ``async with``.
-    """
-    return AsyncClient(ClientConfig(max_concurrency=args.concurrency), endpoint=args.endpoint)
-
-
-def url_arg(value: str) -> GcsURL:
-    """argparse type for gs:// URLs (a bad URL is a usage error, exit 2)."""
+def url_arg(value: str) -> StoreURL:
+    """argparse type: a URL of a store this version serves (``gs://``,
+    ``file://`` or a local path); anything else is a usage error (exit 2)."""
+    scheme = scheme_of(value)
+    if scheme is not None and scheme not in SERVED_SCHEMES:
+        if scheme in SCHEMES:
+            raise argparse.ArgumentTypeError(
+                f"{value!r}: {scheme}:// has no storage backend in this version of aioflux "
+                f"({_USE})")
+        raise argparse.ArgumentTypeError(f"{value!r}: unknown URL scheme {scheme}:// ({_USE})")
     try:
         return parse_url(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def gs_url_arg(value: str) -> StoreURL:
+    """argparse type for commands that run only against GCS: a ``gs://`` URL."""
+    if scheme_of(value) != "gs":
+        raise argparse.ArgumentTypeError(f"expected a gs:// URL, got {value!r}")
+    return url_arg(value)
 
 
 def folder_prefix(name: str) -> str:
@@ -136,12 +214,12 @@ def folder_prefix(name: str) -> str:
     return name if not name or name.endswith("/") else name + "/"
 
 
-async def list_named(client: AsyncClient, url: GcsURL) -> AsyncIterator[ObjectInfo]:
+async def list_named(store: ObjectStore, url: StoreURL) -> AsyncIterator[ObjectInfo]:
     """Every object ``url`` names under the URL rule: the object ``name``
     itself (unless the name ends in ``/``) and everything under ``name/``.
 
     Args:
-        client: the client.
+        store: the store of ``url``.
         url: the URL.
 
     Yields:
@@ -152,10 +230,10 @@ async def list_named(client: AsyncClient, url: GcsURL) -> AsyncIterator[ObjectIn
         # A listing of prefix "a" would also return "a2" and "acopy/x": look
         # up the exact name, then list the folder.
         try:
-            yield await client.stat(bucket, name)
+            yield await store.stat(bucket, name)
         except NotFound:
             pass  # no such object (a missing bucket fails the listing below)
-    async for obj in client.list_objects(bucket, folder_prefix(name)):
+    async for obj in store.list_objects(bucket, folder_prefix(name)):
         yield obj
 
 

@@ -1,10 +1,18 @@
-"""``aioflux cp``: local <-> gs:// and gs:// -> gs://, parallel, with progress.
+"""``aioflux cp``: copy between any two stores (``gs://``, ``file://`` and
+local paths, which are the same filesystem store), parallel, with progress.
 
-Files above ``STREAM_THRESHOLD`` stream through the multipart writer or
-parallel ranged reads (bounded memory); smaller ones go in one request.
-``-j`` files are copied at once. Everything runs on one event loop, so
-Ctrl-C cancels every transfer at once: open multipart uploads and resumable
-sessions are aborted, ``*.aioflux-partial`` files removed, and nothing is
+Within GCS the server copies. Otherwise objects up to ``STREAM_THRESHOLD``
+go in one read and one write (a file copy, within the filesystem), and
+larger ones stream: ranged reads of ``_CHUNK`` bytes, ``_RANGES_IN_FLIGHT``
+at once and in order, into the destination's streaming writer
+(:class:`~aioflux._engines.async_writer.AsyncObjectWriter`), so one file
+holds about 136 MiB at most (parts grow only past 80 GB, to stay within
+the store's part count), and the crc32c of what was read is checked against
+the source's before anything is published.
+
+``-j`` files are copied at once, all on one event loop, so Ctrl-C cancels
+every transfer at once: multipart uploads and resumable sessions are
+aborted, the destination's temporary files removed, and nothing is
 published but files that had finished (exit 130).
 """
 
@@ -15,23 +23,23 @@ import asyncio
 import os
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
-from .._core.crc import crc32c, crc32c_combine, encode_crc32c
+from .._core.crc import crc32c_combine, encode_crc32c
 from .._core.errors import ChecksumMismatch, NotFound
+from .._core.options import WriterOptions
+from .._core.store import Fetched, ObjectStore, StoreFeatures
 from .._core.types import ObjectInfo
-from .._core.urls import GcsURL, parse_url
-from .._core.window import gather_bounded
+from .._core.urls import StoreURL
+from .._core.window import gather_bounded, window
 from .._engines.async_writer import AsyncObjectWriter
-from ..gcs._client import AsyncClient
 from ._common import (
     Progress,
+    Stores,
     add_client_arguments,
-    async_client,
     folder_prefix,
     int_at_least,
     list_named,
-    scheme_of,
+    url_arg,
 )
 from ._registry import UsageError, command
 
@@ -39,34 +47,20 @@ __all__: list[str] = []
 
 STREAM_THRESHOLD = 16 * 1024 * 1024
 _CHUNK = 8 * 1024 * 1024
-# Ranged GETs in flight per large download: 8 x 8 MiB bounds the memory of
-# one file at 64 MiB while keeping several connections busy.
+# Ranged reads in flight per streamed file: 8 x 8 MiB keeps several
+# connections busy and bounds the reads of one file at 64 MiB; the writer
+# adds its parts (8 MiB x 9).
 _RANGES_IN_FLIGHT = 8
-PARTIAL_SUFFIX = ".aioflux-partial"
-
-
-def _location(value: str) -> str:
-    """argparse type: a local path or a valid gs:// URL; other schemes are usage errors."""
-    scheme = scheme_of(value)
-    if scheme is None:
-        return value
-    if scheme != "gs":
-        raise argparse.ArgumentTypeError(
-            f"unsupported URL scheme {scheme}:// in {value!r}: only gs:// and local paths")
-    try:
-        parse_url(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-    return value
 
 
 def _args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("src", type=_location, help="local path or gs://bucket/name")
-    parser.add_argument("dst", type=_location, help="local path or gs://bucket/name")
+    where = "gs://bucket/name, file:///path or a local path"
+    parser.add_argument("src", type=url_arg, help=where)
+    parser.add_argument("dst", type=url_arg, help=where)
     parser.add_argument("-r", "--recursive", action="store_true",
-                        help="copy a directory, or the folder a URL names: gs://b/a copies "
-                             "everything under 'a/' (never 'a2' or 'acopy/'), or the object "
-                             "'a' when there is no such folder")
+                        help="copy the folder a URL names: gs://b/a (or the directory a) "
+                             "copies everything under 'a/' (never 'a2' or 'acopy/'), or the "
+                             "object 'a' when there is no such folder")
     parser.add_argument("-j", "--jobs", type=int_at_least(1), default=8,
                         help="files copied at once (default 8)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -76,50 +70,52 @@ def _args(parser: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class _Item:
-    src: str
-    dst: str
-    size: int
-    info: ObjectInfo | None = None  # the source object, when it is one
+    src: ObjectInfo  # the source object, as stat or the listing saw it
+    dst: StoreURL
+
+    @property
+    def src_url(self) -> StoreURL:
+        return StoreURL(self.src.bucket, self.src.name, self.src.scheme)
 
 
-def _is_gs(path: str) -> bool:
-    return path.startswith("gs://")
+async def _plan(stores: Stores, src: StoreURL, dst: StoreURL, recursive: bool) -> list[_Item]:
+    """What to copy: every source object with its destination."""
+    store = stores(src)
+    if recursive:
+        return await _plan_folder(store, src, dst)
+    if not src.name or src.name.endswith("/"):
+        raise UsageError(f"{src} names a bucket or folder; use -r")
+    try:
+        info = await store.stat(src.bucket, src.name)
+    except NotFound as missing:
+        try:
+            folder = await _first(store, src)
+        except NotFound:
+            raise missing from None
+        if folder:  # a directory, or a folder of objects
+            raise UsageError(f"{src} names a folder; use -r") from None
+        raise
+    return [_Item(info, _into(dst, src.name.rsplit("/", 1)[-1]))]
 
 
-async def _plan(client: AsyncClient, src: str, dst: str, recursive: bool) -> list[_Item]:
-    """What to copy: every file or object with its destination and size."""
-    if _is_gs(src):
-        url = parse_url(src)
-        if recursive:
-            return await _plan_objects(client, url, dst)
-        if not url.name or url.name.endswith("/"):
-            raise UsageError(f"{src} names a bucket or folder; use -r")
-        info = await client.stat(url.bucket, url.name)
-        return [_Item(src, _into(dst, url.name.rsplit("/", 1)[-1]), info.size, info)]
-    path = Path(src)
-    if not path.exists():
-        raise NotFound(f"cp {src}: no such file or directory", operation="cp")
-    if path.is_dir():
-        if not recursive:
-            raise UsageError(f"{src} is a directory; use -r")
-        files = sorted(p for p in path.rglob("*") if p.is_file())
-        return [_Item(str(p), _join(dst, p.relative_to(path).as_posix()), p.stat().st_size)
-                for p in files]
-    return [_Item(src, _into(dst, path.name), path.stat().st_size)]
+async def _first(store: ObjectStore, url: StoreURL) -> list[ObjectInfo]:
+    async for page in store.list(url.bucket, folder_prefix(url.name), page_size=1):
+        return page.objects[:1]
+    return []
 
 
-async def _plan_objects(client: AsyncClient, url: GcsURL, dst: str) -> list[_Item]:
+async def _plan_folder(store: ObjectStore, url: StoreURL, dst: StoreURL) -> list[_Item]:
     prefix = folder_prefix(url.name)
     exact: ObjectInfo | None = None
     items: list[_Item] = []
-    async for obj in list_named(client, url):
+    async for obj in list_named(store, url):
         if obj.name == url.name:
             exact = obj
         else:
-            items.append(_Item(obj.url, _join(dst, obj.name[len(prefix):]), obj.size, obj))
+            items.append(_Item(obj, dst.join(obj.name[len(prefix):])))
     if exact is not None:
         if not items:
-            return [_Item(exact.url, _into(dst, url.name.rsplit("/", 1)[-1]), exact.size, exact)]
+            return [_Item(exact, _into(dst, url.name.rsplit("/", 1)[-1]))]
         # The folder's contents land in dst itself: the object 'a' has no
         # place there that could not collide with them.
         print(f"aioflux cp: skipped {exact.url}: an object and a folder share the name; "
@@ -130,110 +126,85 @@ async def _plan_objects(client: AsyncClient, url: GcsURL, dst: str) -> list[_Ite
     return items
 
 
-def _join(base: str, rel: str) -> str:
-    if _is_gs(base):
-        return str(parse_url(base).join(rel))
-    return str(Path(base) / rel)
-
-
-def _into(dst: str, basename: str) -> str:
+def _into(dst: StoreURL, basename: str) -> StoreURL:
     # "cp x gs://b", "cp x gs://b/dir/" and "cp gs://b/x localdir" keep the
     # source's base name.
-    if _is_gs(dst):
-        url = parse_url(dst)
-        return str(url.join(basename)) if not url.name or url.name.endswith("/") else dst
-    return str(Path(dst) / basename) if Path(dst).is_dir() or dst.endswith(os.sep) else dst
+    if not dst.name or dst.name.endswith("/"):
+        return dst.join(basename)
+    if dst.scheme == "file" and os.path.isdir(f"/{dst.bucket}/{dst.name}"):
+        return dst.join(basename)
+    return dst
 
 
-async def _upload(client: AsyncClient, item: _Item, progress: Progress) -> None:
-    bucket, name = parse_url(item.dst, require_object=True)
-    if item.size <= STREAM_THRESHOLD:
-        # One request: cancelled mid-body, the server publishes nothing.
-        await client.write(bucket, name, Path(item.src).read_bytes(), resumable=False)
-        progress.add(item.size)
-        return
-    # On any exception, cancellation included, the writer aborts its upload.
-    async with AsyncObjectWriter(client, bucket, name) as out:
-        with open(item.src, "rb") as f:
-            while chunk := f.read(_CHUNK):
-                await out.write(chunk)
-                progress.add(len(chunk))
+def _writer_options(size: int, features: StoreFeatures) -> WriterOptions:
+    """Parts of ``_CHUNK`` (one ranged read each), larger where the store's
+    smallest part or its part count limit needs it, on its granularity."""
+    part = max(_CHUNK, features.min_part_size, -(-size // features.max_parts))
+    part = -(-part // features.part_granularity) * features.part_granularity
+    return WriterOptions(part_size=part)
 
 
-async def _download(client: AsyncClient, item: _Item, progress: Progress) -> None:
-    assert item.info is not None
-    info = item.info
-    target = Path(item.dst)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + PARTIAL_SUFFIX)
-    try:
-        # Written under a temporary name and renamed when complete, so an
-        # interrupted copy never leaves a truncated file at the target.
-        if info.size <= STREAM_THRESHOLD:
-            data = await client.read(info.bucket, info.name)
-            partial.write_bytes(data)
-            progress.add(len(data))
-        else:
-            await _download_ranged(client, info, partial, progress)
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
-
-
-async def _download_ranged(client: AsyncClient, info: ObjectInfo, partial: Path,
-                           progress: Progress) -> None:
+async def _stream(source: ObjectStore, info: ObjectInfo, target: ObjectStore, dst: StoreURL,
+                  progress: Progress) -> None:
+    """Copy a large object between two stores in bounded memory."""
     ranges = [(start, min(start + _CHUNK, info.size)) for start in range(0, info.size, _CHUNK)]
-    crcs = [0] * len(ranges)
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    try:
-        async def fetch(i: int, start: int, end: int) -> None:
-            # The generation is pinned: an overwrite mid-copy fails instead
-            # of mixing two versions.
-            data = await client.read(info.bucket, info.name, start=start, end=end,
-                                     generation=info.generation or None)
-            crcs[i] = crc32c(data)
-            os.pwrite(fd, data, start)
-            progress.add(len(data))
 
-        await gather_bounded((fetch(i, s, e) for i, (s, e) in enumerate(ranges)),
-                             _RANGES_IN_FLIGHT)
-    finally:
-        os.close(fd)
-    whole = crcs[0]
-    for (start, end), crc in zip(ranges[1:], crcs[1:], strict=True):
-        whole = crc32c_combine(whole, crc, end - start)
-    if info.crc32c is not None and whole != info.crc32c:
-        raise ChecksumMismatch(
-            f"cp {info.url}: the {info.size} bytes read have crc32c {encode_crc32c(whole)}, "
-            f"the object's is {encode_crc32c(info.crc32c)}",
-            operation="read", bucket=info.bucket, name=info.name)
+    async def read(span: tuple[int, int]) -> Fetched:
+        # The generation is pinned: an overwrite mid-copy fails instead of
+        # mixing two versions.
+        return await source.fetch(info.bucket, info.name, start=span[0], end=span[1],
+                                  generation=info.generation or None, size=info.size,
+                                  want_crc=True)
+
+    whole: int | None = None
+    # On any exception, cancellation included, the writer aborts its upload
+    # (or removes its temporary file): nothing is published.
+    async with AsyncObjectWriter(target, dst.bucket, dst.name,
+                                 options=_writer_options(info.size, target.features)) as out:
+        async for (start, end), fetched in window(ranges, read, limit=_RANGES_IN_FLIGHT):
+            assert fetched.data is not None and fetched.crc is not None
+            whole = fetched.crc if whole is None else crc32c_combine(whole, fetched.crc,
+                                                                     end - start)
+            await out.write(fetched.data)
+            progress.add(len(fetched.data))
+        if info.crc32c is not None and whole != info.crc32c:
+            raise ChecksumMismatch(
+                f"cp {info.url}: the {info.size} bytes read have crc32c "
+                f"{encode_crc32c(whole or 0)}, the object's is {encode_crc32c(info.crc32c)}",
+                operation="read", bucket=info.bucket, name=info.name)
 
 
-async def _copy_one(client: AsyncClient, item: _Item, progress: Progress) -> None:
-    if _is_gs(item.src) and _is_gs(item.dst):
-        s, d = parse_url(item.src, require_object=True), parse_url(item.dst, require_object=True)
-        await client.copy(s.bucket, s.name, d.bucket, d.name)
-        progress.add(item.size)
-    elif _is_gs(item.dst):
-        await _upload(client, item, progress)
+async def _copy_one(stores: Stores, item: _Item, progress: Progress) -> None:
+    info, dst = item.src, item.dst
+    source, target = stores(item.src_url), stores(dst)
+    if source is target and (info.size <= STREAM_THRESHOLD or source.features.scheme != "file"):
+        # GCS copies on the server. A filesystem copy runs in a thread that
+        # Ctrl-C cannot stop, so a large file streams instead, in ranges the
+        # cancellation can stop between (its temporary file is removed).
+        await source.copy(info.bucket, info.name, dst.bucket, dst.name)
+        progress.add(info.size)
+    elif info.size <= STREAM_THRESHOLD:
+        data = await source.read(info.bucket, info.name, generation=info.generation or None)
+        # One request: cancelled mid-body, the server publishes nothing.
+        await target.write(dst.bucket, dst.name, data, resumable=False)
+        progress.add(info.size)
     else:
-        await _download(client, item, progress)
+        await _stream(source, info, target, dst, progress)
 
 
-@command("cp", "Copy files and objects (local <-> gs://, gs:// -> gs://).", _args)
+@command("cp", "Copy files and objects between any two stores (gs://, file://, local paths).",
+         _args)
 def _cp(args: argparse.Namespace) -> int:
-    if not (_is_gs(args.src) or _is_gs(args.dst)):
-        raise UsageError("one side must be a gs:// URL")
-
     async def run() -> tuple[int, int]:
-        async with async_client(args) as client:
-            plan = await _plan(client, args.src, args.dst, args.recursive)
-            total = sum(item.size for item in plan)
+        async with Stores(args) as stores:
+            stores(args.dst)  # a destination without a store fails before any read
+            plan = await _plan(stores, args.src, args.dst, args.recursive)
+            total = sum(item.src.size for item in plan)
             progress = Progress(total, "cp", enabled=args.progress)
             try:
                 # On the first failure, or on Ctrl-C (asyncio.run cancels this
                 # task), the copies still running are cancelled and drained.
-                await gather_bounded((_copy_one(client, item, progress) for item in plan),
+                await gather_bounded((_copy_one(stores, item, progress) for item in plan),
                                      args.jobs)
             finally:
                 progress.close()

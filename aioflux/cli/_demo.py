@@ -32,7 +32,7 @@ from .._core.window import gather_bounded
 from ..gcs._auth import emulator_endpoint
 from ..gcs._client import AsyncClient
 from ..testing._subprocess import emulator_process
-from ._common import endpoint_arg, url_arg
+from ._common import endpoint_arg, gs_url_arg
 from ._registry import command
 
 __all__: list[str] = []
@@ -41,7 +41,7 @@ _NO_NUMPY = "Failed to initialize NumPy"
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", type=url_arg,
+    parser.add_argument("--url", type=gs_url_arg,
                         help="run against gs://bucket/prefix instead of the emulator")
     parser.add_argument("--samples", type=int, default=4000, help="samples in the dataset")
     parser.add_argument("--steps", type=int, default=300, help="training steps in all")

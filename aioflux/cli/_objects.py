@@ -1,7 +1,8 @@
 """Object commands: ``ls``, ``stat``, ``cat``, ``rm``, ``du``.
 
-All of them read a URL the same way (see ``_common``): ``gs://b/a`` names
-the object ``a`` and the folder ``a/``, never ``a2`` or ``acopy/``.
+Each takes URLs of any store (``gs://``, ``file://``, local paths) and
+reads them the same way (see ``_common``): ``gs://b/a`` names the object
+``a`` and the folder ``a/``, never ``a2`` or ``acopy/``.
 """
 
 from __future__ import annotations
@@ -11,18 +12,19 @@ import asyncio
 import sys
 
 from .._core.errors import NotFound
+from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
-from .._core.urls import GcsURL
+from .._core.urls import StoreURL, format_url
 from .._core.window import gather_bounded
 from ..gcs._client import AsyncClient
 from ._common import (
+    Stores,
     add_client_arguments,
-    async_client,
     emit_json,
     folder_prefix,
     human,
     list_named,
-    make_client,
+    portal_store,
     url_arg,
 )
 from ._registry import UsageError, command
@@ -35,16 +37,18 @@ _RM_CONCURRENCY = 32
 
 
 def _ls_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", type=url_arg, help="gs://bucket[/name]")
+    parser.add_argument("url", type=url_arg, help="gs://bucket[/name], file:///path or a path")
     parser.add_argument("-l", "--long", action="store_true",
-                        help="columns: size, generation, updated, URL")
+                        help="columns: size, generation (a file's: its mtime in ns), "
+                             "updated, URL")
     parser.add_argument("-r", "--recursive", action="store_true",
                         help="every object under the folder (no '/' grouping)")
     parser.add_argument("--json", action="store_true", help="one JSON document")
     add_client_arguments(parser)
 
 
-async def _ls_rows(client: AsyncClient, url: GcsURL, recursive: bool) -> list[dict[str, object]]:
+async def _ls_rows(client: ObjectStore, url: StoreURL,
+                   recursive: bool) -> list[dict[str, object]]:
     bucket, name = url
     rows: list[dict[str, object]] = []
 
@@ -58,8 +62,13 @@ async def _ls_rows(client: AsyncClient, url: GcsURL, recursive: bool) -> list[di
             rows.append(row(await client.stat(bucket, name)))
         except NotFound:
             pass  # only a folder by that name, or nothing (a missing bucket fails below)
-    async for page in client.list(bucket, folder_prefix(name), delimiter="/", fields=None):
-        rows.extend({"prefix": f"gs://{bucket}/{p}"} for p in page.prefixes)
+    if isinstance(client, AsyncClient):
+        # GCS lists lean fields unless asked: -l shows ``updated`` too.
+        pages = client.list(bucket, folder_prefix(name), delimiter="/", fields=None)
+    else:
+        pages = client.list(bucket, folder_prefix(name), delimiter="/")
+    async for page in pages:
+        rows.extend({"prefix": format_url(url.scheme, bucket, p)} for p in page.prefixes)
         rows.extend(row(o) for o in page.objects)
     # A page lists its prefixes apart from its objects: merge them in name order.
     rows.sort(key=lambda r: str(r.get("url") or r["prefix"]))
@@ -69,8 +78,8 @@ async def _ls_rows(client: AsyncClient, url: GcsURL, recursive: bool) -> list[di
 @command("ls", "List the object and folder a URL names (-r: everything under it).", _ls_args)
 def _ls(args: argparse.Namespace) -> int:
     async def run() -> list[dict[str, object]]:
-        async with async_client(args) as client:
-            return await _ls_rows(client, args.url, args.recursive)
+        async with Stores(args) as stores:
+            return await _ls_rows(stores(args.url), args.url, args.recursive)
 
     rows = asyncio.run(run())
     if args.json:
@@ -89,17 +98,21 @@ def _ls(args: argparse.Namespace) -> int:
 
 
 def _one_url(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", type=url_arg, help="gs://bucket/name")
+    parser.add_argument("url", type=url_arg, help="gs://bucket/name, file:///path or a path")
     add_client_arguments(parser)
 
 
 @command("stat", "Show an object's metadata as JSON.", _one_url)
 def _stat(args: argparse.Namespace) -> int:
     bucket, name = args.url
-    if not name:
-        raise UsageError(f"gs://{bucket} names no object")
-    with make_client(args) as client:
-        info = client.stat(bucket, name)
+    if not name or name.endswith("/"):
+        raise UsageError(f"{args.url} names no object")
+
+    async def run() -> ObjectInfo:
+        async with Stores(args) as stores:
+            return await stores(args.url).stat(bucket, name)
+
+    info = asyncio.run(run())
     emit_json({"url": info.url, "size": info.size, "generation": info.generation,
                "crc32c": info.crc32c, "md5": info.md5, "content_type": info.content_type,
                "updated": info.updated, "metadata": dict(info.metadata)})
@@ -108,12 +121,12 @@ def _stat(args: argparse.Namespace) -> int:
 
 @command("cat", "Write an object's bytes to stdout.", _one_url)
 def _cat(args: argparse.Namespace) -> int:
-    from .._api.open import open as gs_open
+    from .._api.open import open as open_url
 
-    bucket, name = args.url
-    if not name:
-        raise UsageError(f"gs://{bucket} names no object")
-    with make_client(args) as client, gs_open(str(args.url), "rb", client=client) as f:
+    if not args.url.name or args.url.name.endswith("/"):
+        raise UsageError(f"{args.url} names no object")
+    with portal_store(args, args.url) as store, \
+            open_url(str(args.url), "rb", client=store) as f:
         out = sys.stdout.buffer
         while chunk := f.read(8 * 1024 * 1024):
             out.write(chunk)
@@ -122,20 +135,25 @@ def _cat(args: argparse.Namespace) -> int:
 
 
 def _rm_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("urls", type=url_arg, nargs="+", help="gs://bucket/name ...")
+    parser.add_argument("urls", type=url_arg, nargs="+",
+                        help="gs://bucket/name, file:///path or a path, ...")
     parser.add_argument("-r", "--recursive", action="store_true",
                         help="also delete the folder each URL names (gs://b/a: the object 'a' "
                              "and everything under 'a/', never 'a2/')")
     add_client_arguments(parser)
 
 
-async def _rm_targets(client: AsyncClient, urls: list[GcsURL],
-                      recursive: bool) -> list[tuple[str, str, int | None]]:
-    targets: list[tuple[str, str, int | None]] = []
+_Target = tuple[ObjectStore, str, str, int | None]
+
+
+async def _rm_targets(stores: Stores, urls: list[StoreURL], recursive: bool) -> list[_Target]:
+    targets: list[_Target] = []
     for url in urls:
         bucket, name = url
+        store = stores(url)
         if recursive:
-            found = [(bucket, o.name, o.generation or None) async for o in list_named(client, url)]
+            found = [(store, bucket, o.name, o.generation or None)
+                     async for o in list_named(store, url)]
             if not found:
                 raise NotFound(f"rm {url}: nothing matches (no object {name!r} and no "
                                f"folder {folder_prefix(name)!r})",
@@ -144,19 +162,19 @@ async def _rm_targets(client: AsyncClient, urls: list[GcsURL],
         elif not name or name.endswith("/"):
             raise UsageError(f"{url} names a bucket or folder; use -r")
         else:
-            targets.append((bucket, name, None))
+            targets.append((store, bucket, name, None))
     return targets
 
 
 @command("rm", "Delete objects (-r: also the folder each URL names).", _rm_args)
 def _rm(args: argparse.Namespace) -> int:
     async def run() -> int:
-        async with async_client(args) as client:
-            targets = await _rm_targets(client, args.urls, args.recursive)
+        async with Stores(args) as stores:
+            targets = await _rm_targets(stores, args.urls, args.recursive)
             # Listed objects are deleted only at the generation listed: one
             # rewritten since was not what the user looked at.
-            await gather_bounded((client.delete(b, n, if_generation_match=g)
-                                  for b, n, g in targets), _RM_CONCURRENCY)
+            await gather_bounded((store.delete(b, n, if_generation_match=g)
+                                  for store, b, n, g in targets), _RM_CONCURRENCY)
             return len(targets)
 
     print(f"removed {asyncio.run(run())} object(s)")
@@ -164,7 +182,7 @@ def _rm(args: argparse.Namespace) -> int:
 
 
 def _du_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", type=url_arg, help="gs://bucket[/name]")
+    parser.add_argument("url", type=url_arg, help="gs://bucket[/name], file:///path or a path")
     parser.add_argument("--json", action="store_true", help="one JSON document")
     add_client_arguments(parser)
 
@@ -173,8 +191,8 @@ def _du_args(parser: argparse.ArgumentParser) -> None:
 def _du(args: argparse.Namespace) -> int:
     async def run() -> tuple[int, int]:
         count = total = 0
-        async with async_client(args) as client:
-            async for obj in list_named(client, args.url):
+        async with Stores(args) as stores:
+            async for obj in list_named(stores(args.url), args.url):
                 count += 1
                 total += obj.size
         return count, total

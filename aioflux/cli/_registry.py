@@ -46,4 +46,4 @@ def command(name: str, help: str,
 
 class UsageError(Exception):
     """Raised by a handler for a command line that cannot work (exit 2, one line),
-    when argparse alone cannot tell (e.g. ``cp`` with no gs:// side)."""
+    when argparse alone cannot tell (e.g. ``rm`` of a folder without ``-r``)."""

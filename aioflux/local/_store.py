@@ -131,8 +131,17 @@ class LocalStore:
         if limit is None:
             limit = self._limits[loop] = asyncio.Semaphore(self.config.max_concurrency)
         async with limit:
+            future = loop.run_in_executor(self._executor(), work)
             try:
-                return await loop.run_in_executor(self._executor(), work)
+                return await asyncio.shield(future)
+            except asyncio.CancelledError:
+                # A thread cannot be stopped: let it finish before the caller
+                # goes on, so nothing it does (a temporary file it creates, a
+                # write into one) outlives an abort that follows.
+                await asyncio.wait([future])
+                if not future.cancelled():
+                    future.exception()  # seen: no "exception never retrieved" log
+                raise
             except StorageError:
                 raise
             except OSError as exc:

@@ -168,41 +168,53 @@ class Call:
 
 # Each synopsis of the README -> calls that use every flag it shows.
 CLI_CALLS: dict[str, list[Call]] = {
-    "aioflux ls [-l] [-r] [--json] gs://bucket[/name]": [
+    "aioflux ls [-l] [-r] [--json] URL": [
         Call("ls gs://{b}", r"(?m)^gs://{b}/data/$"),
         Call("ls gs://{b}/data/", r"gs://{b}/data/a\.txt"),
         Call("ls -l -r gs://{b}/data/", r"12\s.*gs://{b}/data/sub/c\.txt"),
         Call("ls --json gs://{b}/data/", r'"url": "gs://{b}/data/a\.txt"'),
+        Call("ls {tmp}/tree", r"(?m)^file:///.*/tree/x/\nfile:///.*/tree/z\.txt$"),
     ],
-    "aioflux stat gs://bucket/name": [Call("stat gs://{b}/data/a.txt", r'"size": 12')],
-    "aioflux cat gs://bucket/name": [Call("cat gs://{b}/data/a.txt", r"^hello, a.txt$")],
+    "aioflux stat URL": [
+        Call("stat gs://{b}/data/a.txt", r'"size": 12'),
+        Call("stat {tmp}/local.txt", r'"size": 11'),
+    ],
+    "aioflux cat URL": [
+        Call("cat gs://{b}/data/a.txt", r"^hello, a.txt$"),
+        Call("cat file://{tmp}/tree/z.txt", r"^top$"),
+    ],
     "aioflux cp [-r] [-j N] SRC DST": [
         Call("cp {tmp}/local.txt gs://{b}/up/local.txt", r"copied 1 file"),
         Call("cp gs://{b}/up/local.txt {tmp}/back.txt", r"copied 1 file"),
         Call("cp gs://{b}/up/local.txt gs://{b}/up/copy.txt", r"copied 1 file"),
         Call("cp -r -j 4 {tmp}/tree gs://{b}/tree", r"copied 2 file"),
         Call("cat gs://{b}/tree/x/y.txt", r"^deep$"),
+        Call("cp -r {tmp}/tree file://{tmp}/tree-copy", r"copied 2 file"),
+        Call("cat {tmp}/tree-copy/x/y.txt", r"^deep$"),
     ],
-    "aioflux rm [-r] gs://bucket/name ...": [
+    "aioflux rm [-r] URL ...": [
         Call("rm gs://{b}/up/copy.txt gs://{b}/up/local.txt", r"removed 2 object"),
         Call("rm -r gs://{b}/tree/", r"removed 2 object"),
         Call("ls -r gs://{b}/up/", r"^$"),
+        Call("rm -r {tmp}/tree-copy", r"removed 2 object"),
     ],
-    "aioflux du [--json] gs://bucket[/name]": [
+    "aioflux du [--json] URL": [
         Call("du gs://{b}/data/", r"36.*3 objects"),
         Call("du --json gs://{b}/data/", r'"objects": 3'),
+        Call("du {tmp}/tree", r"^9\t.*2 objects"),
     ],
-    "aioflux clean [--dry-run] [--older-than 24h] gs://bucket[/prefix]": [
+    "aioflux clean [--dry-run] [--older-than 24h] URL": [
         # The upload was just opened: the 24 h default leaves it alone.
         Call("clean --dry-run gs://{b}", r"skipped .*younger than --older-than"),
         Call("clean --older-than 24h gs://{b}/data", r"0 multipart uploads"),
         Call("clean --older-than 0 gs://{b}/data", r"aborted upload .*gs://{b}/data/abandoned\.bin"),
+        Call("clean {tmp}/tree", r"0 composed objects, 0 multipart uploads"),
     ],
     "aioflux bench [gs://bucket/prefix] [--json] [--plot out.png]": [
         Call("bench gs://{b}/bench --objects 20 --size 1024 --checkpoint-mb 1 --json "
              "--plot {tmp}/out.png", r'"op": "read"'),
     ],
-    "aioflux ckpt list|history gs://bucket/run": [
+    "aioflux ckpt list|history ROOT": [
         Call("ckpt list gs://{b}/run", r"gs://{b}/run/step-0+3/"),
         Call("ckpt history gs://{b}/run", r"(?m)^ +3 +ok "),
     ],
@@ -292,6 +304,7 @@ def test_cli_lines_run(cli_world: tuple[Emulator, Path]) -> None:
     # What the calls did, seen through the client.
     with Client(endpoint=emulator.endpoint) as client:
         assert (tmp / "back.txt").read_text() == "local file\n"
+        assert not (tmp / "tree-copy").exists()  # rm -r emptied it, and removed the directories
         assert not list(client.list_objects(B, "up/"))
         assert not list(client.list_objects(B, "tree/"))
         assert client.list_multipart_uploads(B) == []  # `clean` aborted it

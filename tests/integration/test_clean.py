@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -202,3 +203,41 @@ async def test_killed_process_leftovers_are_removed_by_clean(
     report = await clean_bucket(client, bucket, older_than=0)
     assert report.composites == [f"gs://{bucket}/{left[0]}"]
     assert await _names(client, bucket, COMPOSED_PREFIX) == []
+
+
+def test_cli_clean_on_the_filesystem_removes_old_temporary_files(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from aioflux.local import LocalStore
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "keep.pt").write_bytes(b"published")
+    bucket, name = str(tmp_path).lstrip("/").split("/", 1)
+
+    async def killed_writer(target: str) -> None:
+        # A writer that wrote a part and never finished (its process was
+        # killed): the store's temporary file stays.
+        upload = LocalStore().start_upload(bucket, f"{name}/run/{target}", part_size=4)
+        await upload.put(1, memoryview(b"part"))
+
+    asyncio.run(killed_writer("old.pt"))
+    asyncio.run(killed_writer("live.pt"))
+    (old,) = run.glob(".old.pt.aioflux-tmp-*")
+    (live,) = run.glob(".live.pt.aioflux-tmp-*")
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(old, (two_days_ago, two_days_ago))
+    url = f"file://{run}"
+    assert main(["clean", str(run), "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"would abort upload {old.name} of {url}/old.pt"
+    assert re.fullmatch(rf"skipped upload {re.escape(live.name)} of {re.escape(url)}/live\.pt: "
+                        r"[01]s old, younger than --older-than 1d \(may belong to a running "
+                        r"process\)", out[1])
+    assert out[2] == "0 composed objects, 1 multipart uploads (dry run), 1 skipped, 0 errors"
+    assert old.exists()
+    assert main(["clean", f"{url}/"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"aborted upload {old.name} of {url}/old.pt"
+    assert sorted(p.name for p in run.iterdir()) == [live.name, "keep.pt"]
+    assert main(["clean", str(run), "--older-than", "0"]) == 0
+    assert sorted(p.name for p in run.iterdir()) == ["keep.pt"]
+    assert (run / "keep.pt").read_bytes() == b"published"

@@ -90,7 +90,8 @@ def test_rm(run, sync_client: Client, bucket: str) -> None:  # type: ignore[no-u
     (["cat", "gs://{b}/missing"], 1, "missing"),
     (["rm", "gs://{b}/missing"], 1, "404"),
     (["rm", "-r", "gs://{b}/none/"], 1, "nothing matches"),
-    (["cp", "/no/such/file", "gs://{b}/x"], 1, "no such file"),
+    (["cp", "/no/such/file", "gs://{b}/x"], 1, "stat file:///no/such/file failed: No such file"),
+    (["ls", "/no/such/dir"], 1, "list file:///no/such/dir/ failed: no such directory"),
     (["ls", "gs://nosuchbucket-cli"], 1, "404"),
 ])
 def test_failures_are_one_line_exit_1(run, bucket: str, argv: list[str],  # type: ignore[no-untyped-def]
@@ -104,15 +105,25 @@ def test_failures_are_one_line_exit_1(run, bucket: str, argv: list[str],  # type
 
 # Usage errors, URLs included, exit 2 with exactly one line (the documented rule).
 @pytest.mark.parametrize(("argv", "line"), [
-    (["cp", "a", "b"], "aioflux cp: error: one side must be a gs:// URL"),
-    (["cp", "gs://{b}/x", "s3://{b}/x"], "aioflux cp: error: argument dst: unsupported URL "
-                                         "scheme s3:// in 's3://{b}/x': only gs:// and local "
-                                         "paths"),
-    (["ls", "s3://x"], "aioflux ls: error: argument url: not a gs:// URL: 's3://x'"),
-    (["clean", "s3://x"], "aioflux clean: error: argument url: not a gs:// URL: 's3://x'"),
-    (["ls", "gs://BAD"], "aioflux ls: error: argument url: bucket: invalid bucket name 'BAD': "
-                         "use 3-63 lowercase letters, digits, '-', '_' or '.', starting and "
-                         "ending with a letter or digit"),
+    (["cp", "gs://{b}/x", "s3://{b}/x"], "aioflux cp: error: argument dst: 's3://{b}/x': s3:// "
+                                         "has no storage backend in this version of aioflux "
+                                         "(use gs://, file:// or a local path)"),
+    (["cp", "ftp://host/x", "y"], "aioflux cp: error: argument src: 'ftp://host/x': unknown URL "
+                                  "scheme ftp:// (use gs://, file:// or a local path)"),
+    (["ls", "s3://x"], "aioflux ls: error: argument url: 's3://x': s3:// has no storage backend "
+                       "in this version of aioflux (use gs://, file:// or a local path)"),
+    (["clean", "s3://x"], "aioflux clean: error: argument url: 's3://x': s3:// has no storage "
+                          "backend in this version of aioflux (use gs://, file:// or a local "
+                          "path)"),
+    (["rm", "ftp://x/y"], "aioflux rm: error: argument urls: 'ftp://x/y': unknown URL scheme "
+                          "ftp:// (use gs://, file:// or a local path)"),
+    (["ls", "gs://BAD"], "aioflux ls: error: argument url: bucket of 'gs://BAD': invalid bucket "
+                         "name 'BAD': use 3-63 lowercase letters, digits, '-', '_' or '.', "
+                         "starting and ending with a letter or digit"),
+    (["ls", "file://host/x"], "aioflux ls: error: argument url: a file URL names a local "
+                              "absolute path (file:///path), got 'file://host/x'"),
+    (["bench", "/tmp/x"], "aioflux bench: error: argument url: expected a gs:// URL, got "
+                          "'/tmp/x'"),
     (["ls", "--concurrency", "0", "gs://{b}"],
      "aioflux ls: error: argument --concurrency: must be >= 1, got 0"),
     (["cp", "-j", "0", "gs://{b}/x", "y"], "aioflux cp: error: argument -j/--jobs: must be >= 1, "
@@ -122,7 +133,8 @@ def test_failures_are_one_line_exit_1(run, bucket: str, argv: list[str],  # type
     (["bench", "gs://{b}", "--ops", "fly"],
      "aioflux bench: error: unknown --ops fly (choose from write, list, read, save, load)"),
     (["rm", "gs://{b}/dir/"], "aioflux rm: error: gs://{b}/dir/ names a bucket or folder; use -r"),
-    (["stat", "gs://{b}"], "aioflux stat: error: gs://{b} names no object"),
+    (["stat", "gs://{b}"], "aioflux stat: error: gs://{b}/ names no object"),
+    (["cat", "gs://{b}/d/"], "aioflux cat: error: gs://{b}/d/ names no object"),
     (["clean", "--older-than", "soon", "gs://{b}"],
      "aioflux clean: error: argument --older-than: expected a duration such as 3600, 90m, 24h "
      "or 0, got 'soon'"),
@@ -364,3 +376,146 @@ def test_demo_on_a_missing_bucket_fails_in_one_line(emulator: Emulator) -> None:
     (line,) = proc.stderr.splitlines()
     assert line.startswith("aioflux demo: write gs://nobucket-demo/x/demo-")
     assert "The specified bucket does not exist" in line
+
+
+# -- any store: gs://, file:// and local paths ------------------------------------
+
+_BIG = 11 * 1024 * 1024 + 5  # streamed (thresholds lowered below): 11 ranges, 3 parts on gs
+
+
+def _location(kind: str, bucket: str, root: Path, name: str, *, as_url: bool) -> str:
+    if kind == "gs":
+        return f"gs://{bucket}/{name}"
+    # file:// URLs and plain paths are the same store: use both forms.
+    return f"file://{root / name}" if as_url else str(root / name)
+
+
+@pytest.mark.parametrize(("src_kind", "dst_kind"), [("file", "file"), ("file", "gs"),
+                                                     ("gs", "file"), ("gs", "gs")])
+def test_cp_between_any_two_stores(run, sync_client: Client, bucket: str,  # type: ignore[no-untyped-def]
+                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   src_kind: str, dst_kind: str) -> None:
+    import aioflux.cli._copy as copy_mod
+    from aioflux.gcs import AsyncClient
+    from aioflux.local import LocalStore
+
+    monkeypatch.setattr(copy_mod, "STREAM_THRESHOLD", 1024)
+    monkeypatch.setattr(copy_mod, "_CHUNK", 1024 * 1024)
+    fetched: list[tuple[str, int, int | None]] = []
+    for cls in (LocalStore, AsyncClient):
+        def spy(self, bucket, name, *, _orig=cls.fetch, **kw):  # type: ignore[no-untyped-def]
+            fetched.append((name, kw.get("start", 0), kw.get("end")))
+            return _orig(self, bucket, name, **kw)
+        monkeypatch.setattr(cls, "fetch", spy)
+    big = os.urandom(_BIG)
+    files = {"src/a/x": b"AX", "src/a/y/z": big, "src/a2/x": b"A2X"}
+    for name, data in files.items():
+        if src_kind == "gs":
+            sync_client.write(bucket, name, data)
+        else:
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name).write_bytes(data)
+
+    def src(name: str) -> str:
+        return _location(src_kind, bucket, tmp_path, name, as_url=False)
+
+    def dst(name: str) -> str:
+        return _location(dst_kind, bucket, tmp_path, name, as_url=True)
+
+    def read(name: str) -> bytes:
+        if dst_kind == "gs":
+            return sync_client.read(bucket, name)
+        return (tmp_path / name).read_bytes()
+
+    # The folder rule: src/a copies a/x and a/y/z into out/, never a2/.
+    assert run("cp", "-r", "-j", "2", src("src/a"), dst("out")) == (
+        0, f"copied 2 file(s), {_BIG + 2} bytes\n", "")
+    assert read("out/x") == b"AX" and read("out/y/z") == big
+    if dst_kind == "gs":
+        assert [o.name for o in sync_client.list_objects(bucket, "out")] == ["out/x", "out/y/z"]
+    else:
+        assert sorted(p.relative_to(tmp_path / "out").as_posix()
+                      for p in (tmp_path / "out").rglob("*")) == ["x", "y", "y/z"]
+    # One large object, and one into a folder URL that keeps its base name.
+    assert run("cp", src("src/a/y/z"), dst("single.bin"))[:2] == (0, f"copied 1 file(s), "
+                                                                  f"{_BIG} bytes\n")
+    assert read("single.bin") == big
+    assert run("cp", src("src/a2/x"), dst("into") + "/")[:2] == (0, "copied 1 file(s), 3 bytes\n")
+    assert read("into/x") == b"A2X"
+    assert list(tmp_path.rglob("*aioflux-tmp*")) == []  # no temporary file left behind
+    # Memory stays bounded: the large object was read in ranges of _CHUNK
+    # (GCS copies it on the server).
+    big_reads = [(start, end) for name, start, end in fetched if name.endswith("src/a/y/z")]
+    if src_kind == dst_kind == "gs":
+        assert big_reads == []
+    else:
+        assert len(big_reads) == 2 * 11 + 2  # 12 ranges, twice
+        assert all(end is not None and end - start <= 1024 * 1024 for start, end in big_reads)
+
+
+def test_cp_r_of_a_directory_to_a_file_url(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    tree = tmp_path / "dir"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "a").write_bytes(b"a")
+    (tree / "sub" / "b").write_bytes(b"bb")
+    assert run("cp", "-r", str(tree), f"file://{tmp_path}/dst") == (
+        0, "copied 2 file(s), 3 bytes\n", "")
+    assert (tmp_path / "dst" / "a").read_bytes() == b"a"
+    assert (tmp_path / "dst" / "sub" / "b").read_bytes() == b"bb"
+    # Without -r a directory is a usage error naming it; nothing is copied.
+    code, out, err = run("cp", str(tree), f"file://{tmp_path}/other")
+    assert (code, out) == (2, "")
+    assert err == (f"aioflux cp: error: file://{tree} names a folder; use -r "
+                   "(see aioflux cp --help)\n")
+    assert not (tmp_path / "other").exists()
+    # Into an existing directory, a file keeps its name.
+    assert run("cp", str(tree / "a"), str(tmp_path / "dst" / "sub"))[0] == 0
+    assert (tmp_path / "dst" / "sub" / "a").read_bytes() == b"a"
+
+
+def test_object_commands_on_local_files(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root = tmp_path / "t"
+    for name, data in {"a/x": b"AX", "a/y/z": b"AYZ", "a2/x": b"A2X", "top": b"T"}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    url = f"file://{root}"
+    assert run("ls", str(root)) == (0, f"{url}/a/\n{url}/a2/\n{url}/top\n", "")
+    assert run("ls", "-r", f"{url}/a") == (0, f"{url}/a/x\n{url}/a/y/z\n", "")
+    code, out, _ = run("ls", "-l", str(root / "top"))
+    size, generation, listed = out.split()
+    assert (code, int(size), listed) == (0, 1, f"{url}/top")
+    assert int(generation) == (root / "top").stat().st_mtime_ns
+    code, out, _ = run("stat", str(root / "a" / "x"))
+    info = json.loads(out)
+    assert (code, info["url"], info["size"], info["crc32c"]) == (0, f"{url}/a/x", 2, None)
+    code, out, _ = run("du", "--json", str(root / "a"))
+    assert (code, json.loads(out)) == (0, {"url": f"{url}/a", "objects": 2, "bytes": 5})
+    assert run("cat", f"{url}/a2/x")[:2] == (0, "A2X")
+    assert run("rm", "-r", f"{url}/a") == (0, "removed 2 object(s)\n", "")
+    assert run("rm", str(root / "top")) == (0, "removed 1 object(s)\n", "")
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == ["a2", "a2/x"]
+    code, out, err = run("rm", str(root / "a2") + "/")
+    assert (code, err) == (2, f"aioflux rm: error: {url}/a2/ names a bucket or folder; use -r "
+                              "(see aioflux rm --help)\n")
+
+
+def test_stat_shows_the_crc32c_of_a_file_aioflux_wrote(run, sync_client: Client,  # type: ignore[no-untyped-def]
+                                                       bucket: str, tmp_path: Path) -> None:
+    info = sync_client.write(bucket, "o", b"payload")
+    assert run("cp", f"gs://{bucket}/o", str(tmp_path / "o"))[0] == 0
+    code, out, _ = run("stat", str(tmp_path / "o"))
+    assert (code, json.loads(out)["crc32c"]) == (0, info.crc32c)
+
+
+def test_the_cli_accepts_exactly_the_schemes_with_a_backend() -> None:
+    from aioflux._api.stores import default_store
+    from aioflux._core.errors import InvalidArgument
+    from aioflux._core.urls import SCHEMES
+    from aioflux.cli._common import SERVED_SCHEMES
+
+    for scheme in SCHEMES:
+        if scheme in SERVED_SCHEMES:
+            assert default_store(scheme).features.scheme == scheme
+        else:
+            with pytest.raises(InvalidArgument, match=f"no storage backend serves {scheme}://"):
+                default_store(scheme)

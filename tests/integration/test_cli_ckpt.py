@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -76,4 +77,24 @@ def test_errors_exit_1_with_one_line(run, sync_client: Client,  # type: ignore[n
 
 def test_usage_errors_exit_2(run, bucket: str) -> None:  # type: ignore[no-untyped-def]
     assert run("ckpt", f"gs://{bucket}/run")[0] == 2  # no action
-    assert run("ckpt", "list", "not-a-url")[0] == 2
+    code, out, err = run("ckpt", "list", "s3://bucket/run")
+    assert (code, out) == (2, "")
+    assert err == ("aioflux ckpt list: error: argument root: 's3://bucket/run': s3:// has no "
+                   "storage backend in this version of aioflux (use gs://, file:// or a local "
+                   "path) (see aioflux ckpt list --help)\n")
+    assert run("ckpt", "history", "ftp://host/run")[0] == 2
+
+
+def test_list_and_history_of_a_root_on_the_filesystem(run, root: str,  # type: ignore[no-untyped-def]
+                                                      tmp_path: Path) -> None:
+    # The run copied to a directory with the CLI itself is a root like any other.
+    assert run("cp", "-r", root, f"file://{tmp_path}/run")[0] == 0
+    url = f"file://{tmp_path}/run"
+    code, out, err = run("ckpt", "list", "--json", str(tmp_path / "run"))  # a plain path
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [(r["step"], r["url"]) for r in rows] == [(10, f"{url}/step-000000000010/"),
+                                                     (20, f"{url}/step-000000000020/")]
+    code, out, err = run("ckpt", "history", url)
+    assert code == 0, err
+    assert [ln.split()[:2] for ln in out.splitlines()[1:]] == [["10", "ok"], ["20", "ok"]]

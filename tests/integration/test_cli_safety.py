@@ -3,7 +3,8 @@
 URL rule (as gcloud storage / gsutil): gs://b/a names the object "a" and the
 folder "a/", never "a2/..." or "acopy/...". Ctrl-C: `cp` exits 130 within
 2 s, aborts its open uploads, removes its partial files and publishes
-nothing but whole files. The interrupted copies run in a subprocess against
+nothing but whole files (a download's temporary file, where the local store
+writes before its rename, is removed). The interrupted copies run in a subprocess against
 an emulator slowed to 1 MB/s per connection, so they are still running when
 SIGINT arrives.
 """
@@ -223,20 +224,25 @@ def test_sigint_stops_a_download_of_many_files(slow: Emulator, slow_bucket: str,
     proc = _start_cp(slow, "-r", "-j", "4", f"gs://{slow_bucket}/d", str(dst))
     _wait_until(proc, lambda: dst.exists() and any(dst.iterdir()), "a first file")
     _interrupt(proc)
-    assert list(dst.rglob("*.aioflux-partial")) == []
+    assert list(dst.rglob("*aioflux-tmp*")) == []  # the local store's temporary files
     done = {p.name: p.read_bytes() for p in dst.iterdir()}
     assert len(done) < len(objects)
     for name, data in done.items():
         assert data == objects[f"d/{name}"]
 
 
-def test_sigint_removes_the_partial_file_of_a_large_download(slow: Emulator, slow_bucket: str,
-                                                             tmp_path: Path) -> None:
-    slow.store.put(slow_bucket, "big.bin", os.urandom(_BIG))
+def test_sigint_removes_the_temporary_file_of_a_large_download(slow: Emulator,
+                                                               slow_bucket: str,
+                                                               tmp_path: Path) -> None:
+    # Nine 8 MiB ranges: the first eight arrive together (~8 s at 1 MB/s) and
+    # create the temporary file; the ninth is still on its way when SIGINT
+    # comes (with fewer, all ranges land at once and the copy ends at once).
+    slow.store.put(slow_bucket, "big.bin", os.urandom(9 * 8 * 1024 * 1024))
     target = tmp_path / "big.bin"
-    partial = tmp_path / "big.bin.aioflux-partial"
     proc = _start_cp(slow, f"gs://{slow_bucket}/big.bin", str(target))
-    _wait_until(proc, partial.exists, "the partial file")
+    # The local store writes .big.bin.aioflux-tmp-<id> and renames it when complete.
+    _wait_until(proc, lambda: bool(list(tmp_path.glob(".big.bin.aioflux-tmp-*"))),
+                "the temporary file")
     _interrupt(proc)
     assert sorted(tmp_path.iterdir()) == []
 
@@ -277,3 +283,49 @@ def test_sigint_cancels_the_resumable_session_of_a_large_upload(
     assert not session_open()
     time.sleep(0.5)
     assert _published(no_multipart, bucket) == {}
+
+
+def test_cancelling_a_large_local_copy_publishes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Ctrl-C does to ``cp big.bin copy.bin`` on the filesystem: the copy
+    streams in ranges (a copy in one thread could not be stopped), so it
+    stops between two, and the temporary file goes with it."""
+    import argparse
+    import asyncio
+
+    import aioflux.cli._copy as copy_mod
+    from aioflux.cli._common import Stores
+    from aioflux.local import LocalStore
+
+    monkeypatch.setattr(copy_mod, "STREAM_THRESHOLD", 1024)
+    monkeypatch.setattr(copy_mod, "_CHUNK", 1024 * 1024)
+    (tmp_path / "big.bin").write_bytes(os.urandom(8 * 1024 * 1024))
+    ranges_read = 0
+    real_fetch = LocalStore.fetch
+
+    async def slow_fetch(self, bucket, name, **kw):  # type: ignore[no-untyped-def]
+        nonlocal ranges_read
+        if kw.get("start", 0) >= 2 * 1024 * 1024:
+            await asyncio.sleep(3600)  # the disk stalls after two ranges
+        ranges_read += 1
+        return await real_fetch(self, bucket, name, **kw)
+
+    monkeypatch.setattr(LocalStore, "fetch", slow_fetch)
+    args = argparse.Namespace(endpoint=None, concurrency=4, progress=False)
+
+    async def copy_then_cancel() -> None:
+        async with Stores(args) as stores:
+            (item,) = await copy_mod._plan(stores, copy_mod.url_arg(str(tmp_path / "big.bin")),
+                                           copy_mod.url_arg(str(tmp_path / "copy.bin")), False)
+            task = asyncio.ensure_future(copy_mod._copy_one(stores, item, copy_mod.Progress(
+                item.src.size, "cp", enabled=False)))
+            while not list(tmp_path.glob(".copy.bin.aioflux-tmp-*")):
+                assert not task.done()
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(asyncio.wait_for(copy_then_cancel(), 30))
+    assert ranges_read == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.bin"]
