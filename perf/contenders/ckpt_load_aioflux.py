@@ -16,13 +16,13 @@ from ckpt_common import checkpoint_object
 
 import aioflux
 from aioflux import AsyncClient
-from aioflux._reader import DEFAULT_CHUNK_SIZE, DEFAULT_READ_AHEAD
 
 if __name__ == "__main__":
     manifest, rest = load()
     parser = argparse.ArgumentParser()
-    parser.add_argument("--chunk-mib", type=int, default=DEFAULT_CHUNK_SIZE // 2**20)
-    parser.add_argument("--read-ahead", type=int, default=DEFAULT_READ_AHEAD)
+    # The scenario always passes both (its copies of the library's defaults).
+    parser.add_argument("--chunk-mib", type=int, required=True)
+    parser.add_argument("--read-ahead", type=int, required=True)
     args = parser.parse_args(rest)
     client = AsyncClient(endpoint=manifest.endpoint)
     name, size = checkpoint_object(manifest)

@@ -26,7 +26,7 @@ _READ_AHEAD = 16
 
 
 def _aioflux_ready() -> str | None:
-    return project_imports("import aioflux._reader; aioflux.open; aioflux._reader.ObjectReader")
+    return project_imports("import aioflux; aioflux.open; aioflux.AsyncClient")
 
 
 def plan(options: Options) -> Plan:
@@ -73,6 +73,18 @@ def plan(options: Options) -> Plan:
                 "nothing bypassed"
             ),
         ),
+        Contender(
+            "msc",
+            "ckpt_load_msc.py",
+            "msc",
+            (),
+            note=(
+                "multistorageclient.open(url, 'rb', prefetch_file=True) as msc.torch.load "
+                "opens it, then readinto an 8 MiB buffer until EOF; MSC's GCS provider with "
+                "endpoint_url=emulator, skip_signature=True (Python provider: MSC turns its "
+                "Rust client off for a custom endpoint)"
+            ),
+        ),
     ]
     return Plan(
         name="ckpt_load",
@@ -84,7 +96,7 @@ def plan(options: Options) -> Plan:
         objects=[ObjectSet("ckpt_load/part-", size_mib // part_mib, part_mib * 2**20)],
         contenders=contenders,
         baseline="aioflux",
-        targets=[Target("dataflux", 6.0), Target("aiohttp-bare", 0.8)],
+        targets=[Target("dataflux", 6.0), Target("msc", 1.5), Target("aiohttp-bare", 0.8)],
         notes=[
             (
                 "the object is random bytes seeded with plain aiohttp as 128 MiB parts and "
