@@ -33,7 +33,7 @@ async def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch,
             else:
                 parts = await asyncio.gather(*(
                     obstore.get_range_async(store, name, start=s, length=n)
-                    for s, n in zip(starts, lengths)))
+                    for s, n in zip(starts, lengths, strict=True)))
             nbytes += sum(len(p) for p in parts)
             del parts
     return watch, nbytes
