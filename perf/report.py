@@ -7,8 +7,10 @@ ratios with their min-max. A target passes on the median; the spread is
 printed beside it, so a verdict carried by one lucky round shows.
 
 ``python -m perf report`` rewrites the parts of ``perf/RESULTS.md`` and
-``README.md`` between the markers below from ``perf/results.jsonl``, taking
-the newest recorded run of each scenario; ``--check`` fails if they differ.
+``README.md`` between the markers below from ``perf/results.jsonl``; each
+pair comes from the newest recorded run that measured both of its
+contenders (a later ``--only`` run of two contenders updates their pair and
+leaves the others' figures in place). ``--check`` fails if they differ.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ __all__ = [
     "RESULTS_MD",
     "Pair",
     "cpu_per_unit",
-    "latest_runs",
+    "current_pairs",
     "pairs",
     "ratio_stats",
     "regenerate",
@@ -139,13 +141,34 @@ def pairs(run: Run) -> list[Pair]:
     return out
 
 
-def latest_runs(runs: Sequence[Run]) -> list[Run]:
-    """The newest recorded run of each scenario, by scenario name."""
-    newest: dict[str, Run] = {}
-    for run in runs:
-        if not run.info.get("quick"):
-            newest[run.info["scenario"]] = run  # file order is time order
-    return [newest[name] for name in sorted(newest)]
+def current_pairs(runs: Sequence[Run]) -> list[Pair]:
+    """Per scenario (by name), each pair from the newest run that measured it.
+
+    Within a scenario, pairs keep the order of the newest run they appear in;
+    quick runs are never current.
+    """
+    newest: dict[tuple[str, str, str], Pair] = {}
+    for run in reversed(runs):  # file order is time order
+        if run.info.get("quick"):
+            continue
+        for pair in pairs(run):
+            key = (run.info["scenario"], pair.mine, pair.other)
+            if key not in newest and (pair.stats is not None or pair.at_least is not None):
+                newest[key] = pair
+    chosen = [p for p in newest.values() if p.stats is not None]
+    # Targets nobody measured still show, as "not measured", once.
+    chosen += [p for key, p in newest.items() if p.stats is None
+               and not any(q.run.info["scenario"] == key[0] and (q.mine, q.other) == key[1:]
+                           for q in chosen)]
+    order = {id(run): i for i, run in enumerate(runs)}
+    return sorted(chosen, key=lambda p: (p.run.info["scenario"], -order[id(p.run)]))
+
+
+def _runs_of(chosen: Sequence[Pair]) -> list[Run]:
+    seen: dict[int, Run] = {}
+    for pair in chosen:
+        seen.setdefault(id(pair.run), pair.run)
+    return list(seen.values())
 
 
 def _target_cell(pair: Pair) -> str:
@@ -154,37 +177,36 @@ def _target_cell(pair: Pair) -> str:
     return f">= {pair.at_least:g}x {pair.verdict()}"
 
 
-def render_summary(runs: Sequence[Run]) -> str:
-    """The summary table: every pair of the newest run of each scenario."""
+def render_summary(chosen: Sequence[Pair]) -> str:
+    """The summary table: every current pair."""
     lines = [
         "| scenario (run) | aioflux contender | vs | speed ratio, median of rounds (min-max) "
         "| target | CPU per unit: ours / theirs |",
         "|---|---|---|---:|---|---:|",
     ]
-    for run in runs:
+    for pair in chosen:
+        run = pair.run
         unit = _unit(run)
-        for pair in pairs(run):
-            ours = _fmt_unit(cpu_per_unit(run.ok(pair.mine), unit), unit)
-            theirs = _fmt_unit(cpu_per_unit(run.ok(pair.other), unit), unit)
-            lines.append(
-                f"| {run.info['scenario']} ({run.info['stamp'][:16].replace('T', ' ')}) "
-                f"| {pair.mine} | {pair.other} | {_fmt_ratio(pair.stats)} "
-                f"| {_target_cell(pair)} | {ours} / {theirs} |"
-            )
+        ours = _fmt_unit(cpu_per_unit(run.ok(pair.mine), unit), unit)
+        theirs = _fmt_unit(cpu_per_unit(run.ok(pair.other), unit), unit)
+        lines.append(
+            f"| {run.info['scenario']} ({run.info['stamp'][:16].replace('T', ' ')}) "
+            f"| {pair.mine} | {pair.other} | {_fmt_ratio(pair.stats)} "
+            f"| {_target_cell(pair)} | {ours} / {theirs} |"
+        )
     return "\n".join(lines)
 
 
-def render_readme(runs: Sequence[Run]) -> str:
+def render_readme(chosen: Sequence[Pair]) -> str:
     """The README's table: the same pairs, fewer columns."""
     lines = [
         "| scenario | aioflux | vs | ratio (aioflux speed / theirs), median (min-max) "
         "| target |",
         "|---|---|---|---:|---|",
     ]
-    for run in runs:
-        for pair in pairs(run):
-            lines.append(f"| {run.info['scenario']} | {pair.mine} | {pair.other} "
-                         f"| {_fmt_ratio(pair.stats)} | {_target_cell(pair)} |")
+    for pair in chosen:
+        lines.append(f"| {pair.run.info['scenario']} | {pair.mine} | {pair.other} "
+                     f"| {_fmt_ratio(pair.stats)} | {_target_cell(pair)} |")
     return "\n".join(lines)
 
 
@@ -295,22 +317,23 @@ def _replace_between(text: str, markers: tuple[str, str], body: str, path: Path)
 
 def generated(records_path: Path = RESULTS_JSONL) -> tuple[str, str]:
     """What belongs between the markers of RESULTS.md and of README.md."""
-    runs = latest_runs(group_runs(load(records_path)))
+    chosen = current_pairs(group_runs(load(records_path)))
     summary = "\n".join([
         "## Current figures",
         "",
-        "Generated by `python -m perf report` from `perf/results.jsonl`: the newest "
-        "recorded run of each scenario. Ratios are the median of per-round ratios "
+        "Generated by `python -m perf report` from `perf/results.jsonl`: each pair "
+        "from the newest recorded run that measured both sides (the run's start, UTC, "
+        "is beside the scenario). Ratios are the median of per-round ratios "
         "(min-max across rounds); CPU is user+system of the contender's process "
         "(and its reaped children) over the timed region.",
         "",
-        render_summary(runs),
+        render_summary(chosen),
         "",
-        "## Newest run of each scenario",
+        "## The runs behind these figures",
         "",
-        *(render_run(run) for run in runs),
+        *(render_run(run) for run in _runs_of(chosen)),
     ])
-    return summary, render_readme(runs)
+    return summary, render_readme(chosen)
 
 
 def regenerate(*, check: bool = False, records_path: Path = RESULTS_JSONL,
