@@ -198,15 +198,24 @@ def render_summary(chosen: Sequence[Pair]) -> str:
 
 
 def render_readme(chosen: Sequence[Pair]) -> str:
-    """The README's table: the same pairs, fewer columns."""
+    """The README's table: targets, and aioflux against every other client.
+
+    Pairs of two aioflux configurations without a target (lean reads off,
+    2 workers, ...) are left to RESULTS.md.
+    """
     lines = [
         "| scenario | aioflux | vs | ratio (aioflux speed / theirs), median (min-max) "
-        "| target |",
-        "|---|---|---|---:|---|",
+        "| target | CPU per unit: aioflux / theirs |",
+        "|---|---|---|---:|---|---:|",
     ]
     for pair in chosen:
+        if pair.at_least is None and pair.other.startswith("aioflux"):
+            continue
+        unit = _unit(pair.run)
+        ours = _fmt_unit(cpu_per_unit(pair.run.ok(pair.mine), unit), unit)
+        theirs = _fmt_unit(cpu_per_unit(pair.run.ok(pair.other), unit), unit)
         lines.append(f"| {pair.run.info['scenario']} | {pair.mine} | {pair.other} "
-                     f"| {_fmt_ratio(pair.stats)} | {_target_cell(pair)} |")
+                     f"| {_fmt_ratio(pair.stats)} | {_target_cell(pair)} | {ours} / {theirs} |")
     return "\n".join(lines)
 
 

@@ -71,7 +71,7 @@ def test_a_target_passes_on_the_median_and_prints_the_spread(tmp_path: Path) -> 
     assert "- ours >= 2x slow: 1.50x (1.40-1.60), MISS" in section
     # CPU per item: (0.3 + 0.1) s over 1000 items, beside the wall time.
     assert "| ours | 1.00 | 102.4 | 1000 | 1.00x | 0.40 | 0.40 ms/item |" in section
-    summary = report.render_summary([run])
+    summary = report.render_summary(report.pairs(run))
     assert "| ours | peer | 1.10x (0.90-1.20) | >= 1x PASS | 0.40 ms/item / 0.70 ms/item |" in (
         summary)
 
@@ -88,9 +88,10 @@ def test_large_objects_report_cpu_per_gib_and_failed_rounds_are_named(tmp_path: 
     assert "- peer round 1: exit 1: boom" in section
 
 
-def test_the_newest_recorded_run_of_each_scenario_is_current(tmp_path: Path) -> None:
-    old = [_run("r1", [], ["ours", "peer"]), _sample("r1", "ours", 1, 1.0),
-           _sample("r1", "peer", 1, 5.0)]
+def test_each_pair_comes_from_the_newest_run_that_measured_it(tmp_path: Path) -> None:
+    old = [_run("r1", [], ["ours", "peer", "other"]), _sample("r1", "ours", 1, 1.0),
+           _sample("r1", "peer", 1, 5.0), _sample("r1", "other", 1, 7.0)]
+    # A later run of two contenders only (--only ours,peer).
     new = [_run("r2", [], ["ours", "peer"]), _sample("r2", "ours", 1, 1.0),
            _sample("r2", "peer", 1, 2.0)]
     path = tmp_path / "results.jsonl"
@@ -103,9 +104,25 @@ def test_the_newest_recorded_run_of_each_scenario_is_current(tmp_path: Path) -> 
     assert report.regenerate(**kw) == [md, readme]
     assert report.regenerate(check=True, **kw) == []
     text = readme.read_text()
-    assert "| read_small | ours | peer | 2.00x (2.00-2.00) |  |" in text
+    assert "| read_small | ours | peer | 2.00x (2.00-2.00) |  | 0.60 ms/item / 0.60 ms/item |" in (
+        text)
+    assert "| read_small | ours | other | 7.00x (7.00-7.00) |  |" in text
     assert "5.00x" not in text and text.endswith("<!-- perf:table:end -->\nrest\n")
+    assert "run r1" in md.read_text() and "run r2" in md.read_text()
     assert md.read_text().startswith("intro\n") and md.read_text().endswith("appendix\n")
+
+
+def test_the_readme_leaves_untargeted_aioflux_variants_out(tmp_path: Path) -> None:
+    names = ["ours", "aioflux-nolean", "aioflux-w2", "peer"]
+    records = [_run("r1", [("aioflux-w2", "peer", 1.0)], names)]
+    records += [_sample("r1", n, 1, 1.0) for n in names]
+    path = tmp_path / "results.jsonl"
+    _write(path, records)
+    chosen = report.current_pairs(results.group_runs(results.load(path)))
+    readme = report.render_readme(chosen)
+    assert "| aioflux-w2 | peer |" in readme and "| ours | peer |" in readme
+    assert "aioflux-nolean" not in readme
+    assert "| ours | aioflux-nolean |" in report.render_summary(chosen)
 
 
 def test_a_sample_of_an_unknown_run_is_refused(tmp_path: Path) -> None:
