@@ -51,8 +51,9 @@ def git_revision(repo: Path = PERF_DIR.parent) -> str:
                                cwd=repo, check=True, capture_output=True, text=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    # results.jsonl itself changes with every recorded run.
-    edits = [ln for ln in dirty.splitlines() if not ln.endswith("results.jsonl")]
+    # A recorded run rewrites these two itself; they are not the code measured.
+    edits = [ln for ln in dirty.splitlines()
+             if not ln.endswith(("perf/results.jsonl", "perf/RESULTS.md"))]
     return head + ("+dirty" if edits else "")
 
 
