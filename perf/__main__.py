@@ -1,4 +1,4 @@
-"""``python -m perf setup|run|list``; see ``perf/__init__.py``."""
+"""``python -m perf setup|run|list|report``; see ``perf/README.md``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 
 from perf import peers, scenarios
 from perf.harness import Options, run
+from perf.report import regenerate
 
 
 def _params(pairs: list[str]) -> dict[str, str]:
@@ -30,7 +31,14 @@ def main(argv: list[str] | None = None) -> int:
 
     sub.add_parser("list", help="list scenarios")
 
-    go = sub.add_parser("run", help="run a scenario and append its results to perf/RESULTS.md")
+    rep = sub.add_parser(
+        "report", help="regenerate the tables in perf/RESULTS.md and README.md from the data"
+    )
+    rep.add_argument(
+        "--check", action="store_true", help="only check they are current; exit 1 if not"
+    )
+
+    go = sub.add_parser("run", help="run a scenario and append its results to perf/results.jsonl")
     go.add_argument("scenario", choices=scenarios.names())
     go.add_argument(
         "--rounds", type=int, default=None, help="interleaved rounds (default 3, 1 with --quick)"
@@ -55,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"unknown peers {sorted(unknown)}; known: {list(peers.PEERS)}")
         peers.build_all(args.peers or None, force=args.force)
         return 0
+    if args.command == "report":
+        stale = regenerate(check=args.check)
+        for path in stale:
+            print(f"{path}: {'out of date' if args.check else 'regenerated'}")
+        return 1 if args.check and stale else 0
     if args.command == "list":
         for name in scenarios.names():
             print(name)
@@ -81,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         profile=args.profile,
         record=record_it,
         quick=args.quick,
+        params=options.params,
     )
     # Non-zero only when something that was meant to run failed or misread.
     return 1 if any(o.errors for o in outcomes) else 0

@@ -7,8 +7,11 @@ A run is laid out so that only ratios measured within it are compared:
 3. for each round, run every contender once, in the scenario's order
    (A B C A B C ...), each as its own subprocess that prints one JSON line;
    drift on a shared machine then hits every contender alike;
-4. take medians per contender, throughput, and ratios against the baseline;
-5. print a table and append a dated section to ``perf/RESULTS.md``.
+4. record one JSON line per contender per round in ``perf/results.jsonl``
+   (``perf/results.py``), with the contender's own CPU over its timed work;
+5. print the run's table (``perf/report.py``: medians, and ratios as the
+   median of per-round ratios with their spread) and regenerate the tables
+   in ``perf/RESULTS.md`` and ``README.md`` from the data.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -27,14 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perf import emulator, peers
+from perf import emulator, peers, results
 from perf.seed import ObjectSet, read_all, seed
 
 __all__ = ["Contender", "Options", "Outcome", "Plan", "Target", "run"]
 
 PERF_DIR = Path(__file__).resolve().parent
 CONTENDERS_DIR = PERF_DIR / "contenders"
-RESULTS = PERF_DIR / "RESULTS.md"
 RUNS_DIR = PERF_DIR / ".runs"
 
 
@@ -139,6 +141,8 @@ class Outcome:
     samples: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     skipped: str | None = None
+    # (round, result or None, error or None) for every timed round, in order.
+    rounds: list[tuple[int, dict[str, Any] | None, str | None]] = field(default_factory=list)
 
     def median(self, key: str) -> float:
         return statistics.median(float(s[key]) for s in self.samples)
@@ -168,6 +172,10 @@ def _run_one(
     with log.open("a") as err:
         err.write(f"\n=== {time.strftime('%H:%M:%S')} {' '.join(cmd)}\n")
         err.flush()
+        # The emulator, the only other child, is reaped after the last round,
+        # so the children's CPU grows here by the contender's process alone
+        # (imports and set-up included, unlike its own timed figure).
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run(
             cmd,
             check=False,
@@ -177,6 +185,7 @@ def _run_one(
             env=env,
             timeout=timeout_s,
         )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
     lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
     if done.returncode != 0 or not lines:
         last = (log.read_text().strip().splitlines() or [""])[-1][:300]
@@ -184,6 +193,8 @@ def _run_one(
     result = json.loads(lines[-1])
     if not isinstance(result, dict) or "seconds" not in result:
         raise RuntimeError(f"bad result line {lines[-1]!r}")
+    result["process_cpu_s"] = round(
+        after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 3)
     return result
 
 
@@ -230,6 +241,7 @@ def _one_round(
         sample = _run_one(out.contender, manifest, _env(emu, out.contender), plan.timeout_s, log)
     except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
         out.errors.append(f"round {rnd}: {exc}")
+        out.rounds.append((rnd, None, str(exc)))
         print(f"[perf] round {rnd} {name}: FAILED {exc}", flush=True)
         return
     wrong = _wrong(plan, sample)
@@ -240,9 +252,11 @@ def _one_round(
     # Includes the contender's start-up, when the emulator is idle anyway.
     sample["emulator_cpu_s"] = emulator.cpu_seconds(emu.pid) - cpu_before
     out.samples.append(sample)
+    out.rounds.append((rnd, sample, wrong))
+    cpu = float(sample.get("cpu_user_s", 0.0)) + float(sample.get("cpu_sys_s", 0.0))
     print(
         f"[perf] round {rnd} {name}: {float(sample['seconds']):.2f}s "
-        f"peak {sample['peak_rss_mb']} MiB",
+        f"CPU {cpu:.2f}s peak {sample['peak_rss_mb']} MiB",
         flush=True,
     )
 
@@ -255,6 +269,7 @@ def run(
     profile: str = "gcs-like",
     record: bool = True,
     quick: bool = False,
+    params: dict[str, str] | None = None,
 ) -> list[Outcome]:
     """Run ``plan`` for ``rounds`` interleaved rounds; print and record results."""
     stamp = dt.datetime.now(dt.timezone.utc)
@@ -295,22 +310,58 @@ def run(
                 _one_round(plan, out, rnd, manifest, emu, run_dir)
         load = (load_before, os.getloadavg()[0])
 
-    # Imported here: perf.report imports this module's types.
-    from perf.report import render, write_results
+    records = _records(plan, outcomes, emu=emu, rounds=rounds, quick=quick, stamp=stamp,
+                       load=load, params=params or {}, run_id=run_dir.name)
+    # Imported here: perf.report is only needed once the rounds are done.
+    from perf.report import regenerate, render_run
 
-    text = render(plan, outcomes, emu=emu, rounds=rounds, quick=quick, stamp=stamp, load=load)
-    print(text)
+    print(render_run(results.group_runs(records)[0]))
     if record:
-        write_results(RESULTS, text)
-        print(f"[perf] appended to {RESULTS}", flush=True)
+        results.append(results.RESULTS_JSONL, records)
+        print(f"[perf] appended to {results.RESULTS_JSONL}", flush=True)
+        for path in regenerate():
+            print(f"[perf] regenerated the tables in {path}", flush=True)
     else:
         print("[perf] not recorded (quick run or --no-record)", flush=True)
     return outcomes
 
 
-def machine() -> str:
-    """One line about where the numbers came from."""
-    return (
-        f"nproc={os.cpu_count()}, {platform.system()} {platform.release()}, "
-        f"{platform.python_implementation()} {platform.python_version()}"
-    )
+def _warm_up_line(plan: Plan) -> str:
+    steps = []
+    if plan.warm_read:
+        steps.append("the harness reads every object once, untimed, before round 1")
+    if plan.warm_rounds:
+        steps.append(f"{plan.warm_rounds} untimed round(s) of every contender ran first")
+    first = "; ".join(steps) if steps else "none"
+    return (f"warm-up: {first}; each contender times only its work (imports and client "
+            "construction excluded, connection setup included)")
+
+
+def _records(
+    plan: Plan, outcomes: Sequence[Outcome], *, emu: emulator.Emulator, rounds: int,
+    quick: bool, stamp: dt.datetime, load: tuple[float, float], params: dict[str, str],
+    run_id: str,
+) -> list[dict[str, Any]]:
+    """The run's ``run`` line and one ``sample`` line per contender per round."""
+    info = results.machine_info()
+    git = results.git_revision()
+    contenders = [
+        {"name": o.contender.name, "note": o.contender.note, "venv": o.contender.venv,
+         "versions": peers.versions(o.contender.venv) if o.contender.venv else {},
+         "skipped": o.skipped}
+        for o in outcomes
+    ]
+    targets = [(t.mine or plan.baseline, t.other, t.at_least) for t in plan.targets]
+    out = [results.run_record(
+        run_id=run_id, stamp=stamp, scenario=plan.name, description=plan.description,
+        params=params, quick=quick, rounds=rounds, baseline=plan.baseline, targets=targets,
+        contenders=contenders, notes=plan.notes, emulator=emu.kind, profile=emu.profile,
+        warm_up=_warm_up_line(plan), load=load, machine=info, git=git,
+    )]
+    for o in outcomes:
+        for rnd, sample, error in o.rounds:
+            out.append(results.sample_record(
+                run_id=run_id, scenario=plan.name, contender=o.contender.name, round_no=rnd,
+                result=sample, error=error, machine=info, git=git))
+    return out
+

@@ -87,6 +87,29 @@ PEERS: dict[str, PeerEnv] = {
             requirements=("google-cloud-storage>=3,<4",),
             probe=("google-cloud-storage", "requests", "urllib3"),
         ),
+        PeerEnv(
+            name="obstore",
+            first=(),
+            # uvloop: the loop aioflux's contenders run on, so both sides get it.
+            requirements=("obstore", "uvloop"),
+            probe=("obstore", "uvloop"),
+        ),
+        PeerEnv(
+            name="litdata",
+            # torchvision is a litdata requirement; resolved against the pin.
+            # Its GCS downloader builds its obstore store from a
+            # google-cloud-storage client's credentials, an optional import.
+            first=(_TORCH,),
+            requirements=("litdata", "google-cloud-storage"),
+            probe=("litdata", "obstore", "google-cloud-storage", "torch", "torchvision"),
+        ),
+        PeerEnv(
+            name="msc",
+            # torch for msc.torch.save/load; the extra brings google-cloud-storage.
+            first=(_TORCH,),
+            requirements=("multi-storage-client[google-cloud-storage]",),
+            probe=("multi-storage-client", "google-cloud-storage", "torch"),
+        ),
     )
 }
 

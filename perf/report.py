@@ -1,159 +1,365 @@
-"""Turn a run's outcomes into the markdown section RESULTS.md collects."""
+"""Tables rendered from results data: one run's section, and the summaries.
+
+Ratios are taken round by round: in round r, ``mine``'s speed over
+``other``'s is ``other.wall[r] / mine.wall[r]`` (both ran minutes apart at
+most, interleaved), and a pair is reported as the median of those per-round
+ratios with their min-max. A target passes on the median; the spread is
+printed beside it, so a verdict carried by one lucky round shows.
+
+``python -m perf report`` rewrites the parts of ``perf/RESULTS.md`` and
+``README.md`` between the markers below from ``perf/results.jsonl``; each
+pair comes from the newest recorded run that measured both of its
+contenders (a later ``--only`` run of two contenders updates their pair and
+leaves the others' figures in place). ``--check`` fails if they differ.
+"""
 
 from __future__ import annotations
 
-import datetime as dt
+import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from perf import emulator, peers
-from perf.harness import Outcome, Plan, machine
+from perf.results import RESULTS_JSONL, Run, group_runs, load
 
-__all__ = ["render", "write_results"]
+__all__ = [
+    "README",
+    "RESULTS_MD",
+    "Pair",
+    "cpu_per_unit",
+    "current_pairs",
+    "pairs",
+    "ratio_stats",
+    "regenerate",
+    "render_readme",
+    "render_run",
+    "render_summary",
+]
 
-_HEADER = """# aioflux performance results
+PERF_DIR = Path(__file__).resolve().parent
+RESULTS_MD = PERF_DIR / "RESULTS.md"
+README = PERF_DIR.parent / "README.md"
 
-Appended by `python -m perf run SCENARIO`, newest last. Each section is
-one run: every contender ran against the same emulator and data set,
-interleaved round by round. Compare ratios within a section; absolute
-times on a shared 2-core machine are not meaningful.
-"""
+SUMMARY_MARKERS = ("<!-- perf:summary:start (python -m perf report) -->",
+                   "<!-- perf:summary:end -->")
+README_MARKERS = ("<!-- perf:table:start (python -m perf report) -->", "<!-- perf:table:end -->")
 
-
-def _pick_baseline(plan: Plan, outcomes: Sequence[Outcome]) -> Outcome | None:
-    by_name = {o.contender.name: o for o in outcomes if o.samples}
-    if plan.baseline in by_name:
-        return by_name[plan.baseline]
-    return next(iter(by_name.values()), None)
-
-
-def _row(out: Outcome, base: Outcome | None) -> str:
-    name = out.contender.name + (" (!)" if out.errors else "")
-    if not out.samples:
-        why = "skipped, see notes" if out.skipped else "failed, see notes"
-        return f"| {name} | - | - | - | - | - | - | - | {why} |"
-    secs = out.median("seconds")
-    mbps = out.median("bytes") / secs / 1e6
-    ips = out.median("items") / secs
-    ratio = f"{secs / base.median('seconds'):.2f}x" if base else "-"
-    peak = out.median("peak_rss_mb")
-    growth = statistics_growth(out)
-    spread = ", ".join(f"{float(s['seconds']):.2f}" for s in out.samples)
-    cells = [
-        name,
-        f"{secs:.2f}",
-        f"{mbps:.1f}",
-        f"{ips:.0f}",
-        ratio,
-        f"{peak:.0f}",
-        f"{growth:.0f}",
-        f"{out.median('emulator_cpu_s'):.1f}",
-    ]
-    return "| " + " | ".join([*cells, spread]) + " |"
+_GIB = 2**30
 
 
-def statistics_growth(out: Outcome) -> float:
-    """Median of (peak RSS - RSS when the timed region started)."""
-    deltas = sorted(
-        float(s["peak_rss_mb"]) - float(s.get("rss_start_mb", 0.0)) for s in out.samples
-    )
-    mid = len(deltas) // 2
-    return deltas[mid] if len(deltas) % 2 else (deltas[mid - 1] + deltas[mid]) / 2
+def _cpu(sample: dict[str, Any]) -> float | None:
+    user, system = sample.get("cpu_user_s"), sample.get("cpu_sys_s")
+    if user is None or system is None:
+        return None
+    return float(user) + float(system)
 
 
-def _targets(plan: Plan, outcomes: Sequence[Outcome]) -> list[str]:
-    lines = []
-    by_name = {o.contender.name: o for o in outcomes}
-    for target in plan.targets:
-        name = target.mine or plan.baseline
-        mine, other = by_name.get(name), by_name.get(target.other)
-        goal = f"{name} >= {target.at_least}x {target.other}"
-        if mine is None or not mine.samples or other is None or not other.samples:
-            lines.append(f"- {goal}: not measured")
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def ratio_stats(
+    mine: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]
+) -> tuple[float, float, float, int] | None:
+    """Median, min and max of per-round ``other.wall / mine.wall``, and the rounds used.
+
+    Rounds are paired by number; a round either side lacks is left out.
+    """
+    walls = {int(s["round"]): float(s["wall_s"]) for s in other if s.get("wall_s")}
+    ratios = [walls[int(s["round"])] / float(s["wall_s"])
+              for s in mine if s.get("wall_s") and int(s["round"]) in walls]
+    if not ratios:
+        return None
+    return statistics.median(ratios), min(ratios), max(ratios), len(ratios)
+
+
+def _unit(run: Run) -> str:
+    """"item" for many small objects, "GiB" for a few large ones."""
+    base = run.ok(run.info["baseline"]) or next(
+        (run.ok(n) for n in run.order if run.ok(n)), [])
+    items = _median([float(s["items"]) for s in base if s.get("items") is not None])
+    return "item" if items is not None and items >= 100 else "GiB"
+
+
+def cpu_per_unit(samples: Sequence[dict[str, Any]], unit: str) -> float | None:
+    """Median CPU per item (ms) or per GiB (s) over the rounds that report CPU."""
+    per = []
+    for s in samples:
+        cpu = _cpu(s)
+        if cpu is None:
             continue
-        ratio = other.median("seconds") / mine.median("seconds")
-        verdict = "PASS" if ratio >= target.at_least else "MISS"
-        lines.append(f"- {goal}: {ratio:.2f}x, {verdict}")
-    return lines
+        if unit == "item" and s.get("items"):
+            per.append(cpu * 1000 / float(s["items"]))
+        elif unit == "GiB" and s.get("bytes"):
+            per.append(cpu / (float(s["bytes"]) / _GIB))
+    return _median(per)
 
 
-def render(
-    plan: Plan,
-    outcomes: Sequence[Outcome],
-    *,
-    emu: emulator.Emulator,
-    rounds: int,
-    quick: bool,
-    stamp: dt.datetime,
-    load: tuple[float, float],
-) -> str:
-    """The markdown section for one run."""
-    base = _pick_baseline(plan, outcomes)
-    base_name = base.contender.name if base else plan.baseline
-    order = ", ".join(o.contender.name for o in outcomes if o.skipped is None)
+def _fmt_unit(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f} ms/item" if unit == "item" else f"{value:.2f} s/GiB"
+
+
+def _fmt_ratio(stats: tuple[float, float, float, int] | None) -> str:
+    if stats is None:
+        return "-"
+    med, lo, hi, _ = stats
+    return f"{med:.2f}x ({lo:.2f}-{hi:.2f})"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """``mine`` against ``other`` in one run, with a target if one is set."""
+
+    run: Run
+    mine: str
+    other: str
+    at_least: float | None
+
+    @property
+    def stats(self) -> tuple[float, float, float, int] | None:
+        return ratio_stats(self.run.ok(self.mine), self.run.ok(self.other))
+
+    def verdict(self) -> str:
+        if self.at_least is None:
+            return ""
+        stats = self.stats
+        if stats is None:
+            return "not measured"
+        return "PASS" if stats[0] >= self.at_least else "MISS"
+
+
+def pairs(run: Run) -> list[Pair]:
+    """The run's targets, then the baseline against every other contender."""
+    out = [Pair(run, mine, other, float(at)) for mine, other, at in run.info["targets"]]
+    seen = {(p.mine, p.other) for p in out}
+    base = run.info["baseline"]
+    out += [Pair(run, base, name, None) for name in run.order
+            if name != base and (base, name) not in seen]
+    return out
+
+
+def current_pairs(runs: Sequence[Run]) -> list[Pair]:
+    """Per scenario (by name), each pair from the newest run that measured it.
+
+    Within a scenario, pairs keep the order of the newest run they appear in;
+    quick runs are never current.
+    """
+    newest: dict[tuple[str, str, str], Pair] = {}
+    for run in reversed(runs):  # file order is time order
+        if run.info.get("quick"):
+            continue
+        for pair in pairs(run):
+            key = (run.info["scenario"], pair.mine, pair.other)
+            if key not in newest and (pair.stats is not None or pair.at_least is not None):
+                newest[key] = pair
+    chosen = [p for p in newest.values() if p.stats is not None]
+    # Targets nobody measured still show, as "not measured", once.
+    chosen += [p for key, p in newest.items() if p.stats is None
+               and not any(q.run.info["scenario"] == key[0] and (q.mine, q.other) == key[1:]
+                           for q in chosen)]
+    order = {id(run): i for i, run in enumerate(runs)}
+    return sorted(chosen, key=lambda p: (p.run.info["scenario"], -order[id(p.run)]))
+
+
+def _runs_of(chosen: Sequence[Pair]) -> list[Run]:
+    seen: dict[int, Run] = {}
+    for pair in chosen:
+        seen.setdefault(id(pair.run), pair.run)
+    return list(seen.values())
+
+
+def _target_cell(pair: Pair) -> str:
+    if pair.at_least is None:
+        return ""
+    return f">= {pair.at_least:g}x {pair.verdict()}"
+
+
+def render_summary(chosen: Sequence[Pair]) -> str:
+    """The summary table: every current pair."""
+    lines = [
+        "| scenario (run) | aioflux contender | vs | speed ratio, median of rounds (min-max) "
+        "| target | CPU per unit: ours / theirs |",
+        "|---|---|---|---:|---|---:|",
+    ]
+    for pair in chosen:
+        run = pair.run
+        unit = _unit(run)
+        ours = _fmt_unit(cpu_per_unit(run.ok(pair.mine), unit), unit)
+        theirs = _fmt_unit(cpu_per_unit(run.ok(pair.other), unit), unit)
+        lines.append(
+            f"| {run.info['scenario']} ({run.info['stamp'][:16].replace('T', ' ')}) "
+            f"| {pair.mine} | {pair.other} | {_fmt_ratio(pair.stats)} "
+            f"| {_target_cell(pair)} | {ours} / {theirs} |"
+        )
+    return "\n".join(lines)
+
+
+def render_readme(chosen: Sequence[Pair]) -> str:
+    """The README's table: targets, and aioflux against every other client.
+
+    Pairs of two aioflux configurations without a target (lean reads off,
+    2 workers, ...) are left to RESULTS.md.
+    """
+    lines = [
+        "| scenario | aioflux | vs | ratio (aioflux speed / theirs), median (min-max) "
+        "| target | CPU per unit: aioflux / theirs |",
+        "|---|---|---|---:|---|---:|",
+    ]
+    for pair in chosen:
+        if pair.at_least is None and pair.other.startswith("aioflux"):
+            continue
+        unit = _unit(pair.run)
+        ours = _fmt_unit(cpu_per_unit(pair.run.ok(pair.mine), unit), unit)
+        theirs = _fmt_unit(cpu_per_unit(pair.run.ok(pair.other), unit), unit)
+        lines.append(f"| {pair.run.info['scenario']} | {pair.mine} | {pair.other} "
+                     f"| {_fmt_ratio(pair.stats)} | {_target_cell(pair)} | {ours} / {theirs} |")
+    return "\n".join(lines)
+
+
+def _growth(samples: Sequence[dict[str, Any]]) -> float | None:
+    return _median([float(s["peak_rss_mb"]) - float(s.get("rss_start_mb") or 0.0)
+                    for s in samples if s.get("peak_rss_mb") is not None])
+
+
+def _col(samples: Sequence[dict[str, Any]], key: str, fmt: str) -> str:
+    value = _median([float(s[key]) for s in samples if s.get(key) is not None])
+    return "-" if value is None else format(value, fmt)
+
+
+def _row(run: Run, name: str, unit: str) -> str:
+    samples = run.ok(name)
+    errors = [s for s in run.samples.get(name, []) if s.get("error")]
+    info = next(c for c in run.info["contenders"] if c["name"] == name)
+    label = name + (" (!)" if errors else "")
+    if not samples:
+        why = "skipped, see notes" if info.get("skipped") else "failed, see notes"
+        return f"| {label} | " + " | ".join(["-"] * 10) + f" | {why} |"
+    wall = _median([float(s["wall_s"]) for s in samples]) or 0.0
+    nbytes = _median([float(s["bytes"] or 0) for s in samples]) or 0.0
+    items = _median([float(s["items"] or 0) for s in samples]) or 0.0
+    base = run.info["baseline"]
+    vs_base = "1.00x" if name == base else _fmt_ratio(ratio_stats(run.ok(base), samples))
+    cpus = [c for c in (_cpu(s) for s in samples) if c is not None]
+    cells = [
+        label,
+        f"{wall:.2f}",
+        f"{nbytes / wall / 1e6:.1f}" if wall else "-",
+        f"{items / wall:.0f}" if wall else "-",
+        vs_base,
+        "-" if not cpus else f"{statistics.median(cpus):.2f}",
+        _fmt_unit(cpu_per_unit(samples, unit), unit),
+        _col(samples, "process_cpu_s", ".2f"),
+        _col(samples, "peak_rss_mb", ".0f"),
+        "-" if _growth(samples) is None else f"{_growth(samples):.0f}",
+        _col(samples, "emulator_cpu_s", ".2f"),
+        ", ".join(f"{float(s['wall_s']):.2f}" for s in samples),
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def render_run(run: Run) -> str:
+    """One run's section: context, the contenders' table, targets, notes."""
+    info = run.info
+    base = info["baseline"]
+    unit = _unit(run)
+    load = info["load"]
+    machine = info["machine"]
+    params = ", ".join(f"{k}={v}" for k, v in sorted(info["params"].items())) or "defaults"
     out = [
-        f"## {stamp:%Y-%m-%d %H:%M} UTC: {plan.name}{' (quick)' if quick else ''}",
+        f"### {info['scenario']}{' (quick)' if info.get('quick') else ''}: run {info['run']}",
         "",
-        plan.description,
+        info["description"],
         "",
-        f"- emulator: {emu.kind}, profile {emu.profile}; a separate process on the same cores",
-        f"- rounds: {rounds}, interleaved in the order {order}; table shows medians",
-        _warm_up_line(plan),
-        f"- machine: {machine()}; 1-min load average {load[0]:.1f} before the rounds, "
-        f"{load[1]:.1f} after (above nproc means other work competed)",
-        (
-            "- absolute times are not meaningful on a shared 2-core machine (the emulator "
-            "shares the cores); the ratios within this section are the figure"
-        ),
+        f"- emulator: {info['emulator']}, profile {info['profile']}; parameters: {params}",
+        f"- rounds: {info['rounds']}, interleaved in the order {', '.join(run.order)}",
+        f"- {info['warm_up']}",
+        f"- machine: {machine['nproc']} CPUs ({machine['cpu']}), {machine['system']}, "
+        f"{machine['python']}; git {info['git'][:12]}{'+dirty' if 'dirty' in info['git'] else ''}"
+        f"; 1-min load {load[0]:.1f} before the rounds, {load[1]:.1f} after",
         "",
-        f"| contender | median s | MB/s | items/s | {base_name} speed ÷ this "
-        "| peak RSS MiB | RSS growth MiB | emulator CPU s | rounds (s) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
-        *(_row(o, base) for o in outcomes),
+        f"| contender | median s | MB/s | items/s | {base} speed ÷ this, median (min-max) "
+        f"| CPU s | CPU per {unit} | process CPU s | peak RSS MiB | RSS growth MiB "
+        "| emulator CPU s | rounds (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        *(_row(run, name, unit) for name in run.order),
         "",
     ]
-    if base is not None and base.contender.name != plan.baseline:
-        out += [f"Baseline {plan.baseline} did not run; ratios are against {base_name}.", ""]
-    if plan.targets:
-        out += ["Targets:", *_targets(plan, outcomes), ""]
-    notes = [f"- {n}" for n in plan.notes]
-    notes += [f"- {o.contender.name}: {o.contender.note}" for o in outcomes if o.contender.note]
-    for env_name in sorted(
-        {o.contender.venv for o in outcomes if o.contender.venv and o.skipped is None}
-    ):
-        found = peers.versions(env_name)
-        notes.append(f"- venv {env_name}: " + ", ".join(f"{k} {v}" for k, v in found.items()))
-    for o in outcomes:
-        loops = sorted({str(s["loop"]) for s in o.samples if "loop" in s})
-        if loops:  # what actually ran, not what was asked for
-            notes.append(f"- {o.contender.name} event loop: {', '.join(loops)}")
-    notes += [f"- {o.contender.name} skipped: {o.skipped}" for o in outcomes if o.skipped]
-    notes += [f"- {o.contender.name} error: {e}" for o in outcomes for e in o.errors]
-    notes.append(
-        "- MB/s is 10^6 bytes per second of the median time; RSS is in MiB and includes the "
-        "interpreter and its imports; 'RSS growth' is peak minus RSS at the "
-        "start of the timed region; 'emulator CPU s' is the emulator process's CPU time "
-        "while the contender's process ran (they share the same cores)"
-    )
+    targets = [p for p in pairs(run) if p.at_least is not None]
+    if targets:
+        out.append("Targets (pass on the median of per-round ratios):")
+        out += [f"- {p.mine} >= {p.at_least:g}x {p.other}: {_fmt_ratio(p.stats)}, {p.verdict()}"
+                for p in targets]
+        out.append("")
+    notes = [f"- {n}" for n in info["notes"]]
+    for c in info["contenders"]:
+        if c.get("note"):
+            notes.append(f"- {c['name']}: {c['note']}")
+    venvs: dict[str, dict[str, str]] = {}
+    for c in info["contenders"]:
+        if c.get("venv") and not c.get("skipped"):
+            venvs[c["venv"]] = c.get("versions") or {}
+    for venv in sorted(venvs):
+        notes.append(f"- venv {venv}: " + ", ".join(f"{k} {v}" for k, v in venvs[venv].items()))
+    for c in info["contenders"]:
+        loops = sorted({str(s["extra"]["loop"]) for s in run.ok(c["name"])
+                        if "loop" in s.get("extra", {})})
+        if loops:
+            notes.append(f"- {c['name']} event loop: {', '.join(loops)}")
+        if c.get("skipped"):
+            notes.append(f"- {c['name']} skipped: {c['skipped']}")
+        notes += [f"- {c['name']} round {s['round']}: {s['error']}"
+                  for s in run.samples.get(c["name"], []) if s.get("error")]
     out += ["Notes:", *notes, ""]
     return "\n".join(out)
 
 
-def write_results(path: Path, section: str) -> None:
-    """Append ``section`` to ``path``, creating it with a header."""
-    if not path.exists():
-        path.write_text(_HEADER)
-    with path.open("a") as fh:
-        fh.write("\n" + section)
+def _replace_between(text: str, markers: tuple[str, str], body: str, path: Path) -> str:
+    start, end = markers
+    i, j = text.find(start), text.find(end)
+    if i < 0 or j < i:
+        raise ValueError(f"{path} lacks the markers {start!r} ... {end!r}")
+    return text[: i + len(start)] + "\n" + body + "\n" + text[j:]
 
 
-def _warm_up_line(plan: Plan) -> str:
-    steps = []
-    if plan.warm_read:
-        steps.append("the harness reads every object once, untimed, before round 1")
-    if plan.warm_rounds:
-        steps.append(f"{plan.warm_rounds} untimed round(s) of every contender ran first "
-                     "(the emulator's caches and memory reach a steady state)")
-    first = "; ".join(steps) if steps else "none"
-    return (f"- warm-up: {first}; each contender times only its work (imports and client "
-            "construction excluded, connection setup included)")
+def generated(records_path: Path = RESULTS_JSONL) -> tuple[str, str]:
+    """What belongs between the markers of RESULTS.md and of README.md."""
+    chosen = current_pairs(group_runs(load(records_path)))
+    summary = "\n".join([
+        "## Current figures",
+        "",
+        "Generated by `python -m perf report` from `perf/results.jsonl`: each pair "
+        "from the newest recorded run that measured both sides (the run's start, UTC, "
+        "is beside the scenario). Ratios are the median of per-round ratios "
+        "(min-max across rounds); CPU is user+system of the contender's process "
+        "(and its reaped children) over the timed region.",
+        "",
+        render_summary(chosen),
+        "",
+        "## The runs behind these figures",
+        "",
+        *(render_run(run) for run in _runs_of(chosen)),
+    ])
+    return summary, render_readme(chosen)
+
+
+def regenerate(*, check: bool = False, records_path: Path = RESULTS_JSONL,
+               results_md: Path = RESULTS_MD, readme: Path = README) -> list[Path]:
+    """Rewrite (or with ``check``, only compare) the generated parts.
+
+    Returns:
+        The files whose generated part was (or, with ``check``, would be) changed.
+    """
+    summary, table = generated(records_path)
+    stale = []
+    for path, markers, body in ((results_md, SUMMARY_MARKERS, summary),
+                                (readme, README_MARKERS, table)):
+        text = path.read_text()
+        new = _replace_between(text, markers, body, path)
+        if new != text:
+            stale.append(path)
+            if not check:
+                path.write_text(new)
+    return stale

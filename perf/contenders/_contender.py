@@ -8,7 +8,13 @@ Protocol: ``python SCRIPT MANIFEST [scenario args...]``. The manifest is
 JSON with ``endpoint``, ``bucket`` and ``objects`` (``[[name, size], ...]``).
 The script does its imports and client construction untimed, times only
 the work, and prints exactly one line of JSON as its last stdout line:
-``{"seconds", "bytes", "items", "peak_rss_mb", "rss_start_mb", ...}``.
+``{"seconds", "bytes", "items", "cpu_user_s", "cpu_sys_s", "peak_rss_mb",
+"rss_start_mb", ...}``.
+
+CPU is ``getrusage`` over the timed region: this process (all its threads)
+plus the children it reaped during it (DataLoader workers are joined when
+their iterator ends). CPU per unit of work does not move with the shared
+machine's load the way wall time does.
 """
 
 from __future__ import annotations
@@ -87,22 +93,36 @@ def _peak_rss_mb() -> float:
     return max(own, kids)
 
 
+def _cpu() -> tuple[float, float]:
+    """User and system CPU seconds of this process and its reaped children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + kids.ru_utime, own.ru_stime + kids.ru_stime
+
+
 class Stopwatch:
-    """Times the measured region and notes RSS when it starts."""
+    """Times the measured region, its CPU, and notes RSS when it starts."""
 
     def __init__(self) -> None:
         self.rss_start_mb = 0.0
         self._t0 = 0.0
+        self._cpu0 = (0.0, 0.0)
         self.seconds = 0.0
+        self.cpu_user_s = 0.0
+        self.cpu_sys_s = 0.0
 
     def __enter__(self) -> Stopwatch:
         _reset_peak_rss()
         self.rss_start_mb = rss_mb()
+        self._cpu0 = _cpu()
         self._t0 = time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self._t0
+        user, system = _cpu()
+        self.cpu_user_s = user - self._cpu0[0]
+        self.cpu_sys_s = system - self._cpu0[1]
 
 
 def report(watch: Stopwatch, *, nbytes: int, items: int, **extra: object) -> None:
@@ -111,6 +131,8 @@ def report(watch: Stopwatch, *, nbytes: int, items: int, **extra: object) -> Non
         "seconds": watch.seconds,
         "bytes": nbytes,
         "items": items,
+        "cpu_user_s": round(watch.cpu_user_s, 3),
+        "cpu_sys_s": round(watch.cpu_sys_s, 3),
         "peak_rss_mb": round(_peak_rss_mb(), 1),
         "rss_start_mb": round(watch.rss_start_mb, 1),
         **extra,

@@ -3,7 +3,7 @@
 Reads the object front to back with ``readinto`` into one reused 8 MiB
 buffer, the access pattern ``torch.load`` has on a checkpoint (sequential
 record reads) without its deserialisation cost, which is the same for every
-contender. The reader keeps ``read_ahead`` ranged GETs of ``chunk_size``
+contender. The reader keeps ``read_ahead`` ranged GETs of ``block_size``
 bytes in flight ahead of the position.
 """
 
@@ -20,8 +20,9 @@ from aioflux import AsyncClient, ReaderOptions
 if __name__ == "__main__":
     manifest, rest = load()
     parser = argparse.ArgumentParser()
-    parser.add_argument("--chunk-mib", type=int, default=ReaderOptions().block_size // 2**20)
-    parser.add_argument("--read-ahead", type=int, default=ReaderOptions().read_ahead)
+    # The scenario always passes both (its copies of the library's defaults).
+    parser.add_argument("--chunk-mib", type=int, required=True)
+    parser.add_argument("--read-ahead", type=int, required=True)
     args = parser.parse_args(rest)
     client = AsyncClient(endpoint=manifest.endpoint)
     name, size = checkpoint_object(manifest)

@@ -65,7 +65,14 @@ if __name__ == "__main__":
         extra.update(serialized_bytes=serialized, stored_bytes=stored)
         nbytes = serialized
     else:
-        manager = CheckpointManager(f"gs://{manifest.bucket}/ckpt_save/mgr-{args.mode}",
+        folder = f"ckpt_save/mgr-{args.mode}"
+        # Each process starts from an empty folder: the async mode saves
+        # steps 1 then 2, and keep_last refuses a step below one a previous
+        # round (or the warm-up) left behind.
+        with aioflux.Client(endpoint=manifest.endpoint) as sync:
+            for old in list(sync.list_objects(manifest.bucket, f"{folder}/")):
+                sync.delete(manifest.bucket, old.name, missing_ok=True)
+        manager = CheckpointManager(f"gs://{manifest.bucket}/{folder}",
                                     keep_last=1, client=client, compression=compression,
                                     writer=options)
         if args.mode == "manager":

@@ -25,7 +25,8 @@ def total_len(batch: list[bytes]) -> int:
 def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, int]:
     url = f"gs://{manifest.bucket}/{args.prefix}"
     kw: dict[str, object] = dict(endpoint=manifest.endpoint,
-                                 config=ClientConfig(max_concurrency=args.concurrency))
+                                 config=ClientConfig(max_concurrency=args.concurrency,
+                                                     lean_reads=args.lean))
     if args.compose_threshold is not None:  # else the library's default
         kw["compose_threshold"] = args.compose_threshold
     ds: torch.utils.data.Dataset[bytes]
@@ -60,6 +61,9 @@ if __name__ == "__main__":
     p.add_argument("--batch-sampler", action="store_true",
                    help="MapDataset.batch_sampler: download batches ahead")
     p.add_argument("--prefix", default="")
+    p.add_argument("--no-lean", dest="lean", action="store_false",
+                   help="ClientConfig(lean_reads=False): bodies through aiohttp")
     args = p.parse_args(rest)
     watch, nbytes, items = main(manifest, args)
-    report(watch, nbytes=nbytes, items=items, kind=args.kind, workers=args.workers)
+    report(watch, nbytes=nbytes, items=items, kind=args.kind, workers=args.workers,
+           lean_reads=args.lean)

@@ -38,9 +38,10 @@ def _peak_mb() -> float:
 
 async def main(manifest: Manifest,
                args: argparse.Namespace) -> tuple[Stopwatch, int, float, float, bool]:
-    async with AsyncClient(ClientConfig(max_concurrency=64), endpoint=manifest.endpoint) as c:
+    config = ClientConfig(max_concurrency=64, lean_reads=args.lean)
+    async with AsyncClient(config, endpoint=manifest.endpoint) as c:
         infos = [await c.stat(manifest.bucket, n) for n in manifest.names]
-        dl = Downloader(c, DownloadOptions(ranged_threshold=1, chunk_size=args.chunk))
+        dl = Downloader(c, DownloadOptions(ranged_threshold=1, range_size=args.chunk))
         extra = buffer = 0.0
         exact = True
         nbytes = 0
@@ -65,7 +66,10 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--mode", choices=["ranged", "single"], default="ranged")
     p.add_argument("--chunk", type=int, default=16 * 1024 * 1024)
+    p.add_argument("--no-lean", dest="lean", action="store_false",
+                   help="ClientConfig(lean_reads=False): bodies through aiohttp")
     args = p.parse_args(rest)
     (watch, nbytes, extra, buffer, exact), loop = run(main(manifest, args))
     report(watch, nbytes=nbytes, items=len(manifest.objects), mode=args.mode,
-           extra_mb=round(extra, 1), buffer_mb=round(buffer, 1), peak_is_vmhwm=exact, loop=loop)
+           extra_mb=round(extra, 1), buffer_mb=round(buffer, 1), peak_is_vmhwm=exact, loop=loop,
+           lean_reads=args.lean)

@@ -1,7 +1,9 @@
 """read_small contender: ``aioflux.AsyncClient.read`` at concurrency C.
 
 The client's own ``max_concurrency`` is the only bound: every read is
-submitted at once, as an application gathering reads would.
+submitted at once, as an application gathering reads would. ``--no-lean``
+sets ``ClientConfig(lean_reads=False)``: bodies come through aiohttp, so the
+lean HTTP path's share is measured on its own.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from _contender import Manifest, Stopwatch, load, report, run
 from aioflux import AsyncClient, ClientConfig
 
 
-async def main(manifest: Manifest, concurrency: int) -> tuple[Stopwatch, int, int]:
-    config = ClientConfig(max_concurrency=concurrency)
+async def main(manifest: Manifest, concurrency: int,
+               lean: bool) -> tuple[Stopwatch, int, int]:
+    config = ClientConfig(max_concurrency=concurrency, lean_reads=lean)
     async with AsyncClient(config, endpoint=manifest.endpoint) as client:
 
         async def one(name: str) -> int:
@@ -33,6 +36,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--loop", default="uvloop")
+    parser.add_argument("--no-lean", dest="lean", action="store_false")
     args = parser.parse_args(rest)
-    (watch, nbytes, items), loop = run(main(manifest, args.concurrency), args.loop)
-    report(watch, nbytes=nbytes, items=items, loop=loop, concurrency=args.concurrency)
+    (watch, nbytes, items), loop = run(main(manifest, args.concurrency, args.lean), args.loop)
+    report(watch, nbytes=nbytes, items=items, loop=loop, concurrency=args.concurrency,
+           lean_reads=args.lean)

@@ -20,14 +20,13 @@ from perf.seed import ObjectSet
 
 __all__ = ["plan"]
 
-# Mirrors aioflux._engines.reader's defaults; perf must import without aioflux.
+# Mirrors aioflux.ReaderOptions' defaults; perf must import without aioflux.
 _CHUNK_MIB = 8
 _READ_AHEAD = 16
 
 
 def _aioflux_ready() -> str | None:
-    return project_imports(
-        "import aioflux._engines.reader; aioflux.open; aioflux._engines.reader.ObjectReader")
+    return project_imports("import aioflux; aioflux.open; aioflux.AsyncClient")
 
 
 def plan(options: Options) -> Plan:
@@ -47,7 +46,8 @@ def plan(options: Options) -> Plan:
             None,
             ("--chunk-mib", str(chunk), "--read-ahead", str(ahead)),
             note=(
-                f"aioflux.open(url, 'rb', chunk_size={chunk} MiB, read_ahead={ahead}), "
+                f"aioflux.open(url, 'rb', reader=ReaderOptions(block_size={chunk} MiB, "
+                f"read_ahead={ahead})), "
                 "readinto an 8 MiB buffer until EOF (ranged GETs, generation pinned, "
                 "crc32c not checkable on ranges)"
             ),
@@ -74,6 +74,18 @@ def plan(options: Options) -> Plan:
                 "nothing bypassed"
             ),
         ),
+        Contender(
+            "msc",
+            "ckpt_load_msc.py",
+            "msc",
+            (),
+            note=(
+                "multistorageclient.open(url, 'rb', prefetch_file=True) as msc.torch.load "
+                "opens it, then readinto an 8 MiB buffer until EOF; MSC's GCS provider with "
+                "endpoint_url=emulator, skip_signature=True (Python provider: MSC turns its "
+                "Rust client off for a custom endpoint)"
+            ),
+        ),
     ]
     return Plan(
         name="ckpt_load",
@@ -85,7 +97,7 @@ def plan(options: Options) -> Plan:
         objects=[ObjectSet("ckpt_load/part-", size_mib // part_mib, part_mib * 2**20)],
         contenders=contenders,
         baseline="aioflux",
-        targets=[Target("dataflux", 6.0), Target("aiohttp-bare", 0.8)],
+        targets=[Target("dataflux", 6.0), Target("msc", 1.5), Target("aiohttp-bare", 0.8)],
         notes=[
             (
                 "the object is random bytes seeded with plain aiohttp as 128 MiB parts and "

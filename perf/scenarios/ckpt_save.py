@@ -19,7 +19,7 @@ from perf.harness import Contender, Options, Plan, Target
 
 __all__ = ["plan"]
 
-# Mirror aioflux._engines.writer's defaults (the bare upload sends the same parts);
+# Mirror aioflux.WriterOptions' defaults (the bare upload sends the same parts);
 # perf must import without aioflux.
 _PART_MIB = 16
 _IN_FLIGHT = 8
@@ -90,6 +90,18 @@ def plan(options: Options) -> Plan:
             ),
         ),
         Contender(
+            "msc",
+            "ckpt_save_msc.py",
+            "msc",
+            state,
+            note=(
+                "multistorageclient.torch.save(state, 'msc://perf/...'): MSC's GCS provider "
+                "with endpoint_url=emulator, skip_signature=True (contenders/msc_common.py); "
+                "MSC turns its Rust client off for a custom endpoint, so its Python provider "
+                "(google-cloud-storage) uploads, at MSC's defaults"
+            ),
+        ),
+        Contender(
             "aioflux-mgr-save",
             "ckpt_save_aioflux.py",
             None,
@@ -129,7 +141,8 @@ def plan(options: Options) -> Plan:
         baseline="aioflux",
         # save_async may block for at most 10% of a blocking save: its
         # "speed" (the same bytes over its blocking seconds) >= 10x.
-        targets=[Target("dataflux", 2.0), Target("aioflux-mgr-save", 10.0, "aioflux-mgr-async")],
+        targets=[Target("dataflux", 2.0), Target("msc", 1.5),
+                 Target("aioflux-mgr-save", 10.0, "aioflux-mgr-async")],
         notes=[
             (
                 "state built inside each contender before the timed region; 'RSS growth' is "

@@ -1,8 +1,9 @@
 """loader_small: one epoch of 10,000 x 100 KiB through a DataLoader (batch 64).
 
 aioflux's MapDataset (0 and 2 workers) and IterableDataset against
-gcs-torch-dataflux's map and iterable datasets and the bare aiohttp loop
-at the same concurrency. Parameters: ``count`` (10000; 500 with --quick),
+gcs-torch-dataflux's map and iterable datasets, LitData's
+StreamingRawDataset (0 and 2 workers), an obstore loader-like loop and the
+bare aiohttp loop at the same concurrency. Parameters: ``count`` (10000; 500 with --quick),
 ``size`` (102400), ``concurrency`` (aioflux's default, 128), ``batch`` (64).
 """
 
@@ -45,11 +46,27 @@ def plan(options: Options) -> Plan:
                        "), num_workers=0: the next batches (concurrency / batch) download "
                        "during this one",
                   available=_ready),
+        Contender("aioflux-map-w0-nolean", "loader_aioflux.py", None,
+                  ("--kind", "map", "--no-lean", *ours),
+                  note="as aioflux-map-w0 with ClientConfig(lean_reads=False)",
+                  available=_ready),
         Contender("aioflux-iter-w0", "loader_aioflux.py", None, ("--kind", "iter", *ours),
                   note=f"IterableDataset.from_prefix(prefetch={conc}, shuffle=False)",
                   available=_ready),
         Contender("aiohttp-bare", "read_aiohttp.py", None, ("--concurrency", str(conc)),
                   note=f"one session, Semaphore({conc}), media GET per object, no checks"),
+        Contender("obstore-batches", "read_obstore.py", "obstore",
+                  ("--mode", "batches", "--batch", batch, "--concurrency", str(conc)),
+                  note=f"a loader-like loop without torch: batches of {batch} names, each "
+                       "gathered with obstore.get_async before the next (no read-ahead)"),
+        Contender("litdata-raw-w0", "loader_litdata.py", "litdata", common,
+                  note="litdata.raw.StreamingRawDataset(gs://B/FOLDER/) at its defaults "
+                       "(adaptive concurrency, max_prefetch=16), num_workers=0; index from the "
+                       "manifest, emulator through obstore's GOOGLE_BASE_URL / "
+                       "GOOGLE_SKIP_SIGNATURE / GOOGLE_ALLOW_HTTP"),
+        Contender("litdata-raw-w2", "loader_litdata.py", "litdata",
+                  ("--workers", "2", *common),
+                  note="the same with num_workers=2"),
         Contender("dataflux-map-w0", "loader_dataflux.py", "dataflux", ("--kind", "map", *common),
                   note="DataFluxMapStyleDataset (compose at its defaults), num_workers=0"),
         Contender("dataflux-map-w2", "loader_dataflux.py", "dataflux",
@@ -70,7 +87,10 @@ def plan(options: Options) -> Plan:
         baseline="aioflux-map-w0",
         # Pair by pair: each of ours against the peer's same kind of loader,
         # and against the bare loop at the same concurrency.
-        targets=[Target("dataflux-map-w0", 8.0),
+        targets=[Target("litdata-raw-w0", 2.0),
+                 Target("litdata-raw-w2", 2.0, "aioflux-map-w2"),
+                 Target("obstore-batches", 1.0),
+                 Target("dataflux-map-w0", 8.0),
                  Target("dataflux-map-w0", 8.0, "aioflux-map-w0-ahead"),
                  Target("dataflux-map-w2", 8.0, "aioflux-map-w2"),
                  Target("dataflux-iter-w0", 8.0, "aioflux-iter-w0"),

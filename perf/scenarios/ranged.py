@@ -1,5 +1,9 @@
 """ranged: 8 x 256 MiB objects, parallel ranged chunks vs one stream each.
 
+Against obstore: ``get_ranges_async`` over the same chunks (object_store
+coalesces contiguous ranges, so one GET per object) and ``get_range_async``
+per chunk, gathered (parallel, like aioflux's Downloader).
+
 ``extra_mb`` in the contender's JSON line is the peak RSS during a
 download (VmHWM, reset per object) beyond the RSS before it plus the
 object's bytes: what reading costs on top of the destination buffer.
@@ -35,12 +39,26 @@ def plan(options: Options) -> Plan:
                       ("--mode", "ranged", "--chunk", chunk),
                       note=f"Downloader: {chunk}-byte ranges into one bytearray, crc32c "
                            "checked against the listing", available=_ready),
+            Contender("aioflux-ranged-nolean", "ranged_aioflux.py", None,
+                      ("--mode", "ranged", "--chunk", chunk, "--no-lean"),
+                      note="as aioflux-ranged with ClientConfig(lean_reads=False)",
+                      available=_ready),
             Contender("aioflux-single", "ranged_aioflux.py", None, ("--mode", "single"),
                       note="AsyncClient.read of the whole object: one stream",
                       available=_ready),
+            Contender("obstore-ranges", "ranged_obstore.py", "obstore",
+                      ("--mode", "ranges", "--chunk", chunk),
+                      note=f"obstore.get_ranges_async(starts, lengths) of {chunk}-byte ranges "
+                           "at its default coalesce (1 MiB): contiguous ranges merge into one "
+                           "GET"),
+            Contender("obstore-gather", "ranged_obstore.py", "obstore",
+                      ("--mode", "gather", "--chunk", chunk),
+                      note=f"one obstore.get_range_async per {chunk}-byte chunk, an object's "
+                           "chunks gathered at once"),
         ],
         baseline="aioflux-ranged",
-        targets=[Target("aioflux-single", 4.0)],
+        targets=[Target("aioflux-single", 4.0), Target("obstore-ranges", 1.5),
+                 Target("obstore-gather", 1.0)],
         notes=["RSS growth includes the destination buffers (256 MiB per object); the "
                "memory beyond them is extra_mb in each contender's JSON line"],
         timeout_s=900.0,

@@ -3,7 +3,8 @@
 The small-object case dataflux's compose trick targets and the one where
 per-request overhead decides throughput. Parameters (``--param k=v``):
 ``count`` (5000; 500 with --quick), ``size`` (102400 bytes),
-``concurrency`` (128, aioflux's default: aioflux, bare aiohttp and gcsfs alike), ``threads``
+``concurrency`` (128, aioflux's default: aioflux, bare aiohttp, obstore and gcsfs alike),
+``threads``
 (16: the thread-pool peers), ``loop`` (uvloop or asyncio).
 """
 
@@ -36,6 +37,25 @@ def plan(options: Options) -> Plan:
             async_args,
             note=f"AsyncClient(ClientConfig(max_concurrency={conc})).read() per object, gathered",
             available=_aioflux_ready,
+        ),
+        Contender(
+            "aioflux-nolean",
+            "read_aioflux.py",
+            None,
+            (*async_args, "--no-lean"),
+            note="as aioflux with ClientConfig(lean_reads=False): bodies through aiohttp",
+            available=_aioflux_ready,
+        ),
+        Contender(
+            f"obstore-get{conc}",
+            "read_obstore.py",
+            "obstore",
+            async_args,
+            note=(
+                f"obstore.get_async + bytes_async per object behind Semaphore({conc}), all "
+                "submitted at once; GCSStore(bucket, base_url=emulator, skip_signature=True, "
+                "allow_http); object_store's default retries and pool"
+            ),
         ),
         Contender(
             "aiohttp-bare",
@@ -92,11 +112,12 @@ def plan(options: Options) -> Plan:
         objects=[ObjectSet("read_small/obj-", count, size)],
         contenders=contenders,
         baseline="aioflux",
-        targets=[Target("aiohttp-bare", 0.85), Target(f"gcs-threads{threads}", 3.0)],
+        targets=[Target(f"obstore-get{conc}", 1.0), Target("aiohttp-bare", 0.85),
+                 Target(f"gcs-threads{threads}", 3.0)],
         notes=[
             (
-                "aioflux and aiohttp-bare run on uvloop when importable (the loop aioflux's "
-                "bridge uses) and read the same object list at the same concurrency"
+                "aioflux, aiohttp-bare and obstore run on uvloop when importable (the loop "
+                "aioflux's bridge uses) and read the same object list at the same concurrency"
             ),
             (
                 "every contender keeps only each body's length, except dataflux and gcsfs, "

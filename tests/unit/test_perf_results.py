@@ -1,0 +1,137 @@
+"""perf's results data and the tables generated from it (no benchmark runs here)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perf import report, results
+
+
+def _sample(run: str, contender: str, rnd: int, wall: float | None, *, items: int = 1000,
+            nbytes: int = 1000 * 102400, cpu: tuple[float, float] = (0.5, 0.1),
+            error: str | None = None) -> dict[str, Any]:
+    result = None if wall is None else {
+        "seconds": wall, "bytes": nbytes, "items": items, "cpu_user_s": cpu[0],
+        "cpu_sys_s": cpu[1], "peak_rss_mb": 80.0, "rss_start_mb": 60.0, "loop": "uvloop",
+        "emulator_cpu_s": 0.4, "process_cpu_s": 1.0}
+    return results.sample_record(run_id=run, scenario="read_small", contender=contender,
+                                 round_no=rnd, result=result, error=error,
+                                 machine={"nproc": 2}, git="abc")
+
+
+def _run(run: str, targets: list[tuple[str, str, float]], names: list[str]) -> dict[str, Any]:
+    return results.run_record(
+        run_id=run, stamp=dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.timezone.utc),
+        scenario="read_small", description="1,000 x 100 KiB", params={"count": "1000"},
+        quick=False, rounds=3, baseline="ours", targets=targets,
+        contenders=[{"name": n, "note": f"{n} note", "venv": None, "versions": {},
+                     "skipped": None} for n in names],
+        notes=["a note"], emulator="aioflux", profile="gcs-like", warm_up="warm-up: none",
+        load=(1.0, 1.5), machine={"nproc": 2, "cpu": "x", "system": "Linux", "python": "3.11"},
+        git="abc")
+
+
+def test_ratio_is_the_median_of_per_round_ratios_with_its_spread() -> None:
+    # Medians of the walls would give 2.0 / 1.0 = 2.0x; the rounds say otherwise.
+    mine = [_sample("r", "ours", 1, 1.0), _sample("r", "ours", 2, 1.0),
+            _sample("r", "ours", 3, 4.0)]
+    other = [_sample("r", "peer", 1, 1.2), _sample("r", "peer", 2, 2.0),
+             _sample("r", "peer", 3, 2.0)]
+    assert report.ratio_stats(mine, other) == (1.2, 0.5, 2.0, 3)
+
+
+def test_rounds_missing_on_either_side_are_left_out() -> None:
+    mine = [_sample("r", "ours", 1, 1.0), _sample("r", "ours", 2, None, error="exit 1")]
+    other = [_sample("r", "peer", 1, 3.0), _sample("r", "peer", 2, 3.0),
+             _sample("r", "peer", 3, 3.0)]
+    assert report.ratio_stats(mine, other) == (3.0, 3.0, 3.0, 1)
+    assert report.ratio_stats(mine[1:], other) is None
+
+
+def _write(path: Path, records: list[dict[str, Any]]) -> None:
+    results.append(path, records)
+
+
+def test_a_target_passes_on_the_median_and_prints_the_spread(tmp_path: Path) -> None:
+    # Per-round ratios 0.9, 1.1, 1.2: the median passes >= 1.0 though one round missed.
+    walls = {"ours": [1.0, 1.0, 1.0], "peer": [0.9, 1.1, 1.2], "slow": [1.5, 1.6, 1.4]}
+    records = [_run("r1", [("ours", "peer", 1.0), ("ours", "slow", 2.0)], list(walls))]
+    records += [_sample("r1", name, i + 1, w, cpu=(0.3 if name == "ours" else 0.6, 0.1))
+                for name, ws in walls.items() for i, w in enumerate(ws)]
+    path = tmp_path / "results.jsonl"
+    _write(path, records)
+    run = results.group_runs(results.load(path))[0]
+    section = report.render_run(run)
+    assert "- ours >= 1x peer: 1.10x (0.90-1.20), PASS" in section
+    assert "- ours >= 2x slow: 1.50x (1.40-1.60), MISS" in section
+    # CPU per item: (0.3 + 0.1) s over 1000 items, beside the wall time.
+    assert "| ours | 1.00 | 102.4 | 1000 | 1.00x | 0.40 | 0.40 ms/item |" in section
+    summary = report.render_summary(report.pairs(run))
+    assert "| ours | peer | 1.10x (0.90-1.20) | >= 1x PASS | 0.40 ms/item / 0.70 ms/item |" in (
+        summary)
+
+
+def test_large_objects_report_cpu_per_gib_and_failed_rounds_are_named(tmp_path: Path) -> None:
+    records = [_run("r1", [], ["ours", "peer"])]
+    records += [_sample("r1", "ours", 1, 2.0, items=4, nbytes=2 * 2**30, cpu=(1.0, 0.5)),
+                _sample("r1", "peer", 1, None, error="exit 1: boom")]
+    path = tmp_path / "results.jsonl"
+    _write(path, records)
+    section = report.render_run(results.group_runs(results.load(path))[0])
+    assert "0.75 s/GiB" in section
+    assert "| peer (!) |" in section and "failed, see notes" in section
+    assert "- peer round 1: exit 1: boom" in section
+
+
+def test_each_pair_comes_from_the_newest_run_that_measured_it(tmp_path: Path) -> None:
+    old = [_run("r1", [], ["ours", "peer", "other"]), _sample("r1", "ours", 1, 1.0),
+           _sample("r1", "peer", 1, 5.0), _sample("r1", "other", 1, 7.0)]
+    # A later run of two contenders only (--only ours,peer).
+    new = [_run("r2", [], ["ours", "peer"]), _sample("r2", "ours", 1, 1.0),
+           _sample("r2", "peer", 1, 2.0)]
+    path = tmp_path / "results.jsonl"
+    _write(path, old + new)
+    md, readme = tmp_path / "RESULTS.md", tmp_path / "README.md"
+    md.write_text("intro\n" + "\n".join(report.SUMMARY_MARKERS) + "\nappendix\n")
+    readme.write_text("# x\n" + "\n".join(report.README_MARKERS) + "\nrest\n")
+    kw: dict[str, Any] = {"records_path": path, "results_md": md, "readme": readme}
+    assert report.regenerate(check=True, **kw) == [md, readme]
+    assert report.regenerate(**kw) == [md, readme]
+    assert report.regenerate(check=True, **kw) == []
+    text = readme.read_text()
+    assert "| read_small | ours | peer | 2.00x (2.00-2.00) |  | 0.60 ms/item / 0.60 ms/item |" in (
+        text)
+    assert "| read_small | ours | other | 7.00x (7.00-7.00) |  |" in text
+    assert "5.00x" not in text and text.endswith("<!-- perf:table:end -->\nrest\n")
+    assert "run r1" in md.read_text() and "run r2" in md.read_text()
+    assert md.read_text().startswith("intro\n") and md.read_text().endswith("appendix\n")
+
+
+def test_the_readme_leaves_untargeted_aioflux_variants_out(tmp_path: Path) -> None:
+    names = ["ours", "aioflux-nolean", "aioflux-w2", "peer"]
+    records = [_run("r1", [("aioflux-w2", "peer", 1.0)], names)]
+    records += [_sample("r1", n, 1, 1.0) for n in names]
+    path = tmp_path / "results.jsonl"
+    _write(path, records)
+    chosen = report.current_pairs(results.group_runs(results.load(path)))
+    readme = report.render_readme(chosen)
+    assert "| aioflux-w2 | peer |" in readme and "| ours | peer |" in readme
+    assert "aioflux-nolean" not in readme
+    assert "| ours | aioflux-nolean |" in report.render_summary(chosen)
+
+
+def test_a_sample_of_an_unknown_run_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps(_sample("nope", "ours", 1, 1.0)) + "\n")
+    with pytest.raises(ValueError, match="unknown run 'nope'"):
+        results.group_runs(results.load(path))
+
+
+def test_generated_tables_are_current_with_the_results_data() -> None:
+    # `python -m perf report` regenerates them after a recorded run.
+    assert report.regenerate(check=True) == [], "run `python -m perf report`"
