@@ -24,7 +24,7 @@ from aioflux import (
 )
 from aioflux._core.portal import call
 from aioflux.local import LocalStore
-from aioflux.local import _store as local_store
+from aioflux.local import _files as local_files
 from aioflux.torch import Checkpoint, CheckpointManager
 from tests.torch.conftest import Where
 
@@ -279,7 +279,7 @@ def test_a_failed_upload_raises_its_storage_error_not_torchs(
         monkeypatch.setattr(AsyncClient, "upload_part", refuse)
         expected: type[StorageError] = ServerError
     else:
-        monkeypatch.setattr(local_store, "_pwrite_all", disk_full)
+        monkeypatch.setattr(local_files, "_pwrite_all", disk_full)
         expected = StorageError
     state = {"w": torch.zeros(4 * MiB)}  # 16 MiB: parts go up while torch.save runs
     mgr = CheckpointManager(where.url("run"), client=where.client,
