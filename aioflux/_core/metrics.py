@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -100,6 +101,23 @@ class LatencyHistogram:
             if seen >= rank:
                 return float(_LOWEST * 2 ** (index / _STEPS_PER_DOUBLING))
         return float(_LOWEST * 2 ** (_BUCKETS / _STEPS_PER_DOUBLING))
+
+    @classmethod
+    def merged(cls, histograms: Iterable[LatencyHistogram]) -> LatencyHistogram:
+        """One histogram holding the latencies of all of ``histograms``.
+
+        Args:
+            histograms: histograms to combine.
+
+        Returns:
+            A new histogram.
+        """
+        out = cls()
+        for h in histograms:
+            out.counts = [a + b for a, b in zip(out.counts, h.counts, strict=True)]
+            out.count += h.count
+            out.total += h.total
+        return out
 
     def summary(self) -> dict[str, float]:
         """``count``, ``mean``, ``p50``, ``p95``, ``p99`` (seconds)."""

@@ -13,7 +13,7 @@ import asyncio
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,7 +21,9 @@ from pathlib import Path
 from .._api.open import open as gs_open
 from .._api.sync import Client
 from .._core.config import ClientConfig
+from .._core.metrics import LatencyHistogram, RequestStats
 from .._core.portal import call
+from .._core.types import ObjectInfo
 from ..gcs._client import AsyncClient
 from ..testing._subprocess import emulator_process
 from ._common import add_client_arguments, emit_json, gs_url_arg, human, int_at_least
@@ -35,12 +37,17 @@ OPS = ("write", "list", "read", "save", "load")
 
 @dataclass
 class Result:
-    """One measured operation."""
+    """One measured operation, and the latency of the requests it sent
+    (milliseconds, from the client's stats: see ``client.stats``)."""
 
     op: str
     items: int
     bytes: int
     seconds: float
+    requests: int = 0
+    p50_ms: float = 0.0
+    p95_ms: float = 0.0
+    p99_ms: float = 0.0
 
     @property
     def mb_per_s(self) -> float:
@@ -49,6 +56,21 @@ class Result:
     @property
     def items_per_s(self) -> float:
         return self.items / self.seconds if self.seconds else 0.0
+
+
+@contextmanager
+def _measured(stats: RequestStats, results: list[Result], op: str, items: int,
+              nbytes: Callable[[], int]) -> Iterator[None]:
+    """Time the block and append its Result, with the latency percentiles
+    of the requests sent meanwhile (the stats' histograms start empty)."""
+    stats.latency.clear()
+    t0 = time.perf_counter()
+    yield
+    seconds = time.perf_counter() - t0
+    latency = LatencyHistogram.merged(stats.latency.values())
+    results.append(Result(op, items, nbytes(), seconds, latency.count,
+                          latency.percentile(0.5) * 1e3, latency.percentile(0.95) * 1e3,
+                          latency.percentile(0.99) * 1e3))
 
 
 def _args(parser: argparse.ArgumentParser) -> None:
@@ -71,39 +93,39 @@ async def _write_read_list(client: AsyncClient, bucket: str, prefix: str, ops: l
     results: list[Result] = []
     payload = os.urandom(size)
     names = [f"{prefix}obj-{i:07d}" for i in range(count)]
+    stats = client.stats
     if {"write", "list", "read"} & set(ops):
-        t0 = time.perf_counter()
-        await asyncio.gather(*(client.write(bucket, n, payload) for n in names))
-        if "write" in ops:
-            results.append(Result("write", count, count * size, time.perf_counter() - t0))
+        # Written for list and read even when "write" is not measured.
+        kept = results if "write" in ops else []
+        with _measured(stats, kept, "write", count, lambda: count * size):
+            await asyncio.gather(*(client.write(bucket, n, payload) for n in names))
     if "list" in ops:
-        t0 = time.perf_counter()
-        listed = [o async for o in client.list_objects(bucket, prefix)]
-        results.append(Result("list", len(listed), 0, time.perf_counter() - t0))
+        listed: list[ObjectInfo] = []
+        with _measured(stats, results, "list", count, lambda: 0):
+            listed.extend([o async for o in client.list_objects(bucket, prefix)])
+        results[-1].items = len(listed)
     if "read" in ops:
-        t0 = time.perf_counter()
-        datas = await asyncio.gather(*(client.read(bucket, n) for n in names))
-        results.append(Result("read", count, sum(map(len, datas)), time.perf_counter() - t0))
+        datas: list[bytes] = []
+        with _measured(stats, results, "read", count, lambda: sum(map(len, datas))):
+            datas.extend(await asyncio.gather(*(client.read(bucket, n) for n in names)))
     return results
 
 
 def _save_load(client: Client, url: str, ops: list[str], megabytes: int) -> list[Result]:
-    results = []
+    results: list[Result] = []
     block = os.urandom(1 << 20)
     if {"save", "load"} & set(ops):
-        t0 = time.perf_counter()
-        with gs_open(url, "wb", client=client) as f:
-            for _ in range(megabytes):
-                f.write(block)
-        if "save" in ops:
-            results.append(Result("save", 1, megabytes << 20, time.perf_counter() - t0))
+        kept = results if "save" in ops else []
+        with _measured(client.stats, kept, "save", 1, lambda: megabytes << 20):
+            with gs_open(url, "wb", client=client) as f:
+                for _ in range(megabytes):
+                    f.write(block)
     if "load" in ops:
-        t0 = time.perf_counter()
         total = 0
-        with gs_open(url, "rb", client=client) as f:
-            while chunk := f.read(8 << 20):
-                total += len(chunk)
-        results.append(Result("load", 1, total, time.perf_counter() - t0))
+        with _measured(client.stats, results, "load", 1, lambda: total):
+            with gs_open(url, "rb", client=client) as f:
+                while chunk := f.read(8 << 20):
+                    total += len(chunk)
     return results
 
 
@@ -118,10 +140,12 @@ def _cleanup(client: Client, bucket: str, prefix: str) -> None:
 
 def _print_table(results: list[Result], where: str) -> None:
     print(f"aioflux bench against {where}")
-    print(f"  {'op':<6} {'items':>8} {'bytes':>11} {'seconds':>8} {'items/s':>10} {'MB/s':>9}")
+    print(f"  {'op':<6} {'items':>8} {'bytes':>11} {'seconds':>8} {'items/s':>10} {'MB/s':>9} "
+          f"{'requests':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}")
     for r in results:
         print(f"  {r.op:<6} {r.items:>8,} {human(r.bytes):>11} {r.seconds:>8.2f} "
-              f"{r.items_per_s:>10,.0f} {r.mb_per_s:>9.1f}")
+              f"{r.items_per_s:>10,.0f} {r.mb_per_s:>9.1f} {r.requests:>9,} "
+              f"{r.p50_ms:>8.1f} {r.p95_ms:>8.1f} {r.p99_ms:>8.1f}")
 
 
 @command("bench", "Measure list/read/write/save/load throughput (bucket or emulator).", _args)

@@ -251,6 +251,11 @@ def test_bench_against_a_bucket(run, sync_client: Client, bucket: str,  # type: 
     assert set(results) == {"write", "list", "read", "save", "load"}
     assert results["read"]["bytes"] == 20_000 and results["list"]["items"] == 20
     assert results["load"]["bytes"] == 6 << 20
+    # Request latency percentiles from client.stats, per measured operation.
+    assert results["read"]["requests"] == 20 and results["write"]["requests"] == 20
+    for r in results.values():
+        assert 0 < r["p50_ms"] <= r["p95_ms"] <= r["p99_ms"], r
+    assert results["save"]["requests"] >= 1 and results["load"]["requests"] >= 1
     assert plot.read_bytes().startswith(b"\x89PNG")
     assert list(sync_client.list_objects(bucket)) == []  # cleaned up
 
@@ -259,6 +264,7 @@ def test_bench_on_bundled_emulator(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--objects", "10", "--size", "100", "--ops", "write,read"]) == 0
     out = capsys.readouterr().out
     assert "the emulator (GCS-like profile)" in out and "read" in out
+    assert "p50 ms" in out and "p99 ms" in out
 
 
 def test_emulator_command_serves_until_terminated() -> None:

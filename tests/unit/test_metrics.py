@@ -55,3 +55,14 @@ def test_request_stats_feed_histograms_counters_and_observers() -> None:
     assert stats.latency["read"].count == 2 and stats.latency["list"].count == 1
     assert set(stats.summary()) == {"list", "read"}
     assert seen[-2] == "ServerError" and len(seen) == 4
+
+
+def test_merged_histograms_hold_every_latency() -> None:
+    a, b = LatencyHistogram(), LatencyHistogram()
+    for v in (0.001, 0.002, 0.003):
+        a.record(v)
+    b.record(1.0)
+    merged = LatencyHistogram.merged([a, b])
+    assert merged.count == 4 and merged.total == pytest.approx(1.006)
+    assert merged.percentile(1.0) >= 1.0 > merged.percentile(0.75)
+    assert a.count == 3  # the inputs are left alone
