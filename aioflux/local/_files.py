@@ -51,6 +51,8 @@ __all__ = [
 # to the target): skipped by listings, reported as open uploads.
 TEMP_MARK = ".aioflux-tmp-"
 _XATTR = "user.aioflux.crc32c"
+# Marks a directory aioflux created (a delete may remove it once empty).
+_DIR_XATTR = "user.aioflux.dir"
 # size (8 bytes), mtime_ns (8 bytes), crc32c (4 bytes), big-endian.
 _XATTR_FORMAT = ">QQI"
 _XATTR_SIZE = struct.calcsize(_XATTR_FORMAT)
@@ -287,7 +289,7 @@ def open_temp(bucket: str, name: str) -> tuple[str, int]:
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | _CLOEXEC
     attempts = 1
     while True:
-        os.makedirs(directory, exist_ok=True)
+        _make_directories(directory)
         try:
             return temp, os.open(temp, flags, 0o644)
         except FileNotFoundError:
@@ -296,6 +298,32 @@ def open_temp(bucket: str, name: str) -> tuple[str, int]:
             if attempts == _MKDIR_ATTEMPTS:
                 raise
             attempts += 1
+
+
+def _make_directories(directory: str) -> None:
+    """``os.makedirs``, marking each directory it creates as aioflux's, so
+    that a delete later removes only directories aioflux made (never one
+    the user made, empty or not)."""
+    missing: list[str] = []
+    while not os.path.isdir(directory):
+        missing.append(directory)
+        directory = directory.rpartition("/")[0]
+    for created in reversed(missing):
+        try:
+            os.mkdir(created)
+        except FileExistsError:
+            continue  # made meanwhile by another writer, which marks it
+        try:
+            os.setxattr(created, _DIR_XATTR, b"1")
+        except OSError:
+            pass  # no user xattrs here: the directory simply stays after deletes
+
+
+def _made_by_us(directory: str) -> bool:
+    try:
+        return os.getxattr(directory, _DIR_XATTR) == b"1"
+    except OSError:
+        return False
 
 
 def write_at(path: str, data: memoryview, offset: int) -> None:
@@ -454,7 +482,7 @@ def copy_file(bucket: str, name: str, dest_bucket: str, dest_name: str) -> Objec
 
 def delete_file(bucket: str, name: str, generation: int | None,
                 if_generation_match: int | None) -> None:
-    """Delete a file and the directories that leaves empty (not the bucket's)."""
+    """Delete a file and the directories aioflux made that it leaves empty."""
     path = path_of(bucket, name)
     st = os.stat(path)
     if not stat_mod.S_ISREG(st.st_mode):
@@ -465,14 +493,15 @@ def delete_file(bucket: str, name: str, generation: int | None,
     if if_generation_match is not None:
         _check_generation("delete", bucket, name, path, if_generation_match)
     os.unlink(path)
-    # Directories are not objects: drop the ones this delete emptied.
+    # Directories are not objects: drop the ones this delete emptied, if
+    # aioflux made them (a directory the user made stays, even empty).
     stop = path_of(bucket, "")
     directory = path.rpartition("/")[0]
-    while directory != stop and directory.startswith(stop + "/"):
+    while directory != stop and directory.startswith(stop + "/") and _made_by_us(directory):
         try:
             os.rmdir(directory)
         except OSError:
-            break  # not empty (or not ours to remove): the ones above are not empty
+            break  # not empty: the ones above are not empty either
         directory = directory.rpartition("/")[0]
 
 

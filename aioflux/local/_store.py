@@ -23,8 +23,9 @@ new directory at the root); the directories below it are made as needed.
   rename that follows are two steps: a concurrent writer of the same file
   may slip between them (as with any POSIX filesystem).
 - Listings are sorted by name and paginated like the object stores;
-  directories are not objects, and a delete removes the directories it
-  leaves empty (up to the bucket directory), so none linger. A file and a
+  directories are not objects. A write marks the directories it creates
+  (``user.aioflux.dir``), and a delete removes those it leaves empty, so
+  none linger; a directory the user made is never removed. A file and a
   directory cannot share a path (GCS objects ``a`` and ``a/b`` can): such a
   write is ``Conflict``.
 

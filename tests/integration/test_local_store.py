@@ -661,17 +661,19 @@ async def test_write_survives_a_delete_removing_its_new_directory(
         space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
     # A delete of the last file of a directory removes the directory; a
     # write that has just made it must make it again, not fail.
-    makedirs = os.makedirs
+    from aioflux.local import _files
+
+    make = _files._make_directories
     raced: list[str] = []
     target = str(space.path("fresh/dir"))
 
-    def makedirs_then_lose_it(path: str, exist_ok: bool = False) -> None:
-        makedirs(path, exist_ok=exist_ok)  # (calls this again for the parents)
+    def make_then_lose_it(path: str) -> None:
+        make(path)
         if path == target and len(raced) < 2:
             raced.append(path)
             os.rmdir(path)  # the concurrent delete's cleanup
 
-    monkeypatch.setattr(os, "makedirs", makedirs_then_lose_it)
+    monkeypatch.setattr(_files, "_make_directories", make_then_lose_it)
     info = await space.store.write(space.bucket, space.n("fresh/dir/obj"), b"landed")
     assert raced == [str(space.path("fresh/dir"))] * 2
     monkeypatch.undo()
@@ -943,3 +945,17 @@ async def test_stream_reads_every_file_under_a_prefix(space: Space) -> None:
     assert ordered == sorted(blobs.items())
     unordered = {item.name: bytes(item.data) async for item in store.stream(bucket, n("s/"))}
     assert unordered == blobs
+
+
+async def test_a_delete_removes_only_directories_aioflux_made(space: Space) -> None:
+    # `rm /home/u/only-file` must not take /home/u with it: a directory the
+    # user made stays, even empty; the ones a write made go with their last file.
+    store, bucket, n = space.store, space.bucket, space.n
+    space.path("mine/sub").mkdir(parents=True)
+    await store.write(bucket, n("mine/sub/made/deeper/x"), b"x")
+    await store.write(bucket, n("mine/y"), b"y")
+    await store.delete(bucket, n("mine/sub/made/deeper/x"))
+    assert not space.path("mine/sub/made").exists()  # aioflux made these two
+    assert space.path("mine/sub").is_dir()  # the user's, left even though empty
+    await store.delete(bucket, n("mine/y"))
+    assert space.path("mine").is_dir()
