@@ -202,7 +202,9 @@ class ObjectStore(Protocol):
 
     async def list_multipart_uploads(self, bucket: str,
                                      prefix: str = "") -> builtins.list[MultipartUploadInfo]:
-        """Open streaming uploads (empty where ``features.multipart`` is off)."""
+        """Open streaming uploads: XML multipart uploads where
+        ``features.multipart``, else the store's own leftovers of writes that
+        never finished (the local store's temporary files), or none."""
         ...
 
     async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
