@@ -371,7 +371,8 @@ class MemoryStore:
 
         Raises:
             NotFound: no such object (or not that generation).
-            InvalidArgument: ``start`` past the end, or ``into`` too small.
+            InvalidRequest: ``start`` past the end (status 416).
+            InvalidArgument: ``into`` too small.
         """
         read_args(bucket, name, start, end, into, generation, scheme=SCHEME)
         if end is not None and end == start:
@@ -405,7 +406,8 @@ class MemoryStore:
             NotFound: no such object (or not that generation).
             ChecksumMismatch: the object is not the one the caller knows
                 (size, or crc32c of a whole read).
-            InvalidArgument: ``start`` past the end, or ``into`` too small.
+            InvalidRequest: ``start`` past the end (status 416).
+            InvalidArgument: ``into`` too small.
         """
         await asyncio.sleep(0)
         where = describe("read", bucket, name, SCHEME)
@@ -415,7 +417,10 @@ class MemoryStore:
             raise ChecksumMismatch(f"{where} failed: {total} bytes, the caller expected "
                                    f"{size}", operation="read", bucket=bucket, name=name)
         if start > total or (start == total and total > 0):
-            raise InvalidArgument(f"{where}: start {start} is past the end ({total} bytes)")
+            # As the GCS servers and the local store answer it (HTTP 416).
+            raise InvalidRequest(f"{where} failed: start {start} is past the end "
+                                 f"({total} bytes)", operation="read", bucket=bucket,
+                                 name=name, status=416)
         stop = total if end is None else min(end, total)
         count = stop - start
         whole = start == 0 and stop == total
@@ -432,7 +437,7 @@ class MemoryStore:
             return Fetched(view if isinstance(view, bytes) else bytes(view), count, actual,
                            total)
         if len(into) < count:
-            raise InvalidArgument(f"{where}: into holds {len(into)} bytes, {count} needed")
+            raise InvalidArgument(f"{where}: {count} bytes do not fit a buffer of {len(into)}")
         into[:count] = view
         return Fetched(None, count, actual, total)
 

@@ -2,8 +2,9 @@
 
 The tests are written against the :class:`~aioflux._core.store.ObjectStore`
 protocol and run on our emulator, on fake-gcs-server (a third-party
-implementation of the GCS JSON API) and on the local filesystem
-(:class:`~aioflux.local.LocalStore` in a pytest ``tmp_path``). What a backend
+implementation of the GCS JSON API), on the local filesystem
+(:class:`~aioflux.local.LocalStore` in a pytest ``tmp_path``) and on
+``aioflux.testing.MemoryStore`` (the in-memory store tests of pipelines use). What a backend
 does not declare in ``store.features`` (compose, multipart primitives), or
 does not keep (custom metadata on files), is skipped or checked to be
 refused, explicitly, test by test. GCS-only mechanisms (resumable sessions,
@@ -39,9 +40,10 @@ from aioflux._engines.listing import list_objects_parallel
 from aioflux._net.transport import Op
 from aioflux.gcs._resumable import ResumableUpload
 from aioflux.local import LocalStore
+from aioflux.testing import MemoryStore
 from tests.conftest import FAST_RETRY, unique_bucket
 
-BACKENDS = ["emulator", "fake-gcs", "local"]
+BACKENDS = ["emulator", "fake-gcs", "local", "memory"]
 GCS_SERVERS = ["emulator", "fake-gcs"]
 
 
@@ -91,6 +93,10 @@ async def target(request: pytest.FixtureRequest, backend: str,
         async with local.store:  # type: ignore[attr-defined]
             yield local
         return
+    if backend == "memory":
+        async with MemoryStore(buckets=["conf"]) as memory:
+            yield Target("memory", memory, "conf", "")
+        return
     server: Any = request.getfixturevalue("emulator" if backend == "emulator" else "fake_gcs")
     async with AsyncClient(ClientConfig(max_concurrency=16, retry=FAST_RETRY),
                            endpoint=server.endpoint) as client:
@@ -104,7 +110,8 @@ async def target(request: pytest.FixtureRequest, backend: str,
 
 async def test_is_an_object_store(target: Target) -> None:
     assert isinstance(target.store, ObjectStore)
-    assert target.store.features.scheme == ("file" if target.kind == "local" else "gs")
+    assert target.store.features.scheme == {"local": "file", "memory": "memory"}.get(
+        target.kind, "gs")
     upload = target.store.start_upload(target.bucket, target.n("never"),
                                        content_type="application/octet-stream",
                                        part_size=_part_size(target.store))
