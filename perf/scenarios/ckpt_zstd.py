@@ -44,7 +44,7 @@ def plan(options: Options) -> Plan:
             (*state, "--mode", "open", "--compression", "zstd"),
             note=(
                 "aioflux.open(url, 'wb', compression='zstd'): library defaults (level and "
-                "threads as in aioflux/torch/_zstd.py)"
+                "threads as in aioflux/_engines/zstd.py)"
             ),
             available=_zstd_ready,
         ),
