@@ -12,6 +12,7 @@ import errno
 import os
 import stat as stat_mod
 import struct
+import time
 import uuid
 
 from .._core.crc import Crc32c, crc32c, encode_crc32c
@@ -106,7 +107,11 @@ def _recorded_crc(fd_or_path: int | str, st: os.stat_result) -> int | None:
 
 
 def _object(bucket: str, name: str, st: os.stat_result, crc: int | None) -> ObjectInfo:
-    return ObjectInfo(bucket, name, st.st_size, st.st_mtime_ns, crc, scheme="file")
+    # ``updated`` in the JSON API's form (RFC 3339, UTC, microseconds).
+    seconds, nanos = divmod(st.st_mtime_ns, 1_000_000_000)
+    updated = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{nanos // 1000:06d}Z"
+    return ObjectInfo(bucket, name, st.st_size, st.st_mtime_ns, crc, updated=updated,
+                      scheme="file")
 
 
 def _not_a_file(op: str, bucket: str, name: str) -> NotFound:

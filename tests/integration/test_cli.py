@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from pathlib import Path
@@ -488,9 +489,12 @@ def test_object_commands_on_local_files(run, tmp_path: Path) -> None:  # type: i
     assert run("ls", str(root)) == (0, f"{url}/a/\n{url}/a2/\n{url}/top\n", "")
     assert run("ls", "-r", f"{url}/a") == (0, f"{url}/a/x\n{url}/a/y/z\n", "")
     code, out, _ = run("ls", "-l", str(root / "top"))
-    size, generation, listed = out.split()
+    size, generation, updated, listed = out.split()
     assert (code, int(size), listed) == (0, 1, f"{url}/top")
-    assert int(generation) == (root / "top").stat().st_mtime_ns
+    mtime_ns = (root / "top").stat().st_mtime_ns
+    assert int(generation) == mtime_ns
+    assert updated == dt.datetime.fromtimestamp(mtime_ns // 1000 / 1e6, dt.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%S.%fZ")
     code, out, _ = run("stat", str(root / "a" / "x"))
     info = json.loads(out)
     assert (code, info["url"], info["size"], info["crc32c"]) == (0, f"{url}/a/x", 2, None)
