@@ -40,6 +40,7 @@ import asyncio
 import builtins
 import functools
 import os
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +48,7 @@ from typing import TypeVar, overload
 
 from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument, InvalidRequest, NotFound, StorageError
+from .._core.metrics import Attempt, RequestStats
 from .._core.store import Buffer, Fetched, SourceSpec, StoreFeatures
 from .._core.types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from .._core.urls import format_url
@@ -96,6 +98,7 @@ class LocalStore:
         self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
                                                 asyncio.Semaphore] = weakref.WeakKeyDictionary()
         self._threads: tuple[int, ThreadPoolExecutor] | None = None
+        self._stats = RequestStats()
 
     def __repr__(self) -> str:
         return "LocalStore()"
@@ -115,6 +118,12 @@ class LocalStore:
         """Files offer no compose, no multipart primitives and no server."""
         return FEATURES
 
+    @property
+    def stats(self) -> RequestStats:
+        """What this store's filesystem calls did: counts, failures, bytes
+        read, and latency per operation (``stats.summary()``)."""
+        return self._stats
+
     async def __aenter__(self) -> LocalStore:
         return self
 
@@ -126,15 +135,19 @@ class LocalStore:
         self._limits.pop(asyncio.get_running_loop(), None)
 
     async def _run(self, op: str, bucket: str, name: str, work: Callable[[], T]) -> T:
-        """Run blocking filesystem ``work`` in a thread, errors mapped."""
+        """Run blocking filesystem ``work`` in a thread, errors mapped; its
+        latency and outcome go to :attr:`stats`."""
         loop = asyncio.get_running_loop()
         limit = self._limits.get(loop)
         if limit is None:
             limit = self._limits[loop] = asyncio.Semaphore(self.config.max_concurrency)
         async with limit:
+            stats = self.stats
+            stats.requests += 1
+            started = time.perf_counter()
             future = loop.run_in_executor(self._executor(), work)
             try:
-                return await asyncio.shield(future)
+                result = await asyncio.shield(future)
             except asyncio.CancelledError:
                 # A thread cannot be stopped: let it finish before the caller
                 # goes on, so nothing it does (a temporary file it creates, a
@@ -143,10 +156,18 @@ class LocalStore:
                 if not future.cancelled():
                     future.exception()  # seen: no "exception never retrieved" log
                 raise
-            except StorageError:
-                raise
-            except OSError as exc:
-                raise _files.mapped(exc, op, bucket, name) from exc
+            except Exception as exc:
+                failure = exc if isinstance(exc, StorageError) or not isinstance(
+                    exc, OSError) else _files.mapped(exc, op, bucket, name)
+                stats.failures += 1
+                stats.observe(Attempt(op, "", time.perf_counter() - started,
+                                      type(failure).__name__))
+                if failure is exc:
+                    raise
+                raise failure from exc
+            received = result.count if isinstance(result, Fetched) else 0
+            stats.observe(Attempt(op, "", time.perf_counter() - started, "", received))
+            return result
 
     def _executor(self) -> ThreadPoolExecutor:
         """This process's worker threads (a forked child makes its own: the

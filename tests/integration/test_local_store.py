@@ -959,3 +959,17 @@ async def test_a_delete_removes_only_directories_aioflux_made(space: Space) -> N
     assert space.path("mine/sub").is_dir()  # the user's, left even though empty
     await store.delete(bucket, n("mine/y"))
     assert space.path("mine").is_dir()
+
+
+async def test_stats_count_the_filesystem_calls(space: Space) -> None:
+    # client.stats works the same on files: latency per operation, failures
+    # by class, bytes read.
+    store, bucket, n = space.store, space.bucket, space.n
+    await store.write(bucket, n("s"), b"x" * 1000)
+    assert await store.read(bucket, n("s")) == b"x" * 1000
+    with pytest.raises(NotFound):
+        await store.read(bucket, n("missing"))
+    stats = store.stats
+    assert stats.latency["write"].count == 1 and stats.latency["read"].count == 2
+    assert stats.bytes_received == 1000 and stats.failures == 1
+    assert stats.requests >= 3
