@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol, overload, runtime_checkable
 
 from .config import ClientConfig
-from .crc import Crc32c
+from .crc import Crc32c, crc32c_combine
 from .types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 
 __all__ = [
@@ -28,6 +28,9 @@ __all__ = [
     "PartUpload",
     "SourceSpec",
     "StoreFeatures",
+    "composite_of",
+    "objects_of",
+    "source_of",
 ]
 
 Buffer = bytearray | memoryview
@@ -218,3 +221,55 @@ class ObjectStore(Protocol):
     async def aclose(self) -> None:
         """Release connections and handles of the current event loop."""
         ...
+
+
+# -- helpers every store's compose and listing share --------------------------
+
+
+def source_of(src: SourceSpec) -> tuple[str, int | None]:
+    """``(name, generation or None)`` of a compose source.
+
+    Args:
+        src: a name, a ``(name, generation)`` pair, or an ObjectInfo.
+
+    Returns:
+        The name and the generation to pin, if any.
+    """
+    if isinstance(src, str):
+        return src, None
+    if isinstance(src, ObjectInfo):
+        return src.name, src.generation or None
+    return src[0], src[1]
+
+
+def composite_of(sources: Sequence[SourceSpec]) -> tuple[int, int] | None:
+    """``(size, crc32c)`` a composite of ``sources`` must have, when every
+    source is an ObjectInfo that knows its crc32c; None when that is unknown.
+
+    Args:
+        sources: the compose sources.
+
+    Returns:
+        The expected size and crc32c, or None.
+    """
+    size = crc = 0
+    for src in sources:
+        if not isinstance(src, ObjectInfo) or src.crc32c is None:
+            return None
+        crc = crc32c_combine(crc, src.crc32c, src.size)
+        size += src.size
+    return size, crc
+
+
+async def objects_of(pages: AsyncIterator[ListPage]) -> AsyncIterator[ObjectInfo]:
+    """The objects of a listing's pages, one by one.
+
+    Args:
+        pages: what ``ObjectStore.list`` returned.
+
+    Yields:
+        ObjectInfo.
+    """
+    async for page in pages:
+        for obj in page.objects:
+            yield obj

@@ -17,7 +17,14 @@ from .._core.errors import (
     PreconditionFailed,
 )
 from .._core.metrics import RequestStats
-from .._core.store import Buffer, Fetched, SourceSpec, StoreFeatures
+from .._core.store import (
+    Buffer,
+    Fetched,
+    SourceSpec,
+    StoreFeatures,
+    composite_of,
+    objects_of,
+)
 from .._core.types import (
     COMPACT_JSON,
     LIST_FIELDS,
@@ -49,12 +56,10 @@ from .._net.transport import Op, Transport
 from ._auth import emulator_endpoint, resolve_auth
 from ._json import (
     compose_body,
-    composite_of,
     drain,
     json_handler,
     multipart_related,
     object_handler,
-    objects_of,
     quote_name,
 )
 from ._published import verify_published

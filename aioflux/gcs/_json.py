@@ -5,24 +5,21 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from .._core.crc import crc32c_combine
 from .._core.errors import ProtocolError, describe
-from .._core.store import SourceSpec
-from .._core.types import ListPage, ObjectInfo
+from .._core.store import SourceSpec, source_of
+from .._core.types import ObjectInfo
 from .._net.transport import HttpResponse, Op
 
 __all__ = [
     "compose_body",
-    "composite_of",
     "drain",
     "json_handler",
     "multipart_related",
     "object_handler",
-    "objects_of",
     "quote_name",
 ]
 
@@ -49,7 +46,7 @@ def compose_body(sources: Sequence[SourceSpec], content_type: str) -> bytes:
     """
     items = []
     for src in sources:
-        src_name, gen = _source(src)
+        src_name, gen = source_of(src)
         item: dict[str, Any] = {"name": src_name}
         if gen:
             # A precondition, not a pinned ``generation``: a replaced
@@ -81,32 +78,6 @@ def multipart_related(resource: dict[str, Any], content_type: str,
         f"\r\n--{boundary}--\r\n".encode(),
     ))
     return boundary, body
-
-
-def composite_of(sources: Sequence[SourceSpec]) -> tuple[int, int] | None:
-    """(size, crc32c) a composite of ``sources`` must have, when every source
-    is an ObjectInfo that knows its crc32c; ``None`` when that is unknown."""
-    size = crc = 0
-    for src in sources:
-        if not isinstance(src, ObjectInfo) or src.crc32c is None:
-            return None
-        crc = crc32c_combine(crc, src.crc32c, src.size)
-        size += src.size
-    return size, crc
-
-
-async def objects_of(pages: AsyncIterator[ListPage]) -> AsyncIterator[ObjectInfo]:
-    async for page in pages:
-        for obj in page.objects:
-            yield obj
-
-
-def _source(src: SourceSpec) -> tuple[str, int | None]:
-    if isinstance(src, str):
-        return src, None
-    if isinstance(src, ObjectInfo):
-        return src.name, src.generation or None
-    return src[0], src[1]
 
 
 async def drain(resp: HttpResponse) -> None:

@@ -56,6 +56,9 @@ from aioflux._core.store import (
     PartUpload,
     SourceSpec,
     StoreFeatures,
+    composite_of,
+    objects_of,
+    source_of,
 )
 from aioflux._core.types import NO_METADATA, ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from aioflux._core.urls import validate_bucket
@@ -341,7 +344,7 @@ class MemoryStore:
         Returns:
             An async iterator of ObjectInfo in name order.
         """
-        return _objects(self.list(bucket, prefix, start_offset=start_offset,
+        return objects_of(self.list(bucket, prefix, start_offset=start_offset,
                                   end_offset=end_offset))
 
     # -- reads ------------------------------------------------------------------
@@ -573,7 +576,7 @@ class MemoryStore:
         pieces: builtins.list[bytes] = []
         crc = 0
         for src in sources:
-            src_name, gen = _source(src)
+            src_name, gen = source_of(src)
             obj = self._object("compose", bucket, src_name)
             if gen and obj.generation != gen:
                 raise PreconditionFailed(
@@ -584,7 +587,7 @@ class MemoryStore:
             crc = crc32c_combine(crc, obj.crc, len(obj.data))
         self._check_precondition("compose", bucket, destination, if_generation_match)
         data = b"".join(pieces)
-        expected = _composite(sources)
+        expected = composite_of(sources)
         if expected is not None and expected != (len(data), crc):
             raise ChecksumMismatch(
                 f"{where} failed: the sources hold {len(data)} bytes with crc32c "
@@ -883,30 +886,6 @@ def _info(bucket: str, name: str, obj: _Object) -> ObjectInfo:
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _source(src: SourceSpec) -> tuple[str, int | None]:
-    if isinstance(src, str):
-        return src, None
-    if isinstance(src, ObjectInfo):
-        return src.name, src.generation or None
-    return src[0], src[1]
-
-
-def _composite(sources: Sequence[SourceSpec]) -> tuple[int, int] | None:
-    size = crc = 0
-    for src in sources:
-        if not isinstance(src, ObjectInfo) or src.crc32c is None:
-            return None
-        crc = crc32c_combine(crc, src.crc32c, src.size)
-        size += src.size
-    return size, crc
-
-
-async def _objects(pages: AsyncIterator[ListPage]) -> AsyncIterator[ObjectInfo]:
-    async for page in pages:
-        for obj in page.objects:
-            yield obj
 
 
 if TYPE_CHECKING:
