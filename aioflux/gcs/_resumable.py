@@ -208,6 +208,8 @@ class ResumableUpload:
                 if not isinstance(state, int):
                     return state
                 self._advance(state, start, end)
+                if self.offset >= end and total is None:
+                    return None  # the lost answer's chunk is all stored: nothing to send
             while True:
                 piece = view[self.offset - start:]
                 size = "*" if total is None else str(total)

@@ -562,6 +562,9 @@ async def test_a_lost_resumable_answer_is_followed_by_a_status_query() -> None:
     # A status query follows the lost answer, and no byte is sent twice
     # (the server refuses overlaps; each chunk's range appears once).
     assert server.ranges[2] == "bytes */*"
+    # One query: the chunk turned out stored, so the next request is the
+    # next chunk (not a second, empty status query).
+    assert server.ranges[3] == f"bytes {2 * CHUNK_GRANULARITY}-{len(DATA) - 1}/{len(DATA)}"
     sent = [r for r in server.ranges if r != "bytes */*"]
     assert sent == [f"bytes 0-{CHUNK_GRANULARITY - 1}/*",
                     f"bytes {CHUNK_GRANULARITY}-{2 * CHUNK_GRANULARITY - 1}/*",
