@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from .._core.errors import InvalidRequest, NotFound, StorageError
@@ -99,11 +98,6 @@ def _age_of_upload(upload: MultipartUploadInfo, now: float) -> float | None:
     return now - started.timestamp()
 
 
-async def _nothing() -> AsyncIterator[ObjectInfo]:
-    return
-    yield  # an async generator that yields nothing
-
-
 def _old_enough(age: float | None, older_than: float) -> bool:
     # An unknown age is never "old enough" unless everything is asked for:
     # a live writer's upload must survive.
@@ -145,14 +139,13 @@ async def clean_bucket(client: ObjectStore, bucket: str, prefix: str = "", *,
     composites: list[ObjectInfo] = []
     # A store that cannot compose has no composites (and generations that
     # are not GCS's microsecond timestamps): nothing to look for.
-    listed_composites = (client.list_objects(bucket, comp_prefix) if client.features.compose
-                         else _nothing())
-    async for obj in listed_composites:
-        age = _age_of_generation(obj, now)
-        if _old_enough(age, older_than):
-            composites.append(obj)
-        else:
-            report.skipped.append(Skipped(obj.url, age))
+    if client.features.compose:
+        async for obj in client.list_objects(bucket, comp_prefix):
+            age = _age_of_generation(obj, now)
+            if _old_enough(age, older_than):
+                composites.append(obj)
+            else:
+                report.skipped.append(Skipped(obj.url, age))
     uploads: list[MultipartUploadInfo] = []
     try:
         listed = await client.list_multipart_uploads(bucket, prefix)

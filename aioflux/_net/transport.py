@@ -40,8 +40,7 @@ from .failures import (
 )
 from .http import BodyTruncated, MediaPool, MediaResponse
 
-__all__ = ["HttpBody", "HttpResponse", "MediaResponse", "Op", "Transport", "TransportStats",
-           "request_body"]
+__all__ = ["HttpBody", "HttpResponse", "MediaResponse", "Op", "Transport", "request_body"]
 
 log = logging.getLogger("aioflux.transport")
 T = TypeVar("T")
@@ -102,10 +101,6 @@ class HttpResponse(Protocol):
     async def read(self) -> bytes:
         """The whole body."""
         ...
-
-
-# The counters of a transport (``client.stats``); the name it had first.
-TransportStats = RequestStats
 
 
 @dataclass
