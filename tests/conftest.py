@@ -1,4 +1,5 @@
-"""Shared fixtures: our emulator and fake-gcs-server, one per test session.
+"""Shared fixtures: our emulator, fake-gcs-server and moto's S3 server, one
+per test session.
 
 Servers bind 127.0.0.1 on an ephemeral port; each test gets a fresh bucket
 so tests never see each other's objects.
@@ -6,9 +7,13 @@ so tests never see each other's objects.
 
 from __future__ import annotations
 
+import importlib.machinery
 import itertools
 import os
+import sys
+import types
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -26,6 +31,64 @@ FAST_RETRY = RetryPolicy(max_attempts=10, initial_delay=0.001, max_delay=0.02)
 def _no_emulator_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # A developer's STORAGE_EMULATOR_HOST must not redirect the tests.
     monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    # Never a developer's ~/.aws, AWS_* variables or instance metadata:
+    # dummy credentials moto accepts, in us-east-1; a test of the chain
+    # replaces them.
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    nowhere = tmp_path_factory.getbasetemp() / "no-aws-files"
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(nowhere / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(nowhere / "credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@dataclass(frozen=True)
+class MotoS3:
+    """moto's S3 server (a third-party S3 implementation), in this process.
+
+    Attributes:
+        endpoint: ``http://127.0.0.1:<port>``; give it to ``S3Store(endpoint=...)``
+            (path-style addressing, credentials from the ``_aws_env`` fixture).
+    """
+
+    endpoint: str
+
+
+def _moto_crc32c() -> None:
+    """moto computes CRC32C with the ``crc32c`` package, and silently uses
+    CRC32 without it; give it google-crc32c's (aioflux's own dependency)."""
+    try:
+        import crc32c  # noqa: F401
+    except ImportError:
+        import google_crc32c
+
+        shim = types.ModuleType("crc32c")
+        # moto asks importlib whether the package exists.
+        shim.__spec__ = importlib.machinery.ModuleSpec("crc32c", None)
+        shim.crc32c = lambda data: google_crc32c.value(bytes(data))  # type: ignore[attr-defined]
+        sys.modules["crc32c"] = shim
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator[MotoS3]:
+    from moto.server import ThreadedMotoServer
+
+    _moto_crc32c()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield MotoS3(f"http://{host}:{port}")
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

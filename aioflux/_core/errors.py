@@ -176,6 +176,41 @@ def describe(operation: str, bucket: str, name: str, scheme: str = "gs") -> str:
     return f"{operation} {root}/{name}" if name else f"{operation} {root}"
 
 
+# S3 error codes (``<Error><Code>``) whose class the status alone gets
+# wrong: AWS's retry guidance treats these as transient (throttling, a
+# request the server timed out), and token problems as authentication.
+_S3_CODES: dict[str, type[StorageError]] = {
+    "SlowDown": RateLimited,
+    "Throttling": RateLimited,
+    "ThrottlingException": RateLimited,
+    "ThrottledException": RateLimited,
+    "RequestThrottled": RateLimited,
+    "RequestThrottledException": RateLimited,
+    "TooManyRequestsException": RateLimited,
+    "ProvisionedThroughputExceededException": RateLimited,
+    "TransactionInProgressException": RateLimited,
+    "RequestLimitExceeded": RateLimited,
+    "BandwidthLimitExceeded": RateLimited,
+    "LimitExceededException": RateLimited,
+    "EC2ThrottledException": RateLimited,
+    "RequestTimeout": ServerError,
+    "RequestTimeoutException": ServerError,
+    "PriorRequestNotComplete": ServerError,
+    "InternalError": ServerError,
+    "ExpiredToken": PermissionDenied,
+    "ExpiredTokenException": PermissionDenied,
+    "InvalidAccessKeyId": PermissionDenied,
+    "SignatureDoesNotMatch": PermissionDenied,
+    "InvalidToken": PermissionDenied,
+    "NoSuchKey": NotFound,
+    "NoSuchBucket": NotFound,
+    "NoSuchUpload": NotFound,
+    "NoSuchVersion": NotFound,
+    "PreconditionFailed": PreconditionFailed,
+    "InvalidRange": InvalidRequest,
+}
+
+
 def error_for_status(
     status: int,
     detail: str,
@@ -185,8 +220,13 @@ def error_for_status(
     name: str = "",
     reason: str = "",
     attempts: int = 1,
+    scheme: str = "gs",
 ) -> StorageError:
     """Map an HTTP error status to the most specific exception.
+
+    An S3 error code that AWS documents as retryable or as an
+    authentication failure decides over the status (``RequestTimeout`` and
+    ``Throttling`` come as 400, ``ExpiredToken`` as 400).
 
     Args:
         status: HTTP status code (>= 300).
@@ -196,12 +236,16 @@ def error_for_status(
         name: object name.
         reason: machine-readable reason from the error body.
         attempts: attempts made.
+        scheme: the store's URL scheme, for the message.
 
     Returns:
         The exception instance to raise.
     """
     cls: type[StorageError]
-    if status == 404:
+    by_code = _S3_CODES.get(reason)
+    if by_code is not None:
+        cls = by_code
+    elif status == 404:
         cls = NotFound
     elif status in (401, 403):
         cls = PermissionDenied
@@ -221,7 +265,7 @@ def error_for_status(
         cls = InvalidRequest
     detail = " ".join(detail.split())[:_MAX_DETAIL]
     suffix = f" after {attempts} attempts" if attempts > 1 else ""
-    message = f"{describe(operation, bucket, name)} failed: HTTP {status}"
+    message = f"{describe(operation, bucket, name, scheme)} failed: HTTP {status}"
     if reason:
         message += f" {reason}"
     if detail:

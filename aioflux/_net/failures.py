@@ -43,6 +43,8 @@ class Op(NamedTuple):
     operation: str
     bucket: str = ""
     name: str = ""
+    #: the store's URL scheme, for messages (``s3://bucket/key``)
+    scheme: str = "gs"
 
 
 class Redirected(Exception):
@@ -59,7 +61,7 @@ async def error_from_response(resp: HttpResponse, op: Op) -> StorageError:
     message, reason = parse_error_body(body)
     return _with_retry_after(
         error_for_status(resp.status, message or (resp.reason or ""), operation=op.operation,
-                         bucket=op.bucket, name=op.name, reason=reason),
+                         bucket=op.bucket, name=op.name, reason=reason, scheme=op.scheme),
         resp.headers.get("Retry-After"),
     )
 
@@ -68,7 +70,7 @@ def error_from_media(resp: MediaResponse, op: Op) -> StorageError:
     message, reason = parse_error_body(bytes(resp.body or b""))
     return _with_retry_after(
         error_for_status(resp.status, message, operation=op.operation, bucket=op.bucket,
-                         name=op.name, reason=reason),
+                         name=op.name, reason=reason, scheme=op.scheme),
         resp.headers.get("retry-after"),
     )
 
@@ -132,7 +134,7 @@ def map_exception(exc: BaseException, op: Op) -> BaseException:
     """
     if isinstance(exc, StorageError):
         return exc
-    where = describe(op.operation, op.bucket, op.name)
+    where = describe(op.operation, op.bucket, op.name, op.scheme)
     fields: dict[str, Any] = {"operation": op.operation, "bucket": op.bucket, "name": op.name}
     if isinstance(exc, Redirected):
         return ProtocolError(f"{where} failed: HTTP {exc.status}: the API does not redirect; "
@@ -156,7 +158,7 @@ def map_exception(exc: BaseException, op: Op) -> BaseException:
         # use str(exc): it embeds the request URL.
         message, reason = parse_error_body(exc.message.partition(": ")[2].encode())
         err = error_for_status(exc.status, message or exc.message, operation=op.operation,
-                               bucket=op.bucket, name=op.name, reason=reason)
+                               bucket=op.bucket, name=op.name, reason=reason, scheme=op.scheme)
         retry_after = exc.headers.get("Retry-After") if exc.headers else None
         return _with_retry_after(err, retry_after)
     if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):

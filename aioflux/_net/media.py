@@ -18,7 +18,7 @@ cut every few MiB slows a large read down instead of failing it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .._core.crc import crc32c, decode_crc32c, encode_crc32c
 from .._core.errors import (
@@ -32,7 +32,12 @@ from .._core.store import Fetched
 from .http import MediaResponse
 from .transport import Op, Transport
 
-__all__ = ["read_media"]
+__all__ = ["ChecksumOf", "PinOf", "header_crc32c", "read_media"]
+
+# What a backend's answers say: the object's crc32c (from its headers), and
+# the headers that make a resumed read continue the same version.
+ChecksumOf = Callable[[Mapping[str, str]], "int | None"]
+PinOf = Callable[[Mapping[str, str]], "dict[str, str]"]
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)\s*")
 _TRANSFORMED = "x-guploader-response-body-transformations"
@@ -41,7 +46,9 @@ _TRANSFORMED = "x-guploader-response-body-transformations"
 async def read_media(transport: Transport, op: Op, url: str, *, start: int = 0,
                      end: int | None = None, into: memoryview | None = None,
                      size: int | None = None, crc: int | None = None, verify: bool = True,
-                     want_crc: bool = False) -> Fetched:
+                     want_crc: bool = False, headers: Mapping[str, str] | None = None,
+                     checksum_of: ChecksumOf | None = None,
+                     pin_of: PinOf | None = None) -> Fetched:
     """GET ``[start, end)`` of an object, checked and resumed (see the module doc).
 
     Args:
@@ -57,6 +64,13 @@ async def read_media(transport: Transport, op: Op, url: str, *, start: int = 0,
         verify: check the crc32c of a read covering the whole object.
         want_crc: also return the crc32c of the bytes read (for callers
             that combine ranges into a whole object).
+        headers: extra request headers of every attempt (S3's
+            ``x-amz-checksum-mode``, an ``If-Match`` pinning a version).
+        checksum_of: the object's crc32c from a response's headers
+            (default: GCS's ``x-goog-hash``).
+        pin_of: headers that make a resumed attempt read the version the
+            first response came from (S3: ``If-Match`` its ETag); GCS
+            resumes pin ``generation=`` from ``x-goog-generation`` instead.
 
     Returns:
         The bytes or their count, and the crc32c if asked for.
@@ -69,7 +83,8 @@ async def read_media(transport: Transport, op: Op, url: str, *, start: int = 0,
         InvalidArgument: the body does not fit ``into``.
         StorageError: any other failure, after retries.
     """
-    read = _Read(transport, op, url, start, end, into, size, crc, verify, want_crc)
+    read = _Read(transport, op, url, start, end, into, size, crc, verify, want_crc,
+                 dict(headers or {}), checksum_of or header_crc32c, pin_of)
     try:
         return await transport.retrying(read.attempt, progress=read.progress)
     except TransportError as exc:
@@ -107,7 +122,8 @@ class _Read:
 
     def __init__(self, transport: Transport, op: Op, url: str, start: int, end: int | None,
                  into: memoryview | None, size: int | None, crc: int | None, verify: bool,
-                 want_crc: bool) -> None:
+                 want_crc: bool, headers: dict[str, str], checksum_of: ChecksumOf,
+                 pin_of: PinOf | None) -> None:
         self.transport = transport
         self.op = op
         self.url = url
@@ -125,7 +141,11 @@ class _Read:
         self.own: bytearray | None = None
         self.body: bytes | bytearray | None = None
         self.generation: str | None = None
-        self.where = describe(op.operation, op.bucket, op.name)
+        self.headers = headers
+        self.checksum_of = checksum_of
+        self.pin_of = pin_of
+        self.pinned: dict[str, str] | None = None
+        self.where = describe(op.operation, op.bucket, op.name, op.scheme)
 
     def progress(self) -> int:
         # The high-water mark, not the position: bytes read again after a
@@ -143,7 +163,9 @@ class _Read:
 
     async def attempt(self) -> Fetched:
         p = self.pos
-        headers = {"Accept-Encoding": "identity"}
+        headers = {"Accept-Encoding": "identity", **self.headers}
+        if p > self.start and self.pinned:
+            headers.update(self.pinned)
         url = self.url
         if p > 0 or self.end is not None:
             last = "" if self.end is None else str(self.end - 1)
@@ -222,10 +244,12 @@ class _Read:
             raise self._protocol(f"Content-Length {resp.expected} disagrees with the "
                                  f"{length} bytes announced", status)
         if not transformed and self.crc is None:
-            self.crc = header_crc32c(headers)
+            self.crc = self.checksum_of(headers)
         generation = headers.get("x-goog-generation")
         if generation and generation.isdigit() and self.generation is None:
             self.generation = generation
+        if self.pin_of is not None and self.pinned is None:
+            self.pinned = self.pin_of(headers)
         return length
 
     def _handle(self, resp: MediaResponse, p: int) -> Fetched:

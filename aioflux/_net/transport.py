@@ -130,6 +130,9 @@ class Transport:
         endpoint: the API root. Credentials go only to its origin (scheme,
             host, port): a resumable-upload ``Location`` or any other URL
             elsewhere gets the request without them.
+        trusted: also send credentials to URLs it accepts (S3's
+            virtual-hosted ``bucket.s3.region.amazonaws.com`` origins
+            of the same service).
 
     Raises:
         InvalidArgument: ``config.ca_file`` cannot be loaded.
@@ -143,6 +146,7 @@ class Transport:
         session_factory: Callable[[ClientConfig], aiohttp.ClientSession] | None = None,
         ssl_context: ssl.SSLContext | None = None,
         endpoint: str | None = None,
+        trusted: Callable[[str], bool] | None = None,
     ) -> None:
         self.config = config
         if ssl_context is None:
@@ -157,6 +161,7 @@ class Transport:
         self._origin = _origin_of(self.endpoint)
         # URLs under this prefix are the endpoint's origin without parsing.
         self._origin_prefix = self.endpoint.split("/", 3)[:3]
+        self._trusted = trusted
         self.stats = RequestStats()
         self._session_factory = session_factory or self._default_session
         self._state: _LoopState | None = None
@@ -277,6 +282,8 @@ class Transport:
         """
         parts = url.split("/", 3)
         if parts[:3] == self._origin_prefix:
+            return True
+        if self._trusted is not None and self._trusted(url):
             return True
         return _origin_of(url) == self._origin
 
@@ -660,6 +667,7 @@ _LEAN_GIVE_UP = 32
 
 # What a media handler looks at (the aiohttp fallback keeps only these).
 _MEDIA_HEADERS = ("x-goog-hash", "x-guploader-response-body-transformations",
-                  "content-range", "x-goog-stored-content-length", "x-goog-generation")
+                  "content-range", "x-goog-stored-content-length", "x-goog-generation",
+                  "etag", "x-amz-checksum-crc32c", "x-amz-checksum-type")
 
 

@@ -1,0 +1,181 @@
+"""S3 credentials and SigV4 signing, from botocore (the ``s3`` extra).
+
+Nothing here signs by hand: the credential chain is botocore's
+(environment, shared credentials/config files and profiles, web identity,
+container and instance metadata), and the signature is
+``botocore.auth.S3SigV4Auth`` over a ``botocore.awsrequest.AWSRequest``.
+botocore is imported on first use, so ``import aioflux`` and the ``gs://``
+and ``file://`` stores never load it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .._core.auth import AuthRequest
+from .._core.errors import InvalidArgument, PermissionDenied
+
+__all__ = ["INSTALL_HINT", "SigV4", "load_botocore", "session_region"]
+
+INSTALL_HINT = 'pip install "aioflux-storage[s3]"'
+# What a payload's hash is replaced by where TLS already protects the body
+# (and its x-amz-checksum-crc32c the bytes): hashing a 64 MiB part twice
+# would cost more CPU than sending it.
+UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
+
+_signer_class: Any = None
+_lock = threading.Lock()
+
+
+def load_botocore() -> Any:
+    """The ``botocore`` package, imported on first use.
+
+    Returns:
+        The module.
+
+    Raises:
+        InvalidArgument: botocore is not installed; the message names the extra.
+    """
+    try:
+        import botocore.auth
+        import botocore.awsrequest
+        import botocore.credentials
+        import botocore.session
+    except ImportError as exc:
+        raise InvalidArgument(f"s3:// URLs need botocore for AWS credentials and SigV4 "
+                              f"signing: {INSTALL_HINT}") from exc
+    return botocore
+
+
+def _signer() -> Any:
+    """``S3SigV4Auth`` whose payload hash is the one :class:`SigV4` chose
+    (botocore would hash the body again, or look for its own context)."""
+    global _signer_class
+    with _lock:
+        if _signer_class is None:
+            botocore = load_botocore()
+
+            class _PayloadAware(botocore.auth.S3SigV4Auth):  # type: ignore[misc, name-defined]
+                def payload(self, request: Any) -> str:
+                    return str(request.context["aioflux_payload"])
+
+            _signer_class = _PayloadAware
+        return _signer_class
+
+
+def session_region(profile: str | None = None) -> str | None:
+    """The region the environment names: ``AWS_REGION``, then botocore's
+    (``AWS_DEFAULT_REGION``, the profile's ``region`` in the config file).
+
+    Args:
+        profile: the shared-config profile (default: ``AWS_PROFILE`` or ``default``).
+
+    Returns:
+        The region, or None when nothing names one.
+    """
+    env = os.environ.get("AWS_REGION")
+    if env:
+        return env
+    botocore = load_botocore()
+    region = botocore.session.Session(profile=profile).get_config_variable("region")
+    return str(region) if region else None
+
+
+class SigV4:
+    """An :class:`~aioflux._core.auth.Auth` that signs every request with SigV4.
+
+    Credentials come from botocore's chain once, and are refreshed (in a
+    thread: a refresh may ask STS or the instance metadata service) when
+    they are about to expire.
+
+    Args:
+        region_of: the region to sign a request for, from its URL (the
+            store knows each bucket's).
+        credentials: botocore credentials; None resolves the chain.
+        profile: shared-config profile for the chain.
+
+    Raises:
+        InvalidArgument: botocore is not installed.
+        PermissionDenied: the chain found no credentials (the store then
+            uses anonymous access instead: see ``S3Store``).
+    """
+
+    def __init__(self, region_of: Callable[[str], str], *, credentials: Any = None,
+                 profile: str | None = None) -> None:
+        botocore = load_botocore()
+        if credentials is None:
+            credentials = botocore.session.Session(profile=profile).get_credentials()
+        if credentials is None:
+            raise PermissionDenied("s3: no AWS credentials found (environment, shared "
+                                   "credentials file, profile, web identity or instance "
+                                   "metadata)", operation="sign")
+        self._credentials = credentials
+        self._region_of = region_of
+        self._request_class = botocore.awsrequest.AWSRequest
+
+    @classmethod
+    def found(cls, region_of: Callable[[str], str], *,
+              profile: str | None = None) -> SigV4 | None:
+        """A signer for the chain's credentials, or None when there are none.
+
+        Args:
+            region_of: as for the constructor.
+            profile: shared-config profile.
+
+        Returns:
+            The signer, or None (anonymous access).
+        """
+        try:
+            return cls(region_of, profile=profile)
+        except PermissionDenied:
+            return None
+
+    async def _frozen(self) -> Any:
+        creds = self._credentials
+        refresh_needed = getattr(creds, "refresh_needed", None)
+        if refresh_needed is not None and refresh_needed():
+            # botocore refreshes synchronously (HTTP to STS or IMDS).
+            return await asyncio.to_thread(creds.get_frozen_credentials)
+        return creds.get_frozen_credentials()
+
+    async def headers(self, request: AuthRequest) -> dict[str, str]:
+        """The SigV4 headers of ``request`` (Authorization, X-Amz-Date,
+        X-Amz-Content-SHA256 and, for temporary credentials, the token).
+
+        Args:
+            request: the request; its URL carries the encoded query.
+
+        Returns:
+            Headers to add.
+        """
+        url = request.url
+        if request.params:
+            # The store puts the query in the URL; parameters given apart
+            # are signed in the order aiohttp sends them.
+            from urllib.parse import quote
+            query = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}"
+                             for k, v in request.params.items())
+            url += ("&" if "?" in url else "?") + query
+        if request.payload is None or not len(request.payload):
+            payload = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        elif url.startswith("https:"):
+            payload = UNSIGNED_PAYLOAD
+        else:
+            # Plain HTTP (an S3-compatible store on a private network): the
+            # signature must cover the body, or anyone on the path could
+            # change it.
+            payload = request.payload_sha256()
+        signed = self._request_class(method=request.method, url=url,
+                                     headers=dict(request.headers))
+        signed.context["aioflux_payload"] = payload
+        frozen = await self._frozen()
+        _signer()(frozen, "s3", self._region_of(url)).add_auth(signed)
+        names = ("Authorization", "X-Amz-Date", "X-Amz-Content-SHA256", "X-Amz-Security-Token")
+        return {name: signed.headers[name] for name in names if name in signed.headers}
+
+    def __repr__(self) -> str:
+        return "SigV4(<redacted>)"

@@ -1,0 +1,197 @@
+"""S3 multipart uploads and batch delete: the XML requests.
+
+Uploads are created with ``x-amz-checksum-algorithm: CRC32C`` and
+``x-amz-checksum-type: FULL_OBJECT``: every part carries its crc32c (the
+server refuses a corrupted part), and the completed object's checksum is
+the crc32c of its whole content, the one the writer computed while sending
+it, so the completion and every later whole-object read check the same
+number.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from xml.sax.saxutils import escape
+
+from .._core.crc import crc32c, decode_crc32c, encode_crc32c
+from .._core.errors import ChecksumMismatch, InvalidArgument, StorageError, describe
+from .._core.types import MultipartUploadInfo, PartInfo
+from .._net.transport import HttpResponse, Op
+from ._xml import children, parse, query, text
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
+
+    from ._store import S3Store
+
+__all__ = ["MAX_PARTS", "MIN_PART_SIZE", "Multipart"]
+
+MIN_PART_SIZE = 5 * 1024 * 1024  # every part but the last (S3's rule)
+MAX_PARTS = 10_000
+
+
+def _stored_crc(headers: dict[str, str]) -> int | None:
+    value = headers.get("x-amz-checksum-crc32c", "")
+    if not value or "-" in value:
+        return None
+    try:
+        return decode_crc32c(value)
+    except ValueError:
+        return None
+
+
+class Multipart:
+    """The multipart and batch-delete requests of one :class:`S3Store`."""
+
+    def __init__(self, store: S3Store) -> None:
+        self.store = store
+
+    def _op(self, operation: str, bucket: str, name: str = "") -> Op:
+        return Op(operation, bucket, name, "s3")
+
+    async def _xml(self, op: Op, method: str, url: str, *, headers: dict[str, str] | None = None,
+                   data: bytes | None = None, ok: tuple[int, ...] = (200,)) -> ET.Element:
+        async def handle(resp: HttpResponse) -> ET.Element:
+            return parse(await resp.read(), op)
+
+        return await self.store.transport.request(op, method, url, handle, headers=headers,
+                                                  data=data, ok=ok)
+
+    async def initiate(self, bucket: str, name: str, content_type: str) -> str:
+        """Create an upload; returns its id."""
+        op = self._op("initiate multipart upload", bucket, name)
+        root = await self._xml(op, "POST", self.store.object_url(bucket, name) +
+                               query(("uploads", None)),
+                               headers={"Content-Type": content_type,
+                                        "x-amz-checksum-algorithm": "CRC32C",
+                                        "x-amz-checksum-type": "FULL_OBJECT"})
+        upload_id = text(root, "UploadId")
+        if not upload_id:
+            raise StorageError(f"{describe(op.operation, bucket, name, 's3')} failed: no "
+                               "UploadId in the response", operation=op.operation,
+                               bucket=bucket, name=name)
+        return upload_id
+
+    async def upload_part(self, bucket: str, name: str, upload_id: str, number: int,
+                          data: memoryview, checksum: int | None = None) -> PartInfo:
+        """Send part ``number`` with its crc32c; a server that reports
+        storing another crc32c fails it (retried: the part goes again)."""
+        if not 1 <= number <= MAX_PARTS:
+            raise InvalidArgument(f"upload part s3://{bucket}/{name}: part number must be "
+                                  f"1..{MAX_PARTS}, got {number}")
+        view = data.cast("B") if data.format != "B" else data
+        crc = crc32c(view) if checksum is None else checksum
+        op = self._op(f"upload part {number}", bucket, name)
+
+        async def handle(resp: HttpResponse) -> PartInfo:
+            await resp.read()
+            stored = _stored_crc({k.lower(): v for k, v in resp.headers.items()})
+            if stored is not None and stored != crc:
+                raise ChecksumMismatch(
+                    f"{describe(op.operation, bucket, name, 's3')} failed: stored crc32c "
+                    f"{encode_crc32c(stored)} != sent {encode_crc32c(crc)}",
+                    operation=op.operation, bucket=bucket, name=name)
+            return PartInfo(number, resp.headers.get("ETag", ""), len(view))
+
+        url = self.store.object_url(bucket, name) + query(("partNumber", str(number)),
+                                                          ("uploadId", upload_id))
+        return await self.store.transport.request(
+            op, "PUT", url, handle, data=view,
+            headers={"x-amz-checksum-crc32c": encode_crc32c(crc),
+                     "x-amz-sdk-checksum-algorithm": "CRC32C"})
+
+    async def complete(self, bucket: str, name: str, upload_id: str, parts: Sequence[PartInfo],
+                       checksum: int) -> tuple[str, int | None]:
+        """Publish the parts in number order; returns the object's ETag and
+        the crc32c the server reports for it (None if it reports none)."""
+        op = self._op("complete multipart upload", bucket, name)
+        body = "<CompleteMultipartUpload>" + "".join(
+            f"<Part><PartNumber>{p.number}</PartNumber><ETag>{escape(p.etag)}</ETag></Part>"
+            for p in sorted(parts, key=lambda p: p.number)) + "</CompleteMultipartUpload>"
+        root = await self._xml(op, "POST", self.store.object_url(bucket, name) +
+                               query(("uploadId", upload_id)),
+                               headers={"Content-Type": "application/xml",
+                                        "x-amz-checksum-crc32c": encode_crc32c(checksum),
+                                        "x-amz-checksum-type": "FULL_OBJECT"},
+                               data=body.encode())
+        reported = text(root, "ChecksumCRC32C")
+        crc = None
+        if reported and "-" not in reported:
+            try:
+                crc = decode_crc32c(reported)
+            except ValueError:
+                crc = None
+        return text(root, "ETag"), crc
+
+    async def abort(self, bucket: str, name: str, upload_id: str) -> None:
+        """Drop an upload and its parts."""
+        async def handle(resp: HttpResponse) -> None:
+            await resp.read()
+
+        await self.store.transport.request(
+            self._op("abort multipart upload", bucket, name), "DELETE",
+            self.store.object_url(bucket, name) + query(("uploadId", upload_id)), handle,
+            ok=(200, 204))
+
+    async def list_parts(self, bucket: str, name: str, upload_id: str) -> list[PartInfo]:
+        """Every part of an upload, in number order (all pages)."""
+        op = self._op("list parts", bucket, name)
+        parts: list[PartInfo] = []
+        marker = ""
+        while True:
+            pairs = [("uploadId", upload_id)]
+            if marker:
+                pairs.append(("part-number-marker", marker))
+            root = await self._xml(op, "GET",
+                                   self.store.object_url(bucket, name) + query(*sorted(pairs)))
+            for el in children(root, "Part"):
+                parts.append(PartInfo(int(text(el, "PartNumber")), text(el, "ETag"),
+                                      int(text(el, "Size", "0"))))
+            marker = text(root, "NextPartNumberMarker")
+            if text(root, "IsTruncated").lower() != "true" or not marker:
+                return parts
+
+    async def list_uploads(self, bucket: str, prefix: str) -> list[MultipartUploadInfo]:
+        """Open uploads of keys under ``prefix`` (all pages)."""
+        op = self._op("list multipart uploads", bucket, prefix)
+        uploads: list[MultipartUploadInfo] = []
+        key_marker = id_marker = ""
+        while True:
+            pairs: list[tuple[str, str | None]] = [("uploads", None)]
+            if prefix:
+                pairs.append(("prefix", prefix))
+            if key_marker:
+                pairs += [("key-marker", key_marker), ("upload-id-marker", id_marker)]
+            root = await self._xml(op, "GET", self.store.object_url(bucket) +
+                                   query(*sorted(pairs, key=lambda p: p[0])))
+            for el in children(root, "Upload"):
+                uploads.append(MultipartUploadInfo(bucket, text(el, "Key"),
+                                                   text(el, "UploadId"), text(el, "Initiated")))
+            key_marker = text(root, "NextKeyMarker")
+            id_marker = text(root, "NextUploadIdMarker")
+            if text(root, "IsTruncated").lower() != "true" or not key_marker:
+                return uploads
+
+    async def delete_batch(self, bucket: str, names: Sequence[str]) -> None:
+        """One DeleteObjects request of at most 1000 keys."""
+        op = self._op("delete many", bucket, names[0] if names else "")
+        body = ("<Delete><Quiet>true</Quiet>" + "".join(
+            f"<Object><Key>{escape(name)}</Key></Object>" for name in names) +
+            "</Delete>").encode()
+        # AWS requires a body checksum on DeleteObjects; Content-MD5 is the
+        # one every S3-compatible store accepts.
+        md5 = base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode()
+        root = await self._xml(op, "POST", self.store.object_url(bucket) +
+                               query(("delete", None)),
+                               headers={"Content-Type": "application/xml", "Content-MD5": md5},
+                               data=body)
+        for error in children(root, "Error"):
+            key, code = text(error, "Key"), text(error, "Code")
+            if code == "NoSuchKey":
+                continue  # gone is what was asked
+            raise StorageError(f"{describe('delete many', bucket, key, 's3')} failed: {code}: "
+                               f"{text(error, 'Message')}", operation="delete many",
+                               bucket=bucket, name=key, reason=code)

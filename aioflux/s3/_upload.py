@@ -1,0 +1,122 @@
+"""S3 streaming uploads: the parts of a writer, published all at once.
+
+A multipart upload starts with the first part; parts go up in parallel,
+each with its crc32c. A payload smaller than one part goes up in a single
+PUT. The completed object is checked against the running crc32c and
+length (the crc32c the server reports, else a HEAD); one that differs is
+deleted, that ETag only, before ``ChecksumMismatch``. A completion retried
+after its answer was lost (``NoSuchUpload``) succeeds only if the object
+holds exactly those bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from .._core.crc import Crc32c, encode_crc32c
+from .._core.errors import NotFound, StorageError
+from .._core.types import ObjectInfo, PartInfo
+from .._net.transport import Op
+
+if TYPE_CHECKING:
+    from ._multipart import Multipart
+    from ._store import S3Store
+
+__all__ = ["S3Upload"]
+
+
+class S3Upload:
+    """One streaming upload (:class:`~aioflux._core.store.PartUpload`)."""
+
+    def __init__(self, store: S3Store, multipart: Multipart, bucket: str, name: str,
+                 content_type: str) -> None:
+        self.store = store
+        self.multipart = multipart
+        self.bucket = bucket
+        self.name = name
+        self.content_type = content_type
+        self.mode = ""
+        self._init: asyncio.Future[str] | None = None
+        self._upload_id: str | None = None
+        self._parts: dict[int, PartInfo] = {}
+
+    async def _start(self) -> str:
+        if self._init is None:
+            self._init = asyncio.ensure_future(self._initiate())
+        # Shielded: a part cancelled while the upload is being created must
+        # not lose the upload id, or abort() could not drop the upload.
+        return await asyncio.shield(self._init)
+
+    async def _initiate(self) -> str:
+        await self.store._ready(self.bucket)
+        upload_id = await self.multipart.initiate(self.bucket, self.name, self.content_type)
+        self._upload_id = upload_id
+        self.mode = "multipart"
+        return upload_id
+
+    async def put(self, number: int, data: memoryview, checksum: int | None = None) -> None:
+        """Upload part ``number`` (1-based); ``checksum`` is its crc32c if known."""
+        upload_id = await self._start()
+        self._parts[number] = await self.multipart.upload_part(
+            self.bucket, self.name, upload_id, number, data, checksum)
+
+    async def finish(self, last_number: int, tail: memoryview | None, expected: Crc32c,
+                     tail_checksum: int | None = None) -> ObjectInfo:
+        """Publish: the tail as the last part (or the whole object in one PUT
+        if no part was sent), then check the stored crc32c and length."""
+        if last_number == 1 and self._init is None:
+            self.mode = "single"
+            return await self.store.write(self.bucket, self.name, tail or b"",
+                                          content_type=self.content_type)
+        if tail is not None and len(tail):
+            await self.put(last_number, tail, tail_checksum)
+        upload_id = await self._start()
+        self._upload_id = None
+        try:
+            _etag, stored = await self.multipart.complete(
+                self.bucket, self.name, upload_id, list(self._parts.values()), expected.value)
+        except NotFound as exc:
+            self._upload_id = upload_id  # let abort() try to drop it
+            return await self._completed_before(exc, expected)
+        except BaseException:
+            self._upload_id = upload_id  # still open: let abort() drop it
+            raise
+        info = await self.store.stat(self.bucket, self.name)
+        if stored is None:
+            stored = info.crc32c
+        op = Op("write", self.bucket, self.name, "s3")
+        if info.size != expected.length or (stored is not None and stored != expected.value):
+            shown = "none" if stored is None else encode_crc32c(stored)
+            await self.store._discard(op, info, f"the server stored {info.size} bytes, crc32c "
+                                                f"{shown}; sent {expected.length} bytes, "
+                                                f"crc32c {encode_crc32c(expected.value)}")
+        return info.replace(crc32c=expected.value)
+
+    async def _completed_before(self, exc: NotFound, expected: Crc32c) -> ObjectInfo:
+        """A retried completion answered NoSuchUpload: the first attempt may
+        have published (its answer lost). Success only if the object holds
+        exactly the bytes written."""
+        if exc.attempts < 2:
+            raise exc
+        try:
+            info = await self.store.stat(self.bucket, self.name)
+        except NotFound:
+            raise exc from None
+        if info.size != expected.length or info.crc32c != expected.value:
+            raise exc
+        self._upload_id = None
+        return info
+
+    async def abort(self) -> None:
+        """Drop the upload; nothing is published. Safe to call twice."""
+        if self._init is not None and not self._init.done():
+            await asyncio.wait([self._init])
+        upload_id, self._upload_id = self._upload_id, None
+        if upload_id is not None:
+            try:
+                await self.multipart.abort(self.bucket, self.name, upload_id)
+            except StorageError:
+                # `aioflux clean` finds uploads left open; an abort failing
+                # here must not hide the error that caused it.
+                pass

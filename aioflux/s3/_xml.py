@@ -1,0 +1,126 @@
+"""S3's XML bodies and headers: parsing, the version token, checksums.
+
+Version token: S3 has no generation number. ``ObjectInfo.generation`` is
+the object's ETag as a number, so preconditions and pinned reads map back
+to ``If-Match`` without asking the server: an ETag of 32 hex digits (the
+MD5 of a single PUT, or ``<md5>-<parts>`` of a multipart upload, which is
+what AWS, MinIO and moto send) becomes ``int(md5, 16) << 16 | parts``,
+which is exact and reversible (and > 2**64, so it never meets the next
+kind). Any other ETag becomes a 63-bit hash, which the store maps back
+through the ETags it has seen (else a HEAD). Equal ETags mean equal
+generations: writing the same bytes again keeps the token, as S3 keeps the
+ETag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import NoReturn
+from urllib.parse import quote
+
+from .._core.crc import decode_crc32c
+from .._core.errors import StorageError, describe, error_for_status
+from .._net.failures import Op
+
+__all__ = [
+    "children",
+    "etag_of",
+    "full_object_crc32c",
+    "generation_of",
+    "parse",
+    "query",
+    "text",
+]
+
+_MD5_ETAG = re.compile(r'(?:W/)?"?([0-9a-fA-F]{32})(?:-(\d{1,5}))?"?')
+_REVERSIBLE = 1 << 64
+_HASH_MASK = (1 << 63) - 1
+
+
+def generation_of(etag: str) -> int:
+    """The generation number of an ETag (see the module doc); 0 for none."""
+    if not etag:
+        return 0
+    match = _MD5_ETAG.fullmatch(etag.strip())
+    if match is not None:
+        return int(match.group(1), 16) << 16 | int(match.group(2) or 0)
+    digest = hashlib.blake2b(etag.strip().encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") & _HASH_MASK) or 1
+
+
+def etag_of(generation: int) -> str | None:
+    """The ETag a reversible generation stands for, or None for a hashed one."""
+    if generation < _REVERSIBLE:
+        return None
+    md5, parts = generation >> 16, generation & 0xFFFF
+    return f'"{md5:032x}-{parts}"' if parts else f'"{md5:032x}"'
+
+
+def full_object_crc32c(headers: Mapping[str, str]) -> int | None:
+    """The object's crc32c from ``x-amz-checksum-crc32c``, only when it is
+    the checksum of the whole content: a composite one (``...-N``, or
+    ``x-amz-checksum-type: COMPOSITE``) is a checksum of part checksums."""
+    value = headers.get("x-amz-checksum-crc32c", "")
+    if not value or "-" in value:
+        return None
+    if headers.get("x-amz-checksum-type", "FULL_OBJECT").upper() != "FULL_OBJECT":
+        return None
+    try:
+        return decode_crc32c(value.strip())
+    except ValueError:
+        return None  # malformed: treated as absent, the length checks still hold
+
+
+def query(*pairs: tuple[str, str | None]) -> str:
+    """``?k=v&k2`` with SigV4's encoding (what the signer sees is what is sent);
+    a None value gives a bare key (``?uploads``)."""
+    items = [quote(k, safe="-_.~") if v is None else
+             f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in pairs]
+    return "?" + "&".join(items) if items else ""
+
+
+def local(tag: str) -> str:
+    """An element's name without its namespace."""
+    return tag.rsplit("}", 1)[-1]
+
+
+def children(root: ET.Element, tag: str) -> list[ET.Element]:
+    """Direct children named ``tag`` (any namespace)."""
+    return [el for el in root if local(el.tag) == tag]
+
+
+def text(root: ET.Element, tag: str, default: str = "") -> str:
+    """Text of the first direct child named ``tag``."""
+    for el in root:
+        if local(el.tag) == tag:
+            return el.text or ""
+    return default
+
+
+def parse(raw: bytes, op: Op) -> ET.Element:
+    """Parse an XML answer; an ``<Error>`` inside a 200 (CopyObject and
+    CompleteMultipartUpload may report one so) raises.
+
+    Raises:
+        StorageError: unparsable XML, or an error document.
+    """
+    try:
+        root = ET.fromstring(raw)
+    except ET.ParseError as exc:
+        _fail(op, f"unparsable XML response ({exc})", exc)
+    if local(root.tag) == "Error":
+        code, message = text(root, "Code"), text(root, "Message")
+        # Reported with a 200 after the work started: the code decides the
+        # class (InternalError and SlowDown are retried).
+        raise error_for_status(500 if code in ("InternalError", "SlowDown") else 400, message,
+                               operation=op.operation, bucket=op.bucket, name=op.name,
+                               reason=code, scheme="s3")
+    return root
+
+
+def _fail(op: Op, what: str, cause: BaseException | None = None) -> NoReturn:
+    raise StorageError(f"{describe(op.operation, op.bucket, op.name, 's3')} failed: {what}",
+                       operation=op.operation, bucket=op.bucket, name=op.name) from cause
