@@ -3,7 +3,8 @@
 Public API (everything else lives in private modules and may change):
 
 - stores: :class:`AsyncClient` (GCS, ``gs://``) and its blocking twin
-  :class:`Client`; :class:`LocalStore` (``file://`` and plain paths); the
+  :class:`Client`; :class:`S3Store` (``s3://``, and S3-compatible stores;
+  needs ``aioflux-storage[s3]``); :class:`LocalStore` (``file://`` and plain paths); the
   :class:`ObjectStore` protocol they share;
 - settings: :class:`ClientConfig`, :class:`RetryPolicy`, :class:`Timeouts`,
   :class:`WriterOptions`, :class:`ReaderOptions`;
@@ -51,6 +52,7 @@ from ._engines.iterables import StreamItem
 from ._version import __version__
 from .gcs._client import AsyncClient
 from .local import LocalStore
+from .s3 import S3Store
 
 __all__ = [
     "AiofluxError",
@@ -80,6 +82,7 @@ __all__ = [
     "RateLimited",
     "ReaderOptions",
     "RetryPolicy",
+    "S3Store",
     "ServerError",
     "StorageError",
     "StoreURL",

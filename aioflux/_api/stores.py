@@ -1,13 +1,13 @@
 """Which store serves a URL: the scheme picks the backend.
 
-``gs://`` is the GCS client, ``file://`` and plain paths the local
-filesystem (``s3://`` has no backend yet). A caller's client serves its own
-scheme; a URL on another scheme gets the process-wide default store for it,
-built lazily (and again after fork) from the environment, so
-``STORAGE_EMULATOR_HOST`` set before first use applies. The filesystem needs
-no settings, so a ``file://`` URL is served whatever client was given; a
-``gs://`` URL with a client of another store is an error rather than a
-silently different endpoint.
+``gs://`` is the GCS client, ``s3://`` the S3 store, ``file://`` and plain
+paths the local filesystem. A caller's client serves its own scheme; a URL
+on another scheme gets the process-wide default store for it, built lazily
+(and again after fork) from the environment, so ``STORAGE_EMULATOR_HOST``
+or ``AWS_ENDPOINT_URL_S3``/``AWS_REGION`` set before first use apply. The
+filesystem needs no settings, so a ``file://`` URL is served whatever client
+was given; a ``gs://`` or ``s3://`` URL with a client of another store is an
+error rather than a silently different endpoint.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from .._core.urls import StoreURL, parse_url
 from .._core.validate import Credentials
 from ..gcs._client import AsyncClient
 from ..local._store import LocalStore
+from ..s3._store import S3Store
 from .sync import Client
 
 __all__ = ["AnyClient", "default_store", "new_store", "resolve_store", "store_for_url"]
@@ -37,13 +38,14 @@ def default_store(scheme: str) -> ObjectStore:
     """The process-wide store for ``scheme`` (built on first use).
 
     Args:
-        scheme: ``gs`` or ``file``.
+        scheme: ``gs``, ``s3`` or ``file``.
 
     Returns:
         The store.
 
     Raises:
-        InvalidArgument: no backend serves ``scheme``.
+        InvalidArgument: no backend serves ``scheme`` (or, for ``s3``,
+            botocore is not installed).
     """
     with _lock:
         known = _defaults.get(scheme)
@@ -54,27 +56,39 @@ def default_store(scheme: str) -> ObjectStore:
 
 
 def new_store(scheme: str, config: ClientConfig | None = None, *,
-              endpoint: str | None = None, credentials: Credentials = None) -> ObjectStore:
+              endpoint: str | None = None, credentials: Credentials = None,
+              region: str | None = None) -> ObjectStore:
     """A new store for ``scheme``'s URLs, owned by the caller.
 
     Args:
-        scheme: ``gs`` or ``file``.
+        scheme: ``gs``, ``s3`` or ``file``.
         config: its settings (default: ``ClientConfig()``).
-        endpoint: the GCS API root (``gs`` only; default: the environment's).
-        credentials: GCS credentials (``gs`` only).
+        endpoint: the API root (``gs``: default the environment's; ``s3``: an
+            S3-compatible store, default ``AWS_ENDPOINT_URL_S3`` or AWS).
+        credentials: GCS credentials (``gs`` only; S3 takes the AWS chain).
+        region: the S3 region (``s3`` only; default the environment's, else
+            discovered per bucket).
 
     Returns:
         The store.
 
     Raises:
-        InvalidArgument: no backend serves ``scheme``.
+        InvalidArgument: no backend serves ``scheme``, a setting its
+            backend does not take, or (``s3``) botocore is not installed.
     """
     if scheme == "gs":
+        if region is not None:
+            raise InvalidArgument("new_store('gs'): region is an S3 setting")
         return AsyncClient(config, endpoint=endpoint, credentials=credentials)
+    if scheme == "s3":
+        if credentials is not None:
+            raise InvalidArgument("new_store('s3'): credentials come from the AWS chain "
+                                  "(environment, profile, instance metadata), not credentials=")
+        return S3Store(config, endpoint=endpoint, region=region)
     if scheme == "file":
         return LocalStore(config)
     raise InvalidArgument(f"no storage backend serves {scheme}:// URLs in this version of "
-                          "aioflux (gs://, file:// and plain paths do)")
+                          "aioflux (gs://, s3://, file:// and plain paths do)")
 
 
 def resolve_store(client: AnyClient | None, scheme: str = "gs") -> ObjectStore:
@@ -90,7 +104,7 @@ def resolve_store(client: AnyClient | None, scheme: str = "gs") -> ObjectStore:
 
     Raises:
         InvalidArgument: ``client`` serves another scheme than a ``gs://``
-            (or ``s3://``) URL's.
+            or ``s3://`` URL's.
     """
     store = client.aio if isinstance(client, Client) else client
     if store is None:
@@ -108,7 +122,7 @@ def store_for_url(url: str, client: AnyClient | None = None, *,
     """Parse ``url`` and pick its store.
 
     Args:
-        url: ``gs://bucket/name``, ``file:///path`` or a path.
+        url: ``gs://bucket/name``, ``s3://bucket/key``, ``file:///path`` or a path.
         client: the caller's client, if any (see :func:`resolve_store`).
         require_object: the URL must name an object.
 

@@ -527,7 +527,9 @@ def test_the_cli_accepts_exactly_the_schemes_with_a_backend() -> None:
     from aioflux.cli._common import SERVED_SCHEMES
 
     for scheme in SCHEMES:
-        if scheme in SERVED_SCHEMES:
+        # s3:// has its store (aioflux.s3); the CLI takes it once its
+        # commands are tested on moto (the step after the store's).
+        if scheme in SERVED_SCHEMES or scheme == "s3":
             assert default_store(scheme).features.scheme == scheme
         else:
             with pytest.raises(InvalidArgument, match=f"no storage backend serves {scheme}://"):
