@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
+import yarl
 from aiohttp.client_proto import ResponseHandler as AiohttpProtocol
 from multidict import CIMultiDictProxy
 
@@ -133,6 +134,10 @@ class Transport:
         trusted: also send credentials to URLs it accepts (S3's
             virtual-hosted ``bucket.s3.region.amazonaws.com`` origins
             of the same service).
+        exact_urls: send every URL exactly as given, already percent-encoded
+            (aiohttp would otherwise re-quote it, turning ``%3D`` into
+            ``=`` and ``%2F`` in a query into ``/``: bytes other than those
+            a SigV4 signature covers).
 
     Raises:
         InvalidArgument: ``config.ca_file`` cannot be loaded.
@@ -147,6 +152,7 @@ class Transport:
         ssl_context: ssl.SSLContext | None = None,
         endpoint: str | None = None,
         trusted: Callable[[str], bool] | None = None,
+        exact_urls: bool = False,
     ) -> None:
         self.config = config
         if ssl_context is None:
@@ -162,6 +168,7 @@ class Transport:
         # URLs under this prefix are the endpoint's origin without parsing.
         self._origin_prefix = self.endpoint.split("/", 3)[:3]
         self._trusted = trusted
+        self._exact_urls = exact_urls
         self.stats = RequestStats()
         self._session_factory = session_factory or self._default_session
         self._state: _LoopState | None = None
@@ -254,8 +261,8 @@ class Transport:
 
         async def send(state: _LoopState, request_headers: dict[str, str]) -> T:
             async with state.session.request(
-                method, url, params=params, headers=request_headers, data=request_body(data),
-                allow_redirects=False, ssl=self._aiohttp_ssl(),
+                method, self._wire_url(url), params=params, headers=request_headers,
+                data=request_body(data), allow_redirects=False, ssl=self._aiohttp_ssl(),
             ) as resp:
                 if resp.status not in ok and resp.status >= 300:
                     raise await error_from_response(resp, op)
@@ -263,6 +270,9 @@ class Transport:
 
         request = AuthRequest(method, url, params or {}, headers or {}, data)
         return await self.retrying(lambda: self._attempt(op, request, send))
+
+    def _wire_url(self, url: str) -> str | yarl.URL:
+        return yarl.URL(url, encoded=True) if self._exact_urls else url
 
     def _default_session(self, config: ClientConfig) -> aiohttp.ClientSession:
         return _session(config, self._ssl_context)
@@ -445,7 +455,8 @@ class Transport:
     async def _get_with_aiohttp(self, state: _LoopState, op: Op, url: str,
                                 headers: Mapping[str, str], into: memoryview | None,
                                 limit: int | None, keep_partial: bool) -> MediaResponse:
-        async with state.session.get(url, headers=headers, allow_redirects=False,
+        async with state.session.get(self._wire_url(url), headers=headers,
+                                     allow_redirects=False,
                                      ssl=self._aiohttp_ssl()) as resp:
             if resp.status >= 300:
                 raise await error_from_response(resp, op)

@@ -142,7 +142,10 @@ class S3Store:
             parts = urlsplit(custom)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise InvalidURL(f"S3Store: endpoint must be an http(s) URL, got {custom!r}")
-        self.custom_endpoint = custom is not None
+        # An endpoint on AWS's own hosts is AWS (regional hosts, virtual
+        # addressing); any other is an S3-compatible store.
+        self.custom_endpoint = custom is not None and _AWS_HOST.fullmatch(
+            (urlsplit(custom).hostname or "").lower()) is None
         self.endpoint = (custom or "https://s3.amazonaws.com").rstrip("/")
         self.addressing = addressing
         if region is None and (transport is None or auth is None):
@@ -156,7 +159,7 @@ class S3Store:
                 auth = AnonymousAuth() if anonymous else (
                     SigV4.found(self._region_of_url, profile=profile) or AnonymousAuth())
             transport = Transport(self.config, auth, endpoint=self.endpoint,
-                                  trusted=self._trusted)
+                                  trusted=self._trusted, exact_urls=True)
         self._transport = transport
         self._multipart = Multipart(self)
 
