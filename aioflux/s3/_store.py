@@ -31,9 +31,10 @@ import builtins
 import hashlib
 import os
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+import xml.etree.ElementTree as ET
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Literal, overload
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote_plus, urlsplit
 
 from .._core.auth import AnonymousAuth, Auth
 from .._core.config import ClientConfig
@@ -406,7 +407,10 @@ class S3Store:
                      page_size: int) -> AsyncIterator[ListPage]:
         await self._ready(bucket)
         op = self._op("list", bucket, prefix)
-        base = [("list-type", "2"), ("max-keys", str(min(page_size, 1000)))]
+        # Keys URL-encoded: XML 1.0 cannot carry every character a key may
+        # hold (control characters), and AWS recommends it.
+        base = [("encoding-type", "url"), ("list-type", "2"),
+                ("max-keys", str(min(page_size, 1000)))]
         if prefix:
             base.append(("prefix", prefix))
         if delimiter:
@@ -418,17 +422,19 @@ class S3Store:
         token: str | None = None
         url = self.object_url(bucket)
 
-        async def handle(resp: HttpResponse) -> object:
+        async def handle(resp: HttpResponse) -> ET.Element:
             return parse(await resp.read(), op)
 
         while True:
             pairs = sorted(base + ([("continuation-token", token)] if token else []))
             root = await self._transport.request(op, "GET", url + query(*pairs), handle)
-            assert not isinstance(root, str)
             objects: builtins.list[ObjectInfo] = []
             done = False
-            for el in children(root, "Contents"):  # type: ignore[arg-type]
-                key = text(el, "Key")
+            # AWS encodes a space as "+", others as %20: unquote_plus reads both.
+            decode: Callable[[str], str] = (
+                unquote_plus if text(root, "EncodingType") == "url" else str)
+            for el in children(root, "Contents"):
+                key = decode(text(el, "Key"))
                 if start_offset and key < start_offset:
                     continue
                 if end_offset and key >= end_offset:
@@ -439,12 +445,12 @@ class S3Store:
                                           None, text(el, "LastModified") or None,
                                           NO_METADATA, "s3"))
             prefixes = sorted(
-                p for p in (text(cp, "Prefix") for cp in
-                            children(root, "CommonPrefixes"))  # type: ignore[arg-type]
+                p for p in (decode(text(cp, "Prefix")) for cp in
+                            children(root, "CommonPrefixes"))
                 if (not end_offset or p < end_offset)
                 and (not start_offset or p >= start_offset or start_offset.startswith(p)))
-            truncated = text(root, "IsTruncated").lower() == "true"  # type: ignore[arg-type]
-            token = text(root, "NextContinuationToken") or None  # type: ignore[arg-type]
+            truncated = text(root, "IsTruncated").lower() == "true"
+            token = text(root, "NextContinuationToken") or None
             if done or not truncated or token is None:
                 yield ListPage(objects=objects, prefixes=prefixes, next_page_token=None)
                 return

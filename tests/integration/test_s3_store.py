@@ -527,3 +527,84 @@ def test_without_botocore_s3_fails_naming_the_extra() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert 'pip install "aioflux-storage[s3]"' in out.stdout
+
+
+# -- reads resumed, credentials refreshed, listings of odd keys, streams ---------------
+
+
+async def test_a_resumed_read_is_pinned_to_the_first_responses_etag() -> None:
+    data = os.urandom(1000)
+    etag = _md5_etag(data)
+    attempts: list[MockRequest] = []
+
+    def handler(request: MockRequest) -> MockResponse:
+        attempts.append(request)
+        if len(attempts) == 1:  # cut after 300 bytes
+            return MockResponse(200, {"ETag": etag, "Content-Length": "1000"}, data[:300])
+        if request.headers.get("If-Match") != etag:
+            return MockResponse(200, {"ETag": '"other"'}, b"x" * 1000)
+        assert request.headers["Range"] == "bytes=300-"
+        return MockResponse(206, {"ETag": etag, "Content-Range": "bytes 300-999/1000"},
+                            data[300:])
+
+    store, _ = _mock_store(handler)
+    assert await store.read("bkt", "k") == data
+    assert [r.headers.get("If-Match") for r in attempts] == [None, etag]
+    assert all(r.headers["x-amz-checksum-mode"] == "ENABLED" for r in attempts)
+
+    def replaced(request: MockRequest) -> MockResponse:
+        if "Range" not in request.headers:
+            return MockResponse(200, {"ETag": etag, "Content-Length": "1000"}, data[:300])
+        return _error(412, "PreconditionFailed")
+
+    store, _ = _mock_store(replaced)
+    with pytest.raises(NotFound, match="replaced while it was read"):
+        await store.read("bkt", "k")
+
+
+class _Expiring:
+    """botocore credentials that need a refresh on every use, as
+    RefreshableCredentials do near their expiry."""
+
+    def __init__(self) -> None:
+        self.refreshes = 0
+
+    def refresh_needed(self) -> bool:
+        return True
+
+    def get_frozen_credentials(self) -> Any:
+        from botocore.credentials import ReadOnlyCredentials
+        self.refreshes += 1
+        return ReadOnlyCredentials(f"AKIDROUND{self.refreshes}", "secret", None)
+
+
+async def test_expiring_credentials_are_refreshed_per_request() -> None:
+    creds = _Expiring()
+    auth = SigV4(lambda _url: "us-east-1", credentials=creds)
+    first = await auth.headers(AuthRequest("GET", "https://s3.amazonaws.com/bkt/k"))
+    second = await auth.headers(AuthRequest("GET", "https://s3.amazonaws.com/bkt/k"))
+    assert "Credential=AKIDROUND1/" in first["Authorization"]
+    assert "Credential=AKIDROUND2/" in second["Authorization"]
+    assert "secret" not in repr(auth)
+
+
+async def test_keys_with_odd_characters_list_and_read(s3: tuple[S3Store, str]) -> None:
+    store, bucket = s3
+    names = ["odd/a b", "odd/a+b", "odd/100%", "odd/ä&<>\"'", "odd/tab\tkey", "odd/x=y?z#"]
+    for name in names:
+        await store.write(bucket, name, name.encode())
+    listed = [o.name async for o in store.list_objects(bucket, "odd/")]
+    assert listed == sorted(names)
+    for name in names:
+        assert await store.read(bucket, name) == name.encode()
+    grouped = [p async for p in store.list(bucket, "", delimiter="/")]
+    assert [x for p in grouped for x in p.prefixes] == ["odd/"]
+
+
+async def test_stream_downloads_every_object(s3: tuple[S3Store, str]) -> None:
+    store, bucket = s3
+    blobs = {f"ds/{i:03d}": os.urandom(1000 + i) for i in range(30)}
+    await asyncio.gather(*(store.write(bucket, k, v) for k, v in blobs.items()))
+    got = {item.name: item.data async for item in store.stream(f"s3://{bucket}/ds/",
+                                                                concurrency=8)}
+    assert got == blobs
