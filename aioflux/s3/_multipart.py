@@ -27,9 +27,10 @@ if TYPE_CHECKING:
 
     from ._store import S3Store
 
-__all__ = ["MAX_PARTS", "MIN_PART_SIZE", "Multipart"]
+__all__ = ["MAX_PARTS", "MAX_PART_SIZE", "MIN_PART_SIZE", "Multipart"]
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # every part but the last (S3's rule)
+MAX_PART_SIZE = 5 * 1024**3
 MAX_PARTS = 10_000
 
 

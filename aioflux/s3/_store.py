@@ -28,6 +28,7 @@ semaphore, retries, lean reads), signed with SigV4 by botocore
 from __future__ import annotations
 
 import builtins
+import email.utils
 import hashlib
 import os
 import re
@@ -68,7 +69,7 @@ from .._engines.iterables import StreamItem, stream, stream_args
 from .._net.media import read_media
 from .._net.transport import HttpResponse, Op, Transport
 from ._auth import SigV4, load_botocore, session_region
-from ._multipart import MAX_PARTS, MIN_PART_SIZE, Multipart
+from ._multipart import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE, Multipart
 from ._upload import S3Upload
 from ._xml import (
     children,
@@ -348,7 +349,7 @@ class S3Store:
             return self._info(bucket, name, size=int(h.get("Content-Length", "0")),
                               etag=h.get("ETag", ""), crc=full_object_crc32c(lowered),
                               content_type=h.get("Content-Type"),
-                              updated=h.get("Last-Modified"), metadata=metadata)
+                              updated=_rfc3339(h.get("Last-Modified")), metadata=metadata)
 
         return await self._transport.request(self._op("stat", bucket, name), "HEAD",
                                              self.object_url(bucket, name), handle,
@@ -694,18 +695,18 @@ class S3Store:
             bucket: bucket name.
             name: object key.
             content_type: Content-Type of the final object.
-            part_size: size of every part but the last (>= 5 MiB).
+            part_size: size of every part but the last (5 MiB to 5 GiB).
 
         Returns:
             The upload; nothing is sent before its first part.
 
         Raises:
-            InvalidArgument: ``part_size`` below S3's 5 MiB.
+            InvalidArgument: ``part_size`` outside S3's 5 MiB to 5 GiB.
         """
         check_object("start_upload", bucket, name, scheme="s3")
-        if part_size < MIN_PART_SIZE:
+        if not MIN_PART_SIZE <= part_size <= MAX_PART_SIZE:
             raise InvalidArgument(f"start_upload s3://{bucket}/{name}: part_size {part_size} "
-                                  f"is below S3's minimum of {MIN_PART_SIZE} bytes")
+                                  f"is outside S3's {MIN_PART_SIZE}..{MAX_PART_SIZE} bytes")
         return S3Upload(self, self._multipart, bucket, name, content_type)
 
     async def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
@@ -905,6 +906,17 @@ class S3Store:
 
         await self._transport.request(self._op("create_bucket", bucket), "PUT",
                                       self.object_url(bucket), handle, data=body or None)
+
+
+def _rfc3339(http_date: str | None) -> str | None:
+    """``Last-Modified`` (an HTTP date) as the RFC 3339 time a listing gives."""
+    if not http_date:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(http_date)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return when.strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
 def _pin(headers: Mapping[str, str]) -> dict[str, str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import pickle
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -394,6 +395,9 @@ async def test_multipart_keeps_the_full_object_crc32c(s3: tuple[S3Store, str]) -
     assert await store.list_multipart_uploads(bucket) == []
     with pytest.raises(InvalidArgument, match="5242880"):
         store.start_upload(bucket, "small", part_size=MIB)
+    with pytest.raises(InvalidArgument, match="5368709120"):
+        store.start_upload(bucket, "huge", part_size=6 * 1024**3)
+    assert stat.updated is not None and stat.updated.endswith("Z")
 
 
 # -- version tokens and conditional writes ------------------------------------------------
@@ -504,6 +508,16 @@ async def test_compose_is_refused(s3: tuple[S3Store, str]) -> None:
 
 
 # -- wiring and the optional extra --------------------------------------------------------
+
+
+async def test_a_store_pickles_by_its_settings(s3: tuple[S3Store, str]) -> None:
+    store, bucket = s3
+    await store.write(bucket, "p", b"pickled")
+    copy = pickle.loads(pickle.dumps(store))
+    assert (copy.endpoint, copy.region, copy.addressing) == (store.endpoint, store.region,
+                                                             store.addressing)
+    async with copy:
+        assert await copy.read(bucket, "p") == b"pickled"
 
 
 async def test_s3_urls_pick_the_s3_store(moto_s3: MotoS3) -> None:
