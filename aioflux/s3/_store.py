@@ -27,6 +27,7 @@ semaphore, retries, lean reads), signed with SigV4 by botocore
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import email.utils
 import hashlib
@@ -154,6 +155,7 @@ class S3Store:
             region = session_region(profile) if transport is None else None
         self.region = region
         self._regions: dict[str, str] = {}
+        self._finding: dict[str, asyncio.Task[str]] = {}
         self._etags: dict[int, str] = {}
         self.config = config or (transport.config if transport else ClientConfig())
         if transport is None:
@@ -246,37 +248,54 @@ class S3Store:
         return host.endswith("." + (home.hostname or "").lower())
 
     def _region_of_url(self, url: str) -> str:
-        """The region to sign a request to ``url`` for."""
+        """The region to sign a request to ``url`` for: its bucket's."""
         parts = urlsplit(url)
         host = (parts.hostname or "").lower()
         bucket = ""
-        if self._trusted(url) and host != (urlsplit(self.endpoint).hostname or ""):
-            bucket = host.split(".", 1)[0] if ".s3" in host or self.custom_endpoint else ""
-        if not bucket or bucket.startswith("s3"):
+        if self.custom_endpoint:
+            home = (urlsplit(self.endpoint).hostname or "").lower()
+            if host.endswith("." + home):
+                bucket = host[:-len(home) - 1]
+        elif not host.startswith(("s3.", "s3-")):
+            bucket = host.rsplit(".s3", 1)[0]  # bucket.s3.region.amazonaws.com
+        if not bucket:
             bucket = parts.path.lstrip("/").split("/", 1)[0]
         return self._regions.get(bucket) or self.region or DEFAULT_REGION
 
     async def _ready(self, bucket: str) -> None:
         """Learn ``bucket``'s region before its first request, when no
-        region was configured."""
+        region was configured (concurrent first requests wait for one
+        answer rather than sign for a guess)."""
         if self.region is not None or bucket in self._regions:
             return
-        url = self.object_url(bucket)
+        loop = asyncio.get_running_loop()
+        finding = self._finding.get(bucket)
+        if finding is None or finding.get_loop() is not loop:
+            finding = loop.create_task(self._find_region(bucket))
+            self._finding[bucket] = finding
+        try:
+            self._regions[bucket] = await asyncio.shield(finding)
+        finally:
+            if finding.done():
+                self._finding.pop(bucket, None)
+
+    async def _find_region(self, bucket: str) -> str:
+        """``x-amz-bucket-region`` of a HEAD of the bucket (signed for the
+        default region: the answer names the region whatever its status, a
+        301 or 400 for a request signed for another one)."""
 
         async def handle(resp: HttpResponse) -> str:
             await resp.read()
             return resp.headers.get("x-amz-bucket-region", "")
 
-        # The answer names the region whatever the status (a 301 or 400 for
-        # a request signed for the wrong one).
-        self._regions[bucket] = DEFAULT_REGION
+        url = self.object_url(bucket)
         try:
             found = await self._transport.request(Op("find region", bucket, scheme="s3"),
                                                   "HEAD", url, handle,
                                                   ok=(200, 301, 307, 400, 403))
         except NotFound:
-            found = ""
-        self._regions[bucket] = found or DEFAULT_REGION
+            found = ""  # the request itself will say "no such bucket"
+        return found or DEFAULT_REGION
 
     def _op(self, operation: str, bucket: str, name: str = "") -> Op:
         return Op(operation, bucket, name, "s3")

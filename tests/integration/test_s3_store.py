@@ -622,3 +622,22 @@ async def test_stream_downloads_every_object(s3: tuple[S3Store, str]) -> None:
     got = {item.name: item.data async for item in store.stream(f"s3://{bucket}/ds/",
                                                                 concurrency=8)}
     assert got == blobs
+
+
+async def test_concurrent_first_requests_wait_for_one_region_lookup() -> None:
+    async def handler(request: MockRequest) -> MockResponse:
+        if request.method == "HEAD":
+            await asyncio.sleep(0.05)
+            return MockResponse(301, {"x-amz-bucket-region": "eu-north-1"})
+        return MockResponse(200, {"ETag": _md5_etag(b"data")}, b"data")
+
+    transport = MockTransport(handler, config=ClientConfig(retry=FAST_RETRY),
+                              endpoint="https://s3.example.test")
+    store = S3Store(transport=transport, endpoint="https://s3.example.test")
+    transport.auth = SigV4(store._region_of_url)
+    assert store.region is None
+    assert await asyncio.gather(*(store.read("bkt", f"k{i}") for i in range(5))) == [b"data"] * 5
+    assert [r.method for r in transport.requests].count("HEAD") == 1
+    gets = [r for r in transport.requests if r.method == "GET"]
+    assert len(gets) == 5
+    assert all("/eu-north-1/s3/aws4_request" in r.headers["Authorization"] for r in gets)
