@@ -69,7 +69,7 @@ from .._engines.download import DownloadOptions
 from .._engines.iterables import StreamItem, stream, stream_args
 from .._net.media import read_media
 from .._net.transport import HttpResponse, Op, Transport
-from ._auth import SigV4, load_botocore, session_region
+from ._auth import SigV4, session_region
 from ._multipart import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE, Multipart
 from ._upload import S3Upload
 from ._xml import (
@@ -120,7 +120,8 @@ class S3Store:
 
     Raises:
         InvalidArgument: botocore is missing (``pip install
-            "aioflux-storage[s3]"``), or a setting of the wrong type.
+            "aioflux-storage[s3]"``; only ``anonymous=True`` works without
+            it), or a setting of the wrong type.
         InvalidURL: ``endpoint`` is not an http(s) URL.
     """
 
@@ -137,8 +138,6 @@ class S3Store:
             raise InvalidArgument(f"S3Store: addressing must be 'auto', 'path' or 'virtual', "
                                   f"got {addressing!r}")
         self._settings = (config, region, endpoint, addressing, profile, anonymous)
-        if transport is None and auth is None:
-            load_botocore()  # fail now, naming the extra, not at the first request
         custom = (endpoint or os.environ.get("AWS_ENDPOINT_URL_S3")
                   or os.environ.get("AWS_ENDPOINT_URL"))
         if custom is not None:
@@ -151,8 +150,12 @@ class S3Store:
             (urlsplit(custom).hostname or "").lower()) is None
         self.endpoint = (custom or "https://s3.amazonaws.com").rstrip("/")
         self.addressing = addressing
-        if region is None and (transport is None or auth is None):
-            region = session_region(profile) if transport is None else None
+        if region is None and transport is None:
+            try:
+                region = session_region(profile)
+            except InvalidArgument:
+                if not anonymous:
+                    raise  # botocore missing: named now, not at the first request
         self.region = region
         self._regions: dict[str, str] = {}
         self._finding: dict[str, asyncio.Task[str]] = {}

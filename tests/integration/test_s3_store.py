@@ -537,10 +537,14 @@ def test_without_botocore_s3_fails_naming_the_extra() -> None:
             "try:\n"
             "    aioflux.S3Store()\n"
             "except aioflux.InvalidArgument as exc:\n"
-            "    print(exc)\n")
+            "    print(exc)\n"
+            "public = aioflux.S3Store(anonymous=True, endpoint='http://127.0.0.1:9')\n"
+            "print('anonymous', type(public.transport.auth).__name__)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert 'pip install "aioflux-storage[s3]"' in out.stdout
+    # Public buckets need no signing, so no botocore either.
+    assert "anonymous AnonymousAuth" in out.stdout
 
 
 # -- reads resumed, credentials refreshed, listings of odd keys, streams ---------------
