@@ -645,3 +645,50 @@ async def test_concurrent_first_requests_wait_for_one_region_lookup() -> None:
     gets = [r for r in transport.requests if r.method == "GET"]
     assert len(gets) == 5
     assert all("/eu-north-1/s3/aws4_request" in r.headers["Authorization"] for r in gets)
+
+
+# -- the lean read path, on the wire --------------------------------------------------------
+
+
+def _raw(status: str, body: bytes, **headers: str) -> bytes:
+    head = [f"HTTP/1.1 {status}", f"Content-Length: {len(body)}"]
+    head += [f"{name.replace('_', '-')}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+async def test_lean_reads_retry_slowdown_and_check_the_s3_crc32c() -> None:
+    from tests.raw_server import RawServer
+
+    data = os.urandom(4096)
+    slow = (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown</Code>"
+            b"<Message>Please reduce your request rate.</Message></Error>")
+    answers = [_raw("503 Slow Down", slow, Retry_After="0", Content_Type="application/xml"),
+               _raw("200 OK", data, ETag=_md5_etag(data),
+                    x_amz_checksum_crc32c=encode_crc32c(crc32c(data)),
+                    x_amz_checksum_type="FULL_OBJECT")]
+    server = RawServer(lambda conn, i: answers.pop(0) if answers else None)
+    async with server as endpoint:
+        async with S3Store(ClientConfig(retry=FAST_RETRY), endpoint=endpoint) as store:
+            assert await store.read("bkt", "k") == data
+            assert store.stats.retries == 1 and store.stats.lean_reads == 2
+    heads = [h.decode() for h in server.requests]
+    assert all(h.startswith("GET /bkt/k HTTP/1.1") for h in heads)
+    assert all("authorization: aws4-hmac-sha256" in h.lower() for h in heads)
+    assert all("x-amz-checksum-mode: enabled" in h.lower() for h in heads)
+
+    rotten = [_raw("200 OK", data, ETag=_md5_etag(data),
+                   x_amz_checksum_crc32c=encode_crc32c(crc32c(data) ^ 1))] * 3
+    server = RawServer(lambda conn, i: rotten.pop(0) if rotten else None)
+    async with server as endpoint:
+        async with S3Store(ClientConfig(retry=RetryPolicy(max_attempts=3, initial_delay=0.001,
+                                                          max_delay=0.01)),
+                           endpoint=endpoint) as store:
+            with pytest.raises(ChecksumMismatch, match="read s3://bkt/k"):
+                await store.read("bkt", "k")
+    # A composite checksum (of part checksums) is not the content's: not checked.
+    composite = [_raw("200 OK", data, ETag='"' + "a" * 32 + '-2"',
+                      x_amz_checksum_crc32c="AAAAAA==-2", x_amz_checksum_type="COMPOSITE")]
+    server = RawServer(lambda conn, i: composite.pop(0) if composite else None)
+    async with server as endpoint:
+        async with S3Store(ClientConfig(retry=FAST_RETRY), endpoint=endpoint) as store:
+            assert await store.read("bkt", "k") == data
