@@ -3,8 +3,9 @@
 The engines (listing, download planner, writer, reader, iterables), the
 datasets, checkpointing and the CLI are written against
 :class:`ObjectStore`, never against one backend. A backend is the GCS
-client (``aioflux.gcs``), the local filesystem (``aioflux.local``) or the
-in-memory store of ``aioflux.testing``; a URL's scheme picks it. What a
+client (``aioflux.gcs``), the S3 store (``aioflux.s3``), the local
+filesystem (``aioflux.local``) or the in-memory store of
+``aioflux.testing``; a URL's scheme picks it. What a
 backend can do beyond the common operations is declared as data in
 :class:`StoreFeatures`, so an engine asks ``store.features.compose``
 rather than which backend it holds.
@@ -43,7 +44,7 @@ class StoreFeatures:
     """What a backend can do beyond the common operations.
 
     Attributes:
-        scheme: the URL scheme it serves (``gs``, ``file``, ``memory``).
+        scheme: the URL scheme it serves (``gs``, ``s3``, ``file``, ``memory``).
         compose: most sources of one server-side compose; 0 when the store
             cannot concatenate objects (the download planner then reads
             every object directly).

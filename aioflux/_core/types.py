@@ -75,8 +75,9 @@ class ObjectInfo(NamedTuple):
         scheme: the store it is on (``gs``, ``file``...).
 
     ``generation`` is the store's version number of the content (GCS's
-    generation; a file's modification time in nanoseconds): preconditions
-    and cache keys use it, and :attr:`version` renders it for any store.
+    generation; a file's modification time in nanoseconds; on S3 the ETag
+    as a number, see :mod:`aioflux.s3._xml`): preconditions and cache keys
+    use it, and :attr:`version` renders it for any store.
     ``metageneration`` and ``md5`` are GCS's and None elsewhere.
     """
 
