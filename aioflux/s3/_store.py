@@ -638,16 +638,20 @@ class S3Store:
             headers[f"x-amz-meta-{key}"] = value
         headers.update(await self._precondition(op, if_generation_match))
 
-        async def handle(resp: HttpResponse) -> ObjectInfo:
+        async def handle(resp: HttpResponse) -> tuple[ObjectInfo, bool]:
             await resp.read()
             lowered = {k.lower(): v for k, v in resp.headers.items()}
+            # The ETag of an object encrypted with KMS or a customer key is
+            # not its MD5 (AWS documents it only for plain and SSE-S3 ones).
+            plain = lowered.get("x-amz-server-side-encryption", "AES256") == "AES256" \
+                and "x-amz-server-side-encryption-customer-algorithm" not in lowered
             return self._info(bucket, name, size=len(view), etag=lowered.get("etag", ""),
                               crc=full_object_crc32c(lowered), content_type=content_type,
-                              metadata=metadata)
+                              metadata=metadata), plain
 
         try:
-            info = await self._transport.request(op, "PUT", self.object_url(bucket, name),
-                                                 handle, headers=headers, data=view)
+            info, etag_is_md5 = await self._transport.request(
+                op, "PUT", self.object_url(bucket, name), handle, headers=headers, data=view)
         except NotFound as exc:
             if if_generation_match is None or "bucket" in exc.reason.lower():
                 raise
@@ -664,7 +668,7 @@ class S3Store:
             if stored.size != len(view) or stored.crc32c != checksum:
                 raise
             return stored
-        return await self._verify(op, info, view, checksum)
+        return await self._verify(op, info, view, checksum, etag_is_md5)
 
     async def _precondition(self, op: Op, if_generation_match: int | None) -> dict[str, str]:
         if if_generation_match is None:
@@ -676,15 +680,15 @@ class S3Store:
             raise _precondition_failed(op, if_generation_match)
         return {"If-Match": etag}
 
-    async def _verify(self, op: Op, info: ObjectInfo, view: memoryview,
-                      checksum: int) -> ObjectInfo:
+    async def _verify(self, op: Op, info: ObjectInfo, view: memoryview, checksum: int,
+                      etag_is_md5: bool) -> ObjectInfo:
         """Check a PUT's answer: the crc32c the server reports (or, without
-        one, the MD5 its ETag is) must be the data's; else delete that
-        version and raise."""
+        one, the MD5 its ETag is, when unencrypted) must be the data's; else
+        delete that version and raise."""
         stored = info.crc32c
         if stored is None:
             md5 = etag_of(info.generation)
-            if md5 is not None and "-" not in md5:
+            if etag_is_md5 and md5 is not None and "-" not in md5:
                 digest = hashlib.md5(view, usedforsecurity=False).hexdigest()
                 if md5.strip('"') != digest:
                     await self._discard(op, info, f"its ETag {md5} is not the MD5 of the "

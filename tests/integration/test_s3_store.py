@@ -353,6 +353,15 @@ async def test_etag_checked_when_the_server_reports_no_crc32c() -> None:
     assert info.crc32c == crc32c(b"payload")
     assert info.generation == generation_of(_md5_etag(b"payload"))
 
+    def kms(request: MockRequest) -> MockResponse:
+        # With SSE-KMS the ETag is 32 hex digits that are not the MD5.
+        return MockResponse(200, {"ETag": _md5_etag(b"not the content"),
+                                  "x-amz-server-side-encryption": "aws:kms"})
+
+    store, transport = _mock_store(kms)
+    assert (await store.write("bkt", "k", b"payload")).size == 7
+    assert [r.method for r in transport.requests] == ["PUT"]  # nothing deleted
+
 
 async def test_a_corrupted_part_is_refused() -> None:
     def handler(request: MockRequest) -> MockResponse:
