@@ -288,8 +288,7 @@ class S3Store:
         301 or 400 for a request signed for another one)."""
 
         async def handle(resp: HttpResponse) -> str:
-            await resp.read()
-            return resp.headers.get("x-amz-bucket-region", "")
+            return resp.headers.get("x-amz-bucket-region", "")  # a HEAD: no body
 
         url = self.object_url(bucket)
         try:
@@ -364,7 +363,7 @@ class S3Store:
         await self._ready(bucket)
 
         async def handle(resp: HttpResponse) -> ObjectInfo:
-            await resp.read()
+            # A HEAD has no body to read; its Content-Length is the object's.
             h = resp.headers
             lowered = {k.lower(): v for k, v in h.items()}
             metadata = {k[11:]: v for k, v in lowered.items() if k.startswith("x-amz-meta-")}

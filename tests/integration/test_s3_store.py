@@ -701,3 +701,79 @@ async def test_lean_reads_retry_slowdown_and_check_the_s3_crc32c() -> None:
     async with server as endpoint:
         async with S3Store(ClientConfig(retry=FAST_RETRY), endpoint=endpoint) as store:
             assert await store.read("bkt", "k") == data
+
+
+# -- answers lost on the way back ---------------------------------------------------------
+
+
+async def test_lost_answers_to_a_create_only_put_and_a_completion() -> None:
+    import aiohttp
+
+    data = b"manifest bytes"
+    stored: dict[str, bytes] = {}
+    lost = {"put": True, "complete": True}
+
+    def head(key: str) -> MockResponse:
+        if key not in stored:
+            return MockResponse(404)
+        body = stored[key]
+        return MockResponse(200, {"ETag": _md5_etag(body), "Content-Length": str(len(body)),
+                                  "x-amz-checksum-crc32c": encode_crc32c(crc32c(body))})
+
+    async def handler(request: MockRequest) -> MockResponse:
+        key = request.url.rsplit("/", 1)[1]
+        if request.method == "HEAD":
+            return head(key)
+        if request.method == "PUT" and "uploadId" not in request.params:
+            if request.headers.get("If-None-Match") == "*" and key in stored:
+                return _error(412, "PreconditionFailed")
+            stored[key] = request.body
+            if lost["put"]:
+                lost["put"] = False
+                raise aiohttp.ServerDisconnectedError()  # stored, answer lost
+            return MockResponse(200, {"ETag": _md5_etag(request.body)})
+        if "uploads" in request.params:
+            return MockResponse(200, {}, b"<InitiateMultipartUploadResult><UploadId>u"
+                                         b"</UploadId></InitiateMultipartUploadResult>")
+        if request.method == "PUT":
+            stored[f"part{request.params['partNumber']}"] = request.body
+            return MockResponse(200, {"ETag": f'"p{request.params["partNumber"]}"'})
+        if request.method == "POST" and "uploadId" in request.params:
+            if "u" not in stored:
+                return _error(404, "NoSuchUpload")
+            stored[key] = stored["part1"] + stored["part2"]
+            del stored["u"]
+            if lost["complete"]:
+                lost["complete"] = False
+                raise aiohttp.ServerDisconnectedError()
+            raise AssertionError("completed twice")
+        raise AssertionError(request)
+
+    store, _ = _mock_store(handler)
+    info = await store.write("bkt", "manifest", data, if_generation_match=0)
+    assert (info.size, info.crc32c) == (len(data), crc32c(data))
+    assert stored["manifest"] == data
+
+    stored["u"] = b""  # the upload is open until completed
+    upload = store.start_upload("bkt", "big", part_size=5 * MIB)
+    first, tail = os.urandom(5 * MIB), os.urandom(100)
+    await upload.put(1, memoryview(first))
+    running = Crc32c()
+    running.update(first + tail)
+    info = await upload.finish(2, memoryview(tail), running)
+    assert (info.size, info.crc32c) == (len(first) + len(tail), crc32c(first + tail))
+    assert stored["big"] == first + tail
+
+
+async def test_an_error_inside_a_200_copy_answer_is_an_error() -> None:
+    def handler(request: MockRequest) -> MockResponse:
+        return MockResponse(200, {"Content-Type": "application/xml"},
+                            b"<Error><Code>InternalError</Code><Message>We encountered an "
+                            b"internal error.</Message></Error>")
+
+    store, transport = _mock_store(handler, retry=RetryPolicy(max_attempts=2,
+                                                              initial_delay=0.001,
+                                                              max_delay=0.01))
+    with pytest.raises(ServerError, match=r"copy s3://bkt/src.*InternalError"):
+        await store.copy("bkt", "src", "bkt", "dst")
+    assert len(transport.requests) == 2  # retried, as AWS says for InternalError
