@@ -213,7 +213,9 @@ class S3Store:
         """``scheme://host[/bucket]`` of a bucket's requests."""
         region = self._regions.get(bucket) or self.region
         if not self.custom_endpoint:
-            host = f"s3.{region}.amazonaws.com" if region else "s3.amazonaws.com"
+            # China's regions live under their own domain.
+            domain = "amazonaws.com.cn" if (region or "").startswith("cn-") else "amazonaws.com"
+            host = f"s3.{region}.{domain}" if region else "s3.amazonaws.com"
             return f"https://{bucket}.{host}" if self._virtual(bucket) else \
                 f"https://{host}/{bucket}"
         if self._virtual(bucket):

@@ -232,6 +232,9 @@ def test_credentials_go_only_to_the_services_hosts(monkeypatch: pytest.MonkeyPat
     aws = S3Store(region="us-west-2")
     assert aws.endpoint == "https://s3.amazonaws.com"
     assert aws.object_url("bkt", "k") == "https://bkt.s3.us-west-2.amazonaws.com/k"
+    china = S3Store(region="cn-north-1")
+    assert china.object_url("bkt", "k") == "https://bkt.s3.cn-north-1.amazonaws.com.cn/k"
+    assert china.transport.same_origin(china.object_url("bkt", "k"))
     same = aws.transport.same_origin
     assert same("https://bkt.s3.us-west-2.amazonaws.com/k")
     assert same("https://s3.us-west-2.amazonaws.com/bkt/k")
