@@ -27,28 +27,18 @@ semaphore, retries, lean reads), signed with SigV4 by botocore
 
 from __future__ import annotations
 
-import asyncio
 import builtins
-import email.utils
-import hashlib
-import os
-import re
-import xml.etree.ElementTree as ET
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Literal, overload
-from urllib.parse import quote, unquote_plus, urlsplit
+from collections.abc import AsyncIterator, Sequence
+from typing import overload
+from urllib.parse import quote
 
 from .._core.auth import AnonymousAuth, Auth
 from .._core.config import ClientConfig
-from .._core.crc import crc32c, encode_crc32c
 from .._core.errors import (
-    ChecksumMismatch,
     InvalidArgument,
     InvalidRequest,
-    InvalidURL,
     NotFound,
     PreconditionFailed,
-    StorageError,
     describe,
 )
 from .._core.metrics import RequestStats
@@ -70,27 +60,26 @@ from .._engines.iterables import StreamItem, stream, stream_args
 from .._net.media import read_media
 from .._net.transport import HttpResponse, Op, Transport
 from ._auth import SigV4, session_region
+from ._endpoints import DEFAULT_REGION, Addressing, Endpoints
+from ._listing import list_pages
 from ._multipart import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE, Multipart
+from ._put import put_object
 from ._upload import S3Upload
 from ._xml import (
-    children,
     etag_of,
     full_object_crc32c,
     generation_of,
+    gone,
     parse,
-    query,
-    text,
+    pin,
+    precondition_failed,
+    rfc3339,
 )
 
 __all__ = ["DEFAULT_REGION", "FEATURES", "S3Store"]
 
-DEFAULT_REGION = "us-east-1"
 FEATURES = StoreFeatures(scheme="s3", compose=0, end_offset=False, multipart=True,
                          min_part_size=MIN_PART_SIZE, part_granularity=1, max_parts=MAX_PARTS)
-Addressing = Literal["auto", "path", "virtual"]
-# Hosts of AWS's own S3 endpoints (global, regional, dual-stack), with a
-# bucket in front for virtual-hosted addressing.
-_AWS_HOST = re.compile(r"(?:[a-z0-9.-]+\.)?s3(?:[.-][a-z0-9-]+)*\.amazonaws\.com(?:\.cn)?")
 # ETags seen, by the generation hashed from them (ETags that are not an
 # MD5); bounded so a 1M-object listing does not hold them all.
 _ETAG_MEMORY = 65_536
@@ -138,35 +127,25 @@ class S3Store:
             raise InvalidArgument(f"S3Store: addressing must be 'auto', 'path' or 'virtual', "
                                   f"got {addressing!r}")
         self._settings = (config, region, endpoint, addressing, profile, anonymous)
-        custom = (endpoint or os.environ.get("AWS_ENDPOINT_URL_S3")
-                  or os.environ.get("AWS_ENDPOINT_URL"))
-        if custom is not None:
-            parts = urlsplit(custom)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise InvalidURL(f"S3Store: endpoint must be an http(s) URL, got {custom!r}")
-        # An endpoint on AWS's own hosts is AWS (regional hosts, virtual
-        # addressing); any other is an S3-compatible store.
-        self.custom_endpoint = custom is not None and _AWS_HOST.fullmatch(
-            (urlsplit(custom).hostname or "").lower()) is None
-        self.endpoint = (custom or "https://s3.amazonaws.com").rstrip("/")
-        self.addressing = addressing
         if region is None and transport is None:
             try:
                 region = session_region(profile)
             except InvalidArgument:
                 if not anonymous:
                     raise  # botocore missing: named now, not at the first request
+        self.endpoints = Endpoints(endpoint, addressing, region)
+        self.endpoint = self.endpoints.endpoint
+        self.addressing = addressing
         self.region = region
-        self._regions: dict[str, str] = {}
-        self._finding: dict[str, asyncio.Task[str]] = {}
         self._etags: dict[int, str] = {}
         self.config = config or (transport.config if transport else ClientConfig())
         if transport is None:
             if auth is None:
                 auth = AnonymousAuth() if anonymous else (
-                    SigV4.found(self._region_of_url, profile=profile) or AnonymousAuth())
+                    SigV4.found(self.endpoints.region_of_url, profile=profile)
+                    or AnonymousAuth())
             transport = Transport(self.config, auth, endpoint=self.endpoint,
-                                  trusted=self._trusted, exact_urls=True)
+                                  trusted=self.endpoints.trusted, exact_urls=True)
         self._transport = transport
         self._multipart = Multipart(self)
 
@@ -203,26 +182,6 @@ class S3Store:
         and latency per operation (``stats.summary()``)."""
         return self._transport.stats
 
-    def _virtual(self, bucket: str) -> bool:
-        if self.addressing == "virtual":
-            return True
-        # Dots in a bucket name break the TLS wildcard of virtual hosts.
-        return self.addressing == "auto" and not self.custom_endpoint and "." not in bucket
-
-    def _base(self, bucket: str) -> str:
-        """``scheme://host[/bucket]`` of a bucket's requests."""
-        region = self._regions.get(bucket) or self.region
-        if not self.custom_endpoint:
-            # China's regions live under their own domain.
-            domain = "amazonaws.com.cn" if (region or "").startswith("cn-") else "amazonaws.com"
-            host = f"s3.{region}.{domain}" if region else "s3.amazonaws.com"
-            return f"https://{bucket}.{host}" if self._virtual(bucket) else \
-                f"https://{host}/{bucket}"
-        if self._virtual(bucket):
-            scheme, _, rest = self.endpoint.partition("://")
-            return f"{scheme}://{bucket}.{rest}"
-        return f"{self.endpoint}/{bucket}"
-
     def object_url(self, bucket: str, name: str = "") -> str:
         """The URL of ``name`` in ``bucket`` (the bucket's own with no name).
 
@@ -231,75 +190,12 @@ class S3Store:
             name: object key.
 
         Returns:
-            The URL, key percent-encoded as SigV4 signs it.
+            The URL, the key percent-encoded as SigV4 signs it.
         """
-        base = self._base(bucket)
-        if not name:
-            return base + "/" if self._virtual(bucket) else base
-        return f"{base}/{quote(name, safe='/-_.~')}"
-
-    def _trusted(self, url: str) -> bool:
-        """Credentials may go to the endpoint's virtual hosts (and AWS's S3
-        hosts when the endpoint is AWS), on the same scheme and port."""
-        try:
-            parts, home = urlsplit(url), urlsplit(self.endpoint)
-            host = (parts.hostname or "").lower()
-            if parts.scheme != home.scheme or parts.port != home.port:
-                return False
-        except ValueError:
-            return False
-        if not self.custom_endpoint:
-            return parts.scheme == "https" and _AWS_HOST.fullmatch(host) is not None
-        return host.endswith("." + (home.hostname or "").lower())
-
-    def _region_of_url(self, url: str) -> str:
-        """The region to sign a request to ``url`` for: its bucket's."""
-        parts = urlsplit(url)
-        host = (parts.hostname or "").lower()
-        bucket = ""
-        if self.custom_endpoint:
-            home = (urlsplit(self.endpoint).hostname or "").lower()
-            if host.endswith("." + home):
-                bucket = host[:-len(home) - 1]
-        elif not host.startswith(("s3.", "s3-")):
-            bucket = host.rsplit(".s3", 1)[0]  # bucket.s3.region.amazonaws.com
-        if not bucket:
-            bucket = parts.path.lstrip("/").split("/", 1)[0]
-        return self._regions.get(bucket) or self.region or DEFAULT_REGION
+        return self.endpoints.object_url(bucket, name)
 
     async def _ready(self, bucket: str) -> None:
-        """Learn ``bucket``'s region before its first request, when no
-        region was configured (concurrent first requests wait for one
-        answer rather than sign for a guess)."""
-        if self.region is not None or bucket in self._regions:
-            return
-        loop = asyncio.get_running_loop()
-        finding = self._finding.get(bucket)
-        if finding is None or finding.get_loop() is not loop:
-            finding = loop.create_task(self._find_region(bucket))
-            self._finding[bucket] = finding
-        try:
-            self._regions[bucket] = await asyncio.shield(finding)
-        finally:
-            if finding.done():
-                self._finding.pop(bucket, None)
-
-    async def _find_region(self, bucket: str) -> str:
-        """``x-amz-bucket-region`` of a HEAD of the bucket (signed for the
-        default region: the answer names the region whatever its status, a
-        301 or 400 for a request signed for another one)."""
-
-        async def handle(resp: HttpResponse) -> str:
-            return resp.headers.get("x-amz-bucket-region", "")  # a HEAD: no body
-
-        url = self.object_url(bucket)
-        try:
-            found = await self._transport.request(Op("find region", bucket, scheme="s3"),
-                                                  "HEAD", url, handle,
-                                                  ok=(200, 301, 307, 400, 403))
-        except NotFound:
-            found = ""  # the request itself will say "no such bucket"
-        return found or DEFAULT_REGION
+        await self.endpoints.ready(bucket, self._transport)
 
     def _op(self, operation: str, bucket: str, name: str = "") -> Op:
         return Op(operation, bucket, name, "s3")
@@ -372,7 +268,7 @@ class S3Store:
             return self._info(bucket, name, size=int(h.get("Content-Length", "0")),
                               etag=h.get("ETag", ""), crc=full_object_crc32c(lowered),
                               content_type=h.get("Content-Type"),
-                              updated=_rfc3339(h.get("Last-Modified")), metadata=metadata)
+                              updated=rfc3339(h.get("Last-Modified")), metadata=metadata)
 
         return await self._transport.request(self._op("stat", bucket, name), "HEAD",
                                              self.object_url(bucket, name), handle,
@@ -424,61 +320,7 @@ class S3Store:
         """
         list_args("list", bucket, prefix, delimiter=delimiter, start_offset=start_offset,
                   end_offset=end_offset, page_size=page_size, scheme="s3")
-        return self._pages(bucket, prefix, delimiter, start_offset, end_offset, page_size)
-
-    async def _pages(self, bucket: str, prefix: str, delimiter: str | None,
-                     start_offset: str | None, end_offset: str | None,
-                     page_size: int) -> AsyncIterator[ListPage]:
-        await self._ready(bucket)
-        op = self._op("list", bucket, prefix)
-        # Keys URL-encoded: XML 1.0 cannot carry every character a key may
-        # hold (control characters), and AWS recommends it.
-        base = [("encoding-type", "url"), ("list-type", "2"),
-                ("max-keys", str(min(page_size, 1000)))]
-        if prefix:
-            base.append(("prefix", prefix))
-        if delimiter:
-            base.append(("delimiter", delimiter))
-        if start_offset:
-            # start-after is exclusive: one character shorter lists every key
-            # >= start_offset (and the few between, dropped below).
-            base.append(("start-after", start_offset[:-1]))
-        token: str | None = None
-        url = self.object_url(bucket)
-
-        async def handle(resp: HttpResponse) -> ET.Element:
-            return parse(await resp.read(), op)
-
-        while True:
-            pairs = sorted(base + ([("continuation-token", token)] if token else []))
-            root = await self._transport.request(op, "GET", url + query(*pairs), handle)
-            objects: builtins.list[ObjectInfo] = []
-            done = False
-            # AWS encodes a space as "+", others as %20: unquote_plus reads both.
-            decode: Callable[[str], str] = (
-                unquote_plus if text(root, "EncodingType") == "url" else str)
-            for el in children(root, "Contents"):
-                key = decode(text(el, "Key"))
-                if start_offset and key < start_offset:
-                    continue
-                if end_offset and key >= end_offset:
-                    done = True
-                    break
-                objects.append(ObjectInfo(bucket, key, int(text(el, "Size", "0")),
-                                          self._remember(text(el, "ETag")), None, None, None,
-                                          None, text(el, "LastModified") or None,
-                                          NO_METADATA, "s3"))
-            prefixes = sorted(
-                p for p in (decode(text(cp, "Prefix")) for cp in
-                            children(root, "CommonPrefixes"))
-                if (not end_offset or p < end_offset)
-                and (not start_offset or p >= start_offset or start_offset.startswith(p)))
-            truncated = text(root, "IsTruncated").lower() == "true"
-            token = text(root, "NextContinuationToken") or None
-            if done or not truncated or token is None:
-                yield ListPage(objects=objects, prefixes=prefixes, next_page_token=None)
-                return
-            yield ListPage(objects=objects, prefixes=prefixes, next_page_token=token)
+        return list_pages(self, bucket, prefix, delimiter, start_offset, end_offset, page_size)
 
     def list_objects(self, bucket: str, prefix: str = "", *, start_offset: str | None = None,
                      end_offset: str | None = None) -> AsyncIterator[ObjectInfo]:
@@ -578,19 +420,19 @@ class S3Store:
         if generation is not None:
             etag = await self._etag_for(bucket, name, generation)
             if etag is None:
-                raise _gone(op, generation)
+                raise gone(op, generation)
             headers["If-Match"] = etag
         try:
             return await read_media(self._transport, op, self.object_url(bucket, name),
                                     start=start, end=end, into=into, size=size, crc=crc,
                                     verify=self.config.verify_crc32c, want_crc=want_crc,
                                     headers=headers, checksum_of=full_object_crc32c,
-                                    pin_of=_pin)
+                                    pin_of=pin)
         except PreconditionFailed as exc:
             # The ETag pinned (by the caller or by the first response of a
             # resumed read) is no longer the object's.
             if generation is not None:
-                raise _gone(op, generation) from exc
+                raise gone(op, generation) from exc
             raise NotFound(f"{describe('read', bucket, name, 's3')} failed: the object was "
                            "replaced while it was read", operation="read", bucket=bucket,
                            name=name, status=412, reason="PreconditionFailed") from exc
@@ -630,88 +472,8 @@ class S3Store:
             raise InvalidArgument(f"write s3://{bucket}/{name}: S3 has no resumable uploads; "
                                   "use start_upload (multipart) for large objects")
         await self._ready(bucket)
-        view = memoryview(data).cast("B")
-        checksum = crc32c(view)
-        op = self._op("write", bucket, name)
-        headers = {"Content-Type": content_type, "x-amz-checksum-crc32c": encode_crc32c(checksum),
-                   "x-amz-sdk-checksum-algorithm": "CRC32C"}
-        for key, value in (metadata or {}).items():
-            headers[f"x-amz-meta-{key}"] = value
-        headers.update(await self._precondition(op, if_generation_match))
-
-        async def handle(resp: HttpResponse) -> tuple[ObjectInfo, bool]:
-            await resp.read()
-            lowered = {k.lower(): v for k, v in resp.headers.items()}
-            # The ETag of an object encrypted with KMS or a customer key is
-            # not its MD5 (AWS documents it only for plain and SSE-S3 ones).
-            plain = lowered.get("x-amz-server-side-encryption", "AES256") == "AES256" \
-                and "x-amz-server-side-encryption-customer-algorithm" not in lowered
-            return self._info(bucket, name, size=len(view), etag=lowered.get("etag", ""),
-                              crc=full_object_crc32c(lowered), content_type=content_type,
-                              metadata=metadata), plain
-
-        try:
-            info, etag_is_md5 = await self._transport.request(
-                op, "PUT", self.object_url(bucket, name), handle, headers=headers, data=view)
-        except NotFound as exc:
-            if if_generation_match is None or "bucket" in exc.reason.lower():
-                raise
-            raise _precondition_failed(op, if_generation_match) from exc
-        except PreconditionFailed as exc:
-            # A retried PUT whose first attempt landed (answer lost) fails its
-            # own precondition: it is ours if the object holds these bytes.
-            if exc.attempts < 2 or if_generation_match is None:
-                raise
-            try:
-                stored = await self.stat(bucket, name)
-            except NotFound:
-                raise exc from None
-            if stored.size != len(view) or stored.crc32c != checksum:
-                raise
-            return stored
-        return await self._verify(op, info, view, checksum, etag_is_md5)
-
-    async def _precondition(self, op: Op, if_generation_match: int | None) -> dict[str, str]:
-        if if_generation_match is None:
-            return {}
-        if if_generation_match == 0:
-            return {"If-None-Match": "*"}
-        etag = await self._etag_for(op.bucket, op.name, if_generation_match)
-        if etag is None:
-            raise _precondition_failed(op, if_generation_match)
-        return {"If-Match": etag}
-
-    async def _verify(self, op: Op, info: ObjectInfo, view: memoryview, checksum: int,
-                      etag_is_md5: bool) -> ObjectInfo:
-        """Check a PUT's answer: the crc32c the server reports (or, without
-        one, the MD5 its ETag is, when unencrypted) must be the data's; else
-        delete that version and raise."""
-        stored = info.crc32c
-        if stored is None:
-            md5 = etag_of(info.generation)
-            if etag_is_md5 and md5 is not None and "-" not in md5:
-                digest = hashlib.md5(view, usedforsecurity=False).hexdigest()
-                if md5.strip('"') != digest:
-                    await self._discard(op, info, f"its ETag {md5} is not the MD5 of the "
-                                                  f"{len(view)} bytes sent ({digest})")
-            return info.replace(crc32c=checksum)
-        if stored != checksum:
-            await self._discard(op, info, f"the server stored crc32c {encode_crc32c(stored)}; "
-                                          f"sent {encode_crc32c(checksum)}")
-        return info
-
-    async def _discard(self, op: Op, info: ObjectInfo, why: str) -> None:
-        """Delete exactly the version ``info`` names (``If-Match``), then raise."""
-        note = "the object was deleted"
-        try:
-            await self._delete_request(op.bucket, op.name, etag_of(info.generation)
-                                       or self._etags.get(info.generation))
-        except (NotFound, PreconditionFailed):
-            note = "a newer version had replaced it and was left alone"
-        except StorageError as exc:
-            note = f"deleting it failed too ({exc})"
-        raise ChecksumMismatch(f"{describe(op.operation, op.bucket, op.name, 's3')}: {why}; "
-                               f"{note}", operation=op.operation, bucket=op.bucket, name=op.name)
+        return await put_object(self, bucket, name, memoryview(data).cast("B"),
+                                content_type, if_generation_match, metadata)
 
     def start_upload(self, bucket: str, name: str, *,
                      content_type: str = "application/octet-stream",
@@ -785,9 +547,9 @@ class S3Store:
                 return
             raise
         if generation is not None and info.generation != generation:
-            raise _gone(op, generation)
+            raise gone(op, generation)
         if if_generation_match is not None and info.generation != if_generation_match:
-            raise _precondition_failed(op, if_generation_match)
+            raise precondition_failed(op, if_generation_match)
         etag = None
         if pins:
             etag = etag_of(info.generation) or self._etags.get(info.generation)
@@ -795,7 +557,7 @@ class S3Store:
             await self._delete_request(bucket, name, etag)
         except PreconditionFailed as exc:
             if generation is not None:
-                raise _gone(op, generation) from exc
+                raise gone(op, generation) from exc
             raise
 
     async def _delete_request(self, bucket: str, name: str, etag: str | None) -> None:
@@ -933,34 +695,3 @@ class S3Store:
 
         await self._transport.request(self._op("create_bucket", bucket), "PUT",
                                       self.object_url(bucket), handle, data=body or None)
-
-
-def _rfc3339(http_date: str | None) -> str | None:
-    """``Last-Modified`` (an HTTP date) as the RFC 3339 time a listing gives."""
-    if not http_date:
-        return None
-    try:
-        when = email.utils.parsedate_to_datetime(http_date)
-    except (TypeError, ValueError, IndexError):
-        return None
-    return when.strftime("%Y-%m-%dT%H:%M:%S.000Z")
-
-
-def _pin(headers: Mapping[str, str]) -> dict[str, str]:
-    """A resumed read continues the version its first response came from."""
-    etag = headers.get("etag")
-    return {"If-Match": etag} if etag else {}
-
-
-def _gone(op: Op, generation: int) -> NotFound:
-    return NotFound(f"{describe(op.operation, op.bucket, op.name, 's3')} failed: the object is "
-                    f"no longer generation {generation} (its ETag changed)",
-                    operation=op.operation, bucket=op.bucket, name=op.name, status=412,
-                    reason="PreconditionFailed")
-
-
-def _precondition_failed(op: Op, generation: int) -> PreconditionFailed:
-    return PreconditionFailed(f"{describe(op.operation, op.bucket, op.name, 's3')} failed: "
-                              f"the object is not generation {generation}",
-                              operation=op.operation, bucket=op.bucket, name=op.name,
-                              status=412, reason="PreconditionFailed")

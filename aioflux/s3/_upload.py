@@ -18,6 +18,7 @@ from .._core.crc import Crc32c, encode_crc32c
 from .._core.errors import NotFound, StorageError
 from .._core.types import ObjectInfo, PartInfo
 from .._net.transport import Op
+from ._put import discard
 
 if TYPE_CHECKING:
     from ._multipart import Multipart
@@ -88,7 +89,7 @@ class S3Upload:
         op = Op("write", self.bucket, self.name, "s3")
         if info.size != expected.length or (stored is not None and stored != expected.value):
             shown = "none" if stored is None else encode_crc32c(stored)
-            await self.store._discard(op, info, f"the server stored {info.size} bytes, crc32c "
+            await discard(self.store, op, info, f"the server stored {info.size} bytes, crc32c "
                                                 f"{shown}; sent {expected.length} bytes, "
                                                 f"crc32c {encode_crc32c(expected.value)}")
         return info.replace(crc32c=expected.value)

@@ -14,6 +14,7 @@ ETag.
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import re
 import xml.etree.ElementTree as ET
@@ -22,7 +23,13 @@ from typing import NoReturn
 from urllib.parse import quote
 
 from .._core.crc import decode_crc32c
-from .._core.errors import StorageError, describe, error_for_status
+from .._core.errors import (
+    NotFound,
+    PreconditionFailed,
+    StorageError,
+    describe,
+    error_for_status,
+)
 from .._net.failures import Op
 
 __all__ = [
@@ -30,8 +37,12 @@ __all__ = [
     "etag_of",
     "full_object_crc32c",
     "generation_of",
+    "gone",
     "parse",
+    "pin",
+    "precondition_failed",
     "query",
+    "rfc3339",
     "text",
 ]
 
@@ -124,3 +135,37 @@ def parse(raw: bytes, op: Op) -> ET.Element:
 def _fail(op: Op, what: str, cause: BaseException | None = None) -> NoReturn:
     raise StorageError(f"{describe(op.operation, op.bucket, op.name, 's3')} failed: {what}",
                        operation=op.operation, bucket=op.bucket, name=op.name) from cause
+
+
+def rfc3339(http_date: str | None) -> str | None:
+    """``Last-Modified`` (an HTTP date) as the RFC 3339 time a listing gives."""
+    if not http_date:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(http_date)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return when.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def pin(headers: Mapping[str, str]) -> dict[str, str]:
+    """A resumed read continues the version its first response came from."""
+    etag = headers.get("etag")
+    return {"If-Match": etag} if etag else {}
+
+
+def gone(op: Op, generation: int) -> NotFound:
+    """A pinned generation (ETag) that is no longer the object's: gone, as
+    an overwritten generation is on GCS."""
+    return NotFound(f"{describe(op.operation, op.bucket, op.name, 's3')} failed: the object is "
+                    f"no longer generation {generation} (its ETag changed)",
+                    operation=op.operation, bucket=op.bucket, name=op.name, status=412,
+                    reason="PreconditionFailed")
+
+
+def precondition_failed(op: Op, generation: int) -> PreconditionFailed:
+    """An ``if_generation_match`` that did not hold."""
+    return PreconditionFailed(f"{describe(op.operation, op.bucket, op.name, 's3')} failed: "
+                              f"the object is not generation {generation}",
+                              operation=op.operation, bucket=op.bucket, name=op.name,
+                              status=412, reason="PreconditionFailed")

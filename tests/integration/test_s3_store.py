@@ -194,7 +194,7 @@ async def test_region_discovered_from_the_bucket(moto_s3: MotoS3,
         assert store.region is None
         assert await store.read(bucket, "x") == b"in ireland"
         assert await store.read(bucket, "x") == b"in ireland"
-        assert store._regions[bucket] == "eu-west-1"
+        assert store.endpoints.regions[bucket] == "eu-west-1"
         # One HEAD of the bucket, then the reads: found once, cached.
         assert store.stats.requests == 3
         headers = await store.transport.auth.headers(
@@ -650,7 +650,7 @@ async def test_concurrent_first_requests_wait_for_one_region_lookup() -> None:
     transport = MockTransport(handler, config=ClientConfig(retry=FAST_RETRY),
                               endpoint="https://s3.example.test")
     store = S3Store(transport=transport, endpoint="https://s3.example.test")
-    transport.auth = SigV4(store._region_of_url)
+    transport.auth = SigV4(store.endpoints.region_of_url)
     assert store.region is None
     assert await asyncio.gather(*(store.read("bkt", f"k{i}") for i in range(5))) == [b"data"] * 5
     assert [r.method for r in transport.requests].count("HEAD") == 1

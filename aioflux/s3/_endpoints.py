@@ -1,0 +1,152 @@
+"""Where an S3 store's requests go: endpoints, addressing and regions.
+
+AWS (the default) or an S3-compatible store (``endpoint=``,
+``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``); path-style
+(``endpoint/bucket/key``) or virtual-hosted (``bucket.endpoint/key``)
+URLs; the region each bucket's requests are signed for, configured or
+learnt from the bucket (``x-amz-bucket-region``, once per bucket).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from typing import Literal
+from urllib.parse import quote, urlsplit
+
+from .._core.errors import InvalidURL, NotFound
+from .._net.transport import HttpResponse, Op, Transport
+
+__all__ = ["AWS_ENDPOINT", "DEFAULT_REGION", "Addressing", "Endpoints"]
+
+DEFAULT_REGION = "us-east-1"
+AWS_ENDPOINT = "https://s3.amazonaws.com"
+Addressing = Literal["auto", "path", "virtual"]
+# Hosts of AWS's own S3 endpoints (global, regional, dual-stack, China),
+# with a bucket in front for virtual-hosted addressing.
+_AWS_HOST = re.compile(r"(?:[a-z0-9.-]+\.)?s3(?:[.-][a-z0-9-]+)*\.amazonaws\.com(?:\.cn)?")
+
+
+class Endpoints:
+    """The URLs and signing regions of one store's buckets.
+
+    Args:
+        endpoint: an S3-compatible store's API root, or None (the
+            environment's, else AWS).
+        addressing: ``path``, ``virtual`` or ``auto`` (virtual on AWS for
+            bucket names without dots, path elsewhere).
+        region: the configured region, or None to learn each bucket's.
+
+    Raises:
+        InvalidURL: the endpoint is not an http(s) URL.
+    """
+
+    def __init__(self, endpoint: str | None, addressing: Addressing,
+                 region: str | None) -> None:
+        custom = (endpoint or os.environ.get("AWS_ENDPOINT_URL_S3")
+                  or os.environ.get("AWS_ENDPOINT_URL"))
+        if custom is not None:
+            parts = urlsplit(custom)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise InvalidURL(f"S3Store: endpoint must be an http(s) URL, got {custom!r}")
+        # An endpoint on AWS's own hosts is AWS (regional hosts, virtual
+        # addressing); any other is an S3-compatible store.
+        self.custom = custom is not None and _AWS_HOST.fullmatch(
+            (urlsplit(custom).hostname or "").lower()) is None
+        self.endpoint = (custom or AWS_ENDPOINT).rstrip("/")
+        self._home = urlsplit(self.endpoint)
+        self.addressing = addressing
+        self.region = region
+        self.regions: dict[str, str] = {}
+        self._finding: dict[str, asyncio.Task[str]] = {}
+
+    def _virtual(self, bucket: str) -> bool:
+        if self.addressing == "virtual":
+            return True
+        # Dots in a bucket name break the TLS wildcard of virtual hosts.
+        return self.addressing == "auto" and not self.custom and "." not in bucket
+
+    def _base(self, bucket: str) -> str:
+        """``scheme://host[/bucket]`` of a bucket's requests."""
+        region = self.regions.get(bucket) or self.region
+        if not self.custom:
+            # China's regions live under their own domain.
+            domain = "amazonaws.com.cn" if (region or "").startswith("cn-") else "amazonaws.com"
+            host = f"s3.{region}.{domain}" if region else "s3.amazonaws.com"
+            return f"https://{bucket}.{host}" if self._virtual(bucket) else \
+                f"https://{host}/{bucket}"
+        if self._virtual(bucket):
+            scheme, _, rest = self.endpoint.partition("://")
+            return f"{scheme}://{bucket}.{rest}"
+        return f"{self.endpoint}/{bucket}"
+
+    def object_url(self, bucket: str, name: str = "") -> str:
+        """The URL of ``name`` in ``bucket`` (the bucket's own with no name),
+        the key percent-encoded as SigV4 signs it."""
+        base = self._base(bucket)
+        if not name:
+            return base + "/" if self._virtual(bucket) else base
+        return f"{base}/{quote(name, safe='/-_.~')}"
+
+    def trusted(self, url: str) -> bool:
+        """Whether credentials may go to ``url``: the endpoint's virtual
+        hosts (any of AWS's S3 hosts when it is AWS), same scheme and port."""
+        try:
+            parts = urlsplit(url)
+            host = (parts.hostname or "").lower()
+            if parts.scheme != self._home.scheme or parts.port != self._home.port:
+                return False
+        except ValueError:
+            return False
+        if not self.custom:
+            return parts.scheme == "https" and _AWS_HOST.fullmatch(host) is not None
+        return host.endswith("." + (self._home.hostname or "").lower())
+
+    def region_of_url(self, url: str) -> str:
+        """The region to sign a request to ``url`` for: its bucket's."""
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        bucket = ""
+        if self.custom:
+            home = (self._home.hostname or "").lower()
+            if host.endswith("." + home):
+                bucket = host[:-len(home) - 1]
+        elif not host.startswith(("s3.", "s3-")):
+            bucket = host.rsplit(".s3", 1)[0]  # bucket.s3.region.amazonaws.com
+        if not bucket:
+            bucket = parts.path.lstrip("/").split("/", 1)[0]
+        return self.regions.get(bucket) or self.region or DEFAULT_REGION
+
+    async def ready(self, bucket: str, transport: Transport) -> None:
+        """Learn ``bucket``'s region before its first request, when no
+        region was configured (concurrent first requests wait for one
+        answer rather than sign for a guess)."""
+        if self.region is not None or bucket in self.regions:
+            return
+        loop = asyncio.get_running_loop()
+        finding = self._finding.get(bucket)
+        if finding is None or finding.get_loop() is not loop:
+            finding = loop.create_task(self._find_region(bucket, transport))
+            self._finding[bucket] = finding
+        try:
+            self.regions[bucket] = await asyncio.shield(finding)
+        finally:
+            if finding.done():
+                self._finding.pop(bucket, None)
+
+    async def _find_region(self, bucket: str, transport: Transport) -> str:
+        """``x-amz-bucket-region`` of a HEAD of the bucket (signed for the
+        default region: the answer names the region whatever its status, a
+        301 or 400 for a request signed for another one)."""
+
+        async def handle(resp: HttpResponse) -> str:
+            return resp.headers.get("x-amz-bucket-region", "")  # a HEAD: no body
+
+        try:
+            found = await transport.request(Op("find region", bucket, scheme="s3"), "HEAD",
+                                            self.object_url(bucket), handle,
+                                            ok=(200, 301, 307, 400, 403))
+        except NotFound:
+            found = ""  # the request itself will say "no such bucket"
+        return found or DEFAULT_REGION

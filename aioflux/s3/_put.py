@@ -1,0 +1,140 @@
+"""One-request writes (PUT), checked, and the preconditions they carry.
+
+A PUT sends its crc32c (``x-amz-checksum-crc32c``); the answer's crc32c,
+or without one the MD5 an unencrypted object's ETag is, must be the
+data's, else exactly that version is deleted (``If-Match``) before
+``ChecksumMismatch``. ``if_generation_match=0`` is ``If-None-Match: *``,
+another generation ``If-Match`` on the ETag it stands for. A PUT retried
+after its answer was lost, failing its own precondition, succeeds only if
+the object holds exactly the bytes sent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING
+
+from .._core.crc import crc32c, encode_crc32c
+from .._core.errors import (
+    ChecksumMismatch,
+    NotFound,
+    PreconditionFailed,
+    StorageError,
+    describe,
+)
+from .._core.types import ObjectInfo
+from .._net.transport import HttpResponse, Op
+from ._xml import etag_of, full_object_crc32c, precondition_failed
+
+if TYPE_CHECKING:
+    from ._store import S3Store
+
+__all__ = ["discard", "precondition_headers", "put_object"]
+
+
+async def put_object(store: S3Store, bucket: str, name: str, view: memoryview,
+                     content_type: str, if_generation_match: int | None,
+                     metadata: dict[str, str] | None) -> ObjectInfo:
+    """PUT ``view`` as the object, checked (see the module doc).
+
+    Returns:
+        ObjectInfo of the new object.
+
+    Raises:
+        PreconditionFailed: ``if_generation_match`` did not hold.
+        ChecksumMismatch: the server stored other bytes (that version was deleted).
+        StorageError: any other failure.
+    """
+    checksum = crc32c(view)
+    op = Op("write", bucket, name, "s3")
+    headers = {"Content-Type": content_type, "x-amz-checksum-crc32c": encode_crc32c(checksum),
+               "x-amz-sdk-checksum-algorithm": "CRC32C"}
+    for key, value in (metadata or {}).items():
+        headers[f"x-amz-meta-{key}"] = value
+    headers.update(await precondition_headers(store, op, if_generation_match))
+
+    async def handle(resp: HttpResponse) -> tuple[ObjectInfo, bool]:
+        await resp.read()
+        lowered = {k.lower(): v for k, v in resp.headers.items()}
+        # The ETag of an object encrypted with KMS or a customer key is
+        # not its MD5 (AWS documents it only for plain and SSE-S3 ones).
+        plain = lowered.get("x-amz-server-side-encryption", "AES256") == "AES256" \
+            and "x-amz-server-side-encryption-customer-algorithm" not in lowered
+        return store._info(bucket, name, size=len(view), etag=lowered.get("etag", ""),
+                           crc=full_object_crc32c(lowered), content_type=content_type,
+                           metadata=metadata), plain
+
+    try:
+        info, etag_is_md5 = await store.transport.request(
+            op, "PUT", store.object_url(bucket, name), handle, headers=headers, data=view)
+    except NotFound as exc:
+        if if_generation_match is None or "bucket" in exc.reason.lower():
+            raise
+        raise precondition_failed(op, if_generation_match) from exc
+    except PreconditionFailed as exc:
+        # A retried PUT whose first attempt landed (answer lost) fails its
+        # own precondition: it is ours if the object holds these bytes.
+        if exc.attempts < 2 or if_generation_match is None:
+            raise
+        try:
+            stored = await store.stat(bucket, name)
+        except NotFound:
+            raise exc from None
+        if stored.size != len(view) or stored.crc32c != checksum:
+            raise
+        return stored
+    return await _verify(store, op, info, view, checksum, etag_is_md5)
+
+
+async def precondition_headers(store: S3Store, op: Op,
+                               if_generation_match: int | None) -> dict[str, str]:
+    """``If-None-Match: *`` for 0, ``If-Match`` on the ETag of another generation.
+
+    Raises:
+        PreconditionFailed: the generation is not the object's (nor known).
+    """
+    if if_generation_match is None:
+        return {}
+    if if_generation_match == 0:
+        return {"If-None-Match": "*"}
+    etag = await store._etag_for(op.bucket, op.name, if_generation_match)
+    if etag is None:
+        raise precondition_failed(op, if_generation_match)
+    return {"If-Match": etag}
+
+
+async def _verify(store: S3Store, op: Op, info: ObjectInfo, view: memoryview, checksum: int,
+                  etag_is_md5: bool) -> ObjectInfo:
+    """Check a PUT's answer: the crc32c the server reports (or, without one,
+    the MD5 its ETag is, when unencrypted) must be the data's."""
+    stored = info.crc32c
+    if stored is None:
+        md5 = etag_of(info.generation)
+        if etag_is_md5 and md5 is not None and "-" not in md5:
+            digest = hashlib.md5(view, usedforsecurity=False).hexdigest()
+            if md5.strip('"') != digest:
+                await discard(store, op, info, f"its ETag {md5} is not the MD5 of the "
+                                               f"{len(view)} bytes sent ({digest})")
+        return info.replace(crc32c=checksum)
+    if stored != checksum:
+        await discard(store, op, info, f"the server stored crc32c {encode_crc32c(stored)}; "
+                                       f"sent {encode_crc32c(checksum)}")
+    return info
+
+
+async def discard(store: S3Store, op: Op, info: ObjectInfo, why: str) -> None:
+    """Delete exactly the version ``info`` names (``If-Match``), then raise.
+
+    Raises:
+        ChecksumMismatch: always, saying whether the delete happened.
+    """
+    note = "the object was deleted"
+    try:
+        await store._delete_request(op.bucket, op.name, etag_of(info.generation)
+                                    or store._etags.get(info.generation))
+    except (NotFound, PreconditionFailed):
+        note = "a newer version had replaced it and was left alone"
+    except StorageError as exc:
+        note = f"deleting it failed too ({exc})"
+    raise ChecksumMismatch(f"{describe(op.operation, op.bucket, op.name, 's3')}: {why}; "
+                           f"{note}", operation=op.operation, bucket=op.bucket, name=op.name)
