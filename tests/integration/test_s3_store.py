@@ -143,6 +143,30 @@ async def test_credentials_from_a_shared_credentials_file_profile(
             await default.read(bucket, "x")
 
 
+async def test_credentials_from_web_identity(moto_s3: MotoS3, monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
+    # The chain's AssumeRoleWithWebIdentity (EKS, GitHub OIDC), against
+    # moto's STS: temporary credentials with a session token, fetched on
+    # first use (in a thread: it is an HTTP call).
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    token = tmp_path / "token"
+    token.write_text("header.payload.signature")
+    monkeypatch.setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/trainer")
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(token))
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", moto_s3.endpoint)
+    async with S3Store(ClientConfig(retry=FAST_RETRY), endpoint=moto_s3.endpoint) as store:
+        assert isinstance(store.transport.auth, SigV4)
+        headers = await store.transport.auth.headers(
+            AuthRequest("GET", store.object_url("bkt", "k")))
+        assert headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=ASIA")
+        assert headers["X-Amz-Security-Token"]
+        bucket = unique_bucket("webid")
+        await store.create_bucket(bucket)
+        await store.write(bucket, "k", b"assumed")
+        assert await store.read(bucket, "k") == b"assumed"
+
+
 async def test_no_credentials_anywhere_sends_unsigned_requests(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
