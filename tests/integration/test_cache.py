@@ -133,13 +133,16 @@ async def test_second_process_waits_for_the_first_fill(emulator: Emulator, bucke
 
 
 TWO_PROCESSES = textwrap.dedent("""
-    import random, sys
+    import os, random, sys, time
     from aioflux.torch import MapDataset
 
-    url, endpoint, root, seed = sys.argv[1:5]
+    url, endpoint, root, go = sys.argv[1:5]
     ds = MapDataset.from_prefix(url, endpoint=endpoint, disable_compose=True, cache_dir=root)
     order = list(range(len(ds)))
-    random.Random(int(seed)).shuffle(order)
+    random.Random(7).shuffle(order)  # the same order in both: they want the same batches
+    print("ready", flush=True)
+    while not os.path.exists(go):  # both start together
+        time.sleep(0.001)
     got = {}
     for start in range(0, len(order), 8):
         batch = order[start:start + 8]
@@ -160,14 +163,17 @@ def test_two_processes_fill_each_entry_once(emulator: Emulator, bucket: str,
     data = {f"d/{i:03d}": os.urandom(20_000) for i in range(48)}
     for name, body in data.items():
         emulator.store.put(bucket, name, body)
-    root = tmp_path / "cache"
+    root, go = tmp_path / "cache", tmp_path / "go"
     before = Counter(emulator.stats)
-    emulator.profile = EmulatorProfile(ttfb=0.02)  # fills overlap in time
+    emulator.profile = EmulatorProfile(ttfb=0.05)  # each fill takes long enough to overlap
     try:
         procs = [subprocess.Popen([sys.executable, "-c", TWO_PROCESSES, f"gs://{bucket}/d/",
-                                   emulator.endpoint, str(root), str(seed)],
+                                   emulator.endpoint, str(root), str(go)],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  env=CHILD_ENV) for seed in (1, 2)]
+                                  env=CHILD_ENV) for _ in range(2)]
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline() == "ready\n"
+        go.touch()
         outs = [p.communicate(timeout=90) for p in procs]
     finally:
         emulator.profile = EmulatorProfile()
@@ -175,8 +181,10 @@ def test_two_processes_fill_each_entry_once(emulator: Emulator, bucket: str,
     for (out, err), proc in zip(outs, procs, strict=True):
         assert proc.returncode == 0, err
         assert out == want
-    fills = [int(err.split("stats ")[1].split()[0]) for _, err in outs]
-    assert sum(fills) == 48  # each entry fetched by exactly one process
+    misses, hits, waits = zip(*([int(n) for n in err.split("stats ")[1].split()]
+                                for _, err in outs), strict=True)
+    assert sum(misses) == 48 and sum(hits) == 48  # each entry fetched by exactly one process
+    assert sum(waits) > 0  # ... the other waited for it
     assert (Counter(emulator.stats) - before)["get_media"] == 48
     assert info(str(root)).entries == 48
 
