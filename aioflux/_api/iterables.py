@@ -12,14 +12,13 @@ import os
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Iterator, Sequence
 from contextlib import aclosing
 
-from .._core.errors import InvalidArgument
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.urls import parse_url
 from .._core.validate import check_bool, check_instance, check_int
 from .._core.window import window, window_sync
-from .._engines.cache import DiskCache
+from .._engines.cache import DiskCache, cache_from_args
 from .._engines.iterables import DEFAULT_LOAD_CONCURRENCY
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY, iter_objects
 from .stores import AnyClient, store_for_url
@@ -110,15 +109,6 @@ async def _read(url: str, client: AnyClient | None, cache: DiskCache | None) -> 
     return data if isinstance(data, bytes) else bytes(data)
 
 
-def _cache(op: str, cache_dir: str | os.PathLike[str] | None,
-           cache_limit: int | None) -> DiskCache | None:
-    if cache_dir is None:
-        if cache_limit is not None:
-            raise InvalidArgument(f"{op}: cache_limit needs a cache_dir")
-        return None
-    return DiskCache(cache_dir, cache_limit)
-
-
 async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
                       client: AnyClient | None = None,
                       concurrency: int = DEFAULT_LOAD_CONCURRENCY,
@@ -146,7 +136,7 @@ async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
         InvalidArgument: ``cache_limit`` without ``cache_dir``.
         StorageError: a download failed (pending ones are cancelled first).
     """
-    cache = _cache("aload_files", cache_dir, cache_limit)
+    cache = cache_from_args("aload_files", cache_dir, cache_limit)
     async with aclosing(window(urls, lambda u: _read(u, client, cache), limit=concurrency,
                                ordered=ordered)) as loaded:
         async for pair in loaded:
@@ -178,7 +168,7 @@ def load_files(urls: Iterable[str], *, client: AnyClient | None = None,
     check_instance("load_files", "client", client, (ObjectStore, Client), optional=True)
     check_int("load_files", "concurrency", concurrency, minimum=1)
     check_bool("load_files", "ordered", ordered)
-    cache = _cache("load_files", cache_dir, cache_limit)
+    cache = cache_from_args("load_files", cache_dir, cache_limit)
     portal = get_portal()
     return window_sync(urls, lambda u: portal.submit(_read(u, client, cache)), limit=concurrency,
                        ordered=ordered)

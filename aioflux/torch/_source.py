@@ -33,7 +33,7 @@ from .._core.validate import (
     check_int,
 )
 from .._core.window import gather_bounded
-from .._engines.cache import CachedDownloader, DiskCache
+from .._engines.cache import CachedDownloader, DiskCache, cache_from_args
 from .._engines.download import Downloader, DownloadOptions
 from .._engines.listing import list_objects_parallel
 
@@ -291,9 +291,7 @@ def build_source(op: str, objects: object, transform: Transform[Any] | None,
     check_bool(op, "disable_compose", disable_compose, optional=True)
     check_int(op, "max_composite_object_size", max_composite_object_size, optional=True)
     check_int(op, "compose_threshold", compose_threshold, optional=True)
-    if cache_limit is not None and cache_dir is None:
-        raise InvalidArgument(f"{op}: cache_limit needs a cache_dir")
-    cache = None if cache_dir is None else DiskCache(cache_dir, cache_limit)
+    cache = cache_from_args(op, cache_dir, cache_limit)
     options = download_options or DownloadOptions()
     overrides = {k: v for k, v in (("disable_compose", disable_compose),
                                    ("max_composite_object_size", max_composite_object_size),

@@ -168,5 +168,7 @@ def test_cache_arguments_are_checked(emulator: Emulator, bucket: str, tmp_path: 
     with pytest.raises(InvalidArgument, match="cache_limit needs a cache_dir"):
         MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
                                cache_limit=100)
-    with pytest.raises(InvalidArgument, match="limit_bytes"):
+    with pytest.raises(InvalidArgument, match="IterableDataset: cache_limit"):
         IterableDataset([], cache_dir=tmp_path, cache_limit=0)
+    with pytest.raises(InvalidArgument, match="MapDataset: cache_dir must be a directory"):
+        MapDataset([], cache_dir=3)  # type: ignore[arg-type]

@@ -1,6 +1,13 @@
 """The local disk cache across epochs (see :mod:`._disk`)."""
 
-from ._disk import DEFAULT_WAIT_LIMIT, CacheStats, DiskCache, Fetch, version_token
+from ._disk import (
+    DEFAULT_WAIT_LIMIT,
+    CacheStats,
+    DiskCache,
+    Fetch,
+    cache_from_args,
+    version_token,
+)
 from ._downloader import CachedDownloader
 from ._files import CacheInfo, clear, info, is_cache
 
@@ -11,6 +18,7 @@ __all__ = [
     "CachedDownloader",
     "DiskCache",
     "Fetch",
+    "cache_from_args",
     "clear",
     "info",
     "is_cache",

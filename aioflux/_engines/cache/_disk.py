@@ -36,7 +36,8 @@ from ..._core.validate import check_int
 from . import _files
 from ._files import CORRUPT, HEADER, Layout
 
-__all__ = ["DEFAULT_WAIT_LIMIT", "CacheStats", "DiskCache", "Fetch", "version_token"]
+__all__ = ["DEFAULT_WAIT_LIMIT", "CacheStats", "DiskCache", "Fetch", "cache_from_args",
+           "version_token"]
 
 Data = bytes | bytearray
 Fetch = Callable[[list[ObjectInfo]], Awaitable[list[Data]]]
@@ -119,6 +120,31 @@ def version_token(obj: ObjectInfo) -> str | None:
         if value:
             return f"e{value}"
     return None
+
+
+def cache_from_args(op: str, cache_dir: object, cache_limit: object) -> DiskCache | None:
+    """The cache a public function's ``cache_dir=`` / ``cache_limit=`` ask for.
+
+    Args:
+        op: the function, for messages.
+        cache_dir: a directory, or None for no cache.
+        cache_limit: most bytes, or None for no limit.
+
+    Returns:
+        The cache, or None.
+
+    Raises:
+        InvalidArgument: a wrong type, a limit below 1, or a limit without a directory.
+    """
+    check_int(op, "cache_limit", cache_limit, minimum=1, optional=True)
+    if cache_dir is None:
+        if cache_limit is not None:
+            raise InvalidArgument(f"{op}: cache_limit needs a cache_dir")
+        return None
+    if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
+        raise InvalidArgument(f"{op}: cache_dir must be a directory path, got "
+                              f"{cache_dir!r:.60}")
+    return DiskCache(cache_dir, cache_limit)  # type: ignore[arg-type]  # checked above
 
 
 class DiskCache:
