@@ -256,3 +256,29 @@ def test_cli_cache_info_and_clear(run, emulator: Emulator, bucket: str,  # type:
     code, out, err = run("cache", "clear", str(tmp_path))
     assert code == 1 and "not an aioflux cache directory" in err
     assert (tmp_path / "precious").read_text() == "keep me"
+
+
+async def test_eviction_during_a_read_does_not_tear_it(emulator: Emulator, bucket: str,
+                                                        tmp_path: Path, client: AsyncClient,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from aioflux._engines.cache import _files, clear
+
+    body = os.urandom(200_000)
+    emulator.store.put(bucket, "e", body)
+    root = tmp_path / "cache"
+    cache = DiskCache(root, 1 << 20)
+    obj = await client.stat(bucket, "e")
+    assert await cache.get(obj, lambda objs: read_all(client, objs)) == body
+    real_pread = os.pread
+    cleared: list[tuple[int, int]] = []
+
+    def pread_after_clear(fd: int, n: int, offset: int) -> bytes:
+        if not cleared:  # the entry is opened: now another process clears the cache
+            cleared.append(clear(str(root)))
+        return real_pread(fd, n, offset)
+
+    monkeypatch.setattr(_files.os, "pread", pread_after_clear)
+    assert await cache.get(obj, lambda objs: read_all(client, objs)) == body
+    assert [removed for removed, _ in cleared] == [1]
+    assert (cache.stats.hits, cache.stats.corrupt, cache.stats.misses) == (1, 0, 1)
+    assert info(str(root)).entries == 0  # gone from the directory, read whole all the same
