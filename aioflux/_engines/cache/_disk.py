@@ -71,6 +71,16 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
         return _pool_of[1]
 
 
+def _forget_pool_in_child() -> None:
+    # The parent's threads did not survive the fork, and its lock may have
+    # been held by one of them at that moment.
+    global _pool_lock, _pool_of
+    _pool_lock, _pool_of = threading.Lock(), None
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 @dataclass
 class CacheStats:
     """Counters of one :class:`DiskCache` in one process.
