@@ -8,6 +8,7 @@ construction).
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import torch.utils.data
 
 from aioflux import InvalidArgument
 from aioflux._engines.cache import info
-from aioflux.testing import Emulator
+from aioflux.testing import Emulator, EmulatorProfile
 from aioflux.torch import IterableDataset, MapDataset
 from tests.torch.conftest import Where
 
@@ -172,3 +173,28 @@ def test_cache_arguments_are_checked(emulator: Emulator, bucket: str, tmp_path: 
         IterableDataset([], cache_dir=tmp_path, cache_limit=0)
     with pytest.raises(InvalidArgument, match="MapDataset: cache_dir must be a directory"):
         MapDataset([], cache_dir=3)  # type: ignore[arg-type]
+
+
+def test_leaving_an_epoch_early_strands_no_lock(emulator: Emulator, bucket: str,
+                                                tmp_path: Path) -> None:
+    data = seed(emulator, bucket, 200, 4096)
+    ds = IterableDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
+                                     transform=to_bytes, shuffle=False, prefetch=64,
+                                     cache_dir=tmp_path / "cache")
+    emulator.profile = EmulatorProfile(ttfb=0.05)  # reads still in flight when we leave
+    try:
+        it = iter(ds)
+        assert [next(it) for _ in range(3)] == [data[f"d/{i:04d}"] for i in range(3)]
+        it.close()  # cancels the reads in flight, holding entry locks
+    finally:
+        emulator.profile = EmulatorProfile()
+    locks = tmp_path / "cache" / "locks"
+    deadline = time.monotonic() + 10
+    while os.listdir(locks) and time.monotonic() < deadline:
+        time.sleep(0.01)  # entries being written when cancelled finish, then unlock
+    assert os.listdir(locks) == []
+    # Nothing left locked: a new reader fills the rest without waiting.
+    fresh = IterableDataset(ds.objects, endpoint=emulator.endpoint, transform=to_bytes,
+                            shuffle=False, cache_dir=tmp_path / "cache")
+    assert list(fresh) == list(data.values())
+    assert fresh._source.cache.stats.waits == 0
