@@ -282,3 +282,28 @@ async def test_eviction_during_a_read_does_not_tear_it(emulator: Emulator, bucke
     assert [removed for removed, _ in cleared] == [1]
     assert (cache.stats.hits, cache.stats.corrupt, cache.stats.misses) == (1, 0, 1)
     assert info(str(root)).entries == 0  # gone from the directory, read whole all the same
+
+
+async def test_aload_files_with_cache(emulator: Emulator, bucket: str, tmp_path: Path,
+                                      client: AsyncClient) -> None:
+    from aioflux import aload_files
+
+    data = {f"gs://{bucket}/a/{i}": os.urandom(4000) for i in range(6)}
+    for url, body in data.items():
+        emulator.store.put(bucket, url.split("/", 3)[3], body)
+    for round_ in range(2):
+        before = emulator.stats["get_media"]
+        got = {url: body async for url, body in aload_files(list(data), client=client,
+                                                             cache_dir=tmp_path / "c")}
+        assert got == data
+        assert emulator.stats["get_media"] - before == (6 if round_ == 0 else 0)
+
+
+async def test_unusable_cache_dir_is_a_typed_error(emulator: Emulator, bucket: str,
+                                                   tmp_path: Path, client: AsyncClient) -> None:
+    emulator.store.put(bucket, "x", b"x")
+    (tmp_path / "a-file").write_text("not a directory")
+    cache = DiskCache(tmp_path / "a-file" / "cache")
+    obj = await client.stat(bucket, "x")
+    with pytest.raises(InvalidArgument, match=r"cache .*a-file/cache: cannot be used"):
+        await cache.get(obj, lambda objs: read_all(client, objs))
