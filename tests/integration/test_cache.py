@@ -307,3 +307,31 @@ async def test_unusable_cache_dir_is_a_typed_error(emulator: Emulator, bucket: s
     obj = await client.stat(bucket, "x")
     with pytest.raises(InvalidArgument, match=r"cache .*a-file/cache: cannot be used"):
         await cache.get(obj, lambda objs: read_all(client, objs))
+
+
+async def test_a_fill_that_takes_too_long_is_read_around(emulator: Emulator, bucket: str,
+                                                         tmp_path: Path,
+                                                         client: AsyncClient) -> None:
+    body = os.urandom(50_000)
+    emulator.store.put(bucket, "slow", body)
+    root = tmp_path / "cache"
+    proc = child(root, emulator, bucket, "slow", "slow")
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "fetching"  # holds the lock for 1 s
+        cache = DiskCache(root, wait_limit=0.2)
+        obj = await client.stat(bucket, "slow")
+        fetched: list[str] = []
+
+        async def fetch(objects: list[ObjectInfo]) -> list[bytes | bytearray]:
+            fetched.extend(o.name for o in objects)
+            return await read_all(client, objects)
+
+        assert await cache.get(obj, fetch) == body
+        assert fetched == ["slow"]  # read itself after 0.2 s, not stored by this process
+        assert (cache.stats.waits, cache.stats.stored, cache.stats.misses) == (1, 0, 0)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert info(str(root)).entries == 1  # the slow filler still stored it
