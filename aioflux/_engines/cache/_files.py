@@ -31,13 +31,20 @@ from dataclasses import dataclass
 from ..._core.crc import crc32c
 
 __all__ = [
+    "CORRUPT",
     "HEADER",
     "MARKER",
+    "MISS",
     "CacheInfo",
     "Layout",
     "clear",
+    "drop_entry",
     "info",
+    "is_cache",
     "read_entry",
+    "sweep_temps",
+    "try_lock",
+    "unlock",
     "write_entry",
 ]
 
