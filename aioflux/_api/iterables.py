@@ -8,14 +8,17 @@ thread, so it can consume ``list_files`` (or any blocking iterator).
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Iterator, Sequence
 from contextlib import aclosing
 
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
+from .._core.types import ObjectInfo
 from .._core.urls import parse_url
 from .._core.validate import check_bool, check_instance, check_int
 from .._core.window import window, window_sync
+from .._engines.cache import DiskCache, cache_from_args
 from .._engines.iterables import DEFAULT_LOAD_CONCURRENCY
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY, iter_objects
 from .stores import AnyClient, store_for_url
@@ -91,15 +94,28 @@ def _list_files(url: str | Sequence[str], client: AnyClient | None,
         portal.call(agen.aclose())
 
 
-async def _read(url: str, client: AnyClient | None) -> bytes:
+async def _read(url: str, client: AnyClient | None, cache: DiskCache | None) -> bytes:
     store, parsed = store_for_url(url, client, require_object=True)
-    return await store.read(parsed.bucket, parsed.name)
+    if cache is None:
+        return await store.read(parsed.bucket, parsed.name)
+    # A URL carries no version, and the cache keys on it: one stat
+    # (metadata only) per URL learns it; the body comes from disk on a hit.
+    info = await store.stat(parsed.bucket, parsed.name)
+
+    async def fetch(objects: list[ObjectInfo]) -> list[bytes | bytearray]:
+        return [await store.read(o.bucket, o.name) for o in objects]
+
+    data = await cache.get(info, fetch)
+    return data if isinstance(data, bytes) else bytes(data)
 
 
 async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
                       client: AnyClient | None = None,
                       concurrency: int = DEFAULT_LOAD_CONCURRENCY,
-                      ordered: bool = True) -> AsyncGenerator[tuple[str, bytes], None]:
+                      ordered: bool = True,
+                      cache_dir: str | os.PathLike[str] | None = None,
+                      cache_limit: int | None = None
+                      ) -> AsyncGenerator[tuple[str, bytes], None]:
     """Download each URL, at most ``concurrency`` at once.
 
     Args:
@@ -107,15 +123,21 @@ async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
         client: the client for ``gs://`` URLs (default: the process-wide one).
         concurrency: downloads in flight.
         ordered: yield in input order; else as downloads complete.
+        cache_dir: a local disk cache across passes (shared by processes);
+            each URL is then ``stat``-ed (one metadata request) to learn the
+            version the cache keys on, and its body read from disk on a hit.
+        cache_limit: most bytes in ``cache_dir`` (LRU eviction); None: no limit.
 
     Yields:
         ``(url, bytes)``.
 
     Raises:
         InvalidURL: a malformed URL.
+        InvalidArgument: ``cache_limit`` without ``cache_dir``.
         StorageError: a download failed (pending ones are cancelled first).
     """
-    async with aclosing(window(urls, lambda u: _read(u, client), limit=concurrency,
+    cache = cache_from_args("aload_files", cache_dir, cache_limit)
+    async with aclosing(window(urls, lambda u: _read(u, client, cache), limit=concurrency,
                                ordered=ordered)) as loaded:
         async for pair in loaded:
             yield pair
@@ -123,7 +145,8 @@ async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
 
 def load_files(urls: Iterable[str], *, client: AnyClient | None = None,
                concurrency: int = DEFAULT_LOAD_CONCURRENCY,
-               ordered: bool = True) -> Iterator[tuple[str, bytes]]:
+               ordered: bool = True, cache_dir: str | os.PathLike[str] | None = None,
+               cache_limit: int | None = None) -> Iterator[tuple[str, bytes]]:
     """Blocking :func:`aload_files`; ``urls`` is iterated in the caller's thread.
 
     Args:
@@ -131,6 +154,8 @@ def load_files(urls: Iterable[str], *, client: AnyClient | None = None,
         client: the client for ``gs://`` URLs (default: the process-wide one).
         concurrency: downloads in flight.
         ordered: yield in input order; else as downloads complete.
+        cache_dir: a local disk cache (see :func:`aload_files`).
+        cache_limit: most bytes in ``cache_dir``; None: no limit.
 
     Returns:
         An iterator of ``(url, bytes)``.
@@ -143,6 +168,7 @@ def load_files(urls: Iterable[str], *, client: AnyClient | None = None,
     check_instance("load_files", "client", client, (ObjectStore, Client), optional=True)
     check_int("load_files", "concurrency", concurrency, minimum=1)
     check_bool("load_files", "ordered", ordered)
+    cache = cache_from_args("load_files", cache_dir, cache_limit)
     portal = get_portal()
-    return window_sync(urls, lambda u: portal.submit(_read(u, client)), limit=concurrency,
+    return window_sync(urls, lambda u: portal.submit(_read(u, client, cache)), limit=concurrency,
                        ordered=ordered)

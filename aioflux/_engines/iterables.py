@@ -16,6 +16,7 @@ from .._core.types import ObjectInfo
 from .._core.urls import parse_url
 from .._core.validate import check_bool, check_instance, check_int, check_str, list_args
 from .._core.window import window
+from .cache import CachedDownloader, DiskCache
 from .download import Downloader, DownloadOptions
 from .listing import DEFAULT_LIST_CONCURRENCY, iter_objects
 
@@ -75,7 +76,8 @@ def stream_args(op: str, bucket: object, prefix: object, concurrency: object, or
 async def stream(client: ObjectStore, bucket: str, prefix: str = "", *,
                  concurrency: int | None = None, ordered: bool = False,
                  list_concurrency: int | None = None,
-                 options: DownloadOptions | None = None) -> AsyncGenerator[StreamItem, None]:
+                 options: DownloadOptions | None = None,
+                 cache: DiskCache | None = None) -> AsyncGenerator[StreamItem, None]:
     """List ``prefix`` in parallel and download every object as it is listed.
 
     Args:
@@ -88,6 +90,8 @@ async def stream(client: ObjectStore, bucket: str, prefix: str = "", *,
         list_concurrency: parallel listers (``None``: ``DEFAULT_LIST_CONCURRENCY``).
         options: planner settings (large objects are read in ranged chunks;
             compose is not used here: objects arrive one page at a time).
+        cache: look each object up in this disk cache first (keyed by the
+            listed version: no extra request) and store what is downloaded.
 
     Yields:
         StreamItem (``.name``, ``.data``, ``.info``) for every object once.
@@ -106,7 +110,8 @@ async def stream(client: ObjectStore, bucket: str, prefix: str = "", *,
         concurrency = DEFAULT_LOAD_CONCURRENCY
     if list_concurrency is None:
         list_concurrency = DEFAULT_LIST_CONCURRENCY
-    downloader = Downloader(client, options)
+    downloader = (Downloader(client, options) if cache is None
+                  else CachedDownloader(client, options, cache=cache))
     objects = iter_objects(client, bucket, prefix, concurrency=list_concurrency)
     async with aclosing(objects):
         async with aclosing(window(objects, downloader.download, limit=concurrency,

@@ -68,6 +68,11 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         rank: DDP rank (default: torch.distributed, else ``$RANK``, else 0),
             resolved at construction because workers have no process group.
         world_size: DDP world size (same defaults).
+        cache_dir: a local disk cache across epochs, shared by every worker
+            and rank on the machine (entries keyed by object version,
+            crc32c-checked); None: no cache.
+        cache_limit: most bytes in ``cache_dir`` (least recently used
+            entries are evicted); None: no limit.
 
     Raises:
         InvalidArgument: a setting of the wrong type, or ``rank`` outside
@@ -85,13 +90,15 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
                  max_composite_object_size: int | None = None,
                  compose_threshold: int | None = None, shuffle: bool = True, seed: int = 0,
                  prefetch: int = DEFAULT_PREFETCH, ordered: bool = True,
-                 rank: int | None = None, world_size: int | None = None) -> None:
+                 rank: int | None = None, world_size: int | None = None,
+                 cache_dir: str | os.PathLike[str] | None = None,
+                 cache_limit: int | None = None) -> None:
         op = "IterableDataset"
         self._transform: Transform[Sample] | None
         self._source, self._transform = build_source(
             op, objects, transform, data_format_fn, config, endpoint, credentials, list_retry,
             download_retry, download_options, disable_compose, max_composite_object_size,
-            compose_threshold)
+            compose_threshold, cache_dir=cache_dir, cache_limit=cache_limit)
         check_bool(op, "shuffle", shuffle)
         check_int(op, "seed", seed, minimum=None)
         check_int(op, "prefetch", prefetch, minimum=1)
@@ -124,7 +131,9 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
                     compose_threshold: int | None = None, shuffle: bool = True, seed: int = 0,
                     prefetch: int = DEFAULT_PREFETCH, ordered: bool = True,
                     rank: int | None = None,
-                    world_size: int | None = None) -> IterableDataset[Sample]:
+                    world_size: int | None = None,
+                    cache_dir: str | os.PathLike[str] | None = None,
+                    cache_limit: int | None = None) -> IterableDataset[Sample]:
         """List a folder in parallel (sorted by name) and wrap its objects.
 
         ``gs://b/data`` and ``gs://b/data/`` both mean the folder ``data/``
@@ -150,6 +159,8 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
             ordered: yield in shuffled order; ``False`` yields as completed.
             rank: DDP rank.
             world_size: DDP world size.
+            cache_dir: local disk cache directory.
+            cache_limit: most bytes in the cache.
 
         Returns:
             The dataset.
@@ -167,7 +178,8 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
                    disable_compose=disable_compose,
                    max_composite_object_size=max_composite_object_size,
                    compose_threshold=compose_threshold, shuffle=shuffle, seed=seed,
-                   prefetch=prefetch, ordered=ordered, rank=rank, world_size=world_size)
+                   prefetch=prefetch, ordered=ordered, rank=rank, world_size=world_size,
+                   cache_dir=cache_dir, cache_limit=cache_limit)
         self.objects = self._source.list_prefix(url, list_concurrency)
         return self
 

@@ -56,6 +56,11 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         disable_compose: override of ``download_options.disable_compose``.
         max_composite_object_size: override of that planner field.
         compose_threshold: override of that planner field.
+        cache_dir: a local disk cache across epochs, shared by every worker
+            and rank on the machine (entries keyed by object version,
+            crc32c-checked); None: no cache.
+        cache_limit: most bytes in ``cache_dir`` (least recently used
+            entries are evicted); None: no limit.
 
     Raises:
         InvalidArgument: a setting of the wrong type (checked at once).
@@ -70,12 +75,15 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
                  download_options: DownloadOptions | None = None,
                  disable_compose: bool | None = None,
                  max_composite_object_size: int | None = None,
-                 compose_threshold: int | None = None) -> None:
+                 compose_threshold: int | None = None,
+                 cache_dir: str | os.PathLike[str] | None = None,
+                 cache_limit: int | None = None) -> None:
         self._transform: Transform[Sample] | None
         self._source, self._transform = build_source(
             "MapDataset", objects, transform, data_format_fn, config, endpoint, credentials,
             list_retry, download_retry, download_options, disable_compose,
-            max_composite_object_size, compose_threshold)
+            max_composite_object_size, compose_threshold, cache_dir=cache_dir,
+            cache_limit=cache_limit)
         self.objects: list[ObjectInfo] = check_objects("MapDataset", self._source, list(objects))
         # Set by PrefetchBatchSampler: the batches that follow the one it is
         # handing out. Downloads started for them, in order, with this pid.
@@ -101,7 +109,9 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
                     download_options: DownloadOptions | None = None,
                     disable_compose: bool | None = None,
                     max_composite_object_size: int | None = None,
-                    compose_threshold: int | None = None) -> MapDataset[Sample]:
+                    compose_threshold: int | None = None,
+                    cache_dir: str | os.PathLike[str] | None = None,
+                    cache_limit: int | None = None) -> MapDataset[Sample]:
         """List a folder in parallel (sorted by name) and wrap its objects.
 
         ``gs://b/data`` and ``gs://b/data/`` both mean the folder ``data/``
@@ -122,6 +132,8 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
             disable_compose: planner override.
             max_composite_object_size: planner override.
             compose_threshold: planner override.
+            cache_dir: local disk cache directory.
+            cache_limit: most bytes in the cache.
 
         Returns:
             The dataset.
@@ -138,7 +150,8 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
                    download_retry=download_retry, download_options=download_options,
                    disable_compose=disable_compose,
                    max_composite_object_size=max_composite_object_size,
-                   compose_threshold=compose_threshold)
+                   compose_threshold=compose_threshold, cache_dir=cache_dir,
+                   cache_limit=cache_limit)
         self.objects = self._source.list_prefix(url, list_concurrency)
         return self
 
@@ -152,7 +165,9 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
                      download_options: DownloadOptions | None = None,
                      disable_compose: bool | None = None,
                      max_composite_object_size: int | None = None,
-                     compose_threshold: int | None = None) -> MapDataset[Sample]:
+                     compose_threshold: int | None = None,
+                     cache_dir: str | os.PathLike[str] | None = None,
+                     cache_limit: int | None = None) -> MapDataset[Sample]:
         """Wrap given objects; URLs are ``stat``-ed concurrently for their sizes.
 
         Args:
@@ -169,6 +184,8 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
             disable_compose: planner override.
             max_composite_object_size: planner override.
             compose_threshold: planner override.
+            cache_dir: local disk cache directory.
+            cache_limit: most bytes in the cache.
 
         Returns:
             The dataset.
@@ -185,7 +202,8 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
                    download_retry=download_retry, download_options=download_options,
                    disable_compose=disable_compose,
                    max_composite_object_size=max_composite_object_size,
-                   compose_threshold=compose_threshold)
+                   compose_threshold=compose_threshold, cache_dir=cache_dir,
+                   cache_limit=cache_limit)
         items = list(objects)
         schemes = []
         for item in items:

@@ -33,6 +33,7 @@ from .._core.validate import (
     check_int,
 )
 from .._core.window import gather_bounded
+from .._engines.cache import CachedDownloader, DiskCache, cache_from_args
 from .._engines.download import Downloader, DownloadOptions
 from .._engines.listing import list_objects_parallel
 
@@ -62,13 +63,17 @@ class DatasetSource:
     """Picklable settings; a store and downloader built lazily per process.
 
     ``scheme`` is the URL scheme of the dataset's objects: it picks the
-    store each process builds.
+    store each process builds. With a ``cache`` every read looks the
+    object up on disk first (keyed by the listed version, so the listing or
+    stat the dataset already made costs no extra request) and only the
+    misses reach the download planner.
     """
 
     def __init__(self, *, config: ClientConfig | None, endpoint: str | None,
                  credentials: Credentials,
                  list_retry: RetryPolicy | None, download_retry: RetryPolicy | None,
-                 download_options: DownloadOptions, scheme: str = "gs") -> None:
+                 download_options: DownloadOptions, scheme: str = "gs",
+                 cache: DiskCache | None = None) -> None:
         self.config = config or ClientConfig()
         self.endpoint = endpoint
         self.credentials = credentials
@@ -76,6 +81,7 @@ class DatasetSource:
         self.download_retry = download_retry
         self.download_options = download_options
         self.scheme = scheme
+        self.cache = cache
         self._runtime: tuple[int, Downloader] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -106,7 +112,9 @@ class DatasetSource:
             if not store.features.compose:
                 # Nothing to compose on this store: every object is read directly.
                 options = dataclasses.replace(options, disable_compose=True)
-            runtime = (os.getpid(), Downloader(store, options))
+            downloader = (Downloader(store, options) if self.cache is None
+                          else CachedDownloader(store, options, cache=self.cache))
+            runtime = (os.getpid(), downloader)
             self._runtime = runtime
             # The dataset has no close(): its session closes when it is collected.
             weakref.finalize(self, _close_later, store, os.getpid())
@@ -233,7 +241,9 @@ def build_source(op: str, objects: object, transform: Transform[Any] | None,
                  list_retry: RetryPolicy | None, download_retry: RetryPolicy | None,
                  download_options: DownloadOptions | None, disable_compose: bool | None,
                  max_composite_object_size: int | None,
-                 compose_threshold: int | None) -> tuple[DatasetSource, Transform[Any] | None]:
+                 compose_threshold: int | None, *, cache_dir: str | os.PathLike[str] | None = None,
+                 cache_limit: int | None = None
+                 ) -> tuple[DatasetSource, Transform[Any] | None]:
     """Check a dataset's settings (before any request) and build its source.
 
     Args:
@@ -250,6 +260,10 @@ def build_source(op: str, objects: object, transform: Transform[Any] | None,
         disable_compose: planner override.
         max_composite_object_size: planner override.
         compose_threshold: planner override.
+        cache_dir: a local disk cache shared by every worker and rank of
+            the machine (see :class:`~aioflux._engines.cache.DiskCache`).
+        cache_limit: most bytes the cache holds (least recently used
+            entries are evicted beyond it); None: no limit.
 
     Returns:
         ``(source, transform)``.
@@ -277,6 +291,7 @@ def build_source(op: str, objects: object, transform: Transform[Any] | None,
     check_bool(op, "disable_compose", disable_compose, optional=True)
     check_int(op, "max_composite_object_size", max_composite_object_size, optional=True)
     check_int(op, "compose_threshold", compose_threshold, optional=True)
+    cache = cache_from_args(op, cache_dir, cache_limit)
     options = download_options or DownloadOptions()
     overrides = {k: v for k, v in (("disable_compose", disable_compose),
                                    ("max_composite_object_size", max_composite_object_size),
@@ -285,7 +300,7 @@ def build_source(op: str, objects: object, transform: Transform[Any] | None,
         options = dataclasses.replace(options, **overrides)  # type: ignore[arg-type]
     source = DatasetSource(config=config, endpoint=endpoint, credentials=credentials,
                            list_retry=list_retry, download_retry=download_retry,
-                           download_options=options)
+                           download_options=options, cache=cache)
     return source, transform or data_format_fn
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from aioflux import Client
+from aioflux import Client, load_files
 from aioflux.testing import Emulator, running_emulator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -218,6 +218,11 @@ CLI_CALLS: dict[str, list[Call]] = {
         Call("ckpt list gs://{b}/run", r"gs://{b}/run/step-0+3/"),
         Call("ckpt history gs://{b}/run", r"(?m)^ +3 +ok "),
     ],
+    "aioflux cache info|clear DIR": [
+        Call("cache info {tmp}/cache", r"(?m)^entries +3$"),
+        Call("cache clear {tmp}/cache", r"removed 3 entries"),
+        Call("cache info {tmp}/cache", r"(?m)^entries +0$"),
+    ],
     "aioflux emulator [--profile gcs-like] [--p-503 0.1] [--bucket NAME]": [
         # Served in the background by test_cli_emulator_line; listed so the
         # flag check below covers this synopsis too.
@@ -274,6 +279,9 @@ def cli_world(tmp_path: Path) -> Iterator[tuple[Emulator, Path]]:
             for name in ("data/a.txt", "data/b.txt", "data/sub/c.txt"):
                 client.write(B, name, f"hello, {name.rsplit('/', 1)[1]}".encode())
             client.initiate_multipart(B, "data/abandoned.bin")  # what `clean` aborts
+            # A disk cache holding those three, for `cache info|clear`.
+            list(load_files([f"gs://{B}/data/{n}" for n in ("a.txt", "b.txt", "sub/c.txt")],
+                            client=client, cache_dir=tmp_path / "cache"))
             manager = CheckpointManager(f"gs://{B}/run", client=client)
             for step in (1, 2, 3):
                 manager.save({"w": torch.full((4,), float(step))}, step)

@@ -1,0 +1,26 @@
+"""The local disk cache across epochs (see :mod:`._disk`)."""
+
+from ._disk import (
+    DEFAULT_WAIT_LIMIT,
+    CacheStats,
+    DiskCache,
+    Fetch,
+    cache_from_args,
+    version_token,
+)
+from ._downloader import CachedDownloader
+from ._files import CacheInfo, clear, info, is_cache
+
+__all__ = [
+    "DEFAULT_WAIT_LIMIT",
+    "CacheInfo",
+    "CacheStats",
+    "CachedDownloader",
+    "DiskCache",
+    "Fetch",
+    "cache_from_args",
+    "clear",
+    "info",
+    "is_cache",
+    "version_token",
+]

@@ -1,0 +1,96 @@
+"""``CachedDownloader``: the download planner behind a :class:`DiskCache`.
+
+The same interface as :class:`~aioflux._engines.download.Downloader`
+(``download``, ``download_many``, ``stream``, ``stats``), so the datasets
+and iterables use either: each lookup goes to the cache first and only the
+misses reach the planner, which still composes, batches or splits them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
+
+from ..._core.store import ObjectStore
+from ..._core.types import ObjectInfo
+from ..._core.window import window as bounded
+from ..compose import MAX_COMPOSE_SOURCES
+from ..download import Data, Downloader, DownloadOptions
+from ._disk import DiskCache
+
+__all__ = ["CachedDownloader"]
+
+
+class CachedDownloader(Downloader):
+    """A Downloader that looks every object up in ``cache`` first.
+
+    ``stats`` counts only what was downloaded (the misses); ``cache.stats``
+    counts hits, misses, corrupt entries and evictions.
+
+    Args:
+        client: the store (its semaphore bounds every request).
+        options: planner settings.
+        cache: the disk cache.
+    """
+
+    def __init__(self, client: ObjectStore, options: DownloadOptions | None = None, *,
+                 cache: DiskCache) -> None:
+        super().__init__(client, options)
+        self.cache = cache
+
+    async def _fetch(self, objects: list[ObjectInfo]) -> list[Data]:
+        return await super().download_many(objects)
+
+    async def download(self, obj: ObjectInfo) -> Data:
+        """One object, from the cache or downloaded (ranged if large) and stored.
+
+        Args:
+            obj: the object (from a listing or ``stat``: its version keys the entry).
+
+        Returns:
+            Its bytes.
+
+        Raises:
+            StorageError: the download failed after retries.
+        """
+        return await self.cache.get(obj, self._fetch)
+
+    async def download_many(self, objects: Sequence[ObjectInfo]) -> list[Data]:
+        """Objects from the cache; the misses downloaded concurrently and stored.
+
+        Args:
+            objects: what to read.
+
+        Returns:
+            The bytes of each object, in input order.
+
+        Raises:
+            StorageError: a download failed (the others are cancelled first).
+        """
+        return await self.cache.get_many(list(objects), self._fetch)
+
+    async def stream(self, objects: Sequence[ObjectInfo], *, window: int = 64,
+                     ordered: bool = True) -> AsyncGenerator[tuple[ObjectInfo, Data], None]:
+        """Read ``objects`` keeping about ``window`` objects in flight.
+
+        Objects go to the cache in groups of up to 32 (a composite's worth),
+        so a group's misses are still planned together.
+
+        Args:
+            objects: what to read.
+            window: objects in flight.
+            ordered: yield in input order; else as groups complete.
+
+        Yields:
+            ``(ObjectInfo, bytes)`` for every object once.
+
+        Raises:
+            StorageError: a download failed (pending ones are cancelled first).
+        """
+        step = max(1, min(MAX_COMPOSE_SOURCES, window))
+        groups = [list(objects[s:s + step]) for s in range(0, len(objects), step)]
+        async with aclosing(bounded(groups, self.download_many, limit=window, ordered=ordered,
+                                    weight=len)) as done:
+            async for group, datas in done:
+                for obj, data in zip(group, datas, strict=True):
+                    yield obj, data

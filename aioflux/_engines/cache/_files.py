@@ -1,0 +1,461 @@
+"""The blocking filesystem work of the disk cache (run in worker threads
+or, for the non-blocking lock calls, on the loop).
+
+Layout of a cache directory::
+
+    aioflux-cache.json        marker (a directory without it is never cleared) + recorded limit
+    usage                     bytes of all entries, kept under flock(usage)
+    entries/ab/cdef...        one entry per object version: header, key, bytes
+    locks/abcdef...           per-entry lock file, present only while an entry is filled
+    tmp/abcdef....PID.RAND    entries being written (renamed into entries/ when complete)
+
+An entry is ``HEADER`` (magic, size, crc32c, key length), the key, then the
+object's bytes; the crc32c covers the bytes and is checked on every read.
+Locks are ``flock`` locks, which the kernel drops when a process dies, so
+a killed writer never blocks the others; a lock file is unlinked by its
+holder before it unlocks, and a taker checks that the file it locked is
+still the one at the path (the classic unlink-safe lock-file protocol).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import struct
+import time
+import uuid
+from dataclasses import dataclass
+
+from ..._core.crc import crc32c
+
+__all__ = [
+    "CORRUPT",
+    "HEADER",
+    "MARKER",
+    "MISS",
+    "CacheInfo",
+    "Layout",
+    "clear",
+    "drop_entry",
+    "info",
+    "is_cache",
+    "read_entry",
+    "sweep_temps",
+    "try_lock",
+    "unlock",
+    "write_entry",
+]
+
+MARKER = "aioflux-cache.json"
+FORMAT = 1
+_MAGIC = b"AFXCACH1"
+# magic, object size (u64), crc32c (u32), key length (u16); big-endian.
+HEADER = struct.Struct(">8sQIH")
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+# One pread per entry up to this size (larger ones are read in pieces).
+_READ_PIECE = 64 * 1024 * 1024
+# An eviction pass frees this fraction of the limit beyond what the new entry
+# needs, so that a full cache is scanned once per ~10% of its size written,
+# not once per entry.
+EVICT_SLACK = 0.1
+
+MISS, CORRUPT = "miss", "corrupt"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The paths of one cache directory."""
+
+    root: str
+
+    @property
+    def marker(self) -> str:
+        return os.path.join(self.root, MARKER)
+
+    @property
+    def usage(self) -> str:
+        return os.path.join(self.root, "usage")
+
+    def entry(self, digest: str) -> str:
+        return os.path.join(self.root, "entries", digest[:2], digest[2:])
+
+    def lock(self, digest: str) -> str:
+        return os.path.join(self.root, "locks", digest)
+
+    @property
+    def tmp(self) -> str:
+        return os.path.join(self.root, "tmp")
+
+    def make(self, limit: int | None) -> None:
+        """Create the directories and record ``limit`` in the marker."""
+        for sub in ("entries", "locks", "tmp"):
+            os.makedirs(os.path.join(self.root, sub), exist_ok=True)
+        want = {"format": FORMAT, "limit": limit}
+        try:
+            with open(self.marker, encoding="utf-8") as f:
+                if json.load(f) == want:
+                    return
+        except (OSError, ValueError):
+            pass
+        temp = f"{self.marker}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+        with open(temp, "w", encoding="utf-8") as f:
+            json.dump(want, f)
+        os.replace(temp, self.marker)
+
+    def recorded_limit(self) -> int | None:
+        """The limit the last process that opened the cache recorded."""
+        with open(self.marker, encoding="utf-8") as f:
+            limit = json.load(f).get("limit")
+        return limit if isinstance(limit, int) else None
+
+
+# -- locks --------------------------------------------------------------------
+
+
+def try_lock(path: str) -> int | None:
+    """Take the lock file ``path`` without waiting: its fd, or None if held.
+
+    Raises:
+        OSError: the lock directory is unusable.
+    """
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            here = os.stat(path)
+        except FileNotFoundError:
+            here = None
+        mine = os.fstat(fd)
+        if here is not None and (here.st_ino, here.st_dev) == (mine.st_ino, mine.st_dev):
+            return fd
+        # Its holder unlinked it between our open and our flock: the lock
+        # now lives in a new file at the path.
+        unlock(fd)
+
+
+def unlock(fd: int, path: str | None = None) -> None:
+    """Release a lock from :func:`try_lock`, unlinking ``path`` first if given.
+
+    ``LOCK_UN`` before ``close``: a child forked meanwhile holds a copy of
+    the descriptor, and closing ours alone would leave the lock held.
+    """
+    try:
+        if path is not None:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+class _UsageLock:
+    """``flock`` on the usage file, which holds the entries' total bytes."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self.fd = -1
+
+    def __enter__(self) -> _UsageLock:
+        self.fd = os.open(self.layout.usage, os.O_RDWR | os.O_CREAT | _CLOEXEC, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        unlock(self.fd)
+
+    def read(self) -> int | None:
+        raw = os.pread(self.fd, 32, 0)
+        try:
+            return int(raw.decode())
+        except ValueError:
+            return None  # new, or torn by a crash: the caller rescans
+
+    def write(self, total: int) -> None:
+        text = str(max(0, total)).encode()
+        os.pwrite(self.fd, text, 0)
+        os.ftruncate(self.fd, len(text))
+
+
+# -- entries ------------------------------------------------------------------
+
+
+def read_entry(path: str, key: bytes, expected_crc: int | None) -> tuple[str, bytes | int]:
+    """Read and check one entry; touch it (its mtime is the LRU clock).
+
+    Args:
+        path: the entry's path.
+        key: the key it must hold.
+        expected_crc: the listed crc32c of the object, if known.
+
+    Returns:
+        ``("hit", bytes)``, ``(MISS, 0)``, or ``(CORRUPT, inode)`` for an
+        entry that fails its checks (the inode, so that only that file is
+        dropped).
+
+    Raises:
+        OSError: the entry exists but cannot be read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | _CLOEXEC)
+    except FileNotFoundError:
+        return MISS, 0
+    try:
+        # Read through the open fd: an eviction that unlinks the path now
+        # cannot tear this read.
+        st = os.fstat(fd)
+        head = os.pread(fd, HEADER.size + len(key), 0)
+        if len(head) != HEADER.size + len(key):
+            return CORRUPT, st.st_ino
+        magic, size, crc, key_len = HEADER.unpack_from(head)
+        if (magic != _MAGIC or key_len != len(key) or head[HEADER.size:] != key
+                or st.st_size != HEADER.size + key_len + size):
+            return CORRUPT, st.st_ino
+        offset = HEADER.size + key_len
+        pieces: list[bytes] = []
+        done = 0
+        while done < size:
+            got = os.pread(fd, min(_READ_PIECE, size - done), offset + done)
+            if not got:
+                return CORRUPT, st.st_ino
+            pieces.append(got)
+            done += len(got)
+        data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        if crc32c(data) != crc or (expected_crc is not None and crc != expected_crc):
+            return CORRUPT, st.st_ino
+        try:
+            os.utime(fd)
+        except OSError:
+            pass  # read-only cache (another user's): still served, just not refreshed
+        return "hit", data
+    finally:
+        os.close(fd)
+
+
+def write_entry(layout: Layout, digest: str, key: bytes, data: bytes | bytearray | memoryview,
+                crc: int, limit: int | None) -> int:
+    """Write an entry atomically (temp + fsync + rename), within ``limit``.
+
+    The caller holds the entry's lock. Before the rename, under the usage
+    lock, least-recently-used entries are evicted so that the entries stay
+    within ``limit`` with this one added.
+
+    Returns:
+        Entries this call evicted.
+
+    Raises:
+        OSError: the cache directory cannot be written (disk full...).
+    """
+    view = memoryview(data).cast("B")
+    temp = os.path.join(layout.tmp, f"{digest}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o644)
+    try:
+        try:
+            _write_all(fd, HEADER.pack(_MAGIC, len(view), crc, len(key)) + key)
+            _write_all(fd, view)
+            # Durable before it becomes visible: after a power loss the
+            # rename may survive without the data (the crc32c check on read
+            # would still catch it, at the cost of a refetch).
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        size = HEADER.size + len(key) + len(view)
+        path = layout.entry(digest)
+        if limit is None:
+            _rename(temp, path)
+            return 0
+        with _UsageLock(layout) as usage:
+            total = usage.read()
+            evicted = 0
+            if total is None or total + size > limit:
+                total, evicted = _evict(layout, limit - size - int(limit * EVICT_SLACK))
+            _rename(temp, path)
+            usage.write(total + size)
+            return evicted
+    except BaseException:
+        _unlink_quietly(temp)
+        raise
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _rename(temp: str, path: str) -> None:
+    try:
+        os.rename(temp, path)
+    except FileNotFoundError:
+        # Its fan-out directory is new, or ``cache clear`` just removed it.
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.rename(temp, path)
+
+
+def drop_entry(layout: Layout, digest: str, inode: int) -> None:
+    """Remove a corrupt entry, if the file at its path is still that inode."""
+    path = layout.entry(digest)
+    try:
+        if os.stat(path).st_ino == inode:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+# -- scans: eviction, stale temporaries, info, clear -------------------------
+
+
+def _scan(layout: Layout) -> list[tuple[int, int, str]]:
+    """``(mtime_ns, size, path)`` of every entry."""
+    found = []
+    top = os.path.join(layout.root, "entries")
+    try:
+        fans = list(os.scandir(top))
+    except FileNotFoundError:
+        return []
+    for fan in fans:
+        try:
+            files = list(os.scandir(fan.path))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in files:
+            try:
+                st = entry.stat()
+            except FileNotFoundError:
+                continue
+            found.append((st.st_mtime_ns, st.st_size, entry.path))
+    return found
+
+
+def _evict(layout: Layout, target: int) -> tuple[int, int]:
+    """Remove least-recently-used entries until their total is at most
+    ``target``; also drop stale temporaries. Called under the usage lock.
+
+    Returns:
+        ``(total bytes left, entries removed)``.
+    """
+    sweep_temps(layout)
+    entries = sorted(_scan(layout))
+    total = sum(size for _, size, _ in entries)
+    removed = 0
+    for _, size, path in entries:
+        if total <= max(0, target):
+            break
+        # A reader holding it open keeps reading the unlinked file.
+        _unlink_quietly(path)
+        total -= size
+        removed += 1
+    return total, removed
+
+
+def sweep_temps(layout: Layout) -> int:
+    """Remove temporaries whose writer is gone (killed mid-write).
+
+    A writer holds its entry's lock for as long as its temporary exists, so
+    a temporary whose entry lock can be taken has no writer.
+
+    Returns:
+        Temporaries removed.
+    """
+    removed = 0
+    try:
+        names = os.listdir(layout.tmp)
+    except FileNotFoundError:
+        return 0
+    for name in names:
+        digest = name.split(".", 1)[0]
+        lock_path = layout.lock(digest)
+        try:
+            fd = try_lock(lock_path)
+        except OSError:
+            continue
+        if fd is None:
+            continue  # being written right now
+        try:
+            _unlink_quietly(os.path.join(layout.tmp, name))
+            removed += 1
+        finally:
+            unlock(fd, lock_path)
+    return removed
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """What a cache directory holds.
+
+    Attributes:
+        directory: the cache directory.
+        entries: cached objects.
+        bytes: their total size on disk.
+        limit: the byte limit recorded by the last process that opened it.
+        temporaries: entries being written, or left by killed writers.
+        oldest: seconds since the least recently used entry was used.
+    """
+
+    directory: str
+    entries: int
+    bytes: int
+    limit: int | None
+    temporaries: int
+    oldest: float | None
+
+
+def is_cache(root: str) -> bool:
+    """Whether ``root`` is a cache directory (holds the marker)."""
+    return os.path.isfile(os.path.join(root, MARKER))
+
+
+def info(root: str) -> CacheInfo:
+    """Describe the cache at ``root`` (which must hold the marker)."""
+    layout = Layout(root)
+    entries = _scan(layout)
+    try:
+        temps = len(os.listdir(layout.tmp))
+    except FileNotFoundError:
+        temps = 0
+    oldest = min((m for m, _, _ in entries), default=None)
+    return CacheInfo(root, len(entries), sum(s for _, s, _ in entries),
+                     layout.recorded_limit(), temps,
+                     None if oldest is None else max(0.0, time.time() - oldest / 1e9))
+
+
+def clear(root: str) -> tuple[int, int]:
+    """Remove every entry and stale temporary of the cache at ``root``.
+
+    Readers holding an entry open finish reading it; writers busy now
+    publish their entry afterwards.
+
+    Returns:
+        ``(entries removed, bytes removed)``.
+    """
+    layout = Layout(root)
+    with _UsageLock(layout) as usage:
+        sweep_temps(layout)
+        entries = _scan(layout)
+        for _, _, path in entries:
+            _unlink_quietly(path)
+        for fan in {os.path.dirname(p) for _, _, p in entries}:
+            try:
+                os.rmdir(fan)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTEMPTY, errno.ENOENT, errno.EEXIST):
+                    raise
+        usage.write(0)
+    return len(entries), sum(s for _, s, _ in entries)

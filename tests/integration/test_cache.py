@@ -1,0 +1,337 @@
+"""The disk cache across processes, killed writers, load_files/stream and the CLI.
+
+Every test reads real objects from the emulator and checks bytes; request
+counts come from the emulator's counters.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from aioflux import AsyncClient, InvalidArgument, ObjectInfo, load_files
+from aioflux._engines.cache import DiskCache, info
+from aioflux._engines.iterables import stream
+from aioflux.testing import Emulator, EmulatorProfile
+
+CHILD_ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+# A child that fills the cache with one object, its fetch/write slowed at a
+# chosen point so the parent can act while it holds the entry's lock.
+CHILD = textwrap.dedent("""
+    import asyncio, sys, time
+    from aioflux import AsyncClient
+    from aioflux._engines.cache import DiskCache, _files
+
+    root, endpoint, bucket, name, mode = sys.argv[1:6]
+    real_write = _files._write_all
+
+    def half_then_hang(fd, data):
+        view = memoryview(data)
+        if len(view) > 1 << 20:  # the object's bytes, not the header
+            real_write(fd, view[: len(view) // 2])
+            print("half written", flush=True)
+            time.sleep(600)
+        real_write(fd, data)
+
+    if mode == "kill":
+        _files._write_all = half_then_hang
+
+    async def main():
+        async with AsyncClient(endpoint=endpoint) as client:
+            obj = await client.stat(bucket, name)
+
+            async def fetch(objects):
+                if mode == "slow":
+                    print("fetching", flush=True)
+                    await asyncio.sleep(1.0)
+                return [await client.read(o.bucket, o.name) for o in objects]
+
+            cache = DiskCache(root)
+            data = await cache.get(obj, fetch)
+            print("stored", len(data), cache.stats.misses, flush=True)
+
+    asyncio.run(main())
+""")
+
+
+def child(root: Path, emulator: Emulator, bucket: str, name: str,
+          mode: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(root), emulator.endpoint, bucket,
+                             name, mode], stdout=subprocess.PIPE, text=True, env=CHILD_ENV)
+
+
+async def read_all(client: AsyncClient, objects: list[ObjectInfo]) -> list[bytes | bytearray]:
+    return [await client.read(o.bucket, o.name) for o in objects]
+
+
+async def test_killed_writer_leaves_no_entry(emulator: Emulator, bucket: str, tmp_path: Path,
+                                             client: AsyncClient) -> None:
+    body = os.urandom(8 << 20)
+    emulator.store.put(bucket, "big", body)
+    root = tmp_path / "cache"
+    proc = child(root, emulator, bucket, "big", "kill")
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "half written"
+        assert info(str(root)).temporaries == 1
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.communicate()  # waits and closes the pipe
+    torn = info(str(root))
+    assert (torn.entries, torn.temporaries) == (0, 1)  # nothing visible, the temp left over
+    cache = DiskCache(root)
+    obj = await client.stat(bucket, "big")
+    before = emulator.stats["get_media"]
+    # The killed writer's lock died with it: no wait, a normal miss.
+    data = await cache.get(obj, lambda objs: read_all(client, objs))
+    assert data == body and emulator.stats["get_media"] - before == 1
+    assert (cache.stats.misses, cache.stats.waits, cache.stats.stored) == (1, 0, 1)
+    healed = info(str(root))
+    assert (healed.entries, healed.temporaries) == (1, 0)  # the stale temp was swept
+    assert os.listdir(root / "locks") == []
+    assert await cache.get(obj, lambda objs: read_all(client, objs)) == body
+    assert cache.stats.hits == 1
+
+
+async def test_second_process_waits_for_the_first_fill(emulator: Emulator, bucket: str,
+                                                       tmp_path: Path,
+                                                       client: AsyncClient) -> None:
+    body = os.urandom(300_000)
+    emulator.store.put(bucket, "obj", body)
+    root = tmp_path / "cache"
+    before = emulator.stats["get_media"]
+    proc = child(root, emulator, bucket, "obj", "slow")
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "fetching"  # it holds the entry's lock
+        cache = DiskCache(root)
+        obj = await client.stat(bucket, "obj")
+        fetched: list[str] = []
+
+        async def fetch(objects: list[ObjectInfo]) -> list[bytes | bytearray]:
+            fetched.extend(o.name for o in objects)
+            return await read_all(client, objects)
+
+        assert await cache.get(obj, fetch) == body
+        assert fetched == []  # waited for the other process instead of fetching
+        assert (cache.stats.waits, cache.stats.hits, cache.stats.misses) == (1, 1, 0)
+        assert proc.stdout.readline().split() == ["stored", "300000", "1"]
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert emulator.stats["get_media"] - before == 1
+
+
+TWO_PROCESSES = textwrap.dedent("""
+    import os, random, sys, time
+    from aioflux.torch import MapDataset
+
+    url, endpoint, root, go = sys.argv[1:5]
+    ds = MapDataset.from_prefix(url, endpoint=endpoint, disable_compose=True, cache_dir=root)
+    order = list(range(len(ds)))
+    random.Random(7).shuffle(order)  # the same order in both: they want the same batches
+    print("ready", flush=True)
+    while not os.path.exists(go):  # both start together
+        time.sleep(0.001)
+    got = {}
+    for start in range(0, len(order), 8):
+        batch = order[start:start + 8]
+        for i, data in zip(batch, ds.__getitems__(batch)):
+            got[ds.objects[i].name] = bytes(data)
+    import hashlib
+    for name in sorted(got):
+        print(name, hashlib.sha256(got[name]).hexdigest())
+    s = ds._source.cache.stats
+    print("stats", s.misses, s.hits, s.waits, file=sys.stderr)
+""")
+
+
+def test_two_processes_fill_each_entry_once(emulator: Emulator, bucket: str,
+                                            tmp_path: Path) -> None:
+    import hashlib
+
+    data = {f"d/{i:03d}": os.urandom(20_000) for i in range(48)}
+    for name, body in data.items():
+        emulator.store.put(bucket, name, body)
+    root, go = tmp_path / "cache", tmp_path / "go"
+    before = Counter(emulator.stats)
+    emulator.profile = EmulatorProfile(ttfb=0.05)  # each fill takes long enough to overlap
+    try:
+        procs = [subprocess.Popen([sys.executable, "-c", TWO_PROCESSES, f"gs://{bucket}/d/",
+                                   emulator.endpoint, str(root), str(go)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=CHILD_ENV) for _ in range(2)]
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline() == "ready\n"
+        go.touch()
+        outs = [p.communicate(timeout=90) for p in procs]
+    finally:
+        emulator.profile = EmulatorProfile()
+    want = "".join(f"{n} {hashlib.sha256(b).hexdigest()}\n" for n, b in sorted(data.items()))
+    for (out, err), proc in zip(outs, procs, strict=True):
+        assert proc.returncode == 0, err
+        assert out == want
+    misses, hits, waits = zip(*([int(n) for n in err.split("stats ")[1].split()]
+                                for _, err in outs), strict=True)
+    assert sum(misses) == 48 and sum(hits) == 48  # each entry fetched by exactly one process
+    assert sum(waits) > 0  # ... the other waited for it
+    assert (Counter(emulator.stats) - before)["get_media"] == 48
+    assert info(str(root)).entries == 48
+
+
+async def test_object_without_version_is_not_cached(emulator: Emulator, bucket: str,
+                                                    tmp_path: Path,
+                                                    client: AsyncClient) -> None:
+    emulator.store.put(bucket, "v", b"versioned")
+    obj = (await client.stat(bucket, "v")).replace(generation=0)  # no token to key on
+    cache = DiskCache(tmp_path / "cache")
+    for _ in range(2):
+        assert await cache.get(obj, lambda objs: read_all(client, objs)) == b"versioned"
+    assert (cache.stats.uncached, cache.stats.stored, cache.stats.hits) == (2, 0, 0)
+
+
+def test_load_files_with_cache(emulator: Emulator, bucket: str, tmp_path: Path) -> None:
+    data = {f"gs://{bucket}/f/{i}": os.urandom(5000) for i in range(10)}
+    for url, body in data.items():
+        emulator.store.put(bucket, url.split("/", 3)[3], body)
+    from aioflux import Client
+
+    with Client(endpoint=emulator.endpoint) as c:
+        for round_ in range(2):
+            before = Counter(emulator.stats)
+            got = dict(load_files(list(data), client=c, cache_dir=tmp_path / "cache"))
+            assert got == data
+            sent = Counter(emulator.stats) - before
+            # A URL has no version: one stat each, then the body from disk.
+            assert sent["get_metadata"] == 10
+            assert sent["get_media"] == (10 if round_ == 0 else 0)
+    with pytest.raises(InvalidArgument, match="cache_limit needs a cache_dir"):
+        load_files(list(data), cache_limit=10)
+
+
+async def test_stream_with_cache(emulator: Emulator, bucket: str, tmp_path: Path,
+                                 client: AsyncClient) -> None:
+    data = {f"s/{i:02d}": os.urandom(3000) for i in range(20)}
+    for name, body in data.items():
+        emulator.store.put(bucket, name, body)
+    cache = DiskCache(tmp_path / "cache", 1 << 20)
+    for round_ in range(2):
+        before = emulator.stats["get_media"]
+        got = {item.name: item.data async for item in stream(client, bucket, "s/", cache=cache)}
+        assert got == data
+        assert emulator.stats["get_media"] - before == (20 if round_ == 0 else 0)
+    assert (cache.stats.misses, cache.stats.hits) == (20, 20)
+
+
+def test_cli_cache_info_and_clear(run, emulator: Emulator, bucket: str,  # type: ignore[no-untyped-def]
+                                  tmp_path: Path) -> None:
+    for i in range(5):
+        emulator.store.put(bucket, f"c/{i}", os.urandom(1000 + i))
+    root = tmp_path / "cache"
+    urls = [f"gs://{bucket}/c/{i}" for i in range(5)]
+    from aioflux import Client
+
+    with Client(endpoint=emulator.endpoint) as c:
+        assert len(list(load_files(urls, client=c, cache_dir=root, cache_limit=1 << 20))) == 5
+    code, out, err = run("cache", "info", str(root))
+    assert code == 0, err
+    assert "entries      5\n" in out and "limit        1048576 (1.0 MiB)" in out
+    code, out, err = run("cache", "info", str(root), "--json")
+    assert code == 0 and '"entries": 5' in out
+    code, out, err = run("cache", "clear", str(root))
+    assert code == 0 and out.startswith("removed 5 entries")
+    assert info(str(root)).entries == 0
+    # Not a cache directory: refused, nothing touched.
+    (tmp_path / "precious").write_text("keep me")
+    code, out, err = run("cache", "clear", str(tmp_path))
+    assert code == 1 and "not an aioflux cache directory" in err
+    assert (tmp_path / "precious").read_text() == "keep me"
+
+
+async def test_eviction_during_a_read_does_not_tear_it(emulator: Emulator, bucket: str,
+                                                        tmp_path: Path, client: AsyncClient,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from aioflux._engines.cache import _files, clear
+
+    body = os.urandom(200_000)
+    emulator.store.put(bucket, "e", body)
+    root = tmp_path / "cache"
+    cache = DiskCache(root, 1 << 20)
+    obj = await client.stat(bucket, "e")
+    assert await cache.get(obj, lambda objs: read_all(client, objs)) == body
+    real_pread = os.pread
+    cleared: list[tuple[int, int]] = []
+
+    def pread_after_clear(fd: int, n: int, offset: int) -> bytes:
+        if not cleared:  # the entry is opened: now another process clears the cache
+            cleared.append(clear(str(root)))
+        return real_pread(fd, n, offset)
+
+    monkeypatch.setattr(_files.os, "pread", pread_after_clear)
+    assert await cache.get(obj, lambda objs: read_all(client, objs)) == body
+    assert [removed for removed, _ in cleared] == [1]
+    assert (cache.stats.hits, cache.stats.corrupt, cache.stats.misses) == (1, 0, 1)
+    assert info(str(root)).entries == 0  # gone from the directory, read whole all the same
+
+
+async def test_aload_files_with_cache(emulator: Emulator, bucket: str, tmp_path: Path,
+                                      client: AsyncClient) -> None:
+    from aioflux import aload_files
+
+    data = {f"gs://{bucket}/a/{i}": os.urandom(4000) for i in range(6)}
+    for url, body in data.items():
+        emulator.store.put(bucket, url.split("/", 3)[3], body)
+    for round_ in range(2):
+        before = emulator.stats["get_media"]
+        got = {url: body async for url, body in aload_files(list(data), client=client,
+                                                             cache_dir=tmp_path / "c")}
+        assert got == data
+        assert emulator.stats["get_media"] - before == (6 if round_ == 0 else 0)
+
+
+async def test_unusable_cache_dir_is_a_typed_error(emulator: Emulator, bucket: str,
+                                                   tmp_path: Path, client: AsyncClient) -> None:
+    emulator.store.put(bucket, "x", b"x")
+    (tmp_path / "a-file").write_text("not a directory")
+    cache = DiskCache(tmp_path / "a-file" / "cache")
+    obj = await client.stat(bucket, "x")
+    with pytest.raises(InvalidArgument, match=r"cache .*a-file/cache: cannot be used"):
+        await cache.get(obj, lambda objs: read_all(client, objs))
+
+
+async def test_a_fill_that_takes_too_long_is_read_around(emulator: Emulator, bucket: str,
+                                                         tmp_path: Path,
+                                                         client: AsyncClient) -> None:
+    body = os.urandom(50_000)
+    emulator.store.put(bucket, "slow", body)
+    root = tmp_path / "cache"
+    proc = child(root, emulator, bucket, "slow", "slow")
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "fetching"  # holds the lock for 1 s
+        cache = DiskCache(root, wait_limit=0.2)
+        obj = await client.stat(bucket, "slow")
+        fetched: list[str] = []
+
+        async def fetch(objects: list[ObjectInfo]) -> list[bytes | bytearray]:
+            fetched.extend(o.name for o in objects)
+            return await read_all(client, objects)
+
+        assert await cache.get(obj, fetch) == body
+        assert fetched == ["slow"]  # read itself after 0.2 s, not stored by this process
+        assert (cache.stats.waits, cache.stats.stored, cache.stats.misses) == (1, 0, 0)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert info(str(root)).entries == 1  # the slow filler still stored it
