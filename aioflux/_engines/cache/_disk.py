@@ -9,8 +9,9 @@ function for what it lacks, so it serves every backend. A lookup:
 2. on a miss takes the entry's lock without waiting; an entry another
    process is filling is waited for (polled), never fetched twice;
 3. fetches what it locked in one ``fetch`` call (the download planner
-   composes and batches them), stores each entry (temp + fsync + rename,
-   evicting least-recently-used entries beyond the limit) and unlocks.
+   composes and batches them), stores each entry (temp + rename, evicting
+   least-recently-used entries beyond the limit) and unlocks. No fsync:
+   the crc32c check on read catches an entry a power loss left torn.
 
 The cache is an accelerator: a cache directory that cannot be read or
 written mid-run (disk full, EIO) costs a fetch and is counted in
@@ -49,11 +50,10 @@ _MAX_POLL = 0.1
 # After this long waiting for another process's fill, fetch the object
 # without the cache rather than stall training behind a hung process.
 DEFAULT_WAIT_LIMIT = 600.0
-# Entry writes end in an fsync (measured writing 300-600 entries of 100 KiB
-# on the 2-core ext4 test VM: 3.4 ms each one at a time, 0.3-0.4 ms each
-# with 6-16 in parallel, 0.3 ms without the fsync): a batch's entries
-# are written by this many threads, a pool of the cache's own so that they
-# never queue behind (or starve) other blocking work such as LocalStore's.
+# A batch's entries are written by this many threads (writes of 100 KiB
+# entries measured 0.3 ms each with 6-16 in parallel on the 2-core test
+# VM), a pool of the cache's own so that they never queue behind (or
+# starve) other blocking work such as LocalStore's.
 _IO_THREADS = 16
 # Entries read by one thread call (a batch's hits spread over the pool).
 _READ_CHUNK = 8

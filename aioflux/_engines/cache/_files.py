@@ -244,7 +244,7 @@ def read_entry(path: str, key: bytes, expected_crc: int | None) -> tuple[str, by
 
 def write_entry(layout: Layout, digest: str, key: bytes, data: bytes | bytearray | memoryview,
                 crc: int, limit: int | None) -> int:
-    """Write an entry atomically (temp + fsync + rename), within ``limit``.
+    """Write an entry atomically (temp + rename), within ``limit``.
 
     The caller holds the entry's lock. Before the rename, under the usage
     lock, least-recently-used entries are evicted so that the entries stay
@@ -263,10 +263,10 @@ def write_entry(layout: Layout, digest: str, key: bytes, data: bytes | bytearray
         try:
             _write_all(fd, HEADER.pack(_MAGIC, len(view), crc, len(key)) + key)
             _write_all(fd, view)
-            # Durable before it becomes visible: after a power loss the
-            # rename may survive without the data (the crc32c check on read
-            # would still catch it, at the cost of a refetch).
-            os.fsync(fd)
+            # No fsync: after a power loss the rename may survive without
+            # the data, and the crc32c check on read catches that at the
+            # cost of one refetch. An fsync per entry made a first epoch
+            # 2-3x slower than an uncached one (3.4 ms per 100 KiB entry).
         finally:
             os.close(fd)
         size = HEADER.size + len(key) + len(view)
