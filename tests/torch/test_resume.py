@@ -189,3 +189,44 @@ def test_data_state_is_saved_beside_the_model_state(where: Where) -> None:
     resumed = IterableDataset.from_prefix(where.url("d/"), seed=2, batch_size=3, **where.kwargs)
     resumed.load_state_dict(state)
     assert len(list(resumed)) == 9
+
+
+# torchdata 0.11 touches torch.set_vital at import, which torch 2.13 deprecates.
+@pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning")
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("kind", ["map", "iterable"])
+def test_stateful_dataloader_carries_the_position(where: Where, kind: str, workers: int) -> None:
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    data = seed_data(where, 26)
+
+    def job() -> tuple[Any, StatefulDataLoader[Any]]:
+        options: dict[str, Any] = {"num_workers": workers, "collate_fn": list,
+                                   "multiprocessing_context": "fork" if workers else None}
+        if kind == "map":
+            ds = MapDataset.from_prefix(where.url("d/"), transform=to_bytes, **where.kwargs)
+            sampler = ResumableSampler(ds, 4, seed=6)
+            return ds.objects, StatefulDataLoader(ds, batch_sampler=sampler, **options)
+        stream = IterableDataset.from_prefix(where.url("d/"), transform=to_bytes, seed=6,
+                                             batch_size=4, prefetch=4, **where.kwargs)
+        return stream.objects, StatefulDataLoader(stream, batch_size=4, **options)
+
+    objects, loader = job()
+    want = expected(where, data, objects, 6, 0, 4)
+    it = iter(loader)
+    before = [next(it) for _ in range(3)]
+    saved = loader.state_dict()
+    del it
+    if kind == "map":
+        ours = saved["_index_sampler_state"] if workers == 0 else \
+            saved["_snapshot"]["_main_snapshot"]["_index_sampler_state"]
+        assert ours["samples"] == 12 and ours["epoch"] == 0
+    # Through a checkpoint's data_state: torch.save and a weights_only load.
+    with CheckpointManager(where.url("ckpt"), client=where.client) as manager:
+        manager.save({"step": 3}, 3, data_state=saved)
+        restored = manager.load_data_state()
+    assert restored is not None
+    _, loader = job()
+    loader.load_state_dict(restored)
+    after = list(loader)
+    assert before + after == want
