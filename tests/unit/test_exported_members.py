@@ -27,7 +27,7 @@ DOCUMENTED = {
     },
     "aioflux.torch": {
         "Checkpoint", "CheckpointInfo", "CheckpointManager", "IterableDataset", "MapDataset",
-        "SaveFuture", "SaveRecord", "list_files", "load_files",
+        "ResumableSampler", "SaveFuture", "SaveRecord", "list_files", "load_files",
     },
     "aioflux.otel": {"instrument"},
     "aioflux.torch.dcp": {"GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"},
