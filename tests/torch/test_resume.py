@@ -123,14 +123,15 @@ def test_two_gloo_ranks_resume_the_epoch(where: Where, tmp_path: Path) -> None:
     ranks = [[[bytes.fromhex(s) for s in batch] for batch in
               json.loads((tmp_path / f"{r}.json").read_text())] for r in range(2)]
     assert len(ranks[0]) == len(ranks[1]) == len(want)
-    assert [a + b for a, b in zip(*ranks)] == want
+    assert [a + b for a, b in zip(*ranks, strict=True)] == want
 
 
 def test_order_ignores_world_size_and_states_are_checked(where: Where) -> None:
     order = random.Random(0).sample(range(50), 50)
     for world in (1, 2, 5):
         shares = [rank_batches(order, 10, 10, r, world) for r in range(world)]
-        assert [i for step in zip(*shares) for share in step for i in share] == order[10:]
+        steps = zip(*shares, strict=True)
+        assert [i for step in steps for share in step for i in share] == order[10:]
     seed_data(where, 10)
     ds = MapDataset.from_prefix(where.url("d/"), **where.kwargs)
     sampler = ResumableSampler(ds, 2, seed=4)
