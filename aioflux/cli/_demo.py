@@ -146,10 +146,11 @@ def _run(args: argparse.Namespace) -> int:
             manager = CheckpointManager(ckpt_root, client=client)
             latest = manager.latest()
             data_state = manager.load_data_state() if latest else None
-            where_in_data = (f" (epoch {data_state['epoch']}, sample {data_state['samples']:,} "
-                             f"of {args.samples:,})" if data_state else "")
+            where_in_data = (f"epoch {data_state['epoch']} at sample "
+                             f"{data_state['samples']:,} of {args.samples:,}"
+                             if data_state else "from the start")
             print(f"  resume: latest complete checkpoint is step "
-                  f"{latest.step if latest else None}{where_in_data}; continuing")
+                  f"{latest.step if latest else None}; continuing {where_in_data}")
             train(TrainPlan(**{**plan.__dict__, "crash_at": None}), "resume")
             history = manager.history()
             kept = [c.step for c in manager.list()]
