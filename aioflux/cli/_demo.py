@@ -211,9 +211,9 @@ def _check_samples(log: list[dict[str, Any]], args: argparse.Namespace) -> str:
     repeats = sum(len(ids) - len(set(ids)) for ids in by_epoch.values())
     counts = {e: len(ids) for e, ids in sorted(by_epoch.items())}
     if repeats or counts != planned:
-        raise StorageError(f"demo: the resumed run trained {sum(counts.values()):,} samples "
-                           f"per epoch {counts} with {repeats} repeated, planned {planned} "
-                           "and none repeated", operation="demo")
+        raise StorageError(f"resume check: the restored run trained {sum(counts.values()):,} "
+                           f"samples (per epoch {counts}), {repeats} of them repeated within "
+                           f"an epoch; planned {planned}, none repeated", operation="demo")
     return (f"{sum(counts.values()):,} = {sum(planned.values()):,} planned, none repeated "
             f"({len(planned)} epochs; resumed mid-epoch at step {resumed})")
 
