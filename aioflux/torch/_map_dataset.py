@@ -43,6 +43,10 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
     ``__getitems__`` downloads a whole DataLoader batch concurrently (the
     DataLoader calls it when present).
 
+    To resume mid-epoch, or train the same epoch order at any world size,
+    use ``batch_sampler=ResumableSampler(ds, batch_size)``
+    (:class:`~aioflux.torch.ResumableSampler`).
+
     Args:
         objects: the objects, one sample each (see also :meth:`from_prefix`).
         transform: ``bytes -> sample`` (dataflux calls it ``data_format_fn``,

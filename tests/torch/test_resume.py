@@ -152,6 +152,14 @@ def test_order_ignores_world_size_and_states_are_checked(where: Where) -> None:
     sampler.load_state_dict({**stream.state_dict(), "samples": 4, "epoch": 3})
     assert sampler.epoch == 3 and len(sampler) == 3
     assert list(sampler) == rank_batches(epoch_order(10, 4, 3, True), 4, 2, 0, 1)
+    assert sampler.state_dict()["epoch"] == 4 and sampler.epoch == 4
+    # drop_last leaves out the short last global batch (2 ranks x 2: 10 -> 8 samples).
+    ranks = [ResumableSampler(ds, 2, seed=4, rank=r, world_size=2, drop_last=True)
+             for r in range(2)]
+    assert [len(r) for r in ranks] == [2, 2]
+    order = epoch_order(10, 4, 0, True)
+    assert [list(r) for r in ranks] == [[order[0:2], order[4:6]], [order[2:4], order[6:8]]]
+    assert ranks[0].state_dict()["epoch"] == 1 and ranks[0].state_dict()["samples"] == 0
 
 
 def test_data_state_is_saved_beside_the_model_state(where: Where) -> None:
