@@ -297,7 +297,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         """Continue the saved epoch from the saved position on the next ``iter()``.
 
         Args:
-            state: a :meth:`state_dict` (or a :class:`ResumableSampler`'s over
+            state: a :meth:`state_dict` (or a :class:`ResumableBatchSampler`'s over
                 the same objects), saved at any world size and worker count.
 
         Raises:

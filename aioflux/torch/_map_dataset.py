@@ -44,8 +44,9 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
     DataLoader calls it when present).
 
     To resume mid-epoch, or train the same epoch order at any world size,
-    use ``batch_sampler=ResumableSampler(ds, batch_size)``
-    (:class:`~aioflux.torch.ResumableSampler`).
+    use ``batch_sampler=ResumableBatchSampler(ds, batch_size)`` or
+    ``sampler=ResumableSampler(ds, batch_size)``
+    (:class:`~aioflux.torch.ResumableBatchSampler`).
 
     Args:
         objects: the objects, one sample each (see also :meth:`from_prefix`).

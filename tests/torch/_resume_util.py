@@ -11,11 +11,11 @@ from typing import Any
 
 import torch.utils.data
 
-from aioflux.torch import IterableDataset, MapDataset, ResumableSampler
+from aioflux.torch import IterableDataset, MapDataset, ResumableBatchSampler, ResumableSampler
 from aioflux.torch._order import epoch_order
 from tests.torch.conftest import Where
 
-Owner = ResumableSampler | IterableDataset[bytes]
+Owner = ResumableBatchSampler | ResumableSampler | IterableDataset[bytes]
 Part = tuple[Owner, torch.utils.data.DataLoader[Any]]
 
 
@@ -44,8 +44,13 @@ def parts(where: Where, kind: str, ranks: int, workers: int, batch: int, seed: i
         if kind == "map":
             ds = MapDataset.from_prefix(where.url("d/"), transform=to_bytes,
                                         disable_compose=True, **where.kwargs)
-            owner = ResumableSampler(ds, batch, seed=seed, rank=rank, world_size=ranks)
+            owner = ResumableBatchSampler(ds, batch, seed=seed, rank=rank, world_size=ranks)
             loader = torch.utils.data.DataLoader(ds, batch_sampler=owner, **options)
+        elif kind == "sampler":  # the per-sample sampler under the DataLoader's batching
+            ds = MapDataset.from_prefix(where.url("d/"), transform=to_bytes,
+                                        disable_compose=True, **where.kwargs)
+            owner = ResumableSampler(ds, batch, seed=seed, rank=rank, world_size=ranks)
+            loader = torch.utils.data.DataLoader(ds, sampler=owner, batch_size=batch, **options)
         else:
             owner = IterableDataset.from_prefix(where.url("d/"), transform=to_bytes, seed=seed,
                                                 rank=rank, world_size=ranks, batch_size=batch,
@@ -84,6 +89,12 @@ def run(job: list[Part], *, stop: int | None = None,
         for it in its:
             it.close()  # type: ignore[attr-defined]  # generators: stops the workers
     return got, saved
+
+
+def objects_of(owner: Owner) -> list[Any]:
+    """The dataset's objects, whichever kind of owner."""
+    return owner.objects if isinstance(owner, IterableDataset) else \
+        owner.dataset.objects  # type: ignore[attr-defined]
 
 
 def expected(where: Where, data: dict[str, bytes], objects: list[Any], seed: int, epoch: int,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.torch._resume_util import expected, parts, run, seed_data
+from tests.torch._resume_util import expected, objects_of, parts, run, seed_data
 from tests.torch.conftest import Where
 
 GLOBAL = 12  # global batch size: fixed across the resume
@@ -14,12 +14,12 @@ GLOBAL = 12  # global batch size: fixed across the resume
 @pytest.mark.timeout(180)
 # 3 workers on this 2-core machine: torch's advice, not a problem here.
 @pytest.mark.filterwarnings("ignore:This DataLoader will create 3 worker:UserWarning")
-@pytest.mark.parametrize("kind", ["map", "iterable"])
+@pytest.mark.parametrize("kind", ["map", "sampler", "iterable"])
 def test_resume_on_fewer_ranks_and_more_workers(where: Where, kind: str) -> None:
     data = seed_data(where, 100)  # 9 global batches, the last one short (4 of 12)
     first = parts(where, kind, 4, 2, GLOBAL // 4, 9)
     owner = first[0][0]
-    objects = owner.dataset.objects if kind == "map" else owner.objects  # type: ignore[union-attr]
+    objects = objects_of(owner)
     want = expected(where, data, objects, 9, 0, GLOBAL)
     before, state = run(first, stop=5)
     assert state is not None and state["samples"] == 5 * GLOBAL
@@ -36,7 +36,7 @@ def test_another_global_batch_size_still_yields_each_sample_once(where: Where,
     data = seed_data(where, 30)
     first = parts(where, kind, 2, 0, 2, 4)
     owner = first[0][0]
-    objects = owner.dataset.objects if kind == "map" else owner.objects  # type: ignore[union-attr]
+    objects = objects_of(owner)
     before, state = run(first, stop=3)
     after, _ = run(parts(where, kind, 3, 0, 3, 4), state=state)  # global 9 instead of 4
     flat = [s for batch in expected(where, data, objects, 4, 0, 4) for s in batch]

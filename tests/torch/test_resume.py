@@ -15,9 +15,15 @@ import torch.multiprocessing as mp
 import torch.utils.data
 
 from aioflux import InvalidArgument, NotFound
-from aioflux.torch import CheckpointManager, IterableDataset, MapDataset, ResumableSampler
+from aioflux.torch import (
+    CheckpointManager,
+    IterableDataset,
+    MapDataset,
+    ResumableBatchSampler,
+    ResumableSampler,
+)
 from aioflux.torch._order import epoch_order, rank_batches
-from tests.torch._resume_util import expected, parts, run, seed_data, to_bytes
+from tests.torch._resume_util import expected, objects_of, parts, run, seed_data, to_bytes
 from tests.torch.conftest import Where
 
 RANKS = 2
@@ -25,15 +31,14 @@ BATCH = 3  # per rank: global batches of 6
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-@pytest.mark.parametrize("kind", ["map", "iterable"])
+@pytest.mark.parametrize("kind", ["map", "sampler", "iterable"])
 def test_every_sample_once_across_a_crash_at_random_steps(where: Where, kind: str,
                                                           workers: int) -> None:
     data = seed_data(where, 40)  # 7 global batches, the last one short (4 of 6)
     rng = random.Random(f"{kind}{workers}")
     for seed in (1, 2, 3):
         first = parts(where, kind, RANKS, workers, BATCH, seed)
-        want = expected(where, data, first[0][0].dataset.objects if kind == "map"  # type: ignore[union-attr]
-                        else first[0][0].objects, seed, 0, RANKS * BATCH)  # type: ignore[union-attr]
+        want = expected(where, data, objects_of(first[0][0]), seed, 0, RANKS * BATCH)
         stop = rng.randrange(1, len(want))
         before, state = run(first, stop=stop)
         assert state is not None
@@ -51,7 +56,7 @@ def test_resumed_epoch_then_the_next_one_and_the_state_at_an_epoch_end(where: Wh
                                                                        kind: str) -> None:
     data = seed_data(where, 20)
     job = parts(where, kind, 1, 0, 4, 7)
-    objects = job[0][0].dataset.objects if kind == "map" else job[0][0].objects  # type: ignore[union-attr]
+    objects = objects_of(job[0][0])
     _, state = run(job, stop=2)
     assert state is not None and state["samples"] == 8
     again = parts(where, kind, 1, 0, 4, 7)
@@ -134,19 +139,19 @@ def test_order_ignores_world_size_and_states_are_checked(where: Where) -> None:
         assert [i for step in steps for share in step for i in share] == order[10:]
     seed_data(where, 10)
     ds = MapDataset.from_prefix(where.url("d/"), **where.kwargs)
-    sampler = ResumableSampler(ds, 2, seed=4)
+    sampler = ResumableBatchSampler(ds, 2, seed=4)
     state = sampler.state_dict()
     assert state == {"epoch": 0, "seed": 4, "samples": 0, "global_batch_size": 2,
                      "fingerprint": state["fingerprint"]}
     with pytest.raises(InvalidArgument, match="seed must stay fixed"):
-        ResumableSampler(ds, 2, seed=5).load_state_dict(state)
+        ResumableBatchSampler(ds, 2, seed=5).load_state_dict(state)
     fewer = MapDataset(ds.objects[:-1], **where.kwargs)
     with pytest.raises(InvalidArgument, match="another object list"):
-        ResumableSampler(fewer, 2, seed=4).load_state_dict(state)
+        ResumableBatchSampler(fewer, 2, seed=4).load_state_dict(state)
     with pytest.raises(InvalidArgument, match="expected a dict"):
         sampler.load_state_dict({"epoch": 1})
     with pytest.raises(InvalidArgument, match="rank 2 outside"):
-        ResumableSampler(ds, 2, rank=2, world_size=2)
+        ResumableBatchSampler(ds, 2, rank=2, world_size=2)
     # A dataset's state moves to a sampler over the same objects.
     stream = IterableDataset.from_prefix(where.url("d/"), seed=4, batch_size=2, **where.kwargs)
     sampler.load_state_dict({**stream.state_dict(), "samples": 4, "epoch": 3})
@@ -154,7 +159,7 @@ def test_order_ignores_world_size_and_states_are_checked(where: Where) -> None:
     assert list(sampler) == rank_batches(epoch_order(10, 4, 3, True), 4, 2, 0, 1)
     assert sampler.state_dict()["epoch"] == 4 and sampler.epoch == 4
     # drop_last leaves out the short last global batch (2 ranks x 2: 10 -> 8 samples).
-    ranks = [ResumableSampler(ds, 2, seed=4, rank=r, world_size=2, drop_last=True)
+    ranks = [ResumableBatchSampler(ds, 2, seed=4, rank=r, world_size=2, drop_last=True)
              for r in range(2)]
     assert [len(r) for r in ranks] == [2, 2]
     order = epoch_order(10, 4, 0, True)
@@ -203,7 +208,7 @@ def test_data_state_is_saved_beside_the_model_state(where: Where) -> None:
 # torchdata 0.11 touches torch.set_vital at import, which torch 2.13 deprecates.
 @pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning")
 @pytest.mark.parametrize("workers", [0, 2])
-@pytest.mark.parametrize("kind", ["map", "iterable"])
+@pytest.mark.parametrize("kind", ["map", "sampler", "iterable"])
 def test_stateful_dataloader_carries_the_position(where: Where, kind: str, workers: int) -> None:
     from torchdata.stateful_dataloader import StatefulDataLoader
 
@@ -214,8 +219,12 @@ def test_stateful_dataloader_carries_the_position(where: Where, kind: str, worke
                                    "multiprocessing_context": "fork" if workers else None}
         if kind == "map":
             ds = MapDataset.from_prefix(where.url("d/"), transform=to_bytes, **where.kwargs)
-            sampler = ResumableSampler(ds, 4, seed=6)
+            sampler = ResumableBatchSampler(ds, 4, seed=6)
             return ds.objects, StatefulDataLoader(ds, batch_sampler=sampler, **options)
+        if kind == "sampler":  # through StatefulDataLoader's own BatchSampler
+            ds = MapDataset.from_prefix(where.url("d/"), transform=to_bytes, **where.kwargs)
+            return ds.objects, StatefulDataLoader(ds, sampler=ResumableSampler(ds, 4, seed=6),
+                                                  batch_size=4, **options)
         stream = IterableDataset.from_prefix(where.url("d/"), transform=to_bytes, seed=6,
                                              batch_size=4, prefetch=4, **where.kwargs)
         return stream.objects, StatefulDataLoader(stream, batch_size=4, **options)
