@@ -56,7 +56,8 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
     ``batch_size=`` this ``batch_size`` and keep ``ordered=True``. Counting
     what was consumed: with ``num_workers=0`` the dataset counts itself;
     with workers iterate ``ds.track(loader)``, or use torchdata's
-    ``StatefulDataLoader`` (its ``state_dict()`` carries each worker's state).
+    ``StatefulDataLoader`` (its ``state_dict()`` carries each worker's state;
+    the same worker count only).
 
     Args:
         objects: the objects, one sample each (see also :meth:`from_prefix`).

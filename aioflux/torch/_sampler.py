@@ -138,9 +138,10 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
     Counting: with ``num_workers=0`` the sampler counts the batches it hands
     out, which is what the loop took. A DataLoader with workers asks for
     batches ahead, so iterate ``sampler.track(loader)`` (it counts what the
-    loop took), or use torchdata's ``StatefulDataLoader``, whose
+    loop took), or use torchdata's ``StatefulDataLoader`` (without
+    ``track()``: it asks for this state as it sends batches out), whose
     ``state_dict()`` carries this sampler's state, taken in step with its
-    batches.
+    batches; it restores the same worker count only.
 
     On a :class:`MapDataset` with ``num_workers=0`` it also announces the
     next ``ahead`` batches so they download while this one trains (as
