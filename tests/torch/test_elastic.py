@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from aioflux.torch._order import epoch_order, rank_batches
 from tests.torch._resume_util import expected, objects_of, parts, run, seed_data
 from tests.torch.conftest import Where
 
@@ -42,3 +45,22 @@ def test_another_global_batch_size_still_yields_each_sample_once(where: Where,
     flat = [s for batch in expected(where, data, objects, 4, 0, 4) for s in batch]
     assert before == expected(where, data, objects, 4, 0, 4)[:3]
     assert after == [flat[k:k + 9] for k in range(12, 30, 9)]
+
+
+@given(count=st.integers(0, 200), start_frac=st.floats(0, 1), batch=st.integers(1, 9),
+       world=st.integers(1, 6), epoch=st.integers(0, 3))
+@settings(max_examples=200, deadline=None)
+def test_shares_of_any_cut_rebuild_the_rest_of_the_order(count: int, start_frac: float,
+                                                         batch: int, world: int,
+                                                         epoch: int) -> None:
+    # The invariant elastic resume rests on: whatever the world size, the
+    # ranks' shares of each global batch put together are the rest of the
+    # one global order, in order.
+    order = epoch_order(count, 3, epoch, True)
+    assert sorted(order) == list(range(count))
+    start = int(start_frac * count) // (batch * world) * (batch * world)
+    shares = [rank_batches(order, start, batch * world, r, world) for r in range(world)]
+    steps = zip(*shares, strict=True)
+    assert [i for step in steps for share in step for i in share] == order[start:]
+    for share in shares:  # every batch but a rank's last is a full DataLoader batch
+        assert all(len(b) == batch for b in share[:-1])
