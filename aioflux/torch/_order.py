@@ -77,7 +77,8 @@ def rank_batches(order: Sequence[int], start: int, global_batch: int, rank: int,
 
     A full global batch gives every rank ``global_batch // world`` samples
     (the caller keeps ``global_batch`` a multiple of ``world``); a short last
-    one is split as evenly as it goes (a rank may get none of it).
+    one is split as evenly as it goes, lower ranks first (a rank may get
+    none of it).
 
     Args:
         order: the epoch order.
@@ -96,8 +97,11 @@ def rank_batches(order: Sequence[int], start: int, global_batch: int, rank: int,
         chunk = rest[b0:b0 + global_batch]
         if drop_last and len(chunk) < global_batch:
             break
-        m = len(chunk)
-        out.append(list(chunk[m * rank // world:m * (rank + 1) // world]))
+        # Even shares, the lower ranks taking one more of a short batch
+        # (with batch_size 1 that is ``order[rank::world]``).
+        size, extra = divmod(len(chunk), world)
+        lo = rank * size + min(rank, extra)
+        out.append(list(chunk[lo:lo + size + (rank < extra)]))
     return out
 
 
