@@ -4,8 +4,11 @@ On the bundled emulator (GCS-like profile: 20 ms to first byte, 100 MB/s per
 connection, 1% injected 503s and 0.5% 429s) or a real bucket (``--url``):
 write a synthetic dataset, train a small model reading it through
 ``IterableDataset`` with DataLoader workers, checkpoint with
-``CheckpointManager.save_async``, crash (SIGKILL) while a save is in flight,
-resume from ``latest()``, and print a summary table.
+``CheckpointManager.save_async`` (the dataset's position travels with each
+checkpoint as ``data_state``), crash (SIGKILL) while a save is in flight,
+resume model and data from ``latest()`` in the middle of the epoch, check
+that the restored run trained on every planned sample once per epoch, and
+print a summary table.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ async def _write_dataset(endpoint: str | None, url: str, count: int) -> tuple[in
         async def put(i: int) -> int:
             features = torch.randn(FEATURES, generator=torch.Generator().manual_seed(i))
             label = int((features @ weights).argmax())  # a learnable rule
-            data = encode_sample(features, label)
+            data = encode_sample(features, label, i)
             await client.write(bucket, f"{prefix}sample-{i:06d}.bin", data)
             return len(data)
 
@@ -142,8 +145,12 @@ def _run(args: argparse.Namespace) -> int:
             client = AsyncClient(endpoint=endpoint)
             manager = CheckpointManager(ckpt_root, client=client)
             latest = manager.latest()
+            data_state = manager.load_data_state() if latest else None
+            where_in_data = (f"epoch {data_state['epoch']} at sample "
+                             f"{data_state['samples']:,} of {args.samples:,}"
+                             if data_state else "from the start")
             print(f"  resume: latest complete checkpoint is step "
-                  f"{latest.step if latest else None}; continuing")
+                  f"{latest.step if latest else None}; continuing {where_in_data}")
             train(TrainPlan(**{**plan.__dict__, "crash_at": None}), "resume")
             history = manager.history()
             kept = [c.step for c in manager.list()]
@@ -154,7 +161,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.url is not None and not args.keep:
             removed = call(_delete_prefix(endpoint, f"{base}/demo-{run_id}/"))
             print(f"  removed the {removed} objects and open uploads the demo left")
-    _summary(log, history, kept, stats)
+    _summary(log, history, kept, stats, _check_samples(log, args))
     return 0
 
 
@@ -180,13 +187,44 @@ def _no_emulator(endpoint: str | None) -> Iterator[str | None]:
     yield endpoint or emulator_endpoint()
 
 
+def _planned(count: int, batch: int, steps: int) -> dict[int, int]:
+    """Samples per epoch of ``steps`` steps of ``batch`` (an epoch's last batch may be short)."""
+    per_epoch = -(-count // batch)
+    planned: dict[int, int] = {}
+    for step in range(steps):
+        epoch, k = divmod(step, per_epoch)
+        planned[epoch] = planned.get(epoch, 0) + min(batch, count - k * batch)
+    return planned
+
+
+def _check_samples(log: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    """Check what the final model trained on: the crashed phase up to the
+    restored checkpoint, then the resumed phase. Raises if a sample repeats
+    within an epoch or the count differs from the plan."""
+    resumed = next((e["step"] for e in log if e["kind"] == "resumed"), 0)
+    pairs = [tuple(p) for e in log if e["kind"] == "trained"
+             and (e["phase"] != "train" or e["step"] <= resumed) for p in e["samples"]]
+    planned = _planned(args.samples, args.batch_size, args.steps)
+    by_epoch: dict[int, list[int]] = {}
+    for epoch, index in pairs:
+        by_epoch.setdefault(epoch, []).append(index)
+    repeats = sum(len(ids) - len(set(ids)) for ids in by_epoch.values())
+    counts = {e: len(ids) for e, ids in sorted(by_epoch.items())}
+    if repeats or counts != planned:
+        raise StorageError(f"resume check: the restored run trained {sum(counts.values()):,} "
+                           f"samples (per epoch {counts}), {repeats} of them repeated within "
+                           f"an epoch; planned {planned}, none repeated", operation="demo")
+    return (f"{sum(counts.values()):,} = {sum(planned.values()):,} planned, none repeated "
+            f"({len(planned)} epochs; resumed mid-epoch at step {resumed})")
+
+
 def _summary(log: list[dict[str, Any]], history: list[Any], kept: list[int],
-             stats: dict[str, int]) -> None:
+             stats: dict[str, int], trained: str) -> None:
     last_by_phase: dict[str, dict[str, Any]] = {}
     for event in log:
-        if "samples" in event:
+        if "count" in event:
             last_by_phase[event["phase"]] = event
-    samples = sum(e["samples"] for e in last_by_phase.values())
+    samples = sum(e["count"] for e in last_by_phase.values())
     seconds = sum(e["seconds"] for e in last_by_phase.values())
     blocked = sum(e["blocked"] for e in last_by_phase.values())
     listed = sum(e["objects"] for e in log if e["kind"] == "listed")
@@ -196,7 +234,7 @@ def _summary(log: list[dict[str, Any]], history: list[Any], kept: list[int],
     faults = stats.get("injected_503", 0) + stats.get("injected_429", 0)
     rows = [
         ("training throughput", f"{samples / seconds:,.0f} samples/s" if seconds else "n/a"),
-        ("samples trained on", f"{samples:,} ({len(last_by_phase)} phases)"),
+        ("samples trained on", trained),
         ("time blocked by checkpoints", f"{blocked:.2f} s of {seconds:.1f} s "
                                         f"({100 * blocked / seconds:.1f}%)" if seconds else "n/a"),
         ("checkpoints saved", f"{len(ok)} (kept: steps {', '.join(map(str, kept))})"),

@@ -9,6 +9,7 @@ from ._history import CheckpointInfo, SaveRecord
 from ._iterable_dataset import IterableDataset
 from ._manager import CheckpointManager, SaveFuture
 from ._map_dataset import MapDataset
+from ._sampler import ResumableBatchSampler, ResumableSampler
 
 __all__ = [
     "Checkpoint",
@@ -16,6 +17,8 @@ __all__ = [
     "CheckpointManager",
     "IterableDataset",
     "MapDataset",
+    "ResumableBatchSampler",
+    "ResumableSampler",
     "SaveFuture",
     "SaveRecord",
     "list_files",

@@ -6,11 +6,9 @@ Objects may be on any store (``gs://``, ``file://`` or a path); see
 
 from __future__ import annotations
 
-import os
-import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
-import torch.distributed as dist
 import torch.utils.data
 
 from .._core.config import DEFAULT_MAX_CONCURRENCY, ClientConfig, RetryPolicy
@@ -20,6 +18,7 @@ from .._core.types import ObjectInfo
 from .._core.validate import Credentials, check_bool, check_int
 from .._engines.download import DownloadOptions
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
+from ._order import DataProgress, Pass, dist_rank, epoch_order, fingerprint, rank_batches, track
 from ._source import Sample, Transform, build_source, check_objects
 
 __all__ = ["DEFAULT_PREFETCH", "IterableDataset"]
@@ -28,11 +27,7 @@ __all__ = ["DEFAULT_PREFETCH", "IterableDataset"]
 # iterator alone keeps every permit busy (see DEFAULT_MAX_CONCURRENCY).
 DEFAULT_PREFETCH = DEFAULT_MAX_CONCURRENCY
 
-
-def _dist_rank() -> tuple[int, int]:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+T = TypeVar("T")
 
 
 class IterableDataset(torch.utils.data.IterableDataset[Sample]):
@@ -41,12 +36,28 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
     DDP ranks and DataLoader workers, shuffled per epoch, with a window of
     downloads in flight.
 
-    The order is a permutation seeded by ``(seed, epoch)``; rank ``r`` of
-    ``w`` takes every ``w``-th element from ``r``, and worker ``k`` of ``n``
-    every ``n``-th of those. ``set_epoch(e)`` selects the epoch; without it,
-    each ``iter()`` in a process advances the epoch by one, which also keeps
-    ``persistent_workers`` (whose dataset copies do not see ``set_epoch``)
-    on a new order every epoch.
+    The epoch's global order is a permutation seeded by ``(seed, epoch)``
+    alone, cut into global batches of ``batch_size * world_size``: rank ``r``
+    of ``w`` takes the ``r``-th contiguous share of each (``batch_size``
+    samples), and DataLoader worker ``k`` of ``n`` the ``j``-th of those with
+    ``j % n == k``, which is the order the DataLoader hands batches out in
+    when its ``batch_size`` is this ``batch_size`` (see
+    :mod:`aioflux.torch._order`). ``set_epoch(e)`` selects the epoch;
+    without it, each ``iter()`` in a process advances the epoch by one,
+    which also keeps ``persistent_workers`` (whose dataset copies do not see
+    ``set_epoch``) on a new order every epoch.
+
+    Resume mid-epoch: ``state_dict()`` is ``{epoch, seed, samples,
+    global_batch_size, fingerprint}`` (``samples`` of the global order
+    consumed by all ranks together); ``load_state_dict(state)`` before the
+    next ``iter()`` continues that epoch there, with any world size and
+    worker count, each sample exactly once. Keep the seed and the global
+    batch size fixed (the same batches then), give the DataLoader
+    ``batch_size=`` this ``batch_size`` and keep ``ordered=True``. Counting
+    what was consumed: with ``num_workers=0`` the dataset counts itself;
+    with workers iterate ``ds.track(loader)``, or use torchdata's
+    ``StatefulDataLoader`` (its ``state_dict()`` carries each worker's state;
+    the same worker count only).
 
     Args:
         objects: the objects, one sample each (see also :meth:`from_prefix`).
@@ -73,6 +84,8 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
             crc32c-checked); None: no cache.
         cache_limit: most bytes in ``cache_dir`` (least recently used
             entries are evicted); None: no limit.
+        batch_size: samples per rank per step: the DataLoader's
+            ``batch_size`` (it sets the global batches, above).
 
     Raises:
         InvalidArgument: a setting of the wrong type, or ``rank`` outside
@@ -92,7 +105,8 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
                  prefetch: int = DEFAULT_PREFETCH, ordered: bool = True,
                  rank: int | None = None, world_size: int | None = None,
                  cache_dir: str | os.PathLike[str] | None = None,
-                 cache_limit: int | None = None) -> None:
+                 cache_limit: int | None = None,
+                 batch_size: int = 1) -> None:
         op = "IterableDataset"
         self._transform: Transform[Sample] | None
         self._source, self._transform = build_source(
@@ -105,18 +119,19 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         check_bool(op, "ordered", ordered)
         check_int(op, "rank", rank, optional=True)
         check_int(op, "world_size", world_size, minimum=1, optional=True)
-        self.objects: list[ObjectInfo] = check_objects(op, self._source, list(objects))
+        check_int(op, "batch_size", batch_size, minimum=1)
+        self._objects: list[ObjectInfo] = check_objects(op, self._source, list(objects))
         self.shuffle = shuffle
         self.seed = seed
         self.prefetch = prefetch
         self.ordered = ordered
-        auto_rank, auto_world = _dist_rank()
+        auto_rank, auto_world = dist_rank()
         self.rank = auto_rank if rank is None else rank
         self.world_size = auto_world if world_size is None else world_size
         if not 0 <= self.rank < self.world_size:
             raise InvalidArgument(f"rank {self.rank} outside world size {self.world_size}")
-        self.epoch = 0
-        self._iterations = 0
+        self.batch_size = batch_size
+        self._progress = self._new_progress()
 
     @classmethod
     def from_prefix(cls, url: str, *, list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
@@ -133,7 +148,8 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
                     rank: int | None = None,
                     world_size: int | None = None,
                     cache_dir: str | os.PathLike[str] | None = None,
-                    cache_limit: int | None = None) -> IterableDataset[Sample]:
+                    cache_limit: int | None = None,
+                    batch_size: int = 1) -> IterableDataset[Sample]:
         """List a folder in parallel (sorted by name) and wrap its objects.
 
         ``gs://b/data`` and ``gs://b/data/`` both mean the folder ``data/``
@@ -161,6 +177,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
             world_size: DDP world size.
             cache_dir: local disk cache directory.
             cache_limit: most bytes in the cache.
+            batch_size: samples per rank per step (the DataLoader's).
 
         Returns:
             The dataset.
@@ -179,7 +196,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
                    max_composite_object_size=max_composite_object_size,
                    compose_threshold=compose_threshold, shuffle=shuffle, seed=seed,
                    prefetch=prefetch, ordered=ordered, rank=rank, world_size=world_size,
-                   cache_dir=cache_dir, cache_limit=cache_limit)
+                   cache_dir=cache_dir, cache_limit=cache_limit, batch_size=batch_size)
         self.objects = self._source.list_prefix(url, list_concurrency)
         return self
 
@@ -187,17 +204,43 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         """Close this process's connections (reopened on next use)."""
         self._source.close()
 
+    @property
+    def objects(self) -> list[ObjectInfo]:
+        """The objects, one sample each (setting them starts over at epoch 0)."""
+        return self._objects
+
+    @objects.setter
+    def objects(self, objects: list[ObjectInfo]) -> None:
+        self._objects = objects
+        self._progress = self._new_progress()
+
+    def _new_progress(self) -> DataProgress:
+        return DataProgress("IterableDataset", len(self._objects), fingerprint(self._objects),
+                            self.seed, self.batch_size, self.world_size)
+
+    @property
+    def epoch(self) -> int:
+        """Epoch of the next ``iter()`` in this process."""
+        return self._progress.peek().epoch
+
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose order the next ``iter()`` uses.
+
+        A position restored by :meth:`load_state_dict` for this same epoch
+        is kept.
 
         Args:
             epoch: epoch number.
         """
-        self.epoch = epoch
-        self._iterations = 0
+        self._progress.set_epoch(epoch)
+
+    def _batches(self, epoch: int, start: int) -> list[list[int]]:
+        progress = self._progress
+        order = epoch_order(len(self.objects), self.seed, epoch, self.shuffle)
+        return rank_batches(order, start, progress.global_batch, self.rank, self.world_size)
 
     def shard(self, epoch: int, worker: int = 0, num_workers: int = 1) -> list[ObjectInfo]:
-        """The objects one worker of this rank yields in ``epoch``, in order.
+        """The objects one worker of this rank yields in ``epoch`` from its start, in order.
 
         Args:
             epoch: epoch number.
@@ -207,23 +250,70 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         Returns:
             The shard.
         """
-        order = list(range(len(self.objects)))
-        if self.shuffle:
-            random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
-        mine = order[self.rank::self.world_size][worker::max(1, num_workers)]
-        return [self.objects[i] for i in mine]
+        batches = self._batches(epoch, 0)[worker::max(1, num_workers)]
+        return [self.objects[i] for batch in batches for i in batch]
 
     def __iter__(self) -> Iterator[Sample]:
         info = torch.utils.data.get_worker_info()
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
-        epoch = self.epoch + self._iterations
-        self._iterations += 1
-        objs = self.shard(epoch, worker, workers)
+        current = self._progress.begin(worker, workers)
+        mine = [(j, batch) for j, batch in enumerate(self._batches(current.epoch, current.start))
+                if j % workers == worker and j >= current.skip]
+        objs = [self.objects[i] for _, batch in mine for i in batch]
+        yield from self._stream(current, objs, mine)
+        self._progress.finish(current)
+
+    def _stream(self, current: Pass, objs: list[ObjectInfo],
+                mine: list[tuple[int, list[int]]]) -> Iterator[Sample]:
+        # The sample that completes each of this worker's batches, and the
+        # global batch (relative) after it.
+        ends: dict[int, int] = {}
+        done = 0
+        for j, batch in mine:
+            done += len(batch)
+            if batch:
+                ends[done] = j + 1
         agen = self._source.downloader.stream(objs, window=self.prefetch, ordered=self.ordered)
         # Ready samples cross from the loop thread in batches (one hand-off per
         # batch measured ~15% more samples/s than one per sample). Leaving
         # early cancels the downloads in flight; their finally blocks delete
         # composites.
-        for _, data in iterate(agen, batch=min(64, self.prefetch)):
+        for count, (_, data) in enumerate(iterate(agen, batch=min(64, self.prefetch)), 1):
+            if count in ends:
+                current.handed = ends[count]  # before the yield: a state taken now includes it
             yield (data if self._transform is None  # type: ignore[misc]
                    else self._transform(data))  # type: ignore[arg-type]  # see Transform
+
+    def track(self, loader: Iterable[T]) -> Iterator[T]:
+        """Iterate ``loader`` (a DataLoader over this dataset), counting what the loop takes.
+
+        ``for batch in ds.track(loader): ...`` makes ``state_dict()`` inside
+        the loop exact even though DataLoader workers run ahead.
+
+        Args:
+            loader: the DataLoader (``batch_size`` = this dataset's).
+
+        Returns:
+            The loader's batches.
+        """
+        return track(self._progress, loader)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Epoch, seed, samples consumed (global), global batch size, fingerprint.
+
+        Returns:
+            A plain dict (``torch.save``-able, JSON-able).
+        """
+        return self._progress.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue the saved epoch from the saved position on the next ``iter()``.
+
+        Args:
+            state: a :meth:`state_dict` (or a :class:`ResumableBatchSampler`'s over
+                the same objects), saved at any world size and worker count.
+
+        Raises:
+            InvalidArgument: not such a state, another seed or another object list.
+        """
+        self._progress.load_state_dict(state)

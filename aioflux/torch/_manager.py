@@ -3,6 +3,7 @@
 Layout under ``root`` (``gs://bucket/run1``)::
 
     run1/step-000000000100/state.pt        torch.save output (state.pt.zst with zstd)
+    run1/step-000000000100/data_state.pt   the data loader's position, if given
     run1/step-000000000100/manifest.json   written last: makes the checkpoint visible
     run1/history.jsonl                     one SaveRecord per save
 
@@ -26,12 +27,16 @@ from __future__ import annotations
 
 import builtins
 import concurrent.futures
+import copy
 import datetime as dt
+import io
 import json
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any
+
+import torch
 
 from .._api.stores import AnyClient, store_for_url
 from .._api.sync import Client
@@ -46,7 +51,10 @@ from ._history import MANIFEST_FORMAT, CheckpointInfo, SaveRecord
 from ._retention import MANIFEST, CheckpointStore
 from ._snapshot import BufferPool, snapshot, state_nbytes
 
-__all__ = ["CheckpointManager", "SaveFuture"]
+__all__ = ["DATA_STATE", "CheckpointManager", "SaveFuture"]
+
+# The object beside state.pt that holds ``data_state`` (never compressed: it is small).
+DATA_STATE = "data_state.pt"
 
 
 class SaveFuture(concurrent.futures.Future[CheckpointInfo]):
@@ -62,6 +70,12 @@ class SaveFuture(concurrent.futures.Future[CheckpointInfo]):
     def exception(self, timeout: float | None = None) -> BaseException | None:
         self.observed = True
         return super().exception(timeout)
+
+
+def _serialize(data_state: Mapping[str, Any]) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(dict(data_state), buffer)
+    return buffer.getvalue()
 
 
 def _now() -> str:
@@ -145,14 +159,18 @@ class CheckpointManager:
 
     # -- saving -----------------------------------------------------------------
 
-    def save(self, state: Mapping[str, Any], step: int, *,
-             overwrite: bool = False) -> CheckpointInfo:
+    def save(self, state: Mapping[str, Any], step: int, *, overwrite: bool = False,
+             data_state: Mapping[str, Any] | None = None) -> CheckpointInfo:
         """Save and wait until the checkpoint is complete.
 
         Args:
             state: a dict of tensors, nested dicts / lists and plain values.
             step: training step (names and orders the checkpoint).
             overwrite: replace a complete checkpoint of the same step.
+            data_state: the data position to resume from with this state
+                (a sampler's, dataset's or StatefulDataLoader's
+                ``state_dict()``); stored beside it, in the same manifest,
+                and read back by :meth:`load_data_state`.
 
         Returns:
             CheckpointInfo of the new checkpoint.
@@ -165,13 +183,13 @@ class CheckpointManager:
                 save, failed (the original exception).
         """
         started = time.perf_counter()
-        self._check_save("save", state, step, overwrite)
+        self._check_save("save", state, step, overwrite, data_state)
         self._raise_unobserved()
         self.wait()
-        return self._persist(state, step, started, None, overwrite)
+        return self._persist(state, step, started, None, overwrite, data_state)
 
-    def save_async(self, state: Mapping[str, Any], step: int, *,
-                   overwrite: bool = False) -> SaveFuture:
+    def save_async(self, state: Mapping[str, Any], step: int, *, overwrite: bool = False,
+                   data_state: Mapping[str, Any] | None = None) -> SaveFuture:
         """Snapshot ``state`` to host memory and save it in the background.
 
         Returns once tensors are copied: training may mutate them at once.
@@ -180,6 +198,8 @@ class CheckpointManager:
             state: a dict of tensors, nested dicts / lists and plain values.
             step: training step.
             overwrite: replace a complete checkpoint of the same step.
+            data_state: the data position to resume from with this state
+                (copied now, as ``state`` is); see :meth:`save`.
 
         Returns:
             A future of the CheckpointInfo; it re-raises the save's exception
@@ -194,7 +214,7 @@ class CheckpointManager:
             StorageError: an earlier unobserved background save failed.
         """
         started = time.perf_counter()
-        self._check_save("save_async", state, step, overwrite)
+        self._check_save("save_async", state, step, overwrite, data_state)
         self._raise_unobserved()
         with self._cond:
             if any(s == step for s, _ in self._pending.values()):
@@ -223,19 +243,22 @@ class CheckpointManager:
                 used + needed + self._buffers.nbytes > self.memory_budget):
             self._buffers.clear()  # idle buffers count against the budget too
         try:
-            copy = snapshot(state, self._buffers)
+            copied = snapshot(state, self._buffers)
+            # The loader moves on at once: save where it stood at this step.
+            data_copy = copy.deepcopy(dict(data_state)) if data_state is not None else None
         except BaseException:
             self._release(future)
             raise
         blocking = time.perf_counter() - started
         future.set_running_or_notify_cancel()
-        self._pool.submit(self._run, future, copy, step, started, blocking, overwrite)
+        self._pool.submit(self._run, future, copied, step, started, blocking, overwrite,
+                          data_copy)
         return future
 
     def _run(self, future: SaveFuture, state: Any, step: int, started: float,
-             blocking: float, overwrite: bool) -> None:
+             blocking: float, overwrite: bool, data_state: Mapping[str, Any] | None) -> None:
         try:
-            info = self._persist(state, step, started, blocking, overwrite)
+            info = self._persist(state, step, started, blocking, overwrite, data_state)
         except BaseException as exc:
             with self._cond:
                 self._failed.append(future)
@@ -293,10 +316,12 @@ class CheckpointManager:
         self.close()
 
     @staticmethod
-    def _check_save(op: str, state: object, step: object, overwrite: object) -> None:
+    def _check_save(op: str, state: object, step: object, overwrite: object,
+                    data_state: object) -> None:
         check_instance(op, "state", state, Mapping)
         check_int(op, "step", step)
         check_bool(op, "overwrite", overwrite)
+        check_instance(op, "data_state", data_state, Mapping, optional=True)
 
     def _check_target(self, step: int, overwrite: bool) -> None:
         """Refuse a save that would replace a checkpoint or be deleted at once."""
@@ -325,8 +350,8 @@ class CheckpointManager:
                         "overwrite=True to replace it", operation="save checkpoint",
                         bucket=self.bucket, name=self._store.step_dir(step))
 
-    def _persist(self, state: Any, step: int, started: float,
-                 blocking: float | None, overwrite: bool) -> CheckpointInfo:
+    def _persist(self, state: Any, step: int, started: float, blocking: float | None,
+                 overwrite: bool, data_state: Mapping[str, Any] | None) -> CheckpointInfo:
         directory = self._store.step_dir(step)
         serialized = 0
         try:
@@ -341,11 +366,18 @@ class CheckpointManager:
                 serialized = writer.tell()
             stored = raw_writer(writer).info
             assert stored is not None
+            leaves = {self._state_name: stored}
+            if data_state is not None:
+                # Listed in the manifest like state.pt: a checkpoint whose
+                # data position is missing or torn is not complete.
+                leaves[DATA_STATE] = self._store.call(self._client.write(
+                    self.bucket, directory + DATA_STATE, _serialize(data_state)))
             created = _now()
             manifest = {"format": MANIFEST_FORMAT, "step": step, "created": created,
                         "compression": self.compression,
-                        "objects": [{"name": self._state_name, "size": stored.size,
-                                     "crc32c": encode_crc32c(stored.crc32c or 0)}]}
+                        "objects": [{"name": leaf, "size": obj.size,
+                                     "crc32c": encode_crc32c(obj.crc32c or 0)}
+                                    for leaf, obj in leaves.items()]}
             self._store.call(self._client.write(self.bucket, directory + MANIFEST,
                                                 json.dumps(manifest).encode(),
                                                 content_type="application/json"))
@@ -356,8 +388,9 @@ class CheckpointManager:
                 0.0, _now(), self.compression, f"{type(exc).__name__}: {exc}"))
             raise
         total = time.perf_counter() - started
-        info = CheckpointInfo(step, self._url(directory), created, stored.size,
-                              {self._state_name: stored.size}, self.compression)
+        info = CheckpointInfo(step, self._url(directory), created,
+                              sum(o.size for o in leaves.values()),
+                              {leaf: o.size for leaf, o in leaves.items()}, self.compression)
         self._store.append_history(SaveRecord(
             step, True, serialized, stored.size, total if blocking is None else blocking, total,
             serialized / total / 1e6 if total else 0.0, created, self.compression))
@@ -421,6 +454,46 @@ class CheckpointManager:
             raise StorageError(f"load {info.url}{leaf}: holds a {type(state).__name__}, not the "
                                "state dict this manager saves", operation="load checkpoint",
                                bucket=self.bucket, name=self._store.step_dir(info.step) + leaf)
+        return state
+
+    def load_data_state(self, step: int | None = None) -> dict[str, Any] | None:
+        """The data position saved with a complete checkpoint (the highest step by default).
+
+        ``sampler.load_state_dict(manager.load_data_state())`` (or a
+        dataset's, or a StatefulDataLoader's) continues the epoch where the
+        checkpoint's model state left it.
+
+        Args:
+            step: the step, or None for the latest.
+
+        Returns:
+            The ``data_state`` given to the save, or None if it had none.
+
+        Raises:
+            InvalidArgument: a bad ``step``.
+            NotFound: no complete checkpoint (at that step).
+            StorageError: reading failed, or the object is not a saved data state.
+        """
+        check_int("load_data_state", "step", step, optional=True)
+        info = self.latest() if step is None else self._store.get(step)
+        if info is None:
+            what = "any" if step is None else f"step {step}"
+            raise NotFound(f"load_data_state {self.root}: no complete checkpoint for {what}",
+                           operation="load data state", bucket=self.bucket, name=self.prefix)
+        if DATA_STATE not in info.objects:
+            return None
+        name = self._store.step_dir(info.step) + DATA_STATE
+        raw = self._store.call(self._client.read(self.bucket, name))
+        try:
+            state = torch.load(io.BytesIO(raw), weights_only=True)
+        except Exception as exc:  # torch raises several types for a foreign file
+            raise StorageError(f"load_data_state {info.url}{DATA_STATE}: not a saved data "
+                               f"state ({type(exc).__name__})", operation="load data state",
+                               bucket=self.bucket, name=name) from exc
+        if not isinstance(state, dict):
+            raise StorageError(f"load_data_state {info.url}{DATA_STATE}: holds a "
+                               f"{type(state).__name__}, not a dict",
+                               operation="load data state", bucket=self.bucket, name=name)
         return state
 
     # -- history ----------------------------------------------------------------

@@ -43,6 +43,11 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
     ``__getitems__`` downloads a whole DataLoader batch concurrently (the
     DataLoader calls it when present).
 
+    To resume mid-epoch, or train the same epoch order at any world size,
+    use ``batch_sampler=ResumableBatchSampler(ds, batch_size)`` or
+    ``sampler=ResumableSampler(ds, batch_size)``
+    (:class:`~aioflux.torch.ResumableBatchSampler`).
+
     Args:
         objects: the objects, one sample each (see also :meth:`from_prefix`).
         transform: ``bytes -> sample`` (dataflux calls it ``data_format_fn``,

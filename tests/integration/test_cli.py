@@ -297,6 +297,9 @@ def test_demo_small(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert "crashed: training process SIGKILLed" in out
     assert "latest complete checkpoint is step 6;" in out  # step 12's save was in flight
+    # 19 steps an epoch (the last of 12): epoch 0 resumed at step 6, sample 96, not at 0.
+    assert "continuing epoch 0 at sample 96 of 300" in out
+    assert "samples trained on           380 = 380 planned, none repeated" in out
     for row in ("training throughput", "time blocked by checkpoints", "checkpoint throughput",
                 "objects listed", "object GETs", "faults injected and retried"):
         assert row in out

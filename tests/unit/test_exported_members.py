@@ -27,7 +27,8 @@ DOCUMENTED = {
     },
     "aioflux.torch": {
         "Checkpoint", "CheckpointInfo", "CheckpointManager", "IterableDataset", "MapDataset",
-        "SaveFuture", "SaveRecord", "list_files", "load_files",
+        "ResumableBatchSampler", "ResumableSampler", "SaveFuture", "SaveRecord", "list_files",
+        "load_files",
     },
     "aioflux.otel": {"instrument"},
     "aioflux.torch.dcp": {"GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"},

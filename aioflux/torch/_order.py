@@ -1,0 +1,328 @@
+"""The epoch order both datasets share, its global batches, and resumable positions.
+
+One rule makes a resume exact at any world size and worker count: an
+epoch's *global* order is a permutation of the dataset's indices seeded by
+``(seed, epoch)`` alone, and it is cut into *global batches* of
+``batch_size * world_size`` samples. Global batch ``j`` is trained at step
+``j`` of the epoch: rank ``r`` of ``w`` takes the ``r``-th contiguous
+``1/w`` of it (a DataLoader batch of ``batch_size``), and DataLoader workers
+take whole batches in turn (worker ``k`` of ``n`` the ``j``-th with
+``j % n == k``), which is the order a DataLoader hands them out in.
+
+So "how far the epoch got" is one number every rank agrees on: the samples
+of the global order consumed, a multiple of the global batch size. A job
+resumed from it with another world size or worker count cuts the rest of
+the same order into its own global batches: nothing is repeated or skipped,
+and with the same global batch size the batches are the very same ones.
+
+Consumed means trained on, not handed out: a DataLoader with workers asks
+for batches ahead of the loop. :func:`track` counts on the consumer side;
+with ``num_workers=0`` the sampler or dataset counts by itself, and under
+torchdata's ``StatefulDataLoader`` the loader pairs each batch with the
+state taken when it was made, so what it saves is consistent too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import random
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import torch.distributed as dist
+import torch.utils.data
+
+from .._core.errors import InvalidArgument
+from .._core.types import ObjectInfo
+
+__all__ = ["DataProgress", "Pass", "dist_rank", "epoch_order", "fingerprint", "rank_batches",
+           "track"]
+
+T = TypeVar("T")
+
+# Keys of a state dict. "samples" is the position in the global order.
+_KEYS = ("epoch", "seed", "samples", "global_batch_size", "fingerprint")
+
+
+def dist_rank() -> tuple[int, int]:
+    """``(rank, world)`` from torch.distributed, else ``$RANK``/``$WORLD_SIZE``, else (0, 1)."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+def epoch_order(count: int, seed: int, epoch: int, shuffle: bool) -> list[int]:
+    """The global order of an epoch: depends on nothing but these arguments.
+
+    Args:
+        count: samples in the dataset.
+        seed: base seed.
+        epoch: epoch number.
+        shuffle: permute (else ``0..count-1``).
+
+    Returns:
+        The dataset indices in epoch order.
+    """
+    order = list(range(count))
+    if shuffle:
+        random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    return order
+
+
+def rank_batches(order: Sequence[int], start: int, global_batch: int, rank: int, world: int,
+                 drop_last: bool = False) -> list[list[int]]:
+    """One rank's share of each global batch of ``order[start:]``.
+
+    A full global batch gives every rank ``global_batch // world`` samples
+    (the caller keeps ``global_batch`` a multiple of ``world``); a short last
+    one is split as evenly as it goes, lower ranks first (a rank may get
+    none of it).
+
+    Args:
+        order: the epoch order.
+        start: samples of it already consumed.
+        global_batch: samples per global batch.
+        rank: this rank.
+        world: the world size.
+        drop_last: leave out a short last global batch.
+
+    Returns:
+        The rank's batch of each global batch, in order (possibly empty).
+    """
+    rest = order[start:]
+    out = []
+    for b0 in range(0, len(rest), global_batch):
+        chunk = rest[b0:b0 + global_batch]
+        if drop_last and len(chunk) < global_batch:
+            break
+        # Even shares, the lower ranks taking one more of a short batch
+        # (with batch_size 1 that is ``order[rank::world]``).
+        size, extra = divmod(len(chunk), world)
+        lo = rank * size + min(rank, extra)
+        out.append(list(chunk[lo:lo + size + (rank < extra)]))
+    return out
+
+
+def fingerprint(objects: Sequence[ObjectInfo] | int) -> str:
+    """A short digest of a dataset's object names in order (or of its length).
+
+    A saved position only means something over the same object list.
+
+    Args:
+        objects: the dataset's objects, or its length when it has none.
+
+    Returns:
+        ``"<count>:<16 hex digits>"``.
+    """
+    if isinstance(objects, int):
+        return f"{objects}:"
+    digest = hashlib.sha256()
+    for obj in objects:
+        digest.update(obj.name.encode())
+        digest.update(b"\n")
+    return f"{len(objects)}:{digest.hexdigest()[:16]}"
+
+
+@dataclasses.dataclass
+class Pass:
+    """One pass over an epoch in this process.
+
+    Attributes:
+        epoch: the epoch.
+        start: position (samples of the global order) the pass began at.
+        total: global batches from ``start`` to the end of the epoch.
+        handed: global batches this process handed out so far (relative to
+            ``start``; in a worker, one past the last batch it made).
+        skip: global batches (relative) a restored worker has made already.
+    """
+
+    epoch: int
+    start: int
+    total: int
+    handed: int = 0
+    skip: int = 0
+
+
+class DataProgress:
+    """Epoch, position and the consumer-side count of one sampler or dataset.
+
+    ``set_epoch(e)`` selects the next pass's epoch; without it each pass
+    that begins in this process advances the epoch by one (so persistent
+    DataLoader workers, which never see ``set_epoch``, move on too). A
+    position restored by :meth:`load_state_dict` applies to the next pass of
+    its epoch only, and survives a ``set_epoch`` of that same epoch (the
+    usual ``for epoch in range(start, n): ds.set_epoch(epoch)`` loop).
+
+    Args:
+        op: the owner's name, for messages.
+        count: samples in the dataset.
+        fingerprint: :func:`fingerprint` of the dataset.
+        seed: base seed of the order.
+        batch_size: samples per rank per step.
+        world_size: ranks.
+        drop_last: leave out a short last global batch.
+    """
+
+    def __init__(self, op: str, count: int, fingerprint: str, seed: int, batch_size: int,
+                 world_size: int, drop_last: bool = False) -> None:
+        self.op = op
+        self.count = count
+        self.fingerprint = fingerprint
+        self.seed = seed
+        self.batch_size = batch_size
+        self.world_size = world_size
+        self.drop_last = drop_last
+        self.epoch = 0
+        self.iterations = 0
+        self.start = 0  # where the next pass of ``epoch`` begins
+        self.restored_worker: dict[str, int] | None = None
+        self.current: Pass | None = None
+        self.tracking = False
+        self.consumed = 0  # global batches the tracked loop took
+
+    @property
+    def global_batch(self) -> int:
+        """Samples per global batch (``batch_size * world_size``)."""
+        return self.batch_size * self.world_size
+
+    def total_batches(self, start: int) -> int:
+        """Global batches from ``start`` to the end of the epoch."""
+        rest = max(0, self.count - start)
+        full, short = divmod(rest, self.global_batch)
+        return full + (1 if short and not self.drop_last else 0)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch of the next pass (keeps a restored position of that epoch)."""
+        if epoch != self.epoch or self.iterations:
+            self.start, self.restored_worker = 0, None
+        self.epoch, self.iterations = epoch, 0
+        self.current = None
+
+    def peek(self) -> Pass:
+        """The pass that would begin now, without beginning it."""
+        epoch = self.epoch + self.iterations
+        start = self.start if self.iterations == 0 else 0
+        return Pass(epoch, start, self.total_batches(start))
+
+    def begin(self, worker: int = 0, num_workers: int = 1) -> Pass:
+        """Begin a pass in this process (a sampler's or a dataset's ``__iter__``).
+
+        Args:
+            worker: DataLoader worker id (0 without workers).
+            num_workers: DataLoader workers (1 without workers).
+
+        Returns:
+            The pass; the caller advances ``handed`` as it hands out batches.
+        """
+        current = self.peek()
+        restored = self.restored_worker if self.iterations == 0 else None
+        if restored is not None and restored["id"] == worker and \
+                restored["num_workers"] == num_workers and restored["epoch"] == current.epoch:
+            # A StatefulDataLoader restored this worker: same cut, fewer left.
+            current = Pass(current.epoch, restored["start"],
+                           self.total_batches(restored["start"]),
+                           handed=restored["next_batch"], skip=restored["next_batch"])
+        self.iterations += 1
+        self.current = current
+        return current
+
+    def finish(self, current: Pass) -> None:
+        """Mark a pass complete (its iterator ran to the end)."""
+        current.handed = current.total
+
+    def position(self) -> tuple[int, int]:
+        """``(epoch, samples consumed)`` now; a finished epoch is the next one at 0."""
+        current = self.current
+        if current is None:
+            head = self.peek()
+            return head.epoch, head.start
+        done = self.consumed if self.tracking else current.handed
+        if done >= current.total:
+            return current.epoch + 1, 0
+        return current.epoch, min(self.count, current.start + done * self.global_batch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position as a plain dict (see :meth:`load_state_dict`).
+
+        Returns:
+            ``{"epoch", "seed", "samples", "global_batch_size",
+            "fingerprint"}``; in a DataLoader worker also ``"worker"``: that
+            worker's own place, which only a StatefulDataLoader with the same
+            worker count restores.
+        """
+        epoch, samples = self.position()
+        state: dict[str, Any] = {"epoch": epoch, "seed": self.seed, "samples": samples,
+                                 "global_batch_size": self.global_batch,
+                                 "fingerprint": self.fingerprint}
+        info = torch.utils.data.get_worker_info()
+        if info is not None and self.current is not None:
+            state["worker"] = {"id": info.id, "num_workers": info.num_workers,
+                               "epoch": self.current.epoch, "start": self.current.start,
+                               "next_batch": self.current.handed}
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue the saved epoch at the saved position, on the next pass.
+
+        Args:
+            state: what :meth:`state_dict` returned (any world size, worker
+                count and global batch size; the same global batch size
+                gives the same batches).
+
+        Raises:
+            InvalidArgument: not such a state, another seed, or another
+                object list.
+        """
+        if not isinstance(state, Mapping) or any(k not in state for k in _KEYS):
+            raise InvalidArgument(f"{self.op}.load_state_dict: expected a dict with keys "
+                                  f"{', '.join(_KEYS)}, got {state!r:.200}")
+        if state["fingerprint"] != self.fingerprint:
+            raise InvalidArgument(
+                f"{self.op}.load_state_dict: the state was saved over another object list "
+                f"(fingerprint {state['fingerprint']}, this dataset {self.fingerprint}); a "
+                "position only means something over the same objects in the same order")
+        if state["seed"] != self.seed:
+            raise InvalidArgument(
+                f"{self.op}.load_state_dict: the state was saved with seed {state['seed']}, "
+                f"this one has seed {self.seed}; the seed must stay fixed across a resume")
+        samples = int(state["samples"])
+        if not 0 <= samples <= self.count:
+            raise InvalidArgument(f"{self.op}.load_state_dict: position {samples} outside "
+                                  f"the {self.count} samples")
+        self.epoch, self.iterations, self.start = int(state["epoch"]), 0, samples
+        worker = state.get("worker")
+        self.restored_worker = dict(worker) if isinstance(worker, Mapping) else None
+        self.current = None
+        self.tracking, self.consumed = False, 0
+
+
+def track(progress: DataProgress, loader: Iterable[T]) -> Iterator[T]:
+    """Yield ``loader``'s batches, counting each as one global batch consumed.
+
+    A batch counts as consumed when the loop asks for the next one or calls
+    ``state_dict()`` inside its body: the count is taken before the batch is
+    handed over.
+
+    Args:
+        progress: the sampler's or dataset's progress.
+        loader: the DataLoader (batches of ``batch_size``).
+
+    Yields:
+        The loader's batches.
+    """
+    head = progress.peek()
+    progress.tracking, progress.consumed = True, 0
+    progress.current = head
+    iterations = progress.iterations
+    for batch in loader:
+        progress.consumed += 1
+        yield batch
+    # Ran to the end: the epoch is done whatever the count says (a short
+    # last batch may have gone to other ranks only).
+    if progress.current is not None:
+        progress.consumed = max(progress.consumed, progress.current.total)
+    if progress.iterations == iterations:
+        # The pass ran in workers only: this process moves on to the next epoch too.
+        progress.iterations += 1
