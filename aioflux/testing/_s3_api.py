@@ -71,8 +71,15 @@ class S3Face:
         try:
             resp = await self._route(request, bucket, key)
         except err.ApiError as exc:
-            return error_response(exc, bucket=bucket, key=key, request_id=request_id,
+            resp = error_response(exc, bucket=bucket, key=key, request_id=request_id,
                                   head=request.method == "HEAD")
+            if request.can_read_body and not request.content.at_eof():
+                # Refused before its body was read: a client that sent
+                # "Expect: 100-continue" never sends it (botocore then keeps the
+                # connection), so this connection's next bytes are not a
+                # request head. Closing it is what S3 does too.
+                resp.force_close()
+            return resp
         except ConnectionError:
             # The client went away mid-request; nobody to answer (as on the GCS port).
             self.state.rt.stats["client_disconnects"] += 1
