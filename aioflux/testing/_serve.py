@@ -1,8 +1,8 @@
 """``aioflux emulator`` / ``python -m aioflux.testing``: serve the emulator.
 
-On start, ``aioflux emulator S3 API on URL2`` (the S3 face, unless
-``--s3-port -1``) and then ``aioflux emulator listening on URL`` are printed
-to stdout; the second line means ready (the perf harness parses both). The
+On start, ``aioflux emulator listening on URL`` (the GCS APIs) and then
+``aioflux emulator S3 API on URL2`` (the S3 face, unless ``--s3-port -1``)
+are printed to stdout, once both listen (the perf harness parses both). The
 server then runs until SIGINT or SIGTERM.
 """
 
@@ -100,9 +100,9 @@ async def _serve(args: argparse.Namespace, profile: EmulatorProfile, faults: Fau
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     async with emu:
+        print(f"aioflux emulator listening on {emu.endpoint}", flush=True)
         if args.s3_port >= 0:
             print(f"{S3_READY_PREFIX}{emu.s3_endpoint}", flush=True)
-        print(f"aioflux emulator listening on {emu.endpoint}", flush=True)
         await stop.wait()
 
 
