@@ -113,8 +113,8 @@ PEERS: dict[str, PeerEnv] = {
         PeerEnv(
             name="s3tc",
             # Amazon's s3torchconnector (S3MapDataset, S3IterableDataset,
-            # S3Checkpoint) over its Rust/CRT client, measured on the emulator's
-            # S3 face; boto3 only lets its contenders build a signed URL.
+            # S3Checkpoint) over its Rust/CRT client (mountpoint-s3-client),
+            # measured on the emulator's S3 face (the s3_* scenarios).
             first=(_TORCH,),
             requirements=("s3torchconnector==1.5.0",),
             probe=("s3torchconnector", "s3torchconnectorclient", "torch"),
