@@ -340,6 +340,9 @@ async def test_aws_chunked_bodies_are_decoded_and_their_trailer_checked(
         short = chunked(data, "", signed=signed)[:-40]
         async with http.put(f"/{bkt}/chunked-short", data=short, headers=headers) as r:
             assert r.status == 400
+        lying = {**headers, "x-amz-decoded-content-length": str(len(data) + 1)}
+        async with http.put(f"/{bkt}/chunked-lying", data=body, headers=lying) as r:
+            assert r.status == 400 and "<Code>IncompleteBody</Code>" in await r.text()
     assert s3.get_object(Bucket=bkt, Key="chunked")["Body"].read() == data
     keys = [c["Key"] for c in s3.list_objects_v2(Bucket=bkt).get("Contents", [])]
     assert keys == ["chunked"]
