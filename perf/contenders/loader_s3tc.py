@@ -5,7 +5,7 @@ lists lazily, so the contender touches ``len(ds)`` before the stopwatch);
 ``--kind iter``: ``S3IterableDataset.from_prefix`` (lists as it goes, so
 its listing is inside the timed epoch, as it would be in training). Each
 item's transform reads the whole object (the reader is sequential by
-default) and returns its length; collate sums a batch.
+default) and returns its length; collate sums a batch and counts it.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from s3tc_common import REGION, client_config, read_all
 from s3torchconnector import S3IterableDataset, S3MapDataset
 
 
-def total_len(batch: list[int]) -> int:
-    return sum(batch)
+def total_len(batch: list[int]) -> tuple[int, int]:
+    return sum(batch), len(batch)
 
 
 def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, int]:
@@ -34,12 +34,11 @@ def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, 
         ds = S3IterableDataset.from_prefix(url, enable_sharding=args.workers > 0, **kw)
     loader = torch.utils.data.DataLoader(ds, batch_size=args.batch, num_workers=args.workers,
                                          collate_fn=total_len)
-    nbytes = batches = 0
+    nbytes = items = 0
     with Stopwatch() as watch:
-        for size in loader:
+        for size, count in loader:
             nbytes += size
-            batches += 1
-    items = len(manifest.objects) if nbytes == sum(s for _, s in manifest.objects) else batches
+            items += count
     return watch, nbytes, items
 
 

@@ -77,4 +77,6 @@ def plan(options: Options) -> Plan:
                "s3torchconnector reads each object with one sequential reader per item, "
                "one item after another per DataLoader worker"],
         timeout_s=900.0,
+        expect_items=count,
+        expect_bytes=count * size,
     )
