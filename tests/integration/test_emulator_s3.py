@@ -395,3 +395,32 @@ async def test_objects_are_shared_with_the_gcs_apis(emu: Emulator, s3: Any, bkt:
 def test_s3_face_can_be_turned_off() -> None:
     with running_emulator(s3_port=None) as emu, pytest.raises(RuntimeError, match="s3_port"):
         emu.s3_endpoint  # noqa: B018
+
+
+def test_upload_part_copy_location_and_date_conditions(s3: Any, bkt: str) -> None:
+    src = bytes(range(256)) * (6 * 4096)  # 6 MiB
+    s3.put_object(Bucket=bkt, Key="big", Body=src)
+    upload_id = s3.create_multipart_upload(Bucket=bkt, Key="joined",
+                                           ChecksumAlgorithm="CRC32C")["UploadId"]
+    first = s3.upload_part_copy(Bucket=bkt, Key="joined", UploadId=upload_id, PartNumber=1,
+                                CopySource={"Bucket": bkt, "Key": "big"},
+                                CopySourceRange=f"bytes=0-{5 * MIB - 1}")
+    second = s3.upload_part_copy(Bucket=bkt, Key="joined", UploadId=upload_id, PartNumber=2,
+                                 CopySource={"Bucket": bkt, "Key": "big"},
+                                 CopySourceRange="bytes=0-9")
+    assert first["CopyPartResult"]["ETag"] == f'"{hashlib.md5(src[:5 * MIB]).hexdigest()}"'
+    assert second["CopyPartResult"]["ChecksumCRC32C"] == b64crc32c(src[:10])
+    s3.complete_multipart_upload(Bucket=bkt, Key="joined", UploadId=upload_id, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": first["CopyPartResult"]["ETag"]},
+                  {"PartNumber": 2, "ETag": second["CopyPartResult"]["ETag"]}]})
+    assert s3.get_object(Bucket=bkt, Key="joined")["Body"].read() == src[:5 * MIB] + src[:10]
+    assert s3.get_bucket_location(Bucket=bkt)["LocationConstraint"] is None  # us-east-1
+    modified = s3.head_object(Bucket=bkt, Key="big")["LastModified"]
+    with pytest.raises(botocore.exceptions.ClientError) as exc:
+        s3.get_object(Bucket=bkt, Key="big", IfModifiedSince=modified)
+    assert error_of(exc)[0] == 304
+    with pytest.raises(botocore.exceptions.ClientError) as exc:
+        s3.get_object(Bucket=bkt, Key="big", IfUnmodifiedSince=modified.replace(year=2000))
+    assert error_of(exc) == (412, "PreconditionFailed")
+    v1 = s3.list_objects(Bucket=bkt, Delimiter="/", MaxKeys=1)
+    assert [c["Key"] for c in v1["Contents"]] == ["big"] and v1["NextMarker"] == "big"
