@@ -63,12 +63,28 @@ class S3State:
         region: what HeadBucket answers in ``x-amz-bucket-region``.
         uploads: upload id -> its checksum settings (uploads started through
             the GCS XML API have none and use the defaults).
+        composite: ``(bucket, key)`` -> ``(generation, "crc-N")`` for objects
+            completed from a COMPOSITE CRC32C multipart upload; valid only
+            while that generation is live (a later write replaces the record).
     """
 
     rt: Runtime
     region: str = "us-east-1"
     uploads: dict[str, UploadChecksum] = field(default_factory=dict)
+    composite: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
+
+    def checksum_of(self, rec: ObjectRecord) -> tuple[str, str]:
+        """The object's S3 CRC32C and checksum type (``FULL_OBJECT`` / ``COMPOSITE``).
+
+        S3 reports a COMPOSITE multipart upload's checksum as the checksum
+        of its parts' checksums with ``-N`` (clients do not validate a body
+        against it); every other object reports its whole-content CRC32C.
+        """
+        known = self.composite.get((rec.bucket, rec.name))
+        if known is not None and known[0] == rec.generation:
+            return known[1], "COMPOSITE"
+        return rec.crc32c_b64, "FULL_OBJECT"
 
     def request_id(self) -> str:
         """A fresh ``x-amz-request-id``."""

@@ -24,12 +24,13 @@ __all__ = ["list_buckets", "list_objects", "list_parts", "list_uploads"]
 _MAX_KEYS = 1000
 
 
-def _contents(rec: ObjectRecord, encode: bool) -> bytes:
+def _contents(st: S3State, rec: ObjectRecord, encode: bool) -> bytes:
     return (
         f"<Contents><Key>{escape(maybe_url(rec.name, encode))}</Key>"
         f"<LastModified>{rec.updated}</LastModified>"
         f"<ETag>&quot;{rec.etag}&quot;</ETag>"
-        "<ChecksumAlgorithm>CRC32C</ChecksumAlgorithm><ChecksumType>FULL_OBJECT</ChecksumType>"
+        f"<ChecksumAlgorithm>CRC32C</ChecksumAlgorithm>"
+        f"<ChecksumType>{st.checksum_of(rec)[1]}</ChecksumType>"
         f"<Size>{rec.size}</Size><StorageClass>STANDARD</StorageClass></Contents>"
     ).encode()
 
@@ -106,7 +107,9 @@ async def list_objects(st: S3State, request: web.BaseRequest, bucket: str) -> we
         last = max([*(r.name for r in items[-1:]), *prefixes[-1:]])
         fields.append(("NextMarker", maybe_url(last, encode)))
     cache_key = "s3-url" if encode else "s3"
-    body = b"".join(rec.encoded(cache_key, lambda r: _contents(r, encode))
+    # A record's checksum type is fixed when it is stored (complete() notes a
+    # composite before anything can list it), so the cached XML stays right.
+    body = b"".join(rec.encoded(cache_key, lambda r: _contents(st, r, encode))
                     for rec in items).decode()
     body += "".join(
         f"<CommonPrefixes><Prefix>{escape(maybe_url(p, encode))}</Prefix></CommonPrefixes>"

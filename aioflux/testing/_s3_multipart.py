@@ -5,10 +5,13 @@ them (ListMultipartUploads, ``aioflux clean``). Part checksums are verified
 as they arrive; the upload remembers the checksum it was created with
 (:class:`UploadChecksum`) to answer with it.
 
-Checksum simplification: the completed object always serves its
-full-object CRC32C. CompleteMultipartUpload answers what S3 answers: for a
-``COMPOSITE`` CRC32C upload, ``base64(crc32c(part crc32c bytes...))-N``; for
-``FULL_OBJECT``, the whole object's CRC32C.
+Checksums as S3 reports them: an upload created with CRC32C and
+``x-amz-checksum-type: COMPOSITE`` (S3's default for CRC32C) completes into
+an object whose checksum is ``base64(crc32c(part crc32c bytes...))-N``, type
+COMPOSITE (in CompleteMultipartUpload's answer, GET/HEAD with checksum mode
+and listings); a ``FULL_OBJECT`` upload, or one created without a checksum
+algorithm, gets the whole object's CRC32C (S3 would use CRC64NVME for the
+latter, which the emulator does not compute).
 """
 
 from __future__ import annotations
@@ -184,16 +187,19 @@ async def complete(st: S3State, request: web.BaseRequest, bucket: str, key: str,
     )  # fmt: skip
     del store.uploads[upload_id]
     checksum = st.uploads.pop(upload_id, UploadChecksum())
+    if checksum.algorithm == "CRC32C" and checksum.kind == "COMPOSITE":
+        joined = b"".join(c.to_bytes(4, "big") for c in crcs)
+        composite = base64.b64encode(google_crc32c.value(joined).to_bytes(4, "big")).decode()
+        # Noted before the next await, so no reader or lister sees the
+        # record without it.
+        st.composite[(bucket, key)] = (rec.generation, f"{composite}-{len(crcs)}")
+    else:
+        st.composite.pop((bucket, key), None)
     fields = [("Location", f"{request.scheme}://{request.host}/{bucket}/{key}"),
               ("Bucket", bucket), ("Key", key), ("ETag", f'"{etag}"')]
     if checksum.algorithm == "CRC32C":
-        if checksum.kind == "COMPOSITE":
-            joined = b"".join(c.to_bytes(4, "big") for c in crcs)
-            composite = google_crc32c.value(joined).to_bytes(4, "big")
-            value = f"{base64.b64encode(composite).decode()}-{len(crcs)}"
-        else:
-            value = rec.crc32c_b64
-        fields += [("ChecksumCRC32C", value), ("ChecksumType", checksum.kind)]
+        value, kind = st.checksum_of(rec)
+        fields += [("ChecksumCRC32C", value), ("ChecksumType", kind)]
     return xml_response(xml_doc("CompleteMultipartUploadResult", fields))
 
 

@@ -31,21 +31,19 @@ __all__ = [
 _MAX_DELETE = 1000
 
 
-def _checksum_headers(rec: ObjectRecord) -> dict[str, str]:
-    # The whole object's CRC32C, multipart objects included: the emulator
-    # keeps no per-part checksums once an upload completes, so it reports
-    # what S3 reports for an upload created with x-amz-checksum-type:
-    # FULL_OBJECT (clients validate it over the whole body).
-    return {"x-amz-checksum-crc32c": rec.crc32c_b64, "x-amz-checksum-type": "FULL_OBJECT"}
+def _checksum_headers(st: S3State, rec: ObjectRecord) -> dict[str, str]:
+    value, kind = st.checksum_of(rec)
+    return {"x-amz-checksum-crc32c": value, "x-amz-checksum-type": kind}
 
 
 async def get_object(st: S3State, request: web.BaseRequest, bucket: str,
                      key: str) -> web.StreamResponse:
     """GetObject / HeadObject: whole or one range, with conditions.
 
-    ``x-amz-checksum-mode: ENABLED`` adds ``x-amz-checksum-crc32c`` to a
-    whole-object answer; a ranged answer carries none, as on S3 (a client
-    validating a range against the object's checksum would fail).
+    ``x-amz-checksum-mode: ENABLED`` adds ``x-amz-checksum-crc32c`` (and
+    ``x-amz-checksum-type``) to a whole-object answer; a ranged answer
+    carries none, as on S3 (a client validating a range against the
+    object's checksum would fail).
     """
     rt = st.rt
     await rt.first_byte_delay()
@@ -58,7 +56,7 @@ async def get_object(st: S3State, request: web.BaseRequest, bucket: str,
     rng = parse_range(request.headers.get("Range"), rec.size)
     if rng is None:
         if request.headers.get("x-amz-checksum-mode", "").upper() == "ENABLED":
-            headers.update(_checksum_headers(rec))
+            headers.update(_checksum_headers(st, rec))
         return await rt.send_body(request, rec.data, headers=headers,
                                   content_type=rec.content_type)
     start, end = rng

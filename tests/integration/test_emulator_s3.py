@@ -56,8 +56,19 @@ def make_client(endpoint: str, *, attempts: int = 1, validation: str = "when_sup
 
 
 @pytest.fixture
-def s3(emu: Emulator) -> Any:
-    return make_client(emu.s3_endpoint)
+def clients() -> Iterator[list[Any]]:
+    """Clients a test made; closed afterwards (their pooled sockets would leak)."""
+    made: list[Any] = []
+    yield made
+    for client in made:
+        client.close()
+
+
+@pytest.fixture
+def s3(emu: Emulator, clients: list[Any]) -> Any:
+    client = make_client(emu.s3_endpoint)
+    clients.append(client)
+    return client
 
 
 def error_of(exc: pytest.ExceptionInfo[botocore.exceptions.ClientError]) -> tuple[int, str]:
@@ -65,7 +76,8 @@ def error_of(exc: pytest.ExceptionInfo[botocore.exceptions.ClientError]) -> tupl
     return resp["ResponseMetadata"]["HTTPStatusCode"], resp["Error"]["Code"]
 
 
-def test_put_get_head_range_and_checksum_mode(emu: Emulator, s3: Any, bkt: str) -> None:
+def test_put_get_head_range_and_checksum_mode(emu: Emulator, s3: Any, bkt: str,
+                                             clients: list[Any]) -> None:
     data = bytes(range(256)) * 1000
     key = "a dir/obj+1 ü.bin"
     put = s3.put_object(Bucket=bkt, Key=key, Body=data, ContentType="application/x-t",
@@ -78,8 +90,8 @@ def test_put_get_head_range_and_checksum_mode(emu: Emulator, s3: Any, bkt: str) 
     assert got["ContentType"] == "application/x-t" and got["Metadata"] == {"who": "me"}
     assert got["ETag"] == put["ETag"] and got["ContentLength"] == len(data)
     # Without x-amz-checksum-mode (botocore sends it by default), no checksum.
-    plain = make_client(emu.s3_endpoint, validation="when_required").get_object(
-        Bucket=bkt, Key=key)
+    clients.append(make_client(emu.s3_endpoint, validation="when_required"))
+    plain = clients[-1].get_object(Bucket=bkt, Key=key)
     assert "x-amz-checksum-crc32c" not in plain["ResponseMetadata"]["HTTPHeaders"]
     assert plain["Body"].read() == data
     part = s3.get_object(Bucket=bkt, Key=key, Range="bytes=100-199", ChecksumMode="ENABLED")
@@ -234,12 +246,35 @@ def test_multipart_upload_list_complete(s3: Any, emu: Emulator, bkt: str) -> Non
     # COMPOSITE (S3's default for CRC32C): the checksum of the parts' checksums, "-N".
     crcs = b"".join(google_crc32c.value(b).to_bytes(4, "big") for b in bodies)
     assert done["ChecksumCRC32C"] == f"{b64crc32c(crcs)}-3"
+    assert done["ChecksumType"] == "COMPOSITE"
     whole = b"".join(bodies)
+    # The object keeps reporting the composite value (botocore skips validating "-N").
     got = s3.get_object(Bucket=bkt, Key=key, ChecksumMode="ENABLED")
     assert got["Body"].read() == whole and got["ETag"] == done["ETag"]
-    assert got["ChecksumCRC32C"] == b64crc32c(whole) and got["Metadata"] == {"step": "7"}
+    assert got["ChecksumCRC32C"] == done["ChecksumCRC32C"] and got["Metadata"] == {"step": "7"}
+    assert got["ChecksumType"] == "COMPOSITE"
+    assert s3.head_object(Bucket=bkt, Key=key, ChecksumMode="ENABLED")["ChecksumCRC32C"] == \
+        done["ChecksumCRC32C"]
+    listed_obj = s3.list_objects_v2(Bucket=bkt, Prefix=key)["Contents"][0]
+    assert listed_obj["ChecksumType"] == "COMPOSITE" and listed_obj["Size"] == len(whole)
     assert s3.list_multipart_uploads(Bucket=bkt).get("Uploads", []) == []
     assert emu.stats["s3_complete"] >= 2
+    # FULL_OBJECT: the whole object's CRC32C, in the answer and on the object.
+    full_id = s3.create_multipart_upload(Bucket=bkt, Key="full", ChecksumAlgorithm="CRC32C",
+                                         ChecksumType="FULL_OBJECT")["UploadId"]
+    full_parts = multipart_parts(s3, bkt, "full", full_id, bodies)
+    for part in full_parts:
+        del part["ChecksumCRC32C"]
+    full = s3.complete_multipart_upload(Bucket=bkt, Key="full", UploadId=full_id,
+                                        MultipartUpload={"Parts": full_parts})
+    assert full["ChecksumCRC32C"] == b64crc32c(whole) and full["ChecksumType"] == "FULL_OBJECT"
+    got = s3.get_object(Bucket=bkt, Key="full", ChecksumMode="ENABLED")
+    assert got["ChecksumCRC32C"] == b64crc32c(whole) and got["Body"].read() == whole
+    # Overwritten by a plain PUT, the key reports the new object's own checksum.
+    s3.put_object(Bucket=bkt, Key=key, Body=b"plain")
+    got = s3.get_object(Bucket=bkt, Key=key, ChecksumMode="ENABLED")
+    assert got["ChecksumCRC32C"] == b64crc32c(b"plain") and got["ChecksumType"] == "FULL_OBJECT"
+    assert got["Body"].read() == b"plain"  # and the connection goes back to the pool
 
 
 def test_multipart_rules_abort_and_conditional_complete(s3: Any, bkt: str) -> None:
@@ -348,7 +383,8 @@ async def test_aws_chunked_bodies_are_decoded_and_their_trailer_checked(
     assert keys == ["chunked"]
 
 
-def test_faults_reach_s3_requests(emu: Emulator, s3: Any, bkt: str) -> None:
+def test_faults_reach_s3_requests(emu: Emulator, s3: Any, bkt: str,
+                                  clients: list[Any]) -> None:
     data = bytes(range(256)) * 4096  # 1 MiB: long enough to be cut mid-body
     s3.put_object(Bucket=bkt, Key="f", Body=data)
     emu.faults = Faults(p_503=1.0, seed=1)
@@ -370,6 +406,7 @@ def test_faults_reach_s3_requests(emu: Emulator, s3: Any, bkt: str) -> None:
     # With retries (botocore's standard mode retries SlowDown), faults are survived.
     emu.faults = Faults(p_503=0.5, seed=3)
     retrying = make_client(emu.s3_endpoint, attempts=10)
+    clients.append(retrying)
     for _ in range(5):
         assert retrying.get_object(Bucket=bkt, Key="f")["Body"].read() == data
 
