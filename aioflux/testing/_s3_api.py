@@ -25,7 +25,13 @@ from aiohttp import web
 
 from aioflux.testing import _errors as err
 from aioflux.testing._runtime import Runtime
-from aioflux.testing._s3_common import S3State, error_response, xml_doc, xml_response
+from aioflux.testing._s3_common import (
+    S3State,
+    error_response,
+    parse_xml,
+    xml_doc,
+    xml_response,
+)
 from aioflux.testing._s3_list import list_buckets, list_objects, list_parts, list_uploads
 from aioflux.testing._s3_multipart import abort, complete, create, upload_part
 from aioflux.testing._s3_objects import (
@@ -140,7 +146,7 @@ class S3Face:
 
     async def _bucket(self, request: web.BaseRequest, bucket: str) -> web.StreamResponse:
         st, rt, method, q = self.state, self.state.rt, request.method, request.query
-        region = {"x-amz-bucket-region": st.region}
+        region = {"x-amz-bucket-region": st.region_of(bucket)}
         if method == "HEAD":
             rt.admit("s3_head_bucket", object_request=False)
             st.store.bucket(bucket)
@@ -149,7 +155,7 @@ class S3Face:
             rt.admit("s3_bucket_location", object_request=False)
             st.store.bucket(bucket)
             # S3 answers an empty constraint for us-east-1.
-            value = "" if st.region == "us-east-1" else st.region
+            value = "" if st.region_of(bucket) == "us-east-1" else st.region_of(bucket)
             return xml_response(xml_doc("LocationConstraint", [], value), region)
         if method == "GET" and "uploads" in q:
             rt.admit("s3_list_uploads")
@@ -163,12 +169,20 @@ class S3Face:
             return await delete_objects(st, request, bucket)
         if method == "PUT":
             rt.admit("s3_bucket_create", object_request=False)
-            await rt.read_body(request)  # an optional CreateBucketConfiguration
+            body = await rt.read_body(request)
+            # An optional CreateBucketConfiguration names the bucket's region.
+            location = ""
+            if body.strip():
+                location = next((el.text or "" for el in parse_xml(body).iter()
+                                 if el.tag.rsplit("}", 1)[-1] == "LocationConstraint"), "")
             st.store.create_bucket(bucket)
+            if location:
+                st.bucket_regions[bucket] = location.strip()
             return web.Response(status=200, headers={"Location": f"/{bucket}"})
         if method == "DELETE":
             rt.admit("s3_bucket_delete", object_request=False)
             st.store.delete_bucket(bucket)
+            st.bucket_regions.pop(bucket, None)
             return web.Response(status=204)
         raise err.ApiError(405, "invalid", "The specified method is not allowed against this "
                            "resource.", xml_code="MethodNotAllowed")

@@ -60,7 +60,9 @@ class S3State:
 
     Attributes:
         rt: the runtime shared with the GCS APIs (store, profile, faults, stats).
-        region: what HeadBucket answers in ``x-amz-bucket-region``.
+        region: what HeadBucket answers in ``x-amz-bucket-region`` for a
+            bucket not created through the S3 face with a LocationConstraint.
+        bucket_regions: bucket -> the LocationConstraint it was created with.
         uploads: upload id -> its checksum settings (uploads started through
             the GCS XML API have none and use the defaults).
         composite: ``(bucket, key)`` -> ``(generation, "crc-N")`` for objects
@@ -70,9 +72,14 @@ class S3State:
 
     rt: Runtime
     region: str = "us-east-1"
+    bucket_regions: dict[str, str] = field(default_factory=dict)
     uploads: dict[str, UploadChecksum] = field(default_factory=dict)
     composite: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
+
+    def region_of(self, bucket: str) -> str:
+        """The region S3 reports for ``bucket``."""
+        return self.bucket_regions.get(bucket, self.region)
 
     def checksum_of(self, rec: ObjectRecord) -> tuple[str, str]:
         """The object's S3 CRC32C and checksum type (``FULL_OBJECT`` / ``COMPOSITE``).

@@ -184,7 +184,7 @@ def list_buckets(st: S3State) -> web.StreamResponse:
     """ListBuckets (``GET /``)."""
     entries = "".join(
         f"<Bucket><Name>{escape(b.name)}</Name><CreationDate>{b.time_created}</CreationDate>"
-        f"<BucketRegion>{st.region}</BucketRegion></Bucket>"
+        f"<BucketRegion>{st.region_of(b.name)}</BucketRegion></Bucket>"
         for b in sorted(st.store.buckets.values(), key=lambda b: b.name))
     owner = "<Owner><ID>aioflux</ID><DisplayName>aioflux</DisplayName></Owner>"
     return xml_response(xml_doc("ListAllMyBucketsResult", [],

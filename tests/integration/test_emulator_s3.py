@@ -337,8 +337,11 @@ def test_buckets(s3: Any, bkt: str) -> None:
         s3.head_bucket(Bucket="no-such-bucket-s3")
     assert error_of(exc)[0] == 404
     name = f"s3-made-{uuid.uuid4().hex[:8]}"
-    s3.create_bucket(Bucket=name)
+    s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
     assert name in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    head = s3.head_bucket(Bucket=name)
+    assert head["ResponseMetadata"]["HTTPHeaders"]["x-amz-bucket-region"] == "eu-west-1"
+    assert s3.get_bucket_location(Bucket=name)["LocationConstraint"] == "eu-west-1"
     s3.put_object(Bucket=name, Key="k", Body=b"")
     with pytest.raises(botocore.exceptions.ClientError) as exc:
         s3.delete_bucket(Bucket=name)
