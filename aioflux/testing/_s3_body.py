@@ -134,11 +134,6 @@ def _unchunk(raw: bytes) -> tuple[Rope, dict[str, str]]:
     return Rope(pieces), trailers
 
 
-def crc32c_b64(data: Rope) -> str:
-    """The base64 big-endian CRC32C S3 sends in ``x-amz-checksum-crc32c``."""
-    return b64_crc32c(data.crc32c())
-
-
 def _compute(name: str, data: Rope, crc32c: int | None) -> str:
     if name == "x-amz-checksum-crc32c":
         return b64_crc32c(data.crc32c() if crc32c is None else crc32c)
