@@ -82,8 +82,9 @@ class S3Face:
             if request.can_read_body and not request.content.at_eof():
                 # Refused before its body was read: a client that sent
                 # "Expect: 100-continue" never sends it (botocore then keeps the
-                # connection), so this connection's next bytes are not a
-                # request head. Closing it is what S3 does too.
+                # connection), so the server would take the next request's
+                # bytes for the body. Closing the connection keeps both sides
+                # in step (tested by test_faults_reach_s3_requests).
                 resp.force_close()
             return resp
         except ConnectionError:
