@@ -28,6 +28,8 @@ __all__ = ["PROFILES", "Emulator", "EmulatorError", "cpu_seconds", "project_env"
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _READY_PREFIX = "aioflux emulator listening on "
+# The line after it names the emulator's S3 face (aioflux.testing._serve).
+_S3_PREFIX = "aioflux emulator S3 API on "
 _START_TIMEOUT_S = 30.0
 
 # What each named profile means; recorded in RESULTS.md next to the numbers.
@@ -50,12 +52,15 @@ class Emulator:
         endpoint: base URL, e.g. ``http://127.0.0.1:40123``.
         profile: a description of the latency/bandwidth shaping in effect.
         pid: the server process id (its CPU use competes with contenders).
+        s3_endpoint: the path-style S3 face over the same store, or None
+            (fake-gcs-server has none).
     """
 
     kind: str
     endpoint: str
     profile: str
     pid: int
+    s3_endpoint: str | None = None
 
 
 def cpu_seconds(pid: int) -> float:
@@ -111,23 +116,29 @@ def _aioflux(
             cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=project_env(), cwd=REPO_ROOT
         )
     try:
-        endpoint = _await_ready_line(proc, log)
+        endpoint, s3_endpoint = _await_ready_line(proc, log)
         threading.Thread(target=_drain, args=(proc.stdout,), daemon=True).start()
         yield Emulator(
-            "aioflux", endpoint, f"{profile} ({PROFILES.get(profile, 'custom')})", proc.pid
+            "aioflux", endpoint, f"{profile} ({PROFILES.get(profile, 'custom')})", proc.pid,
+            s3_endpoint,
         )
     finally:
         _stop(proc)
 
 
-def _await_ready_line(proc: subprocess.Popen[str], log: Path) -> str:
+def _await_ready_line(proc: subprocess.Popen[str], log: Path) -> tuple[str, str | None]:
     found: list[str] = []
+    s3: list[str] = []
 
     def read() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             if line.startswith(_READY_PREFIX):
                 found.append(line[len(_READY_PREFIX) :].strip().rstrip("/"))
+                # The S3 face's line follows at once (absent with --s3-port -1).
+                following = proc.stdout.readline()
+                if following.startswith(_S3_PREFIX):
+                    s3.append(following[len(_S3_PREFIX) :].strip().rstrip("/"))
                 return
 
     reader = threading.Thread(target=read, daemon=True)
@@ -139,7 +150,7 @@ def _await_ready_line(proc: subprocess.Popen[str], log: Path) -> str:
         raise EmulatorError(
             f"aioflux emulator did not print its address (exit={proc.poll()}):\n{tail}"
         )
-    return found[0]
+    return found[0], (s3[0] if s3 else None)
 
 
 def _fake_gcs_binary() -> Path:

@@ -156,6 +156,15 @@ def _env(emu: emulator.Emulator, contender: Contender) -> dict[str, str]:
     env["STORAGE_EMULATOR_HOST"] = emu.endpoint
     env["GOOGLE_CLOUD_PROJECT"] = "perf"
     env.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
+    if emu.s3_endpoint is not None:
+        # S3 clients find the emulator's S3 face through their own settings
+        # (the manifest's s3_endpoint); these dummy credentials keep every
+        # credential chain off the network (the emulator verifies no signature).
+        env.update(AWS_ACCESS_KEY_ID="perf", AWS_SECRET_ACCESS_KEY="perf",
+                   AWS_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
+        for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
+                     "AWS_ENDPOINT_URL_S3"):
+            env.pop(name, None)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -297,7 +306,8 @@ def run(
         manifest = run_dir / "manifest.json"
         objects = [[n, s.size] for s in plan.objects for n in s.names()]
         manifest.write_text(
-            json.dumps({"endpoint": emu.endpoint, "bucket": plan.bucket, "objects": objects})
+            json.dumps({"endpoint": emu.endpoint, "s3_endpoint": emu.s3_endpoint,
+                        "bucket": plan.bucket, "objects": objects})
         )
         # Other work on the machine skews every contender; the 1-minute load
         # average around the rounds says how much to trust this run.

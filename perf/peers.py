@@ -110,6 +110,15 @@ PEERS: dict[str, PeerEnv] = {
             requirements=("multi-storage-client[google-cloud-storage]",),
             probe=("multi-storage-client", "google-cloud-storage", "torch"),
         ),
+        PeerEnv(
+            name="s3tc",
+            # Amazon's s3torchconnector (S3MapDataset, S3IterableDataset,
+            # S3Checkpoint) over its Rust/CRT client (mountpoint-s3-client),
+            # measured on the emulator's S3 face (the s3_* scenarios).
+            first=(_TORCH,),
+            requirements=("s3torchconnector==1.5.0",),
+            probe=("s3torchconnector", "s3torchconnectorclient", "torch"),
+        ),
     )
 }
 

@@ -4,7 +4,11 @@ JSON API (buckets, list with every paging parameter, metadata, ranged media
 download, media / multipart / resumable upload, compose, rewrite, copy,
 delete) and XML API (GET / HEAD / PUT / DELETE and multipart upload), with
 GCS-shaped error bodies, time to first byte, per-connection bandwidth, a
-QPS cap and fault injection (429, 503, mid-body resets and stalls); and
+QPS cap and fault injection (429, 503, mid-body resets and stalls); a
+path-style S3 API over the same store, knobs and faults on a second port
+(``Emulator.s3_endpoint``: objects, ranges, checksums, conditional writes,
+ListObjectsV2, multipart uploads, copy, batch delete, S3 error documents,
+``aws-chunked`` bodies); and
 :class:`FaultProxy`, a TCP proxy that cuts connections at random points
 of the byte stream in front of any HTTP server (fake-gcs-server included).
 
@@ -21,6 +25,7 @@ Example::
     with running_emulator(profile=GCS_LIKE_PROFILE) as emu:
         emu.create_bucket("data")
         os.environ["STORAGE_EMULATOR_HOST"] = emu.endpoint
+        s3 = botocore_session.create_client("s3", endpoint_url=emu.s3_endpoint, ...)
 """
 
 from __future__ import annotations

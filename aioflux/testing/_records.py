@@ -51,6 +51,8 @@ class ObjectRecord:
     Attributes:
         data: the content (served as views into its pieces, never copied).
         md5: the MD5 digest, or ``None`` for composite objects (as on GCS).
+        etag: the MD5 in hex; for a composite, what its writer chose (an S3
+            multipart upload's ``md5-of-md5s-N``) or ``crc32c-generation``.
     """
 
     __slots__ = (
@@ -90,6 +92,7 @@ class ObjectRecord:
         updated: str,
         metadata: Mapping[str, str] | None,
         component_count: int | None,
+        etag: str | None = None,
     ) -> None:
         self.bucket = bucket
         self.name = name
@@ -106,7 +109,9 @@ class ObjectRecord:
         self.component_count = component_count
         self.crc32c_b64 = b64_crc32c(crc32c)
         self.md5_b64 = b64_md5(md5) if md5 is not None else None
-        self.etag = md5.hex() if md5 is not None else f"{crc32c:08x}-{generation}"
+        if etag is None:
+            etag = md5.hex() if md5 is not None else f"{crc32c:08x}-{generation}"
+        self.etag = etag
         self._json: dict[str, Any] | None = None
         self._json_base = ""
         self._encoded: dict[str, bytes] | None = None

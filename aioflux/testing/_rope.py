@@ -96,7 +96,10 @@ class Rope:
         """CRC32C of the content."""
         value = 0
         for piece in self.pieces:
-            value = google_crc32c.extend(value, piece)
+            # google_crc32c takes no memoryview (a slice's pieces, a decoded
+            # aws-chunked body): those are hashed from a copy.
+            value = google_crc32c.extend(
+                value, piece if isinstance(piece, bytes) else piece.tobytes())
         return value
 
     def md5(self) -> bytes:

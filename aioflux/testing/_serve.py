@@ -1,8 +1,9 @@
 """``aioflux emulator`` / ``python -m aioflux.testing``: serve the emulator.
 
-On start, exactly one line ``aioflux emulator listening on URL`` is printed
-to stdout (the perf harness parses it); the server then runs until SIGINT
-or SIGTERM.
+On start, ``aioflux emulator listening on URL`` (the GCS APIs) and then
+``aioflux emulator S3 API on URL2`` (the S3 face, unless ``--s3-port -1``)
+are printed to stdout, once both listen (the perf harness parses both). The
+server then runs until SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from aioflux.testing._profile import GCS_LIKE_PROFILE, NO_PROFILE, EmulatorProfi
 from aioflux.testing._server import Emulator, new_event_loop
 from aioflux.testing._store import Store
 
-__all__ = ["build_parser", "serve_main"]
+__all__ = ["S3_READY_PREFIX", "build_parser", "serve_main"]
+
+S3_READY_PREFIX = "aioflux emulator S3 API on "
 
 
 class _Parser(argparse.ArgumentParser):
@@ -37,9 +40,14 @@ def build_parser(prog: str = "aioflux emulator") -> argparse.ArgumentParser:
     Args:
         prog: program name shown in the help.
     """
-    p = _Parser(prog=prog, description="Run the aioflux GCS emulator.")
+    p = _Parser(prog=prog, description="Run the aioflux GCS emulator (and its S3 face).")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="port (default 0 = pick a free one)")
+    p.add_argument("--s3-port", type=int, default=0,
+                   help="port of the path-style S3 face over the same store (default 0 = pick "
+                        "a free one; -1 = no S3 face)")
+    p.add_argument("--s3-region", default="us-east-1",
+                   help="region the S3 face reports (default us-east-1)")
     p.add_argument(
         "--profile",
         choices=("none", "gcs-like"),
@@ -80,7 +88,9 @@ def _knobs(args: argparse.Namespace) -> tuple[EmulatorProfile, Faults]:
 
 
 async def _serve(args: argparse.Namespace, profile: EmulatorProfile, faults: Faults) -> None:
-    emu = Emulator(profile, faults, host=args.host, port=args.port)
+    emu = Emulator(profile, faults, host=args.host, port=args.port,
+                   s3_port=None if args.s3_port < 0 else args.s3_port,
+                   s3_region=args.s3_region)
     for name in args.bucket:
         emu.create_bucket(name)
     stop = asyncio.Event()
@@ -91,6 +101,8 @@ async def _serve(args: argparse.Namespace, profile: EmulatorProfile, faults: Fau
             loop.add_signal_handler(sig, stop.set)
     async with emu:
         print(f"aioflux emulator listening on {emu.endpoint}", flush=True)
+        if args.s3_port >= 0:
+            print(f"{S3_READY_PREFIX}{emu.s3_endpoint}", flush=True)
         await stop.wait()
 
 

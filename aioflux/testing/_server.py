@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
 from urllib.parse import unquote
@@ -24,6 +24,7 @@ from aioflux.testing._errors import ApiError
 from aioflux.testing._json_api import handle_json
 from aioflux.testing._profile import NO_FAULTS, NO_PROFILE, EmulatorProfile, Faults
 from aioflux.testing._runtime import Runtime
+from aioflux.testing._s3_api import S3Face
 from aioflux.testing._store import Store
 from aioflux.testing._xml_api import handle_xml
 
@@ -43,7 +44,9 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 class Emulator:
-    """An in-process GCS emulator (JSON + XML APIs) on ``host:port``.
+    """An in-process GCS emulator (JSON + XML APIs) on ``host:port``, and its
+    path-style S3 face on a second port (:attr:`s3_endpoint`) over the same
+    store, profile and faults (see :mod:`aioflux.testing._s3_api`).
 
     ``profile`` and ``faults`` may be reassigned at any time, also from
     another thread; the next request uses the new values. ``stats`` counts
@@ -52,7 +55,8 @@ class Emulator:
     ``rewrite``, ``copy``, ``delete``, ``patch``, ``xml_get``, ``xml_put``,
     ``xml_initiate``, ``xml_put_part``, ``xml_complete``, ``xml_abort``...),
     ``requests`` in total, and faults: ``injected_429``, ``injected_503``,
-    ``throttled`` (QPS cap), ``resets``, ``stalls``.
+    ``throttled`` (QPS cap), ``resets``, ``stalls``. S3 requests count as
+    ``s3_get``, ``s3_head``, ``s3_put``, ``s3_list``, ``s3_put_part``...
 
     Args:
         profile: latency / bandwidth / QPS profile (default: none).
@@ -62,6 +66,9 @@ class Emulator:
         store: an existing store to serve (default: a new empty one).
         xml_multipart: serve XML multipart uploads; ``False`` refuses them as
             fake-gcs-server does, so writers take their resumable fallback.
+        s3_port: TCP port of the S3 face (``0`` picks a free one; ``None``
+            serves no S3 face).
+        s3_region: the region the S3 face reports for every bucket.
     """
 
     def __init__(
@@ -73,12 +80,17 @@ class Emulator:
         port: int = 0,
         store: Store | None = None,
         xml_multipart: bool = True,
+        s3_port: int | None = 0,
+        s3_region: str = "us-east-1",
     ) -> None:
         self._rt = Runtime(store or Store(), profile or NO_PROFILE, faults or NO_FAULTS)
         self._xml_multipart = xml_multipart
         self._host = host
         self._port = port
         self._runner: web.ServerRunner | None = None
+        self._s3 = S3Face(self._rt, region=s3_region) if s3_port is not None else None
+        self._s3_port = s3_port
+        self._s3_runner: web.ServerRunner | None = None
 
     # -- knobs and state ---------------------------------------------------
 
@@ -126,6 +138,17 @@ class Emulator:
             raise RuntimeError("Emulator is not started")
         return f"http://{self._host}:{self._port}"
 
+    @property
+    def s3_endpoint(self) -> str:
+        """``http://HOST:PORT2``: the S3 face (path style), for ``endpoint_url=``.
+
+        Raises:
+            RuntimeError: the emulator is not started or serves no S3 face.
+        """
+        if self._s3_runner is None:
+            raise RuntimeError("Emulator is not started or was built with s3_port=None")
+        return f"http://{self._host}:{self._s3_port}"
+
     def create_bucket(self, name: str) -> str:
         """Create a bucket directly in the store (no HTTP).
 
@@ -152,25 +175,37 @@ class Emulator:
         """
         if self._runner is not None:
             raise RuntimeError("Emulator already started")
-        server = web.Server(self._handle, access_log=None)
+        runner, self._port = await self._listen(self._handle, self._port)
+        if self._s3 is not None and self._s3_port is not None:
+            try:
+                self._s3_runner, self._s3_port = await self._listen(self._s3.handle,
+                                                                    self._s3_port)
+            except BaseException:
+                await runner.cleanup()
+                raise
+        self._runner = runner
+        self._rt.base_url = self.endpoint
+
+    async def _listen(self, handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]],
+                      port: int) -> tuple[web.ServerRunner, int]:
+        server = web.Server(handler, access_log=None)
         runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
-        site = web.TCPSite(runner, self._host, self._port, backlog=1024, reuse_address=True)
+        site = web.TCPSite(runner, self._host, port, backlog=1024, reuse_address=True)
         try:
             await site.start()
         except BaseException:
             await runner.cleanup()
             raise
-        addresses = runner.addresses
-        self._port = int(addresses[0][1])
-        self._runner = runner
-        self._rt.base_url = self.endpoint
+        return runner, int(runner.addresses[0][1])
 
     async def stop(self) -> None:
         """Stop serving and close connections (idempotent)."""
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        runners = (self._runner, self._s3_runner)
+        self._runner = self._s3_runner = None
+        for runner in runners:
+            if runner is not None:
+                await runner.cleanup()
 
     async def __aenter__(self) -> Emulator:
         await self.start()
@@ -265,6 +300,7 @@ def running_emulator(
     *,
     host: str = "127.0.0.1",
     xml_multipart: bool = True,
+    s3_port: int | None = 0,
     loop_factory: Callable[[], asyncio.AbstractEventLoop] = new_event_loop,
 ) -> Iterator[Emulator]:
     """Run an :class:`Emulator` on its own event loop in a daemon thread.
@@ -278,6 +314,8 @@ def running_emulator(
         port: TCP port (``0`` = ephemeral).
         host: interface to bind.
         xml_multipart: see :class:`Emulator`.
+        s3_port: port of the S3 face (``0`` = ephemeral, ``None`` = none);
+            see :attr:`Emulator.s3_endpoint`.
         loop_factory: builds the thread's loop (uvloop when available).
 
     Yields:
@@ -286,7 +324,8 @@ def running_emulator(
     Raises:
         OSError: the port cannot be bound.
     """
-    emu = Emulator(profile, faults, host=host, port=port, xml_multipart=xml_multipart)
+    emu = Emulator(profile, faults, host=host, port=port, xml_multipart=xml_multipart,
+                   s3_port=s3_port)
     loop = loop_factory()
     started = threading.Event()
     failure: list[BaseException] = []

@@ -131,6 +131,7 @@ class Store:
         md5: bytes | None = None,
         with_md5: bool = True,
         component_count: int | None = None,
+        etag: str | None = None,
     ) -> ObjectRecord:
         """Store a new generation of an object.
 
@@ -142,6 +143,7 @@ class Store:
             md5: the MD5 digest if the caller already computed it.
             with_md5: composite objects have no MD5 on GCS.
             component_count: set for composed / multipart objects.
+            etag: the ETag to serve (default: derived from md5 / crc32c).
 
         Returns:
             The stored record.
@@ -169,6 +171,7 @@ class Store:
             updated=now,
             metadata=metadata,
             component_count=component_count,
+            etag=etag,
         )
         if old is None:
             bisect.insort(b.names, name)
@@ -204,7 +207,7 @@ class Store:
             crc32c=old.crc32c, md5=old.md5,
             content_type=content_type or old.content_type,
             time_created=old.time_created, updated=rfc3339(time.time_ns()),
-            metadata=merged, component_count=old.component_count,
+            metadata=merged, component_count=old.component_count, etag=old.etag,
         )  # fmt: skip
         self.bucket(bucket).objects[name] = rec
         return rec

@@ -5,7 +5,8 @@ package is not importable; they import this module as a sibling (the
 script's directory is ``sys.path[0]``). Standard library only.
 
 Protocol: ``python SCRIPT MANIFEST [scenario args...]``. The manifest is
-JSON with ``endpoint``, ``bucket`` and ``objects`` (``[[name, size], ...]``).
+JSON with ``endpoint``, ``s3_endpoint`` (the emulator's S3 face over the same
+store, or null), ``bucket`` and ``objects`` (``[[name, size], ...]``).
 The script does its imports and client construction untimed, times only
 the work, and prints exactly one line of JSON as its last stdout line:
 ``{"seconds", "bytes", "items", "cpu_user_s", "cpu_sys_s", "peak_rss_mb",
@@ -38,10 +39,19 @@ class Manifest:
     endpoint: str
     bucket: str
     objects: list[tuple[str, int]]
+    s3_endpoint: str | None = None
 
     @property
     def names(self) -> list[str]:
         return [name for name, _ in self.objects]
+
+    @property
+    def s3(self) -> str:
+        """The S3 face's endpoint; exits if the emulator has none."""
+        if not self.s3_endpoint:
+            raise SystemExit("this scenario needs the aioflux emulator's S3 face "
+                             "(fake-gcs-server has none)")
+        return self.s3_endpoint
 
 
 def load() -> tuple[Manifest, list[str]]:
@@ -49,7 +59,8 @@ def load() -> tuple[Manifest, list[str]]:
     with open(sys.argv[1]) as fh:
         data = json.load(fh)
     manifest = Manifest(
-        data["endpoint"], data["bucket"], [(str(n), int(s)) for n, s in data["objects"]]
+        data["endpoint"], data["bucket"], [(str(n), int(s)) for n, s in data["objects"]],
+        data.get("s3_endpoint"),
     )
     return manifest, sys.argv[2:]
 

@@ -225,8 +225,15 @@ def test_serve_main_subprocess() -> None:
         line = proc.stdout.readline()
         match = re.fullmatch(r"aioflux emulator listening on (http://127\.0\.0\.1:\d+)\n", line)
         assert match, line
+        s3_line = proc.stdout.readline()
+        s3_match = re.fullmatch(r"aioflux emulator S3 API on (http://127\.0\.0\.1:\d+)\n",
+                                s3_line)
+        assert s3_match, s3_line
         with urllib.request.urlopen(f"{match.group(1)}/storage/v1/b/pre-made") as resp:
             assert resp.status == 200
+        head = urllib.request.Request(f"{s3_match.group(1)}/pre-made", method="HEAD")
+        with urllib.request.urlopen(head) as resp:
+            assert resp.headers["x-amz-bucket-region"] == "us-east-1"
         proc.terminate()
         assert proc.wait(timeout=10) == 0
         assert proc.stdout.read() == ""

@@ -1,0 +1,37 @@
+"""ckpt_save contender on S3: ``torch.save(state, aioflux.open("s3://...", "wb"))``.
+
+PROVISIONAL (see aioflux_s3_common.py). The streaming multipart writer on
+the S3 store: parts (with ``x-amz-checksum-crc32c``) leave while
+``torch.save`` is still writing.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from _contender import Stopwatch, load, report, rss_mb
+from aioflux_s3_common import s3_store
+from ckpt_common import add_state_args, build_state
+
+import aioflux
+from aioflux import WriterOptions
+
+if __name__ == "__main__":
+    manifest, rest = load()
+    parser = argparse.ArgumentParser()
+    add_state_args(parser)
+    parser.add_argument("--part-mib", type=int, default=WriterOptions().part_size // 2**20)
+    parser.add_argument("--in-flight", type=int, default=WriterOptions().max_in_flight)
+    args = parser.parse_args(rest)
+    store = s3_store(manifest)
+    options = WriterOptions(part_size=args.part_mib * 2**20, max_in_flight=args.in_flight)
+    url = f"s3://{manifest.bucket}/s3_ckpt_save/aioflux.pt"
+    state = build_state(args)
+    rss_state = rss_mb()
+    with Stopwatch() as watch:
+        with aioflux.open(url, "wb", client=store, writer=options) as f:
+            torch.save(state, f)
+            serialized = f.tell()
+    report(watch, nbytes=serialized, items=1, part_mib=args.part_mib, in_flight=args.in_flight,
+           rss_state_mb=round(rss_state, 1))

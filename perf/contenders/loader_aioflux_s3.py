@@ -1,0 +1,54 @@
+"""loader contenders on S3: aioflux datasets over ``s3://`` through a DataLoader.
+
+PROVISIONAL (see aioflux_s3_common.py). The same shapes as
+``loader_aioflux.py`` on ``gs://``: ``--kind map`` is
+``MapDataset.from_prefix`` (listing untimed), DataLoader batches whose
+``__getitems__`` downloads each batch at once; ``--kind iter`` is
+``IterableDataset.from_prefix`` with a prefetch window. Only the epoch is
+timed; bodies are reduced to their lengths in collate.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch.utils.data
+from _contender import Manifest, Stopwatch, load, report
+
+from aioflux import ClientConfig
+from aioflux.torch import IterableDataset, MapDataset
+
+
+def total_len(batch: list[bytes]) -> int:
+    return sum(len(b) for b in batch)
+
+
+def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, int]:
+    url = f"s3://{manifest.bucket}/{args.prefix}"
+    config = ClientConfig(max_concurrency=args.concurrency)
+    ds: torch.utils.data.Dataset[bytes]
+    if args.kind == "map":
+        ds = MapDataset.from_prefix(url, endpoint=manifest.s3, config=config)
+    else:
+        ds = IterableDataset.from_prefix(url, endpoint=manifest.s3, config=config,
+                                         prefetch=args.concurrency, shuffle=False)
+    loader = torch.utils.data.DataLoader(ds, batch_size=args.batch, num_workers=args.workers,
+                                         collate_fn=total_len)
+    nbytes = 0
+    with Stopwatch() as watch:
+        for size in loader:
+            nbytes += size
+    return watch, nbytes, len(manifest.objects)
+
+
+if __name__ == "__main__":
+    manifest, rest = load()
+    p = argparse.ArgumentParser()
+    p.add_argument("--kind", choices=["map", "iter"], default="map")
+    p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--concurrency", type=int, default=128)
+    p.add_argument("--prefix", default="")
+    args = p.parse_args(rest)
+    watch, nbytes, items = main(manifest, args)
+    report(watch, nbytes=nbytes, items=items, kind=args.kind, workers=args.workers)
