@@ -6,6 +6,7 @@ Objects may be on any store (``gs://``, ``file://`` or a path); see
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 

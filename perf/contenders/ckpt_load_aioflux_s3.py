@@ -1,6 +1,6 @@
 """ckpt_load contender on S3: ``aioflux.open("s3://...", "rb")``, the parallel ranged reader.
 
-PROVISIONAL (see aioflux_s3_common.py). Reads front to back with
+Reads front to back with
 ``readinto`` into one reused 8 MiB buffer, as ``ckpt_load_aioflux.py``
 does on ``gs://``.
 """

@@ -1,6 +1,6 @@
 """ckpt_save contender on S3: ``torch.save(state, aioflux.open("s3://...", "wb"))``.
 
-PROVISIONAL (see aioflux_s3_common.py). The streaming multipart writer on
+The streaming multipart writer on
 the S3 store: parts (with ``x-amz-checksum-crc32c``) leave while
 ``torch.save`` is still writing.
 """

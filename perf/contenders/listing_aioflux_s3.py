@@ -1,6 +1,6 @@
 """listing contenders on S3: aioflux's parallel listing, or its sequential lister.
 
-PROVISIONAL (see aioflux_s3_common.py). S3 has no end offset, so each
+S3 has no end offset, so each
 parallel lister stops at its key range's end itself.
 """
 

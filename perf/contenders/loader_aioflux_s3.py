@@ -1,6 +1,6 @@
 """loader contenders on S3: aioflux datasets over ``s3://`` through a DataLoader.
 
-PROVISIONAL (see aioflux_s3_common.py). The same shapes as
+The same shapes as
 ``loader_aioflux.py`` on ``gs://``: ``--kind map`` is
 ``MapDataset.from_prefix`` (listing untimed), DataLoader batches whose
 ``__getitems__`` downloads each batch at once; ``--kind iter`` is

@@ -45,7 +45,7 @@ from aioflux.s3 import S3Store
 from aioflux.testing import MemoryStore
 from tests.conftest import FAST_RETRY, unique_bucket
 
-BACKENDS = ["emulator", "fake-gcs", "s3", "local", "memory"]
+BACKENDS = ["emulator", "fake-gcs", "s3", "s3-emulator", "local", "memory"]
 GCS_SERVERS = ["emulator", "fake-gcs"]
 
 
@@ -99,10 +99,13 @@ async def target(request: pytest.FixtureRequest, backend: str,
         async with MemoryStore(buckets=["conf"]) as memory:
             yield Target("memory", memory, "conf", "")
         return
-    if backend == "s3":
-        moto: Any = request.getfixturevalue("moto_s3")
+    if backend in ("s3", "s3-emulator"):
+        # moto, and our emulator's S3 face (which, unlike moto, checks the
+        # checksums sent with every body, as S3 does).
+        server_s3: Any = request.getfixturevalue("moto_s3" if backend == "s3" else "emulator")
+        endpoint = server_s3.endpoint if backend == "s3" else server_s3.s3_endpoint
         async with S3Store(ClientConfig(max_concurrency=16, retry=FAST_RETRY),
-                           endpoint=moto.endpoint) as s3:
+                           endpoint=endpoint) as s3:
             bucket = unique_bucket("conf")
             await s3.create_bucket(bucket)
             yield Target("s3", s3, bucket, "")
