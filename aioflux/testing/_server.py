@@ -52,7 +52,8 @@ class Emulator:
     ``rewrite``, ``copy``, ``delete``, ``patch``, ``xml_get``, ``xml_put``,
     ``xml_initiate``, ``xml_put_part``, ``xml_complete``, ``xml_abort``...),
     ``requests`` in total, and faults: ``injected_429``, ``injected_503``,
-    ``throttled`` (QPS cap), ``resets``, ``stalls``.
+    ``throttled`` (QPS cap), ``resets``, ``stalls``, ``tail_delays`` (the
+    profile's heavy tail).
 
     Args:
         profile: latency / bandwidth / QPS profile (default: none).
