@@ -16,6 +16,8 @@ For the reads that are hedged (the planner's whole-object reads, below its
 after d - size/bandwidth". ``"auto"`` learns d from the same whole-read
 latencies, so the body time is inside it. Ranged chunks are never hedged:
 a 16 MiB chunk's time is its body, which a second GET would only repeat.
+Nor are composed batches (objects up to 32 KiB when compose is on): their
+GET reads a temporary composite, one of several steps.
 
 **Cost.** A :class:`HedgeBudget` (a token bucket) keeps duplicates within a
 ratio of reads (default 5%), bursts of at most :data:`HEDGE_BURST`. Both GETs

@@ -9,6 +9,7 @@ deterministic rather than a matter of luck.
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import time
 import zlib
@@ -245,3 +246,37 @@ def test_download_options_check_hedge_settings() -> None:
             DownloadOptions(**kwargs)  # type: ignore[arg-type]
     assert DownloadOptions(hedge_after="auto").hedge_after == "auto"
     assert DownloadOptions(hedge_after=1).hedge_after == 1
+
+
+def test_bench_prints_batch_percentiles_and_hedges(run, emulator: Emulator,  # type: ignore[no-untyped-def]
+                                                   bucket: str) -> None:
+    # Batches of one read each, so the tail's draws go to the reads in
+    # order: the 25th is held back (by then the default 5% budget has earned
+    # a duplicate) and its duplicate is not. Writes and stats do not draw.
+    seed = _seed_delaying([False] * 24 + [True, False], 0.1)
+    # The session emulator: its profile is put back whatever happens.
+    emulator.profile = EmulatorProfile(ttfb=0.005, tail_fraction=0.1, tail_delay=(2.0, 2.0),
+                                       tail_seed=seed)
+    try:
+        code, out, err = run("bench", f"gs://{bucket}/area", "--objects", "25", "--size",
+                             "50000", "--ops", "batches", "--batch", "1", "--hedge-after",
+                             "0.2", "--concurrency", "4", "--json")
+    finally:
+        emulator.profile = EmulatorProfile()
+    assert code == 0, err
+    (result,) = json.loads(out)["results"]
+    assert result["op"] == "batches" and result["batches"] == 25
+    assert result["bytes"] == 25 * 50_000  # the hedged read counted once
+    assert (result["hedges_sent"], result["hedges_won"]) == (1, 1)
+    # Latencies of the GETs that answered: the cancelled one never did.
+    assert result["requests"] == 25
+    # The held-back read's batch took the hedge delay, not the 2 s tail.
+    assert result["batch_p99_ms"] < 1000.0 and result["seconds"] < 2.0
+    assert 0 < result["batch_p50_ms"] <= result["batch_p95_ms"] <= result["batch_p99_ms"]
+    code, out, _ = run("bench", f"gs://{bucket}/area", "--objects", "3", "--ops", "batches")
+    assert code == 0 and "batches: 1 batches of up to 3, batch p50" in out
+
+
+def test_bench_rejects_a_bad_hedge_after(run, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    code, _, err = run("bench", f"gs://{bucket}/x", "--hedge-after", "soon")
+    assert code == 2 and "--hedge-after: expected seconds or 'auto'" in err

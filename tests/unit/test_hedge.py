@@ -13,8 +13,8 @@ from aioflux._engines.hedge import (
     AUTO_FLOOR,
     AUTO_MIN_SAMPLES,
     HEDGE_BURST,
-    Hedger,
     HedgeBudget,
+    Hedger,
     check_hedge,
 )
 
@@ -67,10 +67,10 @@ def test_check_hedge() -> None:
     check_hedge("X", None, 0.0)
     check_hedge("X", 1, 1)
     for after in (0, -1.0, float("inf"), "never", False):
-        with pytest.raises(ValueError, match="X.hedge_after"):
+        with pytest.raises(ValueError, match=r"X\.hedge_after"):
             check_hedge("X", after, 0.05)
     for budget in (-0.01, 1.01, "5%", None):
-        with pytest.raises(ValueError, match="X.hedge_budget"):
+        with pytest.raises(ValueError, match=r"X\.hedge_budget"):
             check_hedge("X", None, budget)
 
 
