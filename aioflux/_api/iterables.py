@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Iterator, Sequence
 from contextlib import aclosing
 
+from .._core.errors import InvalidArgument
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.urls import parse_url
 from .._core.validate import check_bool, check_instance, check_int
 from .._core.window import window, window_sync
+from .._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, Hedger, check_hedge
 from .._engines.iterables import DEFAULT_LOAD_CONCURRENCY
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY, iter_objects
 from .stores import AnyClient, store_for_url
@@ -91,15 +93,26 @@ def _list_files(url: str | Sequence[str], client: AnyClient | None,
         portal.call(agen.aclose())
 
 
-async def _read(url: str, client: AnyClient | None) -> bytes:
+async def _read(url: str, client: AnyClient | None, hedger: Hedger | None = None) -> bytes:
     store, parsed = store_for_url(url, client, require_object=True)
-    return await store.read(parsed.bucket, parsed.name)
+    if hedger is None:
+        return await store.read(parsed.bucket, parsed.name)
+    return await hedger.run(lambda: store.read(parsed.bucket, parsed.name))
+
+
+def _hedger(op: str, hedge_after: HedgeAfter) -> Hedger | None:
+    try:
+        check_hedge(op, hedge_after, DEFAULT_HEDGE_BUDGET)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+    return None if hedge_after is None else Hedger(hedge_after)
 
 
 async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
                       client: AnyClient | None = None,
                       concurrency: int = DEFAULT_LOAD_CONCURRENCY,
-                      ordered: bool = True) -> AsyncGenerator[tuple[str, bytes], None]:
+                      ordered: bool = True,
+                      hedge_after: HedgeAfter = None) -> AsyncGenerator[tuple[str, bytes], None]:
     """Download each URL, at most ``concurrency`` at once.
 
     Args:
@@ -107,15 +120,20 @@ async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
         client: the client for ``gs://`` URLs (default: the process-wide one).
         concurrency: downloads in flight.
         ordered: yield in input order; else as downloads complete.
+        hedge_after: a second GET for a read not done after this many
+            seconds, or ``"auto"`` (see ``DownloadOptions.hedge_after``;
+            at most 5% more requests).
 
     Yields:
         ``(url, bytes)``.
 
     Raises:
         InvalidURL: a malformed URL.
+        InvalidArgument: ``hedge_after`` out of range.
         StorageError: a download failed (pending ones are cancelled first).
     """
-    async with aclosing(window(urls, lambda u: _read(u, client), limit=concurrency,
+    hedger = _hedger("aload_files", hedge_after)
+    async with aclosing(window(urls, lambda u: _read(u, client, hedger), limit=concurrency,
                                ordered=ordered)) as loaded:
         async for pair in loaded:
             yield pair
@@ -123,7 +141,8 @@ async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
 
 def load_files(urls: Iterable[str], *, client: AnyClient | None = None,
                concurrency: int = DEFAULT_LOAD_CONCURRENCY,
-               ordered: bool = True) -> Iterator[tuple[str, bytes]]:
+               ordered: bool = True,
+               hedge_after: HedgeAfter = None) -> Iterator[tuple[str, bytes]]:
     """Blocking :func:`aload_files`; ``urls`` is iterated in the caller's thread.
 
     Args:
@@ -131,6 +150,7 @@ def load_files(urls: Iterable[str], *, client: AnyClient | None = None,
         client: the client for ``gs://`` URLs (default: the process-wide one).
         concurrency: downloads in flight.
         ordered: yield in input order; else as downloads complete.
+        hedge_after: as for :func:`aload_files`.
 
     Returns:
         An iterator of ``(url, bytes)``.
@@ -143,6 +163,8 @@ def load_files(urls: Iterable[str], *, client: AnyClient | None = None,
     check_instance("load_files", "client", client, (ObjectStore, Client), optional=True)
     check_int("load_files", "concurrency", concurrency, minimum=1)
     check_bool("load_files", "ordered", ordered)
+    hedger = _hedger("load_files", hedge_after)
     portal = get_portal()
-    return window_sync(urls, lambda u: portal.submit(_read(u, client)), limit=concurrency,
+    return window_sync(urls, lambda u: portal.submit(_read(u, client, hedger)),
+                       limit=concurrency,
                        ordered=ordered)

@@ -18,7 +18,15 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from aioflux import AsyncClient, ClientConfig, Downloader, DownloadOptions, ObjectInfo
+from aioflux import (
+    AsyncClient,
+    ClientConfig,
+    Downloader,
+    DownloadOptions,
+    InvalidArgument,
+    ObjectInfo,
+    aload_files,
+)
 from aioflux._engines.hedge import AUTO_FLOOR, AUTO_MIN_SAMPLES
 from aioflux.testing import Emulator, EmulatorProfile
 
@@ -280,3 +288,31 @@ def test_bench_prints_batch_percentiles_and_hedges(run, emulator: Emulator,  # t
 def test_bench_rejects_a_bad_hedge_after(run, bucket: str) -> None:  # type: ignore[no-untyped-def]
     code, _, err = run("bench", f"gs://{bucket}/x", "--hedge-after", "soon")
     assert code == 2 and "--hedge-after: expected seconds or 'auto'" in err
+
+
+async def test_stream_and_aload_files_hedge(emu: Emulator) -> None:
+    config = ClientConfig(max_concurrency=8, retry=FAST_RETRY)
+    async with AsyncClient(config, endpoint=emu.endpoint) as client:
+        seed = _seed_delaying([True, False], 0.5)
+        emu.profile = EmulatorProfile(tail_fraction=0.5, tail_delay=(1.5, 1.5), tail_seed=seed)
+        started = time.perf_counter()
+        items = [item async for item in client.stream(
+            f"gs://{BUCKET}/obj-007", options=DownloadOptions(hedge_after=0.05,
+                                                              hedge_budget=1.0))]
+        assert [(i.name, i.data) for i in items] == [("obj-007", _data(7))]
+        assert time.perf_counter() - started < 1.0
+        assert emu.stats["get_media"] == 2
+        # aload_files: the default budget (5%) earns its first duplicate at
+        # the 20th read; the 20th GET is held back, its duplicate is not.
+        seed = _seed_delaying([False] * 19 + [True, False], 0.1)
+        emu.profile = EmulatorProfile(tail_fraction=0.1, tail_delay=(1.5, 1.5), tail_seed=seed)
+        urls = [f"gs://{BUCKET}/obj-{i:03d}" for i in range(20)]
+        started = time.perf_counter()
+        got = [pair async for pair in aload_files(urls, client=client, concurrency=1,
+                                                  hedge_after=0.05)]
+        assert got == [(u, _data(i)) for i, u in enumerate(urls)]
+        assert time.perf_counter() - started < 1.0
+        assert emu.stats["get_media"] == 2 + 21 and emu.stats["tail_delays"] == 2
+        with pytest.raises(InvalidArgument, match=r"aload_files\.hedge_after must be"):
+            async for _ in aload_files(urls, client=client, hedge_after=-1.0):
+                pass
