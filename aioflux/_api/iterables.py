@@ -105,6 +105,7 @@ def _hedger(op: str, hedge_after: HedgeAfter) -> Hedger | None:
         check_hedge(op, hedge_after, DEFAULT_HEDGE_BUDGET)
     except ValueError as exc:
         raise InvalidArgument(str(exc)) from None
+    # No gate: the URLs may be on several stores, each with its own permits.
     return None if hedge_after is None else Hedger(hedge_after)
 
 

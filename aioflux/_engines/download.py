@@ -159,7 +159,7 @@ class Downloader:
         self.options = options or DownloadOptions()
         self.stats = DownloadStats()
         self._hedger = Hedger(self.options.hedge_after, self.options.hedge_budget,
-                              self.stats.hedge)
+                              self.stats.hedge, max_concurrency=client.config.max_concurrency)
 
     # -- planning -------------------------------------------------------------
 

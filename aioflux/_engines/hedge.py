@@ -24,6 +24,15 @@ ratio of reads (default 5%), bursts of at most :data:`HEDGE_BURST`. Both GETs
 go through the store, so through its semaphore: a duplicate waits for a
 permit like any request.
 
+**Queueing is not slowness.** A read waiting for one of the store's
+permits is not slow to answer, and its duplicate would only queue behind
+it. So the first GETs pass a gate of their own that leaves the budget's
+share of the store's permits (``ceil(max_concurrency x budget)``, at most
+half) to duplicates, and a read's clock (its delay, its latency sample)
+starts when it passes the gate. In the hedge_tail scenario the dataset
+keeps 5 batches of 32 ahead with 128 permits: timed from the call, a
+third of the reads looked slow and used up the budget on queueing.
+
 **The loser** is cancelled and awaited before the read returns: a lean-pool
 connection cancelled mid-exchange is aborted, never returned to the pool
 mid-body; an aiohttp response is released by its context manager. Both
@@ -45,6 +54,7 @@ from .._core.metrics import LatencyHistogram
 __all__ = [
     "AUTO_FLOOR",
     "AUTO_MIN_SAMPLES",
+    "AUTO_RECHECK",
     "AUTO_QUANTILE",
     "DEFAULT_HEDGE_BUDGET",
     "HEDGE_BURST",
@@ -71,6 +81,8 @@ AUTO_MIN_SAMPLES = 20
 # read buys nothing, and under GCS's ~20 ms to first byte (the emulator's
 # GCS-like profile) anything sooner duplicates reads that are on time.
 AUTO_FLOOR = 0.010
+# A read started before "auto" had an estimate looks again this often.
+AUTO_RECHECK = 0.05
 
 
 def check_hedge(owner: str, after: object, budget: object) -> None:
@@ -137,9 +149,10 @@ class HedgeStats:
         reads: reads that went through the hedger.
         sent: duplicates sent.
         won: duplicates that answered first (the first GET was cancelled).
-        denied: reads past the delay that the budget left unhedged.
-        latency: each read's latency, first GET to the answer used
-            (what "auto" estimates from).
+        denied: reads past the delay that found the budget empty (each
+            asks again after twice as long, then four times...).
+        latency: each read's latency, from its first GET passing the gate
+            to the answer used (what "auto" estimates from).
     """
 
     reads: int = 0
@@ -159,17 +172,36 @@ class Hedger:
             None: never.
         budget: duplicates per read, at most (see :class:`HedgeBudget`).
         stats: where to count (default: a new :class:`HedgeStats`).
+        max_concurrency: the store's permits (``config.max_concurrency``);
+            first GETs take at most this less the duplicates' share. None:
+            no gate (reads are timed from the call).
 
     Raises:
         ValueError: ``after`` or ``budget`` out of range.
     """
 
     def __init__(self, after: HedgeAfter, budget: float = DEFAULT_HEDGE_BUDGET,
-                 stats: HedgeStats | None = None) -> None:
+                 stats: HedgeStats | None = None, *,
+                 max_concurrency: int | None = None) -> None:
         check_hedge("Hedger", after, budget)
         self.after = after
         self.budget = HedgeBudget(budget)
         self.stats = stats or HedgeStats()
+        self.first_permits: int | None = None
+        if max_concurrency is not None:
+            spare = min(math.ceil(max_concurrency * budget), max_concurrency // 2)
+            self.first_permits = max(1, max_concurrency - spare)
+        self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+
+    def _gate_of_loop(self) -> asyncio.Semaphore | None:
+        if self.first_permits is None:
+            return None
+        loop = asyncio.get_running_loop()
+        # A semaphore serves one loop: a dataset's store is rebuilt per
+        # process and loop, and so is its gate.
+        if self._gate is None or self._gate[0] is not loop:
+            self._gate = (loop, asyncio.Semaphore(self.first_permits))
+        return self._gate[1]
 
     def delay(self) -> float | None:
         """Seconds after which a read now starting gets a duplicate, or None."""
@@ -195,30 +227,55 @@ class Hedger:
             StorageError: both reads failed (the first one's error), or the
                 only one did.
         """
-        stats = self.stats
-        latency = stats.latency
-        stats.reads += 1
+        self.stats.reads += 1
         self.budget.earn()
-        delay = self.delay()
+        gate = self._gate_of_loop()
+        if gate is None:
+            return await self._run(read)
+        async with gate:
+            return await self._run(read)
+
+    async def _run(self, read: Callable[[], Awaitable[T]]) -> T:
+        stats = self.stats
         started = time.perf_counter()
-        if delay is None:
+        if self.after is None:
             result = await read()
-            latency.record(time.perf_counter() - started)
+            stats.latency.record(time.perf_counter() - started)
             return result
         first: asyncio.Future[T] = asyncio.ensure_future(read())
         second: asyncio.Future[T] | None = None
         try:
-            done, _ = await asyncio.wait((first,), timeout=delay)
-            if not done:
-                if self.budget.take():
+            denied = False
+            while True:
+                # Asked again while waiting: a read that started before
+                # "auto" had its estimate is hedged once there is one (the
+                # first wave of a dataset is a whole window of reads).
+                delay = self.delay()
+                elapsed = time.perf_counter() - started
+                if delay is None:
+                    wait = AUTO_RECHECK
+                elif elapsed < delay:
+                    wait = delay - elapsed
+                elif self.budget.take():
                     stats.sent += 1
                     second = asyncio.ensure_future(read())
+                    break
                 else:
-                    stats.denied += 1
+                    if not denied:
+                        stats.denied += 1
+                        denied = True
+                    # Out of tokens now; reads keep earning them. Asked
+                    # again at twice the time waited, the few reads held
+                    # back for seconds get the tokens that a crowd of
+                    # slightly late ones spent first.
+                    wait = elapsed
+                done, _ = await asyncio.wait((first,), timeout=wait)
+                if done:
+                    break
             result, winner = await _first_success(first, second)
         finally:
             await _cancel(first, second)
-        latency.record(time.perf_counter() - started)
+        stats.latency.record(time.perf_counter() - started)
         if winner is second:
             stats.won += 1
         return result

@@ -48,6 +48,8 @@ def main(manifest: Manifest,
         "hedges_sent": stats.hedge.sent,
         "hedges_won": stats.hedge.won,
         "hedges_denied": stats.hedge.denied,
+        "read_p50_ms": round(stats.hedge.latency.percentile(0.5) * 1e3, 1),
+        "read_p95_ms": round(stats.hedge.latency.percentile(0.95) * 1e3, 1),
     }
     print(f"batch latency {extra}", file=sys.stderr)
     ds.close()

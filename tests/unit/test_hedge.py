@@ -140,3 +140,51 @@ async def test_no_budget_no_duplicate() -> None:
     assert await hedger.run(read) == "only"  # type: ignore[arg-type]
     assert log == ["start 0"] and hedger.stats.denied == 1 and hedger.stats.sent == 0
 
+
+
+async def test_a_denied_read_asks_again_as_tokens_are_earned() -> None:
+    hedger = Hedger(0.02, budget=0.5)
+    log, read = _reads((5.0, "stuck"), (0.0, "duplicate"))
+    stuck = asyncio.ensure_future(hedger.run(read))  # type: ignore[arg-type]
+    await asyncio.sleep(0.03)  # past the delay with half a token: denied
+    assert hedger.stats.denied == 1 and hedger.stats.sent == 0
+    # Another read earns the other half; the stuck one asks again at 2x.
+    other_log, other = _reads((0.0, "other"))
+    assert await hedger.run(other) == "other"  # type: ignore[arg-type]
+    assert await asyncio.wait_for(stuck, 1.0) == "duplicate"
+    assert (hedger.stats.sent, hedger.stats.won, hedger.stats.denied) == (1, 1, 1)
+    assert log == ["start 0", "start 1", "cancelled 0"] and other_log == ["start 0"]
+
+
+async def test_auto_hedges_a_read_started_before_its_estimate() -> None:
+    hedger = Hedger("auto", budget=1.0)
+    for _ in range(AUTO_MIN_SAMPLES - 1):
+        hedger.stats.latency.record(0.001)
+    log, read = _reads((5.0, "stuck"), (0.0, "duplicate"))
+    stuck = asyncio.ensure_future(hedger.run(read))  # type: ignore[arg-type]
+    await asyncio.sleep(0.1)
+    assert hedger.stats.sent == 0  # no estimate yet: no duplicate
+    hedger.stats.latency.record(0.001)  # another read completes: now there is one
+    assert await asyncio.wait_for(stuck, 1.0) == "duplicate"
+    assert log == ["start 0", "start 1", "cancelled 0"]
+
+
+async def test_first_gets_leave_the_duplicates_their_share_of_permits() -> None:
+    assert Hedger(0.5, max_concurrency=128).first_permits == 121  # 5% of 128 kept
+    assert Hedger(0.5, budget=1.0, max_concurrency=8).first_permits == 4  # at most half
+    assert Hedger(0.5, max_concurrency=1).first_permits == 1
+    hedger = Hedger(0.05, max_concurrency=20)
+    running = peak = 0
+
+    async def read() -> int:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.02)
+        running -= 1
+        return 1
+
+    assert sum(await asyncio.gather(*(hedger.run(read) for _ in range(40)))) == 40
+    assert peak == 19
+    # Timed from the gate: the reads that queued behind it do not look slow.
+    assert hedger.stats.latency.percentile(1.0) < 0.05 and hedger.stats.sent == 0
