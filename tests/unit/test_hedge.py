@@ -186,5 +186,3 @@ async def test_first_gets_leave_the_duplicates_their_share_of_permits() -> None:
 
     assert sum(await asyncio.gather(*(hedger.run(read) for _ in range(40)))) == 40
     assert peak == 19
-    # Timed from the gate: the reads that queued behind it do not look slow.
-    assert hedger.stats.latency.percentile(1.0) < 0.05 and hedger.stats.sent == 0
