@@ -58,7 +58,7 @@ def build_parser(prog: str = "aioflux emulator") -> argparse.ArgumentParser:
     p.add_argument("--p-reset", type=float, default=0.0, help="probability of a mid-body reset")
     p.add_argument("--p-stall", type=float, default=0.0, help="probability of a mid-body stall")
     p.add_argument("--stall-seconds", type=float, default=1.0, help="length of a stall")
-    p.add_argument("--seed", type=int, help="fault RNG seed")
+    p.add_argument("--seed", type=int, help="seed of the fault and tail RNGs")
     p.add_argument(
         "--bucket", action="append", default=[], metavar="NAME", help="pre-create (repeatable)"
     )

@@ -316,3 +316,15 @@ async def test_stream_and_aload_files_hedge(emu: Emulator) -> None:
         with pytest.raises(InvalidArgument, match=r"aload_files\.hedge_after must be"):
             async for _ in aload_files(urls, client=client, hedge_after=-1.0):
                 pass
+
+
+def test_emulator_command_line_sets_the_tail() -> None:
+    from aioflux.testing._serve import _knobs, build_parser
+
+    args = build_parser().parse_args(["--profile", "gcs-like", "--tail-fraction", "0.01",
+                                      "--tail-delay-ms", "500", "2000", "--seed", "17"])
+    profile, _ = _knobs(args)
+    assert profile == EmulatorProfile(ttfb=0.020, bandwidth=100e6, tail_fraction=0.01,
+                                      tail_delay=(0.5, 2.0), tail_seed=17)
+    default, _ = _knobs(build_parser().parse_args([]))
+    assert default.tail_fraction == 0.0
