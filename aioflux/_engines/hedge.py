@@ -29,14 +29,15 @@ permits is not slow to answer, and its duplicate would only queue behind
 it. So the first GETs pass a gate of their own that leaves the budget's
 share of the store's permits (``ceil(max_concurrency x budget)``, at most
 half) to duplicates, and a read's clock (its delay, its latency sample)
-starts when it passes the gate. In the hedge_tail scenario the dataset
-keeps 5 batches of 32 ahead with 128 permits: timed from the call, a
-third of the reads looked slow and used up the budget on queueing.
+starts when it passes the gate. In the hedge_tail contender (MapDataset,
+batch 32, 128 permits; 400 x 100 KiB, GCS-like profile, 1% tail) the
+dataset keeps 5 batches ahead: timed from the call, 196 of 400 reads
+looked slow, the budget went on queueing and the p99 batch stayed at 1.6 s.
 
 **The loser** is cancelled and awaited before the read returns: a lean-pool
 connection cancelled mid-exchange is aborted, never returned to the pool
 mid-body; an aiohttp response is released by its context manager. Both
-answers are checked alike (the same ``fetch`` call), so the winner's bytes
+answers are checked alike (the same ``read`` call), so the winner's bytes
 are what an unhedged read returns.
 """
 
@@ -68,7 +69,8 @@ __all__ = [
 T = TypeVar("T")
 HedgeAfter = float | Literal["auto"] | None
 
-# Duplicates per read, at most (LitData and "The Tail at Scale" hedge ~5%).
+# Duplicates per read, at most: hedging at the p95 ("The Tail at Scale")
+# costs ~5% more requests.
 DEFAULT_HEDGE_BUDGET = 0.05
 # Most duplicates sent back to back after a calm spell: a store that slows
 # down as a whole gets at most this many extra requests at once.
