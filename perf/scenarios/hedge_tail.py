@@ -11,6 +11,10 @@ notes). The goal: p99 batch latency >= 3x lower with hedging, and the epoch
 no slower (the targets below check the epoch; the p99 ratio is read from
 the notes). Parameters: ``count``, ``size`` (102400), ``batch`` (32),
 ``tail_permille`` (10).
+
+One --quick run (1,000 objects, 1 round, 1-min load 1.4, not recorded):
+batch p99 1,638 ms without hedging, 86 ms with "auto" (18 duplicates sent,
+10 won), 145 ms at 100 ms (11 sent, 11 won); epoch 4.95 s, 0.51 s, 0.79 s.
 """
 
 from __future__ import annotations
