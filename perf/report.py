@@ -308,6 +308,11 @@ def render_run(run: Run) -> str:
                         if "loop" in s.get("extra", {})})
         if loops:
             notes.append(f"- {c['name']} event loop: {', '.join(loops)}")
+        latency = [s["extra"] for s in run.ok(c["name"]) if "batch_p99_ms" in s.get("extra", {})]
+        if latency:  # contenders that report dataset.stats (perf/scenarios/hedge_tail.py)
+            notes.append(f"- {c['name']} batch latency p50/p95/p99 ms per round: " + "; ".join(
+                f"{e['batch_p50_ms']}/{e['batch_p95_ms']}/{e['batch_p99_ms']} (hedges sent "
+                f"{e.get('hedges_sent', 0)}, won {e.get('hedges_won', 0)})" for e in latency))
         if c.get("skipped"):
             notes.append(f"- {c['name']} skipped: {c['skipped']}")
         notes += [f"- {c['name']} round {s['round']}: {s['error']}"

@@ -12,6 +12,7 @@ import os
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Iterator, Sequence
 from contextlib import aclosing
 
+from .._core.errors import InvalidArgument
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
@@ -19,6 +20,7 @@ from .._core.urls import parse_url
 from .._core.validate import check_bool, check_instance, check_int
 from .._core.window import window, window_sync
 from .._engines.cache import DiskCache, cache_from_args
+from .._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, Hedger, check_hedge
 from .._engines.iterables import DEFAULT_LOAD_CONCURRENCY
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY, iter_objects
 from .stores import AnyClient, store_for_url
@@ -94,19 +96,35 @@ def _list_files(url: str | Sequence[str], client: AnyClient | None,
         portal.call(agen.aclose())
 
 
-async def _read(url: str, client: AnyClient | None, cache: DiskCache | None) -> bytes:
+async def _read(url: str, client: AnyClient | None, cache: DiskCache | None,
+                hedger: Hedger | None) -> bytes:
     store, parsed = store_for_url(url, client, require_object=True)
+
+    async def read(bucket: str, name: str) -> bytes:
+        if hedger is None:
+            return await store.read(bucket, name)
+        return await hedger.run(lambda: store.read(bucket, name))
+
     if cache is None:
-        return await store.read(parsed.bucket, parsed.name)
+        return await read(parsed.bucket, parsed.name)
     # A URL carries no version, and the cache keys on it: one stat
     # (metadata only) per URL learns it; the body comes from disk on a hit.
     info = await store.stat(parsed.bucket, parsed.name)
 
     async def fetch(objects: list[ObjectInfo]) -> list[bytes | bytearray]:
-        return [await store.read(o.bucket, o.name) for o in objects]
+        return [await read(o.bucket, o.name) for o in objects]
 
     data = await cache.get(info, fetch)
     return data if isinstance(data, bytes) else bytes(data)
+
+
+def _hedger(op: str, hedge_after: HedgeAfter) -> Hedger | None:
+    try:
+        check_hedge(op, hedge_after, DEFAULT_HEDGE_BUDGET)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+    # No gate: the URLs may be on several stores, each with its own permits.
+    return None if hedge_after is None else Hedger(hedge_after)
 
 
 async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
@@ -114,8 +132,8 @@ async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
                       concurrency: int = DEFAULT_LOAD_CONCURRENCY,
                       ordered: bool = True,
                       cache_dir: str | os.PathLike[str] | None = None,
-                      cache_limit: int | None = None
-                      ) -> AsyncGenerator[tuple[str, bytes], None]:
+                      cache_limit: int | None = None,
+                      hedge_after: HedgeAfter = None) -> AsyncGenerator[tuple[str, bytes], None]:
     """Download each URL, at most ``concurrency`` at once.
 
     Args:
@@ -127,17 +145,22 @@ async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
             each URL is then ``stat``-ed (one metadata request) to learn the
             version the cache keys on, and its body read from disk on a hit.
         cache_limit: most bytes in ``cache_dir`` (LRU eviction); None: no limit.
+        hedge_after: a second GET for a read not done after this many
+            seconds, or ``"auto"`` (see ``DownloadOptions.hedge_after``;
+            at most 5% more requests).
 
     Yields:
         ``(url, bytes)``.
 
     Raises:
         InvalidURL: a malformed URL.
-        InvalidArgument: ``cache_limit`` without ``cache_dir``.
+        InvalidArgument: ``cache_limit`` without ``cache_dir``, or
+            ``hedge_after`` out of range.
         StorageError: a download failed (pending ones are cancelled first).
     """
     cache = cache_from_args("aload_files", cache_dir, cache_limit)
-    async with aclosing(window(urls, lambda u: _read(u, client, cache), limit=concurrency,
+    hedger = _hedger("aload_files", hedge_after)
+    async with aclosing(window(urls, lambda u: _read(u, client, cache, hedger), limit=concurrency,
                                ordered=ordered)) as loaded:
         async for pair in loaded:
             yield pair
@@ -146,7 +169,8 @@ async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
 def load_files(urls: Iterable[str], *, client: AnyClient | None = None,
                concurrency: int = DEFAULT_LOAD_CONCURRENCY,
                ordered: bool = True, cache_dir: str | os.PathLike[str] | None = None,
-               cache_limit: int | None = None) -> Iterator[tuple[str, bytes]]:
+               cache_limit: int | None = None,
+               hedge_after: HedgeAfter = None) -> Iterator[tuple[str, bytes]]:
     """Blocking :func:`aload_files`; ``urls`` is iterated in the caller's thread.
 
     Args:
@@ -156,6 +180,7 @@ def load_files(urls: Iterable[str], *, client: AnyClient | None = None,
         ordered: yield in input order; else as downloads complete.
         cache_dir: a local disk cache (see :func:`aload_files`).
         cache_limit: most bytes in ``cache_dir``; None: no limit.
+        hedge_after: as for :func:`aload_files`.
 
     Returns:
         An iterator of ``(url, bytes)``.
@@ -169,6 +194,8 @@ def load_files(urls: Iterable[str], *, client: AnyClient | None = None,
     check_int("load_files", "concurrency", concurrency, minimum=1)
     check_bool("load_files", "ordered", ordered)
     cache = cache_from_args("load_files", cache_dir, cache_limit)
+    hedger = _hedger("load_files", hedge_after)
     portal = get_portal()
-    return window_sync(urls, lambda u: portal.submit(_read(u, client, cache)), limit=concurrency,
+    return window_sync(urls, lambda u: portal.submit(_read(u, client, cache, hedger)),
+                       limit=concurrency,
                        ordered=ordered)

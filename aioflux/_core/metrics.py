@@ -3,7 +3,9 @@
 ``RequestStats`` is what ``client.stats`` returns (the transport's counters):
 requests, retries by cause, failures, bytes each way, lean-read fallbacks,
 and a latency histogram per operation. Observers (the OpenTelemetry bridge
-in :mod:`aioflux.otel`, tests) are called once per attempt.
+in :mod:`aioflux.otel`, tests) are called once per attempt. ``BatchStats``
+is what a dataset's ``stats`` returns: how long each batch kept its
+consumer waiting.
 
 A histogram is a fixed array of log-spaced buckets, four per doubling (each
 ~19% wide) from 50 us to ~14 minutes: recording is one ``log2`` and one
@@ -19,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-__all__ = ["Attempt", "LatencyHistogram", "Observer", "RequestStats"]
+__all__ = ["Attempt", "BatchStats", "LatencyHistogram", "Observer", "RequestStats"]
 
 _STEPS_PER_DOUBLING = 4
 _LOWEST = 50e-6
@@ -188,3 +190,37 @@ class RequestStats:
     def summary(self) -> dict[str, dict[str, float]]:
         """Latency summaries per operation (see :meth:`LatencyHistogram.summary`)."""
         return {op: h.summary() for op, h in sorted(self.latency.items())}
+
+
+@dataclass
+class BatchStats:
+    """How long the batches of a dataset kept their consumer waiting.
+
+    Kept per process: each DataLoader worker records the batches it builds
+    in its own copy (the main process's stays empty with workers); read it
+    inside the worker, or with ``num_workers=0``.
+
+    Attributes:
+        latency: seconds per batch, from the batch being asked for to its
+            bytes being ready (transforms not included).
+        samples: samples in those batches.
+    """
+
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    samples: int = 0
+
+    def record(self, seconds: float, samples: int) -> None:
+        """Add one batch.
+
+        Args:
+            seconds: how long it took.
+            samples: how many samples it held.
+        """
+        self.latency.record(seconds)
+        self.samples += samples
+
+    def summary(self) -> dict[str, float]:
+        """``batches``, ``samples``, ``mean``, ``p50``, ``p95``, ``p99`` (seconds)."""
+        s = self.latency.summary()
+        return {"batches": s["count"], "samples": self.samples, "mean": s["mean"],
+                "p50": s["p50"], "p95": s["p95"], "p99": s["p99"]}

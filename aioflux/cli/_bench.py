@@ -1,5 +1,9 @@
 """``aioflux bench``: list/read/write/save/load throughput of a bucket.
 
+``batches`` reads the same objects as a data loader would, ``--batch`` at a
+time through the download planner (``--hedge-after`` hedges its reads), and
+reports how long each batch took (p50/p95/p99) beside the request latencies.
+
 Against a real bucket (``gs://bucket/prefix``) or, by default, the bundled
 emulator with the GCS-like profile, started as a subprocess so the emulator
 does not share the benchmark's interpreter lock. Everything it writes goes
@@ -21,9 +25,11 @@ from pathlib import Path
 from .._api.open import open as gs_open
 from .._api.sync import Client
 from .._core.config import ClientConfig
-from .._core.metrics import LatencyHistogram, RequestStats
+from .._core.metrics import BatchStats, LatencyHistogram, RequestStats
 from .._core.portal import call
 from .._core.types import ObjectInfo
+from .._engines.download import Downloader, DownloadOptions
+from .._engines.hedge import HedgeAfter
 from ..gcs._client import AsyncClient
 from ..testing._subprocess import emulator_process
 from ._common import add_client_arguments, emit_json, gs_url_arg, human, int_at_least
@@ -32,7 +38,7 @@ from ._registry import UsageError, command
 
 __all__: list[str] = []
 
-OPS = ("write", "list", "read", "save", "load")
+OPS = ("write", "list", "read", "batches", "save", "load")
 
 
 @dataclass
@@ -48,6 +54,12 @@ class Result:
     p50_ms: float = 0.0
     p95_ms: float = 0.0
     p99_ms: float = 0.0
+    batches: int = 0
+    batch_p50_ms: float = 0.0
+    batch_p95_ms: float = 0.0
+    batch_p99_ms: float = 0.0
+    hedges_sent: int = 0
+    hedges_won: int = 0
 
     @property
     def mb_per_s(self) -> float:
@@ -81,6 +93,10 @@ def _args(parser: argparse.ArgumentParser) -> None:
                         help="objects to write and read")
     parser.add_argument("--size", type=int_at_least(0), default=100 * 1024,
                         help="bytes per object")
+    parser.add_argument("--batch", type=int_at_least(1), default=32,
+                        help="objects per batch of the batches op (default 32)")
+    parser.add_argument("--hedge-after", type=_hedge_arg, default=None, metavar="SECONDS|auto",
+                        help="batches op: a second GET for a read slower than this")
     parser.add_argument("--checkpoint-mb", type=int_at_least(1), default=256,
                         help="size of save/load")
     add_client_arguments(parser)
@@ -88,13 +104,49 @@ def _args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", type=Path, help="write a PNG bar chart of MB/s here")
 
 
+def _hedge_arg(value: str) -> HedgeAfter:
+    if value == "auto":
+        return "auto"
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds or 'auto', got {value!r}") from None
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {value!r}")
+    return seconds
+
+
+async def _batches(down: Downloader, objects: list[ObjectInfo], batch: int,
+                   stats: BatchStats) -> list[int]:
+    """Read ``objects`` ``batch`` at a time, one batch after the other, as a
+    DataLoader without workers does; returns each object's length."""
+    sizes: list[int] = []
+    for at in range(0, len(objects), batch):
+        started = time.perf_counter()
+        datas = await down.download_many(objects[at:at + batch])
+        stats.record(time.perf_counter() - started, len(datas))
+        sizes.extend(map(len, datas))
+    return sizes
+
+
+def _batch_figures(result: Result, stats: BatchStats, down: Downloader) -> None:
+    summary = stats.summary()
+    result.batches = stats.latency.count
+    result.batch_p50_ms = summary["p50"] * 1e3
+    result.batch_p95_ms = summary["p95"] * 1e3
+    result.batch_p99_ms = summary["p99"] * 1e3
+    result.hedges_sent = down.stats.hedge.sent
+    result.hedges_won = down.stats.hedge.won
+
+
 async def _write_read_list(client: AsyncClient, bucket: str, prefix: str, ops: list[str],
-                           count: int, size: int) -> list[Result]:
+                           count: int, size: int, batch: int = 32,
+                           hedge_after: HedgeAfter = None) -> list[Result]:
     results: list[Result] = []
     payload = os.urandom(size)
     names = [f"{prefix}obj-{i:07d}" for i in range(count)]
     stats = client.stats
-    if {"write", "list", "read"} & set(ops):
+    if {"write", "list", "read", "batches"} & set(ops):
         # Written for list and read even when "write" is not measured.
         kept = results if "write" in ops else []
         with _measured(stats, kept, "write", count, lambda: count * size):
@@ -108,6 +160,15 @@ async def _write_read_list(client: AsyncClient, bucket: str, prefix: str, ops: l
         datas: list[bytes] = []
         with _measured(stats, results, "read", count, lambda: sum(map(len, datas))):
             datas.extend(await asyncio.gather(*(client.read(bucket, n) for n in names)))
+    if "batches" in ops:
+        # Sizes (and crc32c) as a dataset has them from its listing, untimed.
+        objects = list(await asyncio.gather(*(client.stat(bucket, n) for n in names)))
+        down = Downloader(client, DownloadOptions(hedge_after=hedge_after))
+        batch_stats = BatchStats()
+        sizes: list[int] = []
+        with _measured(stats, results, "batches", count, lambda: sum(sizes)):
+            sizes.extend(await _batches(down, objects, batch, batch_stats))
+        _batch_figures(results[-1], batch_stats, down)
     return results
 
 
@@ -146,6 +207,12 @@ def _print_table(results: list[Result], where: str) -> None:
         print(f"  {r.op:<6} {r.items:>8,} {human(r.bytes):>11} {r.seconds:>8.2f} "
               f"{r.items_per_s:>10,.0f} {r.mb_per_s:>9.1f} {r.requests:>9,} "
               f"{r.p50_ms:>8.1f} {r.p95_ms:>8.1f} {r.p99_ms:>8.1f}")
+    for r in results:
+        if r.batches:
+            print(f"  {r.op}: {r.batches:,} batches of up to {-(-r.items // r.batches):,}, "
+                  f"batch p50 {r.batch_p50_ms:.1f} ms, p95 {r.batch_p95_ms:.1f} ms, "
+                  f"p99 {r.batch_p99_ms:.1f} ms; hedges sent {r.hedges_sent:,}, "
+                  f"won {r.hedges_won:,}")
 
 
 @command("bench", "Measure list/read/write/save/load throughput (bucket or emulator).", _args)
@@ -166,7 +233,7 @@ def _bench(args: argparse.Namespace) -> int:
         with Client(config, endpoint=endpoint) as client:
             try:
                 results = call(_write_read_list(client.aio, bucket, prefix, ops, args.objects,
-                                                args.size))
+                                                args.size, args.batch, args.hedge_after))
                 results += _save_load(client, f"gs://{bucket}/{prefix}checkpoint.bin", ops,
                                       args.checkpoint_mb)
             finally:

@@ -43,19 +43,37 @@ class EmulatorProfile:
             body of one chunk leaves together with the response head.
         qps_limit: request rate above which the emulator answers 429
             (token bucket with one second of burst; ``None`` = unlimited).
+        tail_fraction: the fraction of media GETs (object bodies, JSON or
+            XML API) held back before their first byte by a heavy tail.
+        tail_delay: ``(low, high)`` seconds, the tail's extra wait, drawn
+            uniformly (on top of ``ttfb``).
+        tail_seed: seed of the tail's RNG (``None`` = nondeterministic);
+            assigning a profile restarts it.
 
     Raises:
-        ValueError: a field is negative, zero where it must be positive, or not finite.
+        ValueError: a field is negative, zero where it must be positive, or
+            not finite; ``tail_fraction`` outside [0, 1]; ``tail_delay`` not
+            ``low <= high``.
     """
 
     ttfb: float = 0.0
     bandwidth: float | None = None
     qps_limit: float | None = None
+    tail_fraction: float = 0.0
+    tail_delay: tuple[float, float] = (0.5, 2.0)
+    tail_seed: int | None = None
 
     def __post_init__(self) -> None:
         _check_non_negative("ttfb", self.ttfb)
         _check_positive("bandwidth", self.bandwidth)
         _check_positive("qps_limit", self.qps_limit)
+        _check_probability("tail_fraction", self.tail_fraction)
+        low, high = self.tail_delay
+        _check_non_negative("tail_delay", low)
+        _check_non_negative("tail_delay", high)
+        if low > high:
+            raise ValueError(f"tail_delay must be (low, high) with low <= high, "
+                             f"got {self.tail_delay!r}")
 
 
 @dataclass(frozen=True)

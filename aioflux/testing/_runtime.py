@@ -46,6 +46,7 @@ class Runtime:
         self._profile = profile
         self._faults = faults
         self._rng = random.Random(faults.seed)
+        self._tail_rng = random.Random(profile.tail_seed)
         self._tokens = 0.0
         self._token_time: float | None = None
 
@@ -58,6 +59,7 @@ class Runtime:
     def profile(self, value: EmulatorProfile) -> None:
         self._profile = value
         self._token_time = None  # restart the token bucket full
+        self._tail_rng = random.Random(value.tail_seed)
 
     @property
     def faults(self) -> Faults:
@@ -180,6 +182,12 @@ class Runtime:
         if request.method == "HEAD":
             hdrs["Content-Length"] = str(size)
             return web.Response(status=status, headers=hdrs)
+        tail = self._profile.tail_fraction
+        if tail and self._tail_rng.random() < tail:
+            # The heavy tail: held back before the first byte (a slow front
+            # end or disk), what hedged reads are for.
+            self.stats["tail_delays"] += 1
+            await asyncio.sleep(self._tail_rng.uniform(*self._profile.tail_delay))
         f = self._faults
         reset = self._draw(f.p_reset) and size > 1
         stall = self._draw(f.p_stall) and size > 0

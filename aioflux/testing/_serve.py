@@ -57,12 +57,16 @@ def build_parser(prog: str = "aioflux emulator") -> argparse.ArgumentParser:
     p.add_argument("--ttfb-ms", type=float, help="time to first byte, milliseconds")
     p.add_argument("--bandwidth-mbps", type=float, help="per-connection cap, MB/s (1e6 B/s)")
     p.add_argument("--qps", type=float, help="request rate cap; excess requests get 429")
+    p.add_argument("--tail-fraction", type=float, default=0.0,
+                   help="fraction of media GETs held back before the first byte")
+    p.add_argument("--tail-delay-ms", type=float, nargs=2, default=(500.0, 2000.0),
+                   metavar=("LOW", "HIGH"), help="that wait, drawn uniformly (default 500 2000)")
     p.add_argument("--p-429", type=float, default=0.0, help="probability of an injected 429")
     p.add_argument("--p-503", type=float, default=0.0, help="probability of an injected 503")
     p.add_argument("--p-reset", type=float, default=0.0, help="probability of a mid-body reset")
     p.add_argument("--p-stall", type=float, default=0.0, help="probability of a mid-body stall")
     p.add_argument("--stall-seconds", type=float, default=1.0, help="length of a stall")
-    p.add_argument("--seed", type=int, help="fault RNG seed")
+    p.add_argument("--seed", type=int, help="seed of the fault and tail RNGs")
     p.add_argument(
         "--bucket", action="append", default=[], metavar="NAME", help="pre-create (repeatable)"
     )
@@ -75,6 +79,9 @@ def _knobs(args: argparse.Namespace) -> tuple[EmulatorProfile, Faults]:
         ttfb=base.ttfb if args.ttfb_ms is None else args.ttfb_ms / 1000.0,
         bandwidth=base.bandwidth if args.bandwidth_mbps is None else args.bandwidth_mbps * 1e6,
         qps_limit=base.qps_limit if args.qps is None else args.qps,
+        tail_fraction=args.tail_fraction,
+        tail_delay=(args.tail_delay_ms[0] / 1000.0, args.tail_delay_ms[1] / 1000.0),
+        tail_seed=args.seed,
     )
     faults = Faults(
         p_429=args.p_429,

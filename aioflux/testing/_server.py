@@ -55,8 +55,9 @@ class Emulator:
     ``rewrite``, ``copy``, ``delete``, ``patch``, ``xml_get``, ``xml_put``,
     ``xml_initiate``, ``xml_put_part``, ``xml_complete``, ``xml_abort``...),
     ``requests`` in total, and faults: ``injected_429``, ``injected_503``,
-    ``throttled`` (QPS cap), ``resets``, ``stalls``. S3 requests count as
-    ``s3_get``, ``s3_head``, ``s3_put``, ``s3_list``, ``s3_put_part``...
+    ``throttled`` (QPS cap), ``resets``, ``stalls``, ``tail_delays`` (the
+    profile's heavy tail). S3 requests count as ``s3_get``, ``s3_head``,
+    ``s3_put``, ``s3_list``, ``s3_put_part``...
 
     Args:
         profile: latency / bandwidth / QPS profile (default: none).

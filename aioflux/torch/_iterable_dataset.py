@@ -7,6 +7,7 @@ Objects may be on any store (``gs://``, ``file://`` or a path); see
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -14,6 +15,7 @@ import torch.utils.data
 
 from .._core.config import DEFAULT_MAX_CONCURRENCY, ClientConfig, RetryPolicy
 from .._core.errors import InvalidArgument
+from .._core.metrics import BatchStats
 from .._core.portal import iterate
 from .._core.types import ObjectInfo
 from .._core.validate import Credentials, check_bool, check_int
@@ -24,11 +26,11 @@ from ._source import Sample, Transform, build_source, check_objects
 
 __all__ = ["DEFAULT_PREFETCH", "IterableDataset"]
 
+T = TypeVar("T")
+
 # Objects in flight per iterator: the client's default concurrency, so an
 # iterator alone keeps every permit busy (see DEFAULT_MAX_CONCURRENCY).
 DEFAULT_PREFETCH = DEFAULT_MAX_CONCURRENCY
-
-T = TypeVar("T")
 
 
 class IterableDataset(torch.utils.data.IterableDataset[Sample]):
@@ -133,6 +135,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
             raise InvalidArgument(f"rank {self.rank} outside world size {self.world_size}")
         self.batch_size = batch_size
         self._progress = self._new_progress()
+        self._batch_stats = (os.getpid(), BatchStats())
 
     @classmethod
     def from_prefix(cls, url: str, *, list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
@@ -224,6 +227,18 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         """Epoch of the next ``iter()`` in this process."""
         return self._progress.peek().epoch
 
+    @property
+    def stats(self) -> BatchStats:
+        """This process's batch latencies (``stats.summary()``: p50/p95/p99).
+        A batch here is one hand-off of up to 64 samples from the download
+        loop; its latency is the time the consumer waited for them. Each
+        DataLoader worker keeps its own (BatchStats in aioflux._core.metrics)."""
+        pid, stats = self._batch_stats
+        if pid != os.getpid():  # a worker's copy starts empty
+            stats = BatchStats()
+            self._batch_stats = (os.getpid(), stats)
+        return stats
+
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose order the next ``iter()`` uses.
 
@@ -279,7 +294,9 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         # batch measured ~15% more samples/s than one per sample). Leaving
         # early cancels the downloads in flight; their finally blocks delete
         # composites.
-        for count, (_, data) in enumerate(iterate(agen, batch=min(64, self.prefetch)), 1):
+        hand_off = min(64, self.prefetch)
+        timed = _timed(iterate(agen, batch=hand_off), self.stats, hand_off)
+        for count, (_, data) in enumerate(timed, 1):
             if count in ends:
                 current.handed = ends[count]  # before the yield: a state taken now includes it
             yield (data if self._transform is None  # type: ignore[misc]
@@ -318,3 +335,28 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
             InvalidArgument: not such a state, another seed or another object list.
         """
         self._progress.load_state_dict(state)
+
+
+def _timed(items: Iterator[T], stats: BatchStats, every: int) -> Iterator[T]:
+    """``items``, recording into ``stats`` the time spent waiting for each
+    ``every`` of them (the consumer's time between them is not counted)."""
+    waited, count = 0.0, 0
+    try:
+        while True:
+            started = time.perf_counter()
+            try:
+                item = next(items)
+            except StopIteration:
+                break
+            waited += time.perf_counter() - started
+            count += 1
+            if count == every:
+                stats.record(waited, count)
+                waited, count = 0.0, 0
+            yield item
+        if count:
+            stats.record(waited, count)
+    finally:
+        close = getattr(items, "close", None)
+        if close is not None:
+            close()  # leaving early cancels the downloads in flight, as before

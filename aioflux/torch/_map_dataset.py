@@ -10,6 +10,7 @@ import concurrent.futures
 import dataclasses
 import itertools
 import os
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ import torch.utils.data
 
 from .._core.config import ClientConfig, RetryPolicy
 from .._core.errors import InvalidArgument
+from .._core.metrics import BatchStats
 from .._core.portal import Portal, get_portal
 from .._core.types import ObjectInfo
 from .._core.urls import parse_url
@@ -96,6 +98,7 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         self._prefetched: list[_Prefetch] = []
         self._prefetch_pid = os.getpid()
         self._last_run: tuple[int, int] | None = None  # (start, length) of the last batch
+        self._batch_stats = (os.getpid(), BatchStats())
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -250,6 +253,7 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         Raises:
             StorageError: a download failed.
         """
+        started = time.perf_counter()
         portal = get_portal()
         wanted = list(indices)
         if self._prefetch_pid != os.getpid():
@@ -273,6 +277,7 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         for wrong in queue:
             wrong.future.cancel()  # a hint that did not come true
         datas = current.result()
+        self.stats.record(time.perf_counter() - started, len(datas))
         return [self._apply(d) for d in datas]
 
     def _readahead(self, wanted: list[int]) -> list[list[int]]:
@@ -353,6 +358,17 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
     def download_stats(self) -> DownloadStats:
         """This process's planner counters."""
         return self._source.downloader.stats
+
+    @property
+    def stats(self) -> BatchStats:
+        """This process's batch latencies (``stats.summary()``: p50/p95/p99):
+        each ``__getitems__`` from its call until its bytes are ready. Each
+        DataLoader worker keeps its own (BatchStats in aioflux._core.metrics)."""
+        pid, stats = self._batch_stats
+        if pid != os.getpid():  # a worker's copy starts empty
+            stats = BatchStats()
+            self._batch_stats = (os.getpid(), stats)
+        return stats
 
 
 def _ahead(config: ClientConfig, batch_len: int, batch_bytes: int) -> int:

@@ -132,7 +132,8 @@ def test_failures_are_one_line_exit_1(run, bucket: str, argv: list[str],  # type
     (["bench", "--size", "-5", "gs://{b}/x"],
      "aioflux bench: error: argument --size: must be >= 0, got -5"),
     (["bench", "gs://{b}", "--ops", "fly"],
-     "aioflux bench: error: unknown --ops fly (choose from write, list, read, save, load)"),
+     "aioflux bench: error: unknown --ops fly (choose from write, list, read, batches, save, "
+     "load)"),
     (["rm", "gs://{b}/dir/"], "aioflux rm: error: gs://{b}/dir/ names a bucket or folder; use -r"),
     (["stat", "gs://{b}"], "aioflux stat: error: gs://{b}/ names no object"),
     (["cat", "gs://{b}/d/"], "aioflux cat: error: gs://{b}/d/ names no object"),
@@ -249,8 +250,10 @@ def test_bench_against_a_bucket(run, sync_client: Client, bucket: str,  # type: 
                          "--checkpoint-mb", "6", "--json", "--plot", str(plot))
     assert code == 0, err
     results = {r["op"]: r for r in json.loads(out)["results"]}
-    assert set(results) == {"write", "list", "read", "save", "load"}
+    assert set(results) == {"write", "list", "read", "batches", "save", "load"}
     assert results["read"]["bytes"] == 20_000 and results["list"]["items"] == 20
+    # 20 objects in batches of 32: one batch, every byte once.
+    assert results["batches"]["bytes"] == 20_000 and results["batches"]["batches"] == 1
     assert results["load"]["bytes"] == 6 << 20
     # Request latency percentiles from client.stats, per measured operation.
     assert results["read"]["requests"] == 20 and results["write"]["requests"] == 20

@@ -1,0 +1,69 @@
+"""hedge_tail contender: a MapDataset epoch through a DataLoader, hedged or not.
+
+``--hedge-after auto|SECONDS`` sets ``DownloadOptions(hedge_after=...)``;
+without it nothing is hedged. Only the epoch is timed; the result line adds
+the batch latency percentiles from ``dataset.stats`` and the hedges sent
+and won (``dataset.download_stats.hedge``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch.utils.data
+from _contender import Manifest, Stopwatch, load, report
+
+from aioflux import ClientConfig, DownloadOptions
+from aioflux.torch import MapDataset
+
+
+def total_len(batch: list[bytes]) -> int:
+    return sum(len(b) for b in batch)
+
+
+def main(manifest: Manifest,
+         args: argparse.Namespace) -> tuple[Stopwatch, int, int, dict[str, object]]:
+    url = f"gs://{manifest.bucket}/{args.prefix}"
+    hedge: float | str | None = None
+    if args.hedge_after is not None:
+        hedge = args.hedge_after if args.hedge_after == "auto" else float(args.hedge_after)
+    ds = MapDataset.from_prefix(url, endpoint=manifest.endpoint,
+                                config=ClientConfig(max_concurrency=args.concurrency),
+                                download_options=DownloadOptions(hedge_after=hedge))
+    loader = torch.utils.data.DataLoader(ds, batch_size=args.batch, num_workers=0,
+                                         collate_fn=total_len)
+    nbytes = 0
+    with Stopwatch() as watch:
+        for size in loader:
+            nbytes += size
+    batches = ds.stats.summary()
+    stats = ds.download_stats
+    extra: dict[str, object] = {
+        "hedge_after": args.hedge_after or "off",
+        "batches": batches["batches"],
+        "batch_p50_ms": round(batches["p50"] * 1e3, 1),
+        "batch_p95_ms": round(batches["p95"] * 1e3, 1),
+        "batch_p99_ms": round(batches["p99"] * 1e3, 1),
+        "hedges_sent": stats.hedge.sent,
+        "hedges_won": stats.hedge.won,
+        "hedges_denied": stats.hedge.denied,
+        "read_p50_ms": round(stats.hedge.latency.percentile(0.5) * 1e3, 1),
+        "read_p95_ms": round(stats.hedge.latency.percentile(0.95) * 1e3, 1),
+    }
+    print(f"batch latency {extra}", file=sys.stderr)
+    ds.close()
+    # Items as the dataset counted them: a hedged read is one sample.
+    return watch, nbytes, int(batches["samples"]), extra
+
+
+if __name__ == "__main__":
+    manifest, rest = load()
+    p = argparse.ArgumentParser()
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--concurrency", type=int, default=128)
+    p.add_argument("--prefix", default="")
+    p.add_argument("--hedge-after", default=None, help="auto or seconds")
+    args = p.parse_args(rest)
+    watch, nbytes, items, extra = main(manifest, args)
+    report(watch, nbytes=nbytes, items=items, **extra)
