@@ -35,6 +35,7 @@ from .._core.validate import (
 from .._core.window import gather_bounded
 from .._engines.cache import CachedDownloader, DiskCache, cache_from_args
 from .._engines.download import Downloader, DownloadOptions
+from .._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, check_hedge
 from .._engines.listing import list_objects_parallel
 
 if TYPE_CHECKING:
@@ -242,7 +243,7 @@ def build_source(op: str, objects: object, transform: Transform[Any] | None,
                  download_options: DownloadOptions | None, disable_compose: bool | None,
                  max_composite_object_size: int | None,
                  compose_threshold: int | None, *, cache_dir: str | os.PathLike[str] | None = None,
-                 cache_limit: int | None = None
+                 cache_limit: int | None = None, hedge_after: HedgeAfter = None
                  ) -> tuple[DatasetSource, Transform[Any] | None]:
     """Check a dataset's settings (before any request) and build its source.
 
@@ -264,6 +265,7 @@ def build_source(op: str, objects: object, transform: Transform[Any] | None,
             the machine (see :class:`~aioflux._engines.cache.DiskCache`).
         cache_limit: most bytes the cache holds (least recently used
             entries are evicted beyond it); None: no limit.
+        hedge_after: planner override (``DownloadOptions.hedge_after``).
 
     Returns:
         ``(source, transform)``.
@@ -291,11 +293,16 @@ def build_source(op: str, objects: object, transform: Transform[Any] | None,
     check_bool(op, "disable_compose", disable_compose, optional=True)
     check_int(op, "max_composite_object_size", max_composite_object_size, optional=True)
     check_int(op, "compose_threshold", compose_threshold, optional=True)
+    try:
+        check_hedge(op, hedge_after, DEFAULT_HEDGE_BUDGET)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
     cache = cache_from_args(op, cache_dir, cache_limit)
     options = download_options or DownloadOptions()
     overrides = {k: v for k, v in (("disable_compose", disable_compose),
                                    ("max_composite_object_size", max_composite_object_size),
-                                   ("compose_threshold", compose_threshold)) if v is not None}
+                                   ("compose_threshold", compose_threshold),
+                                   ("hedge_after", hedge_after)) if v is not None}
     if overrides:
         options = dataclasses.replace(options, **overrides)  # type: ignore[arg-type]
     source = DatasetSource(config=config, endpoint=endpoint, credentials=credentials,

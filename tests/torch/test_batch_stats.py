@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import torch.utils.data
 
-from aioflux import DownloadOptions
+from aioflux import DownloadOptions, InvalidArgument
 from aioflux.testing import Emulator, EmulatorProfile, running_emulator
 from aioflux.torch import IterableDataset, MapDataset
 
@@ -74,3 +74,22 @@ def test_hedged_map_dataset_overtakes_the_tail_and_counts_once(emu: Emulator) ->
     assert emu.stats["get_media"] == COUNT + stats.hedge.sent
     assert ds.stats.samples == COUNT
     ds.close()
+
+
+def test_hedge_after_keyword_on_both_datasets(emu: Emulator) -> None:
+    # The datasets' own keyword: the default 5% budget of 96 reads allows a
+    # few duplicates, enough to overtake the tail's 1.5 s reads.
+    emu.profile = EmulatorProfile(ttfb=0.005, tail_fraction=0.03, tail_delay=(1.5, 1.5),
+                                  tail_seed=3)
+    ds = MapDataset.from_prefix("gs://batches/d", endpoint=emu.endpoint, hedge_after=0.1)
+    loader = torch.utils.data.DataLoader(ds, batch_size=32, collate_fn=_keep)
+    assert [b for batch in loader for b in batch] == [_body(i) for i in range(COUNT)]
+    assert ds.download_stats.hedge.sent >= 1
+    ds.close()
+    it = IterableDataset.from_prefix("gs://batches/d", endpoint=emu.endpoint, shuffle=False,
+                                     hedge_after="auto")
+    assert sorted(bytes(b) for b in it) == sorted(_body(i) for i in range(COUNT))
+    it.close()
+    for bad in (0, -1.0, "fast", float("nan")):
+        with pytest.raises(InvalidArgument, match="hedge_after"):
+            MapDataset([], hedge_after=bad)  # type: ignore[arg-type]
