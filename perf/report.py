@@ -313,6 +313,10 @@ def render_run(run: Run) -> str:
             notes.append(f"- {c['name']} batch latency p50/p95/p99 ms per round: " + "; ".join(
                 f"{e['batch_p50_ms']}/{e['batch_p95_ms']}/{e['batch_p99_ms']} (hedges sent "
                 f"{e.get('hedges_sent', 0)}, won {e.get('hedges_won', 0)})" for e in latency))
+        gets = [s["extra"] for s in run.ok(c["name"]) if "object_gets" in s.get("extra", {})]
+        if gets:  # contenders that count the emulator's reads (perf/scenarios/cache_epochs.py)
+            notes.append(f"- {c['name']} object GETs during the timed epoch per round: "
+                         + ", ".join(str(e["object_gets"]) for e in gets))
         if c.get("skipped"):
             notes.append(f"- {c['name']} skipped: {c['skipped']}")
         notes += [f"- {c['name']} round {s['round']}: {s['error']}"

@@ -9,6 +9,7 @@ lazily, because the portal and the transport both check the process id.
 from __future__ import annotations
 
 import builtins
+import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
@@ -199,7 +200,9 @@ class Client:
 
     def stream(self, bucket: str, prefix: str = "", *, concurrency: int | None = None,
                ordered: bool = False, list_concurrency: int | None = None,
-               options: DownloadOptions | None = None) -> Iterator[StreamItem]:
+               options: DownloadOptions | None = None,
+               cache_dir: str | os.PathLike[str] | None = None,
+               cache_limit: int | None = None) -> Iterator[StreamItem]:
         """List ``prefix`` in parallel and download each object as it is listed.
 
         ``for item in client.stream("gs://b/p"): item.name, item.data``; the
@@ -214,6 +217,10 @@ class Client:
             ordered: yield in listing order; else as downloads complete.
             list_concurrency: parallel listers (``None``: 16).
             options: planner settings (large objects are read in ranged chunks).
+            cache_dir: a local disk cache across passes: each listed object
+                is looked up there first (keyed by its listed version, no
+                extra request) and what is downloaded is stored.
+            cache_limit: most bytes in ``cache_dir`` (LRU eviction); None: no limit.
 
         Returns:
             An iterator of StreamItem (``.name``, ``.data``, ``.info``).
@@ -224,7 +231,8 @@ class Client:
             StorageError: listing or a download failed (while iterating).
         """
         agen = self.aio.stream(bucket, prefix, concurrency=concurrency, ordered=ordered,
-                               list_concurrency=list_concurrency, options=options)
+                               list_concurrency=list_concurrency, options=options,
+                               cache_dir=cache_dir, cache_limit=cache_limit)
         return iterate(agen, batch=64)
 
     @overload

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, overload
 
@@ -48,6 +49,7 @@ from .._core.validate import (
     read_args,
     write_args,
 )
+from .._engines.cache import cache_from_args
 from .._engines.compose import MAX_COMPOSE_SOURCES
 from .._engines.download import DownloadOptions
 from .._engines.iterables import StreamItem, stream, stream_args
@@ -293,7 +295,9 @@ class AsyncClient:
 
     def stream(self, bucket: str, prefix: str = "", *, concurrency: int | None = None,
                ordered: bool = False, list_concurrency: int | None = None,
-               options: DownloadOptions | None = None) -> AsyncIterator[StreamItem]:
+               options: DownloadOptions | None = None,
+               cache_dir: str | os.PathLike[str] | None = None,
+               cache_limit: int | None = None) -> AsyncIterator[StreamItem]:
         """List ``prefix`` in parallel and download each object as it is listed.
 
         ``async for obj in client.stream("gs://b/p", concurrency=64)``.
@@ -306,6 +310,10 @@ class AsyncClient:
             ordered: yield in listing order; else as downloads complete.
             list_concurrency: parallel listers (``None``: 16).
             options: planner settings (large objects are read in ranged chunks).
+            cache_dir: a local disk cache across passes: each listed object
+                is looked up there first (keyed by its listed version, no
+                extra request) and what is downloaded is stored.
+            cache_limit: most bytes in ``cache_dir`` (LRU eviction); None: no limit.
 
         Returns:
             An async iterator of StreamItem (``.name``, ``.data``, ``.info``).
@@ -316,8 +324,9 @@ class AsyncClient:
             StorageError: listing or a download failed (while iterating).
         """
         stream_args("stream", bucket, prefix, concurrency, ordered, list_concurrency, options)
+        cache = cache_from_args("stream", cache_dir, cache_limit)
         return stream(self, bucket, prefix, concurrency=concurrency, ordered=ordered,
-                      list_concurrency=list_concurrency, options=options)
+                      list_concurrency=list_concurrency, options=options, cache=cache)
 
     # -- reads ----------------------------------------------------------------
 

@@ -60,6 +60,7 @@ from .._core.validate import (
     read_args,
     write_args,
 )
+from .._engines.cache import cache_from_args
 from .._engines.iterables import StreamItem, stream, stream_args
 from . import _files
 from ._files import TEMP_MARK
@@ -277,8 +278,9 @@ class LocalStore:
                 yield obj
 
     def stream(self, bucket: str, prefix: str = "", *, concurrency: int | None = None,
-               ordered: bool = False,
-               list_concurrency: int | None = None) -> AsyncIterator[StreamItem]:
+               ordered: bool = False, list_concurrency: int | None = None,
+               cache_dir: str | os.PathLike[str] | None = None,
+               cache_limit: int | None = None) -> AsyncIterator[StreamItem]:
         """List ``prefix`` and read each file as it is listed (see
         :meth:`aioflux.AsyncClient.stream`).
 
@@ -288,13 +290,18 @@ class LocalStore:
             concurrency: reads in flight (``None``: 64).
             ordered: yield in listing order; else as reads complete.
             list_concurrency: parallel listers (``None``: 16).
+            cache_dir: a local disk cache across passes: each listed object
+                is looked up there first (keyed by its listed version, no
+                extra request) and what is downloaded is stored.
+            cache_limit: most bytes in ``cache_dir`` (LRU eviction); None: no limit.
 
         Returns:
             An async iterator of StreamItem.
         """
         stream_args("stream", bucket, prefix, concurrency, ordered, list_concurrency, None)
+        cache = cache_from_args("stream", cache_dir, cache_limit)
         return stream(self, bucket, prefix, concurrency=concurrency, ordered=ordered,
-                      list_concurrency=list_concurrency)
+                      list_concurrency=list_concurrency, cache=cache)
 
     # -- reads ----------------------------------------------------------------
 

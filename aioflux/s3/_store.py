@@ -28,6 +28,7 @@ semaphore, retries, lean reads), signed with SigV4 by botocore
 from __future__ import annotations
 
 import builtins
+import os
 from collections.abc import AsyncIterator, Sequence
 from typing import overload
 from urllib.parse import quote
@@ -55,6 +56,7 @@ from .._core.validate import (
     read_args,
     write_args,
 )
+from .._engines.cache import cache_from_args
 from .._engines.download import DownloadOptions
 from .._engines.iterables import StreamItem, stream, stream_args
 from .._net.media import read_media
@@ -344,7 +346,9 @@ class S3Store:
 
     def stream(self, bucket: str, prefix: str = "", *, concurrency: int | None = None,
                ordered: bool = False, list_concurrency: int | None = None,
-               options: DownloadOptions | None = None) -> AsyncIterator[StreamItem]:
+               options: DownloadOptions | None = None,
+               cache_dir: str | os.PathLike[str] | None = None,
+               cache_limit: int | None = None) -> AsyncIterator[StreamItem]:
         """List ``prefix`` in parallel and download each object as it is
         listed (see :meth:`aioflux.AsyncClient.stream`).
 
@@ -355,6 +359,10 @@ class S3Store:
             ordered: yield in listing order; else as downloads complete.
             list_concurrency: parallel listers (``None``: 16).
             options: DownloadOptions of the planner.
+            cache_dir: a local disk cache across passes: each listed object
+                is looked up there first (keyed by its listed version, no
+                extra request) and what is downloaded is stored.
+            cache_limit: most bytes in ``cache_dir`` (LRU eviction); None: no limit.
 
         Returns:
             An async iterator of StreamItem.
@@ -364,8 +372,9 @@ class S3Store:
             StorageError: listing or a download failed (while iterating).
         """
         stream_args("stream", bucket, prefix, concurrency, ordered, list_concurrency, options)
+        cache = cache_from_args("stream", cache_dir, cache_limit)
         return stream(self, bucket, prefix, concurrency=concurrency, ordered=ordered,
-                      list_concurrency=list_concurrency, options=options)
+                      list_concurrency=list_concurrency, options=options, cache=cache)
 
     # -- reads ----------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ __all__ = ["plan"]
 
 
 def _ready() -> str | None:
-    return project_imports("import aioflux.s3, aioflux; aioflux.open; aioflux.new_store")
+    return project_imports("import aioflux.s3, aioflux; aioflux.open; aioflux.S3Store")
 
 
 def plan(options: Options) -> Plan:

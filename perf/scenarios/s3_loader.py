@@ -24,7 +24,6 @@ _S3TC = ("s3torchconnector 1.5 on the emulator's S3 face over plain http: endpoi
 
 
 def _ready() -> str | None:
-    # The aioflux contenders are provisional until the S3 backend is merged.
     return project_imports("import aioflux.s3, aioflux.torch; aioflux.torch.MapDataset")
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from aioflux import AsyncClient, InvalidArgument, ObjectInfo, load_files
+from aioflux import AsyncClient, InvalidArgument, LocalStore, ObjectInfo, load_files
+from aioflux._core.urls import parse_url
 from aioflux._engines.cache import DiskCache, info
 from aioflux._engines.iterables import stream
 from aioflux.testing import Emulator, EmulatorProfile
@@ -231,6 +232,35 @@ async def test_stream_with_cache(emulator: Emulator, bucket: str, tmp_path: Path
         assert got == data
         assert emulator.stats["get_media"] - before == (20 if round_ == 0 else 0)
     assert (cache.stats.misses, cache.stats.hits) == (20, 20)
+
+
+async def test_client_stream_with_cache_dir(emulator: Emulator, bucket: str, tmp_path: Path,
+                                           client: AsyncClient) -> None:
+    # The stores' own stream (gs here; file below) and the sync Client's.
+    data = {f"t/{i:02d}": os.urandom(2000 + i) for i in range(12)}
+    for name, body in data.items():
+        emulator.store.put(bucket, name, body)
+    root = tmp_path / "cache"
+    for round_ in range(2):
+        before = emulator.stats["get_media"]
+        got = {item.name: item.data async for item in client.stream(bucket, "t/", cache_dir=root)}
+        assert got == data
+        assert emulator.stats["get_media"] - before == (12 if round_ == 0 else 0)
+    from aioflux import Client
+
+    with Client(endpoint=emulator.endpoint) as sync:
+        before = emulator.stats["get_media"]
+        assert {i.name: i.data for i in sync.stream(bucket, "t/", cache_dir=root)} == data
+        assert emulator.stats["get_media"] == before
+    files = tmp_path / "files"
+    (files / "x").mkdir(parents=True)
+    (files / "x" / "a").write_bytes(b"local bytes")
+    store = LocalStore()
+    url = parse_url(str(files) + "/")
+    got_local = [i.data async for i in store.stream(url.bucket, url.name, cache_dir=root)]
+    assert got_local == [b"local bytes"]
+    with pytest.raises(InvalidArgument, match="cache_limit"):
+        client.stream(bucket, "t/", cache_limit=10)
 
 
 def test_cli_cache_info_and_clear(run, emulator: Emulator, bucket: str,  # type: ignore[no-untyped-def]
