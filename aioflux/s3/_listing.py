@@ -2,8 +2,12 @@
 
 S3 has no end offset: a listing stops itself at the first key past it (so
 a parallel lister costs no page beyond its range). ``start-after`` is
-exclusive, so ``start_offset`` minus its last character is sent and the
-few keys between are dropped here. Keys come URL-encoded (XML 1.0 cannot
+exclusive, so a key just below ``start_offset`` is sent (its last character
+lowered by one, then the highest code point) and any key between is dropped
+here. (Sending ``start_offset`` minus its last character instead made a
+parallel lister whose split point ends in a letter, ``obj-005j``, page
+through every ``obj-005<digit>`` key below it: 3x the keys parsed on a 100k
+listing.) Keys come URL-encoded (XML 1.0 cannot
 carry every character a key may hold). Listed objects have no crc32c:
 ListObjectsV2 names an object's checksum algorithm, never its value.
 """
@@ -51,7 +55,7 @@ async def list_pages(store: S3Store, bucket: str, prefix: str, delimiter: str | 
     if delimiter:
         base.append(("delimiter", delimiter))
     if start_offset:
-        base.append(("start-after", start_offset[:-1]))
+        base.append(("start-after", _just_below(start_offset)))
     token: str | None = None
     url = store.object_url(bucket)
 
@@ -66,16 +70,23 @@ async def list_pages(store: S3Store, bucket: str, prefix: str, delimiter: str | 
             unquote_plus if text(root, "EncodingType") == "url" else str)
         objects: list[ObjectInfo] = []
         done = False
-        for el in children(root, "Contents"):
-            key = decode(text(el, "Key"))
+        # One namespace for the whole document: ElementTree's own (C) lookups
+        # by qualified name, not a Python scan of each entry's children (that
+        # was a third of a 100k listing's CPU).
+        ns = root.tag[:root.tag.index("}") + 1] if root.tag.startswith("{") else ""
+        key_tag, size_tag, etag_tag, modified_tag = (
+            ns + "Key", ns + "Size", ns + "ETag", ns + "LastModified")
+        for el in root.iterfind(ns + "Contents"):
+            key = decode(el.findtext(key_tag) or "")
             if start_offset and key < start_offset:
                 continue
             if end_offset and key >= end_offset:
                 done = True
                 break
-            objects.append(ObjectInfo(bucket, key, int(text(el, "Size", "0")),
-                                      store._remember(text(el, "ETag")), None, None, None, None,
-                                      text(el, "LastModified") or None, NO_METADATA, "s3"))
+            objects.append(ObjectInfo(bucket, key, int(el.findtext(size_tag) or 0),
+                                      store._remember(el.findtext(etag_tag) or ""), None, None,
+                                      None, None, el.findtext(modified_tag) or None, NO_METADATA,
+                                      "s3"))
         prefixes = sorted(
             p for p in (decode(text(cp, "Prefix")) for cp in children(root, "CommonPrefixes"))
             if (not end_offset or p < end_offset)
@@ -86,3 +97,14 @@ async def list_pages(store: S3Store, bucket: str, prefix: str, delimiter: str | 
             yield ListPage(objects=objects, prefixes=prefixes, next_page_token=None)
             return
         yield ListPage(objects=objects, prefixes=prefixes, next_page_token=token)
+
+
+def _just_below(key: str) -> str:
+    """A string below ``key`` with (practically) no key between: the last
+    character lowered by one, then U+10FFFF. Where that is not encodable
+    (lowering into the surrogates), or the last character is U+0000, the
+    key minus its last character (correct, only less tight)."""
+    last = ord(key[-1])
+    if last == 0 or 0xD800 <= last - 1 <= 0xDFFF:
+        return key[:-1]
+    return key[:-1] + chr(last - 1) + "\U0010ffff"

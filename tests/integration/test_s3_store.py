@@ -42,7 +42,7 @@ from aioflux._core.crc import Crc32c, crc32c, encode_crc32c
 from aioflux._net.transport import HttpResponse, Op
 from aioflux.s3._auth import SigV4
 from aioflux.s3._xml import etag_of, generation_of
-from aioflux.testing import MockRequest, MockResponse, MockTransport
+from aioflux.testing import Emulator, MockRequest, MockResponse, MockTransport
 from tests.conftest import FAST_RETRY, MotoS3, unique_bucket
 
 MIB = 1024 * 1024
@@ -532,6 +532,30 @@ async def test_listing_offsets_and_delimiter(s3: tuple[S3Store, str]) -> None:
     assert sorted({x for p in grouped for x in p.prefixes}) == ["p/sub/"]
     listed = [o async for o in store.list_objects(bucket, "p/sub/")]
     assert [(o.scheme, o.size, o.crc32c) for o in listed] == [("s3", 1, None)] * 2
+
+
+async def test_a_start_offset_ending_in_a_letter_skips_the_keys_below(
+        emulator: Emulator) -> None:
+    # start-after is exclusive; what is sent must sit just below the
+    # inclusive start_offset. "obj-005j" (a parallel lister's split point
+    # can end in any character its names hold) minus its last character,
+    # "obj-005", made S3 page through all of obj-0050..obj-0059 first.
+    bucket = unique_bucket("after")
+    emulator.create_bucket(bucket)
+    for i in range(1000):
+        emulator.store.put(bucket, f"obj-{i:04d}", b"x")
+    emulator.store.put(bucket, "obj-005jam", b"x")
+    async with S3Store(ClientConfig(retry=FAST_RETRY), endpoint=emulator.s3_endpoint) as store:
+        before = store.stats.requests
+        pages = [p async for p in store.list(bucket, start_offset="obj-005j", page_size=5)]
+        assert [o.name for p in pages for o in p.objects][:2] == ["obj-005jam", "obj-0060"]
+        assert store.stats.requests - before == len(pages)
+        assert len(pages) == (1 + 940 + 4) // 5
+        # Every key at or above a start offset, for keys ending anywhere.
+        for start in ("obj-0999", "obj-00\x00", "obj-0\ue000"):
+            got = [o.name async for o in store.list_objects(bucket, start_offset=start)]
+            assert got == sorted(n for n in [f"obj-{i:04d}" for i in range(1000)]
+                                 + ["obj-005jam"] if n >= start)
 
 
 async def test_compose_is_refused(s3: tuple[S3Store, str]) -> None:

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aioflux._core.store import StoreFeatures
 from aioflux._core.types import ListPage, ObjectInfo
 from aioflux._engines.listing import (
     COMPOSED_PREFIX,
@@ -23,37 +24,51 @@ from aioflux._engines.listing import (
 
 
 class FakeLister:
-    """Serves ``list`` like GCS: sorted, prefix, half-open offsets, pages."""
+    """Serves ``list`` like GCS: sorted, prefix, half-open offsets, pages.
 
-    def __init__(self, names: list[str], page_size: int, seed: int) -> None:
+    With ``server_end=False`` it serves like S3 (the store's listing, as
+    ``aioflux.s3`` does it): the server ignores the end, and names at or
+    past it are served (counted) but dropped, ending the listing.
+    """
+
+    def __init__(self, names: list[str], page_size: int, seed: int, *,
+                 server_end: bool = True) -> None:
         self.names = sorted(set(names))
         self.page_size = page_size
         self.rng = random.Random(seed)
         self.requests = 0
         self.served = 0  # names sent back, counting repeats
+        self.features = StoreFeatures("gs" if server_end else "s3", end_offset=server_end)
 
     async def list(self, bucket: str, prefix: str = "", *, start_offset: str | None = None,
-                   end_offset: str | None = None, **_: Any) -> AsyncIterator[ListPage]:
+                   end_offset: str | None = None, page_size: int = 1000,
+                   **_: Any) -> AsyncIterator[ListPage]:
         lo = bisect.bisect_left(self.names, max(prefix, start_offset or ""))
+        size = min(self.page_size, page_size)
+        server_end = None if not self.features.end_offset else end_offset
         while True:
             self.requests += 1
             for _ in range(self.rng.randrange(3)):
                 await asyncio.sleep(0)  # interleave listers differently per run
             out: list[ObjectInfo] = []
             i = lo
-            while i < len(self.names) and len(out) < self.page_size:
+            while i < len(self.names) and len(out) < size:
                 name = self.names[i]
                 if not name.startswith(prefix):
                     if name > prefix:
                         break
-                elif end_offset is not None and name >= end_offset:
+                elif server_end is not None and name >= server_end:
                     break
                 else:
                     out.append(ObjectInfo(bucket, name, len(name), generation=i + 1))
                 i += 1
+            self.served += len(out)
+            if end_offset is not None and out and out[-1].name >= end_offset:
+                # The S3 store's own stop: the names past the end are dropped.
+                yield ListPage([o for o in out if o.name < end_offset], [], None)
+                return
             more = i < len(self.names) and self.names[i].startswith(prefix) and (
                 end_offset is None or self.names[i] < end_offset)
-            self.served += len(out)
             yield ListPage(out, [], "t" if more else None)
             if not more:
                 return
@@ -67,10 +82,12 @@ names_strategy = st.lists(
 
 @settings(max_examples=150, deadline=None)
 @given(names=names_strategy, page_size=st.integers(1, 7), concurrency=st.integers(1, 9),
-       seed=st.integers(0, 1000), prefix=st.sampled_from(["", "a", "ab/", "z"]))
+       seed=st.integers(0, 1000), prefix=st.sampled_from(["", "a", "ab/", "z"]),
+       server_end=st.booleans())
 def test_parallel_listing_covers_every_name_exactly_once(
-        names: list[str], page_size: int, concurrency: int, seed: int, prefix: str) -> None:
-    fake = FakeLister(names, page_size, seed)
+        names: list[str], page_size: int, concurrency: int, seed: int, prefix: str,
+        server_end: bool) -> None:
+    fake = FakeLister(names, page_size, seed, server_end=server_end)
     got = asyncio.run(list_objects_parallel(fake, "bkt", prefix,  # type: ignore[arg-type]
                                             concurrency=concurrency, skip_prefix=None))
     listed = [o.name for o in got]
