@@ -79,7 +79,8 @@ from ._xml import (
 __all__ = ["DEFAULT_REGION", "FEATURES", "S3Store"]
 
 FEATURES = StoreFeatures(scheme="s3", compose=0, end_offset=False, multipart=True,
-                         min_part_size=MIN_PART_SIZE, part_granularity=1, max_parts=MAX_PARTS)
+                         min_part_size=MIN_PART_SIZE, part_granularity=1, max_parts=MAX_PARTS,
+                         batch_delete=1000)
 # ETags seen, by the generation hashed from them (ETags that are not an
 # MD5); bounded so a 1M-object listing does not hold them all.
 _ETAG_MEMORY = 65_536
@@ -584,8 +585,9 @@ class S3Store:
         for name in names:
             check_object("delete_many", bucket, name, scheme="s3")
         await self._ready(bucket)
-        for at in range(0, len(names), 1000):
-            await self._multipart.delete_batch(bucket, names[at:at + 1000])
+        step = FEATURES.batch_delete
+        for at in range(0, len(names), step):
+            await self._multipart.delete_batch(bucket, names[at:at + step])
 
     async def copy(self, bucket: str, name: str, dest_bucket: str, dest_name: str) -> ObjectInfo:
         """Copy an object server-side (CopyObject; up to 5 GiB).
