@@ -60,7 +60,7 @@ from .._engines.iterables import StreamItem, stream, stream_args
 from .._net.media import read_media
 from .._net.transport import HttpResponse, Op, Transport
 from ._auth import SigV4, session_region
-from ._endpoints import DEFAULT_REGION, Addressing, Endpoints
+from ._endpoints import DEFAULT_REGION, Addressing, Endpoints, RegionalTransport
 from ._listing import list_pages
 from ._multipart import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE, Multipart
 from ._put import put_object
@@ -145,8 +145,9 @@ class S3Store:
                 auth = AnonymousAuth() if anonymous else (
                     SigV4.found(self.endpoints.region_of_url, profile=profile)
                     or AnonymousAuth())
-            transport = Transport(self.config, auth, endpoint=self.endpoint,
-                                  trusted=self.endpoints.trusted, exact_urls=True)
+            transport = RegionalTransport(self.endpoints, self.config, auth,
+                                          endpoint=self.endpoint,
+                                          trusted=self.endpoints.trusted, exact_urls=True)
         self._transport = transport
         self._multipart = Multipart(self)
 
