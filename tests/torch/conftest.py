@@ -28,10 +28,10 @@ from aioflux.s3 import S3Store
 from aioflux.testing import Emulator
 from tests.conftest import FAST_RETRY, MotoS3, unique_bucket
 
-# The tests that also run on s3 (by function name): datasets from_prefix
-# with 0 and 2 workers, CheckpointManager save/latest/load with its
-# manifest-last rule and retention, DCP and Lightning save/load, and the
-# SIGKILL-mid-save test.
+# The tests of the other backends that also run on s3 (by function name):
+# CheckpointManager save/latest/load with its manifest-last rule and
+# retention, DCP and Lightning save/load, and the SIGKILL-mid-save test.
+# Datasets and file objects on s3 are in test_s3_torch.py.
 S3_TESTS = frozenset({
     "test_save_load_list_latest_and_retention",
     "test_incomplete_checkpoints_are_invisible",
@@ -43,8 +43,6 @@ S3_TESTS = frozenset({
     "test_single_process_save_load_and_the_file_system",
     "test_fit_save_resume_remove",
     "test_sigkill_during_saves",
-    "test_from_prefix_datasets_on_s3",
-    "test_list_load_stream_and_open_on_s3",
 })
 
 

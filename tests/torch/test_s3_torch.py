@@ -1,0 +1,111 @@
+"""Datasets and the blocking helpers on ``s3://``, against moto's S3 server.
+
+The checkpoint, DCP, Lightning and SIGKILL tests run on s3 through the
+``where`` fixture (see ``conftest.S3_TESTS``); these are the dataset and
+IO paths: ``MapDataset`` / ``IterableDataset.from_prefix`` with 0 and 2
+DataLoader workers, ``list_files`` / ``load_files``, ``stream`` and
+``aioflux.open``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+import torch
+
+import aioflux
+from aioflux import WriterOptions, list_files, load_files
+from aioflux._core.portal import call
+from aioflux.torch import IterableDataset, MapDataset
+from tests.conftest import MotoS3
+from tests.torch.conftest import Where
+
+
+def to_bytes(data: bytes | bytearray) -> bytes:
+    return bytes(data)
+
+
+def _seed(where: Where, count: int) -> dict[str, bytes]:
+    rng = random.Random(count)
+    data = {f"d/{i:04d}": os.urandom(rng.randrange(1, 4000)) for i in range(count)}
+    data["d/empty"] = b""
+    for name, body in data.items():
+        where.put(name, body)
+    where.put("d/sub/", b"")  # a folder placeholder: not a sample
+    where.put("d2/not-in-d", b"sibling")  # never "d2" for the folder "d"
+    return data
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("kind", ["map", "iterable"])
+def test_from_prefix_datasets_on_s3(s3_where: Where, moto_s3: MotoS3,
+                                    monkeypatch: pytest.MonkeyPatch, kind: str,
+                                    workers: int) -> None:
+    where = s3_where
+    data = _seed(where, 40)
+    # Explicit endpoint=, as a job would give it: the environment's is gone.
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3")
+    ds: MapDataset | IterableDataset
+    if kind == "map":
+        ds = MapDataset.from_prefix(where.url("d"), transform=to_bytes,
+                                    endpoint=moto_s3.endpoint)
+        assert len(ds) == len(data)
+        assert [where.rel(o.name) for o in ds.objects] == sorted(data)
+        assert {o.scheme for o in ds.objects} == {"s3"}
+        assert ds[3] == data["d/0003"]
+    else:
+        ds = IterableDataset.from_prefix(where.url("d/"), transform=to_bytes,
+                                         endpoint=moto_s3.endpoint)
+    loader = torch.utils.data.DataLoader(ds, batch_size=7, num_workers=workers,
+                                         collate_fn=list,
+                                         multiprocessing_context="fork" if workers else None)
+    for _ in range(2):  # two epochs: nothing lost or doubled in either
+        got = [sample for batch in loader for sample in batch]
+        if kind == "map":
+            assert got == [data[name] for name in sorted(data)]
+        else:
+            assert sorted(got) == sorted(data.values())
+
+
+def test_list_load_stream_and_open_on_s3(s3_where: Where) -> None:
+    where = s3_where
+    data = _seed(where, 25)
+    # No client: the default S3 store, from AWS_ENDPOINT_URL_S3.
+    # A name prefix, as S3 DataPipes' list_files_by_s3 takes.
+    assert where.url("d2/not-in-d") in list(list_files(where.url("d")))
+    urls = list(list_files(where.url("d/")))
+    assert urls == [where.url(name) for name in sorted(data)]
+    loaded = dict(load_files(urls, concurrency=8))
+    assert loaded == {where.url(name): body for name, body in data.items()}
+    assert where.s3 is not None
+    store = where.s3
+
+    async def streamed() -> dict[str, bytes]:
+        return {item.name: bytes(item.data)
+                async for item in store.stream(where.bucket, where.base + "d/", concurrency=8)}
+
+    assert call(streamed()) == {where.base + name: body for name, body in data.items()}
+
+    # A file object: written in 5 MiB parts (a multipart upload), read back.
+    big = os.urandom(12 * 1024 * 1024 + 17)
+    with aioflux.open(where.url("big.bin"), "wb", client=store,
+                      writer=WriterOptions(part_size=5 * 1024 * 1024)) as f:
+        for at in range(0, len(big), 1_000_000):
+            f.write(big[at:at + 1_000_000])
+    with aioflux.open(where.url("big.bin"), "rb") as f:
+        assert f.read(10) == big[:10]
+        f.seek(len(big) - 100)
+        assert f.read() == big[-100:]
+        f.seek(0)
+        assert f.read() == big
+    # An exception inside the with block publishes nothing and leaves no
+    # open multipart upload.
+    with pytest.raises(RuntimeError, match="stop"):
+        with aioflux.open(where.url("never.bin"), "wb", client=store,
+                          writer=WriterOptions(part_size=5 * 1024 * 1024)) as f:
+            f.write(big)
+            raise RuntimeError("stop")
+    assert "never.bin" not in where.names()
+    assert call(store.list_multipart_uploads(where.bucket, where.base)) == []
