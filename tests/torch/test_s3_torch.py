@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+from typing import Any
 
 import pytest
 import torch
@@ -109,3 +110,37 @@ def test_list_load_stream_and_open_on_s3(s3_where: Where) -> None:
             raise RuntimeError("stop")
     assert "never.bin" not in where.names()
     assert call(store.list_multipart_uploads(where.bucket, where.base)) == []
+
+
+def test_retention_deletes_in_batches_on_s3(s3_where: Where,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from aioflux.s3._multipart import Multipart
+    from aioflux.s3._store import S3Store
+    from aioflux.torch import CheckpointManager
+
+    batched: list[list[str]] = []
+    single: list[str] = []
+    batch, one = Multipart.delete_batch, S3Store._delete_request
+
+    async def counted_batch(self: Multipart, bucket: str, names: Any) -> None:
+        batched.append(list(names))
+        await batch(self, bucket, names)
+
+    async def counted_one(self: S3Store, bucket: str, name: str, etag: str | None) -> None:
+        single.append(name)
+        await one(self, bucket, name, etag)
+
+    monkeypatch.setattr(Multipart, "delete_batch", counted_batch)
+    monkeypatch.setattr(S3Store, "_delete_request", counted_one)
+    with CheckpointManager(s3_where.url("run"), keep_last=1) as mgr:
+        for step in (1, 2, 3):
+            mgr.save({"step": step, "w": torch.full((1000,), float(step))}, step)
+        assert [c.step for c in mgr.list()] == [3]
+        assert mgr.load()["step"] == 3
+    # Each retention pass: the manifest alone (the checkpoint vanishes at
+    # once), then the rest of the directory in one DeleteObjects request.
+    state = [f"{s3_where.base}run/step-{s:012d}/state.pt" for s in (1, 2)]
+    assert [names for names in batched if names] == [[state[0]], [state[1]]]
+    assert not [n for n in single if n.endswith("state.pt")]
+    assert s3_where.names("run/") == ["run/history.jsonl", "run/step-000000000003/manifest.json",
+                                      "run/step-000000000003/state.pt"]
