@@ -223,3 +223,26 @@ def test_a_bucket_name_s3_refuses_is_a_usage_error(s3run) -> None:  # type: igno
                    "name 'x': use 3-63 lowercase letters, digits, '-' or '.' "
                    "(see aioflux ls --help)\n")
 
+
+
+def test_region_and_endpoint_flags_reach_the_s3_store(s3run, s3: S3Bucket,  # type: ignore[no-untyped-def]
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from aioflux.cli import _common
+
+    made: list[S3Store] = []
+
+    def recording(*args: Any, **kwargs: Any) -> S3Store:
+        store = S3Store(*args, **kwargs)
+        made.append(store)
+        return store
+
+    monkeypatch.setattr(_common, "S3Store", recording)
+    s3.put("k", b"v")
+    code, out, _ = s3run("ls", "--region", "eu-central-1", "--concurrency", "3",
+                         f"s3://{s3.name}")
+    assert (code, out) == (0, f"s3://{s3.name}/k\n")
+    (store,) = made
+    assert (store.region, store.endpoint, store.config.max_concurrency) == (
+        "eu-central-1", s3.endpoint, 3)
+    # Requests are signed for the region given, not the environment's.
+    assert store.endpoints.region_of_url(store.object_url(s3.name, "k")) == "eu-central-1"
