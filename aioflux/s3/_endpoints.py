@@ -27,7 +27,7 @@ from .._core.auth import Auth
 from .._core.config import ClientConfig
 from .._core.errors import InvalidURL, NotFound, StorageError
 from .._net.failures import error_from_response
-from .._net.transport import HttpResponse, Op, ResponseHandler, Transport
+from .._net.transport import HttpResponse, MediaHandler, Op, ResponseHandler, Transport
 
 __all__ = ["AWS_ENDPOINT", "DEFAULT_REGION", "Addressing", "Endpoints", "RegionalTransport"]
 
@@ -161,7 +161,7 @@ class Endpoints:
         loop = asyncio.get_running_loop()
         finding = self._finding.get(bucket)
         if finding is None or finding.get_loop() is not loop:
-            finding = loop.create_task(self._find_region(bucket, transport))
+            finding = loop.create_task(self.find_region(bucket, transport))
             self._finding[bucket] = finding
         try:
             self.regions[bucket] = await asyncio.shield(finding)
@@ -169,7 +169,7 @@ class Endpoints:
             if finding.done():
                 self._finding.pop(bucket, None)
 
-    async def _find_region(self, bucket: str, transport: Transport) -> str:
+    async def find_region(self, bucket: str, transport: Transport) -> str:
         """``x-amz-bucket-region`` of a HEAD of the bucket (signed for the
         default region: the answer names the region whatever its status, a
         301 or 400 for a request signed for another one)."""
@@ -244,3 +244,31 @@ class RegionalTransport(Transport):
             url = self.endpoints.relocate(op.bucket, url, moved.region)
         return await super().request(op, method, url, handler, params=params, headers=headers,
                                      data=data, ok=ok)
+
+    async def get_media_once(self, op: Op, url: str, handler: MediaHandler[T], *,
+                             headers: Mapping[str, str] | None = None,
+                             into: memoryview | None = None, limit: int | None = None,
+                             keep_partial: bool = True) -> T:
+        """:meth:`Transport.get_media_once` (the lean reads), with the
+        bucket's region corrected once when the server names another one.
+
+        A media GET's error keeps no headers, so the bucket's region is
+        asked of the bucket (a HEAD) when a read fails with a status S3
+        gives a request of the wrong region.
+
+        Raises:
+            StorageError: as :meth:`Transport.get_media_once`.
+        """
+        signed_for = self.endpoints.region_of_url(url)
+        try:
+            return await super().get_media_once(op, url, handler, headers=headers, into=into,
+                                                limit=limit, keep_partial=keep_partial)
+        except StorageError as exc:
+            if exc.status not in _WRONG_REGION:
+                raise
+            region = await self.endpoints.find_region(op.bucket, self)
+            if region == signed_for:
+                raise
+        url = self.endpoints.relocate(op.bucket, url, region)
+        return await super().get_media_once(op, url, handler, headers=headers, into=into,
+                                            limit=limit, keep_partial=keep_partial)

@@ -5,9 +5,13 @@ store corrects the region for that bucket and retries once, as boto3 does.
 
 from __future__ import annotations
 
+import hashlib
+import os
+
 import pytest
 
 from aioflux import ClientConfig
+from aioflux._core.crc import crc32c, encode_crc32c
 from aioflux._core.errors import StorageError
 from aioflux.s3 import S3Store
 from aioflux.s3._endpoints import Endpoints
@@ -83,3 +87,26 @@ def test_on_aws_the_request_moves_to_the_bucket_regional_host() -> None:
         "https://s3.ap-south-1.amazonaws.com/my.bkt/k"
     # Other buckets keep the configured region.
     assert endpoints.object_url("other", "k") == "https://other.s3.us-west-2.amazonaws.com/k"
+
+
+async def test_a_lean_read_is_corrected_too() -> None:
+    # Object bodies come over the lean GET path, not Transport.request.
+    data = os.urandom(3000)
+    answers = [_raw("301 Moved Permanently", _MOVED, x_amz_bucket_region="ap-south-1",
+                    Content_Type="application/xml"),
+               # The HEAD of the bucket that asks its region.
+               _raw("301 Moved Permanently", _MOVED, head=True,
+                    x_amz_bucket_region="ap-south-1"),
+               _raw("200 OK", data, ETag='"' + hashlib.md5(data).hexdigest() + '"',
+                    x_amz_checksum_crc32c=encode_crc32c(crc32c(data)),
+                    x_amz_checksum_type="FULL_OBJECT")]
+    server = RawServer(lambda conn, i: answers.pop(0) if answers else None)
+    async with server as endpoint:
+        async with S3Store(ClientConfig(retry=FAST_RETRY), endpoint=endpoint,
+                           region="us-west-2") as store:
+            assert await store.read("bkt", "k") == data
+            assert store.endpoints.regions == {"bkt": "ap-south-1"}
+    heads = server.requests
+    assert [h.split(b" ", 2)[:2] for h in heads] == [[b"GET", b"/bkt/k"], [b"HEAD", b"/bkt"],
+                                                     [b"GET", b"/bkt/k"]]
+    assert [_signed_region(h) for h in heads] == ["us-west-2", "us-west-2", "ap-south-1"]
