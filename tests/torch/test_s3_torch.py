@@ -144,3 +144,29 @@ def test_retention_deletes_in_batches_on_s3(s3_where: Where,
     assert not [n for n in single if n.endswith("state.pt")]
     assert s3_where.names("run/") == ["run/history.jsonl", "run/step-000000000003/manifest.json",
                                       "run/step-000000000003/state.pt"]
+
+
+@pytest.mark.timeout(180)
+def test_two_rank_dcp_save_load_on_s3(s3_where: Where) -> None:
+    # Two spawned ranks (gloo) save sharded, async and zstd checkpoints and
+    # load them back (the worker checks every tensor); the ranks' stores come
+    # from AWS_ENDPOINT_URL_S3, which spawn passes on.
+    import socket
+
+    import torch.multiprocessing as mp
+
+    from aioflux.local._store import TEMP_MARK
+    from tests.torch._dcp_worker import run
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    mp.spawn(run, args=(2, port, "", s3_where.url("dcp")), nprocs=2, join=True)
+    names = s3_where.names()
+    for sub in ("plain", "zstd"):
+        assert f"dcp/{sub}/.metadata" in names
+        assert f"dcp/{sub}/.metadata.tmp" not in names
+        assert len([n for n in names
+                    if n.startswith(f"dcp/{sub}/") and n.endswith(".distcp")]) == 2
+    assert not [n for n in names if TEMP_MARK in n]
+    assert call(s3_where.store.list_multipart_uploads(s3_where.bucket, s3_where.base)) == []
