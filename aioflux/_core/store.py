@@ -63,6 +63,8 @@ class StoreFeatures:
         batch_delete: most keys one batch delete request takes (the store
             then offers :class:`BatchDelete`'s ``delete_many``); 0 when
             objects are deleted one by one.
+        copy_limit: largest object :meth:`ObjectStore.copy` copies (S3's
+            CopyObject: 5 GiB); 0 for no limit.
     """
 
     scheme: str
@@ -73,6 +75,7 @@ class StoreFeatures:
     part_granularity: int = 1
     max_parts: int = 10_000
     batch_delete: int = 0
+    copy_limit: int = 0
 
 
 @dataclass(frozen=True, slots=True)

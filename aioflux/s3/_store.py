@@ -80,7 +80,7 @@ __all__ = ["DEFAULT_REGION", "FEATURES", "S3Store"]
 
 FEATURES = StoreFeatures(scheme="s3", compose=0, end_offset=False, multipart=True,
                          min_part_size=MIN_PART_SIZE, part_granularity=1, max_parts=MAX_PARTS,
-                         batch_delete=1000)
+                         batch_delete=1000, copy_limit=5 * 1024 ** 3)
 # ETags seen, by the generation hashed from them (ETags that are not an
 # MD5); bounded so a 1M-object listing does not hold them all.
 _ETAG_MEMORY = 65_536

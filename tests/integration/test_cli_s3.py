@@ -246,3 +246,31 @@ def test_region_and_endpoint_flags_reach_the_s3_store(s3run, s3: S3Bucket,  # ty
         "eu-central-1", s3.endpoint, 3)
     # Requests are signed for the region given, not the environment's.
     assert store.endpoints.region_of_url(store.object_url(s3.name, "k")) == "eu-central-1"
+
+
+def test_cp_within_s3_streams_what_copyobject_cannot_copy(s3run, s3: S3Bucket,  # type: ignore[no-untyped-def]
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from aioflux.s3 import _store
+
+    # CopyObject copies up to 5 GiB: with the limit at 1 MiB here, a 17 MiB
+    # object streams (ranged reads into a multipart upload) instead.
+    monkeypatch.setattr(_store, "FEATURES",
+                        dataclasses.replace(_store.FEATURES, copy_limit=1024 * 1024))
+    copied: list[str] = []
+    copy = _S3Store.copy
+
+    async def counted(self: _S3Store, *args: Any) -> Any:
+        copied.append(args[1])
+        return await copy(self, *args)
+
+    monkeypatch.setattr(_S3Store, "copy", counted)
+    big, small = os.urandom(17 * 1024 * 1024 + 3), b"small"
+    s3.put("src/big", big)
+    s3.put("src/small", small)
+    code, out, err = s3run("cp", "-r", f"s3://{s3.name}/src", f"s3://{s3.name}/dst")
+    assert out == f"copied 2 file(s), {len(big) + len(small)} bytes\n"
+    assert (code, err) == (0, ""), err
+    assert (s3.get("dst/big"), s3.get("dst/small")) == (big, small)
+    assert copied == ["src/small"]  # only the small one went by CopyObject
