@@ -39,11 +39,12 @@ def _seed(where: Where, count: int) -> dict[str, bytes]:
     return data
 
 
-@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(("workers", "context"), [(0, None), (2, "fork"), (2, "spawn")])
 @pytest.mark.parametrize("kind", ["map", "iterable"])
 def test_from_prefix_datasets_on_s3(s3_where: Where, moto_s3: MotoS3,
                                     monkeypatch: pytest.MonkeyPatch, kind: str,
-                                    workers: int) -> None:
+                                    workers: int, context: str | None) -> None:
     where = s3_where
     data = _seed(where, 40)
     # Explicit endpoint=, as a job would give it: the environment's is gone.
@@ -59,9 +60,10 @@ def test_from_prefix_datasets_on_s3(s3_where: Where, moto_s3: MotoS3,
     else:
         ds = IterableDataset.from_prefix(where.url("d/"), transform=to_bytes,
                                          endpoint=moto_s3.endpoint)
+    # A spawned worker unpickles the dataset and builds its own S3 store from
+    # its settings (the endpoint given here; no environment to fall back on).
     loader = torch.utils.data.DataLoader(ds, batch_size=7, num_workers=workers,
-                                         collate_fn=list,
-                                         multiprocessing_context="fork" if workers else None)
+                                         collate_fn=list, multiprocessing_context=context)
     for _ in range(2):  # two epochs: nothing lost or doubled in either
         got = [sample for batch in loader for sample in batch]
         if kind == "map":
