@@ -16,11 +16,12 @@ from __future__ import annotations
 import builtins
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, overload, runtime_checkable
+from typing import Protocol, cast, overload, runtime_checkable
 
 from .config import ClientConfig
 from .crc import Crc32c, crc32c_combine
 from .types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
+from .window import gather_bounded
 
 __all__ = [
     "Buffer",
@@ -29,7 +30,9 @@ __all__ = [
     "PartUpload",
     "SourceSpec",
     "StoreFeatures",
+    "BatchDelete",
     "composite_of",
+    "delete_all",
     "objects_of",
     "source_of",
 ]
@@ -57,6 +60,11 @@ class StoreFeatures:
             one excepted).
         part_granularity: part sizes must be multiples of this.
         max_parts: most parts of one streaming upload.
+        batch_delete: most keys one batch delete request takes (the store
+            then offers :class:`BatchDelete`'s ``delete_many``); 0 when
+            objects are deleted one by one.
+        copy_limit: largest object :meth:`ObjectStore.copy` copies (S3's
+            CopyObject: 5 GiB); 0 for no limit.
     """
 
     scheme: str
@@ -66,6 +74,8 @@ class StoreFeatures:
     min_part_size: int = 1
     part_granularity: int = 1
     max_parts: int = 10_000
+    batch_delete: int = 0
+    copy_limit: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +234,47 @@ class ObjectStore(Protocol):
         ...
 
 
-# -- helpers every store's compose and listing share --------------------------
+class BatchDelete(Protocol):
+    """What a store with ``features.batch_delete`` offers besides
+    :class:`ObjectStore`: many deletes in one request."""
+
+    async def delete_many(self, bucket: str, names: Sequence[str]) -> None:
+        """Delete ``names`` (those already gone count as deleted)."""
+        ...
+
+
+# -- helpers every store's compose, listing and deletes share --------------------
+
+
+async def delete_all(store: ObjectStore, bucket: str, names: Sequence[str], *,
+                     concurrency: int) -> None:
+    """Delete ``names``; those already gone count as deleted.
+
+    One request per ``features.batch_delete`` keys where the store declares
+    batch deletes (S3: 1000 per request), else one delete per object,
+    ``concurrency`` at once. Batch deletes check no generation: callers that
+    pin generations delete one by one.
+
+    Args:
+        store: the store.
+        bucket: bucket name.
+        names: object names.
+        concurrency: deletes in flight when they go one by one.
+
+    Raises:
+        StorageError: a delete failed (the first failure; the rest are
+            cancelled).
+    """
+    if not names:
+        return
+    if store.features.batch_delete:
+        # Declared by the store's features: it offers delete_many.
+        await cast(BatchDelete, store).delete_many(bucket, names)
+        return
+    await gather_bounded((store.delete(bucket, name, missing_ok=True) for name in names),
+                         concurrency)
+
+
 
 
 def source_of(src: SourceSpec) -> tuple[str, int | None]:

@@ -8,9 +8,8 @@ traceback. Exit codes:
 * 1: the operation failed (no such object, permission, network, checksum,
   a local file that cannot be read or written).
 * 2: usage error: anything wrong with the command line itself, including a
-  URL of no store this version serves (``s3://x`` has no backend yet,
-  ``ftp://x`` is unknown), a bad bucket name, an invalid ``--endpoint`` or a
-  number out of range.
+  URL of no store this version serves (``ftp://x`` is unknown), a bad bucket
+  name, an invalid ``--endpoint`` or a number out of range.
 * 130: interrupted (Ctrl-C); ``cp`` aborts its uploads in progress and
   removes its temporary files first.
 * 141: stdout was closed early (``aioflux ls ... | head``); nothing printed.
@@ -29,12 +28,13 @@ from ._registry import COMMANDS, Command, UsageError, command
 
 __all__ = ["Command", "UsageError", "command", "main", "version"]
 
-EPILOG = ("URLs: gs://bucket/name, file:///path or a local path (the same local store). "
+EPILOG = ("URLs: gs://bucket/name, s3://bucket/key, file:///path or a local path (the same "
+          "local store). "
           "gs://bucket/a names the object 'a' and the folder 'a/' (everything under 'a/'), "
           "never 'a2' or 'acopy/'; gs://bucket/a/ names only the folder; a local path names "
           "its file and its directory the same way. Exit codes: 0 ok, 1 the operation failed, "
-          "2 usage error (bad arguments, a URL of no supported store: s3:// has no backend in "
-          "this version), 130 interrupted (Ctrl-C), 141 stdout closed early.")
+          "2 usage error (bad arguments, a URL of no supported store such as ftp://), "
+          "130 interrupted (Ctrl-C), 141 stdout closed early.")
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 1, 2, 130, 141
 
@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     """
     _load_commands()
     parser = _Parser(prog="aioflux",
-                     description="Fast Google Cloud Storage (and local files) for PyTorch.",
+                     description="Fast Google Cloud Storage, S3 (and local files) for PyTorch.",
                      epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"aioflux {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -27,8 +27,8 @@ def _ckpt_args(parser: argparse.ArgumentParser) -> None:
                          ("history", "every recorded save, oldest first")):
         p = sub.add_parser(action, help=text, description=text)
         p.add_argument("root", type=url_arg,
-                       help="root of the CheckpointManager: gs://bucket/prefix, file:///path "
-                            "or a local path")
+                       help="root of the CheckpointManager: gs://bucket/prefix, "
+                            "s3://bucket/prefix, file:///path or a local path")
         p.add_argument("--json", action="store_true", help="one JSON document")
         add_client_arguments(p)
 

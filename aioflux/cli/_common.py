@@ -1,9 +1,13 @@
 """Helpers shared by CLI commands: stores, argument types, output, progress,
 and the URL rule every command follows.
 
-A URL is ``gs://bucket/name``, ``file:///path`` or a plain path (the local
-filesystem, the same store as ``file://``); its scheme picks the store
-(:func:`aioflux._api.stores.store_for_url`).
+A URL is ``gs://bucket/name``, ``s3://bucket/key``, ``file:///path`` or a
+plain path (the local filesystem, the same store as ``file://``); its scheme
+picks the store (:func:`aioflux._api.stores.store_for_url`). ``--endpoint``
+is the GCS API root; S3-compatible stores take ``--s3-endpoint`` (default
+``AWS_ENDPOINT_URL_S3``, then ``AWS_ENDPOINT_URL``, else AWS) and
+``--region`` (default the AWS environment's or profile's, else discovered
+per bucket).
 
 The URL rule (``gcloud storage`` / ``gsutil``): ``gs://bucket/a`` names the
 object ``a`` and the "folder" ``a/`` (every object whose name starts with
@@ -29,20 +33,22 @@ from .._api.stores import store_for_url
 from .._api.sync import Client
 from .._core.config import DEFAULT_MAX_CONCURRENCY, ClientConfig
 from .._core.errors import NotFound
+from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
-from .._core.urls import SCHEMES, StoreURL, parse_url
+from .._core.urls import StoreURL, parse_url
 from ..gcs._client import AsyncClient
 from ..local._store import LocalStore
+from ..s3._store import S3Store
 
 __all__ = ["SERVED_SCHEMES", "Progress", "Stores", "add_client_arguments", "emit_json",
            "endpoint_arg", "folder_prefix", "gs_url_arg", "human", "int_at_least",
            "list_named", "portal_store", "url_arg"]
 
 # Schemes with a backend in this version (aioflux._api.stores builds one for
-# each); the other SCHEMES parse but have none yet.
-SERVED_SCHEMES = ("gs", "file")
-_USE = "use gs://, file:// or a local path"
+# each): every one of SCHEMES.
+SERVED_SCHEMES = ("gs", "s3", "file")
+_USE = "use gs://, s3://, file:// or a local path"
 
 # "s3://x", "https://x": a URL with a scheme, as opposed to a local path.
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -109,6 +115,13 @@ def add_client_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpoint", type=endpoint_arg, metavar="URL",
                         help="API root for gs:// URLs, e.g. http://127.0.0.1:9023 or "
                              "127.0.0.1:9023 (default: STORAGE_EMULATOR_HOST, else GCS)")
+    parser.add_argument("--s3-endpoint", type=endpoint_arg, metavar="URL",
+                        help="API root for s3:// URLs of an S3-compatible store (MinIO, R2, "
+                             "Ceph), e.g. http://127.0.0.1:9000 (default: AWS_ENDPOINT_URL_S3, "
+                             "then AWS_ENDPOINT_URL, else AWS)")
+    parser.add_argument("--region", metavar="REGION",
+                        help="AWS region of s3:// buckets (default: AWS_REGION, "
+                             "AWS_DEFAULT_REGION or the profile's, else asked of the bucket)")
     parser.add_argument("--concurrency", type=int_at_least(1), default=DEFAULT_MAX_CONCURRENCY,
                         help=f"requests (or file operations) in flight (default "
                              f"{DEFAULT_MAX_CONCURRENCY})")
@@ -123,6 +136,8 @@ def _own_store(args: argparse.Namespace, scheme: str) -> ObjectStore | None:
     that :func:`store_for_url` names what is missing)."""
     if scheme == "gs":
         return AsyncClient(_config(args), endpoint=args.endpoint)
+    if scheme == "s3":
+        return S3Store(_config(args), endpoint=args.s3_endpoint, region=args.region)
     if scheme == "file":
         return LocalStore(_config(args))
     return None
@@ -182,19 +197,21 @@ def portal_store(args: argparse.Namespace, url: StoreURL) -> Iterator[ObjectStor
     if url.scheme == "gs":
         with Client(_config(args), endpoint=args.endpoint) as client:
             yield store_for_url(str(url), client)[0]
-    else:
-        yield store_for_url(str(url), _own_store(args, url.scheme))[0]
+        return
+    store = store_for_url(str(url), _own_store(args, url.scheme))[0]
+    try:
+        yield store
+    finally:
+        # Its connections live on the portal loop, where it was driven.
+        get_portal().call(store.aclose())
 
 
 def url_arg(value: str) -> StoreURL:
     """argparse type: a URL of a store this version serves (``gs://``,
-    ``file://`` or a local path); anything else is a usage error (exit 2)."""
+    ``s3://``, ``file://`` or a local path); anything else is a usage error
+    (exit 2)."""
     scheme = scheme_of(value)
     if scheme is not None and scheme not in SERVED_SCHEMES:
-        if scheme in SCHEMES:
-            raise argparse.ArgumentTypeError(
-                f"{value!r}: {scheme}:// has no storage backend in this version of aioflux "
-                f"({_USE})")
         raise argparse.ArgumentTypeError(f"{value!r}: unknown URL scheme {scheme}:// ({_USE})")
     try:
         return parse_url(value)

@@ -1,7 +1,7 @@
-"""``aioflux cp``: copy between any two stores (``gs://``, ``file://`` and
+"""``aioflux cp``: copy between any two stores (``gs://``, ``s3://``, ``file://`` and
 local paths, which are the same filesystem store), parallel, with progress.
 
-Within GCS the server copies. Otherwise objects up to ``STREAM_THRESHOLD``
+Within GCS or S3 the server copies. Otherwise objects up to ``STREAM_THRESHOLD``
 go in one read and one write (a file copy, within the filesystem), and
 larger ones stream: ranged reads of ``_CHUNK`` bytes, ``_RANGES_IN_FLIGHT``
 at once and in order, into the destination's streaming writer
@@ -54,7 +54,7 @@ _RANGES_IN_FLIGHT = 8
 
 
 def _args(parser: argparse.ArgumentParser) -> None:
-    where = "gs://bucket/name, file:///path or a local path"
+    where = "gs://bucket/name, s3://bucket/key, file:///path or a local path"
     parser.add_argument("src", type=url_arg, help=where)
     parser.add_argument("dst", type=url_arg, help=where)
     parser.add_argument("-r", "--recursive", action="store_true",
@@ -177,10 +177,13 @@ async def _stream(source: ObjectStore, info: ObjectInfo, target: ObjectStore, ds
 async def _copy_one(stores: Stores, item: _Item, progress: Progress) -> None:
     info, dst = item.src, item.dst
     source, target = stores(item.src_url), stores(dst)
-    if source is target and (info.size <= STREAM_THRESHOLD or source.features.scheme != "file"):
-        # GCS copies on the server. A filesystem copy runs in a thread that
-        # Ctrl-C cannot stop, so a large file streams instead, in ranges the
-        # cancellation can stop between (its temporary file is removed).
+    limit = source.features.copy_limit
+    if source is target and (info.size <= STREAM_THRESHOLD or source.features.scheme != "file") \
+            and (not limit or info.size <= limit):
+        # GCS and S3 copy on the server (S3 up to 5 GiB: larger objects
+        # stream). A filesystem copy runs in a thread that Ctrl-C cannot
+        # stop, so a large file streams instead, in ranges the cancellation
+        # can stop between (its temporary file is removed).
         await source.copy(info.bucket, info.name, dst.bucket, dst.name)
         progress.add(info.size)
     elif info.size <= STREAM_THRESHOLD:
@@ -192,8 +195,8 @@ async def _copy_one(stores: Stores, item: _Item, progress: Progress) -> None:
         await _stream(source, info, target, dst, progress)
 
 
-@command("cp", "Copy files and objects between any two stores (gs://, file://, local paths).",
-         _args)
+@command("cp", "Copy files and objects between any two stores (gs://, s3://, file://, "
+         "local paths).", _args)
 def _cp(args: argparse.Namespace) -> int:
     async def run() -> tuple[int, int]:
         async with Stores(args) as stores:

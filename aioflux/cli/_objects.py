@@ -1,6 +1,6 @@
 """Object commands: ``ls``, ``stat``, ``cat``, ``rm``, ``du``.
 
-Each takes URLs of any store (``gs://``, ``file://``, local paths) and
+Each takes URLs of any store (``gs://``, ``s3://``, ``file://``, local paths) and
 reads them the same way (see ``_common``): ``gs://b/a`` names the object
 ``a`` and the folder ``a/``, never ``a2`` or ``acopy/``.
 """
@@ -12,7 +12,7 @@ import asyncio
 import sys
 
 from .._core.errors import NotFound
-from .._core.store import ObjectStore
+from .._core.store import ObjectStore, delete_all
 from .._core.types import ObjectInfo
 from .._core.urls import StoreURL, format_url
 from .._core.window import gather_bounded
@@ -31,13 +31,15 @@ from ._registry import UsageError, command
 
 __all__: list[str] = []
 
+_ANY_URL = "gs://bucket[/name], s3://bucket[/key], file:///path or a path"
+_ONE_URL = "gs://bucket/name, s3://bucket/key, file:///path or a path"
 # Deletes in flight for rm: enough to hide latency, well under GCS's
 # per-bucket write rate.
 _RM_CONCURRENCY = 32
 
 
 def _ls_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", type=url_arg, help="gs://bucket[/name], file:///path or a path")
+    parser.add_argument("url", type=url_arg, help=_ANY_URL)
     parser.add_argument("-l", "--long", action="store_true",
                         help="columns: size, generation (a file's: its mtime in ns), "
                              "updated, URL")
@@ -98,7 +100,7 @@ def _ls(args: argparse.Namespace) -> int:
 
 
 def _one_url(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", type=url_arg, help="gs://bucket/name, file:///path or a path")
+    parser.add_argument("url", type=url_arg, help=_ONE_URL)
     add_client_arguments(parser)
 
 
@@ -136,7 +138,7 @@ def _cat(args: argparse.Namespace) -> int:
 
 def _rm_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("urls", type=url_arg, nargs="+",
-                        help="gs://bucket/name, file:///path or a path, ...")
+                        help="gs://bucket/name, s3://bucket/key, file:///path or a path, ...")
     parser.add_argument("-r", "--recursive", action="store_true",
                         help="also delete the folder each URL names (gs://b/a: the object 'a' "
                              "and everything under 'a/', never 'a2/')")
@@ -166,15 +168,31 @@ async def _rm_targets(stores: Stores, urls: list[StoreURL], recursive: bool) -> 
     return targets
 
 
+async def _delete(targets: list[_Target]) -> None:
+    """Delete what ``_rm_targets`` found. Listed objects go in batches where
+    the store has batch deletes (S3: 1000 keys a request); elsewhere each is
+    deleted only at the generation listed, since one rewritten since was not
+    what the user looked at. A named object goes alone, so that a missing
+    one fails (a batch counts it as deleted)."""
+    batches: dict[tuple[int, str], tuple[ObjectStore, list[str]]] = {}
+    single: list[_Target] = []
+    for store, bucket, name, generation in targets:
+        if generation is not None and store.features.batch_delete:
+            batches.setdefault((id(store), bucket), (store, []))[1].append(name)
+        else:
+            single.append((store, bucket, name, generation))
+    jobs = [delete_all(store, bucket, names, concurrency=_RM_CONCURRENCY)
+            for (_, bucket), (store, names) in batches.items()]
+    jobs.extend(store.delete(b, n, if_generation_match=g) for store, b, n, g in single)
+    await gather_bounded(jobs, _RM_CONCURRENCY)
+
+
 @command("rm", "Delete objects (-r: also the folder each URL names).", _rm_args)
 def _rm(args: argparse.Namespace) -> int:
     async def run() -> int:
         async with Stores(args) as stores:
             targets = await _rm_targets(stores, args.urls, args.recursive)
-            # Listed objects are deleted only at the generation listed: one
-            # rewritten since was not what the user looked at.
-            await gather_bounded((store.delete(b, n, if_generation_match=g)
-                                  for store, b, n, g in targets), _RM_CONCURRENCY)
+            await _delete(targets)
             return len(targets)
 
     print(f"removed {asyncio.run(run())} object(s)")
@@ -182,7 +200,7 @@ def _rm(args: argparse.Namespace) -> int:
 
 
 def _du_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", type=url_arg, help="gs://bucket[/name], file:///path or a path")
+    parser.add_argument("url", type=url_arg, help=_ANY_URL)
     parser.add_argument("--json", action="store_true", help="one JSON document")
     add_client_arguments(parser)
 

@@ -5,6 +5,13 @@ AWS (the default) or an S3-compatible store (``endpoint=``,
 (``endpoint/bucket/key``) or virtual-hosted (``bucket.endpoint/key``)
 URLs; the region each bucket's requests are signed for, configured or
 learnt from the bucket (``x-amz-bucket-region``, once per bucket).
+
+A configured region that is not the bucket's is corrected as boto3 does: S3
+answers such a request with a 301 ``PermanentRedirect`` (or a 400
+``AuthorizationHeaderMalformed``, a 307) naming the bucket's region in
+``x-amz-bucket-region``; :class:`RegionalTransport` then remembers that
+region for the bucket and sends the request again, once, to the bucket's
+regional host, signed for its region.
 """
 
 from __future__ import annotations
@@ -12,17 +19,26 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote, urlsplit
 
-from .._core.errors import InvalidURL, NotFound
-from .._net.transport import HttpResponse, Op, Transport
+from .._core.auth import Auth
+from .._core.config import ClientConfig
+from .._core.errors import InvalidURL, NotFound, StorageError
+from .._net.failures import error_from_response
+from .._net.transport import HttpResponse, MediaHandler, Op, ResponseHandler, Transport
 
-__all__ = ["AWS_ENDPOINT", "DEFAULT_REGION", "Addressing", "Endpoints"]
+__all__ = ["AWS_ENDPOINT", "DEFAULT_REGION", "Addressing", "Endpoints", "RegionalTransport"]
+
+T = TypeVar("T")
 
 DEFAULT_REGION = "us-east-1"
 AWS_ENDPOINT = "https://s3.amazonaws.com"
 Addressing = Literal["auto", "path", "virtual"]
+# Statuses S3 answers a request for a bucket of another region with (the
+# header x-amz-bucket-region naming the bucket's).
+_WRONG_REGION = (301, 307, 400)
 # Hosts of AWS's own S3 endpoints (global, regional, dual-stack, China),
 # with a bucket in front for virtual-hosted addressing.
 _AWS_HOST = re.compile(r"(?:[a-z0-9.-]+\.)?s3(?:[.-][a-z0-9-]+)*\.amazonaws\.com(?:\.cn)?")
@@ -89,6 +105,24 @@ class Endpoints:
             return base + "/" if self._virtual(bucket) else base
         return f"{base}/{quote(name, safe='/-_.~')}"
 
+    def relocate(self, bucket: str, url: str, region: str) -> str:
+        """Record that ``bucket`` lives in ``region``, and move ``url`` (a
+        request to it) to that region's host (the same URL on an
+        S3-compatible store, whose host has no region in it).
+
+        Args:
+            bucket: bucket name.
+            url: a URL of the bucket, as :meth:`object_url` made it.
+            region: the bucket's region, as the server named it.
+
+        Returns:
+            The URL to send the request to now.
+        """
+        old = self._base(bucket)
+        self.regions[bucket] = region
+        new = self._base(bucket)
+        return new + url[len(old):] if url.startswith(old) else url
+
     def trusted(self, url: str) -> bool:
         """Whether credentials may go to ``url``: the endpoint's virtual
         hosts (any of AWS's S3 hosts when it is AWS), same scheme and port."""
@@ -127,7 +161,7 @@ class Endpoints:
         loop = asyncio.get_running_loop()
         finding = self._finding.get(bucket)
         if finding is None or finding.get_loop() is not loop:
-            finding = loop.create_task(self._find_region(bucket, transport))
+            finding = loop.create_task(self.find_region(bucket, transport))
             self._finding[bucket] = finding
         try:
             self.regions[bucket] = await asyncio.shield(finding)
@@ -135,7 +169,7 @@ class Endpoints:
             if finding.done():
                 self._finding.pop(bucket, None)
 
-    async def _find_region(self, bucket: str, transport: Transport) -> str:
+    async def find_region(self, bucket: str, transport: Transport) -> str:
         """``x-amz-bucket-region`` of a HEAD of the bucket (signed for the
         default region: the answer names the region whatever its status, a
         301 or 400 for a request signed for another one)."""
@@ -150,3 +184,91 @@ class Endpoints:
         except NotFound:
             found = ""  # the request itself will say "no such bucket"
         return found or DEFAULT_REGION
+
+
+class _WrongRegion(StorageError):
+    """A request reached a bucket of another region (internal: the
+    transport corrects the region and tries again)."""
+
+    def __init__(self, op: Op, status: int, region: str) -> None:
+        super().__init__(f"{op.operation} s3://{op.bucket}/{op.name} answered HTTP {status}: "
+                         f"the bucket is in {region}", operation=op.operation,
+                         bucket=op.bucket, name=op.name, status=status,
+                         reason="PermanentRedirect")
+        self.region = region
+
+
+class RegionalTransport(Transport):
+    """The S3 store's transport: a request answered "the bucket is in
+    another region" is sent again, once, to and signed for that region.
+
+    Args:
+        endpoints: the store's endpoints (its regions are corrected here).
+        config: client configuration.
+        auth: the signer (it asks ``endpoints`` for each URL's region).
+        **kwargs: the other :class:`~aioflux._net.transport.Transport` arguments.
+    """
+
+    def __init__(self, endpoints: Endpoints, config: ClientConfig, auth: Auth,
+                 **kwargs: Any) -> None:
+        super().__init__(config, auth, **kwargs)
+        self.endpoints = endpoints
+
+    async def request(self, op: Op, method: str, url: str, handler: ResponseHandler[T], *,
+                      params: Mapping[str, str] | None = None,
+                      headers: Mapping[str, str] | None = None,
+                      data: bytes | bytearray | memoryview | None = None,
+                      ok: tuple[int, ...] = (200,)) -> T:
+        """:meth:`Transport.request`, with the bucket's region corrected
+        once when the server names another one.
+
+        Raises:
+            StorageError: as :meth:`Transport.request`; a second wrong-region
+                answer is an error like any other 3xx or 4xx.
+        """
+        signed_for = self.endpoints.region_of_url(url)
+
+        async def checked(resp: HttpResponse) -> T:
+            if resp.status not in ok and resp.status >= 300:
+                region = resp.headers.get("x-amz-bucket-region", "")
+                if region and region != signed_for and resp.status in _WRONG_REGION:
+                    raise _WrongRegion(op, resp.status, region)
+                raise await error_from_response(resp, op)
+            return await handler(resp)
+
+        try:
+            return await super().request(op, method, url, checked, params=params,
+                                         headers=headers, data=data,
+                                         ok=ok + _WRONG_REGION)
+        except _WrongRegion as moved:
+            url = self.endpoints.relocate(op.bucket, url, moved.region)
+        return await super().request(op, method, url, handler, params=params, headers=headers,
+                                     data=data, ok=ok)
+
+    async def get_media_once(self, op: Op, url: str, handler: MediaHandler[T], *,
+                             headers: Mapping[str, str] | None = None,
+                             into: memoryview | None = None, limit: int | None = None,
+                             keep_partial: bool = True) -> T:
+        """:meth:`Transport.get_media_once` (the lean reads), with the
+        bucket's region corrected once when the server names another one.
+
+        A media GET's error keeps no headers, so the bucket's region is
+        asked of the bucket (a HEAD) when a read fails with a status S3
+        gives a request of the wrong region.
+
+        Raises:
+            StorageError: as :meth:`Transport.get_media_once`.
+        """
+        signed_for = self.endpoints.region_of_url(url)
+        try:
+            return await super().get_media_once(op, url, handler, headers=headers, into=into,
+                                                limit=limit, keep_partial=keep_partial)
+        except StorageError as exc:
+            if exc.status not in _WRONG_REGION:
+                raise
+            region = await self.endpoints.find_region(op.bucket, self)
+            if region == signed_for:
+                raise
+        url = self.endpoints.relocate(op.bucket, url, region)
+        return await super().get_media_once(op, url, handler, headers=headers, into=into,
+                                            limit=limit, keep_partial=keep_partial)

@@ -62,7 +62,7 @@ from .._engines.iterables import StreamItem, stream, stream_args
 from .._net.media import read_media
 from .._net.transport import HttpResponse, Op, Transport
 from ._auth import SigV4, session_region
-from ._endpoints import DEFAULT_REGION, Addressing, Endpoints
+from ._endpoints import DEFAULT_REGION, Addressing, Endpoints, RegionalTransport
 from ._listing import list_pages
 from ._multipart import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE, Multipart
 from ._put import put_object
@@ -81,7 +81,8 @@ from ._xml import (
 __all__ = ["DEFAULT_REGION", "FEATURES", "S3Store"]
 
 FEATURES = StoreFeatures(scheme="s3", compose=0, end_offset=False, multipart=True,
-                         min_part_size=MIN_PART_SIZE, part_granularity=1, max_parts=MAX_PARTS)
+                         min_part_size=MIN_PART_SIZE, part_granularity=1, max_parts=MAX_PARTS,
+                         batch_delete=1000, copy_limit=5 * 1024 ** 3)
 # ETags seen, by the generation hashed from them (ETags that are not an
 # MD5); bounded so a 1M-object listing does not hold them all.
 _ETAG_MEMORY = 65_536
@@ -146,8 +147,9 @@ class S3Store:
                 auth = AnonymousAuth() if anonymous else (
                     SigV4.found(self.endpoints.region_of_url, profile=profile)
                     or AnonymousAuth())
-            transport = Transport(self.config, auth, endpoint=self.endpoint,
-                                  trusted=self.endpoints.trusted, exact_urls=True)
+            transport = RegionalTransport(self.endpoints, self.config, auth,
+                                          endpoint=self.endpoint,
+                                          trusted=self.endpoints.trusted, exact_urls=True)
         self._transport = transport
         self._multipart = Multipart(self)
 
@@ -593,8 +595,9 @@ class S3Store:
         for name in names:
             check_object("delete_many", bucket, name, scheme="s3")
         await self._ready(bucket)
-        for at in range(0, len(names), 1000):
-            await self._multipart.delete_batch(bucket, names[at:at + 1000])
+        step = FEATURES.batch_delete
+        for at in range(0, len(names), step):
+            await self._multipart.delete_batch(bucket, names[at:at + step])
 
     async def copy(self, bucket: str, name: str, dest_bucket: str, dest_name: str) -> ObjectInfo:
         """Copy an object server-side (CopyObject; up to 5 GiB).

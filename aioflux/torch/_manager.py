@@ -378,9 +378,13 @@ class CheckpointManager:
                         "objects": [{"name": leaf, "size": obj.size,
                                      "crc32c": encode_crc32c(obj.crc32c or 0)}
                                     for leaf, obj in leaves.items()]}
+            # Create-only (If-None-Match: * on S3, ifGenerationMatch=0 on
+            # GCS): the old manifest was deleted above, so a manifest there
+            # now is another writer's, which must not be replaced silently.
             self._store.call(self._client.write(self.bucket, directory + MANIFEST,
                                                 json.dumps(manifest).encode(),
-                                                content_type="application/json"))
+                                                content_type="application/json",
+                                                if_generation_match=0))
         except BaseException as exc:
             total = time.perf_counter() - started
             self._store.append_history(SaveRecord(

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from .._core.crc import decode_crc32c
 from .._core.errors import NotFound
 from .._core.portal import get_portal
-from .._core.store import ObjectStore
+from .._core.store import ObjectStore, delete_all
 from .._core.types import ObjectInfo
 from .._core.urls import format_url
 from ._history import CheckpointInfo, SaveRecord
@@ -37,6 +37,8 @@ log = logging.getLogger("aioflux.checkpoint")
 MANIFEST = "manifest.json"
 HISTORY = "history.jsonl"
 _STEP = "step-"
+# Deletes in flight when a store deletes one object per request.
+_DELETES_IN_FLIGHT = 16
 
 T = TypeVar("T")
 
@@ -242,13 +244,15 @@ class CheckpointStore:
         dirs = self.scan()
         complete = [s for s in sorted(dirs) if self.complete(s, dirs[s]) is not None]
         doomed = steps_to_delete(dirs, complete, keep_last, busy, newest)
+        rest: builtins.list[str] = []
         for step in doomed:
-            # Manifest first: a half-deleted checkpoint is then invisible.
+            # Manifests first: a half-deleted checkpoint is then invisible.
             objects = dirs[step]
             if MANIFEST in objects:
                 self.delete_quietly(objects.pop(MANIFEST).name)
-            for obj in objects.values():
-                self.delete_quietly(obj.name)
+            rest.extend(obj.name for obj in objects.values())
+        # Then the rest at once: in batches where the store has them (S3).
+        self.call(delete_all(self.client, self.bucket, rest, concurrency=_DELETES_IN_FLIGHT))
         return doomed
 
     def append_history(self, record: SaveRecord) -> None:

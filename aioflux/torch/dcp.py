@@ -1,4 +1,5 @@
-"""``torch.distributed.checkpoint`` storage for ``gs://``, ``file://`` and path checkpoints.
+"""``torch.distributed.checkpoint`` storage for ``gs://``, ``s3://``, ``file://`` and path
+checkpoints.
 
 :class:`GcsStorageWriter` and :class:`GcsStorageReader` plug aioflux's
 streaming writer and ranged reads into DCP's file-system layout, so
@@ -38,7 +39,7 @@ from .._core.errors import InvalidArgument, InvalidURL
 from .._core.options import WriterOptions
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
-from .._core.urls import StoreURL, format_url, parse_url
+from .._core.urls import SCHEMES, StoreURL, format_url, parse_url
 from .._core.validate import check_instance
 from .._engines.reader import ObjectReader
 from .._engines.writer import ObjectWriter
@@ -52,12 +53,13 @@ DEFAULT_ITEMS_AHEAD = 8
 class GcsFileSystem(FileSystemBase):
     """DCP's file-system interface over object stores (paths stay URL strings).
 
-    Each path's scheme picks its store: ``gs://`` the GCS client, ``file://``
-    and plain paths the local filesystem.
+    Each path's scheme picks its store: ``gs://`` the GCS client, ``s3://``
+    the S3 store, ``file://`` and plain paths the local filesystem.
 
     Args:
         client: the store for paths of its scheme (``AsyncClient`` or
-            ``Client`` for ``gs://``, a ``LocalStore`` for files); default:
+            ``Client`` for ``gs://``, an ``S3Store`` for ``s3://``, a
+            ``LocalStore`` for files); default:
             the process-wide store of each path's scheme.
         writer: part size and parts in flight of the writers.
 
@@ -152,7 +154,7 @@ class GcsFileSystem(FileSystemBase):
         """Validate and normalise a checkpoint root.
 
         Args:
-            path: ``gs://bucket/prefix``, ``file:///dir`` or a path.
+            path: ``gs://bucket/prefix``, ``s3://bucket/prefix``, ``file:///dir`` or a path.
 
         Returns:
             Its URL (a path becomes ``file:///...``) without a trailing ``/``.
@@ -174,7 +176,7 @@ class GcsFileSystem(FileSystemBase):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
-        """Whether ``checkpoint_id`` is a ``gs://`` or ``file://`` URL or a path.
+        """Whether ``checkpoint_id`` is a ``gs://``, ``s3://`` or ``file://`` URL or a path.
 
         Args:
             checkpoint_id: what DCP was given.
@@ -183,7 +185,7 @@ class GcsFileSystem(FileSystemBase):
             True if these classes can store it.
         """
         try:
-            return parse_url(os.fspath(checkpoint_id)).scheme in ("gs", "file")
+            return parse_url(os.fspath(checkpoint_id)).scheme in SCHEMES
         except (InvalidURL, TypeError):
             return False
 
@@ -239,13 +241,14 @@ def _zstd_extensions(compression: str | None, extensions: Sequence[Any] | None) 
 
 
 class GcsStorageWriter(FileSystemWriter):
-    """DCP ``StorageWriter`` for ``gs://``, ``file://`` and path checkpoint directories.
+    """DCP ``StorageWriter`` for ``gs://``, ``s3://``, ``file://`` and path checkpoint
+    directories.
 
     Works with ``dcp.save`` and ``dcp.async_save`` (it is a
     ``BlockingAsyncStager``: state is staged to CPU before the background save).
 
     Args:
-        path: ``gs://bucket/prefix``, ``file:///dir`` or a path.
+        path: ``gs://bucket/prefix``, ``s3://bucket/prefix``, ``file:///dir`` or a path.
         client: the store for paths of its scheme (see :class:`GcsFileSystem`).
         compression: ``None`` or ``"zstd"`` (DCP's zstd stream extension).
         single_file_per_rank: one object per rank (else one per item).
@@ -274,14 +277,15 @@ class GcsStorageWriter(FileSystemWriter):
 
 
 class GcsStorageReader(FileSystemReader):
-    """DCP ``StorageReader`` for ``gs://``, ``file://`` and path checkpoint directories.
+    """DCP ``StorageReader`` for ``gs://``, ``s3://``, ``file://`` and path checkpoint
+    directories.
 
     Each plan item is one ranged GET of exactly its bytes; up to
     ``items_ahead`` of them are in flight ahead of the one being loaded.
     DCP's zstd stream extension is recognised from the metadata.
 
     Args:
-        path: ``gs://bucket/prefix``, ``file:///dir`` or a path.
+        path: ``gs://bucket/prefix``, ``s3://bucket/prefix``, ``file:///dir`` or a path.
         client: the store for paths of its scheme (see :class:`GcsFileSystem`).
         items_ahead: plan items fetched ahead.
         **kwargs: passed to ``FileSystemReader``.

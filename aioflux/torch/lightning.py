@@ -27,7 +27,7 @@ __all__ = ["AsyncGcsCheckpointIO", "GcsCheckpointIO"]
 
 
 class GcsCheckpointIO(CheckpointIO):
-    """Lightning CheckpointIO reading and writing ``gs://`` and ``file://`` paths.
+    """Lightning CheckpointIO reading and writing ``gs://``, ``s3://`` and ``file://`` paths.
 
     Args:
         client: the store for paths of its scheme (default: the process-wide
@@ -47,7 +47,7 @@ class GcsCheckpointIO(CheckpointIO):
 
         Args:
             checkpoint: the dict Lightning built.
-            path: ``gs://bucket/name``, ``file:///path`` or a path.
+            path: ``gs://bucket/name``, ``s3://bucket/key``, ``file:///path`` or a path.
             storage_options: unused.
 
         Raises:
@@ -60,7 +60,7 @@ class GcsCheckpointIO(CheckpointIO):
         """Load a checkpoint.
 
         Args:
-            path: ``gs://bucket/name``, ``file:///path`` or a path.
+            path: ``gs://bucket/name``, ``s3://bucket/key``, ``file:///path`` or a path.
             map_location: as for ``torch.load``.
             weights_only: as for ``torch.load`` (Lightning checkpoints hold
                 plain python objects, so the default is False).
@@ -80,7 +80,7 @@ class GcsCheckpointIO(CheckpointIO):
         """Delete a checkpoint (missing is fine).
 
         Args:
-            path: ``gs://bucket/name``, ``file:///path`` or a path.
+            path: ``gs://bucket/name``, ``s3://bucket/key``, ``file:///path`` or a path.
         """
         store, (bucket, name) = self._ckpt.locate(str(path))
         get_portal().call(store.delete(bucket, name, missing_ok=True))

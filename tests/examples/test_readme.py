@@ -23,6 +23,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,9 +85,33 @@ BLOCKS = python_blocks(README)
 def bucket_names(code: str) -> set[str]:
     """Buckets a block uses: ``gs://NAME`` URLs and the README's ``my-bucket``."""
     names = set(re.findall(r"gs://([a-z0-9][a-z0-9._-]*)", code))
-    if "my-bucket" in code:
+    if "my-bucket" in code.replace("s3://my-bucket", ""):
         names.add("my-bucket")
     return names
+
+
+def s3_bucket_names(code: str) -> set[str]:
+    """Buckets a block uses on S3: ``s3://NAME`` URLs."""
+    return set(re.findall(r"s3://([a-z0-9][a-z0-9.-]*)", code))
+
+
+def seed_s3(endpoint: str, buckets: set[str]) -> None:
+    """Create ``buckets`` on moto; ``my-bucket/train/`` gets the training
+    objects the gs blocks read."""
+    from aioflux._core.portal import call
+    from aioflux._core.window import gather_bounded
+    from aioflux.s3 import S3Store
+
+    async def seed() -> None:
+        async with S3Store(endpoint=endpoint) as store:
+            for name in buckets:
+                await store.create_bucket(name)
+            if "my-bucket" in buckets:
+                await gather_bounded((store.write("my-bucket", f"train/sample-{i:04d}.bin",
+                                                  bytes([i % 256]) * TRAIN_SIZE)
+                                      for i in range(TRAIN_OBJECTS)), 32)
+
+    call(seed())
 
 
 def test_every_python_block_is_found() -> None:
@@ -108,9 +133,17 @@ def readme_emulator() -> Iterator[Emulator]:
         yield emulator
 
 
+@pytest.fixture
+def _fresh_moto(moto_s3: Any) -> None:
+    """Forget every bucket moto holds, so README bucket names can be reused."""
+    urllib.request.urlopen(urllib.request.Request(f"{moto_s3.endpoint}/moto-api/reset",
+                                                  method="POST"))
+
+
 @pytest.mark.timeout(BLOCK_TIMEOUT + 30)
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
-def test_python_block_runs(block: Block, readme_emulator: Emulator, tmp_path: Path) -> None:
+def test_python_block_runs(block: Block, readme_emulator: Emulator, tmp_path: Path,
+                           request: pytest.FixtureRequest) -> None:
     compile(block.code, f"README.md:{block.line}", "exec")
     if block.partial:
         return
@@ -122,6 +155,13 @@ def test_python_block_runs(block: Block, readme_emulator: Emulator, tmp_path: Pa
                 client.write("my-bucket", f"train/sample-{i:04d}.bin",
                              bytes([i % 256]) * TRAIN_SIZE)
     env = {**os.environ, "STORAGE_EMULATOR_HOST": readme_emulator.endpoint}
+    if s3_bucket_names(block.code):
+        # s3:// URLs: moto's S3 server, as AWS_ENDPOINT_URL_S3 points a job
+        # at an S3-compatible store; each block gets fresh buckets.
+        moto = request.getfixturevalue("moto_s3")
+        request.getfixturevalue("_fresh_moto")
+        seed_s3(moto.endpoint, s3_bucket_names(block.code))
+        env["AWS_ENDPOINT_URL_S3"] = moto.endpoint
     path = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env["PYTHONPATH"] = path
     # Run as a script file, so DataLoader workers under spawn can re-import it.

@@ -77,11 +77,11 @@ def test_errors_exit_1_with_one_line(run, sync_client: Client,  # type: ignore[n
 
 def test_usage_errors_exit_2(run, bucket: str) -> None:  # type: ignore[no-untyped-def]
     assert run("ckpt", f"gs://{bucket}/run")[0] == 2  # no action
-    code, out, err = run("ckpt", "list", "s3://bucket/run")
+    code, out, err = run("ckpt", "list", "ftp://bucket/run")
     assert (code, out) == (2, "")
-    assert err == ("aioflux ckpt list: error: argument root: 's3://bucket/run': s3:// has no "
-                   "storage backend in this version of aioflux (use gs://, file:// or a local "
-                   "path) (see aioflux ckpt list --help)\n")
+    assert err == ("aioflux ckpt list: error: argument root: 'ftp://bucket/run': unknown URL "
+                   "scheme ftp:// (use gs://, s3://, file:// or a local path) "
+                   "(see aioflux ckpt list --help)\n")
     assert run("ckpt", "history", "ftp://host/run")[0] == 2
 
 

@@ -27,8 +27,11 @@ def state_for(step: int) -> dict[str, object]:
 
 def run(endpoint: str, root: str, start: int, conn: Connection) -> None:
     """Save steps ``start``..20, reporting each on ``conn``."""
-    if endpoint:  # gs:// roots: our emulator; file:// roots need none
-        os.environ["STORAGE_EMULATOR_HOST"] = endpoint
+    # gs:// roots: our emulator; s3:// roots: moto (the forkserver may have
+    # started before the test set it); file:// roots need none.
+    if endpoint:
+        os.environ["AWS_ENDPOINT_URL_S3" if root.startswith("s3://")
+                   else "STORAGE_EMULATOR_HOST"] = endpoint
     from aioflux.torch import CheckpointManager
 
     mgr = CheckpointManager(root, keep_last=KEEP_LAST,

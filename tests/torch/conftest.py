@@ -1,4 +1,12 @@
-"""The backends the torch tests run on: our emulator (gs) and the local filesystem (file)."""
+"""The backends the torch tests run on: our emulator (gs), the local
+filesystem (file) and moto's S3 server (s3, a third-party S3).
+
+On s3 the tests hand aioflux no client: ``AWS_ENDPOINT_URL_S3`` points the
+default S3 store at moto, as it would point a real job at MinIO or R2, so
+DataLoader and DCP workers (fork, spawn, forkserver) build the same store
+from the environment. Only :data:`S3_TESTS` run on s3, so the torch suite
+stays well under its time budget on two cores.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +19,45 @@ from typing import Any
 import pytest
 
 from aioflux import Client, ClientConfig
+from aioflux._api import stores
 from aioflux._core.portal import call
+from aioflux._core.store import ObjectStore
 from aioflux._core.urls import parse_url
 from aioflux.local import LocalStore
+from aioflux.s3 import S3Store
 from aioflux.testing import Emulator
-from tests.conftest import FAST_RETRY
+from tests.conftest import FAST_RETRY, MotoS3, unique_bucket
+
+# The tests of the other backends that also run on s3 (by function name):
+# CheckpointManager save/latest/load with its manifest-last rule and
+# retention, DCP and Lightning save/load, and the SIGKILL-mid-save test.
+# Datasets and file objects on s3 are in test_s3_torch.py.
+S3_TESTS = frozenset({
+    "test_save_load_list_latest_and_retention",
+    "test_incomplete_checkpoints_are_invisible",
+    "test_checkpoint_writer_reader",
+    "test_zstd_manager_round_trip",
+    "test_saving_an_existing_step_is_a_conflict_unless_overwrite",
+    "test_retention_is_by_step_not_by_save_order",
+    "test_resume_pattern_from_a_fresh_manager",
+    "test_single_process_save_load_and_the_file_system",
+    "test_fit_save_resume_remove",
+    "test_sigkill_during_saves",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the s3 runs of tests outside :data:`S3_TESTS`."""
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_s3 = callspec is not None and callspec.params.get("where") == "s3"
+        name = getattr(item, "originalname", item.name)
+        (dropped if on_s3 and name not in S3_TESTS else keep).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 @dataclass
@@ -23,10 +65,13 @@ class Where:
     """An empty folder on one backend, with ways to seed and inspect it.
 
     Attributes:
-        scheme: ``gs`` or ``file``.
+        scheme: ``gs``, ``file`` or ``s3``.
         root: URL of the folder (no trailing ``/``).
-        client: the client to hand to aioflux (``None`` for files: none needed).
+        client: the client to hand to aioflux (``None`` for files and s3:
+            the default store of the URL's scheme serves them).
         kwargs: what a dataset needs to reach the store (the emulator's endpoint).
+        emulator: the emulator, on gs.
+        s3: the store seeding and inspecting the bucket, on s3.
     """
 
     scheme: str
@@ -34,6 +79,7 @@ class Where:
     client: Client | None
     kwargs: dict[str, Any] = field(default_factory=dict)
     emulator: Emulator | None = None
+    s3: S3Store | None = None
 
     @property
     def bucket(self) -> str:
@@ -44,6 +90,13 @@ class Where:
         """The folder's object-name prefix in its bucket (ends with ``/`` unless empty)."""
         name = parse_url(self.root).name
         return name + "/" if name else ""
+
+    @property
+    def store(self) -> ObjectStore:
+        """A store of the backend, to inspect it (driven on the portal loop)."""
+        if self.client is not None:
+            return self.client.aio
+        return self.s3 if self.s3 is not None else LocalStore()
 
     def url(self, name: str = "") -> str:
         return f"{self.root}/{name}"
@@ -57,6 +110,9 @@ class Where:
         """
         if self.emulator is not None:
             self.emulator.store.put(self.bucket, self.base + name, body)
+            return
+        if self.s3 is not None:
+            call(self.s3.write(self.bucket, self.base + name, body))
             return
         path = Path("/" + self.bucket) / (self.base + name)
         if name.endswith("/"):
@@ -75,19 +131,46 @@ class Where:
     def names(self, under: str = "") -> list[str]:
         """Every object under the folder, relative, sorted; for files every
         file, temporary ones of unfinished writes included."""
-        if self.client is not None:
-            return sorted(self.rel(o.name)
-                          for o in self.client.list_objects(self.bucket, self.base + under))
+        if self.scheme != "file":
+            store = self.store
+
+            async def listed() -> list[str]:
+                return [o.name async for o in store.list_objects(self.bucket, self.base + under)]
+
+            return sorted(self.rel(name) for name in call(listed()))
         top = Path("/" + self.bucket) / self.base
         return sorted(str(Path(d, f).relative_to(top)) for d, _, files in os.walk(top / under)
                       for f in files)
 
 
-@pytest.fixture(params=["gs", "file"])
+@pytest.fixture
+def s3_where(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Where]:
+    """An empty folder in a fresh bucket on moto; the default S3 store (and
+    every worker's) points at moto."""
+    moto: MotoS3 = request.getfixturevalue("moto_s3")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto.endpoint)
+    # A default store built before (by another test, for AWS) would not see it.
+    monkeypatch.setattr(stores, "_defaults", {})
+    seeder = S3Store(ClientConfig(max_concurrency=16, retry=FAST_RETRY))
+    bucket = unique_bucket("torch")
+    call(seeder.create_bucket(bucket))
+    try:
+        yield Where("s3", f"s3://{bucket}/root", None, s3=seeder)
+    finally:
+        call(seeder.aclose())
+        built = stores._defaults.get("s3")
+        if built is not None and built[0] == os.getpid():
+            call(built[1].aclose())
+
+
+@pytest.fixture(params=["gs", "file", "s3"])
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Where]:
     """An empty folder on each backend in turn."""
     if request.param == "file":
         yield Where("file", f"file://{tmp_path}/root", None)
+        return
+    if request.param == "s3":
+        yield request.getfixturevalue("s3_where")
         return
     emulator: Emulator = request.getfixturevalue("emulator")
     bucket: str = request.getfixturevalue("bucket")

@@ -1,7 +1,8 @@
 """SIGKILL the saving process at random points: latest() must stay loadable.
 
-On both backends: our emulator (multipart uploads killed between parts) and
-the local filesystem (temporary files killed before their rename).
+On every backend: our emulator and moto's S3 (multipart uploads killed
+between parts, manifests written create-only) and the local filesystem
+(temporary files killed before their rename).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import torch
 from aioflux import WriterOptions
 from aioflux._core.portal import call
 from aioflux._core.store import ObjectStore
-from aioflux.local import LocalStore
 from aioflux.local._store import TEMP_MARK
 from aioflux.torch import CheckpointManager
 from tests.torch._ckpt_child import KEEP_LAST, LAST_STEP, PART, run, state_for
@@ -34,7 +34,8 @@ def _assert_state(loaded: dict[str, object], step: int) -> None:
 def test_sigkill_during_saves(where: Where) -> None:
     rng = random.Random(int(os.environ.get("AIOFLUX_KILL_SEED", "1234")))
     root = where.url("killrun")
-    endpoint = where.emulator.endpoint if where.emulator is not None else ""
+    endpoint = (where.emulator.endpoint if where.emulator is not None
+                else os.environ["AWS_ENDPOINT_URL_S3"] if where.scheme == "s3" else "")
     # Only the parent's last save (after the runs) applies its retention.
     mgr = CheckpointManager(root, client=where.client, writer=WriterOptions(part_size=PART),
                             keep_last=KEEP_LAST)
@@ -42,8 +43,8 @@ def test_sigkill_during_saves(where: Where) -> None:
     # Children fork from a server that already imported torch: a run costs
     # milliseconds instead of a multi-second import.
     ctx.set_forkserver_preload(["torch", "aioflux.torch", "tests.torch._ckpt_child"])
-    # A save to local disk takes milliseconds, one to the emulator tenths of
-    # a second: kill within a few saves on either.
+    # A save to local disk takes milliseconds, one to a server tenths of a
+    # second: kill within a few saves on either.
     window = (0.01, 0.2) if where.scheme == "file" else (0.05, 0.8)
     previous = 0
     kills = 0
@@ -83,7 +84,7 @@ def test_sigkill_during_saves(where: Where) -> None:
 
     from aioflux._engines.clean import clean_bucket
 
-    store: ObjectStore = LocalStore() if where.client is None else where.client.aio
+    store: ObjectStore = where.store
     call(clean_bucket(store, where.bucket, where.base, older_than=0))
     assert call(store.list_multipart_uploads(where.bucket, where.base)) == []
     assert not [n for n in where.names() if TEMP_MARK in n]  # killed writers' temp files
