@@ -106,6 +106,9 @@ class S3Store:
         profile: shared-config profile for credentials and region.
         anonymous: send requests unsigned (public buckets); also what
             happens when the credential chain finds nothing.
+        sign_payload: sign each body's SHA-256 (None: over plain http
+            only; False: never, e.g. a trusted private network; True:
+            always). Every body also carries its crc32c.
         auth: authenticate with this instead (tests).
         transport: a ready transport (tests inject a mock); overrides
             ``config`` and ``auth``.
@@ -119,17 +122,19 @@ class S3Store:
 
     def __init__(self, config: ClientConfig | None = None, *, region: str | None = None,
                  endpoint: str | None = None, addressing: Addressing = "auto",
-                 profile: str | None = None, anonymous: bool = False, auth: Auth | None = None,
+                 profile: str | None = None, anonymous: bool = False,
+                 sign_payload: bool | None = None, auth: Auth | None = None,
                  transport: Transport | None = None) -> None:
         check_instance("S3Store", "config", config, ClientConfig, optional=True)
         check_str("S3Store", "region", region, optional=True)
         check_str("S3Store", "endpoint", endpoint, optional=True)
         check_str("S3Store", "profile", profile, optional=True)
         check_bool("S3Store", "anonymous", anonymous)
+        check_bool("S3Store", "sign_payload", sign_payload, optional=True)
         if addressing not in ("auto", "path", "virtual"):
             raise InvalidArgument(f"S3Store: addressing must be 'auto', 'path' or 'virtual', "
                                   f"got {addressing!r}")
-        self._settings = (config, region, endpoint, addressing, profile, anonymous)
+        self._settings = (config, region, endpoint, addressing, profile, anonymous, sign_payload)
         if region is None and transport is None:
             try:
                 region = session_region(profile)
@@ -145,7 +150,8 @@ class S3Store:
         if transport is None:
             if auth is None:
                 auth = AnonymousAuth() if anonymous else (
-                    SigV4.found(self.endpoints.region_of_url, profile=profile)
+                    SigV4.found(self.endpoints.region_of_url, profile=profile,
+                                sign_payload=sign_payload)
                     or AnonymousAuth())
             transport = RegionalTransport(self.endpoints, self.config, auth,
                                           endpoint=self.endpoint,
@@ -164,9 +170,10 @@ class S3Store:
     def __setstate__(self, state: dict[str, object]) -> None:
         settings = state["settings"]
         assert isinstance(settings, tuple)
-        config, region, endpoint, addressing, profile, anonymous = settings
+        config, region, endpoint, addressing, profile, anonymous, sign_payload = settings
         self.__init__(config, region=region, endpoint=endpoint,  # type: ignore[misc]
-                      addressing=addressing, profile=profile, anonymous=anonymous)
+                      addressing=addressing, profile=profile, anonymous=anonymous,
+                      sign_payload=sign_payload)
 
     # -- addressing and regions ---------------------------------------------------
 

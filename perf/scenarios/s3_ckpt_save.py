@@ -36,7 +36,9 @@ def plan(options: Options) -> Plan:
                       (*state, "--part-mib", str(_PART_MIB), "--in-flight", str(_IN_FLIGHT)),
                       note=f"torch.save(state, aioflux.open('s3://...', 'wb')): streaming "
                            f"multipart upload, {_PART_MIB} MiB parts, {_IN_FLIGHT} in flight, "
-                           "x-amz-checksum-crc32c per part", available=_ready),
+                           "x-amz-checksum-crc32c per part; S3Store(sign_payload=False): "
+                           "bodies UNSIGNED-PAYLOAD as over https (s3tc sends them so too)",
+                      available=_ready),
             Contender("s3tc", "ckpt_save_s3tc.py", "s3tc", state,
                       note="torch.save into S3Checkpoint(region, endpoint=S3 face, "
                            "S3ClientConfig(force_path_style=True)).writer(url): its CRT "
