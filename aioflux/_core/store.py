@@ -20,6 +20,7 @@ from typing import Protocol, cast, overload, runtime_checkable
 
 from .config import ClientConfig
 from .crc import Crc32c, crc32c_combine
+from .errors import NotFound
 from .types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from .window import gather_bounded
 
@@ -34,6 +35,7 @@ __all__ = [
     "composite_of",
     "delete_all",
     "objects_of",
+    "published_before",
     "source_of",
 ]
 
@@ -324,3 +326,34 @@ async def objects_of(pages: AsyncIterator[ListPage]) -> AsyncIterator[ObjectInfo
     async for page in pages:
         for obj in page.objects:
             yield obj
+
+
+async def published_before(store: ObjectStore, bucket: str, name: str, exc: NotFound,
+                           expected: Crc32c) -> ObjectInfo:
+    """A retried multipart completion answered "no such upload": the first
+    attempt may have published and its answer been lost. That is success
+    only if the object now holds exactly the bytes written.
+
+    Args:
+        store: the store.
+        bucket: bucket name.
+        name: the object.
+        exc: the NotFound of the retried completion.
+        expected: crc32c and length of what was written.
+
+    Returns:
+        The object's metadata.
+
+    Raises:
+        NotFound: ``exc``, when the first attempt was the only one, or the
+            object is absent or holds other bytes.
+    """
+    if exc.attempts < 2:
+        raise exc
+    try:
+        info = await store.stat(bucket, name)
+    except NotFound:
+        raise exc from None
+    if info.size != expected.length or info.crc32c != expected.value:
+        raise exc
+    return info

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from .._core.crc import Crc32c, decode_crc32c
 from .._core.errors import InvalidRequest, NotFound, StorageError
+from .._core.store import published_before
 from .._core.types import ObjectInfo, PartInfo
 from .._net.transport import Op
 from ._published import verify_published
@@ -137,17 +138,7 @@ class GcsUpload:
         return info
 
     async def _completed_before(self, exc: NotFound, expected: Crc32c) -> ObjectInfo:
-        """A retried completion answered NoSuchUpload: the first attempt may
-        have published (its answer lost). Success only if the object holds
-        exactly the bytes written."""
-        if exc.attempts < 2:
-            raise exc
-        try:
-            info = await self.client.stat(self.bucket, self.name)
-        except NotFound:
-            raise exc from None
-        if info.size != expected.length or info.crc32c != expected.value:
-            raise exc
+        info = await published_before(self.client, self.bucket, self.name, exc, expected)
         self._upload_id = None
         return info
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from .._core.crc import Crc32c, encode_crc32c
 from .._core.errors import NotFound, StorageError
+from .._core.store import published_before
 from .._core.types import ObjectInfo, PartInfo
 from .._net.transport import Op
 from ._put import discard
@@ -95,17 +96,7 @@ class S3Upload:
         return info.replace(crc32c=expected.value)
 
     async def _completed_before(self, exc: NotFound, expected: Crc32c) -> ObjectInfo:
-        """A retried completion answered NoSuchUpload: the first attempt may
-        have published (its answer lost). Success only if the object holds
-        exactly the bytes written."""
-        if exc.attempts < 2:
-            raise exc
-        try:
-            info = await self.store.stat(self.bucket, self.name)
-        except NotFound:
-            raise exc from None
-        if info.size != expected.length or info.crc32c != expected.value:
-            raise exc
+        info = await published_before(self.store, self.bucket, self.name, exc, expected)
         self._upload_id = None
         return info
 
