@@ -41,6 +41,10 @@ Addressing = Literal["auto", "path", "virtual"]
 _WRONG_REGION = (301, 307, 400)
 # Hosts of AWS's own S3 endpoints (global, regional, dual-stack, China),
 # with a bucket in front for virtual-hosted addressing.
+# A region as a server may name it (AWS's are like eu-central-1; other
+# stores use names such as "default" or "garage"). Anything else, such as a
+# host name with a path, is ignored: a region becomes part of a host name.
+_REGION = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _AWS_HOST = re.compile(r"(?:[a-z0-9.-]+\.)?s3(?:[.-][a-z0-9-]+)*\.amazonaws\.com(?:\.cn)?")
 
 
@@ -183,7 +187,7 @@ class Endpoints:
                                             ok=(200, 301, 307, 400, 403))
         except NotFound:
             found = ""  # the request itself will say "no such bucket"
-        return found or DEFAULT_REGION
+        return found if _REGION.fullmatch(found) else DEFAULT_REGION
 
 
 class _WrongRegion(StorageError):
@@ -231,7 +235,8 @@ class RegionalTransport(Transport):
         async def checked(resp: HttpResponse) -> T:
             if resp.status not in ok and resp.status >= 300:
                 region = resp.headers.get("x-amz-bucket-region", "")
-                if region and region != signed_for and resp.status in _WRONG_REGION:
+                if _REGION.fullmatch(region) and region != signed_for \
+                        and resp.status in _WRONG_REGION:
                     raise _WrongRegion(op, resp.status, region)
                 raise await error_from_response(resp, op)
             return await handler(resp)

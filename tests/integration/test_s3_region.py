@@ -73,6 +73,26 @@ async def test_a_second_wrong_region_answer_is_an_error() -> None:
     assert len(server.requests) == 2
 
 
+@pytest.mark.parametrize("region", ["evil.example/x", "a b", "x" * 65])
+async def test_a_region_that_is_no_region_name_is_not_followed(region: str) -> None:
+    # A region becomes part of a host name: one with dots, slashes or spaces
+    # is not taken, not even for the bucket's HEAD, so no request (and no
+    # credential) can be steered to a host the server picked.
+    answers = [_raw("301 Moved Permanently", _MOVED, head=True, x_amz_bucket_region=region),
+               _raw("301 Moved Permanently", b"", head=True, x_amz_bucket_region=region)]
+    server = RawServer(lambda conn, i: answers.pop(0) if answers else None)
+    async with server as endpoint:
+        async with S3Store(ClientConfig(retry=FAST_RETRY), endpoint=endpoint,
+                           region="us-west-2") as store:
+            with pytest.raises(StorageError, match="s3://bkt/k") as caught:
+                await store.stat("bkt", "k")
+            assert store.endpoints.regions == {}
+        async with S3Store(ClientConfig(retry=FAST_RETRY), endpoint=endpoint) as found:
+            assert await found.endpoints.find_region("bkt", found.transport) == "us-east-1"
+    assert caught.value.status == 301
+    assert len(server.requests) == 2
+
+
 def test_on_aws_the_request_moves_to_the_bucket_regional_host() -> None:
     endpoints = Endpoints(None, "auto", "us-west-2")
     url = endpoints.object_url("bkt", "a/b c") + "?uploads"
