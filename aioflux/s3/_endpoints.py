@@ -79,6 +79,7 @@ class Endpoints:
         self.addressing = addressing
         self.region = region
         self.regions: dict[str, str] = {}
+        self._host_buckets: dict[str, str] = {}
         self._finding: dict[str, asyncio.Task[str]] = {}
 
     def _virtual(self, bucket: str) -> bool:
@@ -143,18 +144,32 @@ class Endpoints:
 
     def region_of_url(self, url: str) -> str:
         """The region to sign a request to ``url`` for: its bucket's."""
-        parts = urlsplit(url)
-        host = (parts.hostname or "").lower()
-        bucket = ""
+        bucket = self._bucket_of(url)
+        return self.regions.get(bucket) or self.region or DEFAULT_REGION
+
+    def _bucket_of(self, url: str) -> str:
+        # Asked twice for every request, so a host's answer is kept: the
+        # bucket it names (virtual-hosted), or "" when the bucket is the
+        # first path segment.
+        start = url.find("://") + 3
+        end = url.find("/", start)
+        end = len(url) if end < 0 else end
+        origin = url[:end].partition("?")[0]
+        bucket = self._host_buckets.get(origin)
+        if bucket is None:
+            bucket = self._host_buckets[origin] = self._bucket_of_host(origin)
+        if bucket:
+            return bucket
+        return url[end + 1:].partition("?")[0].partition("/")[0]
+
+    def _bucket_of_host(self, origin: str) -> str:
+        host = (urlsplit(origin).hostname or "").lower()
         if self.custom:
             home = (self._home.hostname or "").lower()
-            if host.endswith("." + home):
-                bucket = host[:-len(home) - 1]
-        elif not host.startswith(("s3.", "s3-")):
-            bucket = host.rsplit(".s3", 1)[0]  # bucket.s3.region.amazonaws.com
-        if not bucket:
-            bucket = parts.path.lstrip("/").split("/", 1)[0]
-        return self.regions.get(bucket) or self.region or DEFAULT_REGION
+            return host[:-len(home) - 1] if host.endswith("." + home) else ""
+        if host.startswith(("s3.", "s3-")):
+            return ""
+        return host.rsplit(".s3", 1)[0]  # bucket.s3.region.amazonaws.com
 
     async def ready(self, bucket: str, transport: Transport) -> None:
         """Learn ``bucket``'s region before its first request, when no

@@ -21,8 +21,8 @@ from perf.seed import ObjectSet
 __all__ = ["plan"]
 
 # Mirrors aioflux.ReaderOptions' defaults; perf must import without aioflux.
-_CHUNK_MIB = 8
-_READ_AHEAD = 16
+_CHUNK_MIB = 4
+_READ_AHEAD = 32
 
 
 def _aioflux_ready() -> str | None:
