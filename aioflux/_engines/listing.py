@@ -52,6 +52,13 @@ _MAX_DIGITS = 256
 # 100k names equally fast, and 8 wasted the fewest requests on names in
 # clusters with gaps between them.
 _KEEP_PAGES = 8
+# Names a listing request asks for, unless it is a range's last on a store
+# without end offsets; then at least _MIN_SIZED_PAGE, and the estimate plus
+# a quarter plus _SIZED_MARGIN (an estimate that falls short costs a round
+# trip, one that overshoots only parsing).
+FULL_PAGE = 1000
+_MIN_SIZED_PAGE = 50
+_SIZED_MARGIN = 20
 
 
 @dataclass
@@ -63,16 +70,20 @@ class KeyRange:
         end: end (exclusive); ``None`` means the end of the prefix.
         cursor: the last name emitted from this range, if any.
         done: the lister finished it.
-        sample: first and last name of a full page at this range's density:
-            its own last page, or its parent's until it lists one. ``None``
-            until then for the first range (nothing to split by yet).
+        sample: first and last name of a full page at this range's density,
+            and how many names the page held: its own last page, or its
+            parent's until it lists one. ``None`` until then for the first
+            range (nothing to split by yet).
+        sized: a request sized to what the range was estimated to hold came
+            back short of its end (the names cluster): full pages from then on.
     """
 
     start: str
     end: str | None
     cursor: str | None = None
     done: bool = False
-    sample: tuple[str, str] | None = None
+    sample: tuple[str, str, int] | None = None
+    sized: bool = False
 
     @property
     def low(self) -> str:
@@ -200,6 +211,7 @@ class _Lister:
         self.error: BaseException | None = None
         self.wake = asyncio.Event()
         self.closing = False
+        self.end_offsets = client.features.end_offset
 
     async def run(self) -> None:
         self._spawn(KeyRange(self.prefix, None))
@@ -243,9 +255,10 @@ class _Lister:
         while True:
             end, resume = r.end, r.cursor
             low = r.low
+            size = self._page_size(r)
             pages = cast(AsyncGenerator[ListPage, None], self.client.list(
                 self.bucket, self.prefix, start_offset=low if low > self.prefix else None,
-                end_offset=end))
+                end_offset=end, page_size=size))
             async with aclosing(pages):
                 async for page in pages:
                     objs = page.objects
@@ -257,6 +270,11 @@ class _Lister:
                         return
                     if r.end != end:
                         break  # shrank: continue from the cursor with the new end
+                    if size < FULL_PAGE:
+                        r.sized = True  # the estimate fell short: full pages now
+                        break
+                    if self._page_size(r) < size:
+                        break  # near the end: ask for what is left
                 else:  # the range's last page came back
                     if not r.done:
                         r.done = True
@@ -280,7 +298,7 @@ class _Lister:
                 # the range's start may lie far below it (the prefix itself,
                 # or a gap).
                 first = objs[0].name if r.cursor is None else r.cursor
-                r.sample = (first, objs[-1].name)
+                r.sample = (first, objs[-1].name, len(objs))
             r.cursor = objs[-1].name
             # The split alphabet is sampled from every 50th name, not only the
             # cursor: from cursors alone the first page of obj-000000..
@@ -313,9 +331,26 @@ class _Lister:
         if r.sample is None:
             return 0
         n = len(self.prefix)
-        first, last = r.sample
+        first, last, _ = r.sample
         return (self.alphabet.to_int(last[n:], digits)
                 - self.alphabet.to_int(first[n:], digits))
+
+    def _page_size(self, r: KeyRange) -> int:
+        """Names to ask for in ``r``'s next request.
+
+        A store without end offsets (S3) answers a full page past a range's
+        end, which is parsed only to be dropped: on a 100k listing that was
+        15% of the names parsed. So on such a store, a range's last request
+        asks for what its density says is left, plus a margin.
+        """
+        if self.end_offsets or r.end is None or r.sized or not self.alphabet.chars:
+            return FULL_PAGE
+        digits = min(self.alphabet.max_len + _EXTRA_DIGITS, _MAX_DIGITS)
+        span = self._page_span(r, digits)
+        if span <= 0 or r.sample is None:
+            return FULL_PAGE
+        left = _remaining(self.alphabet, self.prefix, r) * r.sample[2] // span
+        return max(_MIN_SIZED_PAGE, min(FULL_PAGE, left * 5 // 4 + _SIZED_MARGIN))
 
     def _split_at(self, r: KeyRange, hi: str | None, digits: int) -> str | None:
         # The midpoint of the key space, but the lister keeps at most

@@ -75,6 +75,7 @@ from ._xml import (
     parse,
     pin,
     precondition_failed,
+    reversible,
     rfc3339,
 )
 
@@ -215,7 +216,7 @@ class S3Store:
 
     def _remember(self, etag: str) -> int:
         generation = generation_of(etag)
-        if generation and etag_of(generation) is None:
+        if generation and not reversible(generation):
             if len(self._etags) >= _ETAG_MEMORY:
                 self._etags.clear()
             self._etags[generation] = etag

@@ -42,6 +42,7 @@ __all__ = [
     "pin",
     "precondition_failed",
     "query",
+    "reversible",
     "rfc3339",
     "text",
 ]
@@ -62,9 +63,14 @@ def generation_of(etag: str) -> int:
     return (int.from_bytes(digest, "big") & _HASH_MASK) or 1
 
 
+def reversible(generation: int) -> bool:
+    """Whether ``generation`` carries its ETag (an MD5 one) rather than a hash of it."""
+    return generation >= _REVERSIBLE
+
+
 def etag_of(generation: int) -> str | None:
     """The ETag a reversible generation stands for, or None for a hashed one."""
-    if generation < _REVERSIBLE:
+    if not reversible(generation):
         return None
     md5, parts = generation >> 16, generation & 0xFFFF
     return f'"{md5:032x}-{parts}"' if parts else f'"{md5:032x}"'
