@@ -9,20 +9,20 @@ parallel lister whose split point ends in a letter, ``obj-005j``, page
 through every ``obj-005<digit>`` key below it: 3x the keys parsed on a 100k
 listing.) Keys come URL-encoded (XML 1.0 cannot
 carry every character a key may hold). Listed objects have no crc32c:
-ListObjectsV2 names an object's checksum algorithm, never its value.
+ListObjectsV2 names an object's checksum algorithm, never its value. A
+page is read by :mod:`._page`.
 """
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
-from urllib.parse import unquote_plus
 
 from .._core.collector import collector_paused
-from .._core.types import NO_METADATA, ListPage, ObjectInfo
+from .._core.types import ListPage
 from .._net.transport import HttpResponse, Op
-from ._xml import children, parse, query, text
+from ._page import read_page
+from ._xml import query
 
 if TYPE_CHECKING:
     from ._store import S3Store
@@ -67,46 +67,12 @@ async def list_pages(store: S3Store, bucket: str, prefix: str, delimiter: str | 
         pairs = sorted(base + ([("continuation-token", token)] if token else []))
         raw = await store.transport.request(op, "GET", url + query(*pairs), handle)
         with collector_paused():
-            page, done = _page(store, bucket, parse(raw, op), start_offset, end_offset)
+            page, done = read_page(store, bucket, raw, op, start_offset, end_offset)
         token = page.next_page_token
         if done or token is None:
             yield ListPage(objects=page.objects, prefixes=page.prefixes, next_page_token=None)
             return
         yield page
-
-
-def _page(store: S3Store, bucket: str, root: ET.Element, start_offset: str | None,
-          end_offset: str | None) -> tuple[ListPage, bool]:
-    """A ListObjectsV2 document as a page (its token None when it is the
-    last), and whether a key at or past ``end_offset`` was reached."""
-    # AWS encodes a space as "+", others as %20: unquote_plus reads both.
-    decode: Callable[[str], str] = unquote_plus if text(root, "EncodingType") == "url" else str
-    objects: list[ObjectInfo] = []
-    done = False
-    # One namespace for the whole document: ElementTree's own (C) lookups
-    # by qualified name, not a Python scan of each entry's children (that
-    # was a third of a 100k listing's CPU).
-    ns = root.tag[:root.tag.index("}") + 1] if root.tag.startswith("{") else ""
-    key_tag, size_tag, etag_tag, modified_tag = (
-        ns + "Key", ns + "Size", ns + "ETag", ns + "LastModified")
-    remember = store._remember
-    for el in root.iterfind(ns + "Contents"):
-        key = decode(el.findtext(key_tag) or "")
-        if start_offset and key < start_offset:
-            continue
-        if end_offset and key >= end_offset:
-            done = True
-            break
-        objects.append(ObjectInfo(bucket, key, int(el.findtext(size_tag) or 0),
-                                  remember(el.findtext(etag_tag) or ""), None, None, None,
-                                  None, el.findtext(modified_tag) or None, NO_METADATA, "s3"))
-    prefixes = sorted(
-        p for p in (decode(text(cp, "Prefix")) for cp in children(root, "CommonPrefixes"))
-        if (not end_offset or p < end_offset)
-        and (not start_offset or p >= start_offset or start_offset.startswith(p)))
-    truncated = text(root, "IsTruncated").lower() == "true"
-    token = (text(root, "NextContinuationToken") or None) if truncated else None
-    return ListPage(objects=objects, prefixes=prefixes, next_page_token=token), done
 
 
 def _just_below(key: str) -> str:

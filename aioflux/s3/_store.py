@@ -65,6 +65,7 @@ from ._auth import SigV4, session_region
 from ._endpoints import DEFAULT_REGION, Addressing, Endpoints, RegionalTransport
 from ._listing import list_pages
 from ._multipart import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE, Multipart
+from ._page import require_lxml
 from ._put import put_object
 from ._upload import S3Upload
 from ._xml import (
@@ -136,6 +137,7 @@ class S3Store:
             raise InvalidArgument(f"S3Store: addressing must be 'auto', 'path' or 'virtual', "
                                   f"got {addressing!r}")
         self._settings = (config, region, endpoint, addressing, profile, anonymous, sign_payload)
+        require_lxml()  # listings need it: named now, not at the first listing
         if region is None and transport is None:
             try:
                 region = session_region(profile)

@@ -19,7 +19,7 @@ import hashlib
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import quote
 
 from .._core.crc import decode_crc32c
@@ -35,6 +35,7 @@ from .._net.failures import Op
 __all__ = [
     "children",
     "etag_of",
+    "fail",
     "full_object_crc32c",
     "generation_of",
     "gone",
@@ -42,6 +43,7 @@ __all__ = [
     "pin",
     "precondition_failed",
     "query",
+    "raise_if_error",
     "reversible",
     "rfc3339",
     "text",
@@ -56,10 +58,20 @@ def generation_of(etag: str) -> int:
     """The generation number of an ETag (see the module doc); 0 for none."""
     if not etag:
         return 0
-    match = _MD5_ETAG.fullmatch(etag.strip())
+    etag = etag.strip()
+    if len(etag) == 34 and etag[0] == '"' == etag[33]:
+        # The common shape, "<md5 hex>", without the regular expression (a
+        # listing reads 100,000 of them).
+        try:
+            digest = bytes.fromhex(etag[1:33])
+        except ValueError:
+            digest = b""
+        if len(digest) == 16:
+            return int.from_bytes(digest, "big") << 16
+    match = _MD5_ETAG.fullmatch(etag)
     if match is not None:
         return int(match.group(1), 16) << 16 | int(match.group(2) or 0)
-    digest = hashlib.blake2b(etag.strip().encode(), digest_size=8).digest()
+    digest = hashlib.blake2b(etag.encode(), digest_size=8).digest()
     return (int.from_bytes(digest, "big") & _HASH_MASK) or 1
 
 
@@ -127,7 +139,17 @@ def parse(raw: bytes, op: Op) -> ET.Element:
     try:
         root = ET.fromstring(raw)
     except ET.ParseError as exc:
-        _fail(op, f"unparsable XML response ({exc})", exc)
+        fail(op, f"unparsable XML response ({exc})", exc)
+    raise_if_error(root, op)
+    return root
+
+
+def raise_if_error(root: Any, op: Op) -> None:
+    """Raise the error an ``<Error>`` document reports (ElementTree's or lxml's root).
+
+    Raises:
+        StorageError: ``root`` is an error document.
+    """
     if local(root.tag) == "Error":
         code, message = text(root, "Code"), text(root, "Message")
         # Reported with a 200 after the work started: the code decides the
@@ -135,10 +157,10 @@ def parse(raw: bytes, op: Op) -> ET.Element:
         raise error_for_status(500 if code in ("InternalError", "SlowDown") else 400, message,
                                operation=op.operation, bucket=op.bucket, name=op.name,
                                reason=code, scheme="s3")
-    return root
 
 
-def _fail(op: Op, what: str, cause: BaseException | None = None) -> NoReturn:
+def fail(op: Op, what: str, cause: BaseException | None = None) -> NoReturn:
+    """Raise a StorageError saying what was wrong with ``op``'s answer."""
     raise StorageError(f"{describe(op.operation, op.bucket, op.name, 's3')} failed: {what}",
                        operation=op.operation, bucket=op.bucket, name=op.name) from cause
 

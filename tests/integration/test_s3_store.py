@@ -630,6 +630,20 @@ def test_without_botocore_s3_fails_naming_the_extra() -> None:
     assert "anonymous AnonymousAuth" in out.stdout
 
 
+@pytest.mark.parametrize("missing", ["awscrt", "lxml"])
+def test_without_the_signer_or_the_parser_s3_fails_naming_the_extra(missing: str) -> None:
+    code = (f"import sys; sys.modules[{missing!r}] = None\n"
+            "import os; os.environ.update(AWS_ACCESS_KEY_ID='k', AWS_SECRET_ACCESS_KEY='s')\n"
+            "import aioflux\n"
+            "try:\n"
+            "    aioflux.S3Store(region='us-east-1')\n"
+            "except aioflux.InvalidArgument as exc:\n"
+            "    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert missing in out.stdout and 'pip install "aioflux-storage[s3]"' in out.stdout
+
+
 # -- reads resumed, credentials refreshed, listings of odd keys, streams ---------------
 
 
