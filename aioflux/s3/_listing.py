@@ -15,13 +15,14 @@ page is read by :mod:`._page`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from .._core.collector import collector_paused
 from .._core.types import ListPage
 from .._net.transport import HttpResponse, Op
-from ._page import read_page
+from ._page import parse_page, read_page
 from ._xml import query
 
 if TYPE_CHECKING:
@@ -66,8 +67,12 @@ async def list_pages(store: S3Store, bucket: str, prefix: str, delimiter: str | 
     while True:
         pairs = sorted(base + ([("continuation-token", token)] if token else []))
         raw = await store.transport.request(op, "GET", url + query(*pairs), handle)
+        # Parsed off the event loop (lxml releases the GIL): a parallel
+        # listing's one CPU-heavy step overlaps the others' reading.
+        root = await asyncio.to_thread(parse_page, raw, op)
         with collector_paused():
-            page, done = read_page(store, bucket, raw, op, start_offset, end_offset)
+            page, done = read_page(store, bucket, root, start_offset, end_offset)
+        del root
         token = page.next_page_token
         if done or token is None:
             yield ListPage(objects=page.objects, prefixes=page.prefixes, next_page_token=None)

@@ -25,7 +25,7 @@ from ._xml import fail, raise_if_error
 if TYPE_CHECKING:
     from ._store import S3Store
 
-__all__ = ["read_page", "require_lxml"]
+__all__ = ["parse_page", "read_page", "require_lxml"]
 
 _FIELDS = ("Key", "Size", "ETag", "LastModified")
 
@@ -74,15 +74,15 @@ def _entries(root: Any, namespace: str) -> Iterable[tuple[str, str, str, str]]:
             for el in root.iterfind(q + "Contents")]
 
 
-def read_page(store: S3Store, bucket: str, raw: bytes, op: Op, start_offset: str | None,
-              end_offset: str | None) -> tuple[ListPage, bool]:
-    """A ListObjectsV2 document as a page (its token None when it is the
-    last), and whether a key at or past ``end_offset`` was reached.
+def parse_page(raw: bytes, op: Op) -> Any:
+    """The document's root element. lxml parses without the GIL, so this
+    runs in a worker thread while the event loop reads other pages.
 
     Raises:
         StorageError: unparsable XML, or an error document.
     """
     etree = _lxml()
+    # A parser per call: lxml's parsers are not to be shared between threads.
     parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False,
                              remove_comments=True, remove_pis=True)
     try:
@@ -90,6 +90,14 @@ def read_page(store: S3Store, bucket: str, raw: bytes, op: Op, start_offset: str
     except etree.XMLSyntaxError as exc:
         fail(op, f"unparsable XML response ({exc})", exc)
     raise_if_error(root, op)
+    return root
+
+
+def read_page(store: S3Store, bucket: str, root: Any, start_offset: str | None,
+              end_offset: str | None) -> tuple[ListPage, bool]:
+    """A parsed ListObjectsV2 document (:func:`parse_page`) as a page (its
+    token None when it is the last), and whether a key at or past
+    ``end_offset`` was reached."""
     tag = root.tag
     namespace = tag[1:tag.index("}")] if tag.startswith("{") else ""
     q = f"{{{namespace}}}" if namespace else ""
