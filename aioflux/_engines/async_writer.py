@@ -68,6 +68,7 @@ class AsyncObjectWriter(WriterBase):
             self._buffer += piece
             if len(self._buffer) < self.part_size:
                 continue
+            self._check_part_limit()
             await self._slots.acquire()
             await self._raise_pending(release=True)
             part, self._buffer = self._buffer, bytearray()

@@ -192,6 +192,14 @@ class WriterBase(abc.ABC):
         self._crc = Crc32c()
         self._done = False
 
+    def _check_part_limit(self) -> None:
+        """Refuse a part past the store's limit (the last part is the tail)."""
+        if self._number >= self._max_parts:
+            raise InvalidArgument(
+                f"write {self.url}: more than {self._max_parts:,} parts of "
+                f"{self.part_size / 2**20:g} MiB ({self._max_parts * self.part_size / 1e9:.0f} "
+                "GB); pass WriterOptions(part_size=...) larger for such an object")
+
     @abc.abstractmethod
     def _init_flow(self, max_in_flight: int) -> None:
         """Set up how ``write`` waits when ``max_in_flight`` parts are uploading."""
@@ -279,9 +287,7 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
         return total
 
     def _flush_part(self) -> None:
-        if self._number >= self._max_parts:
-            raise InvalidArgument(f"write {self.url}: more than "
-                                  f"{self._max_parts} parts; use a larger part_size")
+        self._check_part_limit()
         self._parts.slots.acquire()
         try:
             self._raise_pending()

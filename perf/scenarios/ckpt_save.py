@@ -21,8 +21,8 @@ __all__ = ["plan"]
 
 # Mirror aioflux.WriterOptions' defaults (the bare upload sends the same parts);
 # perf must import without aioflux.
-_PART_MIB = 16
-_IN_FLIGHT = 8
+_PART_MIB = 8
+_IN_FLIGHT = 16
 
 
 def _aioflux_ready() -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 
 import pytest
@@ -19,8 +20,11 @@ from aioflux import (
     WriterOptions,
 )
 from aioflux._core.crc import Crc32c, crc32c
+from aioflux._core.portal import call
+from aioflux._core.store import StoreFeatures
 from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux._engines.clean import clean_bucket
+from aioflux._engines.writer import ObjectWriter
 from aioflux.testing import MemoryStore
 
 B = "bkt"
@@ -326,3 +330,31 @@ async def test_buckets_exist_once_created() -> None:
     with pytest.raises(NotFound, match="copy memory://nowhere/y"):
         await store.copy("fresh", "x", "nowhere", "y")
     assert [o.name async for o in store.list_objects("fresh")] == ["x"]
+
+
+class _FewParts(MemoryStore):
+    """A store that takes at most 3 parts an upload."""
+
+    @property
+    def features(self) -> StoreFeatures:
+        return dataclasses.replace(super().features, max_parts=3)
+
+
+def test_a_part_past_the_stores_limit_is_refused_and_nothing_published() -> None:
+    store = _FewParts(buckets=["bkt"])
+    with pytest.raises(InvalidArgument, match=r"more than 3 parts of .*part_size"):
+        with ObjectWriter(store, "bkt", "big", options=WriterOptions(part_size=4)) as f:
+            f.write(b"x" * 20)
+    assert call(store.exists("bkt", "big")) is False
+    with ObjectWriter(store, "bkt", "fits", options=WriterOptions(part_size=4)) as f:
+        f.write(b"x" * 11)  # two parts and a tail
+    assert call(store.read("bkt", "fits")) == b"x" * 11
+
+
+async def test_the_async_writer_refuses_a_part_past_the_limit_too() -> None:
+    store = _FewParts(buckets=["bkt"])
+    with pytest.raises(InvalidArgument, match=r"more than 3 parts"):
+        async with AsyncObjectWriter(store, "bkt", "big",
+                                     options=WriterOptions(part_size=4)) as f:
+            await f.write(b"x" * 20)
+    assert not await store.exists("bkt", "big")
