@@ -17,6 +17,7 @@ import asyncio
 import datetime
 import functools
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +32,6 @@ INSTALL_HINT = 'pip install "aioflux-storage[s3]"'
 # would cost more CPU than sending it.
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-_SIGNED = ("Authorization", "X-Amz-Date", "X-Amz-Content-SHA256", "X-Amz-Security-Token")
 
 
 def load_botocore() -> Any:
@@ -62,8 +62,12 @@ def _load_awscrt() -> Any:
     return awscrt
 
 
-def _utcnow() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc)
+def _second() -> int:
+    return int(time.time())
+
+
+def _utc(second: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(second, datetime.timezone.utc)
 
 
 @functools.lru_cache(maxsize=256)
@@ -131,7 +135,9 @@ class SigV4:
         self._credentials = credentials
         self._region_of = region_of
         self._crt = _load_awscrt()
+        self._refreshable = getattr(credentials, "refresh_needed", None) is not None
         self._provider: tuple[Any, Any] | None = None  # (frozen credentials, CRT provider)
+        self._configs: dict[tuple[Any, str, str], tuple[int, Any]] = {}
 
     @classmethod
     def found(cls, region_of: Callable[[str], str], *, profile: str | None = None,
@@ -190,31 +196,60 @@ class SigV4:
         crt = self._crt
         scheme, _, rest = url.partition("://")
         netloc, slash, target = rest.partition("/")
+        frozen, provider = await self._crt_provider()
         # The URL is already encoded as it is sent: S3 signs it as is
         # (no double encoding, no dot-segment normalisation).
         signed = crt.http.HttpRequest(request.method, slash + target, crt.http.HttpHeaders(
             [("Host", _host(scheme, netloc)), *request.headers.items()]))
-        config = crt.auth.AwsSigningConfig(
-            credentials_provider=await self._crt_provider(), region=self._region_of(url),
-            service="s3", date=_utcnow(),
-            use_double_uri_encode=False, should_normalize_uri_path=False,
-            signed_body_value=payload,
-            signed_body_header_type=crt.auth.AwsSignedBodyHeaderType.X_AMZ_CONTENT_SHA_256)
+        config = self._config(provider, self._region_of(url), payload)
         # Static credentials: the CRT signs synchronously, the future is done.
         crt.auth.aws_sign_request(signed, config).result()
         out = signed.headers
-        return {name: value for name in _SIGNED if (value := out.get(name)) is not None}
+        headers = {"Authorization": out.get("Authorization"), "X-Amz-Date": out.get("X-Amz-Date"),
+                   "X-Amz-Content-SHA256": payload}
+        if frozen.token:
+            headers["X-Amz-Security-Token"] = frozen.token
+        return headers
 
-    async def _crt_provider(self) -> Any:
-        """A CRT credentials provider for the current botocore credentials
-        (made again only when a refresh changed them)."""
-        frozen = await self._frozen()
+    def _config(self, provider: Any, region: str, payload: str) -> Any:
+        """The signing configuration for ``region`` and ``payload``, now.
+
+        One is kept per region and payload for the current second (a
+        signature's date has one-second resolution): making it was an
+        eighth of a small read's signing cost.
+        """
+        second = _second()
+        key = (provider, region, payload)
+        cached = self._configs.get(key)
+        if cached is not None and cached[0] == second:
+            return cached[1]
+        if len(self._configs) >= 64:
+            self._configs.clear()
+        crt = self._crt
+        config = crt.auth.AwsSigningConfig(
+            credentials_provider=provider, region=region, service="s3",
+            date=_utc(second), use_double_uri_encode=False, should_normalize_uri_path=False,
+            signed_body_value=payload,
+            signed_body_header_type=crt.auth.AwsSignedBodyHeaderType.X_AMZ_CONTENT_SHA_256)
+        self._configs[key] = (second, config)
+        return config
+
+    async def _crt_provider(self) -> tuple[Any, Any]:
+        """The current botocore credentials and a CRT provider for them.
+
+        Credentials that cannot expire are read once; refreshable ones are
+        asked each time (botocore refreshes them ahead of expiry), and the
+        provider is made again only when a refresh changed them.
+        """
         cached = self._provider
+        if cached is not None and not self._refreshable:
+            return cached
+        frozen = await self._frozen()
         if cached is None or cached[0] != frozen:
             provider = self._crt.auth.AwsCredentialsProvider.new_static(
                 frozen.access_key, frozen.secret_key, frozen.token)
             self._provider = cached = (frozen, provider)
-        return cached[1]
+        return cached
 
     def __repr__(self) -> str:
         return "SigV4(<redacted>)"

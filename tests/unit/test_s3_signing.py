@@ -65,7 +65,7 @@ def _botocore(method: str, url: str, headers: dict[str, str], payload: str,
 async def test_crt_signature_is_botocores(method: str, url: str, headers: dict[str, str],
                                           body: bytes | None, token: str | None,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_auth, "_utcnow", lambda: NOW)
+    monkeypatch.setattr(_auth, "_second", lambda: int(NOW.timestamp()))
     creds = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", token)
     signer = SigV4(lambda _url: "eu-west-1", credentials=creds)
     got = await signer.headers(AuthRequest(method, url, {}, headers, body))
@@ -86,6 +86,9 @@ async def test_a_refresh_that_changes_the_credentials_changes_the_signer() -> No
         def __init__(self) -> None:
             self.key = "AKIDONE"
 
+        def refresh_needed(self) -> bool:
+            return False
+
         def get_frozen_credentials(self) -> Any:
             return Credentials(self.key, "secret").get_frozen_credentials()
 
@@ -95,3 +98,26 @@ async def test_a_refresh_that_changes_the_credentials_changes_the_signer() -> No
     assert "Credential=AKIDONE/" in (await signer.headers(request))["Authorization"]
     creds.key = "AKIDTWO"
     assert "Credential=AKIDTWO/" in (await signer.headers(request))["Authorization"]
+
+
+async def test_static_credentials_are_read_once_and_the_date_follows_the_clock(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    class Counting:
+        reads = 0
+
+        def get_frozen_credentials(self) -> Any:
+            Counting.reads += 1
+            return Credentials("AKIDSTATIC", "secret").get_frozen_credentials()
+
+    now = [int(NOW.timestamp())]
+    monkeypatch.setattr(_auth, "_second", lambda: now[0])
+    signer = SigV4(lambda _url: "us-east-1", credentials=Counting())
+    request = AuthRequest("GET", "https://s3.amazonaws.com/bkt/k")
+    first = await signer.headers(request)
+    again = await signer.headers(request)
+    now[0] += 1
+    later = await signer.headers(request)
+    assert Counting.reads == 1
+    assert first == again and first["X-Amz-Date"] == "20261122T150405Z"
+    assert later["X-Amz-Date"] == "20261122T150406Z"
+    assert later["Authorization"] != first["Authorization"]
