@@ -153,7 +153,11 @@ def current_pairs(runs: Sequence[Run]) -> list[Pair]:
             continue
         for pair in pairs(run):
             key = (run.info["scenario"], pair.mine, pair.other)
-            if key not in newest and (pair.stats is not None or pair.at_least is not None):
+            if pair.stats is None and pair.at_least is None:
+                continue
+            # A measured pair wins over a newer run that left it out (a run
+            # of some contenders only).
+            if key not in newest or (newest[key].stats is None and pair.stats is not None):
                 newest[key] = pair
     chosen = [p for p in newest.values() if p.stats is not None]
     # Targets nobody measured still show, as "not measured", once.

@@ -112,6 +112,22 @@ def test_each_pair_comes_from_the_newest_run_that_measured_it(tmp_path: Path) ->
     assert md.read_text().startswith("intro\n") and md.read_text().endswith("appendix\n")
 
 
+def test_a_target_left_out_of_a_newer_run_keeps_its_last_measurement(tmp_path: Path) -> None:
+    targets = [("ours", "peer", 3.0), ("ours", "bare", 0.85)]
+    old = [_run("r1", targets, ["ours", "peer", "bare"]), _sample("r1", "ours", 1, 1.0),
+           _sample("r1", "peer", 1, 5.0), _sample("r1", "bare", 1, 0.9)]
+    # A later run without the (slow) peer: its target is still the older measurement.
+    new = [_run("r2", targets, ["ours", "bare"]), _sample("r2", "ours", 1, 1.0),
+           _sample("r2", "bare", 1, 0.8)]
+    path = tmp_path / "results.jsonl"
+    _write(path, old + new)
+    chosen = report.current_pairs(results.group_runs(results.load(path)))
+    found = {(p.mine, p.other): p.run.info["run"] for p in chosen}
+    assert found[("ours", "peer")] == "r1" and found[("ours", "bare")] == "r2"
+    summary = report.render_summary(chosen)
+    assert "5.00x" in summary and "not measured" not in summary
+
+
 def test_the_readme_leaves_untargeted_aioflux_variants_out(tmp_path: Path) -> None:
     names = ["ours", "aioflux-nolean", "aioflux-w2", "peer"]
     records = [_run("r1", [("aioflux-w2", "peer", 1.0)], names)]
