@@ -612,36 +612,37 @@ async def test_s3_urls_pick_the_s3_store(moto_s3: MotoS3) -> None:
         new_store("s3", credentials="token")
 
 
+def _without(module: str, code: str) -> str:
+    """What ``code`` prints in a fresh interpreter where ``module`` cannot be imported."""
+    prelude = (f"import sys; sys.modules[{module!r}] = None\n"
+               "import os; os.environ.update(AWS_ACCESS_KEY_ID='k', AWS_SECRET_ACCESS_KEY='s')\n"
+               "import aioflux\n")
+    return subprocess.run([sys.executable, "-c", prelude + code], capture_output=True,
+                          text=True, check=True).stdout
+
+
 def test_without_botocore_s3_fails_naming_the_extra() -> None:
-    code = ("import sys; sys.modules['botocore'] = None\n"
-            "import aioflux\n"
-            "from aioflux._api.stores import default_store\n"
-            "default_store('gs'); default_store('file')\n"
-            "try:\n"
-            "    aioflux.S3Store()\n"
-            "except aioflux.InvalidArgument as exc:\n"
-            "    print(exc)\n"
-            "public = aioflux.S3Store(anonymous=True, endpoint='http://127.0.0.1:9')\n"
-            "print('anonymous', type(public.transport.auth).__name__)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
-    assert 'pip install "aioflux-storage[s3]"' in out.stdout
+    out = _without("botocore", (
+        "from aioflux._api.stores import default_store\n"
+        "default_store('gs'); default_store('file')\n"
+        "try:\n"
+        "    aioflux.S3Store()\n"
+        "except aioflux.InvalidArgument as exc:\n"
+        "    print(exc)\n"
+        "public = aioflux.S3Store(anonymous=True, endpoint='http://127.0.0.1:9')\n"
+        "print('anonymous', type(public.transport.auth).__name__)\n"))
+    assert 'pip install "aioflux-storage[s3]"' in out
     # Public buckets need no signing, so no botocore either.
-    assert "anonymous AnonymousAuth" in out.stdout
+    assert "anonymous AnonymousAuth" in out
 
 
 @pytest.mark.parametrize("missing", ["awscrt", "lxml"])
 def test_without_the_signer_or_the_parser_s3_fails_naming_the_extra(missing: str) -> None:
-    code = (f"import sys; sys.modules[{missing!r}] = None\n"
-            "import os; os.environ.update(AWS_ACCESS_KEY_ID='k', AWS_SECRET_ACCESS_KEY='s')\n"
-            "import aioflux\n"
-            "try:\n"
-            "    aioflux.S3Store(region='us-east-1')\n"
-            "except aioflux.InvalidArgument as exc:\n"
-            "    print(exc)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
-    assert missing in out.stdout and 'pip install "aioflux-storage[s3]"' in out.stdout
+    out = _without(missing, ("try:\n"
+                             "    aioflux.S3Store(region='us-east-1')\n"
+                             "except aioflux.InvalidArgument as exc:\n"
+                             "    print(exc)\n"))
+    assert missing in out and 'pip install "aioflux-storage[s3]"' in out
 
 
 # -- reads resumed, credentials refreshed, listings of odd keys, streams ---------------
