@@ -13,6 +13,7 @@ For each batch of objects the planner picks, per object:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -160,6 +161,22 @@ class Downloader:
         self.stats = DownloadStats()
         self._hedger = Hedger(self.options.hedge_after, self.options.hedge_budget,
                               self.stats.hedge, max_concurrency=client.config.max_concurrency)
+        self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+
+    def _direct_gate(self) -> asyncio.Semaphore:
+        """The permits of direct reads, on this loop.
+
+        A read that waits for a permit here, before the store's layers
+        start, wakes one frame deep; behind the transport's semaphore it
+        woke ~9 frames deep. A map dataset's batches queue 256 reads on 128
+        permits, and the deep waits cost ~30 us a read (2.14 s against
+        1.78 s of CPU for 10k x 100 KiB). (Hedged reads have the hedger's
+        gate.)
+        """
+        loop = asyncio.get_running_loop()
+        if self._gate is None or self._gate[0] is not loop:
+            self._gate = (loop, asyncio.Semaphore(self.client.config.max_concurrency))
+        return self._gate[1]
 
     # -- planning -------------------------------------------------------------
 
@@ -202,7 +219,8 @@ class Downloader:
         # what is there now (checked against its own x-goog-hash). A hedged
         # duplicate is the same checked read.
         if self.options.hedge_after is None:
-            data = await self.client.read(obj.bucket, obj.name)
+            async with self._direct_gate():
+                data = await self.client.read(obj.bucket, obj.name)
         else:
             data = await self._hedger.run(lambda: self.client.read(obj.bucket, obj.name))
         self.stats.direct += 1

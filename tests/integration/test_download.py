@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aioflux import AsyncClient, LocalStore, ObjectInfo, PermissionDenied, parse_url
+from aioflux import AsyncClient, ClientConfig, LocalStore, ObjectInfo, PermissionDenied, parse_url
 from aioflux._engines.compose import COMPOSED_PREFIX, leftover_composites, plan_batches
 from aioflux._engines.download import Downloader, DownloadOptions, download_many
 from aioflux._engines.listing import list_objects_parallel
-from aioflux.testing import Emulator, Faults
+from aioflux.testing import Emulator, Faults, MemoryStore
 
 COMPOSE = DownloadOptions(compose_threshold=64 * 1024)
 
@@ -185,3 +185,27 @@ async def test_a_store_without_compose_gets_direct_reads(tmp_path: Path) -> None
     assert {kind for kind, _ in downloader.plan(objs)} == {"direct"}
     assert await downloader.download_many(objs) == [bytes([i]) * 100 for i in range(40)]
     assert downloader.stats.compose_fallbacks == 0
+
+
+async def test_direct_reads_beyond_the_permits_wait_in_the_downloader() -> None:
+    # 3 batches of 8 on 4 permits: only 4 reads at a time enter the store;
+    # the rest wait at the top of the read, not deep inside the transport.
+    class Counting(MemoryStore):
+        inside = peak = 0
+
+        async def read(self, bucket: str, name: str, **kw: Any) -> Any:
+            Counting.inside += 1
+            Counting.peak = max(Counting.peak, Counting.inside)
+            try:
+                await asyncio.sleep(0.001)
+                return await super().read(bucket, name, **kw)
+            finally:
+                Counting.inside -= 1
+
+    store = Counting(ClientConfig(max_concurrency=4), buckets=["bkt"])
+    blobs = {f"o/{i:02d}": os.urandom(100 + i) for i in range(24)}
+    infos = [await store.write("bkt", k, v) for k, v in blobs.items()]
+    dl = Downloader(store, DownloadOptions(disable_compose=True))
+    got = await asyncio.gather(*(dl.download_many(infos[i:i + 8]) for i in range(0, 24, 8)))
+    assert [bytes(d) for batch in got for d in batch] == list(blobs.values())
+    assert Counting.peak == 4 and dl.stats.direct == 24
