@@ -25,7 +25,7 @@ from collections.abc import (
 )
 from typing import TypeVar
 
-__all__ = ["gather_bounded", "window", "window_sync"]
+__all__ = ["LoopSemaphore", "gather_bounded", "window", "window_sync"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -159,3 +159,26 @@ async def gather_bounded(aws: Iterable[Awaitable[T]], limit: int | None = None) 
 
 async def _awaited(aw: Awaitable[T]) -> T:
     return await aw
+
+
+class LoopSemaphore:
+    """A semaphore of ``permits`` for whichever event loop asks.
+
+    An ``asyncio.Semaphore`` serves one loop, while an engine may be used
+    from another (a dataset's store is rebuilt per process and loop): the
+    running loop gets a fresh semaphore when it is not the last one's.
+
+    Args:
+        permits: the semaphore's value.
+    """
+
+    def __init__(self, permits: int) -> None:
+        self.permits = permits
+        self._current: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+
+    def get(self) -> asyncio.Semaphore:
+        """The running loop's semaphore."""
+        loop = asyncio.get_running_loop()
+        if self._current is None or self._current[0] is not loop:
+            self._current = (loop, asyncio.Semaphore(self.permits))
+        return self._current[1]

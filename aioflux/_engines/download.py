@@ -13,7 +13,6 @@ For each batch of objects the planner picks, per object:
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from .._core.crc import crc32c_combine, encode_crc32c
 from .._core.errors import ChecksumMismatch, NotFound, PermissionDenied, PreconditionFailed
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
-from .._core.window import gather_bounded
+from .._core.window import LoopSemaphore, gather_bounded
 from .._core.window import window as bounded
 from .compose import (
     COMPOSED_PREFIX,
@@ -161,22 +160,13 @@ class Downloader:
         self.stats = DownloadStats()
         self._hedger = Hedger(self.options.hedge_after, self.options.hedge_budget,
                               self.stats.hedge, max_concurrency=client.config.max_concurrency)
-        self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
-
-    def _direct_gate(self) -> asyncio.Semaphore:
-        """The permits of direct reads, on this loop.
-
-        A read that waits for a permit here, before the store's layers
-        start, wakes one frame deep; behind the transport's semaphore it
-        woke ~9 frames deep. A map dataset's batches queue 256 reads on 128
-        permits, and the deep waits cost ~30 us a read (2.14 s against
-        1.78 s of CPU for 10k x 100 KiB). (Hedged reads have the hedger's
-        gate.)
-        """
-        loop = asyncio.get_running_loop()
-        if self._gate is None or self._gate[0] is not loop:
-            self._gate = (loop, asyncio.Semaphore(self.client.config.max_concurrency))
-        return self._gate[1]
+        # Direct reads wait for a permit here, before the store's layers
+        # start: a waiter wakes one frame deep, where behind the transport's
+        # semaphore it woke ~9 frames deep. A map dataset's batches queue 256
+        # reads on 128 permits, and the deep waits cost ~30 us a read (2.14 s
+        # against 1.78 s of CPU for 10k x 100 KiB). Hedged reads have the
+        # hedger's gate.
+        self._direct_gate = LoopSemaphore(client.config.max_concurrency)
 
     # -- planning -------------------------------------------------------------
 
@@ -219,7 +209,7 @@ class Downloader:
         # what is there now (checked against its own x-goog-hash). A hedged
         # duplicate is the same checked read.
         if self.options.hedge_after is None:
-            async with self._direct_gate():
+            async with self._direct_gate.get():
                 data = await self.client.read(obj.bucket, obj.name)
         else:
             data = await self._hedger.run(lambda: self.client.read(obj.bucket, obj.name))

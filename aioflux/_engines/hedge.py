@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from .._core.metrics import LatencyHistogram
+from .._core.window import LoopSemaphore
 
 __all__ = [
     "AUTO_FLOOR",
@@ -193,17 +194,7 @@ class Hedger:
         if max_concurrency is not None:
             spare = min(math.ceil(max_concurrency * budget), max_concurrency // 2)
             self.first_permits = max(1, max_concurrency - spare)
-        self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
-
-    def _gate_of_loop(self) -> asyncio.Semaphore | None:
-        if self.first_permits is None:
-            return None
-        loop = asyncio.get_running_loop()
-        # A semaphore serves one loop: a dataset's store is rebuilt per
-        # process and loop, and so is its gate.
-        if self._gate is None or self._gate[0] is not loop:
-            self._gate = (loop, asyncio.Semaphore(self.first_permits))
-        return self._gate[1]
+        self._gate = None if self.first_permits is None else LoopSemaphore(self.first_permits)
 
     def delay(self) -> float | None:
         """Seconds after which a read now starting gets a duplicate, or None."""
@@ -231,10 +222,9 @@ class Hedger:
         """
         self.stats.reads += 1
         self.budget.earn()
-        gate = self._gate_of_loop()
-        if gate is None:
+        if self._gate is None:
             return await self._run(read)
-        async with gate:
+        async with self._gate.get():
             return await self._run(read)
 
     async def _run(self, read: Callable[[], Awaitable[T]]) -> T:

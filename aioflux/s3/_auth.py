@@ -214,24 +214,27 @@ class SigV4:
     def _config(self, provider: Any, region: str, payload: str) -> Any:
         """The signing configuration for ``region`` and ``payload``, now.
 
-        One is kept per region and payload for the current second (a
-        signature's date has one-second resolution): making it was an
-        eighth of a small read's signing cost.
+        One is kept per region for the current second (a signature's date
+        has one-second resolution) when the payload is one many requests
+        share (no body, or unsigned): making it was an eighth of a small
+        read's signing cost. A body's own hash is never seen again.
         """
         second = _second()
         key = (provider, region, payload)
-        cached = self._configs.get(key)
+        shared = payload in (EMPTY_SHA256, UNSIGNED_PAYLOAD)
+        cached = self._configs.get(key) if shared else None
         if cached is not None and cached[0] == second:
             return cached[1]
-        if len(self._configs) >= 64:
-            self._configs.clear()
         crt = self._crt
         config = crt.auth.AwsSigningConfig(
             credentials_provider=provider, region=region, service="s3",
             date=_utc(second), use_double_uri_encode=False, should_normalize_uri_path=False,
             signed_body_value=payload,
             signed_body_header_type=crt.auth.AwsSignedBodyHeaderType.X_AMZ_CONTENT_SHA_256)
-        self._configs[key] = (second, config)
+        if shared:
+            if len(self._configs) >= 64:  # regions x credentials seen: a handful
+                self._configs.clear()
+            self._configs[key] = (second, config)
         return config
 
     async def _crt_provider(self) -> tuple[Any, Any]:
