@@ -158,7 +158,8 @@ class TLSError(TransportError):
 class ProtocolError(StorageError):
     """The server's answer breaks the JSON/XML API's protocol: a redirect
     (the APIs never redirect), a range other than the one asked for, an
-    unexpected status or a body that is not what the headers announce.
+    unexpected status, a body that is not what the headers announce, or a
+    metadata answer (a listing page, an object resource) over its 64 MiB cap.
 
     Not retried: a server or proxy that answers this way does so again.
     """

@@ -2,6 +2,11 @@
 HTTP error status, an aiohttp or OS exception, or a redirect turns into the
 most specific class of the tree in :mod:`aioflux._core.errors`, with a message
 that names the operation, bucket and object and never a header.
+
+Also how much of an answer that is not an object's bytes is read: an error's
+body, a metadata answer (:func:`read_metadata`) and a body read only to be
+dropped (:func:`drain`) each have a cap, so a hostile or broken server's huge
+or endless body costs a bounded amount of memory.
 """
 
 from __future__ import annotations
@@ -29,10 +34,30 @@ from .http import BodyTruncated, MediaResponse
 if TYPE_CHECKING:
     from .transport import HttpResponse
 
-__all__ = ["Op", "Redirected", "error_from_media", "error_from_response", "map_exception",
-           "parse_error_body", "raise_mapped"]
+__all__ = ["MAX_METADATA_BODY", "Op", "Redirected", "drain", "error_from_media",
+           "error_from_response", "map_exception", "parse_error_body", "raise_mapped",
+           "read_metadata"]
 
 _MAX_ERROR_BODY = 64 * 1024
+# The most a metadata answer (a listing page, an object resource, a
+# multipart-upload document) may be. The largest legitimate ones stay under
+# 20 MB: a GCS JSON page of 1,000 full object resources, each with a 1 KiB
+# name (written four times: name, id, and percent-encoded in selfLink and
+# mediaLink) and 8 KiB of custom metadata (GCS's limit); an S3 ListObjectsV2
+# page of 1,000 URL-encoded 1 KiB keys is ~4 MB, a ListParts page ~0.3 MB.
+# 64 MiB leaves three times that, so no one needs to tune it (hence no
+# ClientConfig field): past it the answer is a server's fault, not a big
+# page. A client holds at most max_concurrency such bodies at once.
+MAX_METADATA_BODY = 64 * 1024 * 1024
+# A body read only to be dropped (a DELETE's, a part upload's) is empty or a
+# few hundred bytes; past this much, closing the connection costs less than
+# reading on.
+_MAX_DRAINED = 64 * 1024
+# What one read asks of aiohttp: its StreamReader stops reading the socket
+# at twice the largest read asked (set_read_chunk_size), and inflates a
+# compressed body in steps of that size; asking for the whole cap at once
+# would let it buffer (or inflate) twice the cap before we count a byte.
+_READ_PIECE = 256 * 1024
 _XML_CODE = re.compile(rb"<Code>([^<]*)</Code>")
 _XML_MESSAGE = re.compile(rb"<Message>([^<]*)</Message>")
 
@@ -64,6 +89,80 @@ async def error_from_response(resp: HttpResponse, op: Op) -> StorageError:
                          bucket=op.bucket, name=op.name, reason=reason, scheme=op.scheme),
         resp.headers.get("Retry-After"),
     )
+
+
+async def read_metadata(resp: HttpResponse, op: Op, limit: int | None = None) -> bytes:
+    """The whole body of a metadata answer (a listing page, an object
+    resource, a multipart-upload document), read only up to a cap.
+
+    A body announced longer than the cap is not read at all; one that turns
+    out longer (chunked) is read no further than one byte past it. Either
+    way the rest stays unread, so aiohttp closes the connection instead of
+    reusing it.
+
+    Args:
+        resp: the response being handled.
+        op: operation, bucket and object, for the error.
+        limit: most body bytes accepted (default :data:`MAX_METADATA_BODY`).
+
+    Returns:
+        The body.
+
+    Raises:
+        ProtocolError: the body is longer than ``limit`` (not retried: the
+            same server answers the same way).
+    """
+    cap = MAX_METADATA_BODY if limit is None else limit
+    announced = resp.content_length
+    if announced is not None and announced > cap:
+        raise _too_large(resp, op, f"announces a body over {cap} bytes", "not read")
+    chunks: list[bytes] = []
+    received = 0
+    while True:
+        # One byte past the cap is enough to know the body is too long.
+        chunk = await resp.content.read(min(cap + 1 - received, _READ_PIECE))
+        if not chunk:
+            return b"".join(chunks)
+        received += len(chunk)
+        if received > cap:
+            raise _too_large(resp, op, f"sent a body over {cap} bytes", "not read further")
+        chunks.append(chunk)
+
+
+async def drain(resp: HttpResponse, limit: int | None = None) -> bytes:
+    """Read a body whose content nobody needs, at most ``limit`` bytes of it.
+
+    A short body is read to its end, so the keep-alive connection serves the
+    next request; of a longer one the rest stays unread, and aiohttp closes
+    a connection released with its body unread instead of reusing it. A
+    response handler's result is not at stake: its status and headers have
+    arrived.
+
+    Args:
+        resp: the response being handled.
+        limit: most bytes read (default 64 KiB).
+
+    Returns:
+        What was read (for an error message), at most ``limit`` bytes.
+    """
+    cap = _MAX_DRAINED if limit is None else limit
+    chunks: list[bytes] = []
+    received = 0
+    while received < cap:
+        chunk = await resp.content.read(min(cap - received, _READ_PIECE))
+        if not chunk:
+            break
+        received += len(chunk)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(resp: HttpResponse, op: Op, what: str, then: str) -> ProtocolError:
+    # The cap only: no header value, no byte of the body.
+    return ProtocolError(
+        f"{describe(op.operation, op.bucket, op.name, op.scheme)} failed: HTTP {resp.status} "
+        f"{what}, the most a metadata answer may be; {then}",
+        operation=op.operation, bucket=op.bucket, name=op.name, status=resp.status)
 
 
 def error_from_media(resp: MediaResponse, op: Op) -> StorageError:

@@ -71,7 +71,9 @@ class HttpResponse(Protocol):
     ``aiohttp.ClientResponse`` satisfies it, and so does the response of
     :class:`aioflux.testing.MockTransport`'s session, which is how the
     client's logic runs in tests without sockets: handlers use nothing
-    else of a response.
+    else of a response. It has no ``read()`` of the whole body: handlers
+    read one through :func:`~aioflux._net.failures.read_metadata` or
+    :func:`~aioflux._net.failures.drain`, which cap it.
     """
 
     @property
@@ -97,10 +99,6 @@ class HttpResponse(Protocol):
     @property
     def content(self) -> HttpBody:
         """The body, as a stream."""
-        ...
-
-    async def read(self) -> bytes:
-        """The whole body."""
         ...
 
 

@@ -53,12 +53,12 @@ from .._engines.cache import cache_from_args
 from .._engines.compose import MAX_COMPOSE_SOURCES
 from .._engines.download import DownloadOptions
 from .._engines.iterables import StreamItem, stream, stream_args
+from .._net.failures import drain
 from .._net.media import read_media
 from .._net.transport import Op, Transport
 from ._auth import emulator_endpoint, resolve_auth
 from ._json import (
     compose_body,
-    drain,
     json_handler,
     multipart_related,
     object_handler,

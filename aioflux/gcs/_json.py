@@ -12,11 +12,11 @@ from urllib.parse import quote
 from .._core.errors import ProtocolError, describe
 from .._core.store import SourceSpec, source_of
 from .._core.types import ObjectInfo
+from .._net.failures import read_metadata
 from .._net.transport import HttpResponse, Op
 
 __all__ = [
     "compose_body",
-    "drain",
     "json_handler",
     "multipart_related",
     "object_handler",
@@ -80,13 +80,9 @@ def multipart_related(resource: dict[str, Any], content_type: str,
     return boundary, body
 
 
-async def drain(resp: HttpResponse) -> None:
-    await resp.read()
-
-
 def json_handler(op: Op) -> Callable[[HttpResponse], Awaitable[dict[str, Any]]]:
     async def handle(resp: HttpResponse) -> dict[str, Any]:
-        body = await resp.read()
+        body = await read_metadata(resp, op)
         try:
             data = json.loads(body)
         except ValueError:

@@ -24,6 +24,7 @@ import yarl
 from .._core.crc import encode_crc32c
 from .._core.errors import InvalidArgument, NotFound, StorageError
 from .._core.types import ObjectInfo
+from .._net.failures import drain, read_metadata
 from .._net.transport import HttpResponse, Op, request_body
 from ._published import discard_published, verify_published
 
@@ -98,7 +99,7 @@ class ResumableUpload:
             params["ifGenerationMatch"] = str(self._precondition)
 
         async def location(resp: HttpResponse) -> str:
-            await resp.read()
+            await drain(resp)
             url = resp.headers.get("Location")
             if not url:
                 raise StorageError(f"resumable upload gs://{self.bucket}/{self.name}: "
@@ -173,12 +174,8 @@ class ResumableUpload:
         url, self.session_url = self.session_url, None
         if url is None:
             return
-
-        async def ignore(resp: HttpResponse) -> None:
-            await resp.read()
-
         try:
-            await self._client.transport.request(self._op(), "DELETE", url, ignore,
+            await self._client.transport.request(self._op(), "DELETE", url, drain,
                                                  ok=(200, 204, 404, 499))
         except StorageError:
             # GCS expires abandoned sessions after a week; nothing is visible
@@ -220,9 +217,11 @@ class ResumableUpload:
                     headers["X-Goog-Hash"] = f"crc32c={encode_crc32c(crc)}"
                 async with session.put(session_url, data=request_body(piece), headers=headers,
                                        allow_redirects=False) as resp:
-                    raw = await resp.read()
                     if resp.status in (200, 201):
-                        return self._object(raw)
+                        return self._object(await read_metadata(resp, self._op()))
+                    # A 308's body says nothing (its Range header does); an
+                    # error's is read for its message.
+                    raw = await drain(resp)
                     if resp.status != 308:
                         raise _status_error(resp, raw)
                     self._advance(_committed(resp), start, end)
@@ -276,9 +275,9 @@ class ResumableUpload:
         headers = dict(auth)
         headers["Content-Range"] = f"bytes */{'*' if total is None else total}"
         async with session.put(url, headers=headers, allow_redirects=False) as resp:
-            raw = await resp.read()
             if resp.status in (200, 201):
-                return self._object(raw)
+                return self._object(await read_metadata(resp, self._op()))
+            raw = await drain(resp)
             if resp.status == 308:
                 return _committed(resp)
             if resp.status in (404, 410) and total is not None:

@@ -16,6 +16,7 @@ from .._core.crc import crc32c, decode_crc32c, encode_crc32c
 from .._core.errors import ChecksumMismatch, InvalidArgument, InvalidRequest, StorageError
 from .._core.types import MultipartUploadInfo, PartInfo
 from .._core.urls import validate_bucket, validate_object_name
+from .._net.failures import drain, read_metadata
 from .._net.transport import HttpResponse, Op
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ class XmlMultipart:
         op = Op("initiate multipart upload", bucket, name)
 
         async def handle(resp: HttpResponse) -> str:
-            upload_id = _text(_parse(await resp.read(), op), "UploadId")
+            upload_id = _text(_parse(await read_metadata(resp, op), op), "UploadId")
             if not upload_id:
                 raise StorageError(f"initiate multipart upload gs://{bucket}/{name}: no UploadId "
                                    "in the response", operation=op.operation, bucket=bucket,
@@ -103,7 +104,7 @@ class XmlMultipart:
         op = Op(f"upload part {part_number}", bucket, name)
 
         async def handle(resp: HttpResponse) -> PartInfo:
-            await resp.read()
+            await drain(resp)
             # A server that does not check our x-goog-hash still reports what
             # it stored: catch a corrupted part here, before anything is
             # published (ChecksumMismatch is retried: the part goes again).
@@ -130,8 +131,7 @@ class XmlMultipart:
             for p in ordered) + "</CompleteMultipartUpload>"
 
         async def handle(resp: HttpResponse) -> dict[str, str]:
-            raw = await resp.read()
-            root = _parse(raw, op)
+            root = _parse(await read_metadata(resp, op), op)
             if root.tag.rsplit("}", 1)[-1] == "Error":
                 # S3-style servers may report a failed completion inside a 200.
                 raise StorageError(f"complete multipart upload gs://{bucket}/{name} failed: "
@@ -147,11 +147,8 @@ class XmlMultipart:
     async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
         """See :meth:`AsyncClient.abort_multipart` (the public face)."""
 
-        async def handle(resp: HttpResponse) -> None:
-            await resp.read()
-
         await self._transport.request(Op("abort multipart upload", bucket, name), "DELETE",
-                                     self._xml_url(bucket, name), handle,
+                                     self._xml_url(bucket, name), drain,
                                      params={"uploadId": upload_id}, ok=(200, 204))
 
     async def list_parts(self, bucket: str, name: str, upload_id: str) -> list[PartInfo]:
@@ -165,7 +162,7 @@ class XmlMultipart:
                 params["part-number-marker"] = marker
 
             async def handle(resp: HttpResponse) -> ET.Element:
-                return _parse(await resp.read(), op)
+                return _parse(await read_metadata(resp, op), op)
 
             root = await self._transport.request(op, "GET", self._xml_url(bucket, name), handle,
                                                 params=params)
@@ -192,7 +189,7 @@ class XmlMultipart:
                 query += "&upload-id-marker=" + quote(id_marker, safe="")
 
             async def handle(resp: HttpResponse) -> ET.Element:
-                return _parse(await resp.read(), op)
+                return _parse(await read_metadata(resp, op), op)
 
             root = await self._transport.request(op, "GET", f"{self.endpoint}/{bucket}{query}",
                                                 handle)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from .._core.collector import collector_paused
 from .._core.types import ListPage
+from .._net.failures import read_metadata
 from .._net.transport import HttpResponse, Op
 from ._page import parse_page, read_page
 from ._xml import query
@@ -62,7 +63,7 @@ async def list_pages(store: S3Store, bucket: str, prefix: str, delimiter: str | 
     url = store.object_url(bucket)
 
     async def handle(resp: HttpResponse) -> bytes:
-        return await resp.read()
+        return await read_metadata(resp, op)
 
     while True:
         pairs = sorted(base + ([("continuation-token", token)] if token else []))

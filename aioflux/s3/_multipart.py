@@ -19,6 +19,7 @@ from xml.sax.saxutils import escape
 from .._core.crc import crc32c, decode_crc32c, encode_crc32c
 from .._core.errors import ChecksumMismatch, InvalidArgument, StorageError, describe
 from .._core.types import MultipartUploadInfo, PartInfo
+from .._net.failures import drain, read_metadata
 from .._net.transport import HttpResponse, Op
 from ._xml import children, parse, query, text
 
@@ -56,7 +57,7 @@ class Multipart:
     async def _xml(self, op: Op, method: str, url: str, *, headers: dict[str, str] | None = None,
                    data: bytes | None = None, ok: tuple[int, ...] = (200,)) -> ET.Element:
         async def handle(resp: HttpResponse) -> ET.Element:
-            return parse(await resp.read(), op)
+            return parse(await read_metadata(resp, op), op)
 
         return await self.store.transport.request(op, method, url, handle, headers=headers,
                                                   data=data, ok=ok)
@@ -88,7 +89,7 @@ class Multipart:
         op = self._op(f"upload part {number}", bucket, name)
 
         async def handle(resp: HttpResponse) -> PartInfo:
-            await resp.read()
+            await drain(resp)
             stored = _stored_crc({k.lower(): v for k, v in resp.headers.items()})
             if stored is not None and stored != crc:
                 raise ChecksumMismatch(
@@ -129,12 +130,9 @@ class Multipart:
 
     async def abort(self, bucket: str, name: str, upload_id: str) -> None:
         """Drop an upload and its parts."""
-        async def handle(resp: HttpResponse) -> None:
-            await resp.read()
-
         await self.store.transport.request(
             self._op("abort multipart upload", bucket, name), "DELETE",
-            self.store.object_url(bucket, name) + query(("uploadId", upload_id)), handle,
+            self.store.object_url(bucket, name) + query(("uploadId", upload_id)), drain,
             ok=(200, 204))
 
     async def list_parts(self, bucket: str, name: str, upload_id: str) -> list[PartInfo]:

@@ -23,6 +23,7 @@ from .._core.errors import (
     describe,
 )
 from .._core.types import ObjectInfo
+from .._net.failures import drain
 from .._net.transport import HttpResponse, Op
 from ._xml import etag_of, full_object_crc32c, precondition_failed
 
@@ -54,7 +55,7 @@ async def put_object(store: S3Store, bucket: str, name: str, view: memoryview,
     headers.update(await precondition_headers(store, op, if_generation_match))
 
     async def handle(resp: HttpResponse) -> tuple[ObjectInfo, bool]:
-        await resp.read()
+        await drain(resp)
         lowered = {k.lower(): v for k, v in resp.headers.items()}
         # The ETag of an object encrypted with KMS or a customer key is
         # not its MD5 (AWS documents it only for plain and SSE-S3 ones).

@@ -59,6 +59,7 @@ from .._core.validate import (
 from .._engines.cache import cache_from_args
 from .._engines.download import DownloadOptions
 from .._engines.iterables import StreamItem, stream, stream_args
+from .._net.failures import drain, read_metadata
 from .._net.media import read_media
 from .._net.transport import HttpResponse, Op, Transport
 from ._auth import SigV4, session_region
@@ -582,11 +583,8 @@ class S3Store:
             raise
 
     async def _delete_request(self, bucket: str, name: str, etag: str | None) -> None:
-        async def handle(resp: HttpResponse) -> None:
-            await resp.read()
-
         await self._transport.request(self._op("delete", bucket, name), "DELETE",
-                                      self.object_url(bucket, name), handle,
+                                      self.object_url(bucket, name), drain,
                                       headers={"If-Match": etag} if etag else None,
                                       ok=(200, 204))
 
@@ -633,7 +631,7 @@ class S3Store:
         op = self._op("copy", bucket, name)
 
         async def handle(resp: HttpResponse) -> None:
-            parse(await resp.read(), op)  # an <Error> inside the 200 raises
+            parse(await read_metadata(resp, op), op)  # an <Error> inside the 200 raises
 
         source = quote(f"/{bucket}/{name}", safe="/-_.~")
         await self._transport.request(op, "PUT", self.object_url(dest_bucket, dest_name),
@@ -712,8 +710,5 @@ class S3Store:
                     f"<LocationConstraint>{self.region}</LocationConstraint>"
                     f"</CreateBucketConfiguration>").encode()
 
-        async def handle(resp: HttpResponse) -> None:
-            await resp.read()
-
         await self._transport.request(self._op("create_bucket", bucket), "PUT",
-                                      self.object_url(bucket), handle, data=body or None)
+                                      self.object_url(bucket), drain, data=body or None)

@@ -71,3 +71,26 @@ def test_the_emulator_process_keeps_freed_memory_for_reuse() -> None:
         capture_output=True, text=True, check=True).stdout.strip()
     glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
     assert out == ("True" if glibc and ctypes.util.find_library("c") else "False")
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=st.lists(pieces_strategy, max_size=5), hashed=st.lists(st.booleans(), max_size=5))
+def test_a_rope_of_ropes_combines_the_checksums_its_parts_know(
+        parts: list[list[bytes]], hashed: list[bool]) -> None:
+    ropes = [Rope(p) for p in parts]
+    for rope, known in zip(ropes, hashed, strict=False):
+        if known:
+            rope.crc32c()  # as an upload's part is hashed when it arrives
+    whole = Rope(ropes)
+    joined = b"".join(b"".join(p) for p in parts)
+    assert whole.crc32c() == google_crc32c.value(joined)
+    assert Rope([whole, b"tail"]).crc32c() == google_crc32c.value(joined + b"tail")
+
+
+def test_completing_does_not_hash_parts_whose_checksum_is_known() -> None:
+    parts = [Rope([bytes([n]) * 1000]) for n in range(3)]
+    for part in parts:
+        part.crc32c()
+        part.pieces = ()  # a read of the bytes would now see nothing
+    assert Rope(parts).crc32c() == google_crc32c.value(
+        b"".join(bytes([n]) * 1000 for n in range(3)))
