@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
-from .._core.crc import crc32c_suffix
+from .._core.crc import crc32c
 from .._core.errors import InvalidArgument
 from .._core.types import ObjectInfo
 from .writer import Bytes, WriterBase
@@ -37,7 +37,6 @@ class AsyncObjectWriter(WriterBase):
     def _init_flow(self, max_in_flight: int) -> None:
         self._slots = asyncio.Semaphore(max_in_flight)
         self._buffer = bytearray()
-        self._part_start = 0  # the running crc32c where the part being filled starts
         self._tasks: set[asyncio.Task[None]] = set()
         self._error: BaseException | None = None
 
@@ -62,9 +61,6 @@ class AsyncObjectWriter(WriterBase):
         while view:
             take = min(len(view), self.part_size - len(self._buffer))
             piece, view = view[:take], view[take:]
-            # As in ObjectWriter: the running checksum stops at each part's
-            # end, so the part's own checksum needs no second pass.
-            self._crc.update(piece)
             self._buffer += piece
             if len(self._buffer) < self.part_size:
                 continue
@@ -72,8 +68,9 @@ class AsyncObjectWriter(WriterBase):
             await self._slots.acquire()
             await self._raise_pending(release=True)
             part, self._buffer = self._buffer, bytearray()
-            checksum = crc32c_suffix(self._crc.value, self._part_start, self.part_size)
-            self._part_start = self._crc.value
+            # As in ObjectWriter: each part is checksummed once, in its buffer.
+            checksum = crc32c(part)
+            self._crc.append(checksum, self.part_size)
             task = asyncio.ensure_future(
                 self._session.put(self._number, memoryview(part), checksum))
             self._number += 1
@@ -111,7 +108,8 @@ class AsyncObjectWriter(WriterBase):
             if self._tasks:
                 await asyncio.wait(set(self._tasks))
             await self._raise_pending()
-            checksum = crc32c_suffix(self._crc.value, self._part_start, len(self._buffer))
+            checksum = crc32c(self._buffer)
+            self._crc.append(checksum, len(self._buffer))
             info = await self._session.finish(self._number, memoryview(self._buffer),
                                               self._crc, checksum)
         except BaseException:

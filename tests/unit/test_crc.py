@@ -1,4 +1,5 @@
 import google_crc32c
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -6,7 +7,6 @@ from aioflux._core.crc import (
     Crc32c,
     crc32c,
     crc32c_combine,
-    crc32c_suffix,
     decode_crc32c,
     encode_crc32c,
 )
@@ -27,9 +27,11 @@ def test_running_checksum_over_any_buffer_type(chunks: list[bytes]) -> None:
     assert running.length == len(joined)
 
 
-def test_large_buffer_in_bounded_pieces() -> None:
-    data = bytearray(range(256)) * 20_000  # > 1 MiB copy chunk
-    assert crc32c(memoryview(data)) == google_crc32c.value(bytes(data))
+def test_large_buffers_read_in_place_or_in_bounded_pieces() -> None:
+    data = bytearray(range(256)) * 20_000  # > 1 MiB: in place
+    want = google_crc32c.value(bytes(data))
+    assert crc32c(memoryview(data)) == want
+    assert crc32c(memoryview(bytes(data))) == want  # read-only: copied in pieces
 
 
 def test_gcs_encoding() -> None:
@@ -38,13 +40,38 @@ def test_gcs_encoding() -> None:
     assert decode_crc32c("mnG7TA==") == crc32c(b"hello")
 
 
-@given(st.binary(max_size=3000), st.binary(max_size=3000))
-def test_suffix_undoes_combine(a: bytes, b: bytes) -> None:
-    assert crc32c_suffix(crc32c(a + b), crc32c(a), len(b)) == crc32c(b)
+@given(st.lists(st.binary(max_size=500), max_size=10))
+def test_appending_parts_checksums_equals_one_pass(chunks: list[bytes]) -> None:
+    running = Crc32c()
+    for chunk in chunks:
+        running.append(crc32c(chunk), len(chunk))
+    joined = b"".join(chunks)
+    assert (running.value, running.length) == (google_crc32c.value(joined), len(joined))
+
+
+@given(st.binary(min_size=1, max_size=3000), st.integers(0, 2**32 - 1), st.integers(0, 40))
+def test_writable_buffers_are_read_in_place_with_the_same_result(
+        data: bytes, start: int, offset: int) -> None:
+    # bytearrays and views of them (at any offset) take the ctypes path,
+    # read-only views the copying one, bytes google_crc32c's own call.
+    want = google_crc32c.extend(start, data[offset:])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("aioflux._core.crc._IN_PLACE_FROM", 1)  # small data, same path
+        assert crc32c(bytearray(data)[offset:], start) == want
+        assert crc32c(memoryview(bytearray(data))[offset:], start) == want
+        assert crc32c(memoryview(data)[offset:], start) == want
+        assert crc32c(data[offset:], start) == want
+
+
+def test_the_native_path_is_taken_where_the_c_extension_is() -> None:
+    from aioflux._core import crc as module
+
+    if google_crc32c.implementation != "c":
+        pytest.skip("the pure-Python build has no C function to call")
+    assert module._EXTEND_AT is not None
 
 
 def test_combine_of_long_parts_matches_one_pass() -> None:
     # Long lengths exercise the cached operators (many squarings) the writer uses.
     a, b = bytes(range(256)) * 4099, bytes(range(255, -1, -1)) * 8192
     assert crc32c_combine(crc32c(a), crc32c(b), len(b)) == crc32c(a + b)
-    assert crc32c_suffix(crc32c(a + b), crc32c(a), len(b)) == crc32c(b)
