@@ -18,6 +18,7 @@ from .._core.errors import (
     PreconditionFailed,
 )
 from .._core.metrics import RequestStats
+from .._core.pages import ListingCheck
 from .._core.store import (
     Buffer,
     Fetched,
@@ -250,17 +251,18 @@ class AsyncClient:
         # (cProfile against the gcs-like emulator; perf/scenarios/listing.py).
         url = self._json_url(bucket)
         op = Op("list", bucket, prefix)
+        check = ListingCheck("gs", bucket, prefix, start_offset, end_offset)
         token: str | None = None
         while True:
             page_params = dict(params, pageToken=token) if token else params
             data = await self._transport.request(op, "GET", url, json_handler(op),
                                                  params=page_params)
             token = data.get("nextPageToken") or None
-            yield ListPage(
+            yield check.page(ListPage(
                 objects=objects_from_json(bucket, data.get("items", ())),
                 prefixes=list(data.get("prefixes", ())),
                 next_page_token=token,
-            )
+            ))
             if token is None:
                 return
 

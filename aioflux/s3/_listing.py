@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from .._core.collector import collector_paused
+from .._core.pages import ListingCheck
 from .._core.types import ListPage
 from .._net.failures import read_metadata
 from .._net.transport import HttpResponse, Op
@@ -61,6 +62,7 @@ async def list_pages(store: S3Store, bucket: str, prefix: str, delimiter: str | 
         base.append(("start-after", _just_below(start_offset)))
     token: str | None = None
     url = store.object_url(bucket)
+    check = ListingCheck("s3", bucket, prefix, start_offset, end_offset)
 
     async def handle(resp: HttpResponse) -> bytes:
         return await read_metadata(resp, op)
@@ -76,9 +78,10 @@ async def list_pages(store: S3Store, bucket: str, prefix: str, delimiter: str | 
         del root
         token = page.next_page_token
         if done or token is None:
-            yield ListPage(objects=page.objects, prefixes=page.prefixes, next_page_token=None)
+            yield check.page(ListPage(objects=page.objects, prefixes=page.prefixes,
+                                      next_page_token=None))
             return
-        yield page
+        yield check.page(page)
 
 
 def _just_below(key: str) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from aiohttp import web
 from aioflux import AsyncClient, ClientConfig, ProtocolError, RetryPolicy
 from aioflux._net import failures
 from aioflux.s3 import S3Store
+from tests.web_server import Served, Server
 
 CAP = 64 * 1024
 SECRET = "hdr-secret-7b3a"
@@ -38,15 +38,6 @@ PIECE = 16 * 1024
 @pytest.fixture(autouse=True)
 def _small_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(failures, "MAX_METADATA_BODY", CAP)
-
-
-@dataclass
-class Served:
-    """What the server was asked and sent."""
-
-    paths: list[str] = field(default_factory=list)
-    peers: list[Any] = field(default_factory=list)
-    sent: int = 0
 
 
 def _page(body: bytes, *, chunked: bool) -> Callable[[web.Request, Served],
@@ -81,37 +72,6 @@ async def _endless(request: web.Request, served: Served) -> web.StreamResponse:
     except ConnectionResetError:
         pass
     return resp
-
-
-Answer = Callable[[web.Request, Served], Awaitable[web.StreamResponse]]
-
-
-class Server:
-    """``async with Server(answer) as (endpoint, served)``: every request,
-    whatever its path, is answered by ``answer``."""
-
-    def __init__(self, answer: Answer) -> None:
-        self.answer = answer
-        self.served = Served()
-        self._runner: web.AppRunner | None = None
-
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        self.served.paths.append(f"{request.method} {request.path_qs}")
-        self.served.peers.append(request.transport.get_extra_info("peername")
-                                 if request.transport else None)
-        return await self.answer(request, self.served)
-
-    async def __aenter__(self) -> tuple[str, Served]:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, shutdown_timeout=1)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        return f"http://127.0.0.1:{self._runner.addresses[0][1]}", self.served
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._runner is not None
-        await self._runner.cleanup()
 
 
 def _gcs(endpoint: str) -> AsyncClient:
@@ -162,28 +122,18 @@ CHUNKED = pytest.mark.parametrize("chunked", [False, True], ids=["length", "chun
 
 
 @CHUNKED
-async def test_gcs_listing_page_over_the_cap_is_refused(chunked: bool) -> None:
-    body = _gcs_listing(2000)
+@pytest.mark.parametrize("backend", ["gcs", "s3"])
+async def test_listing_page_over_the_cap_is_refused(backend: str, chunked: bool) -> None:
+    body = _gcs_listing(2000) if backend == "gcs" else _s3_listing(1000)
     assert len(body) > 2 * CAP
-    async with Server(_page(body, chunked=chunked)) as (endpoint, served), \
-            _gcs(endpoint) as client:
-        with pytest.raises(ProtocolError) as info:
-            await asyncio.wait_for(_names(client.list_objects("bkt", "pre")), PATIENCE)
-    _refused(info.value, "list gs://bkt/pre failed: HTTP 200")
-    assert [p.split("?")[0] for p in served.paths] == ["GET /storage/v1/b/bkt/o"]
-
-
-@CHUNKED
-async def test_s3_listing_page_over_the_cap_is_refused(chunked: bool) -> None:
-    body = _s3_listing(1000)
-    assert len(body) > 2 * CAP
-    async with Server(_page(body, chunked=chunked)) as (endpoint, served), \
-            _s3(endpoint) as store:
-        with pytest.raises(ProtocolError) as info:
-            await asyncio.wait_for(_names(store.list_objects("bkt", "pre")), PATIENCE)
-    _refused(info.value, "list s3://bkt/pre failed: HTTP 200")
-    assert [p.split("?")[0] for p in served.paths] == ["GET /bkt"]
-    assert "list-type=2" in served.paths[0]
+    scheme, path = ("gs", "/storage/v1/b/bkt/o") if backend == "gcs" else ("s3", "/bkt")
+    async with Server(_page(body, chunked=chunked)) as (endpoint, served):
+        store = _gcs(endpoint) if backend == "gcs" else _s3(endpoint)
+        async with store:
+            with pytest.raises(ProtocolError) as info:
+                await asyncio.wait_for(_names(store.list_objects("bkt", "pre")), PATIENCE)
+    _refused(info.value, f"list {scheme}://bkt/pre failed: HTTP 200")
+    assert [p.split("?")[0] for p in served.paths] == [f"GET {path}"]
 
 
 @CHUNKED
