@@ -33,13 +33,16 @@ class ListingCheck:
         prefix: every name and prefix must start with this.
         start_offset: no name below this.
         end_offset: no name at or past this.
+        ordered: whether the store lists in name order (S3's directory
+            buckets do not: there only the prefix and offsets are checked).
     """
 
-    __slots__ = ("_bucket", "_end", "_last", "_prefix", "_scheme", "_start")
+    __slots__ = ("_bucket", "_end", "_last", "_ordered", "_prefix", "_scheme", "_start")
 
     def __init__(self, scheme: str, bucket: str, prefix: str, start_offset: str | None,
-                 end_offset: str | None) -> None:
+                 end_offset: str | None, *, ordered: bool = True) -> None:
         self._scheme = scheme
+        self._ordered = ordered
         self._bucket = bucket
         self._prefix = prefix
         self._start = start_offset
@@ -54,7 +57,10 @@ class ListingCheck:
                 prefix, or outside the offsets; a prefix outside the prefix.
         """
         names = [o.name for o in page.objects]
-        if names:
+        if names and not self._ordered:
+            for name in names:
+                self._inside(name, name)
+        elif names:
             first, last = names[0], names[-1]
             if self._last is not None and first <= self._last:
                 self._fail(f"listed {_show(first)} after {_show(self._last)}")
@@ -64,18 +70,23 @@ class ListingCheck:
                 self._fail(f"listed {_show(names[bad])} after {_show(names[bad - 1])}")
             # In order, the first and last name bound all others: every
             # string between two that start with the prefix starts with it.
-            for name in (first, last):
-                if not name.startswith(self._prefix):
-                    self._fail(f"listed {_show(name)}, which is not under the prefix")
-            if self._start is not None and first < self._start:
-                self._fail(f"listed {_show(first)}, below the start offset {_show(self._start)}")
-            if self._end is not None and last >= self._end:
-                self._fail(f"listed {_show(last)}, at or past the end offset {_show(self._end)}")
+            self._inside(first, last)
             self._last = last
         for prefix in page.prefixes:
             if not prefix.startswith(self._prefix):
                 self._fail(f"listed the prefix {_show(prefix)}, which is not under the prefix")
         return page
+
+    def _inside(self, low: str, high: str) -> None:
+        """Check that names from ``low`` to ``high`` lie under the prefix and
+        inside the offsets."""
+        for name in (low, high):
+            if not name.startswith(self._prefix):
+                self._fail(f"listed {_show(name)}, which is not under the prefix")
+        if self._start is not None and low < self._start:
+            self._fail(f"listed {_show(low)}, below the start offset {_show(self._start)}")
+        if self._end is not None and high >= self._end:
+            self._fail(f"listed {_show(high)}, at or past the end offset {_show(self._end)}")
 
     def _fail(self, what: str) -> None:
         where = describe("list", self._bucket, self._prefix, self._scheme)

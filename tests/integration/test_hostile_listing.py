@@ -152,3 +152,14 @@ def test_rm_deletes_nothing_when_the_listing_names_a_foreign_object(
     assert code != 0
     assert "users/passwords" in capsys.readouterr().err
     assert all(p.startswith("GET ") for p in paths), paths  # no DELETE, no batch POST
+
+
+async def test_a_directory_bucket_may_list_out_of_order() -> None:
+    # S3 Express One Zone lists keys in no particular order: held to the prefix only.
+    bucket = "bkt--use1-az4--x-s3"
+    async with Server(_lister("s3", ["pre/z", "pre/b"], ["pre/a"])) as (endpoint, _):
+        async with _store("s3", endpoint) as store:
+            assert await _names(store.list_objects(bucket, "pre/")) == ["pre/z", "pre/b", "pre/a"]
+        async with _store("s3", endpoint) as store:
+            with pytest.raises(ProtocolError, match="not under the prefix"):
+                await _names(store.list_objects(bucket, "other/"))
