@@ -115,8 +115,9 @@ async def retry_async(
         clock: monotonic clock (injectable for tests).
         progress: a counter that grows when an attempt achieved something
             (bytes of a resumed read). A failed attempt that moved it does
-            not count against ``max_attempts`` and restarts the backoff;
-            the deadline still applies.
+            not count against ``max_attempts`` and restarts the backoff,
+            unless it failed as too slow (its ``slow`` attribute); the
+            deadline still applies.
 
     Returns:
         The first successful result.
@@ -137,7 +138,10 @@ async def retry_async(
         try:
             return await attempt_fn()
         except Exception as exc:
-            moved = progress is not None and progress() > before
+            # A transfer cut for moving too little (aioflux._net.pace) moved
+            # a few bytes: not progress, or a drip would be read forever.
+            moved = (progress is not None and progress() > before
+                     and not getattr(exc, "slow", False))
             stuck = 0 if moved else stuck + 1
             if not is_retryable(exc) or stuck >= policy.max_attempts:
                 _note_attempts(exc, attempt)

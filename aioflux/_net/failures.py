@@ -29,7 +29,9 @@ from .._core.errors import (
     error_for_status,
 )
 from .._core.retry import parse_retry_after
+from . import pace
 from .http import BodyTruncated, MediaResponse
+from .pace import Pace, SlowTransfer
 
 if TYPE_CHECKING:
     from .transport import HttpResponse
@@ -111,6 +113,8 @@ async def read_metadata(resp: HttpResponse, op: Op, limit: int | None = None) ->
     Raises:
         ProtocolError: the body is longer than ``limit`` (not retried: the
             same server answers the same way).
+        SlowTransfer: less than 16 KiB arrived in a window of a minute
+            (:mod:`aioflux._net.pace`; retried as a ``TransportError``).
     """
     cap = MAX_METADATA_BODY if limit is None else limit
     announced = resp.content_length
@@ -118,6 +122,8 @@ async def read_metadata(resp: HttpResponse, op: Op, limit: int | None = None) ->
         raise _too_large(resp, op, f"announces a body over {cap} bytes", "not read")
     chunks: list[bytes] = []
     received = 0
+    clock = asyncio.get_running_loop().time
+    speed = Pace(pace.WINDOW, clock())
     while True:
         # One byte past the cap is enough to know the body is too long.
         chunk = await resp.content.read(min(cap + 1 - received, _READ_PIECE))
@@ -127,6 +133,7 @@ async def read_metadata(resp: HttpResponse, op: Op, limit: int | None = None) ->
         if received > cap:
             raise _too_large(resp, op, f"sent a body over {cap} bytes", "not read further")
         chunks.append(chunk)
+        speed.check(received, clock(), "body bytes")
 
 
 async def drain(resp: HttpResponse, limit: int | None = None) -> bytes:
@@ -144,16 +151,22 @@ async def drain(resp: HttpResponse, limit: int | None = None) -> bytes:
 
     Returns:
         What was read (for an error message), at most ``limit`` bytes.
+
+    Raises:
+        SlowTransfer: less than 16 KiB arrived in a window of a minute.
     """
     cap = _MAX_DRAINED if limit is None else limit
     chunks: list[bytes] = []
     received = 0
+    clock = asyncio.get_running_loop().time
+    speed = Pace(pace.WINDOW, clock())
     while received < cap:
         chunk = await resp.content.read(min(cap - received, _READ_PIECE))
         if not chunk:
             break
         received += len(chunk)
         chunks.append(chunk)
+        speed.check(received, clock(), "body bytes")
     return b"".join(chunks)
 
 
@@ -260,6 +273,10 @@ def map_exception(exc: BaseException, op: Op) -> BaseException:
                                bucket=op.bucket, name=op.name, reason=reason, scheme=op.scheme)
         retry_after = exc.headers.get("Retry-After") if exc.headers else None
         return _with_retry_after(err, retry_after)
+    if isinstance(exc, SlowTransfer) or (isinstance(exc, BodyTruncated) and exc.slow):
+        slow = TransportError(f"{where} failed: too slow: {exc}", **fields)
+        slow.slow = True  # type: ignore[attr-defined]  # bytes it moved are no progress
+        return slow
     if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
         return TransportError(f"{where} failed: timed out", operation=op.operation,
                               bucket=op.bucket, name=op.name)

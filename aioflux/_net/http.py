@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._core.errors import InvalidArgument
+from .pace import Pace, SlowTransfer
 
 __all__ = ["BodyTruncated", "MediaPool", "MediaResponse", "MalformedResponse"]
 
@@ -71,12 +72,16 @@ class BodyTruncated(ConnectionError):
     """The connection closed before the whole body arrived.
 
     ``response`` holds the head and the bytes that did arrive (in ``body``,
-    or in the caller's buffer), so a read can resume after them.
+    or in the caller's buffer), so a read can resume after them. ``slow``:
+    cut for moving too little (:mod:`aioflux._net.pace`), not for silence or
+    a closed connection; the few bytes it moved are no progress to retry on.
     """
 
-    def __init__(self, message: str, response: MediaResponse | None = None) -> None:
+    def __init__(self, message: str, response: MediaResponse | None = None, *,
+                 slow: bool = False) -> None:
         super().__init__(message)
         self.response = response
+        self.slow = slow
 
 
 class MalformedResponse(ConnectionError):
@@ -102,6 +107,8 @@ class MediaResponse:
             (or did not fit it, see ``expected``).
         received: body bytes received.
         expected: ``Content-Length``, when the server sent one.
+        slow: the body was cut for arriving too slowly (see
+            :class:`BodyTruncated`).
     """
 
     status: int
@@ -109,6 +116,7 @@ class MediaResponse:
     body: bytearray | bytes | None
     received: int
     expected: int | None
+    slow: bool = False
 
 
 @dataclass(slots=True)
@@ -130,6 +138,7 @@ class _Exchange:
     progress: int = 0
     keep_alive: bool = True
     timer: asyncio.TimerHandle | None = None
+    pace: Pace | None = None
 
 
 class _Connection(asyncio.BufferedProtocol):
@@ -211,7 +220,8 @@ class _Connection(asyncio.BufferedProtocol):
         transport = self.transport
         if transport is None or self.closed:
             raise _Stale("connection closed while idle")
-        ex = _Exchange(self._loop.create_future(), into, limit, stall, self._loop.time())
+        now = self._loop.time()
+        ex = _Exchange(self._loop.create_future(), into, limit, stall, now, pace=Pace(stall, now))
         self._exchange = ex
         self._head_len = 0
         ex.timer = self._loop.call_later(stall, self._check_stall, ex)
@@ -227,20 +237,34 @@ class _Connection(asyncio.BufferedProtocol):
     def _check_stall(self, ex: _Exchange) -> None:
         if ex.waiter.done():
             return
-        # Re-armed for the silence left, so it fires read_stall after the
-        # last byte (plus the loop's timer slack), not up to twice that.
-        silent = self._loop.time() - ex.last
+        now = self._loop.time()
+        silent = now - ex.last
+        error: TimeoutError | None = None
         if silent >= ex.stall:
-            message = f"no response bytes for {ex.stall:g} s"
-            if ex.dest is not None:
-                # Mid-body: hand over what arrived, so the read resumes.
-                self._fail(BodyTruncated(
-                    f"{message} after {ex.got} of {ex.expected} body bytes",
-                    MediaResponse(ex.status, ex.headers, ex.body, ex.got, ex.expected)))
-            else:
-                self._fail(TimeoutError(message))
+            error = TimeoutError(f"no response bytes for {ex.stall:g} s")
+        elif ex.pace is not None:
+            try:
+                # A byte every few seconds is never silent for long.
+                ex.pace.check(ex.progress, now, "response bytes")
+            except SlowTransfer as exc:
+                error = exc
+        if error is None:
+            # Re-armed for the silence left, so it fires read_stall after the
+            # last byte (plus the loop's timer slack), not up to twice that;
+            # or when the pace window closes, if sooner.
+            due = ex.stall - silent
+            if ex.pace is not None:
+                due = min(due, ex.pace.due(now))
+            ex.timer = self._loop.call_later(due, self._check_stall, ex)
+        elif ex.dest is not None:
+            # Mid-body: hand over what arrived, so the read resumes.
+            slow = isinstance(error, SlowTransfer)
+            self._fail(BodyTruncated(
+                f"{error} after {ex.got} of {ex.expected} body bytes",
+                MediaResponse(ex.status, ex.headers, ex.body, ex.got, ex.expected, slow),
+                slow=slow))
         else:
-            ex.timer = self._loop.call_later(ex.stall - silent, self._check_stall, ex)
+            self._fail(error)
 
     def _scan_head(self, ex: _Exchange, start: int) -> bool:
         """Look for a complete head from ``start``; True when a body is under way."""

@@ -30,6 +30,7 @@ from .._core.errors import (
 )
 from .._core.store import Fetched
 from .http import MediaResponse
+from .pace import MIN_PROGRESS
 from .transport import Op, Transport
 
 __all__ = ["ChecksumOf", "PinOf", "header_crc32c", "read_media"]
@@ -282,9 +283,14 @@ class _Read:
         else:
             self.pos = p + got
         if got < length:
-            raise TransportError(f"{self.where} failed: response body truncated after {got} of "
-                                 f"{length} bytes", operation=self.op.operation,
+            what = (f"too slow: less than {MIN_PROGRESS >> 10} KiB of the body arrived in a "
+                    f"window; cut after {got} of {length} bytes" if resp.slow else
+                    f"response body truncated after {got} of {length} bytes")
+            cut = TransportError(f"{self.where} failed: {what}", operation=self.op.operation,
                                  bucket=self.op.bucket, name=self.op.name)
+            # A drip's few bytes are no progress (see aioflux._net.pace).
+            cut.slow = resp.slow  # type: ignore[attr-defined]
+            raise cut
         stop = self.stop
         if stop is None or transformed:
             stop = self.pos  # the body ran to the object's end

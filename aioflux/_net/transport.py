@@ -32,6 +32,7 @@ from .._core.errors import (
 from .._core.metrics import Attempt, RequestStats
 from .._core.portal import close_at_shutdown
 from .._core.retry import retry_async
+from . import pace
 from .failures import (
     Op,
     Redirected,
@@ -40,6 +41,7 @@ from .failures import (
     raise_mapped,
 )
 from .http import BodyTruncated, MediaPool, MediaResponse
+from .pace import SlowTransfer
 
 __all__ = ["HttpBody", "HttpResponse", "MediaResponse", "Op", "Transport", "request_body"]
 
@@ -569,8 +571,18 @@ class _SlicedPayload(aiohttp.BytesPayload):
         view = memoryview(self._value).cast("B")
         if content_length is not None:
             view = view[:content_length]
+        # A server reading a byte now and then never lets the drain finish,
+        # and no read timeout runs while we send: each slice must leave within
+        # a pace window (1 MiB a minute, well above the 16 KiB a window
+        # aioflux._net.pace asks of any transfer).
         for start in range(0, len(view), _BODY_SLICE):
-            await writer.write(view[start:start + _BODY_SLICE])
+            try:
+                async with asyncio.timeout(pace.WINDOW):
+                    await writer.write(view[start:start + _BODY_SLICE])
+            except TimeoutError:
+                raise SlowTransfer(f"the server took less than {_BODY_SLICE >> 20} MiB of the "
+                                   f"request body in {pace.WINDOW:g} s, after {start} "
+                                   "bytes") from None
 
 
 def request_body(data: bytes | bytearray | memoryview | None) -> aiohttp.BytesPayload | None:

@@ -494,10 +494,11 @@ async def test_stall_fires_read_stall_after_the_last_byte() -> None:
     async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             await reader.readuntil(b"\r\n\r\n")
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 200\r\n\r\n" + b"x" * 100)
-            for pause in (0.2, 0.25):  # the second byte comes just after 0.4 s
+            # More than the 16 KiB a window must move: only the silence fails.
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 60000\r\n\r\n" + b"x" * 20000)
+            for pause in (0.2, 0.25):  # the second write comes just after 0.4 s
                 await asyncio.sleep(pause)
-                writer.write(b"x")
+                writer.write(b"x" * 17000)
             sent.append(time.monotonic())
             await reader.read()  # silent until the client gives up
         finally:
@@ -509,12 +510,43 @@ async def test_stall_fires_read_stall_after_the_last_byte() -> None:
     pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=0.4, idle_timeout=5)
     try:
         # A stall mid-body hands over what arrived (the read resumes after it).
-        with pytest.raises(BodyTruncated, match=r"no response bytes for 0\.4 s after 102 of 200"):
+        with pytest.raises(BodyTruncated,
+                           match=r"no response bytes for 0\.4 s after 54000 of 60000"):
             await pool.get(f"http://127.0.0.1:{port}/o", {})
         after_last = time.monotonic() - sent[0]
         # a timer checking for progress every 0.4 s fired ~0.75 s after it here
         assert 0.35 <= after_last <= 0.6
         await asyncio.wait_for(finished.wait(), 2)  # the client dropped the connection
+    finally:
+        pool.close()
+        listener.close()
+        await listener.wait_closed()
+
+
+async def test_a_drip_that_is_never_silent_fails_at_the_end_of_a_window() -> None:
+    # A byte every 50 ms never leaves the socket silent for read_stall (0.4 s),
+    # so without the pace rule this read would take 10,000 s.
+    async def drip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n")
+            while True:
+                await asyncio.sleep(0.05)
+                writer.write(b"x")
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    listener = await asyncio.start_server(drip, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=0.4, idle_timeout=5)
+    try:
+        started = time.monotonic()
+        with pytest.raises(BodyTruncated, match=r"only \d+ response bytes in 0\.4\d* s .* after "
+                                                 r"\d of 200000 body bytes"):
+            await asyncio.wait_for(pool.get(f"http://127.0.0.1:{port}/o", {}), 3)
+        assert time.monotonic() - started < 1.0
     finally:
         pool.close()
         listener.close()

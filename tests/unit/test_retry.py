@@ -105,6 +105,22 @@ async def test_attempts_with_progress_do_not_count() -> None:
         await retry_async(cut_but_moving, policy, progress=lambda: 0)
 
 
+async def test_a_slow_attempt_is_no_progress_whatever_it_moved() -> None:
+    # A drip moves a few bytes an attempt (aioflux._net.pace): resumed
+    # forever if those counted, it gives up at max_attempts.
+    done = [0]
+
+    async def dripping() -> None:
+        done[0] += 1
+        slow = TransportError("too slow")
+        slow.slow = True  # type: ignore[attr-defined]
+        raise slow
+
+    policy = RetryPolicy(max_attempts=3, initial_delay=0, max_delay=0)
+    with pytest.raises(TransportError, match="gave up after 3 attempts"):
+        await retry_async(dripping, policy, progress=lambda: done[0])
+
+
 async def test_progress_does_not_outlive_the_deadline() -> None:
     clock = iter(range(0, 1000, 10))
     done = [0]

@@ -1,0 +1,127 @@
+"""Servers that are never silent for long, but move a byte now and then.
+
+The read-stall timeout catches a silent socket; these servers send (or
+read) a byte every 20-50 ms, far inside it, so without the pace rule
+(aioflux._net.pace: 16 KiB a window) a listing, a read or an upload would
+hang for days. The window is lowered to 0.3 s here; every call must fail
+as a TransportError that says it was too slow, within a few windows,
+after max_attempts attempts, the few bytes moved counting as no progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from aiohttp import web
+
+from aioflux import AsyncClient, ClientConfig, RetryPolicy, Timeouts, TransportError
+from aioflux._net import pace
+from aioflux.s3 import S3Store
+from tests.web_server import Served, Server
+
+WINDOW = 0.3
+RETRY = RetryPolicy(max_attempts=2, initial_delay=0, max_delay=0)
+PATIENCE = 5.0  # the old code waited forever: this turns that into a failure
+
+
+@pytest.fixture(autouse=True)
+def _short_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pace, "WINDOW", WINDOW)
+
+
+async def _drip_body(request: web.Request, served: Served) -> web.StreamResponse:
+    """A 200 with a JSON or XML body one byte every 20 ms (never ending)."""
+    resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+    await resp.prepare(request)
+    try:
+        while True:
+            await resp.write(b" ")
+            served.sent += 1
+            await asyncio.sleep(0.02)
+    except (ConnectionError, asyncio.CancelledError):
+        pass
+    return resp
+
+
+def _stores(endpoint: str, read_stall: float = 60) -> tuple[AsyncClient, S3Store]:
+    config = ClientConfig(retry=RETRY, timeouts=Timeouts(read_stall=read_stall))
+    return (AsyncClient(config, endpoint=endpoint, credentials="tok"),
+            S3Store(config, endpoint=endpoint, region="us-east-1", addressing="path"))
+
+
+@pytest.mark.parametrize("backend", ["gcs", "s3"])
+async def test_a_dripping_metadata_answer_fails_as_too_slow(backend: str) -> None:
+    async with Server(_drip_body) as (endpoint, served):
+        gcs, s3 = _stores(endpoint)
+        store = gcs if backend == "gcs" else s3
+        async with gcs, s3:
+            started = time.monotonic()
+            # A GCS stat reads a JSON answer, an S3 listing an XML page.
+            call = (store.stat("bkt", "obj") if backend == "gcs"
+                    else s3.list("bkt", "pre/").__anext__())
+            with pytest.raises(TransportError, match=r"too slow: only \d+ body bytes in 0\.3"):
+                await asyncio.wait_for(call, PATIENCE)
+    assert time.monotonic() - started < 2.5
+    assert len(served.paths) == 2  # max_attempts: the drip moved no progress
+
+
+async def test_a_dripping_media_read_gives_up_at_max_attempts() -> None:
+    # The lean read path: each attempt is cut at the end of a window (the
+    # read resumes after what arrived, but a drip's bytes are no progress).
+    async def drip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+            while True:
+                await asyncio.sleep(0.02)
+                writer.write(b"x")
+        except (ConnectionError, asyncio.CancelledError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    listener = await asyncio.start_server(drip, "127.0.0.1", 0)
+    endpoint = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+    try:
+        # The media pool's window is the client's read_stall, here 0.3 s too.
+        gcs, s3 = _stores(endpoint, read_stall=WINDOW)
+        async with gcs, s3:
+            started = time.monotonic()
+            with pytest.raises(TransportError, match="too slow: less than 16 KiB") as info:
+                await asyncio.wait_for(gcs.read("bkt", "obj"), PATIENCE)
+            assert time.monotonic() - started < 2.5
+            assert "gave up after 2 attempts" in str(info.value)
+    finally:
+        listener.close()
+        await listener.wait_closed()
+
+
+async def test_a_server_reading_an_upload_a_byte_at_a_time_fails_it() -> None:
+    # No read timeout runs while a request body is sent: each 1 MiB slice
+    # must leave within the window. 32 MiB outlasts the loopback buffers.
+    requests: list[float] = []
+
+    async def sip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            requests.append(time.monotonic())
+            while await reader.read(1024):
+                await asyncio.sleep(0.05)
+        except (ConnectionError, asyncio.CancelledError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    listener = await asyncio.start_server(sip, "127.0.0.1", 0)
+    endpoint = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+    try:
+        _, s3 = _stores(endpoint)
+        async with s3:
+            with pytest.raises(TransportError, match="too slow: the server took less than 1 MiB"):
+                await asyncio.wait_for(s3.write("bkt", "obj", b"x" * (32 << 20)), PATIENCE)
+        assert len(requests) == 2
+    finally:
+        listener.close()
+        await listener.wait_closed()
