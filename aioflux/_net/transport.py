@@ -10,6 +10,7 @@ import functools
 import logging
 import os
 import ssl
+import sys
 import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -42,6 +43,11 @@ from .failures import (
 )
 from .http import BodyTruncated, MediaPool, MediaResponse
 from .pace import SlowTransfer
+
+if sys.version_info >= (3, 11):
+    from asyncio import timeout as _timeout
+else:  # aiohttp brings async-timeout on Python 3.10
+    from async_timeout import timeout as _timeout
 
 __all__ = ["HttpBody", "HttpResponse", "MediaResponse", "Op", "Transport", "request_body"]
 
@@ -577,9 +583,9 @@ class _SlicedPayload(aiohttp.BytesPayload):
         # aioflux._net.pace asks of any transfer).
         for start in range(0, len(view), _BODY_SLICE):
             try:
-                async with asyncio.timeout(pace.WINDOW):
+                async with _timeout(pace.WINDOW):
                     await writer.write(view[start:start + _BODY_SLICE])
-            except TimeoutError:
+            except asyncio.TimeoutError:
                 raise SlowTransfer(f"the server took less than {_BODY_SLICE >> 20} MiB of the "
                                    f"request body in {pace.WINDOW:g} s, after {start} "
                                    "bytes") from None
