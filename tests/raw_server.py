@@ -4,9 +4,42 @@ bytes a test gives it, which no real server library would."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 
-__all__ = ["RawServer"]
+__all__ = ["RawServer", "dripping", "serving"]
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@contextlib.asynccontextmanager
+async def serving(handler: Handler) -> AsyncIterator[str]:
+    """``handler`` (an ``asyncio.start_server`` callback) on 127.0.0.1, port 0;
+    yields its ``http://`` endpoint."""
+    listener = await asyncio.start_server(handler, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+    finally:
+        listener.close()
+        await listener.wait_closed()
+
+
+def dripping(head: bytes, pause: float) -> Handler:
+    """A server that answers every request with ``head``, then one body byte
+    every ``pause`` seconds, never silent for long and never done."""
+    async def drip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(head)
+            while True:
+                await asyncio.sleep(pause)
+                writer.write(b"x")
+        except (ConnectionError, asyncio.CancelledError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    return drip
 
 
 class RawServer:

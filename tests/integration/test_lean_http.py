@@ -37,7 +37,7 @@ from aioflux._core.crc import crc32c, encode_crc32c
 from aioflux._net.http import BodyTruncated, MediaPool
 from aioflux.testing import Emulator, Faults
 from tests.conftest import FAST_RETRY, unique_bucket
-from tests.raw_server import RawServer
+from tests.raw_server import RawServer, dripping, serving
 from tests.tls_cert import self_signed
 
 
@@ -526,31 +526,17 @@ async def test_stall_fires_read_stall_after_the_last_byte() -> None:
 async def test_a_drip_that_is_never_silent_fails_at_the_end_of_a_window() -> None:
     # A byte every 50 ms never leaves the socket silent for read_stall (0.4 s),
     # so without the pace rule this read would take 10,000 s.
-    async def drip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n"
+    async with serving(dripping(head, 0.05)) as endpoint:
+        pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=0.4, idle_timeout=5)
         try:
-            await reader.readuntil(b"\r\n\r\n")
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n")
-            while True:
-                await asyncio.sleep(0.05)
-                writer.write(b"x")
-        except (ConnectionError, asyncio.CancelledError):
-            pass
+            started = time.monotonic()
+            with pytest.raises(BodyTruncated, match=r"only \d+ response bytes in 0\.4\d* s .* "
+                                                     r"after \d of 200000 body bytes"):
+                await asyncio.wait_for(pool.get(f"{endpoint}/o", {}), 3)
+            assert time.monotonic() - started < 1.0
         finally:
-            writer.close()
-
-    listener = await asyncio.start_server(drip, "127.0.0.1", 0)
-    port = listener.sockets[0].getsockname()[1]
-    pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=0.4, idle_timeout=5)
-    try:
-        started = time.monotonic()
-        with pytest.raises(BodyTruncated, match=r"only \d+ response bytes in 0\.4\d* s .* after "
-                                                 r"\d of 200000 body bytes"):
-            await asyncio.wait_for(pool.get(f"http://127.0.0.1:{port}/o", {}), 3)
-        assert time.monotonic() - started < 1.0
-    finally:
-        pool.close()
-        listener.close()
-        await listener.wait_closed()
+            pool.close()
 
 
 async def test_a_waiting_read_takes_the_socket_a_failed_one_gives_back() -> None:

@@ -19,6 +19,7 @@ from aiohttp import web
 from aioflux import AsyncClient, ClientConfig, RetryPolicy, Timeouts, TransportError
 from aioflux._net import pace
 from aioflux.s3 import S3Store
+from tests.raw_server import dripping, serving
 from tests.web_server import Served, Server
 
 WINDOW = 0.3
@@ -70,21 +71,8 @@ async def test_a_dripping_metadata_answer_fails_as_too_slow(backend: str) -> Non
 async def test_a_dripping_media_read_gives_up_at_max_attempts() -> None:
     # The lean read path: each attempt is cut at the end of a window (the
     # read resumes after what arrived, but a drip's bytes are no progress).
-    async def drip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            await reader.readuntil(b"\r\n\r\n")
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
-            while True:
-                await asyncio.sleep(0.02)
-                writer.write(b"x")
-        except (ConnectionError, asyncio.CancelledError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
-
-    listener = await asyncio.start_server(drip, "127.0.0.1", 0)
-    endpoint = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
-    try:
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"
+    async with serving(dripping(head, 0.02)) as endpoint:
         # The media pool's window is the client's read_stall, here 0.3 s too.
         gcs, s3 = _stores(endpoint, read_stall=WINDOW)
         async with gcs, s3:
@@ -93,9 +81,6 @@ async def test_a_dripping_media_read_gives_up_at_max_attempts() -> None:
                 await asyncio.wait_for(gcs.read("bkt", "obj"), PATIENCE)
             assert time.monotonic() - started < 2.5
             assert "gave up after 2 attempts" in str(info.value)
-    finally:
-        listener.close()
-        await listener.wait_closed()
 
 
 async def test_a_server_reading_an_upload_a_byte_at_a_time_fails_it() -> None:
@@ -114,14 +99,9 @@ async def test_a_server_reading_an_upload_a_byte_at_a_time_fails_it() -> None:
         finally:
             writer.close()
 
-    listener = await asyncio.start_server(sip, "127.0.0.1", 0)
-    endpoint = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
-    try:
+    async with serving(sip) as endpoint:
         _, s3 = _stores(endpoint)
         async with s3:
             with pytest.raises(TransportError, match="too slow: the server took less than 1 MiB"):
                 await asyncio.wait_for(s3.write("bkt", "obj", b"x" * (32 << 20)), PATIENCE)
-        assert len(requests) == 2
-    finally:
-        listener.close()
-        await listener.wait_closed()
+    assert len(requests) == 2
