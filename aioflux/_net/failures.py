@@ -60,6 +60,11 @@ _MAX_DRAINED = 64 * 1024
 # compressed body in steps of that size; asking for the whole cap at once
 # would let it buffer (or inflate) twice the cap before we count a byte.
 _READ_PIECE = 256 * 1024
+# How long an answer a server holds open while it works may take. S3 answers
+# CompleteMultipartUpload and CopyObject with 200 at once, then "periodically
+# sends white space characters to keep the connection from timing out" for
+# what AWS calls "several minutes": a legitimate drip the pace rule would cut.
+KEPT_ALIVE_DEADLINE = 30 * 60.0
 _XML_CODE = re.compile(rb"<Code>([^<]*)</Code>")
 _XML_MESSAGE = re.compile(rb"<Message>([^<]*)</Message>")
 
@@ -93,7 +98,8 @@ async def error_from_response(resp: HttpResponse, op: Op) -> StorageError:
     )
 
 
-async def read_metadata(resp: HttpResponse, op: Op, limit: int | None = None) -> bytes:
+async def read_metadata(resp: HttpResponse, op: Op, limit: int | None = None, *,
+                        kept_alive: bool = False) -> bytes:
     """The whole body of a metadata answer (a listing page, an object
     resource, a multipart-upload document), read only up to a cap.
 
@@ -106,6 +112,9 @@ async def read_metadata(resp: HttpResponse, op: Op, limit: int | None = None) ->
         resp: the response being handled.
         op: operation, bucket and object, for the error.
         limit: most body bytes accepted (default :data:`MAX_METADATA_BODY`).
+        kept_alive: the server may hold the answer open with whitespace
+            while it works (S3's complete and copy): no pace rule then, but
+            at most 30 minutes in all.
 
     Returns:
         The body.
@@ -123,7 +132,8 @@ async def read_metadata(resp: HttpResponse, op: Op, limit: int | None = None) ->
     chunks: list[bytes] = []
     received = 0
     clock = asyncio.get_running_loop().time
-    speed = Pace(pace.WINDOW, clock())
+    started = clock()
+    speed = None if kept_alive else Pace(pace.WINDOW, started)
     while True:
         # One byte past the cap is enough to know the body is too long.
         chunk = await resp.content.read(min(cap + 1 - received, _READ_PIECE))
@@ -133,7 +143,10 @@ async def read_metadata(resp: HttpResponse, op: Op, limit: int | None = None) ->
         if received > cap:
             raise _too_large(resp, op, f"sent a body over {cap} bytes", "not read further")
         chunks.append(chunk)
-        speed.check(received, clock(), "body bytes")
+        if speed is not None:
+            speed.check(received, clock(), "body bytes")
+        elif clock() - started > KEPT_ALIVE_DEADLINE:
+            raise SlowTransfer(f"the answer was still coming after {KEPT_ALIVE_DEADLINE:g} s")
 
 
 async def drain(resp: HttpResponse, limit: int | None = None) -> bytes:

@@ -131,7 +131,8 @@ class XmlMultipart:
             for p in ordered) + "</CompleteMultipartUpload>"
 
         async def handle(resp: HttpResponse) -> dict[str, str]:
-            root = _parse(await read_metadata(resp, op), op)
+            # The XML API is S3's: its answer may be kept alive with whitespace.
+            root = _parse(await read_metadata(resp, op, kept_alive=True), op)
             if root.tag.rsplit("}", 1)[-1] == "Error":
                 # S3-style servers may report a failed completion inside a 200.
                 raise StorageError(f"complete multipart upload gs://{bucket}/{name} failed: "

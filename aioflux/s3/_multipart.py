@@ -55,9 +55,10 @@ class Multipart:
         return Op(operation, bucket, name, "s3")
 
     async def _xml(self, op: Op, method: str, url: str, *, headers: dict[str, str] | None = None,
-                   data: bytes | None = None, ok: tuple[int, ...] = (200,)) -> ET.Element:
+                   data: bytes | None = None, ok: tuple[int, ...] = (200,),
+                   kept_alive: bool = False) -> ET.Element:
         async def handle(resp: HttpResponse) -> ET.Element:
-            return parse(await read_metadata(resp, op), op)
+            return parse(await read_metadata(resp, op, kept_alive=kept_alive), op)
 
         return await self.store.transport.request(op, method, url, handle, headers=headers,
                                                   data=data, ok=ok)
@@ -118,7 +119,9 @@ class Multipart:
                                headers={"Content-Type": "application/xml",
                                         "x-amz-checksum-crc32c": encode_crc32c(checksum),
                                         "x-amz-checksum-type": "FULL_OBJECT"},
-                               data=body.encode())
+                               # S3 keeps the answer alive with whitespace
+                               # while it assembles the parts.
+                               data=body.encode(), kept_alive=True)
         reported = text(root, "ChecksumCRC32C")
         crc = None
         if reported and "-" not in reported:

@@ -631,7 +631,9 @@ class S3Store:
         op = self._op("copy", bucket, name)
 
         async def handle(resp: HttpResponse) -> None:
-            parse(await read_metadata(resp, op), op)  # an <Error> inside the 200 raises
+            # S3 keeps the answer alive with whitespace while it copies, and
+            # an <Error> inside the 200 raises.
+            parse(await read_metadata(resp, op, kept_alive=True), op)
 
         source = quote(f"/{bucket}/{name}", safe="/-_.~")
         await self._transport.request(op, "PUT", self.object_url(dest_bucket, dest_name),

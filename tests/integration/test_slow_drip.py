@@ -17,8 +17,10 @@ import pytest
 from aiohttp import web
 
 from aioflux import AsyncClient, ClientConfig, RetryPolicy, Timeouts, TransportError
+from aioflux._core.types import PartInfo
 from aioflux._net import pace
 from aioflux.s3 import S3Store
+from aioflux.s3._multipart import Multipart
 from tests.raw_server import dripping, serving
 from tests.web_server import Served, Server
 
@@ -105,3 +107,27 @@ async def test_a_server_reading_an_upload_a_byte_at_a_time_fails_it() -> None:
             with pytest.raises(TransportError, match="too slow: the server took less than 1 MiB"):
                 await asyncio.wait_for(s3.write("bkt", "obj", b"x" * (32 << 20)), PATIENCE)
     assert len(requests) == 2
+
+
+async def test_a_completion_kept_alive_with_whitespace_is_waited_for() -> None:
+    # S3 answers CompleteMultipartUpload with 200 at once and keeps it alive
+    # with whitespace while it assembles the parts: a legitimate drip, longer
+    # here than several pace windows, that must not be cut.
+    done = b'<CompleteMultipartUploadResult><ETag>"e-2"</ETag></CompleteMultipartUploadResult>'
+
+    async def assembling(request: web.Request, served: Served) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "application/xml"})
+        await resp.prepare(request)
+        for _ in range(60):  # 1.2 s: four 0.3 s windows
+            await resp.write(b" ")
+            await asyncio.sleep(0.02)
+        await resp.write(done)
+        return resp
+
+    async with Server(assembling) as (endpoint, served):
+        _, s3 = _stores(endpoint)
+        async with s3:
+            multipart = Multipart(s3)
+            etag, _ = await multipart.complete("bkt", "obj", "up", [PartInfo(1, '"p"', 5)], 0)
+    assert etag == '"e-2"'
+    assert len(served.paths) == 1
