@@ -42,7 +42,7 @@ from .failures import (
     raise_mapped,
 )
 from .http import BodyTruncated, MediaPool, MediaResponse
-from .pace import SlowTransfer
+from .pace import Pace, SlowTransfer
 
 if sys.version_info >= (3, 11):
     from asyncio import timeout as _timeout
@@ -478,6 +478,8 @@ class Transport:
                 cap = None  # served decompressed: longer than the stored size
             body = bytearray() if into is None else None
             received = 0
+            clock = state.loop.time
+            speed = Pace(self.config.timeouts.read_stall, clock())
             try:
                 async for chunk in resp.content.iter_any():
                     end = received + len(chunk)
@@ -490,6 +492,13 @@ class Transport:
                     else:
                         body += chunk  # type: ignore[operator]
                     received = end
+                    speed.check(received, clock(), "response bytes")
+            except SlowTransfer:
+                if not keep_partial or expected is None:
+                    raise
+                # As the lean client does: what arrived is kept, but a drip's
+                # bytes are no progress.
+                return MediaResponse(resp.status, found, body, received, expected, slow=True)
             except (aiohttp.ClientPayloadError, aiohttp.ServerTimeoutError,
                     asyncio.TimeoutError, aiohttp.ClientConnectionError):
                 if not keep_partial or expected is None or received >= expected:

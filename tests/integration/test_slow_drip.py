@@ -85,6 +85,33 @@ async def test_a_dripping_media_read_gives_up_at_max_attempts() -> None:
             assert "gave up after 2 attempts" in str(info.value)
 
 
+@pytest.mark.parametrize("length", [True, False], ids=["length", "chunked"])
+async def test_a_dripping_read_through_aiohttp_gives_up_too(length: bool) -> None:
+    # Chunked bodies (and lean_reads=False) go through aiohttp, not the lean pool.
+    async def drip(request: web.Request, served: Served) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        if length:
+            resp.content_length = 100_000
+        await resp.prepare(request)
+        try:
+            while True:
+                await resp.write(b"x")
+                await asyncio.sleep(0.02)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        return resp
+
+    async with Server(drip) as (endpoint, served):
+        config = ClientConfig(retry=RETRY, timeouts=Timeouts(read_stall=WINDOW),
+                              lean_reads=False)
+        async with AsyncClient(config, endpoint=endpoint, credentials="tok") as gcs:
+            started = time.monotonic()
+            with pytest.raises(TransportError, match="too slow"):
+                await asyncio.wait_for(gcs.read("bkt", "obj"), PATIENCE)
+            assert time.monotonic() - started < 2.5
+    assert len(served.paths) == 2
+
+
 async def test_a_server_reading_an_upload_a_byte_at_a_time_fails_it() -> None:
     # No read timeout runs while a request body is sent: each 1 MiB slice
     # must leave within the window. 32 MiB outlasts the loopback buffers.
