@@ -24,13 +24,18 @@ async def serving(handler: Handler) -> AsyncIterator[str]:
         await listener.wait_closed()
 
 
-def dripping(head: bytes, pause: float) -> Handler:
+def dripping(head: bytes, pause: float, *, drip_head: bool = False) -> Handler:
     """A server that answers every request with ``head``, then one body byte
-    every ``pause`` seconds, never silent for long and never done."""
+    every ``pause`` seconds, never silent for long and never done
+    (``drip_head``: the head itself goes a byte at a time, then the drip)."""
     async def drip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             await reader.readuntil(b"\r\n\r\n")
-            writer.write(head)
+            for at in range(len(head)) if drip_head else ():
+                writer.write(head[at:at + 1])
+                await asyncio.sleep(pause)
+            if not drip_head:
+                writer.write(head)
             while True:
                 await asyncio.sleep(pause)
                 writer.write(b"x")

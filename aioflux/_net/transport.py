@@ -647,7 +647,8 @@ def _forbid_redirects(session: aiohttp.ClientSession) -> None:
 
 
 class _NoStrayResponses(AiohttpProtocol):
-    """aiohttp's connection protocol, refusing answers nobody asked for.
+    """aiohttp's connection protocol, refusing answers nobody asked for and
+    response heads that drip.
 
     aiohttp parses bytes that arrive on an idle keep-alive connection and
     hands them to the next request as its answer, so a server (or proxy)
@@ -655,15 +656,45 @@ class _NoStrayResponses(AiohttpProtocol):
     object's bytes. Here that request fails as a dropped connection instead
     (the retry loop sends it again on a fresh one), as the lean client
     drops such a connection at once.
+
+    A head must also be whole within ``head_window`` seconds of its first
+    byte: aiohttp's read timeout restarts on every byte, so a head sent a
+    byte at a time was never cut (see :mod:`aioflux._net.pace`; bodies are
+    paced where they are read).
     """
+
+    def __init__(self, *args: Any, head_window: float = pace.WINDOW, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_window = head_window
+        self._head_started: float | None = None
+        self._awaiting_head = False
 
     def set_response_params(self, **params: Any) -> None:
         stray = bool(self._buffer or self._tail)
         super().set_response_params(**params)
+        self._awaiting_head = True
+        self._head_started = None
         if stray:
             self._buffer.clear()
             self.set_exception(aiohttp.ServerDisconnectedError(
                 "the server sent a response nobody asked for on an idle connection"))
+
+    def data_received(self, data: bytes) -> None:
+        if not (self._awaiting_head and data):
+            super().data_received(data)
+            return
+        now = self._loop.time()
+        if self._head_started is None:
+            self._head_started = now
+        elif now - self._head_started > self._head_window:
+            self._awaiting_head = False
+            self.set_exception(SlowTransfer(
+                f"the response head was not whole {self._head_window:g} s after its first byte"))
+            return
+        before = self._payload
+        super().data_received(data)
+        if self._payload is not before:
+            self._awaiting_head = False  # parsed: its body is paced where it is read
 
 
 def _session(config: ClientConfig, tls: ssl.SSLContext | None) -> aiohttp.ClientSession:
@@ -679,7 +710,7 @@ def _session(config: ClientConfig, tls: ssl.SSLContext | None) -> aiohttp.Client
     # The connector builds its protocols from this factory; aiohttp has no
     # public way to choose the protocol class.
     connector._factory = functools.partial(  # type: ignore[assignment]
-        _NoStrayResponses, loop=asyncio.get_running_loop())
+        _NoStrayResponses, loop=asyncio.get_running_loop(), head_window=t.read_stall)
     session = aiohttp.ClientSession(
         connector=connector,
         timeout=aiohttp.ClientTimeout(total=t.total, connect=t.connect, sock_read=t.read_stall),

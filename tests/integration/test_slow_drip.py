@@ -112,6 +112,21 @@ async def test_a_dripping_read_through_aiohttp_gives_up_too(length: bool) -> Non
     assert len(served.paths) == 2
 
 
+async def test_a_response_head_sent_a_byte_at_a_time_fails() -> None:
+    # aiohttp's read timeout restarts on every byte: a head of 100 bytes at
+    # one per 20 ms is never silent; it must be whole one window after its
+    # first byte.
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Pad: " + b"p" * 60 + \
+        b"\r\nContent-Length: 2\r\n\r\n"
+    async with serving(dripping(head, 0.02, drip_head=True)) as endpoint:
+        gcs, s3 = _stores(endpoint, read_stall=WINDOW)
+        async with gcs, s3:
+            started = time.monotonic()
+            with pytest.raises(TransportError, match="too slow: the response head was not whole"):
+                await asyncio.wait_for(gcs.stat("bkt", "obj"), PATIENCE)
+            assert time.monotonic() - started < 2.5
+
+
 async def test_a_server_reading_an_upload_a_byte_at_a_time_fails_it() -> None:
     # No read timeout runs while a request body is sent: each 1 MiB slice
     # must leave within the window. 32 MiB outlasts the loopback buffers.
