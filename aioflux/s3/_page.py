@@ -103,7 +103,12 @@ def read_page(store: S3Store, bucket: str, root: Any, start_offset: str | None,
     q = f"{{{namespace}}}" if namespace else ""
     encoded = root.findtext(q + "EncodingType") == "url"
     remember = store._remember
+    # tuple.__new__ fills the record in one C call, as objects_from_json
+    # does for GCS: ObjectInfo(...) goes through its Python __new__ (0.31
+    # against 0.18 us a key, on a listing bound by this loop).
+    new, cls, no_metadata = tuple.__new__, ObjectInfo, NO_METADATA
     objects: list[ObjectInfo] = []
+    append = objects.append
     done = False
     for key, size, etag, modified in _entries(root, namespace):
         if encoded and ("%" in key or "+" in key):
@@ -114,8 +119,8 @@ def read_page(store: S3Store, bucket: str, root: Any, start_offset: str | None,
         if end_offset and key >= end_offset:
             done = True
             break
-        objects.append(ObjectInfo(bucket, key, int(size or 0), remember(etag), None, None,
-                                  None, None, modified or None, NO_METADATA, "s3"))
+        append(new(cls, (bucket, key, int(size or 0), remember(etag), None, None, None, None,
+                         modified or None, no_metadata, "s3")))
     prefixes = []
     for cp in root.iterfind(q + "CommonPrefixes"):
         p = cp.findtext(q + "Prefix") or ""
