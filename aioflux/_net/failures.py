@@ -286,7 +286,8 @@ def map_exception(exc: BaseException, op: Op) -> BaseException:
                                bucket=op.bucket, name=op.name, reason=reason, scheme=op.scheme)
         retry_after = exc.headers.get("Retry-After") if exc.headers else None
         return _with_retry_after(err, retry_after)
-    if isinstance(exc, SlowTransfer) or (isinstance(exc, BodyTruncated) and exc.slow):
+    if isinstance(exc, SlowTransfer) or (isinstance(exc, BodyTruncated)
+                                         and exc.response is not None and exc.response.slow):
         slow = TransportError(f"{where} failed: too slow: {exc}", **fields)
         slow.slow = True  # type: ignore[attr-defined]  # bytes it moved are no progress
         return slow

@@ -72,16 +72,12 @@ class BodyTruncated(ConnectionError):
     """The connection closed before the whole body arrived.
 
     ``response`` holds the head and the bytes that did arrive (in ``body``,
-    or in the caller's buffer), so a read can resume after them. ``slow``:
-    cut for moving too little (:mod:`aioflux._net.pace`), not for silence or
-    a closed connection; the few bytes it moved are no progress to retry on.
+    or in the caller's buffer), so a read can resume after them.
     """
 
-    def __init__(self, message: str, response: MediaResponse | None = None, *,
-                 slow: bool = False) -> None:
+    def __init__(self, message: str, response: MediaResponse | None = None) -> None:
         super().__init__(message)
         self.response = response
-        self.slow = slow
 
 
 class MalformedResponse(ConnectionError):
@@ -107,8 +103,9 @@ class MediaResponse:
             (or did not fit it, see ``expected``).
         received: body bytes received.
         expected: ``Content-Length``, when the server sent one.
-        slow: the body was cut for arriving too slowly (see
-            :class:`BodyTruncated`).
+        slow: the body was cut for moving too little
+            (:mod:`aioflux._net.pace`), not for silence or a closed
+            connection: the few bytes it moved are no progress to retry on.
     """
 
     status: int
@@ -128,6 +125,7 @@ class _Exchange:
     limit: int | None
     stall: float
     last: float
+    pace: Pace
     status: int = 0
     headers: dict[str, str] = field(default_factory=dict)
     dest: memoryview | None = None
@@ -138,7 +136,6 @@ class _Exchange:
     progress: int = 0
     keep_alive: bool = True
     timer: asyncio.TimerHandle | None = None
-    pace: Pace | None = None
 
 
 class _Connection(asyncio.BufferedProtocol):
@@ -221,7 +218,7 @@ class _Connection(asyncio.BufferedProtocol):
         if transport is None or self.closed:
             raise _Stale("connection closed while idle")
         now = self._loop.time()
-        ex = _Exchange(self._loop.create_future(), into, limit, stall, now, pace=Pace(stall, now))
+        ex = _Exchange(self._loop.create_future(), into, limit, stall, now, Pace(stall, now))
         self._exchange = ex
         self._head_len = 0
         ex.timer = self._loop.call_later(stall, self._check_stall, ex)
@@ -242,7 +239,7 @@ class _Connection(asyncio.BufferedProtocol):
         error: TimeoutError | None = None
         if silent >= ex.stall:
             error = TimeoutError(f"no response bytes for {ex.stall:g} s")
-        elif ex.pace is not None:
+        else:
             try:
                 # A byte every few seconds is never silent for long.
                 ex.pace.check(ex.progress, now, "response bytes")
@@ -252,17 +249,14 @@ class _Connection(asyncio.BufferedProtocol):
             # Re-armed for the silence left, so it fires read_stall after the
             # last byte (plus the loop's timer slack), not up to twice that;
             # or when the pace window closes, if sooner.
-            due = ex.stall - silent
-            if ex.pace is not None:
-                due = min(due, ex.pace.due(now))
+            due = min(ex.stall - silent, ex.pace.due(now))
             ex.timer = self._loop.call_later(due, self._check_stall, ex)
         elif ex.dest is not None:
             # Mid-body: hand over what arrived, so the read resumes.
-            slow = isinstance(error, SlowTransfer)
             self._fail(BodyTruncated(
                 f"{error} after {ex.got} of {ex.expected} body bytes",
-                MediaResponse(ex.status, ex.headers, ex.body, ex.got, ex.expected, slow),
-                slow=slow))
+                MediaResponse(ex.status, ex.headers, ex.body, ex.got, ex.expected,
+                              isinstance(error, SlowTransfer))))
         else:
             self._fail(error)
 
