@@ -59,15 +59,8 @@ def generation_of(etag: str) -> int:
     if not etag:
         return 0
     etag = etag.strip()
-    if len(etag) == 34 and etag[0] == '"' == etag[33]:
-        # The common shape, "<md5 hex>", without the regular expression (a
-        # listing reads 100,000 of them).
-        try:
-            digest = bytes.fromhex(etag[1:33])
-        except ValueError:
-            digest = b""
-        if len(digest) == 16:
-            return int.from_bytes(digest, "big") << 16
+    # A listing reads the common shape, "<md5 hex>", without this call (see
+    # s3._page.read_page).
     match = _MD5_ETAG.fullmatch(etag)
     if match is not None:
         return int(match.group(1), 16) << 16 | int(match.group(2) or 0)

@@ -10,6 +10,7 @@ from aioflux import S3Store, StorageError
 from aioflux._core.types import ListPage
 from aioflux._net.transport import Op
 from aioflux.s3._page import parse_page, read_page
+from aioflux.s3._xml import generation_of
 
 NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 OP = Op("list", "bkt", "p/", "s3")
@@ -52,6 +53,22 @@ def test_fields_decoded_keys_prefixes_and_token(store: S3Store, ns: str) -> None
     assert page.objects[0].updated == "2026-11-22T15:00:30.483Z"
     assert page.objects[0].version == page.objects[1].version != ""
     assert page.prefixes == ["p/sub//"] and page.next_page_token == "tok" and not done
+
+
+@pytest.mark.parametrize("etag", [
+    '"9867ddc9cb5c19bb41459bf15cdc0675"', '"9867DDC9CB5C19BB41459BF15CDC0675"',
+    '"9867ddc9cb5c19bb41459bf15cdc0675-12"', '"98 67ddc9cb5c19bb41459bf15cdc0675"',
+    '"9867ddc9cb5c19bb41459bf15cdc067g"', 'W/"9867ddc9cb5c19bb41459bf15cdc0675"',
+    "9867ddc9cb5c19bb41459bf15cdc0675ab", '"opaque etag of 34 characters, no"',
+])
+def test_a_listed_etag_is_the_generation_a_stat_gives(store: S3Store, etag: str) -> None:
+    # The listing reads the common ETag shape inline; every shape must give
+    # what generation_of (stat, writes) gives, and a hashed one be remembered.
+    quoted = etag.replace('"', "&quot;")
+    page, _ = _read(store, _doc(_entry("p/a", etag=quoted)))
+    generation = page.objects[0].generation
+    assert generation == generation_of(etag) != 0
+    assert store._etags.get(generation, etag) == etag
 
 
 def test_offsets_drop_keys_below_and_stop_at_the_end(store: S3Store) -> None:
