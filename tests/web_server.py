@@ -40,7 +40,8 @@ class Server:
         return await self.answer(request, self.served)
 
     async def __aenter__(self) -> tuple[str, Served]:
-        app = web.Application()
+        # Room for a multipart upload's parts (aiohttp's default is 1 MiB).
+        app = web.Application(client_max_size=64 << 20)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, shutdown_timeout=1)
         await self._runner.setup()

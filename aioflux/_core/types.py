@@ -202,11 +202,20 @@ class ListPage:
 
 @dataclass(frozen=True, slots=True)
 class PartInfo:
-    """One uploaded part of an XML multipart upload."""
+    """One uploaded part of an XML multipart upload.
+
+    Attributes:
+        number: part number (1-based).
+        etag: the ETag the server gave it.
+        size: bytes.
+        md5_checked: its ETag was checked as the MD5 of the bytes sent (a
+            server that keeps no crc32c).
+    """
 
     number: int
     etag: str
     size: int
+    md5_checked: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import datetime as dt
 import time
 from dataclasses import dataclass, field
 
-from .._core.errors import InvalidRequest, NotFound, StorageError
+from .._core.errors import InvalidRequest, NotFound, ProtocolError, StorageError, describe
 from .._core.store import ObjectStore
 from .._core.types import MultipartUploadInfo, ObjectInfo
 from .._core.urls import format_url
@@ -130,6 +130,8 @@ async def clean_bucket(client: ObjectStore, bucket: str, prefix: str = "", *,
 
     Raises:
         NotFound: no such bucket.
+        ProtocolError: the store listed an upload outside ``prefix``
+            (nothing is then deleted or aborted).
         StorageError: listing failed (individual delete/abort failures are
             reported in ``CleanReport.errors`` instead).
     """
@@ -152,6 +154,16 @@ async def clean_bucket(client: ObjectStore, bucket: str, prefix: str = "", *,
     except InvalidRequest as exc:
         report.uploads_unlisted = str(exc)
         listed = []
+    # The backends refuse such a listing themselves; this holds for any
+    # ObjectStore: clean never aborts an upload the caller did not name.
+    outside = [u.name for u in listed if not u.name.startswith(prefix)]
+    if outside:
+        scheme = client.features.scheme
+        shown = outside[0] if len(outside[0]) <= 80 else outside[0][:80] + "..."
+        raise ProtocolError(f"{describe('clean', bucket, prefix, scheme)} failed: the store "
+                            f"listed an upload of {shown!r}, which is not under the prefix; "
+                            "nothing was deleted or aborted", operation="clean", bucket=bucket,
+                            name=prefix)
     for upload in listed:
         age = _age_of_upload(upload, now)
         if _old_enough(age, older_than):

@@ -20,6 +20,7 @@ from typing import TypeVar
 
 from .._core.crc import crc32c_combine, encode_crc32c
 from .._core.errors import ChecksumMismatch, NotFound, PermissionDenied, PreconditionFailed
+from .._core.md5 import md5_base64
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.window import LoopSemaphore, gather_bounded
@@ -218,11 +219,16 @@ class Downloader:
         return data
 
     async def _ranged(self, obj: ObjectInfo) -> bytearray:
+        checking = self.client.config.verify_crc32c
+        if checking and obj.crc32c is None:
+            # An S3 listing names no checksum: the object's HEAD may (its
+            # crc32c, or the MD5 a plain single-part ETag is).
+            obj = await self._checksummed(obj)
         buf = bytearray(obj.size)
         view = memoryview(buf)
         step = self.options.range_size
         gen = obj.generation or None
-        verify = obj.crc32c is not None and self.client.config.verify_crc32c
+        verify = checking and obj.crc32c is not None
         # Every chunk is pinned to the listed generation: an overwrite midway
         # fails (404) instead of stitching two versions together. Each
         # chunk's length and Content-Range are checked against the listed
@@ -243,10 +249,26 @@ class Downloader:
                     f"read {obj.url}: crc32c {encode_crc32c(actual)} != "
                     f"listed {encode_crc32c(obj.crc32c or 0)}", operation="read",
                     bucket=obj.bucket, name=obj.name)
+        elif checking and obj.md5 is not None:
+            # MD5 does not combine: one pass over the assembled bytes.
+            digest = await md5_base64(view)
+            if digest != obj.md5:
+                raise ChecksumMismatch(f"read {obj.url}: MD5 {digest} of the bytes read != "
+                                       f"{obj.md5}", operation="read", bucket=obj.bucket,
+                                       name=obj.name)
         self.stats.ranged_objects += 1
         self.stats.ranged_chunks += -(-obj.size // step)
         self.stats.bytes += obj.size
         return buf
+
+    async def _checksummed(self, obj: ObjectInfo) -> ObjectInfo:
+        """``obj`` as its stat gives it, which must be the same version."""
+        info = await self.client.stat(obj.bucket, obj.name)
+        if obj.generation and info.generation != obj.generation:
+            raise NotFound(f"read {obj.url} failed: the object was replaced since it was "
+                           "listed", operation="read", bucket=obj.bucket, name=obj.name,
+                           status=412, reason="PreconditionFailed")
+        return info
 
     async def _composed(self, objs: list[ObjectInfo]) -> list[Data]:
         bucket = objs[0].bucket

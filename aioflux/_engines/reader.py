@@ -11,7 +11,9 @@ mixing two versions.
 
 from __future__ import annotations
 
+import base64
 import concurrent.futures
+import hashlib
 import io
 import os
 from typing import TYPE_CHECKING
@@ -65,8 +67,13 @@ class ObjectReader(io.RawIOBase):
         self._pos = 0
         self._blocks: dict[int, _Block] = {}
         # Read front to back, the blocks' crc32c combine into the object's,
-        # checked when the last block is consumed.
-        self._verify = self.info.crc32c is not None and client.config.verify_crc32c
+        # checked when the last block is consumed; an object with no crc32c
+        # but an MD5 (a plain S3 ETag) is hashed as it is consumed, on the
+        # reader's thread, not the event loop.
+        checking = client.config.verify_crc32c
+        self._verify = self.info.crc32c is not None and checking
+        self._md5 = hashlib.md5(usedforsecurity=False) \
+            if checking and not self._verify and self.info.md5 is not None else None
         self._crc_next = 0
         self._crc = 0
 
@@ -131,11 +138,24 @@ class ObjectReader(io.RawIOBase):
         return buf, fetched.crc
 
     def _account(self, index: int, data: bytearray, crc: int | None) -> None:
-        if not self._verify or index != self._crc_next or crc is None:
+        if index != self._crc_next:
             return
-        self._crc = crc32c_combine(self._crc, crc, len(data))
+        if self._verify and crc is not None:
+            self._crc = crc32c_combine(self._crc, crc, len(data))
+        elif self._md5 is not None:
+            self._md5.update(data)
+        else:
+            return
         self._crc_next += 1
-        if self._crc_next * self.block_size >= self.size and self._crc != self.info.crc32c:
+        if self._crc_next * self.block_size < self.size:
+            return
+        if self._md5 is not None:
+            digest = base64.b64encode(self._md5.digest()).decode()
+            if digest != self.info.md5:
+                raise ChecksumMismatch(f"read {self.url} failed: MD5 {digest} of the bytes "
+                                       f"read != {self.info.md5}", operation="read",
+                                       bucket=self.bucket, name=self.name)
+        elif self._crc != self.info.crc32c:
             raise ChecksumMismatch(
                 f"read {self.url} failed: crc32c "
                 f"{encode_crc32c(self._crc)} of the bytes read != "

@@ -4,9 +4,12 @@ Every response is checked against what was asked before its bytes are
 used: the status (200 or 206, nothing else), ``Content-Range`` (starts
 where asked, ends inside the asked range, reports the known object size),
 ``Content-Length`` (agrees with the range and with
-``x-goog-stored-content-length``) and, for a read that covers the whole
-object, the crc32c (``x-goog-hash``, or the one the caller knows from a
-listing or stat), computed over the assembled bytes.
+``x-goog-stored-content-length``), the version that answered (the one the
+caller pinned, and the same on every attempt: a server that ignores the
+pin must not stitch two versions together) and, for a read that covers
+the whole object, the crc32c (``x-goog-hash``, or the one the caller knows
+from a listing or stat), computed over the assembled bytes; where the
+server keeps no crc32c, the MD5 it promises (an S3 ETag), if any.
 
 A body cut short keeps what arrived: the next attempt asks for
 ``bytes=k-`` (or ``bytes=k-(end-1)``) and lands after it, in the caller's
@@ -19,26 +22,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import NoReturn
 
 from .._core.crc import crc32c, decode_crc32c, encode_crc32c
 from .._core.errors import (
     ChecksumMismatch,
     InvalidArgument,
+    PreconditionFailed,
     ProtocolError,
     TransportError,
     describe,
 )
+from .._core.md5 import md5_digest
 from .._core.store import Fetched
 from .http import MediaResponse
 from .pace import MIN_PROGRESS
 from .transport import Op, Transport
 
-__all__ = ["ChecksumOf", "PinOf", "header_crc32c", "read_media"]
+__all__ = ["Answers", "GCS_ANSWERS", "header_crc32c", "read_media"]
 
-# What a backend's answers say: the object's crc32c (from its headers), and
-# the headers that make a resumed read continue the same version.
-ChecksumOf = Callable[[Mapping[str, str]], "int | None"]
-PinOf = Callable[[Mapping[str, str]], "dict[str, str]"]
+_CHECKSUM_OF = Callable[[Mapping[str, str]], "int | None"]
+_MD5_OF = Callable[[Mapping[str, str]], "str | None"]
+_PIN_OF = Callable[[Mapping[str, str]], "dict[str, str]"]
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)\s*")
 _TRANSFORMED = "x-guploader-response-body-transformations"
@@ -48,8 +54,7 @@ async def read_media(transport: Transport, op: Op, url: str, *, start: int = 0,
                      end: int | None = None, into: memoryview | None = None,
                      size: int | None = None, crc: int | None = None, verify: bool = True,
                      want_crc: bool = False, headers: Mapping[str, str] | None = None,
-                     checksum_of: ChecksumOf | None = None,
-                     pin_of: PinOf | None = None) -> Fetched:
+                     answers: Answers | None = None, version: int | None = None) -> Fetched:
     """GET ``[start, end)`` of an object, checked and resumed (see the module doc).
 
     Args:
@@ -67,11 +72,9 @@ async def read_media(transport: Transport, op: Op, url: str, *, start: int = 0,
             that combine ranges into a whole object).
         headers: extra request headers of every attempt (S3's
             ``x-amz-checksum-mode``, an ``If-Match`` pinning a version).
-        checksum_of: the object's crc32c from a response's headers
-            (default: GCS's ``x-goog-hash``).
-        pin_of: headers that make a resumed attempt read the version the
-            first response came from (S3: ``If-Match`` its ETag); GCS
-            resumes pin ``generation=`` from ``x-goog-generation`` instead.
+        answers: how the backend's answers are read (default: GCS's).
+        version: the version the request pins (``generation=``,
+            ``If-Match``), if any: an answer from another is refused.
 
     Returns:
         The bytes or their count, and the crc32c if asked for.
@@ -79,13 +82,15 @@ async def read_media(transport: Transport, op: Op, url: str, *, start: int = 0,
     Raises:
         ProtocolError: a redirect, a range or length other than asked for,
             an unexpected status (not retried).
-        ChecksumMismatch: the assembled bytes failed their crc32c on every
-            attempt.
+        PreconditionFailed: an answer came from another version than the
+            one pinned, or than the first answer's (not retried).
+        ChecksumMismatch: the assembled bytes failed their crc32c (or
+            MD5) on every attempt.
         InvalidArgument: the body does not fit ``into``.
         StorageError: any other failure, after retries.
     """
     read = _Read(transport, op, url, start, end, into, size, crc, verify, want_crc,
-                 dict(headers or {}), checksum_of or header_crc32c, pin_of)
+                 dict(headers or {}), answers or GCS_ANSWERS, version)
     try:
         return await transport.retrying(read.attempt, progress=read.progress)
     except TransportError as exc:
@@ -95,6 +100,31 @@ async def read_media(transport: Transport, op: Op, url: str, *, start: int = 0,
         # mismatch is the finding to report.
         read.mismatch.attempts = exc.attempts
         raise read.mismatch from exc
+
+
+def _goog_generation(headers: Mapping[str, str]) -> int | None:
+    value = headers.get("x-goog-generation", "")
+    return int(value) if value.isdigit() else None
+
+
+@dataclass(frozen=True)
+class Answers:
+    """What a backend's media answers say, read from their (lower-cased) headers.
+
+    Attributes:
+        crc32c: the object's crc32c.
+        md5: the object's MD5 (hex) where it keeps no crc32c; None when
+            its answers promise none.
+        version: the version that answered (as the store numbers it).
+        pin: headers that make a resumed attempt read the version the
+            first response came from (S3: ``If-Match`` its ETag); GCS
+            resumes pin ``generation=`` from ``x-goog-generation`` instead.
+    """
+
+    crc32c: _CHECKSUM_OF
+    md5: _MD5_OF | None = None
+    version: Callable[[Mapping[str, str]], int | None] = _goog_generation
+    pin: _PIN_OF | None = None
 
 
 def parse_content_range(value: str | None) -> tuple[int, int, int | None] | None:
@@ -123,8 +153,8 @@ class _Read:
 
     def __init__(self, transport: Transport, op: Op, url: str, start: int, end: int | None,
                  into: memoryview | None, size: int | None, crc: int | None, verify: bool,
-                 want_crc: bool, headers: dict[str, str], checksum_of: ChecksumOf,
-                 pin_of: PinOf | None) -> None:
+                 want_crc: bool, headers: dict[str, str], answers: Answers,
+                 version: int | None) -> None:
         self.transport = transport
         self.op = op
         self.url = url
@@ -143,8 +173,12 @@ class _Read:
         self.body: bytes | bytearray | None = None
         self.generation: str | None = None
         self.headers = headers
-        self.checksum_of = checksum_of
-        self.pin_of = pin_of
+        self.answers = answers
+        #: the version every answer must come from, once known
+        self.version = version
+        self.md5: str | None = None
+        #: the whole object arrived with no crc32c but an MD5 to check
+        self.md5_due = False
         self.pinned: dict[str, str] | None = None
         self.where = describe(op.operation, op.bucket, op.name, op.scheme)
 
@@ -184,9 +218,12 @@ class _Read:
         # whole object when a read from byte 0 may be answered from scratch.
         limit = None if into is not None or stop is None else \
             stop - (0 if self.start == 0 else p)
-        return await self.transport.get_media_once(
+        fetched = await self.transport.get_media_once(
             self.op, url, lambda resp: self._handle(resp, p), headers=headers, into=into,
             limit=limit)
+        if self.md5_due:
+            await self._check_md5(fetched)
+        return fetched
 
     # -- checks ----------------------------------------------------------------
 
@@ -244,13 +281,26 @@ class _Read:
         if resp.expected is not None and resp.expected != length:
             raise self._protocol(f"Content-Length {resp.expected} disagrees with the "
                                  f"{length} bytes announced", status)
+        answers = self.answers
+        version = answers.version(headers)
+        if version is not None:
+            if self.version is None:
+                self.version = version
+            elif version != self.version:
+                raise PreconditionFailed(
+                    f"{self.where} failed: version {version} answered, not the {self.version} "
+                    f"read (the object changed and the server ignored the pin)",
+                    operation=self.op.operation, bucket=self.op.bucket, name=self.op.name,
+                    status=412, reason="PreconditionFailed")
         if not transformed and self.crc is None:
-            self.crc = self.checksum_of(headers)
+            self.crc = answers.crc32c(headers)
+            if self.crc is None and answers.md5 is not None and self.md5 is None:
+                self.md5 = answers.md5(headers)
         generation = headers.get("x-goog-generation")
         if generation and generation.isdigit() and self.generation is None:
             self.generation = generation
-        if self.pin_of is not None and self.pinned is None:
-            self.pinned = self.pin_of(headers)
+        if answers.pin is not None and self.pinned is None:
+            self.pinned = answers.pin(headers)
         return length
 
     def _handle(self, resp: MediaResponse, p: int) -> Fetched:
@@ -339,13 +389,30 @@ class _Read:
             checked_bytes = data
         whole = self.start == 0 and self.total is not None and stop == self.total
         checked = self.verify and whole and not transformed and self.crc is not None
+        # Checked once the connection is back (see attempt): an MD5 is slow.
+        self.md5_due = self.verify and whole and not transformed and self.crc is None \
+            and self.md5 is not None
         actual = crc32c(checked_bytes) if checked or self.want_crc else None
         if checked and actual != self.crc:
-            expected = self.crc or 0
-            self._restart()
-            self.mismatch = ChecksumMismatch(
-                f"{self.where} failed: crc32c {encode_crc32c(actual or 0)} of the "
-                f"{count} bytes received != {encode_crc32c(expected)}",
-                operation=self.op.operation, bucket=self.op.bucket, name=self.op.name)
-            raise self.mismatch
+            self._mismatch(f"crc32c {encode_crc32c(actual or 0)} of the {count} bytes "
+                           f"received != {encode_crc32c(self.crc or 0)}")
         return Fetched(data, count, actual, self.total)
+
+    async def _check_md5(self, fetched: Fetched) -> None:
+        self.md5_due = False
+        data = fetched.data if fetched.data is not None else \
+            self.caller_buffer[:fetched.count]  # type: ignore[index]
+        digest = (await md5_digest(data)).hex()
+        if digest != self.md5:
+            self._mismatch(f"MD5 {digest} of the {fetched.count} bytes received != its "
+                           f"ETag's {self.md5}")
+
+    def _mismatch(self, what: str) -> NoReturn:
+        self._restart()
+        self.mismatch = ChecksumMismatch(f"{self.where} failed: {what}",
+                                         operation=self.op.operation, bucket=self.op.bucket,
+                                         name=self.op.name)
+        raise self.mismatch
+
+
+GCS_ANSWERS = Answers(crc32c=header_crc32c)

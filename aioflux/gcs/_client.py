@@ -397,7 +397,8 @@ class AsyncClient:
             url += f"&generation={generation}"
         return await read_media(self._transport, Op("read", bucket, name), url, start=start,
                                 end=end, into=into, size=size, crc=crc,
-                                verify=self.config.verify_crc32c, want_crc=want_crc)
+                                verify=self.config.verify_crc32c, want_crc=want_crc,
+                                version=generation)
 
     # -- writes ---------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from .._core.crc import crc32c, decode_crc32c, encode_crc32c
 from .._core.errors import ChecksumMismatch, InvalidArgument, InvalidRequest, StorageError
+from .._core.pages import PartListingCheck, UploadListingCheck
 from .._core.types import MultipartUploadInfo, PartInfo
 from .._core.urls import validate_bucket, validate_object_name
 from .._net.failures import drain, read_metadata
@@ -155,6 +156,7 @@ class XmlMultipart:
     async def list_parts(self, bucket: str, name: str, upload_id: str) -> list[PartInfo]:
         """See :meth:`AsyncClient.list_parts` (the public face)."""
         op = Op("list parts", bucket, name)
+        check = PartListingCheck("gs", bucket, name)
         parts: list[PartInfo] = []
         marker = ""
         while True:
@@ -168,17 +170,18 @@ class XmlMultipart:
             root = await self._transport.request(op, "GET", self._xml_url(bucket, name), handle,
                                                 params=params)
             for el in _children(root, "Part"):
-                parts.append(PartInfo(int(_text(el, "PartNumber")), _text(el, "ETag"),
+                parts.append(PartInfo(check.part(_text(el, "PartNumber")), _text(el, "ETag"),
                                       int(_text(el, "Size", "0"))))
-            marker = _text(root, "NextPartNumberMarker")
-            if _text(root, "IsTruncated").lower() != "true" or not marker:
+            if _text(root, "IsTruncated").lower() != "true":
                 return parts
+            marker = check.next_marker(_text(root, "NextPartNumberMarker"))
 
     async def list_multipart_uploads(self, bucket: str,
                                      prefix: str = "") -> list[MultipartUploadInfo]:
         """See :meth:`AsyncClient.list_multipart_uploads` (the public face)."""
         validate_bucket(bucket)
         op = Op("list multipart uploads", bucket, prefix)
+        check = UploadListingCheck("gs", bucket, prefix)
         uploads: list[MultipartUploadInfo] = []
         key_marker = id_marker = ""
         while True:
@@ -202,9 +205,12 @@ class XmlMultipart:
                     f"listing (it answered <{root.tag.rsplit('}', 1)[-1]}>)",
                     operation=op.operation, bucket=bucket, status=200, reason="unsupported")
             for el in _children(root, "Upload"):
-                uploads.append(MultipartUploadInfo(bucket, _text(el, "Key"),
-                                                   _text(el, "UploadId"), _text(el, "Initiated")))
+                key, upload_id = _text(el, "Key"), _text(el, "UploadId")
+                check.upload(key, upload_id)  # clean aborts what this returns
+                uploads.append(MultipartUploadInfo(bucket, key, upload_id,
+                                                   _text(el, "Initiated")))
+            if _text(root, "IsTruncated").lower() != "true":
+                return uploads
             key_marker = _text(root, "NextKeyMarker")
             id_marker = _text(root, "NextUploadIdMarker")
-            if _text(root, "IsTruncated").lower() != "true" or not key_marker:
-                return uploads
+            check.next_markers(key_marker, id_marker)

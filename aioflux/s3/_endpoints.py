@@ -1,7 +1,9 @@
 """Where an S3 store's requests go: endpoints, addressing and regions.
 
-AWS (the default) or an S3-compatible store (``endpoint=``,
-``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``); path-style
+AWS's regional hosts (the default) or the endpoint configured
+(``endpoint=``, ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``): an
+S3-compatible store, or one of AWS's own (FIPS, dual-stack, a VPC
+endpoint), used as given as botocore does; path-style
 (``endpoint/bucket/key``) or virtual-hosted (``bucket.endpoint/key``)
 URLs; the region each bucket's requests are signed for, configured or
 learnt from the bucket (``x-amz-bucket-region``, once per bucket).
@@ -10,8 +12,9 @@ A configured region that is not the bucket's is corrected as boto3 does: S3
 answers such a request with a 301 ``PermanentRedirect`` (or a 400
 ``AuthorizationHeaderMalformed``, a 307) naming the bucket's region in
 ``x-amz-bucket-region``; :class:`RegionalTransport` then remembers that
-region for the bucket and sends the request again, once, to the bucket's
-regional host, signed for its region.
+region for the bucket and sends the request again, once, signed for its
+region: to the bucket's regional host by default, to the same host when an
+endpoint was configured (a request never leaves the host the user chose).
 """
 
 from __future__ import annotations
@@ -39,23 +42,39 @@ Addressing = Literal["auto", "path", "virtual"]
 # Statuses S3 answers a request for a bucket of another region with (the
 # header x-amz-bucket-region naming the bucket's).
 _WRONG_REGION = (301, 307, 400)
-# Hosts of AWS's own S3 endpoints (global, regional, dual-stack, China),
-# with a bucket in front for virtual-hosted addressing.
 # A region as a server may name it (AWS's are like eu-central-1; other
 # stores use names such as "default" or "garage"). Anything else, such as a
 # host name with a path, is ignored: a region becomes part of a host name.
 _REGION = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_AWS_HOST = re.compile(r"(?:[a-z0-9.-]+\.)?s3(?:[.-][a-z0-9-]+)*\.amazonaws\.com(?:\.cn)?")
+# The hosts the default endpoint builds, and so the only AWS hosts its
+# credentials go to: s3.amazonaws.com, s3.<region>.amazonaws.com (.com.cn
+# for China), with a bucket in front for virtual-hosted addressing. The
+# region has the shape of botocore's partitions' regionRegex. Nothing
+# looser: other services put names their customers choose under
+# amazonaws.com (an ELB named s3-x is s3-x-1234.us-east-1.elb.amazonaws.com,
+# and bucket.s3-website-us-east-1.amazonaws.com serves a bucket owner's pages).
+_AWS_HOST = re.compile(r"(?:(?P<bucket>[a-z0-9][a-z0-9.-]*)\.)?s3\.(?:"
+                       r"(?:[a-z]{2,4}(?:-[a-z]+)+-\d{1,3}\.)?amazonaws\.com"
+                       r"|cn-[a-z]+-\d{1,3}\.amazonaws\.com\.cn)")
 
 
 class Endpoints:
     """The URLs and signing regions of one store's buckets.
 
+    An endpoint configured (``endpoint``, else ``AWS_ENDPOINT_URL_S3``,
+    else ``AWS_ENDPOINT_URL``, unless ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS``
+    is true) is used as given, as botocore does, whether an S3-compatible
+    store's or one of AWS's own (FIPS, dual-stack, a VPC endpoint): every
+    request goes to its host (with the bucket in front when addressing is
+    virtual), and a bucket's region only changes what requests are signed
+    for. Only AWS's default, ``https://s3.amazonaws.com``, stands for the
+    regional host of each bucket's region.
+
     Args:
-        endpoint: an S3-compatible store's API root, or None (the
-            environment's, else AWS).
-        addressing: ``path``, ``virtual`` or ``auto`` (virtual on AWS for
-            bucket names without dots, path elsewhere).
+        endpoint: an API root, or None (the environment's, else AWS).
+        addressing: ``path``, ``virtual`` or ``auto`` (virtual on AWS's
+            default hosts for bucket names without dots, path on a
+            configured endpoint).
         region: the configured region, or None to learn each bucket's.
 
     Raises:
@@ -64,16 +83,18 @@ class Endpoints:
 
     def __init__(self, endpoint: str | None, addressing: Addressing,
                  region: str | None) -> None:
-        custom = (endpoint or os.environ.get("AWS_ENDPOINT_URL_S3")
-                  or os.environ.get("AWS_ENDPOINT_URL"))
+        custom = endpoint or None
+        if custom is None and os.environ.get(
+                "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").strip().lower() != "true":
+            custom = (os.environ.get("AWS_ENDPOINT_URL_S3")
+                      or os.environ.get("AWS_ENDPOINT_URL") or None)
         if custom is not None:
             parts = urlsplit(custom)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise InvalidURL(f"S3Store: endpoint must be an http(s) URL, got {custom!r}")
-        # An endpoint on AWS's own hosts is AWS (regional hosts, virtual
-        # addressing); any other is an S3-compatible store.
-        self.custom = custom is not None and _AWS_HOST.fullmatch(
-            (urlsplit(custom).hostname or "").lower()) is None
+        # A host the user chose was chosen for what AWS's default lacks
+        # (FIPS, IPv6, a private network): requests never move off it.
+        self.custom = custom is not None and custom.rstrip("/").lower() != AWS_ENDPOINT
         self.endpoint = (custom or AWS_ENDPOINT).rstrip("/")
         self._home = urlsplit(self.endpoint)
         self.addressing = addressing
@@ -129,8 +150,9 @@ class Endpoints:
         return new + url[len(old):] if url.startswith(old) else url
 
     def trusted(self, url: str) -> bool:
-        """Whether credentials may go to ``url``: the endpoint's virtual
-        hosts (any of AWS's S3 hosts when it is AWS), same scheme and port."""
+        """Whether credentials may go to ``url``: the configured endpoint's
+        virtual hosts, same scheme and port; by default, AWS's S3 hosts
+        (``[bucket.]s3[.region].amazonaws.com``) over https."""
         try:
             parts = urlsplit(url)
             host = (parts.hostname or "").lower()
@@ -167,9 +189,10 @@ class Endpoints:
         if self.custom:
             home = (self._home.hostname or "").lower()
             return host[:-len(home) - 1] if host.endswith("." + home) else ""
-        if host.startswith(("s3.", "s3-")):
-            return ""
-        return host.rsplit(".s3", 1)[0]  # bucket.s3.region.amazonaws.com
+        # bucket.s3.region.amazonaws.com, or "" for s3.region.amazonaws.com
+        # (a bucket may itself start with "s3-" or "s3.").
+        match = _AWS_HOST.fullmatch(host)
+        return (match.group("bucket") or "") if match is not None else ""
 
     async def ready(self, bucket: str, transport: Transport) -> None:
         """Learn ``bucket``'s region before its first request, when no

@@ -17,11 +17,19 @@ from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 from .._core.crc import crc32c, decode_crc32c, encode_crc32c
-from .._core.errors import ChecksumMismatch, InvalidArgument, StorageError, describe
+from .._core.errors import (
+    ChecksumMismatch,
+    InvalidArgument,
+    ProtocolError,
+    StorageError,
+    describe,
+)
+from .._core.md5 import md5_digest
+from .._core.pages import PartListingCheck, UploadListingCheck
 from .._core.types import MultipartUploadInfo, PartInfo
 from .._net.failures import drain, read_metadata
 from .._net.transport import HttpResponse, Op
-from ._xml import children, parse, query, text
+from ._xml import children, content_md5, error_of, parse, query, text
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
@@ -81,7 +89,9 @@ class Multipart:
     async def upload_part(self, bucket: str, name: str, upload_id: str, number: int,
                           data: memoryview, checksum: int | None = None) -> PartInfo:
         """Send part ``number`` with its crc32c; a server that reports
-        storing another crc32c fails it (retried: the part goes again)."""
+        storing another crc32c fails it (retried: the part goes again). A
+        server that reports none (it keeps no checksums) is held to the MD5
+        its ETag is, where it is one (:func:`._xml.content_md5`)."""
         if not 1 <= number <= MAX_PARTS:
             raise InvalidArgument(f"upload part s3://{bucket}/{name}: part number must be "
                                   f"1..{MAX_PARTS}, got {number}")
@@ -91,13 +101,17 @@ class Multipart:
 
         async def handle(resp: HttpResponse) -> PartInfo:
             await drain(resp)
-            stored = _stored_crc({k.lower(): v for k, v in resp.headers.items()})
+            lowered = {k.lower(): v for k, v in resp.headers.items()}
+            stored = _stored_crc(lowered)
+            md5 = None if stored is not None else content_md5(lowered)
             if stored is not None and stored != crc:
-                raise ChecksumMismatch(
-                    f"{describe(op.operation, bucket, name, 's3')} failed: stored crc32c "
-                    f"{encode_crc32c(stored)} != sent {encode_crc32c(crc)}",
-                    operation=op.operation, bucket=bucket, name=name)
-            return PartInfo(number, resp.headers.get("ETag", ""), len(view))
+                what = f"stored crc32c {encode_crc32c(stored)} != sent {encode_crc32c(crc)}"
+            elif md5 is not None and md5 != (await md5_digest(view)).hex():
+                what = f"its ETag {lowered.get('etag')} is not the MD5 of the bytes sent"
+            else:
+                return PartInfo(number, lowered.get("etag", ""), len(view), md5 is not None)
+            raise ChecksumMismatch(f"{describe(op.operation, bucket, name, 's3')} failed: "
+                                   f"{what}", operation=op.operation, bucket=bucket, name=name)
 
         url = self.store.object_url(bucket, name) + query(("partNumber", str(number)),
                                                           ("uploadId", upload_id))
@@ -109,7 +123,11 @@ class Multipart:
     async def complete(self, bucket: str, name: str, upload_id: str, parts: Sequence[PartInfo],
                        checksum: int) -> tuple[str, int | None]:
         """Publish the parts in number order; returns the object's ETag and
-        the crc32c the server reports for it (None if it reports none)."""
+        the crc32c the server reports for it (None if it reports none).
+
+        Raises:
+            ProtocolError: the answer names another bucket or key.
+        """
         op = self._op("complete multipart upload", bucket, name)
         body = "<CompleteMultipartUpload>" + "".join(
             f"<Part><PartNumber>{p.number}</PartNumber><ETag>{escape(p.etag)}</ETag></Part>"
@@ -122,6 +140,12 @@ class Multipart:
                                # S3 keeps the answer alive with whitespace
                                # while it assembles the parts.
                                data=body.encode(), kept_alive=True)
+        for field, wanted in (("Bucket", bucket), ("Key", name)):
+            said = text(root, field)
+            if said and said != wanted:
+                raise ProtocolError(f"{describe(op.operation, bucket, name, 's3')} failed: "
+                                    f"the answer names {field} {said[:80]!r}",
+                                    operation=op.operation, bucket=bucket, name=name)
         reported = text(root, "ChecksumCRC32C")
         crc = None
         if reported and "-" not in reported:
@@ -139,8 +163,14 @@ class Multipart:
             ok=(200, 204))
 
     async def list_parts(self, bucket: str, name: str, upload_id: str) -> list[PartInfo]:
-        """Every part of an upload, in number order (all pages)."""
+        """Every part of an upload, in number order (all pages).
+
+        Raises:
+            ProtocolError: part numbers out of order or repeated, or a marker
+                that does not rise (a listing that would never end).
+        """
         op = self._op("list parts", bucket, name)
+        check = PartListingCheck("s3", bucket, name)
         parts: list[PartInfo] = []
         marker = ""
         while True:
@@ -150,15 +180,22 @@ class Multipart:
             root = await self._xml(op, "GET",
                                    self.store.object_url(bucket, name) + query(*sorted(pairs)))
             for el in children(root, "Part"):
-                parts.append(PartInfo(int(text(el, "PartNumber")), text(el, "ETag"),
+                parts.append(PartInfo(check.part(text(el, "PartNumber")), text(el, "ETag"),
                                       int(text(el, "Size", "0"))))
-            marker = text(root, "NextPartNumberMarker")
-            if text(root, "IsTruncated").lower() != "true" or not marker:
+            if text(root, "IsTruncated").lower() != "true":
                 return parts
+            marker = check.next_marker(text(root, "NextPartNumberMarker"))
 
     async def list_uploads(self, bucket: str, prefix: str) -> list[MultipartUploadInfo]:
-        """Open uploads of keys under ``prefix`` (all pages)."""
+        """Open uploads of keys under ``prefix`` (all pages).
+
+        Raises:
+            ProtocolError: the answer is not an upload listing, or names a
+                key outside ``prefix`` (``clean`` would abort it), keys out
+                of order, an upload twice, or markers that do not advance.
+        """
         op = self._op("list multipart uploads", bucket, prefix)
+        check = UploadListingCheck("s3", bucket, prefix)
         uploads: list[MultipartUploadInfo] = []
         key_marker = id_marker = ""
         while True:
@@ -170,15 +207,24 @@ class Multipart:
             root = await self._xml(op, "GET", self.store.object_url(bucket) +
                                    query(*sorted(pairs, key=lambda p: p[0])))
             for el in children(root, "Upload"):
-                uploads.append(MultipartUploadInfo(bucket, text(el, "Key"),
-                                                   text(el, "UploadId"), text(el, "Initiated")))
+                key, upload_id = text(el, "Key"), text(el, "UploadId")
+                check.upload(key, upload_id)
+                uploads.append(MultipartUploadInfo(bucket, key, upload_id,
+                                                   text(el, "Initiated")))
+            if text(root, "IsTruncated").lower() != "true":
+                return uploads
             key_marker = text(root, "NextKeyMarker")
             id_marker = text(root, "NextUploadIdMarker")
-            if text(root, "IsTruncated").lower() != "true" or not key_marker:
-                return uploads
+            check.next_markers(key_marker, id_marker)
 
     async def delete_batch(self, bucket: str, names: Sequence[str]) -> None:
-        """One DeleteObjects request of at most 1000 keys."""
+        """One DeleteObjects request of at most 1000 keys.
+
+        Raises:
+            ProtocolError: the answer is not a DeleteResult (nothing says a
+                key was deleted), or reports deleting a key not asked for.
+            StorageError: a key could not be deleted (other than NoSuchKey).
+        """
         op = self._op("delete many", bucket, names[0] if names else "")
         body = ("<Delete><Quiet>true</Quiet>" + "".join(
             f"<Object><Key>{escape(name)}</Key></Object>" for name in names) +
@@ -190,10 +236,19 @@ class Multipart:
                                query(("delete", None)),
                                headers={"Content-Type": "application/xml", "Content-MD5": md5},
                                data=body)
+        # Another 200 document (a proxy, a store without DeleteObjects)
+        # holds no <Error>: read as "all deleted" when nothing was.
+        tag = root.tag.rsplit("}", 1)[-1]
+        asked = set(names)
+        foreign = [key for el in children(root, "Deleted") if (key := text(el, "Key")) not in asked]
+        if tag != "DeleteResult" or foreign:
+            what = (f"answered <{tag[:40]}>, not <DeleteResult>" if tag != "DeleteResult" else
+                    f"reported deleting {foreign[0][:80]!r}, a key it was not asked to delete")
+            raise ProtocolError(f"{describe(op.operation, bucket, op.name, 's3')} failed: the "
+                                f"server {what}", operation=op.operation, bucket=bucket,
+                                name=op.name, status=200)
         for error in children(root, "Error"):
             key, code = text(error, "Key"), text(error, "Code")
             if code == "NoSuchKey":
                 continue  # gone is what was asked
-            raise StorageError(f"{describe('delete many', bucket, key, 's3')} failed: {code}: "
-                               f"{text(error, 'Message')}", operation="delete many",
-                               bucket=bucket, name=key, reason=code)
+            raise error_of(code, f"{code}: {text(error, 'Message')}", op, key)

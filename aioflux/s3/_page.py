@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
 
+from .._core.errors import ProtocolError, describe
 from .._core.types import NO_METADATA, ListPage, ObjectInfo
 from .._net.transport import Op
 from ._auth import INSTALL_HINT
@@ -142,4 +143,9 @@ def read_page(store: S3Store, bucket: str, root: Any, start_offset: str | None,
     prefixes.sort()
     truncated = (root.findtext(q + "IsTruncated") or "").lower() == "true"
     token = (root.findtext(q + "NextContinuationToken") or None) if truncated else None
+    if truncated and token is None and not done:
+        # The rest could not be asked for: the listing would end short.
+        raise ProtocolError(f"{describe('list', bucket, '', 's3')} failed: the server said "
+                            "more keys follow but gave no continuation token",
+                            operation="list", bucket=bucket, name="")
     return ListPage(objects=objects, prefixes=prefixes, next_page_token=token), done

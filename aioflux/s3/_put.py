@@ -11,6 +11,7 @@ the object holds exactly the bytes sent.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,7 @@ from .._core.errors import (
 from .._core.types import ObjectInfo
 from .._net.failures import drain
 from .._net.transport import HttpResponse, Op
-from ._xml import etag_of, full_object_crc32c, precondition_failed
+from ._xml import etag_of, full_object_crc32c, md5_base64, precondition_failed
 
 if TYPE_CHECKING:
     from ._store import S3Store
@@ -54,19 +55,15 @@ async def put_object(store: S3Store, bucket: str, name: str, view: memoryview,
         headers[f"x-amz-meta-{key}"] = value
     headers.update(await precondition_headers(store, op, if_generation_match))
 
-    async def handle(resp: HttpResponse) -> tuple[ObjectInfo, bool]:
+    async def handle(resp: HttpResponse) -> ObjectInfo:
         await drain(resp)
         lowered = {k.lower(): v for k, v in resp.headers.items()}
-        # The ETag of an object encrypted with KMS or a customer key is
-        # not its MD5 (AWS documents it only for plain and SSE-S3 ones).
-        plain = lowered.get("x-amz-server-side-encryption", "AES256") == "AES256" \
-            and "x-amz-server-side-encryption-customer-algorithm" not in lowered
         return store._info(bucket, name, size=len(view), etag=lowered.get("etag", ""),
-                           crc=full_object_crc32c(lowered), content_type=content_type,
-                           metadata=metadata), plain
+                           crc=full_object_crc32c(lowered), md5=md5_base64(lowered),
+                           content_type=content_type, metadata=metadata)
 
     try:
-        info, etag_is_md5 = await store.transport.request(
+        info = await store.transport.request(
             op, "PUT", store.object_url(bucket, name), handle, headers=headers, data=view)
     except NotFound as exc:
         if if_generation_match is None or "bucket" in exc.reason.lower():
@@ -84,7 +81,7 @@ async def put_object(store: S3Store, bucket: str, name: str, view: memoryview,
         if stored.size != len(view) or stored.crc32c != checksum:
             raise
         return stored
-    return await _verify(store, op, info, view, checksum, etag_is_md5)
+    return await _verify(store, op, info, view, checksum)
 
 
 async def precondition_headers(store: S3Store, op: Op,
@@ -104,18 +101,17 @@ async def precondition_headers(store: S3Store, op: Op,
     return {"If-Match": etag}
 
 
-async def _verify(store: S3Store, op: Op, info: ObjectInfo, view: memoryview, checksum: int,
-                  etag_is_md5: bool) -> ObjectInfo:
+async def _verify(store: S3Store, op: Op, info: ObjectInfo, view: memoryview,
+                  checksum: int) -> ObjectInfo:
     """Check a PUT's answer: the crc32c the server reports (or, without one,
-    the MD5 its ETag is, when unencrypted) must be the data's."""
+    the MD5 its ETag promises, see content_md5) must be the data's."""
     stored = info.crc32c
     if stored is None:
-        md5 = etag_of(info.generation)
-        if etag_is_md5 and md5 is not None and "-" not in md5:
-            digest = hashlib.md5(view, usedforsecurity=False).hexdigest()
-            if md5.strip('"') != digest:
-                await discard(store, op, info, f"its ETag {md5} is not the MD5 of the "
-                                               f"{len(view)} bytes sent ({digest})")
+        if info.md5 is not None:
+            digest = base64.b64encode(hashlib.md5(view, usedforsecurity=False).digest()).decode()
+            if info.md5 != digest:
+                await discard(store, op, info, f"its ETag {etag_of(info.generation)} is not "
+                                               f"the MD5 of the {len(view)} bytes sent")
         return info.replace(crc32c=checksum)
     if stored != checksum:
         await discard(store, op, info, f"the server stored crc32c {encode_crc32c(stored)}; "

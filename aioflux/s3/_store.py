@@ -70,12 +70,13 @@ from ._page import require_lxml
 from ._put import put_object
 from ._upload import S3Upload
 from ._xml import (
+    ANSWERS,
     etag_of,
     full_object_crc32c,
     generation_of,
     gone,
+    md5_base64,
     parse,
-    pin,
     precondition_failed,
     reversible,
     rfc3339,
@@ -238,9 +239,10 @@ class S3Store:
         return self._etags.get(generation) if info.generation == generation else None
 
     def _info(self, bucket: str, name: str, *, size: int, etag: str, crc: int | None,
-              content_type: str | None = None, updated: str | None = None,
+              md5: str | None = None, content_type: str | None = None,
+              updated: str | None = None,
               metadata: dict[str, str] | None = None) -> ObjectInfo:
-        return ObjectInfo(bucket, name, size, self._remember(etag), crc, None, None,
+        return ObjectInfo(bucket, name, size, self._remember(etag), crc, md5, None,
                           content_type, updated, metadata or NO_METADATA, "s3")
 
     # -- lifecycle -------------------------------------------------------------------
@@ -282,7 +284,7 @@ class S3Store:
             metadata = {k[11:]: v for k, v in lowered.items() if k.startswith("x-amz-meta-")}
             return self._info(bucket, name, size=int(h.get("Content-Length", "0")),
                               etag=h.get("ETag", ""), crc=full_object_crc32c(lowered),
-                              content_type=h.get("Content-Type"),
+                              md5=md5_base64(lowered), content_type=h.get("Content-Type"),
                               updated=rfc3339(h.get("Last-Modified")), metadata=metadata)
 
         return await self._transport.request(self._op("stat", bucket, name), "HEAD",
@@ -448,8 +450,7 @@ class S3Store:
             return await read_media(self._transport, op, self.object_url(bucket, name),
                                     start=start, end=end, into=into, size=size, crc=crc,
                                     verify=self.config.verify_crc32c, want_crc=want_crc,
-                                    headers=headers, checksum_of=full_object_crc32c,
-                                    pin_of=pin)
+                                    headers=headers, answers=ANSWERS, version=generation)
         except PreconditionFailed as exc:
             # The ETag pinned (by the caller or by the first response of a
             # resumed read) is no longer the object's.

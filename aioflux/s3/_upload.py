@@ -3,8 +3,12 @@
 A multipart upload starts with the first part; parts go up in parallel,
 each with its crc32c. A payload smaller than one part goes up in a single
 PUT. The completed object is checked against the running crc32c and
-length (the crc32c the server reports, else a HEAD); one that differs is
-deleted, that ETag only, before ``ChecksumMismatch``. A completion retried
+length (the crc32c the server reports, else a HEAD); on a server that
+keeps no checksums, each part's ETag was checked as its MD5, and the
+object's ETag must be the MD5 of theirs (``<md5>-<parts>``), so the server
+assembled exactly the parts sent. One that differs is deleted, the
+version the completion made only (``If-Match``: a writer that replaced it
+since keeps its object), before ``ChecksumMismatch``. A completion retried
 after its answer was lost (``NoSuchUpload``) succeeds only if the object
 holds exactly those bytes.
 """
@@ -12,6 +16,8 @@ holds exactly those bytes.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import re
 from typing import TYPE_CHECKING
 
 from .._core.crc import Crc32c, encode_crc32c
@@ -26,6 +32,9 @@ if TYPE_CHECKING:
     from ._store import S3Store
 
 __all__ = ["S3Upload"]
+
+# The ETag S3 (and MinIO, Ceph, moto) gives a completed multipart upload.
+_PARTS_ETAG = re.compile(r"[0-9a-f]{32}-\d+")
 
 
 class S3Upload:
@@ -76,7 +85,7 @@ class S3Upload:
         upload_id = await self._start()
         self._upload_id = None
         try:
-            _etag, stored = await self.multipart.complete(
+            etag, stored = await self.multipart.complete(
                 self.bucket, self.name, upload_id, list(self._parts.values()), expected.value)
         except NotFound as exc:
             self._upload_id = upload_id  # let abort() try to drop it
@@ -84,15 +93,32 @@ class S3Upload:
         except BaseException:
             self._upload_id = upload_id  # still open: let abort() drop it
             raise
-        info = await self.store.stat(self.bucket, self.name)
-        if stored is None:
-            stored = info.crc32c
+        return await self._checked(etag, stored, expected)
+
+    async def _checked(self, etag: str, stored: int | None, expected: Crc32c) -> ObjectInfo:
+        """The completed object, once it holds what was sent (see the module doc)."""
         op = Op("write", self.bucket, self.name, "s3")
+        info = await self.store.stat(self.bucket, self.name)
+        made = self.store._remember(etag) if etag else info.generation
+        if made != info.generation:
+            # Replaced since: the HEAD shows another writer's object, whose
+            # size is not ours to check nor its version ours to delete.
+            info = self.store._info(self.bucket, self.name, size=expected.length, etag=etag,
+                                    crc=stored, content_type=self.content_type)
+        elif stored is None:
+            stored = info.crc32c
         if info.size != expected.length or (stored is not None and stored != expected.value):
             shown = "none" if stored is None else encode_crc32c(stored)
             await discard(self.store, op, info, f"the server stored {info.size} bytes, crc32c "
                                                 f"{shown}; sent {expected.length} bytes, "
                                                 f"crc32c {encode_crc32c(expected.value)}")
+        if stored is None:
+            parts = sorted(self._parts.values(), key=lambda p: p.number)
+            wanted = _parts_etag(parts)
+            said = etag.strip().strip('"').lower()
+            if wanted is not None and _PARTS_ETAG.fullmatch(said) and said != wanted:
+                await discard(self.store, op, info, f"its ETag {etag} is not {wanted}, the "
+                                                    f"ETag of the {len(parts)} parts sent")
         return info.replace(crc32c=expected.value)
 
     async def _completed_before(self, exc: NotFound, expected: Crc32c) -> ObjectInfo:
@@ -112,3 +138,13 @@ class S3Upload:
                 # `aioflux clean` finds uploads left open; an abort failing
                 # here must not hide the error that caused it.
                 pass
+
+
+def _parts_etag(parts: list[PartInfo]) -> str | None:
+    """``<md5 of the parts' MD5s>-<count>``, when every part's ETag was
+    checked as its MD5; None otherwise."""
+    if not parts or not all(p.md5_checked for p in parts):
+        return None
+    digests = b"".join(bytes.fromhex(p.etag.strip().strip('"')) for p in parts)
+    return f"{hashlib.md5(digests, usedforsecurity=False).hexdigest()}-{len(parts)}"
+

@@ -14,6 +14,7 @@ ETag.
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import hashlib
 import re
@@ -31,14 +32,20 @@ from .._core.errors import (
     error_for_status,
 )
 from .._net.failures import Op
+from .._net.media import Answers
 
 __all__ = [
+    "ANSWERS",
+    "answered_version",
     "children",
+    "content_md5",
+    "error_of",
     "etag_of",
     "fail",
     "full_object_crc32c",
     "generation_of",
     "gone",
+    "md5_base64",
     "parse",
     "pin",
     "precondition_failed",
@@ -49,6 +56,25 @@ __all__ = [
     "text",
 ]
 
+_HEX = re.compile(r"[0-9a-fA-F]{32}")
+# The HTTP status S3 answers these error codes with, for an <Error> a 200
+# carries (CompleteMultipartUpload, CopyObject, DeleteObjects): only codes
+# whose class error_for_status takes from the status (S3's error-code list);
+# it classes the others by code. InternalError and SlowDown keep 500, the
+# status these documents have always been given here.
+_STATUS_OF_CODE = {
+    "AccessDenied": 403,
+    "AccountProblem": 403,
+    "AllAccessDisabled": 403,
+    "InvalidObjectState": 403,
+    "RequestTimeTooSkewed": 403,
+    "MethodNotAllowed": 405,
+    "OperationAborted": 409,
+    "InternalError": 500,
+    "SlowDown": 500,
+    "NotImplemented": 501,
+    "ServiceUnavailable": 503,
+}
 _MD5_ETAG = re.compile(r'(?:W/)?"?([0-9a-fA-F]{32})(?:-(\d{1,5}))?"?')
 _REVERSIBLE = 1 << 64
 _HASH_MASK = (1 << 63) - 1
@@ -144,12 +170,19 @@ def raise_if_error(root: Any, op: Op) -> None:
         StorageError: ``root`` is an error document.
     """
     if local(root.tag) == "Error":
-        code, message = text(root, "Code"), text(root, "Message")
-        # Reported with a 200 after the work started: the code decides the
-        # class (InternalError and SlowDown are retried).
-        raise error_for_status(500 if code in ("InternalError", "SlowDown") else 400, message,
-                               operation=op.operation, bucket=op.bucket, name=op.name,
-                               reason=code, scheme="s3")
+        raise error_of(text(root, "Code"), text(root, "Message"), op)
+
+
+def error_of(code: str, message: str, op: Op, name: str | None = None) -> StorageError:
+    """The error an S3 ``<Error>`` (``code``) stands for, as a 200 carries
+    it (CompleteMultipartUpload, CopyObject, each key of DeleteObjects):
+    classed as the same code answered with its own status would be
+    (error_for_status classes the codes it knows whatever the status, so
+    InternalError and SlowDown are retried; the rest by the status S3
+    gives them). ``name`` stands for ``op``'s object (a batch's key)."""
+    return error_for_status(_STATUS_OF_CODE.get(code, 400), message, operation=op.operation,
+                            bucket=op.bucket, name=op.name if name is None else name,
+                            reason=code, scheme="s3")
 
 
 def fail(op: Op, what: str, cause: BaseException | None = None) -> NoReturn:
@@ -173,6 +206,36 @@ def pin(headers: Mapping[str, str]) -> dict[str, str]:
     """A resumed read continues the version its first response came from."""
     etag = headers.get("etag")
     return {"If-Match": etag} if etag else {}
+
+
+def content_md5(headers: Mapping[str, str]) -> str | None:
+    """The MD5 (hex) an answer's ETag promises: only a single part's ETag
+    of an object stored plain or with SSE-S3 is its MD5 (AWS documents
+    others, KMS or a customer key, as not). Headers lower-cased."""
+    etag = headers.get("etag", "").strip()
+    if len(etag) != 34 or etag[0] != '"' or etag[33] != '"' \
+            or not _HEX.fullmatch(etag, 1, 33):
+        return None
+    if headers.get("x-amz-server-side-encryption", "AES256") != "AES256" \
+            or "x-amz-server-side-encryption-customer-algorithm" in headers:
+        return None
+    return etag[1:33].lower()
+
+
+def md5_base64(headers: Mapping[str, str]) -> str | None:
+    """:func:`content_md5` as ``ObjectInfo.md5`` holds it (base64, as GCS's)."""
+    digest = content_md5(headers)
+    return None if digest is None else base64.b64encode(bytes.fromhex(digest)).decode()
+
+
+def answered_version(headers: Mapping[str, str]) -> int | None:
+    """The generation (ETag) an answer came from, if it names one."""
+    return generation_of(headers.get("etag", "")) or None
+
+
+#: How a GET's answers are read (aioflux._net.media).
+ANSWERS = Answers(crc32c=full_object_crc32c, md5=content_md5, version=answered_version,
+                  pin=pin)
 
 
 def gone(op: Op, generation: int) -> NotFound:

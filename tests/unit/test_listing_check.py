@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aioflux import ProtocolError
-from aioflux._core.pages import ListingCheck
+from aioflux._core.pages import ListingCheck, PartListingCheck, UploadListingCheck
 from aioflux._core.types import ListPage, ObjectInfo
 
 
@@ -63,3 +63,75 @@ def test_an_unordered_store_is_held_to_the_prefix_and_offsets_only() -> None:
 def test_a_common_prefix_outside_the_prefix_fails() -> None:
     with pytest.raises(ProtocolError, match="the prefix 'q/'"):
         ListingCheck("gs", "b", "p/", None, None).page(_page(prefixes=("p/a/", "q/")))
+
+
+def _next(token: str | None, *names: str) -> ListPage:
+    page = _page(*names)
+    return ListPage(objects=page.objects, prefixes=page.prefixes, next_page_token=token)
+
+
+def test_a_page_token_given_twice_fails_without_showing_it() -> None:
+    check = ListingCheck("s3", "b", "p/", None, None)
+    check.page(_next("tok-1", "p/a"))
+    check.page(_next("tok-2"))  # an empty page with a fresh token is legal
+    with pytest.raises(ProtocolError, match="a page token it had already given") as info:
+        check.page(_next("tok-1"))
+    assert "tok-1" not in str(info.value)
+    assert str(info.value).startswith("list s3://b/p/ failed: the server answered ")
+
+
+def test_each_listing_has_its_own_tokens() -> None:
+    ListingCheck("gs", "b", "", None, None).page(_next("t"))
+    assert ListingCheck("gs", "b", "", None, None).page(_next("t")).next_page_token == "t"
+
+
+def test_part_numbers_and_markers_must_rise() -> None:
+    check = PartListingCheck("s3", "b", "obj")
+    assert [check.part("1"), check.part("3")] == [1, 3]
+    assert check.next_marker("3") == "3"
+    assert check.next_marker("5") == "5"  # an empty page may skip ahead
+    with pytest.raises(ProtocolError, match="listed part 5 after part 5"):
+        check.part("5")
+    check = PartListingCheck("gs", "b", "obj")
+    check.next_marker("2")
+    with pytest.raises(ProtocolError, match="next part number marker 2 after the marker 2"
+                       ) as info:
+        check.next_marker("2")
+    assert str(info.value).startswith("list parts gs://b/obj failed: the server answered ")
+    assert (info.value.operation, info.value.name) == ("list parts", "obj")
+
+
+@pytest.mark.parametrize("value", ["", "x", "0", "-1", "+2", "1_0", "²", "10001"])
+def test_a_part_number_must_be_one_to_10000(value: str) -> None:
+    with pytest.raises(ProtocolError, match="part numbers are 1 to 10000"):
+        PartListingCheck("s3", "b", "obj").part(value)
+    with pytest.raises(ProtocolError, match="part numbers are 1 to 10000"):
+        PartListingCheck("s3", "b", "obj").next_marker(value)
+
+
+def test_uploads_stay_under_the_prefix_each_once() -> None:
+    check = UploadListingCheck("s3", "b", "tmp/")
+    for key, upload in (("tmp/b", "y"), ("tmp/a", "z"), ("tmp/b", "x"), ("tmp/a", "y")):
+        check.upload(key, upload)  # listed by start time: keys and ids in any order
+    with pytest.raises(ProtocolError, match="'prod/x', which is not under the prefix") as info:
+        check.upload("prod/x", "u")
+    assert str(info.value).startswith("list multipart uploads s3://b/tmp/ failed: the server ")
+    with pytest.raises(ProtocolError, match="an upload of 'tmp/b' twice") as info:
+        check.upload("tmp/b", "x")
+    assert "'x'" not in str(info.value)
+
+
+def test_upload_markers_must_move_forward() -> None:
+    check = UploadListingCheck("gs", "b", "")
+    check.upload("k", "u1")
+    check.next_markers("k", "u1")
+    check.upload("k", "u2")  # the same key, a later upload of it
+    check.next_markers("k", "u2")
+    check.next_markers("m", "")  # an empty page may move on
+    with pytest.raises(ProtocolError, match="next key marker 'k' after 'm'"):
+        check.next_markers("k", "u3")
+    with pytest.raises(ProtocolError, match=r"the next markers \(key 'm'\) twice") as info:
+        check.next_markers("m", "")
+    assert "u1" not in str(info.value)
+    with pytest.raises(ProtocolError, match="'l' after the key marker 'm'"):
+        check.upload("l", "u")  # nothing below the key marker

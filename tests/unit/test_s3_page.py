@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from aioflux import S3Store, StorageError
+from aioflux import ProtocolError, S3Store, StorageError
 from aioflux._core.types import ListPage
 from aioflux._net.transport import Op
 from aioflux.s3._page import parse_page, read_page
@@ -114,3 +114,12 @@ def test_an_error_document_and_garbage_are_typed_errors(store: S3Store) -> None:
     assert info.value.reason == "SlowDown" and info.value.status == 500
     with pytest.raises(StorageError, match="unparsable XML"):
         _read(store, b"<ListBucketResult><Contents>")
+
+
+def test_a_truncated_page_without_a_token_is_refused(store: S3Store) -> None:
+    # The rest could not be asked for: ending there would list a part only.
+    raw = _doc(_entry("p/a")).replace(b"<IsTruncated>false", b"<IsTruncated>true")
+    with pytest.raises(ProtocolError, match="more keys follow but gave no continuation"):
+        _read(store, raw)
+    page, done = _read(store, raw, None, "p/a")  # past the end asked for: done anyway
+    assert done and page.objects == []

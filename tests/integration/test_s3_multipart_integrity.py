@@ -1,0 +1,145 @@
+"""A multipart upload to an S3-compatible store that keeps no checksums
+(it echoes no ``x-amz-checksum-crc32c``): each part's ETag must be the MD5
+of the bytes sent, the object's the MD5 of the parts', and the answer must
+name the object written. A failed check deletes only the version the
+completion made; a writer that replaced it since keeps its object.
+
+The server is scripted (tests/web_server.py): it stores what it is sent,
+with the fault a test asks for, and says so honestly in its ETags.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+import pytest
+from aiohttp import web
+
+from aioflux import ChecksumMismatch, ClientConfig, ProtocolError, RetryPolicy, S3Store
+from aioflux._core.crc import Crc32c
+from tests.web_server import Served, Server
+
+NS = 'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
+PART = 5 << 20
+RETRY = RetryPolicy(max_attempts=2, initial_delay=0, max_delay=0)
+
+
+def _etag(data: bytes) -> str:
+    return f'"{hashlib.md5(data).hexdigest()}"'
+
+
+def _xml(body: str) -> web.Response:
+    return web.Response(body=f'<?xml version="1.0"?>{body}'.encode(),
+                        content_type="application/xml")
+
+
+@dataclass
+class NoChecksumStore:
+    """Stores parts and assembles them, with one fault:
+
+    ``corrupt``: flips a byte of every part stored; ``swap``: assembles
+    the parts in reverse order; ``key``: names another key in the answer;
+    ``replaced``: another writer's object is there by the HEAD.
+    """
+
+    fault: str = ""
+    parts: dict[int, bytes] = field(default_factory=dict)
+    data: bytes = b""
+    etag: str = ""
+
+    async def answer(self, request: web.Request, served: Served) -> web.Response:
+        q = request.query
+        if request.method == "POST" and "uploads" in q:
+            return _xml(f"<InitiateMultipartUploadResult {NS}><UploadId>U1</UploadId>"
+                        "</InitiateMultipartUploadResult>")
+        if request.method == "PUT" and "partNumber" in q:
+            body = bytearray(await request.read())
+            if self.fault == "corrupt":
+                body[10] ^= 0xFF
+            self.parts[int(q["partNumber"])] = bytes(body)
+            return web.Response(headers={"ETag": _etag(bytes(body))})
+        if request.method == "POST" and "uploadId" in q:
+            order = sorted(self.parts, reverse=self.fault == "swap")
+            self.data = b"".join(self.parts[n] for n in order)
+            digests = b"".join(hashlib.md5(self.parts[n]).digest() for n in order)
+            self.etag = f'"{hashlib.md5(digests).hexdigest()}-{len(order)}"'
+            key = "other" if self.fault == "key" else request.path.split("/", 2)[2]
+            return _xml(f"<CompleteMultipartUploadResult {NS}><Bucket>bkt</Bucket>"
+                        f"<Key>{key}</Key><ETag>{self.etag}</ETag>"
+                        "</CompleteMultipartUploadResult>")
+        if request.method == "HEAD":
+            if self.fault == "replaced":
+                return web.Response(headers={"Content-Length": "3", "ETag": _etag(b"new")})
+            return web.Response(headers={"Content-Length": str(len(self.data)),
+                                         "ETag": self.etag})
+        if request.method == "DELETE":
+            return web.Response(status=204)
+        return web.Response(status=404)
+
+
+async def _upload(store: S3Store, first: bytes, tail: bytes) -> object:
+    upload = store.start_upload("bkt", "big")
+    running = Crc32c()
+    running.update(first)
+    running.update(tail)
+    try:
+        await upload.put(1, memoryview(first))
+        return await upload.finish(2, memoryview(tail), running)
+    except BaseException:
+        await upload.abort()
+        raise
+
+
+def _store(endpoint: str) -> S3Store:
+    return S3Store(ClientConfig(retry=RETRY), endpoint=endpoint, region="us-east-1",
+                   addressing="path", anonymous=True)
+
+
+def _deletes(served: Served) -> list[str]:
+    return [p for p in served.paths if p.startswith("DELETE")]
+
+
+async def test_parts_and_object_are_held_to_their_md5_etags() -> None:
+    first, tail = os.urandom(PART), os.urandom(1000)
+    server = NoChecksumStore()
+    async with Server(server.answer) as (endpoint, served), _store(endpoint) as store:
+        info = await _upload(store, first, tail)
+        assert server.data == first + tail and not _deletes(served)
+        assert info.size == PART + 1000  # type: ignore[attr-defined]
+
+
+async def test_a_part_stored_corrupt_fails_and_nothing_is_published() -> None:
+    server = NoChecksumStore("corrupt")
+    async with Server(server.answer) as (endpoint, served), _store(endpoint) as store:
+        with pytest.raises(ChecksumMismatch, match=r"upload part 1.*not the MD5"):
+            await _upload(store, os.urandom(PART), b"tail")
+        assert not any("uploadId=U1" in p and p.startswith("POST") for p in served.paths)
+        assert _deletes(served) == ["DELETE /bkt/big?uploadId=U1"]  # the abort
+
+
+async def test_parts_assembled_out_of_order_are_deleted() -> None:
+    server = NoChecksumStore("swap")
+    async with Server(server.answer) as (endpoint, served), _store(endpoint) as store:
+        with pytest.raises(ChecksumMismatch, match=r"ETag of the 2 parts sent.*deleted"):
+            await _upload(store, os.urandom(PART), os.urandom(PART))
+        assert _deletes(served) == ["DELETE /bkt/big"]
+
+
+async def test_an_answer_naming_another_key_is_refused() -> None:
+    server = NoChecksumStore("key")
+    async with Server(server.answer) as (endpoint, _), _store(endpoint) as store:
+        with pytest.raises(ProtocolError, match="names Key 'other'"):
+            await _upload(store, os.urandom(PART), b"tail")
+
+
+async def test_an_object_replaced_since_is_not_deleted() -> None:
+    # Another writer's object, of another size, is there by the HEAD: ours
+    # was published and checked by its ETag; theirs is left alone.
+    first, tail = os.urandom(PART), os.urandom(1000)
+    server = NoChecksumStore("replaced")
+    async with Server(server.answer) as (endpoint, served), _store(endpoint) as store:
+        info = await _upload(store, first, tail)
+        assert info.size == PART + 1000  # type: ignore[attr-defined]
+        assert not _deletes(served)

@@ -1,0 +1,45 @@
+"""clean_bucket on any ObjectStore: an upload listing that names a key
+outside the prefix aborts (and deletes) nothing. The backends refuse such a
+listing themselves (tests/integration/test_hostile_pagination.py); this is
+the engine's own guard, for a store that does not."""
+
+from __future__ import annotations
+
+import builtins
+
+import pytest
+
+from aioflux import ProtocolError
+from aioflux._core.types import MultipartUploadInfo
+from aioflux._engines.clean import clean_bucket
+from aioflux.testing import MemoryStore
+
+
+class _IgnoresPrefix(MemoryStore):
+    """Lists every open upload, whatever the prefix asked."""
+
+    async def list_multipart_uploads(self, bucket: str,
+                                     prefix: str = "") -> builtins.list[MultipartUploadInfo]:
+        return await super().list_multipart_uploads(bucket)
+
+
+async def test_clean_aborts_nothing_when_uploads_outside_the_prefix_are_listed() -> None:
+    store = _IgnoresPrefix(buckets=["bkt"])
+    mine = await store.initiate_multipart("bkt", "tmp/a")
+    live = await store.initiate_multipart("bkt", "prod/model-final.ckpt")
+    with pytest.raises(ProtocolError) as info:
+        await clean_bucket(store, "bkt", "tmp/", older_than=0)
+    assert str(info.value).startswith(
+        "clean memory://bkt/tmp/ failed: the store listed an upload of 'prod/model-final.ckpt', "
+        "which is not under the prefix; nothing was deleted or aborted"), str(info.value)
+    assert (info.value.operation, info.value.bucket, info.value.name) == ("clean", "bkt", "tmp/")
+    assert {u.upload_id for u in await store.list_multipart_uploads("bkt")} == {mine, live}
+
+
+async def test_clean_aborts_the_uploads_under_the_prefix() -> None:
+    store = MemoryStore(buckets=["bkt"])
+    mine = await store.initiate_multipart("bkt", "tmp/a")
+    live = await store.initiate_multipart("bkt", "prod/model-final.ckpt")
+    report = await clean_bucket(store, "bkt", "tmp/", older_than=0)
+    assert [u.upload_id for u in report.uploads] == [mine]
+    assert [u.upload_id for u in await store.list_multipart_uploads("bkt")] == [live]
