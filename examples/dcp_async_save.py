@@ -17,6 +17,9 @@ Run it on the bundled emulator (20 ms to first byte, 100 MB/s per connection)::
 or against a real bucket (checkpoints go under ``PREFIX/dcp/step-N/``)::
 
     python examples/dcp_async_save.py --url gs://my-bucket/aioflux-example
+
+Needs numpy (``pip install numpy``): DCP gathers its plans with
+torch.distributed's object collectives, which pickle through it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,16 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
+
+try:
+    # DCP gathers its save and load plans with torch.distributed's object
+    # collectives, which pickle through numpy; the CPU torch wheel does not
+    # bring it. Say so before torch fails deep inside with "Numpy is not
+    # available".
+    import numpy  # noqa: F401
+except ImportError as exc:
+    raise SystemExit(f"dcp_async_save.py needs numpy (torch.distributed.checkpoint uses it), "
+                     f"which did not import ({exc}): `pip install numpy`") from exc
 
 import torch
 import torch.distributed as dist

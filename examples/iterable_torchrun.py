@@ -24,6 +24,7 @@ On a real bucket, leave out the emulator and ``STORAGE_EMULATOR_HOST``::
     torchrun --nproc_per_node 2 examples/iterable_torchrun.py --url gs://my-bucket/data
 
 Rank 0 writes the dataset under the URL, the other ranks wait at a barrier.
+Needs numpy (``pip install numpy``): ``all_gather_object`` pickles through it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,15 @@ import os
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+try:
+    # torch.distributed's object collectives (all_gather_object here) pickle
+    # through numpy; the CPU torch wheel does not bring it. Say so before
+    # torch fails deep inside with "Numpy is not available".
+    import numpy  # noqa: F401
+except ImportError as exc:
+    raise SystemExit(f"iterable_torchrun.py needs numpy (torch.distributed.all_gather_object "
+                     f"uses it), which did not import ({exc}): `pip install numpy`") from exc
 
 import torch
 import torch.distributed as dist

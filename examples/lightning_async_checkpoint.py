@@ -25,11 +25,18 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import lightning.pytorch as pl
 import torch
 
 from aioflux import Client, Conflict
-from aioflux.torch.lightning import AsyncGcsCheckpointIO
+
+try:
+    import lightning.pytorch as pl
+
+    from aioflux.torch.lightning import AsyncGcsCheckpointIO
+except ImportError as exc:
+    raise SystemExit(f"lightning_async_checkpoint.py needs Lightning, which did not import "
+                     f"({exc}): `pip install \"aioflux-storage[lightning]\"` (from a checkout: "
+                     f"`pip install -e \".[lightning]\"`)") from exc
 
 # The data is a small in-memory tensor: Lightning's hint to add DataLoader workers does not apply.
 warnings.filterwarnings("ignore", ".*does not have many workers.*")

@@ -29,17 +29,21 @@ from .sync import Client
 __all__ = ["alist_files", "aload_files", "list_files", "load_files"]
 
 
-def _urls(url: str | Sequence[str]) -> list[str]:
-    return [url] if isinstance(url, str) else list(url)
+# One prefix or several; a path may be an os.PathLike (pathlib.Path).
+_URLs = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
-async def alist_files(url: str | Sequence[str], *, client: AnyClient | None = None,
+def _urls(url: _URLs) -> list[str | os.PathLike[str]]:
+    return [url] if isinstance(url, (str, os.PathLike)) else list(url)
+
+
+async def alist_files(url: _URLs, *, client: AnyClient | None = None,
                       concurrency: int = DEFAULT_LIST_CONCURRENCY) -> AsyncGenerator[str, None]:
     """Yield the URL of every object under each prefix URL.
 
     Args:
         url: one prefix URL (``gs://bucket/prefix``, ``file:///dir/``, a
-            path) or several.
+            path as ``str`` or ``os.PathLike``) or several.
         client: the client for ``gs://`` URLs (default: the process-wide one).
         concurrency: parallel listers per prefix.
 
@@ -58,7 +62,7 @@ async def alist_files(url: str | Sequence[str], *, client: AnyClient | None = No
                 yield obj.url
 
 
-def list_files(url: str | Sequence[str], *, client: AnyClient | None = None,
+def list_files(url: _URLs, *, client: AnyClient | None = None,
                concurrency: int = DEFAULT_LIST_CONCURRENCY) -> Iterator[str]:
     """Blocking :func:`alist_files`.
 
@@ -82,7 +86,7 @@ def list_files(url: str | Sequence[str], *, client: AnyClient | None = None,
     return _list_files(url, client, concurrency)
 
 
-def _list_files(url: str | Sequence[str], client: AnyClient | None,
+def _list_files(url: _URLs, client: AnyClient | None,
                 concurrency: int) -> Iterator[str]:
     portal = get_portal()
     agen = alist_files(url, client=client, concurrency=concurrency)

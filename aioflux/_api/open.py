@@ -10,6 +10,7 @@ The URL's scheme picks the store (``gs://``, ``file://`` or a path).
 
 from __future__ import annotations
 
+import os
 from typing import IO, Any
 
 from .._core.options import ReaderOptions, WriterOptions
@@ -27,7 +28,7 @@ _READ_MODES = ("rb", "br", "r")
 
 
 def open(
-    url: str,
+    url: str | os.PathLike[str],
     mode: str = "rb",
     *,
     client: AnyClient | None = None,
@@ -39,7 +40,8 @@ def open(
     """Open an object as a binary file.
 
     Args:
-        url: ``gs://bucket/name``, ``file:///path`` or a path.
+        url: ``gs://bucket/name``, ``s3://bucket/key``, ``file:///path`` or
+            a path (``str`` or ``os.PathLike``).
         mode: ``"rb"`` or ``"wb"``.
         client: the client for ``gs://`` URLs (default: a process-wide one
             from the environment); files need none.
@@ -57,6 +59,8 @@ def open(
         InvalidArgument: unsupported mode or compression.
         NotFound: ``"rb"`` of a missing object.
     """
+    if isinstance(url, os.PathLike):
+        url = os.fspath(url)
     op = f"open {url}"
     check_instance(op, "client", client, (ObjectStore, Client), optional=True)
     store, (bucket, name) = store_for_url(url, client, require_object=True)

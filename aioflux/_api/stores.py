@@ -117,12 +117,13 @@ def resolve_store(client: AnyClient | None, scheme: str = "gs") -> ObjectStore:
                           f"not {scheme}://")
 
 
-def store_for_url(url: str, client: AnyClient | None = None, *,
+def store_for_url(url: str | os.PathLike[str], client: AnyClient | None = None, *,
                   require_object: bool = False) -> tuple[ObjectStore, StoreURL]:
     """Parse ``url`` and pick its store.
 
     Args:
-        url: ``gs://bucket/name``, ``s3://bucket/key``, ``file:///path`` or a path.
+        url: ``gs://bucket/name``, ``s3://bucket/key``, ``file:///path`` or a
+            path (``str`` or ``os.PathLike``).
         client: the caller's client, if any (see :func:`resolve_store`).
         require_object: the URL must name an object.
 

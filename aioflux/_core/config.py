@@ -168,7 +168,8 @@ class ClientConfig:
         timeouts: connect and read-stall timeouts.
         retry: retry policy for every request.
         user_agent: sent as ``User-Agent``; no control characters.
-        verify_crc32c: check crc32c of whole-object reads and uploads.
+        verify_crc32c: check crc32c of whole-object reads and uploads (or,
+            where an S3 object has none, the MD5 its ETag is).
         lean_reads: GET object bodies over aioflux's own keep-alive
             HTTP/1.1 connections (a third of aiohttp's CPU per request);
             unusual responses still go through aiohttp. ``False`` sends

@@ -67,7 +67,8 @@ class ObjectInfo(NamedTuple):
         size: size in bytes.
         generation: GCS generation (changes on every overwrite).
         crc32c: crc32c of the content as uint32, if known.
-        md5: base64 md5 if known (absent for composite objects).
+        md5: base64 md5 if known (absent for composite objects; on S3 the
+            MD5 a plain single-part ETag is, from a stat).
         metageneration: metadata generation, if known.
         content_type: content type, if known.
         updated: RFC 3339 time of the last update, if known.
@@ -78,7 +79,7 @@ class ObjectInfo(NamedTuple):
     generation; a file's modification time in nanoseconds; on S3 the ETag
     as a number, see :mod:`aioflux.s3._xml`): preconditions and cache keys
     use it, and :attr:`version` renders it for any store.
-    ``metageneration`` and ``md5`` are GCS's and None elsewhere.
+    ``metageneration`` is GCS's and None elsewhere.
     """
 
     bucket: str

@@ -1,4 +1,5 @@
-"""Storage URLs: ``gs://bucket/name``, ``file:///path`` or a plain path.
+"""Storage URLs: ``gs://bucket/name``, ``s3://bucket/key``, ``file:///path``
+or a plain path (a ``str`` or an ``os.PathLike``).
 
 Every backend addresses an object as (bucket, name). For the local
 filesystem the bucket is the first directory of the absolute path and the
@@ -27,6 +28,11 @@ __all__ = [
 
 # The schemes a URL may name; a plain path means "file".
 SCHEMES = ("gs", "s3", "file")
+# "gs:/b/x", "S3:b", "file:/tmp/x": a known scheme and a colon but not "://".
+# Taken as a path it would be the relative directory "./gs:/b/x", and a
+# checkpoint meant for the bucket would land on local disk; it is far more
+# often ``Path("gs://b") / "x"`` (which collapses the "//") or a typo.
+_SCHEME_TYPO_RE = re.compile(rf"^({'|'.join(SCHEMES)}):(?!//)", re.IGNORECASE)
 
 # GCS bucket naming: 3-63 chars (up to 222 with dots), lowercase letters,
 # digits, dashes, underscores and dots, starting and ending alphanumeric.
@@ -162,9 +168,14 @@ class StoreURL:
 GcsURL = StoreURL
 
 
-def parse_url(url: str, *, require_object: bool = False) -> StoreURL:
+def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> StoreURL:
     """Parse ``gs://bucket[/name]``, ``s3://bucket[/name]``, ``file:///path``
     or a plain filesystem path (made absolute; it means ``file``).
+
+    A path may be a ``str`` or an ``os.PathLike`` (``pathlib.Path``). A
+    string that starts with ``gs:``, ``s3:`` or ``file:`` but not ``://``
+    (``gs:/bucket/x``) is refused rather than read as a relative path; a
+    local directory of that name is ``./gs:/...``.
 
     Args:
         url: the URL or path.
@@ -174,15 +185,18 @@ def parse_url(url: str, *, require_object: bool = False) -> StoreURL:
         StoreURL(bucket, name, scheme).
 
     Raises:
-        InvalidURL: an unknown scheme, a bad bucket or name, or a missing
-            object name.
+        InvalidURL: an unknown scheme, a scheme without ``//``, a bad bucket
+            or name, or a missing object name.
     """
+    if isinstance(url, os.PathLike):
+        url = os.fspath(url)
     if not isinstance(url, str):
-        raise InvalidURL(f"expected a URL string, got {type(url).__name__}")
+        raise InvalidURL(f"expected a URL string or a path, got {type(url).__name__}")
     scheme, sep, rest = url.partition("://")
     if not sep:
         if not url:
             raise InvalidURL("empty URL")
+        _refuse_scheme_typo(url)
         scheme, rest = "file", _absolute(url)
     elif scheme == "file":
         host, slash, path = rest.partition("/")
@@ -202,6 +216,22 @@ def parse_url(url: str, *, require_object: bool = False) -> StoreURL:
     elif require_object:
         raise InvalidURL(f"URL names no object: {url!r}")
     return StoreURL(bucket, name, scheme)
+
+
+def _refuse_scheme_typo(url: str) -> None:
+    """Raise if ``url`` is a gs/s3/file scheme without ``//`` (see ``_SCHEME_TYPO_RE``)."""
+    match = _SCHEME_TYPO_RE.match(url)
+    if match is None:
+        return
+    scheme = match.group(1).lower()
+    rest = url[match.end():].lstrip("/")
+    if scheme == "file":
+        hint = (f"did you mean file:///{rest}?" if url[match.end():].startswith("/")
+                else "use file:///absolute/path or a plain path")
+    else:
+        hint = f"did you mean {scheme}://{rest}?" if rest else f"use {scheme}://bucket/name"
+    raise InvalidURL(f"{url!r} lacks the '//' of a {scheme}:// URL; {hint} "
+                     f"(a local path: ./{url})")
 
 
 def _absolute(path: str) -> str:

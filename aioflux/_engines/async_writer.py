@@ -15,7 +15,7 @@ import asyncio
 from .._core.crc import crc32c
 from .._core.errors import InvalidArgument
 from .._core.types import ObjectInfo
-from .writer import Bytes, WriterBase
+from .writer import Bytes, WriterBase, byte_view
 
 __all__ = ["AsyncObjectWriter"]
 
@@ -50,13 +50,13 @@ class AsyncObjectWriter(WriterBase):
             The number of bytes taken.
 
         Raises:
-            InvalidArgument: the writer is closed.
+            InvalidArgument: the writer is closed, or ``data`` is not bytes-like.
             StorageError: a background part failed (the upload is aborted).
         """
         if self._done:
             raise InvalidArgument(f"write to closed writer {self.url}")
         await self._raise_pending()
-        view = memoryview(data).cast("B")
+        view = byte_view(self.url, data)
         total = len(view)
         while view:
             take = min(len(view), self.part_size - len(self._buffer))

@@ -41,9 +41,33 @@ __all__ = [
     "PublishOnExit",
     "WriterBase",
     "WriterStats",
+    "byte_view",
 ]
 
 Bytes = bytes | bytearray | memoryview
+
+
+def byte_view(url: str, data: Bytes) -> memoryview:
+    """``data`` as a flat byte view, for a writer's ``write``.
+
+    Args:
+        url: the object's URL, for the message.
+        data: anything with the buffer protocol.
+
+    Returns:
+        A ``memoryview`` of format ``B``.
+
+    Raises:
+        InvalidArgument: ``data`` is not bytes-like (a ``str`` needs ``.encode()``).
+    """
+    try:
+        view = memoryview(data)
+    except TypeError:
+        # memoryview's own TypeError names neither the writer nor the fix.
+        hint = " (encode a str first, e.g. data.encode())" if isinstance(data, str) else ""
+        raise InvalidArgument(f"write {url}: data must be bytes, bytearray or memoryview, "
+                              f"got {type(data).__name__}{hint}") from None
+    return view.cast("B")
 
 def _check_settings(part_size: int, features: StoreFeatures) -> None:
     if part_size < features.min_part_size or part_size % features.part_granularity:
@@ -262,13 +286,13 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
             The number of bytes taken (all of them).
 
         Raises:
-            InvalidArgument: the writer is closed.
+            InvalidArgument: the writer is closed, or ``data`` is not bytes-like.
             StorageError: a background part failed (the upload is aborted).
         """
         if self._done:
             raise InvalidArgument(f"write to closed writer {self.url}")
         self._raise_pending()
-        view = memoryview(data).cast("B")
+        view = byte_view(self.url, data)
         total = len(view)
         while view:
             take = min(len(view), self.part_size - self._fill)

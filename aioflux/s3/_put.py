@@ -6,7 +6,9 @@ data's, else exactly that version is deleted (``If-Match``) before
 ``ChecksumMismatch``. ``if_generation_match=0`` is ``If-None-Match: *``,
 another generation ``If-Match`` on the ETag it stands for. A PUT retried
 after its answer was lost, failing its own precondition, succeeds only if
-the object holds exactly the bytes sent.
+the object holds exactly the bytes sent. A copy (CopyObject, a PUT too)
+copies the source version a HEAD saw and is held to its size and
+checksums the same way.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from .._core.crc import crc32c, encode_crc32c
 from .._core.errors import (
@@ -24,14 +27,14 @@ from .._core.errors import (
     describe,
 )
 from .._core.types import ObjectInfo
-from .._net.failures import drain
+from .._net.failures import drain, read_metadata
 from .._net.transport import HttpResponse, Op
-from ._xml import etag_of, full_object_crc32c, md5_base64, precondition_failed
+from ._xml import etag_of, full_object_crc32c, md5_base64, parse, precondition_failed, text
 
 if TYPE_CHECKING:
     from ._store import S3Store
 
-__all__ = ["discard", "precondition_headers", "put_object"]
+__all__ = ["copy_object", "discard", "precondition_headers", "put_object"]
 
 
 async def put_object(store: S3Store, bucket: str, name: str, view: memoryview,
@@ -82,6 +85,42 @@ async def put_object(store: S3Store, bucket: str, name: str, view: memoryview,
             raise
         return stored
     return await _verify(store, op, info, view, checksum)
+
+
+async def copy_object(store: S3Store, bucket: str, name: str, dest_bucket: str,
+                      dest_name: str) -> ObjectInfo:
+    """CopyObject, checked: the source version stat saw is copied
+    (``x-amz-copy-source-if-match``), and the copy must have its size and
+    checksums, else exactly that version of the copy is deleted."""
+    op = Op("copy", bucket, name, "s3")
+    # The version copied is the one stat saw (x-amz-copy-source-if-match),
+    # so the copy can be held to its size and checksums.
+    src = await store.stat(bucket, name)
+
+    async def handle(resp: HttpResponse) -> str:
+        # S3 keeps the answer alive with whitespace while it copies, and
+        # an <Error> inside the 200 raises.
+        return text(parse(await read_metadata(resp, op, kept_alive=True), op), "ETag")
+
+    headers = {"x-amz-copy-source": quote(f"/{bucket}/{name}", safe="/-_.~")}
+    pinned = etag_of(src.generation) or store._etags.get(src.generation)
+    if pinned:
+        headers["x-amz-copy-source-if-match"] = pinned
+    etag = await store.transport.request(
+        op, "PUT", store.object_url(dest_bucket, dest_name), handle, headers=headers)
+    info = await store.stat(dest_bucket, dest_name)
+    if etag and store._remember(etag) != info.generation:
+        # Replaced since by another writer: theirs is not ours to check.
+        return store._info(dest_bucket, dest_name, size=src.size, etag=etag,
+                           crc=src.crc32c, content_type=src.content_type)
+    differs = [what for what, a, b in (("size", src.size, info.size),
+                                       ("crc32c", src.crc32c, info.crc32c),
+                                       ("MD5", src.md5, info.md5))
+               if a is not None and b is not None and a != b]
+    if differs:
+        await discard(store, Op("copy", dest_bucket, dest_name, "s3"), info,
+                      f"the copy's {' and '.join(differs)} differ from the source's")
+    return info
 
 
 async def precondition_headers(store: S3Store, op: Op,

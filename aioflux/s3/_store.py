@@ -31,7 +31,6 @@ import builtins
 import os
 from collections.abc import AsyncIterator, Sequence
 from typing import overload
-from urllib.parse import quote
 
 from .._core.auth import AnonymousAuth, Auth
 from .._core.config import ClientConfig
@@ -59,7 +58,7 @@ from .._core.validate import (
 from .._engines.cache import cache_from_args
 from .._engines.download import DownloadOptions
 from .._engines.iterables import StreamItem, stream, stream_args
-from .._net.failures import drain, read_metadata
+from .._net.failures import drain
 from .._net.media import read_media
 from .._net.transport import HttpResponse, Op, Transport
 from ._auth import SigV4, session_region
@@ -67,7 +66,7 @@ from ._endpoints import DEFAULT_REGION, Addressing, Endpoints, RegionalTransport
 from ._listing import list_pages
 from ._multipart import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE, Multipart
 from ._page import require_lxml
-from ._put import put_object
+from ._put import copy_object, put_object
 from ._upload import S3Upload
 from ._xml import (
     ANSWERS,
@@ -76,7 +75,6 @@ from ._xml import (
     generation_of,
     gone,
     md5_base64,
-    parse,
     precondition_failed,
     reversible,
     rfc3339,
@@ -622,6 +620,9 @@ class S3Store:
 
         Raises:
             NotFound: the source is missing.
+            PreconditionFailed: the source was replaced while it was copied.
+            ChecksumMismatch: the copy's size or checksum is not the
+                source's (the copy was deleted).
             StorageError: any other failure.
         """
         check_object("copy", bucket, name, scheme="s3")
@@ -629,17 +630,7 @@ class S3Store:
                      name_arg="dest_name", scheme="s3")
         await self._ready(bucket)
         await self._ready(dest_bucket)
-        op = self._op("copy", bucket, name)
-
-        async def handle(resp: HttpResponse) -> None:
-            # S3 keeps the answer alive with whitespace while it copies, and
-            # an <Error> inside the 200 raises.
-            parse(await read_metadata(resp, op, kept_alive=True), op)
-
-        source = quote(f"/{bucket}/{name}", safe="/-_.~")
-        await self._transport.request(op, "PUT", self.object_url(dest_bucket, dest_name),
-                                      handle, headers={"x-amz-copy-source": source})
-        return await self.stat(dest_bucket, dest_name)
+        return await copy_object(self, bucket, name, dest_bucket, dest_name)
 
     # -- multipart primitives ---------------------------------------------------------------
 

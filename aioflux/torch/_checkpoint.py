@@ -8,6 +8,7 @@ from parallel ranged GETs. Compatible in spirit with dataflux's
 
 from __future__ import annotations
 
+import os
 from typing import IO, Any
 
 import torch
@@ -66,11 +67,11 @@ class Checkpoint:
         self.writer_options = writer or WriterOptions()
         self.reader_options = reader or ReaderOptions()
 
-    def locate(self, url: str) -> tuple[ObjectStore, StoreURL]:
+    def locate(self, url: str | os.PathLike[str]) -> tuple[ObjectStore, StoreURL]:
         """The store serving ``url`` and the parsed URL.
 
         Args:
-            url: an object URL.
+            url: an object URL or a path (``str`` or ``os.PathLike``).
 
         Returns:
             ``(store, parsed URL)``.
@@ -80,11 +81,11 @@ class Checkpoint:
         """
         return store_for_url(url, self._client, require_object=True)
 
-    def writer(self, url: str, *, compression: str | None = None) -> IO[bytes]:
+    def writer(self, url: str | os.PathLike[str], *, compression: str | None = None) -> IO[bytes]:
         """A write-only file for ``url``; publish by closing, abort on error.
 
         Args:
-            url: an object URL (``gs://bucket/name``, ``file:///path``...).
+            url: an object URL (``gs://bucket/name``, ``file:///path``...) or path.
             compression: ``None`` or ``"zstd"``.
 
         Returns:
@@ -105,11 +106,12 @@ class Checkpoint:
         raw.abort()
         raise InvalidArgument(f"compression must be None or 'zstd', got {compression!r}")
 
-    def reader(self, url: str, *, info: ObjectInfo | None = None) -> ObjectReader:
+    def reader(self, url: str | os.PathLike[str], *,
+               info: ObjectInfo | None = None) -> ObjectReader:
         """A seekable read-only file for ``url``.
 
         Args:
-            url: an object URL (``gs://bucket/name``, ``file:///path``...).
+            url: an object URL (``gs://bucket/name``, ``file:///path``...) or path.
             info: the object's metadata if known (skips a stat).
 
         Returns:
@@ -121,12 +123,13 @@ class Checkpoint:
         store, (bucket, name) = self.locate(url)
         return ObjectReader(store, bucket, name, options=self.reader_options, info=info)
 
-    def save(self, obj: Any, url: str, *, compression: str | None = None) -> ObjectInfo:
+    def save(self, obj: Any, url: str | os.PathLike[str], *,
+             compression: str | None = None) -> ObjectInfo:
         """``torch.save(obj)`` to ``url``.
 
         Args:
             obj: what to save.
-            url: an object URL (``gs://bucket/name``, ``file:///path``...).
+            url: an object URL (``gs://bucket/name``, ``file:///path``...) or path.
             compression: ``None`` or ``"zstd"``.
 
         Returns:
@@ -142,12 +145,13 @@ class Checkpoint:
         assert info is not None
         return info
 
-    def load(self, url: str, *, map_location: Any = None, weights_only: bool = True,
-             compression: str | None = None, info: ObjectInfo | None = None) -> Any:
+    def load(self, url: str | os.PathLike[str], *, map_location: Any = None,
+             weights_only: bool = True, compression: str | None = None,
+             info: ObjectInfo | None = None) -> Any:
         """``torch.load`` from ``url``.
 
         Args:
-            url: an object URL (``gs://bucket/name``, ``file:///path``...).
+            url: an object URL (``gs://bucket/name``, ``file:///path``...) or path.
             map_location: as for ``torch.load``.
             weights_only: as for ``torch.load``.
             compression: ``None`` or ``"zstd"`` (then decompressed in memory,

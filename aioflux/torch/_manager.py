@@ -31,6 +31,7 @@ import copy
 import datetime as dt
 import io
 import json
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -91,7 +92,8 @@ class CheckpointManager:
     fresh run) and ``manager.load()``.
 
     Args:
-        root: ``gs://bucket/prefix`` of the run, ``file:///dir`` or a path.
+        root: ``gs://bucket/prefix`` of the run, ``s3://bucket/prefix``,
+            ``file:///dir`` or a path (``str`` or ``os.PathLike``).
         keep_last: complete checkpoints to keep, the highest steps
             (``None`` keeps all).
         compression: ``None`` or ``"zstd"``.
@@ -113,7 +115,7 @@ class CheckpointManager:
         InvalidArgument: bad settings (wrong type or range), checked at once.
     """
 
-    def __init__(self, root: str, *, keep_last: int | None = None,
+    def __init__(self, root: str | os.PathLike[str], *, keep_last: int | None = None,
                  compression: str | None = None, client: AnyClient | None = None,
                  max_pending: int = 1, when_busy: str = "wait",
                  memory_budget: int | None = None, writer: WriterOptions | None = None,

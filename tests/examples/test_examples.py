@@ -196,21 +196,44 @@ def test_typed_usage() -> None:
        r"MapDataset, latest checkpoint step 2")
 
 
+def without(tmp_path: Path, module: str) -> dict[str, str]:
+    """An environment where ``import module`` fails as if it were not installed
+    (a package that raises stands in for the missing one, in every process)."""
+    blocker = tmp_path / f"no_{module}" / module
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text(
+        f"raise ModuleNotFoundError(\"No module named '{module}'\", name={module!r})\n")
+    path = os.pathsep.join(p for p in (str(blocker.parent), str(ROOT),
+                                       os.environ.get("PYTHONPATH", "")) if p)
+    return {"PYTHONPATH": path}
+
+
 @pytest.mark.timeout(180)
 def test_demo_without_numpy(tmp_path: Path) -> None:
     # The CPU torch wheel does not bring numpy and aioflux does not declare it:
-    # the README's first command must work without it. A numpy that fails to
-    # import stands in for a missing one (torch then says "Numpy is not
-    # available" for any .numpy()), in every process the demo starts.
-    blocker = tmp_path / "no_numpy" / "numpy"
-    blocker.mkdir(parents=True)
-    (blocker / "__init__.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'numpy'\", name='numpy')\n")
-    path = os.pathsep.join(p for p in (str(blocker.parent), str(ROOT),
-                                       os.environ.get("PYTHONPATH", "")) if p)
+    # the README's first command must work without it. Without numpy torch
+    # says "Numpy is not available" for any .numpy().
     proc = run("-m", "aioflux", "demo", "--samples", "200", "--steps", "12", "--ckpt-every", "4",
-               "--crash-at", "8", "--batch-size", "16", env={"PYTHONPATH": path})
+               "--crash-at", "8", "--batch-size", "16", env=without(tmp_path, "numpy"))
     out = ok(proc, r"crashed: training process SIGKILLed")
     assert "kept: steps 4, 8, 12" in out, out
     # torch's own "Failed to initialize NumPy" warning is not shown either.
     assert "NumPy" not in proc.stderr and "numpy" not in proc.stderr, proc.stderr
+
+
+# Examples whose dependencies are missing say what to install in one line,
+# rather than failing deep inside torch ("Numpy is not available") or with a
+# ModuleNotFoundError traceback.
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(("script", "module", "hint"), [
+    ("examples/iterable_torchrun.py", "numpy", "`pip install numpy`"),
+    ("examples/dcp_async_save.py", "numpy", "`pip install numpy`"),
+    ("examples/lightning_async_checkpoint.py", "lightning",
+     '`pip install "aioflux-storage[lightning]"`'),
+])
+def test_examples_without_their_dependency_say_what_to_install(
+        tmp_path: Path, script: str, module: str, hint: str) -> None:
+    proc = run(script, env=without(tmp_path, module))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("\n") == 1 and hint in proc.stderr, proc.stderr
+    assert f"No module named '{module}'" in proc.stderr, proc.stderr

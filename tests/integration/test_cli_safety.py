@@ -116,6 +116,30 @@ def test_cp_r_follows_the_rule(run, emulator: Emulator, tree: str, tmp_path: Pat
     assert bytes(emulator.store.get(tree, "single").data) == b"ACOPYX"
 
 
+# "gs:/b/x" (one slash, or none) once meant the relative path ./gs:/b/x:
+# `cp f gs:/b/x` printed "copied" and wrote a local file under ./gs:.
+@pytest.mark.parametrize(("argv", "fix"), [
+    (["cp", "f.txt", "gs:/{b}/f.txt"], "did you mean gs://{b}/f.txt?"),
+    (["cp", "f.txt", "s3:/{b}/f.txt"], "did you mean s3://{b}/f.txt?"),
+    (["cp", "-r", "gs:{b}/a", "down"], "did you mean gs://{b}/a?"),
+    (["cp", "f.txt", "file:/{tmp}/up.txt"], "did you mean file:///{tmp}/up.txt?"),
+    (["ls", "gs:/{b}"], "did you mean gs://{b}?"),
+    (["ls", "S3:{b}"], "did you mean s3://{b}?"),
+])
+def test_a_scheme_without_slashes_is_a_usage_error_and_writes_nothing(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, tree: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        argv: list[str], fix: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "f.txt").write_bytes(b"F")
+    tmp = str(tmp_path).lstrip("/")
+    code, out, err = run(*[a.format(b=tree, tmp=tmp) for a in argv])
+    assert (code, out) == (2, "")
+    assert err.startswith(f"aioflux {argv[0]}: error: ") and len(err.splitlines()) == 1, err
+    assert fix.format(b=tree, tmp=tmp) in err and "lacks the '//'" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]
+    assert _names(emulator, tree) == sorted(_TREE)
+
+
 # -- Ctrl-C -------------------------------------------------------------------
 
 # 1 MB/s per connection: a 100 KB file takes ~0.1 s, a 16 MiB part ~17 s.

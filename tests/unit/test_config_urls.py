@@ -1,3 +1,6 @@
+import os
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,6 +19,54 @@ def test_parse_url() -> None:
 def test_bad_urls(url: str) -> None:
     with pytest.raises(InvalidURL):
         parse_url(url)
+
+
+# A known scheme without "//" used to be read as a relative path, so
+# CheckpointManager("gs:/b/run1") wrote to ./gs:/b/run1 on local disk.
+@pytest.mark.parametrize(("url", "fix"), [
+    ("gs:/my-bucket/run1", "did you mean gs://my-bucket/run1?"),
+    ("s3:/my-bucket/x", "did you mean s3://my-bucket/x?"),
+    ("gs:my-bucket", "did you mean gs://my-bucket?"),
+    ("s3:my-bucket/x", "did you mean s3://my-bucket/x?"),
+    ("GS:/my-bucket/x", "did you mean gs://my-bucket/x?"),
+    ("S3:my-bucket", "did you mean s3://my-bucket?"),
+    ("gs:", "use gs://bucket/name"),
+    ("file:/tmp/x", "did you mean file:///tmp/x?"),
+    ("File:/tmp/x", "did you mean file:///tmp/x?"),
+    ("file:tmp/x", "use file:///absolute/path or a plain path"),
+    # pathlib collapses "//": Path("gs://b") / "x" is "gs:/b/x".
+    (Path("gs://my-bucket") / "x", "did you mean gs://my-bucket/x?"),
+])
+def test_scheme_without_slashes_is_refused(url: str | os.PathLike[str], fix: str) -> None:
+    with pytest.raises(InvalidURL) as info:
+        parse_url(url)
+    message = str(info.value)
+    assert message.startswith(repr(os.fspath(url))) and "lacks the '//'" in message
+    assert fix in message
+    assert f"a local path: ./{os.fspath(url)}" in message
+
+
+def test_a_local_directory_named_like_a_scheme_is_written_with_dot_slash() -> None:
+    url = parse_url("./gs:/my-bucket/run1")
+    assert url.scheme == "file"
+    assert str(url) == "file://" + os.path.abspath("gs:/my-bucket/run1")
+    # Only the three schemes: "c:/x" or "gsx:/y" stay plain relative paths.
+    assert parse_url("gsx:/y").scheme == parse_url("c:/x").scheme == "file"
+
+
+def test_file_urls_take_three_slashes_or_localhost() -> None:
+    assert parse_url("file:///tmp/x") == parse_url("file://localhost/tmp/x") \
+        == parse_url("/tmp/x") == GcsURL("tmp", "x", "file")
+    with pytest.raises(InvalidURL, match="file:///path"):
+        parse_url("file://tmp/x")
+
+
+def test_paths_are_accepted() -> None:
+    assert parse_url(Path("/tmp/run1/x")) == parse_url("/tmp/run1/x") \
+        == GcsURL("tmp", "run1/x", "file")
+    assert parse_url(Path("rel/x")) == parse_url("rel/x")
+    with pytest.raises(InvalidURL, match="got bytes"):
+        parse_url(b"/tmp/x")  # type: ignore[arg-type]
 
 
 def test_require_object() -> None:

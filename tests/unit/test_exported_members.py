@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import importlib
 import pydoc
+import re
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -78,6 +80,23 @@ def test_exported_members_are_exactly_the_documented_ones(module_name: str) -> N
                   if not n.startswith("_") and callable(v)
                   and getattr(v, "__module__", None) == module_name}
     assert public == DOCUMENTED[module_name] - {"__version__"}
+
+
+def _readme_section(title: str) -> str:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    return re.split(r"\n#+ ", readme.split(f"\n{title}\n", 1)[1], maxsplit=1)[0]
+
+
+@pytest.mark.parametrize("module_name", sorted(DOCUMENTED))
+def test_the_readme_lists_every_export(module_name: str) -> None:
+    # The README's Public API list names each module's exports (the errors of
+    # the root are in its Errors section), so none is public only by accident.
+    bullets = re.split(r"\n- ", _readme_section("### Public API"))
+    (bullet,) = [b for b in bullets if b.startswith(f"`{module_name}`:")]
+    listed = set(re.findall(r"`([A-Za-z_][\w.]*)`", bullet))
+    if module_name == "aioflux":
+        listed |= set(re.findall(r"`([A-Za-z_]\w*)`", _readme_section("## Errors")))
+    assert DOCUMENTED[module_name] <= listed, sorted(DOCUMENTED[module_name] - listed)
 
 
 @pytest.mark.parametrize(("name", "home"), sorted(REMOVED_FROM_ROOT.items()))

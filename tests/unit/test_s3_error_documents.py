@@ -83,7 +83,8 @@ async def test_a_copy_answered_200_with_an_error_is_typed_by_its_code(
     with pytest.raises(cls, match=rf"copy s3://bkt/src.*{code}") as caught:
         await store.copy("bkt", "src", "bkt", "dst")
     assert type(caught.value) is cls
-    assert len(transport.requests) == attempts
+    # The source's HEAD first (it pins the version copied), then the copies.
+    assert [r.method for r in transport.requests] == ["HEAD"] + ["PUT"] * attempts
 
 
 async def test_a_complete_answered_200_access_denied_is_permission_denied() -> None:

@@ -1,8 +1,12 @@
-"""A multipart upload to an S3-compatible store that keeps no checksums
-(it echoes no ``x-amz-checksum-crc32c``): each part's ETag must be the MD5
-of the bytes sent, the object's the MD5 of the parts', and the answer must
-name the object written. A failed check deletes only the version the
-completion made; a writer that replaced it since keeps its object.
+"""Writes the server makes from parts or copies, held to what was sent.
+
+A multipart upload to an S3-compatible store that keeps no checksums (it
+echoes no ``x-amz-checksum-crc32c``): each part's ETag must be the MD5 of
+the bytes sent, the object's the MD5 of the parts', and the answer must
+name the object written. A copy copies the source version a HEAD saw and
+must have its size and checksums. A failed check deletes only the version
+the completion or copy made; a writer that replaced it since keeps its
+object.
 
 The server is scripted (tests/web_server.py): it stores what it is sent,
 with the fault a test asks for, and says so honestly in its ETags.
@@ -19,7 +23,7 @@ from aiohttp import web
 
 from aioflux import ChecksumMismatch, ClientConfig, ProtocolError, RetryPolicy, S3Store
 from aioflux._core.crc import Crc32c
-from tests.web_server import Served, Server
+from tests.web_server import Answer, Served, Server
 
 NS = 'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
 PART = 5 << 20
@@ -143,3 +147,52 @@ async def test_an_object_replaced_since_is_not_deleted() -> None:
         info = await _upload(store, first, tail)
         assert info.size == PART + 1000  # type: ignore[attr-defined]
         assert not _deletes(served)
+
+
+# -- CopyObject --------------------------------------------------------------------
+
+
+def _copier(fault: str, requests: list[web.Request]) -> Answer:
+    """A source ``src`` of 1000 bytes; the copy ``dst`` is stored with
+    ``fault``: ``truncate`` (short), ``replaced`` (another writer's by the
+    HEAD) or none."""
+    old = b"x" * 1000
+    copy = {"data": b""}
+
+    async def answer(request: web.Request, served: Served) -> web.Response:
+        requests.append(request)
+        key = request.path.split("/", 2)[2]
+        if request.method == "PUT":
+            copy["data"] = old[:500] if fault == "truncate" else old
+            return _xml(f"<CopyObjectResult {NS}><ETag>{_etag(copy['data'])}</ETag>"
+                        "</CopyObjectResult>")
+        if request.method == "HEAD":
+            data = old if key == "src" else copy["data"]
+            if key == "dst" and fault == "replaced":
+                data = b"theirs"
+            return web.Response(headers={"Content-Length": str(len(data)),
+                                         "ETag": _etag(data)})
+        if request.method == "DELETE":
+            return web.Response(status=204)
+        return web.Response(status=404)
+
+    return answer
+
+
+@pytest.mark.parametrize("fault", ["", "truncate", "replaced"])
+async def test_a_copy_is_pinned_to_its_source_and_held_to_it(fault: str) -> None:
+    requests: list[web.Request] = []
+    async with Server(_copier(fault, requests)) as (endpoint, _), \
+            _store(endpoint) as store:
+        if fault == "truncate":
+            with pytest.raises(ChecksumMismatch, match=r"copy s3://bkt/dst: the copy's size "
+                                                       r"and MD5 differ.*deleted"):
+                await store.copy("bkt", "src", "bkt", "dst")
+        else:
+            info = await store.copy("bkt", "src", "bkt", "dst")
+            assert info.size == 1000
+    put = next(r for r in requests if r.method == "PUT")
+    assert put.headers["x-amz-copy-source-if-match"] == _etag(b"x" * 1000)
+    deletes = [r for r in requests if r.method == "DELETE"]
+    assert [r.headers.get("If-Match") for r in deletes] == (
+        [_etag(b"x" * 500)] if fault == "truncate" else [])
