@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from aioflux import ClientConfig, S3Store
+from aioflux import ClientConfig, InvalidArgument, S3Store
 from aioflux._net.transport import HttpResponse, Op
 from aioflux.s3._auth import SigV4
 from aioflux.s3._endpoints import Addressing, Endpoints, RegionalTransport
@@ -66,6 +66,18 @@ def test_an_aws_endpoint_from_the_environment_is_used_as_given(
         "https://bkt.s3.us-west-2.amazonaws.com/k"
     assert S3Store(ClientConfig(), endpoint=FIPS, region="us-west-2").object_url(
         "bkt", "k") == f"{FIPS}/bkt/k"
+
+
+@pytest.mark.parametrize("variable", ["AWS_USE_FIPS_ENDPOINT", "AWS_USE_DUALSTACK_ENDPOINT"])
+def test_fips_or_dual_stack_asked_of_the_default_is_refused(
+        variable: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The default builds public hosts only: it must not quietly use them.
+    monkeypatch.setenv(variable, "true")
+    with pytest.raises(InvalidArgument, match=f"{variable}=true.*pass endpoint="):
+        S3Store(ClientConfig(), region="us-east-1")
+    assert S3Store(ClientConfig(), endpoint=FIPS, region="us-east-1").endpoint == FIPS
+    monkeypatch.setenv(variable, "false")
+    assert S3Store(ClientConfig(), region="us-east-1").endpoint == "https://s3.amazonaws.com"
 
 
 def test_the_default_endpoint_given_explicitly_is_the_default() -> None:
