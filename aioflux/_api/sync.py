@@ -96,7 +96,8 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        """Close the client's connections."""
+        """Close the client's connections, for good: a later call raises
+        InvalidArgument instead of reopening them. Closing again does nothing."""
         get_portal().call(self.aio.aclose())
 
     def __del__(self) -> None:
@@ -108,7 +109,9 @@ class Client:
         try:
             portal = get_portal()
             if not portal.in_loop_thread():
-                portal.submit(aio.aclose())
+                # The connections only: ``aio`` may live on without this
+                # wrapper (CheckpointManager(client=Client(...)) keeps it).
+                portal.submit(aio.transport.aclose())
         except Exception:  # interpreter shutdown: nothing left to close with
             return
 

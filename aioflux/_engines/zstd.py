@@ -19,7 +19,7 @@ import io
 from typing import Any
 
 from .._core.errors import InvalidArgument
-from .writer import PublishOnExit
+from .writer import PublishOnExit, byte_view
 
 try:
     import zstandard
@@ -44,6 +44,7 @@ class ZstdWriter(PublishOnExit, io.BufferedIOBase):
     def __init__(self, raw: Any, *, level: int = DEFAULT_LEVEL, threads: int = -1) -> None:
         super().__init__()
         self.raw = raw
+        self._url = str(getattr(raw, "url", "zstd stream"))
         cctx = zstandard.ZstdCompressor(level=level, threads=threads)
         self._z = cctx.stream_writer(raw, closefd=False, write_return_read=True)
         self._written = 0
@@ -65,11 +66,12 @@ class ZstdWriter(PublishOnExit, io.BufferedIOBase):
             Bytes consumed.
 
         Raises:
-            InvalidArgument: closed.
+            InvalidArgument: closed, or ``data`` is not bytes-like (as the
+                plain writer: zstandard's own TypeError names neither).
         """
         if self._done:
             raise InvalidArgument("write to a closed zstd writer")
-        n = int(self._z.write(data))
+        n = int(self._z.write(byte_view(self._url, data)))
         self._written += n
         return n
 

@@ -29,6 +29,7 @@ from .._core.config import ClientConfig
 from .._core.errors import (
     InvalidArgument,
     StorageError,
+    describe,
 )
 from .._core.metrics import Attempt, RequestStats
 from .._core.portal import close_at_shutdown
@@ -178,13 +179,18 @@ class Transport:
         self.stats = RequestStats()
         self._session_factory = session_factory or self._default_session
         self._state: _LoopState | None = None
+        # Who closed this transport for good (``aclose(owner=...)``): its
+        # next session would be one nothing closes.
+        self._closed_by: str | None = None
 
-    def _current(self) -> _LoopState:
+    def _current(self, op: Op | None = None) -> _LoopState:
         loop = asyncio.get_running_loop()
         state = self._state
         # A session belongs to one loop and one process: after fork or when
         # used from another loop (e.g. a DataLoader worker) build a new one.
         if state is None or state.loop is not loop or state.pid != os.getpid():
+            if self._closed_by is not None:
+                raise self._closed_error(op)
             session = self._session_factory(self.config)
             _forbid_redirects(session)
             state = _LoopState(
@@ -197,6 +203,17 @@ class Transport:
             self._state = state
             close_at_shutdown(loop, self)
         return state
+
+    def _closed_error(self, op: Op | None) -> InvalidArgument:
+        owner = self._closed_by
+        what = describe(op.operation, op.bucket, op.name, op.scheme) if op else "request"
+        return InvalidArgument(f"{what}: the {owner} is closed (its aclose() or close() was "
+                               f"called, or its with block ended); make a new {owner}")
+
+    @property
+    def closed(self) -> bool:
+        """True once the owning client or store was closed (``aclose(owner=...)``)."""
+        return self._closed_by is not None
 
     def _media_pool(self) -> MediaPool | None:
         """The lean client of a new loop's media GETs, or None to send them
@@ -309,7 +326,7 @@ class Transport:
         """One attempt: a permit, authentication of ``request``, ``send``, errors
         mapped; its latency, outcome and (``body_size``) the object bytes it
         received go to :attr:`stats`."""
-        state = self._current()
+        state = self._current(op)
         async with state.semaphore:
             stats = self.stats
             stats.requests += 1
@@ -558,8 +575,18 @@ class Transport:
             self.stats.failures += 1
             raise
 
-    async def aclose(self) -> None:
-        """Close the session of the current loop, if this process owns it."""
+    async def aclose(self, *, owner: str | None = None) -> None:
+        """Close the session of the current loop, if this process owns it.
+
+        Args:
+            owner: the client or store closing for good (``"client"``,
+                ``"S3Store"``): every later request raises InvalidArgument
+                naming it instead of opening a session nothing would close.
+                None (the portal at shutdown, a dataset between uses)
+                closes the connections only; the next request reopens them.
+        """
+        if owner is not None:
+            self._closed_by = owner
         state, self._state = self._state, None
         if state is None or state.pid != os.getpid():
             return

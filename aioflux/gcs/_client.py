@@ -151,8 +151,14 @@ class AsyncClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close connections of the current event loop."""
-        await self._transport.aclose()
+        """Close the client: its connections of the current event loop now,
+        and for good: a later call raises instead of reopening them
+        (connections nothing would close). Closing again does nothing.
+
+        Raises:
+            InvalidArgument: (from later calls) the client is closed.
+        """
+        await self._transport.aclose(owner="client")
 
     def _json_url(self, bucket: str, name: str | None = None) -> str:
         base = f"{self.endpoint}/storage/v1/b/{bucket}/o"

@@ -17,6 +17,7 @@ import asyncio
 import datetime
 import functools
 import os
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from .._core.auth import AuthRequest
 from .._core.errors import InvalidArgument, PermissionDenied
 
-__all__ = ["INSTALL_HINT", "SigV4", "load_botocore", "session_region"]
+__all__ = ["INSTALL_HINT", "SigV4", "load_botocore", "missing_extra", "session_region"]
 
 INSTALL_HINT = 'pip install "aioflux-storage[s3]"'
 # What a payload's hash is replaced by where TLS already protects the body
@@ -32,6 +33,20 @@ INSTALL_HINT = 'pip install "aioflux-storage[s3]"'
 # would cost more CPU than sending it.
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def missing_extra(package: str, purpose: str) -> InvalidArgument:
+    """The error for a package of the ``s3`` extra that is not installed.
+
+    Args:
+        package: the missing package (``botocore``, ``awscrt``, ``lxml``).
+        purpose: what s3:// needs it for.
+
+    Returns:
+        The exception to raise, naming the package, the extra and the command.
+    """
+    return InvalidArgument(f"s3:// URLs need the s3 extra (botocore, awscrt, lxml); {package}, "
+                           f"for {purpose}, is not installed: {INSTALL_HINT}")
 
 
 def load_botocore() -> Any:
@@ -47,8 +62,7 @@ def load_botocore() -> Any:
         import botocore.credentials
         import botocore.session
     except ImportError as exc:
-        raise InvalidArgument(f"s3:// URLs need botocore for AWS credentials: "
-                              f"{INSTALL_HINT}") from exc
+        raise missing_extra("botocore", "AWS credentials") from exc
     return botocore
 
 
@@ -57,9 +71,82 @@ def _load_awscrt() -> Any:
         import awscrt.auth
         import awscrt.http
     except ImportError as exc:
-        raise InvalidArgument(f"s3:// URLs need awscrt for SigV4 signing: {INSTALL_HINT}") \
-            from exc
+        raise missing_extra("awscrt", "SigV4 signing") from exc
     return awscrt
+
+
+# The reason of the PermissionDenied raised when the chain found nothing:
+# only that one means "use anonymous access" (SigV4.found).
+NO_CREDENTIALS = "NoCredentials"
+_MAX_DETAIL = 200
+
+
+def _profile_named(profile: str | None) -> str:
+    """The profile botocore uses, and where it comes from, for messages."""
+    if profile is not None:
+        return f"profile {profile!r}"
+    for var in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        if os.environ.get(var):
+            return f"profile {os.environ[var]!r} (from {var})"
+    return "profile 'default'"
+
+
+def _config_files() -> tuple[str, str]:
+    """The shared config and credentials files botocore reads."""
+    return (os.environ.get("AWS_CONFIG_FILE") or "~/.aws/config",
+            os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials")
+
+
+def _short(text: object) -> str:
+    return " ".join(str(text).split())[:_MAX_DETAIL]
+
+
+def _credentials_error(exc: Exception, profile: str | None, operation: str) -> PermissionDenied:
+    """``exc``, raised by botocore while it read the AWS configuration or
+    resolved credentials, as a :class:`PermissionDenied` saying what to fix.
+
+    The message is built from the exception's fields, not its text where
+    that may quote a file: a config line that fails to parse may be a
+    secret key, so only its line number is given.
+    """
+    named = _profile_named(profile)
+    config, credentials = _config_files()
+    kind = type(exc).__name__
+    fields = getattr(exc, "kwargs", None) or {}
+    if kind == "ProfileNotFound":
+        message = (f"AWS {named} is not defined in {config} or {credentials}; set "
+                   f"AWS_PROFILE (or profile=) to a profile defined there, or unset it")
+    elif kind == "ConfigParseError":
+        lines = sorted(set(re.findall(r"line:?\s+(\d+)", str(fields.get("error", "")))),
+                       key=int)
+        where = f" (line {', '.join(lines)})" if lines else ""
+        message = (f"cannot parse the AWS configuration file {fields.get('path', config)}{where}; "
+                   f"fix it, or point AWS_CONFIG_FILE / AWS_SHARED_CREDENTIALS_FILE elsewhere")
+    elif isinstance(exc, OSError):
+        # botocore runs a profile's credential_process directly: a missing
+        # program surfaces as the bare OSError (which names only argv[0]).
+        message = (f"AWS credentials for {named}: a credential program could not run "
+                   f"({_short(exc)}); check credential_process in {config}")
+    else:
+        message = (f"AWS credentials for {named} could not be loaded: {kind}: {_short(exc)}; "
+                   f"check AWS_PROFILE, {config} and {credentials}")
+    return PermissionDenied(f"s3: {message}", operation=operation, reason=kind)
+
+
+@functools.cache
+def _failures() -> tuple[type[Exception], ...]:
+    """What botocore raises while it reads the AWS configuration or
+    resolves credentials: its own errors (a missing profile, an unparsable
+    file, partial or unretrievable credentials), an STS or SSO answer
+    refusing a role (``ClientError``, at a refresh), the OSError of a
+    credential_process that does not exist, and the ValueError of one that
+    prints something other than JSON (json's message gives a position,
+    never the text). Each call into botocore's session catches these and
+    raises :func:`_credentials_error` (evaluated only when one is raised:
+    the signing path pays nothing)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return (BotoCoreError, ClientError, OSError, ValueError)
 
 
 def _second() -> int:
@@ -89,12 +176,20 @@ def session_region(profile: str | None = None) -> str | None:
 
     Returns:
         The region, or None when nothing names one.
+
+    Raises:
+        InvalidArgument: botocore is not installed.
+        PermissionDenied: the profile does not exist or a config file
+            cannot be parsed; the message names the profile or file.
     """
     env = os.environ.get("AWS_REGION")
     if env:
         return env
     botocore = load_botocore()
-    region = botocore.session.Session(profile=profile).get_config_variable("region")
+    try:
+        region = botocore.session.Session(profile=profile).get_config_variable("region")
+    except _failures() as exc:
+        raise _credentials_error(exc, profile, "region") from exc
     return str(region) if region else None
 
 
@@ -118,20 +213,29 @@ class SigV4:
 
     Raises:
         InvalidArgument: botocore is not installed.
-        PermissionDenied: the chain found no credentials (the store then
-            uses anonymous access instead: see ``S3Store``).
+        PermissionDenied: the chain found no credentials (reason
+            ``NoCredentials``: the store then uses anonymous access
+            instead, see ``S3Store``), or the AWS configuration is broken
+            (a missing profile, an unparsable file, a credential_process
+            that fails; reason: botocore's exception name), named in the
+            message with what to fix. A refresh that fails raises the same
+            from the request.
     """
 
     def __init__(self, region_of: Callable[[str], str], *, credentials: Any = None,
                  profile: str | None = None, sign_payload: bool | None = None) -> None:
         botocore = load_botocore()
         self._sign_payload = sign_payload
+        self._profile = profile
         if credentials is None:
-            credentials = botocore.session.Session(profile=profile).get_credentials()
+            try:
+                credentials = botocore.session.Session(profile=profile).get_credentials()
+            except _failures() as exc:
+                raise _credentials_error(exc, profile, "sign") from exc
         if credentials is None:
             raise PermissionDenied("s3: no AWS credentials found (environment, shared "
                                    "credentials file, profile, web identity or instance "
-                                   "metadata)", operation="sign")
+                                   "metadata)", operation="sign", reason=NO_CREDENTIALS)
         self._credentials = credentials
         self._region_of = region_of
         self._crt = _load_awscrt()
@@ -151,19 +255,28 @@ class SigV4:
 
         Returns:
             The signer, or None (anonymous access).
+
+        Raises:
+            PermissionDenied: the AWS configuration is broken (not merely
+                without credentials).
         """
         try:
             return cls(region_of, profile=profile, sign_payload=sign_payload)
-        except PermissionDenied:
+        except PermissionDenied as exc:
+            if exc.reason != NO_CREDENTIALS:
+                raise  # a broken profile or file is not "no credentials"
             return None
 
     async def _frozen(self) -> Any:
         creds = self._credentials
         refresh_needed = getattr(creds, "refresh_needed", None)
-        if refresh_needed is not None and refresh_needed():
-            # botocore refreshes synchronously (HTTP to STS or IMDS).
-            return await asyncio.to_thread(creds.get_frozen_credentials)
-        return creds.get_frozen_credentials()
+        try:
+            if refresh_needed is not None and refresh_needed():
+                # botocore refreshes synchronously (HTTP to STS or IMDS).
+                return await asyncio.to_thread(creds.get_frozen_credentials)
+            return creds.get_frozen_credentials()
+        except _failures() as exc:
+            raise _credentials_error(exc, self._profile, "sign") from exc
 
     async def headers(self, request: AuthRequest) -> dict[str, str]:
         """The SigV4 headers of ``request`` (Authorization, X-Amz-Date,

@@ -20,7 +20,7 @@ from urllib.parse import unquote_plus
 from .._core.errors import ProtocolError, describe
 from .._core.types import NO_METADATA, ListPage, ObjectInfo
 from .._net.transport import Op
-from ._auth import INSTALL_HINT
+from ._auth import missing_extra
 from ._xml import fail, raise_if_error
 
 if TYPE_CHECKING:
@@ -45,8 +45,8 @@ def _lxml() -> Any:
     try:
         from lxml import etree
     except ImportError as exc:
-        from .._core.errors import InvalidArgument
-        raise InvalidArgument(f"s3:// listings need lxml: {INSTALL_HINT}") from exc
+        # Checked when a store is made, whatever it is then used for.
+        raise missing_extra("lxml", "reading S3's XML answers") from exc
     return etree
 
 

@@ -252,8 +252,14 @@ class S3Store:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close connections of the current event loop."""
-        await self._transport.aclose()
+        """Close the store: its connections of the current event loop now,
+        and for good: a later call raises instead of reopening them
+        (connections nothing would close). Closing again does nothing.
+
+        Raises:
+            InvalidArgument: (from later calls) the store is closed.
+        """
+        await self._transport.aclose(owner="S3Store")
 
     # -- metadata ----------------------------------------------------------------------
 

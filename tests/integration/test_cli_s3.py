@@ -20,6 +20,7 @@ import pytest
 from aioflux import Client, ClientConfig
 from aioflux._core.crc import crc32c
 from aioflux._core.portal import call
+from aioflux.cli import main
 from aioflux.s3 import S3Store
 from aioflux.s3._multipart import Multipart
 from aioflux.s3._store import S3Store as _S3Store
@@ -274,3 +275,15 @@ def test_cp_within_s3_streams_what_copyobject_cannot_copy(s3run, s3: S3Bucket,  
     assert (code, err) == (0, ""), err
     assert (s3.get("dst/big"), s3.get("dst/small")) == (big, small)
     assert copied == ["src/small"]  # only the small one went by CopyObject
+
+
+def test_a_missing_aws_profile_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # The autouse _aws_env fixture points AWS_CONFIG_FILE at an empty temp path.
+    monkeypatch.setenv("AWS_PROFILE", "nope")
+    code = main(["ls", "s3://bkt/", "--s3-endpoint", "http://127.0.0.1:9",
+                 "--region", "us-east-1"])
+    out, err = capsys.readouterr()
+    assert code != 0 and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("aioflux ls: ") and "'nope'" in err and "AWS_PROFILE" in err

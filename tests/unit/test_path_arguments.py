@@ -63,3 +63,19 @@ async def test_the_async_writer_refuses_a_str_too() -> None:
             await writer.write("text")  # type: ignore[arg-type]
         await writer.write(b"ok")
     assert await store.read("bkt", "w") == b"ok"
+
+
+def test_a_zstd_writer_refuses_a_str_as_the_plain_one_does(tmp_path: Path) -> None:
+    pytest.importorskip("zstandard")
+    target = tmp_path / "w.zst"
+    with aioflux.open(target, "wb", compression="zstd") as f:
+        url = re.escape(f"file://{target}")
+        with pytest.raises(InvalidArgument, match=rf"write {url}: .* got str \(encode"):
+            f.write("text")  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument, match=r"got int"):
+            f.write(5)  # type: ignore[arg-type]
+        # Nothing was taken; any buffer still is, counted in bytes.
+        assert f.write(b"ab") == 2
+        assert f.write(array.array("H", [1, 2])) == 4  # type: ignore[arg-type]
+    with aioflux.open(target, compression="zstd") as f:
+        assert f.read() == b"ab" + array.array("H", [1, 2]).tobytes()

@@ -1,0 +1,147 @@
+"""A broken AWS configuration is a PermissionDenied that says what to fix.
+
+botocore raises its own exceptions (ProfileNotFound, ConfigParseError,
+CredentialRetrievalError...) or a bare OSError (a credential_process that
+does not exist) while it reads ``~/.aws`` and resolves credentials; the S3
+store turns each into a PermissionDenied naming the profile or file, with
+no secret in it. Only "no credentials at all" still means anonymous access.
+
+Every test points ``AWS_CONFIG_FILE`` / ``AWS_SHARED_CREDENTIALS_FILE`` at
+files in ``tmp_path`` (never the real home).
+"""
+
+from __future__ import annotations
+
+import datetime
+import pickle
+from pathlib import Path
+
+import pytest
+from botocore.credentials import RefreshableCredentials
+from botocore.exceptions import CredentialRetrievalError
+
+from aioflux import PermissionDenied
+from aioflux._core.auth import AnonymousAuth, AuthRequest
+from aioflux.s3 import S3Store
+from aioflux.s3._auth import SigV4, session_region
+
+SECRET = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
+ENDPOINT = "http://127.0.0.1:9"
+
+
+def _region(_url: str) -> str:
+    return "us-east-1"
+
+
+@pytest.fixture
+def aws_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """Empty config and credentials files, and no credentials in the environment."""
+    config, credentials = tmp_path / "config", tmp_path / "credentials"
+    config.write_text("")
+    credentials.write_text("")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    return config, credentials
+
+
+def _raised(call: object) -> PermissionDenied:
+    assert callable(call)
+    with pytest.raises(PermissionDenied) as info:
+        call()
+    exc = info.value
+    assert exc.__cause__ is not None  # raise ... from botocore's exception
+    assert SECRET not in str(exc)
+    # It crosses to a DataLoader worker's parent intact.
+    again = pickle.loads(pickle.dumps(exc))
+    assert type(again) is PermissionDenied and str(again) == str(exc)
+    return exc
+
+
+def test_a_missing_profile_from_aws_profile_is_named(aws_files: tuple[Path, Path],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    config, _ = aws_files
+    monkeypatch.setenv("AWS_PROFILE", "nope")
+    for call in (lambda: SigV4.found(_region),
+                 lambda: session_region(),
+                 lambda: S3Store(endpoint=ENDPOINT, region="us-east-1"),
+                 lambda: S3Store(endpoint=ENDPOINT)):
+        exc = _raised(call)
+        assert exc.reason == "ProfileNotFound"
+        message = str(exc)
+        assert "'nope'" in message and "AWS_PROFILE" in message and str(config) in message
+        assert "\n" not in message
+
+
+def test_a_missing_profile_argument_is_named(aws_files: tuple[Path, Path]) -> None:
+    exc = _raised(lambda: S3Store(endpoint=ENDPOINT, region="us-east-1", profile="typo"))
+    assert "profile 'typo'" in str(exc) and "profile=" in str(exc)
+
+
+def test_an_unparsable_config_gives_its_path_and_line_not_its_text(
+        aws_files: tuple[Path, Path]) -> None:
+    config, _ = aws_files
+    # A key pasted without "=": the line botocore cannot parse is a secret.
+    config.write_text(f"[default]\nregion = us-east-1\naws_secret_access_key {SECRET}\n")
+    for call in (lambda: session_region(), lambda: SigV4.found(_region)):
+        exc = _raised(call)
+        assert exc.reason == "ConfigParseError"
+        assert str(config) in str(exc) and "line 3" in str(exc)
+
+
+def test_an_unparsable_credentials_file_is_named(aws_files: tuple[Path, Path]) -> None:
+    _, credentials = aws_files
+    credentials.write_text(f"[default\naws_secret_access_key = {SECRET}\n")
+    exc = _raised(lambda: S3Store(endpoint=ENDPOINT, region="us-east-1"))
+    assert str(credentials) in str(exc)
+
+
+def test_a_credential_process_that_does_not_exist_says_so(aws_files: tuple[Path, Path],
+                                                          tmp_path: Path) -> None:
+    config, _ = aws_files
+    program = tmp_path / "no-such-helper"
+    config.write_text(f"[profile p]\ncredential_process = {program} --token {SECRET}\n")
+    exc = _raised(lambda: S3Store(endpoint=ENDPOINT, region="us-east-1", profile="p"))
+    message = str(exc)
+    assert "credential_process" in message and str(program) in message
+    assert "profile 'p'" in message and str(config) in message
+
+
+def test_a_failing_credential_process_is_translated(aws_files: tuple[Path, Path]) -> None:
+    config, _ = aws_files
+    config.write_text("[profile p]\ncredential_process = sh -c 'echo expired >&2; exit 3'\n")
+    exc = _raised(lambda: SigV4.found(_region, profile="p"))
+    assert exc.reason == "CredentialRetrievalError"
+    assert "profile 'p'" in str(exc) and "expired" in str(exc)
+
+
+def test_partial_credentials_are_translated(aws_files: tuple[Path, Path]) -> None:
+    _, credentials = aws_files
+    credentials.write_text("[default]\naws_access_key_id = AKIAEXAMPLE\n")
+    exc = _raised(lambda: SigV4.found(_region))
+    assert exc.reason == "PartialCredentialsError" and "aws_secret_access_key" in str(exc)
+
+
+def test_no_credentials_at_all_is_still_anonymous(aws_files: tuple[Path, Path],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    assert SigV4.found(_region) is None
+    store = S3Store(endpoint=ENDPOINT, region="us-east-1")
+    assert isinstance(store.transport.auth, AnonymousAuth)
+
+
+async def test_a_refresh_that_fails_is_translated(aws_files: tuple[Path, Path]) -> None:
+    def refresh() -> dict[str, str]:
+        raise CredentialRetrievalError(provider="sso", error_msg="token expired")
+
+    expired = (datetime.datetime.now(datetime.timezone.utc)
+               - datetime.timedelta(hours=1)).isoformat()
+    credentials = RefreshableCredentials.create_from_metadata(
+        {"access_key": "AKIAEXAMPLE", "secret_key": SECRET, "token": "t",
+         "expiry_time": expired}, refresh, "sso")
+    signer = SigV4(_region, credentials=credentials, profile="p")
+    with pytest.raises(PermissionDenied, match=r"profile 'p'.*token expired") as info:
+        await signer.headers(AuthRequest("GET", f"{ENDPOINT}/bkt/k"))
+    assert isinstance(info.value.__cause__, CredentialRetrievalError)
+    assert SECRET not in str(info.value)
