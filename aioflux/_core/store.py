@@ -33,6 +33,7 @@ __all__ = [
     "StoreFeatures",
     "BatchDelete",
     "composite_of",
+    "copy_differs",
     "delete_all",
     "objects_of",
     "published_before",
@@ -326,6 +327,15 @@ async def objects_of(pages: AsyncIterator[ListPage]) -> AsyncIterator[ObjectInfo
     async for page in pages:
         for obj in page.objects:
             yield obj
+
+
+def copy_differs(source: ObjectInfo, copy: ObjectInfo) -> list[str]:
+    """What a server-side copy has that its source has not (``size``,
+    ``crc32c``, ``MD5``: each where both state one); empty when none."""
+    return [what for what, a, b in (("size", source.size, copy.size),
+                                    ("crc32c", source.crc32c, copy.crc32c),
+                                    ("MD5", source.md5, copy.md5))
+            if a is not None and b is not None and a != b]
 
 
 async def published_before(store: ObjectStore, bucket: str, name: str, exc: NotFound,

@@ -58,6 +58,7 @@ from .._net.failures import drain
 from .._net.media import read_media
 from .._net.transport import Op, Transport
 from ._auth import emulator_endpoint, resolve_auth
+from ._copy import rewrite_object
 from ._json import (
     compose_body,
     json_handler,
@@ -635,26 +636,16 @@ class AsyncClient:
 
         Raises:
             NotFound: the source is missing.
+            PreconditionFailed: the source was replaced while it was copied.
+            ChecksumMismatch: the copy's size or crc32c is not the source's
+                (that generation of the copy was deleted).
+            ProtocolError: the rewrite's calls do not move forward.
             StorageError: any other failure.
         """
         check_object("copy", bucket, name)
         check_object("copy", dest_bucket, dest_name, bucket_arg="dest_bucket",
                      name_arg="dest_name")
-        url = f"{self._json_url(bucket, name)}/rewriteTo/b/{dest_bucket}/o/{quote_name(dest_name)}"
-        token: str | None = None
-
-        handle = json_handler(Op("copy", bucket, name))
-
-        while True:
-            # Large cross-location rewrites take several calls; each returns
-            # a token to continue from.
-            params = dict(COMPACT_JSON, rewriteToken=token) if token else COMPACT_JSON
-            result = await self._transport.request(
-                Op("copy", bucket, name), "POST", url, handle, params=params,
-                headers={"Content-Type": "application/json"}, data=b"{}")
-            if result.get("done"):
-                return ObjectInfo.from_json(dest_bucket, result["resource"])
-            token = result["rewriteToken"]
+        return await rewrite_object(self, bucket, name, dest_bucket, dest_name)
 
     # -- buckets --------------------------------------------------------------
 

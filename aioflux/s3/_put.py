@@ -26,6 +26,7 @@ from .._core.errors import (
     StorageError,
     describe,
 )
+from .._core.store import copy_differs
 from .._core.types import ObjectInfo
 from .._net.failures import drain, read_metadata
 from .._net.transport import HttpResponse, Op
@@ -113,10 +114,7 @@ async def copy_object(store: S3Store, bucket: str, name: str, dest_bucket: str,
         # Replaced since by another writer: theirs is not ours to check.
         return store._info(dest_bucket, dest_name, size=src.size, etag=etag,
                            crc=src.crc32c, content_type=src.content_type)
-    differs = [what for what, a, b in (("size", src.size, info.size),
-                                       ("crc32c", src.crc32c, info.crc32c),
-                                       ("MD5", src.md5, info.md5))
-               if a is not None and b is not None and a != b]
+    differs = copy_differs(src, info)
     if differs:
         await discard(store, Op("copy", dest_bucket, dest_name, "s3"), info,
                       f"the copy's {' and '.join(differs)} differ from the source's")
