@@ -25,7 +25,8 @@ from typing import Any
 from .._core.auth import AuthRequest
 from .._core.errors import InvalidArgument, PermissionDenied
 
-__all__ = ["INSTALL_HINT", "SigV4", "load_botocore", "missing_extra", "session_region"]
+__all__ = ["INSTALL_HINT", "SigV4", "configured_endpoint", "load_botocore", "missing_extra",
+           "session_region"]
 
 INSTALL_HINT = 'pip install "aioflux-storage[s3]"'
 # What a payload's hash is replaced by where TLS already protects the body
@@ -191,6 +192,44 @@ def session_region(profile: str | None = None) -> str | None:
     except _failures() as exc:
         raise _credentials_error(exc, profile, "region") from exc
     return str(region) if region else None
+
+
+def configured_endpoint(profile: str | None = None) -> str | None:
+    """The endpoint the AWS configuration names for S3, as botocore resolves
+    it: ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, the profile's
+    ``services`` section, then its ``endpoint_url``; none when
+    ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` (or the profile's
+    ``ignore_configured_endpoint_urls``) says so. Without botocore
+    (anonymous use), the two environment variables.
+
+    Args:
+        profile: the shared-config profile (default: ``AWS_PROFILE`` or ``default``).
+
+    Returns:
+        The endpoint URL, or None for AWS's own.
+
+    Raises:
+        PermissionDenied: the profile does not exist or a config file
+            cannot be parsed; the message names the profile or file.
+    """
+    try:
+        botocore = load_botocore()
+    except InvalidArgument:
+        if os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").strip().lower() == "true":
+            return None
+        return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+    from botocore.configprovider import ConfiguredEndpointProvider
+
+    try:
+        session = botocore.session.Session(profile=profile)
+        if session.get_config_variable("ignore_configured_endpoint_urls"):
+            return None
+        endpoint = ConfiguredEndpointProvider(
+            full_config=session.full_config, scoped_config=session.get_scoped_config(),
+            client_name="s3").provide()
+    except _failures() as exc:
+        raise _credentials_error(exc, profile, "endpoint") from exc
+    return str(endpoint) if endpoint else None
 
 
 class SigV4:

@@ -74,17 +74,18 @@ def _refuse_endpoint_variants() -> None:
 class Endpoints:
     """The URLs and signing regions of one store's buckets.
 
-    An endpoint configured (``endpoint``, else ``AWS_ENDPOINT_URL_S3``,
-    else ``AWS_ENDPOINT_URL``, unless ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS``
-    is true) is used as given, as botocore does, whether an S3-compatible
-    store's or one of AWS's own (FIPS, dual-stack, a VPC endpoint): every
+    An endpoint configured (the caller's ``endpoint``, or the one the
+    environment or the profile names, which :class:`S3Store` resolves
+    through botocore: see ``_auth.configured_endpoint``) is used as given,
+    as botocore does, whether an S3-compatible store's or one of AWS's own
+    (FIPS, dual-stack, a VPC endpoint): every
     request goes to its host (with the bucket in front when addressing is
     virtual), and a bucket's region only changes what requests are signed
     for. Only AWS's default, ``https://s3.amazonaws.com``, stands for the
     regional host of each bucket's region.
 
     Args:
-        endpoint: an API root, or None (the environment's, else AWS).
+        endpoint: an API root, or None (AWS's).
         addressing: ``path``, ``virtual`` or ``auto`` (virtual on AWS's
             default hosts for bucket names without dots, path on a
             configured endpoint).
@@ -100,10 +101,6 @@ class Endpoints:
     def __init__(self, endpoint: str | None, addressing: Addressing,
                  region: str | None) -> None:
         custom = endpoint or None
-        if custom is None and os.environ.get(
-                "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").strip().lower() != "true":
-            custom = (os.environ.get("AWS_ENDPOINT_URL_S3")
-                      or os.environ.get("AWS_ENDPOINT_URL") or None)
         if custom is not None:
             parts = urlsplit(custom)
             if parts.scheme not in ("http", "https") or not parts.hostname:

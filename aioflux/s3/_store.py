@@ -61,7 +61,7 @@ from .._engines.iterables import StreamItem, stream, stream_args
 from .._net.failures import drain
 from .._net.media import read_media
 from .._net.transport import HttpResponse, Op, Transport
-from ._auth import SigV4, session_region
+from ._auth import SigV4, configured_endpoint, session_region
 from ._endpoints import DEFAULT_REGION, Addressing, Endpoints, RegionalTransport
 from ._listing import list_pages
 from ._multipart import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE, Multipart
@@ -100,8 +100,10 @@ class S3Store:
             ``AWS_DEFAULT_REGION`` or the profile's, else discovered per
             bucket (``x-amz-bucket-region`` of a HEAD of the bucket).
         endpoint: API root of an S3-compatible store (MinIO, R2, Ceph,
-            moto); default ``AWS_ENDPOINT_URL_S3``, then ``AWS_ENDPOINT_URL``,
-            else AWS.
+            moto) or one of AWS's own (FIPS...), used as given; default
+            ``AWS_ENDPOINT_URL_S3``, then ``AWS_ENDPOINT_URL``, then the
+            profile's ``services`` section or ``endpoint_url`` (as botocore
+            resolves them), else AWS.
         addressing: ``path`` (``endpoint/bucket/key``), ``virtual``
             (``bucket.endpoint/key``) or ``auto``: virtual on AWS for
             bucket names without dots, path elsewhere.
@@ -144,6 +146,9 @@ class S3Store:
             except InvalidArgument:
                 if not anonymous:
                     raise  # botocore missing: named now, not at the first request
+        if endpoint is None and transport is None:
+            # The environment's or the profile's (botocore resolves both).
+            endpoint = configured_endpoint(profile)
         self.endpoints = Endpoints(endpoint, addressing, region)
         self.endpoint = self.endpoints.endpoint
         self.addressing = addressing

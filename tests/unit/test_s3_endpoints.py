@@ -8,6 +8,7 @@ a mock session.
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -66,6 +67,28 @@ def test_an_aws_endpoint_from_the_environment_is_used_as_given(
         "https://bkt.s3.us-west-2.amazonaws.com/k"
     assert S3Store(ClientConfig(), endpoint=FIPS, region="us-west-2").object_url(
         "bkt", "k") == f"{FIPS}/bkt/k"
+
+
+@pytest.mark.parametrize("where", ["profile", "services"])
+def test_an_endpoint_in_the_profile_is_used_as_given(
+        where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A MinIO or R2 user's profile: its keys must not go to AWS instead.
+    config = tmp_path / "config"
+    if where == "profile":
+        config.write_text("[profile r2]\nregion = auto\nendpoint_url = https://r2.example.test\n")
+    else:
+        config.write_text("[profile r2]\nregion = auto\nservices = mine\n\n"
+                          "[services mine]\ns3 =\n  endpoint_url = https://r2.example.test\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    for variable in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION"):
+        monkeypatch.delenv(variable, raising=False)
+    store = S3Store(ClientConfig(), profile="r2", anonymous=True)
+    assert store.endpoint == "https://r2.example.test"
+    assert store.object_url("bkt", "k") == "https://r2.example.test/bkt/k"
+    monkeypatch.setenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true")
+    assert S3Store(ClientConfig(), profile="r2", anonymous=True).endpoint == \
+        "https://s3.amazonaws.com"
 
 
 @pytest.mark.parametrize("variable", ["AWS_USE_FIPS_ENDPOINT", "AWS_USE_DUALSTACK_ENDPOINT"])
