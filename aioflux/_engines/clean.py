@@ -17,7 +17,8 @@ import datetime as dt
 import time
 from dataclasses import dataclass, field
 
-from .._core.errors import InvalidRequest, NotFound, ProtocolError, StorageError, describe
+from .._core.errors import InvalidRequest, NotFound, StorageError
+from .._core.pages import UploadListingCheck
 from .._core.store import ObjectStore
 from .._core.types import MultipartUploadInfo, ObjectInfo
 from .._core.urls import format_url
@@ -154,16 +155,12 @@ async def clean_bucket(client: ObjectStore, bucket: str, prefix: str = "", *,
     except InvalidRequest as exc:
         report.uploads_unlisted = str(exc)
         listed = []
-    # The backends refuse such a listing themselves; this holds for any
-    # ObjectStore: clean never aborts an upload the caller did not name.
-    outside = [u.name for u in listed if not u.name.startswith(prefix)]
-    if outside:
-        scheme = client.features.scheme
-        shown = outside[0] if len(outside[0]) <= 80 else outside[0][:80] + "..."
-        raise ProtocolError(f"{describe('clean', bucket, prefix, scheme)} failed: the store "
-                            f"listed an upload of {shown!r}, which is not under the prefix; "
-                            "nothing was deleted or aborted", operation="clean", bucket=bucket,
-                            name=prefix)
+    # The backends check their upload listings as they read them; the same
+    # check here holds for any ObjectStore: clean never aborts an upload the
+    # caller did not name (nothing is deleted or aborted before it passes).
+    check = UploadListingCheck(client.features.scheme, bucket, prefix)
+    for upload in listed:
+        check.upload(upload.name, upload.upload_id)
     for upload in listed:
         age = _age_of_upload(upload, now)
         if _old_enough(age, older_than):

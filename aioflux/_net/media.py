@@ -117,14 +117,16 @@ class Answers:
             its answers promise none.
         version: the version that answered (as the store numbers it).
         pin: headers that make a resumed attempt read the version the
-            first response came from (S3: ``If-Match`` its ETag); GCS
-            resumes pin ``generation=`` from ``x-goog-generation`` instead.
+            first response came from (S3: ``If-Match`` its ETag).
+        pin_query: the query parameter that does it instead, set to that
+            version (GCS: ``generation``).
     """
 
     crc32c: _CHECKSUM_OF
     md5: _MD5_OF | None = None
     version: Callable[[Mapping[str, str]], int | None] = _goog_generation
     pin: _PIN_OF | None = None
+    pin_query: str | None = None
 
 
 def parse_content_range(value: str | None) -> tuple[int, int, int | None] | None:
@@ -171,14 +173,13 @@ class _Read:
         self.mismatch: ChecksumMismatch | None = None
         self.own: bytearray | None = None
         self.body: bytes | bytearray | None = None
-        self.generation: str | None = None
         self.headers = headers
         self.answers = answers
         #: the version every answer must come from, once known
         self.version = version
         self.md5: str | None = None
-        #: the whole object arrived with no crc32c but an MD5 to check
-        self.md5_due = False
+        #: the whole object, arrived with no crc32c but an MD5 to check
+        self.md5_due: bytes | memoryview | None = None
         self.pinned: dict[str, str] | None = None
         self.where = describe(op.operation, op.bucket, op.name, op.scheme)
 
@@ -205,9 +206,10 @@ class _Read:
         if p > 0 or self.end is not None:
             last = "" if self.end is None else str(self.end - 1)
             headers["Range"] = f"bytes={p}-{last}"
-        if p > self.start and self.generation and "generation=" not in url:
+        query = self.answers.pin_query
+        if p > self.start and query and self.version is not None and f"{query}=" not in url:
             # A resumed read must continue the same version, not a newer one.
-            url += f"&generation={self.generation}"
+            url += f"&{query}={self.version}"
         # Without a caller's buffer each attempt gets a body of its own (kept
         # in ``own`` when partial): a server that answers a resume with the
         # whole object then costs no extra request.
@@ -221,8 +223,9 @@ class _Read:
         fetched = await self.transport.get_media_once(
             self.op, url, lambda resp: self._handle(resp, p), headers=headers, into=into,
             limit=limit)
-        if self.md5_due:
-            await self._check_md5(fetched)
+        due, self.md5_due = self.md5_due, None
+        if due is not None:
+            await self._check_md5(due)
         return fetched
 
     # -- checks ----------------------------------------------------------------
@@ -296,9 +299,6 @@ class _Read:
             self.crc = answers.crc32c(headers)
             if self.crc is None and answers.md5 is not None and self.md5 is None:
                 self.md5 = answers.md5(headers)
-        generation = headers.get("x-goog-generation")
-        if generation and generation.isdigit() and self.generation is None:
-            self.generation = generation
         if answers.pin is not None and self.pinned is None:
             self.pinned = answers.pin(headers)
         return length
@@ -390,21 +390,19 @@ class _Read:
         whole = self.start == 0 and self.total is not None and stop == self.total
         checked = self.verify and whole and not transformed and self.crc is not None
         # Checked once the connection is back (see attempt): an MD5 is slow.
-        self.md5_due = self.verify and whole and not transformed and self.crc is None \
-            and self.md5 is not None
+        if self.verify and whole and not transformed and self.crc is None \
+                and self.md5 is not None:
+            self.md5_due = checked_bytes
         actual = crc32c(checked_bytes) if checked or self.want_crc else None
         if checked and actual != self.crc:
             self._mismatch(f"crc32c {encode_crc32c(actual or 0)} of the {count} bytes "
                            f"received != {encode_crc32c(self.crc or 0)}")
         return Fetched(data, count, actual, self.total)
 
-    async def _check_md5(self, fetched: Fetched) -> None:
-        self.md5_due = False
-        data = fetched.data if fetched.data is not None else \
-            self.caller_buffer[:fetched.count]  # type: ignore[index]
+    async def _check_md5(self, data: bytes | memoryview) -> None:
         digest = (await md5_digest(data)).hex()
         if digest != self.md5:
-            self._mismatch(f"MD5 {digest} of the {fetched.count} bytes received != its "
+            self._mismatch(f"MD5 {digest} of the {len(data)} bytes received != its "
                            f"ETag's {self.md5}")
 
     def _mismatch(self, what: str) -> NoReturn:
@@ -415,4 +413,4 @@ class _Read:
         raise self.mismatch
 
 
-GCS_ANSWERS = Answers(crc32c=header_crc32c)
+GCS_ANSWERS = Answers(crc32c=header_crc32c, pin_query="generation")

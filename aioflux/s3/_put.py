@@ -13,8 +13,6 @@ checksums the same way.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -26,11 +24,12 @@ from .._core.errors import (
     StorageError,
     describe,
 )
+from .._core.md5 import md5_base64
 from .._core.store import copy_differs
 from .._core.types import ObjectInfo
 from .._net.failures import drain, read_metadata
 from .._net.transport import HttpResponse, Op
-from ._xml import etag_of, full_object_crc32c, md5_base64, parse, precondition_failed, text
+from ._xml import content_md5_base64, etag_of, full_object_crc32c, parse, precondition_failed, text
 
 if TYPE_CHECKING:
     from ._store import S3Store
@@ -63,7 +62,7 @@ async def put_object(store: S3Store, bucket: str, name: str, view: memoryview,
         await drain(resp)
         lowered = {k.lower(): v for k, v in resp.headers.items()}
         return store._info(bucket, name, size=len(view), etag=lowered.get("etag", ""),
-                           crc=full_object_crc32c(lowered), md5=md5_base64(lowered),
+                           crc=full_object_crc32c(lowered), md5=content_md5_base64(lowered),
                            content_type=content_type, metadata=metadata)
 
     try:
@@ -104,7 +103,7 @@ async def copy_object(store: S3Store, bucket: str, name: str, dest_bucket: str,
         return text(parse(await read_metadata(resp, op, kept_alive=True), op), "ETag")
 
     headers = {"x-amz-copy-source": quote(f"/{bucket}/{name}", safe="/-_.~")}
-    pinned = etag_of(src.generation) or store._etags.get(src.generation)
+    pinned = store._known_etag(src.generation)
     if pinned:
         headers["x-amz-copy-source-if-match"] = pinned
     etag = await store.transport.request(
@@ -145,8 +144,7 @@ async def _verify(store: S3Store, op: Op, info: ObjectInfo, view: memoryview,
     stored = info.crc32c
     if stored is None:
         if info.md5 is not None:
-            digest = base64.b64encode(hashlib.md5(view, usedforsecurity=False).digest()).decode()
-            if info.md5 != digest:
+            if info.md5 != await md5_base64(view):
                 await discard(store, op, info, f"its ETag {etag_of(info.generation)} is not "
                                                f"the MD5 of the {len(view)} bytes sent")
         return info.replace(crc32c=checksum)
@@ -164,8 +162,7 @@ async def discard(store: S3Store, op: Op, info: ObjectInfo, why: str) -> None:
     """
     note = "the object was deleted"
     try:
-        await store._delete_request(op.bucket, op.name, etag_of(info.generation)
-                                    or store._etags.get(info.generation))
+        await store._delete_request(op.bucket, op.name, store._known_etag(info.generation))
     except (NotFound, PreconditionFailed):
         note = "a newer version had replaced it and was left alone"
     except StorageError as exc:

@@ -70,11 +70,11 @@ from ._put import copy_object, put_object
 from ._upload import S3Upload
 from ._xml import (
     ANSWERS,
+    content_md5_base64,
     etag_of,
     full_object_crc32c,
     generation_of,
     gone,
-    md5_base64,
     precondition_failed,
     reversible,
     rfc3339,
@@ -229,10 +229,15 @@ class S3Store:
             self._etags[generation] = etag
         return generation
 
+    def _known_etag(self, generation: int) -> str | None:
+        """The ETag ``generation`` stands for, decoded or remembered; None
+        when neither (a hashed generation this store has not seen)."""
+        return etag_of(generation) or self._etags.get(generation)
+
     async def _etag_for(self, bucket: str, name: str, generation: int) -> str | None:
         """The ETag ``generation`` stands for: decoded, remembered, or the
         object's own if its generation is that; None when it is not."""
-        etag = etag_of(generation) or self._etags.get(generation)
+        etag = self._known_etag(generation)
         if etag is not None:
             return etag
         try:
@@ -293,7 +298,7 @@ class S3Store:
             metadata = {k[11:]: v for k, v in lowered.items() if k.startswith("x-amz-meta-")}
             return self._info(bucket, name, size=int(h.get("Content-Length", "0")),
                               etag=h.get("ETag", ""), crc=full_object_crc32c(lowered),
-                              md5=md5_base64(lowered), content_type=h.get("Content-Type"),
+                              md5=content_md5_base64(lowered), content_type=h.get("Content-Type"),
                               updated=rfc3339(h.get("Last-Modified")), metadata=metadata)
 
         return await self._transport.request(self._op("stat", bucket, name), "HEAD",
@@ -584,7 +589,7 @@ class S3Store:
             raise precondition_failed(op, if_generation_match)
         etag = None
         if pins:
-            etag = etag_of(info.generation) or self._etags.get(info.generation)
+            etag = self._known_etag(info.generation)
         try:
             await self._delete_request(bucket, name, etag)
         except PreconditionFailed as exc:

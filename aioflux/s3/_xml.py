@@ -39,13 +39,13 @@ __all__ = [
     "answered_version",
     "children",
     "content_md5",
+    "content_md5_base64",
     "error_of",
     "etag_of",
     "fail",
     "full_object_crc32c",
     "generation_of",
     "gone",
-    "md5_base64",
     "parse",
     "pin",
     "precondition_failed",
@@ -222,7 +222,7 @@ def content_md5(headers: Mapping[str, str]) -> str | None:
     return etag[1:33].lower()
 
 
-def md5_base64(headers: Mapping[str, str]) -> str | None:
+def content_md5_base64(headers: Mapping[str, str]) -> str | None:
     """:func:`content_md5` as ``ObjectInfo.md5`` holds it (base64, as GCS's)."""
     digest = content_md5(headers)
     return None if digest is None else base64.b64encode(bytes.fromhex(digest)).decode()
