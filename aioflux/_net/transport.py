@@ -13,7 +13,7 @@ import ssl
 import sys
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Protocol, TypeVar
@@ -118,6 +118,31 @@ class _LoopState:
     session: aiohttp.ClientSession
     semaphore: asyncio.Semaphore
     media: MediaPool | None
+    ends_with_loop: AsyncGenerator[None, None] | None = None
+
+
+async def _open_until_loop_ends(state: _LoopState) -> AsyncGenerator[None, None]:
+    """Closes ``state``'s connections when it is closed: by ``aclose()``,
+    or by asyncio when the loop's run ends (``asyncio.run`` and
+    ``asyncio.Runner`` close every async generator still open on their
+    loop), so a client used across several ``asyncio.run`` calls leaves no
+    session open on a loop that is gone; and on its own loop when dropped
+    while that loop still runs (asyncio's finalizer hook)."""
+    try:
+        yield
+    finally:
+        if state.media is not None:
+            state.media.close()
+        await state.session.close()
+
+
+def _close_with_loop(state: _LoopState) -> None:
+    gen = _open_until_loop_ends(state)
+    try:  # run it to its yield: the running loop now tracks it
+        gen.asend(None).send(None)
+    except StopIteration:
+        pass
+    state.ends_with_loop = gen
 
 
 class Transport:
@@ -201,6 +226,7 @@ class Transport:
                 media=self._media_pool(),
             )
             self._state = state
+            _close_with_loop(state)
             close_at_shutdown(loop, self)
         return state
 
@@ -576,7 +602,7 @@ class Transport:
             raise
 
     async def aclose(self, *, owner: str | None = None) -> None:
-        """Close the session of the current loop, if this process owns it.
+        """Close this process's session, on its own loop.
 
         Args:
             owner: the client or store closing for good (``"client"``,
@@ -594,10 +620,14 @@ class Transport:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
+        closing = state.ends_with_loop
+        if closing is None:
+            return
         if running is state.loop:
-            if state.media is not None:
-                state.media.close()
-            await state.session.close()
+            await closing.aclose()
+        elif not state.loop.is_closed():
+            # A session closes on its own loop (another thread's): hand it there.
+            asyncio.run_coroutine_threadsafe(closing.aclose(), state.loop)
 
 
 # Bodies go to the socket in slices of this size, each followed by a drain, so

@@ -211,25 +211,57 @@ def configured_endpoint(profile: str | None = None) -> str | None:
     Raises:
         PermissionDenied: the profile does not exist or a config file
             cannot be parsed; the message names the profile or file.
+        InvalidArgument: nothing is configured, but FIPS or dual-stack
+            hosts are asked for (``AWS_USE_FIPS_ENDPOINT``,
+            ``AWS_USE_DUALSTACK_ENDPOINT`` or the profile's
+            ``use_fips_endpoint``, ``use_dualstack_endpoint``), which the
+            default, AWS's public regional hosts, is not.
     """
     try:
         botocore = load_botocore()
     except InvalidArgument:
         if os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").strip().lower() == "true":
             return None
-        return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if not endpoint:
+            _refuse_variants(lambda name, variable:
+                             os.environ.get(variable, "").strip().lower() == "true")
+        return endpoint or None
     from botocore.configprovider import ConfiguredEndpointProvider
 
     try:
         session = botocore.session.Session(profile=profile)
         if session.get_config_variable("ignore_configured_endpoint_urls"):
-            return None
-        endpoint = ConfiguredEndpointProvider(
-            full_config=session.full_config, scoped_config=session.get_scoped_config(),
-            client_name="s3").provide()
+            endpoint = None
+        else:
+            endpoint = ConfiguredEndpointProvider(
+                full_config=session.full_config, scoped_config=session.get_scoped_config(),
+                client_name="s3").provide()
+        asked = {name for name, _, _ in _VARIANTS if session.get_config_variable(name)}
     except _failures() as exc:
         raise _credentials_error(exc, profile, "endpoint") from exc
+    if not endpoint:
+        _refuse_variants(lambda name, variable: name in asked)
     return str(endpoint) if endpoint else None
+
+
+# The host variants botocore builds when asked (by its name in the profile,
+# or the environment variable), with a host of each to suggest.
+_VARIANTS = (("use_fips_endpoint", "AWS_USE_FIPS_ENDPOINT",
+              "https://s3-fips.us-east-1.amazonaws.com"),
+             ("use_dualstack_endpoint", "AWS_USE_DUALSTACK_ENDPOINT",
+              "https://s3.dualstack.us-east-1.amazonaws.com"))
+
+
+def _refuse_variants(asked: Callable[[str, str], bool]) -> None:
+    """The default builds AWS's public regional hosts only: a user who asked
+    for FIPS or dual-stack ones must not silently get those instead."""
+    for name, variable, example in _VARIANTS:
+        if asked(name, variable):
+            raise InvalidArgument(f"S3Store: {variable}=true (or {name} in the profile) asks "
+                                  "for hosts aioflux does not build (only AWS's public "
+                                  f"regional ones); pass endpoint= (e.g. {example!r}) or set "
+                                  "AWS_ENDPOINT_URL_S3 to the host wanted")
 
 
 class SigV4:

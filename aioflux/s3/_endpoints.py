@@ -20,7 +20,6 @@ endpoint was configured (a request never leaves the host the user chose).
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
@@ -58,19 +57,6 @@ _AWS_HOST = re.compile(r"(?:(?P<bucket>[a-z0-9][a-z0-9.-]*)\.)?s3\.(?:"
                        r"|cn-[a-z]+-\d{1,3}\.amazonaws\.com\.cn)")
 
 
-def _refuse_endpoint_variants() -> None:
-    """The default builds AWS's public regional hosts only: a user who asked
-    for FIPS or dual-stack ones (as botocore reads them from the
-    environment) must not silently get those instead."""
-    for variable, example in (("AWS_USE_FIPS_ENDPOINT", "https://s3-fips.us-east-1.amazonaws.com"),
-                              ("AWS_USE_DUALSTACK_ENDPOINT",
-                               "https://s3.dualstack.us-east-1.amazonaws.com")):
-        if os.environ.get(variable, "").strip().lower() == "true":
-            raise InvalidArgument(f"S3Store: {variable}=true, but aioflux builds only AWS's "
-                                  f"public regional hosts; pass endpoint= (e.g. {example!r}) "
-                                  "or set AWS_ENDPOINT_URL_S3 to the host wanted")
-
-
 class Endpoints:
     """The URLs and signing regions of one store's buckets.
 
@@ -93,9 +79,6 @@ class Endpoints:
 
     Raises:
         InvalidURL: the endpoint is not an http(s) URL.
-        InvalidArgument: ``AWS_USE_FIPS_ENDPOINT`` or
-            ``AWS_USE_DUALSTACK_ENDPOINT`` asks for hosts this store does
-            not build, and no endpoint is configured.
     """
 
     def __init__(self, endpoint: str | None, addressing: Addressing,
@@ -105,8 +88,6 @@ class Endpoints:
             parts = urlsplit(custom)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise InvalidURL(f"S3Store: endpoint must be an http(s) URL, got {custom!r}")
-        else:
-            _refuse_endpoint_variants()
         # A host the user chose was chosen for what AWS's default lacks
         # (FIPS, IPv6, a private network): requests never move off it.
         self.custom = custom is not None and custom.rstrip("/").lower() != AWS_ENDPOINT

@@ -103,6 +103,26 @@ def test_fips_or_dual_stack_asked_of_the_default_is_refused(
     assert S3Store(ClientConfig(), region="us-east-1").endpoint == "https://s3.amazonaws.com"
 
 
+@pytest.mark.parametrize("name", ["use_fips_endpoint", "use_dualstack_endpoint"])
+def test_fips_or_dual_stack_asked_by_the_profile_is_refused(
+        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # botocore reads these from the profile as from the environment: a
+    # profile asking for FIPS hosts must not get the public ones either.
+    config = tmp_path / "config"
+    config.write_text(f"[profile gov]\nregion = us-east-1\n{name} = true\n"
+                      "[profile plain]\nregion = us-east-1\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    for variable in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_USE_FIPS_ENDPOINT",
+                     "AWS_USE_DUALSTACK_ENDPOINT"):
+        monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(InvalidArgument, match=f"{name} in the profile.*pass endpoint="):
+        S3Store(ClientConfig(), profile="gov", anonymous=True)
+    assert S3Store(ClientConfig(), profile="gov", endpoint=FIPS, anonymous=True).endpoint == FIPS
+    assert S3Store(ClientConfig(), profile="plain", anonymous=True).endpoint == \
+        "https://s3.amazonaws.com"
+
+
 def test_the_default_endpoint_given_explicitly_is_the_default() -> None:
     # What S3Store reports as its endpoint when none was configured stands
     # for AWS's regional hosts, given back or not.
