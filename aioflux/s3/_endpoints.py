@@ -27,7 +27,7 @@ from urllib.parse import quote, urlsplit
 
 from .._core.auth import Auth
 from .._core.config import ClientConfig
-from .._core.errors import InvalidArgument, InvalidURL, NotFound, StorageError
+from .._core.errors import InvalidURL, NotFound, StorageError
 from .._net.failures import error_from_response
 from .._net.transport import HttpResponse, MediaHandler, Op, ResponseHandler, Transport
 
