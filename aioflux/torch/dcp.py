@@ -7,7 +7,9 @@ streaming writer and ranged reads into DCP's file-system layout, so
 ``checkpoint_id="gs://bucket/run/step-100"`` (or ``file:///mnt/nfs/run``,
 or a path: each path's scheme picks its store). Each data file is a
 streaming upload, published only when complete; the ``.metadata`` file is
-written last (DCP writes a temporary name and renames it: on a store with
+written last, and a save into an existing checkpoint deletes the old one
+first, so an interrupted re-save leaves no checkpoint rather than a mix of
+two (DCP writes a temporary name and renames it: on a store with
 compose a single-source compose plus a delete, else a copy plus a delete).
 Reads fetch exactly each plan item's
 byte range, several items ahead, instead of streaming whole files. DCP's
@@ -30,7 +32,7 @@ from torch.distributed.checkpoint.filesystem import (
     FileSystemReader,
     FileSystemWriter,
 )
-from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner
+from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner, SavePlan
 from torch.futures import Future as TorchFuture
 
 from .._api.stores import AnyClient, store_for_url
@@ -48,6 +50,9 @@ __all__ = ["GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"]
 
 # Plan items fetched ahead of the one DCP is reading.
 DEFAULT_ITEMS_AHEAD = 8
+# DCP's name for a checkpoint's metadata (``__<rank>.metadata`` per rank
+# when ranks save without collectives).
+_METADATA = ".metadata"
 
 
 class GcsFileSystem(FileSystemBase):
@@ -274,6 +279,27 @@ class GcsStorageWriter(FileSystemWriter):
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
         return GcsFileSystem.validate_checkpoint_id(checkpoint_id)
+
+    # A save into an existing checkpoint replaces its data files one by one
+    # and its metadata last: a save that dies in between would leave the old
+    # metadata vouching for a mix of both saves' files (same shapes, same
+    # offsets), which loads without an error. So the old metadata goes first:
+    # an interrupted re-save leaves no checkpoint, never a mixed one.
+
+    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        plan = super().prepare_local_plan(plan)  # refuses an existing one unless overwrite
+        if not self.use_collectives and self.rank is not None:
+            # Each rank writes only its own files and metadata.
+            self._forget_metadata(f"__{self.rank}{_METADATA}")
+        return plan
+
+    def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
+        # The coordinator, after every rank's local plan, before any data file.
+        self._forget_metadata(_METADATA)
+        return super().prepare_global_plan(plans)
+
+    def _forget_metadata(self, filename: str) -> None:
+        self.fs.rm_file(self.fs.concat_path(self.path, filename))  # none there is fine
 
 
 class GcsStorageReader(FileSystemReader):

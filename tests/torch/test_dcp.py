@@ -89,3 +89,36 @@ def test_single_process_save_load_and_the_file_system(where: Where) -> None:
                   else "file:///tmp/x")
     assert GcsFileSystem.validate_checkpoint_id(where.url("one"))
     assert not GcsFileSystem.validate_checkpoint_id("s3x://b/c")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_an_interrupted_resave_leaves_no_checkpoint_rather_than_a_mix(
+        where: Where, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The next epoch saves the same shapes into the same checkpoint_id and
+    # dies after its first data file: the old metadata must not vouch for
+    # one new and one old file (offsets line up, so that loads silently).
+    root = where.url("again")
+    old = {"a": torch.zeros(1000), "b": torch.zeros(1000)}
+    dcp.save(old, storage_writer=GcsStorageWriter(root, client=where.client, thread_count=2))
+    real = GcsFileSystem.create_stream
+
+    def dies_at_the_second_file(self: GcsFileSystem, path: str, mode: str) -> object:
+        if "w" in mode and str(path).endswith("__0_1.distcp"):
+            raise ConnectionError("preempted")
+        return real(self, path, mode)
+
+    monkeypatch.setattr(GcsFileSystem, "create_stream", dies_at_the_second_file)
+    new = {"a": torch.ones(1000), "b": torch.ones(1000)}
+    with pytest.raises(BaseException, match="preempted"):  # DCP's CheckpointException
+        dcp.save(new, storage_writer=GcsStorageWriter(root, client=where.client, thread_count=2))
+    monkeypatch.setattr(GcsFileSystem, "create_stream", real)
+    assert "again/__0_0.distcp" in where.names()  # the new first file did land
+    assert "again/.metadata" not in where.names()
+    with pytest.raises(BaseException):  # no checkpoint: nothing loads
+        dcp.load({"a": torch.empty(1000), "b": torch.empty(1000)},
+                 storage_reader=GcsStorageReader(root, client=where.client))
+    # A save that completes makes it a checkpoint again.
+    dcp.save(new, storage_writer=GcsStorageWriter(root, client=where.client, thread_count=2))
+    got = {"a": torch.empty(1000), "b": torch.empty(1000)}
+    dcp.load(got, storage_reader=GcsStorageReader(root, client=where.client))
+    assert torch.equal(got["a"], new["a"]) and torch.equal(got["b"], new["b"])
