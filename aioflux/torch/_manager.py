@@ -11,7 +11,11 @@ A checkpoint counts only if its manifest exists and every object it lists
 is stored with the listed size and crc32c; a save killed at any point leaves
 at most objects without a manifest, which ``list``/``latest`` ignore and the
 next retention pass deletes. Retention runs only after a newer manifest is
-written, so a complete checkpoint always survives. Listing, manifest checks,
+written, so a complete checkpoint always survives. An overwrite of a step
+writes its objects into a folder of their own beside the checkpoint it
+replaces (``replace-<16 hex>/``) and then swaps the manifest, conditional on
+the one it replaces: until that swap the old checkpoint stands whole, so a
+failed or killed overwrite loses nothing. Listing, manifest checks,
 retention and the history file live in ``_retention.CheckpointStore``.
 
 Steps order everything: ``latest()`` is the highest complete step and
@@ -32,6 +36,7 @@ import datetime as dt
 import io
 import json
 import os
+import secrets
 import threading
 import time
 from collections.abc import Mapping
@@ -45,17 +50,15 @@ from .._core.crc import encode_crc32c
 from .._core.errors import Conflict, InvalidArgument, NotFound, StorageError
 from .._core.options import WriterOptions
 from .._core.store import ObjectStore
+from .._core.types import ObjectInfo
 from .._core.urls import format_url
 from .._core.validate import check_bool, check_instance, check_int, check_str
 from ._checkpoint import Checkpoint, raw_writer, save_into
 from ._history import MANIFEST_FORMAT, CheckpointInfo, SaveRecord
-from ._retention import MANIFEST, CheckpointStore
+from ._retention import DATA_STATE, MANIFEST, REPLACING, CheckpointStore, leaf_named
 from ._snapshot import BufferPool, snapshot, state_nbytes
 
 __all__ = ["DATA_STATE", "CheckpointManager", "SaveFuture"]
-
-# The object beside state.pt that holds ``data_state`` (never compressed: it is small).
-DATA_STATE = "data_state.pt"
 
 
 class SaveFuture(concurrent.futures.Future[CheckpointInfo]):
@@ -167,7 +170,7 @@ class CheckpointManager:
 
         Args:
             state: a dict of tensors, nested dicts / lists and plain values.
-            step: training step (names and orders the checkpoint).
+            step: training step, 0 or more (names and orders the checkpoint).
             overwrite: replace a complete checkpoint of the same step.
             data_state: the data position to resume from with this state
                 (a sampler's, dataset's or StatefulDataLoader's
@@ -198,7 +201,7 @@ class CheckpointManager:
 
         Args:
             state: a dict of tensors, nested dicts / lists and plain values.
-            step: training step.
+            step: training step, 0 or more.
             overwrite: replace a complete checkpoint of the same step.
             data_state: the data position to resume from with this state
                 (copied now, as ``state`` is); see :meth:`save`.
@@ -321,31 +324,33 @@ class CheckpointManager:
     def _check_save(op: str, state: object, step: object, overwrite: object,
                     data_state: object) -> None:
         check_instance(op, "state", state, Mapping)
-        check_int(op, "step", step)
+        check_int(op, "step", step, minimum=0)
         check_bool(op, "overwrite", overwrite)
         check_instance(op, "data_state", data_state, Mapping, optional=True)
 
-    def _check_target(self, step: int, overwrite: bool) -> None:
-        """Refuse a save that would replace a checkpoint or be deleted at once."""
+    def _check_target(self, step: int, overwrite: bool) -> ObjectInfo | None:
+        """Refuse a save that would replace a checkpoint or be deleted at once.
+
+        Returns:
+            The manifest an overwrite replaces, or None when there is none.
+        """
         if self.keep_last is None:
-            if overwrite:
-                return
             # No window to check: one stat rather than a listing of every step.
-            manifest = self._store.step_dir(step) + MANIFEST
-            if self._store.call(self._client.exists(self.bucket, manifest)):
-                raise self._conflict(step)
-            return
-        # One listing (the retention pass lists again once there is more to see).
-        dirs = self._store.scan()
-        if not overwrite and MANIFEST in dirs.get(step, {}):
+            manifest = self._store.manifest_of(step)
+        else:
+            # One listing (the retention pass lists again once there is more to see).
+            dirs = self._store.scan()
+            manifest = dirs.get(step, {}).get(MANIFEST)
+            kept = sorted(s for s, objs in dirs.items() if MANIFEST in objs and s != step)
+            window = kept[-self.keep_last:]
+            if len(window) == self.keep_last and step < window[0]:
+                raise InvalidArgument(
+                    f"save {self.root}: step {step} is below the {self.keep_last} highest "
+                    f"steps keep_last keeps ({', '.join(map(str, window))}); retention "
+                    "would delete it at once. Delete the newer checkpoints or use a higher step")
+        if manifest is not None and not overwrite:
             raise self._conflict(step)
-        kept = sorted(s for s, objs in dirs.items() if MANIFEST in objs and s != step)
-        window = kept[-self.keep_last:]
-        if len(window) == self.keep_last and step < window[0]:
-            raise InvalidArgument(
-                f"save {self.root}: step {step} is below the {self.keep_last} highest "
-                f"steps keep_last keeps ({', '.join(map(str, window))}); retention "
-                "would delete it at once. Delete the newer checkpoints or use a higher step")
+        return manifest
 
     def _conflict(self, step: int) -> Conflict:
         return Conflict(f"save {self.root}: step {step} already has a checkpoint; pass "
@@ -357,23 +362,23 @@ class CheckpointManager:
         directory = self._store.step_dir(step)
         serialized = 0
         try:
-            self._check_target(step, overwrite)
-            # A re-save of a step must not leave the old manifest vouching
-            # for objects that are being replaced.
-            self._store.delete_quietly(directory + MANIFEST)
-            writer = self._ckpt.writer(self._url(directory + self._state_name),
+            replaced = self._check_target(step, overwrite)
+            # An overwrite must not touch what the standing manifest lists:
+            # its objects go into a folder of their own.
+            folder = "" if replaced is None else f"{REPLACING}{secrets.token_hex(8)}/"
+            writer = self._ckpt.writer(self._url(directory + folder + self._state_name),
                                        compression=self.compression)
             with writer:
                 save_into(state, writer)
                 serialized = writer.tell()
             stored = raw_writer(writer).info
             assert stored is not None
-            leaves = {self._state_name: stored}
+            leaves = {folder + self._state_name: stored}
             if data_state is not None:
                 # Listed in the manifest like state.pt: a checkpoint whose
                 # data position is missing or torn is not complete.
-                leaves[DATA_STATE] = self._store.call(self._client.write(
-                    self.bucket, directory + DATA_STATE, _serialize(data_state)))
+                leaves[folder + DATA_STATE] = self._store.call(self._client.write(
+                    self.bucket, directory + folder + DATA_STATE, _serialize(data_state)))
             created = _now()
             manifest = {"format": MANIFEST_FORMAT, "step": step, "created": created,
                         "compression": self.compression,
@@ -381,12 +386,12 @@ class CheckpointManager:
                                      "crc32c": encode_crc32c(obj.crc32c or 0)}
                                     for leaf, obj in leaves.items()]}
             # Create-only (If-None-Match: * on S3, ifGenerationMatch=0 on
-            # GCS): the old manifest was deleted above, so a manifest there
-            # now is another writer's, which must not be replaced silently.
-            self._store.call(self._client.write(self.bucket, directory + MANIFEST,
-                                                json.dumps(manifest).encode(),
-                                                content_type="application/json",
-                                                if_generation_match=0))
+            # GCS), or in place of exactly the manifest replaced (If-Match,
+            # ifGenerationMatch): another writer's is never replaced silently.
+            self._store.call(self._client.write(
+                self.bucket, directory + MANIFEST, json.dumps(manifest).encode(),
+                content_type="application/json",
+                if_generation_match=0 if replaced is None else replaced.generation))
         except BaseException as exc:
             total = time.perf_counter() - started
             self._store.append_history(SaveRecord(
@@ -400,6 +405,8 @@ class CheckpointManager:
         self._store.append_history(SaveRecord(
             step, True, serialized, stored.size, total if blocking is None else blocking, total,
             serialized / total / 1e6 if total else 0.0, created, self.compression))
+        if replaced is not None:
+            self._store.drop_unlisted(step, leaves)  # what the new manifest replaced
         with self._cond:
             busy = {s for s, _ in self._pending.values()}
         self._store.retain(step, self.keep_last, busy)
@@ -447,13 +454,17 @@ class CheckpointManager:
             StorageError: the checkpoint holds something other than a dict
                 (not written by this manager), or reading failed.
         """
-        check_int("load", "step", step, optional=True)
+        check_int("load", "step", step, minimum=0, optional=True)
         info = self.latest() if step is None else self._store.get(step)
         if info is None:
             what = "any" if step is None else f"step {step}"
             raise NotFound(f"load {self.root}: no complete checkpoint for {what}",
                            operation="load checkpoint", bucket=self.bucket, name=self.prefix)
-        (leaf,) = [k for k in info.objects if k.startswith("state.pt")]
+        leaf = leaf_named(info.objects, "state.pt")
+        if leaf is None:
+            raise StorageError(f"load {info.url}: its manifest lists no state.pt",
+                               operation="load checkpoint", bucket=self.bucket,
+                               name=self._store.step_dir(info.step) + MANIFEST)
         state = self._ckpt.load(info.url + leaf, map_location=map_location,
                                 weights_only=weights_only, compression=info.compression)
         if not isinstance(state, dict):
@@ -480,24 +491,25 @@ class CheckpointManager:
             NotFound: no complete checkpoint (at that step).
             StorageError: reading failed, or the object is not a saved data state.
         """
-        check_int("load_data_state", "step", step, optional=True)
+        check_int("load_data_state", "step", step, minimum=0, optional=True)
         info = self.latest() if step is None else self._store.get(step)
         if info is None:
             what = "any" if step is None else f"step {step}"
             raise NotFound(f"load_data_state {self.root}: no complete checkpoint for {what}",
                            operation="load data state", bucket=self.bucket, name=self.prefix)
-        if DATA_STATE not in info.objects:
+        leaf = leaf_named(info.objects, DATA_STATE)
+        if leaf is None:
             return None
-        name = self._store.step_dir(info.step) + DATA_STATE
+        name = self._store.step_dir(info.step) + leaf
         raw = self._store.call(self._client.read(self.bucket, name))
         try:
             state = torch.load(io.BytesIO(raw), weights_only=True)
         except Exception as exc:  # torch raises several types for a foreign file
-            raise StorageError(f"load_data_state {info.url}{DATA_STATE}: not a saved data "
+            raise StorageError(f"load_data_state {info.url}{leaf}: not a saved data "
                                f"state ({type(exc).__name__})", operation="load data state",
                                bucket=self.bucket, name=name) from exc
         if not isinstance(state, dict):
-            raise StorageError(f"load_data_state {info.url}{DATA_STATE}: holds a "
+            raise StorageError(f"load_data_state {info.url}{leaf}: holds a "
                                f"{type(state).__name__}, not a dict",
                                operation="load data state", bucket=self.bucket, name=name)
         return state

@@ -7,11 +7,18 @@ threads, and so the manager keeps only the saving and loading logic.
 Layout under a root ``gs://bucket/prefix/``::
 
     step-000000000100/state.pt        (state.pt.zst with zstd)
+    step-000000000100/data_state.pt   the data position, if given
     step-000000000100/manifest.json   written last: makes the checkpoint visible
+    step-000000000100/replace-<16 hex>/state.pt   an overwrite's objects
     history.jsonl                     one SaveRecord per save
 
 A checkpoint is complete only if its manifest parses and every object it
 lists is stored with the listed size and crc32c.
+
+Only what a manager writes is its own: a folder named ``step-`` and the
+twelve digits it formats a step with, and in it the leaf names above.
+Retention deletes nothing else, so a DCP checkpoint in ``run/step-100/``
+or a file a user put beside the state survives.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from __future__ import annotations
 import builtins
 import json
 import logging
+import re
+import threading
 from collections.abc import Collection, Coroutine
 from typing import Any, TypeVar
 
@@ -30,13 +39,22 @@ from .._core.types import ObjectInfo
 from .._core.urls import format_url
 from ._history import CheckpointInfo, SaveRecord
 
-__all__ = ["HISTORY", "MANIFEST", "CheckpointStore", "steps_to_delete"]
+__all__ = ["DATA_STATE", "HISTORY", "MANIFEST", "REPLACING", "CheckpointStore",
+           "leaf_named", "steps_to_delete"]
 
 log = logging.getLogger("aioflux.checkpoint")
 
 MANIFEST = "manifest.json"
 HISTORY = "history.jsonl"
+DATA_STATE = "data_state.pt"
+# An overwrite writes its objects into a folder of its own inside the step's
+# (REPLACING + 16 hex digits), so the checkpoint it replaces stands until its
+# manifest is swapped for the new one.
+REPLACING = "replace-"
 _STEP = "step-"
+_OWN_LEAF = re.compile(rf"(?:{re.escape(REPLACING)}[0-9a-f]{{16}}/)?"
+                       rf"(?:state\.pt|state\.pt\.zst|{re.escape(DATA_STATE)})"
+                       rf"|{re.escape(MANIFEST)}")
 # Deletes in flight when a store deletes one object per request.
 _DELETES_IN_FLIGHT = 16
 
@@ -44,6 +62,33 @@ T = TypeVar("T")
 
 # step -> object name relative to the step directory -> its metadata
 StepDirs = dict[int, dict[str, ObjectInfo]]
+
+
+def _step_of(folder: str) -> int | None:
+    """The step a folder name after ``step-`` stands for, if a manager
+    wrote it: exactly the digits ``step_dir`` formats (``step-100`` is
+    someone else's, a DCP checkpoint's say)."""
+    if folder.isdigit() and folder == f"{int(folder):012d}":
+        return int(folder)
+    return None
+
+
+def leaf_named(objects: Collection[str], base: str) -> str | None:
+    """The object of a checkpoint whose leaf name is ``base`` (``state.pt``
+    at the top of the step's folder, or in an overwrite's folder).
+
+    Args:
+        objects: the names a manifest lists, relative to the step's folder.
+        base: the leaf name wanted, or its start (``state.pt`` matches
+            ``state.pt.zst``).
+
+    Returns:
+        The listed name, or None.
+    """
+    for name in objects:
+        if name.rpartition("/")[2].startswith(base):
+            return name
+    return None
 
 
 def steps_to_delete(steps: Collection[int], complete: list[int], keep_last: int | None,
@@ -86,6 +131,8 @@ class CheckpointStore:
         self.client = client
         self.bucket = bucket
         self.prefix = prefix
+        # Background saves (max_pending > 1) append to the history at once.
+        self._history_lock = threading.Lock()
 
     @property
     def root(self) -> str:
@@ -115,7 +162,8 @@ class CheckpointStore:
         return get_portal().call(coro)
 
     def scan(self) -> StepDirs:
-        """Every object under a ``step-N/`` directory, grouped by step.
+        """Every object a manager writes under a step's directory, grouped by
+        step; folders and objects of other names are not a manager's.
 
         Returns:
             step -> leaf name -> ObjectInfo.
@@ -130,9 +178,10 @@ class CheckpointStore:
         dirs: StepDirs = {}
         for obj in self.call(collect()):
             rest = obj.name[len(self.prefix) + len(_STEP):]
-            number, slash, leaf = rest.partition("/")
-            if slash and number.isdigit() and leaf:
-                dirs.setdefault(int(number), {})[leaf] = obj
+            folder, _, leaf = rest.partition("/")
+            step = _step_of(folder)
+            if step is not None and _OWN_LEAF.fullmatch(leaf):
+                dirs.setdefault(step, {})[leaf] = obj
         return dirs
 
     def complete(self, step: int, objects: dict[str, ObjectInfo]) -> CheckpointInfo | None:
@@ -215,16 +264,44 @@ class CheckpointStore:
         """
         return self.complete(step, self.scan().get(step, {}))
 
-    def delete_quietly(self, name: str) -> None:
-        """Delete object ``name``; one already gone is fine.
+    def manifest_of(self, step: int) -> ObjectInfo | None:
+        """The manifest object of ``step``, complete checkpoint or not.
 
         Args:
-            name: object name.
+            step: training step.
+
+        Returns:
+            Its ObjectInfo (the generation a replacement must match), or None.
 
         Raises:
-            StorageError: the delete failed.
+            StorageError: the stat failed for another reason than absence.
         """
-        self.call(self.client.delete(self.bucket, name, missing_ok=True))
+        try:
+            return self.call(self.client.stat(self.bucket, self.step_dir(step) + MANIFEST))
+        except NotFound:
+            return None
+
+    def drop_unlisted(self, step: int, listed: Collection[str]) -> None:
+        """Delete a manager's objects in ``step``'s directory that its
+        manifest does not list: what an overwrite replaced, and leftovers of
+        overwrites that failed.
+
+        Args:
+            step: training step.
+            listed: the leaves its manifest lists.
+
+        Raises:
+            StorageError: listing or a delete failed.
+        """
+        prefix = self.step_dir(step)
+
+        async def unlisted() -> builtins.list[str]:
+            return [o.name async for o in self.client.list_objects(self.bucket, prefix)
+                    if _OWN_LEAF.fullmatch(leaf := o.name[len(prefix):])
+                    and leaf != MANIFEST and leaf not in listed]
+
+        names = self.call(unlisted())
+        self.call(delete_all(self.client, self.bucket, names, concurrency=_DELETES_IN_FLIGHT))
 
     def retain(self, newest: int, keep_last: int | None,
                busy: Collection[int]) -> builtins.list[int]:
@@ -249,7 +326,8 @@ class CheckpointStore:
             # Manifests first: a half-deleted checkpoint is then invisible.
             objects = dirs[step]
             if MANIFEST in objects:
-                self.delete_quietly(objects.pop(MANIFEST).name)
+                self.call(self.client.delete(self.bucket, objects.pop(MANIFEST).name,
+                                             missing_ok=True))
             rest.extend(obj.name for obj in objects.values())
         # Then the rest at once: in batches where the store has them (S3).
         self.call(delete_all(self.client, self.bucket, rest, concurrency=_DELETES_IN_FLIGHT))
@@ -258,13 +336,18 @@ class CheckpointStore:
     def append_history(self, record: SaveRecord) -> None:
         """Append one line to ``history.jsonl``; failures are only logged.
 
-        The history is a read-modify-write of one small object: the manager
-        saves one step at a time per root, so there is no concurrent writer.
+        The history is a read-modify-write of one small object, so appends
+        from this store's background saves take turns (one manager writes a
+        root at a time).
 
         Args:
             record: the save to record.
         """
         name = self.prefix + HISTORY
+        with self._history_lock:
+            self._append(name, record)
+
+    def _append(self, name: str, record: SaveRecord) -> None:
         try:
             try:
                 old = self.call(self.client.read(self.bucket, name))

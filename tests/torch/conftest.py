@@ -39,6 +39,7 @@ S3_TESTS = frozenset({
     "test_zstd_manager_round_trip",
     "test_saving_an_existing_step_is_a_conflict_unless_overwrite",
     "test_retention_is_by_step_not_by_save_order",
+    "test_a_failed_overwrite_keeps_the_checkpoint_it_would_replace",
     "test_resume_pattern_from_a_fresh_manager",
     "test_single_process_save_load_and_the_file_system",
     "test_fit_save_resume_remove",

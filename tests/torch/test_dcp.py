@@ -114,7 +114,7 @@ def test_an_interrupted_resave_leaves_no_checkpoint_rather_than_a_mix(
     monkeypatch.setattr(GcsFileSystem, "create_stream", real)
     assert "again/__0_0.distcp" in where.names()  # the new first file did land
     assert "again/.metadata" not in where.names()
-    with pytest.raises(BaseException):  # no checkpoint: nothing loads
+    with pytest.raises(BaseException, match="metadata"):  # no checkpoint: nothing loads
         dcp.load({"a": torch.empty(1000), "b": torch.empty(1000)},
                  storage_reader=GcsStorageReader(root, client=where.client))
     # A save that completes makes it a checkpoint again.

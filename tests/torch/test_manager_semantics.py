@@ -89,3 +89,71 @@ def test_resume_pattern_from_a_fresh_manager(where: Where) -> None:
     state = restarted.load()
     assert state["step"] == 30 and torch.equal(state["w"], _state(30)["w"])  # type: ignore[arg-type]
     restarted.close()
+
+
+class _Unpicklable:
+    def __reduce__(self) -> str:
+        raise RuntimeError("this state cannot be serialized")
+
+
+def test_a_failed_overwrite_keeps_the_checkpoint_it_would_replace(where: Where) -> None:
+    # The step's checkpoint stands until the new one is whole: a failed
+    # overwrite loses nothing, and the next save's retention keeps it.
+    with CheckpointManager(where.url("o"), keep_last=2, client=where.client,
+                           writer=WriterOptions(part_size=PART)) as mgr:
+        mgr.save(_state(1), 100)
+        good = mgr.save(_state(2), 200)
+        with pytest.raises(RuntimeError, match="cannot be serialized"):
+            mgr.save({"w": torch.zeros(4), "bad": _Unpicklable()}, 200, overwrite=True)
+        assert mgr.latest() == good
+        assert mgr.load()["step"] == 2
+        mgr.save(_state(3), 300)
+        assert [c.step for c in mgr.list()] == [200, 300]
+        assert mgr.load(200)["step"] == 2
+        # An overwrite that completes replaces it, and leaves none of the
+        # replaced or failed saves' objects behind.
+        replaced = mgr.save(_state(4), 200, overwrite=True, data_state={"at": 4})
+        assert mgr.load(200)["step"] == 4 and mgr.load_data_state(200) == {"at": 4}
+        leaves = sorted(n.split("/", 2)[2] for n in where.names("o") if "step-000000000200" in n)
+        assert leaves == sorted(["manifest.json", *replaced.objects])
+        assert len(replaced.objects) == 2 and all(
+            name.startswith("replace-") for name in replaced.objects)
+        again = mgr.save(_state(5), 200, overwrite=True)
+        assert mgr.load(200)["step"] == 5
+        assert sorted(n.split("/", 2)[2] for n in where.names("o")
+                      if "step-000000000200" in n) == sorted(["manifest.json", *again.objects])
+
+
+def test_retention_deletes_only_what_a_manager_writes(where: Where) -> None:
+    # A DCP checkpoint named as the DCP docs name them (run/step-100), and a
+    # file a user put in a step's folder, are not the manager's to delete.
+    with CheckpointManager(where.url("m"), keep_last=1, client=where.client,
+                           writer=WriterOptions(part_size=PART)) as mgr:
+        where.put("m/step-100/.metadata", b"dcp")
+        where.put("m/step-150/__0_0.distcp", b"dcp data")
+        where.put("m/step-000000000100/notes.txt", b"mine")
+        where.put("m/step-000000000100/state.pt", b"a killed save's")
+        mgr.save(_state(1), 100)
+        mgr.save(_state(2), 200)
+        assert [c.step for c in mgr.list()] == [200]
+    names = where.names("m")
+    for kept in ("m/step-100/.metadata", "m/step-150/__0_0.distcp",
+                 "m/step-000000000100/notes.txt"):
+        assert kept in names
+    assert "m/step-000000000100/state.pt" not in names
+
+
+def test_concurrent_background_saves_each_record_their_history(where: Where) -> None:
+    with CheckpointManager(where.url("h"), client=where.client, max_pending=4,
+                           writer=WriterOptions(part_size=PART)) as mgr:
+        for step in range(1, 13):
+            mgr.save_async({"w": torch.zeros(100)}, step)
+        mgr.wait()
+        assert sorted(r.step for r in mgr.history()) == list(range(1, 13))
+
+
+def test_a_negative_step_is_refused(where: Where) -> None:
+    # "-0000000005" is no step folder a listing would find again.
+    with CheckpointManager(where.url("n"), client=where.client) as mgr:
+        with pytest.raises(InvalidArgument, match="step"):
+            mgr.save(_state(1), -5)
