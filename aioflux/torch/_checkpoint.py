@@ -15,7 +15,7 @@ import torch
 
 from .._api.stores import AnyClient, store_for_url
 from .._api.sync import Client
-from .._core.errors import InvalidArgument, StorageError
+from .._core.errors import AiofluxError, InvalidArgument
 from .._core.options import ReaderOptions, WriterOptions
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
@@ -177,24 +177,34 @@ class Checkpoint:
 def save_into(obj: Any, writer: IO[bytes]) -> None:
     """``torch.save(obj, writer)``, raising the writer's own error if it failed.
 
-    When a write raises (an upload that failed for good), torch's zip writer
-    still finishes the archive on its way out; that write fails too, with a
-    ``RuntimeError`` ("unexpected pos ...") that would replace the typed
-    storage error (seen under connection cuts in tests/torch/test_chaos.py).
+    When a write raises (an upload that failed for good, a Ctrl-C while it
+    waited for an upload slot), torch's zip writer still finishes the
+    archive on its way out; that write fails too, with a ``RuntimeError``
+    ("unexpected pos ...") that would replace the writer's own error (seen
+    under connection cuts in tests/torch/test_chaos.py), and a
+    ``KeyboardInterrupt`` would no longer reach the handlers waiting for it.
 
     Args:
         obj: what to save.
         writer: a writable aioflux object (or any file-like).
 
     Raises:
-        StorageError: the upload failed (what the writer raised).
+        AiofluxError: the upload failed, or the writer refused (what the
+            writer raised).
+        KeyboardInterrupt: interrupted while writing (likewise SystemExit).
     """
     try:
         torch.save(obj, writer)
     except RuntimeError as exc:
         cause = exc.__context__
-        while cause is not None and not isinstance(cause, StorageError):
+        while cause is not None and not _the_writers(cause):
             cause = cause.__context__
         if cause is None:
             raise
         raise cause from None
+
+
+def _the_writers(error: BaseException) -> bool:
+    """An error of the writer's own (not pickling's, which stays as raised),
+    or an interrupt, which must stay one."""
+    return isinstance(error, AiofluxError) or not isinstance(error, Exception)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 import torch
 
-from aioflux import Client, WriterOptions
+from aioflux import Client, InvalidArgument, WriterOptions
 from aioflux.testing import Emulator, Faults
 from aioflux.torch import CheckpointManager
+from aioflux.torch._checkpoint import save_into
 
 PART = 5 * 1024 * 1024
 
@@ -35,3 +38,31 @@ def test_ten_cycles_round_trip_under_faults(faults: Emulator, bucket: str,
     assert [c.step for c in mgr.list()] == [8, 9]
     assert sync_client.list_multipart_uploads(bucket) == []
     mgr.close()
+
+
+class _FailingFile(io.RawIOBase):
+    """A file whose third write raises ``error``, as an aioflux writer does
+    when a Ctrl-C lands while it waits for an upload slot."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.writes = 0
+        self.error = error
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: object) -> int:
+        self.writes += 1
+        if self.writes == 3:
+            raise self.error
+        return len(data)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt(), InvalidArgument("part limit")])
+def test_a_save_raises_the_writers_own_error_not_torchs(error: BaseException) -> None:
+    # torch's zip writer finishes the archive on its way out and fails
+    # ("unexpected pos"): that must not replace an interrupt, which the
+    # user's and Lightning's handlers wait for, or the writer's typed error.
+    with pytest.raises(type(error)) as raised:
+        save_into({"w": torch.zeros(100_000), "v": torch.ones(1000)}, _FailingFile(error))
+    assert raised.value is error
