@@ -152,6 +152,11 @@ class CheckpointManager:
         self._cond = threading.Condition()
         self._pending: dict[SaveFuture, tuple[int, int]] = {}  # future -> (step, bytes)
         self._failed: list[SaveFuture] = []
+        # The highest step this manager completed: saves finish out of order
+        # when several are in flight, and each retention pass must keep the
+        # window below the highest, not below its own step.
+        self._highest_done: int | None = None
+        self._retaining = threading.Lock()
 
     # -- naming -----------------------------------------------------------------
 
@@ -407,9 +412,14 @@ class CheckpointManager:
             serialized / total / 1e6 if total else 0.0, created, self.compression))
         if replaced is not None:
             self._store.drop_unlisted(step, leaves)  # what the new manifest replaced
-        with self._cond:
-            busy = {s for s, _ in self._pending.values()}
-        self._store.retain(step, self.keep_last, busy)
+        with self._retaining:
+            with self._cond:
+                # Saves in flight are spared; this one is complete.
+                busy = {s for s, _ in self._pending.values()} - {step}
+                if self._highest_done is None or step > self._highest_done:
+                    self._highest_done = step
+                newest = self._highest_done
+            self._store.retain(newest, self.keep_last, busy)
         return info
 
     # -- reading ----------------------------------------------------------------

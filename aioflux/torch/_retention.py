@@ -308,7 +308,7 @@ class CheckpointStore:
         """Delete old checkpoints and leftovers of killed saves.
 
         Args:
-            newest: the step just saved (nothing at or above it is touched).
+            newest: the highest step saved (nothing at or above it is touched).
             keep_last: complete checkpoints to keep, or None for all.
             busy: steps with a save still in flight.
 
