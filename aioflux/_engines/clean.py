@@ -99,13 +99,43 @@ def _age_of_upload(upload: MultipartUploadInfo, now: float) -> float | None:
     return now - started.timestamp()
 
 
+def _named(candidate: str, name: str) -> bool:
+    """Whether ``name`` names ``candidate`` under the URL rule of ``rm``,
+    ``ls`` and ``du``: ``run1`` is the object ``run1`` and the folder
+    ``run1/``, never ``run10/``, whose uploads may be another run's live
+    checkpoint; ``""`` is the whole bucket."""
+    folder = name if not name or name.endswith("/") else name + "/"
+    return candidate == name or candidate.startswith(folder)
+
+
+async def _named_uploads(client: ObjectStore, bucket: str, name: str,
+                         report: CleanReport) -> list[MultipartUploadInfo]:
+    """The open uploads ``name`` names (the listing's reason for failing,
+    if the store cannot list them, goes to ``report``)."""
+    try:
+        # Listed by the raw prefix: S3, GCS's XML API and the filesystem
+        # have no lookup of one key's uploads, so those of ``run1`` itself
+        # come with those of ``run10/``, dropped below.
+        listed = await client.list_multipart_uploads(bucket, name)
+    except InvalidRequest as exc:
+        report.uploads_unlisted = str(exc)
+        return []
+    # The backends check their upload listings as they read them; the same
+    # check here holds for any ObjectStore: clean never aborts an upload the
+    # caller did not name (nothing is deleted or aborted before it passes).
+    check = UploadListingCheck(client.features.scheme, bucket, name)
+    for upload in listed:
+        check.upload(upload.name, upload.upload_id)
+    return [upload for upload in listed if _named(upload.name, name)]
+
+
 def _old_enough(age: float | None, older_than: float) -> bool:
     # An unknown age is never "old enough" unless everything is asked for:
     # a live writer's upload must survive.
     return older_than <= 0 or (age is not None and age >= older_than)
 
 
-async def clean_bucket(client: ObjectStore, bucket: str, prefix: str = "", *,
+async def clean_bucket(client: ObjectStore, bucket: str, name: str = "", *,
                        dry_run: bool = False, older_than: float = DEFAULT_OLDER_THAN,
                        composed_prefix: str = COMPOSED_PREFIX) -> CleanReport:
     """Delete leftover composites and abort open multipart uploads.
@@ -113,10 +143,12 @@ async def clean_bucket(client: ObjectStore, bucket: str, prefix: str = "", *,
     Args:
         client: the client.
         bucket: bucket name.
-        prefix: abort only uploads of names under this, and delete only
-            composites under ``composed_prefix + prefix`` when ``prefix``
-            starts with ``composed_prefix``; composites always live under
-            ``composed_prefix`` at the bucket root.
+        name: what to clean, under the URL rule of ``rm``, ``ls`` and
+            ``du``: uploads of the object ``name`` and of names under
+            ``name/`` (never of ``name2/``); ``""`` names the whole bucket.
+            Composites always live under ``composed_prefix`` at the bucket
+            root: all of them are candidates unless ``name`` lies inside
+            ``composed_prefix``, where the same rule picks them.
         dry_run: report, change nothing.
         older_than: only touch composites and uploads at least this many
             seconds old, so those of processes still running survive
@@ -131,37 +163,28 @@ async def clean_bucket(client: ObjectStore, bucket: str, prefix: str = "", *,
 
     Raises:
         NotFound: no such bucket.
-        ProtocolError: the store listed an upload outside ``prefix``
-            (nothing is then deleted or aborted).
+        ProtocolError: the store listed an upload outside the prefix
+            ``name`` (nothing is then deleted or aborted).
         StorageError: listing failed (individual delete/abort failures are
             reported in ``CleanReport.errors`` instead).
     """
     report = CleanReport(bucket, dry_run, older_than)
     now = time.time()
-    comp_prefix = prefix if prefix.startswith(composed_prefix) else composed_prefix
+    comp_prefix = name if name.startswith(composed_prefix) else composed_prefix
     composites: list[ObjectInfo] = []
     # A store that cannot compose has no composites (and generations that
     # are not GCS's microsecond timestamps): nothing to look for.
     if client.features.compose:
         async for obj in client.list_objects(bucket, comp_prefix):
+            if not _named(obj.name, comp_prefix):
+                continue
             age = _age_of_generation(obj, now)
             if _old_enough(age, older_than):
                 composites.append(obj)
             else:
                 report.skipped.append(Skipped(obj.url, age))
     uploads: list[MultipartUploadInfo] = []
-    try:
-        listed = await client.list_multipart_uploads(bucket, prefix)
-    except InvalidRequest as exc:
-        report.uploads_unlisted = str(exc)
-        listed = []
-    # The backends check their upload listings as they read them; the same
-    # check here holds for any ObjectStore: clean never aborts an upload the
-    # caller did not name (nothing is deleted or aborted before it passes).
-    check = UploadListingCheck(client.features.scheme, bucket, prefix)
-    for upload in listed:
-        check.upload(upload.name, upload.upload_id)
-    for upload in listed:
+    for upload in await _named_uploads(client, bucket, name, report):
         age = _age_of_upload(upload, now)
         if _old_enough(age, older_than):
             uploads.append(upload)

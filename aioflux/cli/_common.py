@@ -14,6 +14,14 @@ object ``a`` and the "folder" ``a/`` (every object whose name starts with
 ``a/``), never ``a2`` or ``acopy/x``. ``gs://bucket/a/`` names only the
 folder, and ``gs://bucket`` the whole bucket. On the filesystem ``dir``
 names the file ``dir`` or everything under the directory ``dir/``.
+
+A symbolic link to a directory that a listing meets is not walked through.
+One a URL names is followed by the commands that only read (``ls``, ``du``,
+``cp -r`` from it: a dataset is often a link), but never by ``rm``
+(:func:`linked_directory`): ``rm -r runs`` does not reach the files of
+``runs/latest -> runs/2024-06-01`` through the link, so ``rm -r
+runs/latest`` must not either. As GNU ``rm``, ``rm [-r] link`` removes the
+link itself, and ``rm -r link/`` is refused.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import sys
 import threading
@@ -38,12 +47,13 @@ from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.urls import StoreURL, parse_url
 from ..gcs._client import AsyncClient
+from ..local._files import path_of
 from ..local._store import LocalStore
 from ..s3._store import S3Store
 
 __all__ = ["SERVED_SCHEMES", "Progress", "Stores", "add_client_arguments", "emit_json",
            "endpoint_arg", "folder_prefix", "gs_url_arg", "human", "int_at_least",
-           "list_named", "portal_store", "url_arg"]
+           "linked_directory", "list_named", "portal_store", "url_arg"]
 
 # Schemes with a backend in this version (aioflux._api.stores builds one for
 # each): every one of SCHEMES.
@@ -229,6 +239,23 @@ def gs_url_arg(value: str) -> StoreURL:
 def folder_prefix(name: str) -> str:
     """The listing prefix of the folder a URL's name denotes ("" for a bucket)."""
     return name if not name or name.endswith("/") else name + "/"
+
+
+def linked_directory(url: StoreURL) -> str | None:
+    """The directory a symbolic link named by ``url`` points to: a file
+    URL whose path, without its trailing ``/``, is such a link.
+
+    Args:
+        url: a parsed URL.
+
+    Returns:
+        The link's resolved target, or None (not a file URL, or no link to
+        a directory).
+    """
+    if url.scheme != "file":
+        return None
+    path = path_of(url.bucket, url.name.rstrip("/"))
+    return os.path.realpath(path) if os.path.islink(path) and os.path.isdir(path) else None
 
 
 async def list_named(store: ObjectStore, url: StoreURL) -> AsyncIterator[ObjectInfo]:

@@ -23,6 +23,7 @@ from ._common import (
     emit_json,
     folder_prefix,
     human,
+    linked_directory,
     list_named,
     portal_store,
     url_arg,
@@ -153,7 +154,10 @@ async def _rm_targets(stores: Stores, urls: list[StoreURL], recursive: bool) -> 
     for url in urls:
         bucket, name = url
         store = stores(url)
-        if recursive:
+        target = linked_directory(url)
+        if target is not None:
+            targets.append(_link(store, url, target))
+        elif recursive:
             found = [(store, bucket, o.name, o.generation or None)
                      async for o in list_named(store, url)]
             if not found:
@@ -166,6 +170,20 @@ async def _rm_targets(stores: Stores, urls: list[StoreURL], recursive: bool) -> 
         else:
             targets.append((store, bucket, name, None))
     return targets
+
+
+def _link(store: ObjectStore, url: StoreURL, target: str) -> _Target:
+    """The symbolic link ``url`` names, removed by itself as GNU rm does:
+    rm never deletes through a link to a directory (see ``_common``)."""
+    if not url.name:
+        raise UsageError(f"{url} is a symbolic link to the directory {target} at the top of "
+                         f"the filesystem, which rm neither removes nor deletes through: "
+                         f"name {target} to delete its files")
+    if url.name.endswith("/"):
+        raise UsageError(f"{url} names the directory {target} through a symbolic link, "
+                         "which rm does not delete through: drop the trailing '/' to remove "
+                         f"the link, or name {target} to delete its files")
+    return store, url.bucket, url.name, None
 
 
 async def _delete(targets: list[_Target]) -> None:

@@ -487,10 +487,14 @@ def copy_file(bucket: str, name: str, dest_bucket: str, dest_name: str) -> Objec
 
 def delete_file(bucket: str, name: str, generation: int | None,
                 if_generation_match: int | None) -> None:
-    """Delete a file and the directories aioflux made that it leaves empty."""
+    """Delete a file and the directories aioflux made that it leaves empty.
+
+    A symbolic link is removed itself, never what it points to: one to a
+    directory too (``aioflux rm link``, as rm does).
+    """
     path = path_of(bucket, name)
     st = os.stat(path)
-    if not stat_mod.S_ISREG(st.st_mode):
+    if not (stat_mod.S_ISREG(st.st_mode) or os.path.islink(path)):
         raise _not_a_file("delete", bucket, name)
     if generation is not None and st.st_mtime_ns != generation:
         raise NotFound(f"{describe('delete', bucket, name, 'file')} failed: generation "

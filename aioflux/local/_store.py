@@ -431,6 +431,9 @@ class LocalStore:
                      if_generation_match: int | None = None, missing_ok: bool = False) -> None:
         """Delete a file (and the directories it leaves empty, up to the bucket).
 
+        A symbolic link is removed itself, never what it points to; so is a
+        link to a directory (which listings skip), as ``rm`` removes it.
+
         Args:
             bucket: the first directory of the path.
             name: the rest of the path.

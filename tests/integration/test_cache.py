@@ -365,3 +365,89 @@ async def test_a_fill_that_takes_too_long_is_read_around(emulator: Emulator, buc
         proc.kill()
         proc.communicate()
     assert info(str(root)).entries == 1  # the slow filler still stored it
+
+
+# -- a cache_dir holding someone else's files ---------------------------------
+
+# Files a user may keep where the cache would sweep (tmp/), evict and clear
+# (entries/<fan>/): a directory given as cache_dir=os.getcwd() or "~".
+_USER_FILES = {"tmp/notes.txt": b"scratch", "tmp/" + "a" * 64 + ".txt": b"hex-like",
+               "entries/ab/results.csv": b"a,b\n1,2\n", "entries/notes/x": b"x",
+               "entries/ab/" + "c" * 62 + ".bak": b"backup"}
+
+
+def _put_user_files(root: Path) -> None:
+    for name, body in _USER_FILES.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(body)
+
+
+def _user_files_left(root: Path) -> dict[str, bytes]:
+    return {name: (root / name).read_bytes() for name in _USER_FILES
+            if (root / name).is_file()}
+
+
+def test_a_non_empty_directory_without_the_marker_is_refused(emulator: Emulator, bucket: str,
+                                                            tmp_path: Path) -> None:
+    emulator.store.put(bucket, "o", b"object")
+    project = tmp_path / "project"
+    _put_user_files(project)
+    (project / "README").write_text("mine")
+    why = (f"cache {project}: not a cache directory (it holds 'README', 'entries', 'tmp' but no "
+           "aioflux-cache.json): a cache deletes files it takes for its own in its directory, "
+           "so it uses only a new or empty one, or one a cache made")
+    with pytest.raises(InvalidArgument) as refused:
+        DiskCache(project)
+    assert str(refused.value) == why
+    from aioflux import Client
+
+    with Client(endpoint=emulator.endpoint) as c, pytest.raises(InvalidArgument) as refused:
+        list(load_files([f"gs://{bucket}/o"], client=c, cache_dir=project, cache_limit=1))
+    assert str(refused.value) == why
+    assert _user_files_left(project) == _USER_FILES
+    assert sorted(os.listdir(project)) == ["README", "entries", "tmp"]  # no marker, no locks/
+
+
+async def test_a_directory_filled_before_the_cache_opens_is_refused_then(
+        emulator: Emulator, bucket: str, tmp_path: Path, client: AsyncClient) -> None:
+    emulator.store.put(bucket, "o", b"object")
+    obj = await client.stat(bucket, "o")
+    empty, later = tmp_path / "empty", tmp_path / "later"
+    empty.mkdir()
+    assert await DiskCache(empty).get(obj, lambda objs: read_all(client, objs)) == b"object"
+    assert info(str(empty)).entries == 1  # an empty directory is adopted
+    cache = DiskCache(later)  # not there yet
+    _put_user_files(later)
+    with pytest.raises(InvalidArgument, match=r"not a cache directory \(it holds 'entries', "
+                                              r"'tmp' but no aioflux-cache.json\)"):
+        await cache.get(obj, lambda objs: read_all(client, objs))
+    assert _user_files_left(later) == _USER_FILES
+
+
+async def test_sweeps_eviction_and_clear_touch_only_the_caches_own_names(
+        emulator: Emulator, bucket: str, tmp_path: Path, client: AsyncClient) -> None:
+    from aioflux._engines.cache import clear
+
+    bodies = {f"e/{i}": os.urandom(4096) for i in range(6)}
+    for name, body in bodies.items():
+        emulator.store.put(bucket, name, body)
+    objects = [await client.stat(bucket, name) for name in bodies]
+    root = tmp_path / "cache"
+    await DiskCache(root).get(objects[0], lambda objs: read_all(client, objs))
+    # Dropped into a cache directory later; plus a temporary of a killed
+    # writer, in the exact form the cache writes, which must still go.
+    _put_user_files(root)
+    stale = root / "tmp" / f"{'d' * 64}.12345.0badcafe"
+    stale.write_bytes(b"torn")
+    # Room for two entries: each new one evicts.
+    cache = DiskCache(root, 2 * 4096 + 1000)
+    got = await cache.get_many(objects, lambda objs: read_all(client, objs))
+    assert got == list(bodies.values())
+    assert cache.stats.evictions >= 4
+    assert not stale.exists()
+    assert _user_files_left(root) == _USER_FILES
+    found = info(str(root))
+    assert found.entries >= 1 and found.temporaries == 0
+    assert clear(str(root))[0] == found.entries
+    assert info(str(root)).entries == 0
+    assert _user_files_left(root) == _USER_FILES

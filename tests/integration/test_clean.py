@@ -241,3 +241,33 @@ def test_cli_clean_on_the_filesystem_removes_old_temporary_files(
     assert main(["clean", str(run), "--older-than", "0"]) == 0
     assert sorted(p.name for p in run.iterdir()) == ["keep.pt"]
     assert (run / "keep.pt").read_bytes() == b"published"
+
+
+@pytest.mark.parametrize("scheme", ["gs", "s3"])
+async def test_cli_clean_of_a_run_spares_the_uploads_of_a_run_sharing_its_prefix(
+        client: AsyncClient, emulator: Emulator, bucket: str, scheme: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # The emulator's S3 face serves the same buckets: an XML multipart upload
+    # started through the GCS client is an S3 multipart upload too.
+    mine = await client.initiate_multipart(bucket, "run1/step-1/state.pt")
+    other = await client.initiate_multipart(bucket, "run10/step-1/state.pt")
+    argv = ["clean", f"{scheme}://{bucket}/run1", "--older-than", "0",
+            "--endpoint", emulator.endpoint, "--s3-endpoint", emulator.s3_endpoint]
+    assert await asyncio.to_thread(main, argv) == 0
+    assert capsys.readouterr().out == (
+        f"aborted upload {mine} of {scheme}://{bucket}/run1/step-1/state.pt\n"
+        "0 composed objects, 1 multipart uploads, 0 skipped, 0 errors\n")
+    assert [u.upload_id for u in await client.list_multipart_uploads(bucket)] == [other]
+
+
+def test_cli_clean_of_a_local_run_spares_the_temporaries_of_a_run_sharing_its_prefix(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for run, writer in (("run1", "a" * 12), ("run10", "b" * 12), ("run1.bak", "c" * 12)):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / f".state.pt.aioflux-tmp-{writer}").write_bytes(b"part")
+    assert main(["clean", str(tmp_path / "run1"), "--older-than", "0"]) == 0
+    assert capsys.readouterr().out == (
+        f"aborted upload .state.pt.aioflux-tmp-{'a' * 12} of file://{tmp_path}/run1/state.pt\n"
+        "0 composed objects, 1 multipart uploads, 0 skipped, 0 errors\n")
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.aioflux-tmp-*")) \
+        == [f"run1.bak/.state.pt.aioflux-tmp-{'c' * 12}", f"run10/.state.pt.aioflux-tmp-{'b' * 12}"]

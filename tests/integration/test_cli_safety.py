@@ -116,6 +116,63 @@ def test_cp_r_follows_the_rule(run, emulator: Emulator, tree: str, tmp_path: Pat
     assert bytes(emulator.store.get(tree, "single").data) == b"ACOPYX"
 
 
+# -- symbolic links to directories ---------------------------------------------
+
+
+@pytest.fixture
+def linked_run(tmp_path: Path) -> Path:
+    """runs/2024-06-01/{model.pt, sub/opt.pt} and runs/latest -> runs/2024-06-01."""
+    target = tmp_path / "runs" / "2024-06-01"
+    (target / "sub").mkdir(parents=True)
+    (target / "model.pt").write_bytes(b"weights")
+    (target / "sub" / "opt.pt").write_bytes(b"optim")
+    (tmp_path / "runs" / "latest").symlink_to(target)
+    return tmp_path / "runs"
+
+
+def _run_files(runs: Path) -> dict[str, bytes]:
+    return {p.relative_to(runs).as_posix(): p.read_bytes()
+            for p in runs.rglob("*") if p.is_file() and not p.is_symlink()}
+
+
+_RUN_FILES = {"2024-06-01/model.pt": b"weights", "2024-06-01/sub/opt.pt": b"optim"}
+
+
+@pytest.mark.parametrize("flags", [["-r"], []])
+def test_rm_of_a_symlink_to_a_directory_removes_only_the_link(  # type: ignore[no-untyped-def]
+        run, linked_run: Path, flags: list[str]) -> None:
+    assert run("rm", *flags, str(linked_run / "latest")) == (0, "removed 1 object(s)\n", "")
+    assert not (linked_run / "latest").is_symlink()
+    assert _run_files(linked_run) == _RUN_FILES
+
+
+def test_rm_r_of_a_symlink_with_a_trailing_slash_is_a_usage_error(  # type: ignore[no-untyped-def]
+        run, linked_run: Path) -> None:
+    target = linked_run / "2024-06-01"
+    code, out, err = run("rm", "-r", f"{linked_run}/latest/")
+    assert (code, out) == (2, "")
+    assert err == (f"aioflux rm: error: file://{linked_run}/latest/ names the directory "
+                   f"{target} through a symbolic link, which rm does not delete through: "
+                   f"drop the trailing '/' to remove the link, or name {target} to delete its "
+                   "files (see aioflux rm --help)\n")
+    assert (linked_run / "latest").is_symlink()
+    assert _run_files(linked_run) == _RUN_FILES
+
+
+# The commands that only read follow a link they are given (a dataset is
+# often one), as GNU ls does; only rm keeps to the link itself.
+def test_ls_and_cp_r_follow_a_named_symlink_to_a_directory(  # type: ignore[no-untyped-def]
+        run, linked_run: Path) -> None:
+    link, out_dir = linked_run / "latest", linked_run.parent / "out"
+    code, out, _ = run("ls", "-r", str(link))
+    assert code == 0 and "model.pt" in out and "sub/opt.pt" in out
+    assert run("cp", "-r", str(link), str(out_dir))[0] == 0
+    copied = {p.relative_to(out_dir).as_posix(): p.read_bytes()
+              for p in out_dir.rglob("*") if p.is_file()}
+    assert sorted(copied.values()) == [b"optim", b"weights"]
+    assert _run_files(linked_run) == _RUN_FILES
+
+
 # "gs:/b/x" (one slash, or none) once meant the relative path ./gs:/b/x:
 # `cp f gs:/b/x` printed "copied" and wrote a local file under ./gs:.
 @pytest.mark.parametrize(("argv", "fix"), [

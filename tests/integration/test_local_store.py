@@ -580,6 +580,19 @@ async def test_symlinks_to_files_are_listed_links_to_directories_not_followed(
     assert listed == [space.n("link-f"), space.n("real/f")]
 
 
+async def test_delete_of_a_symlink_removes_the_link_never_its_target(space: Space) -> None:
+    await space.store.write(space.bucket, space.n("real/f"), b"f")
+    await space.store.write(space.bucket, space.n("real/sub/g"), b"g")
+    (space.root / "link-dir").symlink_to(space.root / "real")
+    (space.root / "link-f").symlink_to(space.root / "real" / "f")
+    await space.store.delete(space.bucket, space.n("link-dir"))
+    await space.store.delete(space.bucket, space.n("link-f"))
+    assert not (space.root / "link-dir").is_symlink()
+    assert not (space.root / "link-f").is_symlink()
+    assert space.files() == ["real/f", "real/sub/g"]
+    assert await space.store.read(space.bucket, space.n("real/sub/g")) == b"g"
+
+
 async def test_missing_bucket_directory(tmp_path: Path) -> None:
     store = LocalStore()
     bucket = f"no-such-dir-{uuid.uuid4().hex}"

@@ -45,3 +45,28 @@ async def test_clean_aborts_the_uploads_under_the_prefix() -> None:
     report = await clean_bucket(store, "bkt", "tmp/", older_than=0)
     assert [u.upload_id for u in report.uploads] == [mine]
     assert [u.upload_id for u in await store.list_multipart_uploads("bkt")] == [live]
+
+
+async def test_clean_of_a_name_spares_siblings_that_only_share_its_prefix() -> None:
+    # The URL rule of rm, ls and du: run1 is the object run1 and the folder
+    # run1/, never run10/ (another run, whose save may be streaming now).
+    store = MemoryStore(buckets=["bkt"])
+    named = [await store.initiate_multipart("bkt", name)
+             for name in ("run1", "run1/step-1/state.pt")]
+    spared = [await store.initiate_multipart("bkt", name)
+              for name in ("run10/step-1/state.pt", "run1.bak", "run1x")]
+    report = await clean_bucket(store, "bkt", "run1", older_than=0)
+    assert sorted(u.upload_id for u in report.uploads) == sorted(named)
+    assert report.skipped == []
+    assert sorted(u.upload_id for u in await store.list_multipart_uploads("bkt")) == sorted(
+        spared)
+
+
+async def test_clean_inside_the_composed_prefix_follows_the_same_rule() -> None:
+    store = MemoryStore(buckets=["bkt"])
+    for name in ("aioflux-composed/1-a", "aioflux-composed/1-ab", "aioflux-composed/1-a/x"):
+        await store.write("bkt", name, b"c")
+    report = await clean_bucket(store, "bkt", "aioflux-composed/1-a", older_than=0)
+    assert sorted(report.composites) == ["memory://bkt/aioflux-composed/1-a",
+                                         "memory://bkt/aioflux-composed/1-a/x"]
+    assert [o.name async for o in store.list_objects("bkt")] == ["aioflux-composed/1-ab"]

@@ -145,7 +145,8 @@ def cache_from_args(op: str, cache_dir: object, cache_limit: object) -> DiskCach
         The cache, or None.
 
     Raises:
-        InvalidArgument: a wrong type, a limit below 1, or a limit without a directory.
+        InvalidArgument: a wrong type, a limit below 1, a limit without a
+            directory, or a directory that holds files but is not a cache.
     """
     check_int(op, "cache_limit", cache_limit, minimum=1, optional=True)
     if cache_dir is None:
@@ -172,13 +173,16 @@ class DiskCache:
     every network filesystem.
 
     Args:
-        directory: the cache directory (created if missing).
+        directory: the cache directory: created if missing; an existing
+            one must be empty or a cache's (hold its marker), since the
+            cache deletes files it takes for its own there.
         limit_bytes: most bytes of entries (None: no limit).
         wait_limit: seconds to wait for another process's fill of an
             entry before reading the object without the cache.
 
     Raises:
-        InvalidArgument: a setting of the wrong type.
+        InvalidArgument: a setting of the wrong type, or a directory that
+            holds files but is not a cache.
     """
 
     def __init__(self, directory: str | os.PathLike[str], limit_bytes: int | None = None, *,
@@ -190,6 +194,10 @@ class DiskCache:
         self.limit = limit_bytes
         self.wait_limit = wait_limit
         self.layout = Layout(self.directory)
+        try:
+            self.layout.refuse_foreign()  # at once, where the directory is given
+        except OSError:
+            pass  # unreadable: said with its cause when the cache is opened
         self.stats = CacheStats()
         self._opened_in: int | None = None
 
@@ -252,7 +260,8 @@ class DiskCache:
             Their bytes, in order.
 
         Raises:
-            InvalidArgument: the cache directory cannot be created.
+            InvalidArgument: the cache directory cannot be created, or
+                holds files but is not a cache.
             StorageError: a fetch failed.
         """
         if self._opened_in != os.getpid():

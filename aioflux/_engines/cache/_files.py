@@ -9,6 +9,11 @@ Layout of a cache directory::
     locks/abcdef...           per-entry lock file, present only while an entry is filled
     tmp/abcdef....PID.RAND    entries being written (renamed into entries/ when complete)
 
+A cache deletes what it takes for its own leftovers, so it adopts only a new
+or empty directory (or one holding its marker), and it sweeps, evicts and
+clears only names of exactly the forms above: a file someone else put there
+is never taken for an entry or a temporary.
+
 An entry is ``HEADER`` (magic, size, crc32c, key length), the key, then the
 object's bytes; the crc32c covers the bytes and is checked on every read.
 Locks are ``flock`` locks, which the kernel drops when a process dies, so
@@ -23,12 +28,14 @@ import errno
 import fcntl
 import json
 import os
+import re
 import struct
 import time
 import uuid
 from dataclasses import dataclass
 
 from ..._core.crc import crc32c
+from ..._core.errors import InvalidArgument
 
 __all__ = [
     "CORRUPT",
@@ -63,6 +70,16 @@ EVICT_SLACK = 0.1
 
 MISS, CORRUPT = "miss", "corrupt"
 
+# The names the cache writes: an entry ``entries/<2 hex>/<62 hex>`` (the
+# sha256 of its key, split), a temporary ``tmp/<64 hex>.<pid>.<8 hex>`` and
+# the marker's temporary ``<MARKER>.<pid>.<8 hex>``.
+_FAN = re.compile(r"[0-9a-f]{2}")
+_ENTRY = re.compile(r"[0-9a-f]{62}")
+_TEMP = re.compile(r"([0-9a-f]{64})\.[0-9]+\.[0-9a-f]{8}")
+_MARKER_TEMP = re.compile(re.escape(MARKER) + r"\.[0-9]+\.[0-9a-f]{8}")
+# Names of a refused directory's files shown in the message.
+_SHOWN = 3
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -89,9 +106,49 @@ class Layout:
         return os.path.join(self.root, "tmp")
 
     def make(self, limit: int | None) -> None:
-        """Create the directories and record ``limit`` in the marker."""
+        """Adopt the directory, create the subdirectories and record
+        ``limit`` in the marker.
+
+        Raises:
+            InvalidArgument: the directory holds files but no marker.
+            OSError: the directory cannot be created or written.
+        """
+        os.makedirs(self.root, exist_ok=True)
+        self.refuse_foreign()
+        # The marker before the subdirectories: another process opening the
+        # same new directory meanwhile must never see them without it.
+        self._record(limit)
         for sub in ("entries", "locks", "tmp"):
             os.makedirs(os.path.join(self.root, sub), exist_ok=True)
+
+    def refuse_foreign(self) -> None:
+        """Raise unless the directory is missing, empty or a cache's: sweeps
+        and eviction would delete a user's ``tmp/*`` and ``entries/*/*``
+        (``cache_dir=os.getcwd()`` or ``"~"``).
+
+        Raises:
+            InvalidArgument: the directory holds files but no marker.
+            OSError: the directory cannot be listed.
+        """
+        try:
+            names = os.listdir(self.root)
+        except FileNotFoundError:
+            return  # made when the cache is opened
+        found = sorted(name for name in names
+                       if name != MARKER and not _MARKER_TEMP.fullmatch(name))
+        # The marker is looked for after the listing: a process making the
+        # cache writes it before anything else, so if the listing shows that
+        # process's files, the marker exists by now.
+        if found and not os.path.exists(self.marker):
+            shown = ", ".join(map(repr, found[:_SHOWN])) + (", ..." if len(found) > _SHOWN
+                                                            else "")
+            raise InvalidArgument(
+                f"cache {self.root}: not a cache directory (it holds {shown} but no "
+                f"{MARKER}): a cache deletes files it takes for its own in its directory, "
+                "so it uses only a new or empty one, or one a cache made")
+
+    def _record(self, limit: int | None) -> None:
+        """Write ``limit`` into the marker, unless it already holds it."""
         want = {"format": FORMAT, "limit": limit}
         try:
             with open(self.marker, encoding="utf-8") as f:
@@ -331,11 +388,15 @@ def _scan(layout: Layout) -> list[tuple[int, int, str]]:
     except FileNotFoundError:
         return []
     for fan in fans:
+        if not _FAN.fullmatch(fan.name):
+            continue
         try:
             files = list(os.scandir(fan.path))
         except (FileNotFoundError, NotADirectoryError):
             continue
         for entry in files:
+            if not _ENTRY.fullmatch(entry.name):
+                continue
             try:
                 st = entry.stat()
             except FileNotFoundError:
@@ -375,12 +436,7 @@ def sweep_temps(layout: Layout) -> int:
         Temporaries removed.
     """
     removed = 0
-    try:
-        names = os.listdir(layout.tmp)
-    except FileNotFoundError:
-        return 0
-    for name in names:
-        digest = name.split(".", 1)[0]
+    for name, digest in _temporaries(layout):
         lock_path = layout.lock(digest)
         try:
             fd = try_lock(lock_path)
@@ -394,6 +450,15 @@ def sweep_temps(layout: Layout) -> int:
         finally:
             unlock(fd, lock_path)
     return removed
+
+
+def _temporaries(layout: Layout) -> list[tuple[str, str]]:
+    """``(name, digest)`` of every temporary in ``tmp/``."""
+    try:
+        names = os.listdir(layout.tmp)
+    except FileNotFoundError:
+        return []
+    return [(name, match.group(1)) for name in names if (match := _TEMP.fullmatch(name))]
 
 
 @dataclass(frozen=True)
@@ -426,10 +491,7 @@ def info(root: str) -> CacheInfo:
     """Describe the cache at ``root`` (which must hold the marker)."""
     layout = Layout(root)
     entries = _scan(layout)
-    try:
-        temps = len(os.listdir(layout.tmp))
-    except FileNotFoundError:
-        temps = 0
+    temps = len(_temporaries(layout))
     oldest = min((m for m, _, _ in entries), default=None)
     return CacheInfo(root, len(entries), sum(s for _, s, _ in entries),
                      layout.recorded_limit(), temps,
