@@ -33,12 +33,15 @@ import builtins
 import concurrent.futures
 import copy
 import datetime as dt
+import functools
 import io
 import json
+import logging
 import os
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,6 +62,8 @@ from ._retention import DATA_STATE, MANIFEST, REPLACING, CheckpointStore, leaf_n
 from ._snapshot import BufferPool, snapshot, state_nbytes
 
 __all__ = ["DATA_STATE", "CheckpointManager", "SaveFuture"]
+
+log = logging.getLogger("aioflux.checkpoint")
 
 
 class SaveFuture(concurrent.futures.Future[CheckpointInfo]):
@@ -157,6 +162,12 @@ class CheckpointManager:
         # window below the highest, not below its own step.
         self._highest_done: int | None = None
         self._retaining = threading.Lock()
+        # A script that ends without close(): its saves in flight must still
+        # complete, and a failure be heard of. This runs when the interpreter
+        # starts to exit, before thread pools refuse work (they register the
+        # same way, earlier, and these run last registered first).
+        threading._register_atexit(  # type: ignore[attr-defined]
+            functools.partial(_finish_at_exit, weakref.ref(self)))
 
     # -- naming -----------------------------------------------------------------
 
@@ -536,3 +547,19 @@ class CheckpointManager:
             StorageError: reading failed.
         """
         return self._store.history()
+
+
+def _finish_at_exit(ref: weakref.ref[CheckpointManager]) -> None:
+    """At exit without ``close()``: wait for the saves in flight, then log
+    each one that failed with nobody looking (``close()`` would have raised it)."""
+    manager = ref()
+    if manager is None:
+        return
+    with manager._cond:
+        while manager._pending:
+            manager._cond.wait()
+        failed = [f for f in manager._failed if not f.observed]
+    for future in failed:
+        exc = future.exception()
+        log.error("CheckpointManager(%s): a background save failed and close() was never "
+                  "called to raise it: %s: %s", manager.root, type(exc).__name__, exc)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -66,3 +70,45 @@ def test_a_save_raises_the_writers_own_error_not_torchs(error: BaseException) ->
     with pytest.raises(type(error)) as raised:
         save_into({"w": torch.zeros(100_000), "v": torch.ones(1000)}, _FailingFile(error))
     assert raised.value is error
+
+
+_EXITS_WITHOUT_CLOSE = textwrap.dedent("""
+    import sys, torch
+    from aioflux.torch import CheckpointManager
+
+    manager = CheckpointManager(sys.argv[1])
+    # The snapshot copies a function as it is; torch.save cannot pickle it.
+    manager.save_async({"w": torch.zeros(4), "bad": lambda: 0}, 1)
+    # No close(): the script just ends.
+""")
+
+
+def test_a_failed_background_save_is_reported_when_the_process_exits_without_close(
+        tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", _EXITS_WITHOUT_CLOSE, str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=120)
+    assert "a background save failed and close() was never called" in done.stderr
+    assert "PicklingError" in done.stderr
+
+
+_SAVES_THEN_EXITS = textwrap.dedent("""
+    import sys, torch
+    from aioflux.torch import CheckpointManager
+
+    manager = CheckpointManager(sys.argv[1], keep_last=1)
+    for step in (1, 2):
+        manager.save_async({"w": torch.full((2_000_000,), float(step))}, step)
+    # No close(): the script just ends with its saves in flight.
+""")
+
+
+def test_saves_in_flight_complete_when_the_process_exits_without_close(
+        tmp_path: Path) -> None:
+    # At exit thread pools refuse new work; the saves must finish before.
+    root = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-c", _SAVES_THEN_EXITS, str(root)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "failed" not in done.stderr, done.stderr
+    with CheckpointManager(str(root)) as manager:
+        assert [c.step for c in manager.list()] == [2]
+        assert torch.equal(manager.load()["w"], torch.full((2_000_000,), 2.0))
