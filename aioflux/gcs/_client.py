@@ -476,8 +476,8 @@ class AsyncClient:
             if info.size != len(view) or info.crc32c != checksum:
                 raise
             return info
-        await verify_published(self, Op("write", bucket, name), info, len(view), checksum)
-        return info
+        # What the answer left out (a crc32c, the generation) comes back filled in.
+        return await verify_published(self, Op("write", bucket, name), info, len(view), checksum)
 
     async def _multipart_upload(self, bucket: str, name: str, view: memoryview, checksum: int,
                                 content_type: str, if_generation_match: int | None,
@@ -574,7 +574,8 @@ class AsyncClient:
                 raise
             return info
         if expected is not None:
-            await verify_published(self, Op("compose", bucket, destination), info, *expected)
+            return await verify_published(self, Op("compose", bucket, destination), info,
+                                          *expected)
         return info
 
     async def delete(
@@ -638,9 +639,11 @@ class AsyncClient:
             NotFound: the source is missing.
             PreconditionFailed: the source was replaced while it was copied.
             ChecksumMismatch: the copy's size or crc32c is not the source's
-                (that generation of the copy was deleted).
+                (that generation of the copy was deleted; left alone when
+                the answer named no generation).
             ProtocolError: the rewrite's calls do not move forward.
-            StorageError: any other failure.
+            StorageError: the answer is about another object, or any other
+                failure.
         """
         check_object("copy", bucket, name)
         check_object("copy", dest_bucket, dest_name, bucket_arg="dest_bucket",

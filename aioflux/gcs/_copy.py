@@ -1,21 +1,24 @@
 """Server-side copies (JSON ``rewriteTo``), checked.
 
 The copy is of the source generation a stat saw (``ifSourceGenerationMatch``)
-and must have its size and crc32c, else exactly that generation of the copy
-is deleted before ``ChecksumMismatch``. A rewrite that takes several calls
-must hand a new token each time: one that repeats would be called forever.
+and must be the destination asked for, with the source's size and crc32c
+(a stat supplies a crc32c the answer lacks), else exactly that generation of
+the copy is deleted before ``ChecksumMismatch``. A rewrite that takes
+several calls must hand a new token and report more bytes rewritten each
+time: each call is its own request, so no retry deadline would end one
+that never moves forward.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ProtocolError, describe
 from .._core.store import copy_differs
 from .._core.types import COMPACT_JSON, ObjectInfo
 from .._net.transport import Op
 from ._json import json_handler, quote_name
-from ._published import discard_published
+from ._published import discard_published, verify_published
 
 if TYPE_CHECKING:
     from ._client import AsyncClient
@@ -33,8 +36,8 @@ async def rewrite_object(client: AsyncClient, bucket: str, name: str, dest_bucke
     # to its size and crc32c.
     src = await client.stat(bucket, name)
     pinned = dict(COMPACT_JSON, ifSourceGenerationMatch=str(src.generation))
-    token: str | None = None
-    tokens: set[str] = set()
+    token = ""
+    rewritten = -1  # a first answer may report nothing rewritten yet
     while True:
         # Large cross-location rewrites take several calls; each returns
         # a token to continue from.
@@ -44,17 +47,49 @@ async def rewrite_object(client: AsyncClient, bucket: str, name: str, dest_bucke
             headers={"Content-Type": "application/json"}, data=b"{}")
         if result.get("done"):
             break
-        token = str(result.get("rewriteToken") or "")
-        if not token or token in tokens:
-            # A rewrite that never ends: the same call again and again.
-            raise ProtocolError(f"{describe('copy', bucket, name)} failed: the server "
-                                "answered a rewrite with no new token to continue from",
-                                operation="copy", bucket=bucket, name=name)
-        tokens.add(token)
-    info = ObjectInfo.from_json(dest_bucket, result["resource"])
+        token, rewritten = _continuation(op, result, token, rewritten, src.size)
+    dest = Op("copy", dest_bucket, dest_name)
+    info = _copied(dest, result)
     differs = copy_differs(src, info)
     if differs:
-        await discard_published(client, Op("copy", dest_bucket, dest_name), info,
-                                f"the copy's {' and '.join(differs)} differ from the "
-                                "source's")
-    return info
+        await discard_published(client, dest, info, f"the copy's {' and '.join(differs)} "
+                                "differ from the source's")
+    # What the answer left out (a crc32c, the generation) is learned or
+    # confirmed as for a write, and an answer about another object fails.
+    return await verify_published(client, dest, info, src.size, src.crc32c)
+
+
+def _continuation(op: Op, result: dict[str, Any], token: str, rewritten: int,
+                  size: int) -> tuple[str, int]:
+    """The token of an unfinished rewrite and its bytes rewritten so far,
+    which must exceed ``rewritten`` and stay within the source's ``size``."""
+    new_token = str(result.get("rewriteToken") or "")
+    if not new_token or new_token == token:
+        raise _stuck(op, "answered a rewrite with no new token to continue from")
+    reported = result.get("totalBytesRewritten")
+    try:
+        total = int(str(reported))  # an int64 as a string, or a number
+    except ValueError:
+        raise _stuck(op, f"answered a rewrite with no byte count "
+                         f"({str(reported)[:40]!r})") from None
+    if not 0 <= total <= size:
+        raise _stuck(op, f"reports {total} bytes rewritten of a {size}-byte source")
+    if total <= rewritten:
+        raise _stuck(op, f"reports {total} bytes rewritten after {rewritten}: the rewrite "
+                         "does not move forward")
+    return new_token, total
+
+
+def _copied(dest: Op, result: dict[str, Any]) -> ObjectInfo:
+    try:
+        return ObjectInfo.from_json(dest.bucket, result["resource"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ProtocolError(f"{describe(dest.operation, dest.bucket, dest.name)}: the finished "
+                            f"rewrite has no readable object resource ({type(exc).__name__}); "
+                            "the copy is not verified", operation=dest.operation,
+                            bucket=dest.bucket, name=dest.name) from exc
+
+
+def _stuck(op: Op, what: str) -> ProtocolError:
+    return ProtocolError(f"{describe(op.operation, op.bucket, op.name)} failed: the server "
+                         f"{what}", operation=op.operation, bucket=op.bucket, name=op.name)

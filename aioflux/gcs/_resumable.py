@@ -4,7 +4,9 @@ Used for large single-object writes and as the streaming fallback of the
 checkpoint writer where a server has no XML multipart upload. Chunks must be
 multiples of 256 KiB except the last; the server reports what it persisted
 (``Range`` on a 308), and we resend from there, so a torn chunk never
-corrupts the object. The object appears only when the final chunk lands.
+corrupts the object. A 308 that persists nothing new fails the attempt, so
+the retry policy's attempts and deadline bound a server that never moves
+forward. The object appears only when the final chunk lands.
 
 A failed attempt is followed by a status query (``Content-Range: bytes */N``)
 before anything is re-sent; a session that vanished after its final chunk
@@ -22,7 +24,7 @@ import aiohttp
 import yarl
 
 from .._core.crc import encode_crc32c
-from .._core.errors import InvalidArgument, NotFound, StorageError
+from .._core.errors import InvalidArgument, NotFound, StorageError, TransportError
 from .._core.types import ObjectInfo
 from .._net.failures import drain, read_metadata
 from .._net.transport import HttpResponse, Op, request_body
@@ -207,33 +209,7 @@ class ResumableUpload:
                 self._advance(state, start, end)
                 if self.offset >= end and total is None:
                     return None  # the lost answer's chunk is all stored: nothing to send
-            while True:
-                piece = view[self.offset - start:]
-                size = "*" if total is None else str(total)
-                headers = dict(auth)
-                headers["Content-Range"] = (f"bytes {self.offset}-{end - 1}/{size}" if len(piece)
-                                            else f"bytes */{size}")
-                if crc is not None and total is not None:
-                    headers["X-Goog-Hash"] = f"crc32c={encode_crc32c(crc)}"
-                async with session.put(session_url, data=request_body(piece), headers=headers,
-                                       allow_redirects=False) as resp:
-                    if resp.status in (200, 201):
-                        return self._object(await read_metadata(resp, self._op()))
-                    # A 308's body says nothing (its Range header does); an
-                    # error's is read for its message.
-                    raw = await drain(resp)
-                    if resp.status != 308:
-                        raise _status_error(resp, raw)
-                    self._advance(_committed(resp), start, end)
-                if self.offset >= end and total is None:
-                    return None
-                if not piece:
-                    # Every byte is persisted, yet the final request did not
-                    # publish: asking again would loop.
-                    raise StorageError(
-                        f"resumable upload gs://{self.bucket}/{self.name}: the server holds "
-                        f"all {total} bytes but did not finish the upload",
-                        operation="resumable upload", bucket=self.bucket, name=self.name)
+            return await self._send_rest(session, auth, session_url, view, start, total, crc)
 
         outcome = await self._client.transport.run(self._op(), "PUT", session_url, attempt)
         if outcome is None:
@@ -248,6 +224,56 @@ class ResumableUpload:
                     f"bytes on a status query, before the final chunk")
             return await verify_published(self._client, self._op(), outcome, total, crc)
         return await self._recover_gone(total, crc)
+
+    async def _send_rest(self, session: aiohttp.ClientSession, auth: dict[str, str], url: str,
+                         view: memoryview, start: int, total: int | None,
+                         crc: int | None) -> ObjectInfo | None:
+        """PUT the bytes of ``view`` the server does not hold yet, from
+        ``self.offset``, until it holds them all (None) or publishes."""
+        end = start + len(view)
+        # A server persisting at least 256 KiB an answer needs no more rounds
+        # than this; one persisting less ends the attempt, so the retry
+        # policy's attempts and deadline bound the bytes it makes us re-send.
+        rounds = 2 + len(view) // CHUNK_GRANULARITY
+        for _ in range(rounds):
+            before = self.offset
+            piece = view[before - start:]
+            size = "*" if total is None else str(total)
+            headers = dict(auth)
+            headers["Content-Range"] = (f"bytes {before}-{end - 1}/{size}" if len(piece)
+                                        else f"bytes */{size}")
+            if crc is not None and total is not None:
+                headers["X-Goog-Hash"] = f"crc32c={encode_crc32c(crc)}"
+            async with session.put(url, data=request_body(piece), headers=headers,
+                                   allow_redirects=False) as resp:
+                if resp.status in (200, 201):
+                    return self._object(await read_metadata(resp, self._op()))
+                # A 308's body says nothing (its Range header does); an
+                # error's is read for its message.
+                raw = await drain(resp)
+                if resp.status != 308:
+                    raise _status_error(resp, raw)
+                self._advance(_committed(resp), start, end)
+            if self.offset >= end and total is None:
+                return None
+            if not piece:
+                # Every byte is persisted, yet the final request did not
+                # publish: asking again would loop.
+                raise StorageError(
+                    f"resumable upload gs://{self.bucket}/{self.name}: the server holds "
+                    f"all {total} bytes but did not finish the upload",
+                    operation="resumable upload", bucket=self.bucket, name=self.name)
+            if self.offset <= before:
+                raise self._stalled(f"answered bytes {before}-{end - 1} with a 308 at offset "
+                                    f"{self.offset}, no progress")
+        raise self._stalled(f"persisted only up to offset {self.offset} of bytes "
+                            f"{start}-{end - 1} in {rounds} answers")
+
+    def _stalled(self, what: str) -> TransportError:
+        # Retryable: the retry asks where the session stands before sending.
+        return TransportError(
+            f"resumable upload gs://{self.bucket}/{self.name}: the server {what}",
+            operation="resumable upload", bucket=self.bucket, name=self.name, status=308)
 
     def _object(self, raw: bytes) -> ObjectInfo:
         try:

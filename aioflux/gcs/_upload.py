@@ -6,8 +6,10 @@ JSON resumable session, in order, still published only by the final
 request. A payload smaller than one part goes up in a single request. The
 published object is checked against the running crc32c and length; one that
 differs (a server that stored other bytes) is deleted, that generation only,
-before ``ChecksumMismatch``. A completion retried after its answer was lost
-(``NoSuchUpload``) succeeds only if the object holds exactly those bytes.
+before ``ChecksumMismatch``; a completion whose answer names no generation
+succeeds only if the name holds exactly those bytes, and nothing is deleted.
+A completion retried after its answer was lost (``NoSuchUpload``) succeeds
+only if the object holds exactly those bytes.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from .._core.errors import InvalidRequest, NotFound, StorageError
 from .._core.store import published_before
 from .._core.types import ObjectInfo, PartInfo
 from .._net.transport import Op
-from ._published import verify_published
+from ._published import confirm_published, verify_published
 from ._resumable import ResumableUpload
 
 if TYPE_CHECKING:
@@ -143,23 +145,28 @@ class GcsUpload:
         return info
 
     async def _published(self, headers: dict[str, str], expected: Crc32c) -> ObjectInfo:
+        op = Op("write", self.bucket, self.name)
         stored = _header_crc(headers.get("x-goog-hash", ""))
         generation = int(headers.get("x-goog-generation", "0") or 0)
-        if stored is not None and generation:
+        if not generation:
+            # The object live under the name may be a concurrent writer's
+            # newer one: without our generation a stat can confirm our bytes
+            # landed, never prove a differing object ours to delete.
+            return await confirm_published(self.client, op, expected.length, expected.value)
+        if stored is not None:
             # The crc32c of the whole object covers its length as well.
             info = ObjectInfo(self.bucket, self.name, expected.length, generation, stored,
                               content_type=self.content_type)
         else:
             info = await self.client.stat(self.bucket, self.name)
-            if generation and info.generation != generation:
+            if info.generation != generation:
                 # A newer write replaced ours before we could look: ours
                 # cannot be verified, and the newer one is not ours to delete.
                 raise StorageError(
                     f"write gs://{self.bucket}/{self.name}: generation {generation} was "
                     f"replaced by {info.generation} before its crc32c could be checked",
                     operation="write", bucket=self.bucket, name=self.name)
-        return await verify_published(self.client, Op("write", self.bucket, self.name), info,
-                                      expected.length, expected.value)
+        return await verify_published(self.client, op, info, expected.length, expected.value)
 
     async def abort(self) -> None:
         """Drop the upload; nothing is published. Safe to call twice."""
