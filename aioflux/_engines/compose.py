@@ -2,8 +2,9 @@
 
 A batch of up to 32 small objects of one bucket is composed server-side
 (source generations pinned by preconditions), the composite's size and
-crc32c are checked against what the listing predicts, it is read once and
-split by the listed sizes, and it is deleted in a ``finally``. Every live
+crc32c are checked against what the listing predicts, it is read once (its
+bytes held to that size and crc32c, not to whatever hash the GET answer
+carries), split by the listed sizes, and deleted in a ``finally``. Every live
 composite is also held in a process-wide registry that deletes leftovers at
 interpreter exit and at multiprocessing-worker exit (DataLoader workers end
 through ``os._exit`` and skip ``atexit``). Composites a killed process left
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .._core.crc import crc32c_combine
-from .._core.errors import ChecksumMismatch, StorageError
+from .._core.errors import ChecksumMismatch, ProtocolError, StorageError
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
@@ -214,8 +215,9 @@ async def fetch_composed(client: ObjectStore, objects: Sequence[ObjectInfo], *,
         Each source's bytes, in order.
 
     Raises:
-        ComposeMismatch: the composite's size or crc32c differs from the
-            prediction (nothing was split).
+        ComposeMismatch: the composite's size or crc32c, or the size or
+            crc32c of the bytes read back, differs from the prediction
+            (nothing was split).
         PermissionDenied: compose or delete is not allowed on the bucket.
         PreconditionFailed: a source changed since it was listed.
         StorageError: any other failure.
@@ -239,9 +241,7 @@ async def fetch_composed(client: ObjectStore, objects: Sequence[ObjectInfo], *,
         if info.size != want_size or (want_crc is not None and info.crc32c != want_crc):
             raise ComposeMismatch(f"compose gs://{bucket}/{name}: got size {info.size} "
                                   f"crc32c {info.crc32c}, expected {want_size} {want_crc}")
-        data = await client.read(bucket, name, generation=info.generation or None)
-        if len(data) != want_size:
-            raise ComposeMismatch(f"read gs://{bucket}/{name}: {len(data)} != {want_size}")
+        data = await _read_composite(client, bucket, name, info, want_size, want_crc)
     finally:
         if refused:
             _unregister(client, bucket, name)
@@ -255,3 +255,22 @@ async def fetch_composed(client: ObjectStore, objects: Sequence[ObjectInfo], *,
         out.append(data[pos:pos + obj.size])
         pos += obj.size
     return out
+
+
+async def _read_composite(client: ObjectStore, bucket: str, name: str, info: ObjectInfo,
+                          want_size: int, want_crc: int | None) -> bytes:
+    """The composite's bytes, checked against the predicted size and crc32c
+    (the compose answer's crc32c where a source's is unknown): the answer's
+    own ``x-goog-hash`` may be missing or recomputed over altered bytes."""
+    crc = want_crc if want_crc is not None else info.crc32c
+    try:
+        fetched = await client.fetch(bucket, name, generation=info.generation or None,
+                                     size=want_size, crc=crc)
+    except (ChecksumMismatch, ProtocolError) as exc:
+        # The composite disagrees with its sources: direct reads, each held
+        # to its own crc32c, still get the right bytes.
+        raise ComposeMismatch(f"read gs://{bucket}/{name}: {exc}") from exc
+    data = fetched.data or b""
+    if len(data) != want_size:
+        raise ComposeMismatch(f"read gs://{bucket}/{name}: {len(data)} != {want_size}")
+    return data

@@ -12,12 +12,13 @@ status line ``HTTP/1.x DDD reason``, header names that are tokens, values
 without control characters, one ASCII-digit ``Content-Length``. A response
 that breaks those rules, declares more body than the caller accepts, or
 sends bytes beyond its declared body raises :class:`MalformedResponse` and the
-connection is dropped. Interim 1xx heads are skipped. A response with a
-``Content-Length`` and no transfer or content coding is read here whatever
-its status (at most 64 KiB of a non-200/206 body). For chunked or
-compressed bodies, or one delimited by the connection's close,
-:meth:`MediaPool.get` closes the connection and returns ``None``, and the
-caller repeats the attempt through aiohttp.
+connection is dropped. Interim 1xx heads are skipped, at most
+:data:`MAX_INTERIM_RESPONSES` of them, and their bytes are no progress for
+the pace rule. A response with a ``Content-Length`` and no transfer or
+content coding is read here whatever its status (at most 64 KiB of a
+non-200/206 body). For chunked or compressed bodies, or one delimited by
+the connection's close, :meth:`MediaPool.get` closes the connection and
+returns ``None``, and the caller repeats the attempt through aiohttp.
 
 Head parsing cost per response (timeit, best of 9 x 5,000, a 17-line GCS
 media head; the 2-core box was shared, load ~7, so absolute numbers are
@@ -32,6 +33,7 @@ Content-Length) to the zero-copy body path, so it is not used.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import ssl
 import time
@@ -43,7 +45,8 @@ from typing import Any
 from .._core.errors import InvalidArgument
 from .pace import Pace, SlowTransfer
 
-__all__ = ["BodyTruncated", "MediaPool", "MediaResponse", "MalformedResponse"]
+__all__ = ["MAX_INTERIM_RESPONSES", "BodyTruncated", "MediaPool", "MediaResponse",
+           "MalformedResponse"]
 
 # GCS response heads are ~1-2 KiB; the first read also takes the start of
 # the body, which is copied once into the body buffer.
@@ -56,6 +59,10 @@ _MAX_ERROR_BODY = 64 * 1024
 # doubles as bytes arrive: a declared length alone never allocates memory.
 _FIRST_BODY_BUFFER = 1 << 20
 _OK = (200, 206)
+#: Interim (1xx) responses accepted before the final one. A server answers
+#: a GET with a 100 Continue or a 103 Early Hints or two; one sending them
+#: without end would hold a read forever, each head being fresh bytes.
+MAX_INTERIM_RESPONSES = 8
 
 # RFC 9112 status line; the reason phrase may be empty or absent (llhttp).
 _STATUS_LINE = re.compile(r"HTTP/1\.([01]) ([1-9][0-9]{2})(?: [^\x00-\x08\x0a-\x1f\x7f]*)?")
@@ -126,6 +133,7 @@ class _Exchange:
     stall: float
     last: float
     pace: Pace
+    deadline: float  # Timeouts.total's end, on the loop's clock (inf: none)
     status: int = 0
     headers: dict[str, str] = field(default_factory=dict)
     dest: memoryview | None = None
@@ -134,6 +142,8 @@ class _Exchange:
     want: int = 0  # body bytes to receive (an error body's may be cut short)
     got: int = 0
     progress: int = 0
+    interim: int = 0  # interim heads skipped
+    interim_bytes: int = 0  # their bytes: no progress for the pace rule
     keep_alive: bool = True
     timer: asyncio.TimerHandle | None = None
 
@@ -212,16 +222,19 @@ class _Connection(asyncio.BufferedProtocol):
     # -- exchange --------------------------------------------------------------
 
     async def exchange(self, request: bytes, into: memoryview | None, limit: int | None,
-                       stall: float) -> MediaResponse | None:
-        """Send one request and wait for its response (see MediaPool.get)."""
+                       stall: float, deadline: float = math.inf) -> MediaResponse | None:
+        """Send one request and wait for its response (see MediaPool.get);
+        ``deadline`` (loop time) ends it as a timeout, a body with what arrived."""
         transport = self.transport
         if transport is None or self.closed:
             raise _Stale("connection closed while idle")
         now = self._loop.time()
-        ex = _Exchange(self._loop.create_future(), into, limit, stall, now, Pace(stall, now))
+        ex = _Exchange(self._loop.create_future(), into, limit, stall, now, Pace(stall, now),
+                       deadline)
         self._exchange = ex
         self._head_len = 0
-        ex.timer = self._loop.call_later(stall, self._check_stall, ex)
+        ex.timer = self._loop.call_later(max(0.0, min(stall, deadline - now)),
+                                         self._check_stall, ex)
         transport.write(request)
         try:
             return await ex.waiter
@@ -239,17 +252,19 @@ class _Connection(asyncio.BufferedProtocol):
         error: TimeoutError | None = None
         if silent >= ex.stall:
             error = TimeoutError(f"no response bytes for {ex.stall:g} s")
+        elif now >= ex.deadline:
+            error = TimeoutError("the request ran past Timeouts.total")
         else:
             try:
                 # A byte every few seconds is never silent for long.
-                ex.pace.check(ex.progress, now, "response bytes")
+                ex.pace.check(ex.progress - ex.interim_bytes, now, "response bytes")
             except SlowTransfer as exc:
                 error = exc
         if error is None:
             # Re-armed for the silence left, so it fires read_stall after the
             # last byte (plus the loop's timer slack), not up to twice that;
-            # or when the pace window closes, if sooner.
-            due = min(ex.stall - silent, ex.pace.due(now))
+            # or when the pace window closes or the deadline comes, if sooner.
+            due = min(ex.stall - silent, ex.pace.due(now), ex.deadline - now)
             ex.timer = self._loop.call_later(due, self._check_stall, ex)
         elif ex.dest is not None:
             # Mid-body: hand over what arrived, so the read resumes.
@@ -283,6 +298,12 @@ class _Connection(asyncio.BufferedProtocol):
             if status == 101:
                 self._fail(MalformedResponse("101 Switching Protocols to a GET"))
                 return False
+            ex.interim += 1
+            if ex.interim > MAX_INTERIM_RESPONSES:
+                self._fail(MalformedResponse(
+                    f"more than {MAX_INTERIM_RESPONSES} interim (1xx) responses"))
+                return False
+            ex.interim_bytes += end + 4
             # An interim response (100 Continue, 103 Early Hints): the final
             # one follows; keep what came after it (the slices have one length).
             rest = self._head_len - end - 4
@@ -465,6 +486,9 @@ class MediaPool:
         user_agent: sent as ``User-Agent``.
         connect_timeout: seconds to open a connection (TCP and TLS).
         read_stall: longest silence while waiting for response bytes.
+        total: the longest a request may take from the call, the wait for
+            a connection counted (``None``: no cap); a body past it ends as
+            one cut short, so a read resumes after what arrived.
         idle_timeout: an unused connection is closed after this many seconds.
         connection_limit: most sockets open at once, counting the ones
             ``sockets_elsewhere`` reports (``None``: no limit).
@@ -477,13 +501,15 @@ class MediaPool:
     """
 
     def __init__(self, *, user_agent: str, connect_timeout: float, read_stall: float,
-                 idle_timeout: float, connection_limit: int | None = None,
+                 idle_timeout: float, total: float | None = None,
+                 connection_limit: int | None = None,
                  sockets_elsewhere: Callable[[], int] | None = None,
                  ssl_context: ssl.SSLContext | None = None) -> None:
         check_header("User-Agent", user_agent)
         self._user_agent = user_agent
         self._connect_timeout = connect_timeout
         self._read_stall = read_stall
+        self._total = total
         self._idle_timeout = idle_timeout
         self._limit = connection_limit
         self._elsewhere = sockets_elsewhere or (lambda: 0)
@@ -518,10 +544,13 @@ class MediaPool:
             BodyTruncated: the connection closed mid-body.
             MalformedResponse: the response broke HTTP/1.1 or ran past its
                 ``Content-Length``.
-            TimeoutError: connecting, or a silence, took too long.
+            TimeoutError: connecting, a silence or (``total``) the request
+                took too long.
             OSError: the connection failed.
             InvalidArgument: a header name or value cannot be sent.
         """
+        deadline = math.inf if self._total is None else \
+            asyncio.get_running_loop().time() + self._total
         origin, target = self._split(url)
         request = self._request_bytes(origin, url[target:], headers)
         # An idle connection the server dropped (its close still in flight)
@@ -532,16 +561,17 @@ class MediaPool:
             if conn is None:
                 return None
             try:
-                return await self._exchange(origin, conn, request, into, limit)
+                return await self._exchange(origin, conn, request, into, limit, deadline)
             except _Stale as exc:
                 if not reused:
                     raise ConnectionResetError(str(exc)) from None
                 conn, reused = await self._acquire(origin, fresh=True), False
 
     async def _exchange(self, origin: _Origin, conn: _Connection, request: bytes,
-                        into: memoryview | None, limit: int | None) -> MediaResponse | None:
+                        into: memoryview | None, limit: int | None,
+                        deadline: float) -> MediaResponse | None:
         try:
-            response = await conn.exchange(request, into, limit, self._read_stall)
+            response = await conn.exchange(request, into, limit, self._read_stall, deadline)
         except BaseException:
             conn.abort()  # cancelled or failed mid-exchange: its state is unknown
             raise

@@ -104,7 +104,8 @@ async def read_media(transport: Transport, op: Op, url: str, *, start: int = 0,
 
 def _goog_generation(headers: Mapping[str, str]) -> int | None:
     value = headers.get("x-goog-generation", "")
-    return int(value) if value.isdigit() else None
+    # str.isdigit alone takes "²" and other Unicode digits int() refuses.
+    return int(value) if value.isascii() and value.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -248,7 +249,7 @@ class _Read:
         transformed = _TRANSFORMED in headers
         if not transformed:
             stored = headers.get("x-goog-stored-content-length", "")
-            if stored.isdigit():
+            if stored.isascii() and stored.isdigit():
                 self._learn_total(int(stored), "x-goog-stored-content-length", status)
         if status == 206:
             value = headers.get("content-range")

@@ -22,12 +22,14 @@ from urllib.parse import urlsplit
 import aiohttp
 import yarl
 from aiohttp.client_proto import ResponseHandler as AiohttpProtocol
+from aiohttp.http import RawResponseMessage
 from multidict import CIMultiDictProxy
 
 from .._core.auth import Auth, AuthRequest
 from .._core.config import ClientConfig
 from .._core.errors import (
     InvalidArgument,
+    ProtocolError,
     StorageError,
     describe,
 )
@@ -42,7 +44,7 @@ from .failures import (
     error_from_response,
     raise_mapped,
 )
-from .http import BodyTruncated, MediaPool, MediaResponse
+from .http import MAX_INTERIM_RESPONSES, BodyTruncated, MalformedResponse, MediaPool, MediaResponse
 from .pace import Pace, SlowTransfer
 
 if sys.version_info >= (3, 11):
@@ -249,7 +251,7 @@ class Transport:
             return None
         t = config.timeouts
         return MediaPool(user_agent=config.user_agent, connect_timeout=t.connect,
-                         read_stall=t.read_stall, idle_timeout=t.idle,
+                         read_stall=t.read_stall, idle_timeout=t.idle, total=t.total,
                          connection_limit=config.effective_connection_limit,
                          sockets_elsewhere=self._aiohttp_sockets, ssl_context=self._ssl_context)
 
@@ -517,8 +519,9 @@ class Transport:
             if into is not None and expected is not None and expected > len(into):
                 return MediaResponse(resp.status, found, None, 0, expected)
             cap = len(into) if into is not None else limit
-            if into is None and "x-guploader-response-body-transformations" in resp.headers:
-                cap = None  # served decompressed: longer than the stored size
+            inflated = into is None and _TRANSFORMED in resp.headers
+            if inflated:
+                cap = _inflation_cap(limit, resp.headers.get("x-goog-stored-content-length"))
             body = bytearray() if into is None else None
             received = 0
             clock = state.loop.time
@@ -527,6 +530,12 @@ class Transport:
                 async for chunk in resp.content.iter_any():
                     end = received + len(chunk)
                     if cap is not None and end > cap:
+                        if inflated:
+                            raise ProtocolError(
+                                f"{describe(op.operation, op.bucket, op.name, op.scheme)} "
+                                f"failed: the body served decompressed passed {cap} bytes, "
+                                f"{_MAX_INFLATION} times its stored size", status=resp.status,
+                                operation=op.operation, bucket=op.bucket, name=op.name)
                         # More than fits or was asked for: report the length
                         # without buffering it.
                         return MediaResponse(resp.status, found, None, received, end)
@@ -714,10 +723,12 @@ class _NoStrayResponses(AiohttpProtocol):
     (the retry loop sends it again on a fresh one), as the lean client
     drops such a connection at once.
 
-    A head must also be whole within ``head_window`` seconds of its first
-    byte: aiohttp's read timeout restarts on every byte, so a head sent a
-    byte at a time was never cut (see :mod:`aioflux._net.pace`; bodies are
-    paced where they are read).
+    A final head must also be whole within ``head_window`` seconds of the
+    first byte of the answer, interim (1xx) heads before it included, of
+    which at most :data:`~aioflux._net.http.MAX_INTERIM_RESPONSES` are
+    taken: aiohttp's read timeout restarts on every byte, so a head sent a
+    byte at a time, or 1xx heads without end, were never cut (see
+    :mod:`aioflux._net.pace`; bodies are paced where they are read).
     """
 
     def __init__(self, *args: Any, head_window: float = pace.WINDOW, **kwargs: Any) -> None:
@@ -725,12 +736,14 @@ class _NoStrayResponses(AiohttpProtocol):
         self._head_window = head_window
         self._head_started: float | None = None
         self._awaiting_head = False
+        self._interim = 0
 
     def set_response_params(self, **params: Any) -> None:
         stray = bool(self._buffer or self._tail)
         super().set_response_params(**params)
         self._awaiting_head = True
         self._head_started = None
+        self._interim = 0
         if stray:
             self._buffer.clear()
             self.set_exception(aiohttp.ServerDisconnectedError(
@@ -748,10 +761,30 @@ class _NoStrayResponses(AiohttpProtocol):
             self.set_exception(SlowTransfer(
                 f"the response head was not whole {self._head_window:g} s after its first byte"))
             return
-        before = self._payload
+        interim = self._interim
         super().data_received(data)
-        if self._payload is not before:
-            self._awaiting_head = False  # parsed: its body is paced where it is read
+        if self._awaiting_head and self._interim != interim:
+            # aiohttp stops its read timeout at an interim head as at a final
+            # one without a body: a server silent after a 103 was never cut.
+            self.start_timeout()
+
+    def feed_data(self, data: tuple[RawResponseMessage, aiohttp.StreamReader],
+                  size: int = 0) -> None:
+        # aiohttp's parser hands over every head it parsed, interim ones too
+        # (ClientResponse.start skips those); only a final one ends the wait.
+        if self._interim > MAX_INTERIM_RESPONSES:
+            return  # refused: nothing after it is taken as the answer
+        code = data[0].code
+        if not 100 <= code < 200 or code == 101:
+            self._awaiting_head = False  # its body is paced where it is read
+        else:
+            self._interim += 1
+            if self._interim > MAX_INTERIM_RESPONSES:
+                self._awaiting_head = False
+                self.set_exception(MalformedResponse(
+                    f"more than {MAX_INTERIM_RESPONSES} interim (1xx) responses"))
+                return
+        super().feed_data(data, size)
 
 
 def _session(config: ClientConfig, tls: ssl.SSLContext | None) -> aiohttp.ClientSession:
@@ -789,8 +822,22 @@ def _session(config: ClientConfig, tls: ssl.SSLContext | None) -> aiohttp.Client
 # Fallbacks after which, if they outnumber lean responses, lean reads stop.
 _LEAN_GIVE_UP = 32
 
+_TRANSFORMED = "x-guploader-response-body-transformations"
+# DEFLATE's greatest ratio (zlib's technical notes): a gzip-stored object
+# served decompressed is at most this many times its stored size.
+_MAX_INFLATION = 1032
+
+
+def _inflation_cap(stored: int | None, header: str | None) -> int | None:
+    """The most bytes a body served decompressed may have, from the stored
+    size the caller knows, else the one the answer reports (None: unknown)."""
+    if stored is None and header is not None and header.isascii() and header.isdigit():
+        stored = int(header)
+    return None if stored is None else stored * _MAX_INFLATION
+
+
 # What a media handler looks at (the aiohttp fallback keeps only these).
-_MEDIA_HEADERS = ("x-goog-hash", "x-guploader-response-body-transformations",
+_MEDIA_HEADERS = ("x-goog-hash", _TRANSFORMED,
                   "content-range", "x-goog-stored-content-length", "x-goog-generation",
                   "etag", "x-amz-checksum-crc32c", "x-amz-checksum-type")
 

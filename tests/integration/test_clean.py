@@ -168,11 +168,11 @@ _CHILD = textwrap.dedent("""
     from aioflux._engines.listing import list_objects_parallel
 
     class Stuck(AsyncClient):
-        async def read(self, bucket, name, **kw):
+        async def fetch(self, bucket, name, **kw):
             if name.startswith("aioflux-composed/"):
                 print("composed", flush=True)
                 await asyncio.sleep(3600)  # killed while holding the composite
-            return await super().read(bucket, name, **kw)
+            return await super().fetch(bucket, name, **kw)
 
     async def run(endpoint, bucket):
         client = Stuck(endpoint=endpoint)

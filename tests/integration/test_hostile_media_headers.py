@@ -1,0 +1,102 @@
+"""Media answers whose headers would lift a read's bounds.
+
+A gzip-stored object that GCS serves decompressed
+(``x-guploader-response-body-transformations``) is longer than its stored
+size, so the read's size cap was dropped: a small body inflating without
+end was buffered whole. It is now bounded by DEFLATE's greatest ratio
+(1032:1) over the stored size. A Unicode digit where a number belongs
+(``x-goog-generation: ²``) is a header without a usable value, not a
+``ValueError`` escaping the typed error tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import time
+
+import pytest
+from aiohttp import web
+
+from aioflux import AsyncClient, ClientConfig, ProtocolError, RetryPolicy
+from aioflux._core.crc import crc32c, encode_crc32c
+from tests.raw_server import RawServer
+from tests.web_server import Served, Server
+
+CONFIG = ClientConfig(retry=RetryPolicy(max_attempts=2, initial_delay=0, max_delay=0))
+TRANSFORMED = {"x-guploader-response-body-transformations": "gunzipped"}
+PATIENCE = 5.0
+STORED = 100  # the gzip object's stored size
+
+
+def _endless_inflation(stored_header: bool) -> Server:
+    """A decompressed body that never ends (a gzip bomb, served inflated)."""
+    async def answer(request: web.Request, served: Served) -> web.StreamResponse:
+        headers = dict(TRANSFORMED)
+        if stored_header:
+            headers["x-goog-stored-content-length"] = str(STORED)
+        resp = web.StreamResponse(headers=headers)
+        await resp.prepare(request)
+        try:
+            while True:
+                await resp.write(b"\0" * 65536)
+                served.sent += 65536
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        return resp
+
+    return Server(answer)
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "aiohttp"])
+@pytest.mark.parametrize("stored_from", ["header", "listing"])
+async def test_a_decompressed_body_is_bounded_by_the_stored_size(lean: bool,
+                                                                 stored_from: str) -> None:
+    config = ClientConfig(retry=CONFIG.retry, lean_reads=lean)
+    async with _endless_inflation(stored_from == "header") as (endpoint, served), \
+            AsyncClient(config, endpoint=endpoint) as client:
+        read = (client.read("bkt", "o") if stored_from == "header"
+                else client.fetch("bkt", "o", size=STORED))
+        started = time.monotonic()
+        with pytest.raises(ProtocolError, match=rf"passed {STORED * 1032} bytes, 1032 times its "
+                                                r"stored size") as info:
+            await asyncio.wait_for(read, PATIENCE)
+        assert time.monotonic() - started < 2.0
+    assert info.value.name == "o" and info.value.bucket == "bkt"
+    # Not retried (the same server inflates the same way); the lean client
+    # hands a chunked answer to aiohttp, which asks once more.
+    assert len(served.paths) == (2 if lean else 1)
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "aiohttp"])
+async def test_a_decompressed_body_under_the_bound_is_read_whole(lean: bool) -> None:
+    body = b"0123456789" * 10_000  # 100 KB from a few hundred stored bytes
+    stored = gzip.compress(body)
+    assert len(body) < 1032 * len(stored)
+
+    async def answer(request: web.Request, served: Served) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={**TRANSFORMED,
+                                           "x-goog-stored-content-length": str(len(stored))})
+        await resp.prepare(request)
+        await resp.write(body)
+        await resp.write_eof()
+        return resp
+
+    config = ClientConfig(retry=CONFIG.retry, lean_reads=lean)
+    async with Server(answer) as (endpoint, _), AsyncClient(config, endpoint=endpoint) as client:
+        assert await client.read("bkt", "o") == body
+        assert (await client.fetch("bkt", "o", size=len(stored))).data == body
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "aiohttp"])
+@pytest.mark.parametrize("header", ["x-goog-generation", "x-goog-stored-content-length"])
+async def test_a_unicode_digit_is_no_number(lean: bool, header: str) -> None:
+    # Latin-1 "²" (0xb2), which str.isdigit takes and int refuses.
+    body = b"payload"
+    answer = (f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n"
+              f"x-goog-hash: crc32c={encode_crc32c(crc32c(body))}\r\n").encode() + \
+        header.encode() + b": \xb2\r\n\r\n" + body
+    config = ClientConfig(retry=CONFIG.retry, lean_reads=lean)
+    async with RawServer(lambda conn, index: answer) as endpoint, \
+            AsyncClient(config, endpoint=endpoint) as client:
+        assert await asyncio.wait_for(client.read("bkt", "o"), PATIENCE) == body
