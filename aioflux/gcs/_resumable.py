@@ -27,7 +27,8 @@ from .._core.crc import encode_crc32c
 from .._core.errors import InvalidArgument, NotFound, StorageError, TransportError
 from .._core.types import ObjectInfo
 from .._net.failures import drain, read_metadata
-from .._net.transport import HttpResponse, Op, request_body
+from .._net.sessions import request_body
+from .._net.transport import HttpResponse, Op
 from ._published import discard_published, verify_published
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from aiohttp import web
 from aioflux import ClientConfig, RetryPolicy, WriterOptions
 from aioflux._core.portal import call
 from aioflux._engines.clean import clean_bucket
-from aioflux._net.transport import request_body
+from aioflux._net.sessions import request_body
 from aioflux.s3 import S3Store
 from aioflux.testing import FaultProxy
 from aioflux.torch import CheckpointManager, MapDataset
