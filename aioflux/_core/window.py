@@ -1,10 +1,11 @@
 """Bounded concurrency: the in-flight window every pipeline uses.
 
 ``window`` (async) and ``window_sync`` (a blocking caller driving futures on
-the portal) start one job per input item, keep at most ``limit`` running,
-and yield ``(item, result)`` in input order or as jobs complete. The input is
-read lazily, only when the window has room, so a listing can feed it while
-it downloads. On exit (an error, or the consumer stopping early) the jobs
+the portal) start one job per input item, keep at most ``limit`` running
+(``window`` also at most ``max_bytes`` held: running, or done and not yet
+yielded), and yield ``(item, result)`` in input order or as jobs complete.
+The input is read lazily, only when the window has room, so a listing can
+feed it while it downloads. On exit (an error, or the consumer stopping early) the jobs
 still running are cancelled and waited for, so nothing outlives the loop.
 ``gather_bounded`` runs a finite batch the same way and returns the list.
 """
@@ -46,7 +47,9 @@ async def _items(source: Iterable[K] | AsyncIterable[K]) -> AsyncGenerator[K, No
 
 async def window(source: Iterable[K] | AsyncIterable[K], job: Callable[[K], Awaitable[V]], *,
                  limit: int, ordered: bool = True,
-                 weight: Callable[[K], int] | None = None) -> AsyncGenerator[tuple[K, V], None]:
+                 weight: Callable[[K], int] | None = None,
+                 max_bytes: int | None = None, nbytes: Callable[[K], int] | None = None,
+                 measure: Callable[[V], int] | None = None) -> AsyncGenerator[tuple[K, V], None]:
     """Run ``job(item)`` for every item, at most ``limit`` at once.
 
     Args:
@@ -55,35 +58,64 @@ async def window(source: Iterable[K] | AsyncIterable[K], job: Callable[[K], Awai
         limit: jobs in flight, or their total ``weight``.
         ordered: yield in input order; else as jobs complete.
         weight: what one item counts against ``limit`` (default 1; a
-            composed batch counts its sources). One job always runs, however
-            heavy.
+            composed batch counts its sources).
+        max_bytes: most bytes the items hold together, from their job's
+            start until they are yielded (``None``: no byte bound). One job
+            always runs, however heavy or large.
+        nbytes: an item's bytes while its job runs (given with ``max_bytes``).
+        measure: a result's bytes, which its item counts instead once its
+            job is done: an item whose size was unknown or wrong counts as
+            what it turned out to be.
 
     Yields:
         ``(item, result)`` pairs.
 
     Raises:
+        ValueError: ``max_bytes`` without ``nbytes`` or the reverse, or
+            ``measure`` without them.
         Exception: the first failed job's error (the others are cancelled).
     """
+    if (max_bytes is None) != (nbytes is None) or (measure is not None and nbytes is None):
+        raise ValueError("window: max_bytes and nbytes go together, measure with them")
     pending: deque[tuple[K, asyncio.Future[V]]] = deque()
     load = 0
+    # Without a byte bound ``held`` and ``size`` stay 0 and never stop an item.
+    held = 0
+    byte_limit = 0 if max_bytes is None else max_bytes
+
+    async def measured(item: K, size: int, gauge: Callable[[V], int]) -> V:
+        nonlocal held
+        result = await job(item)
+        held += gauge(result) - size
+        return result
 
     async def take() -> tuple[K, V]:
-        nonlocal load
+        nonlocal load, held
         if not ordered:
             await asyncio.wait([f for _, f in pending], return_when=asyncio.FIRST_COMPLETED)
             pending.rotate(-next(n for n, (_, f) in enumerate(pending) if f.done()))
         item, future = pending.popleft()
         load -= 1 if weight is None else weight(item)
-        return item, await future
+        if nbytes is None:
+            return item, await future
+        if measure is None:
+            held -= nbytes(item)
+            return item, await future
+        result = await future
+        held -= measure(result)
+        return item, result
 
     items = _items(source)
     try:
         async for item in items:
             cost = 1 if weight is None else weight(item)
-            while pending and load + cost > limit:
+            size = 0 if nbytes is None else nbytes(item)
+            while pending and (load + cost > limit or held + size > byte_limit):
                 yield await take()
-            pending.append((item, asyncio.ensure_future(job(item))))
+            pending.append((item, asyncio.ensure_future(
+                job(item) if measure is None else measured(item, size, measure))))
             load += cost
+            held += size
         while pending:
             yield await take()
     finally:

@@ -85,7 +85,9 @@ async def stream(client: ObjectStore, bucket: str, prefix: str = "", *,
         bucket: bucket name, or a ``gs://bucket/prefix`` URL (then ``prefix``
             must be empty).
         prefix: only names starting with this.
-        concurrency: downloads in flight (``None``: ``DEFAULT_LOAD_CONCURRENCY``).
+        concurrency: downloads in flight (``None``: ``DEFAULT_LOAD_CONCURRENCY``),
+            holding at most ``options.prefetch_bytes`` with the downloaded
+            objects not yet yielded (one object always downloads).
         ordered: yield in listing order; else as downloads complete.
         list_concurrency: parallel listers (``None``: ``DEFAULT_LIST_CONCURRENCY``).
         options: planner settings (large objects are read in ranged chunks;
@@ -115,6 +117,11 @@ async def stream(client: ObjectStore, bucket: str, prefix: str = "", *,
     objects = iter_objects(client, bucket, prefix, concurrency=list_concurrency)
     async with aclosing(objects):
         async with aclosing(window(objects, downloader.download, limit=concurrency,
-                                   ordered=ordered)) as done:
+                                   ordered=ordered, max_bytes=downloader.options.prefetch_bytes,
+                                   nbytes=_listed_size, measure=len)) as done:
             async for info, data in done:
                 yield StreamItem(info, data)
+
+
+def _listed_size(obj: ObjectInfo) -> int:
+    return obj.size

@@ -71,10 +71,12 @@ class CachedDownloader(Downloader):
 
     async def stream(self, objects: Sequence[ObjectInfo], *, window: int = 64,
                      ordered: bool = True) -> AsyncGenerator[tuple[ObjectInfo, Data], None]:
-        """Read ``objects`` keeping about ``window`` objects in flight.
+        """Read ``objects`` keeping about ``window`` objects in flight, and
+        at most ``options.prefetch_bytes`` read and not yet yielded.
 
-        Objects go to the cache in groups of up to 32 (a composite's worth),
-        so a group's misses are still planned together.
+        Objects go to the cache in groups of up to 32 (a composite's worth)
+        and an eighth of that budget, so a group's misses are still planned
+        together.
 
         Args:
             objects: what to read.
@@ -88,9 +90,38 @@ class CachedDownloader(Downloader):
             StorageError: a download failed (pending ones are cancelled first).
         """
         step = max(1, min(MAX_COMPOSE_SOURCES, window))
-        groups = [list(objects[s:s + step]) for s in range(0, len(objects), step)]
-        async with aclosing(bounded(groups, self.download_many, limit=window, ordered=ordered,
-                                    weight=len)) as done:
+        budget = self.options.prefetch_bytes
+        async with aclosing(bounded(_groups(objects, step, budget // 8), self.download_many,
+                                    limit=window, ordered=ordered, weight=len,
+                                    max_bytes=budget, nbytes=_listed_bytes,
+                                    measure=_read_bytes)) as done:
             async for group, datas in done:
                 for obj, data in zip(group, datas, strict=True):
                     yield obj, data
+
+
+def _groups(objects: Sequence[ObjectInfo], most: int,
+            most_bytes: int) -> list[list[ObjectInfo]]:
+    """``objects`` in runs of at most ``most`` objects and ``most_bytes``
+    listed bytes (one object at least): a group is held whole until it is
+    yielded, so large objects go in small groups under the stream's budget."""
+    groups: list[list[ObjectInfo]] = []
+    group: list[ObjectInfo] = []
+    size = 0
+    for obj in objects:
+        if group and (len(group) == most or size + obj.size > most_bytes):
+            groups.append(group)
+            group, size = [], 0
+        group.append(obj)
+        size += obj.size
+    if group:
+        groups.append(group)
+    return groups
+
+
+def _listed_bytes(group: list[ObjectInfo]) -> int:
+    return sum(obj.size for obj in group)
+
+
+def _read_bytes(datas: list[Data]) -> int:
+    return sum(map(len, datas))
