@@ -249,7 +249,12 @@ def iterate(agen: AsyncIterator[T], *, batch: int = 64) -> Iterator[T]:
                     raise item.error
                 yield item
     finally:
-        portal.call(_stop_pump(task))
+        if portal.in_loop_thread():
+            # Collected by the garbage collector on the loop's own thread,
+            # which cannot wait on itself: cancelling still closes ``agen``.
+            task.cancel()
+        else:
+            portal.call(_stop_pump(task))
 
 
 def _after_fork_in_child() -> None:

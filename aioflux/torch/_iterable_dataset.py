@@ -46,22 +46,27 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
     samples), and DataLoader worker ``k`` of ``n`` the ``j``-th of those with
     ``j % n == k``, which is the order the DataLoader hands batches out in
     when its ``batch_size`` is this ``batch_size`` (see
-    :mod:`aioflux.torch._order`). ``set_epoch(e)`` selects the epoch;
-    without it, each ``iter()`` in a process advances the epoch by one,
-    which also keeps ``persistent_workers`` (whose dataset copies do not see
-    ``set_epoch``) on a new order every epoch.
+    :mod:`aioflux.torch._order`). Every rank yields the same number of
+    samples and batches, so DDP's per-step all-reduce never waits on a rank
+    that ran out: as with ``DistributedSampler``, a short last global batch
+    is padded with the epoch's first samples to split evenly (or left out
+    with ``drop_last=True``); ``len()`` is this rank's samples of the pass.
+    ``set_epoch(e)`` selects the epoch; without it, each ``iter()`` in a
+    process advances the epoch by one, which also keeps
+    ``persistent_workers`` (whose dataset copies do not see ``set_epoch``)
+    on a new order every epoch.
 
     Resume mid-epoch: ``state_dict()`` is ``{epoch, seed, samples,
     global_batch_size, fingerprint}`` (``samples`` of the global order
     consumed by all ranks together); ``load_state_dict(state)`` before the
     next ``iter()`` continues that epoch there, with any world size and
-    worker count, each sample exactly once. Keep the seed and the global
-    batch size fixed (the same batches then), give the DataLoader
-    ``batch_size=`` this ``batch_size`` and keep ``ordered=True``. Counting
-    what was consumed: with ``num_workers=0`` the dataset counts itself;
-    with workers iterate ``ds.track(loader)``, or use torchdata's
-    ``StatefulDataLoader`` (its ``state_dict()`` carries each worker's state;
-    the same worker count only).
+    worker count, each sample exactly once (plus the padding). Keep the
+    seed and the global batch size fixed (the same batches then), give the
+    DataLoader ``batch_size=`` this ``batch_size`` and keep
+    ``ordered=True``. Counting what was consumed: with ``num_workers=0`` the
+    dataset counts itself; with workers iterate ``ds.track(loader)``, or use
+    torchdata's ``StatefulDataLoader`` (its ``state_dict()`` carries each
+    worker's state; the same worker count only).
 
     Args:
         objects: the objects, one sample each (see also :meth:`from_prefix`).
@@ -94,6 +99,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
             more requests. None (default): no hedging.
         batch_size: samples per rank per step: the DataLoader's
             ``batch_size`` (it sets the global batches, above).
+        drop_last: leave out a short last global batch (else pad it, above).
 
     Raises:
         InvalidArgument: a setting of the wrong type, or ``rank`` outside
@@ -115,7 +121,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
                  cache_dir: str | os.PathLike[str] | None = None,
                  cache_limit: int | None = None,
                  hedge_after: HedgeAfter = None,
-                 batch_size: int = 1) -> None:
+                 batch_size: int = 1, drop_last: bool = False) -> None:
         op = "IterableDataset"
         self._transform: Transform[Sample] | None
         self._source, self._transform = build_source(
@@ -130,6 +136,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         check_int(op, "rank", rank, optional=True)
         check_int(op, "world_size", world_size, minimum=1, optional=True)
         check_int(op, "batch_size", batch_size, minimum=1)
+        check_bool(op, "drop_last", drop_last)
         self._objects: list[ObjectInfo] = check_objects(op, self._source, list(objects))
         self.shuffle = shuffle
         self.seed = seed
@@ -141,6 +148,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         if not 0 <= self.rank < self.world_size:
             raise InvalidArgument(f"rank {self.rank} outside world size {self.world_size}")
         self.batch_size = batch_size
+        self.drop_last = drop_last
         self._progress = self._new_progress()
         self._batch_stats = (os.getpid(), BatchStats())
 
@@ -161,7 +169,8 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
                     cache_dir: str | os.PathLike[str] | None = None,
                     cache_limit: int | None = None,
                     hedge_after: HedgeAfter = None,
-                    batch_size: int = 1) -> IterableDataset[Sample]:
+                    batch_size: int = 1,
+                    drop_last: bool = False) -> IterableDataset[Sample]:
         """List a folder in parallel (sorted by name) and wrap its objects.
 
         ``gs://b/data`` and ``gs://b/data/`` both mean the folder ``data/``
@@ -191,6 +200,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
             cache_limit: most bytes in the cache.
             hedge_after: hedged reads (see the class).
             batch_size: samples per rank per step (the DataLoader's).
+            drop_last: leave out a short last global batch (else pad it).
 
         Returns:
             The dataset.
@@ -210,7 +220,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
                    compose_threshold=compose_threshold, shuffle=shuffle, seed=seed,
                    prefetch=prefetch, ordered=ordered, rank=rank, world_size=world_size,
                    cache_dir=cache_dir, cache_limit=cache_limit, hedge_after=hedge_after,
-                   batch_size=batch_size)
+                   batch_size=batch_size, drop_last=drop_last)
         self.objects = self._source.list_prefix(url, list_concurrency)
         return self
 
@@ -230,7 +240,15 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
 
     def _new_progress(self) -> DataProgress:
         return DataProgress("IterableDataset", len(self._objects), fingerprint(self._objects),
-                            self.seed, self.batch_size, self.world_size)
+                            self.seed, self.batch_size, self.world_size, self.drop_last)
+
+    def __len__(self) -> int:
+        """This rank's samples in the pass under way, else in the next one.
+
+        The same on every rank; with the DataLoader's ``batch_size`` this
+        ``batch_size``, ``len(loader)`` is the pass's steps.
+        """
+        return self._progress.rank_samples()
 
     @property
     def epoch(self) -> int:
@@ -263,7 +281,8 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
     def _batches(self, epoch: int, start: int) -> list[list[int]]:
         progress = self._progress
         order = epoch_order(len(self.objects), self.seed, epoch, self.shuffle)
-        return rank_batches(order, start, progress.global_batch, self.rank, self.world_size)
+        return rank_batches(order, start, progress.global_batch, self.rank, self.world_size,
+                            self.drop_last)
 
     def shard(self, epoch: int, worker: int = 0, num_workers: int = 1) -> list[ObjectInfo]:
         """The objects one worker of this rank yields in ``epoch`` from its start, in order.
@@ -297,14 +316,18 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         done = 0
         for j, batch in mine:
             done += len(batch)
-            if batch:
-                ends[done] = j + 1
+            ends[done] = j + 1
         agen = self._source.downloader.stream(objs, window=self.prefetch, ordered=self.ordered)
         # Ready samples cross from the loop thread in batches (one hand-off per
         # batch measured ~15% more samples/s than one per sample). Leaving
         # early cancels the downloads in flight; their finally blocks delete
-        # composites.
-        hand_off = min(64, self.prefetch)
+        # composites. A hand-off waiting in the queue and the one being
+        # consumed hold samples beyond the downloader's prefetch_bytes: each
+        # takes at most an eighth of that budget (by mean listed size), so
+        # 100 KiB objects still go 64 a hop and 8 MiB objects 4 a hop.
+        typical = max(1, sum(o.size for o in objs) // max(1, len(objs)))
+        budget = self._source.downloader.options.prefetch_bytes
+        hand_off = max(1, min(64, self.prefetch, budget // 8 // typical))
         timed = _timed(iterate(agen, batch=hand_off), self.stats, hand_off)
         for count, (_, data) in enumerate(timed, 1):
             if count in ends:

@@ -9,6 +9,13 @@ epoch's *global* order is a permutation of the dataset's indices seeded by
 take whole batches in turn (worker ``k`` of ``n`` the ``j``-th with
 ``j % n == k``), which is the order a DataLoader hands them out in.
 
+Every rank must run the same number of steps (DDP all-reduces gradients at
+each one), so a pass never leaves a rank short, as with
+``DistributedSampler``: by default the rest of the order is padded to a
+multiple of the world size with the epoch order's first samples (wrapping
+around), so the short last global batch splits evenly; with ``drop_last``
+the short last global batch is left out.
+
 So "how far the epoch got" is one number every rank agrees on: the samples
 of the global order consumed, a multiple of the global batch size. A job
 resumed from it with another world size or worker count cuts the rest of
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import os
 import random
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -37,8 +45,8 @@ import torch.utils.data
 from .._core.errors import InvalidArgument
 from .._core.types import ObjectInfo
 
-__all__ = ["DataProgress", "Pass", "dist_rank", "epoch_order", "fingerprint", "rank_batches",
-           "track"]
+__all__ = ["DataProgress", "Pass", "dist_rank", "epoch_order", "fingerprint", "pass_samples",
+           "rank_batches", "track"]
 
 T = TypeVar("T")
 
@@ -71,37 +79,56 @@ def epoch_order(count: int, seed: int, epoch: int, shuffle: bool) -> list[int]:
     return order
 
 
+def pass_samples(count: int, start: int, global_batch: int, world: int,
+                 drop_last: bool = False) -> int:
+    """Samples (of all ranks, padding included) a pass from ``start`` hands out.
+
+    Args:
+        count: samples in the dataset.
+        start: samples of the epoch order already consumed.
+        global_batch: samples per global batch (a multiple of ``world``).
+        world: the world size.
+        drop_last: leave out a short last global batch (else pad).
+
+    Returns:
+        A multiple of ``world``: ``count - start`` rounded up to one, or
+        down to a multiple of ``global_batch`` with ``drop_last``.
+    """
+    rest = max(0, count - start)
+    if drop_last:
+        return rest - rest % global_batch
+    return rest + -rest % world
+
+
 def rank_batches(order: Sequence[int], start: int, global_batch: int, rank: int, world: int,
                  drop_last: bool = False) -> list[list[int]]:
-    """One rank's share of each global batch of ``order[start:]``.
+    """One rank's share of each global batch of the rest of the epoch from ``start``.
 
-    A full global batch gives every rank ``global_batch // world`` samples
-    (the caller keeps ``global_batch`` a multiple of ``world``); a short last
-    one is split as evenly as it goes, lower ranks first (a rank may get
-    none of it).
+    Every rank gets the same number of batches and of samples: the rest,
+    ``order[start:]``, is padded to :func:`pass_samples` with ``order``'s
+    first samples (wrapping around when the world outnumbers them), or cut
+    to it with ``drop_last``. Each global batch then splits into ``world``
+    equal contiguous shares: ``global_batch // world`` samples, fewer in a
+    short last one.
 
     Args:
         order: the epoch order.
         start: samples of it already consumed.
-        global_batch: samples per global batch.
+        global_batch: samples per global batch (a multiple of ``world``).
         rank: this rank.
         world: the world size.
-        drop_last: leave out a short last global batch.
+        drop_last: leave out a short last global batch (else pad).
 
     Returns:
-        The rank's batch of each global batch, in order (possibly empty).
+        The rank's batch of each global batch, in order (none empty).
     """
-    rest = order[start:]
+    size = pass_samples(len(order), start, global_batch, world, drop_last)
+    rest = list(itertools.islice(itertools.chain(order[start:], itertools.cycle(order)), size))
     out = []
-    for b0 in range(0, len(rest), global_batch):
+    for b0 in range(0, size, global_batch):
         chunk = rest[b0:b0 + global_batch]
-        if drop_last and len(chunk) < global_batch:
-            break
-        # Even shares, the lower ranks taking one more of a short batch
-        # (with batch_size 1 that is ``order[rank::world]``).
-        size, extra = divmod(len(chunk), world)
-        lo = rank * size + min(rank, extra)
-        out.append(list(chunk[lo:lo + size + (rank < extra)]))
+        share = len(chunk) // world
+        out.append(chunk[rank * share:(rank + 1) * share])
     return out
 
 
@@ -162,7 +189,8 @@ class DataProgress:
         seed: base seed of the order.
         batch_size: samples per rank per step.
         world_size: ranks.
-        drop_last: leave out a short last global batch.
+        drop_last: leave out a short last global batch (else pad it, see
+            :func:`rank_batches`).
     """
 
     def __init__(self, op: str, count: int, fingerprint: str, seed: int, batch_size: int,
@@ -188,10 +216,23 @@ class DataProgress:
         return self.batch_size * self.world_size
 
     def total_batches(self, start: int) -> int:
-        """Global batches from ``start`` to the end of the epoch."""
-        rest = max(0, self.count - start)
-        full, short = divmod(rest, self.global_batch)
-        return full + (1 if short and not self.drop_last else 0)
+        """Global batches from ``start`` to the end of the epoch (as :func:`rank_batches`)."""
+        samples = pass_samples(self.count, start, self.global_batch, self.world_size,
+                               self.drop_last)
+        return -(-samples // self.global_batch)
+
+    def live(self) -> Pass:
+        """The pass under way, else the one that would begin now (what ``len()`` counts)."""
+        current = self.current
+        if current is not None and current.handed < current.total:
+            return current
+        return self.peek()
+
+    def rank_samples(self) -> int:
+        """Samples one rank gets in :meth:`live`'s pass (an equal share on every rank)."""
+        samples = pass_samples(self.count, self.live().start, self.global_batch,
+                               self.world_size, self.drop_last)
+        return samples // self.world_size
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch of the next pass (keeps a restored position of that epoch)."""
@@ -319,8 +360,8 @@ def track(progress: DataProgress, loader: Iterable[T]) -> Iterator[T]:
     for batch in loader:
         progress.consumed += 1
         yield batch
-    # Ran to the end: the epoch is done whatever the count says (a short
-    # last batch may have gone to other ranks only).
+    # Ran to the end: the epoch is done whatever the count says (a
+    # DataLoader batch_size other than ours cuts another number of batches).
     if progress.current is not None:
         progress.consumed = max(progress.consumed, progress.current.total)
     if progress.iterations == iterations:

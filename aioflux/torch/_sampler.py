@@ -75,10 +75,8 @@ class _Resumable:
                                  self.world_size, progress.drop_last)), current
 
     def _batches_left(self) -> int:
-        current = self._progress.current
-        if current is not None and current.handed < current.total:
-            return current.total - current.skip
-        return self._progress.peek().total
+        current = self._progress.live()
+        return current.total - current.skip
 
     def track(self, loader: Iterable[T]) -> Iterator[T]:
         """Iterate ``loader`` (built on this sampler), counting what the loop takes.
@@ -125,15 +123,19 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
     dataset's object list; it is cut into global batches of ``batch_size *
     world_size`` and this rank's batch is its contiguous share of each (see
     :mod:`aioflux.torch._order`). DataLoader workers get whole batches, as
-    for any batch sampler.
+    for any batch sampler. Every rank gets the same number of batches, so
+    DDP's per-step all-reduce never waits on a rank that ran out: as with
+    ``DistributedSampler``, a short last global batch is padded with the
+    epoch's first samples to split evenly (or left out with ``drop_last``).
 
     Resume: ``state_dict()`` is ``{epoch, seed, samples, global_batch_size,
     fingerprint}`` (``samples``: of the epoch's global order, consumed by all
     ranks together; the same on every rank). ``load_state_dict(state)`` on a
     new sampler, with any world size and worker count, continues that epoch
-    from there: every sample exactly once. Keep the seed (checked) and the
-    global batch size (``batch_size * world_size``) fixed: another global
-    batch size still yields each sample once, but in other batches.
+    from there: every sample exactly once (plus the padding). Keep the seed
+    (checked) and the global batch size (``batch_size * world_size``) fixed:
+    another global batch size still yields each sample once, but in other
+    batches.
 
     Counting: with ``num_workers=0`` the sampler counts the batches it hands
     out, which is what the loop took. A DataLoader with workers asks for
@@ -154,7 +156,7 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
         seed: base seed of the shuffle.
         rank: this rank (default: torch.distributed, else ``$RANK``, else 0).
         world_size: ranks (same defaults).
-        drop_last: leave out a short last global batch.
+        drop_last: leave out a short last global batch (else pad it).
         ahead: batches announced ahead (default from the client's
             concurrency; 0 announces nothing).
 
@@ -186,9 +188,8 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
             batch = window.pop(0)
             current.handed += 1  # before the yield: a state taken now includes it
             if announce is not None:
-                announce._announced = [b for b in window if b]
-            if batch:  # a rank may have no share of a short last global batch
-                yield batch
+                announce._announced = list(window)
+            yield batch
             window.extend(itertools.islice(batches, self.ahead + 1 - len(window)))
         self._progress.finish(current)
 
@@ -212,7 +213,7 @@ class ResumableSampler(_Resumable, torch.utils.data.Sampler[int]):
         seed: base seed of the shuffle.
         rank: this rank (default: torch.distributed, else ``$RANK``, else 0).
         world_size: ranks (same defaults).
-        drop_last: leave out a short last global batch.
+        drop_last: leave out a short last global batch (else pad it).
 
     Raises:
         InvalidArgument: a setting of the wrong type or range.
@@ -225,14 +226,7 @@ class ResumableSampler(_Resumable, torch.utils.data.Sampler[int]):
                          world_size, drop_last)
 
     def __len__(self) -> int:
-        current = self._progress.current
-        if current is None or current.handed >= current.total:
-            current = self._progress.peek()
-        order = epoch_order(self._progress.count, self.seed, current.epoch, False)
-        # Only the sizes matter: the rank's share of each batch left.
-        shares = rank_batches(order, current.start, self._progress.global_batch, self.rank,
-                              self.world_size, self._progress.drop_last)
-        return sum(len(share) for share in shares)
+        return self._progress.rank_samples()
 
     def __iter__(self) -> Iterator[int]:
         batches, current = self._pass_batches()
@@ -241,6 +235,4 @@ class ResumableSampler(_Resumable, torch.utils.data.Sampler[int]):
                 if i == len(share):
                     current.handed += 1  # the share's last index: that batch is out
                 yield index
-            if not share:
-                current.handed += 1
         self._progress.finish(current)

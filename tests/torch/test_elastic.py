@@ -48,19 +48,31 @@ def test_another_global_batch_size_still_yields_each_sample_once(where: Where,
 
 
 @given(count=st.integers(0, 200), start_frac=st.floats(0, 1), batch=st.integers(1, 9),
-       world=st.integers(1, 6), epoch=st.integers(0, 3))
-@settings(max_examples=200, deadline=None)
+       world=st.integers(1, 6), epoch=st.integers(0, 3), drop_last=st.booleans())
+@settings(max_examples=300, deadline=None)
 def test_shares_of_any_cut_rebuild_the_rest_of_the_order(count: int, start_frac: float,
-                                                         batch: int, world: int,
-                                                         epoch: int) -> None:
+                                                         batch: int, world: int, epoch: int,
+                                                         drop_last: bool) -> None:
     # The invariant elastic resume rests on: whatever the world size, the
     # ranks' shares of each global batch put together are the rest of the
-    # one global order, in order.
+    # one global order, in order, then the padding that evens the ranks out
+    # (the order's first samples, wrapping around), or without the short
+    # last global batch under drop_last. Any cut: a state saved at another
+    # global batch size resumes anywhere.
     order = epoch_order(count, 3, epoch, True)
     assert sorted(order) == list(range(count))
-    start = int(start_frac * count) // (batch * world) * (batch * world)
-    shares = [rank_batches(order, start, batch * world, r, world) for r in range(world)]
-    steps = zip(*shares, strict=True)
-    assert [i for step in steps for share in step for i in share] == order[start:]
+    start = int(start_frac * count)
+    global_batch = batch * world
+    shares = [rank_batches(order, start, global_batch, r, world, drop_last)
+              for r in range(world)]
+    steps = list(zip(*shares, strict=True))  # as many batches on every rank
+    rest = order[start:]
+    if drop_last:
+        want = rest[:len(rest) - len(rest) % global_batch]
+    else:
+        want = rest + (order * world)[:-len(rest) % world]
+    assert [i for step in steps for share in step for i in share] == want
+    for step in steps:  # as many samples on every rank, at every step
+        assert len({len(share) for share in step}) == 1
     for share in shares:  # every batch but a rank's last is a full DataLoader batch
-        assert all(len(b) == batch for b in share[:-1])
+        assert all(len(b) == batch for b in share[:-1]) and all(share)

@@ -134,3 +134,28 @@ def test_iterate_early_exit_closes_the_async_generator() -> None:
         if item == 10:
             break
     assert closed.wait(5)
+
+
+def test_an_iterator_collected_on_the_loop_thread_closes_without_blocking() -> None:
+    # The garbage collector may finalize an abandoned sync iterator on any
+    # thread, the portal's own included, which cannot wait on itself.
+    from aioflux._core.portal import get_portal, iterate
+
+    closed = threading.Event()
+
+    async def endless():  # type: ignore[no-untyped-def]
+        try:
+            while True:
+                await asyncio.sleep(0)
+                yield 1
+        finally:
+            closed.set()
+
+    it = iterate(endless(), batch=4)
+    assert next(it) == 1
+
+    async def close_here() -> None:
+        it.close()  # as a collection on this thread would
+
+    get_portal().call(close_here())
+    assert closed.wait(5)
