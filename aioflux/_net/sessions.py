@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import ssl
-import sys
 import warnings
 from types import SimpleNamespace
 from typing import Any
@@ -23,11 +22,6 @@ from .failures import Redirected
 from .http import MAX_INTERIM_RESPONSES, MalformedResponse
 from .pace import SlowTransfer
 
-if sys.version_info >= (3, 11):
-    from asyncio import timeout as _timeout
-else:  # aiohttp brings async-timeout on Python 3.10
-    from async_timeout import timeout as _timeout
-
 __all__ = ["forbid_redirects", "new_session", "request_body"]
 
 
@@ -37,6 +31,10 @@ _BODY_SLICE = 1 << 20
 
 
 class _SlicedPayload(aiohttp.BytesPayload):
+    def __init__(self, data: bytes | bytearray | memoryview, window: float) -> None:
+        super().__init__(data)
+        self._window = window
+
     async def write(self, writer: Any) -> None:
         await self.write_with_length(writer, None)
 
@@ -44,22 +42,45 @@ class _SlicedPayload(aiohttp.BytesPayload):
         view = memoryview(self._value).cast("B")
         if content_length is not None:
             view = view[:content_length]
-        # A server reading a byte now and then never lets the drain finish,
-        # and no read timeout runs while we send: each slice must leave within
-        # a pace window (1 MiB a minute, well above the 16 KiB a window
-        # aioflux._net.pace asks of any transfer).
         for start in range(0, len(view), _BODY_SLICE):
-            try:
-                async with _timeout(pace.WINDOW):
-                    await writer.write(view[start:start + _BODY_SLICE])
-            except asyncio.TimeoutError:
-                raise SlowTransfer(f"the server took less than {_BODY_SLICE >> 20} MiB of the "
-                                   f"request body in {pace.WINDOW:g} s, after {start} "
-                                   "bytes") from None
+            await _send_paced(writer, view[start:start + _BODY_SLICE], self._window, start)
 
 
-def request_body(data: bytes | bytearray | memoryview | None) -> aiohttp.BytesPayload | None:
-    """``data`` as an aiohttp body sent from the caller's buffer, in 1 MiB slices."""
+async def _send_paced(writer: Any, piece: memoryview, window: float, sent: int) -> None:
+    """Hand ``piece`` to the connection, then wait for it to leave, as long
+    as the bytes queued in the transport shrink by the pace rule's
+    :data:`~aioflux._net.pace.MIN_PROGRESS` each ``window``: no read timeout
+    runs while a body is sent, so a server that stops reading it, or reads a
+    byte now and then, would otherwise hold the request for good. (The
+    kernel's socket buffers take a few MB before that shows.)"""
+    sending = asyncio.ensure_future(writer.write(piece))
+    transport = getattr(writer, "transport", None)  # aiohttp's writer has one
+    queued: int | None = None  # the first window is the kernel's to fill
+    try:
+        while not (await asyncio.wait({sending}, timeout=window))[0]:
+            left = transport.get_write_buffer_size() if transport is not None else 0
+            if queued is not None and queued - left < pace.MIN_PROGRESS:
+                raise SlowTransfer(f"the server took less than {pace.MIN_PROGRESS >> 10} KiB of "
+                                   f"the request body in {window:g} s, after about "
+                                   f"{sent + len(piece) - left} bytes")
+            queued = left
+        sending.result()
+    finally:
+        sending.cancel()
+
+
+def request_body(data: bytes | bytearray | memoryview | None, *,
+                 window: float | None = None) -> aiohttp.BytesPayload | None:
+    """``data`` as an aiohttp body sent from the caller's buffer, in 1 MiB slices.
+
+    Args:
+        data: the body, or None.
+        window: the pace rule's window for sending it: the client's
+            ``read_stall`` (default :data:`aioflux._net.pace.WINDOW`).
+
+    Returns:
+        The payload, or None.
+    """
     if data is None:
         return None
     # aiohttp warns about bodies over 1 MiB given as bytes; a part is sent
@@ -67,7 +88,7 @@ def request_body(data: bytes | bytearray | memoryview | None) -> aiohttp.BytesPa
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
         if len(data) > _BODY_SLICE:
-            return _SlicedPayload(data)
+            return _SlicedPayload(data, pace.WINDOW if window is None else window)
         return aiohttp.BytesPayload(data)
 
 

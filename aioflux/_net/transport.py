@@ -301,7 +301,8 @@ class Transport:
         async def send(state: _LoopState, request_headers: dict[str, str]) -> T:
             async with state.session.request(
                 method, self._wire_url(url), params=params, headers=request_headers,
-                data=request_body(data), allow_redirects=False, ssl=self._aiohttp_ssl(),
+                data=request_body(data, window=self.config.timeouts.read_stall),
+                allow_redirects=False, ssl=self._aiohttp_ssl(),
             ) as resp:
                 if resp.status not in ok and resp.status >= 300:
                     raise await error_from_response(resp, op)

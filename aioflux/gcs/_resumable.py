@@ -236,6 +236,7 @@ class ResumableUpload:
         # than this; one persisting less ends the attempt, so the retry
         # policy's attempts and deadline bound the bytes it makes us re-send.
         rounds = 2 + len(view) // CHUNK_GRANULARITY
+        stall = self._client.config.timeouts.read_stall
         for _ in range(rounds):
             before = self.offset
             piece = view[before - start:]
@@ -245,7 +246,7 @@ class ResumableUpload:
                                         else f"bytes */{size}")
             if crc is not None and total is not None:
                 headers["X-Goog-Hash"] = f"crc32c={encode_crc32c(crc)}"
-            async with session.put(url, data=request_body(piece), headers=headers,
+            async with session.put(url, data=request_body(piece, window=stall), headers=headers,
                                    allow_redirects=False) as resp:
                 if resp.status in (200, 201):
                     return self._object(await read_metadata(resp, self._op()))

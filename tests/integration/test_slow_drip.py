@@ -128,8 +128,8 @@ async def test_a_response_head_sent_a_byte_at_a_time_fails() -> None:
 
 
 async def test_a_server_reading_an_upload_a_byte_at_a_time_fails_it() -> None:
-    # No read timeout runs while a request body is sent: each 1 MiB slice
-    # must leave within the window. 32 MiB outlasts the loopback buffers.
+    # No read timeout runs while a request body is sent: 16 KiB of it must
+    # leave each read_stall window. 32 MiB outlasts the loopback buffers.
     requests: list[float] = []
 
     async def sip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -144,9 +144,9 @@ async def test_a_server_reading_an_upload_a_byte_at_a_time_fails_it() -> None:
             writer.close()
 
     async with serving(sip) as endpoint:
-        _, s3 = _stores(endpoint)
+        _, s3 = _stores(endpoint, read_stall=WINDOW)
         async with s3:
-            with pytest.raises(TransportError, match="too slow: the server took less than 1 MiB"):
+            with pytest.raises(TransportError, match="too slow: the server took less than 16 KiB"):
                 await asyncio.wait_for(s3.write("bkt", "obj", b"x" * (32 << 20)), PATIENCE)
     assert len(requests) == 2
 
@@ -173,3 +173,29 @@ async def test_a_completion_kept_alive_with_whitespace_is_waited_for() -> None:
             etag, _ = await multipart.complete("bkt", "obj", "up", [PartInfo(1, '"p"', 5)], 0)
     assert etag == '"e-2"'
     assert len(served.paths) == 1
+
+
+@pytest.mark.parametrize("backend", ["gcs", "s3"])
+async def test_a_server_that_never_reads_an_upload_fails_it_within_read_stall(
+        backend: str) -> None:
+    # The body's pace window is the client's read_stall, not a fixed minute:
+    # once the kernel's buffers are full nothing leaves, and the attempt is cut.
+    async def deaf(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            writer.close()
+
+    async with serving(deaf) as endpoint:
+        gcs, s3 = _stores(endpoint, read_stall=0.5)
+        async with gcs, s3:
+            started = time.monotonic()
+            with pytest.raises(TransportError, match="less than 16 KiB of the request body"):
+                if backend == "gcs":
+                    await asyncio.wait_for(gcs.write("bkt", "obj", b"x" * (32 << 20),
+                                                     resumable=False), PATIENCE)
+                else:
+                    await asyncio.wait_for(s3.write("bkt", "obj", b"x" * (32 << 20)), PATIENCE)
+            assert time.monotonic() - started < 4
