@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Iterator, S
 from contextlib import aclosing
 
 from .._core.errors import InvalidArgument
-from .._core.portal import get_portal
+from .._core.portal import get_portal, iterate
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.urls import parse_url
@@ -31,6 +31,10 @@ __all__ = ["alist_files", "aload_files", "list_files", "load_files"]
 
 # One prefix or several; a path may be an os.PathLike (pathlib.Path).
 _URLs = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+
+# URLs handed over per hop to the caller's thread: a listing page's worth,
+# queued ahead while the caller works through the previous ones.
+_LIST_BATCH = 1000
 
 
 def _urls(url: _URLs) -> list[str | os.PathLike[str]]:
@@ -83,21 +87,11 @@ def list_files(url: _URLs, *, client: AnyClient | None = None,
         parse_url(one)
     check_instance("list_files", "client", client, (ObjectStore, Client), optional=True)
     check_int("list_files", "concurrency", concurrency, minimum=1)
-    return _list_files(url, client, concurrency)
-
-
-def _list_files(url: _URLs, client: AnyClient | None,
-                concurrency: int) -> Iterator[str]:
-    portal = get_portal()
-    agen = alist_files(url, client=client, concurrency=concurrency)
-    try:
-        while True:
-            try:
-                yield portal.call(anext(agen))  # type: ignore[arg-type]
-            except StopAsyncIteration:
-                return
-    finally:
-        portal.call(agen.aclose())
+    # The portal's pump: Ctrl-C cancels the listing and waits for it before
+    # closing it, and an iterator the garbage collector finalizes on the
+    # portal thread cancels it instead of blocking there.
+    return iterate(alist_files(url, client=client, concurrency=concurrency),
+                   batch=_LIST_BATCH)
 
 
 async def _read(url: str, client: AnyClient | None, cache: DiskCache | None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import functools
 import os
 import threading
 import weakref
@@ -25,9 +26,26 @@ __all__ = ["Portal", "call", "close_at_shutdown", "get_portal", "iterate", "subm
 
 T = TypeVar("T")
 
+# How long an interrupted ``call`` waits for its cancelled coroutine to unwind:
+# cancellation crosses nested tasks in a few loop iterations, and a writer's
+# abort (one request) fits too; a cleanup that hangs longer carries on in
+# the background rather than holding up the interrupt.
+_CANCEL_WAIT = 5.0
+
 
 class _Closable(Protocol):
     async def aclose(self) -> None: ...
+
+
+def _settle(outcome: concurrent.futures.Future[T], task: asyncio.Task[T]) -> None:
+    if task.cancelled():
+        outcome.cancel()
+        # Wakes concurrent.futures.wait, which cancel() alone does not.
+        outcome.set_running_or_notify_cancel()
+    elif (error := task.exception()) is not None:
+        outcome.set_exception(error)
+    else:
+        outcome.set_result(task.result())
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -68,6 +86,11 @@ class Portal:
         """Whether the caller runs on the portal's loop thread."""
         return threading.get_ident() == self._thread.ident
 
+    def _refuse_if_closed(self, coro: Coroutine[Any, Any, Any]) -> None:
+        if self._closed:
+            coro.close()
+            raise BridgeError("the aioflux event loop is shut down")
+
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Schedule ``coro`` on the loop.
 
@@ -80,9 +103,7 @@ class Portal:
         Raises:
             BridgeError: the portal is shut down.
         """
-        if self._closed:
-            coro.close()
-            raise BridgeError("the aioflux event loop is shut down")
+        self._refuse_if_closed(coro)
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -95,18 +116,45 @@ class Portal:
             Its result.
 
         Raises:
-            BridgeError: called from the loop thread itself (would deadlock).
-            Exception: whatever the coroutine raised.
+            BridgeError: called from the loop thread itself (would deadlock),
+                or the portal is shut down.
+            Exception: whatever the coroutine raised. An exception raised in
+                the waiting thread instead (KeyboardInterrupt, or one from a
+                signal handler) cancels the coroutine, waits up to
+                ``_CANCEL_WAIT`` seconds for it to unwind, and propagates.
         """
         if self.in_loop_thread():
             coro.close()
             raise BridgeError("aioflux sync API called from its own event loop thread; "
                               "use the async API (AsyncClient) there instead")
-        future = self.submit(coro)
+        self._refuse_if_closed(coro)
+        # Not run_coroutine_threadsafe: cancelling its future marks the future
+        # done at once, while the task unwinds later; ``outcome`` is settled
+        # only when the task has finished.
+        outcome: concurrent.futures.Future[T] = concurrent.futures.Future()
+        started: list[asyncio.Task[T]] = []
+
+        def start() -> None:
+            task = self._loop.create_task(coro)
+            started.append(task)
+            task.add_done_callback(functools.partial(_settle, outcome))
+
+        def cancel() -> None:
+            # Runs after ``start``: callbacks run in the order they were scheduled.
+            started[0].cancel()
+
+        self._loop.call_soon_threadsafe(start)
         try:
-            return future.result()
-        except KeyboardInterrupt:
-            future.cancel()
+            return outcome.result()
+        except BaseException:
+            # Ctrl-C, or any exception a signal handler raised in this thread
+            # (a SIGALRM timeout, sys.exit on SIGTERM): the caller gives up, so
+            # the work stops, and it has stopped (a write will not publish
+            # later) by the time the caller regains control, unless it takes
+            # longer than _CANCEL_WAIT to unwind.
+            if not outcome.done():
+                self._loop.call_soon_threadsafe(cancel)
+                concurrent.futures.wait([outcome], timeout=_CANCEL_WAIT)
             raise
 
     def shutdown(self, timeout: float = 5.0) -> None:

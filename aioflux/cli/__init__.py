@@ -13,14 +13,20 @@ traceback. Exit codes:
 * 130: interrupted (Ctrl-C); ``cp`` aborts its uploads in progress and
   removes its temporary files first.
 * 141: stdout was closed early (``aioflux ls ... | head``); nothing printed.
+* 143: terminated (SIGTERM, as ``timeout``, Kubernetes, systemd and CI
+  cancellation send), handled as Ctrl-C is.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from types import FrameType
 from typing import NoReturn
 
 from .._core.errors import AiofluxError
@@ -34,9 +40,12 @@ EPILOG = ("URLs: gs://bucket/name, s3://bucket/key, file:///path or a local path
           "never 'a2' or 'acopy/'; gs://bucket/a/ names only the folder; a local path names "
           "its file and its directory the same way. Exit codes: 0 ok, 1 the operation failed, "
           "2 usage error (bad arguments, a URL of no supported store such as ftp://), "
-          "130 interrupted (Ctrl-C), 141 stdout closed early.")
+          "130 interrupted (Ctrl-C), 141 stdout closed early, 143 terminated (SIGTERM, "
+          "handled as Ctrl-C).")
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 1, 2, 130, 141
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports it
+
 
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one line (exit 2), like every
@@ -85,6 +94,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[threading.Event]:
+    """Have SIGTERM take Ctrl-C's path while a command runs, so it aborts
+    uploads and removes temporary files too instead of leaving them behind.
+
+    Inside ``asyncio.run`` the SIGINT handler is asyncio's, which cancels the
+    command's task; elsewhere it raises KeyboardInterrupt, which a blocking
+    portal call turns into a cancellation. Where SIGINT is ignored (a
+    background job of a script), KeyboardInterrupt is raised directly.
+
+    Yields:
+        An event set once SIGTERM arrived (exit 143 rather than 130).
+    """
+    received = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield received  # only the main thread may set signal handlers
+        return
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        received.set()
+        on_sigint = signal.getsignal(signal.SIGINT)
+        if callable(on_sigint):
+            on_sigint(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI.
 
@@ -101,6 +143,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return serve_main(argv[1:])
     args = build_parser().parse_args(argv)
+    with _sigterm_as_interrupt() as terminated:
+        return _run(args, terminated)
+
+
+def _run(args: argparse.Namespace, terminated: threading.Event) -> int:
     try:
         return int(args._run(args))
     except UsageError as exc:
@@ -122,5 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"aioflux {args.command}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
+        if terminated.is_set():
+            print(f"aioflux {args.command}: terminated", file=sys.stderr)
+            return EXIT_TERMINATED
         print(f"aioflux {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -10,10 +10,17 @@ holds about 136 MiB at most (parts grow only past 80 GB, to stay within
 the store's part count), and the crc32c of what was read is checked against
 the source's before anything is published.
 
-``-j`` files are copied at once, all on one event loop, so Ctrl-C cancels
-every transfer at once: multipart uploads and resumable sessions are
-aborted, the destination's temporary files removed, and nothing is
-published but files that had finished (exit 130).
+A copy between stores keeps the object's content type and custom metadata
+where both stores have them: GCS and S3 do, files have neither (a file
+uploads as ``application/octet-stream``, and a download drops both). A
+streamed copy keeps only the content type, since a multipart upload
+(``start_upload``) takes no custom metadata; cp says so on stderr. Within
+GCS or S3 the server's copy keeps both.
+
+``-j`` files are copied at once, all on one event loop, so Ctrl-C (or
+SIGTERM) cancels every transfer at once: multipart uploads and resumable
+sessions are aborted, the destination's temporary files removed, and
+nothing is published but files that had finished (exit 130, or 143).
 """
 
 from __future__ import annotations
@@ -51,6 +58,9 @@ _CHUNK = 8 * 1024 * 1024
 # connections busy and bounds the reads of one file at 64 MiB; the writer
 # adds its parts (8 MiB x 9).
 _RANGES_IN_FLIGHT = 8
+# The content type of a copy whose source has none (a file): the one the
+# stores' own write defaults to.
+_DEFAULT_CONTENT_TYPE = "application/octet-stream"
 
 
 def _args(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +82,10 @@ def _args(parser: argparse.ArgumentParser) -> None:
 class _Item:
     src: ObjectInfo  # the source object, as stat or the listing saw it
     dst: StoreURL
+    # From a listing, which names no content type or custom metadata (S3's
+    # has no place for them, and GCS's is asked for only the fields that
+    # every listing needs).
+    listed: bool = False
 
     @property
     def src_url(self) -> StoreURL:
@@ -112,7 +126,7 @@ async def _plan_folder(store: ObjectStore, url: StoreURL, dst: StoreURL) -> list
         if obj.name == url.name:
             exact = obj
         else:
-            items.append(_Item(obj, dst.join(obj.name[len(prefix):])))
+            items.append(_Item(obj, dst.join(obj.name[len(prefix):]), listed=True))
     if exact is not None:
         if not items:
             return [_Item(exact, _into(dst, url.name.rsplit("/", 1)[-1]))]
@@ -144,8 +158,14 @@ def _writer_options(size: int, features: StoreFeatures) -> WriterOptions:
     return WriterOptions(part_size=part)
 
 
+def _keeps_attributes(source: ObjectStore, target: ObjectStore) -> bool:
+    """Whether a copy from ``source`` to ``target`` carries a content type
+    and custom metadata: not from or to files, which have neither."""
+    return "file" not in (source.features.scheme, target.features.scheme)
+
+
 async def _stream(source: ObjectStore, info: ObjectInfo, target: ObjectStore, dst: StoreURL,
-                  progress: Progress) -> None:
+                  content_type: str, progress: Progress) -> None:
     """Copy a large object between two stores in bounded memory."""
     ranges = [(start, min(start + _CHUNK, info.size)) for start in range(0, info.size, _CHUNK)]
 
@@ -160,7 +180,8 @@ async def _stream(source: ObjectStore, info: ObjectInfo, target: ObjectStore, ds
     # On any exception, cancellation included, the writer aborts its upload
     # (or removes its temporary file): nothing is published.
     async with AsyncObjectWriter(target, dst.bucket, dst.name,
-                                 options=_writer_options(info.size, target.features)) as out:
+                                 options=_writer_options(info.size, target.features),
+                                 content_type=content_type) as out:
         async for (start, end), fetched in window(ranges, read, limit=_RANGES_IN_FLIGHT):
             assert fetched.data is not None and fetched.crc is not None
             whole = fetched.crc if whole is None else crc32c_combine(whole, fetched.crc,
@@ -186,13 +207,26 @@ async def _copy_one(stores: Stores, item: _Item, progress: Progress) -> None:
         # can stop between (its temporary file is removed).
         await source.copy(info.bucket, info.name, dst.bucket, dst.name)
         progress.add(info.size)
-    elif info.size <= STREAM_THRESHOLD:
+        return
+    keeps = _keeps_attributes(source, target)
+    if keeps and item.listed:
+        # A listed record lacks the content type and metadata; the copy then
+        # pins the version this stat describes.
+        info = await source.stat(info.bucket, info.name)
+    content_type = info.content_type or _DEFAULT_CONTENT_TYPE
+    metadata = dict(info.metadata) if keeps and info.metadata else None
+    if info.size <= STREAM_THRESHOLD:
         data = await source.read(info.bucket, info.name, generation=info.generation or None)
         # One request: cancelled mid-body, the server publishes nothing.
-        await target.write(dst.bucket, dst.name, data, resumable=False)
+        await target.write(dst.bucket, dst.name, data, content_type=content_type,
+                           metadata=metadata, resumable=False)
         progress.add(info.size)
     else:
-        await _stream(source, info, target, dst, progress)
+        await _stream(source, info, target, dst, content_type, progress)
+        if metadata:
+            print(f"aioflux cp: {dst}: copied without the custom metadata of {info.url} "
+                  f"(an object over {STREAM_THRESHOLD >> 20} MiB is uploaded in parts, "
+                  "which carry only the content type)", file=sys.stderr)
 
 
 @command("cp", "Copy files and objects between any two stores (gs://, s3://, file://, "
@@ -205,8 +239,9 @@ def _cp(args: argparse.Namespace) -> int:
             total = sum(item.src.size for item in plan)
             progress = Progress(total, "cp", enabled=args.progress)
             try:
-                # On the first failure, or on Ctrl-C (asyncio.run cancels this
-                # task), the copies still running are cancelled and drained.
+                # On the first failure, or on Ctrl-C or SIGTERM (asyncio.run
+                # cancels this task), the copies still running are cancelled
+                # and drained.
                 await gather_bounded((_copy_one(stores, item, progress) for item in plan),
                                      args.jobs)
             finally:

@@ -1,8 +1,8 @@
 """The CLI touches only what the user named and stops cleanly on Ctrl-C.
 
 URL rule (as gcloud storage / gsutil): gs://b/a names the object "a" and the
-folder "a/", never "a2/..." or "acopy/...". Ctrl-C: `cp` exits 130 within
-2 s, aborts its open uploads, removes its partial files and publishes
+folder "a/", never "a2/..." or "acopy/...". Ctrl-C: `cp` exits 130 (143 on
+SIGTERM) within 2 s, aborts its open uploads, removes its partial files and publishes
 nothing but whole files (a download's temporary file, where the local store
 writes before its rename, is removed). The interrupted copies run in a subprocess against
 an emulator slowed to 1 MB/s per connection, so they are still running when
@@ -222,10 +222,18 @@ def slow_client(slow: Emulator) -> Iterator[Client]:
         yield client
 
 
-def _start_cp(emulator: Emulator, *argv: str) -> subprocess.Popen[str]:
+def _ignore_sigint() -> None:
+    # As in a script's background job: Python then installs no SIGINT
+    # handler, and neither does asyncio.run.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _start_cp(emulator: Emulator, *argv: str,
+              sigint_ignored: bool = False) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "aioflux", "cp", *argv,
                              "--endpoint", emulator.endpoint],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_ignore_sigint if sigint_ignored else None)
 
 
 def _wait_until(proc: subprocess.Popen[str], ready: Callable[[], bool], what: str) -> None:
@@ -238,20 +246,27 @@ def _wait_until(proc: subprocess.Popen[str], ready: Callable[[], bool], what: st
         time.sleep(0.02)
 
 
-def _interrupt(proc: subprocess.Popen[str]) -> None:
-    """SIGINT, then: exit 130 within 2 s, one line on stderr, nothing on stdout."""
+# What cp reports for each signal: SIGTERM (timeout(1), Kubernetes, CI
+# cancellation) takes Ctrl-C's path.
+_STOPPED = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated")}
+
+
+def _interrupt(proc: subprocess.Popen[str], sig: signal.Signals = signal.SIGINT) -> None:
+    """SIGINT (or SIGTERM), then: exit 130 (143) within 2 s, one line on
+    stderr, nothing on stdout."""
+    code, word = _STOPPED[sig]
     start = time.monotonic()
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     try:
         out, err = proc.communicate(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        pytest.fail("cp still running 10 s after SIGINT")
+        pytest.fail(f"cp still running 10 s after {sig.name}")
     elapsed = time.monotonic() - start
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     assert elapsed < _STOP_WITHIN, f"cp took {elapsed:.2f} s to stop"
-    assert (out, err) == ("", "aioflux cp: interrupted\n")
+    assert (out, err) == ("", f"aioflux cp: {word}\n")
 
 
 def _published(emulator: Emulator, bucket: str) -> dict[str, bytes]:
@@ -284,13 +299,19 @@ def test_sigint_stops_an_upload_of_many_files(slow: Emulator, slow_bucket: str,
     _no_open_uploads(slow, slow_client, slow_bucket)
 
 
-def test_sigint_aborts_the_multipart_upload_of_a_large_file(
-        slow: Emulator, slow_bucket: str, slow_client: Client, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sig", "sigint_ignored"), [(signal.SIGINT, False),
+                                                     (signal.SIGTERM, False),
+                                                     (signal.SIGTERM, True)],
+                         ids=["SIGINT", "SIGTERM", "SIGTERM-with-SIGINT-ignored"])
+def test_a_signal_aborts_the_multipart_upload_of_a_large_file(
+        slow: Emulator, slow_bucket: str, slow_client: Client, tmp_path: Path,
+        sig: signal.Signals, sigint_ignored: bool) -> None:
     (tmp_path / "big.bin").write_bytes(os.urandom(_BIG))
-    proc = _start_cp(slow, str(tmp_path / "big.bin"), f"gs://{slow_bucket}/big.bin")
+    proc = _start_cp(slow, str(tmp_path / "big.bin"), f"gs://{slow_bucket}/big.bin",
+                     sigint_ignored=sigint_ignored)
     _wait_until(proc, lambda: bool(slow_client.list_multipart_uploads(slow_bucket)),
                 "an open multipart upload")
-    _interrupt(proc)
+    _interrupt(proc, sig)
     _no_open_uploads(slow, slow_client, slow_bucket)
     time.sleep(0.5)
     assert _published(slow, slow_bucket) == {}

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing as mp
 import os
+import signal
 import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
 
 import pytest
 
 from aioflux import BridgeError
+from aioflux._core import portal as portal_module
 from aioflux._core.portal import Portal, call, get_portal, submit
 
 
@@ -159,3 +166,109 @@ def test_an_iterator_collected_on_the_loop_thread_closes_without_blocking() -> N
 
     get_portal().call(close_here())
     assert closed.wait(5)
+
+
+class _Raised(Exception):
+    """What a signal handler raises in the waiting thread (a timeout, say)."""
+
+
+@contextlib.contextmanager
+def _signal_raises(error: type[BaseException], started: threading.Event) -> Iterator[None]:
+    """A real signal, once ``started`` is set, whose handler raises ``error``
+    in this (the main) thread. SIGUSR1, as pytest-timeout's timer uses SIGALRM."""
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        raise error()
+
+    def send() -> None:
+        if started.wait(10):
+            time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, on_signal)
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    try:
+        yield
+    finally:
+        sender.join(10)
+        signal.signal(signal.SIGUSR1, previous)
+
+
+@pytest.mark.parametrize("error", [_Raised, SystemExit, KeyboardInterrupt])
+def test_an_exception_raised_in_the_waiting_thread_stops_the_call_first(
+        error: type[BaseException]) -> None:
+    # A signal handler's exception (a SIGALRM timeout, sys.exit on SIGTERM,
+    # Ctrl-C) ends a blocking call: by the time the caller sees it, the
+    # coroutine was cancelled and has unwound, cleanup included (a write
+    # must not publish after the caller was told it failed).
+    started, unwound = threading.Event(), threading.Event()
+
+    async def slow_with_cleanup() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        finally:
+            await asyncio.sleep(0.2)  # as a writer aborting its upload
+            unwound.set()
+
+    begin = time.monotonic()
+    with _signal_raises(error, started):
+        with pytest.raises(error):
+            get_portal().call(slow_with_cleanup())
+    assert unwound.is_set()
+    assert time.monotonic() - begin < 5
+
+
+def test_an_interrupted_call_waits_for_its_cleanup_only_so_long(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A cleanup that hangs must not hold up the interrupt: the caller gets
+    # its exception after the bound, the cleanup carries on on the loop.
+    monkeypatch.setattr(portal_module, "_CANCEL_WAIT", 0.3)
+    started, unwound = threading.Event(), threading.Event()
+
+    async def stuck_cleanup() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        finally:
+            await asyncio.sleep(1.5)
+            unwound.set()
+
+    with _signal_raises(_Raised, started):
+        with pytest.raises(_Raised):
+            get_portal().call(stuck_cleanup())
+        interrupted = time.monotonic()
+    assert not unwound.is_set()
+    assert unwound.wait(5)
+    assert time.monotonic() - interrupted > 1.0
+
+
+def _pumps() -> set[asyncio.Task[None]]:
+    async def find() -> set[asyncio.Task[None]]:
+        return {t for t in asyncio.all_tasks()
+                if getattr(t.get_coro(), "__name__", "") == "_pump"}
+
+    return get_portal().call(find())
+
+
+def test_list_files_collected_on_the_loop_thread_cancels_its_listing(tmp_path: Path) -> None:
+    import aioflux
+
+    # More names than the iterator queues ahead (1000) plus one hop takes:
+    # the listing is still running when the iterator is dropped.
+    for i in range(3000):
+        (tmp_path / f"f{i:04d}").touch()
+    before = _pumps()
+    it = aioflux.list_files(tmp_path)
+    assert next(it).startswith("file://")
+    assert len(_pumps() - before) == 1
+
+    async def close_here() -> None:
+        it.close()  # as the garbage collector does on this thread
+
+    get_portal().call(close_here())
+    deadline = time.monotonic() + 5
+    while _pumps() - before:
+        assert time.monotonic() < deadline, "the listing was never cancelled"
+        time.sleep(0.02)
