@@ -8,10 +8,16 @@ or ``AWS_ENDPOINT_URL_S3``/``AWS_REGION`` set before first use apply. The
 filesystem needs no settings, so a ``file://`` URL is served whatever client
 was given; a ``gs://`` or ``s3://`` URL with a client of another store is an
 error rather than a silently different endpoint.
+
+A store is often built on a running event loop (the async URL API, a
+checkpoint on the loop): an S3 store built there resolves the AWS credential
+chain at its first request, in a thread, so a credential_process or an
+instance-metadata lookup does not freeze the loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 
@@ -84,11 +90,20 @@ def new_store(scheme: str, config: ClientConfig | None = None, *,
         if credentials is not None:
             raise InvalidArgument("new_store('s3'): credentials come from the AWS chain "
                                   "(environment, profile, instance metadata), not credentials=")
-        return S3Store(config, endpoint=endpoint, region=region)
+        return S3Store(config, endpoint=endpoint, region=region,
+                       defer_credentials=_on_event_loop())
     if scheme == "file":
         return LocalStore(config)
     raise InvalidArgument(f"no storage backend serves {scheme}:// URLs in this version of "
                           "aioflux (gs://, s3://, file:// and plain paths do)")
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def resolve_store(client: AnyClient | None, scheme: str = "gs") -> ObjectStore:

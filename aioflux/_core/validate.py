@@ -217,12 +217,18 @@ def check_endpoint(op: str, endpoint: object) -> None:
         endpoint: the endpoint argument.
 
     Raises:
-        InvalidURL: not a string, no http(s) scheme, or no host.
+        InvalidURL: not a string, no http(s) scheme, no host, or a
+            ``user:password@`` in it (never repeated in the message).
     """
     if endpoint is None:
         return
     if not isinstance(endpoint, str):
         raise InvalidURL(f"{op}: endpoint must be a URL string, got {_kind(endpoint)}")
+    if "@" in urlsplit(endpoint).netloc:
+        # aiohttp refuses userinfo beside an Authorization header, and a
+        # message must not repeat a password.
+        raise InvalidURL(f"{op}: the endpoint must not carry user:password@ "
+                         "(pass credentials= instead)")
     try:
         parts = urlsplit(endpoint)
         parts.port  # noqa: B018  (raises ValueError on a bad port)

@@ -19,7 +19,7 @@ import aiohttp
 import yarl
 from multidict import CIMultiDictProxy
 
-from .._core.auth import Auth, AuthRequest
+from .._core.auth import Auth, AuthRequest, RenewableAuth
 from .._core.config import ClientConfig
 from .._core.errors import (
     InvalidArgument,
@@ -339,10 +339,11 @@ class Transport:
 
     async def _attempt(self, op: Op, request: AuthRequest,
                        send: Callable[[_LoopState, dict[str, str]], Awaitable[T]],
-                       body_size: Callable[[], int] | None = None) -> T:
+                       body_size: Callable[[], int] | None = None, *, renew: bool = True) -> T:
         """One attempt: a permit, authentication of ``request``, ``send``, errors
         mapped; its latency, outcome and (``body_size``) the object bytes it
-        received go to :attr:`stats`."""
+        received go to :attr:`stats`. A 401 to credentials that can be
+        renewed (``renew``) is sent once more with renewed ones."""
         state = self._current(op)
         async with state.semaphore:
             stats = self.stats
@@ -350,8 +351,8 @@ class Transport:
             started = time.perf_counter()
             # The one place credentials are added: never to another origin
             # (a resumable-upload Location, a listing's next link...).
-            request_headers = (await self.auth.headers(request)
-                               if self.same_origin(request.url) else {})
+            authenticated = self.same_origin(request.url)
+            request_headers = await self.auth.headers(request) if authenticated else {}
             if request.headers:
                 request_headers.update(request.headers)
             if request.payload is not None:
@@ -370,7 +371,16 @@ class Transport:
         except StorageError as mapped:
             stats.observe(Attempt(op.operation, request.method, time.perf_counter() - started,
                                   type(mapped).__name__))
-            raise
+            auth = self.auth
+            if not (renew and authenticated and mapped.status == 401
+                    and isinstance(auth, RenewableAuth) and auth.invalidate(request_headers)):
+                raise
+            stats.count_retry(type(mapped).__name__)
+        # A token the server no longer accepts (revoked, or expired early by
+        # clock skew) is renewed and the request sent once more, as
+        # google-auth's AuthorizedSession does; outside max_attempts, and
+        # only once, so credentials that stay rejected do not loop.
+        return await self._attempt(op, request, send, body_size, renew=False)
 
     async def get_media(
         self,

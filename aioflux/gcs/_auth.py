@@ -1,75 +1,153 @@
 """GCS authentication: Application Default Credentials through google-auth.
 
-google-auth's ``refresh`` does blocking HTTP, so it runs in a worker thread,
-never on the event loop; the token is cached until shortly before expiry and
-one refresh is shared by all concurrent requests.
+google-auth's ``refresh`` does blocking HTTP, so it runs in a thread of its
+own, never on the event loop; the token is cached until shortly before
+expiry. One refresh serves every request that needs a token meanwhile, its
+failure included: a burst of requests on a host without credentials probes
+the metadata server once, not once per request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import ipaddress
 import os
-import threading
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
-from .._core.auth import AnonymousAuth, Auth, AuthRequest, StaticTokenAuth
-from .._core.errors import PermissionDenied
+from .._core.auth import AnonymousAuth, Auth, AuthRequest, SharedCall, StaticTokenAuth
+from .._core.config import Timeouts
+from .._core.errors import PermissionDenied, TransportError
 
-__all__ = ["GoogleAuth", "emulator_endpoint", "resolve_auth"]
+__all__ = ["GoogleAuth", "emulator_endpoint", "local_endpoint", "resolve_auth"]
 
 SCOPES = ("https://www.googleapis.com/auth/devstorage.read_write",)
 # Refresh this long before the token expires, so a request that starts with a
 # valid token does not reach the server with an expired one.
 REFRESH_MARGIN = _dt.timedelta(minutes=5)
+# A failed refresh is the answer for this long: requests that were queued
+# behind the client's semaphore while it ran (more than max_concurrency in
+# flight) fail with it instead of each starting another lookup.
+FAILURE_HOLD = 2.0
 
 
 class GoogleAuth:
     """google-auth credentials (ADC by default), refreshed off the loop.
 
+    Pickles by its settings (DataLoader ``spawn`` workers): the credentials
+    given, or none for ADC, which the worker then looks up itself.
+
     Args:
         credentials: a ``google.auth.credentials.Credentials``; ``None`` loads
             Application Default Credentials lazily on first use.
+        timeouts: bound each HTTP call of a lookup or refresh by
+            ``connect`` and ``read_stall`` (google-auth's own default is
+            120 s), and a request's wait for it by ``total`` if set.
     """
 
-    def __init__(self, credentials: Any = None) -> None:
+    def __init__(self, credentials: Any = None, *, timeouts: Timeouts | None = None) -> None:
+        self._given = credentials
         self._credentials = credentials
-        self._lock = threading.Lock()  # refreshes may come from several loops
+        self._timeouts = timeouts or Timeouts()
+        self._refresh = SharedCall(self._fresh_token, name="aioflux-gcs-token",
+                                   hold=FAILURE_HOLD)
+        # A token the server answered 401 to: refreshed before it is sent again.
+        self._rejected: str | None = None
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"credentials": self._given, "timeouts": self._timeouts}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["credentials"], timeouts=state["timeouts"])  # type: ignore[misc]
+
+    def _valid_token(self) -> str | None:
+        creds = self._credentials
+        if creds is None or not creds.valid or _expires_soon(creds.expiry):
+            return None
+        token = str(creds.token)
+        return None if token == self._rejected else token
 
     def _fresh_token(self) -> str:
+        """Look up or refresh the credentials (blocking: a thread's work)."""
         import google.auth
         import google.auth.exceptions
-        import google.auth.transport.requests
 
-        with self._lock:
-            try:
-                if self._credentials is None:
-                    self._credentials, _ = google.auth.default(scopes=list(SCOPES))
-                creds = self._credentials
-                if not creds.valid or _expires_soon(creds.expiry):
-                    creds.refresh(google.auth.transport.requests.Request())
-            except google.auth.exceptions.GoogleAuthError as exc:
-                # The message of google-auth errors names files and causes,
-                # never the token itself.
-                raise PermissionDenied(
-                    f"authenticate failed: {type(exc).__name__}: {exc}", operation="authenticate"
-                ) from exc
-            return str(creds.token)
+        try:
+            request = _bounded_request(self._timeouts)
+            if self._credentials is None:
+                self._credentials, _ = google.auth.default(scopes=list(SCOPES), request=request)
+            creds = self._credentials
+            if not creds.valid or _expires_soon(creds.expiry) or \
+                    str(creds.token) == self._rejected:
+                creds.refresh(request)
+        except google.auth.exceptions.GoogleAuthError as exc:
+            # The message of google-auth errors names files and causes,
+            # never the token itself.
+            hint = ""
+            if isinstance(exc, google.auth.exceptions.DefaultCredentialsError):
+                hint = ("; for an emulator, pass credentials='anonymous' or set "
+                        "STORAGE_EMULATOR_HOST")
+            raise PermissionDenied(f"authenticate failed: {type(exc).__name__}: {exc}{hint}",
+                                   operation="authenticate") from exc
+        self._rejected = None
+        return str(creds.token)
+
+    async def _refreshed(self) -> str:
+        total = self._timeouts.total
+        if total is None:
+            return await self._refresh()
+        try:
+            return await asyncio.wait_for(self._refresh(), total)
+        except asyncio.TimeoutError:
+            raise TransportError(f"authenticate: no token within Timeouts.total={total}s "
+                                 "(token endpoint or metadata server slow)",
+                                 operation="authenticate") from None
 
     async def headers(self, request: AuthRequest) -> dict[str, str]:
         """Return a Bearer header, refreshing the token in a thread if needed.
 
         Raises:
             PermissionDenied: credentials could not be found or refreshed.
+            TransportError: no token within ``Timeouts.total``.
+        """
+        token = self._valid_token()
+        if token is None:
+            token = await self._refreshed()
+        return {"Authorization": f"Bearer {token}"}
+
+    def invalidate(self, sent: Mapping[str, str]) -> bool:
+        """The server answered 401 to a request sent with ``sent``: refresh
+        its token before the next request (only if it is still the current
+        one, so many such answers at once cause one refresh).
+
+        Returns:
+            True: a retry gets a refreshed token.
         """
         creds = self._credentials
-        if creds is not None and creds.valid and not _expires_soon(creds.expiry):
-            return {"Authorization": f"Bearer {creds.token}"}
-        token = await asyncio.to_thread(self._fresh_token)
-        return {"Authorization": f"Bearer {token}"}
+        if creds is not None and sent.get("Authorization") == f"Bearer {creds.token}":
+            self._rejected = str(creds.token)
+        return True
 
     def __repr__(self) -> str:
         return "GoogleAuth(<credentials>)"
+
+
+def _bounded_request(timeouts: Timeouts) -> Any:
+    """google-auth's requests transport with the client's connect and read
+    timeouts on every call that does not set its own (a metadata probe does)."""
+    import google.auth.transport.requests
+
+    class BoundedRequest(google.auth.transport.requests.Request):  # type: ignore[misc]
+        def __call__(self, url: str, method: str = "GET", body: Any = None,
+                     headers: Any = None, timeout: Any = None, **kwargs: Any) -> Any:
+            if timeout is None:
+                timeout = (timeouts.connect, timeouts.read_stall)
+            return super().__call__(url, method, body, headers,  # type: ignore[no-untyped-call]
+                                    timeout, **kwargs)
+
+    return BoundedRequest()
 
 
 def _expires_soon(expiry: _dt.datetime | None) -> bool:
@@ -88,7 +166,32 @@ def emulator_endpoint() -> str | None:
     return host if "://" in host else f"http://{host}"
 
 
-def resolve_auth(credentials: Any, *, use_emulator: bool) -> Auth:
+def local_endpoint(endpoint: str) -> bool:
+    """Whether ``endpoint`` is an emulator's by its URL: plain ``http://``,
+    or ``https://`` on a loopback host (a local emulator or test server with
+    TLS). Google serves every endpoint of its own (default, regional, mTLS,
+    Private Service Connect) over https from a routable host.
+
+    Args:
+        endpoint: an http(s) URL (checked by ``check_endpoint``).
+
+    Returns:
+        True if no credentials are sent to it unless given explicitly.
+    """
+    parts = urlsplit(endpoint)
+    if parts.scheme.lower() != "https":
+        return True
+    host = (parts.hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_auth(credentials: Any, *, use_emulator: bool,
+                 timeouts: Timeouts | None = None) -> Auth:
     """Choose the auth for a client.
 
     Args:
@@ -96,6 +199,7 @@ def resolve_auth(credentials: Any, *, use_emulator: bool) -> Auth:
             ``"anonymous"``, a bearer-token string, an :class:`Auth`, or a
             google-auth credentials object.
         use_emulator: the endpoint is an emulator (no auth header is sent).
+        timeouts: the client's, for the refreshes of google-auth credentials.
 
     Returns:
         An Auth implementation.
@@ -103,9 +207,9 @@ def resolve_auth(credentials: Any, *, use_emulator: bool) -> Auth:
     if credentials == "anonymous" or (credentials is None and use_emulator):
         return AnonymousAuth()
     if credentials is None:
-        return GoogleAuth()
+        return GoogleAuth(timeouts=timeouts)
     if isinstance(credentials, str):
         return StaticTokenAuth(credentials)
     if isinstance(credentials, Auth) and not hasattr(credentials, "refresh"):
         return credentials
-    return GoogleAuth(credentials)
+    return GoogleAuth(credentials, timeouts=timeouts)

@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, overload
+from urllib.parse import urlsplit
 
 from .._core.auth import Auth
 from .._core.config import ClientConfig
@@ -57,7 +58,7 @@ from .._engines.iterables import StreamItem, stream, stream_args
 from .._net.failures import drain
 from .._net.media import read_media
 from .._net.transport import Op, Transport
-from ._auth import emulator_endpoint, resolve_auth
+from ._auth import emulator_endpoint, local_endpoint, resolve_auth
 from ._copy import rewrite_object
 from ._json import (
     compose_body,
@@ -92,16 +93,19 @@ class AsyncClient:
         config: client settings (concurrency, timeouts, retries).
         endpoint: API root, e.g. ``http://127.0.0.1:4443`` for an emulator.
             Defaults to ``STORAGE_EMULATOR_HOST`` if set, else real GCS.
-        credentials: ``None`` (Application Default Credentials, anonymous on
-            an emulator), ``"anonymous"``, a bearer token string, an ``Auth``
-            or a google-auth credentials object.
+        credentials: ``None``: Application Default Credentials, except for
+            an emulator (``STORAGE_EMULATOR_HOST``, an ``http://`` endpoint,
+            or an ``https://`` one on a loopback host), which gets none;
+            ``"anonymous"``, a bearer token string, an ``Auth`` or a
+            google-auth credentials object.
         transport: a ready :class:`Transport` (tests inject one); overrides
             ``config`` and ``credentials``.
         project: project for bucket creation.
 
     Raises:
         InvalidArgument: a setting of the wrong type.
-        InvalidURL: ``endpoint`` is not an http(s) URL.
+        InvalidURL: ``endpoint`` is not an http(s) URL, or carries
+            ``user:password@``.
     """
 
     def __init__(
@@ -119,11 +123,20 @@ class AsyncClient:
         check_str("AsyncClient", "project", project)
         env_endpoint = emulator_endpoint()
         self.endpoint = (endpoint or env_endpoint or DEFAULT_ENDPOINT).rstrip("/")
-        use_emulator = (endpoint is not None and endpoint != DEFAULT_ENDPOINT) or (
-            endpoint is None and env_endpoint is not None
-        )
+        if urlsplit(self.endpoint).username is not None:
+            # aiohttp refuses a URL's user:password beside an Authorization
+            # header; and the message must not repeat a password.
+            raise InvalidURL("AsyncClient: the endpoint must not carry user:password@ "
+                             "(pass credentials= instead)")
+        # As google-cloud-storage: STORAGE_EMULATOR_HOST gets no credentials,
+        # any other https endpoint (Google's, however spelled, regional,
+        # mTLS, Private Service Connect) gets ADC; plain http and loopback
+        # hosts are emulators.
+        use_emulator = local_endpoint(endpoint) if endpoint is not None else (
+            env_endpoint is not None)
         self.config = config or (transport.config if transport else ClientConfig())
-        auth: Auth = resolve_auth(credentials, use_emulator=use_emulator)
+        auth: Auth = resolve_auth(credentials, use_emulator=use_emulator,
+                                  timeouts=self.config.timeouts)
         self._transport = transport or Transport(self.config, auth, endpoint=self.endpoint)
         self.project = project
         self._xml = XmlMultipart(self._transport, self.endpoint)

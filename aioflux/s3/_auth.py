@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .._core.auth import AuthRequest
+from .._core.auth import AnonymousAuth, Auth, AuthRequest, SharedCall
 from .._core.errors import InvalidArgument, PermissionDenied
 
-__all__ = ["INSTALL_HINT", "SigV4", "configured_endpoint", "load_botocore", "missing_extra",
-           "session_region"]
+__all__ = ["INSTALL_HINT", "ChainAuth", "SigV4", "configured_endpoint", "load_botocore",
+           "missing_extra", "session_region"]
 
 INSTALL_HINT = 'pip install "aioflux-storage[s3]"'
 # What a payload's hash is replaced by where TLS already protects the body
@@ -440,3 +440,49 @@ class SigV4:
 
     def __repr__(self) -> str:
         return "SigV4(<redacted>)"
+
+
+class ChainAuth:
+    """botocore's credential chain resolved on the first request, in a
+    thread, then :class:`SigV4` (or, when the chain finds nothing, unsigned
+    requests, as ``S3Store`` does).
+
+    For a store built on a running event loop: the chain may run a
+    credential_process, SSO, AssumeRole (STS) or instance-metadata lookup,
+    which would freeze the loop. One lookup serves the requests that wait
+    for it meanwhile, its failure included; a request after a failure looks
+    again.
+
+    Args:
+        region_of: as for :class:`SigV4`.
+        profile: shared-config profile for the chain.
+        sign_payload: as for :class:`SigV4`.
+
+    Raises:
+        InvalidArgument: botocore is not installed.
+    """
+
+    def __init__(self, region_of: Callable[[str], str], *, profile: str | None = None,
+                 sign_payload: bool | None = None) -> None:
+        load_botocore()  # named now, not at the first request
+
+        def lookup() -> Auth:
+            return SigV4.found(region_of, profile=profile,
+                               sign_payload=sign_payload) or AnonymousAuth()
+
+        self._lookup = SharedCall(lookup, name="aioflux-aws-credentials")
+        self._auth: Auth | None = None
+
+    async def headers(self, request: AuthRequest) -> dict[str, str]:
+        """The headers of the chain's auth for ``request``.
+
+        Raises:
+            PermissionDenied: the AWS configuration is broken (see :class:`SigV4`).
+        """
+        auth = self._auth
+        if auth is None:
+            auth = self._auth = await self._lookup()
+        return await auth.headers(request)
+
+    def __repr__(self) -> str:
+        return f"ChainAuth({self._auth!r})"

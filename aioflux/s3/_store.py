@@ -47,6 +47,7 @@ from .._core.types import NO_METADATA, ListPage, MultipartUploadInfo, ObjectInfo
 from .._core.urls import validate_bucket
 from .._core.validate import (
     check_bool,
+    check_endpoint,
     check_instance,
     check_object,
     check_str,
@@ -61,7 +62,7 @@ from .._engines.iterables import StreamItem, stream, stream_args
 from .._net.failures import drain
 from .._net.media import read_media
 from .._net.transport import HttpResponse, Op, Transport
-from ._auth import SigV4, configured_endpoint, session_region
+from ._auth import ChainAuth, SigV4, configured_endpoint, session_region
 from ._endpoints import DEFAULT_REGION, Addressing, Endpoints, RegionalTransport
 from ._listing import list_pages
 from ._multipart import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE, Multipart
@@ -113,6 +114,11 @@ class S3Store:
         sign_payload: sign each body's SHA-256 (None: over plain http
             only; False: never, e.g. a trusted private network; True:
             always). Every body also carries its crc32c.
+        defer_credentials: resolve the AWS credential chain at the first
+            request, in a thread, not here: for a store built on a running
+            event loop, which a credential_process, SSO, AssumeRole or
+            instance-metadata lookup would freeze. A broken chain then
+            fails that request; none at all still means anonymous access.
         auth: authenticate with this instead (tests).
         transport: a ready transport (tests inject a mock); overrides
             ``config`` and ``auth``.
@@ -127,18 +133,20 @@ class S3Store:
     def __init__(self, config: ClientConfig | None = None, *, region: str | None = None,
                  endpoint: str | None = None, addressing: Addressing = "auto",
                  profile: str | None = None, anonymous: bool = False,
-                 sign_payload: bool | None = None, auth: Auth | None = None,
-                 transport: Transport | None = None) -> None:
+                 sign_payload: bool | None = None, defer_credentials: bool = False,
+                 auth: Auth | None = None, transport: Transport | None = None) -> None:
         check_instance("S3Store", "config", config, ClientConfig, optional=True)
         check_str("S3Store", "region", region, optional=True)
-        check_str("S3Store", "endpoint", endpoint, optional=True)
+        check_endpoint("S3Store", endpoint)
         check_str("S3Store", "profile", profile, optional=True)
         check_bool("S3Store", "anonymous", anonymous)
         check_bool("S3Store", "sign_payload", sign_payload, optional=True)
+        check_bool("S3Store", "defer_credentials", defer_credentials)
         if addressing not in ("auto", "path", "virtual"):
             raise InvalidArgument(f"S3Store: addressing must be 'auto', 'path' or 'virtual', "
                                   f"got {addressing!r}")
-        self._settings = (config, region, endpoint, addressing, profile, anonymous, sign_payload)
+        self._settings = (config, region, endpoint, addressing, profile, anonymous, sign_payload,
+                          defer_credentials)
         require_lxml()  # listings need it: named now, not at the first listing
         if region is None and transport is None:
             try:
@@ -156,11 +164,14 @@ class S3Store:
         self._etags: dict[int, str] = {}
         self.config = config or (transport.config if transport else ClientConfig())
         if transport is None:
-            if auth is None:
-                auth = AnonymousAuth() if anonymous else (
-                    SigV4.found(self.endpoints.region_of_url, profile=profile,
-                                sign_payload=sign_payload)
-                    or AnonymousAuth())
+            if auth is None and anonymous:
+                auth = AnonymousAuth()
+            elif auth is None and defer_credentials:
+                auth = ChainAuth(self.endpoints.region_of_url, profile=profile,
+                                 sign_payload=sign_payload)
+            elif auth is None:
+                auth = SigV4.found(self.endpoints.region_of_url, profile=profile,
+                                   sign_payload=sign_payload) or AnonymousAuth()
             transport = RegionalTransport(self.endpoints, self.config, auth,
                                           endpoint=self.endpoint,
                                           trusted=self.endpoints.trusted, exact_urls=True)
@@ -178,10 +189,10 @@ class S3Store:
     def __setstate__(self, state: dict[str, object]) -> None:
         settings = state["settings"]
         assert isinstance(settings, tuple)
-        config, region, endpoint, addressing, profile, anonymous, sign_payload = settings
+        config, region, endpoint, addressing, profile, anonymous, sign_payload, deferred = settings
         self.__init__(config, region=region, endpoint=endpoint,  # type: ignore[misc]
                       addressing=addressing, profile=profile, anonymous=anonymous,
-                      sign_payload=sign_payload)
+                      sign_payload=sign_payload, defer_credentials=deferred)
 
     # -- addressing and regions ---------------------------------------------------
 

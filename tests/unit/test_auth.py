@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from aioflux import AsyncClient
+from aioflux import AsyncClient, InvalidURL
 from aioflux._core.auth import AnonymousAuth, AuthRequest, StaticTokenAuth
 from aioflux.gcs._auth import GoogleAuth, resolve_auth
 
@@ -67,3 +67,46 @@ def test_emulator_host_env_selects_endpoint_and_anonymous(monkeypatch: pytest.Mo
     real = AsyncClient()
     assert real.endpoint == "https://storage.googleapis.com"
     assert isinstance(real.transport.auth, GoogleAuth)
+
+
+@pytest.mark.parametrize("endpoint", [
+    "https://storage.googleapis.com/",
+    "https://storage.googleapis.com:443",
+    "https://Storage.googleapis.com",
+    "https://storage.us-east1.rep.googleapis.com",
+    "https://storage.mtls.googleapis.com",
+    "https://storage-psc1.p.googleapis.com",
+    "https://gcs-proxy.internal.example",
+])
+def test_every_https_endpoint_gets_adc(endpoint: str) -> None:
+    # Old: any spelling but DEFAULT_ENDPOINT's went anonymous (a 401/403 later).
+    assert isinstance(AsyncClient(endpoint=endpoint).transport.auth, GoogleAuth)
+
+
+@pytest.mark.parametrize("endpoint", [
+    "http://127.0.0.1:4443",
+    "http://gcs-emulator:4443",
+    "https://127.0.0.1:4443",
+    "https://localhost:4443",
+    "https://[::1]:4443",
+])
+def test_emulator_endpoints_get_no_credentials(endpoint: str) -> None:
+    assert isinstance(AsyncClient(endpoint=endpoint).transport.auth, AnonymousAuth)
+    # Unless given: then they are sent, as the caller asked.
+    assert isinstance(AsyncClient(endpoint=endpoint, credentials="t").transport.auth,
+                      StaticTokenAuth)
+
+
+def test_storage_emulator_host_gets_no_credentials_even_over_https(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "https://emulator.example:4443")
+    assert isinstance(AsyncClient().transport.auth, AnonymousAuth)
+
+
+@pytest.mark.parametrize("endpoint", ["http://user:hunter2@127.0.0.1:1",
+                                      "https://user:hunter2@storage.googleapis.com"])
+def test_an_endpoint_with_a_password_is_refused(endpoint: str) -> None:
+    # Old: accepted, then aiohttp's bare ValueError at every request.
+    with pytest.raises(InvalidURL, match="user:password") as info:
+        AsyncClient(endpoint=endpoint, credentials="t")
+    assert "hunter2" not in str(info.value)

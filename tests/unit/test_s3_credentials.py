@@ -12,8 +12,11 @@ files in ``tmp_path`` (never the real home).
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import pickle
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,8 @@ from botocore.credentials import RefreshableCredentials
 from botocore.exceptions import CredentialRetrievalError
 
 from aioflux import PermissionDenied
+from aioflux._api import stores
+from aioflux._api.stores import store_for_url
 from aioflux._core.auth import AnonymousAuth, AuthRequest
 from aioflux.s3 import S3Store
 from aioflux.s3._auth import SigV4, session_region
@@ -145,3 +150,80 @@ async def test_a_refresh_that_fails_is_translated(aws_files: tuple[Path, Path]) 
         await signer.headers(AuthRequest("GET", f"{ENDPOINT}/bkt/k"))
     assert isinstance(info.value.__cause__, CredentialRetrievalError)
     assert SECRET not in str(info.value)
+
+
+# -- the chain, resolved off the event loop -------------------------------------------------
+
+
+@pytest.fixture
+def slow_process(aws_files: tuple[Path, Path], tmp_path: Path,
+                 monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A default profile whose credential_process takes 1 s; returns the
+    file it appends a line to per run."""
+    config, _ = aws_files
+    runs = tmp_path / "runs"
+    program = tmp_path / "cred.py"
+    program.write_text(
+        "import json, time\n"
+        f"open({str(runs)!r}, 'a').write('run\\n')\n"
+        "time.sleep(1)\n"
+        "print(json.dumps({'Version': 1, 'AccessKeyId': 'AKIDPROCESS',\n"
+        f"                  'SecretAccessKey': {SECRET!r}}}))\n")
+    config.write_text(f"[default]\ncredential_process = {sys.executable} {program}\n")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", ENDPOINT)
+    monkeypatch.setattr(stores, "_defaults", {})
+    return runs
+
+
+async def test_the_url_api_resolves_the_chain_off_the_loop(slow_process: Path) -> None:
+    gaps: list[float] = []
+
+    async def heartbeat() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.02)
+            gaps.append(time.monotonic() - last)
+            last = time.monotonic()
+
+    beating = asyncio.create_task(heartbeat())
+    await asyncio.sleep(0.05)
+    store, _ = store_for_url("s3://bkt/k")  # what alist_files / aopen do on the loop
+    request = AuthRequest("GET", f"{ENDPOINT}/bkt/k")
+    signed = await asyncio.wait_for(asyncio.gather(
+        *(store.transport.auth.headers(request) for _ in range(5))), 15)
+    beating.cancel()
+    # Old: the credential_process ran on the loop, frozen for its 1 s.
+    assert max(gaps) < 0.5, max(gaps)
+    assert all("Credential=AKIDPROCESS/" in h["Authorization"] for h in signed)
+    assert slow_process.read_text().count("run") == 1  # one lookup for the burst
+    assert SECRET not in repr(store.transport.auth)
+
+
+def test_off_a_loop_the_chain_is_still_resolved_at_construction(slow_process: Path) -> None:
+    store = stores.new_store("s3")
+    assert isinstance(store.transport.auth, SigV4)
+    assert slow_process.read_text().count("run") == 1
+
+
+async def test_a_deferred_chain_reports_a_broken_profile_at_the_first_request(
+        aws_files: tuple[Path, Path]) -> None:
+    config, _ = aws_files
+    config.write_text("[default]\ncredential_process = sh -c 'echo expired >&2; exit 3'\n")
+    store = S3Store(endpoint=ENDPOINT, region="us-east-1", defer_credentials=True)
+    request = AuthRequest("GET", f"{ENDPOINT}/bkt/k")
+    for _ in range(2):  # a failure is not kept: the next request looks again
+        with pytest.raises(PermissionDenied, match="expired") as info:
+            await store.transport.auth.headers(request)
+        assert info.value.reason == "CredentialRetrievalError"
+    # Pickled by its settings, deferral included.
+    again = pickle.loads(pickle.dumps(store))
+    assert type(again.transport.auth).__name__ == "ChainAuth"
+
+
+async def test_a_deferred_chain_without_credentials_is_anonymous(
+        aws_files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    store = S3Store(endpoint=ENDPOINT, region="us-east-1", defer_credentials=True)
+    assert await store.transport.auth.headers(AuthRequest("GET", f"{ENDPOINT}/bkt/k")) == {}

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from aioflux import ClientConfig, InvalidArgument, S3Store
+from aioflux import ClientConfig, InvalidArgument, InvalidURL, S3Store
 from aioflux._net.transport import HttpResponse, Op
 from aioflux.s3._auth import SigV4
 from aioflux.s3._endpoints import Addressing, Endpoints, RegionalTransport
@@ -195,3 +195,9 @@ def test_a_bucket_named_like_an_s3_host_is_signed_for_its_region(bucket: str) ->
         endpoints.regions[bucket] = "eu-west-1"
         url = endpoints.object_url(bucket, "k/v")
         assert endpoints.region_of_url(url) == "eu-west-1", url
+
+
+def test_an_endpoint_with_user_and_password_is_refused_without_repeating_them() -> None:
+    with pytest.raises(InvalidURL, match="must not carry user:password@") as raised:
+        S3Store(ClientConfig(), endpoint="http://me:s3cret@127.0.0.1:9000", region="us-east-1")
+    assert "s3cret" not in str(raised.value)
