@@ -10,6 +10,7 @@ import logging
 import os
 import ssl
 import time
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -121,9 +122,16 @@ async def _open_until_loop_ends(state: _LoopState) -> AsyncGenerator[None, None]
     try:
         yield
     finally:
-        if state.media is not None:
-            state.media.close()
-        await state.session.close()
+        if state.pid == os.getpid():  # a forked child's copy is the parent's
+            if state.media is not None:
+                state.media.close()
+            await state.session.close()
+
+
+# Every such generator, so that a forked child can end its copies at once:
+# the parent's loops do not run there, and asyncio's finalizer of a copy
+# collected later would call into a copy of the parent's loop.
+_ENDING_WITH_LOOPS: weakref.WeakSet[AsyncGenerator[None, None]] = weakref.WeakSet()
 
 
 def _close_with_loop(state: _LoopState) -> None:
@@ -133,6 +141,19 @@ def _close_with_loop(state: _LoopState) -> None:
     except StopIteration:
         pass
     state.ends_with_loop = gen
+    _ENDING_WITH_LOOPS.add(gen)
+
+
+def _end_inherited_in_child() -> None:
+    for gen in list(_ENDING_WITH_LOOPS):
+        try:  # its finally returns at once here (another pid): no await
+            gen.aclose().send(None)
+        except (StopIteration, RuntimeError):
+            pass
+    _ENDING_WITH_LOOPS.clear()
+
+
+os.register_at_fork(after_in_child=_end_inherited_in_child)
 
 
 class Transport:
