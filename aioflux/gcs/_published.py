@@ -71,17 +71,19 @@ async def verify_published(client: AsyncClient, op: Op, info: ObjectInfo, size: 
         f"sent {size} bytes{sent}")
 
 
-async def confirm_published(client: AsyncClient, op: Op, size: int,
-                            checksum: int | None) -> ObjectInfo:
-    """The write's answer names no generation: succeed only if a stat finds
-    the name holding exactly the bytes written. Whatever it finds otherwise
-    may be another writer's object, so it is never deleted.
+async def confirm_published(client: AsyncClient, op: Op, size: int, checksum: int | None, *,
+                            why: str = "the answer names no generation") -> ObjectInfo:
+    """The write's answer proves nothing (it names no generation, or was
+    lost): succeed only if a stat finds the name holding exactly the bytes
+    written. Whatever it finds otherwise may be another writer's object, so
+    it is never deleted.
 
     Args:
         client: the client that wrote (stat).
         op: the operation and the object it wrote.
         size: bytes written.
         checksum: their crc32c; ``None`` checks the size only.
+        why: what left the write unproven, for the message.
 
     Returns:
         The object's metadata, from the stat.
@@ -100,7 +102,7 @@ async def confirm_published(client: AsyncClient, op: Op, size: int,
             f"{found.size} bytes, crc32c "
             f"{'none' if found.crc32c is None else encode_crc32c(found.crc32c)}")
     raise ChecksumMismatch(
-        f"{describe(op.operation, op.bucket, op.name)}: the answer names no generation and "
+        f"{describe(op.operation, op.bucket, op.name)}: {why} and "
         f"the name holds {what}, not the {size} bytes written; the write is not verified "
         "and the object was left alone", operation=op.operation, bucket=op.bucket,
         name=op.name)

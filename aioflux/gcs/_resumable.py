@@ -24,12 +24,12 @@ import aiohttp
 import yarl
 
 from .._core.crc import encode_crc32c
-from .._core.errors import InvalidArgument, NotFound, StorageError, TransportError
+from .._core.errors import InvalidArgument, StorageError, TransportError
 from .._core.types import ObjectInfo
 from .._net.failures import drain, read_metadata
 from .._net.sessions import request_body
 from .._net.transport import HttpResponse, Op
-from ._published import discard_published, verify_published
+from ._published import confirm_published, discard_published, verify_published
 
 if TYPE_CHECKING:
     from ._client import AsyncClient
@@ -316,22 +316,13 @@ class ResumableUpload:
         """The session vanished after the final chunk was sent: it succeeded
         only if the object now holds exactly the bytes written."""
         op = self._op()
-        found: ObjectInfo | None = None
-        if total is not None and crc is not None:
-            try:
-                found = await self._client.stat(self.bucket, self.name)
-            except NotFound:
-                found = None
-            if found is not None and found.size == total and found.crc32c == crc:
-                return found
-        what = ("no object" if found is None else
-                f"an object of {found.size} bytes, crc32c "
-                f"{'none' if found.crc32c is None else encode_crc32c(found.crc32c)}")
-        raise StorageError(
-            f"{op.operation} gs://{self.bucket}/{self.name}: the session vanished after the "
-            f"final chunk and the name holds {what}, not the {total} bytes written; "
-            "the write is not verified", operation=op.operation, bucket=self.bucket,
-            name=self.name, status=404)
+        if total is None or crc is None:
+            raise StorageError(f"{op.operation} gs://{self.bucket}/{self.name}: the session "
+                               "vanished after the final chunk; the write is not verified",
+                               operation=op.operation, bucket=self.bucket, name=self.name,
+                               status=404)
+        return await confirm_published(self._client, op, total, crc,
+                                       why="the session vanished after the final chunk")
 
 
 _GONE = object()

@@ -14,7 +14,7 @@ from contextlib import aclosing
 from ..._core.store import ObjectStore
 from ..._core.types import ObjectInfo
 from ..._core.window import window as bounded
-from ..compose import MAX_COMPOSE_SOURCES
+from ..compose import MAX_COMPOSE_SOURCES, plan_batches
 from ..download import Data, Downloader, DownloadOptions
 from ._disk import DiskCache
 
@@ -91,32 +91,17 @@ class CachedDownloader(Downloader):
         """
         step = max(1, min(MAX_COMPOSE_SOURCES, window))
         budget = self.options.prefetch_bytes
-        async with aclosing(bounded(_groups(objects, step, budget // 8), self.download_many,
+        # Runs of consecutive objects as the compose planner cuts them: a group
+        # is held whole until it is yielded, so large objects go in small ones.
+        groups = [[objects[i] for i in batch]
+                  for batch in plan_batches(objects, step, max(1, budget // 8))]
+        async with aclosing(bounded(groups, self.download_many,
                                     limit=window, ordered=ordered, weight=len,
                                     max_bytes=budget, nbytes=_listed_bytes,
                                     measure=_read_bytes)) as done:
             async for group, datas in done:
                 for obj, data in zip(group, datas, strict=True):
                     yield obj, data
-
-
-def _groups(objects: Sequence[ObjectInfo], most: int,
-            most_bytes: int) -> list[list[ObjectInfo]]:
-    """``objects`` in runs of at most ``most`` objects and ``most_bytes``
-    listed bytes (one object at least): a group is held whole until it is
-    yielded, so large objects go in small groups under the stream's budget."""
-    groups: list[list[ObjectInfo]] = []
-    group: list[ObjectInfo] = []
-    size = 0
-    for obj in objects:
-        if group and (len(group) == most or size + obj.size > most_bytes):
-            groups.append(group)
-            group, size = [], 0
-        group.append(obj)
-        size += obj.size
-    if group:
-        groups.append(group)
-    return groups
 
 
 def _listed_bytes(group: list[ObjectInfo]) -> int:
