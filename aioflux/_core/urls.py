@@ -20,6 +20,7 @@ __all__ = [
     "GcsURL",
     "SCHEMES",
     "StoreURL",
+    "folder_prefix",
     "format_url",
     "parse_url",
     "validate_bucket",
@@ -115,6 +116,19 @@ def validate_object_name(name: str, *, arg: str = "name", scheme: str = "gs") ->
             raise InvalidURL(f"{arg}: {name!r} is not a plain relative path (no '.', '..', "
                              "empty segments or NUL)")
     return name
+
+
+def folder_prefix(name: str) -> str:
+    """The listing prefix of the folder a URL's name denotes: ``data`` (and
+    ``data/``) is the folder ``data/``, never ``data2/``; ``""`` the bucket.
+
+    Args:
+        name: the object-name part of a URL (may be empty).
+
+    Returns:
+        ``name`` with one trailing ``/`` (empty stays empty).
+    """
+    return name if not name or name.endswith("/") else name + "/"
 
 
 def format_url(scheme: str, bucket: str, name: str = "") -> str:

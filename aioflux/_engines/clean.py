@@ -21,7 +21,7 @@ from .._core.errors import InvalidRequest, NotFound, StorageError
 from .._core.pages import UploadListingCheck
 from .._core.store import ObjectStore
 from .._core.types import MultipartUploadInfo, ObjectInfo
-from .._core.urls import format_url
+from .._core.urls import folder_prefix, format_url
 from .._core.window import gather_bounded
 from .compose import COMPOSED_PREFIX
 
@@ -104,8 +104,7 @@ def _named(candidate: str, name: str) -> bool:
     ``ls`` and ``du``: ``run1`` is the object ``run1`` and the folder
     ``run1/``, never ``run10/``, whose uploads may be another run's live
     checkpoint; ``""`` is the whole bucket."""
-    folder = name if not name or name.endswith("/") else name + "/"
-    return candidate == name or candidate.startswith(folder)
+    return candidate == name or candidate.startswith(folder_prefix(name))
 
 
 async def _named_uploads(client: ObjectStore, bucket: str, name: str,

@@ -45,14 +45,14 @@ from .._core.errors import NotFound
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
-from .._core.urls import StoreURL, parse_url
+from .._core.urls import StoreURL, folder_prefix, parse_url
 from ..gcs._client import AsyncClient
 from ..local._files import path_of
 from ..local._store import LocalStore
 from ..s3._store import S3Store
 
 __all__ = ["SERVED_SCHEMES", "Progress", "Stores", "add_client_arguments", "emit_json",
-           "endpoint_arg", "folder_prefix", "gs_url_arg", "human", "int_at_least",
+           "endpoint_arg", "gs_url_arg", "human", "int_at_least",
            "linked_directory", "list_named", "portal_store", "url_arg"]
 
 # Schemes with a backend in this version (aioflux._api.stores builds one for
@@ -234,11 +234,6 @@ def gs_url_arg(value: str) -> StoreURL:
     if scheme_of(value) != "gs":
         raise argparse.ArgumentTypeError(f"expected a gs:// URL, got {value!r}")
     return url_arg(value)
-
-
-def folder_prefix(name: str) -> str:
-    """The listing prefix of the folder a URL's name denotes ("" for a bucket)."""
-    return name if not name or name.endswith("/") else name + "/"
 
 
 def linked_directory(url: StoreURL) -> str | None:

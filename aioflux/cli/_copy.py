@@ -36,14 +36,13 @@ from .._core.errors import ChecksumMismatch, NotFound
 from .._core.options import WriterOptions
 from .._core.store import Fetched, ObjectStore, StoreFeatures
 from .._core.types import ObjectInfo
-from .._core.urls import StoreURL
+from .._core.urls import StoreURL, folder_prefix
 from .._core.window import gather_bounded, window
 from .._engines.async_writer import AsyncObjectWriter
 from ._common import (
     Progress,
     Stores,
     add_client_arguments,
-    folder_prefix,
     int_at_least,
     list_named,
     url_arg,

@@ -14,14 +14,13 @@ import sys
 from .._core.errors import NotFound
 from .._core.store import ObjectStore, delete_all
 from .._core.types import ObjectInfo
-from .._core.urls import StoreURL, format_url
+from .._core.urls import StoreURL, folder_prefix, format_url
 from .._core.window import gather_bounded
 from ..gcs._client import AsyncClient
 from ._common import (
     Stores,
     add_client_arguments,
     emit_json,
-    folder_prefix,
     human,
     linked_directory,
     list_named,

@@ -7,7 +7,6 @@ import json
 import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, overload
-from urllib.parse import urlsplit
 
 from .._core.auth import Auth
 from .._core.config import ClientConfig
@@ -122,12 +121,9 @@ class AsyncClient:
         check_credentials("AsyncClient", credentials)
         check_str("AsyncClient", "project", project)
         env_endpoint = emulator_endpoint()
+        if endpoint is None:
+            check_endpoint("STORAGE_EMULATOR_HOST", env_endpoint)
         self.endpoint = (endpoint or env_endpoint or DEFAULT_ENDPOINT).rstrip("/")
-        if urlsplit(self.endpoint).username is not None:
-            # aiohttp refuses a URL's user:password beside an Authorization
-            # header; and the message must not repeat a password.
-            raise InvalidURL("AsyncClient: the endpoint must not carry user:password@ "
-                             "(pass credentials= instead)")
         # As google-cloud-storage: STORAGE_EMULATOR_HOST gets no credentials,
         # any other https endpoint (Google's, however spelled, regional,
         # mTLS, Private Service Connect) gets ADC; plain http and loopback

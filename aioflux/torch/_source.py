@@ -23,7 +23,7 @@ from .._core.errors import BridgeError, InvalidArgument, NotFound
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
-from .._core.urls import format_url, parse_url
+from .._core.urls import folder_prefix, format_url, parse_url
 from .._core.validate import (
     Credentials,
     check_bool,
@@ -51,7 +51,7 @@ else:
     Sample = TypeVar("Sample")
 
 __all__ = ["DatasetSource", "Sample", "Transform",
-           "build_source", "check_objects", "folder_prefix", "objects_scheme"]
+           "build_source", "check_objects", "objects_scheme"]
 
 # ``bytes -> sample``. Typed ``bytes`` so that ``def decode(data: bytes)``
 # type-checks; an object above the planner's ranged threshold (32 MiB)
@@ -202,18 +202,6 @@ def _close_later(store: ObjectStore, pid: int) -> None:
             get_portal().submit(store.aclose())
         except BridgeError:
             pass  # interpreter exit: the portal is gone and so is the socket
-
-
-def folder_prefix(name: str) -> str:
-    """The listing prefix of a dataset URL's name: ``data`` means the folder ``data/``.
-
-    Args:
-        name: the object-name part of ``gs://bucket/name`` (may be empty).
-
-    Returns:
-        ``name`` with one trailing ``/`` (empty stays empty).
-    """
-    return name if not name or name.endswith("/") else name + "/"
 
 
 def objects_scheme(op: str, schemes: Iterable[str]) -> str | None:
