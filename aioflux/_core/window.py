@@ -163,7 +163,12 @@ def window_sync(source: Iterable[K], submit: Callable[[K], concurrent.futures.Fu
     finally:
         for _, future in pending:
             future.cancel()
-        concurrent.futures.wait([f for _, f in pending], timeout=_CANCEL_WAIT)
+        # A cancelled portal future wakes wait() once its task has stopped,
+        # so no read runs on after the caller left; but the tasks need their
+        # loop to stop, so never wait on an event loop thread (the collector
+        # may finalize this generator on the portal's).
+        if asyncio._get_running_loop() is None:
+            concurrent.futures.wait([f for _, f in pending], timeout=_CANCEL_WAIT)
 
 
 async def gather_bounded(aws: Iterable[Awaitable[T]], limit: int | None = None) -> list[T]:

@@ -18,6 +18,7 @@ import pytest
 from aioflux import BridgeError
 from aioflux._core import portal as portal_module
 from aioflux._core.portal import Portal, call, get_portal, submit
+from aioflux._core.window import window_sync
 
 
 async def _where() -> tuple[int, int]:
@@ -242,6 +243,46 @@ def test_an_interrupted_call_waits_for_its_cleanup_only_so_long(
     assert not unwound.is_set()
     assert unwound.wait(5)
     assert time.monotonic() - interrupted > 1.0
+
+
+def test_leaving_a_blocking_window_early_waits_for_the_jobs_it_cancels() -> None:
+    # load_files: a loop that breaks out must not leave reads running on.
+    stopped: list[int] = []
+
+    async def job(item: int) -> int:
+        if item == 0:
+            return item
+        try:
+            await asyncio.sleep(30)
+        finally:
+            await asyncio.sleep(0.2)
+            stopped.append(item)
+        return item
+
+    portal = get_portal()
+    results = window_sync(range(6), lambda i: portal.submit(job(i)), limit=4)
+    assert next(results) == (0, 0)
+    results.close()
+    assert sorted(stopped) == [1, 2, 3]
+
+
+def test_a_blocking_window_closed_on_the_loop_thread_does_not_wait_on_itself() -> None:
+    # Its jobs need the loop to unwind: waiting for them there would stall
+    # the loop (and every other transfer) for the whole wait.
+    async def job(item: int) -> int:
+        await asyncio.sleep(0 if item == 0 else 30)
+        return item
+
+    portal = get_portal()
+    results = window_sync(range(6), lambda i: portal.submit(job(i)), limit=4)
+    assert next(results) == (0, 0)
+
+    async def close_here() -> float:
+        begin = time.monotonic()
+        results.close()  # as a collection on this thread would
+        return time.monotonic() - begin
+
+    assert portal.call(close_here()) < 1
 
 
 def _pumps() -> set[asyncio.Task[None]]:
