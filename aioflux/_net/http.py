@@ -7,11 +7,12 @@ chunk). For a 100 KiB sample that is most of the client's CPU: an epoch of
 a keep-alive connection on a ``BufferedProtocol`` whose body bytes land
 straight in their final buffer (perf/scenarios/loader_small.py, 2 cores).
 
-The response head is parsed as strictly as llhttp (aiohttp's parser): a
-status line ``HTTP/1.x DDD reason``, header names that are tokens, values
-without control characters, one ASCII-digit ``Content-Length``. A response
-that breaks those rules, declares more body than the caller accepts, or
-sends bytes beyond its declared body raises :class:`MalformedResponse` and the
+The response head is parsed as strictly as llhttp (aiohttp's parser), in
+:mod:`aioflux._net.heads`: a status line ``HTTP/1.x DDD reason``, header
+names that are tokens, values without control characters, one ASCII-digit
+``Content-Length``. A response that breaks those rules, declares more body
+than the caller accepts, or sends bytes beyond its declared body raises
+:class:`~aioflux._net.heads.MalformedResponse` and the
 connection is dropped. Interim 1xx heads are skipped, at most
 :data:`MAX_INTERIM_RESPONSES` of them, and their bytes are no progress for
 the pace rule. A response with a ``Content-Length`` and no transfer or
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import ssl
 import time
 from collections import deque
@@ -42,11 +42,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._core.errors import InvalidArgument
+from .heads import MalformedResponse, check_header, content_length, parse_head
 from .pace import Pace, SlowTransfer
 
-__all__ = ["MAX_INTERIM_RESPONSES", "BodyTruncated", "MediaPool", "MediaResponse",
-           "MalformedResponse"]
+__all__ = ["MAX_INTERIM_RESPONSES", "BodyTruncated", "MediaPool", "MediaResponse"]
 
 # GCS response heads are ~1-2 KiB; the first read also takes the start of
 # the body, which is copied once into the body buffer.
@@ -64,17 +63,6 @@ _OK = (200, 206)
 #: without end would hold a read forever, each head being fresh bytes.
 MAX_INTERIM_RESPONSES = 8
 
-# RFC 9112 status line; the reason phrase may be empty or absent (llhttp).
-_STATUS_LINE = re.compile(r"HTTP/1\.([01]) ([1-9][0-9]{2})(?: [^\x00-\x08\x0a-\x1f\x7f]*)?")
-# Control characters a head must not hold anywhere (HTAB may; a CR or LF
-# outside a CRLF line end is found by counting them).
-_CONTROL_BYTES = bytes([*range(9), 11, 12, *range(14, 32), 127])
-# A header line not starting with a token and a colon (also obsolete folding).
-_BAD_LINE = re.compile(r"\r\n(?![!#$%&'*+.^_`|~0-9A-Za-z-]+:)")
-_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-
-
 class BodyTruncated(ConnectionError):
     """The connection closed before the whole body arrived.
 
@@ -85,14 +73,6 @@ class BodyTruncated(ConnectionError):
     def __init__(self, message: str, response: MediaResponse | None = None) -> None:
         super().__init__(message)
         self.response = response
-
-
-class MalformedResponse(ConnectionError):
-    """The response broke HTTP/1.1 framing; the connection is dropped.
-
-    A ``ConnectionError``: the transport retries it as a ``TransportError``
-    (a proxy or server that garbled one response may not garble the next).
-    """
 
 
 class _Stale(ConnectionError):
@@ -284,11 +264,11 @@ class _Connection(asyncio.BufferedProtocol):
                     self._fail(MalformedResponse(f"response head over {_MAX_HEAD} bytes"))
                 return False
             try:
-                parsed = _parse_head(bytes(self._head[:end]))
+                parsed = parse_head(bytes(self._head[:end]))
                 if parsed is None:
                     return self._give_up(ex)
                 status, headers, keep_alive = parsed
-                length = _content_length(headers)
+                length = content_length(headers)
             except MalformedResponse as exc:
                 self._fail(exc)
                 return False
@@ -406,69 +386,6 @@ class _Connection(asyncio.BufferedProtocol):
         self._gone()
         if self.transport is not None:
             self.transport.abort()
-
-
-def _parse_head(raw: bytes) -> tuple[int, dict[str, str], bool] | None:
-    """Status, headers and keep-alive of a head; None for obsolete line
-    folding, which a user agent may unfold (RFC 9112 5.2): aiohttp does."""
-    # C-level passes over the whole head cost less than checking every line
-    # and value in Python (see the module docstring).
-    crlf = raw.count(b"\r\n")
-    if (raw.count(b"\r") != crlf or raw.count(b"\n") != crlf
-            or len(raw.translate(None, _CONTROL_BYTES)) != len(raw)):
-        raise MalformedResponse("control character, bare CR or bare LF in the response head")
-    text = raw.decode("latin-1")
-    if "\r\n " in text or "\r\n\t" in text:
-        return None
-    bad = _BAD_LINE.search(text)
-    if bad is not None:
-        raise MalformedResponse(f"malformed header line at byte {bad.start()}")
-    lines = text.split("\r\n")
-    status_line = _STATUS_LINE.fullmatch(lines[0])
-    if status_line is None:
-        raise MalformedResponse(f"malformed status line {lines[0][:80]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        name = name.lower()
-        value = value.strip(" \t")
-        if name in headers:
-            if name == "content-length":
-                # llhttp (aiohttp's parser) refuses any repeat, identical or not.
-                raise MalformedResponse("repeated Content-Length")
-            value = f"{headers[name]},{value}"
-        headers[name] = value
-    tokens = {t.strip(" \t") for t in headers.get("connection", "").lower().split(",")}
-    # HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 only when asked.
-    keep_alive = "close" not in tokens and (status_line[1] == "1" or "keep-alive" in tokens)
-    return int(status_line[2]), headers, keep_alive
-
-
-def _content_length(headers: Mapping[str, str]) -> int | None:
-    value = headers.get("content-length")
-    if value is None:
-        return None
-    # str.isdigit alone takes "²" and other Unicode digits int() refuses.
-    if not (value.isascii() and value.isdigit()) or len(value) > 18:
-        raise MalformedResponse(f"malformed Content-Length {value[:40]!r}")
-    return int(value)
-
-
-def check_header(name: str, value: str) -> None:
-    """Refuse a header a request must not carry (it would split the request).
-
-    Args:
-        name: header name.
-        value: header value.
-
-    Raises:
-        InvalidArgument: the name is not a token or the value holds a
-            control character (CR, LF, NUL...; HTAB is allowed).
-    """
-    if not _TOKEN.fullmatch(name):
-        raise InvalidArgument(f"header name {name[:40]!r} is not an HTTP token")
-    if _CONTROL.search(value):
-        raise InvalidArgument(f"header {name!r} contains a control character")
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,8 @@ from aiohttp.http import RawResponseMessage
 from .._core.config import ClientConfig
 from . import pace
 from .failures import Redirected
-from .http import MAX_INTERIM_RESPONSES, MalformedResponse
+from .heads import MalformedResponse
+from .http import MAX_INTERIM_RESPONSES
 from .pace import SlowTransfer
 
 __all__ = ["forbid_redirects", "new_session", "request_body"]
