@@ -27,7 +27,6 @@ semaphore, retries, lean reads), signed with SigV4 by botocore
 
 from __future__ import annotations
 
-import builtins
 import os
 from collections.abc import AsyncIterator, Sequence
 from typing import overload
@@ -43,7 +42,7 @@ from .._core.errors import (
 )
 from .._core.metrics import RequestStats
 from .._core.store import Buffer, Fetched, SourceSpec, StoreFeatures, objects_of
-from .._core.types import NO_METADATA, ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
+from .._core.types import NO_METADATA, ListPage, ObjectInfo
 from .._core.urls import validate_bucket
 from .._core.validate import (
     check_bool,
@@ -66,6 +65,7 @@ from ._auth import ChainAuth, SigV4, configured_endpoint, session_region
 from ._endpoints import DEFAULT_REGION, Addressing, Endpoints, RegionalTransport
 from ._listing import list_pages
 from ._multipart import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE, Multipart
+from ._multipart_calls import MultipartCalls
 from ._page import require_lxml
 from ._put import copy_object, put_object
 from ._upload import S3Upload
@@ -91,7 +91,7 @@ FEATURES = StoreFeatures(scheme="s3", compose=0, end_offset=False, multipart=Tru
 _ETAG_MEMORY = 65_536
 
 
-class S3Store:
+class S3Store(MultipartCalls):
     """Amazon S3 (or an S3-compatible store) as an
     :class:`~aioflux._core.store.ObjectStore`.
 
@@ -658,61 +658,6 @@ class S3Store:
         await self._ready(bucket)
         await self._ready(dest_bucket)
         return await copy_object(self, bucket, name, dest_bucket, dest_name)
-
-    # -- multipart primitives ---------------------------------------------------------------
-
-    async def list_multipart_uploads(self, bucket: str,
-                                     prefix: str = "") -> builtins.list[MultipartUploadInfo]:
-        """Open multipart uploads (for cleaning up after killed writers).
-
-        Args:
-            bucket: bucket name.
-            prefix: only uploads of keys starting with this.
-
-        Returns:
-            MultipartUploadInfo of each open upload.
-
-        Raises:
-            StorageError: the listing failed.
-        """
-        validate_bucket(bucket, scheme="s3")
-        await self._ready(bucket)
-        return await self._multipart.list_uploads(bucket, prefix)
-
-    async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
-        """Abort a multipart upload and drop its parts.
-
-        Args:
-            bucket: bucket name.
-            name: object key.
-            upload_id: the upload.
-
-        Raises:
-            NotFound: no such upload.
-            StorageError: any other failure.
-        """
-        check_object("abort multipart upload", bucket, name, scheme="s3")
-        await self._ready(bucket)
-        await self._multipart.abort(bucket, name, upload_id)
-
-    async def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
-        """Parts of an open multipart upload.
-
-        Args:
-            bucket: bucket name.
-            name: object key.
-            upload_id: the upload.
-
-        Returns:
-            PartInfo in part-number order.
-
-        Raises:
-            NotFound: no such upload.
-            StorageError: any other failure.
-        """
-        check_object("list parts", bucket, name, scheme="s3")
-        await self._ready(bucket)
-        return await self._multipart.list_parts(bucket, name, upload_id)
 
     async def create_bucket(self, bucket: str) -> None:
         """Create a bucket (in ``region`` when one is set).

@@ -14,10 +14,11 @@ Objects are bytes in a dict, with what a GCS bucket keeps beside them:
   from a listing compared with the object's;
 - compose of up to 32 sources (a source's generation is a precondition),
   copy, and the XML-multipart primitives (initiate, upload part, complete,
-  abort, list parts, list uploads), which :meth:`MemoryStore.start_upload`
-  uses: an open streaming upload is listed like one on GCS, and nothing is
-  visible until it is published, after its bytes are checked against the
-  writer's running crc32c and length.
+  abort, list parts, list uploads, in :mod:`._memory_multipart`), which
+  :meth:`MemoryStore.start_upload` uses: an open streaming upload is
+  listed like one on GCS, and nothing is visible until it is published,
+  after its bytes are checked against the writer's running crc32c and
+  length.
 
 Every operation runs in one step of the event loop, so each is atomic; a
 bucket exists once :meth:`MemoryStore.create_bucket` made it (or it was
@@ -30,16 +31,14 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import datetime as _dt
 import itertools
-import uuid
 from bisect import bisect_left, insort
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, overload
 
 from aioflux._core.config import ClientConfig
-from aioflux._core.crc import Crc32c, crc32c, crc32c_combine, encode_crc32c
+from aioflux._core.crc import crc32c, crc32c_combine, encode_crc32c
 from aioflux._core.errors import (
     ChecksumMismatch,
     Conflict,
@@ -60,11 +59,10 @@ from aioflux._core.store import (
     objects_of,
     source_of,
 )
-from aioflux._core.types import NO_METADATA, ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
+from aioflux._core.types import NO_METADATA, ListPage, ObjectInfo
 from aioflux._core.urls import validate_bucket
 from aioflux._core.validate import (
     check_instance,
-    check_int,
     compose_args,
     delete_args,
     list_args,
@@ -72,11 +70,11 @@ from aioflux._core.validate import (
     write_args,
 )
 
-__all__ = ["FEATURES", "MemoryStore", "MemoryUpload"]
+from ._memory_multipart import MAX_PARTS, SCHEME, MemoryMultipart, MemoryUpload, now
 
-SCHEME = "memory"
+__all__ = ["FEATURES", "MemoryStore"]
+
 MAX_COMPOSE_SOURCES = 32
-MAX_PARTS = 10_000
 # Parts of any size: bytes in memory have no transfer unit to respect.
 FEATURES = StoreFeatures(scheme=SCHEME, compose=MAX_COMPOSE_SOURCES, end_offset=True,
                          multipart=True, min_part_size=1, part_granularity=1,
@@ -94,21 +92,12 @@ class _Object:
 
 
 @dataclass(slots=True)
-class _Upload:
-    bucket: str
-    name: str
-    content_type: str
-    initiated: str
-    parts: dict[int, tuple[bytes, str]] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
 class _Bucket:
     objects: dict[str, _Object] = field(default_factory=dict)
     names: builtins.list[str] = field(default_factory=list)  # sorted
 
 
-class MemoryStore:
+class MemoryStore(MemoryMultipart):
     """Objects in memory, behaving as a GCS bucket does (see the module doc).
 
     Args:
@@ -125,7 +114,7 @@ class MemoryStore:
         check_instance("MemoryStore", "config", config, ClientConfig, optional=True)
         self.config = config or ClientConfig()
         self._buckets: dict[str, _Bucket] = {}
-        self._uploads: dict[str, _Upload] = {}
+        self._uploads = {}
         self._generations = itertools.count(1)
         for bucket in buckets:
             self._buckets[validate_bucket(bucket, scheme=SCHEME)] = _Bucket()
@@ -210,7 +199,7 @@ class MemoryStore:
         if name not in store.objects:
             insort(store.names, name)
         obj = _Object(data, next(self._generations), crc, content_type, dict(metadata or {}),
-                      _now())
+                      now())
         store.objects[name] = obj
         return _info(bucket, name, obj)
 
@@ -596,296 +585,12 @@ class MemoryStore:
                 bucket=bucket, name=destination)
         return self._publish("compose", bucket, destination, data, crc, content_type, None)
 
-    # -- multipart primitives (features.multipart) --------------------------------
-
-    async def initiate_multipart(self, bucket: str, name: str, *,
-                                 content_type: str = "application/octet-stream") -> str:
-        """Open a multipart upload; nothing is visible until completion.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            content_type: Content-Type of the final object.
-
-        Returns:
-            The upload id.
-
-        Raises:
-            NotFound: no such bucket.
-        """
-        read_args(bucket, name, 0, None, None, None, scheme=SCHEME)
-        await asyncio.sleep(0)
-        return self._initiate(bucket, name, content_type)
-
-    def _initiate(self, bucket: str, name: str, content_type: str) -> str:
-        self._bucket("initiate multipart", bucket, name)
-        upload_id = uuid.uuid4().hex
-        self._uploads[upload_id] = _Upload(bucket, name, content_type, _now())
-        return upload_id
-
-    def _upload(self, op: str, bucket: str, name: str, upload_id: str) -> _Upload:
-        upload = self._uploads.get(upload_id)
-        if upload is None or (upload.bucket, upload.name) != (bucket, name):
-            raise NotFound(f"{describe(op, bucket, name, SCHEME)} failed: no upload "
-                           f"{upload_id!r}", operation=op, bucket=bucket, name=name,
-                           status=404, reason="NoSuchUpload")
-        return upload
-
-    async def upload_part(self, bucket: str, name: str, upload_id: str, part_number: int,
-                          data: bytes | bytearray | memoryview,
-                          checksum: int | None = None) -> PartInfo:
-        """Store one part (replacing an earlier one of the same number).
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            upload_id: from :meth:`initiate_multipart`.
-            part_number: 1..10000.
-            data: the part (copied).
-            checksum: its crc32c, checked if given.
-
-        Returns:
-            PartInfo with the part's ETag.
-
-        Raises:
-            InvalidArgument: part number out of range.
-            ChecksumMismatch: ``checksum`` is not the data's crc32c.
-            NotFound: no such upload.
-        """
-        check_int("upload part", "part_number", part_number, minimum=1)
-        content = bytes(data)
-        await asyncio.sleep(0)
-        return self._put_part("upload part", bucket, name, upload_id, part_number, content,
-                              checksum)
-
-    def _put_part(self, op: str, bucket: str, name: str, upload_id: str, number: int,
-                  content: bytes, checksum: int | None) -> PartInfo:
-        where = describe(op, bucket, name, SCHEME)
-        if not 1 <= number <= MAX_PARTS:
-            raise InvalidArgument(f"{where}: part number {number} is outside 1-{MAX_PARTS}")
-        upload = self._upload(op, bucket, name, upload_id)
-        actual = crc32c(content)
-        if checksum is not None and checksum != actual:
-            # What a server checking x-goog-hash answers (400 BadDigest).
-            raise ChecksumMismatch(f"{where} failed: part {number} has crc32c "
-                                   f"{encode_crc32c(actual)}, sent with "
-                                   f"{encode_crc32c(checksum)}", operation=op, bucket=bucket,
-                                   name=name)
-        etag = f'"{actual:08x}-{len(content)}"'
-        upload.parts[number] = (content, etag)
-        return PartInfo(number, etag, len(content))
-
-    async def complete_multipart(self, bucket: str, name: str, upload_id: str,
-                                 parts: Sequence[PartInfo]) -> dict[str, str]:
-        """Publish the object from the parts listed, in part-number order.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            upload_id: the upload.
-            parts: the parts to join (number and ETag as uploaded).
-
-        Returns:
-            ``x-goog-hash`` and ``x-goog-generation``, as the GCS client returns.
-
-        Raises:
-            NotFound: no such upload.
-            InvalidRequest: no parts, parts out of order, or one not uploaded.
-        """
-        await asyncio.sleep(0)
-        upload = self._upload("complete multipart", bucket, name, upload_id)
-        data = self._assemble("complete multipart", upload, parts)
-        info = self._finish_upload(upload_id, upload, data, crc32c(data))
-        return {"x-goog-hash": f"crc32c={encode_crc32c(info.crc32c or 0)}",
-                "x-goog-generation": str(info.generation)}
-
-    def _assemble(self, op: str, upload: _Upload, parts: Sequence[PartInfo]) -> bytes:
-        where = describe(op, upload.bucket, upload.name, SCHEME)
-
-        def invalid(detail: str, reason: str) -> InvalidRequest:
-            return InvalidRequest(f"{where} failed: {detail}", operation=op,
-                                  bucket=upload.bucket, name=upload.name, status=400,
-                                  reason=reason)
-
-        if not parts:
-            raise invalid("no parts", "MalformedXML")
-        numbers = [p.number for p in parts]
-        if numbers != sorted(set(numbers)):
-            raise invalid("parts not in ascending order", "InvalidPartOrder")
-        pieces = []
-        for part in parts:
-            stored = upload.parts.get(part.number)
-            if stored is None or stored[1] != part.etag:
-                raise invalid(f"part {part.number} was not uploaded as listed", "InvalidPart")
-            pieces.append(stored[0])
-        return b"".join(pieces)
-
-    def _finish_upload(self, upload_id: str, upload: _Upload, data: bytes,
-                       crc: int) -> ObjectInfo:
-        info = self._publish("write", upload.bucket, upload.name, data, crc,
-                             upload.content_type, None)
-        del self._uploads[upload_id]
-        return info
-
-    async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
-        """Drop an open upload and its parts.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            upload_id: the upload.
-
-        Raises:
-            NotFound: no such upload.
-        """
-        await asyncio.sleep(0)
-        self._upload("abort multipart", bucket, name, upload_id)
-        del self._uploads[upload_id]
-
-    async def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
-        """The parts uploaded so far.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            upload_id: the upload.
-
-        Returns:
-            PartInfo in part-number order.
-
-        Raises:
-            NotFound: no such upload.
-        """
-        await asyncio.sleep(0)
-        upload = self._upload("list parts", bucket, name, upload_id)
-        return [PartInfo(number, etag, len(data))
-                for number, (data, etag) in sorted(upload.parts.items())]
-
-    async def list_multipart_uploads(self, bucket: str,
-                                     prefix: str = "") -> builtins.list[MultipartUploadInfo]:
-        """Open uploads (for cleaning up after killed writers).
-
-        Args:
-            bucket: bucket name.
-            prefix: only uploads of names starting with this.
-
-        Returns:
-            MultipartUploadInfo per open upload, by name.
-
-        Raises:
-            NotFound: no such bucket.
-        """
-        list_args("list uploads", bucket, prefix, scheme=SCHEME)
-        await asyncio.sleep(0)
-        self._bucket("list uploads", bucket, prefix)
-        found = [MultipartUploadInfo(u.bucket, u.name, upload_id, u.initiated)
-                 for upload_id, u in self._uploads.items()
-                 if u.bucket == bucket and u.name.startswith(prefix)]
-        return sorted(found, key=lambda u: (u.name, u.initiated, u.upload_id))
-
-
-class MemoryUpload:
-    """A streaming upload of :class:`MemoryStore` (a
-    :class:`~aioflux._core.store.PartUpload`): parts go into a multipart
-    upload opened on the first one; :meth:`finish` checks the joined bytes
-    against the writer's crc32c and length before publishing them, so an
-    upload that lost or garbled a part publishes nothing."""
-
-    def __init__(self, store: MemoryStore, bucket: str, name: str, content_type: str,
-                 part_size: int) -> None:
-        self._store = store
-        self.bucket = bucket
-        self.name = name
-        self.content_type = content_type
-        self.part_size = part_size
-        self.mode = ""
-        self.upload_id: str | None = None
-        self._numbers: set[int] = set()
-
-    async def put(self, number: int, data: memoryview, checksum: int | None = None) -> None:
-        """Store part ``number`` (1-based); ``checksum`` is checked if given.
-
-        Raises:
-            ChecksumMismatch: ``checksum`` is not the part's crc32c.
-            InvalidArgument: the upload was finished or aborted.
-        """
-        content = bytes(data)
-        await asyncio.sleep(0)
-        if self.upload_id is None:
-            if self.mode:
-                raise InvalidArgument(f"{describe('write', self.bucket, self.name, SCHEME)}: "
-                                      f"the upload is {self.mode}")
-            # Opened in this same step: concurrent first parts share it.
-            self.upload_id = self._store._initiate(self.bucket, self.name, self.content_type)
-        self._store._put_part("write", self.bucket, self.name, self.upload_id, number, content,
-                              checksum)
-        self._numbers.add(number)
-
-    async def finish(self, last_number: int, tail: memoryview | None, expected: Crc32c,
-                     tail_checksum: int | None = None) -> ObjectInfo:
-        """Publish parts ``1..last_number`` (``tail`` is the last; the whole
-        object when no part was put), if they match ``expected``.
-
-        Returns:
-            ObjectInfo of the published object.
-
-        Raises:
-            ChecksumMismatch: the joined bytes differ from ``expected`` in
-                length or crc32c (nothing is published; :meth:`abort` drops
-                the upload).
-            InvalidRequest: a part of ``1..last_number`` is missing.
-        """
-        where = describe("write", self.bucket, self.name, SCHEME)
-        if self.upload_id is None and last_number == 1 and not self.mode:
-            self.mode = "single"
-            data = bytes(tail or b"")
-            self._check(where, len(data), crc32c(data), expected)
-            await asyncio.sleep(0)
-            return self._store._publish("write", self.bucket, self.name, data, expected.value,
-                                        self.content_type, None)
-        if tail is not None and len(tail):
-            await self.put(last_number, tail, tail_checksum)
-        if self.upload_id is None:
-            raise InvalidArgument(f"{where}: the upload is {self.mode or 'not started'}")
-        self.mode = "multipart"
-        store = self._store
-        upload = store._upload("write", self.bucket, self.name, self.upload_id)
-        missing = sorted(set(range(1, last_number + 1)) - self._numbers)
-        if missing:
-            raise InvalidRequest(f"{where} failed: parts {missing[:5]} of 1-{last_number} "
-                                 "were never put", operation="write", bucket=self.bucket,
-                                 name=self.name, reason="InvalidPart")
-        data = b"".join(upload.parts[n][0] for n in range(1, last_number + 1))
-        crc = crc32c(data)
-        self._check(where, len(data), crc, expected)
-        upload_id, self.upload_id = self.upload_id, None
-        return store._finish_upload(upload_id, upload, data, crc)
-
-    def _check(self, where: str, length: int, crc: int, expected: Crc32c) -> None:
-        if (length, crc) != (expected.length, expected.value):
-            raise ChecksumMismatch(
-                f"{where} failed: the parts hold {length} bytes with crc32c "
-                f"{encode_crc32c(crc)}, written were {expected.length} with "
-                f"{encode_crc32c(expected.value)}; nothing was published",
-                operation="write", bucket=self.bucket, name=self.name)
-
-    async def abort(self) -> None:
-        """Drop the upload; nothing is published. Safe to call twice."""
-        upload_id, self.upload_id = self.upload_id, None
-        self.mode = self.mode or "aborted"
-        if upload_id is not None:
-            self._store._uploads.pop(upload_id, None)
-
 
 def _info(bucket: str, name: str, obj: _Object) -> ObjectInfo:
     return ObjectInfo(bucket, name, len(obj.data), obj.generation, obj.crc,
                       metageneration=1, content_type=obj.content_type, updated=obj.updated,
                       metadata=dict(obj.metadata) if obj.metadata else NO_METADATA,
                       scheme=SCHEME)
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 if TYPE_CHECKING:
