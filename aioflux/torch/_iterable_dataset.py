@@ -15,6 +15,7 @@ import torch.utils.data
 
 from .._core.config import DEFAULT_MAX_CONCURRENCY, ClientConfig, RetryPolicy
 from .._core.errors import InvalidArgument
+from .._core.index import ObjectIndex
 from .._core.metrics import BatchStats
 from .._core.portal import iterate
 from .._core.types import ObjectInfo
@@ -137,7 +138,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         check_int(op, "world_size", world_size, minimum=1, optional=True)
         check_int(op, "batch_size", batch_size, minimum=1)
         check_bool(op, "drop_last", drop_last)
-        self._objects: list[ObjectInfo] = check_objects(op, self._source, list(objects))
+        self._objects = ObjectIndex(check_objects(op, self._source, list(objects)))
         self.shuffle = shuffle
         self.seed = seed
         self.prefetch = prefetch
@@ -229,13 +230,16 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         self._source.close()
 
     @property
-    def objects(self) -> list[ObjectInfo]:
-        """The objects, one sample each (setting them starts over at epoch 0)."""
+    def objects(self) -> Sequence[ObjectInfo]:
+        """The objects, one sample each: a read-only sequence kept in columns
+        that forked DataLoader workers share instead of copying (see
+        :class:`~aioflux._core.index.ObjectIndex`);
+        setting them starts over at epoch 0."""
         return self._objects
 
     @objects.setter
-    def objects(self, objects: list[ObjectInfo]) -> None:
-        self._objects = objects
+    def objects(self, objects: Sequence[ObjectInfo]) -> None:
+        self._objects = objects if isinstance(objects, ObjectIndex) else ObjectIndex(objects)
         self._progress = self._new_progress()
 
     def _new_progress(self) -> DataProgress:
@@ -304,11 +308,12 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         current = self._progress.begin(worker, workers)
         mine = [(j, batch) for j, batch in enumerate(self._batches(current.epoch, current.start))
                 if j % workers == worker and j >= current.skip]
-        objs = [self.objects[i] for _, batch in mine for i in batch]
+        # A view: records are built as the downloader reads them.
+        objs = self._objects.select([i for _, batch in mine for i in batch])
         yield from self._stream(current, objs, mine)
         self._progress.finish(current)
 
-    def _stream(self, current: Pass, objs: list[ObjectInfo],
+    def _stream(self, current: Pass, objs: Sequence[ObjectInfo],
                 mine: list[tuple[int, list[int]]]) -> Iterator[Sample]:
         # The sample that completes each of this worker's batches, and the
         # global batch (relative) after it.
@@ -325,7 +330,8 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         # consumed hold samples beyond the downloader's prefetch_bytes: each
         # takes at most an eighth of that budget (by mean listed size), so
         # 100 KiB objects still go 64 a hop and 8 MiB objects 4 a hop.
-        typical = max(1, sum(o.size for o in objs) // max(1, len(objs)))
+        listed = sum(map(self._objects.size, (i for _, batch in mine for i in batch)))
+        typical = max(1, listed // max(1, len(objs)))
         budget = self._source.downloader.options.prefetch_bytes
         hand_off = max(1, min(64, self.prefetch, budget // 8 // typical))
         timed = _timed(iterate(agen, batch=hand_off), self.stats, hand_off)

@@ -18,6 +18,7 @@ import torch.utils.data
 
 from .._core.config import ClientConfig, RetryPolicy
 from .._core.errors import InvalidArgument
+from .._core.index import ObjectIndex
 from .._core.metrics import BatchStats
 from .._core.portal import Portal, get_portal
 from .._core.types import ObjectInfo
@@ -97,7 +98,7 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
             list_retry, download_retry, download_options, disable_compose,
             max_composite_object_size, compose_threshold, cache_dir=cache_dir,
             cache_limit=cache_limit, hedge_after=hedge_after)
-        self.objects: list[ObjectInfo] = check_objects("MapDataset", self._source, list(objects))
+        self.objects = check_objects("MapDataset", self._source, list(objects))
         # Set by PrefetchBatchSampler: the batches that follow the one it is
         # handing out. Downloads started for them, in order, with this pid.
         self._announced: list[list[int]] | None = None
@@ -239,8 +240,19 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         self.objects = [next(stats) if isinstance(o, str) else o for o in items]
         return self
 
+    @property
+    def objects(self) -> Sequence[ObjectInfo]:
+        """The objects, one sample each: a read-only sequence kept in columns
+        that forked DataLoader workers share instead of copying (see
+        :class:`~aioflux._core.index.ObjectIndex`)."""
+        return self._objects
+
+    @objects.setter
+    def objects(self, objects: Sequence[ObjectInfo]) -> None:
+        self._objects = objects if isinstance(objects, ObjectIndex) else ObjectIndex(objects)
+
     def __len__(self) -> int:
-        return len(self.objects)
+        return len(self._objects)
 
     def _apply(self, data: Data) -> Sample:
         if self._transform is None:
@@ -312,7 +324,7 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         return [list(range(s, min(s + length, len(self.objects)))) for s in starts]
 
     def _batch_bytes(self, indices: list[int]) -> int:
-        return sum(self.objects[i].size for i in indices)
+        return sum(map(self._objects.size, indices))
 
     def _submit(self, portal: Portal, indices: list[int]) -> concurrent.futures.Future[list[Data]]:
         objs = [self.objects[i] for i in indices]

@@ -43,6 +43,7 @@ import torch.distributed as dist
 import torch.utils.data
 
 from .._core.errors import InvalidArgument
+from .._core.index import ObjectIndex
 from .._core.types import ObjectInfo
 
 __all__ = ["DataProgress", "Pass", "dist_rank", "epoch_order", "fingerprint", "pass_samples",
@@ -146,8 +147,9 @@ def fingerprint(objects: Sequence[ObjectInfo] | int) -> str:
     if isinstance(objects, int):
         return f"{objects}:"
     digest = hashlib.sha256()
-    for obj in objects:
-        digest.update(obj.name.encode())
+    names = objects.names() if isinstance(objects, ObjectIndex) else (o.name for o in objects)
+    for name in names:
+        digest.update(name.encode())
         digest.update(b"\n")
     return f"{len(objects)}:{digest.hexdigest()[:16]}"
 
