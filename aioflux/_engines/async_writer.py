@@ -36,6 +36,9 @@ class AsyncObjectWriter(WriterBase):
 
     def _init_flow(self, max_in_flight: int) -> None:
         self._slots = asyncio.Semaphore(max_in_flight)
+        # Writes from several tasks go one at a time: one waiting for a slot
+        # must not see another append to, or send, the buffer it filled.
+        self._lock = asyncio.Lock()
         self._buffer = bytearray()
         self._tasks: set[asyncio.Task[None]] = set()
         self._error: BaseException | None = None
@@ -53,6 +56,10 @@ class AsyncObjectWriter(WriterBase):
             InvalidArgument: the writer is closed, or ``data`` is not bytes-like.
             StorageError: a background part failed (the upload is aborted).
         """
+        async with self._lock:
+            return await self._write(data)
+
+    async def _write(self, data: Bytes) -> int:
         if self._done:
             raise InvalidArgument(f"write to closed writer {self.url}")
         await self._raise_pending()
@@ -102,6 +109,10 @@ class AsyncObjectWriter(WriterBase):
             StorageError: the upload failed (aborted, nothing published).
             ChecksumMismatch: the stored crc32c differs from the written bytes'.
         """
+        async with self._lock:
+            return await self._close()
+
+    async def _close(self) -> ObjectInfo:
         if self._done:
             raise InvalidArgument(f"writer {self.url} is closed")
         try:

@@ -15,6 +15,7 @@ import base64
 import concurrent.futures
 import hashlib
 import io
+import operator
 import os
 from typing import TYPE_CHECKING
 
@@ -76,14 +77,20 @@ class ObjectReader(io.RawIOBase):
             if checking and not self._verify and self.info.md5 is not None else None
         self._crc_next = 0
         self._crc = 0
+        # Set once the bytes read did not match: every later read raises it,
+        # so a retry on this reader is never served the unchecked last block.
+        self._corrupt: ChecksumMismatch | None = None
 
     def readable(self) -> bool:
+        self._check_open()
         return True
 
     def seekable(self) -> bool:
+        self._check_open()
         return True
 
     def tell(self) -> int:
+        self._check_open()
         return self._pos
 
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
@@ -97,8 +104,12 @@ class ObjectReader(io.RawIOBase):
             The new position.
 
         Raises:
-            InvalidArgument: negative resulting position or bad ``whence``.
+            InvalidArgument: negative resulting position, bad ``whence``, or
+                the reader is closed.
+            TypeError: ``offset`` is not an integer.
         """
+        self._check_open()
+        offset = operator.index(offset)
         base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}.get(whence)
         if base is None or base + offset < 0:
             raise InvalidArgument(f"seek {self.url}: bad offset "
@@ -152,15 +163,17 @@ class ObjectReader(io.RawIOBase):
         if self._md5 is not None:
             digest = base64.b64encode(self._md5.digest()).decode()
             if digest != self.info.md5:
-                raise ChecksumMismatch(f"read {self.url} failed: MD5 {digest} of the bytes "
-                                       f"read != {self.info.md5}", operation="read",
-                                       bucket=self.bucket, name=self.name)
+                self._corrupt = ChecksumMismatch(
+                    f"read {self.url} failed: MD5 {digest} of the bytes read != "
+                    f"{self.info.md5}", operation="read", bucket=self.bucket, name=self.name)
         elif self._crc != self.info.crc32c:
-            raise ChecksumMismatch(
+            self._corrupt = ChecksumMismatch(
                 f"read {self.url} failed: crc32c "
                 f"{encode_crc32c(self._crc)} of the bytes read != "
                 f"{encode_crc32c(self.info.crc32c or 0)}", operation="read",
                 bucket=self.bucket, name=self.name)
+        if self._corrupt is not None:
+            raise self._corrupt
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         """Read into ``buffer`` from the current position.
@@ -172,18 +185,19 @@ class ObjectReader(io.RawIOBase):
             Bytes read (0 at the end).
 
         Raises:
-            StorageError: a ranged GET failed after retries.
+            StorageError: a ranged GET failed after retries (reading there
+                again fetches anew).
+            ChecksumMismatch: the object read front to back did not match its
+                crc32c or MD5 (then every later read raises it too).
         """
         self._check_open()
+        if self._corrupt is not None:
+            raise self._corrupt
         out = memoryview(buffer).cast("B")
         done = 0
         while done < len(out) and self._pos < self.size:
             index = self._pos // self.block_size
-            self._schedule(index)
-            outcome = self._fetch(index).result()
-            if isinstance(outcome, Exception):
-                raise outcome
-            data, crc = outcome
+            data, crc = self._block(index)
             offset = self._pos - index * self.block_size
             take = min(len(out) - done, len(data) - offset)
             if take <= 0:
@@ -198,6 +212,49 @@ class ObjectReader(io.RawIOBase):
             done += take
             self._pos += take
         return done
+
+    def _block(self, index: int) -> tuple[bytearray, int | None]:
+        """Block ``index`` (waited for), with read-ahead scheduled past it."""
+        self._schedule(index)
+        outcome = self._fetch(index).result()
+        if isinstance(outcome, Exception):
+            # The read-ahead is dropped (blocks ahead may fail alike, or be
+            # failing now), so that reading again once the store is back
+            # fetches anew instead of raising this error forever.
+            self._drop_blocks()
+            raise outcome
+        return outcome
+
+    def readline(self, size: int | None = -1) -> bytes:
+        """Read up to and including the next ``b"\\n"`` (at most ``size`` bytes).
+
+        io's default reads one byte per call; this scans the blocks.
+
+        Args:
+            size: most bytes to return (all up to the newline if negative or None).
+
+        Returns:
+            The line (empty at the end).
+
+        Raises:
+            StorageError: a ranged GET failed after retries.
+        """
+        self._check_open()
+        limit = -1 if size is None else operator.index(size)
+        pieces: list[bytes] = []
+        got = 0
+        while self._pos < self.size and (limit < 0 or got < limit):
+            index = self._pos // self.block_size
+            data = self._block(index)[0]
+            offset = self._pos - index * self.block_size
+            stop = len(data) if limit < 0 else min(len(data), offset + limit - got)
+            newline = data.find(b"\n", offset, stop)
+            piece = self.read((stop if newline < 0 else newline + 1) - offset)
+            pieces.append(piece)
+            got += len(piece)
+            if newline >= 0 or not piece:
+                break
+        return b"".join(pieces)
 
     def _schedule(self, index: int) -> None:
         last = (self.size - 1) // self.block_size if self.size else -1
@@ -231,11 +288,14 @@ class ObjectReader(io.RawIOBase):
         if self.closed:
             raise InvalidArgument(f"read from closed reader {self.url}")
 
-    def close(self) -> None:
-        """Cancel read-ahead and release buffers."""
+    def _drop_blocks(self) -> None:
         for block in self._blocks.values():
             block.cancel()
         self._blocks.clear()
+
+    def close(self) -> None:
+        """Cancel read-ahead and release buffers."""
+        self._drop_blocks()
         super().close()
 
     def __enter__(self) -> ObjectReader:

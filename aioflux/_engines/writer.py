@@ -254,6 +254,10 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
 
     def _init_flow(self, max_in_flight: int) -> None:
         self._portal = get_portal()
+        # Writes, close and abort from several threads go one at a time, as
+        # on io.BufferedWriter: unlocked, two writes filled the same buffer
+        # range or resized a buffer a part upload was reading.
+        self._lock = threading.RLock()
         self._parts = _Parts(max_in_flight)
         self._buffer = self._parts.buffer(self.part_size)
         self._fill = 0
@@ -289,19 +293,20 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
             InvalidArgument: the writer is closed, or ``data`` is not bytes-like.
             StorageError: a background part failed (the upload is aborted).
         """
-        if self._done:
-            raise InvalidArgument(f"write to closed writer {self.url}")
-        self._raise_pending()
-        view = byte_view(self.url, data)
-        total = len(view)
-        while view:
-            take = min(len(view), self.part_size - self._fill)
-            self._buffer[self._fill:self._fill + take] = view[:take]
-            self._fill += take
-            view = view[take:]
-            if self._fill == self.part_size:
-                self._flush_part()
-        return total
+        with self._lock:
+            if self._done:
+                raise InvalidArgument(f"write to closed writer {self.url}")
+            self._raise_pending()
+            view = byte_view(self.url, data)
+            total = len(view)
+            while view:
+                take = min(len(view), self.part_size - self._fill)
+                self._buffer[self._fill:self._fill + take] = view[:take]
+                self._fill += take
+                view = view[take:]
+                if self._fill == self.part_size:
+                    self._flush_part()
+            return total
 
     def _flush_part(self) -> None:
         self._check_part_limit()
@@ -340,6 +345,10 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
             StorageError: the upload failed (it is aborted, nothing published).
             ChecksumMismatch: the stored crc32c differs from the written bytes'.
         """
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         if self._done:
             return
         try:
@@ -362,6 +371,10 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
 
     def abort(self) -> None:
         """Discard everything written; no object is published."""
+        with self._lock:
+            self._abort()
+
+    def _abort(self) -> None:
         if self._done and not self._futures:
             return
         self._done = True

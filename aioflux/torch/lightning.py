@@ -3,12 +3,17 @@
 ``GcsCheckpointIO`` saves through the streaming multipart writer and loads
 through the parallel ranged reader. ``AsyncGcsCheckpointIO`` snapshots the
 checkpoint to host memory and returns at once; the upload runs in the
-background, and its failure is raised at the next save or at teardown.
+background, and its failure is raised at the next save or at teardown (a
+save in flight when the script ends is finished, and a failure logged).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
+import logging
+import threading
+import weakref
 from typing import Any
 
 try:
@@ -18,12 +23,41 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
                       "pip install 'aioflux-storage[lightning]'") from exc
 
 from .._api.stores import AnyClient
+from .._core.errors import InvalidArgument
 from .._core.options import WriterOptions
 from .._core.portal import get_portal
+from .._core.store import ObjectStore, delete_all
+from .._core.urls import folder_prefix
 from ._checkpoint import Checkpoint
 from ._snapshot import snapshot
 
 __all__ = ["AsyncGcsCheckpointIO", "GcsCheckpointIO"]
+
+log = logging.getLogger("aioflux.checkpoint")
+
+
+def _on_cpu(storage: Any, location: str) -> Any:
+    """``map_location`` leaving every storage where torch.load made it, in
+    host memory: TorchCheckpointIO's default, which Lightning relies on (its
+    Strategy.load_checkpoint passes no map_location)."""
+    return storage
+
+
+def _check_storage_options(path: Any, storage_options: Any) -> None:
+    # As TorchCheckpointIO: options the plugin would not apply are refused,
+    # not dropped.
+    if storage_options is not None:
+        raise InvalidArgument(f"save {path}: storage_options are not supported by aioflux's "
+                              "CheckpointIO; give it writer= or compression= instead")
+
+
+async def _remove(store: ObjectStore, bucket: str, name: str) -> None:
+    await store.delete(bucket, name, missing_ok=True)
+    # A checkpoint saved as a folder (sharded strategies) goes whole, as
+    # TorchCheckpointIO's recursive rm does; its prefix siblings stay
+    # (epoch=1.ckpt/ is the folder, never epoch=10.ckpt).
+    names = [o.name async for o in store.list_objects(bucket, folder_prefix(name))]
+    await delete_all(store, bucket, names, concurrency=store.config.max_concurrency)
 
 
 class GcsCheckpointIO(CheckpointIO):
@@ -48,20 +82,24 @@ class GcsCheckpointIO(CheckpointIO):
         Args:
             checkpoint: the dict Lightning built.
             path: ``gs://bucket/name``, ``s3://bucket/key``, ``file:///path`` or a path.
-            storage_options: unused.
+            storage_options: must be None (as for TorchCheckpointIO).
 
         Raises:
             StorageError: the upload failed.
+            InvalidArgument: ``storage_options`` given.
         """
+        _check_storage_options(path, storage_options)
         self._ckpt.save(checkpoint, str(path), compression=self.compression)
 
-    def load_checkpoint(self, path: Any, map_location: Any | None = None,
+    def load_checkpoint(self, path: Any, map_location: Any | None = _on_cpu,
                         weights_only: bool | None = None) -> dict[str, Any]:
         """Load a checkpoint.
 
         Args:
             path: ``gs://bucket/name``, ``s3://bucket/key``, ``file:///path`` or a path.
-            map_location: as for ``torch.load``.
+            map_location: as for ``torch.load``; by default every tensor is
+                loaded into host memory, as by TorchCheckpointIO (``None``:
+                onto the device it was saved from).
             weights_only: as for ``torch.load`` (Lightning checkpoints hold
                 plain python objects, so the default is False).
 
@@ -77,13 +115,17 @@ class GcsCheckpointIO(CheckpointIO):
         return loaded
 
     def remove_checkpoint(self, path: Any) -> None:
-        """Delete a checkpoint (missing is fine).
+        """Delete a checkpoint (missing is fine): the object ``path``, and the
+        objects under ``path/`` if it is a folder (a sharded checkpoint).
 
         Args:
             path: ``gs://bucket/name``, ``s3://bucket/key``, ``file:///path`` or a path.
+
+        Raises:
+            StorageError: a delete or the listing failed.
         """
         store, (bucket, name) = self._ckpt.locate(str(path))
-        get_portal().call(store.delete(bucket, name, missing_ok=True))
+        get_portal().call(_remove(store, bucket, name))
 
 
 class AsyncGcsCheckpointIO(GcsCheckpointIO):
@@ -101,6 +143,8 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
     # the first background save sets them on the instance.
     _pool: concurrent.futures.ThreadPoolExecutor | None = None
     _pending: concurrent.futures.Future[None] | None = None
+    _pending_path = ""
+    _exit_hook = False
 
     def _wait(self) -> None:
         pending, self._pending = self._pending, None
@@ -114,19 +158,31 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
         Args:
             checkpoint: the state Lightning hands over (tensors are copied now).
             path: object URL or path to save to.
-            storage_options: unused (Lightning's interface).
+            storage_options: must be None (as for TorchCheckpointIO).
 
         Raises:
             StorageError: the previous background save failed.
+            InvalidArgument: ``storage_options`` given.
         """
+        _check_storage_options(path, storage_options)
         self._wait()
         copy = snapshot(checkpoint)
         if self._pool is None:
             # Lightning tears plugins down after fit() but may save again later.
             self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="aioflux-pl")
+        if not self._exit_hook:
+            # A script that ends with a save in flight and no teardown (one
+            # after fit(), say): the save must still land, and a failure be
+            # heard of. This runs when the interpreter starts to exit, before
+            # thread pools refuse work (the local store's refused it, and the
+            # checkpoint was lost); as in CheckpointManager.
+            threading._register_atexit(  # type: ignore[attr-defined]
+                functools.partial(_finish_at_exit, weakref.ref(self)))
+            self._exit_hook = True
         self._pending = self._pool.submit(super().save_checkpoint, copy, path)
+        self._pending_path = str(path)
 
-    def load_checkpoint(self, path: Any, map_location: Any | None = None,
+    def load_checkpoint(self, path: Any, map_location: Any | None = _on_cpu,
                         weights_only: bool | None = None) -> dict[str, Any]:
         """Wait for a pending save, then load (see GcsCheckpointIO).
 
@@ -165,3 +221,17 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
             if pool is not None:
                 pool.shutdown(wait=True)
 
+
+def _finish_at_exit(ref: weakref.ref[AsyncGcsCheckpointIO]) -> None:
+    """At exit with a save in flight that nothing waited for: wait, and log
+    its failure (a later save or teardown would have raised it)."""
+    plugin = ref()
+    pending = None if plugin is None else plugin._pending
+    if plugin is None or pending is None:
+        return
+    try:
+        pending.result()
+    except BaseException as exc:
+        log.error("AsyncGcsCheckpointIO: the background save to %s failed and no later save "
+                  "or teardown was left to raise it: %s: %s", plugin._pending_path,
+                  type(exc).__name__, exc)

@@ -1,0 +1,181 @@
+"""``aioflux.open`` file objects behave as Python's binary files do: line
+reading, use after close, retry after an error, corruption, several writers'
+threads or tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import threading
+from pathlib import Path
+
+import google_crc32c
+import pytest
+
+import aioflux
+from aioflux import (
+    AsyncClient,
+    ChecksumMismatch,
+    Client,
+    ClientConfig,
+    ReaderOptions,
+    RetryPolicy,
+    ServerError,
+    WriterOptions,
+)
+from aioflux._engines.async_writer import AsyncObjectWriter
+from aioflux._engines.reader import ObjectReader
+from aioflux.testing import Emulator, Faults
+
+KiB = 1024
+
+
+def _lines() -> bytes:
+    # Lines of every length from 0 to 300 bytes, some longer than a block.
+    parts = [b"x" * (i % 301) + b"\n" for i in range(700)]
+    parts.append(b"y" * 5000 + b"\n")
+    return b"".join(parts) + b"tail without newline"
+
+
+def test_readline_and_iteration_read_blocks_not_bytes(tmp_path: Path) -> None:
+    data = _lines()
+    path = tmp_path / "lines.txt"
+    path.write_bytes(data)
+    with aioflux.open(path, "rb", reader=ReaderOptions(block_size=4 * KiB, read_ahead=2)) as f:
+        assert isinstance(f, ObjectReader)
+        calls = 0
+        readinto = f.readinto
+
+        def counted(buffer: bytearray | memoryview) -> int:
+            nonlocal calls
+            calls += 1
+            return readinto(buffer)
+
+        f.readinto = counted  # type: ignore[method-assign]
+        got = list(f)
+        # io's default readline reads one byte per call: 100k calls here.
+        assert calls <= 2 * len(got) + len(data) // (4 * KiB) + 2
+    assert got == io.BytesIO(data).readlines()
+    with aioflux.open(path, "rb", reader=ReaderOptions(block_size=4 * KiB)) as f:
+        ref = io.BytesIO(data)
+        for size in (0, 1, 7, 300, 4097, -1, None, 10_000):
+            assert f.readline(size) == ref.readline(size)
+            assert f.tell() == ref.tell()
+        assert f.readlines() == ref.readlines()
+        assert f.readline() == b""
+
+
+def test_use_after_close_raises_value_error(tmp_path: Path) -> None:
+    path = tmp_path / "a"
+    path.write_bytes(b"abc")
+    f = aioflux.open(path, "rb")
+    f.close()
+    for use in (f.read, f.readline, lambda: f.seek(0), f.tell, f.readable, f.seekable,
+                lambda: f.readinto(bytearray(1))):
+        with pytest.raises(ValueError):
+            use()
+
+
+def test_seek_takes_integers_only(tmp_path: Path) -> None:
+    path = tmp_path / "a"
+    path.write_bytes(b"abcdef")
+    with aioflux.open(path, "rb") as f:
+        with pytest.raises(TypeError):
+            f.seek(1.5)  # type: ignore[arg-type]
+        assert f.tell() == 0
+        assert f.seek(2) == 2 and f.read(2) == b"cd"
+
+
+def test_a_failed_read_can_be_retried_on_the_same_reader(faults: Emulator, bucket: str) -> None:
+    config = ClientConfig(retry=RetryPolicy(max_attempts=2, initial_delay=0.001,
+                                            max_delay=0.002))
+    data = os.urandom(300 * KiB)
+    with Client(config, endpoint=faults.endpoint) as client:
+        client.write(bucket, "o", data)
+        with aioflux.open(f"gs://{bucket}/o", "rb", client=client,
+                          reader=ReaderOptions(block_size=100 * KiB, read_ahead=2)) as f:
+            faults.faults = Faults(p_503=1.0)
+            with pytest.raises(ServerError):
+                f.read(10)
+            faults.faults = Faults()
+            # Before: the failed blocks stayed cached, so the reader raised
+            # the outage's error for good.
+            assert f.read(10) == data[:10]
+            assert f.read() == data[10:]
+
+
+def test_a_corrupt_object_keeps_failing_on_the_same_reader(sync_client: Client, bucket: str,
+                                                           emulator: Emulator) -> None:
+    good = os.urandom(250 * KiB)
+    bad = good[:-100] + bytes(b ^ 0xFF for b in good[-100:])
+    # Stored bytes that do not match the crc32c the server reports.
+    emulator.store.put(bucket, "o", bad, crc32c=google_crc32c.value(good))
+    with aioflux.open(f"gs://{bucket}/o", "rb", client=sync_client,
+                      reader=ReaderOptions(block_size=100 * KiB, read_ahead=1)) as f:
+        with pytest.raises(ChecksumMismatch, match=f"gs://{bucket}/o"):
+            f.read()
+        # Before: a second try was served the unchecked last block.
+        with pytest.raises(ChecksumMismatch):
+            f.read()
+        f.seek(0)
+        with pytest.raises(ChecksumMismatch):
+            f.read()
+
+
+@pytest.mark.parametrize("scheme", ["file", "gs"])
+def test_writes_from_two_threads_each_land_whole(scheme: str, tmp_path: Path,
+                                                  sync_client: Client, bucket: str) -> None:
+    url = str(tmp_path / "t.bin") if scheme == "file" else f"gs://{bucket}/t.bin"
+    # Several parts, so threads meet at part boundaries (GCS' smallest: 5 MiB).
+    part = 64 * KiB if scheme == "file" else 5 * 2**20
+    count, chunk = 300, part // 50
+    with aioflux.open(url, "wb", client=sync_client,
+                      writer=WriterOptions(part_size=part, max_in_flight=2)) as f:
+
+        def writer(tag: int) -> None:
+            for _ in range(count):
+                assert f.write(bytes([tag]) * chunk) == chunk
+
+        threads = [threading.Thread(target=writer, args=(tag,)) for tag in (1, 2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert f.tell() == 2 * count * chunk
+    with aioflux.open(url, "rb", client=sync_client) as r:
+        data = r.read()
+    assert len(data) == 2 * count * chunk
+    assert data.count(1) == data.count(2) == count * chunk
+    # Each write is contiguous: no other thread's bytes inside it.
+    pieces = [data[k:k + chunk] for k in range(0, len(data), chunk)]
+    assert all(len(set(p)) == 1 for p in pieces)
+
+
+async def test_async_writes_from_two_tasks_each_land_whole(client: AsyncClient,
+                                                           bucket: str) -> None:
+    count, chunk = 300, 100 * KiB
+    w = AsyncObjectWriter(client, bucket, "a.bin",
+                          options=WriterOptions(part_size=5 * 2**20, max_in_flight=1))
+
+    async def writer(tag: int) -> None:
+        for _ in range(count):
+            assert await w.write(bytes([tag]) * chunk) == chunk
+
+    async with w:
+        await asyncio.gather(writer(1), writer(2))
+    data = await client.read(bucket, "a.bin")
+    assert len(data) == 2 * count * chunk
+    pieces = [data[k:k + chunk] for k in range(0, len(data), chunk)]
+    assert all(len(set(p)) == 1 for p in pieces)
+    assert data.count(1) == data.count(2) == count * chunk
+
+
+def test_the_callers_buffer_may_change_after_write(tmp_path: Path) -> None:
+    path = tmp_path / "m.bin"
+    buf = bytearray(b"a" * 100_000)
+    with aioflux.open(path, "wb", writer=WriterOptions(part_size=64 * KiB)) as f:
+        f.write(buf)
+        f.write(memoryview(buf)[:10])
+        buf[:] = b"b" * 100_000
+    assert path.read_bytes() == b"a" * 100_010
