@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 from typing import IO, Any
 
+from .._core.errors import InvalidArgument
 from .._core.options import ReaderOptions, WriterOptions
 from .._core.store import ObjectStore
-from .._core.validate import check_instance, check_str
+from .._core.validate import check_instance, check_metadata, check_str
 from .._engines.reader import ObjectReader
 from .._engines.writer import ObjectWriter
 from .stores import AnyClient, store_for_url
@@ -36,6 +37,7 @@ def open(
     reader: ReaderOptions | None = None,
     compression: str | None = None,
     content_type: str = "application/octet-stream",
+    metadata: dict[str, str] | None = None,
 ) -> IO[bytes]:
     """Open an object as a binary file.
 
@@ -49,6 +51,8 @@ def open(
         reader: block size and read-ahead of an ``"rb"`` file.
         compression: ``None`` or ``"zstd"`` (needs ``aioflux-storage[zstd]``).
         content_type: Content-Type of a written object.
+        metadata: custom metadata of a written object (GCS and S3; files
+            have none).
 
     Returns:
         A file object; use it as a context manager. For ``"wb"`` an exception
@@ -56,7 +60,8 @@ def open(
 
     Raises:
         InvalidURL: not an object URL.
-        InvalidArgument: unsupported mode or compression.
+        InvalidArgument: unsupported mode or compression, or ``metadata``
+            for a read or for a file.
         NotFound: ``"rb"`` of a missing object.
     """
     if isinstance(url, os.PathLike):
@@ -69,15 +74,19 @@ def open(
     check_instance(op, "writer", writer, WriterOptions, optional=True)
     check_instance(op, "reader", reader, ReaderOptions, optional=True)
     check_str(op, "content_type", content_type)
+    check_metadata(op, "metadata", metadata)
     raw: Any
     if mode in _WRITE_MODES:
-        raw = ObjectWriter(store, bucket, name, options=writer, content_type=content_type)
+        raw = ObjectWriter(store, bucket, name, options=writer, content_type=content_type,
+                           metadata=metadata)
         if compression == "zstd":
             from .._engines.zstd import compress_writer
 
             return compress_writer(raw)  # type: ignore[return-value]
         return raw  # type: ignore[no-any-return]
     # A read mode (checked above).
+    if metadata is not None:
+        raise InvalidArgument(f"{op}: metadata is for writing (mode 'wb'); stat() reads it")
     raw = ObjectReader(store, bucket, name, options=reader)
     if compression == "zstd":
         from .._engines.zstd import decompress_reader

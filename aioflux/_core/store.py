@@ -196,8 +196,9 @@ class ObjectStore(Protocol):
         ...
 
     def start_upload(self, bucket: str, name: str, *, content_type: str,
-                     part_size: int) -> PartUpload:
-        """A streaming upload in parts of ``part_size`` (the writer engine's)."""
+                     part_size: int, metadata: dict[str, str] | None = None) -> PartUpload:
+        """A streaming upload in parts of ``part_size`` (the writer engine's),
+        published with ``metadata`` as its custom metadata."""
         ...
 
     async def delete(self, bucket: str, name: str, *, generation: int | None = None,

@@ -29,6 +29,7 @@ class AsyncObjectWriter(WriterBase):
         name: object name.
         options: part size and parts in flight (``write`` waits beyond).
         content_type: Content-Type of the object.
+        metadata: custom metadata of the object (GCS and S3; files have none).
 
     Raises:
         InvalidArgument: bad settings.

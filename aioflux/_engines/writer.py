@@ -98,9 +98,9 @@ class _Session:
     and what it did. All methods run on the client's event loop."""
 
     def __init__(self, client: ObjectStore, bucket: str, name: str, content_type: str,
-                 part_size: int) -> None:
+                 part_size: int, metadata: dict[str, str] | None) -> None:
         self.upload = client.start_upload(bucket, name, content_type=content_type,
-                                          part_size=part_size)
+                                          part_size=part_size, metadata=metadata)
         self.stats = WriterStats()
 
     async def put(self, number: int, data: memoryview, checksum: int | None = None) -> None:
@@ -200,7 +200,8 @@ class WriterBase(abc.ABC):
 
     def __init__(self, client: ObjectStore, bucket: str, name: str, *,
                  options: WriterOptions | None = None,
-                 content_type: str = "application/octet-stream") -> None:
+                 content_type: str = "application/octet-stream",
+                 metadata: dict[str, str] | None = None) -> None:
         super().__init__()  # ObjectWriter's io base; object for the async writer
         options = options or WriterOptions()
         part_size, max_in_flight = options.part_size, options.max_in_flight
@@ -210,7 +211,7 @@ class WriterBase(abc.ABC):
         self.name = name
         self.url = format_url(client.features.scheme, bucket, name)
         self.part_size = part_size
-        self._session = _Session(client, bucket, name, content_type, part_size)
+        self._session = _Session(client, bucket, name, content_type, part_size, metadata)
         self._init_flow(max_in_flight)
         self._number = 1
         self._crc = Crc32c()
@@ -247,6 +248,7 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
         name: object name.
         options: part size and parts in flight (``write`` blocks beyond).
         content_type: Content-Type of the object.
+        metadata: custom metadata of the object (GCS and S3; files have none).
 
     Raises:
         InvalidArgument: bad settings.

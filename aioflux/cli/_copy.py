@@ -12,9 +12,7 @@ the source's before anything is published.
 
 A copy between stores keeps the object's content type and custom metadata
 where both stores have them: GCS and S3 do, files have neither (a file
-uploads as ``application/octet-stream``, and a download drops both). A
-streamed copy keeps only the content type, since a multipart upload
-(``start_upload``) takes no custom metadata; cp says so on stderr. Within
+uploads as ``application/octet-stream``, and a download drops both). Within
 GCS or S3 the server's copy keeps both.
 
 ``-j`` files are copied at once, all on one event loop, so Ctrl-C (or
@@ -164,7 +162,8 @@ def _keeps_attributes(source: ObjectStore, target: ObjectStore) -> bool:
 
 
 async def _stream(source: ObjectStore, info: ObjectInfo, target: ObjectStore, dst: StoreURL,
-                  content_type: str, progress: Progress) -> None:
+                  content_type: str, metadata: dict[str, str] | None,
+                  progress: Progress) -> None:
     """Copy a large object between two stores in bounded memory."""
     ranges = [(start, min(start + _CHUNK, info.size)) for start in range(0, info.size, _CHUNK)]
 
@@ -180,7 +179,7 @@ async def _stream(source: ObjectStore, info: ObjectInfo, target: ObjectStore, ds
     # (or removes its temporary file): nothing is published.
     async with AsyncObjectWriter(target, dst.bucket, dst.name,
                                  options=_writer_options(info.size, target.features),
-                                 content_type=content_type) as out:
+                                 content_type=content_type, metadata=metadata) as out:
         async for (start, end), fetched in window(ranges, read, limit=_RANGES_IN_FLIGHT):
             assert fetched.data is not None and fetched.crc is not None
             whole = fetched.crc if whole is None else crc32c_combine(whole, fetched.crc,
@@ -221,11 +220,7 @@ async def _copy_one(stores: Stores, item: _Item, progress: Progress) -> None:
                            metadata=metadata, resumable=False)
         progress.add(info.size)
     else:
-        await _stream(source, info, target, dst, content_type, progress)
-        if metadata:
-            print(f"aioflux cp: {dst}: copied without the custom metadata of {info.url} "
-                  f"(an object over {STREAM_THRESHOLD >> 20} MiB is uploaded in parts, "
-                  "which carry only the content type)", file=sys.stderr)
+        await _stream(source, info, target, dst, content_type, metadata, progress)
 
 
 @command("cp", "Copy files and objects between any two stores (gs://, s3://, file://, "

@@ -39,6 +39,7 @@ from .._core.validate import (
     check_credentials,
     check_endpoint,
     check_instance,
+    check_metadata,
     check_object,
     check_str,
     compose_args,
@@ -505,7 +506,8 @@ class AsyncClient(XmlMultipartCalls):
 
     def start_upload(self, bucket: str, name: str, *,
                      content_type: str = "application/octet-stream",
-                     part_size: int = MIN_PART_SIZE) -> GcsUpload:
+                     part_size: int = MIN_PART_SIZE,
+                     metadata: dict[str, str] | None = None) -> GcsUpload:
         """A streaming upload in parts, for the writer engine (XML multipart,
         or a resumable session where the server has none).
 
@@ -514,11 +516,16 @@ class AsyncClient(XmlMultipartCalls):
             name: object name.
             content_type: Content-Type of the final object.
             part_size: size of every part but the last.
+            metadata: custom metadata of the final object.
 
         Returns:
             The upload; nothing is sent before its first part.
+
+        Raises:
+            InvalidArgument: ``metadata`` is not a ``dict[str, str]``.
         """
-        return GcsUpload(self, bucket, name, content_type, part_size)
+        check_metadata("start_upload", "metadata", metadata)
+        return GcsUpload(self, bucket, name, content_type, part_size, metadata)
 
     async def compose(
         self,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from .._core.crc import Crc32c, decode_crc32c
 from .._core.errors import InvalidRequest, NotFound, StorageError
 from .._core.store import published_before
-from .._core.types import ObjectInfo, PartInfo
+from .._core.types import NO_METADATA, ObjectInfo, PartInfo
 from .._net.transport import Op
 from ._published import confirm_published, verify_published
 from ._resumable import ResumableUpload
@@ -37,11 +37,12 @@ class GcsUpload:
     run on the client's event loop."""
 
     def __init__(self, client: AsyncClient, bucket: str, name: str, content_type: str,
-                 part_size: int) -> None:
+                 part_size: int, metadata: dict[str, str] | None = None) -> None:
         self.client = client
         self.bucket = bucket
         self.name = name
         self.content_type = content_type
+        self.metadata = metadata
         self.part_size = part_size
         self.mode = ""
         self._init: asyncio.Future[None] | None = None
@@ -61,21 +62,25 @@ class GcsUpload:
         await asyncio.shield(self._init)
 
     async def _initiate(self) -> None:
-        try:
-            self._upload_id = await self.client.initiate_multipart(
-                self.bucket, self.name, content_type=self.content_type)
-            self.mode = "multipart"
-        except (InvalidRequest, NotFound) as exc:
-            if isinstance(exc, NotFound) and "bucket" in exc.reason.lower():
-                raise
-            # No XML multipart upload here (fake-gcs-server): stream the
-            # same parts through a resumable session, in order.
-            upload = ResumableUpload(self.client, self.bucket, self.name,
-                                     content_type=self.content_type,
-                                     chunk_size=self.part_size)
-            self._resumable = upload
-            self.mode = "resumable"
-            await upload.start()
+        if _headers_carry(self.metadata):
+            try:
+                self._upload_id = await self.client.initiate_multipart(
+                    self.bucket, self.name, content_type=self.content_type,
+                    metadata=self.metadata)
+                self.mode = "multipart"
+                return
+            except (InvalidRequest, NotFound) as exc:
+                if isinstance(exc, NotFound) and "bucket" in exc.reason.lower():
+                    raise
+        # No XML multipart upload here (fake-gcs-server), or metadata only
+        # JSON can carry: stream the same parts through a resumable
+        # session, in order.
+        upload = ResumableUpload(self.client, self.bucket, self.name,
+                                 content_type=self.content_type, metadata=self.metadata,
+                                 chunk_size=self.part_size)
+        self._resumable = upload
+        self.mode = "resumable"
+        await upload.start()
 
     async def put(self, number: int, data: memoryview, checksum: int | None = None) -> None:
         """Upload part ``number`` (1-based); ``checksum`` is its crc32c if known."""
@@ -111,7 +116,8 @@ class GcsUpload:
             self.mode = "single"
             # AsyncClient.write sends the crc32c and checks the stored one.
             info = await self.client.write(self.bucket, self.name, tail or b"",
-                                           content_type=self.content_type, resumable=False)
+                                           content_type=self.content_type,
+                                           metadata=self.metadata, resumable=False)
             return info
         if self._resumable is not None:
             assert self._order is not None
@@ -156,7 +162,8 @@ class GcsUpload:
         if stored is not None:
             # The crc32c of the whole object covers its length as well.
             info = ObjectInfo(self.bucket, self.name, expected.length, generation, stored,
-                              content_type=self.content_type)
+                              content_type=self.content_type,
+                              metadata=self.metadata or NO_METADATA)
         else:
             info = await self.client.stat(self.bucket, self.name)
             if info.generation != generation:
@@ -183,6 +190,14 @@ class GcsUpload:
                 # `aioflux clean` finds uploads left open; an abort failing here
                 # must not hide the error that caused it.
                 pass
+
+
+def _headers_carry(metadata: dict[str, str] | None) -> bool:
+    """Whether XML ``x-goog-meta-*`` headers carry ``metadata`` exactly:
+    printable ASCII (the XML API takes no other) and lower-case keys (HTTP
+    header names have no case); else the JSON API's resumable session does."""
+    return all(key == key.lower() and all(t.isascii() and t.isprintable() for t in (key, value))
+               for key, value in (metadata or {}).items())
 
 
 def _header_crc(value: str) -> int | None:

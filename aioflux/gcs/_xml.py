@@ -76,7 +76,8 @@ class XmlMultipart:
         return f"{self.endpoint}/{bucket}/{quote(name, safe='/')}"
 
     async def initiate_multipart(self, bucket: str, name: str, *,
-                                 content_type: str = "application/octet-stream") -> str:
+                                 content_type: str = "application/octet-stream",
+                                 metadata: dict[str, str] | None = None) -> str:
         """See :meth:`AsyncClient.initiate_multipart` (the public face)."""
         validate_bucket(bucket)
         validate_object_name(name)
@@ -90,8 +91,11 @@ class XmlMultipart:
                                    name=name)
             return upload_id
 
+        headers = {"Content-Type": content_type}
+        for key, value in (metadata or {}).items():
+            headers[f"x-goog-meta-{key}"] = value
         return await self._transport.request(op, "POST", self._xml_url(bucket, name) + "?uploads",
-                                            handle, headers={"Content-Type": content_type})
+                                            handle, headers=headers)
 
     async def upload_part(self, bucket: str, name: str, upload_id: str, part_number: int,
                           data: bytes | bytearray | memoryview,

@@ -22,13 +22,15 @@ class XmlMultipartCalls:
     _xml: XmlMultipart
 
     async def initiate_multipart(self, bucket: str, name: str, *,
-                                 content_type: str = "application/octet-stream") -> str:
+                                 content_type: str = "application/octet-stream",
+                                 metadata: dict[str, str] | None = None) -> str:
         """Start an XML multipart upload; nothing is visible until completion.
 
         Args:
             bucket: bucket name.
             name: object name.
             content_type: Content-Type of the final object.
+            metadata: custom metadata of the final object (``x-goog-meta-*``).
 
         Returns:
             The upload id.
@@ -37,7 +39,8 @@ class XmlMultipartCalls:
             StorageError: the server refused (fake-gcs-server answers 400/404:
                 it has no XML multipart upload).
         """
-        return await self._xml.initiate_multipart(bucket, name, content_type=content_type)
+        return await self._xml.initiate_multipart(bucket, name, content_type=content_type,
+                                                  metadata=metadata)
 
     async def upload_part(self, bucket: str, name: str, upload_id: str, part_number: int,
                           data: bytes | bytearray | memoryview,

@@ -407,7 +407,8 @@ class LocalStore:
 
     def start_upload(self, bucket: str, name: str, *,
                      content_type: str = "application/octet-stream",
-                     part_size: int = 8 * 1024 * 1024) -> LocalUpload:
+                     part_size: int = 8 * 1024 * 1024,
+                     metadata: dict[str, str] | None = None) -> LocalUpload:
         """A streaming upload into a temporary file, renamed on finish.
 
         Args:
@@ -415,16 +416,20 @@ class LocalStore:
             name: the rest of the path.
             content_type: not stored.
             part_size: size of every part but the last.
+            metadata: not supported (files have none): must be empty.
 
         Returns:
             The upload (nothing is created before its first part).
 
         Raises:
             InvalidURL: a bad bucket or name.
-            InvalidArgument: a name reserved for temporary files.
+            InvalidArgument: a name reserved for temporary files, or
+                ``metadata`` given.
         """
         check_object("write", bucket, name, scheme="file")
         _check_writable_name("write", bucket, name)
+        if metadata:
+            raise InvalidArgument(f"write {_url(bucket, name)}: files have no custom metadata")
         return LocalUpload(self, bucket, name, part_size)
 
     async def delete(self, bucket: str, name: str, *, generation: int | None = None,

@@ -71,14 +71,16 @@ class Multipart:
         return await self.store.transport.request(op, method, url, handle, headers=headers,
                                                   data=data, ok=ok)
 
-    async def initiate(self, bucket: str, name: str, content_type: str) -> str:
-        """Create an upload; returns its id."""
+    async def initiate(self, bucket: str, name: str, content_type: str,
+                       metadata: dict[str, str] | None = None) -> str:
+        """Create an upload (published with ``metadata``); returns its id."""
         op = self._op("initiate multipart upload", bucket, name)
+        headers = {"Content-Type": content_type, "x-amz-checksum-algorithm": "CRC32C",
+                   "x-amz-checksum-type": "FULL_OBJECT"}
+        for key, value in (metadata or {}).items():
+            headers[f"x-amz-meta-{key}"] = value
         root = await self._xml(op, "POST", self.store.object_url(bucket, name) +
-                               query(("uploads", None)),
-                               headers={"Content-Type": content_type,
-                                        "x-amz-checksum-algorithm": "CRC32C",
-                                        "x-amz-checksum-type": "FULL_OBJECT"})
+                               query(("uploads", None)), headers=headers)
         upload_id = text(root, "UploadId")
         if not upload_id:
             raise StorageError(f"{describe(op.operation, bucket, name, 's3')} failed: no "

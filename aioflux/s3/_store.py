@@ -48,6 +48,7 @@ from .._core.validate import (
     check_bool,
     check_endpoint,
     check_instance,
+    check_metadata,
     check_object,
     check_str,
     delete_args,
@@ -525,7 +526,8 @@ class S3Store(MultipartCalls):
 
     def start_upload(self, bucket: str, name: str, *,
                      content_type: str = "application/octet-stream",
-                     part_size: int = MIN_PART_SIZE) -> S3Upload:
+                     part_size: int = MIN_PART_SIZE,
+                     metadata: dict[str, str] | None = None) -> S3Upload:
         """A streaming multipart upload, for the writer engine.
 
         Args:
@@ -533,18 +535,21 @@ class S3Store(MultipartCalls):
             name: object key.
             content_type: Content-Type of the final object.
             part_size: size of every part but the last (5 MiB to 5 GiB).
+            metadata: custom metadata of the final object (``x-amz-meta-*``).
 
         Returns:
             The upload; nothing is sent before its first part.
 
         Raises:
-            InvalidArgument: ``part_size`` outside S3's 5 MiB to 5 GiB.
+            InvalidArgument: ``part_size`` outside S3's 5 MiB to 5 GiB, or
+                ``metadata`` not a ``dict[str, str]``.
         """
         check_object("start_upload", bucket, name, scheme="s3")
+        check_metadata("start_upload", "metadata", metadata)
         if not MIN_PART_SIZE <= part_size <= MAX_PART_SIZE:
             raise InvalidArgument(f"start_upload s3://{bucket}/{name}: part_size {part_size} "
                                   f"is outside S3's {MIN_PART_SIZE}..{MAX_PART_SIZE} bytes")
-        return S3Upload(self, self._multipart, bucket, name, content_type)
+        return S3Upload(self, self._multipart, bucket, name, content_type, metadata)
 
     async def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
                       if_generation_match: int | None = None,

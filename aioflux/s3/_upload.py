@@ -41,12 +41,13 @@ class S3Upload:
     """One streaming upload (:class:`~aioflux._core.store.PartUpload`)."""
 
     def __init__(self, store: S3Store, multipart: Multipart, bucket: str, name: str,
-                 content_type: str) -> None:
+                 content_type: str, metadata: dict[str, str] | None = None) -> None:
         self.store = store
         self.multipart = multipart
         self.bucket = bucket
         self.name = name
         self.content_type = content_type
+        self.metadata = metadata
         self.mode = ""
         self._init: asyncio.Future[str] | None = None
         self._upload_id: str | None = None
@@ -61,7 +62,8 @@ class S3Upload:
 
     async def _initiate(self) -> str:
         await self.store._ready(self.bucket)
-        upload_id = await self.multipart.initiate(self.bucket, self.name, self.content_type)
+        upload_id = await self.multipart.initiate(self.bucket, self.name, self.content_type,
+                                                  self.metadata)
         self._upload_id = upload_id
         self.mode = "multipart"
         return upload_id
@@ -79,7 +81,7 @@ class S3Upload:
         if last_number == 1 and self._init is None:
             self.mode = "single"
             return await self.store.write(self.bucket, self.name, tail or b"",
-                                          content_type=self.content_type)
+                                          content_type=self.content_type, metadata=self.metadata)
         if tail is not None and len(tail):
             await self.put(last_number, tail, tail_checksum)
         upload_id = await self._start()
@@ -104,7 +106,8 @@ class S3Upload:
             # Replaced since: the HEAD shows another writer's object, whose
             # size is not ours to check nor its version ours to delete.
             info = self.store._info(self.bucket, self.name, size=expected.length, etag=etag,
-                                    crc=stored, content_type=self.content_type)
+                                    crc=stored, content_type=self.content_type,
+                                    metadata=self.metadata)
         elif stored is None:
             stored = info.crc32c
         if info.size != expected.length or (stored is not None and stored != expected.value):

@@ -468,7 +468,8 @@ class MemoryStore(MemoryMultipart):
 
     def start_upload(self, bucket: str, name: str, *,
                      content_type: str = "application/octet-stream",
-                     part_size: int = 8 * 1024 * 1024) -> MemoryUpload:
+                     part_size: int = 8 * 1024 * 1024,
+                     metadata: dict[str, str] | None = None) -> MemoryUpload:
         """A streaming upload in parts (multipart, listed while open).
 
         Args:
@@ -476,11 +477,12 @@ class MemoryStore(MemoryMultipart):
             name: object name.
             content_type: Content-Type of the final object.
             part_size: size of every part but the last.
+            metadata: custom metadata of the final object.
 
         Returns:
             The upload; nothing exists before its first part.
         """
-        return MemoryUpload(self, bucket, name, content_type, part_size)
+        return MemoryUpload(self, bucket, name, content_type, part_size, metadata)
 
     async def delete(self, bucket: str, name: str, *, generation: int | None = None,
                      if_generation_match: int | None = None, missing_ok: bool = False) -> None:

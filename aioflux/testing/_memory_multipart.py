@@ -41,6 +41,7 @@ class _Upload:
     name: str
     content_type: str
     initiated: str
+    metadata: dict[str, str] | None = None
     parts: dict[int, tuple[bytes, str]] = field(default_factory=dict)
 
 
@@ -55,13 +56,15 @@ class MemoryMultipart:
     _publish: Callable[..., ObjectInfo]
 
     async def initiate_multipart(self, bucket: str, name: str, *,
-                                 content_type: str = "application/octet-stream") -> str:
+                                 content_type: str = "application/octet-stream",
+                                 metadata: dict[str, str] | None = None) -> str:
         """Open a multipart upload; nothing is visible until completion.
 
         Args:
             bucket: bucket name.
             name: object name.
             content_type: Content-Type of the final object.
+            metadata: custom metadata of the final object.
 
         Returns:
             The upload id.
@@ -71,12 +74,13 @@ class MemoryMultipart:
         """
         read_args(bucket, name, 0, None, None, None, scheme=SCHEME)
         await asyncio.sleep(0)
-        return self._initiate(bucket, name, content_type)
+        return self._initiate(bucket, name, content_type, metadata)
 
-    def _initiate(self, bucket: str, name: str, content_type: str) -> str:
+    def _initiate(self, bucket: str, name: str, content_type: str,
+                  metadata: dict[str, str] | None = None) -> str:
         self._bucket("initiate multipart", bucket, name)
         upload_id = uuid.uuid4().hex
-        self._uploads[upload_id] = _Upload(bucket, name, content_type, now())
+        self._uploads[upload_id] = _Upload(bucket, name, content_type, now(), metadata)
         return upload_id
 
     def _upload(self, op: str, bucket: str, name: str, upload_id: str) -> _Upload:
@@ -179,7 +183,7 @@ class MemoryMultipart:
     def _finish_upload(self, upload_id: str, upload: _Upload, data: bytes,
                        crc: int) -> ObjectInfo:
         info = self._publish("write", upload.bucket, upload.name, data, crc,
-                             upload.content_type, None)
+                             upload.content_type, upload.metadata)
         del self._uploads[upload_id]
         return info
 
@@ -248,11 +252,12 @@ class MemoryUpload:
     upload that lost or garbled a part publishes nothing."""
 
     def __init__(self, store: MemoryMultipart, bucket: str, name: str, content_type: str,
-                 part_size: int) -> None:
+                 part_size: int, metadata: dict[str, str] | None = None) -> None:
         self._store = store
         self.bucket = bucket
         self.name = name
         self.content_type = content_type
+        self.metadata = metadata
         self.part_size = part_size
         self.mode = ""
         self.upload_id: str | None = None
@@ -272,7 +277,8 @@ class MemoryUpload:
                 raise InvalidArgument(f"{describe('write', self.bucket, self.name, SCHEME)}: "
                                       f"the upload is {self.mode}")
             # Opened in this same step: concurrent first parts share it.
-            self.upload_id = self._store._initiate(self.bucket, self.name, self.content_type)
+            self.upload_id = self._store._initiate(self.bucket, self.name, self.content_type,
+                                                   self.metadata)
         self._store._put_part("write", self.bucket, self.name, self.upload_id, number, content,
                               checksum)
         self._numbers.add(number)
@@ -298,7 +304,7 @@ class MemoryUpload:
             self._check(where, len(data), crc32c(data), expected)
             await asyncio.sleep(0)
             return self._store._publish("write", self.bucket, self.name, data, expected.value,
-                                        self.content_type, None)
+                                        self.content_type, self.metadata)
         if tail is not None and len(tail):
             await self.put(last_number, tail, tail_checksum)
         if self.upload_id is None:
