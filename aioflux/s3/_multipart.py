@@ -29,6 +29,7 @@ from .._core.pages import PartListingCheck, UploadListingCheck
 from .._core.types import MultipartUploadInfo, PartInfo
 from .._net.failures import drain, read_metadata
 from .._net.transport import HttpResponse, Op
+from ._put import metadata_headers
 from ._xml import children, content_md5, error_of, parse, query, text
 
 if TYPE_CHECKING:
@@ -77,8 +78,7 @@ class Multipart:
         op = self._op("initiate multipart upload", bucket, name)
         headers = {"Content-Type": content_type, "x-amz-checksum-algorithm": "CRC32C",
                    "x-amz-checksum-type": "FULL_OBJECT"}
-        for key, value in (metadata or {}).items():
-            headers[f"x-amz-meta-{key}"] = value
+        headers.update(metadata_headers("write", bucket, name, metadata))
         root = await self._xml(op, "POST", self.store.object_url(bucket, name) +
                                query(("uploads", None)), headers=headers)
         upload_id = text(root, "UploadId")

@@ -19,6 +19,7 @@ from urllib.parse import quote
 from .._core.crc import crc32c, encode_crc32c
 from .._core.errors import (
     ChecksumMismatch,
+    InvalidArgument,
     NotFound,
     PreconditionFailed,
     StorageError,
@@ -28,13 +29,33 @@ from .._core.md5 import md5_base64
 from .._core.store import copy_differs
 from .._core.types import ObjectInfo
 from .._net.failures import drain, read_metadata
+from .._net.heads import check_header
 from .._net.transport import HttpResponse, Op
 from ._xml import content_md5_base64, etag_of, full_object_crc32c, parse, precondition_failed, text
 
 if TYPE_CHECKING:
     from ._store import S3Store
 
-__all__ = ["copy_object", "discard", "precondition_headers", "put_object"]
+__all__ = ["copy_object", "discard", "metadata_headers", "precondition_headers", "put_object"]
+
+
+def metadata_headers(op: str, bucket: str, name: str,
+                     metadata: dict[str, str] | None) -> dict[str, str]:
+    """``metadata`` as ``x-amz-meta-*`` headers (S3 keeps the keys in lower case).
+
+    Raises:
+        InvalidArgument: a key or value an HTTP header cannot carry (a
+            control character, CR or LF above all).
+    """
+    headers = {}
+    for key, value in (metadata or {}).items():
+        try:
+            check_header(f"x-amz-meta-{key}", value)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{op} s3://{bucket}/{name}: custom metadata {key!r} cannot "
+                                  f"go in an S3 header ({exc})") from None
+        headers[f"x-amz-meta-{key}"] = value
+    return headers
 
 
 async def put_object(store: S3Store, bucket: str, name: str, view: memoryview,
@@ -54,8 +75,7 @@ async def put_object(store: S3Store, bucket: str, name: str, view: memoryview,
     op = Op("write", bucket, name, "s3")
     headers = {"Content-Type": content_type, "x-amz-checksum-crc32c": encode_crc32c(checksum),
                "x-amz-sdk-checksum-algorithm": "CRC32C"}
-    for key, value in (metadata or {}).items():
-        headers[f"x-amz-meta-{key}"] = value
+    headers.update(metadata_headers("write", bucket, name, metadata))
     headers.update(await precondition_headers(store, op, if_generation_match))
 
     async def handle(resp: HttpResponse) -> ObjectInfo:

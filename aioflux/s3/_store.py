@@ -68,7 +68,7 @@ from ._listing import list_pages
 from ._multipart import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE, Multipart
 from ._multipart_calls import MultipartCalls
 from ._page import require_lxml
-from ._put import copy_object, put_object
+from ._put import copy_object, metadata_headers, put_object
 from ._upload import S3Upload
 from ._xml import (
     ANSWERS,
@@ -512,7 +512,8 @@ class S3Store(MultipartCalls):
             PreconditionFailed: ``if_generation_match`` did not hold.
             ChecksumMismatch: the server stored other bytes (that version
                 was deleted).
-            InvalidArgument: ``resumable=True``.
+            InvalidArgument: ``resumable=True``, or ``metadata`` an HTTP
+                header cannot carry (a control character).
             StorageError: any other failure (nothing is published).
         """
         write_args(bucket, name, data, content_type, if_generation_match, metadata, resumable,
@@ -542,10 +543,11 @@ class S3Store(MultipartCalls):
 
         Raises:
             InvalidArgument: ``part_size`` outside S3's 5 MiB to 5 GiB, or
-                ``metadata`` not a ``dict[str, str]``.
+                ``metadata`` not a ``dict[str, str]`` an HTTP header can carry.
         """
         check_object("start_upload", bucket, name, scheme="s3")
         check_metadata("start_upload", "metadata", metadata)
+        metadata_headers("start_upload", bucket, name, metadata)  # refused now, not at a part
         if not MIN_PART_SIZE <= part_size <= MAX_PART_SIZE:
             raise InvalidArgument(f"start_upload s3://{bucket}/{name}: part_size {part_size} "
                                   f"is outside S3's {MIN_PART_SIZE}..{MAX_PART_SIZE} bytes")

@@ -112,3 +112,21 @@ def test_files_refuse_metadata_and_reads_take_none(tmp_path: Path) -> None:
         aioflux.open(tmp_path / "g", "rb", metadata={"k": "v"})
     with pytest.raises(InvalidArgument, match="metadata"):
         aioflux.open(tmp_path / "h", "wb", metadata={"k": 1})  # type: ignore[dict-item]
+
+
+def test_s3_refuses_metadata_no_header_can_carry(moto_s3: MotoS3) -> None:
+    # A typed error naming the object, before anything is sent (aiohttp's
+    # own ValueError came out of write()).
+    store = S3Store(ClientConfig(retry=FAST_RETRY), endpoint=moto_s3.endpoint)
+    name = unique_bucket("meta")
+    bad = {"note": "line\nbreak"}
+    try:
+        call(store.create_bucket(name))
+        with pytest.raises(InvalidArgument, match=f"s3://{name}/o: custom metadata 'note'"):
+            call(store.write(name, "o", b"x", metadata=bad))
+        with pytest.raises(InvalidArgument, match="custom metadata 'note'"):
+            aioflux.open(f"s3://{name}/o", "wb", client=store, metadata=bad)
+        assert not call(store.exists(name, "o"))
+        assert call(store.list_multipart_uploads(name)) == []
+    finally:
+        call(store.aclose())
