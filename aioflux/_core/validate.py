@@ -9,12 +9,16 @@ step or an offset is always a bug.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import urlsplit
 
 from .errors import InvalidArgument, InvalidURL
 from .types import ObjectInfo
 from .urls import format_url, validate_bucket, validate_object_name
+
+# Control characters a header value must not hold (HTAB may).
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials as GoogleCredentials
@@ -26,6 +30,7 @@ __all__ = [
     "check_bool",
     "check_buffer",
     "check_bytes",
+    "check_content_type",
     "check_credentials",
     "check_endpoint",
     "check_int",
@@ -191,6 +196,22 @@ def check_buffer(op: str, arg: str, value: object) -> None:
                           f"{_kind(value)}")
 
 
+def check_content_type(op: str, value: object) -> None:
+    """Check a ``content_type`` argument: a string a ``Content-Type`` header
+    can carry (served back as one, and sent as one by XML uploads).
+
+    Args:
+        op: the operation.
+        value: its value.
+
+    Raises:
+        InvalidArgument: not a string, or one holding a control character.
+    """
+    check_str(op, "content_type", value)
+    if isinstance(value, str) and _CONTROL.search(value):
+        raise InvalidArgument(f"{op}: content_type {value!r:.60} holds a control character")
+
+
 def check_metadata(op: str, arg: str, value: object) -> None:
     """Check a custom-metadata argument: ``None`` or a ``dict[str, str]``.
 
@@ -315,7 +336,7 @@ def write_args(bucket: object, name: object, data: object, content_type: object,
     """
     check_object("write", bucket, name, scheme=scheme)
     check_bytes("write", "data", data)
-    check_str("write", "content_type", content_type)
+    check_content_type("write", content_type)
     check_int("write", "if_generation_match", if_generation_match, optional=True)
     check_metadata("write", "metadata", metadata)
     check_bool("write", "resumable", resumable, optional=True)
@@ -346,7 +367,7 @@ def compose_args(bucket: object, destination: object, sources: object,
                                       f"{source!r}")
             check_int("compose", "sources generation", source[1])
     check_int("compose", "if_generation_match", if_generation_match, optional=True)
-    check_str("compose", "content_type", content_type)
+    check_content_type("compose", content_type)
 
 
 def delete_args(bucket: object, name: object, generation: object, if_generation_match: object,

@@ -31,6 +31,7 @@ from .._core.portal import get_portal
 from .._core.store import ObjectStore, StoreFeatures
 from .._core.types import ObjectInfo
 from .._core.urls import format_url
+from .._core.validate import check_content_type
 
 if TYPE_CHECKING:
     from typing import Self  # Python >= 3.11; annotations only
@@ -210,6 +211,7 @@ class WriterBase(abc.ABC):
         self.bucket = bucket
         self.name = name
         self.url = format_url(client.features.scheme, bucket, name)
+        check_content_type(f"write {self.url}", content_type)
         self.part_size = part_size
         self._session = _Session(client, bucket, name, content_type, part_size, metadata)
         self._init_flow(max_in_flight)
