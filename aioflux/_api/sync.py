@@ -389,13 +389,15 @@ class Client:
         get_portal().call(self.aio.create_bucket(bucket))
 
     def initiate_multipart(self, bucket: str, name: str, *,
-                           content_type: str = "application/octet-stream") -> str:
+                           content_type: str = "application/octet-stream",
+                           metadata: dict[str, str] | None = None) -> str:
         """Start an XML multipart upload; nothing is visible until completion.
 
         Args:
             bucket: bucket name.
             name: object name.
             content_type: Content-Type of the final object.
+            metadata: custom metadata of the final object (``x-goog-meta-*``).
 
         Returns:
             The upload id.
@@ -405,7 +407,8 @@ class Client:
                 multipart upload).
         """
         return get_portal().call(self.aio.initiate_multipart(bucket, name,
-                                                             content_type=content_type))
+                                                             content_type=content_type,
+                                                             metadata=metadata))
 
     def upload_part(self, bucket: str, name: str, upload_id: str, part_number: int,
                     data: bytes | bytearray | memoryview,

@@ -774,9 +774,10 @@ class _ReorderingStore(LocalStore):
 
     def start_upload(self, bucket: str, name: str, *,
                      content_type: str = "application/octet-stream",
-                     part_size: int = 8 * MiB) -> LocalUpload:
+                     part_size: int = 8 * MiB,
+                     metadata: dict[str, str] | None = None) -> LocalUpload:
         upload = super().start_upload(bucket, name, content_type=content_type,
-                                      part_size=part_size)
+                                      part_size=part_size, metadata=metadata)
         put = upload.put
 
         async def late_put(number: int, data: memoryview, checksum: int | None = None) -> None:
