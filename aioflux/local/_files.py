@@ -7,13 +7,16 @@ Every function here runs in a worker thread and raises ``OSError`` or a
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
+import fcntl
 import os
 import stat as stat_mod
 import struct
 import time
 import uuid
+from collections.abc import Iterator
 
 from .._core.crc import Crc32c, crc32c, encode_crc32c
 from .._core.errors import (
@@ -65,6 +68,8 @@ _SHAPE_ERRNOS = (errno.ENOTDIR, errno.EISDIR, errno.EEXIST)
 _WRITE_OPS = ("write", "copy")
 # Directories a concurrent delete may remove under a new write (see open_temp).
 _MKDIR_ATTEMPTS = 5
+# Longest file name (bytes) on ext4, XFS, NFS and Lustre.
+_NAME_MAX = 255
 
 
 def path_of(bucket: str, name: str) -> str:
@@ -119,6 +124,41 @@ def _not_a_file(op: str, bucket: str, name: str) -> NotFound:
                     operation=op, bucket=bucket, name=name)
 
 
+def _open_file(op: str, bucket: str, name: str) -> tuple[int, os.stat_result]:
+    """Open a regular file for reading: ``(fd, its stat)``.
+
+    Opened non-blocking: opening a named pipe for reading otherwise waits
+    for a writer, forever, holding a worker thread that cannot be
+    cancelled. Blocking reads are restored once it is known to be a file.
+    """
+    fd = os.open(path_of(bucket, name), os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode):
+            raise _not_a_file(op, bucket, name)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def _check_unchanged(fd: int, st: os.stat_result, op: str, bucket: str, name: str) -> None:
+    """Raise if the file was written in place while it was read (a rename
+    over its name does not matter: the descriptor keeps the old content).
+
+    A whole read of a file aioflux wrote is also checked against its crc32c;
+    this catches a rewrite of any file, and of a range, by its new size or
+    modification time.
+    """
+    now = os.fstat(fd)
+    if (now.st_size, now.st_mtime_ns) != (st.st_size, st.st_mtime_ns):
+        raise ChecksumMismatch(f"{describe(op, bucket, name, 'file')} failed: the file was "
+                               f"modified while it was read (size {st.st_size} -> "
+                               f"{now.st_size}, mtime {st.st_mtime_ns} -> {now.st_mtime_ns})",
+                               operation=op, bucket=bucket, name=name)
+
+
 def file_info(bucket: str, name: str) -> ObjectInfo:
     """ObjectInfo of one file (``NotFound`` for a directory)."""
     path = path_of(bucket, name)
@@ -144,6 +184,18 @@ def _entries(directory: str) -> list[os.DirEntry[str]]:
         return []  # removed while listing
 
 
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    """Whether a directory entry is a file or a link to one. A link that
+    never resolves (one to itself, or a cycle of them) is no file, as a
+    dangling one is not: it must not fail the listing of every other file."""
+    try:
+        return entry.is_file()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return False
+        raise
+
+
 def _holds_object(directory: str, rel: str, start_offset: str | None,
                   end_offset: str | None) -> bool:
     """Whether any listable file lies below ``directory`` (stops at the first)."""
@@ -154,7 +206,7 @@ def _holds_object(directory: str, rel: str, start_offset: str | None,
             name = f"{rel}/{entry.name}"
             if entry.is_dir(follow_symlinks=False):
                 stack.append((entry.path, name))
-            elif (entry.is_file() and TEMP_MARK not in entry.name
+            elif (_is_file(entry) and TEMP_MARK not in entry.name
                   and _in_range(name, start_offset, end_offset)):
                 return True
     return False
@@ -191,7 +243,7 @@ def scan(bucket: str, prefix: str, delimiter: str | None, start_offset: str | No
                         prefixes.add(name + "/")
                 elif name.startswith(prefix) or prefix.startswith(name + "/"):
                     stack.append(name)
-            elif (entry.is_file() and name.startswith(prefix) and TEMP_MARK not in entry.name
+            elif (_is_file(entry) and name.startswith(prefix) and TEMP_MARK not in entry.name
                   and _in_range(name, start_offset, end_offset)):
                 files.append((name, entry.path))
     files.sort()
@@ -229,11 +281,8 @@ def read_file(bucket: str, name: str, start: int, end: int | None, into: memoryv
     where = describe("read", bucket, name, "file")
     # One descriptor for the whole read: a concurrent rename replaces the
     # name, not the content this read sees.
-    fd = os.open(path_of(bucket, name), os.O_RDONLY | _CLOEXEC)
+    fd, st = _open_file("read", bucket, name)
     try:
-        st = os.fstat(fd)
-        if not stat_mod.S_ISREG(st.st_mode):
-            raise _not_a_file("read", bucket, name)
         if generation is not None and st.st_mtime_ns != generation:
             raise NotFound(f"{where} failed: generation {generation} is gone (now "
                            f"{st.st_mtime_ns})", operation="read", bucket=bucket, name=name)
@@ -261,6 +310,7 @@ def read_file(bucket: str, name: str, start: int, end: int | None, into: memoryv
                                        f"of {stop} bytes (truncated while reading)",
                                        operation="read", bucket=bucket, name=name)
             done += got
+        _check_unchanged(fd, st, "read", bucket, name)
         whole = start == 0 and stop == st.st_size
         known = crc if crc is not None else _recorded_crc(fd, st)
         check = verify and whole and known is not None
@@ -289,7 +339,11 @@ def open_temp(bucket: str, name: str) -> tuple[str, int]:
         # make a new directory at the root of the filesystem.
         raise NotFound(f"{describe('write', bucket, name, 'file')} failed: no directory "
                        f"/{bucket}", operation="write", bucket=bucket, name=name)
-    temp = f"{directory}/.{base}{TEMP_MARK}{uuid.uuid4().hex[:12]}"
+    # A file name may take all of the filesystem's 255 bytes; the
+    # temporary's copy of it is cut to leave room for the mark and the id
+    # (it then lists as an open upload of the cut name, which aborts it).
+    stem = base.encode()[:_NAME_MAX - len(TEMP_MARK) - 13].decode(errors="ignore")
+    temp = f"{directory}/.{stem}{TEMP_MARK}{uuid.uuid4().hex[:12]}"
     # Read-write: the bytes are read back and checked before publishing.
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | _CLOEXEC
     attempts = 1
@@ -310,7 +364,8 @@ def _make_directories(directory: str) -> None:
     that a delete later removes only directories aioflux made (never one
     the user made, empty or not)."""
     missing: list[str] = []
-    while not os.path.isdir(directory):
+    # Stops at "" too (whose mkdir fails): the bucket removed meanwhile.
+    while directory and not os.path.isdir(directory):
         missing.append(directory)
         directory = directory.rpartition("/")[0]
     for created in reversed(missing):
@@ -322,6 +377,10 @@ def _make_directories(directory: str) -> None:
             os.setxattr(created, _DIR_XATTR, b"1")
         except OSError:
             pass  # no user xattrs here: the directory simply stays after deletes
+        # The new directory's name is an entry of its parent: without this,
+        # a power loss may drop it, and with it a file published (and
+        # fsynced, directory and all) below it.
+        _fsync_directory(created.rpartition("/")[0] or "/")
 
 
 def _made_by_us(directory: str) -> bool:
@@ -370,13 +429,9 @@ def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: 
             f"{encode_crc32c(expected)}; nothing was published",
             operation=op, bucket=bucket, name=name)
     path = path_of(bucket, name)
-    st = _distinct_generation(fd, path)
-    try:
-        os.setxattr(fd, _XATTR, struct.pack(_XATTR_FORMAT, st.st_size, st.st_mtime_ns,
-                                             expected))
-    except OSError:
-        pass  # no user xattrs here (some tmpfs, old NFS): reads check the length only
-    os.fsync(fd)
+    st = os.fstat(fd)
+    _record_crc(fd, st, expected)
+    os.fsync(fd)  # outside the lock below, which other writers of the name wait for
     if if_generation_match == 0:
         try:
             os.link(temp, path)  # atomic "only if absent"
@@ -386,21 +441,29 @@ def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: 
                                      status=412) from None
         os.unlink(temp)
     else:
-        if if_generation_match is not None:
-            _check_generation(op, bucket, name, path, if_generation_match)
-        os.replace(temp, path)
+        with _changing(path):
+            if if_generation_match is not None:
+                _check_generation(op, bucket, name, path, if_generation_match)
+            st = _distinct_generation(fd, path, st, expected)
+            os.replace(temp, path)
     _fsync_directory(path.rpartition("/")[0])
     return _object(bucket, name, st, expected)
 
 
-def _distinct_generation(fd: int, path: str) -> os.stat_result:
+def _record_crc(fd: int, st: os.stat_result, crc: int) -> None:
+    try:
+        os.setxattr(fd, _XATTR, struct.pack(_XATTR_FORMAT, st.st_size, st.st_mtime_ns, crc))
+    except OSError:
+        pass  # no user xattrs here (some tmpfs, old NFS): reads check the length only
+
+
+def _distinct_generation(fd: int, path: str, st: os.stat_result, crc: int) -> os.stat_result:
     """Make the new file's mtime (its generation) later than the current one's.
 
     File times come from a clock that advances in ticks of a few ms on many
     kernels and filesystems: two writes in one tick would get one generation,
     and a precondition could not tell them apart.
     """
-    st = os.fstat(fd)
     try:
         current = os.stat(path).st_mtime_ns
     except OSError:
@@ -408,7 +471,64 @@ def _distinct_generation(fd: int, path: str) -> os.stat_result:
     if st.st_mtime_ns <= current:
         os.utime(fd, ns=(st.st_atime_ns, current + 1))
         st = os.fstat(fd)
+        _record_crc(fd, st, crc)  # the record names the modification time
+        os.fsync(fd)
     return st
+
+
+@contextlib.contextmanager
+def _changing(path: str) -> Iterator[None]:
+    """Hold an ``flock`` on the file at ``path`` (if there is one) while it
+    is replaced or removed.
+
+    Every aioflux write and delete of an existing file takes it, so the
+    check of a generation precondition and the rename or unlink that
+    follows are one step for every aioflux process on the machine: two
+    writers with ``if_generation_match`` of the same generation cannot both
+    succeed. A taker checks that the file it locked is still the one at the
+    path (a writer it waited for may have replaced it), as the disk cache's
+    lock files do. Where the filesystem offers no locks (``ENOLCK`` on an
+    NFS mount without a lock manager) the two steps stay apart.
+    """
+    fd = _lock_current(path)
+    try:
+        yield
+    finally:
+        if fd is not None:
+            _unlock(fd)
+
+
+def _lock_current(path: str) -> int | None:
+    while True:
+        try:
+            # Read-write and non-blocking: NFS turns flock into a POSIX
+            # write lock, which needs a descriptor open for writing, and a
+            # named pipe must not make the open wait.
+            fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | _CLOEXEC)
+        except OSError:
+            return None  # none, or none to lock (a directory): the change itself says
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            os.close(fd)
+            return None
+        try:
+            here = os.stat(path)
+        except OSError:
+            here = None
+        mine = os.fstat(fd)
+        if here is not None and (here.st_ino, here.st_dev) == (mine.st_ino, mine.st_dev):
+            return fd
+        _unlock(fd)  # replaced or removed while we waited: lock what is there now
+
+
+def _unlock(fd: int) -> None:
+    # LOCK_UN before close: a child forked meanwhile holds a copy of the
+    # descriptor, and closing ours alone would leave the lock held.
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _check_generation(op: str, bucket: str, name: str, path: str, wanted: int) -> None:
@@ -452,11 +572,8 @@ def finish_temp(temp: str, bucket: str, name: str, tail: memoryview | None, offs
 def copy_file(bucket: str, name: str, dest_bucket: str, dest_name: str) -> ObjectInfo:
     """Copy a file (published like a write), checked against the source's
     recorded crc32c when it has one."""
-    source = os.open(path_of(bucket, name), os.O_RDONLY | _CLOEXEC)
+    source, st = _open_file("copy", bucket, name)
     try:
-        st = os.fstat(source)
-        if not stat_mod.S_ISREG(st.st_mode):
-            raise _not_a_file("copy", bucket, name)
         temp, fd = open_temp(dest_bucket, dest_name)
         try:
             check = Crc32c()
@@ -470,6 +587,7 @@ def copy_file(bucket: str, name: str, dest_bucket: str, dest_name: str) -> Objec
                 check.update(piece)
                 _pwrite_all(fd, piece, offset)
                 offset += got
+            _check_unchanged(source, st, "copy", bucket, name)
             recorded = _recorded_crc(source, st)
             if recorded is not None and (offset != st.st_size or check.value != recorded):
                 raise ChecksumMismatch(
@@ -493,15 +611,17 @@ def delete_file(bucket: str, name: str, generation: int | None,
     directory too (``aioflux rm link``, as rm does).
     """
     path = path_of(bucket, name)
-    st = os.stat(path)
-    if not (stat_mod.S_ISREG(st.st_mode) or os.path.islink(path)):
-        raise _not_a_file("delete", bucket, name)
-    if generation is not None and st.st_mtime_ns != generation:
-        raise NotFound(f"{describe('delete', bucket, name, 'file')} failed: generation "
-                       f"{generation} is gone", operation="delete", bucket=bucket, name=name)
-    if if_generation_match is not None:
-        _check_generation("delete", bucket, name, path, if_generation_match)
-    os.unlink(path)
+    with _changing(path):
+        st = os.stat(path)
+        if not (stat_mod.S_ISREG(st.st_mode) or os.path.islink(path)):
+            raise _not_a_file("delete", bucket, name)
+        if generation is not None and st.st_mtime_ns != generation:
+            raise NotFound(f"{describe('delete', bucket, name, 'file')} failed: generation "
+                           f"{generation} is gone", operation="delete", bucket=bucket,
+                           name=name)
+        if if_generation_match is not None:
+            _check_generation("delete", bucket, name, path, if_generation_match)
+        os.unlink(path)
     # Directories are not objects: drop the ones this delete emptied, if
     # aioflux made them (a directory the user made stays, even empty).
     stop = path_of(bucket, "")

@@ -8,9 +8,10 @@ new directory at the root); the directories below it are made as needed.
 - Writes are all-or-nothing: the bytes go to a temporary file in the same
   directory (``.<name>.aioflux-tmp-<id>``), are read back and checked
   against their crc32c, fsynced, and renamed over the target (the directory
-  is fsynced too). A failed or killed writer leaves only its temporary file,
-  which listings skip and ``aioflux clean`` removes (they are reported as
-  open uploads).
+  is fsynced too, and so is the parent of every directory the write made,
+  so a published file survives a power loss). A failed or killed writer
+  leaves only its temporary file, which listings skip and ``aioflux clean``
+  removes (they are reported as open uploads).
 - The crc32c of what aioflux wrote is kept in an extended attribute
   (``user.aioflux.crc32c``) with the size and modification time it belongs
   to, so reads of the whole file are checked as on GCS. A file written by
@@ -20,8 +21,12 @@ new directory at the root); the directories below it are made as needed.
   on every write, ``if_generation_match`` compares it (``0``: the file must
   not exist, enforced atomically with a hard link), and ``generation=`` on
   a read or delete pins it. A check against a nonzero generation and the
-  rename that follows are two steps: a concurrent writer of the same file
-  may slip between them (as with any POSIX filesystem).
+  rename or unlink that follows are made one step by an ``flock`` on the
+  file being replaced, which every aioflux write and delete takes (on a
+  filesystem without locks they stay two steps). A whole read is checked
+  against the recorded crc32c, and any read against the file's size and
+  modification time before and after: a file rewritten in place while it
+  is read is ``ChecksumMismatch``, never a mix of old and new bytes.
 - Listings are sorted by name and paginated like the object stores;
   directories are not objects. A write marks the directories it creates
   (``user.aioflux.dir``), and a delete removes those it leaves empty, so

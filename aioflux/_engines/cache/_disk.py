@@ -14,14 +14,15 @@ function for what it lacks, so it serves every backend. A lookup:
    the crc32c check on read catches an entry a power loss left torn.
 
 The cache is an accelerator: a cache directory that cannot be read or
-written mid-run (disk full, EIO) costs a fetch and is counted in
-``stats.errors``, it never fails the read.
+written mid-run (disk full, EIO), or made on a full disk, costs a fetch and
+is counted in ``stats.errors``, it never fails the read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
 import hashlib
 import os
 import threading
@@ -57,6 +58,9 @@ DEFAULT_WAIT_LIMIT = 600.0
 _IO_THREADS = 16
 # Entries read by one thread call (a batch's hits spread over the pool).
 _READ_CHUNK = 8
+
+# Errors of a full disk or quota: the cache degrades to reading around itself.
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 _pool_lock = threading.Lock()
 _pool_of: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
@@ -230,8 +234,11 @@ class DiskCache:
             self.layout.make(self.limit)
             _files.sweep_temps(self.layout)  # left by writers killed earlier
         except OSError as exc:
-            raise InvalidArgument(f"cache {self.directory}: cannot be used: "
-                                  f"{exc.strerror or exc}") from exc
+            if exc.errno not in _NO_SPACE:
+                raise InvalidArgument(f"cache {self.directory}: cannot be used: "
+                                      f"{exc.strerror or exc}") from exc
+            # A full disk is no mistake in the settings, and may pass: the
+            # lookups read around what could not be made (stats.errors).
         self._opened_in = os.getpid()
 
     async def get(self, obj: ObjectInfo, fetch: Fetch) -> Data:

@@ -117,7 +117,13 @@ class Layout:
         self.refuse_foreign()
         # The marker before the subdirectories: another process opening the
         # same new directory meanwhile must never see them without it.
-        self._record(limit)
+        try:
+            self._record(limit)
+        except OSError:
+            if not os.path.exists(self.marker):
+                raise
+            # A cache already (a full disk, a directory shared read-only):
+            # the recorded limit only informs ``aioflux cache info``.
         for sub in ("entries", "locks", "tmp"):
             os.makedirs(os.path.join(self.root, sub), exist_ok=True)
 
@@ -157,9 +163,13 @@ class Layout:
         except (OSError, ValueError):
             pass
         temp = f"{self.marker}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
-        with open(temp, "w", encoding="utf-8") as f:
-            json.dump(want, f)
-        os.replace(temp, self.marker)
+        try:
+            with open(temp, "w", encoding="utf-8") as f:
+                json.dump(want, f)
+            os.replace(temp, self.marker)
+        except BaseException:
+            _unlink_quietly(temp)
+            raise
 
     def recorded_limit(self) -> int | None:
         """The limit the last process that opened the cache recorded."""

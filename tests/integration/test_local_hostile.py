@@ -1,0 +1,283 @@
+"""The local backend in a hostile environment: racing writers in several
+processes, files rewritten in place while read, named pipes and symbolic
+link loops where files are expected, names as long as the filesystem
+allows, and new directories that must survive a power loss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from aioflux import ChecksumMismatch, ClientConfig, NotFound, PreconditionFailed
+from aioflux._core.urls import parse_url
+from aioflux.local import LocalStore, _files
+
+KiB = 1024
+MiB = 1024 * KiB
+
+
+class Space:
+    """A LocalStore over ``root`` (object ``n(x)`` is the file ``root/x``)."""
+
+    def __init__(self, root: Path) -> None:
+        root.mkdir()
+        self.root = root
+        self.bucket, self.prefix = parse_url(str(root) + "/")
+        self.store = LocalStore(ClientConfig(max_concurrency=16))
+
+    def n(self, name: str) -> str:
+        return self.prefix + name
+
+
+@pytest.fixture
+async def space(tmp_path: Path) -> AsyncIterator[Space]:
+    local = Space(tmp_path / "objects")
+    async with local.store:
+        yield local
+
+
+# -- generation preconditions across writers ----------------------------------------
+
+
+async def test_two_writers_of_one_generation_cannot_both_win(
+        space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both check the generation before either renames (the check is slowed
+    # down to make that certain): exactly one may publish.
+    store, bucket, name = space.store, space.bucket, space.n("manifest.json")
+    base = await store.write(bucket, name, b"v0")
+    check = _files._check_generation
+
+    def slow_check(*args: object) -> None:
+        check(*args)  # type: ignore[arg-type]
+        time.sleep(0.2)
+
+    monkeypatch.setattr(_files, "_check_generation", slow_check)
+    results = await asyncio.gather(
+        store.write(bucket, name, b"from a", if_generation_match=base.generation),
+        store.write(bucket, name, b"from b", if_generation_match=base.generation),
+        return_exceptions=True)
+    won = [r for r in results if not isinstance(r, BaseException)]
+    lost = [r for r in results if isinstance(r, BaseException)]
+    assert len(won) == 1 and len(lost) == 1, results
+    assert isinstance(lost[0], PreconditionFailed)
+    assert (space.root / "manifest.json").read_bytes() == (b"from a" if results[0] is won[0]
+                                                         else b"from b")
+    assert sorted(os.listdir(space.root)) == ["manifest.json"]  # no temporary left
+
+
+async def test_a_conditional_delete_and_a_write_of_its_generation(
+        space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, bucket, name = space.store, space.bucket, space.n("lease")
+    base = await store.write(bucket, name, b"held")
+    check = _files._check_generation
+
+    def slow_check(*args: object) -> None:
+        check(*args)  # type: ignore[arg-type]
+        time.sleep(0.2)
+
+    monkeypatch.setattr(_files, "_check_generation", slow_check)
+    results = await asyncio.gather(
+        store.delete(bucket, name, if_generation_match=base.generation),
+        store.write(bucket, name, b"renewed", if_generation_match=base.generation),
+        return_exceptions=True)
+    failed = [r for r in results if isinstance(r, BaseException)]
+    assert len(failed) == 1 and isinstance(failed[0], PreconditionFailed), results
+    if results[0] is None:  # the delete won: the write saw no file
+        assert not (space.root / "lease").exists()
+    else:
+        assert (space.root / "lease").read_bytes() == b"renewed"
+
+
+COUNTER = textwrap.dedent("""
+    import asyncio, sys
+    from aioflux import NotFound, PreconditionFailed
+    from aioflux.local import LocalStore
+
+    bucket, name, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+    async def main():
+        store, won = LocalStore(), 0
+        for _ in range(rounds):
+            try:
+                info = await store.stat(bucket, name)
+                value = int(await store.read(bucket, name, generation=info.generation))
+                await store.write(bucket, name, str(value + 1).encode(),
+                                  if_generation_match=info.generation)
+                won += 1
+            except (PreconditionFailed, NotFound):
+                pass
+        print(won)
+
+    asyncio.run(main())
+""")
+
+
+def test_compare_and_swap_across_processes_loses_no_update(tmp_path: Path) -> None:
+    # Processes increment one counter by read + conditional write: every
+    # write that succeeded must be in the final value.
+    space = Space(tmp_path / "objects")
+    (space.root / "counter").write_bytes(b"0")
+    procs = [subprocess.Popen([sys.executable, "-c", COUNTER, space.bucket, space.n("counter"),
+                               "150"], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    won = sum(int(p.communicate(timeout=100)[0]) for p in procs)
+    assert all(p.returncode == 0 for p in procs)
+    assert won > 0
+    assert int((space.root / "counter").read_bytes()) == won
+
+
+def test_a_lock_held_by_a_forked_child_is_released(tmp_path: Path) -> None:
+    # A child forked while a write holds its lock keeps a copy of the
+    # descriptor: the lock must still be released when the write is done.
+    space = Space(tmp_path / "objects")
+    (space.root / "f").write_bytes(b"0")
+    path = str(space.root / "f")
+    with _files._changing(path):
+        pid = os.fork()
+        if pid == 0:  # the child sleeps holding the inherited descriptor
+            time.sleep(3)
+            os._exit(0)
+    try:
+        started = time.monotonic()
+        with _files._changing(path):
+            pass
+        assert time.monotonic() - started < 1.0
+    finally:
+        os.waitpid(pid, 0)
+
+
+# -- reads of files that change or are not files -------------------------------------
+
+
+async def test_a_file_rewritten_in_place_while_read_is_an_error(
+        space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A file written by another tool (no crc32c recorded), rewritten in
+    # place (same size, np.save / shell redirection) during the read.
+    path = space.root / "shard.bin"
+    path.write_bytes(b"A" * (20 * MiB))
+    preadv = os.preadv
+    calls = 0
+
+    def rewrite_after_the_first_block(fd: int, buffers: list[memoryview], offset: int) -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            with open(path, "r+b") as f:
+                f.write(b"B" * (20 * MiB))
+        return preadv(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", rewrite_after_the_first_block)
+    with pytest.raises(ChecksumMismatch, match="modified while it was read") as info:
+        await space.store.read(space.bucket, space.n("shard.bin"))
+    assert (info.value.operation, info.value.name) == ("read", space.n("shard.bin"))
+    monkeypatch.undo()
+    assert await space.store.read(space.bucket, space.n("shard.bin")) == b"B" * (20 * MiB)
+
+
+async def test_a_file_rewritten_in_place_while_copied_is_an_error(
+        space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = space.root / "src"
+    path.write_bytes(b"A" * (20 * MiB))
+    preadv = os.preadv
+    calls = 0
+
+    def rewrite_after_the_first_block(fd: int, buffers: list[bytearray], offset: int) -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            with open(path, "r+b") as f:
+                f.write(b"B" * (20 * MiB))
+        return preadv(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", rewrite_after_the_first_block)
+    with pytest.raises(ChecksumMismatch, match="modified while it was read"):
+        await space.store.copy(space.bucket, space.n("src"), space.bucket, space.n("dst"))
+    assert sorted(os.listdir(space.root)) == ["src"]  # nothing published, no temporary
+
+
+async def test_a_named_pipe_is_not_a_file_and_does_not_hang(space: Space) -> None:
+    os.mkfifo(space.root / "pipe")
+    store, bucket, name = space.store, space.bucket, space.n("pipe")
+    with pytest.raises(NotFound, match="not a file"):
+        await asyncio.wait_for(store.read(bucket, name), 10)
+    with pytest.raises(NotFound, match="not a file"):
+        await asyncio.wait_for(store.copy(bucket, name, bucket, space.n("copy")), 10)
+    assert not await store.exists(bucket, name)
+
+
+async def test_a_write_over_a_named_pipe_does_not_hang(space: Space) -> None:
+    os.mkfifo(space.root / "pipe")
+    info = await asyncio.wait_for(space.store.write(space.bucket, space.n("pipe"), b"x"), 10)
+    assert info.size == 1
+    assert (space.root / "pipe").read_bytes() == b"x"
+
+
+# -- listings ---------------------------------------------------------------------
+
+
+async def test_a_symbolic_link_loop_does_not_fail_the_listing(space: Space) -> None:
+    await space.store.write(space.bucket, space.n("d/a"), b"a")
+    os.symlink(space.root / "d" / "self", space.root / "d" / "self")
+    os.symlink(space.root / "d" / "ping", space.root / "d" / "pong")
+    os.symlink(space.root / "d" / "pong", space.root / "d" / "ping")
+    names = [o.name async for o in space.store.list_objects(space.bucket, space.n(""))]
+    assert names == [space.n("d/a")]
+    pages = [p async for p in space.store.list(space.bucket, space.n(""), delimiter="/")]
+    assert pages[0].prefixes == [space.n("d/")]
+
+
+# -- names ----------------------------------------------------------------------------
+
+
+async def test_a_name_as_long_as_the_filesystem_allows_can_be_written(space: Space) -> None:
+    # 250 bytes is a legal file name; its temporary (mark + id) would not be.
+    for base in ("x" * 250, "é" * 127):
+        name = space.n(f"long/{base}")
+        await space.store.write(space.bucket, name, b"payload")
+        assert await space.store.read(space.bucket, name) == b"payload"
+    assert sorted(os.listdir(space.root / "long")) == sorted(["x" * 250, "é" * 127])
+
+
+async def test_the_temporary_of_a_long_name_is_listed_and_aborted(space: Space) -> None:
+    name = space.n("y" * 250)
+    upload = space.store.start_upload(space.bucket, name)
+    await upload.put(1, memoryview(b"part"))
+    [pending] = await space.store.list_multipart_uploads(space.bucket, space.n(""))
+    await space.store.abort_multipart(space.bucket, pending.name, pending.upload_id)
+    assert os.listdir(space.root) == []
+    await upload.abort()
+
+
+# -- durability -----------------------------------------------------------------------
+
+
+async def test_new_directories_are_fsynced_into_their_parents(
+        space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A checkpoint goes into a new step directory: its entry in the run
+    # directory must be durable before the write returns, or a power loss
+    # can drop the whole step after retention deleted the previous one.
+    synced: list[str] = []
+    fsync_directory = _files._fsync_directory
+    lock = threading.Lock()
+
+    def spy(directory: str) -> None:
+        with lock:
+            synced.append(directory)
+        fsync_directory(directory)
+
+    monkeypatch.setattr(_files, "_fsync_directory", spy)
+    await space.store.write(space.bucket, space.n("run1/step-1/state.pt"), b"weights")
+    root = str(space.root)
+    assert root in synced  # holds run1
+    assert f"{root}/run1" in synced  # holds step-1
+    assert f"{root}/run1/step-1" in synced  # holds state.pt
+    assert synced.index(root) < synced.index(f"{root}/run1/step-1")
