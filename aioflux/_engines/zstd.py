@@ -23,6 +23,7 @@ truncated stream's first part as if it were all of it.
 from __future__ import annotations
 
 import io
+import tempfile
 from typing import IO, Any, cast
 
 from .._core.errors import ChecksumMismatch, InvalidArgument
@@ -34,12 +35,15 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("zstd compression needs the zstandard package: "
                       "pip install 'aioflux-storage[zstd]'") from exc
 
-__all__ = ["DEFAULT_LEVEL", "ZstdWriter", "compress_writer", "decompress_all", "decompress_reader"]
+__all__ = ["DEFAULT_LEVEL", "IN_MEMORY", "ZstdWriter", "compress_writer", "decompress_reader",
+           "decompress_seekable"]
 
 DEFAULT_LEVEL = 1
 # Compressed bytes asked of the source per read when decompressing a whole
 # stream (the object reader's read-ahead is in the same range).
 _WHOLE_READ = 8 << 20
+#: A whole stream decompressed beyond this many bytes goes to a temporary file.
+IN_MEMORY = 64 << 20
 
 
 class ZstdWriter(PublishOnExit, io.BufferedIOBase):
@@ -140,25 +144,33 @@ def decompress_reader(raw: Any) -> Any:
     return _Decompressed(raw)
 
 
-def decompress_all(raw: Any) -> io.BytesIO:
-    """Decompress a whole stream into memory (``torch.load`` needs to seek).
+def decompress_seekable(raw: Any) -> IO[bytes]:
+    """Decompress a whole stream into a seekable file (``torch.load`` seeks):
+    in memory up to :data:`IN_MEMORY` bytes, in a temporary file beyond,
+    so a compressed checkpoint is not held in memory a second time beside
+    the tensors loaded from it.
 
     Args:
         raw: compressed source.
 
     Returns:
-        A BytesIO at position 0.
+        A file at position 0; close it (a temporary file is then removed).
 
     Raises:
         ChecksumMismatch: the stream is corrupt or truncated (see
             :func:`decompress_reader`).
+        OSError: the temporary file could not be written (a full disk).
     """
-    out = io.BytesIO()
-    with _Decompressed(raw, read_size=_WHOLE_READ) as reader:
-        while chunk := reader.read(_WHOLE_READ):
-            out.write(chunk)
-    out.seek(0)
-    return out
+    out = tempfile.SpooledTemporaryFile(max_size=IN_MEMORY, prefix="aioflux-zstd-")
+    try:
+        with _Decompressed(raw, read_size=_WHOLE_READ) as reader:
+            while chunk := reader.read(_WHOLE_READ):
+                out.write(chunk)
+        out.seek(0)
+    except BaseException:
+        out.close()
+        raise
+    return cast(IO[bytes], out)
 
 
 class _Decompressed(io.RawIOBase):

@@ -154,8 +154,9 @@ class Checkpoint:
             url: an object URL (``gs://bucket/name``, ``file:///path``...) or path.
             map_location: as for ``torch.load``.
             weights_only: as for ``torch.load``.
-            compression: ``None`` or ``"zstd"`` (then decompressed in memory,
-                since ``torch.load`` needs to seek).
+            compression: ``None`` or ``"zstd"`` (then decompressed first,
+                since ``torch.load`` needs to seek: beyond 64 MiB into a
+                temporary file, not memory).
             info: the object's metadata if known.
 
         Returns:
@@ -166,10 +167,11 @@ class Checkpoint:
         """
         with self.reader(url, info=info) as reader:
             if compression == "zstd":
-                from .._engines.zstd import decompress_all
+                from .._engines.zstd import decompress_seekable
 
-                return torch.load(decompress_all(reader), map_location=map_location,
-                                  weights_only=weights_only)
+                with decompress_seekable(reader) as plain:
+                    return torch.load(plain, map_location=map_location,
+                                      weights_only=weights_only)
             return torch.load(reader, map_location=map_location,  # type: ignore[arg-type]
                               weights_only=weights_only)
 

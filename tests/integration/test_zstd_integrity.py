@@ -15,7 +15,8 @@ import aioflux
 from aioflux import ChecksumMismatch
 
 zstandard = pytest.importorskip("zstandard")
-from aioflux._engines.zstd import decompress_all, decompress_reader  # noqa: E402
+from aioflux._engines import zstd as zstd_engine  # noqa: E402
+from aioflux._engines.zstd import decompress_reader, decompress_seekable  # noqa: E402
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -66,7 +67,7 @@ def test_every_truncation_of_a_stream_is_refused() -> None:
             if cut == len(one):
                 continue  # a whole frame: a shorter stream, not a torn one
             with pytest.raises(ChecksumMismatch):
-                decompress_all(io.BytesIO(blob[:cut]))
+                decompress_seekable(io.BytesIO(blob[:cut]))
 
 
 def test_a_flipped_byte_is_an_error_where_the_store_has_no_crc(tmp_path: Path) -> None:
@@ -82,7 +83,7 @@ def test_a_flipped_byte_is_an_error_where_the_store_has_no_crc(tmp_path: Path) -
                          ids=["empty", "not-zstd", "cut-magic"])
 def test_what_is_no_zstd_stream_is_refused(stored: bytes) -> None:
     with pytest.raises(ChecksumMismatch, match="not a valid zstd stream"):
-        decompress_all(io.BytesIO(stored))
+        decompress_seekable(io.BytesIO(stored))
     with pytest.raises(ChecksumMismatch, match="not a valid zstd stream"):
         decompress_reader(io.BytesIO(stored)).read()
 
@@ -92,7 +93,8 @@ def test_concatenated_and_skippable_frames_are_read_whole() -> None:
     parts = [b"", b"a" * 300_000, os.urandom(70_000)]
     skippable = (0x184D2A57).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"xyz"
     blob = b"".join(skippable + compressor.compress(p) for p in parts)
-    assert decompress_all(io.BytesIO(blob)).getvalue() == b"".join(parts)
+    with decompress_seekable(io.BytesIO(blob)) as whole:
+        assert whole.read() == b"".join(parts)
     reader = decompress_reader(io.BytesIO(blob))
     pieces = []
     while piece := reader.read(4096):  # bounded reads, whatever the ratio
@@ -106,3 +108,22 @@ def test_an_empty_compressed_object_round_trips(tmp_path: Path) -> None:
     assert _write(tmp_path / "e.zst", b"")  # a frame even for no bytes
     with aioflux.open(tmp_path / "e.zst", compression="zstd") as f:
         assert f.read() == b""
+
+
+def test_a_large_stream_is_decompressed_to_a_temporary_file_not_memory(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # torch.load seeks, so a compressed checkpoint is decompressed first:
+    # beyond IN_MEMORY bytes into a file, or it would be held in memory
+    # twice (the bytes, then the tensors loaded from them).
+    monkeypatch.setattr(zstd_engine, "IN_MEMORY", 1 << 20)
+    plain = os.urandom(1 << 20) * 3
+    packed = zstandard.ZstdCompressor(write_checksum=True).compress(plain)
+    with decompress_seekable(io.BytesIO(packed)) as out:
+        assert out._rolled  # type: ignore[attr-defined]  # SpooledTemporaryFile's
+        assert out.read() == plain
+        out.seek(len(plain) - 5)
+        assert out.read() == plain[-5:]
+    tiny = zstandard.ZstdCompressor().compress(b"tiny")
+    with decompress_seekable(io.BytesIO(tiny)) as small:
+        assert not small._rolled  # type: ignore[attr-defined]
+        assert small.read() == b"tiny"
