@@ -30,6 +30,7 @@ from .._core.errors import (
     StorageError,
     describe,
 )
+from .._core.locks import held_at, unlock
 from .._core.store import Fetched
 from .._core.types import MultipartUploadInfo, ObjectInfo
 
@@ -495,7 +496,7 @@ def _changing(path: str) -> Iterator[None]:
         yield
     finally:
         if fd is not None:
-            _unlock(fd)
+            unlock(fd)
 
 
 def _lock_current(path: str) -> int | None:
@@ -512,23 +513,9 @@ def _lock_current(path: str) -> int | None:
         except OSError:
             os.close(fd)
             return None
-        try:
-            here = os.stat(path)
-        except OSError:
-            here = None
-        mine = os.fstat(fd)
-        if here is not None and (here.st_ino, here.st_dev) == (mine.st_ino, mine.st_dev):
+        if held_at(path, fd):
             return fd
-        _unlock(fd)  # replaced or removed while we waited: lock what is there now
-
-
-def _unlock(fd: int) -> None:
-    # LOCK_UN before close: a child forked meanwhile holds a copy of the
-    # descriptor, and closing ours alone would leave the lock held.
-    try:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+        unlock(fd)  # replaced or removed while we waited: lock what is there now
 
 
 def _check_generation(op: str, bucket: str, name: str, path: str, wanted: int) -> None:

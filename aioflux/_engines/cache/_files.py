@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 from ..._core.crc import crc32c
 from ..._core.errors import InvalidArgument
+from ..._core.locks import held_at
+from ..._core.locks import unlock as release
 
 __all__ = [
     "CORRUPT",
@@ -197,12 +199,7 @@ def try_lock(path: str) -> int | None:
         except BaseException:
             os.close(fd)
             raise
-        try:
-            here = os.stat(path)
-        except FileNotFoundError:
-            here = None
-        mine = os.fstat(fd)
-        if here is not None and (here.st_ino, here.st_dev) == (mine.st_ino, mine.st_dev):
+        if held_at(path, fd):
             return fd
         # Its holder unlinked it between our open and our flock: the lock
         # now lives in a new file at the path.
@@ -210,20 +207,16 @@ def try_lock(path: str) -> int | None:
 
 
 def unlock(fd: int, path: str | None = None) -> None:
-    """Release a lock from :func:`try_lock`, unlinking ``path`` first if given.
-
-    ``LOCK_UN`` before ``close``: a child forked meanwhile holds a copy of
-    the descriptor, and closing ours alone would leave the lock held.
-    """
+    """Release a lock from :func:`try_lock` (see :func:`aioflux._core.locks.unlock`),
+    unlinking ``path`` first if given."""
     try:
         if path is not None:
             try:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
-        fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
-        os.close(fd)
+        release(fd)
 
 
 class _UsageLock:
