@@ -11,13 +11,21 @@ the sync writer's thread semaphore, and shares the loop-side upload session
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from .._core.crc import crc32c
 from .._core.errors import InvalidArgument
 from .._core.types import ObjectInfo
 from .writer import Bytes, WriterBase, byte_view
 
+if TYPE_CHECKING:
+    from .writer import _Session
+
 __all__ = ["AsyncObjectWriter"]
+
+# Aborts of abandoned writers, held until they finish (a task nobody
+# references may be collected before it runs).
+_ABANDONED: set[asyncio.Task[None]] = set()
 
 
 class AsyncObjectWriter(WriterBase):
@@ -43,6 +51,8 @@ class AsyncObjectWriter(WriterBase):
         self._buffer = bytearray()
         self._tasks: set[asyncio.Task[None]] = set()
         self._error: BaseException | None = None
+        # The loop of the first part: an abandoned writer aborts there.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def write(self, data: Bytes) -> int:
         """Append bytes; waits while ``max_in_flight`` parts are uploading.
@@ -79,6 +89,7 @@ class AsyncObjectWriter(WriterBase):
             # As in ObjectWriter: each part is checksummed once, in its buffer.
             checksum = crc32c(part)
             self._crc.append(checksum, self.part_size)
+            self._loop = self._loop or asyncio.get_running_loop()
             task = asyncio.ensure_future(
                 self._session.put(self._number, memoryview(part), checksum))
             self._number += 1
@@ -141,6 +152,20 @@ class AsyncObjectWriter(WriterBase):
         self._buffer = bytearray()
         await self._session.abort()
 
+    def __del__(self) -> None:
+        # Dropped unclosed after parts went up: the open multipart upload
+        # (stored, and billed, by the server) or temporary file would stay
+        # until `aioflux clean`. Abort it on the loop it ran on, if that
+        # still runs (ObjectWriter aborts when collected too).
+        loop = self.__dict__.get("_loop")
+        if self.__dict__.get("_done", True) or loop is None or loop.is_closed():
+            return
+        self._done = True
+        try:
+            loop.call_soon_threadsafe(_abort_abandoned, self._session)
+        except RuntimeError:
+            pass  # the loop closed meanwhile: `aioflux clean` finds the upload
+
     async def __aenter__(self) -> AsyncObjectWriter:
         return self
 
@@ -150,3 +175,15 @@ class AsyncObjectWriter(WriterBase):
         else:
             await self.abort()
 
+
+
+def _abort_abandoned(session: _Session) -> None:
+    task = asyncio.ensure_future(session.abort())
+    _ABANDONED.add(task)
+    task.add_done_callback(_forget)
+
+
+def _forget(task: asyncio.Task[None]) -> None:
+    _ABANDONED.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: a failed abort leaves what `clean` removes

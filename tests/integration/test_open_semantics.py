@@ -5,6 +5,7 @@ threads or tasks."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 import os
 import threading
@@ -179,3 +180,24 @@ def test_the_callers_buffer_may_change_after_write(tmp_path: Path) -> None:
         f.write(memoryview(buf)[:10])
         buf[:] = b"b" * 100_000
     assert path.read_bytes() == b"a" * 100_010
+
+
+async def test_an_async_writer_dropped_unclosed_aborts_its_upload(client: AsyncClient,
+                                                                  bucket: str) -> None:
+    # As ObjectWriter does when collected: no multipart upload stays open
+    # (stored and billed) until `aioflux clean`, and nothing is published.
+    part = 5 * 2**20
+    writer = AsyncObjectWriter(client, bucket, "dropped", options=WriterOptions(part_size=part))
+    await writer.write(os.urandom(2 * part + 1))  # two parts on their way
+    while not await client.list_multipart_uploads(bucket):
+        await asyncio.sleep(0.01)
+    while writer._tasks:  # the parts' callbacks hold the writer until they end
+        await asyncio.sleep(0.01)
+    del writer
+    gc.collect()
+    for _ in range(100):
+        if not await client.list_multipart_uploads(bucket):
+            break
+        await asyncio.sleep(0.02)
+    assert await client.list_multipart_uploads(bucket) == []
+    assert not await client.exists(bucket, "dropped")
