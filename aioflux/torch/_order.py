@@ -149,7 +149,7 @@ def fingerprint(objects: Sequence[ObjectInfo] | int) -> str:
     digest = hashlib.sha256()
     names = objects.names() if isinstance(objects, ObjectIndex) else (o.name for o in objects)
     for name in names:
-        digest.update(name.encode())
+        digest.update(name.encode("utf-8", "surrogatepass"))
         digest.update(b"\n")
     return f"{len(objects)}:{digest.hexdigest()[:16]}"
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._api.stores import new_store
 from .._core.config import ClientConfig, RetryPolicy
-from .._core.errors import BridgeError, InvalidArgument, NotFound
+from .._core.errors import BridgeError, InvalidArgument, InvalidURL, NotFound
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
@@ -170,6 +170,8 @@ class DatasetSource:
             raise NotFound(f"list {where}: no objects in that folder "
                            f"(a dataset URL names a folder, not a name prefix)",
                            operation="list", bucket=parsed.bucket, name=folder)
+        if parsed.scheme == "file":
+            _refuse_unreadable_names(found)
         return found
 
     def stat_all(self, urls: Sequence[str]) -> list[ObjectInfo]:
@@ -297,6 +299,19 @@ def build_source(op: str, objects: object, transform: Transform[Any] | None,
                            list_retry=list_retry, download_retry=download_retry,
                            download_options=options, cache=cache)
     return source, transform or data_format_fn
+
+
+def _refuse_unreadable_names(objects: Sequence[ObjectInfo]) -> None:
+    """Refuse a listed file whose name is not UTF-8 (``os.fsdecode`` escapes
+    its bytes): object names are UTF-8, so no read could name it, and an
+    epoch would fail at that sample; better at the listing, naming it."""
+    for obj in objects:
+        try:
+            obj.name.encode()
+        except UnicodeEncodeError:
+            raise InvalidURL(f"list {obj.url!r}: the file name is not valid UTF-8, and "
+                             "object names are; rename the file or move it out of the "
+                             "dataset's folder") from None
 
 
 def check_objects(op: str, source: DatasetSource, objects: list[Any]) -> list[ObjectInfo]:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 import pickle
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch.utils.data
 
-from aioflux import AsyncClient, ClientConfig, InvalidArgument, NotFound
+from aioflux import AsyncClient, ClientConfig, InvalidArgument, InvalidURL, NotFound
 from aioflux._engines.clean import clean_bucket
 from aioflux._engines.compose import COMPOSED_PREFIX
 from aioflux.local import LocalStore
@@ -341,3 +342,16 @@ def test_from_prefix_of_an_empty_folder_says_so(where: Where, kind: str) -> None
         assert caught.value.bucket == where.bucket
         assert caught.value.name == where.base + want
     assert list(cls.from_prefix(where.url("train"), **where.kwargs)) == [b"x"]
+
+
+@pytest.mark.parametrize("cls", [MapDataset, IterableDataset])
+def test_a_file_name_that_is_not_utf8_is_named_at_the_listing(tmp_path: Path,
+                                                               cls: type[Any]) -> None:
+    # No read can name it (object names are UTF-8): an epoch would fail at
+    # that sample (IterableDataset failed at once with a raw UnicodeEncodeError).
+    (tmp_path / "ok.bin").write_bytes(b"x")
+    with open(os.fsencode(tmp_path) + b"/bad-\xff.bin", "wb") as f:
+        f.write(b"y")
+    with pytest.raises(InvalidURL, match="not valid UTF-8") as caught:
+        cls.from_prefix(str(tmp_path))
+    assert "bad-" in str(caught.value)
