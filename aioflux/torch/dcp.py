@@ -13,7 +13,9 @@ two (DCP writes a temporary name and renames it: on a store with
 compose a single-source compose plus a delete, else a copy plus a delete).
 Reads fetch exactly each plan item's
 byte range, several items ahead within a byte budget, instead of streaming
-whole files. DCP's zstd stream extension
+whole files; where a load's ranges cover a whole data file (a full load),
+their crc32c combine and must equal the file's, so no byte DCP loaded goes
+unchecked. DCP's zstd stream extension
 (``compression="zstd"`` or ``_extensions=[ZStandard()]``)
 is accepted on both sides.
 """
@@ -39,10 +41,12 @@ from torch.futures import Future as TorchFuture
 
 from .._api.stores import AnyClient, store_for_url
 from .._api.sync import Client
-from .._core.errors import InvalidArgument, InvalidURL
+from .._core.crc import crc32c_combine, encode_crc32c
+from .._core.errors import ChecksumMismatch, InvalidArgument, InvalidURL
 from .._core.options import WriterOptions
 from .._core.portal import get_portal
-from .._core.store import ObjectStore
+from .._core.store import Fetched, ObjectStore
+from .._core.types import ObjectInfo
 from .._core.urls import SCHEMES, StoreURL, format_url, parse_url
 from .._core.validate import check_instance, check_int
 from .._engines.reader import ObjectReader
@@ -343,19 +347,21 @@ class GcsStorageReader(FileSystemReader):
         self.items_ahead = max(items_ahead, 1)
         self.bytes_ahead = bytes_ahead
         self._queue: collections.deque[tuple[str, int, int]] = collections.deque()
-        self._inflight: dict[tuple[str, int, int], Future[bytes]] = {}
+        self._inflight: dict[tuple[str, int, int], Future[Fetched]] = {}
         self._handed: io.BytesIO | None = None
+        # Per data file read: its metadata, and the crc32c of each range.
+        self._ranges: dict[str, tuple[ObjectInfo, dict[tuple[int, int], int]]] = {}
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
         return GcsFileSystem.validate_checkpoint_id(checkpoint_id)
 
-    def _fetch(self, key: tuple[str, int, int]) -> Future[bytes]:
+    def _fetch(self, key: tuple[str, int, int]) -> Future[Fetched]:
         future = self._inflight.get(key)
         if future is None:
             store, (bucket, name) = self.fs.locate(key[0])  # type: ignore[attr-defined]
-            future = get_portal().submit(store.read(bucket, name, start=key[1],
-                                                    end=key[1] + key[2]))
+            future = get_portal().submit(store.fetch(bucket, name, start=key[1],
+                                                     end=key[1] + key[2], want_crc=True))
             self._inflight[key] = future
         return future
 
@@ -368,14 +374,40 @@ class GcsStorageReader(FileSystemReader):
             path = str(self.fs.concat_path(self.path, md.relative_path))
             per_file.setdefault(md.relative_path, []).append((path, md.offset, md.length))
         self._queue = collections.deque(k for keys in per_file.values() for k in keys)
+        self._ranges = {}
         try:
-            return super().read_data(plan, planner)
+            done = super().read_data(plan, planner)  # reads every item before it returns
+            self._check_whole_files()
+            return done
         finally:
             for future in self._inflight.values():
                 future.cancel()
             self._inflight.clear()
             self._queue.clear()
+            self._ranges = {}
             self._release()
+
+    def _check_whole_files(self) -> None:
+        """The crc32c of each data file whose ranges this load read tile it
+        whole, against the file's: ranged reads carry no checksum of their
+        own, while the store states each object's (``ChecksumMismatch`` if
+        the bytes DCP loaded, or a file replaced between ranges, differ)."""
+        for url, (info, ranges) in self._ranges.items():
+            if info.crc32c is None or len(ranges) < 2:
+                continue  # nothing to check against; one range is a whole read, checked
+            at, combined = 0, 0
+            for (offset, length), crc in sorted(ranges.items()):
+                if offset != at:
+                    break  # a partial load (resharding): its ranges leave gaps
+                combined = crc32c_combine(combined, crc, length) if at else crc
+                at += length
+            else:
+                if at == info.size and combined != info.crc32c:
+                    raise ChecksumMismatch(
+                        f"dcp.load {url} failed: the {len(ranges)} ranges read have crc32c "
+                        f"{encode_crc32c(combined)}, the file's is "
+                        f"{encode_crc32c(info.crc32c)}", operation="read",
+                        bucket=info.bucket, name=info.name)
 
     def _release(self) -> None:
         # DCP's loop still names the slice it loaded last while it asks for
@@ -404,7 +436,9 @@ class GcsStorageReader(FileSystemReader):
                     break  # in plan order: a large item is not overtaken by smaller ones
                 self._fetch(ahead)
                 held += ahead[2]
-        data = current.result()
+        fetched = current.result()
         self._inflight.pop(key, None)
-        self._handed = io.BytesIO(data)
+        assert fetched.data is not None and fetched.crc is not None
+        self._ranges.setdefault(file.url, (file.info, {}))[1][key[1:]] = fetched.crc
+        self._handed = io.BytesIO(fetched.data)
         return self._handed
