@@ -83,7 +83,7 @@ def _ints(values: Sequence[int | None]) -> array[int] | _BigInts:
         try:
             return array("q", [_NONE if v is None else v for v in values])
         except OverflowError:
-            pass
+            pass  # a value beyond 64 bits (an S3 ETag as a generation)
     return _BigInts(values)
 
 
