@@ -38,8 +38,8 @@ class Reads:
         self.delay = delay
         self._lock = threading.Lock()
 
-    def patch(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        real = LocalStore.read
+    def patch(self, monkeypatch: pytest.MonkeyPatch, method: str = "read") -> None:
+        real = getattr(LocalStore, method)
         reads = self
 
         async def read(store: LocalStore, bucket: str, name: str, **kw: Any) -> Any:
@@ -55,7 +55,7 @@ class Reads:
                 with reads._lock:
                     reads.inside -= 1
 
-        monkeypatch.setattr(LocalStore, "read", read)
+        monkeypatch.setattr(LocalStore, method, read)
 
 
 def write_files(root: Path, count: int, size: int) -> list[bytes]:
@@ -116,7 +116,7 @@ def test_dcp_reader_holds_at_most_bytes_ahead(tmp_path: Path, monkeypatch: pytes
     state = _state(10, 256 * KIB)  # 10 items of 1 MiB of float32
     dcp.save(state, storage_writer=GcsStorageWriter(root))
     reads = Reads()
-    reads.patch(monkeypatch)
+    reads.patch(monkeypatch, "fetch")  # the DCP reader's (it wants each range's crc32c)
     handed = 0
     most = 0
     real = GcsStorageReader._slice_file
