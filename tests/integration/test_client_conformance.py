@@ -208,6 +208,13 @@ async def test_read_starting_past_the_end(target: Target) -> None:
     empty = target.n("none")
     await store.write(bucket, empty, b"")
     assert await store.read(bucket, empty, start=0) == b""
+    assert await store.read(bucket, empty, start=0, end=10) == b""
+    # Past the end of an empty object too, though servers may answer it
+    # whole (200, no bytes) where they answer a non-empty one 416.
+    for kw in ({"start": 1}, {"start": 2, "end": 4}):
+        with pytest.raises(InvalidRequest) as info:
+            await store.read(bucket, empty, **kw)
+        assert (info.value.status, info.value.name) == (416, empty)
 
 
 async def test_fetch_checks_and_reports(target: Target) -> None:
