@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -158,24 +159,29 @@ def test_a_lock_held_by_a_forked_child_is_released(tmp_path: Path) -> None:
 # -- reads of files that change or are not files -------------------------------------
 
 
+def _rewritten_after_the_first_block(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rewrite ``path`` in place (same size) once the read of it is under way."""
+    preadv = os.preadv
+    calls = 0
+
+    def rewrite(fd: int, buffers: list[Any], offset: int) -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            with open(path, "r+b") as f:
+                f.write(b"B" * path.stat().st_size)
+        return preadv(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", rewrite)
+
+
 async def test_a_file_rewritten_in_place_while_read_is_an_error(
         space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
     # A file written by another tool (no crc32c recorded), rewritten in
     # place (same size, np.save / shell redirection) during the read.
     path = space.root / "shard.bin"
     path.write_bytes(b"A" * (20 * MiB))
-    preadv = os.preadv
-    calls = 0
-
-    def rewrite_after_the_first_block(fd: int, buffers: list[memoryview], offset: int) -> int:
-        nonlocal calls
-        calls += 1
-        if calls == 2:
-            with open(path, "r+b") as f:
-                f.write(b"B" * (20 * MiB))
-        return preadv(fd, buffers, offset)
-
-    monkeypatch.setattr(os, "preadv", rewrite_after_the_first_block)
+    _rewritten_after_the_first_block(path, monkeypatch)
     with pytest.raises(ChecksumMismatch, match="modified while it was read") as info:
         await space.store.read(space.bucket, space.n("shard.bin"))
     assert (info.value.operation, info.value.name) == ("read", space.n("shard.bin"))
@@ -187,18 +193,7 @@ async def test_a_file_rewritten_in_place_while_copied_is_an_error(
         space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
     path = space.root / "src"
     path.write_bytes(b"A" * (20 * MiB))
-    preadv = os.preadv
-    calls = 0
-
-    def rewrite_after_the_first_block(fd: int, buffers: list[bytearray], offset: int) -> int:
-        nonlocal calls
-        calls += 1
-        if calls == 2:
-            with open(path, "r+b") as f:
-                f.write(b"B" * (20 * MiB))
-        return preadv(fd, buffers, offset)
-
-    monkeypatch.setattr(os, "preadv", rewrite_after_the_first_block)
+    _rewritten_after_the_first_block(path, monkeypatch)
     with pytest.raises(ChecksumMismatch, match="modified while it was read"):
         await space.store.copy(space.bucket, space.n("src"), space.bucket, space.n("dst"))
     assert sorted(os.listdir(space.root)) == ["src"]  # nothing published, no temporary
