@@ -16,7 +16,7 @@ from typing import IO, Any
 from .._core.errors import InvalidArgument
 from .._core.options import ReaderOptions, WriterOptions
 from .._core.store import ObjectStore
-from .._core.validate import check_content_type, check_instance, check_metadata, check_str
+from .._core.validate import check_instance, check_metadata, check_str
 from .._engines.reader import ObjectReader
 from .._engines.writer import ObjectWriter
 from .stores import AnyClient, store_for_url
@@ -73,7 +73,7 @@ def open(
     check_str(op, "compression", compression, optional=True, choices=("zstd",))
     check_instance(op, "writer", writer, WriterOptions, optional=True)
     check_instance(op, "reader", reader, ReaderOptions, optional=True)
-    check_content_type(op, content_type)
+    check_str(op, "content_type", content_type)  # the writer checks what a header takes
     check_metadata(op, "metadata", metadata)
     raw: Any
     if mode in _WRITE_MODES:

@@ -393,8 +393,8 @@ class GcsStorageReader(FileSystemReader):
         own, while the store states each object's (``ChecksumMismatch`` if
         the bytes DCP loaded, or a file replaced between ranges, differ)."""
         for url, (info, ranges) in self._ranges.items():
-            if info.crc32c is None or len(ranges) < 2:
-                continue  # nothing to check against; one range is a whole read, checked
+            if info.crc32c is None:
+                continue  # nothing to check against
             at, combined = 0, 0
             for (offset, length), crc in sorted(ranges.items()):
                 if offset != at:

@@ -50,12 +50,8 @@ async def space(tmp_path: Path) -> AsyncIterator[Space]:
 # -- generation preconditions across writers ----------------------------------------
 
 
-async def test_two_writers_of_one_generation_cannot_both_win(
-        space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Both check the generation before either renames (the check is slowed
-    # down to make that certain): exactly one may publish.
-    store, bucket, name = space.store, space.bucket, space.n("manifest.json")
-    base = await store.write(bucket, name, b"v0")
+def _slow_generation_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each generation check lingers, so two changes both check before either acts."""
     check = _files._check_generation
 
     def slow_check(*args: object) -> None:
@@ -63,6 +59,15 @@ async def test_two_writers_of_one_generation_cannot_both_win(
         time.sleep(0.2)
 
     monkeypatch.setattr(_files, "_check_generation", slow_check)
+
+
+async def test_two_writers_of_one_generation_cannot_both_win(
+        space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both check the generation before either renames (the check is slowed
+    # down to make that certain): exactly one may publish.
+    store, bucket, name = space.store, space.bucket, space.n("manifest.json")
+    base = await store.write(bucket, name, b"v0")
+    _slow_generation_checks(monkeypatch)
     results = await asyncio.gather(
         store.write(bucket, name, b"from a", if_generation_match=base.generation),
         store.write(bucket, name, b"from b", if_generation_match=base.generation),
@@ -80,13 +85,7 @@ async def test_a_conditional_delete_and_a_write_of_its_generation(
         space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
     store, bucket, name = space.store, space.bucket, space.n("lease")
     base = await store.write(bucket, name, b"held")
-    check = _files._check_generation
-
-    def slow_check(*args: object) -> None:
-        check(*args)  # type: ignore[arg-type]
-        time.sleep(0.2)
-
-    monkeypatch.setattr(_files, "_check_generation", slow_check)
+    _slow_generation_checks(monkeypatch)
     results = await asyncio.gather(
         store.delete(bucket, name, if_generation_match=base.generation),
         store.write(bucket, name, b"renewed", if_generation_match=base.generation),
