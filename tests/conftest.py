@@ -19,6 +19,7 @@ import pytest
 
 from aioflux import AsyncClient, Client, ClientConfig, RetryPolicy
 from aioflux.testing import Emulator, Faults, fake_gcs_server, running_emulator
+from tests._hang_report import pytest_configure, pytest_runtest_call  # noqa: F401  (hooks)
 
 _counter = itertools.count()
 

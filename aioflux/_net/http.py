@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .heads import MalformedResponse, check_header, content_length, parse_head
-from .pace import Pace, SlowTransfer
+from .pace import Pace, SlowTransfer, timed_out_early
 
 __all__ = ["MAX_INTERIM_RESPONSES", "BodyTruncated", "MediaPool", "MediaResponse"]
 
@@ -251,7 +251,7 @@ class _Connection(asyncio.BufferedProtocol):
             self._fail(BodyTruncated(
                 f"{error} after {ex.got} of {ex.expected} body bytes",
                 MediaResponse(ex.status, ex.headers, ex.body, ex.got, ex.expected,
-                              isinstance(error, SlowTransfer))))
+                              isinstance(error, SlowTransfer) or timed_out_early(ex.got))))
         else:
             self._fail(error)
 

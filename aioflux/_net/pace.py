@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .._core.config import DEFAULT_READ_STALL_TIMEOUT
 
-__all__ = ["MIN_PROGRESS", "WINDOW", "Pace", "SlowTransfer"]
+__all__ = ["MIN_PROGRESS", "WINDOW", "Pace", "SlowTransfer", "timed_out_early"]
 
 #: the least a transfer moves in each window
 MIN_PROGRESS = 16 * 1024
@@ -64,3 +64,16 @@ class Pace:
     def due(self, now: float) -> float:
         """Seconds until the current window closes."""
         return max(0.0, self._start + self.window - now)
+
+
+def timed_out_early(moved: int) -> bool:
+    """Whether a body that went silent after ``moved`` bytes counts as a drip.
+
+    A few bytes then silence meet two timers: the silence timer, and the
+    pace window, which ends first or second by a hair. Both outcomes must
+    agree, or whether such an attempt counts against ``max_attempts`` (a
+    drip's bytes are no progress) would be a race: under
+    :data:`MIN_PROGRESS` it is a drip either way.
+    """
+    return moved < MIN_PROGRESS
+

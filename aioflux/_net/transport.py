@@ -38,7 +38,7 @@ from .failures import (
     raise_mapped,
 )
 from .http import BodyTruncated, MediaPool, MediaResponse
-from .pace import Pace, SlowTransfer
+from .pace import Pace, SlowTransfer, timed_out_early
 from .sessions import forbid_redirects, new_session, request_body
 
 __all__ = ["HttpBody", "HttpResponse", "MediaResponse", "Op", "Transport"]
@@ -572,11 +572,14 @@ class Transport:
                 # bytes are no progress.
                 return MediaResponse(resp.status, found, body, received, expected, slow=True)
             except (aiohttp.ClientPayloadError, aiohttp.ServerTimeoutError,
-                    asyncio.TimeoutError, aiohttp.ClientConnectionError):
+                    asyncio.TimeoutError, aiohttp.ClientConnectionError) as exc:
                 if not keep_partial or expected is None or received >= expected:
                     raise
                 # Cut mid-body: hand over what arrived so a read resumes
                 # from there; received < expected tells the handler.
+                return MediaResponse(resp.status, found, body, received, expected,
+                                     slow=isinstance(exc, asyncio.TimeoutError)
+                                     and timed_out_early(received))
             return MediaResponse(resp.status, found, body, received,
                                  expected if expected is not None else received)
 

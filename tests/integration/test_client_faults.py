@@ -15,6 +15,7 @@ from aioflux import (
     RetryPolicy,
     ServerError,
     Timeouts,
+    TransportError,
 )
 from aioflux._core.crc import crc32c
 from aioflux.testing import Emulator, Faults
@@ -92,13 +93,32 @@ async def test_read_stall_times_out_and_retries(faults: Emulator, bucket: str) -
         data = os.urandom(200_000)
         await client.write(bucket, "slow", data)
         faults.faults = Faults(p_stall=1.0, stall_seconds=1.0)
-        # Every body stalls midway: each attempt times out after the bytes
-        # it got, and the next resumes after them (those attempts make
-        # progress, so max_attempts=2 does not end the read).
-        assert await client.read(bucket, "slow") == data
-        assert client.transport.stats.retries >= 1
+        # Three bodies stall midway: each attempt times out after the bytes
+        # it got (100, 50, 25 KB: progress, so max_attempts=2 does not end
+        # the read) and the next resumes after them; the fourth is served.
+        read = asyncio.create_task(client.read(bucket, "slow"))
+        while faults.stats["stalls"] < 3:
+            await asyncio.sleep(0.005)
         faults.faults = Faults()
-        assert await client.read(bucket, "slow") == data
+        assert await read == data
+        assert client.transport.stats.retries == 3
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "aiohttp"])
+async def test_read_cut_after_a_few_bytes_is_no_progress(faults: Emulator, bucket: str,
+                                                         lean: bool) -> None:
+    # Every body stalls midway, and the halves left are under 16 KiB: those
+    # attempts count against max_attempts, whichever timer (the silence or
+    # the pace window) ends them, or a server that hands out a few bytes per
+    # connection would be read until the deadline.
+    config = ClientConfig(timeouts=Timeouts(read_stall=0.2), lean_reads=lean,
+                          retry=RetryPolicy(max_attempts=2, initial_delay=0, max_delay=0))
+    async with AsyncClient(config, endpoint=faults.endpoint) as client:
+        await client.write(bucket, "slow", os.urandom(20_000))
+        faults.faults = Faults(p_stall=1.0, stall_seconds=1.0)
+        with pytest.raises(TransportError, match="after 5000 of 10000 bytes") as info:
+            await client.read(bucket, "slow")
+    assert info.value.attempts == 2
 
 
 async def test_no_token_in_errors_or_repr(emulator: Emulator, bucket: str) -> None:
