@@ -5,27 +5,129 @@ upload, published only on a clean close), ``"rb"`` an
 :class:`~aioflux._engines.reader.ObjectReader` (parallel ranged read-ahead,
 seekable). With ``compression="zstd"`` the stream is (de)compressed with
 multithreaded zstandard on the way (the read side is then not seekable).
+The text modes ``"r"`` and ``"w"`` wrap that binary file in an
+:class:`io.TextIOWrapper`, as Python's ``open`` does, except that the
+encoding defaults to UTF-8, never the locale's: an object is read on other
+machines than the one that wrote it. A text write keeps the binary one's
+all-or-nothing rule (:class:`TextWriter`).
 The URL's scheme picks the store (``gs://``, ``file://`` or a path).
 """
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, Literal, overload
 
 from .._core.errors import InvalidArgument
 from .._core.options import ReaderOptions, WriterOptions
 from .._core.store import ObjectStore
 from .._core.validate import check_instance, check_metadata, check_str
 from .._engines.reader import ObjectReader
-from .._engines.writer import ObjectWriter
+from .._engines.writer import ObjectWriter, PublishOnExit
 from .stores import AnyClient, store_for_url
 from .sync import Client
 
-__all__ = ["open"]
+if TYPE_CHECKING:
+    from .._engines.zstd import ZstdWriter
 
-_WRITE_MODES = ("wb", "w+b", "bw")
-_READ_MODES = ("rb", "br", "r")
+__all__ = ["DEFAULT_ENCODING", "TextWriter", "open"]
+
+#: Encoding of the text modes when ``encoding`` is None (never the locale's).
+DEFAULT_ENCODING = "utf-8"
+
+_TEXT_READ_MODES = ("r", "rt", "tr")
+_TEXT_WRITE_MODES = ("w", "wt", "tw")
+_TEXT_MODES = _TEXT_READ_MODES + _TEXT_WRITE_MODES
+_WRITE_MODES = ("wb", "w+b", "bw", *_TEXT_WRITE_MODES)
+_READ_MODES = ("rb", "br", *_TEXT_READ_MODES)
+_NEWLINES = ("", "\n", "\r", "\r\n")
+
+_TextMode = Literal["r", "rt", "tr", "w", "wt", "tw"]
+_BinaryMode = Literal["rb", "br", "wb", "w+b", "bw"]
+
+
+class TextWriter(PublishOnExit, io.TextIOWrapper):
+    """Text file over a writer that publishes on ``close()`` (ObjectWriter,
+    ZstdWriter), with the writer's rules: io.TextIOWrapper's own
+    ``__exit__`` and finalizer call ``close()``, which would publish what
+    was written before an exception in the ``with`` body, or by a file
+    dropped unclosed; here both abort instead.
+
+    Args:
+        raw: the binary writer.
+        encoding: text encoding.
+        errors: encoding error handler (None: ``"strict"``).
+        newline: Python's ``newline`` of a written file.
+    """
+
+    def __init__(self, raw: ObjectWriter | ZstdWriter, *, encoding: str, errors: str | None,
+                 newline: str | None) -> None:
+        self._done = False
+        self._raw = raw
+        super().__init__(raw, encoding=encoding, errors=errors, newline=newline)
+
+    def close(self) -> None:
+        """Flush the text and publish the object (see ``ObjectWriter.close``)."""
+        self._done = True
+        super().close()
+
+    def abort(self) -> None:
+        """Discard everything written, buffered text too; nothing is published."""
+        self._done = True
+        self._raw.abort()
+
+
+@overload
+def open(
+    url: str | os.PathLike[str],
+    mode: _TextMode,
+    *,
+    client: AnyClient | None = None,
+    writer: WriterOptions | None = None,
+    reader: ReaderOptions | None = None,
+    compression: str | None = None,
+    content_type: str = "application/octet-stream",
+    metadata: dict[str, str] | None = None,
+    encoding: str | None = None,
+    errors: str | None = None,
+    newline: str | None = None,
+) -> IO[str]: ...
+
+
+@overload
+def open(
+    url: str | os.PathLike[str],
+    mode: _BinaryMode = "rb",
+    *,
+    client: AnyClient | None = None,
+    writer: WriterOptions | None = None,
+    reader: ReaderOptions | None = None,
+    compression: str | None = None,
+    content_type: str = "application/octet-stream",
+    metadata: dict[str, str] | None = None,
+    encoding: None = None,
+    errors: None = None,
+    newline: None = None,
+) -> IO[bytes]: ...
+
+
+@overload
+def open(  # a mode only known at run time
+    url: str | os.PathLike[str],
+    mode: str,
+    *,
+    client: AnyClient | None = None,
+    writer: WriterOptions | None = None,
+    reader: ReaderOptions | None = None,
+    compression: str | None = None,
+    content_type: str = "application/octet-stream",
+    metadata: dict[str, str] | None = None,
+    encoding: str | None = None,
+    errors: str | None = None,
+    newline: str | None = None,
+) -> IO[Any]: ...
 
 
 def open(
@@ -38,31 +140,47 @@ def open(
     compression: str | None = None,
     content_type: str = "application/octet-stream",
     metadata: dict[str, str] | None = None,
-) -> IO[bytes]:
-    """Open an object as a binary file.
+    encoding: str | None = None,
+    errors: str | None = None,
+    newline: str | None = None,
+) -> IO[Any]:
+    """Open an object as a binary or a text file.
 
     Args:
         url: ``gs://bucket/name``, ``s3://bucket/key``, ``file:///path`` or
             a path (``str`` or ``os.PathLike``).
-        mode: ``"rb"`` or ``"wb"``.
+        mode: ``"rb"`` or ``"wb"`` (binary); ``"r"`` or ``"w"`` (text, also
+            spelled ``"rt"`` / ``"wt"``).
         client: the client for ``gs://`` URLs (default: a process-wide one
             from the environment); files need none.
-        writer: part size and parts in flight of a ``"wb"`` file.
-        reader: block size and read-ahead of an ``"rb"`` file.
+        writer: part size and parts in flight of a written file.
+        reader: block size and read-ahead of a read file.
         compression: ``None`` or ``"zstd"`` (needs ``aioflux-storage[zstd]``).
         content_type: Content-Type of a written object.
         metadata: custom metadata of a written object (GCS and S3; files
             have none).
+        encoding: text modes only: the encoding, UTF-8 by default whatever
+            the locale (objects are shared across machines; pass
+            ``"locale"`` for Python's default). A written object is not
+            seekable, so, as on a pipe, Python's ``"utf-16"`` and
+            ``"utf-32"`` write no BOM: name the byte order (``"utf-16-le"``).
+        errors: text modes only: the (de|en)coding error handler, as for
+            Python's ``open`` (``"strict"`` by default, ``"replace"``, ...).
+        newline: text modes only: line-ending translation, as for Python's
+            ``open``.
 
     Returns:
-        A file object; use it as a context manager. For ``"wb"`` an exception
-        in the ``with`` body aborts the upload and publishes nothing.
+        A file object; use it as a context manager. For a write mode an
+        exception in the ``with`` body aborts the upload and publishes
+        nothing; closing publishes. A text mode returns an
+        :class:`io.TextIOWrapper` whose ``close()`` closes the object.
 
     Raises:
         InvalidURL: not an object URL.
-        InvalidArgument: unsupported mode or compression, or ``metadata``
-            for a read or for a file.
-        NotFound: ``"rb"`` of a missing object.
+        InvalidArgument: unsupported mode or compression, ``metadata`` for
+            a read or for a file, ``encoding`` / ``errors`` / ``newline``
+            with a binary mode, or an unknown encoding or error handler.
+        NotFound: a read of a missing object.
     """
     if isinstance(url, os.PathLike):
         url = os.fspath(url)
@@ -75,6 +193,9 @@ def open(
     check_instance(op, "reader", reader, ReaderOptions, optional=True)
     check_str(op, "content_type", content_type)  # the writer checks what a header takes
     check_metadata(op, "metadata", metadata)
+    _check_text_args(op, mode, encoding, errors, newline)
+    text = mode in _TEXT_MODES
+    encoding = encoding or DEFAULT_ENCODING
     raw: Any
     if mode in _WRITE_MODES:
         raw = ObjectWriter(store, bucket, name, options=writer, content_type=content_type,
@@ -82,14 +203,47 @@ def open(
         if compression == "zstd":
             from .._engines.zstd import compress_writer
 
-            return compress_writer(raw)  # type: ignore[return-value]
+            raw = compress_writer(raw)
+        if text:
+            return TextWriter(raw, encoding=encoding, errors=errors, newline=newline)
         return raw  # type: ignore[no-any-return]
     # A read mode (checked above).
     if metadata is not None:
-        raise InvalidArgument(f"{op}: metadata is for writing (mode 'wb'); stat() reads it")
+        raise InvalidArgument(f"{op}: metadata is for writing (mode 'wb' or 'w'); "
+                              "stat() reads it")
     raw = ObjectReader(store, bucket, name, options=reader)
     if compression == "zstd":
         from .._engines.zstd import decompress_reader
 
-        return decompress_reader(raw)  # type: ignore[no-any-return]
+        raw = decompress_reader(raw)
+    if text:
+        return io.TextIOWrapper(raw, encoding=encoding, errors=errors, newline=newline)
     return raw  # type: ignore[no-any-return]
+
+
+def _check_text_args(op: str, mode: str, encoding: object, errors: object,
+                     newline: object) -> None:
+    """Python's ``open`` checks of the text arguments, as InvalidArgument;
+    an encoding is looked up now, not at the first read or write."""
+    check_str(op, "encoding", encoding, optional=True)
+    check_str(op, "errors", errors, optional=True)
+    check_str(op, "newline", newline, optional=True, choices=_NEWLINES)
+    if mode not in _TEXT_MODES:
+        for arg, value in (("encoding", encoding), ("errors", errors), ("newline", newline)):
+            if value is not None:
+                raise InvalidArgument(f"{op}: binary mode {mode!r} takes no {arg} argument "
+                                      "(text modes are 'r' and 'w')")
+        return
+    if isinstance(encoding, str) and encoding != "locale":  # "locale": as Python's open
+        try:
+            info = codecs.lookup(encoding)
+        except (LookupError, ValueError):
+            raise InvalidArgument(f"{op}: unknown encoding {encoding!r}") from None
+        # TextIOWrapper refuses bytes-to-bytes codecs ("hex", "zlib") by this flag.
+        if not getattr(info, "_is_text_encoding", True):
+            raise InvalidArgument(f"{op}: {encoding!r} is not a text encoding")
+    if isinstance(errors, str):
+        try:
+            codecs.lookup_error(errors)
+        except LookupError:
+            raise InvalidArgument(f"{op}: unknown errors handler {errors!r}") from None

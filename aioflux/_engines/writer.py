@@ -161,9 +161,10 @@ class PublishOnExit:
     """Context-manager and finalizer rules of a writer that publishes on
     ``close()`` and discards on ``abort()``: leaving a ``with`` block
     normally publishes, leaving it by an exception aborts, and a writer
-    garbage-collected unclosed is aborted. Shared by ObjectWriter and
-    :class:`~aioflux._engines.zstd.ZstdWriter`; put it before the io base
-    in the bases so its methods win."""
+    garbage-collected unclosed is aborted. Shared by ObjectWriter,
+    :class:`~aioflux._engines.zstd.ZstdWriter` and the text writer of
+    ``aioflux.open``; put it before the io base in the bases so its methods
+    win."""
 
     _done: bool
 

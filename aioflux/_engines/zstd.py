@@ -59,6 +59,8 @@ class ZstdWriter(PublishOnExit, io.BufferedIOBase):
         super().__init__()
         self.raw = raw
         self._url = str(getattr(raw, "url", "zstd stream"))
+        # The object's name, as on the plain writer (io.TextIOWrapper reads it).
+        self.name = str(getattr(raw, "name", self._url))
         cctx = zstandard.ZstdCompressor(level=level, threads=threads, write_checksum=True)
         self._z = cctx.stream_writer(raw, closefd=False, write_return_read=True)
         self._written = 0
@@ -180,6 +182,8 @@ class _Decompressed(io.RawIOBase):
     def __init__(self, raw: Any, read_size: int = zstandard.DECOMPRESSION_RECOMMENDED_INPUT_SIZE
                  ) -> None:
         super().__init__()
+        # The object's name, as on the plain reader (io.TextIOWrapper reads it).
+        self.name = str(getattr(raw, "name", getattr(raw, "url", "zstd stream")))
         self._frames = _FrameWalker(raw)
         self._z = zstandard.ZstdDecompressor().stream_reader(
             cast(IO[bytes], self._frames), read_size=read_size, closefd=True,
