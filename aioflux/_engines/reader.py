@@ -31,10 +31,11 @@ if TYPE_CHECKING:
 
 __all__ = ["ObjectReader"]
 
-#: a block's bytes and their crc32c (None when not checked)
 # A block's bytes and crc32c, or the error that fetching it ended with.
 _Outcome = tuple[bytearray, int | None] | Exception
 _Block = concurrent.futures.Future[_Outcome]
+# From this size on, read() fills the bytes it returns in place.
+_FILL_IN_PLACE = 1 << 20
 
 
 class ObjectReader(io.RawIOBase):
@@ -276,10 +277,21 @@ class ObjectReader(io.RawIOBase):
         """
         remaining = max(self.size - self._pos, 0)
         n = remaining if size is None or size < 0 else min(size, remaining)
-        buf = bytearray(n)
-        got = self.readinto(buf)
-        del buf[got:]
-        return bytes(buf)
+        if n < _FILL_IN_PLACE:
+            buf = bytearray(n)
+            got = self.readinto(buf)
+            del buf[got:]
+            return bytes(buf)
+        # Filled in place and handed over as is: BytesIO.getvalue() returns
+        # its own buffer once no view of it is left (CPython), so reading a
+        # whole object peaks at its size, where bytes(bytearray) took twice.
+        out = io.BytesIO()
+        out.seek(n - 1)
+        out.write(b"\0")
+        with out.getbuffer() as view:
+            got = self.readinto(view)
+        out.truncate(got)
+        return out.getvalue()
 
     def readall(self) -> bytes:
         return self.read(-1)

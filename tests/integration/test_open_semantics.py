@@ -201,3 +201,27 @@ async def test_an_async_writer_dropped_unclosed_aborts_its_upload(client: AsyncC
         await asyncio.sleep(0.02)
     assert await client.list_multipart_uploads(bucket) == []
     assert not await client.exists(bucket, "dropped")
+
+
+@pytest.mark.parametrize("scheme", ["gs", "file"])
+def test_reading_a_whole_object_peaks_at_its_size(scheme: str, sync_client: Client,
+                                                  bucket: str, tmp_path: Path) -> None:
+    import tracemalloc
+
+    size = 24 << 20
+    url = f"gs://{bucket}/big" if scheme == "gs" else str(tmp_path / "big")
+    client = sync_client if scheme == "gs" else None
+    data = os.urandom(size)
+    with aioflux.open(url, "wb", client=client) as f:
+        f.write(data)
+    small = ReaderOptions(block_size=256 * KiB, read_ahead=2)
+    with aioflux.open(url, "rb", client=client, reader=small) as f:
+        tracemalloc.start()
+        try:
+            got = f.read()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert got == data
+    # The bytes returned plus a few blocks, not a second copy of them.
+    assert peak < size + (4 << 20), peak
