@@ -90,6 +90,13 @@ class Portal:
         if self._closed:
             coro.close()
             raise BridgeError("the aioflux event loop is shut down")
+        if self._pid != os.getpid():
+            # A copy in a forked child (held by an object made before the
+            # fork): its loop thread did not survive, so the work would
+            # wait forever for a loop that never runs.
+            coro.close()
+            raise BridgeError(f"this object's aioflux event loop belongs to process "
+                              f"{self._pid}, not to this forked child: make it anew here")
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Schedule ``coro`` on the loop.
@@ -101,7 +108,8 @@ class Portal:
             A future with its result or exception.
 
         Raises:
-            BridgeError: the portal is shut down.
+            BridgeError: the portal is shut down, or was copied into a
+                forked child.
         """
         self._refuse_if_closed(coro)
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
@@ -117,7 +125,7 @@ class Portal:
 
         Raises:
             BridgeError: called from the loop thread itself (would deadlock),
-                or the portal is shut down.
+                or the portal is shut down or was copied into a forked child.
             Exception: whatever the coroutine raised. An exception raised in
                 the waiting thread instead (KeyboardInterrupt, or one from a
                 signal handler) cancels the coroutine, waits up to
@@ -297,7 +305,9 @@ def iterate(agen: AsyncIterator[T], *, batch: int = 64) -> Iterator[T]:
                     raise item.error
                 yield item
     finally:
-        if portal.in_loop_thread():
+        if portal._pid != os.getpid():
+            pass  # a copy collected in a forked child: the pump is the parent's
+        elif portal.in_loop_thread():
             # Collected by the garbage collector on the loop's own thread,
             # which cannot wait on itself: cancelling still closes ``agen``.
             task.cancel()

@@ -158,7 +158,8 @@ class AsyncObjectWriter(WriterBase):
         # until `aioflux clean`. Abort it on the loop it ran on, if that
         # still runs (ObjectWriter aborts when collected too).
         loop = self.__dict__.get("_loop")
-        if self.__dict__.get("_done", True) or loop is None or loop.is_closed():
+        if self.__dict__.get("_done", True) or loop is None or loop.is_closed() \
+                or self._forked_copy():
             return
         self._done = True
         try:

@@ -59,6 +59,7 @@ class ObjectReader(io.RawIOBase):
         options = options or ReaderOptions()
         self._client = client
         self._portal = get_portal()
+        self._pid = os.getpid()
         self.bucket = bucket
         self.name = name
         self.url = format_url(client.features.scheme, bucket, name)
@@ -257,7 +258,16 @@ class ObjectReader(io.RawIOBase):
                 break
         return b"".join(pieces)
 
+    def _adopt_after_fork(self) -> None:
+        if self._pid != os.getpid():
+            # A forked child's copy (a DataLoader worker reading a file its
+            # parent opened): the parent's read-ahead never completes here,
+            # and its futures' locks may be frozen mid-use. Forget it and
+            # fetch on this process's loop.
+            self._pid, self._portal, self._blocks = os.getpid(), get_portal(), {}
+
     def _schedule(self, index: int) -> None:
+        self._adopt_after_fork()
         last = (self.size - 1) // self.block_size if self.size else -1
         # Drop blocks outside the window: behind the position, or far ahead
         # after a backward seek.
@@ -301,6 +311,7 @@ class ObjectReader(io.RawIOBase):
             raise InvalidArgument(f"read from closed reader {self.url}")
 
     def _drop_blocks(self) -> None:
+        self._adopt_after_fork()
         for block in self._blocks.values():
             block.cancel()
         self._blocks.clear()

@@ -21,11 +21,12 @@ import collections
 import concurrent.futures
 import functools
 import io
+import os
 import threading
 from typing import TYPE_CHECKING
 
 from .._core.crc import Crc32c, crc32c
-from .._core.errors import InvalidArgument
+from .._core.errors import BridgeError, InvalidArgument
 from .._core.options import WriterOptions
 from .._core.portal import get_portal
 from .._core.store import ObjectStore, StoreFeatures
@@ -215,10 +216,24 @@ class WriterBase(abc.ABC):
         check_content_type(f"write {self.url}", content_type)
         self.part_size = part_size
         self._session = _Session(client, bucket, name, content_type, part_size, metadata)
+        self._pid = os.getpid()
         self._init_flow(max_in_flight)
         self._number = 1
         self._crc = Crc32c()
         self._done = False
+
+    def _forked_copy(self) -> bool:
+        """Whether this is a forked child's copy of a writer opened in its
+        parent (a DataLoader worker collecting the parent's garbage): the
+        upload is the parent's to finish or abort, and the fork may have
+        frozen the copy's lock and part futures mid-use."""
+        return self.__dict__.get("_pid", os.getpid()) != os.getpid()
+
+    def _refuse_if_forked(self) -> None:
+        if self._forked_copy():
+            raise BridgeError(f"write {self.url}: this writer was opened in process "
+                              f"{self._pid}; a forked child cannot write to its upload "
+                              f"(open the object anew in the child)")
 
     def _check_part_limit(self) -> None:
         """Refuse a part past the store's limit (the last part is the tail)."""
@@ -297,7 +312,10 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
         Raises:
             InvalidArgument: the writer is closed, or ``data`` is not bytes-like.
             StorageError: a background part failed (the upload is aborted).
+            BridgeError: the writer was opened in the parent of this forked
+                process.
         """
+        self._refuse_if_forked()
         with self._lock:
             if self._done:
                 raise InvalidArgument(f"write to closed writer {self.url}")
@@ -349,7 +367,10 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
         Raises:
             StorageError: the upload failed (it is aborted, nothing published).
             ChecksumMismatch: the stored crc32c differs from the written bytes'.
+            BridgeError: the writer was opened in the parent of this forked
+                process.
         """
+        self._refuse_if_forked()
         with self._lock:
             self._close()
 
@@ -376,6 +397,9 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
 
     def abort(self) -> None:
         """Discard everything written; no object is published."""
+        if self._forked_copy():
+            self._done = True  # never the parent's upload, never its locks
+            return
         with self._lock:
             self._abort()
 

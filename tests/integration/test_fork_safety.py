@@ -1,0 +1,148 @@
+"""Objects made before a fork, met in the forked child (a DataLoader worker
+is one): they never hang it, and never touch the parent's uploads.
+
+A child has no copy of the parent's event-loop thread. Work handed to the
+parent's loop there waited forever: a writer the parent had dropped, once
+the child's garbage collector aborted it, hung the worker."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+
+import pytest
+
+import aioflux
+from aioflux import BridgeError, Client, ReaderOptions, WriterOptions
+from aioflux._core.portal import get_portal
+
+MiB = 1 << 20
+
+
+def _in_fork(child: Callable[[], None], timeout: float = 20.0) -> None:
+    """Run ``child`` in a forked process; fail if it raises or hangs."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child reports by its exit code)
+        code = 1
+        try:
+            child()
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0, "the child failed (see stderr)"
+            return
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail(f"the forked child still ran after {timeout:g} s")
+
+
+def test_a_writer_dropped_before_the_fork_is_collected_in_the_child(
+        sync_client: Client, bucket: str) -> None:
+    options = WriterOptions(part_size=5 * MiB)
+    gc.disable()  # the writer stays uncollected garbage until the child runs
+    try:
+        writer = aioflux.open(f"gs://{bucket}/dropped", "wb", client=sync_client,
+                              writer=options)
+        writer.write(os.urandom(6 * MiB))  # a part went up: an upload is open
+        writer.cycle = writer  # type: ignore[attr-defined]  # only the cyclic GC frees it
+        del writer
+        _in_fork(gc.collect)
+    finally:
+        gc.enable()
+    gc.collect()  # the parent's own copy is aborted here, as usual
+    assert list(sync_client.list_objects(bucket)) == []
+
+
+def test_a_child_never_aborts_nor_continues_the_parents_upload(sync_client: Client,
+                                                               bucket: str) -> None:
+    data = os.urandom(7 * MiB)
+    with aioflux.open(f"gs://{bucket}/parent", "wb", client=sync_client,
+                      writer=WriterOptions(part_size=5 * MiB)) as writer:
+        writer.write(data[:6 * MiB])
+
+        def child() -> None:
+            with pytest.raises(BridgeError, match="forked child"):
+                writer.write(b"more")
+            with pytest.raises(BridgeError, match="forked child"):
+                writer.close()
+            writer.abort()  # the child's copy only
+
+        _in_fork(child)
+        writer.write(data[6 * MiB:])
+    assert sync_client.read(bucket, "parent") == data
+
+
+@pytest.mark.parametrize("scheme", ["gs", "file"])
+def test_a_reader_opened_before_the_fork_reads_in_the_child(
+        scheme: str, sync_client: Client, bucket: str, tmp_path: os.PathLike[str]) -> None:
+    data = os.urandom(3 * MiB + 5)
+    url = f"gs://{bucket}/r" if scheme == "gs" else os.path.join(tmp_path, "r")
+    client = sync_client if scheme == "gs" else None
+    with aioflux.open(url, "wb", client=client) as f:
+        f.write(data)
+    options = ReaderOptions(block_size=256 * 1024, read_ahead=4)
+    with aioflux.open(url, "rb", client=client, reader=options) as reader:
+        assert reader.read(1000) == data[:1000]  # read-ahead now in flight
+
+        def child() -> None:
+            # The parent's read-ahead never completes here: fetched anew.
+            assert reader.read() == data[1000:]
+            reader.seek(0)
+            assert reader.read() == data
+
+        _in_fork(child)
+        assert reader.read() == data[1000:]
+
+
+def test_the_parents_loop_refuses_work_in_the_child() -> None:
+    portal = get_portal()
+
+    async def nothing() -> int:
+        return 1
+
+    assert portal.call(nothing()) == 1
+
+    def child() -> None:
+        with pytest.raises(BridgeError, match="forked child"):
+            portal.call(nothing())
+        with pytest.raises(BridgeError, match="forked child"):
+            portal.submit(nothing())
+        assert get_portal().call(nothing()) == 1  # this process's own loop
+
+    _in_fork(child)
+
+
+def test_a_listing_left_half_read_before_the_fork_is_collected_in_the_child(
+        sync_client: Client, bucket: str) -> None:
+    for i in range(5):
+        sync_client.write(bucket, f"o{i}", b"x")
+    gc.disable()
+    try:
+        names = iter(sync_client.list_objects(bucket))
+        assert next(names).name == "o0"
+        holder = [names]
+        holder.append(holder)  # type: ignore[arg-type]  # only the cyclic GC frees it
+        del names, holder
+
+        def child() -> None:
+            unraisable: list[object] = []
+            sys.unraisablehook = unraisable.append
+            gc.collect()  # closes the generator, whose pump is the parent's
+            assert unraisable == []
+
+        _in_fork(child)
+    finally:
+        gc.enable()
+    gc.collect()
