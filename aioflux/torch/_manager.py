@@ -167,7 +167,7 @@ class CheckpointManager:
         # starts to exit, before thread pools refuse work (they register the
         # same way, earlier, and these run last registered first).
         threading._register_atexit(  # type: ignore[attr-defined]
-            functools.partial(_finish_at_exit, weakref.ref(self)))
+            functools.partial(_finish_at_exit, weakref.ref(self), os.getpid()))
 
     # -- naming -----------------------------------------------------------------
 
@@ -549,11 +549,14 @@ class CheckpointManager:
         return self._store.history()
 
 
-def _finish_at_exit(ref: weakref.ref[CheckpointManager]) -> None:
+def _finish_at_exit(ref: weakref.ref[CheckpointManager], pid: int) -> None:
     """At exit without ``close()``: wait for the saves in flight, then log
-    each one that failed with nobody looking (``close()`` would have raised it)."""
+    each one that failed with nobody looking (``close()`` would have raised it).
+
+    Not in a forked child (a DataLoader worker runs these hooks as it ends):
+    the saves are the parent's, and would never end in the child's copy."""
     manager = ref()
-    if manager is None:
+    if manager is None or pid != os.getpid():
         return
     with manager._cond:
         while manager._pending:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import logging
+import os
 import threading
 import weakref
 from typing import Any
@@ -177,7 +178,7 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
             # thread pools refuse work (the local store's refused it, and the
             # checkpoint was lost); as in CheckpointManager.
             threading._register_atexit(  # type: ignore[attr-defined]
-                functools.partial(_finish_at_exit, weakref.ref(self)))
+                functools.partial(_finish_at_exit, weakref.ref(self), os.getpid()))
             self._exit_hook = True
         self._pending = self._pool.submit(super().save_checkpoint, copy, path)
         self._pending_path = str(path)
@@ -222,12 +223,13 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
                 pool.shutdown(wait=True)
 
 
-def _finish_at_exit(ref: weakref.ref[AsyncGcsCheckpointIO]) -> None:
+def _finish_at_exit(ref: weakref.ref[AsyncGcsCheckpointIO], pid: int) -> None:
     """At exit with a save in flight that nothing waited for: wait, and log
-    its failure (a later save or teardown would have raised it)."""
+    its failure (a later save or teardown would have raised it). Not in a
+    forked child: the save is the parent's (see CheckpointManager's)."""
     plugin = ref()
     pending = None if plugin is None else plugin._pending
-    if plugin is None or pending is None:
+    if plugin is None or pending is None or pid != os.getpid():
         return
     try:
         pending.result()

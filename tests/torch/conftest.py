@@ -11,6 +11,8 @@ stays well under its time budget on two cores.
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,3 +181,16 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Where]:
                 endpoint=emulator.endpoint) as client:
         yield Where("gs", f"gs://{bucket}/root", client, {"endpoint": emulator.endpoint},
                     emulator)
+
+
+class HeldBack:
+    """Pickles only once ``release`` is set: keeps a background save in flight."""
+
+    release = threading.Event()
+
+    def __deepcopy__(self, memo: object) -> HeldBack:
+        return self  # the snapshot keeps it; torch.save pickles it in the background
+
+    def __reduce__(self) -> tuple[type[OrderedDict[str, int]], tuple[list[tuple[str, int]]]]:
+        self.release.wait(60)
+        return (OrderedDict, ([("held", 7)],))  # a type weights_only loads

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import multiprocessing
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,7 @@ from aioflux import Client, InvalidArgument, WriterOptions
 from aioflux.testing import Emulator, Faults
 from aioflux.torch import CheckpointManager
 from aioflux.torch._checkpoint import save_into
+from tests.torch.conftest import HeldBack, Where
 
 PART = 5 * 1024 * 1024
 
@@ -112,3 +114,27 @@ def test_saves_in_flight_complete_when_the_process_exits_without_close(
     with CheckpointManager(str(root)) as manager:
         assert [c.step for c in manager.list()] == [2]
         assert torch.equal(manager.load()["w"], torch.full((2_000_000,), 2.0))
+
+
+@pytest.mark.parametrize("where", ["file"], indirect=True)
+def test_a_fork_worker_ends_at_once_while_the_parent_saves(where: Where) -> None:
+    # A DataLoader worker forked while a save is in flight runs the parent's
+    # exit hooks as it ends: they waited for saves that never end in its copy.
+    manager = CheckpointManager(where.url("run"), client=where.client)
+    HeldBack.release.clear()
+    try:
+        future = manager.save_async({"w": torch.ones(4), "held": HeldBack()}, 1)
+        worker = multiprocessing.get_context("fork").Process(target=int)
+        worker.start()
+        worker.join(20)
+        alive = worker.is_alive()
+        if alive:
+            worker.kill()
+            worker.join()
+        assert not alive and worker.exitcode == 0
+    finally:
+        HeldBack.release.set()
+    assert future.result(timeout=60).step == 1
+    manager.close()
+    with CheckpointManager(where.url("run"), client=where.client) as again:
+        assert again.load()["held"] == {"held": 7}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
 
 from aioflux import InvalidArgument  # noqa: E402
 from aioflux.torch.lightning import AsyncGcsCheckpointIO, GcsCheckpointIO  # noqa: E402
-from tests.torch.conftest import Where  # noqa: E402
+from tests.torch.conftest import HeldBack, Where  # noqa: E402
 
 PLUGINS = [GcsCheckpointIO, AsyncGcsCheckpointIO]
 
@@ -113,6 +114,27 @@ def test_a_background_save_in_flight_when_the_script_ends_lands(tmp_path: Path) 
     loaded = torch.load(path, weights_only=True)
     assert torch.equal(loaded["w"], torch.arange(4_000_000, dtype=torch.float32))
     assert "failed" not in done.stderr
+
+
+def test_a_fork_worker_ends_at_once_while_the_parent_saves(tmp_path: Path) -> None:
+    # As CheckpointManager's (test_checkpoint_faults.py): the worker ran the
+    # parent's exit hook as it ended and waited for the parent's save.
+    io = AsyncGcsCheckpointIO()
+    HeldBack.release.clear()
+    try:
+        io.save_checkpoint({"w": torch.ones(4), "held": HeldBack()}, tmp_path / "x.ckpt")
+        worker = multiprocessing.get_context("fork").Process(target=int)
+        worker.start()
+        worker.join(20)
+        alive = worker.is_alive()
+        if alive:
+            worker.kill()
+            worker.join()
+        assert not alive and worker.exitcode == 0
+    finally:
+        HeldBack.release.set()
+    io.teardown()
+    assert torch.load(tmp_path / "x.ckpt", weights_only=True)["held"] == {"held": 7}
 
 
 def test_a_background_save_that_fails_when_the_script_ends_is_reported(tmp_path: Path) -> None:
