@@ -227,7 +227,8 @@ class WriterBase(abc.ABC):
         parent (a DataLoader worker collecting the parent's garbage): the
         upload is the parent's to finish or abort, and the fork may have
         frozen the copy's lock and part futures mid-use."""
-        return self.__dict__.get("_pid", os.getpid()) != os.getpid()
+        pid: int = self.__dict__.get("_pid", os.getpid())
+        return pid != os.getpid()
 
     def _refuse_if_forked(self) -> None:
         if self._forked_copy():
