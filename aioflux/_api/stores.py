@@ -40,6 +40,14 @@ _lock = threading.Lock()
 _defaults: dict[str, tuple[int, ObjectStore]] = {}
 
 
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()  # another thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def default_store(scheme: str) -> ObjectStore:
     """The process-wide store for ``scheme`` (built on first use).
 

@@ -134,8 +134,17 @@ class SharedCall(Generic[T]):
         self._call = call
         self._name = name
         self._hold = hold
-        self._lock = threading.Lock()  # waiters may be on several loops' threads
+        # Waiters may be on several loops' threads; per process, as the
+        # refresh thread may have held the parent's at a fork.
+        self._locked_in = os.getpid()
+        self._lock_of_process = threading.Lock()
         self._flight: _Flight[T] | None = None
+
+    @property
+    def _lock(self) -> threading.Lock:
+        if self._locked_in != os.getpid():
+            self._locked_in, self._lock_of_process = os.getpid(), threading.Lock()
+        return self._lock_of_process
 
     def _current(self, flight: _Flight[T]) -> bool:
         # After fork, the thread that would end it does not exist here.

@@ -146,3 +146,22 @@ def test_a_listing_left_half_read_before_the_fork_is_collected_in_the_child(
     finally:
         gc.enable()
     gc.collect()
+
+
+def test_locks_another_thread_held_at_the_fork_are_not_the_childs() -> None:
+    import asyncio
+
+    from aioflux._api import stores
+    from aioflux._core.auth import SharedCall
+
+    refresh = SharedCall(lambda: "token", name="refresh")
+    assert asyncio.run(refresh()) == "token"
+    # As a refresh thread, or a thread picking a default store, would hold
+    # them at the very moment of a fork:
+    with refresh._lock, stores._lock:
+
+        def child() -> None:
+            assert asyncio.run(refresh()) == "token"
+            assert stores.default_store("file") is stores.default_store("file")
+
+        _in_fork(child)
