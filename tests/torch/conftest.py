@@ -10,6 +10,7 @@ stays well under its time budget on two cores.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import threading
 from collections import OrderedDict
@@ -194,3 +195,16 @@ class HeldBack:
     def __reduce__(self) -> tuple[type[OrderedDict[str, int]], tuple[list[tuple[str, int]]]]:
         self.release.wait(60)
         return (OrderedDict, ([("held", 7)],))  # a type weights_only loads
+
+
+def a_fork_worker_ends(timeout: float = 20.0) -> None:
+    """Start a fork worker (as a DataLoader does) that does nothing; it must
+    end, with exit code 0, within ``timeout`` seconds."""
+    worker = multiprocessing.get_context("fork").Process(target=int)
+    worker.start()
+    worker.join(timeout)
+    alive = worker.is_alive()
+    if alive:
+        worker.kill()
+        worker.join()
+    assert not alive and worker.exitcode == 0

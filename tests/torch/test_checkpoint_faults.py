@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import multiprocessing
 import subprocess
 import sys
 import textwrap
@@ -16,7 +15,7 @@ from aioflux import Client, InvalidArgument, WriterOptions
 from aioflux.testing import Emulator, Faults
 from aioflux.torch import CheckpointManager
 from aioflux.torch._checkpoint import save_into
-from tests.torch.conftest import HeldBack, Where
+from tests.torch.conftest import HeldBack, Where, a_fork_worker_ends
 
 PART = 5 * 1024 * 1024
 
@@ -124,14 +123,7 @@ def test_a_fork_worker_ends_at_once_while_the_parent_saves(where: Where) -> None
     HeldBack.release.clear()
     try:
         future = manager.save_async({"w": torch.ones(4), "held": HeldBack()}, 1)
-        worker = multiprocessing.get_context("fork").Process(target=int)
-        worker.start()
-        worker.join(20)
-        alive = worker.is_alive()
-        if alive:
-            worker.kill()
-            worker.join()
-        assert not alive and worker.exitcode == 0
+        a_fork_worker_ends()
     finally:
         HeldBack.release.set()
     assert future.result(timeout=60).step == 1

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
 
 from aioflux import InvalidArgument  # noqa: E402
 from aioflux.torch.lightning import AsyncGcsCheckpointIO, GcsCheckpointIO  # noqa: E402
-from tests.torch.conftest import HeldBack, Where  # noqa: E402
+from tests.torch.conftest import HeldBack, Where, a_fork_worker_ends  # noqa: E402
 
 PLUGINS = [GcsCheckpointIO, AsyncGcsCheckpointIO]
 
@@ -123,14 +122,7 @@ def test_a_fork_worker_ends_at_once_while_the_parent_saves(tmp_path: Path) -> No
     HeldBack.release.clear()
     try:
         io.save_checkpoint({"w": torch.ones(4), "held": HeldBack()}, tmp_path / "x.ckpt")
-        worker = multiprocessing.get_context("fork").Process(target=int)
-        worker.start()
-        worker.join(20)
-        alive = worker.is_alive()
-        if alive:
-            worker.kill()
-            worker.join()
-        assert not alive and worker.exitcode == 0
+        a_fork_worker_ends()
     finally:
         HeldBack.release.set()
     io.teardown()
