@@ -76,4 +76,3 @@ def timed_out_early(moved: int) -> bool:
     :data:`MIN_PROGRESS` it is a drip either way.
     """
     return moved < MIN_PROGRESS
-
