@@ -50,7 +50,7 @@ import torch
 from .._api.stores import AnyClient, store_for_url
 from .._api.sync import Client
 from .._core.crc import encode_crc32c
-from .._core.errors import Conflict, InvalidArgument, NotFound, StorageError
+from .._core.errors import BridgeError, Conflict, InvalidArgument, NotFound, StorageError
 from .._core.options import WriterOptions
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
@@ -166,8 +166,9 @@ class CheckpointManager:
         # complete, and a failure be heard of. This runs when the interpreter
         # starts to exit, before thread pools refuse work (they register the
         # same way, earlier, and these run last registered first).
+        self._pid = os.getpid()
         threading._register_atexit(  # type: ignore[attr-defined]
-            functools.partial(_finish_at_exit, weakref.ref(self), os.getpid()))
+            functools.partial(_finish_at_exit, weakref.ref(self), self._pid))
 
     # -- naming -----------------------------------------------------------------
 
@@ -233,9 +234,16 @@ class CheckpointManager:
                 ``memory_budget``.
             Conflict: a save of the same step is still in flight.
             StorageError: an earlier unobserved background save failed.
+            BridgeError: the manager was made in the parent of this forked
+                process.
         """
         started = time.perf_counter()
         self._check_save("save_async", state, step, overwrite, data_state)
+        if self._pid != os.getpid():
+            # The saver threads and the saves in flight are the parent's:
+            # work handed to the copied pool would never start.
+            raise BridgeError(f"save_async {self.root}: this CheckpointManager was made in "
+                              f"process {self._pid}; make one in this forked child")
         self._raise_unobserved()
         with self._cond:
             if any(s == step for s, _ in self._pending.values()):

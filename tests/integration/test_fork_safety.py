@@ -9,43 +9,16 @@ from __future__ import annotations
 
 import gc
 import os
-import signal
 import sys
-import time
-import traceback
-from collections.abc import Callable
 
 import pytest
 
 import aioflux
 from aioflux import BridgeError, Client, ReaderOptions, WriterOptions
 from aioflux._core.portal import get_portal
+from tests.forking import in_fork
 
 MiB = 1 << 20
-
-
-def _in_fork(child: Callable[[], None], timeout: float = 20.0) -> None:
-    """Run ``child`` in a forked process; fail if it raises or hangs."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover (the child reports by its exit code)
-        code = 1
-        try:
-            child()
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            assert os.waitstatus_to_exitcode(status) == 0, "the child failed (see stderr)"
-            return
-        time.sleep(0.02)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    pytest.fail(f"the forked child still ran after {timeout:g} s")
 
 
 def test_a_writer_dropped_before_the_fork_is_collected_in_the_child(
@@ -58,7 +31,7 @@ def test_a_writer_dropped_before_the_fork_is_collected_in_the_child(
         writer.write(os.urandom(6 * MiB))  # a part went up: an upload is open
         writer.cycle = writer  # type: ignore[attr-defined]  # only the cyclic GC frees it
         del writer
-        _in_fork(gc.collect)
+        in_fork(gc.collect)
     finally:
         gc.enable()
     gc.collect()  # the parent's own copy is aborted here, as usual
@@ -79,7 +52,7 @@ def test_a_child_never_aborts_nor_continues_the_parents_upload(sync_client: Clie
                 writer.close()
             writer.abort()  # the child's copy only
 
-        _in_fork(child)
+        in_fork(child)
         writer.write(data[6 * MiB:])
     assert sync_client.read(bucket, "parent") == data
 
@@ -102,7 +75,7 @@ def test_a_reader_opened_before_the_fork_reads_in_the_child(
             reader.seek(0)
             assert reader.read() == data
 
-        _in_fork(child)
+        in_fork(child)
         assert reader.read() == data[1000:]
 
 
@@ -121,7 +94,7 @@ def test_the_parents_loop_refuses_work_in_the_child() -> None:
             portal.submit(nothing())
         assert get_portal().call(nothing()) == 1  # this process's own loop
 
-    _in_fork(child)
+    in_fork(child)
 
 
 def test_a_listing_left_half_read_before_the_fork_is_collected_in_the_child(
@@ -142,7 +115,7 @@ def test_a_listing_left_half_read_before_the_fork_is_collected_in_the_child(
             gc.collect()  # closes the generator, whose pump is the parent's
             assert unraisable == []
 
-        _in_fork(child)
+        in_fork(child)
     finally:
         gc.enable()
     gc.collect()
@@ -164,4 +137,4 @@ def test_locks_another_thread_held_at_the_fork_are_not_the_childs() -> None:
             assert asyncio.run(refresh()) == "token"
             assert stores.default_store("file") is stores.default_store("file")
 
-        _in_fork(child)
+        in_fork(child)

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from aioflux import Client, InvalidArgument, WriterOptions
+from aioflux import BridgeError, Client, InvalidArgument, WriterOptions
 from aioflux.testing import Emulator, Faults
 from aioflux.torch import CheckpointManager
 from aioflux.torch._checkpoint import save_into
+from tests.forking import in_fork
 from tests.torch.conftest import HeldBack, Where, a_fork_worker_ends
 
 PART = 5 * 1024 * 1024
@@ -130,3 +131,18 @@ def test_a_fork_worker_ends_at_once_while_the_parent_saves(where: Where) -> None
     manager.close()
     with CheckpointManager(where.url("run"), client=where.client) as again:
         assert again.load()["held"] == {"held": 7}
+
+
+@pytest.mark.parametrize("where", ["file"], indirect=True)
+def test_a_managers_copy_in_a_forked_child_refuses_background_saves(where: Where) -> None:
+    # Its saver threads are the parent's: a save handed to the copied pool
+    # never started, and its future never resolved.
+    with CheckpointManager(where.url("run"), client=where.client) as manager:
+        manager.save_async({"w": torch.ones(4)}, 1).result(timeout=60)
+
+        def child() -> None:
+            with pytest.raises(BridgeError, match="forked child"):
+                manager.save_async({"w": torch.ones(4)}, 2)
+
+        in_fork(child)
+        assert manager.save_async({"w": torch.ones(4)}, 3).result(timeout=60).step == 3
