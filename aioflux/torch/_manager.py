@@ -320,6 +320,8 @@ class CheckpointManager:
         Raises:
             StorageError: a background save failed and nobody looked.
         """
+        if self._pid != os.getpid():
+            return  # a forked child's copy: the saves in flight are the parent's
         with self._cond:
             while self._pending:
                 self._cond.wait()
