@@ -36,7 +36,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     timer = None
     limit = _timeout_of(item)
     if limit > 2 * _AHEAD:
-        timer = threading.Timer(limit - _AHEAD, _dump_forked_children)
+        timer = threading.Timer(limit - _AHEAD, dump_forked_children)
         timer.daemon = True
         timer.start()
     try:
@@ -56,7 +56,9 @@ def _timeout_of(item: pytest.Item) -> float:
         return 0.0
 
 
-def _dump_forked_children() -> None:
+def dump_forked_children() -> None:
+    """Send every process forked from this one (and still running) SIGUSR1:
+    each writes its threads' stacks to the test's captured stderr."""
     me = os.getpid()
     mine = _cmdline(me)
     for pid in _descendants(me):

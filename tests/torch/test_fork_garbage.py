@@ -9,12 +9,14 @@ wait forever: the epoch hung (see tests/integration/test_fork_safety.py)."""
 from __future__ import annotations
 
 import gc
+import time
 
 import pytest
 import torch.utils.data
 
 import aioflux
 from aioflux.torch import MapDataset
+from tests._hang_report import dump_forked_children
 from tests.torch._resume_util import seed_data, to_bytes
 from tests.torch.conftest import Where
 
@@ -41,7 +43,12 @@ def test_an_epoch_of_fork_workers_beside_the_parents_garbage(where: Where) -> No
         loader = torch.utils.data.DataLoader(
             ds, batch_size=4, num_workers=2, multiprocessing_context="fork",
             collate_fn=list, worker_init_fn=_collect, timeout=30)
-        got = [sample for batch in loader for sample in batch]
+        try:
+            got = [sample for batch in loader for sample in batch]
+        except RuntimeError:
+            dump_forked_children()  # where a hung worker stands, in the report
+            time.sleep(2)
+            raise
     finally:
         gc.enable()
     gc.collect()
