@@ -23,7 +23,9 @@ truncated stream's first part as if it were all of it.
 from __future__ import annotations
 
 import io
+import os
 import tempfile
+import weakref
 from typing import IO, Any, cast
 
 from .._core.errors import ChecksumMismatch, InvalidArgument
@@ -62,9 +64,10 @@ class ZstdWriter(PublishOnExit, io.BufferedIOBase):
         # The object's name, as on the plain writer (io.TextIOWrapper reads it).
         self.name = str(getattr(raw, "name", self._url))
         cctx = zstandard.ZstdCompressor(level=level, threads=threads, write_checksum=True)
-        self._z = cctx.stream_writer(raw, closefd=False, write_return_read=True)
+        self._z: Any = cctx.stream_writer(raw, closefd=False, write_return_read=True)
         self._written = 0
         self._done = False
+        _THREADED.add(self)
 
     def writable(self) -> bool:
         return True
@@ -101,20 +104,39 @@ class ZstdWriter(PublishOnExit, io.BufferedIOBase):
         self._done = True
         try:
             self._z.flush(zstandard.FLUSH_FRAME)
-            self._z.close()  # type: ignore[no-untyped-call]
+            self._z.close()
             self.raw.close()
         except BaseException:
             self.raw.abort()
             raise
         finally:
+            self._z = None  # zstd's worker threads end now, in this process
             super().close()
 
     def abort(self) -> None:
         """Discard everything; nothing is published."""
         self._done = True
+        self._z = None
         self.raw.abort()
         if not self.closed:
             super().close()
+
+
+# A compressor with worker threads must never be freed in a forked child:
+# freeing it joins threads that did not survive the fork, which corrupts the
+# C library's thread bookkeeping there; the child's next threads then crash
+# or hang (a DataLoader worker collecting a writer its parent had dropped
+# segfaulted, or hung, once it started its own threads). A child keeps every
+# writer still open at the fork for its whole life.
+_THREADED: weakref.WeakSet[ZstdWriter] = weakref.WeakSet()
+_KEPT_AFTER_FORK: list[ZstdWriter] = []
+
+
+def _keep_in_child() -> None:
+    _KEPT_AFTER_FORK.extend(_THREADED)
+
+
+os.register_at_fork(after_in_child=_keep_in_child)
 
 
 def compress_writer(raw: Any, *, level: int = DEFAULT_LEVEL, threads: int = -1) -> ZstdWriter:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import threading
+import time
 
 import pytest
 
@@ -138,3 +140,36 @@ def test_locks_another_thread_held_at_the_fork_are_not_the_childs() -> None:
             assert stores.default_store("file") is stores.default_store("file")
 
         in_fork(child)
+
+
+def test_a_zstd_writer_dropped_before_the_fork_is_never_freed_in_the_child(
+        sync_client: Client, bucket: str) -> None:
+    # Freeing its compressor joins zstd worker threads that did not survive
+    # the fork; the child's next threads then segfaulted or hung.
+    pytest.importorskip("zstandard")
+    sync_client.write(bucket, "small", b"hello")
+    gc.disable()
+    try:
+        for i in range(3):
+            writer = aioflux.open(f"gs://{bucket}/z{i}", "wb", client=sync_client,
+                                  compression="zstd")
+            writer.write(os.urandom(4 * MiB))  # zstd's worker threads now run
+            writer.cycle = writer  # type: ignore[attr-defined]
+            del writer
+
+        def child() -> None:
+            gc.collect()
+            workers = [threading.Thread(target=time.sleep, args=(0.01,)) for _ in range(20)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+            with Client(endpoint=sync_client.aio.endpoint) as client:
+                for _ in range(10):
+                    assert client.read(bucket, "small") == b"hello"
+
+        in_fork(child)
+    finally:
+        gc.enable()
+    gc.collect()
+    assert [o.name for o in sync_client.list_objects(bucket)] == ["small"]
