@@ -7,28 +7,21 @@ chunk). For a 100 KiB sample that is most of the client's CPU: an epoch of
 a keep-alive connection on a ``BufferedProtocol`` whose body bytes land
 straight in their final buffer (perf/scenarios/loader_small.py, 2 cores).
 
-The response head is parsed as strictly as llhttp (aiohttp's parser), in
-:mod:`aioflux._net.heads`: a status line ``HTTP/1.x DDD reason``, header
-names that are tokens, values without control characters, one ASCII-digit
-``Content-Length``. A response that breaks those rules, declares more body
-than the caller accepts, or sends bytes beyond its declared body raises
-:class:`~aioflux._net.heads.MalformedResponse` and the
-connection is dropped. Interim 1xx heads are skipped, at most
+The response head is parsed by llhttp (httptools), in
+:mod:`aioflux._net.heads`: an HTTP/1.x status line, header names that are
+tokens, values without control characters, one plain ``Content-Length``,
+never both it and ``Transfer-Encoding``. A response that breaks those
+rules, declares more body than the caller accepts, or sends bytes beyond
+its declared body raises :class:`~aioflux._net.heads.MalformedResponse`
+and the connection is dropped. The body is framed here, by its
+``Content-Length``, so its bytes land in the caller's buffer without the
+copy a parser's body callback makes. Interim 1xx heads are skipped, at most
 :data:`MAX_INTERIM_RESPONSES` of them, and their bytes are no progress for
 the pace rule. A response with a ``Content-Length`` and no transfer or
 content coding is read here whatever its status (at most 64 KiB of a
 non-200/206 body). For chunked or compressed bodies, or one delimited by
 the connection's close, :meth:`MediaPool.get` closes the connection and
 returns ``None``, and the caller repeats the attempt through aiohttp.
-
-Head parsing cost per response (timeit, best of 9 x 5,000, a 17-line GCS
-media head; the 2-core box was shared, load ~7, so absolute numbers are
-high): this strict parser 15.3 us, the lax one it replaced 11.3 us,
-httptools (llhttp) 7.9 us with Python callbacks building the same dict.
-The strict checks are C-level passes over the whole head (counts,
-``bytes.translate``, one regex); httptools would save ~7 us a response but
-adds a compiled dependency and a second parser's edge cases (1xx, repeated
-Content-Length) to the zero-copy body path, so it is not used.
 """
 
 from __future__ import annotations
@@ -264,15 +257,15 @@ class _Connection(asyncio.BufferedProtocol):
                     self._fail(MalformedResponse(f"response head over {_MAX_HEAD} bytes"))
                 return False
             try:
-                parsed = parse_head(bytes(self._head[:end]))
-                if parsed is None:
-                    return self._give_up(ex)
-                status, headers, keep_alive = parsed
-                length = content_length(headers)
+                parsed = parse_head(bytes(self._head[:end + 4]))
             except MalformedResponse as exc:
                 self._fail(exc)
                 return False
+            if parsed is None:
+                return self._give_up(ex)
+            status, headers, keep_alive = parsed
             if status >= 200:
+                length = content_length(headers)
                 ex.status, ex.headers, ex.keep_alive = status, headers, keep_alive
                 return self._start_body(ex, end + 4, length)
             if status == 101:
@@ -294,12 +287,8 @@ class _Connection(asyncio.BufferedProtocol):
     def _start_body(self, ex: _Exchange, start: int, length: int | None) -> bool:
         """Set up the body from the head buffer's ``start``; False when done."""
         headers = ex.headers
-        chunked = "transfer-encoding" in headers
-        if chunked and length is not None:
-            # llhttp refuses this too: a request-smuggling shape.
-            self._fail(MalformedResponse("both Transfer-Encoding and Content-Length"))
-            return False
-        if (length is None or chunked
+        # llhttp refused Transfer-Encoding beside a Content-Length.
+        if (length is None or "transfer-encoding" in headers
                 or headers.get("content-encoding", "identity").lower() != "identity"):
             return self._give_up(ex)
         if ex.status in (204, 304):
