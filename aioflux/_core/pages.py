@@ -14,7 +14,11 @@ a page token it had already given (or a marker that does not advance)
 would keep a listing asking forever, its memory growing. A page token
 seen twice in one listing, a part-number marker that does not rise, or
 upload markers that go back or repeat, are a :class:`ProtocolError` too.
-An empty page with a fresh token is legal (GCS documents them).
+An empty page with a fresh token is legal (GCS documents them: a page may
+end on a time limit before it found a name), but not without end: after
+:data:`MOST_EMPTY_PAGES` of them in a row a listing is a
+:class:`ProtocolError`, so a server answering only fresh tokens cannot keep
+it asking forever.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import NoReturn
 from .errors import ProtocolError, describe
 from .types import ListPage
 
-__all__ = ["ListingCheck", "PartListingCheck", "UploadListingCheck"]
+__all__ = ["MOST_EMPTY_PAGES", "ListingCheck", "PartListingCheck", "UploadListingCheck"]
 
 # Names in messages are the server's: cut them short.
 _SHOWN = 80
@@ -34,6 +38,11 @@ _SHOWN = 80
 # S3 and GCS's XML API number parts 1..10000: a part-number marker that
 # must rise ends any part listing within 10000 pages.
 _MOST_PARTS = 10_000
+
+#: Empty pages (no name, no prefix) a listing accepts in a row. GCS ends a
+#: page on a time limit, so a listing can cross deleted or unmatched names
+#: on empty pages; 10,000 of them (minutes of requests) is far past any seen.
+MOST_EMPTY_PAGES = 10_000
 
 _ONCE_IN_ORDER = ("a listing must name each object once, in order, under the prefix and "
                   "inside the range asked")
@@ -53,8 +62,8 @@ class ListingCheck:
             buckets do not: there only the prefix and offsets are checked).
     """
 
-    __slots__ = ("_bucket", "_end", "_last", "_ordered", "_prefix", "_scheme", "_start",
-                 "_tokens")
+    __slots__ = ("_bucket", "_empty", "_end", "_last", "_ordered", "_prefix", "_scheme",
+                 "_start", "_tokens")
 
     def __init__(self, scheme: str, bucket: str, prefix: str, start_offset: str | None,
                  end_offset: str | None, *, ordered: bool = True) -> None:
@@ -68,6 +77,7 @@ class ListingCheck:
         # Tokens are opaque: only a repeat proves a loop (a page of a
         # 100k listing holds 1000 names, so this set stays ~100 strings).
         self._tokens: set[str] = set()
+        self._empty = 0  # empty pages in a row
 
     def page(self, page: ListPage) -> ListPage:
         """``page``, once its names keep the promise and its next page token
@@ -76,7 +86,8 @@ class ListingCheck:
         Raises:
             ProtocolError: a name out of order or repeated, outside the
                 prefix, or outside the offsets; a prefix outside the prefix;
-                a next page token already given in this listing.
+                a next page token already given in this listing; more than
+                :data:`MOST_EMPTY_PAGES` empty pages in a row.
         """
         token = page.next_page_token
         if token is not None:
@@ -85,6 +96,12 @@ class ListingCheck:
                 self._fail("answered a page token it had already given in this listing",
                            _FORWARD)
             self._tokens.add(token)
+        if page.objects or page.prefixes or token is None:
+            self._empty = 0
+        else:
+            self._empty += 1
+            if self._empty > MOST_EMPTY_PAGES:
+                self._fail(f"answered {self._empty} empty pages in a row", _FORWARD)
         names = [o.name for o in page.objects]
         if names and not self._ordered:
             for name in names:

@@ -29,6 +29,7 @@ from aioflux import (
     ProtocolError,
     RetryPolicy,
 )
+from aioflux._core import pages as pages_module
 from aioflux._engines.clean import clean_bucket
 from aioflux.cli import main
 from aioflux.s3 import S3Store
@@ -147,6 +148,23 @@ async def test_empty_pages_with_fresh_tokens_list_everything(backend: str) -> No
             assert await _patiently(_names(store.list_objects("bkt", "pre/"))) == [
                 "pre/a", "pre/b"]
     assert len(served.paths) == 4
+
+
+@BACKENDS
+async def test_empty_pages_without_end_are_refused(backend: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pages_module, "MOST_EMPTY_PAGES", 5)
+    # Every page empty, each with a fresh token: the server would go on forever.
+    pages: dict[str, tuple[list[str], list[str], str | None]] = {
+        "": (["pre/a"], [], "t1"), **{f"t{i}": ([], [], f"t{i + 1}") for i in range(1, 20)}}
+    async with Server(_object_lister(backend, pages)) as (endpoint, served):
+        async with _store(backend, endpoint) as store:
+            with pytest.raises(ProtocolError) as info:
+                await _patiently(_names(store.list_objects("bkt", "pre/")))
+    scheme = "gs" if backend == "gcs" else "s3"
+    assert str(info.value).startswith(
+        f"list {scheme}://bkt/pre/ failed: the server answered 6 empty pages in a row"), info.value
+    assert len(served.paths) == 7  # the page with a name, then 6 empty ones
 
 
 # -- ListParts -------------------------------------------------------------------

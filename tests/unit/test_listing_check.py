@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aioflux import ProtocolError
+from aioflux._core import pages
 from aioflux._core.pages import ListingCheck, PartListingCheck, UploadListingCheck
 from aioflux._core.types import ListPage, ObjectInfo
 
@@ -78,6 +79,19 @@ def test_a_page_token_given_twice_fails_without_showing_it() -> None:
         check.page(_next("tok-1"))
     assert "tok-1" not in str(info.value)
     assert str(info.value).startswith("list s3://b/p/ failed: the server answered ")
+
+
+def test_empty_pages_without_end_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pages, "MOST_EMPTY_PAGES", 3)
+    check = ListingCheck("gs", "b", "p/", None, None)
+    for token in ("t1", "t2", "t3"):
+        check.page(_next(token))
+    check.page(_next("t4", "p/a"))  # a name: the count starts again
+    for token in ("t5", "t6", "t7"):
+        check.page(_next(token))
+    with pytest.raises(ProtocolError, match="answered 4 empty pages in a row") as info:
+        check.page(_next("t8"))
+    assert str(info.value).startswith("list gs://b/p/ failed: the server answered 4 empty")
 
 
 def test_each_listing_has_its_own_tokens() -> None:
