@@ -5,18 +5,24 @@ Layout under ``root`` (``gs://bucket/run1``)::
     run1/step-000000000100/state.pt        torch.save output (state.pt.zst with zstd)
     run1/step-000000000100/data_state.pt   the data loader's position, if given
     run1/step-000000000100/manifest.json   written last: makes the checkpoint visible
+    run1/step-000000000100/claim.json      while a save runs: who writes at the top
     run1/history.jsonl                     one SaveRecord per save
 
 A checkpoint counts only if its manifest exists and every object it lists
 is stored with the listed size and crc32c; a save killed at any point leaves
 at most objects without a manifest, which ``list``/``latest`` ignore and the
-next retention pass deletes. Retention runs only after a newer manifest is
-written, so a complete checkpoint always survives. An overwrite of a step
-writes its objects into a folder of their own beside the checkpoint it
-replaces (``replace-<16 hex>/``) and then swaps the manifest, conditional on
-the one it replaces: until that swap the old checkpoint stands whole, so a
-failed or killed overwrite loses nothing. Listing, manifest checks,
-retention and the history file live in ``_retention.CheckpointStore``.
+next retention pass deletes (or the next save of that step). Retention runs
+only after a newer manifest is written, so a complete checkpoint always
+survives. An overwrite of a step writes its objects into a folder of their
+own beside the checkpoint it replaces (``replace-<16 hex>/``) and then swaps
+the manifest, conditional on the one it replaces: until that swap the old
+checkpoint stands whole, so a failed or killed overwrite loses nothing. A
+first save of a step claims the top of its folder (a create-only
+``claim.json``, dropped once its manifest is written); a save finding the
+claim held (another process saving that step, or one killed mid-save) writes
+into a folder of its own too, so it never lands over objects another
+save's manifest vouches for. Listing, manifest checks, retention and the history file live in
+``_retention.CheckpointStore``.
 
 Steps order everything: ``latest()`` is the highest complete step and
 ``keep_last=n`` keeps the ``n`` highest complete steps, whatever the order
@@ -39,6 +45,7 @@ import json
 import logging
 import os
 import secrets
+import socket
 import threading
 import time
 import weakref
@@ -50,7 +57,14 @@ import torch
 from .._api.stores import AnyClient, store_for_url
 from .._api.sync import Client
 from .._core.crc import encode_crc32c
-from .._core.errors import BridgeError, Conflict, InvalidArgument, NotFound, StorageError
+from .._core.errors import (
+    BridgeError,
+    Conflict,
+    InvalidArgument,
+    NotFound,
+    PreconditionFailed,
+    StorageError,
+)
 from .._core.options import WriterOptions
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
@@ -58,7 +72,7 @@ from .._core.urls import format_url
 from .._core.validate import check_bool, check_instance, check_int, check_str
 from ._checkpoint import Checkpoint, raw_writer, save_into
 from ._history import MANIFEST_FORMAT, CheckpointInfo, SaveRecord
-from ._retention import DATA_STATE, MANIFEST, REPLACING, CheckpointStore, leaf_named
+from ._retention import CLAIM, DATA_STATE, MANIFEST, REPLACING, CheckpointStore, leaf_named
 from ._snapshot import BufferPool, snapshot, state_nbytes
 
 __all__ = ["DATA_STATE", "CheckpointManager", "SaveFuture"]
@@ -162,6 +176,11 @@ class CheckpointManager:
         # window below the highest, not below its own step.
         self._highest_done: int | None = None
         self._retaining = threading.Lock()
+        # Set by close(): its pool takes no more work, so a save_async after
+        # it must be refused before its future joins _pending (where nothing
+        # would ever complete it, and close() and the exit hook would wait
+        # for it forever).
+        self._closed = False
         # A script that ends without close(): its saves in flight must still
         # complete, and a failure be heard of. This runs when the interpreter
         # starts to exit, before thread pools refuse work (they register the
@@ -235,7 +254,7 @@ class CheckpointManager:
             Conflict: a save of the same step is still in flight.
             StorageError: an earlier unobserved background save failed.
             BridgeError: the manager was made in the parent of this forked
-                process.
+                process, or is closed.
         """
         started = time.perf_counter()
         self._check_save("save_async", state, step, overwrite, data_state)
@@ -254,6 +273,9 @@ class CheckpointManager:
         future = SaveFuture()
         with self._cond:
             while True:
+                if self._closed:
+                    raise BridgeError(f"save_async {self.root}: the CheckpointManager is "
+                                      "closed; make a new one (or use save())")
                 used = sum(n for _, n in self._pending.values())
                 budget_ok = self.memory_budget is None or used + needed <= self.memory_budget
                 if budget_ok and len(self._pending) < self.max_pending:
@@ -280,8 +302,12 @@ class CheckpointManager:
             raise
         blocking = time.perf_counter() - started
         future.set_running_or_notify_cancel()
-        self._pool.submit(self._run, future, copied, step, started, blocking, overwrite,
-                          data_copy)
+        try:
+            self._pool.submit(self._run, future, copied, step, started, blocking, overwrite,
+                              data_copy)
+        except BaseException:
+            self._release(future)  # never started: nothing may wait for it
+            raise
         return future
 
     def _run(self, future: SaveFuture, state: Any, step: int, started: float,
@@ -330,9 +356,15 @@ class CheckpointManager:
     def close(self) -> None:
         """Wait for background saves and stop the worker threads.
 
+        A ``save_async`` after (or while) closing raises ``BridgeError``;
+        ``save`` and the reading methods still work.
+
         Raises:
             StorageError: a background save failed and nobody looked.
         """
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()  # a save_async waiting for a slot gives up
         try:
             self.wait()
         finally:
@@ -354,19 +386,22 @@ class CheckpointManager:
         check_bool(op, "overwrite", overwrite)
         check_instance(op, "data_state", data_state, Mapping, optional=True)
 
-    def _check_target(self, step: int, overwrite: bool) -> ObjectInfo | None:
+    def _check_target(self, step: int,
+                      overwrite: bool) -> tuple[ObjectInfo | None, builtins.list[str]]:
         """Refuse a save that would replace a checkpoint or be deleted at once.
 
         Returns:
-            The manifest an overwrite replaces, or None when there is none.
+            The manifest an overwrite replaces (None when there is none), and
+            the names of the manager's other objects in the step's folder
+            now: what that manifest lists and leftovers of killed saves.
         """
         if self.keep_last is None:
-            # No window to check: one stat rather than a listing of every step.
-            manifest = self._store.manifest_of(step)
+            # No window to check: one listing of this step's folder, not of every step.
+            objects = self._store.objects_of(step)
         else:
             # One listing (the retention pass lists again once there is more to see).
             dirs = self._store.scan()
-            manifest = dirs.get(step, {}).get(MANIFEST)
+            objects = dirs.get(step, {})
             kept = sorted(s for s, objs in dirs.items() if MANIFEST in objs and s != step)
             window = kept[-self.keep_last:]
             if len(window) == self.keep_last and step < window[0]:
@@ -374,9 +409,34 @@ class CheckpointManager:
                     f"save {self.root}: step {step} is below the {self.keep_last} highest "
                     f"steps keep_last keeps ({', '.join(map(str, window))}); retention "
                     "would delete it at once. Delete the newer checkpoints or use a higher step")
+        manifest = objects.get(MANIFEST)
         if manifest is not None and not overwrite:
             raise self._conflict(step)
-        return manifest
+        return manifest, [obj.name for leaf, obj in objects.items() if leaf != MANIFEST]
+
+    def _claim(self, directory: str) -> str | None:
+        """Claim the top of a step's folder for this save: the create-only
+        write of a small ``claim.json`` (host, process, time).
+
+        Two processes saving one step (a preempted job still saving while
+        its replacement runs) both find no manifest there; without a claim
+        the later one's ``state.pt`` would land over the one the earlier
+        one's manifest vouches for, and that checkpoint would be lost.
+
+        Returns:
+            The claim's object name, or None when another save holds it (one
+            in flight, or one killed before it could drop its claim).
+        """
+        name = directory + CLAIM
+        body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "created": _now(),
+                           "token": secrets.token_hex(8)}).encode()
+        try:
+            self._store.call(self._client.write(self.bucket, name, body,
+                                                content_type="application/json",
+                                                if_generation_match=0))
+        except PreconditionFailed:
+            return None
+        return name
 
     def _conflict(self, step: int) -> Conflict:
         return Conflict(f"save {self.root}: step {step} already has a checkpoint; pass "
@@ -387,11 +447,19 @@ class CheckpointManager:
                  overwrite: bool, data_state: Mapping[str, Any] | None) -> CheckpointInfo:
         directory = self._store.step_dir(step)
         serialized = 0
+        claim: str | None = None
         try:
-            replaced = self._check_target(step, overwrite)
-            # An overwrite must not touch what the standing manifest lists:
-            # its objects go into a folder of their own.
-            folder = "" if replaced is None else f"{REPLACING}{secrets.token_hex(8)}/"
+            # Claimed before the check, so a save that claims after another
+            # has published (and dropped its claim) sees that manifest.
+            claim = self._claim(directory)
+            replaced, earlier = self._check_target(step, overwrite)
+            # Only the save holding the claim writes at the top of the step's
+            # folder. An overwrite must not touch what the standing manifest
+            # lists, and a save without the claim must not publish over the
+            # objects of another save of this step (in flight, or killed):
+            # their objects go into a folder of their own.
+            own_folder = replaced is not None or claim is None
+            folder = f"{REPLACING}{secrets.token_hex(8)}/" if own_folder else ""
             writer = self._ckpt.writer(self._url(directory + folder + self._state_name),
                                        compression=self.compression)
             with writer:
@@ -414,11 +482,27 @@ class CheckpointManager:
             # Create-only (If-None-Match: * on S3, ifGenerationMatch=0 on
             # GCS), or in place of exactly the manifest replaced (If-Match,
             # ifGenerationMatch): another writer's is never replaced silently.
-            self._store.call(self._client.write(
-                self.bucket, directory + MANIFEST, json.dumps(manifest).encode(),
-                content_type="application/json",
-                if_generation_match=0 if replaced is None else replaced.generation))
+            try:
+                self._store.call(self._client.write(
+                    self.bucket, directory + MANIFEST, json.dumps(manifest).encode(),
+                    content_type="application/json",
+                    if_generation_match=0 if replaced is None else replaced.generation))
+            except PreconditionFailed as exc:
+                # Another save of this step published or swapped its manifest
+                # first (the store already told a retry of our own write from
+                # it): the documented Conflict, not the manifest's 412. What
+                # this save wrote is nobody else's (a folder of its own, or
+                # the top of the folder under its claim: the winner's objects
+                # are in a folder then), and no manifest will list it.
+                self._store.delete_quietly([directory + leaf for leaf in leaves])
+                raise Conflict(f"save {self.root}: step {step} was saved by another writer "
+                               "while this save ran", operation="save checkpoint",
+                               bucket=self.bucket, name=directory + MANIFEST) from exc
         except BaseException as exc:
+            if claim is not None and isinstance(exc, Exception):
+                # The next save of this step may write at the top again (a
+                # claim is in no manifest: dropping it never breaks a checkpoint).
+                self._store.delete_quietly([claim])
             total = time.perf_counter() - started
             self._store.append_history(SaveRecord(
                 step, False, serialized, 0, total if blocking is None else blocking, total,
@@ -431,8 +515,16 @@ class CheckpointManager:
         self._store.append_history(SaveRecord(
             step, True, serialized, stored.size, total if blocking is None else blocking, total,
             serialized / total / 1e6 if total else 0.0, created, self.compression))
-        if replaced is not None:
-            self._store.drop_unlisted(step, leaves)  # what the new manifest replaced
+        # What the new manifest replaced, and leftovers of killed or failed
+        # saves of this step (a data_state.pt the new manifest does not list,
+        # an earlier overwrite's folder): in a checkpoint that is kept they
+        # would stay for good. Never what this save wrote, nor an object
+        # that appeared since the check (another writer's, which loses at
+        # its manifest). And the claim: a save claiming after this manifest
+        # sees it.
+        mine = {directory + leaf for leaf in leaves}
+        doomed = [name for name in earlier if name not in mine and name != claim]
+        self._store.delete_quietly(doomed if claim is None else [*doomed, claim])
         with self._retaining:
             with self._cond:
                 # Saves in flight are spared; this one is complete.
@@ -504,7 +596,8 @@ class CheckpointManager:
                                bucket=self.bucket, name=self._store.step_dir(info.step) + leaf)
         return state
 
-    def load_data_state(self, step: int | None = None) -> dict[str, Any] | None:
+    def load_data_state(self, step: int | None = None, *,
+                        weights_only: bool = True) -> dict[str, Any] | None:
         """The data position saved with a complete checkpoint (the highest step by default).
 
         ``sampler.load_state_dict(manager.load_data_state())`` (or a
@@ -513,6 +606,9 @@ class CheckpointManager:
 
         Args:
             step: the step, or None for the latest.
+            weights_only: as for ``torch.load``; ``False`` for a data state
+                holding more than tensors and plain python values (numpy
+                scalars or arrays, say), which the save took as it was.
 
         Returns:
             The ``data_state`` given to the save, or None if it had none.
@@ -523,6 +619,7 @@ class CheckpointManager:
             StorageError: reading failed, or the object is not a saved data state.
         """
         check_int("load_data_state", "step", step, minimum=0, optional=True)
+        check_bool("load_data_state", "weights_only", weights_only)
         info = self.latest() if step is None else self._store.get(step)
         if info is None:
             what = "any" if step is None else f"step {step}"
@@ -534,11 +631,17 @@ class CheckpointManager:
         name = self._store.step_dir(info.step) + leaf
         raw = self._store.call(self._client.read(self.bucket, name))
         try:
-            state = torch.load(io.BytesIO(raw), weights_only=True)
+            state = torch.load(io.BytesIO(raw), weights_only=weights_only)
         except Exception as exc:  # torch raises several types for a foreign file
+            # save() takes any picklable data state (a numpy scalar from a
+            # sampler, say): one the safe unpickler refuses is no foreign
+            # file, and the message must say how to read it back.
+            hint = (" or holds more than tensors and plain values: pass weights_only=False "
+                    "if you trust it" if weights_only else "")
             raise StorageError(f"load_data_state {info.url}{leaf}: not a saved data "
-                               f"state ({type(exc).__name__})", operation="load data state",
-                               bucket=self.bucket, name=name) from exc
+                               f"state{hint} ({type(exc).__name__})",
+                               operation="load data state", bucket=self.bucket,
+                               name=name) from exc
         if not isinstance(state, dict):
             raise StorageError(f"load_data_state {info.url}{leaf}: holds a "
                                f"{type(state).__name__}, not a dict",

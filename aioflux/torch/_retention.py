@@ -39,7 +39,7 @@ from .._core.types import ObjectInfo
 from .._core.urls import format_url
 from ._history import CheckpointInfo, SaveRecord
 
-__all__ = ["DATA_STATE", "HISTORY", "MANIFEST", "REPLACING", "CheckpointStore",
+__all__ = ["CLAIM", "DATA_STATE", "HISTORY", "MANIFEST", "REPLACING", "CheckpointStore",
            "leaf_named", "steps_to_delete"]
 
 log = logging.getLogger("aioflux.checkpoint")
@@ -51,10 +51,13 @@ DATA_STATE = "data_state.pt"
 # (REPLACING + 16 hex digits), so the checkpoint it replaces stands until its
 # manifest is swapped for the new one.
 REPLACING = "replace-"
+# The create-only object by which a save claims the top of a step's folder
+# (CheckpointManager._claim); in no manifest.
+CLAIM = "claim.json"
 _STEP = "step-"
 _OWN_LEAF = re.compile(rf"(?:{re.escape(REPLACING)}[0-9a-f]{{16}}/)?"
                        rf"(?:state\.pt|state\.pt\.zst|{re.escape(DATA_STATE)})"
-                       rf"|{re.escape(MANIFEST)}")
+                       rf"|{re.escape(MANIFEST)}|{re.escape(CLAIM)}")
 # Deletes in flight when a store deletes one object per request.
 _DELETES_IN_FLIGHT = 16
 
@@ -264,44 +267,40 @@ class CheckpointStore:
         """
         return self.complete(step, self.scan().get(step, {}))
 
-    def manifest_of(self, step: int) -> ObjectInfo | None:
-        """The manifest object of ``step``, complete checkpoint or not.
+    def objects_of(self, step: int) -> dict[str, ObjectInfo]:
+        """The manager's objects in ``step``'s folder, as :meth:`scan` finds them.
 
         Args:
             step: training step.
 
         Returns:
-            Its ObjectInfo (the generation a replacement must match), or None.
+            leaf name -> ObjectInfo (the manifest's generation is the one a
+            replacement must match).
 
         Raises:
-            StorageError: the stat failed for another reason than absence.
-        """
-        try:
-            return self.call(self.client.stat(self.bucket, self.step_dir(step) + MANIFEST))
-        except NotFound:
-            return None
-
-    def drop_unlisted(self, step: int, listed: Collection[str]) -> None:
-        """Delete a manager's objects in ``step``'s directory that its
-        manifest does not list: what an overwrite replaced, and leftovers of
-        overwrites that failed.
-
-        Args:
-            step: training step.
-            listed: the leaves its manifest lists.
-
-        Raises:
-            StorageError: listing or a delete failed.
+            StorageError: listing failed.
         """
         prefix = self.step_dir(step)
 
-        async def unlisted() -> builtins.list[str]:
-            return [o.name async for o in self.client.list_objects(self.bucket, prefix)
-                    if _OWN_LEAF.fullmatch(leaf := o.name[len(prefix):])
-                    and leaf != MANIFEST and leaf not in listed]
+        async def collect() -> list[ObjectInfo]:
+            return [o async for o in self.client.list_objects(self.bucket, prefix)]
 
-        names = self.call(unlisted())
-        self.call(delete_all(self.client, self.bucket, names, concurrency=_DELETES_IN_FLIGHT))
+        return {leaf: obj for obj in self.call(collect())
+                if _OWN_LEAF.fullmatch(leaf := obj.name[len(prefix):])}
+
+    def delete_quietly(self, names: Collection[str]) -> None:
+        """Delete objects a save no longer needs; a failure is only logged
+        (they are leftovers the next save of the step or retention removes).
+
+        Args:
+            names: object names.
+        """
+        try:
+            self.call(delete_all(self.client, self.bucket, list(names),
+                                 concurrency=_DELETES_IN_FLIGHT))
+        except Exception as exc:
+            log.warning("could not delete %d leftover object(s) under %s: %s",
+                        len(names), self.root, exc)
 
     def retain(self, newest: int, keep_last: int | None,
                busy: Collection[int]) -> builtins.list[int]:

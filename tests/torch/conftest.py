@@ -47,6 +47,8 @@ S3_TESTS = frozenset({
     "test_single_process_save_load_and_the_file_system",
     "test_fit_save_resume_remove",
     "test_sigkill_during_saves",
+    "test_a_second_writer_of_the_same_step_never_undoes_a_published_checkpoint",
+    "test_a_resave_after_a_killed_save_leaves_no_leftovers",
 })
 
 

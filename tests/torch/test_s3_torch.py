@@ -141,8 +141,11 @@ def test_retention_deletes_in_batches_on_s3(s3_where: Where,
         assert mgr.load()["step"] == 3
     # Each retention pass: the manifest alone (the checkpoint vanishes at
     # once), then the rest of the directory in one DeleteObjects request.
+    # (Each save also drops its claim once its manifest is written.)
     state = [f"{s3_where.base}run/step-{s:012d}/state.pt" for s in (1, 2)]
-    assert [names for names in batched if names] == [[state[0]], [state[1]]]
+    claims = [[f"{s3_where.base}run/step-{s:012d}/claim.json"] for s in (1, 2, 3)]
+    assert [names for names in batched if names] == [
+        claims[0], claims[1], [state[0]], claims[2], [state[1]]]
     assert not [n for n in single if n.endswith("state.pt")]
     assert s3_where.names("run/") == ["run/history.jsonl", "run/step-000000000003/manifest.json",
                                       "run/step-000000000003/state.pt"]
