@@ -37,6 +37,7 @@ from .._core.portal import get_portal
 from .._core.store import ObjectStore, delete_all
 from .._core.types import ObjectInfo
 from .._core.urls import format_url
+from .._core.window import gather_bounded
 from ._history import CheckpointInfo, SaveRecord
 
 __all__ = ["CLAIM", "DATA_STATE", "HISTORY", "MANIFEST", "REPLACING", "CheckpointStore",
@@ -60,6 +61,8 @@ _OWN_LEAF = re.compile(rf"(?:{re.escape(REPLACING)}[0-9a-f]{{16}}/)?"
                        rf"|{re.escape(MANIFEST)}|{re.escape(CLAIM)}")
 # Deletes in flight when a store deletes one object per request.
 _DELETES_IN_FLIGHT = 16
+# Manifest reads in flight in a retention pass or a listing.
+_READS_IN_FLIGHT = 16
 
 T = TypeVar("T")
 
@@ -201,11 +204,36 @@ class CheckpointStore:
             StorageError: reading the manifest failed for another reason
                 than its absence.
         """
+        return self.call(self._complete(step, objects))
+
+    def complete_all(self, dirs: StepDirs) -> dict[int, CheckpointInfo]:
+        """:meth:`complete` for every step of ``dirs``, their manifests read
+        concurrently (a root with a thousand checkpoints and no ``keep_last``
+        is read by every retention pass: one after another, that took 20 s
+        at 20 ms a read).
+
+        Args:
+            dirs: what :meth:`scan` found.
+
+        Returns:
+            step -> CheckpointInfo, for the complete steps only.
+
+        Raises:
+            StorageError: reading a manifest failed for another reason
+                than its absence.
+        """
+        found = self.call(gather_bounded((self._complete(step, objects)
+                                          for step, objects in dirs.items()),
+                                         _READS_IN_FLIGHT))
+        return {info.step: info for info in found if info is not None}
+
+    async def _complete(self, step: int,
+                        objects: dict[str, ObjectInfo]) -> CheckpointInfo | None:
         manifest_obj = objects.get(MANIFEST)
         if manifest_obj is None:
             return None
         try:
-            raw = self.call(self.client.read(self.bucket, manifest_obj.name))
+            raw = await self.client.read(self.bucket, manifest_obj.name)
             manifest = json.loads(raw)
             listed = {o["name"]: (int(o["size"]), decode_crc32c(o["crc32c"]))
                       for o in manifest["objects"]}
@@ -233,9 +261,8 @@ class CheckpointStore:
         Raises:
             StorageError: listing failed.
         """
-        dirs = self.scan()
-        found = (self.complete(s, dirs[s]) for s in sorted(dirs))
-        return [c for c in found if c is not None]
+        found = self.complete_all(self.scan())
+        return [found[s] for s in sorted(found)]
 
     def latest(self) -> CheckpointInfo | None:
         """The newest complete checkpoint.
@@ -318,7 +345,7 @@ class CheckpointStore:
             StorageError: listing or a delete failed.
         """
         dirs = self.scan()
-        complete = [s for s in sorted(dirs) if self.complete(s, dirs[s]) is not None]
+        complete = sorted(self.complete_all(dirs))
         doomed = steps_to_delete(dirs, complete, keep_last, busy, newest)
         rest: builtins.list[str] = []
         for step in doomed:
