@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .._core.crc import crc32c
 from .._core.errors import InvalidArgument
 from .._core.types import ObjectInfo
-from .writer import Bytes, WriterBase, byte_view
+from .writer import Bytes, WriterBase, byte_view, interrupted_write
 
 if TYPE_CHECKING:
     from .writer import _Session
@@ -76,25 +76,32 @@ class AsyncObjectWriter(WriterBase):
         await self._raise_pending()
         view = byte_view(self.url, data)
         total = len(view)
-        while view:
-            take = min(len(view), self.part_size - len(self._buffer))
-            piece, view = view[:take], view[take:]
-            self._buffer += piece
-            if len(self._buffer) < self.part_size:
-                continue
-            self._check_part_limit()
-            await self._slots.acquire()
-            await self._raise_pending(release=True)
-            part, self._buffer = self._buffer, bytearray()
-            # As in ObjectWriter: each part is checksummed once, in its buffer.
-            checksum = crc32c(part)
-            self._crc.append(checksum, self.part_size)
-            self._loop = self._loop or asyncio.get_running_loop()
-            task = asyncio.ensure_future(
-                self._session.put(self._number, memoryview(part), checksum))
-            self._number += 1
-            self._tasks.add(task)
-            task.add_done_callback(self._part_done)
+        try:
+            while view:
+                take = min(len(view), self.part_size - len(self._buffer))
+                piece, view = view[:take], view[take:]
+                self._buffer += piece
+                if len(self._buffer) < self.part_size:
+                    continue
+                self._check_part_limit()
+                await self._slots.acquire()
+                await self._raise_pending(release=True)
+                part, self._buffer = self._buffer, bytearray()
+                # As in ObjectWriter: each part is checksummed once, in its buffer.
+                checksum = crc32c(part)
+                self._crc.append(checksum, self.part_size)
+                self._loop = self._loop or asyncio.get_running_loop()
+                task = asyncio.ensure_future(
+                    self._session.put(self._number, memoryview(part), checksum))
+                self._number += 1
+                self._tasks.add(task)
+                task.add_done_callback(self._part_done)
+        except BaseException:
+            # Cancelled (a timeout) while waiting for a part slot, or failed,
+            # mid-way: see interrupted_write.
+            if self._error is None:
+                self._error = interrupted_write(self.url, total - len(view), total)
+            raise
         return total
 
     def _part_done(self, task: asyncio.Task[None]) -> None:

@@ -246,9 +246,20 @@ async def fetch_composed(client: ObjectStore, objects: Sequence[ObjectInfo], *,
         if refused:
             _unregister(client, bucket, name)
         else:
-            # Shielded: a second cancellation must not skip the delete; the
-            # exit registry still covers a delete that never finished.
-            await asyncio.shield(_delete(client, bucket, name))
+            # Shielded: a cancellation must not skip the delete; the exit
+            # registry still covers a delete that never finished.
+            deleting = asyncio.ensure_future(_delete(client, bucket, name))
+            try:
+                await asyncio.shield(deleting)
+            except asyncio.CancelledError:
+                # Cancelled while deleting (a stream left early): still wait
+                # for it, or the composite outlives the call that made it,
+                # listed in the bucket after the stream was closed. A second
+                # cancellation ends the wait, not the delete.
+                await asyncio.wait([deleting])
+                if not deleting.cancelled():
+                    deleting.exception()  # retrieved: the cancellation wins
+                raise
     out: list[bytes] = []
     pos = 0
     for obj in objects:

@@ -475,6 +475,7 @@ async def iter_objects(
         await queue.put(None)
 
     task = asyncio.create_task(produce())
+    getter: asyncio.Future[list[ObjectInfo] | None] | None = None
     try:
         while True:
             if task.done() and queue.empty():
@@ -491,5 +492,9 @@ async def iter_objects(
                 yield obj
         task.result()
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        # A cancellation arrives while the getter waits: left pending, it
+        # would wait forever (and asyncio complain when it is collected).
+        stray = () if getter is None else (getter,)
+        for running in (task, *stray):
+            running.cancel()
+        await asyncio.gather(task, *stray, return_exceptions=True)

@@ -44,6 +44,7 @@ __all__ = [
     "WriterBase",
     "WriterStats",
     "byte_view",
+    "interrupted_write",
 ]
 
 Bytes = bytes | bytearray | memoryview
@@ -70,6 +71,20 @@ def byte_view(url: str, data: Bytes) -> memoryview:
         raise InvalidArgument(f"write {url}: data must be bytes, bytearray or memoryview, "
                               f"got {type(data).__name__}{hint}") from None
     return view.cast("B")
+
+
+def interrupted_write(url: str, taken: int, total: int) -> InvalidArgument:
+    """The error a writer's ``close`` raises (and aborts) after a ``write``
+    that was interrupted (cancelled, Ctrl-C) or failed mid-way.
+
+    Such a write took some of its bytes, maybe all: closing would publish a
+    stream without the rest (its crc32c covers what was taken, so it checks
+    out), and writing the data again would repeat what was taken. The
+    caller cannot tell which, so nothing is published.
+    """
+    return InvalidArgument(f"write {url}: a write was interrupted after {taken} of its "
+                           f"{total} bytes; the upload is aborted, nothing is published")
+
 
 def _check_settings(part_size: int, features: StoreFeatures) -> None:
     if part_size < features.min_part_size or part_size % features.part_granularity:
@@ -323,13 +338,20 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
             self._raise_pending()
             view = byte_view(self.url, data)
             total = len(view)
-            while view:
-                take = min(len(view), self.part_size - self._fill)
-                self._buffer[self._fill:self._fill + take] = view[:take]
-                self._fill += take
-                view = view[take:]
-                if self._fill == self.part_size:
-                    self._flush_part()
+            try:
+                while view:
+                    take = min(len(view), self.part_size - self._fill)
+                    self._buffer[self._fill:self._fill + take] = view[:take]
+                    self._fill += take
+                    view = view[take:]
+                    if self._fill == self.part_size:
+                        self._flush_part()
+            except BaseException:
+                # Ctrl-C (or a signal handler's exception) while waiting for
+                # a part slot: see interrupted_write.
+                if self._parts.error is None:
+                    self._parts.error = interrupted_write(self.url, total - len(view), total)
+                raise
             return total
 
     def _flush_part(self) -> None:

@@ -427,6 +427,8 @@ class MediaPool:
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._reaper: asyncio.TimerHandle | None = None
         self._closed = False
+        # Connections mid-exchange, for abort().
+        self._busy: set[_Connection] = set()
 
     async def get(self, url: str, headers: Mapping[str, str], into: memoryview | None = None,
                   *, limit: int | None = None) -> MediaResponse | None:
@@ -466,6 +468,10 @@ class MediaPool:
         while True:
             if conn is None:
                 return None
+            if self._closed:
+                # aborted while this request waited for a connection
+                conn.abort()
+                raise ConnectionAbortedError("the client's connections were closed")
             try:
                 return await self._exchange(origin, conn, request, into, limit, deadline)
             except _Stale as exc:
@@ -476,11 +482,14 @@ class MediaPool:
     async def _exchange(self, origin: _Origin, conn: _Connection, request: bytes,
                         into: memoryview | None, limit: int | None,
                         deadline: float) -> MediaResponse | None:
+        self._busy.add(conn)
         try:
             response = await conn.exchange(request, into, limit, self._read_stall, deadline)
         except BaseException:
             conn.abort()  # cancelled or failed mid-exchange: its state is unknown
             raise
+        finally:
+            self._busy.discard(conn)
         if conn.reusable and not conn.closed and not self._closed and not self._over(0):
             self._idle.setdefault(origin, deque()).append(conn)
             self._schedule_reap(conn.idle_since)
@@ -643,3 +652,11 @@ class MediaPool:
             for conn in idle:
                 conn.abort()
         self._idle.clear()
+
+    def abort(self) -> None:
+        """Close every connection, those mid-exchange too: their requests
+        fail as on a dropped connection (the client closing with reads in
+        flight, which must not run on until ``read_stall`` or to their end)."""
+        self.close()
+        for conn in list(self._busy):
+            conn.abort()

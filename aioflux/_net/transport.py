@@ -110,6 +110,8 @@ class _LoopState:
     semaphore: asyncio.Semaphore
     media: MediaPool | None
     ends_with_loop: AsyncGenerator[None, None] | None = None
+    #: its connections are closed: an attempt must not start on it
+    closed: bool = False
 
 
 async def _open_until_loop_ends(state: _LoopState) -> AsyncGenerator[None, None]:
@@ -123,9 +125,31 @@ async def _open_until_loop_ends(state: _LoopState) -> AsyncGenerator[None, None]
         yield
     finally:
         if state.pid == os.getpid():  # a forked child's copy is the parent's
+            state.closed = True
             if state.media is not None:
-                state.media.close()
+                state.media.abort()
+            if _abort_bodies_in_flight(state.session):
+                await asyncio.sleep(0)  # their readers learn it before close() below
             await state.session.close()
+
+
+def _abort_bodies_in_flight(session: aiohttp.ClientSession) -> bool:
+    """Drop the sockets of aiohttp's requests in flight; True if there were any.
+
+    ``session.close()`` closes them too, but first detaches each from its
+    response: a body still arriving is then never told, and its reader
+    waits forever (its read timeout went with the connection). Aborted
+    here, the reader fails as on a dropped connection, which the attempt
+    maps to a typed error.
+    """
+    connector: Any = getattr(session, "connector", None)
+    aborted = False
+    for protocol in list(getattr(connector, "_acquired", ())):
+        sock = getattr(protocol, "transport", None)
+        if sock is not None:
+            sock.abort()
+            aborted = True
+    return aborted
 
 
 # Every such generator, so that a forked child can end its copies at once:
@@ -379,9 +403,23 @@ class Transport:
             if request.payload is not None:
                 stats.bytes_sent += len(request.payload)
             try:
+                if state.closed:
+                    # Closed while this attempt waited for its permit or
+                    # credentials: aiohttp would raise a bare RuntimeError
+                    # ("Session is closed"), the lean pool open a socket.
+                    raise ConnectionAbortedError("the client's connections were closed")
                 result = await send(state, request_headers)
             except Exception as exc:
                 failure = exc
+                if state.closed and not isinstance(exc, StorageError):
+                    # Closed under the attempt: for good, that is the error,
+                    # not the dropped connection (or aiohttp's RuntimeError
+                    # of a request it refuses) it caused; connections only
+                    # (no owner), a retry goes out on new ones.
+                    if self._closed_by is not None:
+                        raise self._closed_error(op) from exc
+                    failure = ConnectionAbortedError("the client's connections were closed")
+                    failure.__cause__ = exc
             else:
                 stats.observe(Attempt(op.operation, request.method,
                                       time.perf_counter() - started, "",

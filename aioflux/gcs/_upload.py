@@ -57,6 +57,10 @@ class GcsUpload:
         if self._init is None:
             self._order = asyncio.Condition()
             self._init = asyncio.ensure_future(self._initiate())
+            # Its error reaches every part that waits; one whose parts were
+            # all cancelled (the writer aborting) must not be logged as never
+            # retrieved.
+            self._init.add_done_callback(_retrieve)
         # Shielded: a part cancelled while the upload is being created must
         # not lose the upload id, or abort() could not drop the upload.
         await asyncio.shield(self._init)
@@ -208,3 +212,6 @@ def _header_crc(value: str) -> int | None:
     return None
 
 
+def _retrieve(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()

@@ -20,6 +20,7 @@ endpoint was configured (a request never leaves the host the user chose).
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
@@ -201,11 +202,19 @@ class Endpoints:
         if finding is None or finding.get_loop() is not loop:
             finding = loop.create_task(self.find_region(bucket, transport))
             self._finding[bucket] = finding
-        try:
-            self.regions[bucket] = await asyncio.shield(finding)
-        finally:
-            if finding.done():
-                self._finding.pop(bucket, None)
+            finding.add_done_callback(functools.partial(self._found, bucket))
+        await asyncio.shield(finding)
+
+    def _found(self, bucket: str, finding: asyncio.Task[str]) -> None:
+        # Settled here, not by the requests waiting: every one of them may
+        # have been cancelled (the lookup runs on, shielded). A failed lookup
+        # is forgotten, so a later request asks again instead of being
+        # handed an old error, and its error is retrieved, not left for
+        # asyncio to log as never retrieved.
+        if self._finding.get(bucket) is finding:
+            del self._finding[bucket]
+        if not finding.cancelled() and finding.exception() is None:
+            self.regions[bucket] = finding.result()
 
     async def find_region(self, bucket: str, transport: Transport) -> str:
         """``x-amz-bucket-region`` of a HEAD of the bucket (signed for the

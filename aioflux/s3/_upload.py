@@ -56,6 +56,10 @@ class S3Upload:
     async def _start(self) -> str:
         if self._init is None:
             self._init = asyncio.ensure_future(self._initiate())
+            # Its error reaches every part that waits; one whose parts were
+            # all cancelled (the writer aborting) must not be logged as never
+            # retrieved.
+            self._init.add_done_callback(_retrieve)
         # Shielded: a part cancelled while the upload is being created must
         # not lose the upload id, or abort() could not drop the upload.
         return await asyncio.shield(self._init)
@@ -151,3 +155,7 @@ def _parts_etag(parts: list[PartInfo]) -> str | None:
     digests = b"".join(bytes.fromhex(p.etag.strip().strip('"')) for p in parts)
     return f"{hashlib.md5(digests, usedforsecurity=False).hexdigest()}-{len(parts)}"
 
+
+def _retrieve(future: asyncio.Future[str]) -> None:
+    if not future.cancelled():
+        future.exception()
