@@ -48,6 +48,12 @@ _TextMode = Literal["r", "rt", "tr", "w", "wt", "tw"]
 _BinaryMode = Literal["rb", "br", "wb", "w+b", "bw"]
 
 
+# codecs' names of the encodings whose BOM TextIOWrapper leaves out on a
+# stream that is not seekable (its C fast path; utf-8-sig goes through the
+# codec's own encoder, which writes its BOM anyway).
+_BOM_ONLY_WHEN_SEEKABLE = frozenset({"utf-16", "utf-32"})
+
+
 class TextWriter(PublishOnExit, io.TextIOWrapper):
     """Text file over a writer that publishes on ``close()`` (ObjectWriter,
     ZstdWriter), with the writer's rules: io.TextIOWrapper's own
@@ -67,6 +73,13 @@ class TextWriter(PublishOnExit, io.TextIOWrapper):
         self._done = False
         self._raw = raw
         super().__init__(raw, encoding=encoding, errors=errors, newline=newline)
+        if codecs.lookup(encoding).name in _BOM_ONLY_WHEN_SEEKABLE:
+            # CPython's TextIOWrapper writes these encodings' BOM only to a
+            # seekable stream (tell() says it is at the start), and a writer
+            # is not one: without it the object reads back as neither
+            # utf-16 nor utf-32. Python's open() writes it; so do we. The
+            # text that follows is in native byte order, as the BOM says.
+            raw.write(codecs.encode("", encoding))
 
     def close(self) -> None:
         """Flush the text and publish the object (see ``ObjectWriter.close``)."""

@@ -164,6 +164,24 @@ def test_other_encodings_read_and_write(where: Where) -> None:
         assert f.read() == "café\n"
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32", "utf-8-sig", "UTF16", "utf-16-le"])
+def test_text_written_with_a_bom_encoding_is_what_python_writes(where: Where, tmp_path: Path,
+                                                                 encoding: str) -> None:
+    # CPython's TextIOWrapper writes the BOM of utf-16 and utf-32 only to a
+    # seekable file, and an object writer is not one: the object had no BOM
+    # and read back as neither aioflux.open nor Python's open could.
+    local = tmp_path / f"python-{encoding}.txt"
+    with local.open("w", encoding=encoding) as f:
+        f.write(TEXT)
+        f.write("more")
+    with where.open(f"bom-{encoding}", "w", encoding=encoding) as f:
+        f.write(TEXT)
+        f.write("more")
+    assert where.get(f"bom-{encoding}") == local.read_bytes()
+    with where.open(f"bom-{encoding}", "r", encoding=encoding) as f:
+        assert f.read() == TEXT + "more"
+
+
 # -- newlines ----------------------------------------------------------------------------
 
 MIXED = b"a\nb\r\nc\rd"
