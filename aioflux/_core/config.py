@@ -7,6 +7,8 @@ Every knob has a module-level ``DEFAULT_*`` constant and is validated in
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 import re
 import ssl
 from dataclasses import dataclass, field
@@ -71,6 +73,19 @@ def _typed(cls: str, name: str, value: object, kind: type | tuple[type, ...], wh
                               f"{type(value).__name__} {value!r:.60}")
 
 
+def _finite(cls: str, name: str, value: float | None) -> None:
+    # inf passes every ">= 0" rule, then fails inside a request as a bare
+    # OverflowError from asyncio or aiohttp (connect, idle, total), or sleeps
+    # forever between attempts (a delay); NaN fails every comparison, so
+    # the range rules already refuse it. None where a field allows it
+    # means "no limit".
+    if value is not None and not math.isfinite(value):
+        unit = "" if name == "multiplier" else " of seconds"
+        raise InvalidArgument(f"{cls}.{name} must be a finite number{unit}"
+                              f"{' (None for no limit)' if name in ('total', 'deadline') else ''}"
+                              f", got {value!r}")
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How failed requests are retried.
@@ -103,6 +118,8 @@ class RetryPolicy:
             _typed(n, name, getattr(self, name), (int, float), "a number")
         _typed(n, "jitter", self.jitter, bool, "a bool")
         _typed(n, "deadline", self.deadline, (int, float), "a number", optional=True)
+        for name in ("initial_delay", "max_delay", "multiplier", "deadline"):
+            _finite(n, name, getattr(self, name))
         _require(self.max_attempts >= 1, n, "max_attempts", self.max_attempts, ">= 1")
         _require(self.initial_delay >= 0, n, "initial_delay", self.initial_delay, ">= 0")
         _require(self.max_delay >= self.initial_delay, n, "max_delay", self.max_delay,
@@ -141,9 +158,11 @@ class Timeouts:
 
     def __post_init__(self) -> None:
         n = "Timeouts"
-        for name in ("connect", "read_stall"):
+        for name in ("connect", "read_stall", "idle"):
             _typed(n, name, getattr(self, name), (int, float), "a number of seconds")
         _typed(n, "total", self.total, (int, float), "a number of seconds", optional=True)
+        for name in ("connect", "read_stall", "idle", "total"):
+            _finite(n, name, getattr(self, name))
         _require(self.connect > 0, n, "connect", self.connect, "> 0")
         _require(self.read_stall > 0, n, "read_stall", self.read_stall, "> 0")
         _require(self.total is None or self.total > 0, n, "total", self.total, "> 0 or None")
@@ -190,7 +209,7 @@ class ClientConfig:
     user_agent: str = DEFAULT_USER_AGENT
     verify_crc32c: bool = True
     lean_reads: bool = True
-    ca_file: str | None = None
+    ca_file: str | os.PathLike[str] | None = None
     ssl_context: ssl.SSLContext | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -202,6 +221,12 @@ class ClientConfig:
         _typed(n, "retry", self.retry, RetryPolicy, "a RetryPolicy")
         _typed(n, "verify_crc32c", self.verify_crc32c, bool, "a bool")
         _typed(n, "lean_reads", self.lean_reads, bool, "a bool")
+        _typed(n, "user_agent", self.user_agent, str, "a str")
+        # Checked here, not when the first connection opens (a TypeError
+        # from the ssl module or aiohttp, outside the aioflux error tree).
+        _typed(n, "ca_file", self.ca_file, (str, os.PathLike), "a path", optional=True)
+        _typed(n, "ssl_context", self.ssl_context, ssl.SSLContext, "an ssl.SSLContext",
+               optional=True)
         _require(self.max_concurrency >= 1, n, "max_concurrency", self.max_concurrency, ">= 1")
         _require(self.connection_limit is None or self.connection_limit >= 1, n,
                  "connection_limit", self.connection_limit, ">= 1 or None")
@@ -212,6 +237,15 @@ class ClientConfig:
             raise InvalidArgument(
                 f"ClientConfig.user_agent: header 'User-Agent' contains a control character, "
                 f"got {self.user_agent!r}")
+        try:
+            # HTTP header values are sent as latin-1 (aiohttp and the lean
+            # reads alike); anything else failed at the first request with
+            # a UnicodeEncodeError.
+            self.user_agent.encode("latin-1")
+        except UnicodeEncodeError:
+            raise InvalidArgument(
+                f"ClientConfig.user_agent: header 'User-Agent' must be latin-1 (ASCII is "
+                f"safest), got {self.user_agent!r}") from None
 
     def tls_context(self) -> ssl.SSLContext | None:
         """The TLS context every connection uses (None: the system's defaults).

@@ -19,6 +19,8 @@ from .urls import format_url, validate_bucket, validate_object_name
 
 # Control characters a header value must not hold (HTAB may).
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# What an endpoint URL never holds: whitespace and control characters.
+_SPACE_OR_CONTROL = re.compile(r"[\x00-\x20\x7f]")
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials as GoogleCredentials
@@ -245,19 +247,35 @@ def check_endpoint(op: str, endpoint: object) -> None:
         return
     if not isinstance(endpoint, str):
         raise InvalidURL(f"{op}: endpoint must be a URL string, got {_kind(endpoint)}")
-    if "@" in urlsplit(endpoint).netloc:
+    try:
+        # urlsplit itself raises ValueError on a bracket left open
+        # ("http://[::1"), before any port is looked at.
+        parts = urlsplit(endpoint)
+        netloc = parts.netloc
+    except ValueError as exc:
+        raise InvalidURL(f"{op}: endpoint is not a URL ({exc})") from None
+    if "@" in netloc:
         # aiohttp refuses userinfo beside an Authorization header, and a
         # message must not repeat a password.
         raise InvalidURL(f"{op}: the endpoint must not carry user:password@ "
                          "(pass credentials= instead)")
     try:
-        parts = urlsplit(endpoint)
         parts.port  # noqa: B018  (raises ValueError on a bad port)
     except ValueError as exc:
         raise InvalidURL(f"{op}: endpoint {endpoint!r} is not a URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidURL(f"{op}: endpoint must be an http:// or https:// URL with a host, "
                          f"got {endpoint!r}")
+    if parts.query or parts.fragment or "?" in endpoint or "#" in endpoint:
+        # Paths are appended to the endpoint: a query would swallow them
+        # ("http://h/?x=1" + "/storage/v1/b/..." asks for "/" with a query).
+        # Not repeated: a query may hold a key.
+        raise InvalidURL(f"{op}: endpoint must be an API root without '?' or '#' "
+                         f"(http(s)://host[:port][/path]), got {parts.scheme}://{netloc}...")
+    if _SPACE_OR_CONTROL.search(endpoint):
+        # Pasted text with a newline or space inside: aiohttp would drop
+        # or keep it in the host name and fail DNS eight times over.
+        raise InvalidURL(f"{op}: endpoint {endpoint!r} holds a space or control character")
 
 
 def check_credentials(op: str, credentials: Any) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import ssl
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
@@ -292,16 +293,33 @@ def map_exception(exc: BaseException, op: Op) -> BaseException:
         slow.slow = True  # type: ignore[attr-defined]  # bytes it moved are no progress
         return slow
     if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
-        return TransportError(f"{where} failed: timed out", operation=op.operation,
-                              bucket=op.bucket, name=op.name)
+        return TransportError(f"{where} failed: timed out{_proxy_note()}",
+                              operation=op.operation, bucket=op.bucket, name=op.name)
     if isinstance(exc, (aiohttp.ClientPayloadError, BodyTruncated, asyncio.IncompleteReadError)):
         return TransportError(f"{where} failed: response body truncated ({type(exc).__name__})",
                               operation=op.operation, bucket=op.bucket, name=op.name)
     if isinstance(exc, (aiohttp.ClientConnectionError, ConnectionError, OSError)):
         return TransportError(f"{where} failed: connection error ({type(exc).__name__}: "
-                              f"{_safe(exc)})", operation=op.operation, bucket=op.bucket,
-                              name=op.name)
+                              f"{_safe(exc)}){_proxy_note()}", operation=op.operation,
+                              bucket=op.bucket, name=op.name)
     return exc
+
+
+_PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
+                    "all_proxy")
+
+
+def _proxy_note() -> str:
+    """A hint for a machine that reaches the network through a proxy:
+    aioflux connects to the endpoint directly (no proxy support), so a
+    connection failure there is a blocked direct route, which the error
+    alone would not tell. Its value is not repeated: a proxy URL may carry
+    a password."""
+    named = next((var for var in _PROXY_VARIABLES if os.environ.get(var)), None)
+    if named is None:
+        return ""
+    return (f"; {named} is set, but aioflux does not use proxies: it connects to the "
+            "endpoint directly")
 
 
 def _safe(exc: BaseException) -> str:

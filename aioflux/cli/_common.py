@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 from .._api.stores import store_for_url
 from .._api.sync import Client
 from .._core.config import DEFAULT_MAX_CONCURRENCY, ClientConfig
-from .._core.errors import NotFound
+from .._core.errors import InvalidArgument, NotFound
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
@@ -49,11 +49,12 @@ from .._core.urls import StoreURL, folder_prefix, parse_url
 from ..gcs._client import AsyncClient
 from ..local._files import path_of
 from ..local._store import LocalStore
+from ..s3._endpoints import check_region
 from ..s3._store import S3Store
 
 __all__ = ["SERVED_SCHEMES", "Progress", "Stores", "add_client_arguments", "emit_json",
            "endpoint_arg", "gs_url_arg", "human", "int_at_least",
-           "linked_directory", "list_named", "portal_store", "url_arg"]
+           "linked_directory", "list_named", "portal_store", "region_arg", "url_arg"]
 
 # Schemes with a backend in this version (aioflux._api.stores builds one for
 # each): every one of SCHEMES.
@@ -116,6 +117,20 @@ def endpoint_arg(value: str) -> str:
     return url.rstrip("/")
 
 
+def region_arg(value: str) -> str:
+    """argparse type for ``--region``: a region name (``us-east-1``); a
+    typo is a usage error (exit 2), as a bad ``--endpoint`` is.
+
+    Raises:
+        argparse.ArgumentTypeError: not a region name.
+    """
+    try:
+        check_region("region", value)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
 def add_client_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags every storage command takes.
 
@@ -129,7 +144,7 @@ def add_client_arguments(parser: argparse.ArgumentParser) -> None:
                         help="API root for s3:// URLs of an S3-compatible store (MinIO, R2, "
                              "Ceph), e.g. http://127.0.0.1:9000 (default: AWS_ENDPOINT_URL_S3, "
                              "then AWS_ENDPOINT_URL, else AWS)")
-    parser.add_argument("--region", metavar="REGION",
+    parser.add_argument("--region", type=region_arg, metavar="REGION",
                         help="AWS region of s3:// buckets (default: AWS_REGION, "
                              "AWS_DEFAULT_REGION or the profile's, else asked of the bucket)")
     parser.add_argument("--concurrency", type=int_at_least(1), default=DEFAULT_MAX_CONCURRENCY,

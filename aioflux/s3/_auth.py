@@ -86,9 +86,11 @@ def _profile_named(profile: str | None) -> str:
     """The profile botocore uses, and where it comes from, for messages."""
     if profile is not None:
         return f"profile {profile!r}"
-    for var in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
-        if os.environ.get(var):
-            return f"profile {os.environ[var]!r} (from {var})"
+    # botocore's order; set but empty is a profile named '' to botocore
+    # (ProfileNotFound), not the default one: say so rather than blame 'default'.
+    for var in ("AWS_DEFAULT_PROFILE", "AWS_PROFILE"):
+        if var in os.environ:
+            return f"profile {os.environ[var]!r} (from {var}{', empty' * (not os.environ[var])})"
     return "profile 'default'"
 
 

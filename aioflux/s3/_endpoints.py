@@ -28,11 +28,12 @@ from urllib.parse import quote, urlsplit
 
 from .._core.auth import Auth
 from .._core.config import ClientConfig
-from .._core.errors import InvalidURL, NotFound, StorageError
+from .._core.errors import InvalidArgument, InvalidURL, NotFound, StorageError
 from .._net.failures import error_from_response
 from .._net.transport import HttpResponse, MediaHandler, Op, ResponseHandler, Transport
 
-__all__ = ["AWS_ENDPOINT", "DEFAULT_REGION", "Addressing", "Endpoints", "RegionalTransport"]
+__all__ = ["AWS_ENDPOINT", "DEFAULT_REGION", "Addressing", "Endpoints", "RegionalTransport",
+           "check_region"]
 
 T = TypeVar("T")
 
@@ -56,6 +57,26 @@ _REGION = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _AWS_HOST = re.compile(r"(?:(?P<bucket>[a-z0-9][a-z0-9.-]*)\.)?s3\.(?:"
                        r"(?:[a-z]{2,4}(?:-[a-z]+)+-\d{1,3}\.)?amazonaws\.com"
                        r"|cn-[a-z]+-\d{1,3}\.amazonaws\.com\.cn)")
+
+
+def check_region(what: str, region: str | None) -> None:
+    """Refuse a configured region that is no region name.
+
+    A region becomes part of a host name (``s3.<region>.amazonaws.com``)
+    and of every signature: a trailing space or quotes from a config file
+    (``region = "us-west-2"``) otherwise fail DNS eight times over, and
+    ``evil.com#`` would make the host ``s3.evil.com``.
+
+    Args:
+        what: where the region came from, for the message.
+        region: the region, or None (learnt per bucket).
+
+    Raises:
+        InvalidArgument: not letters, digits, ``-`` and ``_``.
+    """
+    if region is not None and not _REGION.fullmatch(region):
+        raise InvalidArgument(f"{what} must be a region name such as 'us-east-1' (letters, "
+                              f"digits, '-' and '_'), got {region!r:.80}")
 
 
 class Endpoints:

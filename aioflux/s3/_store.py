@@ -63,7 +63,13 @@ from .._net.failures import drain
 from .._net.media import read_media
 from .._net.transport import HttpResponse, Op, Transport
 from ._auth import ChainAuth, SigV4, configured_endpoint, session_region
-from ._endpoints import DEFAULT_REGION, Addressing, Endpoints, RegionalTransport
+from ._endpoints import (
+    DEFAULT_REGION,
+    Addressing,
+    Endpoints,
+    RegionalTransport,
+    check_region,
+)
 from ._listing import list_pages
 from ._multipart import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE, Multipart
 from ._multipart_calls import MultipartCalls
@@ -149,15 +155,23 @@ class S3Store(MultipartCalls):
         self._settings = (config, region, endpoint, addressing, profile, anonymous, sign_payload,
                           defer_credentials)
         require_lxml()  # listings need it: named now, not at the first listing
+        check_region("S3Store: region", region)
         if region is None and transport is None:
             try:
                 region = session_region(profile)
             except InvalidArgument:
                 if not anonymous:
                     raise  # botocore missing: named now, not at the first request
+            check_region("S3Store: the region of the AWS configuration (AWS_REGION, "
+                         "AWS_DEFAULT_REGION or the profile's region)", region)
         if endpoint is None and transport is None:
-            # The environment's or the profile's (botocore resolves both).
+            # The environment's or the profile's (botocore resolves both),
+            # checked as endpoint= is: a typo there fails here, named,
+            # not as a ValueError or eight failed connections later.
             endpoint = configured_endpoint(profile)
+            check_endpoint("S3Store: the endpoint of the AWS configuration "
+                           "(AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or the profile's "
+                           "endpoint_url)", endpoint)
         self.endpoints = Endpoints(endpoint, addressing, region)
         self.endpoint = self.endpoints.endpoint
         self.addressing = addressing
