@@ -30,8 +30,12 @@ FAST_RETRY = RetryPolicy(max_attempts=10, initial_delay=0.001, max_delay=0.02)
 
 @pytest.fixture(autouse=True)
 def _no_emulator_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A developer's STORAGE_EMULATOR_HOST must not redirect the tests.
+    # A developer's STORAGE_EMULATOR_HOST must not redirect the tests, nor a
+    # machine's proxy the tests' https:// servers on 127.0.0.1.
     monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
+                 "all_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture(autouse=True)

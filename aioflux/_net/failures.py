@@ -311,15 +311,15 @@ _PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "A
 
 def _proxy_note() -> str:
     """A hint for a machine that reaches the network through a proxy:
-    aioflux connects to the endpoint directly (no proxy support), so a
-    connection failure there is a blocked direct route, which the error
-    alone would not tell. Its value is not repeated: a proxy URL may carry
-    a password."""
+    aioflux uses one only for https:// endpoints outside NO_PROXY (see
+    :mod:`aioflux._net.proxies`), so a connection failure may be a blocked
+    direct route, or the proxy's, which the error alone would not tell. Its
+    value is not repeated: a proxy URL may carry a password."""
     named = next((var for var in _PROXY_VARIABLES if os.environ.get(var)), None)
     if named is None:
         return ""
-    return (f"; {named} is set, but aioflux does not use proxies: it connects to the "
-            "endpoint directly")
+    return (f"; {named} is set: aioflux goes through HTTPS_PROXY (or ALL_PROXY) only "
+            "to https:// endpoints outside NO_PROXY, and to any other directly")
 
 
 def _safe(exc: BaseException) -> str:

@@ -185,7 +185,11 @@ class _NoStrayResponses(AiohttpProtocol):
         super().feed_data(data, size)
 
 
-def new_session(config: ClientConfig, tls: ssl.SSLContext | None) -> aiohttp.ClientSession:
+def new_session(config: ClientConfig, tls: ssl.SSLContext | None, *,
+                proxy: str | None = None) -> aiohttp.ClientSession:
+    """The aiohttp session of one loop: aioflux's connector, timeouts and
+    User-Agent, through ``proxy`` (:func:`aioflux._net.proxies.proxy_for`)
+    if one is given."""
     t = config.timeouts
     connector = aiohttp.TCPConnector(
         limit=config.effective_connection_limit,
@@ -206,6 +210,7 @@ def new_session(config: ClientConfig, tls: ssl.SSLContext | None) -> aiohttp.Cli
         # Object names may contain characters yarl would re-encode; we quote
         # them ourselves exactly once.
         requote_redirect_url=False,
+        proxy=proxy,
     )
     # aiohttp silently sends an idempotent request (GET, PUT, DELETE) a
     # second time when its connection drops; our retry loop must see every

@@ -39,6 +39,7 @@ from .failures import (
 )
 from .http import BodyTruncated, MediaPool, MediaResponse
 from .pace import Pace, SlowTransfer, timed_out_early
+from .proxies import proxy_for
 from .sessions import forbid_redirects, new_session, request_body
 
 __all__ = ["HttpBody", "HttpResponse", "MediaResponse", "Op", "Transport"]
@@ -236,6 +237,8 @@ class Transport:
         self._origin_prefix = self.endpoint.split("/", 3)[:3]
         self._trusted = trusted
         self._exact_urls = exact_urls
+        #: The proxy of the environment this endpoint goes through, or None.
+        self.proxy = proxy_for(self.endpoint)
         self.stats = RequestStats()
         self._session_factory = session_factory or self._default_session
         self._state: _LoopState | None = None
@@ -280,8 +283,8 @@ class Transport:
         """The lean client of a new loop's media GETs, or None to send them
         through the session (a mock transport has no sockets to give it)."""
         config = self.config
-        if not config.lean_reads:
-            return None
+        if not config.lean_reads or self.proxy is not None:
+            return None  # proxied bodies go through aiohttp, which speaks CONNECT
         t = config.timeouts
         return MediaPool(user_agent=config.user_agent, connect_timeout=t.connect,
                          read_stall=t.read_stall, idle_timeout=t.idle, total=t.total,
@@ -360,7 +363,7 @@ class Transport:
         return yarl.URL(url, encoded=True) if self._exact_urls else url
 
     def _default_session(self, config: ClientConfig) -> aiohttp.ClientSession:
-        return new_session(config, self._ssl_context)
+        return new_session(config, self._ssl_context, proxy=self.proxy)
 
     def _aiohttp_ssl(self) -> ssl.SSLContext | bool:
         # True: aiohttp's default verification (its cached default context).

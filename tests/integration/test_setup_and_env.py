@@ -159,17 +159,19 @@ async def _closed_port() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-async def test_a_connection_error_says_that_proxies_are_not_used(
+async def test_a_connection_error_names_the_proxy_rule(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # aioflux connects directly (README, Configuration): behind a proxy the
-    # failure must say so, without the proxy's password.
+    # A plain-http endpoint is reached directly whatever the proxy variables
+    # say (README, Configuration): behind a proxy the failure must say so,
+    # without the proxy's password.
     for name in _PROXIES:
         monkeypatch.delenv(name, raising=False)
     endpoint = await _closed_port()
     assert "PROXY" not in str(await _refused(endpoint))
     monkeypatch.setenv("HTTPS_PROXY", "http://user:hunter2@127.0.0.1:3128")
     message = str(await _refused(endpoint))
-    assert "HTTPS_PROXY is set, but aioflux does not use proxies" in message
+    assert ("HTTPS_PROXY is set: aioflux goes through HTTPS_PROXY (or ALL_PROXY) only to "
+            "https:// endpoints outside NO_PROXY") in message
     assert "hunter2" not in message
 
 
