@@ -43,6 +43,21 @@ FAST = RetryPolicy(max_attempts=3, initial_delay=0.001, max_delay=0.01)
 MiB = 1 << 20
 
 
+def _loop_errors() -> list[dict[str, object]]:
+    """What the running loop's exception handler is given from now on
+    ("Task exception was never retrieved" and the like)."""
+    reported: list[dict[str, object]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+    return reported
+
+
+def _stalling_server() -> tuple[RawServer, ClientConfig]:
+    """A server that never answers, and a config that gives up on it fast."""
+    config = ClientConfig(retry=RetryPolicy(max_attempts=2, initial_delay=0.001, max_delay=0.01),
+                          timeouts=Timeouts(read_stall=0.2))
+    return RawServer(lambda conn, i: (b"", "stall")), config
+
+
 def _head_and_some_body() -> tuple[bytes, str]:
     # A head, a fifth of the body, then silence: the read is mid-body.
     head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(BODY)}\r\nx-goog-hash: {HASH}\r\n\r\n"
@@ -238,11 +253,8 @@ async def test_a_region_lookup_whose_caller_was_cancelled_leaves_no_stray_error(
     from aioflux.s3 import S3Store
 
     monkeypatch.delenv("AWS_DEFAULT_REGION")  # the bucket's region is looked up
-    reported: list[dict[str, object]] = []
-    asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: reported.append(ctx))
-    server = RawServer(lambda conn, i: (b"", "stall"))
-    config = ClientConfig(retry=RetryPolicy(max_attempts=2, initial_delay=0.001, max_delay=0.01),
-                          timeouts=Timeouts(read_stall=0.2))
+    reported = _loop_errors()
+    server, config = _stalling_server()
     async with server as base:
         store = S3Store(config, endpoint=base)
         task = asyncio.create_task(store.read("bucket", "key"))
@@ -271,11 +283,8 @@ async def test_an_aborted_writer_whose_upload_failed_to_start_leaves_no_stray_er
     # never retrieved" when the upload was collected.
     from aioflux.s3 import S3Store
 
-    reported: list[dict[str, object]] = []
-    asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: reported.append(ctx))
-    server = RawServer(lambda conn, i: (b"", "stall"))
-    config = ClientConfig(retry=RetryPolicy(max_attempts=2, initial_delay=0.001, max_delay=0.01),
-                          timeouts=Timeouts(read_stall=0.2))
+    reported = _loop_errors()
+    server, config = _stalling_server()
     async with server as base:
         store = (AsyncClient(config, endpoint=base) if scheme == "gs"
                  else S3Store(config, endpoint=base, region="us-east-1"))
