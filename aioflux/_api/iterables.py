@@ -8,6 +8,7 @@ thread, so it can consume ``list_files`` (or any blocking iterator).
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Iterator, Sequence
 from contextlib import aclosing
@@ -194,6 +195,11 @@ def load_files(urls: Iterable[str], *, client: AnyClient | None = None,
     cache = cache_from_args("load_files", cache_dir, cache_limit)
     hedger = _hedger("load_files", hedge_after)
     portal = get_portal()
-    return window_sync(urls, lambda u: portal.submit(_read(u, client, cache, hedger)),
-                       limit=concurrency,
-                       ordered=ordered)
+
+    def start(url: str) -> concurrent.futures.Future[bytes]:
+        # The window then waits for the read: on the loop thread, that would
+        # block the loop that reads, for good.
+        portal.refuse_loop_thread(f"load_files {url}")
+        return portal.submit(_read(url, client, cache, hedger))
+
+    return window_sync(urls, start, limit=concurrency, ordered=ordered)

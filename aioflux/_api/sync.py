@@ -26,11 +26,11 @@ from .._core.validate import (
     check_str,
     list_args,
 )
+from .._engines.download import DownloadOptions
 from .._net.transport import Transport
 from ..gcs._client import AsyncClient
 
 if TYPE_CHECKING:
-    from .._engines.download import DownloadOptions
     from .._engines.iterables import StreamItem
 
 __all__ = ["Client"]
@@ -236,7 +236,13 @@ class Client:
         agen = self.aio.stream(bucket, prefix, concurrency=concurrency, ordered=ordered,
                                list_concurrency=list_concurrency, options=options,
                                cache_dir=cache_dir, cache_limit=cache_limit)
-        return iterate(agen, batch=64)
+        # The stream holds at most prefetch_bytes ahead of whoever consumes
+        # it, here the pump to this thread: the ready items the pump queues
+        # for the next hop get a quarter more (as IterableDataset's), not 64
+        # objects whatever their size (a slow consumer of 256 MiB objects
+        # had 16 GiB downloaded behind it).
+        budget = (options or DownloadOptions()).prefetch_bytes
+        return iterate(agen, batch=64, nbytes=_item_bytes, max_bytes=max(1, budget // 4))
 
     @overload
     def read(self, bucket: str, name: str, *, start: int = ..., end: int | None = ...,
@@ -498,3 +504,7 @@ class Client:
             StorageError: the listing failed.
         """
         return get_portal().call(self.aio.list_multipart_uploads(bucket, prefix))
+
+
+def _item_bytes(item: StreamItem) -> int:
+    return len(item.data)

@@ -16,7 +16,7 @@ import functools
 import os
 import threading
 import weakref
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -25,6 +25,9 @@ from .errors import BridgeError
 __all__ = ["Portal", "call", "close_at_shutdown", "get_portal", "iterate", "submit"]
 
 T = TypeVar("T")
+
+_OWN_THREAD = ("aioflux sync API called from its own event loop thread; "
+               "use the async API (AsyncClient) there instead")
 
 # How long an interrupted ``call`` waits for its cancelled coroutine to unwind:
 # cancellation crosses nested tasks in a few loop iterations, and a writer's
@@ -86,6 +89,24 @@ class Portal:
         """Whether the caller runs on the portal's loop thread."""
         return threading.get_ident() == self._thread.ident
 
+    def refuse_loop_thread(self, op: str = "") -> None:
+        """Refuse to block the caller when it is the loop thread itself.
+
+        For sync code that submits work and then waits for it (a reader's
+        blocks, a writer's parts, ``load_files``): on the loop thread (code
+        the loop runs, such as an ``Auth`` or an async callback, calling the
+        sync API) the wait would hold up the only thread that can do the
+        work, and never end.
+
+        Args:
+            op: what was attempted, for the message (``"read gs://b/o"``).
+
+        Raises:
+            BridgeError: the caller runs on the portal's loop thread.
+        """
+        if self.in_loop_thread():
+            raise BridgeError(f"{op + ': ' if op else ''}{_OWN_THREAD}")
+
     def _refuse_if_closed(self, coro: Coroutine[Any, Any, Any]) -> None:
         if self._closed:
             coro.close()
@@ -133,8 +154,7 @@ class Portal:
         """
         if self.in_loop_thread():
             coro.close()
-            raise BridgeError("aioflux sync API called from its own event loop thread; "
-                              "use the async API (AsyncClient) there instead")
+            raise BridgeError(_OWN_THREAD)
         self._refuse_if_closed(coro)
         # Not run_coroutine_threadsafe: cancelling its future marks the future
         # done at once, while the task unwinds later; ``outcome`` is settled
@@ -242,32 +262,63 @@ class _Failure:
     error: BaseException
 
 
-async def _pump(agen: AsyncIterator[T], queue: asyncio.Queue[Any]) -> None:
+class _Handoff:
+    """The pump's queue: at most ``most`` items and, with ``nbytes``, at most
+    ``max_bytes`` of them queued or handed over by the last hop (the caller
+    works through those until it asks again); one item always passes,
+    however large."""
+
+    def __init__(self, most: int, nbytes: Callable[[Any], int] | None,
+                 max_bytes: int) -> None:
+        self.queue: asyncio.Queue[Any] = asyncio.Queue(most)
+        self.nbytes = nbytes
+        self.max_bytes = max_bytes
+        self.held = 0
+        self.handed = 0
+        self.room = asyncio.Event()
+
+    async def put(self, item: Any) -> None:
+        if self.nbytes is not None:
+            size = self.nbytes(item)
+            while self.held and self.held + size > self.max_bytes:
+                self.room.clear()
+                await self.room.wait()
+            self.held += size
+        await self.queue.put(item)
+
+    async def take(self, most: int) -> list[Any]:
+        # Asked again: the caller is through with the last hop's items.
+        self.held -= self.handed
+        self.handed = 0
+        self.room.set()
+        items = [await self.queue.get()]
+        while len(items) < most and not self.queue.empty():
+            items.append(self.queue.get_nowait())
+        if self.nbytes is not None:
+            self.handed = sum(self.nbytes(item) for item in items
+                              if item is not _END and not isinstance(item, _Failure))
+        return items
+
+
+async def _pump(agen: AsyncIterator[T], handoff: _Handoff) -> None:
     try:
         async for item in agen:
-            await queue.put(item)
-        await queue.put(_END)
+            await handoff.put(item)
+        await handoff.queue.put(_END)
     except asyncio.CancelledError:
         raise
     except BaseException as exc:
-        await queue.put(_Failure(exc))
+        await handoff.queue.put(_Failure(exc))
     finally:
         aclose = getattr(agen, "aclose", None)
         if aclose is not None:
             await aclose()
 
 
-async def _start_pump(agen: AsyncIterator[T], buffer: int) -> tuple[asyncio.Queue[Any],
-                                                                    asyncio.Task[None]]:
-    queue: asyncio.Queue[Any] = asyncio.Queue(buffer)
-    return queue, asyncio.create_task(_pump(agen, queue))
-
-
-async def _take(queue: asyncio.Queue[Any], most: int) -> list[Any]:
-    items = [await queue.get()]
-    while len(items) < most and not queue.empty():
-        items.append(queue.get_nowait())
-    return items
+async def _start_pump(agen: AsyncIterator[T], batch: int, nbytes: Callable[[T], int] | None,
+                      max_bytes: int) -> tuple[_Handoff, asyncio.Task[None]]:
+    handoff = _Handoff(batch, nbytes, max_bytes)
+    return handoff, asyncio.create_task(_pump(agen, handoff))
 
 
 async def _stop_pump(task: asyncio.Task[None]) -> None:
@@ -275,7 +326,8 @@ async def _stop_pump(task: asyncio.Task[None]) -> None:
     await asyncio.gather(task, return_exceptions=True)
 
 
-def iterate(agen: AsyncIterator[T], *, batch: int = 64) -> Iterator[T]:
+def iterate(agen: AsyncIterator[T], *, batch: int = 64,
+            nbytes: Callable[[T], int] | None = None, max_bytes: int = 0) -> Iterator[T]:
     """Consume an async iterator from sync code, a batch of ready items per hop.
 
     A task on the portal loop pumps ``agen`` into a queue of ``batch`` items;
@@ -287,6 +339,12 @@ def iterate(agen: AsyncIterator[T], *, batch: int = 64) -> Iterator[T]:
     Args:
         agen: the async iterator (created for, and consumed on, the portal loop).
         batch: most items per hop, and the queue's size.
+        nbytes: an item's bytes: the items queued and those of the hop the
+            caller is working through then hold at most ``max_bytes`` (one
+            item always passes). Items pumped ahead of a slow caller are
+            memory no bound of ``agen`` counts: 64 downloaded objects of
+            256 MiB are 16 GiB.
+        max_bytes: see ``nbytes``.
 
     Yields:
         The items in order.
@@ -295,10 +353,10 @@ def iterate(agen: AsyncIterator[T], *, batch: int = 64) -> Iterator[T]:
         Exception: whatever ``agen`` raised, with its original type.
     """
     portal = get_portal()
-    queue, task = portal.call(_start_pump(agen, batch))
+    handoff, task = portal.call(_start_pump(agen, batch, nbytes, max_bytes))
     try:
         while True:
-            for item in portal.call(_take(queue, batch)):
+            for item in portal.call(handoff.take(batch)):
                 if item is _END:
                     return
                 if isinstance(item, _Failure):

@@ -17,6 +17,7 @@ import hashlib
 import io
 import operator
 import os
+import threading
 from typing import TYPE_CHECKING
 
 from .._core.crc import crc32c_combine, encode_crc32c
@@ -69,6 +70,12 @@ class ObjectReader(io.RawIOBase):
         self.size = self.info.size
         self._pos = 0
         self._blocks: dict[int, _Block] = {}
+        # Reads, seeks and close from several threads go one at a time, as
+        # on io.BufferedReader: unlocked, two reads took the same position
+        # and dropped each other's blocks (a false "no bytes at offset"
+        # ProtocolError), or accounted a block's crc32c twice (a false
+        # ChecksumMismatch).
+        self._lock = threading.RLock()
         # Read front to back, the blocks' crc32c combine into the object's,
         # checked when the last block is consumed; an object with no crc32c
         # but an MD5 (a plain S3 ETag) is hashed as it is consumed, on the
@@ -112,12 +119,13 @@ class ObjectReader(io.RawIOBase):
         """
         self._check_open()
         offset = operator.index(offset)
-        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}.get(whence)
-        if base is None or base + offset < 0:
-            raise InvalidArgument(f"seek {self.url}: bad offset "
-                                  f"{offset} from whence {whence}")
-        self._pos = base + offset
-        return self._pos
+        with self._locked():
+            base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}.get(whence)
+            if base is None or base + offset < 0:
+                raise InvalidArgument(f"seek {self.url}: bad offset "
+                                      f"{offset} from whence {whence}")
+            self._pos = base + offset
+            return self._pos
 
     def _fetch(self, index: int) -> _Block:
         block = self._blocks.get(index)
@@ -191,8 +199,12 @@ class ObjectReader(io.RawIOBase):
                 again fetches anew).
             ChecksumMismatch: the object read front to back did not match its
                 crc32c or MD5 (then every later read raises it too).
+            BridgeError: called on the event loop's own thread.
         """
-        self._check_open()
+        with self._reading():
+            return self._readinto(buffer)
+
+    def _readinto(self, buffer: bytearray | memoryview) -> int:
         if self._corrupt is not None:
             raise self._corrupt
         out = memoryview(buffer).cast("B")
@@ -241,21 +253,21 @@ class ObjectReader(io.RawIOBase):
         Raises:
             StorageError: a ranged GET failed after retries.
         """
-        self._check_open()
         limit = -1 if size is None else operator.index(size)
         pieces: list[bytes] = []
         got = 0
-        while self._pos < self.size and (limit < 0 or got < limit):
-            index = self._pos // self.block_size
-            data = self._block(index)[0]
-            offset = self._pos - index * self.block_size
-            stop = len(data) if limit < 0 else min(len(data), offset + limit - got)
-            newline = data.find(b"\n", offset, stop)
-            piece = self.read((stop if newline < 0 else newline + 1) - offset)
-            pieces.append(piece)
-            got += len(piece)
-            if newline >= 0 or not piece:
-                break
+        with self._reading():
+            while self._pos < self.size and (limit < 0 or got < limit):
+                index = self._pos // self.block_size
+                data = self._block(index)[0]
+                offset = self._pos - index * self.block_size
+                stop = len(data) if limit < 0 else min(len(data), offset + limit - got)
+                newline = data.find(b"\n", offset, stop)
+                piece = self.read((stop if newline < 0 else newline + 1) - offset)
+                pieces.append(piece)
+                got += len(piece)
+                if newline >= 0 or not piece:
+                    break
         return b"".join(pieces)
 
     def _adopt_after_fork(self) -> None:
@@ -265,6 +277,27 @@ class ObjectReader(io.RawIOBase):
             # and its futures' locks may be frozen mid-use. Forget it and
             # fetch on this process's loop.
             self._pid, self._portal, self._blocks = os.getpid(), get_portal(), {}
+            # A parent's thread may have held it at the fork.
+            self._lock = threading.RLock()
+
+    def _locked(self) -> threading.RLock:
+        """The lock, after the adoption a forked child's copy needs first."""
+        self._adopt_after_fork()
+        return self._lock
+
+    def _reading(self) -> threading.RLock:
+        """The lock, for a read that will wait for blocks.
+
+        Raises:
+            InvalidArgument: the reader is closed.
+            BridgeError: called on the portal's loop thread, where the wait
+                would block the loop that fetches the blocks, for good (and
+                taking the lock, while another thread's read holds it
+                waiting for that loop).
+        """
+        self._check_open()
+        self._portal.refuse_loop_thread(f"read {self.url}")
+        return self._locked()
 
     def _schedule(self, index: int) -> None:
         self._adopt_after_fork()
@@ -285,23 +318,24 @@ class ObjectReader(io.RawIOBase):
         Returns:
             The bytes (empty at the end).
         """
-        remaining = max(self.size - self._pos, 0)
-        n = remaining if size is None or size < 0 else min(size, remaining)
-        if n < _FILL_IN_PLACE:
-            buf = bytearray(n)
-            got = self.readinto(buf)
-            del buf[got:]
-            return bytes(buf)
-        # Filled in place and handed over as is: BytesIO.getvalue() returns
-        # its own buffer once no view of it is left (CPython), so reading a
-        # whole object peaks at its size, where bytes(bytearray) took twice.
-        out = io.BytesIO()
-        out.seek(n - 1)
-        out.write(b"\0")
-        with out.getbuffer() as view:
-            got = self.readinto(view)
-        out.truncate(got)
-        return out.getvalue()
+        with self._reading():
+            remaining = max(self.size - self._pos, 0)
+            n = remaining if size is None or size < 0 else min(size, remaining)
+            if n < _FILL_IN_PLACE:
+                buf = bytearray(n)
+                got = self.readinto(buf)
+                del buf[got:]
+                return bytes(buf)
+            # Filled in place and handed over as is: BytesIO.getvalue() returns
+            # its own buffer once no view of it is left (CPython), so reading a
+            # whole object peaks at its size, where bytes(bytearray) took twice.
+            out = io.BytesIO()
+            out.seek(n - 1)
+            out.write(b"\0")
+            with out.getbuffer() as view:
+                got = self.readinto(view)
+            out.truncate(got)
+            return out.getvalue()
 
     def readall(self) -> bytes:
         return self.read(-1)
@@ -311,10 +345,10 @@ class ObjectReader(io.RawIOBase):
             raise InvalidArgument(f"read from closed reader {self.url}")
 
     def _drop_blocks(self) -> None:
-        self._adopt_after_fork()
-        for block in self._blocks.values():
-            block.cancel()
-        self._blocks.clear()
+        with self._locked():
+            for block in self._blocks.values():
+                block.cancel()
+            self._blocks.clear()
 
     def close(self) -> None:
         """Cancel read-ahead and release buffers."""

@@ -329,9 +329,13 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
             InvalidArgument: the writer is closed, or ``data`` is not bytes-like.
             StorageError: a background part failed (the upload is aborted).
             BridgeError: the writer was opened in the parent of this forked
-                process.
+                process, or this is the event loop's own thread.
         """
         self._refuse_if_forked()
+        # On the loop thread a full part waits for a slot that only the
+        # uploads this loop runs can free, for good (and close() could never
+        # publish from there either).
+        self._portal.refuse_loop_thread(f"write {self.url}")
         with self._lock:
             if self._done:
                 raise InvalidArgument(f"write to closed writer {self.url}")
@@ -391,9 +395,14 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
             StorageError: the upload failed (it is aborted, nothing published).
             ChecksumMismatch: the stored crc32c differs from the written bytes'.
             BridgeError: the writer was opened in the parent of this forked
-                process.
+                process, or this is the event loop's own thread.
         """
         self._refuse_if_forked()
+        if not self._done:
+            # Waiting for the parts there would hang (see write), as would
+            # taking the lock a write waiting for them holds; the upload is
+            # left as it is, for a close() from another thread.
+            self._portal.refuse_loop_thread(f"close {self.url}")
         with self._lock:
             self._close()
 

@@ -511,6 +511,10 @@ class MediaPool:
             if self._close_oldest_idle():
                 continue
             if self.sockets == 0:
+                # The other pool holds the limit. Pass the turn on: the next
+                # waiter falls back too, where it waited for a socket of
+                # ours to come back, of which none is left (a read hung).
+                self._wake()
                 return None
             # Every socket we may open is in use: wait for one to come back.
             waiter = asyncio.get_running_loop().create_future()
