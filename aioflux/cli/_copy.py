@@ -34,7 +34,7 @@ from .._core.errors import ChecksumMismatch, NotFound
 from .._core.options import WriterOptions
 from .._core.store import Fetched, ObjectStore, StoreFeatures
 from .._core.types import ObjectInfo
-from .._core.urls import StoreURL, folder_prefix
+from .._core.urls import StoreURL, folder_prefix, validate_object_name
 from .._core.window import gather_bounded, window
 from .._engines.async_writer import AsyncObjectWriter
 from ._common import (
@@ -119,11 +119,24 @@ async def _plan_folder(store: ObjectStore, url: StoreURL, dst: StoreURL) -> list
     prefix = folder_prefix(url.name)
     exact: ObjectInfo | None = None
     items: list[_Item] = []
+    into = folder_prefix(dst.name)
     async for obj in list_named(store, url):
         if obj.name == url.name:
             exact = obj
-        else:
-            items.append(_Item(obj, dst.join(obj.name[len(prefix):]), listed=True))
+            continue
+        # The name under the folder, exactly: StoreURL.join drops empty
+        # segments, and "src//a" and "src/a" (or "src/d/" and "src/d")
+        # overwrote one destination.
+        name = into + obj.name[len(prefix):]
+        if dst.scheme == "file" and name.endswith("/"):
+            # A folder placeholder is no file (as gcloud storage skips them).
+            print(f"aioflux cp: skipped {obj.url}: a folder placeholder is no file",
+                  file=sys.stderr)
+            continue
+        # Before any copy: a name the destination cannot hold (on disk
+        # "a//b" or "./a") fails the whole command, as a bad URL does.
+        validate_object_name(name, arg=f"destination of {obj.url}", scheme=dst.scheme)
+        items.append(_Item(obj, StoreURL(dst.bucket, name, dst.scheme), listed=True))
     if exact is not None:
         if not items:
             return [_Item(exact, _into(dst, url.name.rsplit("/", 1)[-1]))]

@@ -15,6 +15,7 @@ only if the object holds exactly those bytes.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import TYPE_CHECKING
 
 from .._core.crc import Crc32c, decode_crc32c
@@ -66,7 +67,7 @@ class GcsUpload:
         await asyncio.shield(self._init)
 
     async def _initiate(self) -> None:
-        if _headers_carry(self.metadata):
+        if _headers_carry(self.metadata) and not _NOT_XML.search(self.name):
             try:
                 self._upload_id = await self.client.initiate_multipart(
                     self.bucket, self.name, content_type=self.content_type,
@@ -76,8 +77,8 @@ class GcsUpload:
             except (InvalidRequest, NotFound) as exc:
                 if isinstance(exc, NotFound) and "bucket" in exc.reason.lower():
                     raise
-        # No XML multipart upload here (fake-gcs-server), or metadata only
-        # JSON can carry: stream the same parts through a resumable
+        # No XML multipart upload here (fake-gcs-server), or metadata or a
+        # name only JSON can carry: stream the same parts through a resumable
         # session, in order.
         upload = ResumableUpload(self.client, self.bucket, self.name,
                                  content_type=self.content_type, metadata=self.metadata,
@@ -194,6 +195,12 @@ class GcsUpload:
                 # `aioflux clean` finds uploads left open; an abort failing here
                 # must not hide the error that caused it.
                 pass
+
+
+# Characters XML 1.0 cannot carry (C0 controls but tab; LF and CR are
+# refused in names; U+FFFE, U+FFFF): the XML API's answers name the object,
+# and one naming such a name cannot be parsed.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def _headers_carry(metadata: dict[str, str] | None) -> bool:

@@ -73,7 +73,11 @@ class XmlMultipart:
         self.endpoint = endpoint
 
     def _xml_url(self, bucket: str, name: str = "") -> str:
-        return f"{self.endpoint}/{bucket}/{quote(name, safe='/')}"
+        # Every '/' quoted too (as google-cloud-storage's XML uploads do): a
+        # name's "." and ".." segments left as path segments are resolved by
+        # yarl before sending, so "a/../b" would upload to "b", and
+        # "x/../../other/y" into another bucket.
+        return f"{self.endpoint}/{bucket}/{quote(name, safe='')}"
 
     async def initiate_multipart(self, bucket: str, name: str, *,
                                  content_type: str = "application/octet-stream",

@@ -25,7 +25,7 @@ from .._core.types import ListPage
 from .._net.failures import read_metadata
 from .._net.transport import HttpResponse, Op
 from ._page import parse_page, read_page
-from ._xml import query
+from ._xml import NOT_XML, query
 
 if TYPE_CHECKING:
     from ._store import S3Store
@@ -58,8 +58,9 @@ async def list_pages(store: S3Store, bucket: str, prefix: str, delimiter: str | 
         base.append(("prefix", prefix))
     if delimiter:
         base.append(("delimiter", delimiter))
-    if start_offset:
-        base.append(("start-after", _just_below(start_offset)))
+    below = _just_below(start_offset) if start_offset else ""
+    if below:
+        base.append(("start-after", below))
     token: str | None = None
     url = store.object_url(bucket)
     # Directory buckets (S3 Express One Zone, "<name>--<zone>--x-s3") list
@@ -90,9 +91,18 @@ async def list_pages(store: S3Store, bucket: str, prefix: str, delimiter: str | 
 def _just_below(key: str) -> str:
     """A string below ``key`` with (practically) no key between: the last
     character lowered by one, then U+10FFFF. Where that is not encodable
-    (lowering into the surrogates), or the last character is U+0000, the
-    key minus its last character (correct, only less tight)."""
+    (lowering into the surrogates) or not XML (lowering into the
+    controls), the key minus its last character; a key holding a character
+    XML cannot carry is cut before it (correct, only less tight: the keys
+    between are dropped here). May be empty (then no start-after)."""
+    # A listing echoes start-after in <StartAfter>: AWS URL-encodes it, moto
+    # does not, so a page answering a character XML cannot carry did not
+    # parse ("a b " as a start offset, lowered to "a b\x1f\U0010ffff",
+    # failed every listing from it, and parallel listings split at such names).
+    bad = NOT_XML.search(key)
+    if bad is not None:
+        return key[:bad.start()]
     last = ord(key[-1])
-    if last == 0 or 0xD800 <= last - 1 <= 0xDFFF:
+    if 0xD800 <= last - 1 <= 0xDFFF or NOT_XML.match(chr(last - 1)):
         return key[:-1]
     return key[:-1] + chr(last - 1) + "\U0010ffff"

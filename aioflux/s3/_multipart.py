@@ -14,6 +14,7 @@ import base64
 import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+from urllib.parse import unquote_plus
 from xml.sax.saxutils import escape
 
 from .._core.crc import crc32c, decode_crc32c, encode_crc32c
@@ -30,7 +31,7 @@ from .._core.types import MultipartUploadInfo, PartInfo
 from .._net.failures import drain, read_metadata
 from .._net.transport import HttpResponse, Op
 from ._put import metadata_headers
-from ._xml import children, content_md5, error_of, parse, query, text
+from ._xml import NOT_XML, children, content_md5, error_of, parse, query, text
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
@@ -142,7 +143,8 @@ class Multipart:
                                # S3 keeps the answer alive with whitespace
                                # while it assembles the parts.
                                data=body.encode(), kept_alive=True)
-        for field, wanted in (("Bucket", bucket), ("Key", name)):
+        # parse() dropped what XML cannot carry from the key it names.
+        for field, wanted in (("Bucket", bucket), ("Key", NOT_XML.sub("", name))):
             said = text(root, field)
             if said and said != wanted:
                 raise ProtocolError(f"{describe(op.operation, bucket, name, 's3')} failed: "
@@ -201,21 +203,25 @@ class Multipart:
         uploads: list[MultipartUploadInfo] = []
         key_marker = id_marker = ""
         while True:
-            pairs: list[tuple[str, str | None]] = [("uploads", None)]
+            # Keys URL-encoded, as in listings: XML cannot carry every
+            # character a key may hold (a server that ignores it says so by
+            # naming no EncodingType).
+            pairs: list[tuple[str, str | None]] = [("encoding-type", "url"), ("uploads", None)]
             if prefix:
                 pairs.append(("prefix", prefix))
             if key_marker:
                 pairs += [("key-marker", key_marker), ("upload-id-marker", id_marker)]
             root = await self._xml(op, "GET", self.store.object_url(bucket) +
                                    query(*sorted(pairs, key=lambda p: p[0])))
+            decode = unquote_plus if text(root, "EncodingType") == "url" else str
             for el in children(root, "Upload"):
-                key, upload_id = text(el, "Key"), text(el, "UploadId")
+                key, upload_id = decode(text(el, "Key")), text(el, "UploadId")
                 check.upload(key, upload_id)
                 uploads.append(MultipartUploadInfo(bucket, key, upload_id,
                                                    text(el, "Initiated")))
             if text(root, "IsTruncated").lower() != "true":
                 return uploads
-            key_marker = text(root, "NextKeyMarker")
+            key_marker = decode(text(root, "NextKeyMarker"))
             id_marker = text(root, "NextUploadIdMarker")
             check.next_markers(key_marker, id_marker)
 

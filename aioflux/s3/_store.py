@@ -78,6 +78,7 @@ from ._put import copy_object, metadata_headers, put_object
 from ._upload import S3Upload
 from ._xml import (
     ANSWERS,
+    NOT_XML,
     content_md5_base64,
     etag_of,
     full_object_crc32c,
@@ -650,9 +651,16 @@ class S3Store(MultipartCalls):
         for name in names:
             check_object("delete_many", bucket, name, scheme="s3")
         await self._ready(bucket)
+        # A DeleteObjects body naming a key that XML cannot carry (a control
+        # character) is MalformedXML, and the whole batch fails: such keys
+        # go one by one, as AWS advises.
+        batched = [name for name in names if not NOT_XML.search(name)]
         step = FEATURES.batch_delete
-        for at in range(0, len(names), step):
-            await self._multipart.delete_batch(bucket, names[at:at + step])
+        for at in range(0, len(batched), step):
+            await self._multipart.delete_batch(bucket, batched[at:at + step])
+        for name in names:
+            if NOT_XML.search(name):
+                await self.delete(bucket, name, missing_ok=True)
 
     async def copy(self, bucket: str, name: str, dest_bucket: str, dest_name: str) -> ObjectInfo:
         """Copy an object server-side (CopyObject; up to 5 GiB).

@@ -36,6 +36,7 @@ from .._net.media import Answers
 
 __all__ = [
     "ANSWERS",
+    "NOT_XML",
     "answered_version",
     "children",
     "content_md5",
@@ -55,6 +56,16 @@ __all__ = [
     "rfc3339",
     "text",
 ]
+
+# Characters XML 1.0 cannot carry, that an S3 key may hold: C0 controls but
+# tab, LF and CR (which are refused in names), U+FFFE and U+FFFF.
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+# The same in an answer's bytes, raw or as character references: AWS answers
+# CreateMultipartUpload (and moto every answer naming the key) with the key
+# as given (botocore#3496), which no XML parser takes.
+_NOT_XML_BYTES = re.compile(
+    rb"[\x00-\x08\x0b\x0c\x0e-\x1f]|\xef\xbf[\xbe\xbf]"
+    rb"|&#(?:0*(?:[0-8]|1[124-9]|2[0-9]|3[01])|[xX]0*(?:[0-8bcefBCEF]|1[0-9a-fA-F]|[fF]{3}[eEfF]));")
 
 _HEX = re.compile(r"[0-9a-fA-F]{32}")
 # The HTTP status S3 answers these error codes with, for an <Error> a 200
@@ -156,7 +167,9 @@ def parse(raw: bytes, op: Op) -> ET.Element:
         StorageError: unparsable XML, or an error document.
     """
     try:
-        root = ET.fromstring(raw)
+        # A key's characters that XML cannot carry are dropped (they are in
+        # no other field; a Key read back is compared without them).
+        root = ET.fromstring(_NOT_XML_BYTES.sub(b"", raw))
     except ET.ParseError as exc:
         fail(op, f"unparsable XML response ({exc})", exc)
     raise_if_error(root, op)
