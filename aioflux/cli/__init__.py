@@ -20,7 +20,9 @@ traceback. Exit codes:
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
+import io
 import os
 import signal
 import sys
@@ -143,8 +145,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return serve_main(argv[1:])
     args = build_parser().parse_args(argv)
+    _print_names_as_they_are()
     with _sigterm_as_interrupt() as terminated:
         return _run(args, terminated)
+
+
+def _print_names_as_they_are() -> None:
+    """Let stdout and stderr print any name a listing returns.
+
+    A local file name that is not valid UTF-8 comes back with its bytes
+    escaped as surrogates (``os.fsdecode``); a strict stdout (an
+    ``en_US.UTF-8`` locale, ``PYTHONIOENCODING=utf-8:strict``) raised
+    ``UnicodeEncodeError`` on it, a traceback midway through ``ls``. On a
+    UTF-8 stream the original bytes are written back (as ``ls`` does, so
+    ``aioflux ls | xargs`` finds the file); on any other, what the encoding
+    cannot hold is printed as a backslash escape.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        if not isinstance(stream, io.TextIOWrapper):
+            continue  # replaced by the caller (a test's capture): its own rules
+        utf8 = codecs.lookup(stream.encoding).name == "utf-8"
+        stream.reconfigure(errors="surrogateescape" if utf8 else "backslashreplace")
 
 
 def _run(args: argparse.Namespace, terminated: threading.Event) -> int:

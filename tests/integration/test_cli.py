@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -537,3 +539,25 @@ def test_the_cli_accepts_exactly_the_schemes_with_a_backend() -> None:
         assert url_arg(f"{scheme}://{where}").scheme == scheme
     with pytest.raises(InvalidArgument, match="no storage backend serves ftp://"):
         default_store("ftp")
+
+
+@pytest.mark.parametrize("io_encoding", ["utf-8:strict", "ascii:strict"])
+def test_ls_prints_a_file_name_that_is_not_utf8(tmp_path: Path, io_encoding: str) -> None:
+    # os.fsdecode escapes such bytes as surrogates; a strict stdout (an
+    # en_US.UTF-8 locale) raised UnicodeEncodeError midway through ls.
+    folder = tmp_path / "names"
+    folder.mkdir()
+    (folder / os.fsdecode(b"bad\xff.bin")).write_bytes(b"x")
+    (folder / "caf\u00e9.bin").write_bytes(b"y")
+    env = {**os.environ, "PYTHONIOENCODING": io_encoding}
+    done = subprocess.run([sys.executable, "-m", "aioflux", "ls", str(folder)],
+                          capture_output=True, env=env, timeout=60, check=False)
+    assert (done.returncode, done.stderr) == (0, b"")
+    lines = sorted(done.stdout.splitlines())
+    if io_encoding.startswith("utf-8"):
+        # The file's own bytes, so a pipe to xargs finds it.
+        assert lines == sorted([f"file://{folder}/".encode() + b"bad\xff.bin",
+                                f"file://{folder}/caf\u00e9.bin".encode()])
+    else:
+        assert lines == sorted([f"file://{folder}/bad\\udcff.bin".encode(),
+                                f"file://{folder}/caf\\xe9.bin".encode()])
