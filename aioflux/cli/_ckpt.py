@@ -85,10 +85,10 @@ def _history(store: Any, as_json: bool) -> None:
 @command("ckpt", "Inspect a CheckpointManager's root on any store (list, history).",
          _ckpt_args)
 def _ckpt(args: argparse.Namespace) -> int:
-    from ..torch._retention import CheckpointStore
+    from ..torch._retention import CheckpointStore, root_prefix
 
     bucket, prefix = args.root
-    prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+    prefix = root_prefix(str(args.root), prefix)
     with portal_store(args, args.root) as client:
         store = CheckpointStore(client, bucket, prefix)
         if args.action == "list":

@@ -72,7 +72,15 @@ from .._core.urls import format_url
 from .._core.validate import check_bool, check_instance, check_int, check_str
 from ._checkpoint import Checkpoint, raw_writer, save_into
 from ._history import MANIFEST_FORMAT, CheckpointInfo, SaveRecord
-from ._retention import CLAIM, DATA_STATE, MANIFEST, REPLACING, CheckpointStore, leaf_named
+from ._retention import (
+    CLAIM,
+    DATA_STATE,
+    MANIFEST,
+    REPLACING,
+    CheckpointStore,
+    leaf_named,
+    root_prefix,
+)
 from ._snapshot import BufferPool, snapshot, state_nbytes
 
 __all__ = ["DATA_STATE", "CheckpointManager", "SaveFuture"]
@@ -146,7 +154,7 @@ class CheckpointManager:
         check_instance(op, "client", client, (ObjectStore, Client), optional=True)
         store, parsed = store_for_url(root, client)
         self.bucket, prefix = parsed
-        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.prefix = root_prefix(str(root), prefix)
         self.root = format_url(parsed.scheme, self.bucket, self.prefix)
         check_int(op, "keep_last", keep_last, minimum=1, optional=True)
         check_str(op, "compression", compression, optional=True, choices=("zstd",))

@@ -32,7 +32,7 @@ from collections.abc import Collection, Coroutine
 from typing import Any, TypeVar
 
 from .._core.crc import decode_crc32c
-from .._core.errors import NotFound
+from .._core.errors import InvalidURL, NotFound
 from .._core.portal import get_portal
 from .._core.store import ObjectStore, delete_all
 from .._core.types import ObjectInfo
@@ -41,7 +41,7 @@ from .._core.window import gather_bounded
 from ._history import CheckpointInfo, SaveRecord
 
 __all__ = ["CLAIM", "DATA_STATE", "HISTORY", "MANIFEST", "REPLACING", "CheckpointStore",
-           "leaf_named", "steps_to_delete"]
+           "leaf_named", "root_prefix", "steps_to_delete"]
 
 log = logging.getLogger("aioflux.checkpoint")
 
@@ -119,6 +119,29 @@ def steps_to_delete(steps: Collection[int], complete: list[int], keep_last: int 
     """
     keep = set(complete if keep_last is None else complete[-keep_last:])
     return sorted(s for s in steps if s not in keep and s not in busy and s < newest)
+
+
+def root_prefix(url: str, prefix: str) -> str:
+    """The object-name prefix of a checkpoint root: ``prefix`` ending with
+    one ``/``, or empty for a whole bucket.
+
+    Only trailing slashes go: ``gs://b//run`` names objects ``/run/...`` (a
+    legal, if odd, name), and writing under ``run/`` instead would be
+    writing under a name the user did not give.
+
+    Args:
+        url: the root as given, for messages.
+        prefix: its object-name prefix (``StoreURL``'s).
+
+    Raises:
+        InvalidURL: the prefix is slashes only (``gs://b///``): neither the
+            bucket's root nor a name.
+    """
+    kept = prefix.rstrip("/")
+    if prefix and not kept:
+        raise InvalidURL(f"checkpoint root {url!r} names only slashes; name the bucket "
+                         "(gs://bucket) or a folder in it (gs://bucket/run)")
+    return kept + "/" if kept else ""
 
 
 class CheckpointStore:

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import torch
 
-from aioflux import BridgeError, Conflict, StorageError, WriterOptions
+import aioflux
+from aioflux import BridgeError, Conflict, InvalidURL, StorageError, WriterOptions
 from aioflux.torch import CheckpointManager
 from tests.torch.conftest import Where
 
@@ -195,3 +196,21 @@ def test_manifests_are_read_concurrently(where: Where, monkeypatch: pytest.Monke
         peak = 0
         mgr.save({"step": 41}, 41)  # its retention pass
         assert peak == 16
+
+
+def test_a_root_keeps_its_leading_slashes(where: Where) -> None:
+    # gs://b//run names objects "/run/..." (legal on GCS and S3); the
+    # manager wrote them under "run/", a name the user did not give.
+    if where.scheme == "file":
+        pytest.skip("a path's '//' is one separator on a filesystem")
+    bucket = where.url("x").split("/")[2]
+    root = f"{where.scheme}://{bucket}//odd-root"
+    with CheckpointManager(root, client=where.client) as mgr:
+        saved = mgr.save(_state(3), 3)
+        assert mgr.root == f"{root}/" and mgr.latest() == saved
+    listed = list(aioflux.list_files(f"{root}/", client=where.client))
+    assert f"{root}/step-000000000003/manifest.json" in listed
+    assert list(aioflux.list_files(f"{where.scheme}://{bucket}/odd-root/",
+                                   client=where.client)) == []
+    with pytest.raises(InvalidURL, match="names only slashes"):
+        CheckpointManager(f"{where.scheme}://{bucket}///", client=where.client)
