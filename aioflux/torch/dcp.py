@@ -42,7 +42,7 @@ from torch.futures import Future as TorchFuture
 from .._api.stores import AnyClient, store_for_url
 from .._api.sync import Client
 from .._core.crc import crc32c_combine, encode_crc32c
-from .._core.errors import ChecksumMismatch, InvalidArgument, InvalidURL
+from .._core.errors import AiofluxError, ChecksumMismatch, InvalidArgument, InvalidURL
 from .._core.options import WriterOptions
 from .._core.portal import get_portal
 from .._core.store import Fetched, ObjectStore
@@ -63,6 +63,8 @@ DEFAULT_ITEMS_AHEAD = 8
 # flight, 339-434 MiB within 256 MiB, 195-243 MiB within 128 MiB and 147 MiB
 # one at a time; torch's own reader, reading straight from the file, 97 MiB.
 DEFAULT_BYTES_AHEAD = 128 * 1024 * 1024
+# Read size when a data file is checked whole after torch failed on it.
+_CHECK_CHUNK = 8 * 1024 * 1024
 # DCP's name for a checkpoint's metadata (``__<rank>.metadata`` per rank
 # when ranks save without collectives).
 _METADATA = ".metadata"
@@ -349,6 +351,7 @@ class GcsStorageReader(FileSystemReader):
         self._queue: collections.deque[tuple[str, int, int]] = collections.deque()
         self._inflight: dict[tuple[str, int, int], Future[Fetched]] = {}
         self._handed: io.BytesIO | None = None
+        self._loading: str | None = None  # the data file of the item being loaded
         # Per data file read: its metadata, and the crc32c of each range.
         self._ranges: dict[str, tuple[ObjectInfo, dict[tuple[int, int], int]]] = {}
 
@@ -375,8 +378,19 @@ class GcsStorageReader(FileSystemReader):
             per_file.setdefault(md.relative_path, []).append((path, md.offset, md.length))
         self._queue = collections.deque(k for keys in per_file.values() for k in keys)
         self._ranges = {}
+        self._loading = None
         try:
-            done = super().read_data(plan, planner)  # reads every item before it returns
+            try:
+                done = super().read_data(plan, planner)  # reads every item before it returns
+            except Exception as exc:
+                if self._loading is not None and not isinstance(exc, AiofluxError):
+                    # torch failed on an item's bytes ("failed finding central
+                    # directory"): a byte flipped in an item's zip framing
+                    # fails there before the whole-file check below, so the
+                    # file is read through once (crc32c checked) to tell a
+                    # corrupt file (ChecksumMismatch) from any other failure.
+                    self._check_file(self._loading)
+                raise
             self._check_whole_files()
             return done
         finally:
@@ -386,6 +400,12 @@ class GcsStorageReader(FileSystemReader):
             self._queue.clear()
             self._ranges = {}
             self._release()
+
+    def _check_file(self, url: str) -> None:
+        store, (bucket, name) = self.fs.locate(url)  # type: ignore[attr-defined]
+        with ObjectReader(store, bucket, name) as reader:  # bounded read-ahead
+            while reader.read(_CHECK_CHUNK):
+                pass  # its last read raises ChecksumMismatch if the crc32c differs
 
     def _check_whole_files(self) -> None:
         """The crc32c of each data file whose ranges this load read tile it
@@ -409,6 +429,13 @@ class GcsStorageReader(FileSystemReader):
                         f"{encode_crc32c(info.crc32c)}", operation="read",
                         bucket=info.bucket, name=info.name)
 
+    @staticmethod
+    def _short(info: ObjectInfo, needed: int, have: int) -> ChecksumMismatch:
+        return ChecksumMismatch(
+            f"dcp.load {info.url} failed: the "
+            f"checkpoint's metadata needs its bytes up to {needed}, it ends at {have} "
+            "(truncated)", operation="read", bucket=info.bucket, name=info.name)
+
     def _release(self) -> None:
         # DCP's loop still names the slice it loaded last while it asks for
         # the next one: closing it frees that item's bytes before the next
@@ -423,6 +450,13 @@ class GcsStorageReader(FileSystemReader):
         if not isinstance(file, ObjectReader):
             return super()._slice_file(file, sinfo)
         key = (file.url, sinfo.offset, sinfo.length)
+        self._loading = file.url
+        info = file.info
+        if sinfo.offset + sinfo.length > info.size:
+            # A data file cut short after the save: a ranged read past its
+            # end returns the bytes that are left (or HTTP 416), and torch
+            # then fails with an unpickling or zip error, not a typed one.
+            raise self._short(info, sinfo.offset + sinfo.length, info.size)
         while self._queue and self._queue[0] != key:
             self._queue.popleft()  # out of step with DCP's order: resynchronise
         if self._queue:
@@ -439,6 +473,8 @@ class GcsStorageReader(FileSystemReader):
         fetched = current.result()
         self._inflight.pop(key, None)
         assert fetched.data is not None and fetched.crc is not None
+        if len(fetched.data) != sinfo.length:  # cut short since its stat
+            raise self._short(info, sinfo.offset + sinfo.length, sinfo.offset + len(fetched.data))
         self._ranges.setdefault(file.url, (file.info, {}))[1][key[1:]] = fetched.crc
         self._handed = io.BytesIO(fetched.data)
         return self._handed

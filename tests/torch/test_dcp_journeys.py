@@ -1,0 +1,80 @@
+"""DCP as a user meets it: checkpoints damaged after the save must fail a
+load with a typed ``ChecksumMismatch`` naming the data file, not with
+torch's zip or unpickling errors, nor load wrong tensors."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+
+from aioflux import ChecksumMismatch
+from aioflux._core.portal import call
+from aioflux.torch.dcp import GcsStorageReader, GcsStorageWriter
+from tests.torch.conftest import Where
+
+pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
+
+
+def _state() -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(5)
+    return {"w": torch.randn(200, 50, generator=g), "b": torch.arange(300)}
+
+
+def _load(where: Where, root: str) -> None:
+    dcp.load({"w": torch.zeros(200, 50), "b": torch.zeros(300, dtype=torch.long)},
+             storage_reader=GcsStorageReader(root, client=where.client))
+
+
+def _damage(where: Where, root: str, change: object) -> str:
+    dcp.save(_state(), storage_writer=GcsStorageWriter(root, client=where.client))
+    (name,) = [n for n in where.names() if n.endswith(".distcp")]
+    body = bytes(call(where.store.read(where.bucket, where.base + name)))
+    where.put(name, change(body))  # type: ignore[operator]  # stored anew: its crc32c matches
+    return name
+
+
+def test_a_truncated_data_file_is_a_checksum_mismatch(where: Where) -> None:
+    # The last item's range ran past the file's end: the store served the
+    # bytes left and torch failed ("failed finding central directory").
+    root = where.url("cut")
+    name = _damage(where, root, lambda body: body[:-100])
+    with pytest.raises(BaseException, match=f"{name}.*truncated") as info:  # DCP wraps it
+        _load(where, root)
+    assert ChecksumMismatch.__name__ in repr(info.value)
+
+
+def test_a_data_file_cut_to_less_than_its_first_item_is_a_checksum_mismatch(
+        where: Where) -> None:
+    # Ranges past the end: an HTTP 416 InvalidRequest, not what happened.
+    root = where.url("cut2")
+    name = _damage(where, root, lambda body: body[:10])
+    with pytest.raises(BaseException, match=f"{name}.*truncated") as info:
+        _load(where, root)
+    assert ChecksumMismatch.__name__ in repr(info.value)
+
+
+@pytest.mark.parametrize("where", ["file"], indirect=True)
+def test_a_byte_flipped_in_an_item_s_framing_is_a_checksum_mismatch(where: Where) -> None:
+    # A flip in an item's zip header fails torch.load before the whole-file
+    # crc32c check could run: an untyped RuntimeError ("failed finding
+    # central directory" / "file not found") until the file is checked.
+    root = where.url("flip")
+    dcp.save(_state(), storage_writer=GcsStorageWriter(root))
+    (name,) = [n for n in where.names() if n.endswith(".distcp")]
+    path = f"/{where.bucket}/{where.base}{name}"
+    info = call(where.store.stat(where.bucket, where.base + name))
+    if info.crc32c is None:
+        pytest.skip("no user xattrs here: files carry no crc32c to check against")
+    st = os.stat(path)
+    with open(path, "r+b") as f:
+        f.seek(st.st_size - 30)  # the last item's zip end-of-central-directory
+        byte = f.read(1)
+        f.seek(st.st_size - 30)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # the recorded crc32c stays
+    with pytest.raises(BaseException, match=f"{name}.*crc32c") as raised:
+        _load(where, root)
+    assert ChecksumMismatch.__name__ in repr(raised.value)
