@@ -13,9 +13,12 @@ two (DCP writes a temporary name and renames it: on a store with
 compose a single-source compose plus a delete, else a copy plus a delete).
 Reads fetch exactly each plan item's
 byte range, several items ahead within a byte budget, instead of streaming
-whole files; where a load's ranges cover a whole data file (a full load),
-their crc32c combine and must equal the file's, so no byte DCP loaded goes
-unchecked. DCP's zstd stream extension
+whole files. Each item's bytes must have the crc32c the writer recorded as
+it wrote them (``.metadata.crc32c``, written just before ``.metadata``), so
+a load of some items (the model without the optimizer) is checked too; and
+where a load's ranges cover a whole data file (a full load), their crc32c
+combine and must equal the file's (for checkpoints without the items'
+crc32c: torch's writer, older aioflux). DCP's zstd stream extension
 (``compression="zstd"`` or ``_extensions=[ZStandard()]``)
 is accepted on both sides.
 """
@@ -25,24 +28,29 @@ from __future__ import annotations
 import collections
 import io
 import itertools
+import json
 import os
 from collections.abc import Generator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import IO, Any
 
 from torch.distributed.checkpoint.filesystem import (
     FileSystemBase,
     FileSystemReader,
     FileSystemWriter,
+    _StorageInfo,
 )
-from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner, SavePlan
+from torch.distributed.checkpoint.metadata import Metadata
+from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner, SavePlan, SavePlanner
+from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future as TorchFuture
 
 from .._api.stores import AnyClient, store_for_url
 from .._api.sync import Client
-from .._core.crc import crc32c_combine, encode_crc32c
-from .._core.errors import AiofluxError, ChecksumMismatch, InvalidArgument, InvalidURL
+from .._core.crc import crc32c, crc32c_combine, decode_crc32c, encode_crc32c
+from .._core.errors import AiofluxError, ChecksumMismatch, InvalidArgument, InvalidURL, NotFound
 from .._core.options import WriterOptions
 from .._core.portal import get_portal
 from .._core.store import Fetched, ObjectStore
@@ -50,7 +58,7 @@ from .._core.types import ObjectInfo
 from .._core.urls import SCHEMES, StoreURL, format_url, parse_url
 from .._core.validate import check_instance, check_int
 from .._engines.reader import ObjectReader
-from .._engines.writer import ObjectWriter
+from .._engines.writer import ObjectWriter, byte_view
 
 __all__ = ["GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"]
 
@@ -65,9 +73,83 @@ DEFAULT_ITEMS_AHEAD = 8
 DEFAULT_BYTES_AHEAD = 128 * 1024 * 1024
 # Read size when a data file is checked whole after torch failed on it.
 _CHECK_CHUNK = 8 * 1024 * 1024
+# Beside a checkpoint's metadata (".metadata.crc32c"), written just before
+# it: the crc32c of every item's bytes, which DCP's metadata does not hold.
+# A load of some items of a file (the model without the optimizer) checks
+# them against it; without it only loads that read whole files are checked.
+_ITEM_CRCS = ".crc32c"
 # DCP's name for a checkpoint's metadata (``__<rank>.metadata`` per rank
 # when ranks save without collectives).
 _METADATA = ".metadata"
+
+
+class _Segments:
+    """The crc32c of a data file's bytes between the positions DCP asked
+    for: each item starts and ends at a ``tell()`` (``_write_item``), so an
+    item's crc32c combines from these without a second pass over it."""
+
+    def __init__(self) -> None:
+        self._marks: dict[int, tuple[int, int]] = {}  # segment end -> (start, crc32c)
+        self._start = 0
+        self._crc = 0
+
+    def wrote(self, data: memoryview) -> None:
+        self._crc = crc32c(data, self._crc)
+
+    def mark(self, at: int) -> None:
+        if at != self._start:
+            self._marks[at] = (self._start, self._crc)
+            self._start, self._crc = at, 0
+
+    def item_crc32c(self, offset: int, length: int) -> int | None:
+        """The crc32c of bytes ``offset`` to ``offset + length``, or None
+        when they do not start and end at positions DCP asked for."""
+        end, pieces = offset + length, []
+        while end > offset:
+            segment = self._marks.get(end)
+            if segment is None:
+                return None
+            pieces.append((segment[1], end - segment[0]))
+            end = segment[0]
+        if end != offset:
+            return None
+        combined = 0  # the crc32c of no bytes
+        for crc, size in reversed(pieces):
+            combined = crc32c_combine(combined, crc, size)
+        return combined
+
+
+class _RecordingWriter(ObjectWriter):
+    """An ObjectWriter that keeps :class:`_Segments` of what DCP writes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.segments = _Segments()
+
+    def write(self, data: Any) -> int:
+        count = super().write(data)
+        self.segments.wrote(byte_view(self.url, data))
+        return count
+
+    def tell(self) -> int:
+        at = super().tell()
+        self.segments.mark(at)
+        return at
+
+    def close(self) -> None:
+        if not self.closed:
+            self.segments.mark(super().tell())  # the last segment
+        super().close()
+
+
+@dataclass
+class _CheckedStorageInfo(_StorageInfo):
+    """DCP's per-item storage info, with the item's crc32c: what a rank's
+    write results carry to the coordinator, whose ``finish`` moves the
+    crc32c into the ``.crc32c`` file and writes plain ``_StorageInfo`` into
+    ``.metadata`` (which torch's own reader then still loads)."""
+
+    crc32c: int | None = None
 
 
 class GcsFileSystem(FileSystemBase):
@@ -93,6 +175,9 @@ class GcsFileSystem(FileSystemBase):
         check_instance("GcsFileSystem", "writer", writer, WriterOptions, optional=True)
         self.client = client
         self.writer_options = writer or WriterOptions()
+        # Data files written, by URL: their items' crc32c (GcsStorageWriter
+        # takes each out once the save's results name its items).
+        self.written: dict[str, _Segments] = {}
 
     def locate(self, path: str | os.PathLike[str], *,
                require_object: bool = True) -> tuple[ObjectStore, StoreURL]:
@@ -128,9 +213,10 @@ class GcsFileSystem(FileSystemBase):
         """
         store, (bucket, name) = self.locate(path)
         if "w" in mode:
-            writer = ObjectWriter(store, bucket, name, options=self.writer_options)
+            writer = _RecordingWriter(store, bucket, name, options=self.writer_options)
             with writer:  # aborts, publishing nothing, if the body raises
                 yield writer
+            self.written[os.fspath(path)] = writer.segments  # for the items' crc32c
         elif "r" in mode:
             with ObjectReader(store, bucket, name) as reader:
                 yield reader
@@ -314,7 +400,49 @@ class GcsStorageWriter(FileSystemWriter):
         return super().prepare_global_plan(plans)
 
     def _forget_metadata(self, filename: str) -> None:
-        self.fs.rm_file(self.fs.concat_path(self.path, filename))  # none there is fine
+        for name in (filename, filename + _ITEM_CRCS):  # none there is fine
+            self.fs.rm_file(self.fs.concat_path(self.path, name))
+
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> TorchFuture[list[WriteResult]]:
+        """DCP's ``write_data``, each result carrying its item's crc32c."""
+        written = super().write_data(plan, planner).wait()  # written before it returns
+        fs: GcsFileSystem = self.fs  # type: ignore[assignment]
+        files: dict[str, _Segments | None] = {}
+        results = []
+        for result in written:
+            info = result.storage_data
+            url = os.fspath(fs.concat_path(self.path, info.relative_path))
+            if url not in files:
+                files[url] = fs.written.pop(url, None)
+            segments = files[url]
+            crc = None if segments is None else segments.item_crc32c(info.offset, info.length)
+            results.append(WriteResult(result.index, result.size_in_bytes, _CheckedStorageInfo(
+                info.relative_path, info.offset, info.length, info.transform_descriptors, crc)))
+        done: TorchFuture[list[WriteResult]] = TorchFuture()
+        done.set_result(results)
+        return done
+
+    def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
+        """Write the items' crc32c (``.metadata.crc32c``), then DCP's
+        ``.metadata`` with plain storage infos, last."""
+        crcs: dict[str, dict[str, str]] = {}
+        plain: list[list[WriteResult]] = []
+        for rank_results in results:
+            plain.append([])
+            for result in rank_results:
+                info = result.storage_data
+                if isinstance(info, _CheckedStorageInfo):
+                    if info.crc32c is not None:
+                        crcs.setdefault(info.relative_path, {})[
+                            f"{info.offset}:{info.length}"] = encode_crc32c(info.crc32c)
+                    info = _StorageInfo(info.relative_path, info.offset, info.length,
+                                        info.transform_descriptors)
+                plain[-1].append(WriteResult(result.index, result.size_in_bytes, info))
+        rank_local = not self.use_collectives and self.rank is not None
+        name = (f"__{self.rank}{_METADATA}" if rank_local else _METADATA) + _ITEM_CRCS
+        with self.fs.create_stream(self.fs.concat_path(self.path, name), "wb") as out:
+            out.write(json.dumps({"format": 1, "items": crcs}).encode())
+        super().finish(metadata, plain)
 
 
 class GcsStorageReader(FileSystemReader):
@@ -354,6 +482,8 @@ class GcsStorageReader(FileSystemReader):
         self._loading: str | None = None  # the data file of the item being loaded
         # Per data file read: its metadata, and the crc32c of each range.
         self._ranges: dict[str, tuple[ObjectInfo, dict[tuple[int, int], int]]] = {}
+        # (relative path, offset, length) -> crc32c, from ``.metadata.crc32c``.
+        self._item_crcs: dict[tuple[str, int, int], int] = {}
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
@@ -379,6 +509,7 @@ class GcsStorageReader(FileSystemReader):
         self._queue = collections.deque(k for keys in per_file.values() for k in keys)
         self._ranges = {}
         self._loading = None
+        self._item_crcs = self._read_item_crcs()
         try:
             try:
                 done = super().read_data(plan, planner)  # reads every item before it returns
@@ -400,6 +531,26 @@ class GcsStorageReader(FileSystemReader):
             self._queue.clear()
             self._ranges = {}
             self._release()
+
+    def _read_item_crcs(self) -> dict[tuple[str, int, int], int]:
+        """The items' crc32c the writer recorded; none for a checkpoint
+        saved without them (by torch's writer, or an older aioflux)."""
+        url = os.fspath(self.fs.concat_path(self.path, _METADATA + _ITEM_CRCS))
+        store, (bucket, name) = self.fs.locate(url)  # type: ignore[attr-defined]
+        try:
+            raw = get_portal().call(store.read(bucket, name))
+        except NotFound:
+            return {}
+        try:
+            items = json.loads(raw)["items"]
+            return {(path, int(offset), int(length)): decode_crc32c(crc)
+                    for path, ranges in items.items()
+                    for key, crc in ranges.items()
+                    for offset, length in [key.split(":")]}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ChecksumMismatch(f"dcp.load {url} failed: not the items' crc32c a "
+                                   f"GcsStorageWriter writes ({type(exc).__name__})",
+                                   operation="read", bucket=bucket, name=name) from exc
 
     def _check_file(self, url: str) -> None:
         store, (bucket, name) = self.fs.locate(url)  # type: ignore[attr-defined]
@@ -475,6 +626,15 @@ class GcsStorageReader(FileSystemReader):
         assert fetched.data is not None and fetched.crc is not None
         if len(fetched.data) != sinfo.length:  # cut short since its stat
             raise self._short(info, sinfo.offset + sinfo.length, sinfo.offset + len(fetched.data))
+        expected = self._item_crcs.get((sinfo.relative_path, sinfo.offset, sinfo.length))
+        if expected is not None and fetched.crc != expected:
+            # Checked per item: a load of some items of a file (the model
+            # without the optimizer) never tiles it for the whole-file check.
+            raise ChecksumMismatch(
+                f"dcp.load {info.url} failed: bytes {sinfo.offset}-"
+                f"{sinfo.offset + sinfo.length} have crc32c {encode_crc32c(fetched.crc)}, the "
+                f"item was saved with {encode_crc32c(expected)}", operation="read",
+                bucket=info.bucket, name=info.name)
         self._ranges.setdefault(file.url, (file.info, {}))[1][key[1:]] = fetched.crc
         self._handed = io.BytesIO(fetched.data)
         return self._handed

@@ -50,6 +50,7 @@ S3_TESTS = frozenset({
     "test_a_second_writer_of_the_same_step_never_undoes_a_published_checkpoint",
     "test_a_resave_after_a_killed_save_leaves_no_leftovers",
     "test_a_root_keeps_its_leading_slashes",
+    "test_a_partial_load_of_a_damaged_item_is_a_checksum_mismatch",
 })
 
 
