@@ -7,7 +7,8 @@ yielded), and yield ``(item, result)`` in input order or as jobs complete.
 The input is read lazily, only when the window has room, so a listing can
 feed it while it downloads. On exit (an error, or the consumer stopping early) the jobs
 still running are cancelled and waited for, so nothing outlives the loop.
-``gather_bounded`` runs a finite batch the same way and returns the list.
+``gather_bounded`` runs a finite batch the same way and returns the list;
+``shared_task`` starts one step that several callers await.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import (
 )
 from typing import TypeVar
 
-__all__ = ["LoopSemaphore", "gather_bounded", "window", "window_sync"]
+__all__ = ["LoopSemaphore", "gather_bounded", "shared_task", "window", "window_sync"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -192,6 +193,30 @@ async def gather_bounded(aws: Iterable[Awaitable[T]], limit: int | None = None) 
         for aw in jobs:  # never started (an earlier job failed): no "never awaited"
             if inspect.iscoroutine(aw) and inspect.getcoroutinestate(aw) == "CORO_CREATED":
                 aw.close()
+
+
+def shared_task(coro: Awaitable[T]) -> asyncio.Future[T]:
+    """A task for one step several callers await (an upload's creation,
+    awaited by each of its parts).
+
+    Its error reaches every caller that awaits it; when all of them were
+    cancelled (a writer aborting), it is retrieved here, not logged as
+    "Task exception was never retrieved".
+
+    Args:
+        coro: the step.
+
+    Returns:
+        The task.
+    """
+    task = asyncio.ensure_future(coro)
+    task.add_done_callback(_retrieve)
+    return task
+
+
+def _retrieve(future: asyncio.Future[T]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 async def _awaited(aw: Awaitable[T]) -> T:

@@ -323,7 +323,7 @@ class ObjectReader(io.RawIOBase):
             n = remaining if size is None or size < 0 else min(size, remaining)
             if n < _FILL_IN_PLACE:
                 buf = bytearray(n)
-                got = self.readinto(buf)
+                got = self._readinto(buf)  # already under _reading()
                 del buf[got:]
                 return bytes(buf)
             # Filled in place and handed over as is: BytesIO.getvalue() returns
@@ -333,7 +333,7 @@ class ObjectReader(io.RawIOBase):
             out.seek(n - 1)
             out.write(b"\0")
             with out.getbuffer() as view:
-                got = self.readinto(view)
+                got = self._readinto(view)
             out.truncate(got)
             return out.getvalue()
 

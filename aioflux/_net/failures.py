@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import ssl
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
@@ -33,6 +32,7 @@ from .._core.retry import parse_retry_after
 from . import pace
 from .http import BodyTruncated, MediaResponse
 from .pace import Pace, SlowTransfer
+from .proxies import proxy_note
 
 if TYPE_CHECKING:
     from .transport import HttpResponse
@@ -293,33 +293,16 @@ def map_exception(exc: BaseException, op: Op) -> BaseException:
         slow.slow = True  # type: ignore[attr-defined]  # bytes it moved are no progress
         return slow
     if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
-        return TransportError(f"{where} failed: timed out{_proxy_note()}",
+        return TransportError(f"{where} failed: timed out{proxy_note()}",
                               operation=op.operation, bucket=op.bucket, name=op.name)
     if isinstance(exc, (aiohttp.ClientPayloadError, BodyTruncated, asyncio.IncompleteReadError)):
         return TransportError(f"{where} failed: response body truncated ({type(exc).__name__})",
                               operation=op.operation, bucket=op.bucket, name=op.name)
     if isinstance(exc, (aiohttp.ClientConnectionError, ConnectionError, OSError)):
         return TransportError(f"{where} failed: connection error ({type(exc).__name__}: "
-                              f"{_safe(exc)}){_proxy_note()}", operation=op.operation,
+                              f"{_safe(exc)}){proxy_note()}", operation=op.operation,
                               bucket=op.bucket, name=op.name)
     return exc
-
-
-_PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
-                    "all_proxy")
-
-
-def _proxy_note() -> str:
-    """A hint for a machine that reaches the network through a proxy:
-    aioflux uses one only for https:// endpoints outside NO_PROXY (see
-    :mod:`aioflux._net.proxies`), so a connection failure may be a blocked
-    direct route, or the proxy's, which the error alone would not tell. Its
-    value is not repeated: a proxy URL may carry a password."""
-    named = next((var for var in _PROXY_VARIABLES if os.environ.get(var)), None)
-    if named is None:
-        return ""
-    return (f"; {named} is set: aioflux goes through HTTPS_PROXY (or ALL_PROXY) only "
-            "to https:// endpoints outside NO_PROXY, and to any other directly")
 
 
 def _safe(exc: BaseException) -> str:

@@ -14,12 +14,16 @@ collide with the ``Authorization`` header aioflux sends.
 
 from __future__ import annotations
 
+import os
 import urllib.request
 from urllib.parse import urlsplit
 
 from .._core.errors import InvalidArgument
 
-__all__ = ["proxy_for"]
+__all__ = ["proxy_for", "proxy_note"]
+
+_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
+              "all_proxy")
 
 
 def proxy_for(endpoint: str) -> str | None:
@@ -63,3 +67,15 @@ def proxy_for(endpoint: str) -> str | None:
             "through http:// proxies only (CONNECT). Add the endpoint's host to NO_PROXY "
             "to connect directly")
     return proxy
+
+
+def proxy_note() -> str:
+    """What a connection error adds on a machine with a proxy variable set:
+    the failure may be a blocked direct route (an http:// endpoint, or one
+    in NO_PROXY) or the proxy's, which the error alone would not tell. The
+    value is never repeated: a proxy URL may carry a password."""
+    named = next((var for var in _VARIABLES if os.environ.get(var)), None)
+    if named is None:
+        return ""
+    return (f"; {named} is set: aioflux goes through HTTPS_PROXY (or ALL_PROXY) only "
+            "to https:// endpoints outside NO_PROXY, and to any other directly")

@@ -22,6 +22,7 @@ from .._core.crc import Crc32c, decode_crc32c
 from .._core.errors import InvalidRequest, NotFound, StorageError
 from .._core.store import published_before
 from .._core.types import NO_METADATA, ObjectInfo, PartInfo
+from .._core.window import shared_task
 from .._net.transport import Op
 from ._published import confirm_published, verify_published
 from ._resumable import ResumableUpload
@@ -57,11 +58,8 @@ class GcsUpload:
     async def _start(self) -> None:
         if self._init is None:
             self._order = asyncio.Condition()
-            self._init = asyncio.ensure_future(self._initiate())
-            # Its error reaches every part that waits; one whose parts were
-            # all cancelled (the writer aborting) must not be logged as never
-            # retrieved.
-            self._init.add_done_callback(_retrieve)
+            # Awaited by every part: see shared_task.
+            self._init = shared_task(self._initiate())
         # Shielded: a part cancelled while the upload is being created must
         # not lose the upload id, or abort() could not drop the upload.
         await asyncio.shield(self._init)
@@ -217,8 +215,3 @@ def _header_crc(value: str) -> int | None:
         if key == "crc32c" and encoded:
             return decode_crc32c(encoded)
     return None
-
-
-def _retrieve(future: asyncio.Future[None]) -> None:
-    if not future.cancelled():
-        future.exception()

@@ -18,6 +18,7 @@ from .._core.crc import Crc32c
 from .._core.errors import InvalidArgument
 from .._core.types import ObjectInfo
 from .._core.urls import format_url
+from .._core.window import shared_task
 from . import _files
 
 if TYPE_CHECKING:
@@ -56,10 +57,8 @@ class LocalUpload:
         """The temporary file, created by the first part."""
         self._check_open()
         if self._creating is None:
-            self._creating = asyncio.ensure_future(self._create())
-            # Its error reaches every part that waits; one whose parts were
-            # all cancelled must not be logged as never retrieved.
-            self._creating.add_done_callback(_retrieve)
+            # Awaited by every part: see shared_task.
+            self._creating = shared_task(self._create())
         # Shielded: a part cancelled while the file is being created (the
         # writer aborting) must not lose its name, or abort() could not
         # remove it.
@@ -133,8 +132,3 @@ class LocalUpload:
             # A part still being written holds its own descriptor: its bytes
             # go to the unlinked file and vanish with it.
             _files.unlink_quietly(temp)
-
-
-def _retrieve(future: asyncio.Future[str]) -> None:
-    if not future.cancelled():
-        future.exception()

@@ -24,6 +24,7 @@ from .._core.crc import Crc32c, encode_crc32c
 from .._core.errors import NotFound, StorageError
 from .._core.store import published_before
 from .._core.types import ObjectInfo, PartInfo
+from .._core.window import shared_task
 from .._net.transport import Op
 from ._put import discard
 
@@ -55,11 +56,8 @@ class S3Upload:
 
     async def _start(self) -> str:
         if self._init is None:
-            self._init = asyncio.ensure_future(self._initiate())
-            # Its error reaches every part that waits; one whose parts were
-            # all cancelled (the writer aborting) must not be logged as never
-            # retrieved.
-            self._init.add_done_callback(_retrieve)
+            # Awaited by every part: see shared_task.
+            self._init = shared_task(self._initiate())
         # Shielded: a part cancelled while the upload is being created must
         # not lose the upload id, or abort() could not drop the upload.
         return await asyncio.shield(self._init)
@@ -154,8 +152,3 @@ def _parts_etag(parts: list[PartInfo]) -> str | None:
         return None
     digests = b"".join(bytes.fromhex(p.etag.strip().strip('"')) for p in parts)
     return f"{hashlib.md5(digests, usedforsecurity=False).hexdigest()}-{len(parts)}"
-
-
-def _retrieve(future: asyncio.Future[str]) -> None:
-    if not future.cancelled():
-        future.exception()

@@ -36,8 +36,8 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                 seen += chunk
             writer.write(chunk)
             await writer.drain()
-    except (ConnectionError, asyncio.CancelledError):
-        pass
+    except ConnectionError:
+        pass  # the other side hung up: close ours too
     finally:
         writer.close()
 
