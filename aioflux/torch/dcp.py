@@ -59,6 +59,7 @@ from .._core.urls import SCHEMES, StoreURL, format_url, parse_url
 from .._core.validate import check_instance, check_int
 from .._engines.reader import ObjectReader
 from .._engines.writer import ObjectWriter, byte_view
+from ._zip_crc import without_zip_crc32
 
 __all__ = ["GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"]
 
@@ -404,8 +405,13 @@ class GcsStorageWriter(FileSystemWriter):
             self.fs.rm_file(self.fs.concat_path(self.path, name))
 
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> TorchFuture[list[WriteResult]]:
-        """DCP's ``write_data``, each result carrying its item's crc32c."""
-        written = super().write_data(plan, planner).wait()  # written before it returns
+        """DCP's ``write_data``, each result carrying its item's crc32c.
+
+        Its items are written without torch's zip CRC32 (see ``_zip_crc``):
+        each item's crc32c, checked on load, covers the same bytes.
+        """
+        with without_zip_crc32():
+            written = super().write_data(plan, planner).wait()  # written before it returns
         fs: GcsFileSystem = self.fs  # type: ignore[assignment]
         files: dict[str, _Segments | None] = {}
         results = []
