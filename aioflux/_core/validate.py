@@ -9,8 +9,9 @@ step or an offset is always a bug.
 
 from __future__ import annotations
 
+import operator
 import re
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, SupportsIndex, TypeAlias
 from urllib.parse import urlsplit
 
 from .errors import InvalidArgument, InvalidURL
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Credentials",
+    "as_int",
     "check_bool",
     "check_buffer",
     "check_bytes",
@@ -100,6 +102,36 @@ def check_int(op: str, arg: str, value: object, *, minimum: int | None = 0,
         raise InvalidArgument(f"{op}: {arg} must be {what}, got {_kind(value)} {value!r}")
     if minimum is not None and value < minimum:
         raise InvalidArgument(f"{op}: {arg} must be >= {minimum}, got {value}")
+
+
+def as_int(op: str, arg: str, value: object, *, minimum: int = 0) -> int:
+    """An integer argument as a plain ``int``.
+
+    Whatever stands for an integer (``operator.index``: numpy's integers, a
+    0-d integer tensor) is taken, as ``range`` takes it: a training step
+    often comes out of a tensor or an array. ``bool`` is not an integer here.
+
+    Args:
+        op: the operation.
+        arg: the argument's name.
+        value: its value.
+        minimum: the smallest allowed value.
+
+    Returns:
+        The value as an ``int``.
+
+    Raises:
+        InvalidArgument: not an integer, or below ``minimum``.
+    """
+    try:
+        if isinstance(value, bool) or not isinstance(value, SupportsIndex):
+            raise TypeError(value)
+        number = operator.index(value)  # a float tensor has __index__, and raises
+    except TypeError:
+        raise InvalidArgument(f"{op}: {arg} must be an int, got {_kind(value)} "
+                              f"{value!r}") from None
+    check_int(op, arg, number, minimum=minimum)
+    return number
 
 
 def check_bool(op: str, arg: str, value: object, *, optional: bool = False) -> None:

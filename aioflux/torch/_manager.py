@@ -50,7 +50,7 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, SupportsIndex
 
 import torch
 
@@ -69,7 +69,7 @@ from .._core.options import WriterOptions
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.urls import format_url
-from .._core.validate import check_bool, check_instance, check_int, check_str
+from .._core.validate import as_int, check_bool, check_instance, check_int, check_str
 from ._checkpoint import Checkpoint, raw_writer, save_into
 from ._history import MANIFEST_FORMAT, CheckpointInfo, SaveRecord
 from ._retention import (
@@ -208,13 +208,14 @@ class CheckpointManager:
 
     # -- saving -----------------------------------------------------------------
 
-    def save(self, state: Mapping[str, Any], step: int, *, overwrite: bool = False,
+    def save(self, state: Mapping[str, Any], step: SupportsIndex, *, overwrite: bool = False,
              data_state: Mapping[str, Any] | None = None) -> CheckpointInfo:
         """Save and wait until the checkpoint is complete.
 
         Args:
             state: a dict of tensors, nested dicts / lists and plain values.
-            step: training step, 0 or more (names and orders the checkpoint).
+            step: training step, 0 or more (names and orders the checkpoint): an
+                int, or what stands for one (a numpy integer, a 0-d integer tensor).
             overwrite: replace a complete checkpoint of the same step.
             data_state: the data position to resume from with this state
                 (a sampler's, dataset's or StatefulDataLoader's
@@ -232,12 +233,13 @@ class CheckpointManager:
                 save, failed (the original exception).
         """
         started = time.perf_counter()
-        self._check_save("save", state, step, overwrite, data_state)
+        step = as_int("save", "step", step)
+        self._check_save("save", state, overwrite, data_state)
         self._raise_unobserved()
         self.wait()
         return self._persist(state, step, started, None, overwrite, data_state)
 
-    def save_async(self, state: Mapping[str, Any], step: int, *, overwrite: bool = False,
+    def save_async(self, state: Mapping[str, Any], step: SupportsIndex, *, overwrite: bool = False,
                    data_state: Mapping[str, Any] | None = None) -> SaveFuture:
         """Snapshot ``state`` to host memory and save it in the background.
 
@@ -265,7 +267,8 @@ class CheckpointManager:
                 process, or is closed.
         """
         started = time.perf_counter()
-        self._check_save("save_async", state, step, overwrite, data_state)
+        step = as_int("save_async", "step", step)
+        self._check_save("save_async", state, overwrite, data_state)
         if self._pid != os.getpid():
             # The saver threads and the saves in flight are the parent's:
             # work handed to the copied pool would never start.
@@ -387,10 +390,8 @@ class CheckpointManager:
         self.close()
 
     @staticmethod
-    def _check_save(op: str, state: object, step: object, overwrite: object,
-                    data_state: object) -> None:
+    def _check_save(op: str, state: object, overwrite: object, data_state: object) -> None:
         check_instance(op, "state", state, Mapping)
-        check_int(op, "step", step, minimum=0)
         check_bool(op, "overwrite", overwrite)
         check_instance(op, "data_state", data_state, Mapping, optional=True)
 
@@ -567,7 +568,7 @@ class CheckpointManager:
         """
         return self._store.latest()
 
-    def load(self, step: int | None = None, *, map_location: Any = None,
+    def load(self, step: SupportsIndex | None = None, *, map_location: Any = None,
              weights_only: bool = True) -> dict[str, Any]:
         """Load a complete checkpoint (the highest step by default).
 
@@ -585,7 +586,8 @@ class CheckpointManager:
             StorageError: the checkpoint holds something other than a dict
                 (not written by this manager), or reading failed.
         """
-        check_int("load", "step", step, minimum=0, optional=True)
+        if step is not None:
+            step = as_int("load", "step", step)
         info = self.latest() if step is None else self._store.get(step)
         if info is None:
             what = "any" if step is None else f"step {step}"
@@ -604,7 +606,7 @@ class CheckpointManager:
                                bucket=self.bucket, name=self._store.step_dir(info.step) + leaf)
         return state
 
-    def load_data_state(self, step: int | None = None, *,
+    def load_data_state(self, step: SupportsIndex | None = None, *,
                         weights_only: bool = True) -> dict[str, Any] | None:
         """The data position saved with a complete checkpoint (the highest step by default).
 
@@ -626,7 +628,8 @@ class CheckpointManager:
             NotFound: no complete checkpoint (at that step).
             StorageError: reading failed, or the object is not a saved data state.
         """
-        check_int("load_data_state", "step", step, minimum=0, optional=True)
+        if step is not None:
+            step = as_int("load_data_state", "step", step)
         check_bool("load_data_state", "weights_only", weights_only)
         info = self.latest() if step is None else self._store.get(step)
         if info is None:

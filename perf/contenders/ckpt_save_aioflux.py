@@ -2,7 +2,9 @@
 
 ``--mode open``: ``torch.save(state, aioflux.open(url, "wb"))``, the
 streaming multipart writer (``--compression zstd`` wraps it in the
-multithreaded zstd writer). ``--mode manager``: ``CheckpointManager.save``
+multithreaded zstd writer). ``--mode checkpoint``:
+``Checkpoint(client).save(state, url)``, the same writer without torch's
+zip CRC32 (``aioflux/torch/_zip_crc.py``). ``--mode manager``: ``CheckpointManager.save``
 (blocking: writer + manifest + history + retention). ``--mode async``:
 ``CheckpointManager.save_async``; the timed region is only the blocking
 part (snapshot to host memory), the total until the future resolves is
@@ -21,7 +23,7 @@ from ckpt_common import add_state_args, build_state
 
 import aioflux
 from aioflux import AsyncClient, WriterOptions
-from aioflux.torch import CheckpointManager
+from aioflux.torch import Checkpoint, CheckpointManager
 
 if __name__ == "__main__":
     import torch
@@ -29,7 +31,7 @@ if __name__ == "__main__":
     manifest, rest = load()
     parser = argparse.ArgumentParser()
     add_state_args(parser)
-    parser.add_argument("--mode", choices=["open", "manager", "async"], default="open")
+    parser.add_argument("--mode", choices=["open", "checkpoint", "manager", "async"], default="open")
     parser.add_argument("--compression", choices=["none", "zstd"], default="none")
     parser.add_argument("--part-mib", type=int, default=WriterOptions().part_size // 2**20)
     parser.add_argument("--in-flight", type=int, default=WriterOptions().max_in_flight)
@@ -38,28 +40,35 @@ if __name__ == "__main__":
     parser.add_argument("--zstd-level", type=int, default=None)
     args = parser.parse_args(rest)
     compression = None if args.compression == "none" else args.compression
+    if compression and args.mode == "checkpoint":
+        parser.error("--mode checkpoint measures the uncompressed save")
     client = AsyncClient(endpoint=manifest.endpoint)
     state = build_state(args)
     options = WriterOptions(part_size=args.part_mib * 2**20, max_in_flight=args.in_flight)
     extra: dict[str, object] = {"rss_state_mb": round(rss_mb(), 1)}
-    if args.mode == "open":
-        url = f"gs://{manifest.bucket}/ckpt_save/aioflux{'-zstd' if compression else ''}.pt"
+    if args.mode in ("open", "checkpoint"):
+        url = (f"gs://{manifest.bucket}/ckpt_save/aioflux-{args.mode}"
+               f"{'-zstd' if compression else ''}.pt")
         tuned_zstd = compression and (args.zstd_threads is not None or args.zstd_level)
         with Stopwatch() as watch:
-            if tuned_zstd:
-                from aioflux._engines.writer import ObjectWriter
-                from aioflux._engines.zstd import DEFAULT_LEVEL, compress_writer
-
-                raw = ObjectWriter(client, manifest.bucket, url.split("/", 3)[3],
-                                   options=options)
-                f = compress_writer(raw, level=args.zstd_level or DEFAULT_LEVEL,
-                                    threads=-1 if args.zstd_threads is None
-                                    else args.zstd_threads)
+            if args.mode == "checkpoint":
+                serialized = Checkpoint(client, writer=options).save(state, url).size
             else:
-                f = aioflux.open(url, "wb", client=client, writer=options, compression=compression)
-            with f:
-                torch.save(state, f)
-                serialized = f.tell()
+                if tuned_zstd:
+                    from aioflux._engines.writer import ObjectWriter
+                    from aioflux._engines.zstd import DEFAULT_LEVEL, compress_writer
+
+                    raw = ObjectWriter(client, manifest.bucket, url.split("/", 3)[3],
+                                       options=options)
+                    f = compress_writer(raw, level=args.zstd_level or DEFAULT_LEVEL,
+                                        threads=-1 if args.zstd_threads is None
+                                        else args.zstd_threads)
+                else:
+                    f = aioflux.open(url, "wb", client=client, writer=options,
+                                     compression=compression)
+                with f:
+                    torch.save(state, f)
+                    serialized = f.tell()
         with aioflux.Client(endpoint=manifest.endpoint) as sync:
             stored = sync.stat(manifest.bucket, url.split("/", 3)[3]).size
         extra.update(serialized_bytes=serialized, stored_bytes=stored)

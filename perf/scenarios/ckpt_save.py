@@ -102,6 +102,17 @@ def plan(options: Options) -> Plan:
             ),
         ),
         Contender(
+            "aioflux-ckpt",
+            "ckpt_save_aioflux.py",
+            None,
+            (*ours, "--mode", "checkpoint"),
+            note=(
+                "Checkpoint(client).save(state, url): the same writer, without torch's zip "
+                "CRC32 (the writer's crc32c covers the same bytes), as CheckpointManager saves"
+            ),
+            available=_aioflux_ready,
+        ),
+        Contender(
             "aioflux-mgr-save",
             "ckpt_save_aioflux.py",
             None,

@@ -161,3 +161,19 @@ def test_a_negative_step_is_refused(where: Where) -> None:
     with CheckpointManager(where.url("n"), client=where.client) as mgr:
         with pytest.raises(InvalidArgument, match="step"):
             mgr.save(_state(1), -5)
+
+
+def test_a_step_may_be_anything_that_stands_for_an_int(where: Where) -> None:
+    # A step often comes out of a tensor or an array (a scheduler's counter,
+    # a resumed state dict); what range() takes is taken, as a plain int.
+    np = pytest.importorskip("numpy")
+    with CheckpointManager(where.url("idx"), client=where.client) as mgr:
+        mgr.save(_state(1), np.int64(7))
+        mgr.save_async(_state(2), torch.tensor(9)).result(60)
+        assert [c.step for c in mgr.list()] == [7, 9]
+        assert torch.equal(mgr.load(step=np.int32(7))["w"], _state(1)["w"])
+        assert mgr.load_data_state(step=torch.tensor(9)) is None
+        for wrong in (7.0, "7", True, torch.tensor(7.0), torch.tensor([7, 8]), np.int64(-1)):
+            with pytest.raises(InvalidArgument, match="step"):
+                mgr.save(_state(1), wrong)
+        assert [c.step for c in mgr.list()] == [7, 9]
