@@ -293,7 +293,7 @@ def map_exception(exc: BaseException, op: Op) -> BaseException:
         slow.slow = True  # type: ignore[attr-defined]  # bytes it moved are no progress
         return slow
     if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
-        return TransportError(f"{where} failed: timed out{proxy_note()}",
+        return TransportError(f"{where} failed: timed out{_which_timeout(exc)}{proxy_note()}",
                               operation=op.operation, bucket=op.bucket, name=op.name)
     if isinstance(exc, (aiohttp.ClientPayloadError, BodyTruncated, asyncio.IncompleteReadError)):
         return TransportError(f"{where} failed: response body truncated ({type(exc).__name__})",
@@ -303,6 +303,17 @@ def map_exception(exc: BaseException, op: Op) -> BaseException:
                               f"{_safe(exc)}){proxy_note()}", operation=op.operation,
                               bucket=op.bucket, name=op.name)
     return exc
+
+
+def _which_timeout(exc: BaseException) -> str:
+    """Which of the client's timeouts ran out, to say in the message."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        # aiohttp's connect timeout also covers waiting for a free connection.
+        return " connecting (Timeouts.connect)"
+    if isinstance(exc, aiohttp.SocketTimeoutError):
+        return " waiting for response bytes (Timeouts.read_stall)"
+    said = str(exc)  # the lean path's own say which
+    return f" ({said[:200]})" if said and "Timeouts." in said else ""
 
 
 def _safe(exc: BaseException) -> str:

@@ -1,0 +1,53 @@
+"""A timeout's error says which of the client's timeouts ran out.
+
+"stat gs://b/o failed: timed out" left a user to guess between a server
+that never answered the connection (``Timeouts.connect``), one that went
+silent (``Timeouts.read_stall``) and a request past ``Timeouts.total``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from aioflux import AsyncClient, ClientConfig, RetryPolicy, Timeouts, TransportError
+from tests.raw_server import RawServer
+
+ONE_ATTEMPT = RetryPolicy(max_attempts=1)
+PATIENCE = 5.0
+CALLS = ["read (lean)", "read (aiohttp)", "stat"]
+
+
+async def _fail(call: str, endpoint: str, timeouts: Timeouts) -> str:
+    config = ClientConfig(retry=ONE_ATTEMPT, timeouts=timeouts,
+                          lean_reads=call != "read (aiohttp)")
+    async with AsyncClient(config, endpoint=endpoint) as client:
+        coro = client.stat("bkt", "o") if call == "stat" else client.read("bkt", "o")
+        with pytest.raises(TransportError) as caught:
+            await asyncio.wait_for(coro, PATIENCE)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_silent_server_is_the_read_stall(call: str) -> None:
+    async with RawServer(lambda conn, index: (b"", "stall")) as base:
+        message = await _fail(call, base, Timeouts(read_stall=0.3))
+    assert "timed out" in message and "Timeouts.read_stall" in message, message
+    assert "Timeouts.connect" not in message
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_connection_never_set_up_is_the_connect_timeout(call: str) -> None:
+    # A TLS endpoint whose server never answers the handshake.
+    async with RawServer(lambda conn, index: None) as base:
+        tls = base.replace("http://", "https://")
+        message = await _fail(call, tls, Timeouts(connect=0.3, read_stall=30))
+    assert "timed out" in message and "Timeouts.connect" in message, message
+    assert "read_stall" not in message
+
+
+async def test_a_request_past_its_total_says_so() -> None:
+    async with RawServer(lambda conn, index: (b"", "stall")) as base:
+        message = await _fail("read (lean)", base, Timeouts(read_stall=30, total=0.3))
+    assert "Timeouts.total" in message, message
