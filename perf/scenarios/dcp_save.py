@@ -1,0 +1,50 @@
+"""dcp_save: ``torch.distributed.checkpoint.save`` of a 1 GiB state dict.
+
+ckpt_save's state (64 fp32 tensors of 16 MiB, built untimed inside each
+contender) saved by DCP in one process, no process group: aioflux's
+``GcsStorageWriter`` against torch's own ``FsspecWriter`` over gcsfs (the
+way to a bucket torch ships). The table's MB/s is the state's tensor bytes
+per second. Parameters: ``count`` (64; 8 with --quick), ``tensor_mib`` (16).
+"""
+
+from __future__ import annotations
+
+from perf.availability import project_imports
+from perf.harness import Contender, Options, Plan
+
+__all__ = ["plan"]
+
+
+def _ready() -> str | None:
+    return project_imports("import aioflux.torch.dcp")
+
+
+def plan(options: Options) -> Plan:
+    count = options.get("count", 8 if options.quick else 64)
+    tensor_mib = options.get("tensor_mib", 16)
+    state = ("--count", str(count), "--tensor-mib", str(tensor_mib), "--kind", "random")
+    return Plan(
+        name="dcp_save",
+        description=f"dcp.save of a {count * tensor_mib} MiB state dict ({count} fp32 tensors "
+                    f"x {tensor_mib} MiB) in one process",
+        bucket="perf-dcp-save",
+        objects=[],
+        contenders=[
+            Contender("aioflux", "dcp_save_aioflux.py", None, state,
+                      note="GcsStorageWriter('gs://...'): one data file streamed by the "
+                           "multipart writer (library defaults), items' crc32c recorded, no "
+                           "zip CRC32",
+                      available=_ready),
+            Contender("fsspec-gcsfs", "dcp_save_fsspec.py", "gcsfs", state,
+                      note="torch's FsspecWriter('gs://...', token='anon', endpoint_url=...) "
+                           "over gcsfs at its defaults, sync_files=False"),
+        ],
+        baseline="aioflux",
+        targets=[],
+        notes=["state built inside each contender before the timed region; 'RSS growth' is "
+               "the saver's memory beyond the state dict"],
+        timeout_s=900.0,
+        expect_items=1,
+        warm_read=False,
+        warm_rounds=2,
+    )
