@@ -1,5 +1,5 @@
 """JSON API handlers: buckets, list, metadata, media download, delete,
-patch, compose, rewrite and copy. Uploads live in :mod:`._json_upload`.
+patch, compose, rewrite, copy and move. Uploads live in :mod:`._json_upload`.
 
 Paths arrive already split into raw (still percent-encoded) segments after
 ``/storage/v1`` (or ``/download/storage/v1``), so an object name encoded as
@@ -84,6 +84,8 @@ async def handle_json(
         src = (bucket, unquote(segs[3]))
         dst = (unquote(segs[6]), unquote(segs[8]))
         return await _rewrite(rt, request, src, dst, rewrite=segs[4] == "rewriteTo")
+    if n == 7 and segs[4] == "moveTo" and segs[5] == "o" and method == "POST":
+        return await _move(rt, request, bucket, unquote(segs[3]), unquote(segs[6]))
     # One encoded segment normally; tolerate clients that left '/' unencoded.
     name = unquote("/".join(segs[3:]))
     if method in ("GET", "HEAD"):
@@ -277,6 +279,23 @@ async def _compose(
         component_count=sum(r.component_count or 1 for r in records),
     )
     return json_response(result.to_json(rt.base_url))
+
+
+async def _move(rt: Runtime, request: web.BaseRequest, bucket: str, src: str,
+                dst: str) -> web.StreamResponse:
+    """objects.move: rename within a bucket (gcsfs's ``mv`` uses it); the
+    source's ``ifSource*`` and the destination's ``if*`` preconditions hold."""
+    rt.admit("move")
+    await rt.first_byte_delay()
+    q = request.query
+    rec = rt.store.get(bucket, src)
+    preconditions_from(q, "ifSource").check(rec)
+    out = rt.store.put(bucket, dst, rec.data, content_type=rec.content_type,
+                       metadata=rec.metadata, preconditions=preconditions_from(q),
+                       crc32c=rec.crc32c, md5=rec.md5, with_md5=rec.md5 is not None,
+                       component_count=rec.component_count)
+    rt.store.delete(bucket, src, generation=rec.generation)
+    return json_response(out.to_json(rt.base_url))
 
 
 async def _rewrite(

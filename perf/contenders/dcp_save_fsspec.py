@@ -1,6 +1,6 @@
 """dcp_save contender: ``dcp.save`` through torch's fsspec writer on gcsfs.
 
-``torch.distributed.checkpoint.FsspecWriter(gs://..., token="anon",
+``torch.distributed.checkpoint._fsspec_filesystem.FsspecWriter(gs://..., token="anon",
 endpoint_url=emulator)``: DCP's own writer for fsspec paths, the way to a
 bucket that torch ships, with gcsfs underneath (resumable uploads of
 gcsfs's default block size; items with torch's zip CRC32). The plain
@@ -20,7 +20,7 @@ os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
 import torch.distributed.checkpoint as dcp
 from _contender import Stopwatch, load, report, rss_mb
 from ckpt_common import add_state_args, build_state, state_bytes
-from torch.distributed.checkpoint import FsspecWriter
+from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
 
 if __name__ == "__main__":
     warnings.filterwarnings("ignore", "torch.distributed is disabled")

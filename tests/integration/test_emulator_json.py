@@ -497,6 +497,32 @@ async def test_rewrite_and_copy(http: aiohttp.ClientSession, emu: Emulator, bkt:
 
 
 @pytest.mark.asyncio
+async def test_move_renames_within_the_bucket(http: aiohttp.ClientSession, bkt: str) -> None:
+    # objects.move, which gcsfs's mv (torch's FsspecWriter's rename) uses.
+    data = b"move me" * 100
+    await upload(http, bkt, "a/src", data)
+    await upload(http, bkt, "taken", b"x")
+    url = f"{opath(bkt, 'a/src')}/moveTo/o/{quote('b/dst', safe='')}"
+    async with http.post(url, params={"ifGenerationMatch": "0"}) as r:
+        doc = await r.json()
+    assert (doc["name"], doc["size"], doc["crc32c"]) == ("b/dst", str(len(data)), b64crc(data))
+    async with http.get(opath(bkt, "b/dst"), params={"alt": "media"}) as r:
+        assert await r.read() == data
+    async with http.get(opath(bkt, "a/src")) as r:
+        assert r.status == 404  # gone
+    async with http.post(url) as r:
+        assert r.status == 404  # no source
+    await upload(http, bkt, "a/src", data)
+    taken = f"{opath(bkt, 'a/src')}/moveTo/o/taken"
+    async with http.post(taken, params={"ifGenerationMatch": "0"}) as r:
+        assert r.status == 412  # the destination exists
+    async with http.post(taken, params={"ifSourceGenerationMatch": "1"}) as r:
+        assert r.status == 412  # not that source generation
+    async with http.get(opath(bkt, "a/src")) as r:
+        assert r.status == 200  # a refused move leaves the source
+
+
+@pytest.mark.asyncio
 async def test_patch_bumps_metageneration(http: aiohttp.ClientSession, bkt: str) -> None:
     await upload(http, bkt, "m", b"x")
     async with http.patch(opath(bkt, "m"), json={"metadata": {"a": "1"}}) as r:
