@@ -31,7 +31,8 @@ if __name__ == "__main__":
     manifest, rest = load()
     parser = argparse.ArgumentParser()
     add_state_args(parser)
-    parser.add_argument("--mode", choices=["open", "checkpoint", "manager", "async"], default="open")
+    parser.add_argument("--mode", choices=["open", "checkpoint", "manager", "async"],
+                        default="open")
     parser.add_argument("--compression", choices=["none", "zstd"], default="none")
     parser.add_argument("--part-mib", type=int, default=WriterOptions().part_size // 2**20)
     parser.add_argument("--in-flight", type=int, default=WriterOptions().max_in_flight)
