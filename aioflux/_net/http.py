@@ -224,7 +224,7 @@ class _Connection(asyncio.BufferedProtocol):
         silent = now - ex.last
         error: TimeoutError | None = None
         if silent >= ex.stall:
-            error = TimeoutError(f"no response bytes for {ex.stall:g} s (Timeouts.read_stall)")
+            error = TimeoutError(f"Timeouts.read_stall: no response bytes for {ex.stall:g} s")
         elif now >= ex.deadline:
             error = TimeoutError("the request ran past Timeouts.total")
         else:
@@ -605,8 +605,8 @@ class MediaPool:
                     protocol, origin.host, origin.port, ssl=tls,
                     server_hostname=origin.host if tls else None), self._connect_timeout)
             except TimeoutError:
-                raise TimeoutError(f"connecting took over {self._connect_timeout:g} s "
-                                   "(Timeouts.connect)") from None
+                raise TimeoutError(f"Timeouts.connect: connecting took over "
+                                   f"{self._connect_timeout:g} s") from None
         except BaseException:
             # Counted back exactly once, whether or not asyncio got as far
             # as the protocol (whose close reports itself gone).
