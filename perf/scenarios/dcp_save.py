@@ -30,12 +30,12 @@ def plan(options: Options) -> Plan:
         bucket="perf-dcp-save",
         objects=[],
         contenders=[
-            Contender("aioflux", "dcp_save_aioflux.py", None, state,
+            Contender("aioflux", "dcp_save.py", None, (*state, "--writer", "aioflux"),
                       note="GcsStorageWriter('gs://...'): one data file streamed by the "
                            "multipart writer (library defaults), items' crc32c recorded, no "
                            "zip CRC32",
                       available=_ready),
-            Contender("fsspec-gcsfs", "dcp_save_fsspec.py", "gcsfs", state,
+            Contender("fsspec-gcsfs", "dcp_save.py", "gcsfs", (*state, "--writer", "fsspec"),
                       note="torch's FsspecWriter('gs://...', token='anon', endpoint_url=...) "
                            "over gcsfs at its defaults, sync_files=False"),
         ],

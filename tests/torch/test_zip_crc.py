@@ -151,14 +151,20 @@ def test_on_this_torch_the_switch_is_the_saving_threads_own() -> None:
     assert _zip_crc._per_thread is True
 
 
-def test_a_process_wide_switch_is_restored_once_the_last_save_ends(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    # As older torch keeps it: one value for the whole process.
+def _process_wide(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
+    """torch's switch as older torch keeps it: one value for the whole
+    process (the dict returned); aioflux learns the scope anew."""
     setting = {"crc32": True}
     monkeypatch.setattr(torch.serialization, "get_crc32_options", lambda: setting["crc32"])
     monkeypatch.setattr(torch.serialization, "set_crc32_options",
                         lambda value: setting.update(crc32=value))
     monkeypatch.setattr(_zip_crc, "_per_thread", None)
+    return setting
+
+
+def test_a_process_wide_switch_is_restored_once_the_last_save_ends(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    setting = _process_wide(monkeypatch)
 
     def meanwhile() -> None:
         assert setting["crc32"] is False  # the other save turned it off for all
@@ -180,11 +186,7 @@ def test_a_save_in_flight_at_a_fork_does_not_keep_it_off_in_the_child(
     # A DataLoader worker forked while a background save runs: that save's
     # thread does not survive the fork, so it can never turn the CRC32 back on.
     if scope == "process-wide":
-        setting = {"crc32": True}
-        monkeypatch.setattr(torch.serialization, "get_crc32_options", lambda: setting["crc32"])
-        monkeypatch.setattr(torch.serialization, "set_crc32_options",
-                            lambda value: setting.update(crc32=value))
-        monkeypatch.setattr(_zip_crc, "_per_thread", None)
+        _process_wide(monkeypatch)
 
     def child() -> None:
         assert torch.serialization.get_crc32_options() is True
