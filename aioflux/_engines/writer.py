@@ -25,7 +25,7 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
-from .._core.crc import Crc32c, crc32c
+from .._core.crc import Crc32c, crc32c, crc32c_combine
 from .._core.errors import BridgeError, InvalidArgument
 from .._core.options import WriterOptions
 from .._core.portal import get_portal
@@ -297,6 +297,10 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
         self._parts = _Parts(max_in_flight)
         self._buffer = self._parts.buffer(self.part_size)
         self._fill = 0
+        # The buffer's first _summed bytes are checksummed already (their
+        # crc32c: _summed_crc): see _checksum_filled.
+        self._summed = 0
+        self._summed_crc = 0
         self._futures: list[concurrent.futures.Future[None]] = []
 
     @property
@@ -366,18 +370,37 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
         except BaseException:
             self._parts.slots.release()
             raise
+        checksum = self._checksum_filled()
         buf, self._buffer = self._buffer, self._parts.buffer(self.part_size)
-        self._fill = 0
-        # Each part is checksummed once, in its buffer: read in place and
-        # without the GIL (see _core/crc.py), where checksumming torch.save's
-        # read-only views as they came copied them and held the GIL ~0.2 s a
-        # GiB, which the loop thread sending the parts waited for.
-        checksum = crc32c(buf)
+        self._fill = self._summed = self._summed_crc = 0
         self._crc.append(checksum, self.part_size)
         future = self._portal.submit(self._session.put(self._number, memoryview(buf), checksum))
         self._number += 1
         future.add_done_callback(functools.partial(self._parts.done, buf))
         self._futures.append(future)
+
+    def _checksum_filled(self) -> int:
+        """Checksum the buffer's bytes written since the last call; return
+        the crc32c of all the buffer holds.
+
+        Every byte is checksummed once, in the part buffer: read in place
+        and without the GIL (see _core/crc.py), where checksumming
+        torch.save's read-only views as they came copied them and held the
+        GIL ~0.2 s a GiB, which the loop thread sending the parts waited for.
+        A part is one piece unless something asked where the stream stands
+        between (see ``_checksummed``).
+        """
+        if self._fill > self._summed:
+            length = self._fill - self._summed
+            piece = crc32c(memoryview(self._buffer)[self._summed:self._fill])
+            self._checksummed(piece, length)
+            self._summed_crc = crc32c_combine(self._summed_crc, piece, length)
+            self._summed = self._fill
+        return self._summed_crc
+
+    def _checksummed(self, crc: int, length: int) -> None:
+        """The crc32c of the next ``length`` bytes written, in stream order:
+        for a subclass that keeps checksums of ranges (DCP's items)."""
 
     def _raise_pending(self) -> None:
         if self._parts.error is not None:
@@ -413,9 +436,9 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
             concurrent.futures.wait(self._futures)
             self._raise_pending()
             tail = memoryview(self._buffer)[:self._fill]
-            checksum = crc32c(tail)
+            checksum = self._checksum_filled()
             self._crc.append(checksum, self._fill)
-            self._fill = 0
+            self._fill = self._summed = self._summed_crc = 0
             self._portal.call(self._session.finish(self._number, tail, self._crc, checksum))
             self._futures = []
         except BaseException:

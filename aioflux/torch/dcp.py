@@ -49,7 +49,7 @@ from torch.futures import Future as TorchFuture
 
 from .._api.stores import AnyClient, store_for_url
 from .._api.sync import Client
-from .._core.crc import crc32c, crc32c_combine, decode_crc32c, encode_crc32c
+from .._core.crc import crc32c_combine, decode_crc32c, encode_crc32c
 from .._core.errors import AiofluxError, ChecksumMismatch, InvalidArgument, InvalidURL, NotFound
 from .._core.options import WriterOptions
 from .._core.portal import get_portal
@@ -58,7 +58,7 @@ from .._core.types import ObjectInfo
 from .._core.urls import SCHEMES, StoreURL, format_url, parse_url
 from .._core.validate import check_instance, check_int
 from .._engines.reader import ObjectReader
-from .._engines.writer import ObjectWriter, byte_view
+from .._engines.writer import ObjectWriter
 from ._zip_crc import without_zip_crc32
 
 __all__ = ["GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"]
@@ -94,8 +94,9 @@ class _Segments:
         self._start = 0
         self._crc = 0
 
-    def wrote(self, data: memoryview) -> None:
-        self._crc = crc32c(data, self._crc)
+    def add(self, crc: int, length: int) -> None:
+        """The next ``length`` bytes of the file have crc32c ``crc``."""
+        self._crc = crc32c_combine(self._crc, crc, length)
 
     def mark(self, at: int) -> None:
         if at != self._start:
@@ -121,25 +122,29 @@ class _Segments:
 
 
 class _RecordingWriter(ObjectWriter):
-    """An ObjectWriter that keeps :class:`_Segments` of what DCP writes."""
+    """An ObjectWriter that keeps :class:`_Segments` of what DCP writes,
+    from the checksums the writer computes of its part buffers anyway
+    (each byte is checksummed once, in place: see ``_checksum_filled``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.segments = _Segments()
 
-    def write(self, data: Any) -> int:
-        count = super().write(data)
-        self.segments.wrote(byte_view(self.url, data))
-        return count
+    def _checksummed(self, crc: int, length: int) -> None:
+        self.segments.add(crc, length)
 
     def tell(self) -> int:
-        at = super().tell()
-        self.segments.mark(at)
-        return at
+        with self._lock:
+            self._checksum_filled()  # the bytes up to here end a segment
+            at = super().tell()
+            self.segments.mark(at)
+            return at
 
     def close(self) -> None:
-        if not self.closed:
-            self.segments.mark(super().tell())  # the last segment
+        with self._lock:
+            if not self.closed:
+                self._checksum_filled()
+                self.segments.mark(super().tell())  # the last segment
         super().close()
 
 
