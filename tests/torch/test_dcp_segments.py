@@ -4,6 +4,7 @@ the same bytes, wherever the marks fall against the parts."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -35,7 +36,7 @@ def test_every_range_between_tells_has_its_bytes_crc32c(seed: int) -> None:
             marks.append(writer.tell())
     writer.close()
     marks = sorted({*marks, len(data)})
-    pairs = list(zip(marks, marks[1:], strict=False))
+    pairs = list(itertools.pairwise(marks))
     pairs += [tuple(sorted(rng.sample(marks, 2))) for _ in range(5) if len(marks) > 1]
     for start, end in pairs:
         assert writer.segments.item_crc32c(start, end - start) == crc32c(bytes(data[start:end]))
