@@ -287,6 +287,9 @@ async def _move(rt: Runtime, request: web.BaseRequest, bucket: str, src: str,
     source's ``ifSource*`` and the destination's ``if*`` preconditions hold."""
     rt.admit("move")
     await rt.first_byte_delay()
+    if src == dst:
+        # Replacing the source by itself and then deleting it would lose it.
+        raise err.invalid("Source and destination object names must be different.")
     q = request.query
     rec = rt.store.get(bucket, src)
     preconditions_from(q, "ifSource").check(rec)

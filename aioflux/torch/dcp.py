@@ -140,12 +140,10 @@ class _RecordingWriter(ObjectWriter):
             self.segments.mark(at)
             return at
 
-    def close(self) -> None:
-        with self._lock:
-            if not self.closed:
-                self._checksum_filled()
-                self.segments.mark(super().tell())  # the last segment
-        super().close()
+    def _close(self) -> None:
+        if not self._done:
+            self.tell()  # the last segment
+        super()._close()
 
 
 @dataclass

@@ -518,6 +518,8 @@ async def test_move_renames_within_the_bucket(http: aiohttp.ClientSession, bkt: 
         assert r.status == 412  # the destination exists
     async with http.post(taken, params={"ifSourceGenerationMatch": "1"}) as r:
         assert r.status == 412  # not that source generation
+    async with http.post(f"{opath(bkt, 'a/src')}/moveTo/o/{quote('a/src', safe='')}") as r:
+        assert r.status == 400  # onto itself
     async with http.get(opath(bkt, "a/src")) as r:
         assert r.status == 200  # a refused move leaves the source
 
