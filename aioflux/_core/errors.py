@@ -6,6 +6,7 @@
     ├── InvalidURL                 (also ValueError)   bad gs:// URL or object name
     ├── InvalidArgument            (also ValueError)   unusable argument, setting or state
     ├── BridgeError                (also RuntimeError) sync API misused (e.g. from the loop thread)
+    ├── ShardFormatError           (also ValueError)   a shard's bytes are not its format
     └── StorageError                                   a request to storage failed
         ├── NotFound               (also FileNotFoundError)   404
         ├── PermissionDenied       (also PermissionError)     401, 403
@@ -45,6 +46,7 @@ __all__ = [
     "ProtocolError",
     "RateLimited",
     "ServerError",
+    "ShardFormatError",
     "StorageError",
     "TLSError",
     "TransportError",
@@ -69,6 +71,12 @@ class InvalidArgument(AiofluxError, ValueError):
 
 class BridgeError(AiofluxError, RuntimeError):
     """The sync API was called where it would deadlock or after shutdown."""
+
+
+class ShardFormatError(AiofluxError, ValueError):
+    """A shard (or its index) is not what its format says: a corrupt tar
+    header, a member running past the end, a truncated or damaged index.
+    The message names the shard and the byte offset."""
 
 
 class StorageError(AiofluxError):

@@ -10,6 +10,7 @@ from ._iterable_dataset import IterableDataset
 from ._manager import CheckpointManager, SaveFuture
 from ._map_dataset import MapDataset
 from ._sampler import ResumableBatchSampler, ResumableSampler
+from ._shard_dataset import ShardDataset
 
 __all__ = [
     "Checkpoint",
@@ -21,6 +22,7 @@ __all__ = [
     "ResumableSampler",
     "SaveFuture",
     "SaveRecord",
+    "ShardDataset",
     "list_files",
     "load_files",
 ]

@@ -1,0 +1,158 @@
+"""Finding a dataset's shards and their indexes.
+
+An index comes from the first of: the local index cache (this version of
+the shard), the shard's sidecar ``<shard>.idx`` (when it matches the
+shard's size and crc32c), or one streamed pass over the shard, checked
+against its crc32c as it goes, whose result goes to the cache.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator, Sequence
+
+from ..._core.errors import NotFound, ShardFormatError
+from ..._core.options import ReaderOptions
+from ..._core.portal import get_portal
+from ..._core.store import ObjectStore
+from ..._core.types import ObjectInfo
+from ..._core.window import gather_bounded
+from ..reader import ObjectReader
+from ._formats import ShardFormat, compression_of, decompressed
+from ._index import INDEX_SUFFIX, IndexCache, ShardIndex, decode_index
+
+__all__ = ["chain_counts", "expand_braces", "index_shards", "is_sidecar", "stream_index"]
+
+_BRACE = re.compile(r"\{([^{}]*)\}")
+_RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """Expand ``{000..099}`` ranges (zero-padded as written) and ``{a,b}`` lists.
+
+    Args:
+        pattern: e.g. ``gs://b/train-{000000..000099}.tar``.
+
+    Returns:
+        The names, in order.
+    """
+    found = _BRACE.search(pattern)
+    if found is None:
+        return [pattern]
+    body = found.group(1)
+    numbers = _RANGE.match(body)
+    if numbers:
+        lo, hi = numbers.groups()
+        width = len(lo) if lo.startswith("0") else 0
+        step = 1 if int(hi) >= int(lo) else -1
+        choices = [str(n).zfill(width) for n in range(int(lo), int(hi) + step, step)]
+    else:
+        choices = body.split(",")
+    head, tail = pattern[:found.start()], pattern[found.end():]
+    return [name for choice in choices for name in expand_braces(head + choice + tail)]
+
+
+def is_sidecar(name: str) -> bool:
+    """Whether an object name is a shard's index sidecar."""
+    return name.endswith(INDEX_SUFFIX)
+
+
+def _chunks(reader: ObjectReader, size: int) -> Iterator[bytes]:
+    while True:
+        chunk = reader.read(size)
+        if not chunk:
+            return
+        yield chunk
+
+
+def stream_index(store: ObjectStore, info: ObjectInfo, fmt: ShardFormat,
+                 options: ReaderOptions | None = None) -> ShardIndex:
+    """Index one shard by streaming it once (ranged reads ahead, crc32c checked).
+
+    Args:
+        store: the shard's store.
+        info: the shard (from a listing or stat).
+        fmt: its format.
+        options: the reader's block size and read-ahead.
+
+    Returns:
+        The index.
+
+    Raises:
+        ShardFormatError: the shard is not its format (naming the byte).
+        ChecksumMismatch: the bytes read are not the object's.
+        StorageError: a read failed.
+    """
+    options = options or ReaderOptions()
+    compression = compression_of(info.name)
+    with ObjectReader(store, info.bucket, info.name, options=options, info=info) as reader:
+        data = decompressed(_chunks(reader, options.block_size), compression, info.url)
+        offsets, lengths, crcs, data_size = fmt.index(data, info.url)
+        # The format may stop at its end-of-data marker: read the rest, so the
+        # object's crc32c (checked on the last block) covers every byte.
+        for _ in _chunks(reader, options.block_size):
+            pass
+    return ShardIndex(format=fmt.name, compression=compression, size=info.size,
+                      crc32c=info.crc32c, version=info.generation or None,
+                      data_size=data_size, offsets=offsets, lengths=lengths, crcs=crcs)
+
+
+async def _sidecar(store: ObjectStore, info: ObjectInfo, fmt: ShardFormat) -> ShardIndex | None:
+    name = info.name + INDEX_SUFFIX
+    try:
+        data = await store.read(info.bucket, name)
+    except NotFound:
+        return None
+    index = decode_index(data, f"{info.url}{INDEX_SUFFIX}")
+    if index.format != fmt.name or not index.matches(info.size, info.crc32c):
+        return None  # a stale sidecar: the shard was rewritten without it
+    index.version = info.generation or None
+    return index
+
+
+def index_shards(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardFormat, *,
+                 cache: IndexCache | None, sidecars: bool = True) -> list[ShardIndex]:
+    """Every shard's index (cache, sidecar, else one streamed pass; see the module).
+
+    Args:
+        store: the shards' store.
+        shards: the shards.
+        fmt: their format.
+        cache: the local index cache (None: none).
+        sidecars: look for ``<shard>.idx`` sidecars.
+
+    Returns:
+        One index per shard, in order.
+
+    Raises:
+        ShardFormatError: a shard (or its sidecar) is not its format.
+        StorageError: a read failed.
+    """
+    found: list[ShardIndex | None] = [
+        None if cache is None else cache.get(s.url, s.generation or None, s.size, s.crc32c)
+        for s in shards]
+    missing = [i for i, index in enumerate(found) if index is None]
+    if sidecars and missing:
+        read = get_portal().call(gather_bounded(
+            (_sidecar(store, shards[i], fmt) for i in missing), 32))
+        for i, index in zip(missing, read, strict=True):
+            found[i] = index
+            if index is not None and cache is not None:
+                cache.put(shards[i].url, index)
+    out = []
+    for info, index in zip(shards, found, strict=True):
+        if index is None:
+            index = stream_index(store, info, fmt)
+            if cache is not None:
+                cache.put(info.url, index)
+        if index.format != fmt.name:
+            raise ShardFormatError(f"index {info.url}: indexed as {index.format!r}, "
+                                   f"read as {fmt.name!r}")
+        out.append(index)
+    return out
+
+
+def chain_counts(indexes: Sequence[ShardIndex]) -> list[int]:
+    """Each shard's first sample in the dataset's numbering (plus the total last)."""
+    return list(itertools.accumulate((len(i) for i in indexes), initial=0))

@@ -1,0 +1,171 @@
+"""Reading samples of indexed shards: one ranged read per run of samples.
+
+A *run* is a stretch of samples of one shard that a consumer wants
+together (a few consecutive samples of the epoch order); its read covers
+the bytes from its first sample's start to its last one's end. Each
+sample's bytes are checked against the crc32c its index recorded, and the
+read is pinned to the indexed version of the shard, so a shard rewritten
+since it was indexed fails instead of yielding other bytes.
+
+A compressed shard cannot be read from the middle: its runs are served by
+one cursor per shard that decompresses front to back (a run behind the
+cursor starts it over), which is why the epoch order keeps each compressed
+shard's runs in ascending order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncGenerator, Iterable, Sequence
+
+from ..._core.crc import crc32c, encode_crc32c
+from ..._core.errors import ChecksumMismatch, NotFound, PreconditionFailed, ShardFormatError
+from ..._core.store import ObjectStore
+from ..._core.types import ObjectInfo
+from ..._core.window import window
+from ._formats import Decompressor, new_decompressor
+from ._index import ShardIndex
+
+__all__ = ["Run", "read_runs"]
+
+_CURSOR_BLOCK = 4 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Run:
+    """Samples of one shard read together.
+
+    Attributes:
+        shard: the shard's position in the dataset's shard list.
+        samples: the shard's sample numbers, in the order they are wanted.
+    """
+
+    shard: int
+    samples: tuple[int, ...]
+
+
+@dataclasses.dataclass
+class _Shard:
+    info: ObjectInfo
+    index: ShardIndex
+    cursor: _Cursor | None = None
+    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+
+
+class _Cursor:
+    """Front-to-back decompression of one shard, keeping only what is asked for."""
+
+    def __init__(self, store: ObjectStore, shard: _Shard) -> None:
+        self.store = store
+        self.info = shard.info
+        self.version = shard.index.version
+        self.data_pos = 0  # decompressed bytes passed
+        self.raw_pos = 0  # compressed bytes read
+        self.pending = bytearray()  # decompressed, not yet passed
+        self.decompressor: Decompressor = new_decompressor(
+            shard.index.compression or "gzip", self.info.url)
+
+    async def take(self, start: int, end: int) -> bytes:
+        """The data ``[start, end)``; ``start`` at or past where the cursor is."""
+        while True:
+            skip = min(start - self.data_pos, len(self.pending))
+            if skip > 0:  # what lies before the run is dropped as it arrives
+                del self.pending[:skip]
+                self.data_pos += skip
+            if self.data_pos == start and len(self.pending) >= end - start:
+                break
+            if self.raw_pos >= self.info.size:
+                self.decompressor.end()
+                raise ShardFormatError(f"read {self.info.url}: the data ends at byte "
+                                       f"{self.data_pos + len(self.pending)}, before the "
+                                       f"indexed sample ending at {end}")
+            block_end = min(self.info.size, self.raw_pos + _CURSOR_BLOCK)
+            raw = await _pinned_read(self.store, self.info, self.version, self.raw_pos,
+                                     block_end)
+            self.raw_pos = block_end
+            self.pending += self.decompressor.feed(raw)
+        out = bytes(self.pending[:end - start])
+        del self.pending[:end - start]
+        self.data_pos = end
+        return out
+
+
+async def _pinned_read(store: ObjectStore, info: ObjectInfo, version: int | None,
+                       start: int, end: int) -> bytes:
+    try:
+        return await store.read(info.bucket, info.name, start=start, end=end,
+                                generation=version)
+    except (NotFound, PreconditionFailed) as exc:
+        raise type(exc)(f"read {info.url}: the shard changed or was deleted since it was "
+                        f"indexed ({exc}); index it again", operation="read",
+                        bucket=info.bucket, name=info.name, status=exc.status) from None
+
+
+def _checked(shard: _Shard, data: bytes | memoryview, base: int,
+             samples: Sequence[int]) -> list[memoryview]:
+    index = shard.index
+    view = memoryview(data)
+    out = []
+    for k in samples:
+        offset, length = index.offsets[k], index.lengths[k]
+        region = view[offset - base:offset - base + length]
+        if len(region) != length or crc32c(region) != index.crcs[k]:
+            raise ChecksumMismatch(
+                f"read {shard.info.url}: sample {k} at byte {offset} does not match its index "
+                f"(crc32c {encode_crc32c(crc32c(region))} != {encode_crc32c(index.crcs[k])}, "
+                f"{len(region)} of {length} bytes)", operation="read",
+                bucket=shard.info.bucket, name=shard.info.name)
+        out.append(region)
+    return out
+
+
+async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, ShardIndex]],
+                    runs: Iterable[Run], *, limit: int, max_bytes: int
+                    ) -> AsyncGenerator[tuple[Run, list[memoryview]], None]:
+    """Read ``runs`` in order, a window of them in flight.
+
+    Args:
+        store: the shards' store.
+        shards: each shard and its index (what :attr:`Run.shard` numbers).
+        runs: the runs, in the order wanted.
+        limit: runs in flight.
+        max_bytes: bytes in flight or read and not yet yielded (one run always reads).
+
+    Yields:
+        Each run with its samples' regions, in the run's order, checked.
+
+    Raises:
+        ChecksumMismatch: a sample's bytes differ from its index.
+        NotFound, PreconditionFailed: a shard changed since it was indexed.
+        ShardFormatError: a compressed shard's data is damaged.
+        StorageError: a read failed after retries.
+    """
+    state = [_Shard(info, index) for info, index in shards]
+
+    def span(run: Run) -> tuple[int, int]:
+        offsets, lengths = state[run.shard].index.offsets, state[run.shard].index.lengths
+        start = min(offsets[k] for k in run.samples)
+        return start, max(offsets[k] + lengths[k] for k in run.samples)
+
+    async def job(run: Run) -> list[memoryview]:
+        shard = state[run.shard]
+        start, end = span(run)
+        if shard.index.compression is None:
+            data = await _pinned_read(store, shard.info, shard.index.version, start, end)
+            return _checked(shard, data, start, run.samples)
+        async with shard.lock:
+            if shard.cursor is None or shard.cursor.data_pos > start:
+                shard.cursor = _Cursor(store, shard)
+            data = await shard.cursor.take(start, end)
+            if shard.cursor.data_pos >= shard.index.data_size:
+                shard.cursor = None
+        return _checked(shard, data, start, run.samples)
+
+    def nbytes(run: Run) -> int:
+        start, end = span(run)
+        return end - start
+
+    async for run, regions in window(runs, job, limit=limit, ordered=True,
+                                     max_bytes=max_bytes, nbytes=nbytes):
+        yield run, regions

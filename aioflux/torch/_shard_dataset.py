@@ -1,0 +1,407 @@
+"""``ShardDataset``: samples packed in shards (WebDataset tar, JSONL/text), read as they are.
+
+The dataset indexes its shards when it is made (see
+:mod:`aioflux._engines.shards`), so the sample count is known before the
+first step; the epoch order (:mod:`aioflux.torch._shard_order`) is then a
+permutation of the samples, and everything the per-object datasets promise
+holds here: equal batches on every rank, resume at any world size and
+worker count with each sample once, checked bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import torch.utils.data
+
+from .._core.config import ClientConfig
+from .._core.errors import InvalidArgument, ShardFormatError
+from .._core.portal import iterate
+from .._core.types import ObjectInfo
+from .._core.urls import parse_url
+from .._core.validate import (
+    Credentials,
+    check_bool,
+    check_credentials,
+    check_endpoint,
+    check_instance,
+    check_int,
+)
+from .._engines.download import DownloadOptions
+from .._engines.listing import DEFAULT_LIST_CONCURRENCY
+from .._engines.shards import (
+    IndexCache,
+    ShardIndex,
+    chain_counts,
+    default_index_dir,
+    expand_braces,
+    format_of,
+    index_shards,
+    is_sidecar,
+    read_runs,
+)
+from ._order import DataProgress, dist_rank, rank_batches, track
+from ._shard_order import runs_of, shard_epoch_order, shards_fingerprint
+from ._source import DatasetSource, objects_scheme
+
+__all__ = ["DEFAULT_SHUFFLE_WINDOW", "ShardDataset"]
+
+T = TypeVar("T")
+
+# Samples whose reads are permuted together (see _shard_order).
+DEFAULT_SHUFFLE_WINDOW = 8192
+# Bytes one ranged read aims at when samples_per_read is not given.
+_READ_BYTES = 1 << 20
+# Ranged reads in flight per iterator, and the bytes they and the samples
+# waiting for the consumer may hold.
+DEFAULT_READS_IN_FLIGHT = 32
+DEFAULT_SHARD_PREFETCH_BYTES = 64 * 1024 * 1024
+
+Decode = str | Callable[[Any], Any] | Mapping[str, Callable[[bytes], Any]] | None
+
+
+class ShardDataset(torch.utils.data.IterableDataset[Any]):
+    """Samples of shards on any store, every sample once per epoch across ranks and workers.
+
+    ``format="tar"``: WebDataset tar shards; members are grouped by key (the
+    name up to the first dot of its basename), so ``000123.jpg`` and
+    ``000123.cls`` make ``{"__key__": "000123", "__url__": shard URL,
+    "jpg": bytes, "cls": bytes}``. ``format="lines"``: one sample per line
+    (JSONL, text; empty lines skipped), ``bytes`` unless decoded; a shard
+    named ``*.gz`` or ``*.zst`` is decompressed whole (and read front to
+    back). Shards come from a prefix (:meth:`from_prefix`), a brace pattern
+    (``"gs://b/train-{000000..000099}.tar"``), or a list of URLs or
+    :class:`~aioflux.ObjectInfo`.
+
+    Each shard is indexed once: from the local index cache (keyed by the
+    object's version), its ``<shard>.idx`` sidecar (written by
+    :class:`ShardWriter`), or one streamed pass checked against the
+    shard's crc32c. The index records each sample's offset, length and
+    crc32c: samples are fetched by ranged reads of ``samples_per_read``
+    consecutive samples, pinned to the indexed version of the shard, and
+    each sample's bytes are checked against its crc32c. A shard changed
+    since it was indexed, or bytes that do not match, raise a typed error
+    naming the shard and the byte offset; never fewer samples.
+
+    Order, splitting and resume are those of :class:`IterableDataset`: an
+    epoch's global order is a pure function of ``(seed, epoch)`` and the
+    shard list (shards permuted, reads permuted within ``shuffle_window``
+    samples, samples permuted within a read), cut into global batches of
+    ``batch_size * world_size``; every rank gets the same number of samples
+    and batches (padded, or ``drop_last``), ``state_dict()`` is a few
+    integers and resumes at any world size and worker count with every
+    sample once. Use ``ds.track(loader)`` or torchdata's
+    ``StatefulDataLoader`` with workers, as for :class:`IterableDataset`.
+
+    Memory: at most ``prefetch_bytes`` of reads in flight or waiting, plus
+    the indexes (20 bytes a sample) and the epoch order (a list of the
+    samples' numbers); neither the shard count nor a shard's size adds to
+    it. The shuffle window costs no sample memory.
+
+    Args:
+        shards: a brace pattern or URL, or a list of URLs or ObjectInfo.
+        format: ``"tar"`` or ``"lines"``.
+        decode: ``lines``: ``"utf-8"``, ``"json"`` or a callable on the
+            line's bytes; ``tar``: a mapping of field to callable (``{"cls":
+            int}``) or a callable on the sample dict. None: raw bytes.
+        transform: a callable applied to each (decoded) sample.
+        shuffle: shuffle each epoch (else shard-list order).
+        seed: base seed of the order.
+        shuffle_window: samples whose reads are permuted together.
+        samples_per_read: consecutive samples per ranged read (None: about
+            1 MiB of them).
+        batch_size: samples per rank per step (the DataLoader's).
+        drop_last: leave out a short last global batch (else pad it).
+        rank: DDP rank (default torch.distributed, else ``$RANK``, else 0).
+        world_size: DDP world size (same defaults).
+        prefetch_bytes: most bytes read ahead of the consumer per iterator.
+        reads_in_flight: ranged reads in flight per iterator.
+        config: ClientConfig of the per-process store.
+        endpoint: API root (``gs``, ``s3``).
+        credentials: as for :class:`~aioflux.AsyncClient`.
+        index_dir: the local index cache (default
+            ``~/.cache/aioflux/shard-index``); ``cache_indexes=False`` keeps none.
+        cache_indexes: keep indexes built by streaming in ``index_dir``.
+        sidecars: read ``<shard>.idx`` sidecars.
+
+    Raises:
+        InvalidArgument: a setting of the wrong type or value.
+        InvalidURL: a malformed URL.
+        NotFound: a shard does not exist, or a prefix holds none.
+        ShardFormatError: a shard is not its format.
+        StorageError: listing, stat or indexing failed.
+    """
+
+    def __init__(self, shards: str | Sequence[str] | Sequence[ObjectInfo], *,
+                 format: str = "tar", decode: Decode = None,
+                 transform: Callable[[Any], Any] | None = None, shuffle: bool = True,
+                 seed: int = 0, shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
+                 samples_per_read: int | None = None, batch_size: int = 1,
+                 drop_last: bool = False, rank: int | None = None,
+                 world_size: int | None = None,
+                 prefetch_bytes: int = DEFAULT_SHARD_PREFETCH_BYTES,
+                 reads_in_flight: int = DEFAULT_READS_IN_FLIGHT,
+                 config: ClientConfig | None = None, endpoint: str | None = None,
+                 credentials: Credentials = None,
+                 index_dir: str | os.PathLike[str] | None = None, cache_indexes: bool = True,
+                 sidecars: bool = True) -> None:
+        op = "ShardDataset"
+        self._format = format_of(op, format)
+        self._decode = _decoder(op, self._format.name, decode)
+        if transform is not None and not callable(transform):
+            raise InvalidArgument(f"{op}: transform must be callable, got "
+                                  f"{type(transform).__name__}")
+        check_bool(op, "shuffle", shuffle)
+        check_int(op, "seed", seed, minimum=None)
+        check_int(op, "shuffle_window", shuffle_window, minimum=1)
+        check_int(op, "samples_per_read", samples_per_read, minimum=1, optional=True)
+        check_int(op, "batch_size", batch_size, minimum=1)
+        check_bool(op, "drop_last", drop_last)
+        check_int(op, "rank", rank, optional=True)
+        check_int(op, "world_size", world_size, minimum=1, optional=True)
+        check_int(op, "prefetch_bytes", prefetch_bytes, minimum=1)
+        check_int(op, "reads_in_flight", reads_in_flight, minimum=1)
+        check_instance(op, "config", config, ClientConfig, optional=True)
+        check_endpoint(op, endpoint)
+        check_credentials(op, credentials)
+        check_bool(op, "cache_indexes", cache_indexes)
+        check_bool(op, "sidecars", sidecars)
+        self.transform = transform
+        self.shuffle, self.seed, self.shuffle_window = shuffle, seed, shuffle_window
+        self.batch_size, self.drop_last = batch_size, drop_last
+        self.prefetch_bytes, self.reads_in_flight = prefetch_bytes, reads_in_flight
+        auto_rank, auto_world = dist_rank()
+        self.rank = auto_rank if rank is None else rank
+        self.world_size = auto_world if world_size is None else world_size
+        if not 0 <= self.rank < self.world_size:
+            raise InvalidArgument(f"{op}: rank {self.rank} outside world size "
+                                  f"{self.world_size}")
+        self._source = DatasetSource(config=config, endpoint=endpoint, credentials=credentials,
+                                     list_retry=None, download_retry=None,
+                                     download_options=DownloadOptions())
+        self._cache = (IndexCache(index_dir if index_dir is not None else default_index_dir())
+                       if cache_indexes else None)
+        self._sidecars = sidecars
+        self._samples_per_read = samples_per_read
+        self._set_shards(self._resolve(op, shards))
+
+    @classmethod
+    def from_prefix(cls, url: str, *, format: str = "tar",
+                    list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
+                    **settings: Any) -> ShardDataset:
+        """Every object in a folder (sorted by name), ``.idx`` sidecars left out.
+
+        Args:
+            url: ``gs://bucket/folder``, ``s3://...``, ``file:///dir`` or a path.
+            format: ``"tar"`` or ``"lines"``.
+            list_concurrency: parallel listers.
+            **settings: the constructor's other settings.
+
+        Returns:
+            The dataset.
+
+        Raises:
+            NotFound: the folder holds no shards.
+            InvalidArgument, InvalidURL, ShardFormatError, StorageError: as
+                for the constructor.
+        """
+        check_int("ShardDataset.from_prefix", "list_concurrency", list_concurrency, minimum=1)
+        source = DatasetSource(config=settings.get("config"), endpoint=settings.get("endpoint"),
+                               credentials=settings.get("credentials"), list_retry=None,
+                               download_retry=None, download_options=DownloadOptions())
+        listed = [o for o in source.list_prefix(url, list_concurrency) if not is_sidecar(o.name)]
+        if not listed:
+            raise InvalidArgument(f"ShardDataset.from_prefix: {url} holds only index sidecars")
+        return cls(listed, format=format, **settings)
+
+    def _resolve(self, op: str, shards: object) -> list[ObjectInfo]:
+        if isinstance(shards, (str, os.PathLike)):
+            shards = expand_braces(os.fspath(shards))
+        if not isinstance(shards, Sequence) or isinstance(shards, (bytes, bytearray)):
+            raise InvalidArgument(f"{op}: shards must be a URL, a brace pattern or a list of "
+                                  f"URLs or ObjectInfo, got {type(shards).__name__}")
+        items = list(shards)
+        if all(isinstance(s, ObjectInfo) for s in items):
+            infos: list[ObjectInfo] = items
+            scheme = objects_scheme(op, (o.scheme for o in infos))
+        elif all(isinstance(s, (str, os.PathLike)) for s in items):
+            urls = [os.fspath(s) for s in items]
+            scheme = objects_scheme(op, (parse_url(u, require_object=True).scheme
+                                         for u in urls))
+            self._source.scheme = scheme or "gs"
+            infos = self._source.stat_all(urls)
+        else:
+            raise InvalidArgument(f"{op}: shards must all be URLs or all ObjectInfo")
+        if not infos:
+            raise InvalidArgument(f"{op}: no shards given")
+        self._source.scheme = scheme or "gs"
+        return infos
+
+    def _set_shards(self, infos: list[ObjectInfo]) -> None:
+        store = self._source.downloader.client
+        indexes = index_shards(store, infos, self._format, cache=self._cache,
+                               sidecars=self._sidecars)
+        self._shards: list[tuple[ObjectInfo, ShardIndex]] = list(zip(infos, indexes, strict=True))
+        self._starts = chain_counts(indexes)
+        total = self._starts[-1]
+        data = sum(i.data_size for i in indexes)
+        self.samples_per_read = self._samples_per_read or max(
+            1, min(4096, _READ_BYTES // max(1, data // max(1, total))))
+        self._progress = DataProgress("ShardDataset", total,
+                                      shards_fingerprint([i.url for i in infos], indexes),
+                                      self.seed, self.batch_size, self.world_size,
+                                      self.drop_last)
+
+    @property
+    def shards(self) -> list[ObjectInfo]:
+        """The shards, in list order."""
+        return [info for info, _ in self._shards]
+
+    @property
+    def counts(self) -> list[int]:
+        """Samples per shard, in list order."""
+        return [len(index) for _, index in self._shards]
+
+    @property
+    def total_samples(self) -> int:
+        """Samples in all shards (one epoch before padding)."""
+        return self._starts[-1]
+
+    def __len__(self) -> int:
+        """This rank's samples in the pass under way, else the next (equal on every rank)."""
+        return self._progress.rank_samples()
+
+    @property
+    def epoch(self) -> int:
+        """Epoch of the next ``iter()`` in this process."""
+        return self._progress.peek().epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch of the next ``iter()`` (a restored position of it is kept).
+
+        Args:
+            epoch: epoch number.
+        """
+        self._progress.set_epoch(epoch)
+
+    def close(self) -> None:
+        """Close this process's connections (reopened on next use)."""
+        self._source.close()
+
+    def epoch_order(self, epoch: int) -> list[int]:
+        """The global order of ``epoch``: sample numbers (shard-list order numbering).
+
+        Args:
+            epoch: epoch number.
+
+        Returns:
+            Every sample's number once.
+        """
+        return shard_epoch_order(
+            self.counts, seed=self.seed, epoch=epoch, shuffle=self.shuffle,
+            samples_per_read=self.samples_per_read, shuffle_window=self.shuffle_window,
+            sequential=[index.compression is not None for _, index in self._shards])
+
+    def __iter__(self) -> Iterator[Any]:
+        info = torch.utils.data.get_worker_info()
+        worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        current = self._progress.begin(worker, workers)
+        batches = rank_batches(self.epoch_order(current.epoch), current.start,
+                               self._progress.global_batch, self.rank, self.world_size,
+                               self.drop_last)
+        ends: dict[int, int] = {}
+        mine: list[int] = []
+        for j, batch in enumerate(batches):
+            if j % workers == worker and j >= current.skip:
+                mine.extend(batch)
+                ends[len(mine)] = j + 1
+        runs = runs_of(mine, self._starts, self.samples_per_read)
+        store = self._source.downloader.client
+        agen = read_runs(store, self._shards, runs, limit=self.reads_in_flight,
+                         max_bytes=self.prefetch_bytes)
+        count = 0
+        for run, regions in iterate(agen, batch=8, nbytes=_run_bytes,
+                                    max_bytes=self.prefetch_bytes):
+            info_, index = self._shards[run.shard]
+            for local, region in zip(run.samples, regions, strict=True):
+                offset = index.offsets[local]
+                sample = self._format.sample(region, info_.url, offset)
+                if self._decode is not None:
+                    sample = self._decode(sample, info_.url, offset)
+                count += 1
+                if count in ends:
+                    current.handed = ends[count]  # before the yield: a state taken now has it
+                yield sample if self.transform is None else self.transform(sample)
+        self._progress.finish(current)
+
+    def track(self, loader: Iterable[T]) -> Iterator[T]:
+        """Iterate ``loader`` (a DataLoader over this dataset), counting what the loop takes.
+
+        Args:
+            loader: the DataLoader (``batch_size`` = this dataset's).
+
+        Returns:
+            The loader's batches.
+        """
+        return track(self._progress, loader)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Epoch, seed, samples consumed (global), global batch size, fingerprint.
+
+        Returns:
+            A plain dict (``torch.save``-able, JSON-able).
+        """
+        return self._progress.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue the saved epoch from the saved position on the next ``iter()``.
+
+        Args:
+            state: a :meth:`state_dict` over the same shards, from any world
+                size and worker count.
+
+        Raises:
+            InvalidArgument: not such a state, another seed or another shard list.
+        """
+        self._progress.load_state_dict(state)
+
+
+def _run_bytes(item: tuple[Any, list[memoryview]]) -> int:
+    return sum(len(region) for region in item[1])
+
+
+def _decoder(op: str, fmt: str, decode: Decode) -> Callable[[Any, str, int], Any] | None:
+    if decode is None:
+        return None
+    if fmt == "lines" and decode in ("utf-8", "json"):
+        parse: Callable[[Any], Any] = (bytes.decode if decode == "utf-8" else json.loads)
+        what = "UTF-8" if decode == "utf-8" else "JSON"
+
+        def text(sample: Any, url: str, offset: int) -> Any:
+            try:
+                return parse(sample)
+            except ValueError as exc:
+                raise ShardFormatError(f"read {url}: the line at byte {offset} is not "
+                                       f"{what}: {exc}") from None
+        return text
+    if fmt == "tar" and isinstance(decode, Mapping):
+        fields = dict(decode)
+        for field, fn in fields.items():
+            if not callable(fn):
+                raise InvalidArgument(f"{op}: decode[{field!r}] must be callable")
+
+        def per_field(sample: Any, url: str, offset: int) -> Any:
+            for field, fn in fields.items():
+                if field in sample:
+                    sample[field] = fn(sample[field])
+            return sample
+        return per_field
+    if callable(decode):
+        fn_ = decode
+        return lambda sample, url, offset: fn_(sample)
+    choices = ('"utf-8", "json" or a callable' if fmt == "lines"
+               else "a mapping of field to callable, or a callable")
+    raise InvalidArgument(f"{op}: decode for format {fmt!r} must be {choices}, got {decode!r}")
