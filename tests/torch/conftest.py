@@ -52,6 +52,7 @@ S3_TESTS = frozenset({
     "test_a_root_keeps_its_leading_slashes",
     "test_a_partial_load_of_a_damaged_item_is_a_checksum_mismatch",
     "test_checkpoint_save_skips_the_zip_crc_and_loads",
+    "test_tar_shards_every_sample_once_grouped_and_byte_exact",
 })
 
 

@@ -1,0 +1,424 @@
+"""ShardDataset: WebDataset tar and JSONL shards read as they are, on every
+store: every sample once, grouped and byte-exact; equal batches on every rank
+and worker; resume at another world size; typed errors for damaged shards."""
+
+from __future__ import annotations
+
+import collections
+import os
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch.utils.data
+
+from aioflux import (
+    ChecksumMismatch,
+    Client,
+    ClientConfig,
+    InvalidArgument,
+    NotFound,
+    PreconditionFailed,
+    ShardFormatError,
+)
+from aioflux._engines.shards import _build
+from aioflux.testing import FaultProxy
+from aioflux.torch import ShardDataset
+from aioflux.torch._order import pass_samples
+from tests.conftest import FAST_RETRY, unique_bucket
+from tests.torch._shards_util import expected_of, gz, jsonl, make_samples, tar_shard, zst
+from tests.torch.conftest import Where
+
+# Uneven shards: an empty one and one of a single sample among them.
+SIZES = {"train-000.tar": 9, "train-001.tar": 0, "train-002.tar": 1, "train-003.tar": 14}
+
+
+def seed_tars(where: Where) -> dict[str, dict[str, bytes]]:
+    shards = {name: make_samples(f"s{n}/", count) for n, (name, count) in enumerate(SIZES.items())}
+    for n, (name, samples) in enumerate(shards.items()):
+        # PAX long names in one shard, GNU ones in another, junk members everywhere.
+        fmt = tarfile.GNU_FORMAT if n == 2 else tarfile.PAX_FORMAT
+        if n == 3:
+            samples[:] = [("deep/" * 30 + key, fields) for key, fields in samples]
+        where.put(name, tar_shard(samples, fmt=fmt, extras=True))
+    return expected_of(shards)
+
+
+def keys_of(samples: list[dict[str, Any]]) -> list[str]:
+    return [s["__key__"] for s in samples]
+
+
+def dataset(where: Where, tmp_path: Path, **kw: Any) -> ShardDataset:
+    return ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx", **where.kwargs, **kw)
+
+
+def test_tar_shards_every_sample_once_grouped_and_byte_exact(where: Where,
+                                                             tmp_path: Path) -> None:
+    expected = seed_tars(where)
+    ds = dataset(where, tmp_path, batch_size=4)
+    assert ds.counts == list(SIZES.values())
+    assert len(ds) == ds.total_samples == len(expected) == 24
+    for epoch in range(2):
+        got = list(ds)
+        assert sorted(keys_of(got)) == sorted(expected), epoch
+        for sample in got:
+            fields = {k: v for k, v in sample.items() if not k.startswith("__")}
+            assert fields == expected[sample["__key__"]]
+            assert sample["__url__"].startswith(where.root + "/train-")
+    # Shuffled per epoch, and a pure function of (seed, epoch).
+    assert ds.epoch_order(0) != ds.epoch_order(1)
+    again = dataset(where, tmp_path, batch_size=4)
+    assert again.epoch_order(1) == ds.epoch_order(1)
+    assert keys_of(list(dataset(where, tmp_path, shuffle=False))) == list(expected)
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_jsonl_shards_plain_gzip_and_zstd(where: Where, tmp_path: Path) -> None:
+    records = {f"r{i}": {"id": i, "text": "x" * (i % 50)} for i in range(300)}
+    rows = list(records.values())
+    where.put("a.jsonl", jsonl(rows[:100], crlf=True))
+    where.put("b.jsonl.gz", gz(jsonl(rows[100:220], blank=True)))
+    where.put("c.jsonl.zst", zst(jsonl(rows[220:])))
+    ds = ShardDataset.from_prefix(where.root, format="lines", decode="json",
+                                  index_dir=tmp_path / "idx", shuffle_window=64,
+                                  samples_per_read=16, **where.kwargs)
+    assert ds.counts == [100, 120, 80]
+    got = list(ds)
+    assert sorted(r["id"] for r in got) == list(range(300))
+    assert all(r == rows[r["id"]] for r in got)
+    raw = ShardDataset.from_prefix(where.root, format="lines", shuffle=False,
+                                   index_dir=tmp_path / "idx", **where.kwargs)
+    lines = list(raw)
+    assert lines[0] == b'{"id": 0, "text": ""}'
+
+
+def test_lines_decode_errors_name_the_shard_and_byte(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "x.jsonl").write_bytes(b'{"a": 1}\nnot json\n')
+    ds = ShardDataset.from_prefix(str(tmp_path / "d"), format="lines", decode="json",
+                                  shuffle=False, index_dir=tmp_path / "idx")
+    with pytest.raises(ShardFormatError, match=r"x\.jsonl: the line at byte 9 is not JSON"):
+        list(ds)
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_dataloader_workers_yield_every_sample_once(tmp_path: Path, context: str) -> None:
+    where = Where("file", f"file://{tmp_path}/root", None)
+    expected = seed_tars(where)
+    ds = dataset(where, tmp_path, batch_size=3, transform=lambda s: s["__key__"]
+                 ) if context == "fork" else dataset(where, tmp_path, batch_size=3)
+    for workers in (0, 2):
+        loader = torch.utils.data.DataLoader(ds, batch_size=3, num_workers=workers,
+                                             multiprocessing_context=context if workers else None,
+                                             collate_fn=list)
+        batches = list(loader)
+        keys = [k if isinstance(k, str) else k["__key__"] for b in batches for k in b]
+        assert sorted(keys) == sorted(expected), workers
+        assert len(batches) == len(loader) == 8
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_ranks_and_workers_get_equal_batches_over_uneven_shards(tmp_path: Path,
+                                                                drop_last: bool) -> None:
+    where = Where("file", f"file://{tmp_path}/root", None)
+    expected = seed_tars(where)
+    for world in (2, 3):
+        for workers in (0, 2):
+            steps, seen = [], collections.Counter[str]()
+            for rank in range(world):
+                ds = dataset(where, tmp_path, batch_size=2, rank=rank, world_size=world,
+                             drop_last=drop_last, samples_per_read=3)
+                loader = torch.utils.data.DataLoader(
+                    ds, batch_size=2, num_workers=workers, collate_fn=list,
+                    multiprocessing_context="fork" if workers else None)
+                batches = list(loader)
+                assert all(len(b) == 2 for b in batches)
+                steps.append((len(loader), len(batches)))
+                seen.update(keys_of([s for b in batches for s in b]))
+            case = (world, workers, drop_last)
+            assert len(set(steps)) == 1 and steps[0][0] == steps[0][1], case
+            total = pass_samples(24, 0, 2 * world, world, drop_last)
+            assert sum(seen.values()) == total, case
+            if drop_last:
+                assert max(seen.values()) == 1, case
+            else:
+                assert set(seen) == set(expected), case
+
+
+def _consume(ds: ShardDataset, steps: int | None,
+             workers: int = 0) -> tuple[list[str], dict[str, Any]]:
+    """Train ``steps`` steps (all with None); the keys seen and the state then."""
+    loader = torch.utils.data.DataLoader(ds, batch_size=ds.batch_size, num_workers=workers,
+                                         collate_fn=list,
+                                         multiprocessing_context="fork" if workers else None)
+    out: list[str] = []
+    for step, batch in enumerate(ds.track(loader), 1):
+        out += keys_of(batch)
+        if step == steps:
+            return out, ds.state_dict()  # taken inside the loop, as a training loop would
+    return out, ds.state_dict()
+
+
+@pytest.mark.parametrize("stop", [1, 2, 3])
+def test_resume_mid_shard_at_another_world_size_and_worker_count(tmp_path: Path,
+                                                                 stop: int) -> None:
+    where = Where("file", f"file://{tmp_path}/root", None)
+    seed_tars(where)
+    opts: dict[str, Any] = {"batch_size": 2, "seed": 5, "samples_per_read": 4}
+    before: list[str] = []
+    states = []
+    for rank in range(2):
+        ds = dataset(where, tmp_path, rank=rank, world_size=2, **opts)
+        ds.set_epoch(3)
+        keys, state = _consume(ds, stop)
+        before += keys
+        states.append(state)
+    assert states[0] == states[1]
+    assert states[0]["samples"] == stop * 4 and states[0]["epoch"] == 3
+    after: list[str] = []
+    for rank in range(3):
+        ds = dataset(where, tmp_path, rank=rank, world_size=3, **opts)
+        ds.load_state_dict(states[0])
+        ds.set_epoch(3)
+        after += _consume(ds, None, workers=2)[0]
+    seen = collections.Counter(before + after)
+    assert len(seen) == 24  # every sample at least once
+    assert max(collections.Counter(before).values()) == 1
+    # Exactly once, plus the padding of the resumed pass (from the order's start).
+    assert sum(seen.values()) - 24 == pass_samples(24, stop * 4, 6, 3) - (24 - stop * 4)
+
+
+def test_a_state_over_other_shards_or_seed_is_refused(tmp_path: Path) -> None:
+    where = Where("file", f"file://{tmp_path}/root", None)
+    seed_tars(where)
+    ds = dataset(where, tmp_path)
+    state = ds.state_dict()
+    fewer = ShardDataset(f"{where.root}/train-{{000..002}}.tar", index_dir=tmp_path / "idx")
+    with pytest.raises(InvalidArgument, match="another object list"):
+        fewer.load_state_dict(state)
+    with pytest.raises(InvalidArgument, match="seed"):
+        dataset(where, tmp_path, seed=9).load_state_dict(state)
+
+
+def test_brace_patterns_and_url_lists(tmp_path: Path) -> None:
+    where = Where("file", f"file://{tmp_path}/root", None)
+    seed_tars(where)
+    by_pattern = ShardDataset(f"{where.root}/train-{{000..003}}.tar", index_dir=tmp_path / "i")
+    by_list = ShardDataset([where.url(n) for n in SIZES], index_dir=tmp_path / "i")
+    assert by_pattern.counts == by_list.counts == list(SIZES.values())
+    with pytest.raises(NotFound):
+        ShardDataset(f"{where.root}/train-{{000..004}}.tar", index_dir=tmp_path / "i")
+
+
+def test_an_index_is_built_once_then_cached_by_version(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    where = Where("file", f"file://{tmp_path}/root", None)
+    seed_tars(where)
+    streamed: list[str] = []
+    real = _build.stream_index
+
+    def counting(store: Any, info: Any, fmt: Any, options: Any = None) -> Any:
+        streamed.append(info.name)
+        return real(store, info, fmt, options)
+
+    monkeypatch.setattr(_build, "stream_index", counting)
+    first = dataset(where, tmp_path)
+    assert len(streamed) == 4
+    second = dataset(where, tmp_path)
+    assert len(streamed) == 4  # all four from the cache
+    assert second.counts == first.counts
+    where.put("train-002.tar", tar_shard(make_samples("n/", 3)))  # a new version
+    third = dataset(where, tmp_path)
+    assert [n.rsplit("/", 2)[-2:] for n in streamed[4:]] == [["root", "train-002.tar"]]
+    assert third.counts[2] == 3
+    dataset(where, tmp_path, cache_indexes=False)
+    assert len(streamed) == 9
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_a_damaged_shard_is_a_typed_error_naming_it(where: Where, tmp_path: Path) -> None:
+    samples = make_samples("k", 6)
+    good = tar_shard(samples)
+    second = good.index(b"k00003.jpg") - 0  # the fourth sample's first header
+    bad_header = bytearray(good)
+    bad_header[second + 100] ^= 0xFF  # its mode field: the header checksum fails
+    where.put("a.tar", bytes(bad_header))
+    with pytest.raises(ShardFormatError, match=rf"a\.tar: corrupt tar header at byte {second}"):
+        dataset(where, tmp_path)
+    where.put("a.tar", good[:second + 700])  # cut inside a member's data
+    with pytest.raises(ShardFormatError, match=r"a\.tar: (truncated|corrupt tar at byte)"):
+        dataset(where, tmp_path)
+    where.put("a.tar", b"this is not a tar archive" * 40)
+    with pytest.raises(ShardFormatError, match=r"a\.tar"):
+        dataset(where, tmp_path)
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_a_shard_changed_since_it_was_indexed_fails_on_read(where: Where,
+                                                            tmp_path: Path) -> None:
+    where.put("a.tar", tar_shard(make_samples("k", 5)))
+    ds = dataset(where, tmp_path, shuffle=False)
+    where.put("a.tar", tar_shard(make_samples("j", 5)))
+    with pytest.raises((PreconditionFailed, NotFound), match=r"a\.tar: the shard changed"):
+        list(ds)
+
+
+def test_a_flipped_byte_under_the_same_version_is_a_checksum_mismatch(tmp_path: Path) -> None:
+    where = Where("file", f"file://{tmp_path}/root", None)
+    data = tar_shard(make_samples("k", 5))
+    where.put("a.tar", data)
+    ds = dataset(where, tmp_path, shuffle=False)
+    path = tmp_path / "root" / "a.tar"
+    stat = path.stat()
+    flipped = bytearray(data)
+    at = data.index(b"k00002") + 600  # inside the third sample's data
+    flipped[at] ^= 1
+    with open(path, "r+b") as f:  # same size, same modification time: same version
+        f.write(flipped)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(ChecksumMismatch, match=r"a\.tar: sample 2 at byte \d+ does not match"):
+        list(ds)
+
+
+def test_an_empty_folder_of_sidecars_and_bad_settings_are_refused(tmp_path: Path) -> None:
+    where = Where("file", f"file://{tmp_path}/root", None)
+    where.put("a.tar", tar_shard(make_samples("k", 2)))
+    with pytest.raises(InvalidArgument, match="format must be one of lines, tar"):
+        dataset(where, tmp_path, format="parquet")
+    with pytest.raises(InvalidArgument, match="decode for format 'tar'"):
+        dataset(where, tmp_path, decode="json")
+    with pytest.raises(InvalidArgument, match="rank 2 outside world size 2"):
+        dataset(where, tmp_path, rank=2, world_size=2)
+
+
+@pytest.mark.timeout(300)
+def test_cuts_mid_shard_lose_nothing_on_fake_gcs_server(fake_gcs: Any, tmp_path: Path) -> None:
+    bucket = unique_bucket("shards")
+    config = ClientConfig(max_concurrency=16, retry=FAST_RETRY)
+    shards = {f"d/s-{n}.tar": make_samples(f"{n}-", 40, size=20_000) for n in range(3)}
+    with Client(config, endpoint=fake_gcs.endpoint) as client:
+        client.create_bucket(bucket)
+        for name, samples in shards.items():
+            client.write(bucket, name, tar_shard(samples))
+    expected = expected_of(shards)
+    with FaultProxy(fake_gcs.endpoint, p_cut_response=0.05, seed=3) as proxy:
+        ds = ShardDataset.from_prefix(f"gs://{bucket}/d/", endpoint=proxy.endpoint,
+                                      config=config, index_dir=tmp_path / "idx",
+                                      samples_per_read=5)
+        for _ in range(2):
+            got = list(ds)
+            assert sorted(keys_of(got)) == sorted(expected)
+            assert all({k: v for k, v in s.items() if not k.startswith("__")}
+                       == expected[s["__key__"]] for s in got)
+        assert proxy.stats.response_cuts > 0
+
+
+def test_memory_stays_within_the_prefetch_budget(tmp_path: Path) -> None:
+    """8 shards of 64 MiB read with a 32 MiB prefetch budget: the process's
+    peak RSS grows by less than 200 MiB over what the imports took."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "big"
+    root.mkdir()
+    block = os.urandom(1 << 20)
+    for n in range(8):
+        samples = [(f"{n}-{i:04d}", {"bin": block[i:] + block[:i]}) for i in range(63)]
+        (root / f"s-{n}.tar").write_bytes(tar_shard(samples))
+    script = f"""
+import resource, sys
+import torch
+from aioflux.torch import ShardDataset
+def peak(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+base = peak()
+ds = ShardDataset.from_prefix({str(root)!r}, index_dir={str(tmp_path / 'idx')!r},
+                              prefetch_bytes=32 << 20)
+n = sum(1 for _ in ds)
+print(n, peak() - base)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, timeout=240).stdout.split()
+    assert int(out[0]) == 8 * 63
+    assert int(out[1]) < 200, f"peak RSS grew by {out[1]} MiB"
+
+
+# torchdata 0.11 touches torch.set_vital at import, which torch 2.13 deprecates.
+@pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning")
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stateful_dataloader_resumes_mid_shard(tmp_path: Path, workers: int) -> None:
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    where = Where("file", f"file://{tmp_path}/root", None)
+    expected = seed_tars(where)
+
+    def loader() -> StatefulDataLoader[Any]:
+        ds = dataset(where, tmp_path, batch_size=3, seed=2, samples_per_read=2)
+        return StatefulDataLoader(ds, batch_size=3, num_workers=workers, collate_fn=keys_of,
+                                  multiprocessing_context="fork" if workers else None)
+
+    first = loader()
+    it = iter(first)
+    before = [next(it) for _ in range(3)]
+    saved = first.state_dict()
+    del it
+    resumed = loader()
+    resumed.load_state_dict(saved)
+    after = list(resumed)
+    keys = [k for batch in before + after for k in batch]
+    assert sorted(keys) == sorted(expected)
+    assert [k for b in before + after for k in b] == [k for b in list(loader()) for k in b]
+
+
+def _gloo_rank(rank: int, world: int, init: str, root: str, idx: str, out: str) -> None:
+    import datetime
+    import json
+
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=30))
+    try:
+        report = []
+        for drop_last in (False, True):
+            ds = ShardDataset.from_prefix(root, index_dir=idx, batch_size=5,
+                                          drop_last=drop_last, transform=lambda s: s["__key__"])
+            loader = torch.utils.data.DataLoader(
+                ds, batch_size=5, collate_fn=list, num_workers=2 if drop_last else 0,
+                multiprocessing_context="fork" if drop_last else None)
+            promised, done, keys = len(loader), 0, []
+            for batch in loader:
+                total = torch.tensor([float(len(batch))])
+                dist.all_reduce(total)  # what DDP does at every step
+                assert total.item() == world * len(batch)
+                done += 1
+                keys += batch
+            report.append([promised, done, keys])
+        Path(out, f"{rank}.json").write_text(json.dumps(report))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("world", [2, 3])
+def test_gloo_ranks_step_together_over_uneven_shards(tmp_path: Path, world: int) -> None:
+    import json
+
+    import torch.multiprocessing as mp
+
+    where = Where("file", f"file://{tmp_path}/root", None)
+    expected = seed_tars(where)
+    mp.start_processes(_gloo_rank, args=(world, str(tmp_path / "init"), where.root,
+                                         str(tmp_path / "idx"), str(tmp_path)),
+                       nprocs=world, join=True, start_method="spawn")
+    reports = [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(world)]
+    for case in range(2):  # padded, then drop_last with two workers
+        steps = {(r[case][0], r[case][1]) for r in reports}
+        samples = pass_samples(24, 0, 5 * world, world, drop_last=bool(case))
+        assert steps == {(-(-samples // (5 * world)),) * 2}, (world, case)
+        keys = [k for r in reports for k in r[case][2]]
+        if case == 0:
+            assert set(keys) == set(expected)
+        else:
+            assert len(keys) == len(set(keys))
