@@ -30,7 +30,9 @@ from .._core.validate import (
     check_instance,
     check_int,
 )
+from .._engines.cache import cache_from_args
 from .._engines.download import DownloadOptions
+from .._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, Hedger, check_hedge
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
 from .._engines.shards import (
     IndexCache,
@@ -126,6 +128,13 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             ``~/.cache/aioflux/shard-index``); ``cache_indexes=False`` keeps none.
         cache_indexes: keep indexes built by streaming in ``index_dir``.
         sidecars: read ``<shard>.idx`` sidecars.
+        cache_dir: a local disk cache of the shards' read units (each
+            ``samples_per_read`` samples, keyed by the shard's version and the
+            unit's range), shared by every worker and rank on the machine;
+            compressed shards are not cached. None: no cache.
+        cache_limit: most bytes in ``cache_dir`` (least recently used evicted).
+        hedge_after: a second ranged GET for a read not done after this many
+            seconds, or ``"auto"`` (as for :class:`IterableDataset`); None: never.
 
     Raises:
         InvalidArgument: a setting of the wrong type or value.
@@ -147,7 +156,8 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                  config: ClientConfig | None = None, endpoint: str | None = None,
                  credentials: Credentials = None,
                  index_dir: str | os.PathLike[str] | None = None, cache_indexes: bool = True,
-                 sidecars: bool = True) -> None:
+                 sidecars: bool = True, cache_dir: str | os.PathLike[str] | None = None,
+                 cache_limit: int | None = None, hedge_after: HedgeAfter = None) -> None:
         op = "ShardDataset"
         self._format = format_of(op, format)
         self._decode = _decoder(op, self._format.name, decode)
@@ -169,6 +179,12 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         check_credentials(op, credentials)
         check_bool(op, "cache_indexes", cache_indexes)
         check_bool(op, "sidecars", sidecars)
+        try:
+            check_hedge(op, hedge_after, DEFAULT_HEDGE_BUDGET)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
+        self._disk_cache = cache_from_args(op, cache_dir, cache_limit)
+        self.hedge_after = hedge_after
         self.transform = transform
         self.shuffle, self.seed, self.shuffle_window = shuffle, seed, shuffle_window
         self.batch_size, self.drop_last = batch_size, drop_last
@@ -320,8 +336,10 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                 ends[len(mine)] = j + 1
         runs = runs_of(mine, self._starts, self.samples_per_read)
         store = self._source.downloader.client
+        hedger = self._hedger(store.config.max_concurrency)
         agen = read_runs(store, self._shards, runs, limit=self.reads_in_flight,
-                         max_bytes=self.prefetch_bytes)
+                         max_bytes=self.prefetch_bytes, unit=self.samples_per_read,
+                         cache=self._disk_cache, hedger=hedger)
         count = 0
         for run, regions in iterate(agen, batch=8, nbytes=_run_bytes,
                                     max_bytes=self.prefetch_bytes):
@@ -336,6 +354,16 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                     current.handed = ends[count]  # before the yield: a state taken now has it
                 yield sample if self.transform is None else self.transform(sample)
         self._progress.finish(current)
+
+    def _hedger(self, permits: int) -> Hedger | None:
+        # One per process, so its budget and "auto" latencies carry across passes.
+        if self.hedge_after is None:
+            return None
+        held = getattr(self, "_held_hedger", None)
+        if held is None or held[0] != os.getpid():
+            held = (os.getpid(), Hedger(self.hedge_after, max_concurrency=permits))
+            self._held_hedger = held
+        return held[1]
 
     def track(self, loader: Iterable[T]) -> Iterator[T]:
         """Iterate ``loader`` (a DataLoader over this dataset), counting what the loop takes.

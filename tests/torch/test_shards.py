@@ -422,3 +422,48 @@ def test_gloo_ranks_step_together_over_uneven_shards(tmp_path: Path, world: int)
             assert set(keys) == set(expected)
         else:
             assert len(keys) == len(set(keys))
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_the_disk_cache_serves_later_epochs_and_other_workers(where: Where,
+                                                             tmp_path: Path) -> None:
+    expected = seed_tars(where)
+    ds = dataset(where, tmp_path, samples_per_read=3, cache_dir=tmp_path / "cache",
+                 cache_limit=1 << 30)
+    cache = ds._disk_cache
+    assert cache is not None
+    first = list(ds)
+    filled = cache.stats.misses
+    assert filled == sum(-(-n // 3) for n in SIZES.values()) and cache.stats.hits >= 0
+    for _ in range(2):  # other orders, the same read units: all from disk
+        got = list(ds)
+        assert sorted(keys_of(got)) == sorted(keys_of(first)) == sorted(expected)
+        assert all({k: v for k, v in s.items() if not k.startswith("__")}
+                   == expected[s["__key__"]] for s in got)
+    assert cache.stats.misses == filled
+    # A second dataset on the same cache (another worker or rank) reads no shard.
+    other = dataset(where, tmp_path, samples_per_read=3, cache_dir=tmp_path / "cache", seed=4)
+    assert sorted(keys_of(list(other))) == sorted(expected)
+    assert other._disk_cache is not None and other._disk_cache.stats.misses == 0
+
+
+def test_hedged_reads_answer_for_a_held_back_shard_read(emulator: Any, bucket: str,
+                                                        tmp_path: Path) -> None:
+    from aioflux.testing import EmulatorProfile
+
+    samples = make_samples("h", 60, size=2000)
+    emulator.store.put(bucket, "d/a.tar", tar_shard(samples))
+    ds = ShardDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
+                                  index_dir=tmp_path / "idx", samples_per_read=1,
+                                  hedge_after=0.05, reads_in_flight=4)
+    before = emulator.stats["get_media"]
+    # The budget allows a duplicate per 20 reads: the later held-back reads get one.
+    emulator.profile = EmulatorProfile(tail_fraction=0.2, tail_delay=(1.0, 1.0), tail_seed=7)
+    try:
+        got = list(ds)
+    finally:
+        emulator.profile = EmulatorProfile()
+    assert sorted(keys_of(got)) == [key for key, _ in samples]
+    assert emulator.stats["tail_delays"] >= 1
+    # 60 reads, and a duplicate for at least one held back.
+    assert emulator.stats["get_media"] - before > 60

@@ -7,6 +7,13 @@ sample's bytes are checked against the crc32c its index recorded, and the
 read is pinned to the indexed version of the shard, so a shard rewritten
 since it was indexed fails instead of yielding other bytes.
 
+With a disk cache, a run is served from its *read unit* (the
+``samples_per_read`` consecutive samples it belongs to, the same every
+epoch): the unit's bytes are one cache entry, keyed by the shard's version
+and the unit's range, so later epochs and the other workers and ranks of
+the machine read it from disk. Hedged reads send a second ranged GET for a
+read that is slow to complete, as the download planner does.
+
 A compressed shard cannot be read from the middle: its runs are served by
 one cursor per shard that decompresses front to back (a run behind the
 cursor starts it over), which is why the epoch order keeps each compressed
@@ -17,13 +24,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncGenerator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Iterable, Sequence
 
 from ..._core.crc import crc32c, encode_crc32c
 from ..._core.errors import ChecksumMismatch, NotFound, PreconditionFailed, ShardFormatError
 from ..._core.store import ObjectStore
 from ..._core.types import ObjectInfo
 from ..._core.window import window
+from ..cache import DiskCache
+from ..hedge import Hedger
 from ._formats import Decompressor, new_decompressor
 from ._index import ShardIndex
 
@@ -92,10 +101,12 @@ class _Cursor:
 
 
 async def _pinned_read(store: ObjectStore, info: ObjectInfo, version: int | None,
-                       start: int, end: int) -> bytes:
+                       start: int, end: int, hedger: Hedger | None = None) -> bytes:
+    def read() -> Awaitable[bytes]:
+        return store.read(info.bucket, info.name, start=start, end=end, generation=version)
+
     try:
-        return await store.read(info.bucket, info.name, start=start, end=end,
-                                generation=version)
+        return await (read() if hedger is None else hedger.run(read))
     except (NotFound, PreconditionFailed) as exc:
         raise type(exc)(f"read {info.url}: the shard changed or was deleted since it was "
                         f"indexed ({exc}); index it again", operation="read",
@@ -121,7 +132,9 @@ def _checked(shard: _Shard, data: bytes | memoryview, base: int,
 
 
 async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, ShardIndex]],
-                    runs: Iterable[Run], *, limit: int, max_bytes: int
+                    runs: Iterable[Run], *, limit: int, max_bytes: int,
+                    unit: int = 1, cache: DiskCache | None = None,
+                    hedger: Hedger | None = None
                     ) -> AsyncGenerator[tuple[Run, list[memoryview]], None]:
     """Read ``runs`` in order, a window of them in flight.
 
@@ -131,6 +144,9 @@ async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, Shard
         runs: the runs, in the order wanted.
         limit: runs in flight.
         max_bytes: bytes in flight or read and not yet yielded (one run always reads).
+        unit: samples per read unit (a cache entry; see the module).
+        cache: a disk cache for the read units of uncompressed shards.
+        hedger: hedges slow ranged reads (None: never).
 
     Yields:
         Each run with its samples' regions, in the run's order, checked.
@@ -144,7 +160,11 @@ async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, Shard
     state = [_Shard(info, index) for info, index in shards]
 
     def span(run: Run) -> tuple[int, int]:
-        offsets, lengths = state[run.shard].index.offsets, state[run.shard].index.lengths
+        index = state[run.shard].index
+        if cache is not None and index.compression is None:
+            first = min(run.samples) // unit * unit
+            return index.span(first, min(len(index), first + unit) - 1)
+        offsets, lengths = index.offsets, index.lengths
         start = min(offsets[k] for k in run.samples)
         return start, max(offsets[k] + lengths[k] for k in run.samples)
 
@@ -152,7 +172,11 @@ async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, Shard
         shard = state[run.shard]
         start, end = span(run)
         if shard.index.compression is None:
-            data = await _pinned_read(store, shard.info, shard.index.version, start, end)
+            if cache is None:
+                data = await _pinned_read(store, shard.info, shard.index.version, start, end,
+                                          hedger)
+            else:
+                data = await _cached(shard, start, end)
             return _checked(shard, data, start, run.samples)
         async with shard.lock:
             if shard.cursor is None or shard.cursor.data_pos > start:
@@ -161,6 +185,18 @@ async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, Shard
             if shard.cursor.data_pos >= shard.index.data_size:
                 shard.cursor = None
         return _checked(shard, data, start, run.samples)
+
+    async def _cached(shard: _Shard, start: int, end: int) -> bytes:
+        # The entry's name carries the range; size and version keep it to this shard's bytes.
+        entry = shard.info._replace(name=f"{shard.info.name}#bytes={start}-{end}",
+                                    size=end - start, crc32c=None, md5=None)
+
+        async def fetch(objects: list[ObjectInfo]) -> list[bytes | bytearray]:
+            return [await _pinned_read(store, shard.info, shard.index.version, start, end,
+                                       hedger) for _ in objects]
+
+        assert cache is not None
+        return bytes(await cache.get(entry, fetch))
 
     def nbytes(run: Run) -> int:
         start, end = span(run)
