@@ -1,16 +1,15 @@
 """``ShardDataset``: samples packed in shards (WebDataset tar, JSONL/text), read as they are.
 
 The dataset indexes its shards when it is made (see
-:mod:`aioflux._engines.shards`), so the sample count is known before the
-first step; the epoch order (:mod:`aioflux.torch._shard_order`) is then a
-permutation of the samples, and everything the per-object datasets promise
-holds here: equal batches on every rank, resume at any world size and
-worker count with each sample once, checked bytes.
+:mod:`aioflux.torch._shard_source`), so the sample count is known before
+the first step; the epoch order (:mod:`aioflux.torch._shard_order`) is then
+a permutation of the samples, and everything the per-object datasets
+promise holds here: equal batches on every rank, resume at any world size
+and worker count with each sample once, checked bytes.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -18,51 +17,26 @@ from typing import Any, TypeVar
 import torch.utils.data
 
 from .._core.config import ClientConfig
-from .._core.errors import InvalidArgument, ShardFormatError
-from .._core.portal import iterate
+from .._core.errors import InvalidArgument
 from .._core.types import ObjectInfo
-from .._core.urls import parse_url
-from .._core.validate import (
-    Credentials,
-    check_bool,
-    check_credentials,
-    check_endpoint,
-    check_instance,
-    check_int,
-)
-from .._engines.cache import cache_from_args
-from .._engines.download import DownloadOptions
-from .._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, Hedger, check_hedge
+from .._core.validate import Credentials, check_bool, check_int
+from .._engines.hedge import HedgeAfter
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
-from .._engines.shards import (
-    IndexCache,
-    ShardIndex,
-    chain_counts,
-    default_index_dir,
-    expand_braces,
-    format_of,
-    index_shards,
-    is_sidecar,
-    read_runs,
-)
 from ._order import DataProgress, dist_rank, rank_batches, track
 from ._shard_order import runs_of, shard_epoch_order, shards_fingerprint
-from ._source import DatasetSource, objects_scheme
+from ._shard_source import Decode, ShardSource, list_shards
 
-__all__ = ["DEFAULT_SHUFFLE_WINDOW", "ShardDataset"]
+__all__ = ["DEFAULT_READS_IN_FLIGHT", "DEFAULT_SHARD_PREFETCH_BYTES", "DEFAULT_SHUFFLE_WINDOW",
+           "ShardDataset"]
 
 T = TypeVar("T")
 
 # Samples whose reads are permuted together (see _shard_order).
 DEFAULT_SHUFFLE_WINDOW = 8192
-# Bytes one ranged read aims at when samples_per_read is not given.
-_READ_BYTES = 1 << 20
 # Ranged reads in flight per iterator, and the bytes they and the samples
 # waiting for the consumer may hold.
 DEFAULT_READS_IN_FLIGHT = 32
 DEFAULT_SHARD_PREFETCH_BYTES = 64 * 1024 * 1024
-
-Decode = str | Callable[[Any], Any] | Mapping[str, Callable[[bytes], Any]] | None
 
 
 class ShardDataset(torch.utils.data.IterableDataset[Any]):
@@ -159,33 +133,15 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                  sidecars: bool = True, cache_dir: str | os.PathLike[str] | None = None,
                  cache_limit: int | None = None, hedge_after: HedgeAfter = None) -> None:
         op = "ShardDataset"
-        self._format = format_of(op, format)
-        self._decode = _decoder(op, self._format.name, decode)
-        if transform is not None and not callable(transform):
-            raise InvalidArgument(f"{op}: transform must be callable, got "
-                                  f"{type(transform).__name__}")
         check_bool(op, "shuffle", shuffle)
         check_int(op, "seed", seed, minimum=None)
         check_int(op, "shuffle_window", shuffle_window, minimum=1)
-        check_int(op, "samples_per_read", samples_per_read, minimum=1, optional=True)
         check_int(op, "batch_size", batch_size, minimum=1)
         check_bool(op, "drop_last", drop_last)
         check_int(op, "rank", rank, optional=True)
         check_int(op, "world_size", world_size, minimum=1, optional=True)
         check_int(op, "prefetch_bytes", prefetch_bytes, minimum=1)
         check_int(op, "reads_in_flight", reads_in_flight, minimum=1)
-        check_instance(op, "config", config, ClientConfig, optional=True)
-        check_endpoint(op, endpoint)
-        check_credentials(op, credentials)
-        check_bool(op, "cache_indexes", cache_indexes)
-        check_bool(op, "sidecars", sidecars)
-        try:
-            check_hedge(op, hedge_after, DEFAULT_HEDGE_BUDGET)
-        except ValueError as exc:
-            raise InvalidArgument(str(exc)) from None
-        self._disk_cache = cache_from_args(op, cache_dir, cache_limit)
-        self.hedge_after = hedge_after
-        self.transform = transform
         self.shuffle, self.seed, self.shuffle_window = shuffle, seed, shuffle_window
         self.batch_size, self.drop_last = batch_size, drop_last
         self.prefetch_bytes, self.reads_in_flight = prefetch_bytes, reads_in_flight
@@ -195,14 +151,18 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         if not 0 <= self.rank < self.world_size:
             raise InvalidArgument(f"{op}: rank {self.rank} outside world size "
                                   f"{self.world_size}")
-        self._source = DatasetSource(config=config, endpoint=endpoint, credentials=credentials,
-                                     list_retry=None, download_retry=None,
-                                     download_options=DownloadOptions())
-        self._cache = (IndexCache(index_dir if index_dir is not None else default_index_dir())
-                       if cache_indexes else None)
-        self._sidecars = sidecars
-        self._samples_per_read = samples_per_read
-        self._set_shards(self._resolve(op, shards))
+        self._shards = ShardSource(
+            op, shards, format=format, decode=decode, transform=transform,
+            samples_per_read=samples_per_read, config=config, endpoint=endpoint,
+            credentials=credentials, index_dir=index_dir, cache_indexes=cache_indexes,
+            sidecars=sidecars, cache_dir=cache_dir, cache_limit=cache_limit,
+            hedge_after=hedge_after)
+        self.samples_per_read = self._shards.samples_per_read
+        self._progress = DataProgress(
+            op, self._shards.total,
+            shards_fingerprint([info.url for info, _ in self._shards.shards],
+                               [index for _, index in self._shards.shards]),
+            seed, batch_size, self.world_size, drop_last)
 
     @classmethod
     def from_prefix(cls, url: str, *, format: str = "tar",
@@ -220,71 +180,32 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             The dataset.
 
         Raises:
-            NotFound: the folder holds no shards.
+            NotFound: the folder holds no objects.
             InvalidArgument, InvalidURL, ShardFormatError, StorageError: as
                 for the constructor.
         """
-        check_int("ShardDataset.from_prefix", "list_concurrency", list_concurrency, minimum=1)
-        source = DatasetSource(config=settings.get("config"), endpoint=settings.get("endpoint"),
-                               credentials=settings.get("credentials"), list_retry=None,
-                               download_retry=None, download_options=DownloadOptions())
-        listed = [o for o in source.list_prefix(url, list_concurrency) if not is_sidecar(o.name)]
-        if not listed:
-            raise InvalidArgument(f"ShardDataset.from_prefix: {url} holds only index sidecars")
-        return cls(listed, format=format, **settings)
-
-    def _resolve(self, op: str, shards: object) -> list[ObjectInfo]:
-        if isinstance(shards, (str, os.PathLike)):
-            shards = expand_braces(os.fspath(shards))
-        if not isinstance(shards, Sequence) or isinstance(shards, (bytes, bytearray)):
-            raise InvalidArgument(f"{op}: shards must be a URL, a brace pattern or a list of "
-                                  f"URLs or ObjectInfo, got {type(shards).__name__}")
-        items = list(shards)
-        if all(isinstance(s, ObjectInfo) for s in items):
-            infos: list[ObjectInfo] = items
-            scheme = objects_scheme(op, (o.scheme for o in infos))
-        elif all(isinstance(s, (str, os.PathLike)) for s in items):
-            urls = [os.fspath(s) for s in items]
-            scheme = objects_scheme(op, (parse_url(u, require_object=True).scheme
-                                         for u in urls))
-            self._source.scheme = scheme or "gs"
-            infos = self._source.stat_all(urls)
-        else:
-            raise InvalidArgument(f"{op}: shards must all be URLs or all ObjectInfo")
-        if not infos:
-            raise InvalidArgument(f"{op}: no shards given")
-        self._source.scheme = scheme or "gs"
-        return infos
-
-    def _set_shards(self, infos: list[ObjectInfo]) -> None:
-        store = self._source.downloader.client
-        indexes = index_shards(store, infos, self._format, cache=self._cache,
-                               sidecars=self._sidecars)
-        self._shards: list[tuple[ObjectInfo, ShardIndex]] = list(zip(infos, indexes, strict=True))
-        self._starts = chain_counts(indexes)
-        total = self._starts[-1]
-        data = sum(i.data_size for i in indexes)
-        self.samples_per_read = self._samples_per_read or max(
-            1, min(4096, _READ_BYTES // max(1, data // max(1, total))))
-        self._progress = DataProgress("ShardDataset", total,
-                                      shards_fingerprint([i.url for i in infos], indexes),
-                                      self.seed, self.batch_size, self.world_size,
-                                      self.drop_last)
+        shards = list_shards("ShardDataset.from_prefix", url, list_concurrency, settings)
+        return cls(shards, format=format, **settings)
 
     @property
     def shards(self) -> list[ObjectInfo]:
         """The shards, in list order."""
-        return [info for info, _ in self._shards]
+        return [info for info, _ in self._shards.shards]
 
     @property
     def counts(self) -> list[int]:
         """Samples per shard, in list order."""
-        return [len(index) for _, index in self._shards]
+        return self._shards.counts
 
     @property
     def total_samples(self) -> int:
         """Samples in all shards (one epoch before padding)."""
-        return self._starts[-1]
+        return self._shards.total
+
+    @property
+    def transform(self) -> Callable[[Any], Any] | None:
+        """The callable applied to each decoded sample."""
+        return self._shards.transform
 
     def __len__(self) -> int:
         """This rank's samples in the pass under way, else the next (equal on every rank)."""
@@ -305,7 +226,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
 
     def close(self) -> None:
         """Close this process's connections (reopened on next use)."""
-        self._source.close()
+        self._shards.close()
 
     def epoch_order(self, epoch: int) -> list[int]:
         """The global order of ``epoch``: sample numbers (shard-list order numbering).
@@ -319,7 +240,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         return shard_epoch_order(
             self.counts, seed=self.seed, epoch=epoch, shuffle=self.shuffle,
             samples_per_read=self.samples_per_read, shuffle_window=self.shuffle_window,
-            sequential=[index.compression is not None for _, index in self._shards])
+            sequential=[index.compression is not None for _, index in self._shards.shards])
 
     def __iter__(self) -> Iterator[Any]:
         info = torch.utils.data.get_worker_info()
@@ -334,36 +255,16 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             if j % workers == worker and j >= current.skip:
                 mine.extend(batch)
                 ends[len(mine)] = j + 1
-        runs = runs_of(mine, self._starts, self.samples_per_read)
-        store = self._source.downloader.client
-        hedger = self._hedger(store.config.max_concurrency)
-        agen = read_runs(store, self._shards, runs, limit=self.reads_in_flight,
-                         max_bytes=self.prefetch_bytes, unit=self.samples_per_read,
-                         cache=self._disk_cache, hedger=hedger)
+        runs = runs_of(mine, self._shards.starts, self.samples_per_read)
         count = 0
-        for run, regions in iterate(agen, batch=8, nbytes=_run_bytes,
-                                    max_bytes=self.prefetch_bytes):
-            info_, index = self._shards[run.shard]
-            for local, region in zip(run.samples, regions, strict=True):
-                offset = index.offsets[local]
-                sample = self._format.sample(region, info_.url, offset)
-                if self._decode is not None:
-                    sample = self._decode(sample, info_.url, offset)
+        for run, regions in self._shards.reads(runs, limit=self.reads_in_flight,
+                                               max_bytes=self.prefetch_bytes):
+            for sample in self._shards.samples(run, regions):
                 count += 1
                 if count in ends:
                     current.handed = ends[count]  # before the yield: a state taken now has it
-                yield sample if self.transform is None else self.transform(sample)
+                yield sample
         self._progress.finish(current)
-
-    def _hedger(self, permits: int) -> Hedger | None:
-        # One per process, so its budget and "auto" latencies carry across passes.
-        if self.hedge_after is None:
-            return None
-        held = getattr(self, "_held_hedger", None)
-        if held is None or held[0] != os.getpid():
-            held = (os.getpid(), Hedger(self.hedge_after, max_concurrency=permits))
-            self._held_hedger = held
-        return held[1]
 
     def track(self, loader: Iterable[T]) -> Iterator[T]:
         """Iterate ``loader`` (a DataLoader over this dataset), counting what the loop takes.
@@ -395,41 +296,3 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             InvalidArgument: not such a state, another seed or another shard list.
         """
         self._progress.load_state_dict(state)
-
-
-def _run_bytes(item: tuple[Any, list[memoryview]]) -> int:
-    return sum(len(region) for region in item[1])
-
-
-def _decoder(op: str, fmt: str, decode: Decode) -> Callable[[Any, str, int], Any] | None:
-    if decode is None:
-        return None
-    if fmt == "lines" and decode in ("utf-8", "json"):
-        parse: Callable[[Any], Any] = (bytes.decode if decode == "utf-8" else json.loads)
-        what = "UTF-8" if decode == "utf-8" else "JSON"
-
-        def text(sample: Any, url: str, offset: int) -> Any:
-            try:
-                return parse(sample)
-            except ValueError as exc:
-                raise ShardFormatError(f"read {url}: the line at byte {offset} is not "
-                                       f"{what}: {exc}") from None
-        return text
-    if fmt == "tar" and isinstance(decode, Mapping):
-        fields = dict(decode)
-        for field, fn in fields.items():
-            if not callable(fn):
-                raise InvalidArgument(f"{op}: decode[{field!r}] must be callable")
-
-        def per_field(sample: Any, url: str, offset: int) -> Any:
-            for field, fn in fields.items():
-                if field in sample:
-                    sample[field] = fn(sample[field])
-            return sample
-        return per_field
-    if callable(decode):
-        fn_ = decode
-        return lambda sample, url, offset: fn_(sample)
-    choices = ('"utf-8", "json" or a callable' if fmt == "lines"
-               else "a mapping of field to callable, or a callable")
-    raise InvalidArgument(f"{op}: decode for format {fmt!r} must be {choices}, got {decode!r}")

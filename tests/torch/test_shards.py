@@ -430,7 +430,7 @@ def test_the_disk_cache_serves_later_epochs_and_other_workers(where: Where,
     expected = seed_tars(where)
     ds = dataset(where, tmp_path, samples_per_read=3, cache_dir=tmp_path / "cache",
                  cache_limit=1 << 30)
-    cache = ds._disk_cache
+    cache = ds._shards.disk_cache
     assert cache is not None
     first = list(ds)
     filled = cache.stats.misses
@@ -444,7 +444,7 @@ def test_the_disk_cache_serves_later_epochs_and_other_workers(where: Where,
     # A second dataset on the same cache (another worker or rank) reads no shard.
     other = dataset(where, tmp_path, samples_per_read=3, cache_dir=tmp_path / "cache", seed=4)
     assert sorted(keys_of(list(other))) == sorted(expected)
-    assert other._disk_cache is not None and other._disk_cache.stats.misses == 0
+    assert other._shards.disk_cache is not None and other._shards.disk_cache.stats.misses == 0
 
 
 def test_hedged_reads_answer_for_a_held_back_shard_read(emulator: Any, bucket: str,
@@ -467,3 +467,27 @@ def test_hedged_reads_answer_for_a_held_back_shard_read(emulator: Any, bucket: s
     assert emulator.stats["tail_delays"] >= 1
     # 60 reads, and a duplicate for at least one held back.
     assert emulator.stats["get_media"] - before > 60
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_the_map_style_sibling_reads_any_sample_by_number(where: Where, tmp_path: Path) -> None:
+    from aioflux.torch import ResumableBatchSampler, ShardMapDataset
+
+    expected = seed_tars(where)
+    keys = list(expected)  # shard-list order numbering
+    ds = ShardMapDataset.from_prefix(where.root, index_dir=tmp_path / "idx", **where.kwargs)
+    assert len(ds) == 24 and ds.counts == list(SIZES.values())
+    assert ds[0]["__key__"] == keys[0] and ds[-1]["__key__"] == keys[-1]
+    assert [s["__key__"] for s in ds.__getitems__([5, 6, 7, 23, 0])] == \
+        [keys[i] for i in (5, 6, 7, 23, 0)]
+    with pytest.raises(IndexError):
+        ds[24]
+    with pytest.raises(InvalidArgument, match="an index must be an int"):
+        ds["a"]  # type: ignore[index]
+    sampler = ResumableBatchSampler(ds, 4, seed=3)
+    loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, collate_fn=list,
+                                         num_workers=2, multiprocessing_context="fork")
+    got = [s for batch in loader for s in batch]
+    assert sorted(keys_of(got)) == sorted(keys)
+    assert all({k: v for k, v in s.items() if not k.startswith("__")}
+               == expected[s["__key__"]] for s in got)

@@ -31,6 +31,7 @@ DOCUMENTED = {
     "aioflux.torch": {
         "Checkpoint", "CheckpointInfo", "CheckpointManager", "IterableDataset", "MapDataset",
         "ResumableBatchSampler", "ResumableSampler", "SaveFuture", "SaveRecord", "ShardDataset",
+        "ShardMapDataset",
         "list_files",
         "load_files",
     },

@@ -1,0 +1,250 @@
+"""What both shard datasets share: settings, the shards and their indexes, reads.
+
+A :class:`ShardSource` is made in the process that builds the dataset:
+it resolves the shard list (a brace pattern, URLs or ObjectInfo, one
+store) and indexes every shard there (see
+:func:`aioflux._engines.shards.index_shards`), then pickles for ``spawn``
+workers with the indexes in it, so workers never list or index. Its store
+is rebuilt lazily in each process (:class:`~aioflux.torch._source.DatasetSource`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from .._core.config import ClientConfig
+from .._core.errors import InvalidArgument, ShardFormatError
+from .._core.portal import get_portal, iterate
+from .._core.types import ObjectInfo
+from .._core.urls import parse_url
+from .._core.validate import (
+    Credentials,
+    check_bool,
+    check_credentials,
+    check_endpoint,
+    check_instance,
+    check_int,
+)
+from .._engines.cache import cache_from_args
+from .._engines.download import DownloadOptions
+from .._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, Hedger, check_hedge
+from .._engines.shards import (
+    IndexCache,
+    Run,
+    ShardIndex,
+    chain_counts,
+    default_index_dir,
+    expand_braces,
+    format_of,
+    index_shards,
+    is_sidecar,
+    read_runs,
+)
+from ._source import DatasetSource, objects_scheme
+
+__all__ = ["Decode", "ShardSource", "list_shards"]
+
+Decode = str | Callable[[Any], Any] | Mapping[str, Callable[[bytes], Any]] | None
+# Bytes one ranged read aims at when samples_per_read is not given.
+_READ_BYTES = 1 << 20
+
+
+class ShardSource:
+    """Picklable settings, shards and indexes; a store built lazily per process.
+
+    Args:
+        op: the dataset class, for messages.
+        shards: a brace pattern or URL, or a list of URLs or ObjectInfo.
+        format: ``"tar"`` or ``"lines"``.
+        decode: see :class:`~aioflux.torch.ShardDataset`.
+        transform: a callable applied to each decoded sample.
+        samples_per_read: consecutive samples per ranged read (None: ~1 MiB).
+        config: ClientConfig of the per-process store.
+        endpoint: API root.
+        credentials: as for :class:`~aioflux.AsyncClient`.
+        index_dir: the local index cache (None: the default directory).
+        cache_indexes: keep streamed indexes in ``index_dir``.
+        sidecars: read ``<shard>.idx`` sidecars.
+        cache_dir: a disk cache of read units (None: none).
+        cache_limit: most bytes in ``cache_dir``.
+        hedge_after: hedged ranged reads (None: none).
+
+    Raises:
+        InvalidArgument, InvalidURL, NotFound, ShardFormatError, StorageError:
+            as the datasets document.
+    """
+
+    def __init__(self, op: str, shards: object, *, format: str, decode: Decode,
+                 transform: Callable[[Any], Any] | None, samples_per_read: int | None,
+                 config: ClientConfig | None, endpoint: str | None, credentials: Credentials,
+                 index_dir: str | os.PathLike[str] | None, cache_indexes: bool,
+                 sidecars: bool, cache_dir: str | os.PathLike[str] | None,
+                 cache_limit: int | None, hedge_after: HedgeAfter) -> None:
+        self.format = format_of(op, format)
+        self.decode = _decoder(op, self.format.name, decode)
+        if transform is not None and not callable(transform):
+            raise InvalidArgument(f"{op}: transform must be callable, got "
+                                  f"{type(transform).__name__}")
+        check_int(op, "samples_per_read", samples_per_read, minimum=1, optional=True)
+        check_instance(op, "config", config, ClientConfig, optional=True)
+        check_endpoint(op, endpoint)
+        check_credentials(op, credentials)
+        check_bool(op, "cache_indexes", cache_indexes)
+        check_bool(op, "sidecars", sidecars)
+        try:
+            check_hedge(op, hedge_after, DEFAULT_HEDGE_BUDGET)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
+        self.transform = transform
+        self.disk_cache = cache_from_args(op, cache_dir, cache_limit)
+        self.hedge_after = hedge_after
+        self._hedger: tuple[int, Hedger] | None = None
+        self.source = DatasetSource(config=config, endpoint=endpoint, credentials=credentials,
+                                    list_retry=None, download_retry=None,
+                                    download_options=DownloadOptions())
+        index_cache = (IndexCache(index_dir if index_dir is not None else default_index_dir())
+                       if cache_indexes else None)
+        infos = self._resolve(op, shards)
+        indexes = index_shards(self.source.downloader.client, infos, self.format,
+                               cache=index_cache, sidecars=sidecars)
+        self.shards: list[tuple[ObjectInfo, ShardIndex]] = list(zip(infos, indexes, strict=True))
+        self.starts = chain_counts(indexes)
+        data = sum(i.data_size for i in indexes)
+        self.samples_per_read = samples_per_read or max(
+            1, min(4096, _READ_BYTES // max(1, data // max(1, self.total))))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_hedger"] = None  # its gate belongs to this process's loop
+        return state
+
+    def _resolve(self, op: str, shards: object) -> list[ObjectInfo]:
+        if isinstance(shards, (str, os.PathLike)):
+            shards = expand_braces(os.fspath(shards))
+        if not isinstance(shards, Sequence) or isinstance(shards, (bytes, bytearray)):
+            raise InvalidArgument(f"{op}: shards must be a URL, a brace pattern or a list of "
+                                  f"URLs or ObjectInfo, got {type(shards).__name__}")
+        items = list(shards)
+        if not items:
+            raise InvalidArgument(f"{op}: no shards given")
+        if all(isinstance(s, ObjectInfo) for s in items):
+            self.source.scheme = objects_scheme(op, (o.scheme for o in items)) or "gs"
+            return items
+        if not all(isinstance(s, (str, os.PathLike)) for s in items):
+            raise InvalidArgument(f"{op}: shards must all be URLs or all ObjectInfo")
+        urls = [os.fspath(s) for s in items]
+        schemes = (parse_url(u, require_object=True).scheme for u in urls)
+        self.source.scheme = objects_scheme(op, schemes) or "gs"
+        return self.source.stat_all(urls)
+
+    @property
+    def total(self) -> int:
+        """Samples in all shards."""
+        return self.starts[-1]
+
+    @property
+    def counts(self) -> list[int]:
+        """Samples per shard, in list order."""
+        return [len(index) for _, index in self.shards]
+
+    def hedger(self, permits: int) -> Hedger | None:
+        """This process's hedger (its budget and latencies carry across passes)."""
+        if self.hedge_after is None:
+            return None
+        if self._hedger is None or self._hedger[0] != os.getpid():
+            self._hedger = (os.getpid(), Hedger(self.hedge_after, max_concurrency=permits))
+        return self._hedger[1]
+
+    def reads(self, runs: Sequence[Run], *, limit: int,
+              max_bytes: int) -> Iterator[tuple[Run, list[memoryview]]]:
+        """Read ``runs`` on this process's store, a window in flight (see ``read_runs``)."""
+        store = self.source.downloader.client
+        agen = read_runs(store, self.shards, runs, limit=limit, max_bytes=max_bytes,
+                         unit=self.samples_per_read, cache=self.disk_cache,
+                         hedger=self.hedger(store.config.max_concurrency))
+        return iterate(agen, batch=8, nbytes=_run_bytes, max_bytes=max_bytes)
+
+    def fetch(self, runs: Sequence[Run], *, limit: int) -> list[tuple[Run, list[memoryview]]]:
+        """Read ``runs`` concurrently and return them all (for map-style access)."""
+        store = self.source.downloader.client
+
+        async def run() -> list[tuple[Run, list[memoryview]]]:
+            agen = read_runs(store, self.shards, runs, limit=limit, max_bytes=1,
+                             unit=self.samples_per_read, cache=self.disk_cache,
+                             hedger=self.hedger(store.config.max_concurrency))
+            return [item async for item in agen]
+
+        return get_portal().call(run())
+
+    def samples(self, run: Run, regions: list[memoryview]) -> Iterator[Any]:
+        """The decoded, transformed samples of a run's regions."""
+        info, index = self.shards[run.shard]
+        for local, region in zip(run.samples, regions, strict=True):
+            offset = index.offsets[local]
+            sample = self.format.sample(region, info.url, offset)
+            if self.decode is not None:
+                sample = self.decode(sample, info.url, offset)
+            yield sample if self.transform is None else self.transform(sample)
+
+    def close(self) -> None:
+        """Close this process's connections (reopened on next use)."""
+        self.source.close()
+
+
+def list_shards(op: str, url: str, concurrency: int, settings: Mapping[str, Any]
+                ) -> list[ObjectInfo]:
+    """Every object in a folder (sorted), ``.idx`` sidecars left out.
+
+    Raises:
+        NotFound: the folder is empty.
+        InvalidArgument: it holds only sidecars.
+    """
+    check_int(op, "list_concurrency", concurrency, minimum=1)
+    source = DatasetSource(config=settings.get("config"), endpoint=settings.get("endpoint"),
+                           credentials=settings.get("credentials"), list_retry=None,
+                           download_retry=None, download_options=DownloadOptions())
+    listed = [o for o in source.list_prefix(url, concurrency) if not is_sidecar(o.name)]
+    if not listed:
+        raise InvalidArgument(f"{op}: {url} holds only index sidecars")
+    return listed
+
+
+def _run_bytes(item: tuple[Any, list[memoryview]]) -> int:
+    return sum(len(region) for region in item[1])
+
+
+def _decoder(op: str, fmt: str, decode: Decode) -> Callable[[Any, str, int], Any] | None:
+    if decode is None:
+        return None
+    if fmt == "lines" and decode in ("utf-8", "json"):
+        parse: Callable[[Any], Any] = (bytes.decode if decode == "utf-8" else json.loads)
+        what = "UTF-8" if decode == "utf-8" else "JSON"
+
+        def text(sample: Any, url: str, offset: int) -> Any:
+            try:
+                return parse(sample)
+            except ValueError as exc:
+                raise ShardFormatError(f"read {url}: the line at byte {offset} is not "
+                                       f"{what}: {exc}") from None
+        return text
+    if fmt == "tar" and isinstance(decode, Mapping):
+        fields = dict(decode)
+        for field, fn in fields.items():
+            if not callable(fn):
+                raise InvalidArgument(f"{op}: decode[{field!r}] must be callable")
+
+        def per_field(sample: Any, url: str, offset: int) -> Any:
+            for field, fn in fields.items():
+                if field in sample:
+                    sample[field] = fn(sample[field])
+            return sample
+        return per_field
+    if callable(decode):
+        fn_ = decode
+        return lambda sample, url, offset: fn_(sample)
+    choices = ('"utf-8", "json" or a callable' if fmt == "lines"
+               else "a mapping of field to callable, or a callable")
+    raise InvalidArgument(f"{op}: decode for format {fmt!r} must be {choices}, got {decode!r}")
