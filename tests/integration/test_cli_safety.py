@@ -182,6 +182,9 @@ def test_ls_and_cp_r_follow_a_named_symlink_to_a_directory(  # type: ignore[no-u
     (["cp", "f.txt", "file:/{tmp}/up.txt"], "did you mean file:///{tmp}/up.txt?"),
     (["ls", "gs:/{b}"], "did you mean gs://{b}?"),
     (["ls", "S3:{b}"], "did you mean s3://{b}?"),
+    # The colon left out: once the empty local directory ./gs/b/x, exit 0.
+    (["ls", "gs//{b}/x"], "did you mean gs://{b}/x?"),
+    (["cp", "f.txt", "s3//{b}/f.txt"], "did you mean s3://{b}/f.txt?"),
 ])
 def test_a_scheme_without_slashes_is_a_usage_error_and_writes_nothing(  # type: ignore[no-untyped-def]
         run, emulator: Emulator, tree: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -192,7 +195,8 @@ def test_a_scheme_without_slashes_is_a_usage_error_and_writes_nothing(  # type: 
     code, out, err = run(*[a.format(b=tree, tmp=tmp) for a in argv])
     assert (code, out) == (2, "")
     assert err.startswith(f"aioflux {argv[0]}: error: ") and len(err.splitlines()) == 1, err
-    assert fix.format(b=tree, tmp=tmp) in err and "lacks the '//'" in err
+    missing = "':'" if argv[-1].split("/")[0] in ("gs", "s3") else "'//'"
+    assert fix.format(b=tree, tmp=tmp) in err and f"lacks the {missing}" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]
     assert _names(emulator, tree) == sorted(_TREE)
 
