@@ -91,7 +91,9 @@ def test_ls_and_du_follow_the_rule(run, tree: str) -> None:  # type: ignore[no-u
     assert run("ls", f"{b}/a") == (0, f"{b}/a\n{b}/a/x\n{b}/a/y/\n", "")
     assert run("ls", "-r", f"{b}/a") == (0, f"{b}/a\n{b}/a/x\n{b}/a/y/z\n", "")
     assert run("ls", "-r", f"{b}/a/") == (0, f"{b}/a/x\n{b}/a/y/z\n", "")
-    assert run("ls", f"{b}/ac") == (0, "", "")
+    # "ac" is only a prefix of "acopy/x": it names nothing, as gcloud storage says.
+    assert run("ls", f"{b}/ac") == (1, "", f"aioflux ls: ls {b}/ac: nothing matches (no object "
+                                           "'ac' and no folder 'ac/')\n")
     code, out, _ = run("du", "--json", f"{b}/a")
     assert (code, json.loads(out)) == (0, {"url": f"{b}/a", "objects": 3, "bytes": 6})
     code, out, _ = run("du", "--json", b)
