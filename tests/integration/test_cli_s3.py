@@ -341,6 +341,16 @@ def test_ls_long_shows_the_etag_on_s3(s3run, s3: S3Bucket) -> None:  # type: ign
     assert json.loads(out)["etag"] == etag
 
 
+def test_cp_onto_itself_is_refused_on_s3(s3run, s3: S3Bucket) -> None:  # type: ignore[no-untyped-def]
+    s3.put("d/k", b"payload")
+    for dst in (f"s3://{s3.name}/d/k", f"s3://{s3.name}/d/"):
+        code, out, err = s3run("cp", f"s3://{s3.name}/d/k", dst)
+        assert (code, out) == (1, "")
+        assert err == (f"aioflux cp: cp s3://{s3.name}/d/k: the source and destination are the "
+                       "same object; nothing was copied\n")
+    assert (s3.keys(), s3.get("d/k")) == (["d/k"], b"payload")
+
+
 def test_an_empty_s3_bucket_matches_and_a_missing_one_fails(s3run, s3: S3Bucket) -> None:  # type: ignore[no-untyped-def]
     assert s3run("ls", f"s3://{s3.name}") == (0, "", "")
     assert s3run("du", f"s3://{s3.name}")[:2] == (0, f"0\t0 B\t0 objects\ts3://{s3.name}/\n")

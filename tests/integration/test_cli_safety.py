@@ -118,6 +118,38 @@ def test_cp_r_follows_the_rule(run, emulator: Emulator, tree: str, tmp_path: Pat
     assert bytes(emulator.store.get(tree, "single").data) == b"ACOPYX"
 
 
+# A copy onto itself is refused before anything is copied, as S3 refuses
+# it: GCS rewrote the object as a new generation and printed "copied".
+@pytest.mark.parametrize(("argv", "same"), [
+    (["a", "a"], "a"),
+    (["a/x", "a/"], "a/x"),  # into the folder it is in, under its own name
+    (["-r", "a2", "a2"], "a2/x"),  # a folder onto itself
+    (["-r", "a2/", "a2/"], "a2/x"),
+])
+def test_cp_onto_itself_is_refused(run, emulator: Emulator, tree: str,  # type: ignore[no-untyped-def]
+                                   argv: list[str], same: str) -> None:
+    before = {n: emulator.store.get(tree, n).generation for n in _TREE}
+    urls = [f"gs://{tree}/{a}" if a != "-r" else a for a in argv]
+    code, out, err = run("cp", *urls)
+    assert (code, out) == (1, "")
+    assert err == (f"aioflux cp: cp gs://{tree}/{same}: the source and destination are the "
+                   "same object; nothing was copied\n")
+    assert {n: emulator.store.get(tree, n).generation for n in _TREE} == before
+
+
+def test_cp_of_a_local_file_onto_itself_is_refused(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "f.bin"
+    f.write_bytes(b"F")
+    mtime = f.stat().st_mtime_ns
+    for dst in (str(f), str(tmp_path), f"file://{f}"):
+        code, out, err = run("cp", str(f), dst)
+        assert (code, out) == (1, "")
+        assert err == (f"aioflux cp: cp file://{f}: the source and destination are the same "
+                       "object; nothing was copied\n")
+    assert (f.read_bytes(), f.stat().st_mtime_ns) == (b"F", mtime)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]
+
+
 # -- symbolic links to directories ---------------------------------------------
 
 
