@@ -29,11 +29,12 @@ __all__ = [
 
 # The schemes a URL may name; a plain path means "file".
 SCHEMES = ("gs", "s3", "file")
-# "gs:/b/x", "S3:b", "file:/tmp/x": a known scheme and a colon but not "://".
-# Taken as a path it would be the relative directory "./gs:/b/x", and a
-# checkpoint meant for the bucket would land on local disk; it is far more
-# often ``Path("gs://b") / "x"`` (which collapses the "//") or a typo.
-_SCHEME_TYPO_RE = re.compile(rf"^({'|'.join(SCHEMES)}):(?!//)", re.IGNORECASE)
+# "gs:/b/x", "S3:b", "file:/tmp/x": a known scheme and a colon but not "://";
+# "gs//b/x": the "//" without the colon. Taken as a path either would be a
+# relative directory ("./gs:/b/x", "./gs/b/x"), and a checkpoint meant for
+# the bucket would land on local disk; it is far more often
+# ``Path("gs://b") / "x"`` (which collapses the "//") or a typo.
+_SCHEME_TYPO_RE = re.compile(rf"^({'|'.join(SCHEMES)})(:(?!//)|//)", re.IGNORECASE)
 
 # GCS bucket naming: 3-63 chars (up to 222 with dots), lowercase letters,
 # digits, dashes, underscores and dots, starting and ending alphanumeric.
@@ -188,8 +189,9 @@ def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> S
 
     A path may be a ``str`` or an ``os.PathLike`` (``pathlib.Path``). A
     string that starts with ``gs:``, ``s3:`` or ``file:`` but not ``://``
-    (``gs:/bucket/x``) is refused rather than read as a relative path; a
-    local directory of that name is ``./gs:/...``.
+    (``gs:/bucket/x``), or with ``gs//``, ``s3//`` or ``file//``, is refused
+    rather than read as a relative path; a local directory of that name is
+    ``./gs:/...`` (``./gs//...``).
 
     Args:
         url: the URL or path.
@@ -199,8 +201,8 @@ def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> S
         StoreURL(bucket, name, scheme).
 
     Raises:
-        InvalidURL: an unknown scheme, a scheme without ``//``, a bad bucket
-            or name, or a missing object name.
+        InvalidURL: an unknown scheme, a scheme without ``//`` or without
+            ``:``, a bad bucket or name, or a missing object name.
     """
     if isinstance(url, os.PathLike):
         url = os.fspath(url)
@@ -233,19 +235,21 @@ def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> S
 
 
 def _refuse_scheme_typo(url: str) -> None:
-    """Raise if ``url`` is a gs/s3/file scheme without ``//`` (see ``_SCHEME_TYPO_RE``)."""
+    """Raise if ``url`` is a gs/s3/file scheme without ``//`` or without
+    ``:`` (see ``_SCHEME_TYPO_RE``)."""
     match = _SCHEME_TYPO_RE.match(url)
     if match is None:
         return
-    scheme = match.group(1).lower()
-    rest = url[match.end():].lstrip("/")
+    scheme, no_colon = match.group(1).lower(), match.group(2) == "//"
+    tail = url[match.end():]
+    rest = tail.lstrip("/")
     if scheme == "file":
-        hint = (f"did you mean file:///{rest}?" if url[match.end():].startswith("/")
+        hint = (f"did you mean file:///{rest}?" if rest and (no_colon or tail.startswith("/"))
                 else "use file:///absolute/path or a plain path")
     else:
         hint = f"did you mean {scheme}://{rest}?" if rest else f"use {scheme}://bucket/name"
-    raise InvalidURL(f"{url!r} lacks the '//' of a {scheme}:// URL; {hint} "
-                     f"(a local path: ./{url})")
+    raise InvalidURL(f"{url!r} lacks the {':' if no_colon else '//'!r} of a {scheme}:// URL; "
+                     f"{hint} (a local path: ./{url})")
 
 
 def _absolute(path: str) -> str:

@@ -5,8 +5,9 @@ itself with :func:`command`. Every failure is one line on stderr, never a
 traceback. Exit codes:
 
 * 0: done.
-* 1: the operation failed (no such object, permission, network, checksum,
-  a local file that cannot be read or written).
+* 1: the operation failed (no such object or bucket, a URL that matches
+  nothing, permission, network, checksum, a local file that cannot be read
+  or written, a copy onto itself).
 * 2: usage error: anything wrong with the command line itself, including a
   URL of no store this version serves (``ftp://x`` is unknown), a bad bucket
   name, an invalid ``--endpoint`` or a number out of range.
@@ -40,7 +41,8 @@ EPILOG = ("URLs: gs://bucket/name, s3://bucket/key, file:///path or a local path
           "local store). "
           "gs://bucket/a names the object 'a' and the folder 'a/' (everything under 'a/'), "
           "never 'a2' or 'acopy/'; gs://bucket/a/ names only the folder; a local path names "
-          "its file and its directory the same way. Exit codes: 0 ok, 1 the operation failed, "
+          "its file and its directory the same way. Exit codes: 0 ok, 1 the operation failed "
+          "(a URL that matches nothing included), "
           "2 usage error (bad arguments, a URL of no supported store such as ftp://), "
           "130 interrupted (Ctrl-C), 141 stdout closed early, 143 terminated (SIGTERM, "
           "handled as Ctrl-C).")

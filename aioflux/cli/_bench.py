@@ -200,16 +200,18 @@ def _cleanup(client: Client, bucket: str, prefix: str) -> None:
 
 
 def _print_table(results: list[Result], where: str) -> None:
+    op = max(map(len, OPS))  # "batches" overran a column sized for "write"
     print(f"aioflux bench against {where}")
-    print(f"  {'op':<6} {'items':>8} {'bytes':>11} {'seconds':>8} {'items/s':>10} {'MB/s':>9} "
-          f"{'requests':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}")
+    print(f"  {'op':<{op}} {'items':>8} {'bytes':>11} {'seconds':>8} {'items/s':>10} "
+          f"{'MB/s':>9} {'requests':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}")
     for r in results:
-        print(f"  {r.op:<6} {r.items:>8,} {human(r.bytes):>11} {r.seconds:>8.2f} "
+        print(f"  {r.op:<{op}} {r.items:>8,} {human(r.bytes):>11} {r.seconds:>8.2f} "
               f"{r.items_per_s:>10,.0f} {r.mb_per_s:>9.1f} {r.requests:>9,} "
               f"{r.p50_ms:>8.1f} {r.p95_ms:>8.1f} {r.p99_ms:>8.1f}")
     for r in results:
         if r.batches:
-            print(f"  {r.op}: {r.batches:,} batches of up to {-(-r.items // r.batches):,}, "
+            batches = f"{r.batches:,} batch{'es' if r.batches != 1 else ''}"
+            print(f"  {r.op}: {batches} of up to {-(-r.items // r.batches):,}, "
                   f"batch p50 {r.batch_p50_ms:.1f} ms, p95 {r.batch_p95_ms:.1f} ms, "
                   f"p99 {r.batch_p99_ms:.1f} ms; hedges sent {r.hedges_sent:,}, "
                   f"won {r.hedges_won:,}")

@@ -54,7 +54,8 @@ from ..s3._store import S3Store
 
 __all__ = ["SERVED_SCHEMES", "Progress", "Stores", "add_client_arguments", "emit_json",
            "endpoint_arg", "gs_url_arg", "human", "int_at_least",
-           "linked_directory", "list_named", "portal_store", "region_arg", "url_arg"]
+           "linked_directory", "list_named", "nothing_matches", "portal_store", "region_arg",
+           "require_match", "url_arg"]
 
 # Schemes with a backend in this version (aioflux._api.stores builds one for
 # each): every one of SCHEMES.
@@ -289,6 +290,46 @@ async def list_named(store: ObjectStore, url: StoreURL) -> AsyncIterator[ObjectI
             pass  # no such object (a missing bucket fails the listing below)
     async for obj in store.list_objects(bucket, folder_prefix(name)):
         yield obj
+
+
+def nothing_matches(op: str, url: StoreURL) -> NotFound:
+    """The error of a URL that names no object and no folder holding one
+    (``gcloud storage``: "One or more URLs matched no objects", exit 1).
+
+    Args:
+        op: the command (``ls``, ``du``, ``rm``, ``cp``).
+        url: the URL.
+
+    Returns:
+        The NotFound to raise, naming the URL's bucket and name.
+    """
+    bucket, name = url
+    folder = f"no folder {folder_prefix(name)!r}"
+    what = ("no object in the bucket" if not name else folder if name.endswith("/")
+            else f"no object {name!r} and {folder}")
+    return NotFound(f"{op} {url}: nothing matches ({what})", operation=op, bucket=bucket,
+                    name=name)
+
+
+def require_match(op: str, url: StoreURL, found: bool) -> None:
+    """Fail, as ``gcloud storage ls`` and ``du`` do, when ``url`` matched
+    nothing. A bucket matches even empty (its listing, which would have
+    failed on a missing bucket, proved it exists), and so does a local
+    directory, as for GNU ``ls``; a name or folder matches only objects.
+
+    Args:
+        op: the command.
+        url: the URL the command listed.
+        found: whether the listing found an object or a folder.
+
+    Raises:
+        NotFound: nothing matched.
+    """
+    if found or not url.name:
+        return
+    if url.scheme == "file" and os.path.isdir(path_of(url.bucket, url.name.rstrip("/"))):
+        return
+    raise nothing_matches(op, url)
 
 
 def human(n: float) -> str:

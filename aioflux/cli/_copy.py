@@ -30,7 +30,7 @@ import sys
 from dataclasses import dataclass
 
 from .._core.crc import crc32c_combine, encode_crc32c
-from .._core.errors import ChecksumMismatch, NotFound
+from .._core.errors import ChecksumMismatch, InvalidArgument, NotFound
 from .._core.options import WriterOptions
 from .._core.store import Fetched, ObjectStore, StoreFeatures
 from .._core.types import ObjectInfo
@@ -43,6 +43,7 @@ from ._common import (
     add_client_arguments,
     int_at_least,
     list_named,
+    nothing_matches,
     url_arg,
 )
 from ._registry import UsageError, command
@@ -145,9 +146,19 @@ async def _plan_folder(store: ObjectStore, url: StoreURL, dst: StoreURL) -> list
         print(f"aioflux cp: skipped {exact.url}: an object and a folder share the name; "
               "copy it without -r", file=sys.stderr)
     if not items:
-        raise NotFound(f"cp {url}: nothing matches (no object {url.name!r} and no folder "
-                       f"{prefix!r})", operation="cp", bucket=url.bucket, name=url.name)
+        raise nothing_matches("cp", url)
     return items
+
+
+def _refuse_copies_onto_themselves(plan: list[_Item]) -> None:
+    """Fail before any copy if an object would be copied onto itself, as S3
+    refuses and ``gcloud storage cp`` does ("Source URL matches destination
+    URL"): GCS would rewrite it as a new generation and the filesystem
+    replace it, and either reported a copy that made nothing new."""
+    for item in plan:
+        if item.src_url == item.dst:
+            raise InvalidArgument(f"cp {item.src_url}: the source and destination are the "
+                                  "same object; nothing was copied")
 
 
 def _into(dst: StoreURL, basename: str) -> StoreURL:
@@ -243,6 +254,7 @@ def _cp(args: argparse.Namespace) -> int:
         async with Stores(args) as stores:
             stores(args.dst)  # a destination without a store fails before any read
             plan = await _plan(stores, args.src, args.dst, args.recursive)
+            _refuse_copies_onto_themselves(plan)
             total = sum(item.src.size for item in plan)
             progress = Progress(total, "cp", enabled=args.progress)
             try:

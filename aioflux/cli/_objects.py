@@ -10,13 +10,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import AsyncIterator
 
 from .._core.errors import NotFound
 from .._core.store import ObjectStore, delete_all
-from .._core.types import ObjectInfo
+from .._core.types import ListPage, ObjectInfo
 from .._core.urls import StoreURL, folder_prefix, format_url
 from .._core.window import gather_bounded
 from ..gcs._client import AsyncClient
+from ..s3._store import S3Store
 from ._common import (
     Stores,
     add_client_arguments,
@@ -24,7 +26,9 @@ from ._common import (
     human,
     linked_directory,
     list_named,
+    nothing_matches,
     portal_store,
+    require_match,
     url_arg,
 )
 from ._registry import UsageError, command
@@ -33,6 +37,12 @@ __all__: list[str] = []
 
 _ANY_URL = "gs://bucket[/name], s3://bucket[/key], file:///path or a path"
 _ONE_URL = "gs://bucket/name, s3://bucket/key, file:///path or a path"
+# The listing fields of ls: what a listing asks for (LIST_FIELDS) and the
+# ``updated`` that -l and --json show.
+_LS_FIELDS = "nextPageToken,prefixes,items(name,size,generation,crc32c,updated)"
+# The -l column of generations: GCS's have 16 digits; wider ones (an S3 ETag,
+# a file's nanoseconds) widen it for every row.
+_VERSION_WIDTH = 16
 # Deletes in flight for rm: enough to hide latency, well under GCS's
 # per-bucket write rate.
 _RM_CONCURRENCY = 32
@@ -41,37 +51,60 @@ _RM_CONCURRENCY = 32
 def _ls_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("url", type=url_arg, help=_ANY_URL)
     parser.add_argument("-l", "--long", action="store_true",
-                        help="columns: size, generation (a file's: its mtime in ns), "
-                             "updated, URL")
+                        help="columns: size, generation (a file's: its mtime in ns; on S3 the "
+                             "ETag), updated, URL")
     parser.add_argument("-r", "--recursive", action="store_true",
                         help="every object under the folder (no '/' grouping)")
     parser.add_argument("--json", action="store_true", help="one JSON document")
     add_client_arguments(parser)
 
 
-async def _ls_rows(client: ObjectStore, url: StoreURL,
+def _etag(store: ObjectStore, info: ObjectInfo) -> str | None:
+    """An S3 object's ETag as S3 tools show it (unquoted; ``<md5>-<parts>``
+    after a multipart upload), None on other stores.
+
+    ``info.generation`` is the ETag as a number, 43 digits that no S3 tool
+    shows; an MD5 ETag is decoded from it, any other the store recalls from
+    the listing or stat that returned it.
+    """
+    if not isinstance(store, S3Store):
+        return None
+    etag = store._known_etag(info.generation)
+    return etag.strip('"') if etag else None
+
+
+def _row(store: ObjectStore, o: ObjectInfo) -> dict[str, object]:
+    row: dict[str, object] = {"url": o.url, "size": o.size, "generation": o.generation,
+                              "updated": o.updated}
+    etag = _etag(store, o)
+    if etag is not None:
+        row["etag"] = etag
+    return row
+
+
+def _pages(store: ObjectStore, bucket: str, prefix: str,
+           delimiter: str | None) -> AsyncIterator[ListPage]:
+    if isinstance(store, AsyncClient):
+        # GCS lists lean fields unless asked: -l and --json show ``updated`` too.
+        return store.list(bucket, prefix, delimiter=delimiter, fields=_LS_FIELDS)
+    return store.list(bucket, prefix, delimiter=delimiter)
+
+
+async def _ls_rows(store: ObjectStore, url: StoreURL,
                    recursive: bool) -> list[dict[str, object]]:
     bucket, name = url
     rows: list[dict[str, object]] = []
-
-    def row(o: ObjectInfo) -> dict[str, object]:
-        return {"url": o.url, "size": o.size, "generation": o.generation, "updated": o.updated}
-
-    if recursive:
-        return [row(o) async for o in list_named(client, url)]
     if name and not name.endswith("/"):
+        # A listing of prefix "a" would also return "a2" and "acopy/x": look
+        # up the exact name, then list the folder.
         try:
-            rows.append(row(await client.stat(bucket, name)))
+            rows.append(_row(store, await store.stat(bucket, name)))
         except NotFound:
             pass  # only a folder by that name, or nothing (a missing bucket fails below)
-    if isinstance(client, AsyncClient):
-        # GCS lists lean fields unless asked: -l shows ``updated`` too.
-        pages = client.list(bucket, folder_prefix(name), delimiter="/", fields=None)
-    else:
-        pages = client.list(bucket, folder_prefix(name), delimiter="/")
-    async for page in pages:
+    async for page in _pages(store, bucket, folder_prefix(name), None if recursive else "/"):
         rows.extend({"prefix": format_url(url.scheme, bucket, p)} for p in page.prefixes)
-        rows.extend(row(o) for o in page.objects)
+        rows.extend(_row(store, o) for o in page.objects)
+    require_match("ls", url, bool(rows))
     # A page lists its prefixes apart from its objects: merge them in name order.
     rows.sort(key=lambda r: str(r.get("url") or r["prefix"]))
     return rows
@@ -87,15 +120,18 @@ def _ls(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(rows)
         return 0
+    if args.long:
+        versions = [str(r.get("etag", r.get("generation", ""))) for r in rows]
+        width = max([_VERSION_WIDTH, *map(len, versions)])
+        for row, version in zip(rows, versions, strict=True):
+            if "prefix" in row:
+                print(f"{'':>12}  {'':>{width}}  {'':>24}  {row['prefix']}")
+            else:
+                print(f"{row['size']:>12}  {version:>{width}}  {row['updated'] or '':>24}  "
+                      f"{row['url']}")
+        return 0
     for row in rows:
-        if "prefix" in row:
-            print(f"{'':>12}  {'':>16}  {'':>24}  {row['prefix']}" if args.long
-                  else row["prefix"])
-        elif args.long:
-            print(f"{row['size']:>12}  {row['generation']:>16}  {row['updated'] or '':>24}  "
-                  f"{row['url']}")
-        else:
-            print(row["url"])
+        print(row.get("prefix") or row["url"])
     return 0
 
 
@@ -110,14 +146,15 @@ def _stat(args: argparse.Namespace) -> int:
     if not name or name.endswith("/"):
         raise UsageError(f"{args.url} names no object")
 
-    async def run() -> ObjectInfo:
+    async def run() -> dict[str, object]:
         async with Stores(args) as stores:
-            return await stores(args.url).stat(bucket, name)
+            store = stores(args.url)
+            info = await store.stat(bucket, name)
+            row = _row(store, info)
+        return {**row, "crc32c": info.crc32c, "md5": info.md5,
+                "content_type": info.content_type, "metadata": dict(info.metadata)}
 
-    info = asyncio.run(run())
-    emit_json({"url": info.url, "size": info.size, "generation": info.generation,
-               "crc32c": info.crc32c, "md5": info.md5, "content_type": info.content_type,
-               "updated": info.updated, "metadata": dict(info.metadata)})
+    emit_json(asyncio.run(run()))
     return 0
 
 
@@ -160,9 +197,7 @@ async def _rm_targets(stores: Stores, urls: list[StoreURL], recursive: bool) -> 
             found = [(store, bucket, o.name, o.generation or None)
                      async for o in list_named(store, url)]
             if not found:
-                raise NotFound(f"rm {url}: nothing matches (no object {name!r} and no "
-                               f"folder {folder_prefix(name)!r})",
-                               operation="rm", bucket=bucket, name=name)
+                raise nothing_matches("rm", url)
             targets.extend(found)
         elif not name or name.endswith("/"):
             raise UsageError(f"{url} names a bucket or folder; use -r")
@@ -230,6 +265,7 @@ def _du(args: argparse.Namespace) -> int:
             async for obj in list_named(stores(args.url), args.url):
                 count += 1
                 total += obj.size
+        require_match("du", args.url, count > 0)
         return count, total
 
     count, total = asyncio.run(run())

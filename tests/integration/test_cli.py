@@ -263,6 +263,19 @@ def test_bench_against_a_bucket(run, sync_client: Client, bucket: str,  # type: 
     assert list(sync_client.list_objects(bucket)) == []  # cleaned up
 
 
+def test_bench_table_keeps_its_columns(run, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run("bench", f"gs://{bucket}/area", "--objects", "3", "--size", "10",
+                         "--checkpoint-mb", "1")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    table = lines[1:-1]  # the header and one row per op
+    assert [row.split()[0] for row in table] == ["op", "write", "list", "read", "batches",
+                                                 "save", "load"]
+    # Every column right-aligned under its header ("batches" once pushed its row out by one).
+    assert len({len(row) for row in table}) == 1, out
+    assert lines[-1].startswith("  batches: 1 batch of up to 3, batch p50 "), lines[-1]
+
+
 def test_bench_on_bundled_emulator(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--objects", "10", "--size", "100", "--ops", "write,read"]) == 0
     out = capsys.readouterr().out

@@ -106,7 +106,8 @@ def test_ls_stat_cat_du_follow_the_url_rule_on_s3(s3run, s3: S3Bucket) -> None: 
 
 def test_missing_s3_objects_fail_in_one_line(s3run, s3: S3Bucket) -> None:  # type: ignore[no-untyped-def]
     for argv in (["stat", f"s3://{s3.name}/nope"], ["rm", f"s3://{s3.name}/nope"],
-                 ["cat", f"s3://{s3.name}/nope"], ["cp", f"s3://{s3.name}/nope", "/tmp/x"]):
+                 ["cat", f"s3://{s3.name}/nope"], ["cp", f"s3://{s3.name}/nope", "/tmp/x"],
+                 ["ls", f"s3://{s3.name}/nope"], ["du", f"s3://{s3.name}/nope"]):
         code, out, err = s3run(*argv)
         assert (code, out) == (1, ""), argv
         assert err.startswith(f"aioflux {argv[0]}: ") and "nope" in err, err
@@ -324,3 +325,37 @@ def test_cp_between_stores_keeps_the_content_type_and_metadata(  # type: ignore[
     code, _, err = s3run("cp", str(tmp_path / "down" / "small.csv"), f"gs://{bucket}/up.csv")
     assert (code, err) == (0, "")
     assert attributes(sync_client, bucket, "up.csv") == ("application/octet-stream", {})
+
+
+def test_ls_long_shows_the_etag_on_s3(s3run, s3: S3Bucket) -> None:  # type: ignore[no-untyped-def]
+    import hashlib
+
+    s3.put("d/k", b"payload")
+    code, out, err = s3run("ls", "-l", f"s3://{s3.name}/d/")
+    assert (code, err) == (0, "")
+    size, etag, _updated, url = out.split()
+    # The ETag as S3 tools show it, not the 43-digit number it is as a generation.
+    assert (int(size), etag, url) == (7, hashlib.md5(b"payload").hexdigest(),
+                                      f"s3://{s3.name}/d/k")
+    code, out, _ = s3run("stat", f"s3://{s3.name}/d/k")
+    assert json.loads(out)["etag"] == etag
+
+
+def test_cp_onto_itself_is_refused_on_s3(s3run, s3: S3Bucket) -> None:  # type: ignore[no-untyped-def]
+    s3.put("d/k", b"payload")
+    for dst in (f"s3://{s3.name}/d/k", f"s3://{s3.name}/d/"):
+        code, out, err = s3run("cp", f"s3://{s3.name}/d/k", dst)
+        assert (code, out) == (1, "")
+        assert err == (f"aioflux cp: cp s3://{s3.name}/d/k: the source and destination are the "
+                       "same object; nothing was copied\n")
+    assert (s3.keys(), s3.get("d/k")) == (["d/k"], b"payload")
+
+
+def test_an_empty_s3_bucket_matches_and_a_missing_one_fails(s3run, s3: S3Bucket) -> None:  # type: ignore[no-untyped-def]
+    assert s3run("ls", f"s3://{s3.name}") == (0, "", "")
+    assert s3run("du", f"s3://{s3.name}")[:2] == (0, f"0\t0 B\t0 objects\ts3://{s3.name}/\n")
+    for argv in (["ls"], ["ls", "-r"], ["du"]):
+        code, out, err = s3run(*argv, "s3://no-such-bucket-cli/x")
+        assert (code, out) == (1, ""), argv
+        assert err.startswith(f"aioflux {argv[0]}: list s3://no-such-bucket-cli/x"), err
+        assert len(err.splitlines()) == 1

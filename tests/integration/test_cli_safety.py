@@ -91,7 +91,9 @@ def test_ls_and_du_follow_the_rule(run, tree: str) -> None:  # type: ignore[no-u
     assert run("ls", f"{b}/a") == (0, f"{b}/a\n{b}/a/x\n{b}/a/y/\n", "")
     assert run("ls", "-r", f"{b}/a") == (0, f"{b}/a\n{b}/a/x\n{b}/a/y/z\n", "")
     assert run("ls", "-r", f"{b}/a/") == (0, f"{b}/a/x\n{b}/a/y/z\n", "")
-    assert run("ls", f"{b}/ac") == (0, "", "")
+    # "ac" is only a prefix of "acopy/x": it names nothing, as gcloud storage says.
+    assert run("ls", f"{b}/ac") == (1, "", f"aioflux ls: ls {b}/ac: nothing matches (no object "
+                                           "'ac' and no folder 'ac/')\n")
     code, out, _ = run("du", "--json", f"{b}/a")
     assert (code, json.loads(out)) == (0, {"url": f"{b}/a", "objects": 3, "bytes": 6})
     code, out, _ = run("du", "--json", b)
@@ -114,6 +116,38 @@ def test_cp_r_follows_the_rule(run, emulator: Emulator, tree: str, tmp_path: Pat
     assert _names(emulator, tree) == ["a", "a/x", "a/y/z", "a2/x", "acopy/x", "copy/x",
                                       "single"]
     assert bytes(emulator.store.get(tree, "single").data) == b"ACOPYX"
+
+
+# A copy onto itself is refused before anything is copied, as S3 refuses
+# it: GCS rewrote the object as a new generation and printed "copied".
+@pytest.mark.parametrize(("argv", "same"), [
+    (["a", "a"], "a"),
+    (["a/x", "a/"], "a/x"),  # into the folder it is in, under its own name
+    (["-r", "a2", "a2"], "a2/x"),  # a folder onto itself
+    (["-r", "a2/", "a2/"], "a2/x"),
+])
+def test_cp_onto_itself_is_refused(run, emulator: Emulator, tree: str,  # type: ignore[no-untyped-def]
+                                   argv: list[str], same: str) -> None:
+    before = {n: emulator.store.get(tree, n).generation for n in _TREE}
+    urls = [f"gs://{tree}/{a}" if a != "-r" else a for a in argv]
+    code, out, err = run("cp", *urls)
+    assert (code, out) == (1, "")
+    assert err == (f"aioflux cp: cp gs://{tree}/{same}: the source and destination are the "
+                   "same object; nothing was copied\n")
+    assert {n: emulator.store.get(tree, n).generation for n in _TREE} == before
+
+
+def test_cp_of_a_local_file_onto_itself_is_refused(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "f.bin"
+    f.write_bytes(b"F")
+    mtime = f.stat().st_mtime_ns
+    for dst in (str(f), str(tmp_path), f"file://{f}"):
+        code, out, err = run("cp", str(f), dst)
+        assert (code, out) == (1, "")
+        assert err == (f"aioflux cp: cp file://{f}: the source and destination are the same "
+                       "object; nothing was copied\n")
+    assert (f.read_bytes(), f.stat().st_mtime_ns) == (b"F", mtime)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]
 
 
 # -- symbolic links to directories ---------------------------------------------
@@ -182,6 +216,9 @@ def test_ls_and_cp_r_follow_a_named_symlink_to_a_directory(  # type: ignore[no-u
     (["cp", "f.txt", "file:/{tmp}/up.txt"], "did you mean file:///{tmp}/up.txt?"),
     (["ls", "gs:/{b}"], "did you mean gs://{b}?"),
     (["ls", "S3:{b}"], "did you mean s3://{b}?"),
+    # The colon left out: once the empty local directory ./gs/b/x, exit 0.
+    (["ls", "gs//{b}/x"], "did you mean gs://{b}/x?"),
+    (["cp", "f.txt", "s3//{b}/f.txt"], "did you mean s3://{b}/f.txt?"),
 ])
 def test_a_scheme_without_slashes_is_a_usage_error_and_writes_nothing(  # type: ignore[no-untyped-def]
         run, emulator: Emulator, tree: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -192,7 +229,8 @@ def test_a_scheme_without_slashes_is_a_usage_error_and_writes_nothing(  # type: 
     code, out, err = run(*[a.format(b=tree, tmp=tmp) for a in argv])
     assert (code, out) == (2, "")
     assert err.startswith(f"aioflux {argv[0]}: error: ") and len(err.splitlines()) == 1, err
-    assert fix.format(b=tree, tmp=tmp) in err and "lacks the '//'" in err
+    missing = "':'" if argv[-1].split("/")[0] in ("gs", "s3") else "'//'"
+    assert fix.format(b=tree, tmp=tmp) in err and f"lacks the {missing}" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]
     assert _names(emulator, tree) == sorted(_TREE)
 

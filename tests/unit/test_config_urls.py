@@ -46,12 +46,32 @@ def test_scheme_without_slashes_is_refused(url: str | os.PathLike[str], fix: str
     assert f"a local path: ./{os.fspath(url)}" in message
 
 
+# "gs//b/o" (the colon left out) was the relative path ./gs/b/o: `ls gs//b/o`
+# listed an empty local directory and exited 0.
+@pytest.mark.parametrize(("url", "fix"), [
+    ("gs//my-bucket/o", "did you mean gs://my-bucket/o?"),
+    ("S3//my-bucket/x/", "did you mean s3://my-bucket/x/?"),
+    ("gs//", "use gs://bucket/name"),
+    ("file//tmp/x", "did you mean file:///tmp/x?"),
+    ("file//", "use file:///absolute/path or a plain path"),
+])
+def test_scheme_without_colon_is_refused(url: str, fix: str) -> None:
+    with pytest.raises(InvalidURL) as info:
+        parse_url(url)
+    message = str(info.value)
+    assert message.startswith(repr(url)) and "lacks the ':'" in message
+    assert fix in message
+    assert f"a local path: ./{url}" in message
+
+
 def test_a_local_directory_named_like_a_scheme_is_written_with_dot_slash() -> None:
     url = parse_url("./gs:/my-bucket/run1")
     assert url.scheme == "file"
     assert str(url) == "file://" + os.path.abspath("gs:/my-bucket/run1")
     # Only the three schemes: "c:/x" or "gsx:/y" stay plain relative paths.
     assert parse_url("gsx:/y").scheme == parse_url("c:/x").scheme == "file"
+    assert parse_url("./gs//my-bucket/o") == parse_url("gs/my-bucket/o")
+    assert parse_url("./gs//my-bucket/o").scheme == "file"
 
 
 def test_file_urls_take_three_slashes_or_localhost() -> None:
