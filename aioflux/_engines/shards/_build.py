@@ -8,6 +8,7 @@ against its crc32c as it goes, whose result goes to the cache.
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import re
 from collections.abc import Iterator, Sequence
@@ -22,7 +23,14 @@ from ..reader import ObjectReader
 from ._formats import ShardFormat, compression_of, decompressed
 from ._index import INDEX_SUFFIX, IndexCache, ShardIndex, decode_index
 
-__all__ = ["chain_counts", "expand_braces", "index_shards", "is_sidecar", "stream_index"]
+__all__ = ["INDEX_THREADS", "chain_counts", "expand_braces", "index_shards", "is_sidecar",
+           "stream_index"]
+
+# Shards indexed at once by streaming, each with a reader holding at most
+# 8 blocks of 4 MiB ahead: one shard's parsing overlaps the others' reads,
+# in at most 128 MiB.
+INDEX_THREADS = 4
+_INDEX_READER = ReaderOptions(read_ahead=8)
 
 _BRACE = re.compile(r"\{([^{}]*)\}")
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
@@ -84,7 +92,7 @@ def stream_index(store: ObjectStore, info: ObjectInfo, fmt: ShardFormat,
         ChecksumMismatch: the bytes read are not the object's.
         StorageError: a read failed.
     """
-    options = options or ReaderOptions()
+    options = options or _INDEX_READER
     compression = compression_of(info.name)
     with ObjectReader(store, info.bucket, info.name, options=options, info=info) as reader:
         data = decompressed(_chunks(reader, options.block_size), compression, info.url)
@@ -140,12 +148,18 @@ def index_shards(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardFor
             found[i] = index
             if index is not None and cache is not None:
                 cache.put(shards[i].url, index)
+    todo = [i for i, index in enumerate(found) if index is None]
+    if todo:
+        with concurrent.futures.ThreadPoolExecutor(min(INDEX_THREADS, len(todo))) as pool:
+            # map() raises the first failure in shard order; the rest still finish.
+            for i, index in zip(todo, pool.map(lambda i: stream_index(store, shards[i], fmt),
+                                               todo), strict=True):
+                found[i] = index
+                if cache is not None:
+                    cache.put(shards[i].url, index)
     out = []
     for info, index in zip(shards, found, strict=True):
-        if index is None:
-            index = stream_index(store, info, fmt)
-            if cache is not None:
-                cache.put(info.url, index)
+        assert index is not None
         if index.format != fmt.name:
             raise ShardFormatError(f"index {info.url}: indexed as {index.format!r}, "
                                    f"read as {fmt.name!r}")
