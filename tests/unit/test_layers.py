@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("aioflux._engines",),
     ("aioflux.gcs", "aioflux.local", "aioflux.s3"),
     ("aioflux._api", "aioflux.otel"),
-    ("aioflux.torch",),
+    ("aioflux.torch", "aioflux.fsspec"),
     ("aioflux.testing",),
     ("aioflux.cli",),
     ("aioflux", "aioflux.__main__"),

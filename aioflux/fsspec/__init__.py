@@ -1,0 +1,57 @@
+"""fsspec filesystem over aioflux's stores (``pip install fsspec``).
+
+``AiofluxFileSystem`` serves ``aioflux-gs://``, ``aioflux-s3://`` and
+``aioflux-file://`` URLs, which installing aioflux registers with fsspec
+(and nothing else: gcsfs and s3fs keep ``gs://`` and ``s3://``).
+:func:`register` makes chosen protocols (``gs``, ``s3``...) go through
+aioflux for this process, for tools that only take those URLs (pandas,
+pyarrow, Lightning, torch DCP, zarr).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+try:
+    import fsspec as _fsspec  # noqa: F401
+except ImportError:  # pragma: no cover - the message names the extra
+    raise ImportError("aioflux.fsspec needs fsspec: pip install 'aioflux-storage[fsspec]'") \
+        from None
+
+from ._filesystem import AiofluxFileSystem
+
+__all__ = ["AiofluxFileSystem", "register"]
+
+_PROTOCOL_SCHEMES = {"gs": "gs", "gcs": "gs", "s3": "s3", "s3a": "s3", "file": "file",
+                     "local": "file"}
+
+
+def register(protocols: Iterable[str] = ("gs", "s3")) -> None:
+    """Make fsspec open these protocols' URLs with aioflux, in this process.
+
+    Replaces whatever fsspec had for them (gcsfs, s3fs, its local
+    filesystem) until the process ends. Call it in every process that
+    opens such URLs through fsspec (each DDP rank's script; DataLoader
+    workers forked after the call inherit it).
+
+    Args:
+        protocols: among ``gs``, ``gcs``, ``s3``, ``s3a``, ``file``, ``local``.
+
+    Raises:
+        InvalidArgument: a protocol aioflux does not serve.
+    """
+    import fsspec
+
+    from .._core.errors import InvalidArgument
+
+    if isinstance(protocols, str):
+        protocols = [protocols]
+    for name in protocols:
+        scheme = _PROTOCOL_SCHEMES.get(name)
+        if scheme is None:
+            raise InvalidArgument(f"aioflux.fsspec.register: aioflux serves "
+                                  f"{', '.join(sorted(_PROTOCOL_SCHEMES))}, not {name!r}")
+        cls = type(f"AiofluxFileSystem_{name}", (AiofluxFileSystem,),
+                   {"protocol": (name, f"aioflux-{scheme}"), "default_scheme": scheme,
+                    "__module__": __name__})
+        fsspec.register_implementation(name, cls, clobber=True)

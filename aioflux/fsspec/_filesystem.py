@@ -1,0 +1,462 @@
+"""``AiofluxFileSystem``: an ``fsspec.asyn.AsyncFileSystem`` over the storage protocol.
+
+One class serves every store aioflux has (``scheme``: ``gs``, ``s3``,
+``file``); its methods are the store's checked reads and all-or-nothing
+writes. Sync calls run on aioflux's process-wide portal loop (fsspec's
+``self.loop``), so no second loop thread starts, and a process forked
+from one that used the filesystem gets its own loop and store (fsspec's
+own loop refuses to run after a fork).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+import fsspec.asyn
+
+from .._api.open import TextWriter
+from .._api.stores import new_store
+from .._core.config import ClientConfig
+from .._core.crc import crc32c_combine, encode_crc32c
+from .._core.errors import ChecksumMismatch, InvalidArgument, NotFound, PreconditionFailed
+from .._core.portal import get_portal
+from .._core.store import ObjectStore, delete_all
+from .._core.types import ObjectInfo
+from .._core.validate import Credentials
+from .._core.window import gather_bounded, window
+from .._engines.async_writer import AsyncObjectWriter
+from .._engines.reader import ObjectReader
+from .._engines.writer import ObjectWriter
+from ._paths import join, split, strip_protocol
+
+__all__ = ["AiofluxFileSystem"]
+
+# Bytes per ranged GET of get_file, and how many are in flight.
+_GET_BLOCK = 8 * 1024 * 1024
+_GET_AHEAD = 8
+# Bytes per local read of put_file.
+_PUT_CHUNK = 8 * 1024 * 1024
+# Ranges of one object closer than this are read as one (cat_ranges).
+_COALESCE_GAP = 1024 * 1024
+_SCHEMES = ("gs", "s3", "file")
+
+
+class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
+    """fsspec filesystem over aioflux's stores: ``gs``, ``s3`` or ``file``.
+
+    Args:
+        scheme: the store (a URL's protocol picks it when fsspec builds the
+            filesystem from a URL; default ``gs``, or the protocol
+            :func:`~aioflux.fsspec.register` made this class for).
+        config: ClientConfig of the store.
+        endpoint: API root (``gs``, ``s3``).
+        credentials: GCS credentials (``gs`` only).
+        asynchronous: fsspec's async mode (call the ``_`` coroutines on your loop).
+        loop: ignored in sync mode (aioflux's portal loop runs the calls).
+        **storage_options: fsspec's own settings (``skip_instance_cache``...).
+
+    Raises:
+        InvalidArgument: an unknown scheme or a setting of the wrong type.
+    """
+
+    protocol: tuple[str, ...] = ("aioflux-gs", "aioflux-s3", "aioflux-file")
+    default_scheme = "gs"
+    root_marker = ""
+    async_impl = True
+    cachable = True
+
+    def __init__(self, scheme: str | None = None, *, config: ClientConfig | None = None,
+                 endpoint: str | None = None, credentials: Credentials = None,
+                 asynchronous: bool = False, loop: Any = None,
+                 **storage_options: Any) -> None:
+        scheme = scheme or type(self).default_scheme
+        if scheme not in _SCHEMES:
+            raise InvalidArgument(f"AiofluxFileSystem: scheme must be one of "
+                                  f"{', '.join(_SCHEMES)}, got {scheme!r}")
+        # fsspec's loop thread is never started: sync calls go to the portal's (see loop).
+        super().__init__(asynchronous=asynchronous,
+                         loop=None if asynchronous else get_portal().loop, **storage_options)
+        self.scheme = scheme
+        self._settings = (config, endpoint, credentials)
+        new_store(scheme, config, endpoint=endpoint, credentials=credentials)  # checks them
+        self._store: tuple[int, ObjectStore] | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop sync calls run on: aioflux's portal (this process's)."""
+        return None if self.asynchronous else get_portal().loop
+
+    @property
+    def store(self) -> ObjectStore:
+        """This process's store (built on first use, again after a fork)."""
+        held = self._store
+        if held is None or held[0] != os.getpid():
+            config, endpoint, credentials = self._settings
+            held = (os.getpid(), new_store(self.scheme, config, endpoint=endpoint,
+                                           credentials=credentials))
+            self._store = held
+        return held[1]
+
+    # -- paths ---------------------------------------------------------------
+
+    @classmethod
+    def _strip_protocol(cls, path: Any) -> Any:
+        if isinstance(path, list):
+            return [cls._strip_protocol(p) for p in path]
+        return strip_protocol(os.fspath(path))
+
+    @staticmethod
+    def _get_kwargs_from_urls(path: str) -> dict[str, Any]:
+        head = path.split("://", 1)[0] if "://" in path else ""
+        scheme = head.removeprefix("aioflux-")
+        return {"scheme": {"gcs": "gs", "s3a": "s3"}.get(scheme, scheme)} \
+            if scheme in (*_SCHEMES, "gcs", "s3a") else {}
+
+    def unstrip_protocol(self, name: str) -> str:
+        """The URL of a path (``gs://b/k``)."""
+        path = strip_protocol(name)
+        return f"file://{path}" if self.scheme == "file" else f"{self.scheme}://{path}"
+
+    def _split(self, path: str, *, folder: bool = False) -> tuple[str, str]:
+        return split(self.scheme, path, folder=folder)
+
+    def _entry(self, info: ObjectInfo) -> dict[str, Any]:
+        return {"name": join(self.scheme, info.bucket, info.name), "size": info.size,
+                "type": "file", "crc32c": None if info.crc32c is None
+                else encode_crc32c(info.crc32c), "version": info.version,
+                "generation": info.generation, "md5": info.md5, "updated": info.updated,
+                "content_type": info.content_type, "metadata": dict(info.metadata)}
+
+    def _folder(self, bucket: str, name: str) -> dict[str, Any]:
+        return {"name": join(self.scheme, bucket, name.rstrip("/")), "size": 0,
+                "type": "directory"}
+
+    # -- metadata ------------------------------------------------------------
+
+    async def _info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        bucket, name = self._split(path, folder=True)
+        if name:
+            try:
+                return self._entry(await self.store.stat(bucket, name))
+            except NotFound:
+                pass
+        # A folder exists while an object lies under it (object stores have
+        # no empty folders); a bucket's root always does, if the bucket does.
+        prefix = name + "/" if name else ""
+        async for page in self.store.list(bucket, prefix, delimiter="/", page_size=1):
+            if page.objects or page.prefixes or not name:
+                return self._folder(bucket, name)
+            break
+        raise FileNotFoundError(f"{self.unstrip_protocol(path)}: no such object or folder")
+
+    async def _ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
+        bucket, name = self._split(path, folder=True)
+        prefix = name + "/" if name else ""
+        out: list[dict[str, Any]] = []
+        async for page in self.store.list(bucket, prefix, delimiter="/"):
+            out.extend(self._entry(o) for o in page.objects if o.name != prefix)
+            out.extend(self._folder(bucket, p) for p in page.prefixes)
+        if not out and name:
+            info = await self._info(path)  # a file lists as itself
+            if info["type"] == "file":
+                out = [info]
+            # else: a folder that only held its placeholder lists empty.
+        out.sort(key=lambda e: e["name"])
+        return out if detail else [e["name"] for e in out]
+
+    async def _find(self, path: str, maxdepth: int | None = None, withdirs: bool = False,
+                    detail: bool = False, **kwargs: Any) -> Any:
+        if maxdepth is not None:
+            return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs,
+                                       detail=detail, **kwargs)
+        bucket, name = self._split(path, folder=True)
+        found: dict[str, dict[str, Any]] = {}
+        if name:
+            try:
+                info = await self.store.stat(bucket, name)
+                found[join(self.scheme, bucket, name)] = self._entry(info)
+            except NotFound:
+                pass
+        prefix = name + "/" if name else ""
+        async for obj in self.store.list_objects(bucket, prefix):
+            entry = self._entry(obj)
+            if obj.name.endswith("/"):  # a folder placeholder
+                if withdirs:
+                    found[entry["name"]] = self._folder(bucket, obj.name)
+                continue
+            found[entry["name"]] = entry
+            if withdirs:  # every folder between the path and the object
+                parent = obj.name.rpartition("/")[0]
+                while parent and len(parent) > len(name):
+                    folder = self._folder(bucket, parent)
+                    found.setdefault(folder["name"], folder)
+                    parent = parent.rpartition("/")[0]
+        if withdirs and found and name and join(self.scheme, bucket, name) not in found:
+            found[join(self.scheme, bucket, name)] = self._folder(bucket, name)
+        names = sorted(found)
+        return {n: found[n] for n in names} if detail else names
+
+    async def _exists(self, path: str, **kwargs: Any) -> bool:
+        try:
+            await self._info(path)
+        except (FileNotFoundError, NotFound):
+            return False
+        return True
+
+    async def _mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
+        """Object stores have no folders: nothing to make (a bucket must exist)."""
+
+    async def _makedirs(self, path: str, exist_ok: bool = False) -> None:
+        """Object stores have no folders: nothing to make."""
+
+    # -- reads ---------------------------------------------------------------
+
+    async def _cat_file(self, path: str, start: int | None = None, end: int | None = None,
+                        **kwargs: Any) -> bytes:
+        bucket, name = self._split(path)
+        if (start is None or start == 0) and end is None:
+            return await self.store.read(bucket, name)  # whole: crc32c checked
+        if (start is not None and start < 0) or (end is not None and end < 0):
+            size = (await self.store.stat(bucket, name)).size
+            start = start if start is None or start >= 0 else max(0, size + start)
+            end = end if end is None or end >= 0 else max(0, size + end)
+        start = start or 0
+        if end is not None and end <= start:
+            return b""
+        return await self.store.read(bucket, name, start=start, end=end)
+
+    async def _cat_ranges(self, paths: Sequence[str], starts: Sequence[int] | int,
+                          ends: Sequence[int] | int, max_gap: int | None = None,
+                          batch_size: int | None = None, on_error: str = "return",
+                          **kwargs: Any) -> list[Any]:
+        count = len(paths)
+        starts = [starts] * count if isinstance(starts, int) else list(starts)
+        ends = [ends] * count if isinstance(ends, int) else list(ends)
+        if len(starts) != count or len(ends) != count:
+            raise ValueError("cat_ranges: paths, starts and ends differ in length")
+        gap = _COALESCE_GAP if max_gap is None else max_gap
+        # Ranges of one object, sorted, merged where they are close: one GET each.
+        groups: dict[str, list[int]] = {}
+        for i, p in enumerate(paths):
+            groups.setdefault(self._strip_protocol(p), []).append(i)
+        spans: list[tuple[str, int, int | None, list[int]]] = []
+        for path, idx in groups.items():
+            if any(starts[i] is None or starts[i] < 0 or ends[i] is None or ends[i] < 0
+                   for i in idx):
+                spans.extend((path, starts[i], ends[i], [i]) for i in idx)
+                continue
+            idx.sort(key=lambda i: starts[i])
+            for i in idx:
+                last = spans[-1] if spans else None
+                if last is not None and last[0] == path and last[2] is not None \
+                        and starts[i] <= last[2] + gap:
+                    spans[-1] = (path, last[1], max(last[2], ends[i]), [*last[3], i])
+                else:
+                    spans.append((path, starts[i], ends[i], [i]))
+        out: list[Any] = [None] * count
+
+        async def one(span: tuple[str, int, int | None, list[int]]) -> None:
+            path, lo, hi, idx = span
+            try:
+                data = await self._cat_file(path, lo, hi)
+            except Exception as exc:
+                if on_error != "return":
+                    raise
+                for i in idx:
+                    out[i] = exc
+                return
+            for i in idx:
+                if lo is None or lo < 0:
+                    out[i] = data
+                else:
+                    out[i] = data[starts[i] - lo:ends[i] - lo]
+
+        await gather_bounded((one(s) for s in spans), batch_size or 64)
+        return out
+
+    async def _get_file(self, rpath: str, lpath: str, **kwargs: Any) -> None:
+        if os.path.isdir(lpath):
+            return
+        bucket, name = self._split(rpath)
+        info = await self.store.stat(bucket, name)
+        folder = os.path.dirname(os.path.abspath(lpath))
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".aioflux-get-")
+        try:
+            crc = 0
+            with os.fdopen(fd, "wb") as out:
+                async def block(start: int) -> tuple[bytes, int | None]:
+                    end = min(info.size, start + _GET_BLOCK)
+                    fetched = await self.store.fetch(
+                        bucket, name, start=start, end=end,
+                        generation=info.generation or None, size=info.size,
+                        want_crc=info.crc32c is not None)
+                    assert fetched.data is not None
+                    if len(fetched.data) != end - start:
+                        raise ChecksumMismatch(
+                            f"get {info.url}: bytes [{start}, {end}) came back as "
+                            f"{len(fetched.data)} bytes", operation="read", bucket=bucket,
+                            name=name)
+                    return fetched.data, fetched.crc
+
+                async for _, (data, part_crc) in window(
+                        range(0, info.size, _GET_BLOCK), block, limit=_GET_AHEAD):
+                    await asyncio.to_thread(out.write, data)
+                    if part_crc is not None:
+                        crc = crc32c_combine(crc, part_crc, len(data))
+            if info.crc32c is not None and crc != info.crc32c:
+                raise ChecksumMismatch(f"get {info.url}: crc32c {encode_crc32c(crc)} of the "
+                                       f"bytes read != {encode_crc32c(info.crc32c)}",
+                                       operation="read", bucket=bucket, name=name)
+            os.replace(tmp, lpath)  # whole, or not at all
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+
+    # -- writes --------------------------------------------------------------
+
+    async def _pipe_file(self, path: str, value: bytes, mode: str = "overwrite",
+                         **kwargs: Any) -> None:
+        bucket, name = self._split(path)
+        try:
+            await self.store.write(bucket, name, value,
+                                   if_generation_match=0 if mode == "create" else None,
+                                   content_type=kwargs.get("content_type",
+                                                           "application/octet-stream"))
+        except PreconditionFailed as exc:
+            raise FileExistsError(f"{self.unstrip_protocol(path)}: exists (mode 'create' "
+                                  "writes only a new object)") from exc
+
+    async def _put_file(self, lpath: str, rpath: str, mode: str = "overwrite",
+                        **kwargs: Any) -> None:
+        if os.path.isdir(lpath):
+            return
+        bucket, name = self._split(rpath)
+        size = os.path.getsize(lpath)
+        if mode == "create" or size <= _PUT_CHUNK:
+            # One request: create-only is a precondition of a single write.
+            data = await asyncio.to_thread(_read_file, lpath)
+            await self._pipe_file(rpath, data, mode=mode, **kwargs)
+            return
+        writer = AsyncObjectWriter(self.store, bucket, name,
+                                   content_type=kwargs.get("content_type",
+                                                           "application/octet-stream"))
+        try:
+            with open(lpath, "rb") as src:
+                while chunk := await asyncio.to_thread(src.read, _PUT_CHUNK):
+                    await writer.write(chunk)
+            await writer.close()
+        except BaseException:
+            await writer.abort()
+            raise
+
+    async def _rm_file(self, path: str, **kwargs: Any) -> None:
+        bucket, name = self._split(path)
+        await self.store.delete(bucket, name)
+
+    async def _rm(self, path: str | list[str], recursive: bool = False,
+                  maxdepth: int | None = None, batch_size: int | None = None,
+                  **kwargs: Any) -> None:
+        paths = await self._expand_path(path, recursive=recursive, maxdepth=maxdepth)
+        by_bucket: dict[str, list[str]] = {}
+        for p in paths:
+            bucket, name = self._split(p, folder=True)
+            if name:
+                by_bucket.setdefault(bucket, []).append(name)
+        files = {b: [n for n in names if not await self._isdir(join(self.scheme, b, n))]
+                 for b, names in by_bucket.items()}
+        for bucket, names in files.items():
+            await delete_all(self.store, bucket, names, concurrency=batch_size or 64)
+
+    async def _cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
+        bucket, name = self._split(path1)
+        dest_bucket, dest_name = self._split(path2)
+        await self.store.copy(bucket, name, dest_bucket, dest_name)
+
+    # -- files ---------------------------------------------------------------
+
+    def _open(self, path: str, mode: str = "rb", block_size: int | None = None,
+              autocommit: bool = True, cache_options: dict[str, Any] | None = None,
+              **kwargs: Any) -> Any:
+        bucket, name = self._split(path)
+        if mode in ("rb", "br"):
+            return io.BufferedReader(ObjectReader(self.store, bucket, name),
+                                     buffer_size=block_size or io.DEFAULT_BUFFER_SIZE)
+        if mode in ("wb", "bw"):
+            if not autocommit:
+                raise NotImplementedError("aioflux: transactions (autocommit=False) are not "
+                                          "supported: a written file is published on close")
+            return ObjectWriter(self.store, bucket, name,
+                                content_type=kwargs.get("content_type",
+                                                        "application/octet-stream"))
+        if mode in ("xb", "bx"):
+            if self.exists(path):  # said at once, as fsspec's tests want; checked again on close
+                raise FileExistsError(f"{self.unstrip_protocol(path)}: exists (mode 'xb' "
+                                      "creates only)")
+            return _CreateOnly(self, path)
+        raise ValueError(f"aioflux: mode {mode!r} is not supported (rb, wb, xb; objects "
+                         "cannot be appended to or updated in place)")
+
+    def open(self, path: str, mode: str = "rb", block_size: int | None = None,
+             cache_options: dict[str, Any] | None = None, compression: str | None = None,
+             **kwargs: Any) -> Any:
+        """A file object, as ``fsspec``'s ``open``; text writes keep all-or-nothing.
+
+        An exception inside ``with fs.open(path, "w")`` publishes nothing
+        (fsspec's own text wrapper would close, so publish, the object).
+        """
+        if "b" not in mode and mode.startswith("w") and compression is None:
+            raw = self._open(self._strip_protocol(path), mode="wb", block_size=block_size,
+                             **{k: v for k, v in kwargs.items()
+                                if k not in ("encoding", "errors", "newline")})
+            return TextWriter(raw, encoding=kwargs.get("encoding") or "utf-8",
+                              errors=kwargs.get("errors"), newline=kwargs.get("newline"))
+        return super().open(path, mode=mode, block_size=block_size,
+                            cache_options=cache_options, compression=compression, **kwargs)
+
+    def ukey(self, path: str) -> str:
+        """The object's version: changes whenever its content does."""
+        info = self.info(path)
+        return str(info.get("version") or info.get("crc32c") or info["size"])
+
+    def checksum(self, path: str) -> int:
+        """An int that changes with the object's content (from its version)."""
+        return int(self.ukey(path).encode().hex(), 16) & ((1 << 63) - 1)
+
+
+class _CreateOnly(io.BytesIO):
+    """``"xb"``: the bytes are kept in memory until close, then written with
+    one create-only request, so two writers cannot both create the object
+    (``FileExistsError`` for the second). A streamed upload has no such
+    precondition on every store; ``"wb"`` streams in bounded memory."""
+
+    def __init__(self, fs: AiofluxFileSystem, path: str) -> None:
+        super().__init__()
+        self._fs = fs
+        self._path = path
+        self._failed = False
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        data = self.getvalue()
+        super().close()
+        if self._failed:
+            return
+        self._fs.pipe_file(self._path, data, mode="create")
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self._failed = exc_type is not None
+        self.close()
+
+
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
