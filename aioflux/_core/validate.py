@@ -104,7 +104,7 @@ def check_int(op: str, arg: str, value: object, *, minimum: int | None = 0,
         raise InvalidArgument(f"{op}: {arg} must be >= {minimum}, got {value}")
 
 
-def as_int(op: str, arg: str, value: object, *, minimum: int = 0) -> int:
+def as_int(op: str, arg: str, value: object, *, minimum: int | None = 0) -> int:
     """An integer argument as a plain ``int``.
 
     Whatever stands for an integer (``operator.index``: numpy's integers, a
@@ -115,7 +115,7 @@ def as_int(op: str, arg: str, value: object, *, minimum: int = 0) -> int:
         op: the operation.
         arg: the argument's name.
         value: its value.
-        minimum: the smallest allowed value.
+        minimum: the smallest allowed value, or None for no bound.
 
     Returns:
         The value as an ``int``.

@@ -212,6 +212,25 @@ def test_map_dataset_from_objects_and_pickle(where: Where) -> None:
         MapDataset.from_objects([where.url("d/0099")], **where.kwargs)
 
 
+def test_a_map_dataset_index_that_is_no_integer_is_named(where: Where) -> None:
+    data = seed_at(where, 3, 10)
+    ds = dataset_at(where)
+    # Was TypeError: '<' not supported between instances of 'str' and 'int'.
+    for wrong in ("a", 1.0, None, slice(0, 2), True):
+        with pytest.raises(InvalidArgument, match=r"MapDataset\[\]: index must be an int"):
+            ds[wrong]  # type: ignore[index]
+        with pytest.raises(InvalidArgument, match=r"MapDataset\[\]: index must be an int"):
+            ds.__getitems__([0, wrong])  # type: ignore[list-item]
+    # What stands for an integer is one; a list's bounds still hold.
+    np = pytest.importorskip("numpy")
+    assert ds[np.int64(1)] == ds[torch.tensor(1)] == ds[-2] == data["d/0001"]
+    assert ds.__getitems__([torch.tensor(2), np.int32(0)]) == [data["d/0002"], data["d/0000"]]
+    with pytest.raises(IndexError):
+        ds[3]
+    with pytest.raises(IndexError):
+        ds.__getitems__([0, -4])
+
+
 def test_iterable_dataset_shuffles_per_epoch_and_shards(where: Where) -> None:
     seed_at(where, 40, 10)
     parts = [IterableDataset.from_prefix(where.url("d/"), rank=r, world_size=2, seed=1,
