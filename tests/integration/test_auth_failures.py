@@ -23,6 +23,7 @@ from botocore.credentials import RefreshableCredentials
 from botocore.exceptions import CredentialRetrievalError
 
 from aioflux import AsyncClient, ClientConfig, PermissionDenied, RetryPolicy, S3Store
+from aioflux._api import stores
 from aioflux.s3._auth import SigV4
 from aioflux.testing import Emulator
 from tests.conftest import unique_bucket
@@ -40,8 +41,12 @@ CALLS: dict[str, Call] = {
 }
 
 
-def _check(exc: PermissionDenied, scheme: str, bucket: str, name: str, cause: str) -> None:
-    assert exc.operation not in ("", "authenticate", "sign"), exc.operation
+def _check(exc: PermissionDenied, scheme: str, bucket: str, name: str, cause: str, *,
+           operation: str | None = None) -> None:
+    if operation is None:  # a request's own: not the credential code's
+        assert exc.operation not in ("", "authenticate", "sign"), exc.operation
+    else:
+        assert exc.operation == operation
     assert (exc.bucket, exc.name) == (bucket, name)
     assert str(exc).startswith(f"{exc.operation} {scheme}://{bucket}/{name}: "), str(exc)
     assert cause in str(exc)  # what to fix about the credentials is still said
@@ -114,3 +119,18 @@ async def test_aws_credentials_whose_refresh_fails_name_the_request(
         with pytest.raises(PermissionDenied) as info:
             await CALLS[call](store, bucket, "run/model.pt")
     _check(info.value, "s3", bucket, "run/model.pt", "token expired")
+
+
+def test_the_default_s3_store_built_off_a_loop_names_the_url(
+        emulator: Emulator, failing_chain: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", emulator.s3_endpoint)
+    monkeypatch.setattr(stores, "_defaults", {})
+    bucket = unique_bucket("auth")
+    url = f"s3://{bucket}/run/model.pt"
+    # Off an event loop (a CheckpointManager, a Checkpoint being made) the
+    # chain is resolved as the store is built, before any request: once
+    # "s3: AWS credentials ..." with no URL.
+    with pytest.raises(PermissionDenied) as info:
+        stores.store_for_url(url)
+    _check(info.value, "s3", bucket, "run/model.pt", "profile 'default'",
+           operation="authenticate")
