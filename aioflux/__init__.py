@@ -102,3 +102,14 @@ __all__ = [
     "open",
     "parse_url",
 ]
+
+# Tracebacks name an error as users import and catch it (aioflux.NotFound),
+# not by its private home; pickles (a DataLoader worker's error) find it
+# here too: importing any aioflux module imports this package first. Only
+# the errors: other classes keep their home, where typing.get_type_hints
+# resolves the names their annotations use.
+for _name in __all__:
+    _item = globals()[_name]
+    if isinstance(_item, type) and issubclass(_item, AiofluxError):
+        _item.__module__ = __name__
+del _name, _item

@@ -22,10 +22,11 @@ import os
 import threading
 
 from .._core.config import ClientConfig
-from .._core.errors import InvalidArgument
+from .._core.errors import InvalidArgument, PermissionDenied
 from .._core.store import ObjectStore
 from .._core.urls import StoreURL, parse_url
 from .._core.validate import Credentials
+from .._net.failures import Op, auth_failure
 from ..gcs._client import AsyncClient
 from ..local._store import LocalStore
 from ..s3._store import S3Store
@@ -156,6 +157,16 @@ def store_for_url(url: str | os.PathLike[str], client: AnyClient | None = None, 
     Raises:
         InvalidURL: a malformed URL.
         InvalidArgument: no backend for its scheme, or a client of another one.
+        PermissionDenied: the default ``s3://`` store, built off an event
+            loop, found the AWS configuration broken (named with the URL).
     """
     parsed = parse_url(url, require_object=require_object)
-    return resolve_store(client, parsed.scheme), parsed
+    try:
+        store = resolve_store(client, parsed.scheme)
+    except PermissionDenied as exc:
+        # Off a loop the default S3 store resolves the credential chain as it
+        # is built, before any request: its failure names the URL it was
+        # built for, as a request's does (see auth_failure).
+        op = Op("authenticate", parsed.bucket, parsed.name, parsed.scheme)
+        raise auth_failure(exc, op) from exc
+    return store, parsed

@@ -21,9 +21,9 @@ from .._core.types import LIST_FIELDS, ListPage, MultipartUploadInfo, ObjectInfo
 from .._core.validate import (
     Credentials,
     check_credentials,
-    check_endpoint,
     check_instance,
     check_str,
+    endpoint_url,
     list_args,
 )
 from .._engines.download import DownloadOptions
@@ -59,7 +59,7 @@ class Client:
     def __init__(self, config: ClientConfig | None = None, *, endpoint: str | None = None,
                  credentials: Credentials = None, project: str = "aioflux") -> None:
         check_instance("Client", "config", config, ClientConfig, optional=True)
-        check_endpoint("Client", endpoint)
+        endpoint = endpoint_url("Client", endpoint)
         check_credentials("Client", credentials)
         check_str("Client", "project", project)
         self._settings = {"config": config, "endpoint": endpoint, "credentials": credentials,

@@ -25,7 +25,8 @@ access token or a signed URL: errors are built here from plain fields, never
 from aiohttp's request info (which holds the Authorization header).
 
 Exceptions survive pickling, so DataLoader workers can send them to the main
-process intact.
+process intact. The package's ``__init__`` names the public ones ``aioflux.X``
+(their ``__module__``), as tracebacks show and pickles look them up.
 """
 
 from __future__ import annotations

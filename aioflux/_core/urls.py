@@ -112,7 +112,9 @@ def validate_object_name(name: str, *, arg: str = "name", scheme: str = "gs") ->
     if "\r" in name or "\n" in name:
         raise InvalidURL(f"{arg}: object name {name!r} contains a line break")
     if scheme == "file":
-        segments = name.rstrip("/").split("/")
+        # One trailing "/" is a folder's name (refused where a file is
+        # written); "a//" is a second spelling of it, as "a//b" is of "a/b".
+        segments = name.removesuffix("/").split("/")
         if "\0" in name or any(seg in ("", ".", "..") for seg in segments):
             raise InvalidURL(f"{arg}: {name!r} is not a plain relative path (no '.', '..', "
                              "empty segments or NUL)")

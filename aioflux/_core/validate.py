@@ -44,6 +44,7 @@ __all__ = [
     "check_str",
     "compose_args",
     "delete_args",
+    "endpoint_url",
     "list_args",
     "read_args",
     "write_args",
@@ -104,7 +105,7 @@ def check_int(op: str, arg: str, value: object, *, minimum: int | None = 0,
         raise InvalidArgument(f"{op}: {arg} must be >= {minimum}, got {value}")
 
 
-def as_int(op: str, arg: str, value: object, *, minimum: int = 0) -> int:
+def as_int(op: str, arg: str, value: object, *, minimum: int | None = 0) -> int:
     """An integer argument as a plain ``int``.
 
     Whatever stands for an integer (``operator.index``: numpy's integers, a
@@ -115,7 +116,7 @@ def as_int(op: str, arg: str, value: object, *, minimum: int = 0) -> int:
         op: the operation.
         arg: the argument's name.
         value: its value.
-        minimum: the smallest allowed value.
+        minimum: the smallest allowed value, or None for no bound.
 
     Returns:
         The value as an ``int``.
@@ -308,6 +309,45 @@ def check_endpoint(op: str, endpoint: object) -> None:
         # Pasted text with a newline or space inside: aiohttp would drop
         # or keep it in the host name and fail DNS eight times over.
         raise InvalidURL(f"{op}: endpoint {endpoint!r} holds a space or control character")
+
+
+def endpoint_url(op: str, endpoint: object) -> str | None:
+    """The API root an ``endpoint=`` argument names, checked.
+
+    One rule for every place a user names an endpoint (``endpoint=`` of the
+    clients, stores and datasets, ``STORAGE_EMULATOR_HOST``, the CLI's
+    ``--endpoint``): an ``http(s)://`` URL as :func:`check_endpoint` takes
+    it, or ``host[:port]``, meaning ``http://host[:port]`` (the form
+    emulators print). Without a scheme the host must look like one (a dotted
+    name, an IP address, ``localhost``) or come with a port: a bare word is
+    a typo more often than a host. The AWS configuration's endpoint
+    variables are botocore's, which wants a scheme: they are checked with
+    :func:`check_endpoint` alone.
+
+    Args:
+        op: the operation (or the variable), for the message.
+        endpoint: the argument, or None.
+
+    Returns:
+        The URL without a trailing ``/``, or None for None.
+
+    Raises:
+        InvalidURL: neither form (see :func:`check_endpoint`).
+    """
+    if endpoint is None:
+        return None
+    if not isinstance(endpoint, str):
+        raise InvalidURL(f"{op}: endpoint must be a URL string, got {_kind(endpoint)}")
+    bare = "://" not in endpoint
+    url = f"http://{endpoint}" if bare else endpoint
+    check_endpoint(op, url)
+    if bare:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if not ("." in host or ":" in host or host == "localhost" or parts.port is not None):
+            raise InvalidURL(f"{op}: endpoint must be an http:// or https:// URL or "
+                             f"host:port, got {endpoint!r}")
+    return url.rstrip("/")
 
 
 def check_credentials(op: str, credentials: Any) -> None:

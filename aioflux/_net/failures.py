@@ -12,6 +12,7 @@ or endless body costs a bounded amount of memory.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import re
 import ssl
@@ -37,9 +38,9 @@ from .proxies import proxy_note
 if TYPE_CHECKING:
     from .transport import HttpResponse
 
-__all__ = ["MAX_METADATA_BODY", "Op", "Redirected", "drain", "error_from_media",
-           "error_from_response", "map_exception", "parse_error_body", "raise_mapped",
-           "read_metadata"]
+__all__ = ["MAX_METADATA_BODY", "Op", "Redirected", "auth_failure", "drain",
+           "error_from_media", "error_from_response", "map_exception", "parse_error_body",
+           "raise_mapped", "read_metadata"]
 
 _MAX_ERROR_BODY = 64 * 1024
 # The most a metadata answer (a listing page, an object resource, a
@@ -86,6 +87,30 @@ class Redirected(Exception):
     def __init__(self, status: int) -> None:
         super().__init__(f"HTTP {status} redirect")
         self.status = status
+
+
+def auth_failure(exc: StorageError, op: Op) -> StorageError:
+    """``exc``, raised while a request of ``op`` was being authenticated (a
+    google-auth refresh, botocore's credential chain), as that request's error.
+
+    The credential code serves every request and knows none of them: its
+    message says what to fix about the credentials, never which call failed.
+    This one names the operation, bucket and object first, then that; the
+    class, status and reason stay (a timeout is still a retryable
+    TransportError). Like every message here, no credential is in it: the
+    auth code builds its messages without any.
+
+    Args:
+        exc: what the auth raised.
+        op: the request's operation, bucket and object.
+
+    Returns:
+        A new error of the same class.
+    """
+    failure = copy.copy(exc)  # the class and its attributes, on a new instance
+    failure.args = (f"{describe(op.operation, op.bucket, op.name, op.scheme)}: {exc}",)
+    failure.operation, failure.bucket, failure.name = op.operation, op.bucket, op.name
+    return failure
 
 
 async def error_from_response(resp: HttpResponse, op: Op) -> StorageError:

@@ -33,6 +33,7 @@ from .._core.portal import close_at_shutdown
 from .._core.retry import retry_async
 from .failures import (
     Op,
+    auth_failure,
     error_from_media,
     error_from_response,
     raise_mapped,
@@ -400,7 +401,10 @@ class Transport:
             # The one place credentials are added: never to another origin
             # (a resumable-upload Location, a listing's next link...).
             authenticated = self.same_origin(request.url)
-            request_headers = await self.auth.headers(request) if authenticated else {}
+            try:
+                request_headers = await self.auth.headers(request) if authenticated else {}
+            except StorageError as exc:
+                raise auth_failure(exc, op) from exc
             if request.headers:
                 request_headers.update(request.headers)
             if request.payload is not None:

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from .._core.auth import AnonymousAuth, Auth, AuthRequest, SharedCall, StaticTokenAuth
 from .._core.config import Timeouts
 from .._core.errors import PermissionDenied, TransportError
+from .._core.validate import endpoint_url
 
 __all__ = ["GoogleAuth", "emulator_endpoint", "local_endpoint", "resolve_auth"]
 
@@ -159,11 +160,17 @@ def _expires_soon(expiry: _dt.datetime | None) -> bool:
 
 
 def emulator_endpoint() -> str | None:
-    """The emulator URL from ``STORAGE_EMULATOR_HOST``, with a scheme, or None."""
+    """The emulator URL from ``STORAGE_EMULATOR_HOST``, or None.
+
+    Returns:
+        The URL (``host:port`` means ``http://host:port``, as for any
+        endpoint: :func:`~aioflux._core.validate.endpoint_url`), or None.
+
+    Raises:
+        InvalidURL: the variable holds no endpoint (named in the message).
+    """
     host = os.environ.get("STORAGE_EMULATOR_HOST", "").strip()
-    if not host:
-        return None
-    return host if "://" in host else f"http://{host}"
+    return endpoint_url("STORAGE_EMULATOR_HOST", host) if host else None
 
 
 def local_endpoint(endpoint: str) -> bool:
@@ -173,7 +180,7 @@ def local_endpoint(endpoint: str) -> bool:
     Private Service Connect) over https from a routable host.
 
     Args:
-        endpoint: an http(s) URL (checked by ``check_endpoint``).
+        endpoint: an http(s) URL (as ``endpoint_url`` returns it).
 
     Returns:
         True if no credentials are sent to it unless given explicitly.

@@ -37,13 +37,13 @@ from .._core.urls import validate_bucket
 from .._core.validate import (
     Credentials,
     check_credentials,
-    check_endpoint,
     check_instance,
     check_metadata,
     check_object,
     check_str,
     compose_args,
     delete_args,
+    endpoint_url,
     list_args,
     read_args,
     write_args,
@@ -89,8 +89,10 @@ class AsyncClient(XmlMultipartCalls):
 
     Args:
         config: client settings (concurrency, timeouts, retries).
-        endpoint: API root, e.g. ``http://127.0.0.1:4443`` for an emulator.
-            Defaults to ``STORAGE_EMULATOR_HOST`` if set, else real GCS.
+        endpoint: API root, e.g. ``http://127.0.0.1:4443`` (or
+            ``127.0.0.1:4443``, as ``STORAGE_EMULATOR_HOST`` takes it) for
+            an emulator. Defaults to ``STORAGE_EMULATOR_HOST`` if set, else
+            real GCS.
         credentials: ``None``: Application Default Credentials, except for
             an emulator (``STORAGE_EMULATOR_HOST``, an ``http://`` endpoint,
             or an ``https://`` one on a loopback host), which gets none;
@@ -116,13 +118,11 @@ class AsyncClient(XmlMultipartCalls):
         project: str = "aioflux",
     ) -> None:
         check_instance("AsyncClient", "config", config, ClientConfig, optional=True)
-        check_endpoint("AsyncClient", endpoint)
+        endpoint = endpoint_url("AsyncClient", endpoint)
         check_credentials("AsyncClient", credentials)
         check_str("AsyncClient", "project", project)
-        env_endpoint = emulator_endpoint()
-        if endpoint is None:
-            check_endpoint("STORAGE_EMULATOR_HOST", env_endpoint)
-        self.endpoint = (endpoint or env_endpoint or DEFAULT_ENDPOINT).rstrip("/")
+        env_endpoint = emulator_endpoint() if endpoint is None else None
+        self.endpoint = endpoint or env_endpoint or DEFAULT_ENDPOINT
         # As google-cloud-storage: STORAGE_EMULATOR_HOST gets no credentials,
         # any other https endpoint (Google's, however spelled, regional,
         # mTLS, Private Service Connect) gets ADC; plain http and loopback

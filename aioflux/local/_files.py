@@ -33,6 +33,7 @@ from .._core.errors import (
 from .._core.locks import held_at, unlock
 from .._core.store import Fetched
 from .._core.types import MultipartUploadInfo, ObjectInfo
+from ._paths import folder_of, path_of
 
 __all__ = [
     "TEMP_MARK",
@@ -71,11 +72,6 @@ _WRITE_OPS = ("write", "copy")
 _MKDIR_ATTEMPTS = 5
 # Longest file name (bytes) on ext4, XFS, NFS and Lustre.
 _NAME_MAX = 255
-
-
-def path_of(bucket: str, name: str) -> str:
-    """The absolute path of ``name`` in ``bucket``."""
-    return f"/{bucket}/{name}" if name else f"/{bucket}"
 
 
 def mapped(exc: OSError, op: str, bucket: str, name: str) -> StorageError:
@@ -132,7 +128,7 @@ def _open_file(op: str, bucket: str, name: str) -> tuple[int, os.stat_result]:
     for a writer, forever, holding a worker thread that cannot be
     cancelled. Blocking reads are restored once it is known to be a file.
     """
-    fd = os.open(path_of(bucket, name), os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC)
+    fd = os.open(path_of(bucket, name, op=op), os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC)
     try:
         st = os.fstat(fd)
         if not stat_mod.S_ISREG(st.st_mode):
@@ -162,7 +158,7 @@ def _check_unchanged(fd: int, st: os.stat_result, op: str, bucket: str, name: st
 
 def file_info(bucket: str, name: str) -> ObjectInfo:
     """ObjectInfo of one file (``NotFound`` for a directory)."""
-    path = path_of(bucket, name)
+    path = path_of(bucket, name, op="stat")
     st = os.stat(path)
     if not stat_mod.S_ISREG(st.st_mode):
         raise _not_a_file("stat", bucket, name)
@@ -223,12 +219,12 @@ def scan(bucket: str, prefix: str, delimiter: str | None, start_offset: str | No
     prefix. Symbolic links to files are listed; links to directories are
     not followed (a loop could never end).
     """
-    root = path_of(bucket, "")
+    folder = folder_of(bucket, prefix)  # the walk stays below the prefix's directory
+    root = path_of(bucket, "", op="list")
     if not os.path.isdir(root):
         raise NotFound(f"{describe('list', bucket, prefix, 'file')} failed: no such "
                        "directory", operation="list", bucket=bucket, name=prefix)
-    # Walk only below the prefix's directory part.
-    base = prefix.rpartition("/")[0]
+    base = folder[len(root) + 1:]
     files: list[tuple[str, str]] = []
     prefixes: set[str] = set()
     stack = [base]
@@ -330,12 +326,12 @@ def read_file(bucket: str, name: str, start: int, end: int | None, into: memoryv
 
 def open_temp(bucket: str, name: str) -> tuple[str, int]:
     """Create the temporary file of a write of ``name``: (path, read-write fd)."""
-    path = path_of(bucket, name)
+    path = path_of(bucket, name, op="write")
     directory, _, base = path.rpartition("/")
     if not base:
         raise InvalidArgument(f"{describe('write', bucket, name, 'file')}: a name ending "
                               "in '/' is a directory, not a file")
-    if not os.path.isdir(path_of(bucket, "")):
+    if not os.path.isdir(path_of(bucket, "", op="write")):
         # As a write to a missing bucket: a mistyped /mtn/nfs/... must not
         # make a new directory at the root of the filesystem.
         raise NotFound(f"{describe('write', bucket, name, 'file')} failed: no directory "
@@ -429,7 +425,7 @@ def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: 
             f"{encode_crc32c(check.value)}, written were {length} with "
             f"{encode_crc32c(expected)}; nothing was published",
             operation=op, bucket=bucket, name=name)
-    path = path_of(bucket, name)
+    path = path_of(bucket, name, op=op)
     st = os.fstat(fd)
     _record_crc(fd, st, expected)
     os.fsync(fd)  # outside the lock below, which other writers of the name wait for
@@ -597,7 +593,7 @@ def delete_file(bucket: str, name: str, generation: int | None,
     A symbolic link is removed itself, never what it points to: one to a
     directory too (``aioflux rm link``, as rm does).
     """
-    path = path_of(bucket, name)
+    path = path_of(bucket, name, op="delete")
     with _changing(path):
         st = os.stat(path)
         if not (stat_mod.S_ISREG(st.st_mode) or os.path.islink(path)):
@@ -611,7 +607,7 @@ def delete_file(bucket: str, name: str, generation: int | None,
         os.unlink(path)
     # Directories are not objects: drop the ones this delete emptied, if
     # aioflux made them (a directory the user made stays, even empty).
-    stop = path_of(bucket, "")
+    stop = path_of(bucket, "", op="delete")
     directory = path.rpartition("/")[0]
     while directory != stop and directory.startswith(stop + "/") and _made_by_us(directory):
         try:
@@ -626,10 +622,9 @@ def delete_file(bucket: str, name: str, generation: int | None,
 
 def temporaries(bucket: str, prefix: str) -> list[MultipartUploadInfo]:
     """Temporary files of unfinished writes under ``prefix``, as open uploads."""
-    root = path_of(bucket, "")
+    root = path_of(bucket, "", op="list uploads")
     found: list[MultipartUploadInfo] = []
-    base = prefix.rpartition("/")[0]
-    for directory, _dirs, files in os.walk(f"{root}/{base}" if base else root):
+    for directory, _dirs, files in os.walk(folder_of(bucket, prefix, op="list uploads")):
         rel = directory[len(root):].strip("/")
         for file in files:
             target, mark, _ = file.partition(TEMP_MARK)

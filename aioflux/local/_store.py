@@ -4,6 +4,8 @@
 ``nfs/run1/step-1/model.pt``: the path ``/mnt/nfs/run1/step-1/model.pt``.
 The bucket directory must exist, as a bucket must (a mistyped path makes no
 new directory at the root); the directories below it are made as needed.
+A name is a plain relative path below it: every method refuses ``..``,
+``.``, empty segments (``a//b``) and absolute names alike (``_paths.py``).
 
 - Writes are all-or-nothing: the bytes go to a temporary file in the same
   directory (``.<name>.aioflux-tmp-<id>``), are read back and checked
@@ -69,6 +71,7 @@ from .._engines.cache import cache_from_args
 from .._engines.iterables import StreamItem, stream, stream_args
 from . import _files
 from ._files import TEMP_MARK
+from ._paths import check_name, check_prefix
 from ._upload import LocalUpload
 
 __all__ = ["FEATURES", "MAX_THREADS", "LocalStore"]
@@ -198,9 +201,10 @@ class LocalStore:
             ObjectInfo (crc32c when aioflux wrote the file).
 
         Raises:
+            InvalidURL: a bad bucket or name (``..``, ``.``, ``//``, absolute).
             NotFound: no such file (a directory is not an object).
         """
-        read_args(bucket, name, 0, None, None, None, scheme="file")
+        check_name("stat", bucket, name)
         return await self._run("stat", bucket, name, lambda: _files.file_info(bucket, name))
 
     async def exists(self, bucket: str, name: str) -> bool:
@@ -212,6 +216,9 @@ class LocalStore:
 
         Returns:
             True or False.
+
+        Raises:
+            InvalidURL: a bad bucket or name.
         """
         try:
             await self.stat(bucket, name)
@@ -238,11 +245,13 @@ class LocalStore:
             An async iterator of ListPage.
 
         Raises:
-            InvalidURL: a bad bucket (at once).
+            InvalidURL: a bad bucket, or a prefix whose directory part is not
+                a plain relative path (``../``, ``a//``, ``/etc/``; at once).
             NotFound: no such bucket directory (while iterating).
         """
         list_args("list", bucket, prefix, delimiter=delimiter, start_offset=start_offset,
                   end_offset=end_offset, page_size=page_size, scheme="file")
+        check_prefix("list", bucket, prefix)
         return self._pages(bucket, prefix, delimiter, start_offset, end_offset,
                            max(1, page_size))
 
@@ -367,7 +376,11 @@ class LocalStore:
 
         Returns:
             Fetched.
+
+        Raises:
+            InvalidURL: a bad bucket or name (as :meth:`read`).
         """
+        check_name("read", bucket, name)
         verify = self.config.verify_crc32c
         return await self._run("read", bucket, name, lambda: _files.read_file(
             bucket, name, start, end, into, generation, size, crc, verify, want_crc))
@@ -475,9 +488,12 @@ class LocalStore:
 
         Returns:
             ObjectInfo of the copy.
+
+        Raises:
+            InvalidURL: a bad bucket or name, of either.
         """
-        read_args(bucket, name, 0, None, None, None, scheme="file")
-        read_args(dest_bucket, dest_name, 0, None, None, None, scheme="file")
+        check_name("copy", bucket, name)
+        check_name("copy", dest_bucket, dest_name, name_arg="dest_name")
         _check_writable_name("copy", dest_bucket, dest_name)
         return await self._run("copy", bucket, name, lambda: _files.copy_file(
             bucket, name, dest_bucket, dest_name))
@@ -508,8 +524,12 @@ class LocalStore:
         Returns:
             MultipartUploadInfo per temporary file (``initiated``: its
             modification time, RFC 3339).
+
+        Raises:
+            InvalidURL: a bad bucket or prefix (as :meth:`list`).
         """
         list_args("list uploads", bucket, prefix, scheme="file")
+        check_prefix("list uploads", bucket, prefix)
         return await self._run("list uploads", bucket, prefix,
                                lambda: _files.temporaries(bucket, prefix))
 

@@ -52,6 +52,7 @@ from .._core.validate import (
     check_object,
     check_str,
     delete_args,
+    endpoint_url,
     list_args,
     read_args,
     write_args,
@@ -145,7 +146,7 @@ class S3Store(MultipartCalls):
                  auth: Auth | None = None, transport: Transport | None = None) -> None:
         check_instance("S3Store", "config", config, ClientConfig, optional=True)
         check_str("S3Store", "region", region, optional=True)
-        check_endpoint("S3Store", endpoint)
+        endpoint = endpoint_url("S3Store", endpoint)
         check_str("S3Store", "profile", profile, optional=True)
         check_bool("S3Store", "anonymous", anonymous)
         check_bool("S3Store", "sign_payload", sign_payload, optional=True)

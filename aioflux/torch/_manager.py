@@ -590,9 +590,7 @@ class CheckpointManager:
             step = as_int("load", "step", step)
         info = self.latest() if step is None else self._store.get(step)
         if info is None:
-            what = "any" if step is None else f"step {step}"
-            raise NotFound(f"load {self.root}: no complete checkpoint for {what}",
-                           operation="load checkpoint", bucket=self.bucket, name=self.prefix)
+            raise self._missing("load", "load checkpoint", step)
         leaf = leaf_named(info.objects, "state.pt")
         if leaf is None:
             raise StorageError(f"load {info.url}: its manifest lists no state.pt",
@@ -633,9 +631,7 @@ class CheckpointManager:
         check_bool("load_data_state", "weights_only", weights_only)
         info = self.latest() if step is None else self._store.get(step)
         if info is None:
-            what = "any" if step is None else f"step {step}"
-            raise NotFound(f"load_data_state {self.root}: no complete checkpoint for {what}",
-                           operation="load data state", bucket=self.bucket, name=self.prefix)
+            raise self._missing("load_data_state", "load data state", step)
         leaf = leaf_named(info.objects, DATA_STATE)
         if leaf is None:
             return None
@@ -660,6 +656,13 @@ class CheckpointManager:
         return state
 
     # -- history ----------------------------------------------------------------
+
+    def _missing(self, call: str, operation: str, step: int | None) -> NotFound:
+        """The error of a load that found no complete checkpoint (at ``step``)."""
+        what = ("under it (nothing saved there yet, or no save finished)" if step is None
+                else f"at step {step}")
+        return NotFound(f"{call} {self.root}: no complete checkpoint {what}",
+                        operation=operation, bucket=self.bucket, name=self.prefix)
 
     def history(self) -> builtins.list[SaveRecord]:
         """Every recorded save, oldest first.

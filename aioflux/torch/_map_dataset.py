@@ -23,7 +23,7 @@ from .._core.metrics import BatchStats
 from .._core.portal import Portal, get_portal
 from .._core.types import ObjectInfo
 from .._core.urls import parse_url
-from .._core.validate import Credentials, check_int
+from .._core.validate import Credentials, as_int, check_int
 from .._engines.download import Data, DownloadOptions, DownloadStats
 from .._engines.hedge import HedgeAfter
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
@@ -260,7 +260,20 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         return self._transform(data)  # type: ignore[arg-type]  # see Transform
 
     def __getitem__(self, index: int) -> Sample:
-        obj = self.objects[index]
+        """Download one sample.
+
+        Args:
+            index: its position (negative counts from the end, as in a list).
+
+        Returns:
+            The sample.
+
+        Raises:
+            InvalidArgument: ``index`` is not an integer.
+            IndexError: ``index`` is out of range.
+            StorageError: the download failed.
+        """
+        obj = self.objects[_position(index)]
         return self._apply(get_portal().call(self._source.downloader.download(obj)))
 
     def __getitems__(self, indices: Sequence[int]) -> list[Sample]:
@@ -273,11 +286,13 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
             Samples in ``indices`` order.
 
         Raises:
+            InvalidArgument: an index is not an integer.
+            IndexError: an index is out of range.
             StorageError: a download failed.
         """
         started = time.perf_counter()
         portal = get_portal()
-        wanted = list(indices)
+        wanted = [_position(i) for i in indices]
         if self._prefetch_pid != os.getpid():
             self._prefetched, self._prefetch_pid = [], os.getpid()  # a forked copy
         queue = self._prefetched
@@ -400,6 +415,14 @@ def _ahead(config: ClientConfig, batch_len: int, batch_bytes: int) -> int:
     by_permits = config.max_concurrency // max(1, batch_len) + 1
     by_memory = PREFETCH_BYTES // max(1, batch_bytes)
     return min(by_permits, by_memory)
+
+
+def _position(index: object) -> int:
+    """A dataset index as an int: what stands for one is taken (numpy's
+    integers, a 0-d tensor from a sampler); anything else (``ds["a"]``) is
+    named, not a ``TypeError`` from comparing it deep inside. Out of range
+    stays an IndexError, as in a list (iteration by index stops on it)."""
+    return as_int("MapDataset[]", "index", index, minimum=None)
 
 
 @dataclasses.dataclass

@@ -28,9 +28,9 @@ from .._core.validate import (
     Credentials,
     check_bool,
     check_credentials,
-    check_endpoint,
     check_instance,
     check_int,
+    endpoint_url,
 )
 from .._core.window import gather_bounded
 from .._engines.cache import CachedDownloader, DiskCache, cache_from_args
@@ -275,7 +275,7 @@ def build_source(op: str, objects: object, transform: Transform[Any] | None,
         raise InvalidArgument(f"{op}: pass transform or data_format_fn (its dataflux name), "
                               "not both")
     check_instance(op, "config", config, ClientConfig, optional=True)
-    check_endpoint(op, endpoint)
+    endpoint = endpoint_url(op, endpoint)
     check_credentials(op, credentials)
     check_instance(op, "list_retry", list_retry, RetryPolicy, optional=True)
     check_instance(op, "download_retry", download_retry, RetryPolicy, optional=True)

@@ -288,6 +288,28 @@ def test_cli_cache_info_and_clear(run, emulator: Emulator, bucket: str,  # type:
     assert (tmp_path / "precious").read_text() == "keep me"
 
 
+def test_an_opener_without_a_limit_keeps_the_recorded_one(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str, tmp_path: Path) -> None:
+    for i in range(3):
+        emulator.store.put(bucket, f"kept/{i}", os.urandom(1000 + i))
+    root = tmp_path / "cache"
+    urls = [f"gs://{bucket}/kept/{i}" for i in range(3)]
+    from aioflux import Client
+
+    with Client(endpoint=emulator.endpoint) as c:
+        assert len(list(load_files(urls, client=c, cache_dir=root, cache_limit=1 << 20))) == 3
+        # A later reader of the same cache gives no limit: it evicts nothing,
+        # so the limit that bounds the cache is still the first one.
+        assert len(list(load_files(urls, client=c, cache_dir=root))) == 3
+        assert info(str(root)).limit == 1 << 20
+        code, out, err = run("cache", "info", str(root))
+        assert code == 0, err
+        assert "limit        1048576 (1.0 MiB)" in out  # was "none recorded"
+        # A new limit replaces it.
+        assert len(list(load_files(urls, client=c, cache_dir=root, cache_limit=1 << 21))) == 3
+        assert info(str(root)).limit == 1 << 21
+
+
 async def test_eviction_during_a_read_does_not_tear_it(emulator: Emulator, bucket: str,
                                                         tmp_path: Path, client: AsyncClient,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:

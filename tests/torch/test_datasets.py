@@ -104,6 +104,25 @@ def test_spawned_workers_rebuild_the_store_of_the_scheme(where: Where, kind: str
     assert sorted(got) == sorted(data.values())
 
 
+@pytest.mark.timeout(240)
+def test_an_error_in_a_spawned_worker_reaches_the_parent_by_its_public_name(
+        tmp_path: Path) -> None:
+    # DataLoader pickles the worker's exception class and re-raises it in the
+    # parent with the worker's traceback as the message: both name the class
+    # as users import it (once aioflux._core.errors.NotFound).
+    for i in range(3):
+        (tmp_path / f"{i}.bin").write_bytes(b"x")
+    ds = MapDataset.from_prefix(str(tmp_path), transform=to_bytes)
+    (tmp_path / "1.bin").unlink()  # listed, then gone
+    loader = torch.utils.data.DataLoader(ds, batch_size=3, num_workers=1, collate_fn=list,
+                                         multiprocessing_context="spawn")
+    with pytest.raises(NotFound) as caught:
+        list(loader)
+    assert type(caught.value) is NotFound
+    assert f"aioflux.NotFound: read file://{tmp_path}/1.bin failed" in str(caught.value)
+    assert "aioflux._core.errors" not in str(caught.value)
+
+
 @pytest.mark.parametrize("workers", [0, 2])
 def test_map_dataset_batch_sampler_prefetches_next_batch(where: Where, workers: int) -> None:
     data = seed_at(where, 50, 700)
@@ -210,6 +229,25 @@ def test_map_dataset_from_objects_and_pickle(where: Where) -> None:
         MapDataset.from_objects(["gs://some-bucket/x", "file:///tmp/x"])
     with pytest.raises(NotFound, match=re.escape(where.url("d/0099"))):
         MapDataset.from_objects([where.url("d/0099")], **where.kwargs)
+
+
+def test_a_map_dataset_index_that_is_no_integer_is_named(where: Where) -> None:
+    data = seed_at(where, 3, 10)
+    ds = dataset_at(where)
+    # Was TypeError: '<' not supported between instances of 'str' and 'int'.
+    for wrong in ("a", 1.0, None, slice(0, 2), True):
+        with pytest.raises(InvalidArgument, match=r"MapDataset\[\]: index must be an int"):
+            ds[wrong]  # type: ignore[index]
+        with pytest.raises(InvalidArgument, match=r"MapDataset\[\]: index must be an int"):
+            ds.__getitems__([0, wrong])  # type: ignore[list-item]
+    # What stands for an integer is one; a list's bounds still hold.
+    np = pytest.importorskip("numpy")
+    assert ds[np.int64(1)] == ds[torch.tensor(1)] == ds[-2] == data["d/0001"]
+    assert ds.__getitems__([torch.tensor(2), np.int32(0)]) == [data["d/0002"], data["d/0000"]]
+    with pytest.raises(IndexError):
+        ds[3]
+    with pytest.raises(IndexError):
+        ds.__getitems__([0, -4])
 
 
 def test_iterable_dataset_shuffles_per_epoch_and_shards(where: Where) -> None:

@@ -5,10 +5,12 @@ filesystem, with the loaded tensors and the stored objects checked."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
-from aioflux import Conflict, InvalidArgument, WriterOptions
+from aioflux import Conflict, InvalidArgument, NotFound, WriterOptions
 from aioflux.torch import CheckpointManager
 from tests.torch.conftest import Where
 
@@ -154,6 +156,24 @@ def test_concurrent_background_saves_keep_the_window_and_every_history_line(
         mgr.wait()
         assert [c.step for c in mgr.list()] == [11, 12]
         assert sorted(r.step for r in mgr.history()) == list(range(1, 13))
+
+
+def test_a_load_that_finds_nothing_says_what_it_looked_for(where: Where) -> None:
+    # Once "no complete checkpoint for any" on an empty root.
+    with CheckpointManager(where.url("empty"), client=where.client) as mgr:
+        for load in (mgr.load, mgr.load_data_state):
+            with pytest.raises(NotFound) as info:
+                load()
+            message = str(info.value)
+            assert message.endswith(f"{mgr.root}: no complete checkpoint under it (nothing "
+                                    "saved there yet, or no save finished)"), message
+            assert "for any" not in message
+            assert (info.value.bucket, info.value.name) == (mgr.bucket, mgr.prefix)
+        mgr.save(_state(1), 3)
+        for load in (mgr.load, mgr.load_data_state):
+            with pytest.raises(NotFound, match=re.escape(f"{mgr.root}: no complete "
+                                                          "checkpoint at step 4")):
+                load(step=4)
 
 
 def test_a_negative_step_is_refused(where: Where) -> None:

@@ -1,8 +1,13 @@
 import pickle
+import subprocess
+import sys
+import traceback
 
 import pytest
 
+import aioflux
 from aioflux import (
+    AiofluxError,
     ChecksumMismatch,
     InvalidRequest,
     NotFound,
@@ -55,3 +60,40 @@ def test_detail_is_shortened_and_single_line() -> None:
     err = error_for_status(500, "x\n" * 1000, operation="read", bucket="b", name="o")
     assert "\n" not in str(err)
     assert len(str(err)) < 400
+
+
+ERRORS = sorted(name for name in aioflux.__all__
+                if isinstance(getattr(aioflux, name), type)
+                and issubclass(getattr(aioflux, name), AiofluxError))
+
+
+# The errors that are no StorageError (no status attribute).
+PLAIN = {"AiofluxError", "BridgeError", "InvalidArgument", "InvalidURL"}
+
+
+def test_every_exported_error_is_checked() -> None:
+    assert len(ERRORS) == 16 and "NotFound" in ERRORS and "AiofluxError" in ERRORS
+
+
+@pytest.mark.parametrize("name", ERRORS)
+def test_errors_are_named_as_users_import_them(name: str) -> None:
+    # Tracebacks once showed aioflux._core.errors.NotFound.
+    cls = getattr(aioflux, name)
+    assert f"{cls.__module__}.{cls.__qualname__}" == f"aioflux.{name}"
+    err = cls("read gs://b/o failed")
+    assert traceback.format_exception_only(err) == [f"aioflux.{name}: read gs://b/o failed\n"]
+
+
+def test_errors_unpickle_in_a_fresh_interpreter() -> None:
+    # As a spawn worker's error reaches its parent: pickled by the public name.
+    errors = [getattr(aioflux, name)("read gs://b/o failed") for name in ERRORS]
+    errors[ERRORS.index("NotFound")] = NotFound("read gs://b/o failed", operation="read",
+                                               bucket="b", name="o", status=404)
+    code = ("import pickle, sys\n"
+            "for e in pickle.load(sys.stdin.buffer):\n"
+            "    print(type(e).__module__, type(e).__qualname__, getattr(e, 'status', '-'))\n")
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(errors),
+                         capture_output=True, check=True).stdout.decode().splitlines()
+    statuses = {"NotFound": "404"}
+    assert out == [f"aioflux {name} {statuses.get(name, '-' if name in PLAIN else 'None')}"
+                   for name in ERRORS]

@@ -109,7 +109,7 @@ class Layout:
 
     def make(self, limit: int | None) -> None:
         """Adopt the directory, create the subdirectories and record
-        ``limit`` in the marker.
+        ``limit`` in the marker (None keeps the limit recorded before).
 
         Raises:
             InvalidArgument: the directory holds files but no marker.
@@ -156,14 +156,23 @@ class Layout:
                 "so it uses only a new or empty one, or one a cache made")
 
     def _record(self, limit: int | None) -> None:
-        """Write ``limit`` into the marker, unless it already holds it."""
+        """Write ``limit`` into the marker, unless it already holds it.
+
+        No limit leaves a recorded one in place: an opener without one (a
+        dataset given ``cache_dir`` but no ``cache_limit``) evicts nothing,
+        so the last limit given still bounds the cache, and ``aioflux cache
+        info`` reports it.
+        """
         want = {"format": FORMAT, "limit": limit}
         try:
             with open(self.marker, encoding="utf-8") as f:
-                if json.load(f) == want:
-                    return
+                held = json.load(f)
         except (OSError, ValueError):
-            pass
+            held = None
+        if held == want or (limit is None and isinstance(held, dict)
+                            and held.get("format") == FORMAT
+                            and isinstance(held.get("limit"), int)):
+            return
         temp = f"{self.marker}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
         try:
             with open(temp, "w", encoding="utf-8") as f:
@@ -174,7 +183,7 @@ class Layout:
             raise
 
     def recorded_limit(self) -> int | None:
-        """The limit the last process that opened the cache recorded."""
+        """The limit the last process that opened the cache with one recorded."""
         with open(self.marker, encoding="utf-8") as f:
             limit = json.load(f).get("limit")
         return limit if isinstance(limit, int) else None
@@ -472,7 +481,8 @@ class CacheInfo:
         directory: the cache directory.
         entries: cached objects.
         bytes: their total size on disk.
-        limit: the byte limit recorded by the last process that opened it.
+        limit: the byte limit recorded by the last process that opened it
+            with one (None: none ever did).
         temporaries: entries being written, or left by killed writers.
         oldest: seconds since the least recently used entry was used.
     """
