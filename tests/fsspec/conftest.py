@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from aioflux import Client, ClientConfig
+from aioflux._core.portal import call
 from aioflux.fsspec import AiofluxFileSystem
 from aioflux.s3 import S3Store
-from aioflux._core.portal import call
 from tests.conftest import FAST_RETRY, unique_bucket
 
 CONFIG = ClientConfig(max_concurrency=16, retry=FAST_RETRY)

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
-pytest.importorskip("fsspec")
+import fsspec.tests.abstract as abstract
 
-import fsspec.tests.abstract as abstract  # noqa: E402
-
-from aioflux.fsspec import AiofluxFileSystem  # noqa: E402
+from aioflux.fsspec import AiofluxFileSystem
 
 
 class _Fixtures(abstract.AbstractFixtures):  # type: ignore[misc]
@@ -55,7 +52,3 @@ class TestPipe(abstract.AbstractPipeTests, _Fixtures):  # type: ignore[misc]
 
 class TestOpen(abstract.AbstractOpenTests, _Fixtures):  # type: ignore[misc]
     pass
-
-
-def _unused(_: Any) -> None:
-    """(keeps ruff from reading the classes above as empty)"""
