@@ -11,6 +11,7 @@ from ._manager import CheckpointManager, SaveFuture
 from ._map_dataset import MapDataset
 from ._sampler import ResumableBatchSampler, ResumableSampler
 from ._shard_dataset import ShardDataset
+from ._shard_writer import ShardWriter
 
 __all__ = [
     "Checkpoint",
@@ -23,6 +24,7 @@ __all__ = [
     "SaveFuture",
     "SaveRecord",
     "ShardDataset",
+    "ShardWriter",
     "list_files",
     "load_files",
 ]
