@@ -85,12 +85,15 @@ class ShardWriter:
     included; a sample larger than that gets a shard of its own). Each
     shard streams to the store as samples come (memory: the sample being
     written and the upload's parts, ``writer.part_size * (max_in_flight +
-    1)``, whatever the shard's size) and is published
-    only when it is finished: an exception in the ``with`` body, or
-    :meth:`abort`, publishes nothing of the shard being written, while the
-    shards finished before stay. With ``index=True`` each published shard
-    gets its ``<shard>.idx`` sidecar, which :class:`ShardDataset` reads
-    instead of streaming the shard.
+    1)``, whatever the shard's size) and is published only when it is
+    finished: an exception in the ``with`` body, or :meth:`abort`,
+    publishes nothing of the shard being written, while the shards
+    finished before stay. With ``index=True`` each published shard gets its
+    ``<shard>.idx`` sidecar, which :class:`ShardDataset` reads instead of
+    streaming the shard.
+
+    Attributes:
+        shards: URLs of the shards published, in order.
 
     Args:
         url_pattern: the shard URLs with one integer field:
@@ -158,7 +161,6 @@ class ShardWriter:
         self._published = 0
         self._closed = False
         self.shards: list[str] = []
-        """URLs of the shards published, in order."""
 
     @property
     def count(self) -> int:
@@ -239,8 +241,7 @@ class ShardWriter:
             self.abort()
             raise
         info = shard.raw.info
-        if info is None:  # a successful close always sets it
-            raise InvalidArgument(f"ShardWriter: {shard.url} was published without metadata")
+        assert info is not None  # a successful close sets it
         self.shards.append(info.url)
         self._published += shard.packer.count
         if self._index:
