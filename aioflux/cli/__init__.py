@@ -75,7 +75,17 @@ def version() -> str:
 
 def _load_commands() -> None:
     # Imported for their registration side effect.
-    from . import _bench, _cache, _ckpt, _clean, _copy, _demo, _emulator, _objects  # noqa: F401
+    from . import (  # noqa: F401
+        _bench,
+        _cache,
+        _ckpt,
+        _clean,
+        _copy,
+        _demo,
+        _emulator,
+        _objects,
+        _shards,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,6 +12,7 @@ from ._map_dataset import MapDataset
 from ._sampler import ResumableBatchSampler, ResumableSampler
 from ._shard_dataset import ShardDataset
 from ._shard_map_dataset import ShardMapDataset
+from ._shard_writer import ShardWriter
 
 __all__ = [
     "Checkpoint",
@@ -25,6 +26,7 @@ __all__ = [
     "SaveRecord",
     "ShardDataset",
     "ShardMapDataset",
+    "ShardWriter",
     "list_files",
     "load_files",
 ]

@@ -262,6 +262,15 @@ CLI_CALLS: dict[str, list[Call]] = {
         Call("cache clear {tmp}/cache", r"removed 3 entries"),
         Call("cache info {tmp}/cache", r"(?m)^entries +0$"),
     ],
+    "aioflux shards ls|index|verify [--format tar|lines] [--json] [--force] URL": [
+        # Five samples in three tar shards written without sidecars, and a lines shard.
+        Call("shards ls gs://{b}/shards/", r"(?m)^ *- +10240  none +gs://{b}/shards/s-00\.tar$"),
+        Call("shards index gs://{b}/shards/", r"indexed 3 shards, 0 already indexed$"),
+        Call("shards ls --format tar --json gs://{b}/shards/s-{{00..02}}.tar",
+             r'"total": \{{"bytes": 30720, "indexed": 3, "samples": 5, "shards": 3\}}'),
+        Call("shards index --force gs://{b}/shards/s-01.tar", r"indexed 1 shards, 0 already"),
+        Call("shards verify --format lines gs://{b}/text/", r"(?s)^ok +2 +indexed .*all good$"),
+    ],
     "aioflux emulator [--port N] [--s3-port N] [--profile gcs-like] [--p-503 0.1] "
     "[--bucket NAME]": [
         # Served in the background by test_cli_emulator_line; listed so the
@@ -307,7 +316,7 @@ def cli_world(tmp_path: Path) -> Iterator[tuple[Emulator, Path]]:
     upload; local files to copy up."""
     import torch
 
-    from aioflux.torch import CheckpointManager
+    from aioflux.torch import CheckpointManager, ShardWriter
 
     (tmp_path / "local.txt").write_text("local file\n")
     (tmp_path / "tree" / "x").mkdir(parents=True)
@@ -326,6 +335,14 @@ def cli_world(tmp_path: Path) -> Iterator[tuple[Emulator, Path]]:
             for step in (1, 2, 3):
                 manager.save({"w": torch.full((4,), float(step))}, step)
             manager.close()
+        with ShardWriter(f"gs://{B}/shards/s-%02d.tar", max_count=2, index=False,
+                         endpoint=emulator.endpoint) as sink:
+            for i in range(5):
+                sink.write({"__key__": f"k{i}", "txt": f"sample {i}"})
+        with ShardWriter(f"gs://{B}/text/t-%d.jsonl", format="lines",
+                         endpoint=emulator.endpoint) as sink:
+            sink.write({"i": 1})
+            sink.write({"i": 2})
         yield emulator, tmp_path
 
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable
 
-import pytest
-
 import fsspec.tests.abstract as abstract
+import pytest
 
 from aioflux.fsspec import AiofluxFileSystem
 

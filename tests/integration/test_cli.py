@@ -178,7 +178,8 @@ def test_every_storage_command_takes_endpoint() -> None:
     parser = build_parser()
     for argv in (["ls", "gs://b-x"], ["stat", "gs://b-x/o"], ["cat", "gs://b-x/o"],
                  ["cp", "a", "gs://b-x"], ["rm", "gs://b-x/o"], ["du", "gs://b-x"],
-                 ["clean", "gs://b-x"], ["bench"], ["ckpt", "list", "gs://b-x/r"], ["demo"]):
+                 ["clean", "gs://b-x"], ["bench"], ["ckpt", "list", "gs://b-x/r"], ["demo"],
+                 ["shards", "verify", "gs://b-x/s-{0..9}.tar"]):
         args = parser.parse_args([*argv, "--endpoint", "127.0.0.1:9"])
         assert args.endpoint == "http://127.0.0.1:9", argv
 

@@ -31,9 +31,7 @@ DOCUMENTED = {
     "aioflux.torch": {
         "Checkpoint", "CheckpointInfo", "CheckpointManager", "IterableDataset", "MapDataset",
         "ResumableBatchSampler", "ResumableSampler", "SaveFuture", "SaveRecord", "ShardDataset",
-        "ShardMapDataset",
-        "list_files",
-        "load_files",
+        "ShardMapDataset", "ShardWriter", "list_files", "load_files",
     },
     "aioflux.otel": {"instrument"},
     "aioflux.torch.dcp": {"GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"},

@@ -18,23 +18,39 @@ from ._index import (
     encode_index,
 )
 from ._spans import Run, read_runs
+from ._writer import (
+    DEFAULT_MAX_COUNT,
+    DEFAULT_MAX_SIZE,
+    ShardPacker,
+    check_compression,
+    compressing,
+    encode_sample,
+    shard_namer,
+)
 
 __all__ = [
+    "DEFAULT_MAX_COUNT",
+    "DEFAULT_MAX_SIZE",
     "FORMATS",
     "INDEX_SUFFIX",
     "IndexCache",
     "Run",
     "ShardFormat",
     "ShardIndex",
+    "ShardPacker",
     "chain_counts",
+    "check_compression",
+    "compressing",
     "compression_of",
     "decode_index",
     "default_index_dir",
     "encode_index",
+    "encode_sample",
     "expand_braces",
     "format_of",
     "index_shards",
     "is_sidecar",
     "read_runs",
+    "shard_namer",
     "stream_index",
 ]

@@ -1,0 +1,268 @@
+"""``aioflux shards ls|index|verify URL``: a sharded dataset's shards and their indexes.
+
+URL names the shards: a folder (every object in it but the ``.idx``
+sidecars), a brace pattern (``gs://b/train-{000..099}.tar``) or one shard.
+Each shard's format is ``--format``, else its name's: ``.tar`` is tar;
+``.jsonl``, ``.json``, ``.ndjson`` and ``.txt`` are lines (each with or
+without ``.gz`` / ``.zst``).
+
+``ls`` reads no shard: its sample counts are those of the sidecars that
+match their shard (size and crc32c). ``index`` streams each shard without
+such a sidecar once (:func:`~aioflux._engines.shards.stream_index`,
+checked against the shard's crc32c) and writes its sidecar. ``verify``
+streams every shard, and holds the result against the sidecar where
+there is one, sample by sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+from .._core.crc import encode_crc32c
+from .._core.errors import AiofluxError, ChecksumMismatch, NotFound, ShardFormatError
+from .._core.portal import get_portal
+from .._core.store import ObjectStore
+from .._core.types import ObjectInfo
+from .._core.urls import StoreURL
+from .._core.window import gather_bounded
+from .._engines.shards import (
+    FORMATS,
+    INDEX_SUFFIX,
+    ShardFormat,
+    ShardIndex,
+    decode_index,
+    encode_index,
+    expand_braces,
+    is_sidecar,
+    stream_index,
+)
+from ._common import add_client_arguments, emit_json, human, list_named, portal_store, url_arg
+from ._registry import UsageError, command
+
+__all__: list[str] = []
+
+T = TypeVar("T")
+
+_LINES_SUFFIXES = (".jsonl", ".json", ".ndjson", ".txt")
+_COMPRESSED_SUFFIXES = (".gz", ".gzip", ".zst", ".zstd")
+# Shards streamed at once by index and verify: each reader keeps its own
+# ranged reads ahead, so a few shards keep the connections busy while
+# small shards' first-byte latency overlaps.
+_SHARDS_AT_ONCE = 4
+# Sidecars read at once by ls (small objects: latency-bound).
+_SIDECARS_AT_ONCE = 32
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
+    sub.required = True
+    for action, text in (
+            ("ls", "each shard's samples (from its index), size and index state; a total"),
+            ("index", "stream each shard without a matching index once; write <shard>.idx"),
+            ("verify", "stream every shard: its crc32c, its format, and its index if any")):
+        p = sub.add_parser(action, help=text, description=text)
+        p.add_argument("url", type=url_arg,
+                       help="a folder of shards, a brace pattern (gs://b/train-{000..099}.tar) "
+                            "or one shard")
+        p.add_argument("--format", choices=sorted(FORMATS),
+                       help="the shards' format (default: by name: .tar, else .jsonl/.txt... "
+                            "as lines)")
+        if action == "ls":
+            p.add_argument("--json", action="store_true", help="one JSON document")
+        if action == "index":
+            p.add_argument("--force", action="store_true",
+                           help="index shards whose sidecar already matches too")
+        add_client_arguments(p)
+
+
+def _format(info: ObjectInfo, forced: str | None) -> ShardFormat:
+    if forced is not None:
+        return FORMATS[forced]
+    name = info.name.lower()
+    for suffix in _COMPRESSED_SUFFIXES:
+        name = name.removesuffix(suffix)
+    if name.endswith(".tar"):
+        return FORMATS["tar"]
+    if name.endswith(_LINES_SUFFIXES):
+        return FORMATS["lines"]
+    raise UsageError(f"cannot tell the format of {info.url} from its name: pass --format")
+
+
+async def _find(store: ObjectStore, url: StoreURL) -> list[ObjectInfo]:
+    if "{" in url.name:
+        names = expand_braces(url.name)
+        return await gather_bounded((store.stat(url.bucket, n) for n in names),
+                                    _SIDECARS_AT_ONCE)
+    found = [o async for o in list_named(store, url) if not is_sidecar(o.name)]
+    if not found:
+        raise NotFound(f"shards {url}: no shards there", operation="list", bucket=url.bucket,
+                       name=url.name)
+    return found
+
+
+class _Sidecar:
+    """A shard's ``.idx`` sidecar as found: ``state`` is ``ok`` (it matches the
+    shard), ``none``, ``stale`` (of another object) or ``damaged``; ``index``
+    only where it was asked to be kept."""
+
+    def __init__(self, state: str, samples: int | None = None, error: str = "",
+                 index: ShardIndex | None = None) -> None:
+        self.state, self.samples, self.error, self.index = state, samples, error, index
+
+
+async def _sidecar(store: ObjectStore, info: ObjectInfo, fmt: ShardFormat, *,
+                   keep: bool = False) -> _Sidecar:
+    where = info.url + INDEX_SUFFIX
+    try:
+        data = await store.read(info.bucket, info.name + INDEX_SUFFIX)
+    except NotFound:
+        return _Sidecar("none")
+    try:
+        index = decode_index(data, where)
+    except ShardFormatError as exc:
+        return _Sidecar("damaged", error=str(exc))
+    if index.format != fmt.name or not index.matches(info.size, info.crc32c):
+        crc = "none" if index.crc32c is None else encode_crc32c(index.crc32c)
+        return _Sidecar("stale", error=f"the index {where} is of a {index.format} shard of "
+                                       f"{index.size} bytes, crc32c {crc}: not this one "
+                                       "(aioflux shards index writes it anew)")
+    return _Sidecar("ok", len(index), index=index if keep else None)
+
+
+def _shards_and_sidecars(args: argparse.Namespace, store: ObjectStore
+                         ) -> list[tuple[ObjectInfo, ShardFormat, _Sidecar]]:
+    """The shards URL names, each with its format and what its sidecar says
+    (the sidecars' columns are not kept: a dataset's may be large)."""
+    async def run() -> list[tuple[ObjectInfo, ShardFormat, _Sidecar]]:
+        shards = await _find(store, args.url)
+        formats = [_format(info, args.format) for info in shards]
+        sidecars = await gather_bounded(
+            (_sidecar(store, info, fmt) for info, fmt in zip(shards, formats, strict=True)),
+            _SIDECARS_AT_ONCE)
+        return list(zip(shards, formats, sidecars, strict=True))
+
+    return get_portal().call(run())
+
+
+def _each(items: Sequence[T], job: Callable[[T], Any]) -> Iterator[tuple[T, Any]]:
+    """``(item, job(item) or the AiofluxError it raised)``, in order, a few at once."""
+    def guarded(item: T) -> Any:
+        try:
+            return job(item)
+        except AiofluxError as exc:
+            return exc
+
+    pool = concurrent.futures.ThreadPoolExecutor(_SHARDS_AT_ONCE, "aioflux-shards")
+    try:
+        yield from zip(items, pool.map(guarded, items), strict=True)
+    finally:
+        # On Ctrl-C, shards not started are dropped; those under way finish.
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ls(args: argparse.Namespace, store: ObjectStore) -> int:
+    found = _shards_and_sidecars(args, store)
+    rows = [{"url": info.url, "size": info.size, "format": fmt.name, "index": side.state,
+             "samples": side.samples} for info, fmt, side in found]
+    indexed = [r for r in rows if r["samples"] is not None]
+    total = {"shards": len(rows), "bytes": sum(info.size for info, _, _ in found),
+             "indexed": len(indexed), "samples": sum(int(r["samples"] or 0) for r in indexed)}
+    if args.json:
+        emit_json({"shards": rows, "total": total})
+        return 0
+    for row in rows:
+        samples = "-" if row["samples"] is None else row["samples"]
+        print(f"{samples:>10}  {row['size']:>12}  {row['index']:<7}  {row['url']}")
+    unknown = total["shards"] - total["indexed"]
+    print(f"{total['samples']:>10}  {total['bytes']:>12}  total    {total['shards']} shards "
+          f"({human(total['bytes'])})" + (f"; {unknown} without a matching index: samples "
+                                          f"unknown (aioflux shards index)" if unknown else ""))
+    return 0
+
+
+def _index(args: argparse.Namespace, store: ObjectStore) -> int:
+    found = _shards_and_sidecars(args, store)
+    todo = [(info, fmt) for info, fmt, side in found if args.force or side.state != "ok"]
+    failed = 0
+
+    def build(item: tuple[ObjectInfo, ShardFormat]) -> int:
+        info, fmt = item
+        index = stream_index(store, info, fmt)
+        get_portal().call(store.write(info.bucket, info.name + INDEX_SUFFIX,
+                                      encode_index(index)))
+        return len(index)
+
+    for (info, _), result in _each(todo, build):
+        if isinstance(result, AiofluxError):
+            failed += 1
+            print(f"aioflux shards index: {result}", file=sys.stderr)
+        else:
+            print(f"{result:>10}  indexed  {info.url}")
+    kept = len(found) - len(todo)
+    print(f"indexed {len(todo) - failed} shards, {kept} already indexed"
+          + (f", {failed} failed" if failed else ""))
+    return 1 if failed else 0
+
+
+def _compare(info: ObjectInfo, fresh: ShardIndex, side: _Sidecar) -> None:
+    """Raise if the sidecar (kept) says other than the shard's data does."""
+    if side.state == "damaged":
+        raise ShardFormatError(side.error)
+    if side.state == "stale":
+        raise ShardFormatError(f"verify {info.url}: {side.error}")
+    index = side.index
+    if side.state != "ok" or index is None:
+        return
+    where = f"verify {info.url}: its index {info.url}{INDEX_SUFFIX}"
+    for k in range(min(len(index), len(fresh))):
+        if (index.offsets[k], index.lengths[k]) != (fresh.offsets[k], fresh.lengths[k]):
+            raise ShardFormatError(
+                f"{where} puts sample {k} at byte {index.offsets[k]} ({index.lengths[k]} bytes); "
+                f"the shard holds it at byte {fresh.offsets[k]} ({fresh.lengths[k]} bytes)")
+        if index.crcs[k] != fresh.crcs[k]:
+            raise ChecksumMismatch(
+                f"{where}: sample {k} at byte {fresh.offsets[k]} does not match (crc32c "
+                f"{encode_crc32c(fresh.crcs[k])} != {encode_crc32c(index.crcs[k])})",
+                operation="verify", bucket=info.bucket, name=info.name)
+    if len(index) != len(fresh) or index.data_size != fresh.data_size \
+            or index.compression != fresh.compression:
+        raise ShardFormatError(
+            f"{where} records {len(index)} samples in {index.data_size} bytes of "
+            f"{index.compression or 'uncompressed'} data; the shard holds {len(fresh)} in "
+            f"{fresh.data_size} bytes of {fresh.compression or 'uncompressed'} data")
+
+
+def _verify(args: argparse.Namespace, store: ObjectStore) -> int:
+    found = _shards_and_sidecars(args, store)
+
+    def check(item: tuple[ObjectInfo, ShardFormat, _Sidecar]) -> int:
+        info, fmt, _ = item
+        fresh = stream_index(store, info, fmt)
+        _compare(info, fresh, get_portal().call(_sidecar(store, info, fmt, keep=True)))
+        return len(fresh)
+
+    bad = samples = 0
+    for (info, _, side), result in _each(found, check):
+        if isinstance(result, AiofluxError):
+            bad += 1
+            print(f"BAD  {info.url}: {result}")
+        else:
+            samples += result
+            print(f"ok   {result:>10}  {'indexed' if side.state == 'ok' else 'no index'}  "
+                  f"{info.url}")
+    print(f"verified {len(found)} shards, {samples} samples in the good ones: "
+          + (f"{bad} bad" if bad else "all good"))
+    return 1 if bad else 0
+
+
+_ACTIONS = {"ls": _ls, "index": _index, "verify": _verify}
+
+
+@command("shards", "Sharded datasets: list shards and their indexes, index, verify.", _configure)
+def _run(args: argparse.Namespace) -> int:
+    with portal_store(args, args.url) as store:
+        return _ACTIONS[args.action](args, store)
