@@ -3,7 +3,9 @@
 For each batch of objects the planner picks, per object:
 
 - **ranged chunks** for objects of at least ``ranged_threshold`` bytes:
-  ``range_size`` ranges read concurrently into one preallocated buffer;
+  ``range_size`` ranges read concurrently into one buffer, grown a wave of
+  :data:`WAVE_RANGES` ranges at a time (never to a size the server only
+  claims);
 - **composed batches** for objects of at most ``compose_threshold`` bytes
   (when compose is on): see :mod:`aioflux._engines.compose`;
 - **direct GETs** for everything else, all under the client's semaphore;
@@ -19,7 +21,13 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from .._core.crc import crc32c_combine, encode_crc32c
-from .._core.errors import ChecksumMismatch, NotFound, PermissionDenied, PreconditionFailed
+from .._core.errors import (
+    ChecksumMismatch,
+    NotFound,
+    PermissionDenied,
+    PreconditionFailed,
+    out_of_memory,
+)
 from .._core.md5 import md5_base64
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
@@ -36,6 +44,7 @@ from .hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, Hedger, HedgeStats, check_h
 
 __all__ = [
     "RANGE_SIZE",
+    "WAVE_RANGES",
     "DEFAULT_COMPOSE_THRESHOLD",
     "DEFAULT_MAX_COMPOSITE_OBJECT_SIZE",
     "DEFAULT_PREFETCH_BYTES",
@@ -64,6 +73,16 @@ Data = bytes | bytearray
 DEFAULT_COMPOSE_THRESHOLD = 32 * 1024
 # dataflux's cap: a composite stays small enough to hold in memory at once.
 DEFAULT_MAX_COMPOSITE_OBJECT_SIZE = 100 * 1024 * 1024
+# A listed or stat-ed size is what the server claims, not bytes that arrived:
+# a ranged read allocates its buffer one wave of ranges at a time, reads the
+# wave into it in place (no copy) and grows it for the next only once the
+# wave arrived whole (a bytearray cannot grow while ranges write into it).
+# So a size that lies costs the bytes received plus one wave, and one too
+# large to allocate ends in a typed error, not in a zero-filled buffer of
+# that size. 16 ranges: the streams a 256 MiB object had when all of its
+# ranges started at once (perf/scenarios/ranged.py: 8 x 256 MiB, 16 MiB
+# ranges), at 100 MB/s per connection past what two cores parse.
+WAVE_RANGES = 16
 # One stream tops out at the per-connection bandwidth (100 MB/s); past
 # 32 MiB a single GET spends most of its time streaming, so splitting pays.
 DEFAULT_RANGED_THRESHOLD = 32 * 1024 * 1024
@@ -238,8 +257,6 @@ class Downloader:
             # An S3 listing names no checksum: the object's HEAD may (its
             # crc32c, or the MD5 a plain single-part ETag is).
             obj = await self._checksummed(obj)
-        buf = bytearray(obj.size)
-        view = memoryview(buf)
         step = self.options.range_size
         gen = obj.generation or None
         verify = checking and obj.crc32c is not None
@@ -247,17 +264,22 @@ class Downloader:
         # fails (404) instead of stitching two versions together. Each
         # chunk's length and Content-Range are checked against the listed
         # size; their crc32c, combined, against the listed crc32c (no second
-        # pass over the bytes).
-        starts = range(0, obj.size, step)
-        parts = await gather_bounded(
-            self.client.fetch(obj.bucket, obj.name, start=s, end=min(s + step, obj.size),
-                               into=view[s:s + step], generation=gen, size=obj.size,
-                               want_crc=verify)
-            for s in starts)
-        if verify:
-            actual = 0
+        # pass over the bytes). The listed size is only a claim: the buffer
+        # grows a wave of ranges at a time (see WAVE_RANGES).
+        buf = bytearray()
+        actual = 0
+        while len(buf) < obj.size:
+            start = len(buf)
+            buf = _grown(buf, min(obj.size, start + step * WAVE_RANGES), obj)
+            with memoryview(buf) as view:
+                parts = await gather_bounded(
+                    self.client.fetch(obj.bucket, obj.name, start=s,
+                                      end=min(s + step, len(view)), into=view[s:s + step],
+                                      generation=gen, size=obj.size, want_crc=verify)
+                    for s in range(start, len(view), step))
             for part in parts:
                 actual = crc32c_combine(actual, part.crc or 0, part.count)
+        if verify:
             if actual != obj.crc32c:
                 raise ChecksumMismatch(
                     f"read {obj.url}: crc32c {encode_crc32c(actual)} != "
@@ -265,7 +287,7 @@ class Downloader:
                     bucket=obj.bucket, name=obj.name)
         elif checking and obj.md5 is not None:
             # MD5 does not combine: one pass over the assembled bytes.
-            digest = await md5_base64(view)
+            digest = await md5_base64(memoryview(buf))
             if digest != obj.md5:
                 raise ChecksumMismatch(f"read {obj.url}: MD5 {digest} of the bytes read != "
                                        f"{obj.md5}", operation="read", bucket=obj.bucket,
@@ -384,6 +406,28 @@ class Downloader:
             async for (_, idx), datas in done:
                 for i, data in zip(idx, datas, strict=True):
                     yield objects[i], data
+
+
+def _grown(buf: bytearray, size: int, obj: ObjectInfo) -> bytearray:
+    """``buf`` zero-extended to ``size`` bytes for the next wave of ranges.
+
+    In place, unless a view of it outlived its wave (a retried range's
+    failure, in a reference cycle until the collector runs, can hold one):
+    then in a copy, the old buffer freed with that view.
+
+    Raises:
+        StorageError: ``size`` bytes do not fit in memory.
+    """
+    # bytes(n) is calloc'd, so only the bytes copied into ``buf`` are touched.
+    zeros = size - len(buf)
+    try:
+        try:
+            buf += bytes(zeros)
+        except BufferError:
+            return buf + bytes(zeros)
+    except MemoryError as exc:
+        raise out_of_memory("read", obj.bucket, obj.name, obj.scheme, size) from exc
+    return buf
 
 
 def _total_len(datas: list[Data]) -> int:
