@@ -15,6 +15,7 @@ For each batch of objects the planner picks, per object:
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -347,7 +348,8 @@ class Downloader:
             Its bytes (a ``bytearray`` when read in ranged chunks).
 
         Raises:
-            StorageError: the download failed after retries.
+            StorageError: the download failed after retries, or the object
+                does not fit in memory.
         """
         return (await self._unit("ranged" if self.options.ranged_threshold
                                  and obj.size >= self.options.ranged_threshold
@@ -411,23 +413,29 @@ class Downloader:
 def _grown(buf: bytearray, size: int, obj: ObjectInfo) -> bytearray:
     """``buf`` zero-extended to ``size`` bytes for the next wave of ranges.
 
-    In place, unless a view of it outlived its wave (a retried range's
-    failure, in a reference cycle until the collector runs, can hold one):
-    then in a copy, the old buffer freed with that view.
+    In place: a bytearray cannot grow while a view of it lives, and a wave
+    whose ranges were retried leaves views of it in reference cycles (an
+    error, its traceback, the frames that held them), so the collector runs
+    first when one is in the way. A view held for good (by a store keeping
+    its buffers) gets a copy instead, the old buffer freed with that view.
 
     Raises:
         StorageError: ``size`` bytes do not fit in memory.
     """
-    # bytes(n) is calloc'd, so only the bytes copied into ``buf`` are touched.
-    zeros = size - len(buf)
     try:
-        try:
-            buf += bytes(zeros)
-        except BufferError:
-            return buf + bytes(zeros)
+        # bytes(n) is calloc'd: only what is copied into ``buf`` is touched.
+        zeros = bytes(size - len(buf))
+        for collect in (False, True):
+            if collect:
+                gc.collect()
+            try:
+                buf += zeros
+            except BufferError:
+                continue
+            return buf
+        return buf + zeros
     except MemoryError as exc:
         raise out_of_memory("read", obj.bucket, obj.name, obj.scheme, size) from exc
-    return buf
 
 
 def _total_len(datas: list[Data]) -> int:

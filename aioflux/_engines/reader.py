@@ -325,6 +325,12 @@ class ObjectReader(io.RawIOBase):
 
         Returns:
             The bytes (empty at the end).
+
+        Raises:
+            StorageError: a ranged GET failed after retries, or the bytes
+                do not fit in memory.
+            ChecksumMismatch: the object read front to back did not match
+                its crc32c or MD5.
         """
         with self._reading():
             remaining = max(self.size - self._pos, 0)
@@ -338,7 +344,8 @@ class ObjectReader(io.RawIOBase):
             # blocks as they arrive, never zero-filled to it up front. Handed
             # over as is: BytesIO.getvalue() returns its own buffer once no
             # view of it is left (CPython), so reading a whole object peaks at
-            # its size (and the read-ahead), where bytes(bytearray) took twice.
+            # its size (its growth reserves up to an eighth more, untouched)
+            # and the read-ahead, where bytes(bytearray) took twice.
             out = io.BytesIO()
             try:
                 for piece in self._pieces(n):
