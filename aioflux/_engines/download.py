@@ -84,6 +84,7 @@ DEFAULT_MAX_COMPOSITE_OBJECT_SIZE = 100 * 1024 * 1024
 # ranges started at once (perf/scenarios/ranged.py: 8 x 256 MiB, 16 MiB
 # ranges), at 100 MB/s per connection past what two cores parse.
 WAVE_RANGES = 16
+_ZEROS = bytes(1 << 20)
 # One stream tops out at the per-connection bandwidth (100 MB/s); past
 # 32 MiB a single GET spends most of its time streaming, so splitting pays.
 DEFAULT_RANGED_THRESHOLD = 32 * 1024 * 1024
@@ -423,19 +424,33 @@ def _grown(buf: bytearray, size: int, obj: ObjectInfo) -> bytearray:
         StorageError: ``size`` bytes do not fit in memory.
     """
     try:
-        # bytes(n) is calloc'd: only what is copied into ``buf`` is touched.
-        zeros = bytes(size - len(buf))
+        if not buf:
+            # The first wave in one allocation: at a wave's size malloc maps
+            # it on its own, and realloc grows it by remapping pages, where
+            # growing a small buffer block by block would copy it as it went.
+            return bytearray(size)
         for collect in (False, True):
             if collect:
                 gc.collect()
             try:
-                buf += zeros
+                _zero_extend(buf, size)
             except BufferError:
                 continue
             return buf
-        return buf + zeros
+        copy = bytearray(buf)
+        _zero_extend(copy, size)
+        return copy
     except MemoryError as exc:
         raise out_of_memory("read", obj.bucket, obj.name, obj.scheme, size) from exc
+
+
+def _zero_extend(buf: bytearray, size: int) -> None:
+    # From a block that stays in cache: bytes(n), calloc'd, costs a page
+    # fault per 4 KiB read on top of those of the writes (growing 256 MiB by
+    # a 256 MiB wave, best of 7, CPython 3.11, 2 cores: 0.30 s of CPU, in
+    # 1 MiB blocks 0.18 s; a fresh bytearray(256 MiB) takes 0.23 s).
+    while len(buf) < size:
+        buf += memoryview(_ZEROS)[:size - len(buf)]
 
 
 def _total_len(datas: list[Data]) -> int:
