@@ -52,6 +52,7 @@ __all__ = [
     "TLSError",
     "TransportError",
     "error_for_status",
+    "out_of_memory",
 ]
 
 _MAX_DETAIL = 300
@@ -184,6 +185,27 @@ def describe(operation: str, bucket: str, name: str, scheme: str = "gs") -> str:
         return operation
     root = f"file:///{bucket}" if scheme == "file" else f"{scheme}://{bucket}"
     return f"{operation} {root}/{name}" if name else f"{operation} {root}"
+
+
+def out_of_memory(operation: str, bucket: str, name: str, scheme: str,
+                  size: int) -> StorageError:
+    """The error for ``size`` bytes of an object that could not be allocated.
+
+    Raised ``from`` the ``MemoryError``: a read too large for the process
+    is the object's failure, named like any other, not a bare MemoryError.
+
+    Args:
+        operation: the operation that failed.
+        bucket: bucket name.
+        name: object name.
+        scheme: the store's URL scheme, for the message.
+        size: the bytes that did not fit.
+
+    Returns:
+        The error to raise.
+    """
+    return StorageError(f"{describe(operation, bucket, name, scheme)} failed: {size} bytes "
+                        "do not fit in memory", operation=operation, bucket=bucket, name=name)
 
 
 # S3 error codes (``<Error><Code>``) whose class the status alone gets

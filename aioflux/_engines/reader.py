@@ -18,10 +18,11 @@ import io
 import operator
 import os
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .._core.crc import crc32c_combine, encode_crc32c
-from .._core.errors import ChecksumMismatch, InvalidArgument, ProtocolError
+from .._core.errors import ChecksumMismatch, InvalidArgument, ProtocolError, out_of_memory
 from .._core.options import ReaderOptions
 from .._core.portal import get_portal
 from .._core.types import ObjectInfo
@@ -35,8 +36,8 @@ __all__ = ["ObjectReader"]
 # A block's bytes and crc32c, or the error that fetching it ended with.
 _Outcome = tuple[bytearray, int | None] | Exception
 _Block = concurrent.futures.Future[_Outcome]
-# From this size on, read() fills the bytes it returns in place.
-_FILL_IN_PLACE = 1 << 20
+# From this size on, read() grows the bytes it returns as blocks arrive.
+_GROWN = 1 << 20
 
 
 class ObjectReader(io.RawIOBase):
@@ -205,15 +206,23 @@ class ObjectReader(io.RawIOBase):
             return self._readinto(buffer)
 
     def _readinto(self, buffer: bytearray | memoryview) -> int:
-        if self._corrupt is not None:
-            raise self._corrupt
         out = memoryview(buffer).cast("B")
         done = 0
-        while done < len(out) and self._pos < self.size:
+        for piece in self._pieces(len(out)):
+            out[done:done + len(piece)] = piece
+            done += len(piece)
+        return done
+
+    def _pieces(self, count: int) -> Iterator[memoryview]:
+        """Up to ``count`` bytes from the position, as views of the blocks
+        holding them; the position passes each piece once it was taken."""
+        if self._corrupt is not None:
+            raise self._corrupt
+        while count > 0 and self._pos < self.size:
             index = self._pos // self.block_size
             data, crc = self._block(index)
             offset = self._pos - index * self.block_size
-            take = min(len(out) - done, len(data) - offset)
+            take = min(count, len(data) - offset)
             if take <= 0:
                 # Never spin on a block shorter than its range (_read_block
                 # rejects those; this guards the invariant).
@@ -222,10 +231,9 @@ class ObjectReader(io.RawIOBase):
                                     bucket=self.bucket, name=self.name)
             if offset == 0:
                 self._account(index, data, crc)
-            out[done:done + take] = memoryview(data)[offset:offset + take]
-            done += take
+            yield memoryview(data)[offset:offset + take]
+            count -= take
             self._pos += take
-        return done
 
     def _block(self, index: int) -> tuple[bytearray, int | None]:
         """Block ``index`` (waited for), with read-ahead scheduled past it."""
@@ -317,24 +325,34 @@ class ObjectReader(io.RawIOBase):
 
         Returns:
             The bytes (empty at the end).
+
+        Raises:
+            StorageError: a ranged GET failed after retries, or the bytes
+                do not fit in memory.
+            ChecksumMismatch: the object read front to back did not match
+                its crc32c or MD5.
         """
         with self._reading():
             remaining = max(self.size - self._pos, 0)
             n = remaining if size is None or size < 0 else min(size, remaining)
-            if n < _FILL_IN_PLACE:
+            if n < _GROWN:
                 buf = bytearray(n)
                 got = self._readinto(buf)  # already under _reading()
                 del buf[got:]
                 return bytes(buf)
-            # Filled in place and handed over as is: BytesIO.getvalue() returns
-            # its own buffer once no view of it is left (CPython), so reading a
-            # whole object peaks at its size, where bytes(bytearray) took twice.
+            # The size is the server's claim (a HEAD, a listing): grown by the
+            # blocks as they arrive, never zero-filled to it up front. Handed
+            # over as is: BytesIO.getvalue() returns its own buffer once no
+            # view of it is left (CPython), so reading a whole object peaks at
+            # its size (its growth reserves up to an eighth more, untouched)
+            # and the read-ahead, where bytes(bytearray) took twice.
             out = io.BytesIO()
-            out.seek(n - 1)
-            out.write(b"\0")
-            with out.getbuffer() as view:
-                got = self._readinto(view)
-            out.truncate(got)
+            try:
+                for piece in self._pieces(n):
+                    out.write(piece)
+            except MemoryError as exc:
+                raise out_of_memory("read", self.bucket, self.name,
+                                    self._client.features.scheme, n) from exc
             return out.getvalue()
 
     def readall(self) -> bytes:

@@ -29,6 +29,7 @@ from .._core.errors import (
     PreconditionFailed,
     StorageError,
     describe,
+    out_of_memory,
 )
 from .._core.locks import held_at, unlock
 from .._core.store import Fetched
@@ -297,7 +298,10 @@ def read_file(bucket: str, name: str, start: int, end: int | None, into: memoryv
         if into is not None and len(into) < count:
             raise InvalidArgument(f"{where}: {count} bytes do not fit a buffer of "
                                   f"{len(into)}")
-        out = bytearray(count) if into is None else into
+        try:
+            out = bytearray(count) if into is None else into
+        except MemoryError as exc:
+            raise out_of_memory("read", bucket, name, "file", count) from exc
         view = memoryview(out)[:count]
         done = 0
         while done < count:

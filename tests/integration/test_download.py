@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import tracemalloc
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from aioflux import AsyncClient, ClientConfig, LocalStore, ObjectInfo, PermissionDenied, parse_url
 from aioflux._engines.compose import COMPOSED_PREFIX, leftover_composites, plan_batches
-from aioflux._engines.download import Downloader, DownloadOptions, download_many
+from aioflux._engines.download import WAVE_RANGES, Downloader, DownloadOptions, download_many
 from aioflux._engines.listing import list_objects_parallel
 from aioflux.testing import Emulator, Faults, MemoryStore
 
@@ -125,6 +126,56 @@ async def test_ranged_chunks_fill_one_buffer(client: AsyncClient, emulator: Emul
     assert isinstance(got[0], bytearray) and bytes(got[0]) == data[objs[0].name]
     assert got[1] == data[objs[1].name]
     assert dl.stats.ranged_objects == 1 and dl.stats.ranged_chunks == 13
+
+
+@pytest.mark.parametrize("faulty", [False, True], ids=["clean", "faults"])
+async def test_ranged_reads_grow_one_buffer_a_wave_at_a_time(
+        faults: Emulator, client: AsyncClient, bucket: str, faulty: bool) -> None:
+    # 4 waves of 16 ranges. Every wave is read in place and the buffer grows
+    # for the next: never a copy of what arrived, also when a wave's ranges
+    # were cut and retried (their errors hold views of the buffer in
+    # reference cycles, which would refuse the growth until collected).
+    step = 64 * 1024
+    wave = step * WAVE_RANGES
+    data = seed(faults, bucket, [4 * wave - 1000])
+    [obj] = await list_objects_parallel(client, bucket, "d/")
+    if faulty:
+        faults.faults = Faults(p_reset=0.3, seed=11)
+    dl = Downloader(client, DownloadOptions(ranged_threshold=1, range_size=step))
+    tracemalloc.start()
+    try:
+        got = await dl.download(obj)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert isinstance(got, bytearray) and got == data[obj.name]
+    assert dl.stats.ranged_chunks == 4 * WAVE_RANGES
+    assert (client.transport.stats.retries > 0) == faulty
+    # The object and the requests' own buffers; a copy of the bytes so far
+    # at any growth would add up to 3 waves.
+    assert peak < obj.size + wave, (peak - obj.size) / wave
+
+
+async def test_a_buffer_a_store_keeps_views_of_is_copied_to_grow(
+        client: AsyncClient, emulator: Emulator, bucket: str) -> None:
+    # A store that holds on to the buffers it filled: the planner cannot
+    # grow that buffer in place, and copies it instead of failing.
+    data = seed(emulator, bucket, [3 * WAVE_RANGES * 1000 + 7])
+    [obj] = await list_objects_parallel(client, bucket, "d/")
+    kept: list[memoryview] = []
+    fetch = client.fetch
+
+    async def keeping(*args: Any, into: memoryview | None = None, **kwargs: Any) -> Any:
+        if into is not None:
+            kept.append(into)
+        return await fetch(*args, into=into, **kwargs)
+
+    client.fetch = keeping  # type: ignore[method-assign]
+    dl = Downloader(client, DownloadOptions(ranged_threshold=1, range_size=1000))
+    got = await dl.download(obj)
+    assert got == data[obj.name] and dl.stats.ranged_chunks == 3 * WAVE_RANGES + 1
+    # Each wave filled a buffer of its own, the later ones copies of the first.
+    assert len({id(view.obj) for view in kept}) == 4
 
 
 async def test_downloads_survive_faults(faults: Emulator, client: AsyncClient,
