@@ -71,7 +71,11 @@ class TextWriter(PublishOnExit, io.TextIOWrapper):
     def __init__(self, raw: ObjectWriter | ZstdWriter, *, encoding: str, errors: str | None,
                  newline: str | None) -> None:
         self._done = False
+        self._track()
         self._raw = raw
+        # Characters written, for the warning of a writer dropped unclosed
+        # (the text not yet encoded is not in the raw writer's count).
+        self._chars = 0
         super().__init__(raw, encoding=encoding, errors=errors, newline=newline)
         if codecs.lookup(encoding).name in _BOM_ONLY_WHEN_SEEKABLE:
             # CPython's TextIOWrapper writes these encodings' BOM only to a
@@ -80,6 +84,25 @@ class TextWriter(PublishOnExit, io.TextIOWrapper):
             # utf-16 nor utf-32. Python's open() writes it; so do we. The
             # text that follows is in native byte order, as the BOM says.
             raw.write(codecs.encode("", encoding))
+
+    def write(self, s: str) -> int:
+        """Write text (encoded as it is flushed to the binary writer).
+
+        Args:
+            s: the text.
+
+        Returns:
+            The number of characters written.
+        """
+        count = super().write(s)
+        self._chars += count
+        return count
+
+    def _unpublished(self) -> tuple[str, int, str]:
+        return self._raw._unpublished()[0], self._chars, "character"
+
+    def _inner(self) -> PublishOnExit:
+        return self._raw
 
     def close(self) -> None:
         """Flush the text and publish the object (see ``ObjectWriter.close``)."""

@@ -67,6 +67,7 @@ class ZstdWriter(PublishOnExit, io.BufferedIOBase):
         self._z: Any = cctx.stream_writer(raw, closefd=False, write_return_read=True)
         self._written = 0
         self._done = False
+        self._track()
         _THREADED.add(self)
 
     def writable(self) -> bool:
@@ -74,6 +75,12 @@ class ZstdWriter(PublishOnExit, io.BufferedIOBase):
 
     def tell(self) -> int:
         return self._written
+
+    def _unpublished(self) -> tuple[str, int, str]:
+        return self._url, self._written, "byte"
+
+    def _inner(self) -> PublishOnExit | None:
+        return self.raw if isinstance(self.raw, PublishOnExit) else None
 
     def write(self, data: Any) -> int:
         """Compress and forward ``data``.
