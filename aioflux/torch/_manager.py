@@ -70,6 +70,7 @@ from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.urls import format_url
 from .._core.validate import as_int, check_bool, check_instance, check_int, check_str
+from .._engines.compression import require_zstd
 from ._checkpoint import Checkpoint, raw_writer, save_into
 from ._history import MANIFEST_FORMAT, CheckpointInfo, SaveRecord
 from ._retention import (
@@ -164,7 +165,7 @@ class CheckpointManager:
         check_instance(op, "writer", writer, WriterOptions, optional=True)
         check_bool(op, "reuse_buffers", reuse_buffers)
         if compression == "zstd":
-            from .._engines import zstd  # noqa: F401  (fail now, naming the extra)
+            require_zstd(f"{op}({self.root!r}, compression='zstd')")  # now, naming the extra
         self.keep_last = keep_last
         self.compression = compression
         self.max_pending = max_pending
