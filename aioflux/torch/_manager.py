@@ -591,9 +591,7 @@ class CheckpointManager:
             step = as_int("load", "step", step)
         info = self.latest() if step is None else self._store.get(step)
         if info is None:
-            what = "any" if step is None else f"step {step}"
-            raise NotFound(f"load {self.root}: no complete checkpoint for {what}",
-                           operation="load checkpoint", bucket=self.bucket, name=self.prefix)
+            raise self._none_complete("load", step, "load checkpoint")
         leaf = leaf_named(info.objects, "state.pt")
         if leaf is None:
             raise StorageError(f"load {info.url}: its manifest lists no state.pt",
@@ -634,9 +632,7 @@ class CheckpointManager:
         check_bool("load_data_state", "weights_only", weights_only)
         info = self.latest() if step is None else self._store.get(step)
         if info is None:
-            what = "any" if step is None else f"step {step}"
-            raise NotFound(f"load_data_state {self.root}: no complete checkpoint for {what}",
-                           operation="load data state", bucket=self.bucket, name=self.prefix)
+            raise self._none_complete("load_data_state", step, "load data state")
         leaf = leaf_named(info.objects, DATA_STATE)
         if leaf is None:
             return None
@@ -659,6 +655,17 @@ class CheckpointManager:
                                f"{type(state).__name__}, not a dict",
                                operation="load data state", bucket=self.bucket, name=name)
         return state
+
+    def _none_complete(self, op: str, step: int | None, operation: str) -> NotFound:
+        """The error of a load that found no complete checkpoint (of ``step``)."""
+        if step is None:
+            message = (f"{op} {self.root}: there is no complete checkpoint under this root "
+                       "(none was saved there, or no save finished; latest() is None)")
+        else:
+            message = (f"{op} {self.root}: there is no complete checkpoint of step {step} "
+                       "under this root")
+        name = self.prefix if step is None else self._store.step_dir(step)
+        return NotFound(message, operation=operation, bucket=self.bucket, name=name)
 
     # -- history ----------------------------------------------------------------
 

@@ -5,10 +5,12 @@ filesystem, with the loaded tensors and the stored objects checked."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
-from aioflux import Conflict, InvalidArgument, WriterOptions
+from aioflux import Conflict, InvalidArgument, NotFound, WriterOptions
 from aioflux.torch import CheckpointManager
 from tests.torch.conftest import Where
 
@@ -177,3 +179,23 @@ def test_a_step_may_be_anything_that_stands_for_an_int(where: Where) -> None:
             with pytest.raises(InvalidArgument, match="step"):
                 mgr.save(_state(1), wrong)
         assert [c.step for c in mgr.list()] == [7, 9]
+
+
+def test_a_load_from_an_empty_root_says_there_is_no_checkpoint_under_it(where: Where) -> None:
+    # It said "no complete checkpoint for any".
+    with CheckpointManager(where.url("empty"), client=where.client) as mgr:
+        root = mgr.root
+        with pytest.raises(NotFound, match=re.escape(
+                f"load {root}: there is no complete checkpoint under this root")) as info:
+            mgr.load()
+        assert info.value.bucket == where.bucket and info.value.name == mgr.prefix
+        with pytest.raises(NotFound, match=re.escape(
+                f"load_data_state {root}: there is no complete checkpoint under this root")):
+            mgr.load_data_state()
+        mgr.save(_state(1), 1)
+        with pytest.raises(NotFound, match=re.escape(
+                f"load {root}: there is no complete checkpoint of step 2 under this root")):
+            mgr.load(2)
+        with pytest.raises(NotFound, match=re.escape(
+                f"load_data_state {root}: there is no complete checkpoint of step 2")):
+            mgr.load_data_state(2)
