@@ -271,7 +271,8 @@ _OPEN: weakref.WeakSet[PublishOnExit] = weakref.WeakSet()
 
 
 def _discard_at_exit() -> None:
-    writers = [w for w in list(_OPEN) if not w._done]
+    # getattr: a writer whose __init__ failed part-way has no _done.
+    writers = [w for w in list(_OPEN) if not getattr(w, "_done", True)]
     inner = {id(w._inner()) for w in writers}
     errors: list[Exception] = []
     # The outermost first: a text or zstd writer's abort aborts the writer

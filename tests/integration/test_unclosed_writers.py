@@ -199,26 +199,35 @@ import aioflux
 from aioflux import WriterOptions
 
 def payload(size):  # a function: __main__'s globals are then in a cycle
-    return b"x" * size
+    return "x" * size
 
-part = int(sys.argv[2])
-f = aioflux.open(sys.argv[1], "wb", writer=WriterOptions(part_size=part))
-f.write(payload(part + 3))  # a part and a tail
-concurrent.futures.wait(f._futures)  # the part is stored: in an upload, or a temporary file
+url, part, zstd = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "zstd"
+if zstd:  # a text writer over a zstd writer over the object writer
+    f = aioflux.open(url, "w", writer=WriterOptions(part_size=part), compression="zstd")
+    f.write(payload(100_000))
+else:
+    f = aioflux.open(url, "wb", writer=WriterOptions(part_size=part))
+    f.write(payload(part + 3).encode())  # a part and a tail
+    concurrent.futures.wait(f._futures)  # the part is stored: in an upload, or a temporary file
 """
 
 
+@pytest.mark.parametrize("kind", ["binary", "zstd"])
 def test_a_script_that_ends_with_a_writer_open_is_told_and_leaves_nothing(
-        place: Place, emulator: Emulator) -> None:
+        place: Place, emulator: Emulator, kind: str) -> None:
     # The script's writer is collected after aioflux's event loop stopped:
     # its abort could not run, and a file's temporary copy stayed behind.
+    if kind == "zstd":
+        pytest.importorskip("zstandard")
     env = {**os.environ, "STORAGE_EMULATOR_HOST": emulator.endpoint,
            "PYTHONPATH": str(Path(aioflux.__file__).parents[1])}
     done = subprocess.run(
         [sys.executable, "-W", "always::ResourceWarning", "-c", _SCRIPT, place.url("end.bin"),
-         str(place.part)], env=env, capture_output=True, text=True, timeout=60, check=False)
+         str(place.part), kind], env=env, capture_output=True, text=True, timeout=60,
+        check=False)
     assert done.returncode == 0, done.stderr
-    assert (f"ResourceWarning: unclosed writer {place.url('end.bin')} discarded the "
-            f"{place.part + 3:,} bytes written to it") in done.stderr, done.stderr
+    lost = "100,000 characters" if kind == "zstd" else f"{place.part + 3:,} bytes"
+    assert (f"ResourceWarning: unclosed writer {place.url('end.bin')} discarded the {lost} "
+            "written to it") in done.stderr, done.stderr
     assert done.stderr.count("ResourceWarning: unclosed writer") == 1, done.stderr
     assert place.leftovers() == []
