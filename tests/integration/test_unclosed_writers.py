@@ -6,6 +6,7 @@ temporary file behind, even when the script ends with it open."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import gc
 import os
 import subprocess
@@ -19,9 +20,11 @@ from typing import IO, Any
 import pytest
 
 import aioflux
-from aioflux import AsyncClient, Client, NotFound, WriterOptions
+from aioflux import AsyncClient, Client, ClientConfig, NotFound, S3Store, WriterOptions
+from aioflux._core.portal import call
 from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux.testing import Emulator
+from tests.conftest import FAST_RETRY, MotoS3, unique_bucket
 
 KiB = 1024
 GCS_PART = 5 * 1024 * KiB
@@ -110,6 +113,31 @@ def test_a_dropped_writer_with_a_part_sent_warns_and_leaves_no_upload(place: Pla
         del f
         gc.collect()
     assert place.leftovers() == []
+
+
+async def _s3_names(store: S3Store, bucket: str) -> list[str]:
+    return [o.name async for o in store.list_objects(bucket)]
+
+
+def test_a_dropped_s3_writer_warns_and_aborts_its_multipart_upload(moto_s3: MotoS3) -> None:
+    part = 5 * 1024 * KiB
+    store = S3Store(ClientConfig(max_concurrency=8, retry=FAST_RETRY), endpoint=moto_s3.endpoint)
+    try:
+        bucket = unique_bucket("dropped")
+        call(store.create_bucket(bucket))
+        f = aioflux.open(f"s3://{bucket}/x.bin", "wb", client=store,
+                         writer=WriterOptions(part_size=part))
+        f.write(b"x" * (part + 1))
+        concurrent.futures.wait(f._futures)  # type: ignore[attr-defined]
+        assert len(call(store.list_multipart_uploads(bucket))) == 1
+        with pytest.warns(ResourceWarning,
+                          match=f"unclosed writer s3://{bucket}/x.bin discarded the {part + 1:,}"):
+            del f
+            gc.collect()
+        assert call(store.list_multipart_uploads(bucket)) == []
+        assert call(_s3_names(store, bucket)) == []
+    finally:
+        call(store.aclose())
 
 
 def test_text_and_zstd_writers_count_what_the_caller_wrote_once(place: Place) -> None:
