@@ -4,7 +4,8 @@
 upload, published only on a clean close), ``"rb"`` an
 :class:`~aioflux._engines.reader.ObjectReader` (parallel ranged read-ahead,
 seekable). With ``compression="zstd"`` the stream is (de)compressed with
-multithreaded zstandard on the way (the read side is then not seekable).
+multithreaded zstandard on the way (the read side is then not seekable);
+``compression="auto"`` reads an object that starts with a zstd frame as zstd.
 The text modes ``"r"`` and ``"w"`` wrap that binary file in an
 :class:`io.TextIOWrapper`, as Python's ``open`` does, except that the
 encoding defaults to UTF-8, never the locale's: an object is read on other
@@ -24,6 +25,7 @@ from .._core.errors import InvalidArgument
 from .._core.options import ReaderOptions, WriterOptions
 from .._core.store import ObjectStore
 from .._core.validate import check_instance, check_metadata, check_str
+from .._engines.compression import require_zstd, starts_zstd
 from .._engines.reader import ObjectReader
 from .._engines.writer import ObjectWriter, PublishOnExit
 from .stores import AnyClient, store_for_url
@@ -71,7 +73,11 @@ class TextWriter(PublishOnExit, io.TextIOWrapper):
     def __init__(self, raw: ObjectWriter | ZstdWriter, *, encoding: str, errors: str | None,
                  newline: str | None) -> None:
         self._done = False
+        self._track()
         self._raw = raw
+        # Characters written, for the warning of a writer dropped unclosed
+        # (the text not yet encoded is not in the raw writer's count).
+        self._chars = 0
         super().__init__(raw, encoding=encoding, errors=errors, newline=newline)
         if codecs.lookup(encoding).name in _BOM_ONLY_WHEN_SEEKABLE:
             # CPython's TextIOWrapper writes these encodings' BOM only to a
@@ -80,6 +86,25 @@ class TextWriter(PublishOnExit, io.TextIOWrapper):
             # utf-16 nor utf-32. Python's open() writes it; so do we. The
             # text that follows is in native byte order, as the BOM says.
             raw.write(codecs.encode("", encoding))
+
+    def write(self, s: str) -> int:
+        """Write text (encoded as it is flushed to the binary writer).
+
+        Args:
+            s: the text.
+
+        Returns:
+            The number of characters written.
+        """
+        count = super().write(s)
+        self._chars += count
+        return count
+
+    def _unpublished(self) -> tuple[str, int, str]:
+        return self._raw._unpublished()[0], self._chars, "character"
+
+    def _inner(self) -> PublishOnExit:
+        return self._raw
 
     def close(self) -> None:
         """Flush the text and publish the object (see ``ObjectWriter.close``)."""
@@ -168,7 +193,13 @@ def open(
             from the environment); files need none.
         writer: part size and parts in flight of a written file.
         reader: block size and read-ahead of a read file.
-        compression: ``None`` or ``"zstd"`` (needs ``aioflux-storage[zstd]``).
+        compression: ``None``, ``"zstd"`` (needs ``aioflux-storage[zstd]``)
+            or, to read, ``"auto"``: zstd if the object starts with a zstd
+            frame's magic number, as it is otherwise. ``None`` reads the
+            stored bytes as they are, a zstd object's compressed ones (as
+            ``cp`` copies them); ``torch.load`` fails on those, so load
+            checkpoints with ``aioflux.torch.Checkpoint().load(url)``, which
+            finds the compression itself (a zstd read is not seekable).
         content_type: Content-Type of a written object.
         metadata: custom metadata of a written object (GCS and S3; files
             have none).
@@ -185,23 +216,32 @@ def open(
     Returns:
         A file object; use it as a context manager. For a write mode an
         exception in the ``with`` body aborts the upload and publishes
-        nothing; closing publishes. A text mode returns an
+        nothing; closing publishes. Unlike Python's ``open``, a written file
+        that is never closed publishes nothing either: collected unclosed
+        (``del f``, or the script ends), it discards what was written and
+        emits a ``ResourceWarning`` naming the URL and the bytes lost (shown
+        with ``python -X dev`` or ``-W default::ResourceWarning``, as
+        CPython's warning of an unclosed file). A text mode returns an
         :class:`io.TextIOWrapper` whose ``close()`` closes the object.
 
     Raises:
-        InvalidURL: not an object URL.
+        InvalidURL: not an object URL, or a write to a name ending in ``/``
+            (a folder's; on GCS and S3 it would make a placeholder object).
         InvalidArgument: unsupported mode or compression, ``metadata`` for
             a read or for a file, ``encoding`` / ``errors`` / ``newline``
-            with a binary mode, or an unknown encoding or error handler.
+            with a binary mode, an unknown encoding or error handler, or
+            zstd without the zstandard package.
         NotFound: a read of a missing object.
     """
     if isinstance(url, os.PathLike):
         url = os.fspath(url)
     op = f"open {url}"
     check_instance(op, "client", client, (ObjectStore, Client), optional=True)
-    store, (bucket, name) = store_for_url(url, client, require_object=True)
     check_str(op, "mode", mode, choices=_WRITE_MODES + _READ_MODES)
-    check_str(op, "compression", compression, optional=True, choices=("zstd",))
+    writing = mode in _WRITE_MODES
+    store, (bucket, name) = store_for_url(url, client, require_object=True, writing=writing)
+    check_str(op, "compression", compression, optional=True,
+              choices=("zstd",) if writing else ("zstd", "auto"))
     check_instance(op, "writer", writer, WriterOptions, optional=True)
     check_instance(op, "reader", reader, ReaderOptions, optional=True)
     check_str(op, "content_type", content_type)  # the writer checks what a header takes
@@ -209,8 +249,10 @@ def open(
     _check_text_args(op, mode, encoding, errors, newline)
     text = mode in _TEXT_MODES
     encoding = encoding or DEFAULT_ENCODING
+    if compression == "zstd":
+        require_zstd(op)
     raw: Any
-    if mode in _WRITE_MODES:
+    if writing:
         raw = ObjectWriter(store, bucket, name, options=writer, content_type=content_type,
                            metadata=metadata)
         if compression == "zstd":
@@ -225,6 +267,14 @@ def open(
         raise InvalidArgument(f"{op}: metadata is for writing (mode 'wb' or 'w'); "
                               "stat() reads it")
     raw = ObjectReader(store, bucket, name, options=reader)
+    if compression == "auto":
+        try:
+            compression = "zstd" if starts_zstd(raw) else None
+            if compression:
+                require_zstd(f"{op} (zstd-compressed)")
+        except BaseException:
+            raw.close()
+            raise
     if compression == "zstd":
         from .._engines.zstd import decompress_reader
 

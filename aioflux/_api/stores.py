@@ -22,7 +22,7 @@ import os
 import threading
 
 from .._core.config import ClientConfig
-from .._core.errors import InvalidArgument, PermissionDenied
+from .._core.errors import InvalidArgument, InvalidURL, PermissionDenied
 from .._core.store import ObjectStore
 from .._core.urls import StoreURL, parse_url
 from .._core.validate import Credentials
@@ -142,7 +142,8 @@ def resolve_store(client: AnyClient | None, scheme: str = "gs") -> ObjectStore:
 
 
 def store_for_url(url: str | os.PathLike[str], client: AnyClient | None = None, *,
-                  require_object: bool = False) -> tuple[ObjectStore, StoreURL]:
+                  require_object: bool = False,
+                  writing: bool = False) -> tuple[ObjectStore, StoreURL]:
     """Parse ``url`` and pick its store.
 
     Args:
@@ -150,17 +151,27 @@ def store_for_url(url: str | os.PathLike[str], client: AnyClient | None = None, 
             path (``str`` or ``os.PathLike``).
         client: the caller's client, if any (see :func:`resolve_store`).
         require_object: the URL must name an object.
+        writing: the URL names a file to write (implies ``require_object``):
+            a name ending in ``/`` is refused.
 
     Returns:
         ``(store, parsed URL)``.
 
     Raises:
-        InvalidURL: a malformed URL.
+        InvalidURL: a malformed URL, or a folder's to write.
         InvalidArgument: no backend for its scheme, or a client of another one.
         PermissionDenied: the default ``s3://`` store, built off an event
             loop, found the AWS configuration broken (named with the URL).
     """
-    parsed = parse_url(url, require_object=require_object)
+    parsed = parse_url(url, require_object=require_object or writing)
+    if writing and parsed.name.endswith("/"):
+        # A file's URL cannot end in "/" (on disk it is a directory). On GCS
+        # and S3 the write would make a folder placeholder: an object that
+        # listings, datasets and `cp -r` to files skip, so what was written
+        # could not be found the way it was meant. Client.write still takes
+        # such a name: it is the stores' API, which makes placeholders.
+        raise InvalidURL(f"write {parsed}: the name ends in '/', a folder's; name an object "
+                         f"in it (such as {parsed}data.bin)")
     try:
         store = resolve_store(client, parsed.scheme)
     except PermissionDenied as exc:

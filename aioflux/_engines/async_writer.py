@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .._core.crc import crc32c
 from .._core.errors import InvalidArgument
 from .._core.types import ObjectInfo
-from .writer import Bytes, WriterBase, byte_view, interrupted_write
+from .writer import Bytes, WriterBase, byte_view, interrupted_write, warn_unclosed
 
 if TYPE_CHECKING:
     from .writer import _Session
@@ -30,6 +30,10 @@ _ABANDONED: set[asyncio.Task[None]] = set()
 
 class AsyncObjectWriter(WriterBase):
     """Async twin of :class:`ObjectWriter` for use on any event loop.
+
+    A writer garbage-collected unclosed publishes nothing: its upload is
+    aborted (on its loop, if that still runs), with a ``ResourceWarning`` if
+    anything was written.
 
     Args:
         client: the store.
@@ -160,19 +164,20 @@ class AsyncObjectWriter(WriterBase):
         await self._session.abort()
 
     def __del__(self) -> None:
+        if self.__dict__.get("_done", True) or self._forked_copy():
+            return
+        self._done = True
         # Dropped unclosed after parts went up: the open multipart upload
         # (stored, and billed, by the server) or temporary file would stay
         # until `aioflux clean`. Abort it on the loop it ran on, if that
         # still runs (ObjectWriter aborts when collected too).
-        loop = self.__dict__.get("_loop")
-        if self.__dict__.get("_done", True) or loop is None or loop.is_closed() \
-                or self._forked_copy():
-            return
-        self._done = True
-        try:
-            loop.call_soon_threadsafe(_abort_abandoned, self._session)
-        except RuntimeError:
-            pass  # the loop closed meanwhile: `aioflux clean` finds the upload
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(_abort_abandoned, self._session)
+            except RuntimeError:
+                pass  # the loop closed meanwhile: `aioflux clean` finds the upload
+        warn_unclosed(self.url, self._crc.length + len(self._buffer), source=self)
 
     async def __aenter__(self) -> AsyncObjectWriter:
         return self

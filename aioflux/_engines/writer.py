@@ -17,12 +17,15 @@ checked, is the store's :class:`~aioflux._core.store.PartUpload` (GCS:
 from __future__ import annotations
 
 import abc
+import atexit
 import collections
 import concurrent.futures
 import functools
 import io
 import os
 import threading
+import warnings
+import weakref
 from typing import TYPE_CHECKING
 
 from .._core.crc import Crc32c, crc32c, crc32c_combine
@@ -45,6 +48,7 @@ __all__ = [
     "WriterStats",
     "byte_view",
     "interrupted_write",
+    "warn_unclosed",
 ]
 
 Bytes = bytes | bytearray | memoryview
@@ -173,16 +177,39 @@ class _Parts:
         self.slots.release()
 
 
+def warn_unclosed(url: str, count: int, unit: str = "byte", source: object = None) -> None:
+    """Say that a writer collected unclosed discarded what was written.
+
+    Python's own files publish what was written when they are collected
+    unclosed; ours abort (a half-written object must not appear), so the
+    data is lost, and CPython's ``ResourceWarning`` of an unclosed file is
+    how a user hears of it.
+
+    Args:
+        url: the object's URL.
+        count: how many units were written (nothing is said for 0).
+        unit: ``"byte"`` or ``"character"`` (a text writer).
+        source: the writer (tracemalloc then shows where it was opened).
+    """
+    if count:
+        warnings.warn(f"unclosed writer {url} discarded the {count:,} {unit}"
+                      f"{'' if count == 1 else 's'} written to it: nothing is published "
+                      "(close() publishes, as does leaving a with block normally)",
+                      ResourceWarning, stacklevel=2, source=source)
+
+
 class PublishOnExit:
     """Context-manager and finalizer rules of a writer that publishes on
     ``close()`` and discards on ``abort()``: leaving a ``with`` block
     normally publishes, leaving it by an exception aborts, and a writer
-    garbage-collected unclosed is aborted. Shared by ObjectWriter,
-    :class:`~aioflux._engines.zstd.ZstdWriter` and the text writer of
-    ``aioflux.open``; put it before the io base in the bases so its methods
-    win."""
+    garbage-collected unclosed, or still open when the interpreter exits,
+    is aborted, with a ``ResourceWarning`` if anything was written. Shared
+    by ObjectWriter, :class:`~aioflux._engines.zstd.ZstdWriter` and the
+    text writer of ``aioflux.open``; put it before the io base in the bases
+    so its methods win, and call ``_track()`` in ``__init__``."""
 
     _done: bool
+    _pid: int  # the process that opened it
 
     if TYPE_CHECKING:
         # Declared for the type checker only: a real definition here would
@@ -200,14 +227,68 @@ class PublishOnExit:
         else:
             self.abort()
 
+    def _track(self) -> None:
+        """Note the opening process, and the writer for the exit hook."""
+        self._pid = os.getpid()
+        _OPEN.add(self)
+
+    def _unpublished(self) -> tuple[str, int, str]:
+        """The URL, and how much was written in what unit (see warn_unclosed)."""
+        raise NotImplementedError
+
+    def _inner(self) -> PublishOnExit | None:
+        """The writer this one writes through, if it is one of these."""
+        return None
+
+    def _discard(self) -> None:
+        """Abort the writer if it is still open, and say what that discarded."""
+        try:
+            if self._done or self._pid != os.getpid():
+                # A forked child's copy (a DataLoader worker collecting its
+                # parent's garbage): the upload, and the data, are the parent's.
+                return
+            url, count, unit = self._unpublished()
+        except Exception:
+            return  # its __init__ failed: nothing was written
+        try:
+            self.abort()
+        except Exception:
+            pass  # `aioflux clean` finds what an abort could not remove
+        warn_unclosed(url, count, unit, source=self)
+
     def __del__(self) -> None:
         # io.IOBase.__del__ would close(), i.e. publish a possibly partial
         # object; an abandoned writer must abort instead.
+        self._discard()
+
+
+# Writers of this process, for the exit hook. A writer a script leaves open
+# (a global, or one in a reference cycle) is otherwise collected only after
+# the portal's own exit hook has stopped the event loop, when its abort can
+# no longer run: a file's temporary copy stayed beside it, and a multipart
+# upload on the server until `aioflux clean`.
+_OPEN: weakref.WeakSet[PublishOnExit] = weakref.WeakSet()
+
+
+def _discard_at_exit() -> None:
+    # getattr: a writer whose __init__ failed part-way has no _done.
+    writers = [w for w in list(_OPEN) if not getattr(w, "_done", True)]
+    inner = {id(w._inner()) for w in writers}
+    errors: list[Exception] = []
+    # The outermost first: a text or zstd writer's abort aborts the writer
+    # under it, and its warning counts what the caller wrote.
+    for writer in sorted(writers, key=lambda w: id(w) in inner):
         try:
-            if not self._done:
-                self.abort()
-        except Exception:
-            pass
+            writer._discard()
+        except Exception as exc:  # a warning turned into an error (-W error)
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+
+
+# Registered after the portal's hook (this module imports the portal), so
+# it runs first: exit hooks run last registered first.
+atexit.register(_discard_at_exit)
 
 
 class WriterBase(abc.ABC):
@@ -274,7 +355,9 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
 
     Use as a context manager: leaving the ``with`` block normally publishes
     the object, leaving it by an exception aborts. ``close()`` publishes;
-    ``abort()`` discards. A writer garbage-collected unclosed is aborted.
+    ``abort()`` discards. A writer garbage-collected unclosed, or still
+    open when the interpreter exits, is aborted (its upload too), with a
+    ``ResourceWarning`` if anything was written.
 
     Args:
         client: the store (driven on the portal loop).
@@ -289,6 +372,7 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
     """
 
     def _init_flow(self, max_in_flight: int) -> None:
+        self._track()
         self._portal = get_portal()
         # Writes, close and abort from several threads go one at a time, as
         # on io.BufferedWriter: unlocked, two writes filled the same buffer
@@ -319,6 +403,9 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
 
     def tell(self) -> int:
         return self._crc.length + self._fill
+
+    def _unpublished(self) -> tuple[str, int, str]:
+        return self.url, self.tell(), "byte"
 
     def write(self, data: Bytes) -> int:  # type: ignore[override]
         """Append bytes; blocks while ``max_in_flight`` parts are uploading.

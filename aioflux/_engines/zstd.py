@@ -29,13 +29,13 @@ import weakref
 from typing import IO, Any, cast
 
 from .._core.errors import ChecksumMismatch, InvalidArgument
+from .compression import FRAME_MAGIC, SKIPPABLE_MAGIC, ZSTD_EXTRA
 from .writer import PublishOnExit, byte_view
 
 try:
     import zstandard
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("zstd compression needs the zstandard package: "
-                      "pip install 'aioflux-storage[zstd]'") from exc
+    raise ImportError(f"zstd compression needs the zstandard package: {ZSTD_EXTRA}") from exc
 
 __all__ = ["DEFAULT_LEVEL", "IN_MEMORY", "ZstdWriter", "compress_writer", "decompress_reader",
            "decompress_seekable"]
@@ -67,6 +67,7 @@ class ZstdWriter(PublishOnExit, io.BufferedIOBase):
         self._z: Any = cctx.stream_writer(raw, closefd=False, write_return_read=True)
         self._written = 0
         self._done = False
+        self._track()
         _THREADED.add(self)
 
     def writable(self) -> bool:
@@ -74,6 +75,12 @@ class ZstdWriter(PublishOnExit, io.BufferedIOBase):
 
     def tell(self) -> int:
         return self._written
+
+    def _unpublished(self) -> tuple[str, int, str]:
+        return self._url, self._written, "byte"
+
+    def _inner(self) -> PublishOnExit | None:
+        return self.raw if isinstance(self.raw, PublishOnExit) else None
 
     def write(self, data: Any) -> int:
         """Compress and forward ``data``.
@@ -240,8 +247,6 @@ class _Decompressed(io.RawIOBase):
 # whose length its first byte gives, blocks each with a 3-byte header (last
 # flag, type, size), then the 4-byte checksum if the header announced one;
 # or a skippable frame (magic, 4-byte length, contents).
-_FRAME_MAGIC = 0xFD2FB528
-_SKIPPABLE_MAGIC = 0x184D2A50  # the low 4 bits are free
 _DICT_ID_BYTES = (0, 1, 2, 4)
 _CONTENT_SIZE_BYTES = (0, 2, 4, 8)  # flag 0 with a single segment: 1
 _RLE_BLOCK, _RESERVED_BLOCK = 1, 3
@@ -308,10 +313,10 @@ class _FrameWalker:
     def _advance(self, value: int) -> None:
         """Take the header just read (``value``, little-endian) and say what comes next."""
         if self._state == "magic":
-            if value == _FRAME_MAGIC:
+            if value == FRAME_MAGIC:
                 self._frames += 1
                 self._state, self._want = "descriptor", 1
-            elif value & ~0xF == _SKIPPABLE_MAGIC:
+            elif value & ~0xF == SKIPPABLE_MAGIC:
                 self._state, self._want = "skippable", 4
             else:
                 raise self.corrupt(f"bad magic number {value:#010x}")

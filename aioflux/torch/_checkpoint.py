@@ -15,12 +15,13 @@ import torch
 
 from .._api.stores import AnyClient, store_for_url
 from .._api.sync import Client
-from .._core.errors import AiofluxError, InvalidArgument
+from .._core.errors import AiofluxError
 from .._core.options import ReaderOptions, WriterOptions
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.urls import StoreURL
-from .._core.validate import check_instance
+from .._core.validate import check_instance, check_str
+from .._engines.compression import require_zstd, starts_zstd
 from .._engines.reader import ObjectReader
 from .._engines.writer import ObjectWriter
 from ._zip_crc import without_zip_crc32
@@ -93,19 +94,20 @@ class Checkpoint:
             The writer (a context manager).
 
         Raises:
-            InvalidURL: bad URL.
-            InvalidArgument: unknown compression.
+            InvalidURL: bad URL, or a name ending in ``/`` (a folder's).
+            InvalidArgument: unknown compression, or zstd without the
+                zstandard package.
         """
-        store, (bucket, name) = self.locate(url)
+        store, (bucket, name) = store_for_url(url, self._client, writing=True)
+        if compression is not None:
+            check_str(f"save {url}", "compression", compression, choices=("zstd",))
+            require_zstd(f"save {url}")
         raw = ObjectWriter(store, bucket, name, options=self.writer_options)
         if compression is None:
             return raw  # type: ignore[return-value]
-        if compression == "zstd":
-            from .._engines.zstd import compress_writer
+        from .._engines.zstd import compress_writer
 
-            return compress_writer(raw)  # type: ignore[return-value]
-        raw.abort()
-        raise InvalidArgument(f"compression must be None or 'zstd', got {compression!r}")
+        return compress_writer(raw)  # type: ignore[return-value]
 
     def reader(self, url: str | os.PathLike[str], *,
                info: ObjectInfo | None = None) -> ObjectReader:
@@ -155,9 +157,11 @@ class Checkpoint:
             url: an object URL (``gs://bucket/name``, ``file:///path``...) or path.
             map_location: as for ``torch.load``.
             weights_only: as for ``torch.load``.
-            compression: ``None`` or ``"zstd"`` (then decompressed first,
-                since ``torch.load`` needs to seek: beyond 64 MiB into a
-                temporary file, not memory).
+            compression: ``None``: found from the object's first bytes (a
+                zstd frame's magic number), so a compressed checkpoint loads
+                without being told; ``"zstd"``: the object must be zstd. A
+                zstd object is decompressed first, since ``torch.load``
+                needs to seek: beyond 64 MiB into a temporary file, not memory.
             info: the object's metadata if known.
 
         Returns:
@@ -165,9 +169,14 @@ class Checkpoint:
 
         Raises:
             NotFound: no such object.
+            InvalidArgument: an unknown ``compression``, or a zstd object
+                without the zstandard package (the message names the extra).
+            ChecksumMismatch: a zstd stream that is corrupt or truncated.
         """
+        check_str(f"load {url}", "compression", compression, optional=True, choices=("zstd",))
         with self.reader(url, info=info) as reader:
-            if compression == "zstd":
+            if compression == "zstd" or starts_zstd(reader):
+                require_zstd(f"load {reader.url} (zstd-compressed)")
                 from .._engines.zstd import decompress_seekable
 
                 with decompress_seekable(reader) as plain:

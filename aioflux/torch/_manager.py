@@ -70,6 +70,7 @@ from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.urls import format_url
 from .._core.validate import as_int, check_bool, check_instance, check_int, check_str
+from .._engines.compression import require_zstd
 from ._checkpoint import Checkpoint, raw_writer, save_into
 from ._history import MANIFEST_FORMAT, CheckpointInfo, SaveRecord
 from ._retention import (
@@ -164,7 +165,7 @@ class CheckpointManager:
         check_instance(op, "writer", writer, WriterOptions, optional=True)
         check_bool(op, "reuse_buffers", reuse_buffers)
         if compression == "zstd":
-            from .._engines import zstd  # noqa: F401  (fail now, naming the extra)
+            require_zstd(f"{op}({self.root!r}, compression='zstd')")  # now, naming the extra
         self.keep_last = keep_last
         self.compression = compression
         self.max_pending = max_pending
@@ -590,7 +591,7 @@ class CheckpointManager:
             step = as_int("load", "step", step)
         info = self.latest() if step is None else self._store.get(step)
         if info is None:
-            raise self._missing("load", "load checkpoint", step)
+            raise self._none_complete("load", step, "load checkpoint")
         leaf = leaf_named(info.objects, "state.pt")
         if leaf is None:
             raise StorageError(f"load {info.url}: its manifest lists no state.pt",
@@ -631,7 +632,7 @@ class CheckpointManager:
         check_bool("load_data_state", "weights_only", weights_only)
         info = self.latest() if step is None else self._store.get(step)
         if info is None:
-            raise self._missing("load_data_state", "load data state", step)
+            raise self._none_complete("load_data_state", step, "load data state")
         leaf = leaf_named(info.objects, DATA_STATE)
         if leaf is None:
             return None
@@ -655,14 +656,18 @@ class CheckpointManager:
                                operation="load data state", bucket=self.bucket, name=name)
         return state
 
-    # -- history ----------------------------------------------------------------
+    def _none_complete(self, op: str, step: int | None, operation: str) -> NotFound:
+        """The error of a load that found no complete checkpoint (of ``step``)."""
+        if step is None:
+            message = (f"{op} {self.root}: there is no complete checkpoint under this root "
+                       "(none was saved there, or no save finished; latest() is None)")
+        else:
+            message = (f"{op} {self.root}: there is no complete checkpoint of step {step} "
+                       "under this root")
+        name = self.prefix if step is None else self._store.step_dir(step)
+        return NotFound(message, operation=operation, bucket=self.bucket, name=name)
 
-    def _missing(self, call: str, operation: str, step: int | None) -> NotFound:
-        """The error of a load that found no complete checkpoint (at ``step``)."""
-        what = ("under it (nothing saved there yet, or no save finished)" if step is None
-                else f"at step {step}")
-        return NotFound(f"{call} {self.root}: no complete checkpoint {what}",
-                        operation=operation, bucket=self.bucket, name=self.prefix)
+    # -- history ----------------------------------------------------------------
 
     def history(self) -> builtins.list[SaveRecord]:
         """Every recorded save, oldest first.

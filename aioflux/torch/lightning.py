@@ -67,7 +67,8 @@ class GcsCheckpointIO(CheckpointIO):
     Args:
         client: the store for paths of its scheme (default: the process-wide
             store of each path's scheme; files need none).
-        compression: ``None`` or ``"zstd"``.
+        compression: ``None`` or ``"zstd"``, for saves (loads find a
+            checkpoint's compression themselves).
         writer: part size and parts in flight of saves.
     """
 
@@ -105,14 +106,18 @@ class GcsCheckpointIO(CheckpointIO):
                 plain python objects, so the default is False).
 
         Returns:
-            The checkpoint dict.
+            The checkpoint dict, decompressed if the object is zstd (found
+            from its first bytes, whatever ``compression`` says).
 
         Raises:
             NotFound: no such object.
+            InvalidArgument: a zstd checkpoint without the zstandard package.
         """
+        # The compression is found from the object's first bytes, not taken
+        # from this plugin's setting: a checkpoint saved before compression
+        # was switched on (or off) loads too.
         loaded: dict[str, Any] = self._ckpt.load(
-            str(path), map_location=map_location, compression=self.compression,
-            weights_only=bool(weights_only))
+            str(path), map_location=map_location, weights_only=bool(weights_only))
         return loaded
 
     def remove_checkpoint(self, path: Any) -> None:

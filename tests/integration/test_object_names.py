@@ -10,13 +10,16 @@ faces, fake-gcs-server, moto, the filesystem, ``MemoryStore``).
 from __future__ import annotations
 
 import os
+import re
 import unicodedata
 from pathlib import Path
 
 import pytest
 
+import aioflux
 from aioflux import Client, InvalidURL, WriterOptions
 from aioflux._core.store import delete_all
+from aioflux._core.urls import format_url
 from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux.testing import Emulator
 from tests.conftest import unique_bucket
@@ -150,6 +153,25 @@ async def test_streaming_writes_publish_under_exactly_the_name(target: Target,
             assert [u.name for u in uploads] == ([target.n("open\x01")] if multipart else [])
         finally:
             await upload.abort()
+
+
+@pytest.mark.parametrize(("mode", "compression"), [("wb", None), ("w", None), ("wb", "zstd")])
+async def test_open_refuses_to_write_a_name_ending_in_a_slash(target: Target, mode: str,
+                                                              compression: str | None) -> None:
+    # On GCS and S3 it made a folder placeholder "newdir/": an object that
+    # listings, datasets and `cp -r` to files skip (and a file cannot be).
+    if target.kind == "memory":
+        pytest.skip("no URL scheme reaches a MemoryStore")
+    if compression:
+        pytest.importorskip("zstandard")
+    url = format_url(target.store.features.scheme, target.bucket, target.n("newdir/"))
+    with pytest.raises(InvalidURL, match=re.escape(f"write {url}: the name ends in '/'")):
+        aioflux.open(url, mode, client=target.store, compression=compression)
+    assert await _names(target, "") == []
+    if target.kind != "local":
+        # The stores' own API still makes placeholders, as other tools do.
+        await target.store.write(target.bucket, target.n("newdir/"), b"")
+        assert await _names(target, "") == [target.n("newdir/")]
 
 
 def test_cp_r_keeps_every_name_under_the_folder(run, emulator: Emulator,  # type: ignore[no-untyped-def]

@@ -193,8 +193,10 @@ async def test_an_async_writer_dropped_unclosed_aborts_its_upload(client: AsyncC
         await asyncio.sleep(0.01)
     while writer._tasks:  # the parts' callbacks hold the writer until they end
         await asyncio.sleep(0.01)
-    del writer
-    gc.collect()
+    with pytest.warns(ResourceWarning, match=f"unclosed writer gs://{bucket}/dropped discarded "
+                                             f"the {2 * part + 1:,} bytes written"):
+        del writer
+        gc.collect()
     for _ in range(100):
         if not await client.list_multipart_uploads(bucket):
             break

@@ -85,10 +85,12 @@ def test_abandoned_writer_is_aborted_not_published(sync_client: Client, bucket: 
     f = aioflux.open(f"gs://{bucket}/gc", "wb", client=sync_client,
                      writer=WriterOptions(part_size=PART))
     f.write(os.urandom(PART + 1))
-    del f
     import gc
 
-    gc.collect()
+    with pytest.warns(ResourceWarning, match=f"unclosed writer gs://{bucket}/gc discarded the "
+                                             f"{PART + 1:,} bytes written"):
+        del f
+        gc.collect()
     assert not sync_client.exists(bucket, "gc")
     assert sync_client.list_multipart_uploads(bucket) == []
 

@@ -4,6 +4,7 @@ written (it once became a local directory named ``gs:``)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 
 from aioflux import InvalidURL
 from aioflux.torch import Checkpoint, CheckpointManager
+from tests.torch.conftest import Where
 
 
 def test_a_path_root(tmp_path: Path) -> None:
@@ -44,3 +46,13 @@ def test_a_url_without_its_slashes_is_refused_and_writes_nothing(
     with pytest.raises(InvalidURL, match="lacks the '//'"):
         Checkpoint().save({"w": torch.ones(1)}, f"{root}/model.pt")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_save_to_a_folder_name_is_refused_and_writes_nothing(where: Where) -> None:
+    # On GCS and S3 it made an object "ckpts/" that listings skip.
+    url = where.url("ckpts/")
+    for save in (lambda: Checkpoint(where.client).save({"w": torch.ones(1)}, url),
+                 lambda: Checkpoint(where.client).writer(url, compression="zstd")):
+        with pytest.raises(InvalidURL, match=re.escape(f"write {url}: the name ends in '/'")):
+            save()
+    assert where.names() == []
