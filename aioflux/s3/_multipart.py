@@ -30,6 +30,7 @@ from .._core.pages import PartListingCheck, UploadListingCheck
 from .._core.types import MultipartUploadInfo, PartInfo
 from .._net.failures import drain, read_metadata
 from .._net.transport import HttpResponse, Op
+from ._crc32_note import crc32_note
 from ._put import metadata_headers
 from ._xml import NOT_XML, children, content_md5, error_of, parse, query, text
 
@@ -108,7 +109,8 @@ class Multipart:
             stored = _stored_crc(lowered)
             md5 = None if stored is not None else content_md5(lowered)
             if stored is not None and stored != crc:
-                what = f"stored crc32c {encode_crc32c(stored)} != sent {encode_crc32c(crc)}"
+                what = (f"stored crc32c {encode_crc32c(stored)} != sent {encode_crc32c(crc)}"
+                        f"{crc32_note(stored, view)}")
             elif md5 is not None and md5 != (await md5_digest(view)).hex():
                 what = f"its ETag {lowered.get('etag')} is not the MD5 of the bytes sent"
             else:

@@ -31,6 +31,7 @@ from .._core.types import ObjectInfo
 from .._net.failures import drain, read_metadata
 from .._net.heads import check_header
 from .._net.transport import HttpResponse, Op
+from ._crc32_note import crc32_note
 from ._xml import content_md5_base64, etag_of, full_object_crc32c, parse, precondition_failed, text
 
 if TYPE_CHECKING:
@@ -170,7 +171,8 @@ async def _verify(store: S3Store, op: Op, info: ObjectInfo, view: memoryview,
         return info.replace(crc32c=checksum)
     if stored != checksum:
         await discard(store, op, info, f"the server stored crc32c {encode_crc32c(stored)}; "
-                                       f"sent {encode_crc32c(checksum)}")
+                                       f"sent {encode_crc32c(checksum)}"
+                                       f"{crc32_note(stored, view)}")
     return info
 
 

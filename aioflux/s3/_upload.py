@@ -26,6 +26,7 @@ from .._core.store import published_before
 from .._core.types import ObjectInfo, PartInfo
 from .._core.window import shared_task
 from .._net.transport import Op
+from ._crc32_note import stored_crc32_note
 from ._put import discard
 
 if TYPE_CHECKING:
@@ -114,9 +115,12 @@ class S3Upload:
             stored = info.crc32c
         if info.size != expected.length or (stored is not None and stored != expected.value):
             shown = "none" if stored is None else encode_crc32c(stored)
+            note = ""
+            if stored is not None and info.size == expected.length:
+                note = await stored_crc32_note(self.store, info, stored, expected.value)
             await discard(self.store, op, info, f"the server stored {info.size} bytes, crc32c "
                                                 f"{shown}; sent {expected.length} bytes, "
-                                                f"crc32c {encode_crc32c(expected.value)}")
+                                                f"crc32c {encode_crc32c(expected.value)}{note}")
         if stored is None:
             parts = sorted(self._parts.values(), key=lambda p: p.number)
             wanted = _parts_etag(parts)

@@ -8,14 +8,22 @@ must have its size and checksums. A failed check deletes only the version
 the completion or copy made; a writer that replaced it since keeps its
 object.
 
+A server that reports the data's CRC-32 where S3 reports its CRC-32C
+(moto without the ``crc32c`` package) is refused like any other, and the
+error says so.
+
 The server is scripted (tests/web_server.py): it stores what it is sent,
 with the fault a test asks for, and says so honestly in its ETags.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
+import re
+import sys
+import zlib
 from dataclasses import dataclass, field
 
 import pytest
@@ -23,6 +31,8 @@ from aiohttp import web
 
 from aioflux import ChecksumMismatch, ClientConfig, ProtocolError, RetryPolicy, S3Store
 from aioflux._core.crc import Crc32c
+from aioflux.s3._crc32_note import PLAIN_CRC32
+from tests.conftest import MotoS3, unique_bucket
 from tests.web_server import Answer, Served, Server
 
 NS = 'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
@@ -147,6 +157,106 @@ async def test_an_object_replaced_since_is_not_deleted() -> None:
         info = await _upload(store, first, tail)
         assert info.size == PART + 1000  # type: ignore[attr-defined]
         assert not _deletes(served)
+
+
+# -- a server that reports CRC-32 for CRC-32C -----------------------------------------
+
+
+def _b64_crc32(data: bytes) -> str:
+    return base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
+
+
+@dataclass
+class Crc32Store:
+    """Keeps checksums, but computes CRC-32 where CRC-32C was asked for:
+    for the whole object (a PUT's, a completed upload's) and, with
+    ``parts``, for every part too (else it echoes the part's, as moto
+    does). ``corrupt`` flips a byte of what it stores."""
+
+    corrupt: bool = False
+    parts: bool = False
+    stored: dict[int, bytes] = field(default_factory=dict)
+    data: bytes = b""
+
+    def _keep(self, body: bytes) -> bytes:
+        if not self.corrupt:
+            return body
+        return body[:10] + bytes([body[10] ^ 0xFF]) + body[11:]
+
+    async def answer(self, request: web.Request, served: Served) -> web.Response:
+        q = request.query
+        if request.method == "POST" and "uploads" in q:
+            return _xml(f"<InitiateMultipartUploadResult {NS}><UploadId>U1</UploadId>"
+                        "</InitiateMultipartUploadResult>")
+        if request.method == "PUT" and "partNumber" in q:
+            body = await request.read()
+            self.stored[int(q["partNumber"])] = body
+            said = _b64_crc32(body) if self.parts else request.headers["x-amz-checksum-crc32c"]
+            return web.Response(headers={"ETag": _etag(body), "x-amz-checksum-crc32c": said})
+        if request.method == "PUT":
+            self.data = self._keep(await request.read())
+            return web.Response(headers={"ETag": _etag(self.data),
+                                         "x-amz-checksum-crc32c": _b64_crc32(self.data)})
+        if request.method == "POST" and "uploadId" in q:
+            self.data = self._keep(b"".join(self.stored[n] for n in sorted(self.stored)))
+            return _xml(f"<CompleteMultipartUploadResult {NS}><Bucket>bkt</Bucket>"
+                        f"<Key>big</Key><ETag>{self._etag()}</ETag><ChecksumCRC32C>"
+                        f"{_b64_crc32(self.data)}</ChecksumCRC32C>"
+                        "</CompleteMultipartUploadResult>")
+        headers = {"ETag": self._etag(), "x-amz-checksum-crc32c": _b64_crc32(self.data)}
+        if request.method == "HEAD":
+            return web.Response(headers={**headers, "Content-Length": str(len(self.data))})
+        if request.method == "GET":
+            first, last = map(int, request.headers["Range"].removeprefix("bytes=").split("-"))
+            last = min(last, len(self.data) - 1)
+            headers["Content-Range"] = f"bytes {first}-{last}/{len(self.data)}"
+            return web.Response(status=206, headers=headers, body=self.data[first:last + 1])
+        if request.method == "DELETE":
+            return web.Response(status=204)
+        return web.Response(status=404)
+
+    def _etag(self) -> str:
+        return f'"{hashlib.md5(b"".join(self.stored.values())).hexdigest()}-{len(self.stored)}"'
+
+
+@pytest.mark.parametrize(("how", "corrupt"), [
+    ("put", False), ("put", True), ("multipart", False), ("multipart", True), ("part", False)])
+async def test_a_crc32_for_a_crc32c_is_refused_and_named(how: str, corrupt: bool) -> None:
+    server = Crc32Store(corrupt=corrupt, parts=how == "part")
+    async with Server(server.answer) as (endpoint, served), _store(endpoint) as store:
+        with pytest.raises(ChecksumMismatch) as caught:
+            if how == "put":
+                await store.write("bkt", "big", os.urandom(1000))
+            else:
+                await _upload(store, os.urandom(PART), os.urandom(PART // 2))
+    said = str(caught.value)
+    # Named only when the bytes are the ones sent: a flipped byte is a flipped byte.
+    assert (PLAIN_CRC32 in said) is not corrupt, said
+    # Refused all the same: the object (or the open upload) is deleted.
+    assert _deletes(served) == (["DELETE /bkt/big?uploadId=U1"] if how == "part"
+                                else ["DELETE /bkt/big"])
+    reads = [p for p in served.paths if p.startswith("GET")]
+    # Only an object the server assembled is read back, to tell its bytes from ours.
+    assert bool(reads) is (how == "multipart"), served.paths
+
+
+async def test_moto_without_the_crc32c_package_fails_multipart_uploads_and_says_why(
+        moto_s3: MotoS3, monkeypatch: pytest.MonkeyPatch) -> None:
+    # tests/conftest.py gives moto a crc32c module; None in sys.modules
+    # makes its import fail, as on a machine without the package.
+    monkeypatch.setitem(sys.modules, "crc32c", None)
+    bucket = unique_bucket("s3")
+    async with S3Store(ClientConfig(retry=RETRY), endpoint=moto_s3.endpoint) as store:
+        await store.create_bucket(bucket)
+        upload = store.start_upload(bucket, "big")
+        first, tail = os.urandom(PART), os.urandom(1000)
+        running = Crc32c()
+        running.update(first + tail)
+        await upload.put(1, memoryview(first))
+        wanted = f"write s3://{bucket}/big: .*{re.escape(PLAIN_CRC32)}; the object was deleted"
+        with pytest.raises(ChecksumMismatch, match=wanted):
+            await upload.finish(2, memoryview(tail), running)
+        assert not await store.exists(bucket, "big")
 
 
 # -- CopyObject --------------------------------------------------------------------
