@@ -297,7 +297,7 @@ def test_bench_prints_batch_percentiles_and_hedges(run, emulator: Emulator,  # t
     assert result["batch_p99_ms"] < 1000.0 and result["seconds"] < 2.0
     assert 0 < result["batch_p50_ms"] <= result["batch_p95_ms"] <= result["batch_p99_ms"]
     code, out, _ = run("bench", f"gs://{bucket}/area", "--objects", "3", "--ops", "batches")
-    assert code == 0 and "batches: 1 batches of up to 3, batch p50" in out
+    assert code == 0 and "batches: 1 batch of up to 3, batch p50" in out
 
 
 def test_bench_rejects_a_bad_hedge_after(run, bucket: str) -> None:  # type: ignore[no-untyped-def]
