@@ -78,10 +78,8 @@ def plan(options: Options) -> Plan:
                       ("--workers", w, "--source", FOLDER, *common[:2],
                        "--prefix", LITDATA_FOLDER),
                       note=f"litdata.StreamingDataset(gs://B/{LITDATA_FOLDER}) at its defaults "
-                           f"(chunks downloaded whole into a fresh cache_dir), num_workers={w}; "
-                           "the samples converted by litdata.optimize(chunk_bytes='32MB') "
-                           "from the tar shards once, untimed, by the first litdata round "
-                           "(its time is in these notes); emulator through obstore's "
+                           f"(chunks downloaded whole into a fresh cache_dir), "
+                           f"StreamingDataLoader(num_workers={w}); emulator through obstore's "
                            "GOOGLE_BASE_URL / GOOGLE_SKIP_SIGNATURE / GOOGLE_ALLOW_HTTP"))
     items = shards * samples
     return Plan(
@@ -109,6 +107,11 @@ def plan(options: Options) -> Plan:
                "aioflux shuffles at its defaults (shards, then ~1 MiB reads within 8,192 "
                "samples); webdataset shuffles the shard order only; s3torchconnector and "
                "LitData (shuffle=False, its default) read in order",
+               "LitData's data set: litdata.optimize(chunk_bytes='32MB') of the tar shards' "
+               "samples into a local folder, uploaded with google-cloud-storage (optimize "
+               "into gs:// uploads through obstore, which signs uploads even with "
+               "GOOGLE_SKIP_SIGNATURE: the emulator's anonymous credentials cannot), once, "
+               "untimed, by the first litdata round; its time is in these notes",
                "the shards are seeded through the GCS JSON API (plain aiohttp), as ustar "
                "archives like webdataset's TarWriter writes"],
         timeout_s=1200.0,
