@@ -78,6 +78,8 @@ def plan(options: Options) -> Plan:
         targets=targets,
         notes=["headline: aioflux-w0 / aioflux-w2, the index built inside the timed region "
                "(a cold index cache, no sidecars); the peers keep no index",
+               "gcsfs 2026.10's default file cache hands every read() to its event-loop "
+               "thread and waits for it; text-mode line iteration reads 8 KiB at a time",
                "aioflux yields each line's bytes (checked against its indexed crc32c) in its "
                "default shuffled order (shards, then reads of ~650 lines within 8,192 "
                "lines); fsspec yields str lines (text mode) in shard order, s3torchconnector "
