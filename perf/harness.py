@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from perf import emulator, peers, results
-from perf.seed import ObjectSet, read_all, seed
+from perf.seed import ObjectSet, ShardSet, read_all, seed
 
 __all__ = ["Contender", "Options", "Outcome", "Plan", "Target", "run"]
 
@@ -119,7 +119,7 @@ class Plan:
     name: str
     description: str
     bucket: str
-    objects: Sequence[ObjectSet]
+    objects: Sequence[ObjectSet | ShardSet]
     contenders: Sequence[Contender]
     baseline: str
     targets: Sequence[Target] = ()

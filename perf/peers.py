@@ -76,10 +76,11 @@ PEERS: dict[str, PeerEnv] = {
         ),
         PeerEnv(
             name="gcsfs",
-            # torch for the checkpoint scenarios (torch.save into gcsfs files).
+            # torch for the checkpoint scenarios (torch.save into gcsfs files);
+            # webdataset for shards_tar (its tar pipeline over fsspec).
             first=(_TORCH,),
-            requirements=("gcsfs",),
-            probe=("gcsfs", "fsspec", "aiohttp", "torch"),
+            requirements=("gcsfs", "webdataset"),
+            probe=("gcsfs", "fsspec", "aiohttp", "torch", "webdataset"),
         ),
         PeerEnv(
             name="gcs",
@@ -115,9 +116,19 @@ PEERS: dict[str, PeerEnv] = {
             # Amazon's s3torchconnector (S3MapDataset, S3IterableDataset,
             # S3Checkpoint) over its Rust/CRT client (mountpoint-s3-client),
             # measured on the emulator's S3 face (the s3_* scenarios).
+            # webdataset for shards_tar: its tar expander and grouping over
+            # S3IterableDataset's readers.
             first=(_TORCH,),
-            requirements=("s3torchconnector==1.5.0",),
-            probe=("s3torchconnector", "s3torchconnectorclient", "torch"),
+            requirements=("s3torchconnector==1.5.0", "webdataset"),
+            probe=("s3torchconnector", "s3torchconnectorclient", "torch", "webdataset"),
+        ),
+        PeerEnv(
+            name="s3fs",
+            # fsspec's S3 filesystem (aiobotocore), on the emulator's S3 face
+            # (shards_lines: open() and line iteration); torch for the DataLoader.
+            first=(_TORCH,),
+            requirements=("s3fs",),
+            probe=("s3fs", "fsspec", "aiobotocore", "torch"),
         ),
     )
 }

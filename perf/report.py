@@ -321,6 +321,14 @@ def render_run(run: Run) -> str:
         if gets:  # contenders that count the emulator's reads (perf/scenarios/cache_epochs.py)
             notes.append(f"- {c['name']} object GETs during the timed epoch per round: "
                          + ", ".join(str(e["object_gets"]) for e in gets))
+        reads = [s["extra"] for s in run.ok(c["name"]) if "read_p99_ms" in s.get("extra", {})]
+        if reads:  # single-sample reads (perf/scenarios/shards_random.py)
+            notes.append(f"- {c['name']} sample wait p50/p99 ms per round: " + "; ".join(
+                f"{e['read_p50_ms']}/{e['read_p99_ms']}" for e in reads))
+        converted = [s for s in run.ok(c["name"]) if "convert_s" in s.get("extra", {})]
+        for s in converted:  # an untimed conversion before the epoch (shards_litdata.py)
+            notes.append(f"- {c['name']} round {s['round']} converted the data set first "
+                         f"(untimed): {float(s['extra']['convert_s']):.1f} s")
         if c.get("skipped"):
             notes.append(f"- {c['name']} skipped: {c['skipped']}")
         notes += [f"- {c['name']} round {s['round']}: {s['error']}"

@@ -7,15 +7,18 @@ bug in the code under test cannot shape the data the peers read.
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import random
+import tarfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
 import aiohttp
 
-__all__ = ["ObjectSet", "read_all", "seed"]
+__all__ = ["ObjectSet", "ShardSet", "read_all", "seed"]
 
 # Object bodies are windows into one random pool: distinct per object,
 # incompressible, and cheap to make for hundreds of MB.
@@ -38,6 +41,80 @@ class ObjectSet:
     @property
     def total_bytes(self) -> int:
         return self.count * self.size
+
+
+def _tar_member(name: str, size: int) -> bytes:
+    # A plain ustar header with fixed metadata: every run seeds the same bytes.
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = size, 0, 0o644
+    return info.tobuf(format=tarfile.USTAR_FORMAT)
+
+
+def _padding(size: int) -> bytes:
+    return b"\0" * (-size % tarfile.BLOCKSIZE)
+
+
+@dataclass(frozen=True)
+class ShardSet:
+    """``count`` shards of ``samples`` samples each, named ``{prefix}{i:06d}{suffix}``.
+
+    ``kind="tar"``: WebDataset tar shards, as ``tar`` or webdataset's
+    ``TarWriter`` lay them out: per sample ``KEY.jpg`` (``sample_size``
+    random bytes) then ``KEY.cls`` (three digits), each a ustar header and
+    its data padded to 512 bytes, and the two zero blocks that end an
+    archive. ``kind="jsonl"``: one JSON object per line, ``sample_size``
+    bytes with its newline. Both are generated as they are uploaded (a
+    shard is never whole in memory) and from a seed, so their sizes are
+    known in advance and every run has the same bytes.
+    """
+
+    prefix: str
+    count: int
+    samples: int
+    sample_size: int
+    kind: str = "tar"
+    suffix: str = ".tar"
+
+    def names(self) -> list[str]:
+        return [f"{self.prefix}{i:06d}{self.suffix}" for i in range(self.count)]
+
+    @property
+    def size(self) -> int:
+        """Bytes of one shard (all are the same size)."""
+        if self.kind == "tar":
+            jpg = tarfile.BLOCKSIZE + self.sample_size + len(_padding(self.sample_size))
+            return self.samples * (jpg + 2 * tarfile.BLOCKSIZE) + 2 * tarfile.BLOCKSIZE
+        return self.samples * self.sample_size
+
+    @property
+    def total_bytes(self) -> int:
+        return self.count * self.size
+
+    @property
+    def sample_bytes(self) -> int:
+        """What a reader gets per sample: jpg and cls fields, or a line without its newline."""
+        return self.sample_size + 3 if self.kind == "tar" else self.sample_size - 1
+
+    def body(self, shard: int, pool: bytes) -> Iterator[bytes]:
+        """Shard ``shard``'s bytes, in pieces."""
+        rng = random.Random(f"{self.prefix}{shard}")
+        view = memoryview(pool)
+        for j in range(self.samples):
+            key = f"{shard:06d}{j:06d}"
+            if self.kind == "tar":
+                off = rng.randrange(len(pool) - self.sample_size + 1)
+                yield _tar_member(f"{key}.jpg", self.sample_size)
+                yield bytes(view[off:off + self.sample_size]) + _padding(self.sample_size)
+                cls = f"{j % 1000:03d}".encode()
+                yield _tar_member(f"{key}.cls", len(cls)) + cls + _padding(len(cls))
+            else:
+                head = json.dumps({"key": key, "label": j % 1000, "text": ""})[:-2]
+                fill = self.sample_size - len(head) - 3  # '"}' and the newline
+                off = rng.randrange(len(pool) - fill // 2)
+                text = bytes(view[off:off + fill // 2 + 1]).hex()[:fill]
+                yield f'{head}{text}"}}\n'.encode()
+        if self.kind == "tar":
+            yield b"\0" * (2 * tarfile.BLOCKSIZE)
 
 
 def _bodies(obj: ObjectSet, pool: bytes) -> list[tuple[str, memoryview]]:
@@ -68,24 +145,47 @@ def _large_body(name: str, size: int, pool: bytes) -> AsyncIterator[bytes]:
     return chunks()
 
 
-async def _upload(endpoint: str, bucket: str, sets: Sequence[ObjectSet], concurrency: int) -> int:
+def _pieces(make: Callable[[], Iterator[bytes]]) -> AsyncIterator[bytes]:
+    async def chunks() -> AsyncIterator[bytes]:
+        for piece in make():
+            yield piece
+
+    return chunks()
+
+
+Body = Callable[[], bytes | AsyncIterator[bytes]]
+
+
+def _makers(sets: Sequence[ObjectSet | ShardSet], pool: bytes) -> list[tuple[str, Body]]:
+    """Each object's name and what makes its body afresh (once per attempt)."""
+    out: list[tuple[str, Body]] = []
+    for s in sets:
+        if isinstance(s, ShardSet):
+            out += [(name, functools.partial(_pieces, functools.partial(s.body, i, pool)))
+                    for i, name in enumerate(s.names())]
+        elif s.size <= _POOL_BYTES:
+            out += [(name, functools.partial(bytes, body)) for name, body in _bodies(s, pool)]
+        else:
+            out += [(name, functools.partial(_large_body, name, s.size, pool))
+                    for name in s.names()]
+    return out
+
+
+async def _upload(endpoint: str, bucket: str, sets: Sequence[ObjectSet | ShardSet],
+                  concurrency: int) -> int:
     pool = random.Random(0).randbytes(_POOL_BYTES)
-    small = [s for s in sets if s.size <= _POOL_BYTES]
-    items: list[tuple[str, memoryview | int]] = [
-        item for s in small for item in _bodies(s, pool)]
-    items += [(name, s.size) for s in sets if s.size > _POOL_BYTES for name in s.names()]
+    items = _makers(sets, pool)
     sem = asyncio.Semaphore(concurrency)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=120)
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
 
-        async def put(name: str, body: memoryview | int) -> None:
+        async def put(name: str, body: Body) -> None:
             url = f"{endpoint}/upload/storage/v1/b/{bucket}/o"
             params = {"uploadType": "media", "name": name}
             async with sem:
                 for attempt in range(5):  # the emulator may inject faults
-                    data = (bytes(body) if isinstance(body, memoryview)
-                            else _large_body(name, body, pool))
+                    data = body()
                     async with session.post(url, params=params, data=data) as resp:
                         if resp.status < 300:
                             await resp.read()
@@ -100,7 +200,8 @@ async def _upload(endpoint: str, bucket: str, sets: Sequence[ObjectSet], concurr
     return len(items)
 
 
-def seed(endpoint: str, bucket: str, sets: Sequence[ObjectSet], *, concurrency: int = 64) -> None:
+def seed(endpoint: str, bucket: str, sets: Sequence[ObjectSet | ShardSet], *,
+         concurrency: int = 64) -> None:
     """Upload every object of ``sets`` into ``bucket``, concurrently."""
     if not sets:
         return
@@ -133,7 +234,7 @@ async def _read(endpoint: str, bucket: str, names: Sequence[str], concurrency: i
 
 
 def read_all(
-    endpoint: str, bucket: str, sets: Sequence[ObjectSet], *, concurrency: int = 64
+    endpoint: str, bucket: str, sets: Sequence[ObjectSet | ShardSet], *, concurrency: int = 64
 ) -> None:
     """Read every seeded object once, untimed.
 

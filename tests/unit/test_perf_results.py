@@ -88,6 +88,23 @@ def test_large_objects_report_cpu_per_gib_and_failed_rounds_are_named(tmp_path: 
     assert "- peer round 1: exit 1: boom" in section
 
 
+def test_sample_waits_and_untimed_conversions_are_in_the_notes(tmp_path: Path) -> None:
+    records = [_run("r1", [], ["ours", "peer"])]
+    for rnd in (1, 2):
+        ours = _sample("r1", "ours", rnd, 1.0)
+        ours["extra"].update(read_p50_ms=21.5 + rnd, read_p99_ms=30.0 + rnd)
+        peer = _sample("r1", "peer", rnd, 2.0)
+        if rnd == 1:  # only the round that found the data set unconverted converts it
+            peer["extra"]["convert_s"] = 41.26
+        records += [ours, peer]
+    path = tmp_path / "results.jsonl"
+    _write(path, records)
+    section = report.render_run(results.group_runs(results.load(path))[0])
+    assert "- ours sample wait p50/p99 ms per round: 22.5/31.0; 23.5/32.0" in section
+    assert "- peer round 1 converted the data set first (untimed): 41.3 s" in section
+    assert "round 2 converted" not in section and "peer sample wait" not in section
+
+
 def test_each_pair_comes_from_the_newest_run_that_measured_it(tmp_path: Path) -> None:
     old = [_run("r1", [], ["ours", "peer", "other"]), _sample("r1", "ours", 1, 1.0),
            _sample("r1", "peer", 1, 5.0), _sample("r1", "other", 1, 7.0)]
