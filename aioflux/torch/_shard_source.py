@@ -159,7 +159,7 @@ class ShardSource:
         return self._hedger[1]
 
     def reads(self, runs: Sequence[Run], *, limit: int,
-              max_bytes: int) -> Iterator[tuple[Run, list[memoryview]]]:
+              max_bytes: int) -> Iterator[tuple[Run, list[bytes]]]:
         """Read ``runs`` on this process's store, a window in flight (see ``read_runs``)."""
         store = self.source.downloader.client
         agen = read_runs(store, self.shards, runs, limit=limit, max_bytes=max_bytes,
@@ -167,11 +167,11 @@ class ShardSource:
                          hedger=self.hedger(store.config.max_concurrency))
         return iterate(agen, batch=8, nbytes=_run_bytes, max_bytes=max_bytes)
 
-    def fetch(self, runs: Sequence[Run], *, limit: int) -> list[tuple[Run, list[memoryview]]]:
+    def fetch(self, runs: Sequence[Run], *, limit: int) -> list[tuple[Run, list[bytes]]]:
         """Read ``runs`` concurrently and return them all (for map-style access)."""
         store = self.source.downloader.client
 
-        async def run() -> list[tuple[Run, list[memoryview]]]:
+        async def run() -> list[tuple[Run, list[bytes]]]:
             agen = read_runs(store, self.shards, runs, limit=limit, max_bytes=1,
                              unit=self.samples_per_read, cache=self.disk_cache,
                              hedger=self.hedger(store.config.max_concurrency))
@@ -179,14 +179,15 @@ class ShardSource:
 
         return get_portal().call(run())
 
-    def samples(self, run: Run, regions: list[memoryview]) -> Iterator[Any]:
+    def samples(self, run: Run, regions: list[bytes]) -> Iterator[Any]:
         """The decoded, transformed samples of a run's regions."""
         info, index = self.shards[run.shard]
+        url = info.url
         for local, region in zip(run.samples, regions, strict=True):
             offset = index.offsets[local]
-            sample = self.format.sample(region, info.url, offset)
+            sample = self.format.sample(region, url, offset)
             if self.decode is not None:
-                sample = self.decode(sample, info.url, offset)
+                sample = self.decode(sample, url, offset)
             yield sample if self.transform is None else self.transform(sample)
 
     def close(self) -> None:
@@ -212,7 +213,7 @@ def list_shards(op: str, url: str, concurrency: int, settings: Mapping[str, Any]
     return listed
 
 
-def _run_bytes(item: tuple[Any, list[memoryview]]) -> int:
+def _run_bytes(item: tuple[Any, list[bytes]]) -> int:
     return sum(len(region) for region in item[1])
 
 

@@ -47,7 +47,7 @@ class LinesFormat:
                 if end > pos:
                     offsets.append(base + pos)
                     lengths.append(end - pos)
-                    crcs.append(crc32c(memoryview(data)[pos:end]))
+                    crcs.append(crc32c(data[pos:end]))
                 pos = nl + 1
             carry = data[pos:]
             base += pos

@@ -14,13 +14,12 @@ long-name header where there is one), so a region parses on its own.
 
 from __future__ import annotations
 
-import io
 import re
 import tarfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
-from ..._core.crc import crc32c
+from ..._core.crc import crc32c, crc32c_combine
 from ..._core.errors import ShardFormatError
 from ._index import new_columns
 
@@ -41,69 +40,85 @@ def member_key(name: str) -> tuple[str, str] | None:
     return found.group(1), found.group(2).lower()
 
 
-class _Tap(io.RawIOBase):
-    """A forward-only file over chunks that keeps the bytes from ``keep`` on,
-    so a sample's region can be checksummed once its end is known."""
-
-    def __init__(self, chunks: Iterable[bytes | memoryview]) -> None:
-        super().__init__()
-        self._chunks = iter(chunks)
-        self._pending = memoryview(b"")
-        self.pos = 0  # bytes handed to tarfile
-        self.kept = bytearray()
-        self.keep = 0  # absolute offset of kept[0]
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while not self._pending:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                return 0
-            self._pending = memoryview(chunk).cast("B")
-        n = min(len(buffer), len(self._pending))
-        buffer[:n] = self._pending[:n]
-        self.kept += self._pending[:n]
-        self._pending = self._pending[n:]
-        self.pos += n
-        return n
-
-    def region(self, start: int, end: int) -> memoryview:
-        return memoryview(self.kept)[start - self.keep:end - self.keep]
-
-    def drop_before(self, offset: int) -> None:
-        if offset > self.keep:
-            del self.kept[:offset - self.keep]
-            self.keep = offset
-
-    def zeros_from(self, offset: int) -> int | None:
-        """Read to the end; the first byte from ``offset`` on that is not zero, if any."""
-        chunk = bytearray(1 << 16)
-        while True:
-            tail = bytes(self.region(max(offset, self.keep), self.pos))
-            stray = len(tail) - len(tail.lstrip(b"\0"))
-            if stray < len(tail):
-                return max(offset, self.keep) + stray
-            self.drop_before(self.pos)
-            if not self.readinto(chunk):
-                return None
+_BLOCK = tarfile.BLOCKSIZE
+_ZERO_BLOCK = bytes(_BLOCK)
+# Header types whose data follows the header (tarfile's rule: regular files
+# and types it does not know); links, folders and devices carry none.
+_NO_DATA = frozenset(t for t in tarfile.SUPPORTED_TYPES if t not in tarfile.REGULAR_TYPES)
+_PAX_NAME = re.compile(rb"(\d+) ([^=]+)=")
 
 
-def _padded(member: tarfile.TarInfo) -> int:
-    return member.offset_data + -(-member.size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
+def _padded(size: int) -> int:
+    return -(-size // _BLOCK) * _BLOCK
 
 
-def _members(stream: tarfile.TarFile, where: str, tap: _Tap) -> Iterator[tarfile.TarInfo]:
+def _pax(data: bytes, where: str, at: int) -> dict[str, str]:
+    """The records of a PAX extended header (``"len key=value\n"``), as tarfile reads them."""
+    out: dict[str, str] = {}
+    pos = 0
     while True:
+        found = _PAX_NAME.match(data, pos)
+        if found is None:
+            return out
+        length = int(found.group(1))
+        if length < 1 or pos + length > len(data):
+            raise ShardFormatError(f"{where}: corrupt PAX header at byte {at}")
+        value = data[found.end(2) + 1:pos + length - 1]
+        out[found.group(2).decode("utf-8", "surrogateescape")] = \
+            value.decode("utf-8", "surrogateescape")
+        pos += length
+
+
+class _Headers:
+    """The header rules both passes share: one 512-byte header at a time,
+    PAX (local and global) and GNU long names applied to the member after
+    them, as ``tarfile`` applies them."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.global_pax: dict[str, str] = {}
+        self.local: dict[str, str] = {}
+
+    def parse(self, block: bytes, at: int) -> tarfile.TarInfo | None:
+        """The header at byte ``at`` (None for an end-of-archive zero block)."""
+        if block == _ZERO_BLOCK:
+            return None
         try:
-            member = stream.next()
-        except tarfile.TarError as exc:
-            raise ShardFormatError(f"index {where}: corrupt tar at byte {tap.pos}: {exc}") \
-                from None
-        if member is None:
-            return
-        yield member
+            return tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
+        except tarfile.HeaderError as exc:
+            raise ShardFormatError(f"{self.where}: corrupt tar header at byte {at}: "
+                                   f"{exc}") from None
+
+    def extension(self, info: tarfile.TarInfo) -> bool:
+        """Whether ``info`` is a header for the next member (its data read by :meth:`absorb`)."""
+        return info.type in (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.GNUTYPE_LONGNAME,
+                             tarfile.GNUTYPE_LONGLINK, tarfile.SOLARIS_XHDTYPE)
+
+    def absorb(self, info: tarfile.TarInfo, data: bytes, at: int) -> None:
+        """Take an extension header's data."""
+        if info.type == tarfile.GNUTYPE_LONGNAME:
+            self.local["path"] = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        elif info.type == tarfile.XGLTYPE:
+            self.global_pax.update(_pax(data, self.where, at))
+        elif info.type != tarfile.GNUTYPE_LONGLINK:
+            self.local.update(_pax(data, self.where, at))
+
+    def member(self, info: tarfile.TarInfo, at: int) -> tuple[str, bool, int]:
+        """``(name, regular, data bytes)`` of a member header, extensions applied."""
+        pax = {**self.global_pax, **self.local}
+        self.local = {}
+        if info.type == tarfile.GNUTYPE_SPARSE or any(k.startswith("GNU.sparse") for k in pax):
+            raise ShardFormatError(f"{self.where}: sparse member at byte {at}: not supported "
+                                   "in a shard")
+        name = pax.get("path", info.name)
+        size = info.size
+        if "size" in pax:
+            try:
+                size = int(pax["size"])
+            except ValueError:
+                raise ShardFormatError(f"{self.where}: corrupt PAX size at byte {at}") from None
+        regular = info.type in tarfile.REGULAR_TYPES
+        return name, regular, 0 if info.type in _NO_DATA else size
 
 
 class TarFormat:
@@ -113,7 +128,7 @@ class TarFormat:
 
     def index(self, chunks: Iterable[bytes | memoryview], where: str
               ) -> tuple[Any, Any, Any, int]:
-        """Index a shard's data as it streams by.
+        """Index a shard's data as it streams by: headers parsed, data only checksummed.
 
         Args:
             chunks: the shard's data, in order.
@@ -125,49 +140,7 @@ class TarFormat:
         Raises:
             ShardFormatError: not a tar, a member past the end, or a field twice in a sample.
         """
-        offsets, lengths, crcs = new_columns()
-        tap = _Tap(chunks)
-        key: str | None = None
-        fields: set[str] = set()
-        start = end = 0
-
-        def close_sample() -> None:
-            if key is not None:
-                offsets.append(start)
-                lengths.append(end - start)
-                crcs.append(crc32c(tap.region(start, end)))
-
-        try:
-            stream = tarfile.open(fileobj=tap, mode="r|",  # type: ignore[call-overload]
-                                  encoding="utf-8", errors="surrogateescape")
-        except tarfile.TarError as exc:
-            if tap.pos == 0:
-                return offsets, lengths, crcs, 0  # an empty object: no samples
-            raise ShardFormatError(f"index {where}: not a tar archive: {exc}") from None
-        for member in _members(stream, where, tap):
-            found = member_key(member.name) if member.isreg() else None
-            if found is None:
-                continue
-            if found[0] != key:
-                close_sample()
-                tap.drop_before(member.offset)
-                key, fields, start = found[0], set(), member.offset
-            elif found[1] in fields:
-                raise ShardFormatError(f"index {where}: the sample {key!r} has the field "
-                                       f"{found[1]!r} twice (member at byte {member.offset})")
-            fields.add(found[1])
-            end = _padded(member)
-        if key is not None and end > tap.pos:
-            raise ShardFormatError(f"index {where}: truncated: a member of {key!r} runs to "
-                                   f"byte {end}, past the end at {tap.pos}")
-        close_sample()
-        # tarfile ends an archive quietly at a damaged header past the first:
-        # only zeros (the end-of-archive blocks) may follow the last member.
-        stray = tap.zeros_from(stream.offset)
-        if stray is not None:
-            raise ShardFormatError(f"index {where}: corrupt tar header at byte {stream.offset} "
-                                   f"(data after the end of the archive at byte {stray})")
-        return offsets, lengths, crcs, tap.pos
+        return _Indexer(f"index {where}").run(chunks)
 
     def sample(self, region: bytes | memoryview, url: str, offset: int) -> dict[str, Any]:
         """Decode one sample's region into ``{"__key__", "__url__", field: bytes...}``.
@@ -183,23 +156,170 @@ class TarFormat:
         Raises:
             ShardFormatError: the region does not parse as one sample.
         """
+        data = bytes(region)
+        headers = _Headers(f"read {url}")
         sample: dict[str, Any] = {"__url__": url}
-        view = memoryview(region)
-        try:
-            with tarfile.open(fileobj=io.BytesIO(view), mode="r:",  # type: ignore[call-overload]
-                              encoding="utf-8", errors="surrogateescape") as stream:
-                for member in stream:
-                    found = member_key(member.name) if member.isreg() else None
-                    if found is None:
-                        continue
-                    if sample.setdefault("__key__", found[0]) != found[0]:
-                        raise ShardFormatError(f"read {url}: the sample at byte {offset} holds "
-                                               f"two keys ({sample['__key__']!r}, {found[0]!r})")
-                    data_at = member.offset_data
-                    sample[found[1]] = bytes(view[data_at:data_at + member.size])
-        except tarfile.TarError as exc:
-            raise ShardFormatError(f"read {url}: corrupt tar in the sample at byte {offset}: "
-                                   f"{exc}") from None
+        pos = 0
+        while pos + _BLOCK <= len(data):
+            info = headers.parse(data[pos:pos + _BLOCK], offset + pos)
+            if info is None:
+                break
+            size = _padded(info.size)
+            if headers.extension(info):
+                headers.absorb(info, data[pos + _BLOCK:pos + _BLOCK + info.size], offset + pos)
+                pos += _BLOCK + size
+                continue
+            name, regular, length = headers.member(info, offset + pos)
+            start = pos + _BLOCK
+            if start + length > len(data):
+                raise ShardFormatError(f"read {url}: the member at byte {offset + pos} runs "
+                                       "past its sample")
+            found = member_key(name) if regular else None
+            if found is not None:
+                if sample.setdefault("__key__", found[0]) != found[0]:
+                    raise ShardFormatError(f"read {url}: the sample at byte {offset} holds "
+                                           f"two keys ({sample['__key__']!r}, {found[0]!r})")
+                sample[found[1]] = data[start:start + length]
+            pos = start + _padded(length)
         if "__key__" not in sample:
             raise ShardFormatError(f"read {url}: no sample at byte {offset}")
         return sample
+
+
+class _Indexer:
+    """One streamed pass over a tar: every header parsed, every byte checksummed once.
+
+    A member's bytes (its extension headers, header and data) are known to
+    be a sample's, or not, once its header is parsed, before its data
+    streams by: a sample's go straight into its running crc32c; a skipped
+    member's into a pending one, folded in only if the same key follows
+    (rare: a folder or ``._`` file between two members of one sample).
+    """
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.headers = _Headers(where)
+        self.columns = new_columns()
+        self.key: str | None = None
+        self.fields: set[str] = set()
+        self.start = self.end = 0
+        self.crc = 0
+        self.pending: tuple[int, int] | None = None  # crc and length of skipped members
+        self.prefix = bytearray()  # extension headers of the member to come
+
+    def run(self, chunks: Iterable[bytes | memoryview]) -> tuple[Any, Any, Any, int]:
+        pos = 0  # bytes consumed
+        held = bytearray()  # a header being gathered, or an extension's data
+        held_at = 0  # offset of held[0]
+        member_at: int | None = None  # the current member's first (extension) header
+        want = _BLOCK  # bytes to hold before the next step
+        data_left = 0  # data bytes of a member still streaming
+        into_sample = False
+        ext: tarfile.TarInfo | None = None
+        ended_at: int | None = None  # where the end-of-archive block was
+        for chunk in chunks:
+            view = memoryview(chunk).cast("B")
+            while view:
+                if ended_at is not None:
+                    rest = bytes(view)
+                    if rest.strip(b"\0"):
+                        stray = pos + len(rest) - len(rest.lstrip(b"\0"))
+                        raise ShardFormatError(f"{self.where}: corrupt tar header at byte "
+                                               f"{ended_at} (data after the end of the "
+                                               f"archive at byte {stray})")
+                    pos += len(rest)
+                    break
+                if data_left:
+                    take = min(len(view), data_left)
+                    self._checksum(view[:take], into_sample)
+                    view, pos, data_left = view[take:], pos + take, data_left - take
+                    if not data_left and into_sample:
+                        self.end = pos
+                    continue
+                if not held:
+                    held_at = pos
+                take = min(len(view), want - len(held))
+                held += view[:take]
+                view, pos = view[take:], pos + take
+                if len(held) < want:
+                    continue
+                block = bytes(held)
+                held.clear()
+                if ext is not None:  # an extension header's data, complete
+                    self.headers.absorb(ext, block[:ext.size], held_at)
+                    self._extension_bytes(block, ext)
+                    ext, want = None, _BLOCK
+                    continue
+                info = self.headers.parse(block, held_at)
+                if info is None:
+                    ended_at = held_at
+                    continue
+                if member_at is None and info.type != tarfile.XGLTYPE:
+                    member_at = held_at
+                if self.headers.extension(info):
+                    self._extension_bytes(block, info)
+                    if info.size:
+                        ext, want = info, _padded(info.size)
+                    else:
+                        self.headers.absorb(info, b"", held_at)
+                    continue
+                name, regular, length = self.headers.member(info, held_at)
+                found = member_key(name) if regular else None
+                into_sample = self._route(found, held_at if member_at is None else member_at)
+                member_at = None
+                self._checksum(block, into_sample)
+                data_left = _padded(length)
+                if not data_left and into_sample:
+                    self.end = pos
+        if held or data_left or ext is not None:
+            raise ShardFormatError(f"{self.where}: truncated: the tar ends at byte {pos}, "
+                                   f"inside the member at byte {member_at}")
+        if self.key is not None:
+            self._close_sample()
+        return (*self.columns, pos)
+
+    def _extension_bytes(self, block: bytes, info: tarfile.TarInfo) -> None:
+        # A member's own extensions start its region (tarfile's offset); a
+        # global header belongs to no member, like a skipped one.
+        if info.type == tarfile.XGLTYPE:
+            self._checksum(block, False)
+        else:
+            self.prefix += block
+
+    def _checksum(self, data: bytes | memoryview, into_sample: bool) -> None:
+        piece = bytes(data)
+        if into_sample:
+            self.crc = crc32c(piece, self.crc)
+        else:
+            crc, length = self.pending or (0, 0)
+            self.pending = (crc32c(piece, crc), length + len(piece))
+
+    def _route(self, found: tuple[str, str] | None, member_at: int) -> bool:
+        """Start a member whose header was just parsed; whether it is a sample's."""
+        prefix = bytes(self.prefix)
+        self.prefix.clear()
+        if found is None:
+            if prefix:
+                self._checksum(prefix, False)
+            return False
+        key, field = found
+        if key != self.key:
+            if self.key is not None:
+                self._close_sample()
+            self.key, self.fields, self.start, self.crc = key, set(), member_at, 0
+        else:
+            if field in self.fields:
+                raise ShardFormatError(f"{self.where}: the sample {key!r} has the field "
+                                       f"{field!r} twice (member at byte {member_at})")
+            if self.pending is not None:  # skipped members inside the sample
+                self.crc = crc32c_combine(self.crc, *self.pending)
+        self.pending = None
+        self.fields.add(field)
+        self.crc = crc32c(prefix, self.crc)
+        return True
+
+    def _close_sample(self) -> None:
+        offsets, lengths, crcs = self.columns
+        offsets.append(self.start)
+        lengths.append(self.end - self.start)
+        crcs.append(self.crc)

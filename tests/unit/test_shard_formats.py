@@ -1,0 +1,107 @@
+"""The tar indexer walks headers itself and checksums each sample's bytes in
+one pass: it must find what Python's tarfile finds, on whatever tarfile and
+GNU tar write (PAX and GNU long names, global PAX headers, folders, links,
+junk members, empty members, members of one key split by a skipped one)."""
+
+from __future__ import annotations
+
+import io
+import random
+import tarfile
+
+import google_crc32c
+import pytest
+
+from aioflux import ShardFormatError
+from aioflux._engines.shards._tar import TarFormat, member_key
+
+
+def reference(data: bytes) -> list[tuple[int, int, int, str]]:
+    """(offset, length, crc32c, key) per sample, from tarfile's own reading."""
+    out: list[list[int | str]] = []
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+        for member in tar:
+            found = member_key(member.name) if member.isreg() else None
+            if found is None:
+                continue
+            end = member.offset_data + -(-member.size // 512) * 512
+            if out and out[-1][3] == found[0]:
+                out[-1][1] = end
+            else:
+                out.append([member.offset, end, 0, found[0]])
+    return [(int(a), int(b) - int(a), int(google_crc32c.value(data[int(a):int(b)])), str(k))
+            for a, b, _, k in out]
+
+
+def random_tar(rng: random.Random) -> bytes:
+    fmt = rng.choice([tarfile.PAX_FORMAT, tarfile.GNU_FORMAT, tarfile.USTAR_FORMAT])
+    out = io.BytesIO()
+    pax = {"comment": "global"} if fmt == tarfile.PAX_FORMAT and rng.random() < 0.5 else {}
+    with tarfile.open(fileobj=out, mode="w", format=fmt, pax_headers=pax) as tar:
+        # (tarfile cannot read back a global header with no member after it)
+        for i in range(rng.randint(1 if pax else 0, 12)):
+            deep = "d/" * rng.choice([0, 1, 60]) if fmt != tarfile.USTAR_FORMAT else "d/"
+            key = f"{deep}k{i:03d}"
+            fields = rng.sample(["jpg", "cls", "seg.png", "json", "txt"], rng.randint(1, 3))
+            for n, field in enumerate(fields):
+                if n and rng.random() < 0.3:  # a skipped member inside the sample
+                    folder = tarfile.TarInfo(f"{deep}folder{i}")
+                    folder.type = tarfile.DIRTYPE
+                    tar.addfile(folder)
+                data = rng.randbytes(rng.choice([0, 1, 511, 512, 513, 3000]))
+                member = tarfile.TarInfo(f"{key}.{field}")
+                member.size = len(data)
+                if fmt == tarfile.PAX_FORMAT and rng.random() < 0.2:
+                    member.pax_headers = {"comment": "x" * rng.randint(1, 900)}
+                tar.addfile(member, io.BytesIO(data))
+            if rng.random() < 0.3:
+                link = tarfile.TarInfo(f"._k{i:03d}.jpg")
+                link.size = 4
+                tar.addfile(link, io.BytesIO(b"junk"))
+            if rng.random() < 0.2:
+                sym = tarfile.TarInfo(f"link{i}.jpg")
+                sym.type = tarfile.SYMTYPE
+                sym.linkname = "x" * (rng.choice([5, 200]) if fmt != tarfile.USTAR_FORMAT else 5)
+                tar.addfile(sym)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_indexer_finds_what_tarfile_finds(seed: int) -> None:
+    rng = random.Random(seed)
+    data = random_tar(rng)
+    chunk = rng.choice([1, 7, 512, 1000, 65536])
+    offsets, lengths, crcs, size = TarFormat().index(
+        (data[i:i + chunk] for i in range(0, len(data), chunk)), "mem")
+    want = reference(data)
+    assert list(zip(offsets, lengths, crcs, strict=True)) == [w[:3] for w in want]
+    assert size == len(data)
+    for (offset, length, _, key), sample_key in zip(
+            want, [TarFormat().sample(data[o:o + n], "u", o)["__key__"]
+                   for o, n in zip(offsets, lengths, strict=True)], strict=True):
+        assert sample_key == key, (offset, length)
+
+
+def test_samples_hold_the_member_bytes_by_field() -> None:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for field, data in (("jpg", b"\xff\xd8" * 700), ("CLS", b"3"), ("seg.png", b"")):
+            member = tarfile.TarInfo(f"a/b.c/000001.{field}")
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+    data = out.getvalue()
+    offsets, lengths, _, _ = TarFormat().index([data], "mem")
+    sample = TarFormat().sample(data[offsets[0]:offsets[0] + lengths[0]], "u", 0)
+    assert sample == {"__url__": "u", "__key__": "a/b.c/000001", "jpg": b"\xff\xd8" * 700,
+                      "cls": b"3", "seg.png": b""}
+
+
+def test_a_field_twice_in_a_sample_is_refused() -> None:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for _ in range(2):
+            member = tarfile.TarInfo("k.jpg")
+            member.size = 1
+            tar.addfile(member, io.BytesIO(b"x"))
+    with pytest.raises(ShardFormatError, match="the sample 'k' has the field 'jpg' twice"):
+        TarFormat().index([out.getvalue()], "mem")
