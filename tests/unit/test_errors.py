@@ -68,11 +68,11 @@ ERRORS = sorted(name for name in aioflux.__all__
 
 
 # The errors that are no StorageError (no status attribute).
-PLAIN = {"AiofluxError", "BridgeError", "InvalidArgument", "InvalidURL"}
+PLAIN = {"AiofluxError", "BridgeError", "InvalidArgument", "InvalidURL", "ShardFormatError"}
 
 
 def test_every_exported_error_is_checked() -> None:
-    assert len(ERRORS) == 16 and "NotFound" in ERRORS and "AiofluxError" in ERRORS
+    assert len(ERRORS) == 17 and "NotFound" in ERRORS and "AiofluxError" in ERRORS
 
 
 @pytest.mark.parametrize("name", ERRORS)
