@@ -34,6 +34,7 @@ from .._core.window import gather_bounded, window
 from .._engines.async_writer import AsyncObjectWriter
 from .._engines.reader import ObjectReader
 from .._engines.writer import ObjectWriter
+from ._async_file import AsyncReadFile, AsyncWriteFile
 from ._paths import join, split, strip_protocol
 
 __all__ = ["AiofluxFileSystem", "protocol_class"]
@@ -449,6 +450,41 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
                               errors=kwargs.get("errors"), newline=kwargs.get("newline"))
         return super().open(path, mode=mode, block_size=block_size,
                             cache_options=cache_options, compression=compression, **kwargs)
+
+    async def open_async(self, path: str, mode: str = "rb",
+                         **kwargs: Any) -> AsyncReadFile | AsyncWriteFile:
+        """An async file (``await f.read()``, ``await f.write()``, ``await f.close()``).
+
+        Args:
+            path: the object.
+            mode: ``rb`` (ranged reads pinned to the version found at open,
+                checked against its crc32c when read front to back) or ``wb``
+                (published whole by ``close()``; an exception inside
+                ``async with`` publishes nothing).
+            **kwargs: ``content_type`` of a written object.
+
+        Returns:
+            The file.
+
+        Raises:
+            ValueError: a text mode, compression, or a mode other than rb and wb.
+            NotImplementedError: ``autocommit=False`` (no transactions).
+            NotFound: ``rb`` of a missing object.
+        """
+        if "b" not in mode or kwargs.get("compression"):
+            raise ValueError(f"aioflux: open_async takes binary modes without compression, "
+                             f"not {mode!r}")
+        bucket, name = self._split(path)
+        if mode in ("rb", "br"):
+            return AsyncReadFile(self.store, await self.store.stat(bucket, name))
+        if mode in ("wb", "bw"):
+            if not kwargs.get("autocommit", True):
+                raise NotImplementedError("aioflux: transactions (autocommit=False) are not "
+                                          "supported: a written file is published on close")
+            return AsyncWriteFile(AsyncObjectWriter(
+                self.store, bucket, name,
+                content_type=kwargs.get("content_type", "application/octet-stream")))
+        raise ValueError(f"aioflux: open_async mode {mode!r} is not supported (rb, wb)")
 
     def ukey(self, path: str) -> str:
         """The object's version: changes whenever its content does."""
