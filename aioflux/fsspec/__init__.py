@@ -10,7 +10,7 @@ pyarrow, Lightning, torch DCP, zarr).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import typing
 
 try:
     import fsspec as _fsspec  # noqa: F401
@@ -19,6 +19,10 @@ except ImportError:  # pragma: no cover - the message names the extra
         from None
 
 from ._filesystem import AiofluxFileSystem
+from ._filesystem import protocol_class as _protocol_class
+
+if typing.TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = ["AiofluxFileSystem", "register"]
 
@@ -32,7 +36,8 @@ def register(protocols: Iterable[str] = ("gs", "s3")) -> None:
     Replaces whatever fsspec had for them (gcsfs, s3fs, its local
     filesystem) until the process ends. Call it in every process that
     opens such URLs through fsspec (each DDP rank's script; DataLoader
-    workers forked after the call inherit it).
+    workers forked after the call inherit it). A filesystem it made
+    pickles: a spawned worker unpickles it without calling it.
 
     Args:
         protocols: among ``gs``, ``gcs``, ``s3``, ``s3a``, ``file``, ``local``.
@@ -51,7 +56,4 @@ def register(protocols: Iterable[str] = ("gs", "s3")) -> None:
         if scheme is None:
             raise InvalidArgument(f"aioflux.fsspec.register: aioflux serves "
                                   f"{', '.join(sorted(_PROTOCOL_SCHEMES))}, not {name!r}")
-        cls = type(f"AiofluxFileSystem_{name}", (AiofluxFileSystem,),
-                   {"protocol": (name, f"aioflux-{scheme}"), "default_scheme": scheme,
-                    "__module__": __name__})
-        fsspec.register_implementation(name, cls, clobber=True)
+        fsspec.register_implementation(name, _protocol_class(name, scheme), clobber=True)

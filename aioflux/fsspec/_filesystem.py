@@ -11,9 +11,11 @@ own loop refuses to run after a fork).
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import os
 import tempfile
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,9 +34,10 @@ from .._core.window import gather_bounded, window
 from .._engines.async_writer import AsyncObjectWriter
 from .._engines.reader import ObjectReader
 from .._engines.writer import ObjectWriter
+from ._async_file import AsyncReadFile, AsyncWriteFile
 from ._paths import join, split, strip_protocol
 
-__all__ = ["AiofluxFileSystem"]
+__all__ = ["AiofluxFileSystem", "protocol_class"]
 
 # Bytes per ranged GET of get_file, and how many are in flight.
 _GET_BLOCK = 8 * 1024 * 1024
@@ -44,6 +47,15 @@ _PUT_CHUNK = 8 * 1024 * 1024
 # Ranges of one object closer than this are read as one (cat_ranges).
 _COALESCE_GAP = 1024 * 1024
 _SCHEMES = ("gs", "s3", "file")
+_store_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _store_lock
+    _store_lock = threading.Lock()  # another thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
@@ -69,6 +81,8 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
     root_marker = ""
     async_impl = True
     cachable = True
+    # The protocol of a class protocol_class() made (register()), else None.
+    _registered_as: str | None = None
 
     def __init__(self, scheme: str | None = None, *, config: ClientConfig | None = None,
                  endpoint: str | None = None, credentials: Credentials = None,
@@ -86,6 +100,16 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         new_store(scheme, config, endpoint=endpoint, credentials=credentials)  # checks them
         self._store: tuple[int, ObjectStore] | None = None
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A class register() made exists only in the processes that called
+        # it: unpickled elsewhere (a spawned DataLoader worker), it is made
+        # again from its protocol.
+        cls = type(self)
+        if cls._registered_as is None:
+            return super().__reduce__()  # type: ignore[no-any-return]
+        return _rebuild, (cls._registered_as, cls.default_scheme, self.storage_args,
+                          self.storage_options)
+
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
         """The loop sync calls run on: aioflux's portal (this process's)."""
@@ -96,10 +120,16 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         """This process's store (built on first use, again after a fork)."""
         held = self._store
         if held is None or held[0] != os.getpid():
-            config, endpoint, credentials = self._settings
-            held = (os.getpid(), new_store(self.scheme, config, endpoint=endpoint,
-                                           credentials=credentials))
-            self._store = held
+            # Under the lock: threads opening files at once (pyarrow's
+            # writers) built a store each, and the connections of all but
+            # the one kept were never closed.
+            with _store_lock:
+                held = self._store
+                if held is None or held[0] != os.getpid():
+                    config, endpoint, credentials = self._settings
+                    held = (os.getpid(), new_store(self.scheme, config, endpoint=endpoint,
+                                                   credentials=credentials))
+                    self._store = held
         return held[1]
 
     # -- paths ---------------------------------------------------------------
@@ -421,6 +451,41 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         return super().open(path, mode=mode, block_size=block_size,
                             cache_options=cache_options, compression=compression, **kwargs)
 
+    async def open_async(self, path: str, mode: str = "rb",
+                         **kwargs: Any) -> AsyncReadFile | AsyncWriteFile:
+        """An async file (``await f.read()``, ``await f.write()``, ``await f.close()``).
+
+        Args:
+            path: the object.
+            mode: ``rb`` (ranged reads pinned to the version found at open,
+                checked against its crc32c when read front to back) or ``wb``
+                (published whole by ``close()``; an exception inside
+                ``async with`` publishes nothing).
+            **kwargs: ``content_type`` of a written object.
+
+        Returns:
+            The file.
+
+        Raises:
+            ValueError: a text mode, compression, or a mode other than rb and wb.
+            NotImplementedError: ``autocommit=False`` (no transactions).
+            NotFound: ``rb`` of a missing object.
+        """
+        if "b" not in mode or kwargs.get("compression"):
+            raise ValueError(f"aioflux: open_async takes binary modes without compression, "
+                             f"not {mode!r}")
+        bucket, name = self._split(path)
+        if mode in ("rb", "br"):
+            return AsyncReadFile(self.store, await self.store.stat(bucket, name))
+        if mode in ("wb", "bw"):
+            if not kwargs.get("autocommit", True):
+                raise NotImplementedError("aioflux: transactions (autocommit=False) are not "
+                                          "supported: a written file is published on close")
+            return AsyncWriteFile(AsyncObjectWriter(
+                self.store, bucket, name,
+                content_type=kwargs.get("content_type", "application/octet-stream")))
+        raise ValueError(f"aioflux: open_async mode {mode!r} is not supported (rb, wb)")
+
     def ukey(self, path: str) -> str:
         """The object's version: changes whenever its content does."""
         info = self.info(path)
@@ -429,6 +494,31 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
     def checksum(self, path: str) -> int:
         """An int that changes with the object's content (from its version)."""
         return int(self.ukey(path).encode().hex(), 16) & ((1 << 63) - 1)
+
+
+@functools.cache
+def protocol_class(name: str, scheme: str) -> type[AiofluxFileSystem]:
+    """The subclass serving ``name://`` URLs on ``scheme``'s store, which
+    :func:`~aioflux.fsspec.register` installs.
+
+    One class per protocol, made again by the same call wherever one of its
+    instances is unpickled.
+
+    Args:
+        name: the protocol (``gs``, ``s3``...).
+        scheme: the store serving it (``gs``, ``s3`` or ``file``).
+
+    Returns:
+        The class.
+    """
+    return type(f"AiofluxFileSystem_{name}", (AiofluxFileSystem,),
+                {"protocol": (name, f"aioflux-{scheme}"), "default_scheme": scheme,
+                 "_registered_as": name, "__module__": "aioflux.fsspec"})
+
+
+def _rebuild(name: str, scheme: str, args: tuple[Any, ...],
+             kwargs: dict[str, Any]) -> AiofluxFileSystem:
+    return protocol_class(name, scheme)(*args, **kwargs)
 
 
 class _CreateOnly(io.BytesIO):

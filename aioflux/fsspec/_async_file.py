@@ -1,0 +1,205 @@
+"""The file objects of ``await fs.open_async(...)``, for callers on their own loop.
+
+Reads are ranged GETs pinned to the version stat'ed at open (an overwrite
+mid-read fails instead of mixing two versions), and read front to back they
+are checked against the object's crc32c (or a plain S3 ETag's MD5). Writes
+stream through :class:`~aioflux._engines.async_writer.AsyncObjectWriter`:
+the object is published by ``close()``, whole, and an exception inside
+``async with`` publishes nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import operator
+import os
+from typing import Any
+
+from .._core.crc import crc32c_combine, encode_crc32c
+from .._core.errors import ChecksumMismatch, InvalidArgument, ProtocolError
+from .._core.store import ObjectStore
+from .._core.types import ObjectInfo
+from .._engines.async_writer import AsyncObjectWriter
+
+__all__ = ["AsyncReadFile", "AsyncWriteFile"]
+
+
+class AsyncReadFile:
+    """A seekable, read-only async file over one version of an object.
+
+    Args:
+        store: the store.
+        info: the object's metadata (its size, checksums and version).
+    """
+
+    mode = "rb"
+
+    def __init__(self, store: ObjectStore, info: ObjectInfo) -> None:
+        self.store = store
+        self.info = info
+        self.size = info.size
+        self.loc = 0
+        self.closed = False
+        checking = store.config.verify_crc32c
+        self._verify = checking and info.crc32c is not None
+        self._md5 = hashlib.md5(usedforsecurity=False) \
+            if checking and not self._verify and info.md5 is not None else None
+        # Bytes [0, _checked) are folded into _crc (or _md5): only a read
+        # starting there extends the check, so seeks never fool it.
+        self._checked = 0
+        self._crc = 0
+
+    async def read(self, length: int = -1) -> bytes:
+        """Read up to ``length`` bytes from the position (all the rest if negative).
+
+        Args:
+            length: byte count.
+
+        Returns:
+            The bytes (empty at the end).
+
+        Raises:
+            InvalidArgument: the file is closed.
+            NotFound: the object, or the version opened, is gone.
+            ChecksumMismatch: the object read front to back did not match
+                its crc32c or MD5.
+            StorageError: a ranged GET failed after retries.
+        """
+        if self.closed:
+            raise InvalidArgument(f"read from closed file {self.info.url}")
+        end = self.size if length is None or length < 0 else min(self.size, self.loc + length)
+        if end <= self.loc:
+            return b""
+        start = self.loc
+        extends = start == self._checked
+        fetched = await self.store.fetch(
+            self.info.bucket, self.info.name, start=start, end=end,
+            generation=self.info.generation or None, size=self.size,
+            want_crc=self._verify and extends)
+        data = fetched.data
+        if data is None or len(data) != end - start:
+            raise ProtocolError(f"read {self.info.url} failed: bytes [{start}, {end}) came "
+                                f"back as {fetched.count} bytes", operation="read",
+                                bucket=self.info.bucket, name=self.info.name)
+        if extends:
+            self._account(data, fetched.crc)
+        self.loc = end
+        return data
+
+    def _account(self, data: bytes, crc: int | None) -> None:
+        if self._verify and crc is not None:
+            self._crc = crc32c_combine(self._crc, crc, len(data))
+        elif self._md5 is not None:
+            self._md5.update(data)
+        else:
+            return
+        self._checked += len(data)
+        if self._checked < self.size:
+            return
+        if self._md5 is not None:
+            got, want = base64.b64encode(self._md5.digest()).decode(), self.info.md5
+            what = "MD5"
+        else:
+            got, want = encode_crc32c(self._crc), encode_crc32c(self.info.crc32c or 0)
+            what = "crc32c"
+        if got != want:
+            raise ChecksumMismatch(f"read {self.info.url} failed: {what} {got} of the bytes "
+                                   f"read != {want}", operation="read",
+                                   bucket=self.info.bucket, name=self.info.name)
+
+    def seek(self, loc: int, whence: int = os.SEEK_SET) -> int:
+        """Move the position.
+
+        Args:
+            loc: bytes.
+            whence: ``SEEK_SET``, ``SEEK_CUR`` or ``SEEK_END``.
+
+        Returns:
+            The new position.
+
+        Raises:
+            InvalidArgument: a negative position or an unknown ``whence``.
+        """
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self.loc, os.SEEK_END: self.size}.get(whence)
+        loc = operator.index(loc)
+        if base is None or base + loc < 0:
+            raise InvalidArgument(f"seek {self.info.url}: bad offset {loc} from whence {whence}")
+        self.loc = base + loc
+        return self.loc
+
+    def tell(self) -> int:
+        """The position."""
+        return self.loc
+
+    async def close(self) -> None:
+        """Close (reads hold nothing open between calls)."""
+        self.closed = True
+
+    async def __aenter__(self) -> AsyncReadFile:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class AsyncWriteFile:
+    """A write-only async file: the object appears on ``close()``, whole.
+
+    Args:
+        writer: the streaming writer of the object.
+    """
+
+    mode = "wb"
+
+    def __init__(self, writer: AsyncObjectWriter) -> None:
+        self.writer = writer
+        self.loc = 0
+        self.closed = False
+
+    async def write(self, data: Any) -> int:
+        """Append bytes (parts upload as they fill, a few in flight).
+
+        Args:
+            data: bytes-like.
+
+        Returns:
+            The number of bytes taken.
+
+        Raises:
+            InvalidArgument: the file is closed.
+            StorageError: a part failed (the upload is aborted).
+        """
+        taken = await self.writer.write(data)
+        self.loc += taken
+        return taken
+
+    def tell(self) -> int:
+        """Bytes written so far."""
+        return self.loc
+
+    async def close(self) -> None:
+        """Publish the object; closing again does nothing.
+
+        Raises:
+            StorageError: the upload failed (nothing is published).
+            ChecksumMismatch: the stored bytes differ from the written ones.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        await self.writer.close()
+
+    async def abort(self) -> None:
+        """Discard what was written; nothing is published."""
+        self.closed = True
+        await self.writer.abort()
+
+    async def __aenter__(self) -> AsyncWriteFile:
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            await self.close()
+        else:
+            await self.abort()
