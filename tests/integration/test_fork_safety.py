@@ -35,16 +35,18 @@ def test_a_writer_dropped_before_the_fork_is_collected_in_the_child(
         sync_client: Client, bucket: str) -> None:
     options = WriterOptions(part_size=5 * MiB)
     gc.disable()  # the writer stays uncollected garbage until the child runs
-    try:
-        writer = aioflux.open(f"gs://{bucket}/dropped", "wb", client=sync_client,
-                              writer=options)
-        writer.write(os.urandom(6 * MiB))  # a part went up: an upload is open
-        writer.cycle = writer  # type: ignore[attr-defined]  # only the cyclic GC frees it
-        del writer
-        in_fork(_collect_silently)  # the child's copy: the upload and data are the parent's
-    finally:
-        gc.enable()
+    # Inside the check from the start: once the collector is back on, any
+    # allocation may collect the writer before the explicit collect() below.
     with pytest.warns(ResourceWarning, match=f"unclosed writer gs://{bucket}/dropped"):
+        try:
+            writer = aioflux.open(f"gs://{bucket}/dropped", "wb", client=sync_client,
+                                  writer=options)
+            writer.write(os.urandom(6 * MiB))  # a part went up: an upload is open
+            writer.cycle = writer  # type: ignore[attr-defined]  # only the cyclic GC frees it
+            del writer
+            in_fork(_collect_silently)  # the child's copy: the upload and data are the parent's
+        finally:
+            gc.enable()
         gc.collect()  # the parent's own copy is aborted here, as usual
     assert list(sync_client.list_objects(bucket)) == []
 
@@ -158,28 +160,31 @@ def test_a_zstd_writer_dropped_before_the_fork_is_never_freed_in_the_child(
     pytest.importorskip("zstandard")
     sync_client.write(bucket, "small", b"hello")
     gc.disable()
-    try:
-        for i in range(3):
-            writer = aioflux.open(f"gs://{bucket}/z{i}", "wb", client=sync_client,
-                                  compression="zstd")
-            writer.write(os.urandom(4 * MiB))  # zstd's worker threads now run
-            writer.cycle = writer  # type: ignore[attr-defined]
-            del writer
-
-        def child() -> None:
-            gc.collect()
-            workers = [threading.Thread(target=time.sleep, args=(0.01,)) for _ in range(20)]
-            for worker in workers:
-                worker.start()
-            for worker in workers:
-                worker.join()
-            with Client(endpoint=sync_client.aio.endpoint) as client:
-                for _ in range(10):
-                    assert client.read(bucket, "small") == b"hello"
-
-        in_fork(child)
-    finally:
-        gc.enable()
+    # Checked from the start: once the collector is back on, any allocation
+    # may collect the writers before the explicit collect() below.
     with pytest.warns(ResourceWarning, match="unclosed writer"):
+        try:
+            for i in range(3):
+                writer = aioflux.open(f"gs://{bucket}/z{i}", "wb", client=sync_client,
+                                      compression="zstd")
+                writer.write(os.urandom(4 * MiB))  # zstd's worker threads now run
+                writer.cycle = writer  # type: ignore[attr-defined]
+                del writer
+
+            def child() -> None:
+                gc.collect()
+                workers = [threading.Thread(target=time.sleep, args=(0.01,))
+                           for _ in range(20)]
+                for worker in workers:
+                    worker.start()
+                for worker in workers:
+                    worker.join()
+                with Client(endpoint=sync_client.aio.endpoint) as client:
+                    for _ in range(10):
+                        assert client.read(bucket, "small") == b"hello"
+
+            in_fork(child)
+        finally:
+            gc.enable()
         gc.collect()
     assert [o.name for o in sync_client.list_objects(bucket)] == ["small"]
