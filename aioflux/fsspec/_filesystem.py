@@ -97,8 +97,9 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
                          loop=None if asynchronous else get_portal().loop, **storage_options)
         self.scheme = scheme
         self._settings = (config, endpoint, credentials)
-        new_store(scheme, config, endpoint=endpoint, credentials=credentials)  # checks them
-        self._store: tuple[int, ObjectStore] | None = None
+        # Built now so that bad settings fail here, and kept (not built twice).
+        self._store: tuple[int, ObjectStore] | None = (
+            os.getpid(), new_store(scheme, config, endpoint=endpoint, credentials=credentials))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A class register() made exists only in the processes that called

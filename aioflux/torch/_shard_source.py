@@ -172,12 +172,21 @@ class ShardSource:
         store = self.source.downloader.client
 
         async def run() -> list[tuple[Run, list[bytes]]]:
-            agen = read_runs(store, self.shards, runs, limit=limit, max_bytes=1,
+            # The batch is returned whole: its bytes bound nothing more, and a
+            # smaller budget would read its runs one at a time.
+            agen = read_runs(store, self.shards, runs, limit=limit,
+                             max_bytes=sum(self.span_bytes(run) for run in runs) + 1,
                              unit=self.samples_per_read, cache=self.disk_cache,
                              hedger=self.hedger(store.config.max_concurrency))
             return [item async for item in agen]
 
         return get_portal().call(run())
+
+    def span_bytes(self, run: Run) -> int:
+        """Bytes one read of ``run`` covers (without the cache's unit widening)."""
+        index = self.shards[run.shard][1]
+        return max(index.offsets[k] + index.lengths[k] for k in run.samples) - \
+            min(index.offsets[k] for k in run.samples)
 
     def samples(self, run: Run, regions: list[bytes]) -> Iterator[Any]:
         """The decoded, transformed samples of a run's regions."""
