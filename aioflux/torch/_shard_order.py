@@ -17,14 +17,19 @@ shares, padding and resume of :mod:`aioflux.torch._order` apply unchanged:
 a position is a count of samples of this order, valid at any world size
 and worker count. The shuffle costs no sample memory (reads are ranged);
 the window bounds how many shards an epoch reads from at once.
+
+The samples are permuted with numpy (one sort over the epoch), not one
+Python call per sample: at 100,000 samples ``random.shuffle`` alone took
+a third of a warm epoch's CPU in the main process.
 """
 
 from __future__ import annotations
 
-import bisect
 import hashlib
-import random
+import itertools
 from collections.abc import Sequence
+
+import numpy as np
 
 from .._engines.shards import Run, ShardIndex
 
@@ -51,24 +56,34 @@ def shard_epoch_order(counts: Sequence[int], *, seed: int, epoch: int, shuffle: 
     starts = [0]
     for count in counts:
         starts.append(starts[-1] + count)
+    total = starts[-1]
     if not shuffle:
-        return list(range(starts[-1]))
-    rng = random.Random(f"aioflux-shards:{seed}:{epoch}")
-    shards = list(range(len(counts)))
-    rng.shuffle(shards)
+        return list(range(total))
+    rng = _rng(seed, epoch)
+    shards = rng.permutation(len(counts)).tolist()
     reads = [(s, a) for s in shards for a in range(0, counts[s], samples_per_read)]
     per_window = max(1, shuffle_window // samples_per_read)
     for w0 in range(0, len(reads), per_window):
         chunk = reads[w0:w0 + per_window]
-        rng.shuffle(chunk)
+        chunk = [chunk[i] for i in rng.permutation(len(chunk)).tolist()]
         _keep_ascending(chunk, sequential)
         reads[w0:w0 + per_window] = chunk
-    order: list[int] = []
-    for s, a in reads:
-        ids = list(range(starts[s] + a, starts[s] + min(counts[s], a + samples_per_read)))
-        rng.shuffle(ids)
-        order.extend(ids)
+    if not reads:
+        return []
+    firsts = np.array([starts[s] + a for s, a in reads], dtype=np.int64)
+    sizes = np.array([min(counts[s] - a, samples_per_read) for s, a in reads], dtype=np.int64)
+    # Sample j of the epoch belongs to read read_of[j]; within a read the
+    # samples are ordered by a random key, so each read is permuted alone.
+    read_of = np.repeat(np.arange(len(reads)), sizes)
+    offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    ids = np.repeat(firsts, sizes) + offsets
+    order: list[int] = ids[np.lexsort((rng.random(total), read_of))].tolist()
     return order
+
+
+def _rng(seed: int, epoch: int) -> np.random.Generator:
+    digest = hashlib.sha256(f"aioflux-shards:{seed}:{epoch}".encode()).digest()
+    return np.random.Generator(np.random.PCG64(int.from_bytes(digest[:16], "little")))
 
 
 def _keep_ascending(chunk: list[tuple[int, int]], sequential: Sequence[bool]) -> None:
@@ -93,21 +108,17 @@ def runs_of(samples: Sequence[int], starts: Sequence[int], samples_per_read: int
     Returns:
         The runs, in order.
     """
-    runs: list[Run] = []
-    current: list[int] = []
-    key: tuple[int, int] | None = None
-    for sample in samples:
-        shard = bisect.bisect_right(starts, sample) - 1
-        local = sample - starts[shard]
-        here = (shard, local // samples_per_read)
-        if here != key and current:
-            runs.append(Run(key[0], tuple(current)))  # type: ignore[index]
-            current = []
-        key = here
-        current.append(local)
-    if current:
-        runs.append(Run(key[0], tuple(current)))  # type: ignore[index]
-    return runs
+    if not samples:
+        return []
+    numbers = np.asarray(samples, dtype=np.int64)
+    firsts = np.asarray(starts, dtype=np.int64)
+    shard = np.searchsorted(firsts, numbers, side="right") - 1
+    local = numbers - firsts[shard]
+    read = local // samples_per_read
+    cuts = np.flatnonzero((shard[1:] != shard[:-1]) | (read[1:] != read[:-1])) + 1
+    bounds = [0, *cuts.tolist(), len(numbers)]
+    shards, locals_ = shard.tolist(), local.tolist()
+    return [Run(shards[a], tuple(locals_[a:b])) for a, b in itertools.pairwise(bounds)]
 
 
 def shards_fingerprint(urls: Sequence[str], indexes: Sequence[ShardIndex]) -> str:

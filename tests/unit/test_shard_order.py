@@ -1,0 +1,65 @@
+"""The shard epoch order's structure: what the module promises, checked on the numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from aioflux.torch._shard_order import runs_of, shard_epoch_order
+
+
+def _order(counts: list[int], sequential: list[bool] | None = None, **kw: int) -> list[int]:
+    kw.setdefault("samples_per_read", 10)
+    kw.setdefault("shuffle_window", 40)
+    return shard_epoch_order(counts, seed=kw.pop("seed", 3), epoch=kw.pop("epoch", 0),
+                             shuffle=True, sequential=sequential or [False] * len(counts),
+                             **kw)
+
+
+def _starts(counts: list[int]) -> list[int]:
+    out = [0]
+    for c in counts:
+        out.append(out[-1] + c)
+    return out
+
+
+@pytest.mark.parametrize("counts", [[35, 0, 1, 64, 7], [0], [], [1000]])
+def test_an_epoch_is_a_permutation_read_by_read(counts: list[int]) -> None:
+    order = _order(counts)
+    assert sorted(order) == list(range(sum(counts)))
+    # Each read's samples come together, permuted among themselves.
+    runs = runs_of(order, _starts(counts), 10)
+    assert sum(len(r.samples) for r in runs) == len(order)
+    seen = {(r.shard, r.samples[0] // 10) for r in runs}
+    assert len(seen) == len(runs)  # no read is split in two places
+    for r in runs:
+        assert len({s // 10 for s in r.samples}) == 1
+
+
+def test_the_order_is_a_pure_function_of_seed_and_epoch() -> None:
+    counts = [300, 200, 500]
+    assert _order(counts) == _order(counts)
+    assert _order(counts) != _order(counts, epoch=1)
+    assert _order(counts) != _order(counts, seed=4)
+    # Within-read order is shuffled too, not only the reads.
+    runs = runs_of(_order(counts), _starts(counts), 10)
+    assert any(list(r.samples) != sorted(r.samples) for r in runs)
+
+
+def test_reads_mix_only_within_a_window() -> None:
+    counts = [100] * 8
+    order = _order(counts, samples_per_read=10, shuffle_window=40)
+    runs = runs_of(order, _starts(counts), 10)
+    shards = [r.shard for r in runs]
+    # Four reads a window: the shard permutation's windows stay apart.
+    for w in range(0, len(shards), 4):
+        window = shards[w:w + 4]
+        assert len(set(window)) <= 2, window
+
+
+def test_a_compressed_shard_is_read_front_to_back() -> None:
+    counts = [50, 50, 50]
+    order = _order(counts, sequential=[False, True, False], shuffle_window=1000)
+    runs = runs_of(order, _starts(counts), 10)
+    firsts = [min(r.samples) for r in runs if r.shard == 1]
+    assert firsts == sorted(firsts) == [0, 10, 20, 30, 40]
+    assert [min(r.samples) for r in runs if r.shard == 0] != [0, 10, 20, 30, 40]
