@@ -13,6 +13,7 @@ import google_crc32c
 import pytest
 
 from aioflux import ShardFormatError
+from aioflux._engines.shards import _tar
 from aioflux._engines.shards._tar import TarFormat, member_key
 
 
@@ -105,3 +106,65 @@ def test_a_field_twice_in_a_sample_is_refused() -> None:
             tar.addfile(member, io.BytesIO(b"x"))
     with pytest.raises(ShardFormatError, match="the sample 'k' has the field 'jpg' twice"):
         TarFormat().index([out.getvalue()], "mem")
+
+
+def _headers_of(archive: bytes) -> list[bytes]:
+    """Every 512-byte block of an archive that tarfile reads as a header."""
+    out = []
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        for member in tar.getmembers():
+            # The first extension header (if any) and the member's own.
+            for at in {member.offset, member.offset_data - tarfile.BLOCKSIZE}:
+                out.append(archive[at:at + tarfile.BLOCKSIZE])
+    return out
+
+
+@pytest.mark.parametrize("fmt", [tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
+def test_plain_headers_read_as_tarfile_reads_them_and_corrupt_ones_go_to_tarfile(
+        fmt: int) -> None:
+    # The fast header path must agree with TarInfo.frombuf on every header it
+    # takes, and leave every other (and every corrupted one) to tarfile.
+    rng = random.Random(fmt)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
+        names = ["a.jpg", "dir/", "x" * 99 + ".c", "p/" * 60 + "long.txt", "ünï.cls",
+                 "k.seg.png", "n" * 120 + "/y.z"]
+        for i, name in enumerate(names * 3):
+            info = tarfile.TarInfo(name.rstrip("/") if name.endswith("/") else name)
+            if name.endswith("/"):
+                info.type = tarfile.DIRTYPE
+            data = rng.randbytes(rng.choice([0, 1, 511, 512, 3000]))
+            info.size, info.mtime, info.mode = len(data), rng.randrange(2**32), 0o644 + i
+            try:
+                tar.addfile(info, io.BytesIO(data) if info.isfile() else None)
+            except ValueError:  # too long a name for ustar: nothing written
+                assert fmt == tarfile.USTAR_FORMAT
+    took = 0
+    for block in _headers_of(buf.getvalue()):
+        for trial in range(40):
+            damaged = bytearray(block)
+            if trial:
+                for _ in range(rng.choice([1, 2])):
+                    damaged[rng.randrange(512)] = rng.randrange(256)
+            plain = _tar._plain_member(bytes(damaged))
+            if not trial and block[156:157] == tarfile.REGTYPE:
+                assert plain is not None  # the plain path is the common one
+            if plain is None:
+                continue
+            took += 1
+            want = tarfile.TarInfo.frombuf(bytes(damaged), "utf-8", "surrogateescape")
+            assert (plain.name, plain.size, plain.type) == (want.name, want.size, want.type)
+    assert took
+
+
+def test_a_v7_folder_and_a_base256_size_go_to_tarfile() -> None:
+    info = tarfile.TarInfo("old/")
+    block = bytearray(info.tobuf(tarfile.USTAR_FORMAT))
+    block[156:157] = tarfile.AREGTYPE
+    block[148:156] = b"%06o\0 " % (256 + sum(block) - sum(block[148:156]))
+    assert _tar._plain_member(bytes(block)) is None
+    big = tarfile.TarInfo("big.bin")
+    big.size = 8**11 + 1
+    header = big.tobuf(tarfile.GNU_FORMAT)[:512]
+    assert _tar._plain_member(header) is None
+    assert tarfile.TarInfo.frombuf(header, "utf-8", "surrogateescape").size == 8**11 + 1

@@ -46,6 +46,50 @@ _ZERO_BLOCK = bytes(_BLOCK)
 # and types it does not know); links, folders and devices carry none.
 _NO_DATA = frozenset(t for t in tarfile.SUPPORTED_TYPES if t not in tarfile.REGULAR_TYPES)
 _PAX_NAME = re.compile(rb"(\d+) ([^=]+)=")
+_REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE)
+# mode, uid, gid, size, mtime, chksum; devmajor, devminor: octal, spaces, NULs.
+_OCTAL = re.compile(rb"[0-7 \0]*")
+# The numbers frombuf reads besides size and checksum (a bad one is a bad header).
+_NUMBERS = (slice(100, 108), slice(108, 116), slice(116, 124), slice(136, 148),
+            slice(329, 337), slice(337, 345))
+
+
+def _octal(field: bytes) -> int:
+    return int(field.split(b"\0", 1)[0].strip() or b"0", 8)
+
+
+def _text(field: bytes) -> str:
+    return field.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+
+def _plain_member(block: bytes) -> tarfile.TarInfo | None:
+    """A regular member's header in plain ustar form, or None for any other.
+
+    What ``TarInfo.frombuf`` makes of such a header (name with its ustar
+    prefix, size, type), in about a fifth of its time: it was half of a
+    warm epoch's CPU on 100 KiB samples. Anything else (extensions, links,
+    base-256 numbers, a signed checksum, a field tarfile would refuse) is
+    None, and goes to tarfile.
+    """
+    kind = block[156:157]
+    if (kind not in _REGULAR or not _OCTAL.fullmatch(block, 100, 156)
+            or not _OCTAL.fullmatch(block, 329, 345)):
+        return None
+    try:
+        checksum, size = _octal(block[148:156]), _octal(block[124:136])
+        for field in _NUMBERS:
+            _octal(block[field])
+    except ValueError:
+        return None
+    if checksum != 256 + sum(block) - sum(block[148:156]):
+        return None
+    name = _text(block[0:100])
+    if kind == tarfile.AREGTYPE and name.endswith("/"):
+        return None  # a V7 folder
+    prefix = _text(block[345:500])
+    info = tarfile.TarInfo(f"{prefix}/{name}" if prefix else name)
+    info.size, info.type = size, kind
+    return info
 
 
 def _padded(size: int) -> int:
@@ -83,6 +127,9 @@ class _Headers:
         """The header at byte ``at`` (None for an end-of-archive zero block)."""
         if block == _ZERO_BLOCK:
             return None
+        plain = _plain_member(block)
+        if plain is not None:
+            return plain
         try:
             return tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
         except tarfile.HeaderError as exc:
