@@ -47,11 +47,12 @@ _ZERO_BLOCK = bytes(_BLOCK)
 _NO_DATA = frozenset(t for t in tarfile.SUPPORTED_TYPES if t not in tarfile.REGULAR_TYPES)
 _PAX_NAME = re.compile(rb"(\d+) ([^=]+)=")
 _REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE)
-# mode, uid, gid, size, mtime, chksum; devmajor, devminor: octal, spaces, NULs.
-_OCTAL = re.compile(rb"[0-7 \0]*")
-# The numbers frombuf reads besides size and checksum (a bad one is a bad header).
-_NUMBERS = (slice(100, 108), slice(108, 116), slice(116, 124), slice(136, 148),
-            slice(329, 337), slice(337, 345))
+# A number field as tarfile's nti reads it: octal digits between spaces,
+# then a NUL and anything (a field that fails this goes to tarfile).
+_NUMBER = re.compile(rb" *[0-7]* *(?:\0[0-7 \0]*)?")
+# mode, uid, gid, size, mtime, chksum, devmajor, devminor.
+_NUMBERS = ((100, 108), (108, 116), (116, 124), (124, 136), (136, 148), (148, 156),
+            (329, 337), (337, 345))
 
 
 def _octal(field: bytes) -> int:
@@ -72,15 +73,9 @@ def _plain_member(block: bytes) -> tarfile.TarInfo | None:
     None, and goes to tarfile.
     """
     kind = block[156:157]
-    if (kind not in _REGULAR or not _OCTAL.fullmatch(block, 100, 156)
-            or not _OCTAL.fullmatch(block, 329, 345)):
+    if kind not in _REGULAR or not all(_NUMBER.fullmatch(block, a, b) for a, b in _NUMBERS):
         return None
-    try:
-        checksum, size = _octal(block[148:156]), _octal(block[124:136])
-        for field in _NUMBERS:
-            _octal(block[field])
-    except ValueError:
-        return None
+    checksum, size = _octal(block[148:156]), _octal(block[124:136])
     if checksum != 256 + sum(block) - sum(block[148:156]):
         return None
     name = _text(block[0:100])
@@ -203,17 +198,18 @@ class TarFormat:
         Raises:
             ShardFormatError: the region does not parse as one sample.
         """
-        data = bytes(region)
+        data = memoryview(region).cast("B")  # each field copied once, from here
         headers = _Headers(f"read {url}")
         sample: dict[str, Any] = {"__url__": url}
         pos = 0
         while pos + _BLOCK <= len(data):
-            info = headers.parse(data[pos:pos + _BLOCK], offset + pos)
+            info = headers.parse(bytes(data[pos:pos + _BLOCK]), offset + pos)
             if info is None:
                 break
             size = _padded(info.size)
             if headers.extension(info):
-                headers.absorb(info, data[pos + _BLOCK:pos + _BLOCK + info.size], offset + pos)
+                headers.absorb(info, bytes(data[pos + _BLOCK:pos + _BLOCK + info.size]),
+                               offset + pos)
                 pos += _BLOCK + size
                 continue
             name, regular, length = headers.member(info, offset + pos)
@@ -226,7 +222,7 @@ class TarFormat:
                 if sample.setdefault("__key__", found[0]) != found[0]:
                     raise ShardFormatError(f"read {url}: the sample at byte {offset} holds "
                                            f"two keys ({sample['__key__']!r}, {found[0]!r})")
-                sample[found[1]] = data[start:start + length]
+                sample[found[1]] = bytes(data[start:start + length])
             pos = start + _padded(length)
         if "__key__" not in sample:
             raise ShardFormatError(f"read {url}: no sample at byte {offset}")
