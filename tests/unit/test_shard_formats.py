@@ -14,6 +14,7 @@ import pytest
 
 from aioflux import ShardFormatError
 from aioflux._engines.shards import _tar
+from aioflux._engines.shards._lines import LinesFormat
 from aioflux._engines.shards._tar import TarFormat, member_key
 
 
@@ -168,3 +169,29 @@ def test_a_v7_folder_and_a_base256_size_go_to_tarfile() -> None:
     header = big.tobuf(tarfile.GNU_FORMAT)[:512]
     assert _tar._plain_member(header) is None
     assert tarfile.TarInfo.frombuf(header, "utf-8", "surrogateescape").size == 8**11 + 1
+
+
+def _lines_the_plain_way(data: bytes) -> list[tuple[int, int]]:
+    """(offset, length) of every non-empty line, a ``\\r`` before its ``\\n`` dropped."""
+    out, pos = [], 0
+    for piece in data.split(b"\n"):
+        length = len(piece) - (piece.endswith(b"\r") and pos + len(piece) < len(data))
+        if length > 0:
+            out.append((pos, length))
+        pos += len(piece) + 1
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_lines_are_indexed_whatever_the_chunks(seed: int) -> None:
+    rng = random.Random(seed)
+    data = b"".join(rng.choice([b"", b"a", b"\r", b"xyz" * rng.randrange(400)])
+                    + rng.choice([b"\n", b"\r\n", b"\n\n"]) for _ in range(300))
+    data += rng.choice([b"", b"tail", b"tail\r"])
+    cuts = sorted(rng.sample(range(1, len(data)), 25))
+    chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+    offsets, lengths, crcs, size = LinesFormat().index(chunks, "gs://b/x.jsonl")
+    want = _lines_the_plain_way(data)
+    assert list(zip(offsets, lengths, strict=True)) == want
+    assert list(crcs) == [google_crc32c.value(data[o:o + n]) for o, n in want]
+    assert size == len(data)

@@ -30,8 +30,8 @@ from pathlib import Path
 from ..._core.crc import crc32c
 from ..._core.errors import ShardFormatError
 
-__all__ = ["INDEX_SUFFIX", "IndexCache", "ShardIndex", "decode_index", "default_index_dir",
-           "encode_index", "new_columns", "total_samples"]
+__all__ = ["INDEX_SUFFIX", "Columns", "IndexCache", "ShardIndex", "decode_index",
+           "default_index_dir", "encode_index", "new_columns", "total_samples"]
 
 INDEX_SUFFIX = ".idx"
 _MAGIC = b"AIOFLUX-SHARD-INDEX 1\n"
@@ -77,7 +77,10 @@ class ShardIndex:
         return self.size == size and (crc is None or self.crc32c is None or self.crc32c == crc)
 
 
-def new_columns() -> tuple[array.array[int], array.array[int], array.array[int]]:
+Columns = tuple["array.array[int]", "array.array[int]", "array.array[int]"]
+
+
+def new_columns() -> Columns:
     """Empty offset, length and crc32c columns."""
     return array.array("Q"), array.array("Q"), array.array("I")
 
