@@ -26,20 +26,23 @@ _POLY_REVERSED = 0x82F63B78
 _COPY_CHUNK = 64 * 1024
 
 
-def _extend_at() -> Callable[[int, int, int], int] | None:
+def _extend_at(holding_gil: bool) -> Callable[[int, int, int], int] | None:
     """google's crc32c library's ``crc32c_extend(crc, address, length)``.
 
     It is the C function google_crc32c's extension calls, reached through the
     extension's own handle, so it is the very same code. Called through ctypes
-    it takes any address (no copy into ``bytes``) and runs without the GIL:
-    on a 1 GiB save the writer's checksums held the GIL ~0.2 s that the event
-    loop thread, sending the parts, was waiting for. None where google_crc32c
-    has no C extension (its pure-Python fallback).
+    it takes any address (no copy into ``bytes``). Through ``CDLL`` it runs
+    without the GIL: on a 1 GiB save the writer's checksums held the GIL
+    ~0.2 s that the event loop thread, sending the parts, was waiting for.
+    Through ``PyDLL`` it keeps the GIL (for buffers too small to be worth
+    a thread switch). None where google_crc32c has no C extension (its
+    pure-Python fallback).
     """
     try:
         from google_crc32c import _crc32c  # type: ignore[attr-defined]
 
-        function = ctypes.CDLL(_crc32c.__file__).crc32c_extend
+        library = ctypes.PyDLL if holding_gil else ctypes.CDLL
+        function = library(_crc32c.__file__).crc32c_extend
     except (ImportError, OSError, AttributeError):
         return None
     function.argtypes = (ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t)
@@ -47,18 +50,36 @@ def _extend_at() -> Callable[[int, int, int], int] | None:
     return function  # type: ignore[no-any-return]
 
 
-_EXTEND_AT = _extend_at()
-# Below this a buffer is hashed as before, with the GIL held: a thread that
-# lets go of the GIL for a few microseconds may wait a whole switch interval
-# (5 ms) to get it back (google_crc32c keeps it below 1 MiB for that reason).
+_EXTEND_AT = _extend_at(holding_gil=False)
+_EXTEND_HOLDING_GIL = _extend_at(holding_gil=True)
+# Below this a buffer is hashed with the GIL held: a thread that lets go of
+# the GIL for a few microseconds may wait a whole switch interval (5 ms) to
+# get it back (google_crc32c keeps it below 1 MiB for that reason).
 _IN_PLACE_FROM = 1 << 20
+
+
+def _address(view: memoryview) -> tuple[int, object]:
+    """The address of a contiguous view's first byte, and what keeps it valid.
+
+    ctypes gives it for writable buffers only; a read-only one (a view of
+    ``bytes``, as streamed reads hand over) goes through numpy, which takes
+    any buffer.
+    """
+    if not view.readonly:
+        holder = ctypes.c_char.from_buffer(view)
+        return ctypes.addressof(holder), holder
+    import numpy  # a dependency already; imported only on this path
+
+    array = numpy.frombuffer(view, numpy.uint8)
+    return int(array.ctypes.data), array
 
 
 def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
     """crc32c of ``data``, continuing from ``value``.
 
-    A writable buffer of 1 MiB or more (a bytearray, a view of one) is read
-    in place and without the GIL; it must not change meanwhile.
+    A buffer other than ``bytes`` of 64 KiB or more is read in place, not
+    copied; from 1 MiB (``bytes`` too) without the GIL. It must not change
+    meanwhile.
 
     Args:
         data: bytes-like.
@@ -67,13 +88,15 @@ def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
     Returns:
         The uint32 checksum.
     """
-    if isinstance(data, bytes):
+    if isinstance(data, bytes) and (len(data) < _IN_PLACE_FROM or _EXTEND_AT is None):
         return int(google_crc32c.extend(value, data))
     view = memoryview(data).cast("B")
-    if _EXTEND_AT is not None and not view.readonly and len(view) >= _IN_PLACE_FROM:
-        # ctypes finds the address of writable buffers only.
-        return int(_EXTEND_AT(value, ctypes.addressof(ctypes.c_char.from_buffer(view)),
-                              len(view)))
+    extend = _EXTEND_AT if len(view) >= _IN_PLACE_FROM else _EXTEND_HOLDING_GIL
+    if extend is not None and len(view) >= _COPY_CHUNK:
+        address, holder = _address(view)
+        result = int(extend(value, address, len(view)))
+        del holder  # the buffer stays exported until the call returned
+        return result
     for start in range(0, len(view), _COPY_CHUNK):
         value = google_crc32c.extend(value, bytes(view[start:start + _COPY_CHUNK]))
     return int(value)

@@ -52,15 +52,24 @@ def test_appending_parts_checksums_equals_one_pass(chunks: list[bytes]) -> None:
 @given(st.binary(min_size=1, max_size=3000), st.integers(0, 2**32 - 1), st.integers(0, 40))
 def test_writable_buffers_are_read_in_place_with_the_same_result(
         data: bytes, start: int, offset: int) -> None:
-    # bytearrays and views of them (at any offset) take the ctypes path,
-    # read-only views the copying one, bytes google_crc32c's own call.
+    # bytearrays, views of them and read-only views (at any offset) take the
+    # ctypes path, with and without the GIL; bytes google_crc32c's own call.
     want = google_crc32c.extend(start, data[offset:])
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("aioflux._core.crc._IN_PLACE_FROM", 1)  # small data, same path
-        assert crc32c(bytearray(data)[offset:], start) == want
-        assert crc32c(memoryview(bytearray(data))[offset:], start) == want
-        assert crc32c(memoryview(data)[offset:], start) == want
-        assert crc32c(data[offset:], start) == want
+        patch.setattr("aioflux._core.crc._COPY_CHUNK", 1)  # small data, same path
+        for gil_from in (1, 1 << 20):  # without the GIL, then with it
+            patch.setattr("aioflux._core.crc._IN_PLACE_FROM", gil_from)
+            assert crc32c(bytearray(data)[offset:], start) == want
+            assert crc32c(memoryview(bytearray(data))[offset:], start) == want
+            assert crc32c(memoryview(data)[offset:], start) == want
+            assert crc32c(data[offset:], start) == want
+
+
+def test_large_read_only_views_are_read_in_place() -> None:
+    data = bytes(range(256)) * (5 << 12)  # 5 MiB
+    view = memoryview(data)[3:]
+    assert crc32c(view, 7) == google_crc32c.extend(7, data[3:])
+    assert crc32c(view[: 100_000]) == google_crc32c.value(data[3:100_003])
 
 
 def test_the_native_path_is_taken_where_the_c_extension_is() -> None:

@@ -330,12 +330,11 @@ class _Indexer:
             self.prefix += block
 
     def _checksum(self, data: bytes | memoryview, into_sample: bool) -> None:
-        piece = bytes(data)
         if into_sample:
-            self.crc = crc32c(piece, self.crc)
+            self.crc = crc32c(data, self.crc)
         else:
             crc, length = self.pending or (0, 0)
-            self.pending = (crc32c(piece, crc), length + len(piece))
+            self.pending = (crc32c(data, crc), length + len(data))
 
     def _route(self, found: tuple[str, str] | None, member_at: int) -> bool:
         """Start a member whose header was just parsed; whether it is a sample's."""
