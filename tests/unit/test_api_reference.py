@@ -107,7 +107,9 @@ def class_problems(where: str, cls: type) -> list[str]:
         return [f"{where}: no docstring"]
     problems = []
     init = cls.__dict__.get("__init__")
-    if isinstance(init, types.FunctionType):
+    if getattr(cls, "_is_protocol", False):
+        pass  # typing.Protocol's own __init__: a protocol is not constructed
+    elif isinstance(init, types.FunctionType):
         missing = [p for p in _params(init, bound=True)
                    if p not in _documented(doc) | _documented(init.__doc__)]
         if missing:

@@ -63,8 +63,11 @@ REMOVED_FROM_ROOT = {
 # the error classes' inherited members and the stores' methods; with the
 # third backend (S3Store) ~4,140; with the integrity and cancellation
 # options documented on the stores and clients ~4,260; with ShardFormatError
-# (its inherited ValueError members) ~4,415. A new export shows up here.
-HELP_LINES_MAX = 4_500
+# (its inherited ValueError members) ~4,415; with every public method's
+# parameters documented for the API reference (the ObjectStore protocol's
+# Args, Returns and Raises, the stores' fetch, the records' fields) ~4,740.
+# A new export shows up here.
+HELP_LINES_MAX = 4_850
 
 
 @pytest.mark.parametrize("module_name", sorted(DOCUMENTED))
