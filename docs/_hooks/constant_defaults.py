@@ -17,7 +17,7 @@ import griffe
 
 def _objects(obj: griffe.Object) -> Iterator[griffe.Object]:
     for member in obj.members.values():
-        if member.is_alias:
+        if isinstance(member, griffe.Alias):
             continue
         yield member
         if isinstance(member, (griffe.Module, griffe.Class)):
@@ -32,7 +32,8 @@ def _plain(value: str | griffe.Expr) -> bool:
         isinstance(part, str) for part in value.iterate(flat=True))
 
 
-def _value(default: str | griffe.Expr, loader: griffe.GriffeLoader) -> str | griffe.Expr:
+def _value(default: str | griffe.Expr, loader: griffe.GriffeLoader) -> str | griffe.Expr | None:
+    """The literal a constant's name stands for, or None."""
     for _ in range(3):  # DEFAULT_PREFETCH = DEFAULT_MAX_CONCURRENCY = 128
         if not isinstance(default, griffe.ExprName):
             break
@@ -41,11 +42,11 @@ def _value(default: str | griffe.Expr, loader: griffe.GriffeLoader) -> str | gri
             if target.is_alias:
                 target = target.final_target
         except (KeyError, griffe.AliasResolutionError, griffe.CyclicAliasError):
-            return default
+            return None
         if not isinstance(target, griffe.Attribute) or target.value is None:
-            return default
+            return None
         default = target.value
-    return default if _plain(default) else None  # type: ignore[return-value]
+    return default if _plain(default) else None
 
 
 class ConstantDefaults(griffe.Extension):

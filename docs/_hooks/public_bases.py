@@ -45,8 +45,10 @@ class PublicBases(griffe.Extension):
             module = pkg[name] if name else pkg
             for export in module.exports or ():
                 member = module.members.get(str(export))
-                if member is not None:
-                    public.add(member.target_path if member.is_alias else member.path)
+                if isinstance(member, griffe.Alias):
+                    public.add(member.target_path)
+                elif member is not None:
+                    public.add(member.path)
         for cls in _classes(pkg):
             cls.extra["aioflux"]["bases"] = [
                 b for b in cls.bases

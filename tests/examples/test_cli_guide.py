@@ -300,7 +300,8 @@ def test_failures_exit_as_documented(tmp_path: Path) -> None:
         for argv, code, why in (
                 (["cat", f"gs://{B}/missing"], 1, "no such object"),
                 (["ls", f"gs://{B}/nothing/"], 1, "a URL that matches nothing"),
-                (["cp", f"{tmp_path}/absent", f"gs://{B}/x"], 1, "a local file that cannot be read"),
+                (["cp", f"{tmp_path}/absent", f"gs://{B}/x"], 1,
+                 "a local file that cannot be read"),
                 (["ls", "ftp://x"], 2, "a URL of no store this version serves"),
                 (["ls", "--concurrency", "0", f"gs://{B}"], 2, "a number out of range")):
             proc = run_cli(argv, emulator.endpoint)

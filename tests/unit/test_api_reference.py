@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import itertools
 import re
 import types
 from collections.abc import Callable
@@ -45,8 +46,9 @@ def sections(doc: str) -> dict[str, list[str]]:
     indent = None
     for line in inspect.cleandoc(doc).splitlines():
         stripped = line.strip()
-        if not line.startswith(" ") and stripped.endswith(":") and " " not in stripped[:-1] \
-                or stripped in _PARAM_SECTIONS:
+        heading = not line.startswith(" ") and stripped.endswith(":") \
+            and " " not in stripped[:-1]
+        if heading or stripped in _PARAM_SECTIONS:
             current = found.setdefault(stripped, [])
             indent = None
             continue
@@ -165,7 +167,7 @@ def attribute_docstring(package: types.ModuleType, name: str) -> str | None:
                 "." * node.level + (node.module or ""), package.__name__)
             break
     body = ast.parse(Path(module.__file__ or "").read_text()).body
-    for stmt, following in zip(body, body[1:], strict=False):
+    for stmt, following in itertools.pairwise(body):
         targets = (stmt.targets if isinstance(stmt, ast.Assign)
                    else [stmt.target] if isinstance(stmt, ast.AnnAssign) else [])
         if any(isinstance(t, ast.Name) and t.id == name for t in targets) \

@@ -129,7 +129,8 @@ def test_each_pair_comes_from_the_newest_run_that_measured_it(tmp_path: Path) ->
     assert "5.00x" not in text and text.endswith("<!-- perf:peers:end -->\nmore\n")
     # No targets: the README's headline table is its header alone.
     assert "| read_small |" not in readme.read_text()
-    assert readme.read_text().endswith("|---|---|---|---:|---|---:|\n<!-- perf:table:end -->\nrest\n")
+    assert readme.read_text().endswith(
+        "|---|---|---|---:|---|---:|\n<!-- perf:table:end -->\nrest\n")
     assert "run r1" in md.read_text() and "run r2" in md.read_text()
     assert md.read_text().startswith("intro\n") and md.read_text().endswith("appendix\n")
 
