@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md")
                                      if "_hooks" not in p.parts)]
 PARTIAL = "<!-- partial -->"
-MAX_PARTIAL = 3
+MAX_PARTIAL = 2
 BLOCK_TIMEOUT = 150.0
 TRAIN_OBJECTS = 192
 TRAIN_SIZE = 1024
