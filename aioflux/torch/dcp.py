@@ -214,6 +214,11 @@ class GcsFileSystem(FileSystemBase):
 
         Yields:
             The file object; a writer publishes only if the block succeeds.
+
+        Raises:
+            InvalidArgument: a mode other than ``"rb"`` and ``"wb"``.
+            NotFound: reading an object that does not exist.
+            StorageError: the upload or a read failed.
         """
         store, (bucket, name) = self.locate(path)
         if "w" in mode:
