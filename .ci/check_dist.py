@@ -3,9 +3,11 @@
     python .ci/check_dist.py DIST_DIR    # from the checkout's root
 
 The wheel holds the ``aioflux`` package alone, its metadata carries
-classifiers and README.md as a Markdown long description; every file
-README.md names outside the package (``examples/...``, ``perf/RESULTS.md``,
-``ARCHITECTURE.md``...) is in the sdist, where the README says they are.
+classifiers and README.md as a Markdown long description, whose links are
+absolute ``https://`` URLs (a relative link breaks on the package index);
+every file README.md names outside the package (``examples/...``,
+``docs/...``, ``ARCHITECTURE.md``...) is in the sdist, where the README says
+they are.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 
 # A file named in backquotes, or a bare ``NAME.md``.
 _NAMED = re.compile(r"`([A-Za-z0-9_./-]+)`|\b([A-Z][A-Z_]*\.md)\b")
+# A Markdown link or image target, or an HTML href/src.
+_LINK = re.compile(r"\]\(\s*<?([^)\s>]+)|\b(?:href|src)=[\"']([^\"']+)")
 
 
 def named_outside_package(readme: str) -> set[str]:
@@ -29,6 +33,11 @@ def named_outside_package(readme: str) -> set[str]:
         if path and path != "." and not path.startswith("aioflux") and Path(path).exists():
             found.add(path)
     return found
+
+
+def relative_links(readme: str) -> list[str]:
+    """Link targets of README.md that are not absolute ``https://`` URLs."""
+    return [a or b for a, b in _LINK.findall(readme) if not (a or b).startswith("https://")]
 
 
 def problems(dist: Path) -> list[str]:
@@ -50,6 +59,8 @@ def problems(dist: Path) -> list[str]:
     readme = Path("README.md").read_text(encoding="utf-8")
     if meta.get_payload().strip() != readme.strip():
         found.append("the long description is not README.md")
+    for target in relative_links(readme):
+        found.append(f"README.md links to {target!r}: the long description needs https:// links")
     with tarfile.open(sdist) as tf:
         # Members are under "<name>-<version>/".
         members = [m.name.partition("/")[2] for m in tf.getmembers()]

@@ -32,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("list", help="list scenarios")
 
     rep = sub.add_parser(
-        "report", help="regenerate the tables in perf/RESULTS.md and README.md from the data"
+        "report",
+        help="regenerate the tables in perf/RESULTS.md, README.md and docs/performance.md "
+        "from the data",
     )
     rep.add_argument(
         "--check", action="store_true", help="only check they are current; exit 1 if not"

@@ -11,7 +11,7 @@ A run is laid out so that only ratios measured within it are compared:
    (``perf/results.py``), with the contender's own CPU over its timed work;
 5. print the run's table (``perf/report.py``: medians, and ratios as the
    median of per-round ratios with their spread) and regenerate the tables
-   in ``perf/RESULTS.md`` and ``README.md`` from the data.
+   in ``perf/RESULTS.md``, ``README.md`` and ``docs/performance.md`` from the data.
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@ most, interleaved), and a pair is reported as the median of those per-round
 ratios with their min-max. A target passes on the median; the spread is
 printed beside it, so a verdict carried by one lucky round shows.
 
-``python -m perf report`` rewrites the parts of ``perf/RESULTS.md`` and
-``README.md`` between the markers below from ``perf/results.jsonl``; each
+``python -m perf report`` rewrites the parts of ``perf/RESULTS.md``,
+``README.md`` (the headline table) and ``docs/performance.md`` (aioflux
+against every other client) between the markers below from
+``perf/results.jsonl``; each
 pair comes from the newest recorded run that measured both of its
 contenders (a later ``--only`` run of two contenders updates their pair and
 leaves the others' figures in place). ``--check`` fails if they differ.
@@ -24,6 +26,7 @@ from typing import Any
 from perf.results import RESULTS_JSONL, Run, group_runs, load
 
 __all__ = [
+    "DOCS_PERFORMANCE",
     "README",
     "RESULTS_MD",
     "Pair",
@@ -32,7 +35,8 @@ __all__ = [
     "pairs",
     "ratio_stats",
     "regenerate",
-    "render_readme",
+    "render_headline",
+    "render_peers",
     "render_run",
     "render_summary",
 ]
@@ -40,10 +44,12 @@ __all__ = [
 PERF_DIR = Path(__file__).resolve().parent
 RESULTS_MD = PERF_DIR / "RESULTS.md"
 README = PERF_DIR.parent / "README.md"
+DOCS_PERFORMANCE = PERF_DIR.parent / "docs" / "performance.md"
 
 SUMMARY_MARKERS = ("<!-- perf:summary:start (python -m perf report) -->",
                    "<!-- perf:summary:end -->")
 README_MARKERS = ("<!-- perf:table:start (python -m perf report) -->", "<!-- perf:table:end -->")
+PEERS_MARKERS = ("<!-- perf:peers:start (python -m perf report) -->", "<!-- perf:peers:end -->")
 
 _GIB = 2**30
 
@@ -201,26 +207,40 @@ def render_summary(chosen: Sequence[Pair]) -> str:
     return "\n".join(lines)
 
 
-def render_readme(chosen: Sequence[Pair]) -> str:
-    """The README's table: targets, and aioflux against every other client.
-
-    Pairs of two aioflux configurations without a target (lean reads off,
-    2 workers, ...) are left to RESULTS.md.
-    """
+def _peer_table(chosen: Sequence[Pair]) -> str:
     lines = [
         "| scenario | aioflux | vs | ratio (aioflux speed / theirs), median (min-max) "
         "| target | CPU per unit: aioflux / theirs |",
         "|---|---|---|---:|---|---:|",
     ]
     for pair in chosen:
-        if pair.at_least is None and pair.other.startswith("aioflux"):
-            continue
         unit = _unit(pair.run)
         ours = _fmt_unit(cpu_per_unit(pair.run.ok(pair.mine), unit), unit)
         theirs = _fmt_unit(cpu_per_unit(pair.run.ok(pair.other), unit), unit)
         lines.append(f"| {pair.run.info['scenario']} | {pair.mine} | {pair.other} "
                      f"| {_fmt_ratio(pair.stats)} | {_target_cell(pair)} | {ours} / {theirs} |")
     return "\n".join(lines)
+
+
+def render_peers(chosen: Sequence[Pair]) -> str:
+    """The docs' performance table: targets, and aioflux against every other client.
+
+    Pairs of two aioflux configurations without a target (lean reads off,
+    2 workers, ...) are left to RESULTS.md.
+    """
+    return _peer_table([p for p in chosen
+                        if not (p.at_least is None and p.other.startswith("aioflux"))])
+
+
+def render_headline(chosen: Sequence[Pair]) -> str:
+    """The README's table: each scenario's targets for its baseline against other clients.
+
+    The baseline is the scenario's main aioflux configuration; the other
+    configurations and the untargeted pairs are in the docs' table.
+    """
+    return _peer_table([p for p in chosen if p.at_least is not None
+                        and p.mine == p.run.info["baseline"]
+                        and not p.other.startswith("aioflux")])
 
 
 def _growth(samples: Sequence[dict[str, Any]]) -> float | None:
@@ -345,8 +365,8 @@ def _replace_between(text: str, markers: tuple[str, str], body: str, path: Path)
     return text[: i + len(start)] + "\n" + body + "\n" + text[j:]
 
 
-def generated(records_path: Path = RESULTS_JSONL) -> tuple[str, str]:
-    """What belongs between the markers of RESULTS.md and of README.md."""
+def generated(records_path: Path = RESULTS_JSONL) -> tuple[str, str, str]:
+    """What belongs between the markers of RESULTS.md, README.md and docs/performance.md."""
     chosen = current_pairs(group_runs(load(records_path)))
     summary = "\n".join([
         "## Current figures",
@@ -363,20 +383,22 @@ def generated(records_path: Path = RESULTS_JSONL) -> tuple[str, str]:
         "",
         *(render_run(run) for run in _runs_of(chosen)),
     ])
-    return summary, render_readme(chosen)
+    return summary, render_headline(chosen), render_peers(chosen)
 
 
 def regenerate(*, check: bool = False, records_path: Path = RESULTS_JSONL,
-               results_md: Path = RESULTS_MD, readme: Path = README) -> list[Path]:
+               results_md: Path = RESULTS_MD, readme: Path = README,
+               docs_page: Path = DOCS_PERFORMANCE) -> list[Path]:
     """Rewrite (or with ``check``, only compare) the generated parts.
 
     Returns:
         The files whose generated part was (or, with ``check``, would be) changed.
     """
-    summary, table = generated(records_path)
+    summary, headline, peers = generated(records_path)
     stale = []
     for path, markers, body in ((results_md, SUMMARY_MARKERS, summary),
-                                (readme, README_MARKERS, table)):
+                                (readme, README_MARKERS, headline),
+                                (docs_page, PEERS_MARKERS, peers)):
         text = path.read_text()
         new = _replace_between(text, markers, body, path)
         if new != text:

@@ -5,7 +5,7 @@ description and parameters, baseline, targets, each contender's note and
 peer versions, emulator, machine, git revision, load) and one ``sample``
 line per contender per round (wall and CPU seconds, RSS, bytes, items, the
 emulator's CPU). ``python -m perf report`` renders the tables in
-``RESULTS.md`` and ``README.md`` from these lines alone, so a table can
+``RESULTS.md``, ``README.md`` and ``docs/performance.md`` from these lines alone, so a table can
 always be traced back to the rounds behind it.
 """
 

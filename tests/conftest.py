@@ -70,7 +70,7 @@ class MotoS3:
 def _moto_crc32c() -> None:
     """moto computes CRC32C with the ``crc32c`` package, and silently uses
     CRC32 without it (then every multipart upload fails ``ChecksumMismatch``,
-    as it should: see README's moto note); give it google-crc32c's
+    as it should: see the moto note of docs/guides/testing.md); give it google-crc32c's
     (aioflux's own dependency)."""
     try:
         import crc32c  # noqa: F401

@@ -84,6 +84,15 @@ class ShardFormatError(AiofluxError, ValueError):
 class StorageError(AiofluxError):
     """A storage operation failed.
 
+    Args:
+        message: what failed, naming the operation, bucket and object.
+        operation: what was attempted, e.g. ``"read"``, ``"compose"``.
+        bucket: bucket name, if any.
+        name: object name, if any.
+        status: HTTP status, if the server answered.
+        reason: the server's machine-readable reason, if any.
+        attempts: how many attempts were made before giving up.
+
     Attributes:
         operation: what was attempted, e.g. ``"read"``, ``"compose"``.
         bucket: bucket name, if any.

@@ -144,24 +144,81 @@ class ObjectStore(Protocol):
         ...
 
     async def stat(self, bucket: str, name: str) -> ObjectInfo:
-        """Metadata of one object (``NotFound`` if absent)."""
+        """Metadata of one object.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+
+        Returns:
+            The object's metadata.
+
+        Raises:
+            NotFound: no such object.
+            StorageError: any other failure.
+        """
         ...
 
     async def exists(self, bucket: str, name: str) -> bool:
-        """Whether the object exists."""
+        """Whether the object exists.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+
+        Returns:
+            True if it exists.
+
+        Raises:
+            StorageError: the answer could not be had (not for a missing object).
+        """
         ...
 
     def list(self, bucket: str, prefix: str = "", *, delimiter: str | None = None,
              start_offset: str | None = None, end_offset: str | None = None,
              page_size: int = 1000) -> AsyncIterator[ListPage]:
-        """Pages of objects under ``prefix``, sorted by name, in
-        ``[start_offset, end_offset)``; with ``delimiter``, the names that
-        continue past it are grouped into ``prefixes``."""
+        """Pages of objects under ``prefix``, sorted by name.
+
+        Each page is checked: every name once, in order, under ``prefix``
+        and inside the offsets, or the listing raises ``ProtocolError``.
+
+        Args:
+            bucket: bucket name.
+            prefix: only names starting with it (a name prefix, not a folder).
+            delimiter: group the names that continue past it (after
+                ``prefix``) into the page's ``prefixes``; None: every name.
+            start_offset: first name to list (inclusive); None: from the start.
+            end_offset: name to stop before (exclusive); None: to the end.
+            page_size: most objects a page.
+
+        Returns:
+            An async iterator of pages.
+
+        Raises:
+            NotFound: no such bucket.
+            ProtocolError: a page out of order, outside the prefix or offsets,
+                or a listing that does not move forward.
+            StorageError: any other failure.
+        """
         ...
 
     def list_objects(self, bucket: str, prefix: str = "", *, start_offset: str | None = None,
                      end_offset: str | None = None) -> AsyncIterator[ObjectInfo]:
-        """The objects of :meth:`list`, one by one."""
+        """The objects of :meth:`list`, one by one.
+
+        Args:
+            bucket: bucket name.
+            prefix: only names starting with it.
+            start_offset: first name to list (inclusive); None: from the start.
+            end_offset: name to stop before (exclusive); None: to the end.
+
+        Returns:
+            An async iterator of the objects, sorted by name.
+
+        Raises:
+            NotFound: no such bucket.
+            StorageError: any other failure, as for :meth:`list`.
+        """
         ...
 
     @overload
@@ -174,16 +231,55 @@ class ObjectStore(Protocol):
 
     async def read(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
                    into: Buffer | None = None, generation: int | None = None) -> bytes | int:
-        """The object's bytes ``[start, end)``, or their count when written ``into``."""
+        """Read an object, or the byte range ``[start, end)`` of it.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            start: first byte.
+            end: end (exclusive); None reads to the end of the object.
+            into: write the bytes into this writable buffer instead of
+                returning them.
+            generation: read this version only (pins it).
+
+        Returns:
+            The bytes, or the count of bytes written when ``into`` is given.
+
+        Raises:
+            NotFound: no such object (or version).
+            InvalidArgument: a bad range, or ``into`` too small.
+            ChecksumMismatch: the bytes differ from the object's checksum.
+            StorageError: any other failure.
+        """
         ...
 
     async def fetch(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
                     into: memoryview | None = None, generation: int | None = None,
                     size: int | None = None, crc: int | None = None,
                     want_crc: bool = False) -> Fetched:
-        """The engines' read: like :meth:`read`, with the object's ``size``
-        and ``crc`` when the caller knows them (from a listing) so they are
-        checked, and the crc32c of the bytes read when ``want_crc``."""
+        """The engines' read: :meth:`read` with what the caller already knows.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            start: first byte.
+            end: end (exclusive); None reads to the end of the object.
+            into: write the bytes into this buffer instead of returning them.
+            generation: read this version only (pins it).
+            size: the object's size, when known (from a listing), checked
+                against the answer.
+            crc: the object's crc32c, when known, checked against a whole read.
+            want_crc: also compute the crc32c of the bytes read.
+
+        Returns:
+            The bytes (or their count), the crc32c when asked for, and the
+            object's size when the answer stated it.
+
+        Raises:
+            NotFound: no such object (or version).
+            ChecksumMismatch: the bytes differ from ``crc`` or the stored checksum.
+            StorageError: any other failure.
+        """
         ...
 
     async def write(self, bucket: str, name: str, data: bytes | bytearray | memoryview, *,
@@ -191,46 +287,160 @@ class ObjectStore(Protocol):
                     if_generation_match: int | None = None,
                     metadata: dict[str, str] | None = None,
                     resumable: bool | None = None) -> ObjectInfo:
-        """Store ``data`` as the object, all or nothing, checked by crc32c;
-        ``if_generation_match=0`` means "only if it does not exist"."""
+        """Store ``data`` as the object, all or nothing, checked by crc32c.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            data: the object's bytes.
+            content_type: its content type.
+            if_generation_match: write only if the object's version is this;
+                ``0`` means "only if it does not exist".
+            metadata: custom metadata (string keys and values).
+            resumable: force a resumable upload (True) or a single request
+                (False) where the store has both; None: by size.
+
+        Returns:
+            The stored object's metadata.
+
+        Raises:
+            PreconditionFailed: ``if_generation_match`` did not hold.
+            ChecksumMismatch: the stored object differs from ``data`` (it is
+                deleted first).
+            StorageError: any other failure.
+        """
         ...
 
     def start_upload(self, bucket: str, name: str, *, content_type: str,
                      part_size: int, metadata: dict[str, str] | None = None) -> PartUpload:
-        """A streaming upload in parts of ``part_size`` (the writer engine's),
-        published with ``metadata`` as its custom metadata."""
+        """A streaming upload in parts, as the writer engine drives it.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            content_type: the object's content type.
+            part_size: bytes per part (every part but the last).
+            metadata: custom metadata the object is published with.
+
+        Returns:
+            The upload: parts go in, ``finish`` publishes, ``abort`` drops.
+        """
         ...
 
     async def delete(self, bucket: str, name: str, *, generation: int | None = None,
                      if_generation_match: int | None = None, missing_ok: bool = False) -> None:
-        """Delete the object (that generation only, if given)."""
+        """Delete an object.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            generation: delete this version only.
+            if_generation_match: delete only if the object's version is this.
+            missing_ok: an object already gone is not an error.
+
+        Raises:
+            NotFound: no such object (unless ``missing_ok``).
+            PreconditionFailed: ``if_generation_match`` did not hold.
+            StorageError: any other failure.
+        """
         ...
 
     async def copy(self, bucket: str, name: str, dest_bucket: str,
                    dest_name: str) -> ObjectInfo:
-        """Copy an object within the store."""
+        """Copy an object within the store (server-side where it can).
+
+        The copy is of the version a stat saw, and must have its size and
+        checksums, else it is deleted and the copy fails.
+
+        Args:
+            bucket: source bucket.
+            name: source object.
+            dest_bucket: destination bucket.
+            dest_name: destination object.
+
+        Returns:
+            The copy's metadata.
+
+        Raises:
+            NotFound: no such source object.
+            ChecksumMismatch: the copy differs from its source.
+            StorageError: any other failure.
+        """
         ...
 
     async def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
                       if_generation_match: int | None = None,
                       content_type: str = "application/octet-stream") -> ObjectInfo:
-        """Concatenate sources into ``destination`` (only where
-        ``features.compose``; ``InvalidRequest`` elsewhere)."""
+        """Concatenate sources into ``destination`` (only where ``features.compose``).
+
+        Args:
+            bucket: bucket of the sources and the destination.
+            destination: the composed object's name.
+            sources: object names, ``(name, generation)`` pairs or ObjectInfo
+                (whose generation is pinned), at most ``features.compose``.
+            if_generation_match: write only if the destination's version is
+                this (``0``: only if it does not exist).
+            content_type: the composed object's content type.
+
+        Returns:
+            The composed object's metadata.
+
+        Raises:
+            InvalidRequest: the store has no compose.
+            PreconditionFailed: a source or the destination changed.
+            StorageError: any other failure.
+        """
         ...
 
     async def list_multipart_uploads(self, bucket: str,
                                      prefix: str = "") -> builtins.list[MultipartUploadInfo]:
-        """Open streaming uploads: XML multipart uploads where
-        ``features.multipart``, else the store's own leftovers of writes that
-        never finished (the local store's temporary files), or none."""
+        """Open streaming uploads: what ``aioflux clean`` may abort.
+
+        XML multipart uploads where ``features.multipart``, else the
+        store's own leftovers of writes that never finished (the local
+        store's temporary files), or none.
+
+        Args:
+            bucket: bucket name.
+            prefix: only uploads of names starting with it.
+
+        Returns:
+            The open uploads.
+
+        Raises:
+            StorageError: listing failed.
+        """
         ...
 
     async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
-        """Drop an open multipart upload (``features.multipart`` only)."""
+        """Drop an open multipart upload (``features.multipart`` only).
+
+        Args:
+            bucket: bucket name.
+            name: object name of the upload.
+            upload_id: the upload's ID.
+
+        Raises:
+            NotFound: no such upload.
+            StorageError: any other failure.
+        """
         ...
 
     async def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
-        """Parts of an open multipart upload (``features.multipart`` only)."""
+        """Parts of an open multipart upload (``features.multipart`` only).
+
+        Args:
+            bucket: bucket name.
+            name: object name of the upload.
+            upload_id: the upload's ID.
+
+        Returns:
+            The uploaded parts, by part number.
+
+        Raises:
+            NotFound: no such upload.
+            StorageError: any other failure.
+        """
         ...
 
     async def aclose(self) -> None:

@@ -194,7 +194,14 @@ def _from_json(bucket: str, item: dict[str, Any]) -> ObjectInfo:
 
 @dataclass(frozen=True, slots=True)
 class ListPage:
-    """One page of a listing (at most 1000 objects on GCS)."""
+    """One page of a listing (at most 1000 objects on GCS and S3).
+
+    Attributes:
+        objects: the page's objects, sorted by name.
+        prefixes: with a ``delimiter``, the names that continue past it,
+            cut after it (the "folders" of this level).
+        next_page_token: where the next page starts; None on the last page.
+    """
 
     objects: list[ObjectInfo]
     prefixes: list[str]
@@ -221,7 +228,17 @@ class PartInfo:
 
 @dataclass(frozen=True, slots=True)
 class MultipartUploadInfo:
-    """An open (not completed, not aborted) XML multipart upload."""
+    """An open (not completed, not aborted) streaming upload.
+
+    An XML multipart upload on GCS and S3; on the local store, the
+    temporary file of a write that never finished.
+
+    Attributes:
+        bucket: bucket name.
+        name: the object it would publish.
+        upload_id: the upload's ID (what ``abort_multipart`` takes).
+        initiated: when it started (RFC 3339 / ISO 8601, UTC).
+    """
 
     bucket: str
     name: str

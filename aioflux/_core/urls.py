@@ -156,6 +156,11 @@ class StoreURL:
 
     It unpacks as ``bucket, name = parse_url(url)``, as it did when every
     URL was ``gs://``; ``scheme`` says which store it is on.
+
+    Attributes:
+        bucket: bucket name (on the local store: the path's first directory).
+        name: object name (on the local store: the rest of the path).
+        scheme: ``gs``, ``s3`` or ``file``.
     """
 
     bucket: str
@@ -181,8 +186,8 @@ class StoreURL:
         return StoreURL(self.bucket, name, self.scheme)
 
 
-# The name from before other stores; the same class.
 GcsURL = StoreURL
+"""StoreURL's name from before other stores (the same class)."""
 
 
 def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> StoreURL:

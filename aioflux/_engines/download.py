@@ -167,6 +167,22 @@ class DownloadStats:
     counts the duplicates (``hedge.sent``, ``hedge.won``) and, when
     ``hedge_after`` is set, holds the direct reads' latency histogram
     (``hedge.latency``).
+
+    Attributes:
+        direct: objects read by plain GETs.
+        composed_batches: composite objects made and read (GCS compose).
+        composed_objects: objects read through a composite.
+        compose_fallbacks: batches read by direct GETs instead (compose
+            refused, mismatched, a source changed, or off for the bucket).
+        compose_mismatches: composites whose size or crc32c did not match
+            their sources.
+        compose_denied: compose requests refused for lack of permission
+            (compose is then off for that bucket).
+        ranged_objects: large objects read in parallel ranges.
+        ranged_chunks: the ranged GETs of those.
+        bytes: object bytes delivered.
+        denied_buckets: buckets where compose is off after a refusal.
+        hedge: what hedged reads did (duplicates sent and won, latency).
     """
 
     direct: int = 0

@@ -149,7 +149,14 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             if scheme in (*_SCHEMES, "gcs", "s3a") else {}
 
     def unstrip_protocol(self, name: str) -> str:
-        """The URL of a path (``gs://b/k``)."""
+        """The URL of a path.
+
+        Args:
+            name: a path (``b/k``) or URL.
+
+        Returns:
+            Its URL on this filesystem's store (``gs://b/k``, ``file:///p``).
+        """
         path = strip_protocol(name)
         return f"file://{path}" if self.scheme == "file" else f"{self.scheme}://{path}"
 
@@ -442,6 +449,27 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
 
         An exception inside ``with fs.open(path, "w")`` publishes nothing
         (fsspec's own text wrapper would close, so publish, the object).
+
+        Args:
+            path: the object (``bucket/key``, or a URL of this filesystem).
+            mode: ``rb``, ``wb``, ``xb`` or their text forms (``r``, ``w``);
+                no appends.
+            block_size: the read buffer's size (reads); None: Python's
+                default buffer size.
+            cache_options: fsspec's read cache settings.
+            compression: fsspec's compression name, or None.
+            **kwargs: ``encoding``, ``errors``, ``newline`` for text;
+                ``content_type`` of a written object; ``autocommit=False`` is
+                refused.
+
+        Returns:
+            The file object.
+
+        Raises:
+            NotFound: reading a missing object (also ``FileNotFoundError``).
+            FileExistsError: ``xb`` of an object that exists.
+            ValueError: an append or update mode.
+            NotImplementedError: ``autocommit=False`` (no transactions).
         """
         if "b" not in mode and mode.startswith("w") and compression is None:
             raw = self._open(self._strip_protocol(path), mode="wb", block_size=block_size,
@@ -488,12 +516,32 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         raise ValueError(f"aioflux: open_async mode {mode!r} is not supported (rb, wb)")
 
     def ukey(self, path: str) -> str:
-        """The object's version: changes whenever its content does."""
+        """The object's version: changes whenever its content does.
+
+        Args:
+            path: the object.
+
+        Returns:
+            Its version token (else its crc32c, else its size), as text.
+
+        Raises:
+            NotFound: no such object.
+        """
         info = self.info(path)
         return str(info.get("version") or info.get("crc32c") or info["size"])
 
     def checksum(self, path: str) -> int:
-        """An int that changes with the object's content (from its version)."""
+        """An int that changes with the object's content (from its version).
+
+        Args:
+            path: the object.
+
+        Returns:
+            A non-negative int derived from :meth:`ukey`.
+
+        Raises:
+            NotFound: no such object.
+        """
         return int(self.ukey(path).encode().hex(), 16) & ((1 << 63) - 1)
 
 

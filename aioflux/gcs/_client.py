@@ -403,8 +403,35 @@ class AsyncClient(XmlMultipartCalls):
                      into: memoryview | None = None, generation: int | None = None,
                      size: int | None = None, crc: int | None = None,
                      want_crc: bool = False) -> Fetched:
-        """A checked, resumable read (:func:`aioflux._net.media.read_media`);
-        ``size``/``crc`` are the object's if known (listing, stat)."""
+        """A checked, resumable read: :meth:`read` with what the caller knows.
+
+        The engines' read (``aioflux._net.media.read_media``): a body cut
+        short is resumed after its last byte, pinned to the version first
+        served.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            start: first byte.
+            end: end (exclusive); None reads to the end of the object.
+            into: write the bytes into this buffer instead of returning them.
+            generation: read this version only (pins it).
+            size: the object's size, when known (from a listing), checked
+                against the answer.
+            crc: the object's crc32c, when known, checked against a whole read.
+            want_crc: also compute the crc32c of the bytes read.
+
+        Returns:
+            The bytes (or their count), the crc32c when asked for, and the
+            object's size when the answer stated it.
+
+        Raises:
+            NotFound: no such object (or version).
+            ChecksumMismatch: the bytes differ from ``crc`` or the stored checksum.
+            ProtocolError: the server answered with a redirect, another range
+                or a body other than announced.
+            StorageError: any other failure.
+        """
         # The query goes into the URL string: yarl's extend_query costs ~5%
         # of a small read's client CPU.
         url = self._json_url(bucket, name) + "?alt=media"

@@ -503,6 +503,16 @@ class LocalStore:
                       content_type: str = "application/octet-stream") -> ObjectInfo:
         """Not offered by files (``features.compose`` is 0).
 
+        Args:
+            bucket: bucket name.
+            destination: the object that would be composed.
+            sources: the sources that would be concatenated.
+            if_generation_match: as for :meth:`ObjectStore.compose`.
+            content_type: as for :meth:`ObjectStore.compose`.
+
+        Returns:
+            Nothing: it always raises.
+
         Raises:
             InvalidRequest: always.
         """
@@ -556,6 +566,14 @@ class LocalStore:
 
     async def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
         """Not offered by files (a temporary file has no parts).
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            upload_id: the upload's ID.
+
+        Returns:
+            Nothing: it always raises.
 
         Raises:
             InvalidRequest: always.

@@ -478,8 +478,35 @@ class S3Store(MultipartCalls):
                     into: memoryview | None = None, generation: int | None = None,
                     size: int | None = None, crc: int | None = None,
                     want_crc: bool = False) -> Fetched:
-        """A checked, resumable read (:func:`aioflux._net.media.read_media`);
-        ``size``/``crc`` are the object's if known (listing, stat)."""
+        """A checked, resumable read: :meth:`read` with what the caller knows.
+
+        The engines' read (``aioflux._net.media.read_media``): a body cut
+        short is resumed after its last byte, pinned to the ETag first
+        served.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            start: first byte.
+            end: end (exclusive); None reads to the end of the object.
+            into: write the bytes into this buffer instead of returning them.
+            generation: read this version only (pins it).
+            size: the object's size, when known (from a listing), checked
+                against the answer.
+            crc: the object's crc32c, when known, checked against a whole read.
+            want_crc: also compute the crc32c of the bytes read.
+
+        Returns:
+            The bytes (or their count), the crc32c when asked for, and the
+            object's size when the answer stated it.
+
+        Raises:
+            NotFound: no such object (or version).
+            ChecksumMismatch: the bytes differ from ``crc`` or the stored checksum.
+            ProtocolError: the server answered with a redirect, another range
+                or a body other than announced.
+            StorageError: any other failure.
+        """
         await self._ready(bucket)
         op = self._op("read", bucket, name)
         headers = {"x-amz-checksum-mode": "ENABLED"}
@@ -573,6 +600,16 @@ class S3Store(MultipartCalls):
                       if_generation_match: int | None = None,
                       content_type: str = "application/octet-stream") -> ObjectInfo:
         """S3 has no compose (``features.compose == 0``).
+
+        Args:
+            bucket: bucket name.
+            destination: the object that would be composed.
+            sources: the sources that would be concatenated.
+            if_generation_match: as for :meth:`ObjectStore.compose`.
+            content_type: as for :meth:`ObjectStore.compose`.
+
+        Returns:
+            Nothing: it always raises.
 
         Raises:
             InvalidRequest: always.

@@ -70,7 +70,14 @@ class MockRequest:
     body: bytes = field(repr=False)
 
     def json(self) -> Any:
-        """The body parsed as JSON."""
+        """The body parsed as JSON.
+
+        Returns:
+            The parsed document.
+
+        Raises:
+            ValueError: the body is not JSON.
+        """
         return json.loads(self.body)
 
 

@@ -61,7 +61,11 @@ class SaveRecord:
     error: str | None = None
 
     def to_json(self) -> str:
-        """One JSON line (no newline)."""
+        """The record as one JSON line, as ``history.jsonl`` holds it.
+
+        Returns:
+            The JSON text (no newline).
+        """
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod

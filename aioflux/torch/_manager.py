@@ -96,10 +96,34 @@ class SaveFuture(concurrent.futures.Future[CheckpointInfo]):
     observed = False
 
     def result(self, timeout: float | None = None) -> CheckpointInfo:
+        """Wait for the save and return what it saved (marks the outcome looked at).
+
+        Args:
+            timeout: most seconds to wait; None: until it is done.
+
+        Returns:
+            The complete checkpoint.
+
+        Raises:
+            TimeoutError: not done within ``timeout``.
+            Exception: the save's own failure, re-raised as it was (a
+                ``StorageError``, ``Conflict``...).
+        """
         self.observed = True
         return super().result(timeout)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
+        """Wait for the save and return its failure (marks the outcome looked at).
+
+        Args:
+            timeout: most seconds to wait; None: until it is done.
+
+        Returns:
+            The save's exception, or None if it succeeded.
+
+        Raises:
+            TimeoutError: not done within ``timeout``.
+        """
         self.observed = True
         return super().exception(timeout)
 

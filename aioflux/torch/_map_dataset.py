@@ -56,6 +56,7 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         objects: the objects, one sample each (see also :meth:`from_prefix`).
         transform: ``bytes -> sample`` (dataflux calls it ``data_format_fn``,
             also accepted); default returns the bytes.
+        data_format_fn: dataflux's name of ``transform`` (give one of the two).
         config: ClientConfig (concurrency, timeouts) of the per-process client.
         endpoint: GCS API root (default ``STORAGE_EMULATOR_HOST`` or GCS).
         credentials: as for :class:`~aioflux.AsyncClient` (must pickle for spawn).

@@ -214,6 +214,11 @@ class GcsFileSystem(FileSystemBase):
 
         Yields:
             The file object; a writer publishes only if the block succeeds.
+
+        Raises:
+            InvalidArgument: a mode other than ``"rb"`` and ``"wb"``.
+            NotFound: reading an object that does not exist.
+            StorageError: the upload or a read failed.
         """
         store, (bucket, name) = self.locate(path)
         if "w" in mode:
@@ -383,6 +388,14 @@ class GcsStorageWriter(FileSystemWriter):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
+        """Whether DCP may hand this ``checkpoint_id`` to this class.
+
+        Args:
+            checkpoint_id: a ``gs://``, ``s3://`` or ``file://`` URL, or a path.
+
+        Returns:
+            True for the URLs and paths :class:`GcsFileSystem` serves.
+        """
         return GcsFileSystem.validate_checkpoint_id(checkpoint_id)
 
     # A save into an existing checkpoint replaces its data files one by one
@@ -392,6 +405,18 @@ class GcsStorageWriter(FileSystemWriter):
     # an interrupted re-save leaves no checkpoint, never a mixed one.
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        """DCP's local plan; a rank that writes its own metadata deletes its old one first.
+
+        Args:
+            plan: this rank's plan.
+
+        Returns:
+            The plan, as DCP's ``FileSystemWriter`` makes it.
+
+        Raises:
+            RuntimeError: the checkpoint exists and ``overwrite`` is off (DCP's check).
+            StorageError: deleting the old metadata failed.
+        """
         plan = super().prepare_local_plan(plan)  # refuses an existing one unless overwrite
         if not self.use_collectives and self.rank is not None:
             # Each rank writes only its own files and metadata.
@@ -399,6 +424,20 @@ class GcsStorageWriter(FileSystemWriter):
         return plan
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
+        """DCP's global plan, after deleting the checkpoint's old ``.metadata``.
+
+        An interrupted re-save into the same ``checkpoint_id`` then leaves no
+        checkpoint, never the old metadata over a mix of two saves' files.
+
+        Args:
+            plans: every rank's local plan.
+
+        Returns:
+            The plans, as DCP's ``FileSystemWriter`` makes them.
+
+        Raises:
+            StorageError: deleting the old metadata failed.
+        """
         # The coordinator, after every rank's local plan, before any data file.
         self._forget_metadata(_METADATA)
         return super().prepare_global_plan(plans)
@@ -412,6 +451,17 @@ class GcsStorageWriter(FileSystemWriter):
 
         Its items are written without torch's zip CRC32 (see ``_zip_crc``):
         each item's crc32c, checked on load, covers the same bytes.
+
+        Args:
+            plan: this rank's final plan.
+            planner: DCP's planner, which resolves each item's data.
+
+        Returns:
+            A completed future of the write results (the data is written
+            when it returns).
+
+        Raises:
+            StorageError: an object could not be written.
         """
         with without_zip_crc32():
             written = super().write_data(plan, planner).wait()  # written before it returns
@@ -433,7 +483,15 @@ class GcsStorageWriter(FileSystemWriter):
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
         """Write the items' crc32c (``.metadata.crc32c``), then DCP's
-        ``.metadata`` with plain storage infos, last."""
+        ``.metadata`` with plain storage infos, last.
+
+        Args:
+            metadata: DCP's checkpoint metadata.
+            results: every rank's write results.
+
+        Raises:
+            StorageError: a metadata object could not be written.
+        """
         crcs: dict[str, dict[str, str]] = {}
         plain: list[list[WriteResult]] = []
         for rank_results in results:
@@ -496,6 +554,14 @@ class GcsStorageReader(FileSystemReader):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
+        """Whether DCP may hand this ``checkpoint_id`` to this class.
+
+        Args:
+            checkpoint_id: a ``gs://``, ``s3://`` or ``file://`` URL, or a path.
+
+        Returns:
+            True for the URLs and paths :class:`GcsFileSystem` serves.
+        """
         return GcsFileSystem.validate_checkpoint_id(checkpoint_id)
 
     def _fetch(self, key: tuple[str, int, int]) -> Future[Fetched]:
@@ -508,6 +574,23 @@ class GcsStorageReader(FileSystemReader):
         return future
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> TorchFuture[None]:
+        """Load the plan's items: ranged GETs read ahead, each item checked.
+
+        Each item's bytes are checked against the crc32c the writer
+        recorded; a load that reads every item of a data file also checks
+        their combined crc32c against the file's.
+
+        Args:
+            plan: this rank's load plan.
+            planner: DCP's planner, which takes each item's bytes.
+
+        Returns:
+            A completed future (the items are loaded when it returns).
+
+        Raises:
+            ChecksumMismatch: an item's or a data file's bytes differ.
+            StorageError: a read failed.
+        """
         # Replay DCP's own iteration order (grouped by file, plan order within)
         # so the ranges can be fetched ahead of the item being loaded.
         per_file: dict[str, list[tuple[str, int, int]]] = {}

@@ -1,24 +1,23 @@
-"""README.md runs as written.
+"""README.md and the documentation site's pages (docs/**/*.md) run as written.
 
 Every ```python block runs in its own interpreter against a fresh bundled
 emulator; the only adaptation is the environment: ``STORAGE_EMULATOR_HOST``
 points at the emulator, the buckets the blocks name exist, and
-``my-bucket/train/`` holds a few objects for the dataset examples to read.
+``my-bucket/train/`` holds a few objects for the dataset examples to read
+(``s3://`` blocks get the same from moto, through ``AWS_ENDPOINT_URL_S3``).
 A block that is only a fragment says so with ``<!-- partial -->`` on the
 line before it; it is compiled, not run, and there may be only a few.
 
-Every command in the Command line section runs too, against the emulator
-with real objects: ``CLI_CALLS`` turns each synopsis into concrete calls,
-and a synopsis without calls, or a documented flag no call uses, fails.
+The commands of the Command line page run too: tests/examples/test_cli_guide.py.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 import sys
+import textwrap
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,11 +26,13 @@ from typing import Any
 
 import pytest
 
-from aioflux import Client, load_files
+from aioflux import Client
 from aioflux.testing import Emulator, running_emulator
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+# README.md, then the site's pages (the helpers under docs/_hooks are no pages).
+PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md")
+                                     if "_hooks" not in p.parts)]
 PARTIAL = "<!-- partial -->"
 MAX_PARTIAL = 2
 BLOCK_TIMEOUT = 150.0
@@ -41,8 +42,9 @@ TRAIN_SIZE = 1024
 
 @dataclass(frozen=True)
 class Block:
-    """One fenced ```python block of the README."""
+    """One fenced ```python block of a page."""
 
+    page: str  # relative to the repository, e.g. docs/guides/datasets.md
     section: str
     index: int  # within its section, from 1
     line: int
@@ -51,10 +53,10 @@ class Block:
 
     @property
     def id(self) -> str:
-        return f"{self.section}-{self.index}"
+        return f"{self.page}:{self.section}-{self.index}"
 
 
-def python_blocks(text: str) -> list[Block]:
+def python_blocks(text: str, page: str = "README.md") -> list[Block]:
     """Every ```python block, with its section and whether it is marked partial."""
     blocks: list[Block] = []
     lines = text.splitlines()
@@ -62,8 +64,8 @@ def python_blocks(text: str) -> list[Block]:
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.startswith("## "):
-            section = line[3:].strip()
+        if line.startswith(("# ", "## ")):
+            section = line.lstrip("#").strip()
         if line.strip() == "```python":
             start = i
             j = i + 1
@@ -72,18 +74,23 @@ def python_blocks(text: str) -> list[Block]:
             before = next((lines[k].strip() for k in range(start - 1, -1, -1)
                            if lines[k].strip()), "")
             index = 1 + sum(b.section == section for b in blocks)
-            blocks.append(Block(section, index, start + 1,
-                                "\n".join(lines[start + 1:j]) + "\n", before == PARTIAL))
+            blocks.append(Block(page, section, index, start + 1,
+                                textwrap.dedent("\n".join(lines[start + 1:j])) + "\n",
+                                before == PARTIAL))
             i = j
         i += 1
     return blocks
 
 
-BLOCKS = python_blocks(README)
+def _relative(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+BLOCKS = [b for path in PAGES for b in python_blocks(path.read_text(), _relative(path))]
 
 
 def bucket_names(code: str) -> set[str]:
-    """Buckets a block uses: ``gs://NAME`` URLs and the README's ``my-bucket``."""
+    """Buckets a block uses: ``gs://NAME`` URLs and the pages' ``my-bucket``."""
     names = set(re.findall(r"gs://([a-z0-9][a-z0-9._-]*)", code))
     if "my-bucket" in code.replace("s3://my-bucket", ""):
         names.add("my-bucket")
@@ -115,13 +122,26 @@ def seed_s3(endpoint: str, buckets: set[str]) -> None:
 
 
 def test_every_python_block_is_found() -> None:
-    assert len(BLOCKS) == README.count("```python")
-    assert len(BLOCKS) >= 5
+    for path in PAGES:
+        fences = sum(line.strip() == "```python" for line in path.read_text().splitlines())
+        assert fences == sum(b.page == _relative(path) for b in BLOCKS), path
+    assert len({b.page for b in BLOCKS}) >= 15
+    assert len(BLOCKS) >= 30
+
+
+def test_the_parser_reads_sections_fragments_and_indented_blocks() -> None:
+    page = "# Title\n\n```python\nx = 1\n```\n\n## Part\n\n<!-- partial -->\n" \
+           "```python\ny(\n```\n\n- item\n\n    ```python\n    z = 2\n    ```\n"
+    blocks = python_blocks(page, "p.md")
+    assert [(b.id, b.line, b.code, b.partial) for b in blocks] == [
+        ("p.md:Title-1", 3, "x = 1\n", False), ("p.md:Part-1", 10, "y(\n", True),
+        ("p.md:Part-2", 16, "z = 2\n", False)]
 
 
 def test_partial_blocks_stay_few() -> None:
     # A marker elsewhere than right before a block would silently mark nothing.
-    markers = sum(1 for line in README.splitlines() if line.strip() == PARTIAL)
+    markers = sum(1 for path in PAGES for line in path.read_text().splitlines()
+                  if line.strip() == PARTIAL)
     assert markers == sum(b.partial for b in BLOCKS)
     assert sum(b.partial for b in BLOCKS) <= MAX_PARTIAL, [b.id for b in BLOCKS if b.partial]
 
@@ -135,7 +155,7 @@ def readme_emulator() -> Iterator[Emulator]:
 
 @pytest.fixture
 def _fresh_moto(moto_s3: Any) -> None:
-    """Forget every bucket moto holds, so README bucket names can be reused."""
+    """Forget every bucket moto holds, so the pages' bucket names can be reused."""
     urllib.request.urlopen(urllib.request.Request(f"{moto_s3.endpoint}/moto-api/reset",
                                                   method="POST"))
 
@@ -144,7 +164,7 @@ def _fresh_moto(moto_s3: Any) -> None:
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
 def test_python_block_runs(block: Block, readme_emulator: Emulator, tmp_path: Path,
                            request: pytest.FixtureRequest) -> None:
-    compile(block.code, f"README.md:{block.line}", "exec")
+    compile(block.code, f"{block.page}:{block.line}", "exec")
     if block.partial:
         return
     for name in bucket_names(block.code):
@@ -165,260 +185,12 @@ def test_python_block_runs(block: Block, readme_emulator: Emulator, tmp_path: Pa
     path = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env["PYTHONPATH"] = path
     # Run as a script file, so DataLoader workers under spawn can re-import it.
-    script = tmp_path / "readme_block.py"
+    script = tmp_path / "doc_block.py"
     script.write_text(block.code)
     proc = subprocess.run([sys.executable, str(script)],
                           cwd=tmp_path, env=env, text=True, capture_output=True,
                           timeout=BLOCK_TIMEOUT, check=False)
     assert proc.returncode == 0, (
-        f"README.md line {block.line} ({block.section}) failed, exit {proc.returncode}\n"
+        f"{block.page} line {block.line} ({block.section}) failed, exit {proc.returncode}\n"
         f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
     assert "Traceback" not in proc.stderr, proc.stderr
-
-
-# --- Command line --------------------------------------------------------------
-
-def cli_synopses(text: str) -> list[str]:
-    """Each ``aioflux ...`` synopsis in the Command line section's code block.
-
-    A line may hold two synopses side by side, or a synopsis and a
-    parenthesized note, separated by runs of spaces."""
-    section = text.split("\n## Command line", 1)[1].split("\n## ", 1)[0]
-    block = section.split("```", 2)[1]
-    found = []
-    for line in block.splitlines():
-        for part in re.split(r"\s{2,}", line.strip()):
-            if part.startswith("aioflux"):
-                found.append(part)
-    return found
-
-
-SYNOPSES = cli_synopses(README)
-
-B = "cli-readme"  # the bucket every call below works in
-
-
-@dataclass(frozen=True)
-class Call:
-    """One concrete command line; ``{b}``, ``{tmp}`` and ``{endpoint}`` are filled in."""
-
-    argv: str
-    stdout: str = ""  # a regex stdout must match
-
-
-# Each synopsis of the README -> calls that use every flag it shows.
-CLI_CALLS: dict[str, list[Call]] = {
-    "aioflux ls [-l] [-r] [--json] URL": [
-        Call("ls gs://{b}", r"(?m)^gs://{b}/data/$"),
-        Call("ls gs://{b}/data/", r"gs://{b}/data/a\.txt"),
-        Call("ls -l -r gs://{b}/data/", r"12\s.*gs://{b}/data/sub/c\.txt"),
-        Call("ls --json gs://{b}/data/", r'"url": "gs://{b}/data/a\.txt"'),
-        Call("ls {tmp}/tree", r"(?m)^file:///.*/tree/x/\nfile:///.*/tree/z\.txt$"),
-    ],
-    "aioflux stat URL": [
-        Call("stat gs://{b}/data/a.txt", r'"size": 12'),
-        Call("stat {tmp}/local.txt", r'"size": 11'),
-    ],
-    "aioflux cat URL": [
-        Call("cat gs://{b}/data/a.txt", r"^hello, a.txt$"),
-        Call("cat file://{tmp}/tree/z.txt", r"^top$"),
-    ],
-    "aioflux cp [-r] [-j N] [--progress] SRC DST": [
-        Call("cp --progress {tmp}/local.txt gs://{b}/up/local.txt", r"copied 1 file"),
-        Call("cp gs://{b}/up/local.txt {tmp}/back.txt", r"copied 1 file"),
-        Call("cp gs://{b}/up/local.txt gs://{b}/up/copy.txt", r"copied 1 file"),
-        Call("cp -r -j 4 {tmp}/tree gs://{b}/tree", r"copied 2 file"),
-        Call("cat gs://{b}/tree/x/y.txt", r"^deep$"),
-        Call("cp -r {tmp}/tree file://{tmp}/tree-copy", r"copied 2 file"),
-        Call("cat {tmp}/tree-copy/x/y.txt", r"^deep$"),
-    ],
-    "aioflux rm [-r] URL ...": [
-        Call("rm gs://{b}/up/copy.txt gs://{b}/up/local.txt", r"removed 2 object"),
-        Call("rm -r gs://{b}/tree/", r"removed 2 object"),
-        Call("rm -r {tmp}/tree-copy", r"removed 2 object"),
-    ],
-    "aioflux du [--json] URL": [
-        Call("du gs://{b}/data/", r"36.*3 objects"),
-        Call("du --json gs://{b}/data/", r'"objects": 3'),
-        Call("du {tmp}/tree", r"^9\t.*2 objects"),
-    ],
-    "aioflux clean [--dry-run] [--older-than 24h] URL": [
-        # The upload was just opened: the 24 h default leaves it alone.
-        Call("clean --dry-run gs://{b}", r"skipped .*younger than --older-than"),
-        Call("clean --older-than 24h gs://{b}/data", r"0 multipart uploads"),
-        Call("clean --older-than 0 gs://{b}/data", r"aborted upload .*gs://{b}/data/abandoned\.bin"),
-        Call("clean {tmp}/tree", r"0 composed objects, 0 multipart uploads"),
-    ],
-    "aioflux bench [gs://bucket/prefix] [--json] [--plot out.png]": [
-        Call("bench gs://{b}/bench --objects 20 --size 1024 --checkpoint-mb 1 --json "
-             "--plot {tmp}/out.png", r'"op": "read"'),
-    ],
-    "aioflux ckpt list|history ROOT": [
-        Call("ckpt list gs://{b}/run", r"gs://{b}/run/step-0+3/"),
-        Call("ckpt history gs://{b}/run", r"(?m)^ +3 +ok "),
-    ],
-    "aioflux cache info|clear DIR": [
-        Call("cache info {tmp}/cache", r"(?m)^entries +3$"),
-        Call("cache clear {tmp}/cache", r"removed 3 entries"),
-        Call("cache info {tmp}/cache", r"(?m)^entries +0$"),
-    ],
-    "aioflux shards ls|index|verify [--format tar|lines] [--json] [--force] URL": [
-        # Five samples in three tar shards written without sidecars, and a lines shard.
-        Call("shards ls gs://{b}/shards/", r"(?m)^ *- +10240  none +gs://{b}/shards/s-00\.tar$"),
-        Call("shards index gs://{b}/shards/", r"indexed 3 shards, 0 already indexed$"),
-        Call("shards ls --format tar --json gs://{b}/shards/s-{{00..02}}.tar",
-             r'"total": \{{"bytes": 30720, "indexed": 3, "samples": 5, "shards": 3\}}'),
-        Call("shards index --force gs://{b}/shards/s-01.tar", r"indexed 1 shards, 0 already"),
-        Call("shards verify --format lines gs://{b}/text/", r"(?s)^ok +2 +indexed .*all good$"),
-    ],
-    "aioflux emulator [--port N] [--s3-port N] [--profile gcs-like] [--p-503 0.1] "
-    "[--bucket NAME]": [
-        # Served in the background by test_cli_emulator_line; listed so the
-        # flag check below covers this synopsis too.
-        Call("emulator --port 0 --s3-port 0 --profile gcs-like --p-503 0.1 --p-429 0.05 "
-             "--p-reset 0.01 --bucket {b}"),
-    ],
-    "aioflux --version": [Call("--version", r"^aioflux \d+\.\d+")],
-    "aioflux demo [--url gs://bucket/prefix]": [
-        Call("demo --url gs://{b}/demo --samples 200 --steps 12 --ckpt-every 4 --crash-at 8 "
-             "--batch-size 16", r"removed the \d+ objects"),
-    ],
-}
-
-
-def flags(synopsis: str) -> set[str]:
-    """Options and literal subcommands a synopsis documents."""
-    words = set(re.findall(r"(?<![\w-])--?[a-zA-Z][\w-]*", synopsis))
-    for alternatives in re.findall(r"\b[a-z]+(?:\|[a-z]+)+\b", synopsis):
-        words.update(alternatives.split("|"))
-    return words
-
-
-def test_every_synopsis_has_calls() -> None:
-    assert len(SYNOPSES) >= 10, SYNOPSES
-    assert set(SYNOPSES) == set(CLI_CALLS), (
-        "README's Command line section and CLI_CALLS disagree: "
-        f"undocumented here {sorted(set(SYNOPSES) - set(CLI_CALLS))}, "
-        f"no longer in the README {sorted(set(CLI_CALLS) - set(SYNOPSES))}")
-
-
-@pytest.mark.parametrize("synopsis", list(CLI_CALLS))
-def test_calls_use_every_documented_flag(synopsis: str) -> None:
-    subcommand = synopsis.split()[1]
-    used = {word for call in CLI_CALLS[synopsis] for word in call.argv.split()}
-    assert subcommand in used
-    assert flags(synopsis) <= used, flags(synopsis) - used
-
-
-@pytest.fixture
-def cli_world(tmp_path: Path) -> Iterator[tuple[Emulator, Path]]:
-    """An emulator holding objects, a checkpoint run and an open multipart
-    upload; local files to copy up."""
-    import torch
-
-    from aioflux.torch import CheckpointManager, ShardWriter
-
-    (tmp_path / "local.txt").write_text("local file\n")
-    (tmp_path / "tree" / "x").mkdir(parents=True)
-    (tmp_path / "tree" / "x" / "y.txt").write_text("deep\n")
-    (tmp_path / "tree" / "z.txt").write_text("top\n")
-    with running_emulator() as emulator:
-        emulator.create_bucket(B)
-        with Client(endpoint=emulator.endpoint) as client:
-            for name in ("data/a.txt", "data/b.txt", "data/sub/c.txt"):
-                client.write(B, name, f"hello, {name.rsplit('/', 1)[1]}".encode())
-            client.initiate_multipart(B, "data/abandoned.bin")  # what `clean` aborts
-            # A disk cache holding those three, for `cache info|clear`.
-            list(load_files([f"gs://{B}/data/{n}" for n in ("a.txt", "b.txt", "sub/c.txt")],
-                            client=client, cache_dir=tmp_path / "cache"))
-            manager = CheckpointManager(f"gs://{B}/run", client=client)
-            for step in (1, 2, 3):
-                manager.save({"w": torch.full((4,), float(step))}, step)
-            manager.close()
-        with ShardWriter(f"gs://{B}/shards/s-%02d.tar", max_count=2, index=False,
-                         endpoint=emulator.endpoint) as sink:
-            for i in range(5):
-                sink.write({"__key__": f"k{i}", "txt": f"sample {i}"})
-        with ShardWriter(f"gs://{B}/text/t-%d.jsonl", format="lines",
-                         endpoint=emulator.endpoint) as sink:
-            sink.write({"i": 1})
-            sink.write({"i": 2})
-        yield emulator, tmp_path
-
-
-def run_cli(argv: list[str], endpoint: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "STORAGE_EMULATOR_HOST": endpoint}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    return subprocess.run([sys.executable, "-m", "aioflux", *argv], env=env, text=True,
-                          capture_output=True, timeout=150, check=False)
-
-
-@pytest.mark.timeout(400)
-def test_cli_lines_run(cli_world: tuple[Emulator, Path]) -> None:
-    emulator, tmp = cli_world
-    for synopsis, calls in CLI_CALLS.items():
-        if synopsis.startswith("aioflux emulator"):
-            continue
-        for call in calls:
-            argv = call.argv.format(b=B, tmp=tmp).split()
-            proc = run_cli(argv, emulator.endpoint)
-            report = (f"{synopsis}\n  aioflux {' '.join(argv)}: exit {proc.returncode}\n"
-                      f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
-            assert proc.returncode == 0, report
-            assert re.search(call.stdout.format(b=B), proc.stdout.strip()), report
-    # What the calls did, seen through the client.
-    with Client(endpoint=emulator.endpoint) as client:
-        assert (tmp / "back.txt").read_text() == "local file\n"
-        assert not (tmp / "tree-copy").exists()  # rm -r emptied it, and removed the directories
-        assert not list(client.list_objects(B, "up/"))
-        assert not list(client.list_objects(B, "tree/"))
-        assert client.list_multipart_uploads(B) == []  # `clean` aborted it
-        assert client.read(B, "data/a.txt") == b"hello, a.txt"
-    assert (tmp / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.mark.timeout(120)
-def test_cli_emulator_line(tmp_path: Path) -> None:
-    (call,) = CLI_CALLS[next(s for s in CLI_CALLS if s.startswith("aioflux emulator"))]
-    proc = subprocess.Popen([sys.executable, "-m", "aioflux", *call.argv.format(b=B).split()],
-                            stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                                p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)})
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("aioflux emulator listening on http://127.0.0.1:"), line
-        endpoint = line.split()[-1]
-        line = proc.stdout.readline()  # --s3-port 0: the S3 face, on a port of its own
-        assert line.startswith("aioflux emulator S3 API on http://127.0.0.1:"), line
-        s3_endpoint = line.split()[-1]
-        assert s3_endpoint != endpoint
-        # A client retries through the injected faults (10% 503, 5% 429, 1% resets).
-        # The faults are random: the reads go on until both kinds were drawn
-        # (80 requests miss every 429 in ~2% of runs; 800 practically never).
-        with Client(endpoint=endpoint) as client:
-            for i in range(40):
-                client.write(B, f"o{i}", bytes([i]) * 100)
-            for _ in range(10):
-                assert [client.read(B, f"o{i}") for i in range(40)] == \
-                    [bytes([i]) * 100 for i in range(40)]
-                with urllib.request.urlopen(f"{endpoint}/_aioflux_stats", timeout=10) as resp:
-                    stats = json.load(resp)
-                if stats.get("injected_503", 0) and stats.get("injected_429", 0):
-                    break
-        assert stats.get("injected_503", 0) > 0 and stats.get("injected_429", 0) > 0, \
-            stats  # the flags took
-        result = run_cli(["ls", "--json", f"gs://{B}"], endpoint)
-        assert proc.poll() is None  # still serving
-        assert result.returncode == 0, result.stderr
-        urls = [entry["url"] for entry in json.loads(result.stdout) if "url" in entry]
-        assert urls == [f"gs://{B}/o{i}" for i in sorted(range(40), key=str)]
-        # The same objects through the S3 face.
-        result = run_cli(["ls", f"s3://{B}", "--s3-endpoint", s3_endpoint], endpoint)
-        assert result.returncode == 0, result.stderr
-        assert result.stdout.split() == [f"s3://{B}/o{i}" for i in sorted(range(40), key=str)]
-    finally:
-        proc.terminate()
-        assert proc.wait(10) == 0
-        if proc.stdout is not None:
-            proc.stdout.close()

@@ -113,18 +113,24 @@ def test_each_pair_comes_from_the_newest_run_that_measured_it(tmp_path: Path) ->
            _sample("r2", "peer", 1, 2.0)]
     path = tmp_path / "results.jsonl"
     _write(path, old + new)
-    md, readme = tmp_path / "RESULTS.md", tmp_path / "README.md"
+    md, readme, page = tmp_path / "RESULTS.md", tmp_path / "README.md", tmp_path / "perf.md"
     md.write_text("intro\n" + "\n".join(report.SUMMARY_MARKERS) + "\nappendix\n")
     readme.write_text("# x\n" + "\n".join(report.README_MARKERS) + "\nrest\n")
-    kw: dict[str, Any] = {"records_path": path, "results_md": md, "readme": readme}
-    assert report.regenerate(check=True, **kw) == [md, readme]
-    assert report.regenerate(**kw) == [md, readme]
+    page.write_text("# y\n" + "\n".join(report.PEERS_MARKERS) + "\nmore\n")
+    kw: dict[str, Any] = {"records_path": path, "results_md": md, "readme": readme,
+                          "docs_page": page}
+    assert report.regenerate(check=True, **kw) == [md, readme, page]
+    assert report.regenerate(**kw) == [md, readme, page]
     assert report.regenerate(check=True, **kw) == []
-    text = readme.read_text()
+    text = page.read_text()
     assert "| read_small | ours | peer | 2.00x (2.00-2.00) |  | 0.60 ms/item / 0.60 ms/item |" in (
         text)
     assert "| read_small | ours | other | 7.00x (7.00-7.00) |  |" in text
-    assert "5.00x" not in text and text.endswith("<!-- perf:table:end -->\nrest\n")
+    assert "5.00x" not in text and text.endswith("<!-- perf:peers:end -->\nmore\n")
+    # No targets: the README's headline table is its header alone.
+    assert "| read_small |" not in readme.read_text()
+    assert readme.read_text().endswith(
+        "|---|---|---|---:|---|---:|\n<!-- perf:table:end -->\nrest\n")
     assert "run r1" in md.read_text() and "run r2" in md.read_text()
     assert md.read_text().startswith("intro\n") and md.read_text().endswith("appendix\n")
 
@@ -145,17 +151,23 @@ def test_a_target_left_out_of_a_newer_run_keeps_its_last_measurement(tmp_path: P
     assert "5.00x" in summary and "not measured" not in summary
 
 
-def test_the_readme_leaves_untargeted_aioflux_variants_out(tmp_path: Path) -> None:
-    names = ["ours", "aioflux-nolean", "aioflux-w2", "peer"]
-    records = [_run("r1", [("aioflux-w2", "peer", 1.0)], names)]
+def test_the_tables_leave_untargeted_aioflux_variants_out(tmp_path: Path) -> None:
+    names = ["ours", "aioflux-nolean", "aioflux-w2", "peer", "aioflux-cold"]
+    targets = [("aioflux-w2", "peer", 1.0), ("ours", "peer", 2.0), ("ours", "aioflux-cold", 3.0)]
+    records = [_run("r1", targets, names)]
     records += [_sample("r1", n, 1, 1.0) for n in names]
     path = tmp_path / "results.jsonl"
     _write(path, records)
     chosen = report.current_pairs(results.group_runs(results.load(path)))
-    readme = report.render_readme(chosen)
-    assert "| aioflux-w2 | peer |" in readme and "| ours | peer |" in readme
-    assert "aioflux-nolean" not in readme
+    peers = report.render_peers(chosen)
+    assert "| aioflux-w2 | peer |" in peers and "| ours | peer |" in peers
+    assert "| ours | aioflux-cold |" in peers  # a target, though of two aioflux variants
+    assert "aioflux-nolean" not in peers
     assert "| ours | aioflux-nolean |" in report.render_summary(chosen)
+    # The README's headline: the baseline's targets against other clients only.
+    headline = report.render_headline(chosen)
+    assert "| ours | peer | 1.00x (1.00-1.00) | >= 2x MISS |" in headline
+    assert "aioflux-w2" not in headline and "aioflux-cold" not in headline
 
 
 def test_a_sample_of_an_unknown_run_is_refused(tmp_path: Path) -> None:
