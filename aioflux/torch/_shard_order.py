@@ -28,10 +28,12 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .._engines.shards import Run, ShardIndex
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["runs_of", "shard_epoch_order", "shards_fingerprint"]
 
@@ -59,6 +61,8 @@ def shard_epoch_order(counts: Sequence[int], *, seed: int, epoch: int, shuffle: 
     total = starts[-1]
     if not shuffle:
         return list(range(total))
+    import numpy as np  # imported where used: aioflux.torch imports without it
+
     rng = _rng(seed, epoch)
     shards = rng.permutation(len(counts)).tolist()
     reads = [(s, a) for s in shards for a in range(0, counts[s], samples_per_read)]
@@ -82,6 +86,8 @@ def shard_epoch_order(counts: Sequence[int], *, seed: int, epoch: int, shuffle: 
 
 
 def _rng(seed: int, epoch: int) -> np.random.Generator:
+    import numpy as np
+
     digest = hashlib.sha256(f"aioflux-shards:{seed}:{epoch}".encode()).digest()
     return np.random.Generator(np.random.PCG64(int.from_bytes(digest[:16], "little")))
 
@@ -110,6 +116,8 @@ def runs_of(samples: Sequence[int], starts: Sequence[int], samples_per_read: int
     """
     if not samples:
         return []
+    import numpy as np
+
     numbers = np.asarray(samples, dtype=np.int64)
     firsts = np.asarray(starts, dtype=np.int64)
     shard = np.searchsorted(firsts, numbers, side="right") - 1

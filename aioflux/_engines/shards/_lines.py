@@ -12,12 +12,13 @@ cold epoch's index pass.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..._core.crc import crc32c
 from ._index import Columns, new_columns
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["LinesFormat"]
 
@@ -38,6 +39,8 @@ class LinesFormat:
         Returns:
             ``(offsets, lengths, crcs, data_size)``.
         """
+        import numpy as np  # imported where used: the CLI and demo run without it
+
         columns = new_columns()
         carry = b""  # the unfinished line
         base = 0  # offset of carry[0]
@@ -73,6 +76,7 @@ class LinesFormat:
 
 def _add_lines(columns: Columns, data: bytes, newlines: np.ndarray, base: int) -> None:
     """Append the non-empty lines of ``data`` ending at ``newlines`` (without a ``\r`` before)."""
+    import numpy as np
     starts = np.empty_like(newlines)
     starts[0] = 0
     starts[1:] = newlines[:-1] + 1
