@@ -46,11 +46,11 @@ from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.urls import StoreURL, folder_prefix, parse_url
+from ..azure._store import AzureStore
 from ..gcs._client import AsyncClient
 from ..local._files import path_of
 from ..local._store import LocalStore
 from ..s3._endpoints import check_region
-from ..azure._store import AzureStore
 from ..s3._store import S3Store
 
 __all__ = ["SERVED_SCHEMES", "Progress", "Stores", "add_client_arguments", "emit_json",

@@ -175,7 +175,8 @@ def _cat(args: argparse.Namespace) -> int:
 
 def _rm_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("urls", type=url_arg, nargs="+",
-                        help="gs://bucket/name, s3://bucket/key, az://container/blob, file:///path or a path, ...")
+                        help="gs://bucket/name, s3://bucket/key, az://container/blob, "
+                             "file:///path or a path, ...")
     parser.add_argument("-r", "--recursive", action="store_true",
                         help="also delete the folder each URL names (gs://b/a: the object 'a' "
                              "and everything under 'a/', never 'a2/')")
