@@ -138,6 +138,10 @@ def resolve(account: str | None, endpoint: str | None, connection_string: str | 
     base = Settings("", "")
     if connection_string is not None:
         base = _from_connection_string(connection_string)
+    if account is None and endpoint is not None and not base.account:
+        # An endpoint given names its account (its host or, an emulator's,
+        # its first path segment), as the SDK's account_url does.
+        account = _account_of(endpoint)
     account = account or base.account or os.environ.get("AZURE_STORAGE_ACCOUNT_NAME") or None
     if endpoint is None:
         endpoint = base.endpoint or (f"https://{account}.blob.core.windows.net"
