@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 from urllib.parse import quote, unquote
 
+from .._core.crc import decode_crc32c
 from .._core.errors import ProtocolError, describe
 from .._core.pages import ListingCheck
 from .._core.types import NO_METADATA, ListPage, ObjectInfo
@@ -147,8 +148,6 @@ def _read_page(store: Lister, container: str, root: Any, op: Op, start_offset: s
 
 
 def _crc(text: str) -> int | None:
-    from .._core.crc import decode_crc32c
-
     try:
         return decode_crc32c(text.strip())
     except ValueError:

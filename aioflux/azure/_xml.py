@@ -20,6 +20,7 @@ server's entity bomb is refused as unparsable, never expanded.
 from __future__ import annotations
 
 import base64
+import email.utils
 import functools
 import hashlib
 import re
@@ -205,8 +206,6 @@ def fail(op: Op, what: str, cause: BaseException | None = None) -> NoReturn:
 
 def rfc3339(http_date: str | None) -> str | None:
     """``Last-Modified`` (an HTTP date) as an RFC 3339 time."""
-    import email.utils
-
     if not http_date:
         return None
     try:
