@@ -133,11 +133,14 @@ def resolve(account: str | None, endpoint: str | None, connection_string: str | 
     """
     if account_key and sas_token:
         raise InvalidArgument("AzureStore: give an account key or a SAS token, not both")
-    if connection_string is None and account is None and endpoint is None:
-        connection_string = os.environ.get("AZURE_STORAGE_CONNECTION_STRING") or None
     base = Settings("", "")
     if connection_string is not None:
         base = _from_connection_string(connection_string)
+    elif os.environ.get("AZURE_STORAGE_CONNECTION_STRING"):
+        found = _from_connection_string(os.environ["AZURE_STORAGE_CONNECTION_STRING"])
+        # Another account's string holds no credential of this one.
+        if account in (None, found.account):
+            base, connection_string = found, os.environ["AZURE_STORAGE_CONNECTION_STRING"]
     if account is None and endpoint is not None and not base.account:
         # An endpoint given names its account (its host or, an emulator's,
         # its first path segment), as the SDK's account_url does.
