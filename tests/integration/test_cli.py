@@ -109,7 +109,8 @@ def test_failures_are_one_line_exit_1(run, bucket: str, argv: list[str],  # type
 # Usage errors, URLs included, exit 2 with exactly one line (the documented rule).
 @pytest.mark.parametrize(("argv", "line"), [
     (["cp", "ftp://host/x", "y"], "aioflux cp: error: argument src: 'ftp://host/x': unknown URL "
-                                  "scheme ftp:// (use gs://, s3://, az://, file:// or a local path)"),
+                                  "scheme ftp:// (use gs://, s3://, az://, file:// or a local "
+                                  "path)"),
     (["cp", "gs://{b}/x", "ftp://{b}/x"], "aioflux cp: error: argument dst: 'ftp://{b}/x': "
                                           "unknown URL scheme ftp:// (use gs://, s3://, az://, "
                                           "file:// or a local path)"),
