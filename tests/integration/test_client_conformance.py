@@ -462,7 +462,8 @@ async def test_open_uploads_listed_and_aborted(target: Target) -> None:
         pytest.skip("fake-gcs-server has no XML multipart uploads to list")
     if target.kind == "azurite":
         pytest.skip("Azure's uncommitted blocks are no upload to list or drop (the service "
-                    "drops them a week on): test_azure_blocks_of_two_writers_stay_apart")
+                    "drops them a week on): see test_azure_store.py's "
+                    "test_blocks_of_two_writers_of_one_name_stay_apart")
     part = _part_size(store)
     upload = store.start_upload(bucket, name, content_type="application/octet-stream",
                                 part_size=part)
