@@ -54,6 +54,7 @@ class Emulator:
         pid: the server process id (its CPU use competes with contenders).
         s3_endpoint: the path-style S3 face over the same store, or None
             (fake-gcs-server has none).
+        azure: Azurite's connection string (``kind`` ``"azurite"``), else None.
     """
 
     kind: str
@@ -61,6 +62,7 @@ class Emulator:
     profile: str
     pid: int
     s3_endpoint: str | None = None
+    azure: str | None = None
 
 
 def cpu_seconds(pid: int) -> float:
@@ -253,3 +255,19 @@ def start(
         if emu is None:
             emu = stack.enter_context(_fake_gcs(buckets))
         yield emu
+
+
+@contextlib.contextmanager
+def azurite() -> Iterator[Emulator]:
+    """Azurite's blob service (tests/azurite.py: npm-installed on first use,
+    unshaped, blobs on local disk) for the ``az_*`` scenarios.
+
+    Yields:
+        It, as an Emulator of kind ``"azurite"`` (its connection string in ``azure``).
+    """
+    from tests.azurite import AZURITE_VERSION, running_azurite
+
+    with running_azurite() as server:
+        yield Emulator("azurite", server.endpoint, f"Azurite {AZURITE_VERSION}, unshaped",
+                       server.pid, azure=server.connection_string)
+

@@ -32,6 +32,7 @@ from typing import Any
 
 from perf import emulator, peers, results
 from perf.seed import ObjectSet, ShardSet, read_all, seed
+from perf.seed_azure import read_all_azure, seed_azure
 
 __all__ = ["Contender", "Options", "Outcome", "Plan", "Target", "run"]
 
@@ -114,6 +115,10 @@ class Plan:
             first objects it stores (~3-5 s of its kernel time per GiB on the
             2-core VM), a cost a real server never puts on the client's cores.
         seed_concurrency: parallel uploads while seeding.
+        azurite: run on Azurite instead of aioflux's emulator (the ``az_*``
+            scenarios): ``bucket`` is the container, seeded with
+            azure-storage-blob, and contenders get its connection string
+            (``AZURE_STORAGE_CONNECTION_STRING`` and the manifest's ``azure``).
     """
 
     name: str
@@ -131,6 +136,7 @@ class Plan:
     warm_read: bool = True
     warm_rounds: int = 0
     seed_concurrency: int = 64
+    azurite: bool = False
 
 
 @dataclass
@@ -153,6 +159,11 @@ def _env(emu: emulator.Emulator, contender: Contender) -> dict[str, str]:
     if contender.venv is not None:
         env.pop("PYTHONPATH", None)  # peers see only their own environment
     # Every client (ours and the peers') goes to the emulator, unauthenticated.
+    if emu.azure is not None:
+        env["AZURE_STORAGE_CONNECTION_STRING"] = emu.azure
+    for name in ("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY",
+                 "AZURE_STORAGE_SAS_TOKEN"):
+        env.pop(name, None)
     env["STORAGE_EMULATOR_HOST"] = emu.endpoint
     env["GOOGLE_CLOUD_PROJECT"] = "perf"
     env.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
@@ -292,22 +303,29 @@ def run(
             print(f"[perf] skipping {out.contender.name}: {out.skipped}", flush=True)
     active = [o for o in outcomes if o.skipped is None]
 
-    with emulator.start(
+    server = emulator.azurite() if plan.azurite else emulator.start(
         [plan.bucket],
         kind=emulator_kind,
         profile=profile,
         extra_args=plan.emulator_args,
         log_dir=run_dir,
-    ) as emu:
+    )
+    with server as emu:
         print(f"[perf] emulator {emu.kind} at {emu.endpoint}, profile {emu.profile}", flush=True)
-        seed(emu.endpoint, plan.bucket, plan.objects, concurrency=plan.seed_concurrency)
-        if plan.warm_read:
-            read_all(emu.endpoint, plan.bucket, plan.objects)
+        if emu.azure is not None:
+            seed_azure(emu.azure, plan.bucket, plan.objects,
+                       concurrency=min(plan.seed_concurrency, 32))
+            if plan.warm_read:
+                read_all_azure(emu.azure, plan.bucket, plan.objects)
+        else:
+            seed(emu.endpoint, plan.bucket, plan.objects, concurrency=plan.seed_concurrency)
+            if plan.warm_read:
+                read_all(emu.endpoint, plan.bucket, plan.objects)
         manifest = run_dir / "manifest.json"
         objects = [[n, s.size] for s in plan.objects for n in s.names()]
         manifest.write_text(
             json.dumps({"endpoint": emu.endpoint, "s3_endpoint": emu.s3_endpoint,
-                        "bucket": plan.bucket, "objects": objects})
+                        "azure": emu.azure, "bucket": plan.bucket, "objects": objects})
         )
         # Other work on the machine skews every contender; the 1-minute load
         # average around the rounds says how much to trust this run.

@@ -123,6 +123,23 @@ PEERS: dict[str, PeerEnv] = {
             probe=("s3torchconnector", "s3torchconnectorclient", "torch", "webdataset"),
         ),
         PeerEnv(
+            name="azblob",
+            # Microsoft's azure-storage-blob with its asyncio client (aiohttp
+            # transport), measured on Azurite (the az_* scenarios); torch for
+            # the map-style epoch and the checkpoints.
+            first=(_TORCH,),
+            requirements=("azure-storage-blob", "aiohttp", "uvloop"),
+            probe=("azure-storage-blob", "azure-core", "aiohttp", "torch"),
+        ),
+        PeerEnv(
+            name="adlfs",
+            # fsspec's Azure filesystem (over azure-storage-blob's asyncio
+            # client), on Azurite; torch for the epoch and the checkpoints.
+            first=(_TORCH,),
+            requirements=("adlfs",),
+            probe=("adlfs", "fsspec", "azure-storage-blob", "aiohttp", "torch"),
+        ),
+        PeerEnv(
             name="s3fs",
             # fsspec's S3 filesystem (aiobotocore), on the emulator's S3 face
             # (shards_lines: open() and line iteration); torch for the DataLoader.

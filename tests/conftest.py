@@ -1,5 +1,5 @@
-"""Shared fixtures: our emulator, fake-gcs-server and moto's S3 server, one
-per test session.
+"""Shared fixtures: our emulator, fake-gcs-server, moto's S3 server and
+Azurite (tests/azurite.py), one per test session.
 
 Servers bind 127.0.0.1 on an ephemeral port; each test gets a fresh bucket
 so tests never see each other's objects.
@@ -20,6 +20,7 @@ import pytest
 from aioflux import AsyncClient, Client, ClientConfig, RetryPolicy
 from aioflux.testing import Emulator, Faults, fake_gcs_server, running_emulator
 from tests._hang_report import pytest_configure, pytest_runtest_call  # noqa: F401  (hooks)
+from tests.azurite import Azurite, running_azurite
 
 _counter = itertools.count()
 
@@ -96,6 +97,21 @@ def moto_s3() -> Iterator[MotoS3]:
         yield MotoS3(f"http://{host}:{port}")
     finally:
         server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _azure_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Never a developer's Azure account: a test names the store it uses.
+    for name in list(os.environ):
+        if name.startswith(("AZURE_STORAGE_", "AZURE_CLIENT_", "AZURE_TENANT_")):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture(scope="session")
+def azurite() -> Iterator[Azurite]:
+    """Azurite's blob service (installed from npm on first use)."""
+    with running_azurite() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

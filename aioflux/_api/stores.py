@@ -27,6 +27,7 @@ from .._core.store import ObjectStore
 from .._core.urls import StoreURL, parse_url
 from .._core.validate import Credentials
 from .._net.failures import Op, auth_failure
+from ..azure._store import AzureStore
 from ..gcs._client import AsyncClient
 from ..local._store import LocalStore
 from ..s3._store import S3Store
@@ -101,10 +102,16 @@ def new_store(scheme: str, config: ClientConfig | None = None, *,
                                   "(environment, profile, instance metadata), not credentials=")
         return S3Store(config, endpoint=endpoint, region=region,
                        defer_credentials=_on_event_loop())
+    if scheme == "az":
+        if credentials is not None or region is not None:
+            raise InvalidArgument("new_store('az'): credentials come from the Azure settings "
+                                  "(connection string, account key, SAS or Entra ID), and "
+                                  "there are no regions; build an AzureStore for others")
+        return AzureStore(config, endpoint=endpoint)
     if scheme == "file":
         return LocalStore(config)
     raise InvalidArgument(f"no storage backend serves {scheme}:// URLs in this version of "
-                          "aioflux (gs://, s3://, file:// and plain paths do)")
+                          "aioflux (gs://, s3://, az://, file:// and plain paths do)")
 
 
 def _on_event_loop() -> bool:
@@ -174,6 +181,11 @@ def store_for_url(url: str | os.PathLike[str], client: AnyClient | None = None, 
                          f"in it (such as {parsed}data.bin)")
     try:
         store = resolve_store(client, parsed.scheme)
+        account = getattr(store, "account", "")
+        if parsed.account and parsed.account != account:
+            raise InvalidArgument(f"{url!s}: names the storage account {parsed.account!r}, "
+                                  f"the az:// store serves {account!r}; give a store "
+                                  f"(client=) of that account")
     except PermissionDenied as exc:
         # Off a loop the default S3 store resolves the credential chain as it
         # is built, before any request: its failure names the URL it was

@@ -217,7 +217,7 @@ def out_of_memory(operation: str, bucket: str, name: str, scheme: str,
                         "do not fit in memory", operation=operation, bucket=bucket, name=name)
 
 
-# S3 error codes (``<Error><Code>``) whose class the status alone gets
+# S3 (and Azure) error codes (``<Error><Code>``) whose class the status alone gets
 # wrong: AWS's retry guidance treats these as transient (throttling, a
 # request the server timed out), and token problems as authentication.
 _S3_CODES: dict[str, type[StorageError]] = {
@@ -249,6 +249,15 @@ _S3_CODES: dict[str, type[StorageError]] = {
     "NoSuchVersion": NotFound,
     "PreconditionFailed": PreconditionFailed,
     "InvalidRange": InvalidRequest,
+    # Azure Blob's (x-ms-error-code, <Error><Code>): ServerBusy is its
+    # throttling (503, "ingress/egress over the account limit"),
+    # OperationTimedOut a request the service gave up on (500).
+    "ServerBusy": RateLimited,
+    "OperationTimedOut": ServerError,
+    "AuthenticationFailed": PermissionDenied,
+    "ConditionNotMet": PreconditionFailed,
+    "BlobNotFound": NotFound,
+    "ContainerNotFound": NotFound,
 }
 
 

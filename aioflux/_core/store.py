@@ -68,6 +68,9 @@ class StoreFeatures:
             objects are deleted one by one.
         copy_limit: largest object :meth:`ObjectStore.copy` copies (S3's
             CopyObject: 5 GiB); 0 for no limit.
+        start_offset: a listing starts at ``start_offset`` on the server
+            (Azure's List Blobs cannot: it pages from the prefix, so
+            parallel listers do not split such a store's key range).
     """
 
     scheme: str
@@ -79,6 +82,7 @@ class StoreFeatures:
     max_parts: int = 10_000
     batch_delete: int = 0
     copy_limit: int = 0
+    start_offset: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
-"""Storage URLs: ``gs://bucket/name``, ``s3://bucket/key``, ``file:///path``
-or a plain path (a ``str`` or an ``os.PathLike``).
+"""Storage URLs: ``gs://bucket/name``, ``s3://bucket/key``,
+``az://container/blob`` (also adlfs's ``abfs://`` and ``abfss://`` forms),
+``file:///path`` or a plain path (a ``str`` or an ``os.PathLike``).
 
 Every backend addresses an object as (bucket, name). For the local
 filesystem the bucket is the first directory of the absolute path and the
@@ -28,19 +29,27 @@ __all__ = [
 ]
 
 # The schemes a URL may name; a plain path means "file".
-SCHEMES = ("gs", "s3", "file")
+SCHEMES = ("gs", "s3", "az", "file")
+# adlfs's names for Azure Blob URLs: the same container and blob as az://.
+AZURE_ALIASES = ("abfs", "abfss")
 # "gs:/b/x", "S3:b", "file:/tmp/x": a known scheme and a colon but not "://";
 # "gs//b/x": the "//" without the colon. Taken as a path either would be a
 # relative directory ("./gs:/b/x", "./gs/b/x"), and a checkpoint meant for
 # the bucket would land on local disk; it is far more often
 # ``Path("gs://b") / "x"`` (which collapses the "//") or a typo.
-_SCHEME_TYPO_RE = re.compile(rf"^({'|'.join(SCHEMES)})(:(?!//)|//)", re.IGNORECASE)
+_SCHEME_TYPO_RE = re.compile(rf"^({'|'.join(SCHEMES + AZURE_ALIASES)})(:(?!//)|//)",
+                             re.IGNORECASE)
 
 # GCS bucket naming: 3-63 chars (up to 222 with dots), lowercase letters,
 # digits, dashes, underscores and dots, starting and ending alphanumeric.
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 # S3 bucket naming: 3-63 lowercase letters, digits, dots and dashes.
 _S3_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+# Azure container naming: 3-63 lowercase letters, digits and single dashes,
+# starting and ending with a letter or digit; or the root container.
+_AZ_CONTAINER_RE = re.compile(r"^(?:[a-z0-9](?:[a-z0-9]|-(?!-)){1,61}[a-z0-9]|\$root)$")
+# An account in adlfs's long form (container@account.dfs.core.windows.net).
+_AZ_ACCOUNT_RE = re.compile(r"^[a-z0-9]{3,24}$")
 _MAX_OBJECT_NAME_BYTES = 1024
 
 
@@ -50,8 +59,8 @@ def validate_bucket(bucket: str, *, arg: str = "bucket", scheme: str = "gs") -> 
     Args:
         bucket: the bucket name.
         arg: the argument's name, for the message.
-        scheme: ``gs`` (GCS rules), ``s3`` (S3 rules) or ``file`` (a
-            directory name).
+        scheme: ``gs`` (GCS rules), ``s3`` (S3 rules), ``az`` (Azure
+            container rules) or ``file`` (a directory name).
 
     Returns:
         The same name.
@@ -64,6 +73,12 @@ def validate_bucket(bucket: str, *, arg: str = "bucket", scheme: str = "gs") -> 
     if scheme == "file":
         if not bucket or "/" in bucket or "\0" in bucket or bucket in (".", ".."):
             raise InvalidURL(f"{arg}: {bucket!r} is not a directory name")
+        return bucket
+    if scheme == "az":
+        if not _AZ_CONTAINER_RE.match(bucket):
+            raise InvalidURL(f"{arg}: invalid Azure container name {bucket!r}: use 3-63 "
+                             "lowercase letters, digits or single '-', starting and ending "
+                             "with a letter or digit")
         return bucket
     if scheme == "s3":
         if not _S3_BUCKET_RE.match(bucket) or ".." in bucket:
@@ -138,7 +153,7 @@ def format_url(scheme: str, bucket: str, name: str = "") -> str:
     """The URL of ``name`` in ``bucket`` on ``scheme``'s store.
 
     Args:
-        scheme: ``gs``, ``s3`` or ``file``.
+        scheme: ``gs``, ``s3``, ``az`` or ``file``.
         bucket: bucket (for ``file``, the first directory).
         name: object name (may be empty).
 
@@ -158,14 +173,18 @@ class StoreURL:
     URL was ``gs://``; ``scheme`` says which store it is on.
 
     Attributes:
-        bucket: bucket name (on the local store: the path's first directory).
+        bucket: bucket name (on the local store: the path's first directory;
+            on Azure: the container).
         name: object name (on the local store: the rest of the path).
-        scheme: ``gs``, ``s3`` or ``file``.
+        scheme: ``gs``, ``s3``, ``az`` or ``file``.
+        account: the Azure storage account an ``abfs://container@account.dfs...``
+            URL names (empty otherwise: the store's configured account).
     """
 
     bucket: str
     name: str
     scheme: str = "gs"
+    account: str = ""
 
     def __iter__(self) -> Iterator[str]:
         return iter((self.bucket, self.name))
@@ -183,7 +202,7 @@ class StoreURL:
             A new StoreURL.
         """
         name = "/".join(p.strip("/") for p in (self.name, *parts) if p.strip("/"))
-        return StoreURL(self.bucket, name, self.scheme)
+        return StoreURL(self.bucket, name, self.scheme, self.account)
 
 
 GcsURL = StoreURL
@@ -191,8 +210,14 @@ GcsURL = StoreURL
 
 
 def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> StoreURL:
-    """Parse ``gs://bucket[/name]``, ``s3://bucket[/name]``, ``file:///path``
-    or a plain filesystem path (made absolute; it means ``file``).
+    """Parse ``gs://bucket[/name]``, ``s3://bucket[/name]``,
+    ``az://container[/blob]``, ``file:///path`` or a plain filesystem path
+    (made absolute; it means ``file``).
+
+    Azure URLs also come in adlfs's forms: ``abfs://`` and ``abfss://``
+    are ``az://``, and ``container@account.dfs.core.windows.net`` (or
+    ``.blob.``) in place of the container names the account too
+    (``StoreURL.account``), which the store serving it must have.
 
     A path may be a ``str`` or an ``os.PathLike`` (``pathlib.Path``). A
     string that starts with ``gs:``, ``s3:`` or ``file:`` but not ``://``
@@ -227,10 +252,15 @@ def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> S
             raise InvalidURL(f"a file URL names a local absolute path (file:///path), "
                              f"got {url!r}")
         rest = path
+    elif scheme in AZURE_ALIASES:
+        scheme = "az"
     elif scheme not in SCHEMES:
-        raise InvalidURL(f"unknown scheme {scheme!r} in {url!r}: use gs://, s3://, file:// "
-                         "or a path")
+        raise InvalidURL(f"unknown scheme {scheme!r} in {url!r}: use gs://, s3://, az://, "
+                         "file:// or a path")
     bucket, _, name = rest.partition("/")
+    account = ""
+    if scheme == "az" and "@" in bucket:
+        bucket, account = _azure_account(bucket, url)
     if scheme == "file" and not bucket:
         raise InvalidURL(f"{url!r} names the filesystem root, not a directory under it")
     validate_bucket(bucket, arg=f"bucket of {url!r}", scheme=scheme)
@@ -238,7 +268,17 @@ def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> S
         validate_object_name(name, arg=f"name in {url!r}", scheme=scheme)
     elif require_object:
         raise InvalidURL(f"URL names no object: {url!r}")
-    return StoreURL(bucket, name, scheme)
+    return StoreURL(bucket, name, scheme, account)
+
+
+def _azure_account(netloc: str, url: str) -> tuple[str, str]:
+    """``(container, account)`` of adlfs's ``container@account.<host>``."""
+    container, _, host = netloc.partition("@")
+    account = host.split(".", 1)[0]
+    if not _AZ_ACCOUNT_RE.match(account) or "." not in host:
+        raise InvalidURL(f"{url!r}: after '@' comes the storage account's host "
+                         "(container@account.dfs.core.windows.net)")
+    return container, account
 
 
 def _refuse_scheme_typo(url: str) -> None:

@@ -197,7 +197,9 @@ class _Lister:
         self.client = client
         self.bucket = bucket
         self.prefix = prefix
-        self.concurrency = max(1, concurrency)
+        # A store that cannot start a listing at an offset would page from
+        # the prefix for every split range: one lister.
+        self.concurrency = max(1, concurrency) if client.features.start_offset else 1
         # A skip prefix that no name under ``prefix`` can start with costs
         # nothing: drop it instead of testing every name.
         overlaps = skip_prefix and (prefix.startswith(skip_prefix)

@@ -268,6 +268,13 @@ class _Read:
                 raise self._protocol(f"HTTP 206 without a valid Content-Range ({value!r})",
                                      status)
             first, last, total = parsed
+            if first == p == total and last == first - 1 and resp.expected in (0, None):
+                # Azurite answers a range starting at the end ``bytes n-n-1/n``
+                # with no body where others answer 416: the same finding.
+                raise InvalidRequest(f"{self.where} failed: start {p} is past the end of the "
+                                     f"object ({total} bytes)", operation=self.op.operation,
+                                     bucket=self.op.bucket, name=self.op.name, status=416,
+                                     reason="InvalidRange")
             if first != p or last < first or (total is not None and last >= total):
                 raise self._protocol(f"asked for bytes from {p}, the server sent "
                                      f"Content-Range {value}", status)

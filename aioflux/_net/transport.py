@@ -743,6 +743,7 @@ def _inflation_cap(stored: int | None, header: str | None) -> int | None:
 # What a media handler looks at (the aiohttp fallback keeps only these).
 _MEDIA_HEADERS = ("x-goog-hash", _TRANSFORMED,
                   "content-range", "x-goog-stored-content-length", "x-goog-generation",
-                  "etag", "x-amz-checksum-crc32c", "x-amz-checksum-type")
+                  "etag", "x-amz-checksum-crc32c", "x-amz-checksum-type",
+                  "x-ms-meta-aioflux_crc32c", "x-ms-blob-content-md5", "content-md5")
 
 

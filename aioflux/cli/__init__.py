@@ -37,8 +37,10 @@ from ._registry import COMMANDS, Command, UsageError, command
 
 __all__ = ["Command", "UsageError", "command", "main", "version"]
 
-EPILOG = ("URLs: gs://bucket/name, s3://bucket/key, file:///path or a local path (the same "
-          "local store). "
+EPILOG = ("URLs: gs://bucket/name, s3://bucket/key, az://container/blob, file:///path or a "
+          "local path (the same local store); az:// takes its account and credentials from "
+          "AZURE_STORAGE_CONNECTION_STRING or AZURE_STORAGE_ACCOUNT_NAME (with a key, a SAS or "
+          "an Entra ID sign-in). "
           "gs://bucket/a names the object 'a' and the folder 'a/' (everything under 'a/'), "
           "never 'a2' or 'acopy/'; gs://bucket/a/ names only the folder; a local path names "
           "its file and its directory the same way. Exit codes: 0 ok, 1 the operation failed "

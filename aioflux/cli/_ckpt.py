@@ -28,7 +28,8 @@ def _ckpt_args(parser: argparse.ArgumentParser) -> None:
         p = sub.add_parser(action, help=text, description=text)
         p.add_argument("root", type=url_arg,
                        help="root of the CheckpointManager: gs://bucket/prefix, "
-                            "s3://bucket/prefix, file:///path or a local path")
+                            "s3://bucket/prefix, az://container/prefix, file:///path or a "
+                            "local path")
         p.add_argument("--json", action="store_true", help="one JSON document")
         add_client_arguments(p)
 

@@ -43,9 +43,9 @@ def _show(seconds: float) -> str:
 
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("url", type=url_arg,
-                        help="gs://bucket[/name], s3://bucket[/name], file:///path or a "
-                             "local path: uploads of the object name and under name/, never "
-                             "of name2/")
+                        help="gs://bucket[/name], s3://bucket[/name], az://container[/name], "
+                             "file:///path or a local path: uploads of the object name and "
+                             "under name/, never of name2/")
     parser.add_argument("--dry-run", action="store_true", help="report, change nothing")
     parser.add_argument("--older-than", type=duration_arg, default=DEFAULT_OLDER_THAN,
                         metavar="AGE",

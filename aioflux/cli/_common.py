@@ -46,6 +46,7 @@ from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.urls import StoreURL, folder_prefix, parse_url
+from ..azure._store import AzureStore
 from ..gcs._client import AsyncClient
 from ..local._files import path_of
 from ..local._store import LocalStore
@@ -59,8 +60,8 @@ __all__ = ["SERVED_SCHEMES", "Progress", "Stores", "add_client_arguments", "emit
 
 # Schemes with a backend in this version (aioflux._api.stores builds one for
 # each): every one of SCHEMES.
-SERVED_SCHEMES = ("gs", "s3", "file")
-_USE = "use gs://, s3://, file:// or a local path"
+SERVED_SCHEMES = ("gs", "s3", "az", "abfs", "abfss", "file")
+_USE = "use gs://, s3://, az://, file:// or a local path"
 
 # "s3://x", "https://x": a URL with a scheme, as opposed to a local path.
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -164,6 +165,9 @@ def _own_store(args: argparse.Namespace, scheme: str) -> ObjectStore | None:
         return AsyncClient(_config(args), endpoint=args.endpoint)
     if scheme == "s3":
         return S3Store(_config(args), endpoint=args.s3_endpoint, region=args.region)
+    if scheme == "az":
+        # The Azure settings of the environment (AZURE_STORAGE_CONNECTION_STRING...).
+        return AzureStore(_config(args))
     if scheme == "file":
         return LocalStore(_config(args))
     return None

@@ -62,7 +62,7 @@ _DEFAULT_CONTENT_TYPE = "application/octet-stream"
 
 
 def _args(parser: argparse.ArgumentParser) -> None:
-    where = "gs://bucket/name, s3://bucket/key, file:///path or a local path"
+    where = "gs://bucket/name, s3://bucket/key, az://container/blob, file:///path or a local path"
     parser.add_argument("src", type=url_arg, help=where)
     parser.add_argument("dst", type=url_arg, help=where)
     parser.add_argument("-r", "--recursive", action="store_true",
@@ -247,7 +247,7 @@ async def _copy_one(stores: Stores, item: _Item, progress: Progress) -> None:
         await _stream(source, info, target, dst, content_type, metadata, progress)
 
 
-@command("cp", "Copy files and objects between any two stores (gs://, s3://, file://, "
+@command("cp", "Copy files and objects between any two stores (gs://, s3://, az://, file://, "
          "local paths).", _args)
 def _cp(args: argparse.Namespace) -> int:
     async def run() -> tuple[int, int]:

@@ -35,8 +35,8 @@ from ._registry import UsageError, command
 
 __all__: list[str] = []
 
-_ANY_URL = "gs://bucket[/name], s3://bucket[/key], file:///path or a path"
-_ONE_URL = "gs://bucket/name, s3://bucket/key, file:///path or a path"
+_ANY_URL = "gs://bucket[/name], s3://bucket[/key], az://container[/blob], file:///path or a path"
+_ONE_URL = "gs://bucket/name, s3://bucket/key, az://container/blob, file:///path or a path"
 # The listing fields of ls: what a listing asks for (LIST_FIELDS) and the
 # ``updated`` that -l and --json show.
 _LS_FIELDS = "nextPageToken,prefixes,items(name,size,generation,crc32c,updated)"
@@ -175,7 +175,8 @@ def _cat(args: argparse.Namespace) -> int:
 
 def _rm_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("urls", type=url_arg, nargs="+",
-                        help="gs://bucket/name, s3://bucket/key, file:///path or a path, ...")
+                        help="gs://bucket/name, s3://bucket/key, az://container/blob, "
+                             "file:///path or a path, ...")
     parser.add_argument("-r", "--recursive", action="store_true",
                         help="also delete the folder each URL names (gs://b/a: the object 'a' "
                              "and everything under 'a/', never 'a2/')")

@@ -26,8 +26,8 @@ if typing.TYPE_CHECKING:
 
 __all__ = ["AiofluxFileSystem", "register"]
 
-_PROTOCOL_SCHEMES = {"gs": "gs", "gcs": "gs", "s3": "s3", "s3a": "s3", "file": "file",
-                     "local": "file"}
+_PROTOCOL_SCHEMES = {"gs": "gs", "gcs": "gs", "s3": "s3", "s3a": "s3", "az": "az",
+                     "abfs": "az", "abfss": "az", "file": "file", "local": "file"}
 
 
 def register(protocols: Iterable[str] = ("gs", "s3")) -> None:
@@ -40,7 +40,8 @@ def register(protocols: Iterable[str] = ("gs", "s3")) -> None:
     pickles: a spawned worker unpickles it without calling it.
 
     Args:
-        protocols: among ``gs``, ``gcs``, ``s3``, ``s3a``, ``file``, ``local``.
+        protocols: among ``gs``, ``gcs``, ``s3``, ``s3a``, ``az``, ``abfs``,
+            ``abfss``, ``file``, ``local``.
 
     Raises:
         InvalidArgument: a protocol aioflux does not serve.

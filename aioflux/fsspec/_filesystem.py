@@ -46,7 +46,7 @@ _GET_AHEAD = 8
 _PUT_CHUNK = 8 * 1024 * 1024
 # Ranges of one object closer than this are read as one (cat_ranges).
 _COALESCE_GAP = 1024 * 1024
-_SCHEMES = ("gs", "s3", "file")
+_SCHEMES = ("gs", "s3", "az", "file")
 _store_lock = threading.Lock()
 
 
@@ -145,8 +145,8 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
     def _get_kwargs_from_urls(path: str) -> dict[str, Any]:
         head = path.split("://", 1)[0] if "://" in path else ""
         scheme = head.removeprefix("aioflux-")
-        return {"scheme": {"gcs": "gs", "s3a": "s3"}.get(scheme, scheme)} \
-            if scheme in (*_SCHEMES, "gcs", "s3a") else {}
+        return {"scheme": {"gcs": "gs", "s3a": "s3", "abfs": "az", "abfss": "az"}.get(
+            scheme, scheme)} if scheme in (*_SCHEMES, "gcs", "s3a", "abfs", "abfss") else {}
 
     def unstrip_protocol(self, name: str) -> str:
         """The URL of a path.

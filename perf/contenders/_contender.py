@@ -6,7 +6,8 @@ script's directory is ``sys.path[0]``). Standard library only.
 
 Protocol: ``python SCRIPT MANIFEST [scenario args...]``. The manifest is
 JSON with ``endpoint``, ``s3_endpoint`` (the emulator's S3 face over the same
-store, or null), ``bucket`` and ``objects`` (``[[name, size], ...]``).
+store, or null), ``azure`` (Azurite's connection string in the ``az_*``
+scenarios, else null), ``bucket`` and ``objects`` (``[[name, size], ...]``).
 The script does its imports and client construction untimed, times only
 the work, and prints exactly one line of JSON as its last stdout line:
 ``{"seconds", "bytes", "items", "cpu_user_s", "cpu_sys_s", "peak_rss_mb",
@@ -40,6 +41,7 @@ class Manifest:
     bucket: str
     objects: list[tuple[str, int]]
     s3_endpoint: str | None = None
+    azure: str | None = None
 
     @property
     def names(self) -> list[str]:
@@ -60,7 +62,7 @@ def load() -> tuple[Manifest, list[str]]:
         data = json.load(fh)
     manifest = Manifest(
         data["endpoint"], data["bucket"], [(str(n), int(s)) for n, s in data["objects"]],
-        data.get("s3_endpoint"),
+        data.get("s3_endpoint"), data.get("azure"),
     )
     return manifest, sys.argv[2:]
 

@@ -109,14 +109,15 @@ def test_failures_are_one_line_exit_1(run, bucket: str, argv: list[str],  # type
 # Usage errors, URLs included, exit 2 with exactly one line (the documented rule).
 @pytest.mark.parametrize(("argv", "line"), [
     (["cp", "ftp://host/x", "y"], "aioflux cp: error: argument src: 'ftp://host/x': unknown URL "
-                                  "scheme ftp:// (use gs://, s3://, file:// or a local path)"),
+                                  "scheme ftp:// (use gs://, s3://, az://, file:// or a local "
+                                  "path)"),
     (["cp", "gs://{b}/x", "ftp://{b}/x"], "aioflux cp: error: argument dst: 'ftp://{b}/x': "
-                                          "unknown URL scheme ftp:// (use gs://, s3://, file:// "
-                                          "or a local path)"),
+                                          "unknown URL scheme ftp:// (use gs://, s3://, az://, "
+                                          "file:// or a local path)"),
     (["clean", "s3://x"], "aioflux clean: error: argument url: bucket of 's3://x': invalid S3 "
                           "bucket name 'x': use 3-63 lowercase letters, digits, '-' or '.'"),
     (["rm", "ftp://x/y"], "aioflux rm: error: argument urls: 'ftp://x/y': unknown URL scheme "
-                          "ftp:// (use gs://, s3://, file:// or a local path)"),
+                          "ftp:// (use gs://, s3://, az://, file:// or a local path)"),
     (["ls", "gs://BAD"], "aioflux ls: error: argument url: bucket of 'gs://BAD': invalid bucket "
                          "name 'BAD': use 3-63 lowercase letters, digits, '-', '_' or '.', "
                          "starting and ending with a letter or digit"),
@@ -539,18 +540,25 @@ def test_stat_shows_the_crc32c_of_a_file_aioflux_wrote(run, sync_client: Client,
     assert (code, json.loads(out)["crc32c"]) == (0, info.crc32c)
 
 
-def test_the_cli_accepts_exactly_the_schemes_with_a_backend() -> None:
+def test_the_cli_accepts_exactly_the_schemes_with_a_backend(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from aioflux._api import stores
     from aioflux._api.stores import default_store
     from aioflux._core.errors import InvalidArgument
-    from aioflux._core.urls import SCHEMES
+    from aioflux._core.urls import AZURE_ALIASES, SCHEMES
     from aioflux.cli._common import SERVED_SCHEMES, url_arg
 
-    # Every scheme a URL may have is served, by a store of that scheme.
-    assert sorted(SERVED_SCHEMES) == sorted(SCHEMES)
-    for scheme in SCHEMES:
-        assert default_store(scheme).features.scheme == scheme
+    # An Azure account to build the default az:// store for (no request is sent).
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", "acct")
+    monkeypatch.setattr(stores, "_defaults", {})
+    # Every scheme a URL may have is served, by a store of that scheme
+    # (adlfs's abfs:// and abfss:// by the az:// one).
+    assert sorted(SERVED_SCHEMES) == sorted(SCHEMES + AZURE_ALIASES)
+    for scheme in SCHEMES + AZURE_ALIASES:
+        served = "az" if scheme in AZURE_ALIASES else scheme
+        assert default_store(served).features.scheme == served
         where = "/tmp/x" if scheme == "file" else "bucket-x/k"
-        assert url_arg(f"{scheme}://{where}").scheme == scheme
+        assert url_arg(f"{scheme}://{where}").scheme == served
     with pytest.raises(InvalidArgument, match="no storage backend serves ftp://"):
         default_store("ftp")
 

@@ -3,7 +3,9 @@
 The tests are written against the :class:`~aioflux._core.store.ObjectStore`
 protocol and run on our emulator, on fake-gcs-server (a third-party
 implementation of the GCS JSON API), on moto's S3 server (a third-party
-implementation of S3, through :class:`~aioflux.s3.S3Store`), on the local filesystem
+implementation of S3, through :class:`~aioflux.s3.S3Store`), on Azurite
+(Microsoft's Azure Storage emulator, through :class:`~aioflux.azure.AzureStore`),
+on the local filesystem
 (:class:`~aioflux.local.LocalStore` in a pytest ``tmp_path``) and on
 ``aioflux.testing.MemoryStore`` (the in-memory store tests of pipelines use). What a backend
 does not declare in ``store.features`` (compose, multipart primitives), or
@@ -39,13 +41,14 @@ from aioflux._core.urls import parse_url
 from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux._engines.listing import list_objects_parallel
 from aioflux._net.transport import Op
+from aioflux.azure import AzureStore
 from aioflux.gcs._resumable import ResumableUpload
 from aioflux.local import LocalStore
 from aioflux.s3 import S3Store
 from aioflux.testing import MemoryStore
 from tests.conftest import FAST_RETRY, unique_bucket
 
-BACKENDS = ["emulator", "fake-gcs", "s3", "s3-emulator", "local", "memory"]
+BACKENDS = ["emulator", "fake-gcs", "s3", "s3-emulator", "azurite", "local", "memory"]
 GCS_SERVERS = ["emulator", "fake-gcs"]
 
 
@@ -99,6 +102,14 @@ async def target(request: pytest.FixtureRequest, backend: str,
         async with MemoryStore(buckets=["conf"]) as memory:
             yield Target("memory", memory, "conf", "")
         return
+    if backend == "azurite":
+        server_az: Any = request.getfixturevalue("azurite")
+        async with AzureStore(ClientConfig(max_concurrency=16, retry=FAST_RETRY),
+                              connection_string=server_az.connection_string) as az:
+            bucket = unique_bucket("conf")
+            await az.create_bucket(bucket)
+            yield Target("azurite", az, bucket, "")
+        return
     if backend in ("s3", "s3-emulator"):
         # moto, and our emulator's S3 face (which, unlike moto, checks the
         # checksums sent with every body, as S3 does).
@@ -124,7 +135,7 @@ async def target(request: pytest.FixtureRequest, backend: str,
 async def test_is_an_object_store(target: Target) -> None:
     assert isinstance(target.store, ObjectStore)
     assert target.store.features.scheme == {"local": "file", "memory": "memory",
-                                            "s3": "s3"}.get(target.kind, "gs")
+                                            "s3": "s3", "azurite": "az"}.get(target.kind, "gs")
     upload = target.store.start_upload(target.bucket, target.n("never"),
                                        content_type="application/octet-stream",
                                        part_size=_part_size(target.store))
@@ -449,6 +460,10 @@ async def test_open_uploads_listed_and_aborted(target: Target) -> None:
     store, bucket, name = target.store, target.bucket, target.n("dir/left")
     if target.kind == "fake-gcs":
         pytest.skip("fake-gcs-server has no XML multipart uploads to list")
+    if target.kind == "azurite":
+        pytest.skip("Azure's uncommitted blocks are no upload to list or drop (the service "
+                    "drops them a week on): see test_azure_store.py's "
+                    "test_blocks_of_two_writers_of_one_name_stay_apart")
     part = _part_size(store)
     upload = store.start_upload(bucket, name, content_type="application/octet-stream",
                                 part_size=part)

@@ -27,10 +27,12 @@ def state_for(step: int) -> dict[str, object]:
 
 def run(endpoint: str, root: str, start: int, conn: Connection) -> None:
     """Save steps ``start``..20, reporting each on ``conn``."""
-    # gs:// roots: our emulator; s3:// roots: moto (the forkserver may have
-    # started before the test set it); file:// roots need none.
+    # gs:// roots: our emulator; s3:// roots: moto; az:// roots: Azurite's
+    # connection string (the forkserver may have started before the test
+    # set it); file:// roots need none.
     if endpoint:
-        os.environ["AWS_ENDPOINT_URL_S3" if root.startswith("s3://")
+        os.environ["AWS_ENDPOINT_URL_S3" if root.startswith("s3://") else
+                   "AZURE_STORAGE_CONNECTION_STRING" if root.startswith("az://")
                    else "STORAGE_EMULATOR_HOST"] = endpoint
     from aioflux.torch import CheckpointManager
 

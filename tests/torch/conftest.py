@@ -1,11 +1,14 @@
 """The backends the torch tests run on: our emulator (gs), the local
-filesystem (file) and moto's S3 server (s3, a third-party S3).
+filesystem (file), moto's S3 server (s3, a third-party S3) and Azurite
+(az, Microsoft's Azure Storage emulator).
 
 On s3 the tests hand aioflux no client: ``AWS_ENDPOINT_URL_S3`` points the
 default S3 store at moto, as it would point a real job at MinIO or R2, so
 DataLoader and DCP workers (fork, spawn, forkserver) build the same store
 from the environment. Only :data:`S3_TESTS` run on s3, so the torch suite
-stays well under its time budget on two cores.
+stays well under its time budget on two cores. On az,
+``AZURE_STORAGE_CONNECTION_STRING`` (Azurite's development account) does
+the same, and only :data:`AZ_TESTS` run there.
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ from aioflux._api import stores
 from aioflux._core.portal import call
 from aioflux._core.store import ObjectStore
 from aioflux._core.urls import parse_url
+from aioflux.azure import AzureStore
 from aioflux.local import LocalStore
 from aioflux.s3 import S3Store
 from aioflux.testing import Emulator
+from tests.azurite import Azurite
 from tests.conftest import FAST_RETRY, MotoS3, unique_bucket
 
 # The tests of the other backends that also run on s3 (by function name):
@@ -56,15 +61,34 @@ S3_TESTS = frozenset({
 })
 
 
+# A representative subset on az: checkpoints (manifest last, create-only,
+# SIGKILL mid-save, retention), DCP, Lightning, both datasets through
+# DataLoader workers, resume, and shards.
+AZ_TESTS = frozenset({
+    "test_save_load_list_latest_and_retention",
+    "test_incomplete_checkpoints_are_invisible",
+    "test_a_second_writer_of_the_same_step_never_undoes_a_published_checkpoint",
+    "test_sigkill_during_saves",
+    "test_single_process_save_load_and_the_file_system",
+    "test_fit_save_resume_remove",
+    "test_spawned_workers_rebuild_the_store_of_the_scheme",
+    "test_iterable_dataset_through_dataloader",
+    "test_every_sample_once_across_a_crash_at_random_steps",
+    "test_tar_shards_every_sample_once_grouped_and_byte_exact",
+})
+_ONLY = {"s3": S3_TESTS, "az": AZ_TESTS}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the s3 runs of tests outside :data:`S3_TESTS`."""
+    """Deselect the s3 and az runs of tests outside :data:`S3_TESTS` and
+    :data:`AZ_TESTS`."""
     keep: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
         callspec = getattr(item, "callspec", None)
-        on_s3 = callspec is not None and callspec.params.get("where") == "s3"
+        only = _ONLY.get(callspec.params.get("where")) if callspec is not None else None
         name = getattr(item, "originalname", item.name)
-        (dropped if on_s3 and name not in S3_TESTS else keep).append(item)
+        (dropped if only is not None and name not in only else keep).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
@@ -75,13 +99,13 @@ class Where:
     """An empty folder on one backend, with ways to seed and inspect it.
 
     Attributes:
-        scheme: ``gs``, ``file`` or ``s3``.
+        scheme: ``gs``, ``file``, ``s3`` or ``az``.
         root: URL of the folder (no trailing ``/``).
         client: the client to hand to aioflux (``None`` for files and s3:
             the default store of the URL's scheme serves them).
         kwargs: what a dataset needs to reach the store (the emulator's endpoint).
         emulator: the emulator, on gs.
-        s3: the store seeding and inspecting the bucket, on s3.
+        s3: the store seeding and inspecting the bucket, on s3 (and az).
     """
 
     scheme: str
@@ -89,7 +113,7 @@ class Where:
     client: Client | None
     kwargs: dict[str, Any] = field(default_factory=dict)
     emulator: Emulator | None = None
-    s3: S3Store | None = None
+    s3: ObjectStore | None = None
 
     @property
     def bucket(self) -> str:
@@ -173,14 +197,33 @@ def s3_where(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
             call(built[1].aclose())
 
 
-@pytest.fixture(params=["gs", "file", "s3"])
+@pytest.fixture
+def az_where(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Where]:
+    """An empty folder in a fresh container on Azurite; the default Azure
+    store (and every worker's) points at it through the environment."""
+    azurite: Azurite = request.getfixturevalue("azurite")
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
+    monkeypatch.setattr(stores, "_defaults", {})
+    seeder = AzureStore(ClientConfig(max_concurrency=16, retry=FAST_RETRY))
+    container = unique_bucket("torch")
+    call(seeder.create_bucket(container))
+    try:
+        yield Where("az", f"az://{container}/root", None, s3=seeder)
+    finally:
+        call(seeder.aclose())
+        built = stores._defaults.get("az")
+        if built is not None and built[0] == os.getpid():
+            call(built[1].aclose())
+
+
+@pytest.fixture(params=["gs", "file", "s3", "az"])
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Where]:
     """An empty folder on each backend in turn."""
     if request.param == "file":
         yield Where("file", f"file://{tmp_path}/root", None)
         return
-    if request.param == "s3":
-        yield request.getfixturevalue("s3_where")
+    if request.param in ("s3", "az"):
+        yield request.getfixturevalue(f"{request.param}_where")
         return
     emulator: Emulator = request.getfixturevalue("emulator")
     bucket: str = request.getfixturevalue("bucket")

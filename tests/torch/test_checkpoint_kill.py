@@ -38,7 +38,9 @@ def test_sigkill_during_saves(where: Where) -> None:
     rng = random.Random(int(os.environ.get("AIOFLUX_KILL_SEED", "1234")))
     root = where.url("killrun")
     endpoint = (where.emulator.endpoint if where.emulator is not None
-                else os.environ["AWS_ENDPOINT_URL_S3"] if where.scheme == "s3" else "")
+                else os.environ["AWS_ENDPOINT_URL_S3"] if where.scheme == "s3"
+                else os.environ["AZURE_STORAGE_CONNECTION_STRING"] if where.scheme == "az"
+                else "")
     # Only the parent's last save (after the runs) applies its retention.
     mgr = CheckpointManager(root, client=where.client, writer=WriterOptions(part_size=PART),
                             keep_last=KEEP_LAST)

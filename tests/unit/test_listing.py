@@ -144,6 +144,26 @@ async def test_without_end_offsets_a_ranges_last_request_asks_for_what_is_left(
     assert fake.requests < 60
 
 
+async def test_a_store_without_server_start_offsets_is_listed_by_one_lister() -> None:
+    # Azure's List Blobs cannot start at a name: each split range would page
+    # from the prefix again, so a parallel listing costs n pages per lister.
+    names = [f"data/{i:05d}" for i in range(5000)]
+    fake = FakeLister(names, 1000, 0, server_end=False)
+    fake.features = StoreFeatures("az", end_offset=False, start_offset=False)
+    starts: list[str | None] = []
+    served = fake.list
+
+    def counted(bucket: str, prefix: str = "", **kw: Any) -> AsyncIterator[ListPage]:
+        starts.append(kw.get("start_offset"))
+        return served(bucket, prefix, **kw)
+
+    fake.list = counted  # type: ignore[method-assign]
+    got = await list_objects_parallel(fake, "bkt", "data/",  # type: ignore[arg-type]
+                                      concurrency=16)
+    assert sorted(o.name for o in got) == names
+    assert starts == [None] and fake.requests == 5  # one lister, page after page
+
+
 class SlowLister(FakeLister):
     """A FakeLister whose every page takes one simulated round trip."""
 

@@ -36,3 +36,27 @@ def test_a_missing_package_of_the_s3_extra_is_named(monkeypatch: pytest.MonkeyPa
     assert "listing" not in message
     for other in {"lxml", "botocore", "awscrt"} - {package}:
         assert f"{other}, for " not in message
+
+
+@pytest.mark.parametrize(("modules", "package", "settings"), [
+    (("lxml", "lxml.etree"), "lxml", {"sas_token": "sv=1&sig=x"}),
+    (("azure.storage.blob",), "azure-storage-blob", {"account_key": "a2V5"}),
+    (("azure.identity",), "azure-identity", {}),
+])
+def test_a_missing_package_of_the_azure_extra_is_named(monkeypatch: pytest.MonkeyPatch,
+                                                       modules: tuple[str, ...], package: str,
+                                                       settings: dict[str, str]) -> None:
+    from aioflux.azure import AzureStore, _xml
+
+    for module in modules:
+        monkeypatch.setitem(sys.modules, module, None)  # import raises ImportError
+    _xml._lxml.cache_clear()
+    try:
+        with pytest.raises(InvalidArgument) as info:
+            AzureStore(endpoint="https://acct.blob.core.windows.net", **settings)
+    finally:
+        _xml._lxml.cache_clear()
+    message = str(info.value)
+    assert f"{package}, for " in message and "azure extra" in message
+    assert 'pip install "aioflux-storage[azure]"' in message
+    assert "a2V5" not in message and "sig=x" not in message

@@ -1,0 +1,154 @@
+"""List Blobs pages as the storage protocol's listing.
+
+``restype=container&comp=list`` with ``prefix``, ``delimiter``, an opaque
+``marker`` and ``include=metadata`` (so a listed blob carries the crc32c
+aioflux stored with it, and reads of it are checked against that). Azure
+has neither a start nor an end offset: a listing from ``start_offset``
+pages from the prefix and drops the names below it (``StoreFeatures``
+says so: parallel listers do not split such a store), and stops itself at
+the first name at or past ``end_offset``. Names that XML cannot carry come
+percent-encoded (``<Name Encoded="true">``). Every page goes through
+:class:`~aioflux._core.pages.ListingCheck`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+from urllib.parse import quote, unquote
+
+from .._core.crc import decode_crc32c
+from .._core.errors import ProtocolError, describe
+from .._core.pages import ListingCheck
+from .._core.types import NO_METADATA, ListPage, ObjectInfo
+from .._net.failures import read_metadata
+from .._net.transport import HttpResponse, Op, Transport
+from ._xml import CRC_KEY, parse, rfc3339
+
+__all__ = ["MAX_PAGE", "list_pages"]
+
+#: Most blobs List Blobs returns in one page.
+MAX_PAGE = 5000
+
+
+class Lister(Protocol):
+    """What a listing needs of its store."""
+
+    @property
+    def transport(self) -> Transport:
+        """The store's transport."""
+        ...
+
+    def container_url(self, container: str) -> str:
+        """The container's URL."""
+        ...
+
+    def remember(self, etag: str) -> int:
+        """The generation of ``etag``."""
+        ...
+
+
+async def list_pages(store: Lister, container: str, prefix: str, delimiter: str | None,
+                     start_offset: str | None, end_offset: str | None,
+                     page_size: int) -> AsyncIterator[ListPage]:
+    """Pages of ``container``'s blobs under ``prefix`` in ``[start_offset, end_offset)``.
+
+    Args:
+        store: the store.
+        container: the container.
+        prefix: only names starting with this.
+        delimiter: group names by this into prefixes.
+        start_offset: first name (inclusive).
+        end_offset: end (exclusive).
+        page_size: names per request (at most 5,000).
+
+    Yields:
+        ListPage; the last has no ``next_page_token``.
+    """
+    op = Op("list", container, prefix, "az")
+    base = (f"{store.container_url(container)}?restype=container&comp=list&include=metadata"
+            f"&maxresults={min(page_size, MAX_PAGE)}")
+    if prefix:
+        base += f"&prefix={quote(prefix, safe='')}"
+    if delimiter:
+        base += f"&delimiter={quote(delimiter, safe='')}"
+    check = ListingCheck("az", container, prefix, start_offset, end_offset)
+
+    async def handle(resp: HttpResponse) -> bytes:
+        return await read_metadata(resp, op)
+
+    marker: str | None = None
+    while True:
+        url = base if marker is None else f"{base}&marker={quote(marker, safe='')}"
+        raw = await store.transport.request(op, "GET", url, handle)
+        # Parsed off the event loop (lxml releases the GIL).
+        root = await asyncio.to_thread(parse, raw, op)
+        page, done = _read_page(store, container, root, op, start_offset, end_offset)
+        marker = page.next_page_token
+        if done or marker is None:
+            yield check.page(ListPage(objects=page.objects, prefixes=page.prefixes,
+                                      next_page_token=None))
+            return
+        yield check.page(page)
+
+
+def _name(el: Any) -> str:
+    text = el.text or ""
+    return unquote(text) if el.get("Encoded") == "true" else text
+
+
+def _read_page(store: Lister, container: str, root: Any, op: Op, start_offset: str | None,
+               end_offset: str | None) -> tuple[ListPage, bool]:
+    if root.tag != "EnumerationResults":
+        raise ProtocolError(f"{describe('list', container, op.name, 'az')} failed: the server "
+                            f"answered <{str(root.tag)[:40]}>, not <EnumerationResults>",
+                            operation="list", bucket=container, name=op.name, status=200)
+    objects: list[ObjectInfo] = []
+    done = False
+    for blob in root.iterfind("Blobs/Blob"):
+        name_el = blob.find("Name")
+        name = "" if name_el is None else _name(name_el)
+        if start_offset and name < start_offset:
+            continue
+        if end_offset and name >= end_offset:
+            done = True
+            break
+        props = blob.find("Properties")
+        size = props.findtext("Content-Length") if props is not None else None
+        if not size or not size.isdigit():
+            raise ProtocolError(f"{describe('list', container, name[:200], 'az')} failed: "
+                                "a listed blob has no Content-Length", operation="list",
+                                bucket=container, name=name, status=200)
+        etag = props.findtext("Etag") or "" if props is not None else ""
+        md5 = (props.findtext("Content-MD5") or None) if props is not None else None
+        modified = props.findtext("Last-Modified") if props is not None else None
+        content_type = (props.findtext("Content-Type") or None) if props is not None else None
+        metadata: dict[str, str] = {}
+        crc: int | None = None
+        meta = blob.find("Metadata")
+        if meta is not None:
+            for el in meta:
+                if el.tag.lower() == CRC_KEY:
+                    crc = _crc(el.text or "")
+                elif isinstance(el.tag, str):
+                    metadata[el.tag] = el.text or ""
+        objects.append(ObjectInfo(container, name, int(size), store.remember(etag), crc, md5,
+                                  None, content_type, rfc3339(modified),
+                                  metadata or NO_METADATA, "az"))
+    prefixes = []
+    for el in root.iterfind("Blobs/BlobPrefix/Name"):
+        p = _name(el)
+        if (not end_offset or p < end_offset) and (
+                not start_offset or p >= start_offset or start_offset.startswith(p)):
+            prefixes.append(p)
+    prefixes.sort()
+    marker = root.findtext("NextMarker") or None
+    return ListPage(objects=objects, prefixes=prefixes, next_page_token=marker), done
+
+
+def _crc(text: str) -> int | None:
+    try:
+        return decode_crc32c(text.strip())
+    except ValueError:
+        return None

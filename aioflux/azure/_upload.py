@@ -1,0 +1,142 @@
+"""Azure streaming uploads: Put Block for each part, Put Block List to publish.
+
+Blocks go up in parallel, each with its MD5 (``Content-MD5``: the service
+refuses a block whose bytes do not match). Their ids are the upload's own
+(a random tag and the part number, the same length for every block, as
+Azure requires), so two writers of one name never take each other's
+blocks. Nothing is visible until the block list commits, with the blob's
+content type, custom metadata and aioflux's crc32c of the whole; the
+committed blob must then have the length sent, else exactly that version
+is deleted (``If-Match``) before ``ChecksumMismatch``. A payload smaller
+than one part goes up in one Put Blob.
+
+An abort sends nothing: uncommitted blocks are invisible, the service
+drops them a week after their upload (or at the next commit of that blob),
+and no request can drop them earlier without touching the committed blob.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import secrets
+from typing import Protocol
+from urllib.parse import quote
+from xml.sax.saxutils import escape
+
+from .._core.crc import Crc32c, encode_crc32c
+from .._core.errors import InvalidArgument, describe
+from .._core.md5 import md5_base64
+from .._core.types import ObjectInfo
+from .._net.failures import drain
+from .._net.transport import HttpResponse, Op
+from ._put import Writes, discard, metadata_headers
+from ._xml import CRC_KEY
+
+__all__ = ["MAX_BLOCKS", "MAX_BLOCK_SIZE", "AzureUpload"]
+
+MAX_BLOCKS = 50_000
+MAX_BLOCK_SIZE = 4000 * 1024 * 1024
+
+
+class Store(Writes, Protocol):
+    """What an upload needs of its store: the writes, and one Put Blob."""
+
+    async def write(self, bucket: str, name: str, data: bytes | bytearray | memoryview, *,
+                    content_type: str = "application/octet-stream",
+                    if_generation_match: int | None = None,
+                    metadata: dict[str, str] | None = None,
+                    resumable: bool | None = None) -> ObjectInfo:
+        """Put Blob, checked."""
+        ...
+
+
+class AzureUpload:
+    """One streaming upload (:class:`~aioflux._core.store.PartUpload`)."""
+
+    def __init__(self, store: Store, container: str, name: str, content_type: str,
+                 metadata: dict[str, str] | None = None) -> None:
+        self.store = store
+        self.container = container
+        self.name = name
+        self.content_type = content_type
+        self.metadata = metadata
+        self.mode = ""
+        self._tag = secrets.token_hex(8)
+        self._sizes: dict[int, int] = {}
+
+    def block_id(self, number: int) -> str:
+        """The base64 id of part ``number`` (the same length for every part)."""
+        return base64.b64encode(f"{self._tag}-{number:05d}".encode()).decode()
+
+    async def put(self, number: int, data: memoryview, checksum: int | None = None) -> None:
+        """Put Block ``number`` (1-based) with its MD5; ``checksum`` is unused
+        (Azure checks an MD5 of a block, not a crc32c)."""
+        if not 1 <= number <= MAX_BLOCKS:
+            raise InvalidArgument(f"upload part az://{self.container}/{self.name}: part "
+                                  f"number must be 1..{MAX_BLOCKS}, got {number}")
+        self.mode = "blocks"
+        view = data.cast("B") if data.format != "B" else data
+        op = Op(f"upload part {number}", self.container, self.name, "az")
+        url = (f"{self.store.blob_url(self.container, self.name)}?comp=block"
+               f"&blockid={quote(self.block_id(number), safe='')}")
+        await self.store.transport.request(
+            op, "PUT", url, drain, data=view, ok=(201,),
+            headers={"Content-MD5": await md5_base64(view)})
+        self._sizes[number] = len(view)
+
+    async def finish(self, last_number: int, tail: memoryview | None, expected: Crc32c,
+                     tail_checksum: int | None = None) -> ObjectInfo:
+        """Publish: the tail as the last block (or the whole blob in one Put
+        Blob if no block was sent), then the block list, checked."""
+        if last_number == 1 and not self._sizes:
+            self.mode = "single"
+            return await self.store.write(self.container, self.name, tail or b"",
+                                          content_type=self.content_type,
+                                          metadata=self.metadata)
+        if tail is not None and len(tail):
+            await self.put(last_number, tail)
+        numbers = sorted(self._sizes)
+        if numbers != list(range(1, len(numbers) + 1)):
+            raise InvalidArgument(f"finish az://{self.container}/{self.name}: parts "
+                                  f"{numbers[:5]}... are not 1..{len(numbers)}")
+        op = Op("commit block list", self.container, self.name, "az")
+        body = ('<?xml version="1.0" encoding="utf-8"?><BlockList>' + "".join(
+            f"<Latest>{escape(self.block_id(n))}</Latest>" for n in numbers) +
+            "</BlockList>").encode()
+        headers = {"Content-Type": "application/xml",
+                   "x-ms-blob-content-type": self.content_type,
+                   f"x-ms-meta-{CRC_KEY}": encode_crc32c(expected.value)}
+        headers.update(metadata_headers("write", self.container, self.name, self.metadata))
+
+        async def handle(resp: HttpResponse) -> str:
+            await drain(resp)
+            return resp.headers.get("ETag", "")
+
+        etag = await self.store.transport.request(
+            op, "PUT", f"{self.store.blob_url(self.container, self.name)}?comp=blocklist",
+            handle, headers=headers, data=body, ok=(201,))
+        return await self._checked(etag, expected)
+
+    async def _checked(self, etag: str, expected: Crc32c) -> ObjectInfo:
+        op = Op("write", self.container, self.name, "az")
+        info = await self.store.stat(self.container, self.name)
+        if etag and self.store.remember(etag) != info.generation:
+            # Replaced since: another writer's blob is not ours to check.
+            return self.store.info(self.container, self.name, size=expected.length, etag=etag,
+                                   crc=expected.value, content_type=self.content_type,
+                                   metadata=self.metadata)
+        if info.size != expected.length or info.crc32c != expected.value:
+            shown = "none" if info.crc32c is None else encode_crc32c(info.crc32c)
+            await discard(self.store, op, info,
+                          f"the service committed {info.size} bytes, crc32c {shown}; sent "
+                          f"{expected.length} bytes, crc32c {encode_crc32c(expected.value)}")
+        return info
+
+    async def abort(self) -> None:
+        """Drop the upload: nothing to send (see the module doc). Safe to call twice."""
+        self._sizes.clear()
+        await asyncio.sleep(0)
+
+    def __repr__(self) -> str:
+        return f"AzureUpload({describe('upload', self.container, self.name, 'az')!r})"

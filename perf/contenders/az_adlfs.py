@@ -1,0 +1,104 @@
+"""az_* contender: adlfs (fsspec's Azure filesystem) on Azurite.
+
+``--task read``: ``fs.cat(paths)`` (fsspec's batched async cat, its default
+batch size). ``--task epoch``: a map-style Dataset whose ``__getitems__``
+is ``fs.cat`` of the batch; listing (``fs.find``) untimed. ``--task
+save``: ``torch.save(state, fs.open(path, "wb"))``. ``--task load``:
+``fs.open(path, "rb")``, ``readinto`` 8 MiB front to back.
+``AzureBlobFileSystem(connection_string=...)`` (Azurite's, account key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from _contender import Manifest, Stopwatch, load, report, rss_mb
+from adlfs import AzureBlobFileSystem
+from ckpt_common import add_state_args, build_state
+
+FS = AzureBlobFileSystem(connection_string=os.environ["AZURE_STORAGE_CONNECTION_STRING"])
+
+
+def read(manifest: Manifest) -> tuple[Stopwatch, int, int]:
+    paths = [f"{manifest.bucket}/{name}" for name in manifest.names]
+    with Stopwatch() as watch:
+        got = FS.cat(paths)
+        sizes = [len(v) for v in got.values()]
+    return watch, sum(sizes), len(sizes)
+
+
+class FsDataset:
+    def __init__(self, root: str) -> None:
+        self.paths = sorted(FS.find(root))
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int) -> bytes:
+        return bytes(FS.cat_file(self.paths[i]))
+
+    def __getitems__(self, indices: list[int]) -> list[bytes]:
+        wanted = [self.paths[i] for i in indices]
+        got = FS.cat(wanted)
+        return [got[p] for p in wanted]
+
+
+def epoch(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, int]:
+    import torch.utils.data
+
+    ds = FsDataset(f"{manifest.bucket}/{args.prefix}")
+    loader = torch.utils.data.DataLoader(ds, batch_size=args.batch,  # type: ignore[arg-type]
+                                         num_workers=0, collate_fn=lambda b: sum(map(len, b)))
+    nbytes = 0
+    with Stopwatch() as watch:
+        for size in loader:
+            nbytes += size
+    return watch, nbytes, len(ds)
+
+
+def save(manifest: Manifest, state: Any) -> tuple[Stopwatch, int]:
+    import torch
+
+    path = f"{manifest.bucket}/az_ckpt_save/adlfs.pt"
+    with Stopwatch() as watch:
+        with FS.open(path, "wb") as f:
+            torch.save(state, f)
+            size = f.tell()
+    return watch, size
+
+
+def load_blob(manifest: Manifest, name: str) -> tuple[Stopwatch, int]:
+    view = memoryview(bytearray(8 * 2**20))
+    total = 0
+    with Stopwatch() as watch:
+        with FS.open(f"{manifest.bucket}/{name}", "rb") as f:
+            while n := f.readinto(view):
+                total += n
+    return watch, total
+
+
+if __name__ == "__main__":
+    manifest, rest = load()
+    p = argparse.ArgumentParser()
+    p.add_argument("--task", choices=["read", "epoch", "save", "load"], required=True)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--prefix", default="")
+    p.add_argument("--object", default="")
+    add_state_args(p)
+    args = p.parse_args(rest)
+    if args.task == "read":
+        watch, nbytes, items = read(manifest)
+        report(watch, nbytes=nbytes, items=items)
+    elif args.task == "epoch":
+        watch, nbytes, items = epoch(manifest, args)
+        report(watch, nbytes=nbytes, items=items)
+    elif args.task == "save":
+        state = build_state(args)
+        rss_state = rss_mb()
+        watch, nbytes = save(manifest, state)
+        report(watch, nbytes=nbytes, items=1, rss_state_mb=round(rss_state, 1))
+    else:
+        watch, nbytes = load_blob(manifest, args.object)
+        report(watch, nbytes=nbytes, items=1)

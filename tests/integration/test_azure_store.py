@@ -1,0 +1,258 @@
+"""The Azure store against Azurite: what the conformance suite does not
+cover. Credentials (an account key signing SAS tokens, a SAS as given, a
+wrong key), what no message may carry, the URL forms, the URL API with the
+default store from the environment, blocks of two writers of one name, and
+pickling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+import pickle
+from collections.abc import AsyncIterator
+
+import pytest
+
+import aioflux
+from aioflux import (
+    ClientConfig,
+    InvalidArgument,
+    InvalidURL,
+    NotFound,
+    PermissionDenied,
+    WriterOptions,
+    list_files,
+    load_files,
+)
+from aioflux._api import stores
+from aioflux._core.crc import Crc32c, crc32c
+from aioflux._core.portal import call
+from aioflux._core.urls import parse_url
+from aioflux.azure import AzureStore
+from tests.azurite import KEY, Azurite
+from tests.conftest import FAST_RETRY, unique_bucket
+
+CONFIG = ClientConfig(max_concurrency=16, retry=FAST_RETRY)
+
+
+@pytest.fixture
+async def az(azurite: Azurite) -> AsyncIterator[tuple[AzureStore, str]]:
+    async with AzureStore(CONFIG, connection_string=azurite.connection_string) as store:
+        container = unique_bucket("az")
+        await store.create_bucket(container)
+        yield store, container
+
+
+def _account_sas(azurite: Azurite, **permissions: bool) -> str:
+    from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_account_sas
+
+    return str(generate_account_sas(
+        azurite.account, azurite.key,
+        ResourceTypes(service=True, container=True, object=True),
+        AccountSasPermissions(**permissions),
+        expiry=datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)))
+
+
+async def test_a_sas_given_as_is_reads_and_writes(azurite: Azurite,
+                                                  az: tuple[AzureStore, str]) -> None:
+    _, container = az
+    sas = _account_sas(azurite, read=True, write=True, list=True, create=True, add=True)
+    async with AzureStore(CONFIG, endpoint=azurite.endpoint, sas_token="?" + sas) as store:
+        await store.write(container, "x", b"payload")
+        assert await store.read(container, "x") == b"payload"
+        assert [o.name async for o in store.list_objects(container)] == ["x"]
+        # This SAS may not delete: refused, typed, and the signature is not
+        # in the message.
+        with pytest.raises(PermissionDenied) as refused:
+            await store.delete(container, "x")
+        sig = next(p for p in sas.split("&") if p.startswith("sig="))[4:]
+        assert sig not in str(refused.value) and "az://" in str(refused.value)
+
+
+async def test_a_wrong_key_is_permission_denied_and_never_shown(
+        azurite: Azurite, az: tuple[AzureStore, str]) -> None:
+    _, container = az
+    wrong = KEY[:-8] + "AAAAAAA="
+    async with AzureStore(CONFIG, endpoint=azurite.endpoint, account=azurite.account,
+                          account_key=wrong) as store:
+        with pytest.raises(PermissionDenied) as refused:
+            await store.read(container, "x")
+        assert refused.value.attempts == 1  # not retried
+        message = str(refused.value)
+        assert wrong not in message and "sig=" not in message.replace("sig=<redacted>", "")
+        assert f"az://{container}/x" in message
+    async with AzureStore(CONFIG, endpoint=azurite.endpoint, account=azurite.account,
+                          account_key="not base64!") as store:
+        with pytest.raises(PermissionDenied, match="not base64") as bad:
+            await store.read(container, "x")
+        assert "not base64!" not in str(bad.value)
+
+
+async def test_the_account_key_signs_sas_tokens_once_an_hour(
+        azurite: Azurite, az: tuple[AzureStore, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import azure.storage.blob as blob
+
+    signed: list[str] = []
+    sign = blob.generate_account_sas
+
+    def counted(*args: object, **kwargs: object) -> str:
+        token = str(sign(*args, **kwargs))  # type: ignore[arg-type]
+        signed.append(token)
+        return token
+
+    monkeypatch.setattr(blob, "generate_account_sas", counted)
+    async with AzureStore(CONFIG, endpoint=azurite.endpoint, account=azurite.account,
+                          account_key=azurite.key) as store:
+        _, container = az
+        for i in range(5):
+            await store.write(container, f"k{i}", b"v")
+        assert len([o async for o in store.list_objects(container)]) == 5
+    assert len(signed) == 1 and "sig=" in signed[0]
+
+
+async def test_messages_never_carry_the_key(azurite: Azurite,
+                                            az: tuple[AzureStore, str]) -> None:
+    store, container = az
+    with pytest.raises(NotFound) as missing:
+        await store.read(container, "nope")
+    assert azurite.key not in str(missing.value) and "sig=" not in str(missing.value)
+    assert repr(store._auth) == f"KeySas({azurite.account!r}, <redacted>)"
+    with pytest.raises(InvalidArgument) as bad:
+        AzureStore(connection_string=f"AccountName=a;AccountKey={azurite.key};Bogus=1")
+    assert azurite.key not in str(bad.value) and "Bogus" in str(bad.value)
+
+
+async def test_blocks_of_two_writers_of_one_name_stay_apart(az: tuple[AzureStore, str]) -> None:
+    store, container = az
+    one, two = os.urandom(3000), os.urandom(3000)
+    first = store.start_upload(container, "same", content_type="a/b", part_size=1000)
+    second = store.start_upload(container, "same", content_type="a/b", part_size=1000)
+    for number in (1, 2):
+        await first.put(number, memoryview(one)[(number - 1) * 1000:number * 1000])
+        await second.put(number, memoryview(two)[(number - 1) * 1000:number * 1000])
+    assert not await store.exists(container, "same")  # nothing visible before the commit
+    info = await second.finish(3, memoryview(two)[2000:], _running(two))
+    assert (info.size, info.crc32c) == (3000, crc32c(two))
+    assert await store.read(container, "same") == two
+    await first.abort()
+    assert await store.read(container, "same") == two  # the abort touched nothing
+
+
+def _running(data: bytes) -> Crc32c:
+    check = Crc32c()
+    check.update(data)
+    return check
+
+
+async def test_metadata_names_azure_cannot_keep_are_refused(az: tuple[AzureStore, str]) -> None:
+    store, container = az
+    for key in ("Upper", "has-dash", "1digit", "aioflux_crc32c"):
+        with pytest.raises(InvalidArgument, match="identifiers"):
+            await store.write(container, "m", b"x", metadata={key: "v"})
+    assert not await store.exists(container, "m")
+
+
+def test_adlfs_url_forms() -> None:
+    assert parse_url("abfs://data/a/b") == parse_url("az://data/a/b")
+    assert parse_url("abfss://data/a").scheme == "az"
+    long = parse_url("abfss://data@myacct.dfs.core.windows.net/x/y")
+    assert (long.bucket, long.name, long.scheme, long.account) == ("data", "x/y", "az",
+                                                                    "myacct")
+    for bad in ("az://Data/x", "az://a--b/x", "az://ab/x", "abfs://data@/x", "az:/data/x"):
+        with pytest.raises(InvalidURL):
+            parse_url(bad)
+
+
+def test_an_url_of_another_account_is_refused(azurite: Azurite,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
+    monkeypatch.setattr(stores, "_defaults", {})
+    with pytest.raises(InvalidArgument, match="'otheracct'"):
+        list(list_files("abfss://data@otheracct.dfs.core.windows.net/x"))
+    store, url = stores.store_for_url(
+        f"abfs://data@{azurite.account}.dfs.core.windows.net/x")
+    assert (url.bucket, url.name, store.features.scheme) == ("data", "x", "az")
+
+
+def test_url_api_with_the_default_store(azurite: Azurite,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
+    monkeypatch.setattr(stores, "_defaults", {})
+    seeder = AzureStore(CONFIG)
+    container = unique_bucket("url")
+    call(seeder.create_bucket(container))
+    try:
+        data = {f"d/{i:03d}": os.urandom(100 + i) for i in range(12)}
+        for name, body in data.items():
+            call(seeder.write(container, name, body))
+        root = f"az://{container}"
+        urls = list(list_files(f"{root}/d/"))
+        assert urls == [f"{root}/{name}" for name in sorted(data)]
+        assert dict(load_files(urls, concurrency=4)) == {f"{root}/{n}": b
+                                                         for n, b in data.items()}
+        big = os.urandom(3 * 1024 * 1024 + 17)
+        with aioflux.open(f"{root}/big.bin", "wb",
+                          writer=WriterOptions(part_size=1024 * 1024)) as f:
+            for at in range(0, len(big), 500_000):
+                f.write(big[at:at + 500_000])
+        with aioflux.open(f"abfs://{container}/big.bin", "rb") as f:
+            f.seek(len(big) - 100)
+            assert f.read() == big[-100:]
+            f.seek(0)
+            assert f.read() == big
+        with pytest.raises(RuntimeError, match="stop"):
+            with aioflux.open(f"{root}/never.bin", "wb") as f:
+                f.write(big)
+                raise RuntimeError("stop")
+        assert not call(seeder.exists(container, "never.bin"))
+    finally:
+        call(seeder.aclose())
+        built = stores._defaults.get("az")
+        if built is not None:
+            call(built[1].aclose())
+
+
+async def test_a_pickled_store_rebuilds_from_its_settings(az: tuple[AzureStore, str]) -> None:
+    store, container = az
+    await store.write(container, "p", b"pickled")
+    copy = pickle.loads(pickle.dumps(store))
+    try:
+        assert (copy.account, copy.endpoint) == (store.account, store.endpoint)
+        assert await copy.read(container, "p") == b"pickled"
+    finally:
+        await copy.aclose()
+
+
+async def test_a_copy_pending_at_first_is_awaited(az: tuple[AzureStore, str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # Azurite copies at once; a service that answers "pending" is asked again.
+    store, container = az
+    data = os.urandom(5000)
+    await store.write(container, "src", data)
+    looks = 0
+    head = AzureStore.head
+
+    async def pending_once(self: AzureStore, c: str, n: str) -> tuple[object, dict[str, str]]:
+        nonlocal looks
+        info, headers = await head(self, c, n)
+        looks += 1
+        if n == "dst" and looks == 2:
+            headers = {**headers, "x-ms-copy-status": "pending"}
+        return info, headers
+
+    from aioflux.azure import _put
+
+    original = _put._copied
+
+    async def as_pending(s: object, op: object, status: str) -> object:
+        return await original(s, op, "pending")  # type: ignore[arg-type]
+
+    monkeypatch.setattr(AzureStore, "head", pending_once)
+    monkeypatch.setattr(_put, "_copied", as_pending)
+    info = await store.copy(container, "src", container, "dst")
+    assert (info.size, info.crc32c) == (len(data), crc32c(data))
+    assert looks >= 3  # the source's HEAD, one pending look, one done
+    assert await store.read(container, "dst") == data
+    await asyncio.sleep(0)

@@ -1,0 +1,464 @@
+"""Hostile Azure servers: no read returns wrong bytes, no listing trusts a
+bomb, no upload publishes the wrong size, no credential leaves the
+endpoint or shows in a message.
+
+A scripted server (asyncio, plain or TLS on 127.0.0.1) answers what the
+Blob service never would: redirects, ranges other than asked, short and
+cut bodies, bytes that fail the blob's crc32c or MD5, a block list that
+commits another size, XML entity bombs, and error bodies that echo the
+request's SAS or token. Each credential (an account key signing SAS
+tokens, a SAS as given, a bearer token from a token credential over HTTPS)
+is checked to reach this endpoint only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import re
+import ssl
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aioflux import (
+    ChecksumMismatch,
+    ClientConfig,
+    PermissionDenied,
+    ProtocolError,
+    RetryPolicy,
+    StorageError,
+)
+from aioflux._core.crc import Crc32c, crc32c, encode_crc32c
+from aioflux._net.transport import Op
+from aioflux.azure import AzureStore
+from tests.azurite import KEY
+from tests.tls_cert import self_signed
+
+OBJ = bytes(range(256)) * 400  # 102,400 bytes
+RETRY = RetryPolicy(max_attempts=3, initial_delay=0, max_delay=0)
+LEAN = pytest.mark.parametrize("lean", [True, False], ids=["lean", "aiohttp"])
+_RANGE = re.compile(rb"\r\n(?:x-ms-)?range: *bytes=(\d+)-(\d*)\r\n", re.IGNORECASE)
+Answer = bytes | tuple[bytes, str] | None
+
+
+def http(status: str, body: bytes = b"", **headers: str) -> bytes:
+    # A keyword's "_" is a "-" of the header's name, "__" a "_".
+    lines = [f"HTTP/1.1 {status}", f"Content-Length: {len(body)}"]
+    lines += [f"{name.replace('__', '~').replace('_', '-').replace('~', '_')}: {value}"
+              for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+class Script:
+    """A scripted server: ``answer(method, target, head)`` gives the bytes
+    to send (``(data, "close")`` closes after them), and every request's
+    head and body is kept."""
+
+    def __init__(self, answer: Callable[[str, str, bytes], Answer],
+                 tls: ssl.SSLContext | None = None) -> None:
+        self.answer = answer
+        self.tls = tls
+        self.requests: list[bytes] = []
+        self.bodies: list[bytes] = []
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/acct"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+                    return  # the client left, or the server is closing
+                length = re.search(rb"\r\ncontent-length: *(\d+)", head, re.IGNORECASE)
+                body = await reader.readexactly(int(length[1])) if length else b""
+                self.requests.append(head)
+                self.bodies.append(body)
+                method, target = head.split(b" ", 2)[:2]
+                answer = self.answer(method.decode(), target.decode(), head)
+                if answer is None:
+                    return
+                data, then = answer if isinstance(answer, tuple) else (answer, "")
+                writer.write(data)
+                await writer.drain()
+                if then:
+                    return
+        except (ConnectionError, ssl.SSLError):
+            return
+        finally:
+            writer.close()
+
+    def heads(self, method: str) -> list[bytes]:
+        return [h for h in self.requests if h.startswith(method.encode() + b" ")]
+
+
+def blob_answer(data: bytes = OBJ, *, crc: int | None = None, md5: bool = False,
+                short: int | None = None, cut: int | None = None,
+                etag: str = '"0x8DC0000000000A1"') -> Callable[[str, str, bytes], Answer]:
+    """Get Blob of ``data``, honouring the range, with faults."""
+
+    def answer(method: str, target: str, head: bytes) -> Answer:
+        match = _RANGE.search(head)
+        first, last, status = 0, len(data) - 1, "200 OK"
+        if match is not None:
+            first, status = int(match[1]), "206 Partial Content"
+            if match[2]:
+                last = min(last, int(match[2]))
+        if short is not None:
+            last, status = min(last, first + short - 1), "206 Partial Content"
+        body = data[first:last + 1]
+        headers = {"ETag": etag, "x_ms_blob_type": "BlockBlob"}
+        if crc is not None:
+            headers["x_ms_meta_aioflux__crc32c"] = encode_crc32c(crc)
+        if md5:
+            digest = base64.b64encode(hashlib.md5(data).digest()).decode()
+            headers["x_ms_blob_content_md5" if status.startswith("206") else "Content_MD5"] = \
+                digest
+        if status.startswith("206"):
+            headers["Content_Range"] = f"bytes {first}-{last}/{len(data)}"
+        response = http(status, body, **headers)
+        if cut is not None and cut < len(body):
+            return response[:len(response) - len(body) + cut], "close"
+        return response
+
+    return answer
+
+
+def store_at(endpoint: str, lean: bool = True, **kw: Any) -> AzureStore:
+    kw.setdefault("sas_token", "sv=2023-11-03&ss=b&srt=sco&sp=rwdl&se=2099-01-01&sig=SECRETSIG%3D")
+    return AzureStore(ClientConfig(lean_reads=lean, retry=RETRY, max_concurrency=4),
+                      endpoint=endpoint, **kw)
+
+
+# -- reads ---------------------------------------------------------------------------------
+
+
+@LEAN
+async def test_redirects_are_errors_on_every_path(lean: bool) -> None:
+    elsewhere = Script(lambda m, t, h: http("200 OK", b"<html>login</html>"))
+    async with elsewhere as other:
+        server = Script(lambda m, t, h: (http("302 Found", b"" if m == "HEAD" else b"moved",
+                                              Location=f"{other}/x", Connection="close"),
+                                         "close"))
+        async with server as base, store_at(base, lean) as store:
+            upload = store.start_upload("ctr", "o", content_type="a/b", part_size=10)
+            calls = {
+                "read": store.read("ctr", "o"),
+                "ranged read": store.read("ctr", "o", start=5, end=10),
+                "stat": store.stat("ctr", "o"),
+                "list": store.list("ctr").__anext__(),
+                "delete": store.delete("ctr", "o"),
+                "copy": store.copy("ctr", "o", "ctr", "o2"),
+                "write": store.write("ctr", "o", b"0123456789"),
+                "block": upload.put(1, memoryview(b"0123456789")),
+            }
+            for what, call in calls.items():
+                with pytest.raises(ProtocolError, match="HTTP 302") as info:
+                    await call
+                assert info.value.attempts == 1, what
+    assert elsewhere.requests == []
+
+
+@LEAN
+@pytest.mark.parametrize(("answer", "read", "message"), [
+    (http("206 Partial Content", b"ABCDEFGHIJ", Content_Range="bytes 0-9/20", ETag='"0x1"'),
+     {"start": 10, "end": 20}, "Content-Range bytes 0-9/20"),
+    (http("206 Partial Content", b"ABCDEFGHIJ", ETag='"0x1"'), {"start": 10, "end": 20},
+     "without a valid Content-Range"),
+    (http("206 Partial Content", b"ABCDE", Content_Range="bytes 10-19/20", ETag='"0x1"'),
+     {"start": 10, "end": 20}, "Content-Length 5 disagrees"),
+    (http("200 OK", b"ABCDEFGHIJ", ETag='"0x1"'), {"start": 2, "end": 4}, "whole object"),
+])
+async def test_a_range_other_than_asked_is_refused(lean: bool, answer: bytes,
+                                                   read: dict[str, int], message: str) -> None:
+    async with Script(lambda m, t, h: answer) as base, store_at(base, lean) as store:
+        with pytest.raises(ProtocolError, match=message):
+            await store.read("ctr", "o", **read)
+
+
+@LEAN
+async def test_short_and_cut_bodies_resume_and_stay_checked(lean: bool) -> None:
+    for faults in ({"short": 30_000}, {"cut": 40_000}):
+        server = Script(blob_answer(crc=crc32c(OBJ), **faults))  # type: ignore[arg-type]
+        async with server as base, store_at(base, lean) as store:
+            assert await store.read("ctr", "o") == OBJ
+        ranges = [m[1] for h in server.requests if (m := _RANGE.search(h))]
+        assert len(server.requests) >= 3 and ranges[0] != b"0", faults
+        # Every resumed attempt pins the version the first answer came from.
+        assert all(b'if-match: "0x8dc0000000000a1"' in h.lower()
+                   for h in server.requests[1:]), faults
+
+
+@LEAN
+@pytest.mark.parametrize("check", ["crc32c", "md5"])
+async def test_bytes_failing_the_blobs_crc32c_or_md5_are_a_checksum_mismatch(
+        lean: bool, check: str) -> None:
+    corrupt = bytearray(OBJ)
+    corrupt[5000] ^= 1
+    # The crc32c aioflux stored in the metadata, else Azure's MD5 of the blob.
+    answer = blob_answer(bytes(corrupt), crc=crc32c(OBJ)) if check == "crc32c" else None
+    if check == "md5":
+        good = base64.b64encode(hashlib.md5(OBJ).digest()).decode()
+
+        def answer(m: str, t: str, h: bytes) -> Answer:
+            return http("200 OK", bytes(corrupt), ETag='"0x1"', Content_MD5=good)
+    assert answer is not None
+    server = Script(answer)
+    async with server as base, store_at(base, lean) as store:
+        with pytest.raises(ChecksumMismatch, match=check.upper() if check == "md5" else check):
+            await store.read("ctr", "o")
+        # A whole blob assembled from ranges is held to the same crc32c.
+        if check == "crc32c":
+            with pytest.raises(ChecksumMismatch):
+                await store.fetch("ctr", "o", size=len(OBJ), crc=crc32c(OBJ))
+    assert len(server.requests) >= 3  # retried before giving up
+
+
+# -- listings --------------------------------------------------------------------------------
+
+
+BOMB = b"""<?xml version="1.0"?>
+<!DOCTYPE lolz [<!ENTITY lol "lollollollollollollollollollol">
+<!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+<!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
+<!ENTITY lol4 "&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;">
+<!ENTITY lol5 "&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;">
+<!ENTITY lol6 "&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;">
+<!ENTITY lol7 "&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;">
+<!ENTITY lol8 "&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;">
+<!ENTITY lol9 "&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;">]>
+<EnumerationResults><Blobs><Blob><Name>&lol9;</Name><Properties>
+<Content-Length>1</Content-Length><Etag>0x1</Etag></Properties></Blob></Blobs>
+<NextMarker/></EnumerationResults>"""
+EXTERNAL = b"""<?xml version="1.0"?>
+<!DOCTYPE r [<!ENTITY x SYSTEM "file:///etc/passwd">]>
+<EnumerationResults><Blobs><Blob><Name>&x;</Name><Properties>
+<Content-Length>1</Content-Length><Etag>0x1</Etag></Properties></Blob></Blobs>
+<NextMarker/></EnumerationResults>"""
+
+
+def _page(*names: str, marker: str = "") -> bytes:
+    blobs = "".join(f"<Blob><Name>{n}</Name><Properties><Content-Length>1</Content-Length>"
+                    f"<Etag>0x{i + 1:X}</Etag></Properties></Blob>" for i, n in enumerate(names))
+    return (f'<?xml version="1.0" encoding="utf-8"?><EnumerationResults><Blobs>{blobs}'
+            f"</Blobs><NextMarker>{marker}</NextMarker></EnumerationResults>").encode()
+
+
+@pytest.mark.parametrize("document", [BOMB, EXTERNAL], ids=["billion-laughs", "external"])
+async def test_xml_entities_are_refused_not_expanded(document: bytes) -> None:
+    server = Script(lambda m, t, h: http("200 OK", document, Content_Type="application/xml"))
+    started = time.process_time()
+    async with server as base, store_at(base) as store:
+        with pytest.raises(StorageError, match="XML") as refused:
+            [o async for o in store.list_objects("ctr")]
+    assert time.process_time() - started < 5  # a bounded parse, nothing expanded
+    assert "root:" not in str(refused.value) and "lollol" not in str(refused.value)
+
+
+@pytest.mark.parametrize(("pages", "prefix", "message"), [
+    ([_page("b", "a")], "", "after"),
+    ([_page("a", marker="m1"), _page("a")], "", "after"),
+    ([_page("a", marker="m1"), _page("b", marker="m1")], "", "page token"),
+    ([_page("zzz/outside")], "a", "not under the prefix"),
+])
+async def test_a_page_breaking_the_listing_promise_is_refused(pages: list[bytes], prefix: str,
+                                                              message: str) -> None:
+    served = iter(pages)
+    server = Script(lambda m, t, h: http("200 OK", next(served)))
+    async with server as base, store_at(base) as store:
+        with pytest.raises(ProtocolError, match=message):
+            [o async for o in store.list_objects("ctr", prefix)]
+
+
+async def test_a_kept_promise_lists_every_page_with_its_marker() -> None:
+    pages = iter([_page("a", "b", marker="2!opaque/+="), _page("c")])
+    server = Script(lambda m, t, h: http("200 OK", next(pages)))
+    async with server as base, store_at(base) as store:
+        assert [o.name async for o in store.list_objects("ctr")] == ["a", "b", "c"]
+    assert b"marker=2%21opaque%2F%2B%3D" in server.requests[1]
+
+
+# -- uploads -----------------------------------------------------------------------------------
+
+
+async def test_a_block_list_that_commits_another_size_is_deleted_and_raised() -> None:
+    data = b"x" * 2500
+
+    def answer(method: str, target: str, head: bytes) -> Answer:
+        if method == "PUT":
+            return http("201 Created", ETag='"0x2A"')
+        if method == "HEAD":
+            # The committed blob is shorter than what was sent.
+            return http("200 OK", ETag='"0x2A"', x_ms_meta_aioflux__crc32c=encode_crc32c(
+                crc32c(data)))
+        if method == "DELETE":
+            return http("202 Accepted")
+        return http("500 Internal Server Error")
+
+    server = Script(answer)
+    async with server as base, store_at(base) as store:
+        upload = store.start_upload("ctr", "o", content_type="a/b", part_size=1000)
+        await upload.put(1, memoryview(data)[:1000])
+        await upload.put(2, memoryview(data)[1000:2000])
+        expected = Crc32c()
+        expected.update(data)
+        with pytest.raises(ChecksumMismatch, match="committed 0 bytes") as failed:
+            await upload.finish(3, memoryview(data)[2000:], expected)
+        assert "was deleted" in str(failed.value)
+    (deleted,) = server.heads("DELETE")
+    assert b'if-match: "0x2a"' in deleted.lower()  # that version only
+    commit = next(b for h, b in zip(server.requests, server.bodies, strict=True)
+                  if b"comp=blocklist" in h)
+    ids = re.findall(rb"<Latest>([^<]+)</Latest>", commit)
+    assert len(ids) == 3 and len({len(i) for i in ids}) == 1  # equal-length ids, in order
+    assert [base64.b64decode(i)[-5:] for i in ids] == [b"00001", b"00002", b"00003"]
+
+
+async def test_a_put_blob_answer_with_another_md5_is_deleted_and_raised() -> None:
+    def answer(method: str, target: str, head: bytes) -> Answer:
+        if method == "PUT":
+            return http("201 Created", ETag='"0x7"', Content_MD5=base64.b64encode(
+                hashlib.md5(b"other").digest()).decode())
+        return http("202 Accepted")
+
+    server = Script(answer)
+    async with server as base, store_at(base) as store:
+        with pytest.raises(ChecksumMismatch, match="MD5"):
+            await store.write("ctr", "o", b"payload")
+    put, = server.heads("PUT")
+    assert base64.b64encode(hashlib.md5(b"payload").digest()) in put  # Content-MD5 sent
+    assert b'if-match: "0x7"' in server.heads("DELETE")[0].lower()
+
+
+# -- credentials: only to the endpoint, never in a message ---------------------------------------
+
+
+ECHO_SAS = "sv=2023-11-03&ss=b&srt=sco&sp=rwdl&se=2099-01-01&sig=SECRETSIG%3D"
+
+
+def _echo(method: str, target: str, head: bytes) -> Answer:
+    # An error body that repeats the whole request, credentials and all.
+    text = head.decode("latin-1").replace("&", "&amp;").replace("<", "&lt;")
+    body = (f"<?xml version='1.0'?><Error><Code>AuthorizationFailure</Code><Message>"
+            f"denied: {text}</Message></Error>").encode()
+    return http("403 Forbidden", body, Content_Type="application/xml")
+
+
+def _assert_clean(message: str, *secrets: str) -> None:
+    for secret in secrets:
+        assert secret not in message, message
+    assert "az://ctr/o" in message
+
+
+@LEAN
+async def test_an_echoed_sas_is_redacted(lean: bool) -> None:
+    server = Script(_echo)
+    async with server as base, store_at(base, lean, sas_token=ECHO_SAS) as store:
+        for call in (store.read("ctr", "o"), store.write("ctr", "o", b"x")):
+            with pytest.raises(PermissionDenied) as denied:
+                await call
+            _assert_clean(str(denied.value), "SECRETSIG", ECHO_SAS)
+    assert all(b"sig=SECRETSIG%3D" in h for h in server.requests)  # sent, to it only
+
+
+async def test_an_echoed_key_signed_sas_is_redacted() -> None:
+    server = Script(_echo)
+    async with server as base, store_at(base, sas_token=None, account="acct",
+                                        account_key=KEY) as store:
+        with pytest.raises(PermissionDenied) as denied:
+            await store.read("ctr", "o")
+    sig = re.search(rb"sig=([^& ]+)", server.requests[0])
+    assert sig is not None
+    _assert_clean(str(denied.value), sig[1].decode(), KEY)
+
+
+class FakeCredential:
+    """A token credential as azure-identity's: ``get_token(scope)``."""
+
+    def __init__(self) -> None:
+        self.scopes: list[str] = []
+
+    def get_token(self, *scopes: str, **kwargs: object) -> Any:
+        from azure.core.credentials import AccessToken
+
+        self.scopes.extend(scopes)
+        return AccessToken(f"TOKEN{len(self.scopes)}SECRET", int(time.time()) + 3600)
+
+
+@pytest.fixture
+def tls(tmp_path: Path) -> tuple[ssl.SSLContext, str]:
+    server, _ = self_signed(tmp_path)
+    return server, str(tmp_path / "cert.pem")
+
+
+async def test_a_bearer_token_goes_to_the_https_endpoint_only(
+        tls: tuple[ssl.SSLContext, str]) -> None:
+    context, ca_file = tls
+    credential = FakeCredential()
+    other = Script(lambda m, t, h: http("200 OK", OBJ), tls=context)
+    async with other as elsewhere:
+        home = Script(_echo, tls=context)
+        async with home as base, AzureStore(
+                ClientConfig(retry=RETRY, ca_file=ca_file), endpoint=base,
+                credential=credential) as store:
+            with pytest.raises(PermissionDenied) as denied:
+                await store.read("ctr", "o")
+            _assert_clean(str(denied.value), "TOKEN1SECRET", "TOKEN2SECRET")
+            # Off the endpoint's origin, no token.
+            await store.transport.get_media(Op("read", "ctr", "o", "az"), f"{elsewhere}/x",
+                                            lambda resp: resp)
+    assert credential.scopes[0] == "https://storage.azure.com/.default"
+    assert all(b"authorization: bearer token" in h.lower() for h in home.requests)
+    assert b"authorization" not in other.requests[0].lower()
+    assert b"x-ms-version: " in home.requests[0].lower()
+    # A 403 is no 401: the token was not renewed for it.
+    assert len(credential.scopes) == 1
+
+
+async def test_a_401_renews_the_token_once(tls: tuple[ssl.SSLContext, str]) -> None:
+    context, ca_file = tls
+    credential = FakeCredential()
+    answers = iter([http("401 Unauthorized", b"<Error><Code>InvalidAuthenticationInfo</Code>"
+                                             b"</Error>")])
+
+    def answer(method: str, target: str, head: bytes) -> Answer:
+        return next(answers, None) or blob_answer(crc=crc32c(OBJ))(method, target, head)
+
+    server = Script(answer, tls=context)
+    async with server as base, AzureStore(ClientConfig(retry=RETRY, ca_file=ca_file),
+                                          endpoint=base, credential=credential) as store:
+        assert await store.read("ctr", "o") == OBJ
+    assert len(credential.scopes) == 2
+    assert b"TOKEN1SECRET" in server.requests[0] and b"TOKEN2SECRET" in server.requests[1]
+
+
+def test_a_bearer_token_over_plain_http_is_refused() -> None:
+    with pytest.raises(Exception, match="HTTPS only"):
+        AzureStore(endpoint="http://127.0.0.1:1/acct", credential=FakeCredential())
+
+
+@LEAN
+async def test_a_sas_goes_to_the_endpoint_only(lean: bool) -> None:
+    other = Script(lambda m, t, h: http("200 OK", OBJ))
+    async with other as elsewhere:
+        home = Script(blob_answer(crc=crc32c(OBJ)))
+        async with home as base, store_at(base, lean, sas_token=ECHO_SAS) as store:
+            assert await store.read("ctr", "o") == OBJ
+            await store.transport.get_media(Op("read", "ctr", "o", "az"), f"{elsewhere}/x",
+                                            lambda resp: resp)
+    assert b"sig=SECRETSIG%3D" in home.requests[0]
+    assert b"sig=" not in other.requests[0]
