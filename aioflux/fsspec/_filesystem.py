@@ -25,7 +25,13 @@ from .._api.open import TextWriter
 from .._api.stores import new_store
 from .._core.config import ClientConfig
 from .._core.crc import crc32c_combine, encode_crc32c
-from .._core.errors import ChecksumMismatch, InvalidArgument, NotFound, PreconditionFailed
+from .._core.errors import (
+    ChecksumMismatch,
+    InvalidArgument,
+    InvalidRequest,
+    NotFound,
+    PreconditionFailed,
+)
 from .._core.portal import get_portal
 from .._core.store import ObjectStore, delete_all
 from .._core.types import ObjectInfo
@@ -259,7 +265,14 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         start = start or 0
         if end is not None and end <= start:
             return b""
-        return await self.store.read(bucket, name, start=start, end=end)
+        try:
+            return await self.store.read(bucket, name, start=start, end=end)
+        except InvalidRequest:
+            # A range starting at or past the end (a server's 416, a file's
+            # refusal): fsspec's ranges slice like Python's, so it is empty.
+            if (await self.store.stat(bucket, name)).size <= start:
+                return b""
+            raise
 
     async def _cat_ranges(self, paths: Sequence[str], starts: Sequence[int] | int,
                           ends: Sequence[int] | int, max_gap: int | None = None,
