@@ -510,6 +510,28 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
     def flush(self) -> None:
         """No-op: parts leave as they fill; the tail goes at close."""
 
+    def settle(self) -> None:
+        """Wait for the parts in flight and keep only the tail, unpublished.
+
+        For a file whose publishing waits (an fsspec transaction's, until
+        its commit): its failures surface now, and until ``close()`` it
+        holds the tail's bytes (less than a part), not the part buffers.
+
+        Raises:
+            StorageError: a part failed (the upload is aborted).
+            BridgeError: the writer was opened in the parent of this forked
+                process, or this is the event loop's own thread.
+        """
+        self._refuse_if_forked()
+        self._portal.refuse_loop_thread(f"write {self.url}")
+        with self._lock:
+            if self._done:
+                return
+            concurrent.futures.wait(self._futures)
+            self._raise_pending()
+            self._buffer = bytearray(memoryview(self._buffer)[:self._fill])
+            self._parts.spare.clear()
+
     def close(self) -> None:
         """Upload the rest and publish the object (no-op if already closed).
 

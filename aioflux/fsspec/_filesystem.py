@@ -39,9 +39,9 @@ from .._core.validate import Credentials
 from .._core.window import gather_bounded, window
 from .._engines.async_writer import AsyncObjectWriter
 from .._engines.reader import ObjectReader
-from .._engines.writer import ObjectWriter
 from ._async_file import AsyncReadFile, AsyncWriteFile
 from ._paths import join, split, strip_protocol
+from ._write_file import WriteFile
 
 __all__ = ["AiofluxFileSystem", "protocol_class"]
 
@@ -384,19 +384,23 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             return
         bucket, name = self._split(rpath)
         size = os.path.getsize(lpath)
-        if mode == "create" or size <= _PUT_CHUNK:
-            # One request: create-only is a precondition of a single write.
+        if size <= _PUT_CHUNK:
             data = await asyncio.to_thread(_read_file, lpath)
             await self._pipe_file(rpath, data, mode=mode, **kwargs)
             return
         writer = AsyncObjectWriter(self.store, bucket, name,
                                    content_type=kwargs.get("content_type",
-                                                           "application/octet-stream"))
+                                                           "application/octet-stream"),
+                                   if_generation_match=0 if mode == "create" else None)
         try:
             with open(lpath, "rb") as src:
                 while chunk := await asyncio.to_thread(src.read, _PUT_CHUNK):
                     await writer.write(chunk)
             await writer.close()
+        except PreconditionFailed as exc:
+            await writer.abort()
+            raise FileExistsError(f"{self.unstrip_protocol(rpath)}: exists (mode 'create' "
+                                  "writes only a new object)") from exc
         except BaseException:
             await writer.abort()
             raise
@@ -433,18 +437,16 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         if mode in ("rb", "br"):
             return io.BufferedReader(ObjectReader(self.store, bucket, name),
                                      buffer_size=block_size or io.DEFAULT_BUFFER_SIZE)
-        if mode in ("wb", "bw"):
-            if not autocommit:
-                raise NotImplementedError("aioflux: transactions (autocommit=False) are not "
-                                          "supported: a written file is published on close")
-            return ObjectWriter(self.store, bucket, name,
-                                content_type=kwargs.get("content_type",
-                                                        "application/octet-stream"))
-        if mode in ("xb", "bx"):
-            if self.exists(path):  # said at once, as fsspec's tests want; checked again on close
+        if mode in ("wb", "bw", "xb", "bx"):
+            create = "x" in mode
+            if create and self.exists(path):
+                # Said at once, as fsspec's tests want; the publishing
+                # request checks it again (another writer may come first).
                 raise FileExistsError(f"{self.unstrip_protocol(path)}: exists (mode 'xb' "
                                       "creates only)")
-            return _CreateOnly(self, path)
+            return WriteFile(self.store, bucket, name, create=create, autocommit=autocommit,
+                             content_type=kwargs.get("content_type",
+                                                     "application/octet-stream"))
         raise ValueError(f"aioflux: mode {mode!r} is not supported (rb, wb, xb; objects "
                          "cannot be appended to or updated in place)")
 
@@ -456,10 +458,14 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         An exception inside ``with fs.open(path, "w")`` publishes nothing
         (fsspec's own text wrapper would close, so publish, the object).
         """
-        if "b" not in mode and mode.startswith("w") and compression is None:
-            raw = self._open(self._strip_protocol(path), mode="wb", block_size=block_size,
+        if "b" not in mode and mode[:1] in ("w", "x") and compression is None:
+            autocommit = kwargs.pop("autocommit", not self._intrans)
+            raw = self._open(self._strip_protocol(path), mode=mode[0] + "b",
+                             block_size=block_size, autocommit=autocommit,
                              **{k: v for k, v in kwargs.items()
                                 if k not in ("encoding", "errors", "newline")})
+            if not autocommit:
+                self.transaction.files.append(raw)  # as fsspec's open() does
             return TextWriter(raw, encoding=kwargs.get("encoding") or "utf-8",
                               errors=kwargs.get("errors"), newline=kwargs.get("newline"))
         return super().open(path, mode=mode, block_size=block_size,
@@ -482,7 +488,8 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
 
         Raises:
             ValueError: a text mode, compression, or a mode other than rb and wb.
-            NotImplementedError: ``autocommit=False`` (no transactions).
+            NotImplementedError: ``autocommit=False`` (a transaction's files are
+                ``fs.open``'s: its commit is sync).
             NotFound: ``rb`` of a missing object.
         """
         if "b" not in mode or kwargs.get("compression"):
@@ -493,8 +500,8 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             return AsyncReadFile(self.store, await self.store.stat(bucket, name))
         if mode in ("wb", "bw"):
             if not kwargs.get("autocommit", True):
-                raise NotImplementedError("aioflux: transactions (autocommit=False) are not "
-                                          "supported: a written file is published on close")
+                raise NotImplementedError("aioflux: open_async files are published on close; "
+                                          "a transaction's files are fs.open's")
             return AsyncWriteFile(AsyncObjectWriter(
                 self.store, bucket, name,
                 content_type=kwargs.get("content_type", "application/octet-stream")))
@@ -533,32 +540,6 @@ def protocol_class(name: str, scheme: str) -> type[AiofluxFileSystem]:
 def _rebuild(name: str, scheme: str, args: tuple[Any, ...],
              kwargs: dict[str, Any]) -> AiofluxFileSystem:
     return protocol_class(name, scheme)(*args, **kwargs)
-
-
-class _CreateOnly(io.BytesIO):
-    """``"xb"``: the bytes are kept in memory until close, then written with
-    one create-only request, so two writers cannot both create the object
-    (``FileExistsError`` for the second). A streamed upload has no such
-    precondition on every store; ``"wb"`` streams in bounded memory."""
-
-    def __init__(self, fs: AiofluxFileSystem, path: str) -> None:
-        super().__init__()
-        self._fs = fs
-        self._path = path
-        self._failed = False
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        data = self.getvalue()
-        super().close()
-        if self._failed:
-            return
-        self._fs.pipe_file(self._path, data, mode="create")
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self._failed = exc_type is not None
-        self.close()
 
 
 def _read_file(path: str) -> bytes:
