@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from perf import emulator, peers, results
-from perf.seed import ObjectSet, ShardSet, read_all, seed
+from perf.seed import Seeded, read_all, seed
 from perf.seed_azure import read_all_azure, seed_azure
 
 __all__ = ["Contender", "Options", "Outcome", "Plan", "Target", "run"]
@@ -124,7 +124,7 @@ class Plan:
     name: str
     description: str
     bucket: str
-    objects: Sequence[ObjectSet | ShardSet]
+    objects: Sequence[Seeded]
     contenders: Sequence[Contender]
     baseline: str
     targets: Sequence[Target] = ()
@@ -322,7 +322,8 @@ def run(
             if plan.warm_read:
                 read_all(emu.endpoint, plan.bucket, plan.objects)
         manifest = run_dir / "manifest.json"
-        objects = [[n, s.size] for s in plan.objects for n in s.names()]
+        objects = [[n, size] for s in plan.objects
+                   for n, size in zip(s.names(), s.sizes(), strict=True)]
         manifest.write_text(
             json.dumps({"endpoint": emu.endpoint, "s3_endpoint": emu.s3_endpoint,
                         "azure": emu.azure, "bucket": plan.bucket, "objects": objects})

@@ -147,6 +147,21 @@ PEERS: dict[str, PeerEnv] = {
             requirements=("s3fs",),
             probe=("s3fs", "fsspec", "aiobotocore", "torch"),
         ),
+        # The fsspec_* scenarios: gcsfs and s3fs with pyarrow (Parquet
+        # footers and pq.read_table), without torch. Environments of their
+        # own: adding pyarrow to gcsfs's or s3fs's would rebuild those.
+        PeerEnv(
+            name="gcsfs-pyarrow",
+            first=(),
+            requirements=("gcsfs", "pyarrow"),
+            probe=("gcsfs", "fsspec", "aiohttp", "pyarrow"),
+        ),
+        PeerEnv(
+            name="s3fs-pyarrow",
+            first=(),
+            requirements=("s3fs", "pyarrow"),
+            probe=("s3fs", "fsspec", "aiobotocore", "botocore", "pyarrow"),
+        ),
     )
 }
 

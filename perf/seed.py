@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-__all__ = ["ObjectSet", "ShardSet", "read_all", "seed"]
+__all__ = ["ObjectSet", "ParquetSet", "Seeded", "ShardSet", "read_all", "seed"]
 
 # Object bodies are windows into one random pool: distinct per object,
 # incompressible, and cheap to make for hundreds of MB.
@@ -37,6 +37,9 @@ class ObjectSet:
 
     def names(self) -> list[str]:
         return [f"{self.prefix}{i:06d}" for i in range(self.count)]
+
+    def sizes(self) -> list[int]:
+        return [self.size] * self.count
 
     @property
     def total_bytes(self) -> int:
@@ -78,6 +81,9 @@ class ShardSet:
     def names(self) -> list[str]:
         return [f"{self.prefix}{i:06d}{self.suffix}" for i in range(self.count)]
 
+    def sizes(self) -> list[int]:
+        return [self.size] * self.count
+
     @property
     def size(self) -> int:
         """Bytes of one shard (all are the same size)."""
@@ -115,6 +121,50 @@ class ShardSet:
                 yield f'{head}{text}"}}\n'.encode()
         if self.kind == "tar":
             yield b"\0" * (2 * tarfile.BLOCKSIZE)
+
+
+@dataclass(frozen=True)
+class ParquetSet:
+    """``count`` Parquet files named ``{prefix}{i:06d}.parquet``: ``rows`` rows
+    each of an ``int64`` key and ``columns`` random ``float64`` columns, in
+    row groups of ``row_group`` rows, uncompressed (random doubles do not
+    compress: their size is known), the same bytes every run.
+
+    Made with pyarrow (the project's test extra) on first use and kept.
+    """
+
+    prefix: str
+    count: int
+    rows: int
+    columns: int = 7
+    row_group: int = 65_536
+
+    def names(self) -> list[str]:
+        return [f"{self.prefix}{i:06d}.parquet" for i in range(self.count)]
+
+    @functools.cached_property
+    def files(self) -> tuple[bytes, ...]:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        out = []
+        for i in range(self.count):
+            rng = np.random.default_rng(i)
+            table = pa.table({"key": np.arange(i * self.rows, (i + 1) * self.rows),
+                              **{f"c{j}": rng.random(self.rows) for j in range(self.columns)}})
+            sink = pa.BufferOutputStream()
+            pq.write_table(table, sink, row_group_size=self.row_group, compression="none",
+                           use_dictionary=False, write_statistics=False)
+            out.append(sink.getvalue().to_pybytes())
+        return tuple(out)
+
+    def sizes(self) -> list[int]:
+        return [len(f) for f in self.files]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.sizes())
 
 
 def _bodies(obj: ObjectSet, pool: bytes) -> list[tuple[str, memoryview]]:
@@ -156,11 +206,17 @@ def _pieces(make: Callable[[], Iterator[bytes]]) -> AsyncIterator[bytes]:
 Body = Callable[[], bytes | AsyncIterator[bytes]]
 
 
-def _makers(sets: Sequence[ObjectSet | ShardSet], pool: bytes) -> list[tuple[str, Body]]:
+Seeded = ObjectSet | ShardSet | ParquetSet
+
+
+def _makers(sets: Sequence[Seeded], pool: bytes) -> list[tuple[str, Body]]:
     """Each object's name and what makes its body afresh (once per attempt)."""
     out: list[tuple[str, Body]] = []
     for s in sets:
-        if isinstance(s, ShardSet):
+        if isinstance(s, ParquetSet):
+            out += [(name, functools.partial(bytes, body))
+                    for name, body in zip(s.names(), s.files, strict=True)]
+        elif isinstance(s, ShardSet):
             out += [(name, functools.partial(_pieces, functools.partial(s.body, i, pool)))
                     for i, name in enumerate(s.names())]
         elif s.size <= _POOL_BYTES:
@@ -171,7 +227,7 @@ def _makers(sets: Sequence[ObjectSet | ShardSet], pool: bytes) -> list[tuple[str
     return out
 
 
-async def _upload(endpoint: str, bucket: str, sets: Sequence[ObjectSet | ShardSet],
+async def _upload(endpoint: str, bucket: str, sets: Sequence[Seeded],
                   concurrency: int) -> int:
     pool = random.Random(0).randbytes(_POOL_BYTES)
     items = _makers(sets, pool)
@@ -200,7 +256,7 @@ async def _upload(endpoint: str, bucket: str, sets: Sequence[ObjectSet | ShardSe
     return len(items)
 
 
-def seed(endpoint: str, bucket: str, sets: Sequence[ObjectSet | ShardSet], *,
+def seed(endpoint: str, bucket: str, sets: Sequence[Seeded], *,
          concurrency: int = 64) -> None:
     """Upload every object of ``sets`` into ``bucket``, concurrently."""
     if not sets:
@@ -234,7 +290,7 @@ async def _read(endpoint: str, bucket: str, names: Sequence[str], concurrency: i
 
 
 def read_all(
-    endpoint: str, bucket: str, sets: Sequence[ObjectSet | ShardSet], *, concurrency: int = 64
+    endpoint: str, bucket: str, sets: Sequence[Seeded], *, concurrency: int = 64
 ) -> None:
     """Read every seeded object once, untimed.
 

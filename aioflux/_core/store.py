@@ -20,7 +20,7 @@ from typing import Protocol, cast, overload, runtime_checkable
 
 from .config import ClientConfig
 from .crc import Crc32c, crc32c_combine
-from .errors import NotFound
+from .errors import NotFound, PreconditionFailed
 from .types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from .window import gather_bounded
 
@@ -316,7 +316,8 @@ class ObjectStore(Protocol):
         ...
 
     def start_upload(self, bucket: str, name: str, *, content_type: str,
-                     part_size: int, metadata: dict[str, str] | None = None) -> PartUpload:
+                     part_size: int, metadata: dict[str, str] | None = None,
+                     if_generation_match: int | None = None) -> PartUpload:
         """A streaming upload in parts, as the writer engine drives it.
 
         Args:
@@ -325,6 +326,9 @@ class ObjectStore(Protocol):
             content_type: the object's content type.
             part_size: bytes per part (every part but the last).
             metadata: custom metadata the object is published with.
+            if_generation_match: publish only if the object is then this
+                generation (``0``: absent), checked by the publishing
+                request itself; None: unconditionally.
 
         Returns:
             The upload: parts go in, ``finish`` publishes, ``abort`` drops.
@@ -553,17 +557,19 @@ def copy_differs(source: ObjectInfo, copy: ObjectInfo) -> list[str]:
             if a is not None and b is not None and a != b]
 
 
-async def published_before(store: ObjectStore, bucket: str, name: str, exc: NotFound,
+async def published_before(store: ObjectStore, bucket: str, name: str,
+                           exc: NotFound | PreconditionFailed,
                            expected: Crc32c) -> ObjectInfo:
-    """A retried multipart completion answered "no such upload": the first
-    attempt may have published and its answer been lost. That is success
-    only if the object now holds exactly the bytes written.
+    """A retried multipart completion answered "no such upload", or failed
+    its own precondition: the first attempt may have published and its
+    answer been lost. That is success only if the object now holds exactly
+    the bytes written.
 
     Args:
         store: the store.
         bucket: bucket name.
         name: the object.
-        exc: the NotFound of the retried completion.
+        exc: the error of the retried completion.
         expected: crc32c and length of what was written.
 
     Returns:
@@ -572,6 +578,7 @@ async def published_before(store: ObjectStore, bucket: str, name: str, exc: NotF
     Raises:
         NotFound: ``exc``, when the first attempt was the only one, or the
             object is absent or holds other bytes.
+        PreconditionFailed: likewise.
     """
     if exc.attempts < 2:
         raise exc

@@ -42,6 +42,9 @@ class AsyncObjectWriter(WriterBase):
         options: part size and parts in flight (``write`` waits beyond).
         content_type: Content-Type of the object.
         metadata: custom metadata of the object (GCS and S3; files have none).
+        if_generation_match: publish only if the object is then this
+            generation (``0``: only if it does not exist); else ``close()``
+            raises ``PreconditionFailed`` and nothing is published.
 
     Raises:
         InvalidArgument: bad settings.

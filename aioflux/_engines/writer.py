@@ -35,7 +35,7 @@ from .._core.portal import get_portal
 from .._core.store import ObjectStore, StoreFeatures
 from .._core.types import ObjectInfo
 from .._core.urls import format_url
-from .._core.validate import check_content_type
+from .._core.validate import check_content_type, check_int
 
 if TYPE_CHECKING:
     from typing import Self  # Python >= 3.11; annotations only
@@ -119,9 +119,14 @@ class _Session:
     and what it did. All methods run on the client's event loop."""
 
     def __init__(self, client: ObjectStore, bucket: str, name: str, content_type: str,
-                 part_size: int, metadata: dict[str, str] | None) -> None:
+                 part_size: int, metadata: dict[str, str] | None,
+                 if_generation_match: int | None) -> None:
+        # Passed only when set: a store written before the precondition
+        # existed still takes the writer's other uploads.
+        condition = {} if if_generation_match is None else {
+            "if_generation_match": if_generation_match}
         self.upload = client.start_upload(bucket, name, content_type=content_type,
-                                          part_size=part_size, metadata=metadata)
+                                          part_size=part_size, metadata=metadata, **condition)
         self.stats = WriterStats()
 
     async def put(self, number: int, data: memoryview, checksum: int | None = None) -> None:
@@ -300,7 +305,8 @@ class WriterBase(abc.ABC):
     def __init__(self, client: ObjectStore, bucket: str, name: str, *,
                  options: WriterOptions | None = None,
                  content_type: str = "application/octet-stream",
-                 metadata: dict[str, str] | None = None) -> None:
+                 metadata: dict[str, str] | None = None,
+                 if_generation_match: int | None = None) -> None:
         super().__init__()  # ObjectWriter's io base; object for the async writer
         options = options or WriterOptions()
         part_size, max_in_flight = options.part_size, options.max_in_flight
@@ -310,8 +316,11 @@ class WriterBase(abc.ABC):
         self.name = name
         self.url = format_url(client.features.scheme, bucket, name)
         check_content_type(f"write {self.url}", content_type)
+        check_int(f"write {self.url}", "if_generation_match", if_generation_match,
+                  optional=True)
         self.part_size = part_size
-        self._session = _Session(client, bucket, name, content_type, part_size, metadata)
+        self._session = _Session(client, bucket, name, content_type, part_size, metadata,
+                                 if_generation_match)
         self._pid = os.getpid()
         self._init_flow(max_in_flight)
         self._number = 1
@@ -366,6 +375,9 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
         options: part size and parts in flight (``write`` blocks beyond).
         content_type: Content-Type of the object.
         metadata: custom metadata of the object (GCS and S3; files have none).
+        if_generation_match: publish only if the object is then this
+            generation (``0``: only if it does not exist); else ``close()``
+            raises ``PreconditionFailed`` and nothing is published.
 
     Raises:
         InvalidArgument: bad settings.
@@ -497,6 +509,28 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
 
     def flush(self) -> None:
         """No-op: parts leave as they fill; the tail goes at close."""
+
+    def settle(self) -> None:
+        """Wait for the parts in flight and keep only the tail, unpublished.
+
+        For a file whose publishing waits (an fsspec transaction's, until
+        its commit): its failures surface now, and until ``close()`` it
+        holds the tail's bytes (less than a part), not the part buffers.
+
+        Raises:
+            StorageError: a part failed (the upload is aborted).
+            BridgeError: the writer was opened in the parent of this forked
+                process, or this is the event loop's own thread.
+        """
+        self._refuse_if_forked()
+        self._portal.refuse_loop_thread(f"write {self.url}")
+        with self._lock:
+            if self._done:
+                return
+            concurrent.futures.wait(self._futures)
+            self._raise_pending()
+            self._buffer = bytearray(memoryview(self._buffer)[:self._fill])
+            self._parts.spare.clear()
 
     def close(self) -> None:
         """Upload the rest and publish the object (no-op if already closed).

@@ -135,6 +135,41 @@ async def precondition_headers(store: Writes, op: Op,
     return {"If-Match": etag}
 
 
+async def precondition_outcome(store: Writes, op: Op, exc: StorageError,
+                               if_generation_match: int | None, size: int,
+                               checksum: int) -> ObjectInfo:
+    """What a conditional publish (Put Blob, Put Block List) that failed means.
+
+    A retried publish whose first attempt landed (its answer lost) fails its
+    own precondition: it is ours if the blob holds these bytes. Azure
+    answers ``If-None-Match: *`` with 409 ``BlobAlreadyExists`` and a blob
+    gone under ``If-Match`` with 404: both are ``PreconditionFailed``.
+
+    Returns:
+        The stored blob, when it is this publish's.
+
+    Raises:
+        PreconditionFailed: the condition did not hold.
+        StorageError: ``exc``, when it is no precondition's.
+    """
+    if isinstance(exc, NotFound):
+        if if_generation_match is None or "container" in exc.reason.lower():
+            raise exc
+        raise precondition_failed(op, if_generation_match) from exc
+    if isinstance(exc, Conflict) and if_generation_match != 0:
+        raise exc
+    if exc.attempts >= 2:
+        try:
+            stored = await store.stat(op.bucket, op.name)
+        except NotFound:
+            stored = None
+        if stored is not None and stored.size == size and stored.crc32c == checksum:
+            return stored
+    if isinstance(exc, Conflict):
+        raise precondition_failed(op, 0) from exc
+    raise exc
+
+
 async def put_blob(store: Writes, container: str, name: str, view: memoryview,
                    content_type: str, if_generation_match: int | None,
                    metadata: dict[str, str] | None) -> ObjectInfo:
@@ -167,25 +202,9 @@ async def put_blob(store: Writes, container: str, name: str, view: memoryview,
     try:
         info = await store.transport.request(op, "PUT", store.blob_url(container, name),
                                              handle, headers=headers, data=view, ok=(201,))
-    except (PreconditionFailed, Conflict) as exc:
-        if isinstance(exc, Conflict) and if_generation_match != 0:
-            raise
-        # A retried write whose first attempt landed (answer lost) fails
-        # its own precondition: it is ours if the blob holds these bytes.
-        if exc.attempts >= 2:
-            try:
-                stored = await store.stat(container, name)
-            except NotFound:
-                stored = None
-            if stored is not None and stored.size == len(view) and stored.crc32c == checksum:
-                return stored
-        if isinstance(exc, Conflict):
-            raise precondition_failed(op, 0) from exc
-        raise
-    except NotFound as exc:
-        if if_generation_match is None or "container" in exc.reason.lower():
-            raise
-        raise precondition_failed(op, if_generation_match) from exc
+    except (PreconditionFailed, Conflict, NotFound) as exc:
+        return await precondition_outcome(store, op, exc, if_generation_match,
+                                          len(view), checksum)
     if info.md5 is not None and info.md5 != md5:
         await discard(store, op, info, f"the service stored MD5 {info.md5}; sent {md5}")
     return info

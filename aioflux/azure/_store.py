@@ -582,7 +582,8 @@ class AzureStore:
     def start_upload(self, bucket: str, name: str, *,
                      content_type: str = "application/octet-stream",
                      part_size: int = 8 * 1024 * 1024,
-                     metadata: dict[str, str] | None = None) -> AzureUpload:
+                     metadata: dict[str, str] | None = None,
+                     if_generation_match: int | None = None) -> AzureUpload:
         """A streaming upload in blocks, for the writer engine.
 
         Args:
@@ -591,6 +592,9 @@ class AzureStore:
             content_type: Content-Type of the final blob.
             part_size: size of every block but the last (at most 4,000 MiB).
             metadata: custom metadata of the final blob.
+            if_generation_match: publish only if the blob is then this
+                generation (``0``: absent), checked by the Put Block List
+                (or single Put Blob) itself.
 
         Returns:
             The upload; nothing is sent before its first block.
@@ -605,7 +609,7 @@ class AzureStore:
         if not 1 <= part_size <= MAX_BLOCK_SIZE:
             raise InvalidArgument(f"start_upload az://{bucket}/{name}: part_size {part_size} "
                                   f"is outside Azure's 1..{MAX_BLOCK_SIZE} bytes")
-        return AzureUpload(self, bucket, name, content_type, metadata)
+        return AzureUpload(self, bucket, name, content_type, metadata, if_generation_match)
 
     async def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
                       if_generation_match: int | None = None,

@@ -25,12 +25,12 @@ from urllib.parse import quote
 from xml.sax.saxutils import escape
 
 from .._core.crc import Crc32c, encode_crc32c
-from .._core.errors import InvalidArgument, describe
+from .._core.errors import Conflict, InvalidArgument, NotFound, PreconditionFailed, describe
 from .._core.md5 import md5_base64
 from .._core.types import ObjectInfo
 from .._net.failures import drain
 from .._net.transport import HttpResponse, Op
-from ._put import Writes, discard, metadata_headers
+from ._put import Writes, discard, metadata_headers, precondition_headers, precondition_outcome
 from ._xml import CRC_KEY
 
 __all__ = ["MAX_BLOCKS", "MAX_BLOCK_SIZE", "AzureUpload"]
@@ -55,8 +55,10 @@ class AzureUpload:
     """One streaming upload (:class:`~aioflux._core.store.PartUpload`)."""
 
     def __init__(self, store: Store, container: str, name: str, content_type: str,
-                 metadata: dict[str, str] | None = None) -> None:
+                 metadata: dict[str, str] | None = None,
+                 if_generation_match: int | None = None) -> None:
         self.store = store
+        self.if_generation_match = if_generation_match
         self.container = container
         self.name = name
         self.content_type = content_type
@@ -93,7 +95,8 @@ class AzureUpload:
             self.mode = "single"
             return await self.store.write(self.container, self.name, tail or b"",
                                           content_type=self.content_type,
-                                          metadata=self.metadata)
+                                          metadata=self.metadata,
+                                          if_generation_match=self.if_generation_match)
         if tail is not None and len(tail):
             await self.put(last_number, tail)
         numbers = sorted(self._sizes)
@@ -108,14 +111,19 @@ class AzureUpload:
                    "x-ms-blob-content-type": self.content_type,
                    f"x-ms-meta-{CRC_KEY}": encode_crc32c(expected.value)}
         headers.update(metadata_headers("write", self.container, self.name, self.metadata))
+        headers.update(await precondition_headers(self.store, op, self.if_generation_match))
 
         async def handle(resp: HttpResponse) -> str:
             await drain(resp)
             return resp.headers.get("ETag", "")
 
-        etag = await self.store.transport.request(
-            op, "PUT", f"{self.store.blob_url(self.container, self.name)}?comp=blocklist",
-            handle, headers=headers, data=body, ok=(201,))
+        try:
+            etag = await self.store.transport.request(
+                op, "PUT", f"{self.store.blob_url(self.container, self.name)}?comp=blocklist",
+                handle, headers=headers, data=body, ok=(201,))
+        except (PreconditionFailed, Conflict, NotFound) as exc:
+            return await precondition_outcome(self.store, op, exc, self.if_generation_match,
+                                              expected.length, expected.value)
         return await self._checked(etag, expected)
 
     async def _checked(self, etag: str, expected: Crc32c) -> ObjectInfo:

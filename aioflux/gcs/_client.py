@@ -38,6 +38,7 @@ from .._core.validate import (
     Credentials,
     check_credentials,
     check_instance,
+    check_int,
     check_metadata,
     check_object,
     check_str,
@@ -534,9 +535,11 @@ class AsyncClient(XmlMultipartCalls):
     def start_upload(self, bucket: str, name: str, *,
                      content_type: str = "application/octet-stream",
                      part_size: int = MIN_PART_SIZE,
-                     metadata: dict[str, str] | None = None) -> GcsUpload:
+                     metadata: dict[str, str] | None = None,
+                     if_generation_match: int | None = None) -> GcsUpload:
         """A streaming upload in parts, for the writer engine (XML multipart,
-        or a resumable session where the server has none).
+        or a resumable session where the server has none or a precondition
+        is set: XML multipart uploads take no preconditions).
 
         Args:
             bucket: bucket name.
@@ -544,6 +547,8 @@ class AsyncClient(XmlMultipartCalls):
             content_type: Content-Type of the final object.
             part_size: size of every part but the last.
             metadata: custom metadata of the final object.
+            if_generation_match: publish only if the object is then this
+                generation (0: absent), checked by the publishing request.
 
         Returns:
             The upload; nothing is sent before its first part.
@@ -552,7 +557,9 @@ class AsyncClient(XmlMultipartCalls):
             InvalidArgument: ``metadata`` is not a ``dict[str, str]``.
         """
         check_metadata("start_upload", "metadata", metadata)
-        return GcsUpload(self, bucket, name, content_type, part_size, metadata)
+        check_int("start_upload", "if_generation_match", if_generation_match, optional=True)
+        return GcsUpload(self, bucket, name, content_type, part_size, metadata,
+                         if_generation_match)
 
     async def compose(
         self,

@@ -3,13 +3,15 @@
 XML multipart where the server has it (parts in parallel); otherwise
 (fake-gcs-server answers 400 to ``?uploads``) the same parts go through a
 JSON resumable session, in order, still published only by the final
-request. A payload smaller than one part goes up in a single request. The
-published object is checked against the running crc32c and length; one that
-differs (a server that stored other bytes) is deleted, that generation only,
-before ``ChecksumMismatch``; a completion whose answer names no generation
-succeeds only if the name holds exactly those bytes, and nothing is deleted.
-A completion retried after its answer was lost (``NoSuchUpload``) succeeds
-only if the object holds exactly those bytes.
+request; so do those of an upload with a precondition (XML multipart
+uploads take none), which the final request carries. A payload smaller
+than one part goes up in a single request. The published object is
+checked against the running crc32c and length; one that differs (a
+server that stored other bytes) is deleted, that generation only, before
+``ChecksumMismatch``; a completion whose answer names no generation
+succeeds only if the name holds exactly those bytes, and nothing is
+deleted. A completion retried after its answer was lost (``NoSuchUpload``)
+succeeds only if the object holds exactly those bytes.
 """
 
 from __future__ import annotations
@@ -39,13 +41,15 @@ class GcsUpload:
     run on the client's event loop."""
 
     def __init__(self, client: AsyncClient, bucket: str, name: str, content_type: str,
-                 part_size: int, metadata: dict[str, str] | None = None) -> None:
+                 part_size: int, metadata: dict[str, str] | None = None,
+                 if_generation_match: int | None = None) -> None:
         self.client = client
         self.bucket = bucket
         self.name = name
         self.content_type = content_type
         self.metadata = metadata
         self.part_size = part_size
+        self.if_generation_match = if_generation_match
         self.mode = ""
         self._init: asyncio.Future[None] | None = None
         self._upload_id: str | None = None
@@ -65,7 +69,8 @@ class GcsUpload:
         await asyncio.shield(self._init)
 
     async def _initiate(self) -> None:
-        if _headers_carry(self.metadata) and not _NOT_XML.search(self.name):
+        if (self.if_generation_match is None and _headers_carry(self.metadata)
+                and not _NOT_XML.search(self.name)):
             try:
                 self._upload_id = await self.client.initiate_multipart(
                     self.bucket, self.name, content_type=self.content_type,
@@ -80,7 +85,8 @@ class GcsUpload:
         # session, in order.
         upload = ResumableUpload(self.client, self.bucket, self.name,
                                  content_type=self.content_type, metadata=self.metadata,
-                                 chunk_size=self.part_size)
+                                 chunk_size=self.part_size,
+                                 if_generation_match=self.if_generation_match)
         self._resumable = upload
         self.mode = "resumable"
         await upload.start()
@@ -120,7 +126,8 @@ class GcsUpload:
             # AsyncClient.write sends the crc32c and checks the stored one.
             info = await self.client.write(self.bucket, self.name, tail or b"",
                                            content_type=self.content_type,
-                                           metadata=self.metadata, resumable=False)
+                                           metadata=self.metadata, resumable=False,
+                                           if_generation_match=self.if_generation_match)
             return info
         if self._resumable is not None:
             assert self._order is not None

@@ -542,15 +542,17 @@ def write_whole(bucket: str, name: str, data: memoryview,
 
 
 def finish_temp(temp: str, bucket: str, name: str, tail: memoryview | None, offset: int,
-                expected: Crc32c) -> ObjectInfo:
+                expected: Crc32c, if_generation_match: int | None = None) -> ObjectInfo:
     """Publish a streaming upload's temporary file: the tail at ``offset``,
-    cut to ``expected.length``, checked against ``expected``."""
+    cut to ``expected.length``, checked against ``expected``, if the file
+    is then ``if_generation_match``."""
     fd = os.open(temp, os.O_RDWR | _CLOEXEC)
     try:
         if tail is not None and len(tail):
             _pwrite_all(fd, tail, offset)
         os.ftruncate(fd, expected.length)
-        return _publish(fd, temp, bucket, name, expected.length, expected.value, None)
+        return _publish(fd, temp, bucket, name, expected.length, expected.value,
+                        if_generation_match)
     finally:
         os.close(fd)
         unlink_quietly(temp)

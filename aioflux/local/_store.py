@@ -61,6 +61,7 @@ from .._core.types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from .._core.urls import format_url
 from .._core.validate import (
     check_instance,
+    check_int,
     check_object,
     delete_args,
     list_args,
@@ -426,7 +427,8 @@ class LocalStore:
     def start_upload(self, bucket: str, name: str, *,
                      content_type: str = "application/octet-stream",
                      part_size: int = 8 * 1024 * 1024,
-                     metadata: dict[str, str] | None = None) -> LocalUpload:
+                     metadata: dict[str, str] | None = None,
+                     if_generation_match: int | None = None) -> LocalUpload:
         """A streaming upload into a temporary file, renamed on finish.
 
         Args:
@@ -435,6 +437,8 @@ class LocalStore:
             content_type: not stored.
             part_size: size of every part but the last.
             metadata: not supported (files have none): must be empty.
+            if_generation_match: publish only if the file is then this
+                generation (0: absent: a hard link, which never replaces).
 
         Returns:
             The upload (nothing is created before its first part).
@@ -448,7 +452,8 @@ class LocalStore:
         _check_writable_name("write", bucket, name)
         if metadata:
             raise InvalidArgument(f"write {_url(bucket, name)}: files have no custom metadata")
-        return LocalUpload(self, bucket, name, part_size)
+        check_int("write", "if_generation_match", if_generation_match, optional=True)
+        return LocalUpload(self, bucket, name, part_size, if_generation_match)
 
     async def delete(self, bucket: str, name: str, *, generation: int | None = None,
                      if_generation_match: int | None = None, missing_ok: bool = False) -> None:

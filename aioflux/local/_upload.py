@@ -3,7 +3,8 @@
 Parts land at their offsets (``(number - 1) * part_size``) of a temporary
 file next to the target, so they may arrive in any order and concurrently;
 :meth:`LocalUpload.finish` checks the whole file against the writer's
-running crc32c and renames it into place, :meth:`LocalUpload.abort` removes
+running crc32c and renames it into place (links it, when it must not
+replace a file), :meth:`LocalUpload.abort` removes
 it. Nothing is visible under the target's name before the rename.
 """
 
@@ -37,15 +38,19 @@ class LocalUpload:
         bucket: the first directory of the path.
         name: the rest of the path.
         part_size: size of every part but the last.
+        if_generation_match: publish only if the file is then this
+            generation (0: absent).
     """
 
     mode = "file"
 
-    def __init__(self, store: LocalStore, bucket: str, name: str, part_size: int) -> None:
+    def __init__(self, store: LocalStore, bucket: str, name: str, part_size: int,
+                 if_generation_match: int | None = None) -> None:
         self._store = store
         self.bucket = bucket
         self.name = name
         self.part_size = part_size
+        self.if_generation_match = if_generation_match
         self._temp: str | None = None
         self._creating: asyncio.Future[str] | None = None
         self._closed = False
@@ -108,6 +113,8 @@ class LocalUpload:
 
         Raises:
             ChecksumMismatch: the file read back differs (nothing published).
+            PreconditionFailed: the file is not ``if_generation_match``
+                (nothing published).
             InvalidArgument: the upload was finished or aborted.
         """
         temp = await self._temp_path()
@@ -115,7 +122,8 @@ class LocalUpload:
         self._temp = None
         offset = (last_number - 1) * self.part_size
         return await self._run(lambda: _files.finish_temp(temp, self.bucket, self.name, tail,
-                                                          offset, expected))
+                                                          offset, expected,
+                                                          self.if_generation_match))
 
     async def abort(self) -> None:
         """Remove the temporary file. Safe to call twice.

@@ -126,9 +126,12 @@ class Multipart:
                      "x-amz-sdk-checksum-algorithm": "CRC32C"})
 
     async def complete(self, bucket: str, name: str, upload_id: str, parts: Sequence[PartInfo],
-                       checksum: int) -> tuple[str, int | None]:
-        """Publish the parts in number order; returns the object's ETag and
-        the crc32c the server reports for it (None if it reports none).
+                       checksum: int, conditions: dict[str, str] | None = None
+                       ) -> tuple[str, int | None]:
+        """Publish the parts in number order, under ``conditions``
+        (``If-None-Match`` / ``If-Match`` headers); returns the object's
+        ETag and the crc32c the server reports for it (None if it reports
+        none).
 
         Raises:
             ProtocolError: the answer names another bucket or key.
@@ -141,7 +144,8 @@ class Multipart:
                                query(("uploadId", upload_id)),
                                headers={"Content-Type": "application/xml",
                                         "x-amz-checksum-crc32c": encode_crc32c(checksum),
-                                        "x-amz-checksum-type": "FULL_OBJECT"},
+                                        "x-amz-checksum-type": "FULL_OBJECT",
+                                        **(conditions or {})},
                                # S3 keeps the answer alive with whitespace
                                # while it assembles the parts.
                                data=body.encode(), kept_alive=True)

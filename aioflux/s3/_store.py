@@ -48,6 +48,7 @@ from .._core.validate import (
     check_bool,
     check_endpoint,
     check_instance,
+    check_int,
     check_metadata,
     check_object,
     check_str,
@@ -571,7 +572,8 @@ class S3Store(MultipartCalls):
     def start_upload(self, bucket: str, name: str, *,
                      content_type: str = "application/octet-stream",
                      part_size: int = MIN_PART_SIZE,
-                     metadata: dict[str, str] | None = None) -> S3Upload:
+                     metadata: dict[str, str] | None = None,
+                     if_generation_match: int | None = None) -> S3Upload:
         """A streaming multipart upload, for the writer engine.
 
         Args:
@@ -580,6 +582,9 @@ class S3Store(MultipartCalls):
             content_type: Content-Type of the final object.
             part_size: size of every part but the last (5 MiB to 5 GiB).
             metadata: custom metadata of the final object (``x-amz-meta-*``).
+            if_generation_match: publish only if the object is then this
+                generation: ``If-None-Match: *`` (0) or ``If-Match`` on the
+                CompleteMultipartUpload (or the single PUT).
 
         Returns:
             The upload; nothing is sent before its first part.
@@ -590,11 +595,13 @@ class S3Store(MultipartCalls):
         """
         check_object("start_upload", bucket, name, scheme="s3")
         check_metadata("start_upload", "metadata", metadata)
+        check_int("start_upload", "if_generation_match", if_generation_match, optional=True)
         metadata_headers("start_upload", bucket, name, metadata)  # refused now, not at a part
         if not MIN_PART_SIZE <= part_size <= MAX_PART_SIZE:
             raise InvalidArgument(f"start_upload s3://{bucket}/{name}: part_size {part_size} "
                                   f"is outside S3's {MIN_PART_SIZE}..{MAX_PART_SIZE} bytes")
-        return S3Upload(self, self._multipart, bucket, name, content_type, metadata)
+        return S3Upload(self, self._multipart, bucket, name, content_type, metadata,
+                        if_generation_match)
 
     async def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
                       if_generation_match: int | None = None,

@@ -10,7 +10,10 @@ assembled exactly the parts sent. One that differs is deleted, the
 version the completion made only (``If-Match``: a writer that replaced it
 since keeps its object), before ``ChecksumMismatch``. A completion retried
 after its answer was lost (``NoSuchUpload``) succeeds only if the object
-holds exactly those bytes.
+holds exactly those bytes. A precondition (``If-None-Match: *``, or
+``If-Match``) goes on the completion, or on the single PUT; a retried
+completion that fails it after the first attempt's answer was lost
+succeeds only if the object holds exactly those bytes.
 """
 
 from __future__ import annotations
@@ -21,13 +24,13 @@ import re
 from typing import TYPE_CHECKING
 
 from .._core.crc import Crc32c, encode_crc32c
-from .._core.errors import NotFound, StorageError
+from .._core.errors import NotFound, PreconditionFailed, StorageError
 from .._core.store import published_before
 from .._core.types import ObjectInfo, PartInfo
 from .._core.window import shared_task
 from .._net.transport import Op
 from ._crc32_note import stored_crc32_note
-from ._put import discard
+from ._put import discard, precondition_headers
 
 if TYPE_CHECKING:
     from ._multipart import Multipart
@@ -43,13 +46,15 @@ class S3Upload:
     """One streaming upload (:class:`~aioflux._core.store.PartUpload`)."""
 
     def __init__(self, store: S3Store, multipart: Multipart, bucket: str, name: str,
-                 content_type: str, metadata: dict[str, str] | None = None) -> None:
+                 content_type: str, metadata: dict[str, str] | None = None,
+                 if_generation_match: int | None = None) -> None:
         self.store = store
         self.multipart = multipart
         self.bucket = bucket
         self.name = name
         self.content_type = content_type
         self.metadata = metadata
+        self.if_generation_match = if_generation_match
         self.mode = ""
         self._init: asyncio.Future[str] | None = None
         self._upload_id: str | None = None
@@ -84,15 +89,18 @@ class S3Upload:
         if last_number == 1 and self._init is None:
             self.mode = "single"
             return await self.store.write(self.bucket, self.name, tail or b"",
-                                          content_type=self.content_type, metadata=self.metadata)
+                                          content_type=self.content_type, metadata=self.metadata,
+                                          if_generation_match=self.if_generation_match)
         if tail is not None and len(tail):
             await self.put(last_number, tail, tail_checksum)
         upload_id = await self._start()
         self._upload_id = None
+        op = Op("write", self.bucket, self.name, "s3")
         try:
             etag, stored = await self.multipart.complete(
-                self.bucket, self.name, upload_id, list(self._parts.values()), expected.value)
-        except NotFound as exc:
+                self.bucket, self.name, upload_id, list(self._parts.values()), expected.value,
+                await precondition_headers(self.store, op, self.if_generation_match))
+        except (NotFound, PreconditionFailed) as exc:
             self._upload_id = upload_id  # let abort() try to drop it
             return await self._completed_before(exc, expected)
         except BaseException:
@@ -130,7 +138,8 @@ class S3Upload:
                                                     f"ETag of the {len(parts)} parts sent")
         return info.replace(crc32c=expected.value)
 
-    async def _completed_before(self, exc: NotFound, expected: Crc32c) -> ObjectInfo:
+    async def _completed_before(self, exc: NotFound | PreconditionFailed,
+                                expected: Crc32c) -> ObjectInfo:
         info = await published_before(self.store, self.bucket, self.name, exc, expected)
         self._upload_id = None
         return info

@@ -469,7 +469,8 @@ class MemoryStore(MemoryMultipart):
     def start_upload(self, bucket: str, name: str, *,
                      content_type: str = "application/octet-stream",
                      part_size: int = 8 * 1024 * 1024,
-                     metadata: dict[str, str] | None = None) -> MemoryUpload:
+                     metadata: dict[str, str] | None = None,
+                     if_generation_match: int | None = None) -> MemoryUpload:
         """A streaming upload in parts (multipart, listed while open).
 
         Args:
@@ -478,11 +479,14 @@ class MemoryStore(MemoryMultipart):
             content_type: Content-Type of the final object.
             part_size: size of every part but the last.
             metadata: custom metadata of the final object.
+            if_generation_match: publish only if the object is then this
+                generation (0: absent).
 
         Returns:
             The upload; nothing exists before its first part.
         """
-        return MemoryUpload(self, bucket, name, content_type, part_size, metadata)
+        return MemoryUpload(self, bucket, name, content_type, part_size, metadata,
+                            if_generation_match)
 
     async def delete(self, bucket: str, name: str, *, generation: int | None = None,
                      if_generation_match: int | None = None, missing_ok: bool = False) -> None:

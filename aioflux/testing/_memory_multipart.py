@@ -54,6 +54,7 @@ class MemoryMultipart:
     # an object becomes current.
     _bucket: Callable[..., _Bucket]
     _publish: Callable[..., ObjectInfo]
+    _check_precondition: Callable[[str, str, str, int | None], None]
 
     async def initiate_multipart(self, bucket: str, name: str, *,
                                  content_type: str = "application/octet-stream",
@@ -252,13 +253,15 @@ class MemoryUpload:
     upload that lost or garbled a part publishes nothing."""
 
     def __init__(self, store: MemoryMultipart, bucket: str, name: str, content_type: str,
-                 part_size: int, metadata: dict[str, str] | None = None) -> None:
+                 part_size: int, metadata: dict[str, str] | None = None,
+                 if_generation_match: int | None = None) -> None:
         self._store = store
         self.bucket = bucket
         self.name = name
         self.content_type = content_type
         self.metadata = metadata
         self.part_size = part_size
+        self.if_generation_match = if_generation_match
         self.mode = ""
         self.upload_id: str | None = None
         self._numbers: set[int] = set()
@@ -296,6 +299,7 @@ class MemoryUpload:
                 length or crc32c (nothing is published; :meth:`abort` drops
                 the upload).
             InvalidRequest: a part of ``1..last_number`` is missing.
+            PreconditionFailed: the object is not ``if_generation_match``.
         """
         where = describe("write", self.bucket, self.name, SCHEME)
         if self.upload_id is None and last_number == 1 and not self.mode:
@@ -303,6 +307,8 @@ class MemoryUpload:
             data = bytes(tail or b"")
             self._check(where, len(data), crc32c(data), expected)
             await asyncio.sleep(0)
+            self._store._check_precondition("write", self.bucket, self.name,
+                                            self.if_generation_match)
             return self._store._publish("write", self.bucket, self.name, data, expected.value,
                                         self.content_type, self.metadata)
         if tail is not None and len(tail):
@@ -320,6 +326,7 @@ class MemoryUpload:
         data = b"".join(upload.parts[n][0] for n in range(1, last_number + 1))
         crc = crc32c(data)
         self._check(where, len(data), crc, expected)
+        store._check_precondition("write", self.bucket, self.name, self.if_generation_match)
         upload_id, self.upload_id = self.upload_id, None
         return store._finish_upload(upload_id, upload, data, crc)
 

@@ -828,6 +828,8 @@ async def test_lost_answers_to_a_create_only_put_and_a_completion() -> None:
             stored[f"part{request.params['partNumber']}"] = request.body
             return MockResponse(200, {"ETag": f'"p{request.params["partNumber"]}"'})
         if request.method == "POST" and "uploadId" in request.params:
+            if request.headers.get("If-None-Match") == "*" and key in stored:
+                return _error(412, "PreconditionFailed")
             if "u" not in stored:
                 return _error(404, "NoSuchUpload")
             stored[key] = stored["part1"] + stored["part2"]
@@ -852,6 +854,20 @@ async def test_lost_answers_to_a_create_only_put_and_a_completion() -> None:
     info = await upload.finish(2, memoryview(tail), running)
     assert (info.size, info.crc32c) == (len(first) + len(tail), crc32c(first + tail))
     assert stored["big"] == first + tail
+
+    # Create-only: the retried completion fails its own If-None-Match.
+    stored["u"] = b""
+    lost["complete"] = True
+    upload = store.start_upload("bkt", "new", part_size=5 * MIB, if_generation_match=0)
+    await upload.put(1, memoryview(first))
+    info = await upload.finish(2, memoryview(tail), running)
+    assert (info.size, info.crc32c) == (len(first) + len(tail), crc32c(first + tail))
+    assert stored["new"] == first + tail
+    stored["u"] = b""
+    upload = store.start_upload("bkt", "new", part_size=5 * MIB, if_generation_match=0)
+    await upload.put(1, memoryview(first))
+    with pytest.raises(PreconditionFailed):  # on the first attempt: another's object
+        await upload.finish(2, memoryview(tail), running)
 
 
 async def test_an_error_inside_a_200_copy_answer_is_an_error() -> None:

@@ -1,4 +1,5 @@
-"""perf's generated shards: what the manifest and the expected counts say is what is seeded."""
+"""perf's generated data sets (shards, Parquet files): what the manifest and the
+expected counts say is what is seeded."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import json
 import random
 import tarfile
 
+import pytest
+
 from aioflux._engines.shards import FORMATS
-from perf.seed import ShardSet
+from perf.seed import ParquetSet, ShardSet
 
 POOL = random.Random(0).randbytes(1 << 20)
 
@@ -40,3 +43,16 @@ def test_jsonl_shards_are_lines_of_the_size_declared() -> None:
     assert lines.pop() == b""
     assert [len(line) for line in lines] == [shards.sample_bytes] * 7
     assert [json.loads(line)["key"] for line in lines] == [f"000000{j:06d}" for j in range(7)]
+
+
+def test_parquet_files_are_the_rows_declared_and_the_same_every_run() -> None:
+    pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow is in the test extra")
+    data = ParquetSet("p/part-", 2, 1000, columns=3, row_group=300)
+    assert data.names() == ["p/part-000000.parquet", "p/part-000001.parquet"]
+    assert data.sizes() == [len(f) for f in data.files] and data.total_bytes == sum(data.sizes())
+    tables = [pq.read_table(io.BytesIO(f)) for f in data.files]
+    assert [t.column_names for t in tables] == [["key", "c0", "c1", "c2"]] * 2
+    assert tables[1].column("key").to_pylist() == list(range(1000, 2000))
+    assert pq.read_metadata(io.BytesIO(data.files[0])).num_row_groups == 4
+    assert ParquetSet("p/part-", 2, 1000, columns=3, row_group=300).files == data.files
+    assert tables[0].column("c0") != tables[1].column("c0")
