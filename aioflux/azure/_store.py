@@ -520,8 +520,26 @@ class AzureStore:
                     into: memoryview | None = None, generation: int | None = None,
                     size: int | None = None, crc: int | None = None,
                     want_crc: bool = False) -> Fetched:
-        """A checked, resumable read (:func:`aioflux._net.media.read_media`);
-        ``size``/``crc`` are the blob's if known (listing, stat)."""
+        """A checked, resumable read (:func:`aioflux._net.media.read_media`).
+
+        Args:
+            bucket: container name.
+            name: blob name.
+            start: first byte.
+            end: byte after the last (None: the end of the blob).
+            into: a buffer to fill (None: a new one).
+            generation: read this version only (its ETag, ``If-Match``).
+            size: the blob's size if known (listing, stat).
+            crc: the blob's crc32c if known.
+            want_crc: return the crc32c of the bytes read.
+
+        Returns:
+            The bytes (or count written into ``into``) and their crc32c.
+
+        Raises:
+            NotFound, PreconditionFailed, ChecksumMismatch, StorageError:
+                as every store's read.
+        """
         op = Op("read", bucket, name, "az")
         headers: dict[str, str] = {}
         if generation is not None:
@@ -615,6 +633,16 @@ class AzureStore:
                       if_generation_match: int | None = None,
                       content_type: str = "application/octet-stream") -> ObjectInfo:
         """Azure has no compose (``features.compose == 0``).
+
+        Args:
+            bucket: container name.
+            destination: the blob that would be written.
+            sources: the blobs that would be joined.
+            if_generation_match: the destination's precondition.
+            content_type: the destination's Content-Type.
+
+        Returns:
+            Nothing: it always raises.
 
         Raises:
             InvalidRequest: always.
@@ -730,6 +758,10 @@ class AzureStore:
         """None: uncommitted blocks are no upload a request can list or drop
         (the service drops them a week after their upload).
 
+        Args:
+            bucket: container name.
+            prefix: blob name prefix.
+
         Returns:
             An empty list.
         """
@@ -738,6 +770,11 @@ class AzureStore:
 
     async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
         """Not offered (``features.multipart`` is False).
+
+        Args:
+            bucket: container name.
+            name: blob name.
+            upload_id: the upload.
 
         Raises:
             InvalidRequest: always.
@@ -749,6 +786,14 @@ class AzureStore:
 
     async def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
         """Not offered (``features.multipart`` is False).
+
+        Args:
+            bucket: container name.
+            name: blob name.
+            upload_id: the upload.
+
+        Returns:
+            Nothing: it always raises.
 
         Raises:
             InvalidRequest: always.

@@ -34,6 +34,7 @@ DOCUMENTED = {
     },
     "aioflux.otel": {"instrument"},
     "aioflux.fsspec": {"AiofluxFileSystem", "register"},
+    "aioflux.azure": {"AzureStore"},
     "aioflux.torch.dcp": {"GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"},
     "aioflux.torch.lightning": {"AsyncGcsCheckpointIO", "GcsCheckpointIO"},
     "aioflux.testing": {
@@ -43,7 +44,7 @@ DOCUMENTED = {
     },
 }
 # Packages re-export only; modules (dcp, lightning) also hold their imports.
-PACKAGES = {"aioflux", "aioflux.torch", "aioflux.testing", "aioflux.fsspec"}
+PACKAGES = {"aioflux", "aioflux.torch", "aioflux.testing", "aioflux.fsspec", "aioflux.azure"}
 REMOVED_FROM_ROOT = {
     "call": "aioflux._core.portal",
     "submit": "aioflux._core.portal",
