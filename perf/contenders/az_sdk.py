@@ -87,15 +87,29 @@ def epoch(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int,
 
 
 class Sink(io.RawIOBase):
+    """Counts what is written; seekable, as a parallel download wants."""
+
     def __init__(self) -> None:
         self.count = 0
+        self.at = 0
 
     def writable(self) -> bool:
         return True
 
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.at = offset if whence == 0 else self.at + offset
+        return self.at
+
+    def tell(self) -> int:
+        return self.at
+
     def write(self, b: Any) -> int:
         n = len(memoryview(b))
         self.count += n
+        self.at += n
         return n
 
 
@@ -107,8 +121,10 @@ async def save(manifest: Manifest, state: Any) -> tuple[Stopwatch, int]:
         with Stopwatch() as watch:
             buf = io.BytesIO()
             torch.save(state, buf)
-            await blob.upload_blob(buf.getbuffer(), overwrite=True, max_concurrency=8)
-    return watch, buf.getbuffer().nbytes
+            size = buf.tell()
+            buf.seek(0)
+            await blob.upload_blob(buf, length=size, overwrite=True, max_concurrency=8)
+    return watch, size
 
 
 async def load_blob(manifest: Manifest, name: str) -> tuple[Stopwatch, int]:

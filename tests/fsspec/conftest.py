@@ -1,5 +1,5 @@
 """One aioflux fsspec filesystem per backend: our emulator, fake-gcs-server,
-moto (S3) and the local filesystem (``backend``, for fsspec's own tests);
+moto (S3), Azurite (az) and the local filesystem (``backend``, for fsspec's own tests);
 an empty folder for the tools that use fsspec (``site``); fsspec's registry
 restored after ``aioflux.fsspec.register`` (``fsspec_state``)."""
 
@@ -17,6 +17,7 @@ import pytest
 
 from aioflux import Client, ClientConfig
 from aioflux._core.portal import call
+from aioflux.azure import AzureStore
 from aioflux.fsspec import AiofluxFileSystem
 from aioflux.fsspec._paths import split
 from aioflux.s3 import S3Store
@@ -24,7 +25,7 @@ from aioflux.testing import Emulator
 from tests.conftest import FAST_RETRY, unique_bucket
 
 CONFIG = ClientConfig(max_concurrency=16, retry=FAST_RETRY)
-BACKENDS = ["emulator", "fakegcs", "moto", "localfs"]
+BACKENDS = ["emulator", "fakegcs", "moto", "azurite", "localfs"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -38,7 +39,16 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Ai
         call(fs.store.aclose())
         return
     bucket = unique_bucket("fs")
-    if kind == "moto":
+    if kind == "azurite":
+        azurite = request.getfixturevalue("azurite")
+        # The Azure way: the store (and a spawned worker's) finds it in the environment.
+        request.getfixturevalue("monkeypatch").setenv("AZURE_STORAGE_CONNECTION_STRING",
+                                                      azurite.connection_string)
+        store_az = AzureStore(CONFIG)
+        call(store_az.create_bucket(bucket))
+        call(store_az.aclose())
+        fs = AiofluxFileSystem("az", config=CONFIG, skip_instance_cache=True)
+    elif kind == "moto":
         moto = request.getfixturevalue("moto_s3")
         store = S3Store(CONFIG, endpoint=moto.endpoint)
         call(store.create_bucket(bucket))
