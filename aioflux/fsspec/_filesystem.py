@@ -45,9 +45,11 @@ from ._write_file import WriteFile
 
 __all__ = ["AiofluxFileSystem", "protocol_class"]
 
-# Bytes per ranged GET of get_file, and how many are in flight.
+# Bytes per ranged GET of get_file, and how many are in flight: 16 took
+# two thirds of the time of 8 (perf scenario fsspec, op=get, 1 GiB), and
+# hold as much as the writer's default parts (17 x 8 MiB).
 _GET_BLOCK = 8 * 1024 * 1024
-_GET_AHEAD = 8
+_GET_AHEAD = 16
 # Bytes per local read of put_file.
 _PUT_CHUNK = 8 * 1024 * 1024
 # Ranges of one object closer than this are read as one (cat_ranges), as
