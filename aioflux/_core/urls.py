@@ -93,6 +93,9 @@ def validate_bucket(bucket: str, *, arg: str = "bucket", scheme: str = "gs") -> 
     return bucket
 
 
+_AZ_NOT_KEPT = re.compile(r"[\\\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
 def validate_object_name(name: str, *, arg: str = "name", scheme: str = "gs") -> str:
     """Check an object name against GCS naming rules (and, for ``file``,
     that it is a relative path without ``.``/``..`` or empty segments).
@@ -133,6 +136,13 @@ def validate_object_name(name: str, *, arg: str = "name", scheme: str = "gs") ->
         if "\0" in name or any(seg in ("", ".", "..") for seg in segments):
             raise InvalidURL(f"{arg}: {name!r} is not a plain relative path (no '.', '..', "
                              "empty segments or NUL)")
+    if scheme == "az" and (_AZ_NOT_KEPT.search(name)
+                           or {".", ".."} & set(name.split("/"))):
+        # The service reads "\" as "/" and resolves "." and ".." segments
+        # (another blob's name), and its XML listings cannot carry these
+        # control characters (Azurite answers 500).
+        raise InvalidURL(f"{arg}: Azure cannot keep the blob name {name!r} as written (no "
+                         "'\\', '.' or '..' segments, or control characters but tab)")
     return name
 
 
