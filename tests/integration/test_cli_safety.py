@@ -265,12 +265,18 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _default_sigint() -> None:
+    # Whatever the test runner inherited (a CI job started in the
+    # background ignores SIGINT), cp starts as from a terminal.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_cp(emulator: Emulator, *argv: str,
               sigint_ignored: bool = False) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "aioflux", "cp", *argv,
                              "--endpoint", emulator.endpoint],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_ignore_sigint if sigint_ignored else None)
+                            preexec_fn=_ignore_sigint if sigint_ignored else _default_sigint)
 
 
 def _wait_until(proc: subprocess.Popen[str], ready: Callable[[], bool], what: str) -> None:

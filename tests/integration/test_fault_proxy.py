@@ -20,15 +20,18 @@ def raw_get(endpoint: str, path: str) -> tuple[bytes, bool]:
     """One ``Connection: close`` GET; returns what arrived and whether it
     ended with a reset (rather than a FIN)."""
     host, port = endpoint.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
-        got = bytearray()
-        try:
+    got = bytearray()
+    try:
+        # A proxy closing a client at once may reset it while it still
+        # connects or sends (seen on a loaded machine): nothing arrived.
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n"
+                         "Connection: close\r\n\r\n".encode())
             while chunk := sock.recv(1 << 20):
                 got += chunk
-        except ConnectionResetError:
-            return bytes(got), True
-        return bytes(got), False
+    except ConnectionResetError:
+        return bytes(got), True
+    return bytes(got), False
 
 
 def body_of(response: bytes) -> bytes:

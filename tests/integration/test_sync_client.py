@@ -128,8 +128,12 @@ def test_ctrl_c_during_list_files_raises_keyboard_interrupt() -> None:
                 print("INTERRUPTED", flush=True)
             client.close()
         """)
+        # SIGINT as from a terminal, whatever the runner inherited (a CI job
+        # started in the background ignores it).
         proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                 signal.SIG_DFL))
         try:
             assert proc.stdout is not None
             assert proc.stdout.readline() == "READY\n"
