@@ -22,7 +22,14 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .._core.crc import crc32c_combine, encode_crc32c
-from .._core.errors import ChecksumMismatch, InvalidArgument, ProtocolError, out_of_memory
+from .._core.errors import (
+    ChecksumMismatch,
+    InvalidArgument,
+    NotFound,
+    PreconditionFailed,
+    ProtocolError,
+    out_of_memory,
+)
 from .._core.options import ReaderOptions
 from .._core.portal import get_portal
 from .._core.types import ObjectInfo
@@ -49,6 +56,10 @@ class ObjectReader(io.RawIOBase):
         name: object name.
         options: block size and read-ahead.
         info: the object's metadata if already known (skips a stat).
+        recent: ``info`` came from a cache (a listing's, an earlier stat's)
+            and may name a version since replaced or deleted: if the first
+            read finds that version gone, the object is stat'ed again and
+            read at its current version (nothing was handed out yet).
 
     Raises:
         NotFound: no such object.
@@ -56,7 +67,8 @@ class ObjectReader(io.RawIOBase):
     """
 
     def __init__(self, client: ObjectStore, bucket: str, name: str, *,
-                 options: ReaderOptions | None = None, info: ObjectInfo | None = None) -> None:
+                 options: ReaderOptions | None = None, info: ObjectInfo | None = None,
+                 recent: bool = False) -> None:
         super().__init__()
         options = options or ReaderOptions()
         self._client = client
@@ -67,9 +79,11 @@ class ObjectReader(io.RawIOBase):
         self.url = format_url(client.features.scheme, bucket, name)
         self.block_size = options.block_size
         self.read_ahead = options.read_ahead
-        self.info = info or self._portal.call(client.stat(bucket, name))
-        self.size = self.info.size
         self._pos = 0
+        # Where the last read ended: a read starting elsewhere follows a seek.
+        self._last_end = 0
+        self._recent = recent and info is not None
+        self._adopt(info or self._portal.call(client.stat(bucket, name)))
         self._blocks: dict[int, _Block] = {}
         # Reads, seeks and close from several threads go one at a time, as
         # on io.BufferedReader: unlocked, two reads took the same position
@@ -77,19 +91,24 @@ class ObjectReader(io.RawIOBase):
         # ProtocolError), or accounted a block's crc32c twice (a false
         # ChecksumMismatch).
         self._lock = threading.RLock()
+        # Set once the bytes read did not match: every later read raises it,
+        # so a retry on this reader is never served the unchecked last block.
+        self._corrupt: ChecksumMismatch | None = None
+
+    def _adopt(self, info: ObjectInfo) -> None:
+        """Read the version ``info`` names (at open, or after a stale one)."""
+        self.info = info
+        self.size = info.size
         # Read front to back, the blocks' crc32c combine into the object's,
         # checked when the last block is consumed; an object with no crc32c
         # but an MD5 (a plain S3 ETag) is hashed as it is consumed, on the
         # reader's thread, not the event loop.
-        checking = client.config.verify_crc32c
-        self._verify = self.info.crc32c is not None and checking
+        checking = self._client.config.verify_crc32c
+        self._verify = info.crc32c is not None and checking
         self._md5 = hashlib.md5(usedforsecurity=False) \
-            if checking and not self._verify and self.info.md5 is not None else None
+            if checking and not self._verify and info.md5 is not None else None
         self._crc_next = 0
         self._crc = 0
-        # Set once the bytes read did not match: every later read raises it,
-        # so a retry on this reader is never served the unchecked last block.
-        self._corrupt: ChecksumMismatch | None = None
 
     def readable(self) -> bool:
         self._check_open()
@@ -218,9 +237,17 @@ class ObjectReader(io.RawIOBase):
         holding them; the position passes each piece once it was taken."""
         if self._corrupt is not None:
             raise self._corrupt
+        exact = self._exact(count)
+        if exact is not None:
+            yield memoryview(exact)
+            self._pos += len(exact)
+            self._last_end = self._pos
+            return
         while count > 0 and self._pos < self.size:
             index = self._pos // self.block_size
             data, crc = self._block(index)
+            if self._pos >= self.size:
+                break  # a recent info was stale: the current version ends before here
             offset = self._pos - index * self.block_size
             take = min(count, len(data) - offset)
             if take <= 0:
@@ -234,9 +261,51 @@ class ObjectReader(io.RawIOBase):
             yield memoryview(data)[offset:offset + take]
             count -= take
             self._pos += take
+        self._last_end = self._pos
+
+    def _exact(self, count: int) -> bytearray | None:
+        """A small read away from where the last one ended, of bytes no
+        block holds: just those bytes, in one ranged GET with no read-ahead
+        (a Parquet reader's 64 KiB footer cost a 4 MiB block, then its
+        column chunks start back at the front). None: read by blocks."""
+        start, end = self._pos, min(self.size, self._pos + count)
+        first, last = start // self.block_size, (end - 1) // self.block_size
+        if count > self.block_size // 4 or start == self._last_end or start >= end \
+                or any(i in self._blocks for i in range(first, last + 1)):
+            return None
+        buf = bytearray(end - start)
+        try:
+            fetched = self._portal.call(self._client.fetch(
+                self.bucket, self.name, start=start, end=end, into=memoryview(buf),
+                generation=self.info.generation or None, size=self.size, want_crc=False))
+        except (NotFound, PreconditionFailed) as exc:
+            if not self._recover(exc):
+                raise
+            return None  # read by blocks, at the current version
+        if fetched.count != len(buf):
+            raise ProtocolError(f"read {self.url} failed: bytes [{start}, {end}) came back "
+                                f"as {fetched.count} bytes", operation="read",
+                                bucket=self.bucket, name=self.name)
+        self._recent = False
+        return buf
+
+    def _recover(self, exc: Exception) -> bool:
+        """Whether ``exc`` says the version a recent info named is gone (before
+        any byte was handed out); then the object was stat'ed again (a
+        deleted one raises NotFound)."""
+        if not (self._recent and isinstance(exc, NotFound | PreconditionFailed)):
+            return False
+        self._recent = False
+        self._drop_blocks()
+        self._adopt(self._portal.call(self._client.stat(self.bucket, self.name)))
+        return True
 
     def _block(self, index: int) -> tuple[bytearray, int | None]:
-        """Block ``index`` (waited for), with read-ahead scheduled past it."""
+        """Block ``index`` (waited for), with read-ahead scheduled past it.
+
+        After a stale recent info, the current version may end before the
+        block: then it is empty and the position is past the (new) size.
+        """
         self._schedule(index)
         outcome = self._fetch(index).result()
         if isinstance(outcome, Exception):
@@ -244,7 +313,12 @@ class ObjectReader(io.RawIOBase):
             # failing now), so that reading again once the store is back
             # fetches anew instead of raising this error forever.
             self._drop_blocks()
-            raise outcome
+            if not self._recover(outcome):
+                raise outcome
+            if self._pos >= self.size:
+                return bytearray(), None
+            return self._block(index)
+        self._recent = False
         return outcome
 
     def readline(self, size: int | None = -1) -> bytes:
@@ -268,6 +342,8 @@ class ObjectReader(io.RawIOBase):
             while self._pos < self.size and (limit < 0 or got < limit):
                 index = self._pos // self.block_size
                 data = self._block(index)[0]
+                if self._pos >= self.size:
+                    break  # a recent info was stale: the current version ends before here
                 offset = self._pos - index * self.block_size
                 stop = len(data) if limit < 0 else min(len(data), offset + limit - got)
                 newline = data.find(b"\n", offset, stop)

@@ -14,6 +14,7 @@ import base64
 import hashlib
 import operator
 import os
+from collections.abc import Callable
 from typing import Any
 
 from .._core.crc import crc32c_combine, encode_crc32c
@@ -148,12 +149,16 @@ class AsyncWriteFile:
 
     Args:
         writer: the streaming writer of the object.
+        published: called once the object may have been published (the
+            filesystem forgets what it knew of the name).
     """
 
     mode = "wb"
 
-    def __init__(self, writer: AsyncObjectWriter) -> None:
+    def __init__(self, writer: AsyncObjectWriter,
+                 published: Callable[[], None] | None = None) -> None:
         self.writer = writer
+        self._published = published
         self.loc = 0
         self.closed = False
 
@@ -188,7 +193,11 @@ class AsyncWriteFile:
         if self.closed:
             return
         self.closed = True
-        await self.writer.close()
+        try:
+            await self.writer.close()
+        finally:  # even a failed close may have published (a lost answer)
+            if self._published is not None:
+                self._published()
 
     async def abort(self) -> None:
         """Discard what was written; nothing is published."""

@@ -13,7 +13,7 @@ keeps the tail; ``commit()`` publishes, ``discard()`` drops the upload.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from .._core.errors import PreconditionFailed
 from .._core.store import ObjectStore
@@ -34,14 +34,27 @@ class WriteFile(ObjectWriter):
             otherwise, and nothing is published.
         autocommit: publish on ``close()``; False (a transaction's file):
             on ``commit()``.
+        published: called once the object may have been published (the
+            filesystem forgets what it knew of the name).
     """
 
     def __init__(self, store: ObjectStore, bucket: str, name: str, *, content_type: str,
-                 create: bool, autocommit: bool) -> None:
+                 create: bool, autocommit: bool,
+                 published: Callable[[], None] | None = None) -> None:
         super().__init__(store, bucket, name, content_type=content_type,
                          if_generation_match=0 if create else None)
         self.autocommit = autocommit
         self._staged = False
+        self._published = published
+
+    @contextlib.contextmanager
+    def _publishing(self) -> Iterator[None]:
+        try:
+            with self._create_only():
+                yield
+        finally:  # even a failed publish may have published (a lost answer)
+            if self._published is not None:
+                self._published()
 
     @contextlib.contextmanager
     def _create_only(self) -> Iterator[None]:
@@ -72,7 +85,7 @@ class WriteFile(ObjectWriter):
             StorageError: the upload failed (nothing published).
         """
         if self.autocommit or self._done:
-            with self._create_only():
+            with self._publishing():
                 super().close()
             return
         if not self._staged:
@@ -92,7 +105,7 @@ class WriteFile(ObjectWriter):
             FileExistsError: ``"xb"`` and the object exists (nothing published).
             StorageError: the upload failed (nothing published).
         """
-        with self._create_only():
+        with self._publishing():
             super().close()
 
     def discard(self) -> None:

@@ -1,0 +1,156 @@
+"""What the filesystem learned of its objects lately: folder listings
+(fsspec's ``dircache``, filled by ``ls`` and ``find``) and stats.
+
+``info``, ``exists``, ``isfile`` and ``open(..., "rb")`` answer from it
+without a request: pyarrow asks ``isfile`` then opens every file of a
+dataset it has just listed, two requests per file one after the other,
+before reading any of it. Entries expire (fsspec's
+``listings_expiry_time``, default :data:`EXPIRY_S`) and the filesystem
+forgets what its own writes, copies and deletes touch. A file opened
+from an entry reads the version the entry names, and stats again if that
+version is gone (see ``ObjectReader``'s ``recent``), so a stale entry
+costs a request, never a mix of versions.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fsspec.dircache import DirCache
+
+__all__ = ["EXPIRY_S", "RecentMetadata", "parent"]
+
+# Long enough for one pyarrow or pandas call to list then open what it
+# listed; short enough that another writer's change shows up soon.
+EXPIRY_S = 10.0
+# Stats kept at most (the oldest go first).
+_MAX_STATS = 10_000
+
+
+def parent(path: str) -> str:
+    """The folder holding ``path`` (``""`` above a bucket)."""
+    return path.rpartition("/")[0]
+
+
+class RecentMetadata:
+    """Recent listings and stats of one filesystem, keyed by fsspec path.
+
+    Args:
+        dircache: the filesystem's ``dircache`` (its listings; its
+            ``use_listings_cache`` and ``listings_expiry_time`` rule the
+            stats too).
+    """
+
+    def __init__(self, dircache: DirCache) -> None:
+        self.listings = dircache
+        self._stats: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._by_name: dict[str, tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.listings.use_listings_cache)
+
+    def _fresh(self, at: float) -> bool:
+        expiry = self.listings.listings_expiry_time
+        return expiry is None or time.time() - at <= expiry
+
+    def entry(self, path: str) -> dict[str, Any] | None:
+        """The entry of ``path`` (a file's, or a folder's), or None if unknown.
+
+        Raises:
+            FileNotFoundError: a recent listing of its folder lacks it.
+        """
+        if not self.enabled:
+            return None
+        stat = self._stats.get(path)
+        if stat is not None:
+            if self._fresh(stat[0]):
+                return stat[1]
+            self._stats.pop(path, None)
+        siblings = self._named(parent(path))
+        if siblings is not None and path in siblings:
+            return siblings[path]
+        if self.listings.get(path):
+            return {"name": path, "size": 0, "type": "directory"}
+        if siblings is not None:
+            raise FileNotFoundError(path)
+        return None
+
+    def _named(self, folder: str) -> dict[str, dict[str, Any]] | None:
+        """The recent listing of ``folder`` by name (made once per listing:
+        pyarrow asks for each file of a folder of thousands)."""
+        listing = self.listings.get(folder)
+        if listing is None:
+            self._by_name.pop(folder, None)  # expired, perhaps
+            return None
+        held = self._by_name.get(folder)
+        if held is None or held[0] is not listing:
+            named: dict[str, dict[str, Any]] = {}
+            for entry in listing:
+                # An object beside a folder of the same name wins, as in a stat.
+                if entry["type"] == "file" or entry["name"] not in named:
+                    named[entry["name"]] = entry
+            held = (listing, named)
+            self._by_name[folder] = held
+        return held[1]
+
+    def remember_listing(self, folder: str, entries: list[dict[str, Any]]) -> None:
+        """``entries``: everything directly in ``folder`` (files and folders)."""
+        if entries:  # an object store has no empty folder to remember
+            self.listings[folder] = entries
+
+    def remember_tree(self, top: str, entries: list[dict[str, Any]]) -> None:
+        """Remember every folder of a complete listing of the tree under ``top``.
+
+        Args:
+            top: the folder listed.
+            entries: every file under it (folders are their names' parents).
+        """
+        folders: dict[str, dict[str, dict[str, Any]]] = {}
+        for entry in entries:
+            child, folder = entry, parent(entry["name"])
+            while len(folder) >= len(top):
+                known = folders.setdefault(folder, {})
+                if child["name"] in known:
+                    break  # this folder, and those above it, have it already
+                known[child["name"]] = child
+                if folder == top:
+                    break
+                child = {"name": folder, "size": 0, "type": "directory"}
+                folder = parent(folder)
+        for folder, children in folders.items():
+            self.remember_listing(folder, sorted(children.values(), key=lambda e: e["name"]))
+
+    def remember_stat(self, path: str, entry: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        self._stats.pop(path, None)
+        self._stats[path] = (time.time(), entry)
+        if len(self._stats) > _MAX_STATS:
+            del self._stats[next(iter(self._stats))]
+
+    def forget(self, path: str, *, tree: bool = False) -> None:
+        """Forget ``path`` and the folders above it; with ``tree``, all under it too."""
+        self._stats.pop(path, None)
+        if tree:
+            below = path + "/"
+            for key in [k for k in self._stats if k.startswith(below)]:
+                del self._stats[key]
+            for key in [k for k in self._by_name if k.startswith(below)]:
+                self._drop_listing(key)
+            for key in [k for k in self.listings if k.startswith(below)]:
+                self._drop_listing(key)
+        self._drop_listing(path)
+        while path:
+            path = parent(path)
+            self._drop_listing(path)
+
+    def _drop_listing(self, folder: str) -> None:
+        self.listings.pop(folder, None)
+        self._by_name.pop(folder, None)
+
+    def clear(self) -> None:
+        self._stats.clear()
+        self._by_name.clear()
+        self.listings.clear()
