@@ -237,6 +237,7 @@ class ObjectReader(io.RawIOBase):
         holding them; the position passes each piece once it was taken."""
         if self._corrupt is not None:
             raise self._corrupt
+        self._confirm_end(count)
         exact = self._exact(count)
         if exact is not None:
             yield memoryview(exact)
@@ -263,6 +264,13 @@ class ObjectReader(io.RawIOBase):
             self._pos += take
         self._last_end = self._pos
 
+    def _confirm_end(self, count: int) -> None:
+        """Nothing read yet, and at or past the end a cache named: the store
+        says where the end is now (no block fetch would find out)."""
+        if self._recent and count != 0 and self._pos >= self.size:
+            self._recent = False
+            self._adopt(self._portal.call(self._client.stat(self.bucket, self.name)))
+
     def _exact(self, count: int) -> bytearray | None:
         """A small read away from where the last one ended, of bytes no
         block holds: just those bytes, in one ranged GET with no read-ahead
@@ -272,6 +280,11 @@ class ObjectReader(io.RawIOBase):
         first, last = start // self.block_size, (end - 1) // self.block_size
         if count > self.block_size // 4 or start == self._last_end or start >= end \
                 or any(i in self._blocks for i in range(first, last + 1)):
+            return None
+        if first == self._crc_next and start == first * self.block_size:
+            # The block the front-to-back crc32c needs next, from its start
+            # (torch.load seeks back to 0 for a zip's first header): read by
+            # blocks, so the whole read is still checked.
             return None
         buf = bytearray(end - start)
         try:
@@ -339,6 +352,7 @@ class ObjectReader(io.RawIOBase):
         pieces: list[bytes] = []
         got = 0
         with self._reading():
+            self._confirm_end(limit)
             while self._pos < self.size and (limit < 0 or got < limit):
                 index = self._pos // self.block_size
                 data = self._block(index)[0]
@@ -409,6 +423,7 @@ class ObjectReader(io.RawIOBase):
                 its crc32c or MD5.
         """
         with self._reading():
+            self._confirm_end(-1 if size is None else size)
             remaining = max(self.size - self._pos, 0)
             n = remaining if size is None or size < 0 else min(size, remaining)
             if n < _GROWN:

@@ -84,3 +84,89 @@ def test_empty_object(sync_client: Client, bucket: str) -> None:
     sync_client.write(bucket, "e", b"")
     with aioflux.open(f"gs://{bucket}/e", "rb", client=sync_client) as r:
         assert r.read() == b""
+
+
+def _fetches(monkeypatch: pytest.MonkeyPatch, client: Client) -> list[tuple[int, int]]:
+    """The ranges the reader fetches from now on."""
+    seen: list[tuple[int, int]] = []
+    fetch = client.aio.fetch
+
+    async def recorded(*args: object, **kwargs: int) -> object:
+        seen.append((kwargs["start"], kwargs["end"]))
+        return await fetch(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(client.aio, "fetch", recorded)
+    return seen
+
+
+def test_a_small_read_after_a_seek_fetches_just_its_bytes(
+        sync_client: Client, bucket: str, blob: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    block, size = 100 * KiB, len(blob)
+    seen = _fetches(monkeypatch, sync_client)
+    with ObjectReader(sync_client.aio, bucket, "blob",
+                      options=ReaderOptions(block_size=block, read_ahead=3)) as r:
+        r.seek(-100, io.SEEK_END)  # a Parquet footer
+        assert r.read(100) == blob[-100:]
+        assert seen == [(size - 100, size)]
+        assert r.read(50) == b""
+        r.seek(size // 2)
+        assert r.read(block // 4) == blob[size // 2:size // 2 + block // 4]
+        assert seen[1:] == [(size // 2, size // 2 + block // 4)]
+        del seen[:]
+        # Going on from there is read by blocks, with read-ahead.
+        assert r.read(10) == blob[size // 2 + block // 4:size // 2 + block // 4 + 10]
+        # (The read-ahead's requests may start after the read returns.)
+        assert seen[0] == (5 * block, 6 * block)
+        assert set(seen) <= {(i * block, (i + 1) * block) for i in (5, 6, 7)}
+        r.seek(6 * block + 5)  # bytes a block holds: from the block
+        assert r.read(200) == blob[6 * block + 5:6 * block + 205]
+        assert (6 * block + 5, 6 * block + 205) not in seen
+        r.seek(3 * block + 7)  # more than a quarter block: by blocks
+        assert r.read(block // 4 + 1) == blob[3 * block + 7:3 * block + 7 + block // 4 + 1]
+        assert (3 * block, 4 * block) in seen
+        assert all(e - s in (block, size % block) for s, e in seen[1:])
+
+
+def test_reading_back_from_the_front_after_a_footer_is_still_checked(
+        sync_client: Client, bucket: str, blob: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _fetches(monkeypatch, sync_client)
+    with ObjectReader(sync_client.aio, bucket, "blob",
+                      options=ReaderOptions(block_size=100 * KiB, read_ahead=3)) as r:
+        r.seek(-22, io.SEEK_END)  # torch.load: a zip's end record, then its first header
+        r.read(22)
+        r.seek(0)
+        assert r.read(30) == blob[:30]
+        assert seen[1] == (0, 100 * KiB)  # block 0 from its start: the crc32c goes on
+        assert r.read() == blob[30:]
+        assert r._crc_next * r.block_size >= len(blob) and r._corrupt is None
+
+
+def test_a_stale_recent_info_reads_the_current_version(
+        sync_client: Client, bucket: str, blob: bytes) -> None:
+    old = sync_client.stat(bucket, "blob")
+    options = ReaderOptions(block_size=100 * KiB, read_ahead=2)
+    sync_client.write(bucket, "blob", b"the new version")
+    with ObjectReader(sync_client.aio, bucket, "blob", options=options, info=old,
+                      recent=True) as r:
+        assert r.size == len(blob)  # as the cache said, until a read finds it stale
+        assert r.read() == b"the new version"
+        assert r.size == 15 and r.info.generation != old.generation
+    with ObjectReader(sync_client.aio, bucket, "blob", options=options, info=old,
+                      recent=True) as r:
+        r.seek(-10, io.SEEK_END)  # a small read after a seek finds it stale too
+        assert r.read(10) == b""  # the current version ends before there
+        r.seek(4)
+        assert r.read(3) == b"new"
+    small = sync_client.stat(bucket, "blob")
+    sync_client.write(bucket, "blob", blob)
+    with ObjectReader(sync_client.aio, bucket, "blob", options=options, info=small,
+                      recent=True) as r:
+        r.seek(1000)  # past the end the cache named: the store says where it is now
+        assert r.read(10) == blob[1000:1010]
+    with ObjectReader(sync_client.aio, bucket, "blob", options=options, info=old) as r:
+        with pytest.raises(NotFound):  # not from a cache: the version is pinned
+            r.read(10)
+    sync_client.delete(bucket, "blob")
+    with ObjectReader(sync_client.aio, bucket, "blob", options=options, info=small,
+                      recent=True) as r, pytest.raises(NotFound):
+        r.read(10)

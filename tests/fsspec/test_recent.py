@@ -1,0 +1,194 @@
+"""What the filesystem remembers of recent listings and stats, on every
+backend: it answers without a request, forgets what the filesystem's own
+writes touch, and never reads a stale entry's bytes as the current ones."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from aioflux import NotFound
+from aioflux._core.portal import call
+from aioflux.fsspec import AiofluxFileSystem
+from aioflux.fsspec._async_file import AsyncWriteFile
+
+_ASKING = ("stat", "list", "list_objects")
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch, fs: AiofluxFileSystem) -> Counter[str]:
+    """Calls of the store's metadata methods from now on."""
+    store, calls = fs.store, Counter[str]()
+    for name in _ASKING:
+        method = getattr(store, name)
+
+        def counting(*args: Any, _method: Callable[..., Any] = method, _name: str = name,
+                     **kwargs: Any) -> Any:
+            calls[_name] += 1
+            return _method(*args, **kwargs)
+
+        monkeypatch.setattr(store, name, counting)
+    return calls
+
+
+def _twin(fs: AiofluxFileSystem) -> AiofluxFileSystem:
+    """Another filesystem on the same store: another writer, with its own memory."""
+    config, endpoint, credentials = fs._settings
+    return AiofluxFileSystem(fs.scheme, config=config, endpoint=endpoint,
+                             credentials=credentials, skip_instance_cache=True)
+
+
+def _close(fs: AiofluxFileSystem) -> None:
+    call(fs.store.aclose())
+
+
+def test_what_find_listed_answers_info_exists_and_open(
+        backend: tuple[AiofluxFileSystem, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    fs, root = backend
+    bodies = {f"{root}/d/{n}": os.urandom(100 + i) for i, n in enumerate(["a", "b", "e/c"])}
+    fs.pipe(bodies)
+    fs.find(root)
+    calls = _counted(monkeypatch, fs)
+    for path, body in bodies.items():
+        assert fs.isfile(path) and fs.exists(path) and fs.size(path) == len(body)
+    assert fs.isdir(f"{root}/d/e") and not fs.isfile(f"{root}/d/e")
+    assert not fs.exists(f"{root}/d/missing")
+    assert fs.ls(f"{root}/d", detail=False) == [f"{root}/d/a", f"{root}/d/b", f"{root}/d/e"]
+    assert sum(calls.values()) == 0, calls
+    for path, body in bodies.items():
+        with fs.open(path, "rb") as f:
+            assert f.read() == body
+    # An entry with the object's crc32c opens as is (a GCS or Azure listing);
+    # an S3 or local listing has none: then open asks once.
+    asked = sum(fs.info(p)["crc32c"] is None for p in bodies)
+    assert calls["stat"] == asked and calls["list"] == calls["list_objects"] == 0
+
+
+def test_what_info_found_answers_the_open_after_it(
+        backend: tuple[AiofluxFileSystem, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    fs, root = backend
+    fs.pipe_file(f"{root}/o", b"x" * 1000)
+    calls = _counted(monkeypatch, fs)
+    assert fs.isfile(f"{root}/o")  # pyarrow's open_input_file, then its open
+    with fs.open(f"{root}/o", "rb") as f:
+        assert f.read() == b"x" * 1000
+    assert calls["stat"] == 1
+
+
+def test_the_filesystem_sees_its_own_writes_at_once(
+        backend: tuple[AiofluxFileSystem, str], tmp_path: Any) -> None:
+    fs, root = backend
+    fs.pipe({f"{root}/d/a": b"a", f"{root}/d/b": b"b"})
+    local = tmp_path / "local"
+    local.write_bytes(b"from a local file")
+
+    def listed() -> dict[str, int]:
+        return {e["name"].rpartition("/")[2]: e["size"] for e in fs.ls(f"{root}/d")}
+
+    assert listed() == {"a": 1, "b": 1}
+    fs.pipe_file(f"{root}/d/c", b"cc")
+    assert listed() == {"a": 1, "b": 1, "c": 2}
+    with fs.open(f"{root}/d/a", "wb") as f:
+        f.write(b"aaa")
+    assert fs.info(f"{root}/d/a")["size"] == 3 and fs.cat_file(f"{root}/d/a") == b"aaa"
+    fs.put_file(str(local), f"{root}/d/b")
+    assert fs.size(f"{root}/d/b") == 17
+    with fs.open(f"{root}/d/b", "rb") as f:
+        assert f.read() == b"from a local file"
+    fs.cp_file(f"{root}/d/c", f"{root}/d/e/c")
+    assert fs.isdir(f"{root}/d/e") and fs.cat_file(f"{root}/d/e/c") == b"cc"
+    with fs.transaction:
+        with fs.open(f"{root}/d/t", "wb") as f:
+            f.write(b"t")
+        assert not fs.exists(f"{root}/d/t")
+    assert fs.exists(f"{root}/d/t")
+
+    async def write_async() -> None:
+        f = await fs.open_async(f"{root}/d/x", "wb")
+        assert isinstance(f, AsyncWriteFile)
+        async with f:
+            await f.write(b"xxxx")
+
+    fs.ls(f"{root}/d")
+    call(write_async())
+    assert listed()["x"] == 4
+    fs.rm_file(f"{root}/d/x")
+    assert "x" not in listed() and not fs.exists(f"{root}/d/x")
+    fs.rm(f"{root}/d", recursive=True)
+    assert not fs.exists(f"{root}/d/a") and not fs.exists(f"{root}/d")
+
+
+def test_an_entry_made_stale_by_another_writer_reads_the_current_version(
+        backend: tuple[AiofluxFileSystem, str]) -> None:
+    fs, root = backend
+    other = _twin(fs)
+    try:
+        path = f"{root}/o"
+        fs.pipe_file(path, b"old" * 1000)
+        assert fs.info(path)["size"] == 3000  # remembered, crc32c and version too
+        fs.find(root)
+        other.pipe_file(path, b"the new version")
+        with fs.open(path, "rb") as f:  # opened by the stale entry
+            assert f.read() == b"the new version"
+        fs.info(path)
+        fs.find(root)
+        other.pipe_file(path, b"n" * 5000)
+        with fs.open(path, "rb") as f:  # the first read after a seek
+            f.seek(4990)
+            assert f.read(10) == b"n" * 10
+        fs.info(path)
+        fs.find(root)
+        other.rm_file(path)
+        with pytest.raises((FileNotFoundError, NotFound)), fs.open(path, "rb") as f:
+            f.read()
+    finally:
+        _close(other)
+
+
+def test_entries_expire_and_can_be_forgotten_or_refused(
+        backend: tuple[AiofluxFileSystem, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    fs, root = backend
+    fs.pipe_file(f"{root}/o", b"o")
+    config, endpoint, credentials = fs._settings
+    brief = AiofluxFileSystem(fs.scheme, config=config, endpoint=endpoint,
+                              credentials=credentials, skip_instance_cache=True,
+                              listings_expiry_time=0.05)
+    never = AiofluxFileSystem(fs.scheme, config=config, endpoint=endpoint,
+                              credentials=credentials, skip_instance_cache=True,
+                              use_listings_cache=False)
+    try:
+        for each in (fs, brief, never):
+            each.ls(root)
+            each.info(f"{root}/o")
+        time.sleep(0.1)  # longer than brief's expiry
+        fs.invalidate_cache(root)
+        counts = [_counted(monkeypatch, each) for each in (fs, brief, never)]
+        for each in (fs, brief, never):
+            assert each.info(f"{root}/o")["size"] == 1
+        assert [c["stat"] for c in counts] == [1, 1, 1]
+        assert fs.info(f"{root}/o")["size"] == brief.info(f"{root}/o")["size"] == 1
+        assert [c["stat"] for c in counts] == [1, 1, 1]  # fs and brief remember again
+        assert never.info(f"{root}/o")["size"] == 1
+        assert counts[2]["stat"] == 2
+    finally:
+        _close(brief)
+        _close(never)
+
+
+def test_cat_of_many_paths_follows_on_error(backend: tuple[AiofluxFileSystem, str]) -> None:
+    fs, root = backend
+    paths = [f"{root}/{i}" for i in range(20)]
+    fs.pipe({p: p.encode() for p in paths})
+    missing = f"{root}/missing"
+    assert fs.cat(paths) == {p: p.encode() for p in paths}
+    assert fs.cat([*paths, missing], on_error="omit") == {p: p.encode() for p in paths}
+    got = fs.cat([missing, *paths], on_error="return", batch_size=3)
+    assert isinstance(got[missing], FileNotFoundError | NotFound)
+    assert all(got[p] == p.encode() for p in paths)
+    with pytest.raises((FileNotFoundError, NotFound)):
+        fs.cat([*paths, missing])
+    assert fs.cat(paths[0]) == paths[0].encode()  # one path: its bytes, not a dict
