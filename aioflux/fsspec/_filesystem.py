@@ -423,41 +423,24 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         if os.path.isdir(lpath):
             return
         bucket, name = self._split(rpath)
-        info = await self.store.stat(bucket, name)
+        info = self._recent_info(bucket, name)
+        recent = info is not None
+        if info is None:
+            info = await self.store.stat(bucket, name)
         folder = os.path.dirname(os.path.abspath(lpath))
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".aioflux-get-")
         try:
-            crc = 0
-            # Blocks land in buffers of their own (no body grown and copied
-            # as it arrives), reused once written: at most _GET_AHEAD + 1.
-            spare: list[bytearray] = []
             with os.fdopen(fd, "wb") as out:
-                async def block(start: int) -> tuple[bytearray, memoryview, int | None]:
-                    end = min(info.size, start + _GET_BLOCK)
-                    buf = spare.pop() if spare else bytearray(_GET_BLOCK)
-                    view = memoryview(buf)[:end - start]
-                    fetched = await self.store.fetch(
-                        bucket, name, start=start, end=end, into=view,
-                        generation=info.generation or None, size=info.size,
-                        want_crc=info.crc32c is not None)
-                    if fetched.count != end - start:
-                        raise ChecksumMismatch(
-                            f"get {info.url}: bytes [{start}, {end}) came back as "
-                            f"{fetched.count} bytes", operation="read", bucket=bucket,
-                            name=name)
-                    return buf, view, fetched.crc
-
-                async for _, (buf, view, part_crc) in window(
-                        range(0, info.size, _GET_BLOCK), block, limit=_GET_AHEAD):
-                    await asyncio.to_thread(out.write, view)
-                    if part_crc is not None:
-                        crc = crc32c_combine(crc, part_crc, len(view))
-                    view.release()
-                    spare.append(buf)
-            if info.crc32c is not None and crc != info.crc32c:
-                raise ChecksumMismatch(f"get {info.url}: crc32c {encode_crc32c(crc)} of the "
-                                       f"bytes read != {encode_crc32c(info.crc32c)}",
-                                       operation="read", bucket=bucket, name=name)
+                try:
+                    await self._download(info, out)
+                except (NotFound, PreconditionFailed):
+                    if not recent:
+                        raise
+                    # The version a recent entry named is gone: the current one.
+                    info = await self.store.stat(bucket, name)
+                    out.seek(0)
+                    out.truncate()
+                    await self._download(info, out)
             os.replace(tmp, lpath)  # whole, or not at all
         except BaseException:
             try:
@@ -465,6 +448,40 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             except FileNotFoundError:
                 pass
             raise
+
+    async def _download(self, info: ObjectInfo, out: io.BufferedWriter) -> None:
+        """The object's bytes at ``info``'s version into ``out``, checked."""
+        bucket, name = info.bucket, info.name
+        crc = 0
+        # Blocks land in buffers of their own (no body grown and copied as
+        # it arrives), reused once written: at most _GET_AHEAD + 1.
+        spare: list[bytearray] = []
+
+        async def block(start: int) -> tuple[bytearray, memoryview, int | None]:
+            end = min(info.size, start + _GET_BLOCK)
+            buf = spare.pop() if spare else bytearray(min(_GET_BLOCK, info.size))
+            view = memoryview(buf)[:end - start]
+            fetched = await self.store.fetch(
+                bucket, name, start=start, end=end, into=view,
+                generation=info.generation or None, size=info.size,
+                want_crc=info.crc32c is not None)
+            if fetched.count != end - start:
+                raise ChecksumMismatch(
+                    f"get {info.url}: bytes [{start}, {end}) came back as "
+                    f"{fetched.count} bytes", operation="read", bucket=bucket, name=name)
+            return buf, view, fetched.crc
+
+        async for _, (buf, view, part_crc) in window(
+                range(0, info.size, _GET_BLOCK), block, limit=_GET_AHEAD):
+            await asyncio.to_thread(out.write, view)
+            if part_crc is not None:
+                crc = crc32c_combine(crc, part_crc, len(view))
+            view.release()
+            spare.append(buf)
+        if info.crc32c is not None and crc != info.crc32c:
+            raise ChecksumMismatch(f"get {info.url}: crc32c {encode_crc32c(crc)} of the "
+                                   f"bytes read != {encode_crc32c(info.crc32c)}",
+                                   operation="read", bucket=bucket, name=name)
 
     # -- writes --------------------------------------------------------------
 
@@ -573,17 +590,21 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         raise ValueError(f"aioflux: mode {mode!r} is not supported (rb, wb, xb; objects "
                          "cannot be appended to or updated in place)")
 
-    def _reader(self, bucket: str, name: str) -> ObjectReader:
-        """A reader of the object, at the version a recent listing or stat
-        names if one does (checked, so only one whose crc32c it knows)."""
+    def _recent_info(self, bucket: str, name: str) -> ObjectInfo | None:
+        """The object's info as a recent listing or stat gave it, if it has
+        the crc32c a read is checked against (else a stat must say)."""
         try:
             entry = self.recent.entry(join(self.scheme, bucket, name))
         except FileNotFoundError:
-            entry = None  # a listing may be stale: the store says
+            return None  # a listing may be stale: the store says
         if entry is None or entry["type"] != "file" or entry.get("crc32c") is None:
-            return ObjectReader(self.store, bucket, name)
-        return ObjectReader(self.store, bucket, name, info=self._object_info(entry),
-                            recent=True)
+            return None
+        return self._object_info(entry)
+
+    def _reader(self, bucket: str, name: str) -> ObjectReader:
+        """A reader of the object, at the version a recent entry names if one does."""
+        info = self._recent_info(bucket, name)
+        return ObjectReader(self.store, bucket, name, info=info, recent=info is not None)
 
     def open(self, path: str, mode: str = "rb", block_size: int | None = None,
              cache_options: dict[str, Any] | None = None, compression: str | None = None,

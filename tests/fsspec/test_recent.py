@@ -8,6 +8,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,8 +47,9 @@ def _close(fs: AiofluxFileSystem) -> None:
     call(fs.store.aclose())
 
 
-def test_what_find_listed_answers_info_exists_and_open(
-        backend: tuple[AiofluxFileSystem, str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_what_find_listed_answers_info_exists_open_and_get(
+        backend: tuple[AiofluxFileSystem, str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
     fs, root = backend
     bodies = {f"{root}/d/{n}": os.urandom(100 + i) for i, n in enumerate(["a", "b", "e/c"])}
     fs.pipe(bodies)
@@ -62,10 +64,12 @@ def test_what_find_listed_answers_info_exists_and_open(
     for path, body in bodies.items():
         with fs.open(path, "rb") as f:
             assert f.read() == body
-    # An entry with the object's crc32c opens as is (a GCS or Azure listing);
-    # an S3 or local listing has none: then open asks once.
+        fs.get_file(path, str(tmp_path / "got"))
+        assert (tmp_path / "got").read_bytes() == body
+    # An entry with the object's crc32c serves as is (a GCS or Azure listing);
+    # an S3 or local listing has none: then open and get_file ask once each.
     asked = sum(fs.info(p)["crc32c"] is None for p in bodies)
-    assert calls["stat"] == asked and calls["list"] == calls["list_objects"] == 0
+    assert calls["stat"] == 2 * asked and calls["list"] == calls["list_objects"] == 0
 
 
 def test_what_info_found_answers_the_open_after_it(
@@ -80,7 +84,7 @@ def test_what_info_found_answers_the_open_after_it(
 
 
 def test_the_filesystem_sees_its_own_writes_at_once(
-        backend: tuple[AiofluxFileSystem, str], tmp_path: Any) -> None:
+        backend: tuple[AiofluxFileSystem, str], tmp_path: Path) -> None:
     fs, root = backend
     fs.pipe({f"{root}/d/a": b"a", f"{root}/d/b": b"b"})
     local = tmp_path / "local"
@@ -123,7 +127,7 @@ def test_the_filesystem_sees_its_own_writes_at_once(
 
 
 def test_an_entry_made_stale_by_another_writer_reads_the_current_version(
-        backend: tuple[AiofluxFileSystem, str]) -> None:
+        backend: tuple[AiofluxFileSystem, str], tmp_path: Path) -> None:
     fs, root = backend
     other = _twin(fs)
     try:
@@ -141,10 +145,17 @@ def test_an_entry_made_stale_by_another_writer_reads_the_current_version(
             f.seek(4990)
             assert f.read(10) == b"n" * 10
         fs.info(path)
+        other.pipe_file(path, b"for get_file")
+        fs.get_file(path, str(tmp_path / "got"))
+        assert (tmp_path / "got").read_bytes() == b"for get_file"
+        fs.info(path)
         fs.find(root)
         other.rm_file(path)
         with pytest.raises((FileNotFoundError, NotFound)), fs.open(path, "rb") as f:
             f.read()
+        with pytest.raises((FileNotFoundError, NotFound)):
+            fs.get_file(path, str(tmp_path / "gone"))
+        assert not (tmp_path / "gone").exists()
     finally:
         _close(other)
 
