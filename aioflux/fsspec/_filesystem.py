@@ -237,7 +237,10 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         prefix = name + "/" if name else ""
         async for page in self.store.list(bucket, prefix, delimiter="/", page_size=1):
             if page.objects or page.prefixes or not name:
-                return self._folder(bucket, name)
+                # Remembered too: pyarrow asks three times of a dataset's folder.
+                entry = self._folder(bucket, name)
+                self.recent.remember_stat(known, entry)
+                return entry
             break
         raise FileNotFoundError(f"{self.unstrip_protocol(path)}: no such object or folder")
 

@@ -142,9 +142,10 @@ class RecentMetadata:
             for key in [k for k in self.listings if k.startswith(below)]:
                 self._drop_listing(key)
         self._drop_listing(path)
-        while path:
+        while path:  # the folders above: what they hold changed (a folder may be gone)
             path = parent(path)
             self._drop_listing(path)
+            self._stats.pop(path, None)
 
     def _drop_listing(self, folder: str) -> None:
         self.listings.pop(folder, None)

@@ -58,6 +58,15 @@ def test_what_find_listed_answers_info_exists_open_and_get(
     for path, body in bodies.items():
         assert fs.isfile(path) and fs.exists(path) and fs.size(path) == len(body)
     assert fs.isdir(f"{root}/d/e") and not fs.isfile(f"{root}/d/e")
+    assert sum(calls.values()) == 0, calls
+    fresh = _twin(fs)
+    try:
+        fresh_calls = _counted(monkeypatch, fresh)
+        for _ in range(3):  # a folder no listing holds: asked once, then remembered
+            assert fresh.isdir(f"{root}/d")
+        assert fresh_calls == {"stat": 1, "list": 1}, fresh_calls
+    finally:
+        _close(fresh)
     assert not fs.exists(f"{root}/d/missing")
     assert fs.ls(f"{root}/d", detail=False) == [f"{root}/d/a", f"{root}/d/b", f"{root}/d/e"]
     assert sum(calls.values()) == 0, calls
@@ -122,6 +131,10 @@ def test_the_filesystem_sees_its_own_writes_at_once(
     assert listed()["x"] == 4
     fs.rm_file(f"{root}/d/x")
     assert "x" not in listed() and not fs.exists(f"{root}/d/x")
+    fs.pipe_file(f"{root}/only/o", b"o")
+    assert fs.isdir(f"{root}/only")  # remembered as a folder
+    fs.rm_file(f"{root}/only/o")  # its last object: the folder is gone too
+    assert not fs.exists(f"{root}/only")
     fs.rm(f"{root}/d", recursive=True)
     assert not fs.exists(f"{root}/d/a") and not fs.exists(f"{root}/d")
 
