@@ -10,6 +10,14 @@ forgets what its own writes, copies and deletes touch. A file opened
 from an entry reads the version the entry names, and stats again if that
 version is gone (see ``ObjectReader``'s ``recent``), so a stale entry
 costs a request, never a mix of versions.
+
+Memory is bounded: at most :data:`MAX_ENTRIES` listed entries (a bigger
+tree is not remembered; older listings go first) and ``_MAX_STATS``
+stats, and expired listings are dropped as new ones come (fsspec's own
+``dircache`` drops one only when it is asked for again).
+
+The filesystem's loop thread writes here while callers' threads read
+(pyarrow opens files from several): every walk is over a copy.
 """
 
 from __future__ import annotations
@@ -19,13 +27,18 @@ from typing import Any
 
 from fsspec.dircache import DirCache
 
-__all__ = ["EXPIRY_S", "RecentMetadata", "parent"]
+__all__ = ["EXPIRY_S", "MAX_ENTRIES", "RecentMetadata", "parent"]
 
 # Long enough for one pyarrow or pandas call to list then open what it
 # listed; short enough that another writer's change shows up soon.
 EXPIRY_S = 10.0
+# Listed entries kept at most, about 0.7 KB each: a find of more is not
+# remembered (its caller holds it anyway), and older listings make room.
+MAX_ENTRIES = 100_000
 # Stats kept at most (the oldest go first).
 _MAX_STATS = 10_000
+# Expired listings are looked for at most this often (seconds).
+_SWEEP_S = 1.0
 
 
 def parent(path: str) -> str:
@@ -46,6 +59,9 @@ class RecentMetadata:
         self.listings = dircache
         self._stats: dict[str, tuple[float, dict[str, Any]]] = {}
         self._by_name: dict[str, tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]] = {}
+        # Entries of each listing remembered, oldest first.
+        self._sizes: dict[str, int] = {}
+        self._swept = time.monotonic()
 
     @property
     def enabled(self) -> bool:
@@ -97,8 +113,31 @@ class RecentMetadata:
 
     def remember_listing(self, folder: str, entries: list[dict[str, Any]]) -> None:
         """``entries``: everything directly in ``folder`` (files and folders)."""
-        if entries:  # an object store has no empty folder to remember
-            self.listings[folder] = entries
+        self._make_room(len(entries))
+        self._keep(folder, entries)
+
+    def _keep(self, folder: str, entries: list[dict[str, Any]]) -> None:
+        if not entries or not self.enabled or len(entries) > MAX_ENTRIES:
+            return  # an object store has no empty folder to remember
+        self._sizes.pop(folder, None)
+        self.listings[folder] = entries
+        self._sizes[folder] = len(entries)
+
+    def _make_room(self, count: int) -> None:
+        """Drop expired listings (now and then), then the oldest until
+        ``count`` more entries fit."""
+        now = time.monotonic()
+        if now - self._swept >= _SWEEP_S:
+            self._swept = now
+            for folder in list(self._sizes):
+                if folder not in self.listings:  # expired: fsspec's check drops it
+                    self._drop_listing(folder)
+        held = sum(self._sizes.values())
+        for folder in list(self._sizes):
+            if held + count <= MAX_ENTRIES:
+                break
+            held -= self._sizes.get(folder, 0)
+            self._drop_listing(folder)
 
     def remember_tree(self, top: str, entries: list[dict[str, Any]]) -> None:
         """Remember every folder of a complete listing of the tree under ``top``.
@@ -107,6 +146,8 @@ class RecentMetadata:
             top: the folder listed.
             entries: every file under it (folders are their names' parents).
         """
+        if len(entries) > MAX_ENTRIES or not self.enabled:
+            return
         folders: dict[str, dict[str, dict[str, Any]]] = {}
         for entry in entries:
             child, folder = entry, parent(entry["name"])
@@ -119,8 +160,12 @@ class RecentMetadata:
                     break
                 child = {"name": folder, "size": 0, "type": "directory"}
                 folder = parent(folder)
+        total = sum(len(children) for children in folders.values())
+        if total > MAX_ENTRIES:  # with the folders between, it may be
+            return
+        self._make_room(total)
         for folder, children in folders.items():
-            self.remember_listing(folder, sorted(children.values(), key=lambda e: e["name"]))
+            self._keep(folder, sorted(children.values(), key=lambda e: e["name"]))
 
     def remember_stat(self, path: str, entry: dict[str, Any]) -> None:
         if not self.enabled:
@@ -128,18 +173,18 @@ class RecentMetadata:
         self._stats.pop(path, None)
         self._stats[path] = (time.time(), entry)
         if len(self._stats) > _MAX_STATS:
-            del self._stats[next(iter(self._stats))]
+            for oldest in list(self._stats)[:len(self._stats) - _MAX_STATS]:
+                self._stats.pop(oldest, None)
 
     def forget(self, path: str, *, tree: bool = False) -> None:
         """Forget ``path`` and the folders above it; with ``tree``, all under it too."""
         self._stats.pop(path, None)
         if tree:
             below = path + "/"
-            for key in [k for k in self._stats if k.startswith(below)]:
-                del self._stats[key]
-            for key in [k for k in self._by_name if k.startswith(below)]:
-                self._drop_listing(key)
-            for key in [k for k in self.listings if k.startswith(below)]:
+            for key in [k for k in list(self._stats) if k.startswith(below)]:
+                self._stats.pop(key, None)
+            for key in [k for k in {*self._by_name, *self._sizes, *self.listings}
+                        if k.startswith(below)]:
                 self._drop_listing(key)
         self._drop_listing(path)
         while path:  # the folders above: what they hold changed (a folder may be gone)
@@ -150,8 +195,10 @@ class RecentMetadata:
     def _drop_listing(self, folder: str) -> None:
         self.listings.pop(folder, None)
         self._by_name.pop(folder, None)
+        self._sizes.pop(folder, None)
 
     def clear(self) -> None:
         self._stats.clear()
         self._by_name.clear()
+        self._sizes.clear()
         self.listings.clear()
