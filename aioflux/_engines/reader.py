@@ -276,6 +276,10 @@ class ObjectReader(io.RawIOBase):
         block holds: just those bytes, in one ranged GET with no read-ahead
         (a Parquet reader's 64 KiB footer cost a 4 MiB block, then its
         column chunks start back at the front). None: read by blocks."""
+        if self.size <= self.block_size:
+            # One block is the whole object, which its reader wants anyway:
+            # a Parquet file of 2 MiB took a footer GET, then the file's.
+            return None
         start, end = self._pos, min(self.size, self._pos + count)
         first, last = start // self.block_size, (end - 1) // self.block_size
         if count > self.block_size // 4 or start == self._last_end or start >= end \

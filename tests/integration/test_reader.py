@@ -170,3 +170,17 @@ def test_a_stale_recent_info_reads_the_current_version(
     with ObjectReader(sync_client.aio, bucket, "blob", options=options, info=small,
                       recent=True) as r, pytest.raises(NotFound):
         r.read(10)
+
+
+def test_an_object_of_one_block_is_read_whole_from_its_footer(
+        sync_client: Client, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    small = os.urandom(60 * KiB)
+    sync_client.write(bucket, "small", small)
+    seen = _fetches(monkeypatch, sync_client)
+    with ObjectReader(sync_client.aio, bucket, "small",
+                      options=ReaderOptions(block_size=100 * KiB, read_ahead=3)) as r:
+        r.seek(-100, io.SEEK_END)  # a small Parquet file's footer: the file, in one GET
+        assert r.read(100) == small[-100:]
+        r.seek(0)
+        assert r.read(1000) == small[:1000]  # its data: already here
+    assert seen == [(0, len(small))]
