@@ -268,41 +268,35 @@ class ObjectReader(io.RawIOBase):
         """Nothing read yet, and at or past the end a cache named: the store
         says where the end is now (no block fetch would find out)."""
         if self._recent and count != 0 and self._pos >= self.size:
-            self._recent = False
-            self._adopt(self._portal.call(self._client.stat(self.bucket, self.name)))
+            self._restat()
 
     def _exact(self, count: int) -> bytearray | None:
         """A small read away from where the last one ended, of bytes no
         block holds: just those bytes, in one ranged GET with no read-ahead
         (a Parquet reader's 64 KiB footer cost a 4 MiB block, then its
         column chunks start back at the front). None: read by blocks."""
-        if self.size <= self.block_size:
-            # One block is the whole object, which its reader wants anyway:
-            # a Parquet file of 2 MiB took a footer GET, then the file's.
+        start = self._pos
+        # A read going on from the last one (the common case) is decided first.
+        if start == self._last_end or count > self.block_size // 4 \
+                or self.size <= self.block_size:
+            # (One block is the whole object, which its reader wants anyway:
+            # a Parquet file of 2 MiB took a footer GET, then the file's.)
             return None
-        start, end = self._pos, min(self.size, self._pos + count)
+        end = min(self.size, start + count)
         first, last = start // self.block_size, (end - 1) // self.block_size
-        if count > self.block_size // 4 or start == self._last_end or start >= end \
-                or any(i in self._blocks for i in range(first, last + 1)):
+        if start >= end or any(i in self._blocks for i in range(first, last + 1)):
             return None
         if first == self._crc_next and start == first * self.block_size:
             # The block the front-to-back crc32c needs next, from its start
             # (torch.load seeks back to 0 for a zip's first header): read by
             # blocks, so the whole read is still checked.
             return None
-        buf = bytearray(end - start)
         try:
-            fetched = self._portal.call(self._client.fetch(
-                self.bucket, self.name, start=start, end=end, into=memoryview(buf),
-                generation=self.info.generation or None, size=self.size, want_crc=False))
+            buf, _ = self._portal.call(self._fetch_block(start, end))
         except (NotFound, PreconditionFailed) as exc:
             if not self._recover(exc):
                 raise
             return None  # read by blocks, at the current version
-        if fetched.count != len(buf):
-            raise ProtocolError(f"read {self.url} failed: bytes [{start}, {end}) came back "
-                                f"as {fetched.count} bytes", operation="read",
-                                bucket=self.bucket, name=self.name)
         self._recent = False
         return buf
 
@@ -312,10 +306,14 @@ class ObjectReader(io.RawIOBase):
         deleted one raises NotFound)."""
         if not (self._recent and isinstance(exc, NotFound | PreconditionFailed)):
             return False
-        self._recent = False
         self._drop_blocks()
-        self._adopt(self._portal.call(self._client.stat(self.bucket, self.name)))
+        self._restat()
         return True
+
+    def _restat(self) -> None:
+        """Read the version the store has now (a recent info was stale)."""
+        self._recent = False
+        self._adopt(self._portal.call(self._client.stat(self.bucket, self.name)))
 
     def _block(self, index: int) -> tuple[bytearray, int | None]:
         """Block ``index`` (waited for), with read-ahead scheduled past it.

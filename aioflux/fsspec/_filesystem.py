@@ -256,15 +256,15 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         async for page in self.store.list(bucket, prefix, delimiter="/"):
             out.extend(self._entry(o) for o in page.objects if o.name != prefix)
             out.extend(self._folder(bucket, p) for p in page.prefixes)
+        out.sort(key=lambda e: e["name"])
         if out:
-            out.sort(key=lambda e: e["name"])
             self.recent.remember_listing(folder, out)
-        if not out and name:
+            out = list(out)  # the caller's to change, not the memory's
+        elif name:
             info = await self._info(path)  # a file lists as itself
             if info["type"] == "file":
                 out = [info]
             # else: a folder that only held its placeholder lists empty.
-        out.sort(key=lambda e: e["name"])
         return out if detail else [e["name"] for e in out]
 
     async def _find(self, path: str, maxdepth: int | None = None, withdirs: bool = False,
