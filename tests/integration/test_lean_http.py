@@ -380,6 +380,24 @@ async def test_a_body_without_a_limit_is_received_whole() -> None:
     pool.close()
 
 
+async def test_a_small_body_arrives_as_bytes_and_a_cut_one_as_what_arrived() -> None:
+    # A 2xx body that fits the first buffer lands in the bytes handed out
+    # (no bytearray copied afterwards); cut short, only its bytes count.
+    small = os.urandom(100 << 10)
+    server = RawServer(lambda conn, i: _response(small) if i == 0
+                       else (_response(small)[:-1000], "close"))
+    pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=5, idle_timeout=5)
+    async with server as base:
+        resp = await pool.get(base + "/o", {}, limit=len(small))
+        assert resp is not None and type(resp.body) is bytes and resp.body == small
+        with pytest.raises(BodyTruncated) as cut:
+            await pool.get(base + "/o", {}, limit=len(small))
+    arrived = cut.value.response
+    assert arrived is not None and arrived.received == len(small) - 1000
+    assert arrived.body == small[:-1000]
+    pool.close()
+
+
 @pytest.mark.parametrize("lean", [True, False], ids=["lean", "aiohttp"])
 async def test_get_media_limit_on_both_paths(lean: bool) -> None:
     server = RawServer(lambda conn, i: _response())
