@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import functools
 import os
 import threading
@@ -135,11 +136,14 @@ class Portal:
         self._refuse_if_closed(coro)
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
-    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+    def call(self, coro: Coroutine[Any, Any, T], *, settled: bool = False) -> T:
         """Run ``coro`` on the loop and wait for it.
 
         Args:
             coro: the coroutine.
+            settled: on an exception in the waiting thread, wait for the
+                cancelled coroutine to unwind however long it takes (it
+                writes into memory the caller frees on return).
 
         Returns:
             Its result.
@@ -150,7 +154,8 @@ class Portal:
             Exception: whatever the coroutine raised. An exception raised in
                 the waiting thread instead (KeyboardInterrupt, or one from a
                 signal handler) cancels the coroutine, waits up to
-                ``_CANCEL_WAIT`` seconds for it to unwind, and propagates.
+                ``_CANCEL_WAIT`` seconds (``settled``: until it has) for it to
+                unwind, and propagates.
         """
         if self.in_loop_thread():
             coro.close()
@@ -182,7 +187,13 @@ class Portal:
             # longer than _CANCEL_WAIT to unwind.
             if not outcome.done():
                 self._loop.call_soon_threadsafe(cancel)
-                concurrent.futures.wait([outcome], timeout=_CANCEL_WAIT)
+                if not settled:
+                    concurrent.futures.wait([outcome], timeout=_CANCEL_WAIT)
+                # A second Ctrl-C must not leave a coroutine writing into
+                # freed memory: the unwind takes a turn of the loop.
+                while settled and not outcome.done():
+                    with contextlib.suppress(BaseException):
+                        concurrent.futures.wait([outcome])
             raise
 
     def shutdown(self, timeout: float = 5.0) -> None:

@@ -11,6 +11,7 @@ mixing two versions.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import concurrent.futures
 import hashlib
@@ -167,18 +168,36 @@ class ObjectReader(io.RawIOBase):
 
     async def _fetch_block(self, start: int, end: int) -> tuple[bytearray, int | None]:
         buf = bytearray(end - start)
+        return buf, await self._fetch_into(memoryview(buf), start, end)
+
+    async def _fetch_into(self, view: memoryview, start: int, end: int) -> int | None:
+        """Bytes ``[start, end)`` into ``view``; their crc32c if checking."""
         # ``size``: a server reporting another length (or metadata larger
         # than the object) fails at once instead of looping on short blocks.
         fetched = await self._client.fetch(
-            self.bucket, self.name, start=start, end=end, into=memoryview(buf),
+            self.bucket, self.name, start=start, end=end, into=view,
             generation=self.info.generation or None, size=self.size, want_crc=self._verify)
-        if fetched.count != len(buf):
+        if fetched.count != end - start:
             raise ProtocolError(f"read {self.url} failed: bytes [{start}, "
                                 f"{end}) came back as {fetched.count} bytes",
                                 operation="read", bucket=self.bucket, name=self.name)
-        return buf, fetched.crc
+        return fetched.crc
 
-    def _account(self, index: int, data: bytearray, crc: int | None) -> None:
+    async def _fill(self, out: memoryview, base: int,
+                    ranges: list[tuple[int, int]]) -> list[int | None]:
+        """``ranges`` fetched at once into ``out`` (which starts at ``base``).
+        Returns only once no GET is left writing into it: on an error, the
+        others are cancelled and waited for (``out`` is the caller's)."""
+        tasks = [asyncio.ensure_future(self._fetch_into(out[s - base:e - base], s, e))
+                 for s, e in ranges]
+        try:
+            return await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
+
+    def _account(self, index: int, data: bytearray | memoryview, crc: int | None) -> None:
         if index != self._crc_next:
             return
         if self._verify and crc is not None:
@@ -226,6 +245,9 @@ class ObjectReader(io.RawIOBase):
 
     def _readinto(self, buffer: bytearray | memoryview) -> int:
         out = memoryview(buffer).cast("B")
+        across = self._across(out)
+        if across is not None:
+            return across
         done = 0
         for piece in self._pieces(len(out)):
             out[done:done + len(piece)] = piece
@@ -263,6 +285,57 @@ class ObjectReader(io.RawIOBase):
             count -= take
             self._pos += take
         self._last_end = self._pos
+
+    def _across(self, out: memoryview) -> int | None:
+        """A read spanning whole blocks that no read-ahead holds: those go
+        straight into ``out``, all at once; an unheld block it ends inside is
+        fetched as a block (the next read goes on in it). A Parquet reader's
+        32 MiB row group was fetched into blocks, then copied: twice the
+        memory touched, every page of it a fault. None: read by blocks."""
+        if self._corrupt is not None:
+            raise self._corrupt
+        self._confirm_end(len(out))
+        bs, start = self.block_size, self._pos
+        end = min(self.size, start + len(out))
+        if end - start < bs:
+            return None
+        first, last = start // bs, (end - 1) // bs
+        spans = [(i, i * bs, min(i * bs + bs, self.size)) for i in range(first, last + 1)]
+        if not any(s >= start and e <= end and i not in self._blocks for i, s, e in spans):
+            return None
+        direct: dict[int, tuple[int, int]] = {}  # block -> range fetched into out
+        for i, s, e in spans:
+            if i in self._blocks:
+                continue
+            if e > end:
+                self._fetch(i)  # the read ends inside it: held for the next
+            else:
+                direct[i] = (max(s, start), e)
+        try:
+            crcs = dict(zip(direct, self._portal.call(
+                self._fill(out, start, list(direct.values())), settled=True), strict=True))
+            held: dict[int, tuple[bytearray, int | None]] = {}
+            for i, _, _ in spans:
+                if i not in direct:
+                    outcome = self._fetch(i).result()
+                    if isinstance(outcome, Exception):
+                        raise outcome
+                    held[i] = outcome
+        except Exception as exc:
+            self._drop_blocks()  # as _block does: reading again fetches anew
+            if self._recover(exc):
+                return None  # nothing handed out: read the current version by blocks
+            raise
+        self._recent = False
+        for i, s, e in spans:
+            if i in held:
+                lo, hi = max(s, start), min(e, end)
+                out[lo - start:hi - start] = memoryview(held[i][0])[lo - s:hi - s]
+            if s >= start:  # read from its start: its crc32c counts
+                self._account(i, *(held[i] if i in held else (out[s - start:e - start], crcs[i])))
+        self._pos = self._last_end = end
+        self._schedule(end // bs if end < self.size else last + 1)
+        return end - start
 
     def _confirm_end(self, count: int) -> None:
         """Nothing read yet, and at or past the end a cache named: the store
@@ -431,8 +504,9 @@ class ObjectReader(io.RawIOBase):
             if n < _GROWN:
                 buf = bytearray(n)
                 got = self._readinto(buf)  # already under _reading()
-                del buf[got:]
-                return bytes(buf)
+                # Sliced, not resized: after a failed GET, views of ``buf``
+                # may live on in its traceback until collected.
+                return bytes(memoryview(buf)[:got])
             # The size is the server's claim (a HEAD, a listing): grown by the
             # blocks as they arrive, never zero-filled to it up front. Handed
             # over as is: BytesIO.getvalue() returns its own buffer once no

@@ -6,10 +6,11 @@ import io
 import os
 import random
 
+import google_crc32c
 import pytest
 
 import aioflux
-from aioflux import Client, NotFound, ReaderOptions
+from aioflux import ChecksumMismatch, Client, NotFound, ReaderOptions, ServerError
 from aioflux._engines.reader import ObjectReader
 from aioflux.testing import Emulator
 
@@ -184,3 +185,83 @@ def test_an_object_of_one_block_is_read_whole_from_its_footer(
         r.seek(0)
         assert r.read(1000) == small[:1000]  # its data: already here
     assert seen == [(0, len(small))]
+
+
+def test_a_long_read_no_read_ahead_holds_goes_straight_into_the_buffer(
+        sync_client: Client, bucket: str, blob: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A Parquet row group: after the footer, one read from near the front to
+    # near the end. Its whole blocks are fetched into the caller's buffer,
+    # all at once; the block it ends inside is fetched whole and kept.
+    block, size = 100 * KiB, len(blob)
+    seen = _fetches(monkeypatch, sync_client)
+    with ObjectReader(sync_client.aio, bucket, "blob",
+                      options=ReaderOptions(block_size=block, read_ahead=2)) as r:
+        r.seek(-100, io.SEEK_END)
+        r.read(100)
+        del seen[:]
+        r.seek(4)
+        buf = bytearray(size - 4 - 500)
+        assert r.readinto(buf) == len(buf) and bytes(buf) == blob[4:-500]
+        assert r.read() == blob[-500:]  # from the block kept, then the last one
+    ends_in = (size - 501) // block
+    assert sorted(seen) == [(4, block)] + [(i * block, (i + 1) * block)  # each once
+                                           for i in range(1, ends_in + 1)] + [(10 * block, size)]
+
+
+def test_a_long_read_from_the_front_is_still_checked(
+        sync_client: Client, bucket: str, blob: bytes, emulator: Emulator) -> None:
+    options = ReaderOptions(block_size=100 * KiB, read_ahead=2)
+    with ObjectReader(sync_client.aio, bucket, "blob", options=options) as r:
+        buf = bytearray(len(blob))
+        assert r.readinto(buf) == len(blob) and bytes(buf) == blob
+        assert r._crc_next * r.block_size >= len(blob) and r._corrupt is None
+    bad = bytearray(blob)
+    bad[-1] ^= 1  # in the last block, which is read as a block
+    emulator.store.put(bucket, "bad", bytes(bad), crc32c=google_crc32c.value(blob))
+    bad[300 * KiB] ^= 1  # in a whole block fetched straight into the buffer
+    bad[-1] ^= 1
+    emulator.store.put(bucket, "bad2", bytes(bad), crc32c=google_crc32c.value(blob))
+    for name in ("bad", "bad2"):
+        with ObjectReader(sync_client.aio, bucket, name, options=options) as r:
+            with pytest.raises(ChecksumMismatch, match=f"gs://{bucket}/{name}"):
+                r.readinto(bytearray(len(blob)))
+
+
+def test_a_long_read_failing_stops_every_get_and_can_be_read_again(
+        sync_client: Client, bucket: str, blob: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    block = 100 * KiB
+    fetch = sync_client.aio.fetch
+    failing, running = [True], [0]
+
+    async def flaky(*args: object, **kwargs: object) -> object:
+        running[0] += 1
+        try:
+            if failing[0] and kwargs["start"] == 5 * block:
+                raise ServerError("read: HTTP 503 (scripted)", operation="read",
+                                  bucket=bucket, name="blob")
+            return await fetch(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            running[0] -= 1
+
+    monkeypatch.setattr(sync_client.aio, "fetch", flaky)
+    with ObjectReader(sync_client.aio, bucket, "blob",
+                      options=ReaderOptions(block_size=block, read_ahead=2)) as r:
+        buf = bytearray(len(blob))
+        with pytest.raises(ServerError):
+            r.readinto(buf)
+        assert running[0] == 0  # none left writing into the caller's buffer
+        assert r.tell() == 0
+        failing[0] = False
+        assert r.readinto(buf) == len(blob) and bytes(buf) == blob
+
+
+def test_a_long_read_on_a_stale_recent_info_reads_the_current_version(
+        sync_client: Client, bucket: str, blob: bytes) -> None:
+    old = sync_client.stat(bucket, "blob")
+    newer = os.urandom(len(blob) - 1000)
+    sync_client.write(bucket, "blob", newer)
+    with ObjectReader(sync_client.aio, bucket, "blob", info=old, recent=True,
+                      options=ReaderOptions(block_size=100 * KiB, read_ahead=2)) as r:
+        buf = bytearray(len(blob))
+        assert r.readinto(buf) == len(newer) and bytes(buf[:len(newer)]) == newer
+        assert r.info.generation != old.generation

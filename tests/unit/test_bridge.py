@@ -245,6 +245,27 @@ def test_an_interrupted_call_waits_for_its_cleanup_only_so_long(
     assert time.monotonic() - interrupted > 1.0
 
 
+def test_a_settled_call_waits_for_its_cleanup_however_long(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A reader's GETs write into the caller's buffer: interrupted, the call
+    # returns only once none is left running, past the usual bound.
+    monkeypatch.setattr(portal_module, "_CANCEL_WAIT", 0.01)
+    started, unwound = threading.Event(), threading.Event()
+
+    async def cleanup_past_the_bound() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        finally:
+            await asyncio.sleep(0.5)
+            unwound.set()
+
+    with _signal_raises(_Raised, started):
+        with pytest.raises(_Raised):
+            get_portal().call(cleanup_past_the_bound(), settled=True)
+        assert unwound.is_set()
+
+
 def test_leaving_a_blocking_window_early_waits_for_the_jobs_it_cancels() -> None:
     # load_files: a loop that breaks out must not leave reads running on.
     stopped: list[int] = []
