@@ -119,9 +119,10 @@ class AzureStore:
             ``config`` and the credentials.
 
     Raises:
-        InvalidArgument: nothing names an account; a bearer token over plain
-            HTTP; a package of the ``azure`` extra missing; a setting of the
-            wrong type.
+        InvalidArgument: nothing names an account; more than one of
+            ``account_key``, ``sas_token``, ``credential`` and ``anonymous``
+            given; a bearer token over plain HTTP; a package of the ``azure``
+            extra missing; a setting of the wrong type.
         InvalidURL: ``endpoint`` is not an http(s) URL.
     """
 
@@ -135,6 +136,15 @@ class AzureStore:
                            ("account_key", account_key), ("sas_token", sas_token)):
             check_str("AzureStore", arg, value, optional=True)
         check_bool("AzureStore", "anonymous", anonymous)
+        # Two ways to sign in given as arguments is a mistake to say, not a
+        # precedence to guess (ambient ones, from the environment or a
+        # connection string, give way to an argument).
+        ways = (("account_key", account_key), ("sas_token", sas_token),
+                ("credential", credential), ("anonymous", anonymous or None))
+        given = [arg for arg, value in ways if value is not None]
+        if len(given) > 1:
+            raise InvalidArgument(f"AzureStore: {' and '.join(given)} each say how to sign in; "
+                                  "give one")
         endpoint = endpoint_url("AzureStore", endpoint)
         require_lxml()  # listings need it: named now, not at the first listing
         self._settings = (config, account, endpoint, connection_string, account_key,

@@ -115,3 +115,21 @@ def test_tokens_never_go_over_plain_http() -> None:
         AzureStore(endpoint="http://127.0.0.1:10000/devstoreaccount1", credential=Credential())
     assert AzureStore(endpoint="https://acct.blob.core.windows.net",
                       credential=Credential()).account == "acct"
+
+
+def test_two_ways_to_sign_in_given_at_once_are_refused() -> None:
+    class Credential:
+        def get_token(self, *scopes: str) -> object:
+            raise AssertionError("never asked")
+
+    endpoint = "https://acct.blob.core.windows.net"
+    for kwargs in ({"account_key": KEY, "credential": Credential()},
+                   {"sas_token": "sv=2020&sig=abc", "account_key": KEY},
+                   {"anonymous": True, "sas_token": "sv=2020&sig=abc"}):
+        with pytest.raises(InvalidArgument, match="give one") as refused:
+            AzureStore(endpoint=endpoint, **kwargs)  # type: ignore[arg-type]
+        assert KEY not in str(refused.value) and "sig=abc" not in str(refused.value)
+    # A key from a connection string gives way to a credential given as an argument.
+    store = AzureStore(connection_string=f"AccountName=acct;AccountKey={KEY}",
+                       credential=Credential())
+    assert store.account == "acct" and not isinstance(store._auth, KeySas)
