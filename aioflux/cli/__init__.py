@@ -21,6 +21,7 @@ traceback. Exit codes:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import codecs
 import contextlib
 import io
@@ -118,7 +119,9 @@ def _sigterm_as_interrupt() -> Iterator[threading.Event]:
     Inside ``asyncio.run`` the SIGINT handler is asyncio's, which cancels the
     command's task; elsewhere it raises KeyboardInterrupt, which a blocking
     portal call turns into a cancellation. Where SIGINT is ignored (a
-    background job of a script), KeyboardInterrupt is raised directly.
+    background job of a script), asyncio installed no handler: a running
+    loop's tasks are cancelled from the loop, and outside one
+    KeyboardInterrupt is raised directly.
 
     Yields:
         An event set once SIGTERM arrived (exit 143 rather than 130).
@@ -133,14 +136,26 @@ def _sigterm_as_interrupt() -> Iterator[threading.Event]:
         on_sigint = signal.getsignal(signal.SIGINT)
         if callable(on_sigint):
             on_sigint(signal.SIGINT, frame)
-        else:
-            raise KeyboardInterrupt
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise KeyboardInterrupt from None
+        # Raised here, KeyboardInterrupt would land wherever the loop was
+        # (midway through a transport's callback) and could leave a
+        # multipart upload open; a cancellation runs every task's clean-up.
+        loop.call_soon_threadsafe(_cancel_tasks, loop)
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         yield received
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _cancel_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -203,7 +218,7 @@ def _run(args: argparse.Namespace, terminated: threading.Event) -> int:
     except OSError as exc:  # local files: missing, unreadable, disk full
         print(f"aioflux {args.command}: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         if terminated.is_set():
             print(f"aioflux {args.command}: terminated", file=sys.stderr)
             return EXIT_TERMINATED
