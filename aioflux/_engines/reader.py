@@ -305,12 +305,16 @@ class ObjectReader(io.RawIOBase):
             return None
         direct: dict[int, tuple[int, int]] = {}  # block -> range fetched into out
         for i, s, e in spans:
-            if i in self._blocks:
-                continue
-            if e > end:
-                self._fetch(i)  # the read ends inside it: held for the next
-            else:
+            if i not in self._blocks and e <= end:
                 direct[i] = (max(s, start), e)
+        # The read-ahead past the read (from the block it ends inside) starts
+        # with it, not once it is done: a Parquet reader's next range, the
+        # rest of a row group, waited a round trip. Within the read-ahead's
+        # bound, blocks this read holds counted.
+        ahead = end // bs if end < self.size else last + 1
+        room = self.read_ahead - len(self._blocks)
+        for i in range(ahead, min(ahead + room, (self.size - 1) // bs + 1)):
+            self._fetch(i)
         try:
             crcs = dict(zip(direct, self._portal.call(
                 self._fill(out, start, list(direct.values())), settled=True), strict=True))
@@ -334,7 +338,7 @@ class ObjectReader(io.RawIOBase):
             if s >= start:  # read from its start: its crc32c counts
                 self._account(i, *(held[i] if i in held else (out[s - start:e - start], crcs[i])))
         self._pos = self._last_end = end
-        self._schedule(end // bs if end < self.size else last + 1)
+        self._schedule(ahead)
         return end - start
 
     def _confirm_end(self, count: int) -> None:

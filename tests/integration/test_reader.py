@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import random
@@ -206,6 +207,38 @@ def test_a_long_read_no_read_ahead_holds_goes_straight_into_the_buffer(
     ends_in = (size - 501) // block
     assert sorted(seen) == [(4, block)] + [(i * block, (i + 1) * block)  # each once
                                            for i in range(1, ends_in + 1)] + [(10 * block, size)]
+
+
+def test_the_read_ahead_past_a_long_read_starts_with_it(
+        sync_client: Client, bucket: str, blob: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pyarrow reads the rest of a row group once the long read returns: the
+    # blocks after it are on their way by then, not asked for only then.
+    block = 100 * KiB
+    fetch = sync_client.aio.fetch
+    seen: list[int] = []
+    ahead: list[asyncio.Event] = []
+
+    async def gated(*args: object, **kwargs: int) -> object:
+        if not ahead:
+            ahead.append(asyncio.Event())
+        seen.append(kwargs["start"])
+        if kwargs["start"] == 5 * block:
+            ahead[0].set()
+        elif kwargs["start"] < 5 * block:  # the long read's GETs wait for it
+            try:
+                await asyncio.wait_for(ahead[0].wait(), 30)
+            except TimeoutError:
+                raise AssertionError("the read-ahead waited for the long read") from None
+        return await fetch(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sync_client.aio, "fetch", gated)
+    with ObjectReader(sync_client.aio, bucket, "blob",
+                      options=ReaderOptions(block_size=block, read_ahead=2)) as r:
+        r.seek(4)
+        buf = bytearray(5 * block - 4)
+        assert r.readinto(buf) == len(buf) and bytes(buf) == blob[4:5 * block]
+        assert r.read(block) == blob[5 * block:6 * block]
+    assert seen.count(5 * block) == 1
 
 
 def test_a_long_read_from_the_front_is_still_checked(
