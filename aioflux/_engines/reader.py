@@ -61,6 +61,11 @@ class ObjectReader(io.RawIOBase):
             and may name a version since replaced or deleted: if the first
             read finds that version gone, the object is stat'ed again and
             read at its current version (nothing was handed out yet).
+        stat_beside: ``info`` lacks the checksums reads are checked against
+            (an S3 listing's has none): a stat begun at open runs beside
+            the first GETs, which are pinned to ``info``'s version, and is
+            adopted before any byte is handed out. An open that stat'ed
+            first cost each small file of a dataset a round trip.
 
     Raises:
         NotFound: no such object.
@@ -69,7 +74,7 @@ class ObjectReader(io.RawIOBase):
 
     def __init__(self, client: ObjectStore, bucket: str, name: str, *,
                  options: ReaderOptions | None = None, info: ObjectInfo | None = None,
-                 recent: bool = False) -> None:
+                 recent: bool = False, stat_beside: bool = False) -> None:
         super().__init__()
         options = options or ReaderOptions()
         self._client = client
@@ -84,6 +89,10 @@ class ObjectReader(io.RawIOBase):
         # Where the last read ended: a read starting elsewhere follows a seek.
         self._last_end = 0
         self._recent = recent and info is not None
+        # The stat whose checksums the bytes read so far await (stat_beside).
+        self._stat: concurrent.futures.Future[ObjectInfo] | None = None
+        if stat_beside and info is not None:
+            self._stat = self._portal.submit(client.stat(bucket, name))
         self._adopt(info or self._portal.call(client.stat(bucket, name)))
         self._blocks: dict[int, _Block] = {}
         # Reads, seeks and close from several threads go one at a time, as
@@ -108,6 +117,9 @@ class ObjectReader(io.RawIOBase):
         self._verify = info.crc32c is not None and checking
         self._md5 = hashlib.md5(usedforsecurity=False) \
             if checking and not self._verify and info.md5 is not None else None
+        # Before a stat beside says, every block's crc32c is worked out as
+        # it arrives: the stat may yet give the object's.
+        self._want_crc = self._verify or (checking and self._stat is not None)
         self._crc_next = 0
         self._crc = 0
 
@@ -176,7 +188,7 @@ class ObjectReader(io.RawIOBase):
         # than the object) fails at once instead of looping on short blocks.
         fetched = await self._client.fetch(
             self.bucket, self.name, start=start, end=end, into=view,
-            generation=self.info.generation or None, size=self.size, want_crc=self._verify)
+            generation=self.info.generation or None, size=self.size, want_crc=self._want_crc)
         if fetched.count != end - start:
             raise ProtocolError(f"read {self.url} failed: bytes [{start}, "
                                 f"{end}) came back as {fetched.count} bytes",
@@ -330,6 +342,8 @@ class ObjectReader(io.RawIOBase):
             if self._recover(exc):
                 return None  # nothing handed out: read the current version by blocks
             raise
+        if not self._settle():
+            return None  # nothing handed out: read the stat's version by blocks
         self._recent = False
         for i, s, e in spans:
             if i in held:
@@ -374,6 +388,8 @@ class ObjectReader(io.RawIOBase):
             if not self._recover(exc):
                 raise
             return None  # read by blocks, at the current version
+        if not self._settle():
+            return None  # read by blocks, at the version the stat found
         self._recent = False
         return buf
 
@@ -390,7 +406,36 @@ class ObjectReader(io.RawIOBase):
     def _restat(self) -> None:
         """Read the version the store has now (a recent info was stale)."""
         self._recent = False
+        if self._stat is not None:
+            self._stat.cancel()  # asked before the version changed, perhaps
+            self._stat = None
         self._adopt(self._portal.call(self._client.stat(self.bucket, self.name)))
+
+    def _settle(self) -> bool:
+        """The stat begun beside the first GETs (``stat_beside``) adopted,
+        before any byte is handed out. False: it found another version than
+        the one the GETs were pinned to (a listing gone stale): what they
+        fetched is dropped, and the caller reads again at the stat's."""
+        pending = self._stat
+        if pending is None:
+            return True
+        try:
+            current = pending.result()
+        except Exception:
+            # Asked again by the next read: no byte goes out unchecked.
+            self._stat = self._portal.submit(self._client.stat(self.bucket, self.name))
+            self._drop_blocks()
+            raise
+        self._stat = None
+        same = current.generation == self.info.generation and current.size == self.size
+        # Nothing was handed out, so nothing accounted: adopting starts the
+        # front-to-back check on the bytes already fetched (their crc32c
+        # worked out, see _want_crc).
+        self._adopt(current)
+        if not same:
+            self._drop_blocks()
+            self._recent = False
+        return same
 
     def _block(self, index: int) -> tuple[bytearray, int | None]:
         """Block ``index`` (waited for), with read-ahead scheduled past it.
@@ -407,6 +452,10 @@ class ObjectReader(io.RawIOBase):
             self._drop_blocks()
             if not self._recover(outcome):
                 raise outcome
+            if self._pos >= self.size:
+                return bytearray(), None
+            return self._block(index)
+        if not self._settle():
             if self._pos >= self.size:
                 return bytearray(), None
             return self._block(index)
@@ -454,6 +503,8 @@ class ObjectReader(io.RawIOBase):
             # and its futures' locks may be frozen mid-use. Forget it and
             # fetch on this process's loop.
             self._pid, self._portal, self._blocks = os.getpid(), get_portal(), {}
+            if self._stat is not None:  # the parent's never completes here
+                self._stat = self._portal.submit(self._client.stat(self.bucket, self.name))
             # A parent's thread may have held it at the fork.
             self._lock = threading.RLock()
 
@@ -542,6 +593,8 @@ class ObjectReader(io.RawIOBase):
     def close(self) -> None:
         """Cancel read-ahead and release buffers."""
         self._drop_blocks()
+        if self._stat is not None:
+            self._stat.cancel()
         super().close()
 
     def __enter__(self) -> ObjectReader:

@@ -596,21 +596,28 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         raise ValueError(f"aioflux: mode {mode!r} is not supported (rb, wb, xb; objects "
                          "cannot be appended to or updated in place)")
 
-    def _recent_info(self, bucket: str, name: str) -> ObjectInfo | None:
+    def _recent_info(self, bucket: str, name: str, *,
+                     checksummed: bool = True) -> ObjectInfo | None:
         """The object's info as a recent listing or stat gave it, if it has
-        the crc32c a read is checked against (else a stat must say)."""
+        the crc32c a read is checked against (else a stat must say), or
+        any (not ``checksummed``)."""
         try:
             entry = self.recent.entry(join(self.scheme, bucket, name))
         except FileNotFoundError:
             return None  # a listing may be stale: the store says
-        if entry is None or entry["type"] != "file" or entry.get("crc32c") is None:
+        if entry is None or entry["type"] != "file" or (
+                checksummed and entry.get("crc32c") is None):
             return None
         return self._object_info(entry)
 
     def _reader(self, bucket: str, name: str) -> ObjectReader:
-        """A reader of the object, at the version a recent entry names if one does."""
-        info = self._recent_info(bucket, name)
-        return ObjectReader(self.store, bucket, name, info=info, recent=info is not None)
+        """A reader of the object, at the version a recent entry names if
+        one does. An entry without a crc32c (an S3 listing's) still saves
+        the open its round trip: the stat that gives the checksum runs
+        beside the first GET."""
+        info = self._recent_info(bucket, name, checksummed=False)
+        return ObjectReader(self.store, bucket, name, info=info, recent=info is not None,
+                            stat_beside=info is not None and info.crc32c is None)
 
     def open(self, path: str, mode: str = "rb", block_size: int | None = None,
              cache_options: dict[str, Any] | None = None, compression: str | None = None,

@@ -4,6 +4,7 @@ writes touch, and never reads a stale entry's bytes as the current ones."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections import Counter
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import google_crc32c
 import pytest
 
 from aioflux import NotFound
@@ -98,6 +100,44 @@ def test_what_info_found_answers_the_open_after_it(
     with fs.open(f"{root}/o", "rb") as f:
         assert f.read() == b"x" * 1000
     assert calls["stat"] == 1
+
+
+def test_an_open_by_an_entry_without_a_crc32c_stats_beside_its_first_get(
+        backend: tuple[AiofluxFileSystem, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # An S3 listing gives no crc32c: the stat that gives it runs
+    # beside the first GET, not before it (a small file's open cost a round
+    # trip), and the read is still checked against it.
+    fs, root = backend
+    body = os.urandom(3000)
+    _unhurried(fs).pipe_file(f"{root}/o", body)
+    fs.find(root)
+    listed = fs.info(f"{root}/o")
+    store, fetched, order = fs.store, asyncio.Event(), []
+    stat, fetch = store.stat, store.fetch
+
+    async def fetch_first(*args: Any, **kwargs: Any) -> Any:
+        order.append("fetch")
+        fetched.set()
+        return await fetch(*args, **kwargs)
+
+    async def stat_after(*args: Any, **kwargs: Any) -> Any:
+        try:
+            await asyncio.wait_for(fetched.wait(), 30)
+        except TimeoutError:
+            raise AssertionError("the open stat'ed before its first GET") from None
+        order.append("stat")
+        return await stat(*args, **kwargs)
+
+    monkeypatch.setattr(store, "fetch", fetch_first)
+    monkeypatch.setattr(store, "stat", stat_after)
+    with fs.open(f"{root}/o", "rb") as f:
+        assert f.read() == body
+        checked = f.raw.info.crc32c
+    if listed["crc32c"] is None:
+        assert order == ["fetch", "stat"]
+    else:  # a GCS or Azure listing's entry serves as is
+        assert order == ["fetch"] and checked is not None
+    assert checked == google_crc32c.value(body)
 
 
 def test_the_filesystem_sees_its_own_writes_at_once(

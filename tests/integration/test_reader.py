@@ -6,12 +6,14 @@ import asyncio
 import io
 import os
 import random
+from collections.abc import Callable
 
 import google_crc32c
 import pytest
 
 import aioflux
 from aioflux import ChecksumMismatch, Client, NotFound, ReaderOptions, ServerError
+from aioflux._core.types import ObjectInfo
 from aioflux._engines.reader import ObjectReader
 from aioflux.testing import Emulator
 
@@ -298,3 +300,99 @@ def test_a_long_read_on_a_stale_recent_info_reads_the_current_version(
         buf = bytearray(len(blob))
         assert r.readinto(buf) == len(newer) and bytes(buf[:len(newer)]) == newer
         assert r.info.generation != old.generation
+
+
+def _as_listed(client: Client, bucket: str, name: str) -> ObjectInfo:
+    """The object's info as an S3 listing gives it: no checksums."""
+    return client.stat(bucket, name)._replace(crc32c=None, md5=None)
+
+
+def _stat_after_first_get(monkeypatch: pytest.MonkeyPatch, client: Client,
+                          between: Callable[[], object] = lambda: None) -> None:
+    """The store's stat answers only once a GET has returned (``between``
+    runs then): an open that stat'ed first would wait for good."""
+    stat, fetch = client.aio.stat, client.aio.fetch
+    fetched = asyncio.Event()
+
+    async def gated_fetch(*args: object, **kwargs: object) -> object:
+        try:
+            return await fetch(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            fetched.set()
+
+    async def late_stat(*args: object, **kwargs: object) -> object:
+        try:
+            await asyncio.wait_for(fetched.wait(), 30)
+        except TimeoutError:
+            raise AssertionError("the stat ran before any GET") from None
+        between()
+        return await stat(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(client.aio, "fetch", gated_fetch)
+    monkeypatch.setattr(client.aio, "stat", late_stat)
+
+
+def test_a_stat_beside_the_first_get_gives_the_checksum_checked(
+        sync_client: Client, bucket: str, blob: bytes, emulator: Emulator,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = bytearray(blob)
+    bad[200 * KiB] ^= 1
+    emulator.store.put(bucket, "bad", bytes(bad), crc32c=google_crc32c.value(blob))
+    listed = {name: _as_listed(sync_client, bucket, name) for name in ("blob", "bad")}
+    _stat_after_first_get(monkeypatch, sync_client)
+    options = ReaderOptions(block_size=100 * KiB, read_ahead=2)
+    with ObjectReader(sync_client.aio, bucket, "blob", info=listed["blob"], recent=True,
+                      stat_beside=True, options=options) as r:
+        assert r.read() == blob
+        assert r.info.crc32c == google_crc32c.value(blob)
+    for read in (lambda r: r.read(), lambda r: r.readinto(bytearray(len(blob)))):
+        with ObjectReader(sync_client.aio, bucket, "bad", info=listed["bad"], recent=True,
+                          stat_beside=True, options=options) as r:
+            with pytest.raises(ChecksumMismatch, match=f"gs://{bucket}/bad"):
+                read(r)
+
+
+@pytest.mark.parametrize("first", ["footer", "by blocks", "long"])
+def test_a_stat_beside_finding_another_version_reads_that_one(
+        sync_client: Client, bucket: str, blob: bytes, emulator: Emulator,
+        monkeypatch: pytest.MonkeyPatch, first: str) -> None:
+    listed = _as_listed(sync_client, bucket, "blob")
+    newer = os.urandom(len(blob) // 2)
+    # Replaced between the first GET (pinned: the old bytes) and the stat.
+    _stat_after_first_get(monkeypatch, sync_client, lambda: emulator.store.put(
+        bucket, "blob", newer, crc32c=google_crc32c.value(newer)))
+    with ObjectReader(sync_client.aio, bucket, "blob", info=listed, recent=True,
+                      stat_beside=True,
+                      options=ReaderOptions(block_size=100 * KiB, read_ahead=2)) as r:
+        if first == "footer":  # one exact GET
+            r.seek(len(newer) - 100)
+            assert r.read(100) == newer[-100:]
+        elif first == "by blocks":
+            assert r.read(10) == newer[:10]
+        else:  # straight into the buffer
+            buf = bytearray(len(blob))
+            assert r.readinto(buf) == len(newer) and buf[:len(newer)] == newer
+        assert r.info.generation != listed.generation and r.size == len(newer)
+        r.seek(0)
+        assert r.read() == newer
+
+
+def test_a_stat_beside_failing_fails_the_read_and_the_next_asks_again(
+        sync_client: Client, bucket: str, blob: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    listed = _as_listed(sync_client, bucket, "blob")
+    failures = [ServerError("stat: HTTP 503 (scripted)", operation="stat", bucket=bucket,
+                            name="blob")]
+
+    def fail_once() -> None:
+        if failures:
+            raise failures.pop()
+
+    _stat_after_first_get(monkeypatch, sync_client, fail_once)
+    with ObjectReader(sync_client.aio, bucket, "blob", info=listed, recent=True,
+                      stat_beside=True,
+                      options=ReaderOptions(block_size=100 * KiB, read_ahead=2)) as r:
+        with pytest.raises(ServerError):
+            r.read(10)  # fetched, but never handed out unchecked
+        assert r.tell() == 0
+        assert r.read() == blob
+        assert r.info.crc32c == google_crc32c.value(blob)  # checked against it
