@@ -1,7 +1,10 @@
 """fsspec: aioflux's fsspec filesystem against gcsfs and s3fs, one kind of work a run.
 
 ``--param op=`` picks the work (contenders are named ``<filesystem>-<op>``,
-so each op keeps its own figures in the results):
+so each op keeps its own figures in the results). Any other parameter
+makes another data set: its contenders are named
+``<filesystem>-<op>-<parameters>`` (``aioflux-s3-parquet-files64-rows32768``),
+so it never stands in for the op's own figures:
 
 - ``cat``: list a folder of ``count`` objects of ``size`` bytes (2,000 x
   100 KiB; 200 with --quick) and ``cat`` them all;
@@ -116,8 +119,10 @@ def plan(options: Options) -> Plan:
         items, nbytes = 1, size
         what = (f"{op}_file of one {size / _MiB:g} MiB object "
                 f"{'into' if op == 'get' else 'from'} a local file")
+    variant = "".join(f"-{k}{v}" for k, v in sorted(options.params.items()) if k != "op")
+    label = op + variant
     contenders = [
-        Contender(f"{fs}-{op}", "fsspec_ops.py", venv, (*common, "--fs", fs), note=note,
+        Contender(f"{fs}-{label}", "fsspec_ops.py", venv, (*common, "--fs", fs), note=note,
                   available=_ready if venv is None else None)
         for fs, (venv, note) in _FILESYSTEMS.items()
     ]
@@ -128,9 +133,9 @@ def plan(options: Options) -> Plan:
         bucket="perf-fsspec",
         objects=objects,
         contenders=contenders,
-        baseline=f"aioflux-gs-{op}",
-        targets=[Target(f"gcsfs-{op}", at_least, f"aioflux-gs-{op}"),
-                 Target(f"s3fs-{op}", at_least, f"aioflux-s3-{op}")],
+        baseline=f"aioflux-gs-{label}",
+        targets=[Target(f"gcsfs-{label}", at_least, f"aioflux-gs-{label}"),
+                 Target(f"s3fs-{label}", at_least, f"aioflux-s3-{label}")],
         notes=["each run is one op (--param op=...); the op's contenders are named "
                "<filesystem>-<op>",
                "checksums: aioflux checks crc32c as it ships (whole reads, get_file, every "
