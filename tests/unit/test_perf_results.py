@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from perf import report, results
+from perf.harness import Options
+from perf.scenarios import fsspec
 
 
 def _sample(run: str, contender: str, rnd: int, wall: float | None, *, items: int = 1000,
@@ -180,3 +182,16 @@ def test_a_sample_of_an_unknown_run_is_refused(tmp_path: Path) -> None:
 def test_generated_tables_are_current_with_the_results_data() -> None:
     # `python -m perf report` regenerates them after a recorded run.
     assert report.regenerate(check=True) == [], "run `python -m perf report`"
+
+
+def test_an_fsspec_run_on_another_data_set_has_contenders_of_its_own() -> None:
+    # The report keeps one figure per contender name: a run of 64 small
+    # Parquet files had stood in for the 256 MiB Parquet row.
+    own = fsspec.plan(Options(params={"op": "parquet"}))
+    other = fsspec.plan(Options(params={"op": "parquet", "files": "64", "rows": "32768"}))
+    assert own.baseline == "aioflux-gs-parquet"
+    assert [c.name for c in other.contenders] == [
+        f"{fs}-parquet-files64-rows32768" for fs in ("aioflux-gs", "gcsfs", "aioflux-s3", "s3fs")]
+    assert not {c.name for c in own.contenders} & {c.name for c in other.contenders}
+    assert {t.mine for t in other.targets} == {other.baseline,
+                                               "aioflux-s3-parquet-files64-rows32768"}
