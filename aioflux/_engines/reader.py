@@ -403,13 +403,14 @@ class ObjectReader(io.RawIOBase):
         self._restat()
         return True
 
-    def _restat(self) -> None:
-        """Read the version the store has now (a recent info was stale)."""
+    def _restat(self, current: ObjectInfo | None = None) -> None:
+        """Read the version the store has now (a recent info was stale): the
+        one ``current`` names, else the one a stat finds."""
         self._recent = False
         if self._stat is not None:
             self._stat.cancel()  # asked before the version changed, perhaps
             self._stat = None
-        self._adopt(self._portal.call(self._client.stat(self.bucket, self.name)))
+        self._adopt(current or self._portal.call(self._client.stat(self.bucket, self.name)))
 
     def _settle(self) -> bool:
         """The stat begun beside the first GETs (``stat_beside``) adopted,
@@ -427,15 +428,15 @@ class ObjectReader(io.RawIOBase):
             self._drop_blocks()
             raise
         self._stat = None
-        same = current.generation == self.info.generation and current.size == self.size
-        # Nothing was handed out, so nothing accounted: adopting starts the
-        # front-to-back check on the bytes already fetched (their crc32c
-        # worked out, see _want_crc).
-        self._adopt(current)
-        if not same:
-            self._drop_blocks()
-            self._recent = False
-        return same
+        if current.generation == self.info.generation and current.size == self.size:
+            # Nothing was handed out, so nothing accounted: adopting starts
+            # the front-to-back check on the bytes already fetched (their
+            # crc32c worked out, see _want_crc).
+            self._adopt(current)
+            return True
+        self._drop_blocks()
+        self._restat(current)
+        return False
 
     def _block(self, index: int) -> tuple[bytearray, int | None]:
         """Block ``index`` (waited for), with read-ahead scheduled past it.
@@ -452,15 +453,14 @@ class ObjectReader(io.RawIOBase):
             self._drop_blocks()
             if not self._recover(outcome):
                 raise outcome
-            if self._pos >= self.size:
-                return bytearray(), None
-            return self._block(index)
-        if not self._settle():
-            if self._pos >= self.size:
-                return bytearray(), None
-            return self._block(index)
-        self._recent = False
-        return outcome
+        elif self._settle():
+            self._recent = False
+            return outcome
+        # The version fetched is gone, or a stat beside found another: the
+        # current one, from this block on.
+        if self._pos >= self.size:
+            return bytearray(), None
+        return self._block(index)
 
     def readline(self, size: int | None = -1) -> bytes:
         """Read up to and including the next ``b"\\n"`` (at most ``size`` bytes).
