@@ -23,18 +23,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import codecs
-import contextlib
 import io
 import os
-import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
-from types import FrameType
+from collections.abc import Sequence
 from typing import NoReturn
 
 from .._core.errors import AiofluxError
 from ._registry import COMMANDS, Command, UsageError, command
+from ._signals import sigterm_as_interrupt
 
 __all__ = ["Command", "UsageError", "command", "main", "version"]
 
@@ -111,53 +109,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[threading.Event]:
-    """Have SIGTERM take Ctrl-C's path while a command runs, so it aborts
-    uploads and removes temporary files too instead of leaving them behind.
-
-    Inside ``asyncio.run`` the SIGINT handler is asyncio's, which cancels the
-    command's task; elsewhere it raises KeyboardInterrupt, which a blocking
-    portal call turns into a cancellation. Where SIGINT is ignored (a
-    background job of a script), asyncio installed no handler: a running
-    loop's tasks are cancelled from the loop, and outside one
-    KeyboardInterrupt is raised directly.
-
-    Yields:
-        An event set once SIGTERM arrived (exit 143 rather than 130).
-    """
-    received = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield received  # only the main thread may set signal handlers
-        return
-
-    def on_sigterm(signum: int, frame: FrameType | None) -> None:
-        received.set()
-        on_sigint = signal.getsignal(signal.SIGINT)
-        if callable(on_sigint):
-            on_sigint(signal.SIGINT, frame)
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            raise KeyboardInterrupt from None
-        # Raised here, KeyboardInterrupt would land wherever the loop was
-        # (midway through a transport's callback) and could leave a
-        # multipart upload open; a cancellation runs every task's clean-up.
-        loop.call_soon_threadsafe(_cancel_tasks, loop)
-
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        yield received
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _cancel_tasks(loop: asyncio.AbstractEventLoop) -> None:
-    for task in asyncio.all_tasks(loop):
-        task.cancel()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI.
 
@@ -175,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve_main(argv[1:])
     args = build_parser().parse_args(argv)
     _print_names_as_they_are()
-    with _sigterm_as_interrupt() as terminated:
+    with sigterm_as_interrupt() as terminated:
         return _run(args, terminated)
 
 

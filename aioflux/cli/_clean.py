@@ -12,13 +12,13 @@ alone is printed with the reason.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import re
 
 from .._core.urls import format_url
 from .._engines.clean import DEFAULT_OLDER_THAN, CleanReport, clean_bucket
 from ._common import Stores, add_client_arguments, url_arg
 from ._registry import command
+from ._signals import run_command
 
 __all__: list[str] = []
 
@@ -84,6 +84,6 @@ def _run(args: argparse.Namespace) -> int:
             return await clean_bucket(stores(args.url), args.url.bucket, args.url.name,
                                       dry_run=args.dry_run, older_than=args.older_than)
 
-    report = asyncio.run(run())
+    report = run_command(run())
     _print(report, args.url.scheme)
     return 0 if report.ok else 1

@@ -24,7 +24,6 @@ nothing is published but files that had finished (exit 130, or 143).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from ._common import (
     url_arg,
 )
 from ._registry import UsageError, command
+from ._signals import run_command
 
 __all__: list[str] = []
 
@@ -258,7 +258,7 @@ def _cp(args: argparse.Namespace) -> int:
             total = sum(item.src.size for item in plan)
             progress = Progress(total, "cp", enabled=args.progress)
             try:
-                # On the first failure, or on Ctrl-C or SIGTERM (asyncio.run
+                # On the first failure, or on Ctrl-C or SIGTERM (asyncio.run or run_command
                 # cancels this task), the copies still running are cancelled
                 # and drained.
                 await gather_bounded((_copy_one(stores, item, progress) for item in plan),
@@ -267,6 +267,6 @@ def _cp(args: argparse.Namespace) -> int:
                 progress.close()
             return len(plan), total
 
-    count, total = asyncio.run(run())
+    count, total = run_command(run())
     print(f"copied {count} file(s), {total} bytes")
     return 0

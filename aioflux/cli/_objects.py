@@ -8,7 +8,6 @@ reads them the same way (see ``_common``): ``gs://b/a`` names the object
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import AsyncIterator
 
@@ -32,6 +31,7 @@ from ._common import (
     url_arg,
 )
 from ._registry import UsageError, command
+from ._signals import run_command
 
 __all__: list[str] = []
 
@@ -116,7 +116,7 @@ def _ls(args: argparse.Namespace) -> int:
         async with Stores(args) as stores:
             return await _ls_rows(stores(args.url), args.url, args.recursive)
 
-    rows = asyncio.run(run())
+    rows = run_command(run())
     if args.json:
         emit_json(rows)
         return 0
@@ -154,7 +154,7 @@ def _stat(args: argparse.Namespace) -> int:
         return {**row, "crc32c": info.crc32c, "md5": info.md5,
                 "content_type": info.content_type, "metadata": dict(info.metadata)}
 
-    emit_json(asyncio.run(run()))
+    emit_json(run_command(run()))
     return 0
 
 
@@ -248,7 +248,7 @@ def _rm(args: argparse.Namespace) -> int:
             await _delete(targets)
             return len(targets)
 
-    print(f"removed {asyncio.run(run())} object(s)")
+    print(f"removed {run_command(run())} object(s)")
     return 0
 
 
@@ -269,7 +269,7 @@ def _du(args: argparse.Namespace) -> int:
         require_match("du", args.url, count > 0)
         return count, total
 
-    count, total = asyncio.run(run())
+    count, total = run_command(run())
     if args.json:
         emit_json({"url": str(args.url), "objects": count, "bytes": total})
     else:

@@ -16,9 +16,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -294,14 +296,16 @@ def _wait_until(proc: subprocess.Popen[str], ready: Callable[[], bool], what: st
 _STOPPED = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated")}
 
 
-def _interrupt(proc: subprocess.Popen[str], sig: signal.Signals = signal.SIGINT) -> None:
-    """SIGINT (or SIGTERM), then: exit 130 (143), one line on stderr,
-    nothing on stdout. Not timed against the clock (a loaded machine may
-    take seconds to run the exit): the callers check by counts that the
-    work stopped (files left unpublished, a 17 s part never finished),
-    and 10 s bounds a hang."""
+def _interrupt(proc: subprocess.Popen[str], sig: signal.Signals = signal.SIGINT,
+               then: Callable[[], None] = lambda: None) -> None:
+    """SIGINT (or SIGTERM), then ``then()``, then: exit 130 (143), one line
+    on stderr, nothing on stdout. Not timed against the clock (a loaded
+    machine may take seconds to run the exit): the callers check by counts
+    that the work stopped (files left unpublished, a 17 s part never
+    finished), and 10 s bounds a hang."""
     code, word = _STOPPED[sig]
     proc.send_signal(sig)
+    then()
     try:
         out, err = proc.communicate(timeout=10)
     except subprocess.TimeoutExpired:
@@ -357,6 +361,55 @@ def test_a_signal_aborts_the_multipart_upload_of_a_large_file(
     _interrupt(proc, sig)
     _no_open_uploads(slow, slow_client, slow_bucket)
     time.sleep(0.5)
+    assert _published(slow, slow_bucket) == {}
+
+
+def _taken(pid: int, sig: signal.Signals) -> bool:
+    """Whether the process has taken ``sig``: its handler ran (Linux's
+    /proc lists a signal sent to a process as pending until then)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("ShdPnd:"):
+            return not int(line.split()[1], 16) & (1 << (sig - 1))
+    raise AssertionError(f"no ShdPnd in /proc/{pid}/status")
+
+
+def test_sigterm_while_the_upload_is_being_created_still_aborts_it(
+        slow: Emulator, slow_bucket: str, slow_client: Client, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The server has created the upload, but its id has not reached cp yet.
+    # Cancelling the request then (SIGTERM once cancelled every task where
+    # SIGINT is ignored) lost the id, and the upload stayed open; cp must
+    # wait for the answer and abort. The emulator holds its answer until
+    # cp has taken the signal.
+    created, answer = threading.Event(), threading.Event()
+    create = slow.store.create_multipart
+
+    def create_and_hold(*args: Any, **kwargs: Any) -> Any:
+        upload = create(*args, **kwargs)
+        created.set()
+        answer.wait(60)  # blocks the emulator's loop thread: no answer meanwhile
+        return upload
+
+    monkeypatch.setattr(slow.store, "create_multipart", create_and_hold)
+    (tmp_path / "big.bin").write_bytes(os.urandom(_BIG))
+    proc = _start_cp(slow, str(tmp_path / "big.bin"), f"gs://{slow_bucket}/big.bin",
+                     sigint_ignored=True)
+    try:
+        assert created.wait(60), "cp never created its upload"
+        assert [u.name for u in list(slow.store.uploads.values())
+                if u.bucket == slow_bucket] == ["big.bin"]
+
+        def answer_once_taken() -> None:
+            deadline = time.monotonic() + 10
+            while not _taken(proc.pid, signal.SIGTERM):
+                assert time.monotonic() < deadline, "cp never took SIGTERM"
+                time.sleep(0.01)
+            answer.set()
+
+        _interrupt(proc, signal.SIGTERM, then=answer_once_taken)
+    finally:
+        answer.set()
+    _no_open_uploads(slow, slow_client, slow_bucket)
     assert _published(slow, slow_bucket) == {}
 
 

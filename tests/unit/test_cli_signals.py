@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from aioflux import cli
+from aioflux.cli._signals import run_command, sigterm_as_interrupt
 
 
 def test_sigterm_with_sigint_ignored_cancels_the_loop_s_tasks_from_the_loop() -> None:
@@ -28,9 +28,42 @@ def test_sigterm_with_sigint_ignored_cancels_the_loop_s_tasks_from_the_loop() ->
             raise
 
     try:
-        with cli._sigterm_as_interrupt() as terminated:
+        with sigterm_as_interrupt() as terminated:
             with pytest.raises(asyncio.CancelledError):
-                asyncio.run(command())
+                run_command(command())
     finally:
         signal.signal(signal.SIGINT, previous)
     assert terminated.is_set() and seen == ["cancelled"]
+
+
+def test_sigterm_with_sigint_ignored_leaves_the_tasks_a_command_shields() -> None:
+    # As Ctrl-C does, only the command's task is cancelled. A task it
+    # shields (the request creating a multipart upload, whose id the abort
+    # needs) runs on: cancelling every task lost that id, and the upload
+    # stayed open.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    seen: list[str] = []
+
+    async def command() -> None:
+        answered = asyncio.Event()
+
+        async def create_upload() -> str:
+            await answered.wait()
+            return "upload id"
+
+        creating = asyncio.ensure_future(create_upload())
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            await asyncio.shield(creating)
+        except asyncio.CancelledError:
+            answered.set()
+            seen.append(await creating)
+            raise
+
+    try:
+        with sigterm_as_interrupt() as terminated:
+            with pytest.raises(asyncio.CancelledError):
+                run_command(command())
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert terminated.is_set() and seen == ["upload id"]
