@@ -41,7 +41,7 @@ from .._engines.async_writer import AsyncObjectWriter
 from .._engines.reader import ObjectReader
 from ._async_file import AsyncReadFile, AsyncWriteFile
 from ._paths import join, split, strip_protocol
-from ._recent import EXPIRY_S, RecentMetadata
+from ._recent import EXPIRY_S, Listings, RecentMetadata
 from ._write_file import WriteFile
 
 __all__ = ["AiofluxFileSystem", "protocol_class"]
@@ -108,9 +108,10 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             raise InvalidArgument(f"AiofluxFileSystem: scheme must be one of "
                                   f"{', '.join(_SCHEMES)}, got {scheme!r}")
         # fsspec's loop thread is never started: sync calls go to the portal's (see loop).
+        storage_options = {"listings_expiry_time": EXPIRY_S, **storage_options}
         super().__init__(asynchronous=asynchronous,
-                         loop=None if asynchronous else get_portal().loop,
-                         **{"listings_expiry_time": EXPIRY_S, **storage_options})
+                         loop=None if asynchronous else get_portal().loop, **storage_options)
+        self.dircache = Listings(**storage_options)
         self.recent = RecentMetadata(self.dircache)
         self.scheme = scheme
         self._settings = (config, endpoint, credentials)

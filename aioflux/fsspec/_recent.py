@@ -27,7 +27,7 @@ from typing import Any
 
 from fsspec.dircache import DirCache
 
-__all__ = ["EXPIRY_S", "MAX_ENTRIES", "RecentMetadata", "parent"]
+__all__ = ["EXPIRY_S", "MAX_ENTRIES", "Listings", "RecentMetadata", "parent"]
 
 # Long enough for one pyarrow or pandas call to list then open what it
 # listed; short enough that another writer's change shows up soon.
@@ -46,16 +46,42 @@ def parent(path: str) -> str:
     return path.rpartition("/")[0]
 
 
+class Listings(DirCache):  # type: ignore[misc]
+    """fsspec's ``dircache``, whose times go with their listings.
+
+    fsspec's keeps the time of every folder it ever held, dropped or
+    expired: a long job listing ever new folders grew it without bound.
+    """
+
+    def __getitem__(self, item: str) -> list[dict[str, Any]]:
+        try:
+            return super().__getitem__(item)  # type: ignore[no-any-return]
+        except KeyError:
+            self._times.pop(item, None)  # expired, perhaps: fsspec dropped the listing
+            raise
+
+    def __delitem__(self, key: str) -> None:
+        self._times.pop(key, None)
+        super().__delitem__(key)
+
+    def clear(self) -> None:
+        super().clear()
+        self._times.clear()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.use_listings_cache, self.listings_expiry_time, self.max_paths)
+
+
 class RecentMetadata:
     """Recent listings and stats of one filesystem, keyed by fsspec path.
 
     Args:
-        dircache: the filesystem's ``dircache`` (its listings; its
+        dircache: the filesystem's ``dircache``, a :class:`Listings` (its listings; its
             ``use_listings_cache`` and ``listings_expiry_time`` rule the
             stats too).
     """
 
-    def __init__(self, dircache: DirCache) -> None:
+    def __init__(self, dircache: Listings) -> None:
         self.listings = dircache
         self._stats: dict[str, tuple[float, dict[str, Any]]] = {}
         self._by_name: dict[str, tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]] = {}

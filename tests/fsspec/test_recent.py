@@ -185,6 +185,9 @@ def test_the_filesystem_sees_its_own_writes_at_once(
     assert not fs.exists(f"{root}/only")
     fs.rm(f"{root}/d", recursive=True)
     assert not fs.exists(f"{root}/d/a") and not fs.exists(f"{root}/d")
+    # What the writes made it forget left no time behind (fsspec's own
+    # dircache keeps one for every folder it ever held).
+    assert sorted(fs.dircache._times) == sorted(fs.dircache._cache)
 
 
 def test_an_entry_made_stale_by_another_writer_reads_the_current_version(

@@ -7,10 +7,9 @@ import time
 from typing import Any
 
 import pytest
-from fsspec.dircache import DirCache
 
 from aioflux.fsspec import _recent
-from aioflux.fsspec._recent import RecentMetadata
+from aioflux.fsspec._recent import Listings, RecentMetadata
 
 
 def _file(name: str, size: int = 1) -> dict[str, Any]:
@@ -18,7 +17,7 @@ def _file(name: str, size: int = 1) -> dict[str, Any]:
 
 
 def _recent_metadata(**options: Any) -> RecentMetadata:
-    return RecentMetadata(DirCache(**{"listings_expiry_time": 10.0, **options}))
+    return RecentMetadata(Listings(**{"listings_expiry_time": 10.0, **options}))
 
 
 def test_a_tree_answers_for_its_files_and_folders() -> None:
@@ -63,6 +62,26 @@ def test_listed_entries_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     recent.remember_listing("b/three", [_file(f"b/three/{i}") for i in range(4)])
     assert sorted(recent.listings) == ["b/three", "b/two"]  # the oldest made room
     assert recent.entry("b/one/0") is None
+    assert sorted(recent.listings._times) == ["b/three", "b/two"]
+
+
+def test_a_listing_s_time_goes_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # fsspec's DirCache kept the time of every folder it ever held: a long
+    # job listing ever new folders grew it without bound.
+    monkeypatch.setattr(_recent, "MAX_ENTRIES", 10)
+    recent = _recent_metadata()
+    for i in range(100):  # each pushes the oldest out
+        recent.remember_listing(f"b/{i}", [_file(f"b/{i}/{j}") for j in range(4)])
+    assert sorted(recent.listings._times) == sorted(recent.listings._cache) == ["b/98", "b/99"]
+    recent.forget("b/99/0")
+    assert list(recent.listings._times) == ["b/98"]
+    recent.clear()
+    assert not recent.listings._times
+    brief = _recent_metadata(listings_expiry_time=0.01)
+    brief.remember_listing("b/old", [_file("b/old/a")])
+    time.sleep(0.05)  # longer than the expiry
+    assert brief.entry("b/old/a") is None
+    assert not brief.listings._times
 
 
 def test_expired_listings_are_dropped_as_new_ones_come(monkeypatch: pytest.MonkeyPatch) -> None:
