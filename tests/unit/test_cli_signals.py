@@ -5,18 +5,32 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
 
 from aioflux.cli._signals import run_command, sigterm_as_interrupt
 
 
-def test_sigterm_with_sigint_ignored_cancels_the_loop_s_tasks_from_the_loop() -> None:
-    # A background job of a script ignores SIGINT, so asyncio.run installs
-    # no handler of its own. KeyboardInterrupt raised wherever the signal
-    # landed (midway through a transport's callback) could leave a multipart
-    # upload open: the tasks are cancelled from the loop instead.
+def _terminated_with_sigint_ignored(command: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run ``command`` as the CLI does, SIGINT ignored (as in a background
+    job of a script, where asyncio.run installs no handler of its own); it
+    sends itself SIGTERM and must end cancelled."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with sigterm_as_interrupt() as terminated:
+            with pytest.raises(asyncio.CancelledError):
+                run_command(command())
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert terminated.is_set()
+
+
+def test_sigterm_with_sigint_ignored_cancels_the_command_from_the_loop() -> None:
+    # KeyboardInterrupt raised wherever the signal landed (midway through a
+    # transport's callback) could leave a multipart upload open: the
+    # command is cancelled from the loop instead.
     seen: list[str] = []
 
     async def command() -> None:
@@ -27,13 +41,8 @@ def test_sigterm_with_sigint_ignored_cancels_the_loop_s_tasks_from_the_loop() ->
             seen.append("cancelled")
             raise
 
-    try:
-        with sigterm_as_interrupt() as terminated:
-            with pytest.raises(asyncio.CancelledError):
-                run_command(command())
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    assert terminated.is_set() and seen == ["cancelled"]
+    _terminated_with_sigint_ignored(command)
+    assert seen == ["cancelled"]
 
 
 def test_sigterm_with_sigint_ignored_leaves_the_tasks_a_command_shields() -> None:
@@ -41,7 +50,6 @@ def test_sigterm_with_sigint_ignored_leaves_the_tasks_a_command_shields() -> Non
     # shields (the request creating a multipart upload, whose id the abort
     # needs) runs on: cancelling every task lost that id, and the upload
     # stayed open.
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     seen: list[str] = []
 
     async def command() -> None:
@@ -60,10 +68,5 @@ def test_sigterm_with_sigint_ignored_leaves_the_tasks_a_command_shields() -> Non
             seen.append(await creating)
             raise
 
-    try:
-        with sigterm_as_interrupt() as terminated:
-            with pytest.raises(asyncio.CancelledError):
-                run_command(command())
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    assert terminated.is_set() and seen == ["upload id"]
+    _terminated_with_sigint_ignored(command)
+    assert seen == ["upload id"]
