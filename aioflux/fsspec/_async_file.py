@@ -1,8 +1,10 @@
 """The file objects of ``await fs.open_async(...)``, for callers on their own loop.
 
-Reads are ranged GETs pinned to the version stat'ed at open (an overwrite
+Reads are ranged GETs pinned to the version found at open (an overwrite
 mid-read fails instead of mixing two versions), and read front to back they
-are checked against the object's crc32c (or a plain S3 ETag's MD5). Writes
+are checked against the object's crc32c (or a plain S3 ETag's MD5). A file
+opened from a recent listing's entry reads the version the store has now if
+that one is gone, before any byte is handed out. Writes
 stream through :class:`~aioflux._engines.async_writer.AsyncObjectWriter`:
 the object is published by ``close()``, whole, and an exception inside
 ``async with`` publishes nothing.
@@ -18,7 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 from .._core.crc import crc32c_combine, encode_crc32c
-from .._core.errors import ChecksumMismatch, InvalidArgument, ProtocolError
+from .._core.errors import (
+    ChecksumMismatch,
+    InvalidArgument,
+    NotFound,
+    PreconditionFailed,
+    ProtocolError,
+)
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._engines.async_writer import AsyncObjectWriter
@@ -32,17 +40,24 @@ class AsyncReadFile:
     Args:
         store: the store.
         info: the object's metadata (its size, checksums and version).
+        recent: ``info`` came from a recent listing or stat: if its version
+            is gone at the first read (or that read starts at or past its
+            end), the store is asked for the current one.
     """
 
     mode = "rb"
 
-    def __init__(self, store: ObjectStore, info: ObjectInfo) -> None:
+    def __init__(self, store: ObjectStore, info: ObjectInfo, *, recent: bool = False) -> None:
         self.store = store
-        self.info = info
-        self.size = info.size
         self.loc = 0
         self.closed = False
-        checking = store.config.verify_crc32c
+        self._recent = recent
+        self._adopt(info)
+
+    def _adopt(self, info: ObjectInfo) -> None:
+        self.info = info
+        self.size = info.size
+        checking = self.store.config.verify_crc32c
         self._verify = checking and info.crc32c is not None
         self._md5 = hashlib.md5(usedforsecurity=False) \
             if checking and not self._verify and info.md5 is not None else None
@@ -69,7 +84,28 @@ class AsyncReadFile:
         """
         if self.closed:
             raise InvalidArgument(f"read from closed file {self.info.url}")
-        end = self.size if length is None or length < 0 else min(self.size, self.loc + length)
+        if self._recent:
+            self._recent = False  # only before the first byte is handed out
+            if self._end(length) <= self.loc and length != 0:
+                # At or past the end a listing named: the store says where it is now.
+                self._adopt(await self._current())
+            else:
+                try:
+                    return await self._read(length)
+                except (NotFound, PreconditionFailed):
+                    # The version the listing named is gone (a deleted
+                    # object raises NotFound from the stat).
+                    self._adopt(await self._current())
+        return await self._read(length)
+
+    def _end(self, length: int | None) -> int:
+        return self.size if length is None or length < 0 else min(self.size, self.loc + length)
+
+    async def _current(self) -> ObjectInfo:
+        return await self.store.stat(self.info.bucket, self.info.name)
+
+    async def _read(self, length: int | None) -> bytes:
+        end = self._end(length)
         if end <= self.loc:
             return b""
         start = self.loc

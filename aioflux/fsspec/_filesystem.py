@@ -668,7 +668,8 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         Args:
             path: the object.
             mode: ``rb`` (ranged reads pinned to the version found at open,
-                checked against its crc32c when read front to back) or ``wb``
+                or a recent listing named, checked against its crc32c when
+                read front to back) or ``wb``
                 (published whole by ``close()``; an exception inside
                 ``async with`` publishes nothing).
             **kwargs: ``content_type`` of a written object.
@@ -687,6 +688,11 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
                              f"not {mode!r}")
         bucket, name = self._split(path)
         if mode in ("rb", "br"):
+            # From a recent entry with the crc32c it is checked against (else
+            # a stat says): pinned to the entry's version, read anew if gone.
+            info = self._recent_info(bucket, name)
+            if info is not None:
+                return AsyncReadFile(self.store, info, recent=True)
             return AsyncReadFile(self.store, await self.store.stat(bucket, name))
         if mode in ("wb", "bw"):
             if not kwargs.get("autocommit", True):

@@ -18,7 +18,7 @@ import pytest
 from aioflux import NotFound
 from aioflux._core.portal import call
 from aioflux.fsspec import AiofluxFileSystem
-from aioflux.fsspec._async_file import AsyncWriteFile
+from aioflux.fsspec._async_file import AsyncReadFile, AsyncWriteFile
 
 _ASKING = ("stat", "list", "list_objects")
 
@@ -85,10 +85,21 @@ def test_what_find_listed_answers_info_exists_open_and_get(
             assert f.read() == body
         fs.get_file(path, str(tmp_path / "got"))
         assert (tmp_path / "got").read_bytes() == body
+        assert call(_read_async(fs, path)) == body
     # An entry with the object's crc32c serves as is (a GCS or Azure listing);
-    # an S3 or local listing has none: then open and get_file ask once each.
+    # an S3 listing has none: then open (beside its first GET), get_file and
+    # open_async ask once each.
     asked = sum(fs.info(p)["crc32c"] is None for p in bodies)
-    assert calls["stat"] == 2 * asked and calls["list"] == calls["list_objects"] == 0
+    assert calls["stat"] == 3 * asked and calls["list"] == calls["list_objects"] == 0
+
+
+async def _read_async(fs: AiofluxFileSystem, path: str, *, seek: int = 0,
+                      length: int = -1) -> bytes:
+    f = await fs.open_async(path, "rb")
+    assert isinstance(f, AsyncReadFile)
+    async with f:
+        f.seek(seek)
+        return await f.read(length)
 
 
 def test_what_info_found_answers_the_open_after_it(
@@ -209,6 +220,14 @@ def test_an_entry_made_stale_by_another_writer_reads_the_current_version(
         with fs.open(path, "rb") as f:  # the first read after a seek
             f.seek(4990)
             assert f.read(10) == b"n" * 10
+        for stale, (seek, length), want in [
+                (b"a" * 10, (0, -1), b"for open_async"),  # the version is gone
+                (b"b" * 10, (10, 4), b"sync"),  # a read past the listed end
+                (b"c" * 3000, (0, 3), b"for")]:  # the first bytes of a shorter one
+            fs.pipe_file(path, stale)
+            fs.find(root)
+            other.pipe_file(path, b"for open_async")
+            assert call(_read_async(fs, path, seek=seek, length=length)) == want
         fs.info(path)
         other.pipe_file(path, b"for get_file")
         fs.get_file(path, str(tmp_path / "got"))
@@ -220,6 +239,8 @@ def test_an_entry_made_stale_by_another_writer_reads_the_current_version(
             f.read()
         with pytest.raises((FileNotFoundError, NotFound)):
             fs.get_file(path, str(tmp_path / "gone"))
+        with pytest.raises(NotFound):
+            call(_read_async(fs, path))
         assert not (tmp_path / "gone").exists()
     finally:
         _close(other)
