@@ -11,6 +11,7 @@ own loop refuses to run after a fork).
 from __future__ import annotations
 
 import asyncio
+import datetime
 import functools
 import io
 import os
@@ -718,6 +719,27 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         """
         info = self.info(path)
         return str(info.get("version") or info.get("crc32c") or info["size"])
+
+    def modified(self, path: str) -> datetime.datetime:
+        """When the object was last written (its metadata's ``updated``).
+
+        Args:
+            path: the object.
+
+        Returns:
+            A timezone-aware UTC datetime.
+
+        Raises:
+            NotFound: no such object.
+            IsADirectoryError: a folder (object stores keep no time for one).
+            ValueError: the store reported no time of the object.
+        """
+        info = self.info(path)
+        if info["type"] != "file":
+            raise IsADirectoryError(f"{self.unstrip_protocol(path)}: a folder has no time")
+        if not info.get("updated"):
+            raise ValueError(f"{self.unstrip_protocol(path)}: the store reported no time")
+        return datetime.datetime.fromisoformat(info["updated"])
 
     def checksum(self, path: str) -> int:
         """An int that changes with the object's content (from its version).

@@ -1,0 +1,53 @@
+"""What ``info`` says of an object on every backend (size, crc32c, version,
+time), and the keys fsspec's callers derive from it: ``ukey`` and
+``checksum`` change with the content, ``modified`` is the object's time."""
+
+from __future__ import annotations
+
+import datetime
+import os
+
+import google_crc32c
+import pytest
+
+from aioflux import NotFound
+from aioflux._core.crc import encode_crc32c
+from aioflux.fsspec import AiofluxFileSystem
+
+
+def test_info_names_the_size_crc32c_version_and_time(
+        backend: tuple[AiofluxFileSystem, str]) -> None:
+    fs, root = backend
+    body = os.urandom(5000)
+    fs.pipe_file(f"{root}/o", body)
+    info = fs.info(f"{root}/o")
+    assert info["type"] == "file" and info["size"] == len(body)
+    assert info["crc32c"] == encode_crc32c(google_crc32c.value(body))
+    assert info["version"]
+    listed = fs.ls(root)[0]  # a listing's entry names the same object
+    assert (listed["size"], listed["version"]) == (info["size"], info["version"])
+    when = fs.modified(f"{root}/o")
+    assert isinstance(when, datetime.datetime) and when.utcoffset() == datetime.timedelta(0)
+
+
+def test_ukey_and_checksum_change_with_the_content_only(
+        backend: tuple[AiofluxFileSystem, str]) -> None:
+    fs, root = backend
+    fs.pipe_file(f"{root}/o", b"first")
+    key, checksum, when = fs.ukey(f"{root}/o"), fs.checksum(f"{root}/o"), fs.modified(f"{root}/o")
+    fs.invalidate_cache()
+    assert (fs.ukey(f"{root}/o"), fs.checksum(f"{root}/o")) == (key, checksum)
+    fs.pipe_file(f"{root}/o", b"second, longer")
+    assert fs.ukey(f"{root}/o") != key and fs.checksum(f"{root}/o") != checksum
+    assert 0 <= fs.checksum(f"{root}/o") < 1 << 63
+    assert fs.modified(f"{root}/o") >= when  # S3's time is to the second
+
+
+def test_modified_of_a_folder_or_a_missing_object_raises(
+        backend: tuple[AiofluxFileSystem, str]) -> None:
+    fs, root = backend
+    fs.pipe_file(f"{root}/d/o", b"o")
+    with pytest.raises(IsADirectoryError):
+        fs.modified(f"{root}/d")
+    with pytest.raises((FileNotFoundError, NotFound)):
+        fs.modified(f"{root}/missing")
