@@ -23,7 +23,7 @@ from .._core.validate import Credentials, check_bool, check_int
 from .._engines.download import DownloadOptions
 from .._engines.hedge import HedgeAfter
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
-from ._order import DataProgress, Pass, dist_rank, epoch_order, fingerprint, rank_batches, track
+from ._order import DataProgress, Pass, RankBatches, dist_rank, epoch_order, fingerprint, track
 from ._source import Sample, Transform, build_source, check_objects
 
 __all__ = ["DEFAULT_PREFETCH", "IterableDataset"]
@@ -283,11 +283,11 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         """
         self._progress.set_epoch(epoch)
 
-    def _batches(self, epoch: int, start: int) -> list[list[int]]:
+    def _batches(self, epoch: int, start: int) -> RankBatches:
         progress = self._progress
         order = epoch_order(len(self.objects), self.seed, epoch, self.shuffle)
-        return rank_batches(order, start, progress.global_batch, self.rank, self.world_size,
-                            self.drop_last)
+        return RankBatches(order, start, progress.global_batch, self.rank, self.world_size,
+                           self.drop_last)
 
     def shard(self, epoch: int, worker: int = 0, num_workers: int = 1) -> list[ObjectInfo]:
         """The objects one worker of this rank yields in ``epoch`` from its start, in order.
@@ -300,15 +300,16 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         Returns:
             The shard.
         """
-        batches = self._batches(epoch, 0)[worker::max(1, num_workers)]
-        return [self.objects[i] for batch in batches for i in batch]
+        batches = self._batches(epoch, 0)
+        return [self.objects[i] for j in batches.of_worker(worker, max(1, num_workers))
+                for i in batches[j]]
 
     def __iter__(self) -> Iterator[Sample]:
         info = torch.utils.data.get_worker_info()
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
         current = self._progress.begin(worker, workers)
-        mine = [(j, batch) for j, batch in enumerate(self._batches(current.epoch, current.start))
-                if j % workers == worker and j >= current.skip]
+        batches = self._batches(current.epoch, current.start)
+        mine = [(j, batches[j]) for j in batches.of_worker(worker, workers, current.skip)]
         # A view: records are built as the downloader reads them.
         objs = self._objects.select([i for _, batch in mine for i in batch])
         yield from self._stream(current, objs, mine)

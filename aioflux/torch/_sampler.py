@@ -16,7 +16,7 @@ import torch.utils.data
 from .._core.errors import InvalidArgument
 from .._core.validate import check_bool, check_int
 from ._map_dataset import MapDataset, _ahead
-from ._order import DataProgress, Pass, dist_rank, epoch_order, fingerprint, rank_batches, track
+from ._order import DataProgress, Pass, RankBatches, dist_rank, epoch_order, fingerprint, track
 
 __all__ = ["ResumableBatchSampler", "ResumableSampler"]
 
@@ -71,8 +71,8 @@ class _Resumable:
         progress = self._progress
         current = progress.begin()
         order = epoch_order(progress.count, progress.seed, current.epoch, self.shuffle)
-        return iter(rank_batches(order, current.start, progress.global_batch, self.rank,
-                                 self.world_size, progress.drop_last)), current
+        return iter(RankBatches(order, current.start, progress.global_batch, self.rank,
+                                self.world_size, progress.drop_last)), current
 
     def _batches_left(self) -> int:
         current = self._progress.live()

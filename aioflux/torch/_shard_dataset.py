@@ -10,6 +10,7 @@ and worker count with each sample once, checked bytes.
 
 from __future__ import annotations
 
+import array
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -22,7 +23,7 @@ from .._core.types import ObjectInfo
 from .._core.validate import Credentials, check_bool, check_int
 from .._engines.hedge import HedgeAfter
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
-from ._order import DataProgress, dist_rank, rank_batches, track
+from ._order import DataProgress, RankBatches, dist_rank, track
 from ._shard_order import runs_of, shard_epoch_order, shards_fingerprint
 from ._shard_source import Decode, ShardSource, list_shards
 
@@ -237,6 +238,9 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         Returns:
             Every sample's number once.
         """
+        return self._order(epoch).tolist()
+
+    def _order(self, epoch: int) -> array.array[int]:
         return shard_epoch_order(
             self.counts, seed=self.seed, epoch=epoch, shuffle=self.shuffle,
             samples_per_read=self.samples_per_read, shuffle_window=self.shuffle_window,
@@ -246,15 +250,14 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         info = torch.utils.data.get_worker_info()
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
         current = self._progress.begin(worker, workers)
-        batches = rank_batches(self.epoch_order(current.epoch), current.start,
-                               self._progress.global_batch, self.rank, self.world_size,
-                               self.drop_last)
+        batches = RankBatches(self._order(current.epoch), current.start,
+                              self._progress.global_batch, self.rank, self.world_size,
+                              self.drop_last)
         ends: dict[int, int] = {}
         mine: list[int] = []
-        for j, batch in enumerate(batches):
-            if j % workers == worker and j >= current.skip:
-                mine.extend(batch)
-                ends[len(mine)] = j + 1
+        for j in batches.of_worker(worker, workers, current.skip):
+            mine.extend(batches[j])
+            ends[len(mine)] = j + 1
         runs = runs_of(mine, self._shards.starts, self.samples_per_read)
         count = 0
         for run, regions in self._shards.reads(runs, limit=self.reads_in_flight,

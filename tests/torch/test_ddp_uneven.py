@@ -39,7 +39,7 @@ def cut(items: list[Any], size: int) -> list[list[Any]]:
 def test_samplers_give_every_rank_as_many_batches_and_samples(drop_last: bool) -> None:
     for count in (0, 1, 2, 3, 5, 7, 13, 23, 97, 100):
         dataset = list(range(count))
-        order = epoch_order(count, 1, 0, True)
+        order = list(epoch_order(count, 1, 0, True))
         for world in range(1, 6):
             for batch in (1, 2, 3, 4, 16):
                 case = (count, world, batch)

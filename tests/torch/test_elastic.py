@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aioflux.torch._order import epoch_order, rank_batches
+from aioflux.torch._order import RankBatches, epoch_order
 from tests.torch._resume_util import expected, objects_of, parts, run, seed_data
 from tests.torch.conftest import Where
 
@@ -59,11 +59,11 @@ def test_shares_of_any_cut_rebuild_the_rest_of_the_order(count: int, start_frac:
     # (the order's first samples, wrapping around), or without the short
     # last global batch under drop_last. Any cut: a state saved at another
     # global batch size resumes anywhere.
-    order = epoch_order(count, 3, epoch, True)
+    order = list(epoch_order(count, 3, epoch, True))
     assert sorted(order) == list(range(count))
     start = int(start_frac * count)
     global_batch = batch * world
-    shares = [rank_batches(order, start, global_batch, r, world, drop_last)
+    shares = [list(RankBatches(order, start, global_batch, r, world, drop_last))
               for r in range(world)]
     steps = list(zip(*shares, strict=True))  # as many batches on every rank
     rest = order[start:]

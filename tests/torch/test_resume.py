@@ -22,7 +22,7 @@ from aioflux.torch import (
     ResumableBatchSampler,
     ResumableSampler,
 )
-from aioflux.torch._order import epoch_order, rank_batches
+from aioflux.torch._order import RankBatches, epoch_order
 from tests.torch._resume_util import expected, objects_of, parts, run, seed_data, to_bytes
 from tests.torch.conftest import Where
 
@@ -134,7 +134,7 @@ def test_two_gloo_ranks_resume_the_epoch(where: Where, tmp_path: Path) -> None:
 def test_order_ignores_world_size_and_states_are_checked(where: Where) -> None:
     order = random.Random(0).sample(range(50), 50)
     for world in (1, 2, 5):
-        shares = [rank_batches(order, 10, 10, r, world) for r in range(world)]
+        shares = [RankBatches(order, 10, 10, r, world) for r in range(world)]
         steps = zip(*shares, strict=True)
         assert [i for step in steps for share in step for i in share] == order[10:]
     seed_data(where, 10)
@@ -156,13 +156,13 @@ def test_order_ignores_world_size_and_states_are_checked(where: Where) -> None:
     stream = IterableDataset.from_prefix(where.url("d/"), seed=4, batch_size=2, **where.kwargs)
     sampler.load_state_dict({**stream.state_dict(), "samples": 4, "epoch": 3})
     assert sampler.epoch == 3 and len(sampler) == 3
-    assert list(sampler) == rank_batches(epoch_order(10, 4, 3, True), 4, 2, 0, 1)
+    assert list(sampler) == list(RankBatches(epoch_order(10, 4, 3, True), 4, 2, 0, 1))
     assert sampler.state_dict()["epoch"] == 4 and sampler.epoch == 4
     # drop_last leaves out the short last global batch (2 ranks x 2: 10 -> 8 samples).
     ranks = [ResumableBatchSampler(ds, 2, seed=4, rank=r, world_size=2, drop_last=True)
              for r in range(2)]
     assert [len(r) for r in ranks] == [2, 2]
-    order = epoch_order(10, 4, 0, True)
+    order = list(epoch_order(10, 4, 0, True))
     assert [list(r) for r in ranks] == [[order[0:2], order[4:6]], [order[2:4], order[6:8]]]
     assert ranks[0].state_dict()["epoch"] == 1 and ranks[0].state_dict()["samples"] == 0
 

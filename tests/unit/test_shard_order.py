@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from aioflux.torch._shard_order import runs_of, shard_epoch_order
 
 
-def _order(counts: list[int], sequential: list[bool] | None = None, **kw: int) -> list[int]:
+def _order(counts: list[int], sequential: list[bool] | None = None,
+           **kw: int) -> Sequence[int]:
     kw.setdefault("samples_per_read", 10)
     kw.setdefault("shuffle_window", 40)
     return shard_epoch_order(counts, seed=kw.pop("seed", 3), epoch=kw.pop("epoch", 0),
