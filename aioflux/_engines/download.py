@@ -21,12 +21,14 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from .._core.buffers import extend_unfilled, unfilled
 from .._core.crc import crc32c_combine, encode_crc32c
 from .._core.errors import (
     ChecksumMismatch,
     NotFound,
     PermissionDenied,
     PreconditionFailed,
+    ProtocolError,
     out_of_memory,
 )
 from .._core.md5 import md5_base64
@@ -79,12 +81,11 @@ DEFAULT_MAX_COMPOSITE_OBJECT_SIZE = 100 * 1024 * 1024
 # wave into it in place (no copy) and grows it for the next only once the
 # wave arrived whole (a bytearray cannot grow while ranges write into it).
 # So a size that lies costs the bytes received plus one wave, and one too
-# large to allocate ends in a typed error, not in a zero-filled buffer of
-# that size. 16 ranges: the streams a 256 MiB object had when all of its
-# ranges started at once (perf/scenarios/ranged.py: 8 x 256 MiB, 16 MiB
+# large to allocate ends in a typed error, not in a buffer of that size.
+# 16 ranges: the streams a 256 MiB object had when all of its ranges started
+# at once (perf/scenarios/ranged.py: 8 x 256 MiB, 16 MiB
 # ranges), at 100 MB/s per connection past what two cores parse.
 WAVE_RANGES = 16
-_ZEROS = bytes(1 << 20)
 # One stream tops out at the per-connection bandwidth (100 MB/s); past
 # 32 MiB a single GET spends most of its time streaming, so splitting pays.
 DEFAULT_RANGED_THRESHOLD = 32 * 1024 * 1024
@@ -295,7 +296,13 @@ class Downloader:
                                       end=min(s + step, len(view)), into=view[s:s + step],
                                       generation=gen, size=obj.size, want_crc=verify)
                     for s in range(start, len(view), step))
-            for part in parts:
+            for s, part in zip(range(start, len(buf), step), parts, strict=True):
+                # The wave's memory was not zero-filled: every byte is a range's.
+                if part.count != min(step, len(buf) - s):
+                    raise ProtocolError(f"read {obj.url} failed: bytes [{s}, "
+                                        f"{min(s + step, len(buf))}) came back as "
+                                        f"{part.count} bytes", operation="read",
+                                        bucket=obj.bucket, name=obj.name)
                 actual = crc32c_combine(actual, part.crc or 0, part.count)
         if verify:
             if actual != obj.crc32c:
@@ -428,7 +435,8 @@ class Downloader:
 
 
 def _grown(buf: bytearray, size: int, obj: ObjectInfo) -> bytearray:
-    """``buf`` zero-extended to ``size`` bytes for the next wave of ranges.
+    """``buf`` grown to ``size`` bytes for the next wave of ranges, the new
+    ones unset (the wave writes every one of them, checked).
 
     In place: a bytearray cannot grow while a view of it lives, and a wave
     whose ranges were retried leaves views of it in reference cycles (an
@@ -441,32 +449,20 @@ def _grown(buf: bytearray, size: int, obj: ObjectInfo) -> bytearray:
     """
     try:
         if not buf:
-            # The first wave in one allocation: at a wave's size malloc maps
-            # it on its own, and realloc grows it by remapping pages, where
-            # growing a small buffer block by block would copy it as it went.
-            return bytearray(size)
+            return unfilled(size)
         for collect in (False, True):
             if collect:
                 gc.collect()
             try:
-                _zero_extend(buf, size)
+                extend_unfilled(buf, size)
             except BufferError:
                 continue
             return buf
         copy = bytearray(buf)
-        _zero_extend(copy, size)
+        extend_unfilled(copy, size)
         return copy
     except MemoryError as exc:
         raise out_of_memory("read", obj.bucket, obj.name, obj.scheme, size) from exc
-
-
-def _zero_extend(buf: bytearray, size: int) -> None:
-    # From a block that stays in cache: bytes(n), calloc'd, costs a page
-    # fault per 4 KiB read on top of those of the writes (growing 256 MiB by
-    # a 256 MiB wave, best of 7, CPython 3.11, 2 cores: 0.30 s of CPU, in
-    # 1 MiB blocks 0.18 s; a fresh bytearray(256 MiB) takes 0.23 s).
-    while len(buf) < size:
-        buf += memoryview(_ZEROS)[:size - len(buf)]
 
 
 def _total_len(datas: list[Data]) -> int:

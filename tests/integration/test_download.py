@@ -14,7 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aioflux import AsyncClient, ClientConfig, LocalStore, ObjectInfo, PermissionDenied, parse_url
+from aioflux import (
+    AsyncClient,
+    ClientConfig,
+    LocalStore,
+    ObjectInfo,
+    PermissionDenied,
+    ProtocolError,
+    parse_url,
+)
 from aioflux._engines.compose import COMPOSED_PREFIX, leftover_composites, plan_batches
 from aioflux._engines.download import WAVE_RANGES, Downloader, DownloadOptions, download_many
 from aioflux._engines.listing import list_objects_parallel
@@ -176,6 +184,25 @@ async def test_a_buffer_a_store_keeps_views_of_is_copied_to_grow(
     assert got == data[obj.name] and dl.stats.ranged_chunks == 3 * WAVE_RANGES + 1
     # Each wave filled a buffer of its own, the later ones copies of the first.
     assert len({id(view.obj) for view in kept}) == 4
+
+
+async def test_a_range_that_came_back_short_fails_the_download(
+        client: AsyncClient, emulator: Emulator, bucket: str) -> None:
+    # The wave's memory is not zero-filled: a range that reports fewer bytes
+    # than it spans (no store's checked read does) fails the download rather
+    # than hand out what the memory held.
+    seed(emulator, bucket, [4 * 1000])
+    [obj] = await list_objects_parallel(client, bucket, "d/")
+    fetch = client.fetch
+
+    async def short(*args: Any, start: int = 0, **kwargs: Any) -> Any:
+        got = await fetch(*args, start=start, **kwargs)
+        return dataclasses.replace(got, count=got.count - 1) if start == 2000 else got
+
+    client.fetch = short  # type: ignore[method-assign]
+    dl = Downloader(client, DownloadOptions(ranged_threshold=1, range_size=1000))
+    with pytest.raises(ProtocolError, match=r"bytes \[2000, 3000\) came back as 999 bytes"):
+        await dl.download(obj)
 
 
 async def test_downloads_survive_faults(faults: Emulator, client: AsyncClient,

@@ -1,0 +1,46 @@
+"""Destination buffers allocated without writing them first."""
+
+from __future__ import annotations
+
+import resource
+import sys
+
+import pytest
+
+from aioflux._core.buffers import extend_unfilled, unfilled
+
+_MiB = 1024 * 1024
+
+
+def _faults() -> int:
+    # This thread's page faults only: another thread's work does not count.
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RUSAGE_THREAD is Linux's")
+def test_a_buffer_is_not_touched_until_written() -> None:
+    size = 64 * _MiB  # 16,384 pages: bytearray(size) faults in every one of them
+    before = _faults()
+    buf = unfilled(size)
+    extend_unfilled(buf, 2 * size)  # a second wave: remapped, not copied or zeroed
+    assert len(buf) == 2 * size
+    assert _faults() - before < 1_000
+    buf[size - 3:size + 3] = b"abcdef"
+    assert bytes(buf[size - 3:size + 3]) == b"abcdef"
+
+
+def test_growth_keeps_what_was_written_and_refuses_a_live_view() -> None:
+    buf = unfilled(5)
+    buf[:] = b"hello"
+    extend_unfilled(buf, 3 * _MiB)
+    assert len(buf) == 3 * _MiB and buf[:5] == b"hello"
+    with memoryview(buf), pytest.raises(BufferError):
+        extend_unfilled(buf, 4 * _MiB)
+    assert len(buf) == 3 * _MiB
+    extend_unfilled(buf, 4 * _MiB)
+    assert len(buf) == 4 * _MiB and buf[:5] == b"hello"
+
+
+def test_a_size_that_does_not_fit_is_a_memory_error() -> None:
+    with pytest.raises(MemoryError):
+        unfilled(sys.maxsize // 2)
