@@ -90,17 +90,18 @@ async def read_media(transport: Transport, op: Op, url: str, *, start: int = 0,
         InvalidArgument: the body does not fit ``into``.
         StorageError: any other failure, after retries.
     """
-    read = _Read(transport, op, url, start, end, into, size, crc, verify, want_crc,
-                 dict(headers or {}), answers or GCS_ANSWERS, version)
-    try:
-        return await transport.retrying(read.attempt, progress=read.progress)
-    except TransportError as exc:
-        if read.mismatch is None:
-            raise
-        # Cut short while reading again after a crc32c mismatch: the
-        # mismatch is the finding to report.
-        read.mismatch.attempts = exc.attempts
-        raise read.mismatch from exc
+    async with transport.admit_read(op):
+        read = _Read(transport, op, url, start, end, into, size, crc, verify, want_crc,
+                     dict(headers or {}), answers or GCS_ANSWERS, version)
+        try:
+            return await transport.retrying(read.attempt, progress=read.progress)
+        except TransportError as exc:
+            if read.mismatch is None:
+                raise
+            # Cut short while reading again after a crc32c mismatch: the
+            # mismatch is the finding to report.
+            read.mismatch.attempts = exc.attempts
+            raise read.mismatch from exc
 
 
 def _goog_generation(headers: Mapping[str, str]) -> int | None:
