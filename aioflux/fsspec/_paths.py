@@ -45,6 +45,11 @@ def split(scheme: str, path: str, *, folder: bool = False) -> tuple[str, str]:
         InvalidURL: no bucket, or a name the store cannot hold.
     """
     path = strip_protocol(path)
+    if scheme != "file" and not path.strip("/"):
+        # gcsfs and s3fs list the account's buckets there; a store here is
+        # reached through one bucket (its credentials may see no other).
+        raise InvalidURL(f"{scheme}:// names no bucket: aioflux.fsspec does not list "
+                         f"buckets; give one ({scheme}://BUCKET/...)")
     if scheme == "file":
         parsed = parse_url("file://" + (path if path.startswith("/") else "/" + path))
     else:

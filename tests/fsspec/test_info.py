@@ -10,7 +10,7 @@ import os
 import google_crc32c
 import pytest
 
-from aioflux import NotFound
+from aioflux import InvalidURL, NotFound
 from aioflux._core.crc import encode_crc32c
 from aioflux.fsspec import AiofluxFileSystem
 
@@ -51,3 +51,15 @@ def test_modified_of_a_folder_or_a_missing_object_raises(
         fs.modified(f"{root}/d")
     with pytest.raises((FileNotFoundError, NotFound)):
         fs.modified(f"{root}/missing")
+
+
+def test_a_path_without_a_bucket_says_buckets_are_not_listed(
+        backend: tuple[AiofluxFileSystem, str]) -> None:
+    fs, _ = backend
+    if fs.scheme == "file":
+        pytest.skip("a file system's root is a folder like any other")
+    for call in (fs.ls, fs.info, fs.find):
+        with pytest.raises(InvalidURL, match=rf"{fs.scheme}:// names no bucket"):
+            call(f"{fs.scheme}://")
+        with pytest.raises(InvalidURL, match="does not list buckets"):
+            call("")
