@@ -15,18 +15,29 @@ wrote, before anyone reads it.
 
 from __future__ import annotations
 
-import ctypes
 import platform
+from typing import Any
 
 __all__ = ["extend_unfilled", "unfilled"]
 
-# CPython's own resize: realloc, no zero fill (large blocks are remapped,
-# their new pages untouched). Elsewhere, the portable zero-filled way.
-_resize = None
-if platform.python_implementation() == "CPython":
-    _resize = ctypes.pythonapi.PyByteArray_Resize
-    _resize.argtypes = [ctypes.py_object, ctypes.c_ssize_t]
-    _resize.restype = ctypes.c_int
+
+def _cpython_resize() -> Any:
+    """CPython's own resize: realloc, no zero fill (large blocks are
+    remapped, their new pages untouched); None elsewhere, or where ctypes
+    is missing (the portable zero-filled way then)."""
+    if platform.python_implementation() != "CPython":
+        return None
+    try:
+        import ctypes
+    except ImportError:
+        return None
+    resize = ctypes.pythonapi.PyByteArray_Resize
+    resize.argtypes = [ctypes.py_object, ctypes.c_ssize_t]
+    resize.restype = ctypes.c_int
+    return resize
+
+
+_resize = _cpython_resize()
 _ZEROS = bytes(1 << 20)
 
 

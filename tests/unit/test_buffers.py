@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from aioflux._core import buffers
 from aioflux._core.buffers import extend_unfilled, unfilled
 
 _MiB = 1024 * 1024
@@ -44,3 +45,11 @@ def test_growth_keeps_what_was_written_and_refuses_a_live_view() -> None:
 def test_a_size_that_does_not_fit_is_a_memory_error() -> None:
     with pytest.raises(MemoryError):
         unfilled(sys.maxsize // 2)
+
+
+def test_without_cpythons_resize_the_buffer_is_zero_filled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(buffers, "_resize", None)
+    buf = unfilled(3)
+    extend_unfilled(buf, 2 * _MiB + 5)
+    assert buf == bytes(2 * _MiB + 5)
