@@ -204,6 +204,14 @@ class CheckpointManager:
         self._cond = threading.Condition()
         self._pending: dict[SaveFuture, tuple[int, int]] = {}  # future -> (step, bytes)
         self._failed: list[SaveFuture] = []
+        # Publication order, for the keep_last check of saves in flight
+        # together: a step this manager published after a save was asked
+        # for (a later save that finished first) does not push that save
+        # out of the window. Each save's mark is the count of publications
+        # when it was asked for; entries older than every mark are dropped.
+        self._publications = 0
+        self._published_at: dict[int, int] = {}  # step -> publication number
+        self._marks: dict[object, int] = {}  # save (future or token) -> mark
         # The highest step this manager completed: saves finish out of order
         # when several are in flight, and each retention pass must keep the
         # window below the highest, not below its own step.
@@ -262,7 +270,14 @@ class CheckpointManager:
         self._check_save("save", state, overwrite, data_state)
         self._raise_unobserved()
         self.wait()
-        return self._persist(state, step, started, None, overwrite, data_state)
+        token = object()
+        with self._cond:
+            self._marks[token] = mark = self._publications
+        try:
+            return self._persist(state, step, started, None, overwrite, data_state, mark)
+        finally:
+            with self._cond:
+                self._forget(token)
 
     def save_async(self, state: Mapping[str, Any], step: SupportsIndex, *, overwrite: bool = False,
                    data_state: Mapping[str, Any] | None = None) -> SaveFuture:
@@ -280,7 +295,9 @@ class CheckpointManager:
         Returns:
             A future of the CheckpointInfo; it re-raises the save's exception
             (``Conflict`` for an existing step, ``InvalidArgument`` for a
-            step below the ``keep_last`` window: both found in the background).
+            step below the ``keep_last`` window: both found in the background;
+            steps this manager published after this save was asked for, saves
+            in flight that finished first, do not count).
 
         Raises:
             InvalidArgument: bad state or step, ``max_pending`` saves in
@@ -326,6 +343,7 @@ class CheckpointManager:
                                           "save(s) still in flight (when_busy='raise')")
                 self._cond.wait()
             self._pending[future] = (step, needed)
+            self._marks[future] = mark = self._publications
         if self._buffers is not None and self.memory_budget is not None and (
                 used + needed + self._buffers.nbytes > self.memory_budget):
             self._buffers.clear()  # idle buffers count against the budget too
@@ -340,16 +358,17 @@ class CheckpointManager:
         future.set_running_or_notify_cancel()
         try:
             self._pool.submit(self._run, future, copied, step, started, blocking, overwrite,
-                              data_copy)
+                              data_copy, mark)
         except BaseException:
             self._release(future)  # never started: nothing may wait for it
             raise
         return future
 
     def _run(self, future: SaveFuture, state: Any, step: int, started: float,
-             blocking: float, overwrite: bool, data_state: Mapping[str, Any] | None) -> None:
+             blocking: float, overwrite: bool, data_state: Mapping[str, Any] | None,
+             mark: int) -> None:
         try:
-            info = self._persist(state, step, started, blocking, overwrite, data_state)
+            info = self._persist(state, step, started, blocking, overwrite, data_state, mark)
         except BaseException as exc:
             with self._cond:
                 self._failed.append(future)
@@ -365,7 +384,15 @@ class CheckpointManager:
     def _release(self, future: SaveFuture) -> None:
         with self._cond:
             self._pending.pop(future, None)
+            self._forget(future)
             self._cond.notify_all()
+
+    def _forget(self, save: object) -> None:
+        """Drop a finished save's mark, and the publications no save in
+        flight was asked for before (under ``_cond``)."""
+        self._marks.pop(save, None)
+        floor = min(self._marks.values(), default=self._publications)
+        self._published_at = {s: n for s, n in self._published_at.items() if n >= floor}
 
     def _raise_unobserved(self) -> None:
         with self._cond:
@@ -420,9 +447,12 @@ class CheckpointManager:
         check_bool(op, "overwrite", overwrite)
         check_instance(op, "data_state", data_state, Mapping, optional=True)
 
-    def _check_target(self, step: int,
-                      overwrite: bool) -> tuple[ObjectInfo | None, builtins.list[str]]:
+    def _check_target(self, step: int, overwrite: bool,
+                      mark: int) -> tuple[ObjectInfo | None, builtins.list[str]]:
         """Refuse a save that would replace a checkpoint or be deleted at once.
+
+        Steps this manager published since ``mark`` (the save's place in its
+        publications) are not in the window it is checked against.
 
         Returns:
             The manifest an overwrite replaces (None when there is none), and
@@ -436,7 +466,10 @@ class CheckpointManager:
             # One listing (the retention pass lists again once there is more to see).
             dirs = self._store.scan()
             objects = dirs.get(step, {})
-            kept = sorted(s for s, objs in dirs.items() if MANIFEST in objs and s != step)
+            with self._cond:
+                later = {s for s, n in self._published_at.items() if n >= mark}
+            kept = sorted(s for s, objs in dirs.items()
+                          if MANIFEST in objs and s != step and s not in later)
             window = kept[-self.keep_last:]
             if len(window) == self.keep_last and step < window[0]:
                 raise InvalidArgument(
@@ -478,7 +511,8 @@ class CheckpointManager:
                         bucket=self.bucket, name=self._store.step_dir(step))
 
     def _persist(self, state: Any, step: int, started: float, blocking: float | None,
-                 overwrite: bool, data_state: Mapping[str, Any] | None) -> CheckpointInfo:
+                 overwrite: bool, data_state: Mapping[str, Any] | None,
+                 mark: int) -> CheckpointInfo:
         directory = self._store.step_dir(step)
         serialized = 0
         claim: str | None = None
@@ -486,7 +520,7 @@ class CheckpointManager:
             # Claimed before the check, so a save that claims after another
             # has published (and dropped its claim) sees that manifest.
             claim = self._claim(directory)
-            replaced, earlier = self._check_target(step, overwrite)
+            replaced, earlier = self._check_target(step, overwrite, mark)
             # Only the save holding the claim writes at the top of the step's
             # folder. An overwrite must not touch what the standing manifest
             # lists, and a save without the claim must not publish over the
@@ -532,6 +566,9 @@ class CheckpointManager:
                 raise Conflict(f"save {self.root}: step {step} was saved by another writer "
                                "while this save ran", operation="save checkpoint",
                                bucket=self.bucket, name=directory + MANIFEST) from exc
+            with self._cond:
+                self._published_at[step] = self._publications
+                self._publications += 1
         except BaseException as exc:
             if claim is not None and isinstance(exc, Exception):
                 # The next save of this step may write at the top again (a

@@ -6,6 +6,8 @@ filesystem, with the loaded tensors and the stored objects checked."""
 from __future__ import annotations
 
 import re
+import threading
+from typing import Any
 
 import pytest
 import torch
@@ -156,6 +158,35 @@ def test_concurrent_background_saves_keep_the_window_and_every_history_line(
         mgr.wait()
         assert [c.step for c in mgr.list()] == [11, 12]
         assert sorted(r.step for r in mgr.history()) == list(range(1, 13))
+
+
+def test_a_save_whose_later_steps_finished_first_is_still_kept_in_history(
+        where: Where, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Saves 1 to 4 in flight together, 3 and 4 published before 2 checks
+    # the keep_last window: 2 was inside it when it was asked for, so it
+    # completes (and retention drops it), as any finishing order must.
+    with CheckpointManager(where.url("race"), client=where.client, max_pending=4,
+                           keep_last=2) as mgr:
+        go = threading.Event()
+        check = mgr._check_target
+
+        def held(step: int, *args: Any) -> Any:
+            if step == 2:
+                assert go.wait(60)
+            return check(step, *args)
+
+        monkeypatch.setattr(mgr, "_check_target", held)
+        futures = {step: mgr.save_async(_state(step), step) for step in (1, 2, 3, 4)}
+        assert futures[3].result(timeout=60).step == 3
+        assert futures[4].result(timeout=60).step == 4
+        go.set()
+        assert futures[2].result(timeout=60).step == 2
+        mgr.wait()
+        assert [c.step for c in mgr.list()] == [3, 4]
+        assert sorted(r.step for r in mgr.history()) == [1, 2, 3, 4]
+        # Asked for now, below the window published before: refused.
+        with pytest.raises(InvalidArgument, match="below the 2 highest steps"):
+            mgr.save(_state(2), 2)
 
 
 def test_a_negative_step_is_refused(where: Where) -> None:
