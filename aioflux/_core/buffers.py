@@ -6,7 +6,7 @@ ranged download's 256 MiB wave spent 0.1 to 0.2 s there (a first touch
 costs 2 to 9 us a page on this project's VMs), its GETs waiting on it. Left
 untouched, the pages are faulted in as the bytes arrive, while the other
 ranges wait on the network (perf scenario ``ranged``, 8 x 256 MiB: 2.55 s
-to 1.81 s).
+to 1.83 s).
 
 The memory's contents are undefined until written, so these are only for a
 destination every byte of which the caller writes, and checks that it
