@@ -5,7 +5,8 @@ emulator's GCS face or its S3 face, the project's python, library
 defaults: crc32c checked), ``gcsfs`` (``GCSFileSystem(token="anon",
 endpoint_url=...)``, its defaults: ``consistency="none"``) or ``s3fs``
 (``S3FileSystem(endpoint_url=S3 face)``, path-style, region us-east-1, its
-defaults), each in its own venv. The same calls for all (``--op``):
+defaults), each in its own venv, or ``aiohttp-bare`` (the ceiling of
+``cat`` and ``ranges`` on the GCS face: ``fsspec_bare.BareFS``). The same calls for all (``--op``):
 
 - ``cat``: ``fs.find(prefix)`` then ``fs.cat(paths)``: list + whole reads;
 - ``ranges``: ``fs.cat_ranges`` of every file's last 64 KiB (its footer),
@@ -43,6 +44,10 @@ _BLOCK = 8 * 1024 * 1024
 
 
 def new_fs(kind: str, manifest: Manifest) -> Any:
+    if kind == "aiohttp-bare":
+        from fsspec_bare import BareFS
+
+        return BareFS(manifest.endpoint)
     if kind.startswith("aioflux-"):
         from aioflux.fsspec import AiofluxFileSystem
 
@@ -158,7 +163,7 @@ def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, 
 if __name__ == "__main__":
     manifest, rest = load()
     p = argparse.ArgumentParser()
-    p.add_argument("--fs", choices=["aioflux-gs", "aioflux-s3", "gcsfs", "s3fs"],
+    p.add_argument("--fs", choices=["aioflux-gs", "aioflux-s3", "gcsfs", "s3fs", "aiohttp-bare"],
                    required=True)
     p.add_argument("--op", choices=["cat", "ranges", "parquet", "get", "put"], required=True)
     p.add_argument("--prefix", required=True)

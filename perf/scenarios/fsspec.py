@@ -20,7 +20,10 @@ so it never stands in for the op's own figures:
 aioflux (``AiofluxFileSystem``, checksums checked: its defaults) on the
 emulator's GCS face against gcsfs, and on its S3 face against s3fs; the
 peers at their defaults (gcsfs ``consistency="none"``), each in its own
-venv with pyarrow (``gcsfs-pyarrow``, ``s3fs-pyarrow``).
+venv with pyarrow (``gcsfs-pyarrow``, ``s3fs-pyarrow``). ``cat`` and
+``ranges`` also run ``aiohttp-bare``, the same calls on bare aiohttp at
+aioflux's 128 requests in flight: the ceiling any client has at that bound
+(``contenders/fsspec_bare.py``).
 """
 
 from __future__ import annotations
@@ -51,6 +54,12 @@ _FILESYSTEMS = {
                          f"{_S3}"),
     "s3fs": ("s3fs-pyarrow", f"S3FileSystem(endpoint_url=S3 face) at its defaults, {_S3}"),
 }
+
+# The ceiling of the ops bound by requests in flight (no target: a reference).
+_BARE_OPS = ("cat", "ranges")
+_BARE = ("the ceiling at aioflux's bound on the GCS face: the same calls on bare aiohttp "
+         "(uvloop, its own loop thread, 128 requests in flight), no retries, checks or "
+         "coalescing (contenders/fsspec_bare.py)")
 
 
 def _ready() -> str | None:
@@ -126,6 +135,9 @@ def plan(options: Options) -> Plan:
                   available=_ready if venv is None else None)
         for fs, (venv, note) in _FILESYSTEMS.items()
     ]
+    if op in _BARE_OPS:
+        contenders.append(Contender(f"aiohttp-bare-{label}", "fsspec_ops.py", None,
+                                    (*common, "--fs", "aiohttp-bare"), note=_BARE))
     at_least = 1.5 if op in ("get", "put") else 2.0
     return Plan(
         name="fsspec",
