@@ -105,8 +105,11 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         sidecars: read ``<shard>.idx`` sidecars.
         cache_dir: a local disk cache of the shards' read units (each
             ``samples_per_read`` samples, keyed by the shard's version and the
-            unit's range), shared by every worker and rank on the machine;
-            compressed shards are not cached. None: no cache.
+            unit's range), shared by every worker and rank on the machine. A
+            compressed shard whose data takes at most half of ``cache_limit``
+            is decompressed once per machine into it (by the first process
+            that wants it; the others wait for its units), not once per
+            worker and rank. None: no cache.
         cache_limit: most bytes in ``cache_dir`` (least recently used evicted).
         hedge_after: a second ranged GET for a read not done after this many
             seconds, or ``"auto"`` (as for :class:`IterableDataset`); None: never.

@@ -46,7 +46,8 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
         index_dir: the local index cache (default ``~/.cache/aioflux/shard-index``).
         cache_indexes: keep streamed indexes in ``index_dir``.
         sidecars: read ``<shard>.idx`` sidecars.
-        cache_dir: a disk cache of read units (None: none).
+        cache_dir: a disk cache of read units, compressed shards decompressed
+            into it once per machine (as for :class:`ShardDataset`; None: none).
         cache_limit: most bytes in ``cache_dir``.
         hedge_after: hedged ranged reads (None: none).
 

@@ -473,3 +473,37 @@ async def test_sweeps_eviction_and_clear_touch_only_the_caches_own_names(
     assert clear(str(root))[0] == found.entries
     assert info(str(root)).entries == 0
     assert _user_files_left(root) == _USER_FILES
+
+
+async def test_lookup_put_and_claim_for_entries_a_caller_fills_itself(tmp_path: Path) -> None:
+    """What a compressed shard's fill uses: look up without fetching, store
+    what it made, and claim a name so that one process at a time fills."""
+    root = tmp_path / "cache"
+    cache = DiskCache(root, 1 << 20)
+    unit = ObjectInfo("b", "shard.gz#data=0-5", 5, 7, scheme="file")
+    assert await cache.lookup(unit) is None
+    assert await cache.put(unit, b"hello") is True
+    assert await cache.put(unit, b"hello") is False  # there already
+    assert await cache.put(unit._replace(name="other", size=3), b"hello") is False  # wrong size
+    assert await cache.lookup(unit) == b"hello"
+    assert (cache.stats.hits, cache.stats.stored) == (1, 1)
+    # Another version of the shard: another entry.
+    assert await cache.lookup(unit._replace(generation=8)) is None
+    # A corrupt entry is dropped and missed, then stored again.
+
+    entry = cache.layout.entry(cache.key(unit)[0])  # type: ignore[index]
+    with open(entry, "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        f.write(b"!")
+    assert await cache.lookup(unit) is None and not os.path.exists(entry)
+    assert cache.stats.corrupt == 1
+    assert await cache.put(unit, b"hello") is True and await cache.lookup(unit) == b"hello"
+    # A claim is held by one taker at a time, this process's other tasks included.
+    shard = unit._replace(name="shard.gz#decompress", size=100)
+    fd = await cache.claim(shard)
+    assert fd is not None and await cache.claim(shard) is None
+    cache.release(shard, fd)
+    again = await cache.claim(shard)
+    assert again is not None
+    cache.release(shard, again)
+    assert not os.listdir(root / "locks")  # released, and unlinked

@@ -241,6 +241,95 @@ class DiskCache:
             # lookups read around what could not be made (stats.errors).
         self._opened_in = os.getpid()
 
+    async def _ensure_open(self) -> None:
+        if self._opened_in != os.getpid():
+            await asyncio.to_thread(self._open)
+
+    async def lookup(self, obj: ObjectInfo) -> bytes | None:
+        """The entry of ``obj`` if the cache holds it (a hit), else None.
+
+        Nothing is fetched: for entries a caller fills itself (:meth:`put`),
+        many at a time under one :meth:`claim`. A corrupt entry is dropped
+        and counted, then missed.
+
+        Args:
+            obj: the entry's object.
+
+        Returns:
+            Its bytes, or None.
+        """
+        await self._ensure_open()
+        key = self.key(obj)
+        if key is None:
+            return None
+        [(status, value)] = await self._read_all([(key, obj.crc32c)])
+        if isinstance(value, bytes):
+            self.stats.hits += 1
+            self.stats.bytes += len(value)
+            return value
+        if status == "error":
+            self.stats.errors += 1
+        elif status == CORRUPT:
+            self.stats.corrupt += 1
+            mine, _, _, _ = self._lock([0], [key], {0: value})
+            for fd in mine.values():  # dropped by _lock; nothing to store
+                _files.unlock(fd, self.layout.lock(key[0]))
+        return None
+
+    async def put(self, obj: ObjectInfo, data: Data) -> bool:
+        """Store ``data`` as ``obj``'s entry, unless it is there or being stored.
+
+        Args:
+            obj: the entry's object (``obj.size`` bytes; its crc32c, if
+                given, must match).
+            data: its bytes.
+
+        Returns:
+            Whether this call stored it.
+        """
+        await self._ensure_open()
+        key = self.key(obj)
+        if key is None:
+            return False
+        mine, _, _, _ = self._lock([0], [key], {})
+        if not mine:
+            return False  # there already, or another process is writing it
+        before = self.stats.stored
+        await self._store_all([(key, obj, data, mine[0])])
+        return self.stats.stored > before
+
+    async def claim(self, obj: ObjectInfo) -> int | None:
+        """Take the lock named by ``obj`` without waiting: one process at a
+        time fills what it stands for (a shard decompressed into its read
+        units, each an entry of its own).
+
+        Args:
+            obj: names the claim (never stored as an entry).
+
+        Returns:
+            The lock's descriptor for :meth:`release`, or None: another
+            process (or task) holds it, or it cannot be taken.
+        """
+        await self._ensure_open()
+        key = self.key(obj)
+        if key is None:
+            return None
+        try:
+            return _files.try_lock(self.layout.lock(key[0]))
+        except OSError:
+            self.stats.errors += 1
+            return None
+
+    def release(self, obj: ObjectInfo, fd: int) -> None:
+        """Release a :meth:`claim`.
+
+        Args:
+            obj: what was claimed.
+            fd: the descriptor :meth:`claim` returned.
+        """
+        key = self.key(obj)
+        _files.unlock(fd, None if key is None else self.layout.lock(key[0]))
+
     async def get(self, obj: ObjectInfo, fetch: Fetch) -> Data:
         """One object from the cache, fetched (and stored) on a miss.
 
@@ -271,8 +360,7 @@ class DiskCache:
                 holds files but is not a cache.
             StorageError: a fetch failed.
         """
-        if self._opened_in != os.getpid():
-            await asyncio.to_thread(self._open)
+        await self._ensure_open()
         out: list[Data | None] = [None] * len(objects)
         keys = [self.key(o) for o in objects]
         direct = [i for i, k in enumerate(keys) if k is None]  # fetched, not stored

@@ -17,7 +17,9 @@ read that is slow to complete, as the download planner does.
 A compressed shard cannot be read from the middle: its runs are served by
 one cursor per shard that decompresses front to back (a run behind the
 cursor starts it over), which is why the epoch order keeps each compressed
-shard's runs in ascending order.
+shard's runs in ascending order. With a disk cache it holds, a compressed
+shard is decompressed once per machine into its read units instead (see
+:mod:`._compressed`).
 """
 
 from __future__ import annotations
@@ -27,19 +29,16 @@ import dataclasses
 from collections.abc import AsyncGenerator, Awaitable, Iterable, Sequence
 
 from ..._core.crc import crc32c, encode_crc32c
-from ..._core.errors import ChecksumMismatch, NotFound, PreconditionFailed, ShardFormatError
+from ..._core.errors import ChecksumMismatch, NotFound, PreconditionFailed
 from ..._core.store import ObjectStore
 from ..._core.types import ObjectInfo
 from ..._core.window import window
 from ..cache import DiskCache
 from ..hedge import Hedger
-from ._formats import Decompressor, new_decompressor
+from ._compressed import Cursor, fits, unit_from_cache
 from ._index import ShardIndex
 
 __all__ = ["Run", "read_runs"]
-
-_CURSOR_BLOCK = 4 * 1024 * 1024
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Run:
@@ -58,46 +57,8 @@ class Run:
 class _Shard:
     info: ObjectInfo
     index: ShardIndex
-    cursor: _Cursor | None = None
+    cursor: Cursor | None = None
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
-
-
-class _Cursor:
-    """Front-to-back decompression of one shard, keeping only what is asked for."""
-
-    def __init__(self, store: ObjectStore, shard: _Shard) -> None:
-        self.store = store
-        self.info = shard.info
-        self.version = shard.index.version
-        self.data_pos = 0  # decompressed bytes passed
-        self.raw_pos = 0  # compressed bytes read
-        self.pending = bytearray()  # decompressed, not yet passed
-        self.decompressor: Decompressor = new_decompressor(
-            shard.index.compression or "gzip", self.info.url)
-
-    async def take(self, start: int, end: int) -> bytes:
-        """The data ``[start, end)``; ``start`` at or past where the cursor is."""
-        while True:
-            skip = min(start - self.data_pos, len(self.pending))
-            if skip > 0:  # what lies before the run is dropped as it arrives
-                del self.pending[:skip]
-                self.data_pos += skip
-            if self.data_pos == start and len(self.pending) >= end - start:
-                break
-            if self.raw_pos >= self.info.size:
-                self.decompressor.end()
-                raise ShardFormatError(f"read {self.info.url}: the data ends at byte "
-                                       f"{self.data_pos + len(self.pending)}, before the "
-                                       f"indexed sample ending at {end}")
-            block_end = min(self.info.size, self.raw_pos + _CURSOR_BLOCK)
-            raw = await _pinned_read(self.store, self.info, self.version, self.raw_pos,
-                                     block_end)
-            self.raw_pos = block_end
-            self.pending += self.decompressor.feed(raw)
-        out = bytes(self.pending[:end - start])
-        del self.pending[:end - start]
-        self.data_pos = end
-        return out
 
 
 async def _pinned_read(store: ObjectStore, info: ObjectInfo, version: int | None,
@@ -144,7 +105,8 @@ async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, Shard
         limit: runs in flight.
         max_bytes: bytes in flight or read and not yet yielded (one run always reads).
         unit: samples per read unit (a cache entry; see the module).
-        cache: a disk cache for the read units of uncompressed shards.
+        cache: a disk cache of read units (a compressed shard's only if it
+            :func:`~._compressed.fits`: decompressed once into it).
         hedger: hedges slow ranged reads (None: never).
 
     Yields:
@@ -158,9 +120,20 @@ async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, Shard
     """
     state = [_Shard(info, index) for info, index in shards]
 
+    def cached(index: ShardIndex) -> bool:
+        return cache is not None and (index.compression is None or fits(cache, index))
+
+    def cursor(shard: _Shard) -> Cursor:
+        info, version = shard.info, shard.index.version
+
+        def read(start: int, end: int) -> Awaitable[bytes]:
+            return _pinned_read(store, info, version, start, end)
+
+        return Cursor(read, info.size, shard.index.compression or "gzip", info.url)
+
     def span(run: Run) -> tuple[int, int]:
         index = state[run.shard].index
-        if cache is not None and index.compression is None:
+        if cached(index):
             first = min(run.samples) // unit * unit
             return index.span(first, min(len(index), first + unit) - 1)
         offsets, lengths = index.offsets, index.lengths
@@ -177,9 +150,15 @@ async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, Shard
             else:
                 data = await _cached(shard, start, end)
             return _checked(shard, data, start, run.samples)
+        if cached(shard.index):
+            assert cache is not None
+            found = await unit_from_cache(cache, shard.info, shard.index, unit, start, end,
+                                          lambda: cursor(shard))
+            if found is not None:
+                return _checked(shard, found, start, run.samples)
         async with shard.lock:
             if shard.cursor is None or shard.cursor.data_pos > start:
-                shard.cursor = _Cursor(store, shard)
+                shard.cursor = cursor(shard)
             data = await shard.cursor.take(start, end)
             if shard.cursor.data_pos >= shard.index.data_size:
                 shard.cursor = None

@@ -1,0 +1,164 @@
+"""Compressed shards with a disk cache: each is decompressed once per machine.
+
+Without a cache every DataLoader worker (and rank) decompresses every gzip
+or zstd shard it gets samples of, which is nearly all of them. With one,
+the first process to want a shard decompresses it into the cache's read
+units and the others wait for their units (aioflux._engines.shards._compressed).
+The shards here are far below the cursor's 4 MiB block, so one media GET
+is one pass over a shard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch.utils.data
+
+from aioflux import NotFound, PreconditionFailed
+from aioflux._core.portal import get_portal
+from aioflux._engines.shards import _compressed
+from aioflux._engines.shards._compressed import _claim_of
+from aioflux.torch import ShardDataset, ShardMapDataset
+from tests.torch._shards_util import gz, jsonl, zst
+from tests.torch.conftest import Where
+
+SHARDS = {"a.jsonl.gz": (0, 250), "b.jsonl.zst": (250, 450), "c.jsonl.gz": (450, 600)}
+
+
+def seed(where: Where) -> list[dict[str, Any]]:
+    rows = [{"id": i, "text": f"row {i} " + "y" * (i % 40)} for i in range(600)]
+    for name, (lo, hi) in SHARDS.items():
+        data = jsonl(rows[lo:hi])
+        where.put(name, gz(data) if name.endswith(".gz") else zst(data))
+    return rows
+
+
+def lines(where: Where, tmp_path: Path, cls: Any = ShardDataset, **kw: Any) -> Any:
+    settings: dict[str, Any] = {"cache_dir": tmp_path / "cache", "cache_limit": 1 << 30,
+                                "samples_per_read": 8, **kw}
+    return cls.from_prefix(where.root, format="lines", decode="json",
+                           index_dir=tmp_path / "idx", **settings, **where.kwargs)
+
+
+def media_gets(where: Where) -> int:
+    assert where.emulator is not None
+    return where.emulator.stats["get_media"]
+
+
+def held_claims(tmp_path: Path) -> list[str]:
+    """The cache's lock files some process holds, once this process's fills
+    are done (a fill goes on after the unit it was started for)."""
+
+    async def settle() -> None:
+        while _compressed._filling:
+            await asyncio.gather(*_compressed._filling, return_exceptions=True)
+
+    get_portal().call(settle())
+    held = []
+    locks = tmp_path / "cache" / "locks"
+    for name in os.listdir(locks):
+        fd = os.open(locks / name, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            held.append(name)
+        finally:
+            os.close(fd)
+    return held
+
+
+def check(rows: list[dict[str, Any]], got: list[dict[str, Any]]) -> None:
+    assert sorted(r["id"] for r in got) == list(range(len(rows)))
+    assert all(r == rows[r["id"]] for r in got)
+
+
+def epoch(ds: ShardDataset, workers: int) -> list[dict[str, Any]]:
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=workers,
+                                         multiprocessing_context="fork" if workers else None,
+                                         collate_fn=list)
+    return [r for batch in loader for r in batch]
+
+
+@pytest.mark.parametrize("where", ["gs"], indirect=True)
+def test_dataloader_workers_decompress_each_shard_once_into_the_cache(where: Where,
+                                                                      tmp_path: Path) -> None:
+    rows = seed(where)
+    plain = lines(where, tmp_path, batch_size=4, shuffle_window=64, cache_dir=None,
+                  cache_limit=None)
+    before = media_gets(where)
+    check(rows, epoch(plain, 2))
+    # Without a cache: each of the 2 workers passes over the shards it gets samples of.
+    assert media_gets(where) - before > len(SHARDS)
+
+    ds = lines(where, tmp_path, batch_size=4, shuffle_window=64)
+    before = media_gets(where)
+    check(rows, epoch(ds, 2))
+    assert media_gets(where) - before == len(SHARDS)  # one pass over each, for all workers
+    ds.set_epoch(1)
+    before = media_gets(where)
+    check(rows, epoch(ds, 2))
+    assert media_gets(where) - before == 0  # later epochs: every unit from disk
+    assert not held_claims(tmp_path)
+
+
+@pytest.mark.parametrize("where", ["gs"], indirect=True)
+def test_the_map_style_sibling_reads_compressed_samples_from_the_cache(where: Where,
+                                                                       tmp_path: Path) -> None:
+    rows = seed(where)
+    ds = lines(where, tmp_path, ShardMapDataset)
+    before = media_gets(where)
+    picks = [599, 3, 250, 449, 17, 451, 300, 0]
+    assert [r["id"] for r in ds.__getitems__(picks)] == picks
+    assert [ds[i]["id"] for i in (598, 1, 260)] == [598, 1, 260]
+    assert media_gets(where) - before == len(SHARDS)
+    other = lines(where, tmp_path, ShardMapDataset)  # another worker or rank
+    assert [r for r in other.__getitems__(list(range(600)))] == rows
+    assert media_gets(where) - before == len(SHARDS)
+
+
+def test_a_claim_held_elsewhere_is_waited_for_then_read_around(tmp_path: Path) -> None:
+    where = Where("file", f"file://{tmp_path}/root", None)
+    rows = seed(where)
+    ds = lines(where, tmp_path, shuffle=False, samples_per_read=50)
+    cache = ds._shards.disk_cache
+    assert cache is not None
+    info, index = ds._shards.shards[0]
+    claim = _claim_of(info, index)
+    fd = asyncio.run(cache.claim(claim))  # as a process decompressing a.jsonl.gz would
+    assert fd is not None
+    try:
+        cache.wait_limit = 0.05  # then hung: read around it after this long
+        check(rows, list(ds))
+        assert cache.stats.stored == 4 + 3  # the units of b and c, none of a
+    finally:
+        cache.release(claim, fd)
+    check(rows, list(ds))  # a's claim is free: a is decompressed into the cache now
+    assert cache.stats.stored == 4 + 3 + 5
+    assert not held_claims(tmp_path)
+
+
+def test_a_shard_larger_than_half_the_cache_is_read_by_a_cursor(tmp_path: Path) -> None:
+    where = Where("file", f"file://{tmp_path}/root", None)
+    rows = seed(where)
+    ds = lines(where, tmp_path, cache_limit=4096)  # each shard's data is over 2 KiB
+    assert all(index.data_size * 2 > 4096 for _, index in ds._shards.shards)
+    check(rows, list(ds))
+    cache = ds._shards.disk_cache
+    assert cache is not None and cache.stats.stored == 0
+
+
+@pytest.mark.parametrize("where", ["gs"], indirect=True)
+def test_a_shard_changed_since_indexing_fails_and_frees_its_claim(where: Where,
+                                                                 tmp_path: Path) -> None:
+    seed(where)
+    ds = lines(where, tmp_path, shuffle=False)
+    where.put("a.jsonl.gz", gz(jsonl([{"id": -1}])))  # rewritten: another version
+    for _ in range(2):  # the claim was released: the second pass fails too, at once
+        with pytest.raises((PreconditionFailed, NotFound), match=r"a\.jsonl\.gz"):
+            list(ds)
+        assert not held_claims(tmp_path)
