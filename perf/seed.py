@@ -12,6 +12,7 @@ import json
 import random
 import tarfile
 import time
+import zlib
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -77,16 +78,26 @@ class ShardSet:
     sample_size: int
     kind: str = "tar"
     suffix: str = ".tar"
+    # "gzip": each shard compressed whole (level 6), as .jsonl.gz shards are.
+    compression: str | None = None
 
     def names(self) -> list[str]:
         return [f"{self.prefix}{i:06d}{self.suffix}" for i in range(self.count)]
 
     def sizes(self) -> list[int]:
-        return [self.size] * self.count
+        """Bytes of each shard as stored (compressed: made once to learn them)."""
+        if self.compression is None:
+            return [self.size] * self.count
+        return list(self._compressed_sizes)
+
+    @functools.cached_property
+    def _compressed_sizes(self) -> tuple[int, ...]:
+        pool = _pool()
+        return tuple(sum(map(len, self.body(i, pool))) for i in range(self.count))
 
     @property
     def size(self) -> int:
-        """Bytes of one shard (all are the same size)."""
+        """Bytes of one shard's data, decompressed (all are the same size)."""
         if self.kind == "tar":
             jpg = tarfile.BLOCKSIZE + self.sample_size + len(_padding(self.sample_size))
             return self.samples * (jpg + 2 * tarfile.BLOCKSIZE) + 2 * tarfile.BLOCKSIZE
@@ -94,7 +105,7 @@ class ShardSet:
 
     @property
     def total_bytes(self) -> int:
-        return self.count * self.size
+        return sum(self.sizes())
 
     @property
     def sample_bytes(self) -> int:
@@ -102,7 +113,19 @@ class ShardSet:
         return self.sample_size + 3 if self.kind == "tar" else self.sample_size - 1
 
     def body(self, shard: int, pool: bytes) -> Iterator[bytes]:
-        """Shard ``shard``'s bytes, in pieces."""
+        """Shard ``shard``'s bytes as stored, in pieces."""
+        if self.compression is None:
+            yield from self._data(shard, pool)
+            return
+        if self.compression != "gzip":
+            raise ValueError(f"ShardSet: compression {self.compression!r} is not gzip")
+        packer = zlib.compressobj(6, zlib.DEFLATED, 31)  # 31: a gzip member
+        for piece in self._data(shard, pool):
+            if out := packer.compress(piece):
+                yield out
+        yield packer.flush()
+
+    def _data(self, shard: int, pool: bytes) -> Iterator[bytes]:
         rng = random.Random(f"{self.prefix}{shard}")
         view = memoryview(pool)
         for j in range(self.samples):
@@ -227,9 +250,14 @@ def _makers(sets: Sequence[Seeded], pool: bytes) -> list[tuple[str, Body]]:
     return out
 
 
+def _pool() -> bytes:
+    """The random pool every body is cut from (the same every run)."""
+    return random.Random(0).randbytes(_POOL_BYTES)
+
+
 async def _upload(endpoint: str, bucket: str, sets: Sequence[Seeded],
                   concurrency: int) -> int:
-    pool = random.Random(0).randbytes(_POOL_BYTES)
+    pool = _pool()
     items = _makers(sets, pool)
     sem = asyncio.Semaphore(concurrency)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=120)

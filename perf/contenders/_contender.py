@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["Manifest", "Stopwatch", "load", "report", "rss_mb", "run"]
+__all__ = ["Manifest", "Stopwatch", "load", "object_gets", "report", "rss_mb", "run"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,22 @@ def load() -> tuple[Manifest, list[str]]:
         data.get("s3_endpoint"), data.get("azure"),
     )
     return manifest, sys.argv[2:]
+
+
+def object_gets(endpoint: str) -> int | None:
+    """The object reads aioflux's emulator has served so far (media GETs, and
+    composes of small ones); None from another server.
+
+    Read from its counters endpoint, not a GCS route, by every process alike.
+    """
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{endpoint}/_aioflux_stats", timeout=10) as resp:
+            stats = json.load(resp)
+    except (OSError, ValueError):
+        return None
+    return int(stats.get("get_media", 0)) + int(stats.get("compose", 0))
 
 
 def rss_mb() -> float:

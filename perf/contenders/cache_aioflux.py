@@ -8,14 +8,12 @@ emulator's object GETs during it and the cache's hits and misses.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
-import urllib.request
 
 import torch.utils.data
-from _contender import Manifest, Stopwatch, load, report
+from _contender import Manifest, Stopwatch, load, object_gets, report
 
 from aioflux import ClientConfig
 from aioflux.torch import MapDataset
@@ -23,13 +21,6 @@ from aioflux.torch import MapDataset
 
 def total_len(batch: list[bytes]) -> int:
     return sum(len(b) for b in batch)
-
-
-def object_gets(endpoint: str) -> int:
-    """The emulator's object reads so far (media GETs, and composes of small ones)."""
-    with urllib.request.urlopen(f"{endpoint}/_aioflux_stats", timeout=10) as resp:
-        stats = json.load(resp)
-    return int(stats.get("get_media", 0)) + int(stats.get("compose", 0))
 
 
 def epoch(loader: torch.utils.data.DataLoader[int]) -> int:
@@ -55,8 +46,9 @@ def main(manifest: Manifest,
         gets0 = object_gets(manifest.endpoint)
         with Stopwatch() as watch:
             nbytes = epoch(loader)
-        extra: dict[str, object] = {"mode": args.mode,
-                                    "object_gets": object_gets(manifest.endpoint) - gets0}
+        gets = object_gets(manifest.endpoint)
+        extra: dict[str, object] = {"mode": args.mode, "object_gets": None if gets is None
+                                    or gets0 is None else gets - gets0}
         if source_cache is not None:
             extra["cache_hits"] = source_cache.stats.hits - hits0
             extra["cache_misses"] = source_cache.stats.misses - misses0

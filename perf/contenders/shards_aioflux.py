@@ -12,6 +12,10 @@ over every shard that builds its index. ``--index warm``: the same dataset
 is made once before the timer with the same ``index_dir`` (the local index
 cache filled), so the timed construction reads the cache.
 
+``--cache``: a disk cache (``cache_dir``, a fresh temporary directory, no
+limit) shared by the DataLoader workers: a compressed shard is then
+decompressed once into it, not once per worker.
+
 Everything else at the library's defaults: ``shuffle=True`` (shards
 permuted, reads of ``samples_per_read`` consecutive samples, about 1 MiB,
 permuted within 8,192 samples), ``reads_in_flight=32``,
@@ -26,7 +30,7 @@ import tempfile
 from typing import Any
 
 import torch.utils.data
-from _contender import Manifest, Stopwatch, load, report
+from _contender import Manifest, Stopwatch, load, object_gets, report
 
 from aioflux.torch import ShardDataset
 
@@ -39,15 +43,17 @@ def lines_batch(batch: list[bytes]) -> tuple[int, int]:
     return sum(len(line) for line in batch), len(batch)
 
 
-def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, int]:
+def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, int, int | None]:
     url = f"gs://{manifest.bucket}/{args.prefix}"
     index_dir = tempfile.mkdtemp(prefix="aioflux-shard-index-")
+    cache_dir = tempfile.mkdtemp(prefix="aioflux-shard-cache-") if args.cache else None
     kw: dict[str, Any] = dict(format=args.format, endpoint=manifest.endpoint,
-                              batch_size=args.batch, index_dir=index_dir)
+                              batch_size=args.batch, index_dir=index_dir, cache_dir=cache_dir)
     try:
         if args.index == "warm":
             ShardDataset.from_prefix(url, **kw).close()
         nbytes = items = 0
+        gets = object_gets(manifest.endpoint)
         with Stopwatch() as watch:
             ds = ShardDataset.from_prefix(url, **kw)
             loader = torch.utils.data.DataLoader(
@@ -56,10 +62,13 @@ def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, 
             for size, count in loader:
                 nbytes += size
                 items += count
+        after = object_gets(manifest.endpoint)
         ds.close()
     finally:
         shutil.rmtree(index_dir, ignore_errors=True)
-    return watch, nbytes, items
+        if cache_dir is not None:
+            shutil.rmtree(cache_dir, ignore_errors=True)
+    return watch, nbytes, items, None if gets is None or after is None else after - gets
 
 
 if __name__ == "__main__":
@@ -70,6 +79,8 @@ if __name__ == "__main__":
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--prefix", default="")
+    p.add_argument("--cache", action="store_true")
     args = p.parse_args(rest)
-    watch, nbytes, items = main(manifest, args)
-    report(watch, nbytes=nbytes, items=items, workers=args.workers, index=args.index)
+    watch, nbytes, items, gets = main(manifest, args)
+    report(watch, nbytes=nbytes, items=items, workers=args.workers, index=args.index,
+           cache=args.cache, object_gets=gets)

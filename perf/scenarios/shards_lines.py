@@ -8,6 +8,13 @@ through s3fs on the S3 face, and s3torchconnector's readers split into
 lines. Parameters: ``shards`` (4; 2 with --quick), ``lines`` (25000 per
 shard; 2000 with --quick), ``size`` (1600 bytes a line with its newline),
 ``batch`` (512).
+
+``--param compression=gzip`` runs the ``.jsonl.gz`` case instead (its
+contenders named ``...-gz``): 2 DataLoader workers without a disk cache
+(each worker decompresses every shard it gets lines of), with one
+(``cache_dir``: each shard decompressed once, into the cache), no workers,
+and fsspec over gcsfs with ``compression="gzip"`` (each worker reads whole
+shards, so each shard once).
 """
 
 from __future__ import annotations
@@ -33,6 +40,9 @@ def plan(options: Options) -> Plan:
     lines = options.get("lines", 2000 if options.quick else 25_000)
     size = options.get("size", 1600)
     batch = str(options.get("batch", 512))
+    compression = options.params.get("compression")
+    if compression is not None:
+        return _compressed(options, shards, lines, size, batch, compression)
     data = ShardSet(f"{FOLDER}part-", shards, lines, size, kind="jsonl", suffix=".jsonl")
     common = ("--batch", batch, "--prefix", FOLDER)
     contenders = []
@@ -84,6 +94,56 @@ def plan(options: Options) -> Plan:
                "default shuffled order (shards, then reads of ~650 lines within 8,192 "
                "lines); fsspec yields str lines (text mode) in shard order, s3torchconnector "
                "bytes in shard order"],
+        timeout_s=900.0,
+        expect_items=items,
+        expect_bytes=items * data.sample_bytes,
+        seed_concurrency=8,
+    )
+
+
+def _compressed(options: Options, shards: int, lines: int, size: int, batch: str,
+                compression: str) -> Plan:
+    if compression != "gzip":
+        raise SystemExit("shards_lines: --param compression=gzip is the one compression")
+    folder = f"{FOLDER}gz/"
+    data = ShardSet(f"{folder}part-", shards, lines, size, kind="jsonl", suffix=".jsonl.gz",
+                    compression="gzip")
+    common = ("--batch", batch, "--prefix", folder)
+    base = ("--format", "lines", "--index", "cold", *common)
+    contenders = [
+        Contender("aioflux-cache-w2-gz", "shards_aioflux.py", None,
+                  (*base, "--workers", "2", "--cache"), available=_ready,
+                  note="ShardDataset(format='lines', cache_dir=a fresh temp dir, no limit), "
+                       "index built in the timed region, DataLoader(num_workers=2): each "
+                       "shard decompressed once, by the first worker to want it"),
+        Contender("aioflux-w2-gz", "shards_aioflux.py", None, (*base, "--workers", "2"),
+                  available=_ready,
+                  note="the same without cache_dir: each worker decompresses every shard "
+                       "it gets lines of"),
+        Contender("aioflux-w0-gz", "shards_aioflux.py", None, (*base, "--workers", "0"),
+                  available=_ready, note="the same in the main process, no cache"),
+        Contender("fsspec-gcsfs-w2-gz", "shards_lines_fsspec.py", "gcsfs",
+                  ("--fs", "gcs", "--workers", "2", "--compression", "gzip", *common),
+                  note="gcsfs: every n-th shard per worker, fs.open(path, 'rt', "
+                       "compression='gzip'), `for line in f`, num_workers=2"),
+    ]
+    items = shards * lines
+    return Plan(
+        name="shards_lines",
+        description=f"one epoch of {shards} gzip JSONL shards x {lines:,} lines of {size:,} "
+                    f"bytes ({data.size / 1e6:.0f} MB a shard decompressed, "
+                    f"{data.sizes()[0] / 1e6:.0f} MB stored) through DataLoader(batch {batch})",
+        bucket="perf-shards-lines",
+        objects=[data],
+        contenders=contenders,
+        baseline="aioflux-cache-w2-gz",
+        targets=[],
+        notes=["the index is built in the timed region (one streamed pass per shard)",
+               "aioflux's order spreads every shard over both workers' batches: without "
+               "a cache both download and decompress every shard; with one, the first to "
+               "want a shard decompresses it into the cache and the other waits for its "
+               "units. The gain is in object GETs and CPU (per round below); on two cores "
+               "and a loopback emulator the wall time is bound elsewhere"],
         timeout_s=900.0,
         expect_items=items,
         expect_bytes=items * data.sample_bytes,
