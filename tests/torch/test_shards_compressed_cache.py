@@ -11,6 +11,7 @@ is one pass over a shard.
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import os
 from pathlib import Path
@@ -162,3 +163,24 @@ def test_a_shard_changed_since_indexing_fails_and_frees_its_claim(where: Where,
         with pytest.raises((PreconditionFailed, NotFound), match=r"a\.jsonl\.gz"):
             list(ds)
         assert not held_claims(tmp_path)
+
+
+@pytest.mark.parametrize("where", ["gs"], indirect=True)
+def test_a_cache_disk_that_cannot_be_written_costs_one_extra_pass(
+        where: Where, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from aioflux._engines.cache import _files
+
+    rows = seed(where)
+    ds = lines(where, tmp_path, shuffle=False)
+
+    def full(*args: object, **kwargs: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_files, "write_entry", full)
+    before = media_gets(where)
+    check(rows, list(ds))
+    # A fill that stored nothing, then this process's cursor: two passes a
+    # shard, not one whole-shard fill for each of its 75 units.
+    assert media_gets(where) - before <= 2 * len(SHARDS)
+    cache = ds._shards.disk_cache
+    assert cache is not None and cache.stats.errors > 0 and cache.stats.stored == 0

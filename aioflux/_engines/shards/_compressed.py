@@ -46,7 +46,18 @@ RawRead = Callable[[int, int], Awaitable[bytes]]
 # Fills running in this process: held so that none is collected mid-shard
 # (a forked child's loop runs none of its parent's).
 _filling: set[asyncio.Task[None]] = set()
-os.register_at_fork(after_in_child=_filling.clear)
+# Shards (their claims' keys) a fill of this process could not store every
+# unit of (a full or failing cache disk): read by cursors from then on, or
+# every unit wanted would cost a pass over the whole shard.
+_unstored: set[tuple[str, str, int | None]] = set()
+
+
+def _forget_in_child() -> None:
+    _filling.clear()
+    _unstored.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 class Cursor:
@@ -111,6 +122,10 @@ def _unit_entry(info: ObjectInfo, start: int, end: int) -> ObjectInfo:
                          crc32c=None, md5=None)
 
 
+def _shard_key(claim: ObjectInfo) -> tuple[str, str, int | None]:
+    return claim.bucket, claim.name, claim.generation
+
+
 def _claim_of(info: ObjectInfo, index: ShardIndex) -> ObjectInfo:
     return info._replace(name=f"{info.name}#decompress", size=index.data_size,
                          crc32c=None, md5=None)
@@ -150,19 +165,24 @@ async def unit_from_cache(cache: DiskCache, info: ObjectInfo, index: ShardIndex,
         data = await cache.lookup(entry)
         if data is not None:
             return data
+        if _shard_key(claim) in _unstored:
+            return None
         fd = await cache.claim(claim)
         if fd is not None:
             try:
                 data = await cache.lookup(entry)  # stored just before the claim was free
+                cursor = new_cursor() if data is None else None
             except BaseException:  # cancelled (the reader went away), or a cache error
                 cache.release(claim, fd)
                 raise
-            if data is not None:
+            if cursor is None:
                 cache.release(claim, fd)
                 return data
             wanted: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+            # Retrieved even when nobody awaits it any more (the reader went away).
+            wanted.add_done_callback(lambda f: f.cancelled() or f.exception())
             task = asyncio.ensure_future(
-                _fill(cache, info, index, unit, new_cursor(), claim, fd, start, wanted))
+                _fill(cache, info, index, unit, cursor, claim, fd, start, wanted))
             _filling.add(task)
             task.add_done_callback(_filling.discard)
             # Shielded: a caller that goes away leaves the fill to finish
@@ -181,7 +201,10 @@ async def _fill(cache: DiskCache, info: ObjectInfo, index: ShardIndex, unit: int
     try:
         for s, e in unit_spans(index, unit):
             data = await cursor.take(s, e)
+            errors = cache.stats.errors
             await cache.put(_unit_entry(info, s, e), data)
+            if cache.stats.errors != errors:
+                _unstored.add(_shard_key(claim))
             if s == start and not wanted.done():
                 wanted.set_result(data)
     except asyncio.CancelledError:

@@ -150,13 +150,17 @@ async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, Shard
             else:
                 data = await _cached(shard, start, end)
             return _checked(shard, data, start, run.samples)
-        if cached(shard.index):
-            assert cache is not None
-            found = await unit_from_cache(cache, shard.info, shard.index, unit, start, end,
-                                          lambda: cursor(shard))
-            if found is not None:
-                return _checked(shard, found, start, run.samples)
+        # One unit of a compressed shard at a time, in the order asked (the
+        # lock is first come, first served): a cursor never passes a unit
+        # that a job asked for earlier still wants, and a fill goes on ahead
+        # of the units this process wants next.
         async with shard.lock:
+            if cached(shard.index):
+                assert cache is not None
+                found = await unit_from_cache(cache, shard.info, shard.index, unit, start,
+                                              end, lambda: cursor(shard))
+                if found is not None:
+                    return _checked(shard, found, start, run.samples)
             if shard.cursor is None or shard.cursor.data_pos > start:
                 shard.cursor = cursor(shard)
             data = await shard.cursor.take(start, end)
