@@ -31,7 +31,10 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
     concurrently, consecutive samples of a shard in one read. Pair it with
     :class:`ResumableBatchSampler` for a resumable, rank-split order. The
     shards, formats, indexes, decoding, disk cache and hedging are those of
-    :class:`ShardDataset`, which documents the settings.
+    :class:`ShardDataset`, which documents the settings. A compressed shard
+    has no ranges to read: give ``cache_dir`` (it is then decompressed into
+    the cache once per machine), or each access decompresses its shard up
+    to the sample.
 
     Args:
         shards: a brace pattern or URL, or a list of URLs or ObjectInfo.
