@@ -19,7 +19,7 @@ from __future__ import annotations
 import codecs
 import io
 import os
-from typing import IO, TYPE_CHECKING, Any, Literal, overload
+from typing import IO, Any, Literal, cast, overload
 
 from .._core.errors import InvalidArgument
 from .._core.options import ReaderOptions, WriterOptions
@@ -30,9 +30,6 @@ from .._engines.reader import ObjectReader
 from .._engines.writer import ObjectWriter, PublishOnExit
 from .stores import AnyClient, store_for_url
 from .sync import Client
-
-if TYPE_CHECKING:
-    from .._engines.zstd import ZstdWriter
 
 __all__ = ["DEFAULT_ENCODING", "TextWriter", "open"]
 
@@ -64,13 +61,14 @@ class TextWriter(PublishOnExit, io.TextIOWrapper):
     dropped unclosed; here both abort instead.
 
     Args:
-        raw: the binary writer.
+        raw: the binary writer (ObjectWriter, ZstdWriter, or fsspec's
+            compressing file over one): a binary file object.
         encoding: text encoding.
         errors: encoding error handler (None: ``"strict"``).
         newline: Python's ``newline`` of a written file.
     """
 
-    def __init__(self, raw: ObjectWriter | ZstdWriter, *, encoding: str, errors: str | None,
+    def __init__(self, raw: PublishOnExit, *, encoding: str, errors: str | None,
                  newline: str | None) -> None:
         self._done = False
         self._track()
@@ -78,14 +76,15 @@ class TextWriter(PublishOnExit, io.TextIOWrapper):
         # Characters written, for the warning of a writer dropped unclosed
         # (the text not yet encoded is not in the raw writer's count).
         self._chars = 0
-        super().__init__(raw, encoding=encoding, errors=errors, newline=newline)
+        binary = cast(IO[bytes], raw)  # every writer it is given is a binary file too
+        super().__init__(binary, encoding=encoding, errors=errors, newline=newline)
         if codecs.lookup(encoding).name in _BOM_ONLY_WHEN_SEEKABLE:
             # CPython's TextIOWrapper writes these encodings' BOM only to a
             # seekable stream (tell() says it is at the start), and a writer
             # is not one: without it the object reads back as neither
             # utf-16 nor utf-32. Python's open() writes it; so do we. The
             # text that follows is in native byte order, as the BOM says.
-            raw.write(codecs.encode("", encoding))
+            binary.write(codecs.encode("", encoding))
 
     def write(self, s: str) -> int:
         """Write text (encoded as it is flushed to the binary writer).

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import fsspec.asyn
+import fsspec.compression
+import fsspec.core
 
 from .._api.open import TextWriter
 from .._api.stores import new_store
@@ -43,7 +45,7 @@ from .._engines.reader import ObjectReader
 from ._async_file import AsyncReadFile, AsyncWriteFile
 from ._paths import join, split, strip_protocol
 from ._recent import EXPIRY_S, Listings, RecentMetadata
-from ._write_file import WriteFile
+from ._write_file import CompressedWriteFile, WriteFile
 
 __all__ = ["AiofluxFileSystem", "protocol_class"]
 
@@ -636,7 +638,9 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             block_size: the read buffer's size (reads); None: Python's
                 default buffer size.
             cache_options: fsspec's read cache settings.
-            compression: fsspec's compression name, or None.
+            compression: fsspec's compression name (``"infer"``: by the
+                path's suffix), or None. A compressed write is closed with
+                its file: ``close()`` ends the stream and publishes.
             **kwargs: ``encoding``, ``errors``, ``newline`` for text;
                 ``content_type`` of a written object; ``autocommit=False``
                 (inside ``fs.transaction``) stages the file until the commit.
@@ -649,7 +653,9 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             FileExistsError: ``xb`` of an object that exists.
             ValueError: an append or update mode.
         """
-        if "b" not in mode and mode[:1] in ("w", "x") and compression is None:
+        if mode[:1] in ("w", "x") and compression is not None:
+            compression = fsspec.core.get_compression(path, compression)  # "infer": by suffix
+        if mode[:1] in ("w", "x") and ("b" not in mode or compression is not None):
             autocommit = kwargs.pop("autocommit", not self._intrans)
             raw = self._open(self._strip_protocol(path), mode=mode[0] + "b",
                              block_size=block_size, autocommit=autocommit,
@@ -657,7 +663,11 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
                                 if k not in ("encoding", "errors", "newline")})
             if not autocommit:
                 self.transaction.files.append(raw)  # as fsspec's open() does
-            return TextWriter(raw, encoding=kwargs.get("encoding") or "utf-8",
+            out = raw if compression is None else CompressedWriteFile(
+                raw, fsspec.compression.compr[compression])
+            if "b" in mode:
+                return out
+            return TextWriter(out, encoding=kwargs.get("encoding") or "utf-8",
                               errors=kwargs.get("errors"), newline=kwargs.get("newline"))
         return super().open(path, mode=mode, block_size=block_size,
                             cache_options=cache_options, compression=compression, **kwargs)

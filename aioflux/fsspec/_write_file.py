@@ -13,13 +13,15 @@ keeps the tail; ``commit()`` publishes, ``discard()`` drops the upload.
 from __future__ import annotations
 
 import contextlib
+import io
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from .._core.errors import PreconditionFailed
 from .._core.store import ObjectStore
-from .._engines.writer import Bytes, ObjectWriter
+from .._engines.writer import Bytes, ObjectWriter, PublishOnExit
 
-__all__ = ["WriteFile"]
+__all__ = ["CompressedWriteFile", "WriteFile"]
 
 
 class WriteFile(ObjectWriter):
@@ -111,3 +113,72 @@ class WriteFile(ObjectWriter):
     def discard(self) -> None:
         """Drop a transaction's file: nothing is published."""
         self.abort()
+
+
+class CompressedWriteFile(PublishOnExit, io.BufferedIOBase):
+    """``fs.open(path, "wb", compression=...)``: fsspec's compressor over a
+    :class:`WriteFile`, closed with it.
+
+    fsspec's own ``open`` hands back the compressor alone (a ``GzipFile``
+    over the file), whose ``close()`` leaves the file under it open: the
+    object was never published, and dropped unclosed it was discarded. Here
+    ``close()`` finishes the compressed stream, then publishes (or, in a
+    transaction, stages) the file; an exception inside ``with`` publishes
+    nothing.
+
+    Args:
+        raw: the file the compressed bytes go to.
+        compress: fsspec's compressor for the name (``fsspec.compression.compr``).
+    """
+
+    def __init__(self, raw: WriteFile, compress: Callable[..., Any]) -> None:
+        self._done = False
+        self._track()
+        self._raw = raw
+        super().__init__()
+        self._packer = compress(raw, mode="wb")
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Bytes) -> int:  # type: ignore[override]
+        """Compress and append bytes."""
+        if self._done:
+            raise ValueError(f"write to closed file {self._raw.url}")
+        self._packer.write(data)
+        return len(data)
+
+    def flush(self) -> None:
+        """Nothing to do: the object is published whole by ``close()`` (a
+        compressor's own flush would cut its stream into blocks)."""
+
+    def close(self) -> None:
+        """Finish the compressed stream and publish the object (see :class:`WriteFile`).
+
+        Raises:
+            FileExistsError: ``"xb"`` and the object exists (nothing published).
+            StorageError: the upload failed (nothing published).
+        """
+        if self._done:
+            return
+        self._done = True
+        try:
+            self._packer.close()
+        except BaseException:
+            self._raw.abort()
+            raise
+        finally:
+            super().close()
+        self._raw.close()
+
+    def abort(self) -> None:
+        """Discard everything written; nothing is published."""
+        self._done = True
+        super().close()
+        self._raw.abort()
+
+    def _unpublished(self) -> tuple[str, int, str]:
+        return self._raw._unpublished()
+
+    def _inner(self) -> PublishOnExit:
+        return self._raw

@@ -5,7 +5,11 @@ fake-gcs-server, moto, the local filesystem)."""
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import fsspec
@@ -196,3 +200,45 @@ def test_fsspec_open_in_a_transaction_publishes_nothing_on_an_exception(
         with fsspec.open(site.url("o"), "wb", **site.options) as f:
             f.write(b"published")
     assert site.names() == ["o"] and site.fs.cat_file(site.path("o")) == b"published"
+
+
+# -- compression --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("compression", "suffix", "unpack"),
+                         [("gzip", "gz", gzip.decompress), ("bz2", "bz2", bz2.decompress),
+                          ("xz", "xz", lzma.decompress)])
+def test_compressed_writes_publish_on_close_and_nothing_on_an_exception(
+        backend: tuple[AiofluxFileSystem, str], compression: str, suffix: str,
+        unpack: Callable[[bytes], bytes]) -> None:
+    # fsspec's own open() handed back the compressor alone, whose close()
+    # left the file under it open: nothing was ever published.
+    fs, root = backend
+    data, text = os.urandom(1000) * 50, "a line\n" * 100
+    with fs.open(f"{root}/b", "wb", compression=compression) as f:
+        f.write(data)
+    assert unpack(fs.cat_file(f"{root}/b")) == data
+    with fs.open(f"{root}/b", "rb", compression=compression) as f:
+        assert f.read() == data
+    with fs.open(f"{root}/t.{suffix}", "w", compression="infer") as t:  # told by the suffix
+        t.write(text)
+    assert unpack(fs.cat_file(f"{root}/t.{suffix}")).decode() == text
+    with pytest.raises(KeyError):
+        with fs.open(f"{root}/e", "wb", compression=compression) as f:
+            f.write(data)
+            raise KeyError("a failure inside with")
+    with pytest.raises(KeyError):
+        with fs.open(f"{root}/e.{suffix}", "w", compression="infer") as t:
+            t.write(text)
+            raise KeyError("a failure inside with")
+    with fs.transaction:
+        with fs.open(f"{root}/tx", "wb", compression=compression) as f:
+            f.write(data)
+        assert not fs.exists(f"{root}/tx")  # on the commit, not before
+    assert unpack(fs.cat_file(f"{root}/tx")) == data
+    with pytest.raises(FileExistsError):
+        with fs.open(f"{root}/b", "xb", compression=compression) as f:
+            f.write(b"another")
+    assert unpack(fs.cat_file(f"{root}/b")) == data
+    assert _leftovers(fs, root) == sorted(["b", f"t.{suffix}", "tx"])
+    assert _open_uploads(fs, root) == []
