@@ -44,6 +44,7 @@ from .._engines.async_writer import AsyncObjectWriter
 from .._engines.reader import ObjectReader
 from ._async_file import AsyncReadFile, AsyncWriteFile
 from ._paths import join, split, strip_protocol
+from ._read_file import ReadFile
 from ._recent import EXPIRY_S, Listings, RecentMetadata
 from ._write_file import CompressedWriteFile, WriteFile
 
@@ -581,8 +582,8 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
               **kwargs: Any) -> Any:
         bucket, name = self._split(path)
         if mode in ("rb", "br"):
-            return io.BufferedReader(self._reader(bucket, name),
-                                     buffer_size=block_size or io.DEFAULT_BUFFER_SIZE)
+            return ReadFile(self._reader(bucket, name), self, join(self.scheme, bucket, name),
+                            self._entry, block_size or io.DEFAULT_BUFFER_SIZE)
         if mode in ("wb", "bw", "xb", "bx"):
             create = "x" in mode
             known = join(self.scheme, bucket, name)

@@ -46,3 +46,21 @@ def test_a_range_of_a_missing_object_is_still_not_found(
         fs.cat_file(f"{root}/missing", start=1010)
     with pytest.raises((FileNotFoundError, NotFound)):
         fs.cat_file(f"{root}/missing", start=5, end=10)
+
+
+def test_read_block_and_the_attributes_of_a_read_file(
+        backend: tuple[AiofluxFileSystem, str]) -> None:
+    # fsspec's read_block (dask's read_bytes) asks the file for its size; a
+    # plain io.BufferedReader had none (AttributeError).
+    fs, root = backend
+    lines = b"".join(b"line %d\n" % i for i in range(200))
+    fs.pipe_file(f"{root}/t", lines)
+    blocks = [fs.read_block(f"{root}/t", off, 100, delimiter=b"\n")
+              for off in range(0, len(lines), 100)]
+    assert b"".join(blocks) == lines and all(b.endswith(b"\n") for b in blocks)
+    assert fs.read_block(f"{root}/t", 10, 5) == lines[10:15]
+    with fs.open(f"{root}/t", "rb") as f:
+        assert f.size == len(lines) and f.mode == "rb" and f.fs is fs
+        assert f.path == fs._strip_protocol(f"{root}/t")
+        assert f.info() == f.details and f.details["size"] == len(lines)
+        assert f.details["version"] == fs.info(f"{root}/t")["version"]
