@@ -226,35 +226,62 @@ def _run_bytes(item: tuple[Any, list[bytes]]) -> int:
     return sum(len(region) for region in item[1])
 
 
+class _Text:
+    """Decodes a line as UTF-8 or JSON, naming the shard and byte of a bad one.
+
+    The decoders are classes, not closures: a dataset goes to DataLoader
+    workers by pickle under ``spawn`` and ``forkserver`` (macOS's default,
+    and Linux's from Python 3.14), and a closure does not pickle.
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def __call__(self, sample: Any, url: str, offset: int) -> Any:
+        try:
+            return sample.decode() if self.kind == "utf-8" else json.loads(sample)
+        except ValueError as exc:
+            what = "UTF-8" if self.kind == "utf-8" else "JSON"
+            raise ShardFormatError(f"read {url}: the line at byte {offset} is not "
+                                   f"{what}: {exc}") from None
+
+
+class _PerField:
+    """Applies a callable per tar field (the fields a sample has)."""
+
+    def __init__(self, fields: dict[str, Callable[[Any], Any]]) -> None:
+        self.fields = fields
+
+    def __call__(self, sample: Any, url: str, offset: int) -> Any:
+        for field, fn in self.fields.items():
+            if field in sample:
+                sample[field] = fn(sample[field])
+        return sample
+
+
+class _Whole:
+    """Applies the user's callable to the whole sample."""
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, sample: Any, url: str, offset: int) -> Any:
+        return self.fn(sample)
+
+
 def _decoder(op: str, fmt: str, decode: Decode) -> Callable[[Any, str, int], Any] | None:
     if decode is None:
         return None
     if fmt == "lines" and decode in ("utf-8", "json"):
-        parse: Callable[[Any], Any] = (bytes.decode if decode == "utf-8" else json.loads)
-        what = "UTF-8" if decode == "utf-8" else "JSON"
-
-        def text(sample: Any, url: str, offset: int) -> Any:
-            try:
-                return parse(sample)
-            except ValueError as exc:
-                raise ShardFormatError(f"read {url}: the line at byte {offset} is not "
-                                       f"{what}: {exc}") from None
-        return text
+        return _Text(str(decode))
     if fmt == "tar" and isinstance(decode, Mapping):
         fields = dict(decode)
         for field, fn in fields.items():
             if not callable(fn):
                 raise InvalidArgument(f"{op}: decode[{field!r}] must be callable")
-
-        def per_field(sample: Any, url: str, offset: int) -> Any:
-            for field, fn in fields.items():
-                if field in sample:
-                    sample[field] = fn(sample[field])
-            return sample
-        return per_field
+        return _PerField(fields)
     if callable(decode):
-        fn_ = decode
-        return lambda sample, url, offset: fn_(sample)
+        return _Whole(decode)
     choices = ('"utf-8", "json" or a callable' if fmt == "lines"
                else "a mapping of field to callable, or a callable")
     raise InvalidArgument(f"{op}: decode for format {fmt!r} must be {choices}, got {decode!r}")
