@@ -23,6 +23,7 @@ from typing import Any
 import fsspec.asyn
 import fsspec.compression
 import fsspec.core
+from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 
 from .._api.open import TextWriter
 from .._api.stores import new_store
@@ -430,7 +431,8 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
                              batch_size or self.store.config.max_concurrency)
         return out
 
-    async def _get_file(self, rpath: str, lpath: str, **kwargs: Any) -> None:
+    async def _get_file(self, rpath: str, lpath: str, callback: Callback = DEFAULT_CALLBACK,
+                        **kwargs: Any) -> None:
         if os.path.isdir(lpath):
             return
         bucket, name = self._split(rpath)
@@ -443,7 +445,8 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         try:
             with os.fdopen(fd, "wb") as out:
                 try:
-                    await self._download(info, out)
+                    callback.set_size(info.size)
+                    await self._download(info, out, callback)
                 except (NotFound, PreconditionFailed):
                     if not recent:
                         raise
@@ -451,7 +454,9 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
                     info = await self.store.stat(bucket, name)
                     out.seek(0)
                     out.truncate()
-                    await self._download(info, out)
+                    callback.set_size(info.size)
+                    callback.absolute_update(0)
+                    await self._download(info, out, callback)
             os.replace(tmp, lpath)  # whole, or not at all
         except BaseException:
             try:
@@ -460,8 +465,10 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
                 pass
             raise
 
-    async def _download(self, info: ObjectInfo, out: io.BufferedWriter) -> None:
-        """The object's bytes at ``info``'s version into ``out``, checked."""
+    async def _download(self, info: ObjectInfo, out: io.BufferedWriter,
+                        callback: Callback = DEFAULT_CALLBACK) -> None:
+        """The object's bytes at ``info``'s version into ``out``, checked;
+        ``callback`` is told each block written."""
         bucket, name = info.bucket, info.name
         crc = 0
         # Blocks land in buffers of their own (no body grown and copied as
@@ -485,6 +492,7 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         async for _, (buf, view, part_crc) in window(
                 range(0, info.size, _GET_BLOCK), block, limit=_GET_AHEAD):
             await asyncio.to_thread(out.write, view)
+            callback.relative_update(len(view))
             if part_crc is not None:
                 crc = crc32c_combine(crc, part_crc, len(view))
             view.release()
@@ -511,14 +519,16 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             self.recent.forget(join(self.scheme, bucket, name))
 
     async def _put_file(self, lpath: str, rpath: str, mode: str = "overwrite",
-                        **kwargs: Any) -> None:
+                        callback: Callback = DEFAULT_CALLBACK, **kwargs: Any) -> None:
         if os.path.isdir(lpath):
             return
         bucket, name = self._split(rpath)
         size = os.path.getsize(lpath)
+        callback.set_size(size)
         if size <= _PUT_CHUNK:
             data = await asyncio.to_thread(_read_file, lpath)
             await self._pipe_file(rpath, data, mode=mode, **kwargs)
+            callback.relative_update(len(data))
             return
         writer = AsyncObjectWriter(self.store, bucket, name,
                                    content_type=kwargs.get("content_type",
@@ -528,6 +538,7 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             with open(lpath, "rb") as src:
                 while chunk := await asyncio.to_thread(src.read, _PUT_CHUNK):
                     await writer.write(chunk)
+                    callback.relative_update(len(chunk))
             await writer.close()
         except PreconditionFailed as exc:
             await writer.abort()

@@ -242,3 +242,24 @@ def test_compressed_writes_publish_on_close_and_nothing_on_an_exception(
     assert unpack(fs.cat_file(f"{root}/b")) == data
     assert _leftovers(fs, root) == sorted(["b", f"t.{suffix}", "tx"])
     assert _open_uploads(fs, root) == []
+
+
+# -- progress -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [1000, BIG])
+def test_get_and_put_report_progress_to_fsspec_callbacks(
+        backend: tuple[AiofluxFileSystem, str], tmp_path: Path, size: int) -> None:
+    # What progress bars (Hugging Face's, fsspec's TqdmCallback) hear.
+    from fsspec.callbacks import Callback
+
+    fs, root = backend
+    local = tmp_path / "up"
+    local.write_bytes(os.urandom(size))
+    sent = Callback()
+    fs.put_file(str(local), f"{root}/o", callback=sent)
+    assert (sent.size, sent.value) == (size, size)
+    got = Callback()
+    fs.get_file(f"{root}/o", str(tmp_path / "down"), callback=got)
+    assert (got.size, got.value) == (size, size)
+    assert (tmp_path / "down").read_bytes() == local.read_bytes()
