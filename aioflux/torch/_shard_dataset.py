@@ -106,7 +106,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         cache_dir: a local disk cache of the shards' read units (each
             ``samples_per_read`` samples, keyed by the shard's version and the
             unit's range), shared by every worker and rank on the machine. A
-            compressed shard whose data takes at most half of ``cache_limit``
+            compressed shard whose data takes at most a quarter of ``cache_limit``
             is decompressed once per machine into it (by the first process
             that wants it; the others wait for its units), not once per
             worker and rank. None: no cache.

@@ -143,11 +143,11 @@ def test_a_claim_held_elsewhere_is_waited_for_then_read_around(tmp_path: Path) -
     assert not held_claims(tmp_path)
 
 
-def test_a_shard_larger_than_half_the_cache_is_read_by_a_cursor(tmp_path: Path) -> None:
+def test_a_shard_over_a_quarter_of_the_cache_is_read_by_a_cursor(tmp_path: Path) -> None:
     where = Where("file", f"file://{tmp_path}/root", None)
     rows = seed(where)
-    ds = lines(where, tmp_path, cache_limit=4096)  # each shard's data is over 2 KiB
-    assert all(index.data_size * 2 > 4096 for _, index in ds._shards.shards)
+    ds = lines(where, tmp_path, cache_limit=16384)  # each shard's data is over 4 KiB
+    assert all(index.data_size * 4 > 16384 for _, index in ds._shards.shards)
     check(rows, list(ds))
     cache = ds._shards.disk_cache
     assert cache is not None and cache.stats.stored == 0
@@ -184,3 +184,26 @@ def test_a_cache_disk_that_cannot_be_written_costs_one_extra_pass(
     assert media_gets(where) - before <= 2 * len(SHARDS)
     cache = ds._shards.disk_cache
     assert cache is not None and cache.stats.errors > 0 and cache.stats.stored == 0
+
+
+@pytest.mark.parametrize("where", ["gs"], indirect=True)
+def test_units_evicted_before_they_are_read_cost_a_pass_not_a_wrong_sample(
+        where: Where, tmp_path: Path) -> None:
+    # Each shard fits in a quarter of the cache, all eight do not: units are
+    # evicted, some before they are read, and their shards filled again.
+    rows = [{"id": i, "text": "z" * (i % 30)} for i in range(800)]
+    for s in range(8):
+        where.put(f"s{s}.jsonl.gz", gz(jsonl(rows[s * 100:(s + 1) * 100])))
+    probe = lines(where, tmp_path / "probe")
+    sizes = [index.data_size for _, index in probe._shards.shards]
+    limit = 4 * max(sizes) + 1024
+    assert sum(sizes) > limit
+    ds = lines(where, tmp_path, cache_limit=limit, samples_per_read=4)
+    for epoch in range(3):
+        ds.set_epoch(epoch)
+        before = media_gets(where)
+        check(rows, list(ds))
+        cache = ds._shards.disk_cache
+        assert cache is not None and cache.stats.evictions > 0
+        # A fill and a cursor pass a shard at most, then a cursor pass.
+        assert media_gets(where) - before <= (2 if epoch == 0 else 1) * 8, epoch

@@ -14,9 +14,11 @@ decompressed, the rest is stored by a task of its own. Every other process
 waits for its unit to appear (polling, as for any entry another process
 fills) instead of decompressing the shard itself: a shard is downloaded
 and decompressed once per machine, and later epochs read it from disk.
-Only shards whose data takes at most half the cache are treated so (a
-cache that evicts a shard's units while they are filled would decompress
-it again for every miss).
+Only shards whose data takes at most a quarter of the cache limit are
+treated so: the order reads a few shards at once. A unit evicted before it
+was read (more shards in use than the cache holds) is read by the
+process's own cursor, as without a cache: a process fills a shard at most
+once, so a cache too small costs at most one pass a shard more than none.
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ CURSOR_BLOCK = 4 * 1024 * 1024
 _FIRST_POLL = 0.002
 _MAX_POLL = 0.1
 
+# A shard's data may take at most this share of a cache limit: the epoch
+# order reads a few shards at once (those of the shuffle window, and the
+# next ones read ahead), and units evicted before they are read are
+# decompressed again.
+_SHARDS_IN_USE = 4
+
 RawRead = Callable[[int, int], Awaitable[bytes]]
 
 # Fills running in this process: held so that none is collected mid-shard
@@ -50,11 +58,17 @@ _filling: set[asyncio.Task[None]] = set()
 # unit of (a full or failing cache disk): read by cursors from then on, or
 # every unit wanted would cost a pass over the whole shard.
 _unstored: set[tuple[str, str, int | None]] = set()
+# Shards a fill of this process decompressed whole. A unit of one missing
+# later was evicted (more shards in use than the cache holds): this
+# process's cursor reads it, as without a cache, instead of filling the
+# shard again, which could evict the next unit wanted, and so on.
+_filled: set[tuple[str, str, int | None]] = set()
 
 
 def _forget_in_child() -> None:
     _filling.clear()
     _unstored.clear()
+    _filled.clear()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
@@ -107,7 +121,7 @@ class Cursor:
 def fits(cache: DiskCache, index: ShardIndex) -> bool:
     """Whether the shard's decompressed units go into ``cache`` (see the module)."""
     return index.compression is not None and (
-        cache.limit is None or 2 * index.data_size <= cache.limit)
+        cache.limit is None or _SHARDS_IN_USE * index.data_size <= cache.limit)
 
 
 def unit_spans(index: ShardIndex, unit: int) -> Iterator[tuple[int, int]]:
@@ -165,7 +179,7 @@ async def unit_from_cache(cache: DiskCache, info: ObjectInfo, index: ShardIndex,
         data = await cache.lookup(entry)
         if data is not None:
             return data
-        if _shard_key(claim) in _unstored:
+        if _shard_key(claim) in _unstored or _shard_key(claim) in _filled:
             return None
         fd = await cache.claim(claim)
         if fd is not None:
@@ -207,6 +221,7 @@ async def _fill(cache: DiskCache, info: ObjectInfo, index: ShardIndex, unit: int
                 _unstored.add(_shard_key(claim))
             if s == start and not wanted.done():
                 wanted.set_result(data)
+        _filled.add(_shard_key(claim))
     except asyncio.CancelledError:
         if not wanted.done():
             wanted.cancel()
