@@ -37,7 +37,7 @@ from ._index import ShardIndex
 __all__ = ["Cursor", "fits", "unit_from_cache", "unit_spans"]
 
 # Compressed bytes fetched per ranged read of a cursor.
-CURSOR_BLOCK = 4 * 1024 * 1024
+_CURSOR_BLOCK = 4 * 1024 * 1024
 # Polling a unit another process (or task) decompresses: as the cache polls
 # an entry another process fills.
 _FIRST_POLL = 0.002
@@ -45,8 +45,8 @@ _MAX_POLL = 0.1
 
 # A shard's data may take at most this share of a cache limit: the epoch
 # order reads a few shards at once (those of the shuffle window, and the
-# next ones read ahead), and units evicted before they are read are
-# decompressed again.
+# next ones read ahead), and a unit evicted before it is read costs a
+# cursor pass over its shard.
 _SHARDS_IN_USE = 4
 
 RawRead = Callable[[int, int], Awaitable[bytes]]
@@ -108,7 +108,7 @@ class Cursor:
                 raise ShardFormatError(f"read {self.url}: the data ends at byte "
                                        f"{self.data_pos + len(self.pending)}, before the "
                                        f"indexed sample ending at {end}")
-            block_end = min(self.size, self.raw_pos + CURSOR_BLOCK)
+            block_end = min(self.size, self.raw_pos + _CURSOR_BLOCK)
             raw = await self.read(self.raw_pos, block_end)
             self.raw_pos = block_end
             self.pending += self.decompressor.feed(raw)
