@@ -176,6 +176,11 @@ class CheckpointManager:
                  memory_budget: int | None = None, writer: WriterOptions | None = None,
                  reuse_buffers: bool = True) -> None:
         op = "CheckpointManager"
+        # What a pickled manager is made again from (see __getstate__).
+        self._settings: dict[str, Any] = {
+            "root": root, "keep_last": keep_last, "compression": compression, "client": client,
+            "max_pending": max_pending, "when_busy": when_busy, "memory_budget": memory_budget,
+            "writer": writer, "reuse_buffers": reuse_buffers}
         check_instance(op, "client", client, (ObjectStore, Client), optional=True)
         store, parsed = store_for_url(root, client)
         self.bucket, prefix = parsed
@@ -229,6 +234,16 @@ class CheckpointManager:
         self._pid = os.getpid()
         threading._register_atexit(  # type: ignore[attr-defined]
             functools.partial(_finish_at_exit, weakref.ref(self), self._pid))
+
+    def __getstate__(self) -> dict[str, Any]:
+        """By settings: a copy in another process (a LightningModule holding
+        one under ``ddp_spawn``, a spawned worker) is a new manager of the
+        same root, with no saves in flight; those stay this process's."""
+        return {"settings": self._settings}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        settings = dict(state["settings"])
+        self.__init__(settings.pop("root"), **settings)  # type: ignore[misc]
 
     # -- naming -----------------------------------------------------------------
 

@@ -5,6 +5,8 @@ filesystem, with the loaded tensors and the stored objects checked."""
 
 from __future__ import annotations
 
+import multiprocessing
+import pickle
 import re
 import threading
 from typing import Any
@@ -230,3 +232,33 @@ def test_a_load_from_an_empty_root_says_there_is_no_checkpoint_under_it(where: W
         with pytest.raises(NotFound, match=re.escape(
                 f"load_data_state {root}: there is no complete checkpoint of step 2")):
             mgr.load_data_state(2)
+
+
+def _save_in_child(pickled: bytes) -> int:
+    mgr = pickle.loads(pickled)
+    with mgr:
+        mgr.save({"w": torch.full((4,), 7.0)}, 9)
+    return 9
+
+
+def test_a_manager_pickles_by_its_settings(where: Where) -> None:
+    # A LightningModule holding one under ddp_spawn, or a spawned worker, is
+    # pickled: the lock a manager holds made that fail ("cannot pickle
+    # '_thread.lock' object").
+    with CheckpointManager(where.url("p"), keep_last=2, client=where.client,
+                           writer=WriterOptions(part_size=PART)) as mgr:
+        mgr.save_async({"w": torch.ones(4)}, 1)
+        copy = pickle.loads(pickle.dumps(mgr))
+        assert (copy.root, copy.keep_last) == (mgr.root, 2)
+        copy.wait()  # the original's save in flight is not the copy's
+        mgr.wait()
+        copy.save({"w": torch.zeros(4)}, 2)
+        assert [c.step for c in mgr.list()] == [1, 2]
+        copy.close()
+    if where.client is None:  # a store the child builds from the URL (files, s3)
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(1) as pool:
+            assert pool.apply(_save_in_child, (pickle.dumps(mgr),)) == 9
+        with CheckpointManager(where.url("p")) as fresh:
+            assert [c.step for c in fresh.list()] == [2, 9]  # keep_last=2 went along
+            assert torch.equal(fresh.load(9)["w"], torch.full((4,), 7.0))
