@@ -376,6 +376,12 @@ def iterate(agen: AsyncIterator[T], *, batch: int = 64,
     finally:
         if portal._pid != os.getpid():
             pass  # a copy collected in a forked child: the pump is the parent's
+        elif portal._closed:
+            # Collected after the portal shut down (an iterator left
+            # unfinished when the interpreter exits): the loop, and the
+            # pump with it, are gone; stopping it raised BridgeError in
+            # the collector ("Exception ignored in: <generator ...>").
+            pass
         elif portal.in_loop_thread():
             # Collected by the garbage collector on the loop's own thread,
             # which cannot wait on itself: cancelling still closes ``agen``.

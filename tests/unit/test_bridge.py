@@ -105,6 +105,28 @@ def test_unclosed_clients_are_closed_quietly_at_exit() -> None:
     assert "Unclosed" not in out.stderr
 
 
+def test_an_iterator_left_unfinished_at_exit_ends_quietly() -> None:
+    # Collected after the portal shut down (interpreter exit), stopping its
+    # pump raised BridgeError in the collector: "Exception ignored in:
+    # <generator object iterate ...>".
+    import subprocess
+    import sys
+
+    script = (
+        "from aioflux._core.portal import iterate\n"
+        "async def numbers():\n"
+        "    for i in range(1000):\n"
+        "        yield i\n"
+        "it = iterate(numbers(), batch=4)\n"
+        "print(next(it))  # left unfinished in a global\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0"
+    assert "Exception ignored" not in out.stderr and "BridgeError" not in out.stderr, out.stderr
+
+
 def test_iterate_yields_in_order_and_propagates_errors() -> None:
     from aioflux._core.portal import iterate
 
