@@ -374,13 +374,11 @@ def iterate(agen: AsyncIterator[T], *, batch: int = 64,
                     raise item.error
                 yield item
     finally:
-        if portal._pid != os.getpid():
-            pass  # a copy collected in a forked child: the pump is the parent's
-        elif portal._closed:
-            # Collected after the portal shut down (an iterator left
-            # unfinished when the interpreter exits): the loop, and the
-            # pump with it, are gone; stopping it raised BridgeError in
-            # the collector ("Exception ignored in: <generator ...>").
+        if portal._pid != os.getpid() or portal._closed:
+            # Nothing to stop: a copy collected in a forked child (the pump
+            # is the parent's), or one collected after the portal shut down
+            # (an iterator left unfinished at interpreter exit), whose loop
+            # and pump are gone; stopping it raised BridgeError there.
             pass
         elif portal.in_loop_thread():
             # Collected by the garbage collector on the loop's own thread,

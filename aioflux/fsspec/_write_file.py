@@ -145,8 +145,7 @@ class CompressedWriteFile(PublishOnExit, io.BufferedIOBase):
         """Compress and append bytes."""
         if self._done:
             raise ValueError(f"write to closed file {self._raw.url}")
-        self._packer.write(data)
-        return len(data)
+        return int(self._packer.write(data))
 
     def flush(self) -> None:
         """Nothing to do: the object is published whole by ``close()`` (a

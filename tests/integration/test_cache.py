@@ -6,6 +6,7 @@ counts come from the emulator's counters.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -475,16 +476,17 @@ async def test_sweeps_eviction_and_clear_touch_only_the_caches_own_names(
     assert _user_files_left(root) == _USER_FILES
 
 
-async def test_lookup_put_and_claim_for_entries_a_caller_fills_itself(tmp_path: Path) -> None:
+async def test_lookup_put_and_claim_for_entries_a_caller_fills_itself(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What a compressed shard's fill uses: look up without fetching, store
     what it made, and claim a name so that one process at a time fills."""
     root = tmp_path / "cache"
     cache = DiskCache(root, 1 << 20)
     unit = ObjectInfo("b", "shard.gz#data=0-5", 5, 7, scheme="file")
     assert await cache.lookup(unit) is None
-    assert await cache.put(unit, b"hello") is True
-    assert await cache.put(unit, b"hello") is False  # there already
-    assert await cache.put(unit._replace(name="other", size=3), b"hello") is False  # wrong size
+    assert await cache.put(unit, b"hello") == "stored"
+    assert await cache.put(unit, b"hello") == "skipped"  # there already
+    assert await cache.put(unit._replace(name="other", size=3), b"hello") == "skipped"  # size
     assert await cache.lookup(unit) == b"hello"
     assert (cache.stats.hits, cache.stats.stored) == (1, 1)
     # Another version of the shard: another entry.
@@ -497,7 +499,17 @@ async def test_lookup_put_and_claim_for_entries_a_caller_fills_itself(tmp_path: 
         f.write(b"!")
     assert await cache.lookup(unit) is None and not os.path.exists(entry)
     assert cache.stats.corrupt == 1
-    assert await cache.put(unit, b"hello") is True and await cache.lookup(unit) == b"hello"
+    assert await cache.put(unit, b"hello") == "stored" and await cache.lookup(unit) == b"hello"
+    # A disk that cannot take it: "failed", counted.
+    from aioflux._engines.cache import _files
+
+    def full(*args: object, **kwargs: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(_files, "write_entry", full)
+        assert await cache.put(unit._replace(generation=9), b"hello") == "failed"
+    assert cache.stats.errors == 1
     # A claim is held by one taker at a time, this process's other tasks included.
     shard = unit._replace(name="shard.gz#decompress", size=100)
     fd = await cache.claim(shard)

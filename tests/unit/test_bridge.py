@@ -7,6 +7,8 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -84,10 +86,15 @@ def test_portal_works_in_child_processes(method: str) -> None:
     assert child_pid == proc.pid != os.getpid()
 
 
-def test_unclosed_clients_are_closed_quietly_at_exit() -> None:
-    import subprocess
-    import sys
+def _run_to_exit(script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` in a new interpreter, run to its exit (its hooks included)."""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out
 
+
+def test_unclosed_clients_are_closed_quietly_at_exit() -> None:
     script = (
         "from aioflux import Client\n"
         "from aioflux.testing import running_emulator\n"
@@ -98,9 +105,7 @@ def test_unclosed_clients_are_closed_quietly_at_exit() -> None:
         "    keep = client  # never closed: the portal closes it at exit\n"
         "print('ok')\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
+    out = _run_to_exit(script)
     assert out.stdout.strip() == "ok"
     assert "Unclosed" not in out.stderr
 
@@ -109,9 +114,6 @@ def test_an_iterator_left_unfinished_at_exit_ends_quietly() -> None:
     # Collected after the portal shut down (interpreter exit), stopping its
     # pump raised BridgeError in the collector: "Exception ignored in:
     # <generator object iterate ...>".
-    import subprocess
-    import sys
-
     script = (
         "from aioflux._core.portal import iterate\n"
         "async def numbers():\n"
@@ -120,9 +122,7 @@ def test_an_iterator_left_unfinished_at_exit_ends_quietly() -> None:
         "it = iterate(numbers(), batch=4)\n"
         "print(next(it))  # left unfinished in a global\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
+    out = _run_to_exit(script)
     assert out.stdout.strip() == "0"
     assert "Exception ignored" not in out.stderr and "BridgeError" not in out.stderr, out.stderr
 

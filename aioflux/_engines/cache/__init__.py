@@ -2,6 +2,8 @@
 
 from ._disk import (
     DEFAULT_WAIT_LIMIT,
+    FIRST_POLL,
+    MAX_POLL,
     CacheStats,
     DiskCache,
     Fetch,
@@ -13,6 +15,8 @@ from ._files import CacheInfo, clear, info, is_cache
 
 __all__ = [
     "DEFAULT_WAIT_LIMIT",
+    "FIRST_POLL",
+    "MAX_POLL",
     "CacheInfo",
     "CacheStats",
     "CachedDownloader",

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ..._core.crc import crc32c
 from ..._core.errors import InvalidArgument
@@ -38,16 +38,16 @@ from ..._core.validate import check_int
 from . import _files
 from ._files import CORRUPT, HEADER, Layout
 
-__all__ = ["DEFAULT_WAIT_LIMIT", "CacheStats", "DiskCache", "Fetch", "cache_from_args",
-           "version_token"]
+__all__ = ["DEFAULT_WAIT_LIMIT", "FIRST_POLL", "MAX_POLL", "CacheStats", "DiskCache", "Fetch",
+           "cache_from_args", "version_token"]
 
 Data = bytes | bytearray
 Fetch = Callable[[list[ObjectInfo]], Awaitable[list[Data]]]
 
 # Polling another process's fill: from 2 ms (a small object from a warm
 # emulator) doubling to 100 ms (a large object takes seconds anyway).
-_FIRST_POLL = 0.002
-_MAX_POLL = 0.1
+FIRST_POLL = 0.002
+MAX_POLL = 0.1
 # After this long waiting for another process's fill, fetch the object
 # without the cache rather than stall training behind a hung process.
 DEFAULT_WAIT_LIMIT = 600.0
@@ -276,7 +276,7 @@ class DiskCache:
                 _files.unlock(fd, self.layout.lock(key[0]))
         return None
 
-    async def put(self, obj: ObjectInfo, data: Data) -> bool:
+    async def put(self, obj: ObjectInfo, data: Data) -> Literal["stored", "skipped", "failed"]:
         """Store ``data`` as ``obj``'s entry, unless it is there or being stored.
 
         Args:
@@ -285,18 +285,22 @@ class DiskCache:
             data: its bytes.
 
         Returns:
-            Whether this call stored it.
+            ``"stored"``; ``"skipped"``: there already, being stored by
+            another process, or not these bytes (no version, another size or
+            crc32c); ``"failed"``: the cache disk could not take it (counted
+            in ``stats.errors``).
         """
         await self._ensure_open()
         key = self.key(obj)
         if key is None:
-            return False
-        mine, _, _, _ = self._lock([0], [key], {})
+            return "skipped"
+        mine, _, _, broken = self._lock([0], [key], {})
+        if broken:
+            return "failed"
         if not mine:
-            return False  # there already, or another process is writing it
-        before = self.stats.stored
-        await self._store_all([(key, obj, data, mine[0])])
-        return self.stats.stored > before
+            return "skipped"
+        stored, errors = await self._store_all([(key, obj, data, mine[0])])
+        return "stored" if stored else "failed" if errors else "skipped"
 
     async def claim(self, obj: ObjectInfo) -> int | None:
         """Take the lock named by ``obj`` without waiting: one process at a
@@ -368,7 +372,7 @@ class DiskCache:
         todo = [i for i, k in enumerate(keys) if k is not None]
         corrupt: dict[int, int] = {}  # index -> inode of the corrupt entry seen
         waited: set[int] = set()
-        poll, started = _FIRST_POLL, time.monotonic()
+        poll, started = FIRST_POLL, time.monotonic()
         while todo or direct:
             lock = []
             if todo:
@@ -409,7 +413,7 @@ class DiskCache:
                     busy = []
                 else:
                     await asyncio.sleep(poll)
-                    poll = min(poll * 2, _MAX_POLL)
+                    poll = min(poll * 2, MAX_POLL)
             todo = reread + busy
         self.stats.waits += len(waited)
         return out  # type: ignore[return-value]  # every index was filled
@@ -474,17 +478,22 @@ class DiskCache:
         return out
 
     async def _store_all(self, jobs: list[tuple[tuple[str, bytes] | None, ObjectInfo,
-                                                Data | None, int]]) -> None:
+                                                Data | None, int]]) -> tuple[int, int]:
+        """Store and unlock each job's entry; returns ``(stored, errors)``."""
         pool = _pool()
         # Every job is submitted now and shielded: each one unlocks its entry
         # when it has run, so a cancelled caller cannot strand a lock in a
         # job that never started.
         stores = asyncio.gather(*(asyncio.wrap_future(pool.submit(self._store, *job))
                                   for job in jobs))
+        totals = [0, 0]
         for stored, evicted, error in await asyncio.shield(stores):
             self.stats.stored += stored
             self.stats.evictions += evicted
             self.stats.errors += error
+            totals[0] += stored
+            totals[1] += error
+        return totals[0], totals[1]
 
     def _store(self, key: tuple[str, bytes] | None, obj: ObjectInfo, data: Data | None,
                fd: int) -> tuple[int, int, int]:

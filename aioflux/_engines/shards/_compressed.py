@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Iterator
 
 from ..._core.errors import ShardFormatError
 from ..._core.types import ObjectInfo
-from ..cache import DiskCache
+from ..cache import FIRST_POLL, MAX_POLL, DiskCache
 from ._formats import Decompressor, new_decompressor
 from ._index import ShardIndex
 
@@ -38,11 +38,6 @@ __all__ = ["Cursor", "fits", "unit_from_cache", "unit_spans"]
 
 # Compressed bytes fetched per ranged read of a cursor.
 _CURSOR_BLOCK = 4 * 1024 * 1024
-# Polling a unit another process (or task) decompresses: as the cache polls
-# an entry another process fills.
-_FIRST_POLL = 0.002
-_MAX_POLL = 0.1
-
 # A shard's data may take at most this share of a cache limit: the epoch
 # order reads a few shards at once (those of the shuffle window, and the
 # next ones read ahead), and a unit evicted before it is read costs a
@@ -174,7 +169,7 @@ async def unit_from_cache(cache: DiskCache, info: ObjectInfo, index: ShardIndex,
     """
     entry = _unit_entry(info, start, end)
     claim = _claim_of(info, index)
-    poll, started = _FIRST_POLL, time.monotonic()
+    poll, started = FIRST_POLL, time.monotonic()
     while True:
         data = await cache.lookup(entry)
         if data is not None:
@@ -205,7 +200,7 @@ async def unit_from_cache(cache: DiskCache, info: ObjectInfo, index: ShardIndex,
         if time.monotonic() - started > cache.wait_limit:
             return None  # a hung filler: the caller reads around it
         await asyncio.sleep(poll)
-        poll = min(poll * 2, _MAX_POLL)
+        poll = min(poll * 2, MAX_POLL)
 
 
 async def _fill(cache: DiskCache, info: ObjectInfo, index: ShardIndex, unit: int,
@@ -215,9 +210,7 @@ async def _fill(cache: DiskCache, info: ObjectInfo, index: ShardIndex, unit: int
     try:
         for s, e in unit_spans(index, unit):
             data = await cursor.take(s, e)
-            errors = cache.stats.errors
-            await cache.put(_unit_entry(info, s, e), data)
-            if cache.stats.errors != errors:
+            if await cache.put(_unit_entry(info, s, e), data) == "failed":
                 _unstored.add(_shard_key(claim))
             if s == start and not wanted.done():
                 wanted.set_result(data)
