@@ -520,3 +520,31 @@ def test_the_map_style_sibling_reads_any_sample_by_number(where: Where, tmp_path
     assert sorted(keys_of(got)) == sorted(keys)
     assert all({k: v for k, v in s.items() if not k.startswith("__")}
                == expected[s["__key__"]] for s in got)
+
+
+@pytest.mark.parametrize("where", ["gs"], indirect=True)
+def test_a_shard_that_packs_hundreds_to_one_is_read_in_bounded_memory(
+        where: Where, tmp_path: Path) -> None:
+    # 64 MiB of repeated lines: ~70 KB gzip, less zstd. Its index pass and
+    # its cursor each had a block's 64 MiB at once (aioflux._engines.shards._formats.PIECE).
+    import tracemalloc
+
+    line = b"z" * 16383 + b"\n"
+    where.put("big.jsonl.gz", gz(line * 4096))
+    where.put("big.jsonl.zst", zst(line * 4096))
+    tracemalloc.start()
+    try:
+        ds = ShardDataset.from_prefix(where.root, format="lines", index_dir=tmp_path / "idx",
+                                      samples_per_read=256, prefetch_bytes=4 << 20,
+                                      **where.kwargs)
+        seen = 0
+        for sample in ds:
+            assert sample == line[:-1]
+            seen += 1
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert seen == 2 * 4096
+    # The read-ahead, a piece and a block per cursor, the indexes: ~20 MiB
+    # (with a block's data at once: ~200 MiB).
+    assert peak < 40 * 1024 * 1024, peak

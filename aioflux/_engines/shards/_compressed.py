@@ -88,6 +88,9 @@ class Cursor:
         self.raw_pos = 0  # compressed bytes read
         self.pending = bytearray()  # decompressed, not yet passed
         self.decompressor: Decompressor = new_decompressor(compression, url)
+        # The last block's pieces not made yet: pending never holds more than
+        # the run asked for and one piece.
+        self.pieces: Iterator[bytes] = iter(())
 
     async def take(self, start: int, end: int) -> bytes:
         """The data ``[start, end)``; ``start`` at or past where the cursor is."""
@@ -98,6 +101,10 @@ class Cursor:
                 self.data_pos += skip
             if self.data_pos == start and len(self.pending) >= end - start:
                 break
+            piece = next(self.pieces, None)
+            if piece is not None:
+                self.pending += piece
+                continue
             if self.raw_pos >= self.size:
                 self.decompressor.end()
                 raise ShardFormatError(f"read {self.url}: the data ends at byte "
@@ -106,7 +113,7 @@ class Cursor:
             block_end = min(self.size, self.raw_pos + _CURSOR_BLOCK)
             raw = await self.read(self.raw_pos, block_end)
             self.raw_pos = block_end
-            self.pending += self.decompressor.feed(raw)
+            self.pieces = self.decompressor.feed(raw)
         out = bytes(self.pending[:end - start])
         del self.pending[:end - start]
         self.data_pos = end

@@ -63,11 +63,19 @@ def compression_of(name: str) -> str | None:
     return _SUFFIXES.get(name[dot:].lower()) if dot >= 0 else None
 
 
+# The most bytes one step of decompression hands over. Without a bound, one
+# 4 MiB block of a shard of repeated lines (gzip packs those ~1,000:1, zstd
+# more) came out as 4 GiB at once, held while the cursor looked for its run.
+PIECE = 4 * 1024 * 1024
+
+
 class Decompressor(Protocol):
     """Incremental decompression of one shard."""
 
-    def feed(self, data: bytes | memoryview) -> bytes:
-        """The data decompressed from ``data``."""
+    def feed(self, data: bytes | memoryview) -> Iterator[bytes]:
+        """The data decompressed from ``data``, in pieces of at most :data:`PIECE`
+        bytes, made as they are taken (a suspended feed holds what it has not
+        decompressed yet, not its output)."""
         ...
 
     def end(self) -> None:
@@ -77,7 +85,12 @@ class Decompressor(Protocol):
 
 class _Frames:
     """Concatenated frames (gzip members, zstd frames) read as one stream, as
-    ``gzip`` and ``zstd`` read them; a stream cut inside a frame is an error."""
+    ``gzip`` and ``zstd`` read them; a stream cut inside a frame is an error.
+
+    Both decompressors take ``max_length`` and stop there, the rest of their
+    input kept (zlib's ``unconsumed_tail``; zstd's internal, given back by a
+    call with no new input).
+    """
 
     kind = ""
 
@@ -92,22 +105,34 @@ class _Frames:
     def _errors(self) -> tuple[type[Exception], ...]:
         raise NotImplementedError
 
-    def feed(self, data: bytes | memoryview) -> bytes:
-        out = []
+    def _rest(self) -> bytes:
+        """What the last call kept of its input (to give to the next)."""
+        raise NotImplementedError
+
+    def feed(self, data: bytes | memoryview) -> Iterator[bytes]:
         data = bytes(data)
-        try:
-            while data:
-                self._open = True
-                out.append(self._d.decompress(data))
-                if not self._d.eof:
-                    break
+        if not data:
+            return
+        self._open = True
+        while True:
+            try:
+                piece = self._d.decompress(data, PIECE)
+            except self._errors() as exc:
+                raise ShardFormatError(f"read {self.where}: corrupt {self.kind} data: "
+                                       f"{exc}") from None
+            if piece:
+                yield piece
+            if self._d.eof:  # a frame ended: what follows starts the next
                 self._open = False
                 data = self._d.unused_data
                 self._d = self._new()
-        except self._errors() as exc:
-            raise ShardFormatError(f"read {self.where}: corrupt {self.kind} data: "
-                                   f"{exc}") from None
-        return b"".join(out)
+                if not data:
+                    return
+                self._open = True
+                continue
+            data = self._rest()
+            if not data and len(piece) < PIECE:
+                return  # all of ``data`` taken, nothing held back: the next block
 
     def end(self) -> None:
         if self._open:
@@ -123,24 +148,44 @@ class _Gzip(_Frames):
     def _errors(self) -> tuple[type[Exception], ...]:
         return (zlib.error,)
 
+    def _rest(self) -> bytes:
+        return self._d.unconsumed_tail  # type: ignore[no-any-return]
+
 
 class _Zstd(_Frames):
     kind = "zstd"
 
     def __init__(self, where: str) -> None:
-        try:
-            import zstandard
-        except ImportError:
-            raise InvalidArgument(f"read {where}: zstd shards need the zstandard package: "
-                                  "pip install 'aioflux-storage[zstd]'") from None
-        self._zstd = zstandard
+        self._zstd = zstd_module(f"read {where}")
         super().__init__(where)
 
     def _new(self) -> Any:
-        return self._zstd.ZstdDecompressor().decompressobj()
+        return self._zstd.ZstdDecompressor()
 
     def _errors(self) -> tuple[type[Exception], ...]:
         return (self._zstd.ZstdError,)
+
+    def _rest(self) -> bytes:
+        return b""  # zstd keeps what it did not take: asked again with none
+
+
+def zstd_module(op: str) -> Any:
+    """The standard library's ``compression.zstd`` (Python 3.14), else its
+    backport (``backports.zstd``, the zstd extra): zstandard's decompressor
+    cannot stop at a length.
+
+    Raises:
+        InvalidArgument: neither is installed.
+    """
+    try:
+        from compression import zstd  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        try:
+            from backports import zstd  # type: ignore[import-not-found,no-redef,unused-ignore]
+        except ImportError:
+            raise InvalidArgument(f"{op}: zstd shards need the backports.zstd package: "
+                                  "pip install 'aioflux-storage[zstd]'") from None
+    return zstd
 
 
 def new_decompressor(compression: str, where: str) -> Decompressor:
@@ -160,7 +205,5 @@ def decompressed(chunks: Iterable[bytes | memoryview], compression: str | None,
         return
     d = new_decompressor(compression, where)
     for chunk in chunks:
-        out = d.feed(chunk)
-        if out:
-            yield out
+        yield from d.feed(chunk)
     d.end()
