@@ -195,3 +195,24 @@ def test_lines_are_indexed_whatever_the_chunks(seed: int) -> None:
     assert list(zip(offsets, lengths, strict=True)) == want
     assert list(crcs) == [google_crc32c.value(data[o:o + n]) for o, n in want]
     assert size == len(data)
+
+
+def _with_comment(size: int) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("k.txt")
+        info.size = 3
+        info.pax_headers = {"comment": "c" * size}
+        tar.addfile(info, io.BytesIO(b"abc"))
+    return out.getvalue()
+
+
+def test_an_extension_header_past_the_cap_is_refused_before_it_is_held() -> None:
+    fine = _with_comment(1 << 20)
+    offsets, lengths, crcs, size = TarFormat().index([fine], "gs://b/s.tar")
+    assert list(zip(offsets, lengths, crcs, strict=True)) == [w[:3] for w in reference(fine)]
+    assert size == len(fine)
+    huge = _with_comment(_tar.MAX_EXTENSION)  # its records are a little more
+    # Only the header is given: the size it claims is refused as it is read.
+    with pytest.raises(ShardFormatError, match="corrupt tar header at byte 0 .*extension header"):
+        TarFormat().index([huge[:512]], "gs://b/s.tar")

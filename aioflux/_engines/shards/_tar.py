@@ -41,6 +41,11 @@ def member_key(name: str) -> tuple[str, str] | None:
 
 
 _BLOCK = tarfile.BLOCKSIZE
+# The most data an extension header (PAX records, a GNU long name) may hold:
+# the indexer holds it whole, and one that claimed gigabytes was read into
+# memory before anything could be said of it. Real ones hold a few hundred
+# bytes; libarchive refuses PAX headers past a few MiB too.
+MAX_EXTENSION = 16 * 1024 * 1024
 _ZERO_BLOCK = bytes(_BLOCK)
 # Header types whose data follows the header (tarfile's rule: regular files
 # and types it does not know); links, folders and devices carry none.
@@ -301,6 +306,11 @@ class _Indexer:
                     member_at = held_at
                 if self.headers.extension(info):
                     self._extension_bytes(block, info)
+                    if info.size > MAX_EXTENSION:
+                        raise ShardFormatError(
+                            f"{self.where}: corrupt tar header at byte {held_at} (an "
+                            f"extension header of {info.size} bytes, over the "
+                            f"{MAX_EXTENSION} an indexer holds)")
                     if info.size:
                         ext, want = info, _padded(info.size)
                     else:
