@@ -11,12 +11,14 @@ own loop refuses to run after a fork).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import functools
+import hashlib
 import io
 import os
-import tempfile
 import threading
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,10 +42,11 @@ from .._core.portal import get_portal
 from .._core.store import ObjectStore, delete_all
 from .._core.types import ObjectInfo
 from .._core.validate import Credentials
-from .._core.window import gather_bounded, window
+from .._core.window import LoopSemaphore, gather_bounded, window
 from .._engines.async_writer import AsyncObjectWriter
 from .._engines.reader import ObjectReader
 from ._async_file import AsyncReadFile, AsyncWriteFile
+from ._options import settings_of
 from ._paths import join, split, strip_protocol
 from ._read_file import ReadFile
 from ._recent import EXPIRY_S, Listings, RecentMetadata
@@ -58,6 +61,13 @@ _GET_BLOCK = 8 * 1024 * 1024
 _GET_AHEAD = 16
 # Bytes per local read of put_file.
 _PUT_CHUNK = 8 * 1024 * 1024
+# What get and put of many files hold at once, whatever fsspec's batch (it
+# runs up to the open-file limit / 8 files at once, unbounded without a
+# limit): blocks of get_file and small files of put_file (8 MiB each,
+# 256 MiB in all), and streaming uploads (2, each at most the writer's 17
+# parts). 24 gets of 48 MiB files held 1,154 MiB at once, 24 puts 1,250.
+_TRANSFER_BLOCKS = 32
+_STREAMING_PUTS = 2
 # Ranges of one object closer than this are read as one (cat_ranges), as
 # fsspec.parquet merges them: a gap of 1 MiB read the skipped columns of a
 # Parquet file too (perf scenario fsspec, op=ranges: 168 MB for 101 MB of
@@ -75,6 +85,13 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def _strip_local(path: Any) -> Any:
+    """``_strip_protocol`` of a file filesystem made on this class."""
+    if isinstance(path, list):
+        return [_strip_local(p) for p in path]
+    return strip_protocol(os.fspath(path), local=True)
+
+
 class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
     """fsspec filesystem over aioflux's stores: ``gs``, ``s3`` or ``file``.
 
@@ -83,8 +100,12 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             filesystem from a URL; default ``gs``, or the protocol
             :func:`~aioflux.fsspec.register` made this class for).
         config: ClientConfig of the store.
-        endpoint: API root (``gs``, ``s3``).
-        credentials: GCS credentials (``gs`` only).
+        endpoint: API root (``gs``, ``s3``, ``az``); s3fs's and gcsfs's
+            ``endpoint_url`` (also in ``client_kwargs``) is taken too.
+        credentials: GCS credentials (``gs`` only; gcsfs's ``token="anon"``
+            is ``"anonymous"``).
+        region: the S3 region (``s3`` only; s3fs's
+            ``client_kwargs={"region_name": ...}`` is taken too).
         asynchronous: fsspec's async mode (call the ``_`` coroutines on your loop).
         loop: ignored in sync mode (aioflux's portal loop runs the calls).
         **storage_options: fsspec's own settings (``skip_instance_cache``...),
@@ -93,7 +114,9 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             entry answers (default 10; ``None``: until invalidated).
 
     Raises:
-        InvalidArgument: an unknown scheme or a setting of the wrong type.
+        InvalidArgument: an unknown scheme, a setting of the wrong type, or
+            one aioflux does not take (s3fs's ``key``, gcsfs's
+            ``requester_pays``...): said, not dropped.
     """
 
     protocol: tuple[str, ...] = ("aioflux-gs", "aioflux-s3", "aioflux-file")
@@ -106,23 +129,34 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
 
     def __init__(self, scheme: str | None = None, *, config: ClientConfig | None = None,
                  endpoint: str | None = None, credentials: Credentials = None,
-                 asynchronous: bool = False, loop: Any = None,
+                 region: str | None = None, asynchronous: bool = False, loop: Any = None,
                  **storage_options: Any) -> None:
         scheme = scheme or type(self).default_scheme
         if scheme not in _SCHEMES:
             raise InvalidArgument(f"AiofluxFileSystem: scheme must be one of "
                                   f"{', '.join(_SCHEMES)}, got {scheme!r}")
+        settings = settings_of(scheme, endpoint, credentials, region, storage_options)
         # fsspec's loop thread is never started: sync calls go to the portal's (see loop).
-        storage_options = {"listings_expiry_time": EXPIRY_S, **storage_options}
+        options = {"listings_expiry_time": EXPIRY_S, **settings.fsspec}
         super().__init__(asynchronous=asynchronous,
-                         loop=None if asynchronous else get_portal().loop, **storage_options)
-        self.dircache = Listings(**storage_options)
+                         loop=None if asynchronous else get_portal().loop, **options)
+        self.dircache = Listings(**options)
         self.recent = RecentMetadata(self.dircache)
         self.scheme = scheme
-        self._settings = (config, endpoint, credentials)
+        if scheme == "file" and type(self).default_scheme != "file":
+            # fsspec asks the instance: here a path without a protocol is a
+            # file's, relative to the working directory as in LocalFileSystem.
+            self._strip_protocol = _strip_local  # type: ignore[method-assign]
+        self._config, self._settings = config, settings
+        self._blocks = LoopSemaphore(_TRANSFER_BLOCKS)
+        self._streaming_puts = LoopSemaphore(_STREAMING_PUTS)
         # Built now so that bad settings fail here, and kept (not built twice).
-        self._store: tuple[int, ObjectStore] | None = (
-            os.getpid(), new_store(scheme, config, endpoint=endpoint, credentials=credentials))
+        self._store: tuple[int, ObjectStore] | None = (os.getpid(), self._new_store())
+
+    def _new_store(self) -> ObjectStore:
+        s = self._settings
+        return new_store(self.scheme, self._config, endpoint=s.endpoint,
+                         credentials=s.credentials, region=s.region)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A class register() made exists only in the processes that called
@@ -150,9 +184,7 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             with _store_lock:
                 held = self._store
                 if held is None or held[0] != os.getpid():
-                    config, endpoint, credentials = self._settings
-                    held = (os.getpid(), new_store(self.scheme, config, endpoint=endpoint,
-                                                   credentials=credentials))
+                    held = (os.getpid(), self._new_store())
                     self._store = held
         return held[1]
 
@@ -162,7 +194,7 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
     def _strip_protocol(cls, path: Any) -> Any:
         if isinstance(path, list):
             return [cls._strip_protocol(p) for p in path]
-        return strip_protocol(os.fspath(path))
+        return strip_protocol(os.fspath(path), local=cls.default_scheme == "file")
 
     @staticmethod
     def _get_kwargs_from_urls(path: str) -> dict[str, Any]:
@@ -180,7 +212,7 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         Returns:
             Its URL on this filesystem's store (``gs://b/k``, ``file:///p``).
         """
-        path = strip_protocol(name)
+        path = strip_protocol(name, local=self.scheme == "file")
         return f"file://{path}" if self.scheme == "file" else f"{self.scheme}://{path}"
 
     def _split(self, path: str, *, folder: bool = False) -> tuple[str, str]:
@@ -306,7 +338,10 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
                 try:
                     found[top] = self._entry(await stat)
                 except NotFound:
-                    pass
+                    if under:  # a folder, and no object of its name: both known now
+                        self.recent.remember_stat(top, self._folder(bucket, name))
+                else:
+                    self.recent.remember_stat(top, found[top])
         finally:
             if stat is not None:
                 if not stat.done():
@@ -327,7 +362,8 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         return True
 
     async def _mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
-        """Object stores have no folders: nothing to make (a bucket must exist)."""
+        """Object stores have no folders: nothing to make (a bucket must exist).
+        Files keep that rule (the store removes the folders its deletes empty)."""
 
     async def _makedirs(self, path: str, exist_ok: bool = False) -> None:
         """Object stores have no folders: nothing to make."""
@@ -419,11 +455,11 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
                 for i in idx:
                     out[i] = exc
                 return
+            if len(idx) == 1:  # the span is the range (its end may be None)
+                out[idx[0]] = data
+                return
             for i in idx:
-                if lo is None or lo < 0:
-                    out[i] = data
-                else:
-                    out[i] = data[starts[i] - lo:ends[i] - lo]
+                out[i] = data[starts[i] - lo:ends[i] - lo]
 
         # As many at once as the store's semaphore lets through: a Parquet
         # reader's 192 column chunks took 0.19 s 64 at a time, 0.15 s at 256.
@@ -441,7 +477,10 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         if info is None:
             info = await self.store.stat(bucket, name)
         folder = os.path.dirname(os.path.abspath(lpath))
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".aioflux-get-")
+        # Made as open() makes a file (0o666 less the umask): mkstemp's 0o600
+        # stayed on the file it became.
+        tmp = os.path.join(folder, f".aioflux-get-{uuid.uuid4().hex}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(fd, "wb") as out:
                 try:
@@ -472,31 +511,49 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         bucket, name = info.bucket, info.name
         crc = 0
         # Blocks land in buffers of their own (no body grown and copied as
-        # it arrives), reused once written: at most _GET_AHEAD + 1.
+        # it arrives), reused once written: at most _GET_AHEAD + 1, each
+        # holding one of the filesystem's transfer blocks until written.
         spare: list[bytearray] = []
+        budget = self._blocks.get()
+        held = 0
 
         async def block(start: int) -> tuple[bytearray, memoryview, int | None]:
-            end = min(info.size, start + _GET_BLOCK)
-            buf = spare.pop() if spare else bytearray(min(_GET_BLOCK, info.size))
-            view = memoryview(buf)[:end - start]
-            fetched = await self.store.fetch(
-                bucket, name, start=start, end=end, into=view,
-                generation=info.generation or None, size=info.size,
-                want_crc=info.crc32c is not None)
+            nonlocal held
+            await budget.acquire()
+            held += 1
+            try:
+                end = min(info.size, start + _GET_BLOCK)
+                buf = spare.pop() if spare else bytearray(min(_GET_BLOCK, info.size))
+                view = memoryview(buf)[:end - start]
+                fetched = await self.store.fetch(
+                    bucket, name, start=start, end=end, into=view,
+                    generation=info.generation or None, size=info.size,
+                    want_crc=info.crc32c is not None)
+            except BaseException:
+                held -= 1
+                budget.release()
+                raise
             if fetched.count != end - start:
                 raise ChecksumMismatch(
                     f"get {info.url}: bytes [{start}, {end}) came back as "
                     f"{fetched.count} bytes", operation="read", bucket=bucket, name=name)
             return buf, view, fetched.crc
 
-        async for _, (buf, view, part_crc) in window(
-                range(0, info.size, _GET_BLOCK), block, limit=_GET_AHEAD):
-            await asyncio.to_thread(out.write, view)
-            callback.relative_update(len(view))
-            if part_crc is not None:
-                crc = crc32c_combine(crc, part_crc, len(view))
-            view.release()
-            spare.append(buf)
+        try:
+            async with contextlib.aclosing(window(range(0, info.size, _GET_BLOCK), block,
+                                                  limit=_GET_AHEAD)) as blocks:
+                async for _, (buf, view, part_crc) in blocks:
+                    await asyncio.to_thread(out.write, view)
+                    callback.relative_update(len(view))
+                    if part_crc is not None:
+                        crc = crc32c_combine(crc, part_crc, len(view))
+                    view.release()
+                    spare.append(buf)
+                    held -= 1
+                    budget.release()
+        finally:
+            for _ in range(held):  # fetched, never written: the write or a block failed
+                budget.release()
         if info.crc32c is not None and crc != info.crc32c:
             raise ChecksumMismatch(f"get {info.url}: crc32c {encode_crc32c(crc)} of the "
                                    f"bytes read != {encode_crc32c(info.crc32c)}",
@@ -526,10 +583,16 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         size = os.path.getsize(lpath)
         callback.set_size(size)
         if size <= _PUT_CHUNK:
-            data = await asyncio.to_thread(_read_file, lpath)
-            await self._pipe_file(rpath, data, mode=mode, **kwargs)
+            async with self._blocks.get():
+                data = await asyncio.to_thread(_read_file, lpath)
+                await self._pipe_file(rpath, data, mode=mode, **kwargs)
             callback.relative_update(len(data))
             return
+        async with self._streaming_puts.get():
+            await self._put_streaming(lpath, rpath, bucket, name, mode, callback, **kwargs)
+
+    async def _put_streaming(self, lpath: str, rpath: str, bucket: str, name: str, mode: str,
+                             callback: Callback, **kwargs: Any) -> None:
         writer = AsyncObjectWriter(self.store, bucket, name,
                                    content_type=kwargs.get("content_type",
                                                            "application/octet-stream"),
@@ -561,13 +624,27 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
                   maxdepth: int | None = None, batch_size: int | None = None,
                   **kwargs: Any) -> None:
         paths = await self._expand_path(path, recursive=recursive, maxdepth=maxdepth)
+        if len(paths) == 1 and not recursive:
+            # One path: a missing one is said, as LocalFileSystem and gcsfs say it.
+            try:
+                await self._rm_file(paths[0])
+            except NotFound as exc:
+                raise FileNotFoundError(f"{self.unstrip_protocol(paths[0])}: no such "
+                                        "object") from exc
+            return
         by_bucket: dict[str, list[str]] = {}
         for p in paths:
             bucket, name = self._split(p, folder=True)
             if name:
                 by_bucket.setdefault(bucket, []).append(name)
-        # Folders in the expansion are no objects: their deletes find nothing,
-        # which delete_all counts as done (batched where the store can).
+                if recursive and self.scheme != "file":
+                    # A folder's placeholder object ("d/", as consoles make
+                    # them) is named without its slash in the expansion: left
+                    # behind, the folder still existed after rm -r.
+                    by_bucket[bucket].append(name + "/")
+        # Folders in the expansion are no objects, nor files' names
+        # placeholders: their deletes find nothing, which delete_all counts as
+        # done (batched where the store can).
         try:
             for bucket, names in by_bucket.items():
                 await delete_all(self.store, bucket, names, concurrency=batch_size or 64)
@@ -583,6 +660,12 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         dest_bucket, dest_name = self._split(path2)
         try:
             await self.store.copy(bucket, name, dest_bucket, dest_name)
+        except NotFound:
+            # A recursive copy (and so mv) names the folders it walks too:
+            # nothing to copy (folders are their objects' names). mv failed
+            # there, leaving both trees.
+            if not await self._isdir(path1):
+                raise
         finally:
             self.recent.forget(join(self.scheme, dest_bucket, dest_name))
 
@@ -600,7 +683,9 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             known = join(self.scheme, bucket, name)
             if create:
                 self.recent.forget(known)  # asked of the store, not of a listing
-                if self.exists(path):
+                # On the portal loop, also for an asynchronous filesystem (its
+                # own loop is the caller's, which open() must not block).
+                if fsspec.asyn.sync(get_portal().loop, self._exists, path):
                     # Said at once, as fsspec's tests want; the publishing
                     # request checks it again (another writer may come first).
                     raise FileExistsError(f"{self.unstrip_protocol(path)}: exists (mode "
@@ -775,7 +860,11 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         Raises:
             NotFound: no such object.
         """
-        return int(self.ukey(path).encode().hex(), 16) & ((1 << 63) - 1)
+        # All of the key counts: its low bits alone (the last 8 characters)
+        # gave two versions of a file whose times were whole seconds one
+        # checksum.
+        digest = hashlib.sha256(self.ukey(path).encode()).digest()
+        return int.from_bytes(digest[:8], "big") >> 1
 
 
 @functools.cache

@@ -7,27 +7,42 @@ of a bucket alone names its root folder.
 
 from __future__ import annotations
 
+import os
 import re
 
 from .._core.errors import InvalidURL
 from .._core.urls import parse_url
 
-__all__ = ["join", "split", "strip_protocol"]
+__all__ = ["join", "local_path", "split", "strip_protocol"]
 
 _PROTOCOL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 
 
-def strip_protocol(path: str) -> str:
+def strip_protocol(path: str, *, local: bool = False) -> str:
     """``gs://b/k`` (any protocol, ours or one registered for us) to ``b/k``.
 
     A file path keeps its leading ``/``; trailing slashes go, as fsspec's
     filesystems strip them.
+
+    Args:
+        path: a path or URL.
+        local: the path is a file's even without ``file://`` (a file
+            filesystem's): see :func:`local_path`.
     """
-    local = path.startswith("file://") or path.startswith("aioflux-file://")
+    local = local or path.startswith("file://") or path.startswith("aioflux-file://")
     path = _PROTOCOL.sub("", path)
     if local:
-        return "/" + path.strip("/")
+        return local_path(path)
     return path.strip("/") if not path.startswith("/") else "/" + path.strip("/")
+
+
+def local_path(path: str) -> str:
+    """A file's path as fsspec's ``LocalFileSystem`` makes it: ``~`` expanded,
+    a relative path taken from the working directory (it was taken from
+    ``/``: a write to ``out/x`` went to ``/out/x``), trailing slashes dropped."""
+    if not path.startswith("/"):
+        path = os.path.abspath(os.path.expanduser(path))
+    return "/" + path.strip("/")
 
 
 def split(scheme: str, path: str, *, folder: bool = False) -> tuple[str, str]:
@@ -44,14 +59,14 @@ def split(scheme: str, path: str, *, folder: bool = False) -> tuple[str, str]:
     Raises:
         InvalidURL: no bucket, or a name the store cannot hold.
     """
-    path = strip_protocol(path)
+    path = strip_protocol(path, local=scheme == "file")
     if scheme != "file" and not path.strip("/"):
         # gcsfs and s3fs list the account's buckets there; a store here is
         # reached through one bucket (its credentials may see no other).
         raise InvalidURL(f"{scheme}:// names no bucket: aioflux.fsspec does not list "
                          f"buckets; give one ({scheme}://BUCKET/...)")
     if scheme == "file":
-        parsed = parse_url("file://" + (path if path.startswith("/") else "/" + path))
+        parsed = parse_url("file://" + path)
     else:
         parsed = parse_url(f"{scheme}://{path.lstrip('/')}")
     if not folder and not parsed.name:

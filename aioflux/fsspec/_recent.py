@@ -113,10 +113,10 @@ class RecentMetadata:
         siblings = self._named(parent(path))
         if siblings is not None and path in siblings:
             return siblings[path]
-        if self.listings.get(path):
-            return {"name": path, "size": 0, "type": "directory"}
         if siblings is not None:
             raise FileNotFoundError(path)
+        # A listing of the path alone does not say whether an object of its
+        # name is there too (which a stat would give: the object wins).
         return None
 
     def _named(self, folder: str) -> dict[str, dict[str, Any]] | None:

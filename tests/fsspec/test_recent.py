@@ -40,9 +40,10 @@ def _counted(monkeypatch: pytest.MonkeyPatch, fs: AiofluxFileSystem) -> Counter[
 
 def _twin(fs: AiofluxFileSystem, **options: Any) -> AiofluxFileSystem:
     """Another filesystem on the same store: another writer, with its own memory."""
-    config, endpoint, credentials = fs._settings
-    return AiofluxFileSystem(fs.scheme, config=config, endpoint=endpoint,
-                             credentials=credentials, skip_instance_cache=True, **options)
+    settings = fs._settings
+    return AiofluxFileSystem(fs.scheme, config=fs._config, endpoint=settings.endpoint,
+                             credentials=settings.credentials, region=settings.region,
+                             skip_instance_cache=True, **options)
 
 
 def _unhurried(fs: AiofluxFileSystem) -> AiofluxFileSystem:
