@@ -265,6 +265,33 @@ def close_at_shutdown(loop: asyncio.AbstractEventLoop, closable: _Closable) -> N
         portal._closables.add(closable)
 
 
+# Closes close_soon started: a task only the loop references may be collected mid-way.
+_closing: set[asyncio.Task[None]] = set()
+
+
+def close_soon(closable: _Closable) -> None:
+    """Have this process's portal ``aclose()`` ``closable`` now, from any
+    thread (a finalizer's too), if the portal runs; else leave it (at exit
+    the portal closes what it holds, and a forked child's is not its own).
+
+    Args:
+        closable: anything with ``async aclose()``.
+    """
+    portal = _portal
+    if portal is None or portal._closed or portal._pid != os.getpid():
+        return
+
+    def start() -> None:
+        task = portal.loop.create_task(closable.aclose())
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)
+
+    try:
+        portal.loop.call_soon_threadsafe(start)
+    except RuntimeError:
+        pass  # the loop closed meanwhile: exiting
+
+
 _END = object()
 
 

@@ -19,6 +19,7 @@ import io
 import os
 import threading
 import uuid
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,7 +39,7 @@ from .._core.errors import (
     NotFound,
     PreconditionFailed,
 )
-from .._core.portal import get_portal
+from .._core.portal import close_soon, get_portal
 from .._core.store import ObjectStore, delete_all
 from .._core.types import ObjectInfo
 from .._core.validate import Credentials
@@ -83,6 +84,13 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _close_held(held: list[tuple[int, ObjectStore]]) -> None:
+    """Close a collected filesystem's store, if this process built it."""
+    pid, store = held[0]
+    if pid == os.getpid():
+        close_soon(store)
 
 
 def _strip_local(path: Any) -> Any:
@@ -151,7 +159,11 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         self._blocks = LoopSemaphore(_TRANSFER_BLOCKS)
         self._streaming_puts = LoopSemaphore(_STREAMING_PUTS)
         # Built now so that bad settings fail here, and kept (not built twice).
-        self._store: tuple[int, ObjectStore] | None = (os.getpid(), self._new_store())
+        # Closed when the filesystem is collected: its connections stayed
+        # open until exit (one filesystem a call, skip_instance_cache=True,
+        # kept two descriptors each).
+        self._held: list[tuple[int, ObjectStore]] = [(os.getpid(), self._new_store())]
+        weakref.finalize(self, _close_held, self._held)
 
     def _new_store(self) -> ObjectStore:
         s = self._settings
@@ -176,16 +188,16 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
     @property
     def store(self) -> ObjectStore:
         """This process's store (built on first use, again after a fork)."""
-        held = self._store
-        if held is None or held[0] != os.getpid():
+        held = self._held[0]
+        if held[0] != os.getpid():
             # Under the lock: threads opening files at once (pyarrow's
             # writers) built a store each, and the connections of all but
             # the one kept were never closed.
             with _store_lock:
-                held = self._store
-                if held is None or held[0] != os.getpid():
+                held = self._held[0]
+                if held[0] != os.getpid():
                     held = (os.getpid(), self._new_store())
-                    self._store = held
+                    self._held[0] = held
         return held[1]
 
     # -- paths ---------------------------------------------------------------

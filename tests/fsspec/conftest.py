@@ -152,8 +152,8 @@ def fsspec_state() -> Iterator[None]:
         for cls in {AiofluxFileSystem, *saved.values(), *registry._registry.values()}:
             if isinstance(cls, type) and issubclass(cls, AiofluxFileSystem):
                 for fs in list(cls._cache.values()):
-                    if fs._store is not None and fs._store[0] == os.getpid():
-                        call(fs._store[1].aclose())
+                    if fs._held[0][0] == os.getpid():
+                        call(fs._held[0][1].aclose())
                 cls.clear_instance_cache()
         registry._registry.clear()
         registry._registry.update(saved)

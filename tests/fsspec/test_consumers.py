@@ -563,7 +563,8 @@ def test_threads_opening_files_at_once_share_one_store(monkeypatch: pytest.Monke
     # pyarrow's writers open files from several threads at once; a store
     # built by each (all but one never closed) leaked their connections.
     fs = AiofluxFileSystem("file", config=CONFIG, skip_instance_cache=True)
-    fs._store = None  # as in a forked child: built again on first use (files hold no session)
+    call(fs.store.aclose())
+    fs._held[0] = (-1, fs.store)  # as in a forked child: built again on first use
     built: list[object] = []
     both_inside = threading.Barrier(2, timeout=1)
     real = _filesystem.new_store
