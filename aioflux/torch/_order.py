@@ -155,9 +155,13 @@ class RankBatches(Sequence[list[int]]):
             j += count
         if not 0 <= j < count:
             raise IndexError(f"global batch {j} of {count}")
-        first = j * self._global_batch
-        share = min(self._global_batch, self._samples - first) // self._world
-        return self._rest(first + self._rank * share, share)
+        share = self.share(j)
+        return self._rest(j * self._global_batch + self._rank * share, share)
+
+    def share(self, j: int) -> int:
+        """Samples in the rank's batch of global batch ``0 <= j < len(self)``
+        (at least one), without making the batch."""
+        return min(self._global_batch, self._samples - j * self._global_batch) // self._world
 
     def __iter__(self) -> Iterator[list[int]]:
         for j in range(len(self)):

@@ -24,7 +24,7 @@ from .._core.validate import Credentials, check_bool, check_int
 from .._engines.hedge import HedgeAfter
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._order import DataProgress, RankBatches, dist_rank, track
-from ._shard_order import runs_of, shard_epoch_order, shards_fingerprint
+from ._shard_order import iter_runs, shard_epoch_order, shards_fingerprint
 from ._shard_source import Decode, ShardSource, list_shards
 
 __all__ = ["DEFAULT_READS_IN_FLIGHT", "DEFAULT_SHARD_PREFETCH_BYTES", "DEFAULT_SHUFFLE_WINDOW",
@@ -38,6 +38,9 @@ DEFAULT_SHUFFLE_WINDOW = 8192
 # waiting for the consumer may hold.
 DEFAULT_READS_IN_FLIGHT = 32
 DEFAULT_SHARD_PREFETCH_BYTES = 64 * 1024 * 1024
+# Samples of a worker's batches cut into runs at once (their list, and
+# numpy's arrays over it, are what the cutting holds).
+_CHUNK_SAMPLES = 4096
 
 
 class ShardDataset(torch.utils.data.IterableDataset[Any]):
@@ -74,9 +77,9 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     ``StatefulDataLoader`` with workers, as for :class:`IterableDataset`.
 
     Memory: at most ``prefetch_bytes`` of reads in flight or waiting, plus
-    the indexes (20 bytes a sample) and the epoch order (a list of the
-    samples' numbers); neither the shard count nor a shard's size adds to
-    it. The shuffle window costs no sample memory.
+    the indexes (20 bytes a sample) and the epoch order (8 bytes a
+    sample), per iterator; neither the shard count nor a shard's size adds
+    to it. The shuffle window costs no sample memory.
 
     Args:
         shards: a brace pattern or URL, or a list of URLs or ObjectInfo.
@@ -256,19 +259,22 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         batches = RankBatches(self._order(current.epoch), current.start,
                               self._progress.global_batch, self.rank, self.world_size,
                               self.drop_last)
-        ends: dict[int, int] = {}
-        mine: list[int] = []
-        for j in batches.of_worker(worker, workers, current.skip):
-            mine.extend(batches[j])
-            ends[len(mine)] = j + 1
-        runs = runs_of(mine, self._shards.starts, self.samples_per_read)
-        count = 0
+        mine = batches.of_worker(worker, workers, current.skip)
+        # The runs are cut as the reads get to them (on the portal's loop),
+        # a chunk of batches at a time: the worker's samples of the epoch
+        # made whole first took 90 to 190 bytes a sample.
+        runs = iter_runs(_chunks(batches, mine), self._shards.starts, self.samples_per_read)
+        ends = iter(mine)
+        j, left = -1, 0  # the batch the next sample belongs to, and its samples to come
         for run, regions in self._shards.reads(runs, limit=self.reads_in_flight,
                                                max_bytes=self.prefetch_bytes):
             for sample in self._shards.samples(run, regions):
-                count += 1
-                if count in ends:
-                    current.handed = ends[count]  # before the yield: a state taken now has it
+                if not left:
+                    j = next(ends)
+                    left = batches.share(j)
+                left -= 1
+                if not left:
+                    current.handed = j + 1  # before the yield: a state taken now has it
                 yield sample
         self._progress.finish(current)
 
@@ -284,21 +290,69 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         return track(self._progress, loader)
 
     def state_dict(self) -> dict[str, Any]:
-        """Epoch, seed, samples consumed (global), global batch size, fingerprint.
+        """Epoch, seed, samples consumed (global), global batch size, fingerprint,
+        and the settings that shape the epoch order (``"order"``).
 
         Returns:
             A plain dict (``torch.save``-able, JSON-able).
         """
-        return self._progress.state_dict()
+        state = self._progress.state_dict()
+        state["order"] = self._order_settings()
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue the saved epoch from the saved position on the next ``iter()``.
 
         Args:
-            state: a :meth:`state_dict` over the same shards, from any world
-                size and worker count.
+            state: a :meth:`state_dict` over the same shards and order
+                settings, from any world size and worker count.
 
         Raises:
-            InvalidArgument: not such a state, another seed or another shard list.
+            InvalidArgument: not such a state, another seed, another shard
+                list, or another ``shuffle``, ``samples_per_read`` or
+                ``shuffle_window``.
         """
+        if isinstance(state, Mapping) and "order" in state and \
+                state.get("fingerprint") == self._progress.fingerprint:
+            # A state over another shard list is refused as such by the
+            # fingerprint check, not for the automatic read size it changes.
+            self._check_order(state["order"])
         self._progress.load_state_dict(state)
+
+    def _order_settings(self) -> dict[str, Any]:
+        return {"shuffle": self.shuffle, "samples_per_read": self.samples_per_read,
+                "shuffle_window": self.shuffle_window}
+
+    def _check_order(self, saved: object) -> None:
+        # A position is a count of samples of the epoch order, and these
+        # settings reshape that order: under another, the same count covers
+        # other samples, so the rest of the epoch repeats some and drops
+        # others in silence. Unshuffled, the order is the shard-list order
+        # whatever the read size and window. A state saved before the
+        # settings were recorded has no "order" and is taken as it is.
+        op = "ShardDataset.load_state_dict"
+        if not isinstance(saved, Mapping):
+            raise InvalidArgument(f"{op}: the state's \"order\" must be a dict of the "
+                                  f"order's settings, got {saved!r:.200}")
+        mine = self._order_settings()
+        for name in ("shuffle", "samples_per_read", "shuffle_window") if self.shuffle \
+                else ("shuffle",):
+            value = mine[name]
+            if name in saved and saved[name] != value:
+                raise InvalidArgument(
+                    f"{op}: the state was saved with {name}={saved[name]!r}, this dataset "
+                    f"has {name}={value!r}; the epoch order depends on it, so {name} must "
+                    "stay fixed across a resume (a position under another order would "
+                    "repeat some samples and skip others)")
+
+
+def _chunks(batches: RankBatches, mine: Iterable[int]) -> Iterator[list[int]]:
+    """The samples of batches ``mine``, about :data:`_CHUNK_SAMPLES` at a time."""
+    chunk: list[int] = []
+    for j in mine:
+        chunk.extend(batches[j])
+        if len(chunk) >= _CHUNK_SAMPLES:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

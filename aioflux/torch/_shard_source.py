@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._core.config import ClientConfig
@@ -158,9 +158,10 @@ class ShardSource:
             self._hedger = (os.getpid(), Hedger(self.hedge_after, max_concurrency=permits))
         return self._hedger[1]
 
-    def reads(self, runs: Sequence[Run], *, limit: int,
+    def reads(self, runs: Iterable[Run], *, limit: int,
               max_bytes: int) -> Iterator[tuple[Run, list[bytes]]]:
-        """Read ``runs`` on this process's store, a window in flight (see ``read_runs``)."""
+        """Read ``runs`` (taken as room frees) on this process's store, a window in flight
+        (see ``read_runs``)."""
         store = self.source.downloader.client
         agen = read_runs(store, self.shards, runs, limit=limit, max_bytes=max_bytes,
                          unit=self.samples_per_read, cache=self.disk_cache,

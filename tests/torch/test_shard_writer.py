@@ -241,7 +241,7 @@ def test_index_false_writes_no_sidecar_and_the_dataset_streams(tmp_path: Path) -
     ({"__key__": "k", "JPG": b"x", "jpg": b"y"}, "twice"),
     ({"__key__": "k", "a/b": b"x"}, "would not read back"),
     ({"__key__": "k", "jpg": None}, "must be bytes, str"),
-    ({"__key__": "k", "jpg": True}, "must be bytes, str"),
+    ({"__key__": "k", "jpg": {1, 2}}, "must be bytes, str"),
     ({"__key__": "k", "json": {"x": object()}}, "not JSON"),
     ({"__key__": "k", "txt": "\udc80"}, "not UTF-8"),
     (["not", "a", "dict"], "must be a dict"),
@@ -257,6 +257,24 @@ def test_tar_samples_that_would_not_read_back_are_refused(tmp_path: Path, sample
             w.write({"__key__": "first", "cls": b"1"})
         w.write({"__key__": "last", "jpg": b"ok"})  # nothing was written: the shard goes on
     assert [s["__key__"] for s in ShardDataset(w.shards, **SHARD_SETTINGS)] == ["first", "last"]
+
+
+def test_numbers_and_bools_of_numpy_and_torch_are_written_as_text(tmp_path: Path) -> None:
+    # Labels come out of numpy and torch: np.int64 and bools were refused
+    # ("a value must be bytes, str, int, float, dict or list").
+    np = pytest.importorskip("numpy")
+    import torch
+
+    values = {"a": np.int64(3), "b": np.int32(-2), "c": np.float32(0.5), "d": np.bool_(True),
+              "e": True, "f": False, "g": torch.tensor(4), "h": np.uint8(7)}
+    with ShardWriter(tmp_path / "n-%d.tar") as w:
+        w.write({"__key__": "k", **values})
+        with pytest.raises(InvalidArgument, match="must be bytes, str, a number"):
+            w.write({"__key__": "j", "cls": np.array([1, 2])})
+    [sample] = ShardDataset(w.shards, **SHARD_SETTINGS)
+    assert {k: v for k, v in sample.items() if not k.startswith("__")} == {
+        "a": b"3", "b": b"-2", "c": b"0.5", "d": b"True", "e": b"True", "f": b"False",
+        "g": b"4", "h": b"7"}
 
 
 @pytest.mark.parametrize(("line", "message"), [

@@ -114,6 +114,30 @@ def test_frames_are_read_as_one_stream_and_a_cut_one_is_an_error(kind: str) -> N
         b"".join(decompressed([bytes(corrupt)], kind, "gs://b/s"))
 
 
+def test_zeros_after_the_last_gzip_member_end_the_stream() -> None:
+    # Padding to a block (tapes, block devices): gzip -dc and Python's gzip
+    # read it as the end; it was "corrupt gzip data: incorrect header check".
+    data = LINE * 5000
+    stream = _gzip(data[:4096]) + _gzip(data[4096:])
+    padded = stream + b"\0" * 1000
+    assert gzip.decompress(padded) == data
+    for size in (1, 7, 4096, len(stream), len(padded)):
+        chunks = [padded[i:i + size] for i in range(0, len(padded), size)]
+        assert b"".join(decompressed(chunks, "gzip", "gs://b/s")) == data, size
+    # The zeros alone in their own feeds, after a member ended with its feed.
+    assert b"".join(decompressed([stream, b"\0" * 3, b"", b"\0"], "gzip", "gs://b/s")) == data
+    # A member after the zeros: gzip -dc drops it, Python's gzip reads it.
+    for chunks in ([padded + _gzip(b"more\n")], [stream, b"\0\0", b"\0\x1f"]):
+        with pytest.raises(ShardFormatError, match="after the zero padding"):
+            b"".join(decompressed(chunks, "gzip", "gs://b/s"))
+    # Zeros after a cut member are read as its trailer, which they are not;
+    # zstd has no such padding.
+    with pytest.raises(ShardFormatError, match="corrupt gzip data"):
+        b"".join(decompressed([stream[:-3], b"\0" * 8], "gzip", "gs://b/s"))
+    with pytest.raises(ShardFormatError, match="corrupt zstd data"):
+        b"".join(decompressed([_zstd(data) + b"\0" * 16], "zstd", "gs://b/s"))
+
+
 def _long_line_chunks(chunk: bytes, count: int) -> Iterator[bytes]:
     yield b"first\r\n"
     for _ in range(count):

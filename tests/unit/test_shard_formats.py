@@ -214,5 +214,34 @@ def test_an_extension_header_past_the_cap_is_refused_before_it_is_held() -> None
     assert size == len(fine)
     huge = _with_comment(_tar.MAX_EXTENSION)  # its records are a little more
     # Only the header is given: the size it claims is refused as it is read.
-    with pytest.raises(ShardFormatError, match="corrupt tar header at byte 0 .*extension header"):
+    with pytest.raises(ShardFormatError, match=r"corrupt tar header at byte 0 .*extension header"):
         TarFormat().index([huge[:512]], "gs://b/s.tar")
+
+
+@pytest.mark.parametrize("chunk", [1, 100, 512, 1 << 20])
+def test_a_truncated_tar_names_the_member_it_ends_in(chunk: int) -> None:
+    # The message said "inside the member at byte None" once the member's
+    # header had been read.
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for i, (name, size) in enumerate([("a.jpg", 1500), ("d/" * 60 + "b.jpg", 700),
+                                          ("c.cls", 0), ("c.txt", 3000)]):
+            member = tarfile.TarInfo(name)
+            member.size = size
+            if i == 3:
+                member.pax_headers = {"comment": "x" * 600}
+            tar.addfile(member, io.BytesIO(bytes(size)))
+    data = out.getvalue()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        spans = [(m.offset, m.offset_data + -(-m.size // 512) * 512) for m in tar.getmembers()]
+    cuts = 0
+    for start, end in spans:
+        for cut in range(start + 1, end, 97):
+            whole = data[:cut]
+            with pytest.raises(ShardFormatError) as caught:
+                TarFormat().index((whole[i:i + chunk] for i in range(0, cut, chunk)),
+                                  "gs://b/s.tar")
+            assert str(caught.value) == (f"index gs://b/s.tar: truncated: the tar ends at byte "
+                                         f"{cut}, inside the member at byte {start}"), cut
+            cuts += 1
+    assert cuts > 50

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from aioflux.torch._shard_order import runs_of, shard_epoch_order
+from aioflux.torch._shard_order import iter_runs, runs_of, shard_epoch_order
 
 
 def _order(counts: list[int], sequential: list[bool] | None = None,
@@ -66,3 +66,17 @@ def test_a_compressed_shard_is_read_front_to_back() -> None:
     firsts = [min(r.samples) for r in runs if r.shard == 1]
     assert firsts == sorted(firsts) == [0, 10, 20, 30, 40]
     assert [min(r.samples) for r in runs if r.shard == 0] != [0, 10, 20, 30, 40]
+
+
+@pytest.mark.parametrize("size", [1, 3, 10, 64, 10_000])
+def test_runs_cut_a_chunk_at_a_time_are_the_runs_of_the_whole(size: int) -> None:
+    # A dataset iterator cuts its samples a chunk at a time: a run that goes
+    # on across a chunk's end is still one run (one read), not two.
+    counts = [35, 0, 1, 64, 7, 200]
+    order = list(_order(counts, samples_per_read=8, shuffle_window=24))
+    starts = _starts(counts)
+    chunks = [order[i:i + size] for i in range(0, len(order), size)] + [[]]
+    whole = runs_of(order, starts, 8)
+    assert list(iter_runs(iter(chunks), starts, 8)) == whole
+    assert len(whole) < len(order) // 2  # runs of many samples, many of them across chunks
+    assert list(iter_runs([], starts, 8)) == runs_of([], starts, 8) == []

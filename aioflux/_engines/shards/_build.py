@@ -138,7 +138,8 @@ def index_shards(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardFor
         StorageError: a read failed.
     """
     found: list[ShardIndex | None] = [
-        None if cache is None else cache.get(s.url, s.generation or None, s.size, s.crc32c)
+        None if cache is None
+        else cache.get(s.url, s.generation or None, s.size, s.crc32c, format=fmt.name)
         for s in shards]
     missing = [i for i, index in enumerate(found) if index is None]
     if sidecars and missing:

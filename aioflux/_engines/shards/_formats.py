@@ -93,11 +93,15 @@ class _Frames:
     """
 
     kind = ""
+    # Whether zero bytes after a frame end the stream (gzip's padding).
+    padded = False
 
     def __init__(self, where: str) -> None:
         self.where = where
         self._d = self._new()
         self._open = False  # inside a frame: bytes fed, its end not seen
+        self._between = False  # a frame ended with its input: the next not begun
+        self._padding = False  # zeros after the last frame seen
 
     def _new(self) -> Any:
         raise NotImplementedError
@@ -109,10 +113,14 @@ class _Frames:
         """What the last call kept of its input (to give to the next)."""
         raise NotImplementedError
 
-    def feed(self, data: bytes | memoryview) -> Iterator[bytes]:
-        data = bytes(data)
+    def feed(self, chunk: bytes | memoryview) -> Iterator[bytes]:
+        data = bytes(chunk)
         if not data:
             return
+        if self._padding or (self._between and self._pads(data)):
+            self._pad(data)
+            return
+        self._between = False
         self._open = True
         while True:
             try:
@@ -127,12 +135,28 @@ class _Frames:
                 data = self._d.unused_data
                 self._d = self._new()
                 if not data:
+                    self._between = True  # the next feed may start a frame, or pad
+                    return
+                if self._pads(data):
+                    self._pad(data)
                     return
                 self._open = True
                 continue
             data = self._rest()
             if not data and len(piece) < PIECE:
                 return  # all of ``data`` taken, nothing held back: the next block
+
+    def _pads(self, data: bytes) -> bool:
+        return self.padded and data[0] == 0
+
+    def _pad(self, data: bytes) -> None:
+        """Take ``data`` as padding after the last frame (it may come over
+        several feeds): zeros only. A frame after the zeros is refused, not
+        guessed at: ``gzip -dc`` ignores it, Python's gzip reads it."""
+        self._padding = True
+        if data.count(0) != len(data):
+            raise ShardFormatError(f"read {self.where}: data after the zero padding that "
+                                   f"ends the {self.kind} stream")
 
     def end(self) -> None:
         if self._open:
@@ -141,6 +165,9 @@ class _Frames:
 
 class _Gzip(_Frames):
     kind = "gzip"
+    # Zeros after the last member (a tape's or a block device's padding):
+    # gzip -dc and Python's gzip both read the stream as ended there.
+    padded = True
 
     def _new(self) -> Any:
         return zlib.decompressobj(wbits=31)

@@ -164,9 +164,16 @@ class IndexCache:
         digest = hashlib.sha256(f"{url}\n{version}".encode("utf-8", "surrogatepass"))
         return self.directory / f"{digest.hexdigest()[:32]}{INDEX_SUFFIX}"
 
-    def get(self, url: str, version: int | None, size: int,
-            crc: int | None) -> ShardIndex | None:
-        """The cached index of this version of the shard, if any (a damaged one is dropped)."""
+    def get(self, url: str, version: int | None, size: int, crc: int | None, *,
+            format: str) -> ShardIndex | None:
+        """The cached index of this version of the shard in ``format``, if any
+        (a damaged one is dropped).
+
+        An entry of another format is a miss, as a sidecar of another format
+        is: a shard once opened with the wrong format (a tar read as lines
+        indexes without error) is indexed again in the right one, whose
+        entry then replaces it, instead of failing on the wrong one forever.
+        """
         if version is None:
             return None
         path = self._path(url, version)
@@ -179,7 +186,10 @@ class IndexCache:
         except ShardFormatError:
             path.unlink(missing_ok=True)
             return None
-        return index if index.version == version and index.matches(size, crc) else None
+        if index.format != format or index.version != version or \
+                not index.matches(size, crc):
+            return None
+        return index
 
     def put(self, url: str, index: ShardIndex) -> None:
         """Keep ``index`` for its shard's version (nothing for an unversioned one)."""

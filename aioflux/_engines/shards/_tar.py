@@ -260,6 +260,7 @@ class _Indexer:
         held = bytearray()  # a header being gathered, or an extension's data
         held_at = 0  # offset of held[0]
         member_at: int | None = None  # the current member's first (extension) header
+        under_way = 0  # the first header of the member whose data streams (member_at clears)
         want = _BLOCK  # bytes to hold before the next step
         data_left = 0  # data bytes of a member still streaming
         into_sample = False
@@ -304,6 +305,7 @@ class _Indexer:
                     continue
                 if member_at is None and info.type != tarfile.XGLTYPE:
                     member_at = held_at
+                under_way = held_at if member_at is None else member_at
                 if self.headers.extension(info):
                     self._extension_bytes(block, info)
                     if info.size > MAX_EXTENSION:
@@ -325,8 +327,11 @@ class _Indexer:
                 if not data_left and into_sample:
                     self.end = pos
         if held or data_left or ext is not None:
+            # Inside a member's (or an extension's) data, or a header being gathered.
+            at = under_way if data_left or ext is not None else \
+                held_at if member_at is None else member_at
             raise ShardFormatError(f"{self.where}: truncated: the tar ends at byte {pos}, "
-                                   f"inside the member at byte {member_at}")
+                                   f"inside the member at byte {at}")
         if self.key is not None:
             self._close_sample()
         return (*self.columns, pos)

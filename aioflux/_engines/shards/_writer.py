@@ -15,6 +15,8 @@ The headers are Python's ``tarfile`` headers (POSIX pax, which is plain
 USTAR unless a name is too long or not ASCII), and the archive ends as
 ``tarfile`` ends one (two zero blocks, then zeros to a 10 KiB record), so
 a shard is byte for byte what ``tarfile`` writes for these members.
+A tar field that is a number or a bool (numpy's and torch's scalars
+included) is its text, ``str(x)``, as webdataset writes a ``cls``.
 A ``lines`` sample is one line: a dict or list as JSON, a str as UTF-8,
 bytes as they are.
 """
@@ -24,6 +26,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import numbers
+import operator
 import string
 import tarfile
 import zlib
@@ -104,12 +108,39 @@ def _value_bytes(value: object, what: str) -> Bytes:
             return value.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise InvalidArgument(f"{what}: not UTF-8 text: {exc}") from None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value).encode()
     if isinstance(value, (dict, list)):
         return _json(value, what)
-    raise InvalidArgument(f"{what}: a value must be bytes, str, int, float, dict or list, "
-                          f"got {type(value).__name__}")
+    text = _number_text(value)
+    if text is not None:
+        return text.encode()
+    raise InvalidArgument(f"{what}: a value must be bytes, str, a number, a bool, dict or "
+                          f"list, got {type(value).__name__}")
+
+
+def _number_text(value: object) -> str | None:
+    """A number or bool as webdataset's ``ShardWriter`` writes it (``str(x)``), else None.
+
+    Labels often come out of numpy (``np.int64``, ``np.bool_``) or torch;
+    they are recognised by their protocols, not by importing either.
+    """
+    if isinstance(value, (bool, numbers.Number)):  # numpy's ints and floats register
+        return str(value)
+    kind = type(value)
+    if hasattr(kind, "__index__"):
+        try:
+            # A 0-d tensor prints as "tensor(3)": write the integer it stands for.
+            return str(operator.index(value))  # type: ignore[arg-type]
+        except TypeError:
+            pass
+    if hasattr(kind, "__float__"):
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):  # an array of more than one value
+            return None
+        # numpy's bool is neither a Number nor an index; it prints as Python's.
+        text = str(value)
+        return text if text in ("True", "False") else str(number)
+    return None
 
 
 def _tar_header(name: str, size: int) -> bytes:
