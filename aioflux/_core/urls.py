@@ -93,7 +93,7 @@ def validate_bucket(bucket: str, *, arg: str = "bucket", scheme: str = "gs") -> 
     return bucket
 
 
-_AZ_NOT_KEPT = re.compile(r"[\\\x00-\x08\x0b\x0c\x0e-\x1f]")
+_AZ_NOT_KEPT = re.compile(r"[\\\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def validate_object_name(name: str, *, arg: str = "name", scheme: str = "gs") -> str:
@@ -140,9 +140,11 @@ def validate_object_name(name: str, *, arg: str = "name", scheme: str = "gs") ->
                            or {".", ".."} & set(name.split("/"))):
         # The service reads "\" as "/" and resolves "." and ".." segments
         # (another blob's name), and its XML listings cannot carry these
-        # control characters (Azurite answers 500).
+        # control characters nor the noncharacters U+FFFE and U+FFFF, which
+        # XML 1.0 excludes too (Azurite answers 500).
         raise InvalidURL(f"{arg}: Azure cannot keep the blob name {name!r} as written (no "
-                         "'\\', '.' or '..' segments, or control characters but tab)")
+                         "'\\', '.' or '..' segments, control characters but tab, "
+                         "U+FFFE or U+FFFF)")
     return name
 
 

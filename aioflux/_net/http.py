@@ -19,8 +19,10 @@ copy a parser's body callback makes. Interim 1xx heads are skipped, at most
 :data:`MAX_INTERIM_RESPONSES` of them, and their bytes are no progress for
 the pace rule. A response with a ``Content-Length`` and no transfer or
 content coding is read here whatever its status (at most 64 KiB of a
-non-200/206 body). For chunked or compressed bodies, or one delimited by
-the connection's close, :meth:`MediaPool.get` closes the connection and
+non-200/206 body); so is a content-coded one where the coding is how the
+object is stored (``coded``, ``Transport.stored_bytes``), its bytes kept as
+they come. For chunked or (otherwise) compressed bodies, or one delimited
+by the connection's close, :meth:`MediaPool.get` closes the connection and
 returns ``None``, and the caller repeats the attempt through aiohttp.
 """
 
@@ -123,6 +125,7 @@ class _Exchange:
     interim_bytes: int = 0  # their bytes: no progress for the pace rule
     keep_alive: bool = True
     timer: asyncio.TimerHandle | None = None
+    coded: bool = False  # a content coding is the stored bytes' (see MediaPool.get)
 
 
 def _arrived(ex: _Exchange) -> bytearray | bytes | None:
@@ -207,7 +210,8 @@ class _Connection(asyncio.BufferedProtocol):
     # -- exchange --------------------------------------------------------------
 
     async def exchange(self, request: bytes, into: memoryview | None, limit: int | None,
-                       stall: float, deadline: float = math.inf) -> MediaResponse | None:
+                       stall: float, deadline: float = math.inf,
+                       coded: bool = False) -> MediaResponse | None:
         """Send one request and wait for its response (see MediaPool.get);
         ``deadline`` (loop time) ends it as a timeout, a body with what arrived."""
         transport = self.transport
@@ -215,7 +219,7 @@ class _Connection(asyncio.BufferedProtocol):
             raise _Stale("connection closed while idle")
         now = self._loop.time()
         ex = _Exchange(self._loop.create_future(), into, limit, stall, now, Pace(stall, now),
-                       deadline)
+                       deadline, coded=coded)
         self._exchange = ex
         self._head_len = 0
         ex.timer = self._loop.call_later(max(0.0, min(stall, deadline - now)),
@@ -306,7 +310,8 @@ class _Connection(asyncio.BufferedProtocol):
         headers = ex.headers
         # llhttp refused Transfer-Encoding beside a Content-Length.
         if (length is None or "transfer-encoding" in headers
-                or headers.get("content-encoding", "identity").lower() != "identity"):
+                or (not ex.coded
+                    and headers.get("content-encoding", "identity").lower() != "identity")):
             return self._give_up(ex)
         if ex.status in (204, 304):
             length = 0  # never a body, whatever the header says (RFC 9110)
@@ -457,7 +462,7 @@ class MediaPool:
         self._busy: set[_Connection] = set()
 
     async def get(self, url: str, headers: Mapping[str, str], into: memoryview | None = None,
-                  *, limit: int | None = None) -> MediaResponse | None:
+                  *, limit: int | None = None, coded: bool = False) -> MediaResponse | None:
         """Send ``GET url`` and receive the response.
 
         Args:
@@ -468,6 +473,9 @@ class MediaPool:
                 the object's known size); ``None`` for no limit. A 2xx that
                 declares more is not read: ``body`` is None, ``received`` 0
                 and ``expected`` the declared length.
+            coded: a ``Content-Encoding`` says how the object's bytes are
+                stored (Azure's), and the body is read as it comes, not
+                left to aiohttp to decode.
 
         Returns:
             The response, or ``None`` when it is not one this client handles
@@ -499,7 +507,8 @@ class MediaPool:
                 conn.abort()
                 raise ConnectionAbortedError("the client's connections were closed")
             try:
-                return await self._exchange(origin, conn, request, into, limit, deadline)
+                return await self._exchange(origin, conn, request, into, limit, deadline,
+                                            coded)
             except _Stale as exc:
                 if not reused:
                     raise ConnectionResetError(str(exc)) from None
@@ -507,10 +516,11 @@ class MediaPool:
 
     async def _exchange(self, origin: _Origin, conn: _Connection, request: bytes,
                         into: memoryview | None, limit: int | None,
-                        deadline: float) -> MediaResponse | None:
+                        deadline: float, coded: bool) -> MediaResponse | None:
         self._busy.add(conn)
         try:
-            response = await conn.exchange(request, into, limit, self._read_stall, deadline)
+            response = await conn.exchange(request, into, limit, self._read_stall, deadline,
+                                           coded)
         except BaseException:
             conn.abort()  # cancelled or failed mid-exchange: its state is unknown
             raise

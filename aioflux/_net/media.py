@@ -9,7 +9,10 @@ caller pinned, and the same on every attempt: a server that ignores the
 pin must not stitch two versions together) and, for a read that covers
 the whole object, the crc32c (``x-goog-hash``, or the one the caller knows
 from a listing or stat), computed over the assembled bytes; where the
-server keeps no crc32c, the MD5 it promises (an S3 ETag), if any.
+server keeps no crc32c, the MD5 it promises (an S3 ETag, an Azure blob's
+``Content-MD5``), if any. Where the service never transforms an object's
+bytes (``Transport.stored_bytes``), a ``Content-Encoding`` is how they are
+stored: they are read as they come, never decompressed.
 
 A body cut short keeps what arrived: the next attempt asks for
 ``bytes=k-`` (or ``bytes=k-(end-1)``) and lands after it, in the caller's
@@ -123,6 +126,8 @@ class Answers:
             first response came from (S3: ``If-Match`` its ETag).
         pin_query: the query parameter that does it instead, set to that
             version (GCS: ``generation``).
+        md5_source: what ``md5`` is read from, for messages (S3: the
+            ETag; Azure: ``Content-MD5``).
     """
 
     crc32c: _CHECKSUM_OF
@@ -130,6 +135,7 @@ class Answers:
     version: Callable[[Mapping[str, str]], int | None] = _goog_generation
     pin: _PIN_OF | None = None
     pin_query: str | None = None
+    md5_source: str = "ETag"
 
 
 def parse_content_range(value: str | None) -> tuple[int, int, int | None] | None:
@@ -429,8 +435,8 @@ class _Read:
     async def _check_md5(self, data: bytes | memoryview) -> None:
         digest = (await md5_digest(data)).hex()
         if digest != self.md5:
-            self._mismatch(f"MD5 {digest} of the {len(data)} bytes received != its "
-                           f"ETag's {self.md5}")
+            self._mismatch(f"MD5 {digest} of the {len(data)} bytes received != "
+                           f"{self.md5}, its {self.answers.md5_source}")
 
     def _mismatch(self, what: str) -> NoReturn:
         self._restart()

@@ -214,6 +214,14 @@ class Transport:
         InvalidArgument: ``config.ca_file`` cannot be loaded.
     """
 
+    #: A media answer's body is the object's bytes as stored, whatever its
+    #: ``Content-Encoding``: nothing is decompressed (aiohttp would, and the
+    #: lean client would hand a coded answer to it). True where the service
+    #: never transforms an object's bytes and its checksums are of them
+    #: (Azure: a blob stored with ``Content-Encoding: gzip`` comes back
+    #: gzipped whatever the request accepts). False keeps aiohttp's decoding.
+    stored_bytes = False
+
     def __init__(
         self,
         config: ClientConfig,
@@ -557,7 +565,7 @@ class Transport:
             if state.media is not None:
                 try:
                     response = await state.media.get(url, request_headers, into,
-                                                     limit=limit)
+                                                     limit=limit, coded=self.stored_bytes)
                 except BodyTruncated as exc:
                     response = _partial(exc) if keep_partial else None
                     if response is None:
@@ -593,15 +601,19 @@ class Transport:
     async def _get_with_aiohttp(self, state: _LoopState, op: Op, url: str,
                                 headers: Mapping[str, str], into: memoryview | None,
                                 limit: int | None, keep_partial: bool) -> MediaResponse:
+        # Only where the body is kept as stored: a session_factory's session
+        # (MockTransport's) need not know the keyword.
+        raw: dict[str, Any] = {"auto_decompress": False} if self.stored_bytes else {}
         async with state.session.get(self._wire_url(url), headers=headers,
-                                     allow_redirects=False,
-                                     ssl=self._aiohttp_ssl()) as resp:
+                                     allow_redirects=False, ssl=self._aiohttp_ssl(),
+                                     **raw) as resp:
             if resp.status >= 300:
                 raise await error_from_response(resp, op)
             found = {name: ",".join(resp.headers.getall(name)) for name in _MEDIA_HEADERS
                      if name in resp.headers}
             # A decoded (gzip) body is not Content-Length bytes long.
-            coded = resp.headers.get("Content-Encoding", "identity").lower() != "identity"
+            coded = not self.stored_bytes and \
+                resp.headers.get("Content-Encoding", "identity").lower() != "identity"
             expected = None if coded else resp.content_length
             if into is not None and expected is not None and expected > len(into):
                 return MediaResponse(resp.status, found, None, 0, expected)

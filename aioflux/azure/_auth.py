@@ -35,7 +35,8 @@ from .._core.auth import AuthRequest, SharedCall
 from .._core.errors import PermissionDenied, StorageError
 from ._xml import missing_extra
 
-__all__ = ["SCOPE", "KeySas", "Secrets", "StaticSas", "TokenAuth", "load_blob_sas", "redact"]
+__all__ = ["SCOPE", "KeySas", "Secrets", "StaticSas", "TokenAuth", "load_blob_sas", "redact",
+           "scrub"]
 
 #: The OAuth scope of Azure Storage.
 SCOPE = "https://storage.azure.com/.default"
@@ -84,13 +85,20 @@ def redact(exc: StorageError, source: Secrets) -> StorageError:
         ``exc``.
     """
     message = str(exc)
-    cleaned = _BEARER.sub(r"\1<redacted>", _SIG.sub(r"\1<redacted>", message))
+    cleaned = scrub(message)
     for secret in source.secrets():
         if len(secret) >= 8:
             cleaned = cleaned.replace(secret, "<redacted>")
     if cleaned != message:
         exc.args = (cleaned,)
     return exc
+
+
+def scrub(text: str) -> str:
+    """``text`` with anything shaped like a SAS signature or a bearer token cut
+    out (what a server says, e.g. a copy's status description, may echo a
+    source URL's SAS)."""
+    return _BEARER.sub(r"\1<redacted>", _SIG.sub(r"\1<redacted>", text))
 
 
 def _signature(sas: str) -> list[str]:

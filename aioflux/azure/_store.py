@@ -672,10 +672,11 @@ class AzureStore:
             name: blob name.
             generation: delete only this version (else NotFound).
             if_generation_match: precondition (else PreconditionFailed).
-            missing_ok: treat "already gone" as success.
+            missing_ok: treat "already gone" as success: the blob, or the
+                generation asked for (replaced since), as on GCS.
 
         Raises:
-            NotFound: no such blob (unless ``missing_ok``), or not that generation.
+            NotFound: no such blob, or not that generation (unless ``missing_ok``).
             PreconditionFailed: ``if_generation_match`` did not hold.
             StorageError: any other failure.
         """
@@ -686,6 +687,8 @@ class AzureStore:
             if pin is not None:
                 etag = await self.etag_for(bucket, name, pin)
                 if etag is None:
+                    if failed is gone and missing_ok:
+                        return  # that generation is gone already
                     if not await self.exists(bucket, name):
                         if missing_ok:
                             return
@@ -699,9 +702,10 @@ class AzureStore:
             if not missing_ok:
                 raise
         except PreconditionFailed as exc:
-            if generation is not None:
+            if generation is None:
+                raise
+            if not missing_ok:
                 raise gone(op, generation) from exc
-            raise
 
     async def delete_request(self, container: str, name: str, etag: str | None) -> None:
         """One Delete Blob (snapshots included), ``If-Match`` ``etag`` if given.

@@ -33,6 +33,11 @@ class AzureTransport(Transport):
         **kwargs: the other :class:`~aioflux._net.transport.Transport` arguments.
     """
 
+    # A blob's bytes are read as stored: its Content-MD5 and aioflux's crc32c
+    # are of them, and the service serves a gzip-coded blob coded whatever
+    # the request accepts.
+    stored_bytes = True
+
     def __init__(self, config: ClientConfig, auth: Auth, *, sas: Callable[[], str] | None,
                  secrets: Secrets, **kwargs: Any) -> None:
         super().__init__(config, auth, **kwargs)

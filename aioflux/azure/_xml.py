@@ -173,7 +173,8 @@ def _pin(headers: Mapping[str, str]) -> dict[str, str]:
 
 
 #: How a Get Blob's answers are read (aioflux._net.media).
-ANSWERS = Answers(crc32c=stored_crc32c, md5=blob_md5, version=_answered_version, pin=_pin)
+ANSWERS = Answers(crc32c=stored_crc32c, md5=blob_md5, version=_answered_version, pin=_pin,
+                  md5_source="Content-MD5")
 
 
 def parse(raw: bytes, op: Op) -> Any:

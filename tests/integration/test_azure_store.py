@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import gzip
 import os
 import pickle
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -233,6 +235,7 @@ async def test_a_copy_pending_at_first_is_awaited(az: tuple[AzureStore, str],
     await store.write(container, "src", data)
     looks = 0
     head = AzureStore.head
+    request = store.transport.request
 
     async def pending_once(self: AzureStore, c: str, n: str) -> tuple[object, dict[str, str]]:
         nonlocal looks
@@ -242,17 +245,75 @@ async def test_a_copy_pending_at_first_is_awaited(az: tuple[AzureStore, str],
             headers = {**headers, "x-ms-copy-status": "pending"}
         return info, headers
 
-    from aioflux.azure import _put
+    async def answered_pending(op: object, method: str, url: str, handler: Any,
+                               **kwargs: Any) -> Any:
+        if "x-ms-copy-source" not in kwargs.get("headers", {}):
+            return await request(op, method, url, handler, **kwargs)  # type: ignore[arg-type]
 
-    original = _put._copied
+        async def as_pending(resp: Any) -> tuple[str, str, str]:
+            _, etag, copy_id = await handler(resp)
+            return "pending", etag, copy_id
 
-    async def as_pending(s: object, op: object, status: str) -> object:
-        return await original(s, op, "pending")  # type: ignore[arg-type]
+        return await request(op, method, url, as_pending, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(AzureStore, "head", pending_once)
-    monkeypatch.setattr(_put, "_copied", as_pending)
+    monkeypatch.setattr(store.transport, "request", answered_pending)
     info = await store.copy(container, "src", container, "dst")
     assert (info.size, info.crc32c) == (len(data), crc32c(data))
+    assert info.generation == (await store.stat(container, "dst")).generation
     assert looks >= 3  # the source's HEAD, one pending look, one done
     assert await store.read(container, "dst") == data
     await asyncio.sleep(0)
+
+
+async def test_a_copy_into_a_missing_container_names_it(az: tuple[AzureStore, str]) -> None:
+    store, container = az
+    await store.write(container, "src", b"payload")
+    missing = unique_bucket("gone")
+    with pytest.raises(NotFound) as failed:
+        await store.copy(container, "src", missing, "dst")
+    assert (failed.value.bucket, failed.value.name) == (missing, "dst")
+    message = str(failed.value)
+    assert f"copy az://{missing}/dst" in message and f"az://{container}/src" in message
+
+
+async def test_deleting_a_replaced_generation_missing_ok_is_quiet(
+        az: tuple[AzureStore, str]) -> None:
+    # As on GCS and MemoryStore: that generation is already gone.
+    store, container = az
+    old = await store.write(container, "x", b"one")
+    new = await store.write(container, "x", b"two")
+    await store.delete(container, "x", generation=old.generation, missing_ok=True)
+    assert (await store.stat(container, "x")).generation == new.generation  # untouched
+    with pytest.raises(NotFound, match="no longer generation"):
+        await store.delete(container, "x", generation=old.generation)
+    await store.delete(container, "x", generation=new.generation, missing_ok=True)
+    assert not await store.exists(container, "x")
+    await store.delete(container, "x", generation=new.generation, missing_ok=True)
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "aiohttp"])
+@pytest.mark.parametrize("commit", ["put blob", "block list"])
+async def test_a_gzip_coded_blob_reads_as_its_stored_bytes(
+        azurite: Azurite, az: tuple[AzureStore, str], lean: bool, commit: str) -> None:
+    from azure.storage.blob import BlobBlock, BlobServiceClient, ContentSettings
+
+    _, container = az
+    stored = gzip.compress(b"hello world " * 1000)
+    coded = ContentSettings(content_encoding="gzip")
+    blob = BlobServiceClient.from_connection_string(
+        azurite.connection_string).get_blob_client(container, "g")
+    if commit == "put blob":  # Content-MD5 kept: decoded, the bytes failed it
+        blob.upload_blob(stored, content_settings=coded)
+    else:  # a block list keeps no MD5 (Azure's): decoded, other bytes came back
+        blob.stage_block("QUFB", stored)
+        blob.commit_block_list([BlobBlock("QUFB")])
+        blob.set_http_headers(coded)
+    config = ClientConfig(max_concurrency=16, retry=FAST_RETRY, lean_reads=lean)
+    async with AzureStore(config, connection_string=azurite.connection_string) as store:
+        info = await store.stat(container, "g")
+        assert info.size == len(stored) and (info.md5 is None) == (commit == "block list")
+        assert await store.read(container, "g") == stored
+        assert await store.read(container, "g", start=5, end=50) == stored[5:50]
+        assert (await store.fetch(container, "g", size=info.size)).data == stored
+        assert store.stats.lean_fallbacks == 0

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gzip
 import hashlib
 import re
 import ssl
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ import pytest
 from aioflux import (
     ChecksumMismatch,
     ClientConfig,
+    Conflict,
     PermissionDenied,
     ProtocolError,
     RetryPolicy,
@@ -108,8 +111,10 @@ class Script:
 
 def blob_answer(data: bytes = OBJ, *, crc: int | None = None, md5: bool = False,
                 short: int | None = None, cut: int | None = None,
-                etag: str = '"0x8DC0000000000A1"') -> Callable[[str, str, bytes], Answer]:
-    """Get Blob of ``data``, honouring the range, with faults."""
+                etag: str = '"0x8DC0000000000A1"',
+                coding: str | None = None) -> Callable[[str, str, bytes], Answer]:
+    """Get Blob of ``data``, honouring the range, with faults; ``coding`` is
+    the blob's ``Content-Encoding`` (``data`` is then its stored bytes)."""
 
     def answer(method: str, target: str, head: bytes) -> Answer:
         match = _RANGE.search(head)
@@ -122,6 +127,8 @@ def blob_answer(data: bytes = OBJ, *, crc: int | None = None, md5: bool = False,
             last, status = min(last, first + short - 1), "206 Partial Content"
         body = data[first:last + 1]
         headers = {"ETag": etag, "x_ms_blob_type": "BlockBlob"}
+        if coding is not None:
+            headers["Content_Encoding"] = coding
         if crc is not None:
             headers["x_ms_meta_aioflux__crc32c"] = encode_crc32c(crc)
         if md5:
@@ -219,13 +226,35 @@ async def test_bytes_failing_the_blobs_crc32c_or_md5_are_a_checksum_mismatch(
     assert answer is not None
     server = Script(answer)
     async with server as base, store_at(base, lean) as store:
-        with pytest.raises(ChecksumMismatch, match=check.upper() if check == "md5" else check):
+        # The MD5 is the blob's Content-MD5 (not an ETag, as S3's).
+        with pytest.raises(ChecksumMismatch,
+                           match="MD5 .* its Content-MD5" if check == "md5" else check):
             await store.read("ctr", "o")
         # A whole blob assembled from ranges is held to the same crc32c.
         if check == "crc32c":
             with pytest.raises(ChecksumMismatch):
                 await store.fetch("ctr", "o", size=len(OBJ), crc=crc32c(OBJ))
     assert len(server.requests) >= 3  # retried before giving up
+
+
+@LEAN
+@pytest.mark.parametrize("coding", ["gzip", "deflate"])
+@pytest.mark.parametrize("checked", ["md5", "unchecked"])
+async def test_a_content_coded_blob_reads_as_its_stored_bytes(lean: bool, coding: str,
+                                                             checked: str) -> None:
+    # Azure never transforms a blob: one stored with Content-Encoding comes
+    # back coded whatever the request accepts, and its Content-MD5 is of
+    # the coded bytes. Decoded, they failed their MD5 every time, or (a
+    # block list's blob has no MD5) were silently other bytes.
+    stored = gzip.compress(OBJ) if coding == "gzip" else zlib.compress(OBJ)
+    server = Script(blob_answer(stored, md5=checked == "md5", coding=coding))
+    async with server as base, store_at(base, lean) as store:
+        assert await store.read("ctr", "o") == stored
+        assert await store.read("ctr", "o", start=10, end=30) == stored[10:30]
+        assert (await store.fetch("ctr", "o", size=len(stored))).data == stored
+        assert store.stats.lean_fallbacks == 0  # read where it arrived
+    assert len(server.requests) == 3  # each at the first attempt
+    assert all(b"accept-encoding: identity" in h.lower() for h in server.requests)
 
 
 # -- listings --------------------------------------------------------------------------------
@@ -342,6 +371,124 @@ async def test_a_put_blob_answer_with_another_md5_is_deleted_and_raised() -> Non
     put, = server.heads("PUT")
     assert base64.b64encode(hashlib.md5(b"payload").digest()) in put  # Content-MD5 sent
     assert b'if-match: "0x7"' in server.heads("DELETE")[0].lower()
+
+
+# -- copies ------------------------------------------------------------------------------------
+
+
+COPIED = b"x" * 1000
+COPIED_MD5 = base64.b64encode(hashlib.md5(COPIED).digest()).decode()
+
+
+def _copy_answer(*looks: bytes) -> Callable[[str, str, bytes], Answer]:
+    """A source of COPIED, a Copy Blob answered 202 pending (its ETag the
+    empty blob's), then the destination's HEADs: ``looks``, the last one
+    again and again."""
+    seen = iter(looks)
+    last = looks[-1]
+
+    def answer(method: str, target: str, head: bytes) -> Answer:
+        nonlocal last
+        if method == "HEAD" and "/src" in target:
+            return _sized(http("200 OK", ETag='"0x1"', Content_MD5=COPIED_MD5,
+                               x_ms_meta_aioflux__crc32c=encode_crc32c(crc32c(COPIED))),
+                          len(COPIED))
+        if method == "PUT" and "comp=copy" in target:
+            return http("204 No Content")
+        if method == "PUT":
+            return http("202 Accepted", ETag='"0x2"', x_ms_copy_status="pending",
+                        x_ms_copy_id="id1")
+        if method == "HEAD":
+            last = next(seen, last)
+            return last
+        return http("202 Accepted")
+
+    return answer
+
+
+def _sized(head: bytes, size: int) -> bytes:
+    # A HEAD's Content-Length is the blob's size, with no body after it.
+    return head.replace(b"Content-Length: 0", f"Content-Length: {size}".encode(), 1)
+
+
+def _look(status: str, etag: str = '"0x2"', size: int = 0, md5: str | None = None,
+          **headers: str) -> bytes:
+    if md5 is not None:
+        headers["Content_MD5"] = md5
+    return _sized(http("200 OK", ETag=etag, x_ms_copy_status=status, x_ms_copy_id="id1",
+                       x_ms_meta_aioflux__crc32c=encode_crc32c(crc32c(COPIED)), **headers),
+                  size)
+
+
+def _request_lines(server: Script) -> list[str]:
+    return [h.split(b"\r\n")[0].decode().split("?sv=")[0].split("&sv=")[0]
+            for h in server.requests]
+
+
+async def test_a_pending_copy_is_the_blob_the_head_reporting_success_describes() -> None:
+    done = _look("success", '"0x3"', len(COPIED), COPIED_MD5)
+    server = Script(_copy_answer(_look("pending"), done))
+    async with server as base, store_at(base) as store:
+        info = await store.copy("ctr", "src", "ctr", "dst")
+    # Not the ETag of the empty blob the copy started with (0x2).
+    assert info.generation == 0x3 and info.size == len(COPIED)
+    assert server.heads("DELETE") == []
+
+
+async def test_a_pending_copy_that_completes_wrong_is_deleted_and_raised() -> None:
+    wrong = base64.b64encode(hashlib.md5(COPIED[:999]).digest()).decode()
+    server = Script(_copy_answer(_look("pending"), _look("success", '"0x3"', 999, wrong)))
+    async with server as base, store_at(base) as store:
+        with pytest.raises(ChecksumMismatch, match="size and MD5 differ") as failed:
+            await store.copy("ctr", "src", "ctr", "dst")
+    assert "az://ctr/dst" in str(failed.value) and "was deleted" in str(failed.value)
+    (deleted,) = server.heads("DELETE")
+    assert b'if-match: "0x3"' in deleted.lower()  # the completed copy, exactly
+
+
+@pytest.mark.parametrize("state", ["failed", "aborted"])
+async def test_a_copy_that_fails_is_raised_and_what_it_left_deleted(state: str) -> None:
+    # Azure leaves an empty blob carrying the source's metadata.
+    server = Script(_copy_answer(_look("pending"), _look(
+        state, '"0x4"', x_ms_copy_status_description="500 InternalError Copy failed "
+                                                     "sig=LEAKED")))
+    async with server as base, store_at(base) as store:
+        with pytest.raises(StorageError) as failed:
+            await store.copy("ctr", "src", "ctr", "dst")
+    message = str(failed.value)
+    assert f"the copy ended {state!r} (500 InternalError Copy failed" in message
+    assert "LEAKED" not in message and "az://ctr/dst" in message
+    assert (failed.value.bucket, failed.value.name, failed.value.reason) == ("ctr", "dst", state)
+    (deleted,) = server.heads("DELETE")
+    assert b'if-match: "0x4"' in deleted.lower()
+
+
+async def test_a_copy_pending_past_the_deadline_is_aborted_and_deleted() -> None:
+    server = Script(_copy_answer(_look("pending"), _look("aborted", '"0x5"')))
+    # A deadline shorter than the first wait between looks: aborted after one.
+    config = ClientConfig(retry=RetryPolicy(max_attempts=3, initial_delay=0, max_delay=0,
+                                            deadline=0.001))
+    async with server as base, AzureStore(config, endpoint=base,
+                                          sas_token="sv=2023&sig=SECRETSIG%3D") as store:
+        with pytest.raises(StorageError, match=r"still pending at RetryPolicy\.deadline") as late:
+            await store.copy("ctr", "src", "ctr", "dst")
+    assert "az://ctr/dst" in str(late.value) and late.value.reason == "CopyPending"
+    assert _request_lines(server) == [
+        "HEAD /acct/ctr/src", "PUT /acct/ctr/dst", "HEAD /acct/ctr/dst",
+        "PUT /acct/ctr/dst?comp=copy&copyid=id1", "HEAD /acct/ctr/dst", "DELETE /acct/ctr/dst"]
+    abort = server.requests[3]
+    assert b"x-ms-copy-action: abort" in abort.lower()
+    # What the abort left (looked at again after it), exactly.
+    assert b'if-match: "0x5"' in server.heads("DELETE")[0].lower()
+
+
+async def test_a_copy_written_over_while_pending_is_left_alone() -> None:
+    other = _sized(http("200 OK", ETag='"0x9"'), 5)  # a write: no copy properties
+    server = Script(_copy_answer(_look("pending"), other))
+    async with server as base, store_at(base) as store:
+        with pytest.raises(Conflict, match="replaced while the copy was pending"):
+            await store.copy("ctr", "src", "ctr", "dst")
+    assert server.heads("DELETE") == []
 
 
 # -- credentials: only to the endpoint, never in a message ---------------------------------------

@@ -49,7 +49,7 @@ def _refused(target: Target, name: str) -> bool:
         return name in NOT_PATHS or bool({".", ".."} & set(name.split("/")))
     if target.kind == "azurite":
         return (name in NOT_AZURE or bool({".", ".."} & set(name.split("/")))
-                or re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f]", name) is not None)
+                or re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]", name) is not None)
     return False
 
 

@@ -1,4 +1,5 @@
-"""The Azure store's settings, version tokens and redaction, without a server.
+"""The Azure store's settings, version tokens, redaction and the blob names
+it refuses, without a server.
 
 A connection string is read by aioflux itself (the SDK's parser is
 private); it must give the account and endpoint azure-storage-blob's
@@ -9,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from aioflux import InvalidArgument, NotFound, StorageError
+from aioflux import InvalidArgument, InvalidURL, NotFound, StorageError
+from aioflux._core.urls import validate_object_name
 from aioflux.azure import AzureStore
 from aioflux.azure._auth import KeySas, StaticSas, redact
 from aioflux.azure._config import AZURITE_KEY, resolve
@@ -133,3 +135,19 @@ def test_two_ways_to_sign_in_given_at_once_are_refused() -> None:
     store = AzureStore(connection_string=f"AccountName=acct;AccountKey={KEY}",
                        credential=Credential())
     assert store.account == "acct" and not isinstance(store._auth, KeySas)
+
+
+@pytest.mark.parametrize("name", ["bad\ufffe", "a/\uffff/b"], ids=["U+FFFE", "U+FFFF"])
+async def test_names_xml_cannot_carry_are_refused_before_any_request(name: str) -> None:
+    # Written, then every listing of the container failed (Azurite: HTTP 500).
+    with pytest.raises(InvalidURL, match="U\\+FFFE or U\\+FFFF"):
+        validate_object_name(name, scheme="az")
+    validate_object_name(name)  # GCS keeps them
+    # Nothing listens on port 9: a request would be a TransportError.
+    async with AzureStore(endpoint="http://127.0.0.1:9/devstoreaccount1",
+                          account_key=KEY) as store:
+        for call in (store.write("ctr", name, b"x"), store.read("ctr", name),
+                     store.copy("ctr", "ok", "ctr", name)):
+            with pytest.raises(InvalidURL):
+                await call
+    assert validate_object_name("ok\ufffd", scheme="az") == "ok\ufffd"
