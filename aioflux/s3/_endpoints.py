@@ -277,6 +277,11 @@ class RegionalTransport(Transport):
         **kwargs: the other :class:`~aioflux._net.transport.Transport` arguments.
     """
 
+    # An object's bytes are read as stored: S3 never decodes a body, and its
+    # ETag's MD5 and crc32c are of the stored bytes (an object put with
+    # Content-Encoding: gzip came back decompressed by aiohttp, then failed them).
+    stored_bytes = True
+
     def __init__(self, endpoints: Endpoints, config: ClientConfig, auth: Auth,
                  **kwargs: Any) -> None:
         super().__init__(config, auth, **kwargs)

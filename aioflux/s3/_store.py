@@ -662,6 +662,8 @@ class S3Store(MultipartCalls):
                 return
             raise
         if generation is not None and info.generation != generation:
+            if missing_ok:  # the version asked for is gone, as on GCS
+                return
             raise gone(op, generation)
         if if_generation_match is not None and info.generation != if_generation_match:
             raise precondition_failed(op, if_generation_match)
@@ -672,6 +674,8 @@ class S3Store(MultipartCalls):
             await self._delete_request(bucket, name, etag)
         except PreconditionFailed as exc:
             if generation is not None:
+                if missing_ok:
+                    return
                 raise gone(op, generation) from exc
             raise
 
