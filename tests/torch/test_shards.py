@@ -615,3 +615,13 @@ def test_a_shard_that_packs_hundreds_to_one_is_read_in_bounded_memory(
     # The read-ahead, a piece and a block per cursor, the indexes: ~20 MiB
     # (with a block's data at once: ~200 MiB).
     assert peak < 40 * 1024 * 1024, peak
+
+
+@pytest.mark.parametrize("where", ["gs"], indirect=True)
+def test_gzip_tar_shards_by_either_suffix(where: Where, tmp_path: Path) -> None:
+    # .tgz was read as a plain tar ("truncated"), as webdataset reads it: a gzip tar.
+    shards = {"a.tgz": make_samples("a/", 5), "b.tar.gz": make_samples("b/", 4)}
+    for name, samples in shards.items():
+        where.put(name, gz(tar_shard(samples)))
+    got = list(dataset(where, tmp_path, format="tar", cache_dir=tmp_path / "cache"))
+    assert sorted(keys_of(got)) == sorted(expected_of(shards))

@@ -41,7 +41,8 @@ class ShardFormat(Protocol):
 
 FORMATS: dict[str, ShardFormat] = {"tar": TarFormat(), "lines": LinesFormat()}
 
-_SUFFIXES = {".gz": "gzip", ".gzip": "gzip", ".zst": "zstd", ".zstd": "zstd"}
+# .tgz: a gzip tar, as webdataset and tar read it.
+_SUFFIXES = {".gz": "gzip", ".gzip": "gzip", ".tgz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
 
 
 def format_of(op: str, name: str) -> ShardFormat:
