@@ -35,6 +35,7 @@ __all__ = [
     "check_buffer",
     "check_bytes",
     "check_content_type",
+    "check_contiguous",
     "check_credentials",
     "check_endpoint",
     "check_int",
@@ -209,6 +210,24 @@ def check_bytes(op: str, arg: str, value: object) -> None:
     if not isinstance(value, (bytes, bytearray, memoryview)):
         raise InvalidArgument(f"{op}: {arg} must be bytes, bytearray or memoryview, "
                               f"got {_kind(value)}")
+    check_contiguous(op, arg, value)
+
+
+def check_contiguous(op: str, arg: str, value: object) -> None:
+    """Check that a buffer is one run of bytes (not a strided view).
+
+    Args:
+        op: the operation.
+        arg: the argument's name.
+        value: a buffer.
+
+    Raises:
+        InvalidArgument: a strided view (memoryview's own TypeError, "casts
+            are restricted to C-contiguous views", named neither).
+    """
+    if isinstance(value, memoryview) and not value.c_contiguous:
+        raise InvalidArgument(f"{op}: {arg} must be contiguous, got a strided memoryview "
+                              "(copy it first: bytes(view), or numpy's ascontiguousarray)")
 
 
 def check_buffer(op: str, arg: str, value: object) -> None:
@@ -225,6 +244,7 @@ def check_buffer(op: str, arg: str, value: object) -> None:
     if isinstance(value, bytearray):
         return
     if isinstance(value, memoryview) and not value.readonly:
+        check_contiguous(op, arg, value)
         return
     raise InvalidArgument(f"{op}: {arg} must be a writable bytearray or memoryview, got "
                           f"{'a read-only ' if isinstance(value, (bytes, memoryview)) else ''}"

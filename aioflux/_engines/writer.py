@@ -35,7 +35,7 @@ from .._core.portal import get_portal
 from .._core.store import ObjectStore, StoreFeatures
 from .._core.types import ObjectInfo
 from .._core.urls import format_url
-from .._core.validate import check_content_type, check_int
+from .._core.validate import check_content_type, check_contiguous, check_int
 
 if TYPE_CHECKING:
     from typing import Self  # Python >= 3.11; annotations only
@@ -74,6 +74,7 @@ def byte_view(url: str, data: Bytes) -> memoryview:
         hint = " (encode a str first, e.g. data.encode())" if isinstance(data, str) else ""
         raise InvalidArgument(f"write {url}: data must be bytes, bytearray or memoryview, "
                               f"got {type(data).__name__}{hint}") from None
+    check_contiguous(f"write {url}", "data", view)
     return view.cast("B")
 
 

@@ -267,3 +267,20 @@ async def test_async_listing_and_stream_reject_at_the_call_not_at_iteration() ->
             client.list_objects(B, start_offset=3)
         with pytest.raises(InvalidArgument, match="list_concurrency"):
             client.stream(B, list_concurrency="4")
+
+
+def test_a_strided_buffer_is_an_invalid_argument_naming_it(emulator: Any,
+                                                           tmp_path: Any) -> None:
+    # memoryview's "casts are restricted to C-contiguous views" escaped as a
+    # TypeError naming neither the operation nor the argument.
+    strided = memoryview(b"abcdef")[::2]
+    emulator.create_bucket("strided")
+    with aioflux.Client(endpoint=emulator.endpoint) as client:
+        with pytest.raises(InvalidArgument, match="write: data must be contiguous"):
+            client.write("strided", "o", strided)
+        with pytest.raises(InvalidArgument, match="must be contiguous"):
+            client.read("strided", "o", into=memoryview(bytearray(6))[::2])
+        for url in ("gs://strided/p", f"file://{tmp_path}/p"):
+            with pytest.raises(InvalidArgument, match="data must be contiguous"), \
+                    aioflux.open(url, "wb", client=client) as f:
+                f.write(strided)
