@@ -188,6 +188,17 @@ class ChecksumMismatch(StorageError):
     """Bytes received or stored do not match their crc32c or length."""
 
 
+def as_operation(exc: NotFound, operation: str) -> NotFound:
+    """``exc``, raised by a step of ``operation`` (the stat before a copy or
+    a pinned delete), as ``operation``'s own error: it named the step
+    ("stat s3://b/o failed") where the caller had asked to copy or delete."""
+    message = str(exc)
+    if exc.operation and message.startswith(exc.operation + " "):
+        message = operation + message[len(exc.operation):]
+    return type(exc)(message, operation=operation, bucket=exc.bucket, name=exc.name,
+                     status=exc.status, reason=exc.reason, attempts=exc.attempts)
+
+
 def describe(operation: str, bucket: str, name: str, scheme: str = "gs") -> str:
     """Render ``operation gs://bucket/name`` (``file:///bucket/name``...) for messages."""
     if not bucket:

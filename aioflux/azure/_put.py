@@ -32,6 +32,7 @@ from .._core.errors import (
     NotFound,
     PreconditionFailed,
     StorageError,
+    as_operation,
     describe,
 )
 from .._core.md5 import md5_base64
@@ -232,7 +233,10 @@ async def copy_blob(store: Writes, container: str, name: str, dest_container: st
     # The request writes the destination: its errors name it (a missing
     # container is the destination's), and say the source.
     op = Op("copy", dest_container, dest_name, "az")
-    src = await store.stat(container, name)
+    try:
+        src = await store.stat(container, name)
+    except NotFound as exc:
+        raise as_operation(exc, "copy") from None
     source, auth = store.copy_source(container, name)
     headers = {"x-ms-copy-source": source, **auth}
     pinned = await store.etag_for(container, name, src.generation)

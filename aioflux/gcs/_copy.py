@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._core.errors import ProtocolError, describe
+from .._core.errors import NotFound, ProtocolError, as_operation, describe
 from .._core.store import copy_differs
 from .._core.types import COMPACT_JSON, ObjectInfo
 from .._net.transport import Op
@@ -34,7 +34,10 @@ async def rewrite_object(client: AsyncClient, bucket: str, name: str, dest_bucke
     handle = json_handler(op)
     # The generation copied is the one stat saw, so the copy can be held
     # to its size and crc32c.
-    src = await client.stat(bucket, name)
+    try:
+        src = await client.stat(bucket, name)
+    except NotFound as exc:
+        raise as_operation(exc, "copy") from None
     pinned = dict(COMPACT_JSON, ifSourceGenerationMatch=str(src.generation))
     token = ""
     rewritten = -1  # a first answer may report nothing rewritten yet

@@ -23,6 +23,7 @@ from .._core.errors import (
     NotFound,
     PreconditionFailed,
     StorageError,
+    as_operation,
     describe,
 )
 from .._core.md5 import md5_base64
@@ -116,7 +117,10 @@ async def copy_object(store: S3Store, bucket: str, name: str, dest_bucket: str,
     op = Op("copy", bucket, name, "s3")
     # The version copied is the one stat saw (x-amz-copy-source-if-match),
     # so the copy can be held to its size and checksums.
-    src = await store.stat(bucket, name)
+    try:
+        src = await store.stat(bucket, name)
+    except NotFound as exc:
+        raise as_operation(exc, "copy") from None
 
     async def handle(resp: HttpResponse) -> str:
         # S3 keeps the answer alive with whitespace while it copies, and

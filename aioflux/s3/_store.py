@@ -38,6 +38,7 @@ from .._core.errors import (
     InvalidRequest,
     NotFound,
     PreconditionFailed,
+    as_operation,
     describe,
 )
 from .._core.metrics import RequestStats
@@ -657,10 +658,10 @@ class S3Store(MultipartCalls):
             return
         try:
             info = await self.stat(bucket, name)
-        except NotFound:
+        except NotFound as exc:
             if missing_ok:
                 return
-            raise
+            raise as_operation(exc, "delete") from None
         if generation is not None and info.generation != generation:
             if missing_ok:  # the version asked for is gone, as on GCS
                 return
