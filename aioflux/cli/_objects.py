@@ -187,6 +187,22 @@ _Target = tuple[ObjectStore, str, str, int | None]
 
 
 async def _rm_targets(stores: Stores, urls: list[StoreURL], recursive: bool) -> list[_Target]:
+    targets = await _named_targets(stores, urls, recursive)
+    # An object two URLs name (rm -r d d/sub, rm x x) is deleted once: its
+    # second delete found it gone, and rm exited 1 after deleting everything
+    # (or not, where a batch counts a missing key as deleted).
+    seen: set[tuple[int, str, str]] = set()
+    once = []
+    for target in targets:
+        key = (id(target[0]), target[1], target[2])
+        if key not in seen:
+            seen.add(key)
+            once.append(target)
+    return once
+
+
+async def _named_targets(stores: Stores, urls: list[StoreURL], recursive: bool
+                         ) -> list[_Target]:
     targets: list[_Target] = []
     for url in urls:
         bucket, name = url

@@ -61,6 +61,15 @@ def test_rm_without_r_removes_only_the_object(run, emulator: Emulator, tree: str
     assert _names(emulator, tree) == ["a/x", "a/y/z", "a2/x", "acopy/x"]
 
 
+def test_rm_of_urls_naming_an_object_twice_deletes_it_once(run, emulator: Emulator,  # type: ignore[no-untyped-def]
+                                                          tree: str) -> None:
+    # The second delete found it gone: everything was removed, then rm exited 1.
+    assert run("rm", "-r", f"gs://{tree}/a", f"gs://{tree}/a/y") == \
+        (0, "removed 3 object(s)\n", "")
+    assert run("rm", f"gs://{tree}/a2/x", f"gs://{tree}/a2/x") == (0, "removed 1 object(s)\n", "")
+    assert _names(emulator, tree) == ["acopy/x"]
+
+
 def test_rm_r_of_a_name_that_is_only_a_prefix_removes_nothing(run, emulator: Emulator,  # type: ignore[no-untyped-def]
                                                               tree: str) -> None:
     code, out, err = run("rm", "-r", f"gs://{tree}/ac")
