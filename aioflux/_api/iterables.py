@@ -46,6 +46,10 @@ async def alist_files(url: _URLs, *, client: AnyClient | None = None,
                       concurrency: int = DEFAULT_LIST_CONCURRENCY) -> AsyncGenerator[str, None]:
     """Yield the URL of every object under each prefix URL.
 
+    A prefix is a name prefix, as the S3 IO DataPipes' lister takes it:
+    ``gs://b/data`` also lists ``data2/y`` and ``data.txt``; ``gs://b/data/``
+    is the folder alone.
+
     Args:
         url: one prefix URL (``gs://bucket/prefix``, ``file:///dir/``, a
             path as ``str`` or ``os.PathLike``) or several.
