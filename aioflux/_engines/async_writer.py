@@ -60,6 +60,7 @@ class AsyncObjectWriter(WriterBase):
         self._error: BaseException | None = None
         # The loop of the first part: an abandoned writer aborts there.
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._published: ObjectInfo | None = None
 
     async def write(self, data: Bytes) -> int:
         """Append bytes; waits while ``max_in_flight`` parts are uploading.
@@ -139,6 +140,10 @@ class AsyncObjectWriter(WriterBase):
             return await self._close()
 
     async def _close(self) -> ObjectInfo:
+        if self._published is not None:
+            # Closed already (a close inside ``async with``): the object it
+            # published, as ObjectWriter's close is a no-op then.
+            return self._published
         if self._done:
             raise InvalidArgument(f"writer {self.url} is closed")
         try:
@@ -153,10 +158,14 @@ class AsyncObjectWriter(WriterBase):
             await self.abort()
             raise
         self._done = True
+        self._published = info
         return info
 
     async def abort(self) -> None:
-        """Discard everything written; nothing is published."""
+        """Discard everything written; nothing is published (nothing to do
+        once published)."""
+        if self._published is not None:
+            return
         self._done = True
         tasks = set(self._tasks)
         for task in tasks:

@@ -230,6 +230,23 @@ async def test_async_writer(client: AsyncClient, bucket: str) -> None:
     assert await client.list_multipart_uploads(bucket) == []
 
 
+async def test_an_async_writer_closed_inside_its_with_stays_published(
+        client: AsyncClient, bucket: str) -> None:
+    # Its second close (the with's) raised "is closed"; an error after the
+    # close aborted what was already published.
+    async with AsyncObjectWriter(client, bucket, "twice") as w:
+        await w.write(b"data")
+        first = await w.close()
+    assert await w.close() == first
+    with pytest.raises(RuntimeError):
+        async with AsyncObjectWriter(client, bucket, "then-fails") as w:
+            await w.write(b"kept")
+            await w.close()
+            raise RuntimeError("after the close")
+    assert await client.read(bucket, "twice") == b"data"
+    assert await client.read(bucket, "then-fails") == b"kept"
+
+
 def test_torch_save_into_writer(sync_client: Client, bucket: str) -> None:
     import torch
 
