@@ -107,7 +107,10 @@ async def stream(client: ObjectStore, bucket: str, prefix: str = "", *,
         if parsed.scheme != client.features.scheme:
             raise InvalidArgument(f"stream {bucket}: this store serves "
                                   f"{client.features.scheme}:// URLs")
-        bucket, prefix = parsed.bucket, parsed.name + prefix
+        if prefix:
+            raise InvalidArgument(f"stream {bucket}: prefix={prefix!r} beside a URL; put "
+                                  "the whole prefix in the URL")
+        bucket, prefix = parsed.bucket, parsed.name
     if concurrency is None:
         concurrency = DEFAULT_LOAD_CONCURRENCY
     if list_concurrency is None:

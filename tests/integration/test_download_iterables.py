@@ -57,3 +57,13 @@ async def test_client_stream_yields_every_object_once(client: AsyncClient, emula
         seen.append(obj.name)
     assert sorted(seen) == sorted(u.split("/", 3)[3] for u in data)
     assert len(seen) == len(set(seen))
+
+
+async def test_stream_of_a_url_refuses_a_prefix_beside_it(client: AsyncClient,
+                                                          bucket: str) -> None:
+    # The docstring said the prefix must be empty; it was appended to the URL's.
+    from aioflux import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="prefix='x' beside a URL"):
+        async for _ in client.stream(f"gs://{bucket}/p/", prefix="x"):
+            pass
