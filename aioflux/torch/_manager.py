@@ -59,6 +59,7 @@ from .._api.sync import Client
 from .._core.crc import encode_crc32c
 from .._core.errors import (
     BridgeError,
+    ChecksumMismatch,
     Conflict,
     InvalidArgument,
     NotFound,
@@ -409,14 +410,26 @@ class CheckpointManager:
         floor = min(self._marks.values(), default=self._publications)
         self._published_at = {s: n for s, n in self._published_at.items() if n >= floor}
 
-    def _raise_unobserved(self) -> None:
+    def _raise_unobserved(self, *, last: bool = False) -> None:
+        """Raise the first background failure nobody looked at.
+
+        One call raises one failure: the others stay for the next
+        ``save*``, ``wait`` or ``close`` (emptying the list here lost every
+        failure after the first of several saves in flight, never raised
+        nor logged). With ``last`` (``close``: no call may come after it)
+        the others are logged now, as the exit hook would log them.
+        """
         with self._cond:
-            failed, self._failed = self._failed, []
-        for future in failed:
-            if not future.observed:
-                exc = future.exception()
-                assert exc is not None
-                raise exc
+            failed = [f for f in self._failed if not f.observed]
+            self._failed = [] if last else failed[1:]
+        if not failed:
+            return
+        if last:
+            for future in failed[1:]:
+                _log_unraised(self.root, future, "close() raised another one")
+        exc = failed[0].exception()  # marks it looked at
+        assert exc is not None
+        raise exc
 
     def wait(self) -> None:
         """Wait for background saves; raise an unobserved failure.
@@ -426,10 +439,13 @@ class CheckpointManager:
         """
         if self._pid != os.getpid():
             return  # a forked child's copy: the saves in flight are the parent's
+        self._wait(last=False)
+
+    def _wait(self, *, last: bool) -> None:
         with self._cond:
             while self._pending:
                 self._cond.wait()
-        self._raise_unobserved()
+        self._raise_unobserved(last=last)
 
     def close(self) -> None:
         """Wait for background saves and stop the worker threads.
@@ -438,13 +454,15 @@ class CheckpointManager:
         ``save`` and the reading methods still work.
 
         Raises:
-            StorageError: a background save failed and nobody looked.
+            StorageError: a background save failed and nobody looked (the
+                first such; the others are logged as errors).
         """
         with self._cond:
             self._closed = True
             self._cond.notify_all()  # a save_async waiting for a slot gives up
         try:
-            self.wait()
+            if self._pid == os.getpid():  # a forked child's saves are the parent's
+                self._wait(last=True)
         finally:
             self._pool.shutdown(wait=True)
             if self._buffers is not None:
@@ -665,16 +683,20 @@ class CheckpointManager:
         """
         if step is not None:
             step = as_int("load", "step", step)
-        info = self.latest() if step is None else self._store.get(step)
-        if info is None:
+        found = self._store.vouched(step)
+        if found is None:
             raise self._none_complete("load", step, "load checkpoint")
+        info, crcs = found
         leaf = leaf_named(info.objects, "state.pt")
         if leaf is None:
             raise StorageError(f"load {info.url}: its manifest lists no state.pt",
                                operation="load checkpoint", bucket=self.bucket,
                                name=self._store.step_dir(info.step) + MANIFEST)
+        name = self._store.step_dir(info.step) + leaf
+        stored = self._store.call(self._client.stat(self.bucket, name))
         state = self._ckpt.load(info.url + leaf, map_location=map_location,
-                                weights_only=weights_only, compression=info.compression)
+                                weights_only=weights_only, compression=info.compression,
+                                info=self._expected(stored, crcs[leaf], "load"))
         if not isinstance(state, dict):
             raise StorageError(f"load {info.url}{leaf}: holds a {type(state).__name__}, not the "
                                "state dict this manager saves", operation="load checkpoint",
@@ -706,14 +728,18 @@ class CheckpointManager:
         if step is not None:
             step = as_int("load_data_state", "step", step)
         check_bool("load_data_state", "weights_only", weights_only)
-        info = self.latest() if step is None else self._store.get(step)
-        if info is None:
+        found = self._store.vouched(step)
+        if found is None:
             raise self._none_complete("load_data_state", step, "load data state")
+        info, crcs = found
         leaf = leaf_named(info.objects, DATA_STATE)
         if leaf is None:
             return None
         name = self._store.step_dir(info.step) + leaf
-        raw = self._store.call(self._client.read(self.bucket, name))
+        # Checked against the manifest's crc32c too (see _expected; 0: none known).
+        raw = self._store.call(self._client.fetch(self.bucket, name,
+                                                  crc=crcs[leaf] or None)).data
+        assert raw is not None
         try:
             state = torch.load(io.BytesIO(raw), weights_only=weights_only)
         except Exception as exc:  # torch raises several types for a foreign file
@@ -731,6 +757,33 @@ class CheckpointManager:
                                f"{type(state).__name__}, not a dict",
                                operation="load data state", bucket=self.bucket, name=name)
         return state
+
+    def _expected(self, stored: ObjectInfo, crc: int, op: str) -> ObjectInfo:
+        """What a load of a checkpoint's object reads and checks: ``stored``
+        (its stat), with the crc32c the manifest records for it.
+
+        A store keeps no crc32c for a file aioflux did not write (a root
+        copied by ``cp -r`` drops the extended attribute holding it, and
+        the new modification time voids it): the reader would check only
+        the length, and a rotten byte would load in silence. The manifest
+        names the crc32c the save wrote, so the bytes are checked against it.
+
+        Raises:
+            ChecksumMismatch: the store's crc32c is not the manifest's (the
+                object was replaced since the manifest was written).
+        """
+        if stored.crc32c is None:
+            # 0 is what a save records when its store reported no crc32c
+            # (``obj.crc32c or 0`` in _persist): nothing known to check
+            # against (a real crc32c of 0 is one object in 2**32).
+            return stored._replace(crc32c=crc) if crc else stored
+        if stored.crc32c != crc:
+            raise ChecksumMismatch(
+                f"{op} {stored.url}: stored with "
+                f"crc32c {encode_crc32c(stored.crc32c)}, its manifest records "
+                f"{encode_crc32c(crc)}", operation="load checkpoint",
+                bucket=stored.bucket, name=stored.name)
+        return stored
 
     def _none_complete(self, op: str, step: int | None, operation: str) -> NotFound:
         """The error of a load that found no complete checkpoint (of ``step``)."""
@@ -771,6 +824,11 @@ def _finish_at_exit(ref: weakref.ref[CheckpointManager], pid: int) -> None:
             manager._cond.wait()
         failed = [f for f in manager._failed if not f.observed]
     for future in failed:
-        exc = future.exception()
-        log.error("CheckpointManager(%s): a background save failed and close() was never "
-                  "called to raise it: %s: %s", manager.root, type(exc).__name__, exc)
+        _log_unraised(manager.root, future, "close() was never called to raise it")
+
+
+def _log_unraised(root: str, future: SaveFuture, why: str) -> None:
+    """Log a background save's failure no call will raise (marks it looked at)."""
+    exc = future.exception()
+    log.error("CheckpointManager(%s): a background save failed and %s: %s: %s",
+              root, why, type(exc).__name__, exc)

@@ -250,8 +250,38 @@ class CheckpointStore:
                                          _READS_IN_FLIGHT))
         return {info.step: info for info in found if info is not None}
 
+    def vouched(self, step: int | None) -> tuple[CheckpointInfo, dict[str, int]] | None:
+        """The complete checkpoint at ``step`` (the highest for None), with
+        the crc32c its manifest records for each object.
+
+        A store that keeps no crc32c of its own for an object (a local file
+        copied by ``cp -r``, its extended attributes dropped) cannot check
+        the bytes read; the manifest's crc32c then must.
+
+        Args:
+            step: training step, or None for the latest.
+
+        Returns:
+            ``(CheckpointInfo, leaf name -> crc32c)``, or None if there is no
+            complete checkpoint (at that step).
+
+        Raises:
+            StorageError: listing or reading the manifest failed.
+        """
+        dirs = self.scan()
+        for at in sorted(dirs, reverse=True) if step is None else [step]:
+            found = self.call(self._vouched(at, dirs.get(at, {})))
+            if found is not None:
+                return found
+        return None
+
     async def _complete(self, step: int,
                         objects: dict[str, ObjectInfo]) -> CheckpointInfo | None:
+        found = await self._vouched(step, objects)
+        return None if found is None else found[0]
+
+    async def _vouched(self, step: int, objects: dict[str, ObjectInfo]
+                       ) -> tuple[CheckpointInfo, dict[str, int]] | None:
         manifest_obj = objects.get(MANIFEST)
         if manifest_obj is None:
             return None
@@ -265,15 +295,18 @@ class CheckpointStore:
             return None
         for leaf, (size, crc) in listed.items():
             stored = objects.get(leaf)
+            # An object the store keeps no crc32c for passes on its size
+            # here; its load checks the bytes against the manifest's.
             if stored is None or stored.size != size or (
                     stored.crc32c is not None and stored.crc32c != crc):
                 return None
         url = format_url(self.client.features.scheme, self.bucket, self.step_dir(step))
-        return CheckpointInfo(step, url,
+        info = CheckpointInfo(step, url,
                               str(manifest.get("created", "")),
                               sum(s for s, _ in listed.values()),
                               {k: s for k, (s, _) in listed.items()},
                               manifest.get("compression"))
+        return info, {k: c for k, (_, c) in listed.items()}
 
     def list(self) -> list[CheckpointInfo]:
         """Complete checkpoints, oldest first.

@@ -145,6 +145,14 @@ def _copy(obj: Any, memo: dict[int, Any], pool: BufferPool | None) -> Any:
         else:
             # detach + copy to CPU; a CPU tensor still gets its own storage.
             result = obj.detach().to("cpu", copy=True)
+    elif isinstance(obj, dict):
+        # A shallow copy keeps the type and what it holds beyond its items
+        # (a defaultdict's default_factory: type(obj)(items) raised
+        # TypeError for it, and save_async stored a plain dict where save()
+        # stored the defaultdict); then every value is copied in place.
+        result = copy.copy(obj)
+        for k, v in obj.items():
+            result[k] = _copy(v, memo, pool)
     elif isinstance(obj, Mapping):
         items = {k: _copy(v, memo, pool) for k, v in obj.items()}
         try:

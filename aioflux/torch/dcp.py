@@ -78,6 +78,10 @@ _CHECK_CHUNK = 8 * 1024 * 1024
 # it: the crc32c of every item's bytes, which DCP's metadata does not hold.
 # A load of some items of a file (the model without the optimizer) checks
 # them against it; without it only loads that read whole files are checked.
+# It names the save it belongs to (the save_id DCP puts in the metadata's
+# storage_meta): another writer re-saving into the directory (torch's
+# FileSystemWriter(overwrite=True)) replaces the metadata and data files but
+# leaves ours, whose crc32c then are of bytes no longer there.
 _ITEM_CRCS = ".crc32c"
 # DCP's name for a checkpoint's metadata (``__<rank>.metadata`` per rank
 # when ranks save without collectives).
@@ -507,8 +511,11 @@ class GcsStorageWriter(FileSystemWriter):
                 plain[-1].append(WriteResult(result.index, result.size_in_bytes, info))
         rank_local = not self.use_collectives and self.rank is not None
         name = (f"__{self.rank}{_METADATA}" if rank_local else _METADATA) + _ITEM_CRCS
+        # The save_id super().finish() puts in the metadata's storage_meta
+        # (a new one per save: DCP resets the writer before each).
+        save_id = getattr(self, "save_id", None)
         with self.fs.create_stream(self.fs.concat_path(self.path, name), "wb") as out:
-            out.write(json.dumps({"format": 1, "items": crcs}).encode())
+            out.write(json.dumps({"format": 2, "save_id": save_id, "items": crcs}).encode())
         super().finish(metadata, plain)
 
 
@@ -551,6 +558,21 @@ class GcsStorageReader(FileSystemReader):
         self._ranges: dict[str, tuple[ObjectInfo, dict[tuple[int, int], int]]] = {}
         # (relative path, offset, length) -> crc32c, from ``.metadata.crc32c``.
         self._item_crcs: dict[tuple[str, int, int], int] = {}
+        # The save the metadata being loaded is of (its storage_meta's save_id).
+        self._save_id: str | None = None
+
+    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool,
+                              *args: Any, **kwargs: Any) -> None:
+        """DCP's set-up, keeping which save the metadata is of.
+
+        Args:
+            metadata: the checkpoint's metadata (from ``read_metadata``).
+            is_coordinator: whether this rank coordinates.
+            *args: passed to ``FileSystemReader``.
+            **kwargs: passed to ``FileSystemReader``.
+        """
+        super().set_up_storage_reader(metadata, is_coordinator, *args, **kwargs)
+        self._save_id = getattr(metadata.storage_meta, "save_id", None)
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
@@ -634,8 +656,9 @@ class GcsStorageReader(FileSystemReader):
         except NotFound:
             return {}
         try:
-            items = json.loads(raw)["items"]
-            return {(path, int(offset), int(length)): decode_crc32c(crc)
+            doc = json.loads(raw)
+            items = doc["items"]
+            crcs = {(path, int(offset), int(length)): decode_crc32c(crc)
                     for path, ranges in items.items()
                     for key, crc in ranges.items()
                     for offset, length in [key.split(":")]}
@@ -643,6 +666,19 @@ class GcsStorageReader(FileSystemReader):
             raise ChecksumMismatch(f"dcp.load {url} failed: not the items' crc32c a "
                                    f"GcsStorageWriter writes ({type(exc).__name__})",
                                    operation="read", bucket=bucket, name=name) from exc
+        if doc.get("save_id") is not None:
+            # Another save's (see _ITEM_CRCS): its crc32c are of bytes a
+            # later writer replaced, and would fail a valid checkpoint.
+            return crcs if doc["save_id"] == self._save_id else {}
+        # Written before the tie (format 1, older aioflux): it cannot say
+        # which save it is of. Used only if every item it lists is one of
+        # the metadata's (offset and length alike), as a stale one of
+        # another layout is not; one of the same layout is used as before
+        # (the price of still checking every checkpoint older aioflux
+        # wrote, and the only case a later writer's save can trip over).
+        saved = {(info.relative_path, info.offset, info.length)
+                 for info in self.storage_data.values()}
+        return crcs if crcs.keys() <= saved else {}
 
     def _check_file(self, url: str) -> None:
         store, (bucket, name) = self.fs.locate(url)  # type: ignore[attr-defined]

@@ -61,6 +61,23 @@ async def _remove(store: ObjectStore, bucket: str, name: str) -> None:
     await delete_all(store, bucket, names, concurrency=store.config.max_concurrency)
 
 
+def _prune_folder(top: str) -> None:
+    """Remove the directories under and including ``top`` that are empty,
+    deepest first (a folder checkpoint's tree, its files deleted).
+
+    LocalStore removes only the directories its own writes made; a
+    strategy's (``os.makedirs``) stayed behind as an empty tree. A directory
+    still holding anything (a file the listing skips, a symbolic link) stays.
+    """
+    if os.path.islink(top) or not os.path.isdir(top):
+        return
+    for directory, _, _ in os.walk(top, topdown=False):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            pass  # not empty: not ours to remove
+
+
 class GcsCheckpointIO(CheckpointIO):
     """Lightning CheckpointIO reading and writing ``gs://``, ``s3://`` and ``file://`` paths.
 
@@ -132,6 +149,10 @@ class GcsCheckpointIO(CheckpointIO):
         """
         store, (bucket, name) = self._ckpt.locate(str(path))
         get_portal().call(_remove(store, bucket, name))
+        if store.features.scheme == "file":
+            # Only under and including ``path``: never a prefix sibling
+            # (epoch=10.ckpt beside epoch=1.ckpt) nor the folder holding it.
+            _prune_folder(os.path.join("/", bucket, name))
 
 
 class AsyncGcsCheckpointIO(GcsCheckpointIO):

@@ -169,6 +169,52 @@ def test_unobserved_failure_raised_by_next_save(where: Where) -> None:
     call(client.aclose())
 
 
+class _Unpicklable:
+    """Fails the background save it is in, naming ``tag``."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+
+    def __deepcopy__(self, memo: object) -> _Unpicklable:
+        return self  # the snapshot keeps it; torch.save fails on it in the background
+
+    def __reduce__(self) -> str:
+        raise RuntimeError(f"cannot pickle {self.tag}")
+
+
+def _two_failed_saves(mgr: CheckpointManager) -> None:
+    futures = [mgr.save_async({"x": _Unpicklable(f"step{step}")}, step) for step in (1, 2)]
+    concurrent.futures.wait(futures)
+
+
+def test_every_unobserved_failure_is_raised_by_a_later_save(tmp_path: Path) -> None:
+    # Two saves in flight failed: the next save raised the first and the
+    # second was never raised nor logged.
+    with CheckpointManager(tmp_path / "run", max_pending=2) as mgr:
+        _two_failed_saves(mgr)
+        raised = set()
+        for _ in range(2):
+            with pytest.raises(RuntimeError, match="cannot pickle step") as error:
+                mgr.save(_state(3), 3)
+            raised.add(str(error.value))
+        assert raised == {"cannot pickle step1", "cannot pickle step2"}
+        assert mgr.save(_state(3), 3).step == 3  # each was raised once
+
+
+def test_close_raises_one_unobserved_failure_and_logs_the_others(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    mgr = CheckpointManager(tmp_path / "run", max_pending=2)
+    _two_failed_saves(mgr)
+    with pytest.raises(RuntimeError, match="cannot pickle step") as error:
+        mgr.close()
+    other = "step2" if str(error.value).endswith("step1") else "step1"
+    logged = [r.getMessage() for r in caplog.records if r.name == "aioflux.checkpoint"]
+    assert [m for m in logged if "background save failed" in m] == [
+        f"CheckpointManager({mgr.root}): a background save failed and close() raised "
+        f"another one: RuntimeError: cannot pickle {other}"]
+    assert mgr._failed == []  # the exit hook has nothing left to log
+
+
 def test_memory_budget_and_when_busy(sync_client: Client, bucket: str) -> None:
     state = _state(1, numel=1_000_000)  # ~4 MB of tensors
     mgr = CheckpointManager(f"gs://{bucket}/m", client=sync_client,

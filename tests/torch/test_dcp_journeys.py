@@ -4,11 +4,14 @@ torch's zip or unpickling errors, nor load wrong tensors."""
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemWriter
 
 from aioflux import ChecksumMismatch
 from aioflux._core.portal import call
@@ -117,3 +120,49 @@ def test_a_checkpoint_without_item_crcs_still_loads(where: Where) -> None:
     target = {"w": torch.zeros(200, 50)}
     dcp.load(target, storage_reader=GcsStorageReader(root, client=where.client))
     assert torch.equal(target["w"], _state()["w"])
+
+
+def _untie(path: Path) -> None:
+    """Make ``path`` a ``.metadata.crc32c`` as aioflux wrote it before it
+    named its save (format 1, no save_id)."""
+    doc = json.loads(path.read_bytes())
+    path.write_text(json.dumps({"format": 1, "items": doc["items"]}))
+
+
+@pytest.mark.filterwarnings("ignore:Detected an existing checkpoint:UserWarning")
+def test_a_crc32c_file_left_by_an_earlier_save_is_not_held_against_a_later_one(
+        tmp_path: Path) -> None:
+    # torch's FileSystemWriter(overwrite=True) re-saving into the directory
+    # replaces .metadata and the data files but not our .metadata.crc32c:
+    # its crc32c, of the earlier save's bytes, failed the valid checkpoint.
+    root = tmp_path / "ck"
+    crcs = root / ".metadata.crc32c"
+    ones = {"w": torch.ones(200, 50), "b": torch.ones(300, dtype=torch.long)}
+
+    def load(w_rows: int = 200) -> dict[str, torch.Tensor]:
+        target = {"w": torch.zeros(w_rows, 50), "b": torch.zeros(300, dtype=torch.long)}
+        dcp.load(target, storage_reader=GcsStorageReader(str(root)))
+        return target
+
+    dcp.save(_state(), storage_writer=GcsStorageWriter(str(root)))
+    assert torch.equal(load()["w"], _state()["w"])
+    dcp.save(ones, storage_writer=FileSystemWriter(str(root), overwrite=True))
+    assert crcs.exists()  # left there, and of the same layout
+    got = load()
+    assert torch.equal(got["w"], ones["w"]) and torch.equal(got["b"], ones["b"])
+    # A crc32c file written before the tie is still used when it lists the
+    # metadata's items: a byte flipped in "w" is caught...
+    dcp.save(_state(), storage_writer=GcsStorageWriter(str(root)))
+    _untie(crcs)
+    (data,) = root.glob("*.distcp")
+    body = bytearray(data.read_bytes())
+    body[len(body) // 3] ^= 0x01
+    data.write_bytes(bytes(body))  # a new file: no recorded crc32c of its own
+    with pytest.raises(BaseException, match="the item was saved with") as info:
+        load()
+    assert ChecksumMismatch.__name__ in repr(info.value)
+    # ... and ignored when it lists items the metadata has not (another
+    # save's, of another layout).
+    smaller = {"w": torch.full((100, 50), 2.0), "b": torch.ones(300, dtype=torch.long)}
+    dcp.save(smaller, storage_writer=FileSystemWriter(str(root), overwrite=True))
+    assert torch.equal(load(100)["w"], smaller["w"])

@@ -92,6 +92,24 @@ def test_remove_deletes_the_checkpoint_file_or_folder_and_nothing_beside(
     io.teardown()
 
 
+@pytest.mark.parametrize("cls", PLUGINS)
+def test_removing_a_folder_checkpoint_on_disk_leaves_no_empty_directories(
+        tmp_path: Path, cls: type[GcsCheckpointIO]) -> None:
+    # A strategy makes its folder with os.makedirs: its files went, and the
+    # empty tree stayed (LocalStore removes only directories it made).
+    io = cls()
+    (tmp_path / "epoch=1.ckpt" / "sub" / "deeper").mkdir(parents=True)
+    (tmp_path / "epoch=1.ckpt" / "__0_0.distcp").write_bytes(b"shard")
+    (tmp_path / "epoch=1.ckpt" / "sub" / "__1_0.distcp").write_bytes(b"shard")
+    (tmp_path / "epoch=10.ckpt" / "empty").mkdir(parents=True)  # a prefix sibling's
+    io.save_checkpoint({"w": torch.ones(1)}, tmp_path / "epoch=2.ckpt")
+    io.remove_checkpoint(tmp_path / "epoch=1.ckpt")
+    io.remove_checkpoint(tmp_path / "epoch=2.ckpt")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch=10.ckpt"]
+    assert (tmp_path / "epoch=10.ckpt" / "empty").is_dir()
+    io.teardown()
+
+
 _SAVE_THEN_END = textwrap.dedent("""
     import sys, torch
     from aioflux.torch.lightning import AsyncGcsCheckpointIO

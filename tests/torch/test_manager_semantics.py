@@ -8,13 +8,15 @@ from __future__ import annotations
 import multiprocessing
 import pickle
 import re
+import shutil
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from aioflux import Conflict, InvalidArgument, NotFound, WriterOptions
+from aioflux import ChecksumMismatch, Conflict, InvalidArgument, NotFound, WriterOptions
 from aioflux.torch import CheckpointManager
 from tests.torch.conftest import Where
 
@@ -95,6 +97,32 @@ def test_resume_pattern_from_a_fresh_manager(where: Where) -> None:
     state = restarted.load()
     assert state["step"] == 30 and torch.equal(state["w"], _state(30)["w"])  # type: ignore[arg-type]
     restarted.close()
+
+
+def test_a_copied_root_is_checked_against_its_manifests_crc32c(tmp_path: Path) -> None:
+    # A root copied by `cp -r` keeps no crc32c of its own (the copy drops the
+    # extended attribute, and its new modification time voids it): a rotten
+    # byte loaded in silence, tensors and data position wrong.
+    root = tmp_path / "run"
+    with CheckpointManager(root) as mgr:
+        mgr.save(_state(1), 1, data_state={"epoch": 3, "order": list(range(4096))})
+    copied = tmp_path / "copy"
+    shutil.copytree(root, copied, copy_function=shutil.copyfile)  # no xattrs, new mtimes
+    with CheckpointManager(copied) as mgr:
+        # A good copy still loads: the manifest's crc32c matches its bytes.
+        assert torch.equal(mgr.load()["w"], _state(1)["w"])  # type: ignore[arg-type]
+        assert mgr.load_data_state() == {"epoch": 3, "order": list(range(4096))}
+        for leaf in ("state.pt", "data_state.pt"):
+            path = copied / "step-000000000001" / leaf
+            data = bytearray(path.read_bytes())
+            data[len(data) // 2] ^= 0xFF
+            path.write_bytes(data)
+        assert mgr.latest() is not None  # the size still matches: complete
+        with pytest.raises(ChecksumMismatch, match=r"step-000000000001/state\.pt") as error:
+            mgr.load()
+        assert error.value.name.endswith("step-000000000001/state.pt")
+        with pytest.raises(ChecksumMismatch, match=r"step-000000000001/data_state\.pt"):
+            mgr.load_data_state()
 
 
 class _Unpicklable:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import collections
+from typing import Any
+
 import torch
 
 from aioflux.torch._snapshot import BufferPool, snapshot, state_nbytes
@@ -36,3 +39,21 @@ def test_pool_reuses_buffers_of_matching_shape_and_dtype() -> None:
     pool.refill(second)
     pool.clear()
     assert pool.nbytes == 0 and pool.take((4, 4), torch.float32) is None
+
+
+def test_a_snapshot_keeps_each_mapping_s_type() -> None:
+    # A defaultdict became a plain dict (type(obj)(items) refuses one), so
+    # save_async stored something else than save(): missing keys then raised.
+    weight = torch.ones(3)
+    counts: collections.defaultdict[str, Any] = collections.defaultdict(int, {"a": 1, "w": weight})
+    ordered = collections.OrderedDict([("z", torch.zeros(2)), ("a", 2)])
+    copy = snapshot({"counts": counts, "ordered": ordered})
+    got = copy["counts"]
+    assert type(got) is collections.defaultdict and got.default_factory is int
+    assert got["missing"] == 0 and "missing" not in counts
+    weight.add_(1)
+    assert torch.equal(got["w"], torch.ones(3))  # its tensors are copied all the same
+    assert type(copy["ordered"]) is collections.OrderedDict
+    assert list(copy["ordered"]) == ["z", "a"]
+    assert copy["ordered"]["z"] is not ordered["z"] and torch.equal(copy["ordered"]["z"],
+                                                                   torch.zeros(2))
