@@ -590,6 +590,34 @@ class ObjectReader(io.RawIOBase):
                 block.cancel()
             self._blocks.clear()
 
+    def verify(self) -> None:
+        """Check the whole object against its crc32c (or MD5), reading what
+        the reads so far left unchecked: the check runs front to back, and
+        a reader that ended on a seek never got there (``torch.load`` reads
+        a zip's central directory out of order, and may never read it from
+        its start: every flipped byte that still parsed loaded in silence).
+        Blocks already checked are not read again. Nothing to check against
+        (no crc32c, no MD5, ``verify_crc32c`` off): nothing is read.
+
+        Raises:
+            ChecksumMismatch: the bytes are not the object's.
+            StorageError: a read failed.
+        """
+        with self._reading():
+            if self._corrupt is not None:
+                raise self._corrupt
+            if not (self._verify or self._md5 is not None):
+                return
+            try:
+                while self._crc_next * self.block_size < self.size:
+                    index = self._crc_next
+                    data, crc = self._block(index)
+                    if not data:
+                        break  # the version read is gone: reads say so
+                    self._account(index, data, crc)
+            finally:
+                self._drop_blocks()
+
     def close(self) -> None:
         """Cancel read-ahead and release buffers."""
         self._drop_blocks()

@@ -182,8 +182,20 @@ class Checkpoint:
                 with decompress_seekable(reader) as plain:
                     return torch.load(plain, map_location=map_location,
                                       weights_only=weights_only)
-            return torch.load(reader, map_location=map_location,  # type: ignore[arg-type]
-                              weights_only=weights_only)
+            try:
+                loaded = torch.load(reader, map_location=map_location,  # type: ignore[arg-type]
+                                    weights_only=weights_only)
+            except AiofluxError:
+                raise
+            except Exception:
+                # torch's own error for bytes it could not parse (a flipped
+                # byte in the zip's framing): the object's check says why.
+                reader.verify()
+                raise
+            # torch.load need not read the zip front to back to its end (its
+            # central directory is read first): the rest is checked here.
+            reader.verify()
+            return loaded
 
 
 def save_into(obj: Any, writer: IO[bytes]) -> None:

@@ -8,12 +8,14 @@ import pickle
 import re
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from aioflux import (
     AsyncClient,
+    ChecksumMismatch,
     Client,
     InvalidArgument,
     NotFound,
@@ -345,3 +347,32 @@ def test_a_failed_upload_raises_its_storage_error_not_torchs(
     assert mgr.latest() is None
     # Nothing published, no claim kept, and on files no temporary file left.
     assert where.names() == ["run/history.jsonl"]
+
+
+def _flipped_inside(data: bytes, marker: bytes) -> list[bytes]:
+    """``data`` with one byte flipped at each of a few places inside ``marker``'s run."""
+    at = data.index(marker * 64)
+    return [data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1:]
+            for i in range(at + 3, at + 64 * len(marker), 97)]
+
+
+def test_load_checks_the_bytes_torch_load_skipped(emulator: Any, tmp_path: Path) -> None:
+    # torch.load reads a zip's central directory first and may never read
+    # its block from the start: with small blocks the front-to-back crc32c
+    # never reached the end, and a flipped byte in a tensor loaded in silence.
+    import google_crc32c
+
+    emulator.create_bucket("ckpt-skip")
+    state = {"w": torch.full((6000,), 1.5), "b": torch.arange(100)}
+    with Client(endpoint=emulator.endpoint) as client:
+        ckpt = Checkpoint(client, reader=ReaderOptions(block_size=1000, read_ahead=4))
+        ckpt.save(state, "gs://ckpt-skip/good.pt")
+        good = client.read("ckpt-skip", "good.pt")
+        loaded = ckpt.load("gs://ckpt-skip/good.pt")
+        assert torch.equal(loaded["w"], state["w"]) and torch.equal(loaded["b"], state["b"])
+        marker = torch.tensor([1.5]).numpy().tobytes()
+        for n, bad in enumerate(_flipped_inside(good, marker)):
+            emulator.store.put("ckpt-skip", f"bad{n}.pt", bad,
+                               crc32c=google_crc32c.value(good))
+            with pytest.raises(ChecksumMismatch, match=f"bad{n}.pt"):
+                ckpt.load(f"gs://ckpt-skip/bad{n}.pt")
