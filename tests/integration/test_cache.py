@@ -19,7 +19,7 @@ import pytest
 
 from aioflux import AsyncClient, InvalidArgument, LocalStore, ObjectInfo, load_files
 from aioflux._core.urls import parse_url
-from aioflux._engines.cache import DiskCache, info
+from aioflux._engines.cache import DiskCache, Unclaimable, info
 from aioflux._engines.iterables import stream
 from aioflux.testing import Emulator, EmulatorProfile
 
@@ -311,6 +311,30 @@ def test_an_opener_without_a_limit_keeps_the_recorded_one(  # type: ignore[no-un
         assert info(str(root)).limit == 1 << 21
 
 
+def test_a_limited_writer_after_unlimited_ones_keeps_the_limit(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str, tmp_path: Path) -> None:
+    # Writers without a limit do not keep the usage count: a limited one that
+    # trusted it evicted nothing while the entries were 5.8 times its limit.
+    for i in range(40):
+        emulator.store.put(bucket, f"u/{i}", os.urandom(4000))
+    root = tmp_path / "cache"
+    urls = [f"gs://{bucket}/u/{i}" for i in range(40)]
+    from aioflux import Client
+
+    with Client(endpoint=emulator.endpoint) as c:
+        assert len(list(load_files(urls[:2], client=c, cache_dir=root, cache_limit=1 << 20))) == 2
+        assert len(list(load_files(urls[2:39], client=c, cache_dir=root))) == 37  # no limit
+        assert info(str(root)).bytes > 100_000
+        assert len(list(load_files(urls[39:], client=c, cache_dir=root,
+                                   cache_limit=50_000))) == 1
+    assert info(str(root)).bytes <= 50_000
+    # A marker a crash left empty: info says no limit, not a traceback.
+    (root / "aioflux-cache.json").write_text("")
+    assert info(str(root)).limit is None
+    code, out, err = run("cache", "info", str(root))
+    assert code == 0 and "Traceback" not in err, err
+
+
 async def test_eviction_during_a_read_does_not_tear_it(emulator: Emulator, bucket: str,
                                                         tmp_path: Path, client: AsyncClient,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -519,3 +543,10 @@ async def test_lookup_put_and_claim_for_entries_a_caller_fills_itself(
     assert again is not None
     cache.release(shard, again)
     assert not os.listdir(root / "locks")  # released, and unlinked
+    # One that cannot be taken says so (not "held": worth no wait).
+    with monkeypatch.context() as m:
+        m.setattr(_files, "try_lock", full)
+        with pytest.raises(Unclaimable, match="No space left"):
+            await cache.claim(shard)
+    with pytest.raises(Unclaimable, match="no version"):
+        await cache.claim(shard._replace(generation=None))

@@ -187,6 +187,29 @@ def test_a_cache_disk_that_cannot_be_written_costs_one_extra_pass(
 
 
 @pytest.mark.parametrize("where", ["gs"], indirect=True)
+def test_a_cache_whose_locks_cannot_be_made_is_read_around_at_once(
+        where: Where, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A read-only (or full) cache disk: no claim can be made. Taken for one
+    # held by another process, every unit waited wait_limit (10 minutes).
+    from aioflux._engines.cache import _files
+
+    rows = seed(where)
+    ds = lines(where, tmp_path, shuffle=False)
+
+    def read_only(*args: object, **kwargs: object) -> int:
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(_files, "try_lock", read_only)
+    cache = ds._shards.disk_cache
+    assert cache is not None
+    cache.wait_limit = 3600.0  # the test's timeout ends a wait long before this
+    before = media_gets(where)
+    check(rows, list(ds))
+    assert media_gets(where) - before == len(SHARDS)  # one cursor pass a shard
+    assert cache.stats.errors > 0 and cache.stats.stored == 0
+
+
+@pytest.mark.parametrize("where", ["gs"], indirect=True)
 def test_units_evicted_before_they_are_read_cost_a_pass_not_a_wrong_sample(
         where: Where, tmp_path: Path) -> None:
     # Each shard fits in a quarter of the cache, all eight do not: units are

@@ -7,6 +7,7 @@ from ._disk import (
     CacheStats,
     DiskCache,
     Fetch,
+    Unclaimable,
     cache_from_args,
     version_token,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "CachedDownloader",
     "DiskCache",
     "Fetch",
+    "Unclaimable",
     "cache_from_args",
     "clear",
     "info",

@@ -39,7 +39,7 @@ from . import _files
 from ._files import CORRUPT, HEADER, Layout
 
 __all__ = ["DEFAULT_WAIT_LIMIT", "FIRST_POLL", "MAX_POLL", "CacheStats", "DiskCache", "Fetch",
-           "cache_from_args", "version_token"]
+           "Unclaimable", "cache_from_args", "version_token"]
 
 Data = bytes | bytearray
 Fetch = Callable[[list[ObjectInfo]], Awaitable[list[Data]]]
@@ -84,6 +84,12 @@ def _forget_pool_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
+class Unclaimable(Exception):
+    """A :meth:`DiskCache.claim` that cannot be taken at all (no version to
+    key it by, or a lock the cache cannot make: a read-only or full disk):
+    not "another process holds it", which is worth waiting for."""
 
 
 @dataclass
@@ -204,6 +210,9 @@ class DiskCache:
             pass  # unreadable: said with its cause when the cache is opened
         self.stats = CacheStats()
         self._opened_in: int | None = None
+        # Whether this cache's limited writes have counted the usage again
+        # (see _files.write_entry's recount).
+        self._counted = limit_bytes is None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -312,17 +321,22 @@ class DiskCache:
 
         Returns:
             The lock's descriptor for :meth:`release`, or None: another
-            process (or task) holds it, or it cannot be taken.
+            process (or task) holds it.
+
+        Raises:
+            Unclaimable: it cannot be taken (the caller goes without the
+                cache; waiting for a claim nobody can take stalled every
+                read unit of a compressed shard for ``wait_limit``).
         """
         await self._ensure_open()
         key = self.key(obj)
         if key is None:
-            return None
+            raise Unclaimable(f"{obj.url}: no version to key a claim by")
         try:
             return _files.try_lock(self.layout.lock(key[0]))
-        except OSError:
+        except OSError as exc:
             self.stats.errors += 1
-            return None
+            raise Unclaimable(f"{obj.url}: {exc}") from None
 
     def release(self, obj: ObjectInfo, fd: int) -> None:
         """Release a :meth:`claim`.
@@ -508,7 +522,10 @@ class DiskCache:
                 return 0, 0, 0
             if self.limit is not None and HEADER.size + len(raw) + len(data) > self.limit:
                 return 0, 0, 0  # larger than the whole cache
-            return 1, _files.write_entry(self.layout, digest, raw, data, crc, self.limit), 0
+            evicted = _files.write_entry(self.layout, digest, raw, data, crc, self.limit,
+                                         recount=not self._counted)
+            self._counted = True
+            return 1, evicted, 0
         except OSError:
             return 0, 0, 1
         finally:

@@ -183,9 +183,15 @@ class Layout:
             raise
 
     def recorded_limit(self) -> int | None:
-        """The limit the last process that opened the cache with one recorded."""
-        with open(self.marker, encoding="utf-8") as f:
-            limit = json.load(f).get("limit")
+        """The limit the last process that opened the cache with one recorded
+        (None: none, or a marker left empty or torn by a crash, which the
+        next opener writes again)."""
+        try:
+            with open(self.marker, encoding="utf-8") as f:
+                held = json.load(f)
+        except ValueError:
+            return None
+        limit = held.get("limit") if isinstance(held, dict) else None
         return limit if isinstance(limit, int) else None
 
 
@@ -312,12 +318,15 @@ def read_entry(path: str, key: bytes, expected_crc: int | None) -> tuple[str, by
 
 
 def write_entry(layout: Layout, digest: str, key: bytes, data: bytes | bytearray | memoryview,
-                crc: int, limit: int | None) -> int:
+                crc: int, limit: int | None, *, recount: bool = False) -> int:
     """Write an entry atomically (temp + rename), within ``limit``.
 
     The caller holds the entry's lock. Before the rename, under the usage
     lock, least-recently-used entries are evicted so that the entries stay
-    within ``limit`` with this one added.
+    within ``limit`` with this one added. ``recount``: the recorded usage
+    is counted again from the entries first (a process's first limited
+    write: a writer without a limit does not keep the count, and a limited
+    one that trusted it held 5.8 times its limit).
 
     Returns:
         Entries this call evicted.
@@ -345,6 +354,8 @@ def write_entry(layout: Layout, digest: str, key: bytes, data: bytes | bytearray
             return 0
         with _UsageLock(layout) as usage:
             total = usage.read()
+            if recount:
+                total = sum(entry_size for _, entry_size, _ in _scan(layout))
             evicted = 0
             if total is None or total + size > limit:
                 total, evicted = _evict(layout, limit - size - int(limit * EVICT_SLACK))

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Iterator
 
 from ..._core.errors import ShardFormatError
 from ..._core.types import ObjectInfo
-from ..cache import FIRST_POLL, MAX_POLL, DiskCache
+from ..cache import FIRST_POLL, MAX_POLL, DiskCache, Unclaimable
 from ._formats import Decompressor, new_decompressor
 from ._index import ShardIndex
 
@@ -183,7 +183,11 @@ async def unit_from_cache(cache: DiskCache, info: ObjectInfo, index: ShardIndex,
             return data
         if _shard_key(claim) in _unstored or _shard_key(claim) in _filled:
             return None
-        fd = await cache.claim(claim)
+        try:
+            fd = await cache.claim(claim)
+        except Unclaimable:  # a read-only or full cache disk: the cursor reads
+            _unstored.add(_shard_key(claim))
+            return None
         if fd is not None:
             try:
                 data = await cache.lookup(entry)  # stored just before the claim was free
