@@ -133,13 +133,7 @@ class AsyncClient(XmlMultipartCalls):
         self.config = config or (transport.config if transport else ClientConfig())
         auth: Auth = resolve_auth(credentials, use_emulator=use_emulator,
                                   timeouts=self.config.timeouts)
-        if transport is None:
-            transport = Transport(self.config, auth, endpoint=self.endpoint)
-            # Reads ask for identity: a coded answer is an object served as
-            # stored (Cache-Control: no-transform), which its x-goog-hash and
-            # stored length are of; aiohttp decoded it, then they failed.
-            transport.stored_bytes = True
-        self._transport = transport
+        self._transport = transport or Transport(self.config, auth, endpoint=self.endpoint)
         self.project = project
         self._xml = XmlMultipart(self._transport, self.endpoint)
 

@@ -101,25 +101,3 @@ async def test_a_unicode_digit_is_no_number(lean: bool, header: str) -> None:
             AsyncClient(config, endpoint=endpoint) as client:
         assert await asyncio.wait_for(client.read("bkt", "o"), PATIENCE) == body
 
-
-@pytest.mark.parametrize("lean", [True, False], ids=["lean", "aiohttp"])
-async def test_an_object_served_as_stored_gzip_reads_as_its_stored_bytes(lean: bool) -> None:
-    # Cache-Control: no-transform: GCS serves a gzip-stored object coded, whatever
-    # the request accepts; its x-goog-hash and stored length are of those bytes.
-    stored = gzip.compress(b"hello world " * 1000)
-
-    async def answer(request: web.Request, served: Served) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={
-            "Content-Encoding": "gzip", "Content-Length": str(len(stored)),
-            "x-goog-stored-content-encoding": "gzip",
-            "x-goog-stored-content-length": str(len(stored)),
-            "x-goog-hash": f"crc32c={encode_crc32c(crc32c(stored))}"})
-        await resp.prepare(request)
-        await resp.write(stored)
-        await resp.write_eof()
-        return resp
-
-    config = ClientConfig(retry=CONFIG.retry, lean_reads=lean)
-    async with Server(answer) as (endpoint, _), AsyncClient(config, endpoint=endpoint) as client:
-        assert await client.read("bkt", "o") == stored  # a ProtocolError: decoded, 12000 bytes
-        assert (await client.fetch("bkt", "o", size=len(stored))).data == stored
