@@ -614,11 +614,16 @@ class Transport:
             # A decoded (gzip) body is not Content-Length bytes long.
             coded = not self.stored_bytes and \
                 resp.headers.get("Content-Encoding", "identity").lower() != "identity"
+            if coded:
+                # Decoded here, as GCS decodes what it transcodes: its
+                # x-goog-hash and stored length are of the coded bytes, and
+                # the coding's own check (gzip's CRC32) covers the decoding.
+                found.setdefault(_TRANSFORMED, "decoded by the client")
             expected = None if coded else resp.content_length
             if into is not None and expected is not None and expected > len(into):
                 return MediaResponse(resp.status, found, None, 0, expected)
             cap = len(into) if into is not None else limit
-            inflated = into is None and _TRANSFORMED in resp.headers
+            inflated = into is None and _TRANSFORMED in found
             if inflated:
                 cap = _inflation_cap(limit, resp.headers.get("x-goog-stored-content-length"))
             body = bytearray() if into is None else None

@@ -331,7 +331,7 @@ def test_a_limited_writer_after_unlimited_ones_keeps_the_limit(  # type: ignore[
     # A marker a crash left empty: info says no limit, not a traceback.
     (root / "aioflux-cache.json").write_text("")
     assert info(str(root)).limit is None
-    code, out, err = run("cache", "info", str(root))
+    code, _, err = run("cache", "info", str(root))
     assert code == 0 and "Traceback" not in err, err
 
 
