@@ -15,7 +15,6 @@ import torch.utils.data
 
 from .._core.config import DEFAULT_MAX_CONCURRENCY, ClientConfig, RetryPolicy
 from .._core.errors import InvalidArgument
-from .._core.index import ObjectIndex
 from .._core.metrics import BatchStats
 from .._core.portal import iterate
 from .._core.types import ObjectInfo
@@ -139,7 +138,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         check_int(op, "world_size", world_size, minimum=1, optional=True)
         check_int(op, "batch_size", batch_size, minimum=1)
         check_bool(op, "drop_last", drop_last)
-        self._objects = ObjectIndex(check_objects(op, self._source, list(objects)))
+        self._objects = check_objects(op, self._source, objects)
         self.shuffle = shuffle
         self.seed = seed
         self.prefetch = prefetch
@@ -235,12 +234,17 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         """The objects, one sample each: a read-only sequence kept in columns
         that forked DataLoader workers share instead of copying (see
         :class:`~aioflux._core.index.ObjectIndex`);
-        setting them starts over at epoch 0."""
+        setting them checks them as the constructor does (their scheme picks
+        the store read) and starts over at epoch 0.
+
+        Raises:
+            InvalidArgument: (setting) not ObjectInfo, or on more than one store.
+        """
         return self._objects
 
     @objects.setter
     def objects(self, objects: Sequence[ObjectInfo]) -> None:
-        self._objects = objects if isinstance(objects, ObjectIndex) else ObjectIndex(objects)
+        self._objects = check_objects("IterableDataset", self._source, objects)
         self._progress = self._new_progress()
 
     def _new_progress(self) -> DataProgress:
@@ -354,6 +358,10 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
 
         Returns:
             The loader's batches.
+
+        Raises:
+            InvalidArgument: the DataLoader's ``batch_size`` is another
+                (each of its batches would count as one of ours).
         """
         return track(self._progress, loader)
 

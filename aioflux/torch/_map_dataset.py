@@ -18,7 +18,6 @@ import torch.utils.data
 
 from .._core.config import ClientConfig, RetryPolicy
 from .._core.errors import InvalidArgument
-from .._core.index import ObjectIndex
 from .._core.metrics import BatchStats
 from .._core.portal import Portal, get_portal
 from .._core.types import ObjectInfo
@@ -32,8 +31,9 @@ from ._source import Sample, Transform, build_source, check_objects, objects_sch
 __all__ = ["PREFETCH_BYTES", "MapDataset", "PrefetchBatchSampler"]
 
 # Most bytes a MapDataset downloads ahead of the batch being consumed
-# (readahead and batch_sampler's default): 3 batches of 64 x 100 KiB fit
-# many times over, 64 x 100 MB objects do not get a second batch in memory.
+# (readahead and the samplers' default ``ahead``), by the listed sizes of
+# the very batches announced: 3 batches of 64 x 100 KiB fit many times over,
+# 64 x 100 MB objects do not get a second batch in memory.
 PREFETCH_BYTES = 256 * 1024 * 1024
 
 
@@ -99,7 +99,7 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
             list_retry, download_retry, download_options, disable_compose,
             max_composite_object_size, compose_threshold, cache_dir=cache_dir,
             cache_limit=cache_limit, hedge_after=hedge_after)
-        self.objects = check_objects("MapDataset", self._source, list(objects))
+        self.objects = objects
         # Set by PrefetchBatchSampler: the batches that follow the one it is
         # handing out. Downloads started for them, in order, with this pid.
         self._announced: list[list[int]] | None = None
@@ -245,12 +245,17 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
     def objects(self) -> Sequence[ObjectInfo]:
         """The objects, one sample each: a read-only sequence kept in columns
         that forked DataLoader workers share instead of copying (see
-        :class:`~aioflux._core.index.ObjectIndex`)."""
+        :class:`~aioflux._core.index.ObjectIndex`). Setting them checks them
+        as the constructor does, and their scheme picks the store read.
+
+        Raises:
+            InvalidArgument: (setting) not ObjectInfo, or on more than one store.
+        """
         return self._objects
 
     @objects.setter
     def objects(self, objects: Sequence[ObjectInfo]) -> None:
-        self._objects = objects if isinstance(objects, ObjectIndex) else ObjectIndex(objects)
+        self._objects = check_objects("MapDataset", self._source, objects)
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -335,12 +340,24 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         (start, length), step = run, run[0] - previous[0]
         if step < length:
             return []
-        ahead = _ahead(self._source.config, length, self._batch_bytes(wanted))
+        ahead = _ahead(self._source.config, length)
         starts = range(start + step, min(len(self.objects), start + step * (ahead + 1)), step)
-        return [list(range(s, min(s + length, len(self.objects)))) for s in starts]
+        return self._fitting([list(range(s, min(s + length, len(self.objects))))
+                              for s in starts])
 
-    def _batch_bytes(self, indices: list[int]) -> int:
-        return sum(map(self._objects.size, indices))
+    def _fitting(self, batches: list[list[int]]) -> list[list[int]]:
+        """The leading ``batches`` whose listed bytes fit PREFETCH_BYTES (at
+        least one), as a new list.
+
+        Counted on the batches themselves: an ``ahead`` sized once on the
+        first batch (a 1-byte file, then 4 MiB ones) put 512 MiB in flight.
+        """
+        total = 0
+        for n, batch in enumerate(batches):
+            total += sum(map(self._objects.size, batch))
+            if n and total > PREFETCH_BYTES:
+                return batches[:n]
+        return list(batches)
 
     def _submit(self, portal: Portal, indices: list[int]) -> concurrent.futures.Future[list[Data]]:
         objs = [self.objects[i] for i in indices]
@@ -365,8 +382,9 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
             drop_last: drop a last, incomplete batch.
             generator: RNG of the shuffle.
             ahead: batches downloading ahead of the current one; default
-                enough to keep the client's concurrency busy, within
-                ``PREFETCH_BYTES`` (at least 1). Each holds a batch in memory.
+                enough to keep the client's concurrency busy, and of those
+                only the next ones whose listed bytes fit ``PREFETCH_BYTES``
+                (at least 1). Each holds a batch in memory.
 
         Returns:
             The batch sampler.
@@ -377,13 +395,14 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         if batch_size < 1 or (ahead is not None and ahead < 1):
             raise ValueError(f"batch_sampler: batch_size ({batch_size}) and ahead ({ahead}) "
                              "must be >= 1")
+        bounded = ahead is None
         if ahead is None:
-            typical = self._batch_bytes(list(range(min(batch_size, len(self.objects)))))
-            ahead = max(1, _ahead(self._source.config, batch_size, typical))
+            ahead = _ahead(self._source.config, batch_size)
         sampler: torch.utils.data.Sampler[int] = (
             torch.utils.data.RandomSampler(self, generator=generator) if shuffle
             else torch.utils.data.SequentialSampler(self))
-        return PrefetchBatchSampler(self, sampler, batch_size, drop_last, ahead=ahead)
+        return PrefetchBatchSampler(self, sampler, batch_size, drop_last, ahead=ahead,
+                                    bounded=bounded)
 
     def close(self) -> None:
         """Close this process's connections (reopened on next use)."""
@@ -409,13 +428,11 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         return stats
 
 
-def _ahead(config: ClientConfig, batch_len: int, batch_bytes: int) -> int:
+def _ahead(config: ClientConfig, batch_len: int) -> int:
     """Batches to download ahead: enough to keep every permit busy (one more
-    than fill them, so they stay full while the consumer takes a batch),
-    but no more than PREFETCH_BYTES of them."""
-    by_permits = config.max_concurrency // max(1, batch_len) + 1
-    by_memory = PREFETCH_BYTES // max(1, batch_bytes)
-    return min(by_permits, by_memory)
+    than fill them, so they stay full while the consumer takes a batch).
+    Bytes bound them as they are announced (:meth:`MapDataset._fitting`)."""
+    return config.max_concurrency // max(1, batch_len) + 1
 
 
 def _position(index: object) -> int:
@@ -442,13 +459,17 @@ class PrefetchBatchSampler(torch.utils.data.Sampler[list[int]]):
         batch_size: samples per batch.
         drop_last: drop a last, incomplete batch.
         ahead: batches announced ahead of the current one.
+        bounded: announce only the next of them whose listed bytes fit
+            ``PREFETCH_BYTES`` (at least one), as the default ``ahead`` does.
     """
 
     def __init__(self, dataset: MapDataset[Any], sampler: torch.utils.data.Sampler[int],
-                 batch_size: int, drop_last: bool = False, *, ahead: int = 1) -> None:
+                 batch_size: int, drop_last: bool = False, *, ahead: int = 1,
+                 bounded: bool = False) -> None:
         self.dataset = dataset
         self.batches = torch.utils.data.BatchSampler(sampler, batch_size, drop_last)
         self.ahead = ahead
+        self.bounded = bounded
 
     def __len__(self) -> int:
         return len(self.batches)
@@ -458,7 +479,8 @@ class PrefetchBatchSampler(torch.utils.data.Sampler[list[int]]):
         window = list(itertools.islice(it, self.ahead + 1))
         while window:
             current = window.pop(0)
-            self.dataset._announced = list(window)
+            self.dataset._announced = (self.dataset._fitting(window) if self.bounded
+                                       else list(window))
             yield current
             window.extend(itertools.islice(it, self.ahead + 1 - len(window)))
 

@@ -263,7 +263,11 @@ class DataProgress:
         self.start = 0  # where the next pass of ``epoch`` begins
         self.restored_worker: dict[str, int] | None = None
         self.current: Pass | None = None
+        # A track() counts the pass that begins at iteration ``tracked_at``
+        # of ``epoch``; any other pass (a plain loop after it, which counts by
+        # itself with num_workers=0) is not its business.
         self.tracking = False
+        self.tracked_at = 0
         self.consumed = 0  # global batches the tracked loop took
 
     @property
@@ -296,6 +300,7 @@ class DataProgress:
             self.start, self.restored_worker = 0, None
         self.epoch, self.iterations = epoch, 0
         self.current = None
+        self.tracking, self.consumed = False, 0  # a new pass: a track() counts it anew
 
     def peek(self) -> Pass:
         """The pass that would begin now, without beginning it."""
@@ -313,6 +318,10 @@ class DataProgress:
         Returns:
             The pass; the caller advances ``handed`` as it hands out batches.
         """
+        if self.tracking and self.iterations != self.tracked_at:
+            # A pass the last track() does not count (it counted an earlier
+            # one): this one counts what it hands out.
+            self.tracking, self.consumed = False, 0
         current = self.peek()
         restored = self.restored_worker if self.iterations == 0 else None
         if restored is not None and restored["id"] == worker and \
@@ -400,24 +409,44 @@ def track(progress: DataProgress, loader: Iterable[T]) -> Iterator[T]:
 
     A batch counts as consumed when the loop asks for the next one or calls
     ``state_dict()`` inside its body: the count is taken before the batch is
-    handed over.
+    handed over. The count is of this pass only: a later pass that does not
+    run through ``track()`` counts by itself again.
 
     Args:
         progress: the sampler's or dataset's progress.
-        loader: the DataLoader (batches of ``batch_size``).
+        loader: the DataLoader (batches of ``batch_size``, or none of its
+            own: a ``batch_sampler`` cuts them).
 
-    Yields:
+    Returns:
         The loader's batches.
+
+    Raises:
+        InvalidArgument: the loader's ``batch_size`` is not the owner's
+            (checked at once, before any batch).
     """
+    size = getattr(loader, "batch_size", None)
+    if size is not None and size != progress.batch_size:
+        # Each loader batch counts as one of ours: a resume would repeat (or
+        # skip) the samples between the two sizes.
+        raise InvalidArgument(
+            f"{progress.op}.track: the DataLoader's batch_size is {size} but this "
+            f"{progress.op}'s is {progress.batch_size} (track() counts each loader batch "
+            f"as one of its batches, so a resume would repeat or skip samples); give both "
+            f"the same: DataLoader(..., batch_size={progress.batch_size}), or build the "
+            f"{progress.op} with batch_size={size}")
+    return _tracked(progress, loader)
+
+
+def _tracked(progress: DataProgress, loader: Iterable[T]) -> Iterator[T]:
     head = progress.peek()
     progress.tracking, progress.consumed = True, 0
+    progress.tracked_at = progress.iterations
     progress.current = head
     iterations = progress.iterations
     for batch in loader:
         progress.consumed += 1
         yield batch
-    # Ran to the end: the epoch is done whatever the count says (a
-    # DataLoader batch_size other than ours cuts another number of batches).
+    # Ran to the end: the epoch is done whatever the count says.
     if progress.current is not None:
         progress.consumed = max(progress.consumed, progress.current.total)
     if progress.iterations == iterations:

@@ -89,6 +89,10 @@ class _Resumable:
 
         Returns:
             The loader's batches.
+
+        Raises:
+            InvalidArgument: the DataLoader's ``batch_size`` is another
+                (each of its batches would count as one of ours).
         """
         return track(self._progress, loader)
 
@@ -157,8 +161,10 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
         rank: this rank (default: torch.distributed, else ``$RANK``, else 0).
         world_size: ranks (same defaults).
         drop_last: leave out a short last global batch (else pad it).
-        ahead: batches announced ahead (default from the client's
-            concurrency; 0 announces nothing).
+        ahead: batches announced ahead (default: enough to keep the
+            client's concurrency busy, and of those only the next ones whose
+            listed bytes fit ``PREFETCH_BYTES``, at least one; 0 announces
+            nothing).
 
     Raises:
         InvalidArgument: a setting of the wrong type or range.
@@ -170,11 +176,11 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
         op = "ResumableBatchSampler"
         super().__init__(op, dataset, batch_size, shuffle, seed, rank, world_size, drop_last)
         check_int(op, "ahead", ahead, minimum=0, optional=True)
+        self._bounded = ahead is None
         if ahead is None:
             ahead = 0
             if isinstance(dataset, MapDataset) and len(dataset):
-                typical = dataset._batch_bytes(list(range(min(batch_size, len(dataset)))))
-                ahead = max(1, _ahead(dataset._source.config, batch_size, typical))
+                ahead = _ahead(dataset._source.config, batch_size)
         self.ahead = ahead
 
     def __len__(self) -> int:
@@ -188,7 +194,8 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
             batch = window.pop(0)
             current.handed += 1  # before the yield: a state taken now includes it
             if announce is not None:
-                announce._announced = list(window)
+                announce._announced = (announce._fitting(window) if self._bounded
+                                       else list(window))
             yield batch
             window.extend(itertools.islice(batches, self.ahead + 1 - len(window)))
         self._progress.finish(current)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .._api.stores import new_store
 from .._core.config import ClientConfig, RetryPolicy
 from .._core.errors import BridgeError, InvalidArgument, InvalidURL, NotFound
+from .._core.index import ObjectIndex
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
@@ -314,25 +315,40 @@ def _refuse_unreadable_names(objects: Sequence[ObjectInfo]) -> None:
                              "dataset's folder") from None
 
 
-def check_objects(op: str, source: DatasetSource, objects: list[Any]) -> list[ObjectInfo]:
+def check_objects(op: str, source: DatasetSource, objects: object) -> ObjectIndex:
     """Check that ``objects`` are ObjectInfo on one store; ``source`` reads that store.
+
+    The constructors and the ``objects`` setters both go through here: objects
+    set on a dataset built for another store are read from theirs.
 
     Args:
         op: the dataset class, for messages.
         source: the dataset's source (its scheme is set from the objects).
-        objects: the objects.
+        objects: the objects (an :class:`ObjectIndex` is kept as it is).
 
     Returns:
-        The same list.
+        The objects as an ObjectIndex.
 
     Raises:
-        InvalidArgument: an item is not an ObjectInfo, or they span stores.
+        InvalidArgument: not a sequence of ObjectInfo, or they span stores.
     """
-    for obj in objects:
-        if not isinstance(obj, ObjectInfo):
-            raise InvalidArgument(f"{op}: objects must hold ObjectInfo, got "
-                                  f"{type(obj).__name__} {obj!r:.60} (from_objects takes URLs)")
-    scheme = objects_scheme(op, (o.scheme for o in objects))
-    if scheme is not None:
+    if isinstance(objects, ObjectIndex):
+        # Every record is an ObjectInfo; they are built one at a time for
+        # their scheme, never as a list (200 bytes an object).
+        index = objects
+    else:
+        if isinstance(objects, (str, bytes)) or not isinstance(objects, Iterable):
+            raise InvalidArgument(f"{op}: objects must be a sequence of ObjectInfo, got "
+                                  f"{type(objects).__name__}")
+        items = list(objects)
+        for obj in items:
+            if not isinstance(obj, ObjectInfo):
+                raise InvalidArgument(f"{op}: objects must hold ObjectInfo, got "
+                                      f"{type(obj).__name__} {obj!r:.60} "
+                                      "(from_objects takes URLs)")
+        index = ObjectIndex(items)
+    scheme = objects_scheme(op, (o.scheme for o in index))
+    if scheme is not None and scheme != source.scheme:
+        source.close()  # this process's store reads the old scheme's objects
         source.scheme = scheme
-    return objects
+    return index

@@ -20,7 +20,7 @@ from aioflux._engines.clean import clean_bucket
 from aioflux._engines.compose import COMPOSED_PREFIX
 from aioflux.local import LocalStore
 from aioflux.testing import Emulator
-from aioflux.torch import IterableDataset, MapDataset
+from aioflux.torch import IterableDataset, MapDataset, ResumableBatchSampler
 from tests.torch.conftest import Where
 
 COMPOSE: dict[str, Any] = {"compose_threshold": 64 * 1024}
@@ -393,3 +393,83 @@ def test_a_file_name_that_is_not_utf8_is_named_at_the_listing(tmp_path: Path,
     with pytest.raises(InvalidURL, match="not valid UTF-8") as caught:
         cls.from_prefix(str(tmp_path))
     assert "bad-" in str(caught.value)
+
+
+
+@pytest.mark.parametrize("cls", [MapDataset, IterableDataset])
+def test_objects_set_on_a_dataset_are_read_from_their_store(emulator: Emulator, bucket: str,
+                                                             tmp_path: Path,
+                                                             cls: type[Any]) -> None:
+    # The setter ignored the objects' scheme: files set on a dataset of
+    # gs:// objects were read as gs://<dir>/<file> from the emulator.
+    data = seed(emulator, bucket, 3, 40)
+    ds = cls.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint, transform=to_bytes)
+    remote = list(ds.objects)
+
+    def samples() -> list[bytes]:
+        return sorted([ds[i] for i in range(3)] if cls is MapDataset else ds)
+
+    assert samples() == sorted(data.values())  # this process's gs store is built
+    (tmp_path / "f").mkdir()
+    files = [os.urandom(20) for _ in range(3)]
+    for i, body in enumerate(files):
+        (tmp_path / "f" / f"{i}.bin").write_bytes(body)
+    local = MapDataset.from_prefix(str(tmp_path / "f")).objects
+    ds.objects = local
+    assert samples() == sorted(files)
+    assert isinstance(ds._source.downloader.client, LocalStore)
+    # Checked as the constructor checks them.
+    with pytest.raises(InvalidArgument, match=r"one store, got file://, gs://"):
+        ds.objects = [local[0], *remote]
+    with pytest.raises(InvalidArgument, match="must hold ObjectInfo"):
+        ds.objects = ["gs://b/x"]
+    ds.close()
+
+
+@pytest.mark.parametrize("kind", ["resumable", "batch_sampler", "readahead"])
+def test_map_dataset_reads_ahead_within_its_bytes(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  kind: str) -> None:
+    import aioflux.torch._map_dataset as datasets_mod
+
+    # The default ahead was sized on one batch (the samplers' first, the
+    # readahead's second): a 1-byte file there made it 128 permits + 1
+    # batches of 1, and every 16 KiB file after it was read at once: 39 x
+    # 16 KiB against a budget of 64 KiB (as 1 byte, then 4 MiB files did
+    # against PREFETCH_BYTES).
+    budget, size = 64 * 1024, 16 * 1024
+    monkeypatch.setattr(datasets_mod, "PREFETCH_BYTES", budget)
+    (tmp_path / "d").mkdir()
+    bodies = [b"x", b"y"] + [os.urandom(size) for _ in range(39)]
+    for i, body in enumerate(bodies):
+        (tmp_path / "d" / f"{i:03d}").write_bytes(body)
+    started = 0  # bytes the store was asked for
+    real = LocalStore.read
+
+    async def read(store: LocalStore, bucket: str, name: str, **kw: Any) -> Any:
+        nonlocal started
+        started += len(bodies[int(name.rsplit("/", 1)[1])])
+        return await real(store, bucket, name, **kw)
+
+    monkeypatch.setattr(LocalStore, "read", read)
+    ds = MapDataset.from_prefix(str(tmp_path / "d"), transform=to_bytes)
+    loader: torch.utils.data.DataLoader[list[bytes]]
+    if kind == "resumable":
+        sampler = ResumableBatchSampler(ds, 1, shuffle=False)
+        loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, collate_fn=list)
+    elif kind == "batch_sampler":
+        loader = torch.utils.data.DataLoader(ds, batch_sampler=ds.batch_sampler(1),
+                                             collate_fn=list)
+    else:  # a plain DataLoader without shuffle: the strided-scan readahead
+        loader = torch.utils.data.DataLoader(ds, batch_size=1, collate_fn=list)
+    got: list[bytes] = []
+    most = ahead = 0
+    for batch in loader:
+        got += batch
+        for pending in ds._prefetched:
+            pending.future.result()  # everything announced has been read
+        most = max(most, started - sum(map(len, got)))
+        ahead = max(ahead, len(ds._prefetched))
+    assert got == bodies
+    assert most <= budget  # it was 39 x 16 KiB
+    assert ahead == budget // size  # as many as fit: the permits do not bind here

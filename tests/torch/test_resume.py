@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,59 @@ def test_resumed_epoch_then_the_next_one_and_the_state_at_an_epoch_end(where: Wh
                                                                          7, 0, 4)
     # A state from a crash right at an epoch's end resumes at the next epoch.
     assert owner.state_dict()["epoch"] == 2
+
+
+@pytest.mark.parametrize("set_epoch", [True, False])
+@pytest.mark.parametrize("kind", ["map", "sampler", "iterable"])
+def test_a_plain_epoch_after_a_tracked_one_counts_by_itself(where: Where, kind: str,
+                                                            set_epoch: bool) -> None:
+    # With num_workers=0 a plain loop counts by itself; the last track()'s
+    # count (a whole epoch 0) made a state of epoch 1 read "epoch 2, 0
+    # samples", and a resume from it dropped the rest of epoch 1.
+    data = seed_data(where, 20)
+    job = parts(where, kind, 1, 0, 4, 7)
+    (owner, loader), = job
+    run(job)  # epoch 0, tracked to its end
+    if set_epoch:
+        owner.set_epoch(1)
+    before = []
+    for step, batch in enumerate(loader, 1):
+        before.append(batch)
+        if step == 2:
+            break
+    state = owner.state_dict()
+    assert (state["epoch"], state["samples"]) == (1, 8)
+    after, _ = run(parts(where, kind, 1, 0, 4, 7), state=state)
+    assert before + after == expected(where, data, objects_of(owner), 7, 1, 4)
+
+
+@pytest.mark.parametrize("where", ["file"], indirect=True)
+def test_track_refuses_a_dataloader_of_another_batch_size(where: Where) -> None:
+    # Each loader batch counts as one of the owner's: a dataset left at
+    # batch_size=1 under DataLoader(batch_size=4) saved 2 samples after 8,
+    # and a resume trained 6 of them again.
+    seed_data(where, 12)
+    stream = IterableDataset.from_prefix(where.url("d/"), seed=0)
+    with pytest.raises(InvalidArgument, match=re.escape(
+            "IterableDataset.track: the DataLoader's batch_size is 4 but this "
+            "IterableDataset's is 1")) as caught:
+        stream.track(torch.utils.data.DataLoader(stream, batch_size=4))
+    assert "DataLoader(..., batch_size=1)" in str(caught.value)
+    assert "IterableDataset with batch_size=4" in str(caught.value)
+    ds = MapDataset.from_prefix(where.url("d/"))
+    sampler = ResumableSampler(ds, 3)
+    with pytest.raises(InvalidArgument, match=re.escape(
+            "ResumableSampler.track: the DataLoader's batch_size is 4 but this "
+            "ResumableSampler's is 3")):
+        sampler.track(torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=4))
+    # The same batch_size, or a batch_sampler's batches (the loader has none), count.
+    stream = IterableDataset.from_prefix(where.url("d/"), seed=0, batch_size=4)
+    tracked = stream.track(torch.utils.data.DataLoader(stream, batch_size=4, collate_fn=list))
+    assert len(next(tracked)) == 4 and stream.state_dict()["samples"] == 4
+    batches = ResumableBatchSampler(ds, 4)
+    tracked = batches.track(torch.utils.data.DataLoader(ds, batch_sampler=batches,
+                                                        collate_fn=list))
+    assert len(next(tracked)) == 4 and batches.state_dict()["samples"] == 4
 
 
 @pytest.mark.timeout(240)
