@@ -16,7 +16,7 @@ For each batch of objects the planner picks, per object:
 from __future__ import annotations
 
 import gc
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -52,6 +52,7 @@ __all__ = [
     "DEFAULT_MAX_COMPOSITE_OBJECT_SIZE",
     "DEFAULT_PREFETCH_BYTES",
     "DEFAULT_RANGED_THRESHOLD",
+    "PLAN_CHUNK",
     "Data",
     "DownloadOptions",
     "DownloadStats",
@@ -98,6 +99,8 @@ RANGE_SIZE = 16 * 1024 * 1024
 # streaming 160 x 8 MiB files to a slow consumer (one process) grew peak RSS
 # by 1491 MiB by count alone, 546-570 MiB within this (MapDataset: 469 MiB).
 DEFAULT_PREFETCH_BYTES = 256 * 1024 * 1024
+# Objects a stream plans at once (composites are cut at its edges).
+PLAN_CHUNK = 4096
 
 
 @dataclass(frozen=True)
@@ -418,14 +421,19 @@ class Downloader:
         Raises:
             StorageError: a download failed (pending ones are cancelled first).
         """
-        units = self.plan(objects)
+        def units() -> Iterator[tuple[str, list[int]]]:
+            # Planned a chunk at a time, as the window takes units: a plan of
+            # a whole epoch's share held a unit per object (~156 bytes each).
+            for base in range(0, len(objects), PLAN_CHUNK):
+                for kind, idx in self.plan(objects[base:base + PLAN_CHUNK]):
+                    yield kind, [base + i for i in idx]
 
         def nbytes(unit: tuple[str, list[int]]) -> int:
             return sum([objects[i].size for i in unit[1]])
 
         # A composed batch counts all its sources against the window.
         async with aclosing(bounded(
-                units, lambda unit: self._unit(unit[0], [objects[i] for i in unit[1]]),
+                units(), lambda unit: self._unit(unit[0], [objects[i] for i in unit[1]]),
                 limit=window, ordered=ordered, weight=lambda unit: len(unit[1]),
                 max_bytes=self.options.prefetch_bytes, nbytes=nbytes,
                 measure=_total_len)) as done:

@@ -6,6 +6,7 @@ Objects may be on any store (``gs://``, ``file://`` or a path); see
 
 from __future__ import annotations
 
+import array
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -313,21 +314,24 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
         current = self._progress.begin(worker, workers)
         batches = self._batches(current.epoch, current.start)
-        mine = [(j, batches[j]) for j in batches.of_worker(worker, workers, current.skip)]
-        # A view: records are built as the downloader reads them.
-        objs = self._objects.select([i for _, batch in mine for i in batch])
-        yield from self._stream(current, objs, mine)
+        # This worker's samples, 8 bytes each, and for each of its batches
+        # the count of samples that completes it and the global batch
+        # (relative) after it: 16 bytes a batch. Lists and a dict of them
+        # held ~225 bytes a sample at batch_size 1.
+        positions: array.array[int] = array.array("q")
+        ends: array.array[int] = array.array("q")
+        after: array.array[int] = array.array("q")
+        for j in batches.of_worker(worker, workers, current.skip):
+            positions.extend(batches[j])
+            ends.append(len(positions))
+            after.append(j + 1)
+        yield from self._stream(current, positions, ends, after)
         self._progress.finish(current)
 
-    def _stream(self, current: Pass, objs: Sequence[ObjectInfo],
-                mine: list[tuple[int, list[int]]]) -> Iterator[Sample]:
-        # The sample that completes each of this worker's batches, and the
-        # global batch (relative) after it.
-        ends: dict[int, int] = {}
-        done = 0
-        for j, batch in mine:
-            done += len(batch)
-            ends[done] = j + 1
+    def _stream(self, current: Pass, positions: Sequence[int], ends: Sequence[int],
+                after: Sequence[int]) -> Iterator[Sample]:
+        # A view: records are built as the downloader reads them.
+        objs = self._objects.select(positions)
         agen = self._source.downloader.stream(objs, window=self.prefetch, ordered=self.ordered)
         # Ready samples cross from the loop thread in batches (one hand-off per
         # batch measured ~15% more samples/s than one per sample). Leaving
@@ -336,14 +340,16 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         # consumed hold samples beyond the downloader's prefetch_bytes: each
         # takes at most an eighth of that budget (by mean listed size), so
         # 100 KiB objects still go 64 a hop and 8 MiB objects 4 a hop.
-        listed = sum(map(self._objects.size, (i for _, batch in mine for i in batch)))
+        listed = sum(map(self._objects.size, positions))
         typical = max(1, listed // max(1, len(objs)))
         budget = self._source.downloader.options.prefetch_bytes
         hand_off = max(1, min(64, self.prefetch, budget // 8 // typical))
         timed = _timed(iterate(agen, batch=hand_off), self.stats, hand_off)
+        k = 0  # the next batch to complete (each has a sample or more)
         for count, (_, data) in enumerate(timed, 1):
-            if count in ends:
-                current.handed = ends[count]  # before the yield: a state taken now includes it
+            if k < len(ends) and ends[k] == count:
+                current.handed = after[k]  # before the yield: a state taken now includes it
+                k += 1
             yield (data if self._transform is None  # type: ignore[misc]
                    else self._transform(data))  # type: ignore[arg-type]  # see Transform
 

@@ -473,3 +473,34 @@ def test_map_dataset_reads_ahead_within_its_bytes(tmp_path: Path,
     assert got == bodies
     assert most <= budget  # it was 39 x 16 KiB
     assert ahead == budget // size  # as many as fit: the permits do not bind here
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_an_iterable_pass_holds_bytes_per_sample_not_records(tmp_path: Path,
+                                                            cached: bool) -> None:
+    # The worker's share was a list of lists and a dict entry a batch, and the
+    # downloader planned (and with a cache, made records of) the whole share
+    # up front: ~225 bytes a sample, ~430 with a cache.
+    import gc
+    import tracemalloc
+
+    from aioflux._core.index import ObjectIndex
+
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "x").write_bytes(b"x" * 100)
+    one = MapDataset.from_prefix(f"file://{tmp_path}/one/").objects[0]
+    count = 200_000
+    settings: dict[str, Any] = {"cache_dir": tmp_path / "cache"} if cached else {}
+    ds = IterableDataset(ObjectIndex([one] * count), batch_size=1, prefetch=8, **settings)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        it = iter(ds)
+        assert next(it) == b"x" * 100
+        peak = tracemalloc.get_traced_memory()[1]
+        it.close()  # type: ignore[attr-defined]
+    finally:
+        tracemalloc.stop()
+    # The order and this worker's share of it (8 bytes a sample each), with
+    # their arrays' growth: ~27 bytes a sample.
+    assert peak < 40 * count + (4 << 20), peak / count

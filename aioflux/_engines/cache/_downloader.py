@@ -8,14 +8,14 @@ misses reach the planner, which still composes, batches or splits them.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from contextlib import aclosing
 
 from ..._core.store import ObjectStore
 from ..._core.types import ObjectInfo
 from ..._core.window import window as bounded
 from ..compose import MAX_COMPOSE_SOURCES, plan_batches
-from ..download import Data, Downloader, DownloadOptions
+from ..download import PLAN_CHUNK, Data, Downloader, DownloadOptions
 from ._disk import DiskCache
 
 __all__ = ["CachedDownloader"]
@@ -93,9 +93,15 @@ class CachedDownloader(Downloader):
         budget = self.options.prefetch_bytes
         # Runs of consecutive objects as the compose planner cuts them: a group
         # is held whole until it is yielded, so large objects go in small ones.
-        groups = [[objects[i] for i in batch]
-                  for batch in plan_batches(objects, step, max(1, budget // 8))]
-        async with aclosing(bounded(groups, self.download_many,
+        def groups() -> Iterator[list[ObjectInfo]]:
+            # A chunk at a time, as the window takes them (all at once was a
+            # record per object of an epoch's share: ~430 bytes each).
+            for base in range(0, len(objects), PLAN_CHUNK):
+                chunk = objects[base:base + PLAN_CHUNK]
+                for batch in plan_batches(chunk, step, max(1, budget // 8)):
+                    yield [chunk[i] for i in batch]
+
+        async with aclosing(bounded(groups(), self.download_many,
                                     limit=window, ordered=ordered, weight=len,
                                     max_bytes=budget, nbytes=_listed_bytes,
                                     measure=_read_bytes)) as done:
