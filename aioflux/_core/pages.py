@@ -47,6 +47,7 @@ MOST_EMPTY_PAGES = 10_000
 _ONCE_IN_ORDER = ("a listing must name each object once, in order, under the prefix and "
                   "inside the range asked")
 _FORWARD = "a listing's pages must move forward"
+_ONCE = "a listing must name each object once"
 
 
 class ListingCheck:
@@ -60,15 +61,21 @@ class ListingCheck:
         end_offset: no name at or past this.
         ordered: whether the store lists in name order (S3's directory
             buckets do not: there only the prefix and offsets are checked).
+        once: without an order, still hold each name to once in the
+            listing (Azure lists in an order of its own: UTF-16 code units,
+            or a hierarchical namespace's paths, ``a/x`` before ``a-b``).
+            The names listed are kept in a set (references to the strings
+            the listed objects carry) for the length of the listing.
     """
 
     __slots__ = ("_bucket", "_empty", "_end", "_last", "_ordered", "_prefix", "_scheme",
-                 "_start", "_tokens")
+                 "_seen", "_start", "_tokens")
 
     def __init__(self, scheme: str, bucket: str, prefix: str, start_offset: str | None,
-                 end_offset: str | None, *, ordered: bool = True) -> None:
+                 end_offset: str | None, *, ordered: bool = True, once: bool = False) -> None:
         self._scheme = scheme
         self._ordered = ordered
+        self._seen: set[str] | None = set() if once and not ordered else None
         self._bucket = bucket
         self._prefix = prefix
         self._start = start_offset
@@ -104,8 +111,13 @@ class ListingCheck:
                 self._fail(f"answered {self._empty} empty pages in a row", _FORWARD)
         names = [o.name for o in page.objects]
         if names and not self._ordered:
+            seen = self._seen
             for name in names:
                 self._inside(name, name)
+                if seen is not None:
+                    if name in seen:
+                        self._fail(f"listed {_show(name)} twice", _ONCE)
+                    seen.add(name)
         elif names:
             first, last = names[0], names[-1]
             if self._last is not None and first <= self._last:

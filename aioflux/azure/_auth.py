@@ -3,10 +3,13 @@
 Nothing here signs by hand. An account key signs an account SAS with
 ``azure-storage-blob``'s public :func:`generate_account_sas` (blob
 service; read, write, delete, list, add, create; one hour), kept and
-renewed ten minutes before it expires: a request pays a string lookup, not
-an HMAC. azure-core's Shared Key policy lives in a private module of
-azure-storage-blob (``_shared.authentication``) and signs every request
-(an HMAC over a canonical string of headers): a public function and a
+renewed ten minutes before it expires by the wall clock (the service
+checks its ``se`` against its own clock; a monotonic clock stops while
+the machine sleeps or its VM is paused), and after a 403 that refused it:
+a request pays a string lookup, not an HMAC. azure-core's Shared Key
+policy lives in a private module of azure-storage-blob
+(``_shared.authentication``) and signs every request (an HMAC over a
+canonical string of headers): a public function and a
 cached token are both steadier to depend on and cheaper. Measured here
 (CPU time, CPython 3.11): signing one account SAS takes 48 us, once per
 50 minutes; a request then pays 0.9 us (the origin check and the query
@@ -148,6 +151,10 @@ class KeySas:
         self._key = key
         self._lock = threading.Lock()
         self._token = ""
+        # Wall-clock time (time.time()) to sign anew: SAS_RENEW_BEFORE before
+        # the token's own expiry. Not time.monotonic(): it stands still
+        # while the machine is suspended, and a SAS kept by it had expired
+        # on waking (every request 403 for up to 50 minutes).
         self._renew_at = 0.0
 
     async def headers(self, request: AuthRequest) -> dict[str, str]:
@@ -156,15 +163,30 @@ class KeySas:
 
     def query(self) -> str:
         """The current SAS query string (signed anew when it nears expiry)."""
-        if time.monotonic() < self._renew_at:
+        if time.time() < self._renew_at:
             return self._token
         with self._lock:  # the loops of several threads share one store
-            if time.monotonic() >= self._renew_at:
-                self._token = self._sign()
-                self._renew_at = time.monotonic() + SAS_LIFETIME - SAS_RENEW_BEFORE
+            if time.time() >= self._renew_at:
+                expiry = _utc_in(SAS_LIFETIME)
+                self._token = self._sign(expiry)
+                self._renew_at = expiry.timestamp() - SAS_RENEW_BEFORE
         return self._token
 
-    def _sign(self) -> str:
+    def renew(self, sent: str) -> bool:
+        """The server refused the SAS ``sent`` (403): sign anew next time.
+
+        Args:
+            sent: the SAS query string the refused request carried.
+
+        Returns:
+            True: a request sent again carries a SAS signed after the refusal.
+        """
+        with self._lock:
+            if sent == self._token:
+                self._renew_at = 0.0
+        return True
+
+    def _sign(self, expiry: datetime.datetime) -> str:
         blob = self._blob
         try:
             return str(blob.generate_account_sas(
@@ -172,7 +194,7 @@ class KeySas:
                 resource_types=blob.ResourceTypes(service=True, container=True, object=True),
                 permission=blob.AccountSasPermissions(read=True, write=True, delete=True,
                                                       list=True, add=True, create=True),
-                expiry=_utc_in(SAS_LIFETIME)))
+                expiry=expiry))
         except (ValueError, TypeError) as exc:  # binascii.Error is a ValueError
             # The SDK's message may quote the key: its class only.
             raise PermissionDenied(f"az: the account key of {self._account!r} cannot sign a "
@@ -198,7 +220,8 @@ class KeySas:
 
 
 def _utc_in(seconds: float) -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=seconds)
+    # The clock query() compares the renewal time with.
+    return datetime.datetime.fromtimestamp(time.time() + seconds, datetime.timezone.utc)
 
 
 class TokenAuth:
@@ -239,7 +262,10 @@ class TokenAuth:
         return await self._fetch()
 
     async def headers(self, request: AuthRequest) -> dict[str, str]:
-        """``Authorization: Bearer <token>``.
+        """``Authorization: Bearer <token>``, and for a Copy Blob (a request
+        with ``x-ms-copy-source``) ``x-ms-copy-source-authorization`` with
+        the same token: added here, on each attempt, so that a copy sent
+        again after a 401 authorizes its source with the renewed token.
 
         Raises:
             PermissionDenied: the credential found no token.
@@ -257,7 +283,10 @@ class TokenAuth:
                                        operation="authenticate",
                                        reason=type(exc).__name__) from None
             self._token, self._expires = str(token.token), float(token.expires_on)
-        return {"Authorization": f"Bearer {self._token}"}
+        bearer = f"Bearer {self._token}"
+        if "x-ms-copy-source" in request.headers:
+            return {"Authorization": bearer, "x-ms-copy-source-authorization": bearer}
+        return {"Authorization": bearer}
 
     def invalidate(self, sent: Mapping[str, str]) -> bool:
         """The server refused the token ``sent``: fetch another next time.
@@ -268,11 +297,6 @@ class TokenAuth:
         if sent.get("Authorization") == f"Bearer {self._token}":
             self._expires = 0.0
         return True
-
-    def copy_source_header(self) -> dict[str, str]:
-        """The header that authorizes a copy's source with the same token."""
-        return {"x-ms-copy-source-authorization": f"Bearer {self._token}"} if self._token \
-            else {}
 
     def secrets(self) -> list[str]:
         """The current token."""

@@ -133,19 +133,23 @@ def resolve(account: str | None, endpoint: str | None, connection_string: str | 
     """
     if account_key and sas_token:
         raise InvalidArgument("AzureStore: give an account key or a SAS token, not both")
+    if account is None and endpoint is not None and connection_string is None:
+        # An endpoint given names its account (its host or, an emulator's,
+        # its first path segment), as the SDK's account_url does; known
+        # before the environment is read, so that another account's
+        # connection string or key is not taken for this one (its SAS
+        # would be signed for the wrong account and sent to this origin).
+        account = _account_named(endpoint)
     base = Settings("", "")
     if connection_string is not None:
         base = _from_connection_string(connection_string)
     elif os.environ.get("AZURE_STORAGE_CONNECTION_STRING"):
         found = _from_connection_string(os.environ["AZURE_STORAGE_CONNECTION_STRING"])
         # Another account's string holds no credential of this one.
-        if account in (None, found.account):
+        if _same(account, found.account):
             base, connection_string = found, os.environ["AZURE_STORAGE_CONNECTION_STRING"]
-    if account is None and endpoint is not None and not base.account:
-        # An endpoint given names its account (its host or, an emulator's,
-        # its first path segment), as the SDK's account_url does.
-        account = _account_of(endpoint)
-    account = account or base.account or os.environ.get("AZURE_STORAGE_ACCOUNT_NAME") or None
+    named = os.environ.get("AZURE_STORAGE_ACCOUNT_NAME") or None
+    account = account or base.account or named
     if endpoint is None:
         endpoint = base.endpoint or (f"https://{account}.blob.core.windows.net"
                                      if account else None)
@@ -156,9 +160,27 @@ def resolve(account: str | None, endpoint: str | None, connection_string: str | 
     endpoint = endpoint.rstrip("/")
     account = account or _account_of(endpoint)
     if not (account_key or sas_token) and connection_string is None:
-        account_key = (os.environ.get("AZURE_STORAGE_ACCOUNT_KEY")
-                       or os.environ.get("AZURE_STORAGE_KEY") or None)
-        sas_token = None if account_key else os.environ.get("AZURE_STORAGE_SAS_TOKEN") or None
+        # The environment's key or SAS is AZURE_STORAGE_ACCOUNT_NAME's (any
+        # account's when that is unset, as adlfs reads them): never another's.
+        if named is None or _same(account, named):
+            account_key = (os.environ.get("AZURE_STORAGE_ACCOUNT_KEY")
+                           or os.environ.get("AZURE_STORAGE_KEY") or None)
+            sas_token = None if account_key else os.environ.get("AZURE_STORAGE_SAS_TOKEN") or None
     elif not (account_key or sas_token):
         account_key, sas_token = base.account_key, base.sas_token
     return Settings(account, endpoint, account_key, (sas_token or "").lstrip("?") or None)
+
+
+def _account_named(endpoint: str) -> str | None:
+    """The account an endpoint names, or None when it names none (an
+    address alone: the account then comes from the configuration)."""
+    try:
+        return _account_of(endpoint)
+    except InvalidArgument:
+        return None
+
+
+def _same(account: str | None, other: str) -> bool:
+    """Whether ``account`` (None: not chosen yet) is ``other``; account
+    names are lowercase, a host's letters any case."""
+    return account is None or account.lower() == other.lower()

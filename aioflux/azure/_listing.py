@@ -4,11 +4,16 @@
 ``marker`` and ``include=metadata`` (so a listed blob carries the crc32c
 aioflux stored with it, and reads of it are checked against that). Azure
 has neither a start nor an end offset: a listing from ``start_offset``
-pages from the prefix and drops the names below it (``StoreFeatures``
-says so: parallel listers do not split such a store), and stops itself at
-the first name at or past ``end_offset``. Names that XML cannot carry come
-percent-encoded (``<Name Encoded="true">``). Every page goes through
-:class:`~aioflux._core.pages.ListingCheck`.
+pages from the prefix and drops the names outside the offsets
+(``StoreFeatures`` says so: parallel listers do not split such a store).
+Names that XML cannot carry come percent-encoded (``<Name Encoded="true">``).
+
+Azure's order is not Python's: a flat account sorts by UTF-16 code units
+(U+1F600 before U+E000), a hierarchical-namespace account by path
+(``a/x`` before ``a-b``). So a listing cannot stop at the first name past
+``end_offset`` (names below it may follow), and every page goes through
+:class:`~aioflux._core.pages.ListingCheck` without the order: each name
+once, under the prefix and inside the offsets, the markers new.
 """
 
 from __future__ import annotations
@@ -73,7 +78,8 @@ async def list_pages(store: Lister, container: str, prefix: str, delimiter: str 
         base += f"&prefix={quote(prefix, safe='')}"
     if delimiter:
         base += f"&delimiter={quote(delimiter, safe='')}"
-    check = ListingCheck("az", container, prefix, start_offset, end_offset)
+    check = ListingCheck("az", container, prefix, start_offset, end_offset, ordered=False,
+                         once=True)
 
     async def handle(resp: HttpResponse) -> bytes:
         return await read_metadata(resp, op)
@@ -84,13 +90,11 @@ async def list_pages(store: Lister, container: str, prefix: str, delimiter: str 
         raw = await store.transport.request(op, "GET", url, handle)
         # Parsed off the event loop (lxml releases the GIL).
         root = await asyncio.to_thread(parse, raw, op)
-        page, done = _read_page(store, container, root, op, start_offset, end_offset)
+        page = _read_page(store, container, root, op, start_offset, end_offset)
         marker = page.next_page_token
-        if done or marker is None:
-            yield check.page(ListPage(objects=page.objects, prefixes=page.prefixes,
-                                      next_page_token=None))
-            return
         yield check.page(page)
+        if marker is None:
+            return
 
 
 def _name(el: Any) -> str:
@@ -99,21 +103,17 @@ def _name(el: Any) -> str:
 
 
 def _read_page(store: Lister, container: str, root: Any, op: Op, start_offset: str | None,
-               end_offset: str | None) -> tuple[ListPage, bool]:
+               end_offset: str | None) -> ListPage:
     if root.tag != "EnumerationResults":
         raise ProtocolError(f"{describe('list', container, op.name, 'az')} failed: the server "
                             f"answered <{str(root.tag)[:40]}>, not <EnumerationResults>",
                             operation="list", bucket=container, name=op.name, status=200)
     objects: list[ObjectInfo] = []
-    done = False
     for blob in root.iterfind("Blobs/Blob"):
         name_el = blob.find("Name")
         name = "" if name_el is None else _name(name_el)
-        if start_offset and name < start_offset:
+        if (start_offset and name < start_offset) or (end_offset and name >= end_offset):
             continue
-        if end_offset and name >= end_offset:
-            done = True
-            break
         props = blob.find("Properties")
         size = props.findtext("Content-Length") if props is not None else None
         if not size or not size.isdigit():
@@ -144,7 +144,7 @@ def _read_page(store: Lister, container: str, root: Any, op: Op, start_offset: s
             prefixes.append(p)
     prefixes.sort()
     marker = root.findtext("NextMarker") or None
-    return ListPage(objects=objects, prefixes=prefixes, next_page_token=marker), done
+    return ListPage(objects=objects, prefixes=prefixes, next_page_token=marker)
 
 
 def _crc(text: str) -> int | None:

@@ -165,12 +165,13 @@ class AzureStore:
                        anonymous: bool) -> Transport:
         auth: Auth
         secrets: Secrets
-        sas = None
+        sas = renew = None
         if anonymous:
             auth, secrets = AnonymousAuth(), _NoSecrets()
         elif settings.account_key and credential is None:
             key = KeySas(settings.account, settings.account_key)
             auth, sas, secrets, self._auth = key, key.query, key, key
+            renew = key.renew
         elif settings.sas_token and credential is None:
             given = StaticSas(settings.sas_token)
             auth, sas, secrets, self._auth = given, given.query, given, given
@@ -182,7 +183,7 @@ class AzureStore:
                                       "string), or anonymous=True")
             token = TokenAuth(credential)
             auth, secrets, self._auth = token, token, token
-        return AzureTransport(self.config, auth, sas=sas, secrets=secrets,
+        return AzureTransport(self.config, auth, sas=sas, secrets=secrets, renew=renew,
                               endpoint=settings.endpoint, exact_urls=True)
 
     def __repr__(self) -> str:
@@ -244,7 +245,8 @@ class AzureStore:
     def copy_source(self, container: str, name: str) -> tuple[str, dict[str, str]]:
         """The URL a Copy Blob names as its source, and headers authorizing
         it: a read-only SAS for that blob (account key), the SAS given, or
-        the bearer token (``x-ms-copy-source-authorization``).
+        none (a bearer token's ``x-ms-copy-source-authorization`` is added
+        by :class:`TokenAuth` on each attempt, with that attempt's token).
 
         Args:
             container: source container.
@@ -259,8 +261,6 @@ class AzureStore:
             return f"{url}?{auth.source_sas(container, name)}", {}
         if isinstance(auth, StaticSas):
             return f"{url}?{auth.query()}", {}
-        if isinstance(auth, TokenAuth):
-            return url, auth.copy_source_header()
         return url, {}
 
     def remember(self, etag: str) -> int:
@@ -411,7 +411,8 @@ class AzureStore:
     def list(self, bucket: str, prefix: str = "", *, delimiter: str | None = None,
              start_offset: str | None = None, end_offset: str | None = None,
              page_size: int = 1000) -> AsyncIterator[ListPage]:
-        """List blobs page by page (List Blobs).
+        """List blobs page by page (List Blobs), in Azure's order (UTF-16
+        code units, or a hierarchical namespace's paths: not Python's).
 
         Args:
             bucket: container name.
@@ -419,7 +420,8 @@ class AzureStore:
             delimiter: group names by this (``"/"``), reported as prefixes.
             start_offset: first name (inclusive); Azure has none, so the
                 listing pages from the prefix and drops what is below.
-            end_offset: end (exclusive); the listing stops itself there.
+            end_offset: end (exclusive); the listing drops what is at or past
+                it (pages on to the prefix's end: Azure's order is not the offsets').
             page_size: names per request (Azure caps it at 5,000).
 
         Returns:
@@ -446,7 +448,7 @@ class AzureStore:
             end_offset: end (exclusive).
 
         Returns:
-            An async iterator of ObjectInfo in name order.
+            An async iterator of ObjectInfo in Azure's order (see :meth:`list`).
 
         Raises:
             InvalidURL: a malformed container (at once).
@@ -683,6 +685,23 @@ class AzureStore:
         delete_args(bucket, name, generation, if_generation_match, missing_ok, scheme="az")
         op = Op("delete", bucket, name, "az")
         etag = None
+        missing = NotFound(f"{describe('delete', bucket, name, 'az')} failed: no such blob",
+                           operation="delete", bucket=bucket, name=name, status=404,
+                           reason="BlobNotFound")
+        if generation is not None and if_generation_match not in (None, generation):
+            # At most one of the two is the blob's version, and If-Match on
+            # the precondition's ETag would delete the current blob whatever
+            # the generation: the generation is checked first (as on the
+            # other stores), and the precondition then cannot hold.
+            try:
+                current: int | None = (await self.stat(bucket, name)).generation
+            except NotFound:
+                current = None
+            if current != generation:
+                if missing_ok:
+                    return
+                raise missing if current is None else gone(op, generation)
+            raise precondition_failed(op, if_generation_match)
         for pin, failed in ((generation, gone), (if_generation_match, precondition_failed)):
             if pin is not None:
                 etag = await self.etag_for(bucket, name, pin)
@@ -692,9 +711,7 @@ class AzureStore:
                     if not await self.exists(bucket, name):
                         if missing_ok:
                             return
-                        raise NotFound(f"{describe('delete', bucket, name, 'az')} failed: "
-                                       "no such blob", operation="delete", bucket=bucket,
-                                       name=name, status=404, reason="BlobNotFound")
+                        raise missing
                     raise failed(op, pin)
         try:
             await self.delete_request(bucket, name, etag)

@@ -1,16 +1,24 @@
 """The Azure store's transport: every request names the API version, a SAS
 rides in the query string of requests to the endpoint's origin only, and no
 error leaves with a credential in its message.
+
+A SAS the service refuses with a 403 naming its authentication
+(``AuthenticationFailed``, ``AuthorizationFailure``, or a HEAD's bodiless
+403) is renewed, where it can be (one signed from the account key), and
+the request sent once more with the new one, as a bearer token refused with
+a 401 is: a SAS expired by the service's clock (the machine slept, its
+clock stepped) would otherwise fail every request until its renewal time.
+Once only, so a wrong key costs one request more, not a loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from .._core.auth import Auth
 from .._core.config import ClientConfig
-from .._core.errors import StorageError
+from .._core.errors import PermissionDenied, StorageError
 from .._net.transport import MediaResponse, Op, Transport
 from ._auth import Secrets, redact
 
@@ -20,6 +28,10 @@ __all__ = ["API_VERSION", "AzureTransport"]
 #: serves up to 2025-11-05).
 API_VERSION = "2023-11-03"
 T = TypeVar("T")
+# The codes of a 403 that refused the credential itself ("" : a HEAD's
+# answer has no body to name one). AuthorizationPermissionMismatch (a SAS
+# without the permission) is not among them: a new one would not help.
+_REFUSED = frozenset({"AuthenticationFailed", "AuthorizationFailure", ""})
 
 
 class AzureTransport(Transport):
@@ -30,6 +42,8 @@ class AzureTransport(Transport):
         auth: adds the ``Authorization`` header (a bearer token), or none.
         sas: the SAS query string of the moment, or None (no SAS).
         secrets: the credentials errors must not show.
+        renew: told the SAS a 403 refused (see the module doc); True if a
+            request sent again would carry a new one. None: not renewable.
         **kwargs: the other :class:`~aioflux._net.transport.Transport` arguments.
     """
 
@@ -39,15 +53,34 @@ class AzureTransport(Transport):
     stored_bytes = True
 
     def __init__(self, config: ClientConfig, auth: Auth, *, sas: Callable[[], str] | None,
-                 secrets: Secrets, **kwargs: Any) -> None:
+                 secrets: Secrets, renew: Callable[[str], bool] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(config, auth, **kwargs)
         self._sas = sas
         self._secrets = secrets
+        self._renew = renew
 
-    def _signed(self, url: str) -> str:
-        if self._sas is None or not self.same_origin(url):
+    def _signed(self, url: str, sas: str) -> str:
+        if not sas or not self.same_origin(url):
             return url
-        return f"{url}{'&' if '?' in url else '?'}{self._sas()}"
+        return f"{url}{'&' if '?' in url else '?'}{sas}"
+
+    async def _sent(self, call: Callable[[str], Awaitable[T]], url: str) -> T:
+        """``call`` of ``url`` signed, once more with a renewed SAS after a
+        403 that refused it; errors redacted."""
+        try:
+            sas = self._sas() if self._sas is not None else ""
+            try:
+                return await call(self._signed(url, sas))
+            except PermissionDenied as exc:
+                if not (sas and self._renew is not None and exc.reason in _REFUSED
+                        and self.same_origin(url) and self._renew(sas)):
+                    raise
+                self.stats.count_retry(type(exc).__name__)
+            assert self._sas is not None
+            return await call(self._signed(url, self._sas()))
+        except StorageError as exc:
+            raise redact(exc, self._secrets) from exc.__cause__
 
     async def request(self, op: Op, method: str, url: str, handler: Any, *,
                       params: Mapping[str, str] | None = None,
@@ -59,12 +92,11 @@ class AzureTransport(Transport):
         Raises:
             StorageError: as :meth:`Transport.request`, credentials redacted.
         """
-        try:
-            return await super().request(op, method, self._signed(url), handler,
-                                         params=params, headers=_versioned(headers),
-                                         data=data, ok=ok)
-        except StorageError as exc:
-            raise redact(exc, self._secrets) from exc.__cause__
+        versioned = _versioned(headers)
+        return await self._sent(
+            lambda signed: super(AzureTransport, self).request(
+                op, method, signed, handler, params=params, headers=versioned, data=data,
+                ok=ok), url)
 
     async def get_media_once(self, op: Op, url: str, handler: Callable[[MediaResponse], T], *,
                              headers: Mapping[str, str] | None = None,
@@ -75,12 +107,11 @@ class AzureTransport(Transport):
         Raises:
             StorageError: as :meth:`Transport.get_media_once`, credentials redacted.
         """
-        try:
-            return await super().get_media_once(op, self._signed(url), handler,
-                                                headers=_versioned(headers), into=into,
-                                                limit=limit, keep_partial=keep_partial)
-        except StorageError as exc:
-            raise redact(exc, self._secrets) from exc.__cause__
+        versioned = _versioned(headers)
+        return await self._sent(
+            lambda signed: super(AzureTransport, self).get_media_once(
+                op, signed, handler, headers=versioned, into=into, limit=limit,
+                keep_partial=keep_partial), url)
 
 
 def _versioned(headers: Mapping[str, str] | None) -> dict[str, str]:

@@ -13,6 +13,15 @@ than one part goes up in one Put Blob.
 An abort sends nothing: uncommitted blocks are invisible, the service
 drops them a week after their upload (or at the next commit of that blob),
 and no request can drop them earlier without touching the committed blob.
+
+Two refusals of the service have a cause the caller could not guess from
+its code, and become a :class:`~aioflux._core.errors.Conflict` naming it
+(nothing of the upload is visible either way): a Put Block answered 400
+``InvalidBlobOrBlock``, because the blob holds uncommitted blocks whose ids
+have another length (another tool's: the Azure SDK's ids are 48
+characters, these 32), and a Put Block List answered 400
+``InvalidBlockList``, because another write of the blob committed first
+and so dropped this upload's blocks.
 """
 
 from __future__ import annotations
@@ -25,7 +34,14 @@ from urllib.parse import quote
 from xml.sax.saxutils import escape
 
 from .._core.crc import Crc32c, encode_crc32c
-from .._core.errors import Conflict, InvalidArgument, NotFound, PreconditionFailed, describe
+from .._core.errors import (
+    Conflict,
+    InvalidArgument,
+    InvalidRequest,
+    NotFound,
+    PreconditionFailed,
+    describe,
+)
 from .._core.md5 import md5_base64
 from .._core.types import ObjectInfo
 from .._net.failures import drain
@@ -77,14 +93,23 @@ class AzureUpload:
         if not 1 <= number <= MAX_BLOCKS:
             raise InvalidArgument(f"upload part az://{self.container}/{self.name}: part "
                                   f"number must be 1..{MAX_BLOCKS}, got {number}")
-        self.mode = "blocks"
+        # "multipart" as the writer engine's stats name a part-by-part
+        # upload (it counts the tail part of that mode only).
+        self.mode = "multipart"
         view = data.cast("B") if data.format != "B" else data
         op = Op(f"upload part {number}", self.container, self.name, "az")
         url = (f"{self.store.blob_url(self.container, self.name)}?comp=block"
                f"&blockid={quote(self.block_id(number), safe='')}")
-        await self.store.transport.request(
-            op, "PUT", url, drain, data=view, ok=(201,),
-            headers={"Content-MD5": await md5_base64(view)})
+        try:
+            await self.store.transport.request(
+                op, "PUT", url, drain, data=view, ok=(201,),
+                headers={"Content-MD5": await md5_base64(view)})
+        except InvalidRequest as exc:
+            if exc.reason != "InvalidBlobOrBlock":
+                raise
+            raise _conflict(op, exc, "the blob has uncommitted blocks of another writer or "
+                                     "tool (block ids of another length); they expire in a "
+                                     "week, or a Put Blob of the name clears them") from exc
         self._sizes[number] = len(view)
 
     async def finish(self, last_number: int, tail: memoryview | None, expected: Crc32c,
@@ -124,6 +149,12 @@ class AzureUpload:
         except (PreconditionFailed, Conflict, NotFound) as exc:
             return await precondition_outcome(self.store, op, exc, self.if_generation_match,
                                               expected.length, expected.value)
+        except InvalidRequest as exc:
+            if exc.reason != "InvalidBlockList":
+                raise
+            # A commit drops every uncommitted block of the blob, ours too.
+            raise _conflict(op, exc, "another write of this blob replaced the upload's "
+                                     "blocks") from exc
         return await self._checked(etag, expected)
 
     async def _checked(self, etag: str, expected: Crc32c) -> ObjectInfo:
@@ -148,3 +179,10 @@ class AzureUpload:
 
     def __repr__(self) -> str:
         return f"AzureUpload({describe('upload', self.container, self.name, 'az')!r})"
+
+
+def _conflict(op: Op, exc: InvalidRequest, cause: str) -> Conflict:
+    return Conflict(f"{describe(op.operation, op.bucket, op.name, 'az')} failed: HTTP 400 "
+                    f"{exc.reason}: {cause}; nothing of this upload was published",
+                    operation=op.operation, bucket=op.bucket, name=op.name, status=400,
+                    reason=exc.reason, attempts=exc.attempts)

@@ -8,6 +8,7 @@ pickling.
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime
 import gzip
 import os
@@ -20,10 +21,12 @@ import pytest
 import aioflux
 from aioflux import (
     ClientConfig,
+    Conflict,
     InvalidArgument,
     InvalidURL,
     NotFound,
     PermissionDenied,
+    PreconditionFailed,
     WriterOptions,
     list_files,
     load_files,
@@ -32,6 +35,7 @@ from aioflux._api import stores
 from aioflux._core.crc import Crc32c, crc32c
 from aioflux._core.portal import call
 from aioflux._core.urls import parse_url
+from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux.azure import AzureStore
 from tests.azurite import KEY, Azurite
 from tests.conftest import FAST_RETRY, unique_bucket
@@ -140,6 +144,50 @@ async def test_blocks_of_two_writers_of_one_name_stay_apart(az: tuple[AzureStore
     assert await store.read(container, "same") == two
     await first.abort()
     assert await store.read(container, "same") == two  # the abort touched nothing
+
+
+async def test_a_writer_committing_over_anothers_blocks_is_a_named_conflict(
+        az: tuple[AzureStore, str]) -> None:
+    store, container = az
+    one, two = os.urandom(3000), os.urandom(3000)
+    first = store.start_upload(container, "same", part_size=1000)
+    for number in (1, 2):
+        await first.put(number, memoryview(one)[(number - 1) * 1000:number * 1000])
+    second = store.start_upload(container, "same", part_size=1000)
+    await second.put(1, memoryview(two)[:1000])
+    await second.finish(2, memoryview(two)[1000:], _running(two))  # drops the first's blocks
+    with pytest.raises(Conflict, match="another write of this blob replaced the upload's "
+                                       "blocks") as conflict:
+        await first.finish(3, memoryview(one)[2000:], _running(one))
+    assert (conflict.value.bucket, conflict.value.name) == (container, "same")
+    assert f"az://{container}/same" in str(conflict.value)
+    assert await store.read(container, "same") == two  # nothing of the first published
+
+
+async def test_another_tools_uncommitted_blocks_are_a_named_conflict(
+        azurite: Azurite, az: tuple[AzureStore, str]) -> None:
+    from azure.storage.blob import BlobServiceClient
+
+    store, container = az
+    blob = BlobServiceClient.from_connection_string(
+        azurite.connection_string).get_blob_client(container, "x")
+    # The SDK's block ids are 48 characters, aioflux's 32: Azure refuses ids
+    # of two lengths among a blob's uncommitted blocks.
+    blob.stage_block(base64.b64encode(b"x" * 36).decode(), b"zzz")
+    upload = store.start_upload(container, "x", part_size=1000)
+    with pytest.raises(Conflict, match="uncommitted blocks of another writer or tool") as got:
+        await upload.put(1, memoryview(b"a" * 1000))
+    assert got.value.name == "x" and "week" in str(got.value)
+    assert not await store.exists(container, "x")
+
+
+async def test_writer_stats_count_every_block(az: tuple[AzureStore, str]) -> None:
+    store, container = az
+    writer = AsyncObjectWriter(store, container, "big",
+                               options=WriterOptions(part_size=1000, max_in_flight=2))
+    await writer.write(b"x" * 2500)
+    await writer.close()
+    assert (writer.stats.mode, writer.stats.parts) == ("multipart", 3)  # the tail too
 
 
 def _running(data: bytes) -> Crc32c:
@@ -290,6 +338,27 @@ async def test_deleting_a_replaced_generation_missing_ok_is_quiet(
     await store.delete(container, "x", generation=new.generation, missing_ok=True)
     assert not await store.exists(container, "x")
     await store.delete(container, "x", generation=new.generation, missing_ok=True)
+
+
+async def test_a_generation_and_another_precondition_delete_nothing(
+        az: tuple[AzureStore, str]) -> None:
+    # As on GCS and MemoryStore: the generation first, then the precondition.
+    store, container = az
+    old = await store.write(container, "x", b"one")
+    new = await store.write(container, "x", b"two")
+    with pytest.raises(NotFound, match="no longer generation"):
+        await store.delete(container, "x", generation=old.generation,
+                           if_generation_match=new.generation)
+    await store.delete(container, "x", generation=old.generation,
+                       if_generation_match=new.generation, missing_ok=True)
+    with pytest.raises(PreconditionFailed, match="exists already"):
+        await store.delete(container, "x", generation=new.generation, if_generation_match=0)
+    assert await store.read(container, "x") == b"two"  # untouched
+    await store.delete(container, "x", generation=new.generation,
+                       if_generation_match=new.generation)
+    with pytest.raises(NotFound, match="no such blob"):
+        await store.delete(container, "x", generation=old.generation,
+                           if_generation_match=new.generation)
 
 
 @pytest.mark.parametrize("lean", [True, False], ids=["lean", "aiohttp"])

@@ -299,8 +299,8 @@ async def test_xml_entities_are_refused_not_expanded(document: bytes) -> None:
 
 
 @pytest.mark.parametrize(("pages", "prefix", "message"), [
-    ([_page("b", "a")], "", "after"),
-    ([_page("a", marker="m1"), _page("a")], "", "after"),
+    ([_page("b", "b")], "", "'b' twice"),
+    ([_page("a", marker="m1"), _page("b", "a")], "", "'a' twice"),
     ([_page("a", marker="m1"), _page("b", marker="m1")], "", "page token"),
     ([_page("zzz/outside")], "a", "not under the prefix"),
 ])
@@ -319,6 +319,28 @@ async def test_a_kept_promise_lists_every_page_with_its_marker() -> None:
     async with server as base, store_at(base) as store:
         assert [o.name async for o in store.list_objects("ctr")] == ["a", "b", "c"]
     assert b"marker=2%21opaque%2F%2B%3D" in server.requests[1]
+
+
+@pytest.mark.parametrize("names", [
+    ("a\U0001F600", "a\ue000", "b"),  # UTF-16 code units: a surrogate before U+E000
+    ("Path A", "Path A/dat1", "Path A-B", "Path A-B/dat2"),  # a hierarchical namespace
+], ids=["utf-16", "hns"])
+async def test_azures_own_order_lists(names: tuple[str, ...]) -> None:
+    pages = iter([_page(*names[:2], marker="m1"), _page(*names[2:])])
+    server = Script(lambda m, t, h: http("200 OK", next(pages)))
+    async with server as base, store_at(base) as store:
+        assert [o.name async for o in store.list_objects("ctr")] == list(names)
+
+
+async def test_names_past_the_end_offset_are_dropped_not_the_end_of_the_listing() -> None:
+    # In path order "Path A/dat1" (past the end: '/' > '.') comes before
+    # "Path A-B" (below it: '-' < '.'): the listing goes on past the first
+    # name beyond the end.
+    pages = iter([_page("Path A", "Path A/dat1", marker="m1"), _page("Path A-B", "Path B")])
+    server = Script(lambda m, t, h: http("200 OK", next(pages)))
+    async with server as base, store_at(base) as store:
+        got = [o.name async for o in store.list_objects("ctr", end_offset="Path A.")]
+    assert got == ["Path A", "Path A-B"] and len(server.requests) == 2
 
 
 # -- uploads -----------------------------------------------------------------------------------
@@ -533,6 +555,48 @@ async def test_an_echoed_key_signed_sas_is_redacted() -> None:
     _assert_clean(str(denied.value), sig[1].decode(), KEY)
 
 
+@pytest.mark.parametrize("code", ["AuthenticationFailed", "AuthorizationFailure"])
+async def test_a_key_signed_sas_refused_with_a_403_is_signed_anew_once(
+        code: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import azure.storage.blob as blob
+
+    signed = 0
+    sign = blob.generate_account_sas
+
+    def counted(*args: object, **kwargs: object) -> str:
+        nonlocal signed
+        signed += 1
+        return f"{sign(*args, **kwargs)}&n={signed}"  # type: ignore[arg-type]
+
+    monkeypatch.setattr(blob, "generate_account_sas", counted)
+    refused = http("403 Forbidden", f"<Error><Code>{code}</Code></Error>".encode())
+    answers = iter([refused])
+
+    def answer(method: str, target: str, head: bytes) -> Answer:
+        return next(answers, None) or blob_answer(crc=crc32c(OBJ))(method, target, head)
+
+    server = Script(answer)
+    async with server as base, store_at(base, sas_token=None, account="acct",
+                                        account_key=KEY) as store:
+        assert await store.read("ctr", "o") == OBJ
+        assert store.stats.retries_by_cause.get("PermissionDenied") == 1
+    assert signed == 2
+    assert b"&n=1 " in server.requests[0] and b"&n=2 " in server.requests[1]
+    # Refused again: raised after one renewal, not a loop.
+    server = Script(lambda m, t, h: refused)
+    async with server as base, store_at(base, sas_token=None, account="acct",
+                                        account_key=KEY) as store:
+        with pytest.raises(PermissionDenied):
+            await store.read("ctr", "o")
+    assert len(server.requests) == 2
+    # A SAS given as is cannot be renewed: one request.
+    server = Script(lambda m, t, h: refused)
+    async with server as base, store_at(base) as store:
+        with pytest.raises(PermissionDenied):
+            await store.read("ctr", "o")
+    assert len(server.requests) == 1
+
+
 class FakeCredential:
     """A token credential as azure-identity's: ``get_token(scope)``."""
 
@@ -591,6 +655,34 @@ async def test_a_401_renews_the_token_once(tls: tuple[ssl.SSLContext, str]) -> N
         assert await store.read("ctr", "o") == OBJ
     assert len(credential.scopes) == 2
     assert b"TOKEN1SECRET" in server.requests[0] and b"TOKEN2SECRET" in server.requests[1]
+
+
+async def test_a_copy_sent_again_after_a_401_authorizes_its_source_anew(
+        tls: tuple[ssl.SSLContext, str]) -> None:
+    context, ca_file = tls
+    credential = FakeCredential()
+    puts = 0
+    done = _look("success", etag='"0x3"', size=len(COPIED), md5=COPIED_MD5)
+
+    def answer(method: str, target: str, head: bytes) -> Answer:
+        nonlocal puts
+        if method == "PUT":
+            puts += 1
+            if puts == 1:
+                return http("401 Unauthorized",
+                            b"<Error><Code>InvalidAuthenticationInfo</Code></Error>")
+            return http("202 Accepted", ETag='"0x3"', x_ms_copy_status="success",
+                        x_ms_copy_id="id1")
+        return _copy_answer(done)(method, target, head)
+
+    server = Script(answer, tls=context)
+    async with server as base, AzureStore(ClientConfig(retry=RETRY, ca_file=ca_file),
+                                          endpoint=base, credential=credential) as store:
+        assert (await store.copy("ctr", "src", "ctr", "dst")).size == len(COPIED)
+    sent = [re.findall(rb"(?i)\r\n(authorization|x-ms-copy-source-authorization): ([^\r]+)", h)
+            for h in server.heads("PUT")]
+    assert [sorted(v for _, v in pair) for pair in sent] == [
+        [b"Bearer TOKEN1SECRET"] * 2, [b"Bearer TOKEN2SECRET"] * 2]
 
 
 def test_a_bearer_token_over_plain_http_is_refused() -> None:

@@ -64,6 +64,29 @@ def test_the_environment_the_azure_way(monkeypatch: pytest.MonkeyPatch) -> None:
         "devstoreaccount1"
 
 
+def test_another_accounts_credentials_in_the_environment_are_never_used(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A SAS signed for acctA would go to acctb's origin.
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", f"AccountName=acctA;AccountKey={KEY}")
+    theirs = "https://acctb.blob.core.windows.net"
+    for account, endpoint in ((None, theirs), ("acctb", None), ("acctb", theirs)):
+        got = resolve(account, endpoint, None, None, None)
+        assert (got.account, got.endpoint, got.account_key) == ("acctb", theirs, None)
+    # The string's own account, named either way (any case), keeps its key.
+    for account, endpoint in ((None, "https://accta.blob.core.windows.net"), ("accta", None)):
+        assert resolve(account, endpoint, None, None, None).account_key == KEY
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING")
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", "accta")
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", KEY)
+    for account, endpoint in (("acctb", None), (None, theirs)):
+        got = resolve(account, endpoint, None, None, None)
+        assert (got.account, got.account_key, got.sas_token) == ("acctb", None, None)
+    monkeypatch.delenv("AZURE_STORAGE_ACCOUNT_KEY")
+    monkeypatch.setenv("AZURE_STORAGE_SAS_TOKEN", "sv=1&sig=x")
+    assert resolve("acctb", None, None, None, None).sas_token is None
+    assert resolve("accta", None, None, None, None).sas_token == "sv=1&sig=x"
+
+
 def test_a_bad_connection_string_is_named_by_its_field_never_its_values() -> None:
     for text, named in ((f"AccountName=a;AccountKey={KEY};Nonsense", "(no '=')"),
                         (f"AccountKey={KEY};Bogus=1", "'Bogus'"),
@@ -106,6 +129,28 @@ def test_the_key_signs_an_account_sas_kept_until_near_its_end() -> None:
     assert key.query() is first  # kept, not signed again
     source = key.source_sas("ctr", "a/b")
     assert "sr=b" in source and "sp=r" in source  # one blob, read only
+
+
+def test_the_sas_is_renewed_by_the_wall_clock_against_its_own_expiry(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+    from urllib.parse import parse_qs
+
+    key = KeySas("acct", KEY)
+    first = key.query()
+    # A suspend (or a paused VM): the wall clock moved 55 minutes on, the
+    # monotonic clock did not; the first SAS now ends in 5 minutes.
+    woke = time.time() + 3300
+    monkeypatch.setattr(time, "time", lambda: woke)
+    monkeypatch.setattr(time, "monotonic", lambda: 0.0)
+    second = key.query()
+    assert second != first
+
+    def expiry(sas: str) -> str:
+        return parse_qs(sas)["se"][0]
+
+    assert expiry(second) > expiry(first)
+    assert key.query() is second
 
 
 def test_tokens_never_go_over_plain_http() -> None:

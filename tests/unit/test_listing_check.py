@@ -61,6 +61,24 @@ def test_an_unordered_store_is_held_to_the_prefix_and_offsets_only() -> None:
         check.page(_page("p/a"))
 
 
+def test_a_store_with_its_own_order_still_names_each_object_once() -> None:
+    # Azure: UTF-16 code units (U+1F600 before U+E000), or paths ('A/x' before 'A-B').
+    check = ListingCheck("az", "c", "p/", None, "p/y", ordered=False, once=True)
+    check.page(_page("p/a\U0001F600", "p/a\ue000", "p/A", "p/A/x"))
+    check.page(_page("p/A-B"))
+    with pytest.raises(ProtocolError, match="listed 'p/A/x' twice") as info:
+        check.page(_page("p/b", "p/A/x"))
+    assert "each object once" in str(info.value)
+    with pytest.raises(ProtocolError, match="'p/c' twice"):
+        ListingCheck("az", "c", "", None, None, ordered=False, once=True).page(
+            _page("p/c", "p/c"))
+    with pytest.raises(ProtocolError, match="at or past the end offset"):
+        check.page(_page("p/z"))
+    # The stores that list in name order keep the order check.
+    with pytest.raises(ProtocolError, match="'p/a' after 'p/b'"):
+        ListingCheck("gs", "b", "p/", None, None, once=True).page(_page("p/b", "p/a"))
+
+
 def test_a_common_prefix_outside_the_prefix_fails() -> None:
     with pytest.raises(ProtocolError, match="the prefix 'q/'"):
         ListingCheck("gs", "b", "p/", None, None).page(_page(prefixes=("p/a/", "q/")))
