@@ -35,6 +35,7 @@ __all__ = [
     "MAX_COMPOSE_SOURCES",
     "ComposeMismatch",
     "composite_name",
+    "delete_leftovers",
     "expected_crc32c",
     "fetch_composed",
     "leftover_composites",
@@ -156,6 +157,21 @@ async def _delete(client: ObjectStore, bucket: str, name: str) -> None:
     _unregister(client, bucket, name)
 
 
+async def delete_leftovers(client: ObjectStore) -> None:
+    """Delete the composites ``client`` made and could not delete yet (a
+    delete that failed), at its close: the exit clean-up runs after an
+    ``async with`` client closed, and a closed client deletes nothing (they
+    stayed in the bucket until ``aioflux clean``).
+
+    Args:
+        client: the closing client.
+    """
+    with _lock:
+        mine = [live for live in _live.values() if live.client is client]
+    await asyncio.gather(*(_delete(live.client, live.bucket, live.name) for live in mine),
+                         return_exceptions=True)
+
+
 async def _exit_cleanup(items: list[_Live]) -> None:
     # Cancel the portal's fetches first: their finally blocks delete what they
     # made, and none can create a composite after the deletes below ran.
@@ -236,7 +252,10 @@ async def fetch_composed(client: ObjectStore, objects: Sequence[ObjectInfo], *,
             # deleted it): the caller's fallback signal.
             raise ComposeMismatch(str(exc)) from exc
         except StorageError as exc:
-            refused = exc.status is not None  # the server said no: nothing was created
+            # The server said no, at the only attempt: nothing was created.
+            # After a retry the first attempt may have landed (its answer
+            # lost, then 503s): deleted like any other, it was left behind.
+            refused = exc.status is not None and exc.attempts < 2
             raise
         if info.size != want_size or (want_crc is not None and info.crc32c != want_crc):
             raise ComposeMismatch(f"compose gs://{bucket}/{name}: got size {info.size} "

@@ -154,6 +154,11 @@ class DownloadOptions:
             raise ValueError("DownloadOptions.prefetch_bytes must be >= 1")
         if not 1 <= self.max_sources <= MAX_COMPOSE_SOURCES:
             raise ValueError(f"DownloadOptions.max_sources must be 1-{MAX_COMPOSE_SOURCES}")
+        if not isinstance(self.composed_prefix, str) or not self.composed_prefix.endswith("/"):
+            # A folder: clean_bucket (and `aioflux clean`) find composites in
+            # it by the URL rule; "tmp-composed-" ones were never found.
+            raise ValueError(f"DownloadOptions.composed_prefix must be a folder ending in '/', "
+                             f"got {self.composed_prefix!r}")
 
     @property
     def compose_enabled(self) -> bool:

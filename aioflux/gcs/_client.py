@@ -50,7 +50,7 @@ from .._core.validate import (
     write_args,
 )
 from .._engines.cache import cache_from_args
-from .._engines.compose import MAX_COMPOSE_SOURCES
+from .._engines.compose import MAX_COMPOSE_SOURCES, delete_leftovers
 from .._engines.download import DownloadOptions
 from .._engines.iterables import StreamItem, stream, stream_args
 from .._net.failures import drain
@@ -168,6 +168,8 @@ class AsyncClient(XmlMultipartCalls):
         Raises:
             InvalidArgument: (from later calls) the client is closed.
         """
+        if not self._transport.closed:
+            await delete_leftovers(self)  # the exit clean-up cannot use a closed client
         await self._transport.aclose(owner="client")
 
     def _json_url(self, bucket: str, name: str | None = None) -> str:
