@@ -115,7 +115,7 @@ class DownloadOptions:
         max_sources: most sources per composite (1-32).
         ranged_threshold: objects at least this large are read in chunks.
         range_size: bytes per ranged chunk.
-        composed_prefix: where composites are created.
+        composed_prefix: the folder composites are created in (ends in ``/``).
         hedge_after: send a second GET for a direct read not complete after
             this many seconds and use the first answer (the other is
             cancelled); ``"auto"``: after the p95 of this downloader's read
