@@ -103,7 +103,14 @@ async def put_object(store: S3Store, bucket: str, name: str, view: memoryview,
             stored = await store.stat(bucket, name)
         except NotFound:
             raise exc from None
-        if stored.size != len(view) or stored.crc32c != checksum:
+        if stored.size != len(view):
+            raise
+        if stored.crc32c is not None:
+            if stored.crc32c != checksum:
+                raise
+        elif stored.md5 is None or stored.md5 != await md5_base64(view):
+            # A store that keeps no crc32c: a plain ETag's MD5 says whose
+            # bytes these are (taken for another writer's, the write failed).
             raise
         return stored
     return await _verify(store, op, info, view, checksum)
@@ -131,8 +138,12 @@ async def copy_object(store: S3Store, bucket: str, name: str, dest_bucket: str,
     pinned = store._known_etag(src.generation)
     if pinned:
         headers["x-amz-copy-source-if-match"] = pinned
+    # Sent under the destination: a wrong-region answer is the destination
+    # bucket's (under the source's, its region was recorded for the source
+    # and the copy sent again, signed for the same wrong region).
     etag = await store.transport.request(
-        op, "PUT", store.object_url(dest_bucket, dest_name), handle, headers=headers)
+        Op("copy", dest_bucket, dest_name, "s3"), "PUT", store.object_url(dest_bucket, dest_name),
+        handle, headers=headers)
     info = await store.stat(dest_bucket, dest_name)
     if etag and store._remember(etag) != info.generation:
         # Replaced since by another writer: theirs is not ours to check.

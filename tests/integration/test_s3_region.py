@@ -130,3 +130,26 @@ async def test_a_lean_read_is_corrected_too() -> None:
     assert [h.split(b" ", 2)[:2] for h in heads] == [[b"GET", b"/bkt/k"], [b"HEAD", b"/bkt"],
                                                      [b"GET", b"/bkt/k"]]
     assert [_signed_region(h) for h in heads] == ["us-west-2", "us-west-2", "ap-south-1"]
+
+
+async def test_a_copy_into_a_bucket_of_another_region_learns_the_destinations() -> None:
+    # The CopyObject went under the source's name: the destination's region
+    # was recorded for the source bucket and the copy sent again, signed for
+    # the same wrong region.
+    etag = '"0123456789abcdef0123456789abcdef"'
+    head = _raw("200 OK", b"1234567", head=True, ETag=etag,
+                Last_Modified="Sun, 22 Nov 2026 12:00:00 GMT")
+    moved = _raw("301 Moved Permanently", _MOVED, x_amz_bucket_region="eu-central-1",
+                 Content_Type="application/xml")
+    copied = _raw("200 OK", f"<CopyObjectResult><ETag>{etag}</ETag></CopyObjectResult>".encode(),
+                  Content_Type="application/xml")
+    answers = [head, moved, copied, head]
+    server = RawServer(lambda conn, i: answers.pop(0) if answers else None)
+    async with server as endpoint:
+        async with S3Store(ClientConfig(retry=FAST_RETRY), endpoint=endpoint,
+                           region="us-west-2") as store:
+            info = await store.copy("src", "k", "dst", "k2")
+            assert (info.bucket, info.name, info.size) == ("dst", "k2", 7)
+            assert store.endpoints.regions == {"dst": "eu-central-1"}
+    assert [_signed_region(h) for h in server.requests] == \
+        ["us-west-2", "us-west-2", "eu-central-1", "eu-central-1"]
