@@ -76,9 +76,14 @@ def _history(store: Any, as_json: bool) -> None:
     if not records:
         print(f"no saves recorded under {store.root}", file=sys.stderr)
         return
-    rows = [(str(r.step), "ok" if r.ok else "FAILED", human(r.bytes), human(r.stored_bytes),
-             f"{r.blocking_seconds:.2f}", f"{r.total_seconds:.2f}", f"{r.mb_per_s:.1f}",
-             r.created, r.error or "") for r in records]
+    try:
+        rows = [(str(r.step), "ok" if r.ok else "FAILED", human(r.bytes), human(r.stored_bytes),
+                 f"{r.blocking_seconds:.2f}", f"{r.total_seconds:.2f}", f"{r.mb_per_s:.1f}",
+                 r.created, r.error or "") for r in records]
+    except (ValueError, TypeError) as exc:
+        # A field of the wrong type ("bytes": "x") reached the table: one line, exit 1.
+        raise InvalidArgument(f"history {store.root}history.jsonl holds a record whose fields "
+                              f"are not numbers where numbers belong: {exc}") from exc
     _table(("STEP", "RESULT", "BYTES", "STORED", "BLOCKED_S", "TOTAL_S", "MB/S", "CREATED",
             "ERROR"), rows, right={0, 2, 3, 4, 5, 6})
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 from dataclasses import dataclass
 
@@ -36,13 +37,14 @@ from .._core.types import ObjectInfo
 from .._core.urls import StoreURL, folder_prefix, validate_object_name
 from .._core.window import gather_bounded, window
 from .._engines.async_writer import AsyncObjectWriter
+from ..local._files import path_of
 from ._common import (
     Progress,
     Stores,
     add_client_arguments,
     int_at_least,
     list_named,
-    nothing_matches,
+    require_match,
     url_arg,
 )
 from ._registry import UsageError, command
@@ -145,8 +147,7 @@ async def _plan_folder(store: ObjectStore, url: StoreURL, dst: StoreURL) -> list
         # place there that could not collide with them.
         print(f"aioflux cp: skipped {exact.url}: an object and a folder share the name; "
               "copy it without -r", file=sys.stderr)
-    if not items:
-        raise nothing_matches("cp", url)
+    require_match("cp", url, bool(items))  # an empty bucket or directory copies nothing
     return items
 
 
@@ -159,6 +160,29 @@ def _refuse_copies_onto_themselves(plan: list[_Item]) -> None:
         if item.src_url == item.dst:
             raise InvalidArgument(f"cp {item.src_url}: the source and destination are the "
                                   "same object; nothing was copied")
+
+
+def _refuse_special_destinations(plan: list[_Item]) -> None:
+    """Fail before any copy if a local destination is there and is not a
+    regular file or a directory: a file is written beside it and renamed
+    over it, so a device, FIFO or symbolic link (``/dev/null``, ``/dev/stdout``)
+    was replaced by a regular file holding the data, and exit 0."""
+    for item in plan:
+        if item.dst.scheme != "file":
+            continue
+        path = path_of(item.dst.bucket, item.dst.name)
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(mode):
+            raise InvalidArgument(f"cp {item.src_url}: the destination {path} is a symbolic "
+                                  "link, which cp would replace, not write through; name "
+                                  f"its target ({os.path.realpath(path)}); nothing was copied")
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise InvalidArgument(f"cp {item.src_url}: the destination {path} is not a regular "
+                                  "file (a device or FIFO), which cp would replace; use "
+                                  "'aioflux cat' to write into it; nothing was copied")
 
 
 def _into(dst: StoreURL, basename: str) -> StoreURL:
@@ -255,6 +279,7 @@ def _cp(args: argparse.Namespace) -> int:
             stores(args.dst)  # a destination without a store fails before any read
             plan = await _plan(stores, args.src, args.dst, args.recursive)
             _refuse_copies_onto_themselves(plan)
+            _refuse_special_destinations(plan)
             total = sum(item.src.size for item in plan)
             progress = Progress(total, "cp", enabled=args.progress)
             try:

@@ -25,7 +25,6 @@ from ._common import (
     human,
     linked_directory,
     list_named,
-    nothing_matches,
     portal_store,
     require_match,
     url_arg,
@@ -213,8 +212,9 @@ async def _named_targets(stores: Stores, urls: list[StoreURL], recursive: bool
         elif recursive:
             found = [(store, bucket, o.name, o.generation or None)
                      async for o in list_named(store, url)]
-            if not found:
-                raise nothing_matches("rm", url)
+            # An empty bucket or local directory matches (as for ls and du,
+            # and as cli.md says): nothing to delete, not "nothing matches".
+            require_match("rm", url, bool(found))
             targets.extend(found)
         elif not name or name.endswith("/"):
             raise UsageError(f"{url} names a bucket or folder; use -r")

@@ -15,7 +15,7 @@ import ctypes
 import ctypes.util
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from aioflux.testing._errors import ApiError
@@ -26,6 +26,20 @@ from aioflux.testing._store import Store
 __all__ = ["S3_READY_PREFIX", "build_parser", "serve_main"]
 
 S3_READY_PREFIX = "aioflux emulator S3 API on "
+
+
+def _port(lowest: int) -> Callable[[str], int]:
+    """An argparse type: a port number from ``lowest`` to 65535 (99999 was
+    taken and wrapped to 34463 by the socket layer)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+        if not lowest <= value <= 65535:
+            raise argparse.ArgumentTypeError(f"a port from {lowest} to 65535, got {value}")
+        return value
+    return parse
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,8 +56,9 @@ def build_parser(prog: str = "aioflux emulator") -> argparse.ArgumentParser:
     """
     p = _Parser(prog=prog, description="Run the aioflux GCS emulator (and its S3 face).")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=0, help="port (default 0 = pick a free one)")
-    p.add_argument("--s3-port", type=int, default=0,
+    p.add_argument("--port", type=_port(0), default=0,
+                   help="port (default 0 = pick a free one)")
+    p.add_argument("--s3-port", type=_port(-1), default=0,
                    help="port of the path-style S3 face over the same store (default 0 = pick "
                         "a free one; -1 = no S3 face)")
     p.add_argument("--s3-region", default="us-east-1",

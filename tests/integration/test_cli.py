@@ -583,3 +583,14 @@ def test_ls_prints_a_file_name_that_is_not_utf8(tmp_path: Path, io_encoding: str
     else:
         assert lines == sorted([f"file://{folder}/bad\\udcff.bin".encode(),
                                 f"file://{folder}/caf\\xe9.bin".encode()])
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--port", "99999"), ("--s3-port", "70000"),
+                                             ("--port", "-1"), ("--s3-port", "-2")])
+def test_emulator_refuses_a_port_out_of_range(capsys: pytest.CaptureFixture[str], flag: str,
+                                              value: str) -> None:
+    # 99999 listened on 34463 (wrapped by the socket layer) without a word.
+    with pytest.raises(SystemExit) as exc:
+        main(["emulator", flag, value])
+    assert exc.value.code == 2
+    assert "to 65535, got" in capsys.readouterr().err

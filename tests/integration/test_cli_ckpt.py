@@ -98,3 +98,15 @@ def test_list_and_history_of_a_root_on_the_filesystem(run, root: str,  # type: i
     code, out, err = run("ckpt", "history", url)
     assert code == 0, err
     assert [ln.split()[:2] for ln in out.splitlines()[1:]] == [["10", "ok"], ["20", "ok"]]
+
+
+def test_a_history_record_of_wrong_field_types_is_one_line(  # type: ignore[no-untyped-def]
+        run, tmp_path: Path) -> None:
+    # "bytes": "x" reached the table: a TypeError traceback.
+    root = tmp_path / "ck"
+    root.mkdir()
+    (root / "history.jsonl").write_text(
+        '{"step":1,"ok":true,"bytes":"x","stored_bytes":1,"blocking_seconds":1,'
+        '"total_seconds":1,"mb_per_s":1,"created":"t"}\n')
+    code, _, err = run("ckpt", "history", str(root))
+    assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err

@@ -536,3 +536,35 @@ def test_cancelling_a_large_local_copy_publishes_nothing(
     asyncio.run(asyncio.wait_for(copy_then_cancel(), 30))
     assert ranges_read == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.bin"]
+
+
+def test_cp_refuses_a_device_fifo_or_link_as_its_destination(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, tree: str, tmp_path: Path) -> None:
+    # Written beside it and renamed over it, /dev/null or /dev/stdout (a
+    # link) became a regular file holding the data, and cp exited 0.
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    target = tmp_path / "target"
+    target.write_bytes(b"kept")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    for dest, says in ((fifo, "not a regular file"), (link, "symbolic link")):
+        code, _, err = run("cp", f"gs://{tree}/a", str(dest))
+        assert code == 1 and says in err and "nothing was copied" in err, err
+    assert fifo.is_fifo() and link.is_symlink() and target.read_bytes() == b"kept"
+    # A regular file is still replaced as before.
+    assert run("cp", f"gs://{tree}/a", str(target))[0] == 0
+    assert target.read_bytes() == b"A"
+
+
+def test_rm_r_and_cp_r_of_an_empty_bucket_or_directory_match(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, tmp_path: Path) -> None:
+    # As cli.md says and ls and du do: they exited 1, "nothing matches".
+    empty = unique_bucket("empty")
+    emulator.create_bucket(empty)
+    (tmp_path / "emptyd").mkdir()
+    assert run("rm", "-r", f"gs://{empty}")[:2] == (0, "removed 0 object(s)\n")
+    assert run("rm", "-r", str(tmp_path / "emptyd"))[0] == 0
+    assert run("cp", "-r", f"gs://{empty}", str(tmp_path / "out"))[0] == 0
+    assert run("cp", "-r", str(tmp_path / "emptyd"), f"gs://{empty}/e")[0] == 0
+    assert run("rm", "-r", f"gs://{empty}/nothing")[0] == 1  # a name still must match
