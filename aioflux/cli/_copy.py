@@ -123,18 +123,24 @@ async def _plan_folder(store: ObjectStore, url: StoreURL, dst: StoreURL) -> list
     exact: ObjectInfo | None = None
     items: list[_Item] = []
     into = folder_prefix(dst.name)
+    placeholders = False
     async for obj in list_named(store, url):
-        if obj.name == url.name:
+        if obj.name == url.name and not url.name.endswith("/"):
             exact = obj
             continue
         # The name under the folder, exactly: StoreURL.join drops empty
         # segments, and "src//a" and "src/a" (or "src/d/" and "src/d")
-        # overwrote one destination.
+        # overwrote one destination. The folder's own placeholder ("src/",
+        # listed for "src/") is the destination folder's: it was taken for
+        # an object "src" and copied to an empty file.
         name = into + obj.name[len(prefix):]
+        if not name:
+            continue  # a bucket's root has no placeholder to copy
         if dst.scheme == "file" and name.endswith("/"):
             # A folder placeholder is no file (as gcloud storage skips them).
             print(f"aioflux cp: skipped {obj.url}: a folder placeholder is no file",
                   file=sys.stderr)
+            placeholders = True
             continue
         # Before any copy: a name the destination cannot hold (on disk
         # "a//b" or "./a") fails the whole command, as a bad URL does.
@@ -147,7 +153,8 @@ async def _plan_folder(store: ObjectStore, url: StoreURL, dst: StoreURL) -> list
         # place there that could not collide with them.
         print(f"aioflux cp: skipped {exact.url}: an object and a folder share the name; "
               "copy it without -r", file=sys.stderr)
-    require_match("cp", url, bool(items))  # an empty bucket or directory copies nothing
+    # An empty bucket or directory copies nothing; so does a folder of placeholders alone.
+    require_match("cp", url, bool(items) or placeholders)
     return items
 
 

@@ -568,3 +568,19 @@ def test_rm_r_and_cp_r_of_an_empty_bucket_or_directory_match(  # type: ignore[no
     assert run("cp", "-r", f"gs://{empty}", str(tmp_path / "out"))[0] == 0
     assert run("cp", "-r", str(tmp_path / "emptyd"), f"gs://{empty}/e")[0] == 0
     assert run("rm", "-r", f"gs://{empty}/nothing")[0] == 1  # a name still must match
+
+
+def test_cp_r_of_a_folder_url_ending_in_a_slash_takes_its_placeholder_for_the_folders(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str, tmp_path: Path) -> None:
+    # "ef/" (a console's "Create folder") was taken for an object "ef": copied
+    # to an empty file, or to an object without its slash.
+    for name, data in {"ef/": b"", "pf/": b"", "pf/kid": b"K"}.items():
+        emulator.store.put(bucket, name, data)
+    code, _, err = run("cp", "-r", f"gs://{bucket}/ef/", str(tmp_path / "EF"))
+    assert code == 0 and "placeholder" in err and not (tmp_path / "EF").is_file(), err
+    assert run("cp", "-r", f"gs://{bucket}/ef/", f"gs://{bucket}/efdir/")[0] == 0
+    code, _, err = run("cp", "-r", f"gs://{bucket}/pf/", f"gs://{bucket}/pfc/")
+    assert code == 0 and "share the name" not in err, err
+    names = list(emulator.store.bucket(bucket).names)
+    assert "efdir/" in names and "efdir" not in names
+    assert "pfc/" in names and "pfc/kid" in names
