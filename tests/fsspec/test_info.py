@@ -28,6 +28,13 @@ def test_info_names_the_size_crc32c_version_and_time(
     assert (listed["size"], listed["version"]) == (info["size"], info["version"])
     when = fs.modified(f"{root}/o")
     assert isinstance(when, datetime.datetime) and when.utcoffset() == datetime.timedelta(0)
+    # gcsfs's "mtime", which pyarrow's handler reads (its FileInfo had none).
+    assert info["mtime"] == when
+    assert listed["mtime"] in (when, None)  # a GCS listing asks for no time (its fields)
+    import pyarrow.fs
+
+    handler = pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(fs))
+    assert handler.get_file_info(f"{root}/o").mtime is not None
 
 
 def test_ukey_and_checksum_change_with_the_content_only(
