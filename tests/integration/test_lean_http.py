@@ -573,7 +573,9 @@ async def test_a_waiting_read_takes_the_socket_a_failed_one_gives_back() -> None
         await asyncio.sleep(0.05)
         assert pool.sockets == 1 and not waiting.done()
         cancelled.cancel()
-        with pytest.raises(BodyTruncated, match="no response bytes"):
+        # The stall timer or the pace rule (5000 bytes, then silence), which
+        # ever fires first on a busy machine: either ends the exchange.
+        with pytest.raises(BodyTruncated, match=r"no response bytes|only 5000 response bytes"):
             await first
         resp = await waiting
         assert resp is not None and resp.body == BODY
