@@ -229,9 +229,17 @@ def test_a_collected_filesystem_closes_its_connections(emulator: Emulator) -> No
     for _ in range(30):
         one_call()
     gc.collect()
-    # The closes run on aioflux's loop thread: wait for them, by a count.
-    for _ in range(200):
+    # The closes run on aioflux's loop thread: wait for those started, then
+    # for the server to see its ends close (polled: no fixed window counts).
+    from aioflux._core import portal
+
+    async def closed() -> None:
+        await asyncio.sleep(0)  # the finalizers' closes are started by now
+        await asyncio.gather(*portal._closing, return_exceptions=True)
+
+    call(closed())
+    for _ in range(6000):
         if descriptors() <= before + 4:
             break
-        call(asyncio.sleep(0.01))
+        call(asyncio.sleep(0.005))
     assert descriptors() <= before + 4  # each kept two (client and server side) before
