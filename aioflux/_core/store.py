@@ -67,7 +67,8 @@ class StoreFeatures:
             then offers :class:`BatchDelete`'s ``delete_many``); 0 when
             objects are deleted one by one.
         copy_limit: largest object :meth:`ObjectStore.copy` copies (S3's
-            CopyObject: 5 GiB); 0 for no limit.
+            CopyObject alone would be 5 GiB: S3Store copies larger ones in
+            parts, so it declares none); 0 for no limit.
         start_offset: a listing starts at ``start_offset`` on the server
             (Azure's List Blobs cannot: it pages from the prefix, so
             parallel listers do not split such a store's key range).

@@ -254,8 +254,8 @@ async def _copy_one(stores: Stores, item: _Item, progress: Progress) -> None:
     limit = source.features.copy_limit
     if source is target and (info.size <= STREAM_THRESHOLD or source.features.scheme != "file") \
             and (not limit or info.size <= limit):
-        # GCS and S3 copy on the server (S3 up to 5 GiB: larger objects
-        # stream). A filesystem copy runs in a thread that Ctrl-C cannot
+        # Object stores copy on the server (past a store's declared
+        # copy_limit, the object streams). A filesystem copy runs in a thread that Ctrl-C cannot
         # stop, so a large file streams instead, in ranges the cancellation
         # can stop between (its temporary file is removed).
         await source.copy(info.bucket, info.name, dst.bucket, dst.name)

@@ -126,10 +126,12 @@ class Multipart:
                      "x-amz-sdk-checksum-algorithm": "CRC32C"})
 
     async def complete(self, bucket: str, name: str, upload_id: str, parts: Sequence[PartInfo],
-                       checksum: int, conditions: dict[str, str] | None = None
+                       checksum: int | None, conditions: dict[str, str] | None = None
                        ) -> tuple[str, int | None]:
         """Publish the parts in number order, under ``conditions``
-        (``If-None-Match`` / ``If-Match`` headers); returns the object's
+        (``If-None-Match`` / ``If-Match`` headers), the server held to
+        ``checksum``, the whole object's crc32c (None: not known, as for a
+        copy of an object the store keeps none for); returns the object's
         ETag and the crc32c the server reports for it (None if it reports
         none).
 
@@ -140,11 +142,11 @@ class Multipart:
         body = "<CompleteMultipartUpload>" + "".join(
             f"<Part><PartNumber>{p.number}</PartNumber><ETag>{escape(p.etag)}</ETag></Part>"
             for p in sorted(parts, key=lambda p: p.number)) + "</CompleteMultipartUpload>"
+        whole = {} if checksum is None else {"x-amz-checksum-crc32c": encode_crc32c(checksum),
+                                             "x-amz-checksum-type": "FULL_OBJECT"}
         root = await self._xml(op, "POST", self.store.object_url(bucket, name) +
                                query(("uploadId", upload_id)),
-                               headers={"Content-Type": "application/xml",
-                                        "x-amz-checksum-crc32c": encode_crc32c(checksum),
-                                        "x-amz-checksum-type": "FULL_OBJECT",
+                               headers={"Content-Type": "application/xml", **whole,
                                         **(conditions or {})},
                                # S3 keeps the answer alive with whitespace
                                # while it assembles the parts.

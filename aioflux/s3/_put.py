@@ -6,15 +6,12 @@ data's, else exactly that version is deleted (``If-Match``) before
 ``ChecksumMismatch``. ``if_generation_match=0`` is ``If-None-Match: *``,
 another generation ``If-Match`` on the ETag it stands for. A PUT retried
 after its answer was lost, failing its own precondition, succeeds only if
-the object holds exactly the bytes sent. A copy (CopyObject, a PUT too)
-copies the source version a HEAD saw and is held to its size and
-checksums the same way.
+the object holds exactly the bytes sent. Copies are in ``_copy.py``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from urllib.parse import quote
 
 from .._core.crc import crc32c, encode_crc32c
 from .._core.errors import (
@@ -23,22 +20,20 @@ from .._core.errors import (
     NotFound,
     PreconditionFailed,
     StorageError,
-    as_operation,
     describe,
 )
 from .._core.md5 import md5_base64
-from .._core.store import copy_differs
 from .._core.types import ObjectInfo
-from .._net.failures import drain, read_metadata
+from .._net.failures import drain
 from .._net.heads import check_header
 from .._net.transport import HttpResponse, Op
 from ._crc32_note import crc32_note
-from ._xml import content_md5_base64, etag_of, full_object_crc32c, parse, precondition_failed, text
+from ._xml import content_md5_base64, etag_of, full_object_crc32c, precondition_failed
 
 if TYPE_CHECKING:
     from ._store import S3Store
 
-__all__ = ["copy_object", "discard", "metadata_headers", "precondition_headers", "put_object"]
+__all__ = ["discard", "metadata_headers", "precondition_headers", "put_object"]
 
 
 def metadata_headers(op: str, bucket: str, name: str,
@@ -114,46 +109,6 @@ async def put_object(store: S3Store, bucket: str, name: str, view: memoryview,
             raise
         return stored
     return await _verify(store, op, info, view, checksum)
-
-
-async def copy_object(store: S3Store, bucket: str, name: str, dest_bucket: str,
-                      dest_name: str) -> ObjectInfo:
-    """CopyObject, checked: the source version stat saw is copied
-    (``x-amz-copy-source-if-match``), and the copy must have its size and
-    checksums, else exactly that version of the copy is deleted."""
-    op = Op("copy", bucket, name, "s3")
-    # The version copied is the one stat saw (x-amz-copy-source-if-match),
-    # so the copy can be held to its size and checksums.
-    try:
-        src = await store.stat(bucket, name)
-    except NotFound as exc:
-        raise as_operation(exc, "copy") from None
-
-    async def handle(resp: HttpResponse) -> str:
-        # S3 keeps the answer alive with whitespace while it copies, and
-        # an <Error> inside the 200 raises.
-        return text(parse(await read_metadata(resp, op, kept_alive=True), op), "ETag")
-
-    headers = {"x-amz-copy-source": quote(f"/{bucket}/{name}", safe="/-_.~")}
-    pinned = store._known_etag(src.generation)
-    if pinned:
-        headers["x-amz-copy-source-if-match"] = pinned
-    # Sent under the destination: a wrong-region answer is the destination
-    # bucket's (under the source's, its region was recorded for the source
-    # and the copy sent again, signed for the same wrong region).
-    etag = await store.transport.request(
-        Op("copy", dest_bucket, dest_name, "s3"), "PUT", store.object_url(dest_bucket, dest_name),
-        handle, headers=headers)
-    info = await store.stat(dest_bucket, dest_name)
-    if etag and store._remember(etag) != info.generation:
-        # Replaced since by another writer: theirs is not ours to check.
-        return store._info(dest_bucket, dest_name, size=src.size, etag=etag,
-                           crc=src.crc32c, content_type=src.content_type)
-    differs = copy_differs(src, info)
-    if differs:
-        await discard(store, Op("copy", dest_bucket, dest_name, "s3"), info,
-                      f"the copy's {' and '.join(differs)} differ from the source's")
-    return info
 
 
 async def precondition_headers(store: S3Store, op: Op,

@@ -66,6 +66,7 @@ from .._net.failures import drain
 from .._net.media import read_media
 from .._net.transport import HttpResponse, Op, Transport
 from ._auth import ChainAuth, SigV4, configured_endpoint, session_region
+from ._copy import copy_object
 from ._endpoints import (
     DEFAULT_REGION,
     Addressing,
@@ -77,7 +78,7 @@ from ._listing import list_pages
 from ._multipart import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE, Multipart
 from ._multipart_calls import MultipartCalls
 from ._page import require_lxml
-from ._put import copy_object, metadata_headers, put_object
+from ._put import metadata_headers, put_object
 from ._upload import S3Upload
 from ._xml import (
     ANSWERS,
@@ -96,7 +97,7 @@ __all__ = ["DEFAULT_REGION", "FEATURES", "S3Store"]
 
 FEATURES = StoreFeatures(scheme="s3", compose=0, end_offset=False, multipart=True,
                          min_part_size=MIN_PART_SIZE, part_granularity=1, max_parts=MAX_PARTS,
-                         batch_delete=1000, copy_limit=5 * 1024 ** 3)
+                         batch_delete=1000)
 # ETags seen, by the generation hashed from them (ETags that are not an
 # MD5); bounded so a 1M-object listing does not hold them all.
 _ETAG_MEMORY = 65_536
@@ -713,7 +714,9 @@ class S3Store(MultipartCalls):
                 await self.delete(bucket, name, missing_ok=True)
 
     async def copy(self, bucket: str, name: str, dest_bucket: str, dest_name: str) -> ObjectInfo:
-        """Copy an object server-side (CopyObject; up to 5 GiB).
+        """Copy an object server-side (CopyObject; past 5 GiB, a multipart
+        upload of UploadPartCopy ranges, with the source's content type
+        and metadata).
 
         Args:
             bucket: source bucket.

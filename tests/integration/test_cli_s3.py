@@ -250,13 +250,14 @@ def test_region_and_endpoint_flags_reach_the_s3_store(s3run, s3: S3Bucket,  # ty
     assert store.endpoints.region_of_url(store.object_url(s3.name, "k")) == "eu-central-1"
 
 
-def test_cp_within_s3_streams_what_copyobject_cannot_copy(s3run, s3: S3Bucket,  # type: ignore[no-untyped-def]
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cp_streams_what_a_store_declares_it_cannot_copy(s3run, s3: S3Bucket,  # type: ignore[no-untyped-def]
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     import dataclasses
 
     from aioflux.s3 import _store
 
-    # CopyObject copies up to 5 GiB: with the limit at 1 MiB here, a 17 MiB
+    # A store declaring a copy limit (S3 declares none: past CopyObject's
+    # 5 GiB it copies in parts): with the limit at 1 MiB here, a 17 MiB
     # object streams (ranged reads into a multipart upload) instead.
     monkeypatch.setattr(_store, "FEATURES",
                         dataclasses.replace(_store.FEATURES, copy_limit=1024 * 1024))

@@ -1,0 +1,130 @@
+"""S3 copies past CopyObject's 5 GiB: a multipart upload of UploadPartCopy
+ranges, checked, all or nothing; against moto and the emulator's S3 face.
+
+The 5 GiB limit and the part size are lowered here (module constants) so a
+few MiB take the same path."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from aioflux import ChecksumMismatch, ClientConfig, PreconditionFailed, S3Store
+from aioflux._core.crc import crc32c
+from aioflux._core.types import PartInfo
+from aioflux.s3 import _copy
+from tests.conftest import FAST_RETRY, unique_bucket
+
+MIB = 1024 * 1024
+
+
+@pytest.fixture(params=["moto", "emulator"])
+async def s3(request: pytest.FixtureRequest,
+             monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[S3Store, str]]:
+    monkeypatch.setattr(_copy, "SINGLE_COPY_LIMIT", 6 * MIB)
+    monkeypatch.setattr(_copy, "COPY_PART_SIZE", 5 * MIB)
+    if request.param == "moto":
+        endpoint = request.getfixturevalue("moto_s3").endpoint
+    else:
+        endpoint = request.getfixturevalue("emulator").s3_endpoint
+    async with S3Store(ClientConfig(max_concurrency=8, retry=FAST_RETRY),
+                       endpoint=endpoint) as store:
+        bucket = unique_bucket("copy")
+        await store.create_bucket(bucket)
+        yield store, bucket
+
+
+async def _open_uploads(store: S3Store, bucket: str) -> list[str]:
+    return [u.name for u in await store.list_multipart_uploads(bucket, "")]
+
+
+async def test_a_copy_past_the_limit_goes_in_parts_with_its_attributes(
+        s3: tuple[S3Store, str]) -> None:
+    store, bucket = s3
+    data = os.urandom(12 * MIB + 3)
+    await store.write(bucket, "src", data, content_type="text/csv", metadata={"k": "v"})
+    before = store.stats.requests
+    info = await store.copy(bucket, "src", bucket, "dir/dst")
+    # stat, create, 3 part copies, complete, stat of the copy
+    assert store.stats.requests - before == 7
+    assert (info.name, info.size, info.crc32c) == ("dir/dst", len(data), crc32c(data))
+    assert await store.read(bucket, "dir/dst") == data
+    copied = await store.stat(bucket, "dir/dst")
+    assert (copied.content_type, copied.metadata) == ("text/csv", {"k": "v"})
+    assert await _open_uploads(store, bucket) == []
+
+
+async def test_a_copy_at_the_limit_is_one_copyobject(s3: tuple[S3Store, str]) -> None:
+    store, bucket = s3
+    data = os.urandom(6 * MIB)
+    await store.write(bucket, "src", data)
+    before = store.stats.requests
+    info = await store.copy(bucket, "src", bucket, "dst")
+    assert store.stats.requests - before == 3  # stat, CopyObject, stat of the copy
+    assert (info.size, info.crc32c) == (len(data), crc32c(data))
+
+
+async def test_a_source_replaced_during_the_copy_publishes_nothing(
+        s3: tuple[S3Store, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    store, bucket = s3
+    await store.write(bucket, "src", os.urandom(12 * MIB))
+    copy_part = _copy._copy_part
+    replaced = False
+
+    async def replacing(*args: Any) -> Any:
+        nonlocal replaced
+        if args[3] == 3 and not replaced:  # before the last part: a new version
+            replaced = True
+            await store.write(bucket, "src", os.urandom(12 * MIB))
+        return await copy_part(*args)
+
+    monkeypatch.setattr(_copy, "_copy_part", replacing)
+    monkeypatch.setattr(_copy, "_PARTS_IN_FLIGHT", 1)
+    # The emulator refuses the last part (x-amz-copy-source-if-match); moto
+    # ignores that condition on UploadPartCopy, and the copy's check then
+    # finds a crc32c that is not the source's and deletes it.
+    with pytest.raises((PreconditionFailed, ChecksumMismatch), match=rf"s3://{bucket}/dst"):
+        await store.copy(bucket, "src", bucket, "dst")
+    assert replaced
+    assert not await store.exists(bucket, "dst")
+    assert await _open_uploads(store, bucket) == []
+
+
+async def test_parts_whose_crc32c_is_not_the_sources_publish_nothing(
+        s3: tuple[S3Store, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    store, bucket = s3
+    await store.write(bucket, "src", os.urandom(12 * MIB))
+    copy_part = _copy._copy_part
+    reported: list[int | None] = []
+
+    async def recording(*args: Any) -> tuple[PartInfo, int | None]:
+        part, crc = await copy_part(*args)
+        reported.append(crc)
+        return part, crc
+
+    monkeypatch.setattr(_copy, "_copy_part", recording)
+    await store.copy(bucket, "src", bucket, "first")
+    if None in reported:
+        pytest.skip("this server reports no crc32c for a copied part")
+
+    async def misreported(*args: Any) -> tuple[PartInfo, int | None]:
+        part, crc = await copy_part(*args)
+        # As a server that copied other bytes into part 2 would report it.
+        return part, (crc ^ 1 if part.number == 2 and crc is not None else crc)
+
+    monkeypatch.setattr(_copy, "_copy_part", misreported)
+    with pytest.raises(ChecksumMismatch, match=rf"copy s3://{bucket}/dst.*nothing was published"):
+        await store.copy(bucket, "src", bucket, "dst")
+    assert not await store.exists(bucket, "dst")
+    assert await _open_uploads(store, bucket) == []
+
+
+def test_part_size_stays_within_ten_thousand_parts() -> None:
+    assert _copy.part_size(6 * 1024**3) == _copy.COPY_PART_SIZE
+    five_tib = 5 * 1024**4
+    size = _copy.part_size(five_tib)
+    assert size % MIB == 0 and -(-five_tib // size) <= 10_000
+    assert size - MIB < -(-five_tib // 10_000)  # the smallest whole MiB that fits
