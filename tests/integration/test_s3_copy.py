@@ -6,6 +6,7 @@ few MiB take the same path."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from typing import Any
@@ -128,3 +129,26 @@ def test_part_size_stays_within_ten_thousand_parts() -> None:
     size = _copy.part_size(five_tib)
     assert size % MIB == 0 and -(-five_tib // size) <= 10_000
     assert size - MIB < -(-five_tib // 10_000)  # the smallest whole MiB that fits
+
+
+async def test_a_cancelled_copy_in_parts_leaves_no_upload(
+        s3: tuple[S3Store, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    store, bucket = s3
+    await store.write(bucket, "src", os.urandom(12 * MIB))
+    copy_part = _copy._copy_part
+    started = asyncio.Event()
+
+    async def stuck(*args: Any) -> Any:
+        if args[3] == 2:
+            started.set()
+            await asyncio.Event().wait()  # never answers
+        return await copy_part(*args)
+
+    monkeypatch.setattr(_copy, "_copy_part", stuck)
+    task = asyncio.create_task(store.copy(bucket, "src", bucket, "dst"))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await _open_uploads(store, bucket) == []
+    assert not await store.exists(bucket, "dst")
