@@ -3,10 +3,11 @@
 Requests go through aioflux's transport (one session per loop, the client's
 semaphore, retries, lean reads) with Azure's rules (:mod:`._transport`):
 the API version on every request, a SAS in the query or a bearer token
-(:mod:`._auth`). Every read is checked like a GCS one (status,
-``Content-Range``, length, the crc32c aioflux stored with the blob, else
-the blob's MD5); every write sends its MD5, stores its crc32c and checks
-what the service kept.
+(:mod:`._auth`); :class:`~._service.BlobService`, which the store builds
+on, holds them with the blobs' URLs and version tokens. Every read is
+checked like a GCS one (status, ``Content-Range``, length, the crc32c
+aioflux stored with the blob, else the blob's MD5); every write sends its
+MD5, stores its crc32c and checks what the service kept.
 
 - Version token: ``ObjectInfo.generation`` is the ETag as a number (see
   :mod:`._xml`). ``if_generation_match=0`` is ``If-None-Match: *``;
@@ -16,6 +17,7 @@ what the service kept.
 - Listings are List Blobs with metadata (:mod:`._listing`): no start or
   end offset on the server (``features.start_offset`` and ``end_offset``
   are False).
+- Writes are Put Blob (:mod:`._put`), copies Copy Blob (:mod:`._copy`).
 - Streaming uploads are Put Block + Put Block List (:mod:`._upload`); no
   compose, no XML multipart, no batch delete (Blob Batch signs each
   sub-request on its own; Azurite lacks it): deletes go one by one.
@@ -28,7 +30,6 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, overload
 
-from .._core.auth import AnonymousAuth, Auth
 from .._core.config import ClientConfig
 from .._core.errors import (
     InvalidArgument,
@@ -37,13 +38,14 @@ from .._core.errors import (
     PreconditionFailed,
     describe,
 )
-from .._core.metrics import RequestStats
 from .._core.store import Buffer, Fetched, SourceSpec, StoreFeatures, objects_of
-from .._core.types import NO_METADATA, ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
+from .._core.types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from .._core.urls import validate_bucket
 from .._core.validate import (
     check_bool,
+    check_content_type,
     check_instance,
+    check_int,
     check_metadata,
     check_object,
     check_str,
@@ -58,43 +60,23 @@ from .._engines.download import DownloadOptions
 from .._engines.iterables import StreamItem, stream, stream_args
 from .._net.failures import drain
 from .._net.media import read_media
-from .._net.transport import HttpResponse, Op, Transport
-from ._auth import KeySas, Secrets, StaticSas, TokenAuth
-from ._config import Settings, resolve
+from .._net.transport import Op, Transport
+from ._config import resolve
+from ._copy import copy_blob
 from ._listing import list_pages
-from ._put import copy_blob, metadata_headers, put_blob, quote_name
-from ._transport import AzureTransport
+from ._put import metadata_headers, put_blob
+from ._service import BlobService
 from ._upload import MAX_BLOCK_SIZE, MAX_BLOCKS, AzureUpload
-from ._xml import (
-    ANSWERS,
-    etag_of,
-    generation_of,
-    gone,
-    md5_base64,
-    metadata_of,
-    precondition_failed,
-    require_lxml,
-    reversible,
-    rfc3339,
-    stored_crc32c,
-)
+from ._xml import ANSWERS, gone, precondition_failed, require_lxml
 
 __all__ = ["FEATURES", "AzureStore"]
 
 FEATURES = StoreFeatures(scheme="az", compose=0, end_offset=False, multipart=False,
                          min_part_size=1, part_granularity=1, max_parts=MAX_BLOCKS,
                          batch_delete=0, copy_limit=0, start_offset=False)
-# ETags seen, by the generation hashed from them (ETags that are not
-# Azure's hexadecimal ones); bounded.
-_ETAG_MEMORY = 65_536
 
 
-class _NoSecrets:
-    def secrets(self) -> list[str]:
-        return []
-
-
-class AzureStore:
+class AzureStore(BlobService):
     """Azure Blob Storage as an :class:`~aioflux._core.store.ObjectStore`.
 
     Containers are the buckets; the account comes from the settings.
@@ -153,38 +135,8 @@ class AzureStore:
         settings = resolve(account, endpoint, connection_string,
                            None if explicit else account_key, None if explicit else sas_token)
         self.account = settings.account
-        self.endpoint = settings.endpoint
-        self.config = config or (transport.config if transport else ClientConfig())
-        self._etags: dict[int, str] = {}
-        self._auth: Any = None
-        if transport is None:
-            transport = self._transport_for(settings, credential, anonymous)
-        self._transport = transport
-
-    def _transport_for(self, settings: Settings, credential: Any,
-                       anonymous: bool) -> Transport:
-        auth: Auth
-        secrets: Secrets
-        sas = renew = None
-        if anonymous:
-            auth, secrets = AnonymousAuth(), _NoSecrets()
-        elif settings.account_key and credential is None:
-            key = KeySas(settings.account, settings.account_key)
-            auth, sas, secrets, self._auth = key, key.query, key, key
-            renew = key.renew
-        elif settings.sas_token and credential is None:
-            given = StaticSas(settings.sas_token)
-            auth, sas, secrets, self._auth = given, given.query, given, given
-        else:
-            if not settings.endpoint.lower().startswith("https://"):
-                raise InvalidArgument(f"AzureStore: {settings.endpoint} is plain HTTP, and "
-                                      "Microsoft Entra ID tokens go over HTTPS only; give an "
-                                      "account key or a SAS (an emulator's connection "
-                                      "string), or anonymous=True")
-            token = TokenAuth(credential)
-            auth, secrets, self._auth = token, token, token
-        return AzureTransport(self.config, auth, sas=sas, secrets=secrets, renew=renew,
-                              endpoint=settings.endpoint, exact_urls=True)
+        super().__init__(config or (transport.config if transport else ClientConfig()),
+                         settings, credential, anonymous, transport)
 
     def __repr__(self) -> str:
         return f"AzureStore({self.endpoint!r})"
@@ -202,127 +154,10 @@ class AzureStore:
                       connection_string=conn, account_key=key, sas_token=sas,
                       credential=credential, anonymous=anonymous)
 
-    # -- addresses and version tokens ------------------------------------------------
-
     @property
     def features(self) -> StoreFeatures:
         """Block uploads; no compose, no server-side offsets, no batch delete."""
         return FEATURES
-
-    @property
-    def transport(self) -> Transport:
-        """The transport (its ``stats`` count requests and retries)."""
-        return self._transport
-
-    @property
-    def stats(self) -> RequestStats:
-        """What this store's requests did (``stats.summary()``)."""
-        return self._transport.stats
-
-    def container_url(self, container: str) -> str:
-        """The URL of a container.
-
-        Args:
-            container: container name.
-
-        Returns:
-            ``<endpoint>/<container>``.
-        """
-        return f"{self.endpoint}/{container}"
-
-    def blob_url(self, container: str, name: str) -> str:
-        """The URL of a blob (its name percent-encoded).
-
-        Args:
-            container: container name.
-            name: blob name.
-
-        Returns:
-            ``<endpoint>/<container>/<name>``.
-        """
-        return f"{self.endpoint}/{container}/{quote_name(name)}"
-
-    def copy_source(self, container: str, name: str) -> tuple[str, dict[str, str]]:
-        """The URL a Copy Blob names as its source, and headers authorizing
-        it: a read-only SAS for that blob (account key), the SAS given, or
-        none (a bearer token's ``x-ms-copy-source-authorization`` is added
-        by :class:`TokenAuth` on each attempt, with that attempt's token).
-
-        Args:
-            container: source container.
-            name: source blob.
-
-        Returns:
-            ``(url, headers)``.
-        """
-        url = self.blob_url(container, name)
-        auth = self._auth
-        if isinstance(auth, KeySas):
-            return f"{url}?{auth.source_sas(container, name)}", {}
-        if isinstance(auth, StaticSas):
-            return f"{url}?{auth.query()}", {}
-        return url, {}
-
-    def remember(self, etag: str) -> int:
-        """The generation of ``etag``; a hashed one is remembered, so that
-        it maps back to its ETag.
-
-        Args:
-            etag: an ETag.
-
-        Returns:
-            Its generation.
-        """
-        generation = generation_of(etag)
-        if generation and not reversible(generation):
-            if len(self._etags) >= _ETAG_MEMORY:
-                self._etags.clear()
-            self._etags[generation] = etag
-        return generation
-
-    async def etag_for(self, container: str, name: str, generation: int) -> str | None:
-        """The ETag ``generation`` stands for: decoded, remembered, or the
-        blob's own if its generation is that; None when it is not.
-
-        Args:
-            container: container name.
-            name: blob name.
-            generation: a generation.
-
-        Returns:
-            The ETag, or None.
-        """
-        etag = etag_of(generation) or self._etags.get(generation)
-        if etag is not None:
-            return etag
-        try:
-            info = await self.stat(container, name)
-        except NotFound:
-            return None
-        return self._etags.get(generation) if info.generation == generation else None
-
-    def info(self, container: str, name: str, *, size: int, etag: str, crc: int | None,
-             md5: str | None = None, content_type: str | None = None,
-             updated: str | None = None,
-             metadata: dict[str, str] | None = None) -> ObjectInfo:
-        """An ObjectInfo of this store.
-
-        Args:
-            container: container name.
-            name: blob name.
-            size: size in bytes.
-            etag: the ETag (its generation is remembered).
-            crc: crc32c, if known.
-            md5: base64 MD5, if known.
-            content_type: content type.
-            updated: RFC 3339 time.
-            metadata: custom metadata.
-
-        Returns:
-            The record.
-        """
-        return ObjectInfo(container, name, size, self.remember(etag), crc, md5, None,
-                          content_type, updated, metadata or NO_METADATA, "az")
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -339,72 +174,6 @@ class AzureStore:
             InvalidArgument: (from later calls) the store is closed.
         """
         await self._transport.aclose(owner="AzureStore")
-
-    # -- metadata --------------------------------------------------------------------
-
-    async def head(self, container: str, name: str) -> tuple[ObjectInfo, dict[str, str]]:
-        """Get Blob Properties: the metadata and the answer's headers.
-
-        Args:
-            container: container name.
-            name: blob name.
-
-        Returns:
-            The ObjectInfo and the headers (lower-cased).
-
-        Raises:
-            NotFound: no such blob or container.
-            StorageError: any other failure.
-        """
-        check_object("stat", container, name, scheme="az")
-
-        async def handle(resp: HttpResponse) -> tuple[ObjectInfo, dict[str, str]]:
-            h = {k.lower(): v for k, v in resp.headers.items()}
-            length = h.get("content-length", "0")
-            info = self.info(container, name, size=int(length) if length.isdigit() else 0,
-                             etag=h.get("etag", ""), crc=stored_crc32c(h), md5=md5_base64(h),
-                             content_type=h.get("content-type"),
-                             updated=rfc3339(h.get("last-modified")), metadata=metadata_of(h))
-            return info, h
-
-        return await self._transport.request(Op("stat", container, name, "az"), "HEAD",
-                                             self.blob_url(container, name), handle)
-
-    async def stat(self, bucket: str, name: str) -> ObjectInfo:
-        """A blob's metadata (Get Blob Properties).
-
-        Args:
-            bucket: container name.
-            name: blob name.
-
-        Returns:
-            ObjectInfo: size, generation (from the ETag), the crc32c aioflux
-            stored, the MD5 Azure keeps, content type, custom metadata.
-
-        Raises:
-            NotFound: no such blob or container.
-            StorageError: any other failure.
-        """
-        return (await self.head(bucket, name))[0]
-
-    async def exists(self, bucket: str, name: str) -> bool:
-        """Whether a blob exists.
-
-        Args:
-            bucket: container name.
-            name: blob name.
-
-        Returns:
-            True if it exists.
-
-        Raises:
-            StorageError: a failure other than 404.
-        """
-        try:
-            await self.stat(bucket, name)
-        except NotFound:
-            return False
-        return True
 
     # -- listing ---------------------------------------------------------------------
 
@@ -630,11 +399,16 @@ class AzureStore:
             The upload; nothing is sent before its first block.
 
         Raises:
-            InvalidArgument: ``part_size`` outside 1 byte to 4,000 MiB, or
-                ``metadata`` Azure cannot keep.
+            InvalidArgument: ``part_size`` outside 1 byte to 4,000 MiB,
+                ``metadata`` Azure cannot keep, or an argument of the wrong type.
         """
         check_object("start_upload", bucket, name, scheme="az")
+        # Checked here, not left to the commit: a generation or content type
+        # of the wrong kind would fail there, untyped, after every block was sent.
+        check_content_type("start_upload", content_type)
+        check_int("start_upload", "part_size", part_size, minimum=None)
         check_metadata("start_upload", "metadata", metadata)
+        check_int("start_upload", "if_generation_match", if_generation_match, optional=True)
         metadata_headers("start_upload", bucket, name, metadata)  # refused now, not at a block
         if not 1 <= part_size <= MAX_BLOCK_SIZE:
             raise InvalidArgument(f"start_upload az://{bucket}/{name}: part_size {part_size} "
@@ -723,26 +497,6 @@ class AzureStore:
                 raise
             if not missing_ok:
                 raise gone(op, generation) from exc
-
-    async def delete_request(self, container: str, name: str, etag: str | None) -> None:
-        """One Delete Blob (snapshots included), ``If-Match`` ``etag`` if given.
-
-        Args:
-            container: container name.
-            name: blob name.
-            etag: the ETag the blob must have, or None.
-
-        Raises:
-            NotFound: no such blob.
-            PreconditionFailed: it has another ETag.
-            StorageError: any other failure.
-        """
-        headers = {"x-ms-delete-snapshots": "include"}
-        if etag:
-            headers["If-Match"] = etag
-        await self._transport.request(Op("delete", container, name, "az"), "DELETE",
-                                      self.blob_url(container, name), drain, headers=headers,
-                                      ok=(202,))
 
     async def copy(self, bucket: str, name: str, dest_bucket: str, dest_name: str) -> ObjectInfo:
         """Copy a blob within the account (Copy Blob), checked.

@@ -204,6 +204,17 @@ async def test_metadata_names_azure_cannot_keep_are_refused(az: tuple[AzureStore
     assert not await store.exists(container, "m")
 
 
+@pytest.mark.parametrize("kwargs", [{"if_generation_match": "1"}, {"content_type": "a\nb"},
+                                    {"content_type": 5}, {"part_size": "8"}])
+async def test_an_upload_refuses_arguments_of_the_wrong_kind_at_once(
+        az: tuple[AzureStore, str], kwargs: dict[str, Any]) -> None:
+    # As write() does, and GCS's and S3's start_upload: not a TypeError or
+    # ValueError at the commit, once every block was sent.
+    store, container = az
+    with pytest.raises(InvalidArgument, match=f"start_upload: {next(iter(kwargs))}"):
+        store.start_upload(container, "u", **kwargs)
+
+
 def test_adlfs_url_forms() -> None:
     assert parse_url("abfs://data/a/b") == parse_url("az://data/a/b")
     assert parse_url("abfss://data/a").scheme == "az"

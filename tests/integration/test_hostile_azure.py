@@ -31,6 +31,7 @@ from aioflux import (
     ChecksumMismatch,
     ClientConfig,
     Conflict,
+    NotFound,
     PermissionDenied,
     ProtocolError,
     RetryPolicy,
@@ -510,6 +511,29 @@ async def test_a_copy_written_over_while_pending_is_left_alone() -> None:
     async with server as base, store_at(base) as store:
         with pytest.raises(Conflict, match="replaced while the copy was pending"):
             await store.copy("ctr", "src", "ctr", "dst")
+    assert server.heads("DELETE") == []
+
+
+@pytest.mark.parametrize("status", ["pending", "success"])
+async def test_a_copy_whose_destination_is_deleted_meanwhile_is_the_copys_not_found(
+        status: str) -> None:
+    # Deleted while the copy was pending, or just after it succeeded: the
+    # error is the copy's, not that of the HEAD that found the blob gone.
+    def answer(method: str, target: str, head: bytes) -> Answer:
+        if method == "PUT":
+            return http("202 Accepted", ETag='"0x2"', x_ms_copy_status=status,
+                        x_ms_copy_id="id1")
+        if "/src" in target:
+            return _copy_answer(_look("pending"))(method, target, head)
+        return http("404 The specified blob does not exist.", x_ms_error_code="BlobNotFound")
+
+    server = Script(answer)
+    async with server as base, store_at(base) as store:
+        with pytest.raises(NotFound) as failed:
+            await store.copy("ctr", "src", "ctr", "dst")
+    assert (failed.value.operation, failed.value.bucket, failed.value.name) == (
+        "copy", "ctr", "dst")
+    assert str(failed.value).startswith("copy az://ctr/dst failed")
     assert server.heads("DELETE") == []
 
 
