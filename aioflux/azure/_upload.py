@@ -40,6 +40,7 @@ from .._core.errors import (
     InvalidRequest,
     NotFound,
     PreconditionFailed,
+    as_operation,
     describe,
 )
 from .._core.md5 import md5_base64
@@ -159,7 +160,10 @@ class AzureUpload:
 
     async def _checked(self, etag: str, expected: Crc32c) -> ObjectInfo:
         op = Op("write", self.container, self.name, "az")
-        info = await self.store.stat(self.container, self.name)
+        try:
+            info = await self.store.stat(self.container, self.name)
+        except NotFound as exc:  # deleted since by another client
+            raise as_operation(exc, "write") from None
         if etag and self.store.remember(etag) != info.generation:
             # Replaced since: another writer's blob is not ours to check.
             return self.store.info(self.container, self.name, size=expected.length, etag=etag,

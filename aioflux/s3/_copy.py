@@ -63,7 +63,10 @@ async def copy_object(store: S3Store, bucket: str, name: str, dest_bucket: str,
         etag = await _copy_in_parts(store, op, src, source)
     else:
         etag = await _copy_whole(store, op, source, Op("copy", bucket, name, "s3"))
-    info = await store.stat(dest_bucket, dest_name)
+    try:
+        info = await store.stat(dest_bucket, dest_name)
+    except NotFound as exc:  # deleted since by another client
+        raise as_operation(exc, "copy") from None
     if etag and store._remember(etag) != info.generation:
         # Replaced since by another writer: theirs is not ours to check.
         return store._info(dest_bucket, dest_name, size=src.size, etag=etag,

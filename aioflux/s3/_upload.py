@@ -24,7 +24,7 @@ import re
 from typing import TYPE_CHECKING
 
 from .._core.crc import Crc32c, encode_crc32c
-from .._core.errors import NotFound, PreconditionFailed, StorageError
+from .._core.errors import NotFound, PreconditionFailed, StorageError, as_operation
 from .._core.store import published_before
 from .._core.types import ObjectInfo, PartInfo
 from .._core.window import shared_task
@@ -111,7 +111,10 @@ class S3Upload:
     async def _checked(self, etag: str, stored: int | None, expected: Crc32c) -> ObjectInfo:
         """The completed object, once it holds what was sent (see the module doc)."""
         op = Op("write", self.bucket, self.name, "s3")
-        info = await self.store.stat(self.bucket, self.name)
+        try:
+            info = await self.store.stat(self.bucket, self.name)
+        except NotFound as exc:  # deleted since by another client
+            raise as_operation(exc, "write") from None
         made = self.store._remember(etag) if etag else info.generation
         if made != info.generation:
             # Replaced since: the HEAD shows another writer's object, whose

@@ -397,3 +397,23 @@ async def test_a_gzip_coded_blob_reads_as_its_stored_bytes(
         assert await store.read(container, "g", start=5, end=50) == stored[5:50]
         assert (await store.fetch(container, "g", size=info.size)).data == stored
         assert store.stats.lean_fallbacks == 0
+
+
+async def test_an_upload_deleted_before_its_check_is_the_writes_not_found(
+        az: tuple[AzureStore, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    store, container = az
+    data = os.urandom(2500)
+    upload = store.start_upload(container, "up", part_size=1000)
+    for number in (1, 2):
+        await upload.put(number, memoryview(data)[(number - 1) * 1000:number * 1000])
+    stat = store.stat
+
+    async def deleted_first(bucket: str, name: str) -> Any:
+        monkeypatch.setattr(store, "stat", stat)
+        await store.delete(bucket, name)  # another client deletes it as it lands
+        return await stat(bucket, name)
+
+    monkeypatch.setattr(store, "stat", deleted_first)
+    with pytest.raises(NotFound, match=rf"^write az://{container}/up") as gone:
+        await upload.finish(3, memoryview(data)[2000:], _running(data))
+    assert gone.value.operation == "write"

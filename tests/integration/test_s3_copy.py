@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from aioflux import ChecksumMismatch, ClientConfig, PreconditionFailed, S3Store
+from aioflux import ChecksumMismatch, ClientConfig, NotFound, PreconditionFailed, S3Store
 from aioflux._core.crc import crc32c
 from aioflux._core.types import PartInfo
 from aioflux.s3 import _copy
@@ -152,3 +152,47 @@ async def test_a_cancelled_copy_in_parts_leaves_no_upload(
         await task
     assert await _open_uploads(store, bucket) == []
     assert not await store.exists(bucket, "dst")
+
+
+@pytest.mark.parametrize("size", [MIB, 12 * MIB], ids=["whole", "parts"])
+async def test_a_copy_deleted_before_its_check_is_the_copys_not_found(
+        s3: tuple[S3Store, str], monkeypatch: pytest.MonkeyPatch, size: int) -> None:
+    store, bucket = s3
+    await store.write(bucket, "src", os.urandom(size))
+    stat = store.stat
+    deleted = False
+
+    async def deleted_first(b: str, name: str) -> Any:
+        nonlocal deleted
+        if name == "dst" and not deleted:  # another client deletes the copy as it lands
+            deleted = True
+            await store.delete(b, name)
+        return await stat(b, name)
+
+    monkeypatch.setattr(store, "stat", deleted_first)
+    with pytest.raises(NotFound, match=rf"^copy s3://{bucket}/dst") as gone:
+        await store.copy(bucket, "src", bucket, "dst")
+    assert (gone.value.operation, gone.value.name) == ("copy", "dst")
+
+
+async def test_an_upload_deleted_before_its_check_is_the_writes_not_found(
+        s3: tuple[S3Store, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from aioflux._core.crc import Crc32c
+
+    store, bucket = s3
+    data = os.urandom(5 * MIB + 10)
+    upload = store.start_upload(bucket, "up", part_size=5 * MIB)
+    await upload.put(1, memoryview(data)[:5 * MIB])
+    stat = store.stat
+
+    async def deleted_first(b: str, name: str) -> Any:
+        monkeypatch.setattr(store, "stat", stat)
+        await store.delete(b, name)  # another client deletes it as it lands
+        return await stat(b, name)
+
+    monkeypatch.setattr(store, "stat", deleted_first)
+    running = Crc32c()
+    running.update(data)
+    with pytest.raises(NotFound, match=rf"^write s3://{bucket}/up") as gone:
+        await upload.finish(2, memoryview(data)[5 * MIB:], running)
+    assert gone.value.operation == "write"
