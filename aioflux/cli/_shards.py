@@ -7,9 +7,12 @@ Each shard's format is ``--format``, else its name's: ``.tar`` is tar;
 without ``.gz`` / ``.zst``).
 
 ``ls`` reads no shard: its sample counts are those of the sidecars that
-match their shard (size and crc32c). ``index`` streams each shard without
-such a sidecar once (:func:`~aioflux._engines.shards.stream_index`,
-checked against the shard's crc32c) and writes its sidecar. ``verify``
+match their shard (size and crc32c; where the store keeps no crc32c for
+the shard, size and version: see
+:func:`~aioflux._engines.shards.sidecar_matches`). ``index`` streams each
+shard without such a sidecar once
+(:func:`~aioflux._engines.shards.stream_index`, checked against the
+shard's crc32c) and writes its sidecar. ``verify``
 streams every shard, and holds the result against the sidecar where
 there is one, sample by sample.
 """
@@ -38,6 +41,7 @@ from .._engines.shards import (
     encode_index,
     expand_braces,
     is_sidecar,
+    sidecar_matches,
     stream_index,
 )
 from ._common import add_client_arguments, emit_json, human, list_named, portal_store, url_arg
@@ -125,12 +129,18 @@ async def _sidecar(store: ObjectStore, info: ObjectInfo, fmt: ShardFormat, *,
         index = decode_index(data, where)
     except ShardFormatError as exc:
         return _Sidecar("damaged", error=str(exc))
-    if index.format != fmt.name or not index.matches(info.size, info.crc32c):
-        crc = "none" if index.crc32c is None else encode_crc32c(index.crc32c)
-        return _Sidecar("stale", error=f"the index {where} is of a {index.format} shard of "
-                                       f"{index.size} bytes, crc32c {crc}: not this one "
+    if index.format != fmt.name or not await sidecar_matches(store, info, index):
+        return _Sidecar("stale", error=f"the index {where} is of a {index.format} shard, "
+                                       f"{_identity(index.size, index.crc32c, index.version)}: "
+                                       f"not this one, "
+                                       f"{_identity(info.size, info.crc32c, info.generation)} "
                                        "(aioflux shards index writes it anew)")
     return _Sidecar("ok", len(index), index=index if keep else None)
+
+
+def _identity(size: int, crc: int | None, version: int | None) -> str:
+    return (f"{size} bytes, crc32c {'none' if crc is None else encode_crc32c(crc)}, "
+            f"version {version or 'none'}")
 
 
 def _shards_and_sidecars(args: argparse.Namespace, store: ObjectStore
@@ -146,6 +156,15 @@ def _shards_and_sidecars(args: argparse.Namespace, store: ObjectStore
         return list(zip(shards, formats, sidecars, strict=True))
 
     return get_portal().call(run())
+
+
+def _with_crc(store: ObjectStore, info: ObjectInfo) -> ObjectInfo:
+    """``info``, or the shard's stat where its listing left the crc32c out
+    (S3's): the shard is then streamed checked against it, and its sidecar
+    records it, as a copy of the pair to another bucket keeps it."""
+    if info.crc32c is not None:
+        return info
+    return get_portal().call(store.stat(info.bucket, info.name))
 
 
 def _each(items: Sequence[T], job: Callable[[T], Any]) -> Iterator[tuple[T, Any]]:
@@ -191,7 +210,7 @@ def _index(args: argparse.Namespace, store: ObjectStore) -> int:
 
     def build(item: tuple[ObjectInfo, ShardFormat]) -> int:
         info, fmt = item
-        index = stream_index(store, info, fmt)
+        index = stream_index(store, _with_crc(store, info), fmt)
         get_portal().call(store.write(info.bucket, info.name + INDEX_SUFFIX,
                                       encode_index(index)))
         return len(index)
@@ -241,7 +260,7 @@ def _verify(args: argparse.Namespace, store: ObjectStore) -> int:
 
     def check(item: tuple[ObjectInfo, ShardFormat, _Sidecar]) -> int:
         info, fmt, _ = item
-        fresh = stream_index(store, info, fmt)
+        fresh = stream_index(store, _with_crc(store, info), fmt)
         _compare(info, fresh, get_portal().call(_sidecar(store, info, fmt, keep=True)))
         return len(fresh)
 

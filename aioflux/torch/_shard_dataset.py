@@ -58,13 +58,15 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
 
     Each shard is indexed once: from the local index cache (keyed by the
     object's version), its ``<shard>.idx`` sidecar (written by
-    :class:`ShardWriter`), or one streamed pass checked against the
-    shard's crc32c. The index records each sample's offset, length and
-    crc32c: samples are fetched by ranged reads of ``samples_per_read``
-    consecutive samples, pinned to the indexed version of the shard, and
-    each sample's bytes are checked against its crc32c. A shard changed
-    since it was indexed, or bytes that do not match, raise a typed error
-    naming the shard and the byte offset; never fewer samples.
+    :class:`ShardWriter`; taken when it is of the shard as it is: the same
+    crc32c, or where the store keeps none the same version), or one
+    streamed pass checked against the shard's crc32c. The index records
+    each sample's offset, length and crc32c: samples are fetched by ranged
+    reads of ``samples_per_read`` consecutive samples, pinned to the
+    indexed version of the shard, and each sample's bytes are checked
+    against its crc32c. A shard changed since it was indexed, or bytes that
+    do not match, raise a typed error naming the shard and the byte offset;
+    never fewer samples.
 
     Order, splitting and resume are those of :class:`IterableDataset`: an
     epoch's global order is a pure function of ``(seed, epoch)`` and the

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -13,6 +15,7 @@ from aioflux import Client
 from aioflux._engines.shards import FORMATS, INDEX_SUFFIX, _build, encode_index, stream_index
 from aioflux.testing import Emulator
 from aioflux.torch import ShardDataset, ShardWriter
+from tests.torch._shards_util import repack_samples, rewrite_file, tar_shard
 
 
 def write_shards(url: str, count: int, per_shard: int, **kwargs: Any) -> list[str]:
@@ -119,7 +122,25 @@ def test_verify_finds_a_flipped_byte_in_a_local_shard(run, tmp_path: Path) -> No
     data = bytearray(path.read_bytes())
     assert data[512 + 10] == 3  # shard 1's sample 0 (k0003): a byte of its "bin" field
     data[512 + 10] ^= 0xFF
-    path.write_bytes(data)  # as another tool would: the file's recorded crc32c no longer applies
+    # As another tool would, later: the file's recorded crc32c no longer
+    # applies, and its version (modification time) is not the indexed one.
+    rewrite_file(path, bytes(data))
+    code, out, _ = run("shards", "verify", str(tmp_path))
+    assert code == 1
+    (bad,) = [line for line in out.splitlines() if line.startswith("BAD")]
+    assert bad.startswith(f"BAD  {shards[1]}: verify {shards[1]}: the index "
+                          f"{shards[1]}{INDEX_SUFFIX} is of a tar shard, ")
+    assert "not this one" in bad
+    assert out.splitlines()[-1] == "verified 2 shards, 3 samples in the good ones: 1 bad"
+    # With its old time back the file passes for what aioflux wrote: where the
+    # filesystem keeps the recorded crc32c, the read itself fails on it.
+    os.utime(path, ns=(written, written))
+    code, out, _ = run("shards", "verify", str(path))
+    assert code == 1 and out.startswith(f"BAD  {shards[1]}: ")
+    # Where it keeps none, the sidecar is of this version: verify holds the
+    # shard against it sample by sample.
+    with contextlib.suppress(OSError):
+        os.removexattr(path, "user.aioflux.crc32c")
     code, out, _ = run("shards", "verify", str(tmp_path))
     assert code == 1
     (bad,) = [line for line in out.splitlines() if line.startswith("BAD")]
@@ -127,12 +148,6 @@ def test_verify_finds_a_flipped_byte_in_a_local_shard(run, tmp_path: Path) -> No
                    f"sample 0 at byte 0 does not match (crc32c "
                    f"{bad.split('crc32c ')[1].split(' ')[0]} != "
                    f"{bad.split('!= ')[1]}")
-    assert out.splitlines()[-1] == "verified 2 shards, 3 samples in the good ones: 1 bad"
-    # With its old time back the file passes for what aioflux wrote: where the
-    # filesystem keeps the recorded crc32c, the read itself fails on it.
-    os.utime(path, ns=(written, written))
-    code, out, _ = run("shards", "verify", str(path))
-    assert code == 1 and out.startswith(f"BAD  {shards[1]}: ")
 
 
 def test_a_stale_sidecar_is_reported_and_index_replaces_it(  # type: ignore[no-untyped-def]
@@ -167,3 +182,47 @@ def test_format_by_name_or_flag(run, tmp_path: Path) -> None:  # type: ignore[no
     assert rows(out)[0][:3] == ["2", "8", "ok"]
     code, _, err = run("shards", "ls", str(tmp_path / "missing-{0..1}.tar"))
     assert code == 1 and "missing-0.tar" in err
+
+
+@pytest.mark.parametrize("scheme", ["file", "s3"])
+def test_a_shard_repacked_to_its_size_has_a_stale_sidecar_until_index_renews_it(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str, sync_client: Client, tmp_path: Path,
+        scheme: str) -> None:
+    # Where the store reports no crc32c (local files other tools write, S3
+    # listings) ls called the sidecar ok by its size alone.
+    local = scheme == "file"
+    root = str(tmp_path / "re") if local else f"s3://{bucket}/re"
+    face = {} if local else {"endpoint": emulator.s3_endpoint}
+    with ShardWriter(f"{root}/a-%d.tar", max_count=4, **face) as sink:
+        for key, fields in repack_samples(range(4)):
+            sink.write({"__key__": key, **fields})
+    (shard,) = sink.shards
+    repacked = tar_shard(repack_samples([3, 2, 1, 0]))
+    size = str(len(repacked))
+
+    def cli(*argv: str) -> tuple[int, str, str]:
+        return run("shards", *argv, *(() if local else ("--s3-endpoint", emulator.s3_endpoint)))  # type: ignore[no-any-return]
+
+    code, out, err = cli("ls", root)
+    assert (code, rows(out)[0]) == (0, ["4", size, "ok", shard]), err
+    if local:
+        rewrite_file(tmp_path / "re" / "a-0.tar", repacked)
+    else:
+        emulator.store.put(bucket, "re/a-0.tar", repacked)
+    code, out, err = cli("ls", root)
+    assert (code, rows(out)[0]) == (0, ["-", size, "stale", shard]), err
+    code, out, _ = cli("verify", root)
+    assert code == 1 and f"BAD  {shard}: " in out and "not this one" in out
+    code, out, err = cli("index", root)
+    assert (code, rows(out)[0]) == (0, ["4", "indexed", shard]), err
+    code, out, _ = cli("ls", root)
+    assert rows(out)[0] == ["4", size, "ok", shard]
+    assert cli("verify", root)[0] == 0
+    if not local:
+        # A copy under another ETag (uploaded in parts) has the crc32c its sidecar records.
+        emulator.store.put(bucket, "cp/a-0.tar", repacked,
+                           etag=hashlib.md5(b"parts").hexdigest() + "-2")
+        emulator.store.put(bucket, "cp/a-0.tar" + INDEX_SUFFIX,
+                           sync_client.read(bucket, "re/a-0.tar" + INDEX_SUFFIX))
+        code, out, _ = cli("ls", f"s3://{bucket}/cp/")
+        assert rows(out)[0] == ["4", size, "ok", f"s3://{bucket}/cp/a-0.tar"]

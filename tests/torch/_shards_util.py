@@ -5,8 +5,10 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import tarfile
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 # key -> field -> bytes
@@ -67,3 +69,23 @@ def gz(data: bytes) -> bytes:
 def zst(data: bytes) -> bytes:
     import zstandard
     return bytes(zstandard.ZstdCompressor().compress(data))
+
+
+# One field each whose tar members take 3, 2, 4 and 2 blocks: the samples
+# packed in another order make a shard of the same size, its samples in
+# other places (an index of the first order cuts every sample wrong).
+REPACK_SIZES = (1000, 100, 1500, 20)
+
+
+def repack_samples(order: Iterable[int]) -> list[tuple[str, dict[str, bytes]]]:
+    """Samples ``r<i>`` (a ``bin`` field of ``REPACK_SIZES[i]`` bytes) in ``order``."""
+    return [(f"r{i}", {"bin": bytes([i + 1]) * REPACK_SIZES[i]}) for i in order]
+
+
+def rewrite_file(path: Path, data: bytes) -> None:
+    """Replace ``path``'s bytes in place as a tool that records no crc32c does,
+    a second later (file times advance in ticks of a few ms: a file rewritten
+    within its write's tick is the same version to every reader)."""
+    before = path.stat()
+    path.write_bytes(data)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))

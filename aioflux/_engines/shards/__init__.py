@@ -7,7 +7,14 @@ encoding), ``_build`` (finding shards and their indexes), ``_spans``
 samples into shards with their sidecars).
 """
 
-from ._build import chain_counts, expand_braces, index_shards, is_sidecar, stream_index
+from ._build import (
+    chain_counts,
+    expand_braces,
+    index_shards,
+    is_sidecar,
+    sidecar_matches,
+    stream_index,
+)
 from ._formats import FORMATS, ShardFormat, compression_of, format_of
 from ._index import (
     INDEX_SUFFIX,
@@ -52,5 +59,6 @@ __all__ = [
     "is_sidecar",
     "read_runs",
     "shard_namer",
+    "sidecar_matches",
     "stream_index",
 ]

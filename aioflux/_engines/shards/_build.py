@@ -2,8 +2,8 @@
 
 An index comes from the first of: the local index cache (this version of
 the shard), the shard's sidecar ``<shard>.idx`` (when it matches the
-shard's size and crc32c), or one streamed pass over the shard, checked
-against its crc32c as it goes, whose result goes to the cache.
+shard: see :func:`sidecar_matches`), or one streamed pass over the shard,
+checked against its crc32c as it goes, whose result goes to the cache.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ._formats import ShardFormat, compression_of, decompressed
 from ._index import INDEX_SUFFIX, IndexCache, ShardIndex, decode_index
 
 __all__ = ["INDEX_THREADS", "chain_counts", "expand_braces", "index_shards", "is_sidecar",
-           "stream_index"]
+           "sidecar_matches", "stream_index"]
 
 # Shards indexed at once by streaming, each with a reader holding at most
 # 8 blocks of 4 MiB ahead: one shard's parsing overlaps the others' reads,
@@ -106,6 +106,40 @@ def stream_index(store: ObjectStore, info: ObjectInfo, fmt: ShardFormat,
                       data_size=data_size, offsets=offsets, lengths=lengths, crcs=crcs)
 
 
+async def sidecar_matches(store: ObjectStore, info: ObjectInfo, index: ShardIndex) -> bool:
+    """Whether a sidecar's ``index`` is of the shard ``info`` names, as it is now.
+
+    Same size, and the same crc32c where the shard's and the index's are
+    both known (a copy of the pair keeps it, and changes the version), else
+    the version indexed. A listing that leaves the crc32c out (S3's) is
+    completed by the shard's metadata where the versions differ: a copy
+    that changed the ETag keeps its sidecar.
+
+    Args:
+        store: the shard's store.
+        info: the shard (from a listing or stat).
+        index: its sidecar's index.
+
+    Returns:
+        True if the index's boundaries are the shard's.
+
+    Raises:
+        StorageError: the stat failed (other than NotFound).
+    """
+    version = info.generation or None
+    if index.matches(info.size, info.crc32c, version):
+        return True
+    if info.crc32c is not None or index.crc32c is None or index.size != info.size:
+        return False
+    try:
+        now = await store.stat(info.bucket, info.name)
+    except NotFound:
+        return False
+    # Another version than listed is not the one reads would be pinned to.
+    return (now.generation or None) == version and now.crc32c is not None and \
+        index.matches(now.size, now.crc32c, version)
+
+
 async def _sidecar(store: ObjectStore, info: ObjectInfo, fmt: ShardFormat) -> ShardIndex | None:
     name = info.name + INDEX_SUFFIX
     try:
@@ -113,7 +147,7 @@ async def _sidecar(store: ObjectStore, info: ObjectInfo, fmt: ShardFormat) -> Sh
     except NotFound:
         return None
     index = decode_index(data, f"{info.url}{INDEX_SUFFIX}")
-    if index.format != fmt.name or not index.matches(info.size, info.crc32c):
+    if index.format != fmt.name or not await sidecar_matches(store, info, index):
         return None  # a stale sidecar: the shard was rewritten without it
     index.version = info.generation or None
     return index
@@ -148,7 +182,7 @@ def index_shards(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardFor
         for i, index in zip(missing, read, strict=True):
             found[i] = index
             if index is not None and cache is not None:
-                cache.put(shards[i].url, index)
+                cache.put(shards[i].url, index, crc=shards[i].crc32c)
     todo = [i for i, index in enumerate(found) if index is None]
     if todo:
         with concurrent.futures.ThreadPoolExecutor(min(INDEX_THREADS, len(todo))) as pool:
@@ -157,7 +191,7 @@ def index_shards(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardFor
                                                todo), strict=True):
                 found[i] = index
                 if cache is not None:
-                    cache.put(shards[i].url, index)
+                    cache.put(shards[i].url, index, crc=shards[i].crc32c)
     out = []
     for info, index in zip(shards, found, strict=True):
         assert index is not None

@@ -10,9 +10,13 @@ read, and checks every sample's bytes against what was indexed.
 The same encoding serves the sidecar a writer publishes beside a shard
 (``<shard>.idx``) and the local index cache: a magic line, one JSON line
 (what the index is of), the three columns little-endian, and the crc32c of
-everything before it. A sidecar is matched to its shard by size and
-crc32c (a copy of the pair to another bucket keeps both); a cached index by
-the object's version as well.
+everything before it. An index is matched to its shard by size and
+crc32c, where the store keeps a crc32c for the shard (a copy of the pair to
+another bucket keeps both), else by size and version (the store's version
+token of the indexed object): a shard rewritten with the same size by a tool
+that records no crc32c (local files, S3 objects uploaded without checksums)
+is then not cut by the old index's boundaries. A cached index is keyed by the
+object's version as well.
 """
 
 from __future__ import annotations
@@ -72,9 +76,19 @@ class ShardIndex:
         start = self.offsets[first]
         return start, self.offsets[last] + self.lengths[last]
 
-    def matches(self, size: int, crc: int | None) -> bool:
-        """Whether this index is of an object of this size and crc32c."""
-        return self.size == size and (crc is None or self.crc32c is None or self.crc32c == crc)
+    def matches(self, size: int, crc: int | None, version: int | None) -> bool:
+        """Whether this index is of the object of this size, crc32c and version.
+
+        The crc32c decides where both it and the index know one (a copy
+        keeps it, and changes the version); else the version must be the
+        indexed one: the size alone would take a shard rewritten with the
+        same size for the one indexed.
+        """
+        if self.size != size:
+            return False
+        if crc is not None and self.crc32c is not None:
+            return self.crc32c == crc
+        return self.version is not None and self.version == version
 
 
 Columns = tuple["array.array[int]", "array.array[int]", "array.array[int]"]
@@ -153,6 +167,11 @@ class IndexCache:
     Entries are written whole (a temporary file renamed into place), so
     processes sharing the directory never read half an index.
 
+    An entry whose crc32c is the shard's (as the store reports it) and one
+    tied to its shard by the version alone have keys of their own: entries
+    under the first key were once also taken from sidecars matched by size
+    alone, so one there counts only where its crc32c proves it.
+
     Args:
         directory: where the entries live (created on first write).
     """
@@ -160,9 +179,21 @@ class IndexCache:
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
 
-    def _path(self, url: str, version: int | None) -> Path:
-        digest = hashlib.sha256(f"{url}\n{version}".encode("utf-8", "surrogatepass"))
+    def _path(self, url: str, version: int | None, *, by_crc: bool) -> Path:
+        key = f"{url}\n{version}" if by_crc else f"{url}\n{version}\nby-version"
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass"))
         return self.directory / f"{digest.hexdigest()[:32]}{INDEX_SUFFIX}"
+
+    def _load(self, path: Path) -> ShardIndex | None:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        try:
+            return decode_index(data, str(path))
+        except ShardFormatError:
+            path.unlink(missing_ok=True)
+            return None
 
     def get(self, url: str, version: int | None, size: int, crc: int | None, *,
             format: str) -> ShardIndex | None:
@@ -176,27 +207,30 @@ class IndexCache:
         """
         if version is None:
             return None
-        path = self._path(url, version)
-        try:
-            data = path.read_bytes()
-        except OSError:
-            return None
-        try:
-            index = decode_index(data, str(path))
-        except ShardFormatError:
-            path.unlink(missing_ok=True)
-            return None
-        if index.format != format or index.version != version or \
-                not index.matches(size, crc):
+        if crc is not None:
+            index = self._load(self._path(url, version, by_crc=True))
+            if index is not None and index.format == format and index.version == version \
+                    and index.size == size and index.crc32c == crc:
+                return index
+        index = self._load(self._path(url, version, by_crc=False))
+        if index is None or index.format != format or index.version != version or \
+                not index.matches(size, crc, version):
             return None
         return index
 
-    def put(self, url: str, index: ShardIndex) -> None:
-        """Keep ``index`` for its shard's version (nothing for an unversioned one)."""
+    def put(self, url: str, index: ShardIndex, *, crc: int | None) -> None:
+        """Keep ``index`` for its shard's version (nothing for an unversioned one).
+
+        Args:
+            url: the shard's URL.
+            index: its index.
+            crc: the shard's crc32c as its store reports it (None: none).
+        """
         if index.version is None:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        path = self._path(url, index.version)
+        path = self._path(url, index.version,
+                          by_crc=crc is not None and index.crc32c == crc)
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as out:
