@@ -158,15 +158,6 @@ def _shards_and_sidecars(args: argparse.Namespace, store: ObjectStore
     return get_portal().call(run())
 
 
-def _with_crc(store: ObjectStore, info: ObjectInfo) -> ObjectInfo:
-    """``info``, or the shard's stat where its listing left the crc32c out
-    (S3's): the shard is then streamed checked against it, and its sidecar
-    records it, as a copy of the pair to another bucket keeps it."""
-    if info.crc32c is not None:
-        return info
-    return get_portal().call(store.stat(info.bucket, info.name))
-
-
 def _each(items: Sequence[T], job: Callable[[T], Any]) -> Iterator[tuple[T, Any]]:
     """``(item, job(item) or the AiofluxError it raised)``, in order, a few at once."""
     def guarded(item: T) -> Any:
@@ -210,7 +201,7 @@ def _index(args: argparse.Namespace, store: ObjectStore) -> int:
 
     def build(item: tuple[ObjectInfo, ShardFormat]) -> int:
         info, fmt = item
-        index = stream_index(store, _with_crc(store, info), fmt)
+        index = stream_index(store, info, fmt)
         get_portal().call(store.write(info.bucket, info.name + INDEX_SUFFIX,
                                       encode_index(index)))
         return len(index)
@@ -260,7 +251,7 @@ def _verify(args: argparse.Namespace, store: ObjectStore) -> int:
 
     def check(item: tuple[ObjectInfo, ShardFormat, _Sidecar]) -> int:
         info, fmt, _ = item
-        fresh = stream_index(store, _with_crc(store, info), fmt)
+        fresh = stream_index(store, info, fmt)
         _compare(info, fresh, get_portal().call(_sidecar(store, info, fmt, keep=True)))
         return len(fresh)
 

@@ -185,3 +185,24 @@ def test_an_index_matches_by_crc32c_where_both_know_one_else_by_version() -> Non
     # Neither crc32c nor version to hold it to: the size alone proves nothing.
     assert not dataclasses.replace(index, crc32c=None, version=None).matches(100, None, None)
     assert not dataclasses.replace(index, crc32c=None).matches(100, 7, 6)
+
+
+def test_a_shard_listed_without_crc32c_is_indexed_checked_against_its_stat(
+        emulator: Emulator, bucket: str, tmp_path: Path, streamed: list[str]) -> None:
+    # An S3 listing carries no crc32c: the stream that builds the index was
+    # checked against nothing, so bytes that are not the object's (here an
+    # object whose stored crc32c its bytes no longer have) were indexed as
+    # they came, and every sample then "matched" them.
+    import google_crc32c
+
+    from aioflux import ChecksumMismatch
+
+    data = tar_shard(repack_samples(range(4)))
+    emulator.store.put(bucket, "rot/a-0.tar", data, with_md5=False,
+                       crc32c=google_crc32c.value(data) ^ 1,
+                       etag=hashlib.md5(b"parts").hexdigest() + "-2")
+    where = Where("s3", f"s3://{bucket}/rot", None, {"endpoint": emulator.s3_endpoint},
+                  emulator)
+    with pytest.raises(ChecksumMismatch, match=rf"s3://{bucket}/rot/a-0.tar"):
+        keys_and_bytes(dataset(where, tmp_path))
+    assert streamed == ["a-0.tar"]

@@ -94,15 +94,21 @@ def stream_index(store: ObjectStore, info: ObjectInfo, fmt: ShardFormat,
     """
     options = options or _INDEX_READER
     compression = compression_of(info.name)
-    with ObjectReader(store, info.bucket, info.name, options=options, info=info) as reader:
+    # A listing without checksums (S3's): a stat beside the first reads
+    # gives the crc32c the stream is checked against.
+    with ObjectReader(store, info.bucket, info.name, options=options, info=info,
+                      stat_beside=info.crc32c is None) as reader:
         data = decompressed(_chunks(reader, options.block_size), compression, info.url)
         offsets, lengths, crcs, data_size = fmt.index(data, info.url)
         # The format may stop at its end-of-data marker: read the rest, so the
         # object's crc32c (checked on the last block) covers every byte.
         for _ in _chunks(reader, options.block_size):
             pass
-    return ShardIndex(format=fmt.name, compression=compression, size=info.size,
-                      crc32c=info.crc32c, version=info.generation or None,
+        # The version read: the stat beside finds a newer one than listed
+        # where the shard was replaced meanwhile, and reads that one.
+        read = reader.info
+    return ShardIndex(format=fmt.name, compression=compression, size=read.size,
+                      crc32c=read.crc32c, version=read.generation or None,
                       data_size=data_size, offsets=offsets, lengths=lengths, crcs=crcs)
 
 
