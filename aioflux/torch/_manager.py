@@ -22,7 +22,9 @@ first save of a step claims the top of its folder (a create-only
 claim held (another process saving that step, or one killed mid-save) writes
 into a folder of its own too, so it never lands over objects another
 save's manifest vouches for. Listing, manifest checks, retention and the history file live in
-``_retention.CheckpointStore``.
+``_retention.CheckpointStore``; one save's way to its manifest in
+``_publish``, the reading methods in ``_restore``, and this module keeps the
+background saves: their slots, memory budget, failures and the exit hook.
 
 Steps order everything: ``latest()`` is the highest complete step and
 ``keep_last=n`` keeps the ``n`` highest complete steps, whatever the order
@@ -35,54 +37,31 @@ step that already has a checkpoint is a ``Conflict`` unless
 
 from __future__ import annotations
 
-import builtins
 import concurrent.futures
 import copy
-import datetime as dt
 import functools
-import io
-import json
 import logging
 import os
-import secrets
-import socket
 import threading
 import time
 import weakref
 from collections.abc import Mapping
 from typing import Any, SupportsIndex
 
-import torch
-
 from .._api.stores import AnyClient, store_for_url
 from .._api.sync import Client
-from .._core.crc import encode_crc32c
-from .._core.errors import (
-    BridgeError,
-    ChecksumMismatch,
-    Conflict,
-    InvalidArgument,
-    NotFound,
-    PreconditionFailed,
-    StorageError,
-)
+from .._core.errors import BridgeError, Conflict, InvalidArgument
 from .._core.options import WriterOptions
 from .._core.store import ObjectStore
-from .._core.types import ObjectInfo
 from .._core.urls import format_url
 from .._core.validate import as_int, check_bool, check_instance, check_int, check_str
 from .._engines.compression import require_zstd
-from ._checkpoint import Checkpoint, raw_writer, save_into
-from ._history import MANIFEST_FORMAT, CheckpointInfo, SaveRecord
-from ._retention import (
-    CLAIM,
-    DATA_STATE,
-    MANIFEST,
-    REPLACING,
-    CheckpointStore,
-    leaf_named,
-    root_prefix,
-)
+from ._checkpoint import Checkpoint
+from ._history import CheckpointInfo
+from ._publish import CheckpointPublishing
+from ._restore import CheckpointRestoring
+from ._retention import DATA_STATE, CheckpointStore, root_prefix
+from ._save_future import SaveFuture
 from ._snapshot import BufferPool, snapshot, state_nbytes
 
 __all__ = ["DATA_STATE", "CheckpointManager", "SaveFuture"]
@@ -90,56 +69,7 @@ __all__ = ["DATA_STATE", "CheckpointManager", "SaveFuture"]
 log = logging.getLogger("aioflux.checkpoint")
 
 
-class SaveFuture(concurrent.futures.Future[CheckpointInfo]):
-    """Future of a background save; it remembers whether its outcome was
-    looked at, so an unobserved failure is raised by the next save."""
-
-    observed = False
-
-    def result(self, timeout: float | None = None) -> CheckpointInfo:
-        """Wait for the save and return what it saved (marks the outcome looked at).
-
-        Args:
-            timeout: most seconds to wait; None: until it is done.
-
-        Returns:
-            The complete checkpoint.
-
-        Raises:
-            TimeoutError: not done within ``timeout``.
-            Exception: the save's own failure, re-raised as it was (a
-                ``StorageError``, ``Conflict``...).
-        """
-        self.observed = True
-        return super().result(timeout)
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        """Wait for the save and return its failure (marks the outcome looked at).
-
-        Args:
-            timeout: most seconds to wait; None: until it is done.
-
-        Returns:
-            The save's exception, or None if it succeeded.
-
-        Raises:
-            TimeoutError: not done within ``timeout``.
-        """
-        self.observed = True
-        return super().exception(timeout)
-
-
-def _serialize(data_state: Mapping[str, Any]) -> bytes:
-    buffer = io.BytesIO()
-    torch.save(dict(data_state), buffer)
-    return buffer.getvalue()
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-class CheckpointManager:
+class CheckpointManager(CheckpointPublishing, CheckpointRestoring):
     """Saves training state under ``root`` and restores the latest complete one.
 
     Usage: ``save``/``save_async`` while training; ``close()`` (or a
@@ -245,17 +175,6 @@ class CheckpointManager:
     def __setstate__(self, state: dict[str, Any]) -> None:
         settings = dict(state["settings"])
         self.__init__(settings.pop("root"), **settings)  # type: ignore[misc]
-
-    # -- naming -----------------------------------------------------------------
-
-    def _url(self, name: str) -> str:
-        return format_url(self._client.features.scheme, self.bucket, name)
-
-    @property
-    def _state_name(self) -> str:
-        return "state.pt.zst" if self.compression == "zstd" else "state.pt"
-
-    # -- saving -----------------------------------------------------------------
 
     def save(self, state: Mapping[str, Any], step: SupportsIndex, *, overwrite: bool = False,
              data_state: Mapping[str, Any] | None = None) -> CheckpointInfo:
@@ -479,335 +398,6 @@ class CheckpointManager:
         check_instance(op, "state", state, Mapping)
         check_bool(op, "overwrite", overwrite)
         check_instance(op, "data_state", data_state, Mapping, optional=True)
-
-    def _check_target(self, step: int, overwrite: bool,
-                      mark: int) -> tuple[ObjectInfo | None, builtins.list[str]]:
-        """Refuse a save that would replace a checkpoint or be deleted at once.
-
-        Steps this manager published since ``mark`` (the save's place in its
-        publications) are not in the window it is checked against.
-
-        Returns:
-            The manifest an overwrite replaces (None when there is none), and
-            the names of the manager's other objects in the step's folder
-            now: what that manifest lists and leftovers of killed saves.
-        """
-        if self.keep_last is None:
-            # No window to check: one listing of this step's folder, not of every step.
-            objects = self._store.objects_of(step)
-        else:
-            # One listing (the retention pass lists again once there is more to see).
-            dirs = self._store.scan()
-            objects = dirs.get(step, {})
-            with self._cond:
-                later = {s for s, n in self._published_at.items() if n >= mark}
-            kept = sorted(s for s, objs in dirs.items()
-                          if MANIFEST in objs and s != step and s not in later)
-            window = kept[-self.keep_last:]
-            if len(window) == self.keep_last and step < window[0]:
-                raise InvalidArgument(
-                    f"save {self.root}: step {step} is below the {self.keep_last} highest "
-                    f"steps keep_last keeps ({', '.join(map(str, window))}); retention "
-                    "would delete it at once. Delete the newer checkpoints or use a higher step")
-        manifest = objects.get(MANIFEST)
-        if manifest is not None and not overwrite:
-            raise self._conflict(step)
-        return manifest, [obj.name for leaf, obj in objects.items() if leaf != MANIFEST]
-
-    def _claim(self, directory: str) -> str | None:
-        """Claim the top of a step's folder for this save: the create-only
-        write of a small ``claim.json`` (host, process, time).
-
-        Two processes saving one step (a preempted job still saving while
-        its replacement runs) both find no manifest there; without a claim
-        the later one's ``state.pt`` would land over the one the earlier
-        one's manifest vouches for, and that checkpoint would be lost.
-
-        Returns:
-            The claim's object name, or None when another save holds it (one
-            in flight, or one killed before it could drop its claim).
-        """
-        name = directory + CLAIM
-        body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "created": _now(),
-                           "token": secrets.token_hex(8)}).encode()
-        try:
-            self._store.call(self._client.write(self.bucket, name, body,
-                                                content_type="application/json",
-                                                if_generation_match=0))
-        except PreconditionFailed:
-            return None
-        return name
-
-    def _conflict(self, step: int) -> Conflict:
-        return Conflict(f"save {self.root}: step {step} already has a checkpoint; pass "
-                        "overwrite=True to replace it", operation="save checkpoint",
-                        bucket=self.bucket, name=self._store.step_dir(step))
-
-    def _persist(self, state: Any, step: int, started: float, blocking: float | None,
-                 overwrite: bool, data_state: Mapping[str, Any] | None,
-                 mark: int) -> CheckpointInfo:
-        directory = self._store.step_dir(step)
-        serialized = 0
-        claim: str | None = None
-        try:
-            # Claimed before the check, so a save that claims after another
-            # has published (and dropped its claim) sees that manifest.
-            claim = self._claim(directory)
-            replaced, earlier = self._check_target(step, overwrite, mark)
-            # Only the save holding the claim writes at the top of the step's
-            # folder. An overwrite must not touch what the standing manifest
-            # lists, and a save without the claim must not publish over the
-            # objects of another save of this step (in flight, or killed):
-            # their objects go into a folder of their own.
-            own_folder = replaced is not None or claim is None
-            folder = f"{REPLACING}{secrets.token_hex(8)}/" if own_folder else ""
-            writer = self._ckpt.writer(self._url(directory + folder + self._state_name),
-                                       compression=self.compression)
-            with writer:
-                save_into(state, writer)
-                serialized = writer.tell()
-            stored = raw_writer(writer).info
-            assert stored is not None
-            leaves = {folder + self._state_name: stored}
-            if data_state is not None:
-                # Listed in the manifest like state.pt: a checkpoint whose
-                # data position is missing or torn is not complete.
-                leaves[folder + DATA_STATE] = self._store.call(self._client.write(
-                    self.bucket, directory + folder + DATA_STATE, _serialize(data_state)))
-            created = _now()
-            manifest = {"format": MANIFEST_FORMAT, "step": step, "created": created,
-                        "compression": self.compression,
-                        "objects": [{"name": leaf, "size": obj.size,
-                                     "crc32c": encode_crc32c(obj.crc32c or 0)}
-                                    for leaf, obj in leaves.items()]}
-            # Create-only (If-None-Match: * on S3, ifGenerationMatch=0 on
-            # GCS), or in place of exactly the manifest replaced (If-Match,
-            # ifGenerationMatch): another writer's is never replaced silently.
-            try:
-                self._store.call(self._client.write(
-                    self.bucket, directory + MANIFEST, json.dumps(manifest).encode(),
-                    content_type="application/json",
-                    if_generation_match=0 if replaced is None else replaced.generation))
-            except PreconditionFailed as exc:
-                # Another save of this step published or swapped its manifest
-                # first (the store already told a retry of our own write from
-                # it): the documented Conflict, not the manifest's 412. What
-                # this save wrote is nobody else's (a folder of its own, or
-                # the top of the folder under its claim: the winner's objects
-                # are in a folder then), and no manifest will list it.
-                self._store.delete_quietly([directory + leaf for leaf in leaves])
-                raise Conflict(f"save {self.root}: step {step} was saved by another writer "
-                               "while this save ran", operation="save checkpoint",
-                               bucket=self.bucket, name=directory + MANIFEST) from exc
-            with self._cond:
-                self._published_at[step] = self._publications
-                self._publications += 1
-        except BaseException as exc:
-            if claim is not None and isinstance(exc, Exception):
-                # The next save of this step may write at the top again (a
-                # claim is in no manifest: dropping it never breaks a checkpoint).
-                self._store.delete_quietly([claim])
-            total = time.perf_counter() - started
-            self._store.append_history(SaveRecord(
-                step, False, serialized, 0, total if blocking is None else blocking, total,
-                0.0, _now(), self.compression, f"{type(exc).__name__}: {exc}"))
-            raise
-        total = time.perf_counter() - started
-        info = CheckpointInfo(step, self._url(directory), created,
-                              sum(o.size for o in leaves.values()),
-                              {leaf: o.size for leaf, o in leaves.items()}, self.compression)
-        self._store.append_history(SaveRecord(
-            step, True, serialized, stored.size, total if blocking is None else blocking, total,
-            serialized / total / 1e6 if total else 0.0, created, self.compression))
-        # What the new manifest replaced, and leftovers of killed or failed
-        # saves of this step (a data_state.pt the new manifest does not list,
-        # an earlier overwrite's folder): in a checkpoint that is kept they
-        # would stay for good. Never what this save wrote, nor an object
-        # that appeared since the check (another writer's, which loses at
-        # its manifest). And the claim: a save claiming after this manifest
-        # sees it.
-        mine = {directory + leaf for leaf in leaves}
-        doomed = [name for name in earlier if name not in mine and name != claim]
-        self._store.delete_quietly(doomed if claim is None else [*doomed, claim])
-        with self._retaining:
-            with self._cond:
-                # Saves in flight are spared; this one is complete.
-                busy = {s for s, _ in self._pending.values()} - {step}
-                if self._highest_done is None or step > self._highest_done:
-                    self._highest_done = step
-                newest = self._highest_done
-            self._store.retain(newest, self.keep_last, busy)
-        return info
-
-    # -- reading ----------------------------------------------------------------
-
-    def list(self) -> list[CheckpointInfo]:
-        """Complete checkpoints, oldest first.
-
-        Returns:
-            CheckpointInfo per complete checkpoint.
-
-        Raises:
-            StorageError: listing failed.
-        """
-        return self._store.list()
-
-    def latest(self) -> CheckpointInfo | None:
-        """The newest complete checkpoint.
-
-        Returns:
-            Its CheckpointInfo, or None if there is none.
-
-        Raises:
-            StorageError: listing failed.
-        """
-        return self._store.latest()
-
-    def load(self, step: SupportsIndex | None = None, *, map_location: Any = None,
-             weights_only: bool = True) -> dict[str, Any]:
-        """Load a complete checkpoint (the highest step by default).
-
-        Args:
-            step: the step to load, or None for the latest.
-            map_location: as for ``torch.load``.
-            weights_only: as for ``torch.load``.
-
-        Returns:
-            The saved state dict.
-
-        Raises:
-            InvalidArgument: a bad ``step``.
-            NotFound: no complete checkpoint (at that step).
-            StorageError: the checkpoint holds something other than a dict
-                (not written by this manager), or reading failed.
-        """
-        if step is not None:
-            step = as_int("load", "step", step)
-        found = self._store.vouched(step)
-        if found is None:
-            raise self._none_complete("load", step, "load checkpoint")
-        info, crcs = found
-        leaf = leaf_named(info.objects, "state.pt")
-        if leaf is None:
-            raise StorageError(f"load {info.url}: its manifest lists no state.pt",
-                               operation="load checkpoint", bucket=self.bucket,
-                               name=self._store.step_dir(info.step) + MANIFEST)
-        name = self._store.step_dir(info.step) + leaf
-        stored = self._store.call(self._client.stat(self.bucket, name))
-        state = self._ckpt.load(info.url + leaf, map_location=map_location,
-                                weights_only=weights_only, compression=info.compression,
-                                info=self._expected(stored, crcs[leaf], "load"))
-        if not isinstance(state, dict):
-            raise StorageError(f"load {info.url}{leaf}: holds a {type(state).__name__}, not the "
-                               "state dict this manager saves", operation="load checkpoint",
-                               bucket=self.bucket, name=self._store.step_dir(info.step) + leaf)
-        return state
-
-    def load_data_state(self, step: SupportsIndex | None = None, *,
-                        weights_only: bool = True) -> dict[str, Any] | None:
-        """The data position saved with a complete checkpoint (the highest step by default).
-
-        ``sampler.load_state_dict(manager.load_data_state())`` (or a
-        dataset's, or a StatefulDataLoader's) continues the epoch where the
-        checkpoint's model state left it.
-
-        Args:
-            step: the step, or None for the latest.
-            weights_only: as for ``torch.load``; ``False`` for a data state
-                holding more than tensors and plain python values (numpy
-                scalars or arrays, say), which the save took as it was.
-
-        Returns:
-            The ``data_state`` given to the save, or None if it had none.
-
-        Raises:
-            InvalidArgument: a bad ``step``.
-            NotFound: no complete checkpoint (at that step).
-            StorageError: reading failed, or the object is not a saved data state.
-        """
-        if step is not None:
-            step = as_int("load_data_state", "step", step)
-        check_bool("load_data_state", "weights_only", weights_only)
-        found = self._store.vouched(step)
-        if found is None:
-            raise self._none_complete("load_data_state", step, "load data state")
-        info, crcs = found
-        leaf = leaf_named(info.objects, DATA_STATE)
-        if leaf is None:
-            return None
-        name = self._store.step_dir(info.step) + leaf
-        # Checked against the manifest's crc32c too (see _expected; 0: none known).
-        raw = self._store.call(self._client.fetch(self.bucket, name,
-                                                  crc=crcs[leaf] or None)).data
-        assert raw is not None
-        try:
-            state = torch.load(io.BytesIO(raw), weights_only=weights_only)
-        except Exception as exc:  # torch raises several types for a foreign file
-            # save() takes any picklable data state (a numpy scalar from a
-            # sampler, say): one the safe unpickler refuses is no foreign
-            # file, and the message must say how to read it back.
-            hint = (" or holds more than tensors and plain values: pass weights_only=False "
-                    "if you trust it" if weights_only else "")
-            raise StorageError(f"load_data_state {info.url}{leaf}: not a saved data "
-                               f"state{hint} ({type(exc).__name__})",
-                               operation="load data state", bucket=self.bucket,
-                               name=name) from exc
-        if not isinstance(state, dict):
-            raise StorageError(f"load_data_state {info.url}{leaf}: holds a "
-                               f"{type(state).__name__}, not a dict",
-                               operation="load data state", bucket=self.bucket, name=name)
-        return state
-
-    def _expected(self, stored: ObjectInfo, crc: int, op: str) -> ObjectInfo:
-        """What a load of a checkpoint's object reads and checks: ``stored``
-        (its stat), with the crc32c the manifest records for it.
-
-        A store keeps no crc32c for a file aioflux did not write (a root
-        copied by ``cp -r`` drops the extended attribute holding it, and
-        the new modification time voids it): the reader would check only
-        the length, and a rotten byte would load in silence. The manifest
-        names the crc32c the save wrote, so the bytes are checked against it.
-
-        Raises:
-            ChecksumMismatch: the store's crc32c is not the manifest's (the
-                object was replaced since the manifest was written).
-        """
-        if stored.crc32c is None:
-            # 0 is what a save records when its store reported no crc32c
-            # (``obj.crc32c or 0`` in _persist): nothing known to check
-            # against (a real crc32c of 0 is one object in 2**32).
-            return stored._replace(crc32c=crc) if crc else stored
-        if stored.crc32c != crc:
-            raise ChecksumMismatch(
-                f"{op} {stored.url}: stored with "
-                f"crc32c {encode_crc32c(stored.crc32c)}, its manifest records "
-                f"{encode_crc32c(crc)}", operation="load checkpoint",
-                bucket=stored.bucket, name=stored.name)
-        return stored
-
-    def _none_complete(self, op: str, step: int | None, operation: str) -> NotFound:
-        """The error of a load that found no complete checkpoint (of ``step``)."""
-        if step is None:
-            message = (f"{op} {self.root}: there is no complete checkpoint under this root "
-                       "(none was saved there, or no save finished; latest() is None)")
-        else:
-            message = (f"{op} {self.root}: there is no complete checkpoint of step {step} "
-                       "under this root")
-        name = self.prefix if step is None else self._store.step_dir(step)
-        return NotFound(message, operation=operation, bucket=self.bucket, name=name)
-
-    # -- history ----------------------------------------------------------------
-
-    def history(self) -> builtins.list[SaveRecord]:
-        """Every recorded save, oldest first.
-
-        Returns:
-            SaveRecord per save.
-
-        Raises:
-            StorageError: reading failed.
-        """
-        return self._store.history()
 
 
 def _finish_at_exit(ref: weakref.ref[CheckpointManager], pid: int) -> None:

@@ -2,7 +2,8 @@
 
 Split from ``_manager.py`` so that read-only users (``aioflux ckpt list``,
 ``aioflux ckpt history``) can inspect a root without a manager's worker
-threads, and so the manager keeps only the saving and loading logic.
+threads, and so the manager (and its ``_publish`` and ``_restore``) keeps
+only the saving and loading logic.
 
 Layout under a root ``gs://bucket/prefix/``::
 

@@ -14,11 +14,12 @@ compose a single-source compose plus a delete, else a copy plus a delete).
 Reads fetch exactly each plan item's
 byte range, several items ahead within a byte budget, instead of streaming
 whole files. Each item's bytes must have the crc32c the writer recorded as
-it wrote them (``.metadata.crc32c``, written just before ``.metadata``), so
-a load of some items (the model without the optimizer) is checked too; and
-where a load's ranges cover a whole data file (a full load), their crc32c
-combine and must equal the file's (for checkpoints without the items'
-crc32c: torch's writer, older aioflux). DCP's zstd stream extension
+it wrote them (``.metadata.crc32c``, written just before ``.metadata``, or
+``__<rank>.metadata.crc32c`` beside a rank's own metadata: ``_dcp_crc``),
+so a load of some items (the model without the optimizer) is checked too;
+and where a load's ranges cover a whole data file (a full load), their
+crc32c combine and must equal the file's (for checkpoints without the
+items' crc32c: torch's writer, older aioflux). DCP's zstd stream extension
 (``compression="zstd"`` or ``_extensions=[ZStandard()]``)
 is accepted on both sides.
 """
@@ -28,19 +29,16 @@ from __future__ import annotations
 import collections
 import io
 import itertools
-import json
 import os
 from collections.abc import Generator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import IO, Any
 
 from torch.distributed.checkpoint.filesystem import (
     FileSystemBase,
     FileSystemReader,
     FileSystemWriter,
-    _StorageInfo,
 )
 from torch.distributed.checkpoint.metadata import Metadata
 from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner, SavePlan, SavePlanner
@@ -49,8 +47,7 @@ from torch.futures import Future as TorchFuture
 
 from .._api.stores import AnyClient, store_for_url
 from .._api.sync import Client
-from .._core.crc import crc32c_combine, decode_crc32c, encode_crc32c
-from .._core.errors import AiofluxError, ChecksumMismatch, InvalidArgument, InvalidURL, NotFound
+from .._core.errors import AiofluxError, InvalidArgument, InvalidURL, NotFound
 from .._core.options import WriterOptions
 from .._core.portal import get_portal
 from .._core.store import Fetched, ObjectStore
@@ -58,7 +55,20 @@ from .._core.types import ObjectInfo
 from .._core.urls import SCHEMES, StoreURL, format_url, parse_url
 from .._core.validate import check_instance, check_int
 from .._engines.reader import ObjectReader
-from .._engines.writer import ObjectWriter
+from ._dcp_crc import (
+    ITEM_CRCS,
+    CheckedStorageInfo,
+    RecordingWriter,
+    Segments,
+    check_tiled_files,
+    check_whole_file,
+    decode_item_crcs,
+    encode_item_crcs,
+    item_mismatch,
+    metadata_name,
+    split_item_crcs,
+    truncated,
+)
 from ._zip_crc import without_zip_crc32
 
 __all__ = ["GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"]
@@ -72,94 +82,6 @@ DEFAULT_ITEMS_AHEAD = 8
 # flight, 339-434 MiB within 256 MiB, 195-243 MiB within 128 MiB and 147 MiB
 # one at a time; torch's own reader, reading straight from the file, 97 MiB.
 DEFAULT_BYTES_AHEAD = 128 * 1024 * 1024
-# Read size when a data file is checked whole after torch failed on it.
-_CHECK_CHUNK = 8 * 1024 * 1024
-# Beside a checkpoint's metadata (".metadata.crc32c"), written just before
-# it: the crc32c of every item's bytes, which DCP's metadata does not hold.
-# A load of some items of a file (the model without the optimizer) checks
-# them against it; without it only loads that read whole files are checked.
-# It names the save it belongs to (the save_id DCP puts in the metadata's
-# storage_meta): another writer re-saving into the directory (torch's
-# FileSystemWriter(overwrite=True)) replaces the metadata and data files but
-# leaves ours, whose crc32c then are of bytes no longer there.
-_ITEM_CRCS = ".crc32c"
-# DCP's name for a checkpoint's metadata (``__<rank>.metadata`` per rank
-# when ranks save without collectives).
-_METADATA = ".metadata"
-
-
-class _Segments:
-    """The crc32c of a data file's bytes between the positions DCP asked
-    for: each item starts and ends at a ``tell()`` (``_write_item``), so an
-    item's crc32c combines from these without a second pass over it."""
-
-    def __init__(self) -> None:
-        self._marks: dict[int, tuple[int, int]] = {}  # segment end -> (start, crc32c)
-        self._start = 0
-        self._crc = 0
-
-    def add(self, crc: int, length: int) -> None:
-        """The next ``length`` bytes of the file have crc32c ``crc``."""
-        self._crc = crc32c_combine(self._crc, crc, length)
-
-    def mark(self, at: int) -> None:
-        if at != self._start:
-            self._marks[at] = (self._start, self._crc)
-            self._start, self._crc = at, 0
-
-    def item_crc32c(self, offset: int, length: int) -> int | None:
-        """The crc32c of bytes ``offset`` to ``offset + length``, or None
-        when they do not start and end at positions DCP asked for."""
-        end, pieces = offset + length, []
-        while end > offset:
-            segment = self._marks.get(end)
-            if segment is None:
-                return None
-            pieces.append((segment[1], end - segment[0]))
-            end = segment[0]
-        if end != offset:
-            return None
-        combined = 0  # the crc32c of no bytes
-        for crc, size in reversed(pieces):
-            combined = crc32c_combine(combined, crc, size)
-        return combined
-
-
-class _RecordingWriter(ObjectWriter):
-    """An ObjectWriter that keeps :class:`_Segments` of what DCP writes,
-    from the checksums the writer computes of its part buffers anyway
-    (each byte is checksummed once, in place: see ``_checksum_filled``)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.segments = _Segments()
-
-    def _checksummed(self, crc: int, length: int) -> None:
-        self.segments.add(crc, length)
-
-    def tell(self) -> int:
-        with self._lock:
-            self._checksum_filled()  # the bytes up to here end a segment
-            at = super().tell()
-            self.segments.mark(at)
-            return at
-
-    def _close(self) -> None:
-        if not self._done:
-            self.tell()  # the last segment
-        super()._close()
-
-
-@dataclass
-class _CheckedStorageInfo(_StorageInfo):
-    """DCP's per-item storage info, with the item's crc32c: what a rank's
-    write results carry to the coordinator, whose ``finish`` moves the
-    crc32c into the ``.crc32c`` file and writes plain ``_StorageInfo`` into
-    ``.metadata`` (which torch's own reader then still loads)."""
-
-    crc32c: int | None = None
-
-
 class GcsFileSystem(FileSystemBase):
     """DCP's file-system interface over object stores (paths stay URL strings).
 
@@ -185,7 +107,7 @@ class GcsFileSystem(FileSystemBase):
         self.writer_options = writer or WriterOptions()
         # Data files written, by URL: their items' crc32c (GcsStorageWriter
         # takes each out once the save's results name its items).
-        self.written: dict[str, _Segments] = {}
+        self.written: dict[str, Segments] = {}
 
     def locate(self, path: str | os.PathLike[str], *,
                require_object: bool = True) -> tuple[ObjectStore, StoreURL]:
@@ -226,7 +148,7 @@ class GcsFileSystem(FileSystemBase):
         """
         store, (bucket, name) = self.locate(path)
         if "w" in mode:
-            writer = _RecordingWriter(store, bucket, name, options=self.writer_options)
+            writer = RecordingWriter(store, bucket, name, options=self.writer_options)
             with writer:  # aborts, publishing nothing, if the body raises
                 yield writer
             self.written[os.fspath(path)] = writer.segments  # for the items' crc32c
@@ -424,7 +346,7 @@ class GcsStorageWriter(FileSystemWriter):
         plan = super().prepare_local_plan(plan)  # refuses an existing one unless overwrite
         if not self.use_collectives and self.rank is not None:
             # Each rank writes only its own files and metadata.
-            self._forget_metadata(f"__{self.rank}{_METADATA}")
+            self._forget_metadata(metadata_name(self.rank, self.use_collectives))
         return plan
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
@@ -443,11 +365,11 @@ class GcsStorageWriter(FileSystemWriter):
             StorageError: deleting the old metadata failed.
         """
         # The coordinator, after every rank's local plan, before any data file.
-        self._forget_metadata(_METADATA)
+        self._forget_metadata(metadata_name(None, True))
         return super().prepare_global_plan(plans)
 
     def _forget_metadata(self, filename: str) -> None:
-        for name in (filename, filename + _ITEM_CRCS):  # none there is fine
+        for name in (filename, filename + ITEM_CRCS):  # none there is fine
             self.fs.rm_file(self.fs.concat_path(self.path, name))
 
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> TorchFuture[list[WriteResult]]:
@@ -470,7 +392,7 @@ class GcsStorageWriter(FileSystemWriter):
         with without_zip_crc32():
             written = super().write_data(plan, planner).wait()  # written before it returns
         fs: GcsFileSystem = self.fs  # type: ignore[assignment]
-        files: dict[str, _Segments | None] = {}
+        files: dict[str, Segments | None] = {}
         results = []
         for result in written:
             info = result.storage_data
@@ -479,15 +401,16 @@ class GcsStorageWriter(FileSystemWriter):
                 files[url] = fs.written.pop(url, None)
             segments = files[url]
             crc = None if segments is None else segments.item_crc32c(info.offset, info.length)
-            results.append(WriteResult(result.index, result.size_in_bytes, _CheckedStorageInfo(
+            results.append(WriteResult(result.index, result.size_in_bytes, CheckedStorageInfo(
                 info.relative_path, info.offset, info.length, info.transform_descriptors, crc)))
         done: TorchFuture[list[WriteResult]] = TorchFuture()
         done.set_result(results)
         return done
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
-        """Write the items' crc32c (``.metadata.crc32c``), then DCP's
-        ``.metadata`` with plain storage infos, last.
+        """Write the items' crc32c (``.metadata.crc32c``, or
+        ``__<rank>.metadata.crc32c`` when ranks save without collectives),
+        then DCP's metadata with plain storage infos, last.
 
         Args:
             metadata: DCP's checkpoint metadata.
@@ -496,26 +419,13 @@ class GcsStorageWriter(FileSystemWriter):
         Raises:
             StorageError: a metadata object could not be written.
         """
-        crcs: dict[str, dict[str, str]] = {}
-        plain: list[list[WriteResult]] = []
-        for rank_results in results:
-            plain.append([])
-            for result in rank_results:
-                info = result.storage_data
-                if isinstance(info, _CheckedStorageInfo):
-                    if info.crc32c is not None:
-                        crcs.setdefault(info.relative_path, {})[
-                            f"{info.offset}:{info.length}"] = encode_crc32c(info.crc32c)
-                    info = _StorageInfo(info.relative_path, info.offset, info.length,
-                                        info.transform_descriptors)
-                plain[-1].append(WriteResult(result.index, result.size_in_bytes, info))
-        rank_local = not self.use_collectives and self.rank is not None
-        name = (f"__{self.rank}{_METADATA}" if rank_local else _METADATA) + _ITEM_CRCS
+        crcs, plain = split_item_crcs(results)
+        name = metadata_name(self.rank, self.use_collectives) + ITEM_CRCS
         # The save_id super().finish() puts in the metadata's storage_meta
         # (a new one per save: DCP resets the writer before each).
         save_id = getattr(self, "save_id", None)
         with self.fs.create_stream(self.fs.concat_path(self.path, name), "wb") as out:
-            out.write(json.dumps({"format": 2, "save_id": save_id, "items": crcs}).encode())
+            out.write(encode_item_crcs(save_id, crcs))
         super().finish(metadata, plain)
 
 
@@ -556,7 +466,8 @@ class GcsStorageReader(FileSystemReader):
         self._loading: str | None = None  # the data file of the item being loaded
         # Per data file read: its metadata, and the crc32c of each range.
         self._ranges: dict[str, tuple[ObjectInfo, dict[tuple[int, int], int]]] = {}
-        # (relative path, offset, length) -> crc32c, from ``.metadata.crc32c``.
+        # (relative path, offset, length) -> crc32c, from ``.metadata.crc32c``
+        # (or this rank's ``__<rank>.metadata.crc32c``).
         self._item_crcs: dict[tuple[str, int, int], int] = {}
         # The save the metadata being loaded is of (its storage_meta's save_id).
         self._save_id: str | None = None
@@ -634,9 +545,11 @@ class GcsStorageReader(FileSystemReader):
                     # fails there before the whole-file check below, so the
                     # file is read through once (crc32c checked) to tell a
                     # corrupt file (ChecksumMismatch) from any other failure.
-                    self._check_file(self._loading)
+                    store, (bucket, name) = self.fs.locate(  # type: ignore[attr-defined]
+                        self._loading)
+                    check_whole_file(store, bucket, name)
                 raise
-            self._check_whole_files()
+            check_tiled_files(self._ranges)
             return done
         finally:
             for future in self._inflight.values():
@@ -647,73 +560,23 @@ class GcsStorageReader(FileSystemReader):
             self._release()
 
     def _read_item_crcs(self) -> dict[tuple[str, int, int], int]:
-        """The items' crc32c the writer recorded; none for a checkpoint
-        saved without them (by torch's writer, or an older aioflux)."""
-        url = os.fspath(self.fs.concat_path(self.path, _METADATA + _ITEM_CRCS))
+        """The items' crc32c the writer recorded beside the metadata being
+        loaded (the checkpoint's, or this rank's when ranks saved without
+        collectives); none for a checkpoint saved without them (by torch's
+        writer, or an older aioflux)."""
+        # getattr: torch before rank-local saves (2.9) has neither.
+        metadata = metadata_name(getattr(self, "rank", None),
+                                 getattr(self, "use_collectives", True))
+        url = os.fspath(self.fs.concat_path(self.path, metadata + ITEM_CRCS))
         store, (bucket, name) = self.fs.locate(url)  # type: ignore[attr-defined]
         try:
             raw = get_portal().call(store.read(bucket, name))
         except NotFound:
             return {}
-        try:
-            doc = json.loads(raw)
-            items = doc["items"]
-            crcs = {(path, int(offset), int(length)): decode_crc32c(crc)
-                    for path, ranges in items.items()
-                    for key, crc in ranges.items()
-                    for offset, length in [key.split(":")]}
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ChecksumMismatch(f"dcp.load {url} failed: not the items' crc32c a "
-                                   f"GcsStorageWriter writes ({type(exc).__name__})",
-                                   operation="read", bucket=bucket, name=name) from exc
-        if doc.get("save_id") is not None:
-            # Another save's (see _ITEM_CRCS): its crc32c are of bytes a
-            # later writer replaced, and would fail a valid checkpoint.
-            return crcs if doc["save_id"] == self._save_id else {}
-        # Written before the tie (format 1, older aioflux): it cannot say
-        # which save it is of. Used only if every item it lists is one of
-        # the metadata's (offset and length alike), as a stale one of
-        # another layout is not; one of the same layout is used as before
-        # (the price of still checking every checkpoint older aioflux
-        # wrote, and the only case a later writer's save can trip over).
         saved = {(info.relative_path, info.offset, info.length)
                  for info in self.storage_data.values()}
-        return crcs if crcs.keys() <= saved else {}
-
-    def _check_file(self, url: str) -> None:
-        store, (bucket, name) = self.fs.locate(url)  # type: ignore[attr-defined]
-        with ObjectReader(store, bucket, name) as reader:  # bounded read-ahead
-            while reader.read(_CHECK_CHUNK):
-                pass  # its last read raises ChecksumMismatch if the crc32c differs
-
-    def _check_whole_files(self) -> None:
-        """The crc32c of each data file whose ranges this load read tile it
-        whole, against the file's: ranged reads carry no checksum of their
-        own, while the store states each object's (``ChecksumMismatch`` if
-        the bytes DCP loaded, or a file replaced between ranges, differ)."""
-        for url, (info, ranges) in self._ranges.items():
-            if info.crc32c is None:
-                continue  # nothing to check against
-            at, combined = 0, 0
-            for (offset, length), crc in sorted(ranges.items()):
-                if offset != at:
-                    break  # a partial load (resharding): its ranges leave gaps
-                combined = crc32c_combine(combined, crc, length) if at else crc
-                at += length
-            else:
-                if at == info.size and combined != info.crc32c:
-                    raise ChecksumMismatch(
-                        f"dcp.load {url} failed: the {len(ranges)} ranges read have crc32c "
-                        f"{encode_crc32c(combined)}, the file's is "
-                        f"{encode_crc32c(info.crc32c)}", operation="read",
-                        bucket=info.bucket, name=info.name)
-
-    @staticmethod
-    def _short(info: ObjectInfo, needed: int, have: int) -> ChecksumMismatch:
-        return ChecksumMismatch(
-            f"dcp.load {info.url} failed: the "
-            f"checkpoint's metadata needs its bytes up to {needed}, it ends at {have} "
-            "(truncated)", operation="read", bucket=info.bucket, name=info.name)
+        return decode_item_crcs(raw, url=url, bucket=bucket, name=name, save_id=self._save_id,
+                                saved=saved)
 
     def _release(self) -> None:
         # DCP's loop still names the slice it loaded last while it asks for
@@ -735,7 +598,7 @@ class GcsStorageReader(FileSystemReader):
             # A data file cut short after the save: a ranged read past its
             # end returns the bytes that are left (or HTTP 416), and torch
             # then fails with an unpickling or zip error, not a typed one.
-            raise self._short(info, sinfo.offset + sinfo.length, info.size)
+            raise truncated(info, sinfo.offset + sinfo.length, info.size)
         while self._queue and self._queue[0] != key:
             self._queue.popleft()  # out of step with DCP's order: resynchronise
         if self._queue:
@@ -753,16 +616,12 @@ class GcsStorageReader(FileSystemReader):
         self._inflight.pop(key, None)
         assert fetched.data is not None and fetched.crc is not None
         if len(fetched.data) != sinfo.length:  # cut short since its stat
-            raise self._short(info, sinfo.offset + sinfo.length, sinfo.offset + len(fetched.data))
+            raise truncated(info, sinfo.offset + sinfo.length, sinfo.offset + len(fetched.data))
         expected = self._item_crcs.get((sinfo.relative_path, sinfo.offset, sinfo.length))
         if expected is not None and fetched.crc != expected:
             # Checked per item: a load of some items of a file (the model
             # without the optimizer) never tiles it for the whole-file check.
-            raise ChecksumMismatch(
-                f"dcp.load {info.url} failed: bytes {sinfo.offset}-"
-                f"{sinfo.offset + sinfo.length} have crc32c {encode_crc32c(fetched.crc)}, the "
-                f"item was saved with {encode_crc32c(expected)}", operation="read",
-                bucket=info.bucket, name=info.name)
+            raise item_mismatch(info, sinfo.offset, sinfo.length, fetched.crc, expected)
         self._ranges.setdefault(file.url, (file.info, {}))[1][key[1:]] = fetched.crc
         self._handed = io.BytesIO(fetched.data)
         return self._handed

@@ -166,3 +166,64 @@ def test_a_crc32c_file_left_by_an_earlier_save_is_not_held_against_a_later_one(
     smaller = {"w": torch.full((100, 50), 2.0), "b": torch.ones(300, dtype=torch.long)}
     dcp.save(smaller, storage_writer=FileSystemWriter(str(root), overwrite=True))
     assert torch.equal(load(100)["w"], smaller["w"])
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_partial_load_of_a_rank_local_checkpoint_checks_its_items(
+        where: Where, rank: int) -> None:
+    # Ranks saving without collectives (use_collectives=False) each write
+    # __<rank>.metadata and the items' crc32c beside it
+    # (__<rank>.metadata.crc32c). The reader looked only for
+    # .metadata.crc32c, so a partial load of such a checkpoint (the model
+    # without the optimizer) never tiled the data file either: a byte
+    # flipped in "w" loaded as a wrong tensor.
+    root = where.url("rank-local")
+    writer = GcsStorageWriter(root, client=where.client)
+    setup = writer.set_up_storage_writer
+
+    def set_up_as_rank(is_coordinator: bool, *args: object, **kwargs: object) -> None:
+        # One process stands for rank ``rank`` of a world saving without collectives.
+        setup(is_coordinator, *args, **{**kwargs, "rank": rank})
+
+    writer.set_up_storage_writer = set_up_as_rank  # type: ignore[method-assign]
+    dcp.save(_state(), storage_writer=writer, use_collectives=False)
+    names = [n.rsplit("/", 1)[1] for n in where.names("rank-local")]
+    assert f"__{rank}.metadata.crc32c" in names and ".metadata" not in names
+
+    def load_w() -> torch.Tensor:
+        reader = GcsStorageReader(root, client=where.client)
+        read_metadata, set_up = reader.read_metadata, reader.set_up_storage_reader
+
+        def read_as_rank(*args: object, **kwargs: object) -> object:
+            # DCP asks for the global metadata first, then this rank's.
+            return read_metadata(*args, **({**kwargs, "rank": rank} if "rank" in kwargs
+                                           else kwargs))
+
+        def set_up_as_rank(*args: object, **kwargs: object) -> None:
+            set_up(*args, **{**kwargs, "rank": rank})
+
+        reader.read_metadata = read_as_rank  # type: ignore[method-assign]
+        reader.set_up_storage_reader = set_up_as_rank  # type: ignore[method-assign]
+        target = {"w": torch.zeros(200, 50)}
+        dcp.load(target, storage_reader=reader)
+        return target["w"]
+
+    assert torch.equal(load_w(), _state()["w"])
+    (name,) = [n for n in where.names() if n.endswith(".distcp")]
+    assert name.endswith(f"__{rank}_0.distcp")
+    saved = bytes(call(where.store.read(where.bucket, where.base + name)))
+    body = bytearray(saved)
+    body[len(body) // 3] ^= 0x01  # inside "w"
+    where.put(name, bytes(body))  # stored anew: the file's own crc32c matches
+    with pytest.raises(BaseException, match=f"{name}.*the item was saved with") as info:
+        load_w()
+    assert ChecksumMismatch.__name__ in repr(info.value)
+    # As older aioflux wrote it (format 1, no save_id), or saved without it
+    # (torch's writer, an older aioflux still): it loads as before.
+    where.put(name, saved)
+    crcs = f"rank-local/__{rank}.metadata.crc32c"
+    doc = json.loads(bytes(call(where.store.read(where.bucket, where.base + crcs))))
+    where.put(crcs, json.dumps({"format": 1, "items": doc["items"]}).encode())
+    assert torch.equal(load_w(), _state()["w"])
+    call(where.store.delete(where.bucket, where.base + crcs))
+    assert torch.equal(load_w(), _state()["w"])

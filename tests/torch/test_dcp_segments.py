@@ -13,7 +13,7 @@ from aioflux import WriterOptions
 from aioflux._core.crc import crc32c
 from aioflux._core.portal import call
 from aioflux.testing import MemoryStore
-from aioflux.torch.dcp import _RecordingWriter
+from aioflux.torch._dcp_crc import RecordingWriter
 
 MiB = 1024 * 1024
 SIZES = [0, 1, 100, 70_000, MiB - 1, MiB, MiB + 1, 2 * MiB + 3]
@@ -24,8 +24,8 @@ def test_every_range_between_tells_has_its_bytes_crc32c(seed: int) -> None:
     rng = random.Random(seed)
     store = MemoryStore(buckets=["bkt"])
     part_size = rng.choice([MiB + 5, 2 * MiB, 3 * MiB - 1])
-    writer = _RecordingWriter(store, "bkt", "f",
-                              options=WriterOptions(part_size=part_size, max_in_flight=2))
+    writer = RecordingWriter(store, "bkt", "f",
+                             options=WriterOptions(part_size=part_size, max_in_flight=2))
     data = bytearray()
     marks = [writer.tell()]
     for _ in range(rng.randint(4, 14)):

@@ -1,0 +1,53 @@
+"""``SaveFuture``: the future of a ``CheckpointManager`` background save.
+
+Apart from the manager so that the manager's parts (``_publish``, which
+spares the steps of saves in flight from retention) can name the futures
+they share without importing the manager.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+from ._history import CheckpointInfo
+
+__all__ = ["SaveFuture"]
+
+
+class SaveFuture(concurrent.futures.Future[CheckpointInfo]):
+    """Future of a background save; it remembers whether its outcome was
+    looked at, so an unobserved failure is raised by the next save."""
+
+    observed = False
+
+    def result(self, timeout: float | None = None) -> CheckpointInfo:
+        """Wait for the save and return what it saved (marks the outcome looked at).
+
+        Args:
+            timeout: most seconds to wait; None: until it is done.
+
+        Returns:
+            The complete checkpoint.
+
+        Raises:
+            TimeoutError: not done within ``timeout``.
+            Exception: the save's own failure, re-raised as it was (a
+                ``StorageError``, ``Conflict``...).
+        """
+        self.observed = True
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """Wait for the save and return its failure (marks the outcome looked at).
+
+        Args:
+            timeout: most seconds to wait; None: until it is done.
+
+        Returns:
+            The save's exception, or None if it succeeded.
+
+        Raises:
+            TimeoutError: not done within ``timeout``.
+        """
+        self.observed = True
+        return super().exception(timeout)
