@@ -344,9 +344,10 @@ class GcsStorageWriter(FileSystemWriter):
             StorageError: deleting the old metadata failed.
         """
         plan = super().prepare_local_plan(plan)  # refuses an existing one unless overwrite
-        if not self.use_collectives and self.rank is not None:
+        rank, use_collectives = _rank_of(self)
+        if not use_collectives and rank is not None:
             # Each rank writes only its own files and metadata.
-            self._forget_metadata(metadata_name(self.rank, self.use_collectives))
+            self._forget_metadata(metadata_name(rank, use_collectives))
         return plan
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
@@ -420,7 +421,7 @@ class GcsStorageWriter(FileSystemWriter):
             StorageError: a metadata object could not be written.
         """
         crcs, plain = split_item_crcs(results)
-        name = metadata_name(self.rank, self.use_collectives) + ITEM_CRCS
+        name = metadata_name(*_rank_of(self)) + ITEM_CRCS
         # The save_id super().finish() puts in the metadata's storage_meta
         # (a new one per save: DCP resets the writer before each).
         save_id = getattr(self, "save_id", None)
@@ -564,9 +565,7 @@ class GcsStorageReader(FileSystemReader):
         loaded (the checkpoint's, or this rank's when ranks saved without
         collectives); none for a checkpoint saved without them (by torch's
         writer, or an older aioflux)."""
-        # getattr: torch before rank-local saves (2.9) has neither.
-        metadata = metadata_name(getattr(self, "rank", None),
-                                 getattr(self, "use_collectives", True))
+        metadata = metadata_name(*_rank_of(self))
         url = os.fspath(self.fs.concat_path(self.path, metadata + ITEM_CRCS))
         store, (bucket, name) = self.fs.locate(url)  # type: ignore[attr-defined]
         try:
@@ -625,3 +624,10 @@ class GcsStorageReader(FileSystemReader):
         self._ranges.setdefault(file.url, (file.info, {}))[1][key[1:]] = fetched.crc
         self._handed = io.BytesIO(fetched.data)
         return self._handed
+
+
+def _rank_of(storage: object) -> tuple[int | None, bool]:
+    """``(rank, use_collectives)`` DCP's set-up gave a writer or reader:
+    ``(None, True)`` on torch before rank-local saves (2.9), whose set-up
+    sets neither."""
+    return getattr(storage, "rank", None), getattr(storage, "use_collectives", True)
