@@ -7,7 +7,7 @@ opened from a recent listing's entry reads the version the store has now if
 that one is gone, before any byte is handed out. Writes
 stream through :class:`~aioflux._engines.async_writer.AsyncObjectWriter`:
 the object is published by ``close()``, whole, and an exception inside
-``async with`` publishes nothing.
+``async with`` publishes nothing, and a write file does not pickle.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from .._core.errors import (
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._engines.async_writer import AsyncObjectWriter
+from ._write_file import refuse_pickling
 
 __all__ = ["AsyncReadFile", "AsyncWriteFile"]
 
@@ -218,6 +219,10 @@ class AsyncWriteFile:
     def tell(self) -> int:
         """Bytes written so far."""
         return self.loc
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A local store's writer pickled: its copy published on its own.
+        raise refuse_pickling(self.writer.url)
 
     async def close(self) -> None:
         """Publish the object; closing again does nothing.

@@ -6,19 +6,23 @@ writes. Sync calls run on aioflux's process-wide portal loop (fsspec's
 ``self.loop``), so no second loop thread starts, and a process forked
 from one that used the filesystem gets its own loop and store (fsspec's
 own loop refuses to run after a fork).
+
+The class is fsspec's API; the work behind it lives beside it: entries of
+``info``/``ls``/``find`` in ``_entries``, what the store says of paths in
+``_listing``, ``cat_ranges`` in ``_ranges``, ``get_file``/``put_file`` in
+``_transfers``, and the files ``open`` returns in ``_read_file``,
+``_write_file`` and ``_async_file``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import functools
 import hashlib
 import io
 import os
 import threading
-import uuid
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -31,49 +35,25 @@ from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 from .._api.open import TextWriter
 from .._api.stores import new_store
 from .._core.config import ClientConfig
-from .._core.crc import crc32c_combine, decode_crc32c, encode_crc32c
-from .._core.errors import (
-    ChecksumMismatch,
-    InvalidArgument,
-    InvalidRequest,
-    NotFound,
-    PreconditionFailed,
-)
+from .._core.errors import InvalidArgument, InvalidRequest, NotFound, PreconditionFailed
 from .._core.portal import close_soon, get_portal
 from .._core.store import ObjectStore, delete_all
-from .._core.types import ObjectInfo
 from .._core.validate import Credentials
-from .._core.window import LoopSemaphore, gather_bounded, window
+from .._core.window import LoopSemaphore, gather_bounded
 from .._engines.async_writer import AsyncObjectWriter
 from .._engines.reader import ObjectReader
 from ._async_file import AsyncReadFile, AsyncWriteFile
+from ._listing import entry_of, list_folder, list_tree, recent_object
 from ._options import settings_of
 from ._paths import join, split, strip_protocol
+from ._ranges import cat_ranges
 from ._read_file import ReadFile
 from ._recent import EXPIRY_S, Listings, RecentMetadata
+from ._transfers import STREAMING_PUTS, TRANSFER_BLOCKS, get_file, put_file
 from ._write_file import CompressedWriteFile, WriteFile
 
 __all__ = ["AiofluxFileSystem", "protocol_class"]
 
-# Bytes per ranged GET of get_file, and how many are in flight: 16 took
-# two thirds of the time of 8 (perf scenario fsspec, op=get, 1 GiB), and
-# hold as much as the writer's default parts (17 x 8 MiB).
-_GET_BLOCK = 8 * 1024 * 1024
-_GET_AHEAD = 16
-# Bytes per local read of put_file.
-_PUT_CHUNK = 8 * 1024 * 1024
-# What get and put of many files hold at once, whatever fsspec's batch (it
-# runs up to the open-file limit / 8 files at once, unbounded without a
-# limit): blocks of get_file and small files of put_file (8 MiB each,
-# 256 MiB in all), and streaming uploads (2, each at most the writer's 17
-# parts). 24 gets of 48 MiB files held 1,154 MiB at once, 24 puts 1,250.
-_TRANSFER_BLOCKS = 32
-_STREAMING_PUTS = 2
-# Ranges of one object closer than this are read as one (cat_ranges), as
-# fsspec.parquet merges them: a gap of 1 MiB read the skipped columns of a
-# Parquet file too (perf scenario fsspec, op=ranges: 168 MB for 101 MB of
-# chunks, 1.6x the time of 64 KiB).
-_COALESCE_GAP = 64 * 1024
 _SCHEMES = ("gs", "s3", "az", "file")
 _store_lock = threading.Lock()
 
@@ -84,16 +64,6 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _time_of(updated: str | None) -> datetime.datetime | None:
-    """An RFC 3339 time as a datetime (None for none, or one not parsed)."""
-    if not updated:
-        return None
-    try:
-        return datetime.datetime.fromisoformat(updated)
-    except ValueError:
-        return None
 
 
 def _close_held(held: list[tuple[int, ObjectStore]]) -> None:
@@ -166,8 +136,8 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             # file's, relative to the working directory as in LocalFileSystem.
             self._strip_protocol = _strip_local  # type: ignore[method-assign]
         self._config, self._settings = config, settings
-        self._blocks = LoopSemaphore(_TRANSFER_BLOCKS)
-        self._streaming_puts = LoopSemaphore(_STREAMING_PUTS)
+        self._blocks = LoopSemaphore(TRANSFER_BLOCKS)
+        self._streaming_puts = LoopSemaphore(STREAMING_PUTS)
         # Built now so that bad settings fail here, and kept (not built twice).
         # Closed when the filesystem is collected: its connections stayed
         # open until exit (one filesystem a call, skip_instance_cache=True,
@@ -240,25 +210,6 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
     def _split(self, path: str, *, folder: bool = False) -> tuple[str, str]:
         return split(self.scheme, path, folder=folder)
 
-    def _entry(self, info: ObjectInfo) -> dict[str, Any]:
-        # "mtime" as gcsfs gives it (a UTC datetime), which pyarrow's handler
-        # reads for its FileInfo and code written for gcsfs reads by name.
-        return {"name": join(self.scheme, info.bucket, info.name), "size": info.size,
-                "type": "file", "crc32c": None if info.crc32c is None
-                else encode_crc32c(info.crc32c), "version": info.version,
-                "generation": info.generation, "md5": info.md5, "updated": info.updated,
-                "mtime": _time_of(info.updated),
-                "content_type": info.content_type, "metadata": dict(info.metadata)}
-
-    def _object_info(self, entry: dict[str, Any]) -> ObjectInfo:
-        """The ObjectInfo an entry was made from (open() reads by it)."""
-        bucket, name = self._split(entry["name"])
-        return ObjectInfo(bucket, name, entry["size"], entry["generation"],
-                          None if entry["crc32c"] is None else decode_crc32c(entry["crc32c"]),
-                          entry["md5"], content_type=entry["content_type"],
-                          updated=entry["updated"], metadata=entry["metadata"],
-                          scheme=self.scheme)
-
     def invalidate_cache(self, path: str | None = None) -> None:
         """Forget what recent listings and stats said of ``path`` and the
         folders above it, and of everything under it (all, if None).
@@ -271,59 +222,21 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         else:
             self.recent.forget(self._strip_protocol(path), tree=True)
 
-    def _folder(self, bucket: str, name: str) -> dict[str, Any]:
-        return {"name": join(self.scheme, bucket, name.rstrip("/")), "size": 0,
-                "type": "directory"}
-
     # -- metadata ------------------------------------------------------------
 
     async def _info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         bucket, name = self._split(path, folder=True)
-        known = join(self.scheme, bucket, name)
-        try:
-            entry = self.recent.entry(known)
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{self.unstrip_protocol(path)}: no such object or "
-                                    "folder") from None
-        if entry is not None:
-            return entry
-        if name:
-            try:
-                entry = self._entry(await self.store.stat(bucket, name))
-            except NotFound:
-                pass
-            else:
-                self.recent.remember_stat(known, entry)
-                return entry
-        # A folder exists while an object lies under it (object stores have
-        # no empty folders); a bucket's root always does, if the bucket does.
-        prefix = name + "/" if name else ""
-        async for page in self.store.list(bucket, prefix, delimiter="/", page_size=1):
-            if page.objects or page.prefixes or not name:
-                # Remembered too: pyarrow asks three times of a dataset's folder.
-                entry = self._folder(bucket, name)
-                self.recent.remember_stat(known, entry)
-                return entry
-            break
-        raise FileNotFoundError(f"{self.unstrip_protocol(path)}: no such object or folder")
+        entry = await entry_of(self.store, self.recent, self.scheme, bucket, name)
+        if entry is None:
+            raise FileNotFoundError(f"{self.unstrip_protocol(path)}: no such object or folder")
+        return entry
 
     async def _ls(self, path: str, detail: bool = True, refresh: bool = False,
                   **kwargs: Any) -> list[Any]:
         bucket, name = self._split(path, folder=True)
-        folder = join(self.scheme, bucket, name)
-        listed = None if refresh else self.recent.listings.get(folder)
-        if listed is not None:
-            return list(listed) if detail else [e["name"] for e in listed]
-        prefix = name + "/" if name else ""
-        out: list[dict[str, Any]] = []
-        async for page in self.store.list(bucket, prefix, delimiter="/"):
-            out.extend(self._entry(o) for o in page.objects if o.name != prefix)
-            out.extend(self._folder(bucket, p) for p in page.prefixes)
-        out.sort(key=lambda e: e["name"])
-        if out:
-            self.recent.remember_listing(folder, out)
-            out = list(out)  # the caller's to change, not the memory's
-        elif name:
+        out = await list_folder(self.store, self.recent, self.scheme, bucket, name,
+                                refresh=refresh)
+        if not out and name:
             info = await self._info(path)  # a file lists as itself
             if info["type"] == "file":
                 out = [info]
@@ -336,46 +249,8 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs,
                                        detail=detail, **kwargs)
         bucket, name = self._split(path, folder=True)
-        top = join(self.scheme, bucket, name)
-        # The path may be an object too: asked beside the listing, not before it.
-        stat = asyncio.ensure_future(self.store.stat(bucket, name)) if name else None
-        found: dict[str, dict[str, Any]] = {}
-        under: list[dict[str, Any]] = []  # the tree, for the listings cache
-        prefix = name + "/" if name else ""
-        try:
-            async for obj in self.store.list_objects(bucket, prefix):
-                entry = self._entry(obj)
-                if obj.name.endswith("/"):  # a folder placeholder
-                    placeholder = self._folder(bucket, obj.name)
-                    under.append(placeholder)
-                    if withdirs:
-                        found[entry["name"]] = placeholder
-                    continue
-                under.append(entry)
-                found[entry["name"]] = entry
-                if withdirs:  # every folder between the path and the object
-                    parent = obj.name.rpartition("/")[0]
-                    while parent and len(parent) > len(name):
-                        folder = self._folder(bucket, parent)
-                        found.setdefault(folder["name"], folder)
-                        parent = parent.rpartition("/")[0]
-            if stat is not None:
-                try:
-                    found[top] = self._entry(await stat)
-                except NotFound:
-                    if under:  # a folder, and no object of its name: both known now
-                        self.recent.remember_stat(top, self._folder(bucket, name))
-                else:
-                    self.recent.remember_stat(top, found[top])
-        finally:
-            if stat is not None:
-                if not stat.done():
-                    stat.cancel()
-                elif not stat.cancelled():
-                    stat.exception()  # retrieved: the listing's error is the one raised
-        self.recent.remember_tree(top, under)
-        if withdirs and found and name and join(self.scheme, bucket, name) not in found:
-            found[join(self.scheme, bucket, name)] = self._folder(bucket, name)
+        found = await list_tree(self.store, self.recent, self.scheme, bucket, name,
+                                withdirs=withdirs)
         names = sorted(found)
         return {n: found[n] for n in names} if detail else names
 
@@ -444,145 +319,23 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
                           ends: Sequence[int] | int, max_gap: int | None = None,
                           batch_size: int | None = None, on_error: str = "return",
                           **kwargs: Any) -> list[Any]:
-        count = len(paths)
-        starts = [starts] * count if isinstance(starts, int) else list(starts)
-        ends = [ends] * count if isinstance(ends, int) else list(ends)
-        if len(starts) != count or len(ends) != count:
-            raise ValueError("cat_ranges: paths, starts and ends differ in length")
-        gap = _COALESCE_GAP if max_gap is None else max_gap
-        # Ranges of one object, sorted, merged where they are close: one GET each.
-        groups: dict[str, list[int]] = {}
-        for i, p in enumerate(paths):
-            groups.setdefault(self._strip_protocol(p), []).append(i)
-        spans: list[tuple[str, int, int | None, list[int]]] = []
-        for path, idx in groups.items():
-            if any(starts[i] is None or starts[i] < 0 or ends[i] is None or ends[i] < 0
-                   for i in idx):
-                spans.extend((path, starts[i], ends[i], [i]) for i in idx)
-                continue
-            idx.sort(key=lambda i: starts[i])
-            for i in idx:
-                last = spans[-1] if spans else None
-                if last is not None and last[0] == path and last[2] is not None \
-                        and starts[i] <= last[2] + gap:
-                    spans[-1] = (path, last[1], max(last[2], ends[i]), [*last[3], i])
-                else:
-                    spans.append((path, starts[i], ends[i], [i]))
-        out: list[Any] = [None] * count
-
-        async def one(span: tuple[str, int, int | None, list[int]]) -> None:
-            path, lo, hi, idx = span
-            try:
-                data = await self._cat_file(path, lo, hi)
-            except Exception as exc:
-                if on_error != "return":
-                    raise
-                for i in idx:
-                    out[i] = exc
-                return
-            if len(idx) == 1:  # the span is the range (its end may be None)
-                out[idx[0]] = data
-                return
-            for i in idx:
-                out[i] = data[starts[i] - lo:ends[i] - lo]
-
         # As many at once as the store's semaphore lets through: a Parquet
         # reader's 192 column chunks took 0.19 s 64 at a time, 0.15 s at 256.
-        await gather_bounded((one(s) for s in spans),
-                             batch_size or self.store.config.max_concurrency)
-        return out
+        return await cat_ranges(self._cat_file, [self._strip_protocol(p) for p in paths],
+                                starts, ends, gap=max_gap, on_error=on_error,
+                                limit=batch_size or self.store.config.max_concurrency)
 
     async def _get_file(self, rpath: str, lpath: str, callback: Callback = DEFAULT_CALLBACK,
                         **kwargs: Any) -> None:
         if os.path.isdir(lpath):
             return
         bucket, name = self._split(rpath)
-        info = self._recent_info(bucket, name)
+        info = recent_object(self.recent, self.scheme, bucket, name)
         recent = info is not None
         if info is None:
             info = await self.store.stat(bucket, name)
-        folder = os.path.dirname(os.path.abspath(lpath))
-        # Made as open() makes a file (0o666 less the umask): mkstemp's 0o600
-        # stayed on the file it became.
-        tmp = os.path.join(folder, f".aioflux-get-{uuid.uuid4().hex}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                try:
-                    callback.set_size(info.size)
-                    await self._download(info, out, callback)
-                except (NotFound, PreconditionFailed):
-                    if not recent:
-                        raise
-                    # The version a recent entry named is gone: the current one.
-                    info = await self.store.stat(bucket, name)
-                    out.seek(0)
-                    out.truncate()
-                    callback.set_size(info.size)
-                    callback.absolute_update(0)
-                    await self._download(info, out, callback)
-            os.replace(tmp, lpath)  # whole, or not at all
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
-
-    async def _download(self, info: ObjectInfo, out: io.BufferedWriter,
-                        callback: Callback = DEFAULT_CALLBACK) -> None:
-        """The object's bytes at ``info``'s version into ``out``, checked;
-        ``callback`` is told each block written."""
-        bucket, name = info.bucket, info.name
-        crc = 0
-        # Blocks land in buffers of their own (no body grown and copied as
-        # it arrives), reused once written: at most _GET_AHEAD + 1, each
-        # holding one of the filesystem's transfer blocks until written.
-        spare: list[bytearray] = []
-        budget = self._blocks.get()
-        held = 0
-
-        async def block(start: int) -> tuple[bytearray, memoryview, int | None]:
-            nonlocal held
-            await budget.acquire()
-            held += 1
-            try:
-                end = min(info.size, start + _GET_BLOCK)
-                buf = spare.pop() if spare else bytearray(min(_GET_BLOCK, info.size))
-                view = memoryview(buf)[:end - start]
-                fetched = await self.store.fetch(
-                    bucket, name, start=start, end=end, into=view,
-                    generation=info.generation or None, size=info.size,
-                    want_crc=info.crc32c is not None)
-            except BaseException:
-                held -= 1
-                budget.release()
-                raise
-            if fetched.count != end - start:
-                raise ChecksumMismatch(
-                    f"get {info.url}: bytes [{start}, {end}) came back as "
-                    f"{fetched.count} bytes", operation="read", bucket=bucket, name=name)
-            return buf, view, fetched.crc
-
-        try:
-            async with contextlib.aclosing(window(range(0, info.size, _GET_BLOCK), block,
-                                                  limit=_GET_AHEAD)) as blocks:
-                async for _, (buf, view, part_crc) in blocks:
-                    await asyncio.to_thread(out.write, view)
-                    callback.relative_update(len(view))
-                    if part_crc is not None:
-                        crc = crc32c_combine(crc, part_crc, len(view))
-                    view.release()
-                    spare.append(buf)
-                    held -= 1
-                    budget.release()
-        finally:
-            for _ in range(held):  # fetched, never written: the write or a block failed
-                budget.release()
-        if info.crc32c is not None and crc != info.crc32c:
-            raise ChecksumMismatch(f"get {info.url}: crc32c {encode_crc32c(crc)} of the "
-                                   f"bytes read != {encode_crc32c(info.crc32c)}",
-                                   operation="read", bucket=bucket, name=name)
+        await get_file(self.store, info, lpath, recent=recent, budget=self._blocks,
+                       callback=callback)
 
     # -- writes --------------------------------------------------------------
 
@@ -605,37 +358,15 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         if os.path.isdir(lpath):
             return
         bucket, name = self._split(rpath)
-        size = os.path.getsize(lpath)
-        callback.set_size(size)
-        if size <= _PUT_CHUNK:
-            async with self._blocks.get():
-                data = await asyncio.to_thread(_read_file, lpath)
-                await self._pipe_file(rpath, data, mode=mode, **kwargs)
-            callback.relative_update(len(data))
-            return
-        async with self._streaming_puts.get():
-            await self._put_streaming(lpath, rpath, bucket, name, mode, callback, **kwargs)
-
-    async def _put_streaming(self, lpath: str, rpath: str, bucket: str, name: str, mode: str,
-                             callback: Callback, **kwargs: Any) -> None:
-        writer = AsyncObjectWriter(self.store, bucket, name,
-                                   content_type=kwargs.get("content_type",
-                                                           "application/octet-stream"),
-                                   if_generation_match=0 if mode == "create" else None)
         try:
-            with open(lpath, "rb") as src:
-                while chunk := await asyncio.to_thread(src.read, _PUT_CHUNK):
-                    await writer.write(chunk)
-                    callback.relative_update(len(chunk))
-            await writer.close()
+            await put_file(self.store, lpath, bucket, name, create=mode == "create",
+                           content_type=kwargs.get("content_type", "application/octet-stream"),
+                           budget=self._blocks, streaming=self._streaming_puts,
+                           callback=callback)
         except PreconditionFailed as exc:
-            await writer.abort()
             raise FileExistsError(f"{self.unstrip_protocol(rpath)}: exists (mode 'create' "
                                   "writes only a new object)") from exc
-        except BaseException:
-            await writer.abort()
-            raise
-        finally:
+        finally:  # even a failed write may have published (a lost answer)
             self.recent.forget(join(self.scheme, bucket, name))
 
     async def _rm_file(self, path: str, **kwargs: Any) -> None:
@@ -702,7 +433,7 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         bucket, name = self._split(path)
         if mode in ("rb", "br"):
             return ReadFile(self._reader(bucket, name), self, join(self.scheme, bucket, name),
-                            self._entry, block_size or io.DEFAULT_BUFFER_SIZE)
+                            block_size or io.DEFAULT_BUFFER_SIZE)
         if mode in ("wb", "bw", "xb", "bx"):
             create = "x" in mode
             known = join(self.scheme, bucket, name)
@@ -722,26 +453,12 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         raise ValueError(f"aioflux: mode {mode!r} is not supported (rb, wb, xb; objects "
                          "cannot be appended to or updated in place)")
 
-    def _recent_info(self, bucket: str, name: str, *,
-                     checksummed: bool = True) -> ObjectInfo | None:
-        """The object's info as a recent listing or stat gave it, if it has
-        the crc32c a read is checked against (else a stat must say), or
-        any (not ``checksummed``)."""
-        try:
-            entry = self.recent.entry(join(self.scheme, bucket, name))
-        except FileNotFoundError:
-            return None  # a listing may be stale: the store says
-        if entry is None or entry["type"] != "file" or (
-                checksummed and entry.get("crc32c") is None):
-            return None
-        return self._object_info(entry)
-
     def _reader(self, bucket: str, name: str) -> ObjectReader:
         """A reader of the object, at the version a recent entry names if
         one does. An entry without a crc32c (an S3 listing's) still saves
         the open its round trip: the stat that gives the checksum runs
         beside the first GET."""
-        info = self._recent_info(bucket, name, checksummed=False)
+        info = recent_object(self.recent, self.scheme, bucket, name, checksummed=False)
         return ObjectReader(self.store, bucket, name, info=info, recent=info is not None,
                             stat_beside=info is not None and info.crc32c is None)
 
@@ -823,7 +540,7 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         if mode in ("rb", "br"):
             # From a recent entry with the crc32c it is checked against (else
             # a stat says): pinned to the entry's version, read anew if gone.
-            info = self._recent_info(bucket, name)
+            info = recent_object(self.recent, self.scheme, bucket, name)
             if info is not None:
                 return AsyncReadFile(self.store, info, recent=True)
             return AsyncReadFile(self.store, await self.store.stat(bucket, name))
@@ -916,7 +633,3 @@ def _rebuild(name: str, scheme: str, args: tuple[Any, ...],
              kwargs: dict[str, Any]) -> AiofluxFileSystem:
     return protocol_class(name, scheme)(*args, **kwargs)
 
-
-def _read_file(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()

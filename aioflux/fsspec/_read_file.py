@@ -1,20 +1,30 @@
 """The file of ``fs.open(path, "rb")``: a buffered reader on aioflux's reader,
-with the attributes fsspec's files have.
+with the attributes fsspec's files have, that pickles as fsspec's do.
 
 fsspec's own ``read_block`` (which dask's ``read_bytes`` calls), and tools
 written against ``AbstractBufferedFile``, ask a file for its ``size``,
 ``path``, ``fs``, ``details`` or ``info()``: a plain ``io.BufferedReader``
 has none of them (``read_block`` failed with ``AttributeError``).
+
+Users hand open files to DataLoader workers, dask and spawned processes:
+fsspec's read files pickle by opening the path again, where ours could not
+be pickled at all. Ours is opened again too, at the position it had, but
+pinned to the version it reads (one not read yet: the version it was opened
+at): an object replaced or deleted in between fails the reads with
+``NotFound`` instead of handing out the new version's bytes after the old
+one's.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
 from typing import Any
 
+from .._core.errors import NotFound
+from .._core.portal import get_portal
 from .._core.types import ObjectInfo
 from .._engines.reader import ObjectReader
+from ._entries import file_entry
 
 __all__ = ["ReadFile"]
 
@@ -22,24 +32,25 @@ __all__ = ["ReadFile"]
 class ReadFile(io.BufferedReader):
     """A read-only, seekable file of one object version.
 
+    Pickles (as fsspec's read files do): unpickled, it reads the same
+    version from the same position.
+
     Args:
         raw: the object's reader (ranged reads, read-ahead, crc32c checked
             front to back).
         fs: the filesystem that opened it.
         path: its fsspec path.
-        entry: makes the fsspec info dict of an object's info.
         buffer_size: the read buffer's size.
     """
 
     mode = "rb"
 
-    def __init__(self, raw: ObjectReader, fs: Any, path: str,
-                 entry: Callable[[ObjectInfo], dict[str, Any]], buffer_size: int) -> None:
+    def __init__(self, raw: ObjectReader, fs: Any, path: str, buffer_size: int) -> None:
         super().__init__(raw, buffer_size=buffer_size)
         self._reader = raw
+        self._buffer_size = buffer_size
         self.fs = fs
         self.path = path
-        self._entry = entry
 
     @property
     def size(self) -> int:
@@ -49,8 +60,35 @@ class ReadFile(io.BufferedReader):
     @property
     def details(self) -> dict[str, Any]:
         """The version read, as ``fs.info()`` gives it."""
-        return self._entry(self._reader.info)
+        return file_entry(self.fs.scheme, self._reader.info)
 
     def info(self) -> dict[str, Any]:
         """The version read, as ``fs.info()`` gives it."""
         return self.details
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.closed:
+            # fsspec reopens a closed file as an open one; nothing here is
+            # left to read from, and tell() has no position to give.
+            raise ValueError(f"cannot pickle {self._reader.url}: the file is closed")
+        return _reopen, (self.fs, self.path, self._reader.info, self._buffer_size, self.tell())
+
+
+def _reopen(fs: Any, path: str, info: ObjectInfo, buffer_size: int, position: int) -> ReadFile:
+    """A pickled :class:`ReadFile` unpickled: ``info``'s version at ``position``."""
+    store = fs.store
+    if info.crc32c is None and info.md5 is None and store.config.verify_crc32c:
+        # An S3 listing's entry names no checksum: the file it opened took
+        # one from a stat beside its first read, perhaps not yet. A stat of
+        # the same version gives it; another version's is not this one's.
+        try:
+            current = get_portal().call(store.stat(info.bucket, info.name))
+        except NotFound:
+            current = None  # gone: reading says so
+        if current is not None and current.generation == info.generation:
+            info = current
+    file = ReadFile(ObjectReader(store, info.bucket, info.name, info=info), fs, path,
+                    buffer_size)
+    if position:
+        file.seek(position)
+    return file

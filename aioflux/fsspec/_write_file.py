@@ -8,6 +8,9 @@ publishing request itself carries the store's create-only precondition
 (see ``ObjectStore.start_upload``). Inside ``fs.transaction``
 (``autocommit=False``) ``close()`` only waits for the parts in flight and
 keeps the tail; ``commit()`` publishes, ``discard()`` drops the upload.
+
+A write file does not pickle (as fsspec's do not): its upload is the
+opening process's, and a copy in another process would publish on its own.
 """
 
 from __future__ import annotations
@@ -21,7 +24,14 @@ from .._core.errors import PreconditionFailed
 from .._core.store import ObjectStore
 from .._engines.writer import Bytes, ObjectWriter, PublishOnExit
 
-__all__ = ["CompressedWriteFile", "WriteFile"]
+__all__ = ["CompressedWriteFile", "WriteFile", "refuse_pickling"]
+
+
+def refuse_pickling(url: str) -> TypeError:
+    """The error of pickling a file open for writing ``url``."""
+    return TypeError(f"cannot pickle the file writing {url}: its upload is this process's "
+                     "(a copy elsewhere would publish on its own); pickle a file opened "
+                     "for reading, or the filesystem and the path")
 
 
 class WriteFile(ObjectWriter):
@@ -99,6 +109,9 @@ class WriteFile(ObjectWriter):
     def closed(self) -> bool:
         return self._staged or super().closed
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        raise refuse_pickling(self.url)
+
     def commit(self) -> None:
         """Publish a transaction's file (nothing, if it was discarded or
         its ``with`` block failed).
@@ -175,6 +188,9 @@ class CompressedWriteFile(PublishOnExit, io.BufferedIOBase):
         self._done = True
         super().close()
         self._raw.abort()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        raise refuse_pickling(self._raw.url)
 
     def _unpublished(self) -> tuple[str, int, str]:
         return self._raw._unpublished()

@@ -16,7 +16,7 @@ import pytest
 
 from aioflux import InvalidArgument
 from aioflux._core.portal import call
-from aioflux.fsspec import AiofluxFileSystem, _filesystem
+from aioflux.fsspec import AiofluxFileSystem, _transfers
 from aioflux.testing import Emulator
 from tests.fsspec.conftest import CONFIG, Site
 
@@ -116,19 +116,19 @@ def test_get_and_put_of_many_files_hold_a_bounded_number_of_blocks(
         monkeypatch: pytest.MonkeyPatch) -> None:
     fs, root = backend
     # Small blocks: many files of several blocks each, as 8 MiB ones would be.
-    monkeypatch.setattr(_filesystem, "_GET_BLOCK", 4096)
-    monkeypatch.setattr(_filesystem, "_PUT_CHUNK", 4096)
+    monkeypatch.setattr(_transfers, "_GET_BLOCK", 4096)
+    monkeypatch.setattr(_transfers, "_PUT_CHUNK", 4096)
     local = tmp_path / "up"
     local.mkdir()
     for i in range(40):
         (local / f"f{i:02d}").write_bytes(os.urandom(4 * 4096 + i))
-    streaming = _most_at_once(monkeypatch, fs, "_put_streaming")
+    streaming = _most_at_once(monkeypatch, _transfers, "_put_streaming")
     fs.put(str(local) + "/", f"{root}/d/", recursive=True)
-    assert streaming[1] == _filesystem._STREAMING_PUTS  # fsspec ran all 40 at once
+    assert streaming[1] == _transfers.STREAMING_PUTS  # fsspec ran all 40 at once
     fetching = _most_at_once(monkeypatch, fs.store, "fetch")
     fs.get(f"{root}/d/", str(tmp_path / "down") + "/", recursive=True)
     # Each file reads up to 5 blocks ahead; 40 files were 160+ blocks at once.
-    assert _filesystem._GET_AHEAD < fetching[1] <= _filesystem._TRANSFER_BLOCKS
+    assert _transfers._GET_AHEAD < fetching[1] <= _transfers.TRANSFER_BLOCKS
     for i in range(40):
         assert (tmp_path / "down" / f"f{i:02d}").read_bytes() == \
             (local / f"f{i:02d}").read_bytes()
