@@ -39,7 +39,24 @@ _LIST_BATCH = 1000
 
 
 def _urls(url: _URLs) -> list[str | os.PathLike[str]]:
-    return [url] if isinstance(url, (str, os.PathLike)) else list(url)
+    if isinstance(url, (str, os.PathLike)) or not isinstance(url, Iterable) \
+            or isinstance(url, (bytes, bytearray)):
+        # One URL, or no URL at all, whose type parse_url names (list(5)
+        # was a bare TypeError, and a bytes path's items each "got int").
+        return [url]  # type: ignore[list-item]
+    return list(url)
+
+
+def _check_urls(op: str, urls: object) -> None:
+    """Refuse a ``urls`` that is no iterable of URLs: one URL (iterated, a
+    str gave "'g' names no bucket" or "'/' names the filesystem root") or
+    no iterable at all (a bare TypeError)."""
+    if isinstance(urls, (str, bytes, os.PathLike)):
+        raise InvalidArgument(f"{op}: urls must be an iterable of URLs, got the one URL "
+                              f"{urls!r} (pass [url])")
+    if not isinstance(urls, (Iterable, AsyncIterable)):
+        raise InvalidArgument(f"{op}: urls must be an iterable of URLs, got "
+                              f"{type(urls).__name__}")
 
 
 async def alist_files(url: _URLs, *, client: AnyClient | None = None,
@@ -157,10 +174,11 @@ async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
 
     Raises:
         InvalidURL: a malformed URL.
-        InvalidArgument: ``cache_limit`` without ``cache_dir``, or
-            ``hedge_after`` out of range.
+        InvalidArgument: ``cache_limit`` without ``cache_dir``,
+            ``hedge_after`` out of range, or ``urls`` one URL or no iterable.
         StorageError: a download failed (pending ones are cancelled first).
     """
+    _check_urls("aload_files", urls)
     cache = cache_from_args("aload_files", cache_dir, cache_limit)
     hedger = _hedger("aload_files", hedge_after)
     async with aclosing(window(urls, lambda u: _read(u, client, cache, hedger), limit=concurrency,
@@ -189,10 +207,12 @@ def load_files(urls: Iterable[str], *, client: AnyClient | None = None,
         An iterator of ``(url, bytes)``.
 
     Raises:
-        InvalidArgument: a setting of the wrong type (at once).
+        InvalidArgument: a setting of the wrong type, or ``urls`` one URL
+            or no iterable (at once).
         InvalidURL: a malformed URL (while iterating: ``urls`` is lazy).
         StorageError: a download failed (pending ones are cancelled first).
     """
+    _check_urls("load_files", urls)
     check_instance("load_files", "client", client, (ObjectStore, Client), optional=True)
     check_int("load_files", "concurrency", concurrency, minimum=1)
     check_bool("load_files", "ordered", ordered)

@@ -11,6 +11,7 @@ import contextlib
 import datetime
 import errno
 import fcntl
+import io
 import os
 import stat as stat_mod
 import struct
@@ -34,7 +35,7 @@ from .._core.errors import (
 from .._core.locks import held_at, unlock
 from .._core.store import Fetched
 from .._core.types import MultipartUploadInfo, ObjectInfo
-from ._paths import folder_of, path_of
+from ._paths import folder_of, is_object_name, path_of
 
 __all__ = [
     "TEMP_MARK",
@@ -68,21 +69,27 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 # A path that needs a directory where a file is (or the reverse): files and
 # directories cannot share a name, though GCS objects "a" and "a/b" can.
 _SHAPE_ERRNOS = (errno.ENOTDIR, errno.EISDIR, errno.EEXIST)
-_WRITE_OPS = ("write", "copy")
 # Directories a concurrent delete may remove under a new write (see open_temp).
 _MKDIR_ATTEMPTS = 5
 # Longest file name (bytes) on ext4, XFS, NFS and Lustre.
 _NAME_MAX = 255
 
 
-def mapped(exc: OSError, op: str, bucket: str, name: str) -> StorageError:
-    """The StorageError for a failed filesystem call of ``op``."""
+def mapped(exc: OSError, op: str, bucket: str, name: str, *,
+           writing: bool | None = None) -> StorageError:
+    """The StorageError for a failed filesystem call of ``op`` on ``name``,
+    which it writes (default: ``op`` is ``write``; a copy's source is read,
+    its destination written: see :func:`_failing_as`)."""
     where = describe(op, bucket, name, "file")
     detail = exc.strerror or str(exc)
     kind: type[StorageError]
-    if exc.errno == errno.ENOENT:
+    if writing is None:
+        writing = op == "write"
+    if exc.errno == errno.ENOENT or (exc.errno == errno.ELOOP and not writing):
+        # A link that never resolves (to itself, a cycle) is no file, as a
+        # dangling one is not: listings skip both, exists() is False.
         kind = NotFound
-    elif exc.errno in _SHAPE_ERRNOS and op in _WRITE_OPS:
+    elif exc.errno in _SHAPE_ERRNOS and writing:
         kind = Conflict
         detail += " (a file and a directory cannot share a path)"
     elif exc.errno in (errno.ENOTDIR, errno.EISDIR):
@@ -194,6 +201,15 @@ def _is_file(entry: os.DirEntry[str]) -> bool:
         raise
 
 
+def _listed(entry: os.DirEntry[str], name: str, start_offset: str | None,
+            end_offset: str | None) -> bool:
+    """Whether a directory entry (not a directory) is an object a listing
+    names: a file, not a temporary one, named as every method takes it,
+    inside the offsets."""
+    return (_in_range(name, start_offset, end_offset) and TEMP_MARK not in entry.name
+            and is_object_name(name) and _is_file(entry))
+
+
 def _holds_object(directory: str, rel: str, start_offset: str | None,
                   end_offset: str | None) -> bool:
     """Whether any listable file lies below ``directory`` (stops at the first)."""
@@ -204,8 +220,7 @@ def _holds_object(directory: str, rel: str, start_offset: str | None,
             name = f"{rel}/{entry.name}"
             if entry.is_dir(follow_symlinks=False):
                 stack.append((entry.path, name))
-            elif (_is_file(entry) and TEMP_MARK not in entry.name
-                  and _in_range(name, start_offset, end_offset)):
+            elif _listed(entry, name, start_offset, end_offset):
                 return True
     return False
 
@@ -218,7 +233,8 @@ def scan(bucket: str, prefix: str, delimiter: str | None, start_offset: str | No
 
     Directories are not objects: an empty one is neither listed nor a
     prefix. Symbolic links to files are listed; links to directories are
-    not followed (a loop could never end).
+    not followed (a loop could never end). A file whose name no method
+    takes (not UTF-8, a line break, over 1024 bytes) is skipped.
     """
     folder = folder_of(bucket, prefix)  # the walk stays below the prefix's directory
     root = path_of(bucket, "", op="list")
@@ -241,8 +257,7 @@ def scan(bucket: str, prefix: str, delimiter: str | None, start_offset: str | No
                         prefixes.add(name + "/")
                 elif name.startswith(prefix) or prefix.startswith(name + "/"):
                     stack.append(name)
-            elif (_is_file(entry) and name.startswith(prefix) and TEMP_MARK not in entry.name
-                  and _in_range(name, start_offset, end_offset)):
+            elif name.startswith(prefix) and _listed(entry, name, start_offset, end_offset):
                 files.append((name, entry.path))
     files.sort()
     if delimiter and delimiter != "/":
@@ -258,13 +273,15 @@ def scan(bucket: str, prefix: str, delimiter: str | None, start_offset: str | No
 
 
 def stat_page(bucket: str, files: list[tuple[str, str]]) -> list[ObjectInfo]:
-    """ObjectInfo of one page of :func:`scan`'s files (those still there)."""
+    """ObjectInfo of one page of :func:`scan`'s files (those still files)."""
     objects: list[ObjectInfo] = []
     for name, path in files:
         try:
             st = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
             continue  # deleted since the scan: no longer an object
+        if not stat_mod.S_ISREG(st.st_mode):
+            continue  # replaced since by a directory or a pipe, which stat refuses
         objects.append(_object(bucket, name, st, _recorded_crc(path, st)))
     return objects
 
@@ -298,11 +315,21 @@ def read_file(bucket: str, name: str, start: int, end: int | None, into: memoryv
         if into is not None and len(into) < count:
             raise InvalidArgument(f"{where}: {count} bytes do not fit a buffer of "
                                   f"{len(into)}")
+        sink: io.BytesIO | None = None
         try:
-            out = bytearray(count) if into is None else into
+            if into is None:
+                # Read straight into the bytes handed out: a BytesIO over a
+                # bytes it alone holds lends that buffer, and getvalue()
+                # hands the same object back once no view of it is left
+                # (CPython; elsewhere it copies), as in _net/http.py. A
+                # bytearray copied into bytes at the end took the file's size
+                # twice, and a MemoryError of the copy went out untyped.
+                sink = io.BytesIO(bytes(count))
+                view = sink.getbuffer()
+            else:
+                view = into[:count]
         except MemoryError as exc:
             raise out_of_memory("read", bucket, name, "file", count) from exc
-        view = memoryview(out)[:count]
         done = 0
         while done < count:
             got = os.preadv(fd, [view[done:done + _READ_BLOCK]], start + done)
@@ -322,7 +349,10 @@ def read_file(bucket: str, name: str, start: int, end: int | None, into: memoryv
                 f"{encode_crc32c(known or 0)}", operation="read", bucket=bucket, name=name)
     finally:
         os.close(fd)
-    return Fetched(bytes(out) if into is None else None, count, actual, st.st_size)
+    if sink is None:
+        return Fetched(None, count, actual, st.st_size)
+    view.release()
+    return Fetched(sink.getvalue(), count, actual, st.st_size)
 
 
 # -- writes -------------------------------------------------------------------
@@ -351,7 +381,9 @@ def open_temp(bucket: str, name: str) -> tuple[str, int]:
     while True:
         _make_directories(directory)
         try:
-            return temp, os.open(temp, flags, 0o644)
+            # The mode of Python's open() and every other tool: the umask
+            # decides (a shared directory's umask 002 keeps files group-writable).
+            return temp, os.open(temp, flags, 0o666)
         except FileNotFoundError:
             # A concurrent delete removed the directory it had just emptied
             # between our makedirs and open: make it again.
@@ -437,6 +469,10 @@ def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: 
         try:
             os.link(temp, path)  # atomic "only if absent"
         except FileExistsError:
+            if _directory_at(path):
+                # No object is there (stat says NotFound) and none can be: the
+                # Conflict of a write over it, not "the file exists".
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path) from None
             raise PreconditionFailed(f"{where} failed: the file exists (if_generation_match"
                                      "=0)", operation=op, bucket=bucket, name=name,
                                      status=412) from None
@@ -449,6 +485,13 @@ def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: 
             os.replace(temp, path)
     _fsync_directory(path.rpartition("/")[0])
     return _object(bucket, name, st, expected)
+
+
+def _directory_at(path: str) -> bool:
+    try:
+        return stat_mod.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _record_crc(fd: int, st: os.stat_result, crc: int) -> None:
@@ -563,7 +606,8 @@ def copy_file(bucket: str, name: str, dest_bucket: str, dest_name: str) -> Objec
     recorded crc32c when it has one."""
     source, st = _open_file("copy", bucket, name)
     try:
-        temp, fd = open_temp(dest_bucket, dest_name)
+        with _failing_as("copy", dest_bucket, dest_name):
+            temp, fd = open_temp(dest_bucket, dest_name)
         try:
             check = Crc32c()
             block = bytearray(_READ_BLOCK)
@@ -574,7 +618,8 @@ def copy_file(bucket: str, name: str, dest_bucket: str, dest_name: str) -> Objec
                     break
                 piece = memoryview(block)[:got]
                 check.update(piece)
-                _pwrite_all(fd, piece, offset)
+                with _failing_as("copy", dest_bucket, dest_name):
+                    _pwrite_all(fd, piece, offset)
                 offset += got
             _check_unchanged(source, st, "copy", bucket, name)
             recorded = _recorded_crc(source, st)
@@ -583,13 +628,26 @@ def copy_file(bucket: str, name: str, dest_bucket: str, dest_name: str) -> Objec
                     f"{describe('copy', bucket, name, 'file')} failed: the source's bytes "
                     "differ from its recorded crc32c", operation="copy", bucket=bucket,
                     name=name)
-            return _publish(fd, temp, dest_bucket, dest_name, offset, check.value, None,
-                            op="copy")
+            with _failing_as("copy", dest_bucket, dest_name):
+                return _publish(fd, temp, dest_bucket, dest_name, offset, check.value, None,
+                                op="copy")
         finally:
             os.close(fd)
             unlink_quietly(temp)
     finally:
         os.close(source)
+
+
+@contextlib.contextmanager
+def _failing_as(op: str, bucket: str, name: str) -> Iterator[None]:
+    """Map a failed filesystem call inside to a failure to write ``name``:
+    the store names a copy's source (whose path through a file is a missing
+    source, ``NotFound``), and a destination that cannot be written
+    (read-only, a directory there, a full disk) is not the source."""
+    try:
+        yield
+    except OSError as exc:
+        raise mapped(exc, op, bucket, name, writing=True) from exc
 
 
 def delete_file(bucket: str, name: str, generation: int | None,

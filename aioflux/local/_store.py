@@ -30,11 +30,12 @@ A name is a plain relative path below it: every method refuses ``..``,
   modification time before and after: a file rewritten in place while it
   is read is ``ChecksumMismatch``, never a mix of old and new bytes.
 - Listings are sorted by name and paginated like the object stores;
-  directories are not objects. A write marks the directories it creates
-  (``user.aioflux.dir``), and a delete removes those it leaves empty, so
-  none linger; a directory the user made is never removed. A file and a
-  directory cannot share a path (GCS objects ``a`` and ``a/b`` can): such a
-  write is ``Conflict``.
+  directories are not objects, nor is a file whose name no method takes
+  (not UTF-8, a line break, over 1024 bytes: GCS and S3 cannot hold it).
+  A write marks the directories it creates (``user.aioflux.dir``), and a
+  delete removes those it leaves empty, so none linger; a directory the
+  user made is never removed. A file and a directory cannot share a path
+  (GCS objects ``a`` and ``a/b`` can): such a write is ``Conflict``.
 
 Filesystem calls block, so they run in the store's worker threads, at most
 ``config.max_concurrency`` (and 32) at once; that blocking work is in ``_files.py``,
@@ -80,8 +81,12 @@ __all__ = ["FEATURES", "MAX_THREADS", "LocalStore"]
 T = TypeVar("T")
 
 # A listing applies end_offset itself; a file takes any number of parts
-# (GCS's 10,000 would cap a file written in 1 MiB parts at 10 GB).
-FEATURES = StoreFeatures(scheme="file", end_offset=True, max_parts=2**62)
+# (GCS's 10,000 would cap a file written in 1 MiB parts at 10 GB). Every
+# listing walks the prefix's whole tree, wherever it starts (names are
+# sorted only once all are found): split ranges, each listed from a cursor
+# again and again, walked it hundreds of times, so the parallel listers keep
+# to one (list_files of 100k files in 100 directories: 145 s, now 0.9 s).
+FEATURES = StoreFeatures(scheme="file", end_offset=True, max_parts=2**62, start_offset=False)
 # Filesystem calls wait on a disk or an NFS/Lustre server, so the store
 # has threads of its own: the loop's default executor has min(32, cpus + 4)
 # (6 on 2 cores), which would cap the reads in flight at 6 and make DNS
@@ -496,6 +501,11 @@ class LocalStore:
 
         Raises:
             InvalidURL: a bad bucket or name, of either.
+            NotFound: no such source file.
+            Conflict: a directory stands at the destination, or a file where
+                a directory of it must be (named: the destination).
+            PermissionDenied: the destination is not writable (named: the
+                destination).
         """
         check_name("copy", bucket, name)
         check_name("copy", dest_bucket, dest_name, name_arg="dest_name")

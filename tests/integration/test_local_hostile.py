@@ -227,6 +227,95 @@ async def test_a_symbolic_link_loop_does_not_fail_the_listing(space: Space) -> N
     assert names == [space.n("d/a")]
     pages = [p async for p in space.store.list(space.bucket, space.n(""), delimiter="/")]
     assert pages[0].prefixes == [space.n("d/")]
+    # What the listing skips is no object to the other calls either, as a
+    # dangling link is not (they raised a StorageError: exists() too).
+    for name in ("d/self", "d/ping", "d/self/x"):
+        assert not await space.store.exists(space.bucket, space.n(name))
+        with pytest.raises(NotFound):
+            await space.store.read(space.bucket, space.n(name))
+        with pytest.raises(NotFound):
+            await space.store.copy(space.bucket, space.n(name), space.bucket, space.n("c"))
+        await space.store.delete(space.bucket, space.n(name), missing_ok=True)
+    assert not (space.root / "c").exists()
+
+
+async def test_files_no_method_could_name_are_not_listed(space: Space) -> None:
+    # A path that is not UTF-8 (os.fsdecode gives lone surrogates), holds a
+    # line break or passes GCS's 1024 bytes is refused by stat, read, copy
+    # and delete, and by load_files: listed, it was an object no call could
+    # reach (GCS and S3 cannot hold such a name either).
+    await space.store.write(space.bucket, space.n("ok/é"), b"kept")
+    (space.root / "ok" / "line\nbreak").write_bytes(b"x")
+    (space.root / os.fsdecode(b"latin-\xe9")).write_bytes(b"x")
+    (space.root / os.fsdecode(b"dir-\xff")).mkdir()
+    (space.root / os.fsdecode(b"dir-\xff") / "inside").write_bytes(b"x")
+    deep = space.root / "deep" / ("d" * 250) / ("d" * 250) / ("d" * 250) / ("d" * 250)
+    deep.mkdir(parents=True)
+    (deep / "far").write_bytes(b"x")
+    listed = [o.name async for o in space.store.list_objects(space.bucket, space.n(""))]
+    assert listed == [space.n("ok/é")]
+    pages = [p async for p in space.store.list(space.bucket, space.n(""), delimiter="/")]
+    assert [p.prefixes for p in pages] == [[space.n("ok/")]]
+    for name in listed:
+        assert await space.store.read(space.bucket, name) == b"kept"
+
+
+async def test_a_file_replaced_between_pages_by_no_file_is_not_listed(space: Space) -> None:
+    # The names come from one walk, each page is stat-ed when it is asked
+    # for: a file that has become a directory or a named pipe meanwhile is
+    # no object (stat and read refuse it), not one of 4096 or 0 bytes.
+    for name in ("a", "b", "c"):
+        await space.store.write(space.bucket, space.n(name), b"x")
+    pages = space.store.list(space.bucket, space.n(""), page_size=1)
+    first = await anext(pages)
+    (space.root / "b").unlink()
+    (space.root / "b" / "inner").mkdir(parents=True)
+    (space.root / "c").unlink()
+    os.mkfifo(space.root / "c")
+    rest = [o.name async for page in pages for o in page.objects]
+    assert [o.name for o in first.objects] + rest == [space.n("a")]
+
+
+_ONE_COPY = """
+    import re, resource, sys
+    from aioflux._core.urls import parse_url
+    from aioflux._core.portal import get_portal
+    from aioflux.local import LocalStore
+
+    folder, size = sys.argv[1], int(sys.argv[2])
+    store = LocalStore()
+
+    def sparse(name, size):
+        with open(f"{folder}/{name}", "wb") as f:
+            f.truncate(size)  # zeros that take no disk
+        return parse_url(f"{folder}/{name}")
+
+    # The same read of a smaller file first: threads, arenas and imports
+    # take their address space before the cap.
+    get_portal().call(store.read(*sparse("small", 16 << 20)))
+    big = sparse("big", size)
+    with open("/proc/self/status") as status:
+        mapped = int(re.search(r"VmSize:\\s+(\\d+) kB", status.read())[1]) << 10
+    resource.setrlimit(resource.RLIMIT_AS, (mapped + size + (128 << 20), resource.RLIM_INFINITY))
+    try:
+        data = get_portal().call(store.read(*big))
+        print("read", len(data), data.count(0))
+    except BaseException as exc:
+        print(type(exc).__name__, exc)
+"""
+
+
+def test_a_whole_read_takes_the_file_in_memory_once(tmp_path: Path) -> None:
+    # The bytes read are the bytes handed out: a read of a file that fits in
+    # memory once succeeds. It was read into a bytearray and copied into
+    # bytes, so it took its size twice and the copy ended in a bare
+    # MemoryError, not even the typed error of a read that does not fit.
+    size = 256 * MiB
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(_ONE_COPY), str(tmp_path),
+                          str(size)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "MALLOC_ARENA_MAX": "2"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["read", str(size), str(size)], out.stdout + out.stderr
 
 
 # -- names ----------------------------------------------------------------------------

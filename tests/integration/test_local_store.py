@@ -11,6 +11,7 @@ files.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import gc
 import multiprocessing
@@ -209,6 +210,44 @@ async def test_aborted_streaming_upload_leaves_nothing(space: Space) -> None:
     with pytest.raises(InvalidArgument, match="finished or aborted"):
         await upload.put(3, memoryview(b"late"))
     assert space.files() == []  # a late part does not bring the file back
+
+
+async def test_an_abort_removes_its_temporary_off_the_event_loop(
+        space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Unlinking a large temporary frees its extents (1 GiB on ext4: 0.2 s)
+    # and an NFS remove is a round trip: on the loop, every transfer waited.
+    # A cancelled abort still removes it before it returns.
+    unlink = _files.unlink_quietly
+    removed_on: list[str] = []
+
+    def slow_unlink(path: str) -> None:
+        removed_on.append(threading.current_thread().name)
+        time.sleep(0.3)
+        unlink(path)
+
+    monkeypatch.setattr(_files, "unlink_quietly", slow_unlink)
+    for cancelled in (False, True):
+        upload = space.store.start_upload(space.bucket, space.n("big"), part_size=KiB)
+        await upload.put(1, memoryview(b"x" * KiB))
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        ticker = asyncio.ensure_future(tick())
+        aborting = asyncio.ensure_future(upload.abort())
+        if cancelled:
+            await asyncio.sleep(0.05)
+            aborting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await aborting
+        ticker.cancel()
+        assert space.files() == []
+        assert ticks >= 5  # the loop went on while the file was removed
+    assert [name.startswith("aioflux-local") for name in removed_on] == [True, True]
 
 
 async def test_abort_while_the_temporary_is_being_created(
@@ -558,6 +597,29 @@ async def test_delimiters_and_pagination(space: Space) -> None:
     assert [o.name for p in pages for o in p.objects] == []
 
 
+def test_list_files_walks_the_tree_once(sync_space: Space,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A listing walks the prefix's whole tree wherever it starts, so the
+    # parallel listers' split ranges, each listed again from its cursor,
+    # walked it hundreds of times (100k files: 145 s, one walk 0.9 s).
+    root = sync_space.root
+    names = [f"d{d}/f{f:03d}" for d in range(4) for f in range(600)]
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(b"")
+    walks: list[str] = []
+    scan = _files.scan
+
+    def counted(*args: object) -> object:
+        walks.append(str(args[1]))
+        return scan(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_files, "scan", counted)
+    listed = list(aioflux.list_files(f"{root}/", client=sync_space.store))
+    assert sorted(listed) == [sync_space.url(name) for name in names]
+    assert walks == [sync_space.prefix]
+
+
 async def test_a_file_deleted_between_pages_is_not_listed(space: Space) -> None:
     store, bucket, n = space.store, space.bucket, space.n
     for name in ["1", "2", "3", "4"]:
@@ -667,6 +729,60 @@ async def test_a_file_and_a_directory_cannot_share_a_path(space: Space) -> None:
         await store.write(bucket, n("d"), b"over a directory")
     with pytest.raises(Conflict):
         await store.copy(bucket, n("a"), bucket, n("d"))
+    # Create-only too: no object is there (stat says NotFound), so it is not
+    # PreconditionFailed ("the file exists", as if another writer had won).
+    assert not await store.exists(bucket, n("d"))
+    with pytest.raises(Conflict, match="cannot share a path"):
+        await store.write(bucket, n("d"), b"over a directory", if_generation_match=0)
+    upload = store.start_upload(bucket, n("d"), if_generation_match=0)
+    expected = Crc32c()
+    expected.update(b"streamed")
+    with pytest.raises(Conflict, match="cannot share a path"):
+        await upload.finish(1, memoryview(b"streamed"), expected)
+    assert space.files() == ["a", "d/e"]
+
+
+async def test_written_files_take_their_mode_from_the_umask(space: Space) -> None:
+    # As open() makes files: under a shared directory's umask 002 they are
+    # group-writable like the directories the write makes (a fixed 0o644
+    # also kept the group's aioflux writers from locking them for their
+    # preconditions: the lock wants the file open for writing).
+    store, bucket, n = space.store, space.bucket, space.n
+    old = os.umask(0o002)
+    try:
+        await store.write(bucket, n("run/written"), b"x")
+        await store.copy(bucket, n("run/written"), bucket, n("run/copied"))
+        upload = store.start_upload(bucket, n("run/streamed"))
+        expected = Crc32c()
+        expected.update(b"x")
+        await upload.finish(1, memoryview(b"x"), expected)
+        (space.root / "run" / "by-open").write_bytes(b"x")
+    finally:
+        os.umask(old)
+
+    def mode(name: str) -> int:
+        return space.path(name).stat().st_mode & 0o777
+
+    assert mode("run/by-open") == 0o664
+    assert [mode(f"run/{name}") for name in ("written", "copied", "streamed")] == [0o664] * 3
+    assert mode("run") == 0o775
+
+
+async def test_a_copy_names_the_side_that_failed(space: Space) -> None:
+    # The conflict is the destination's: the source "a" is a plain file.
+    # A source whose path runs through a file is a missing source, as a
+    # read of it is, not a conflict.
+    store, bucket, n = space.store, space.bucket, space.n
+    await store.write(bucket, n("a"), b"file")
+    await store.write(bucket, n("d/e"), b"e")
+    for dest in ("d", "a/b"):
+        with pytest.raises(Conflict, match="cannot share a path") as conflict:
+            await store.copy(bucket, n("a"), bucket, n(dest))
+        assert (conflict.value.operation, conflict.value.name) == ("copy", n(dest))
+        assert space.url(dest) in str(conflict.value)
+    with pytest.raises(NotFound) as missing:
+        await store.copy(bucket, n("a/x"), bucket, n("copied"))
+    assert (missing.value.operation, missing.value.name) == ("copy", n("a/x"))
     assert space.files() == ["a", "d/e"]
 
 
@@ -727,6 +843,13 @@ async def test_read_only_directory_is_permission_denied(read_only_dir: Path) -> 
     with pytest.raises(PermissionDenied):
         await upload.put(1, memoryview(b"x" * KiB))
     await upload.abort()
+    # A copy into it fails on its destination, not on the readable source.
+    source = parse_url(str(read_only_dir.parent / "source"))
+    await store.write(*source, b"x")
+    with pytest.raises(PermissionDenied) as copying:
+        await store.copy(*source, bucket, prefix + "copied")
+    assert (copying.value.operation, copying.value.name) == ("copy", prefix + "copied")
+    assert str(read_only_dir / "copied") in str(copying.value)
     assert await store.read(bucket, prefix + "existing") == b"kept"
     assert sorted(os.listdir(read_only_dir)) == ["existing"]
 
