@@ -34,9 +34,11 @@ batch 32, 128 permits; 400 x 100 KiB, GCS-like profile, 1% tail) the
 dataset keeps 5 batches ahead: timed from the call, 196 of 400 reads
 looked slow, the budget went on queueing and the p99 batch stayed at 1.6 s.
 
-**The loser** is cancelled and awaited before the read returns: a lean-pool
-connection cancelled mid-exchange is aborted, never returned to the pool
-mid-body; an aiohttp response is released by its context manager. Both
+**The loser** is cancelled and awaited before the read returns, even when
+the read is cancelled again meanwhile, so no GET of a read that returned
+still holds a permit or a socket: a lean-pool connection cancelled
+mid-exchange is aborted, never returned to the pool mid-body; an aiohttp
+response is released by its context manager. Both
 answers are checked alike (the same ``read`` call), so the winner's bytes
 are what an unhedged read returns.
 """
@@ -288,14 +290,24 @@ async def _first_success(first: asyncio.Future[T],
 
 async def _cancel(*tasks: asyncio.Future[T] | None) -> None:
     """Cancel the reads still running and wait until they let go of their
-    connections (a cancelled lean exchange aborts its socket)."""
+    permits and connections (a cancelled lean exchange aborts its socket),
+    however often the caller is cancelled meanwhile; then re-raise that."""
     running = [t for t in tasks if t is not None and not t.done()]
     for task in running:
         task.cancel()
-    if running:
-        # Not cancellable itself: a second cancel of the caller must not
-        # leave a GET behind that still holds a permit and a socket.
-        await asyncio.shield(asyncio.wait(running))
+    interrupted: asyncio.CancelledError | None = None
+    while running:
+        # Not a shield: a shielded wait ends at the caller's second cancel
+        # while a read still unwinds (one opening a connection takes a few
+        # turns of the loop), and the hedged read returned with its permit
+        # and socket still held.
+        try:
+            await asyncio.wait(running)
+        except asyncio.CancelledError as exc:
+            interrupted = exc
+        running = [t for t in running if not t.done()]
     for maybe in tasks:
         if maybe is not None and maybe.done() and not maybe.cancelled():
             maybe.exception()  # retrieved: a losing failure is not "never retrieved"
+    if interrupted is not None:
+        raise interrupted

@@ -16,9 +16,11 @@ published object is checked against them (and deleted if it differs).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 import yarl
@@ -34,7 +36,9 @@ from ._published import confirm_published, discard_published, verify_published
 if TYPE_CHECKING:
     from ._client import AsyncClient
 
-__all__ = ["CHUNK_GRANULARITY", "RESUMABLE_CHUNK_SIZE", "ResumableUpload"]
+__all__ = ["CHUNK_GRANULARITY", "RESUMABLE_CHUNK_SIZE", "ResumableUpload", "to_the_end"]
+
+T = TypeVar("T")
 
 CHUNK_GRANULARITY = 256 * 1024
 RESUMABLE_CHUNK_SIZE = 16 * 1024 * 1024
@@ -173,10 +177,19 @@ class ResumableUpload:
         return info
 
     async def cancel(self) -> None:
-        """Abandon the session; nothing is published. Safe to call twice."""
+        """Abandon the session; nothing is published. Safe to call twice.
+
+        The session is cancelled by the time this returns, even if the
+        caller is cancelled meanwhile (that cancellation is raised after):
+        the session's URL is dropped as the cancel starts, so one cut short
+        (its DELETE waiting for a permit) left it open for good.
+        """
         url, self.session_url = self.session_url, None
         if url is None:
             return
+        await to_the_end(self._delete(url))
+
+    async def _delete(self, url: str) -> None:
         try:
             await self._client.transport.request(self._op(), "DELETE", url, drain,
                                                  ok=(200, 204, 404, 499))
@@ -326,6 +339,38 @@ class ResumableUpload:
 
 
 _GONE = object()
+
+
+async def to_the_end(work: Awaitable[T]) -> T:
+    """``work``'s result, waited for however often the caller is cancelled
+    meanwhile; then that cancellation is raised.
+
+    For clean-up that must not be cut short (an upload's abort): under a
+    shield the work would go on, but its caller would return before it
+    ended, with the upload still open and a permit still held.
+
+    Args:
+        work: the clean-up.
+
+    Returns:
+        What ``work`` returned, if the caller was not cancelled.
+
+    Raises:
+        asyncio.CancelledError: the caller was cancelled while it waited.
+        Exception: what ``work`` raised.
+    """
+    task = asyncio.ensure_future(work)
+    interrupted: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait([task])
+        except asyncio.CancelledError as exc:
+            interrupted = exc
+    if interrupted is not None:
+        if not task.cancelled():
+            task.exception()  # retrieved: the cancellation wins
+        raise interrupted
+    return task.result()
 
 
 def _committed(resp: aiohttp.ClientResponse) -> int:

@@ -4,7 +4,10 @@ XML multipart where the server has it (parts in parallel); otherwise
 (fake-gcs-server answers 400 to ``?uploads``) the same parts go through a
 JSON resumable session, in order, still published only by the final
 request; so do those of an upload with a precondition (XML multipart
-uploads take none), which the final request carries. A payload smaller
+uploads take none), which the final request carries. A part of such an
+upload that fails or is cancelled, while it is sent or while it waits for
+its turn, breaks it: no later part is sent, and ``finish`` publishes
+nothing. A payload smaller
 than one part goes up in a single request. The published object is
 checked against the running crc32c and length; one that differs (a
 server that stored other bytes) is deleted, that generation only, before
@@ -27,7 +30,7 @@ from .._core.types import NO_METADATA, ObjectInfo, PartInfo
 from .._core.window import shared_task
 from .._net.transport import Op
 from ._published import confirm_published, verify_published
-from ._resumable import ResumableUpload
+from ._resumable import ResumableUpload, to_the_end
 
 if TYPE_CHECKING:
     from ._client import AsyncClient
@@ -55,13 +58,18 @@ class GcsUpload:
         self._upload_id: str | None = None
         self._resumable: ResumableUpload | None = None
         self._parts: dict[int, PartInfo] = {}
-        self._broken = False
+        # A resumable session takes its parts one at a time, in order: the
+        # part whose turn it is, and whether one was lost (failed or
+        # cancelled, its bytes never all sent).
         self._next_in_order = 1
-        self._order: asyncio.Condition | None = None
+        self._broken = False
+        # Set, and replaced, whenever either changes: parts waiting for
+        # their turn look again.
+        self._turn: asyncio.Event | None = None
 
     async def _start(self) -> None:
         if self._init is None:
-            self._order = asyncio.Condition()
+            self._turn = asyncio.Event()
             # Awaited by every part: see shared_task.
             self._init = shared_task(self._initiate())
         # Shielded: a part cancelled while the upload is being created must
@@ -93,24 +101,26 @@ class GcsUpload:
 
     async def put(self, number: int, data: memoryview, checksum: int | None = None) -> None:
         """Upload part ``number`` (1-based); ``checksum`` is its crc32c if known."""
-        await self._start()
+        try:
+            await self._start()
+        except BaseException:
+            self._lose()  # cancelled or failed while the upload was created: never sent
+            raise
         if self._resumable is not None:
-            assert self._order is not None
-            async with self._order:
-                await self._order.wait_for(lambda: self._next_in_order == number)
             try:
+                await self._wait_turn(number)
                 if self._broken:
-                    # An earlier part failed (its error is reported); still
-                    # pass the turn on below, or later parts wait forever.
+                    # An earlier part was lost (a failed one reports its
+                    # error): this one must not follow it into the session.
                     return
                 await self._resumable.send(data)
             except BaseException:
-                self._broken = True
+                # Failed or cancelled, while sent or while waiting for its
+                # turn: the parts behind it must not wait for a turn that
+                # never comes, nor be sent after a gap.
+                self._lose()
                 raise
-            finally:
-                async with self._order:
-                    self._next_in_order += 1
-                    self._order.notify_all()
+            self._pass_turn()
         else:
             assert self._upload_id is not None
             self._parts[number] = await self.client.upload_part(
@@ -130,9 +140,16 @@ class GcsUpload:
                                            if_generation_match=self.if_generation_match)
             return info
         if self._resumable is not None:
-            assert self._order is not None
-            async with self._order:
-                await self._order.wait_for(lambda: self._next_in_order == last_number)
+            await self._wait_turn(last_number)
+            if self._broken:
+                # The session lacks a part: its final request would publish
+                # the object without it (a server that does not check the
+                # crc32c sent with it stores those bytes, deleted only
+                # after). abort() cancels the session.
+                raise StorageError(
+                    f"write gs://{self.bucket}/{self.name}: a part of the resumable upload "
+                    f"failed or was cancelled before it was sent; nothing is published",
+                    operation="write", bucket=self.bucket, name=self.name)
             # finish() checks the published size and crc32c, and deletes a
             # generation that differs before raising.
             info = await self._resumable.finish(tail or b"", crc32c=expected.value)
@@ -185,8 +202,38 @@ class GcsUpload:
                     operation="write", bucket=self.bucket, name=self.name)
         return await verify_published(self.client, op, info, expected.length, expected.value)
 
+    async def _wait_turn(self, number: int) -> None:
+        """Until it is part ``number``'s turn in the session, or a part was lost."""
+        while not (self._broken or self._next_in_order == number):
+            assert self._turn is not None
+            await self._turn.wait()
+
+    def _changed(self) -> None:
+        # Not awaited: a part cancelled again while it gives up its turn
+        # still lets the others go.
+        if self._turn is not None:
+            self._turn.set()
+            self._turn = asyncio.Event()
+
+    def _pass_turn(self) -> None:
+        self._next_in_order += 1
+        self._changed()
+
+    def _lose(self) -> None:
+        self._broken = True
+        self._changed()
+
     async def abort(self) -> None:
-        """Drop the upload; nothing is published. Safe to call twice."""
+        """Drop the upload; nothing is published. Safe to call twice.
+
+        Done by the time this returns, even if the caller is cancelled
+        meanwhile (that cancellation is raised after): an abort cut short
+        while it waited for the upload's creation or for a permit left the
+        upload open for good.
+        """
+        await to_the_end(self._abort())
+
+    async def _abort(self) -> None:
         if self._init is not None and not self._init.done():
             await asyncio.wait([self._init])
         upload_id, self._upload_id = self._upload_id, None

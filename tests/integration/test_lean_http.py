@@ -34,10 +34,11 @@ from aioflux import (
     TransportError,
 )
 from aioflux._core.crc import crc32c, encode_crc32c
+from aioflux._net import http
 from aioflux._net.http import BodyTruncated, MediaPool
 from aioflux.testing import Emulator, Faults
 from tests.conftest import FAST_RETRY, unique_bucket
-from tests.raw_server import RawServer, dripping, serving
+from tests.raw_server import RawServer, serving
 from tests.tls_cert import self_signed
 
 
@@ -273,17 +274,13 @@ async def test_cancelled_read_discards_its_connection() -> None:
                        else _response())
     async with server as base, AsyncClient(ClientConfig(), endpoint=base) as client:
         task = asyncio.create_task(client.read("bkt", "obj"))
-        while server.connections == 0:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
+        media = await _wait_for_media(client)
+        await _wait_for(lambda: _progress(media) == 5000, HANG)  # mid-body
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        for _ in range(100):
-            if server.closed:
-                break
-            await asyncio.sleep(0.01)
-        assert server.closed == 1  # the half-read connection was not pooled
+        assert media.sockets == 0  # dropped, not pooled
+        await _wait_for(lambda: server.closed == 1, HANG)  # the server saw it go
         assert await client.read("bkt", "obj") == BODY
     assert server.connections == 2
 
@@ -357,7 +354,7 @@ async def test_a_declared_length_over_the_limit_fails_before_allocating() -> Non
             assert (over.received, over.expected) == (0, 1 << 30)
             # No limit: the buffer grows with what arrives, not what is declared.
             task = asyncio.create_task(pool.get(base + "/o", {}))
-            await asyncio.sleep(0.2)
+            await _wait_for(lambda: _progress(pool) > 0, HANG)  # the head is in
             _, peak = tracemalloc.get_traced_memory()
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
@@ -466,6 +463,12 @@ async def test_lean_reads_give_way_when_aiohttp_holds_the_limit() -> None:
     assert server.connections == 1  # aiohttp's socket, reused
 
 
+# What the tests below wait for is an event; this only bounds how long a
+# wait may take before the event counts as never coming (a hang), far
+# beyond what any step takes on a loaded machine.
+HANG = 30.0
+
+
 async def _wait_for(check: Callable[[], bool], limit: float) -> float:
     start = time.monotonic()
     while not check():
@@ -474,16 +477,121 @@ async def _wait_for(check: Callable[[], bool], limit: float) -> float:
     return time.monotonic() - start
 
 
+async def _wait_for_media(client: AsyncClient) -> MediaPool:
+    """The client's lean pool, once it holds a connection mid-exchange."""
+    media = client.transport._current().media
+    assert media is not None
+    await _wait_for(lambda: bool(media._busy), HANG)
+    return media
+
+
+def _progress(pool: MediaPool) -> int:
+    """Response bytes (head and body) the pool's one exchange under way has received."""
+    exchanges = [conn._exchange for conn in pool._busy if conn._exchange is not None]
+    return sum(ex.progress for ex in exchanges)
+
+
+async def _received(pool: MediaPool, total: int) -> None:
+    """Until the pool's exchange has received ``total`` response bytes."""
+    await _wait_for(lambda: _progress(pool) == total, HANG)
+
+
+class _Timer:
+    __slots__ = ("args", "callback", "cancelled", "due")
+
+    def __init__(self, due: float, callback: Callable[..., None], args: tuple[Any, ...]) -> None:
+        self.due, self.callback, self.args, self.cancelled = due, callback, args, False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def when(self) -> float:
+        return self.due
+
+
+class _Clock:
+    """The loop a lean connection sees, on a clock the test moves.
+
+    A connection reads the time and arms its stall timer through its loop
+    (``time``, ``call_later``); here that time stands still until
+    :meth:`advance`, which fires the timers due in order. Which timer fired,
+    and when it was due, then follow from what the test sent and when it
+    said so, not from how long anything took: bytes still arrive over a real
+    socket, each stamped with the clock's time.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.now = 0.0
+        self._timers: list[_Timer] = []
+        #: when each timer that fired was due, in order
+        self.fired: list[float] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def call_later(self, delay: float, callback: Callable[..., None], *args: Any) -> _Timer:
+        timer = _Timer(self.now + delay, callback, args)
+        self._timers.append(timer)
+        return timer
+
+    def create_future(self) -> asyncio.Future[Any]:
+        return self._loop.create_future()
+
+    def advance(self, to: float) -> None:
+        """Move the clock to ``to``, firing every timer due by then."""
+        for _ in range(1000):  # a timer re-armed for no time at all would spin
+            due = [t for t in self._timers if not t.cancelled and t.due <= to]
+            if not due:
+                self.now = to
+                return
+            timer = min(due, key=lambda t: t.due)
+            self._timers.remove(timer)
+            self.now = max(self.now, timer.due)
+            self.fired.append(timer.due)
+            timer.callback(*timer.args)
+        raise AssertionError("timers kept firing without the clock moving")
+
+
+def _clocked(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    """Lean connections opened from now on run on a :class:`_Clock`."""
+    clock = _Clock(asyncio.get_running_loop())
+
+    class Clocked(http._Connection):
+        def __init__(self, loop: asyncio.AbstractEventLoop, on_gone: Callable[[], None]) -> None:
+            super().__init__(clock, on_gone)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(http, "_Connection", Clocked)
+    return clock
+
+
+async def _settled(task: asyncio.Task[Any]) -> bool:
+    """Whether ``task`` ends once the loop has run what is ready: a timer's
+    error reaches a read at its next turn, not after any time passes."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+    return task.done()
+
+
 @pytest.mark.parametrize("lean", [True, False], ids=["lean", "aiohttp"])
 async def test_idle_connections_close_after_the_idle_timeout(lean: bool) -> None:
     server = RawServer(lambda conn, i: _response())
     config = ClientConfig(lean_reads=lean, timeouts=Timeouts(idle=0.3), retry=FAST_RETRY)
     async with server as base, AsyncClient(config, endpoint=base) as client:
+        # Timed from before the request: the connection went idle later, so
+        # a close earlier than this after it is a close before its time.
+        started = time.monotonic()
         assert await client.read("bkt", "obj") == BODY
-        waited = await _wait_for(lambda: server.closed == 1, 3.0)
-        assert waited >= 0.2  # not before its time
         if lean:
-            assert waited < 0.8
+            # Reaped by a timer armed for the connection's expiry, at most
+            # the idle timeout from now (not at the next request, nor after
+            # a second interval).
+            media = client.transport._current().media
+            assert media is not None and media._reaper is not None
+            assert media._reaper.when() - asyncio.get_running_loop().time() <= 0.3
+        await _wait_for(lambda: server.closed == 1, HANG)
+        assert time.monotonic() - started >= 0.3  # not before its time
+        assert len(server.requests) == 1  # closed on its own, no request asked
         assert await client.read("bkt", "obj") == BODY
     assert server.connections == 2
     for bad in (0, -1.0):
@@ -493,89 +601,143 @@ async def test_idle_connections_close_after_the_idle_timeout(lean: bool) -> None
 
 async def test_expired_connections_under_the_top_of_the_stack_are_reaped() -> None:
     server = RawServer(lambda conn, i: _response())
-    config = ClientConfig(timeouts=Timeouts(idle=0.3), retry=FAST_RETRY)
+    # Nothing expires by the clock during the test: the bottom connection is
+    # made to look idle for longer than this instead, so the top one, used
+    # again at once, stays fresh however slow the machine is.
+    idle = 60.0
+    config = ClientConfig(timeouts=Timeouts(idle=idle), retry=FAST_RETRY)
     async with server as base, AsyncClient(config, endpoint=base) as client:
         assert await asyncio.gather(*(client.read("bkt", "obj") for _ in range(2))) == [BODY] * 2
         assert server.connections == 2
-        for _ in range(8):  # the top connection stays busy; the one under it expires
-            assert await client.read("bkt", "obj") == BODY
-            await asyncio.sleep(0.1)
-        assert server.closed == 1 and server.connections == 2
         media = client.transport._current().media
-        assert media is not None and media.sockets == 1
+        assert media is not None and media.sockets == 2
+        (stack,) = media._idle.values()
+        bottom, top = stack
+        bottom.idle_since -= idle  # expired, under the top of the stack
+        for _ in range(3):  # the top connection is taken and comes back
+            assert await client.read("bkt", "obj") == BODY
+        assert bottom.closed and not top.closed and list(stack) == [top]
+        await _wait_for(lambda: server.closed == 1, HANG)
+        assert server.connections == 2 and media.sockets == 1
 
 
-async def test_stall_fires_read_stall_after_the_last_byte() -> None:
-    sent: list[float] = []
+async def test_stall_fires_read_stall_after_the_last_byte(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _clocked(monkeypatch)
+    sends: asyncio.Queue[bytes] = asyncio.Queue()
     finished = asyncio.Event()
 
     async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             await reader.readuntil(b"\r\n\r\n")
-            # More than the 16 KiB a window must move: only the silence fails.
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 60000\r\n\r\n" + b"x" * 20000)
-            for pause in (0.2, 0.25):  # the second write comes just after 0.4 s
-                await asyncio.sleep(pause)
-                writer.write(b"x" * 17000)
-            sent.append(time.monotonic())
+            while data := await sends.get():
+                writer.write(data)
             await reader.read()  # silent until the client gives up
         finally:
             writer.close()
             finished.set()
 
-    listener = await asyncio.start_server(trickle, "127.0.0.1", 0)
-    port = listener.sockets[0].getsockname()[1]
-    pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=0.4, idle_timeout=5)
-    try:
-        # A stall mid-body hands over what arrived (the read resumes after it).
-        with pytest.raises(BodyTruncated,
-                           match=r"no response bytes for 0\.4 s after 54000 of 60000"):
-            await pool.get(f"http://127.0.0.1:{port}/o", {})
-        after_last = time.monotonic() - sent[0]
-        # a timer checking for progress every 0.4 s fired ~0.75 s after it here
-        assert 0.35 <= after_last <= 0.6
-        await asyncio.wait_for(finished.wait(), 2)  # the client dropped the connection
-    finally:
-        pool.close()
-        listener.close()
-        await listener.wait_closed()
-
-
-async def test_a_drip_that_is_never_silent_fails_at_the_end_of_a_window() -> None:
-    # A byte every 50 ms never leaves the socket silent for read_stall (0.4 s),
-    # so without the pace rule this read would take 10,000 s.
-    head = b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n"
-    async with serving(dripping(head, 0.05)) as endpoint:
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 60000\r\n\r\n"
+    async with serving(trickle) as endpoint:
         pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=0.4, idle_timeout=5)
         try:
-            started = time.monotonic()
-            with pytest.raises(BodyTruncated, match=r"only \d+ response bytes in 0\.4\d* s .* "
-                                                     r"after \d of 200000 body bytes"):
-                await asyncio.wait_for(pool.get(f"{endpoint}/o", {}), 3)
-            assert time.monotonic() - started < 1.0
+            get = asyncio.create_task(pool.get(f"{endpoint}/o", {}))
+            # More than the 16 KiB a window must move (0-0.4, 0.4-0.8): only
+            # the silence after 0.45 fails. The stall timer comes at 0.4
+            # and 0.6 while bytes still flow, and at 0.8 for the pace window.
+            for at, data in ((0.0, head + b"x" * 20000), (0.2, b"x" * 17000),
+                             (0.45, b"x" * 17000)):
+                clock.advance(at)
+                arrived = _progress(pool) + len(data)
+                sends.put_nowait(data)
+                await _received(pool, arrived)
+            sends.put_nowait(b"")
+            # Re-armed for the silence left: quiet just short of read_stall
+            # after the last byte, the read goes on...
+            clock.advance(0.84)
+            assert not await _settled(get)
+            # ...and read_stall after it, it ends: not at the next 0.4 s
+            # tick after that (1.2), which a timer checking every 0.4 s would
+            # wait for.
+            clock.advance(0.86)
+            assert await _settled(get), "no read_stall error read_stall after the last byte"
+            assert clock.fired[-1] == pytest.approx(0.45 + 0.4)
+            # A stall mid-body hands over what arrived (the read resumes after it).
+            with pytest.raises(BodyTruncated,
+                               match=r"^Timeouts\.read_stall: no response bytes for 0\.4 s "
+                                     r"after 54000 of 60000") as cut:
+                await get
+            arrived_body = cut.value.response
+            assert arrived_body is not None and arrived_body.received == 54000
+            assert bytes(arrived_body.body or b"")[:54000] == b"x" * 54000
+            assert not arrived_body.slow  # silence, not a drip
+            await asyncio.wait_for(finished.wait(), HANG)  # the client dropped the connection
         finally:
-            pool.close()
+            pool.abort()
 
 
-async def test_a_waiting_read_takes_the_socket_a_failed_one_gives_back() -> None:
+async def test_a_drip_that_is_never_silent_fails_at_the_end_of_a_window(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A byte every 50 ms never leaves the socket silent for read_stall (0.4 s),
+    # so without the pace rule this read would take 10,000 s.
+    clock = _clocked(monkeypatch)
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n"
+    sends: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def drip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            while data := await sends.get():
+                writer.write(data)
+            await reader.read()
+        finally:
+            writer.close()
+
+    async with serving(drip) as endpoint:
+        pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=0.4, idle_timeout=5)
+        try:
+            get = asyncio.create_task(pool.get(f"{endpoint}/o", {}))
+            await _wait_for(lambda: bool(pool._busy), HANG)
+            sends.put_nowait(head)
+            await _received(pool, len(head))
+            for tick in range(1, 8):  # a byte at 0.05, 0.1 ... 0.35
+                clock.advance(tick * 0.05)
+                sends.put_nowait(b"x")
+                await _received(pool, len(head) + tick)
+            assert not await _settled(get)  # never silent for long, window still open
+            clock.advance(0.4)
+            assert await _settled(get), "the pace window closed without failing the drip"
+            assert clock.fired == [0.4]  # the window's end, the first check
+            with pytest.raises(BodyTruncated, match=rf"^only {len(head) + 7} response bytes in "
+                                                     r"0\.4 s .* after 7 of 200000 body bytes"):
+                await get
+        finally:
+            sends.put_nowait(b"")
+            pool.abort()
+
+
+async def test_a_waiting_read_takes_the_socket_a_failed_one_gives_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     # conn 0 stalls mid-body and holds the only socket; the next read waits
     # for it instead of opening a second one, and gets a fresh one when the
     # stalled exchange times out.
+    clock = _clocked(monkeypatch)
     server = RawServer(lambda conn, i: (_response()[:5000], "stall") if conn == 0
                        else _response())
     pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=0.3, idle_timeout=5,
                      connection_limit=1)
     async with server as base:
         first = asyncio.create_task(pool.get(base + "/o", {}))
-        await _wait_for(lambda: server.connections == 1, 2.0)
+        await _wait_for(lambda: _progress(pool) == 5000, HANG)
         waiting = asyncio.create_task(pool.get(base + "/o", {}))
         cancelled = asyncio.create_task(pool.get(base + "/o", {}))
-        await asyncio.sleep(0.05)
-        assert pool.sockets == 1 and not waiting.done()
+        await _wait_for(lambda: len(pool._waiters) == 2, HANG)  # both queued for the socket
+        assert pool.sockets == 1 and server.connections == 1 and not waiting.done()
         cancelled.cancel()
-        # The stall timer or the pace rule (5000 bytes, then silence), which
-        # ever fires first on a busy machine: either ends the exchange.
-        with pytest.raises(BodyTruncated, match=r"no response bytes|only 5000 response bytes"):
+        # 5000 bytes, then silence: read_stall later the stall timer ends
+        # the exchange (the pace window closes at the same moment).
+        clock.advance(0.3)
+        with pytest.raises(BodyTruncated, match=r"no response bytes for 0\.3 s"):
             await first
         resp = await waiting
         assert resp is not None and resp.body == BODY
