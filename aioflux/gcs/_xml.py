@@ -18,6 +18,7 @@ from .._core.pages import PartListingCheck, UploadListingCheck
 from .._core.types import MultipartUploadInfo, PartInfo
 from .._core.urls import validate_bucket, validate_object_name
 from .._net.failures import drain, read_metadata
+from .._net.heads import check_header
 from .._net.transport import HttpResponse, Op
 
 if TYPE_CHECKING:
@@ -97,6 +98,12 @@ class XmlMultipart:
 
         headers = {"Content-Type": content_type}
         for key, value in (metadata or {}).items():
+            try:
+                check_header(f"x-goog-meta-{key}", value)
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"initiate multipart upload gs://{bucket}/{name}: custom "
+                                      f"metadata {key!r} cannot go in an XML API header "
+                                      f"({exc})") from None
             headers[f"x-goog-meta-{key}"] = value
         return await self._transport.request(op, "POST", self._xml_url(bucket, name) + "?uploads",
                                             handle, headers=headers)

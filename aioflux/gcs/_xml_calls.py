@@ -11,6 +11,16 @@ import builtins
 from collections.abc import Sequence
 
 from .._core.types import MultipartUploadInfo, PartInfo
+from .._core.urls import validate_bucket
+from .._core.validate import (
+    check_bytes,
+    check_content_type,
+    check_instance,
+    check_int,
+    check_metadata,
+    check_object,
+    check_str,
+)
 from ._xml import XmlMultipart
 
 __all__ = ["XmlMultipartCalls"]
@@ -36,9 +46,14 @@ class XmlMultipartCalls:
             The upload id.
 
         Raises:
+            InvalidArgument: a content type or metadata a header cannot carry.
             StorageError: the server refused (fake-gcs-server answers 400/404:
                 it has no XML multipart upload).
         """
+        op = "initiate multipart upload"
+        check_object(op, bucket, name)
+        check_content_type(op, content_type)
+        check_metadata(op, "metadata", metadata)
         return await self._xml.initiate_multipart(bucket, name, content_type=content_type,
                                                   metadata=metadata)
 
@@ -60,11 +75,18 @@ class XmlMultipartCalls:
             PartInfo with the part's ETag.
 
         Raises:
-            InvalidArgument: part number out of range.
+            InvalidArgument: part number out of range, or an argument of
+                the wrong type.
             ChecksumMismatch: the server reports storing other bytes, on
                 every attempt.
             StorageError: the upload failed.
         """
+        op = "upload part"
+        check_object(op, bucket, name)
+        check_str(op, "upload_id", upload_id)
+        check_int(op, "part_number", part_number, minimum=None)
+        check_bytes(op, "data", data)
+        check_int(op, "checksum", checksum, optional=True)
         return await self._xml.upload_part(bucket, name, upload_id, part_number, data, checksum)
 
     async def complete_multipart(self, bucket: str, name: str, upload_id: str,
@@ -82,9 +104,16 @@ class XmlMultipartCalls:
             when the server sends them).
 
         Raises:
+            InvalidArgument: ``parts`` is not a list of PartInfo.
             InvalidRequest: parts missing, out of order, or too small.
             StorageError: any other failure.
         """
+        op = "complete multipart upload"
+        check_object(op, bucket, name)
+        check_str(op, "upload_id", upload_id)
+        check_instance(op, "parts", parts, (list, tuple))
+        for part in parts:
+            check_instance(op, "parts[...]", part, PartInfo)
         return await self._xml.complete_multipart(bucket, name, upload_id, parts)
 
     async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
@@ -99,6 +128,8 @@ class XmlMultipartCalls:
             NotFound: no such upload.
             StorageError: any other failure.
         """
+        check_object("abort multipart upload", bucket, name)
+        check_str("abort multipart upload", "upload_id", upload_id)
         return await self._xml.abort_multipart(bucket, name, upload_id)
 
     async def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
@@ -116,6 +147,8 @@ class XmlMultipartCalls:
             NotFound: no such upload.
             StorageError: any other failure.
         """
+        check_object("list parts", bucket, name)
+        check_str("list parts", "upload_id", upload_id)
         return await self._xml.list_parts(bucket, name, upload_id)
 
     async def list_multipart_uploads(self, bucket: str,
@@ -132,4 +165,6 @@ class XmlMultipartCalls:
         Raises:
             StorageError: the listing failed.
         """
+        validate_bucket(bucket)
+        check_str("list multipart uploads", "prefix", prefix)
         return await self._xml.list_multipart_uploads(bucket, prefix)

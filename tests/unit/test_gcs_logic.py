@@ -24,6 +24,7 @@ from aioflux import (
     ChecksumMismatch,
     ClientConfig,
     Conflict,
+    InvalidArgument,
     InvalidRequest,
     NotFound,
     ObjectInfo,
@@ -611,3 +612,28 @@ async def test_a_handler_that_answers_something_else_is_a_type_error() -> None:
     async with client:
         with pytest.raises(TypeError, match="must return a MockResponse, got str"):
             await client.stat(B, "obj")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda c: c.upload_part("bkt", "n", "u", "1", b"x"), "part_number must be an int"),
+    (lambda c: c.upload_part("bkt", "n", 5, 1, b"x"), "upload_id must be a str"),
+    (lambda c: c.upload_part("bkt", "n", "u", 1, "text"), "data must be bytes"),
+    (lambda c: c.complete_multipart("bkt", "n", "u", None), "parts must be a list"),
+    (lambda c: c.complete_multipart("bkt", "n", "u", [("1", "e")]), r"parts\[...\] must be"),
+    (lambda c: c.list_multipart_uploads("bkt", prefix=5), "prefix must be a str"),
+    (lambda c: c.initiate_multipart("bkt", "n", metadata=5), "metadata must be a dict"),
+    (lambda c: c.initiate_multipart("bkt", "n", metadata={"k": "a\nb"}),
+     "custom metadata 'k' cannot go in an XML API header"),
+    (lambda c: c.initiate_multipart("bkt", "n", content_type="a\nb"), "control character"),
+    (lambda c: c.abort_multipart("bkt", "n", None), "upload_id must be a str"),
+    (lambda c: c.list_parts("bkt", "n", 7), "upload_id must be a str"),
+], ids=["part-number", "upload-id", "data", "parts", "part", "prefix", "metadata",
+        "metadata-header", "content-type", "abort", "list-parts"])
+async def test_xml_multipart_calls_refuse_wrong_arguments_before_any_request(
+        call: Callable[[AsyncClient], Any], message: str) -> None:
+    # Bare TypeError / AttributeError / aiohttp's ValueError from deep inside
+    # before, some after a request had gone.
+    client, transport = make(script())
+    with pytest.raises(InvalidArgument, match=message):
+        await call(client)
+    assert transport.requests == []
