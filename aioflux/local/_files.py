@@ -35,7 +35,7 @@ from .._core.errors import (
 from .._core.locks import held_at, unlock
 from .._core.store import Fetched
 from .._core.types import MultipartUploadInfo, ObjectInfo
-from ._paths import folder_of, is_object_name, path_of
+from ._paths import folder_of, path_of
 
 __all__ = [
     "TEMP_MARK",
@@ -204,10 +204,12 @@ def _is_file(entry: os.DirEntry[str]) -> bool:
 def _listed(entry: os.DirEntry[str], name: str, start_offset: str | None,
             end_offset: str | None) -> bool:
     """Whether a directory entry (not a directory) is an object a listing
-    names: a file, not a temporary one, named as every method takes it,
-    inside the offsets."""
+    names: a file, not a temporary one, inside the offsets. A name no
+    method takes (not UTF-8, a line break, over 1024 bytes) is listed: the
+    datasets and ``load_files`` refuse it naming the file, where skipping
+    it would drop a sample (or a file of ``cp -r``) in silence."""
     return (_in_range(name, start_offset, end_offset) and TEMP_MARK not in entry.name
-            and is_object_name(name) and _is_file(entry))
+            and _is_file(entry))
 
 
 def _holds_object(directory: str, rel: str, start_offset: str | None,
@@ -233,8 +235,7 @@ def scan(bucket: str, prefix: str, delimiter: str | None, start_offset: str | No
 
     Directories are not objects: an empty one is neither listed nor a
     prefix. Symbolic links to files are listed; links to directories are
-    not followed (a loop could never end). A file whose name no method
-    takes (not UTF-8, a line break, over 1024 bytes) is skipped.
+    not followed (a loop could never end).
     """
     folder = folder_of(bucket, prefix)  # the walk stays below the prefix's directory
     root = path_of(bucket, "", op="list")

@@ -20,11 +20,7 @@ from __future__ import annotations
 from .._core.errors import InvalidURL
 from .._core.urls import validate_bucket, validate_object_name
 
-__all__ = ["check_name", "check_prefix", "folder_of", "is_object_name", "path_of"]
-
-# The longest ASCII name the rule takes without a closer look (its 1024
-# bytes; other names go through the rule itself).
-_PLAIN_NAME = 1024
+__all__ = ["check_name", "check_prefix", "folder_of", "path_of"]
 
 
 def _where(op: str, bucket: str, name: str) -> str:
@@ -51,28 +47,6 @@ def check_name(op: str, bucket: str, name: str, *, name_arg: str = "name") -> No
         validate_object_name(name, arg=name_arg, scheme="file")
     except InvalidURL as exc:
         raise InvalidURL(f"{_where(op, bucket, name)}: {exc}") from None
-
-
-def is_object_name(name: str) -> bool:
-    """Whether a name a directory walk found is an object name, one every
-    method takes: a file whose path is not valid UTF-8 (``os.fsdecode``
-    gives lone surrogates), holds a line break or passes 1024 bytes could be
-    listed but never stat-ed, read, copied or deleted (GCS and S3 cannot
-    hold it either), so listings skip it as they skip a named pipe.
-
-    Args:
-        name: a name below the bucket's directory, from its files' paths.
-
-    Returns:
-        True if :func:`check_name` takes it.
-    """
-    if name.isascii() and len(name) <= _PLAIN_NAME and "\n" not in name and "\r" not in name:
-        return True  # the common case, at listing speed (the rule costs 1 us a name)
-    try:
-        validate_object_name(name, scheme="file")
-    except InvalidURL:
-        return False
-    return True
 
 
 def check_prefix(op: str, bucket: str, prefix: str) -> None:

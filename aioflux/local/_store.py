@@ -30,12 +30,11 @@ A name is a plain relative path below it: every method refuses ``..``,
   modification time before and after: a file rewritten in place while it
   is read is ``ChecksumMismatch``, never a mix of old and new bytes.
 - Listings are sorted by name and paginated like the object stores;
-  directories are not objects, nor is a file whose name no method takes
-  (not UTF-8, a line break, over 1024 bytes: GCS and S3 cannot hold it).
-  A write marks the directories it creates (``user.aioflux.dir``), and a
-  delete removes those it leaves empty, so none linger; a directory the
-  user made is never removed. A file and a directory cannot share a path
-  (GCS objects ``a`` and ``a/b`` can): such a write is ``Conflict``.
+  directories are not objects. A write marks the directories it creates
+  (``user.aioflux.dir``), and a delete removes those it leaves empty, so
+  none linger; a directory the user made is never removed. A file and a
+  directory cannot share a path (GCS objects ``a`` and ``a/b`` can): such a
+  write is ``Conflict``.
 
 Filesystem calls block, so they run in the store's worker threads, at most
 ``config.max_concurrency`` (and 32) at once; that blocking work is in ``_files.py``,
