@@ -20,7 +20,7 @@ from .._core.metrics import BatchStats
 from .._core.portal import iterate
 from .._core.types import ObjectInfo
 from .._core.validate import Credentials, check_bool, check_int
-from .._engines.download import DownloadOptions
+from .._engines.download import Data, DownloadOptions
 from .._engines.hedge import HedgeAfter
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._order import DataProgress, Pass, RankBatches, dist_rank, epoch_order, fingerprint, track
@@ -55,7 +55,10 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
     ``set_epoch(e)`` selects the epoch; without it, each ``iter()`` in a
     process advances the epoch by one, which also keeps
     ``persistent_workers`` (whose dataset copies do not see ``set_epoch``)
-    on a new order every epoch.
+    on a new order every epoch. Workers that are not persistent iterate a
+    new copy of the main process's dataset each epoch, which no ``iter()``
+    advanced: with them call ``set_epoch`` (or iterate ``track(loader)``),
+    or every epoch repeats the same order.
 
     Resume mid-epoch: ``state_dict()`` is ``{epoch, seed, samples,
     global_batch_size, fingerprint}`` (``samples`` of the global order
@@ -337,14 +340,18 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         # batch measured ~15% more samples/s than one per sample). Leaving
         # early cancels the downloads in flight; their finally blocks delete
         # composites. A hand-off waiting in the queue and the one being
-        # consumed hold samples beyond the downloader's prefetch_bytes: each
-        # takes at most an eighth of that budget (by mean listed size), so
-        # 100 KiB objects still go 64 a hop and 8 MiB objects 4 a hop.
+        # consumed hold samples beyond the downloader's prefetch_bytes: a hop
+        # is an eighth of that budget by mean listed size, so 100 KiB objects
+        # still go 64 a hop and 8 MiB objects 4 a hop, and the two hold a
+        # quarter of it at most by the bytes read, one sample always passing
+        # (a bound by the mean alone let 1 MiB objects after 3,000 of 100
+        # bytes go 34 a hop: 17 times a 2 MiB budget read ahead).
         listed = sum(map(self._objects.size, positions))
         typical = max(1, listed // max(1, len(objs)))
         budget = self._source.downloader.options.prefetch_bytes
         hand_off = max(1, min(64, self.prefetch, budget // 8 // typical))
-        timed = _timed(iterate(agen, batch=hand_off), self.stats, hand_off)
+        timed = _timed(iterate(agen, batch=hand_off, nbytes=_read_bytes,
+                               max_bytes=max(1, budget // 4)), self.stats, hand_off)
         k = 0  # the next batch to complete (each has a sample or more)
         for count, (_, data) in enumerate(timed, 1):
             if k < len(ends) and ends[k] == count:
@@ -390,6 +397,10 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
             InvalidArgument: not such a state, another seed or another object list.
         """
         self._progress.load_state_dict(state)
+
+
+def _read_bytes(item: tuple[ObjectInfo, Data]) -> int:
+    return len(item[1])
 
 
 def _timed(items: Iterator[T], stats: BatchStats, every: int) -> Iterator[T]:

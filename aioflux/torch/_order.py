@@ -422,14 +422,20 @@ def track(progress: DataProgress, loader: Iterable[T]) -> Iterator[T]:
 
     Raises:
         InvalidArgument: the loader's ``batch_size`` is not the owner's
-            (checked at once, before any batch).
+            (``None`` without a ``batch_sampler``: one sample at a time;
+            checked at once, before any batch).
     """
     size = getattr(loader, "batch_size", None)
+    shown: object = size
+    if size is None and getattr(loader, "batch_sampler", 0) is None:
+        # A DataLoader that batches nothing (batch_size=None, no
+        # batch_sampler): each item it yields is one sample.
+        size, shown = 1, "None (one sample at a time)"
     if size is not None and size != progress.batch_size:
         # Each loader batch counts as one of ours: a resume would repeat (or
         # skip) the samples between the two sizes.
         raise InvalidArgument(
-            f"{progress.op}.track: the DataLoader's batch_size is {size} but this "
+            f"{progress.op}.track: the DataLoader's batch_size is {shown} but this "
             f"{progress.op}'s is {progress.batch_size} (track() counts each loader batch "
             f"as one of its batches, so a resume would repeat or skip samples); give both "
             f"the same: DataLoader(..., batch_size={progress.batch_size}), or build the "
@@ -446,9 +452,12 @@ def _tracked(progress: DataProgress, loader: Iterable[T]) -> Iterator[T]:
     for batch in loader:
         progress.consumed += 1
         yield batch
-    # Ran to the end: the epoch is done whatever the count says.
+    # Ran to the end: the epoch is done whatever the count says, and so is
+    # the pass (one that ran in workers only was never finished here, and
+    # len() went on counting it).
     if progress.current is not None:
         progress.consumed = max(progress.consumed, progress.current.total)
+        progress.finish(progress.current)
     if progress.iterations == iterations:
         # The pass ran in workers only: this process moves on to the next epoch too.
         progress.iterations += 1

@@ -198,3 +198,37 @@ def test_leaving_an_epoch_early_strands_no_lock(emulator: Emulator, bucket: str,
                             shuffle=False, cache_dir=tmp_path / "cache")
     assert list(fresh) == list(data.values())
     assert fresh._source.cache.stats.waits == 0
+
+
+def test_an_object_replaced_after_its_listing_is_never_cached_as_the_listed_version(
+        tmp_path: Path) -> None:
+    # Files another tool wrote have no recorded crc32c (nor has an S3
+    # listing): only the version read can tell the listed bytes from newer
+    # ones of the same size. The newer ones were stored under the listed
+    # version, and every later epoch of the dataset got them from disk, long
+    # after the file had changed again.
+    root = tmp_path / "data"
+    root.mkdir()
+    for i in range(4):
+        (root / f"{i}.bin").write_bytes(bytes([i]) * 100)
+    ds = MapDataset.from_prefix(str(root), transform=to_bytes, cache_dir=tmp_path / "cache")
+    assert ds.objects[1].crc32c is None
+    cache = ds._source.cache
+    assert cache is not None
+
+    def rewrite(body: bytes) -> None:
+        before = (root / "1.bin").stat().st_mtime_ns
+        while (root / "1.bin").stat().st_mtime_ns == before:  # a new version: a new mtime
+            (root / "1.bin").write_bytes(body)
+
+    rewrite(b"v2" * 50)  # the same size, after the listing
+    assert [ds[i] for i in range(4)] == [bytes([0]) * 100, b"v2" * 50, bytes([2]) * 100,
+                                         bytes([3]) * 100]  # what is there now, as uncached
+    assert (cache.stats.misses, cache.stats.stored) == (4, 3)  # not under the listed version
+    rewrite(b"v3" * 50)
+    assert ds[1] == b"v3" * 50 and cache.stats.hits == 0
+    relisted = MapDataset.from_prefix(str(root), transform=to_bytes,
+                                      cache_dir=tmp_path / "cache")
+    assert [relisted[i] for i in range(4)] == [ds[0], b"v3" * 50, ds[2], ds[3]]
+    assert relisted._source.cache.stats.stored == 1  # the version listed now is cached
+    assert relisted[1] == b"v3" * 50 and relisted._source.cache.stats.hits == 4

@@ -74,6 +74,24 @@ def test_resumed_epoch_then_the_next_one_and_the_state_at_an_epoch_end(where: Wh
     assert owner.state_dict()["epoch"] == 2
 
 
+@pytest.mark.parametrize("where", ["file"], indirect=True)
+def test_the_length_after_a_resumed_epoch_tracked_through_workers(where: Where) -> None:
+    # The pass ran in the workers, and the main process's copy of it stayed
+    # "under way" once track() had taken its last batch: len() went on
+    # counting what the resumed epoch had left (8 samples) instead of the
+    # next epoch's 20, and a progress bar or an LR schedule built on
+    # len(loader) got 2 steps of 5.
+    seed_data(where, 20)
+    (owner, loader), = parts(where, "iterable", 1, 2, 4, 7)
+    _, state = run(parts(where, "iterable", 1, 0, 4, 7), stop=3)
+    assert state is not None
+    owner.load_state_dict(state)
+    assert len(owner) == 8 and len(loader) == 2
+    assert [len(batch) for batch in owner.track(loader)] == [4, 4]
+    assert (len(owner), len(loader), owner.epoch) == (20, 5, 1)
+    assert len(list(owner.track(loader))) == len(loader) == 5
+
+
 @pytest.mark.parametrize("set_epoch", [True, False])
 @pytest.mark.parametrize("kind", ["map", "sampler", "iterable"])
 def test_a_plain_epoch_after_a_tracked_one_counts_by_itself(where: Where, kind: str,
@@ -125,6 +143,19 @@ def test_track_refuses_a_dataloader_of_another_batch_size(where: Where) -> None:
     tracked = batches.track(torch.utils.data.DataLoader(ds, batch_sampler=batches,
                                                         collate_fn=list))
     assert len(next(tracked)) == 4 and batches.state_dict()["samples"] == 4
+    # batch_size=None hands out one sample at a time: 8 of them saved 32 (each
+    # counted as a batch of 4), and a resume skipped 24 samples.
+    for owner, loader in ((stream, torch.utils.data.DataLoader(stream, batch_size=None)),
+                          (sampler, torch.utils.data.DataLoader(ds, sampler=sampler,
+                                                                batch_size=None))):
+        with pytest.raises(InvalidArgument, match=re.escape(
+                f"the DataLoader's batch_size is None (one sample at a time) but this "
+                f"{type(owner).__name__}'s is {owner.batch_size}")):
+            owner.track(loader)
+    single = IterableDataset.from_prefix(where.url("d/"), seed=0)
+    tracked = single.track(torch.utils.data.DataLoader(single, batch_size=None))
+    next(tracked), next(tracked)
+    assert single.state_dict()["samples"] == 2
 
 
 @pytest.mark.timeout(240)

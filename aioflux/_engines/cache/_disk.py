@@ -11,7 +11,10 @@ function for what it lacks, so it serves every backend. A lookup:
 3. fetches what it locked in one ``fetch`` call (the download planner
    composes and batches them), stores each entry (temp + rename, evicting
    least-recently-used entries beyond the limit) and unlocks. No fsync:
-   the crc32c check on read catches an entry a power loss left torn.
+   the crc32c check on read catches an entry a power loss left torn. Only
+   bytes of the version asked for are stored: checked against its crc32c
+   when known, else the fetch reads that version only (a fetch that could
+   not hands back :class:`Replaced`).
 
 The cache is an accelerator: a cache directory that cannot be read or
 written mid-run (disk full, EIO), or made on a full disk, costs a fetch and
@@ -39,10 +42,25 @@ from . import _files
 from ._files import CORRUPT, HEADER, Layout
 
 __all__ = ["DEFAULT_WAIT_LIMIT", "FIRST_POLL", "MAX_POLL", "CacheStats", "DiskCache", "Fetch",
-           "Unclaimable", "cache_from_args", "version_token"]
+           "Replaced", "Unclaimable", "cache_from_args", "version_token"]
 
 Data = bytes | bytearray
-Fetch = Callable[[list[ObjectInfo]], Awaitable[list[Data]]]
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """What a fetch hands back for an object it found replaced since it was
+    listed: the bytes there now, returned to the caller but never stored
+    under the version asked for.
+
+    Attributes:
+        data: the bytes read.
+    """
+
+    data: Data
+
+
+Fetch = Callable[[list[ObjectInfo]], Awaitable[Sequence[Data | Replaced]]]
 
 # Polling another process's fill: from 2 ms (a small object from a warm
 # emulator) doubling to 100 ms (a large object takes seconds anyway).
@@ -353,7 +371,7 @@ class DiskCache:
 
         Args:
             obj: the object (its version token and crc32c from a listing or stat).
-            fetch: downloads a list of objects.
+            fetch: downloads a list of objects (see :meth:`get_many`).
 
         Returns:
             Its bytes.
@@ -368,7 +386,10 @@ class DiskCache:
 
         Args:
             objects: the objects.
-            fetch: downloads a list of objects (the download planner).
+            fetch: downloads a list of objects (the download planner): each
+                of the version given, since an object without a crc32c is
+                stored as read; or, for one no longer that version,
+                :class:`Replaced` (returned, not stored).
 
         Returns:
             Their bytes, in order.
@@ -411,9 +432,14 @@ class DiskCache:
                 if fill:
                     self.stats.misses += len(mine)
                     datas = await fetch([objects[i] for i in fill])
+                    replaced: set[int] = set()
                     for i, data in zip(fill, datas, strict=True):
+                        if isinstance(data, Replaced):
+                            replaced.add(i)  # not the version the key names: unlocked below
+                            data = data.data
                         out[i] = data
-                    jobs = [(keys[i], objects[i], out[i], mine.pop(i)) for i in list(mine)]
+                    jobs = [(keys[i], objects[i], out[i], mine.pop(i)) for i in list(mine)
+                            if i not in replaced]
                     direct = []
                     if jobs:
                         await self._store_all(jobs)

@@ -4,19 +4,24 @@ The same interface as :class:`~aioflux._engines.download.Downloader`
 (``download``, ``download_many``, ``stream``, ``stats``), so the datasets
 and iterables use either: each lookup goes to the cache first and only the
 misses reach the planner, which still composes, batches or splits them.
+A miss listed without a crc32c is read pinned to its listed version instead
+(the planner reads what is there now), so that the cache never stores newer
+bytes of the same size under the listed version.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Iterator, Sequence
 from contextlib import aclosing
 
+from ..._core.errors import NotFound, PreconditionFailed
 from ..._core.store import ObjectStore
 from ..._core.types import ObjectInfo
+from ..._core.window import gather_bounded
 from ..._core.window import window as bounded
 from ..compose import MAX_COMPOSE_SOURCES, plan_batches
 from ..download import PLAN_CHUNK, Data, Downloader, DownloadOptions
-from ._disk import DiskCache
+from ._disk import DiskCache, Replaced
 
 __all__ = ["CachedDownloader"]
 
@@ -38,8 +43,54 @@ class CachedDownloader(Downloader):
         super().__init__(client, options)
         self.cache = cache
 
-    async def _fetch(self, objects: list[ObjectInfo]) -> list[Data]:
-        return await super().download_many(objects)
+    async def _fetch(self, objects: list[ObjectInfo]) -> list[Data | Replaced]:
+        # The cache checks a miss against its listed crc32c before storing
+        # it. One without (an S3 listing, a file another tool wrote) is read
+        # at its listed version: the planner's direct read returns what is
+        # there now, and newer bytes of the same size were stored under the
+        # listed version, served to every later epoch of the dataset. (The
+        # planner's ranged read of a large one pins its version already.)
+        threshold = self.options.ranged_threshold
+        pinned = [i for i, o in enumerate(objects) if o.crc32c is None and o.generation
+                  and not (threshold and o.size >= threshold)]
+        if not pinned:
+            return list(await super().download_many(objects))
+        rest = sorted(set(range(len(objects))).difference(pinned))
+        jobs = [self._pinned(objects[i]) for i in pinned]
+        if rest:
+            jobs.append(self._planned([objects[i] for i in rest]))
+        out: list[Data | Replaced] = [b""] * len(objects)
+        done = [data for datas in await gather_bounded(jobs) for data in datas]
+        for i, data in zip([*pinned, *rest], done, strict=True):
+            out[i] = data
+        return out
+
+    async def _planned(self, objects: list[ObjectInfo]) -> list[Data | Replaced]:
+        return list(await super().download_many(objects))
+
+    async def _pinned(self, obj: ObjectInfo) -> list[Data | Replaced]:
+        """``obj`` read at its listed generation; if it is no longer that
+        version, the bytes there now (as the planner reads them), marked
+        :class:`Replaced` so that the cache hands them out without storing them."""
+        try:
+            data = await self._read_at(obj, obj.generation)
+        except (NotFound, PreconditionFailed):
+            return [Replaced(await self._read_at(obj, None))]  # gone: NotFound again
+        return [data]
+
+    async def _read_at(self, obj: ObjectInfo, generation: int | None) -> bytes:
+        """The planner's direct read (its permits, its hedging), at ``generation``."""
+        def read() -> Awaitable[bytes]:
+            return self.client.read(obj.bucket, obj.name, generation=generation)
+
+        if self.options.hedge_after is None:
+            async with self._direct_gate.get():
+                data = await read()
+        else:
+            data = await self._hedger.run(read)
+        self.stats.direct += 1
+        self.stats.bytes += len(data)
+        return data
 
     async def download(self, obj: ObjectInfo) -> Data:
         """One object, from the cache or downloaded (ranged if large) and stored.
