@@ -47,7 +47,7 @@ from torch.futures import Future as TorchFuture
 
 from .._api.stores import AnyClient, store_for_url
 from .._api.sync import Client
-from .._core.errors import AiofluxError, InvalidArgument, InvalidURL, NotFound
+from .._core.errors import AiofluxError, InvalidArgument, InvalidURL, NotFound, StorageError
 from .._core.options import WriterOptions
 from .._core.portal import get_portal
 from .._core.store import Fetched, ObjectStore
@@ -108,6 +108,10 @@ class GcsFileSystem(FileSystemBase):
         # Data files written, by URL: their items' crc32c (GcsStorageWriter
         # takes each out once the save's results name its items).
         self.written: dict[str, Segments] = {}
+        # Why data files failed: DCP's writer threads past the first drop
+        # their exceptions (threading.excepthook), so GcsStorageWriter
+        # names them from here.
+        self.failures: list[BaseException] = []
 
     def locate(self, path: str | os.PathLike[str], *,
                require_object: bool = True) -> tuple[ObjectStore, StoreURL]:
@@ -149,8 +153,12 @@ class GcsFileSystem(FileSystemBase):
         store, (bucket, name) = self.locate(path)
         if "w" in mode:
             writer = RecordingWriter(store, bucket, name, options=self.writer_options)
-            with writer:  # aborts, publishing nothing, if the body raises
-                yield writer
+            try:
+                with writer:  # aborts, publishing nothing, if the body raises
+                    yield writer
+            except BaseException as exc:
+                self.failures.append(exc)
+                raise
             self.written[os.fspath(path)] = writer.segments  # for the items' crc32c
         elif "r" in mode:
             with ObjectReader(store, bucket, name) as reader:
@@ -390,9 +398,11 @@ class GcsStorageWriter(FileSystemWriter):
         Raises:
             StorageError: an object could not be written.
         """
+        fs: GcsFileSystem = self.fs  # type: ignore[assignment]
+        fs.failures.clear()
         with without_zip_crc32():
             written = super().write_data(plan, planner).wait()  # written before it returns
-        fs: GcsFileSystem = self.fs  # type: ignore[assignment]
+        _check_all_written(self.path, plan, written, fs.failures)
         files: dict[str, Segments | None] = {}
         results = []
         for result in written:
@@ -631,3 +641,28 @@ def _rank_of(storage: object) -> tuple[int | None, bool]:
     ``(None, True)`` on torch before rank-local saves (2.9), whose set-up
     sets neither."""
     return getattr(storage, "rank", None), getattr(storage, "use_collectives", True)
+
+
+def _check_all_written(root: str, plan: SavePlan, written: list[WriteResult],
+                       failures: list[BaseException]) -> None:
+    """Raise unless every item of ``plan`` has a write result.
+
+    DCP writes a rank's files from ``thread_count`` threads and gathers the
+    results; a file failing in any thread but the caller's ends that
+    thread with its exception unseen (torch prints it and goes on), so the
+    save returned normally and published metadata without those items.
+
+    Raises:
+        StorageError: items were not written (chained to the first failure
+            seen); the save fails, so no metadata is published.
+    """
+    done = {result.index for result in written}
+    missing = [item for item in plan.items if item.index not in done]
+    if not missing:
+        return
+    cause = failures[0] if failures else None
+    why = f": {cause}" if cause is not None else ""
+    raise StorageError(
+        f"save {root}: {len(missing)} of {len(plan.items)} items were not written (a data "
+        f"file failed in one of DCP's writer threads{why}); no metadata is published",
+        operation="save") from cause

@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import re
 import socket
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -111,7 +113,9 @@ def test_an_interrupted_resave_leaves_no_checkpoint_rather_than_a_mix(
 
     monkeypatch.setattr(GcsFileSystem, "create_stream", dies_at_the_second_file)
     new = {"a": torch.ones(1000), "b": torch.ones(1000)}
-    with pytest.raises(BaseException, match="preempted"):  # DCP's CheckpointException
+    # DCP's CheckpointException: the error itself where the caller's thread
+    # met it, else (another writer thread's) the items it left unwritten.
+    with pytest.raises(BaseException, match=r"preempted|1 of 2 items were not written"):
         dcp.save(new, storage_writer=GcsStorageWriter(root, client=where.client, thread_count=2))
     monkeypatch.setattr(GcsFileSystem, "create_stream", real)
     assert "again/__0_0.distcp" in where.names()  # the new first file did land
@@ -124,6 +128,32 @@ def test_an_interrupted_resave_leaves_no_checkpoint_rather_than_a_mix(
     got = {"a": torch.empty(1000), "b": torch.empty(1000)}
     dcp.load(got, storage_reader=GcsStorageReader(root, client=where.client))
     assert torch.equal(got["a"], new["a"]) and torch.equal(got["b"], new["b"])
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_data_file_failing_in_a_writer_thread_fails_the_save(
+        where: Where, monkeypatch: pytest.MonkeyPatch) -> None:
+    # DCP writes a rank's files from thread_count threads; an exception in
+    # any but the caller's thread ended that thread unseen: the save
+    # returned normally and published metadata without its items.
+    from aioflux.torch import _dcp_crc
+
+    real = _dcp_crc.RecordingWriter.write
+
+    def fails_off_the_main_thread(self: Any, data: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            raise ConnectionError("preempted in a writer thread")
+        return real(self, data)
+
+    monkeypatch.setattr(_dcp_crc.RecordingWriter, "write", fails_off_the_main_thread)
+    root = where.url("threads")
+    state = {"a": torch.ones(1000), "b": torch.ones(1000)}
+    with pytest.raises(BaseException, match=r"1 of 2 items were not written \(a data file "
+                                            r"failed in one of DCP's writer threads: preempted"):
+        dcp.save(state, storage_writer=GcsStorageWriter(root, client=where.client,
+                                                        thread_count=2))
+    assert not [n for n in where.names() if n.endswith("metadata")]
 
 
 @pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
