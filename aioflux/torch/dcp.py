@@ -402,7 +402,7 @@ class GcsStorageWriter(FileSystemWriter):
         fs.failures.clear()
         with without_zip_crc32():
             written = super().write_data(plan, planner).wait()  # written before it returns
-        _check_all_written(self.path, plan, written, fs.failures)
+        _check_all_written(os.fspath(self.path), plan, written, fs.failures)
         files: dict[str, Segments | None] = {}
         results = []
         for result in written:
