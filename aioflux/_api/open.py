@@ -68,6 +68,8 @@ class TextWriter(PublishOnExit, io.TextIOWrapper):
         newline: Python's ``newline`` of a written file.
     """
 
+    mode = "w"  # as Python's text file's (``aioflux.open`` sets the spelling given)
+
     def __init__(self, raw: PublishOnExit, *, encoding: str, errors: str | None,
                  newline: str | None) -> None:
         self._done = False
@@ -259,7 +261,8 @@ def open(
 
             raw = compress_writer(raw)
         if text:
-            return TextWriter(raw, encoding=encoding, errors=errors, newline=newline)
+            return _spelled(TextWriter(raw, encoding=encoding, errors=errors, newline=newline),
+                            mode)
         return raw  # type: ignore[no-any-return]
     # A read mode (checked above).
     if metadata is not None:
@@ -279,8 +282,16 @@ def open(
 
         raw = decompress_reader(raw)
     if text:
-        return io.TextIOWrapper(raw, encoding=encoding, errors=errors, newline=newline)
+        return _spelled(io.TextIOWrapper(raw, encoding=encoding, errors=errors,
+                                         newline=newline), mode)
     return raw  # type: ignore[no-any-return]
+
+
+def _spelled(file: io.TextIOWrapper, mode: str) -> io.TextIOWrapper:
+    """``file`` with its ``mode`` as given, as Python's ``open`` sets it on
+    a text file (its binary file's is ``"rb"`` or ``"wb"``)."""
+    file.mode = mode  # type: ignore[misc]  # read-only in typeshed's IO; open() sets it too
+    return file
 
 
 def _check_text_args(op: str, mode: str, encoding: object, errors: object,

@@ -74,7 +74,10 @@ class AsyncObjectWriter(WriterBase):
         Raises:
             InvalidArgument: the writer is closed, or ``data`` is not bytes-like.
             StorageError: a background part failed (the upload is aborted).
+            BridgeError: the writer was opened in the parent of this forked
+                process.
         """
+        self._refuse_if_forked()
         async with self._lock:
             return await self._write(data)
 
@@ -135,7 +138,10 @@ class AsyncObjectWriter(WriterBase):
         Raises:
             StorageError: the upload failed (aborted, nothing published).
             ChecksumMismatch: the stored crc32c differs from the written bytes'.
+            BridgeError: the writer was opened in the parent of this forked
+                process (its upload is the parent's to finish).
         """
+        self._refuse_if_forked()
         async with self._lock:
             return await self._close()
 
@@ -163,10 +169,13 @@ class AsyncObjectWriter(WriterBase):
 
     async def abort(self) -> None:
         """Discard everything written; nothing is published (nothing to do
-        once published)."""
+        once published; in a forked child, nothing but this copy: the
+        upload is the parent's)."""
         if self._published is not None:
             return
         self._done = True
+        if self._forked_copy():
+            return
         tasks = set(self._tasks)
         for task in tasks:
             task.cancel()

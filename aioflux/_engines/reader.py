@@ -35,6 +35,7 @@ from .._core.options import ReaderOptions
 from .._core.portal import get_portal
 from .._core.types import ObjectInfo
 from .._core.urls import format_url
+from .._core.validate import check_contiguous
 
 if TYPE_CHECKING:
     from .._core.store import ObjectStore
@@ -50,6 +51,10 @@ _GROWN = 1 << 20
 
 class ObjectReader(io.RawIOBase):
     """Blocking, seekable, read-only file object over ``gs://bucket/name``.
+
+    Its io methods are those of Python's ``open(path, "rb")`` (an
+    io.BufferedReader): ``peek``, ``read1`` and ``readinto1`` too, and a
+    ``mode`` of ``"rb"``, which gzip and others read to tell a file's way.
 
     Args:
         client: the store (driven on the portal loop).
@@ -72,6 +77,8 @@ class ObjectReader(io.RawIOBase):
         InvalidArgument: bad settings.
     """
 
+    mode = "rb"
+
     def __init__(self, client: ObjectStore, bucket: str, name: str, *,
                  options: ReaderOptions | None = None, info: ObjectInfo | None = None,
                  recent: bool = False, stat_beside: bool = False) -> None:
@@ -89,11 +96,8 @@ class ObjectReader(io.RawIOBase):
         # Where the last read ended: a read starting elsewhere follows a seek.
         self._last_end = 0
         self._recent = recent and info is not None
-        # The stat whose checksums the bytes read so far await (stat_beside).
-        self._stat: concurrent.futures.Future[ObjectInfo] | None = None
-        if stat_beside and info is not None:
-            self._stat = self._portal.submit(client.stat(bucket, name))
-        self._adopt(info or self._portal.call(client.stat(bucket, name)))
+        # Before the stat, which may fail (NotFound): the half-built reader's
+        # finalizer closes it, and close() needs these.
         self._blocks: dict[int, _Block] = {}
         # Reads, seeks and close from several threads go one at a time, as
         # on io.BufferedReader: unlocked, two reads took the same position
@@ -104,6 +108,11 @@ class ObjectReader(io.RawIOBase):
         # Set once the bytes read did not match: every later read raises it,
         # so a retry on this reader is never served the unchecked last block.
         self._corrupt: ChecksumMismatch | None = None
+        # The stat whose checksums the bytes read so far await (stat_beside).
+        self._stat: concurrent.futures.Future[ObjectInfo] | None = None
+        if stat_beside and info is not None:
+            self._stat = self._portal.submit(client.stat(bucket, name))
+        self._adopt(info or self._portal.call(client.stat(bucket, name)))
 
     def _adopt(self, info: ObjectInfo) -> None:
         """Read the version ``info`` names (at open, or after a stale one)."""
@@ -219,15 +228,19 @@ class ObjectReader(io.RawIOBase):
         else:
             return
         self._crc_next += 1
-        if self._crc_next * self.block_size < self.size:
-            return
+        if self._crc_next * self.block_size >= self.size:
+            self._check_whole()
+
+    def _check_whole(self) -> None:
+        """The bytes accounted are the whole object's: hold them to its
+        crc32c (or MD5)."""
         if self._md5 is not None:
             digest = base64.b64encode(self._md5.digest()).decode()
             if digest != self.info.md5:
                 self._corrupt = ChecksumMismatch(
                     f"read {self.url} failed: MD5 {digest} of the bytes read != "
                     f"{self.info.md5}", operation="read", bucket=self.bucket, name=self.name)
-        elif self._crc != self.info.crc32c:
+        elif self._verify and self._crc != self.info.crc32c:
             self._corrupt = ChecksumMismatch(
                 f"read {self.url} failed: crc32c "
                 f"{encode_crc32c(self._crc)} of the bytes read != "
@@ -246,14 +259,68 @@ class ObjectReader(io.RawIOBase):
             Bytes read (0 at the end).
 
         Raises:
+            InvalidArgument: ``buffer`` is read-only (``bytes``).
             StorageError: a ranged GET failed after retries (reading there
                 again fetches anew).
             ChecksumMismatch: the object read front to back did not match its
                 crc32c or MD5 (then every later read raises it too).
             BridgeError: called on the event loop's own thread.
         """
+        out = self._writable(buffer)
         with self._reading():
-            return self._readinto(buffer)
+            return self._readinto(out)
+
+    def _writable(self, buffer: bytearray | memoryview) -> memoryview:
+        """``buffer`` as the bytes a read fills, checked before any request:
+        a long read fetches straight into it, and into a read-only one every
+        GET failed, and was retried, as a truncated body."""
+        view = memoryview(buffer)  # io's TypeError if it is no buffer at all
+        if view.readonly:
+            raise InvalidArgument(f"read {self.url}: readinto needs a writable buffer, got a "
+                                  f"read-only {type(buffer).__name__}")
+        check_contiguous(f"read {self.url}", "buffer", view)
+        return view.cast("B")
+
+    def _in_block(self, limit: int) -> int:
+        """How many of ``limit`` bytes (all if negative) the block holding
+        the position has from there: what one GET of io's ``read1`` gives."""
+        rest = self.block_size - self._pos % self.block_size
+        return rest if limit < 0 else min(limit, rest)
+
+    def peek(self, size: int = 0) -> bytes:
+        """As io.BufferedReader's: bytes from the position on (at least one
+        unless at the end; up to ``size`` or ``io.DEFAULT_BUFFER_SIZE``, within
+        the block holding the position), which stays where it is. Raises
+        as ``read``."""
+        most = max(operator.index(size), io.DEFAULT_BUFFER_SIZE)
+        with self._reading():
+            if self._corrupt is not None:
+                raise self._corrupt
+            self._confirm_end(1)
+            if self._pos >= self.size:
+                return b""
+            index = self._pos // self.block_size
+            # The block, held: the read that follows hands out these bytes.
+            data, crc = self._block(index)
+            if self._pos >= self.size:
+                return b""  # a recent info was stale: the current version ends before here
+            offset = self._pos - index * self.block_size
+            if offset == 0:
+                self._account(index, data, crc)
+            return bytes(memoryview(data)[offset:offset + most])
+
+    def read1(self, size: int | None = -1) -> bytes:
+        """As io.BufferedReader's: up to ``size`` bytes (the rest of the
+        block if negative or None) in at most one GET. Raises as ``read``."""
+        limit = -1 if size is None else operator.index(size)
+        with self._reading():
+            return self.read(self._in_block(limit))
+
+    def readinto1(self, buffer: bytearray | memoryview) -> int:
+        """As io.BufferedReader's: ``readinto`` in at most one GET."""
+        out = self._writable(buffer)
+        with self._reading():
+            return self._readinto(out[:self._in_block(len(out))])
 
     def _readinto(self, buffer: bytearray | memoryview) -> int:
         out = memoryview(buffer).cast("B")
@@ -357,9 +424,17 @@ class ObjectReader(io.RawIOBase):
 
     def _confirm_end(self, count: int) -> None:
         """Nothing read yet, and at or past the end a cache named: the store
-        says where the end is now (no block fetch would find out)."""
-        if self._recent and count != 0 and self._pos >= self.size:
+        says where the end is now (no block fetch would find out). An empty
+        object (no block to account) is held to its checksum here: a size
+        of 0 beside the crc32c of other bytes is not an empty object."""
+        if count == 0:
+            return
+        if self._recent and self._pos >= self.size:
             self._restat()
+        if self.size == 0:
+            self._settle()  # the checksums a stat beside gives, or its other version
+            if self.size == 0:
+                self._check_whole()
 
     def _exact(self, count: int) -> bytearray | None:
         """A small read away from where the last one ended, of bytes no
@@ -547,15 +622,17 @@ class ObjectReader(io.RawIOBase):
             The bytes (empty at the end).
 
         Raises:
+            TypeError: ``size`` is not an integer or None.
             StorageError: a ranged GET failed after retries, or the bytes
                 do not fit in memory.
             ChecksumMismatch: the object read front to back did not match
                 its crc32c or MD5.
         """
+        limit = -1 if size is None else operator.index(size)
         with self._reading():
-            self._confirm_end(-1 if size is None else size)
+            self._confirm_end(limit)
             remaining = max(self.size - self._pos, 0)
-            n = remaining if size is None or size < 0 else min(size, remaining)
+            n = remaining if limit < 0 else min(limit, remaining)
             if n < _GROWN:
                 buf = bytearray(n)
                 got = self._readinto(buf)  # already under _reading()
@@ -608,6 +685,8 @@ class ObjectReader(io.RawIOBase):
                 raise self._corrupt
             if not (self._verify or self._md5 is not None):
                 return
+            if self.size == 0:
+                self._confirm_end(-1)  # no block to account: see there
             try:
                 while self._crc_next * self.block_size < self.size:
                     index = self._crc_next

@@ -384,6 +384,9 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
         InvalidArgument: bad settings.
     """
 
+    #: As Python's ``open(path, "wb")``: gzip and others read a file's way from it.
+    mode = "wb"
+
     def _init_flow(self, max_in_flight: int) -> None:
         self._track()
         self._portal = get_portal()

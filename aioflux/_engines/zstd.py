@@ -57,6 +57,8 @@ class ZstdWriter(PublishOnExit, io.BufferedIOBase):
         threads: compression threads (-1: one per core).
     """
 
+    mode = "wb"  # as the plain writer's
+
     def __init__(self, raw: Any, *, level: int = DEFAULT_LEVEL, threads: int = -1) -> None:
         super().__init__()
         self.raw = raw
@@ -96,7 +98,7 @@ class ZstdWriter(PublishOnExit, io.BufferedIOBase):
                 plain writer: zstandard's own TypeError names neither).
         """
         if self._done:
-            raise InvalidArgument("write to a closed zstd writer")
+            raise InvalidArgument(f"write to closed writer {self._url}")
         n = int(self._z.write(byte_view(self._url, data)))
         self._written += n
         return n
@@ -207,6 +209,8 @@ def decompress_seekable(raw: Any) -> IO[bytes]:
 class _Decompressed(io.RawIOBase):
     """zstandard's stream reader, with its errors typed and a stream that
     stops short of a frame's end refused."""
+
+    mode = "rb"  # as the plain reader's
 
     def __init__(self, raw: Any, read_size: int = zstandard.DECOMPRESSION_RECOMMENDED_INPUT_SIZE
                  ) -> None:

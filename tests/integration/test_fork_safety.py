@@ -7,6 +7,7 @@ the child's garbage collector aborted it, hung the worker."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import sys
@@ -17,8 +18,9 @@ import warnings
 import pytest
 
 import aioflux
-from aioflux import BridgeError, Client, ReaderOptions, WriterOptions
+from aioflux import AsyncClient, BridgeError, Client, ReaderOptions, WriterOptions
 from aioflux._core.portal import get_portal
+from aioflux._engines.async_writer import AsyncObjectWriter
 from tests.forking import in_fork
 
 MiB = 1 << 20
@@ -68,6 +70,30 @@ def test_a_child_never_aborts_nor_continues_the_parents_upload(sync_client: Clie
         in_fork(child)
         writer.write(data[6 * MiB:])
     assert sync_client.read(bucket, "parent") == data
+
+
+async def test_a_child_never_aborts_nor_continues_the_parents_async_upload(
+        client: AsyncClient, bucket: str) -> None:
+    # As ObjectWriter: the child's copy of an async writer refuses. It used
+    # to send its part to the parent's upload (then hang in close()).
+    data = os.urandom(7 * MiB)
+    writer = AsyncObjectWriter(client, bucket, "parent", options=WriterOptions(part_size=5 * MiB))
+    await writer.write(data[:6 * MiB])
+
+    def child() -> None:
+        async def use() -> None:
+            with pytest.raises(BridgeError, match="forked child"):
+                await writer.write(b"more")
+            with pytest.raises(BridgeError, match="forked child"):
+                await writer.close()
+            await writer.abort()  # the child's copy only
+
+        asyncio.run(use())
+
+    in_fork(child, timeout=15)
+    await writer.write(data[6 * MiB:])
+    info = await writer.close()
+    assert info.size == len(data) and await client.read(bucket, "parent") == data
 
 
 @pytest.mark.parametrize("scheme", ["gs", "file"])

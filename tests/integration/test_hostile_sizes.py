@@ -201,6 +201,24 @@ def test_object_reader_of_a_listed_claim(liar: Liar) -> None:
     assert peak < BOUND, peak >> 20
 
 
+def test_an_object_claimed_empty_is_held_to_its_checksum(liar: Liar) -> None:
+    # A HEAD (resource) of 0 bytes whose crc32c (MD5 ETag) is the real 10
+    # bytes': with no block to read, the reader handed out b"" unchecked.
+    _, _, store = liar(0)
+    url = f"{store.features.scheme}://bkt/{NAME}"
+    with aioflux.open(url, "rb", client=store, reader=READER) as f:
+        assert isinstance(f, ObjectReader) and f.size == 0
+        for read in (f.read, f.readline, lambda: f.readinto(bytearray(4)), f.verify):
+            with pytest.raises(ChecksumMismatch, match=url):
+                read()
+    # A listing's claim (S3's has no checksum), with the stat beside it.
+    listed = _listed(store)[0]
+    with ObjectReader(store, "bkt", NAME, options=READER, info=listed,
+                      stat_beside=listed.crc32c is None) as reader:
+        with pytest.raises(ChecksumMismatch, match=url):
+            reader.read()
+
+
 @pytest.mark.parametrize("declared", [LIE, ABSURD], ids=["512MiB", "2**60"])
 def test_download_many_allocates_one_wave_not_the_claim(liar: Liar, declared: int) -> None:
     server, _, store = liar(declared)

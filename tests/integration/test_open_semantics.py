@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import gzip
 import io
 import os
 import threading
+import warnings
 from pathlib import Path
 
 import google_crc32c
@@ -20,6 +22,7 @@ from aioflux import (
     ChecksumMismatch,
     Client,
     ClientConfig,
+    InvalidArgument,
     ReaderOptions,
     RetryPolicy,
     ServerError,
@@ -227,3 +230,115 @@ def test_reading_a_whole_object_peaks_at_its_size(scheme: str, sync_client: Clie
     assert got == data
     # The bytes returned plus a few blocks, not a second copy of them.
     assert peak < size + (4 << 20), peak
+
+
+@pytest.mark.parametrize("scheme", ["gs", "file"])
+def test_readinto_a_read_only_buffer_is_refused_before_any_request(
+        scheme: str, tmp_path: Path, sync_client: Client, bucket: str,
+        emulator: Emulator) -> None:
+    data = os.urandom(300 * KiB)
+    url = f"gs://{bucket}/o" if scheme == "gs" else f"file://{tmp_path}/o"
+    client = sync_client if scheme == "gs" else None
+    with aioflux.open(url, "wb", client=client) as w:
+        w.write(data)
+    with aioflux.open(url, "rb", client=client,
+                      reader=ReaderOptions(block_size=64 * KiB, read_ahead=2)) as f:
+        before = sum(emulator.stats.values())
+        # A long read goes straight into the buffer: into a read-only one,
+        # every GET failed and was retried (gs: a TransportError after 8
+        # attempts, each a "Fatal error on transport"; files: a BufferError).
+        for target in (bytes(200 * KiB), memoryview(bytes(10)), bytes(10)):
+            with pytest.raises(InvalidArgument, match=f"read {url}: .*read-only"):
+                f.readinto(target)
+        assert sum(emulator.stats.values()) == before
+        assert f.tell() == 0 and f.read() == data
+
+
+def test_files_say_their_mode_as_pythons_do(tmp_path: Path) -> None:
+    path = tmp_path / "a"
+    path.write_bytes(b"abc")
+    (tmp_path / "python").write_bytes(b"abc")
+    for mode in ("rb", "br", "wb", "bw", "r", "rt", "w", "wt"):
+        with open(tmp_path / "python", mode) as python, aioflux.open(path, mode) as f:
+            assert f.mode == python.mode, mode
+    with aioflux.open(path, "wb", compression="zstd") as f:
+        assert f.mode == "wb"
+    with aioflux.open(path, "rb", compression="zstd") as f:
+        assert f.mode == "rb"
+    # gzip (as soundfile, tarfile) reads a file's mode: without one it took
+    # the writer for a file to read ("write() on read-only GzipFile object").
+    with aioflux.open(path, "wb") as raw, warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # gzip's: "specify the mode"
+        with gzip.GzipFile(fileobj=raw) as g:
+            g.write(b"compressed")
+    assert gzip.decompress(path.read_bytes()) == b"compressed"
+
+
+@pytest.mark.parametrize("scheme", ["gs", "file"])
+def test_peek_read1_and_readinto1_as_a_buffered_reader(scheme: str, tmp_path: Path,
+                                                       sync_client: Client,
+                                                       bucket: str) -> None:
+    data = os.urandom(100 * KiB + 7)
+    url = f"gs://{bucket}/o" if scheme == "gs" else str(tmp_path / "o")
+    client = sync_client if scheme == "gs" else None
+    with aioflux.open(url, "wb", client=client) as w:
+        w.write(data)
+    size = len(data)
+    with aioflux.open(url, "rb", client=client,
+                      reader=ReaderOptions(block_size=16 * KiB, read_ahead=2)) as f:
+        for pos in (0, 1, 16 * KiB - 1, 16 * KiB, 50_000, size - 1, size, size + 5):
+            f.seek(pos)
+            peeked = f.peek()
+            assert f.tell() == pos
+            assert peeked == data[pos:pos + len(peeked)] and bool(peeked) == (pos < size)
+            got = f.read1(10)
+            assert got == data[pos:pos + len(got)] and bool(got) == (pos < size)
+            assert f.tell() == pos + len(got)
+            buf = bytearray(20 * KiB)
+            n = f.readinto1(buf)
+            assert bytes(buf[:n]) == data[pos + len(got):pos + len(got) + n]
+            assert f.tell() == pos + len(got) + n
+            assert f.read1(0) == b"" and f.tell() == pos + len(got) + n
+        f.seek(0)
+        pieces = []
+        while piece := f.read1():
+            pieces.append(piece)
+        assert b"".join(pieces) == data
+    with aioflux.open(url, "rb", client=client) as f:
+        f.close()
+        for use in (f.peek, f.read1, lambda: f.readinto1(bytearray(1))):
+            with pytest.raises(ValueError):
+                use()
+
+
+def test_read1_front_to_back_is_still_checked(sync_client: Client, bucket: str,
+                                              emulator: Emulator) -> None:
+    good = os.urandom(250 * KiB)
+    bad = good[:-100] + bytes(b ^ 0xFF for b in good[-100:])
+    emulator.store.put(bucket, "o", bad, crc32c=google_crc32c.value(good))
+    options = ReaderOptions(block_size=100 * KiB, read_ahead=1)
+    for step in ("peek", "read1", "readinto1"):
+        with aioflux.open(f"gs://{bucket}/o", "rb", client=sync_client, reader=options) as f:
+            with pytest.raises(ChecksumMismatch, match=f"gs://{bucket}/o"):
+                while True:
+                    if step == "peek":
+                        piece = f.peek()
+                        f.seek(len(piece), os.SEEK_CUR)
+                    elif step == "read1":
+                        piece = f.read1()
+                    else:
+                        piece = bytes(7 * KiB)[:f.readinto1(bytearray(7 * KiB))]
+                    assert piece, "the corrupt object read to its end unchecked"
+
+
+def test_read_takes_integers_only(tmp_path: Path) -> None:
+    path = tmp_path / "a"
+    path.write_bytes(b"abcdef")
+    with aioflux.open(path, "rb") as f:
+        for size in (1.5, "2"):
+            for pos in (0, 10):  # at the end too, where 1.5 read b"" in silence
+                f.seek(pos)
+                with pytest.raises(TypeError):
+                    f.read(size)  # type: ignore[arg-type]
+        f.seek(0)
+        assert f.read(True) == b"a" and f.read(None) == b"bcdef"

@@ -127,3 +127,11 @@ def test_a_large_stream_is_decompressed_to_a_temporary_file_not_memory(
     with decompress_seekable(io.BytesIO(tiny)) as small:
         assert not small._rolled  # type: ignore[attr-defined]
         assert small.read() == b"tiny"
+
+
+def test_a_write_after_close_names_the_object(tmp_path: Path) -> None:
+    f = aioflux.open(tmp_path / "a.zst", "wb", compression="zstd")
+    f.write(b"abc")
+    f.close()
+    with pytest.raises(aioflux.InvalidArgument, match=f"write to closed writer file://{tmp_path}"):
+        f.write(b"more")
