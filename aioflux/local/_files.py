@@ -116,11 +116,21 @@ def _recorded_crc(fd_or_path: int | str, st: os.stat_result) -> int | None:
     return int(value) if size == st.st_size and mtime_ns == st.st_mtime_ns else None
 
 
+def generation_of(st: os.stat_result) -> int:
+    """A file's generation: its modification time in nanoseconds. One at or
+    before the epoch (``touch -d @0``, archives that keep such times) maps
+    to ``2**63 - 1 + mtime``: 0 means "no version" to every caller (reads
+    went unpinned, ``if_generation_match=0`` meant "must not exist"), and
+    generations are never negative."""
+    mtime = st.st_mtime_ns
+    return mtime if mtime > 0 else 2**63 - 1 + mtime
+
+
 def _object(bucket: str, name: str, st: os.stat_result, crc: int | None) -> ObjectInfo:
     # ``updated`` in the JSON API's form (RFC 3339, UTC, microseconds).
     seconds, nanos = divmod(st.st_mtime_ns, 1_000_000_000)
     updated = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{nanos // 1000:06d}Z"
-    return ObjectInfo(bucket, name, st.st_size, st.st_mtime_ns, crc, updated=updated,
+    return ObjectInfo(bucket, name, st.st_size, generation_of(st), crc, updated=updated,
                       scheme="file")
 
 
@@ -299,9 +309,9 @@ def read_file(bucket: str, name: str, start: int, end: int | None, into: memoryv
     # name, not the content this read sees.
     fd, st = _open_file("read", bucket, name)
     try:
-        if generation is not None and st.st_mtime_ns != generation:
+        if generation is not None and generation_of(st) != generation:
             raise NotFound(f"{where} failed: generation {generation} is gone (now "
-                           f"{st.st_mtime_ns})", operation="read", bucket=bucket, name=name)
+                           f"{generation_of(st)})", operation="read", bucket=bucket, name=name)
         if size is not None and size != st.st_size:
             raise ChecksumMismatch(f"{where} failed: {st.st_size} bytes, expected {size}",
                                    operation="read", bucket=bucket, name=name)
@@ -564,7 +574,7 @@ def _lock_current(path: str) -> int | None:
 
 def _check_generation(op: str, bucket: str, name: str, path: str, wanted: int) -> None:
     try:
-        current = os.stat(path).st_mtime_ns
+        current = generation_of(os.stat(path))
     except FileNotFoundError:
         current = 0
     if current != wanted:
@@ -663,7 +673,7 @@ def delete_file(bucket: str, name: str, generation: int | None,
         st = os.stat(path)
         if not (stat_mod.S_ISREG(st.st_mode) or os.path.islink(path)):
             raise _not_a_file("delete", bucket, name)
-        if generation is not None and st.st_mtime_ns != generation:
+        if generation is not None and generation_of(st) != generation:
             raise NotFound(f"{describe('delete', bucket, name, 'file')} failed: generation "
                            f"{generation} is gone", operation="delete", bucket=bucket,
                            name=name)

@@ -19,8 +19,9 @@ A name is a plain relative path below it: every method refuses ``..``,
   to, so reads of the whole file are checked as on GCS. A file written by
   anything else (or on a filesystem without user xattrs) has no crc32c:
   its length is still checked.
-- ``generation`` is the file's modification time in nanoseconds: it changes
-  on every write, ``if_generation_match`` compares it (``0``: the file must
+- ``generation`` is the file's modification time in nanoseconds (one at or
+  before the epoch maps to ``2**63 - 1 + mtime``: 0 means "no version"): it
+  changes on every write, ``if_generation_match`` compares it (``0``: the file must
   not exist, enforced atomically with a hard link), and ``generation=`` on
   a read or delete pins it. A check against a nonzero generation and the
   rename or unlink that follows are made one step by an ``flock`` on the

@@ -1116,3 +1116,23 @@ async def test_stats_count_the_filesystem_calls(space: Space) -> None:
     assert stats.latency["write"].count == 1 and stats.latency["read"].count == 2
     assert stats.bytes_received == 1000 and stats.failures == 1
     assert stats.requests >= 3
+
+
+async def test_a_file_of_the_epoch_has_a_version_to_pin(space: Space) -> None:
+    # A file modified at the epoch (touch -d @0) had generation 0, "no
+    # version" to every caller: its reads went unpinned (a rewrite during a
+    # read mixed old and new bytes) and if_generation_match=0 meant "must
+    # not exist".
+    await space.store.write(space.bucket, space.n("old"), b"first")
+    os.utime(space.root / "old", ns=(0, 0))
+    info = await space.store.stat(space.bucket, space.n("old"))
+    assert info.generation and info.generation > 0
+    assert [o.generation async for o in space.store.list_objects(
+        space.bucket, space.n("old"))] == [info.generation]
+    assert await space.store.read(space.bucket, space.n("old"),
+                                  generation=info.generation) == b"first"
+    replaced = await space.store.write(space.bucket, space.n("old"), b"second",
+                                       if_generation_match=info.generation)
+    assert replaced.generation != info.generation
+    with pytest.raises(NotFound):
+        await space.store.read(space.bucket, space.n("old"), generation=info.generation)
