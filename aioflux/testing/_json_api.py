@@ -20,6 +20,7 @@ from aioflux.testing._rope import Rope
 from aioflux.testing._runtime import Runtime, parse_range
 from aioflux.testing._store import ObjectRecord
 from aioflux.testing._util import (
+    check_object_name,
     json_response,
     media_headers,
     parse_fields,
@@ -245,6 +246,7 @@ async def _compose(
 ) -> web.StreamResponse:
     rt.admit("compose")
     await rt.first_byte_delay()
+    check_object_name(name)
     doc = await _read_json(rt, request)
     sources = doc.get("sourceObjects") or []
     if not isinstance(sources, list) or not sources:
@@ -290,6 +292,7 @@ async def _move(rt: Runtime, request: web.BaseRequest, bucket: str, src: str,
     if src == dst:
         # Replacing the source by itself and then deleting it would lose it.
         raise err.invalid("Source and destination object names must be different.")
+    check_object_name(dst)
     q = request.query
     rec = rt.store.get(bucket, src)
     preconditions_from(q, "ifSource").check(rec)
@@ -311,6 +314,7 @@ async def _rewrite(
 ) -> web.StreamResponse:
     rt.admit("rewrite" if rewrite else "copy")
     await rt.first_byte_delay()
+    check_object_name(dst[1])
     q = request.query
     doc = await _read_json(rt, request)
     rec = rt.store.get(*src, generation=query_int(q, "sourceGeneration"))

@@ -18,13 +18,17 @@ from aioflux.testing import _errors as err
 from aioflux.testing._runtime import Runtime
 from aioflux.testing._store import ObjectRecord, ResumableSession
 from aioflux.testing._util import (
+    check_object_name,
     json_response,
     parse_goog_hash,
     preconditions_from,
     verify_hashes,
 )
 
-__all__ = ["handle_upload"]
+__all__ = ["CHUNK_GRANULARITY", "handle_upload"]
+
+CHUNK_GRANULARITY = 256 * 1024
+"""Every resumable chunk but the final one is a multiple of this (GCS's rule)."""
 
 
 async def handle_upload(rt: Runtime, request: web.BaseRequest, bucket: str) -> web.StreamResponse:
@@ -63,6 +67,7 @@ async def handle_upload(rt: Runtime, request: web.BaseRequest, bucket: str) -> w
     name = q.get("name") or meta.get("name")
     if not name:
         raise err.ApiError(400, "required", "Required")
+    check_object_name(name)
     rt.store.bucket(bucket)
     crc = google_crc32c.value(data)
     sent = parse_goog_hash(request.headers.get("x-goog-hash"))
@@ -122,6 +127,7 @@ async def _start_resumable(
     name = q.get("name") or meta.get("name")
     if not name:
         raise err.ApiError(400, "required", "Required")
+    check_object_name(name)
     store = rt.store
     pre = preconditions_from(q)
     pre.check(store.bucket(bucket).objects.get(name))
@@ -196,27 +202,61 @@ async def _session_request(
     else:
         start, end, total = _parse_content_range(header)
     if start is not None and end is not None:
-        if end - start != len(data):
-            raise err.invalid("Content-Range does not match the request body length")
-        if start > session.committed:
-            return _incomplete(session)  # a gap: tell the client what we hold
-        if end > session.committed:
-            skip = session.committed - start
-            session.chunks.append(data[skip:] if skip else data)
-            session.committed = end
+        _take_chunk(session, data, start, end, total)
     if total is None or session.committed < total:
         return _incomplete(session)
     if session.committed > total:
         raise err.invalid("Upload is larger than the declared total size")
-    return json_response(_finish(rt, session).to_json(rt.base_url))
+    # The request that completes the upload may carry the whole object's
+    # hashes (X-Goog-Hash); GCS checks them as it checks those of the metadata.
+    sent = parse_goog_hash(request.headers.get("x-goog-hash"))
+    return json_response(_finish(rt, session, sent).to_json(rt.base_url))
 
 
-def _finish(rt: Runtime, session: ResumableSession) -> ObjectRecord:
+def _take_chunk(session: ResumableSession, data: bytes, start: int, end: int,
+                total: int | None) -> None:
+    """Persist what GCS would of the chunk ``[start, end)``.
+
+    Every chunk but the final one (the one reaching the declared total) is
+    at least 256 KiB, or GCS refuses it with 400; of a non-final chunk that
+    is not a multiple of 256 KiB, GCS persists only up to the last multiple
+    and says so in the 308's ``Range``: the client must resend the rest. A
+    chunk that starts past what the session holds is a 503 (the client
+    asks for the status and resends).
+
+    Raises:
+        ApiError: 400 (length mismatch, past the declared total, a short
+            non-final chunk) or 503 (a gap).
+    """
+    if end - start != len(data):
+        raise err.invalid("Content-Range does not match the request body length")
+    if total is not None and end > total:
+        raise err.invalid("Content-Range goes past the declared total size")
+    if start > session.committed:
+        raise err.ApiError(503, "backendError", f"Invalid request. The chunk starts at byte "
+                           f"{start}, past the {session.committed} bytes persisted.")
+    if total is None or end < total:
+        if len(data) < CHUNK_GRANULARITY:
+            raise err.invalid(
+                "Invalid request.  The number of bytes uploaded is required to be equal or "
+                f"greater than {CHUNK_GRANULARITY}, except for the final request (it's "
+                f"recommended to be the exact multiple of {CHUNK_GRANULARITY}).  The received "
+                f"request contained {len(data)} bytes, which does not meet this requirement.")
+        end -= end % CHUNK_GRANULARITY
+    if end > session.committed:
+        skip = session.committed - start
+        session.chunks.append(data[skip:end - start] if skip or end - start < len(data)
+                              else data)
+        session.committed = end
+
+
+def _finish(rt: Runtime, session: ResumableSession, sent: dict[str, str]) -> ObjectRecord:
     chunks = session.chunks
     data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     crc = google_crc32c.value(data)
     try:
-        md5 = verify_hashes(data, crc, session.expected_crc32c, session.expected_md5)
+        md5 = verify_hashes(data, crc, sent.get("crc32c"), sent.get("md5"))
+        md5 = verify_hashes(data, crc, session.expected_crc32c, session.expected_md5) or md5
         rec = rt.store.put(
             session.bucket,
             session.name,

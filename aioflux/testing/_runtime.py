@@ -271,12 +271,16 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
 
     Returns:
         ``(start, end_exclusive)``, or ``None`` to serve the whole object
-        (no header, a malformed or multi-range header, or an empty object).
+        (no header, a malformed or multi-range header, or a suffix range of
+        an empty object).
 
     Raises:
-        ApiError: 416 when the range starts past the end or asks for 0 bytes.
+        ApiError: 416 when the range starts at or past the end (on an empty
+            object every ``bytes=a-b`` does, as GCS and S3 answer: a client
+            reading an empty object with ``bytes=0-`` gets 416 there) or asks
+            for 0 bytes (``bytes=-0``).
     """
-    if not header or size == 0:
+    if not header:
         return None
     unit, _, spec = header.strip().partition("=")
     if unit.strip().lower() != "bytes" or "," in spec:
@@ -289,7 +293,8 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
             n = int(last)
             if n <= 0:
                 raise err.range_not_satisfiable(size)
-            return max(0, size - n), size
+            # RFC 9110: a non-zero suffix is satisfiable even on an empty object.
+            return (max(0, size - n), size) if size else None
         start = int(first)
         end = int(last) + 1 if last else max(size, start + 1)
     except ValueError:

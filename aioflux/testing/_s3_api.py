@@ -113,6 +113,8 @@ class S3Face:
         if not key:
             return await self._bucket(request, bucket)
         upload_id = q.get("uploadId")
+        if method in ("PUT", "POST") and len(key.encode("utf-8", "surrogatepass")) > 1024:
+            raise err.ApiError(400, "invalid", "Your key is too long", xml_code="KeyTooLongError")
         if method == "POST" and "uploads" in q:
             rt.admit("s3_initiate")
             return await create(st, request, bucket, key)

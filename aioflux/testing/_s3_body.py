@@ -23,19 +23,18 @@ from collections.abc import Mapping
 
 from aioflux.testing import _errors as err
 from aioflux.testing._rope import Buffer, Rope
-from aioflux.testing._store import b64_crc32c
 
-__all__ = ["CHECKSUM_HEADERS", "Decoded", "decode_body", "verify_checksums"]
+__all__ = [
+    "ALGORITHMS", "CHECKSUM_HEADERS", "Decoded", "checksum", "composite", "decode_body",
+    "sent_algorithm", "verify_checksums",
+]
 
-# The checksum headers S3 accepts; crc64nvme needs a library the emulator
-# does not depend on, so it is refused rather than accepted unchecked.
-CHECKSUM_HEADERS = (
-    "x-amz-checksum-crc32c",
-    "x-amz-checksum-crc32",
-    "x-amz-checksum-sha1",
-    "x-amz-checksum-sha256",
-    "x-amz-checksum-crc64nvme",
-)
+# The algorithms S3 accepts, by their x-amz-checksum-* header. CRC64NVME (S3's
+# default for an object written without a checksum) is computed with awscrt
+# (the s3 extra's, botocore[crt]'s) where it is installed; without it a value
+# sent is refused rather than accepted unchecked, and none is reported.
+ALGORITHMS = ("CRC32C", "CRC32", "SHA1", "SHA256", "CRC64NVME")
+CHECKSUM_HEADERS = tuple(f"x-amz-checksum-{a.lower()}" for a in ALGORITHMS)
 
 
 class Decoded:
@@ -134,18 +133,66 @@ def _unchunk(raw: bytes) -> tuple[Rope, dict[str, str]]:
     return Rope(pieces), trailers
 
 
-def _compute(name: str, data: Rope, crc32c: int | None) -> str:
-    if name == "x-amz-checksum-crc32c":
-        return b64_crc32c(data.crc32c() if crc32c is None else crc32c)
-    if name == "x-amz-checksum-crc32":
+def _crc64nvme(data: Rope) -> bytes | None:
+    try:
+        from awscrt import checksums
+    except ImportError:
+        return None
+    value = 0
+    for piece in data.pieces:
+        value = checksums.crc64nvme(bytes(piece), value)
+    return value.to_bytes(8, "big")
+
+
+def _digest(algorithm: str, data: Rope, crc32c: int | None = None) -> bytes | None:
+    """The raw checksum of ``data`` (None: CRC64NVME without awscrt)."""
+    if algorithm == "CRC32C":
+        return (data.crc32c() if crc32c is None else crc32c).to_bytes(4, "big")
+    if algorithm == "CRC32":
         value = 0
         for piece in data.pieces:
             value = zlib.crc32(piece, value)
-        return base64.b64encode(value.to_bytes(4, "big")).decode()
-    digest = hashlib.sha1() if name == "x-amz-checksum-sha1" else hashlib.sha256()
+        return value.to_bytes(4, "big")
+    if algorithm == "CRC64NVME":
+        return _crc64nvme(data)
+    digest = hashlib.sha1() if algorithm == "SHA1" else hashlib.sha256()
     for piece in data.pieces:
         digest.update(piece)
-    return base64.b64encode(digest.digest()).decode()
+    return digest.digest()
+
+
+def checksum(algorithm: str, data: Rope, crc32c: int | None = None) -> str | None:
+    """``data``'s checksum under ``algorithm`` (``CRC32C``...) in base64, as S3
+    reports it; None for CRC64NVME when awscrt is not installed.
+
+    Args:
+        crc32c: the payload's CRC32C if already computed.
+    """
+    raw = _digest(algorithm, data, crc32c)
+    return None if raw is None else base64.b64encode(raw).decode()
+
+
+def composite(algorithm: str, parts: list[Rope]) -> str | None:
+    """A COMPOSITE multipart checksum: the checksum of the parts' raw
+    checksums, then ``-N`` (None where a part's cannot be computed)."""
+    raws = [_digest(algorithm, part) for part in parts]
+    if any(raw is None for raw in raws):
+        return None
+    value = checksum(algorithm, Rope([raw for raw in raws if raw is not None]))
+    return None if value is None else f"{value}-{len(parts)}"
+
+
+def sent_algorithm(decoded: Decoded) -> str | None:
+    """The algorithm of the one checksum a request carries, or None.
+
+    Raises:
+        ApiError: 400 InvalidRequest for more than one, as S3 answers.
+    """
+    names = [name for name in decoded.checksums if name in CHECKSUM_HEADERS]
+    if len(names) > 1:
+        raise err.ApiError(400, "invalid", "Expecting a single x-amz-checksum- header. Multiple "
+                           "checksum Types are not allowed.", xml_code="InvalidRequest")
+    return names[0].removeprefix("x-amz-checksum-").upper() if names else None
 
 
 def verify_checksums(decoded: Decoded, *, content_md5: str | None,
@@ -162,13 +209,15 @@ def verify_checksums(decoded: Decoded, *, content_md5: str | None,
 
     Raises:
         ApiError: 400 BadDigest on a mismatch, 400 InvalidRequest for a value
-            that is not base64 of the algorithm's size or an unsupported one.
+            that is not base64 of the algorithm's size or an unsupported one,
+            400 InvalidDigest for a Content-MD5 that is not base64 of 16 bytes.
     """
     for name, sent in decoded.checksums.items():
-        if name not in CHECKSUM_HEADERS or name == "x-amz-checksum-crc64nvme":
+        want = (checksum(name.removeprefix("x-amz-checksum-").upper(), decoded.data, crc32c)
+                if name in CHECKSUM_HEADERS else None)
+        if want is None:
             raise err.ApiError(400, "invalid", f"{name} is not supported by this emulator",
                                xml_code="InvalidRequest")
-        want = _compute(name, decoded.data, crc32c)
         try:
             raw = base64.b64decode(sent, validate=True)
         except (binascii.Error, ValueError):
@@ -182,8 +231,15 @@ def verify_checksums(decoded: Decoded, *, content_md5: str | None,
                 400, "invalid", f"The {algo} you specified did not match the calculated "
                 f"checksum.", xml_code="BadDigest")
     if content_md5:
+        try:
+            sent_md5 = base64.b64decode(content_md5.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            sent_md5 = b""
+        if len(sent_md5) != 16:
+            raise err.ApiError(400, "invalid", "The Content-MD5 you specified was invalid.",
+                               xml_code="InvalidDigest")
         digest = decoded.data.md5()
-        if base64.b64encode(digest).decode() != content_md5.strip():
+        if digest != sent_md5:
             raise err.ApiError(400, "invalid",
                                "The Content-MD5 you specified did not match what we received.",
                                xml_code="BadDigest")

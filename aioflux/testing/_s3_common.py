@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import format_datetime, parsedate_to_datetime
-from urllib.parse import quote
+from urllib.parse import quote_plus
 from xml.sax.saxutils import escape
 
 from aiohttp import web
@@ -21,7 +21,9 @@ from aioflux.testing._store import ObjectRecord, Preconditions, Store
 __all__ = [
     "S3_NS",
     "S3State",
+    "StoredChecksum",
     "UploadChecksum",
+    "checksum_headers",
     "error_response",
     "http_date",
     "malformed_xml",
@@ -45,18 +47,39 @@ class UploadChecksum:
 
     Attributes:
         algorithm: ``x-amz-checksum-algorithm`` (``CRC32C``...), upper case, or None.
-        kind: ``x-amz-checksum-type``: ``COMPOSITE`` (S3's default for CRC32C)
-            or ``FULL_OBJECT``.
+        kind: ``x-amz-checksum-type``: ``COMPOSITE`` (S3's default for every
+            algorithm but CRC64NVME) or ``FULL_OBJECT``.
     """
 
     algorithm: str | None = None
     kind: str = "COMPOSITE"
 
 
+@dataclass(frozen=True)
+class StoredChecksum:
+    """The checksum S3 keeps with one object generation written through the S3 face.
+
+    Attributes:
+        generation: the generation it belongs to; valid only while that
+            generation is live (a later write replaces the record).
+        algorithm: ``CRC32C``, ``CRC32``, ``SHA1``, ``SHA256`` or ``CRC64NVME``
+            (what S3 computes for an object written without a checksum).
+        value: base64, ``-N`` ended for a COMPOSITE multipart one; None where
+            the emulator cannot compute it (CRC64NVME without awscrt).
+        kind: ``FULL_OBJECT`` or ``COMPOSITE``.
+    """
+
+    generation: int
+    algorithm: str
+    value: str | None
+    kind: str = "FULL_OBJECT"
+
+
 @dataclass
 class S3State:
     """The S3 face's view of one emulator: the shared runtime plus what S3
-    knows and GCS does not (the checksum each multipart upload asked for).
+    knows and GCS does not (the checksum each multipart upload asked for,
+    the checksum algorithm each object was written with).
 
     Attributes:
         rt: the runtime shared with the GCS APIs (store, profile, faults, stats).
@@ -65,33 +88,43 @@ class S3State:
         bucket_regions: bucket -> the LocationConstraint it was created with.
         uploads: upload id -> its checksum settings (uploads started through
             the GCS XML API have none and use the defaults).
-        composite: ``(bucket, key)`` -> ``(generation, "crc-N")`` for objects
-            completed from a COMPOSITE CRC32C multipart upload; valid only
-            while that generation is live (a later write replaces the record).
+        checksums: ``(bucket, key)`` -> the checksum of the object written
+            there through the S3 face (see :meth:`checksum_of`).
     """
 
     rt: Runtime
     region: str = "us-east-1"
     bucket_regions: dict[str, str] = field(default_factory=dict)
     uploads: dict[str, UploadChecksum] = field(default_factory=dict)
-    composite: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
+    checksums: dict[tuple[str, str], StoredChecksum] = field(default_factory=dict)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
 
     def region_of(self, bucket: str) -> str:
         """The region S3 reports for ``bucket``."""
         return self.bucket_regions.get(bucket, self.region)
 
-    def checksum_of(self, rec: ObjectRecord) -> tuple[str, str]:
-        """The object's S3 CRC32C and checksum type (``FULL_OBJECT`` / ``COMPOSITE``).
+    def checksum_of(self, rec: ObjectRecord) -> StoredChecksum:
+        """The object's S3 checksum.
 
-        S3 reports a COMPOSITE multipart upload's checksum as the checksum
-        of its parts' checksums with ``-N`` (clients do not validate a body
-        against it); every other object reports its whole-content CRC32C.
+        S3 keeps the checksum of the algorithm an object was written with
+        (CRC32 for botocore's default, CRC64NVME where none was sent, a
+        COMPOSITE one for a multipart upload of that type), and reports no
+        other: a reader asking for CRC32C gets none for those. An object
+        written through the GCS APIs reports its CRC32C (GCS keeps one for
+        every object).
         """
-        known = self.composite.get((rec.bucket, rec.name))
-        if known is not None and known[0] == rec.generation:
-            return known[1], "COMPOSITE"
-        return rec.crc32c_b64, "FULL_OBJECT"
+        known = self.checksums.get((rec.bucket, rec.name))
+        if known is not None and known.generation == rec.generation:
+            return known
+        return StoredChecksum(rec.generation, "CRC32C", rec.crc32c_b64)
+
+    def remember(self, rec: ObjectRecord, algorithm: str, value: str | None,
+                 kind: str = "FULL_OBJECT") -> StoredChecksum:
+        """Note the checksum of ``rec`` (call before the next await, so no
+        reader or lister sees the record without it)."""
+        stored = StoredChecksum(rec.generation, algorithm, value, kind)
+        self.checksums[(rec.bucket, rec.name)] = stored
+        return stored
 
     def request_id(self) -> str:
         """A fresh ``x-amz-request-id``."""
@@ -115,8 +148,13 @@ def xml_response(body: bytes, headers: Mapping[str, str] | None = None) -> web.R
 
 
 def maybe_url(value: str, encode: bool) -> str:
-    """A key or prefix as sent with ``encoding-type=url`` (else unchanged)."""
-    return quote(value, safe="/") if encode else value
+    """A key or prefix as sent with ``encoding-type=url`` (else unchanged).
+
+    S3 encodes as an HTML form does: a space is ``+`` (a literal ``+`` is
+    ``%2B``), so a client must decode with ``unquote_plus``; one decoding
+    with ``unquote`` reads "a+b" for "a b" on S3.
+    """
+    return quote_plus(value, safe="/") if encode else value
 
 
 def malformed_xml() -> err.ApiError:
@@ -170,6 +208,15 @@ def error_response(exc: err.ApiError, *, bucket: str, key: str, request_id: str,
 def http_date(rfc: str) -> str:
     """An RFC 3339 store timestamp as an HTTP date (``Last-Modified``)."""
     return format_datetime(datetime.fromisoformat(rfc.replace("Z", "+00:00")), usegmt=True)
+
+
+def checksum_headers(stored: StoredChecksum) -> dict[str, str]:
+    """``x-amz-checksum-<algorithm>`` and ``x-amz-checksum-type`` of a checksum
+    (none where its value is not known)."""
+    if stored.value is None:
+        return {}
+    return {f"x-amz-checksum-{stored.algorithm.lower()}": stored.value,
+            "x-amz-checksum-type": stored.kind}
 
 
 def object_headers(rec: ObjectRecord) -> dict[str, str]:

@@ -15,8 +15,9 @@ from xml.sax.saxutils import escape
 from aiohttp import web
 
 from aioflux.testing import _errors as err
+from aioflux.testing._s3_body import checksum as checksum_value
 from aioflux.testing._s3_common import S3State, UploadChecksum, maybe_url, xml_doc, xml_response
-from aioflux.testing._store import ObjectRecord, b64_crc32c
+from aioflux.testing._store import ObjectRecord
 from aioflux.testing._util import query_int
 
 __all__ = ["list_buckets", "list_objects", "list_parts", "list_uploads"]
@@ -24,13 +25,15 @@ __all__ = ["list_buckets", "list_objects", "list_parts", "list_uploads"]
 _MAX_KEYS = 1000
 
 
-def _contents(st: S3State, rec: ObjectRecord, encode: bool) -> bytes:
+def _contents(st: S3State | None, rec: ObjectRecord, encode: bool) -> bytes:
+    # An S3 listing names the algorithm an object was written with, never a value.
+    stored = st.checksum_of(rec) if st is not None else None
+    checksum = ("" if stored is None else f"<ChecksumAlgorithm>{stored.algorithm}"
+                f"</ChecksumAlgorithm><ChecksumType>{stored.kind}</ChecksumType>")
     return (
         f"<Contents><Key>{escape(maybe_url(rec.name, encode))}</Key>"
         f"<LastModified>{rec.updated}</LastModified>"
-        f"<ETag>&quot;{rec.etag}&quot;</ETag>"
-        f"<ChecksumAlgorithm>CRC32C</ChecksumAlgorithm>"
-        f"<ChecksumType>{st.checksum_of(rec)[1]}</ChecksumType>"
+        f"<ETag>&quot;{rec.etag}&quot;</ETag>{checksum}"
         f"<Size>{rec.size}</Size><StorageClass>STANDARD</StorageClass></Contents>"
     ).encode()
 
@@ -51,9 +54,15 @@ def _after(key: str) -> str:
     return key + "\x00"
 
 
-async def list_objects(st: S3State, request: web.BaseRequest, bucket: str) -> web.StreamResponse:
+async def list_objects(st: S3State, request: web.BaseRequest, bucket: str, *,
+                       checksums: bool = True) -> web.StreamResponse:
     """ListObjectsV2 (``list-type=2``) or V1: prefix, delimiter, start-after /
-    marker, continuation-token, max-keys, ``encoding-type=url``."""
+    marker, continuation-token, max-keys, ``encoding-type=url``.
+
+    Args:
+        checksums: name each object's checksum algorithm (S3's listing);
+            GCS's XML API lists none.
+    """
     rt = st.rt
     await rt.first_byte_delay()
     q = request.query
@@ -106,10 +115,12 @@ async def list_objects(st: S3State, request: web.BaseRequest, bucket: str) -> we
         # client continues from its last key.
         last = max([*(r.name for r in items[-1:]), *prefixes[-1:]])
         fields.append(("NextMarker", maybe_url(last, encode)))
-    cache_key = "s3-url" if encode else "s3"
-    # A record's checksum type is fixed when it is stored (complete() notes a
-    # composite before anything can list it), so the cached XML stays right.
-    body = b"".join(rec.encoded(cache_key, lambda r: _contents(st, r, encode))
+    cache_key = ("s3" if checksums else "gcs-xml") + ("-url" if encode else "")
+    lister = st if checksums else None
+    # A record's checksum is fixed when it is stored (every S3 write notes it
+    # before the next await, so before anything can list it): the cached XML
+    # stays right. GCS's XML listing, which names none, caches apart.
+    body = b"".join(rec.encoded(cache_key, lambda r: _contents(lister, r, encode))
                     for rec in items).decode()
     body += "".join(
         f"<CommonPrefixes><Prefix>{escape(maybe_url(p, encode))}</Prefix></CommonPrefixes>"
@@ -119,8 +130,8 @@ async def list_objects(st: S3State, request: web.BaseRequest, bucket: str) -> we
 
 def list_parts(st: S3State, request: web.BaseRequest, bucket: str, key: str,
                upload_id: str) -> web.StreamResponse:
-    """ListParts: part-number-marker, max-parts, each part's CRC32C when the
-    upload was created with that algorithm."""
+    """ListParts: part-number-marker, max-parts, each part's checksum under
+    the algorithm the upload was created with."""
     q = request.query
     up = st.store.multipart(bucket, key, upload_id)
     checksum = st.uploads.get(upload_id, UploadChecksum())
@@ -131,8 +142,9 @@ def list_parts(st: S3State, request: web.BaseRequest, bucket: str, key: str,
     entries = []
     for n in page:
         etag, data, modified = up.parts[n]
-        crc = (f"<ChecksumCRC32C>{b64_crc32c(data.crc32c())}</ChecksumCRC32C>"
-               if checksum.algorithm == "CRC32C" else "")
+        value = checksum_value(checksum.algorithm, data) if checksum.algorithm else None
+        crc = (f"<Checksum{checksum.algorithm}>{value}</Checksum{checksum.algorithm}>"
+               if value is not None else "")
         entries.append(f"<Part><PartNumber>{n}</PartNumber><LastModified>{modified}"
                        f"</LastModified><ETag>&quot;{etag}&quot;</ETag>{crc}"
                        f"<Size>{len(data)}</Size></Part>")

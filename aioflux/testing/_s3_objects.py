@@ -10,9 +10,16 @@ from aiohttp import web
 
 from aioflux.testing import _errors as err
 from aioflux.testing._runtime import parse_range
-from aioflux.testing._s3_body import decode_body, verify_checksums
+from aioflux.testing._s3_body import (
+    CHECKSUM_HEADERS,
+    checksum,
+    decode_body,
+    sent_algorithm,
+    verify_checksums,
+)
 from aioflux.testing._s3_common import (
     S3State,
+    checksum_headers,
     malformed_xml,
     object_headers,
     parse_xml,
@@ -22,7 +29,6 @@ from aioflux.testing._s3_common import (
     xml_doc,
     xml_response,
 )
-from aioflux.testing._store import ObjectRecord
 
 __all__ = [
     "copy_object", "copy_source", "delete_object", "delete_objects", "get_object", "put_object",
@@ -31,17 +37,13 @@ __all__ = [
 _MAX_DELETE = 1000
 
 
-def _checksum_headers(st: S3State, rec: ObjectRecord) -> dict[str, str]:
-    value, kind = st.checksum_of(rec)
-    return {"x-amz-checksum-crc32c": value, "x-amz-checksum-type": kind}
-
-
 async def get_object(st: S3State, request: web.BaseRequest, bucket: str,
                      key: str) -> web.StreamResponse:
     """GetObject / HeadObject: whole or one range, with conditions.
 
-    ``x-amz-checksum-mode: ENABLED`` adds ``x-amz-checksum-crc32c`` (and
-    ``x-amz-checksum-type``) to a whole-object answer; a ranged answer
+    ``x-amz-checksum-mode: ENABLED`` adds the object's checksum (that of
+    the algorithm it was written with, :meth:`S3State.checksum_of`) and
+    ``x-amz-checksum-type`` to a whole-object answer; a ranged answer
     carries none, as on S3 (a client validating a range against the
     object's checksum would fail).
     """
@@ -56,7 +58,7 @@ async def get_object(st: S3State, request: web.BaseRequest, bucket: str,
     rng = parse_range(request.headers.get("Range"), rec.size)
     if rng is None:
         if request.headers.get("x-amz-checksum-mode", "").upper() == "ENABLED":
-            headers.update(_checksum_headers(st, rec))
+            headers.update(checksum_headers(st.checksum_of(rec)))
         return await rt.send_body(request, rec.data, headers=headers,
                                   content_type=rec.content_type)
     start, end = rng
@@ -67,14 +69,23 @@ async def get_object(st: S3State, request: web.BaseRequest, bucket: str,
 
 async def put_object(st: S3State, request: web.BaseRequest, bucket: str,
                      key: str) -> web.StreamResponse:
-    """PutObject: checksums verified, ``If-None-Match: *`` / ``If-Match`` honoured."""
+    """PutObject: checksums verified, ``If-None-Match: *`` / ``If-Match`` honoured.
+
+    The object keeps the checksum it was sent with (one algorithm at most),
+    or CRC64NVME where none was, as S3 does since 2025: a later read asking
+    for its checksum gets that one, never a CRC32C it was not written with.
+    """
     rt = st.rt
     await rt.first_byte_delay()
     raw = await rt.read_pieces(request)
     st.store.bucket(bucket)
     decoded = decode_body(request.headers, raw)
+    algorithm = sent_algorithm(decoded) or "CRC64NVME"
     crc = decoded.data.crc32c()
     md5 = verify_checksums(decoded, content_md5=request.headers.get("Content-MD5"), crc32c=crc)
+    # A value sent was just verified: it is the data's.
+    value = (decoded.checksums.get(f"x-amz-checksum-{algorithm.lower()}")
+             or checksum(algorithm, decoded.data, crc))
     # No await from here to the write: the condition and the put are atomic.
     rec = st.store.put(
         bucket, key, decoded.data,
@@ -83,11 +94,8 @@ async def put_object(st: S3State, request: web.BaseRequest, bucket: str,
         preconditions=write_conditions(request, st.store, bucket, key),
         crc32c=crc, md5=md5,
     )  # fmt: skip
-    headers = {"ETag": f'"{rec.etag}"'}
-    # S3 echoes the checksums it verified.
-    headers.update(decoded.checksums)
-    if decoded.checksums:
-        headers["x-amz-checksum-type"] = "FULL_OBJECT"
+    # S3 echoes the checksum it verified (or computed).
+    headers = {"ETag": f'"{rec.etag}"', **checksum_headers(st.remember(rec, algorithm, value))}
     return web.Response(status=200, headers=headers)
 
 
@@ -121,6 +129,15 @@ async def copy_object(st: S3State, request: web.BaseRequest, bucket: str,
             "object to itself without changing the object's metadata, storage class, website "
             "redirect location or encryption attributes.", xml_code="InvalidRequest")
     st.store.bucket(bucket)
+    # The copy keeps the source's algorithm unless the request names another;
+    # its checksum is of the whole copy (a COMPOSITE source's is not).
+    algorithm = (request.headers.get("x-amz-checksum-algorithm", "").upper()
+                 or st.checksum_of(src).algorithm)
+    if f"x-amz-checksum-{algorithm.lower()}" not in CHECKSUM_HEADERS:
+        raise err.ApiError(400, "invalid", "Checksum algorithm provided is unsupported. "
+                           "Please try again with any of the valid types: [CRC32, CRC32C, "
+                           "CRC64NVME, SHA1, SHA256]", xml_code="InvalidRequest")
+    value = checksum(algorithm, src.data, src.crc32c)
     rec = st.store.put(
         bucket, key, src.data,
         content_type=request.headers.get("Content-Type") if replace else src.content_type,
@@ -129,10 +146,11 @@ async def copy_object(st: S3State, request: web.BaseRequest, bucket: str,
         crc32c=src.crc32c, md5=src.md5, with_md5=src.md5 is not None,
         component_count=src.component_count, etag=src.etag,
     )  # fmt: skip
-    body = xml_doc("CopyObjectResult", [
-        ("LastModified", rec.updated), ("ETag", f'"{rec.etag}"'),
-        ("ChecksumCRC32C", rec.crc32c_b64), ("ChecksumType", "FULL_OBJECT")])
-    return xml_response(body)
+    stored = st.remember(rec, algorithm, value)
+    fields = [("LastModified", rec.updated), ("ETag", f'"{rec.etag}"')]
+    if stored.value is not None:
+        fields += [(f"Checksum{algorithm}", stored.value), ("ChecksumType", stored.kind)]
+    return xml_response(xml_doc("CopyObjectResult", fields))
 
 
 async def delete_object(st: S3State, request: web.BaseRequest, bucket: str,
@@ -153,12 +171,20 @@ async def delete_object(st: S3State, request: web.BaseRequest, bucket: str,
 
 async def delete_objects(st: S3State, request: web.BaseRequest,
                          bucket: str) -> web.StreamResponse:
-    """DeleteObjects (``POST /bucket?delete``): up to 1000 keys, ``Quiet`` honoured."""
+    """DeleteObjects (``POST /bucket?delete``): up to 1000 keys, ``Quiet`` honoured.
+
+    S3 refuses a request without a checksum of its body (``Content-MD5`` or
+    an ``x-amz-checksum-*``) with 400 InvalidRequest.
+    """
     rt = st.rt
     await rt.first_byte_delay()
     raw = await rt.read_pieces(request)
     decoded = decode_body(request.headers, raw)
-    verify_checksums(decoded, content_md5=request.headers.get("Content-MD5"))
+    content_md5 = request.headers.get("Content-MD5")
+    if not content_md5 and not any(name in CHECKSUM_HEADERS for name in decoded.checksums):
+        raise err.ApiError(400, "invalid", "Missing required header for this request: "
+                           "Content-Md5.", xml_code="InvalidRequest")
+    verify_checksums(decoded, content_md5=content_md5)
     root = parse_xml(bytes(decoded.data))
     quiet = False
     keys: list[str] = []

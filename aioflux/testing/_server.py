@@ -53,7 +53,8 @@ class Emulator:
     requests per operation (``list``, ``get_media``, ``get_metadata``,
     ``upload``, ``resumable_start``, ``resumable_put``, ``compose``,
     ``rewrite``, ``copy``, ``delete``, ``patch``, ``xml_get``, ``xml_put``,
-    ``xml_initiate``, ``xml_put_part``, ``xml_complete``, ``xml_abort``...),
+    ``xml_list``, ``xml_initiate``, ``xml_put_part``, ``xml_complete``,
+    ``xml_abort``...),
     ``requests`` in total, and faults: ``injected_429``, ``injected_503``,
     ``throttled`` (QPS cap), ``resets``, ``stalls``, ``tail_delays`` (the
     profile's heavy tail). S3 requests count as ``s3_get``, ``s3_head``,

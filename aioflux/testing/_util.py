@@ -14,6 +14,7 @@ from aioflux.testing._rope import Rope
 from aioflux.testing._store import ObjectRecord, Preconditions, b64_crc32c, b64_md5
 
 __all__ = [
+    "check_object_name",
     "json_response",
     "media_headers",
     "parse_fields",
@@ -35,6 +36,29 @@ def json_response(doc: Mapping[str, Any], status: int = 200) -> web.Response:
         content_type="application/json",
         charset="UTF-8",
     )
+
+
+MAX_NAME_BYTES = 1024
+
+
+def check_object_name(name: str) -> str:
+    """Refuse an object name GCS refuses (1-1024 bytes of UTF-8, no CR or LF,
+    not ``.`` or ``..``, not under ``.well-known/acme-challenge/``).
+
+    Returns:
+        ``name``.
+
+    Raises:
+        ApiError: 400 invalid.
+    """
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        raise err.invalid(f"The maximum object length is {MAX_NAME_BYTES} characters, but got a "
+                          f"name with {size} characters: ''{name[:64]}...''")
+    if "\r" in name or "\n" in name or name in (".", "..") or name.startswith(
+            ".well-known/acme-challenge/"):
+        raise err.invalid(f"Invalid object name: {name[:64]!r}")
+    return name
 
 
 def query_int(query: Mapping[str, str], key: str) -> int | None:

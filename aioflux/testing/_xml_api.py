@@ -22,8 +22,16 @@ from aiohttp import web
 from aioflux.testing import _errors as err
 from aioflux.testing._rope import Rope
 from aioflux.testing._runtime import Runtime, parse_range
+from aioflux.testing._s3_common import S3State, read_conditions
+from aioflux.testing._s3_list import list_objects
 from aioflux.testing._store import Preconditions, b64_crc32c, b64_md5, rfc3339
-from aioflux.testing._util import media_headers, parse_goog_hash, query_int, verify_hashes
+from aioflux.testing._util import (
+    check_object_name,
+    media_headers,
+    parse_goog_hash,
+    query_int,
+    verify_hashes,
+)
 
 __all__ = ["handle_xml"]
 
@@ -56,16 +64,20 @@ async def handle_xml(
         if method == "GET" and "uploads" in q:
             rt.admit("xml_list_uploads")
             return _list_uploads(rt, request, bucket)
-        if method in ("GET", "HEAD"):
+        if method == "HEAD":
             rt.admit("xml_bucket_get", object_request=False)
             rt.store.bucket(bucket)
-            body = _xml("ListBucketResult", [("Name", bucket)])
-            return web.Response(body=body, content_type="application/xml")
+            return web.Response(status=200)
+        if method == "GET":
+            # List Objects, as S3's (V1, or V2 with list-type=2): GCS's XML API
+            # answers S3 clients (boto3, s3fs) pointed at it.
+            rt.admit("xml_list")
+            return await list_objects(S3State(rt), request, bucket, checksums=False)
         raise err.ApiError(405, "invalid", "Method not allowed", xml_code="MethodNotAllowed")
     upload_id = q.get("uploadId")
     if method == "POST" and "uploads" in q:
         rt.admit("xml_initiate")
-        return await _initiate(rt, request, bucket, key)
+        return await _initiate(rt, request, bucket, check_object_name(key))
     if upload_id is not None:
         if method == "PUT":
             rt.admit("xml_put_part")
@@ -87,7 +99,7 @@ async def handle_xml(
         return await _get(rt, request, bucket, key)
     if method == "PUT":
         rt.admit("xml_put")
-        return await _put(rt, request, bucket, key)
+        return await _put(rt, request, bucket, check_object_name(key))
     if method == "DELETE":
         rt.admit("xml_delete")
         await rt.first_byte_delay()
@@ -126,6 +138,8 @@ async def _get(rt: Runtime, request: web.BaseRequest, bucket: str, key: str) -> 
     await rt.first_byte_delay()
     rec = rt.store.get(bucket, key, query_int(request.query, "generation"))
     _preconditions(request).check(rec, read=True)
+    # If-Match / If-None-Match on the ETag and If-(Un)Modified-Since: 412 or 304.
+    read_conditions(request, rec)
     headers = media_headers(rec)
     headers["Last-Modified"] = _http_date(rec.updated)
     rng = parse_range(request.headers.get("Range"), rec.size)

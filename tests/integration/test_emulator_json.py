@@ -272,6 +272,25 @@ async def test_metadata_and_media_with_ranges(http: aiohttp.ClientSession, bkt: 
 
 
 @pytest.mark.asyncio
+async def test_a_range_of_an_empty_object_is_416(http: aiohttp.ClientSession, bkt: str) -> None:
+    # GCS answers 416 "bytes */0" to bytes=0- on an empty object (google-cloud-go
+    # #242): a reader that always asks for a range must handle it. A non-zero
+    # suffix is satisfiable (RFC 9110) and gets the whole, empty, object.
+    await upload(http, bkt, "empty", b"")
+    for header in ("bytes=0-", "bytes=0-0", "bytes=5-10"):
+        async with http.get(opath(bkt, "empty"), params={"alt": "media"},
+                            headers={"Range": header}) as r:
+            assert r.status == 416, header
+            assert r.headers["Content-Range"] == "bytes */0"
+            assert_gcs_error(await r.json(), 416, "requestedRangeNotSatisfiable")
+    async with http.get(opath(bkt, "empty"), params={"alt": "media"},
+                        headers={"Range": "bytes=-5"}) as r:
+        assert r.status == 200 and await r.read() == b""
+    async with http.get(opath(bkt, "empty"), params={"alt": "media"}) as r:
+        assert r.status == 200 and await r.read() == b""
+
+
+@pytest.mark.asyncio
 async def test_read_preconditions(http: aiohttp.ClientSession, bkt: str) -> None:
     gen = (await upload(http, bkt, "o", b"abc"))["generation"]
     url = opath(bkt, "o")
@@ -416,6 +435,99 @@ async def test_resumable_upload_in_chunks(http: aiohttp.ClientSession, bkt: str)
         assert r.status == 200
     async with http.get(opath(bkt, "res/obj"), params={"alt": "media"}) as r:
         assert await r.read() == data
+
+
+@pytest.mark.asyncio
+async def test_resumable_chunks_follow_the_256_kib_rule(
+        http: aiohttp.ClientSession, bkt: str) -> None:
+    # Real GCS: a non-final chunk under 256 KiB is a 400; of a longer one that
+    # is not a multiple of 256 KiB only the multiple is persisted (the 308's
+    # Range says so, the client resends the rest); a chunk past what the
+    # session holds is a 503.
+    kib256 = 256 * 1024
+    data = bytes(range(256)) * (3 * kib256 // 256 + 40)
+    async with http.post(f"/upload/storage/v1/b/{bkt}/o",
+                         params={"uploadType": "resumable", "name": "chunky"}) as r:
+        session = r.headers["Location"]
+    async with http.put(session, data=data[:100_000],
+                        headers={"Content-Range": "bytes 0-99999/*"}) as r:
+        assert r.status == 400
+        doc = await r.json()
+    assert_gcs_error(doc, 400, "invalid")
+    assert "equal or greater than 262144, except for the final request" in (
+        doc["error"]["message"])
+    async with http.put(session, headers={"Content-Range": "bytes */*"}) as r:
+        assert r.status == 308 and "Range" not in r.headers  # nothing persisted
+    first = kib256 + 1000
+    async with http.put(session, data=data[:first],
+                        headers={"Content-Range": f"bytes 0-{first - 1}/{len(data)}"}) as r:
+        assert r.status == 308
+        assert r.headers["Range"] == f"bytes=0-{kib256 - 1}"  # rounded down
+    async with http.put(session, data=data[first:first + kib256],
+                        headers={"Content-Range": f"bytes {first}-{first + kib256 - 1}/*"}) as r:
+        assert r.status == 503  # starts past the 262144 bytes persisted
+    async with http.put(session, headers={"Content-Range": "bytes */*"}) as r:
+        assert r.status == 308 and r.headers["Range"] == f"bytes=0-{kib256 - 1}"
+    # The final chunk may have any size; the object is exactly the bytes sent.
+    rest = f"bytes {kib256}-{len(data) - 1}/{len(data)}"
+    async with http.put(session, data=data[kib256:], headers={"Content-Range": rest}) as r:
+        assert r.status == 200, await r.text()
+        assert (await r.json())["crc32c"] == b64crc(data)
+    async with http.get(opath(bkt, "chunky"), params={"alt": "media"}) as r:
+        assert await r.read() == data
+
+
+@pytest.mark.asyncio
+async def test_resumable_final_request_checks_its_x_goog_hash(
+        http: aiohttp.ClientSession, bkt: str) -> None:
+    kib256 = 256 * 1024
+    data = bytes(range(256)) * (kib256 // 256 + 7)
+    whole = {"X-Goog-Hash": f"crc32c={b64crc(data)}"}
+    wrong = {"X-Goog-Hash": f"crc32c={b64crc(data + b'!')}"}
+    for name, hashes, status in (("bad", wrong, 400), ("good", whole, 200)):
+        async with http.post(f"/upload/storage/v1/b/{bkt}/o",
+                             params={"uploadType": "resumable", "name": name}) as r:
+            session = r.headers["Location"]
+        # A non-final chunk may carry the whole object's hash (aioflux sends it).
+        first = {"Content-Range": f"bytes 0-{kib256 - 1}/{len(data)}", **whole}
+        async with http.put(session, data=data[:kib256], headers=first) as r:
+            assert r.status == 308
+        last = {"Content-Range": f"bytes {kib256}-{len(data) - 1}/{len(data)}", **hashes}
+        async with http.put(session, data=data[kib256:], headers=last) as r:
+            assert r.status == status, name
+            if status == 400:
+                assert_gcs_error(await r.json(), 400, "invalid")
+        async with http.get(opath(bkt, name), params={"alt": "media"}) as r:
+            assert r.status == (404 if status == 400 else 200)
+    async with http.put(session, headers={"Content-Range": f"bytes */{len(data)}"}) as r:
+        assert r.status == 200  # the finished session answers with its object
+
+
+@pytest.mark.asyncio
+async def test_object_names_gcs_refuses(http: aiohttp.ClientSession, bkt: str) -> None:
+    # Object naming requirements: 1-1024 bytes of UTF-8, no CR or LF, not "."
+    # or "..", not under ".well-known/acme-challenge/".
+    url = f"/upload/storage/v1/b/{bkt}/o"
+    bad = ["a\nb", "a\rb", ".", "..", ".well-known/acme-challenge/x", "x" * 1025, "é" * 513]
+    for name in bad:
+        async with http.post(url, params={"uploadType": "media", "name": name},
+                             data=b"x") as r:
+            assert r.status == 400, name
+            assert_gcs_error(await r.json(), 400, "invalid")
+        async with http.post(url, params={"uploadType": "resumable", "name": name}) as r:
+            assert r.status == 400, name
+    for name in ("x" * 1024, "é" * 512, "a/./b", "..a"):
+        await upload(http, bkt, name, b"fine")
+    await upload(http, bkt, "src", b"s")
+    async with http.post(f"{opath(bkt, 'src')}/copyTo/b/{bkt}/o/{quote('a' * 1025)}") as r:
+        assert r.status == 400
+    newline = "a\nb"
+    async with http.post(f"{opath(bkt, newline)}/compose",
+                         json={"sourceObjects": [{"name": "src"}]}) as r:
+        assert r.status == 400
+    async with http.get(f"/storage/v1/b/{bkt}/o") as r:
+        names = [i["name"] for i in (await r.json())["items"]]
+    assert sorted(names) == sorted(["x" * 1024, "é" * 512, "a/./b", "..a", "src"])
 
 
 @pytest.mark.asyncio

@@ -6,12 +6,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import urllib.request
 import uuid
 import zlib
 from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
+import awscrt.checksums
 import botocore.config
 import botocore.exceptions
 import botocore.session
@@ -44,11 +46,21 @@ def bkt(emu: Emulator) -> Iterator[str]:
     emu.faults = Faults()
 
 
-def make_client(endpoint: str, *, attempts: int = 1, validation: str = "when_supported") -> Any:
+def b64crc64nvme(data: bytes) -> str:
+    return base64.b64encode(awscrt.checksums.crc64nvme(data).to_bytes(8, "big")).decode()
+
+
+def b64sha256(data: bytes) -> str:
+    return base64.b64encode(hashlib.sha256(data).digest()).decode()
+
+
+def make_client(endpoint: str, *, attempts: int = 1, validation: str = "when_supported",
+                calculation: str = "when_supported") -> Any:
     config = botocore.config.Config(
         s3={"addressing_style": "path"},
         retries={"total_max_attempts": attempts, "mode": "standard"},
         response_checksum_validation=validation,
+        request_checksum_calculation=calculation,
     )
     return botocore.session.get_session().create_client(
         "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="x",
@@ -189,7 +201,8 @@ def test_list_objects_v2_paging_delimiter_start_after(s3: Any, bkt: str) -> None
     assert page["KeyCount"] == 27
     item = page["Contents"][0]
     assert item["Size"] == 5 and item["ETag"] == f'"{hashlib.md5(b"p/000").hexdigest()}"'
-    assert item["ChecksumAlgorithm"] == ["CRC32C"] and item["StorageClass"] == "STANDARD"
+    # botocore sends CRC32 by default: S3 lists the algorithm an object was written with.
+    assert item["ChecksumAlgorithm"] == ["CRC32"] and item["StorageClass"] == "STANDARD"
     assert item["LastModified"].year >= 2024
     after = s3.list_objects_v2(Bucket=bkt, StartAfter="p/023")
     assert [c["Key"] for c in after["Contents"]] == ["p/024", "p/sub/a", "p/sub/b", "p/x y+z",
@@ -270,10 +283,12 @@ def test_multipart_upload_list_complete(s3: Any, emu: Emulator, bkt: str) -> Non
     assert full["ChecksumCRC32C"] == b64crc32c(whole) and full["ChecksumType"] == "FULL_OBJECT"
     got = s3.get_object(Bucket=bkt, Key="full", ChecksumMode="ENABLED")
     assert got["ChecksumCRC32C"] == b64crc32c(whole) and got["Body"].read() == whole
-    # Overwritten by a plain PUT, the key reports the new object's own checksum.
+    # Overwritten by a plain PUT (botocore's default CRC32), the key reports the
+    # new object's own checksum, of the algorithm it was written with only.
     s3.put_object(Bucket=bkt, Key=key, Body=b"plain")
     got = s3.get_object(Bucket=bkt, Key=key, ChecksumMode="ENABLED")
-    assert got["ChecksumCRC32C"] == b64crc32c(b"plain") and got["ChecksumType"] == "FULL_OBJECT"
+    assert got["ChecksumCRC32"] == b64crc32(b"plain") and got["ChecksumType"] == "FULL_OBJECT"
+    assert "ChecksumCRC32C" not in got
     assert got["Body"].read() == b"plain"  # and the connection goes back to the pool
 
 
@@ -450,9 +465,11 @@ def test_upload_part_copy_location_and_date_conditions(s3: Any, bkt: str) -> Non
                                  CopySourceRange="bytes=0-9")
     assert first["CopyPartResult"]["ETag"] == f'"{hashlib.md5(src[:5 * MIB]).hexdigest()}"'
     assert second["CopyPartResult"]["ChecksumCRC32C"] == b64crc32c(src[:10])
+    # A COMPOSITE (CRC32C's default type) completion names every part's checksum.
     s3.complete_multipart_upload(Bucket=bkt, Key="joined", UploadId=upload_id, MultipartUpload={
-        "Parts": [{"PartNumber": 1, "ETag": first["CopyPartResult"]["ETag"]},
-                  {"PartNumber": 2, "ETag": second["CopyPartResult"]["ETag"]}]})
+        "Parts": [{"PartNumber": n, "ETag": r["CopyPartResult"]["ETag"],
+                   "ChecksumCRC32C": r["CopyPartResult"]["ChecksumCRC32C"]}
+                  for n, r in ((1, first), (2, second))]})
     assert s3.get_object(Bucket=bkt, Key="joined")["Body"].read() == src[:5 * MIB] + src[:10]
     assert s3.get_bucket_location(Bucket=bkt)["LocationConstraint"] is None  # us-east-1
     modified = s3.head_object(Bucket=bkt, Key="big")["LastModified"]
@@ -464,3 +481,164 @@ def test_upload_part_copy_location_and_date_conditions(s3: Any, bkt: str) -> Non
     assert error_of(exc) == (412, "PreconditionFailed")
     v1 = s3.list_objects(Bucket=bkt, Delimiter="/", MaxKeys=1)
     assert [c["Key"] for c in v1["Contents"]] == ["big"] and v1["NextMarker"] == "big"
+
+
+def test_a_range_of_an_empty_object_is_invalid_range(s3: Any, bkt: str) -> None:
+    # S3 answers 416 InvalidRange to bytes=0- on an empty object (moto agrees).
+    s3.put_object(Bucket=bkt, Key="empty", Body=b"")
+    for header in ("bytes=0-", "bytes=0-0"):
+        with pytest.raises(botocore.exceptions.ClientError) as exc:
+            s3.get_object(Bucket=bkt, Key="empty", Range=header)
+        assert error_of(exc) == (416, "InvalidRange")
+    assert s3.get_object(Bucket=bkt, Key="empty", Range="bytes=-5")["Body"].read() == b""
+    assert s3.get_object(Bucket=bkt, Key="empty")["Body"].read() == b""
+
+
+def test_objects_keep_the_checksum_they_were_written_with(emu: Emulator, s3: Any, bkt: str,
+                                                         clients: list[Any]) -> None:
+    # S3 keeps the checksum of the algorithm a PUT sent, CRC64NVME when it sent
+    # none, and reports only that one: a reader asking for CRC32C gets none.
+    data = b"checksummed"
+    s3.put_object(Bucket=bkt, Key="crc32", Body=data)  # botocore's default: CRC32
+    s3.put_object(Bucket=bkt, Key="sha256", Body=data, ChecksumAlgorithm="SHA256")
+    s3.put_object(Bucket=bkt, Key="crc32c", Body=data, ChecksumCRC32C=b64crc32c(data))
+    bare = make_client(emu.s3_endpoint, calculation="when_required")
+    clients.append(bare)
+    put = bare.put_object(Bucket=bkt, Key="none", Body=data)
+    assert put["ChecksumCRC64NVME"] == b64crc64nvme(data)
+    expected = {"crc32": ("ChecksumCRC32", b64crc32(data)),
+                "sha256": ("ChecksumSHA256", b64sha256(data)),
+                "crc32c": ("ChecksumCRC32C", b64crc32c(data)),
+                "none": ("ChecksumCRC64NVME", b64crc64nvme(data))}
+    for key, (field, value) in expected.items():
+        head = s3.head_object(Bucket=bkt, Key=key, ChecksumMode="ENABLED")
+        got = {k: v for k, v in head.items() if k.startswith("Checksum") and k != "ChecksumType"}
+        assert got == {field: value}, key
+        assert head["ChecksumType"] == "FULL_OBJECT"
+    # Listed through GCS's XML API first (which names no checksum): the S3
+    # listing still names each object's own algorithm.
+    with urllib.request.urlopen(f"{emu.endpoint}/{bkt}") as resp:
+        assert b"<Key>crc32</Key>" in resp.read()
+    listed = {c["Key"]: c["ChecksumAlgorithm"] for c in s3.list_objects_v2(Bucket=bkt)["Contents"]}
+    assert listed == {"crc32": ["CRC32"], "sha256": ["SHA256"], "crc32c": ["CRC32C"],
+                      "none": ["CRC64NVME"]}
+    # A copy keeps the source's algorithm, unless it names another.
+    copied = s3.copy_object(Bucket=bkt, Key="copy", CopySource={"Bucket": bkt, "Key": "crc32"})
+    assert copied["CopyObjectResult"]["ChecksumCRC32"] == b64crc32(data)
+    s3.copy_object(Bucket=bkt, Key="copy2", CopySource={"Bucket": bkt, "Key": "crc32"},
+                   ChecksumAlgorithm="CRC32C")
+    head = s3.head_object(Bucket=bkt, Key="copy2", ChecksumMode="ENABLED")
+    assert head["ChecksumCRC32C"] == b64crc32c(data) and "ChecksumCRC32" not in head
+
+
+async def test_one_checksum_a_request_and_a_well_formed_content_md5(emu: Emulator, s3: Any,
+                                                                  bkt: str) -> None:
+    data = b"payload"
+    async with aiohttp.ClientSession(base_url=emu.s3_endpoint) as http:
+        two = {"x-amz-checksum-crc32c": b64crc32c(data), "x-amz-checksum-crc32": b64crc32(data)}
+        async with http.put(f"/{bkt}/two", data=data, headers=two) as r:
+            assert r.status == 400 and "<Code>InvalidRequest</Code>" in await r.text()
+        short_md5 = base64.b64encode(b"0123").decode()
+        async with http.put(f"/{bkt}/md5", data=data, headers={"Content-MD5": short_md5}) as r:
+            assert r.status == 400 and "<Code>InvalidDigest</Code>" in await r.text()
+        # DeleteObjects needs a checksum of its body.
+        doc = b"<Delete><Object><Key>x</Key></Object></Delete>"
+        async with http.post(f"/{bkt}?delete", data=doc) as r:
+            assert r.status == 400 and "<Code>InvalidRequest</Code>" in await r.text()
+        md5 = base64.b64encode(hashlib.md5(doc).digest()).decode()
+        async with http.post(f"/{bkt}?delete", data=doc, headers={"Content-MD5": md5}) as r:
+            assert r.status == 200
+        async with http.put(f"/{bkt}/{'k' * 1025}", data=data) as r:
+            assert r.status == 400 and "<Code>KeyTooLongError</Code>" in await r.text()
+    keys = [c["Key"] for c in s3.list_objects_v2(Bucket=bkt).get("Contents", [])]
+    assert keys == []
+
+
+def test_multipart_checksum_rules(s3: Any, bkt: str) -> None:
+    def refused(call: Any, **kw: Any) -> tuple[int, str]:
+        with pytest.raises(botocore.exceptions.ClientError) as exc:
+            call(Bucket=bkt, **kw)
+        return error_of(exc)
+
+    # A type needs an algorithm; SHA256 has no FULL_OBJECT form.
+    assert refused(s3.create_multipart_upload, Key="m", ChecksumType="FULL_OBJECT") == (
+        400, "InvalidRequest")
+    assert refused(s3.create_multipart_upload, Key="m", ChecksumAlgorithm="SHA256",
+                   ChecksumType="FULL_OBJECT") == (400, "InvalidRequest")
+    bodies = [bytes([7]) * (5 * MIB), b"tail"]
+    whole = b"".join(bodies)
+    # COMPOSITE (CRC32C's default): parts of the upload's algorithm only, and
+    # the completion names each part's checksum.
+    upload_id = s3.create_multipart_upload(Bucket=bkt, Key="m",
+                                           ChecksumAlgorithm="CRC32C")["UploadId"]
+    assert refused(s3.upload_part, Key="m", UploadId=upload_id, PartNumber=1, Body=b"x",
+                   ChecksumAlgorithm="CRC32") == (400, "InvalidRequest")
+    parts = multipart_parts(s3, bkt, "m", upload_id, bodies)
+    bare = [{"PartNumber": p["PartNumber"], "ETag": p["ETag"]} for p in parts]
+    assert refused(s3.complete_multipart_upload, Key="m", UploadId=upload_id,
+                   MultipartUpload={"Parts": bare}) == (400, "InvalidRequest")
+    done = s3.complete_multipart_upload(Bucket=bkt, Key="m", UploadId=upload_id,
+                                        MultipartUpload={"Parts": parts})
+    assert done["ChecksumType"] == "COMPOSITE"
+    # FULL_OBJECT: parts 1..N without a gap, and the whole object's checksum
+    # sent with the completion must be the object's.
+    upload_id = s3.create_multipart_upload(Bucket=bkt, Key="f", ChecksumAlgorithm="CRC32C",
+                                           ChecksumType="FULL_OBJECT")["UploadId"]
+    parts = multipart_parts(s3, bkt, "f", upload_id, [bodies[0], b"gap", bodies[1]])
+    gap = [parts[0], dict(parts[2], PartNumber=3)]
+    assert refused(s3.complete_multipart_upload, Key="f", UploadId=upload_id,
+                   MultipartUpload={"Parts": gap}) == (400, "InvalidPartOrder")
+    listed = [parts[0], dict(parts[2], PartNumber=2)]
+    s3.upload_part(Bucket=bkt, Key="f", UploadId=upload_id, PartNumber=2,
+                   Body=bodies[1], ChecksumCRC32C=b64crc32c(bodies[1]))
+    assert refused(s3.complete_multipart_upload, Key="f", UploadId=upload_id,
+                   MultipartUpload={"Parts": listed}, ChecksumType="FULL_OBJECT",
+                   ChecksumCRC32C=b64crc32c(whole + b"!")) == (400, "BadDigest")
+    assert refused(s3.head_object, Key="f")[0] == 404  # nothing published
+    done = s3.complete_multipart_upload(Bucket=bkt, Key="f", UploadId=upload_id,
+                                        MultipartUpload={"Parts": listed},
+                                        ChecksumType="FULL_OBJECT",
+                                        ChecksumCRC32C=b64crc32c(whole))
+    assert done["ChecksumCRC32C"] == b64crc32c(whole)
+    assert s3.get_object(Bucket=bkt, Key="f")["Body"].read() == whole
+    # No algorithm: S3's default, a full-object CRC64NVME.
+    upload_id = s3.create_multipart_upload(Bucket=bkt, Key="d")["UploadId"]
+    etag = s3.upload_part(Bucket=bkt, Key="d", UploadId=upload_id, PartNumber=1,
+                          Body=b"default")["ETag"]
+    s3.complete_multipart_upload(Bucket=bkt, Key="d", UploadId=upload_id,
+                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+    head = s3.head_object(Bucket=bkt, Key="d", ChecksumMode="ENABLED")
+    assert head["ChecksumCRC64NVME"] == b64crc64nvme(b"default") and "ChecksumCRC32C" not in head
+
+
+def test_upload_part_copy_ranges_are_first_last_inside_the_source(s3: Any, bkt: str) -> None:
+    s3.put_object(Bucket=bkt, Key="src", Body=b"0123456789")
+    upload_id = s3.create_multipart_upload(Bucket=bkt, Key="dst")["UploadId"]
+    for bad in ("bytes=0-", "bytes=-5", "bytes=5-10", "bytes=6-5", "0-3"):
+        with pytest.raises(botocore.exceptions.ClientError) as exc:
+            s3.upload_part_copy(Bucket=bkt, Key="dst", UploadId=upload_id, PartNumber=1,
+                                CopySource={"Bucket": bkt, "Key": "src"}, CopySourceRange=bad)
+        assert error_of(exc) == (400, "InvalidArgument"), bad
+    part = s3.upload_part_copy(Bucket=bkt, Key="dst", UploadId=upload_id, PartNumber=1,
+                               CopySource={"Bucket": bkt, "Key": "src"},
+                               CopySourceRange="bytes=2-9")
+    s3.complete_multipart_upload(Bucket=bkt, Key="dst", UploadId=upload_id, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": part["CopyPartResult"]["ETag"]}]})
+    assert s3.get_object(Bucket=bkt, Key="dst")["Body"].read() == b"23456789"
+
+
+async def test_url_encoded_listings_encode_a_space_as_plus(emu: Emulator, s3: Any,
+                                                          bkt: str) -> None:
+    # S3's encoding-type=url is form encoding: "a b+c" is "a+b%2Bc", so a client
+    # that decodes with unquote (not unquote_plus) reads another key.
+    s3.put_object(Bucket=bkt, Key="d ir/a b+c", Body=b"x")
+    async with aiohttp.ClientSession(base_url=emu.s3_endpoint) as http:
+        params = {"list-type": "2", "encoding-type": "url", "prefix": "d ir/"}
+        async with http.get(f"/{bkt}", params=params) as r:
+            text = await r.text()
+        assert "<Key>d+ir/a+b%2Bc</Key>" in text and "<Prefix>d+ir/</Prefix>" in text
+        params = {"list-type": "2", "encoding-type": "url", "delimiter": " "}
+        async with http.get(f"/{bkt}", params=params) as r:
+            text = await r.text()
+        assert "<CommonPrefixes><Prefix>d+</Prefix></CommonPrefixes>" in text
+    assert [c["Key"] for c in s3.list_objects_v2(Bucket=bkt)["Contents"]] == ["d ir/a b+c"]

@@ -92,6 +92,22 @@ async def test_put_get_head_delete(http: aiohttp.ClientSession, bkt: str) -> Non
 
 
 @pytest.mark.asyncio
+async def test_empty_objects_ranges_and_names(http: aiohttp.ClientSession, bkt: str) -> None:
+    async with http.put(f"/{bkt}/empty", data=b"") as r:
+        assert r.status == 200
+    async with http.get(f"/{bkt}/empty", headers={"Range": "bytes=0-"}) as r:
+        assert r.status == 416 and r.headers["Content-Range"] == "bytes */0"
+        assert_xml_error(await r.text(), "InvalidRange")
+    async with http.get(f"/{bkt}/empty") as r:
+        assert r.status == 200 and await r.read() == b""
+    for raw in ("a%0Ab", "x" * 1025):
+        async with http.put(f"/{bkt}/{raw}", data=b"x") as r:
+            assert r.status == 400, raw
+        async with http.post(f"/{bkt}/{raw}?uploads") as r:
+            assert r.status == 400, raw
+
+
+@pytest.mark.asyncio
 async def test_put_bad_digest_and_precondition(http: aiohttp.ClientSession, bkt: str) -> None:
     headers = {"x-goog-hash": f"crc32c={b64crc(b'other')}"}
     async with http.put(f"/{bkt}/d", data=b"data", headers=headers) as r:
@@ -255,3 +271,53 @@ async def test_list_uploads_paging(http: aiohttp.ClientSession, bkt: str) -> Non
         params["key-marker"] = root.findtext(f"{S3}NextKeyMarker") or ""
         params["upload-id-marker"] = root.findtext(f"{S3}NextUploadIdMarker") or ""
     assert seen == expected
+
+
+@pytest.mark.asyncio
+async def test_list_objects(http: aiohttp.ClientSession, emu: Emulator, bkt: str) -> None:
+    # GET /bucket lists, as GCS's XML API does for S3 clients (it was an empty
+    # ListBucketResult whatever the bucket held).
+    for name in ("a/1", "a/2", "b", "c/d/e"):
+        emu.store.put(bkt, name, b"x")
+    async with http.get(f"/{bkt}", params={"delimiter": "/"}) as r:
+        root = ET.fromstring(await r.text())
+    assert [k.text for k in root.iter(f"{S3}Key")] == ["b"]
+    assert root.find(f"{S3}Contents/{S3}ChecksumAlgorithm") is None  # S3's, not GCS's
+    prefixes = [p.findtext(f"{S3}Prefix") for p in root.iter(f"{S3}CommonPrefixes")]
+    assert prefixes == ["a/", "c/"]
+    seen: list[str | None] = []
+    params = {"list-type": "2", "max-keys": "3"}
+    while True:
+        async with http.get(f"/{bkt}", params=params) as r:
+            root = ET.fromstring(await r.text())
+        seen += [k.text for k in root.iter(f"{S3}Key")]
+        if root.findtext(f"{S3}IsTruncated") != "true":
+            break
+        params["continuation-token"] = root.findtext(f"{S3}NextContinuationToken") or ""
+    assert seen == ["a/1", "a/2", "b", "c/d/e"]
+    async with http.head(f"/{bkt}") as r:
+        assert r.status == 200
+    async with http.get("/no-such-bucket-xyz") as r:
+        assert r.status == 404
+        assert_xml_error(await r.text(), "NoSuchBucket")
+
+
+@pytest.mark.asyncio
+async def test_conditional_reads(http: aiohttp.ClientSession, bkt: str) -> None:
+    # GET Object honours If-Match / If-None-Match and If-(Un)Modified-Since.
+    async with http.put(f"/{bkt}/c", data=b"conditional") as r:
+        etag = r.headers["ETag"]
+    async with http.get(f"/{bkt}/c", headers={"If-None-Match": etag}) as r:
+        assert r.status == 304 and await r.read() == b""
+    async with http.get(f"/{bkt}/c", headers={"If-Match": '"0123"'}) as r:
+        assert r.status == 412
+        assert_xml_error(await r.text(), "PreconditionFailed")
+    async with http.head(f"/{bkt}/c", headers={"If-Match": '"0123"'}) as r:
+        assert r.status == 412
+    async with http.get(f"/{bkt}/c", headers={"If-Match": etag}) as r:
+        assert r.status == 200 and await r.read() == b"conditional"
+    old = "Sat, 01 Jan 2000 00:00:00 GMT"
+    async with http.get(f"/{bkt}/c", headers={"If-Unmodified-Since": old}) as r:
+        assert r.status == 412
+    async with http.get(f"/{bkt}/c", headers={"If-Modified-Since": old}) as r:
+        assert r.status == 200
