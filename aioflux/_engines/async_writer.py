@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from .._core.cleanup import to_the_end
 from .._core.crc import crc32c
 from .._core.errors import InvalidArgument
 from .._core.types import ObjectInfo
@@ -176,6 +177,12 @@ class AsyncObjectWriter(WriterBase):
         self._done = True
         if self._forked_copy():
             return
+        # To its end however often the caller is cancelled meanwhile (a
+        # timeout, asyncio.run's shutdown): cancelled while the parts
+        # unwound, the upload was never aborted and stayed open.
+        await to_the_end(self._discard())
+
+    async def _discard(self) -> None:
         tasks = set(self._tasks)
         for task in tasks:
             task.cancel()

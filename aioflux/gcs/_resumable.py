@@ -16,15 +16,14 @@ published object is checked against them (and deleted if it differs).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import yarl
 
+from .._core.cleanup import to_the_end
 from .._core.crc import encode_crc32c
 from .._core.errors import InvalidArgument, StorageError, TransportError
 from .._core.types import ObjectInfo
@@ -36,9 +35,8 @@ from ._published import confirm_published, discard_published, verify_published
 if TYPE_CHECKING:
     from ._client import AsyncClient
 
-__all__ = ["CHUNK_GRANULARITY", "RESUMABLE_CHUNK_SIZE", "ResumableUpload", "to_the_end"]
+__all__ = ["CHUNK_GRANULARITY", "RESUMABLE_CHUNK_SIZE", "ResumableUpload"]
 
-T = TypeVar("T")
 
 CHUNK_GRANULARITY = 256 * 1024
 RESUMABLE_CHUNK_SIZE = 16 * 1024 * 1024
@@ -339,38 +337,6 @@ class ResumableUpload:
 
 
 _GONE = object()
-
-
-async def to_the_end(work: Awaitable[T]) -> T:
-    """``work``'s result, waited for however often the caller is cancelled
-    meanwhile; then that cancellation is raised.
-
-    For clean-up that must not be cut short (an upload's abort): under a
-    shield the work would go on, but its caller would return before it
-    ended, with the upload still open and a permit still held.
-
-    Args:
-        work: the clean-up.
-
-    Returns:
-        What ``work`` returned, if the caller was not cancelled.
-
-    Raises:
-        asyncio.CancelledError: the caller was cancelled while it waited.
-        Exception: what ``work`` raised.
-    """
-    task = asyncio.ensure_future(work)
-    interrupted: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.wait([task])
-        except asyncio.CancelledError as exc:
-            interrupted = exc
-    if interrupted is not None:
-        if not task.cancelled():
-            task.exception()  # retrieved: the cancellation wins
-        raise interrupted
-    return task.result()
 
 
 def _committed(resp: aiohttp.ClientResponse) -> int:

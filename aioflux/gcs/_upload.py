@@ -23,6 +23,7 @@ import asyncio
 import re
 from typing import TYPE_CHECKING
 
+from .._core.cleanup import to_the_end
 from .._core.crc import Crc32c, decode_crc32c
 from .._core.errors import InvalidRequest, NotFound, StorageError
 from .._core.store import published_before
@@ -30,7 +31,7 @@ from .._core.types import NO_METADATA, ObjectInfo, PartInfo
 from .._core.window import shared_task
 from .._net.transport import Op
 from ._published import confirm_published, verify_published
-from ._resumable import ResumableUpload, to_the_end
+from ._resumable import ResumableUpload
 
 if TYPE_CHECKING:
     from ._client import AsyncClient

@@ -20,6 +20,7 @@ import asyncio
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from .._core.cleanup import to_the_end
 from .._core.crc import crc32c_combine, decode_crc32c, encode_crc32c
 from .._core.errors import ChecksumMismatch, NotFound, StorageError, as_operation, describe
 from .._core.store import copy_differs
@@ -130,11 +131,10 @@ async def _copy_in_parts(store: S3Store, op: Op, src: ObjectInfo,
         etag, _ = await multipart.complete(bucket, name, upload_id,
                                            [part for part, _ in copied], expected)
     except BaseException:
-        # Shielded: a cancelled copy still drops its parts (`aioflux clean`
-        # finds an upload whose abort failed).
-        abort = asyncio.ensure_future(multipart.abort(bucket, name, upload_id))
+        # To its end: a cancelled copy still drops its parts (`aioflux
+        # clean` finds an upload whose abort failed).
         try:
-            await asyncio.shield(abort)
+            await to_the_end(multipart.abort(bucket, name, upload_id))
         except (StorageError, asyncio.CancelledError):
             pass
         raise

@@ -328,3 +328,46 @@ async def test_a_composed_read_cancelled_while_deleting_its_composite_waits_for_
         await task
     assert [o.name async for o in client.list_objects(bucket, COMPOSED_PREFIX)] == []
     assert leftover_composites() == []
+
+
+async def test_an_async_writer_cancelled_while_its_parts_unwind_still_aborts() -> None:
+    # abort() cancels the parts in flight and waits for them before it
+    # aborts the upload: a second cancellation landing in that wait (a
+    # timeout, asyncio.run's shutdown) skipped the abort, and the upload
+    # stayed open (stored, and billed, until `aioflux clean`).
+    from aioflux import WriterOptions
+    from aioflux._engines.async_writer import AsyncObjectWriter
+    from aioflux.testing import MemoryStore
+
+    store = MemoryStore(buckets=["bkt"])
+    writer = AsyncObjectWriter(store, "bkt", "obj",
+                               options=WriterOptions(part_size=5 * 1024 * 1024))
+    session = writer._session
+    unwinding, release = asyncio.Event(), asyncio.Event()
+    aborted: list[str] = []
+
+    async def part_that_unwinds_slowly(*args: object) -> None:
+        try:
+            await asyncio.Event().wait()  # never answers
+        except asyncio.CancelledError:
+            unwinding.set()
+            await release.wait()
+            raise
+
+    real_abort = session.abort
+
+    async def counted_abort() -> None:
+        aborted.append("abort")
+        await real_abort()
+
+    session.put = part_that_unwinds_slowly  # type: ignore[method-assign]
+    session.abort = counted_abort  # type: ignore[method-assign]
+    await writer.write(b"x" * (5 * 1024 * 1024 + 1))  # one part goes up
+    aborting = asyncio.create_task(writer.abort())
+    await unwinding.wait()
+    aborting.cancel()  # while abort() waits for the part to unwind
+    await asyncio.sleep(0)
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await aborting
+    assert aborted == ["abort"]
