@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from .._core.cleanup import to_the_end
 from .._core.crc import Crc32c
 from .._core.errors import InvalidArgument
 from .._core.types import ObjectInfo
@@ -153,11 +154,6 @@ class LocalUpload:
             _files.unlink_quietly(temp)
             return
         try:
-            await asyncio.shield(removing)
-        except asyncio.CancelledError:
-            await asyncio.wait([removing])
-            if not removing.cancelled():
-                removing.exception()  # seen: no "exception never retrieved" log
-            raise
+            await to_the_end(removing)
         except OSError as exc:
             raise _files.mapped(exc, "abort upload", self.bucket, self.name) from exc

@@ -216,37 +216,34 @@ async def test_an_abort_removes_its_temporary_off_the_event_loop(
         space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
     # Unlinking a large temporary frees its extents (1 GiB on ext4: 0.2 s)
     # and an NFS remove is a round trip: on the loop, every transfer waited.
-    # A cancelled abort still removes it before it returns.
+    # An abort cancelled (twice) still removes it before it returns.
     unlink = _files.unlink_quietly
     removed_on: list[str] = []
+    started, release = threading.Event(), threading.Event()
 
-    def slow_unlink(path: str) -> None:
+    def blocking_unlink(path: str) -> None:
         removed_on.append(threading.current_thread().name)
-        time.sleep(0.3)
+        started.set()
+        release.wait(30)  # a guard against a hang: the test sets it
         unlink(path)
 
-    monkeypatch.setattr(_files, "unlink_quietly", slow_unlink)
-    for cancelled in (False, True):
+    monkeypatch.setattr(_files, "unlink_quietly", blocking_unlink)
+    for cancels in (0, 2):
+        started.clear()
+        release.clear()
         upload = space.store.start_upload(space.bucket, space.n("big"), part_size=KiB)
         await upload.put(1, memoryview(b"x" * KiB))
-        ticks = 0
-
-        async def tick() -> None:
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.01)
-                ticks += 1
-
-        ticker = asyncio.ensure_future(tick())
         aborting = asyncio.ensure_future(upload.abort())
-        if cancelled:
-            await asyncio.sleep(0.05)
+        while not started.is_set():  # the loop turns while the removal blocks
+            await asyncio.sleep(0.001)
+        for _ in range(cancels):
             aborting.cancel()
+            await asyncio.sleep(0)
+        assert not aborting.done()  # it waits for the removal
+        release.set()
         with contextlib.suppress(asyncio.CancelledError):
             await aborting
-        ticker.cancel()
         assert space.files() == []
-        assert ticks >= 5  # the loop went on while the file was removed
     assert [name.startswith("aioflux-local") for name in removed_on] == [True, True]
 
 
