@@ -1,38 +1,23 @@
-"""``AsyncClient``: the GCS backend (JSON API, XML multipart, resumable uploads)."""
+"""``AsyncClient``: the GCS backend (JSON API, XML multipart, resumable uploads).
+
+:class:`~._service.GcsService`, which the client builds on, holds the
+endpoint and the authenticated transport with the objects' URLs, their
+metadata and their delete. Listings are :mod:`._listing`'s; writes and
+composes :mod:`._write`'s, copies :mod:`._copy`'s, streaming uploads
+:mod:`._upload`'s.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, overload
+from typing import overload
 
-from .._core.auth import Auth
 from .._core.config import ClientConfig
-from .._core.crc import crc32c, encode_crc32c
-from .._core.errors import (
-    InvalidArgument,
-    InvalidURL,
-    NotFound,
-    PreconditionFailed,
-)
-from .._core.metrics import RequestStats
-from .._core.pages import ListingCheck
-from .._core.store import (
-    Buffer,
-    Fetched,
-    SourceSpec,
-    StoreFeatures,
-    composite_of,
-    objects_of,
-)
-from .._core.types import (
-    COMPACT_JSON,
-    LIST_FIELDS,
-    ListPage,
-    ObjectInfo,
-    objects_from_json,
-)
+from .._core.errors import InvalidArgument, InvalidURL
+from .._core.store import Buffer, Fetched, SourceSpec, StoreFeatures, objects_of
+from .._core.types import LIST_FIELDS, ListPage, ObjectInfo
 from .._core.urls import validate_bucket
 from .._core.validate import (
     Credentials,
@@ -43,7 +28,6 @@ from .._core.validate import (
     check_object,
     check_str,
     compose_args,
-    delete_args,
     endpoint_url,
     list_args,
     read_args,
@@ -56,33 +40,23 @@ from .._engines.iterables import StreamItem, stream, stream_args
 from .._net.failures import drain
 from .._net.media import read_media
 from .._net.transport import Op, Transport
-from ._auth import emulator_endpoint, local_endpoint, resolve_auth
 from ._copy import rewrite_object
-from ._json import (
-    compose_body,
-    json_handler,
-    multipart_related,
-    object_handler,
-    quote_name,
-)
-from ._published import verify_published
-from ._resumable import CHUNK_GRANULARITY, ResumableUpload
+from ._listing import list_pages
+from ._resumable import CHUNK_GRANULARITY
+from ._service import GcsService
 from ._upload import GcsUpload
+from ._write import compose_object, write_object
 from ._xml import MAX_PARTS, MIN_PART_SIZE, XmlMultipart
 from ._xml_calls import XmlMultipartCalls
 
-__all__ = ["AsyncClient", "DEFAULT_ENDPOINT", "FEATURES", "SIMPLE_UPLOAD_LIMIT"]
+__all__ = ["AsyncClient", "FEATURES"]
 
-DEFAULT_ENDPOINT = "https://storage.googleapis.com"
-# One request up to this size; a resumable session beyond it, so a failure
-# costs one chunk, not the whole body.
-SIMPLE_UPLOAD_LIMIT = 16 * 1024 * 1024
 FEATURES = StoreFeatures(scheme="gs", compose=MAX_COMPOSE_SOURCES, end_offset=True,
                          multipart=True, min_part_size=MIN_PART_SIZE,
                          part_granularity=CHUNK_GRANULARITY, max_parts=MAX_PARTS)
 
 
-class AsyncClient(XmlMultipartCalls):
+class AsyncClient(GcsService, XmlMultipartCalls):
     """Asynchronous GCS client. One instance can serve many concurrent tasks.
 
     Every request goes through one semaphore of ``config.max_concurrency``
@@ -122,18 +96,7 @@ class AsyncClient(XmlMultipartCalls):
         endpoint = endpoint_url("AsyncClient", endpoint)
         check_credentials("AsyncClient", credentials)
         check_str("AsyncClient", "project", project)
-        env_endpoint = emulator_endpoint() if endpoint is None else None
-        self.endpoint = endpoint or env_endpoint or DEFAULT_ENDPOINT
-        # As google-cloud-storage: STORAGE_EMULATOR_HOST gets no credentials,
-        # any other https endpoint (Google's, however spelled, regional,
-        # mTLS, Private Service Connect) gets ADC; plain http and loopback
-        # hosts are emulators.
-        use_emulator = local_endpoint(endpoint) if endpoint is not None else (
-            env_endpoint is not None)
-        self.config = config or (transport.config if transport else ClientConfig())
-        auth: Auth = resolve_auth(credentials, use_emulator=use_emulator,
-                                  timeouts=self.config.timeouts)
-        self._transport = transport or Transport(self.config, auth, endpoint=self.endpoint)
+        super().__init__(config, endpoint, credentials, transport)
         self.project = project
         self._xml = XmlMultipart(self._transport, self.endpoint)
 
@@ -142,17 +105,6 @@ class AsyncClient(XmlMultipartCalls):
         """What GCS offers beyond the common operations (compose, server-side
         end offsets, XML multipart uploads)."""
         return FEATURES
-
-    @property
-    def transport(self) -> Transport:
-        """The transport (its ``stats`` count requests and retries)."""
-        return self._transport
-
-    @property
-    def stats(self) -> RequestStats:
-        """What this client's requests did: counts, retries by cause, bytes,
-        and latency per operation (``stats.summary()`` for p50/p95/p99)."""
-        return self._transport.stats
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -172,49 +124,7 @@ class AsyncClient(XmlMultipartCalls):
             await delete_leftovers(self)  # the exit clean-up cannot use a closed client
         await self._transport.aclose(owner="client")
 
-    def _json_url(self, bucket: str, name: str | None = None) -> str:
-        base = f"{self.endpoint}/storage/v1/b/{bucket}/o"
-        return base if name is None else f"{base}/{quote_name(name)}"
-
-    # -- metadata -------------------------------------------------------------
-
-    async def stat(self, bucket: str, name: str) -> ObjectInfo:
-        """Fetch an object's metadata.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-
-        Returns:
-            ObjectInfo.
-
-        Raises:
-            NotFound: no such object or bucket.
-            StorageError: any other failure.
-        """
-        check_object("stat", bucket, name)
-        return await self._transport.request(
-            Op("stat", bucket, name), "GET", self._json_url(bucket, name),
-            object_handler(Op("stat", bucket, name)), params=COMPACT_JSON)
-
-    async def exists(self, bucket: str, name: str) -> bool:
-        """Whether an object exists.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-
-        Returns:
-            True if it exists.
-
-        Raises:
-            StorageError: a failure other than 404.
-        """
-        try:
-            await self.stat(bucket, name)
-        except NotFound:
-            return False
-        return True
+    # -- listing ------------------------------------------------------------
 
     def list(
         self,
@@ -249,40 +159,8 @@ class AsyncClient(XmlMultipartCalls):
         """
         list_args("list", bucket, prefix, delimiter=delimiter, start_offset=start_offset,
                   end_offset=end_offset, page_size=page_size, fields=fields)
-        return self._pages(bucket, prefix, delimiter, start_offset, end_offset, page_size,
-                           fields)
-
-    async def _pages(self, bucket: str, prefix: str, delimiter: str | None,
-                     start_offset: str | None, end_offset: str | None, page_size: int,
-                     fields: str | None) -> AsyncIterator[ListPage]:
-        params = {"maxResults": str(min(max(page_size, 1), 1000)), **COMPACT_JSON}
-        for key, value in (("prefix", prefix), ("delimiter", delimiter),
-                           ("startOffset", start_offset), ("endOffset", end_offset),
-                           ("fields", fields)):
-            if value:
-                params[key] = value
-        # A plain GET and ``json.loads`` of the body bytes rather than
-        # gcloud-aio-storage's ``list_objects`` (its session wrapper, header
-        # merging and ``resp.json()`` text decode): listing is CPU-bound on
-        # the client, and with ``objects_from_json`` this more than halves
-        # its CPU: a 100k listing took ~1.0 s of client CPU, now ~0.45 s
-        # (cProfile against the gcs-like emulator; perf/scenarios/listing.py).
-        url = self._json_url(bucket)
-        op = Op("list", bucket, prefix)
-        check = ListingCheck("gs", bucket, prefix, start_offset, end_offset)
-        token: str | None = None
-        while True:
-            page_params = dict(params, pageToken=token) if token else params
-            data = await self._transport.request(op, "GET", url, json_handler(op),
-                                                 params=page_params)
-            token = data.get("nextPageToken") or None
-            yield check.page(ListPage(
-                objects=objects_from_json(bucket, data.get("items", ())),
-                prefixes=list(data.get("prefixes", ())),
-                next_page_token=token,
-            ))
-            if token is None:
-                return
+        return list_pages(self._transport, self._json_url(bucket), bucket, prefix, delimiter,
+                          start_offset, end_offset, page_size, fields)
 
     def list_objects(
         self,
@@ -482,57 +360,8 @@ class AsyncClient(XmlMultipartCalls):
             StorageError: any other failure (nothing is published).
         """
         write_args(bucket, name, data, content_type, if_generation_match, metadata, resumable)
-        view = memoryview(data).cast("B")
-        checksum = crc32c(view)
-        if resumable is None:
-            resumable = len(view) > SIMPLE_UPLOAD_LIMIT
-        if resumable:
-            # The session carries the crc32c from the start, and the final
-            # request repeats it, so a checking server refuses bad bytes.
-            upload = ResumableUpload(self, bucket, name, content_type=content_type,
-                                     if_generation_match=if_generation_match, metadata=metadata,
-                                     crc32c=checksum)
-            await upload.start()
-            try:
-                return await upload.finish(view, crc32c=checksum)
-            except BaseException:
-                await upload.cancel()
-                raise
-        try:
-            info = await self._multipart_upload(bucket, name, view, checksum, content_type,
-                                                if_generation_match, metadata)
-        except PreconditionFailed as exc:
-            # A retried upload whose first attempt landed (its response lost)
-            # fails its own "must not exist" precondition: it is ours if the
-            # object now holds exactly these bytes.
-            if exc.attempts < 2 or if_generation_match is None:
-                raise
-            try:
-                info = await self.stat(bucket, name)
-            except NotFound:
-                raise exc from None
-            if info.size != len(view) or info.crc32c != checksum:
-                raise
-            return info
-        # What the answer left out (a crc32c, the generation) comes back filled in.
-        return await verify_published(self, Op("write", bucket, name), info, len(view), checksum)
-
-    async def _multipart_upload(self, bucket: str, name: str, view: memoryview, checksum: int,
-                                content_type: str, if_generation_match: int | None,
-                                metadata: dict[str, str] | None) -> ObjectInfo:
-        resource: dict[str, Any] = {"name": name, "contentType": content_type,
-                                    "crc32c": encode_crc32c(checksum)}
-        if metadata:
-            resource["metadata"] = metadata
-        boundary, body = multipart_related(resource, content_type, view)
-        params = {"uploadType": "multipart", **COMPACT_JSON}
-        if if_generation_match is not None:
-            params["ifGenerationMatch"] = str(if_generation_match)
-        url = f"{self.endpoint}/upload/storage/v1/b/{bucket}/o"
-        return await self._transport.request(
-            Op("write", bucket, name), "POST", url, object_handler(Op("write", bucket, name)),
-            params=params,
-            headers={"Content-Type": f"multipart/related; boundary={boundary}"}, data=body)
+        return await write_object(self, bucket, name, memoryview(data).cast("B"), content_type,
+                                  if_generation_match, metadata, resumable)
 
     def start_upload(self, bucket: str, name: str, *,
                      content_type: str = "application/octet-stream",
@@ -601,77 +430,8 @@ class AsyncClient(XmlMultipartCalls):
         if not 1 <= len(sources) <= 32:
             raise InvalidArgument(f"compose gs://{bucket}/{destination}: needs 1-32 sources, "
                                   f"got {len(sources)}")
-        body = compose_body(sources, content_type)
-        params = dict(COMPACT_JSON)
-        if if_generation_match is not None:
-            params["ifGenerationMatch"] = str(if_generation_match)
-        expected = composite_of(sources)
-        try:
-            info: ObjectInfo = await self._transport.request(
-                Op("compose", bucket, destination), "POST",
-                f"{self._json_url(bucket, destination)}/compose",
-                object_handler(Op("compose", bucket, destination)),
-                params=params, headers={"Content-Type": "application/json"}, data=body)
-        except PreconditionFailed as exc:
-            # As in write(): a retried compose whose first attempt landed.
-            if exc.attempts < 2 or if_generation_match is None or expected is None:
-                raise
-            try:
-                info = await self.stat(bucket, destination)
-            except NotFound:
-                raise exc from None
-            if (info.size, info.crc32c) != expected:
-                raise
-            return info
-        if expected is not None:
-            return await verify_published(self, Op("compose", bucket, destination), info,
-                                          *expected)
-        return info
-
-    async def delete(
-        self,
-        bucket: str,
-        name: str,
-        *,
-        generation: int | None = None,
-        if_generation_match: int | None = None,
-        missing_ok: bool = False,
-    ) -> None:
-        """Delete an object.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            generation: delete this generation only.
-            if_generation_match: precondition.
-            missing_ok: treat "already gone" (404) as success, as clean-up
-                paths want. A 404 to a retried attempt is success either way
-                (the earlier attempt may have deleted it).
-
-        Raises:
-            NotFound: no such object (unless ``missing_ok``).
-            StorageError: any other failure.
-        """
-        delete_args(bucket, name, generation, if_generation_match, missing_ok)
-        params = {}
-        if generation is not None:
-            params["generation"] = str(generation)
-        if if_generation_match is not None:
-            params["ifGenerationMatch"] = str(if_generation_match)
-
-        try:
-            # A plain JSON-API DELETE on our transport (once gcloud-aio-storage's
-            # ``Storage.delete``, the last call through it): the same request,
-            # and like every other one it runs through the transport's
-            # session seam, so tests can answer it without sockets.
-            await self._transport.request(Op("delete", bucket, name), "DELETE",
-                                          self._json_url(bucket, name), drain, params=params,
-                                          ok=(200, 204))
-        except NotFound as exc:
-            # A 404 to a retry: the attempt before it (whose answer was lost
-            # or failed) may have deleted the object; gone is what was asked.
-            if not missing_ok and exc.attempts < 2:
-                raise
+        return await compose_object(self, bucket, destination, sources, if_generation_match,
+                                    content_type)
 
     async def copy(self, bucket: str, name: str, dest_bucket: str, dest_name: str) -> ObjectInfo:
         """Copy an object server-side (JSON ``rewriteTo``; no bytes pass through us).

@@ -8,11 +8,11 @@ store is built here, from a name checked by the same rule
 (:func:`aioflux._core.urls.validate_object_name`, scheme ``file``: no
 ``.``, ``..`` or empty segments, no NUL): the store checks its arguments
 with :func:`check_name` and :func:`check_prefix` before it starts, and the
-worker-thread functions of ``_files.py`` reach the filesystem only through
-:func:`path_of` and :func:`folder_of`, which check again, so no method can
-skip the rule. Listing offsets are never paths (only compared with names)
-and take any string: the parallel listers split ranges at midpoints such
-as ``a//`` that are no names.
+worker-thread functions (``_files.py``, ``_listing.py``, ``_writes.py``)
+reach the filesystem only through :func:`path_of` and :func:`folder_of`,
+which check again, so no method can skip the rule. Listing offsets are
+never paths (only compared with names) and take any string: the parallel
+listers split ranges at midpoints such as ``a//`` that are no names.
 """
 
 from __future__ import annotations

@@ -38,8 +38,9 @@ A name is a plain relative path below it: every method refuses ``..``,
   write is ``Conflict``.
 
 Filesystem calls block, so they run in the store's worker threads, at most
-``config.max_concurrency`` (and 32) at once; that blocking work is in ``_files.py``,
-the writer engine's streaming upload in ``_upload.py``.
+``config.max_concurrency`` (and 32) at once; that blocking work is in ``_files.py``
+(a file as an object, reads), ``_listing.py`` and ``_writes.py`` (writes,
+copies, deletes), the writer engine's streaming upload in ``_upload.py``.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ from .._core.validate import (
 )
 from .._engines.cache import cache_from_args
 from .._engines.iterables import StreamItem, stream, stream_args
-from . import _files
+from . import _files, _listing, _writes
 from ._files import TEMP_MARK
 from ._paths import check_name, check_prefix
 from ._upload import LocalUpload
@@ -266,14 +267,14 @@ class LocalStore:
                      page_size: int) -> AsyncIterator[ListPage]:
         files, prefixes = await self._run(
             "list", bucket, prefix,
-            lambda: _files.scan(bucket, prefix, delimiter, start_offset, end_offset))
+            lambda: _listing.scan(bucket, prefix, delimiter, start_offset, end_offset))
         # One walk finds the names; each page stats only its own files, so a
         # lister that stops early (the parallel listers narrow their ranges)
         # pays for the pages it took. Prefixes come on the first page, each once.
         for start in range(0, max(len(files), 1), page_size):
             chunk = files[start:start + page_size]
             objects = await self._run("list", bucket, prefix,
-                                      functools.partial(_files.stat_page, bucket, chunk))
+                                      functools.partial(_listing.stat_page, bucket, chunk))
             last = start + page_size >= len(files)
             yield ListPage(objects=objects, prefixes=prefixes if start == 0 else [],
                            next_page_token=None if last else str(start + page_size))
@@ -426,7 +427,7 @@ class LocalStore:
         if metadata:
             raise InvalidArgument(f"write {_url(bucket, name)}: files have no custom metadata")
         view = memoryview(data).cast("B")
-        return await self._run("write", bucket, name, lambda: _files.write_whole(
+        return await self._run("write", bucket, name, lambda: _writes.write_whole(
             bucket, name, view, if_generation_match))
 
     def start_upload(self, bucket: str, name: str, *,
@@ -480,7 +481,7 @@ class LocalStore:
         """
         delete_args(bucket, name, generation, if_generation_match, missing_ok, scheme="file")
         try:
-            await self._run("delete", bucket, name, lambda: _files.delete_file(
+            await self._run("delete", bucket, name, lambda: _writes.delete_file(
                 bucket, name, generation, if_generation_match))
         except NotFound:
             if not missing_ok:
@@ -510,7 +511,7 @@ class LocalStore:
         check_name("copy", bucket, name)
         check_name("copy", dest_bucket, dest_name, name_arg="dest_name")
         _check_writable_name("copy", dest_bucket, dest_name)
-        return await self._run("copy", bucket, name, lambda: _files.copy_file(
+        return await self._run("copy", bucket, name, lambda: _writes.copy_file(
             bucket, name, dest_bucket, dest_name))
 
     async def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
@@ -556,7 +557,7 @@ class LocalStore:
         list_args("list uploads", bucket, prefix, scheme="file")
         check_prefix("list uploads", bucket, prefix)
         return await self._run("list uploads", bucket, prefix,
-                               lambda: _files.temporaries(bucket, prefix))
+                               lambda: _listing.temporaries(bucket, prefix))
 
     async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
         """Remove a temporary file listed by :meth:`list_multipart_uploads`.
@@ -577,7 +578,7 @@ class LocalStore:
             raise InvalidArgument(f"abort {_url(bucket, name)}: {upload_id!r} is not one of "
                                   "its temporary files")
         path = _files.path_of(bucket, f"{directory}/{upload_id}" if directory else upload_id)
-        await self._run("abort upload", bucket, name, lambda: _files.unlink_quietly(path))
+        await self._run("abort upload", bucket, name, lambda: _writes.unlink_quietly(path))
 
     async def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
         """Not offered by files (a temporary file has no parts).

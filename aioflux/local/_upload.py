@@ -21,7 +21,7 @@ from .._core.errors import InvalidArgument
 from .._core.types import ObjectInfo
 from .._core.urls import format_url
 from .._core.window import shared_task
-from . import _files
+from . import _files, _writes
 
 if TYPE_CHECKING:
     from ._store import LocalStore
@@ -71,10 +71,10 @@ class LocalUpload:
         return await asyncio.shield(self._creating)
 
     async def _create(self) -> str:
-        temp, fd = await self._run(lambda: _files.open_temp(self.bucket, self.name))
-        os.close(fd)  # each part opens it anew (see _files.write_at)
+        temp, fd = await self._run(lambda: _writes.open_temp(self.bucket, self.name))
+        os.close(fd)  # each part opens it anew (see _writes.write_at)
         if self._closed:  # aborted while it was being created
-            _files.unlink_quietly(temp)
+            _writes.unlink_quietly(temp)
             self._check_open()
         self._temp = temp
         return temp
@@ -97,7 +97,7 @@ class LocalUpload:
         """
         temp = await self._temp_path()
         offset = (number - 1) * self.part_size
-        await self._run(lambda: _files.write_at(temp, data, offset))
+        await self._run(lambda: _writes.write_at(temp, data, offset))
 
     async def finish(self, last_number: int, tail: memoryview | None, expected: Crc32c,
                      tail_checksum: int | None = None) -> ObjectInfo:
@@ -122,9 +122,9 @@ class LocalUpload:
         self._closed = True
         self._temp = None
         offset = (last_number - 1) * self.part_size
-        return await self._run(lambda: _files.finish_temp(temp, self.bucket, self.name, tail,
-                                                          offset, expected,
-                                                          self.if_generation_match))
+        return await self._run(lambda: _writes.finish_temp(temp, self.bucket, self.name, tail,
+                                                           offset, expected,
+                                                           self.if_generation_match))
 
     async def abort(self) -> None:
         """Remove the temporary file. Safe to call twice.
@@ -147,11 +147,11 @@ class LocalUpload:
         # one, and a cancelled one still waits for the removal.
         loop = asyncio.get_running_loop()
         try:
-            removing = loop.run_in_executor(self._store._executor(), _files.unlink_quietly, temp)
+            removing = loop.run_in_executor(self._store._executor(), _writes.unlink_quietly, temp)
         except RuntimeError:
             # At interpreter exit (a writer discarded by the exit hook) the
             # thread pools take no more work: here, then.
-            _files.unlink_quietly(temp)
+            _writes.unlink_quietly(temp)
             return
         try:
             await to_the_end(removing)

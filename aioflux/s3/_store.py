@@ -2,7 +2,9 @@
 
 Requests go through aioflux's transport (one session per loop, the client's
 semaphore, retries, lean reads), signed with SigV4 by botocore
-(:mod:`._auth`). Every read is checked like a GCS one (status,
+(:mod:`._auth`); :class:`~._service.S3Service`, which the store builds on,
+holds them with the objects' URLs and version tokens. Every read is
+checked like a GCS one (status,
 ``Content-Range``, length, and the crc32c the server reports with
 ``x-amz-checksum-mode: ENABLED``); every write sends its crc32c
 (``x-amz-checksum-crc32c``) and checks what the server stored.
@@ -31,19 +33,17 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from typing import overload
 
-from .._core.auth import AnonymousAuth, Auth
+from .._core.auth import Auth
 from .._core.config import ClientConfig
 from .._core.errors import (
     InvalidArgument,
     InvalidRequest,
     NotFound,
     PreconditionFailed,
-    as_operation,
     describe,
 )
-from .._core.metrics import RequestStats
 from .._core.store import Buffer, Fetched, SourceSpec, StoreFeatures, objects_of
-from .._core.types import NO_METADATA, ListPage, ObjectInfo
+from .._core.types import ListPage, ObjectInfo
 from .._core.urls import validate_bucket
 from .._core.validate import (
     check_bool,
@@ -53,7 +53,6 @@ from .._core.validate import (
     check_metadata,
     check_object,
     check_str,
-    delete_args,
     endpoint_url,
     list_args,
     read_args,
@@ -64,46 +63,27 @@ from .._engines.download import DownloadOptions
 from .._engines.iterables import StreamItem, stream, stream_args
 from .._net.failures import drain
 from .._net.media import read_media
-from .._net.transport import HttpResponse, Op, Transport
-from ._auth import ChainAuth, SigV4, configured_endpoint, session_region
+from .._net.transport import Transport
+from ._auth import configured_endpoint, session_region
 from ._copy import copy_object
-from ._endpoints import (
-    DEFAULT_REGION,
-    Addressing,
-    Endpoints,
-    RegionalTransport,
-    check_region,
-)
+from ._endpoints import DEFAULT_REGION, Addressing, Endpoints, check_region
 from ._listing import list_pages
 from ._multipart import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE, Multipart
 from ._multipart_calls import MultipartCalls
 from ._page import require_lxml
 from ._put import metadata_headers, put_object
+from ._service import S3Service
 from ._upload import S3Upload
-from ._xml import (
-    ANSWERS,
-    NOT_XML,
-    content_md5_base64,
-    etag_of,
-    full_object_crc32c,
-    generation_of,
-    gone,
-    precondition_failed,
-    reversible,
-    rfc3339,
-)
+from ._xml import ANSWERS, NOT_XML, gone
 
 __all__ = ["DEFAULT_REGION", "FEATURES", "S3Store"]
 
 FEATURES = StoreFeatures(scheme="s3", compose=0, end_offset=False, multipart=True,
                          min_part_size=MIN_PART_SIZE, part_granularity=1, max_parts=MAX_PARTS,
                          batch_delete=1000)
-# ETags seen, by the generation hashed from them (ETags that are not an
-# MD5); bounded so a 1M-object listing does not hold them all.
-_ETAG_MEMORY = 65_536
 
 
-class S3Store(MultipartCalls):
+class S3Store(S3Service, MultipartCalls):
     """Amazon S3 (or an S3-compatible store) as an
     :class:`~aioflux._core.store.ObjectStore`.
 
@@ -177,25 +157,11 @@ class S3Store(MultipartCalls):
             check_endpoint("S3Store: the endpoint of the AWS configuration "
                            "(AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or the profile's "
                            "endpoint_url)", endpoint)
-        self.endpoints = Endpoints(endpoint, addressing, region)
-        self.endpoint = self.endpoints.endpoint
         self.addressing = addressing
         self.region = region
-        self._etags: dict[int, str] = {}
-        self.config = config or (transport.config if transport else ClientConfig())
-        if transport is None:
-            if auth is None and anonymous:
-                auth = AnonymousAuth()
-            elif auth is None and defer_credentials:
-                auth = ChainAuth(self.endpoints.region_of_url, profile=profile,
-                                 sign_payload=sign_payload)
-            elif auth is None:
-                auth = SigV4.found(self.endpoints.region_of_url, profile=profile,
-                                   sign_payload=sign_payload) or AnonymousAuth()
-            transport = RegionalTransport(self.endpoints, self.config, auth,
-                                          endpoint=self.endpoint,
-                                          trusted=self.endpoints.trusted, exact_urls=True)
-        self._transport = transport
+        super().__init__(config, Endpoints(endpoint, addressing, region), profile=profile,
+                         anonymous=anonymous, sign_payload=sign_payload,
+                         defer_credentials=defer_credentials, auth=auth, transport=transport)
         self._multipart = Multipart(self)
 
     def __repr__(self) -> str:
@@ -214,75 +180,10 @@ class S3Store(MultipartCalls):
                       addressing=addressing, profile=profile, anonymous=anonymous,
                       sign_payload=sign_payload, defer_credentials=deferred)
 
-    # -- addressing and regions ---------------------------------------------------
-
     @property
     def features(self) -> StoreFeatures:
         """Multipart uploads, no compose, no server-side end offset."""
         return FEATURES
-
-    @property
-    def transport(self) -> Transport:
-        """The transport (its ``stats`` count requests and retries)."""
-        return self._transport
-
-    @property
-    def stats(self) -> RequestStats:
-        """What this store's requests did: counts, retries by cause, bytes,
-        and latency per operation (``stats.summary()``)."""
-        return self._transport.stats
-
-    def object_url(self, bucket: str, name: str = "") -> str:
-        """The URL of ``name`` in ``bucket`` (the bucket's own with no name).
-
-        Args:
-            bucket: bucket name.
-            name: object key.
-
-        Returns:
-            The URL, the key percent-encoded as SigV4 signs it.
-        """
-        return self.endpoints.object_url(bucket, name)
-
-    async def _ready(self, bucket: str) -> None:
-        await self.endpoints.ready(bucket, self._transport)
-
-    def _op(self, operation: str, bucket: str, name: str = "") -> Op:
-        return Op(operation, bucket, name, "s3")
-
-    # -- version tokens -------------------------------------------------------------
-
-    def _remember(self, etag: str) -> int:
-        generation = generation_of(etag)
-        if generation and not reversible(generation):
-            if len(self._etags) >= _ETAG_MEMORY:
-                self._etags.clear()
-            self._etags[generation] = etag
-        return generation
-
-    def _known_etag(self, generation: int) -> str | None:
-        """The ETag ``generation`` stands for, decoded or remembered; None
-        when neither (a hashed generation this store has not seen)."""
-        return etag_of(generation) or self._etags.get(generation)
-
-    async def _etag_for(self, bucket: str, name: str, generation: int) -> str | None:
-        """The ETag ``generation`` stands for: decoded, remembered, or the
-        object's own if its generation is that; None when it is not."""
-        etag = self._known_etag(generation)
-        if etag is not None:
-            return etag
-        try:
-            info = await self.stat(bucket, name)
-        except NotFound:
-            return None
-        return self._etags.get(generation) if info.generation == generation else None
-
-    def _info(self, bucket: str, name: str, *, size: int, etag: str, crc: int | None,
-              md5: str | None = None, content_type: str | None = None,
-              updated: str | None = None,
-              metadata: dict[str, str] | None = None) -> ObjectInfo:
-        return ObjectInfo(bucket, name, size, self._remember(etag), crc, md5, None,
-                          content_type, updated, metadata or NO_METADATA, "s3")
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -301,59 +202,6 @@ class S3Store(MultipartCalls):
             InvalidArgument: (from later calls) the store is closed.
         """
         await self._transport.aclose(owner="S3Store")
-
-    # -- metadata ----------------------------------------------------------------------
-
-    async def stat(self, bucket: str, name: str) -> ObjectInfo:
-        """An object's metadata (HEAD).
-
-        Args:
-            bucket: bucket name.
-            name: object key.
-
-        Returns:
-            ObjectInfo: size, generation (from the ETag), the full-object
-            crc32c when the server keeps one, content type, custom metadata.
-
-        Raises:
-            NotFound: no such object or bucket.
-            StorageError: any other failure.
-        """
-        check_object("stat", bucket, name, scheme="s3")
-        await self._ready(bucket)
-
-        async def handle(resp: HttpResponse) -> ObjectInfo:
-            # A HEAD has no body to read; its Content-Length is the object's.
-            h = resp.headers
-            lowered = {k.lower(): v for k, v in h.items()}
-            metadata = {k[11:]: v for k, v in lowered.items() if k.startswith("x-amz-meta-")}
-            return self._info(bucket, name, size=int(h.get("Content-Length", "0")),
-                              etag=h.get("ETag", ""), crc=full_object_crc32c(lowered),
-                              md5=content_md5_base64(lowered), content_type=h.get("Content-Type"),
-                              updated=rfc3339(h.get("Last-Modified")), metadata=metadata)
-
-        return await self._transport.request(self._op("stat", bucket, name), "HEAD",
-                                             self.object_url(bucket, name), handle,
-                                             headers={"x-amz-checksum-mode": "ENABLED"})
-
-    async def exists(self, bucket: str, name: str) -> bool:
-        """Whether an object exists.
-
-        Args:
-            bucket: bucket name.
-            name: object key.
-
-        Returns:
-            True if it exists.
-
-        Raises:
-            StorageError: a failure other than 404.
-        """
-        try:
-            await self.stat(bucket, name)
-        except NotFound:
-            return False
-        return True
 
     # -- listing ------------------------------------------------------------------------
 
@@ -628,64 +476,7 @@ class S3Store(MultipartCalls):
                              operation="compose", bucket=bucket, name=destination,
                              reason="unsupported")
 
-    # -- delete and copy ------------------------------------------------------------------
-
-    async def delete(self, bucket: str, name: str, *, generation: int | None = None,
-                     if_generation_match: int | None = None, missing_ok: bool = False) -> None:
-        """Delete an object (that generation only, if given).
-
-        S3 answers a DELETE of a missing key with success, so unless
-        ``missing_ok`` a HEAD finds out first; a pinned generation is checked
-        by that HEAD and sent as ``If-Match``.
-
-        Args:
-            bucket: bucket name.
-            name: object key.
-            generation: delete only this version (else NotFound).
-            if_generation_match: precondition (else PreconditionFailed).
-            missing_ok: treat "already gone" as success.
-
-        Raises:
-            NotFound: no such object (unless ``missing_ok``), or not that generation.
-            PreconditionFailed: ``if_generation_match`` did not hold.
-            StorageError: any other failure.
-        """
-        delete_args(bucket, name, generation, if_generation_match, missing_ok, scheme="s3")
-        op = self._op("delete", bucket, name)
-        pins = {g for g in (generation, if_generation_match) if g is not None}
-        if not pins and missing_ok:
-            await self._ready(bucket)
-            await self._delete_request(bucket, name, None)
-            return
-        try:
-            info = await self.stat(bucket, name)
-        except NotFound as exc:
-            if missing_ok:
-                return
-            raise as_operation(exc, "delete") from None
-        if generation is not None and info.generation != generation:
-            if missing_ok:  # the version asked for is gone, as on GCS
-                return
-            raise gone(op, generation)
-        if if_generation_match is not None and info.generation != if_generation_match:
-            raise precondition_failed(op, if_generation_match)
-        etag = None
-        if pins:
-            etag = self._known_etag(info.generation)
-        try:
-            await self._delete_request(bucket, name, etag)
-        except PreconditionFailed as exc:
-            if generation is not None:
-                if missing_ok:
-                    return
-                raise gone(op, generation) from exc
-            raise
-
-    async def _delete_request(self, bucket: str, name: str, etag: str | None) -> None:
-        await self._transport.request(self._op("delete", bucket, name), "DELETE",
-                                      self.object_url(bucket, name), drain,
-                                      headers={"If-Match": etag} if etag else None,
-                                      ok=(200, 204))
+    # -- deletes and copies -----------------------------------------------------------
 
     async def delete_many(self, bucket: str, names: Sequence[str]) -> None:
         """Delete many objects, 1000 per request (``POST ?delete``); keys

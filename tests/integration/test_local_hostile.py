@@ -21,7 +21,7 @@ import pytest
 
 from aioflux import ChecksumMismatch, ClientConfig, InvalidURL, NotFound, PreconditionFailed
 from aioflux._core.urls import parse_url
-from aioflux.local import LocalStore, _files
+from aioflux.local import LocalStore, _writes
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -52,13 +52,13 @@ async def space(tmp_path: Path) -> AsyncIterator[Space]:
 
 def _slow_generation_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each generation check lingers, so two changes both check before either acts."""
-    check = _files._check_generation
+    check = _writes._check_generation
 
     def slow_check(*args: object) -> None:
         check(*args)  # type: ignore[arg-type]
         time.sleep(0.2)
 
-    monkeypatch.setattr(_files, "_check_generation", slow_check)
+    monkeypatch.setattr(_writes, "_check_generation", slow_check)
 
 
 async def test_two_writers_of_one_generation_cannot_both_win(
@@ -141,14 +141,14 @@ def test_a_lock_held_by_a_forked_child_is_released(tmp_path: Path) -> None:
     space = Space(tmp_path / "objects")
     (space.root / "f").write_bytes(b"0")
     path = str(space.root / "f")
-    with _files._changing(path):
+    with _writes._changing(path):
         pid = os.fork()
         if pid == 0:  # the child sleeps holding the inherited descriptor
             time.sleep(3)
             os._exit(0)
     try:
         started = time.monotonic()
-        with _files._changing(path):
+        with _writes._changing(path):
             pass
         assert time.monotonic() - started < 1.0
     finally:
@@ -350,7 +350,7 @@ async def test_new_directories_are_fsynced_into_their_parents(
     # directory must be durable before the write returns, or a power loss
     # can drop the whole step after retention deleted the previous one.
     synced: list[str] = []
-    fsync_directory = _files._fsync_directory
+    fsync_directory = _writes._fsync_directory
     lock = threading.Lock()
 
     def spy(directory: str) -> None:
@@ -358,7 +358,7 @@ async def test_new_directories_are_fsynced_into_their_parents(
             synced.append(directory)
         fsync_directory(directory)
 
-    monkeypatch.setattr(_files, "_fsync_directory", spy)
+    monkeypatch.setattr(_writes, "_fsync_directory", spy)
     await space.store.write(space.bucket, space.n("run1/step-1/state.pt"), b"weights")
     root = str(space.root)
     assert root in synced  # holds run1

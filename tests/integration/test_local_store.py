@@ -49,7 +49,7 @@ from aioflux._core.urls import parse_url
 from aioflux._engines.clean import clean_bucket
 from aioflux._engines.reader import ObjectReader
 from aioflux._engines.writer import ObjectWriter
-from aioflux.local import LocalStore, _files
+from aioflux.local import LocalStore, _files, _listing, _writes
 from aioflux.local._upload import LocalUpload
 
 XATTR = "user.aioflux.crc32c"
@@ -217,7 +217,7 @@ async def test_an_abort_removes_its_temporary_off_the_event_loop(
     # Unlinking a large temporary frees its extents (1 GiB on ext4: 0.2 s)
     # and an NFS remove is a round trip: on the loop, every transfer waited.
     # An abort cancelled (twice) still removes it before it returns.
-    unlink = _files.unlink_quietly
+    unlink = _writes.unlink_quietly
     removed_on: list[str] = []
     started, release = threading.Event(), threading.Event()
 
@@ -227,7 +227,7 @@ async def test_an_abort_removes_its_temporary_off_the_event_loop(
         release.wait(30)  # a guard against a hang: the test sets it
         unlink(path)
 
-    monkeypatch.setattr(_files, "unlink_quietly", blocking_unlink)
+    monkeypatch.setattr(_writes, "unlink_quietly", blocking_unlink)
     for cancels in (0, 2):
         started.clear()
         release.clear()
@@ -251,7 +251,7 @@ async def test_abort_while_the_temporary_is_being_created(
         space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
     # The writer cancels its parts, then aborts: a first part cancelled
     # while its thread creates the temporary file must not leave that file.
-    open_temp = _files.open_temp
+    open_temp = _writes.open_temp
     created = threading.Event()
 
     def slow_open_temp(bucket: str, name: str) -> tuple[str, int]:
@@ -260,7 +260,7 @@ async def test_abort_while_the_temporary_is_being_created(
         time.sleep(0.3)
         return made
 
-    monkeypatch.setattr(_files, "open_temp", slow_open_temp)
+    monkeypatch.setattr(_writes, "open_temp", slow_open_temp)
     upload = space.store.start_upload(space.bucket, space.n("slow"), part_size=KiB)
     part = asyncio.ensure_future(upload.put(1, memoryview(b"x" * KiB)))
     await asyncio.to_thread(created.wait, 10)
@@ -280,7 +280,7 @@ async def test_failed_creation_of_a_cancelled_part_is_not_logged(
         time.sleep(0.2)
         raise OSError(errno.EACCES, "Permission denied")
 
-    monkeypatch.setattr(_files, "open_temp", failing_open_temp)
+    monkeypatch.setattr(_writes, "open_temp", failing_open_temp)
     upload = space.store.start_upload(space.bucket, space.n("denied"), part_size=KiB)
     part = asyncio.ensure_future(upload.put(1, memoryview(b"x" * KiB)))
     await asyncio.to_thread(started.wait, 10)
@@ -605,13 +605,13 @@ def test_list_files_walks_the_tree_once(sync_space: Space,
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(b"")
     walks: list[str] = []
-    scan = _files.scan
+    scan = _listing.scan
 
     def counted(*args: object) -> object:
         walks.append(str(args[1]))
         return scan(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_files, "scan", counted)
+    monkeypatch.setattr(_listing, "scan", counted)
     listed = list(aioflux.list_files(f"{root}/", client=sync_space.store))
     assert sorted(listed) == [sync_space.url(name) for name in names]
     assert walks == [sync_space.prefix]
@@ -787,9 +787,9 @@ async def test_write_survives_a_delete_removing_its_new_directory(
         space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
     # A delete of the last file of a directory removes the directory; a
     # write that has just made it must make it again, not fail.
-    from aioflux.local import _files
+    from aioflux.local import _writes
 
-    make = _files._make_directories
+    make = _writes._make_directories
     raced: list[str] = []
     target = str(space.path("fresh/dir"))
 
@@ -799,7 +799,7 @@ async def test_write_survives_a_delete_removing_its_new_directory(
             raced.append(path)
             os.rmdir(path)  # the concurrent delete's cleanup
 
-    monkeypatch.setattr(_files, "_make_directories", make_then_lose_it)
+    monkeypatch.setattr(_writes, "_make_directories", make_then_lose_it)
     info = await space.store.write(space.bucket, space.n("fresh/dir/obj"), b"landed")
     assert raced == [str(space.path("fresh/dir"))] * 2
     monkeypatch.undo()

@@ -26,7 +26,7 @@ from aioflux import (
 )
 from aioflux._core.portal import call
 from aioflux.local import LocalStore
-from aioflux.local import _files as local_files
+from aioflux.local import _writes as local_writes
 from aioflux.torch import Checkpoint, CheckpointManager
 from tests.torch.conftest import Where
 
@@ -320,7 +320,7 @@ def test_a_failed_upload_raises_its_storage_error_not_torchs(
         raise ServerError(f"upload_part gs://{bucket}/{name} failed: HTTP 503 (injected)",
                           operation="upload_part", bucket=bucket, name=name, status=503)
 
-    write_all = local_files._pwrite_all
+    write_all = local_writes._pwrite_all
 
     def disk_full(fd: int, data: memoryview, offset: int) -> None:
         # The state's parts find the disk full; the small claim and
@@ -333,7 +333,7 @@ def test_a_failed_upload_raises_its_storage_error_not_torchs(
         monkeypatch.setattr(AsyncClient, "upload_part", refuse)
         expected: type[StorageError] = ServerError
     else:
-        monkeypatch.setattr(local_files, "_pwrite_all", disk_full)
+        monkeypatch.setattr(local_writes, "_pwrite_all", disk_full)
         expected = StorageError
     state = {"w": torch.zeros(4 * MiB)}  # 16 MiB: parts go up while torch.save runs
     mgr = CheckpointManager(where.url("run"), client=where.client,

@@ -1,0 +1,65 @@
+"""Object listings of the JSON API, as the storage protocol's pages.
+
+Each page is one GET of the bucket's objects; the server applies the
+prefix, the delimiter and both offsets, and each page is checked
+(:class:`~aioflux._core.pages.ListingCheck`: names once, in order, under
+the prefix and inside the offsets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from .._core.pages import ListingCheck
+from .._core.types import COMPACT_JSON, ListPage, objects_from_json
+from .._net.transport import Op, Transport
+from ._json import json_handler
+
+__all__ = ["list_pages"]
+
+
+async def list_pages(transport: Transport, url: str, bucket: str, prefix: str,
+                     delimiter: str | None, start_offset: str | None, end_offset: str | None,
+                     page_size: int, fields: str | None) -> AsyncIterator[ListPage]:
+    """Pages of ``bucket``'s objects under ``prefix`` in ``[start_offset, end_offset)``.
+
+    Args:
+        transport: the client's transport.
+        url: the bucket's objects (``.../storage/v1/b/<bucket>/o``).
+        bucket: bucket name.
+        prefix: only names starting with this.
+        delimiter: group names by this into prefixes.
+        start_offset: first name (inclusive).
+        end_offset: end (exclusive).
+        page_size: items per request (at most 1000).
+        fields: JSON ``fields`` selector; None returns full resources.
+
+    Yields:
+        ListPage; the last has no ``next_page_token``.
+    """
+    params = {"maxResults": str(min(max(page_size, 1), 1000)), **COMPACT_JSON}
+    for key, value in (("prefix", prefix), ("delimiter", delimiter),
+                       ("startOffset", start_offset), ("endOffset", end_offset),
+                       ("fields", fields)):
+        if value:
+            params[key] = value
+    # A plain GET and ``json.loads`` of the body bytes rather than
+    # gcloud-aio-storage's ``list_objects`` (its session wrapper, header
+    # merging and ``resp.json()`` text decode): listing is CPU-bound on
+    # the client, and with ``objects_from_json`` this more than halves
+    # its CPU: a 100k listing took ~1.0 s of client CPU, now ~0.45 s
+    # (cProfile against the gcs-like emulator; perf/scenarios/listing.py).
+    op = Op("list", bucket, prefix)
+    check = ListingCheck("gs", bucket, prefix, start_offset, end_offset)
+    token: str | None = None
+    while True:
+        page_params = dict(params, pageToken=token) if token else params
+        data = await transport.request(op, "GET", url, json_handler(op), params=page_params)
+        token = data.get("nextPageToken") or None
+        yield check.page(ListPage(
+            objects=objects_from_json(bucket, data.get("items", ())),
+            prefixes=list(data.get("prefixes", ())),
+            next_page_token=token,
+        ))
+        if token is None:
+            return

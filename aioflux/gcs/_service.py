@@ -1,0 +1,160 @@
+"""The GCS JSON API of one endpoint, as a client's requests reach it.
+
+:class:`GcsService` is what the client's operations and its helpers
+(:mod:`._published`, :mod:`._copy`, :mod:`._upload`, :mod:`._resumable`)
+share: the endpoint (Google's, or an emulator's), the transport with the
+credential that authenticates each request (:mod:`._auth`: Application
+Default Credentials, a token or none); the objects' JSON API URLs; and
+the two requests every write, copy and compose is checked with: an
+object's metadata and its delete. :class:`~._client.AsyncClient` is the
+storage protocol on it.
+"""
+
+from __future__ import annotations
+
+from .._core.auth import Auth
+from .._core.config import ClientConfig
+from .._core.errors import NotFound
+from .._core.metrics import RequestStats
+from .._core.types import COMPACT_JSON, ObjectInfo
+from .._core.validate import Credentials, check_object, delete_args
+from .._net.failures import drain
+from .._net.transport import Op, Transport
+from ._auth import emulator_endpoint, local_endpoint, resolve_auth
+from ._json import object_handler, quote_name
+
+__all__ = ["DEFAULT_ENDPOINT", "GcsService"]
+
+DEFAULT_ENDPOINT = "https://storage.googleapis.com"
+
+
+class GcsService:
+    """One GCS endpoint's JSON API: authenticated requests, object URLs,
+    an object's metadata and its delete.
+
+    Args:
+        config: client settings (concurrency, timeouts, retries); None:
+            the transport's, else the defaults.
+        endpoint: API root; None: ``STORAGE_EMULATOR_HOST`` if set, else
+            real GCS.
+        credentials: as :class:`~._client.AsyncClient` takes them.
+        transport: a ready transport (tests inject one), used instead of
+            one authenticating with ``credentials``.
+    """
+
+    def __init__(self, config: ClientConfig | None, endpoint: str | None,
+                 credentials: Credentials, transport: Transport | None) -> None:
+        env_endpoint = emulator_endpoint() if endpoint is None else None
+        self.endpoint = endpoint or env_endpoint or DEFAULT_ENDPOINT
+        # As google-cloud-storage: STORAGE_EMULATOR_HOST gets no credentials,
+        # any other https endpoint (Google's, however spelled, regional,
+        # mTLS, Private Service Connect) gets ADC; plain http and loopback
+        # hosts are emulators.
+        use_emulator = local_endpoint(endpoint) if endpoint is not None else (
+            env_endpoint is not None)
+        self.config = config or (transport.config if transport else ClientConfig())
+        auth: Auth = resolve_auth(credentials, use_emulator=use_emulator,
+                                  timeouts=self.config.timeouts)
+        self._transport = transport or Transport(self.config, auth, endpoint=self.endpoint)
+
+    @property
+    def transport(self) -> Transport:
+        """The transport (its ``stats`` count requests and retries)."""
+        return self._transport
+
+    @property
+    def stats(self) -> RequestStats:
+        """What this client's requests did: counts, retries by cause, bytes,
+        and latency per operation (``stats.summary()`` for p50/p95/p99)."""
+        return self._transport.stats
+
+    def _json_url(self, bucket: str, name: str | None = None) -> str:
+        base = f"{self.endpoint}/storage/v1/b/{bucket}/o"
+        return base if name is None else f"{base}/{quote_name(name)}"
+
+    # -- metadata -------------------------------------------------------------
+
+    async def stat(self, bucket: str, name: str) -> ObjectInfo:
+        """Fetch an object's metadata.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+
+        Returns:
+            ObjectInfo.
+
+        Raises:
+            NotFound: no such object or bucket.
+            StorageError: any other failure.
+        """
+        check_object("stat", bucket, name)
+        return await self._transport.request(
+            Op("stat", bucket, name), "GET", self._json_url(bucket, name),
+            object_handler(Op("stat", bucket, name)), params=COMPACT_JSON)
+
+    async def exists(self, bucket: str, name: str) -> bool:
+        """Whether an object exists.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+
+        Returns:
+            True if it exists.
+
+        Raises:
+            StorageError: a failure other than 404.
+        """
+        try:
+            await self.stat(bucket, name)
+        except NotFound:
+            return False
+        return True
+
+    # -- delete ---------------------------------------------------------------
+
+    async def delete(
+        self,
+        bucket: str,
+        name: str,
+        *,
+        generation: int | None = None,
+        if_generation_match: int | None = None,
+        missing_ok: bool = False,
+    ) -> None:
+        """Delete an object.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            generation: delete this generation only.
+            if_generation_match: precondition.
+            missing_ok: treat "already gone" (404) as success, as clean-up
+                paths want. A 404 to a retried attempt is success either way
+                (the earlier attempt may have deleted it).
+
+        Raises:
+            NotFound: no such object (unless ``missing_ok``).
+            StorageError: any other failure.
+        """
+        delete_args(bucket, name, generation, if_generation_match, missing_ok)
+        params = {}
+        if generation is not None:
+            params["generation"] = str(generation)
+        if if_generation_match is not None:
+            params["ifGenerationMatch"] = str(if_generation_match)
+
+        try:
+            # A plain JSON-API DELETE on our transport (once gcloud-aio-storage's
+            # ``Storage.delete``, the last call through it): the same request,
+            # and like every other one it runs through the transport's
+            # session seam, so tests can answer it without sockets.
+            await self._transport.request(Op("delete", bucket, name), "DELETE",
+                                          self._json_url(bucket, name), drain, params=params,
+                                          ok=(200, 204))
+        except NotFound as exc:
+            # A 404 to a retry: the attempt before it (whose answer was lost
+            # or failed) may have deleted the object; gone is what was asked.
+            if not missing_ok and exc.attempts < 2:
+                raise

@@ -1,0 +1,158 @@
+"""Listings of files: the walk of a prefix's tree, page by page, and the
+temporary files of unfinished writes as open uploads.
+
+Directories are not objects; a file is listed by name first
+(:func:`scan`), then stat-ed a page at a time (:func:`stat_page`), so a
+file deleted between the two is left out rather than failing the listing.
+"""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import os
+import stat as stat_mod
+
+from .._core.errors import NotFound, describe
+from .._core.types import MultipartUploadInfo, ObjectInfo
+from ._files import TEMP_MARK, object_info, recorded_crc
+from ._paths import folder_of, path_of
+
+__all__ = ["scan", "stat_page", "temporaries"]
+
+
+def _in_range(name: str, start_offset: str | None, end_offset: str | None) -> bool:
+    return ((start_offset is None or name >= start_offset)
+            and (end_offset is None or name < end_offset))
+
+
+def _entries(directory: str) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(directory) as it:
+            return list(it)
+    except (FileNotFoundError, NotADirectoryError):
+        return []  # removed while listing
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    """Whether a directory entry is a file or a link to one. A link that
+    never resolves (one to itself, or a cycle of them) is no file, as a
+    dangling one is not: it must not fail the listing of every other file."""
+    try:
+        return entry.is_file()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return False
+        raise
+
+
+def _listed(entry: os.DirEntry[str], name: str, start_offset: str | None,
+            end_offset: str | None) -> bool:
+    """Whether a directory entry (not a directory) is an object a listing
+    names: a file, not a temporary one, inside the offsets. A name no
+    method takes (not UTF-8, a line break, over 1024 bytes) is listed: the
+    datasets and ``load_files`` refuse it naming the file, where skipping
+    it would drop a sample (or a file of ``cp -r``) in silence."""
+    return (_in_range(name, start_offset, end_offset) and TEMP_MARK not in entry.name
+            and _is_file(entry))
+
+
+def _holds_object(directory: str, rel: str, start_offset: str | None,
+                  end_offset: str | None) -> bool:
+    """Whether any listable file lies below ``directory`` (stops at the first)."""
+    stack = [(directory, rel)]
+    while stack:
+        path, rel = stack.pop()
+        for entry in _entries(path):
+            name = f"{rel}/{entry.name}"
+            if entry.is_dir(follow_symlinks=False):
+                stack.append((entry.path, name))
+            elif _listed(entry, name, start_offset, end_offset):
+                return True
+    return False
+
+
+def scan(bucket: str, prefix: str, delimiter: str | None, start_offset: str | None,
+         end_offset: str | None) -> tuple[list[tuple[str, str]], list[str]]:
+    """The files under ``prefix`` as sorted (name, path) pairs, not stat-ed
+    yet (see :func:`stat_page`), and, with ``delimiter``, the sorted
+    prefixes that group the names continuing past it.
+
+    Directories are not objects: an empty one is neither listed nor a
+    prefix. Symbolic links to files are listed; links to directories are
+    not followed (a loop could never end).
+    """
+    folder = folder_of(bucket, prefix)  # the walk stays below the prefix's directory
+    root = path_of(bucket, "", op="list")
+    if not os.path.isdir(root):
+        raise NotFound(f"{describe('list', bucket, prefix, 'file')} failed: no such "
+                       "directory", operation="list", bucket=bucket, name=prefix)
+    base = folder[len(root) + 1:]
+    files: list[tuple[str, str]] = []
+    prefixes: set[str] = set()
+    stack = [base]
+    while stack:
+        rel = stack.pop()
+        for entry in _entries(f"{root}/{rel}" if rel else root):
+            name = f"{rel}/{entry.name}" if rel else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if delimiter == "/" and name.startswith(prefix):
+                    # One level is enough: the directory is a prefix if any
+                    # object lies below it.
+                    if _holds_object(entry.path, name, start_offset, end_offset):
+                        prefixes.add(name + "/")
+                elif name.startswith(prefix) or prefix.startswith(name + "/"):
+                    stack.append(name)
+            elif name.startswith(prefix) and _listed(entry, name, start_offset, end_offset):
+                files.append((name, entry.path))
+    files.sort()
+    if delimiter and delimiter != "/":
+        kept: list[tuple[str, str]] = []
+        for name, path in files:
+            cut = name.find(delimiter, len(prefix))
+            if cut >= 0:
+                prefixes.add(name[:cut + len(delimiter)])
+            else:
+                kept.append((name, path))
+        files = kept
+    return files, sorted(prefixes)
+
+
+def stat_page(bucket: str, files: list[tuple[str, str]]) -> list[ObjectInfo]:
+    """ObjectInfo of one page of :func:`scan`'s files (those still files)."""
+    objects: list[ObjectInfo] = []
+    for name, path in files:
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # deleted since the scan: no longer an object
+        if not stat_mod.S_ISREG(st.st_mode):
+            continue  # replaced since by a directory or a pipe, which stat refuses
+        objects.append(object_info(bucket, name, st, recorded_crc(path, st)))
+    return objects
+
+
+# -- open uploads -------------------------------------------------------------
+
+
+def temporaries(bucket: str, prefix: str) -> list[MultipartUploadInfo]:
+    """Temporary files of unfinished writes under ``prefix``, as open uploads."""
+    root = path_of(bucket, "", op="list uploads")
+    found: list[MultipartUploadInfo] = []
+    for directory, _dirs, files in os.walk(folder_of(bucket, prefix, op="list uploads")):
+        rel = directory[len(root):].strip("/")
+        for file in files:
+            target, mark, _ = file.partition(TEMP_MARK)
+            if not mark or not target.startswith("."):
+                continue
+            name = f"{rel}/{target[1:]}" if rel else target[1:]
+            if not name.startswith(prefix):
+                continue
+            try:
+                mtime = os.stat(f"{directory}/{file}").st_mtime
+            except FileNotFoundError:
+                continue  # finished or aborted meanwhile
+            when = datetime.datetime.fromtimestamp(mtime, datetime.timezone.utc)
+            found.append(MultipartUploadInfo(bucket, name, file,
+                                             when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")))
+    return sorted(found, key=lambda u: (u.name, u.upload_id))

@@ -1,0 +1,399 @@
+"""Changes to files: writes and copies all or nothing, and deletes.
+
+A write goes to a temporary file next to its target (:func:`open_temp`),
+which is read back and checked against the crc32c of what was written,
+fsynced, and renamed over the target, or hard-linked for "must not exist"
+(:func:`_publish`). Each write and delete of an existing file holds its
+``flock`` (:func:`_changing`), so a generation precondition and the change
+it guards are one step. A write marks the directories it creates, and a
+delete removes those it leaves empty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import stat as stat_mod
+import uuid
+from collections.abc import Iterator
+
+from .._core.crc import Crc32c, crc32c, encode_crc32c
+from .._core.errors import (
+    ChecksumMismatch,
+    InvalidArgument,
+    NotFound,
+    PreconditionFailed,
+    describe,
+)
+from .._core.locks import held_at, unlock
+from .._core.types import ObjectInfo
+from ._files import (
+    CLOEXEC,
+    READ_BLOCK,
+    TEMP_MARK,
+    check_unchanged,
+    generation_of,
+    mapped,
+    not_a_file,
+    object_info,
+    open_file,
+    record_crc,
+    recorded_crc,
+)
+from ._paths import path_of
+
+__all__ = [
+    "copy_file",
+    "delete_file",
+    "finish_temp",
+    "open_temp",
+    "unlink_quietly",
+    "write_at",
+    "write_whole",
+]
+
+# Marks a directory aioflux created (a delete may remove it once empty).
+_DIR_XATTR = "user.aioflux.dir"
+# Directories a concurrent delete may remove under a new write (see open_temp).
+_MKDIR_ATTEMPTS = 5
+# Longest file name (bytes) on ext4, XFS, NFS and Lustre.
+_NAME_MAX = 255
+
+
+def open_temp(bucket: str, name: str) -> tuple[str, int]:
+    """Create the temporary file of a write of ``name``: (path, read-write fd)."""
+    path = path_of(bucket, name, op="write")
+    directory, _, base = path.rpartition("/")
+    if not base:
+        raise InvalidArgument(f"{describe('write', bucket, name, 'file')}: a name ending "
+                              "in '/' is a directory, not a file")
+    if not os.path.isdir(path_of(bucket, "", op="write")):
+        # As a write to a missing bucket: a mistyped /mtn/nfs/... must not
+        # make a new directory at the root of the filesystem.
+        raise NotFound(f"{describe('write', bucket, name, 'file')} failed: no directory "
+                       f"/{bucket}", operation="write", bucket=bucket, name=name)
+    # A file name may take all of the filesystem's 255 bytes; the
+    # temporary's copy of it is cut to leave room for the mark and the id
+    # (it then lists as an open upload of the cut name, which aborts it).
+    stem = base.encode()[:_NAME_MAX - len(TEMP_MARK) - 13].decode(errors="ignore")
+    temp = f"{directory}/.{stem}{TEMP_MARK}{uuid.uuid4().hex[:12]}"
+    # Read-write: the bytes are read back and checked before publishing.
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | CLOEXEC
+    attempts = 1
+    while True:
+        _make_directories(directory)
+        try:
+            # The mode of Python's open() and every other tool: the umask
+            # decides (a shared directory's umask 002 keeps files group-writable).
+            return temp, os.open(temp, flags, 0o666)
+        except FileNotFoundError:
+            # A concurrent delete removed the directory it had just emptied
+            # between our makedirs and open: make it again.
+            if attempts == _MKDIR_ATTEMPTS:
+                raise
+            attempts += 1
+
+
+def _make_directories(directory: str) -> None:
+    """``os.makedirs``, marking each directory it creates as aioflux's, so
+    that a delete later removes only directories aioflux made (never one
+    the user made, empty or not)."""
+    missing: list[str] = []
+    # Stops at "" too (whose mkdir fails): the bucket removed meanwhile.
+    while directory and not os.path.isdir(directory):
+        missing.append(directory)
+        directory = directory.rpartition("/")[0]
+    for created in reversed(missing):
+        try:
+            os.mkdir(created)
+        except FileExistsError:
+            continue  # made meanwhile by another writer, which marks it
+        try:
+            os.setxattr(created, _DIR_XATTR, b"1")
+        except OSError:
+            pass  # no user xattrs here: the directory simply stays after deletes
+        # The new directory's name is an entry of its parent: without this,
+        # a power loss may drop it, and with it a file published (and
+        # fsynced, directory and all) below it.
+        _fsync_directory(created.rpartition("/")[0] or "/")
+
+
+def _made_by_us(directory: str) -> bool:
+    try:
+        return os.getxattr(directory, _DIR_XATTR) == b"1"
+    except OSError:
+        return False
+
+
+def write_at(path: str, data: memoryview, offset: int) -> None:
+    """Write ``data`` at ``offset`` of the existing file ``path``.
+
+    Each call opens the file itself, so an abort that removes it cannot
+    close a descriptor another thread is still writing through.
+    """
+    fd = os.open(path, os.O_WRONLY | CLOEXEC)
+    try:
+        _pwrite_all(fd, data, offset)
+    finally:
+        os.close(fd)
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    done = 0
+    while done < len(data):
+        done += os.pwrite(fd, data[done:], offset + done)
+
+
+def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: int,
+             if_generation_match: int | None, op: str = "write") -> ObjectInfo:
+    """Check the temporary file, fsync it, and move it into place."""
+    where = describe(op, bucket, name, "file")
+    check = Crc32c()
+    block = bytearray(min(READ_BLOCK, max(length, 1)))
+    offset = 0
+    while offset < length:
+        got = os.preadv(fd, [memoryview(block)[:length - offset]], offset)
+        if got == 0:
+            break
+        check.update(memoryview(block)[:got])
+        offset += got
+    if check.length != length or check.value != expected or os.fstat(fd).st_size != length:
+        raise ChecksumMismatch(
+            f"{where} failed: the file holds {check.length} bytes with crc32c "
+            f"{encode_crc32c(check.value)}, written were {length} with "
+            f"{encode_crc32c(expected)}; nothing was published",
+            operation=op, bucket=bucket, name=name)
+    path = path_of(bucket, name, op=op)
+    st = os.fstat(fd)
+    record_crc(fd, st, expected)
+    os.fsync(fd)  # outside the lock below, which other writers of the name wait for
+    if if_generation_match == 0:
+        try:
+            os.link(temp, path)  # atomic "only if absent"
+        except FileExistsError:
+            if _directory_at(path):
+                # No object is there (stat says NotFound) and none can be: the
+                # Conflict of a write over it, not "the file exists".
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path) from None
+            raise PreconditionFailed(f"{where} failed: the file exists (if_generation_match"
+                                     "=0)", operation=op, bucket=bucket, name=name,
+                                     status=412) from None
+        os.unlink(temp)
+    else:
+        with _changing(path):
+            if if_generation_match is not None:
+                _check_generation(op, bucket, name, path, if_generation_match)
+            st = _distinct_generation(fd, path, st, expected)
+            os.replace(temp, path)
+    _fsync_directory(path.rpartition("/")[0])
+    return object_info(bucket, name, st, expected)
+
+
+def _directory_at(path: str) -> bool:
+    try:
+        return stat_mod.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _distinct_generation(fd: int, path: str, st: os.stat_result, crc: int) -> os.stat_result:
+    """Make the new file's mtime (its generation) later than the current one's.
+
+    File times come from a clock that advances in ticks of a few ms on many
+    kernels and filesystems: two writes in one tick would get one generation,
+    and a precondition could not tell them apart.
+    """
+    try:
+        current = os.stat(path).st_mtime_ns
+    except OSError:
+        return st
+    if st.st_mtime_ns <= current:
+        os.utime(fd, ns=(st.st_atime_ns, current + 1))
+        st = os.fstat(fd)
+        record_crc(fd, st, crc)  # the record names the modification time
+        os.fsync(fd)
+    return st
+
+
+@contextlib.contextmanager
+def _changing(path: str) -> Iterator[None]:
+    """Hold an ``flock`` on the file at ``path`` (if there is one) while it
+    is replaced or removed.
+
+    Every aioflux write and delete of an existing file takes it, so the
+    check of a generation precondition and the rename or unlink that
+    follows are one step for every aioflux process on the machine: two
+    writers with ``if_generation_match`` of the same generation cannot both
+    succeed. A taker checks that the file it locked is still the one at the
+    path (a writer it waited for may have replaced it), as the disk cache's
+    lock files do. Where the filesystem offers no locks (``ENOLCK`` on an
+    NFS mount without a lock manager) the two steps stay apart.
+    """
+    fd = _lock_current(path)
+    try:
+        yield
+    finally:
+        if fd is not None:
+            unlock(fd)
+
+
+def _lock_current(path: str) -> int | None:
+    while True:
+        try:
+            # Read-write and non-blocking: NFS turns flock into a POSIX
+            # write lock, which needs a descriptor open for writing, and a
+            # named pipe must not make the open wait.
+            fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | CLOEXEC)
+        except OSError:
+            return None  # none, or none to lock (a directory): the change itself says
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            os.close(fd)
+            return None
+        if held_at(path, fd):
+            return fd
+        unlock(fd)  # replaced or removed while we waited: lock what is there now
+
+
+def _check_generation(op: str, bucket: str, name: str, path: str, wanted: int) -> None:
+    try:
+        current = generation_of(os.stat(path))
+    except FileNotFoundError:
+        current = 0
+    if current != wanted:
+        raise PreconditionFailed(f"{describe(op, bucket, name, 'file')} failed: generation "
+                                 f"{current}, not {wanted}", operation=op, bucket=bucket,
+                                 name=name, status=412)
+
+
+def write_whole(bucket: str, name: str, data: memoryview,
+                if_generation_match: int | None) -> ObjectInfo:
+    """Write a file all or nothing: temporary file, check, fsync, rename."""
+    temp, fd = open_temp(bucket, name)
+    try:
+        _pwrite_all(fd, data, 0)
+        return _publish(fd, temp, bucket, name, len(data), crc32c(data), if_generation_match)
+    finally:
+        os.close(fd)
+        unlink_quietly(temp)  # already gone when published
+
+
+def finish_temp(temp: str, bucket: str, name: str, tail: memoryview | None, offset: int,
+                expected: Crc32c, if_generation_match: int | None = None) -> ObjectInfo:
+    """Publish a streaming upload's temporary file: the tail at ``offset``,
+    cut to ``expected.length``, checked against ``expected``, if the file
+    is then ``if_generation_match``."""
+    fd = os.open(temp, os.O_RDWR | CLOEXEC)
+    try:
+        if tail is not None and len(tail):
+            _pwrite_all(fd, tail, offset)
+        os.ftruncate(fd, expected.length)
+        return _publish(fd, temp, bucket, name, expected.length, expected.value,
+                        if_generation_match)
+    finally:
+        os.close(fd)
+        unlink_quietly(temp)
+
+
+def copy_file(bucket: str, name: str, dest_bucket: str, dest_name: str) -> ObjectInfo:
+    """Copy a file (published like a write), checked against the source's
+    recorded crc32c when it has one."""
+    source, st = open_file("copy", bucket, name)
+    try:
+        with _failing_as("copy", dest_bucket, dest_name):
+            temp, fd = open_temp(dest_bucket, dest_name)
+        try:
+            check = Crc32c()
+            block = bytearray(READ_BLOCK)
+            offset = 0
+            while True:
+                got = os.preadv(source, [block], offset)
+                if got == 0:
+                    break
+                piece = memoryview(block)[:got]
+                check.update(piece)
+                with _failing_as("copy", dest_bucket, dest_name):
+                    _pwrite_all(fd, piece, offset)
+                offset += got
+            check_unchanged(source, st, "copy", bucket, name)
+            recorded = recorded_crc(source, st)
+            if recorded is not None and (offset != st.st_size or check.value != recorded):
+                raise ChecksumMismatch(
+                    f"{describe('copy', bucket, name, 'file')} failed: the source's bytes "
+                    "differ from its recorded crc32c", operation="copy", bucket=bucket,
+                    name=name)
+            with _failing_as("copy", dest_bucket, dest_name):
+                return _publish(fd, temp, dest_bucket, dest_name, offset, check.value, None,
+                                op="copy")
+        finally:
+            os.close(fd)
+            unlink_quietly(temp)
+    finally:
+        os.close(source)
+
+
+@contextlib.contextmanager
+def _failing_as(op: str, bucket: str, name: str) -> Iterator[None]:
+    """Map a failed filesystem call inside to a failure to write ``name``:
+    the store names a copy's source (whose path through a file is a missing
+    source, ``NotFound``), and a destination that cannot be written
+    (read-only, a directory there, a full disk) is not the source."""
+    try:
+        yield
+    except OSError as exc:
+        raise mapped(exc, op, bucket, name, writing=True) from exc
+
+
+def delete_file(bucket: str, name: str, generation: int | None,
+                if_generation_match: int | None) -> None:
+    """Delete a file and the directories aioflux made that it leaves empty.
+
+    A symbolic link is removed itself, never what it points to: one to a
+    directory too (``aioflux rm link``, as rm does).
+    """
+    path = path_of(bucket, name, op="delete")
+    with _changing(path):
+        st = os.stat(path)
+        if not (stat_mod.S_ISREG(st.st_mode) or os.path.islink(path)):
+            raise not_a_file("delete", bucket, name)
+        if generation is not None and generation_of(st) != generation:
+            raise NotFound(f"{describe('delete', bucket, name, 'file')} failed: generation "
+                           f"{generation} is gone", operation="delete", bucket=bucket,
+                           name=name)
+        if if_generation_match is not None:
+            _check_generation("delete", bucket, name, path, if_generation_match)
+        os.unlink(path)
+    # Directories are not objects: drop the ones this delete emptied, if
+    # aioflux made them (a directory the user made stays, even empty).
+    stop = path_of(bucket, "", op="delete")
+    directory = path.rpartition("/")[0]
+    while directory != stop and directory.startswith(stop + "/") and _made_by_us(directory):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            break  # not empty: the ones above are not empty either
+        directory = directory.rpartition("/")[0]
+
+
+def _fsync_directory(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on a directory; the rename stands
+    finally:
+        os.close(fd)
+
+
+def unlink_quietly(path: str) -> None:
+    """Remove ``path`` if it is there."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

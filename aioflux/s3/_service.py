@@ -1,0 +1,258 @@
+"""The S3 endpoint of one store, as its requests reach it.
+
+:class:`S3Service` is what the store's operations and its helpers
+(:mod:`._put`, :mod:`._copy`, :mod:`._upload`, :mod:`._listing`,
+:mod:`._page`, :mod:`._multipart`) share: where each request goes
+(:mod:`._endpoints`: the endpoint, the addressing, each bucket's region),
+the transport with the credential that signs each request (:mod:`._auth`:
+SigV4 from the AWS credential chain, resolved now or at the first
+request, or none); the ETag behind each generation handed out; and the
+two requests every write, copy and delete ends with: a HEAD (``stat``)
+and a DELETE (``delete``, its preconditions checked by a HEAD first).
+:class:`~._store.S3Store` is the storage protocol on it.
+"""
+
+from __future__ import annotations
+
+from .._core.auth import AnonymousAuth, Auth
+from .._core.config import ClientConfig
+from .._core.errors import NotFound, PreconditionFailed, as_operation
+from .._core.metrics import RequestStats
+from .._core.types import NO_METADATA, ObjectInfo
+from .._core.validate import check_object, delete_args
+from .._net.failures import drain
+from .._net.transport import HttpResponse, Op, Transport
+from ._auth import ChainAuth, SigV4
+from ._endpoints import Endpoints, RegionalTransport
+from ._xml import (
+    content_md5_base64,
+    etag_of,
+    full_object_crc32c,
+    generation_of,
+    gone,
+    precondition_failed,
+    reversible,
+    rfc3339,
+)
+
+__all__ = ["S3Service"]
+
+# ETags seen, by the generation hashed from them (ETags that are not an
+# MD5); bounded so a 1M-object listing does not hold them all.
+_ETAG_MEMORY = 65_536
+
+
+class S3Service:
+    """One S3 endpoint: signed requests, object URLs, version tokens, HEAD
+    and DELETE.
+
+    Args:
+        config: client settings (concurrency, timeouts, retries); None:
+            the transport's, else the defaults.
+        endpoints: where requests go (the endpoint, addressing, regions).
+        profile: shared-config profile for credentials.
+        anonymous: send requests unsigned.
+        sign_payload: sign each body's SHA-256 (see :class:`~._store.S3Store`).
+        defer_credentials: resolve the credential chain at the first
+            request, in a thread.
+        auth: authenticate with this instead (tests).
+        transport: a ready transport (tests inject a mock), used instead
+            of one signing with the credential chain's.
+    """
+
+    def __init__(self, config: ClientConfig | None, endpoints: Endpoints, *,
+                 profile: str | None, anonymous: bool, sign_payload: bool | None,
+                 defer_credentials: bool, auth: Auth | None,
+                 transport: Transport | None) -> None:
+        self.endpoints = endpoints
+        self.endpoint = self.endpoints.endpoint
+        self._etags: dict[int, str] = {}
+        self.config = config or (transport.config if transport else ClientConfig())
+        if transport is None:
+            if auth is None and anonymous:
+                auth = AnonymousAuth()
+            elif auth is None and defer_credentials:
+                auth = ChainAuth(self.endpoints.region_of_url, profile=profile,
+                                 sign_payload=sign_payload)
+            elif auth is None:
+                auth = SigV4.found(self.endpoints.region_of_url, profile=profile,
+                                   sign_payload=sign_payload) or AnonymousAuth()
+            transport = RegionalTransport(self.endpoints, self.config, auth,
+                                          endpoint=self.endpoint,
+                                          trusted=self.endpoints.trusted, exact_urls=True)
+        self._transport = transport
+
+    # -- addressing and regions ---------------------------------------------------
+
+    @property
+    def transport(self) -> Transport:
+        """The transport (its ``stats`` count requests and retries)."""
+        return self._transport
+
+    @property
+    def stats(self) -> RequestStats:
+        """What this store's requests did: counts, retries by cause, bytes,
+        and latency per operation (``stats.summary()``)."""
+        return self._transport.stats
+
+    def object_url(self, bucket: str, name: str = "") -> str:
+        """The URL of ``name`` in ``bucket`` (the bucket's own with no name).
+
+        Args:
+            bucket: bucket name.
+            name: object key.
+
+        Returns:
+            The URL, the key percent-encoded as SigV4 signs it.
+        """
+        return self.endpoints.object_url(bucket, name)
+
+    async def _ready(self, bucket: str) -> None:
+        await self.endpoints.ready(bucket, self._transport)
+
+    def _op(self, operation: str, bucket: str, name: str = "") -> Op:
+        return Op(operation, bucket, name, "s3")
+
+    # -- version tokens -------------------------------------------------------------
+
+    def _remember(self, etag: str) -> int:
+        generation = generation_of(etag)
+        if generation and not reversible(generation):
+            if len(self._etags) >= _ETAG_MEMORY:
+                self._etags.clear()
+            self._etags[generation] = etag
+        return generation
+
+    def _known_etag(self, generation: int) -> str | None:
+        """The ETag ``generation`` stands for, decoded or remembered; None
+        when neither (a hashed generation this store has not seen)."""
+        return etag_of(generation) or self._etags.get(generation)
+
+    async def _etag_for(self, bucket: str, name: str, generation: int) -> str | None:
+        """The ETag ``generation`` stands for: decoded, remembered, or the
+        object's own if its generation is that; None when it is not."""
+        etag = self._known_etag(generation)
+        if etag is not None:
+            return etag
+        try:
+            info = await self.stat(bucket, name)
+        except NotFound:
+            return None
+        return self._etags.get(generation) if info.generation == generation else None
+
+    def _info(self, bucket: str, name: str, *, size: int, etag: str, crc: int | None,
+              md5: str | None = None, content_type: str | None = None,
+              updated: str | None = None,
+              metadata: dict[str, str] | None = None) -> ObjectInfo:
+        return ObjectInfo(bucket, name, size, self._remember(etag), crc, md5, None,
+                          content_type, updated, metadata or NO_METADATA, "s3")
+
+    # -- HEAD and DELETE -----------------------------------------------------------------
+
+    async def stat(self, bucket: str, name: str) -> ObjectInfo:
+        """An object's metadata (HEAD).
+
+        Args:
+            bucket: bucket name.
+            name: object key.
+
+        Returns:
+            ObjectInfo: size, generation (from the ETag), the full-object
+            crc32c when the server keeps one, content type, custom metadata.
+
+        Raises:
+            NotFound: no such object or bucket.
+            StorageError: any other failure.
+        """
+        check_object("stat", bucket, name, scheme="s3")
+        await self._ready(bucket)
+
+        async def handle(resp: HttpResponse) -> ObjectInfo:
+            # A HEAD has no body to read; its Content-Length is the object's.
+            h = resp.headers
+            lowered = {k.lower(): v for k, v in h.items()}
+            metadata = {k[11:]: v for k, v in lowered.items() if k.startswith("x-amz-meta-")}
+            return self._info(bucket, name, size=int(h.get("Content-Length", "0")),
+                              etag=h.get("ETag", ""), crc=full_object_crc32c(lowered),
+                              md5=content_md5_base64(lowered), content_type=h.get("Content-Type"),
+                              updated=rfc3339(h.get("Last-Modified")), metadata=metadata)
+
+        return await self._transport.request(self._op("stat", bucket, name), "HEAD",
+                                             self.object_url(bucket, name), handle,
+                                             headers={"x-amz-checksum-mode": "ENABLED"})
+
+    async def exists(self, bucket: str, name: str) -> bool:
+        """Whether an object exists.
+
+        Args:
+            bucket: bucket name.
+            name: object key.
+
+        Returns:
+            True if it exists.
+
+        Raises:
+            StorageError: a failure other than 404.
+        """
+        try:
+            await self.stat(bucket, name)
+        except NotFound:
+            return False
+        return True
+
+    async def delete(self, bucket: str, name: str, *, generation: int | None = None,
+                     if_generation_match: int | None = None, missing_ok: bool = False) -> None:
+        """Delete an object (that generation only, if given).
+
+        S3 answers a DELETE of a missing key with success, so unless
+        ``missing_ok`` a HEAD finds out first; a pinned generation is checked
+        by that HEAD and sent as ``If-Match``.
+
+        Args:
+            bucket: bucket name.
+            name: object key.
+            generation: delete only this version (else NotFound).
+            if_generation_match: precondition (else PreconditionFailed).
+            missing_ok: treat "already gone" as success.
+
+        Raises:
+            NotFound: no such object (unless ``missing_ok``), or not that generation.
+            PreconditionFailed: ``if_generation_match`` did not hold.
+            StorageError: any other failure.
+        """
+        delete_args(bucket, name, generation, if_generation_match, missing_ok, scheme="s3")
+        op = self._op("delete", bucket, name)
+        pins = {g for g in (generation, if_generation_match) if g is not None}
+        if not pins and missing_ok:
+            await self._ready(bucket)
+            await self._delete_request(bucket, name, None)
+            return
+        try:
+            info = await self.stat(bucket, name)
+        except NotFound as exc:
+            if missing_ok:
+                return
+            raise as_operation(exc, "delete") from None
+        if generation is not None and info.generation != generation:
+            if missing_ok:  # the version asked for is gone, as on GCS
+                return
+            raise gone(op, generation)
+        if if_generation_match is not None and info.generation != if_generation_match:
+            raise precondition_failed(op, if_generation_match)
+        etag = None
+        if pins:
+            etag = self._known_etag(info.generation)
+        try:
+            await self._delete_request(bucket, name, etag)
+        except PreconditionFailed as exc:
+            if generation is not None:
+                if missing_ok:
+                    return
+                raise gone(op, generation) from exc
+            raise
+
+    async def _delete_request(self, bucket: str, name: str, etag: str | None) -> None:
+        await self._transport.request(self._op("delete", bucket, name), "DELETE",
+                                      self.object_url(bucket, name), drain,
+                                      headers={"If-Match": etag} if etag else None,
+                                      ok=(200, 204))
