@@ -141,17 +141,28 @@ def test_a_lock_held_by_a_forked_child_is_released(tmp_path: Path) -> None:
     space = Space(tmp_path / "objects")
     (space.root / "f").write_bytes(b"0")
     path = str(space.root / "f")
+    hold, release = os.pipe()
     with _writes._changing(path):
         pid = os.fork()
-        if pid == 0:  # the child sleeps holding the inherited descriptor
-            time.sleep(3)
+        if pid == 0:  # the child holds the inherited descriptor until told to go
+            os.close(release)
+            os.read(hold, 1)
             os._exit(0)
+    os.close(hold)
     try:
-        started = time.monotonic()
-        with _writes._changing(path):
-            pass
-        assert time.monotonic() - started < 1.0
+        taken = threading.Event()
+
+        def take() -> None:
+            with _writes._changing(path):
+                taken.set()
+
+        taker = threading.Thread(target=take, daemon=True)
+        taker.start()
+        # Only while the child lives: a lock it still held would be taken
+        # only once it is gone (30 s: a guard against a hang, not a pace).
+        assert taken.wait(30), "the lock is held as long as the forked child lives"
     finally:
+        os.close(release)  # the child's read ends: it exits
         os.waitpid(pid, 0)
 
 
