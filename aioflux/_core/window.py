@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 from collections import deque
 from collections.abc import (
@@ -25,7 +26,7 @@ from collections.abc import (
     Iterable,
     Iterator,
 )
-from typing import TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["LoopSemaphore", "gather_bounded", "shared_task", "window", "window_sync"]
 
@@ -74,7 +75,8 @@ async def window(source: Iterable[K] | AsyncIterable[K], job: Callable[[K], Awai
     Raises:
         ValueError: ``max_bytes`` without ``nbytes`` or the reverse, or
             ``measure`` without them.
-        Exception: the first failed job's error (the others are cancelled).
+        Exception: the first failed job's error, as soon as it fails (the
+            others are cancelled), also in order.
     """
     if (max_bytes is None) != (nbytes is None) or (measure is not None and nbytes is None):
         raise ValueError("window: max_bytes and nbytes go together, measure with them")
@@ -90,11 +92,25 @@ async def window(source: Iterable[K] | AsyncIterable[K], job: Callable[[K], Awai
         held += gauge(result) - size
         return result
 
+    # The first job to fail, for an ordered window waiting on a job before
+    # it: the failure ends the window at once, not once that job is done
+    # (a stalled read held every error and every other read behind it).
+    failed: asyncio.Future[asyncio.Future[V]] = asyncio.get_running_loop().create_future()
+
+    def watch(future: asyncio.Future[V]) -> None:
+        if not failed.done() and not future.cancelled() and future.exception() is not None:
+            failed.set_result(future)
+
     async def take() -> tuple[K, V]:
         nonlocal load, held
         if not ordered:
             await asyncio.wait([f for _, f in pending], return_when=asyncio.FIRST_COMPLETED)
             pending.rotate(-next(n for n, (_, f) in enumerate(pending) if f.done()))
+        elif not pending[0][1].done():
+            either: list[asyncio.Future[Any]] = [pending[0][1], failed]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if failed.done():
+                failed.result().result()  # raises; the finally cancels the rest
         item, future = pending.popleft()
         load -= 1 if weight is None else weight(item)
         if nbytes is None:
@@ -113,8 +129,10 @@ async def window(source: Iterable[K] | AsyncIterable[K], job: Callable[[K], Awai
             size = 0 if nbytes is None else nbytes(item)
             while pending and (load + cost > limit or held + size > byte_limit):
                 yield await take()
-            pending.append((item, asyncio.ensure_future(
-                job(item) if measure is None else measured(item, size, measure))))
+            started = asyncio.ensure_future(
+                job(item) if measure is None else measured(item, size, measure))
+            started.add_done_callback(watch)
+            pending.append((item, started))
             load += cost
             held += size
         while pending:
@@ -142,21 +160,36 @@ def window_sync(source: Iterable[K], submit: Callable[[K], concurrent.futures.Fu
         ``(item, result)`` pairs.
 
     Raises:
-        Exception: the first failed job's error (the others are cancelled).
+        Exception: the first failed job's error, as soon as it fails (the
+            others are cancelled), also in order.
     """
     pending: deque[tuple[K, concurrent.futures.Future[V]]] = deque()
+    # The first job to fail, as in window: in order too, it ends the loop at once.
+    failed: concurrent.futures.Future[concurrent.futures.Future[V]] = concurrent.futures.Future()
+
+    def watch(future: concurrent.futures.Future[V]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                failed.set_result(future)
 
     def take() -> tuple[K, V]:
         if not ordered:
             concurrent.futures.wait([f for _, f in pending],
                                     return_when=concurrent.futures.FIRST_COMPLETED)
             pending.rotate(-next(n for n, (_, f) in enumerate(pending) if f.done()))
+        elif not pending[0][1].done():
+            either: list[concurrent.futures.Future[Any]] = [pending[0][1], failed]
+            concurrent.futures.wait(either, return_when=concurrent.futures.FIRST_COMPLETED)
+            if failed.done():
+                failed.result().result()  # raises; the finally cancels the rest
         item, future = pending.popleft()
         return item, future.result()
 
     try:
         for item in source:
-            pending.append((item, submit(item)))
+            started = submit(item)
+            started.add_done_callback(watch)
+            pending.append((item, started))
             while len(pending) >= limit:
                 yield take()
         while pending:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .._core.crc import crc32c_combine
-from .._core.errors import ChecksumMismatch, ProtocolError, StorageError
+from .._core.errors import ChecksumMismatch, PermissionDenied, ProtocolError, StorageError
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
@@ -149,12 +149,14 @@ def leftover_composites() -> list[str]:
         return [f"gs://{live.bucket}/{live.name}" for live in _live.values()]
 
 
-async def _delete(client: ObjectStore, bucket: str, name: str) -> None:
+async def _delete(client: ObjectStore, bucket: str, name: str) -> StorageError | None:
+    """Delete a composite; its delete's error, if it failed."""
     try:
         await client.delete(bucket, name, missing_ok=True)
-    except StorageError:
-        return  # left registered: the exit cleanup (or `aioflux clean`) retries
+    except StorageError as exc:
+        return exc  # left registered: the exit cleanup (or `aioflux clean`) retries
     _unregister(client, bucket, name)
+    return None
 
 
 async def delete_leftovers(client: ObjectStore) -> None:
@@ -244,6 +246,7 @@ async def fetch_composed(client: ObjectStore, objects: Sequence[ObjectInfo], *,
     want_crc = expected_crc32c(objects)
     _register(client, bucket, name)
     refused = False
+    failed: StorageError | None = None  # the composite's delete
     try:
         try:
             info = await client.compose(bucket, name, list(objects), if_generation_match=0)
@@ -269,7 +272,7 @@ async def fetch_composed(client: ObjectStore, objects: Sequence[ObjectInfo], *,
             # registry still covers a delete that never finished.
             deleting = asyncio.ensure_future(_delete(client, bucket, name))
             try:
-                await asyncio.shield(deleting)
+                failed = await asyncio.shield(deleting)
             except asyncio.CancelledError:
                 # Cancelled while deleting (a stream left early): still wait
                 # for it, or the composite outlives the call that made it,
@@ -279,6 +282,10 @@ async def fetch_composed(client: ObjectStore, objects: Sequence[ObjectInfo], *,
                 if not deleting.cancelled():
                     deleting.exception()  # retrieved: the cancellation wins
                 raise
+    if isinstance(failed, PermissionDenied):
+        # Composing where composites cannot be deleted leaves one behind
+        # per batch: the caller's signal to read directly from now on.
+        raise failed
     out: list[bytes] = []
     pos = 0
     for obj in objects:

@@ -25,6 +25,7 @@ from .._core.buffers import extend_unfilled, unfilled
 from .._core.crc import crc32c_combine, encode_crc32c
 from .._core.errors import (
     ChecksumMismatch,
+    InvalidRequest,
     NotFound,
     PermissionDenied,
     PreconditionFailed,
@@ -185,8 +186,9 @@ class DownloadStats:
             refused, mismatched, a source changed, or off for the bucket).
         compose_mismatches: composites whose size or crc32c did not match
             their sources.
-        compose_denied: compose requests refused for lack of permission
-            (compose is then off for that bucket).
+        compose_denied: compose requests, or deletes of a composite,
+            refused for lack of permission (compose is then off for that
+            bucket).
         ranged_objects: large objects read in parallel ranges.
         ranged_chunks: the ranged GETs of those.
         bytes: object bytes delivered.
@@ -231,11 +233,17 @@ class Downloader:
 
     # -- planning -------------------------------------------------------------
 
-    def plan(self, objects: Sequence[ObjectInfo]) -> list[tuple[str, list[int]]]:
+    def plan(self, objects: Sequence[ObjectInfo], *, in_order: bool = False,
+             max_bytes: int = 0) -> list[tuple[str, list[int]]]:
         """Split ``objects`` into units of work.
 
         Args:
             objects: what to download.
+            in_order: compose only objects next to each other, so that the
+                units' indices, unit after unit, run in input order (a
+                stream's ``ordered=True``).
+            max_bytes: most bytes of one composite, when below
+                ``options.max_composite_object_size`` (0: that).
 
         Returns:
             ``(kind, indices)`` with kind ``"direct"``, ``"ranged"`` or
@@ -245,20 +253,26 @@ class Downloader:
         # The store's own limit; 0 (no server-side compose): direct reads.
         max_sources = min(opts.max_sources, self.client.features.compose)
         compose = opts.compose_enabled and max_sources > 1
+        most = min(max_bytes or opts.max_composite_object_size, opts.max_composite_object_size)
         units: list[tuple[str, list[int]]] = []
-        small: list[int] = []
+        runs: list[list[int]] = [[]]  # the objects to compose, in runs
         for i, obj in enumerate(objects):
             if opts.ranged_threshold and obj.size >= opts.ranged_threshold:
                 units.append(("ranged", [i]))
             elif (compose and 0 < obj.size <= opts.compose_threshold
                   and obj.crc32c is not None and obj.bucket not in self.stats.denied_buckets):
-                small.append(i)
+                runs[-1].append(i)
+                continue
             else:
                 units.append(("direct", [i]))
-        for batch in plan_batches([objects[i] for i in small], max_sources,
-                                  opts.max_composite_object_size):
-            idx = [small[j] for j in batch]
-            units.append(("composed" if len(idx) > 1 else "direct", idx))
+            if in_order and runs[-1]:
+                # A composite of the objects on both sides of this one would
+                # hand out the later ones before it.
+                runs.append([])
+        for run in runs:
+            for batch in plan_batches([objects[i] for i in run], max_sources, most):
+                idx = [run[j] for j in batch]
+                units.append(("composed" if len(idx) > 1 else "direct", idx))
         units.sort(key=lambda u: u[1][0])
         return units
 
@@ -299,11 +313,23 @@ class Downloader:
             start = len(buf)
             buf = _grown(buf, min(obj.size, start + step * WAVE_RANGES), obj)
             with memoryview(buf) as view:
-                parts = await gather_bounded(
-                    self.client.fetch(obj.bucket, obj.name, start=s,
-                                      end=min(s + step, len(view)), into=view[s:s + step],
-                                      generation=gen, size=obj.size, want_crc=verify)
-                    for s in range(start, len(view), step))
+                try:
+                    parts = await gather_bounded(
+                        self.client.fetch(obj.bucket, obj.name, start=s,
+                                          end=min(s + step, len(view)), into=view[s:s + step],
+                                          generation=gen, size=obj.size, want_crc=verify)
+                        for s in range(start, len(view), step))
+                except InvalidRequest as exc:
+                    if exc.status != 416:
+                        raise
+                    # A range inside the listed size refused as past the end:
+                    # the object is shorter than it was said to be (whichever
+                    # range of the wave failed first says so).
+                    raise ProtocolError(f"read {obj.url} failed: a range below its listed "
+                                        f"size {obj.size} is past its end (HTTP 416): the "
+                                        "object is shorter than listed", operation="read",
+                                        bucket=obj.bucket, name=obj.name,
+                                        status=416) from exc
             for s, part in zip(range(start, len(buf), step), parts, strict=True):
                 # The wave's memory was not zero-filled: every byte is a range's.
                 if part.count != min(step, len(buf) - s):
@@ -346,7 +372,8 @@ class Downloader:
                 parts = await fetch_composed(self.client, objs,
                                              prefix=self.options.composed_prefix)
             except PermissionDenied:
-                # Read-only bucket: remember, and never try compose there again.
+                # Read-only bucket, or one where composites cannot be deleted
+                # (each would stay): remember, and never try compose there again.
                 self.stats.denied_buckets.add(bucket)
                 self.stats.compose_denied += 1
             except ComposeMismatch:
@@ -426,11 +453,17 @@ class Downloader:
         Raises:
             StorageError: a download failed (pending ones are cancelled first).
         """
+        # A composite is held whole until its last object is yielded: at most
+        # an eighth of the budget each (as CachedDownloader's groups), or one
+        # of 32 x 30 KiB was held ahead of a budget of a quarter of that.
+        most = max(1, self.options.prefetch_bytes // 8)
+
         def units() -> Iterator[tuple[str, list[int]]]:
             # Planned a chunk at a time, as the window takes units: a plan of
             # a whole epoch's share held a unit per object (~156 bytes each).
             for base in range(0, len(objects), PLAN_CHUNK):
-                for kind, idx in self.plan(objects[base:base + PLAN_CHUNK]):
+                for kind, idx in self.plan(objects[base:base + PLAN_CHUNK], in_order=ordered,
+                                           max_bytes=most):
                     yield kind, [base + i for i in idx]
 
         def nbytes(unit: tuple[str, list[int]]) -> int:

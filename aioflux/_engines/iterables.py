@@ -88,7 +88,9 @@ async def stream(client: ObjectStore, bucket: str, prefix: str = "", *,
         concurrency: downloads in flight (``None``: ``DEFAULT_LOAD_CONCURRENCY``),
             holding at most ``options.prefetch_bytes`` with the downloaded
             objects not yet yielded (one object always downloads).
-        ordered: yield in listing order; else as downloads complete.
+        ordered: yield in listing order (the order the parallel listers
+            hand objects over: name order within a page, and across pages
+            only with ``list_concurrency=1``); else as downloads complete.
         list_concurrency: parallel listers (``None``: ``DEFAULT_LIST_CONCURRENCY``).
         options: planner settings (large objects are read in ranged chunks;
             compose is not used here: objects arrive one page at a time).

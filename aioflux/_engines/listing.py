@@ -264,8 +264,11 @@ class _Lister:
             async with aclosing(pages):
                 async for page in pages:
                     objs = page.objects
-                    if resume is not None:
-                        # startOffset is inclusive: the cursor comes back.
+                    if resume is not None and objs:
+                        # startOffset is inclusive: the cursor comes back, on
+                        # the first page that names anything (GCS may answer
+                        # empty pages first, and S3Store does where it could
+                        # not send start-after close below the cursor).
                         objs = objs[bisect_right(objs, resume, key=_name):]
                         resume = None
                     if await self._take(r, objs, last=page.next_page_token is None):

@@ -23,7 +23,12 @@ from aioflux import (
     ProtocolError,
     parse_url,
 )
-from aioflux._engines.compose import COMPOSED_PREFIX, leftover_composites, plan_batches
+from aioflux._engines.compose import (
+    COMPOSED_PREFIX,
+    delete_leftovers,
+    leftover_composites,
+    plan_batches,
+)
 from aioflux._engines.download import WAVE_RANGES, Downloader, DownloadOptions, download_many
 from aioflux._engines.listing import list_objects_parallel
 from aioflux.testing import Emulator, Faults, MemoryStore
@@ -234,6 +239,52 @@ async def test_stream_window_and_early_break(client: AsyncClient, emulator: Emul
     assert await composites(client, bucket) == []
     pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     assert not [t for t in pending if "Downloader" in repr(t.get_coro())]
+
+
+async def test_an_ordered_stream_keeps_input_order_across_sizes() -> None:
+    # Small objects on both sides of larger ones went into one composite:
+    # ordered=True yielded o/000, o/002, o/003 before o/001 (an iterable
+    # dataset's batches then held other samples than its resumable state counts).
+    store = MemoryStore(buckets=["bkt"])
+    sizes = [100, 50_000, 100, 100, 50_000, 100] * 10
+    infos = [await store.write("bkt", f"o/{i:03d}", os.urandom(size))
+             for i, size in enumerate(sizes)]
+    dl = Downloader(store)
+    got = [(o.name, bytes(d)) async for o, d in dl.stream(infos, window=64, ordered=True)]
+    assert [name for name, _ in got] == [o.name for o in infos]
+    assert got == [(o.name, (await store.read("bkt", o.name))) for o in infos]
+    assert dl.stats.composed_batches > 0 and dl.stats.direct > 0
+
+
+class DeleteDenied(MemoryStore):
+    """Write access without delete (roles/storage.objectCreator beside objectViewer)."""
+
+    async def delete(self, bucket: str, name: str, **kw: Any) -> None:
+        if self.deny:
+            raise PermissionDenied(f"delete memory://{bucket}/{name} failed: HTTP 403",
+                                   operation="delete", bucket=bucket, name=name, status=403)
+        await super().delete(bucket, name, **kw)
+
+    deny = True
+
+
+async def test_a_bucket_that_refuses_deletes_stops_composing() -> None:
+    # Every composite stayed in the bucket (the delete's 403 was swallowed)
+    # and the planner went on composing: a batch of 32 objects left one
+    # object behind, an epoch of a million objects ~31,000.
+    store = DeleteDenied(buckets=["bkt"])
+    infos = [await store.write("bkt", f"o/{i:04d}", os.urandom(100)) for i in range(320)]
+    dl = Downloader(store)
+    try:
+        got = [bytes(d) for d in await dl.download_many(infos[:32])]
+        got += [bytes(d) for d in await dl.download_many(infos[32:])]
+        assert got == [await store.read("bkt", o.name) for o in infos]
+        assert "bkt" in dl.stats.denied_buckets and dl.stats.compose_denied == 1
+        assert len([o async for o in store.list_objects("bkt", COMPOSED_PREFIX)]) == 1
+    finally:
+        store.deny = False
+        await delete_leftovers(store)
+    assert leftover_composites() == []
 
 
 @settings(max_examples=200, deadline=None)

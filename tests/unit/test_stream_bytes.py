@@ -78,6 +78,43 @@ async def test_downloader_stream_holds_at_most_prefetch_bytes(ordered: bool) -> 
     assert most == 4
 
 
+class CountingBytes(MemoryStore):
+    """Counts the bytes its reads returned, composites' included."""
+
+    got = 0
+
+    async def fetch(self, *args: Any, **kw: Any) -> Any:
+        fetched = await super().fetch(*args, **kw)
+        self.got += fetched.count
+        return fetched
+
+    async def read(self, *args: Any, **kw: Any) -> Any:
+        data = await super().read(*args, **kw)
+        self.got += len(data)
+        return data
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_composites_of_a_stream_stay_within_prefetch_bytes(ordered: bool) -> None:
+    # A composite is held whole: 32 objects of 30 KiB (960 KiB) were one
+    # unit, however small prefetch_bytes (half of that held 1.9 times it).
+    # Now a composite takes at most an eighth of it: 2 objects here.
+    store = CountingBytes(buckets=["bkt"])
+    bodies = [os.urandom(30 * KIB) for _ in range(200)]
+    infos = [await store.write("bkt", f"o/{i:04d}", b) for i, b in enumerate(bodies)]
+    store.got = 0
+    dl = Downloader(store, DownloadOptions(prefetch_bytes=512 * KIB))
+    got: list[bytes] = []
+    most = 0
+    async for _, data in dl.stream(infos, window=64, ordered=ordered):
+        most = max(most, store.got - 30 * KIB * len(got))
+        got.append(bytes(data))
+        await asyncio.sleep(0.001)
+    assert sorted(got) == sorted(bodies)
+    assert dl.stats.composed_batches > 0
+    assert most <= 512 * KIB + 30 * KIB
+
+
 async def test_an_object_larger_than_the_budget_still_flows_one_at_a_time() -> None:
     store, infos, bodies = await seeded(12, 64 * KIB)
     dl = Downloader(store, DownloadOptions(disable_compose=True, prefetch_bytes=1))

@@ -1,0 +1,92 @@
+"""The in-flight window: a failed job ends the window at once, in order or not."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+
+import pytest
+
+from aioflux._core.window import gather_bounded, window, window_sync
+
+
+class Jobs:
+    """Job 1 fails at once; the others stall (a read that hangs) for
+    ``stall`` seconds: the 30 s the tests allow is a guard against waiting
+    that out, which no busy machine comes near otherwise."""
+
+    def __init__(self, stall: float = 60.0) -> None:
+        self.stall = stall
+        self.cancelled: list[int] = []
+
+    async def run(self, item: int) -> int:
+        if item == 1:
+            raise ValueError("job 1 failed")
+        try:
+            await asyncio.sleep(self.stall)
+        except asyncio.CancelledError:
+            self.cancelled.append(item)
+            raise
+        return item
+
+
+async def test_gather_bounded_raises_the_first_failure_without_waiting_for_the_jobs_before_it(
+        ) -> None:
+    # The failure waited for the job before it: a download_many whose first
+    # object stalled held every other error (and every other read) until
+    # that read ended, a read timeout later.
+    jobs = Jobs()
+    with pytest.raises(ValueError, match="job 1 failed"):
+        await asyncio.wait_for(gather_bounded([jobs.run(0), jobs.run(1), jobs.run(2)]), 30)
+    assert sorted(jobs.cancelled) == [0, 2]
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_an_ordered_window_raises_a_later_jobs_failure_at_once(ordered: bool) -> None:
+    jobs = Jobs()
+
+    async def drain() -> list[int]:
+        return [r async for _, r in window(range(4), jobs.run, limit=3, ordered=ordered)]
+
+    with pytest.raises(ValueError, match="job 1 failed"):
+        await asyncio.wait_for(drain(), 30)
+    assert sorted(jobs.cancelled) == [0, 2]
+    assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+
+
+async def test_an_ordered_window_still_yields_in_order() -> None:
+    async def job(item: int) -> int:
+        await asyncio.sleep(0.001 * (5 - item))
+        return item * 10
+
+    got = [pair async for pair in window(range(6), job, limit=4, ordered=True)]
+    assert got == [(i, i * 10) for i in range(6)]
+    assert await gather_bounded([job(i) for i in range(6)], 2) == [i * 10 for i in range(6)]
+
+
+def test_window_sync_raises_a_later_jobs_failure_at_once() -> None:
+    # load_files' loop: a blocking caller over futures of a loop thread.
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    jobs = Jobs()
+
+    def submit(item: int) -> concurrent.futures.Future[int]:
+        return asyncio.run_coroutine_threadsafe(jobs.run(item), loop)
+
+    try:
+        started = time.monotonic()
+        with pytest.raises(ValueError, match="job 1 failed"):
+            list(window_sync(range(4), submit, limit=3))
+        # It waited for the head (a 60 s stall) before; now only for the
+        # jobs cancelled (30 s: a guard for a busy machine, not a pace).
+        assert time.monotonic() - started < 30
+        assert sorted(jobs.cancelled) == [0, 2]
+        assert list(window_sync(range(5), lambda i: asyncio.run_coroutine_threadsafe(
+            asyncio.sleep(0.001 * (5 - i), i), loop), limit=3)) == [(i, i) for i in range(5)]
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
