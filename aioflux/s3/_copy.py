@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from .._core.cleanup import to_the_end
-from .._core.crc import crc32c_combine, decode_crc32c, encode_crc32c
+from .._core.crc import crc32c_combine, encode_crc32c
 from .._core.errors import ChecksumMismatch, NotFound, StorageError, as_operation, describe
 from .._core.store import copy_differs
 from .._core.types import ObjectInfo, PartInfo
@@ -30,7 +30,7 @@ from .._net.failures import read_metadata
 from .._net.transport import HttpResponse, Op
 from ._multipart import MAX_PART_SIZE, MAX_PARTS
 from ._put import discard
-from ._xml import parse, query, text
+from ._xml import answer_crc32c, parse, query, text
 
 if TYPE_CHECKING:
     from ._store import S3Store
@@ -149,14 +149,7 @@ async def _copy_part(store: S3Store, op: Op, upload_id: str, number: int,
 
     async def handle(resp: HttpResponse) -> tuple[PartInfo, int | None]:
         root = parse(await read_metadata(resp, part_op, kept_alive=True), part_op)
-        reported = text(root, "ChecksumCRC32C")
-        crc = None
-        if reported and "-" not in reported:
-            try:
-                crc = decode_crc32c(reported)
-            except ValueError:
-                crc = None
-        return PartInfo(number, text(root, "ETag"), end - start), crc
+        return PartInfo(number, text(root, "ETag"), end - start), answer_crc32c(root)
 
     url = store.object_url(op.bucket, op.name) + query(("partNumber", str(number)),
                                                        ("uploadId", upload_id))

@@ -32,7 +32,7 @@ from .._net.failures import drain, read_metadata
 from .._net.transport import HttpResponse, Op
 from ._crc32_note import crc32_note
 from ._put import metadata_headers
-from ._xml import NOT_XML, children, content_md5, error_of, parse, query, text
+from ._xml import NOT_XML, answer_crc32c, children, content_md5, error_of, parse, query, text
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
@@ -158,14 +158,7 @@ class Multipart:
                 raise ProtocolError(f"{describe(op.operation, bucket, name, 's3')} failed: "
                                     f"the answer names {field} {said[:80]!r}",
                                     operation=op.operation, bucket=bucket, name=name)
-        reported = text(root, "ChecksumCRC32C")
-        crc = None
-        if reported and "-" not in reported:
-            try:
-                crc = decode_crc32c(reported)
-            except ValueError:
-                crc = None
-        return text(root, "ETag"), crc
+        return text(root, "ETag"), answer_crc32c(root)
 
     async def abort(self, bucket: str, name: str, upload_id: str) -> None:
         """Drop an upload and its parts."""

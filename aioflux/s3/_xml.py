@@ -37,6 +37,7 @@ from .._net.media import Answers
 __all__ = [
     "ANSWERS",
     "NOT_XML",
+    "answer_crc32c",
     "answered_version",
     "children",
     "content_md5",
@@ -131,6 +132,19 @@ def full_object_crc32c(headers: Mapping[str, str]) -> int | None:
         return decode_crc32c(value.strip())
     except ValueError:
         return None  # malformed: treated as absent, the length checks still hold
+
+
+def answer_crc32c(root: ET.Element) -> int | None:
+    """The ``<ChecksumCRC32C>`` an answer reports (a completion's, a part
+    copy's); None where it reports none, a composite one (``...-N``) or a
+    malformed one."""
+    reported = text(root, "ChecksumCRC32C")
+    if not reported or "-" in reported:
+        return None
+    try:
+        return decode_crc32c(reported)
+    except ValueError:
+        return None
 
 
 def query(*pairs: tuple[str, str | None]) -> str:
