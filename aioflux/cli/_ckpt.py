@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._core.errors import AiofluxError, InvalidArgument
+from .._core.store import ObjectStore
 from ._common import add_client_arguments, emit_json, human, portal_store, url_arg
 from ._registry import command
 
@@ -46,6 +47,12 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]
         print(line(row))
 
 
+async def _listable(client: ObjectStore, bucket: str, prefix: str) -> None:
+    """List one page under ``prefix``: raises NotFound for a missing bucket."""
+    async for _ in client.list(bucket, prefix, page_size=1):
+        return
+
+
 def _list(store: Any, as_json: bool) -> None:
     found = store.list()
     if as_json:
@@ -68,6 +75,10 @@ def _history(store: Any, as_json: bool) -> None:
         # A line that is not a SaveRecord is an expected failure: one line, exit 1.
         raise InvalidArgument(f"history {store.root}history.jsonl is not valid JSON lines: "
                               f"{exc}") from exc
+    if not records:
+        # No history file reads as no saves, and so did a missing bucket (a
+        # typo: "no saves recorded", exit 0): a listing of the root tells.
+        store.call(_listable(store.client, store.bucket, store.prefix))
     if as_json:
         from dataclasses import asdict
 

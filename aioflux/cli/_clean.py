@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 
 from .._core.urls import format_url
 from .._engines.clean import DEFAULT_OLDER_THAN, CleanReport, clean_bucket
@@ -70,7 +71,9 @@ def _print(report: CleanReport, scheme: str) -> None:
     if report.uploads_unlisted:
         print(f"skipped multipart uploads: {report.uploads_unlisted}")
     for error in report.errors:
-        print(f"error: {error}")
+        # A failure is one line on stderr, as for every command: on stdout,
+        # "error: ..." went into what a script parses and left stderr empty.
+        print(f"aioflux clean: {error}", file=sys.stderr)
     print(f"{len(report.composites)} composed objects, {len(report.uploads)} multipart uploads"
           f"{' (dry run)' if report.dry_run else ''}, {len(report.skipped)} skipped, "
           f"{len(report.errors)} errors")

@@ -8,10 +8,12 @@ reads them the same way (see ``_common``): ``gs://b/a`` names the object
 from __future__ import annotations
 
 import argparse
+import heapq
+import json
 import sys
 from collections.abc import AsyncIterator
 
-from .._core.errors import NotFound
+from .._core.errors import InvalidArgument, NotFound, PreconditionFailed
 from .._core.store import ObjectStore, delete_all
 from .._core.types import ListPage, ObjectInfo
 from .._core.urls import StoreURL, folder_prefix, format_url
@@ -39,9 +41,11 @@ _ONE_URL = "gs://bucket/name, s3://bucket/key, az://container/blob, file:///path
 # The listing fields of ls: what a listing asks for (LIST_FIELDS) and the
 # ``updated`` that -l and --json show.
 _LS_FIELDS = "nextPageToken,prefixes,items(name,size,generation,crc32c,updated)"
-# The -l column of generations: GCS's have 16 digits; wider ones (an S3 ETag,
-# a file's nanoseconds) widen it for every row.
+# The -l column of generations: GCS's have 16 digits, a file's nanoseconds
+# 19, an S3 ETag 32 hex digits and "-<parts>" (up to 10,000) after a
+# multipart upload; a wider one widens it from its row on.
 _VERSION_WIDTH = 16
+_VERSION_WIDTHS = {"file": 19, "s3": 38}
 # Deletes in flight for rm: enough to hide latency, well under GCS's
 # per-bucket write rate.
 _RM_CONCURRENCY = 32
@@ -89,48 +93,101 @@ def _pages(store: ObjectStore, bucket: str, prefix: str,
     return store.list(bucket, prefix, delimiter=delimiter)
 
 
-async def _ls_rows(store: ObjectStore, url: StoreURL,
-                   recursive: bool) -> list[dict[str, object]]:
+async def _ls_pages(store: ObjectStore, url: StoreURL,
+                    recursive: bool) -> AsyncIterator[list[dict[str, object]]]:
+    """The rows of ``ls``, a page of the listing at a time, in name order.
+
+    Rows are handed on as the pages come rather than gathered and sorted:
+    a listing of 10 M objects held every row (~400 bytes each, GBs) and
+    printed nothing until its last page. Only the folders of one level
+    wait, until no object can come before them: a page lists its prefixes
+    apart from its objects, and the objects of every page come in name
+    order.
+    """
     bucket, name = url
-    rows: list[dict[str, object]] = []
+    exact: ObjectInfo | None = None
     if name and not name.endswith("/"):
         # A listing of prefix "a" would also return "a2" and "acopy/x": look
         # up the exact name, then list the folder.
         try:
-            rows.append(_row(store, await store.stat(bucket, name)))
+            exact = await store.stat(bucket, name)
         except NotFound:
             pass  # only a folder by that name, or nothing (a missing bucket fails below)
+    found = exact is not None
+    if exact is not None:
+        yield [_row(store, exact)]
+    folders: list[str] = []  # a heap of the prefixes listed and not yet shown
+    seen: set[str] = set()
+
+    def folder(prefix: str) -> dict[str, object]:
+        return {"prefix": format_url(url.scheme, bucket, prefix)}
+
     async for page in _pages(store, bucket, folder_prefix(name), None if recursive else "/"):
-        rows.extend({"prefix": format_url(url.scheme, bucket, p)} for p in page.prefixes)
-        rows.extend(_row(store, o) for o in page.objects)
-    require_match("ls", url, bool(rows))
-    # A page lists its prefixes apart from its objects: merge them in name order.
-    rows.sort(key=lambda r: str(r.get("url") or r["prefix"]))
-    return rows
+        found = found or bool(page.objects or page.prefixes)
+        for prefix in page.prefixes:
+            if prefix not in seen:
+                seen.add(prefix)
+                heapq.heappush(folders, prefix)
+        rows: list[dict[str, object]] = []
+        for obj in page.objects:
+            while folders and folders[0] < obj.name:
+                rows.append(folder(heapq.heappop(folders)))
+            rows.append(_row(store, obj))
+        if rows:
+            yield rows
+    if folders:
+        yield [folder(prefix) for prefix in sorted(folders)]
+    require_match("ls", url, found)
+
+
+class _Listing:
+    """Prints the rows of ``ls`` as they come: one URL a line, ``-l``
+    columns or one JSON document (written a row at a time)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._json = args.json
+        self._long = args.long
+        self._rows = 0
+        # The version column fits the widest version seen so far (an S3
+        # ETag: 32 hex digits, and "-<parts>" after a multipart upload).
+        self._width = _VERSION_WIDTHS.get(args.url.scheme, _VERSION_WIDTH)
+
+    def show(self, rows: list[dict[str, object]]) -> None:
+        if self._json:
+            for row in rows:
+                print("[" if not self._rows else ", ", json.dumps(row, sort_keys=True),
+                      sep="", end="")
+                self._rows += 1
+        elif self._long:
+            versions = [str(r.get("etag", r.get("generation", ""))) for r in rows]
+            self._width = max([self._width, *map(len, versions)])
+            width = self._width
+            for row, version in zip(rows, versions, strict=True):
+                if "prefix" in row:
+                    print(f"{'':>12}  {'':>{width}}  {'':>24}  {row['prefix']}")
+                else:
+                    print(f"{row['size']:>12}  {version:>{width}}  "
+                          f"{row['updated'] or '':>24}  {row['url']}")
+        else:
+            for row in rows:
+                print(row.get("prefix") or row["url"])
+
+    def close(self) -> None:
+        if self._json:
+            print("]" if self._rows else "[]")
 
 
 @command("ls", "List the object and folder a URL names (-r: everything under it).", _ls_args)
 def _ls(args: argparse.Namespace) -> int:
-    async def run() -> list[dict[str, object]]:
-        async with Stores(args) as stores:
-            return await _ls_rows(stores(args.url), args.url, args.recursive)
+    listing = _Listing(args)
 
-    rows = run_command(run())
-    if args.json:
-        emit_json(rows)
-        return 0
-    if args.long:
-        versions = [str(r.get("etag", r.get("generation", ""))) for r in rows]
-        width = max([_VERSION_WIDTH, *map(len, versions)])
-        for row, version in zip(rows, versions, strict=True):
-            if "prefix" in row:
-                print(f"{'':>12}  {'':>{width}}  {'':>24}  {row['prefix']}")
-            else:
-                print(f"{row['size']:>12}  {version:>{width}}  {row['updated'] or '':>24}  "
-                      f"{row['url']}")
-        return 0
-    for row in rows:
-        print(row.get("prefix") or row["url"])
+    async def run() -> None:
+        async with Stores(args) as stores:
+            async for rows in _ls_pages(stores(args.url), args.url, args.recursive):
+                listing.show(rows)
+
+    run_command(run())
+    listing.close()
     return 0
 
 
@@ -163,9 +220,13 @@ def _cat(args: argparse.Namespace) -> int:
 
     if not args.url.name or args.url.name.endswith("/"):
         raise UsageError(f"{args.url} names no object")
+    if sys.stdout is None:
+        # Started with stdout closed (``>&-``): sys.stdout.buffer was an
+        # AttributeError traceback.
+        raise InvalidArgument(f"cat {args.url}: stdout is closed; nothing was read")
+    out = sys.stdout.buffer
     with portal_store(args, args.url) as store, \
             open_url(str(args.url), "rb", client=store) as f:
-        out = sys.stdout.buffer
         while chunk := f.read(8 * 1024 * 1024):
             out.write(chunk)
         out.flush()
@@ -237,12 +298,20 @@ def _link(store: ObjectStore, url: StoreURL, target: str) -> _Target:
     return store, url.bucket, url.name, None
 
 
-async def _delete(targets: list[_Target]) -> None:
-    """Delete what ``_rm_targets`` found. Listed objects go in batches where
+async def _delete(targets: list[_Target]) -> tuple[int, int]:
+    """Delete what ``_rm_targets`` found; returns how many objects were
+    removed and how many could not be. Listed objects go in batches where
     the store has batch deletes (S3: 1000 keys a request); elsewhere each is
     deleted only at the generation listed, since one rewritten since was not
     what the user looked at. A named object goes alone, so that a missing
-    one fails (a batch counts it as deleted)."""
+    one fails (a batch counts it as deleted).
+
+    An object missing, or rewritten since it was listed, fails alone: one
+    line on stderr, and the others are still deleted, as GNU rm and gsutil
+    do. Stopping at it cancelled the deletes under way and never sent the
+    rest, so what survived was chance (``rm -r`` of 200 objects, one
+    rewritten meanwhile, deleted none of them). Any other failure
+    (permission, network) stops ``rm`` at once."""
     batches: dict[tuple[int, str], tuple[ObjectStore, list[str]]] = {}
     single: list[_Target] = []
     for store, bucket, name, generation in targets:
@@ -250,22 +319,40 @@ async def _delete(targets: list[_Target]) -> None:
             batches.setdefault((id(store), bucket), (store, []))[1].append(name)
         else:
             single.append((store, bucket, name, generation))
-    jobs = [delete_all(store, bucket, names, concurrency=_RM_CONCURRENCY)
-            for (_, bucket), (store, names) in batches.items()]
-    jobs.extend(store.delete(b, n, if_generation_match=g) for store, b, n, g in single)
+    removed = failed = 0
+
+    async def batch(store: ObjectStore, bucket: str, names: list[str]) -> None:
+        nonlocal removed
+        await delete_all(store, bucket, names, concurrency=_RM_CONCURRENCY)
+        removed += len(names)
+
+    async def one(store: ObjectStore, bucket: str, name: str, generation: int | None) -> None:
+        nonlocal removed, failed
+        try:
+            await store.delete(bucket, name, if_generation_match=generation)
+        except (NotFound, PreconditionFailed) as exc:
+            print(f"aioflux rm: {exc}", file=sys.stderr)
+            failed += 1
+        else:
+            removed += 1
+
+    jobs = [batch(store, bucket, names) for (_, bucket), (store, names) in batches.items()]
+    jobs.extend(one(*target) for target in single)
     await gather_bounded(jobs, _RM_CONCURRENCY)
+    return removed, failed
 
 
 @command("rm", "Delete objects (-r: also the folder each URL names).", _rm_args)
 def _rm(args: argparse.Namespace) -> int:
-    async def run() -> int:
+    async def run() -> tuple[int, int]:
         async with Stores(args) as stores:
             targets = await _rm_targets(stores, args.urls, args.recursive)
-            await _delete(targets)
-            return len(targets)
+            return await _delete(targets)
 
-    print(f"removed {run_command(run())} object(s)")
-    return 0
+    removed, failed = run_command(run())
+    if removed or not failed:  # a failure that removed nothing prints only itself
+        print(f"removed {removed} object(s)")
+    return 1 if failed else 0
 
 
 def _du_args(parser: argparse.ArgumentParser) -> None:

@@ -78,6 +78,33 @@ def test_cp_download_checks_the_combined_crc32c_of_its_ranges(  # type: ignore[n
     assert list(tmp_path.iterdir()) == []  # neither the target nor a partial file
 
 
+
+def test_a_streamed_copy_holds_what_cli_md_states(  # type: ignore[no-untyped-def]
+        run, sync_client: Client, bucket: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # cli.md: 8 ranged reads of 8 MiB, into a writer of 8 MiB parts: about
+    # 136 MiB a file. The writer kept its default of 16 parts uploading
+    # (8 MiB x 17 held): a 600 MB copy between stores peaked at ~245 MiB.
+    import aioflux.cli._copy as copy_mod
+
+    given = []
+    writer = copy_mod.AsyncObjectWriter
+
+    def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
+        given.append(kwargs["options"])
+        return writer(*args, **kwargs)
+
+    monkeypatch.setattr(copy_mod, "AsyncObjectWriter", recording)
+    monkeypatch.setattr(copy_mod, "STREAM_THRESHOLD", 1024)
+    data = os.urandom(64 * 1024)
+    (tmp_path / "f.bin").write_bytes(data)
+    assert run("cp", str(tmp_path / "f.bin"), f"gs://{bucket}/f.bin")[0] == 0
+    assert sync_client.read(bucket, "f.bin") == data
+    [options] = given
+    reads = copy_mod._RANGES_IN_FLIGHT * copy_mod._CHUNK
+    assert options.part_size == 8 * 1024 * 1024
+    assert reads + options.part_size * (options.max_in_flight + 1) <= 136 * 1024 * 1024
+
 def test_rm(run, sync_client: Client, bucket: str) -> None:  # type: ignore[no-untyped-def]
     for i in range(5):
         sync_client.write(bucket, f"r/{i}", b"x")
@@ -140,6 +167,12 @@ def test_failures_are_one_line_exit_1(run, bucket: str, argv: list[str],  # type
     (["clean", "--older-than", "soon", "gs://{b}"],
      "aioflux clean: error: argument --older-than: expected a duration such as 3600, 90m, 24h "
      "or 0, got 'soon'"),
+    (["cp", "gs://{b}/x", "-"], "aioflux cp: error: argument dst: '-': cp copies files and "
+                                "objects, not stdin or stdout (to write an object to stdout: "
+                                "aioflux cat URL; a file named '-': ./-)"),
+    (["cp", "-", "gs://{b}/x"], "aioflux cp: error: argument src: '-': cp copies files and "
+                                "objects, not stdin or stdout (to write an object to stdout: "
+                                "aioflux cat URL; a file named '-': ./-)"),
 ])
 def test_usage_errors_are_one_line_exit_2(run, bucket: str, argv: list[str], line: str,  # type: ignore[no-untyped-def]
                                           tmp_path: Path,
@@ -150,6 +183,44 @@ def test_usage_errors_are_one_line_exit_2(run, bucket: str, argv: list[str], lin
     assert err == f"{line.format(b=bucket)} (see aioflux {argv[0]} --help)\n"
     assert list(tmp_path.iterdir()) == []  # "ftp://b/x" never became a local ./ftp:/b/x
 
+
+
+def test_cp_to_a_dash_is_refused_not_a_file_named_dash(run, sync_client: Client, bucket: str,  # type: ignore[no-untyped-def]
+                                                       tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # gsutil and aws s3 cp take '-' for stdout: `aioflux cp gs://b/x - | tar x`
+    # wrote a file named '-' and piped "copied 1 file(s), 1 bytes" to tar.
+    sync_client.write(bucket, "x", b"X")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run("cp", f"gs://{bucket}/x", "-")
+    assert (code, out) == (2, "") and "aioflux cat URL" in err
+    assert list(tmp_path.iterdir()) == []
+    # A file of that name is still one ./- away.
+    assert run("cp", f"gs://{bucket}/x", "./-")[0] == 0
+    assert (tmp_path / "-").read_bytes() == b"X"
+
+
+def test_clean_reports_each_failure_on_stderr(run, emulator: Emulator, bucket: str,  # type: ignore[no-untyped-def]
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # "error: ..." went to stdout, into what a script parses, and stderr stayed empty.
+    from aioflux.testing._errors import ApiError
+
+    emulator.store.put(bucket, "aioflux-composed/x", b"x")
+    emulator.store.put(bucket, "aioflux-composed/y", b"y")
+    delete = emulator.store.delete
+
+    def refuse_x(b, name, **kwargs):  # type: ignore[no-untyped-def]
+        if name.endswith("/x"):
+            raise ApiError(403, "forbidden", "not yours")
+        return delete(b, name, **kwargs)
+
+    monkeypatch.setattr(emulator.store, "delete", refuse_x)
+    code, out, err = run("clean", "--older-than", "0", f"gs://{bucket}")
+    assert code == 1
+    assert err == (f"aioflux clean: delete gs://{bucket}/aioflux-composed/x failed: HTTP 403 "
+                   "forbidden: not yours\n")
+    assert "error:" not in out and out.endswith(", 0 skipped, 1 errors\n")
+    assert list(emulator.store.bucket(bucket).names) == ["aioflux-composed/x"]
 
 @pytest.mark.parametrize("value", ["notaurl", "ftp://127.0.0.1:1", "http://", "127.0.0.1:port"])
 def test_bad_endpoint_is_a_usage_error(value: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -235,6 +306,17 @@ def test_ls_into_a_closed_pipe_exits_quietly(emulator: Emulator, bucket: str) ->
     assert proc.wait(30) == 141
     assert err == b""
 
+
+
+def test_cat_with_stdout_closed_is_one_line(emulator: Emulator, bucket: str) -> None:
+    # `aioflux cat gs://b/x >&-` was an AttributeError traceback.
+    emulator.store.put(bucket, "x", b"X")
+    proc = subprocess.run([sys.executable, "-m", "aioflux", "cat", f"gs://{bucket}/x",
+                           "--endpoint", emulator.endpoint],
+                          stderr=subprocess.PIPE, text=True, preexec_fn=lambda: os.close(1),
+                          check=False, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr == f"aioflux cat: cat gs://{bucket}/x: stdout is closed; nothing was read\n"
 
 def test_emulator_rejects_a_bad_bucket_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:

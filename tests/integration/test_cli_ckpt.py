@@ -68,6 +68,12 @@ def test_errors_exit_1_with_one_line(run, sync_client: Client,  # type: ignore[n
     assert code == 1 and out == ""
     assert len(err.strip().splitlines()) == 1 and err.startswith("aioflux ckpt:")
     assert "no-such-bucket-for-ckpt" in err
+    # A bucket that is not there has no history either: it said "no saves
+    # recorded" (and --json "[]"), exit 0, where list failed.
+    for argv in (["history"], ["history", "--json"]):
+        code, out, err = run("ckpt", *argv, "gs://no-such-bucket-for-ckpt/run")
+        assert (code, out) == (1, "")
+        assert len(err.strip().splitlines()) == 1 and "no-such-bucket-for-ckpt" in err, err
 
     sync_client.write(bucket, "bad/history.jsonl", b'{"step": 1}\nnot json\n')
     code, out, err = run("ckpt", "history", f"gs://{bucket}/bad")

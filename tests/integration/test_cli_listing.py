@@ -133,3 +133,63 @@ def test_s3_listings_show_the_etag(run, emulator: Emulator, bucket: str) -> None
     # Other stores have no ETag: the generation stays.
     code, out, _ = s3run("ls", "--json", f"gs://{bucket}/d/")
     assert "etag" not in json.loads(out)[0]
+
+
+# ls printed nothing until the last page and held every row (a 10 M object
+# bucket took GBs); it prints each page as it comes, still in name order.
+@pytest.mark.parametrize("argv", [["ls", "-r"], ["ls"], ["ls", "-l"]])
+def test_ls_prints_each_page_as_it_comes(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str, monkeypatch: pytest.MonkeyPatch,
+        argv: list[str]) -> None:
+    from aioflux.testing._errors import ApiError
+
+    for i in range(2500):  # three pages of 1000
+        emulator.store.put(bucket, f"o{i:04d}", b"")
+    pages = emulator.store.list_page
+    asked = []
+
+    def third_page_fails(*args, **kwargs):  # type: ignore[no-untyped-def]
+        asked.append(kwargs.get("page_token"))
+        if len(asked) == 3:
+            raise ApiError(403, "forbidden", "denied on the third page")
+        return pages(*args, **kwargs)
+
+    monkeypatch.setattr(emulator.store, "list_page", third_page_fails)
+    code, out, err = run(*argv, f"gs://{bucket}")
+    assert code == 1 and err.startswith(f"aioflux ls: list gs://{bucket}") and "403" in err
+    assert [line.split()[-1] for line in out.splitlines()] == [
+        f"gs://{bucket}/o{i:04d}" for i in range(2000)]
+
+
+def test_ls_merges_folders_and_objects_across_pages_in_name_order(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str) -> None:
+    # Folders fall on every page and between pages; a folder sorts after an
+    # object that is its name ("d/o1500" before "d/o1500/"), and after
+    # "d/o1500-x" ('-' before '/').
+    names = [f"d/o{i:04d}" for i in range(2300)] + [
+        "d/o1500/z", "d/o1500-x", "d/a/b", "d/zz/q", "d/zz/r/s", "d/", "d/o0999/x", "d/o1000/x"]
+    for name in names:
+        emulator.store.put(bucket, name, b"")
+    shown = sorted({n if n == "d/" else "d/" + n[2:].split("/", 1)[0]
+                    + ("/" if "/" in n[2:] else "") for n in names})
+    expect = [f"gs://{bucket}/{n}" for n in shown]
+    code, out, err = run("ls", f"gs://{bucket}/d/")
+    assert (code, err) == (0, "") and out.splitlines() == expect
+    code, out, err = run("ls", "--json", f"gs://{bucket}/d")
+    assert (code, err) == (0, "")
+    assert [r.get("url") or r["prefix"] for r in json.loads(out)] == expect
+    code, out, _ = run("ls", "-r", f"gs://{bucket}/d")
+    assert out.splitlines() == [f"gs://{bucket}/{n}" for n in sorted(names)]
+
+
+def test_ls_long_keeps_the_etag_column_across_pages_on_s3(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str) -> None:
+    for i in range(1500):
+        emulator.store.put(bucket, f"o{i:04d}", b"x")
+    # On the second page only: the widest ETag (of a multipart upload).
+    emulator.store.put(bucket, "o1499", b"x", etag=hashlib.md5(b"x").hexdigest() + "-10000")
+    code, out, err = run("ls", "-l", f"s3://{bucket}", "--s3-endpoint", emulator.s3_endpoint)
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert len(lines) == 1500 and lines[-1].split()[1].endswith("-10000")
+    assert len({line.index("s3://") for line in lines}) == 1

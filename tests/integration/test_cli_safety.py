@@ -92,9 +92,47 @@ def test_rm_r_keeps_an_object_rewritten_after_it_was_listed(  # type: ignore[no-
 
     monkeypatch.setattr(objects, "list_named", list_then_rewrite)
     code, out, err = run("rm", "-r", f"gs://{tree}/a")
-    assert (code, out) == (1, "")
+    assert (code, out) == (1, "removed 2 object(s)\n")
     assert err.startswith(f"aioflux rm: delete gs://{tree}/a/x failed: HTTP 412")
+    assert len(err.splitlines()) == 1
     assert bytes(emulator.store.get(tree, "a/x").data) == b"NEW"
+    assert _names(emulator, tree) == ["a/x", "a2/x", "acopy/x"]  # the rest is gone
+
+
+# The first object missing or rewritten cancelled the deletes under way and
+# never sent the rest: rm -r of 200 objects, one rewritten meanwhile, deleted
+# none, and rm of 100 named objects and a missing one some (exit 1 either
+# way, naming only the one). Each other object is deleted, as by GNU rm.
+def test_rm_deletes_the_rest_when_one_object_is_missing_or_rewritten(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import aioflux.cli._objects as objects
+
+    names = [f"r/{i:03d}" for i in range(200)]
+    for name in names:
+        emulator.store.put(bucket, name, b"x")
+    listed = objects.list_named
+
+    async def list_then_rewrite(client, url):  # type: ignore[no-untyped-def]
+        async for obj in listed(client, url):
+            yield obj
+        emulator.store.put(bucket, "r/000", b"NEW")
+
+    monkeypatch.setattr(objects, "list_named", list_then_rewrite)
+    code, out, err = run("rm", "-r", f"gs://{bucket}/r")
+    assert (code, out) == (1, "removed 199 object(s)\n")
+    assert err.startswith(f"aioflux rm: delete gs://{bucket}/r/000 failed: HTTP 412")
+    assert len(err.splitlines()) == 1
+    assert _names(emulator, bucket) == ["r/000"]
+
+    monkeypatch.setattr(objects, "list_named", listed)
+    for name in names[1:101]:
+        emulator.store.put(bucket, name, b"x")
+    code, out, err = run("rm", f"gs://{bucket}/r/missing",
+                         *(f"gs://{bucket}/{name}" for name in names[1:101]))
+    assert (code, out) == (1, "removed 100 object(s)\n")
+    assert err == (f"aioflux rm: delete gs://{bucket}/r/missing failed: HTTP 404 notFound: "
+                   f"No such object: {bucket}/r/missing\n")
+    assert _names(emulator, bucket) == ["r/000"]
 
 
 def test_ls_and_du_follow_the_rule(run, tree: str) -> None:  # type: ignore[no-untyped-def]
@@ -160,6 +198,37 @@ def test_cp_of_a_local_file_onto_itself_is_refused(run, tmp_path: Path) -> None:
     assert (f.read_bytes(), f.stat().st_mtime_ns) == (b"F", mtime)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]
 
+
+
+# cp -r a a/b once a/b/ held objects: a/x was copied onto a/b/x before a/b/x
+# was read for a/b/b/x, so a/b/x's bytes were lost (both copies held a/x's)
+# and cp exited 0. Refused before any copy, on object stores (server-side
+# copies) and files alike.
+@pytest.mark.parametrize("jobs", ["1", "8"])
+def test_cp_r_of_a_folder_into_itself_overwriting_a_source_is_refused(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str, tmp_path: Path, jobs: str) -> None:
+    emulator.store.put(bucket, "t/x", b"TX")
+    emulator.store.put(bucket, "t/b/x", b"TBX")
+    local = tmp_path / "t"
+    (local / "b").mkdir(parents=True)
+    (local / "x").write_bytes(b"TX")
+    (local / "b" / "x").write_bytes(b"TBX")
+    for src, dst, url in ((f"gs://{bucket}/t", f"gs://{bucket}/t/b", f"gs://{bucket}/t"),
+                          (str(local), str(local / "b"), f"file://{local}")):
+        code, out, err = run("cp", "-r", "-j", jobs, src, dst)
+        assert (code, out) == (1, "")
+        assert err == (f"aioflux cp: cp {url}/x: its destination {url}/b/x is also a source of "
+                       "this copy (a folder copied into itself), and could be overwritten "
+                       "before it is read; nothing was copied\n")
+    assert list(emulator.store.bucket(bucket).names) == ["t/b/x", "t/x"]
+    assert bytes(emulator.store.get(bucket, "t/b/x").data) == b"TBX"
+    assert sorted(p.relative_to(local).as_posix() for p in local.rglob("*")) == [
+        "b", "b/x", "x"]
+    assert (local / "b" / "x").read_bytes() == b"TBX"
+    # Into a folder of itself that holds none of its sources: a copy as any other.
+    assert run("cp", "-r", f"gs://{bucket}/t", f"gs://{bucket}/t/c")[:2] == (
+        0, "copied 2 file(s), 5 bytes\n")
+    assert bytes(emulator.store.get(bucket, "t/c/b/x").data) == b"TBX"
 
 # -- symbolic links to directories ---------------------------------------------
 
