@@ -61,8 +61,10 @@ class CleanReport:
         bucket: the bucket.
         dry_run: nothing was changed.
         older_than: the minimum age applied, in seconds.
-        composites: URLs of composites deleted (or to delete).
-        uploads: multipart uploads aborted (or to abort).
+        composites: URLs of composites deleted (or to delete); one whose
+            delete failed is in ``errors`` instead.
+        uploads: multipart uploads aborted (or to abort); one whose abort
+            failed is in ``errors`` instead.
         skipped: candidates too young (or of unknown age) to be abandoned.
         uploads_unlisted: why open multipart uploads could not be listed
             (the server has no XML multipart listing), or ``""``.
@@ -196,12 +198,15 @@ async def clean_bucket(client: ObjectStore, bucket: str, name: str = "", *,
     if dry_run:
         return report
 
+    failed: set[str] = set()
+
     async def delete(obj: ObjectInfo) -> None:
         try:
             await client.delete(bucket, obj.name, if_generation_match=obj.generation or None,
                                 missing_ok=True)
         except StorageError as exc:
             report.errors.append(str(exc))
+            failed.add(obj.url)
 
     async def abort(upload: MultipartUploadInfo) -> None:
         try:
@@ -210,7 +215,12 @@ async def clean_bucket(client: ObjectStore, bucket: str, name: str = "", *,
             pass
         except StorageError as exc:
             report.errors.append(str(exc))
+            failed.add(upload.upload_id)
 
     await gather_bounded([*(delete(o) for o in composites), *(abort(u) for u in uploads)],
                          _CLEAN_CONCURRENCY)
+    # What failed is in errors only: listed as deleted too, `aioflux clean`
+    # said "deleted" of an object still there, and counted it.
+    report.composites = [url for url in report.composites if url not in failed]
+    report.uploads = [u for u in report.uploads if u.upload_id not in failed]
     return report

@@ -54,6 +54,37 @@ async def test_clean_deletes_composites_and_aborts_uploads(
     assert [u.upload_id for u in await client.list_multipart_uploads(bucket)] == [other]
 
 
+async def test_what_clean_failed_to_delete_is_an_error_not_a_deletion(
+        client: AsyncClient, emulator: Emulator, bucket: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The report listed every candidate as deleted before deleting: a
+    # failed delete was both "deleted gs://..." and an error, and counted.
+    from aioflux import PermissionDenied
+
+    for i in range(2):
+        emulator.store.put(bucket, f"{COMPOSED_PREFIX}9-{i}", b"x")
+    upload = await client.initiate_multipart(bucket, "ckpt/model.pt")
+    delete, abort = client.delete, client.abort_multipart
+
+    async def refused_delete(b: str, name: str, **kwargs: object) -> None:
+        if name.endswith("-1"):
+            raise PermissionDenied(f"delete gs://{b}/{name} failed: HTTP 403",
+                                   operation="delete", bucket=b, name=name)
+        await delete(b, name, **kwargs)  # type: ignore[arg-type]
+
+    async def refused_abort(b: str, name: str, upload_id: str) -> None:
+        raise PermissionDenied(f"abort multipart upload gs://{b}/{name} failed: HTTP 403",
+                               operation="abort multipart upload", bucket=b, name=name)
+
+    monkeypatch.setattr(client, "delete", refused_delete)
+    monkeypatch.setattr(client, "abort_multipart", refused_abort)
+    report = await clean_bucket(client, bucket, older_than=0)
+    assert report.composites == [f"gs://{bucket}/{COMPOSED_PREFIX}9-0"]
+    assert report.uploads == [] and not report.ok and len(report.errors) == 2
+    monkeypatch.setattr(client, "abort_multipart", abort)
+    await client.abort_multipart(bucket, "ckpt/model.pt", upload)
+
+
 async def test_clean_by_default_aborts_only_uploads_older_than_a_day(
         client: AsyncClient, emulator: Emulator, bucket: str) -> None:
     old = await client.initiate_multipart(bucket, "ckpt/abandoned.pt")
