@@ -3,6 +3,7 @@ in-loop, on a thread, as a subprocess, and the third-party fake-gcs-server."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import io
 import os
@@ -12,6 +13,8 @@ import sys
 import time
 import urllib.request
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
+from typing import Any
 
 import aiohttp
 import pytest
@@ -21,11 +24,48 @@ from aioflux.testing import (
     Emulator,
     EmulatorProfile,
     Faults,
+    _runtime,
     fake_gcs_server,
     running_emulator,
 )
 
 MB = 1_000_000
+
+
+class _RuntimeAsyncio:
+    """``asyncio`` as the emulator's knobs see it (patched into
+    ``aioflux.testing._runtime``): each sleep they ask for is recorded, then
+    slept; with ``now`` set, their loop's clock reads it and stands still
+    until the test moves it.
+
+    What the knobs ask for follows from the profile and the bytes alone,
+    where how long a request took also follows from how loaded the machine
+    is: the tests bound the former, and of the latter only what load cannot
+    break (a lower bound).
+    """
+
+    def __init__(self) -> None:
+        self.sleeps: list[float] = []
+        self.now: float | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(asyncio, name)
+
+    async def sleep(self, delay: float) -> None:
+        self.sleeps.append(delay)
+        await asyncio.sleep(delay)
+
+    def get_running_loop(self) -> Any:
+        if self.now is None:
+            return asyncio.get_running_loop()
+        return SimpleNamespace(time=lambda: self.now)
+
+
+@pytest.fixture
+def knobs(monkeypatch: pytest.MonkeyPatch) -> _RuntimeAsyncio:
+    seen = _RuntimeAsyncio()
+    monkeypatch.setattr(_runtime, "asyncio", seen)
+    return seen
 
 
 @pytest.fixture
@@ -131,25 +171,25 @@ async def test_stall_pauses_mid_body(emu: Emulator, http: aiohttp.ClientSession)
 
 
 @pytest.mark.asyncio
-async def test_ttfb_is_applied(emu: Emulator, http: aiohttp.ClientSession) -> None:
-    # Lower bounds only: a loaded machine makes any request slower, so "no
-    # ttfb" is shown as faster than the fastest request with one.
+async def test_ttfb_is_applied(emu: Emulator, http: aiohttp.ClientSession,
+                               knobs: _RuntimeAsyncio) -> None:
+    # Lower bounds only on wall time: a loaded machine makes any request
+    # slower. That without a ttfb none is applied shows in what the
+    # emulator asks for: no sleep at all.
     emu.profile = EmulatorProfile(ttfb=0.1)
-    with_ttfb = []
-    for url in ("/storage/v1/b/knobs/o/small?alt=media", "/storage/v1/b/knobs/o", "/knobs/small"):
+    urls = ("/storage/v1/b/knobs/o/small?alt=media", "/storage/v1/b/knobs/o", "/knobs/small")
+    for url in urls:
         start = time.monotonic()
         async with http.get(url) as r:
             await r.read()
-        with_ttfb.append(time.monotonic() - start)
-        assert with_ttfb[-1] >= 0.095, url
+        assert time.monotonic() - start >= 0.095, url
+    assert knobs.sleeps == [0.1] * len(urls)
     emu.profile = EmulatorProfile()
-    without = []
+    knobs.sleeps.clear()
     for _ in range(3):
-        start = time.monotonic()
         async with http.get("/knobs/small") as r:
-            await r.read()
-        without.append(time.monotonic() - start)
-    assert min(without) < min(with_ttfb)
+            assert r.status == 200 and len(await r.read()) == 1000
+    assert knobs.sleeps == []
 
 
 @pytest.mark.asyncio
@@ -173,57 +213,71 @@ async def test_a_one_chunk_body_is_paced_then_sent_with_its_head(
 
 @pytest.mark.asyncio
 async def test_bandwidth_caps_downloads_and_uploads(
-    emu: Emulator, http: aiohttp.ClientSession
+    emu: Emulator, http: aiohttp.ClientSession, knobs: _RuntimeAsyncio
 ) -> None:
-    # Each transfer's upper bound is its time at the cap plus what the same
-    # transfer takes uncapped on this machine now (twice, for noise): fixed
-    # bounds failed on a loaded machine, where every transfer is slower.
-    async def transfers() -> list[float]:
-        took = []
-        start = time.monotonic()
+    # A rate measured against the wall clock has no upper bound a loaded
+    # machine cannot break (every transfer is slower there), so the cap is
+    # checked from both sides apart: on wall time only from below (a
+    # transfer takes at least its bytes over the cap, however idle the
+    # machine; load only lengthens it), and from above on the sleeps the
+    # emulator asks for, which add up to at most its bytes over the cap
+    # (each one ends when the bytes sent so far are due), however loaded.
+    cap = 10 * MB
+
+    async def download() -> int:
         async with http.get("/storage/v1/b/knobs/o/big", params={"alt": "media"}) as r:
-            assert len(await r.read()) == 2 * MB
-        took.append(time.monotonic() - start)
-        start = time.monotonic()
+            return len(await r.read())
+
+    async def ranged() -> int:
         async with http.get("/knobs/big", headers={"Range": "bytes=0-999999"}) as r:
-            assert len(await r.read()) == MB
-        took.append(time.monotonic() - start)
-        start = time.monotonic()
+            return len(await r.read())
+
+    async def upload() -> int:
         async with http.put("/knobs/up", data=io.BytesIO(b"u" * MB)) as r:
             assert r.status == 200
-        took.append(time.monotonic() - start)
-        return took
+        return MB
 
-    uncapped = await transfers()
-    emu.profile = EmulatorProfile(bandwidth=10 * MB)
-    capped = await transfers()
-    for at_cap, took, free in zip((0.2, 0.1, 0.1), capped, uncapped, strict=True):
-        assert 0.9 * at_cap <= took < at_cap + 0.1 + 2 * free, (capped, uncapped)
-    # Small bodies pay for their bytes (1 ms each here), not for timer granularity.
-    emu.store.put("knobs", "100k", b"k" * 100_000)
-
-    async def twenty() -> float:
+    emu.profile = EmulatorProfile(bandwidth=cap)
+    for transfer, size in ((download, 2 * MB), (ranged, MB), (upload, MB)):
+        knobs.sleeps.clear()
         start = time.monotonic()
-        for _ in range(20):
-            async with http.get("/knobs/100k") as r:
-                await r.read()
-        return time.monotonic() - start
-
-    emu.profile = EmulatorProfile()
-    free = await twenty()
+        assert await transfer() == size
+        took = time.monotonic() - start
+        assert took >= 0.9 * size / cap, (transfer.__name__, took)
+        assert sum(knobs.sleeps) <= size / cap + 1e-6, (transfer.__name__, knobs.sleeps)
+    # Small bodies pay for their bytes (1 ms each here), not for timer
+    # granularity: no more than their bytes' worth of sleep, one at most each.
+    emu.store.put("knobs", "100k", b"k" * 100_000)
     emu.profile = EmulatorProfile(bandwidth=100 * MB)
-    assert await twenty() < 0.02 + 0.1 + 2 * free
+    knobs.sleeps.clear()
+    for _ in range(20):
+        async with http.get("/knobs/100k") as r:
+            assert len(await r.read()) == 100_000
+    assert len(knobs.sleeps) <= 20 and sum(knobs.sleeps) <= 20 * 100_000 / (100 * MB) + 1e-6
 
 
 @pytest.mark.asyncio
-async def test_qps_cap(emu: Emulator, http: aiohttp.ClientSession) -> None:
+async def test_qps_cap(emu: Emulator, http: aiohttp.ClientSession,
+                       knobs: _RuntimeAsyncio) -> None:
+    # The token bucket's clock stands still unless the test moves it: how
+    # many requests it lets through follows from the test, not from how
+    # long the requests took.
+    knobs.now = 100.0
     emu.profile = EmulatorProfile(qps_limit=5)
-    statuses = []
-    for _ in range(12):
-        async with http.get("/knobs/small") as r:
-            statuses.append(r.status)
-    assert statuses.count(200) in (5, 6) and statuses.count(429) >= 6
-    assert emu.stats["throttled"] == statuses.count(429)
+
+    async def statuses(count: int) -> list[int]:
+        got = []
+        for _ in range(count):
+            async with http.get("/knobs/small") as r:
+                got.append(r.status)
+        return got
+
+    assert await statuses(12) == [200] * 5 + [429] * 7  # a full bucket, then empty
+    knobs.now += 0.25  # a quarter of a second at 5 per second: one token and a bit
+    assert await statuses(2) == [200, 429]
+    knobs.now += 10  # refilled, to the burst only
+    assert await statuses(7) == [200] * 5 + [429] * 2
+    assert emu.stats["throttled"] == 7 + 1 + 2
 
 
 def test_running_emulator_thread() -> None:

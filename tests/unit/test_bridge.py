@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import multiprocessing as mp
 import os
@@ -11,16 +12,22 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from types import FrameType
+from types import FrameType, SimpleNamespace
 
 import pytest
 
 from aioflux import BridgeError
 from aioflux._core import portal as portal_module
+from aioflux._core import window as window_module
 from aioflux._core.portal import Portal, call, get_portal, submit
 from aioflux._core.window import window_sync
+
+# What the tests below wait for is an event; this only bounds how long a
+# wait may take before the event counts as never coming (a hang), far
+# beyond what any step takes on a loaded machine.
+HANG = 30.0
 
 
 async def _where() -> tuple[int, int]:
@@ -41,7 +48,7 @@ def test_submit_returns_future_with_original_exception() -> None:
 
     future = submit(boom())
     with pytest.raises(KeyError, match="original"):
-        future.result(timeout=5)
+        future.result(timeout=HANG)
 
 
 def test_calling_from_loop_thread_raises_instead_of_deadlocking() -> None:
@@ -61,7 +68,7 @@ def test_shutdown_cancels_pending_and_refuses_new_work() -> None:
         await asyncio.sleep(3600)
 
     future = portal.submit(forever())
-    started.wait(5)
+    assert started.wait(HANG)
     portal.shutdown()
     assert future.cancelled()
     with pytest.raises(BridgeError, match="shut down"):
@@ -163,7 +170,7 @@ def test_iterate_early_exit_closes_the_async_generator() -> None:
     for item in iterate(endless(), batch=4):
         if item == 10:
             break
-    assert closed.wait(5)
+    assert closed.wait(HANG)
 
 
 def test_an_iterator_collected_on_the_loop_thread_closes_without_blocking() -> None:
@@ -188,25 +195,53 @@ def test_an_iterator_collected_on_the_loop_thread_closes_without_blocking() -> N
         it.close()  # as a collection on this thread would
 
     get_portal().call(close_here())
-    assert closed.wait(5)
+    assert closed.wait(HANG)
 
 
 class _Raised(Exception):
     """What a signal handler raises in the waiting thread (a timeout, say)."""
 
 
+def _waiting_for_a_result(ident: int) -> bool:
+    """Whether the thread ``ident`` is blocked in a ``Future.result`` (the
+    wait of a blocking call)."""
+    frame = sys._current_frames().get(ident)
+    while frame is not None:
+        if frame.f_code is concurrent.futures.Future.result.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
 @contextlib.contextmanager
 def _signal_raises(error: type[BaseException], started: threading.Event) -> Iterator[None]:
-    """A real signal, once ``started`` is set, whose handler raises ``error``
-    in this (the main) thread. SIGUSR1, as pytest-timeout's timer uses SIGALRM."""
+    """A real signal, once ``started`` is set and this (the main) thread
+    waits for the call's result, whose handler raises ``error`` here (once).
+    SIGUSR1, as pytest-timeout's timer uses SIGALRM.
+
+    A signal that lands while this thread is still on its way into the
+    wait's lock only marks the handler due, and the lock's wait then goes
+    on until the call ends by itself: the signal is sent again until its
+    handler has run.
+    """
+    main = threading.get_ident()
+    handled = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        raise error()
+        if not handled.is_set():
+            handled.set()
+            raise error()
 
     def send() -> None:
-        if started.wait(10):
-            time.sleep(0.05)
-            os.kill(os.getpid(), signal.SIGUSR1)
+        if not started.wait(HANG):
+            return
+        deadline = time.monotonic() + HANG
+        while not _waiting_for_a_result(main) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        while time.monotonic() < deadline:
+            signal.pthread_kill(main, signal.SIGUSR1)
+            if handled.wait(0.01):
+                return
 
     previous = signal.signal(signal.SIGUSR1, on_signal)
     sender = threading.Thread(target=send, daemon=True)
@@ -214,7 +249,7 @@ def _signal_raises(error: type[BaseException], started: threading.Event) -> Iter
     try:
         yield
     finally:
-        sender.join(10)
+        sender.join(HANG)
         signal.signal(signal.SIGUSR1, previous)
 
 
@@ -225,22 +260,25 @@ def test_an_exception_raised_in_the_waiting_thread_stops_the_call_first(
     # Ctrl-C) ends a blocking call: by the time the caller sees it, the
     # coroutine was cancelled and has unwound, cleanup included (a write
     # must not publish after the caller was told it failed).
-    started, unwound = threading.Event(), threading.Event()
+    started, cancelled, unwound = threading.Event(), threading.Event(), threading.Event()
 
     async def slow_with_cleanup() -> None:
         started.set()
         try:
-            await asyncio.sleep(30)
+            await asyncio.sleep(HANG)  # ends by itself only if not cancelled
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
         finally:
             await asyncio.sleep(0.2)  # as a writer aborting its upload
             unwound.set()
 
-    begin = time.monotonic()
     with _signal_raises(error, started):
         with pytest.raises(error):
             get_portal().call(slow_with_cleanup())
+    # Cancelled, not waited out, and unwound before the caller saw the error.
+    assert cancelled.is_set()
     assert unwound.is_set()
-    assert time.monotonic() - begin < 5
 
 
 @pytest.mark.parametrize("settled", [False, True])
@@ -251,24 +289,27 @@ def test_an_interrupted_call_waits_for_its_cleanup_only_so_long_unless_settled(
     # Settled (a reader's GETs write into the caller's buffer), the call
     # returns only once the cleanup is done, past the bound.
     monkeypatch.setattr(portal_module, "_CANCEL_WAIT", 0.3)
-    started, unwound = threading.Event(), threading.Event()
+    started, released, unwound = threading.Event(), threading.Event(), threading.Event()
 
     async def stuck_cleanup() -> None:
         started.set()
         try:
-            await asyncio.sleep(30)
+            await asyncio.sleep(HANG)
         finally:
-            await asyncio.sleep(1.5)
+            if settled:
+                await asyncio.sleep(1.5)  # past the bound, then done by itself
+            else:
+                # Stuck until the test lets it go once the call has returned
+                # (or HANG passes: a call that waited for it returns then).
+                await asyncio.to_thread(released.wait, HANG)
             unwound.set()
 
     with _signal_raises(_Raised, started):
         with pytest.raises(_Raised):
             get_portal().call(stuck_cleanup(), settled=settled)
-        interrupted = time.monotonic()
     assert unwound.is_set() == settled
-    assert unwound.wait(5)
-    if not settled:
-        assert time.monotonic() - interrupted > 1.0
+    released.set()
+    assert unwound.wait(HANG)  # not settled: it carried on on the loop
 
 
 def test_leaving_a_blocking_window_early_waits_for_the_jobs_it_cancels() -> None:
@@ -292,23 +333,53 @@ def test_leaving_a_blocking_window_early_waits_for_the_jobs_it_cancels() -> None
     assert sorted(stopped) == [1, 2, 3]
 
 
-def test_a_blocking_window_closed_on_the_loop_thread_does_not_wait_on_itself() -> None:
+def test_a_blocking_window_closed_on_the_loop_thread_does_not_wait_on_itself(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     # Its jobs need the loop to unwind: waiting for them there would stall
-    # the loop (and every other transfer) for the whole wait.
+    # the loop (and every other transfer) for the whole wait. The window's
+    # waits are recorded; one on the loop thread returns at once (so a
+    # regression fails here instead of stalling the portal for 30 s).
+    waits_on_the_loop: list[float | None] = []
+
+    class Futures:
+        """concurrent.futures as the window module sees it."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(concurrent.futures, name)
+
+        def wait(self, fs: Iterable[concurrent.futures.Future[int]],
+                 timeout: float | None = None,
+                 return_when: str = concurrent.futures.ALL_COMPLETED) -> object:
+            if asyncio._get_running_loop() is not None:
+                waits_on_the_loop.append(timeout)
+                timeout = 0
+            return concurrent.futures.wait(fs, timeout, return_when)
+
+    monkeypatch.setattr(window_module, "concurrent", SimpleNamespace(futures=Futures()))
+    cancelled: list[int] = []
+
     async def job(item: int) -> int:
-        await asyncio.sleep(0 if item == 0 else 30)
+        try:
+            await asyncio.sleep(0 if item == 0 else HANG)
+        except asyncio.CancelledError:
+            cancelled.append(item)
+            raise
         return item
 
     portal = get_portal()
     results = window_sync(range(6), lambda i: portal.submit(job(i)), limit=4)
     assert next(results) == (0, 0)
 
-    async def close_here() -> float:
-        begin = time.monotonic()
+    async def close_here() -> None:
         results.close()  # as a collection on this thread would
-        return time.monotonic() - begin
 
-    assert portal.call(close_here()) < 1
+    portal.call(close_here())
+    assert waits_on_the_loop == []
+    # The jobs it left were cancelled all the same, and unwound on the loop.
+    deadline = time.monotonic() + HANG
+    while sorted(cancelled) != [1, 2, 3]:
+        assert time.monotonic() < deadline, cancelled
+        time.sleep(0.01)
 
 
 def _pumps() -> set[asyncio.Task[None]]:
@@ -335,7 +406,7 @@ def test_list_files_collected_on_the_loop_thread_cancels_its_listing(tmp_path: P
         it.close()  # as the garbage collector does on this thread
 
     get_portal().call(close_here())
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + HANG
     while _pumps() - before:
         assert time.monotonic() < deadline, "the listing was never cancelled"
         time.sleep(0.02)

@@ -14,7 +14,8 @@ import pickle
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import google.auth
@@ -23,6 +24,7 @@ import google.oauth2.credentials
 import pytest
 
 from aioflux import AsyncClient, Client, ClientConfig, PermissionDenied, RetryPolicy, Timeouts
+from aioflux._core import auth as core_auth
 from aioflux._core.auth import AuthRequest, StaticTokenAuth
 from aioflux._core.errors import TransportError
 from aioflux.gcs import _auth
@@ -32,6 +34,10 @@ from aioflux.testing import MockRequest, MockResponse, MockTransport
 ENDPOINT = "https://storage.example"
 REQUEST = AuthRequest("GET", f"{ENDPOINT}/storage/v1/b/b/o/x")
 CONFIG = ClientConfig(retry=RetryPolicy(max_attempts=3, initial_delay=0.001, max_delay=0.002))
+# What the tests below wait for is an event; this only bounds how long a
+# wait may take before the event counts as never coming (a hang), far
+# beyond what any step takes on a loaded machine.
+HANG = 30.0
 
 
 def _utcnow() -> dt.datetime:
@@ -39,15 +45,25 @@ def _utcnow() -> dt.datetime:
 
 
 class Creds:
-    """google-auth-like credentials whose refresh is scripted."""
+    """google-auth-like credentials whose refresh is scripted.
+
+    ``held``: a refresh blocks until the test sets ``released`` (a token
+    endpoint that answers when the test says so, not after some time); at
+    most twice :data:`HANG`, so a test that fails never leaves it blocked.
+    ``entered`` is set once a refresh is under way.
+    """
 
     def __init__(self, *, token: str | None = None, delay: float = 0.0,
-                 fail: bool = False) -> None:
+                 fail: bool = False, held: bool = False) -> None:
         self.token = token
         self.expiry: dt.datetime | None = _utcnow() + dt.timedelta(hours=1) if token else None
         self.delay = delay
         self.fail = fail
         self.refreshes = 0
+        self.entered = threading.Event()
+        self.released = threading.Event()
+        if not held:
+            self.released.set()
 
     @property
     def valid(self) -> bool:
@@ -55,6 +71,8 @@ class Creds:
 
     def refresh(self, _request: Any) -> None:
         self.refreshes += 1
+        self.entered.set()
+        self.released.wait(2 * HANG)
         time.sleep(self.delay)
         if self.fail:
             raise google.auth.exceptions.RefreshError("token endpoint unavailable")
@@ -62,21 +80,36 @@ class Creds:
         self.expiry = _utcnow() + dt.timedelta(hours=1)
 
 
+async def _until(check: Callable[[], bool]) -> None:
+    """Let the loop run until ``check()`` holds (:data:`HANG` at most)."""
+    async def poll() -> None:
+        while not check():
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(poll(), HANG)
+
+
 # -- one refresh per burst -------------------------------------------------------------
 
 
 async def test_concurrent_requests_share_one_failed_refresh() -> None:
-    creds = Creds(delay=0.5, fail=True)
+    creds = Creds(fail=True, held=True)
     auth = GoogleAuth(creds)
-    started = time.monotonic()
-    results = await asyncio.wait_for(asyncio.gather(
-        *(auth.headers(REQUEST) for _ in range(8)), return_exceptions=True), 10)
-    elapsed = time.monotonic() - started
+    waiters = asyncio.gather(*(auth.headers(REQUEST) for _ in range(8)),
+                             return_exceptions=True)
+    try:
+        await _until(creds.entered.is_set)
+        # Every waiter has taken its first step, so asked for a token while
+        # the refresh was still under way: it fails only once released.
+        await asyncio.sleep(0)
+        assert creds.refreshes == 1 and not waiters.done()
+    finally:
+        creds.released.set()
+    results = await asyncio.wait_for(waiters, HANG)
     assert all(isinstance(r, PermissionDenied) for r in results), results
     assert "RefreshError" in str(results[0]) and "token endpoint unavailable" in str(results[0])
-    # Old: each of the 8 waiters ran the refresh again, one after another (4 s).
+    # Old: each of the 8 waiters ran the refresh again, one after another.
     assert creds.refreshes == 1
-    assert elapsed < 2.0
 
 
 async def test_a_failed_adc_lookup_is_shared(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,47 +131,70 @@ async def test_a_failed_adc_lookup_is_shared(monkeypatch: pytest.MonkeyPatch) ->
 
 
 async def test_a_failure_is_retried_by_the_next_burst(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_auth, "FAILURE_HOLD", 0.2)
+    # The hold is timed on a clock the test moves: whether a request comes
+    # within it follows from the test, not from how fast it ran.
+    now = [1000.0]
+    monkeypatch.setattr(core_auth, "time", SimpleNamespace(monotonic=lambda: now[0]))
     creds = Creds(fail=True)
     auth = GoogleAuth(creds)
     for _ in range(2):
         with pytest.raises(PermissionDenied):
             await auth.headers(REQUEST)
-    assert creds.refreshes == 1  # the second came within the hold
-    await asyncio.sleep(0.3)
+    now[0] += _auth.FAILURE_HOLD / 2
+    with pytest.raises(PermissionDenied):
+        await auth.headers(REQUEST)
+    assert creds.refreshes == 1  # the second and third came within the hold
+    now[0] += _auth.FAILURE_HOLD  # past it
     creds.fail = False
     assert await auth.headers(REQUEST) == {"Authorization": "Bearer fresh2"}
 
 
 async def test_waiters_hold_no_executor_threads() -> None:
-    creds = Creds(delay=1.5)
+    creds = Creds(held=True)
     auth = GoogleAuth(creds)
     waiting = asyncio.gather(*(auth.headers(REQUEST) for _ in range(40)))
-    await asyncio.sleep(0.2)  # the refresh is under way
-    started = time.monotonic()
-    await asyncio.to_thread(lambda: None)  # the application's own work
-    # Old: 40 waiters parked on a lock in the loop's default executor.
-    assert time.monotonic() - started < 0.5
-    assert set(map(str, await asyncio.wait_for(waiting, 10))) == {
+    try:
+        await _until(creds.entered.is_set)  # the refresh is under way
+        # The application's own work runs while the refresh still holds.
+        # Old: 40 waiters parked on a lock in the loop's default executor,
+        # so this waited for the refresh, which ends only when released.
+        await asyncio.wait_for(asyncio.to_thread(lambda: None), HANG)
+        assert not waiting.done()
+    finally:
+        creds.released.set()
+    assert set(map(str, await asyncio.wait_for(waiting, HANG))) == {
         str({"Authorization": "Bearer fresh1"})}
     assert creds.refreshes == 1
 
 
 def test_a_cancelled_waiter_neither_waits_nor_holds_the_loop_at_exit() -> None:
-    creds = Creds(delay=1.5)
+    creds = Creds(held=True)
     auth = GoogleAuth(creds)
 
     async def main() -> None:
-        with pytest.raises(asyncio.TimeoutError):
-            await asyncio.wait_for(auth.headers(REQUEST), 0.1)
+        waiter = asyncio.ensure_future(auth.headers(REQUEST))
+        await _until(creds.entered.is_set)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
 
-    started = time.monotonic()
-    asyncio.run(main())
-    # Old: asyncio.run's shutdown waited for the refresh's executor thread.
-    assert time.monotonic() - started < 1.0
+    # Ends the refresh if nothing else does: a loop whose exit waited for it
+    # would hang until then.
+    guard = threading.Timer(HANG, creds.released.set)
+    guard.start()
+    try:
+        asyncio.run(main())
+        # Old: the waiter's cancellation, then asyncio.run's shutdown, waited
+        # for the refresh's executor thread: both returned only once released.
+        assert not creds.released.is_set() and creds.token is None
+    finally:
+        guard.cancel()
 
     async def again() -> dict[str, str]:
-        return await asyncio.wait_for(auth.headers(REQUEST), 10)
+        waiter = asyncio.ensure_future(auth.headers(REQUEST))
+        await asyncio.sleep(0)  # asked while the refresh still holds
+        creds.released.set()
+        return await asyncio.wait_for(waiter, HANG)
 
     # The refresh went on for the next waiter (a new loop): still one.
     assert asyncio.run(again()) == {"Authorization": "Bearer fresh1"}
@@ -146,11 +202,15 @@ def test_a_cancelled_waiter_neither_waits_nor_holds_the_loop_at_exit() -> None:
 
 
 async def test_timeouts_total_bounds_the_wait() -> None:
-    auth = GoogleAuth(Creds(delay=1.0), timeouts=Timeouts(total=0.2))
-    started = time.monotonic()
-    with pytest.raises(TransportError, match=r"Timeouts\.total"):
-        await auth.headers(REQUEST)
-    assert time.monotonic() - started < 0.8
+    # The refresh holds until the test is over: only Timeouts.total ends the wait.
+    creds = Creds(held=True)
+    auth = GoogleAuth(creds, timeouts=Timeouts(total=0.2))
+    try:
+        with pytest.raises(TransportError, match=r"Timeouts\.total"):
+            await asyncio.wait_for(auth.headers(REQUEST), HANG)
+        assert not creds.released.is_set()
+    finally:
+        creds.released.set()
 
 
 # -- the token endpoint's timeouts ----------------------------------------------------------
@@ -184,11 +244,12 @@ async def test_a_refresh_uses_the_clients_connect_and_read_timeouts(
     config = CONFIG.replace(timeouts=Timeouts(connect=1, read_stall=1))
     async with AsyncClient(config, endpoint=ENDPOINT, credentials=creds) as client:
         auth = client.transport.auth
-        started = time.monotonic()
-        with pytest.raises(PermissionDenied, match="authenticate failed"):
-            await asyncio.wait_for(auth.headers(REQUEST), 15)
-    # Old: google-auth's default read timeout, 120 s.
-    assert time.monotonic() - started < 5
+        # Old: google-auth's default read timeout, 120 s, past the hang guard.
+        # The refresh's request says which read timeout it had (requests'
+        # ReadTimeout names it): the client's read_stall.
+        with pytest.raises(PermissionDenied,
+                           match=r"authenticate failed: .*\(read timeout=1\)"):
+            await asyncio.wait_for(auth.headers(REQUEST), HANG)
 
 
 # -- a 401 refreshes once --------------------------------------------------------------
