@@ -16,7 +16,6 @@ published and the upload is aborted.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -132,10 +131,11 @@ async def _copy_in_parts(store: S3Store, op: Op, src: ObjectInfo,
                                            [part for part, _ in copied], expected)
     except BaseException:
         # To its end: a cancelled copy still drops its parts (`aioflux
-        # clean` finds an upload whose abort failed).
+        # clean` finds an upload whose abort failed); a cancellation that
+        # came meanwhile is raised once the abort is done.
         try:
             await to_the_end(multipart.abort(bucket, name, upload_id))
-        except (StorageError, asyncio.CancelledError):
+        except StorageError:
             pass
         raise
     return etag
