@@ -255,10 +255,12 @@ async def fetch_composed(client: ObjectStore, objects: Sequence[ObjectInfo], *,
             # deleted it): the caller's fallback signal.
             raise ComposeMismatch(str(exc)) from exc
         except StorageError as exc:
-            # The server said no, at the only attempt: nothing was created.
-            # After a retry the first attempt may have landed (its answer
+            # A 4xx at the only attempt is the server saying no: nothing was
+            # created. A 5xx (or 408) may come after the compose was applied,
+            # and after a retry the first attempt may have landed (its answer
             # lost, then 503s): deleted like any other, it was left behind.
-            refused = exc.status is not None and exc.attempts < 2
+            refused = (exc.attempts < 2 and exc.status is not None
+                       and 400 <= exc.status < 500 and exc.status != 408)
             raise
         if info.size != want_size or (want_crc is not None and info.crc32c != want_crc):
             raise ComposeMismatch(f"compose gs://{bucket}/{name}: got size {info.size} "

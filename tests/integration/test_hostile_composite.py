@@ -148,6 +148,39 @@ async def test_a_compose_that_landed_then_failed_its_retries_is_deleted() -> Non
     assert len(deleted) == 1 and not stored and not leftover_composites()
 
 
+@pytest.mark.parametrize(("status", "created"), [(500, True), (503, True), (408, True),
+                                                 (403, False), (412, False)])
+async def test_a_compose_answered_once_is_deleted_unless_refused(status: int,
+                                                                 created: bool) -> None:
+    # At a single attempt, a 5xx (or 408) may come after the compose was
+    # applied: taken for a refusal, the composite was neither deleted nor
+    # left for the exit clean-up. A 4xx is a refusal: nothing to delete.
+    stored: dict[str, bytes] = {}
+    deleted: list[str] = []
+
+    async def answer(request: web.Request, served: Served) -> web.StreamResponse:
+        await request.read()
+        path = request.path
+        if request.method == "POST" and path.endswith("/compose"):
+            if created:
+                stored[path.split("/o/", 1)[1][:-len("/compose")]] = COMPOSITE
+            return web.json_response({"error": {"code": status, "message": "x"}},
+                                     status=status)
+        if request.method == "DELETE":
+            name = path.split("/o/", 1)[1]
+            deleted.append(name)
+            stored.pop(name, None)
+            return web.Response(status=204)
+        return web.Response(status=404)
+
+    config = ClientConfig(retry=RetryPolicy(max_attempts=1, initial_delay=0, max_delay=0))
+    async with Server(answer) as (endpoint, _), AsyncClient(config, endpoint=endpoint) as client:
+        with pytest.raises(Exception, match=str(status)):
+            await fetch_composed(client, _listed())
+    assert not stored and not leftover_composites()
+    assert len(deleted) == (1 if created else 0)
+
+
 def test_composites_go_in_a_folder_clean_finds() -> None:
     # "tmp-composed-<pid>-<uuid>" composites were never found by clean_bucket.
     from aioflux._engines.download import DownloadOptions
