@@ -10,15 +10,12 @@ import logging
 import os
 import ssl
 import time
-import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
 import yarl
-from multidict import CIMultiDictProxy
 
 from .._core.auth import Auth, AuthRequest, RenewableAuth
 from .._core.config import ClientConfig
@@ -39,8 +36,10 @@ from .failures import (
     raise_mapped,
 )
 from .http import BodyTruncated, MediaPool, MediaResponse
+from .loops import LoopState, close_with_loop
 from .pace import Pace, SlowTransfer, timed_out_early
 from .proxies import proxy_for
+from .responses import HttpBody, HttpResponse
 from .sessions import forbid_redirects, new_session, request_body
 
 __all__ = ["HttpBody", "HttpResponse", "MediaResponse", "Op", "Transport"]
@@ -48,140 +47,11 @@ __all__ = ["HttpBody", "HttpResponse", "MediaResponse", "Op", "Transport"]
 log = logging.getLogger("aioflux.transport")
 T = TypeVar("T")
 # Handlers are typed on aiohttp's response (the backends' annotations) but
-# read only its HttpResponse part (below), which a mock response provides.
+# read only its HttpResponse part (:mod:`.responses`), which a mock response provides.
 ResponseHandler = Callable[["HttpResponse"], Awaitable[T]]
 MediaHandler = Callable[[MediaResponse], T]
 _DEFAULT_ENDPOINT = "https://storage.googleapis.com"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-class HttpBody(Protocol):
-    """The part of ``aiohttp.StreamReader`` the transport reads of a body."""
-
-    async def read(self, n: int = -1) -> bytes:
-        """Up to ``n`` bytes (all when -1)."""
-        ...
-
-    def iter_any(self) -> AsyncIterator[bytes]:
-        """The body's chunks as they arrive."""
-        ...
-
-
-class HttpResponse(Protocol):
-    """What the transport and the backends' response handlers read of an answer.
-
-    ``aiohttp.ClientResponse`` satisfies it, and so does the response of
-    :class:`aioflux.testing.MockTransport`'s session, which is how the
-    client's logic runs in tests without sockets: handlers use nothing
-    else of a response. It has no ``read()`` of the whole body: handlers
-    read one through :func:`~aioflux._net.failures.read_metadata` or
-    :func:`~aioflux._net.failures.drain`, which cap it.
-    """
-
-    @property
-    def status(self) -> int:
-        """The HTTP status."""
-        ...
-
-    @property
-    def reason(self) -> str | None:
-        """The status line's reason phrase."""
-        ...
-
-    @property
-    def headers(self) -> CIMultiDictProxy[str]:
-        """Response headers (case-insensitive, repeated ones kept)."""
-        ...
-
-    @property
-    def content_length(self) -> int | None:
-        """``Content-Length``, if sent."""
-        ...
-
-    @property
-    def content(self) -> HttpBody:
-        """The body, as a stream."""
-        ...
-
-
-@dataclass
-class _LoopState:
-    loop: asyncio.AbstractEventLoop
-    pid: int
-    session: aiohttp.ClientSession
-    semaphore: asyncio.Semaphore
-    media: MediaPool | None
-    #: object reads admitted at once (see :meth:`Transport.admit_read`)
-    reads: asyncio.Semaphore
-    ends_with_loop: AsyncGenerator[None, None] | None = None
-    #: its connections are closed: an attempt must not start on it
-    closed: bool = False
-
-
-async def _open_until_loop_ends(state: _LoopState) -> AsyncGenerator[None, None]:
-    """Closes ``state``'s connections when it is closed: by ``aclose()``,
-    or by asyncio when the loop's run ends (``asyncio.run`` and
-    ``asyncio.Runner`` close every async generator still open on their
-    loop), so a client used across several ``asyncio.run`` calls leaves no
-    session open on a loop that is gone; and on its own loop when dropped
-    while that loop still runs (asyncio's finalizer hook)."""
-    try:
-        yield
-    finally:
-        if state.pid == os.getpid():  # a forked child's copy is the parent's
-            state.closed = True
-            if state.media is not None:
-                state.media.abort()
-            if _abort_bodies_in_flight(state.session):
-                await asyncio.sleep(0)  # their readers learn it before close() below
-            await state.session.close()
-
-
-def _abort_bodies_in_flight(session: aiohttp.ClientSession) -> bool:
-    """Drop the sockets of aiohttp's requests in flight; True if there were any.
-
-    ``session.close()`` closes them too, but first detaches each from its
-    response: a body still arriving is then never told, and its reader
-    waits forever (its read timeout went with the connection). Aborted
-    here, the reader fails as on a dropped connection, which the attempt
-    maps to a typed error.
-    """
-    connector: Any = getattr(session, "connector", None)
-    aborted = False
-    for protocol in list(getattr(connector, "_acquired", ())):
-        sock = getattr(protocol, "transport", None)
-        if sock is not None:
-            sock.abort()
-            aborted = True
-    return aborted
-
-
-# Every such generator, so that a forked child can end its copies at once:
-# the parent's loops do not run there, and asyncio's finalizer of a copy
-# collected later would call into a copy of the parent's loop.
-_ENDING_WITH_LOOPS: weakref.WeakSet[AsyncGenerator[None, None]] = weakref.WeakSet()
-
-
-def _close_with_loop(state: _LoopState) -> None:
-    gen = _open_until_loop_ends(state)
-    try:  # run it to its yield: the running loop now tracks it
-        gen.asend(None).send(None)
-    except StopIteration:
-        pass
-    state.ends_with_loop = gen
-    _ENDING_WITH_LOOPS.add(gen)
-
-
-def _end_inherited_in_child() -> None:
-    for gen in list(_ENDING_WITH_LOOPS):
-        try:  # its finally returns at once here (another pid): no await
-            gen.aclose().send(None)
-        except (StopIteration, RuntimeError):
-            pass
-    _ENDING_WITH_LOOPS.clear()
-
-
-os.register_at_fork(after_in_child=_end_inherited_in_child)
 
 
 class Transport:
@@ -252,12 +122,12 @@ class Transport:
         self.proxy = proxy_for(self.endpoint)
         self.stats = RequestStats()
         self._session_factory = session_factory or self._default_session
-        self._state: _LoopState | None = None
+        self._state: LoopState | None = None
         # Who closed this transport for good (``aclose(owner=...)``): its
         # next session would be one nothing closes.
         self._closed_by: str | None = None
 
-    def _current(self, op: Op | None = None) -> _LoopState:
+    def _current(self, op: Op | None = None) -> LoopState:
         loop = asyncio.get_running_loop()
         state = self._state
         # A session belongs to one loop and one process: after fork or when
@@ -267,7 +137,7 @@ class Transport:
                 raise self._closed_error(op)
             session = self._session_factory(self.config)
             forbid_redirects(session)
-            state = _LoopState(
+            state = LoopState(
                 loop=loop,
                 pid=os.getpid(),
                 session=session,
@@ -276,7 +146,7 @@ class Transport:
                 reads=asyncio.Semaphore(self.config.max_concurrency),
             )
             self._state = state
-            _close_with_loop(state)
+            close_with_loop(state)
             close_at_shutdown(loop, self)
         return state
 
@@ -377,7 +247,7 @@ class Transport:
             StorageError: the most specific subclass for the failure.
         """
 
-        async def send(state: _LoopState, request_headers: dict[str, str]) -> T:
+        async def send(state: LoopState, request_headers: dict[str, str]) -> T:
             async with state.session.request(
                 method, self._wire_url(url), params=params, headers=request_headers,
                 data=request_body(data, window=self.config.timeouts.read_stall),
@@ -417,7 +287,7 @@ class Transport:
         return _origin_of(url) == self._origin
 
     async def _attempt(self, op: Op, request: AuthRequest,
-                       send: Callable[[_LoopState, dict[str, str]], Awaitable[T]],
+                       send: Callable[[LoopState, dict[str, str]], Awaitable[T]],
                        body_size: Callable[[], int] | None = None, *, renew: bool = True) -> T:
         """One attempt: a permit, authentication of ``request``, ``send``, errors
         mapped; its latency, outcome and (``body_size``) the object bytes it
@@ -559,7 +429,7 @@ class Transport:
 
         received = 0
 
-        async def send(state: _LoopState, request_headers: dict[str, str]) -> T:
+        async def send(state: LoopState, request_headers: dict[str, str]) -> T:
             nonlocal received
             response = None
             if state.media is not None:
@@ -585,7 +455,7 @@ class Transport:
         return await self._attempt(op, AuthRequest("GET", url, {}, headers or {}), send,
                                    lambda: received)
 
-    def _lean_fell_back(self, state: _LoopState) -> None:
+    def _lean_fell_back(self, state: LoopState) -> None:
         stats = self.stats
         stats.lean_fallbacks += 1
         # Every fallback costs a second request. When most responses are
@@ -598,7 +468,7 @@ class Transport:
             log.info("lean reads off for this client: %d of %d responses needed aiohttp",
                      stats.lean_fallbacks, stats.lean_fallbacks + stats.lean_reads)
 
-    async def _get_with_aiohttp(self, state: _LoopState, op: Op, url: str,
+    async def _get_with_aiohttp(self, state: LoopState, op: Op, url: str,
                                 headers: Mapping[str, str], into: memoryview | None,
                                 limit: int | None, keep_partial: bool) -> MediaResponse:
         # Only where the body is kept as stored: a session_factory's session
@@ -687,7 +557,7 @@ class Transport:
             StorageError: the most specific subclass for the failure.
         """
 
-        async def send(state: _LoopState, request_headers: dict[str, str]) -> T:
+        async def send(state: LoopState, request_headers: dict[str, str]) -> T:
             return await call(state.session, request_headers)
 
         request = AuthRequest(method, url)

@@ -1,0 +1,387 @@
+"""One keep-alive HTTP/1.1 connection of the lean client
+(:mod:`aioflux._net.http`): a ``BufferedProtocol`` that parses each response
+head with llhttp (:mod:`aioflux._net.heads`) and frames the body by its
+``Content-Length``, so the body's bytes land in the caller's buffer as they
+arrive. The pool that opens, reuses and closes these is
+:class:`~aioflux._net.http.MediaPool`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from .heads import MalformedResponse, content_length, parse_head
+from .pace import Pace, SlowTransfer, timed_out_early
+
+__all__ = ["MAX_INTERIM_RESPONSES", "BodyTruncated", "MediaResponse"]
+
+# GCS response heads are ~1-2 KiB; the first read also takes the start of
+# the body, which is copied once into the body buffer.
+_HEAD_BUFFER = 16 * 1024
+_MAX_HEAD = 64 * 1024
+# At most this much of a non-200/206 body is read (enough for any error
+# message); the connection is dropped when the body is longer.
+_MAX_ERROR_BODY = 64 * 1024
+# A body received into a buffer of our own starts at most this big and
+# doubles as bytes arrive: a declared length alone never allocates memory.
+_FIRST_BODY_BUFFER = 1 << 20
+_OK = (200, 206)
+#: Interim (1xx) responses accepted before the final one. A server answers
+#: a GET with a 100 Continue or a 103 Early Hints or two; one sending them
+#: without end would hold a read forever, each head being fresh bytes.
+MAX_INTERIM_RESPONSES = 8
+
+class BodyTruncated(ConnectionError):
+    """The connection closed before the whole body arrived.
+
+    ``response`` holds the head and the bytes that did arrive (in ``body``,
+    or in the caller's buffer), so a read can resume after them.
+    """
+
+    def __init__(self, message: str, response: MediaResponse | None = None) -> None:
+        super().__init__(message)
+        self.response = response
+
+
+class _Stale(ConnectionError):
+    """A reused connection closed before answering (the server dropped it idle)."""
+
+
+@dataclass(slots=True)
+class MediaResponse:
+    """One response: status, headers, and the body or how much of it landed.
+
+    Args:
+        status: HTTP status.
+        headers: lower-case names; a repeated header's values joined by ``,``.
+        body: the body, unless it was received into the caller's buffer
+            (or did not fit it, see ``expected``).
+        received: body bytes received.
+        expected: ``Content-Length``, when the server sent one.
+        slow: the body was cut for moving too little
+            (:mod:`aioflux._net.pace`), not for silence or a closed
+            connection: the few bytes it moved are no progress to retry on.
+    """
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytearray | bytes | None
+    received: int
+    expected: int | None
+    slow: bool = False
+
+
+@dataclass(slots=True)
+class _Exchange:
+    """The state of one request on a connection."""
+
+    waiter: asyncio.Future[MediaResponse | None]
+    into: memoryview | None
+    limit: int | None
+    stall: float
+    last: float
+    pace: Pace
+    deadline: float  # Timeouts.total's end, on the loop's clock (inf: none)
+    status: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
+    dest: memoryview | None = None
+    body: bytearray | None = None
+    # A 2xx body known to fit the first buffer lands in the bytes object
+    # handed out (see _start_body); None: in ``body``.
+    sink: io.BytesIO | None = None
+    expected: int = 0  # the declared Content-Length
+    want: int = 0  # body bytes to receive (an error body's may be cut short)
+    got: int = 0
+    progress: int = 0
+    interim: int = 0  # interim heads skipped
+    interim_bytes: int = 0  # their bytes: no progress for the pace rule
+    keep_alive: bool = True
+    timer: asyncio.TimerHandle | None = None
+    coded: bool = False  # a content coding is the stored bytes' (see MediaPool.get)
+
+
+def _arrived(ex: _Exchange) -> bytearray | bytes | None:
+    """The body of a response cut short: what arrived (``ex.got`` bytes
+    of it count)."""
+    if ex.sink is not None and ex.dest is not None:
+        return bytes(ex.dest[:ex.got])
+    return ex.body
+
+
+class _Connection(asyncio.BufferedProtocol):
+    """One keep-alive connection; one exchange at a time."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, on_gone: Callable[[], None]) -> None:
+        self._loop = loop
+        self._on_gone: Callable[[], None] | None = on_gone
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.reusable = True
+        self.idle_since = time.monotonic()
+        self.used = False
+        self._head = bytearray(_HEAD_BUFFER)
+        self._head_len = 0
+        self._exchange: _Exchange | None = None
+
+    # -- asyncio protocol ----------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        ex = self._exchange
+        if ex is not None and ex.dest is not None:
+            return ex.dest[ex.got:]
+        if self._head_len == len(self._head):
+            if len(self._head) >= _MAX_HEAD:
+                # buffer_updated fails the connection; these bytes are dropped.
+                return memoryview(bytearray(1024))
+            grown = bytearray(min(_MAX_HEAD, 2 * len(self._head)))
+            grown[:self._head_len] = self._head[:self._head_len]
+            self._head = grown
+        return memoryview(self._head)[self._head_len:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        ex = self._exchange
+        if ex is None:
+            # Bytes nobody asked for: the stream is out of step, drop it.
+            self._fail(MalformedResponse("unsolicited bytes from the server"))
+            return
+        ex.progress += nbytes
+        ex.last = self._loop.time()
+        if ex.dest is not None:
+            ex.got += nbytes
+        else:
+            old = self._head_len
+            self._head_len += nbytes
+            if not self._scan_head(ex, max(0, old - 3)):
+                return
+        if ex.got >= ex.want:
+            self._finish(ex)
+        elif ex.body is not None and ex.got == len(ex.body):
+            self._grow(ex)
+
+    def eof_received(self) -> bool:
+        return False  # close our side too; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._gone()
+        ex = self._exchange
+        if ex is None or ex.waiter.done():
+            return
+        if ex.dest is not None:
+            error: Exception = BodyTruncated(
+                f"connection closed after {ex.got} of {ex.expected} body bytes",
+                MediaResponse(ex.status, ex.headers, _arrived(ex), ex.got, ex.expected))
+        elif ex.progress == 0 and self.used:
+            error = _Stale("reused connection closed before answering")
+        else:
+            error = ConnectionResetError("connection closed before the response head")
+        self._fail(error)
+
+    # -- exchange --------------------------------------------------------------
+
+    async def exchange(self, request: bytes, into: memoryview | None, limit: int | None,
+                       stall: float, deadline: float = math.inf,
+                       coded: bool = False) -> MediaResponse | None:
+        """Send one request and wait for its response (see MediaPool.get);
+        ``deadline`` (loop time) ends it as a timeout, a body with what arrived."""
+        transport = self.transport
+        if transport is None or self.closed:
+            raise _Stale("connection closed while idle")
+        now = self._loop.time()
+        ex = _Exchange(self._loop.create_future(), into, limit, stall, now, Pace(stall, now),
+                       deadline, coded=coded)
+        self._exchange = ex
+        self._head_len = 0
+        ex.timer = self._loop.call_later(max(0.0, min(stall, deadline - now)),
+                                         self._check_stall, ex)
+        transport.write(request)
+        try:
+            response = await ex.waiter
+        finally:
+            ex.timer.cancel()
+            self._exchange = None
+            self.used = True
+            self.idle_since = time.monotonic()
+        if ex.sink is not None and response is not None and response.body is None:
+            # Taken here, not in buffer_updated: the transport lets go of the
+            # view it received into only after that returns.
+            response.body = ex.sink.getvalue()
+        return response
+
+    def _check_stall(self, ex: _Exchange) -> None:
+        if ex.waiter.done():
+            return
+        now = self._loop.time()
+        silent = now - ex.last
+        error: TimeoutError | None = None
+        if silent >= ex.stall:
+            error = TimeoutError(f"Timeouts.read_stall: no response bytes for {ex.stall:g} s")
+        elif now >= ex.deadline:
+            error = TimeoutError("the request ran past Timeouts.total")
+        else:
+            try:
+                # A byte every few seconds is never silent for long.
+                ex.pace.check(ex.progress - ex.interim_bytes, now, "response bytes")
+            except SlowTransfer as exc:
+                error = exc
+        if error is None:
+            # Re-armed for the silence left, so it fires read_stall after the
+            # last byte (plus the loop's timer slack), not up to twice that;
+            # or when the pace window closes or the deadline comes, if sooner.
+            due = min(ex.stall - silent, ex.pace.due(now), ex.deadline - now)
+            ex.timer = self._loop.call_later(due, self._check_stall, ex)
+        elif ex.dest is not None:
+            # Mid-body: hand over what arrived, so the read resumes.
+            self._fail(BodyTruncated(
+                f"{error} after {ex.got} of {ex.expected} body bytes",
+                MediaResponse(ex.status, ex.headers, _arrived(ex), ex.got, ex.expected,
+                              isinstance(error, SlowTransfer) or timed_out_early(ex.got))))
+        else:
+            self._fail(error)
+
+    def _scan_head(self, ex: _Exchange, start: int) -> bool:
+        """Look for a complete head from ``start``; True when a body is under way."""
+        while True:
+            end = self._head.find(b"\r\n\r\n", start, self._head_len)
+            if end < 0:
+                if self._head_len >= _MAX_HEAD:
+                    self._fail(MalformedResponse(f"response head over {_MAX_HEAD} bytes"))
+                return False
+            try:
+                parsed = parse_head(bytes(self._head[:end + 4]))
+            except MalformedResponse as exc:
+                self._fail(exc)
+                return False
+            if parsed is None:
+                return self._give_up(ex)
+            status, headers, keep_alive = parsed
+            if status >= 200:
+                length = content_length(headers)
+                ex.status, ex.headers, ex.keep_alive = status, headers, keep_alive
+                return self._start_body(ex, end + 4, length)
+            if status == 101:
+                self._fail(MalformedResponse("101 Switching Protocols to a GET"))
+                return False
+            ex.interim += 1
+            if ex.interim > MAX_INTERIM_RESPONSES:
+                self._fail(MalformedResponse(
+                    f"more than {MAX_INTERIM_RESPONSES} interim (1xx) responses"))
+                return False
+            ex.interim_bytes += end + 4
+            # An interim response (100 Continue, 103 Early Hints): the final
+            # one follows; keep what came after it (the slices have one length).
+            rest = self._head_len - end - 4
+            self._head[:rest] = self._head[end + 4:self._head_len]
+            self._head_len = rest
+            start = 0
+
+    def _start_body(self, ex: _Exchange, start: int, length: int | None) -> bool:
+        """Set up the body from the head buffer's ``start``; False when done."""
+        headers = ex.headers
+        # llhttp refused Transfer-Encoding beside a Content-Length.
+        if (length is None or "transfer-encoding" in headers
+                or (not ex.coded
+                    and headers.get("content-encoding", "identity").lower() != "identity")):
+            return self._give_up(ex)
+        if ex.status in (204, 304):
+            length = 0  # never a body, whatever the header says (RFC 9110)
+        ex.expected = ex.want = length
+        in_hand = self._head_len - start
+        if ex.status in _OK:
+            if ((ex.limit is not None and length > ex.limit)
+                    or (ex.into is not None and length > len(ex.into))):
+                # More than asked for, or than fits: report the head and the
+                # size without reading (or allocating for) the body; the
+                # caller judges it (e.g. a 200 to a ranged GET).
+                self.reusable = False
+                self._resolve(ex, MediaResponse(ex.status, headers, None, 0, length))
+                return False
+            if ex.into is not None:
+                ex.dest = ex.into[:length]
+        else:
+            ex.want = min(length, _MAX_ERROR_BODY)
+            if ex.want < length:
+                self.reusable = False  # the rest of the body is never read
+        if in_hand > ex.want and ex.want == length:
+            # More than one response's worth already here: the server's
+            # Content-Length is short and the stream is out of step.
+            self._fail(MalformedResponse(
+                f"{in_hand - length} bytes beyond the declared Content-Length {length}"))
+            return False
+        if ex.dest is None and ex.status in _OK and ex.want <= _FIRST_BODY_BUFFER:
+            # Received straight into the bytes object the caller gets: a
+            # BytesIO over a bytes it alone holds lends that buffer, and
+            # getvalue() hands the same object back once no view of it is
+            # left (CPython; elsewhere it copies). A bytearray cost every
+            # small read a second allocation and a copy (cat of 100 KiB
+            # files: about 5% of the client's CPU).
+            ex.sink = io.BytesIO(bytes(ex.want))
+            ex.dest = ex.sink.getbuffer()
+        elif ex.dest is None:
+            ex.body = bytearray(min(ex.want, max(_FIRST_BODY_BUFFER, in_hand)))
+            ex.dest = memoryview(ex.body)
+        got = min(in_hand, ex.want)
+        ex.dest[:got] = self._head[start:start + got]
+        ex.got = got
+        return True
+
+    def _grow(self, ex: _Exchange) -> None:
+        old = ex.body
+        assert old is not None
+        body = bytearray(min(ex.want, 2 * len(old)))
+        body[:ex.got] = old
+        ex.body, ex.dest = body, memoryview(body)
+
+    def _finish(self, ex: _Exchange) -> None:
+        if not ex.keep_alive:
+            self.reusable = False
+        body = ex.body
+        if ex.into is not None and ex.status in _OK:
+            body = None
+        self._resolve(ex, MediaResponse(ex.status, ex.headers, body, ex.got, ex.expected))
+
+    def _give_up(self, ex: _Exchange) -> bool:
+        self.reusable = False
+        self._resolve(ex, None)
+        return False
+
+    def _resolve(self, ex: _Exchange, result: MediaResponse | None) -> None:
+        ex.dest = None
+        self._exchange = None  # anything the server sends from here on is unsolicited
+        if not ex.waiter.done():
+            ex.waiter.set_result(result)
+
+    def _fail(self, error: Exception) -> None:
+        self.reusable = False
+        ex = self._exchange
+        if ex is not None and not ex.waiter.done():
+            ex.waiter.set_exception(error)
+        self.abort()
+
+    def _gone(self) -> None:
+        self.closed = True
+        self.reusable = False
+        on_gone, self._on_gone = self._on_gone, None
+        if on_gone is not None:
+            on_gone()
+
+    def close(self) -> None:
+        """Close the connection politely (its exchange is complete)."""
+        self._gone()
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> None:
+        """Drop the connection at once (its state is unknown or unwanted)."""
+        self._gone()
+        if self.transport is not None:
+            self.transport.abort()
+
+
