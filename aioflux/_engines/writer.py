@@ -224,8 +224,19 @@ class PublishOnExit:
 
         def abort(self) -> None: ...
 
+        @property
+        def closed(self) -> bool: ...
+
     def __enter__(self) -> Self:
+        self._check_open()
         return self
+
+    def _check_open(self) -> None:
+        """Refuse an I/O call on a closed writer, as Python's files do (a
+        ``ValueError``): after close, ``writable()``, ``tell()`` or a new
+        ``with`` block answering as if it were open hid the mistake."""
+        if self.closed:
+            raise InvalidArgument(f"I/O operation on closed writer {self._unpublished()[0]}")
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
@@ -409,19 +420,25 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
         return self._session.stats.info
 
     def writable(self) -> bool:
+        self._check_open()
         return True
 
     def seekable(self) -> bool:
+        self._check_open()
         return False
 
     def readable(self) -> bool:
         return False
 
     def tell(self) -> int:
+        self._check_open()
+        return self._written()
+
+    def _written(self) -> int:
         return self._crc.length + self._fill
 
     def _unpublished(self) -> tuple[str, int, str]:
-        return self.url, self.tell(), "byte"
+        return self.url, self._written(), "byte"
 
     def write(self, data: Bytes) -> int:  # type: ignore[override]
         """Append bytes; blocks while ``max_in_flight`` parts are uploading.
@@ -512,7 +529,16 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
             raise error
 
     def flush(self) -> None:
-        """No-op: parts leave as they fill; the tail goes at close."""
+        """No-op: parts leave as they fill; the tail goes at close.
+
+        Raises:
+            InvalidArgument: the writer is closed (a ``ValueError``, as
+                Python's files raise).
+        """
+        # The io base's own flag, not ``closed``: an fsspec transaction's
+        # file says it is closed once staged, and its commit's close() flushes.
+        if super().closed:
+            self._check_open()
 
     def settle(self) -> None:
         """Wait for the parts in flight and keep only the tail, unpublished.

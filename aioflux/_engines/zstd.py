@@ -73,9 +73,15 @@ class ZstdWriter(PublishOnExit, io.BufferedIOBase):
         _THREADED.add(self)
 
     def writable(self) -> bool:
+        self._check_open()
         return True
 
+    def seekable(self) -> bool:
+        self._check_open()
+        return False
+
     def tell(self) -> int:
+        self._check_open()
         return self._written
 
     def _unpublished(self) -> tuple[str, int, str]:
@@ -104,7 +110,12 @@ class ZstdWriter(PublishOnExit, io.BufferedIOBase):
         return n
 
     def flush(self) -> None:
-        """No-op: frames are flushed at close."""
+        """No-op: frames are flushed at close.
+
+        Raises:
+            InvalidArgument: the writer is closed (a ``ValueError``).
+        """
+        self._check_open()
 
     def close(self) -> None:
         """Finish the frame and publish the underlying object."""

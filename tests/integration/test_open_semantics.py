@@ -81,6 +81,26 @@ def test_use_after_close_raises_value_error(tmp_path: Path) -> None:
             use()
 
 
+@pytest.mark.parametrize("compression", [None, "zstd"])
+@pytest.mark.parametrize("mode", ["wb", "w"])
+@pytest.mark.parametrize("end", ["close", "abort"])
+def test_a_closed_writer_refuses_use_as_pythons_files_do(sync_client: Client, bucket: str,
+                                                         mode: str, compression: str | None,
+                                                         end: str) -> None:
+    # writable() answered True, tell() and flush() answered, and a new
+    # ``with`` block entered a closed writer, where Python's files raise.
+    f = aioflux.open(f"gs://{bucket}/closed-{mode}-{compression}-{end}", mode,
+                     client=sync_client, compression=compression)
+    f.write(b"abc" if mode == "wb" else "abc")
+    getattr(f, end)()
+    assert f.closed
+    for use in (f.writable, f.seekable, f.flush, f.tell, f.__enter__,
+                lambda: f.write(b"x" if mode == "wb" else "x")):
+        with pytest.raises(ValueError):
+            use()
+    getattr(f, end)()  # a second close or abort is still a no-op
+
+
 def test_seek_takes_integers_only(tmp_path: Path) -> None:
     path = tmp_path / "a"
     path.write_bytes(b"abcdef")
