@@ -151,7 +151,11 @@ class Conflict(StorageError):
 
 
 class InvalidRequest(StorageError, ValueError):
-    """The server rejected the request as malformed (400 and other 4xx)."""
+    """The server rejected the request as malformed (400 and other 4xx).
+
+    A read starting at or past the object's end is one (416); one starting
+    below the size its reader knows is a :class:`ProtocolError` instead.
+    """
 
 
 class RateLimited(StorageError):
@@ -177,6 +181,8 @@ class TLSError(TransportError):
 class ProtocolError(StorageError):
     """The server's answer breaks the JSON/XML API's protocol: a redirect
     (the APIs never redirect), a range other than the one asked for, an
+    object size other than the one known (a range starting below it refused
+    as past the end, 416, included: the object is shorter than said), an
     unexpected status, a body that is not what the headers announce, or a
     metadata answer (a listing page, an object resource) over its 64 MiB cap.
 

@@ -283,6 +283,12 @@ class ObjectStore(Protocol):
         Raises:
             NotFound: no such object (or version).
             ChecksumMismatch: the bytes differ from ``crc`` or the stored checksum.
+            ProtocolError: the answer is not the object ``size`` says (on
+                HTTP stores: another size stated, or a range starting below
+                ``size`` refused as past the end, HTTP 416), named with that
+                size; a file or memory store raises ChecksumMismatch for it.
+            InvalidRequest: ``start`` at or past the end of the object (416),
+                at or past ``size`` when it is given.
             StorageError: any other failure.
         """
         ...

@@ -25,7 +25,6 @@ from .._core.buffers import extend_unfilled, unfilled
 from .._core.crc import crc32c_combine, encode_crc32c
 from .._core.errors import (
     ChecksumMismatch,
-    InvalidRequest,
     NotFound,
     PermissionDenied,
     PreconditionFailed,
@@ -313,23 +312,15 @@ class Downloader:
             start = len(buf)
             buf = _grown(buf, min(obj.size, start + step * WAVE_RANGES), obj)
             with memoryview(buf) as view:
-                try:
-                    parts = await gather_bounded(
-                        self.client.fetch(obj.bucket, obj.name, start=s,
-                                          end=min(s + step, len(view)), into=view[s:s + step],
-                                          generation=gen, size=obj.size, want_crc=verify)
-                        for s in range(start, len(view), step))
-                except InvalidRequest as exc:
-                    if exc.status != 416:
-                        raise
-                    # A range inside the listed size refused as past the end:
-                    # the object is shorter than it was said to be (whichever
-                    # range of the wave failed first says so).
-                    raise ProtocolError(f"read {obj.url} failed: a range below its listed "
-                                        f"size {obj.size} is past its end (HTTP 416): the "
-                                        "object is shorter than listed", operation="read",
-                                        bucket=obj.bucket, name=obj.name,
-                                        status=416) from exc
+                # Every range starts below the listed size, given as
+                # ``size``: a store finding the object shorter (a range of it
+                # refused as past the end included) raises its error naming
+                # that size, never the InvalidRequest of a start past the end.
+                parts = await gather_bounded(
+                    self.client.fetch(obj.bucket, obj.name, start=s,
+                                      end=min(s + step, len(view)), into=view[s:s + step],
+                                      generation=gen, size=obj.size, want_crc=verify)
+                    for s in range(start, len(view), step))
             for s, part in zip(range(start, len(buf), step), parts, strict=True):
                 # The wave's memory was not zero-filled: every byte is a range's.
                 if part.count != min(step, len(buf) - s):

@@ -85,7 +85,11 @@ async def read_media(transport: Transport, op: Op, url: str, *, start: int = 0,
 
     Raises:
         ProtocolError: a redirect, a range or length other than asked for,
-            an unexpected status (not retried).
+            an unexpected status, a range starting below ``size`` (or the
+            size an answer stated) refused as past the end (HTTP 416: the
+            object is shorter than that size) (not retried).
+        InvalidRequest: ``start`` at or past the end of the object (HTTP
+            416), at or past ``size`` when it is given.
         PreconditionFailed: an answer came from another version than the
             one pinned, or than the first answer's (not retried).
         ChecksumMismatch: the assembled bytes failed their crc32c (or
@@ -173,6 +177,9 @@ class _Read:
         self.end = end
         self.caller_buffer = into
         self.total = size
+        #: where ``total`` came from: the caller (a listing, a stat), else
+        #: the header of the answer that first stated it
+        self.total_from = "its known size" if size is not None else ""
         self.crc = crc
         self.verify = verify
         self.want_crc = want_crc
@@ -234,7 +241,11 @@ class _Read:
                 self.op, url, lambda resp: self._handle(resp, p), headers=headers, into=into,
                 limit=limit)
         except InvalidRequest as exc:
-            if exc.status != 416 or p != 0 or self.total not in (None, 0):
+            if exc.status != 416:
+                raise
+            if self.total is not None and p < self.total:
+                raise self._shorter(p, exc) from exc
+            if p != 0 or self.total not in (None, 0):
                 raise
             # Bytes from 0 are unsatisfiable only in an empty object (S3 and
             # fake-gcs-server answer its ranges 416, GCS's emulator 200):
@@ -252,12 +263,28 @@ class _Read:
         return ProtocolError(f"{self.where} failed: {what}", operation=self.op.operation,
                              bucket=self.op.bucket, name=self.op.name, status=status)
 
+    def _shorter(self, p: int, exc: InvalidRequest) -> ProtocolError:
+        # Not the caller's mistake (InvalidRequest, "start past the end"):
+        # bytes from ``p`` exist in the object as it was stated to be. It
+        # shrank since (read unpinned, or in place, or the pin went
+        # unheeded), or the size stated was never its own. A replaced object
+        # under a pin is the server's 404 or 412 instead, before any range
+        # is looked at, and stays that.
+        return ProtocolError(f"{self.where} failed: a range from byte {p}, below "
+                             f"{self.total_from} ({self.total} bytes), is past its end "
+                             f"(HTTP 416): the object is shorter than that (it shrank, or "
+                             f"that size was wrong)",
+                             operation=self.op.operation, bucket=self.op.bucket,
+                             name=self.op.name, status=416, reason=exc.reason)
+
     def _learn_total(self, total: int | None, source: str, status: int) -> None:
         if total is None:
             return
         if self.total is not None and total != self.total:
             raise self._protocol(f"{source} says the object has {total} bytes, expected "
                                  f"{self.total}", status)
+        if self.total is None:
+            self.total_from = f"the size its {source} stated"
         self.total = total
 
     def _check_head(self, resp: MediaResponse, p: int) -> int:

@@ -318,8 +318,15 @@ class AzureStore(BlobService):
             The bytes (or count written into ``into``) and their crc32c.
 
         Raises:
-            NotFound, PreconditionFailed, ChecksumMismatch, StorageError:
-                as every store's read.
+            NotFound: no such blob, or it is no longer that generation (or
+                was replaced while it was read).
+            ChecksumMismatch: the bytes differ from ``crc`` or the stored checksum.
+            ProtocolError: another range or body than asked for, or a range
+                starting below ``size`` refused as past the end (416: the
+                blob is shorter than ``size``, which the message names).
+            InvalidRequest: ``start`` past the end (416; at or past ``size``
+                when given).
+            StorageError: any other failure.
         """
         op = Op("read", bucket, name, "az")
         headers: dict[str, str] = {}

@@ -267,6 +267,7 @@ class AsyncClient(GcsService, XmlMultipartCalls):
         Raises:
             NotFound: no such object (or generation).
             InvalidArgument: bad range, or ``into`` too small.
+            InvalidRequest: ``start`` past the end (416).
             ChecksumMismatch: the body was corrupt on every attempt.
             ProtocolError: the server answered with a redirect, another
                 range or a body other than announced.
@@ -310,7 +311,11 @@ class AsyncClient(GcsService, XmlMultipartCalls):
             NotFound: no such object (or version).
             ChecksumMismatch: the bytes differ from ``crc`` or the stored checksum.
             ProtocolError: the server answered with a redirect, another range
-                or a body other than announced.
+                or a body other than announced, or refused a range starting
+                below ``size`` as past the end (416: the object is shorter
+                than ``size``, which the message names).
+            InvalidRequest: ``start`` past the end (416; at or past ``size``
+                when given).
             StorageError: any other failure.
         """
         # The query goes into the URL string: yarl's extend_query costs ~5%

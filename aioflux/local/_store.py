@@ -386,6 +386,13 @@ class LocalStore:
 
         Raises:
             InvalidURL: a bad bucket or name (as :meth:`read`).
+            NotFound: no such file (or it changed since ``generation``).
+            ChecksumMismatch: the file is not ``size`` bytes (whatever
+                ``start``: a file shorter than that is no caller's mistake),
+                differs from ``crc`` or its recorded crc32c, or changed
+                while it was read.
+            InvalidRequest: ``start`` past the end (status 416, as on GCS).
+            InvalidArgument: ``into`` too small.
         """
         check_name("read", bucket, name)
         verify = self.config.verify_crc32c

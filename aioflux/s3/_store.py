@@ -352,10 +352,15 @@ class S3Store(S3Service, MultipartCalls):
             object's size when the answer stated it.
 
         Raises:
-            NotFound: no such object (or version).
+            NotFound: no such object (or version), or it was replaced
+                while it was read.
             ChecksumMismatch: the bytes differ from ``crc`` or the stored checksum.
             ProtocolError: the server answered with a redirect, another range
-                or a body other than announced.
+                or a body other than announced, or refused a range starting
+                below ``size`` as past the end (416: the object is shorter
+                than ``size``, which the message names).
+            InvalidRequest: ``start`` past the end (416; at or past ``size``
+                when given).
             StorageError: any other failure.
         """
         await self._ready(bucket)

@@ -397,7 +397,8 @@ class MemoryStore(MemoryMultipart):
         Raises:
             NotFound: no such object (or not that generation).
             ChecksumMismatch: the object is not the one the caller knows
-                (size, or crc32c of a whole read).
+                (size, whatever ``start``: one shorter than ``size`` is no
+                caller's mistake; or crc32c of a whole read).
             InvalidRequest: ``start`` past the end (status 416).
             InvalidArgument: ``into`` too small.
         """

@@ -27,11 +27,14 @@ import pytest
 
 from aioflux import (
     AsyncClient,
+    ChecksumMismatch,
     ClientConfig,
     InvalidArgument,
     InvalidRequest,
     NotFound,
     PreconditionFailed,
+    ProtocolError,
+    StorageError,
     WriterOptions,
 )
 from aioflux._core.crc import Crc32c, crc32c
@@ -238,6 +241,40 @@ async def test_fetch_checks_and_reports(target: Target) -> None:
     part = await store.fetch(bucket, name, start=1000, end=2000, into=buf, want_crc=True)
     assert (part.data, part.count, part.crc) == (None, 1000, crc32c(data[1000:2000]))
     assert bytes(buf) == data[1000:2000]
+
+
+async def test_fetch_of_an_object_shorter_than_its_known_size(target: Target) -> None:
+    # A range starting below the size the caller knows (a listing's, a
+    # stat's) that the store finds past the end: the object changed, not
+    # the caller's range. An error naming that size, never the
+    # InvalidRequest ("start past the end") that ObjectReader, fsspec's
+    # files and a copy's ranges got from a server's 416 (only the download
+    # planner mapped it).
+    store, bucket, name = target.store, target.bucket, target.n("shrunk")
+    info = await store.write(bucket, name, os.urandom(50_000))
+    await store.write(bucket, name, os.urandom(1000))
+    # Files and the memory store compare sizes before any range.
+    shorter = ChecksumMismatch if target.kind in ("local", "memory") else ProtocolError
+    for start, end in ((10_000, 20_000), (1000, 2000), (1000, None)):
+        with pytest.raises(StorageError) as caught:
+            await store.fetch(bucket, name, start=start, end=end, size=info.size)
+        error = caught.value
+        assert type(error) is shorter, repr(error)
+        assert (error.operation, error.bucket, error.name) == ("read", bucket, name)
+        assert "50000" in str(error) and str(error).startswith(f"read {info.url} "), str(error)
+    # Pinned to the version that was 50,000 bytes: that version is gone.
+    with pytest.raises(NotFound):
+        await store.fetch(bucket, name, start=10_000, end=20_000, generation=info.generation,
+                          size=info.size)
+    # At or past the size the caller knows, the range is the caller's.
+    for start in (1000, 5000):
+        with pytest.raises(InvalidRequest) as past:
+            await store.fetch(bucket, name, start=start, size=1000)
+        assert (past.value.status, past.value.name) == (416, name)
+    # Emptied: a range from byte 0 refused (or answered with no bytes).
+    await store.write(bucket, name, b"")
+    with pytest.raises(shorter, match="50000"):
+        await store.fetch(bucket, name, start=0, end=10_000, size=info.size)
 
 
 async def test_read_missing_is_not_found(target: Target) -> None:
