@@ -18,6 +18,7 @@ from urllib.parse import quote
 from .._core.auth import AnonymousAuth, Auth
 from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument, NotFound
+from .._core.etags import EtagMemory
 from .._core.metrics import RequestStats
 from .._core.types import NO_METADATA, ObjectInfo
 from .._core.validate import check_object
@@ -31,16 +32,11 @@ from ._xml import (
     generation_of,
     md5_base64,
     metadata_of,
-    reversible,
     rfc3339,
     stored_crc32c,
 )
 
 __all__ = ["BlobService"]
-
-# ETags seen, by the generation hashed from them (ETags that are not
-# Azure's hexadecimal ones); bounded.
-_ETAG_MEMORY = 65_536
 
 
 class _NoSecrets:
@@ -69,7 +65,7 @@ class BlobService:
                  anonymous: bool, transport: Transport | None) -> None:
         self.endpoint = settings.endpoint
         self.config = config
-        self._etags: dict[int, str] = {}
+        self._etags = EtagMemory(generation_of, etag_of)
         self._auth: Any = None
         if transport is None:
             transport = self._transport_for(settings, credential, anonymous)
@@ -166,12 +162,7 @@ class BlobService:
         Returns:
             Its generation.
         """
-        generation = generation_of(etag)
-        if generation and not reversible(generation):
-            if len(self._etags) >= _ETAG_MEMORY:
-                self._etags.clear()
-            self._etags[generation] = etag
-        return generation
+        return self._etags.remember(etag)
 
     async def etag_for(self, container: str, name: str, generation: int) -> str | None:
         """The ETag ``generation`` stands for: decoded, remembered, or the
@@ -185,14 +176,7 @@ class BlobService:
         Returns:
             The ETag, or None.
         """
-        etag = etag_of(generation) or self._etags.get(generation)
-        if etag is not None:
-            return etag
-        try:
-            info = await self.stat(container, name)
-        except NotFound:
-            return None
-        return self._etags.get(generation) if info.generation == generation else None
+        return await self._etags.lookup(generation, lambda: self.stat(container, name))
 
     def info(self, container: str, name: str, *, size: int, etag: str, crc: int | None,
              md5: str | None = None, content_type: str | None = None,

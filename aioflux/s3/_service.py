@@ -17,6 +17,7 @@ from __future__ import annotations
 from .._core.auth import AnonymousAuth, Auth
 from .._core.config import ClientConfig
 from .._core.errors import NotFound, PreconditionFailed, as_operation
+from .._core.etags import EtagMemory
 from .._core.metrics import RequestStats
 from .._core.types import NO_METADATA, ObjectInfo
 from .._core.validate import check_object, delete_args
@@ -31,15 +32,10 @@ from ._xml import (
     generation_of,
     gone,
     precondition_failed,
-    reversible,
     rfc3339,
 )
 
 __all__ = ["S3Service"]
-
-# ETags seen, by the generation hashed from them (ETags that are not an
-# MD5); bounded so a 1M-object listing does not hold them all.
-_ETAG_MEMORY = 65_536
 
 
 class S3Service:
@@ -66,7 +62,7 @@ class S3Service:
                  transport: Transport | None) -> None:
         self.endpoints = endpoints
         self.endpoint = self.endpoints.endpoint
-        self._etags: dict[int, str] = {}
+        self._etags = EtagMemory(generation_of, etag_of)
         self.config = config or (transport.config if transport else ClientConfig())
         if transport is None:
             if auth is None and anonymous:
@@ -116,29 +112,17 @@ class S3Service:
     # -- version tokens -------------------------------------------------------------
 
     def _remember(self, etag: str) -> int:
-        generation = generation_of(etag)
-        if generation and not reversible(generation):
-            if len(self._etags) >= _ETAG_MEMORY:
-                self._etags.clear()
-            self._etags[generation] = etag
-        return generation
+        return self._etags.remember(etag)
 
     def _known_etag(self, generation: int) -> str | None:
         """The ETag ``generation`` stands for, decoded or remembered; None
         when neither (a hashed generation this store has not seen)."""
-        return etag_of(generation) or self._etags.get(generation)
+        return self._etags.known(generation)
 
     async def _etag_for(self, bucket: str, name: str, generation: int) -> str | None:
         """The ETag ``generation`` stands for: decoded, remembered, or the
         object's own if its generation is that; None when it is not."""
-        etag = self._known_etag(generation)
-        if etag is not None:
-            return etag
-        try:
-            info = await self.stat(bucket, name)
-        except NotFound:
-            return None
-        return self._etags.get(generation) if info.generation == generation else None
+        return await self._etags.lookup(generation, lambda: self.stat(bucket, name))
 
     def _info(self, bucket: str, name: str, *, size: int, etag: str, crc: int | None,
               md5: str | None = None, content_type: str | None = None,
