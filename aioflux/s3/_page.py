@@ -103,7 +103,7 @@ def read_page(store: S3Store, bucket: str, root: Any, start_offset: str | None,
     namespace = tag[1:tag.index("}")] if tag.startswith("{") else ""
     q = f"{{{namespace}}}" if namespace else ""
     encoded = root.findtext(q + "EncodingType") == "url"
-    remember = store._remember
+    remember = store._etags.remember
     # tuple.__new__ fills the record in one C call, as objects_from_json
     # does for GCS: ObjectInfo(...) goes through its Python __new__ (0.31
     # against 0.18 us a key, on a listing bound by this loop).
