@@ -74,7 +74,10 @@ async def alist_files(url: _URLs, *, client: AnyClient | None = None,
         concurrency: parallel listers per prefix.
 
     Yields:
-        Object URLs (folder placeholders and composites skipped).
+        Object URLs (folder placeholders and composites skipped), prefix
+        after prefix, each prefix's in the order its parallel listers bring
+        their pages: name order within a page, not across pages (sort
+        them, or pass ``concurrency=1``, for name order).
 
     Raises:
         InvalidURL: a malformed URL.
@@ -98,7 +101,7 @@ def list_files(url: _URLs, *, client: AnyClient | None = None,
         concurrency: parallel listers per prefix.
 
     Returns:
-        An iterator of object URLs.
+        An iterator of object URLs, in :func:`alist_files`' order.
 
     Raises:
         InvalidURL: a malformed URL (at once).

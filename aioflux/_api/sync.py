@@ -214,10 +214,11 @@ class Client:
 
         Args:
             bucket: bucket name or a ``gs://bucket/prefix`` URL (then
-                ``prefix`` is appended to the URL's).
+                ``prefix`` must be empty: the whole prefix goes in the URL).
             prefix: only names starting with this.
             concurrency: downloads in flight (``None``: 64).
-            ordered: yield in listing order; else as downloads complete.
+            ordered: yield in listing order (name order, the same every
+                run, however many listers); else as downloads complete.
             list_concurrency: parallel listers (``None``: 16).
             options: planner settings (large objects are read in ranged chunks).
             cache_dir: a local disk cache across passes: each listed object

@@ -88,9 +88,11 @@ async def stream(client: ObjectStore, bucket: str, prefix: str = "", *,
         concurrency: downloads in flight (``None``: ``DEFAULT_LOAD_CONCURRENCY``),
             holding at most ``options.prefetch_bytes`` with the downloaded
             objects not yet yielded (one object always downloads).
-        ordered: yield in listing order (the order the parallel listers
-            hand objects over: name order within a page, and across pages
-            only with ``list_concurrency=1``); else as downloads complete.
+        ordered: yield in listing order, the order one listing of the
+            store gives (name order), the same every run whatever
+            ``list_concurrency``: the parallel listers' pages are put back
+            in order, holding at most some five pages a lister. Else as
+            downloads complete.
         list_concurrency: parallel listers (``None``: ``DEFAULT_LIST_CONCURRENCY``).
         options: planner settings (large objects are read in ranged chunks;
             compose is not used here: objects arrive one page at a time).
@@ -119,7 +121,8 @@ async def stream(client: ObjectStore, bucket: str, prefix: str = "", *,
         list_concurrency = DEFAULT_LIST_CONCURRENCY
     downloader = (Downloader(client, options) if cache is None
                   else CachedDownloader(client, options, cache=cache))
-    objects = iter_objects(client, bucket, prefix, concurrency=list_concurrency)
+    objects = iter_objects(client, bucket, prefix, concurrency=list_concurrency,
+                           ordered=ordered)
     async with aclosing(objects):
         async with aclosing(window(objects, downloader.download, limit=concurrency,
                                    ordered=ordered, max_bytes=downloader.options.prefetch_bytes,

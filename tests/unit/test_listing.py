@@ -6,6 +6,7 @@ import asyncio
 import bisect
 import contextlib
 import random
+import selectors
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from aioflux._core.store import StoreFeatures
 from aioflux._core.types import ListPage, ObjectInfo
 from aioflux._engines.listing import (
+    _ORDERED_AHEAD_PAGES,
     COMPOSED_PREFIX,
     iter_objects,
     list_objects_parallel,
@@ -278,3 +280,204 @@ async def test_cancelled_listing_leaves_no_lister_running() -> None:
         await asyncio.sleep(0)
     assert fake.requests == requests  # nothing spawned after the cancel
     assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
+
+
+# -- listing order (iter_objects(ordered=True), behind stream(ordered=True)) ---
+
+
+@settings(max_examples=150, deadline=None)
+@given(names=names_strategy, page_size=st.integers(1, 7), concurrency=st.integers(1, 9),
+       seed=st.integers(0, 1000), prefix=st.sampled_from(["", "a", "ab/", "z"]),
+       server_end=st.booleans(), empty_first=st.booleans())
+def test_ordered_iteration_is_the_listing_order(
+        names: list[str], page_size: int, concurrency: int, seed: int, prefix: str,
+        server_end: bool, empty_first: bool) -> None:
+    fake = FakeLister(names, page_size, seed, server_end=server_end, empty_first=empty_first)
+
+    async def run() -> list[str]:
+        return [o.name async for o in iter_objects(fake, "bkt", prefix,  # type: ignore[arg-type]
+                                                   concurrency=concurrency, skip_prefix=None,
+                                                   ordered=True)]
+
+    expected = sorted(n for n in set(names) if n.startswith(prefix) and not n.endswith("/"))
+    assert asyncio.run(run()) == expected
+
+
+class FrontLast(FakeLister):
+    """Pages naming anything in ``[low, high)`` wait until a page past
+    ``high`` has gone out: with ``low`` a page past the first name, a range
+    above the lowest brings pages first, however the listers split. (If no
+    lister lists past ``high``, they go out after some 10,000 loop turns,
+    and ``above`` stays unset.)"""
+
+    def __init__(self, names: list[str], page_size: int, low: str, high: str) -> None:
+        super().__init__(names, page_size, 0)
+        self.low, self.high = low, high
+        self.above = asyncio.Event()
+
+    async def list(self, bucket: str, prefix: str = "", **kwargs: Any) -> AsyncIterator[ListPage]:
+        async for page in super().list(bucket, prefix, **kwargs):
+            names = [o.name for o in page.objects]
+            if any(self.low <= n < self.high for n in names):
+                for _ in range(10_000):
+                    if self.above.is_set():
+                        break
+                    await asyncio.sleep(0)
+            elif names and names[0] >= self.high:
+                self.above.set()
+            yield page
+
+
+@pytest.mark.parametrize("concurrency", [2, 4, 16])
+async def test_ordered_iteration_holds_later_ranges_until_the_lowest_is_done(
+        concurrency: int) -> None:
+    # Pages came out as they arrived across listers: a range above the
+    # first's went out before the first's second page, though
+    # stream(ordered=True) promised listing order.
+    # Pages of 1000: the split alphabet, sampled from every 50th name, then
+    # holds every digit (from pages of 100, only 0, 5 and 9: every split
+    # fell past the last name, and one lister listed everything).
+    names = [f"k/{i:05d}" for i in range(12_000)]
+    fake = FrontLast(names, 1000, names[1000], names[2000])
+    seen = [o.name async for o in iter_objects(fake, "bkt", "k/",  # type: ignore[arg-type]
+                                               concurrency=concurrency, ordered=True)]
+    assert fake.above.is_set()  # ranges above the first did list first
+    assert seen == names
+    fake = FrontLast(names, 1000, names[1000], names[2000])
+    arrived = [o.name async for o in iter_objects(fake, "bkt", "k/",  # type: ignore[arg-type]
+                                                  concurrency=concurrency)]
+    assert fake.above.is_set()
+    assert arrived != names and sorted(arrived) == names  # arrival order, as documented
+
+
+async def test_an_ordered_listing_yields_nothing_past_a_range_that_failed() -> None:
+    # A range that fails never closes: the ranges above it, listed already,
+    # are not handed over, so what was yielded is the listing's beginning.
+    names = [f"k/{i:05d}" for i in range(12_000)]
+    fake = FakeLister(names, 1000, 3)
+    served = fake.list
+
+    async def failing(bucket: str, prefix: str = "", **kw: Any) -> AsyncIterator[ListPage]:
+        async for page in served(bucket, prefix, **kw):
+            if any(o.name == names[1500] for o in page.objects):
+                raise ConnectionError("boom")
+            yield page
+
+    fake.list = failing  # type: ignore[method-assign]
+    seen: list[str] = []
+    with pytest.raises(ConnectionError):
+        async for obj in iter_objects(fake, "bkt", "k/", concurrency=8,  # type: ignore[arg-type]
+                                      ordered=True):
+            seen.append(obj.name)
+    assert seen == names[:len(seen)] and len(seen) < 1500
+    assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
+
+
+async def test_an_ordered_listing_left_early_leaves_no_lister_running() -> None:
+    names = [f"k/{i:05d}" for i in range(12_000)]
+    fake = FakeLister(names, 1000, 4)
+    objs = iter_objects(fake, "bkt", "k/", concurrency=8, ordered=True)  # type: ignore[arg-type]
+    assert [(await anext(objs)).name for _ in range(1500)] == names[:1500]
+    await objs.aclose()
+    requests = fake.requests
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert fake.requests == requests
+    assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
+
+
+async def settle(fake: FakeLister) -> None:
+    """Let the listers run until they stop asking for pages (all waiting
+    for the consumer): 200 loop turns in a row without a request."""
+    quiet = 0
+    while quiet < 200:
+        before = fake.requests
+        await asyncio.sleep(0)
+        quiet = quiet + 1 if fake.requests == before else 0
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+@pytest.mark.parametrize("concurrency", [1, 4, 16])
+async def test_listers_run_a_bounded_number_of_pages_ahead(ordered: bool,
+                                                           concurrency: int) -> None:
+    # A consumer that stops taking: the listing holds a bounded number of
+    # pages for it (and one more per lister waiting to hand one over, one
+    # more of the lowest range, and the page the consumer is in), in listing
+    # order too: there, holding the later ranges' pages without a bound
+    # would keep a whole listing in memory behind a slow first range.
+    names = [f"k/{i:06d}" for i in range(50_000)]
+    fake = FakeLister(names, 100, 7)
+    objs = iter_objects(fake, "bkt", "k/", concurrency=concurrency,  # type: ignore[arg-type]
+                        ordered=ordered)
+    try:
+        first = await anext(objs)
+        await settle(fake)
+        held = max(2, (_ORDERED_AHEAD_PAGES if ordered else 1) * concurrency)
+        pages = held + concurrency + 2
+        # Names, not requests: a split piece ends in a partial page, and a
+        # page in flight when its range shrank is served past the new end.
+        assert fake.served <= (pages + concurrency) * 100
+        if ordered:
+            assert [first.name, *[o.name async for o in objs]] == names
+    finally:
+        await objs.aclose()
+
+
+class _JumpingSelector(selectors.DefaultSelector):
+    """Never waits: a wait for the next timer moves the clock there instead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+
+    def select(self, timeout: float | None = None) -> Any:
+        if timeout:
+            self.now += timeout
+        return super().select(0)
+
+
+class _SimulatedLoop(asyncio.SelectorEventLoop):
+    """An event loop on simulated time: a listing whose every page takes
+    ``asyncio.sleep(1)`` takes as many seconds as it has round trips one
+    after another, however fast the machine."""
+
+    def __init__(self) -> None:
+        self.selector = _JumpingSelector()
+        super().__init__(self.selector)
+
+    def time(self) -> float:
+        return float(self.selector.now)
+
+
+def _round_trips(names: list[str], page_size: int, *, ordered: bool) -> tuple[float, int]:
+    fake = SlowLister(names, page_size, 1.0)
+    loop = _SimulatedLoop()
+
+    async def run() -> float:
+        start = loop.time()
+        seen = [o.name async for o in iter_objects(fake, "bkt", concurrency=16,  # type: ignore[arg-type]
+                                                   ordered=ordered)]
+        assert seen == names if ordered else sorted(seen) == names
+        return loop.time() - start
+
+    try:
+        return loop.run_until_complete(run()), fake.requests
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("names", [
+    [f"obj-{i:06d}" for i in range(20_000)],
+    [f"a/{i:04d}" for i in range(5000)] + [f"zz/{i:04d}" for i in range(5000)],
+    sorted(f"{random.Random(i).getrandbits(64):016x}/f" for i in range(10_000)),
+], ids=["uniform", "two-clusters", "hashed"])
+def test_ordered_listing_stays_parallel(names: list[str]) -> None:
+    # Listing order must not give up the parallel listing: round trips one
+    # after another (one lister: one per page) stay near the unordered
+    # listing's, and so do the requests (each piece ends in a partial page).
+    pages = len(names) // 100
+    unordered, _ = _round_trips(names, 100, ordered=False)
+    ordered, requests = _round_trips(names, 100, ordered=True)
+    assert ordered <= 1.5 * unordered + 2, (ordered, unordered)
+    assert ordered <= pages / 5
+    assert requests < 1.4 * pages
