@@ -16,6 +16,7 @@ import torch.utils.data
 
 from .._core.config import DEFAULT_MAX_CONCURRENCY, ClientConfig, RetryPolicy
 from .._core.errors import InvalidArgument
+from .._core.index import ObjectIndex
 from .._core.metrics import BatchStats
 from .._core.portal import iterate
 from .._core.types import ObjectInfo
@@ -24,6 +25,7 @@ from .._engines.download import Data, DownloadOptions
 from .._engines.hedge import HedgeAfter
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._order import DataProgress, Pass, RankBatches, dist_rank, epoch_order, fingerprint, track
+from ._rank_listing import Listing, agreed, check_listing, objects_summary
 from ._source import Sample, Transform, build_source, check_objects
 
 __all__ = ["DEFAULT_PREFETCH", "IterableDataset"]
@@ -49,7 +51,8 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
     when its ``batch_size`` is this ``batch_size`` (see
     :mod:`aioflux.torch._order`). Every rank yields the same number of
     samples and batches, so DDP's per-step all-reduce never waits on a rank
-    that ran out: as with ``DistributedSampler``, a short last global batch
+    that ran out (given the same objects on every rank: see ``listing`` in
+    :meth:`from_prefix`): as with ``DistributedSampler``, a short last global batch
     is padded with the epoch's first samples to split evenly (or left out
     with ``drop_last=True``); ``len()`` is this rank's samples of the pass.
     ``set_epoch(e)`` selects the epoch; without it, each ``iter()`` in a
@@ -175,11 +178,24 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
                     cache_limit: int | None = None,
                     hedge_after: HedgeAfter = None,
                     batch_size: int = 1,
-                    drop_last: bool = False) -> IterableDataset[Sample]:
+                    drop_last: bool = False,
+                    listing: Listing = "each") -> IterableDataset[Sample]:
         """List a folder in parallel (sorted by name) and wrap its objects.
 
         ``gs://b/data`` and ``gs://b/data/`` both mean the folder ``data/``
         (plus an object named exactly ``data``), never ``data2/``.
+
+        Every rank must hold the same listing: the epoch order is a function
+        of it, and so is each rank's batch count. ``listing="each"`` (the
+        default) lists on every rank, with no collective: a folder written
+        to while the ranks list can give them different listings (samples
+        repeated or skipped, and a DDP all-reduce waiting forever when
+        their batch counts differ). ``"rank0"`` lists on rank 0 only and
+        broadcasts its listing (or its error) to the others; ``"check"``
+        lists on every rank and compares the listings (one small
+        all-gather). Both are collectives: every rank of the default
+        process group must call this, or those that did wait until the
+        group's timeout. Without an initialized process group both just list.
 
         Args:
             url: ``gs://bucket[/folder]``, ``file:///dir`` or a path.
@@ -206,6 +222,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
             hedge_after: hedged reads (see the class).
             batch_size: samples per rank per step (the DataLoader's).
             drop_last: leave out a short last global batch (else pad it).
+            listing: ``"each"``, ``"rank0"`` or ``"check"`` (above).
 
         Returns:
             The dataset.
@@ -214,9 +231,13 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
             InvalidURL: a malformed URL.
             InvalidArgument: a setting of the wrong type.
             NotFound: the folder holds no objects.
-            StorageError: listing failed.
+            StorageError: listing failed (with ``"rank0"``, on rank 0: every
+                rank raises it).
+            Conflict: (``"check"``) the ranks listed different objects.
         """
-        check_int("IterableDataset.from_prefix", "list_concurrency", list_concurrency, minimum=1)
+        op = "IterableDataset.from_prefix"
+        check_int(op, "list_concurrency", list_concurrency, minimum=1)
+        check_listing(op, listing)
         self = cls([], transform=transform, data_format_fn=data_format_fn, config=config,
                    endpoint=endpoint, credentials=credentials, list_retry=list_retry,
                    download_retry=download_retry, download_options=download_options,
@@ -226,7 +247,10 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
                    prefetch=prefetch, ordered=ordered, rank=rank, world_size=world_size,
                    cache_dir=cache_dir, cache_limit=cache_limit, hedge_after=hedge_after,
                    batch_size=batch_size, drop_last=drop_last)
-        self.objects = self._source.list_prefix(url, list_concurrency)
+        self.objects = agreed(
+            op, listing, str(url),
+            lambda: ObjectIndex(self._source.list_prefix(url, list_concurrency)),
+            objects_summary)
         return self
 
     def close(self) -> None:

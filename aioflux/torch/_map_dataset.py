@@ -18,6 +18,7 @@ import torch.utils.data
 
 from .._core.config import ClientConfig, RetryPolicy
 from .._core.errors import InvalidArgument
+from .._core.index import ObjectIndex
 from .._core.metrics import BatchStats
 from .._core.portal import Portal, get_portal
 from .._core.types import ObjectInfo
@@ -26,6 +27,7 @@ from .._core.validate import Credentials, as_int, check_int
 from .._engines.download import Data, DownloadOptions, DownloadStats
 from .._engines.hedge import HedgeAfter
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
+from ._rank_listing import Listing, agreed, check_listing, objects_summary
 from ._source import Sample, Transform, build_source, check_objects, objects_scheme
 
 __all__ = ["PREFETCH_BYTES", "MapDataset", "PrefetchBatchSampler"]
@@ -128,12 +130,23 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
                     compose_threshold: int | None = None,
                     cache_dir: str | os.PathLike[str] | None = None,
                     cache_limit: int | None = None,
-                    hedge_after: HedgeAfter = None) -> MapDataset[Sample]:
+                    hedge_after: HedgeAfter = None,
+                    listing: Listing = "each") -> MapDataset[Sample]:
         """List a folder in parallel (sorted by name) and wrap its objects.
 
         ``gs://b/data`` and ``gs://b/data/`` both mean the folder ``data/``
         (plus an object named exactly ``data``, as the CLI reads it), never
         ``data2/``; ``gs://b`` is the whole bucket.
+
+        Under DDP every rank must hold the same listing (a sampler splits one
+        order of it). ``listing="each"`` (the default) lists on every rank,
+        with no collective: a folder written to while the ranks list can
+        give them different listings. ``"rank0"`` lists on rank 0 only and
+        broadcasts its listing (or its error) to the others; ``"check"``
+        lists on every rank and compares the listings (one small
+        all-gather). Both are collectives: every rank of the default
+        process group must call this, or those that did wait until the
+        group's timeout. Without an initialized process group both just list.
 
         Args:
             url: ``gs://bucket[/folder]``, ``file:///dir`` or a path.
@@ -152,6 +165,7 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
             cache_dir: local disk cache directory.
             cache_limit: most bytes in the cache.
             hedge_after: hedged reads (see the class).
+            listing: ``"each"``, ``"rank0"`` or ``"check"`` (above).
 
         Returns:
             The dataset.
@@ -160,9 +174,13 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
             InvalidURL: a malformed URL.
             InvalidArgument: a setting of the wrong type.
             NotFound: the folder holds no objects.
-            StorageError: listing failed.
+            StorageError: listing failed (with ``"rank0"``, on rank 0: every
+                rank raises it).
+            Conflict: (``"check"``) the ranks listed different objects.
         """
-        check_int("MapDataset.from_prefix", "list_concurrency", list_concurrency, minimum=1)
+        op = "MapDataset.from_prefix"
+        check_int(op, "list_concurrency", list_concurrency, minimum=1)
+        check_listing(op, listing)
         self = cls([], transform=transform, data_format_fn=data_format_fn, config=config,
                    endpoint=endpoint, credentials=credentials, list_retry=list_retry,
                    download_retry=download_retry, download_options=download_options,
@@ -170,7 +188,10 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
                    max_composite_object_size=max_composite_object_size,
                    compose_threshold=compose_threshold, cache_dir=cache_dir,
                    cache_limit=cache_limit, hedge_after=hedge_after)
-        self.objects = self._source.list_prefix(url, list_concurrency)
+        self.objects = agreed(
+            op, listing, str(url),
+            lambda: ObjectIndex(self._source.list_prefix(url, list_concurrency)),
+            objects_summary)
         return self
 
     @classmethod

@@ -24,6 +24,7 @@ from .._core.validate import Credentials, check_bool, check_int
 from .._engines.hedge import HedgeAfter
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._order import DataProgress, RankBatches, dist_rank, track
+from ._rank_listing import Listing, agreed, check_listing, objects_summary
 from ._shard_order import iter_runs, shard_epoch_order, shards_fingerprint
 from ._shard_source import Decode, ShardSource, list_shards
 
@@ -73,7 +74,8 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     shard list (shards permuted, reads permuted within ``shuffle_window``
     samples, samples permuted within a read), cut into global batches of
     ``batch_size * world_size``; every rank gets the same number of samples
-    and batches (padded, or ``drop_last``), ``state_dict()`` is a few
+    and batches (padded, or ``drop_last``; given the same shards on every
+    rank: see ``listing``), ``state_dict()`` is a few
     integers and resumes at any world size and worker count with every
     sample once. Use ``ds.track(loader)`` or torchdata's
     ``StatefulDataLoader`` with workers, as for :class:`IterableDataset`.
@@ -118,6 +120,17 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         cache_limit: most bytes in ``cache_dir`` (least recently used evicted).
         hedge_after: a second ranged GET for a read not done after this many
             seconds, or ``"auto"`` (as for :class:`IterableDataset`); None: never.
+        listing: under DDP, which ranks resolve (list, stat) and index the
+            shards, which every rank must hold alike (the epoch order and the
+            batch counts are functions of them). ``"each"`` (default): every
+            rank, with no collective; shards written while the ranks start
+            can leave them with different lists. ``"rank0"``: rank 0, which
+            broadcasts the shards and their indexes (or its error, which
+            every rank then raises) to the others. ``"check"``: every rank,
+            then one small all-gather compares them and every rank raises
+            :class:`~aioflux.Conflict` on a difference. Both are collectives
+            of the default process group: every rank must make the dataset.
+            Without an initialized process group they are ``"each"``.
 
     Raises:
         InvalidArgument: a setting of the wrong type or value.
@@ -125,6 +138,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         NotFound: a shard does not exist, or a prefix holds none.
         ShardFormatError: a shard is not its format.
         StorageError: listing, stat or indexing failed.
+        Conflict: (``listing="check"``) the ranks' shards differ.
     """
 
     def __init__(self, shards: str | Sequence[str] | Sequence[ObjectInfo], *,
@@ -140,7 +154,8 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                  credentials: Credentials = None,
                  index_dir: str | os.PathLike[str] | None = None, cache_indexes: bool = True,
                  sidecars: bool = True, cache_dir: str | os.PathLike[str] | None = None,
-                 cache_limit: int | None = None, hedge_after: HedgeAfter = None) -> None:
+                 cache_limit: int | None = None, hedge_after: HedgeAfter = None,
+                 listing: Listing = "each") -> None:
         op = "ShardDataset"
         check_bool(op, "shuffle", shuffle)
         check_int(op, "seed", seed, minimum=None)
@@ -165,7 +180,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             samples_per_read=samples_per_read, config=config, endpoint=endpoint,
             credentials=credentials, index_dir=index_dir, cache_indexes=cache_indexes,
             sidecars=sidecars, cache_dir=cache_dir, cache_limit=cache_limit,
-            hedge_after=hedge_after)
+            hedge_after=hedge_after, listing=listing)
         self.samples_per_read = self._shards.samples_per_read
         self._progress = DataProgress(
             op, self._shards.total,
@@ -176,13 +191,19 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     @classmethod
     def from_prefix(cls, url: str, *, format: str = "tar",
                     list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
-                    **settings: Any) -> ShardDataset:
+                    listing: Listing = "each", **settings: Any) -> ShardDataset:
         """Every object in a folder (sorted by name), ``.idx`` sidecars left out.
+
+        With ``listing="rank0"`` rank 0 lists the folder and indexes the
+        shards, and the other ranks get both from it (two broadcasts);
+        ``"check"`` compares the ranks' listings, then their indexes (see
+        the constructor's ``listing``).
 
         Args:
             url: ``gs://bucket/folder``, ``s3://...``, ``file:///dir`` or a path.
             format: ``"tar"`` or ``"lines"``.
             list_concurrency: parallel listers.
+            listing: ``"each"``, ``"rank0"`` or ``"check"`` (the constructor's).
             **settings: the constructor's other settings.
 
         Returns:
@@ -193,8 +214,13 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             InvalidArgument, InvalidURL, ShardFormatError, StorageError: as
                 for the constructor.
         """
-        shards = list_shards("ShardDataset.from_prefix", url, list_concurrency, settings)
-        return cls(shards, format=format, **settings)
+        op = "ShardDataset.from_prefix"
+        check_int(op, "list_concurrency", list_concurrency, minimum=1)
+        check_listing(op, listing)
+        shards = agreed(op, listing, str(url),
+                        lambda: list_shards(op, url, list_concurrency, settings),
+                        objects_summary)
+        return cls(shards, format=format, listing=listing, **settings)
 
     @property
     def shards(self) -> list[ObjectInfo]:

@@ -15,6 +15,7 @@ from .._core.types import ObjectInfo
 from .._core.validate import Credentials, check_int
 from .._engines.hedge import HedgeAfter
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
+from ._rank_listing import Listing, agreed, check_listing, objects_summary
 from ._shard_dataset import DEFAULT_READS_IN_FLIGHT
 from ._shard_order import runs_of
 from ._shard_source import Decode, ShardSource, list_shards
@@ -53,10 +54,12 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
             into it once per machine (as for :class:`ShardDataset`; None: none).
         cache_limit: most bytes in ``cache_dir``.
         hedge_after: hedged ranged reads (None: none).
+        listing: ``"each"``, ``"rank0"`` or ``"check"``: which DDP ranks
+            resolve and index the shards (as for :class:`ShardDataset`).
 
     Raises:
-        InvalidArgument, InvalidURL, NotFound, ShardFormatError, StorageError:
-            as for :class:`ShardDataset`.
+        InvalidArgument, InvalidURL, NotFound, ShardFormatError, StorageError,
+            Conflict: as for :class:`ShardDataset`.
     """
 
     def __init__(self, shards: str | Sequence[str] | Sequence[ObjectInfo], *,
@@ -68,7 +71,8 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
                  credentials: Credentials = None,
                  index_dir: str | os.PathLike[str] | None = None, cache_indexes: bool = True,
                  sidecars: bool = True, cache_dir: str | os.PathLike[str] | None = None,
-                 cache_limit: int | None = None, hedge_after: HedgeAfter = None) -> None:
+                 cache_limit: int | None = None, hedge_after: HedgeAfter = None,
+                 listing: Listing = "each") -> None:
         op = "ShardMapDataset"
         check_int(op, "reads_in_flight", reads_in_flight, minimum=1)
         self.reads_in_flight = reads_in_flight
@@ -77,18 +81,24 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
             samples_per_read=samples_per_read, config=config, endpoint=endpoint,
             credentials=credentials, index_dir=index_dir, cache_indexes=cache_indexes,
             sidecars=sidecars, cache_dir=cache_dir, cache_limit=cache_limit,
-            hedge_after=hedge_after)
+            hedge_after=hedge_after, listing=listing)
 
     @classmethod
     def from_prefix(cls, url: str, *, format: str = "tar",
                     list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
-                    **settings: Any) -> ShardMapDataset:
+                    listing: Listing = "each", **settings: Any) -> ShardMapDataset:
         """Every object in a folder (sorted by name), ``.idx`` sidecars left out.
+
+        With ``listing="rank0"`` rank 0 lists the folder and indexes the
+        shards, and the other ranks get both from it (two broadcasts);
+        ``"check"`` compares the ranks' listings, then their indexes (see
+        the constructor's ``listing``).
 
         Args:
             url: ``gs://bucket/folder``, ``s3://...``, ``file:///dir`` or a path.
             format: ``"tar"`` or ``"lines"``.
             list_concurrency: parallel listers.
+            listing: ``"each"``, ``"rank0"`` or ``"check"`` (the constructor's).
             **settings: the constructor's other settings.
 
         Returns:
@@ -97,8 +107,13 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
         Raises:
             NotFound: the folder holds no objects.
         """
-        shards = list_shards("ShardMapDataset.from_prefix", url, list_concurrency, settings)
-        return cls(shards, format=format, **settings)
+        op = "ShardMapDataset.from_prefix"
+        check_int(op, "list_concurrency", list_concurrency, minimum=1)
+        check_listing(op, listing)
+        shards = agreed(op, listing, str(url),
+                        lambda: list_shards(op, url, list_concurrency, settings),
+                        objects_summary)
+        return cls(shards, format=format, listing=listing, **settings)
 
     @property
     def counts(self) -> list[int]:

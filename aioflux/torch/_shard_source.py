@@ -6,6 +6,11 @@ store) and indexes every shard there (see
 :func:`aioflux._engines.shards.index_shards`), then pickles for ``spawn``
 workers with the indexes in it, so workers never list or index. Its store
 is rebuilt lazily in each process (:class:`~aioflux.torch._source.DatasetSource`).
+
+Under DDP the ranks must hold the same shards and indexes (the epoch order
+is a function of them): ``listing="rank0"`` resolves and indexes on rank 0
+and broadcasts the pairs, so the other ranks neither list, stat nor index;
+``listing="check"`` compares the ranks' (see :mod:`aioflux.torch._rank_listing`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from .._engines.shards import (
     is_sidecar,
     read_runs,
 )
+from ._rank_listing import agreed, check_listing, shards_summary
 from ._source import DatasetSource, objects_scheme
 
 __all__ = ["Decode", "ShardSource", "list_shards"]
@@ -71,6 +77,8 @@ class ShardSource:
         cache_dir: a disk cache of read units (None: none).
         cache_limit: most bytes in ``cache_dir``.
         hedge_after: hedged ranged reads (None: none).
+        listing: who resolves and indexes the shards under DDP: ``"each"``
+            rank, ``"rank0"`` for all, or each then ``"check"``-ed.
 
     Raises:
         InvalidArgument, InvalidURL, NotFound, ShardFormatError, StorageError:
@@ -82,7 +90,8 @@ class ShardSource:
                  config: ClientConfig | None, endpoint: str | None, credentials: Credentials,
                  index_dir: str | os.PathLike[str] | None, cache_indexes: bool,
                  sidecars: bool, cache_dir: str | os.PathLike[str] | None,
-                 cache_limit: int | None, hedge_after: HedgeAfter) -> None:
+                 cache_limit: int | None, hedge_after: HedgeAfter,
+                 listing: str = "each") -> None:
         self.format = format_of(op, format)
         self.decode = _decoder(op, self.format.name, decode)
         if transform is not None and not callable(transform):
@@ -94,6 +103,7 @@ class ShardSource:
         check_credentials(op, credentials)
         check_bool(op, "cache_indexes", cache_indexes)
         check_bool(op, "sidecars", sidecars)
+        check_listing(op, listing)
         try:
             check_hedge(op, hedge_after, DEFAULT_HEDGE_BUDGET)
         except ValueError as exc:
@@ -107,10 +117,19 @@ class ShardSource:
                                     download_options=DownloadOptions())
         index_cache = (IndexCache(index_dir if index_dir is not None else default_index_dir())
                        if cache_indexes else None)
-        infos = self._resolve(op, shards)
-        indexes = index_shards(self.source.downloader.client, infos, self.format,
-                               cache=index_cache, sidecars=sidecars)
-        self.shards: list[tuple[ObjectInfo, ShardIndex]] = list(zip(infos, indexes, strict=True))
+
+        def resolve() -> list[tuple[ObjectInfo, ShardIndex]]:
+            infos = self._resolve(op, shards)
+            indexes = index_shards(self.source.downloader.client, infos, self.format,
+                                   cache=index_cache, sidecars=sidecars)
+            return list(zip(infos, indexes, strict=True))
+
+        self.shards: list[tuple[ObjectInfo, ShardIndex]] = agreed(
+            op, listing, _described(shards), resolve, shards_summary, "shards")
+        # Where rank 0 resolved them, this rank's store is picked here.
+        self.source.scheme = (objects_scheme(op, (info.scheme for info, _ in self.shards))
+                              or self.source.scheme)
+        indexes = [index for _, index in self.shards]
         self.starts = chain_counts(indexes)
         data = sum(i.data_size for i in indexes)
         self.samples_per_read = samples_per_read or max(
@@ -221,6 +240,17 @@ def list_shards(op: str, url: str, concurrency: int, settings: Mapping[str, Any]
     if not listed:
         raise InvalidArgument(f"{op}: {url} holds only index sidecars")
     return listed
+
+
+def _described(shards: object) -> str:
+    """The shards given, for messages: the URL or pattern, or the first of a list."""
+    if isinstance(shards, (str, os.PathLike)):
+        return os.fspath(shards)
+    if isinstance(shards, Sequence) and shards:
+        first = shards[0]
+        url = first.url if isinstance(first, ObjectInfo) else str(first)
+        return url if len(shards) == 1 else f"{url} and {len(shards) - 1} more shards"
+    return "the shards"
 
 
 def _run_bytes(item: tuple[Any, list[bytes]]) -> int:
