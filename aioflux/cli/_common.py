@@ -54,7 +54,7 @@ from ..s3._endpoints import check_region
 from ..s3._store import S3Store
 
 __all__ = ["SERVED_SCHEMES", "Progress", "Stores", "add_client_arguments", "emit_json",
-           "endpoint_arg", "gs_url_arg", "human", "int_at_least",
+           "endpoint_arg", "first_under", "gs_url_arg", "human", "int_at_least",
            "linked_directory", "list_named", "nothing_matches", "portal_store", "region_arg",
            "require_match", "url_arg"]
 
@@ -273,13 +273,16 @@ def linked_directory(url: StoreURL) -> str | None:
     return os.path.realpath(path) if os.path.islink(path) and os.path.isdir(path) else None
 
 
-async def list_named(store: ObjectStore, url: StoreURL) -> AsyncIterator[ObjectInfo]:
+async def list_named(store: ObjectStore, url: StoreURL, *,
+                     leave_out: str | None = None) -> AsyncIterator[ObjectInfo]:
     """Every object ``url`` names under the URL rule: the object ``name``
     itself (unless the name ends in ``/``) and everything under ``name/``.
 
     Args:
         store: the store of ``url``.
         url: the URL.
+        leave_out: a folder (ending in ``/``) under ``name/`` whose objects
+            are left out.
 
     Yields:
         ObjectInfo, the exact object first, then the folder in name order.
@@ -292,8 +295,40 @@ async def list_named(store: ObjectStore, url: StoreURL) -> AsyncIterator[ObjectI
             yield await store.stat(bucket, name)
         except NotFound:
             pass  # no such object (a missing bucket fails the listing below)
+    # What is left out is skipped here, not listed around with offsets: a
+    # directory bucket (S3 Express) lists in no order, and one that stopped
+    # at an end offset would have missed the names after it.
     async for obj in store.list_objects(bucket, folder_prefix(name)):
-        yield obj
+        if leave_out is None or not obj.name.startswith(leave_out):
+            yield obj
+
+
+async def first_under(store: ObjectStore, bucket: str, prefix: str) -> ObjectInfo | None:
+    """The first object whose name starts with ``prefix``, from a listing of
+    pages of one: whether a folder holds anything, without listing it.
+
+    Args:
+        store: the store.
+        bucket: the bucket.
+        prefix: a name prefix (a folder's ends in ``/``).
+
+    Returns:
+        The object, or None when there is none.
+
+    Raises:
+        NotFound: no such bucket.
+    """
+    pages = store.list(bucket, prefix, page_size=1)
+    try:
+        async for page in pages:
+            # A page may come empty with a token (GCS ends one on a time limit).
+            if page.objects:
+                return page.objects[0]
+        return None
+    finally:
+        close = getattr(pages, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def nothing_matches(op: str, url: StoreURL) -> NotFound:

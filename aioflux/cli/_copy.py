@@ -15,6 +15,11 @@ where both stores have them: GCS and S3 do, files have neither (a file
 uploads as ``application/octet-stream``, and a download drops both). Within
 GCS or S3 the server's copy keeps both.
 
+``cp -r`` holds no plan of the whole folder: copies start on the first
+listing page, ``-j`` at a time, and the listing is read only as they make
+room, so what waits is one page and the copies in flight, however many
+objects the folder holds (``_copy_plan`` says what is checked before).
+
 ``-j`` files are copied at once, all on one event loop, so Ctrl-C (or
 SIGTERM) cancels every transfer at once: multipart uploads and resumable
 sessions are aborted, the destination's temporary files removed, and
@@ -24,30 +29,19 @@ nothing is published but files that had finished (exit 130, or 143).
 from __future__ import annotations
 
 import argparse
-import os
-import stat
-import sys
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterable
 
 from .._core.crc import crc32c_combine, encode_crc32c
-from .._core.errors import ChecksumMismatch, InvalidArgument, NotFound
+from .._core.errors import ChecksumMismatch
 from .._core.options import WriterOptions
 from .._core.store import Fetched, ObjectStore, StoreFeatures
 from .._core.types import ObjectInfo
-from .._core.urls import StoreURL, folder_prefix, validate_object_name
-from .._core.window import gather_bounded, window
+from .._core.urls import StoreURL
+from .._core.window import window
 from .._engines.async_writer import AsyncObjectWriter
-from ..local._files import path_of
-from ._common import (
-    Progress,
-    Stores,
-    add_client_arguments,
-    int_at_least,
-    list_named,
-    require_match,
-    url_arg,
-)
-from ._registry import UsageError, command
+from ._common import Progress, Stores, add_client_arguments, int_at_least, url_arg
+from ._copy_plan import Folder, Item, refuse, single
+from ._registry import command
 from ._signals import run_command
 
 __all__: list[str] = []
@@ -89,142 +83,6 @@ def _args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar on stderr (default: when stderr is a terminal)")
     add_client_arguments(parser)
-
-
-@dataclass(frozen=True)
-class _Item:
-    src: ObjectInfo  # the source object, as stat or the listing saw it
-    dst: StoreURL
-    # From a listing, which names no content type or custom metadata (S3's
-    # has no place for them, and GCS's is asked for only the fields that
-    # every listing needs).
-    listed: bool = False
-
-    @property
-    def src_url(self) -> StoreURL:
-        return StoreURL(self.src.bucket, self.src.name, self.src.scheme)
-
-
-async def _plan(stores: Stores, src: StoreURL, dst: StoreURL, recursive: bool) -> list[_Item]:
-    """What to copy: every source object with its destination."""
-    store = stores(src)
-    if recursive:
-        return await _plan_folder(store, src, dst)
-    if not src.name or src.name.endswith("/"):
-        raise UsageError(f"{src} names a bucket or folder; use -r")
-    try:
-        info = await store.stat(src.bucket, src.name)
-    except NotFound as missing:
-        try:
-            folder = await _first(store, src)
-        except NotFound:
-            raise missing from None
-        if folder:  # a directory, or a folder of objects
-            raise UsageError(f"{src} names a folder; use -r") from None
-        raise
-    return [_Item(info, _into(dst, src.name.rsplit("/", 1)[-1]))]
-
-
-async def _first(store: ObjectStore, url: StoreURL) -> list[ObjectInfo]:
-    async for page in store.list(url.bucket, folder_prefix(url.name), page_size=1):
-        return page.objects[:1]
-    return []
-
-
-async def _plan_folder(store: ObjectStore, url: StoreURL, dst: StoreURL) -> list[_Item]:
-    prefix = folder_prefix(url.name)
-    exact: ObjectInfo | None = None
-    items: list[_Item] = []
-    into = folder_prefix(dst.name)
-    placeholders = False
-    async for obj in list_named(store, url):
-        if obj.name == url.name and not url.name.endswith("/"):
-            exact = obj
-            continue
-        # The name under the folder, exactly: StoreURL.join drops empty
-        # segments, and "src//a" and "src/a" (or "src/d/" and "src/d")
-        # overwrote one destination. The folder's own placeholder ("src/",
-        # listed for "src/") is the destination folder's: it was taken for
-        # an object "src" and copied to an empty file.
-        name = into + obj.name[len(prefix):]
-        if not name:
-            continue  # a bucket's root has no placeholder to copy
-        if dst.scheme == "file" and name.endswith("/"):
-            # A folder placeholder is no file (as gcloud storage skips them).
-            print(f"aioflux cp: skipped {obj.url}: a folder placeholder is no file",
-                  file=sys.stderr)
-            placeholders = True
-            continue
-        # Before any copy: a name the destination cannot hold (on disk
-        # "a//b" or "./a") fails the whole command, as a bad URL does.
-        validate_object_name(name, arg=f"destination of {obj.url}", scheme=dst.scheme)
-        items.append(_Item(obj, StoreURL(dst.bucket, name, dst.scheme), listed=True))
-    if exact is not None:
-        if not items:
-            return [_Item(exact, _into(dst, url.name.rsplit("/", 1)[-1]))]
-        # The folder's contents land in dst itself: the object 'a' has no
-        # place there that could not collide with them.
-        print(f"aioflux cp: skipped {exact.url}: an object and a folder share the name; "
-              "copy it without -r", file=sys.stderr)
-    # An empty bucket or directory copies nothing; so does a folder of placeholders alone.
-    require_match("cp", url, bool(items) or placeholders)
-    return items
-
-
-def _refuse_copies_onto_themselves(plan: list[_Item]) -> None:
-    """Fail before any copy if an object would be copied onto itself, as S3
-    refuses and ``gcloud storage cp`` does ("Source URL matches destination
-    URL"): GCS would rewrite it as a new generation and the filesystem
-    replace it, and either reported a copy that made nothing new."""
-    for item in plan:
-        if item.src_url == item.dst:
-            raise InvalidArgument(f"cp {item.src_url}: the source and destination are the "
-                                  "same object; nothing was copied")
-    # A destination that is another source of the same copy (``cp -r a
-    # a/b`` once a/b/ holds objects) was overwritten while, or before, it
-    # was read: with a/x and a/b/x, a/b/x took a/x's bytes and so did
-    # a/b/b/x, and a/b/x's own were lost (exit 0). Refused, as GNU cp
-    # refuses to copy a directory into itself.
-    sources = {item.src_url for item in plan if item.dst.bucket == item.src.bucket
-               and item.dst.scheme == item.src.scheme}  # none other can be overwritten
-    for item in plan:
-        if item.dst in sources:
-            raise InvalidArgument(f"cp {item.src_url}: its destination {item.dst} is also a "
-                                  "source of this copy (a folder copied into itself), and "
-                                  "could be overwritten before it is read; nothing was copied")
-
-
-def _refuse_special_destinations(plan: list[_Item]) -> None:
-    """Fail before any copy if a local destination is there and is not a
-    regular file or a directory: a file is written beside it and renamed
-    over it, so a device, FIFO or symbolic link (``/dev/null``, ``/dev/stdout``)
-    was replaced by a regular file holding the data, and exit 0."""
-    for item in plan:
-        if item.dst.scheme != "file":
-            continue
-        path = path_of(item.dst.bucket, item.dst.name)
-        try:
-            mode = os.lstat(path).st_mode
-        except FileNotFoundError:
-            continue
-        if stat.S_ISLNK(mode):
-            raise InvalidArgument(f"cp {item.src_url}: the destination {path} is a symbolic "
-                                  "link, which cp would replace, not write through; name "
-                                  f"its target ({os.path.realpath(path)}); nothing was copied")
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-            raise InvalidArgument(f"cp {item.src_url}: the destination {path} is not a regular "
-                                  "file (a device or FIFO), which cp would replace; use "
-                                  "'aioflux cat' to write into it; nothing was copied")
-
-
-def _into(dst: StoreURL, basename: str) -> StoreURL:
-    # "cp x gs://b", "cp x gs://b/dir/" and "cp gs://b/x localdir" keep the
-    # source's base name.
-    if not dst.name or dst.name.endswith("/"):
-        return dst.join(basename)
-    if dst.scheme == "file" and os.path.isdir(f"/{dst.bucket}/{dst.name}"):
-        return dst.join(basename)
-    return dst
 
 
 def _writer_options(size: int, features: StoreFeatures) -> WriterOptions:
@@ -276,7 +134,7 @@ async def _stream(source: ObjectStore, info: ObjectInfo, target: ObjectStore, ds
                 operation="read", bucket=info.bucket, name=info.name)
 
 
-async def _copy_one(stores: Stores, item: _Item, progress: Progress) -> None:
+async def _copy_one(stores: Stores, item: Item, progress: Progress) -> None:
     info, dst = item.src, item.dst
     source, target = stores(item.src_url), stores(dst)
     limit = source.features.copy_limit
@@ -309,24 +167,36 @@ async def _copy_one(stores: Stores, item: _Item, progress: Progress) -> None:
 @command("cp", "Copy files and objects between any two stores (gs://, s3://, az://, file://, "
          "local paths).", _args)
 def _cp(args: argparse.Namespace) -> int:
-    async def run() -> tuple[int, int]:
+    async def run() -> tuple[int, int, int]:
         async with Stores(args) as stores:
-            stores(args.dst)  # a destination without a store fails before any read
-            plan = await _plan(stores, args.src, args.dst, args.recursive)
-            _refuse_copies_onto_themselves(plan)
-            _refuse_special_destinations(plan)
-            total = sum(item.src.size for item in plan)
+            target = stores(args.dst)  # a destination without a store fails before any read
+            source = stores(args.src)
+            items: Iterable[Item] | AsyncIterator[Item]
+            if args.recursive:
+                folder = Folder(source, args.src, args.dst, same_store=source is target)
+                await folder.check()
+                items, total = folder.items(), 0  # the total is not known before the end
+            else:
+                item = await single(source, args.src, args.dst)
+                refuse(item)
+                folder, items, total = None, [item], item.src.size
             progress = Progress(total, "cp", enabled=args.progress)
+            copied = size = 0
             try:
-                # On the first failure, or on Ctrl-C or SIGTERM (asyncio.run or run_command
+                # Copies start as the listing brings their objects, --jobs at
+                # once, each slot refilled as its copy ends (in order, one
+                # large file held the slots of the small ones done after it).
+                # On the first failure, or on Ctrl-C or SIGTERM (run_command
                 # cancels this task), the copies still running are cancelled
                 # and drained.
-                await gather_bounded((_copy_one(stores, item, progress) for item in plan),
-                                     args.jobs)
+                async for done, _ in window(items, lambda item: _copy_one(stores, item, progress),
+                                            limit=args.jobs, ordered=False):
+                    copied += 1
+                    size += done.src.size
             finally:
                 progress.close()
-            return len(plan), total
+            return copied, size, folder.refused if folder is not None else 0
 
-    count, total = run_command(run())
+    count, total, refused = run_command(run())
     print(f"copied {count} file(s), {total} bytes")
-    return 0
+    return 1 if refused else 0

@@ -88,7 +88,10 @@ def test_rm_r_keeps_an_object_rewritten_after_it_was_listed(  # type: ignore[no-
     async def list_then_rewrite(client, url):  # type: ignore[no-untyped-def]
         async for obj in listed(client, url):
             yield obj
-        emulator.store.put(tree, "a/x", b"NEW")  # another writer, between list and delete
+            if obj.name == "a/x":
+                # Another writer, between list and delete: rm deletes as it
+                # lists, and a delete starts once the listing has moved on.
+                emulator.store.put(tree, "a/x", b"NEW")
 
     monkeypatch.setattr(objects, "list_named", list_then_rewrite)
     code, out, err = run("rm", "-r", f"gs://{tree}/a")
@@ -115,7 +118,8 @@ def test_rm_deletes_the_rest_when_one_object_is_missing_or_rewritten(  # type: i
     async def list_then_rewrite(client, url):  # type: ignore[no-untyped-def]
         async for obj in listed(client, url):
             yield obj
-        emulator.store.put(bucket, "r/000", b"NEW")
+            if obj.name == "r/000":
+                emulator.store.put(bucket, "r/000", b"NEW")
 
     monkeypatch.setattr(objects, "list_named", list_then_rewrite)
     code, out, err = run("rm", "-r", f"gs://{bucket}/r")
@@ -591,8 +595,9 @@ def test_cancelling_a_large_local_copy_publishes_nothing(
 
     async def copy_then_cancel() -> None:
         async with Stores(args) as stores:
-            (item,) = await copy_mod._plan(stores, copy_mod.url_arg(str(tmp_path / "big.bin")),
-                                           copy_mod.url_arg(str(tmp_path / "copy.bin")), False)
+            src = copy_mod.url_arg(str(tmp_path / "big.bin"))
+            item = await copy_mod.single(stores(src), src,
+                                         copy_mod.url_arg(str(tmp_path / "copy.bin")))
             task = asyncio.ensure_future(copy_mod._copy_one(stores, item, copy_mod.Progress(
                 item.src.size, "cp", enabled=False)))
             while not list(tmp_path.glob(".copy.bin.aioflux-tmp-*")):

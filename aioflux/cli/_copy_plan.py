@@ -1,0 +1,274 @@
+"""What ``aioflux cp`` copies: the object a URL names, or with ``-r`` the
+objects of its folder as the listing brings them, each with its destination.
+
+``cp -r`` holds no plan of the whole folder: a dataset of millions of
+objects took GBs and copied nothing until its last page was listed. Its
+items come a listing page at a time, and the copies start on the first
+page. So every check that must come before any copy is made on the two
+URLs (and an object or two), never on the whole listing:
+
+* onto itself: the destination folder is the source folder, on the same
+  store and bucket, so every object would be its own destination (refused
+  on the first object listed);
+* into itself: one folder inside the other. Refused when the part of the
+  source whose copies land inside the source holds any object (``cp -r a
+  a/b`` once ``a/b/`` holds one, ``cp -r a/b a`` once ``a/b/b/`` does):
+  a copy could overwrite a source before it is read, or be listed and
+  copied again. Otherwise (``cp -r a a/b`` into an empty ``a/b/``), the
+  listing leaves out the destination folder, where only the copies are.
+
+What is decided object by object is refused for that object alone, as GNU
+``cp -r`` does: a name the destination cannot hold (on disk ``a//b``) or a
+local destination that is a device, FIFO or symbolic link is one line on
+stderr, nothing is written there, the rest is copied and the exit code is 1.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from .._core.errors import InvalidArgument, InvalidURL, NotFound
+from .._core.store import ObjectStore
+from .._core.types import ObjectInfo
+from .._core.urls import StoreURL, folder_prefix, format_url, validate_object_name
+from ..local._files import path_of
+from ._common import first_under, list_named, require_match
+from ._registry import UsageError
+
+__all__ = ["Folder", "Item", "refuse", "single"]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One object to copy and its destination."""
+
+    src: ObjectInfo  # the source object, as stat or the listing saw it
+    dst: StoreURL
+    # From a listing, which names no content type or custom metadata (S3's
+    # has no place for them, and GCS's is asked for only the fields that
+    # every listing needs).
+    listed: bool = False
+
+    @property
+    def src_url(self) -> StoreURL:
+        return StoreURL(self.src.bucket, self.src.name, self.src.scheme)
+
+
+async def single(store: ObjectStore, src: StoreURL, dst: StoreURL) -> Item:
+    """The object ``src`` names (``cp`` without ``-r``) and its destination.
+
+    Raises:
+        UsageError: ``src`` names a bucket or a folder.
+        NotFound: no such object.
+    """
+    if not src.name or src.name.endswith("/"):
+        raise UsageError(f"{src} names a bucket or folder; use -r")
+    try:
+        info = await store.stat(src.bucket, src.name)
+    except NotFound as missing:
+        try:
+            folder = await first_under(store, src.bucket, folder_prefix(src.name))
+        except NotFound:
+            raise missing from None
+        if folder is not None:  # a directory, or a folder of objects
+            raise UsageError(f"{src} names a folder; use -r") from None
+        raise
+    return Item(info, _into(dst, src.name.rsplit("/", 1)[-1]))
+
+
+def refuse(item: Item) -> None:
+    """Fail if ``item``, copied alone, would be copied onto itself or onto
+    a local device, FIFO or link: before any copy, nothing was copied.
+
+    Raises:
+        InvalidArgument: the copy is refused.
+    """
+    _refuse_onto_itself(item)
+    why = _special_destination(item)
+    if why is not None:
+        raise InvalidArgument(f"cp {item.src_url}: {why}; nothing was copied")
+
+
+def _refuse_onto_itself(item: Item) -> None:
+    """As S3 refuses and ``gcloud storage cp`` does ("Source URL matches
+    destination URL"): GCS would rewrite it as a new generation and the
+    filesystem replace it, and either reported a copy that made nothing new."""
+    if item.src_url == item.dst:
+        raise InvalidArgument(f"cp {item.src_url}: the source and destination are the "
+                              "same object; nothing was copied")
+
+
+def _special_destination(item: Item) -> str | None:
+    """Why a local destination that is there and is not a regular file or a
+    directory is refused (None: it is not): a file is written beside it and
+    renamed over it, so a device, FIFO or symbolic link (``/dev/null``,
+    ``/dev/stdout``) was replaced by a regular file holding the data."""
+    if item.dst.scheme != "file":
+        return None
+    path = path_of(item.dst.bucket, item.dst.name)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(mode):
+        return (f"the destination {path} is a symbolic link, which cp would replace, not "
+                f"write through; name its target ({os.path.realpath(path)})")
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        return (f"the destination {path} is not a regular file (a device or FIFO), which cp "
+                "would replace; use 'aioflux cat' to write into it")
+    return None
+
+
+def _into(dst: StoreURL, basename: str) -> StoreURL:
+    # "cp x gs://b", "cp x gs://b/dir/" and "cp gs://b/x localdir" keep the
+    # source's base name.
+    if not dst.name or dst.name.endswith("/"):
+        return dst.join(basename)
+    if dst.scheme == "file" and os.path.isdir(f"/{dst.bucket}/{dst.name}"):
+        return dst.join(basename)
+    return dst
+
+
+class Folder:
+    """``cp -r``'s plan, a listing page at a time: :meth:`check` before any
+    copy, then :meth:`items`.
+
+    Args:
+        store: the store of ``src``.
+        src: the URL copied (its object, or its folder).
+        dst: where to.
+        same_store: ``dst`` is on ``store``.
+    """
+
+    def __init__(self, store: ObjectStore, src: StoreURL, dst: StoreURL, *,
+                 same_store: bool) -> None:
+        self._store, self._src, self._dst = store, src, dst
+        self._prefix, self._into = folder_prefix(src.name), folder_prefix(dst.name)
+        # One bucket of one store: a copy can land among the sources.
+        self._shared = same_store and src.bucket == dst.bucket
+        # A folder the listing goes around: the destination inside the source.
+        self._leave_out: str | None = None
+        self.refused = 0  # objects refused alone (exit code 1)
+
+    async def check(self) -> None:
+        """Refuse a folder copied into itself, before any copy (see the
+        module's docstring); otherwise leave out of the listing a destination
+        folder inside the source, where only the copies will be.
+
+        Raises:
+            InvalidArgument: the copy is refused; nothing was copied.
+        """
+        prefix, into = self._prefix, self._into
+        if not self._shared or into == prefix:
+            return  # onto itself is refused on the first object
+        if into.startswith(prefix):
+            inner = into  # every copy lands in it
+        elif prefix.startswith(into):
+            # The sources under it land back in the source folder: prefix
+            # "a/b/" into "a/" puts a/b/b/x on a/b/x.
+            inner = prefix + prefix[len(into):]
+        else:
+            return
+        first = await first_under(self._store, self._src.bucket, inner)
+        if first is None:
+            if inner == into:
+                self._leave_out = into
+            return
+        # The pair that shows it: a source whose destination is a source.
+        rest = first.name[len(inner):]
+        if inner == into:
+            # ``first`` is the destination of prefix + rest; it lands itself
+            # deeper in ``into``.
+            source, target = prefix + rest, first.name
+            lands = into + first.name[len(prefix):]
+            other = source
+        else:
+            source, target = first.name, prefix + rest
+            lands = other = target
+        try:
+            await self._store.stat(self._src.bucket, other)
+        except NotFound:
+            raise InvalidArgument(
+                f"cp {first.url}: its destination {self._url(lands)} is inside the folder "
+                "copied (a folder copied into itself), where cp would list it and copy it "
+                "again; nothing was copied") from None
+        raise InvalidArgument(
+            f"cp {self._url(source)}: its destination {self._url(target)} is also a source of "
+            "this copy (a folder copied into itself), and could be overwritten before it is "
+            "read; nothing was copied")
+
+    def _url(self, name: str) -> str:
+        return format_url(self._src.scheme, self._src.bucket, name)
+
+    async def items(self) -> AsyncIterator[Item]:
+        """What to copy, as the listing brings it.
+
+        Yields:
+            The items, in name order; the object the URL names when no
+            object of its folder is copied.
+
+        Raises:
+            InvalidArgument: a copy onto itself (on the first item, before
+                any copy).
+            NotFound: the URL matches nothing.
+        """
+        src, dst, prefix, into = self._src, self._dst, self._prefix, self._into
+        exact: ObjectInfo | None = None
+        matched = False
+        async for obj in list_named(self._store, src, leave_out=self._leave_out):
+            if obj.name == src.name and not src.name.endswith("/"):
+                exact = obj
+                matched = True
+                continue
+            # The name under the folder, exactly: StoreURL.join drops empty
+            # segments, and "src//a" and "src/a" (or "src/d/" and "src/d")
+            # overwrote one destination. The folder's own placeholder ("src/",
+            # listed for "src/") is the destination folder's: it was taken for
+            # an object "src" and copied to an empty file.
+            name = into + obj.name[len(prefix):]
+            if not name:
+                continue  # a bucket's root has no placeholder to copy
+            matched = True
+            if dst.scheme == "file" and name.endswith("/"):
+                # A folder placeholder is no file (as gcloud storage skips them).
+                print(f"aioflux cp: skipped {obj.url}: a folder placeholder is no file",
+                      file=sys.stderr)
+                continue
+            if exact is not None:
+                # The folder's contents land in dst itself: the object 'a' has no
+                # place there that could not collide with them.
+                print(f"aioflux cp: skipped {exact.url}: an object and a folder share the "
+                      "name; copy it without -r", file=sys.stderr)
+                exact = None
+            item = Item(obj, StoreURL(dst.bucket, name, dst.scheme), listed=True)
+            # Either every object of the folder is its own destination (the
+            # same folder of one bucket) or none is: this fails on the first.
+            _refuse_onto_itself(item)
+            why = self._refused(item)
+            if why is not None:
+                self.refused += 1
+                print(f"aioflux cp: {why}; not copied", file=sys.stderr)
+                continue
+            yield item
+        if exact is not None:
+            # No folder to copy: the object alone, as without -r.
+            item = Item(exact, _into(dst, src.name.rsplit("/", 1)[-1]))
+            refuse(item)
+            yield item
+        # An empty bucket or directory copies nothing; so does a folder of placeholders alone.
+        require_match("cp", src, matched)
+
+    @staticmethod
+    def _refused(item: Item) -> str | None:
+        try:
+            # A name the destination cannot hold (on disk "a//b" or "./a").
+            validate_object_name(item.dst.name, arg=f"destination of {item.src.url}",
+                                 scheme=item.dst.scheme)
+        except (InvalidArgument, InvalidURL) as exc:
+            return str(exc)
+        why = _special_destination(item)
+        return None if why is None else f"cp {item.src_url}: {why}"

@@ -1,0 +1,213 @@
+"""``cp -r`` and ``rm -r`` act on a listing's pages as they come, with a
+bounded plan, and still check before any copy what they checked before.
+
+They held every object of the listing before the first copy or delete: a
+dataset of millions of objects took GBs, and nothing started until the last
+page. Here the emulator records, in the order its requests arrive, each
+listing page it serves and each object it writes or deletes; a listing page
+asked for while copies or deletes of earlier pages are still to come would
+mean the plan grows with the listing. Bounds are counts, never times.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aioflux.testing import Emulator
+
+_PAGES = 3  # of 1000 objects: the listing's last page comes after the first two
+_OBJECTS = 2500
+
+
+class _Events:
+    """What the emulator did, in order: ``("page", prefix)``, ``("put", name)``,
+    ``("delete", name)``."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+
+    def add(self, kind: str, name: str) -> None:
+        with self._lock:
+            self.seen.append((kind, name))
+
+    def before_page(self, number: int, listed: str, kind: str, prefix: str) -> int:
+        """How many ``kind`` events of names under ``prefix`` came before
+        the page ``number`` (1 is the first) of the listing of ``listed``."""
+        pages = 0
+        count = 0
+        for what, name in self.seen:
+            if what == "page" and name == listed:
+                pages += 1
+                if pages == number:
+                    return count
+            elif what == kind and name.startswith(prefix):
+                count += 1
+        raise AssertionError(f"fewer than {number} pages of {listed!r}: {self.seen[:5]}...")
+
+
+def _record(emulator: Emulator, monkeypatch: pytest.MonkeyPatch, events: _Events) -> None:
+    store = emulator.store
+
+    def wrap(method: Callable[..., Any], kind: str) -> Callable[..., Any]:
+        def recorded(bucket: str, *args: Any, **kwargs: Any) -> Any:
+            if kind == "page":
+                events.add("page", kwargs.get("prefix", ""))
+                return method(bucket, *args, **kwargs)
+            result = method(bucket, *args, **kwargs)  # recorded once it is done
+            events.add(kind, args[0])
+            return result
+
+        return recorded
+
+    monkeypatch.setattr(store, "list_page", wrap(store.list_page, "page"))
+    monkeypatch.setattr(store, "put", wrap(store.put, "put"))
+    monkeypatch.setattr(store, "delete", wrap(store.delete, "delete"))
+
+
+def _fill(emulator: Emulator, bucket: str, folder: str, count: int = _OBJECTS) -> None:
+    for i in range(count):
+        emulator.store.put(bucket, f"{folder}o{i:04d}", b"x")
+
+
+def test_cp_r_copies_each_page_before_the_next_is_listed(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fill(emulator, bucket, "src/")
+    events = _Events()
+    _record(emulator, monkeypatch, events)
+    code, out, err = run("cp", "-r", "-j", "8", f"gs://{bucket}/src", f"gs://{bucket}/dst")
+    assert (code, out, err) == (0, f"copied {_OBJECTS} file(s), {_OBJECTS} bytes\n", "")
+    assert list(emulator.store.bucket(bucket).names) == sorted(
+        [f"src/o{i:04d}" for i in range(_OBJECTS)] + [f"dst/o{i:04d}" for i in range(_OBJECTS)])
+    # The listing is read only as copies make room: when the last page is
+    # asked for, every copy of the pages before it but the 8 in flight is
+    # done (it was none: the whole listing came first).
+    done = events.before_page(_PAGES, "src/", "put", "dst/")
+    assert done >= (_PAGES - 1) * 1000 - 8, done
+    assert events.before_page(2, "src/", "put", "dst/") >= 1000 - 8
+
+
+@pytest.mark.parametrize("face", ["gcs", "s3"])
+def test_rm_r_deletes_each_page_before_the_next_is_listed(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str, monkeypatch: pytest.MonkeyPatch,
+        face: str) -> None:
+    _fill(emulator, bucket, "r/")
+    emulator.store.put(bucket, "r2/kept", b"k")
+    events = _Events()
+    _record(emulator, monkeypatch, events)
+    argv = (["rm", "-r", f"gs://{bucket}/r"] if face == "gcs" else
+            ["rm", "-r", f"s3://{bucket}/r", "--s3-endpoint", emulator.s3_endpoint])
+    assert run(*argv) == (0, f"removed {_OBJECTS} object(s)\n", "")
+    assert list(emulator.store.bucket(bucket).names) == ["r2/kept"]
+    # GCS: 32 deletes in flight; S3: one DeleteObjects request of the last
+    # 1000 names at a time, while the next page is listed.
+    behind = 32 if face == "gcs" else 1000
+    done = events.before_page(_PAGES, "r/", "delete", "r/")
+    assert done >= (_PAGES - 1) * 1000 - behind, done
+
+
+# Copied as the listing comes, a folder copied into an empty folder of
+# itself would meet its own copies further on in the listing (src/a0000 to
+# src/c/a0000, which sorts after src/a2499) and copy them again, and
+# again: the listing leaves the destination folder out.
+@pytest.mark.parametrize("into", ["c", "c/"])
+def test_cp_r_into_an_empty_folder_of_itself_copies_each_object_once(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str, into: str) -> None:
+    names = [f"src/a{i:04d}" for i in range(_OBJECTS)] + ["src/d/z"]
+    for name in names:
+        emulator.store.put(bucket, name, name.encode())
+    code, out, err = run("cp", "-r", f"gs://{bucket}/src", f"gs://{bucket}/src/{into}")
+    total = sum(len(n) for n in names)
+    assert (code, out, err) == (0, f"copied {len(names)} file(s), {total} bytes\n", "")
+    copies = {n: bytes(emulator.store.get(bucket, n).data)
+              for n in emulator.store.bucket(bucket).names if n.startswith("src/c/")}
+    assert copies == {"src/c/" + n[4:]: n.encode() for n in names}
+
+
+def test_cp_r_into_an_empty_directory_of_itself_copies_each_file_once(  # type: ignore[no-untyped-def]
+        run, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    for i in range(30):
+        (src / f"a{i:02d}").write_bytes(b"A")
+    (src / "d" / "z").write_bytes(b"Z")
+    assert run("cp", "-r", str(src), str(src / "c"))[:2] == (0, "copied 31 file(s), 31 bytes\n")
+    assert sorted(p.relative_to(src / "c").as_posix() for p in (src / "c").rglob("*")
+                  if p.is_file()) == sorted([f"a{i:02d}" for i in range(30)] + ["d/z"])
+
+
+# Whether a copy lands on a source is decided from the URLs and one
+# object, before any copy: where the copies would land inside the source,
+# any object there is refused (it was allowed unless it was another
+# object's destination, which only the whole listing could tell).
+@pytest.mark.parametrize(("objects", "src", "dst", "line"), [
+    # Into a folder of itself that holds an object of its own.
+    (["t/x", "t/b/y"], "t", "t/b",
+     "cp gs://{b}/t/b/y: its destination gs://{b}/t/b/b/y is inside the folder copied (a "
+     "folder copied into itself), where cp would list it and copy it again; nothing was copied"),
+    # Onto a folder holding it: t/b/b/z would land on t/b/z, in the source.
+    (["t/b/b/z", "t/b/q"], "t/b", "t",
+     "cp gs://{b}/t/b/b/z: its destination gs://{b}/t/b/z is inside the folder copied (a "
+     "folder copied into itself), where cp would list it and copy it again; nothing was copied"),
+    (["t/b/b/z", "t/b/z"], "t/b", "t",
+     "cp gs://{b}/t/b/b/z: its destination gs://{b}/t/b/z is also a source of this copy (a "
+     "folder copied into itself), and could be overwritten before it is read; nothing was "
+     "copied"),
+])
+def test_cp_r_of_a_folder_into_itself_is_refused_from_the_urls(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str, monkeypatch: pytest.MonkeyPatch,
+        objects: list[str], src: str, dst: str, line: str) -> None:
+    for name in objects:
+        emulator.store.put(bucket, name, b"o")
+    events = _Events()
+    _record(emulator, monkeypatch, events)
+    code, out, err = run("cp", "-r", f"gs://{bucket}/{src}", f"gs://{bucket}/{dst}")
+    assert (code, out, err) == (1, "", f"aioflux cp: {line.format(b=bucket)}\n")
+    assert list(emulator.store.bucket(bucket).names) == sorted(objects)
+    # Decided without listing the source folder.
+    assert ("page", f"{src}/") not in events.seen
+
+
+def test_cp_r_refuses_a_special_destination_alone(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str, tmp_path: Path) -> None:
+    # Met as the listing comes, a destination that is a link (or a FIFO) is
+    # refused for that object alone: nothing written through it, the rest
+    # copied, exit 1 (it refused everything, which needed the whole listing).
+    for name in ("d/a", "d/b", "d/c"):
+        emulator.store.put(bucket, name, name.encode())
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    target = tmp_path / "target"
+    target.write_bytes(b"kept")
+    (out_dir / "b").symlink_to(target)
+    os.mkfifo(out_dir / "c")
+    code, out, err = run("cp", "-r", f"gs://{bucket}/d", str(out_dir))
+    assert (code, out) == (1, "copied 1 file(s), 3 bytes\n")
+    lines = err.splitlines()
+    assert len(lines) == 2 and "symbolic link" in lines[0] and "not a regular file" in lines[1]
+    assert all(line.startswith(f"aioflux cp: cp gs://{bucket}/d/") and
+               line.endswith("; not copied") for line in lines), err
+    assert (out_dir / "a").read_bytes() == b"d/a"
+    assert (out_dir / "b").is_symlink() and target.read_bytes() == b"kept"
+    assert (out_dir / "c").is_fifo()
+
+
+def test_rm_r_of_several_urls_fails_before_any_delete_if_one_matches_nothing(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str) -> None:
+    # Deleting as it lists, rm learns of a URL matching nothing only when
+    # it comes to it: every URL after the first is matched before any delete.
+    _fill(emulator, bucket, "r/", 5)
+    for missing in ("nothing", "r/o0001x"):
+        code, out, err = run("rm", "-r", f"gs://{bucket}/r", f"gs://{bucket}/{missing}")
+        assert (code, out) == (1, "")
+        assert err.startswith(f"aioflux rm: rm gs://{bucket}/{missing}: nothing matches"), err
+    assert len(emulator.store.bucket(bucket).names) == 5
+    # A URL inside another's folder is matched too, then deleted once.
+    assert run("rm", "-r", f"gs://{bucket}/r", f"gs://{bucket}/r/o0001") == (
+        0, "removed 5 object(s)\n", "")
