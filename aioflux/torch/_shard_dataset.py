@@ -24,7 +24,7 @@ from .._core.validate import Credentials, check_bool, check_int
 from .._engines.hedge import HedgeAfter
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._order import DataProgress, RankBatches, dist_rank, track
-from ._rank_listing import Listing, agreed, check_listing, objects_summary
+from ._rank_listing import Listing
 from ._shard_order import iter_runs, shard_epoch_order, shards_fingerprint
 from ._shard_source import Decode, ShardSource, list_shards
 
@@ -214,12 +214,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             InvalidArgument, InvalidURL, ShardFormatError, StorageError: as
                 for the constructor.
         """
-        op = "ShardDataset.from_prefix"
-        check_int(op, "list_concurrency", list_concurrency, minimum=1)
-        check_listing(op, listing)
-        shards = agreed(op, listing, str(url),
-                        lambda: list_shards(op, url, list_concurrency, settings),
-                        objects_summary)
+        shards = list_shards("ShardDataset.from_prefix", url, list_concurrency, settings, listing)
         return cls(shards, format=format, listing=listing, **settings)
 
     @property

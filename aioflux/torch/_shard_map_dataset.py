@@ -15,7 +15,7 @@ from .._core.types import ObjectInfo
 from .._core.validate import Credentials, check_int
 from .._engines.hedge import HedgeAfter
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
-from ._rank_listing import Listing, agreed, check_listing, objects_summary
+from ._rank_listing import Listing
 from ._shard_dataset import DEFAULT_READS_IN_FLIGHT
 from ._shard_order import runs_of
 from ._shard_source import Decode, ShardSource, list_shards
@@ -107,12 +107,8 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
         Raises:
             NotFound: the folder holds no objects.
         """
-        op = "ShardMapDataset.from_prefix"
-        check_int(op, "list_concurrency", list_concurrency, minimum=1)
-        check_listing(op, listing)
-        shards = agreed(op, listing, str(url),
-                        lambda: list_shards(op, url, list_concurrency, settings),
-                        objects_summary)
+        shards = list_shards("ShardMapDataset.from_prefix", url, list_concurrency, settings,
+                             listing)
         return cls(shards, format=format, listing=listing, **settings)
 
     @property

@@ -48,7 +48,7 @@ from .._engines.shards import (
     is_sidecar,
     read_runs,
 )
-from ._rank_listing import agreed, check_listing, shards_summary
+from ._rank_listing import agreed, check_listing, objects_summary, shards_summary
 from ._source import DatasetSource, objects_scheme
 
 __all__ = ["Decode", "ShardSource", "list_shards"]
@@ -224,22 +224,30 @@ class ShardSource:
         self.source.close()
 
 
-def list_shards(op: str, url: str, concurrency: int, settings: Mapping[str, Any]
-                ) -> list[ObjectInfo]:
-    """Every object in a folder (sorted), ``.idx`` sidecars left out.
+def list_shards(op: str, url: str, concurrency: int, settings: Mapping[str, Any],
+                listing: str = "each") -> list[ObjectInfo]:
+    """Every object in a folder (sorted), ``.idx`` sidecars left out,
+    made to agree across the DDP ranks as ``listing`` says (see
+    :mod:`._rank_listing`).
 
     Raises:
         NotFound: the folder is empty.
-        InvalidArgument: it holds only sidecars.
+        InvalidArgument: it holds only sidecars; a bad ``listing`` or
+            ``concurrency``.
     """
     check_int(op, "list_concurrency", concurrency, minimum=1)
-    source = DatasetSource(config=settings.get("config"), endpoint=settings.get("endpoint"),
-                           credentials=settings.get("credentials"), list_retry=None,
-                           download_retry=None, download_options=DownloadOptions())
-    listed = [o for o in source.list_prefix(url, concurrency) if not is_sidecar(o.name)]
-    if not listed:
-        raise InvalidArgument(f"{op}: {url} holds only index sidecars")
-    return listed
+    check_listing(op, listing)
+
+    def listed() -> list[ObjectInfo]:
+        source = DatasetSource(config=settings.get("config"), endpoint=settings.get("endpoint"),
+                               credentials=settings.get("credentials"), list_retry=None,
+                               download_retry=None, download_options=DownloadOptions())
+        shards = [o for o in source.list_prefix(url, concurrency) if not is_sidecar(o.name)]
+        if not shards:
+            raise InvalidArgument(f"{op}: {url} holds only index sidecars")
+        return shards
+
+    return agreed(op, listing, str(url), listed, objects_summary)
 
 
 def _described(shards: object) -> str:
