@@ -3,7 +3,9 @@
 The client's own ``max_concurrency`` is the only bound: every read is
 submitted at once, as an application gathering reads would. ``--no-lean``
 sets ``ClientConfig(lean_reads=False)``: bodies come through aiohttp, so the
-lean HTTP path's share is measured on its own.
+lean HTTP path's share is measured on its own. ``--stream`` lists the
+objects' folder and downloads them as listed, ``client.stream(url,
+ordered=False)``: the listing is timed too.
 """
 
 from __future__ import annotations
@@ -16,10 +18,19 @@ from _contender import Manifest, Stopwatch, load, report, run
 from aioflux import AsyncClient, ClientConfig
 
 
-async def main(manifest: Manifest, concurrency: int,
-               lean: bool) -> tuple[Stopwatch, int, int]:
+async def main(manifest: Manifest, concurrency: int, lean: bool,
+               stream: bool) -> tuple[Stopwatch, int, int]:
     config = ClientConfig(max_concurrency=concurrency, lean_reads=lean)
     async with AsyncClient(config, endpoint=manifest.endpoint) as client:
+        if stream:
+            folder = manifest.names[0].rsplit("/", 1)[0] + "/"
+            nbytes = items = 0
+            with Stopwatch() as watch:
+                async for item in client.stream(f"gs://{manifest.bucket}/{folder}",
+                                                ordered=False, concurrency=concurrency):
+                    nbytes += len(item.data)
+                    items += 1
+            return watch, nbytes, items
 
         async def one(name: str) -> int:
             # Keep only the length, as every contender does, so peak RSS
@@ -37,7 +48,9 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--loop", default="uvloop")
     parser.add_argument("--no-lean", dest="lean", action="store_false")
+    parser.add_argument("--stream", action="store_true")
     args = parser.parse_args(rest)
-    (watch, nbytes, items), loop = run(main(manifest, args.concurrency, args.lean), args.loop)
+    (watch, nbytes, items), loop = run(main(manifest, args.concurrency, args.lean, args.stream),
+                                       args.loop)
     report(watch, nbytes=nbytes, items=items, loop=loop, concurrency=args.concurrency,
-           lean_reads=args.lean)
+           lean_reads=args.lean, stream=args.stream)

@@ -47,6 +47,15 @@ def plan(options: Options) -> Plan:
             available=_aioflux_ready,
         ),
         Contender(
+            "aioflux-stream",
+            "read_aioflux.py",
+            None,
+            (*async_args, "--stream"),
+            note=(f"client.stream(folder URL, ordered=False, concurrency={conc}): lists the "
+                  "folder and downloads each object as it is listed (the listing is timed)"),
+            available=_aioflux_ready,
+        ),
+        Contender(
             f"obstore-get{conc}",
             "read_obstore.py",
             "obstore",
