@@ -12,13 +12,14 @@ import datetime
 import errno
 import os
 import stat as stat_mod
+from collections.abc import Iterator
 
 from .._core.errors import NotFound, describe
 from .._core.types import MultipartUploadInfo, ObjectInfo
 from ._files import TEMP_MARK, object_info, recorded_crc
 from ._paths import folder_of, path_of
 
-__all__ = ["scan", "stat_page", "temporaries"]
+__all__ = ["scan", "stat_page", "temporaries", "walk"]
 
 
 def _in_range(name: str, start_offset: str | None, end_offset: str | None) -> bool:
@@ -72,6 +73,70 @@ def _holds_object(directory: str, rel: str, start_offset: str | None,
     return False
 
 
+def _root(bucket: str, prefix: str) -> tuple[str, str]:
+    """The bucket's directory, and the path below it where the walk of
+    ``prefix`` starts (the prefix's directory part)."""
+    folder = folder_of(bucket, prefix)  # the walk stays below the prefix's directory
+    root = path_of(bucket, "", op="list")
+    if not os.path.isdir(root):
+        raise NotFound(f"{describe('list', bucket, prefix, 'file')} failed: no such "
+                       "directory", operation="list", bucket=bucket, name=prefix)
+    return root, folder[len(root) + 1:]
+
+
+Level = Iterator[tuple[str, str, "os.DirEntry[str]", bool]]
+
+
+def _level(path: str, rel: str) -> Level:
+    """A directory's entries as (sort key, name, entry, is a directory), by
+    key: a directory's key is its name and ``/``, the start of every name
+    below it, so that walking the levels in key order yields names sorted."""
+    entries = []
+    for entry in _entries(path):
+        name = f"{rel}/{entry.name}" if rel else entry.name
+        is_dir = entry.is_dir(follow_symlinks=False)
+        entries.append((name + "/" if is_dir else name, name, entry, is_dir))
+    entries.sort(key=lambda e: e[0])
+    return iter(entries)
+
+
+def walk(bucket: str, prefix: str, start_offset: str | None,
+         end_offset: str | None) -> Iterator[tuple[str, str]]:
+    """The files under ``prefix`` as (name, path) pairs in name order, not
+    stat-ed yet (see :func:`stat_page`), found as the walk goes.
+
+    It holds the sorted entries of the directories on its way down, never
+    the tree's names: a listing of millions of files in many folders
+    starts at once, in bounded memory (``scan`` sorts them all first).
+    Names under a directory ``d`` all lie in ``["d/", "d0")`` (``0`` is
+    the character after ``/``), which orders it among its siblings, skips
+    it whole below ``start_offset`` and ends the walk at ``end_offset``.
+
+    Raises:
+        NotFound: no such bucket directory (at the call).
+    """
+    root, base = _root(bucket, prefix)
+    return _walk(root, base, prefix, start_offset, end_offset)
+
+
+def _walk(root: str, base: str, prefix: str, start_offset: str | None,
+          end_offset: str | None) -> Iterator[tuple[str, str]]:
+    stack = [_level(f"{root}/{base}" if base else root, base)]
+    while stack:
+        for key, name, entry, is_dir in stack[-1]:
+            if end_offset is not None and key >= end_offset:
+                return  # every name after it is past the end too
+            if is_dir:
+                if ((name.startswith(prefix) or prefix.startswith(key))
+                        and (start_offset is None or start_offset < name + "0")):
+                    stack.append(_level(entry.path, name))
+                    break  # its names come before the next sibling's
+            elif name.startswith(prefix) and _listed(entry, name, start_offset, end_offset):
+                yield name, entry.path
+        else:
+            stack.pop()
+
+
 def scan(bucket: str, prefix: str, delimiter: str | None, start_offset: str | None,
          end_offset: str | None) -> tuple[list[tuple[str, str]], list[str]]:
     """The files under ``prefix`` as sorted (name, path) pairs, not stat-ed
@@ -82,12 +147,7 @@ def scan(bucket: str, prefix: str, delimiter: str | None, start_offset: str | No
     prefix. Symbolic links to files are listed; links to directories are
     not followed (a loop could never end).
     """
-    folder = folder_of(bucket, prefix)  # the walk stays below the prefix's directory
-    root = path_of(bucket, "", op="list")
-    if not os.path.isdir(root):
-        raise NotFound(f"{describe('list', bucket, prefix, 'file')} failed: no such "
-                       "directory", operation="list", bucket=bucket, name=prefix)
-    base = folder[len(root) + 1:]
+    root, base = _root(bucket, prefix)
     files: list[tuple[str, str]] = []
     prefixes: set[str] = set()
     stack = [base]

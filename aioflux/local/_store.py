@@ -51,7 +51,7 @@ import functools
 import os
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar, overload
 
@@ -265,6 +265,18 @@ class LocalStore:
     async def _pages(self, bucket: str, prefix: str, delimiter: str | None,
                      start_offset: str | None, end_offset: str | None,
                      page_size: int) -> AsyncIterator[ListPage]:
+        if delimiter is None:
+            # Without folders to group, the walk goes on as pages are taken:
+            # one page of names found and stat-ed at a time.
+            walk = await self._run("list", bucket, prefix, lambda: _Walk(
+                _listing.walk(bucket, prefix, start_offset, end_offset)))
+            while True:
+                objects, more = await self._run("list", bucket, prefix, functools.partial(
+                    walk.page, bucket, page_size))
+                yield ListPage(objects=objects, prefixes=[],
+                               next_page_token="next" if more else None)
+                if not more:
+                    return
         files, prefixes = await self._run(
             "list", bucket, prefix,
             lambda: _listing.scan(bucket, prefix, delimiter, start_offset, end_offset))
@@ -615,3 +627,22 @@ def _check_writable_name(op: str, bucket: str, name: str) -> None:
     if TEMP_MARK in name.rpartition("/")[2]:
         raise InvalidArgument(f"{op} {_url(bucket, name)}: names containing {TEMP_MARK!r} are "
                               "reserved for temporary files of writes in progress")
+
+
+
+class _Walk:
+    """A walk's names (:func:`_listing.walk`), taken a page at a time; one
+    name is looked ahead, to tell whether more follow. Built and advanced
+    in the store's threads: the walk reads directories as it goes."""
+
+    def __init__(self, names: Iterator[tuple[str, str]]) -> None:
+        self._names = names
+        self._ahead = next(names, None)
+
+    def page(self, bucket: str, size: int) -> tuple[list[ObjectInfo], bool]:
+        """The next ``size`` files, stat-ed, and whether more follow."""
+        chunk: list[tuple[str, str]] = []
+        while self._ahead is not None and len(chunk) < size:
+            chunk.append(self._ahead)
+            self._ahead = next(self._names, None)
+        return _listing.stat_page(bucket, chunk), self._ahead is not None

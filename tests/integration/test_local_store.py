@@ -605,13 +605,13 @@ def test_list_files_walks_the_tree_once(sync_space: Space,
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(b"")
     walks: list[str] = []
-    scan = _listing.scan
+    walk = _listing.walk
 
     def counted(*args: object) -> object:
         walks.append(str(args[1]))
-        return scan(*args)  # type: ignore[arg-type]
+        return walk(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_listing, "scan", counted)
+    monkeypatch.setattr(_listing, "walk", counted)
     listed = list(aioflux.list_files(f"{root}/", client=sync_space.store))
     assert sorted(listed) == [sync_space.url(name) for name in names]
     assert walks == [sync_space.prefix]

@@ -1,0 +1,91 @@
+"""A local listing walks the tree as pages are taken, in name order.
+
+It used to walk the whole tree and sort every name before its first page:
+a folder of millions of files in many directories held them all, and
+nothing was listed until the walk ended. Now it holds the sorted entries of
+the directories on its way down, and must still list exactly what the
+whole-tree scan lists, in the same order.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aioflux import ClientConfig, LocalStore
+from aioflux._core.urls import parse_url
+from aioflux.local import _listing
+
+# Characters around "/" in code-point order ("-" "." "/" "0"), so that a
+# directory's names and its siblings' interleave in every way they can.
+PART = st.text(alphabet="-.0a\u00e9", min_size=1, max_size=3).filter(lambda p: p not in (".", ".."))
+TREE = st.lists(st.lists(PART, min_size=1, max_size=3), min_size=1, max_size=25)
+
+
+def _make(root: Path, paths: list[list[str]]) -> None:
+    for parts in paths:
+        target = root.joinpath(*parts)
+        if any(p.is_file() for p in list(target.parents)[:len(parts) - 1]) or target.is_dir():
+            continue  # a file already stands where this path needs a directory
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(b"x")
+
+
+def _bucket_of(root: Path) -> tuple[str, str]:
+    bucket, prefix = parse_url(str(root) + "/")
+    return bucket, prefix
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tree=TREE, start=st.one_of(st.none(), PART), end=st.one_of(st.none(), PART),
+       sub=st.sampled_from(["", "a", "a/", "-", "0"]))
+def test_the_walk_lists_what_the_scan_lists_in_order(tmp_path_factory: pytest.TempPathFactory,
+                                                     tree: list[list[str]], start: str | None,
+                                                     end: str | None, sub: str) -> None:
+    root = tmp_path_factory.mktemp("walk") / "objects"
+    root.mkdir()
+    _make(root, tree)
+    bucket, prefix = _bucket_of(root)
+    prefix += sub
+    start_offset = None if start is None else prefix + start
+    end_offset = None if end is None else prefix + end
+    scanned, _ = _listing.scan(bucket, prefix, None, start_offset, end_offset)
+    walked = list(_listing.walk(bucket, prefix, start_offset, end_offset))
+    assert walked == scanned
+    assert [n for n, _ in walked] == sorted(n for n, _ in walked)
+
+
+async def test_the_first_page_comes_before_the_walk_ends(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "objects"
+    for d in range(40):
+        (root / f"d{d:02d}").mkdir(parents=True)
+        for f in range(10):
+            (root / f"d{d:02d}" / f"f{f}").write_bytes(b"x")
+    read: list[str] = []
+    scandir = os.scandir
+
+    def counted(path: str) -> object:
+        read.append(path)
+        return scandir(path)
+
+    monkeypatch.setattr(_listing.os, "scandir", counted)
+    bucket, prefix = _bucket_of(root)
+    store = LocalStore(ClientConfig())
+    pages = store.list(bucket, prefix, page_size=10)
+    first = await pages.__anext__()
+    assert [o.name.rsplit("/", 2)[-2:] for o in first.objects] == [
+        ["d00", f"f{f}"] for f in range(10)]
+    # The bucket's folder, d00, and d01 (the look-ahead for more): not the
+    # 40 directories the whole-tree walk read before any page.
+    assert len(read) <= 3, read
+    names = [o.name for o in first.objects]
+    async for page in pages:
+        names += [o.name for o in page.objects]
+    assert len(names) == 400 and names == sorted(names)
+    assert len(read) == 41
