@@ -58,8 +58,9 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
             resolve and index the shards (as for :class:`ShardDataset`).
 
     Raises:
-        InvalidArgument, InvalidURL, NotFound, ShardFormatError, StorageError,
-            Conflict: as for :class:`ShardDataset`.
+        InvalidArgument, InvalidURL, NotFound, ShardFormatError, Conflict: as for
+            :class:`ShardDataset`.
+        StorageError: likewise.
     """
 
     def __init__(self, shards: str | Sequence[str] | Sequence[ObjectInfo], *,
