@@ -31,6 +31,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import cast
 
+from .._core.errors import StorageError, describe
 from .._core.store import ObjectStore
 from .._core.types import ListPage, ObjectInfo
 from .compose import COMPOSED_PREFIX
@@ -211,6 +212,13 @@ def _name(obj: ObjectInfo) -> str:
     return obj.name
 
 
+def _listers(client: ObjectStore, concurrency: int) -> int:
+    """How many listers list one prefix at once: a store that cannot start
+    a listing at an offset would page from the prefix for every split
+    range, so it gets one."""
+    return max(1, concurrency) if client.features.start_offset else 1
+
+
 class _Lister:
     """Runs the listers of one prefix and hands each page's objects to ``emit``.
 
@@ -223,9 +231,7 @@ class _Lister:
         self.client = client
         self.bucket = bucket
         self.prefix = prefix
-        # A store that cannot start a listing at an offset would page from
-        # the prefix for every split range: one lister.
-        self.concurrency = max(1, concurrency) if client.features.start_offset else 1
+        self.concurrency = _listers(client, concurrency)
         # A skip prefix that no name under ``prefix`` can start with costs
         # nothing: drop it instead of testing every name.
         overlaps = skip_prefix and (prefix.startswith(skip_prefix)
@@ -270,8 +276,20 @@ class _Lister:
         # finished still counted as busy, so no new split happened until the
         # first lister ended; 4 listers over 100k names were no faster than one.)
         self.tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None and self.error is None:
-            self.error = task.exception()
+        if self.error is None:
+            if not task.cancelled():
+                self.error = task.exception()
+            elif not self.closing:
+                # Cancelled by anyone but ``run`` (a CancelledError out of
+                # the store's listing): its range was not listed to its end.
+                # Going on dropped the rest of the range in silence (a split
+                # even handed part of it to a new lister), and in listing
+                # order the ranges above it waited for good. A typed error,
+                # not a CancelledError: the caller was not cancelled.
+                self.error = StorageError(
+                    f"{describe('list', self.bucket, self.prefix, self.client.features.scheme)}"
+                    " failed: a lister was cancelled before its range was listed",
+                    operation="list", bucket=self.bucket, name=self.prefix)
         if self.error is None:
             self._steal()  # the freed capacity takes a split now
         self.wake.set()
@@ -529,7 +547,10 @@ def iter_objects(
 async def _as_listed(client: ObjectStore, bucket: str, prefix: str, concurrency: int,
                      skip_prefix: str | None) -> AsyncGenerator[ObjectInfo, None]:
     # A small queue applies backpressure: listers pause when the consumer lags.
-    queue: asyncio.Queue[list[ObjectInfo] | None] = asyncio.Queue(maxsize=max(2, concurrency))
+    # Sized by the listers that really run (one on a store without start
+    # offsets, whatever ``concurrency`` asks).
+    queue: asyncio.Queue[list[ObjectInfo] | None] = asyncio.Queue(
+        maxsize=max(2, _listers(client, concurrency)))
 
     async def emit(_: str, objs: list[ObjectInfo]) -> None:
         await queue.put(objs)
@@ -570,8 +591,10 @@ async def _in_order(client: ObjectStore, bucket: str, prefix: str, concurrency: 
                     skip_prefix: str | None) -> AsyncGenerator[ObjectInfo, None]:
     # At most 4 pages a lister held, and one more each waiting to go in: 81
     # pages for 16 listers (~40 MiB at ~500 bytes an ObjectInfo; the arrival
-    # order's queue holds 16 and 16 more wait).
-    order = ListingOrder(ahead=max(2, _ORDERED_AHEAD_PAGES * concurrency))
+    # order's queue holds 16 and 16 more wait). Per lister that really runs:
+    # sized by ``concurrency``, the one lister of a store without start
+    # offsets (Azure, files) ran 64 pages ahead, not the five documented.
+    order = ListingOrder(ahead=max(2, _ORDERED_AHEAD_PAGES * _listers(client, concurrency)))
     lister = _Lister(client, bucket, prefix, concurrency, skip_prefix, order.put, order)
     task = asyncio.create_task(lister.run())
     waiter: asyncio.Future[None] | None = None

@@ -270,11 +270,16 @@ class LocalStore:
             # one page of names found and stat-ed at a time.
             walk = await self._run("list", bucket, prefix, lambda: _Walk(
                 _listing.walk(bucket, prefix, start_offset, end_offset)))
+            walked = 0
             while True:
                 objects, more = await self._run("list", bucket, prefix, functools.partial(
                     walk.page, bucket, page_size))
+                walked += page_size
+                # A token of its own for each page, as the scan's (the names
+                # before the next page): one repeated reads as a listing that
+                # does not move forward (``_core/pages.py``).
                 yield ListPage(objects=objects, prefixes=[],
-                               next_page_token="next" if more else None)
+                               next_page_token=str(walked) if more else None)
                 if not more:
                     return
         files, prefixes = await self._run(
@@ -627,7 +632,6 @@ def _check_writable_name(op: str, bucket: str, name: str) -> None:
     if TEMP_MARK in name.rpartition("/")[2]:
         raise InvalidArgument(f"{op} {_url(bucket, name)}: names containing {TEMP_MARK!r} are "
                               "reserved for temporary files of writes in progress")
-
 
 
 class _Walk:

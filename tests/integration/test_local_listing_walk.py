@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aioflux import ClientConfig, LocalStore
+from aioflux._core.pages import ListingCheck
 from aioflux._core.urls import parse_url
 from aioflux.local import _listing
 
@@ -89,3 +90,21 @@ async def test_the_first_page_comes_before_the_walk_ends(tmp_path: Path,
         names += [o.name for o in page.objects]
     assert len(names) == 400 and names == sorted(names)
     assert len(read) == 41
+
+
+async def test_the_walks_pages_keep_the_listing_promise(tmp_path: Path) -> None:
+    # Every page but the last carried the token "next": a token given twice
+    # in one listing is what _core/pages.py refuses as a listing that does
+    # not move forward.
+    root = tmp_path / "objects"
+    for d in range(3):
+        (root / f"d{d}").mkdir(parents=True)
+        for f in range(3):
+            (root / f"d{d}" / f"f{f}").write_bytes(b"x")
+    bucket, prefix = _bucket_of(root)
+    check = ListingCheck("file", bucket, prefix, None, None)
+    pages = [check.page(p) async for p in LocalStore(ClientConfig()).list(
+        bucket, prefix, page_size=2)]
+    assert [len(p.objects) for p in pages] == [2, 2, 2, 2, 1]
+    tokens = [p.next_page_token for p in pages]
+    assert tokens[-1] is None and len(set(tokens[:-1])) == 4

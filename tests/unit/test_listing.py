@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aioflux._core.errors import StorageError
 from aioflux._core.store import StoreFeatures
 from aioflux._core.types import ListPage, ObjectInfo
 from aioflux._engines.listing import (
@@ -421,6 +422,65 @@ async def test_listers_run_a_bounded_number_of_pages_ahead(ordered: bool,
             assert [first.name, *[o.name async for o in objs]] == names
     finally:
         await objs.aclose()
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+async def test_one_lister_runs_ahead_by_its_own_pages(ordered: bool) -> None:
+    # A store that cannot start a listing at an offset (Azure, files) gets
+    # one lister whatever ``concurrency`` asks, but the pages held for the
+    # consumer were sized by ``concurrency``: 16 asked, 65 pages ahead in
+    # listing order and 18 in arrival order, not some five and two.
+    names = [f"k/{i:06d}" for i in range(50_000)]
+    fake = FakeLister(names, 100, 7)
+    fake.features = StoreFeatures("az", start_offset=False)
+    objs = iter_objects(fake, "bkt", "k/", concurrency=16,  # type: ignore[arg-type]
+                        ordered=ordered)
+    try:
+        first = await anext(objs)
+        await settle(fake)
+        held = max(2, _ORDERED_AHEAD_PAGES if ordered else 1)
+        # Held, one waiting to go in, one more of the lowest range, the
+        # consumer's.
+        assert fake.served <= (held + 3) * 100
+        assert [first.name, *[o.name async for o in objs]] == names
+    finally:
+        await objs.aclose()
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+@pytest.mark.parametrize("concurrency", [1, 8])
+async def test_a_lister_cancelled_midway_fails_the_listing(ordered: bool,
+                                                           concurrency: int) -> None:
+    # A CancelledError out of the store's listing (not the caller's cancel)
+    # ended that lister quietly: the listing went on without the rest of its
+    # range (a new lister even took part of it over), ended "complete" with
+    # names missing, and in listing order hung (ranges above it waiting on
+    # it) or stopped at it. It ends the listing now, as gather would.
+    names = [f"k/{i:05d}" for i in range(12_000)]
+    fake = FakeLister(names, 1000, 3)
+    served = fake.list
+
+    async def cancelled(bucket: str, prefix: str = "", **kw: Any) -> AsyncIterator[ListPage]:
+        async for page in served(bucket, prefix, **kw):
+            if any(o.name == names[1500] for o in page.objects):
+                raise asyncio.CancelledError
+            yield page
+
+    fake.list = cancelled  # type: ignore[method-assign]
+    seen: list[str] = []
+
+    async def drain() -> None:
+        async for obj in iter_objects(fake, "bkt", "k/",  # type: ignore[arg-type]
+                                      concurrency=concurrency, ordered=ordered):
+            seen.append(obj.name)
+
+    # 30 s: a guard against the hang, not a pace.
+    with pytest.raises(StorageError, match="list gs://bkt/k/ failed: a lister was cancelled"):
+        await asyncio.wait_for(drain(), 30)
+    assert len(seen) < len(names)
+    if ordered:
+        assert seen == names[:len(seen)]
+    assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
 
 
 class _JumpingSelector(selectors.DefaultSelector):
