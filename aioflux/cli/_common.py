@@ -303,14 +303,17 @@ async def list_named(store: ObjectStore, url: StoreURL, *,
             yield obj
 
 
-async def first_under(store: ObjectStore, bucket: str, prefix: str) -> ObjectInfo | None:
+async def first_under(store: ObjectStore, bucket: str, prefix: str, *,
+                      but_placeholder: bool = False) -> ObjectInfo | None:
     """The first object whose name starts with ``prefix``, from a listing of
-    pages of one: whether a folder holds anything, without listing it.
+    pages of one (or two): whether a folder holds anything, without listing it.
 
     Args:
         store: the store.
         bucket: the bucket.
         prefix: a name prefix (a folder's ends in ``/``).
+        but_placeholder: the object named ``prefix`` itself (a folder's
+            placeholder, as consoles create "New folder") does not count.
 
     Returns:
         The object, or None when there is none.
@@ -318,12 +321,13 @@ async def first_under(store: ObjectStore, bucket: str, prefix: str) -> ObjectInf
     Raises:
         NotFound: no such bucket.
     """
-    pages = store.list(bucket, prefix, page_size=1)
+    pages = store.list(bucket, prefix, page_size=2 if but_placeholder else 1)
     try:
         async for page in pages:
             # A page may come empty with a token (GCS ends one on a time limit).
-            if page.objects:
-                return page.objects[0]
+            for obj in page.objects:
+                if not (but_placeholder and obj.name == prefix):
+                    return obj
         return None
     finally:
         close = getattr(pages, "aclose", None)

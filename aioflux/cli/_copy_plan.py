@@ -14,8 +14,10 @@ URLs (and an object or two), never on the whole listing:
   source whose copies land inside the source holds any object (``cp -r a
   a/b`` once ``a/b/`` holds one, ``cp -r a/b a`` once ``a/b/b/`` does):
   a copy could overwrite a source before it is read, or be listed and
-  copied again. Otherwise (``cp -r a a/b`` into an empty ``a/b/``), the
-  listing leaves out the destination folder, where only the copies are.
+  copied again. Otherwise (``cp -r a a/b`` into an empty ``a/b/``, or one
+  holding its placeholder ``a/b/`` alone), the listing leaves out the
+  destination folder, where only the copies are. On the filesystem the
+  real paths decide, so a symbolic link on either side changes nothing.
 
 What is decided object by object is refused for that object alone, as GNU
 ``cp -r`` does: a name the destination cannot hold (on disk ``a//b``) or a
@@ -148,8 +150,7 @@ class Folder:
                  same_store: bool) -> None:
         self._store, self._src, self._dst = store, src, dst
         self._prefix, self._into = folder_prefix(src.name), folder_prefix(dst.name)
-        # One bucket of one store: a copy can land among the sources.
-        self._shared = same_store and src.bucket == dst.bucket
+        self._same_store = same_store
         # A folder the listing goes around: the destination inside the source.
         self._leave_out: str | None = None
         self.refused = 0  # objects refused alone (exit code 1)
@@ -162,29 +163,32 @@ class Folder:
         Raises:
             InvalidArgument: the copy is refused; nothing was copied.
         """
-        prefix, into = self._prefix, self._into
-        if not self._shared or into == prefix:
-            return  # onto itself is refused on the first object
-        if into.startswith(prefix):
-            inner = into  # every copy lands in it
-        elif prefix.startswith(into):
-            # The sources under it land back in the source folder: prefix
-            # "a/b/" into "a/" puts a/b/b/x on a/b/x.
-            inner = prefix + prefix[len(into):]
-        else:
+        prefix = self._prefix
+        overlap = self._overlap()
+        if overlap is None:
+            await self._leave_out_an_alias()
             return
-        first = await first_under(self._store, self._src.bucket, inner)
+        inward, rel = overlap
+        if not rel:
+            return  # onto itself is refused on the first object
+        # Named as the source's listing names them: with inward, every copy
+        # lands in ``inner``; otherwise the sources under it land back in
+        # the source folder (prefix "a/b/" into "a/" puts a/b/b/x on a/b/x).
+        inner = prefix + rel
+        # An empty folder made in a console holds its placeholder alone
+        # ("a/b/"): empty, as cp -r took it before it copied as it listed.
+        first = await first_under(self._store, self._src.bucket, inner, but_placeholder=inward)
         if first is None:
-            if inner == into:
-                self._leave_out = into
+            if inward:
+                self._leave_out = inner
             return
         # The pair that shows it: a source whose destination is a source.
         rest = first.name[len(inner):]
-        if inner == into:
+        if inward:
             # ``first`` is the destination of prefix + rest; it lands itself
-            # deeper in ``into``.
+            # deeper in ``inner``.
             source, target = prefix + rest, first.name
-            lands = into + first.name[len(prefix):]
+            lands = inner + first.name[len(prefix):]
             other = source
         else:
             source, target = first.name, prefix + rest
@@ -200,6 +204,54 @@ class Folder:
             f"cp {self._url(source)}: its destination {self._url(target)} is also a source of "
             "this copy (a folder copied into itself), and could be overwritten before it is "
             "read; nothing was copied")
+
+    async def _leave_out_an_alias(self) -> None:
+        """Across two stores, a bucket of the same name may be one bucket
+        reached two ways (GCS through its S3 endpoint; our emulator's two
+        faces): a copy into a folder of the source (``cp -r gs://b/a
+        s3://b/a/c``) landed where the listing came to it later, and copied
+        it again, and again (1100 objects made 100,000). That folder, when
+        it holds nothing yet, is left out of the listing: it would hold only
+        the copies. Holding anything, it is copied, as another store's
+        objects are no copies."""
+        src, dst, prefix, into = self._src, self._dst, self._prefix, self._into
+        if self._same_store or "file" in (src.scheme, dst.scheme) or src.bucket != dst.bucket \
+                or into == prefix or not into.startswith(prefix):
+            return
+        if await first_under(self._store, src.bucket, into, but_placeholder=True) is None:
+            self._leave_out = into
+
+    def _overlap(self) -> tuple[bool, str] | None:
+        """Where the destination folder is inside the source folder, ``(True,
+        rel)``: it is the source's ``rel`` (``""``: the source itself);
+        where the source is inside the destination's ``rel``, ``(False,
+        rel)``; None when neither holds the other.
+
+        On the filesystem, where the paths lead decides, not how they are
+        spelt: through a symbolic link (``cp -r data link/c``, ``link ->
+        data``) the copies landed in ``data/c/``, which the listing, walking
+        the tree as it goes, came to and copied again, into ``data/c/c/``.
+        """
+        src, dst, prefix, into = self._src, self._dst, self._prefix, self._into
+        if not self._same_store:
+            return None
+        if src.scheme == "file" and dst.scheme == "file":
+            source = os.path.realpath(path_of(src.bucket, src.name.rstrip("/")))
+            target = os.path.realpath(path_of(dst.bucket, dst.name.rstrip("/")))
+            if target == source:
+                return True, ""
+            if target.startswith(source.rstrip("/") + "/"):
+                return True, target[len(source.rstrip("/")) + 1:] + "/"
+            if source.startswith(target.rstrip("/") + "/"):
+                return False, source[len(target.rstrip("/")) + 1:] + "/"
+            return None
+        if src.bucket != dst.bucket:
+            return None
+        if into.startswith(prefix):
+            return True, into[len(prefix):]
+        if prefix.startswith(into):
+            return False, prefix[len(into):]
+        return None
 
     def _url(self, name: str) -> str:
         return format_url(self._src.scheme, self._src.bucket, name)

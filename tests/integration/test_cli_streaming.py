@@ -130,6 +130,40 @@ def test_cp_r_into_an_empty_folder_of_itself_copies_each_object_once(  # type: i
     assert copies == {"src/c/" + n[4:]: n.encode() for n in names}
 
 
+# A folder made in a console ("Create folder") is a placeholder object
+# "src/c/": the folder is empty, and cp -r into it copied (it was refused as
+# a folder copied into itself once cp -r copied as it listed).
+@pytest.mark.parametrize("face", ["gcs", "s3"])
+def test_cp_r_into_a_placeholder_folder_of_itself_copies(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str, face: str) -> None:
+    for name in ("src/a", "src/b", "src/c/"):
+        emulator.store.put(bucket, name, name.encode())
+    argv = (["cp", "-r", f"gs://{bucket}/src", f"gs://{bucket}/src/c"] if face == "gcs" else
+            ["cp", "-r", f"s3://{bucket}/src", f"s3://{bucket}/src/c",
+             "--s3-endpoint", emulator.s3_endpoint])
+    assert run(*argv) == (0, "copied 2 file(s), 10 bytes\n", "")
+    assert list(emulator.store.bucket(bucket).names) == [
+        "src/a", "src/b", "src/c/", "src/c/a", "src/c/b"]
+    assert bytes(emulator.store.get(bucket, "src/c/a").data) == b"src/a"
+
+
+# gs:// and s3:// reach one bucket here (as GCS's S3 endpoint does): two
+# stores, so nothing is refused, but the destination folder, empty when the
+# copy starts, is left out of the listing, which came to the copies and
+# copied them again (into src/c/c/..., until a name grew past 1024 bytes).
+def test_cp_r_between_two_faces_of_one_bucket_copies_each_object_once(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str) -> None:
+    # Long names: without the fix the copies of copies end after a few rounds.
+    names = [f"src/{i:04d}" + "n" * 1000 for i in range(1100)]
+    for name in names:
+        emulator.store.put(bucket, name, b"o")
+    code, out, err = run("cp", "-r", f"gs://{bucket}/src", f"s3://{bucket}/src/c",
+                         "--s3-endpoint", emulator.s3_endpoint)
+    assert (code, out, err) == (0, f"copied {len(names)} file(s), {len(names)} bytes\n", "")
+    assert list(emulator.store.bucket(bucket).names) == sorted(
+        names + ["src/c/" + name[4:] for name in names])
+
+
 def test_cp_r_into_an_empty_directory_of_itself_copies_each_file_once(  # type: ignore[no-untyped-def]
         run, tmp_path: Path) -> None:
     src = tmp_path / "src"
@@ -140,6 +174,34 @@ def test_cp_r_into_an_empty_directory_of_itself_copies_each_file_once(  # type: 
     assert run("cp", "-r", str(src), str(src / "c"))[:2] == (0, "copied 31 file(s), 31 bytes\n")
     assert sorted(p.relative_to(src / "c").as_posix() for p in (src / "c").rglob("*")
                   if p.is_file()) == sorted([f"a{i:02d}" for i in range(30)] + ["d/z"])
+
+
+# Through a symbolic link the two paths do not say that one directory is
+# inside the other: the copies landed in src/c/, which the listing, walking
+# the tree as its pages are taken, came to after the first page's copies
+# were made, and copied again into src/c/c/. More than a page of files,
+# so that the listing reaches c/ only after copies were made there.
+@pytest.mark.parametrize(("src", "dst"), [("src", "link/c"), ("link", "src/c"),
+                                          ("link", "link/c")])
+def test_cp_r_into_its_own_directory_through_a_link_copies_each_file_once(  # type: ignore[no-untyped-def]
+        run, tmp_path: Path, src: str, dst: str) -> None:
+    real = tmp_path / "src"
+    (real / "c").mkdir(parents=True)
+    names = [f"a{i:04d}" for i in range(1100)]
+    for name in names:
+        (real / name).write_bytes(b"A")
+    (tmp_path / "link").symlink_to(real)
+    code, out, _ = run("cp", "-r", str(tmp_path / src), str(tmp_path / dst))
+    assert (code, out) == (0, f"copied {len(names)} file(s), {len(names)} bytes\n")
+    assert sorted(p.relative_to(real / "c").as_posix() for p in (real / "c").rglob("*")) \
+        == names
+    # And where the copies would land on sources, it is refused before any copy.
+    (real / "c" / "c").mkdir()
+    (real / "c" / "c" / "x").write_bytes(b"X")
+    code, out, err = run("cp", "-r", str(tmp_path / src), str(tmp_path / dst))
+    assert (code, out) == (1, ""), err
+    assert "(a folder copied into itself)" in err and "nothing was copied" in err, err
+    assert sum(1 for p in real.rglob("*") if p.is_file()) == 2 * len(names) + 1
 
 
 # Whether a copy lands on a source is decided from the URLs and one
