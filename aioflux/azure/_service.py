@@ -153,7 +153,15 @@ class BlobService:
         return url, {}
 
     def remember(self, etag: str) -> int:
-        """The generation of ``etag`` (see :meth:`EtagMemory.remember`)."""
+        """The generation of ``etag``; a hashed one is remembered, so that
+        it maps back to its ETag.
+
+        Args:
+            etag: an ETag.
+
+        Returns:
+            Its generation.
+        """
         return self._etags.remember(etag)
 
     async def etag_for(self, container: str, name: str, generation: int) -> str | None:
