@@ -29,6 +29,7 @@ nothing is published but files that had finished (exit 130, or 143).
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import AsyncIterator, Iterable
 
 from .._core.crc import crc32c_combine, encode_crc32c
@@ -182,6 +183,7 @@ def _cp(args: argparse.Namespace) -> int:
                 folder, items, total = None, [item], item.src.size
             progress = Progress(total, "cp", enabled=args.progress)
             copied = size = 0
+            finished = False
             try:
                 # Copies start as the listing brings their objects, --jobs at
                 # once, each slot refilled as its copy ends (in order, one
@@ -193,8 +195,14 @@ def _cp(args: argparse.Namespace) -> int:
                                             limit=args.jobs, ordered=False):
                     copied += 1
                     size += done.src.size
+                finished = True
             finally:
                 progress.close()
+                if not finished and copied:
+                    # Copying as the listing comes, a failure (or Ctrl-C)
+                    # can stop cp with much already copied: say how much.
+                    print(f"aioflux cp: copied {copied} file(s), {size} bytes before stopping",
+                          file=sys.stderr)
             return copied, size, folder.refused if folder is not None else 0
 
     count, total, refused = run_command(run())

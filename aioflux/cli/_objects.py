@@ -420,11 +420,16 @@ async def _delete(targets: AsyncIterator[_Target]) -> tuple[int, int]:
     def weight(job: _Target | _Batch) -> int:
         return _RM_CONCURRENCY if isinstance(job, _Batch) else 1
 
-    # In order, as gather_bounded ran them: deletes take alike, and an
-    # unordered window waits on all 32 at each step (8x the CPU on 200,000
-    # deletes of files).
-    async for _ in window(_jobs(targets), delete, limit=_RM_CONCURRENCY, weight=weight):
-        pass
+    # In order, as gather_bounded ran them: deletes take alike.
+    try:
+        async for _ in window(_jobs(targets), delete, limit=_RM_CONCURRENCY, weight=weight):
+            pass
+    except BaseException:
+        # Deleting as the listing comes, a failure (or Ctrl-C) can stop rm
+        # with much already gone: say how much, beside the error.
+        if removed:
+            print(f"aioflux rm: removed {removed} object(s) before stopping", file=sys.stderr)
+        raise
     return removed, failed
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -381,7 +382,8 @@ _STOPPED = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminat
 def _interrupt(proc: subprocess.Popen[str], sig: signal.Signals = signal.SIGINT,
                then: Callable[[], None] = lambda: None) -> None:
     """SIGINT (or SIGTERM), then ``then()``, then: exit 130 (143), one line
-    on stderr, nothing on stdout. Not timed against the clock (a loaded
+    on stderr (after the count of files copied before, if any), nothing on
+    stdout. Not timed against the clock (a loaded
     machine may take seconds to run the exit): the callers check by counts
     that the work stopped (files left unpublished, a 17 s part never
     finished), and 10 s bounds a hang."""
@@ -395,7 +397,11 @@ def _interrupt(proc: subprocess.Popen[str], sig: signal.Signals = signal.SIGINT,
         proc.communicate()
         pytest.fail(f"cp still running 10 s after {sig.name}")
     assert proc.returncode == code, err
-    assert (out, err) == ("", f"aioflux cp: {word}\n")
+    *before, last = err.splitlines()
+    assert (out, last) == ("", f"aioflux cp: {word}"), err
+    assert len(before) <= 1 and all(re.fullmatch(
+        r"aioflux cp: copied \d+ file\(s\), \d+ bytes before stopping", line)
+        for line in before), err
 
 
 def _published(emulator: Emulator, bucket: str) -> dict[str, bytes]:

@@ -12,6 +12,7 @@ mean the plan grows with the listing. Bounds are counts, never times.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from aioflux.testing import Emulator
+from aioflux.testing._errors import ApiError
 
 _PAGES = 3  # of 1000 objects: the listing's last page comes after the first two
 _OBJECTS = 2500
@@ -273,3 +275,48 @@ def test_rm_r_of_several_urls_fails_before_any_delete_if_one_matches_nothing(  #
     # A URL inside another's folder is matched too, then deleted once.
     assert run("rm", "-r", f"gs://{bucket}/r", f"gs://{bucket}/r/o0001") == (
         0, "removed 5 object(s)\n", "")
+
+
+def _refuse(emulator: Emulator, monkeypatch: pytest.MonkeyPatch, method: str,
+            name: str) -> None:
+    """The emulator's ``method`` refuses ``name`` (403), as a bucket whose
+    policy denies part of a folder does."""
+    real = getattr(emulator.store, method)
+
+    def refusing(bucket: str, key: str, *args: Any, **kwargs: Any) -> Any:
+        if key == name:
+            raise ApiError(403, "forbidden", f"{method} of {key} is not allowed")
+        return real(bucket, key, *args, **kwargs)
+
+    monkeypatch.setattr(emulator.store, method, refusing)
+
+
+def _before_stopping(err: str, what: str) -> int:
+    found = re.search(rf"{what} (\d+) (?:object|file)\(s\).* before stopping", err)
+    assert found is not None, err
+    return int(found.group(1))
+
+
+def test_rm_r_stopped_partway_says_how_much_it_removed(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Deleting as it lists, rm can stop with thousands already gone; it
+    # used to print only the error, as if nothing had been removed.
+    _fill(emulator, bucket, "r/")
+    _refuse(emulator, monkeypatch, "delete", "r/o2000")
+    code, out, err = run("rm", "-r", f"gs://{bucket}/r")
+    assert code != 0 and out == "" and "r/o2000" in err
+    removed = _OBJECTS - len(list(emulator.store.bucket(bucket).names))
+    said = _before_stopping(err, "removed")
+    # Deletes cancelled in flight may have landed unseen: at most what went.
+    assert 1000 <= said <= removed, (said, removed)
+
+
+def test_cp_r_stopped_partway_says_how_much_it_copied(  # type: ignore[no-untyped-def]
+        run, emulator: Emulator, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fill(emulator, bucket, "src/")
+    _refuse(emulator, monkeypatch, "put", "dst/o2000")
+    code, out, err = run("cp", "-r", f"gs://{bucket}/src", f"gs://{bucket}/dst")
+    assert code != 0 and out == "" and "dst/o2000" in err
+    copied = sum(n.startswith("dst/") for n in emulator.store.bucket(bucket).names)
+    said = _before_stopping(err, "copied")
+    assert 1000 <= said <= copied, (said, copied)
