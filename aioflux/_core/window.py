@@ -88,7 +88,7 @@ async def window(source: Iterable[K] | AsyncIterable[K], job: Callable[[K], Awai
     pending: deque[tuple[K, asyncio.Future[V]]] = deque()
     running: dict[asyncio.Future[V], K] = {}
     finished: deque[asyncio.Future[V]] = deque()
-    arrival: list[asyncio.Future[None]] = []  # the unordered take() waiting, if any
+    arrival: asyncio.Future[None] | None = None  # the unordered take() waiting, if any
     loop = asyncio.get_running_loop()
     load = 0
     # Without a byte bound ``held`` and ``size`` stay 0 and never stop an item.
@@ -112,18 +112,18 @@ async def window(source: Iterable[K] | AsyncIterable[K], job: Callable[[K], Awai
 
     def done(future: asyncio.Future[V]) -> None:
         finished.append(future)
-        if arrival and not arrival[0].done():
-            arrival[0].set_result(None)
+        if arrival is not None and not arrival.done():
+            arrival.set_result(None)
 
     async def take() -> tuple[K, V]:
-        nonlocal load, held
+        nonlocal load, held, arrival
         if not ordered:
             while not finished:
-                arrival[:] = [loop.create_future()]
+                arrival = loop.create_future()
                 try:
-                    await arrival[0]
+                    await arrival
                 finally:
-                    arrival.clear()
+                    arrival = None
             future = finished.popleft()
             item = running.pop(future)
         else:

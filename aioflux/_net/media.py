@@ -177,9 +177,9 @@ class _Read:
         self.end = end
         self.caller_buffer = into
         self.total = size
-        #: where ``total`` came from: the caller (a listing, a stat), else
-        #: the header of the answer that first stated it
-        self.total_from = "its known size" if size is not None else ""
+        #: the answer header that first stated ``total`` (None: the caller
+        #: gave it, from a listing or a stat); named only in an error
+        self.total_source: str | None = None
         self.crc = crc
         self.verify = verify
         self.want_crc = want_crc
@@ -270,8 +270,10 @@ class _Read:
         # unheeded), or the size stated was never its own. A replaced object
         # under a pin is the server's 404 or 412 instead, before any range
         # is looked at, and stays that.
+        stated = ("its known size" if self.total_source is None
+                  else f"the size its {self.total_source} stated")
         return ProtocolError(f"{self.where} failed: a range from byte {p}, below "
-                             f"{self.total_from} ({self.total} bytes), is past its end "
+                             f"{stated} ({self.total} bytes), is past its end "
                              f"(HTTP 416): the object is shorter than that (it shrank, or "
                              f"that size was wrong)",
                              operation=self.op.operation, bucket=self.op.bucket,
@@ -284,7 +286,7 @@ class _Read:
             raise self._protocol(f"{source} says the object has {total} bytes, expected "
                                  f"{self.total}", status)
         if self.total is None:
-            self.total_from = f"the size its {source} stated"
+            self.total_source = source
         self.total = total
 
     def _check_head(self, resp: MediaResponse, p: int) -> int:
