@@ -60,7 +60,8 @@ def _check_urls(op: str, urls: object) -> None:
 
 
 async def alist_files(url: _URLs, *, client: AnyClient | None = None,
-                      concurrency: int = DEFAULT_LIST_CONCURRENCY) -> AsyncGenerator[str, None]:
+                      concurrency: int = DEFAULT_LIST_CONCURRENCY,
+                      ordered: bool = False) -> AsyncGenerator[str, None]:
     """Yield the URL of every object under each prefix URL.
 
     A prefix is a name prefix, as the S3 IO DataPipes' lister takes it:
@@ -72,12 +73,15 @@ async def alist_files(url: _URLs, *, client: AnyClient | None = None,
             path as ``str`` or ``os.PathLike``) or several.
         client: the client for ``gs://`` URLs (default: the process-wide one).
         concurrency: parallel listers per prefix.
+        ordered: each prefix's URLs in name order, the same every run (the
+            listers still run in parallel, handing their key ranges over
+            lowest first); else in the order their pages arrive.
 
     Yields:
         Object URLs (folder placeholders and composites skipped), prefix
-        after prefix, each prefix's in the order its parallel listers bring
-        their pages: name order within a page, not across pages (sort
-        them, or pass ``concurrency=1``, for name order).
+        after prefix; each prefix's in name order with ``ordered``, else in
+        the order its parallel listers bring their pages (name order
+        within a page, not across pages).
 
     Raises:
         InvalidURL: a malformed URL.
@@ -86,19 +90,21 @@ async def alist_files(url: _URLs, *, client: AnyClient | None = None,
     for one in _urls(url):
         store, parsed = store_for_url(one, client)
         async with aclosing(iter_objects(store, parsed.bucket, parsed.name,
-                                         concurrency=concurrency)) as objs:
+                                         concurrency=concurrency, ordered=ordered)) as objs:
             async for obj in objs:
                 yield obj.url
 
 
 def list_files(url: _URLs, *, client: AnyClient | None = None,
-               concurrency: int = DEFAULT_LIST_CONCURRENCY) -> Iterator[str]:
+               concurrency: int = DEFAULT_LIST_CONCURRENCY,
+               ordered: bool = False) -> Iterator[str]:
     """Blocking :func:`alist_files`.
 
     Args:
         url: one prefix URL or several.
         client: the client for ``gs://`` URLs (default: the process-wide one).
         concurrency: parallel listers per prefix.
+        ordered: each prefix's URLs in name order (see :func:`alist_files`).
 
     Returns:
         An iterator of object URLs, in :func:`alist_files`' order.
@@ -112,10 +118,11 @@ def list_files(url: _URLs, *, client: AnyClient | None = None,
         parse_url(one)
     check_instance("list_files", "client", client, (ObjectStore, Client), optional=True)
     check_int("list_files", "concurrency", concurrency, minimum=1)
+    check_bool("list_files", "ordered", ordered)
     # The portal's pump: Ctrl-C cancels the listing and waits for it before
     # closing it, and an iterator the garbage collector finalizes on the
     # portal thread cancels it instead of blocking there.
-    return iterate(alist_files(url, client=client, concurrency=concurrency),
+    return iterate(alist_files(url, client=client, concurrency=concurrency, ordered=ordered),
                    batch=_LIST_BATCH)
 
 

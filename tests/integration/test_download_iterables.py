@@ -81,3 +81,16 @@ async def test_ordered_stream_is_name_order_across_parallel_listers(
            async for item in client.stream(f"gs://{bucket}/o/", ordered=True)]
     assert [name for name, _ in got] == names
     assert all(data == name.encode() for name, data in got)
+
+
+async def test_ordered_list_files_is_in_name_order(client: AsyncClient, sync_client: Client,
+                                                   emulator: Emulator, bucket: str) -> None:
+    # Three pages and more, split among the parallel listers (the engine's
+    # ordering under every interleaving: tests/unit/test_stream_order.py).
+    data = seed(emulator, bucket, 2500, 1)
+    want = sorted(data)
+    got = [u async for u in alist_files(f"gs://{bucket}/p/", client=client, concurrency=8,
+                                        ordered=True)]
+    assert got == want
+    assert list(list_files([f"gs://{bucket}/p/"], client=sync_client, concurrency=8,
+                           ordered=True)) == want
