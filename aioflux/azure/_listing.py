@@ -7,6 +7,9 @@ has neither a start nor an end offset: a listing from ``start_offset``
 pages from the prefix and drops the names outside the offsets
 (``StoreFeatures`` says so: parallel listers do not split such a store).
 Names that XML cannot carry come percent-encoded (``<Name Encoded="true">``).
+On an account with a hierarchical namespace, a flat listing names each
+directory too (a 0-byte entry whose ``ResourceType`` is ``directory``):
+directories are no objects, and are left out as other stores' folders are.
 
 Azure's order is not Python's: a flat account sorts by UTF-16 code units
 (U+1F600 before U+E000), a hierarchical-namespace account by path
@@ -115,6 +118,10 @@ def _read_page(store: Lister, container: str, root: Any, op: Op, start_offset: s
         if (start_offset and name < start_offset) or (end_offset and name >= end_offset):
             continue
         props = blob.find("Properties")
+        if props is not None and props.findtext("ResourceType") == "directory":
+            # A hierarchical namespace's directory (abfss:// accounts) is
+            # listed as a 0-byte blob: a folder, not an object to read or copy.
+            continue
         size = props.findtext("Content-Length") if props is not None else None
         if not size or not size.isdigit():
             raise ProtocolError(f"{describe('list', container, name[:200], 'az')} failed: "

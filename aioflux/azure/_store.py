@@ -456,7 +456,9 @@ class AzureStore(BlobService):
             generation: delete only this version (else NotFound).
             if_generation_match: precondition (else PreconditionFailed).
             missing_ok: treat "already gone" as success: the blob, or the
-                generation asked for (replaced since), as on GCS.
+                generation asked for (replaced since), as on GCS. A blob
+                found gone by a retried attempt is success either way (the
+                attempt before it, its answer lost, may have deleted it).
 
         Raises:
             NotFound: no such blob, or not that generation (unless ``missing_ok``).
@@ -496,10 +498,19 @@ class AzureStore(BlobService):
                     raise failed(op, pin)
         try:
             await self.delete_request(bucket, name, etag)
-        except NotFound:
-            if not missing_ok:
+        except NotFound as exc:
+            # A 404 to a retry: the attempt before it (its answer lost, or
+            # a 500 after the work) may have deleted the blob; gone is what
+            # was asked, as on GCS.
+            if not missing_ok and exc.attempts < 2:
                 raise
         except PreconditionFailed as exc:
+            # So may a 412 to a retry pinned to the blob's ETag (Azurite
+            # answers If-Match on a blob gone meanwhile 412, not 404): a
+            # blob gone since is that delete's.
+            if exc.attempts >= 2 and etag is not None \
+                    and not await self.exists(bucket, name):
+                return
             if generation is None:
                 raise
             if not missing_ok:

@@ -333,6 +333,40 @@ async def test_azures_own_order_lists(names: tuple[str, ...]) -> None:
         assert [o.name async for o in store.list_objects("ctr")] == list(names)
 
 
+def _hns_page(delimited: bool) -> bytes:
+    # What List Blobs answers on an account with a hierarchical namespace
+    # (API 2020-10-02 on): every directory is an entry too, 0 bytes, marked
+    # by its ResourceType (and azure's hdi_isfolder metadata).
+    def entry(name: str, kind: str, size: int) -> str:
+        meta = "<Metadata><hdi_isfolder>true</hdi_isfolder></Metadata>" if kind == "directory" \
+            else ""
+        return (f"<Blob><Name>{name}</Name><Properties><Content-Length>{size}</Content-Length>"
+                f"<Etag>0x{len(name):X}</Etag><ResourceType>{kind}</ResourceType></Properties>"
+                f"{meta}</Blob>")
+
+    if delimited:
+        blobs = entry("data", "directory", 0) + "<BlobPrefix><Name>data/</Name></BlobPrefix>" \
+            + entry("top.bin", "file", 3)
+    else:
+        blobs = "".join((entry("data", "directory", 0), entry("data/a.bin", "file", 5),
+                         entry("data/sub", "directory", 0), entry("data/sub/b.bin", "file", 7),
+                         entry("top.bin", "file", 3)))
+    return (f'<?xml version="1.0" encoding="utf-8"?><EnumerationResults><Blobs>{blobs}'
+            f"</Blobs><NextMarker/></EnumerationResults>").encode()
+
+
+async def test_a_hierarchical_namespaces_directories_are_not_listed_as_blobs() -> None:
+    # Else every directory of an abfss:// account was a 0-byte object: read
+    # as an empty sample, copied as an empty file where a folder belongs.
+    pages = iter([_hns_page(False), _hns_page(True)])
+    server = Script(lambda m, t, h: http("200 OK", next(pages)))
+    async with server as base, store_at(base) as store:
+        flat = [(o.name, o.size) async for o in store.list_objects("ctr")]
+        (page,) = [p async for p in store.list("ctr", delimiter="/")]
+    assert flat == [("data/a.bin", 5), ("data/sub/b.bin", 7), ("top.bin", 3)]
+    assert [o.name for o in page.objects] == ["top.bin"] and page.prefixes == ["data/"]
+
+
 async def test_names_past_the_end_offset_are_dropped_not_the_end_of_the_listing() -> None:
     # In path order "Path A/dat1" (past the end: '/' > '.') comes before
     # "Path A-B" (below it: '-' < '.'): the listing goes on past the first
