@@ -51,6 +51,7 @@ _MD5_OF = Callable[[Mapping[str, str]], "str | None"]
 _PIN_OF = Callable[[Mapping[str, str]], "dict[str, str]"]
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)\s*")
+_EMPTY_RANGE = re.compile(r"bytes\s+0--1/0\s*")
 _TRANSFORMED = "x-guploader-response-body-transformations"
 
 
@@ -297,7 +298,14 @@ class _Read:
             stored = headers.get("x-goog-stored-content-length", "")
             if stored.isascii() and stored.isdigit():
                 self._learn_total(int(stored), "x-goog-stored-content-length", status)
-        if status == 206:
+        if status == 206 and p == 0 and resp.expected in (0, None) \
+                and _EMPTY_RANGE.fullmatch(headers.get("content-range") or ""):
+            # Azurite answers the first byte of an empty blob with the range
+            # ``bytes 0--1/0`` and no body: the whole object, as a 200 with
+            # nothing in it would be.
+            self._learn_total(0, "Content-Range", status)
+            length = 0
+        elif status == 206:
             value = headers.get("content-range")
             parsed = parse_content_range(value)
             if parsed is None:
