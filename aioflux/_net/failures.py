@@ -16,6 +16,7 @@ import copy
 import json
 import re
 import ssl
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import aiohttp
@@ -117,6 +118,7 @@ async def error_from_response(resp: HttpResponse, op: Op) -> StorageError:
     """The typed error of a response with an error status (its body read, capped)."""
     body = await resp.content.read(_MAX_ERROR_BODY)
     message, reason = parse_error_body(body)
+    reason = reason or _header_code(resp.headers)
     return _with_retry_after(
         error_for_status(resp.status, message or (resp.reason or ""), operation=op.operation,
                          bucket=op.bucket, name=op.name, reason=reason, scheme=op.scheme),
@@ -219,11 +221,19 @@ def _too_large(resp: HttpResponse, op: Op, what: str, then: str) -> ProtocolErro
 
 def error_from_media(resp: MediaResponse, op: Op) -> StorageError:
     message, reason = parse_error_body(bytes(resp.body or b""))
+    reason = reason or _header_code(resp.headers)
     return _with_retry_after(
         error_for_status(resp.status, message, operation=op.operation, bucket=op.bucket,
                          name=op.name, reason=reason, scheme=op.scheme),
         resp.headers.get("retry-after"),
     )
+
+
+def _header_code(headers: Mapping[str, str]) -> str:
+    """Azure's error code from its header: a HEAD's error has no body to
+    name it (a missing blob and a missing container are both a bare 404)."""
+    code = headers.get("x-ms-error-code", "")
+    return code if code.isascii() and code.isalnum() and len(code) <= 64 else ""
 
 
 def parse_error_body(body: bytes) -> tuple[str, str]:

@@ -417,3 +417,16 @@ async def test_an_upload_deleted_before_its_check_is_the_writes_not_found(
     with pytest.raises(NotFound, match=rf"^write az://{container}/up") as gone:
         await upload.finish(3, memoryview(data)[2000:], _running(data))
     assert gone.value.operation == "write"
+
+
+async def test_a_head_without_a_body_keeps_azures_error_code(
+        az: tuple[AzureStore, str]) -> None:
+    # A HEAD's error has no body to carry <Error><Code>: Azure names it in
+    # x-ms-error-code, which told a missing blob from a missing container.
+    store, container = az
+    with pytest.raises(NotFound) as blob:
+        await store.stat(container, "no-such-blob")
+    assert blob.value.reason == "BlobNotFound"
+    with pytest.raises(NotFound) as gone:
+        await store.stat(unique_bucket("az-missing"), "x")
+    assert gone.value.reason == "ContainerNotFound"
