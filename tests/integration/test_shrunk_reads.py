@@ -20,6 +20,7 @@ import pytest
 
 from aioflux import (
     AsyncClient,
+    ChecksumMismatch,
     ClientConfig,
     DownloadOptions,
     ObjectInfo,
@@ -100,6 +101,27 @@ def test_object_reader_past_the_end_of_a_shrunk_object(
         with pytest.raises(ProtocolError) as caught:
             reader.read(100 if how == "small read" else MiB)
     _names_the_size(caught.value, info)
+
+
+@pytest.mark.parametrize("how", ["small read", "block"])
+def test_a_recent_info_of_a_shrunk_object_reads_it_as_it_is_now(
+        store: Any, emulator: Emulator, bucket: str, monkeypatch: pytest.MonkeyPatch,
+        how: str) -> None:
+    # Opened on a cached info (a listing's): nothing was handed out when the
+    # 416 came, so the store says what the object is now (the same version,
+    # 10 bytes), as it does when a cached version is gone.
+    info = _written(store, bucket)
+    _shrink_in_place(emulator, bucket, b"0123456789", monkeypatch)
+    with ObjectReader(store, bucket, NAME, options=READER, info=info, recent=True) as reader:
+        reader.seek(2 * MiB)
+        assert reader.read(100 if how == "small read" else MiB) == b""
+        assert (reader.size, reader.info.generation) == (10, info.generation)
+        reader.seek(0)
+        if info.scheme == "gs":
+            assert reader.read() == b"0123456789"
+        else:  # the ETag kept is the MD5 of the old bytes: these are not its
+            with pytest.raises(ChecksumMismatch, match="MD5"):
+                reader.read()
 
 
 def test_the_planner_keeps_its_error_for_a_shrunk_object(

@@ -1,0 +1,136 @@
+"""Which version the reader reads: the one its info names, until a read
+shows that info was stale (``recent``) or a stat begun beside the first
+GETs names another (``stat_beside``).
+
+Both happen before any byte is handed out, so switching to the store's
+current version loses nothing: what was fetched of the old one is dropped
+and the front-to-back check starts over on the new one.
+"""
+
+from __future__ import annotations
+
+from .._core.errors import ChecksumMismatch, NotFound, PreconditionFailed, ProtocolError
+from .._core.types import ObjectInfo
+from .reader_blocks import BlockWindow
+from .reader_check import FrontToBackCheck
+
+__all__ = ["VersionedReads"]
+
+
+class VersionedReads(BlockWindow, FrontToBackCheck):
+    """Blocks of the version being read, and the switch to another."""
+
+    # ``info`` came from a cache and no read has confirmed it yet.
+    _recent: bool
+
+    def _adopt(self, info: ObjectInfo) -> None:
+        """Read the version ``info`` names (at open, or after a stale one)."""
+        self.info = info
+        self.size = info.size
+        self._start_check(info, self._client.config.verify_crc32c, self._stat is not None)
+
+    def _block(self, index: int) -> tuple[bytearray, int | None]:
+        """Block ``index`` (waited for), with read-ahead scheduled past it.
+
+        After a stale recent info, the current version may end before the
+        block: then it is empty and the position is past the (new) size.
+        """
+        self._schedule(index)
+        outcome = self._fetch(index).result()
+        if isinstance(outcome, Exception):
+            # The read-ahead is dropped (blocks ahead may fail alike, or be
+            # failing now), so that reading again once the store is back
+            # fetches anew instead of raising this error forever.
+            self._drop_blocks()
+            if not self._recover(outcome):
+                raise outcome
+        elif self._settle():
+            self._recent = False
+            return outcome
+        # The version fetched is gone, or a stat beside found another: the
+        # current one, from this block on.
+        if self._pos >= self.size:
+            return bytearray(), None
+        return self._block(index)
+
+    def _confirm_end(self, count: int) -> None:
+        """Nothing read yet, and at or past the end a cache named: the store
+        says where the end is now (no block fetch would find out). An empty
+        object (no block to account) is held to its checksum here: a size
+        of 0 beside the crc32c of other bytes is not an empty object."""
+        if count == 0:
+            return
+        if self._recent and self._pos >= self.size:
+            self._restat()
+        if self.size == 0:
+            self._settle()  # the checksums a stat beside gives, or its other version
+            if self.size == 0:
+                self._check_whole()
+
+    def _recover(self, exc: Exception) -> bool:
+        """Whether ``exc``, the first read's, says the version a recent info
+        named is no longer the object (nothing was handed out yet); then the
+        object was stat'ed again (a deleted one raises NotFound) and reads
+        go on at its current version.
+
+        A read pinned to that version finds it gone (NotFound, or S3's and
+        Azure's 412). One that cannot tell versions apart finds another
+        size instead: a 416 below the size the cache named, another length
+        stated (ProtocolError), a store comparing sizes itself
+        (ChecksumMismatch). That happens when the info carries no version
+        (generation 0: an S3-compatible listing without ETags) or the
+        change kept it (a file rewritten keeping its modification time:
+        ``cp -p``, ``rsync -t``, two writes within one timestamp tick). Then
+        the stat decides: another version or size, and the cache was
+        stale; the same, and the error is the read's own, raised.
+        """
+        if not self._recent:
+            return False
+        if isinstance(exc, NotFound | PreconditionFailed):
+            self._drop_blocks()
+            self._restat()
+            return True
+        if not isinstance(exc, ProtocolError | ChecksumMismatch):
+            return False
+        self._drop_blocks()
+        self._recent = False  # asked once: a second error is the read's own
+        current = self._portal.call(self._client.stat(self.bucket, self.name))
+        if current.generation == self.info.generation and current.size == self.size:
+            return False
+        self._restat(current)
+        return True
+
+    def _restat(self, current: ObjectInfo | None = None) -> None:
+        """Read the version the store has now (a recent info was stale): the
+        one ``current`` names, else the one a stat finds."""
+        self._recent = False
+        if self._stat is not None:
+            self._stat.cancel()  # asked before the version changed, perhaps
+            self._stat = None
+        self._adopt(current or self._portal.call(self._client.stat(self.bucket, self.name)))
+
+    def _settle(self) -> bool:
+        """The stat begun beside the first GETs (``stat_beside``) adopted,
+        before any byte is handed out. False: it found another version than
+        the one the GETs were pinned to (a listing gone stale): what they
+        fetched is dropped, and the caller reads again at the stat's."""
+        pending = self._stat
+        if pending is None:
+            return True
+        try:
+            current = pending.result()
+        except Exception:
+            # Asked again by the next read: no byte goes out unchecked.
+            self._stat = self._portal.submit(self._client.stat(self.bucket, self.name))
+            self._drop_blocks()
+            raise
+        self._stat = None
+        if current.generation == self.info.generation and current.size == self.size:
+            # Nothing was handed out, so nothing accounted: adopting starts
+            # the front-to-back check on the bytes already fetched (their
+            # crc32c worked out, see _want_crc).
+            self._adopt(current)
+            return True
+        self._drop_blocks()
+        self._restat(current)
+        return False
