@@ -25,6 +25,17 @@ if TYPE_CHECKING:
 
 __all__ = ["Block", "BlockWindow", "Outcome"]
 
+# Held while a forked child's thread adopts a reader copied from its parent.
+_adopting = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _adopting
+    _adopting = threading.Lock()  # a parent's thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
 # A block's bytes and crc32c, or the error that fetching it ended with.
 Outcome = tuple[bytearray, int | None] | Exception
 Block = concurrent.futures.Future[Outcome]
@@ -120,16 +131,24 @@ class BlockWindow(io.RawIOBase):
             self._blocks.clear()
 
     def _adopt_after_fork(self) -> None:
-        if self._pid != os.getpid():
+        if self._pid == os.getpid():
+            return
+        # Once, whichever of the child's threads reads first: two adopting
+        # at once each put in a lock of their own, and their reads ran side
+        # by side. The reader's own lock cannot guard this: a parent's
+        # thread may have held it at the fork.
+        with _adopting:
+            if self._pid == os.getpid():
+                return
             # A forked child's copy (a DataLoader worker reading a file its
             # parent opened): the parent's read-ahead never completes here,
             # and its futures' locks may be frozen mid-use. Forget it and
             # fetch on this process's loop.
-            self._pid, self._portal, self._blocks = os.getpid(), get_portal(), {}
+            self._portal, self._blocks = get_portal(), {}
             if self._stat is not None:  # the parent's never completes here
                 self._stat = self._portal.submit(self._client.stat(self.bucket, self.name))
-            # A parent's thread may have held it at the fork.
             self._lock = threading.RLock()
+            self._pid = os.getpid()  # last: the other threads wait until all is set
 
     def _locked(self) -> threading.RLock:
         """The lock, after the adoption a forked child's copy needs first."""

@@ -132,3 +132,42 @@ def test_a_read_that_waited_out_a_close_fetches_nothing(
     assert isinstance(outcome[0], InvalidArgument), outcome
     assert "closed" in str(outcome[0])
     assert seen == [] and r._blocks == {}
+
+
+def test_threads_of_a_forked_child_adopt_its_copy_once(
+        monkeypatch: pytest.MonkeyPatch, sync_client: Client, bucket: str,
+        blob: bytes) -> None:
+    # A forked child's copy (here: a reader whose pid is not this process's)
+    # is adopted by the first read. Two threads reading it at once each
+    # adopted it and each put in a lock of its own: their reads then ran
+    # side by side, each under its own lock.
+    from aioflux._engines import reader_blocks
+
+    reader = ObjectReader(sync_client.aio, bucket, "blob",
+                          options=ReaderOptions(block_size=BLOCK, read_ahead=2))
+    reader._pid = -1
+    both = threading.Barrier(2)
+    portal = reader_blocks.get_portal
+
+    def meeting() -> Any:
+        # Both threads meet here while adopting, unless one waits for the
+        # other to finish adopting first (then the wait gives up).
+        try:
+            both.wait(timeout=0.5)
+        except threading.BrokenBarrierError:
+            pass
+        return portal()
+
+    monkeypatch.setattr(reader_blocks, "get_portal", meeting)
+    locks: list[Any] = []
+    threads = [threading.Thread(target=lambda: locks.append(reader._locked()))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    monkeypatch.setattr(reader_blocks, "get_portal", portal)
+    assert len(locks) == 2 and locks[0] is locks[1] is reader._lock
+    assert reader._pid == os.getpid()
+    assert reader.read() == blob
+    reader.close()
