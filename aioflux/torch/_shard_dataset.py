@@ -52,10 +52,10 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     ``000123.cls`` make ``{"__key__": "000123", "__url__": shard URL,
     "jpg": bytes, "cls": bytes}``. ``format="lines"``: one sample per line
     (JSONL, text; empty lines skipped), ``bytes`` unless decoded; a shard
-    named ``*.gz`` or ``*.zst`` is decompressed whole (and read front to
-    back). Shards come from a prefix (:meth:`from_prefix`), a brace pattern
-    (``"gs://b/train-{000000..000099}.tar"``), or a list of URLs or
-    :class:`~aioflux.ObjectInfo`.
+    named ``*.gz``, ``*.zst``, ``*.bz2`` or ``*.xz`` is decompressed whole
+    (and read front to back). Shards come from a prefix (:meth:`from_prefix`),
+    a brace pattern (``"gs://b/train-{000000..000099}.tar"``, expanded as
+    webdataset expands it), or a list of URLs or :class:`~aioflux.ObjectInfo`.
 
     Each shard is indexed once: from the local index cache (keyed by the
     object's version), its ``<shard>.idx`` sidecar (written by

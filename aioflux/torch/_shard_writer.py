@@ -144,6 +144,12 @@ class ShardWriter:
             raise InvalidArgument(f"{op}: compression {compression!r} but the shards are "
                                   f"named {first.name!r}, which readers read as "
                                   f"{named or 'not compressed'}")
+        if compression not in (None, "gzip", "zstd"):
+            # Read, not written: left to the writer, such a name got the
+            # samples uncompressed under a suffix every reader decompresses.
+            raise InvalidArgument(f"{op}: the shards are named {first.name!r}, which "
+                                  f"readers read as {compression}; the writer writes gzip "
+                                  "(.gz) or zstd (.zst)")
         if compression is not None and self.format != "lines":
             raise InvalidArgument(f"{op}: compression is for format 'lines'; tar shards are "
                                   "written uncompressed (samples are read by ranged reads)")

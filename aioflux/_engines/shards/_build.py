@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 import re
+import string
 from collections.abc import Iterator, Sequence
 
 from ..._core.errors import NotFound, ShardFormatError
@@ -32,12 +33,23 @@ __all__ = ["INDEX_THREADS", "chain_counts", "expand_braces", "index_shards", "is
 INDEX_THREADS = 4
 _INDEX_READER = ReaderOptions(read_ahead=8)
 
-_BRACE = re.compile(r"\{([^{}]*)\}")
-_RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
+# webdataset expands its URL patterns with braceexpand: these are its rules
+# (ranges padded when either end is written with a leading zero, a step,
+# letters, nesting, a backslash escaping the next character), so a pattern
+# names the same shards here as there.
+_INT_RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:\.\.-?(\d+))?$")
+_CHAR_RANGE = re.compile(r"^([A-Za-z])\.\.([A-Za-z])(?:\.\.-?(\d+))?$")
+_ALPHABET = string.ascii_uppercase + string.ascii_lowercase
+_ESCAPED = re.compile(r"\\(.)")
 
 
 def expand_braces(pattern: str) -> list[str]:
-    """Expand ``{000..099}`` ranges (zero-padded as written) and ``{a,b}`` lists.
+    """Expand brace patterns as webdataset's ``braceexpand`` does.
+
+    ``{000..099}`` (padded when either end starts with ``0``), ``{0..99..10}``,
+    ``{a..f}``, ``{a,b}`` lists, nested; ``{x}`` (no range, no comma) stays
+    as written; ``\\{`` is a literal brace. A name without braces, or with
+    unbalanced ones (braceexpand refuses those), is one name, as written.
 
     Args:
         pattern: e.g. ``gs://b/train-{000000..000099}.tar``.
@@ -45,20 +57,86 @@ def expand_braces(pattern: str) -> list[str]:
     Returns:
         The names, in order.
     """
-    found = _BRACE.search(pattern)
-    if found is None:
+    if "{" not in pattern or _depths(pattern)[-1] != 0:
         return [pattern]
-    body = found.group(1)
-    numbers = _RANGE.match(body)
-    if numbers:
-        lo, hi = numbers.groups()
-        width = len(lo) if lo.startswith("0") else 0
-        step = 1 if int(hi) >= int(lo) else -1
-        choices = [str(n).zfill(width) for n in range(int(lo), int(hi) + step, step)]
-    else:
-        choices = body.split(",")
-    head, tail = pattern[:found.start()], pattern[found.end():]
-    return [name for choice in choices for name in expand_braces(head + choice + tail)]
+    return [_ESCAPED.sub(r"\1", name) for name in _expand(pattern)]
+
+
+def _depths(text: str) -> list[int]:
+    """The brace depth after each character (escaped ones count as none),
+    then the final depth; -1 once a ``}`` closes nothing."""
+    depth, out, pos = 0, [], 0
+    while pos < len(text):
+        if text[pos] == "\\":
+            out += [depth] * len(text[pos:pos + 2])
+            pos += 2
+            continue
+        if depth >= 0:
+            depth += {"{": 1, "}": -1}.get(text[pos], 0)
+        out.append(depth)
+        pos += 1
+    return [*out, depth]
+
+
+def _expand(pattern: str) -> list[str]:
+    """The names of a balanced pattern, escapes kept."""
+    parts: list[list[str]] = []
+    depth = start = pos = 0
+    while pos < len(pattern):
+        char = pattern[pos]
+        if char == "\\":
+            pos += 2
+            continue
+        if char == "{":
+            if depth == 0 and pos > start:
+                parts.append([pattern[start:pos]])
+                start = pos
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                body = pattern[start + 1:pos]
+                found = _expression(body)
+                parts.append(found if found is not None
+                             else ["{" + name + "}" for name in _expand(body)])
+                start = pos + 1
+        pos += 1
+    if start < len(pattern):
+        parts.append([pattern[start:]])
+    return ["".join(names) for names in itertools.product(*parts)]
+
+
+def _expression(body: str) -> list[str] | None:
+    """A range's or a list's names, or None for neither."""
+    found = _INT_RANGE.match(body)
+    if found is not None:
+        lo, hi, step = found.groups()
+        padded = any(end.startswith(("0", "-0")) for end in (lo, hi) if end not in ("0", "-0"))
+        width = max(len(lo), len(hi)) if padded else 0
+        a, b, by = int(lo), int(hi), int(step or 0) or 1
+        numbers = range(a, b + 1, by) if a < b else range(a, b - 1, -by)
+        return [f"{n:0{width}d}" for n in numbers]
+    found = _CHAR_RANGE.match(body)
+    if found is not None:
+        lo, hi, step = found.groups()
+        a, b, by = _ALPHABET.index(lo), _ALPHABET.index(hi), int(step or 0) or 1
+        if a < b:
+            return list(_ALPHABET[a:b + 1:by])
+        return list(_ALPHABET[a:(b or -len(_ALPHABET)) - 1:-by])
+    # A list: split at the commas outside nested braces.
+    depths = _depths(body)
+    cuts = [i for i, char in enumerate(body)
+            if char == "," and depths[i] == 0 and (i == 0 or not _escaped(body, i))]
+    if not cuts:
+        return None
+    bounds = [-1, *cuts, len(body)]
+    return [name for a, b in itertools.pairwise(bounds) for name in _expand(body[a + 1:b])]
+
+
+def _escaped(text: str, pos: int) -> bool:
+    """Whether the character at ``pos`` follows an escaping backslash."""
+    backslashes = len(text[:pos]) - len(text[:pos].rstrip("\\"))
+    return backslashes % 2 == 1
 
 
 def is_sidecar(name: str) -> bool:

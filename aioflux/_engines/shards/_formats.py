@@ -6,12 +6,15 @@ and crc32c; ``sample`` decodes one sample's region, which a reader fetched
 alone. Parquet row groups, say, would be a third format with the same two
 methods.
 
-Compression (``.gz``, ``.zst``) covers a whole shard, so offsets are in the
-decompressed data and a compressed shard is read front to back.
+Compression (``.gz``, ``.zst``; ``.bz2`` and ``.xz`` read, as webdataset's
+tarfile reads them, never written) covers a whole shard, so offsets are in
+the decompressed data and a compressed shard is read front to back.
 """
 
 from __future__ import annotations
 
+import bz2
+import lzma
 import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
@@ -41,8 +44,12 @@ class ShardFormat(Protocol):
 
 FORMATS: dict[str, ShardFormat] = {"tar": TarFormat(), "lines": LinesFormat()}
 
-# .tgz: a gzip tar, as webdataset and tar read it.
-_SUFFIXES = {".gz": "gzip", ".gzip": "gzip", ".tgz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
+# .tgz: a gzip tar, as webdataset and tar read it. bzip2 and xz are read
+# (webdataset's tarfile opens .tar.bz2 and .tar.xz): read as not compressed,
+# such a shard was a "corrupt tar header at byte 0", or its compressed bytes
+# were handed out as lines.
+_SUFFIXES = {".gz": "gzip", ".gzip": "gzip", ".tgz": "gzip", ".zst": "zstd", ".zstd": "zstd",
+             ".bz2": "bzip2", ".tbz": "bzip2", ".tbz2": "bzip2", ".xz": "xz", ".txz": "xz"}
 
 
 def format_of(op: str, name: str) -> ShardFormat:
@@ -59,7 +66,7 @@ def format_of(op: str, name: str) -> ShardFormat:
 
 
 def compression_of(name: str) -> str | None:
-    """``"gzip"``, ``"zstd"`` or None, from an object name's suffix."""
+    """``"gzip"``, ``"zstd"``, ``"bzip2"``, ``"xz"`` or None, from an object name's suffix."""
     dot = name.rfind(".")
     return _SUFFIXES.get(name[dot:].lower()) if dot >= 0 else None
 
@@ -197,6 +204,40 @@ class _Zstd(_Frames):
         return b""  # zstd keeps what it did not take: asked again with none
 
 
+class _Bzip2(_Frames):
+    kind = "bzip2"
+
+    def _new(self) -> Any:
+        return bz2.BZ2Decompressor()
+
+    def _errors(self) -> tuple[type[Exception], ...]:
+        return (OSError, ValueError)  # what bz2 raises on data that is not bzip2
+
+    def _rest(self) -> bytes:
+        return b""  # like zstd's, kept inside
+
+
+# The most memory an xz decoder may take (xz -9e's streams need 65 MiB).
+_XZ_MEMORY = 256 * 1024 * 1024
+
+
+class _Xz(_Frames):
+    kind = "xz"
+    # The xz format allows zero "stream padding" after a stream.
+    padded = True
+
+    def _new(self) -> Any:
+        # The decoder holds the dictionary the stream's header asks for: 8 MiB
+        # at xz's default preset, 64 MiB at -9; a header may ask for 1.5 GiB.
+        return lzma.LZMADecompressor(memlimit=_XZ_MEMORY)
+
+    def _errors(self) -> tuple[type[Exception], ...]:
+        return (lzma.LZMAError,)
+
+    def _rest(self) -> bytes:
+        return b""
+
+
 def zstd_module(op: str) -> Any:
     """The standard library's ``compression.zstd`` (Python 3.14), else its
     backport (``backports.zstd``, the zstd extra): zstandard's decompressor
@@ -218,7 +259,9 @@ def zstd_module(op: str) -> Any:
 
 def new_decompressor(compression: str, where: str) -> Decompressor:
     """A decompressor of ``compression`` for the shard at ``where``."""
-    return _Gzip(where) if compression == "gzip" else _Zstd(where)
+    kinds: dict[str, type[_Frames]] = {"gzip": _Gzip, "zstd": _Zstd, "bzip2": _Bzip2,
+                                       "xz": _Xz}
+    return kinds[compression](where)
 
 
 def decompressed(chunks: Iterable[bytes | memoryview], compression: str | None,

@@ -1,0 +1,90 @@
+"""Shards as other tools leave them: bzip2 and xz shards (webdataset's tarfile
+reads ``.tar.bz2`` and ``.tar.xz``), and shard lists from webdataset's brace
+patterns, on a real store."""
+
+from __future__ import annotations
+
+import bz2
+import lzma
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from aioflux import InvalidArgument, ShardFormatError
+from aioflux.torch import ShardDataset, ShardMapDataset, ShardWriter
+from tests.torch._shards_util import expected_of, jsonl, make_samples, tar_shard
+from tests.torch.conftest import Where
+
+
+def _byte_exact(samples: list[dict[str, bytes]]) -> dict[str, dict[str, bytes]]:
+    return {s["__key__"]: {k: v for k, v in s.items() if not k.startswith("__")}
+            for s in samples}
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_bzip2_and_xz_shards_are_decompressed(where: Where, tmp_path: Path) -> None:
+    shards = {name: make_samples(f"{name[:1]}/", 40, size=3000)
+              for name in ("a.tar.bz2", "b.tar.xz", "c.tbz2", "d.txz")}
+    for name, samples in shards.items():
+        data = tar_shard(samples, fmt=tarfile.GNU_FORMAT, extras=True)
+        # Two streams in one, as pbzip2 and xz -T write them.
+        half = len(data) // 2
+        pack = bz2.compress if "b" in name.split(".", 1)[1] else lzma.compress
+        where.put(name, pack(data[:half]) + pack(data[half:]))
+    ds = ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx", samples_per_read=4,
+                                  **where.kwargs)
+    assert ds.counts == [40, 40, 40, 40]
+    got = list(ds)
+    assert len(got) == 160
+    assert _byte_exact(got) == expected_of(shards)
+    table = ShardMapDataset.from_prefix(where.root, index_dir=tmp_path / "idx",
+                                        cache_dir=tmp_path / "cache", **where.kwargs)
+    assert _byte_exact([table[i] for i in (0, 79, 159)]) == {
+        k: v for k, v in expected_of(shards).items() if k in ("a/00000", "b/00039", "d/00039")}
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_bzip2_and_xz_lines_are_lines_not_compressed_bytes(where: Where,
+                                                           tmp_path: Path) -> None:
+    rows = [{"id": i, "text": "y" * (i % 70)} for i in range(200)]
+    where.put("a.jsonl.bz2", bz2.compress(jsonl(rows[:120])))
+    where.put("b.jsonl.xz", lzma.compress(jsonl(rows[120:], crlf=True)))
+    ds = ShardDataset.from_prefix(where.root, format="lines", index_dir=tmp_path / "idx",
+                                  shuffle=False, **where.kwargs)
+    assert ds.counts == [120, 80]
+    assert list(ds) == [jsonl([row]).rstrip(b"\n") for row in rows]
+
+
+def test_a_damaged_xz_shard_is_a_typed_error_naming_it(tmp_path: Path) -> None:
+    where = Where("file", f"file://{tmp_path}/root", None)
+    data = bytearray(lzma.compress(jsonl([{"id": i} for i in range(50)])))
+    data[len(data) // 2] ^= 0xFF
+    where.put("a.jsonl.xz", bytes(data))
+    with pytest.raises(ShardFormatError, match=r"a\.jsonl\.xz: corrupt xz data"):
+        ShardDataset.from_prefix(where.root, format="lines", cache_indexes=False)
+
+
+@pytest.mark.parametrize("pattern", ["s-%03d.jsonl.bz2", "s-{:03d}.jsonl.xz", "s-%03d.tar.xz"])
+def test_the_writer_refuses_names_read_as_a_compression_it_does_not_write(
+        tmp_path: Path, pattern: str) -> None:
+    # Before, the samples went out uncompressed under a suffix readers decompress.
+    with pytest.raises(InvalidArgument, match="writes gzip"):
+        ShardWriter(f"{tmp_path}/{pattern}", format="tar" if ".tar" in pattern else "lines")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_webdataset_brace_pattern_names_the_same_shards(tmp_path: Path) -> None:
+    where = Where("file", f"file://{tmp_path}/root", None)
+    shards = {f"s-{n:03d}.tar": make_samples(f"k{n}/", 3) for n in range(12)}
+    for name, samples in shards.items():
+        where.put(name, tar_shard(samples))
+    # braceexpand pads both ends to 3 digits (one of them has a leading zero).
+    padded = ShardDataset(f"{where.root}/s-{{0..011}}.tar", index_dir=tmp_path / "i")
+    assert [info.name.rsplit("/", 1)[1] for info in padded.shards] == list(shards)
+    # Nested lists name each shard once (the innermost first read s-000 twice).
+    nested = ShardDataset(f"{where.root}/s-{{000,{{001,002}}}}.tar", index_dir=tmp_path / "i",
+                          shuffle=False)
+    assert nested.counts == [3, 3, 3]
+    assert sorted(s["__key__"] for s in nested) == sorted(
+        key for n in range(3) for key, _ in shards[f"s-{n:03d}.tar"])
