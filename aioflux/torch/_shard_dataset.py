@@ -86,7 +86,8 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     to it. The shuffle window costs no sample memory.
 
     Args:
-        shards: a brace pattern or URL, or a list of URLs or ObjectInfo.
+        shards: a brace pattern or URL (several joined by ``::``, as
+            webdataset takes them), or a list of URLs or ObjectInfo.
         format: ``"tar"`` or ``"lines"``.
         decode: ``lines``: ``"utf-8"``, ``"json"`` or a callable on the
             line's bytes; ``tar``: a mapping of field to callable (``{"cls":

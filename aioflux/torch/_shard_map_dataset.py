@@ -38,7 +38,8 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
     to the sample.
 
     Args:
-        shards: a brace pattern or URL, or a list of URLs or ObjectInfo.
+        shards: a brace pattern or URL (several joined by ``::``, as
+            webdataset takes them), or a list of URLs or ObjectInfo.
         format: ``"tar"`` or ``"lines"``.
         decode: see :class:`ShardDataset`.
         transform: a callable applied to each decoded sample.

@@ -142,7 +142,9 @@ class ShardSource:
 
     def _resolve(self, op: str, shards: object) -> list[ObjectInfo]:
         if isinstance(shards, (str, os.PathLike)):
-            shards = expand_braces(os.fspath(shards))
+            # Patterns joined by "::", as webdataset's expand_urls takes them.
+            shards = [name for pattern in os.fspath(shards).split("::")
+                      for name in expand_braces(pattern)]
         if not isinstance(shards, Sequence) or isinstance(shards, (bytes, bytearray)):
             raise InvalidArgument(f"{op}: shards must be a URL, a brace pattern or a list of "
                                   f"URLs or ObjectInfo, got {type(shards).__name__}")

@@ -88,3 +88,16 @@ def test_a_webdataset_brace_pattern_names_the_same_shards(tmp_path: Path) -> Non
     assert nested.counts == [3, 3, 3]
     assert sorted(s["__key__"] for s in nested) == sorted(
         key for n in range(3) for key, _ in shards[f"s-{n:03d}.tar"])
+
+
+def test_patterns_joined_by_two_colons_are_read_one_after_the_other(tmp_path: Path) -> None:
+    # webdataset's expand_urls splits a string at "::" before expanding each
+    # part: taken as one name, the string was a NotFound.
+    where = Where("file", f"file://{tmp_path}/root", None)
+    for name in ("a-0.tar", "a-1.tar", "b-0.tar"):
+        where.put(name, tar_shard(make_samples(name[:3] + "/", 2)))
+    both = ShardMapDataset(f"{where.root}/a-{{0..1}}.tar::{where.root}/b-0.tar",
+                           index_dir=tmp_path / "i")
+    assert both.counts == [2, 2, 2]
+    assert [both[i]["__key__"].split("/")[0] for i in range(6)] == [
+        "a-0", "a-0", "a-1", "a-1", "b-0", "b-0"]
