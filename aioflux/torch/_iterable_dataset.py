@@ -9,7 +9,7 @@ from __future__ import annotations
 import array
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import torch.utils.data
@@ -154,7 +154,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         self.rank = auto_rank if rank is None else rank
         self.world_size = auto_world if world_size is None else world_size
         if not 0 <= self.rank < self.world_size:
-            raise InvalidArgument(f"rank {self.rank} outside world size {self.world_size}")
+            raise InvalidArgument(f"{op}: rank {self.rank} outside world size {self.world_size}")
         self.batch_size = batch_size
         self.drop_last = drop_last
         self._progress = self._new_progress()
@@ -377,12 +377,22 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         timed = _timed(iterate(agen, batch=hand_off, nbytes=_read_bytes,
                                max_bytes=max(1, budget // 4)), self.stats, hand_off)
         k = 0  # the next batch to complete (each has a sample or more)
-        for count, (_, data) in enumerate(timed, 1):
-            if k < len(ends) and ends[k] == count:
-                current.handed = after[k]  # before the yield: a state taken now includes it
-                k += 1
-            yield (data if self._transform is None  # type: ignore[misc]
-                   else self._transform(data))  # type: ignore[arg-type]  # see Transform
+        try:
+            for count, (_, data) in enumerate(timed, 1):
+                # The transform first: a batch whose last sample it refused was
+                # never handed out, and a state taken after the error (a save
+                # in an ``except``) must not count it, or a resume skips it.
+                sample: Sample = (data if self._transform is None  # type: ignore[assignment]
+                                  else self._transform(data))  # type: ignore[arg-type]
+                if k < len(ends) and ends[k] == count:
+                    current.handed = after[k]  # before the yield: a state taken now includes it
+                    k += 1
+                yield sample
+        finally:
+            # Stop the downloads in flight before an error leaves: the
+            # traceback keeps this frame, and with it the pump, alive for
+            # as long as the caller holds the exception.
+            timed.close()
 
     def track(self, loader: Iterable[T]) -> Iterator[T]:
         """Iterate ``loader`` (a DataLoader over this dataset), counting what the loop takes.
@@ -427,7 +437,7 @@ def _read_bytes(item: tuple[ObjectInfo, Data]) -> int:
     return len(item[1])
 
 
-def _timed(items: Iterator[T], stats: BatchStats, every: int) -> Iterator[T]:
+def _timed(items: Iterator[T], stats: BatchStats, every: int) -> Generator[T, None, None]:
     """``items``, recording into ``stats`` the time spent waiting for each
     ``every`` of them (the consumer's time between them is not counted)."""
     waited, count = 0.0, 0

@@ -27,7 +27,7 @@ from .._core.validate import Credentials, as_int, check_int
 from .._engines.download import Data, DownloadOptions, DownloadStats
 from .._engines.hedge import HedgeAfter
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
-from ._rank_listing import Listing, agreed, check_listing, objects_summary
+from ._rank_listing import Listing, agreed, check_listing, objects_summary, objects_target
 from ._source import Sample, Transform, build_source, check_objects, objects_scheme
 
 __all__ = ["PREFETCH_BYTES", "MapDataset", "PrefetchBatchSampler"]
@@ -207,8 +207,22 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
                      compose_threshold: int | None = None,
                      cache_dir: str | os.PathLike[str] | None = None,
                      cache_limit: int | None = None,
-                     hedge_after: HedgeAfter = None) -> MapDataset[Sample]:
+                     hedge_after: HedgeAfter = None,
+                     listing: Listing = "each") -> MapDataset[Sample]:
         """Wrap given objects; URLs are ``stat``-ed concurrently for their sizes.
+
+        Under DDP every rank must hold the same objects, at the same
+        versions and sizes (a sampler splits one order of them, and the
+        cache and large ranged reads are keyed to the version found). ``listing="each"``
+        (the default) stats every URL on every rank, with no collective:
+        ranks x URLs requests, and an object replaced between two ranks'
+        stats gives them different versions and sizes. ``"rank0"`` stats on
+        rank 0 only and broadcasts what it found (or its error) to the
+        others, which make no request; ``"check"`` stats on every rank and
+        compares the results (one small all-gather). Both are collectives:
+        every rank of the default process group must call this, or those
+        that did wait until the group's timeout. Without an initialized
+        process group both just stat. ObjectInfo given are kept as they are.
 
         Args:
             objects: object URLs (``gs://``, ``file://``, paths; all on one
@@ -227,6 +241,7 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
             cache_dir: local disk cache directory.
             cache_limit: most bytes in the cache.
             hedge_after: hedged reads (see the class).
+            listing: ``"each"``, ``"rank0"`` or ``"check"`` (above).
 
         Returns:
             The dataset.
@@ -235,9 +250,12 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
             InvalidURL: a malformed URL.
             InvalidArgument: a setting of the wrong type, or objects on
                 more than one store.
-            NotFound: a URL names no object.
-            StorageError: a stat failed.
+            NotFound: a URL names no object (with ``"rank0"``, on rank 0: every rank raises it).
+            StorageError: a stat failed (with ``"rank0"``, on rank 0: every rank raises it).
+            Conflict: (``"check"``) the ranks found different versions or sizes.
         """
+        op = "MapDataset.from_objects"
+        check_listing(op, listing)
         self = cls([], transform=transform, data_format_fn=data_format_fn, config=config,
                    endpoint=endpoint, credentials=credentials, list_retry=list_retry,
                    download_retry=download_retry, download_options=download_options,
@@ -246,20 +264,28 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
                    compose_threshold=compose_threshold, cache_dir=cache_dir,
                    cache_limit=cache_limit, hedge_after=hedge_after)
         items = list(objects)
-        schemes = []
+        schemes, places = [], []
         for item in items:
             if isinstance(item, str):
                 # every URL, before any request
-                schemes.append(parse_url(item, require_object=True).scheme)
+                parsed = parse_url(item, require_object=True)
+                schemes.append(parsed.scheme)
+                places.append((parsed.bucket, parsed.name))
             elif isinstance(item, ObjectInfo):
                 schemes.append(item.scheme)
+                places.append((item.bucket, item.name))
             else:
-                raise InvalidArgument(f"MapDataset.from_objects: objects must be object URLs "
+                raise InvalidArgument(f"{op}: objects must be object URLs "
                                       f"or ObjectInfo, got {type(item).__name__}")
-        self._source.scheme = objects_scheme("MapDataset.from_objects", schemes) or "gs"
+        scheme = self._source.scheme = objects_scheme(op, schemes) or "gs"
         urls = [o for o in items if isinstance(o, str)]
-        stats = iter(self._source.stat_all(urls) if urls else [])
-        self.objects = [next(stats) if isinstance(o, str) else o for o in items]
+
+        def stat() -> ObjectIndex:
+            stats = iter(self._source.stat_all(urls) if urls else [])
+            return ObjectIndex([next(stats) if isinstance(o, str) else o for o in items])
+
+        self.objects = agreed(op, listing, objects_target(scheme, places), stat,
+                              objects_summary, operation="stat")
         return self
 
     @property

@@ -378,8 +378,8 @@ class DataProgress:
                 gives the same batches).
 
         Raises:
-            InvalidArgument: not such a state, another seed, or another
-                object list.
+            InvalidArgument: not such a state, another seed, another object
+                list, or a DataLoader worker's state at another global batch size.
         """
         if not isinstance(state, Mapping) or any(k not in state for k in _KEYS):
             raise InvalidArgument(f"{self.op}.load_state_dict: expected a dict with keys "
@@ -397,8 +397,18 @@ class DataProgress:
         if not 0 <= samples <= self.count:
             raise InvalidArgument(f"{self.op}.load_state_dict: position {samples} outside "
                                   f"the {self.count} samples")
-        self.epoch, self.iterations, self.start = int(state["epoch"]), 0, samples
         worker = state.get("worker")
+        if isinstance(worker, Mapping) and int(state["global_batch_size"]) != self.global_batch:
+            # A worker's place counts global batches of the size it was saved
+            # at: skipping as many of another size repeats or skips samples.
+            raise InvalidArgument(
+                f"{self.op}.load_state_dict: the state is a DataLoader worker's (from "
+                f"StatefulDataLoader) saved at global batch size "
+                f"{state['global_batch_size']}, and this one's is {self.global_batch} "
+                "(batch_size * world_size); a worker's state restores only at the same "
+                "global batch size and worker count: to change them, resume with a plain "
+                "DataLoader and track()")
+        self.epoch, self.iterations, self.start = int(state["epoch"]), 0, samples
         self.restored_worker = dict(worker) if isinstance(worker, Mapping) else None
         self.current = None
         self.tracking, self.consumed = False, 0

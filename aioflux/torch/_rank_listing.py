@@ -38,10 +38,10 @@ import torch.distributed as dist
 from .._core.crc import crc32c
 from .._core.errors import Conflict, InvalidArgument, InvalidURL, StorageError
 from .._core.types import ObjectInfo
-from .._core.urls import parse_url
+from .._core.urls import format_url, parse_url
 
 __all__ = ["LISTINGS", "Listing", "agreed", "check_listing", "objects_summary",
-           "shards_summary"]
+           "objects_target", "shards_summary"]
 
 T = TypeVar("T")
 
@@ -76,7 +76,8 @@ def check_listing(op: str, listing: object) -> None:
 
 
 def agreed(op: str, listing: str, target: str, make: Callable[[], T],
-           summary: Callable[[T], Summary], noun: str = "objects") -> T:
+           summary: Callable[[T], Summary], noun: str = "objects",
+           operation: str = "list") -> T:
     """``make()`` (a listing), made to agree across the DDP ranks as ``listing`` says.
 
     Args:
@@ -89,6 +90,8 @@ def agreed(op: str, listing: str, target: str, make: Callable[[], T],
         make: makes the listing; its result must pickle (``"rank0"``).
         summary: ``(count, crc32c)`` of a result (``"check"``).
         noun: what ``count`` counts, for messages.
+        operation: what ``make`` does (``"list"``, or ``"stat"`` for given
+            objects), the operation the errors raised here name.
 
     Returns:
         The listing: this rank's, or rank 0's with ``"rank0"``.
@@ -104,8 +107,8 @@ def agreed(op: str, listing: str, target: str, make: Callable[[], T],
     if listing == "each" or _world(op, listing) <= 1:
         return make()
     if listing == "rank0":
-        return _from_rank0(op, target, make)
-    return _checked(op, target, make, summary, noun)
+        return _from_rank0(op, operation, target, make)
+    return _checked(op, operation, target, make, summary, noun)
 
 
 def _world(op: str, listing: str) -> int:
@@ -123,14 +126,14 @@ def _world(op: str, listing: str) -> int:
     return 1
 
 
-def _from_rank0(op: str, target: str, make: Callable[[], T]) -> T:
+def _from_rank0(op: str, operation: str, target: str, make: Callable[[], T]) -> T:
     if dist.get_rank() != 0:
         box: list[Any] = [None]
         dist.broadcast_object_list(box, src=0)
         kind, *rest = box[0]
         if kind == _OK:
             return rest[0]  # type: ignore[no-any-return]
-        raise _shared(op, target, 0, rest[0], rest[1])
+        raise _shared(op, operation, target, 0, rest[0], rest[1])
     try:
         result = make()
     except BaseException as exc:
@@ -141,8 +144,8 @@ def _from_rank0(op: str, target: str, make: Callable[[], T]) -> T:
     return result
 
 
-def _checked(op: str, target: str, make: Callable[[], T], summary: Callable[[T], Summary],
-             noun: str) -> T:
+def _checked(op: str, operation: str, target: str, make: Callable[[], T],
+             summary: Callable[[T], Summary], noun: str) -> T:
     world = dist.get_world_size()
     gathered: list[Any] = [None] * world
     try:
@@ -154,10 +157,10 @@ def _checked(op: str, target: str, make: Callable[[], T], summary: Callable[[T],
     dist.all_gather_object(gathered, mine)
     for rank, (kind, *rest) in enumerate(gathered):
         if kind == _FAILED:
-            raise _shared(op, target, rank, rest[0], rest[1])
+            raise _shared(op, operation, target, rank, rest[0], rest[1])
     summaries: list[Summary] = [rest[0] for _, *rest in gathered]
     if any(s != summaries[0] for s in summaries):
-        raise _mismatch(op, target, summaries, noun)
+        raise _mismatch(op, target, summaries, noun, operation)
     return result
 
 
@@ -176,7 +179,8 @@ def _failure(exc: BaseException) -> tuple[str, bytes | None, str]:
     return _FAILED, blob, text
 
 
-def _shared(op: str, target: str, rank: int, blob: bytes | None, text: str) -> BaseException:
+def _shared(op: str, operation: str, target: str, rank: int, blob: bytes | None,
+            text: str) -> BaseException:
     """The exception a rank raises for ``rank``'s failure."""
     if blob is not None:
         try:
@@ -186,14 +190,17 @@ def _shared(op: str, target: str, rank: int, blob: bytes | None, text: str) -> B
         if isinstance(exc, Exception):
             add_note = getattr(exc, "add_note", None)  # Python 3.11+
             if add_note is not None:
-                add_note(f"{op}: raised on rank {rank}, which listed for every rank")
+                did = "listed" if operation == "list" else f"{operation}-ed the objects"
+                add_note(f"{op}: raised on rank {rank}, which {did} for every rank")
             return exc
     bucket, name = _where(target)
-    return StorageError(f"list {target}: {op} failed on rank {rank}, which listed for every "
-                        f"rank: {text}", operation="list", bucket=bucket, name=name)
+    did = "listed" if operation == "list" else f"{operation}-ed the objects"
+    return StorageError(f"{operation} {target}: {op} failed on rank {rank}, which {did} for "
+                        f"every rank: {text}", operation=operation, bucket=bucket, name=name)
 
 
-def _mismatch(op: str, target: str, summaries: Sequence[Summary], noun: str) -> Conflict:
+def _mismatch(op: str, target: str, summaries: Sequence[Summary], noun: str,
+              operation: str = "list") -> Conflict:
     groups: dict[Summary, list[int]] = {}
     for rank, summary in enumerate(summaries):
         groups.setdefault(summary, []).append(rank)
@@ -202,12 +209,20 @@ def _mismatch(op: str, target: str, summaries: Sequence[Summary], noun: str) -> 
     if len(groups) > _MAX_GROUPS:
         parts.append(f"{len(groups) - _MAX_GROUPS} more lists")
     bucket, name = _where(target)
+    if operation == "list":
+        found, cause, keep = f"listed different {noun}", "it changed while they listed", \
+            "the folder"
+    else:
+        # Given objects, looked up on every rank: one was replaced or deleted
+        # between two ranks' stats, and they would read different versions.
+        found = f"found different versions or sizes of the {noun} they {operation}-ed"
+        cause, keep = "one was replaced or deleted while they looked", "the objects"
     return Conflict(
-        f"list {target}: {op}: the ranks listed different {noun} ({'; '.join(parts)}): it "
-        "changed while they listed, and their epoch orders would differ (samples repeated "
-        "or skipped, a DDP all-reduce waiting at the epoch's end). Make the dataset with "
-        "listing='rank0' (rank 0 lists and hands its listing to the others), or keep the "
-        "folder unchanged while the ranks start", operation="list", bucket=bucket, name=name)
+        f"{operation} {target}: {op}: the ranks {found} ({'; '.join(parts)}): {cause}, "
+        "and their epoch orders would differ (samples repeated or skipped, a DDP all-reduce "
+        "waiting at the epoch's end). Make the dataset with listing='rank0' (rank 0 "
+        f"{operation}s and hands what it found to the others), or keep {keep} unchanged "
+        "while the ranks start", operation=operation, bucket=bucket, name=name)
 
 
 def _ranks(ranks: Sequence[int]) -> str:
@@ -220,6 +235,32 @@ def _ranks(ranks: Sequence[int]) -> str:
             spans.append([r, r])
     text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
     return f"rank {text}" if len(ranks) == 1 else f"ranks {text}"
+
+
+def objects_target(scheme: str, places: Sequence[tuple[str, str]]) -> str:
+    """What messages call a list of given objects: the URL of the one object,
+    else of the folder all of them are in, else a count.
+
+    Args:
+        scheme: the objects' URL scheme.
+        places: ``(bucket, name)`` of each object.
+
+    Returns:
+        A URL (an error then names its bucket and object, or folder) or,
+        for objects in several buckets (or none), ``"gs:// (<n> objects in
+        <k> buckets)"``, which names neither.
+    """
+    buckets = {bucket for bucket, _ in places}
+    if len(buckets) != 1:
+        return f"{scheme}:// ({len(places)} objects in {len(buckets)} buckets)"
+    names = [name for _, name in places]
+    if len(set(names)) == 1:
+        return format_url(scheme, places[0][0], names[0])
+    # The names' shared characters, cut back to a folder (never part of a name).
+    first, last = min(names), max(names)
+    shared = next((i for i, (a, b) in enumerate(zip(first, last, strict=False))
+                   if a != b), len(first))
+    return format_url(scheme, places[0][0], first[:first.rfind("/", 0, shared) + 1])
 
 
 def _where(target: str) -> tuple[str, str]:
