@@ -16,19 +16,14 @@ name) to ``OUT/<rank>.json``.
 
 from __future__ import annotations
 
-import datetime
-import json
 import sys
-import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-import torch.distributed as dist
 
 from aioflux import PermissionDenied, StorageError
 from aioflux.torch import MapDataset, _source
 from tests.torch import _rank_listing_worker as base
+from tests.torch._two_ranks import rank_main
 
 NAMES = [f"{i:03d}" for i in range(6)]
 
@@ -104,23 +99,11 @@ def scenarios(s: Scenario) -> dict[str, Callable[[], dict[str, Any]]]:
     }
 
 
-def main(rank: int, world: int, init: str, root: str, out: str) -> None:
+def main() -> None:
     _instrument()
-    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank,
-                            world_size=world, timeout=datetime.timedelta(seconds=base.GUARD))
-    results: dict[str, Any] = {}
-    try:
-        scenario = Scenario(rank, Path(root), Path(out))
-        for name, run in scenarios(scenario).items():
-            try:
-                results[name] = run()
-            except Exception:
-                results[name] = {"crash": traceback.format_exc()}
-        dist.barrier()
-    finally:
-        Path(out, f"{rank}.json").write_text(json.dumps(results))
-        dist.destroy_process_group()
+    rank_main(sys.argv[1:], base.GUARD,
+              lambda rank, root, out: scenarios(Scenario(rank, root, out)))
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5])
+    main()

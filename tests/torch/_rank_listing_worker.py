@@ -21,11 +21,8 @@ hang guards only.
 from __future__ import annotations
 
 import asyncio
-import datetime
-import json
 import sys
 import time
-import traceback
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +41,7 @@ from aioflux.torch import (
     _shard_source,
     _source,
 )
+from tests.torch._two_ranks import rank_main
 
 # Store requests (LocalStore operations) this process made, by kind.
 REQUESTS: Counter[str] = Counter()
@@ -236,23 +234,12 @@ def scenarios(s: Scenario) -> dict[str, Callable[[], dict[str, Any]]]:
     }
 
 
-def main(rank: int, world: int, init: str, root: str, out: str) -> None:
+
+def main() -> None:
     _instrument()
-    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank,
-                            world_size=world, timeout=datetime.timedelta(seconds=GUARD))
-    results: dict[str, Any] = {}
-    try:
-        scenario = Scenario(rank, Path(root), Path(out))
-        for name, run in scenarios(scenario).items():
-            try:
-                results[name] = run()
-            except Exception:
-                results[name] = {"crash": traceback.format_exc()}
-        dist.barrier()
-    finally:
-        Path(out, f"{rank}.json").write_text(json.dumps(results))
-        dist.destroy_process_group()
+    rank_main(sys.argv[1:], GUARD,
+              lambda rank, root, out: scenarios(Scenario(rank, root, out)))
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5])
+    main()

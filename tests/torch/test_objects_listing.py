@@ -11,13 +11,7 @@ there rank 1 holds another size and version of it.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -27,11 +21,7 @@ from aioflux.local import LocalStore
 from aioflux.torch import MapDataset
 from aioflux.torch._rank_listing import Listing, _mismatch, objects_summary, objects_target
 from tests.torch._objects_listing_worker import NAMES
-
-ROOT = Path(__file__).resolve().parents[2]
-JOB_GUARD = 100.0  # seconds: a hang guard for the whole job, never the assertion
-
-Ranks = tuple[dict[str, Any], dict[str, Any]]
+from tests.torch._two_ranks import Ranks, run_job
 
 
 def _put(path: Path, body: bytes) -> None:
@@ -42,34 +32,9 @@ def _put(path: Path, body: bytes) -> None:
 def ranks(tmp_path_factory: pytest.TempPathFactory) -> Ranks:
     """What rank 0 and rank 1 recorded, per scenario."""
     base = tmp_path_factory.mktemp("objects-listing")
-    root, out = base / "root", base / "out"
-    out.mkdir()
     for name in NAMES:
-        _put(root / "o" / name, name.encode())
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "tests.torch._objects_listing_worker", str(rank), "2",
-         str(base / "init"), str(root), str(out)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for rank in (0, 1)]
-    deadline = time.monotonic() + JOB_GUARD
-    logs = []
-    try:
-        for proc in procs:
-            logs.append(proc.communicate(timeout=max(1.0, deadline - time.monotonic()))[0])
-    except subprocess.TimeoutExpired:
-        for proc in procs:
-            proc.kill()
-            proc.communicate()
-        pytest.fail(f"the 2-rank job still ran after {JOB_GUARD:g} s (a collective hung)")
-    for rank, (proc, log) in enumerate(zip(procs, logs, strict=True)):
-        assert proc.returncode == 0, f"rank {rank} failed:\n{log}"
-    found: Ranks = (json.loads((out / "0.json").read_text()),
-                    json.loads((out / "1.json").read_text()))
-    for rank, seen in enumerate(found):
-        crashes = {k: v["crash"] for k, v in seen.items() if "crash" in v}
-        assert not crashes, f"rank {rank}: {crashes}"
-    return found
+        _put(base / "root" / "o" / name, name.encode())
+    return run_job("tests.torch._objects_listing_worker", base, base / "root")
 
 
 def test_default_lets_a_replaced_object_split_the_ranks(ranks: Ranks) -> None:

@@ -10,11 +10,6 @@ teeth: there rank 1 sees another listing, and another batch count.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +20,11 @@ from aioflux._core.portal import call
 from aioflux.local import LocalStore
 from aioflux.torch import IterableDataset, MapDataset, ShardDataset, ShardMapDataset
 from aioflux.torch._rank_listing import Listing, _mismatch, objects_summary
+from tests.torch._two_ranks import Ranks, run_job
 from tests.torch.conftest import Where
 
-ROOT = Path(__file__).resolve().parents[2]
-JOB_GUARD = 100.0  # seconds: a hang guard for the whole job, never the assertion
 INITIAL = [f"{i:03d}" for i in range(10)]
 
-Ranks = tuple[dict[str, Any], dict[str, Any]]
 
 
 def _put(path: Path, body: bytes) -> None:
@@ -49,33 +42,8 @@ def _seed(root: Path) -> None:
 def ranks(tmp_path_factory: pytest.TempPathFactory) -> Ranks:
     """What rank 0 and rank 1 recorded, per scenario."""
     base = tmp_path_factory.mktemp("rank-listing")
-    root, out = base / "root", base / "out"
-    out.mkdir()
-    _seed(root)
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "tests.torch._rank_listing_worker", str(rank), "2",
-         str(base / "init"), str(root), str(out)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for rank in (0, 1)]
-    deadline = time.monotonic() + JOB_GUARD
-    logs = []
-    try:
-        for proc in procs:
-            logs.append(proc.communicate(timeout=max(1.0, deadline - time.monotonic()))[0])
-    except subprocess.TimeoutExpired:
-        for proc in procs:
-            proc.kill()
-            proc.communicate()
-        pytest.fail(f"the 2-rank job still ran after {JOB_GUARD:g} s (a collective hung)")
-    for rank, (proc, log) in enumerate(zip(procs, logs, strict=True)):
-        assert proc.returncode == 0, f"rank {rank} failed:\n{log}"
-    found: Ranks = (json.loads((out / "0.json").read_text()),
-                    json.loads((out / "1.json").read_text()))
-    for rank, seen in enumerate(found):
-        crashes = {k: v["crash"] for k, v in seen.items() if "crash" in v}
-        assert not crashes, f"rank {rank}: {crashes}"
-    return found
+    _seed(base / "root")
+    return run_job("tests.torch._rank_listing_worker", base, base / "root")
 
 
 def _names(seen: dict[str, Any]) -> list[str]:
