@@ -348,7 +348,13 @@ class ObjectReader(DirectReads):
                 got = self._readinto(buf)  # already under _reading()
                 # Sliced, not resized: after a failed GET, views of ``buf``
                 # may live on in its traceback until collected.
-                return bytes(memoryview(buf)[:got])
+                data = bytes(memoryview(buf)[:got])
+                if limit < 0 and self._pos < self.size:
+                    # "The rest" was sized by a cached size that the read
+                    # found stale, before handing out a byte: the current
+                    # version is longer, and its rest is read too.
+                    return data + self.read(-1)
+                return data
             # The size is the server's claim (a HEAD, a listing): grown by the
             # blocks as they arrive, never zero-filled to it up front. Handed
             # over as is: BytesIO.getvalue() returns its own buffer once no
@@ -360,6 +366,9 @@ class ObjectReader(DirectReads):
             try:
                 for piece in self._pieces(n):
                     out.write(piece)
+                if limit < 0 and self._pos < self.size:  # as above: a longer current version
+                    for piece in self._pieces(self.size - self._pos):
+                        out.write(piece)
             except BaseException as exc:
                 self._pos, self._last_end = start, last_end  # as _readinto: nothing consumed
                 if isinstance(exc, MemoryError):

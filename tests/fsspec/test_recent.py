@@ -215,6 +215,13 @@ def test_an_entry_made_stale_by_another_writer_reads_the_current_version(
         other.pipe_file(path, b"the new version")
         with fs.open(path, "rb") as f:  # opened by the stale entry
             assert f.read() == b"the new version"
+        fs.find(root)
+        other.pipe_file(path, b"a longer new version")  # the rest, sized by the entry, was cut
+        with fs.open(path, "rb") as f:
+            assert f.read() == b"a longer new version"
+        fs.find(root)
+        other.pipe_file(path, b"the newest, longer still")
+        assert fs.read_text(path) == "the newest, longer still"
         fs.info(path)
         fs.find(root)
         other.pipe_file(path, b"n" * 5000)
