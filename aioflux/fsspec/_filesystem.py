@@ -234,23 +234,33 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
     async def _ls(self, path: str, detail: bool = True, refresh: bool = False,
                   **kwargs: Any) -> list[Any]:
         bucket, name = self._split(path, folder=True)
+        # gcsfs's prefix=: only the names in the folder that start with it.
+        within = kwargs.get("prefix") or ""
         out = await list_folder(self.store, self.recent, self.scheme, bucket, name,
-                                refresh=refresh)
+                                refresh=refresh, within=within)
         if not out and name:
             info = await self._info(path)  # a file lists as itself
-            if info["type"] == "file":
+            if info["type"] == "file" and not within:
                 out = [info]
             # else: a folder that only held its placeholder lists empty.
         return out if detail else [e["name"] for e in out]
 
     async def _find(self, path: str, maxdepth: int | None = None, withdirs: bool = False,
                     detail: bool = False, **kwargs: Any) -> Any:
-        if maxdepth is not None:
+        # gcsfs's and s3fs's prefix=: only the names under path that start
+        # with it (fsspec's own find dropped it, and listed everything).
+        within = kwargs.pop("prefix", None) or ""
+        if maxdepth is not None and not within:
             return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs,
                                        detail=detail, **kwargs)
+        if maxdepth is not None and maxdepth < 1:
+            raise ValueError("maxdepth must be at least 1")
         bucket, name = self._split(path, folder=True)
         found = await list_tree(self.store, self.recent, self.scheme, bucket, name,
-                                withdirs=withdirs)
+                                withdirs=withdirs, within=within)
+        if maxdepth is not None:  # levels below the path, as fsspec counts them
+            depth = len(join(self.scheme, bucket, name))
+            found = {k: v for k, v in found.items() if k[depth:].count("/") <= maxdepth}
         names = sorted(found)
         return {n: found[n] for n in names} if detail else names
 
@@ -272,6 +282,7 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
 
     async def _cat_file(self, path: str, start: int | None = None, end: int | None = None,
                         **kwargs: Any) -> bytes:
+        self._refuse_pins("cat_file", path, kwargs)
         bucket, name = self._split(path)
         if (start is None or start == 0) and end is None:
             return await self.store.read(bucket, name)  # whole: crc32c checked
@@ -346,7 +357,8 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             await self.store.write(bucket, name, value,
                                    if_generation_match=0 if mode == "create" else None,
                                    content_type=kwargs.get("content_type",
-                                                           "application/octet-stream"))
+                                                           "application/octet-stream"),
+                                   metadata=kwargs.get("metadata"))
         except PreconditionFailed as exc:
             raise FileExistsError(f"{self.unstrip_protocol(path)}: exists (mode 'create' "
                                   "writes only a new object)") from exc
@@ -361,8 +373,8 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         try:
             await put_file(self.store, lpath, bucket, name, create=mode == "create",
                            content_type=kwargs.get("content_type", "application/octet-stream"),
-                           budget=self._blocks, streaming=self._streaming_puts,
-                           callback=callback)
+                           metadata=kwargs.get("metadata"), budget=self._blocks,
+                           streaming=self._streaming_puts, callback=callback)
         except PreconditionFailed as exc:
             raise FileExistsError(f"{self.unstrip_protocol(rpath)}: exists (mode 'create' "
                                   "writes only a new object)") from exc
@@ -385,6 +397,10 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             try:
                 await self._rm_file(paths[0])
             except NotFound as exc:
+                if await self._isdir(paths[0]):  # it said "no such object" of a folder
+                    raise IsADirectoryError(f"{self.unstrip_protocol(paths[0])}: a folder "
+                                            "(rm(path, recursive=True) removes what is "
+                                            "under it)") from exc
                 raise FileNotFoundError(f"{self.unstrip_protocol(paths[0])}: no such "
                                         "object") from exc
             return
@@ -411,17 +427,37 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             else:
                 self.recent.clear()
 
+    async def _copy(self, path1: str | list[str], path2: str | list[str],
+                    recursive: bool = False, on_error: str | None = None,
+                    maxdepth: int | None = None, batch_size: int | None = None,
+                    **kwargs: Any) -> None:
+        # fsspec drops a recursive copy's FileNotFoundErrors by default, for
+        # the folders its expansion names: _cp_file passes over those
+        # itself, and a missing destination bucket's NotFound was dropped
+        # with them (the copy of a tree copied nothing and returned).
+        await super()._copy(path1, path2, recursive=recursive, on_error=on_error or "raise",
+                            maxdepth=maxdepth, batch_size=batch_size, **kwargs)
+
     async def _cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         bucket, name = self._split(path1)
         dest_bucket, dest_name = self._split(path2)
         try:
             await self.store.copy(bucket, name, dest_bucket, dest_name)
-        except NotFound:
+        except NotFound as exc:
             # A recursive copy (and so mv) names the folders it walks too:
             # nothing to copy (folders are their objects' names). mv failed
             # there, leaving both trees.
-            if not await self._isdir(path1):
+            if await self._isdir(path1):
+                return
+            if not await self.store.exists(bucket, name):
                 raise
+            # The source is there: the destination's bucket is what is missing,
+            # which the store's error (naming the source) did not say.
+            raise NotFound(f"copy {self.unstrip_protocol(path1)} to "
+                           f"{self.unstrip_protocol(path2)} failed: the destination was not "
+                           f"found (no bucket {dest_bucket!r}?); the source exists",
+                           operation="copy", bucket=dest_bucket, name=dest_name,
+                           status=exc.status, reason=exc.reason) from exc
         finally:
             self.recent.forget(join(self.scheme, dest_bucket, dest_name))
 
@@ -430,6 +466,7 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
     def _open(self, path: str, mode: str = "rb", block_size: int | None = None,
               autocommit: bool = True, cache_options: dict[str, Any] | None = None,
               **kwargs: Any) -> Any:
+        self._refuse_pins("open", path, kwargs)
         bucket, name = self._split(path)
         if mode in ("rb", "br"):
             return ReadFile(self._reader(bucket, name), self, join(self.scheme, bucket, name),
@@ -449,9 +486,19 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             return WriteFile(self.store, bucket, name, create=create, autocommit=autocommit,
                              content_type=kwargs.get("content_type",
                                                      "application/octet-stream"),
+                             metadata=kwargs.get("metadata"),
                              published=functools.partial(self.recent.forget, known))
         raise ValueError(f"aioflux: mode {mode!r} is not supported (rb, wb, xb; objects "
                          "cannot be appended to or updated in place)")
+
+    def _refuse_pins(self, op: str, path: str, kwargs: dict[str, Any]) -> None:
+        """Refuse gcsfs's ``generation=`` and s3fs's ``version_id=``: dropped,
+        the current version was read as if it were the one asked for."""
+        for pin in ("generation", "version_id"):
+            if kwargs.get(pin) is not None:
+                raise InvalidArgument(f"{op} {self.unstrip_protocol(path)}: {pin}= is not "
+                                      "supported (aioflux reads the current version, and a "
+                                      "file keeps the version it opened)")
 
     def _reader(self, bucket: str, name: str) -> ObjectReader:
         """A reader of the object, at the version a recent entry names if
@@ -481,8 +528,9 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
                 path's suffix), or None. A compressed write is closed with
                 its file: ``close()`` ends the stream and publishes.
             **kwargs: ``encoding``, ``errors``, ``newline`` for text;
-                ``content_type`` of a written object; ``autocommit=False``
-                (inside ``fs.transaction``) stages the file until the commit.
+                ``content_type`` and ``metadata`` (custom, ``str`` to ``str``)
+                of a written object; ``autocommit=False`` (inside
+                ``fs.transaction``) stages the file until the commit.
 
         Returns:
             The file object.
@@ -490,6 +538,7 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         Raises:
             NotFound: reading a missing object (also ``FileNotFoundError``).
             FileExistsError: ``xb`` of an object that exists.
+            InvalidArgument: ``generation=``, ``version_id=`` (not read), or a file's ``metadata``.
             ValueError: an append or update mode.
         """
         if mode[:1] in ("w", "x") and compression is not None:
@@ -522,13 +571,14 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
                 read front to back) or ``wb``
                 (published whole by ``close()``; an exception inside
                 ``async with`` publishes nothing).
-            **kwargs: ``content_type`` of a written object.
+            **kwargs: ``content_type`` and ``metadata`` of a written object.
 
         Returns:
             The file.
 
         Raises:
             ValueError: a text mode, compression, or a mode other than rb and wb.
+            InvalidArgument: gcsfs's ``generation=`` or s3fs's ``version_id=`` (not read).
             NotImplementedError: ``autocommit=False`` (a transaction's files are
                 ``fs.open``'s: its commit is sync).
             NotFound: ``rb`` of a missing object.
@@ -536,6 +586,7 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         if "b" not in mode or kwargs.get("compression"):
             raise ValueError(f"aioflux: open_async takes binary modes without compression, "
                              f"not {mode!r}")
+        self._refuse_pins("open_async", path, kwargs)
         bucket, name = self._split(path)
         if mode in ("rb", "br"):
             # From a recent entry with the crc32c it is checked against (else
@@ -550,7 +601,8 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
                                           "a transaction's files are fs.open's")
             return AsyncWriteFile(AsyncObjectWriter(
                 self.store, bucket, name,
-                content_type=kwargs.get("content_type", "application/octet-stream")),
+                content_type=kwargs.get("content_type", "application/octet-stream"),
+                metadata=kwargs.get("metadata")),
                 published=functools.partial(self.recent.forget, join(self.scheme, bucket, name)))
         raise ValueError(f"aioflux: open_async mode {mode!r} is not supported (rb, wb)")
 

@@ -53,37 +53,40 @@ async def entry_of(store: ObjectStore, recent: RecentMetadata, scheme: str, buck
 
 
 async def list_folder(store: ObjectStore, recent: RecentMetadata, scheme: str, bucket: str,
-                      name: str, *, refresh: bool) -> list[dict[str, Any]]:
+                      name: str, *, refresh: bool, within: str = "") -> list[dict[str, Any]]:
     """The entries of the folder ``name`` (``""``: the bucket's root), sorted
     by name: a copy the caller may change. Empty when nothing lies under it
-    (the path may be an object's)."""
+    (the path may be an object's). With ``within`` (gcsfs's
+    ``ls(prefix=...)``), only those whose names in it start with it."""
     folder = join(scheme, bucket, name)
-    listed = None if refresh else recent.listings.get(folder)
+    listed = None if refresh or within else recent.listings.get(folder)
     if listed is not None:
         return list(listed)
-    prefix = name + "/" if name else ""
+    top = name + "/" if name else ""
     out: list[dict[str, Any]] = []
-    async for page in store.list(bucket, prefix, delimiter="/"):
-        out.extend(file_entry(scheme, o) for o in page.objects if o.name != prefix)
+    async for page in store.list(bucket, top + within, delimiter="/"):
+        out.extend(file_entry(scheme, o) for o in page.objects if o.name != top)
         out.extend(folder_entry(scheme, bucket, p) for p in page.prefixes)
     out.sort(key=lambda e: e["name"])
-    if out:
+    if out and not within:  # a part of a folder is no listing of it
         recent.remember_listing(folder, out)
         out = list(out)  # the caller's to change, not the memory's
     return out
 
 
 async def list_tree(store: ObjectStore, recent: RecentMetadata, scheme: str, bucket: str,
-                    name: str, *, withdirs: bool) -> dict[str, dict[str, Any]]:
+                    name: str, *, withdirs: bool, within: str = "") -> dict[str, dict[str, Any]]:
     """The entries of every object under ``name`` and of ``name`` itself if it
     is an object, by path, from one listing without a delimiter; with
-    ``withdirs``, of the folders between them too."""
+    ``withdirs``, of the folders between them too. With ``within`` (s3fs's
+    and gcsfs's ``find(prefix=...)``), only of the objects whose names under
+    ``name`` start with it, and the folders above them."""
     top = join(scheme, bucket, name)
     # The path may be an object too: asked beside the listing, not before it.
-    stat = asyncio.ensure_future(store.stat(bucket, name)) if name else None
+    stat = asyncio.ensure_future(store.stat(bucket, name)) if name and not within else None
     found: dict[str, dict[str, Any]] = {}
     under: list[dict[str, Any]] = []  # the tree, for the listings cache
-    prefix = name + "/" if name else ""
+    prefix = (name + "/" if name else "") + within
     try:
         async for obj in store.list_objects(bucket, prefix):
             entry = file_entry(scheme, obj)
@@ -115,7 +118,8 @@ async def list_tree(store: ObjectStore, recent: RecentMetadata, scheme: str, buc
                 stat.cancel()
             elif not stat.cancelled():
                 stat.exception()  # retrieved: the listing's error is the one raised
-    recent.remember_tree(top, under)
+    if not within:  # a part of the tree is no listing of its folders
+        recent.remember_tree(top, under)
     if withdirs and found and name and top not in found:
         found[top] = folder_entry(scheme, bucket, name)
     return found

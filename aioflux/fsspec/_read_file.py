@@ -66,6 +66,22 @@ class ReadFile(io.BufferedReader):
         """The version read, as ``fs.info()`` gives it."""
         return self.details
 
+    def read(self, size: int | None = -1) -> bytes:
+        """Up to ``size`` bytes from the position; all the rest if ``size``
+        is negative or None (as fsspec's files read: ``fs.read_block`` past
+        the end asks for a negative length, which io refused).
+
+        Args:
+            size: byte count.
+
+        Returns:
+            The bytes (empty at the end).
+
+        Raises:
+            NotFound, ChecksumMismatch, StorageError: the read failed.
+        """
+        return super().read(-1 if size is None or size < 0 else size)
+
     def __reduce__(self) -> tuple[Any, ...]:
         if self.closed:
             # fsspec reopens a closed file as an open one; nothing here is

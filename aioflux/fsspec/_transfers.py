@@ -148,7 +148,8 @@ async def _download(store: ObjectStore, info: ObjectInfo, out: io.BufferedWriter
 
 
 async def put_file(store: ObjectStore, lpath: str, bucket: str, name: str, *, create: bool,
-                   content_type: str, budget: LoopSemaphore, streaming: LoopSemaphore,
+                   content_type: str, metadata: dict[str, str] | None = None,
+                   budget: LoopSemaphore, streaming: LoopSemaphore,
                    callback: Callback) -> None:
     """The local file ``lpath`` published as the object, whole.
 
@@ -159,6 +160,7 @@ async def put_file(store: ObjectStore, lpath: str, bucket: str, name: str, *, cr
         name: object name.
         create: publish only a new object.
         content_type: the object's Content-Type.
+        metadata: its custom metadata, if any.
         budget: the transfer blocks a filesystem's gets and puts share (a
             small file holds one).
         streaming: the streaming uploads a filesystem runs at once (a file
@@ -175,19 +177,20 @@ async def put_file(store: ObjectStore, lpath: str, bucket: str, name: str, *, cr
         async with budget.get():
             data = await asyncio.to_thread(_read_whole, lpath)
             await store.write(bucket, name, data, if_generation_match=0 if create else None,
-                              content_type=content_type)
+                              content_type=content_type, metadata=metadata)
         callback.relative_update(len(data))
         return
     async with streaming.get():
         await _put_streaming(store, lpath, bucket, name, create=create,
-                             content_type=content_type, callback=callback)
+                             content_type=content_type, metadata=metadata, callback=callback)
 
 
 async def _put_streaming(store: ObjectStore, lpath: str, bucket: str, name: str, *,
-                         create: bool, content_type: str, callback: Callback) -> None:
+                         create: bool, content_type: str, metadata: dict[str, str] | None,
+                         callback: Callback) -> None:
     """``lpath`` read in chunks into the streaming writer (see :func:`put_file`)."""
     writer = AsyncObjectWriter(store, bucket, name, content_type=content_type,
-                               if_generation_match=0 if create else None)
+                               metadata=metadata, if_generation_match=0 if create else None)
     try:
         with open(lpath, "rb") as src:
             while chunk := await asyncio.to_thread(src.read, _PUT_CHUNK):

@@ -42,6 +42,7 @@ class WriteFile(ObjectWriter):
         bucket: bucket name.
         name: object name.
         content_type: Content-Type of the object.
+        metadata: custom metadata of the object (files have none).
         create: publish only a new object (``"xb"``): ``FileExistsError``
             otherwise, and nothing is published.
         autocommit: publish on ``close()``; False (a transaction's file):
@@ -51,9 +52,9 @@ class WriteFile(ObjectWriter):
     """
 
     def __init__(self, store: ObjectStore, bucket: str, name: str, *, content_type: str,
-                 create: bool, autocommit: bool,
+                 create: bool, autocommit: bool, metadata: dict[str, str] | None = None,
                  published: Callable[[], None] | None = None) -> None:
-        super().__init__(store, bucket, name, content_type=content_type,
+        super().__init__(store, bucket, name, content_type=content_type, metadata=metadata,
                          if_generation_match=0 if create else None)
         self.autocommit = autocommit
         self._staged = False
