@@ -15,6 +15,7 @@ from typing import Any
 from .._core.errors import NotFound
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
+from .._engines.listing import iter_objects
 from ._entries import file_entry, folder_entry, object_info
 from ._paths import join
 from ._recent import RecentMetadata
@@ -88,7 +89,9 @@ async def list_tree(store: ObjectStore, recent: RecentMetadata, scheme: str, buc
     under: list[dict[str, Any]] = []  # the tree, for the listings cache
     prefix = (name + "/" if name else "") + within
     try:
-        async for obj in store.list_objects(bucket, prefix):
+        # Parallel listers over key ranges: a tree of 100,000 objects is a
+        # hundred pages, which one lister asked for one after the other.
+        async for obj in iter_objects(store, bucket, prefix, skip_prefix=None):
             entry = file_entry(scheme, obj)
             if obj.name.endswith("/"):  # a folder placeholder
                 placeholder = folder_entry(scheme, bucket, obj.name)

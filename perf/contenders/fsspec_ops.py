@@ -9,6 +9,7 @@ defaults), each in its own venv, or ``aiohttp-bare`` (the ceiling of
 ``cat`` and ``ranges`` on the GCS face: ``fsspec_bare.BareFS``). The same calls for all (``--op``):
 
 - ``cat``: ``fs.find(prefix)`` then ``fs.cat(paths)``: list + whole reads;
+- ``find``: ``fs.find(prefix, detail=True)``: a tree's entries;
 - ``ranges``: ``fs.cat_ranges`` of every file's last 64 KiB (its footer),
   the footers parsed with pyarrow, then ``fs.cat_ranges`` of the chosen
   columns' chunks in every row group of every file (what a Parquet reader
@@ -68,6 +69,11 @@ def cat(fs: Any, folder: str) -> tuple[int, int]:
     paths = fs.find(folder)
     bodies = fs.cat(paths)
     return sum(len(b) for b in bodies.values()), len(bodies)
+
+
+def find(fs: Any, folder: str) -> tuple[int, int]:
+    entries = fs.find(folder, detail=True)
+    return 0, sum(1 for e in entries.values() if e["type"] == "file")
 
 
 def _footer(tail: bytes) -> tuple[int, bytes | None]:
@@ -138,6 +144,8 @@ def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, 
         with Stopwatch() as watch:
             if args.op == "cat":
                 nbytes, items = cat(fs, folder)
+            elif args.op == "find":
+                nbytes, items = find(fs, folder)
             elif args.op == "ranges":
                 nbytes, items = ranges(fs, files, args.columns.split(","))
             elif args.op == "parquet":
@@ -165,7 +173,8 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--fs", choices=["aioflux-gs", "aioflux-s3", "gcsfs", "s3fs", "aiohttp-bare"],
                    required=True)
-    p.add_argument("--op", choices=["cat", "ranges", "parquet", "get", "put"], required=True)
+    p.add_argument("--op", choices=["cat", "find", "ranges", "parquet", "get", "put"],
+                   required=True)
     p.add_argument("--prefix", required=True)
     p.add_argument("--columns", default="")
     p.add_argument("--rows", type=int, default=0)

@@ -8,6 +8,8 @@ so it never stands in for the op's own figures:
 
 - ``cat``: list a folder of ``count`` objects of ``size`` bytes (2,000 x
   100 KiB; 200 with --quick) and ``cat`` them all;
+- ``find``: ``find`` of a tree of ``count`` objects (100,000 of 1 byte;
+  5,000 with --quick): a pyarrow dataset's or ``glob("**")``'s discovery;
 - ``ranges``: a Parquet reader's requests through ``cat_ranges``: each
   file's last 64 KiB (its footer), then the chunks of ``columns`` (3 of 8)
   in every row group, over ``files`` Parquet files (8 x 32 MiB: ``rows``
@@ -36,7 +38,7 @@ from perf.seed import ObjectSet, ParquetSet
 
 __all__ = ["OPS", "plan"]
 
-OPS = ("cat", "ranges", "parquet", "get", "put")
+OPS = ("cat", "find", "ranges", "parquet", "get", "put")
 FOLDER = "fsspec/"
 _KiB, _MiB = 1024, 1024 * 1024
 # What contenders/fsspec_ops.py reads first of a Parquet file.
@@ -97,6 +99,12 @@ def plan(options: Options) -> Plan:
         common += ("--prefix", f"{FOLDER}small/")
         items, nbytes = count, count * size
         what = f"list + cat of {count:,} objects x {size / _KiB:g} KiB"
+    elif op == "find":
+        count = options.get("count", 5000 if options.quick else 100_000)
+        objects.append(ObjectSet(f"{FOLDER}tree/", count, 1))
+        common += ("--prefix", f"{FOLDER}tree/")
+        items, nbytes = count, 0
+        what = f"find of a tree of {count:,} objects"
     elif op in ("ranges", "parquet"):
         files = options.get("files", 2 if options.quick else 8)
         rows = options.get("rows", 65_536 if options.quick else 524_288)
@@ -139,6 +147,10 @@ def plan(options: Options) -> Plan:
         contenders.append(Contender(f"aiohttp-bare-{label}", "fsspec_ops.py", None,
                                     (*common, "--fs", "aiohttp-bare"), note=_BARE))
     at_least = 1.5 if op in ("get", "put") else 2.0
+    # find is no target of the issue's: its ratios are reported, not judged.
+    targets = [] if op == "find" else [
+        Target(f"gcsfs-{label}", at_least, f"aioflux-gs-{label}"),
+        Target(f"s3fs-{label}", at_least, f"aioflux-s3-{label}")]
     return Plan(
         name="fsspec",
         description=f"fsspec {op}: {what}",
@@ -146,8 +158,7 @@ def plan(options: Options) -> Plan:
         objects=objects,
         contenders=contenders,
         baseline=f"aioflux-gs-{label}",
-        targets=[Target(f"gcsfs-{label}", at_least, f"aioflux-gs-{label}"),
-                 Target(f"s3fs-{label}", at_least, f"aioflux-s3-{label}")],
+        targets=targets,
         notes=["each run is one op (--param op=...); the op's contenders are named "
                "<filesystem>-<op>",
                "checksums: aioflux checks crc32c as it ships (whole reads, get_file, every "
@@ -157,11 +168,13 @@ def plan(options: Options) -> Plan:
         timeout_s=900.0,
         expect_items=items,
         expect_bytes=nbytes,
-        warm_read=op != "put",
+        warm_read=op not in ("put", "find"),
         # Uploads: a fresh emulator faults in the memory of what it first
         # stores. Downloads: the first GiB a run writes to the local disk
         # cost whichever contender came first up to twice its time (aioflux
         # 2.49 s then 1.27 s, gcsfs 2.50 s then 2.44 s, in one run).
-        warm_rounds=1 if op in ("get", "put") else 0,
+        # Listings: the emulator encodes each listed item once, on the first
+        # listing (see scenarios/listing.py).
+        warm_rounds=1 if op in ("get", "put", "find") else 0,
         seed_concurrency=8 if op == "get" else 64,
     )
