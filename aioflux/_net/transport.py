@@ -123,6 +123,11 @@ class Transport:
         self.stats = RequestStats()
         self._session_factory = session_factory or self._default_session
         self._state: LoopState | None = None
+        # The sessions of the other loops that used this transport lately
+        # (an asynchronous fsspec filesystem runs on its caller's loop and
+        # its sync files on the portal's): kept, so that going back to a
+        # loop reuses its connections instead of opening new ones.
+        self._other_states: list[LoopState] = []
         # Who closed this transport for good (``aclose(owner=...)``): its
         # next session would be one nothing closes.
         self._closed_by: str | None = None
@@ -135,6 +140,9 @@ class Transport:
         if state is None or state.loop is not loop or state.pid != os.getpid():
             if self._closed_by is not None:
                 raise self._closed_error(op)
+            kept = self._switch_to(loop)
+            if kept is not None:
+                return kept
             session = self._session_factory(self.config)
             forbid_redirects(session)
             state = LoopState(
@@ -149,6 +157,28 @@ class Transport:
             close_with_loop(state)
             close_at_shutdown(loop, self)
         return state
+
+    def _switch_to(self, loop: asyncio.AbstractEventLoop) -> LoopState | None:
+        """The state ``loop`` kept from its last use, made current; the one
+        it replaces kept in turn (None: ``loop`` has none to go back to)."""
+        pid = os.getpid()
+        # A loop's run that ended closed its state (see loops.py); a forked
+        # child's copies are the parent's.
+        others = [o for o in self._other_states if o.pid == pid and not o.closed
+                  and not o.loop.is_closed()]
+        found = next((o for o in others if o.loop is loop), None)
+        if found is not None:
+            others.remove(found)
+        current = self._state
+        if current is not None and current.pid == pid and not current.closed:
+            others.append(current)
+        # Bounded: the oldest loop's session is closed on its loop.
+        while len(others) > _KEPT_LOOPS:
+            _close_state(others.pop(0), loop)
+        self._other_states = others
+        if found is not None:
+            self._state = found
+        return found
 
     def admit_read(self, op: Op) -> asyncio.Semaphore:
         """The gate an object read passes before anything of it is built.
@@ -206,7 +236,9 @@ class Transport:
     @property
     def idle(self) -> bool:
         """True when this process holds no open session."""
-        return self._state is None or self._state.pid != os.getpid()
+        pid = os.getpid()
+        return all(state is None or state.pid != pid or state.closed
+                   for state in (self._state, *self._other_states))
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -599,21 +631,32 @@ class Transport:
         """
         if owner is not None:
             self._closed_by = owner
-        state, self._state = self._state, None
-        if state is None or state.pid != os.getpid():
-            return
+        states = [self._state, *self._other_states]
+        self._state, self._other_states = None, []
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        closing = state.ends_with_loop
-        if closing is None:
-            return
-        if running is state.loop:
-            await closing.aclose()
-        elif not state.loop.is_closed():
-            # A session closes on its own loop (another thread's): hand it there.
-            asyncio.run_coroutine_threadsafe(closing.aclose(), state.loop)
+        for state in states:
+            if state is None or state.pid != os.getpid():
+                continue
+            if running is state.loop and state.ends_with_loop is not None:
+                await state.ends_with_loop.aclose()
+            else:
+                _close_state(state, running)
+
+
+# Loops besides the current one whose sessions a transport keeps.
+_KEPT_LOOPS = 4
+
+
+def _close_state(state: LoopState, running: asyncio.AbstractEventLoop | None) -> None:
+    """Close ``state``'s session on its own loop, from ``running`` (another
+    loop, or none): handed there, as a session closes on its own loop."""
+    closing = state.ends_with_loop
+    if closing is None or state.loop is running or state.loop.is_closed():
+        return
+    asyncio.run_coroutine_threadsafe(closing.aclose(), state.loop)
 
 
 def _partial(exc: BodyTruncated) -> MediaResponse | None:

@@ -80,3 +80,38 @@ def test_aclose_from_another_loop_closes_the_session_on_its_own_loop(
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
+
+
+def test_a_client_used_from_two_live_loops_keeps_one_session_on_each(
+        emulator: Emulator, bucket: str) -> None:
+    # An asynchronous fsspec filesystem runs its coroutines on the caller's
+    # loop and its sync files on aioflux's portal loop: each switch made a
+    # new session (new connections), and the one it replaced was left open.
+    from aioflux._core.portal import get_portal
+
+    client = AsyncClient(ClientConfig(retry=FAST_RETRY), endpoint=emulator.endpoint)
+    portal = get_portal()
+
+    async def on_portal() -> object:
+        await client.read(bucket, "k")
+        return _session(client.transport)
+
+    async def alternate() -> list[object]:
+        await client.write(bucket, "k", b"data")
+        seen = []
+        for _ in range(3):
+            await client.read(bucket, "k")
+            seen.append(_session(client.transport))
+            seen.append(await asyncio.wrap_future(portal.submit(on_portal())))
+        mine = seen[-2]
+        assert not mine.closed  # type: ignore[attr-defined]
+        await client.aclose()
+        assert mine.closed  # type: ignore[attr-defined]
+        return seen
+
+    seen = asyncio.run(alternate())
+    assert len({id(s) for s in seen[0::2]}) == 1  # the caller's loop: one session
+    assert len({id(s) for s in seen[1::2]}) == 1  # the portal's: one session
+    theirs = seen[1]
+    portal.call(asyncio.sleep(0))  # the close handed to the portal's loop has run
+    assert theirs.closed  # type: ignore[attr-defined]
