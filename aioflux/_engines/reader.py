@@ -139,6 +139,8 @@ class ObjectReader(DirectReads):
         offset = operator.index(offset)
         with self._locked():
             base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}.get(whence)
+            if whence == os.SEEK_END:
+                self._size_told = True  # the caller's offsets may rest on it now
             if base is None or base + offset < 0:
                 raise InvalidArgument(f"seek {self.url}: bad offset "
                                       f"{offset} from whence {whence}")

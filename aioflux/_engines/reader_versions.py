@@ -22,6 +22,8 @@ class VersionedReads(BlockWindow, FrontToBackCheck):
 
     # ``info`` came from a cache and no read has confirmed it yet.
     _recent: bool
+    # The caller was told ``size`` (a seek from the end) while it was unconfirmed.
+    _size_told: bool = False
 
     def _adopt(self, info: ObjectInfo) -> None:
         """Read the version ``info`` names (at open, or after a stale one)."""
@@ -102,12 +104,26 @@ class VersionedReads(BlockWindow, FrontToBackCheck):
 
     def _restat(self, current: ObjectInfo | None = None) -> None:
         """Read the version the store has now (a recent info was stale): the
-        one ``current`` names, else the one a stat finds."""
+        one ``current`` names, else the one a stat finds.
+
+        Raises:
+            PreconditionFailed: the caller was told the stale size (a seek
+                from the end) and the current version's is another: offsets
+                placed by it would read other bytes than the caller meant.
+        """
         self._recent = False
         if self._stat is not None:
             self._stat.cancel()  # asked before the version changed, perhaps
             self._stat = None
+        told = self.size if self._size_told else None
         self._adopt(current or self._portal.call(self._client.stat(self.bucket, self.name)))
+        if told is not None and told != self.size:
+            self._size_told = False  # reads go on at the current version, once said
+            raise PreconditionFailed(
+                f"read {self.url} failed: the object changed since it was opened (a recent "
+                f"listing or stat said {told} bytes, which a seek from its end used; it now "
+                f"has {self.size}): open it again", operation="read", bucket=self.bucket,
+                name=self.name, status=412, reason="conditionNotMet")
 
     def _settle(self) -> bool:
         """The stat begun beside the first GETs (``stat_beside``) adopted,

@@ -26,6 +26,7 @@ from aioflux import (
     ClientConfig,
     NotFound,
     ObjectInfo,
+    PreconditionFailed,
     ProtocolError,
     ReaderOptions,
     S3Store,
@@ -220,3 +221,26 @@ def test_reading_the_rest_of_a_replaced_longer_object_reads_all_of_it(
                       recent=True) as r:
         assert r.read() == new
         assert r.size == len(new) and r.tell() == len(new)
+
+
+@pytest.mark.parametrize("target", ["gs", "s3", "file"], indirect=True)
+@pytest.mark.parametrize("new_size", [1000, 500 * KiB])
+def test_a_size_handed_out_then_found_stale_is_an_error_not_other_bytes(
+        target: Target, new_size: int) -> None:
+    # seek(-n, SEEK_END) (a Parquet reader's footer, a tail) placed the
+    # position by the cached size; the read then found the object replaced
+    # and read the current version there: the middle of a longer one, or
+    # nothing of a shorter one, handed out as the tail.
+    cached = _cached(target)
+    target.call("write", os.urandom(new_size))
+    with ObjectReader(target.store, target.bucket, target.name, options=OPTIONS, info=cached,
+                      recent=True) as r:
+        r.seek(-100, os.SEEK_END)
+        with pytest.raises(PreconditionFailed, match="changed since it was opened") as info:
+            r.read(100)
+        assert (info.value.bucket, info.value.name) == (target.bucket, target.name)
+        assert r.seek(0, os.SEEK_END) == new_size  # the current version, from now on
+    # A size nobody asked for is no offset of the caller's: the read goes on.
+    with ObjectReader(target.store, target.bucket, target.name, options=OPTIONS, info=cached,
+                      recent=True) as r:
+        assert len(r.read()) == new_size
