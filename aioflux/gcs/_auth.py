@@ -42,7 +42,10 @@ class GoogleAuth:
 
     Args:
         credentials: a ``google.auth.credentials.Credentials``; ``None`` loads
-            Application Default Credentials lazily on first use.
+            Application Default Credentials lazily on first use. Ones that
+            require scopes and carry none (a service account's key loaded
+            with ``from_service_account_file``) get the storage scope, as
+            google-cloud-storage gives it.
         timeouts: bound each HTTP call of a lookup or refresh by
             ``connect`` and ``read_stall`` (google-auth's own default is
             120 s), and a request's wait for it by ``total`` if set.
@@ -50,6 +53,14 @@ class GoogleAuth:
 
     def __init__(self, credentials: Any = None, *, timeouts: Timeouts | None = None) -> None:
         self._given = credentials
+        if credentials is not None:
+            # Google's token endpoint refuses a grant that asks for no scope
+            # (invalid_scope): unscoped service account keys failed every
+            # request. google-auth scopes only credentials that need it.
+            import google.auth.credentials
+
+            credentials = google.auth.credentials.with_scopes_if_required(  # type: ignore[no-untyped-call]
+                credentials, list(SCOPES))
         self._credentials = credentials
         self._timeouts = timeouts or Timeouts()
         self._refresh = SharedCall(self._fresh_token, name="aioflux-gcs-token",

@@ -72,7 +72,8 @@ class AsyncClient(GcsService, XmlMultipartCalls):
             an emulator (``STORAGE_EMULATOR_HOST``, an ``http://`` endpoint,
             or an ``https://`` one on a loopback host), which gets none;
             ``"anonymous"``, a bearer token string, an ``Auth`` or a
-            google-auth credentials object.
+            google-auth credentials object (one that requires scopes and
+            has none, as a service account key loads, gets the storage scope).
         transport: a ready :class:`Transport` (tests inject one); overrides
             ``config`` and ``credentials``.
         project: project for bucket creation.

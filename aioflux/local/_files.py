@@ -89,6 +89,11 @@ def mapped(exc: OSError, op: str, bucket: str, name: str, *,
         kind = NotFound  # a directory, or a path through a file: no such object
     elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         kind = PermissionDenied
+    elif exc.errno == errno.ENAMETOOLONG:
+        # A name with a segment past the filesystem's longest file name (255
+        # bytes on most) is a valid object name that no file can hold: no
+        # such object, and a write the store refuses (final, as GCS's 400).
+        kind = InvalidRequest if writing else NotFound
     else:
         kind = StorageError
     return kind(f"{where} failed: {detail}", operation=op, bucket=bucket, name=name,

@@ -33,6 +33,10 @@ def _entries(directory: str) -> list[os.DirEntry[str]]:
             return list(it)
     except (FileNotFoundError, NotADirectoryError):
         return []  # removed while listing
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            return []  # a prefix's folder no filesystem name can be: nothing below it
+        raise
 
 
 def _is_file(entry: os.DirEntry[str]) -> bool:

@@ -21,12 +21,14 @@ A name is a plain relative path below it: every method refuses ``..``,
   its length is still checked.
 - ``generation`` is the file's modification time in nanoseconds (one at or
   before the epoch maps to ``2**63 - 1 + mtime``: 0 means "no version"): it
-  changes on every write, ``if_generation_match`` compares it (``0``: the file must
-  not exist, enforced atomically with a hard link), and ``generation=`` on
-  a read or delete pins it. A check against a nonzero generation and the
-  rename or unlink that follows are made one step by an ``flock`` on the
-  file being replaced, which every aioflux write and delete takes (on a
-  filesystem without locks they stay two steps). A whole read is checked
+  changes on every write (stepped past the replaced file's, by whole seconds
+  where the filesystem keeps no finer times), ``if_generation_match``
+  compares it (``0``: the file must not exist, enforced atomically with a
+  hard link), and ``generation=`` on a read or delete pins it. A check
+  against a nonzero generation and the rename or unlink that follows are
+  made one step by an ``flock`` on the file being replaced, which every
+  aioflux write and delete takes (on a filesystem without locks they stay
+  two steps). A whole read is checked
   against the recorded crc32c, and any read against the file's size and
   modification time before and after: a file rewritten in place while it
   is read is ``ChecksumMismatch``, never a mix of old and new bytes.
@@ -443,6 +445,7 @@ class LocalStore:
             Conflict: a directory stands at the path, or a file where a
                 directory of it must be.
             PermissionDenied: the directory is not writable.
+            InvalidRequest: a segment of the name is longer than the filesystem's file names.
             StorageError: the write failed; nothing was published.
         """
         write_args(bucket, name, data, content_type, if_generation_match, metadata, resumable,

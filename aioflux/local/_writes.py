@@ -56,9 +56,13 @@ __all__ = [
 
 # Marks a directory aioflux created (a delete may remove it once empty).
 _DIR_XATTR = "user.aioflux.dir"
+# Steps (ns) past a replaced file's time that a new one's may need to differ
+# from it: as fine as the filesystem keeps times, up to FAT's two seconds.
+_TIME_STEPS = (1, 1_000, 1_000_000, 1_000_000_000, 2_000_000_000)
 # Directories a concurrent delete may remove under a new write (see open_temp).
 _MKDIR_ATTEMPTS = 5
-# Longest file name (bytes) on ext4, XFS, NFS and Lustre.
+# Longest file name (bytes) on ext4, XFS, NFS and Lustre, where the
+# filesystem does not say (``pathconf``).
 _NAME_MAX = 255
 
 
@@ -69,15 +73,21 @@ def open_temp(bucket: str, name: str) -> tuple[str, int]:
     if not base:
         raise InvalidArgument(f"{describe('write', bucket, name, 'file')}: a name ending "
                               "in '/' is a directory, not a file")
-    if not os.path.isdir(path_of(bucket, "", op="write")):
+    root = path_of(bucket, "", op="write")
+    if not os.path.isdir(root):
         # As a write to a missing bucket: a mistyped /mtn/nfs/... must not
         # make a new directory at the root of the filesystem.
         raise NotFound(f"{describe('write', bucket, name, 'file')} failed: no directory "
                        f"/{bucket}", operation="write", bucket=bucket, name=name)
+    name_max = _name_max(directory, root)
+    if len(base.encode()) > name_max:
+        # Refused now, not by the rename after every byte was written and
+        # fsynced (a directory's name too long fails its mkdir at once).
+        raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), path)
     # A file name may take all of the filesystem's 255 bytes; the
     # temporary's copy of it is cut to leave room for the mark and the id
     # (it then lists as an open upload of the cut name, which aborts it).
-    stem = base.encode()[:_NAME_MAX - len(TEMP_MARK) - 13].decode(errors="ignore")
+    stem = base.encode()[:name_max - len(TEMP_MARK) - 13].decode(errors="ignore")
     temp = f"{directory}/.{stem}{TEMP_MARK}{uuid.uuid4().hex[:12]}"
     # Read-write: the bytes are read back and checked before publishing.
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | CLOEXEC
@@ -94,6 +104,19 @@ def open_temp(bucket: str, name: str) -> tuple[str, int]:
             if attempts == _MKDIR_ATTEMPTS:
                 raise
             attempts += 1
+
+
+def _name_max(directory: str, root: str) -> int:
+    """The longest file name (bytes) the filesystem of ``directory`` takes,
+    asked of its nearest existing ancestor up to ``root`` (a directory below
+    the bucket's may be another mount)."""
+    while len(directory) > len(root) and not os.path.isdir(directory):
+        directory = directory.rpartition("/")[0]
+    try:
+        limit = os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return _NAME_MAX
+    return limit if limit > 0 else _NAME_MAX  # -1: no limit stated
 
 
 def _make_directories(directory: str) -> None:
@@ -203,15 +226,20 @@ def _distinct_generation(fd: int, path: str, st: os.stat_result, crc: int) -> os
 
     File times come from a clock that advances in ticks of a few ms on many
     kernels and filesystems: two writes in one tick would get one generation,
-    and a precondition could not tell them apart.
+    and a precondition could not tell them apart. Some filesystems keep
+    whole seconds (Lustre, ext2/ext3 with small inodes, some NFS servers;
+    FAT two), and drop a finer step: the step grows until the time moves.
     """
     try:
         current = os.stat(path).st_mtime_ns
     except OSError:
         return st
     if st.st_mtime_ns <= current:
-        os.utime(fd, ns=(st.st_atime_ns, current + 1))
-        st = os.fstat(fd)
+        for step in _TIME_STEPS:
+            os.utime(fd, ns=(st.st_atime_ns, current + step))
+            st = os.fstat(fd)
+            if st.st_mtime_ns > current:
+                break
         record_crc(fd, st, crc)  # the record names the modification time
         os.fsync(fd)
     return st
