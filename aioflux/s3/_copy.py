@@ -84,7 +84,8 @@ async def _copy_whole(store: S3Store, op: Op, source: dict[str, str], src_op: Op
         # S3 keeps the answer alive with whitespace while it copies, and
         # an <Error> inside the 200 raises, naming the source as GCS's
         # copy does.
-        return text(parse(await read_metadata(resp, src_op, kept_alive=True), src_op), "ETag")
+        return text(parse(await read_metadata(resp, src_op, kept_alive=True), src_op,
+                          kept_alive=True), "ETag")
 
     # Sent under the destination: a wrong-region answer is the destination
     # bucket's (under the source's, its region was recorded for the source
@@ -148,7 +149,8 @@ async def _copy_part(store: S3Store, op: Op, upload_id: str, number: int,
     part_op = Op(f"copy part {number}", op.bucket, op.name, "s3")
 
     async def handle(resp: HttpResponse) -> tuple[PartInfo, int | None]:
-        root = parse(await read_metadata(resp, part_op, kept_alive=True), part_op)
+        root = parse(await read_metadata(resp, part_op, kept_alive=True), part_op,
+                     kept_alive=True)
         return PartInfo(number, text(root, "ETag"), end - start), answer_crc32c(root)
 
     url = store.object_url(op.bucket, op.name) + query(("partNumber", str(number)),

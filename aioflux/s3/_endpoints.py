@@ -115,6 +115,9 @@ class Endpoints:
         self.custom = custom is not None and custom.rstrip("/").lower() != AWS_ENDPOINT
         self.endpoint = (custom or AWS_ENDPOINT).rstrip("/")
         self._home = urlsplit(self.endpoint)
+        # An API served under a path (``https://host/storage/v1/s3``): a
+        # path-style URL's bucket is the segment after it, not the first.
+        self._path = self._home.path.rstrip("/")
         self.addressing = addressing
         self.region = region
         self.regions: dict[str, str] = {}
@@ -200,7 +203,10 @@ class Endpoints:
             bucket = self._host_buckets[origin] = self._bucket_of_host(origin)
         if bucket:
             return bucket
-        return url[end + 1:].partition("?")[0].partition("/")[0]
+        path = url[end:].partition("?")[0]
+        if self._path and path.startswith(self._path + "/"):
+            path = path[len(self._path):]
+        return path[1:].partition("/")[0]
 
     def _bucket_of_host(self, origin: str) -> str:
         host = (urlsplit(origin).hostname or "").lower()

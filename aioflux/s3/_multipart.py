@@ -69,7 +69,8 @@ class Multipart:
                    data: bytes | None = None, ok: tuple[int, ...] = (200,),
                    kept_alive: bool = False) -> ET.Element:
         async def handle(resp: HttpResponse) -> ET.Element:
-            return parse(await read_metadata(resp, op, kept_alive=kept_alive), op)
+            return parse(await read_metadata(resp, op, kept_alive=kept_alive), op,
+                         kept_alive=kept_alive)
 
         return await self.store.transport.request(op, method, url, handle, headers=headers,
                                                   data=data, ok=ok)

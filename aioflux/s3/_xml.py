@@ -27,6 +27,7 @@ from .._core.crc import decode_crc32c
 from .._core.errors import (
     NotFound,
     PreconditionFailed,
+    ServerError,
     StorageError,
     describe,
     error_for_status,
@@ -173,19 +174,40 @@ def text(root: ET.Element, tag: str, default: str = "") -> str:
     return default
 
 
-def parse(raw: bytes, op: Op) -> ET.Element:
+def parse(raw: bytes, op: Op, *, kept_alive: bool = False) -> ET.Element:
     """Parse an XML answer; an ``<Error>`` inside a 200 (CopyObject and
     CompleteMultipartUpload may report one so) raises.
 
+    Args:
+        raw: the body.
+        op: operation, bucket and object, for the error.
+        kept_alive: an answer S3 sends 200 at once and keeps alive with
+            whitespace while it works (complete, copy, part copy): one that
+            ends unparsable failed after its 200 (botocore retries it as a
+            500); a completion retried so is checked against what it
+            published.
+
+    Returns:
+        The document's root element.
+
     Raises:
+        ServerError: ``kept_alive`` and unparsable (retried).
         StorageError: unparsable XML, or an error document.
     """
     try:
         # A key's characters that XML cannot carry are dropped (they are in
-        # no other field; a Key read back is compared without them).
-        root = ET.fromstring(_NOT_XML_BYTES.sub(b"", raw))
+        # no other field; a Key read back is compared without them). The
+        # whitespace S3 (and MinIO) keep a completion or copy alive with
+        # comes before the document's XML declaration, where XML allows
+        # nothing: a completion that published would read as a failure.
+        root = ET.fromstring(_NOT_XML_BYTES.sub(b"", raw.lstrip(b" \t\r\n")))
     except ET.ParseError as exc:
-        fail(op, f"unparsable XML response ({exc})", exc)
+        what = f"unparsable XML response ({exc})"
+        if kept_alive:
+            raise ServerError(f"{describe(op.operation, op.bucket, op.name, 's3')} failed: "
+                              f"{what} after HTTP 200", operation=op.operation,
+                              bucket=op.bucket, name=op.name, status=200) from exc
+        fail(op, what, exc)
     raise_if_error(root, op)
     return root
 
