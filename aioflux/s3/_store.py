@@ -544,7 +544,8 @@ class S3Store(S3Service, MultipartCalls):
             bucket: bucket name.
 
         Raises:
-            Conflict: it exists already (owned by someone else).
+            Conflict: it exists already: owned by someone else, or by you
+                outside us-east-1 (BucketAlreadyOwnedByYou; us-east-1 answers 200).
             StorageError: any other failure.
         """
         validate_bucket(bucket, scheme="s3")
