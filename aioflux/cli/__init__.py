@@ -30,9 +30,10 @@ import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
-from .._core.errors import AiofluxError
+from .._core.errors import AiofluxError, NotFound
 from ._registry import COMMANDS, Command, UsageError, command
 from ._signals import sigterm_as_interrupt
+from ._text import missing, one_line
 
 __all__ = ["Command", "UsageError", "command", "main", "version"]
 
@@ -152,11 +153,12 @@ def _run(args: argparse.Namespace, terminated: threading.Event) -> int:
     try:
         return int(args._run(args))
     except UsageError as exc:
-        print(f"aioflux {args.command}: error: {exc} (see aioflux {args.command} --help)",
-              file=sys.stderr)
+        print(f"aioflux {args.command}: error: {one_line(str(exc))} "
+              f"(see aioflux {args.command} --help)", file=sys.stderr)
         return EXIT_USAGE
     except AiofluxError as exc:
-        print(f"aioflux {args.command}: {exc}", file=sys.stderr)
+        message = missing(str(exc), exc.name) if isinstance(exc, NotFound) else str(exc)
+        print(f"aioflux {args.command}: {one_line(message)}", file=sys.stderr)
         return EXIT_FAILED
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly, as cat and ls do.
@@ -167,7 +169,7 @@ def _run(args: argparse.Namespace, terminated: threading.Event) -> int:
         os.close(devnull)
         return EXIT_BROKEN_PIPE
     except OSError as exc:  # local files: missing, unreadable, disk full
-        print(f"aioflux {args.command}: {exc}", file=sys.stderr)
+        print(f"aioflux {args.command}: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_FAILED
     except (KeyboardInterrupt, asyncio.CancelledError):
         if terminated.is_set():

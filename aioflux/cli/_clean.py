@@ -20,6 +20,7 @@ from .._engines.clean import DEFAULT_OLDER_THAN, CleanReport, clean_bucket
 from ._common import Stores, add_client_arguments, url_arg
 from ._registry import command
 from ._signals import run_command
+from ._text import one_line, shell_quoted
 
 __all__: list[str] = []
 
@@ -60,20 +61,20 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 def _print(report: CleanReport, scheme: str) -> None:
     verb = ("would delete", "would abort") if report.dry_run else ("deleted", "aborted")
     for url in report.composites:
-        print(f"{verb[0]} {url}")
+        print(f"{verb[0]} {shell_quoted(url)}")
     for upload in report.uploads:
         print(f"{verb[1]} upload {upload.upload_id} of "
-              f"{format_url(scheme, upload.bucket, upload.name)}")
+              f"{shell_quoted(format_url(scheme, upload.bucket, upload.name))}")
     for skipped in report.skipped:
         age = "of unknown age" if skipped.age is None else f"{_show(round(skipped.age))} old"
-        print(f"skipped {skipped.what}: {age}, younger than --older-than "
+        print(f"skipped {one_line(skipped.what)}: {age}, younger than --older-than "
               f"{_show(report.older_than)} (may belong to a running process)")
     if report.uploads_unlisted:
         print(f"skipped multipart uploads: {report.uploads_unlisted}")
     for error in report.errors:
         # A failure is one line on stderr, as for every command: on stdout,
         # "error: ..." went into what a script parses and left stderr empty.
-        print(f"aioflux clean: {error}", file=sys.stderr)
+        print(f"aioflux clean: {one_line(error)}", file=sys.stderr)
     print(f"{len(report.composites)} composed objects, {len(report.uploads)} multipart uploads"
           f"{' (dry run)' if report.dry_run else ''}, {len(report.skipped)} skipped, "
           f"{len(report.errors)} errors")

@@ -40,6 +40,7 @@ from .._core.urls import StoreURL, folder_prefix, format_url, validate_object_na
 from ..local._files import path_of
 from ._common import first_under, list_named, require_match
 from ._registry import UsageError
+from ._text import one_line
 
 __all__ = ["Folder", "Item", "refuse", "single"]
 
@@ -90,9 +91,27 @@ def refuse(item: Item) -> None:
         InvalidArgument: the copy is refused.
     """
     _refuse_onto_itself(item)
+    _refuse_the_same_file(item)
     why = _special_destination(item)
     if why is not None:
         raise InvalidArgument(f"cp {item.src_url}: {why}; nothing was copied")
+
+
+def _refuse_the_same_file(item: Item) -> None:
+    """As GNU ``cp`` refuses ("are the same file"): a local file reached by
+    another path (through a symbolic link to its directory, or a hard
+    link). Copied, it was replaced by a new file of its own bytes (a hard
+    link broken) and reported as "copied 1 file(s)"."""
+    if item.src.scheme != "file" or item.dst.scheme != "file":
+        return
+    target = path_of(item.dst.bucket, item.dst.name)
+    try:
+        same = os.path.samefile(path_of(item.src.bucket, item.src.name), target)
+    except OSError:
+        return  # no destination yet (or no source: the copy fails on it)
+    if same:
+        raise InvalidArgument(f"cp {item.src_url}: the destination {target} is the same file; "
+                              "nothing was copied")
 
 
 def _refuse_onto_itself(item: Item) -> None:
@@ -170,6 +189,7 @@ class Folder:
             return
         inward, rel = overlap
         if not rel:
+            self._refuse_a_directory_onto_itself()
             return  # onto itself is refused on the first object
         # Named as the source's listing names them: with inward, every copy
         # lands in ``inner``; otherwise the sources under it land back in
@@ -204,6 +224,24 @@ class Folder:
             f"cp {self._url(source)}: its destination {self._url(target)} is also a source of "
             "this copy (a folder copied into itself), and could be overwritten before it is "
             "read; nothing was copied")
+
+    def _refuse_a_directory_onto_itself(self) -> None:
+        """Refuse a directory whose destination is itself under another path
+        (``cp -r data link``, ``link -> data``): each file would be its own
+        destination, which its URLs, spelt apart, do not show, so every
+        file was replaced by a copy of itself and cp reported them copied.
+
+        Raises:
+            InvalidArgument: the copy is refused; nothing was copied.
+        """
+        src, dst = self._src, self._dst
+        if src.scheme != "file" or src == dst:
+            return  # the same URLs: refused on the first object, by its URL
+        path = path_of(src.bucket, src.name.rstrip("/"))
+        if os.path.isdir(path):
+            raise InvalidArgument(
+                f"cp {src}: the destination {dst} is the same directory "
+                f"({os.path.realpath(path)}); nothing was copied")
 
     async def _leave_out_an_alias(self) -> None:
         """Across two stores, a bucket of the same name may be one bucket
@@ -287,14 +325,14 @@ class Folder:
             matched = True
             if dst.scheme == "file" and name.endswith("/"):
                 # A folder placeholder is no file (as gcloud storage skips them).
-                print(f"aioflux cp: skipped {obj.url}: a folder placeholder is no file",
+                print(f"aioflux cp: skipped {one_line(obj.url)}: a folder placeholder is no file",
                       file=sys.stderr)
                 continue
             if exact is not None:
                 # The folder's contents land in dst itself: the object 'a' has no
                 # place there that could not collide with them.
-                print(f"aioflux cp: skipped {exact.url}: an object and a folder share the "
-                      "name; copy it without -r", file=sys.stderr)
+                print(f"aioflux cp: skipped {one_line(exact.url)}: an object and a folder "
+                      "share the name; copy it without -r", file=sys.stderr)
                 exact = None
             item = Item(obj, StoreURL(dst.bucket, name, dst.scheme), listed=True)
             # Either every object of the folder is its own destination (the
@@ -303,7 +341,7 @@ class Folder:
             why = self._refused(item)
             if why is not None:
                 self.refused += 1
-                print(f"aioflux cp: {why}; not copied", file=sys.stderr)
+                print(f"aioflux cp: {one_line(why)}; not copied", file=sys.stderr)
                 continue
             yield item
         if exact is not None:

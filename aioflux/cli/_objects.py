@@ -35,6 +35,7 @@ from ._common import (
 )
 from ._registry import UsageError, command
 from ._signals import run_command
+from ._text import missing, one_line, shell_quoted
 
 __all__: list[str] = []
 
@@ -144,7 +145,9 @@ async def _ls_pages(store: ObjectStore, url: StoreURL,
 
 class _Listing:
     """Prints the rows of ``ls`` as they come: one URL a line, ``-l``
-    columns or one JSON document (written a row at a time)."""
+    columns or one JSON document (written a row at a time). A URL holding a
+    control character is quoted (:func:`shell_quoted`), so that each row is
+    one line; ``--json`` has every name as it is."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self._json = args.json
@@ -166,13 +169,14 @@ class _Listing:
             width = self._width
             for row, version in zip(rows, versions, strict=True):
                 if "prefix" in row:
-                    print(f"{'':>12}  {'':>{width}}  {'':>24}  {row['prefix']}")
+                    print(f"{'':>12}  {'':>{width}}  {'':>24}  "
+                          f"{shell_quoted(str(row['prefix']))}")
                 else:
                     print(f"{row['size']:>12}  {version:>{width}}  "
-                          f"{row['updated'] or '':>24}  {row['url']}")
+                          f"{row['updated'] or '':>24}  {shell_quoted(str(row['url']))}")
         else:
             for row in rows:
-                print(row.get("prefix") or row["url"])
+                print(shell_quoted(str(row.get("prefix") or row["url"])))
 
     def close(self) -> None:
         if self._json:
@@ -412,7 +416,7 @@ async def _delete(targets: AsyncIterator[_Target]) -> tuple[int, int]:
         try:
             await store.delete(bucket, name, if_generation_match=generation)
         except (NotFound, PreconditionFailed) as exc:
-            print(f"aioflux rm: {exc}", file=sys.stderr)
+            print(f"aioflux rm: {one_line(missing(str(exc), name))}", file=sys.stderr)
             failed += 1
         else:
             removed += 1
@@ -468,5 +472,5 @@ def _du(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"url": str(args.url), "objects": count, "bytes": total})
     else:
-        print(f"{total}\t{human(total)}\t{count} objects\t{args.url}")
+        print(f"{total}\t{human(total)}\t{count} objects\t{shell_quoted(str(args.url))}")
     return 0

@@ -14,16 +14,18 @@ shard without such a sidecar once
 (:func:`~aioflux._engines.shards.stream_index`, checked against the
 shard's crc32c) and writes its sidecar. ``verify``
 streams every shard, and holds the result against the sidecar where
-there is one, sample by sample.
+there is one, sample by sample. All three print each shard's row as the
+listing brings it: what they hold is a page and the reads in flight.
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
+import asyncio
+import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar
 
 from .._core.crc import encode_crc32c
 from .._core.errors import AiofluxError, ChecksumMismatch, NotFound, ShardFormatError
@@ -31,7 +33,7 @@ from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.urls import StoreURL
-from .._core.window import gather_bounded
+from .._core.window import window
 from .._engines.shards import (
     FORMATS,
     INDEX_SUFFIX,
@@ -44,8 +46,9 @@ from .._engines.shards import (
     sidecar_matches,
     stream_index,
 )
-from ._common import add_client_arguments, emit_json, human, list_named, portal_store, url_arg
+from ._common import add_client_arguments, human, list_named, portal_store, url_arg
 from ._registry import UsageError, command
+from ._text import one_line, shell_quoted
 
 __all__: list[str] = []
 
@@ -96,16 +99,23 @@ def _format(info: ObjectInfo, forced: str | None) -> ShardFormat:
     raise UsageError(f"cannot tell the format of {info.url} from its name: pass --format")
 
 
-async def _find(store: ObjectStore, url: StoreURL) -> list[ObjectInfo]:
+async def _find(store: ObjectStore, url: StoreURL) -> AsyncIterator[ObjectInfo]:
+    """The shards ``url`` names, in order, as the listing (or the stats of a
+    brace pattern's names, a few at once) brings them."""
     if "{" in url.name:
         names = expand_braces(url.name)
-        return await gather_bounded((store.stat(url.bucket, n) for n in names),
-                                    _SIDECARS_AT_ONCE)
-    found = [o async for o in list_named(store, url) if not is_sidecar(o.name)]
+        async for _, info in window(names, lambda n: store.stat(url.bucket, n),
+                                    limit=_SIDECARS_AT_ONCE):
+            yield info
+        return
+    found = False
+    async for obj in list_named(store, url):
+        if not is_sidecar(obj.name):
+            found = True
+            yield obj
     if not found:
         raise NotFound(f"shards {url}: no shards there", operation="list", bucket=url.bucket,
                        name=url.name)
-    return found
 
 
 class _Sidecar:
@@ -143,77 +153,104 @@ def _identity(size: int, crc: int | None, version: int | None) -> str:
             f"version {version or 'none'}")
 
 
-def _shards_and_sidecars(args: argparse.Namespace, store: ObjectStore
-                         ) -> list[tuple[ObjectInfo, ShardFormat, _Sidecar]]:
-    """The shards URL names, each with its format and what its sidecar says
-    (the sidecars' columns are not kept: a dataset's may be large)."""
-    async def run() -> list[tuple[ObjectInfo, ShardFormat, _Sidecar]]:
-        shards = await _find(store, args.url)
-        formats = [_format(info, args.format) for info in shards]
-        sidecars = await gather_bounded(
-            (_sidecar(store, info, fmt) for info, fmt in zip(shards, formats, strict=True)),
-            _SIDECARS_AT_ONCE)
-        return list(zip(shards, formats, sidecars, strict=True))
-
-    return get_portal().call(run())
+_Found = tuple[ObjectInfo, ShardFormat, _Sidecar]
 
 
-def _each(items: Sequence[T], job: Callable[[T], Any]) -> Iterator[tuple[T, Any]]:
-    """``(item, job(item) or the AiofluxError it raised)``, in order, a few at once."""
-    def guarded(item: T) -> Any:
+async def _shards_and_sidecars(args: argparse.Namespace,
+                               store: ObjectStore) -> AsyncIterator[_Found]:
+    """The shards URL names, each with its format and what its sidecar says,
+    in order, as the listing brings them: what waits is a page and the
+    sidecar reads in flight, however many shards there are (a list of all
+    of them held ~1 KB a shard: 1 GB for a million, and nothing was printed
+    before the last sidecar was read). The sidecars' columns are not kept."""
+    async def side(info: ObjectInfo) -> tuple[ShardFormat, _Sidecar]:
+        fmt = _format(info, args.format)
+        return fmt, await _sidecar(store, info, fmt)
+
+    async for info, (fmt, found) in window(_find(store, args.url), side,
+                                           limit=_SIDECARS_AT_ONCE):
+        yield info, fmt, found
+
+
+async def _each(found: AsyncIterator[_Found],
+                job: Callable[[_Found], T]) -> AsyncIterator[tuple[_Found, T | AiofluxError]]:
+    """``(item, job(item) or the AiofluxError it raised)``, in order, a few
+    at once: ``job`` blocks (it streams a shard), so each runs in a thread.
+    Cancelled (Ctrl-C), the shards not started are dropped; those under way
+    finish in their threads."""
+    async def guarded(item: _Found) -> T | AiofluxError:
         try:
-            return job(item)
+            return await asyncio.to_thread(job, item)
         except AiofluxError as exc:
             return exc
 
-    pool = concurrent.futures.ThreadPoolExecutor(_SHARDS_AT_ONCE, "aioflux-shards")
-    try:
-        yield from zip(items, pool.map(guarded, items), strict=True)
-    finally:
-        # On Ctrl-C, shards not started are dropped; those under way finish.
-        pool.shutdown(wait=True, cancel_futures=True)
+    async for item, result in window(found, guarded, limit=_SHARDS_AT_ONCE):
+        yield item, result
 
 
 def _ls(args: argparse.Namespace, store: ObjectStore) -> int:
-    found = _shards_and_sidecars(args, store)
-    rows = [{"url": info.url, "size": info.size, "format": fmt.name, "index": side.state,
-             "samples": side.samples} for info, fmt, side in found]
-    indexed = [r for r in rows if r["samples"] is not None]
-    total = {"shards": len(rows), "bytes": sum(info.size for info, _, _ in found),
-             "indexed": len(indexed), "samples": sum(int(r["samples"] or 0) for r in indexed)}
-    if args.json:
-        emit_json({"shards": rows, "total": total})
-        return 0
-    for row in rows:
-        samples = "-" if row["samples"] is None else row["samples"]
-        print(f"{samples:>10}  {row['size']:>12}  {row['index']:<7}  {row['url']}")
-    unknown = total["shards"] - total["indexed"]
-    print(f"{total['samples']:>10}  {total['bytes']:>12}  total    {total['shards']} shards "
-          f"({human(total['bytes'])})" + (f"; {unknown} without a matching index: samples "
-                                          f"unknown (aioflux shards index)" if unknown else ""))
+    async def run() -> None:
+        shards = indexed = size = samples = 0
+        async for info, fmt, side in _shards_and_sidecars(args, store):
+            row = {"url": info.url, "size": info.size, "format": fmt.name,
+                   "index": side.state, "samples": side.samples}
+            if args.json:
+                # One document, written a row at a time (what emit_json
+                # prints, keys sorted: "shards" before "total").
+                print('{"shards": [' if not shards else ", ", json.dumps(row, sort_keys=True),
+                      sep="", end="")
+            else:
+                count = "-" if side.samples is None else side.samples
+                print(f"{count:>10}  {info.size:>12}  {side.state:<7}  {shell_quoted(info.url)}")
+            shards += 1
+            size += info.size
+            if side.samples is not None:
+                indexed += 1
+                samples += side.samples
+        total = {"shards": shards, "bytes": size, "indexed": indexed, "samples": samples}
+        if args.json:
+            print('{"shards": [' if not shards else "]", end="")
+            print(f', "total": {json.dumps(total, sort_keys=True)}}}')
+            return
+        unknown = shards - indexed
+        print(f"{samples:>10}  {size:>12}  total    {shards} shards ({human(size)})"
+              + (f"; {unknown} without a matching index: samples unknown (aioflux shards "
+                 "index)" if unknown else ""))
+
+    get_portal().call(run())
     return 0
 
 
 def _index(args: argparse.Namespace, store: ObjectStore) -> int:
-    found = _shards_and_sidecars(args, store)
-    todo = [(info, fmt) for info, fmt, side in found if args.force or side.state != "ok"]
-    failed = 0
+    kept = done = failed = 0
 
-    def build(item: tuple[ObjectInfo, ShardFormat]) -> int:
-        info, fmt = item
+    def build(item: _Found) -> int:
+        info, fmt, _ = item
         index = stream_index(store, info, fmt)
         get_portal().call(store.write(info.bucket, info.name + INDEX_SUFFIX,
                                       encode_index(index)))
         return len(index)
 
-    for (info, _), result in _each(todo, build):
-        if isinstance(result, AiofluxError):
-            failed += 1
-            print(f"aioflux shards index: {result}", file=sys.stderr)
-        else:
-            print(f"{result:>10}  indexed  {info.url}")
-    kept = len(found) - len(todo)
-    print(f"indexed {len(todo) - failed} shards, {kept} already indexed"
+    async def todo() -> AsyncIterator[_Found]:
+        nonlocal kept
+        async for item in _shards_and_sidecars(args, store):
+            if args.force or item[2].state != "ok":
+                yield item
+            else:
+                kept += 1
+
+    async def run() -> None:
+        nonlocal done, failed
+        async for (info, _, _), result in _each(todo(), build):
+            if isinstance(result, AiofluxError):
+                failed += 1
+                print(f"aioflux shards index: {one_line(str(result))}", file=sys.stderr)
+            else:
+                done += 1
+                print(f"{result:>10}  indexed  {shell_quoted(info.url)}")
+
+    get_portal().call(run())
+    print(f"indexed {done} shards, {kept} already indexed"
           + (f", {failed} failed" if failed else ""))
     return 1 if failed else 0
 
@@ -247,24 +284,28 @@ def _compare(info: ObjectInfo, fresh: ShardIndex, side: _Sidecar) -> None:
 
 
 def _verify(args: argparse.Namespace, store: ObjectStore) -> int:
-    found = _shards_and_sidecars(args, store)
+    shards = bad = samples = 0
 
-    def check(item: tuple[ObjectInfo, ShardFormat, _Sidecar]) -> int:
+    def check(item: _Found) -> int:
         info, fmt, _ = item
         fresh = stream_index(store, info, fmt)
         _compare(info, fresh, get_portal().call(_sidecar(store, info, fmt, keep=True)))
         return len(fresh)
 
-    bad = samples = 0
-    for (info, _, side), result in _each(found, check):
-        if isinstance(result, AiofluxError):
-            bad += 1
-            print(f"BAD  {info.url}: {result}")
-        else:
-            samples += result
-            print(f"ok   {result:>10}  {'indexed' if side.state == 'ok' else 'no index'}  "
-                  f"{info.url}")
-    print(f"verified {len(found)} shards, {samples} samples in the good ones: "
+    async def run() -> None:
+        nonlocal shards, bad, samples
+        async for (info, _, side), result in _each(_shards_and_sidecars(args, store), check):
+            shards += 1
+            if isinstance(result, AiofluxError):
+                bad += 1
+                print(f"BAD  {shell_quoted(info.url)}: {one_line(str(result))}")
+            else:
+                samples += result
+                print(f"ok   {result:>10}  {'indexed' if side.state == 'ok' else 'no index'}  "
+                      f"{shell_quoted(info.url)}")
+
+    get_portal().call(run())
+    print(f"verified {shards} shards, {samples} samples in the good ones: "
           + (f"{bad} bad" if bad else "all good"))
     return 1 if bad else 0
 
