@@ -32,7 +32,8 @@ the saves came in. So a save that would fall outside that window (step 10
 after 350 and 400 with ``keep_last=2``) is refused before anything is
 written, rather than being deleted by its own retention pass; and saving a
 step that already has a checkpoint is a ``Conflict`` unless
-``overwrite=True``.
+``overwrite=True``; a manifest that vouches for nothing whole (its objects
+deleted or cut since) is no checkpoint there, and a save replaces it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import logging
 import os
 import threading
 import time
+import traceback
 import weakref
 from collections.abc import Mapping
 from typing import Any, SupportsIndex
@@ -292,27 +294,41 @@ class CheckpointManager(CheckpointPublishing, CheckpointRestoring):
         blocking = time.perf_counter() - started
         future.set_running_or_notify_cancel()
         try:
-            self._pool.submit(self._run, future, copied, step, started, blocking, overwrite,
-                              data_copy, mark)
+            # Handed over in a list _run empties (see _run).
+            self._pool.submit(self._run, future, [copied, data_copy], step, started,
+                              blocking, overwrite, mark)
         except BaseException:
             self._release(future)  # never started: nothing may wait for it
             raise
         return future
 
-    def _run(self, future: SaveFuture, state: Any, step: int, started: float,
-             blocking: float, overwrite: bool, data_state: Mapping[str, Any] | None,
-             mark: int) -> None:
+    def _run(self, future: SaveFuture, job: list[Any], step: int, started: float,
+             blocking: float, overwrite: bool, mark: int) -> None:
+        # The snapshot and data state, taken out of the list the pool's work
+        # item holds: a failure's traceback keeps this frame, and through
+        # it the work item's (its caller's, still linked), for as long as
+        # the future is kept.
+        state, data_state = job
+        job.clear()
         try:
             info = self._persist(state, step, started, blocking, overwrite, data_state, mark)
         except BaseException as exc:
+            # The future keeps the exception, its traceback the frames it
+            # passed through, and they the snapshot: a failed save the
+            # caller still held (or that waited in _failed) kept a whole
+            # state in host memory that memory_budget no longer counted.
+            # The frames lose their variables, not their lines.
+            traceback.clear_frames(exc.__traceback__)
+            if self._buffers is not None:
+                self._buffers.refill(state)
+            state = data_state = None  # this frame is in the traceback too
             with self._cond:
                 self._failed.append(future)
             self._release(future)
             future.set_exception(exc)
             return
-        finally:
-            if self._buffers is not None:
-                self._buffers.refill(state)
+        if self._buffers is not None:
+            self._buffers.refill(state)
         self._release(future)
         future.set_result(info)
 

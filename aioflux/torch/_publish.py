@@ -15,6 +15,7 @@ import builtins
 import datetime as dt
 import io
 import json
+import logging
 import os
 import secrets
 import socket
@@ -36,6 +37,8 @@ from ._retention import CLAIM, DATA_STATE, MANIFEST, REPLACING, CheckpointStore
 from ._save_future import SaveFuture
 
 __all__ = ["CheckpointPublishing"]
+
+log = logging.getLogger("aioflux.checkpoint")
 
 
 def _serialize(data_state: Mapping[str, Any]) -> bytes:
@@ -99,13 +102,30 @@ class CheckpointPublishing:
                           if MANIFEST in objs and s != step and s not in later)
             window = kept[-self.keep_last:]
             if len(window) == self.keep_last and step < window[0]:
+                # Before refusing, the manifests are read: a step whose
+                # manifest vouches for nothing whole (its objects deleted or
+                # cut, its manifest torn) is no checkpoint latest() would
+                # resume from, and the run resumed below it must save on
+                # (its save of that step replaces it: see below).
+                complete = self._store.complete_all({s: dirs[s] for s in kept})
+                window = sorted(complete)[-self.keep_last:]
+            if len(window) == self.keep_last and step < window[0]:
                 raise InvalidArgument(
                     f"save {self.root}: step {step} is below the {self.keep_last} highest "
                     f"steps keep_last keeps ({', '.join(map(str, window))}); retention "
                     "would delete it at once. Delete the newer checkpoints or use a higher step")
         manifest = objects.get(MANIFEST)
         if manifest is not None and not overwrite:
-            raise self._conflict(step)
+            if self._store.complete(step, objects) is not None:
+                raise self._conflict(step)
+            # A manifest that vouches for nothing whole: latest() and list()
+            # skip the step, so a run resumed from an earlier one comes back
+            # to it, and a Conflict there ("already has a checkpoint") ended
+            # that run. It is replaced as an overwrite replaces a checkpoint:
+            # conditional on this manifest's generation, so another writer
+            # publishing there meanwhile still wins.
+            log.warning("save %s: step %d has a manifest without the objects it lists "
+                        "(an incomplete checkpoint); replacing it", self.root, step)
         return manifest, [obj.name for leaf, obj in objects.items() if leaf != MANIFEST]
 
     def _claim(self, directory: str) -> str | None:

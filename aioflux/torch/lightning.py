@@ -171,10 +171,13 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
     _pool: concurrent.futures.ThreadPoolExecutor | None = None
     _pending: concurrent.futures.Future[None] | None = None
     _pending_path = ""
+    # Where the save in flight publishes: (scheme, bucket, object name).
+    _pending_at: tuple[str, str, str] | None = None
     _exit_hook = False
 
     def _wait(self) -> None:
         pending, self._pending = self._pending, None
+        self._pending_at = None
         if pending is not None:
             pending.result()  # re-raises the background save's own exception
 
@@ -206,8 +209,10 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
             threading._register_atexit(  # type: ignore[attr-defined]
                 functools.partial(_finish_at_exit, weakref.ref(self), os.getpid()))
             self._exit_hook = True
+        _, at = self._ckpt.locate(str(path))
         self._pending = self._pool.submit(super().save_checkpoint, copy, path)
         self._pending_path = str(path)
+        self._pending_at = (at.scheme, at.bucket, at.name)
 
     def load_checkpoint(self, path: Any, map_location: Any | None = _on_cpu,
                         weights_only: bool | None = None) -> dict[str, Any]:
@@ -228,15 +233,27 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
         return super().load_checkpoint(path, map_location, weights_only)
 
     def remove_checkpoint(self, path: Any) -> None:
-        """Wait for a pending save, then delete.
+        """Delete a checkpoint; first wait for the pending save if it writes
+        that checkpoint (or into its folder).
+
+        A save in flight elsewhere goes on: ModelCheckpoint removes the
+        checkpoint falling out of its ``save_top_k`` right after it saves
+        the new one, and waiting for that save there made every save
+        blocking. Its failure is raised by the next save or ``teardown``.
 
         Args:
             path: object URL or path of the checkpoint.
 
         Raises:
-            StorageError: the pending save failed.
+            StorageError: the pending save of this checkpoint failed, or a
+                delete or the listing failed.
         """
-        self._wait()
+        if self._pending_at is not None:
+            _, at = self._ckpt.locate(str(path))
+            scheme, bucket, name = self._pending_at
+            if (scheme, bucket) == (at.scheme, at.bucket) and (
+                    name == at.name or name.startswith(folder_prefix(at.name))):
+                self._wait()  # else the save would publish what was removed
         super().remove_checkpoint(path)
 
     def teardown(self) -> None:
