@@ -1,6 +1,6 @@
-"""The disk cache on a full disk: a cache that cannot be made, recorded or
-written degrades to reading around itself (counted in ``stats.errors``),
-never failing a read or returning other bytes.
+"""The disk cache on a full, read-only or failing disk: a cache that cannot
+be made, recorded, written or cleaned up degrades to reading around itself
+(counted in ``stats.errors``), never failing a read or returning other bytes.
 """
 
 from __future__ import annotations
@@ -105,3 +105,77 @@ async def test_entries_that_cannot_be_written_cost_a_read_not_an_epoch(
     state = info(str(root))
     assert (state.entries, state.temporaries) == (0, 0)  # no torn entry, no temporary
     assert os.listdir(root / "locks") == []
+
+
+def _refuse_unlink_under(monkeypatch: pytest.MonkeyPatch, folder: Path, code: int) -> list[str]:
+    """Make ``os.unlink`` fail with ``code`` for files in ``folder`` (as on
+    a disk remounted read-only, or failing, mid-run); returns the refused paths."""
+    refused: list[str] = []
+    unlink = os.unlink
+
+    def refusing(path: Any, *args: Any, **kwargs: Any) -> None:
+        if os.path.dirname(os.fspath(path)).startswith(str(folder)):
+            refused.append(os.fspath(path))
+            raise OSError(code, os.strerror(code), os.fspath(path))
+        unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", refusing)
+    return refused
+
+
+async def test_lock_files_that_cannot_be_removed_cost_no_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    objects = Objects(tmp_path / "data", 4)
+    listed = await objects.listed()
+    root = tmp_path / "cache"
+    cache = DiskCache(root, 10_000_000)
+    assert await cache.get_many(listed[:1], objects.fetch) == objects.expected(listed[:1])
+    refused = _refuse_unlink_under(monkeypatch, root / "locks", errno.EROFS)
+    # Each miss's lock file stays: the fetched bytes are returned all the same.
+    assert await cache.get_many(listed, objects.fetch) == objects.expected(listed)
+    assert len(refused) == 3 and objects.reads == 4
+    # The locks were released: another opener takes them at once and hits.
+    other = DiskCache(root, 10_000_000)
+    assert await other.get_many(listed, objects.fetch) == objects.expected(listed)
+    assert (other.stats.hits, other.stats.waits, objects.reads) == (4, 0, 4)
+
+
+async def test_a_corrupt_entry_that_cannot_be_removed_is_read_around(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    objects = Objects(tmp_path / "data", 3)
+    listed = await objects.listed()
+    root = tmp_path / "cache"
+    cache = DiskCache(root, 10_000_000)
+    assert await cache.get_many(listed, objects.fetch) == objects.expected(listed)
+    key = cache.key(listed[0])
+    assert key is not None
+    entry = Path(cache.layout.entry(key[0]))
+    torn = bytearray(entry.read_bytes())
+    torn[-1] ^= 1  # one bit flipped in the object's bytes
+    entry.write_bytes(torn)
+    _refuse_unlink_under(monkeypatch, root / "entries", errno.EIO)
+    for _ in range(2):  # never served, refetched each time it is asked for
+        assert await cache.get_many(listed, objects.fetch) == objects.expected(listed)
+    assert objects.reads == 3 + 2
+    assert (cache.stats.corrupt, cache.stats.hits) == (2, 4)
+    assert cache.stats.errors >= 2
+    assert entry.read_bytes() == torn  # still there, still refused
+
+
+async def test_a_leftover_temporary_that_cannot_be_removed_costs_no_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    objects = Objects(tmp_path / "data", 3)
+    listed = await objects.listed()
+    root = tmp_path / "cache"
+    first = DiskCache(root, 10_000_000)
+    assert await first.get_many(listed[:1], objects.fetch) == objects.expected(listed[:1])
+    key = first.key(listed[1])
+    assert key is not None
+    leftover = root / "tmp" / f"{key[0]}.999999.0badc0de"  # a killed writer's
+    leftover.write_bytes(b"half an entry")
+    refused = _refuse_unlink_under(monkeypatch, root / "tmp", errno.EIO)
+    second = DiskCache(root, 10_000_000)  # its first lookup sweeps temporaries
+    assert await second.get_many(listed, objects.fetch) == objects.expected(listed)
+    assert refused == [str(leftover)]
+    assert (second.stats.hits, second.stats.stored, objects.reads) == (1, 2, 3)
+    assert info(str(root)).temporaries == 1  # left, for `aioflux cache info` to show

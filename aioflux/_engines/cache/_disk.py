@@ -485,7 +485,15 @@ class DiskCache:
                     continue
                 inode = corrupt.pop(i, None)
                 if inode is not None:
-                    _files.drop_entry(self.layout, digest, inode)
+                    try:
+                        _files.drop_entry(self.layout, digest, inode)
+                    except OSError:
+                        # Not removable, so not replaceable either: fetch it,
+                        # do not store it (it stays refused by its crc32c).
+                        _files.unlock(fd, path)
+                        self.stats.errors += 1
+                        broken.append(i)
+                        continue
                 elif os.path.exists(self.layout.entry(digest)):
                     # Filled by another process since we looked.
                     _files.unlock(fd, path)

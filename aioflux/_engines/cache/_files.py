@@ -228,7 +228,11 @@ def unlock(fd: int, path: str | None = None) -> None:
         if path is not None:
             try:
                 os.unlink(path)
-            except FileNotFoundError:
+            except OSError:
+                # Gone already, or a disk that turned read-only or failing
+                # mid-run: a lock file left at its path is harmless (the next
+                # taker locks that file), and raising here failed the read
+                # whose bytes were fetched (or the store that just failed).
                 pass
     finally:
         release(fd)
@@ -383,7 +387,11 @@ def _rename(temp: str, path: str) -> None:
 
 
 def drop_entry(layout: Layout, digest: str, inode: int) -> None:
-    """Remove a corrupt entry, if the file at its path is still that inode."""
+    """Remove a corrupt entry, if the file at its path is still that inode.
+
+    Raises:
+        OSError: it cannot be removed (a disk failing or read-only).
+    """
     path = layout.entry(digest)
     try:
         if os.stat(path).st_ino == inode:
@@ -453,7 +461,10 @@ def sweep_temps(layout: Layout) -> int:
     """Remove temporaries whose writer is gone (killed mid-write).
 
     A writer holds its entry's lock for as long as its temporary exists, so
-    a temporary whose entry lock can be taken has no writer.
+    a temporary whose entry lock can be taken has no writer. One that cannot
+    be removed (a disk read-only or failing) is left, for ``aioflux cache
+    info`` to count: raising failed the opening of the cache, and with it
+    every read, or every eviction, and with it every store.
 
     Returns:
         Temporaries removed.
@@ -470,6 +481,8 @@ def sweep_temps(layout: Layout) -> int:
         try:
             _unlink_quietly(os.path.join(layout.tmp, name))
             removed += 1
+        except OSError:
+            pass
         finally:
             unlock(fd, lock_path)
     return removed
