@@ -338,6 +338,8 @@ class WriterBase(abc.ABC):
         self._number = 1
         self._crc = Crc32c()
         self._done = False
+        # A failure a write raised, once aborted: the next close() says it again.
+        self._unsaid: BaseException | None = None
 
     def _forked_copy(self) -> bool:
         """Whether this is a forked child's copy of a writer opened in its
@@ -526,6 +528,9 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
         if self._parts.error is not None:
             error = self._parts.error
             self.abort()
+            # Said again by the next close(): a caller that caught it and
+            # closed was told nothing, as if the object had been published.
+            self._unsaid = error
             raise error
 
     def flush(self) -> None:
@@ -566,7 +571,8 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
         """Upload the rest and publish the object (no-op if already closed).
 
         Raises:
-            StorageError: the upload failed (it is aborted, nothing published).
+            StorageError: the upload failed (it is aborted, nothing published);
+                also the first close() after a write raised a part's failure.
             ChecksumMismatch: the stored crc32c differs from the written bytes'.
             BridgeError: the writer was opened in the parent of this forked
                 process, or this is the event loop's own thread.
@@ -582,6 +588,9 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
 
     def _close(self) -> None:
         if self._done:
+            unsaid, self._unsaid = self._unsaid, None
+            if unsaid is not None:
+                raise unsaid
             return
         try:
             concurrent.futures.wait(self._futures)

@@ -169,6 +169,33 @@ def test_failed_part_surfaces_and_aborts(emulator: Emulator, bucket: str) -> Non
     call(client.aclose())
 
 
+def test_close_after_a_caught_part_failure_says_nothing_was_published(
+        emulator: Emulator, bucket: str) -> None:
+    # A caller that catches the failed write (a logging handler, a retry
+    # loop) and closes: close() returned as if it had published, as the
+    # async writer's does not. Said once; a second close() is a no-op.
+    class Failing(AsyncClient):
+        async def upload_part(self, bucket, name, upload_id, number, *args):  # type: ignore[no-untyped-def]
+            raise aioflux.ServerError("injected", operation="upload part")
+
+    client = Failing(endpoint=emulator.endpoint)
+    f = ObjectWriter(client, bucket, "caught", options=WriterOptions(part_size=PART,
+                                                                     max_in_flight=1))
+    with pytest.raises(aioflux.ServerError, match="injected"):
+        for _ in range(4):
+            f.write(os.urandom(PART))
+    with pytest.raises(aioflux.ServerError, match="injected"):
+        f.close()
+    f.close()
+    assert f.closed and not call(client.exists(bucket, "caught"))
+    assert call(client.list_multipart_uploads(bucket)) == []
+    user = ObjectWriter(client, bucket, "dropped", options=WriterOptions(part_size=PART))
+    user.write(b"x")
+    user.abort()
+    user.close()  # the caller's own abort: nothing to say
+    call(client.aclose())
+
+
 def test_crc_mismatch_deletes_object(emulator: Emulator, bucket: str) -> None:
     class Lying(AsyncClient):
         async def complete_multipart(self, *args, **kwargs):  # type: ignore[no-untyped-def]
