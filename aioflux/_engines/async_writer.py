@@ -208,6 +208,10 @@ class AsyncObjectWriter(WriterBase):
         warn_unclosed(self.url, self._crc.length + len(self._buffer), source=self)
 
     async def __aenter__(self) -> AsyncObjectWriter:
+        if self._done:
+            # As the blocking writer's ``with``: a new block on a closed
+            # writer would write nothing and publish nothing, in silence.
+            raise InvalidArgument(f"writer {self.url} is closed")
         return self
 
     async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:

@@ -241,8 +241,14 @@ class PublishOnExit:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
             self.close()
-        else:
+            return
+        try:
             self.abort()
+        except Exception as failed:
+            if not isinstance(exc, BaseException):
+                raise
+            # The block's error stays the one raised, the abort's a note on it.
+            exc.add_note(f"aborting the write failed too: {failed}")
 
     def _track(self) -> None:
         """Note the opening process, and the writer for the exit hook."""
@@ -527,7 +533,7 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
     def _raise_pending(self) -> None:
         if self._parts.error is not None:
             error = self._parts.error
-            self.abort()
+            self._abort_after(error)
             # Said again by the next close(): a caller that caught it and
             # closed was told nothing, as if the object had been published.
             self._unsaid = error
@@ -601,14 +607,23 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
             self._fill = self._summed = self._summed_crc = 0
             self._portal.call(self._session.finish(self._number, tail, self._crc, checksum))
             self._futures = []
-        except BaseException:
-            self.abort()
+        except BaseException as exc:
+            self._unsaid = None  # said now
+            self._abort_after(exc)
             raise
         finally:
             self._done = True
             self._buffer = bytearray()
             self._parts.spare.clear()
             super().close()
+
+    def _abort_after(self, error: BaseException) -> None:
+        """Abort because of ``error``, which stays the one raised: an abort
+        that fails too (a store's abort can) is a note on it, not in its place."""
+        try:
+            self.abort()
+        except Exception as exc:
+            error.add_note(f"aborting the upload of {self.url} failed too: {exc}")
 
     def abort(self) -> None:
         """Discard everything written; no object is published."""

@@ -13,6 +13,7 @@ from aioflux import (
     ChecksumMismatch,
     Client,
     ClientConfig,
+    InvalidArgument,
     NotFound,
     ReaderOptions,
     WriterOptions,
@@ -196,6 +197,35 @@ def test_close_after_a_caught_part_failure_says_nothing_was_published(
     call(client.aclose())
 
 
+def test_an_abort_that_fails_too_leaves_the_first_error_raised(
+        emulator: Emulator, bucket: str) -> None:
+    # The abort's own failure (a store's abort can fail: a local file
+    # that cannot be removed) took the place of the part's, or the
+    # block's, error that caused it.
+    class Failing(AsyncClient):
+        async def upload_part(self, bucket, name, upload_id, number, *args):  # type: ignore[no-untyped-def]
+            raise aioflux.ServerError("injected part", operation="upload part")
+
+    async def failing_abort() -> None:
+        raise aioflux.ServerError("injected abort", operation="abort")
+
+    client = Failing(endpoint=emulator.endpoint)
+    options = WriterOptions(part_size=PART, max_in_flight=1)
+    with pytest.raises(aioflux.ServerError, match="injected part") as part:
+        with ObjectWriter(client, bucket, "a", options=options) as f:
+            f._session.abort = failing_abort  # type: ignore[method-assign]
+            for _ in range(4):
+                f.write(os.urandom(PART))
+    assert any("injected abort" in note for note in part.value.__notes__)
+    with pytest.raises(KeyError) as block:
+        with ObjectWriter(client, bucket, "b", options=options) as f:
+            f._session.abort = failing_abort  # type: ignore[method-assign]
+            f.write(b"x")
+            raise KeyError("the caller's")
+    assert any("injected abort" in note for note in block.value.__notes__)
+    call(client.aclose())
+
+
 def test_crc_mismatch_deletes_object(emulator: Emulator, bucket: str) -> None:
     class Lying(AsyncClient):
         async def complete_multipart(self, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -285,3 +315,16 @@ def test_torch_save_into_writer(sync_client: Client, bucket: str) -> None:
                                                                           read_ahead=4)) as r:
         loaded = torch.load(r)
     assert loaded["step"] == 3 and torch.equal(loaded["w"], state["w"])
+
+
+async def test_a_closed_async_writer_refuses_a_new_block(client: AsyncClient,
+                                                         bucket: str) -> None:
+    writer = AsyncObjectWriter(client, bucket, "twice")
+    async with writer:
+        await writer.write(b"once")
+    entered = False
+    with pytest.raises(InvalidArgument, match="closed"):
+        async with writer:
+            entered = True  # (a block that writes nothing passed in silence)
+    assert not entered
+    assert await client.read(bucket, "twice") == b"once"
