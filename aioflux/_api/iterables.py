@@ -10,17 +10,25 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Sequence,
+)
 from contextlib import aclosing
 
-from .._core.errors import InvalidArgument
+from .._core.errors import InvalidArgument, NotFound, PreconditionFailed
 from .._core.portal import get_portal, iterate
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.urls import parse_url
 from .._core.validate import check_bool, check_instance, check_int
 from .._core.window import window, window_sync
-from .._engines.cache import DiskCache, cache_from_args
+from .._engines.cache import DiskCache, Replaced, cache_from_args
 from .._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, Hedger, check_hedge
 from .._engines.iterables import DEFAULT_LOAD_CONCURRENCY
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY, iter_objects
@@ -130,10 +138,10 @@ async def _read(url: str, client: AnyClient | None, cache: DiskCache | None,
                 hedger: Hedger | None) -> bytes:
     store, parsed = store_for_url(url, client, require_object=True)
 
-    async def read(bucket: str, name: str) -> bytes:
+    async def read(bucket: str, name: str, generation: int | None = None) -> bytes:
         if hedger is None:
-            return await store.read(bucket, name)
-        return await hedger.run(lambda: store.read(bucket, name))
+            return await store.read(bucket, name, generation=generation)
+        return await hedger.run(lambda: store.read(bucket, name, generation=generation))
 
     if cache is None:
         return await read(parsed.bucket, parsed.name)
@@ -141,11 +149,28 @@ async def _read(url: str, client: AnyClient | None, cache: DiskCache | None,
     # (metadata only) per URL learns it; the body comes from disk on a hit.
     info = await store.stat(parsed.bucket, parsed.name)
 
-    async def fetch(objects: list[ObjectInfo]) -> list[bytes | bytearray]:
-        return [await read(o.bucket, o.name) for o in objects]
+    async def fetch(objects: list[ObjectInfo]) -> list[bytes | bytearray | Replaced]:
+        return [await _at_version(read, o) for o in objects]
 
     data = await cache.get(info, fetch)
     return data if isinstance(data, bytes) else bytes(data)
+
+
+async def _at_version(read: Callable[[str, str, int | None], Awaitable[bytes]],
+                      obj: ObjectInfo) -> bytes | Replaced:
+    """``obj``'s bytes for the cache to store under its version. One without
+    a crc32c (a file another tool wrote, an S3 object uploaded without one)
+    is read pinned to the version its stat found: replaced since, the bytes
+    there now came back, stored under the old version's key (a same-sized
+    file checks only its length), and served whenever that version was
+    asked for again (a file put back with its old time by ``rsync -a``).
+    Those are handed out as :class:`Replaced`, not stored."""
+    if obj.crc32c is not None or not obj.generation:
+        return await read(obj.bucket, obj.name, None)  # the cache checks the crc32c
+    try:
+        return await read(obj.bucket, obj.name, obj.generation)
+    except (NotFound, PreconditionFailed):
+        return Replaced(await read(obj.bucket, obj.name, None))  # gone: NotFound again
 
 
 def _hedger(op: str, hedge_after: HedgeAfter) -> Hedger | None:

@@ -80,13 +80,15 @@ class TextWriter(PublishOnExit, io.TextIOWrapper):
         self._chars = 0
         binary = cast(IO[bytes], raw)  # every writer it is given is a binary file too
         super().__init__(binary, encoding=encoding, errors=errors, newline=newline)
-        if codecs.lookup(encoding).name in _BOM_ONLY_WHEN_SEEKABLE:
+        # self.encoding, not the argument: "locale" is no codec's name
+        # (codecs.lookup refused it), the locale's encoding TextIOWrapper found is.
+        if codecs.lookup(self.encoding).name in _BOM_ONLY_WHEN_SEEKABLE:
             # CPython's TextIOWrapper writes these encodings' BOM only to a
             # seekable stream (tell() says it is at the start), and a writer
             # is not one: without it the object reads back as neither
             # utf-16 nor utf-32. Python's open() writes it; so do we. The
             # text that follows is in native byte order, as the BOM says.
-            binary.write(codecs.encode("", encoding))
+            binary.write(codecs.encode("", self.encoding))
 
     def write(self, s: str) -> int:
         """Write text (encoded as it is flushed to the binary writer).

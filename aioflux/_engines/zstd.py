@@ -181,11 +181,14 @@ def decompress_reader(raw: Any) -> Any:
             it has them, name the object in errors).
 
     Returns:
-        A readable, not seekable, file object. Its reads raise
-        ``ChecksumMismatch`` on a corrupt frame, a content checksum that
-        does not match, or a stream that ends inside a frame (or holds none).
+        A readable, not seekable, buffered file object (``readline``,
+        ``peek``, ``read1``). Its reads raise ``ChecksumMismatch`` on a
+        corrupt frame, a content checksum that does not match, or a stream
+        that ends inside a frame (or holds none).
     """
-    return _Decompressed(raw)
+    # Buffered: io's readline and iteration over an unbuffered file ask it
+    # for one byte at a time, here a call into the decompressor per byte.
+    return io.BufferedReader(_Decompressed(raw))
 
 
 def decompress_seekable(raw: Any) -> IO[bytes]:

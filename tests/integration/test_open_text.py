@@ -334,6 +334,21 @@ def test_default_encoding_is_utf8_not_the_locales(tmp_path: Path) -> None:
     assert (tmp_path / "loc.txt").read_bytes() == "é€😀".encode()
 
 
+def test_locale_encoding_writes_and_reads(where: Where) -> None:
+    # open()'s docstring offers encoding="locale" for Python's default: a
+    # read took it, a write raised a bare LookupError (codecs has no
+    # "locale" codec) before a character was written.
+    import locale
+
+    text = "plain ascii, the locale's whatever it is\n"
+    with where.open("loc.txt", "w", encoding="locale") as f:
+        assert f.encoding == locale.getencoding()
+        f.write(text)
+    assert where.get("loc.txt") == text.encode(locale.getencoding())
+    with where.open("loc.txt", "r", encoding="locale") as f:
+        assert f.read() == text
+
+
 # -- zstd --------------------------------------------------------------------------------
 
 

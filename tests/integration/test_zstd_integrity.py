@@ -135,3 +135,28 @@ def test_a_write_after_close_names_the_object(tmp_path: Path) -> None:
     f.close()
     with pytest.raises(aioflux.InvalidArgument, match=f"write to closed writer file://{tmp_path}"):
         f.write(b"more")
+
+
+def test_lines_of_a_compressed_object_are_read_a_buffer_at_a_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The binary file had no buffer of its own: readline and iteration took
+    # one byte per decompressor call (2 MB/s; a 100 MiB JSON line, minutes).
+    lines = [b"%d,%s\n" % (i, b"x" * (i % 300)) for i in range(20_000)]
+    payload = b"".join(lines) + b"last, no newline"
+    _write(tmp_path / "l.zst", payload)
+    calls = []
+    inner = zstd_engine._Decompressed.readinto
+
+    def counted(self: object, buffer: memoryview) -> int:
+        calls.append(len(buffer))
+        return inner(self, buffer)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(zstd_engine._Decompressed, "readinto", counted)
+    with aioflux.open(tmp_path / "l.zst", "rb", compression="zstd") as f:
+        assert f.readline() == lines[0]
+        assert f.tell() == len(lines[0])
+        assert f.readline(3) == lines[1][:3]
+        rest = list(f)
+    assert rest == [lines[1][3:], *lines[2:], b"last, no newline"]
+    # A call per 8 KiB of the 3 MiB, not one per byte.
+    assert len(calls) < len(payload) // 4096
