@@ -1,5 +1,6 @@
 """Remove what interrupted aioflux processes leave in a bucket: composites
-under :data:`COMPOSED_PREFIX` and open XML multipart uploads.
+under :data:`COMPOSED_PREFIX` (only names of the shape the planner gives
+them, see :func:`is_composite`) and open XML multipart uploads.
 
 A process that exits normally deletes its own composites (``finally`` plus
 the exit registry); one that is killed cannot, and an aborted checkpoint
@@ -23,7 +24,7 @@ from .._core.store import ObjectStore
 from .._core.types import MultipartUploadInfo, ObjectInfo
 from .._core.urls import folder_prefix, format_url
 from .._core.window import gather_bounded
-from .compose import COMPOSED_PREFIX
+from .compose import COMPOSED_PREFIX, is_composite
 
 __all__ = ["DEFAULT_OLDER_THAN", "CleanReport", "Skipped", "clean_bucket"]
 
@@ -149,7 +150,10 @@ async def clean_bucket(client: ObjectStore, bucket: str, name: str = "", *,
             ``name/`` (never of ``name2/``); ``""`` names the whole bucket.
             Composites always live under ``composed_prefix`` at the bucket
             root: all of them are candidates unless ``name`` lies inside
-            ``composed_prefix``, where the same rule picks them.
+            ``composed_prefix``, where the same rule picks them. Only names
+            of a composite's shape (``<pid>-<32 hex digits>`` right under
+            ``composed_prefix``) are composites: any other object there is
+            left alone, whatever its age.
         dry_run: report, change nothing.
         older_than: only touch composites and uploads at least this many
             seconds old, so those of processes still running survive
@@ -177,7 +181,9 @@ async def clean_bucket(client: ObjectStore, bucket: str, name: str = "", *,
     # are not GCS's microsecond timestamps): nothing to look for.
     if client.features.compose:
         async for obj in client.list_objects(bucket, comp_prefix):
-            if not _named(obj.name, comp_prefix):
+            # Only what the planner names a composite: any other object under
+            # the prefix is a user's (a composed_prefix may be "tmp/").
+            if not _named(obj.name, comp_prefix) or not is_composite(obj.name, composed_prefix):
                 continue
             age = _age_of_generation(obj, now)
             if _old_enough(age, older_than):

@@ -19,16 +19,19 @@ import atexit
 import concurrent.futures
 import multiprocessing.util
 import os
+import re
 import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .._core.crc import crc32c_combine
 from .._core.errors import ChecksumMismatch, PermissionDenied, ProtocolError, StorageError
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
+from .._core.window import shared_task
 
 __all__ = [
     "COMPOSED_PREFIX",
@@ -38,6 +41,7 @@ __all__ = [
     "delete_leftovers",
     "expected_crc32c",
     "fetch_composed",
+    "is_composite",
     "leftover_composites",
     "plan_batches",
 ]
@@ -46,8 +50,12 @@ __all__ = [
 # skip them so a dataset never contains another reader's temporary objects.
 COMPOSED_PREFIX = "aioflux-composed/"
 
+T = TypeVar("T")
+
 MAX_COMPOSE_SOURCES = 32  # the GCS compose limit
 _EXIT_CLEANUP_TIMEOUT = 10.0
+# What composite_name puts after the prefix: the pid, a dash, a uuid4's hex.
+_COMPOSITE_TAIL = re.compile(r"[0-9]+-[0-9a-f]{32}")
 
 
 class ComposeMismatch(Exception):
@@ -67,6 +75,20 @@ def composite_name(prefix: str = COMPOSED_PREFIX) -> str:
         The object name.
     """
     return f"{prefix}{os.getpid()}-{uuid.uuid4().hex}"
+
+
+def is_composite(name: str, prefix: str = COMPOSED_PREFIX) -> bool:
+    """Whether ``name`` has the shape :func:`composite_name` gives under ``prefix``.
+
+    Args:
+        name: an object name.
+        prefix: the composed-object prefix.
+
+    Returns:
+        True for ``<prefix><pid>-<32 hex digits>`` only: anything else under
+        the prefix (a user's object, a folder's contents) is not ours.
+    """
+    return name.startswith(prefix) and _COMPOSITE_TAIL.fullmatch(name, len(prefix)) is not None
 
 
 def plan_batches(objects: Sequence[ObjectInfo], max_sources: int = MAX_COMPOSE_SOURCES,
@@ -249,7 +271,12 @@ async def fetch_composed(client: ObjectStore, objects: Sequence[ObjectInfo], *,
     failed: StorageError | None = None  # the composite's delete
     try:
         try:
-            info = await client.compose(bucket, name, list(objects), if_generation_match=0)
+            # Awaited to its answer even when cancelled: the server may apply
+            # a compose whose caller stopped waiting after a delete sent at
+            # once, and the composite (unregistered, the delete had found
+            # nothing) stayed for good.
+            info = await _past_one_cancel(
+                shared_task(client.compose(bucket, name, list(objects), if_generation_match=0)))
         except ChecksumMismatch as exc:
             # compose() checked the composite against these sources (and
             # deleted it): the caller's fallback signal.
@@ -272,18 +299,10 @@ async def fetch_composed(client: ObjectStore, objects: Sequence[ObjectInfo], *,
         else:
             # Shielded: a cancellation must not skip the delete; the exit
             # registry still covers a delete that never finished.
-            deleting = asyncio.ensure_future(_delete(client, bucket, name))
-            try:
-                failed = await asyncio.shield(deleting)
-            except asyncio.CancelledError:
-                # Cancelled while deleting (a stream left early): still wait
-                # for it, or the composite outlives the call that made it,
-                # listed in the bucket after the stream was closed. A second
-                # cancellation ends the wait, not the delete.
-                await asyncio.wait([deleting])
-                if not deleting.cancelled():
-                    deleting.exception()  # retrieved: the cancellation wins
-                raise
+            # Cancelled while deleting (a stream left early): still waited
+            # for, or the composite outlives the call that made it, listed in
+            # the bucket after the stream was closed.
+            failed = await _past_one_cancel(shared_task(_delete(client, bucket, name)))
     if isinstance(failed, PermissionDenied):
         # Composing where composites cannot be deleted leaves one behind
         # per batch: the caller's signal to read directly from now on.
@@ -294,6 +313,18 @@ async def fetch_composed(client: ObjectStore, objects: Sequence[ObjectInfo], *,
         out.append(data[pos:pos + obj.size])
         pos += obj.size
     return out
+
+
+async def _past_one_cancel(task: asyncio.Future[T]) -> T:
+    """``task``'s result; if the caller is cancelled meanwhile, it still
+    waits for the task to end, then re-raises. A second cancellation ends
+    the wait, not the task (the exit registry covers what it leaves): a
+    Ctrl-C pressed twice stops at once."""
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        raise
 
 
 async def _read_composite(client: ObjectStore, bucket: str, name: str, info: ObjectInfo,

@@ -18,10 +18,15 @@ import aioflux
 from aioflux import AsyncClient, Client, WriterOptions
 from aioflux._core.types import MultipartUploadInfo
 from aioflux._engines.clean import DEFAULT_OLDER_THAN, clean_bucket
-from aioflux._engines.compose import COMPOSED_PREFIX
+from aioflux._engines.compose import COMPOSED_PREFIX, composite_name
 from aioflux.cli import main
 from aioflux.testing import Emulator
 from tests.conftest import unique_bucket
+
+
+def _composite(pid: int, n: int) -> str:
+    """A name of the shape the planner gives a composite (see composite_name)."""
+    return f"{COMPOSED_PREFIX}{pid}-{n:032x}"
 
 
 async def _names(client: AsyncClient, bucket: str, prefix: str) -> list[str]:
@@ -31,7 +36,7 @@ async def _names(client: AsyncClient, bucket: str, prefix: str) -> list[str]:
 async def test_clean_deletes_composites_and_aborts_uploads(
         client: AsyncClient, emulator: Emulator, bucket: str) -> None:
     for i in range(3):
-        emulator.store.put(bucket, f"{COMPOSED_PREFIX}123-{i}", b"x")
+        emulator.store.put(bucket, _composite(123, i), b"x")
     emulator.store.put(bucket, "keep/me", b"y")
     upload = await client.initiate_multipart(bucket, "ckpt/model.pt")
     other = await client.initiate_multipart(bucket, "elsewhere/x")
@@ -62,12 +67,12 @@ async def test_what_clean_failed_to_delete_is_an_error_not_a_deletion(
     from aioflux import PermissionDenied
 
     for i in range(2):
-        emulator.store.put(bucket, f"{COMPOSED_PREFIX}9-{i}", b"x")
+        emulator.store.put(bucket, _composite(9, i), b"x")
     upload = await client.initiate_multipart(bucket, "ckpt/model.pt")
     delete, abort = client.delete, client.abort_multipart
 
     async def refused_delete(b: str, name: str, **kwargs: object) -> None:
-        if name.endswith("-1"):
+        if name == _composite(9, 1):
             raise PermissionDenied(f"delete gs://{b}/{name} failed: HTTP 403",
                                    operation="delete", bucket=b, name=name)
         await delete(b, name, **kwargs)  # type: ignore[arg-type]
@@ -79,7 +84,7 @@ async def test_what_clean_failed_to_delete_is_an_error_not_a_deletion(
     monkeypatch.setattr(client, "delete", refused_delete)
     monkeypatch.setattr(client, "abort_multipart", refused_abort)
     report = await clean_bucket(client, bucket, older_than=0)
-    assert report.composites == [f"gs://{bucket}/{COMPOSED_PREFIX}9-0"]
+    assert report.composites == [f"gs://{bucket}/{_composite(9, 0)}"]
     assert report.uploads == [] and not report.ok and len(report.errors) == 2
     monkeypatch.setattr(client, "abort_multipart", abort)
     await client.abort_multipart(bucket, "ckpt/model.pt", upload)
@@ -98,35 +103,36 @@ async def test_clean_by_default_aborts_only_uploads_older_than_a_day(
 
 def test_cli_clean(emulator: Emulator, bucket: str, monkeypatch: pytest.MonkeyPatch,
                    capsys: pytest.CaptureFixture[str]) -> None:
-    emulator.store.put(bucket, f"{COMPOSED_PREFIX}9-a", b"x")
+    made = _composite(9, 10)
+    emulator.store.put(bucket, made, b"x")
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.endpoint)
     assert main(["clean", f"gs://{bucket}"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2
-    assert re.fullmatch(rf"skipped gs://{bucket}/{COMPOSED_PREFIX}9-a: [01]s old, younger "
+    assert re.fullmatch(rf"skipped gs://{bucket}/{made}: [01]s old, younger "
                         r"than --older-than 1d \(may belong to a running process\)", out[0])
     assert out[1] == "0 composed objects, 0 multipart uploads, 1 skipped, 0 errors"
     assert main(["clean", f"gs://{bucket}", "--dry-run", "--older-than", "0"]) == 0
-    assert f"would delete gs://{bucket}/{COMPOSED_PREFIX}9-a" in capsys.readouterr().out
+    assert f"would delete gs://{bucket}/{made}" in capsys.readouterr().out
     assert main(["clean", f"gs://{bucket}", "--older-than", "0"]) == 0
-    out = capsys.readouterr().out
-    assert out == (f"deleted gs://{bucket}/{COMPOSED_PREFIX}9-a\n"
-                   "1 composed objects, 0 multipart uploads, 0 skipped, 0 errors\n")
+    assert capsys.readouterr().out == (
+        f"deleted gs://{bucket}/{made}\n"
+        "1 composed objects, 0 multipart uploads, 0 skipped, 0 errors\n")
     assert emulator.store.bucket(bucket).names == []
 
 
 def test_cli_clean_older_than_takes_units(emulator: Emulator, bucket: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    emulator.store.put(bucket, f"{COMPOSED_PREFIX}1-old", b"x")
+    emulator.store.put(bucket, _composite(1, 0), b"x")
     time.sleep(1.2)
-    emulator.store.put(bucket, f"{COMPOSED_PREFIX}1-new", b"x")
+    emulator.store.put(bucket, _composite(1, 1), b"x")
     assert main(["clean", f"gs://{bucket}", "--older-than", "1s",
                  "--endpoint", emulator.endpoint]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"deleted gs://{bucket}/{COMPOSED_PREFIX}1-old"
-    assert out[1].startswith(f"skipped gs://{bucket}/{COMPOSED_PREFIX}1-new: ")
+    assert out[0] == f"deleted gs://{bucket}/{_composite(1, 0)}"
+    assert out[1].startswith(f"skipped gs://{bucket}/{_composite(1, 1)}: ")
     assert out[2] == "1 composed objects, 0 multipart uploads, 1 skipped, 0 errors"
-    assert emulator.store.bucket(bucket).names == [f"{COMPOSED_PREFIX}1-new"]
+    assert emulator.store.bucket(bucket).names == [_composite(1, 1)]
 
 
 def _open_uploads(client: Client, bucket: str) -> list[MultipartUploadInfo]:
@@ -183,10 +189,10 @@ def test_clean_on_fake_gcs_skips_uploads_and_says_so(
     name = unique_bucket("clean")
     with Client(endpoint=endpoint) as client:
         client.create_bucket(name)
-        client.write(name, f"{COMPOSED_PREFIX}1-x", b"x")
+        client.write(name, _composite(1, 0), b"x")
     assert main(["clean", f"gs://{name}", "--older-than", "0", "--endpoint", endpoint]) == 0
     assert capsys.readouterr().out == (
-        f"deleted gs://{name}/{COMPOSED_PREFIX}1-x\n"
+        f"deleted gs://{name}/{_composite(1, 0)}\n"
         f"skipped multipart uploads: list multipart uploads gs://{name}: the server has no XML "
         "multipart upload listing (it answered <ListBucketResult>)\n"
         "1 composed objects, 0 multipart uploads, 0 skipped, 0 errors\n")
@@ -302,3 +308,26 @@ def test_cli_clean_of_a_local_run_spares_the_temporaries_of_a_run_sharing_its_pr
         "0 composed objects, 1 multipart uploads, 0 skipped, 0 errors\n")
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.aioflux-tmp-*")) \
         == [f"run1.bak/.state.pt.aioflux-tmp-{'c' * 12}", f"run10/.state.pt.aioflux-tmp-{'b' * 12}"]
+
+
+async def test_clean_deletes_only_composites_never_a_users_object_under_the_prefix(
+        client: AsyncClient, emulator: Emulator, bucket: str) -> None:
+    # Every object under the composed prefix was a candidate: a user's
+    # object kept there (or under a composed_prefix such as "tmp/") was
+    # deleted as a leftover once it was a day old.
+    made = composite_name()  # what the download planner names a composite
+    users = [f"{COMPOSED_PREFIX}notes.txt", f"{COMPOSED_PREFIX}123-abc",
+             f"{made}/x", f"{made}0", f"{COMPOSED_PREFIX}sub/{made[len(COMPOSED_PREFIX):]}"]
+    for name in [made, *users]:
+        emulator.store.put(bucket, name, b"x")
+    report = await clean_bucket(client, bucket, older_than=0)
+    assert report.ok and report.composites == [f"gs://{bucket}/{made}"]
+    assert report.skipped == []
+    assert await _names(client, bucket, COMPOSED_PREFIX) == sorted(users)
+    # A composed prefix of the caller's choosing: the same rule.
+    emulator.store.put(bucket, "tmp/keep.bin", b"y")
+    theirs = composite_name("tmp/")
+    emulator.store.put(bucket, theirs, b"z")
+    report = await clean_bucket(client, bucket, older_than=0, composed_prefix="tmp/")
+    assert report.composites == [f"gs://{bucket}/{theirs}"]
+    assert await _names(client, bucket, "tmp/") == ["tmp/keep.bin"]

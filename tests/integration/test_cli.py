@@ -205,22 +205,24 @@ def test_clean_reports_each_failure_on_stderr(run, emulator: Emulator, bucket: s
     # "error: ..." went to stdout, into what a script parses, and stderr stayed empty.
     from aioflux.testing._errors import ApiError
 
-    emulator.store.put(bucket, "aioflux-composed/x", b"x")
-    emulator.store.put(bucket, "aioflux-composed/y", b"y")
+    # Named as composites are (clean leaves any other name under the prefix).
+    x, y = f"aioflux-composed/1-{'0' * 32}", f"aioflux-composed/1-{'1' * 32}"
+    emulator.store.put(bucket, x, b"x")
+    emulator.store.put(bucket, y, b"y")
     delete = emulator.store.delete
 
     def refuse_x(b, name, **kwargs):  # type: ignore[no-untyped-def]
-        if name.endswith("/x"):
+        if name == x:
             raise ApiError(403, "forbidden", "not yours")
         return delete(b, name, **kwargs)
 
     monkeypatch.setattr(emulator.store, "delete", refuse_x)
     code, out, err = run("clean", "--older-than", "0", f"gs://{bucket}")
     assert code == 1
-    assert err == (f"aioflux clean: delete gs://{bucket}/aioflux-composed/x failed: HTTP 403 "
+    assert err == (f"aioflux clean: delete gs://{bucket}/{x} failed: HTTP 403 "
                    "forbidden: not yours\n")
     assert "error:" not in out and out.endswith(", 0 skipped, 1 errors\n")
-    assert list(emulator.store.bucket(bucket).names) == ["aioflux-composed/x"]
+    assert list(emulator.store.bucket(bucket).names) == [x]
 
 @pytest.mark.parametrize("value", ["notaurl", "ftp://127.0.0.1:1", "http://", "127.0.0.1:port"])
 def test_bad_endpoint_is_a_usage_error(value: str, capsys: pytest.CaptureFixture[str]) -> None:
