@@ -20,12 +20,14 @@ from aioflux.testing._rope import Rope
 from aioflux.testing._runtime import Runtime, parse_range
 from aioflux.testing._store import ObjectRecord
 from aioflux.testing._util import (
+    TRANSCODED_HEADERS,
     check_object_name,
     json_response,
     media_headers,
     parse_fields,
     preconditions_from,
     query_int,
+    transcoded,
     trim_fields,
 )
 
@@ -205,6 +207,13 @@ async def _get(
         doc = rec.to_json(rt.base_url)
         return json_response(trim_fields(doc, parse_fields(fields)) if fields else doc)
     headers = media_headers(rec)
+    plain = transcoded(request.headers, rec)
+    if plain is not None:
+        headers.update(TRANSCODED_HEADERS)
+        return await rt.send_body(request, plain, headers=headers,
+                                  content_type=rec.content_type, chunked=True)
+    if rec.content_encoding is not None:
+        headers["Content-Encoding"] = rec.content_encoding
     rng = parse_range(request.headers.get("Range"), rec.size)
     if rng is None or rng == (0, rec.size):
         if rng is not None:
@@ -279,6 +288,7 @@ async def _compose(
         preconditions=preconditions_from(request.query),
         with_md5=False,  # composite objects carry no MD5 on GCS
         component_count=sum(r.component_count or 1 for r in records),
+        content_encoding=dest.get("contentEncoding"),
     )
     return json_response(result.to_json(rt.base_url))
 
@@ -299,7 +309,8 @@ async def _move(rt: Runtime, request: web.BaseRequest, bucket: str, src: str,
     out = rt.store.put(bucket, dst, rec.data, content_type=rec.content_type,
                        metadata=rec.metadata, preconditions=preconditions_from(q),
                        crc32c=rec.crc32c, md5=rec.md5, with_md5=rec.md5 is not None,
-                       component_count=rec.component_count)
+                       component_count=rec.component_count,
+                       content_encoding=rec.content_encoding)
     rt.store.delete(bucket, src, generation=rec.generation)
     return json_response(out.to_json(rt.base_url))
 
@@ -330,6 +341,7 @@ async def _rewrite(
         md5=rec.md5,
         with_md5=rec.md5 is not None,
         component_count=rec.component_count,
+        content_encoding=doc.get("contentEncoding") or rec.content_encoding,
     )
     if not rewrite:
         return json_response(out.to_json(rt.base_url))

@@ -7,7 +7,9 @@ more than once per chunk.
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from typing import Any
 from urllib.parse import quote
 
@@ -54,16 +56,22 @@ async def handle_upload(rt: Runtime, request: web.BaseRequest, bucket: str) -> w
     upload_type = q.get("uploadType", "media")
     if upload_type == "resumable":
         return await _start_resumable(rt, request, bucket)
+    if upload_type not in ("media", "multipart"):
+        # GCS refuses a type it does not know rather than storing the body.
+        raise err.invalid(f"Invalid upload type: {upload_type}")
     rt.admit("upload")
     await rt.first_byte_delay()
-    body = await rt.read_body(request)
+    body = _transport_decoded(request, await rt.read_body(request))
     meta: dict[str, Any] = {}
     if upload_type == "multipart":
-        meta, data = _split_multipart(request.headers.get("Content-Type", ""), body)
-        content_type = meta.get("contentType")
+        meta, data, media_type = _split_multipart(request.headers.get("Content-Type", ""), body)
+        # Without a contentType in the metadata, GCS takes the media part's.
+        content_type = meta.get("contentType") or media_type
     else:
         data = body
         content_type = request.headers.get("Content-Type")
+        if q.get("contentEncoding"):
+            meta["contentEncoding"] = q["contentEncoding"]
     name = q.get("name") or meta.get("name")
     if not name:
         raise err.ApiError(400, "required", "Required")
@@ -83,12 +91,38 @@ async def handle_upload(rt: Runtime, request: web.BaseRequest, bucket: str) -> w
         preconditions=preconditions_from(q),
         crc32c=crc,
         md5=md5,
+        content_encoding=_encoding(meta),
     )
     return json_response(rec.to_json(rt.base_url))
 
 
-def _split_multipart(content_type: str, body: bytes) -> tuple[dict[str, Any], bytes]:
-    """Split a ``multipart/related`` body into (JSON metadata, media bytes)."""
+def _transport_decoded(request: web.BaseRequest, body: bytes) -> bytes:
+    """A JSON API upload body without its transport coding.
+
+    On the JSON API a request's ``Content-Encoding: gzip`` only compresses
+    the request (gsutil's ``-j``): GCS stores what it inflates to. The
+    object's own coding is the ``contentEncoding`` of its metadata.
+
+    Raises:
+        ApiError: 400 for a body that is not the gzip it claims to be.
+    """
+    if request.headers.get("Content-Encoding", "").strip().lower() != "gzip":
+        return body
+    try:
+        return gzip.decompress(body)
+    except (OSError, EOFError, zlib.error):
+        raise err.invalid("The request body is not valid gzip") from None
+
+
+def _encoding(meta: dict[str, Any]) -> str | None:
+    value = meta.get("contentEncoding")
+    return value if isinstance(value, str) and value else None
+
+
+def _split_multipart(content_type: str,
+                     body: bytes) -> tuple[dict[str, Any], bytes, str | None]:
+    """Split a ``multipart/related`` body into (JSON metadata, media bytes,
+    the media part's Content-Type)."""
     boundary = ""
     for param in content_type.split(";")[1:]:
         key, _, value = param.strip().partition("=")
@@ -110,7 +144,12 @@ def _split_multipart(content_type: str, body: bytes) -> tuple[dict[str, Any], by
         raise err.invalid("Parse Error") from None
     if not isinstance(meta, dict):
         raise err.invalid("Parse Error")
-    return meta, body[media_start:media_end]
+    media_type = None
+    for line in body[meta_end + 2:media_start].split(b"\r\n"):
+        name, sep, value = line.decode("latin-1").partition(":")
+        if sep and name.strip().lower() == "content-type":
+            media_type = value.strip() or None
+    return meta, body[media_start:media_end], media_type
 
 
 async def _start_resumable(
@@ -142,6 +181,7 @@ async def _start_resumable(
         preconditions=pre,
         expected_crc32c=meta.get("crc32c"),
         expected_md5=meta.get("md5Hash"),
+        content_encoding=_encoding(meta),
     )
     store.sessions[session.upload_id] = session
     location = (
@@ -266,6 +306,7 @@ def _finish(rt: Runtime, session: ResumableSession, sent: dict[str, str]) -> Obj
             preconditions=session.preconditions,
             crc32c=crc,
             md5=md5,
+            content_encoding=session.content_encoding,
         )
     except err.ApiError:
         # A failed finalization ends the session, as on GCS; nothing is stored.

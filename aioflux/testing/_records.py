@@ -53,6 +53,9 @@ class ObjectRecord:
         md5: the MD5 digest, or ``None`` for composite objects (as on GCS).
         etag: the MD5 in hex; for a composite, what its writer chose (an S3
             multipart upload's ``md5-of-md5s-N``) or ``crc32c-generation``.
+        content_encoding: how the stored bytes are coded (``gzip``...), or
+            ``None``; GCS serves a ``gzip`` one decompressed to a reader that
+            does not accept gzip (decompressive transcoding).
     """
 
     __slots__ = (
@@ -61,6 +64,7 @@ class ObjectRecord:
         "_json_base",
         "bucket",
         "component_count",
+        "content_encoding",
         "content_type",
         "crc32c",
         "crc32c_b64",
@@ -93,6 +97,7 @@ class ObjectRecord:
         metadata: Mapping[str, str] | None,
         component_count: int | None,
         etag: str | None = None,
+        content_encoding: str | None = None,
     ) -> None:
         self.bucket = bucket
         self.name = name
@@ -112,6 +117,7 @@ class ObjectRecord:
         if etag is None:
             etag = md5.hex() if md5 is not None else f"{crc32c:08x}-{generation}"
         self.etag = etag
+        self.content_encoding = content_encoding or None
         self._json: dict[str, Any] | None = None
         self._json_base = ""
         self._encoded: dict[str, bytes] | None = None
@@ -145,6 +151,8 @@ class ObjectRecord:
                 "updated": self.updated,
                 "timeStorageClassUpdated": self.time_created,
             }
+            if self.content_encoding is not None:
+                doc["contentEncoding"] = self.content_encoding
             if self.md5_b64 is not None:
                 doc["md5Hash"] = self.md5_b64
             if self.component_count is not None:
@@ -225,6 +233,7 @@ class ResumableSession:
     chunks: list[bytes] = field(default_factory=list)
     committed: int = 0
     result: ObjectRecord | None = None
+    content_encoding: str | None = None
 
 
 @dataclass(frozen=True)

@@ -163,6 +163,7 @@ class Runtime:
         status: int = 200,
         headers: Mapping[str, str] | None = None,
         content_type: str = "application/octet-stream",
+        chunked: bool = False,
     ) -> web.StreamResponse:
         """Send a media body, applying bandwidth pacing, stalls and resets.
 
@@ -172,6 +173,8 @@ class Runtime:
             status: 200 or 206.
             headers: extra headers (hashes, generation, Content-Range...).
             content_type: the object's content type.
+            chunked: send no ``Content-Length`` (chunked transfer coding), as
+                GCS serves an object it decompresses on the way.
 
         Returns:
             The (already written) response.
@@ -180,6 +183,11 @@ class Runtime:
         hdrs["Content-Type"] = content_type
         size = body.size
         if request.method == "HEAD":
+            if chunked:
+                head = web.StreamResponse(status=status, headers=hdrs)
+                head.enable_chunked_encoding()
+                await head.prepare(request)
+                return head
             hdrs["Content-Length"] = str(size)
             return web.Response(status=status, headers=hdrs)
         tail = self._profile.tail_fraction
@@ -193,10 +201,10 @@ class Runtime:
         stall = self._draw(f.p_stall) and size > 0
         bandwidth = self._profile.bandwidth
         pieces = body.pieces
-        if not (reset or stall or bandwidth) and len(pieces) <= 1 and (
+        if not (reset or stall or bandwidth or chunked) and len(pieces) <= 1 and (
                 not pieces or isinstance(pieces[0], bytes)):
             return web.Response(status=status, headers=hdrs, body=bytes(body))
-        if bandwidth and not (reset or stall) and len(pieces) == 1 and (
+        if bandwidth and not (reset or stall or chunked) and len(pieces) == 1 and (
                 size <= _chunk_size(bandwidth)):
             # A body that _stream would send as one paced chunk: wait until
             # its last byte is due and send head and body in one write. The
@@ -209,7 +217,10 @@ class Runtime:
             return web.Response(status=status, headers=hdrs, body=pieces[0])
 
         resp = web.StreamResponse(status=status, headers=hdrs)
-        resp.content_length = size
+        if chunked:
+            resp.enable_chunked_encoding()
+        else:
+            resp.content_length = size
         await resp.prepare(request)
         try:
             await self._stream(request, resp, body, reset=reset, stall=stall,

@@ -24,6 +24,7 @@ __all__ = [
     "StoredChecksum",
     "UploadChecksum",
     "checksum_headers",
+    "content_encoding",
     "error_response",
     "http_date",
     "malformed_xml",
@@ -226,11 +227,22 @@ def object_headers(rec: ObjectRecord) -> dict[str, str]:
         "Last-Modified": http_date(rec.updated),
         "Accept-Ranges": "bytes",
     }
+    if rec.content_encoding is not None:
+        # S3 never transforms an object: its coding is only named.
+        headers["Content-Encoding"] = rec.content_encoding
     for name, value in (rec.metadata or {}).items():
         headers[f"x-amz-meta-{name}"] = value
     if rec.component_count:
         headers["x-amz-mp-parts-count"] = str(rec.component_count)
     return headers
+
+
+def content_encoding(request: web.BaseRequest) -> str | None:
+    """The ``Content-Encoding`` S3 keeps with an object written by ``request``:
+    the header without ``aws-chunked`` (that one frames the request body only)."""
+    codings = [c.strip() for c in request.headers.get("Content-Encoding", "").split(",")]
+    kept = [c for c in codings if c and c.lower() != "aws-chunked"]
+    return ", ".join(kept) or None
 
 
 def user_metadata(request: web.BaseRequest) -> dict[str, str]:

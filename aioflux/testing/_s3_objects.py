@@ -20,6 +20,7 @@ from aioflux.testing._s3_body import (
 from aioflux.testing._s3_common import (
     S3State,
     checksum_headers,
+    content_encoding,
     malformed_xml,
     object_headers,
     parse_xml,
@@ -92,7 +93,7 @@ async def put_object(st: S3State, request: web.BaseRequest, bucket: str,
         content_type=request.headers.get("Content-Type"),
         metadata=user_metadata(request) or None,
         preconditions=write_conditions(request, st.store, bucket, key),
-        crc32c=crc, md5=md5,
+        crc32c=crc, md5=md5, content_encoding=content_encoding(request),
     )  # fmt: skip
     # S3 echoes the checksum it verified (or computed).
     headers = {"ETag": f'"{rec.etag}"', **checksum_headers(st.remember(rec, algorithm, value))}
@@ -145,6 +146,7 @@ async def copy_object(st: S3State, request: web.BaseRequest, bucket: str,
         preconditions=write_conditions(request, st.store, bucket, key),
         crc32c=src.crc32c, md5=src.md5, with_md5=src.md5 is not None,
         component_count=src.component_count, etag=src.etag,
+        content_encoding=content_encoding(request) if replace else src.content_encoding,
     )  # fmt: skip
     stored = st.remember(rec, algorithm, value)
     fields = [("LastModified", rec.updated), ("ETag", f'"{rec.etag}"')]

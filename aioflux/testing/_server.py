@@ -190,7 +190,10 @@ class Emulator:
 
     async def _listen(self, handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]],
                       port: int) -> tuple[web.ServerRunner, int]:
-        server = web.Server(handler, access_log=None)
+        # A request body arrives as sent: an XML or S3 PUT with
+        # "Content-Encoding: gzip" stores the compressed bytes (the coding is
+        # the object's metadata), as GCS and S3 do; aiohttp would inflate it.
+        server = web.Server(handler, access_log=None, auto_decompress=False)
         runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(runner, self._host, port, backlog=1024, reuse_address=True)

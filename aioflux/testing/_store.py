@@ -132,6 +132,7 @@ class Store:
         with_md5: bool = True,
         component_count: int | None = None,
         etag: str | None = None,
+        content_encoding: str | None = None,
     ) -> ObjectRecord:
         """Store a new generation of an object.
 
@@ -144,6 +145,8 @@ class Store:
             with_md5: composite objects have no MD5 on GCS.
             component_count: set for composed / multipart objects.
             etag: the ETag to serve (default: derived from md5 / crc32c).
+            content_encoding: how ``data`` is coded (``gzip``...), kept as
+                the object's ``contentEncoding``; the bytes are stored as given.
 
         Returns:
             The stored record.
@@ -172,6 +175,7 @@ class Store:
             metadata=metadata,
             component_count=component_count,
             etag=etag,
+            content_encoding=content_encoding,
         )
         if old is None:
             bisect.insort(b.names, name)
@@ -208,6 +212,7 @@ class Store:
             content_type=content_type or old.content_type,
             time_created=old.time_created, updated=rfc3339(time.time_ns()),
             metadata=merged, component_count=old.component_count, etag=old.etag,
+            content_encoding=old.content_encoding,
         )  # fmt: skip
         self.bucket(bucket).objects[name] = rec
         return rec

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +16,8 @@ from aioflux.testing._rope import Rope
 from aioflux.testing._store import ObjectRecord, Preconditions, b64_crc32c, b64_md5
 
 __all__ = [
+    "TRANSCODED_HEADERS",
+    "accepts_gzip",
     "check_object_name",
     "json_response",
     "media_headers",
@@ -21,9 +25,16 @@ __all__ = [
     "parse_goog_hash",
     "preconditions_from",
     "query_int",
+    "transcoded",
     "trim_fields",
     "verify_hashes",
 ]
+
+TRANSCODED_HEADERS = {
+    "X-GUploader-Response-Body-Transformations": "gunzipped",
+    "Warning": "214 UploadServer gunzipped",
+}
+"""What GCS adds to an answer it decompressed (the stored hashes stay)."""
 
 Fields = dict[str, "Fields | None"]
 
@@ -137,11 +148,54 @@ def media_headers(rec: ObjectRecord) -> dict[str, str]:
         "x-goog-generation": str(rec.generation),
         "x-goog-metageneration": str(rec.metageneration),
         "x-goog-stored-content-length": str(rec.size),
-        "x-goog-stored-content-encoding": "identity",
+        "x-goog-stored-content-encoding": rec.content_encoding or "identity",
         "x-goog-storage-class": "STANDARD",
         "ETag": f'"{rec.etag}"',
         "Accept-Ranges": "bytes",
     }
+
+
+def accepts_gzip(value: str | None) -> bool:
+    """Whether an ``Accept-Encoding`` header names gzip with a non-zero weight.
+
+    GCS serves an object stored with ``Content-Encoding: gzip`` as stored
+    only to such a request; to any other it decompresses the bytes
+    (decompressive transcoding). A wildcard does not count: GCS looks for
+    gzip itself.
+    """
+    for item in (value or "").split(","):
+        coding, _, params = item.partition(";")
+        if coding.strip().lower() not in ("gzip", "x-gzip"):
+            continue
+        weight = params.strip().lower()
+        if not weight.startswith("q="):
+            return True
+        try:
+            return float(weight[2:]) > 0
+        except ValueError:
+            return True
+    return False
+
+
+def transcoded(headers: Mapping[str, str], rec: ObjectRecord) -> Rope | None:
+    """The bytes GCS serves when it decompresses ``rec`` on the way, or ``None``.
+
+    GCS decompresses an object stored with ``Content-Encoding: gzip`` for a
+    request that does not accept gzip, and then ignores ``Range`` (the whole
+    object, 200), sends neither ``Content-Encoding`` nor ``Content-Length``,
+    and its ``x-goog-hash`` stays that of the stored (compressed) bytes.
+    Stored bytes that are not gzip are served as they are.
+
+    Args:
+        headers: the request headers (``Accept-Encoding``).
+        rec: the object.
+    """
+    if rec.content_encoding != "gzip" or accepts_gzip(headers.get("Accept-Encoding")):
+        return None
+    try:
+        return Rope((gzip.decompress(bytes(rec.data)),))
+    except (OSError, EOFError, zlib.error):
+        return None
 
 
 def parse_fields(spec: str) -> Fields:
