@@ -332,6 +332,15 @@ class _Read:
                                      f"Content-Range {value}", status)
             length = last - first + 1
         elif status == 200:
+            if transformed and (self.start != 0 or self.end is not None):
+                # Decompressive transcoding: an object stored gzip-compressed
+                # is served decompressed and whole, whatever range was asked.
+                raise InvalidRequest(
+                    f"{self.where} failed: the object is stored gzip-compressed "
+                    "(Content-Encoding: gzip), which GCS serves decompressed and whole, "
+                    "ignoring ranges: read it whole", operation=self.op.operation,
+                    bucket=self.op.bucket, name=self.op.name, status=200,
+                    reason="transcoded")
             if p != 0 and p == self.start and resp.expected == 0 and self.total in (None, 0):
                 # A range of an empty object, which has no bytes to serve a
                 # range of: answered whole (200, nothing) where a non-empty

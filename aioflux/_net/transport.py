@@ -527,7 +527,10 @@ class Transport:
             cap = len(into) if into is not None else limit
             inflated = into is None and _TRANSFORMED in found
             if inflated:
-                cap = _inflation_cap(limit, resp.headers.get("x-goog-stored-content-length"))
+                # A range asked of a transcoded object is answered whole: its
+                # length is no base for the cap, the stored size is.
+                cap = _inflation_cap(None if "Range" in headers else limit,
+                                     resp.headers.get("x-goog-stored-content-length"))
             body = bytearray() if into is None else None
             received = 0
             clock = state.loop.time
