@@ -20,14 +20,12 @@ from aioflux.testing._rope import Rope
 from aioflux.testing._runtime import Runtime, parse_range
 from aioflux.testing._store import ObjectRecord
 from aioflux.testing._util import (
-    TRANSCODED_HEADERS,
     check_object_name,
     json_response,
     media_headers,
     parse_fields,
     preconditions_from,
     query_int,
-    transcoded,
     trim_fields,
 )
 
@@ -207,13 +205,9 @@ async def _get(
         doc = rec.to_json(rt.base_url)
         return json_response(trim_fields(doc, parse_fields(fields)) if fields else doc)
     headers = media_headers(rec)
-    plain = transcoded(request.headers, rec)
-    if plain is not None:
-        headers.update(TRANSCODED_HEADERS)
-        return await rt.send_body(request, plain, headers=headers,
-                                  content_type=rec.content_type, chunked=True)
-    if rec.content_encoding is not None:
-        headers["Content-Encoding"] = rec.content_encoding
+    whole = await rt.send_transcoded(request, rec, headers)
+    if whole is not None:
+        return whole
     rng = parse_range(request.headers.get("Range"), rec.size)
     if rng is None or rng == (0, rec.size):
         if rng is not None:

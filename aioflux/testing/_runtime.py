@@ -18,7 +18,8 @@ from aiohttp import web
 from aioflux.testing import _errors as err
 from aioflux.testing._profile import EmulatorProfile, Faults
 from aioflux.testing._rope import Rope
-from aioflux.testing._store import Store
+from aioflux.testing._store import ObjectRecord, Store
+from aioflux.testing._util import TRANSCODED_HEADERS, transcoded
 
 __all__ = ["Runtime", "parse_range"]
 
@@ -154,6 +155,30 @@ class Runtime:
 
     def _draw(self, p: float) -> bool:
         return bool(p) and self._rng.random() < p
+
+    async def send_transcoded(self, request: web.BaseRequest, rec: ObjectRecord,
+                              headers: dict[str, str]) -> web.StreamResponse | None:
+        """Send ``rec`` decompressed and whole, as GCS serves an object
+        stored gzip-compressed to a reader that does not accept gzip
+        (:func:`~aioflux.testing._util.transcoded`); else None, with the
+        stored coding named in ``headers`` for the caller's own answer.
+
+        Args:
+            request: the request being answered.
+            rec: the object.
+            headers: the answer's headers so far (updated).
+
+        Returns:
+            The (already written) response, or None.
+        """
+        plain = transcoded(request.headers, rec)
+        if plain is None:
+            if rec.content_encoding is not None:
+                headers["Content-Encoding"] = rec.content_encoding
+            return None
+        headers.update(TRANSCODED_HEADERS)
+        return await self.send_body(request, plain, headers=headers,
+                                    content_type=rec.content_type, chunked=True)
 
     async def send_body(
         self,

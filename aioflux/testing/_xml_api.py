@@ -26,12 +26,10 @@ from aioflux.testing._s3_common import S3State, read_conditions
 from aioflux.testing._s3_list import list_objects
 from aioflux.testing._store import Preconditions, b64_crc32c, b64_md5, rfc3339
 from aioflux.testing._util import (
-    TRANSCODED_HEADERS,
     check_object_name,
     media_headers,
     parse_goog_hash,
     query_int,
-    transcoded,
     verify_hashes,
 )
 
@@ -144,13 +142,9 @@ async def _get(rt: Runtime, request: web.BaseRequest, bucket: str, key: str) -> 
     read_conditions(request, rec)
     headers = media_headers(rec)
     headers["Last-Modified"] = _http_date(rec.updated)
-    plain = transcoded(request.headers, rec)
-    if plain is not None:
-        headers.update(TRANSCODED_HEADERS)
-        return await rt.send_body(request, plain, headers=headers,
-                                  content_type=rec.content_type, chunked=True)
-    if rec.content_encoding is not None:
-        headers["Content-Encoding"] = rec.content_encoding
+    whole = await rt.send_transcoded(request, rec, headers)
+    if whole is not None:
+        return whole
     rng = parse_range(request.headers.get("Range"), rec.size)
     if rng is None:
         return await rt.send_body(request, rec.data, headers=headers, content_type=rec.content_type)
