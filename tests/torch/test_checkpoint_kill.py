@@ -73,8 +73,13 @@ def test_sigkill_during_saves(where: Where) -> None:
         parent.close()
         latest = mgr.latest()
         assert latest is not None and latest.step > previous  # the save it reported
-        _assert_state(mgr.load(), latest.step)
-        previous = latest.step
+        _assert_state(mgr.load(latest.step), latest.step)
+        # A request the killed child had sent may still land (the server
+        # finishes what it received; seen on Azurite: the next step's
+        # manifest appeared between latest() and load()): the next run
+        # starts past what is there now.
+        previous = mgr.latest().step  # type: ignore[union-attr]
+        _assert_state(mgr.load(previous), previous)
         if proc.exitcode == 0:
             assert previous == LAST_STEP
         if previous == LAST_STEP:
