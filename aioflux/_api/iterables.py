@@ -21,14 +21,15 @@ from collections.abc import (
 )
 from contextlib import aclosing
 
-from .._core.errors import InvalidArgument, NotFound, PreconditionFailed
+from .._core.errors import InvalidArgument
 from .._core.portal import get_portal, iterate
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.urls import parse_url
 from .._core.validate import check_bool, check_instance, check_int
 from .._core.window import window, window_sync
-from .._engines.cache import DiskCache, Replaced, cache_from_args
+from .._engines.cache import DiskCache, Replaced, cache_from_args, read_listed
+from .._engines.download import Data
 from .._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, Hedger, check_hedge
 from .._engines.iterables import DEFAULT_LOAD_CONCURRENCY
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY, iter_objects
@@ -157,20 +158,13 @@ async def _read(url: str, client: AnyClient | None, cache: DiskCache | None,
 
 
 async def _at_version(read: Callable[[str, str, int | None], Awaitable[bytes]],
-                      obj: ObjectInfo) -> bytes | Replaced:
-    """``obj``'s bytes for the cache to store under its version. One without
-    a crc32c (a file another tool wrote, an S3 object uploaded without one)
-    is read pinned to the version its stat found: replaced since, the bytes
-    there now came back, stored under the old version's key (a same-sized
-    file checks only its length), and served whenever that version was
-    asked for again (a file put back with its old time by ``rsync -a``).
-    Those are handed out as :class:`Replaced`, not stored."""
+                      obj: ObjectInfo) -> Data | Replaced:
+    """``obj``'s bytes for the cache to store under its version: checked
+    against its crc32c by the cache, or without one read at that version
+    (:func:`~aioflux._engines.cache.read_listed`)."""
     if obj.crc32c is not None or not obj.generation:
         return await read(obj.bucket, obj.name, None)  # the cache checks the crc32c
-    try:
-        return await read(obj.bucket, obj.name, obj.generation)
-    except (NotFound, PreconditionFailed):
-        return Replaced(await read(obj.bucket, obj.name, None))  # gone: NotFound again
+    return await read_listed(obj, lambda o, generation: read(o.bucket, o.name, generation))
 
 
 def _hedger(op: str, hedge_after: HedgeAfter) -> Hedger | None:

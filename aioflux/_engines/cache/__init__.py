@@ -10,6 +10,7 @@ from ._disk import (
     Replaced,
     Unclaimable,
     cache_from_args,
+    read_listed,
     version_token,
 )
 from ._downloader import CachedDownloader
@@ -27,6 +28,7 @@ __all__ = [
     "Replaced",
     "Unclaimable",
     "cache_from_args",
+    "read_listed",
     "clear",
     "info",
     "is_cache",

@@ -35,14 +35,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..._core.crc import crc32c
-from ..._core.errors import InvalidArgument
+from ..._core.errors import InvalidArgument, NotFound, PreconditionFailed
 from ..._core.types import ObjectInfo
 from ..._core.validate import check_int
 from . import _files
 from ._files import CORRUPT, HEADER, Layout
 
 __all__ = ["DEFAULT_WAIT_LIMIT", "FIRST_POLL", "MAX_POLL", "CacheStats", "DiskCache", "Fetch",
-           "Replaced", "Unclaimable", "cache_from_args", "version_token"]
+           "Replaced", "Unclaimable", "cache_from_args", "read_listed", "version_token"]
 
 Data = bytes | bytearray
 
@@ -61,6 +61,33 @@ class Replaced:
 
 
 Fetch = Callable[[list[ObjectInfo]], Awaitable[Sequence[Data | Replaced]]]
+
+
+async def read_listed(obj: ObjectInfo,
+                      read_at: Callable[[ObjectInfo, int | None], Awaitable[Data]]
+                      ) -> Data | Replaced:
+    """``obj`` read at its listed version, for the cache to store under it.
+
+    For an object without a crc32c to check a miss against (an S3 listing's,
+    a file another tool wrote): read unpinned, a replacement of the same size
+    was stored under the listed version and served whenever that version
+    was asked for again. No longer that version, the bytes there now come
+    back marked :class:`Replaced` (handed out, never stored).
+
+    Args:
+        obj: the object, as listed or stat'ed.
+        read_at: reads ``obj`` at a generation (None: the current one).
+
+    Returns:
+        The listed version's bytes, or the current ones as Replaced.
+
+    Raises:
+        NotFound: the object is gone.
+    """
+    try:
+        return await read_at(obj, obj.generation)
+    except (NotFound, PreconditionFailed):
+        return Replaced(await read_at(obj, None))  # gone: NotFound again
 
 # Polling another process's fill: from 2 ms (a small object from a warm
 # emulator) doubling to 100 ms (a large object takes seconds anyway).

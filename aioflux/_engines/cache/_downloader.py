@@ -14,14 +14,13 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Awaitable, Iterator, Sequence
 from contextlib import aclosing
 
-from ..._core.errors import NotFound, PreconditionFailed
 from ..._core.store import ObjectStore
 from ..._core.types import ObjectInfo
 from ..._core.window import gather_bounded
 from ..._core.window import window as bounded
 from ..compose import MAX_COMPOSE_SOURCES, plan_batches
 from ..download import PLAN_CHUNK, Data, Downloader, DownloadOptions
-from ._disk import DiskCache, Replaced
+from ._disk import DiskCache, Replaced, read_listed
 
 __all__ = ["CachedDownloader"]
 
@@ -69,14 +68,8 @@ class CachedDownloader(Downloader):
         return list(await super().download_many(objects))
 
     async def _pinned(self, obj: ObjectInfo) -> list[Data | Replaced]:
-        """``obj`` read at its listed generation; if it is no longer that
-        version, the bytes there now (as the planner reads them), marked
-        :class:`Replaced` so that the cache hands them out without storing them."""
-        try:
-            data = await self._read_at(obj, obj.generation)
-        except (NotFound, PreconditionFailed):
-            return [Replaced(await self._read_at(obj, None))]  # gone: NotFound again
-        return [data]
+        """``obj`` at its listed version, read as the planner reads (see read_listed)."""
+        return [await read_listed(obj, self._read_at)]
 
     async def _read_at(self, obj: ObjectInfo, generation: int | None) -> bytes:
         """The planner's direct read (its permits, its hedging), at ``generation``."""
