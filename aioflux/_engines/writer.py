@@ -344,8 +344,6 @@ class WriterBase(abc.ABC):
         self._number = 1
         self._crc = Crc32c()
         self._done = False
-        # A failure a write raised, once aborted: the next close() says it again.
-        self._unsaid: BaseException | None = None
 
     def _forked_copy(self) -> bool:
         """Whether this is a forked child's copy of a writer opened in its
@@ -414,6 +412,8 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
         # range or resized a buffer a part upload was reading.
         self._lock = threading.RLock()
         self._parts = _Parts(max_in_flight)
+        # A failure a write raised, once aborted: the next close() says it again.
+        self._unsaid: BaseException | None = None
         self._buffer = self._parts.buffer(self.part_size)
         self._fill = 0
         # The buffer's first _summed bytes are checksummed already (their
