@@ -174,7 +174,9 @@ def test_python_block_runs(block: Block, readme_emulator: Emulator, tmp_path: Pa
             for i in range(TRAIN_OBJECTS):
                 client.write("my-bucket", f"train/sample-{i:04d}.bin",
                              bytes([i % 256]) * TRAIN_SIZE)
-    env = {**os.environ, "STORAGE_EMULATOR_HOST": readme_emulator.endpoint}
+    env = {**os.environ, "STORAGE_EMULATOR_HOST": readme_emulator.endpoint,
+           # Hugging Face datasets' caches (docs/guides/fsspec.md), not the home folder's.
+           "HF_HOME": str(tmp_path / "hf")}
     if s3_bucket_names(block.code):
         # s3:// URLs: moto's S3 server, as AWS_ENDPOINT_URL_S3 points a job
         # at an S3-compatible store; each block gets fresh buckets.

@@ -1,6 +1,6 @@
 """The tools that reach storage through fsspec, end to end on aioflux's
-filesystem: pyarrow, pandas, Lightning, torch DCP, zarr and DataLoader
-workers; its async mode; and what it promises beyond fsspec (checked reads,
+filesystem: pyarrow, pandas, Lightning, torch DCP, zarr, Hugging Face
+``datasets`` and DataLoader workers; its async mode; and what it promises beyond fsspec (checked reads,
 all-or-nothing writes, coalesced ranges).
 
 Each runs against our emulator (gs), moto (s3) and the local filesystem
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.abc
+import json
 import os
 import pickle
 import random
@@ -309,7 +310,36 @@ def test_zarr_fsspec_store(site: Site, fsspec_state: None) -> None:
         sync(fs.store.aclose())  # on zarr's loop, where its connections are
 
 
-# -- 6. DataLoader workers and fork -------------------------------------------------------
+# -- 6. Hugging Face datasets -------------------------------------------------------------
+
+
+@OBJECT_SITES
+def test_hugging_face_datasets_load_stream_save_and_reload(
+        site: Site, fsspec_state: None, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    hf = _needs("datasets")
+    for name, value in site.env.items():
+        monkeypatch.setenv(name, value)
+    aioflux.fsspec.register([site.scheme])
+    rows = [{"i": i, "text": f"row {i}"} for i in range(30)]
+    for part in range(3):
+        lines = "".join(json.dumps(r) + "\n" for r in rows[part * 10:part * 10 + 10])
+        site.fs.pipe_file(site.path(f"data/part-{part}.jsonl"), lines.encode())
+    # A glob, as a dataset's data_files usually is: expanded through the filesystem.
+    files = site.url("data/*.jsonl", protocol=site.scheme)
+    loaded = hf.load_dataset("json", data_files=files, split="train",
+                             cache_dir=str(tmp_path / "hf-cache"))
+    assert sorted(loaded.to_list(), key=lambda r: r["i"]) == rows
+    streamed = hf.load_dataset("json", data_files=files, split="train", streaming=True)
+    assert sorted(streamed, key=lambda r: r["i"]) == rows
+    saved = site.url("saved", protocol=site.scheme)
+    loaded.save_to_disk(saved)
+    assert site.names()[3:] == ["saved/data-00000-of-00001.arrow", "saved/dataset_info.json",
+                                "saved/state.json"]
+    assert hf.load_from_disk(saved).to_list() == loaded.to_list()
+
+
+# -- 7. DataLoader workers and fork -------------------------------------------------------
 
 
 def _seed(site: Site, count: int) -> dict[str, bytes]:
@@ -381,7 +411,7 @@ def test_a_forked_child_uses_its_own_loop_and_store(site: Site) -> None:
     assert fs.cat_file(site.path("child")) == b"from the child"
 
 
-# -- 7. async mode ------------------------------------------------------------------------
+# -- 8. async mode ------------------------------------------------------------------------
 
 
 async def test_async_mode_cat_pipe_and_open_async(site: Site) -> None:
@@ -466,7 +496,7 @@ async def test_open_async_checks_a_front_to_back_read(site: Site) -> None:
         await fs.store.aclose()
 
 
-# -- 8. integrity -------------------------------------------------------------------------
+# -- 9. integrity -------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("mode", ["wb", "w"])
