@@ -99,7 +99,8 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         **storage_options: fsspec's own settings (``skip_instance_cache``...),
             among them the metadata cache's: ``use_listings_cache=False``
             turns it off, ``listings_expiry_time`` is how long (seconds) an
-            entry answers (default 10; ``None``: until invalidated).
+            entry answers (default 10; ``None``: until invalidated). Off by
+            default on ``file``, as in fsspec's ``LocalFileSystem``.
 
     Raises:
         InvalidArgument: an unknown scheme, a setting of the wrong type, or
@@ -125,7 +126,11 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
                                   f"{', '.join(_SCHEMES)}, got {scheme!r}")
         settings = settings_of(scheme, endpoint, credentials, region, storage_options)
         # fsspec's loop thread is never started: sync calls go to the portal's (see loop).
-        options = {"listings_expiry_time": EXPIRY_S, **settings.fsspec}
+        options = {"listings_expiry_time": EXPIRY_S,
+                   # A local stat costs microseconds, and programs write beside
+                   # the filesystem with plain open(): a remembered listing hid
+                   # their files for the expiry.
+                   "use_listings_cache": scheme != "file", **settings.fsspec}
         super().__init__(asynchronous=asynchronous,
                          loop=None if asynchronous else get_portal().loop, **options)
         self.dircache = Listings(**options)

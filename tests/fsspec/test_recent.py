@@ -48,7 +48,9 @@ def _twin(fs: AiofluxFileSystem, **options: Any) -> AiofluxFileSystem:
 
 def _unhurried(fs: AiofluxFileSystem) -> AiofluxFileSystem:
     """``fs``, remembering until told otherwise: counts never depend on how
-    fast this machine gets from a listing to the question."""
+    fast this machine gets from a listing to the question. On (local files
+    remember nothing by default)."""
+    fs.dircache.use_listings_cache = True
     fs.dircache.listings_expiry_time = None
     return fs
 
@@ -70,7 +72,7 @@ def test_what_find_listed_answers_info_exists_open_and_get(
         assert fs.isfile(path) and fs.exists(path) and fs.size(path) == len(body)
     assert fs.isdir(f"{root}/d/e") and not fs.isfile(f"{root}/d/e")
     assert sum(calls.values()) == 0, calls
-    fresh = _twin(fs, listings_expiry_time=None)
+    fresh = _unhurried(_twin(fs))
     try:
         fresh_calls = _counted(monkeypatch, fresh)
         for _ in range(3):  # a folder no listing holds: asked once, then remembered
@@ -292,3 +294,25 @@ def test_cat_of_many_paths_follows_on_error(backend: tuple[AiofluxFileSystem, st
     with pytest.raises((FileNotFoundError, NotFound)):
         fs.cat([*paths, missing])
     assert fs.cat(paths[0]) == paths[0].encode()  # one path: its bytes, not a dict
+
+
+def test_local_files_are_never_remembered_unless_asked(tmp_path: Path) -> None:
+    # A program writes beside the filesystem with plain open() (fsspec's
+    # LocalFileSystem remembers nothing): a listing made before must not
+    # hide the new file, nor a stat its new size.
+    fs = AiofluxFileSystem("file", skip_instance_cache=True)
+    remembering = AiofluxFileSystem("file", use_listings_cache=True, skip_instance_cache=True)
+    try:
+        for each in (fs, remembering):
+            each.pipe_file(str(tmp_path / "a"), b"a")
+            assert each.ls(str(tmp_path), detail=False) == [str(tmp_path / "a")]
+            assert each.info(str(tmp_path / "a"))["size"] == 1
+        (tmp_path / "b").write_bytes(b"bb")
+        (tmp_path / "a").write_bytes(b"aaa")
+        assert fs.exists(str(tmp_path / "b")) and fs.size(str(tmp_path / "a")) == 3
+        assert fs.ls(str(tmp_path), detail=False) == [str(tmp_path / "a"), str(tmp_path / "b")]
+        assert not remembering.exists(str(tmp_path / "b"))  # what it was asked for
+        assert remembering.size(str(tmp_path / "a")) == 1
+    finally:
+        _close(fs)
+        _close(remembering)
