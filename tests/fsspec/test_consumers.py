@@ -1,7 +1,7 @@
 """The tools that reach storage through fsspec, end to end on aioflux's
 filesystem: pyarrow, pandas, Lightning, torch DCP, zarr, Hugging Face
-``datasets`` and DataLoader workers; its async mode; and what it promises beyond fsspec (checked reads,
-all-or-nothing writes, coalesced ranges).
+``datasets`` and DataLoader workers; its async mode; and what it promises
+beyond fsspec (checked reads, all-or-nothing writes, coalesced ranges).
 
 Each runs against our emulator (gs), moto (s3) and the local filesystem
 (file) through the ``site`` fixture, by ``aioflux-<scheme>://`` URLs with
