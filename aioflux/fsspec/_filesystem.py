@@ -492,7 +492,8 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
                              content_type=kwargs.get("content_type",
                                                      "application/octet-stream"),
                              metadata=kwargs.get("metadata"),
-                             published=functools.partial(self.recent.forget, known))
+                             published=functools.partial(self.recent.forget, known),
+                             fs=self, path=known)
         raise ValueError(f"aioflux: mode {mode!r} is not supported (rb, wb, xb; objects "
                          "cannot be appended to or updated in place)")
 

@@ -49,13 +49,17 @@ class WriteFile(ObjectWriter):
             on ``commit()``.
         published: called once the object may have been published (the
             filesystem forgets what it knew of the name).
+        fs: the filesystem that opened it (``f.fs``, as fsspec's files have).
+        path: its fsspec path (``f.path``).
     """
 
     def __init__(self, store: ObjectStore, bucket: str, name: str, *, content_type: str,
                  create: bool, autocommit: bool, metadata: dict[str, str] | None = None,
-                 published: Callable[[], None] | None = None) -> None:
+                 published: Callable[[], None] | None = None, fs: Any = None,
+                 path: str = "") -> None:
         super().__init__(store, bucket, name, content_type=content_type, metadata=metadata,
                          if_generation_match=0 if create else None)
+        self.fs, self.path = fs, path
         self.autocommit = autocommit
         self._staged = False
         self._published = published
@@ -151,6 +155,16 @@ class CompressedWriteFile(PublishOnExit, io.BufferedIOBase):
         self._raw = raw
         super().__init__()
         self._packer = compress(raw, mode="wb")
+
+    @property
+    def fs(self) -> Any:
+        """The filesystem that opened it."""
+        return self._raw.fs
+
+    @property
+    def path(self) -> str:
+        """Its fsspec path."""
+        return self._raw.path
 
     def writable(self) -> bool:
         return True

@@ -263,3 +263,18 @@ def test_get_and_put_report_progress_to_fsspec_callbacks(
     fs.get_file(f"{root}/o", str(tmp_path / "down"), callback=got)
     assert (got.size, got.value) == (size, size)
     assert (tmp_path / "down").read_bytes() == local.read_bytes()
+
+
+def test_a_write_file_names_its_filesystem_and_path(
+        backend: tuple[AiofluxFileSystem, str]) -> None:
+    # fsspec's files carry .fs and .path (its writers, DCP's and pyarrow's
+    # handlers read them), the write ones as the read ones.
+    fs, root = backend
+    path = f"{root}/named"
+    with fs.open(path, "wb") as f:
+        assert f.fs is fs and f.path == fs._strip_protocol(path) and f.mode == "wb"
+        f.write(b"x")
+    with fs.open(fs.unstrip_protocol(path), "rb") as f:
+        assert f.fs is fs and f.path == fs._strip_protocol(path)
+    with fs.open(path + ".gz", "wb", compression="gzip") as f:
+        assert f.fs is fs and f.path == fs._strip_protocol(path + ".gz")
