@@ -50,6 +50,11 @@ async def _open_until_loop_ends(state: LoopState) -> AsyncGenerator[None, None]:
             if _abort_bodies_in_flight(state.session):
                 await asyncio.sleep(0)  # their readers learn it before close() below
             await state.session.close()
+        else:
+            # Its sockets are the parent's: never closed here, and kept from
+            # the collector, whose aiohttp finalizers logged "Unclosed client
+            # session" and "Unclosed connector" in every forked worker.
+            _PARENTS_SESSIONS.append(state.session)
 
 
 def _abort_bodies_in_flight(session: aiohttp.ClientSession) -> bool:
@@ -75,6 +80,8 @@ def _abort_bodies_in_flight(session: aiohttp.ClientSession) -> bool:
 # the parent's loops do not run there, and asyncio's finalizer of a copy
 # collected later would call into a copy of the parent's loop.
 _ENDING_WITH_LOOPS: weakref.WeakSet[AsyncGenerator[None, None]] = weakref.WeakSet()
+# In a forked child: the parent's sessions, held until the child exits.
+_PARENTS_SESSIONS: list[aiohttp.ClientSession] = []
 
 
 def close_with_loop(state: LoopState) -> None:

@@ -214,3 +214,34 @@ def test_a_zstd_writer_dropped_before_the_fork_is_never_freed_in_the_child(
             gc.enable()
         gc.collect()
     assert [o.name for o in sync_client.list_objects(bucket)] == ["small"]
+
+
+def test_a_child_using_the_parents_client_reports_no_unclosed_session(
+        sync_client: Client, bucket: str) -> None:
+    # A DataLoader worker reading through a Client its parent used: the
+    # parent's session (its sockets are the parent's, never closed here) was
+    # dropped at the child's first request, and its collection logged
+    # "Unclosed client session" and "Unclosed connector" in every worker.
+    sync_client.write(bucket, "x", b"x")
+    assert sync_client.read(bucket, "x") == b"x"  # kept-alive connections now
+
+    def child() -> None:
+        import logging
+
+        logged: list[str] = []
+
+        class Keep(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                logged.append(record.getMessage())
+
+        logging.getLogger("asyncio").addHandler(Keep())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert sync_client.read(bucket, "x") == b"x"
+            assert sync_client.stat(bucket, "x").size == 1  # through aiohttp too
+            gc.collect()
+        assert not [w for w in caught if issubclass(w.category, ResourceWarning)], caught
+        assert not [m for m in logged if "Unclosed" in m], logged
+
+    in_fork(child)
+    assert sync_client.read(bucket, "x") == b"x"  # the parent's connections still serve
