@@ -6,12 +6,22 @@ version's size and checksums, else exactly the version the copy made is
 deleted (``If-Match``) before ``ChecksumMismatch``.
 
 CopyObject copies at most 5 GiB. A larger object is copied as a multipart
-upload whose parts are ranges of the source (UploadPartCopy), created with
-the source's content type and custom metadata (which CopyObject would have
-copied) and full-object crc32c like every upload of ours: each part's
-crc32c, where the server reports one, is combined into the whole's and
-must be the source's before the upload completes; otherwise nothing is
-published and the upload is aborted.
+upload whose parts are ranges of the source (UploadPartCopy), with
+full-object crc32c like every upload of ours: each part's crc32c, where the
+server reports one, is combined into the whole's and must be the source's
+before the upload completes; otherwise nothing is published and the upload
+is aborted. S3 gives the object a multipart upload completes into only the
+headers its CreateMultipartUpload carried (UploadPartCopy copies bytes
+only), so that request carries what CopyObject would have copied
+(``x-amz-metadata-directive: COPY``), as the source's HEAD answered it: the
+content type, the custom metadata (``x-amz-meta-*``) and
+:data:`KEPT_HEADERS`. A copy in parts and a copy in one request give the
+same object; a ``Content-Encoding: gzip`` one that lost its coding would be
+served as raw gzip bytes.
+
+A source replaced after the HEAD fails the copy (``PreconditionFailed``
+naming the source): CopyObject or the first part copy sent after it is
+refused, and a copy in parts never publishes parts of two versions.
 """
 
 from __future__ import annotations
@@ -21,7 +31,14 @@ from urllib.parse import quote
 
 from .._core.cleanup import to_the_end
 from .._core.crc import crc32c_combine, encode_crc32c
-from .._core.errors import ChecksumMismatch, NotFound, StorageError, as_operation, describe
+from .._core.errors import (
+    ChecksumMismatch,
+    NotFound,
+    PreconditionFailed,
+    StorageError,
+    as_operation,
+    describe,
+)
 from .._core.store import copy_differs
 from .._core.types import ObjectInfo, PartInfo
 from .._core.window import gather_bounded
@@ -29,12 +46,20 @@ from .._net.failures import read_metadata
 from .._net.transport import HttpResponse, Op
 from ._multipart import MAX_PART_SIZE, MAX_PARTS
 from ._put import discard
-from ._xml import answer_crc32c, parse, query, text
+from ._xml import (
+    answer_crc32c,
+    content_md5_base64,
+    full_object_crc32c,
+    parse,
+    query,
+    rfc3339,
+    text,
+)
 
 if TYPE_CHECKING:
     from ._store import S3Store
 
-__all__ = ["COPY_PART_SIZE", "SINGLE_COPY_LIMIT", "copy_object"]
+__all__ = ["COPY_PART_SIZE", "KEPT_HEADERS", "SINGLE_COPY_LIMIT", "copy_object"]
 
 # S3's limit of one CopyObject.
 SINGLE_COPY_LIMIT = 5 * 1024**3
@@ -45,13 +70,20 @@ COPY_PART_SIZE = 256 * 1024**2
 # Part copies in flight at once (each also takes a transport permit).
 _PARTS_IN_FLIGHT = 16
 _DEFAULT_CONTENT_TYPE = "application/octet-stream"
+# What S3 stores with an object besides its content type and custom
+# metadata, returns with every HEAD and GET, and CopyObject copies; not the
+# website redirect (CopyObject does not copy it), nor the storage class,
+# encryption or ACL (CopyObject gives the copy the request's or the
+# bucket's defaults, as CreateMultipartUpload does).
+KEPT_HEADERS = ("Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language",
+                "Expires")
 
 
 async def copy_object(store: S3Store, bucket: str, name: str, dest_bucket: str,
                       dest_name: str) -> ObjectInfo:
     """Copy the version a HEAD sees now, checked (see the module doc)."""
     try:
-        src = await store.stat(bucket, name)
+        src, kept = await _head_source(store, bucket, name)
     except NotFound as exc:
         raise as_operation(exc, "copy") from None
     source = {"x-amz-copy-source": quote(f"/{bucket}/{name}", safe="/-_.~")}
@@ -59,10 +91,19 @@ async def copy_object(store: S3Store, bucket: str, name: str, dest_bucket: str,
     if pinned:
         source["x-amz-copy-source-if-match"] = pinned
     op = Op("copy", dest_bucket, dest_name, "s3")
-    if src.size > SINGLE_COPY_LIMIT:
-        etag = await _copy_in_parts(store, op, src, source)
-    else:
-        etag = await _copy_whole(store, op, source, Op("copy", bucket, name, "s3"))
+    try:
+        if src.size > SINGLE_COPY_LIMIT:
+            etag = await _copy_in_parts(store, op, src, source, kept)
+        else:
+            etag = await _copy_whole(store, op, source, Op("copy", bucket, name, "s3"))
+    except PreconditionFailed as exc:
+        # The only condition sent is the source's ETag.
+        raise PreconditionFailed(
+            f"{describe('copy', dest_bucket, dest_name, 's3')} failed: the source {src.url} "
+            f"was replaced while it was copied (it is no longer the version {pinned} the "
+            "copy started from); nothing was published", operation="copy",
+            bucket=dest_bucket, name=dest_name, status=exc.status, reason=exc.reason,
+            attempts=exc.attempts) from exc
     try:
         info = await store.stat(dest_bucket, dest_name)
     except NotFound as exc:  # deleted since by another client
@@ -76,6 +117,37 @@ async def copy_object(store: S3Store, bucket: str, name: str, dest_bucket: str,
         await discard(store, op, info,
                       f"the copy's {' and '.join(differs)} differ from the source's")
     return info
+
+
+async def _head_source(store: S3Store, bucket: str, name: str
+                       ) -> tuple[ObjectInfo, dict[str, str]]:
+    """The source as ``store.stat`` reads it, and its :data:`KEPT_HEADERS`
+    (from the same HEAD: both are of the version the copy pins).
+
+    Raises:
+        NotFound: no such object or bucket.
+    """
+    async def handle(resp: HttpResponse) -> tuple[ObjectInfo, dict[str, str]]:
+        lowered = {k.lower(): v for k, v in resp.headers.items()}
+        metadata = {k[11:]: v for k, v in lowered.items() if k.startswith("x-amz-meta-")}
+        info = store._info(bucket, name, size=int(lowered.get("content-length", "0")),
+                           etag=lowered.get("etag", ""), crc=full_object_crc32c(lowered),
+                           md5=content_md5_base64(lowered),
+                           content_type=lowered.get("content-type"),
+                           updated=rfc3339(lowered.get("last-modified")), metadata=metadata)
+        kept = {header: lowered[header.lower()] for header in KEPT_HEADERS
+                if lowered.get(header.lower())}
+        # aws-chunked frames a request's body only; S3 never stores it (a
+        # store that reports it anyway would have the upload refused).
+        coding = ", ".join(c.strip() for c in kept.pop("Content-Encoding", "").split(",")
+                           if c.strip() and c.strip().lower() != "aws-chunked")
+        if coding:
+            kept["Content-Encoding"] = coding
+        return info, kept
+
+    return await store.transport.request(Op("stat", bucket, name, "s3"), "HEAD",
+                                         store.object_url(bucket, name), handle,
+                                         headers={"x-amz-checksum-mode": "ENABLED"})
 
 
 async def _copy_whole(store: S3Store, op: Op, source: dict[str, str], src_op: Op) -> str:
@@ -102,9 +174,10 @@ def part_size(size: int) -> int:
     return min(MAX_PART_SIZE, max(COPY_PART_SIZE, -(-needed // mib) * mib))
 
 
-async def _copy_in_parts(store: S3Store, op: Op, src: ObjectInfo,
-                         source: dict[str, str]) -> str:
-    """Copy ``src`` as a multipart upload of ranges; returns the object's ETag.
+async def _copy_in_parts(store: S3Store, op: Op, src: ObjectInfo, source: dict[str, str],
+                         kept: dict[str, str]) -> str:
+    """Copy ``src`` as a multipart upload of ranges, created with its content
+    type, custom metadata and ``kept`` headers; returns the object's ETag.
 
     Raises:
         ChecksumMismatch: the parts' crc32c is not the source's (aborted,
@@ -113,7 +186,7 @@ async def _copy_in_parts(store: S3Store, op: Op, src: ObjectInfo,
     multipart = store._multipart
     bucket, name = op.bucket, op.name
     upload_id = await multipart.initiate(bucket, name, src.content_type or _DEFAULT_CONTENT_TYPE,
-                                         src.metadata or None)
+                                         src.metadata or None, kept)
     try:
         step = part_size(src.size)
         ranges = [(number, start, min(start + step, src.size))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import unquote_plus
 from xml.sax.saxutils import escape
@@ -76,11 +76,13 @@ class Multipart:
                                                   data=data, ok=ok)
 
     async def initiate(self, bucket: str, name: str, content_type: str,
-                       metadata: dict[str, str] | None = None) -> str:
-        """Create an upload (published with ``metadata``); returns its id."""
+                       metadata: dict[str, str] | None = None,
+                       stored: Mapping[str, str] | None = None) -> str:
+        """Create an upload (published with ``metadata`` and the ``stored``
+        headers S3 keeps with the object: Cache-Control...); returns its id."""
         op = self._op("initiate multipart upload", bucket, name)
-        headers = {"Content-Type": content_type, "x-amz-checksum-algorithm": "CRC32C",
-                   "x-amz-checksum-type": "FULL_OBJECT"}
+        headers = {**(stored or {}), "Content-Type": content_type,
+                   "x-amz-checksum-algorithm": "CRC32C", "x-amz-checksum-type": "FULL_OBJECT"}
         headers.update(metadata_headers("write", bucket, name, metadata))
         root = await self._xml(op, "POST", self.store.object_url(bucket, name) +
                                query(("uploads", None)), headers=headers)

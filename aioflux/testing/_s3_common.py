@@ -20,9 +20,12 @@ from aioflux.testing._store import ObjectRecord, Preconditions, Store
 
 __all__ = [
     "S3_NS",
+    "STORED_HEADERS",
     "S3State",
     "StoredChecksum",
+    "StoredHeaders",
     "UploadChecksum",
+    "UploadHeaders",
     "checksum_headers",
     "content_encoding",
     "error_response",
@@ -32,6 +35,7 @@ __all__ = [
     "object_headers",
     "parse_xml",
     "read_conditions",
+    "stored_headers",
     "user_metadata",
     "write_conditions",
     "xml_doc",
@@ -40,6 +44,15 @@ __all__ = [
 
 S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 _XML_HEAD = '<?xml version="1.0" encoding="UTF-8"?>\n'
+# Headers S3 stores with an object as its writer sent them and returns with
+# every GetObject and HeadObject (ranged ones too), besides Content-Type,
+# Content-Encoding and x-amz-meta-*, which the shared store's record keeps.
+# PutObject and CreateMultipartUpload take them from the request; CopyObject
+# copies the source's (x-amz-metadata-directive COPY, the default) or takes
+# the request's (REPLACE). UploadPartCopy copies bytes only: the object a
+# multipart upload completes into has what its CreateMultipartUpload
+# carried, nothing of its parts' sources.
+STORED_HEADERS = ("Cache-Control", "Content-Disposition", "Content-Language", "Expires")
 
 
 @dataclass(frozen=True)
@@ -76,6 +89,34 @@ class StoredChecksum:
     kind: str = "FULL_OBJECT"
 
 
+@dataclass(frozen=True)
+class StoredHeaders:
+    """The :data:`STORED_HEADERS` S3 keeps with one object generation.
+
+    Attributes:
+        generation: the generation they belong to; valid only while that
+            generation is live (a later write replaces the record).
+        values: header name (as in :data:`STORED_HEADERS`) -> value.
+    """
+
+    generation: int
+    values: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class UploadHeaders:
+    """What a CreateMultipartUpload carried for the object it completes into
+    that the shared store's upload record does not keep.
+
+    Attributes:
+        stored: :data:`STORED_HEADERS` sent, by name.
+        content_encoding: as :func:`content_encoding` keeps it, or None.
+    """
+
+    stored: Mapping[str, str]
+    content_encoding: str | None
+
+
 @dataclass
 class S3State:
     """The S3 face's view of one emulator: the shared runtime plus what S3
@@ -91,6 +132,9 @@ class S3State:
             the GCS XML API have none and use the defaults).
         checksums: ``(bucket, key)`` -> the checksum of the object written
             there through the S3 face (see :meth:`checksum_of`).
+        headers: ``(bucket, key)`` -> the :data:`STORED_HEADERS` of the
+            object written there through the S3 face (see :meth:`headers_of`).
+        upload_headers: upload id -> what its CreateMultipartUpload carried.
     """
 
     rt: Runtime
@@ -98,6 +142,8 @@ class S3State:
     bucket_regions: dict[str, str] = field(default_factory=dict)
     uploads: dict[str, UploadChecksum] = field(default_factory=dict)
     checksums: dict[tuple[str, str], StoredChecksum] = field(default_factory=dict)
+    headers: dict[tuple[str, str], StoredHeaders] = field(default_factory=dict)
+    upload_headers: dict[str, UploadHeaders] = field(default_factory=dict)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
 
     def region_of(self, bucket: str) -> str:
@@ -126,6 +172,22 @@ class S3State:
         stored = StoredChecksum(rec.generation, algorithm, value, kind)
         self.checksums[(rec.bucket, rec.name)] = stored
         return stored
+
+    def headers_of(self, rec: ObjectRecord) -> dict[str, str]:
+        """The :data:`STORED_HEADERS` the object was written with (none for
+        an object written through the GCS APIs)."""
+        known = self.headers.get((rec.bucket, rec.name))
+        if known is not None and known.generation == rec.generation:
+            return dict(known.values)
+        return {}
+
+    def keep_headers(self, rec: ObjectRecord, values: Mapping[str, str]) -> None:
+        """Note the :data:`STORED_HEADERS` of ``rec`` (call before the next
+        await, as :meth:`remember`)."""
+        if values:
+            self.headers[(rec.bucket, rec.name)] = StoredHeaders(rec.generation, dict(values))
+        else:
+            self.headers.pop((rec.bucket, rec.name), None)
 
     def request_id(self) -> str:
         """A fresh ``x-amz-request-id``."""
@@ -243,6 +305,11 @@ def content_encoding(request: web.BaseRequest) -> str | None:
     codings = [c.strip() for c in request.headers.get("Content-Encoding", "").split(",")]
     kept = [c for c in codings if c and c.lower() != "aws-chunked"]
     return ", ".join(kept) or None
+
+
+def stored_headers(request: web.BaseRequest) -> dict[str, str]:
+    """The :data:`STORED_HEADERS` a write request carries."""
+    return {name: request.headers[name] for name in STORED_HEADERS if name in request.headers}
 
 
 def user_metadata(request: web.BaseRequest) -> dict[str, str]:

@@ -13,6 +13,11 @@ answer, GET/HEAD with checksum mode and listings); a ``FULL_OBJECT`` upload
 gets the whole object's checksum, and one created without an algorithm
 S3's default CRC64NVME (FULL_OBJECT).
 
+The object's headers are what CreateMultipartUpload carried (content type,
+coding, ``x-amz-meta-*``, the other ``STORED_HEADERS``), never a part's:
+UploadPartCopy copies bytes only, as on S3, so a copy made of part copies
+has its source's headers only if its creation sent them.
+
 S3's rules the emulator holds a client to: the checksum type needs an
 algorithm, and SHA1 / SHA256 cannot be FULL_OBJECT (nor CRC64NVME
 COMPOSITE); a part's checksum is of the upload's algorithm; the completion
@@ -44,9 +49,12 @@ from aioflux.testing._s3_body import (
 from aioflux.testing._s3_common import (
     S3State,
     UploadChecksum,
+    UploadHeaders,
+    content_encoding,
     malformed_xml,
     parse_xml,
     read_conditions,
+    stored_headers,
     user_metadata,
     write_conditions,
     xml_doc,
@@ -105,6 +113,8 @@ async def create(st: S3State, request: web.BaseRequest, bucket: str,
         bucket, key, request.headers.get("Content-Type") or "application/octet-stream",
         user_metadata(request))
     st.uploads[up.upload_id] = checksum_settings
+    st.upload_headers[up.upload_id] = UploadHeaders(stored_headers(request),
+                                                    content_encoding(request))
     headers = {}
     if checksum_settings.algorithm:
         headers["x-amz-checksum-algorithm"] = checksum_settings.algorithm
@@ -324,6 +334,7 @@ async def complete(st: S3State, request: web.BaseRequest, bucket: str, key: str,
     store = st.store
     up = store.multipart(bucket, key, upload_id)
     settings = st.uploads.get(upload_id, UploadChecksum())
+    created = st.upload_headers.get(upload_id, UploadHeaders({}, None))
     listed = _listed_parts(body)
     chosen = _chosen_parts(up.parts, settings, listed)
     data = Rope(chosen)
@@ -337,11 +348,14 @@ async def complete(st: S3State, request: web.BaseRequest, bucket: str, key: str,
         content_type=up.content_type, metadata=up.metadata or None,
         preconditions=write_conditions(request, store, bucket, key),
         crc32c=crc, with_md5=False, component_count=len(chosen), etag=etag,
+        content_encoding=created.content_encoding,
     )  # fmt: skip
     # Noted before the next await, so no reader or lister sees the record without it.
     stored = st.remember(rec, algorithm, value, kind)
+    st.keep_headers(rec, created.stored)
     del store.uploads[upload_id]
     st.uploads.pop(upload_id, None)
+    st.upload_headers.pop(upload_id, None)
     fields = [("Location", f"{request.scheme}://{request.host}/{bucket}/{key}"),
               ("Bucket", bucket), ("Key", key), ("ETag", f'"{etag}"')]
     if stored.value is not None:
@@ -355,4 +369,5 @@ async def abort(st: S3State, bucket: str, key: str, upload_id: str) -> web.Strea
     st.store.multipart(bucket, key, upload_id)
     del st.store.uploads[upload_id]
     st.uploads.pop(upload_id, None)
+    st.upload_headers.pop(upload_id, None)
     return web.Response(status=204)

@@ -25,6 +25,7 @@ from aioflux.testing._s3_common import (
     object_headers,
     parse_xml,
     read_conditions,
+    stored_headers,
     user_metadata,
     write_conditions,
     xml_doc,
@@ -56,6 +57,7 @@ async def get_object(st: S3State, request: web.BaseRequest, bucket: str,
         raise err.ApiError(501, "invalid", "GetObject by partNumber is not implemented by this "
                            "emulator", xml_code="NotImplemented")
     headers = object_headers(rec)
+    headers.update(st.headers_of(rec))
     rng = parse_range(request.headers.get("Range"), rec.size)
     if rng is None:
         if request.headers.get("x-amz-checksum-mode", "").upper() == "ENABLED":
@@ -95,6 +97,7 @@ async def put_object(st: S3State, request: web.BaseRequest, bucket: str,
         preconditions=write_conditions(request, st.store, bucket, key),
         crc32c=crc, md5=md5, content_encoding=content_encoding(request),
     )  # fmt: skip
+    st.keep_headers(rec, stored_headers(request))
     # S3 echoes the checksum it verified (or computed).
     headers = {"ETag": f'"{rec.etag}"', **checksum_headers(st.remember(rec, algorithm, value))}
     return web.Response(status=200, headers=headers)
@@ -116,7 +119,9 @@ def copy_source(value: str) -> tuple[str, str]:
 
 async def copy_object(st: S3State, request: web.BaseRequest, bucket: str,
                       key: str) -> web.StreamResponse:
-    """CopyObject (``x-amz-copy-source``), metadata copied or replaced."""
+    """CopyObject (``x-amz-copy-source``): the source's content type, coding,
+    custom metadata and ``STORED_HEADERS`` copied (``x-amz-metadata-directive:
+    COPY``, the default) or all taken from the request (``REPLACE``)."""
     rt = st.rt
     await rt.first_byte_delay()
     await rt.read_body(request)
@@ -139,6 +144,7 @@ async def copy_object(st: S3State, request: web.BaseRequest, bucket: str,
                            "Please try again with any of the valid types: [CRC32, CRC32C, "
                            "CRC64NVME, SHA1, SHA256]", xml_code="InvalidRequest")
     value = checksum(algorithm, src.data, src.crc32c)
+    kept = stored_headers(request) if replace else st.headers_of(src)
     rec = st.store.put(
         bucket, key, src.data,
         content_type=request.headers.get("Content-Type") if replace else src.content_type,
@@ -149,6 +155,7 @@ async def copy_object(st: S3State, request: web.BaseRequest, bucket: str,
         content_encoding=content_encoding(request) if replace else src.content_encoding,
     )  # fmt: skip
     stored = st.remember(rec, algorithm, value)
+    st.keep_headers(rec, kept)
     fields = [("LastModified", rec.updated), ("ETag", f'"{rec.etag}"')]
     if stored.value is not None:
         fields += [(f"Checksum{algorithm}", stored.value), ("ChecksumType", stored.kind)]
