@@ -34,6 +34,8 @@ def _no_emulator_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # A developer's STORAGE_EMULATOR_HOST must not redirect the tests, nor a
     # machine's proxy the tests' https:// servers on 127.0.0.1.
     monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    # Nor a developer's quota project (it would bill requests to it).
+    monkeypatch.delenv("GOOGLE_CLOUD_QUOTA_PROJECT", raising=False)
     for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
                  "all_proxy", "NO_PROXY", "no_proxy"):
         monkeypatch.delenv(name, raising=False)

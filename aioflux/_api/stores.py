@@ -73,7 +73,8 @@ def default_store(scheme: str) -> ObjectStore:
 
 def new_store(scheme: str, config: ClientConfig | None = None, *,
               endpoint: str | None = None, credentials: Credentials = None,
-              region: str | None = None) -> ObjectStore:
+              region: str | None = None, user_project: str | None = None,
+              requester_pays: bool | None = None) -> ObjectStore:
     """A new store for ``scheme``'s URLs, owned by the caller.
 
     Args:
@@ -84,6 +85,10 @@ def new_store(scheme: str, config: ClientConfig | None = None, *,
         credentials: GCS credentials (``gs`` only; S3 takes the AWS chain).
         region: the S3 region (``s3`` only; default the environment's, else
             discovered per bucket).
+        user_project: the project GCS requests bill, as requester-pays
+            buckets require (``gs`` only).
+        requester_pays: S3 requests accept requester-pays buckets' charges
+            (``s3`` only; default no).
 
     Returns:
         The store.
@@ -92,16 +97,24 @@ def new_store(scheme: str, config: ClientConfig | None = None, *,
         InvalidArgument: no backend serves ``scheme``, a setting its
             backend does not take, or (``s3``) botocore is not installed.
     """
+    if scheme != "gs" and user_project is not None:
+        raise InvalidArgument(f"new_store({scheme!r}): user_project is a GCS setting (on S3, "
+                              "requester_pays=True accepts a requester-pays bucket's charges)")
+    if scheme != "s3" and requester_pays is not None:
+        raise InvalidArgument(f"new_store({scheme!r}): requester_pays is an S3 setting (on "
+                              "GCS, user_project= names the project to bill)")
     if scheme == "gs":
         if region is not None:
             raise InvalidArgument("new_store('gs'): region is an S3 setting")
-        return AsyncClient(config, endpoint=endpoint, credentials=credentials)
+        return AsyncClient(config, endpoint=endpoint, credentials=credentials,
+                           user_project=user_project)
     if scheme == "s3":
         if credentials is not None:
             raise InvalidArgument("new_store('s3'): credentials come from the AWS chain "
                                   "(environment, profile, instance metadata), not credentials=")
         return S3Store(config, endpoint=endpoint, region=region,
-                       defer_credentials=_on_event_loop())
+                       defer_credentials=_on_event_loop(),
+                       requester_pays=bool(requester_pays))
     if scheme == "az":
         if credentials is not None or region is not None:
             raise InvalidArgument("new_store('az'): credentials come from the Azure settings "

@@ -50,22 +50,27 @@ class Client:
             or google-auth credentials (must pickle to cross to ``spawn``
             workers).
         project: project for bucket creation.
+        user_project: the project every request bills, as requester-pays
+            buckets require (see :class:`~aioflux.AsyncClient`).
 
     Raises:
-        InvalidArgument: a setting of the wrong type.
+        InvalidArgument: a setting of the wrong type, or a ``user_project``
+            that is no project ID.
         InvalidURL: ``endpoint`` is not an http(s) URL.
     """
 
     def __init__(self, config: ClientConfig | None = None, *, endpoint: str | None = None,
-                 credentials: Credentials = None, project: str = "aioflux") -> None:
+                 credentials: Credentials = None, project: str = "aioflux",
+                 user_project: str | None = None) -> None:
         check_instance("Client", "config", config, ClientConfig, optional=True)
         endpoint = endpoint_url("Client", endpoint)
         check_credentials("Client", credentials)
         check_str("Client", "project", project)
-        self._settings = {"config": config, "endpoint": endpoint, "credentials": credentials,
-                          "project": project}
         self.aio = AsyncClient(config, endpoint=endpoint, credentials=credentials,
-                               project=project)
+                               project=project, user_project=user_project)
+        # The project travels with a pickle: a spawned worker bills the same one.
+        self._settings = {"config": config, "endpoint": endpoint, "credentials": credentials,
+                          "project": project, "user_project": self.aio.user_project}
 
     @property
     def transport(self) -> Transport:

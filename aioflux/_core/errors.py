@@ -9,7 +9,8 @@
     ├── ShardFormatError           (also ValueError)   a shard's bytes are not its format
     └── StorageError                                   a request to storage failed
         ├── NotFound               (also FileNotFoundError)   404
-        ├── PermissionDenied       (also PermissionError)     401, 403
+        ├── PermissionDenied       (also PermissionError)     401, 403; a GCS requester-pays
+        │                                                     bucket's 400 UserProjectMissing
         ├── PreconditionFailed                                412 (and 304)
         ├── Conflict                                          409
         ├── InvalidRequest         (also ValueError)          other 4xx
@@ -139,7 +140,9 @@ class NotFound(StorageError, FileNotFoundError):
 
 
 class PermissionDenied(StorageError, PermissionError):
-    """The credentials may not do this (401, 403)."""
+    """The credentials may not do this (401, 403), or a requester-pays
+    bucket's request names no project to bill (GCS's 400, reason
+    ``UserProjectMissing``; on S3 a 403): the message says what to set."""
 
 
 class PreconditionFailed(StorageError):
@@ -278,6 +281,20 @@ _S3_CODES: dict[str, type[StorageError]] = {
 }
 
 
+# What GCS answers a request of a requester-pays bucket that names no
+# project to bill: 400 "required" on the JSON API (only its message tells it
+# from other missing fields), 400 UserProjectMissing on the XML API.
+_USER_PROJECT_MISSING = "UserProjectMissing"
+_USER_PROJECT_HINT = ("the bucket is requester-pays: name the Google Cloud project to bill "
+                      "with user_project= (AsyncClient, Client, new_store, the storage "
+                      "option; or gcsfs's requester_pays=) or the CLI's --user-project")
+
+
+def _user_project_missing(status: int, reason: str, detail: str) -> bool:
+    return status == 400 and (reason == _USER_PROJECT_MISSING or (
+        reason == "required" and "requester pays" in detail.lower()))
+
+
 def error_for_status(
     status: int,
     detail: str,
@@ -293,7 +310,10 @@ def error_for_status(
 
     An S3 error code that AWS documents as retryable or as an
     authentication failure decides over the status (``RequestTimeout`` and
-    ``Throttling`` come as 400, ``ExpiredToken`` as 400).
+    ``Throttling`` come as 400, ``ExpiredToken`` as 400). GCS's refusal of
+    a requester-pays bucket's request that names no project to bill (a 400)
+    is a :class:`PermissionDenied` with reason ``UserProjectMissing``, its
+    message saying what to set.
 
     Args:
         status: HTTP status code (>= 300).
@@ -310,7 +330,10 @@ def error_for_status(
     """
     cls: type[StorageError]
     by_code = _S3_CODES.get(reason)
-    if by_code is not None:
+    hint = ""
+    if scheme == "gs" and _user_project_missing(status, reason, detail):
+        cls, reason, hint = PermissionDenied, _USER_PROJECT_MISSING, _USER_PROJECT_HINT
+    elif by_code is not None:
         cls = by_code
     elif status == 404:
         cls = NotFound
@@ -337,6 +360,8 @@ def error_for_status(
         message += f" {reason}"
     if detail:
         message += f": {detail}"
+    if hint:
+        message += f"; {hint}"
     return cls(
         message + suffix,
         operation=operation,

@@ -232,7 +232,7 @@ def _bench(args: argparse.Namespace) -> int:
         endpoint = emu or args.endpoint
         bucket, base = args.url if args.url is not None else ("aioflux-bench", "")
         prefix = f"{base.rstrip('/') + '/' if base else ''}aioflux-bench/{uuid.uuid4().hex[:8]}/"
-        with Client(config, endpoint=endpoint) as client:
+        with Client(config, endpoint=endpoint, user_project=args.user_project) as client:
             try:
                 results = call(_write_read_list(client.aio, bucket, prefix, ops, args.objects,
                                                 args.size, args.batch, args.hedge_after))

@@ -7,7 +7,9 @@ picks the store (:func:`aioflux._api.stores.store_for_url`). ``--endpoint``
 is the GCS API root; S3-compatible stores take ``--s3-endpoint`` (default
 ``AWS_ENDPOINT_URL_S3``, then ``AWS_ENDPOINT_URL``, else AWS) and
 ``--region`` (default the AWS environment's or profile's, else discovered
-per bucket).
+per bucket). Requester-pays buckets take ``--user-project`` (the project
+``gs://`` requests bill) and ``--requester-pays`` (``s3://`` requests
+accept the charges).
 
 The URL rule (``gcloud storage`` / ``gsutil``): ``gs://bucket/a`` names the
 object ``a`` and the "folder" ``a/`` (every object whose name starts with
@@ -48,6 +50,7 @@ from .._core.types import ObjectInfo
 from .._core.urls import StoreURL, folder_prefix, parse_url
 from ..azure._store import AzureStore
 from ..gcs._client import AsyncClient
+from ..gcs._service import user_project_of
 from ..local._files import path_of
 from ..local._store import LocalStore
 from ..s3._endpoints import check_region
@@ -56,7 +59,7 @@ from ..s3._store import S3Store
 __all__ = ["SERVED_SCHEMES", "Progress", "Stores", "add_client_arguments", "emit_json",
            "endpoint_arg", "first_under", "gs_url_arg", "human", "int_at_least",
            "linked_directory", "list_named", "nothing_matches", "portal_store", "region_arg",
-           "require_match", "url_arg"]
+           "require_match", "url_arg", "user_project_arg"]
 
 # Schemes with a backend in this version (aioflux._api.stores builds one for
 # each): every one of SCHEMES.
@@ -133,6 +136,20 @@ def region_arg(value: str) -> str:
     return value
 
 
+def user_project_arg(value: str) -> str:
+    """argparse type for ``--user-project``: a project ID; a typo is a
+    usage error (exit 2), as a bad ``--endpoint`` is.
+
+    Raises:
+        argparse.ArgumentTypeError: not a project ID.
+    """
+    try:
+        user_project_of("--user-project", value)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
 def add_client_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags every storage command takes.
 
@@ -149,6 +166,12 @@ def add_client_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--region", type=region_arg, metavar="REGION",
                         help="AWS region of s3:// buckets (default: AWS_REGION, "
                              "AWS_DEFAULT_REGION or the profile's, else asked of the bucket)")
+    parser.add_argument("--user-project", type=user_project_arg, metavar="PROJECT",
+                        help="Google Cloud project that gs:// requests bill, as requester-pays "
+                             "buckets require (default: none)")
+    parser.add_argument("--requester-pays", action="store_true",
+                        help="accept the charges of requester-pays s3:// buckets "
+                             "(x-amz-request-payer)")
     parser.add_argument("--concurrency", type=int_at_least(1), default=DEFAULT_MAX_CONCURRENCY,
                         help=f"requests (or file operations) in flight (default "
                              f"{DEFAULT_MAX_CONCURRENCY})")
@@ -162,9 +185,10 @@ def _own_store(args: argparse.Namespace, scheme: str) -> ObjectStore | None:
     """The store the common flags make for ``scheme`` (None: no backend, so
     that :func:`store_for_url` names what is missing)."""
     if scheme == "gs":
-        return AsyncClient(_config(args), endpoint=args.endpoint)
+        return AsyncClient(_config(args), endpoint=args.endpoint, user_project=args.user_project)
     if scheme == "s3":
-        return S3Store(_config(args), endpoint=args.s3_endpoint, region=args.region)
+        return S3Store(_config(args), endpoint=args.s3_endpoint, region=args.region,
+                       requester_pays=args.requester_pays)
     if scheme == "az":
         # The Azure settings of the environment (AZURE_STORAGE_CONNECTION_STRING...).
         return AzureStore(_config(args))
@@ -225,7 +249,8 @@ def portal_store(args: argparse.Namespace, url: StoreURL) -> Iterator[ObjectStor
         The store.
     """
     if url.scheme == "gs":
-        with Client(_config(args), endpoint=args.endpoint) as client:
+        with Client(_config(args), endpoint=args.endpoint,
+                    user_project=args.user_project) as client:
             yield store_for_url(str(url), client)[0]
         return
     store = store_for_url(str(url), _own_store(args, url.scheme))[0]

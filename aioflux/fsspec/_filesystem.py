@@ -100,12 +100,16 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
             among them the metadata cache's: ``use_listings_cache=False``
             turns it off, ``listings_expiry_time`` is how long (seconds) an
             entry answers (default 10; ``None``: until invalidated). Off by
-            default on ``file``, as in fsspec's ``LocalFileSystem``.
+            default on ``file``, as in fsspec's ``LocalFileSystem``. Also
+            the billing of requester-pays buckets: ``user_project=`` (the
+            project ``gs`` requests bill; gcsfs's ``requester_pays=True``
+            with ``project=``, or ``requester_pays="my-project"``) and
+            ``requester_pays=True`` (``s3``, as s3fs names it).
 
     Raises:
         InvalidArgument: an unknown scheme, a setting of the wrong type, or
             one aioflux does not take (s3fs's ``key``, gcsfs's
-            ``requester_pays``...): said, not dropped.
+            ``version_aware``...): said, not dropped.
     """
 
     protocol: tuple[str, ...] = ("aioflux-gs", "aioflux-s3", "aioflux-file")
@@ -153,7 +157,8 @@ class AiofluxFileSystem(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
     def _new_store(self) -> ObjectStore:
         s = self._settings
         return new_store(self.scheme, self._config, endpoint=s.endpoint,
-                         credentials=s.credentials, region=s.region)
+                         credentials=s.credentials, region=s.region,
+                         user_project=s.user_project, requester_pays=s.requester_pays)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A class register() made exists only in the processes that called

@@ -6,7 +6,11 @@ and pandas' ``storage_options`` reach aioflux with s3fs's names. fsspec
 keeps any keyword it is given, so they were dropped without a word: a
 store on MinIO went to AWS, to a bucket of the same name if the
 credentials reached one. The endpoint and region are taken under their
-peers' names; any other setting is refused, saying what to use instead.
+peers' names, and so is the billing of requester-pays buckets (aioflux's
+``user_project=`` on GCS and ``requester_pays=True`` on S3; gcsfs's
+``requester_pays=True`` with ``project=``, or ``requester_pays="project"``;
+s3fs's ``requester_pays=True``); any other setting is refused, saying what
+to use instead.
 """
 
 from __future__ import annotations
@@ -42,6 +46,10 @@ class Settings:
     credentials: Credentials
     region: str | None
     fsspec: dict[str, Any]
+    #: The project GCS requests bill (requester-pays buckets), or None.
+    user_project: str | None = None
+    #: Whether S3 requests accept requester-pays charges (None: the environment's).
+    requester_pays: bool | None = None
 
 
 def _one(name: str, first: Any, second: Any, what: str) -> Any:
@@ -94,6 +102,7 @@ def settings_of(scheme: str, endpoint: str | None, credentials: Credentials,
         rest["token"] = token
     if rest.pop("anon", False) is not False:
         rest["anon"] = True
+    user_project, requester_pays = _billing(scheme, rest)
     unknown = sorted(k for k in rest if k not in FSSPEC_OPTIONS)
     if unknown:
         raise InvalidArgument(
@@ -101,4 +110,46 @@ def settings_of(scheme: str, endpoint: str | None, credentials: Credentials,
             f"{'is not a setting' if len(unknown) == 1 else 'are not settings'} of aioflux "
             f"(it takes config=, endpoint= or endpoint_url=, credentials=, region=, and "
             f"fsspec's {', '.join(sorted(FSSPEC_OPTIONS))}); {_CREDENTIALS_HINT[scheme]}")
-    return Settings(endpoint, credentials, region, rest)
+    return Settings(endpoint, credentials, region, rest, user_project, requester_pays)
+
+
+def _billing(scheme: str, rest: dict[str, Any]) -> tuple[str | None, bool | None]:
+    """Take the settings of requester-pays buckets out of ``rest``: the
+    project GCS requests bill, and whether S3 requests accept the charges.
+
+    gcsfs's ``requester_pays=True`` bills its ``project=``, and
+    ``requester_pays="p"`` bills ``p``; s3fs's ``requester_pays=True`` is
+    aioflux's own. Left in ``rest`` (and refused as unknown): the other
+    stores' names, and gcsfs's ``project=`` without ``requester_pays=True``.
+
+    Raises:
+        InvalidArgument: a value of the wrong type, or the project given twice.
+    """
+    if scheme == "s3" and "requester_pays" in rest:
+        value = rest.pop("requester_pays")
+        if not isinstance(value, bool):
+            raise InvalidArgument(f"AiofluxFileSystem('s3'): requester_pays must be True or "
+                                  f"False, got {value!r:.80}")
+        return None, value
+    if scheme != "gs":
+        return None, None
+    user_project = rest.pop("user_project", None)
+    if "requester_pays" in rest:
+        value = rest.pop("requester_pays")
+        if value is True:
+            project = rest.pop("project", None)
+            if project is None:
+                raise InvalidArgument(
+                    "AiofluxFileSystem('gs'): requester_pays=True bills project=, which is "
+                    "not given; pass project='my-project' with it, requester_pays='my-project' "
+                    "or user_project='my-project'")
+            user_project = _one("requester_pays", user_project, project, "the user project")
+        elif isinstance(value, str) and value:
+            user_project = _one("requester_pays", user_project, value, "the user project")
+        elif value is not False and value is not None:
+            raise InvalidArgument(f"AiofluxFileSystem('gs'): requester_pays must be True (with "
+                                  f"project=), False or the project to bill, got {value!r:.80}")
+    if user_project is not None and not isinstance(user_project, str):
+        raise InvalidArgument(f"AiofluxFileSystem('gs'): user_project must be the project to "
+                              f"bill, got {user_project!r:.80}")
+    return user_project, None

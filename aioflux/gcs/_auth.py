@@ -5,6 +5,12 @@ own, never on the event loop; the token is cached until shortly before
 expiry. One refresh serves every request that needs a token meanwhile, its
 failure included: a burst of requests on a host without credentials probes
 the metadata server once, not once per request.
+
+The headers are the ones google-auth's ``credentials.apply`` would set: the
+bearer token, and the credentials' quota project (``quota_project_id``: a
+user's ADC from ``gcloud auth application-default login``, or
+``GOOGLE_CLOUD_QUOTA_PROJECT`` which ADC applies) as
+``x-goog-user-project``, unless the client names a user project of its own.
 """
 
 from __future__ import annotations
@@ -22,9 +28,14 @@ from .._core.config import Timeouts
 from .._core.errors import PermissionDenied, TransportError
 from .._core.validate import endpoint_url
 
-__all__ = ["GoogleAuth", "emulator_endpoint", "local_endpoint", "resolve_auth"]
+__all__ = ["USER_PROJECT_HEADER", "GoogleAuth", "emulator_endpoint", "local_endpoint",
+           "resolve_auth"]
 
 SCOPES = ("https://www.googleapis.com/auth/devstorage.read_write",)
+# The project a request bills and counts quota against: google-auth's header
+# of a credential's quota project, and the XML API's of a requester-pays
+# bucket's payer.
+USER_PROJECT_HEADER = "x-goog-user-project"
 # Refresh this long before the token expires, so a request that starts with a
 # valid token does not reach the server with an expired one.
 REFRESH_MARGIN = _dt.timedelta(minutes=5)
@@ -49,10 +60,15 @@ class GoogleAuth:
         timeouts: bound each HTTP call of a lookup or refresh by
             ``connect`` and ``read_stall`` (google-auth's own default is
             120 s), and a request's wait for it by ``total`` if set.
+        quota_project: send the credentials' quota project as
+            ``x-goog-user-project``, as ``credentials.apply`` does; False
+            where the client names its own user project (it wins).
     """
 
-    def __init__(self, credentials: Any = None, *, timeouts: Timeouts | None = None) -> None:
+    def __init__(self, credentials: Any = None, *, timeouts: Timeouts | None = None,
+                 quota_project: bool = True) -> None:
         self._given = credentials
+        self._quota_project = quota_project
         if credentials is not None:
             # Google's token endpoint refuses a grant that asks for no scope
             # (invalid_scope): unscoped service account keys failed every
@@ -69,10 +85,12 @@ class GoogleAuth:
         self._rejected: str | None = None
 
     def __getstate__(self) -> dict[str, object]:
-        return {"credentials": self._given, "timeouts": self._timeouts}
+        return {"credentials": self._given, "timeouts": self._timeouts,
+                "quota_project": self._quota_project}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["credentials"], timeouts=state["timeouts"])  # type: ignore[misc]
+        self.__init__(state["credentials"], timeouts=state["timeouts"],  # type: ignore[misc]
+                      quota_project=state.get("quota_project", True))
 
     def _valid_token(self) -> str | None:
         creds = self._credentials
@@ -118,7 +136,9 @@ class GoogleAuth:
                                  operation="authenticate") from None
 
     async def headers(self, request: AuthRequest) -> dict[str, str]:
-        """Return a Bearer header, refreshing the token in a thread if needed.
+        """Return a Bearer header, refreshing the token in a thread if needed,
+        and the credentials' quota project as ``x-goog-user-project`` (unless
+        the client names its own user project).
 
         Raises:
             PermissionDenied: credentials could not be found or refreshed.
@@ -127,7 +147,14 @@ class GoogleAuth:
         token = self._valid_token()
         if token is None:
             token = await self._refreshed()
-        return {"Authorization": f"Bearer {token}"}
+        headers = {"Authorization": f"Bearer {token}"}
+        if self._quota_project:
+            # Read each time: ADC is looked up at the first request, and a
+            # refresh may hand over other credentials.
+            quota = getattr(self._credentials, "quota_project_id", None)
+            if quota:
+                headers[USER_PROJECT_HEADER] = str(quota)
+        return headers
 
     def invalidate(self, sent: Mapping[str, str]) -> bool:
         """The server answered 401 to a request sent with ``sent``: refresh
@@ -209,7 +236,7 @@ def local_endpoint(endpoint: str) -> bool:
 
 
 def resolve_auth(credentials: Any, *, use_emulator: bool,
-                 timeouts: Timeouts | None = None) -> Auth:
+                 timeouts: Timeouts | None = None, quota_project: bool = True) -> Auth:
     """Choose the auth for a client.
 
     Args:
@@ -218,6 +245,8 @@ def resolve_auth(credentials: Any, *, use_emulator: bool,
             google-auth credentials object.
         use_emulator: the endpoint is an emulator (no auth header is sent).
         timeouts: the client's, for the refreshes of google-auth credentials.
+        quota_project: google-auth credentials send their quota project
+            (False: the client names its own user project).
 
     Returns:
         An Auth implementation.
@@ -225,9 +254,9 @@ def resolve_auth(credentials: Any, *, use_emulator: bool,
     if credentials == "anonymous" or (credentials is None and use_emulator):
         return AnonymousAuth()
     if credentials is None:
-        return GoogleAuth(timeouts=timeouts)
+        return GoogleAuth(timeouts=timeouts, quota_project=quota_project)
     if isinstance(credentials, str):
         return StaticTokenAuth(credentials)
     if isinstance(credentials, Auth) and not hasattr(credentials, "refresh"):
         return credentials
-    return GoogleAuth(credentials, timeouts=timeouts)
+    return GoogleAuth(credentials, timeouts=timeouts, quota_project=quota_project)

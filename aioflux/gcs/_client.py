@@ -43,7 +43,7 @@ from .._net.transport import Op, Transport
 from ._copy import rewrite_object
 from ._listing import list_pages
 from ._resumable import CHUNK_GRANULARITY
-from ._service import GcsService
+from ._service import GcsService, user_project_of
 from ._upload import GcsUpload
 from ._write import compose_object, write_object
 from ._xml import MAX_PARTS, MIN_PART_SIZE, XmlMultipart
@@ -77,9 +77,16 @@ class AsyncClient(GcsService, XmlMultipartCalls):
         transport: a ready :class:`Transport` (tests inject one); overrides
             ``config`` and ``credentials``.
         project: project for bucket creation.
+        user_project: the project every request bills, as requester-pays
+            buckets require (``userProject`` on JSON API requests,
+            ``x-goog-user-project`` on XML API ones). None: google-auth
+            credentials send their quota project (a user's ADC, or
+            ``GOOGLE_CLOUD_QUOTA_PROJECT`` with Application Default
+            Credentials) as ``x-goog-user-project``; one given overrides it.
 
     Raises:
-        InvalidArgument: a setting of the wrong type.
+        InvalidArgument: a setting of the wrong type, or a ``user_project``
+            that is no project ID.
         InvalidURL: ``endpoint`` is not an http(s) URL, or carries
             ``user:password@``.
     """
@@ -92,14 +99,16 @@ class AsyncClient(GcsService, XmlMultipartCalls):
         credentials: Credentials = None,
         transport: Transport | None = None,
         project: str = "aioflux",
+        user_project: str | None = None,
     ) -> None:
         check_instance("AsyncClient", "config", config, ClientConfig, optional=True)
         endpoint = endpoint_url("AsyncClient", endpoint)
         check_credentials("AsyncClient", credentials)
         check_str("AsyncClient", "project", project)
-        super().__init__(config, endpoint, credentials, transport)
+        user_project = user_project_of("AsyncClient", user_project)
+        super().__init__(config, endpoint, credentials, transport, user_project)
         self.project = project
-        self._xml = XmlMultipart(self._transport, self.endpoint)
+        self._xml = XmlMultipart(self._transport, self.endpoint, user_project)
 
     @property
     def features(self) -> StoreFeatures:
@@ -161,7 +170,7 @@ class AsyncClient(GcsService, XmlMultipartCalls):
         list_args("list", bucket, prefix, delimiter=delimiter, start_offset=start_offset,
                   end_offset=end_offset, page_size=page_size, fields=fields)
         return list_pages(self._transport, self._json_url(bucket), bucket, prefix, delimiter,
-                          start_offset, end_offset, page_size, fields)
+                          start_offset, end_offset, page_size, fields, self._json_params)
 
     def list_objects(
         self,
@@ -321,8 +330,9 @@ class AsyncClient(GcsService, XmlMultipartCalls):
             StorageError: any other failure.
         """
         # The query goes into the URL string: yarl's extend_query costs ~5%
-        # of a small read's client CPU.
-        url = self._json_url(bucket, name) + "?alt=media"
+        # of a small read's client CPU. Made once: "?alt=media" and the
+        # user project, if any.
+        url = self._json_url(bucket, name) + self._media_query
         if generation is not None:
             url += f"&generation={generation}"
         return await read_media(self._transport, Op("read", bucket, name), url, start=start,
@@ -486,5 +496,6 @@ class AsyncClient(GcsService, XmlMultipartCalls):
 
         await self._transport.request(
             Op("create_bucket", bucket), "POST", f"{self.endpoint}/storage/v1/b", drain,
-            params={"project": self.project}, headers={"Content-Type": "application/json"},
+            params={"project": self.project, **self._billing},
+            headers={"Content-Type": "application/json"},
             data=json.dumps({"name": bucket}).encode())

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._core.errors import NotFound, ProtocolError, as_operation, describe
 from .._core.store import copy_differs
-from .._core.types import COMPACT_JSON, ObjectInfo
+from .._core.types import ObjectInfo
 from .._net.transport import Op
 from ._json import json_handler, quote_name
 from ._published import discard_published, verify_published
@@ -38,7 +38,7 @@ async def rewrite_object(client: AsyncClient, bucket: str, name: str, dest_bucke
         src = await client.stat(bucket, name)
     except NotFound as exc:
         raise as_operation(exc, "copy") from None
-    pinned = dict(COMPACT_JSON, ifSourceGenerationMatch=str(src.generation))
+    pinned = dict(client._json_params, ifSourceGenerationMatch=str(src.generation))
     token = ""
     rewritten = -1  # a first answer may report nothing rewritten yet
     while True:

@@ -8,7 +8,7 @@ the prefix and inside the offsets).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from .._core.pages import ListingCheck
 from .._core.types import COMPACT_JSON, ListPage, objects_from_json
@@ -20,7 +20,8 @@ __all__ = ["list_pages"]
 
 async def list_pages(transport: Transport, url: str, bucket: str, prefix: str,
                      delimiter: str | None, start_offset: str | None, end_offset: str | None,
-                     page_size: int, fields: str | None) -> AsyncIterator[ListPage]:
+                     page_size: int, fields: str | None,
+                     base: Mapping[str, str] = COMPACT_JSON) -> AsyncIterator[ListPage]:
     """Pages of ``bucket``'s objects under ``prefix`` in ``[start_offset, end_offset)``.
 
     Args:
@@ -33,11 +34,13 @@ async def list_pages(transport: Transport, url: str, bucket: str, prefix: str,
         end_offset: end (exclusive).
         page_size: items per request (at most 1000).
         fields: JSON ``fields`` selector; None returns full resources.
+        base: the parameters every request of the client carries
+            (``prettyPrint``, a requester-pays bucket's ``userProject``).
 
     Yields:
         ListPage; the last has no ``next_page_token``.
     """
-    params = {"maxResults": str(min(max(page_size, 1), 1000)), **COMPACT_JSON}
+    params = {"maxResults": str(min(max(page_size, 1), 1000)), **base}
     for key, value in (("prefix", prefix), ("delimiter", delimiter),
                        ("startOffset", start_offset), ("endOffset", end_offset),
                        ("fields", fields)):

@@ -99,7 +99,7 @@ class ResumableUpload:
             resource["metadata"] = self._metadata
         if self._crc32c is not None:
             resource["crc32c"] = encode_crc32c(self._crc32c)
-        params = {"uploadType": "resumable", "name": self.name}
+        params = {"uploadType": "resumable", "name": self.name, **self._client._billing}
         if self._precondition is not None:
             params["ifGenerationMatch"] = str(self._precondition)
 
@@ -118,7 +118,8 @@ class ResumableUpload:
                                    "session Location is not on the endpoint's origin",
                                    operation="resumable upload", bucket=self.bucket,
                                    name=self.name)
-            return url
+            # Every chunk bills the user project too.
+            return self._client._billed(url)
 
         self.session_url = await self._client.transport.request(
             self._op(), "POST", f"{self._client.endpoint}/upload/storage/v1/b/{self.bucket}/o",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .._core.crc import crc32c, encode_crc32c
 from .._core.errors import NotFound, PreconditionFailed
 from .._core.store import SourceSpec, composite_of
-from .._core.types import COMPACT_JSON, ObjectInfo
+from .._core.types import ObjectInfo
 from .._net.transport import Op
 from ._json import compose_body, multipart_related, object_handler
 from ._published import verify_published
@@ -83,7 +83,7 @@ async def _multipart_upload(client: AsyncClient, bucket: str, name: str, view: m
     if metadata:
         resource["metadata"] = metadata
     boundary, body = multipart_related(resource, content_type, view)
-    params = {"uploadType": "multipart", **COMPACT_JSON}
+    params = {"uploadType": "multipart", **client._json_params}
     if if_generation_match is not None:
         params["ifGenerationMatch"] = str(if_generation_match)
     url = f"{client.endpoint}/upload/storage/v1/b/{bucket}/o"
@@ -98,7 +98,7 @@ async def compose_object(client: AsyncClient, bucket: str, destination: str,
                          content_type: str) -> ObjectInfo:
     """Compose ``sources`` into ``destination``, checked (see ``AsyncClient.compose``)."""
     body = compose_body(sources, content_type)
-    params = dict(COMPACT_JSON)
+    params = dict(client._json_params)
     if if_generation_match is not None:
         params["ifGenerationMatch"] = str(if_generation_match)
     expected = composite_of(sources)

@@ -2,13 +2,16 @@
 
 gcloud-aio-storage has no XML API, so these requests are ours. Parts are
 sent with their crc32c in ``x-goog-hash`` so the server rejects a corrupted
-part instead of storing it.
+part instead of storing it. Every request names the client's user project
+(a requester-pays bucket's payer) in ``x-goog-user-project``, the XML API's
+header for it.
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -20,6 +23,7 @@ from .._core.urls import validate_bucket, validate_object_name
 from .._net.failures import drain, read_metadata
 from .._net.heads import check_header
 from .._net.transport import HttpResponse, Op
+from ._auth import USER_PROJECT_HEADER
 
 if TYPE_CHECKING:
     from .._net.transport import Transport
@@ -67,11 +71,16 @@ class XmlMultipart:
     Args:
         transport: the client's transport (semaphore, retries, auth).
         endpoint: the API root.
+        user_project: the project every request bills, or None.
     """
 
-    def __init__(self, transport: Transport, endpoint: str) -> None:
+    def __init__(self, transport: Transport, endpoint: str,
+                 user_project: str | None = None) -> None:
         self._transport = transport
         self.endpoint = endpoint
+        # Added to every request's own headers (made once).
+        self._headers: Mapping[str, str] = MappingProxyType(
+            {USER_PROJECT_HEADER: user_project} if user_project else {})
 
     def _xml_url(self, bucket: str, name: str = "") -> str:
         # Every '/' quoted too (as google-cloud-storage's XML uploads do): a
@@ -96,7 +105,7 @@ class XmlMultipart:
                                    name=name)
             return upload_id
 
-        headers = {"Content-Type": content_type}
+        headers = {"Content-Type": content_type, **self._headers}
         for key, value in (metadata or {}).items():
             try:
                 check_header(f"x-goog-meta-{key}", value)
@@ -135,7 +144,7 @@ class XmlMultipart:
         return await self._transport.request(
             op, "PUT", self._xml_url(bucket, name), handle,
             params={"partNumber": str(part_number), "uploadId": upload_id},
-            headers={"x-goog-hash": f"crc32c={encode_crc32c(crc)}"}, data=view)
+            headers={"x-goog-hash": f"crc32c={encode_crc32c(crc)}", **self._headers}, data=view)
 
     async def complete_multipart(self, bucket: str, name: str, upload_id: str,
                                  parts: Sequence[PartInfo]) -> dict[str, str]:
@@ -159,14 +168,15 @@ class XmlMultipart:
 
         return await self._transport.request(
             op, "POST", self._xml_url(bucket, name), handle, params={"uploadId": upload_id},
-            headers={"Content-Type": "application/xml"}, data=body.encode())
+            headers={"Content-Type": "application/xml", **self._headers}, data=body.encode())
 
     async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
         """See :meth:`AsyncClient.abort_multipart` (the public face)."""
 
         await self._transport.request(Op("abort multipart upload", bucket, name), "DELETE",
                                      self._xml_url(bucket, name), drain,
-                                     params={"uploadId": upload_id}, ok=(200, 204))
+                                     params={"uploadId": upload_id}, headers=self._headers,
+                                     ok=(200, 204))
 
     async def list_parts(self, bucket: str, name: str, upload_id: str) -> list[PartInfo]:
         """See :meth:`AsyncClient.list_parts` (the public face)."""
@@ -183,7 +193,7 @@ class XmlMultipart:
                 return _parse(await read_metadata(resp, op), op)
 
             root = await self._transport.request(op, "GET", self._xml_url(bucket, name), handle,
-                                                params=params)
+                                                params=params, headers=self._headers)
             for el in _children(root, "Part"):
                 parts.append(PartInfo(check.part(_text(el, "PartNumber")), _text(el, "ETag"),
                                       int(_text(el, "Size", "0"))))
@@ -211,7 +221,7 @@ class XmlMultipart:
                 return _parse(await read_metadata(resp, op), op)
 
             root = await self._transport.request(op, "GET", f"{self.endpoint}/{bucket}{query}",
-                                                handle)
+                                                handle, headers=self._headers)
             if root.tag.rsplit("}", 1)[-1] != "ListMultipartUploadsResult":
                 # fake-gcs-server ignores "?uploads" and lists objects: that
                 # is "cannot list", not "no uploads open".

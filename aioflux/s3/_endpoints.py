@@ -15,20 +15,29 @@ answers such a request with a 301 ``PermanentRedirect`` (or a 400
 region for the bucket and sends the request again, once, signed for its
 region: to the bucket's regional host by default, to the same host when an
 endpoint was configured (a request never leaves the host the user chose).
+
+A store made with ``requester_pays=True`` accepts the charges of a
+requester-pays bucket: :class:`RegionalTransport` adds
+``x-amz-request-payer: requester`` to every request's own headers, the ones
+SigV4 signs. Without it S3 answers such a bucket's requests with a bare 403
+``AccessDenied``, which cannot be told from other refusals: the error then
+says that ``requester_pays=True`` is what such a bucket needs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote, urlsplit
 
 from .._core.auth import Auth
 from .._core.config import ClientConfig
-from .._core.errors import InvalidArgument, InvalidURL, NotFound, StorageError
+from .._core.errors import InvalidArgument, InvalidURL, NotFound, PermissionDenied, StorageError
 from .._net.failures import error_from_response
 from .._net.transport import HttpResponse, MediaHandler, Op, ResponseHandler, Transport
 
@@ -39,6 +48,11 @@ T = TypeVar("T")
 
 DEFAULT_REGION = "us-east-1"
 AWS_ENDPOINT = "https://s3.amazonaws.com"
+# What a request that accepts a requester-pays bucket's charges carries (signed).
+_REQUESTER_PAYS: Mapping[str, str] = MappingProxyType({"x-amz-request-payer": "requester"})
+_REQUESTER_PAYS_HINT = ("if the bucket is requester-pays, accept its charges with "
+                        "requester_pays=True (S3Store, new_store, the storage option) or the "
+                        "CLI's --requester-pays")
 Addressing = Literal["auto", "path", "virtual"]
 # Statuses S3 answers a request for a bucket of another region with (the
 # header x-amz-bucket-region naming the bucket's).
@@ -276,10 +290,16 @@ class RegionalTransport(Transport):
     """The S3 store's transport: a request answered "the bucket is in
     another region" is sent again, once, to and signed for that region.
 
+    Every request accepts a requester-pays bucket's charges when
+    ``requester_pays`` is set (``x-amz-request-payer: requester``, among
+    the headers the signer signs); when it is not, a 403 says that this
+    is what such a bucket needs.
+
     Args:
         endpoints: the store's endpoints (its regions are corrected here).
         config: client configuration.
         auth: the signer (it asks ``endpoints`` for each URL's region).
+        requester_pays: send ``x-amz-request-payer: requester`` with every request.
         **kwargs: the other :class:`~aioflux._net.transport.Transport` arguments.
     """
 
@@ -288,10 +308,20 @@ class RegionalTransport(Transport):
     # Content-Encoding: gzip came back decompressed by aiohttp, then failed them).
     stored_bytes = True
 
-    def __init__(self, endpoints: Endpoints, config: ClientConfig, auth: Auth,
-                 **kwargs: Any) -> None:
+    def __init__(self, endpoints: Endpoints, config: ClientConfig, auth: Auth, *,
+                 requester_pays: bool = False, **kwargs: Any) -> None:
         super().__init__(config, auth, **kwargs)
         self.endpoints = endpoints
+        self.requester_pays = requester_pays
+
+    def _explained(self, exc: PermissionDenied) -> PermissionDenied:
+        """``exc`` (a 403), saying what a requester-pays bucket needs when
+        this store does not accept its charges: S3 tells nothing more."""
+        if self.requester_pays or exc.status != 403:
+            return exc
+        explained = copy.copy(exc)  # the class and its fields, on a new instance
+        explained.args = (f"{exc} ({_REQUESTER_PAYS_HINT})",)
+        return explained
 
     async def request(self, op: Op, method: str, url: str, handler: ResponseHandler[T], *,
                       params: Mapping[str, str] | None = None,
@@ -299,12 +329,18 @@ class RegionalTransport(Transport):
                       data: bytes | bytearray | memoryview | None = None,
                       ok: tuple[int, ...] = (200,)) -> T:
         """:meth:`Transport.request`, with the bucket's region corrected
-        once when the server names another one.
+        once when the server names another one. One of the two places
+        every S3 request passes: the request payer's header joins its own
+        headers here, before the signer sees them.
 
         Raises:
+            PermissionDenied: refused (403); unless the store accepts
+                requester-pays charges, the message says how to.
             StorageError: as :meth:`Transport.request`; a second wrong-region
                 answer is an error like any other 3xx or 4xx.
         """
+        if self.requester_pays:
+            headers = {**headers, **_REQUESTER_PAYS} if headers else _REQUESTER_PAYS
         signed_for = self.endpoints.region_of_url(url)
 
         async def checked(resp: HttpResponse) -> T:
@@ -317,38 +353,56 @@ class RegionalTransport(Transport):
             return await handler(resp)
 
         try:
-            return await super().request(op, method, url, checked, params=params,
-                                         headers=headers, data=data,
-                                         ok=ok + _WRONG_REGION)
-        except _WrongRegion as moved:
-            url = self.endpoints.relocate(op.bucket, url, moved.region)
-        return await super().request(op, method, url, handler, params=params, headers=headers,
-                                     data=data, ok=ok)
+            try:
+                return await super().request(op, method, url, checked, params=params,
+                                             headers=headers, data=data,
+                                             ok=ok + _WRONG_REGION)
+            except _WrongRegion as moved:
+                url = self.endpoints.relocate(op.bucket, url, moved.region)
+            return await super().request(op, method, url, handler, params=params,
+                                         headers=headers, data=data, ok=ok)
+        except PermissionDenied as exc:
+            explained = self._explained(exc)
+            if explained is exc:
+                raise
+            raise explained from exc.__cause__
 
     async def get_media_once(self, op: Op, url: str, handler: MediaHandler[T], *,
                              headers: Mapping[str, str] | None = None,
                              into: memoryview | None = None, limit: int | None = None,
                              keep_partial: bool = True) -> T:
         """:meth:`Transport.get_media_once` (the lean reads), with the
-        bucket's region corrected once when the server names another one.
+        bucket's region corrected once when the server names another one
+        (and the request payer's header, as :meth:`request` adds it).
 
         A media GET's error keeps no headers, so the bucket's region is
         asked of the bucket (a HEAD) when a read fails with a status S3
         gives a request of the wrong region.
 
         Raises:
+            PermissionDenied: refused (403); unless the store accepts
+                requester-pays charges, the message says how to.
             StorageError: as :meth:`Transport.get_media_once`.
         """
+        if self.requester_pays:
+            headers = {**headers, **_REQUESTER_PAYS} if headers else _REQUESTER_PAYS
         signed_for = self.endpoints.region_of_url(url)
         try:
+            try:
+                return await super().get_media_once(op, url, handler, headers=headers,
+                                                    into=into, limit=limit,
+                                                    keep_partial=keep_partial)
+            except StorageError as exc:
+                if exc.status not in _WRONG_REGION:
+                    raise
+                region = await self.endpoints.find_region(op.bucket, self)
+                if region == signed_for:
+                    raise
+            url = self.endpoints.relocate(op.bucket, url, region)
             return await super().get_media_once(op, url, handler, headers=headers, into=into,
                                                 limit=limit, keep_partial=keep_partial)
-        except StorageError as exc:
-            if exc.status not in _WRONG_REGION:
+        except PermissionDenied as exc:
+            explained = self._explained(exc)
+            if explained is exc:
                 raise
-            region = await self.endpoints.find_region(op.bucket, self)
-            if region == signed_for:
-                raise
-        url = self.endpoints.relocate(op.bucket, url, region)
-        return await super().get_media_once(op, url, handler, headers=headers, into=into,
-                                            limit=limit, keep_partial=keep_partial)
+            raise explained from exc.__cause__

@@ -54,12 +54,15 @@ class S3Service:
         auth: authenticate with this instead (tests).
         transport: a ready transport (tests inject a mock), used instead
             of one signing with the credential chain's.
+        requester_pays: every request accepts a requester-pays bucket's
+            charges (``x-amz-request-payer: requester``, signed), on the
+            transport made here.
     """
 
     def __init__(self, config: ClientConfig | None, endpoints: Endpoints, *,
                  profile: str | None, anonymous: bool, sign_payload: bool | None,
                  defer_credentials: bool, auth: Auth | None,
-                 transport: Transport | None) -> None:
+                 transport: Transport | None, requester_pays: bool = False) -> None:
         self.endpoints = endpoints
         self.endpoint = self.endpoints.endpoint
         self._etags = EtagMemory(generation_of, etag_of)
@@ -74,9 +77,13 @@ class S3Service:
                 auth = SigV4.found(self.endpoints.region_of_url, profile=profile,
                                    sign_payload=sign_payload) or AnonymousAuth()
             transport = RegionalTransport(self.endpoints, self.config, auth,
+                                          requester_pays=requester_pays,
                                           endpoint=self.endpoint,
                                           trusted=self.endpoints.trusted, exact_urls=True)
         self._transport = transport
+        #: Whether requests accept a requester-pays bucket's charges (a
+        #: transport given decides: a mock sends what it is asked to).
+        self.requester_pays: bool = getattr(transport, "requester_pays", False)
 
     # -- addressing and regions ---------------------------------------------------
 

@@ -113,7 +113,10 @@ class S3Store(S3Service, MultipartCalls):
             fails that request; none at all still means anonymous access.
         auth: authenticate with this instead (tests).
         transport: a ready transport (tests inject a mock); overrides
-            ``config`` and ``auth``.
+            ``config``, ``auth`` and ``requester_pays``.
+        requester_pays: accept requester-pays buckets' charges (every
+            request carries ``x-amz-request-payer: requester``, signed);
+            S3 refuses their requests without it (403).
 
     Raises:
         InvalidArgument: botocore is missing (``pip install
@@ -126,7 +129,8 @@ class S3Store(S3Service, MultipartCalls):
                  endpoint: str | None = None, addressing: Addressing = "auto",
                  profile: str | None = None, anonymous: bool = False,
                  sign_payload: bool | None = None, defer_credentials: bool = False,
-                 auth: Auth | None = None, transport: Transport | None = None) -> None:
+                 auth: Auth | None = None, transport: Transport | None = None,
+                 requester_pays: bool = False) -> None:
         check_instance("S3Store", "config", config, ClientConfig, optional=True)
         check_str("S3Store", "region", region, optional=True)
         endpoint = endpoint_url("S3Store", endpoint)
@@ -134,11 +138,12 @@ class S3Store(S3Service, MultipartCalls):
         check_bool("S3Store", "anonymous", anonymous)
         check_bool("S3Store", "sign_payload", sign_payload, optional=True)
         check_bool("S3Store", "defer_credentials", defer_credentials)
+        check_bool("S3Store", "requester_pays", requester_pays)
         if addressing not in ("auto", "path", "virtual"):
             raise InvalidArgument(f"S3Store: addressing must be 'auto', 'path' or 'virtual', "
                                   f"got {addressing!r}")
         self._settings = (config, region, endpoint, addressing, profile, anonymous, sign_payload,
-                          defer_credentials)
+                          defer_credentials, requester_pays)
         require_lxml()  # listings need it: named now, not at the first listing
         check_region("S3Store: region", region)
         if region is None and transport is None:
@@ -161,7 +166,8 @@ class S3Store(S3Service, MultipartCalls):
         self.region = region
         super().__init__(config, Endpoints(endpoint, addressing, region), profile=profile,
                          anonymous=anonymous, sign_payload=sign_payload,
-                         defer_credentials=defer_credentials, auth=auth, transport=transport)
+                         defer_credentials=defer_credentials, auth=auth, transport=transport,
+                         requester_pays=requester_pays)
         self._multipart = Multipart(self)
 
     def __repr__(self) -> str:
@@ -175,10 +181,12 @@ class S3Store(S3Service, MultipartCalls):
     def __setstate__(self, state: dict[str, object]) -> None:
         settings = state["settings"]
         assert isinstance(settings, tuple)
-        config, region, endpoint, addressing, profile, anonymous, sign_payload, deferred = settings
+        (config, region, endpoint, addressing, profile, anonymous, sign_payload, deferred,
+         requester_pays) = settings
         self.__init__(config, region=region, endpoint=endpoint,  # type: ignore[misc]
                       addressing=addressing, profile=profile, anonymous=anonymous,
-                      sign_payload=sign_payload, defer_credentials=deferred)
+                      sign_payload=sign_payload, defer_credentials=deferred,
+                      requester_pays=requester_pays)
 
     @property
     def features(self) -> StoreFeatures:
@@ -511,8 +519,9 @@ class S3Store(S3Service, MultipartCalls):
 
     async def copy(self, bucket: str, name: str, dest_bucket: str, dest_name: str) -> ObjectInfo:
         """Copy an object server-side (CopyObject; past 5 GiB, a multipart
-        upload of UploadPartCopy ranges, with the source's content type
-        and metadata).
+        upload of UploadPartCopy ranges, created with what CopyObject
+        copies: the source's content type, metadata, Cache-Control,
+        Content-Disposition, Content-Encoding, Content-Language and Expires).
 
         Args:
             bucket: source bucket.

@@ -27,7 +27,9 @@ __all__ = [
     "precondition_failed",
     "range_not_satisfiable",
     "rate_limited",
+    "requester_pays_denied",
     "unavailable",
+    "user_project_missing",
 ]
 
 # XML code used when the caller did not name one, keyed by JSON reason.
@@ -256,3 +258,23 @@ def unavailable() -> ApiError:
         xml_code="ServiceUnavailable",
         xml_message="Service Unavailable. Please try again.",
     )
+
+
+def user_project_missing(bucket: str) -> ApiError:
+    """Return GCS's 400 for a request to a requester-pays bucket that names
+    no project to bill (``required`` on the JSON API, ``UserProjectMissing``
+    on the XML API)."""
+    return ApiError(
+        400,
+        "required",
+        "Bucket is a requester pays bucket but no user project provided.",
+        xml_code="UserProjectMissing",
+        xml_message="Bucket is a Requester Pays bucket but no User Project provided.",
+        details=bucket,
+    )
+
+
+def requester_pays_denied() -> ApiError:
+    """Return S3's 403 for a request to a requester-pays bucket without
+    ``x-amz-request-payer: requester`` (S3 says no more than this)."""
+    return ApiError(403, "forbidden", "Access Denied", xml_code="AccessDenied")

@@ -15,6 +15,7 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from aioflux.testing import _errors as err
+from aioflux.testing._billing import check_user_project
 from aioflux.testing._json_upload import handle_upload
 from aioflux.testing._rope import Rope
 from aioflux.testing._runtime import Runtime, parse_range
@@ -64,6 +65,10 @@ async def handle_json(
             return json_response({"kind": "storage#buckets", "items": items})
         raise _unknown(request)
     bucket = unquote(segs[1])
+    if "upload_id" not in request.query:
+        # A resumable session's later requests are the session's: its
+        # URL (which echoes the userProject it was opened with) is the grant.
+        check_user_project(rt.store, request, bucket)
     if n == 2:
         return await _bucket_op(rt, request, bucket)
     if segs[2] == "iam" and n == 4 and segs[3] == "testPermissions":
@@ -84,6 +89,7 @@ async def handle_json(
     if n == 9 and segs[4] in ("rewriteTo", "copyTo") and segs[5] == "b" and segs[7] == "o":
         src = (bucket, unquote(segs[3]))
         dst = (unquote(segs[6]), unquote(segs[8]))
+        check_user_project(rt.store, request, dst[0])
         return await _rewrite(rt, request, src, dst, rewrite=segs[4] == "rewriteTo")
     if n == 7 and segs[4] == "moveTo" and segs[5] == "o" and method == "POST":
         return await _move(rt, request, bucket, unquote(segs[3]), unquote(segs[6]))
@@ -129,7 +135,20 @@ async def _create_bucket(rt: Runtime, request: web.BaseRequest) -> web.StreamRes
     name = doc.get("name")
     if not isinstance(name, str) or not name:
         raise err.ApiError(400, "required", "Required")
-    return json_response(rt.store.create_bucket(name).to_json())
+    requester_pays = _requester_pays(doc)
+    return json_response(rt.store.create_bucket(name, requester_pays=bool(requester_pays))
+                         .to_json())
+
+
+def _requester_pays(doc: dict[str, Any]) -> bool | None:
+    """``billing.requesterPays`` of a bucket resource, None when absent."""
+    billing = doc.get("billing")
+    if not isinstance(billing, dict) or "requesterPays" not in billing:
+        return None
+    value = billing["requesterPays"]
+    if not isinstance(value, bool):
+        raise err.invalid(f"Invalid value for billing.requesterPays: {value!r}")
+    return value
 
 
 async def _bucket_op(rt: Runtime, request: web.BaseRequest, bucket: str) -> web.StreamResponse:
@@ -142,7 +161,11 @@ async def _bucket_op(rt: Runtime, request: web.BaseRequest, bucket: str) -> web.
         return web.Response(status=204)
     if request.method == "PATCH":
         rt.admit("bucket_patch", object_request=False)
-        return json_response(rt.store.bucket(bucket).to_json())
+        found = rt.store.bucket(bucket)
+        requester_pays = _requester_pays(await _read_json(rt, request))
+        if requester_pays is not None:
+            found.requester_pays = requester_pays
+        return json_response(found.to_json())
     raise _unknown(request)
 
 

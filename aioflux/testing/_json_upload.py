@@ -184,9 +184,13 @@ async def _start_resumable(
         content_encoding=_encoding(meta),
     )
     store.sessions[session.upload_id] = session
+    # As GCS's, the session URL repeats the query it was opened with (a
+    # requester-pays bucket's userProject included).
+    billed = q.get("userProject")
+    payer = f"&userProject={quote(billed, safe='')}" if billed else ""
     location = (
         f"{request.scheme}://{request.host}/upload/storage/v1/b/{quote(bucket, safe='')}/o"
-        f"?uploadType=resumable&name={quote(name, safe='')}&upload_id={session.upload_id}"
+        f"?uploadType=resumable&name={quote(name, safe='')}{payer}&upload_id={session.upload_id}"
     )
     return web.Response(
         status=200, headers={"Location": location, "X-GUploader-UploadID": session.upload_id}

@@ -181,15 +181,21 @@ class ObjectRecord:
 
 @dataclass
 class Bucket:
-    """A bucket: sorted names plus records."""
+    """A bucket: sorted names plus records.
+
+    ``requester_pays``: every request must name a project to bill (GCS's
+    ``billing.requesterPays``; S3's ``RequestPaymentConfiguration``).
+    """
 
     name: str
     time_created: str
     names: list[str] = field(default_factory=list)
     objects: dict[str, ObjectRecord] = field(default_factory=dict)
+    requester_pays: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """Return the JSON API bucket resource."""
+        billing = {"billing": {"requesterPays": True}} if self.requester_pays else {}
         return {
             "kind": "storage#bucket",
             "id": self.name,
@@ -201,6 +207,7 @@ class Bucket:
             "etag": "CAE=",
             "timeCreated": self.time_created,
             "updated": self.time_created,
+            **billing,
         }
 
 

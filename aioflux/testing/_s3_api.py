@@ -12,7 +12,10 @@ through the other, and a fault knob acts on both.
 Addressing is path style only (``/bucket/key``); signatures are accepted
 unverified (any ``Authorization``, presigned query or none), and so is the
 ``x-amz-content-sha256`` payload hash; ``aws-chunked`` bodies are decoded
-and their trailing checksums verified (:mod:`._s3_body`). Counters in
+and their trailing checksums verified (:mod:`._s3_body`). A requester-pays
+bucket (``?requestPayment``, or ``Emulator.create_bucket(...,
+requester_pays=True)``) refuses, 403 ``AccessDenied``, a request without
+``x-amz-request-payer: requester`` (:mod:`._billing`). Counters in
 ``Emulator.stats`` carry an ``s3_`` prefix.
 """
 
@@ -24,10 +27,12 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from aioflux.testing import _errors as err
+from aioflux.testing._billing import check_request_payer
 from aioflux.testing._runtime import Runtime
 from aioflux.testing._s3_common import (
     S3State,
     error_response,
+    malformed_xml,
     parse_xml,
     xml_doc,
     xml_response,
@@ -36,6 +41,7 @@ from aioflux.testing._s3_list import list_buckets, list_objects, list_parts, lis
 from aioflux.testing._s3_multipart import abort, complete, create, upload_part
 from aioflux.testing._s3_objects import (
     copy_object,
+    copy_source,
     delete_object,
     delete_objects,
     get_object,
@@ -100,6 +106,9 @@ class S3Face:
     async def _route(self, request: web.BaseRequest, bucket: str,
                      key: str) -> web.StreamResponse:
         st, rt, method, q = self.state, self.state.rt, request.method, request.query
+        if bucket and not key and "requestPayment" in q:
+            # The bucket owner's setting: asked and changed without the header.
+            return await self._request_payment(request, bucket)
         unsupported = sorted(k for k in q if k in _KNOWN_SUBRESOURCES)
         if unsupported:
             raise err.ApiError(501, "invalid", f"?{unsupported[0]} is not implemented by this "
@@ -110,6 +119,9 @@ class S3Face:
                 return list_buckets(st)
             raise err.ApiError(405, "invalid", "The specified method is not allowed against "
                                "this resource.", xml_code="MethodNotAllowed")
+        source = request.headers.get("x-amz-copy-source")
+        check_request_payer(st.store, request, bucket,
+                            *((copy_source(source)[0],) if source and key else ()))
         if not key:
             return await self._bucket(request, bucket)
         upload_id = q.get("uploadId")
@@ -187,5 +199,27 @@ class S3Face:
             st.store.delete_bucket(bucket)
             st.bucket_regions.pop(bucket, None)
             return web.Response(status=204)
+        raise err.ApiError(405, "invalid", "The specified method is not allowed against this "
+                           "resource.", xml_code="MethodNotAllowed")
+
+    async def _request_payment(self, request: web.BaseRequest,
+                               bucket: str) -> web.StreamResponse:
+        """GetBucketRequestPayment / PutBucketRequestPayment: whether the
+        requester pays (:func:`~aioflux.testing._billing.check_request_payer`)."""
+        rt = self.state.rt
+        found = self.state.store.bucket(bucket)
+        if request.method == "GET":
+            rt.admit("s3_bucket_request_payment", object_request=False)
+            payer = "Requester" if found.requester_pays else "BucketOwner"
+            return xml_response(xml_doc("RequestPaymentConfiguration", [("Payer", payer)]))
+        if request.method == "PUT":
+            rt.admit("s3_bucket_request_payment", object_request=False)
+            body = await rt.read_body(request)
+            payer = next((el.text or "" for el in parse_xml(body).iter()
+                          if el.tag.rsplit("}", 1)[-1] == "Payer"), "").strip()
+            if payer not in ("Requester", "BucketOwner"):
+                raise malformed_xml()
+            found.requester_pays = payer == "Requester"
+            return web.Response(status=200)
         raise err.ApiError(405, "invalid", "The specified method is not allowed against this "
                            "resource.", xml_code="MethodNotAllowed")

@@ -20,6 +20,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
+from aioflux.testing._billing import check_user_project
 from aioflux.testing._errors import ApiError
 from aioflux.testing._json_api import handle_json
 from aioflux.testing._profile import NO_FAULTS, NO_PROFILE, EmulatorProfile, Faults
@@ -151,11 +152,19 @@ class Emulator:
             raise RuntimeError("Emulator is not started or was built with s3_port=None")
         return f"http://{self._host}:{self._s3_port}"
 
-    def create_bucket(self, name: str) -> str:
+    def create_bucket(self, name: str, *, requester_pays: bool = False) -> str:
         """Create a bucket directly in the store (no HTTP).
 
         Args:
             name: 3-63 characters, as on GCS.
+            requester_pays: make it a requester-pays bucket: a request that
+                names no project to bill is refused as GCS and S3 refuse it
+                (JSON API: 400 ``required``, "Bucket is a requester pays
+                bucket but no user project provided."; XML API: 400
+                ``UserProjectMissing``, both unless ``userProject=`` or
+                ``x-goog-user-project`` names one; S3 face: 403
+                ``AccessDenied`` without ``x-amz-request-payer:
+                requester``). Nothing is billed.
 
         Returns:
             ``name``.
@@ -163,7 +172,7 @@ class Emulator:
         Raises:
             ApiError: the bucket exists or the name is invalid.
         """
-        self._rt.store.create_bucket(name)
+        self._rt.store.create_bucket(name, requester_pays=requester_pays)
         return name
 
     # -- lifecycle -------------------------------------------------------
@@ -248,7 +257,9 @@ class Emulator:
             if not self._xml_multipart and request.method == "POST" and "uploads" in request.query:
                 raise ApiError(400, "invalid", "XML multipart uploads are not supported",
                                xml_code="InvalidArgument")
-            return await handle_xml(rt, request, unquote(head), unquote("/".join(segs[1:])))
+            bucket = unquote(head)
+            check_user_project(rt.store, request, bucket)
+            return await handle_xml(rt, request, bucket, unquote("/".join(segs[1:])))
         except ApiError as exc:
             if json_api:
                 return _as_asked(rt, request, exc.json_response())

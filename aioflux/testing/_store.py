@@ -57,8 +57,12 @@ class Store:
 
     # -- buckets ---------------------------------------------------------
 
-    def create_bucket(self, name: str) -> Bucket:
+    def create_bucket(self, name: str, *, requester_pays: bool = False) -> Bucket:
         """Create a bucket.
+
+        Args:
+            name: 3-63 characters.
+            requester_pays: every request to it must name a project to bill.
 
         Raises:
             ApiError: 409 if it exists, 400 if the name is not 3-63 characters.
@@ -67,7 +71,7 @@ class Store:
             raise err.invalid(f"Invalid bucket name: '{name}'")
         if name in self.buckets:
             raise err.bucket_exists(name)
-        bucket = Bucket(name, rfc3339(time.time_ns()))
+        bucket = Bucket(name, rfc3339(time.time_ns()), requester_pays=requester_pays)
         self.buckets[name] = bucket
         return bucket
 

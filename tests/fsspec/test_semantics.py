@@ -71,8 +71,8 @@ def test_the_peers_endpoint_and_region_settings_are_taken_and_others_refused(
     with pytest.raises(InvalidArgument, match="the endpoint given twice"):
         AiofluxFileSystem(site.scheme, endpoint=endpoint, endpoint_url="http://127.0.0.1:9",
                           skip_instance_cache=True)
-    with pytest.raises(InvalidArgument, match="requester_pays"):
-        AiofluxFileSystem(site.scheme, endpoint=endpoint, requester_pays=True,
+    with pytest.raises(InvalidArgument, match="'version_aware' is not a setting"):
+        AiofluxFileSystem(site.scheme, endpoint=endpoint, version_aware=True,
                           skip_instance_cache=True)
     if site.scheme == "gs":
         with pytest.raises(InvalidArgument, match="region is an S3 setting"):
