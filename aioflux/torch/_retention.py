@@ -399,21 +399,32 @@ class CheckpointStore:
             The steps deleted.
 
         Raises:
-            StorageError: listing or a delete failed.
+            StorageError: listing or a delete failed (the first failure,
+                once every other step was dealt with).
         """
         dirs = self.scan()
         complete = sorted(self.complete_all(dirs))
         doomed = steps_to_delete(dirs, complete, keep_last, busy, newest)
         rest: builtins.list[str] = []
+        failure: Exception | None = None
         for step in doomed:
             # Manifests first: a half-deleted checkpoint is then invisible.
             objects = dirs[step]
             if MANIFEST in objects:
-                self.call(self.client.delete(self.bucket, objects.pop(MANIFEST).name,
-                                             missing_ok=True))
+                try:
+                    self.call(self.client.delete(self.bucket, objects.pop(MANIFEST).name,
+                                                 missing_ok=True))
+                except Exception as exc:
+                    # That checkpoint stays whole; the steps after it still
+                    # go (one step whose objects may not be deleted, under a
+                    # retention lock say, stopped every later pass at it).
+                    failure = failure or exc
+                    continue
             rest.extend(obj.name for obj in objects.values())
         # Then the rest at once: in batches where the store has them (S3).
         self.call(delete_all(self.client, self.bucket, rest, concurrency=_DELETES_IN_FLIGHT))
+        if failure is not None:
+            raise failure
         return doomed
 
     def append_history(self, record: SaveRecord) -> None:

@@ -4,6 +4,10 @@
 again, so every tensor is copied to CPU host memory first; containers are
 rebuilt around the copies and a tensor reached twice is copied once (shared
 tensors stay shared in the saved file, as ``torch.save`` would keep them).
+So are tensors that are views of one storage (tied weights: ``state_dict()``
+hands out a new tensor per name), copied once as one span of bytes, unless
+that span is larger than their separate copies (two small views of a large
+buffer are copied apart, compactly).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import torch
 __all__ = ["BufferPool", "snapshot", "state_nbytes"]
 
 _Key = tuple[tuple[int, ...], torch.dtype]
+# A storage the state reaches through several tensors: (device, data pointer).
+_StorageKey = tuple[str, int]
 
 
 class BufferPool:
@@ -74,8 +80,13 @@ class BufferPool:
 
 
 def _reusable(tensor: torch.Tensor) -> bool:
+    # Only a tensor that is its whole storage: the views of a shared span
+    # (see _spans) handed out as separate buffers would be filled over
+    # each other by the next snapshot.
     return (type(tensor) is torch.Tensor and tensor.layout == torch.strided
-            and tensor.device.type == "cpu" and tensor.is_contiguous())
+            and tensor.device.type == "cpu" and tensor.is_contiguous()
+            and tensor.storage_offset() == 0
+            and tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size())
 
 
 def _plain_tensors(obj: Any, seen: set[int]) -> list[torch.Tensor]:
@@ -83,6 +94,10 @@ def _plain_tensors(obj: Any, seen: set[int]) -> list[torch.Tensor]:
         if id(obj) in seen or not _reusable(obj):
             return []
         seen.add(id(obj))
+        storage = obj.untyped_storage().data_ptr()
+        if storage in seen:
+            return []
+        seen.add(storage)
         return [obj]
     if isinstance(obj, Mapping):
         return [t for v in obj.values() for t in _plain_tensors(v, seen)]
@@ -91,30 +106,85 @@ def _plain_tensors(obj: Any, seen: set[int]) -> list[torch.Tensor]:
     return []
 
 
-def _tensors(obj: Any, seen: set[int]) -> int:
+def _walk(obj: Any, seen: set[int], found: list[torch.Tensor]) -> None:
+    """Every tensor reachable from ``obj``, each object once."""
     if isinstance(obj, torch.Tensor):
-        key = id(obj)
-        if key in seen:
-            return 0
-        seen.add(key)
-        return int(obj.numel() * obj.element_size())
-    if isinstance(obj, Mapping):
-        return sum(_tensors(v, seen) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(_tensors(v, seen) for v in obj)
-    return 0
+        if id(obj) not in seen:
+            seen.add(id(obj))
+            found.append(obj)
+    elif isinstance(obj, Mapping):
+        for v in obj.values():
+            _walk(v, seen, found)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _walk(v, seen, found)
+
+
+def _extent(tensor: torch.Tensor) -> tuple[_StorageKey, int, int] | None:
+    """The storage a plain strided tensor views and the bytes of it it
+    spans, or None for one that is copied on its own (a subclass, a sparse,
+    empty, conjugate or meta tensor, or one without a storage)."""
+    if (type(tensor) not in (torch.Tensor, torch.nn.Parameter) or tensor.numel() == 0
+            or tensor.layout != torch.strided or tensor.device.type == "meta"
+            or tensor.is_conj() or tensor.is_neg()):
+        return None
+    try:
+        pointer = tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return None
+    size = tensor.element_size()
+    start = int(tensor.storage_offset()) * size
+    last = sum((n - 1) * step for n, step in zip(tensor.shape, tensor.stride(), strict=True))
+    return (str(tensor.device), pointer), start, start + (last + 1) * size
+
+
+def _spans(tensors: list[torch.Tensor]) -> dict[int, tuple[_StorageKey, int, int]]:
+    """Tensors to copy as views of one copied span of their storage.
+
+    A storage reached through several tensors is copied once, as the span
+    of bytes they cover, when that span is no larger than their separate
+    copies (tied weights: half; views tiling a flat buffer: the same) and
+    each starts at a multiple of its element size within it.
+
+    Returns:
+        ``id(tensor) -> (storage, span start, span end)``.
+    """
+    groups: dict[_StorageKey, list[tuple[torch.Tensor, int, int]]] = {}
+    for tensor in tensors:
+        extent = _extent(tensor)
+        if extent is not None:
+            groups.setdefault(extent[0], []).append((tensor, extent[1], extent[2]))
+    shared: dict[int, tuple[_StorageKey, int, int]] = {}
+    for key, members in groups.items():
+        if len(members) < 2:
+            continue
+        low = min(start for _, start, _ in members)
+        high = max(end for _, _, end in members)
+        apart = sum(t.numel() * t.element_size() for t, _, _ in members)
+        if high - low > apart or any((start - low) % t.element_size()
+                                     for t, start, _ in members):
+            continue
+        for tensor, _, _ in members:
+            shared[id(tensor)] = (key, low, high)
+    return shared
 
 
 def state_nbytes(state: Any) -> int:
-    """Bytes of tensor data reachable from ``state`` (each tensor once).
+    """Bytes of host memory a snapshot of ``state`` takes (each tensor once,
+    views of one storage as the span they share; see :func:`snapshot`).
 
     Args:
         state: nested dicts / lists / tuples of tensors and plain values.
 
     Returns:
-        The byte count a snapshot of it takes.
+        The byte count.
     """
-    return _tensors(state, set())
+    tensors: list[torch.Tensor] = []
+    _walk(state, set(), tensors)
+    shared = _spans(tensors)
+    alone = sum(t.numel() * t.element_size() for t in tensors if id(t) not in shared)
+    spans = {(key, low, high) for key, low, high in shared.values()}
+    return int(alone + sum(high - low for _, low, high in spans))
 
 
 def snapshot(state: Any, pool: BufferPool | None = None) -> Any:
@@ -126,17 +196,45 @@ def snapshot(state: Any, pool: BufferPool | None = None) -> Any:
 
     Returns:
         The same structure with every tensor cloned into CPU memory and other
-        leaves deep-copied.
+        leaves deep-copied; tensors that viewed one storage view one copy.
     """
-    return _copy(state, {}, pool)
+    tensors: list[torch.Tensor] = []
+    _walk(state, set(), tensors)
+    return _copy(state, {}, pool, _Spans(_spans(tensors)))
 
 
-def _copy(obj: Any, memo: dict[int, Any], pool: BufferPool | None) -> Any:
+class _Spans:
+    """The copied spans of the storages several tensors of a state view."""
+
+    def __init__(self, shared: dict[int, tuple[_StorageKey, int, int]]) -> None:
+        self.shared = shared
+        self._copies: dict[tuple[_StorageKey, int, int], torch.Tensor] = {}
+
+    def view(self, tensor: torch.Tensor) -> torch.Tensor | None:
+        """``tensor`` as a view of its span's copy (None: not shared)."""
+        found = self.shared.get(id(tensor))
+        if found is None:
+            return None
+        _, low, high = found
+        span = self._copies.get(found)
+        if span is None:
+            source = torch.empty(0, dtype=torch.uint8, device=tensor.device)
+            source.set_(tensor.untyped_storage(), low, (high - low,), (1,))
+            span = self._copies[found] = source.to("cpu", copy=True)
+        size = tensor.element_size()
+        return torch.empty(0, dtype=tensor.dtype).set_(
+            span.untyped_storage(), (tensor.storage_offset() * size - low) // size,
+            tensor.shape, tensor.stride())
+
+
+def _copy(obj: Any, memo: dict[int, Any], pool: BufferPool | None, spans: _Spans) -> Any:
     key = id(obj)
     if key in memo:
         return memo[key]
     result: Any
-    if isinstance(obj, torch.Tensor):
+    if isinstance(obj, torch.Tensor) and (view := spans.view(obj)) is not None:
+        result = view
+    elif isinstance(obj, torch.Tensor):
         buf = None
         if pool is not None and type(obj) is torch.Tensor and obj.layout == torch.strided:
             buf = pool.take(tuple(obj.shape), obj.dtype)
@@ -152,17 +250,17 @@ def _copy(obj: Any, memo: dict[int, Any], pool: BufferPool | None) -> Any:
         # stored the defaultdict); then every value is copied in place.
         result = copy.copy(obj)
         for k, v in obj.items():
-            result[k] = _copy(v, memo, pool)
+            result[k] = _copy(v, memo, pool, spans)
     elif isinstance(obj, Mapping):
-        items = {k: _copy(v, memo, pool) for k, v in obj.items()}
+        items = {k: _copy(v, memo, pool, spans) for k, v in obj.items()}
         try:
             result = type(obj)(items)  # type: ignore[call-arg]
         except TypeError:
             result = items
     elif isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        result = type(obj)(*(_copy(v, memo, pool) for v in obj))
+        result = type(obj)(*(_copy(v, memo, pool, spans) for v in obj))
     elif isinstance(obj, (list, tuple)):
-        result = type(obj)(_copy(v, memo, pool) for v in obj)
+        result = type(obj)(_copy(v, memo, pool, spans) for v in obj)
     else:
         result = copy.deepcopy(obj)
     memo[key] = result

@@ -236,10 +236,14 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
         """Delete a checkpoint; first wait for the pending save if it writes
         that checkpoint (or into its folder).
 
-        A save in flight elsewhere goes on: ModelCheckpoint removes the
-        checkpoint falling out of its ``save_top_k`` right after it saves
-        the new one, and waiting for that save there made every save
-        blocking. Its failure is raised by the next save or ``teardown``.
+        With a save in flight elsewhere, the checkpoint is removed in the
+        background once that save has landed, and not at all if it fails:
+        ModelCheckpoint removes the checkpoint falling out of its
+        ``save_top_k`` right after it saves the new one, and waiting for
+        that save there made every save blocking, while removing at once
+        left no checkpoint when the machine died (or the upload failed)
+        before the new one was complete. A failure is raised by the next
+        save, load or ``teardown``.
 
         Args:
             path: object URL or path of the checkpoint.
@@ -254,7 +258,16 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
             if (scheme, bucket) == (at.scheme, at.bucket) and (
                     name == at.name or name.startswith(folder_prefix(at.name))):
                 self._wait()  # else the save would publish what was removed
+            elif self._pending is not None and self._pool is not None:
+                # After the save, in the pool's one thread: the new checkpoint
+                # is complete before the one it replaces goes.
+                self._pending = self._pool.submit(self._remove_after, self._pending, path)
+                return
         super().remove_checkpoint(path)
+
+    def _remove_after(self, save: concurrent.futures.Future[None], path: Any) -> None:
+        save.result()  # it failed: the checkpoint it would replace stays, its error carries on
+        GcsCheckpointIO.remove_checkpoint(self, path)
 
     def teardown(self) -> None:
         """Wait for the last save; raise its failure."""

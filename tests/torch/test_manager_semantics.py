@@ -16,7 +16,15 @@ from typing import Any
 import pytest
 import torch
 
-from aioflux import ChecksumMismatch, Conflict, InvalidArgument, NotFound, WriterOptions
+from aioflux import (
+    ChecksumMismatch,
+    Conflict,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    WriterOptions,
+)
+from aioflux.local import LocalStore
 from aioflux.torch import CheckpointManager
 from tests.torch.conftest import Where
 
@@ -290,3 +298,39 @@ def test_a_manager_pickles_by_its_settings(where: Where) -> None:
         with CheckpointManager(where.url("p")) as fresh:
             assert [c.step for c in fresh.list()] == [2, 9]  # keep_last=2 went along
             assert torch.equal(fresh.load(9)["w"], torch.full((4,), 7.0))
+
+
+class _NoDeletesUnder(LocalStore):
+    """A store refusing deletes under one folder (a role that may create but
+    not delete objects, or a retention lock on the old checkpoints)."""
+
+    refused = ""
+
+    async def delete(self, bucket: str, name: str, **kwargs: Any) -> None:
+        if self.refused and f"/{bucket}/{name}".startswith(self.refused):
+            raise PermissionDenied(f"delete {name}: refused", operation="delete",
+                                   bucket=bucket, name=name)
+        await super().delete(bucket, name, **kwargs)
+
+
+def test_a_retention_failure_does_not_fail_the_save_that_completed(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Retention runs after the new manifest is written: a delete it could not
+    # make failed the save whose checkpoint was complete (its history line
+    # said ok), so save() raised, save_async's future too, and a retry of
+    # the step was a Conflict ("already has a checkpoint").
+    store = _NoDeletesUnder()
+    root = tmp_path / "run"
+    with CheckpointManager(root, keep_last=1, client=store) as mgr:
+        mgr.save(_state(1), 1)
+        store.refused = str(root / "step-000000000001")
+        with caplog.at_level("WARNING", logger="aioflux.checkpoint"):
+            info = mgr.save(_state(2), 2)
+            background = mgr.save_async(_state(3), 3).result(timeout=60)
+        assert (info.step, background.step) == (2, 3)
+        assert "step-000000000001" in caplog.text and "PermissionDenied" in caplog.text
+        assert [c.step for c in mgr.list()] == [1, 3]  # step 2 went, step 1 could not
+        store.refused = ""
+        mgr.save(_state(4), 4)  # the next pass deletes what the failed one left
+        assert [c.step for c in mgr.list()] == [4]
+        assert [r.ok for r in mgr.history()] == [True, True, True, True]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import io
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -57,3 +59,84 @@ def test_a_snapshot_keeps_each_mapping_s_type() -> None:
     assert list(copy["ordered"]) == ["z", "a"]
     assert copy["ordered"]["z"] is not ordered["z"] and torch.equal(copy["ordered"]["z"],
                                                                    torch.zeros(2))
+
+
+def _tied_state() -> dict[str, Any]:
+    model = torch.nn.Module()
+    model.embed = torch.nn.Embedding(64, 16)
+    model.head = torch.nn.Linear(16, 64, bias=False)
+    model.head.weight = model.embed.weight  # tied, as language models tie them
+    return model.state_dict()
+
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return bool(a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
+
+
+def test_tied_weights_of_a_state_dict_stay_one_copy() -> None:
+    # state_dict() hands out a new detached tensor per name, so tied weights
+    # are two objects over one storage: the snapshot copied each, holding
+    # and writing the embedding twice (save() wrote it once, and its load
+    # kept the two tied).
+    state = _tied_state()
+    assert state["embed.weight"] is not state["head.weight"]
+    assert _same_storage(state["embed.weight"], state["head.weight"])
+    assert state_nbytes(state) == 64 * 16 * 4
+    copy = snapshot(state)
+    assert _same_storage(copy["embed.weight"], copy["head.weight"])
+    assert not _same_storage(copy["embed.weight"], state["embed.weight"])
+    assert torch.equal(copy["head.weight"], state["head.weight"])
+    state["embed.weight"].add_(1)
+    assert not torch.equal(copy["head.weight"], state["head.weight"])  # still a copy
+    saved, direct = io.BytesIO(), io.BytesIO()
+    torch.save(copy, saved)
+    torch.save(state, direct)
+    assert len(saved.getvalue()) < len(direct.getvalue()) + 4096  # the embedding once
+
+
+def test_views_of_one_buffer_stay_views_of_one_copy() -> None:
+    flat = torch.arange(40.0)
+    state = {"a": flat[:10].view(2, 5), "b": flat[10:40].view(5, 6).t(), "flat": flat}
+    assert state_nbytes(state) == 40 * 4
+    copy = snapshot(state)
+    flat.zero_()
+    assert all(_same_storage(copy["flat"], copy[k]) for k in ("a", "b"))
+    assert torch.equal(copy["a"], torch.arange(10.0).view(2, 5))
+    assert torch.equal(copy["b"], torch.arange(10.0, 40.0).view(5, 6).t())
+    assert copy["b"].stride() == (1, 6)
+
+
+def test_a_small_view_of_a_large_buffer_is_copied_alone() -> None:
+    # Sharing would hold the whole span between them: two small views at
+    # the ends of a large buffer are copied apart, as before.
+    big = torch.arange(100_000.0)
+    state = {"head": big[:4], "tail": big[-4:]}
+    assert state_nbytes(state) == 8 * 4
+    copy = snapshot(state)
+    assert copy["head"].untyped_storage().nbytes() == 16
+    assert torch.equal(copy["tail"], big[-4:])
+
+
+def test_the_pool_never_hands_out_two_buffers_over_one_storage() -> None:
+    pool = BufferPool()
+    first = snapshot({"x": torch.ones(4, 4), "y": torch.ones(4, 4), **_tied_state()}, pool)
+    pool.refill(first)
+    second = snapshot({"p": torch.full((64, 16), 1.0), "q": torch.full((64, 16), 2.0),
+                       "x": torch.full((4, 4), 3.0), "y": torch.full((4, 4), 4.0)}, pool)
+    assert torch.equal(second["p"], torch.full((64, 16), 1.0))
+    assert torch.equal(second["q"], torch.full((64, 16), 2.0))
+    assert torch.equal(second["x"], torch.full((4, 4), 3.0))
+    assert torch.equal(second["y"], torch.full((4, 4), 4.0))
+
+
+def test_save_async_stores_tied_weights_once_and_loads_them_tied(tmp_path: Path) -> None:
+    from aioflux.torch import CheckpointManager
+
+    state = _tied_state()
+    with CheckpointManager(tmp_path / "run") as manager:
+        direct = manager.save(state, 1)
+        background = manager.save_async(state, 2).result()
+        loaded = manager.load(step=2)
+    assert background.size == direct.size  # the embedding once, as save() stores it
+    assert _same_storage(loaded["embed.weight"], loaded["head.weight"])
+    assert torch.equal(loaded["head.weight"], state["embed.weight"])
