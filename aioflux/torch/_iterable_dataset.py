@@ -26,7 +26,7 @@ from .._engines.hedge import HedgeAfter
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._order import DataProgress, Pass, RankBatches, dist_rank, epoch_order, fingerprint, track
 from ._rank_listing import Listing, agreed, check_listing, objects_summary
-from ._source import Sample, Transform, build_source, check_objects
+from ._source import Sample, Transform, build_source, check_objects, transformed
 
 __all__ = ["DEFAULT_PREFETCH", "IterableDataset"]
 
@@ -378,12 +378,12 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
                                max_bytes=max(1, budget // 4)), self.stats, hand_off)
         k = 0  # the next batch to complete (each has a sample or more)
         try:
-            for count, (_, data) in enumerate(timed, 1):
+            for count, (obj, data) in enumerate(timed, 1):
                 # The transform first: a batch whose last sample it refused was
                 # never handed out, and a state taken after the error (a save
                 # in an ``except``) must not count it, or a resume skips it.
-                sample: Sample = (data if self._transform is None  # type: ignore[assignment]
-                                  else self._transform(data))  # type: ignore[arg-type]
+                sample: Sample = transformed("IterableDataset", self._transform, data,
+                                             lambda: obj)  # noqa: B023  # called at once
                 if k < len(ends) and ends[k] == count:
                     current.handed = after[k]  # before the yield: a state taken now includes it
                     k += 1

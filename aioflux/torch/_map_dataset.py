@@ -11,7 +11,7 @@ import dataclasses
 import itertools
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch.utils.data
@@ -28,7 +28,14 @@ from .._engines.download import Data, DownloadOptions, DownloadStats
 from .._engines.hedge import HedgeAfter
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._rank_listing import Listing, agreed, check_listing, objects_summary, objects_target
-from ._source import Sample, Transform, build_source, check_objects, objects_scheme
+from ._source import (
+    Sample,
+    Transform,
+    build_source,
+    check_objects,
+    objects_scheme,
+    transformed,
+)
 
 __all__ = ["PREFETCH_BYTES", "MapDataset", "PrefetchBatchSampler"]
 
@@ -108,12 +115,15 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         self._prefetched: list[_Prefetch] = []
         self._prefetch_pid = os.getpid()
         self._last_run: tuple[int, int] | None = None  # (start, length) of the last batch
+        # Set by a resumable sampler (num_workers=0): the batch it just
+        # counted as consumed, and how to take that back (see __getitems__).
+        self._handing: tuple[int, list[int], Callable[[], None]] | None = None
         self._batch_stats = (os.getpid(), BatchStats())
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         # Hints and downloads in flight belong to this process's loop.
-        state["_announced"] = state["_last_run"] = None
+        state["_announced"] = state["_last_run"] = state["_handing"] = None
         state["_prefetched"] = []
         return state
 
@@ -307,10 +317,8 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
     def __len__(self) -> int:
         return len(self._objects)
 
-    def _apply(self, data: Data) -> Sample:
-        if self._transform is None:
-            return data  # type: ignore[return-value]  # Sample defaults to Data
-        return self._transform(data)  # type: ignore[arg-type]  # see Transform
+    def _apply(self, data: Data, index: int) -> Sample:
+        return transformed("MapDataset", self._transform, data, lambda: self._objects[index])
 
     def __getitem__(self, index: int) -> Sample:
         """Download one sample.
@@ -325,9 +333,11 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
             InvalidArgument: ``index`` is not an integer.
             IndexError: ``index`` is out of range.
             StorageError: the download failed.
+            Exception: what ``transform`` raised, with a note naming the object.
         """
-        obj = self.objects[_position(index)]
-        return self._apply(get_portal().call(self._source.downloader.download(obj)))
+        index = _position(index)
+        obj = self.objects[index]
+        return self._apply(get_portal().call(self._source.downloader.download(obj)), index)
 
     def __getitems__(self, indices: Sequence[int]) -> list[Sample]:
         """Download a batch concurrently (composed, direct or ranged per object).
@@ -342,7 +352,26 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
             InvalidArgument: an index is not an integer.
             IndexError: an index is out of range.
             StorageError: a download failed.
+            Exception: what ``transform`` raised, with a note naming the object.
         """
+        handing, self._handing = self._handing, None
+        try:
+            return self._read_batch(indices)
+        except BaseException:
+            # The sampler counted this batch when it handed it out, and the
+            # loop never gets it: a state saved in an ``except`` would point
+            # past it, and a resume would skip it.
+            if handing is not None and handing[0] == os.getpid() and \
+                    handing[1] == list(indices):
+                handing[2]()
+            raise
+
+    def _handed(self, indices: list[int], undo: Callable[[], None]) -> None:
+        """A sampler in this process handed ``indices`` out as a batch and
+        counted it; ``undo`` un-counts it should its read here fail."""
+        self._handing = (os.getpid(), indices, undo)
+
+    def _read_batch(self, indices: Sequence[int]) -> list[Sample]:
         started = time.perf_counter()
         portal = get_portal()
         wanted = [_position(i) for i in indices]
@@ -368,7 +397,7 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
             wrong.future.cancel()  # a hint that did not come true
         datas = current.result()
         self.stats.record(time.perf_counter() - started, len(datas))
-        return [self._apply(d) for d in datas]
+        return [self._apply(d, i) for d, i in zip(datas, wanted, strict=True)]
 
     def _readahead(self, wanted: list[int]) -> list[list[int]]:
         """Predict the next batches of a strided scan of contiguous runs.

@@ -459,15 +459,20 @@ def _tracked(progress: DataProgress, loader: Iterable[T]) -> Iterator[T]:
     progress.tracked_at = progress.iterations
     progress.current = head
     iterations = progress.iterations
-    for batch in loader:
-        progress.consumed += 1
-        yield batch
-    # Ran to the end: the epoch is done whatever the count says, and so is
-    # the pass (one that ran in workers only was never finished here, and
-    # len() went on counting it).
-    if progress.current is not None:
-        progress.consumed = max(progress.consumed, progress.current.total)
-        progress.finish(progress.current)
-    if progress.iterations == iterations:
-        # The pass ran in workers only: this process moves on to the next epoch too.
-        progress.iterations += 1
+    try:
+        for batch in loader:
+            progress.consumed += 1
+            yield batch
+        # Ran to the end: the epoch is done whatever the count says, and so
+        # is the pass (one that ran in workers only was never finished here,
+        # and len() went on counting it).
+        if progress.current is not None:
+            progress.consumed = max(progress.consumed, progress.current.total)
+            progress.finish(progress.current)
+    finally:
+        if progress.iterations == iterations:
+            # The pass ran in workers only: this process moves on to the next
+            # epoch too, as a pass begun here does, also when the loop left
+            # early (a few steps an epoch): else every pass repeated the
+            # first batches of the same epoch.
+            progress.iterations += 1

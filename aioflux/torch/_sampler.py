@@ -7,6 +7,7 @@ the same order; see :mod:`aioflux.torch._order` for the rule.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sized
 from typing import Any, TypeVar
@@ -142,7 +143,8 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
     batches.
 
     Counting: with ``num_workers=0`` the sampler counts the batches it hands
-    out, which is what the loop took. A DataLoader with workers asks for
+    out, which is what the loop took (on a :class:`MapDataset`, a batch whose
+    download or transform failed is not counted). A DataLoader with workers asks for
     batches ahead, so iterate ``sampler.track(loader)`` (it counts what the
     loop took), or use torchdata's ``StatefulDataLoader`` (without
     ``track()``: it asks for this state as it sends batches out), whose
@@ -188,11 +190,16 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
 
     def __iter__(self) -> Iterator[list[int]]:
         batches, current = self._pass_batches()
-        announce = self.dataset if isinstance(self.dataset, MapDataset) and self.ahead else None
+        dataset = self.dataset if isinstance(self.dataset, MapDataset) else None
+        announce = dataset if self.ahead else None
+        handed = current.handed
         window = list(itertools.islice(batches, self.ahead + 1))
         while window:
             batch = window.pop(0)
-            current.handed += 1  # before the yield: a state taken now includes it
+            handed += 1
+            current.handed = handed  # before the yield: a state taken now includes it
+            if dataset is not None:
+                dataset._handed(batch, functools.partial(_unhand, current, handed))
             if announce is not None:
                 announce._announced = (announce._fitting(window) if self._bounded
                                        else list(window))
@@ -237,9 +244,22 @@ class ResumableSampler(_Resumable, torch.utils.data.Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         batches, current = self._pass_batches()
+        dataset = self.dataset if isinstance(self.dataset, MapDataset) else None
+        handed = current.handed
         for share in batches:
             for i, index in enumerate(share, 1):
                 if i == len(share):
-                    current.handed += 1  # the share's last index: that batch is out
+                    handed += 1
+                    current.handed = handed  # the share's last index: that batch is out
+                    if dataset is not None:
+                        dataset._handed(share, functools.partial(_unhand, current, handed))
                 yield index
         self._progress.finish(current)
+
+
+def _unhand(current: Pass, handed: int) -> None:
+    """Un-count the ``handed``-th batch of ``current``, whose read failed,
+    unless a later one was handed out since (the loop skipped it and went
+    on: the pass counts it then, and a resume repeats nothing)."""
+    if current.handed == handed:
+        current.handed = handed - 1

@@ -35,7 +35,7 @@ from .._core.validate import (
 )
 from .._core.window import gather_bounded
 from .._engines.cache import CachedDownloader, DiskCache, cache_from_args
-from .._engines.download import Downloader, DownloadOptions
+from .._engines.download import Data, Downloader, DownloadOptions
 from .._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, check_hedge
 from .._engines.listing import list_objects_parallel
 
@@ -52,13 +52,42 @@ else:
     Sample = TypeVar("Sample")
 
 __all__ = ["DatasetSource", "Sample", "Transform",
-           "build_source", "check_objects", "objects_scheme"]
+           "build_source", "check_objects", "objects_scheme", "transformed"]
 
 # ``bytes -> sample``. Typed ``bytes`` so that ``def decode(data: bytes)``
 # type-checks; an object above the planner's ranged threshold (32 MiB)
 # arrives as the bytearray it was downloaded into (same read API, buffer
 # protocol), since copying it to bytes would double its peak memory.
 Transform = Callable[[bytes], Sample]
+
+
+def transformed(op: str, transform: Transform[Sample] | None, data: Data,
+                obj: Callable[[], ObjectInfo]) -> Sample:
+    """``transform(data)`` (``data`` itself without one), its error noted
+    with the object ``data`` is.
+
+    Args:
+        op: the dataset class, for the note.
+        transform: ``bytes -> sample``, or None.
+        data: the object's bytes.
+        obj: the object (called only on an error).
+
+    Returns:
+        The sample.
+
+    Raises:
+        Exception: what ``transform`` raised, its type kept (a loop's
+            ``except`` of it still matches) and a note naming the object:
+            a decoder's own error ("cannot identify image file") names none,
+            and among a million objects the one to look at was unknown.
+    """
+    if transform is None:
+        return data  # type: ignore[return-value]  # Sample defaults to Data
+    try:
+        return transform(data)  # type: ignore[arg-type]  # see Transform
+    except Exception as exc:
+        exc.add_note(f"{op}: the transform raised this on {obj().url}")
+        raise
 
 
 class DatasetSource:

@@ -8,6 +8,7 @@ They run on our emulator and the local filesystem (``where``).
 from __future__ import annotations
 
 import os
+import traceback
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 import torch.utils.data
 
 from aioflux import InvalidArgument, ObjectInfo
-from aioflux.torch import IterableDataset
+from aioflux.torch import IterableDataset, MapDataset, ResumableBatchSampler, ResumableSampler
 from tests.torch.conftest import Where
 
 COUNT = 10
@@ -127,3 +128,78 @@ def test_a_workers_state_at_another_global_batch_size_is_refused(where: Where) -
     other.load_state_dict(saved)
     with pytest.raises(InvalidArgument, match="global batch size 4, and this one's is 2"):
         list(other)
+
+
+def _map_loader(where: Where, kind: str, transform: Any) -> tuple[Any, Any]:
+    ds = MapDataset.from_prefix(where.url("d/"), transform=transform, **where.kwargs)
+    if kind == "batch_sampler":
+        owner: Any = ResumableBatchSampler(ds, 2, shuffle=False)
+        return owner, torch.utils.data.DataLoader(ds, batch_sampler=owner, collate_fn=list)
+    owner = ResumableSampler(ds, 2, shuffle=False)
+    return owner, torch.utils.data.DataLoader(ds, sampler=owner, batch_size=2, collate_fn=list)
+
+
+@pytest.mark.parametrize("kind", ["batch_sampler", "sampler"])
+def test_a_batch_whose_read_failed_is_not_counted_by_the_sampler(where: Where,
+                                                                 kind: str) -> None:
+    # With num_workers=0 the sampler counted a batch as consumed when it
+    # handed out its indices; the DataLoader then read it, and a transform
+    # (or a download) that failed there left the batch counted: a state
+    # saved in an ``except`` pointed past it, and the resume skipped it.
+    data = seed(where)
+    want = [data[f"d/{i:02d}"] for i in range(COUNT)]
+    owner, loader = _map_loader(where, kind, Refuses(4))  # the last sample of batch 2
+    trained: list[bytes] = []
+    with pytest.raises(ValueError, match="bad sample at call 4"):
+        for batch in loader:
+            trained += batch
+    assert trained == want[:2]
+    state = owner.state_dict()
+    assert state["samples"] == 2  # batch 2 never reached the loop
+    resumed, again = _map_loader(where, kind, bytes)
+    resumed.load_state_dict(state)
+    rest = [s for batch in again for s in batch]
+    assert trained + rest == want  # every sample once: none skipped
+    # A loop that skips a batch it could not read and goes on counts it
+    # once it takes the next: a resume then repeats nothing.
+    owner, loader = _map_loader(where, kind, Refuses(4))
+    it = iter(loader)
+    assert next(it) == want[:2]
+    with pytest.raises(ValueError, match="bad sample"):
+        next(it)
+    assert owner.state_dict()["samples"] == 2
+    assert next(it) == want[4:6]
+    assert owner.state_dict()["samples"] == 6
+
+
+@pytest.mark.parametrize("how", ["item", "batch", "stream", "worker"])
+def test_a_transform_error_names_the_object_it_was_given(where: Where, how: str) -> None:
+    # A decoder's own error ("cannot identify image file <_io.BytesIO ...>")
+    # names no object: among a million, the one to look at was unknown.
+    seed(where)
+    bad = f"{where.url('d/03')}"
+
+    def refuses_03(data: bytes | bytearray) -> bytes:
+        if data[0] == 3:
+            raise ValueError("not an image")
+        return bytes(data)
+
+    if how == "item":
+        ds: Any = MapDataset.from_prefix(where.url("d/"), transform=refuses_03, **where.kwargs)
+        run = lambda: ds[3]  # noqa: E731
+    elif how == "batch":
+        ds = MapDataset.from_prefix(where.url("d/"), transform=refuses_03, **where.kwargs)
+        run = lambda: ds.__getitems__([1, 2, 3, 4])  # noqa: E731
+    else:
+        ds = stream_of(where, transform=refuses_03)
+        loader = torch.utils.data.DataLoader(ds, batch_size=1, collate_fn=list,
+                                             num_workers=1 if how == "worker" else 0,
+                                             multiprocessing_context="fork"
+                                             if how == "worker" else None)
+        run = lambda: list(loader)  # noqa: E731
+    with pytest.raises(ValueError) as caught:
+        run()
+    # The transform's own exception (its type, for an ``except`` of it), noted.
+    text = "".join(traceback.format_exception(caught.value))
+    assert "not an image" in text
+    assert f"the transform raised this on {bad}" in text, text

@@ -92,6 +92,29 @@ def test_the_length_after_a_resumed_epoch_tracked_through_workers(where: Where) 
     assert len(list(owner.track(loader))) == len(loader) == 5
 
 
+@pytest.mark.parametrize("where", ["file"], indirect=True)
+def test_a_tracked_pass_left_early_through_workers_moves_on_to_the_next_epoch(
+        where: Where) -> None:
+    # A loop of a few steps per epoch (``break``), without set_epoch: the
+    # pass ran in the workers only, and the main process's copy stayed at
+    # epoch 0, so every "epoch" trained the same first batches of epoch 0
+    # (with num_workers=0, or a sampler, each pass moved on).
+    data = seed_data(where, 20)
+    (owner, loader), = parts(where, "iterable", 1, 2, 4, 7)
+    objects = objects_of(owner)
+    for epoch in range(3):
+        got = []
+        for step, batch in enumerate(owner.track(loader), 1):
+            got.append(batch)
+            if step == 2:
+                break
+        # The state still says where this pass stopped...
+        assert (owner.state_dict()["epoch"], owner.state_dict()["samples"]) == (epoch, 8)
+        assert got == expected(where, data, objects, 7, epoch, 4)[:2], epoch
+        # ...and the next pass is the next epoch.
+        assert owner.epoch == epoch + 1
+
+
 @pytest.mark.parametrize("set_epoch", [True, False])
 @pytest.mark.parametrize("kind", ["map", "sampler", "iterable"])
 def test_a_plain_epoch_after_a_tracked_one_counts_by_itself(where: Where, kind: str,
