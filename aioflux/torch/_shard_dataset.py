@@ -23,9 +23,10 @@ from .._core.types import ObjectInfo
 from .._core.validate import Credentials, check_bool, check_int
 from .._engines.hedge import HedgeAfter
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
+from .._engines.shards import ShardsDone
 from ._order import DataProgress, RankBatches, dist_rank, track
 from ._rank_listing import Listing
-from ._shard_order import iter_runs, shard_epoch_order, shards_fingerprint
+from ._shard_order import iter_runs, last_positions, shard_epoch_order, shards_fingerprint
 from ._shard_source import Decode, ShardSource, list_shards
 
 __all__ = ["DEFAULT_READS_IN_FLIGHT", "DEFAULT_SHARD_PREFETCH_BYTES", "DEFAULT_SHUFFLE_WINDOW",
@@ -280,14 +281,16 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         info = torch.utils.data.get_worker_info()
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
         current = self._progress.begin(worker, workers)
-        batches = RankBatches(self._order(current.epoch), current.start,
-                              self._progress.global_batch, self.rank, self.world_size,
-                              self.drop_last)
+        order = self._order(current.epoch)
+        batches = RankBatches(order, current.start, self._progress.global_batch, self.rank,
+                              self.world_size, self.drop_last)
         mine = batches.of_worker(worker, workers, current.skip)
         # The runs are cut as the reads get to them (on the portal's loop),
         # a chunk of batches at a time: the worker's samples of the epoch
         # made whole first took 90 to 190 bytes a sample.
-        runs = iter_runs(_chunks(batches, mine), self._shards.starts, self.samples_per_read)
+        runs = iter_runs(_chunks(batches, mine, self._compressed_ends(order), current.start,
+                                 self._progress.global_batch),
+                         self._shards.starts, self.samples_per_read)
         ends = iter(mine)
         j, left = -1, 0  # the batch the next sample belongs to, and its samples to come
         for run, regions in self._shards.reads(runs, limit=self.reads_in_flight,
@@ -301,6 +304,16 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                     current.handed = j + 1  # before the yield: a state taken now has it
                 yield sample
         self._progress.finish(current)
+
+    def _compressed_ends(self, order: array.array[int]) -> list[tuple[int, int]]:
+        """``(position of its last sample in order, shard)`` of each compressed
+        shard, by position: where the reads may let its cursor go."""
+        compressed = [k for k, (_, index) in enumerate(self._shards.shards)
+                      if index.compression is not None]
+        if not compressed:
+            return []
+        last = last_positions(order, self._shards.starts)
+        return sorted((last[k], k) for k in compressed if last[k] >= 0)
 
     def track(self, loader: Iterable[T]) -> Iterator[T]:
         """Iterate ``loader`` (a DataLoader over this dataset), counting what the loop takes.
@@ -370,10 +383,24 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                     "repeat some samples and skip others)")
 
 
-def _chunks(batches: RankBatches, mine: Iterable[int]) -> Iterator[list[int]]:
-    """The samples of batches ``mine``, about :data:`_CHUNK_SAMPLES` at a time."""
+def _chunks(batches: RankBatches, mine: Iterable[int], ends: Sequence[tuple[int, int]],
+            start: int, global_batch: int) -> Iterator[list[int] | ShardsDone]:
+    """The samples of batches ``mine``, about :data:`_CHUNK_SAMPLES` at a time,
+    and before each batch, the shards of ``ends`` (``(last position, shard)``,
+    by position) that no sample from there on is of."""
     chunk: list[int] = []
+    k = 0
     for j in mine:
+        reached = start + j * global_batch  # where global batch j starts in the order
+        done = k
+        while done < len(ends) and ends[done][0] < reached:
+            done += 1
+        if done > k:
+            if chunk:
+                yield chunk
+                chunk = []
+            yield ShardsDone(tuple(shard for _, shard in ends[k:done]))
+            k = done
         chunk.extend(batches[j])
         if len(chunk) >= _CHUNK_SAMPLES:
             yield chunk

@@ -31,12 +31,12 @@ import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from .._engines.shards import Run, ShardIndex
+from .._engines.shards import Run, ShardIndex, ShardsDone
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["iter_runs", "runs_of", "shard_epoch_order", "shards_fingerprint"]
+__all__ = ["iter_runs", "last_positions", "runs_of", "shard_epoch_order", "shards_fingerprint"]
 
 
 def shard_epoch_order(counts: Sequence[int], *, seed: int, epoch: int, shuffle: bool,
@@ -118,11 +118,12 @@ def runs_of(samples: Sequence[int], starts: Sequence[int], samples_per_read: int
     Returns:
         The runs, in order.
     """
-    return list(iter_runs([samples], starts, samples_per_read))
+    return [run for run in iter_runs([samples], starts, samples_per_read)
+            if isinstance(run, Run)]  # no markers among plain samples
 
 
-def iter_runs(chunks: Iterable[Sequence[int]], starts: Sequence[int],
-              samples_per_read: int) -> Iterator[Run]:
+def iter_runs(chunks: Iterable[Sequence[int] | ShardsDone], starts: Sequence[int],
+              samples_per_read: int) -> Iterator[Run | ShardsDone]:
     """:func:`runs_of` over ``chunks`` joined, cut a chunk at a time.
 
     A worker's samples of an epoch, made whole before its first read, took
@@ -132,18 +133,27 @@ def iter_runs(chunks: Iterable[Sequence[int]], starts: Sequence[int],
     whether it goes on there, so the runs are the very same.
 
     Args:
-        chunks: sample numbers, in the order wanted, a few at a time.
+        chunks: sample numbers, in the order wanted, a few at a time, and
+            :class:`ShardsDone` markers between them (passed on after the
+            runs before them).
         starts: each shard's first sample number (the total last).
         samples_per_read: samples per read.
 
     Yields:
-        The runs, in order.
+        The runs, in order, and the markers.
     """
     import numpy as np
 
     firsts = np.asarray(starts, dtype=np.int64)
     held: tuple[int, int, list[int]] | None = None  # shard, read, samples of the open run
     for chunk in chunks:
+        if isinstance(chunk, ShardsDone):
+            # A run held open is of a shard with samples to come, or it ends here.
+            if held is not None and held[0] in chunk.shards:
+                yield Run(held[0], tuple(held[2]))
+                held = None
+            yield chunk
+            continue
         if not len(chunk):
             continue
         numbers = np.asarray(chunk, dtype=np.int64)
@@ -162,6 +172,30 @@ def iter_runs(chunks: Iterable[Sequence[int]], starts: Sequence[int],
             held = (shards[a], reads[a], locals_[a:b])
     if held is not None:
         yield Run(held[0], tuple(held[2]))
+
+
+def last_positions(order: array.array[int], starts: Sequence[int]) -> list[int]:
+    """Where each shard's last sample is in ``order`` (-1: a shard with none).
+
+    Args:
+        order: an epoch order (sample numbers).
+        starts: each shard's first sample number (the total last).
+
+    Returns:
+        Per shard, a position in ``order``.
+    """
+    import numpy as np
+
+    firsts = np.asarray(starts, dtype=np.int64)
+    last = np.full(len(starts) - 1, -1, dtype=np.int64)
+    numbers = np.frombuffer(order, dtype=np.int64) if len(order) else np.empty(0, np.int64)
+    step = 1 << 20  # a piece at a time: the positions of a whole epoch took 8 bytes a sample
+    for at in range(0, len(numbers), step):
+        shard = np.searchsorted(firsts, numbers[at:at + step], side="right") - 1
+        # The last occurrence of each shard in this piece (later pieces overwrite).
+        found, first_from_end = np.unique(shard[::-1], return_index=True)
+        last[found] = at + len(shard) - 1 - first_from_end
+    return [int(x) for x in last.tolist()]
 
 
 def shards_fingerprint(urls: Sequence[str], indexes: Sequence[ShardIndex]) -> str:

@@ -40,6 +40,7 @@ from .._engines.shards import (
     IndexCache,
     Run,
     ShardIndex,
+    ShardsDone,
     chain_counts,
     default_index_dir,
     expand_braces,
@@ -179,7 +180,7 @@ class ShardSource:
             self._hedger = (os.getpid(), Hedger(self.hedge_after, max_concurrency=permits))
         return self._hedger[1]
 
-    def reads(self, runs: Iterable[Run], *, limit: int,
+    def reads(self, runs: Iterable[Run | ShardsDone], *, limit: int,
               max_bytes: int) -> Iterator[tuple[Run, list[bytes]]]:
         """Read ``runs`` (taken as room frees) on this process's store, a window in flight
         (see ``read_runs``)."""

@@ -8,6 +8,7 @@ import bz2
 import lzma
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,3 +102,52 @@ def test_patterns_joined_by_two_colons_are_read_one_after_the_other(tmp_path: Pa
     assert both.counts == [2, 2, 2]
     assert [both[i]["__key__"].split("/")[0] for i in range(6)] == [
         "a-0", "a-0", "a-1", "a-1", "b-0", "b-0"]
+
+
+@pytest.mark.parametrize(("world", "rank", "suffix"),
+                         [(1, 0, ".jsonl.gz"), (2, 0, ".jsonl.gz"), (3, 2, ".jsonl.gz"),
+                          (2, 1, ".tar.gz")])
+def test_a_compressed_shard_s_cursor_goes_once_its_samples_are_read(
+        tmp_path: Path, world: int, rank: int, suffix: str) -> None:
+    # A cursor holds its shard's compressed block, a decompressed piece and the
+    # decoder (MiBs). Each was kept to the end of the pass: it was dropped only
+    # at the end of the data, which a run never reaches (a line's newline, a
+    # tar's end blocks come after the last sample), nor, under DDP or with
+    # DataLoader workers, a run of an iterator that does not get the shard's
+    # last sample. Memory grew with every compressed shard of the epoch.
+    import gc
+    import gzip
+    import weakref
+
+    from aioflux._engines.shards import _compressed
+
+    where = Where("file", f"file://{tmp_path}/root", None)
+    for n in range(12):
+        if suffix == ".tar.gz":
+            data = tar_shard(make_samples(f"s{n}/", 40))
+        else:
+            data = jsonl({"shard": n, "line": i} for i in range(40))
+        where.put(f"s{n:02d}{suffix}", gzip.compress(data))
+    live: weakref.WeakSet[_compressed.Cursor] = weakref.WeakSet()
+    made = _compressed.Cursor.__init__
+
+    def counted(self: _compressed.Cursor, *args: Any, **kwargs: Any) -> None:
+        live.add(self)
+        made(self, *args, **kwargs)
+
+    ds = ShardDataset.from_prefix(where.root, format="tar" if suffix == ".tar.gz" else "lines",
+                                  index_dir=tmp_path / "idx", samples_per_read=8,
+                                  shuffle_window=8, batch_size=2, world_size=world, rank=rank,
+                                  prefetch_bytes=1 << 16, reads_in_flight=2)
+    most = seen = 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_compressed.Cursor, "__init__", counted)
+        for _ in ds:
+            seen += 1
+            gc.collect()
+            most = max(most, len(live))
+    assert seen == len(ds)
+    # Shard after shard (a window of one read): the shard being read, and
+    # the next ones the reads in flight have started.
+    assert most <= 3, most
+    assert len(live) == 0

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from aioflux.torch._shard_order import iter_runs, runs_of, shard_epoch_order
+from aioflux._engines.shards import Run, ShardsDone
+from aioflux.torch._shard_order import iter_runs, last_positions, runs_of, shard_epoch_order
 
 
 def _order(counts: list[int], sequential: list[bool] | None = None,
@@ -80,3 +81,21 @@ def test_runs_cut_a_chunk_at_a_time_are_the_runs_of_the_whole(size: int) -> None
     assert list(iter_runs(iter(chunks), starts, 8)) == whole
     assert len(whole) < len(order) // 2  # runs of many samples, many of them across chunks
     assert list(iter_runs([], starts, 8)) == runs_of([], starts, 8) == []
+
+
+@pytest.mark.parametrize("counts", [[35, 0, 1, 64, 7], [0], [], [1000]])
+def test_last_positions_are_where_each_shard_is_last_seen(counts: list[int]) -> None:
+    order = _order(counts, [True] * len(counts))
+    starts = _starts(counts)
+    want = [-1] * len(counts)
+    for pos, number in enumerate(order):
+        want[max(k for k in range(len(counts)) if starts[k] <= number)] = pos
+    assert last_positions(order, starts) == want  # type: ignore[arg-type]
+
+
+def test_a_marker_passes_after_the_runs_before_it_and_closes_its_shard_s_open_run() -> None:
+    starts = [0, 10, 20]
+    got = list(iter_runs([[0, 1], [2], ShardsDone((0,)), [10, 11], ShardsDone((2,)), [12]],
+                         starts, 5))
+    # Shard 0's run ends at the marker; shard 1's goes on across the other one.
+    assert got == [Run(0, (0, 1, 2)), ShardsDone((0,)), ShardsDone((2,)), Run(1, (0, 1, 2))]

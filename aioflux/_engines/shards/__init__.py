@@ -24,7 +24,7 @@ from ._index import (
     default_index_dir,
     encode_index,
 )
-from ._spans import Run, read_runs
+from ._spans import Run, ShardsDone, read_runs
 from ._writer import (
     DEFAULT_MAX_COUNT,
     DEFAULT_MAX_SIZE,
@@ -45,6 +45,7 @@ __all__ = [
     "ShardFormat",
     "ShardIndex",
     "ShardPacker",
+    "ShardsDone",
     "chain_counts",
     "check_compression",
     "compressing",

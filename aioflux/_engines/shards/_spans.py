@@ -17,16 +17,21 @@ read that is slow to complete, as the download planner does.
 A compressed shard cannot be read from the middle: its runs are served by
 one cursor per shard that decompresses front to back (a run behind the
 cursor starts it over), which is why the epoch order keeps each compressed
-shard's runs in ascending order. With a disk cache it holds, a compressed
-shard is decompressed once per machine into its read units instead (see
-:mod:`._compressed`).
+shard's runs in ascending order. A cursor holds MiBs (a compressed block,
+a decompressed piece, the decoder): the runs say, with a :class:`ShardsDone`
+among them, which shards no later run reads, and their cursors go once
+their last runs are read (the data's end, where a cursor would go by
+itself, is past the last sample, and a rank or worker that does not get a
+shard's last sample never reaches it). With a disk cache it holds, a
+compressed shard is decompressed once per machine into its read units
+instead (see :mod:`._compressed`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncGenerator, Awaitable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Iterable, Iterator, Sequence
 
 from ..._core.crc import crc32c, encode_crc32c
 from ..._core.errors import ChecksumMismatch, NotFound, PreconditionFailed
@@ -38,7 +43,8 @@ from ..hedge import Hedger
 from ._compressed import Cursor, fits, unit_from_cache
 from ._index import ShardIndex
 
-__all__ = ["Run", "read_runs"]
+__all__ = ["Run", "ShardsDone", "read_runs"]
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Run:
@@ -53,11 +59,24 @@ class Run:
     samples: tuple[int, ...]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShardsDone:
+    """Among the runs: no run after this one reads these shards.
+
+    Attributes:
+        shards: positions in the dataset's shard list.
+    """
+
+    shards: tuple[int, ...]
+
+
 @dataclasses.dataclass
 class _Shard:
     info: ObjectInfo
     index: ShardIndex
     cursor: Cursor | None = None
+    runs: int = 0  # runs handed to the window and not yet read
+    done: bool = False  # no later run reads the shard: its cursor goes after them
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
 
 
@@ -92,7 +111,7 @@ def _checked(shard: _Shard, data: bytes, base: int, samples: Sequence[int]) -> l
 
 
 async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, ShardIndex]],
-                    runs: Iterable[Run], *, limit: int, max_bytes: int,
+                    runs: Iterable[Run | ShardsDone], *, limit: int, max_bytes: int,
                     unit: int = 1, cache: DiskCache | None = None,
                     hedger: Hedger | None = None
                     ) -> AsyncGenerator[tuple[Run, list[bytes]], None]:
@@ -101,7 +120,9 @@ async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, Shard
     Args:
         store: the shards' store.
         shards: each shard and its index (what :attr:`Run.shard` numbers).
-        runs: the runs, in the order wanted.
+        runs: the runs, in the order wanted, with :class:`ShardsDone` markers
+            (optional: without them a cursor lasts until its data ends or
+            the runs do).
         limit: runs in flight.
         max_bytes: bytes in flight or read and not yet yielded (one run always reads).
         unit: samples per read unit (a cache entry; see the module).
@@ -140,8 +161,29 @@ async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, Shard
         start = min(offsets[k] for k in run.samples)
         return start, max(offsets[k] + lengths[k] for k in run.samples)
 
+    def counted(items: Iterable[Run | ShardsDone]) -> Iterator[Run]:
+        for item in items:
+            if isinstance(item, Run):
+                shard = state[item.shard]
+                shard.runs += 1  # as the window takes it: before its job starts
+                shard.done = False  # read again (a padded pass wraps around)
+                yield item
+                continue
+            for k in item.shards:
+                state[k].done = True
+                if state[k].runs == 0:
+                    state[k].cursor = None
+
     async def job(run: Run) -> list[bytes]:
         shard = state[run.shard]
+        try:
+            return await read(shard, run)
+        finally:
+            shard.runs -= 1
+            if shard.done and shard.runs == 0:
+                shard.cursor = None
+
+    async def read(shard: _Shard, run: Run) -> list[bytes]:
         start, end = span(run)
         if shard.index.compression is None:
             if cache is None:
@@ -184,6 +226,6 @@ async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, Shard
         start, end = span(run)
         return end - start
 
-    async for run, regions in window(runs, job, limit=limit, ordered=True,
+    async for run, regions in window(counted(runs), job, limit=limit, ordered=True,
                                      max_bytes=max_bytes, nbytes=nbytes):
         yield run, regions
