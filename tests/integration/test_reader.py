@@ -427,3 +427,40 @@ def test_a_stat_beside_failing_fails_the_read_and_the_next_asks_again(
         assert r.tell() == 0
         assert r.read() == blob
         assert r.info.crc32c == google_crc32c.value(blob)  # checked against it
+
+
+@pytest.mark.parametrize("stat_beside", [False, True])
+def test_lines_read_front_to_back_are_checked_and_are_io_s(
+        sync_client: Client, bucket: str, emulator: Emulator,
+        monkeypatch: pytest.MonkeyPatch, stat_beside: bool) -> None:
+    # Lines within a block held are sliced from it (not through read());
+    # the block's start still goes through the check, so a flipped byte in
+    # any block fails the pass, and the lines are io's, sizes included.
+    rng = random.Random(7)
+    data = b"".join(b"x" * rng.randrange(0, 300) + b"\n" for _ in range(4000))
+    good = google_crc32c.value(data)
+    sync_client.write(bucket, "lines", data)
+    bad = bytearray(data)
+    bad[len(data) // 2 + 3] ^= 1  # mid-block, where the fast path slices
+    emulator.store.put(bucket, "bad-lines", bytes(bad), crc32c=good)
+    listed = {name: _as_listed(sync_client, bucket, name) for name in ("lines", "bad-lines")}
+    if stat_beside:
+        _stat_after_first_get(monkeypatch, sync_client)
+    options = ReaderOptions(block_size=100 * KiB, read_ahead=2)
+
+    def reader(name: str) -> ObjectReader:
+        if stat_beside:
+            return ObjectReader(sync_client.aio, bucket, name, info=listed[name], recent=True,
+                                stat_beside=True, options=options)
+        return ObjectReader(sync_client.aio, bucket, name, options=options)
+
+    with reader("lines") as r:
+        assert list(r) == io.BytesIO(data).readlines()
+        assert r._crc_next * r.block_size >= len(data) and r._corrupt is None
+    with reader("lines") as r:
+        ref = io.BytesIO(data)
+        for size in [7, 1, 0, 500, -1] * 2000:
+            assert r.readline(size) == ref.readline(size)
+    with reader("bad-lines") as r, pytest.raises(ChecksumMismatch, match="bad-lines"):
+        for _ in r:
+            pass
