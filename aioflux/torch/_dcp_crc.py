@@ -218,14 +218,23 @@ def truncated(info: ObjectInfo, needed: int, have: int) -> ChecksumMismatch:
         "(truncated)", operation="read", bucket=info.bucket, name=info.name)
 
 
-def check_whole_file(store: ObjectStore, bucket: str, name: str) -> None:
+def check_whole_file(store: ObjectStore, bucket: str, name: str, *,
+                     info: ObjectInfo | None = None) -> None:
     """Read a data file through, its crc32c checked.
+
+    Args:
+        store: the file's store.
+        bucket: its bucket.
+        name: its object name.
+        info: the version to read (a load's: the one its items were read
+            at); None: the current one.
 
     Raises:
         ChecksumMismatch: its bytes are not the ones the store recorded.
+        NotFound: the file (or ``info``'s version of it) is gone.
         StorageError: the read failed.
     """
-    with ObjectReader(store, bucket, name) as reader:  # bounded read-ahead
+    with ObjectReader(store, bucket, name, info=info) as reader:  # bounded read-ahead
         while reader.read(_CHECK_CHUNK):
             pass  # its last read raises ChecksumMismatch if the crc32c differs
 
@@ -234,7 +243,8 @@ def check_tiled_files(ranges: dict[str, tuple[ObjectInfo, dict[tuple[int, int], 
     """The crc32c of each data file whose ranges this load read tile it
     whole, against the file's: ranged reads carry no checksum of their
     own, while the store states each object's (``ChecksumMismatch`` if
-    the bytes DCP loaded, or a file replaced between ranges, differ).
+    the bytes DCP loaded differ; a file replaced between ranges fails
+    their reads, pinned to one version: ``_dcp_pins``).
 
     Args:
         ranges: by data file URL, its metadata and the crc32c of each

@@ -13,7 +13,9 @@ two (DCP writes a temporary name and renames it: on a store with
 compose a single-source compose plus a delete, else a copy plus a delete).
 Reads fetch exactly each plan item's
 byte range, several items ahead within a byte budget, instead of streaming
-whole files. Each item's bytes must have the crc32c the writer recorded as
+whole files, each at the version of its file the load's one stat of it
+found (``_dcp_pins``: a file replaced mid-load is a ``PreconditionFailed``,
+never items of two versions). Each item's bytes must have the crc32c the writer recorded as
 it wrote them (``.metadata.crc32c``, written just before ``.metadata``, or
 ``__<rank>.metadata.crc32c`` beside a rank's own metadata: ``_dcp_crc``),
 so a load of some items (the model without the optimizer) is checked too;
@@ -61,7 +63,6 @@ from ._dcp_crc import (
     RecordingWriter,
     Segments,
     check_tiled_files,
-    check_whole_file,
     decode_item_crcs,
     encode_item_crcs,
     item_mismatch,
@@ -69,6 +70,7 @@ from ._dcp_crc import (
     split_item_crcs,
     truncated,
 )
+from ._dcp_pins import PinnedFiles
 from ._zip_crc import without_zip_crc32
 
 __all__ = ["GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"]
@@ -112,6 +114,9 @@ class GcsFileSystem(FileSystemBase):
         # their exceptions (threading.excepthook), so GcsStorageWriter
         # names them from here.
         self.failures: list[BaseException] = []
+        # While a load reads (GcsStorageReader.read_data): the version of
+        # each data file it reads, which opening one for reading takes.
+        self.pinned: PinnedFiles | None = None
 
     def locate(self, path: str | os.PathLike[str], *,
                require_object: bool = True) -> tuple[ObjectStore, StoreURL]:
@@ -144,6 +149,8 @@ class GcsFileSystem(FileSystemBase):
 
         Yields:
             The file object; a writer publishes only if the block succeeds.
+            A reader opened while a load reads (:attr:`pinned`) is at the
+            version of the file the load reads.
 
         Raises:
             InvalidArgument: a mode other than ``"rb"`` and ``"wb"``.
@@ -161,7 +168,8 @@ class GcsFileSystem(FileSystemBase):
                 raise
             self.written[os.fspath(path)] = writer.segments  # for the items' crc32c
         elif "r" in mode:
-            with ObjectReader(store, bucket, name) as reader:
+            info = None if self.pinned is None else self.pinned.info(store, bucket, name)
+            with ObjectReader(store, bucket, name, info=info) as reader:
                 yield reader
         else:
             raise InvalidArgument(f"open {path}: mode must be 'rb' or 'wb', got {mode!r}")
@@ -482,6 +490,8 @@ class GcsStorageReader(FileSystemReader):
         self._item_crcs: dict[tuple[str, int, int], int] = {}
         # The save the metadata being loaded is of (its storage_meta's save_id).
         self._save_id: str | None = None
+        # The version of each data file the load reads (see _dcp_pins).
+        self._pinned = PinnedFiles()
 
     def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool,
                               *args: Any, **kwargs: Any) -> None:
@@ -512,8 +522,7 @@ class GcsStorageReader(FileSystemReader):
         future = self._inflight.get(key)
         if future is None:
             store, (bucket, name) = self.fs.locate(key[0])  # type: ignore[attr-defined]
-            future = get_portal().submit(store.fetch(bucket, name, start=key[1],
-                                                     end=key[1] + key[2], want_crc=True))
+            future = self._pinned.fetch(store, bucket, name, key[1], key[1] + key[2])
             self._inflight[key] = future
         return future
 
@@ -522,7 +531,9 @@ class GcsStorageReader(FileSystemReader):
 
         Each item's bytes are checked against the crc32c the writer
         recorded; a load that reads every item of a data file also checks
-        their combined crc32c against the file's.
+        their combined crc32c against the file's. Every read of a data file
+        is of one version, the one its first stat found (at most one stat
+        per file: the stat its open took anyway).
 
         Args:
             plan: this rank's load plan.
@@ -533,6 +544,10 @@ class GcsStorageReader(FileSystemReader):
 
         Raises:
             ChecksumMismatch: an item's or a data file's bytes differ.
+            PreconditionFailed: a data file changed (or was deleted) during
+                the load, after its first stat: its items would mix two
+                versions (a checkpoint torch's writer wrote has no items'
+                crc32c to catch it).
             StorageError: a read failed.
         """
         # Replay DCP's own iteration order (grouped by file, plan order within)
@@ -546,6 +561,8 @@ class GcsStorageReader(FileSystemReader):
         self._ranges = {}
         self._loading = None
         self._item_crcs = self._read_item_crcs()
+        fs: GcsFileSystem = self.fs  # type: ignore[assignment]
+        fs.pinned = self._pinned  # DCP's opens of the data files: at the load's versions
         try:
             try:
                 done = super().read_data(plan, planner)  # reads every item before it returns
@@ -554,18 +571,21 @@ class GcsStorageReader(FileSystemReader):
                     # torch failed on an item's bytes ("failed finding central
                     # directory"): a byte flipped in an item's zip framing
                     # fails there before the whole-file check below, so the
-                    # file is read through once (crc32c checked) to tell a
-                    # corrupt file (ChecksumMismatch) from any other failure.
+                    # file is read through once (crc32c checked, at the
+                    # version loaded) to tell a corrupt file
+                    # (ChecksumMismatch) from any other failure.
                     store, (bucket, name) = self.fs.locate(  # type: ignore[attr-defined]
                         self._loading)
-                    check_whole_file(store, bucket, name)
+                    self._pinned.check_whole_file(store, bucket, name)
                 raise
             check_tiled_files(self._ranges)
             return done
         finally:
+            fs.pinned = None
             for future in self._inflight.values():
                 future.cancel()
             self._inflight.clear()
+            self._pinned.clear()
             self._queue.clear()
             self._ranges = {}
             self._release()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import errno
+import fcntl
 import os
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 
 from aioflux import LocalStore, ObjectInfo
 from aioflux._core.urls import parse_url
-from aioflux._engines.cache import DiskCache, _files, info
+from aioflux._engines.cache import DiskCache, Unclaimable, _files, info
 
 Data = bytes | bytearray
 
@@ -179,3 +180,101 @@ async def test_a_leftover_temporary_that_cannot_be_removed_costs_no_read(
     assert refused == [str(leftover)]
     assert (second.stats.hits, second.stats.stored, objects.reads) == (1, 2, 3)
     assert info(str(root)).temporaries == 1  # left, for `aioflux cache info` to show
+
+
+async def test_a_lock_file_that_stays_stale_is_read_around_not_spun_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A lock directory on NFS whose lock files' stat fails with ESTALE for
+    # good: each lock opened and flocked fine, but was never shown to be
+    # the file at its path, which try_lock took for a holder's unlink and
+    # tried again, forever, on the event loop (every read of the process
+    # stalled). A persistent failure is the cache unusable for the entry.
+    objects = Objects(tmp_path / "data", 3)
+    listed = await objects.listed()
+    root = tmp_path / "cache"
+    cache = DiskCache(root, 10_000_000)
+    assert await cache.get_many(listed[:1], objects.fetch) == objects.expected(listed[:1])
+    locks = str(root / "locks")
+    stat = os.stat
+    stale = 0
+
+    def stale_under_locks(path: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal stale
+        if isinstance(path, (str, os.PathLike)) and os.path.dirname(os.fspath(path)) == locks:
+            stale += 1
+            if stale > 10_000:  # a spin fails the test rather than hanging it
+                raise AssertionError("try_lock spins on a lock file it can never check")
+            raise OSError(errno.ESTALE, os.strerror(errno.ESTALE), os.fspath(path))
+        return stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stale_under_locks)
+    assert await cache.get_many(listed, objects.fetch) == objects.expected(listed)
+    assert objects.reads == 1 + 2  # the two misses fetched around the cache
+    assert (cache.stats.hits, cache.stats.errors, cache.stats.stored) == (1, 2, 1)
+    with pytest.raises(Unclaimable, match="Stale"):
+        await cache.claim(listed[1])
+    assert cache.stats.errors == 3
+    assert 0 < stale <= 100  # a few checks per lock, not a spin
+    monkeypatch.undo()
+    # Nothing was left locked: the entries are filled once the disk recovers.
+    assert await cache.get_many(listed, objects.fetch) == objects.expected(listed)
+    assert (cache.stats.stored, objects.reads) == (3, 5)
+    assert await cache.get_many(listed, objects.fetch) == objects.expected(listed)
+    assert (cache.stats.hits, objects.reads) == (1 + 1 + 3, 5)
+
+
+async def test_a_lock_whose_check_fails_is_released_not_left_held(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The lock taken, checking it is the file at its path failed (fstat of
+    # the locked descriptor: ESTALE, EIO): try_lock raised with the
+    # descriptor still open and locked. The read went around the cache, but
+    # the entry stayed locked for the life of the process, and every later
+    # lookup of it, here or in any process of the machine, waited for a
+    # filler that would never come (wait_limit: 10 minutes by default).
+    objects = Objects(tmp_path / "data", 3)
+    listed = await objects.listed()
+    root = tmp_path / "cache"
+    cache = DiskCache(root, 10_000_000, wait_limit=2.0)
+    locks = str(root / "locks")
+    fstat = os.fstat
+
+    def stale_lock_fds(fd: int) -> os.stat_result:
+        if os.path.dirname(os.readlink(f"/proc/self/fd/{fd}")) == locks:
+            raise OSError(errno.ESTALE, os.strerror(errno.ESTALE))
+        return fstat(fd)
+
+    monkeypatch.setattr(os, "fstat", stale_lock_fds)
+    assert await cache.get_many(listed, objects.fetch) == objects.expected(listed)
+    assert (objects.reads, cache.stats.errors, cache.stats.stored) == (3, 3, 0)
+    monkeypatch.undo()
+    other = DiskCache(root, 10_000_000, wait_limit=2.0)
+    assert await other.get_many(listed, objects.fetch) == objects.expected(listed)
+    assert (other.stats.waits, other.stats.stored, objects.reads) == (0, 3, 6)
+
+
+async def test_a_usage_lock_that_cannot_be_taken_leaks_no_descriptor(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A limited write locks the usage file; its flock failing (ENOLCK: an
+    # NFS lock daemon gone) left the usage file's descriptor open, one per
+    # entry written: an epoch of misses ran the process out of descriptors,
+    # and then every open failed, the dataset's own reads and sockets too.
+    objects = Objects(tmp_path / "data", 20)
+    listed = await objects.listed()
+    root = tmp_path / "cache"
+    cache = DiskCache(root, 10_000_000)
+    usage = str(root / "usage")
+    flock = fcntl.flock
+
+    def no_locks_on_usage(fd: int, operation: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}") == usage and operation & fcntl.LOCK_EX:
+            raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+        flock(fd, operation)
+
+    await cache.get_many(listed[:1], objects.fetch)  # opened: its first write recounts
+    before = len(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(fcntl, "flock", no_locks_on_usage)
+    assert await cache.get_many(listed, objects.fetch) == objects.expected(listed)
+    assert (cache.stats.errors, cache.stats.stored, cache.stats.hits) == (19, 1, 1)
+    assert len(os.listdir("/proc/self/fd")) <= before + 2  # not one per entry written
+    monkeypatch.undo()
+    assert info(str(root)).temporaries == 0

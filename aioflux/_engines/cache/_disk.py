@@ -133,8 +133,9 @@ os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 class Unclaimable(Exception):
     """A :meth:`DiskCache.claim` that cannot be taken at all (no version to
-    key it by, or a lock the cache cannot make: a read-only or full disk):
-    not "another process holds it", which is worth waiting for."""
+    key it by, or a lock the cache cannot make or check: a read-only or full
+    disk, a lock file whose stat keeps failing): not "another process holds
+    it", which is worth waiting for."""
 
 
 @dataclass

@@ -72,6 +72,14 @@ EVICT_SLACK = 0.1
 
 MISS, CORRUPT = "miss", "corrupt"
 
+# Attempts at an entry's lock before it counts as unusable, when the file
+# locked is not the one at its path. A holder's unlink between our open and
+# our flock is a race a retry wins (another holder must take and release it
+# in between for the next to lose as well); losing every time is a path that
+# never names the file opened (an NFS lock directory whose stat fails with
+# ESTALE for good), which retried without end spun on the event loop.
+_LOCK_ATTEMPTS = 8
+
 # The names the cache writes: an entry ``entries/<2 hex>/<62 hex>`` (the
 # sha256 of its key, split), a temporary ``tmp/<64 hex>.<pid>.<8 hex>`` and
 # the marker's temporary ``<MARKER>.<pid>.<8 hex>``.
@@ -201,10 +209,17 @@ class Layout:
 def try_lock(path: str) -> int | None:
     """Take the lock file ``path`` without waiting: its fd, or None if held.
 
+    Args:
+        path: the lock file.
+
+    Returns:
+        The locked descriptor, or None: another process (or task) holds it.
+
     Raises:
-        OSError: the lock directory is unusable.
+        OSError: the lock directory is unusable, or the file locked is never
+            the one at ``path`` (its stat failing for good: ESTALE, EIO).
     """
-    while True:
+    for _ in range(_LOCK_ATTEMPTS):
         fd = os.open(path, os.O_RDWR | os.O_CREAT | _CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -214,11 +229,22 @@ def try_lock(path: str) -> int | None:
         except BaseException:
             os.close(fd)
             raise
-        if held_at(path, fd):
+        try:
+            mine = held_at(path, fd)
+        except BaseException:
+            # Its fstat failed (ESTALE, EIO): left locked, the entry stayed
+            # held for the life of the process, every lookup of it on the
+            # machine waiting wait_limit for a filler that never came.
+            unlock(fd)
+            raise
+        if mine:
             return fd
         # Its holder unlinked it between our open and our flock: the lock
         # now lives in a new file at the path.
         unlock(fd)
+    os.stat(path)  # the path's own error (ESTALE, EIO), if it has one
+    raise OSError(errno.ESTALE, f"the lock file was replaced under each of {_LOCK_ATTEMPTS} "
+                  "attempts to take it", path)
 
 
 def unlock(fd: int, path: str | None = None) -> None:
@@ -247,7 +273,14 @@ class _UsageLock:
 
     def __enter__(self) -> _UsageLock:
         self.fd = os.open(self.layout.usage, os.O_RDWR | os.O_CREAT | _CLOEXEC, 0o644)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except BaseException:
+            # No __exit__ follows a failed __enter__: left open, one
+            # descriptor per entry written (an flock failing for good,
+            # ENOLCK) ran the process out of them.
+            os.close(self.fd)
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
