@@ -4,7 +4,11 @@ Reads are ranged GETs pinned to the version found at open (an overwrite
 mid-read fails instead of mixing two versions), and read front to back they
 are checked against the object's crc32c (or a plain S3 ETag's MD5). A file
 opened from a recent listing's entry reads the version the store has now if
-that one is gone, before any byte is handed out. Writes
+that one is gone, before any byte is handed out; its ``size`` is the
+entry's until then, and once handed out (or used by a seek from the end)
+the file holds to it: a current version of another size is then
+``PreconditionFailed``, as ``fs.open``'s files say it (see ``_read_file``),
+not bytes at offsets the old size placed. Writes
 stream through :class:`~aioflux._engines.async_writer.AsyncObjectWriter`:
 the object is published by ``close()``, whole, and an exception inside
 ``async with`` publishes nothing, and a write file does not pickle.
@@ -44,20 +48,34 @@ class AsyncReadFile:
         recent: ``info`` came from a recent listing or stat: if its version
             is gone at the first read (or that read starts at or past its
             end), the store is asked for the current one.
+        stale: called once, when a read finds the version gone (replaced
+            or deleted): the filesystem forgets the entry it came from.
     """
 
     mode = "rb"
 
-    def __init__(self, store: ObjectStore, info: ObjectInfo, *, recent: bool = False) -> None:
+    def __init__(self, store: ObjectStore, info: ObjectInfo, *, recent: bool = False,
+                 stale: Callable[[], None] | None = None) -> None:
         self.store = store
         self.loc = 0
         self.closed = False
         self._recent = recent
+        # The caller was told the size (size, a seek from the end) while unconfirmed.
+        self._size_told = False
+        self._stale = stale
         self._adopt(info)
+
+    @property
+    def size(self) -> int:
+        """The object's size, in bytes: of the version read (before the
+        first read of a file opened from a recent entry, the entry's, which
+        that read then holds the version to)."""
+        if self._recent:
+            self._size_told = True
+        return self.info.size
 
     def _adopt(self, info: ObjectInfo) -> None:
         self.info = info
-        self.size = info.size
         checking = self.store.config.verify_crc32c
         self._verify = checking and info.crc32c is not None
         self._md5 = hashlib.md5(usedforsecurity=False) \
@@ -85,25 +103,58 @@ class AsyncReadFile:
         """
         if self.closed:
             raise InvalidArgument(f"read from closed file {self.info.url}")
-        if self._recent:
-            self._recent = False  # only before the first byte is handed out
-            if self._end(length) <= self.loc and length != 0:
-                # At or past the end a listing named: the store says where it is now.
-                self._adopt(await self._current())
-            else:
-                try:
-                    return await self._read(length)
-                except (NotFound, PreconditionFailed):
-                    # The version the listing named is gone (a deleted
-                    # object raises NotFound from the stat).
-                    self._adopt(await self._current())
-        return await self._read(length)
+        try:
+            if self._recent:
+                if self._end(length) <= self.loc and length != 0:
+                    # At or past the end a listing named: the store says where it is now.
+                    await self._renew()
+                else:
+                    try:
+                        data = await self._read(length)
+                    except (NotFound, PreconditionFailed):
+                        # The version the listing named is gone (a deleted
+                        # object raises NotFound from the stat).
+                        await self._renew()
+                    else:
+                        self._recent = False
+                        return data
+            return await self._read(length)
+        except (NotFound, PreconditionFailed):
+            self._found_stale()
+            raise
 
     def _end(self, length: int | None) -> int:
-        return self.size if length is None or length < 0 else min(self.size, self.loc + length)
+        size = self.info.size
+        return size if length is None or length < 0 else min(size, self.loc + length)
 
-    async def _current(self) -> ObjectInfo:
-        return await self.store.stat(self.info.bucket, self.info.name)
+    async def _renew(self) -> None:
+        """Read the version the store has now (a recent entry was stale).
+
+        Raises:
+            NotFound: the object is gone.
+            PreconditionFailed: the caller was told the entry's size, and
+                the current version's is another: offsets placed by it
+                would read other bytes than the caller meant (reads go on
+                at the current version, once said).
+        """
+        self._recent = False  # only before the first byte is handed out
+        told = self.info.size if self._size_told else None
+        current = await self.store.stat(self.info.bucket, self.info.name)
+        if (current.generation, current.size) != (self.info.generation, self.info.size):
+            self._found_stale()
+        self._adopt(current)
+        if told is not None and told != current.size:
+            raise PreconditionFailed(
+                f"read {self.info.url} failed: the object changed since it was opened (a "
+                f"recent listing or stat said {told} bytes, which its size or a seek from "
+                f"its end gave; it now has {current.size}): open it again",
+                operation="read", bucket=self.info.bucket, name=self.info.name, status=412,
+                reason="conditionNotMet")
+
+    def _found_stale(self) -> None:
+        stale, self._stale = self._stale, None
+        if stale is not None:
+            stale()
 
     async def _read(self, length: int | None) -> bytes:
         end = self._end(length)
@@ -113,7 +164,7 @@ class AsyncReadFile:
         extends = start == self._checked
         fetched = await self.store.fetch(
             self.info.bucket, self.info.name, start=start, end=end,
-            generation=self.info.generation or None, size=self.size,
+            generation=self.info.generation or None, size=self.info.size,
             want_crc=self._verify and extends)
         data = fetched.data
         if data is None or len(data) != end - start:
@@ -133,7 +184,7 @@ class AsyncReadFile:
         else:
             return
         self._checked += len(data)
-        if self._checked < self.size:
+        if self._checked < self.info.size:
             return
         if self._md5 is not None:
             got, want = base64.b64encode(self._md5.digest()).decode(), self.info.md5
@@ -159,7 +210,9 @@ class AsyncReadFile:
         Raises:
             InvalidArgument: a negative position or an unknown ``whence``.
         """
-        base = {os.SEEK_SET: 0, os.SEEK_CUR: self.loc, os.SEEK_END: self.size}.get(whence)
+        # A seek from the end hands out the size (see size).
+        end = self.size if whence == os.SEEK_END else self.info.size
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self.loc, os.SEEK_END: end}.get(whence)
         loc = operator.index(loc)
         if base is None or base + loc < 0:
             raise InvalidArgument(f"seek {self.info.url}: bad offset {loc} from whence {whence}")

@@ -13,20 +13,96 @@ pinned to the version it reads (one not read yet: the version it was opened
 at): an object replaced or deleted in between fails the reads with
 ``NotFound`` instead of handing out the new version's bytes after the old
 one's.
+
+Its ``size`` is the size of the version it reads. Before the first read,
+a file opened from a recent listing or stat has only that entry's word
+for it: ``size`` is then the entry's, and handing it out holds the file to
+it as a seek from the end does (see ``ObjectReader``'s ``recent``): if
+the first read finds another version of another size, that read raises
+``PreconditionFailed`` instead of serving the current version at offsets
+the old size placed (fsspec's ``read_block`` read a prefix of a longer
+version), and from then on ``size`` is the current version's. A file that
+finds the entry it was opened from stale (the version gone, replaced or
+deleted) makes the filesystem forget it, so the file opened again after
+such an error reads the current version.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._core.errors import NotFound
+from .._core.errors import NotFound, PreconditionFailed
 from .._core.portal import get_portal
+from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._engines.reader import ObjectReader
 from ._entries import file_entry
 
-__all__ = ["ReadFile"]
+__all__ = ["FileReader", "ReadFile"]
+
+
+class FileReader(ObjectReader):
+    """The reader under a :class:`ReadFile`: an ``ObjectReader`` that hands
+    its size out as its file's ``size`` (:meth:`told_size`) and says when a
+    read finds the version it was opened at gone (``stale``).
+
+    Args:
+        client: the store.
+        bucket: bucket name.
+        name: object name.
+        info: the object's metadata if known (see ``ObjectReader``).
+        recent: ``info`` is a recent listing's or stat's (see ``ObjectReader``).
+        stat_beside: see ``ObjectReader``.
+        stale: called once, when a read finds that version gone (replaced
+            or deleted): the filesystem forgets the entry it came from.
+    """
+
+    def __init__(self, client: ObjectStore, bucket: str, name: str, *,
+                 info: ObjectInfo | None = None, recent: bool = False,
+                 stat_beside: bool = False, stale: Callable[[], None] | None = None) -> None:
+        super().__init__(client, bucket, name, info=info, recent=recent,
+                         stat_beside=stat_beside)
+        self._stale = stale
+        self._opened = (self.info.generation, self.info.size)
+
+    def told_size(self) -> int:
+        """The size, handed out: a first read that finds another version of
+        another size raises ``PreconditionFailed`` (as after a seek from the
+        end), since the caller's offsets may rest on this one."""
+        if not self._recent:
+            # Confirmed (a stat at open, or a read): nothing to hold to, and
+            # no wait for a read another thread has under way.
+            return self.size
+        with self._locked():
+            self._size_told = True
+            return self.size
+
+    @contextlib.contextmanager
+    def _watching(self) -> Iterator[None]:
+        try:
+            yield
+        except (NotFound, PreconditionFailed):
+            self._found_stale()
+            raise
+        finally:
+            if (self.info.generation, self.info.size) != self._opened:
+                self._found_stale()  # a stale entry's version was gone: the current one read
+
+    def _found_stale(self) -> None:
+        stale, self._stale = self._stale, None
+        if stale is not None:
+            stale()
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        with self._watching():
+            return super().readinto(buffer)
+
+    def read(self, size: int | None = -1) -> bytes:
+        with self._watching():
+            return super().read(size)
 
 
 class ReadFile(io.BufferedReader):
@@ -45,7 +121,7 @@ class ReadFile(io.BufferedReader):
 
     mode = "rb"
 
-    def __init__(self, raw: ObjectReader, fs: Any, path: str, buffer_size: int) -> None:
+    def __init__(self, raw: FileReader, fs: Any, path: str, buffer_size: int) -> None:
         super().__init__(raw, buffer_size=buffer_size)
         self._reader = raw
         self._buffer_size = buffer_size
@@ -54,12 +130,15 @@ class ReadFile(io.BufferedReader):
 
     @property
     def size(self) -> int:
-        """The object's size, in bytes (of the version read)."""
-        return self._reader.size
+        """The object's size, in bytes: of the version read (before the
+        first read of a file opened from a recent entry, the entry's, which
+        that read then holds the version to: see the module's notes)."""
+        return self._reader.told_size()
 
     @property
     def details(self) -> dict[str, Any]:
-        """The version read, as ``fs.info()`` gives it."""
+        """The version read, as ``fs.info()`` gives it (its size as :attr:`size`)."""
+        self._reader.told_size()
         return file_entry(self.fs.scheme, self._reader.info)
 
     def info(self) -> dict[str, Any]:
@@ -103,7 +182,7 @@ def _reopen(fs: Any, path: str, info: ObjectInfo, buffer_size: int, position: in
             current = None  # gone: reading says so
         if current is not None and current.generation == info.generation:
             info = current
-    file = ReadFile(ObjectReader(store, info.bucket, info.name, info=info), fs, path,
+    file = ReadFile(FileReader(store, info.bucket, info.name, info=info), fs, path,
                     buffer_size)
     if position:
         file.seek(position)

@@ -62,6 +62,10 @@ async def get_file(store: ObjectStore, info: ObjectInfo, lpath: str, *, recent: 
         ChecksumMismatch: the bytes read are not the object's.
         StorageError: a read failed.
     """
+    if recent and info.size == 0:
+        # No byte to fetch, so no GET would find the version gone: an empty
+        # object since written to was got as an empty file.
+        info = await store.stat(info.bucket, info.name)
     folder = os.path.dirname(os.path.abspath(lpath))
     # Made as open() makes a file (0o666 less the umask): mkstemp's 0o600
     # stayed on the file it became.

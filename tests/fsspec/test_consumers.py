@@ -34,7 +34,7 @@ import aioflux.fsspec
 from aioflux import ChecksumMismatch, NotFound, StorageError
 from aioflux._api import stores
 from aioflux._core.portal import call
-from aioflux.fsspec import AiofluxFileSystem, _filesystem
+from aioflux.fsspec import AiofluxFileSystem, _base
 from aioflux.fsspec._paths import split
 from tests.forking import in_fork
 from tests.fsspec._files_dataset import FilesDataset
@@ -597,7 +597,7 @@ def test_threads_opening_files_at_once_share_one_store(monkeypatch: pytest.Monke
     fs._held[0] = (-1, fs.store)  # as in a forked child: built again on first use
     built: list[object] = []
     both_inside = threading.Barrier(2, timeout=1)
-    real = _filesystem.new_store
+    real = _base.new_store
 
     def new_store(*args: Any, **kwargs: Any) -> Any:
         built.append(args)
@@ -607,7 +607,7 @@ def test_threads_opening_files_at_once_share_one_store(monkeypatch: pytest.Monke
             pass  # alone, as the lock keeps it
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_filesystem, "new_store", new_store)
+    monkeypatch.setattr(_base, "new_store", new_store)
     got: list[object] = []
     threads = [threading.Thread(target=lambda: got.append(fs.store)) for _ in range(2)]
     for t in threads:

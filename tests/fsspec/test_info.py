@@ -65,6 +65,20 @@ def test_modified_of_a_folder_or_a_missing_object_raises(
         fs.modified(f"{root}/missing")
 
 
+def test_modified_after_a_listing_without_times(
+        backend: tuple[AiofluxFileSystem, str]) -> None:
+    # A GCS listing names no time, and info answers from it: modified said
+    # "the store reported no time" of every object listed lately.
+    fs, root = backend
+    fs.dircache.use_listings_cache = True  # remembered on files too
+    fs.dircache.listings_expiry_time = None
+    fs.pipe_file(f"{root}/o", b"o")
+    fs.ls(root)
+    when = fs.modified(f"{root}/o")
+    assert isinstance(when, datetime.datetime) and when.utcoffset() == datetime.timedelta(0)
+    assert fs.info(f"{root}/o")["mtime"] == when  # the stat that gave it answers now
+
+
 def test_a_path_without_a_bucket_says_buckets_are_not_listed(
         backend: tuple[AiofluxFileSystem, str]) -> None:
     fs, _ = backend

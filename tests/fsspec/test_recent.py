@@ -15,7 +15,7 @@ from typing import Any
 import google_crc32c
 import pytest
 
-from aioflux import NotFound
+from aioflux import NotFound, PreconditionFailed
 from aioflux._core.portal import call
 from aioflux.fsspec import AiofluxFileSystem
 from aioflux.fsspec._async_file import AsyncReadFile, AsyncWriteFile
@@ -252,6 +252,128 @@ def test_an_entry_made_stale_by_another_writer_reads_the_current_version(
         with pytest.raises(NotFound):
             call(_read_async(fs, path))
         assert not (tmp_path / "gone").exists()
+    finally:
+        _close(other)
+
+
+async def _tail(fs: AiofluxFileSystem, path: str, count: int) -> tuple[bytes, int, bool]:
+    """The last ``count`` bytes by a seek from the end of ``open_async``'s
+    file, its size then, and whether a first attempt was refused."""
+    f = await fs.open_async(path, "rb")
+    assert isinstance(f, AsyncReadFile)
+    async with f:
+        f.seek(-count, os.SEEK_END)
+        try:
+            return await f.read(count), f.size, False
+        except PreconditionFailed:
+            f.seek(-count, os.SEEK_END)  # from the current version's end, once said
+            return await f.read(count), f.size, True
+
+
+def _stale_entry(fs: AiofluxFileSystem, other: AiofluxFileSystem, path: str,
+                 current: bytes) -> None:
+    """``fs`` remembers 3,000 bytes at ``path`` (a listing's entry); the
+    store has ``current``, which ``other`` wrote."""
+    fs.pipe_file(path, b"old" * 1000)
+    fs.find(path.rpartition("/")[0])
+    other.pipe_file(path, current)
+
+
+def test_a_files_size_is_that_of_the_version_it_reads(
+        backend: tuple[AiofluxFileSystem, str]) -> None:
+    # A file opened by a stale entry reads the current version; its size
+    # must be that version's, or a read must refuse to go on by the listed
+    # one: fsspec's read_block (dask's read_bytes) reads f.size bytes, and
+    # read a prefix of a longer version; an async tail read bytes by the
+    # listed end.
+    fs, root = backend
+    _unhurried(fs)
+    other = _twin(fs)
+    path = f"{root}/o"
+    try:
+        for current in (os.urandom(5000), b"shorter", b"n" * 3000):
+            changed = len(current) != 3000
+            _stale_entry(fs, other, path, current)
+            with fs.open(path, "rb") as f:  # read first: the size is the version read
+                assert f.read(3) == current[:3]
+                assert f.size == f.info()["size"] == f.details["size"] == len(current)
+                assert f.seek(0, os.SEEK_END) == len(current)
+            _stale_entry(fs, other, path, current)
+            with fs.open(path, "rb") as f:  # asked first: the listed size, held to
+                assert f.size == 3000
+                if changed:
+                    with pytest.raises(PreconditionFailed, match="changed since it was opened"):
+                        f.read()
+                    assert f.size == len(current)  # reads go on at the current version
+                    f.seek(0)
+                assert f.read() == current
+            _stale_entry(fs, other, path, current)
+            if changed:
+                with pytest.raises(PreconditionFailed):
+                    fs.read_block(path, 0, None)
+            else:
+                assert fs.read_block(path, 0, None) == current
+            _stale_entry(fs, other, path, current)
+            data, size, refused = call(_tail(fs, path, 5))
+            assert (data, size) == (current[-5:], len(current))
+            # Refused where the entry had a crc32c (else open_async stats first).
+            assert refused in ((True, False) if changed else (False,))
+    finally:
+        _close(other)
+
+
+def test_a_file_that_finds_its_entry_stale_makes_the_filesystem_forget_it(
+        backend: tuple[AiofluxFileSystem, str]) -> None:
+    # "Open it again", said the refusal, and the file opened again from the
+    # same entry was refused again, for as long as the entry lived.
+    fs, root = backend
+    _unhurried(fs)
+    other = _twin(fs)
+    path = f"{root}/o"
+
+    def tail() -> bytes:
+        with fs.open(path, "rb") as f:
+            f.seek(-5, os.SEEK_END)
+            return f.read()
+
+    try:
+        body = os.urandom(5000)
+        _stale_entry(fs, other, path, body)
+        with pytest.raises(PreconditionFailed):
+            tail()
+        assert tail() == body[-5:]
+        _stale_entry(fs, other, path, body)
+        with pytest.raises(PreconditionFailed):
+            fs.read_block(path, 0, None)
+        assert fs.read_block(path, 0, None) == body
+        _stale_entry(fs, other, path, b"x" * 3000)  # another version, the same size
+        assert fs.cat_file(path) == b"x" * 3000 and fs.open(path).read() == b"x" * 3000
+        assert fs.info(path)["version"] == other.info(path)["version"]
+        _stale_entry(fs, other, path, b"y" * 3000)
+        call(_read_async(fs, path))
+        assert fs.info(path)["version"] == other.info(path)["version"]
+        _stale_entry(fs, other, path, b"gone")
+        other.rm_file(path)
+        with pytest.raises((FileNotFoundError, NotFound)), fs.open(path, "rb") as f:
+            f.read()
+        assert not fs.exists(path)
+    finally:
+        _close(other)
+
+
+def test_get_file_by_an_entry_of_an_empty_object_reads_the_current_version(
+        backend: tuple[AiofluxFileSystem, str], tmp_path: Path) -> None:
+    # No byte to fetch, so no GET found the version gone: the file got was
+    # empty while the object held bytes.
+    fs, root = backend
+    _unhurried(fs)
+    other = _twin(fs)
+    try:
+        fs.pipe_file(f"{root}/o", b"")
+        assert fs.info(f"{root}/o")["size"] == 0
+        other.pipe_file(f"{root}/o", b"written since")
+        fs.get_file(f"{root}/o", str(tmp_path / "got"))
+        assert (tmp_path / "got").read_bytes() == b"written since"
     finally:
         _close(other)
 

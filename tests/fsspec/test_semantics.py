@@ -153,6 +153,45 @@ def test_mv_and_rm_of_a_folder(backend: tuple[AiofluxFileSystem, str]) -> None:
         fs.rm(f"{root}/missing")
 
 
+@BOTH
+def test_mv_removes_only_what_it_copied(backend: tuple[AiofluxFileSystem, str]) -> None:
+    # fsspec's mv copies, then removes the source: its rm dropped maxdepth,
+    # and took a path spelled two ways, or a folder moved into itself, for
+    # two trees. Each lost objects that were never copied.
+    fs, root = backend
+    fs.pipe({f"{root}/src/a": b"a", f"{root}/src/sub/b": b"b"})
+    fs.mv(f"{root}/src", f"{root}/dst", recursive=True, maxdepth=1)
+    assert fs.cat_file(f"{root}/src/sub/b") == b"b"  # below maxdepth: neither copied nor gone
+    assert not fs.exists(f"{root}/src/a")
+    assert sorted(fs.cat(fs.find(root)).values()) == [b"a", b"b"]
+    fs.pipe({f"{root}/one": b"1", f"{root}/f/x": b"x"})
+    fs.mv(fs.unstrip_protocol(f"{root}/one"), f"{root}/one")  # one object, as URL and path
+    fs.mv(f"{root}/f/", f"{root}/f", recursive=True)
+    fs.mv([fs.unstrip_protocol(f"{root}/one"), f"{root}/f/x"], [f"{root}/one", f"{root}/f/y"])
+    assert fs.cat([f"{root}/one", f"{root}/f/y"]) == {f"{root}/one": b"1", f"{root}/f/y": b"x"}
+    assert not fs.exists(f"{root}/f/x")
+    before = fs.find(root)
+    with pytest.raises(ValueError, match="into itself"):
+        fs.mv(f"{root}/src", f"{root}/src/sub/deeper", recursive=True)
+    with pytest.raises(ValueError, match="into itself"):
+        fs.mv([f"{root}/f"], fs.unstrip_protocol(f"{root}/f/in"), recursive=True)
+    assert fs.find(root) == before
+    fs.mv(f"{root}/src", f"{root}/moved", recursive=True)  # a whole tree still moves
+    assert fs.cat_file(f"{root}/moved/sub/b") == b"b" and not fs.exists(f"{root}/src")
+
+
+@BOTH
+def test_update_modes_are_refused_in_text_as_in_binary(
+        backend: tuple[AiofluxFileSystem, str]) -> None:
+    # "w+" gave a write-only text file ("wb+" is refused): reading it back
+    # failed only later, after the object was published.
+    fs, root = backend
+    for mode in ("w+", "w+b", "x+", "r+", "a"):
+        with pytest.raises(ValueError, match="not supported"):
+            fs.open(f"{root}/o", mode)
+    assert not fs.exists(f"{root}/o")
+
+
 def test_get_file_makes_files_as_open_does(local_fs: AiofluxFileSystem,
                                            tmp_path: Path) -> None:
     local_fs.pipe_file(str(tmp_path / "src"), b"x")
