@@ -1,7 +1,7 @@
 """fsspec filesystem over aioflux's stores (``pip install fsspec``).
 
-``AiofluxFileSystem`` serves ``aioflux-gs://``, ``aioflux-s3://`` and
-``aioflux-file://`` URLs, which installing aioflux registers with fsspec
+``AiofluxFileSystem`` serves ``aioflux-gs://``, ``aioflux-s3://``,
+``aioflux-az://`` and ``aioflux-file://`` URLs, which installing aioflux registers with fsspec
 (and nothing else: gcsfs and s3fs keep ``gs://`` and ``s3://``).
 :func:`register` makes chosen protocols (``gs``, ``s3``...) go through
 aioflux for this process, for tools that only take those URLs (pandas,
@@ -25,6 +25,15 @@ if typing.TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = ["AiofluxFileSystem", "register"]
+
+# The classes of aioflux's own protocol names (the ``fsspec.specs`` entry
+# points): ``fsspec.filesystem("aioflux-s3")`` hands the class no URL to
+# take the store from, so each name's class knows its own (one class for
+# the four made every one of them a GCS filesystem).
+_aioflux_gs = _protocol_class("aioflux-gs", "gs")
+_aioflux_s3 = _protocol_class("aioflux-s3", "s3")
+_aioflux_az = _protocol_class("aioflux-az", "az")
+_aioflux_file = _protocol_class("aioflux-file", "file")
 
 _PROTOCOL_SCHEMES = {"gs": "gs", "gcs": "gs", "s3": "s3", "s3a": "s3", "az": "az",
                      "abfs": "az", "abfss": "az", "file": "file", "local": "file"}

@@ -60,7 +60,7 @@ class AiofluxFileSystem(MetadataMethods, ReadMethods, WriteMethods, OpenMethods)
             ``version_aware``...): said, not dropped.
     """
 
-    protocol: tuple[str, ...] = ("aioflux-gs", "aioflux-s3", "aioflux-file")
+    protocol: tuple[str, ...] = ("aioflux-gs", "aioflux-s3", "aioflux-az", "aioflux-file")
     # The protocol of a class protocol_class() made (register()), else None.
     _registered_as: str | None = None
 
@@ -90,8 +90,9 @@ def protocol_class(name: str, scheme: str) -> type[AiofluxFileSystem]:
     Returns:
         The class.
     """
+    own = f"aioflux-{scheme}"
     return type(f"AiofluxFileSystem_{name}", (AiofluxFileSystem,),
-                {"protocol": (name, f"aioflux-{scheme}"), "default_scheme": scheme,
+                {"protocol": (name,) if name == own else (name, own), "default_scheme": scheme,
                  "_registered_as": name, "__module__": "aioflux.fsspec"})
 
 
