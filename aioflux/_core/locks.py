@@ -4,7 +4,9 @@ the local store's replaced files).
 A lock lives on an inode, while takers find it by path: a holder may unlink
 or replace the file between a taker's ``open`` and its ``flock``, so a
 taker checks that the file it locked is still the one at the path
-(:func:`held_at`) and otherwise takes the new one. Release is
+(:func:`held_at`) and otherwise takes the new one, a bounded number of
+times: a path that never names the file locked (a stat failing for good,
+ESTALE on NFS) must fail the taker, not spin it. Release is
 ``LOCK_UN`` before ``close`` (:func:`unlock`): a child forked meanwhile
 holds a copy of the descriptor, and closing ours alone would leave the lock
 held.
@@ -12,25 +14,43 @@ held.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 
 __all__ = ["held_at", "unlock"]
 
+# A path that names no file (it, or a directory of it, was removed): the
+# file locked is gone from it.
+_GONE = (errno.ENOENT, errno.ENOTDIR)
 
-def held_at(path: str, fd: int) -> bool:
+
+def held_at(path: str, fd: int, *, strict: bool = False) -> bool:
     """Whether the file locked through ``fd`` is still the one at ``path``.
 
     Args:
         path: where takers find the lock.
         fd: the locked descriptor.
+        strict: only a path that names no file (``ENOENT``, ``ENOTDIR``) is
+            gone; any other failure of its stat (``ESTALE`` on NFS, which
+            the kernel has already retried, ``EIO``, ``EACCES``) is raised,
+            since it does not say which file the path names. Off, every
+            failure counts as gone: the disk cache's lock files, whose
+            taker bounds its attempts and then raises the path's own error.
 
     Returns:
         False if the path is gone or names another file now.
+
+    Raises:
+        OSError: the stat of ``fd`` failed, or (``strict``) the path's
+            failed otherwise than by naming no file. The lock is still
+            held: the caller releases it.
     """
     try:
         here = os.stat(path)
-    except OSError:
+    except OSError as exc:
+        if strict and exc.errno not in _GONE:
+            raise
         return False
     mine = os.fstat(fd)
     return (here.st_ino, here.st_dev) == (mine.st_ino, mine.st_dev)

@@ -25,6 +25,7 @@ from .._core.errors import (
     InvalidArgument,
     NotFound,
     PreconditionFailed,
+    StorageError,
     describe,
 )
 from .._core.locks import held_at, unlock
@@ -61,6 +62,13 @@ _DIR_XATTR = "user.aioflux.dir"
 _TIME_STEPS = (1, 1_000, 1_000_000, 1_000_000_000, 2_000_000_000)
 # Directories a concurrent delete may remove under a new write (see open_temp).
 _MKDIR_ATTEMPTS = 5
+# Attempts at the lock of a file being changed, when the file locked is no
+# longer the one at its path. Each lost attempt is a change of the object
+# that another writer published while this one waited for the lock; losing
+# this many in a row is no contention a file meets (GCS itself takes one
+# write of an object a second) but a path that never names the file opened,
+# which retried without end spun a worker thread for good.
+_LOCK_ATTEMPTS = 64
 # Longest file name (bytes) on ext4, XFS, NFS and Lustre, where the
 # filesystem does not say (``pathconf``).
 _NAME_MAX = 255
@@ -205,7 +213,7 @@ def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: 
                                      status=412) from None
         os.unlink(temp)
     else:
-        with _changing(path):
+        with _changing(path, op, bucket, name):
             if if_generation_match is not None:
                 _check_generation(op, bucket, name, path, if_generation_match)
             st = _distinct_generation(fd, path, st, expected)
@@ -246,9 +254,9 @@ def _distinct_generation(fd: int, path: str, st: os.stat_result, crc: int) -> os
 
 
 @contextlib.contextmanager
-def _changing(path: str) -> Iterator[None]:
-    """Hold an ``flock`` on the file at ``path`` (if there is one) while it
-    is replaced or removed.
+def _changing(path: str, op: str, bucket: str, name: str) -> Iterator[None]:
+    """Hold an ``flock`` on the file at ``path`` (if there is one) while
+    ``op`` replaces or removes it (object ``name`` of ``bucket``).
 
     Every aioflux write and delete of an existing file takes it, so the
     check of a generation precondition and the rename or unlink that
@@ -258,8 +266,14 @@ def _changing(path: str) -> Iterator[None]:
     path (a writer it waited for may have replaced it), as the disk cache's
     lock files do. Where the filesystem offers no locks (``ENOLCK`` on an
     NFS mount without a lock manager) the two steps stay apart.
+
+    Raises:
+        OSError: the file's path or the file locked cannot be checked (a
+            stat failing: ``ESTALE``, ``EIO``); nothing is left locked.
+        StorageError: the path never named the file locked, in
+            ``_LOCK_ATTEMPTS`` attempts.
     """
-    fd = _lock_current(path)
+    fd = _lock_current(path, op, bucket, name)
     try:
         yield
     finally:
@@ -267,8 +281,9 @@ def _changing(path: str) -> Iterator[None]:
             unlock(fd)
 
 
-def _lock_current(path: str) -> int | None:
-    while True:
+def _lock_current(path: str, op: str, bucket: str, name: str) -> int | None:
+    """The locked descriptor of the file at ``path``, or None (see :func:`_changing`)."""
+    for _ in range(_LOCK_ATTEMPTS):
         try:
             # Read-write and non-blocking: NFS turns flock into a POSIX
             # write lock, which needs a descriptor open for writing, and a
@@ -281,9 +296,26 @@ def _lock_current(path: str) -> int | None:
         except OSError:
             os.close(fd)
             return None
-        if held_at(path, fd):
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            # Strict: a stat failing for good (ESTALE on NFS, EIO), taken
+            # for a file replaced meanwhile, was tried again without end.
+            mine = held_at(path, fd, strict=True)
+        except BaseException:
+            # Left locked, the file stayed held for the life of the process:
+            # every later change of the object, here or in any other
+            # process, waited for it for good.
+            unlock(fd)
+            raise
+        if mine:
             return fd
         unlock(fd)  # replaced or removed while we waited: lock what is there now
+    raise StorageError(f"{describe(op, bucket, name, 'file')} failed: the file locked was no "
+                       f"longer the one at its path in each of {_LOCK_ATTEMPTS} attempts to "
+                       "lock it (replaced under each, or a filesystem whose path never names "
+                       "the file opened)", operation=op, bucket=bucket, name=name)
 
 
 def _check_generation(op: str, bucket: str, name: str, path: str, wanted: int) -> None:
@@ -383,7 +415,7 @@ def delete_file(bucket: str, name: str, generation: int | None,
     directory too (``aioflux rm link``, as rm does).
     """
     path = path_of(bucket, name, op="delete")
-    with _changing(path):
+    with _changing(path, "delete", bucket, name):
         st = os.stat(path)
         if not (stat_mod.S_ISREG(st.st_mode) or os.path.islink(path)):
             raise not_a_file("delete", bucket, name)

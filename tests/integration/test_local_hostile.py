@@ -142,7 +142,7 @@ def test_a_lock_held_by_a_forked_child_is_released(tmp_path: Path) -> None:
     (space.root / "f").write_bytes(b"0")
     path = str(space.root / "f")
     hold, release = os.pipe()
-    with _writes._changing(path):
+    with _writes._changing(path, "write", space.bucket, space.n("f")):
         pid = os.fork()
         if pid == 0:  # the child holds the inherited descriptor until told to go
             os.close(release)
@@ -153,7 +153,7 @@ def test_a_lock_held_by_a_forked_child_is_released(tmp_path: Path) -> None:
         taken = threading.Event()
 
         def take() -> None:
-            with _writes._changing(path):
+            with _writes._changing(path, "write", space.bucket, space.n("f")):
                 taken.set()
 
         taker = threading.Thread(target=take, daemon=True)

@@ -1,0 +1,298 @@
+"""The local store's lock of a file it changes, on a failing filesystem.
+
+Every write, copy and delete of an existing file takes its ``flock`` and
+then checks that the file it locked is still the one at the path
+(``held_at``). A path whose stat fails for good (ESTALE on NFS, EIO), or
+that never names the file opened, must fail the change with a typed error
+after a bounded number of attempts, not spin a worker thread; and however
+the check fails, the locked descriptor must be released, or every later
+change of that object waits for it. Failures are injected into ``os`` and
+bounded by counts.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from collections.abc import AsyncIterator, Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aioflux import ClientConfig, PermissionDenied, StorageError
+from aioflux._core.crc import Crc32c
+from aioflux._core.errors import describe
+from aioflux._core.locks import held_at
+from aioflux._core.urls import parse_url
+from aioflux.local import LocalStore, _writes
+
+OLD, NEW = b"old bytes", b"new bytes, longer"
+# More stat calls of one path than any bounded lock takes: a spin fails the
+# test here instead of hanging it.
+_SPIN = 10_000
+
+
+class Space:
+    """A LocalStore over ``root``, with a file ``target`` and a ``source``."""
+
+    def __init__(self, root: Path) -> None:
+        root.mkdir()
+        self.root = root
+        self.bucket, self.prefix = parse_url(str(root) + "/")
+        self.store = LocalStore(ClientConfig(max_concurrency=4))
+        self.target = root / "target"
+
+    def n(self, name: str) -> str:
+        return self.prefix + name
+
+    def files(self) -> list[str]:
+        """Every file of ``root``, temporaries included."""
+        return sorted(os.listdir(self.root))
+
+    def change(self, op: str) -> Callable[[], Coroutine[Any, Any, object]]:
+        """``op`` of ``target``: its new content is NEW (gone, for a delete)."""
+        store, bucket, name = self.store, self.bucket, self.n("target")
+
+        async def write() -> object:
+            return await store.write(bucket, name, NEW)
+
+        async def upload() -> object:
+            upload = store.start_upload(bucket, name, part_size=4)
+            await upload.put(1, memoryview(NEW)[:4])
+            check = Crc32c()
+            check.update(NEW)
+            return await upload.finish(2, memoryview(NEW)[4:], check)
+
+        async def copy() -> object:
+            return await store.copy(bucket, self.n("source"), bucket, name)
+
+        async def delete() -> object:
+            await store.delete(bucket, name)
+            return None
+
+        return {"write": write, "upload": upload, "copy": copy, "delete": delete}[op]
+
+
+@pytest.fixture
+async def space(tmp_path: Path) -> AsyncIterator[Space]:
+    local = Space(tmp_path / "objects")
+    async with local.store:
+        # Written through the store: its worker threads exist before the
+        # descriptors are counted.
+        await local.store.write(local.bucket, local.n("target"), OLD)
+        await local.store.write(local.bucket, local.n("source"), NEW)
+        yield local
+
+
+OPS = ["write", "upload", "copy", "delete"]
+# The operation a change's error names (a streaming upload's is its write).
+NAMED = {"write": "write", "upload": "write", "copy": "copy", "delete": "delete"}
+
+
+def _descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _assert_unlocked(path: Path) -> None:
+    """Raise BlockingIOError if a descriptor of this process still holds
+    ``path``'s lock (flock locks of two opens of a file exclude each other,
+    within one process too), without waiting for it."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(fd)
+
+
+def _stat_of(path: Path, monkeypatch: pytest.MonkeyPatch,
+             answer: Callable[[int], os.stat_result]) -> list[int]:
+    """Route every ``os.stat`` of ``path`` through ``answer(call number)``;
+    the returned list counts the calls."""
+    stat = os.stat
+    calls = [0]
+
+    def patched(p: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if isinstance(p, (str, os.PathLike)) and os.fspath(p) == str(path):
+            calls[0] += 1
+            if calls[0] > _SPIN:
+                raise AssertionError(f"{calls[0]} stats of {path}: a lock spins on it")
+            return answer(calls[0])
+        return stat(p, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", patched)
+    return calls
+
+
+def _failing(code: int, path: Path) -> Callable[[int], os.stat_result]:
+    def fail(_: int) -> os.stat_result:
+        raise OSError(code, os.strerror(code), str(path))
+    return fail
+
+
+async def _fails_typed(space: Space, op: str, reason: str,
+                       kind: type[StorageError] = StorageError) -> StorageError:
+    """Run ``op``, which must fail as a ``kind`` naming it, ``target`` and
+    ``reason``, leaving the directory as it was and no descriptor (plain
+    StorageError: the store's error of a failing disk)."""
+    before = _descriptors()
+    with pytest.raises(StorageError) as raised:
+        await space.change(op)()
+    failure = raised.value
+    assert type(failure) is kind
+    named = NAMED[op]
+    assert (failure.operation, failure.bucket, failure.name, failure.reason) == (
+        named, space.bucket, space.n("target"), reason)
+    assert str(failure).startswith(describe(named, space.bucket, space.n("target"), "file"))
+    assert _descriptors() == before
+    # Nothing published, nothing half-written left beside it.
+    assert space.files() == ["source", "target"]
+    assert space.target.read_bytes() == OLD
+    return failure
+
+
+async def _recovers(space: Space, monkeypatch: pytest.MonkeyPatch, op: str) -> None:
+    """Once the disk recovers, ``op`` succeeds: nothing was left locked."""
+    _assert_unlocked(space.target)  # before a change that would wait on it
+    monkeypatch.undo()
+    await space.change(op)()
+    if op == "delete":
+        assert space.files() == ["source"]
+    else:
+        assert space.files() == ["source", "target"]
+        assert space.target.read_bytes() == NEW
+
+
+@pytest.mark.parametrize("op", OPS)
+async def test_a_file_whose_stat_fails_for_good_fails_the_change(
+        space: Space, monkeypatch: pytest.MonkeyPatch, op: str) -> None:
+    # An NFS mount whose path stat fails with ESTALE for good: each lock was
+    # opened and taken but never shown to be the file at the path, which
+    # the lock took for a file replaced while it waited, and tried again,
+    # forever, in a worker thread (an EIO did the same). It now fails the
+    # change, naming it, at once.
+    calls = _stat_of(space.target, monkeypatch, _failing(errno.ESTALE, space.target))
+    await _fails_typed(space, op, "ESTALE")
+    assert 0 < calls[0] <= 100
+    await _recovers(space, monkeypatch, op)
+
+
+@pytest.mark.parametrize(("code", "kind"), [(errno.EIO, StorageError),
+                                           (errno.EACCES, PermissionDenied)])
+async def test_any_failing_stat_but_a_missing_file_is_an_error(
+        space: Space, monkeypatch: pytest.MonkeyPatch, code: int,
+        kind: type[StorageError]) -> None:
+    # Mapped as the store maps every failed filesystem call.
+    calls = _stat_of(space.target, monkeypatch, _failing(code, space.target))
+    await _fails_typed(space, "write", errno.errorcode[code], kind)
+    assert 0 < calls[0] <= 100
+    await _recovers(space, monkeypatch, "write")
+
+
+@pytest.mark.parametrize("op", OPS)
+async def test_a_path_that_never_names_the_file_locked_fails_after_bounded_attempts(
+        space: Space, monkeypatch: pytest.MonkeyPatch, op: str) -> None:
+    # The path's stat works but always names another file than the one
+    # opened and locked (as a file replaced while the lock was awaited, but
+    # every time): the lock tried again without end.
+    other = os.stat(space.root / "source")
+    calls = _stat_of(space.target, monkeypatch, lambda _: other)
+    failure = await _fails_typed(space, op, "")
+    assert "attempts" in str(failure)
+    assert 0 < calls[0] <= 100
+    await _recovers(space, monkeypatch, op)
+
+
+@pytest.mark.parametrize("op", OPS)
+async def test_a_locked_file_whose_fstat_fails_is_released(
+        space: Space, monkeypatch: pytest.MonkeyPatch, op: str) -> None:
+    # The lock taken, checking it is the file at the path failed (fstat of
+    # the locked descriptor: ESTALE, EIO): the change failed with the
+    # descriptor still open and locked, and every later change of the
+    # object, in this process or any other, waited for it for good.
+    fstat = os.fstat
+    failed = [0]
+
+    def failing_on_target(fd: int) -> os.stat_result:
+        try:
+            opened = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            opened = ""
+        if opened == str(space.target):
+            failed[0] += 1
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return fstat(fd)
+
+    monkeypatch.setattr(os, "fstat", failing_on_target)
+    await _fails_typed(space, op, "EIO")
+    assert failed[0] == 1
+    await _recovers(space, monkeypatch, op)
+
+
+@pytest.mark.parametrize("op", OPS)
+async def test_a_file_replaced_while_its_lock_was_awaited_is_locked_anew(
+        space: Space, monkeypatch: pytest.MonkeyPatch, op: str) -> None:
+    # A holder's delete seen three times over (the path names no file
+    # when checked, then does again): the lock takes the file there now,
+    # and the change goes through.
+    stat = os.stat
+    calls = _stat_of(space.target, monkeypatch,
+                     lambda n: _failing(errno.ENOENT, space.target)(n) if n <= 3
+                     else stat(space.target))
+    before = _descriptors()
+    await space.change(op)()
+    assert calls[0] >= 4
+    assert _descriptors() == before
+    if op == "delete":
+        assert space.files() == ["source"]
+    else:
+        assert space.files() == ["source", "target"]
+        assert space.target.read_bytes() == NEW
+        _assert_unlocked(space.target)
+
+
+class _Interrupted(BaseException):
+    """What a KeyboardInterrupt is to the code it passes through."""
+
+
+def test_a_lock_interrupted_while_awaited_leaks_no_descriptor(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(OLD)
+    flock = fcntl.flock
+
+    def interrupted(fd: int, operation: int) -> None:
+        if operation == fcntl.LOCK_EX:
+            raise _Interrupted
+        flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", interrupted)
+    before = _descriptors()
+    with pytest.raises(_Interrupted), _writes._changing(str(path), "write", "b", "f"):
+        pass
+    assert _descriptors() == before
+
+
+def test_held_at_takes_only_a_missing_path_for_gone_when_strict(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(OLD)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert held_at(str(path), fd, strict=True)
+        for code in (errno.ENOENT, errno.ENOTDIR):
+            _stat_of(path, monkeypatch, _failing(code, path))
+            assert not held_at(str(path), fd, strict=True)
+            assert not held_at(str(path), fd)
+            monkeypatch.undo()
+        for code in (errno.ESTALE, errno.EIO, errno.EACCES):
+            _stat_of(path, monkeypatch, _failing(code, path))
+            with pytest.raises(OSError) as raised:
+                held_at(str(path), fd, strict=True)
+            assert raised.value.errno == code
+            # Unchanged for the disk cache's lock files: gone, tried again.
+            assert not held_at(str(path), fd)
+            monkeypatch.undo()
+    finally:
+        os.close(fd)
