@@ -121,9 +121,10 @@ class VersionedReads(BlockWindow, FrontToBackCheck):
             self._size_told = False  # reads go on at the current version, once said
             raise PreconditionFailed(
                 f"read {self.url} failed: the object changed since it was opened (a recent "
-                f"listing or stat said {told} bytes, which a seek from its end used; it now "
-                f"has {self.size}): open it again", operation="read", bucket=self.bucket,
-                name=self.name, status=412, reason="conditionNotMet")
+                f"listing or stat said {told} bytes, handed out as its size or used by a "
+                f"seek from its end; it now has {self.size}): open it again",
+                operation="read", bucket=self.bucket, name=self.name, status=412,
+                reason="conditionNotMet")
 
     def _settle(self) -> bool:
         """The stat begun beside the first GETs (``stat_beside``) adopted,
