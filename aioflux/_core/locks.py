@@ -5,8 +5,10 @@ A lock lives on an inode, while takers find it by path: a holder may unlink
 or replace the file between a taker's ``open`` and its ``flock``, so a
 taker checks that the file it locked is still the one at the path
 (:func:`held_at`) and otherwise takes the new one, a bounded number of
-times: a path that never names the file locked (a stat failing for good,
-ESTALE on NFS) must fail the taker, not spin it. Release is
+times. Only a path that names no file is a file gone from it: a stat of
+the path failing otherwise (ESTALE for good on NFS, EIO) says nothing of
+which file it names and fails the taker at once, and a path that keeps
+naming another file fails it after its attempts, never spins it. Release is
 ``LOCK_UN`` before ``close`` (:func:`unlock`): a child forked meanwhile
 holds a copy of the descriptor, and closing ours alone would leave the lock
 held.
@@ -25,31 +27,32 @@ __all__ = ["held_at", "unlock"]
 _GONE = (errno.ENOENT, errno.ENOTDIR)
 
 
-def held_at(path: str, fd: int, *, strict: bool = False) -> bool:
+def held_at(path: str, fd: int) -> bool:
     """Whether the file locked through ``fd`` is still the one at ``path``.
+
+    Only a path that names no file (``ENOENT``, ``ENOTDIR``: the file, or a
+    directory of it, was removed) is gone. Any other failure of its stat
+    (``ESTALE`` on NFS, which the kernel has already retried, ``EIO``,
+    ``EACCES``) is raised: it does not say which file the path names, and
+    taken for a file replaced meanwhile it was tried again without end
+    (or, bounded, until the attempts ran out, hiding the error).
 
     Args:
         path: where takers find the lock.
         fd: the locked descriptor.
-        strict: only a path that names no file (``ENOENT``, ``ENOTDIR``) is
-            gone; any other failure of its stat (``ESTALE`` on NFS, which
-            the kernel has already retried, ``EIO``, ``EACCES``) is raised,
-            since it does not say which file the path names. Off, every
-            failure counts as gone: the disk cache's lock files, whose
-            taker bounds its attempts and then raises the path's own error.
 
     Returns:
         False if the path is gone or names another file now.
 
     Raises:
-        OSError: the stat of ``fd`` failed, or (``strict``) the path's
-            failed otherwise than by naming no file. The lock is still
-            held: the caller releases it.
+        OSError: the stat of ``fd`` failed, or the path's failed otherwise
+            than by naming no file. The lock is still held: the caller
+            releases it.
     """
     try:
         here = os.stat(path)
     except OSError as exc:
-        if strict and exc.errno not in _GONE:
+        if exc.errno not in _GONE:
             raise
         return False
     mine = os.fstat(fd)

@@ -199,11 +199,22 @@ def stat_page(bucket: str, files: list[tuple[str, str]]) -> list[ObjectInfo]:
 # -- open uploads -------------------------------------------------------------
 
 
+def _unless_gone(exc: OSError) -> None:
+    """Raise a walk's failure to read a directory, unless it is no longer one
+    (as :func:`_entries`): ``os.walk`` skipped every failure, and a folder
+    it could not read (EIO, EACCES) hid its temporaries from ``aioflux
+    clean``, which reported nothing left."""
+    if not isinstance(exc, (FileNotFoundError, NotADirectoryError)) and (
+            exc.errno != errno.ENAMETOOLONG):
+        raise exc
+
+
 def temporaries(bucket: str, prefix: str) -> list[MultipartUploadInfo]:
     """Temporary files of unfinished writes under ``prefix``, as open uploads."""
     root = path_of(bucket, "", op="list uploads")
     found: list[MultipartUploadInfo] = []
-    for directory, _dirs, files in os.walk(folder_of(bucket, prefix, op="list uploads")):
+    for directory, _dirs, files in os.walk(folder_of(bucket, prefix, op="list uploads"),
+                                           onerror=_unless_gone):
         rel = directory[len(root):].strip("/")
         for file in files:
             target, mark, _ = file.partition(TEMP_MARK)

@@ -72,6 +72,32 @@ _LOCK_ATTEMPTS = 64
 # Longest file name (bytes) on ext4, XFS, NFS and Lustre, where the
 # filesystem does not say (``pathconf``).
 _NAME_MAX = 255
+# Failures of the open of a file to lock that say there is no file at the
+# path to lock: nothing (a new file; a delete's NotFound), a directory or a
+# path through a file (Conflict), a link that never resolves, a socket or a
+# device (ENXIO), a name no file can have. The change itself then says
+# what is there. Any other failure (EIO, ESTALE, EMFILE...) is raised: the
+# change going ahead unlocked made a generation precondition and the
+# rename it guards two steps again, on a transient error.
+_NOTHING_TO_LOCK = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ELOOP,
+                              errno.ENXIO, errno.ENAMETOOLONG})
+# Failures of a read-write open of a file that this process may replace or
+# remove (a rename or unlink needs only the directory) but not write: mode
+# 0444 (datasets unpacked from archives), a program being run (ETXTBSY).
+# Its lock is taken through a read-only descriptor instead.
+_NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.ETXTBSY})
+# Failures of flock that say the filesystem has no locks: ENOLCK (an NFS
+# mount without a lock manager), EOPNOTSUPP / ENOTSUP, ENOSYS (Lustre
+# mounted without ``flock`` or ``localflock``), EINVAL (a filesystem, FUSE
+# ones among them, that takes no flock on the file). Only then does a
+# change go ahead unlocked.
+_NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS,
+                       errno.EINVAL})
+# Failures of a directory's fsync that say the filesystem syncs no
+# directories (or none opened read-only); any other (EIO, ENOSPC) may have
+# lost the name just published, and is raised.
+_NO_DIRECTORY_SYNC = frozenset({errno.EINVAL, errno.EBADF, errno.EROFS, errno.EOPNOTSUPP,
+                                errno.ENOTSUP})
 
 
 def open_temp(bucket: str, name: str) -> tuple[str, int]:
@@ -218,7 +244,12 @@ def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: 
                 _check_generation(op, bucket, name, path, if_generation_match)
             st = _distinct_generation(fd, path, st, expected)
             os.replace(temp, path)
-    _fsync_directory(path.rpartition("/")[0])
+    try:
+        _fsync_directory(path.rpartition("/")[0])
+    except OSError as exc:
+        # Published already: said, since a power loss may still take it back.
+        raise OSError(exc.errno, f"{exc.strerror or exc} (syncing its directory: the file "
+                      "is in place, but may not survive a power loss)", exc.filename) from exc
     return object_info(bucket, name, st, expected)
 
 
@@ -240,8 +271,10 @@ def _distinct_generation(fd: int, path: str, st: os.stat_result, crc: int) -> os
     """
     try:
         current = os.stat(path).st_mtime_ns
-    except OSError:
-        return st
+    except (FileNotFoundError, NotADirectoryError):
+        return st  # nothing there to follow (the change itself says a path through a file)
+    # Any other failure (EIO, ESTALE) is raised: taken for "no file", the
+    # new file could get the generation of the one it replaced.
     if st.st_mtime_ns <= current:
         for step in _TIME_STEPS:
             os.utime(fd, ns=(st.st_atime_ns, current + step))
@@ -264,12 +297,20 @@ def _changing(path: str, op: str, bucket: str, name: str) -> Iterator[None]:
     writers with ``if_generation_match`` of the same generation cannot both
     succeed. A taker checks that the file it locked is still the one at the
     path (a writer it waited for may have replaced it), as the disk cache's
-    lock files do. Where the filesystem offers no locks (``ENOLCK`` on an
-    NFS mount without a lock manager) the two steps stay apart.
+    lock files do. A file this process may not write is locked through a
+    read-only descriptor. The two steps stay apart only where there is
+    nothing to lock (no file at the path, or no regular one: the change
+    itself says), the filesystem offers no locks (``ENOLCK`` on an NFS
+    mount without a lock manager, ``ENOSYS`` on Lustre mounted without
+    ``flock``, ``EOPNOTSUPP``, ``EINVAL``), or the process may not lock the
+    file it may still replace (not readable, or only readable where locks
+    need it open for writing, NFS's); never on a failure of the open or the
+    lock itself (``EIO``, ``ESTALE``).
 
     Raises:
-        OSError: the file's path or the file locked cannot be checked (a
-            stat failing: ``ESTALE``, ``EIO``); nothing is left locked.
+        OSError: the file cannot be opened or locked (``EIO``, ``ESTALE``),
+            or its path or the file locked cannot be checked (a stat
+            failing: ``ESTALE``, ``EIO``); nothing is left open or locked.
         StorageError: the path never named the file locked, in
             ``_LOCK_ATTEMPTS`` attempts.
     """
@@ -284,25 +325,30 @@ def _changing(path: str, op: str, bucket: str, name: str) -> Iterator[None]:
 def _lock_current(path: str, op: str, bucket: str, name: str) -> int | None:
     """The locked descriptor of the file at ``path``, or None (see :func:`_changing`)."""
     for _ in range(_LOCK_ATTEMPTS):
-        try:
-            # Read-write and non-blocking: NFS turns flock into a POSIX
-            # write lock, which needs a descriptor open for writing, and a
-            # named pipe must not make the open wait.
-            fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | CLOEXEC)
-        except OSError:
-            return None  # none, or none to lock (a directory): the change itself says
+        opened = _open_to_lock(path)
+        if opened is None:
+            return None
+        fd, refused = opened
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError:
+        except OSError as exc:
             os.close(fd)
-            return None
+            if exc.errno in _NO_LOCKS:
+                return None
+            if refused is not None and exc.errno == errno.EBADF:
+                # NFS's flock is a POSIX write lock, which a read-only
+                # descriptor cannot hold. The rename or unlink needs only
+                # the directory (a team's folder of others' files): it goes
+                # ahead unlocked, as where there are no locks.
+                return None
+            raise
         except BaseException:
             os.close(fd)
             raise
         try:
-            # Strict: a stat failing for good (ESTALE on NFS, EIO), taken
-            # for a file replaced meanwhile, was tried again without end.
-            mine = held_at(path, fd, strict=True)
+            # A stat failing for good (ESTALE on NFS, EIO), taken for a
+            # file replaced meanwhile, was tried again without end: raised.
+            mine = held_at(path, fd)
         except BaseException:
             # Left locked, the file stayed held for the life of the process:
             # every later change of the object, here or in any other
@@ -316,6 +362,31 @@ def _lock_current(path: str, op: str, bucket: str, name: str) -> int | None:
                        f"longer the one at its path in each of {_LOCK_ATTEMPTS} attempts to "
                        "lock it (replaced under each, or a filesystem whose path never names "
                        "the file opened)", operation=op, bucket=bucket, name=name)
+
+
+def _open_to_lock(path: str) -> tuple[int, OSError | None] | None:
+    """A descriptor of the file at ``path`` to lock, and the failure of its
+    read-write open if it is read-only; None: no file there to lock."""
+    # Read-write and non-blocking: NFS turns flock into a POSIX write lock,
+    # which needs a descriptor open for writing, and a named pipe must not
+    # make the open wait.
+    try:
+        return os.open(path, os.O_RDWR | os.O_NONBLOCK | CLOEXEC), None
+    except OSError as exc:
+        if exc.errno in _NOTHING_TO_LOCK:
+            return None
+        if exc.errno not in _NOT_WRITABLE:
+            raise
+        refused = exc
+    try:
+        # A local filesystem's flock needs no write access.
+        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | CLOEXEC), refused
+    except OSError as exc:
+        if exc.errno in _NOTHING_TO_LOCK or exc.errno in _NOT_WRITABLE:
+            # Removed since; or not even readable (mode 000), which the
+            # directory still lets this process replace: no lock to take.
+            return None
+        raise
 
 
 def _check_generation(op: str, bucket: str, name: str, path: str, wanted: int) -> None:
@@ -439,14 +510,26 @@ def delete_file(bucket: str, name: str, generation: int | None,
 
 
 def _fsync_directory(directory: str) -> None:
+    """Make the names in ``directory`` durable.
+
+    Raises:
+        OSError: the fsync failed otherwise than by syncing no directories
+            (EIO, ENOSPC: a name just made there may be lost), or the
+            directory cannot be opened otherwise than by being gone or
+            unreadable (a directory one may write but not read cannot be
+            synced, as PostgreSQL's fsync_fname also allows).
+    """
     try:
         fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.EACCES):
+            return  # removed meanwhile (and what it held), or not ours to read
+        raise
     try:
         os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on a directory; the rename stands
+    except OSError as exc:
+        if exc.errno not in _NO_DIRECTORY_SYNC:
+            raise
     finally:
         os.close(fd)
 

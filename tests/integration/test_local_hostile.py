@@ -1,13 +1,17 @@
 """The local backend in a hostile environment: racing writers in several
 processes, files rewritten in place while read, named pipes and symbolic
 link loops where files are expected, names as long as the filesystem
-allows, and new directories that must survive a power loss.
+allows, new directories that must survive a power loss (a failing fsync
+of a directory fails the write that needed it), and folders the listing of
+open uploads cannot read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -19,7 +23,14 @@ from typing import Any
 
 import pytest
 
-from aioflux import ChecksumMismatch, ClientConfig, InvalidURL, NotFound, PreconditionFailed
+from aioflux import (
+    ChecksumMismatch,
+    ClientConfig,
+    InvalidURL,
+    NotFound,
+    PreconditionFailed,
+    StorageError,
+)
 from aioflux._core.urls import parse_url
 from aioflux.local import LocalStore, _writes
 
@@ -376,3 +387,88 @@ async def test_new_directories_are_fsynced_into_their_parents(
     assert f"{root}/run1" in synced  # holds step-1
     assert f"{root}/run1/step-1" in synced  # holds state.pt
     assert synced.index(root) < synced.index(f"{root}/run1/step-1")
+
+
+def _failing_directory_syncs(monkeypatch: pytest.MonkeyPatch, code: int) -> list[str]:
+    """Make every fsync of a directory fail with ``code``; the returned list
+    names the directories."""
+    fsync = os.fsync
+    failed: list[str] = []
+
+    def patched(fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            failed.append(os.readlink(f"/proc/self/fd/{fd}"))
+            raise OSError(code, os.strerror(code))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", patched)
+    return failed
+
+
+async def test_a_failing_fsync_of_its_directory_fails_the_write_and_says_it_is_in_place(
+        space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A published file's name lives in its directory. That fsync failing
+    # (EIO, ENOSPC) was ignored as a filesystem that syncs no directories,
+    # and the write returned, though a power loss could take the file back.
+    name = space.n("run/ckpt")
+    await space.store.write(space.bucket, name, b"old")
+    failed = _failing_directory_syncs(monkeypatch, errno.EIO)
+    with pytest.raises(StorageError) as raised:
+        await space.store.write(space.bucket, name, b"new")
+    assert (type(raised.value), raised.value.reason) == (StorageError, "EIO")
+    assert "the file is in place, but may not survive a power loss" in str(raised.value)
+    assert failed == [str(space.root / "run")]
+    monkeypatch.undo()
+    assert (space.root / "run" / "ckpt").read_bytes() == b"new"
+    assert os.listdir(space.root / "run") == ["ckpt"]
+
+
+async def test_a_failing_fsync_of_a_new_directory_fails_the_write_before_it_writes(
+        space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The new directory's name in its parent did not reach the disk: a file
+    # published below it could be lost with it.
+    failed = _failing_directory_syncs(monkeypatch, errno.EIO)
+    with pytest.raises(StorageError) as raised:
+        await space.store.write(space.bucket, space.n("run/ckpt"), b"new")
+    assert raised.value.reason == "EIO"
+    assert failed == [str(space.root)]
+    monkeypatch.undo()
+    assert os.listdir(space.root / "run") == []  # nothing written, no temporary
+
+
+@pytest.mark.parametrize("code", [errno.EINVAL, errno.EBADF, errno.EOPNOTSUPP],
+                         ids=errno.errorcode.get)
+async def test_a_filesystem_that_syncs_no_directories_still_takes_writes(
+        space: Space, monkeypatch: pytest.MonkeyPatch, code: int) -> None:
+    failed = _failing_directory_syncs(monkeypatch, code)
+    await space.store.write(space.bucket, space.n("run/ckpt"), b"new")
+    assert failed == [str(space.root), str(space.root / "run")]
+    assert (space.root / "run" / "ckpt").read_bytes() == b"new"
+
+
+async def test_a_folder_that_cannot_be_read_fails_the_listing_of_open_uploads(
+        space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The walk skipped every folder it could not read (EIO, EACCES): the
+    # temporaries there were left out, and ``aioflux clean`` found nothing
+    # left to remove.
+    upload = space.store.start_upload(space.bucket, space.n("sub/obj"))
+    await upload.put(1, memoryview(b"part"))
+    scandir = os.scandir
+    refused: list[str] = []
+
+    def failing(path: Any = ".") -> Any:
+        if os.fspath(path) == str(space.root / "sub"):
+            refused.append(os.fspath(path))
+            raise OSError(errno.EIO, os.strerror(errno.EIO), os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", failing)
+    with pytest.raises(StorageError) as raised:
+        await space.store.list_multipart_uploads(space.bucket, space.n(""))
+    assert (raised.value.reason, refused) == ("EIO", [str(space.root / "sub")])
+    monkeypatch.undo()
+    [pending] = await space.store.list_multipart_uploads(space.bucket, space.n(""))
+    assert pending.name == space.n("sub/obj")
+    await upload.abort()
+    # A folder gone from under the walk is no failure: nothing is there.
+    assert await space.store.list_multipart_uploads(space.bucket, space.n("gone/")) == []

@@ -103,6 +103,12 @@ DEFAULT_WAIT_LIMIT = 600.0
 _IO_THREADS = 16
 # Entries read by one thread call (a batch's hits spread over the pool).
 _READ_CHUNK = 8
+# Reads of an entry found filled by another process (it exists once its
+# lock is held) before the object is read around the cache. One is the
+# race with that filler; more, its entry evicted again before it was read
+# each time. A path that exists but never opens (a stale name on NFS) was
+# read again without end, no poll and no wait_limit between the reads.
+_REREADS = 8
 
 # Errors of a full disk or quota: the cache degrades to reading around itself.
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
@@ -134,8 +140,8 @@ os.register_at_fork(after_in_child=_forget_pool_in_child)
 class Unclaimable(Exception):
     """A :meth:`DiskCache.claim` that cannot be taken at all (no version to
     key it by, or a lock the cache cannot make or check: a read-only or full
-    disk, a lock file whose stat keeps failing): not "another process holds
-    it", which is worth waiting for."""
+    disk, a lock file whose stat fails, or whose path never names the file
+    locked): not "another process holds it", which is worth waiting for."""
 
 
 @dataclass
@@ -435,6 +441,7 @@ class DiskCache:
         todo = [i for i, k in enumerate(keys) if k is not None]
         corrupt: dict[int, int] = {}  # index -> inode of the corrupt entry seen
         waited: set[int] = set()
+        rereads: dict[int, int] = {}  # index -> times found filled by another process
         poll, started = FIRST_POLL, time.monotonic()
         while todo or direct:
             lock = []
@@ -455,6 +462,15 @@ class DiskCache:
                         lock.append(i)
             mine, busy, reread, broken = self._lock(lock, keys, corrupt)
             direct.extend(broken)
+            for i in reread:
+                rereads[i] = rereads.get(i, 0) + 1
+            unreadable = [i for i in reread if rereads[i] > _REREADS]
+            if unreadable:
+                # Fetched, not stored: the entry is there, and this process
+                # cannot read it.
+                self.stats.errors += len(unreadable)
+                direct.extend(unreadable)
+                reread = [i for i in reread if rereads[i] <= _REREADS]
             try:
                 fill = [*mine, *direct]
                 if fill:

@@ -76,8 +76,9 @@ MISS, CORRUPT = "miss", "corrupt"
 # locked is not the one at its path. A holder's unlink between our open and
 # our flock is a race a retry wins (another holder must take and release it
 # in between for the next to lose as well); losing every time is a path that
-# never names the file opened (an NFS lock directory whose stat fails with
-# ESTALE for good), which retried without end spun on the event loop.
+# never names the file opened, which retried without end spun on the event
+# loop. (A path whose stat fails, ESTALE on NFS, is no race: it fails the
+# lock at once, see held_at.)
 _LOCK_ATTEMPTS = 8
 
 # The names the cache writes: an entry ``entries/<2 hex>/<62 hex>`` (the
@@ -216,8 +217,10 @@ def try_lock(path: str) -> int | None:
         The locked descriptor, or None: another process (or task) holds it.
 
     Raises:
-        OSError: the lock directory is unusable, or the file locked is never
-            the one at ``path`` (its stat failing for good: ESTALE, EIO).
+        OSError: the lock directory is unusable, the stat of the path or of
+            the file locked failed (ESTALE, EIO: its own error, at once), or
+            the path named another file than the one locked at each of
+            ``_LOCK_ATTEMPTS`` attempts (no errno: no call failed).
     """
     for _ in range(_LOCK_ATTEMPTS):
         fd = os.open(path, os.O_RDWR | os.O_CREAT | _CLOEXEC, 0o644)
@@ -232,7 +235,7 @@ def try_lock(path: str) -> int | None:
         try:
             mine = held_at(path, fd)
         except BaseException:
-            # Its fstat failed (ESTALE, EIO): left locked, the entry stayed
+            # A stat failed (ESTALE, EIO): left locked, the entry stayed
             # held for the life of the process, every lookup of it on the
             # machine waiting wait_limit for a filler that never came.
             unlock(fd)
@@ -242,9 +245,11 @@ def try_lock(path: str) -> int | None:
         # Its holder unlinked it between our open and our flock: the lock
         # now lives in a new file at the path.
         unlock(fd)
-    os.stat(path)  # the path's own error (ESTALE, EIO), if it has one
-    raise OSError(errno.ESTALE, f"the lock file was replaced under each of {_LOCK_ATTEMPTS} "
-                  "attempts to take it", path)
+    # No call failed: an errno here (ESTALE was one) would name a failure
+    # that never happened.
+    raise OSError(f"lock file {path}: the file locked was not the one at the path at each of "
+                  f"{_LOCK_ATTEMPTS} attempts to take it (replaced or removed under each, or "
+                  "a filesystem whose path never names the file opened)")
 
 
 def unlock(fd: int, path: str | None = None) -> None:
