@@ -7,7 +7,7 @@ all-or-nothing writes.
 The class is fsspec's API, put together from its groups of methods: the
 store, settings and paths they stand on in ``_base``; ``info``, ``ls``,
 ``find`` and the object's version and time in ``_metadata``; ``cat`` and
-``get`` in ``_reads``; ``pipe``, ``put``, ``rm`` and ``copy`` in
+``get`` in ``_reads``; ``pipe``, ``put``, ``rm``, ``touch`` and ``copy`` in
 ``_writes``; ``open`` and ``open_async`` in ``_opening``. The work behind
 them lives beside them: entries of ``info``/``ls``/``find`` in
 ``_entries``, what the store says of paths in ``_listing``, ``cat_ranges``

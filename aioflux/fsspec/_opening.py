@@ -54,7 +54,7 @@ class OpenMethods(FileSystemBase):
                 self.recent.forget(known)  # asked of the store, not of a listing
                 # On the portal loop, also for an asynchronous filesystem (its
                 # own loop is the caller's, which open() must not block).
-                if fsspec.asyn.sync(get_portal().loop, self._exists, path):
+                if fsspec.asyn.sync(get_portal().loop, self._taken, path, bucket, name):
                     # Said at once, as fsspec's tests want; the publishing
                     # request checks it again (another writer may come first).
                     raise FileExistsError(f"{self.unstrip_protocol(path)}: exists (mode "
@@ -66,6 +66,16 @@ class OpenMethods(FileSystemBase):
                              published=functools.partial(self.recent.forget, known),
                              fs=self, path=known)
         raise _unsupported(mode)
+
+    async def _taken(self, path: str, bucket: str, name: str) -> bool:
+        """Whether ``"xb"`` of ``path`` is refused at open: an object has the
+        name (a folder there is only a prefix of other objects' names, which
+        the publishing precondition, pipe_file's and put_file's create, and
+        gcsfs's and s3fs's "xb" all pass over), or on ``file://`` anything
+        does (no file can be made where a folder is)."""
+        if self.scheme == "file":
+            return bool(await self._exists(path))
+        return await self.store.exists(bucket, name)
 
     def _reader(self, bucket: str, name: str, known: str) -> FileReader:
         """A reader of the object (fsspec path ``known``), at the version a

@@ -3,21 +3,32 @@
 
 A whole read is checked against the object's crc32c; a range cannot be.
 Ranges slice as Python's do (negative offsets count from the end, a range
-past the end is empty), as fsspec specifies.
+past the end is empty), as fsspec specifies; a range counted from the end
+is read at the version whose size placed it. ``get_file`` from a recent
+entry found stale reads the current version and forgets the entry, as the
+read file does.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from typing import Any
 
 from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 
-from .._core.errors import InvalidRequest
+from .._core.errors import (
+    ChecksumMismatch,
+    InvalidRequest,
+    NotFound,
+    PreconditionFailed,
+    ProtocolError,
+)
 from .._core.window import gather_bounded
 from ._base import FileSystemBase
 from ._listing import recent_object
+from ._paths import join
 from ._ranges import cat_ranges
 from ._transfers import get_file
 
@@ -34,9 +45,7 @@ class ReadMethods(FileSystemBase):
         if (start is None or start == 0) and end is None:
             return await self.store.read(bucket, name)  # whole: crc32c checked
         if (start is not None and start < 0) or (end is not None and end < 0):
-            size = (await self.store.stat(bucket, name)).size
-            start = start if start is None or start >= 0 else max(0, size + start)
-            end = end if end is None or end >= 0 else max(0, size + end)
+            return await self._cat_from_end(bucket, name, start, end)
         start = start or 0
         if end is not None and end <= start:
             return b""
@@ -48,6 +57,42 @@ class ReadMethods(FileSystemBase):
             if (await self.store.stat(bucket, name)).size <= start:
                 return b""
             raise
+
+    async def _cat_from_end(self, bucket: str, name: str, start: int | None,
+                            end: int | None) -> bytes:
+        """A range with a bound counted from the end: placed by the size of
+        the version a stat finds, and read at that version only (a range of
+        one version's size applied to another's bytes is other bytes).
+
+        Raises:
+            PreconditionFailed: the object was replaced between the stat and
+                the read.
+            NotFound: it was deleted.
+        """
+        info = await self.store.stat(bucket, name)
+        size = info.size
+        lo = 0 if start is None else start if start >= 0 else max(0, size + start)
+        hi = size if end is None else min(size, end if end >= 0 else max(0, size + end))
+        if hi <= lo:
+            return b""
+        try:
+            # The size too: a store without versions (generation 0) cannot
+            # pin one, and a file rewritten keeping its time keeps its own.
+            fetched = await self.store.fetch(bucket, name, start=lo, end=hi,
+                                             generation=info.generation or None, size=size)
+        except (NotFound, PreconditionFailed, ProtocolError, ChecksumMismatch) as exc:
+            current = await self.store.stat(bucket, name)  # NotFound: deleted meanwhile
+            if (current.generation, current.size) == (info.generation, size):
+                raise  # the same version: the read's own error
+            raise PreconditionFailed(
+                f"cat_file {info.url} failed: the object changed between the stat that "
+                f"placed bytes [{lo}, {hi}) by its size ({size} bytes, version "
+                f"{info.version}) and their read (now {current.size} bytes, version "
+                f"{current.version}); nothing was read: read it again",
+                operation="read", bucket=bucket, name=name, status=412,
+                reason="conditionNotMet") from exc
+        assert fetched.data is not None  # no buffer was given
+        return fetched.data
 
     async def _cat(self, path: str | list[str], recursive: bool = False,
                    on_error: str = "raise", batch_size: int | None = None,
@@ -92,5 +137,8 @@ class ReadMethods(FileSystemBase):
         recent = info is not None
         if info is None:
             info = await self.store.stat(bucket, name)
+        # A stale entry is forgotten once found so, as the read file forgets it.
         await get_file(self.store, info, lpath, recent=recent, budget=self._blocks,
-                       callback=callback)
+                       callback=callback,
+                       stale=functools.partial(self.recent.forget, join(self.scheme, bucket,
+                                                                        name)))

@@ -17,11 +17,12 @@ import contextlib
 import io
 import os
 import uuid
+from collections.abc import Callable
 
 from fsspec.callbacks import Callback
 
 from .._core.crc import crc32c_combine, encode_crc32c
-from .._core.errors import ChecksumMismatch, NotFound, PreconditionFailed
+from .._core.errors import ChecksumMismatch, NotFound, PreconditionFailed, ProtocolError
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.window import LoopSemaphore, window
@@ -45,27 +46,49 @@ STREAMING_PUTS = 2
 
 
 async def get_file(store: ObjectStore, info: ObjectInfo, lpath: str, *, recent: bool,
-                   budget: LoopSemaphore, callback: Callback) -> None:
+                   budget: LoopSemaphore, callback: Callback,
+                   stale: Callable[[], None] | None = None) -> None:
     """The object's bytes at ``info``'s version into the local file ``lpath``.
+
+    A ``recent`` info that proves stale is recovered from as the read file
+    recovers (``ObjectReader``): before any byte reaches ``lpath``, the
+    current version is read instead, and ``stale`` is called.
 
     Args:
         store: the store.
         info: the object's version, size and crc32c.
         lpath: the local file, replaced only once it is whole.
         recent: ``info`` is a recent listing's or stat's: if its version is
-            gone, the current one is read.
+            gone (or, where the store cannot tell versions apart, the size
+            read is another), the current one is read.
         budget: the transfer blocks a filesystem's gets and puts share.
         callback: fsspec's progress callback.
+        stale: called once ``info`` (``recent``) proved stale: the object
+            replaced or deleted since (the filesystem forgets the entry).
 
     Raises:
         NotFound: no such object (or, not ``recent``, the version is gone).
         ChecksumMismatch: the bytes read are not the object's.
         StorageError: a read failed.
     """
+    try:
+        await _get(store, info, lpath, recent=recent, budget=budget, callback=callback,
+                   stale=stale)
+    except (NotFound, PreconditionFailed):
+        if recent and stale is not None:
+            stale()  # deleted, or replaced again: the read file forgets it too
+        raise
+
+
+async def _get(store: ObjectStore, info: ObjectInfo, lpath: str, *, recent: bool,
+               budget: LoopSemaphore, callback: Callback,
+               stale: Callable[[], None] | None) -> None:
+    """:func:`get_file`'s work (which forgets the entry of an object found gone)."""
     if recent and info.size == 0:
         # No byte to fetch, so no GET would find the version gone: an empty
         # object since written to was got as an empty file.
-        info = await store.stat(info.bucket, info.name)
+        info = await _current(store, info, stale) or info
+        recent = False
     folder = os.path.dirname(os.path.abspath(lpath))
     # Made as open() makes a file (0o666 less the umask): mkstemp's 0o600
     # stayed on the file it became.
@@ -76,11 +99,18 @@ async def get_file(store: ObjectStore, info: ObjectInfo, lpath: str, *, recent: 
             try:
                 callback.set_size(info.size)
                 await _download(store, info, out, budget, callback)
-            except (NotFound, PreconditionFailed):
+            except (NotFound, PreconditionFailed, ProtocolError, ChecksumMismatch) as exc:
                 if not recent:
                     raise
-                # The version a recent entry named is gone: the current one.
-                info = await store.stat(info.bucket, info.name)
+                # The version a recent entry named is gone (NotFound, S3's
+                # and Azure's 412); or, where a read cannot tell versions
+                # apart (no version; a file rewritten keeping its time),
+                # another size was read: then the stat decides, and if it
+                # names the same version and size the error is the read's own.
+                current = await _current(store, info, stale)
+                if current is None and not isinstance(exc, NotFound | PreconditionFailed):
+                    raise
+                info = current or info
                 out.seek(0)
                 out.truncate()
                 callback.set_size(info.size)
@@ -93,6 +123,22 @@ async def get_file(store: ObjectStore, info: ObjectInfo, lpath: str, *, recent: 
         except FileNotFoundError:
             pass
         raise
+
+
+async def _current(store: ObjectStore, info: ObjectInfo,
+                   stale: Callable[[], None] | None) -> ObjectInfo | None:
+    """The object's current version, asked of the store: None if it is
+    ``info``'s version and size, else its info (and ``stale`` is called).
+
+    Raises:
+        NotFound: the object is gone.
+    """
+    current = await store.stat(info.bucket, info.name)
+    if (current.generation, current.size) == (info.generation, info.size):
+        return None
+    if stale is not None:
+        stale()
+    return current
 
 
 async def _download(store: ObjectStore, info: ObjectInfo, out: io.BufferedWriter,

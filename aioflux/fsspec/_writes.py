@@ -1,5 +1,5 @@
 """The filesystem's changes to the store: ``pipe_file``, ``put_file``,
-``rm_file``, ``rm``, ``copy``, ``cp_file`` and ``mv``.
+``rm_file``, ``rm``, ``touch``, ``copy``, ``cp_file`` and ``mv``.
 
 Each write is the store's, all or nothing; whatever it touched (even one
 that failed: a lost answer may hide a write that happened) is forgotten
@@ -8,18 +8,43 @@ by the filesystem's recent metadata.
 
 from __future__ import annotations
 
+import asyncio
 import os
+from glob import has_magic
 from typing import Any
 
+import fsspec.asyn
 from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 
 from .._core.errors import InvalidArgument, NotFound, PreconditionFailed
 from .._core.store import delete_all
+from .._core.window import gather_bounded
 from ._base import FileSystemBase
+from ._listing import entry_of
 from ._paths import join
 from ._transfers import put_file
 
-__all__ = ["WriteMethods"]
+__all__ = ["TouchRefused", "WriteMethods"]
+
+
+class TouchRefused(InvalidArgument, NotImplementedError):
+    """``touch(path, truncate=False)`` of an existing object on an object
+    store: its time cannot be updated without rewriting its bytes. A
+    ``ValueError`` (s3fs raises one there) and a ``NotImplementedError``
+    (fsspec's default touch and gcsfs raise one)."""
+
+
+def _a_folder(url: str) -> str:
+    return f"{url}: a folder (rm(path, recursive=True) removes what is under it)"
+
+
+def _utime(path: str) -> bool:
+    """Set the file's times to now; False if there is no such file."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 class WriteMethods(FileSystemBase):
@@ -66,19 +91,49 @@ class WriteMethods(FileSystemBase):
     async def _rm(self, path: str | list[str], recursive: bool = False,
                   maxdepth: int | None = None, batch_size: int | None = None,
                   **kwargs: Any) -> None:
-        paths = await self._expand_path(path, recursive=recursive, maxdepth=maxdepth)
-        if len(paths) == 1 and not recursive:
-            # One path: a missing one is said, as LocalFileSystem and gcsfs say it.
-            try:
-                await self._rm_file(paths[0])
-            except NotFound as exc:
-                if await self._isdir(paths[0]):  # it said "no such object" of a folder
-                    raise IsADirectoryError(f"{self.unstrip_protocol(paths[0])}: a folder "
-                                            "(rm(path, recursive=True) removes what is "
-                                            "under it)") from exc
-                raise FileNotFoundError(f"{self.unstrip_protocol(paths[0])}: no such "
-                                        "object") from exc
+        """Remove objects (fsspec's ``rm``), of one path or a list alike.
+
+        Each path given (or each match of a pattern) must be an object, or
+        with ``recursive`` an object or a folder: otherwise nothing is
+        removed and the first refused path is said. What only the deletes
+        can find is not refused: an object another writer removes between
+        the check and its delete counts as removed, one written under a
+        folder after its listing stays, and a delete that fails (a
+        permission, the network) raises with what was removed before it
+        gone.
+
+        Args:
+            path: a path, a pattern or a list of them.
+            recursive: also remove folders and everything under them
+                (folder placeholder objects, ``folder/``, included).
+            maxdepth: how deep ``recursive`` goes.
+            batch_size: deletes in flight at once (default 64).
+            **kwargs: ignored, as fsspec's ``rm`` does.
+
+        Raises:
+            FileNotFoundError: a path that names nothing, or a pattern that
+                matches nothing; nothing was removed.
+            IsADirectoryError: without ``recursive``, a folder; nothing was
+                removed.
+            InvalidURL: a bucket's root without ``recursive``.
+        """
+        given = [path] if isinstance(path, str) else list(path)
+        if not given:
+            raise FileNotFoundError("rm: no path given")
+        if len(given) == 1 and not recursive and not has_magic(given[0]):
+            # One object: its delete finds out, and nothing else is removed.
+            await self._rm_one(self._strip_protocol(given[0]))
             return
+        limit = self.store.config.max_concurrency
+        expanded = await gather_bounded(
+            (self._expanded(p, recursive, maxdepth) for p in given), limit)
+        refused = [r for r in expanded if isinstance(r, OSError)]
+        paths = sorted({p for found in expanded if isinstance(found, list) for p in found})
+        if not refused and not recursive:
+            checked = await gather_bounded((self._not_an_object(p) for p in paths), limit)
+            refused = [r for r in checked if r is not None]
+        if refused:
+            raise refused[0]
         by_bucket: dict[str, list[str]] = {}
         for p in paths:
             bucket, name = self._split(p, folder=True)
@@ -101,6 +156,114 @@ class WriteMethods(FileSystemBase):
                 self.recent.forget(paths[0], tree=True)
             else:
                 self.recent.clear()
+
+    async def _rm_one(self, path: str) -> None:
+        """``rm`` of one object: a missing one is said, as LocalFileSystem and gcsfs say it."""
+        try:
+            await self._rm_file(path)
+        except NotFound as exc:
+            if await self._isdir(path):  # it said "no such object" of a folder
+                raise IsADirectoryError(_a_folder(self.unstrip_protocol(path))) from exc
+            raise FileNotFoundError(f"{self.unstrip_protocol(path)}: no such "
+                                    "object") from exc
+
+    async def _expanded(self, path: str, recursive: bool,
+                        maxdepth: int | None) -> list[str] | OSError:
+        """What ``rm`` removes of one path (or pattern) it was given; the
+        refusal, if it names nothing."""
+        try:
+            found: list[str] = await self._expand_path(path, recursive=recursive,
+                                                       maxdepth=maxdepth)
+        except FileNotFoundError:
+            return FileNotFoundError(f"{self.unstrip_protocol(path)}: no such object"
+                                     f"{' or folder' if recursive else ''}; nothing was "
+                                     "removed")
+        return found
+
+    async def _not_an_object(self, path: str) -> OSError | None:
+        """Why ``rm`` without ``recursive`` refuses ``path``, if it does."""
+        bucket, name = self._split(path)  # a bucket's root is refused as for one path
+        entry = await entry_of(self.store, self.recent, self.scheme, bucket, name)
+        if entry is None or entry["type"] != "file":
+            # A refusal is the store's word, not a listing's from before
+            # another writer made the object (one path's delete asks the store).
+            self.recent.forget(join(self.scheme, bucket, name))
+            entry = await entry_of(self.store, self.recent, self.scheme, bucket, name)
+        if entry is None:
+            return FileNotFoundError(f"{self.unstrip_protocol(path)}: no such object; "
+                                     "nothing was removed")
+        if entry["type"] != "file":
+            return IsADirectoryError(_a_folder(self.unstrip_protocol(path)) +
+                                     "; nothing was removed")
+        return None
+
+    async def _touch(self, path: str, truncate: bool = True, **kwargs: Any) -> None:
+        bucket, name = self._split(path)
+        if truncate:
+            await self._pipe_file(path, b"", **kwargs)
+            return
+        local = join(self.scheme, bucket, name)  # on file://, the file's own path
+        if self.scheme == "file" and await asyncio.to_thread(_utime, local):
+            self.recent.forget(local)
+            return
+        try:
+            # Only where nothing is: an object written meanwhile keeps its bytes.
+            await self._pipe_file(path, b"", mode="create", **kwargs)
+        except FileExistsError:
+            if self.scheme == "file" and await asyncio.to_thread(_utime, local):
+                self.recent.forget(local)
+                return
+            raise self._untouchable(path) from None
+
+    def _untouchable(self, path: str) -> TouchRefused:
+        return TouchRefused(
+            f"touch {self.unstrip_protocol(path)}: truncate=False cannot update the time of "
+            "an existing object: an object store's time is the write's, and changing it "
+            "would rewrite the object as a new version; nothing was written (touch(path) "
+            "replaces it with an empty object)")
+
+    def touch(self, path: str, truncate: bool = True, **kwargs: Any) -> None:
+        """Make an empty object, or (``truncate=False``) update a file's time
+        (fsspec's ``touch``).
+
+        Inside ``fs.transaction`` the empty object is staged as a file
+        opened for writing (``"xb"`` without ``truncate``) and published
+        at the commit, as fsspec's own ``touch`` stages it.
+
+        Args:
+            path: the object.
+            truncate: replace whatever is there with an empty object. False:
+                an empty object is made only where none exists (create-only:
+                one another writer made meanwhile keeps its bytes); an
+                existing file's modification time is set to now on
+                ``file://``, as fsspec's LocalFileSystem does, and refused on
+                object stores.
+            **kwargs: ``content_type`` and ``metadata`` of a new object.
+
+        Raises:
+            InvalidArgument: ``truncate=False`` of an existing object on an
+                object store (its time cannot change without its bytes),
+                nothing written: a ``ValueError``, as s3fs raises there, and
+                a ``NotImplementedError``, as fsspec's default and gcsfs
+                raise (a :class:`TouchRefused`).
+        """
+        if not self._intrans:
+            fsspec.asyn.sync(self.loop, self._touch, path, truncate=truncate, **kwargs)
+            return
+        # In a transaction the empty object is a file published at the commit,
+        # as fsspec's own touch stages it ("xb": create-only, at the commit too).
+        bucket, name = self._split(path)
+        local = join(self.scheme, bucket, name)
+        if not truncate and self.scheme == "file" and _utime(local):
+            self.recent.forget(local)  # a time is no file to stage (nor is it in fsspec's)
+            return
+        try:
+            with self.open(path, "wb" if truncate else "xb", **kwargs):
+                pass
+        except FileExistsError:
+            if truncate or self.scheme == "file":
+                raise
+            raise self._untouchable(path) from None
 
     async def _copy(self, path1: str | list[str], path2: str | list[str],
                     recursive: bool = False, on_error: str | None = None,
