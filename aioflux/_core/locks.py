@@ -20,7 +20,7 @@ import errno
 import fcntl
 import os
 
-__all__ = ["held_at", "unlock"]
+__all__ = ["held_at", "kept", "unlock"]
 
 # A path that names no file (it, or a directory of it, was removed): the
 # file locked is gone from it.
@@ -57,6 +57,33 @@ def held_at(path: str, fd: int) -> bool:
         return False
     mine = os.fstat(fd)
     return (here.st_ino, here.st_dev) == (mine.st_ino, mine.st_dev)
+
+
+def kept(path: str, fd: int) -> bool:
+    """:func:`held_at`, the lock released unless it is kept (the file at
+    ``path``): a taker takes the new file at the path next, or fails.
+
+    Args:
+        path: where takers find the lock.
+        fd: the locked descriptor.
+
+    Returns:
+        True: the lock is held on the file at ``path``. False: released
+        (the path is gone or names another file now).
+
+    Raises:
+        OSError: as :func:`held_at`, once the lock is released (left
+            locked, the file stayed held for the life of the process, and
+            every later taker, here or in another process, waited for it).
+    """
+    try:
+        mine = held_at(path, fd)
+    except BaseException:
+        unlock(fd)
+        raise
+    if not mine:
+        unlock(fd)
+    return mine
 
 
 def unlock(fd: int) -> None:

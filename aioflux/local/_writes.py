@@ -28,7 +28,7 @@ from .._core.errors import (
     StorageError,
     describe,
 )
-from .._core.locks import held_at, unlock
+from .._core.locks import kept, unlock
 from .._core.types import ObjectInfo
 from ._files import (
     CLOEXEC,
@@ -345,19 +345,11 @@ def _lock_current(path: str, op: str, bucket: str, name: str) -> int | None:
         except BaseException:
             os.close(fd)
             raise
-        try:
-            # A stat failing for good (ESTALE on NFS, EIO), taken for a
-            # file replaced meanwhile, was tried again without end: raised.
-            mine = held_at(path, fd)
-        except BaseException:
-            # Left locked, the file stayed held for the life of the process:
-            # every later change of the object, here or in any other
-            # process, waited for it for good.
-            unlock(fd)
-            raise
-        if mine:
+        # A stat failing for good (ESTALE on NFS, EIO), taken for a file
+        # replaced meanwhile, was tried again without end: raised.
+        if kept(path, fd):
             return fd
-        unlock(fd)  # replaced or removed while we waited: lock what is there now
+        # Replaced or removed while we waited: lock what is there now.
     raise StorageError(f"{describe(op, bucket, name, 'file')} failed: the file locked was no "
                        f"longer the one at its path in each of {_LOCK_ATTEMPTS} attempts to "
                        "lock it (replaced under each, or a filesystem whose path never names "

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from ..._core.crc import crc32c
 from ..._core.errors import InvalidArgument
-from ..._core.locks import held_at
+from ..._core.locks import kept
 from ..._core.locks import unlock as release
 
 __all__ = [
@@ -78,7 +78,7 @@ MISS, CORRUPT = "miss", "corrupt"
 # in between for the next to lose as well); losing every time is a path that
 # never names the file opened, which retried without end spun on the event
 # loop. (A path whose stat fails, ESTALE on NFS, is no race: it fails the
-# lock at once, see held_at.)
+# lock at once, see _core.locks.held_at.)
 _LOCK_ATTEMPTS = 8
 
 # The names the cache writes: an entry ``entries/<2 hex>/<62 hex>`` (the
@@ -232,19 +232,10 @@ def try_lock(path: str) -> int | None:
         except BaseException:
             os.close(fd)
             raise
-        try:
-            mine = held_at(path, fd)
-        except BaseException:
-            # A stat failed (ESTALE, EIO): left locked, the entry stayed
-            # held for the life of the process, every lookup of it on the
-            # machine waiting wait_limit for a filler that never came.
-            unlock(fd)
-            raise
-        if mine:
+        if kept(path, fd):
             return fd
         # Its holder unlinked it between our open and our flock: the lock
         # now lives in a new file at the path.
-        unlock(fd)
     # No call failed: an errno here (ESTALE was one) would name a failure
     # that never happened.
     raise OSError(f"lock file {path}: the file locked was not the one at the path at each of "
