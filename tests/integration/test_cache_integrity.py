@@ -9,7 +9,6 @@ import builtins
 import errno
 import fcntl
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 from aioflux import LocalStore, ObjectInfo
 from aioflux._core.urls import parse_url
 from aioflux._engines.cache import DiskCache, Unclaimable, _files, info
+from tests._lock_faults import SPIN, descriptors, failing, stat_of
 
 Data = bytes | bytearray
 
@@ -283,38 +283,9 @@ async def test_a_usage_lock_that_cannot_be_taken_leaks_no_descriptor(
 
 # -- the lock of an entry, on a failing lock directory --------------------------------
 
-# More stats of one lock file than any bounded lock takes: a spin fails the
-# test here instead of hanging it.
-_SPIN = 10_000
 
 
-def _descriptors() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
-
-def _stat_of(path: Path, monkeypatch: pytest.MonkeyPatch,
-             answer: Callable[[int], os.stat_result]) -> list[int]:
-    """Route every ``os.stat`` of ``path`` through ``answer(call number)``;
-    the returned list counts the calls."""
-    stat = os.stat
-    calls = [0]
-
-    def patched(p: Any, *args: Any, **kwargs: Any) -> os.stat_result:
-        if isinstance(p, (str, os.PathLike)) and os.fspath(p) == str(path):
-            calls[0] += 1
-            if calls[0] > _SPIN:
-                raise AssertionError(f"{calls[0]} stats of {path}: a lock spins on it")
-            return answer(calls[0])
-        return stat(p, *args, **kwargs)
-
-    monkeypatch.setattr(os, "stat", patched)
-    return calls
-
-
-def _failing(code: int, path: Path) -> Callable[[int], os.stat_result]:
-    def fail(_: int) -> os.stat_result:
-        raise OSError(code, os.strerror(code), str(path))
-    return fail
 
 
 @pytest.mark.parametrize("code", [errno.ESTALE, errno.EIO, errno.EACCES],
@@ -325,13 +296,13 @@ def test_a_lock_file_whose_stat_fails_is_that_error_at_once(
     # tried again (open, flock, stat) at each of the lock's attempts before
     # its error came out: it says nothing of which file the path names.
     path = tmp_path / "lock"
-    calls = _stat_of(path, monkeypatch, _failing(code, path))
-    before = _descriptors()
+    calls = stat_of(path, monkeypatch, failing(code, path))
+    before = descriptors()
     with pytest.raises(OSError) as raised:
         _files.try_lock(str(path))
     assert raised.value.errno == code
     assert calls[0] == 1
-    assert _descriptors() == before
+    assert descriptors() == before
     monkeypatch.undo()
     fd = _files.try_lock(str(path))  # nothing was left locked
     assert fd is not None
@@ -346,14 +317,14 @@ def test_a_lock_file_removed_under_its_taker_is_taken_anew(
     # the file there now.
     path = tmp_path / "lock"
     stat = os.stat
-    calls = _stat_of(path, monkeypatch,
-                     lambda n: _failing(errno.ENOENT, path)(n) if n <= 3 else stat(path))
-    before = _descriptors()
+    calls = stat_of(path, monkeypatch,
+                     lambda n: failing(errno.ENOENT, path)(n) if n <= 3 else stat(path))
+    before = descriptors()
     fd = _files.try_lock(str(path))
     assert fd is not None and calls[0] == 4
     assert os.fstat(fd).st_ino == stat(path).st_ino
     _files.unlock(fd, str(path))
-    assert _descriptors() == before
+    assert descriptors() == before
 
 
 def test_a_lock_file_path_that_never_names_the_file_locked_says_so(
@@ -363,15 +334,15 @@ def test_a_lock_file_path_that_never_names_the_file_locked_says_so(
     # no call had failed with it.
     path = tmp_path / "lock"
     other = os.stat(tmp_path)
-    calls = _stat_of(path, monkeypatch, lambda _: other)
-    before = _descriptors()
+    calls = stat_of(path, monkeypatch, lambda _: other)
+    before = descriptors()
     with pytest.raises(OSError) as raised:
         _files.try_lock(str(path))
     assert raised.value.errno is None
     assert str(path) in str(raised.value)
     assert f"each of {_files._LOCK_ATTEMPTS} attempts" in str(raised.value)
     assert calls[0] == _files._LOCK_ATTEMPTS
-    assert _descriptors() == before
+    assert descriptors() == before
 
 
 async def test_entries_whose_lock_path_never_names_the_file_locked_are_read_around(
@@ -385,7 +356,7 @@ async def test_entries_whose_lock_path_never_names_the_file_locked_are_read_arou
     assert key is not None
     lock = Path(cache.layout.lock(key[0]))
     other = os.stat(root)
-    _stat_of(lock, monkeypatch, lambda _: other)
+    stat_of(lock, monkeypatch, lambda _: other)
     assert await cache.get_many(listed[1:2], objects.fetch) == objects.expected(listed[1:2])
     assert (objects.reads, cache.stats.errors, cache.stats.stored) == (2, 1, 1)
     with pytest.raises(Unclaimable) as raised:
@@ -417,7 +388,7 @@ async def test_an_entry_that_exists_but_never_opens_is_read_around_not_spun_on(
         nonlocal opened
         if isinstance(path, (str, os.PathLike)) and os.fspath(path) == entry:
             opened += 1
-            if opened > _SPIN:
+            if opened > SPIN:
                 raise AssertionError(f"{opened} opens of {entry}: a lookup spins on it")
             raise OSError(errno.ENOENT, os.strerror(errno.ENOENT), entry)
         return open_(path, flags, *args, **kwargs)

@@ -30,11 +30,9 @@ from aioflux._core.errors import describe
 from aioflux._core.locks import held_at
 from aioflux._core.urls import parse_url
 from aioflux.local import LocalStore, _writes
+from tests._lock_faults import SPIN, descriptors, failing, stat_of
 
 OLD, NEW = b"old bytes", b"new bytes, longer"
-# More stat calls of one path than any bounded lock takes: a spin fails the
-# test here instead of hanging it.
-_SPIN = 10_000
 
 
 class Space:
@@ -98,9 +96,6 @@ NAMED = {"write": "write", "upload": "write", "copy": "copy", "delete": "delete"
 _OPEN, _FLOCK = os.open, fcntl.flock
 
 
-def _descriptors() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
 
 def _assert_unlocked(path: Path) -> None:
     """Raise BlockingIOError if a descriptor of this process still holds
@@ -130,7 +125,7 @@ def _open_of(path: Path, monkeypatch: pytest.MonkeyPatch,
     def patched(p: Any, flags: int, *args: Any, **kwargs: Any) -> int:
         if isinstance(p, (str, os.PathLike)) and os.fspath(p) == str(path):
             modes.append(flags & os.O_ACCMODE)
-            if len(modes) > _SPIN:
+            if len(modes) > SPIN:
                 raise AssertionError(f"{len(modes)} opens of {path}: a lock spins on it")
             code = failing(flags)
             if code is not None:
@@ -161,29 +156,6 @@ def _flock_of(path: Path, monkeypatch: pytest.MonkeyPatch,
     return modes
 
 
-def _stat_of(path: Path, monkeypatch: pytest.MonkeyPatch,
-             answer: Callable[[int], os.stat_result]) -> list[int]:
-    """Route every ``os.stat`` of ``path`` through ``answer(call number)``;
-    the returned list counts the calls."""
-    stat = os.stat
-    calls = [0]
-
-    def patched(p: Any, *args: Any, **kwargs: Any) -> os.stat_result:
-        if isinstance(p, (str, os.PathLike)) and os.fspath(p) == str(path):
-            calls[0] += 1
-            if calls[0] > _SPIN:
-                raise AssertionError(f"{calls[0]} stats of {path}: a lock spins on it")
-            return answer(calls[0])
-        return stat(p, *args, **kwargs)
-
-    monkeypatch.setattr(os, "stat", patched)
-    return calls
-
-
-def _failing(code: int, path: Path) -> Callable[[int], os.stat_result]:
-    def fail(_: int) -> os.stat_result:
-        raise OSError(code, os.strerror(code), str(path))
-    return fail
 
 
 async def _fails_typed(space: Space, op: str, reason: str,
@@ -191,7 +163,7 @@ async def _fails_typed(space: Space, op: str, reason: str,
     """Run ``op``, which must fail as a ``kind`` naming it, ``target`` and
     ``reason``, leaving the directory as it was and no descriptor (plain
     StorageError: the store's error of a failing disk)."""
-    before = _descriptors()
+    before = descriptors()
     with pytest.raises(StorageError) as raised:
         await space.change(op)()
     failure = raised.value
@@ -200,7 +172,7 @@ async def _fails_typed(space: Space, op: str, reason: str,
     assert (failure.operation, failure.bucket, failure.name, failure.reason) == (
         named, space.bucket, space.n("target"), reason)
     assert str(failure).startswith(describe(named, space.bucket, space.n("target"), "file"))
-    assert _descriptors() == before
+    assert descriptors() == before
     # Nothing published, nothing half-written left beside it.
     assert space.files() == ["source", "target"]
     assert space.target.read_bytes() == OLD
@@ -227,7 +199,7 @@ async def test_a_file_whose_stat_fails_for_good_fails_the_change(
     # the lock took for a file replaced while it waited, and tried again,
     # forever, in a worker thread (an EIO did the same). It now fails the
     # change, naming it, at once.
-    calls = _stat_of(space.target, monkeypatch, _failing(errno.ESTALE, space.target))
+    calls = stat_of(space.target, monkeypatch, failing(errno.ESTALE, space.target))
     await _fails_typed(space, op, "ESTALE")
     assert 0 < calls[0] <= 100
     await _recovers(space, monkeypatch, op)
@@ -239,7 +211,7 @@ async def test_any_failing_stat_but_a_missing_file_is_an_error(
         space: Space, monkeypatch: pytest.MonkeyPatch, code: int,
         kind: type[StorageError]) -> None:
     # Mapped as the store maps every failed filesystem call.
-    calls = _stat_of(space.target, monkeypatch, _failing(code, space.target))
+    calls = stat_of(space.target, monkeypatch, failing(code, space.target))
     await _fails_typed(space, "write", errno.errorcode[code], kind)
     assert 0 < calls[0] <= 100
     await _recovers(space, monkeypatch, "write")
@@ -252,7 +224,7 @@ async def test_a_path_that_never_names_the_file_locked_fails_after_bounded_attem
     # opened and locked (as a file replaced while the lock was awaited, but
     # every time): the lock tried again without end.
     other = os.stat(space.root / "source")
-    calls = _stat_of(space.target, monkeypatch, lambda _: other)
+    calls = stat_of(space.target, monkeypatch, lambda _: other)
     failure = await _fails_typed(space, op, "")
     assert "attempts" in str(failure)
     assert 0 < calls[0] <= 100
@@ -350,10 +322,10 @@ async def test_a_filesystem_without_locks_changes_files_unlocked(
     # without flock; EOPNOTSUPP, EINVAL: filesystems that take no flock.
     # Refused there, every change of an existing file would fail.
     asked = _flock_of(space.target, monkeypatch, lambda _: code)
-    before = _descriptors()
+    before = descriptors()
     await space.change(op)()
     assert asked == [os.O_RDWR]
-    assert _descriptors() == before
+    assert descriptors() == before
     _done(space, op)
 
 
@@ -368,11 +340,11 @@ async def test_a_file_this_process_may_not_write_is_locked_read_only(
     opens = _open_of(space.target, monkeypatch,
                      lambda flags: code if flags & os.O_ACCMODE == os.O_RDWR else None)
     asked = _flock_of(space.target, monkeypatch, lambda _: None)
-    before = _descriptors()
+    before = descriptors()
     await space.change(op)()
     assert opens == [os.O_RDWR, os.O_RDONLY]
     assert asked == [os.O_RDONLY]
-    assert _descriptors() == before
+    assert descriptors() == before
     _done(space, op)
 
 
@@ -395,11 +367,11 @@ async def test_a_file_this_process_may_replace_but_not_lock_changes_unlocked(
         asked = _flock_of(space.target, monkeypatch,
                           lambda mode: errno.EBADF if mode == os.O_RDONLY else None)
         want_flocks = [os.O_RDONLY]
-    before = _descriptors()
+    before = descriptors()
     await space.change(op)()
     assert opens == [os.O_RDWR, os.O_RDONLY]
     assert asked == want_flocks
-    assert _descriptors() == before
+    assert descriptors() == before
     _done(space, op)
 
 
@@ -411,9 +383,9 @@ async def test_a_failing_stat_of_the_file_replaced_is_an_error_not_no_file(
     # there": the new file could get the replaced one's generation, which a
     # precondition then could not tell apart.
     stat = os.stat
-    calls = _stat_of(space.target, monkeypatch,
+    calls = stat_of(space.target, monkeypatch,
                      lambda n: stat(space.target) if n == 1
-                     else _failing(errno.EIO, space.target)(n))
+                     else failing(errno.EIO, space.target)(n))
     await _fails_typed(space, op, "EIO")
     assert calls[0] == 2  # the lock's check, then the time's
     await _recovers(space, monkeypatch, op)
@@ -426,13 +398,13 @@ async def test_a_file_replaced_while_its_lock_was_awaited_is_locked_anew(
     # when checked, then does again): the lock takes the file there now,
     # and the change goes through.
     stat = os.stat
-    calls = _stat_of(space.target, monkeypatch,
-                     lambda n: _failing(errno.ENOENT, space.target)(n) if n <= 3
+    calls = stat_of(space.target, monkeypatch,
+                     lambda n: failing(errno.ENOENT, space.target)(n) if n <= 3
                      else stat(space.target))
-    before = _descriptors()
+    before = descriptors()
     await space.change(op)()
     assert calls[0] >= 4
-    assert _descriptors() == before
+    assert descriptors() == before
     if op == "delete":
         assert space.files() == ["source"]
     else:
@@ -457,10 +429,10 @@ def test_a_lock_interrupted_while_awaited_leaks_no_descriptor(
         flock(fd, operation)
 
     monkeypatch.setattr(fcntl, "flock", interrupted)
-    before = _descriptors()
+    before = descriptors()
     with pytest.raises(_Interrupted), _writes._changing(str(path), "write", "b", "f"):
         pass
-    assert _descriptors() == before
+    assert descriptors() == before
 
 
 def test_held_at_takes_only_a_missing_path_for_gone(
@@ -471,20 +443,20 @@ def test_held_at_takes_only_a_missing_path_for_gone(
     try:
         assert held_at(str(path), fd)
         for code in (errno.ENOENT, errno.ENOTDIR):
-            calls = _stat_of(path, monkeypatch, _failing(code, path))
+            calls = stat_of(path, monkeypatch, failing(code, path))
             assert not held_at(str(path), fd)
             assert calls[0] == 1
             monkeypatch.undo()
         for code in (errno.ESTALE, errno.EIO, errno.EACCES):
             # It does not say which file the path names: the taker's error
             # (the disk cache's lock files too, which took it for gone).
-            _stat_of(path, monkeypatch, _failing(code, path))
+            stat_of(path, monkeypatch, failing(code, path))
             with pytest.raises(OSError) as raised:
                 held_at(str(path), fd)
             assert raised.value.errno == code
             monkeypatch.undo()
         other = os.stat(tmp_path)
-        _stat_of(path, monkeypatch, lambda _: other)
+        stat_of(path, monkeypatch, lambda _: other)
         assert not held_at(str(path), fd)
     finally:
         os.close(fd)
