@@ -1,10 +1,14 @@
 """The sync-to-async portal: one background event-loop thread per process.
 
 ``call(coro)`` blocks for the result, ``submit(coro)`` returns a
-``concurrent.futures.Future``. Calling either from the portal's own loop
-thread raises instead of deadlocking. After ``fork`` the child starts a new
-portal lazily (threads do not survive fork); under ``spawn`` each process
-builds its own on first use. At interpreter exit the loop is stopped.
+``concurrent.futures.Future``. ``call`` from the portal's own loop thread
+raises instead of deadlocking; ``submit`` there only schedules (a finalizer's
+fire-and-forget close), so code that would wait on its future asks
+``refuse_loop_thread`` first. A coroutine that raises ``SystemExit`` or
+``KeyboardInterrupt`` raises it in its caller; the loop goes on. After
+``fork`` the child starts a new portal lazily (threads do not survive
+fork); under ``spawn`` each process builds its own on first use. At
+interpreter exit the loop is stopped.
 """
 
 from __future__ import annotations
@@ -79,7 +83,18 @@ class Portal:
     def _run(self, started: threading.Event) -> None:
         asyncio.set_event_loop(self._loop)
         self._loop.call_soon(started.set)
-        self._loop.run_forever()
+        while True:
+            try:
+                self._loop.run_forever()
+            except (SystemExit, KeyboardInterrupt):
+                # Raised by a coroutine (sys.exit() in the work of a call):
+                # asyncio lets these out of run_forever, which ended the
+                # loop thread and left every later call of the process
+                # waiting for good. The task that raised carries it to its
+                # caller (its done callback runs as the loop goes on).
+                continue
+            if self._closed:
+                return  # stopped by shutdown()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:

@@ -92,7 +92,12 @@ def backoff_delay(
     """
     if retry_after is not None:
         return min(max(retry_after, 0.0), policy.max_delay)
-    cap = min(policy.max_delay, policy.initial_delay * policy.multiplier ** (attempt - 1))
+    try:
+        cap = min(policy.max_delay, policy.initial_delay * policy.multiplier ** (attempt - 1))
+    except OverflowError:
+        # Past a float's range (attempt 1025 at x2): far past the cap. A
+        # patient policy (no deadline, thousands of attempts) gets there.
+        cap = policy.max_delay
     if not policy.jitter:
         return cap
     return (rng or random).uniform(0, cap)

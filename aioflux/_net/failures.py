@@ -17,7 +17,7 @@ import json
 import re
 import ssl
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
@@ -35,13 +35,11 @@ from . import pace
 from .http import BodyTruncated, MediaResponse
 from .pace import Pace, SlowTransfer
 from .proxies import proxy_note
-
-if TYPE_CHECKING:
-    from .transport import HttpResponse
+from .responses import HttpResponse
 
 __all__ = ["MAX_METADATA_BODY", "Op", "Redirected", "auth_failure", "drain",
            "error_from_media", "error_from_response", "map_exception", "parse_error_body",
-           "raise_mapped", "read_metadata"]
+           "raise_mapped", "read_metadata", "scrub", "without_secrets"]
 
 _MAX_ERROR_BODY = 64 * 1024
 # The most a metadata answer (a listing page, an object resource, a
@@ -116,7 +114,7 @@ def auth_failure(exc: StorageError, op: Op) -> StorageError:
 
 async def error_from_response(resp: HttpResponse, op: Op) -> StorageError:
     """The typed error of a response with an error status (its body read, capped)."""
-    body = await resp.content.read(_MAX_ERROR_BODY)
+    body = await _error_body(resp)
     message, reason = parse_error_body(body)
     reason = reason or _header_code(resp.headers)
     return _with_retry_after(
@@ -124,6 +122,29 @@ async def error_from_response(resp: HttpResponse, op: Op) -> StorageError:
                          bucket=op.bucket, name=op.name, reason=reason, scheme=op.scheme),
         resp.headers.get("Retry-After"),
     )
+
+
+async def _error_body(resp: HttpResponse) -> bytes:
+    """An error's body, read to its end or 64 KiB: one read hands over what
+    has arrived, maybe a first piece, and a code further on may decide the
+    error's class (S3's 400 ``RequestTimeout`` is retried). A body cut,
+    silent or dripping ends the read: the status is the finding, and what
+    arrived still names it."""
+    chunks: list[bytes] = []
+    received = 0
+    clock = asyncio.get_running_loop().time
+    speed = Pace(pace.WINDOW, clock())
+    try:
+        while received < _MAX_ERROR_BODY:
+            chunk = await resp.content.read(min(_MAX_ERROR_BODY - received, _READ_PIECE))
+            if not chunk:
+                break
+            received += len(chunk)
+            chunks.append(chunk)
+            speed.check(received, clock(), "body bytes")
+    except (aiohttp.ClientError, OSError):  # OSError: timeouts and SlowTransfer too
+        pass
+    return b"".join(chunks)
 
 
 async def read_metadata(resp: HttpResponse, op: Op, limit: int | None = None, *,
@@ -275,12 +296,16 @@ def _with_retry_after(exc: StorageError, value: str | None) -> StorageError:
 def raise_mapped(exc: Exception, op: Op) -> NoReturn:
     mapped = map_exception(exc, op)
     if mapped is exc:
+        if not isinstance(exc, StorageError):
+            without_secrets(exc)
         raise exc
     if isinstance(exc, aiohttp.ClientResponseError):
         # Its request_info holds the Authorization header: keep it out of the
         # chain (we raise outside the except block, so no __context__ either).
         raise mapped
-    raise mapped from exc
+    # Chained, a traceback prints its text too: aiohttp writes the whole
+    # URL into some ("Connection timeout to host https://...?...&sig=...").
+    raise mapped from without_secrets(exc)
 
 
 def map_exception(exc: BaseException, op: Op) -> BaseException:
@@ -352,5 +377,66 @@ def _which_timeout(exc: BaseException) -> str:
 
 
 def _safe(exc: BaseException) -> str:
-    # Connection errors name host and port, never headers; cap the length.
-    return str(exc)[:200]
+    # Connection errors name host and port, never headers, but aiohttp's
+    # may name the whole URL or a proxy's password: cut, then capped.
+    return scrub(str(exc))[:200]
+
+
+# What the text of an exception raised under a request may carry that no
+# error may show: a URL's query or fragment (a SAS signature, a resumable
+# upload's session id, a signed URL's signature: each a credential), a
+# URL's userinfo, and a password (aiohttp's connection key shows a proxy's
+# BasicAuth).
+_URL_QUERY = re.compile(r"(://[^\s?#'\"<>]*)[?#][^\s'\"<>]*")
+_USERINFO = re.compile(r"(://)[^/\s@'\"<>]*@")
+_PASSWORD = re.compile(r"(?i)(password=)(?:'[^']*'|\"[^\"]*\"|[^\s,)>]*)")
+# Links of an exception chain looked at (aiohttp's are two or three long).
+_MAX_LINKS = 16
+
+
+def scrub(text: str) -> str:
+    """``text`` with what may be a credential cut out: the query of every
+    URL in it, its userinfo, and a ``password=`` value.
+
+    Args:
+        text: an exception's text.
+
+    Returns:
+        The text, host names, paths and the rest kept.
+    """
+    if "://" not in text and "password" not in text.lower():
+        return text
+    # Idempotent: what replaces a secret is left as it is by a second pass.
+    text = _URL_QUERY.sub(r"\1?[hidden]", text)
+    text = _USERINFO.sub(r"\1", text)
+    return _PASSWORD.sub(r"\1'[hidden]'", text)
+
+
+def without_secrets(exc: BaseException) -> BaseException | None:
+    """``exc`` with :func:`scrub` applied to its text and to that of the
+    exceptions chained to it, in place (they are the failed attempt's own).
+
+    Args:
+        exc: what an attempt raised, about to be chained to its error.
+
+    Returns:
+        ``exc``, or None where one's text cannot be rewritten (its
+        ``__str__`` reads other fields): then chain nothing.
+    """
+    pending: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while pending and len(seen) < _MAX_LINKS:
+        link = pending.pop()
+        if id(link) in seen:
+            continue
+        seen.add(id(link))
+        text = str(link)
+        if scrub(text) != text:
+            if isinstance(link, OSError) and link.errno is not None \
+                    and isinstance(link.strerror, str):
+                link.strerror = scrub(link.strerror)  # what OSError's str shows
+            link.args = tuple(scrub(a) if isinstance(a, str) else a for a in link.args)
+            if scrub(str(link)) != str(link) or scrub(repr(link)) != repr(link):
+                return None
+        pending.extend(e for e in (link.__cause__, link.__context__) if e is not None)
+    return exc if not pending else None

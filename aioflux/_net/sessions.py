@@ -117,9 +117,10 @@ class _NoStrayResponses(AiohttpProtocol):
     aiohttp parses bytes that arrive on an idle keep-alive connection and
     hands them to the next request as its answer, so a server (or proxy)
     that speaks out of turn would have its stray response taken for an
-    object's bytes. Here that request fails as a dropped connection instead
-    (the retry loop sends it again on a fresh one), as the lean client
-    drops such a connection at once.
+    object's bytes. Here that request fails as a dropped connection instead,
+    the connection closed before a byte of the request goes out (the retry
+    loop sends it on a fresh one, so the server sees it once), as the lean
+    client drops such a connection at once.
 
     A final head must also be whole within ``head_window`` seconds of the
     first byte of the answer, interim (1xx) heads before it included, of
@@ -146,6 +147,11 @@ class _NoStrayResponses(AiohttpProtocol):
             self._buffer.clear()
             self.set_exception(aiohttp.ServerDisconnectedError(
                 "the server sent a response nobody asked for on an idle connection"))
+            # Closed before the request is written: aiohttp writes a request
+            # without a body at once, and the retry would send a DELETE or a
+            # POST a second time (the server may well act on this copy).
+            if self.transport is not None:
+                self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
         if not (self._awaiting_head and data):

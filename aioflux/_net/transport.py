@@ -1,17 +1,18 @@
-"""HTTP transport: one aiohttp session per event loop, the client's bounded
-semaphore, the retry loop, credentials for the endpoint's origin only. What
-a failure becomes is decided in :mod:`aioflux._net.failures`.
+"""HTTP transport: the client's bounded semaphore, the retry loop, each
+attempt authenticated, credentials for the endpoint's origin only. Which
+aiohttp session and semaphore serve the running loop is decided in
+:mod:`aioflux._net.loop_sessions`, what a media GET the lean client leaves
+to aiohttp receives in :mod:`aioflux._net.aiohttp_media`, what a failure
+becomes in :mod:`aioflux._net.failures`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -19,28 +20,24 @@ import yarl
 
 from .._core.auth import Auth, AuthRequest, RenewableAuth
 from .._core.config import ClientConfig
-from .._core.errors import (
-    InvalidArgument,
-    ProtocolError,
-    StorageError,
-    describe,
-)
+from .._core.errors import InvalidArgument, StorageError
 from .._core.metrics import Attempt, RequestStats
-from .._core.portal import close_at_shutdown
 from .._core.retry import retry_async
+from .aiohttp_media import get_with_aiohttp
 from .failures import (
     Op,
     auth_failure,
     error_from_media,
     error_from_response,
     raise_mapped,
+    without_secrets,
 )
-from .http import BodyTruncated, MediaPool, MediaResponse
-from .loops import LoopState, close_with_loop
-from .pace import Pace, SlowTransfer, timed_out_early
+from .http import BodyTruncated, MediaResponse
+from .loop_sessions import LoopSessions
+from .loops import LoopState
 from .proxies import proxy_for
 from .responses import HttpBody, HttpResponse
-from .sessions import forbid_redirects, new_session, request_body
+from .sessions import request_body
 
 __all__ = ["HttpBody", "HttpResponse", "MediaResponse", "Op", "Transport"]
 
@@ -54,7 +51,7 @@ _DEFAULT_ENDPOINT = "https://storage.googleapis.com"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-class Transport:
+class Transport(LoopSessions):
     """Sends requests with bounded concurrency and retries.
 
     Args:
@@ -103,14 +100,12 @@ class Transport:
         trusted: Callable[[str], bool] | None = None,
         exact_urls: bool = False,
     ) -> None:
-        self.config = config
         if ssl_context is None:
             try:
                 ssl_context = config.tls_context()
             except (OSError, ssl.SSLError) as exc:
                 raise InvalidArgument(f"ClientConfig.ca_file {config.ca_file!r} cannot be "
                                       f"loaded: {exc}") from exc
-        self._ssl_context = ssl_context
         self.auth = auth
         self.endpoint = (endpoint or _DEFAULT_ENDPOINT).rstrip("/")
         self._origin = _origin_of(self.endpoint)
@@ -118,132 +113,8 @@ class Transport:
         self._origin_prefix = self.endpoint.split("/", 3)[:3]
         self._trusted = trusted
         self._exact_urls = exact_urls
-        #: The proxy of the environment this endpoint goes through, or None.
-        self.proxy = proxy_for(self.endpoint)
         self.stats = RequestStats()
-        self._session_factory = session_factory or self._default_session
-        self._state: LoopState | None = None
-        # The sessions of the other loops that used this transport lately
-        # (an asynchronous fsspec filesystem runs on its caller's loop and
-        # its sync files on the portal's): kept, so that going back to a
-        # loop reuses its connections instead of opening new ones.
-        self._other_states: list[LoopState] = []
-        # Who closed this transport for good (``aclose(owner=...)``): its
-        # next session would be one nothing closes.
-        self._closed_by: str | None = None
-
-    def _current(self, op: Op | None = None) -> LoopState:
-        loop = asyncio.get_running_loop()
-        state = self._state
-        # A session belongs to one loop and one process: after fork or when
-        # used from another loop (e.g. a DataLoader worker) build a new one.
-        if state is None or state.loop is not loop or state.pid != os.getpid():
-            if self._closed_by is not None:
-                raise self._closed_error(op)
-            kept = self._switch_to(loop)
-            if kept is not None:
-                return kept
-            session = self._session_factory(self.config)
-            forbid_redirects(session)
-            state = LoopState(
-                loop=loop,
-                pid=os.getpid(),
-                session=session,
-                semaphore=asyncio.Semaphore(self.config.max_concurrency),
-                media=self._media_pool(),
-                reads=asyncio.Semaphore(self.config.max_concurrency),
-            )
-            self._state = state
-            close_with_loop(state)
-            close_at_shutdown(loop, self)
-        return state
-
-    def _switch_to(self, loop: asyncio.AbstractEventLoop) -> LoopState | None:
-        """The state ``loop`` kept from its last use, made current; the one
-        it replaces kept in turn (None: ``loop`` has none to go back to)."""
-        pid = os.getpid()
-        # A loop's run that ended closed its state (see loops.py); a forked
-        # child's copies are the parent's.
-        others = [o for o in self._other_states if o.pid == pid and not o.closed
-                  and not o.loop.is_closed()]
-        found = next((o for o in others if o.loop is loop), None)
-        if found is not None:
-            others.remove(found)
-        current = self._state
-        if current is not None and current.pid == pid and not current.closed:
-            others.append(current)
-        # Bounded: the oldest loop's session is closed on its loop.
-        while len(others) > _KEPT_LOOPS:
-            _close_state(others.pop(0), loop)
-        self._other_states = others
-        if found is not None:
-            self._state = found
-        return found
-
-    def admit_read(self, op: Op) -> asyncio.Semaphore:
-        """The gate an object read passes before anything of it is built.
-
-        As many reads as the client has permits go on at once; the rest of
-        a gathered batch waits here, at its top. Past it, each was built
-        (URL, checks, retry state, one coroutine frame per layer) and parked
-        at the request semaphore: 5,000 gathered reads ran 0.13 s of that
-        while the first answers waited to be read (perf scenario read_small:
-        1.10 s to 1.00 s). A read keeps its place through its retries, so a
-        store that throttles sees no more reads than permits.
-
-        Args:
-            op: the read, for the error if the client is closed.
-
-        Returns:
-            The running loop's read gate (an ``asyncio.Semaphore``).
-        """
-        return self._current(op).reads
-
-    def _closed_error(self, op: Op | None) -> InvalidArgument:
-        owner = self._closed_by
-        what = describe(op.operation, op.bucket, op.name, op.scheme) if op else "request"
-        return InvalidArgument(f"{what}: the {owner} is closed (its aclose() or close() was "
-                               f"called, or its with block ended); make a new {owner}")
-
-    @property
-    def closed(self) -> bool:
-        """True once the owning client or store was closed (``aclose(owner=...)``)."""
-        return self._closed_by is not None
-
-    def _media_pool(self) -> MediaPool | None:
-        """The lean client of a new loop's media GETs, or None to send them
-        through the session (a mock transport has no sockets to give it)."""
-        config = self.config
-        if not config.lean_reads or self.proxy is not None:
-            return None  # proxied bodies go through aiohttp, which speaks CONNECT
-        t = config.timeouts
-        return MediaPool(user_agent=config.user_agent, connect_timeout=t.connect,
-                         read_stall=t.read_stall, idle_timeout=t.idle, total=t.total,
-                         connection_limit=config.effective_connection_limit,
-                         sockets_elsewhere=self._aiohttp_sockets, ssl_context=self._ssl_context)
-
-    def _aiohttp_sockets(self) -> int:
-        """Sockets of this loop's aiohttp connector (the lean pool's budget
-        is ``connection_limit`` minus these)."""
-        state = self._state
-        connector: Any = state.session.connector if state is not None else None
-        if connector is None:
-            return 0
-        # aiohttp has no public count: in use (or connecting) plus idle.
-        idle = getattr(connector, "_conns", {})
-        return len(getattr(connector, "_acquired", ())) + sum(len(c) for c in idle.values())
-
-    @property
-    def idle(self) -> bool:
-        """True when this process holds no open session."""
-        pid = os.getpid()
-        return all(state is None or state.pid != pid or state.closed
-                   for state in (self._state, *self._other_states))
-
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        """The aiohttp session of the running loop (created on first use)."""
-        return self._current().session
+        super().__init__(config, ssl_context, proxy_for(self.endpoint), session_factory)
 
     async def request(
         self,
@@ -294,9 +165,6 @@ class Transport:
 
     def _wire_url(self, url: str) -> str | yarl.URL:
         return yarl.URL(url, encoded=True) if self._exact_urls else url
-
-    def _default_session(self, config: ClientConfig) -> aiohttp.ClientSession:
-        return new_session(config, self._ssl_context, proxy=self.proxy)
 
     def _aiohttp_ssl(self) -> ssl.SSLContext | bool:
         # True: aiohttp's default verification (its cached default context).
@@ -356,7 +224,7 @@ class Transport:
                     # of a request it refuses) it caused; connections only
                     # (no owner), a retry goes out on new ones.
                     if self._closed_by is not None:
-                        raise self._closed_error(op) from exc
+                        raise self._closed_error(op) from without_secrets(exc)
                     failure = ConnectionAbortedError("the client's connections were closed")
                     failure.__cause__ = exc
             else:
@@ -477,8 +345,10 @@ class Transport:
                 else:
                     self.stats.lean_reads += 1
             if response is None:
-                response = await self._get_with_aiohttp(state, op, url, request_headers, into,
-                                                        limit, keep_partial)
+                response = await get_with_aiohttp(
+                    state.session, op, self._wire_url(url), request_headers, into, limit,
+                    keep_partial, stored_bytes=self.stored_bytes, tls=self._aiohttp_ssl(),
+                    read_stall=self.config.timeouts.read_stall, clock=state.loop.time)
             if response.status >= 300:
                 raise error_from_media(response, op)
             received = response.received
@@ -499,78 +369,6 @@ class Transport:
             state.media = None
             log.info("lean reads off for this client: %d of %d responses needed aiohttp",
                      stats.lean_fallbacks, stats.lean_fallbacks + stats.lean_reads)
-
-    async def _get_with_aiohttp(self, state: LoopState, op: Op, url: str,
-                                headers: Mapping[str, str], into: memoryview | None,
-                                limit: int | None, keep_partial: bool) -> MediaResponse:
-        # Only where the body is kept as stored: a session_factory's session
-        # (MockTransport's) need not know the keyword.
-        raw: dict[str, Any] = {"auto_decompress": False} if self.stored_bytes else {}
-        async with state.session.get(self._wire_url(url), headers=headers,
-                                     allow_redirects=False, ssl=self._aiohttp_ssl(),
-                                     **raw) as resp:
-            if resp.status >= 300:
-                raise await error_from_response(resp, op)
-            found = {name: ",".join(resp.headers.getall(name)) for name in _MEDIA_HEADERS
-                     if name in resp.headers}
-            # A decoded (gzip) body is not Content-Length bytes long.
-            coded = not self.stored_bytes and \
-                resp.headers.get("Content-Encoding", "identity").lower() != "identity"
-            if coded:
-                # Decoded here, as GCS decodes what it transcodes: its
-                # x-goog-hash and stored length are of the coded bytes, and
-                # the coding's own check (gzip's CRC32) covers the decoding.
-                found.setdefault(_TRANSFORMED, "decoded by the client")
-            expected = None if coded else resp.content_length
-            if into is not None and expected is not None and expected > len(into):
-                return MediaResponse(resp.status, found, None, 0, expected)
-            cap = len(into) if into is not None else limit
-            inflated = into is None and _TRANSFORMED in found
-            if inflated:
-                # A range asked of a transcoded object is answered whole: its
-                # length is no base for the cap, the stored size is.
-                cap = _inflation_cap(None if "Range" in headers else limit,
-                                     resp.headers.get("x-goog-stored-content-length"))
-            body = bytearray() if into is None else None
-            received = 0
-            clock = state.loop.time
-            speed = Pace(self.config.timeouts.read_stall, clock())
-            try:
-                async for chunk in resp.content.iter_any():
-                    end = received + len(chunk)
-                    if cap is not None and end > cap:
-                        if inflated:
-                            raise ProtocolError(
-                                f"{describe(op.operation, op.bucket, op.name, op.scheme)} "
-                                f"failed: the body served decompressed passed {cap} bytes, "
-                                f"{_MAX_INFLATION} times its stored size", status=resp.status,
-                                operation=op.operation, bucket=op.bucket, name=op.name)
-                        # More than fits or was asked for: report the length
-                        # without buffering it.
-                        return MediaResponse(resp.status, found, None, received, end)
-                    if into is not None:
-                        into[received:end] = chunk
-                    else:
-                        body += chunk  # type: ignore[operator]
-                    received = end
-                    speed.check(received, clock(), "response bytes")
-            except SlowTransfer:
-                if not keep_partial or expected is None:
-                    raise
-                # As the lean client does: what arrived is kept, but a drip's
-                # bytes are no progress.
-                return MediaResponse(resp.status, found, body, received, expected, slow=True)
-            except (aiohttp.ClientPayloadError, aiohttp.ServerTimeoutError,
-                    asyncio.TimeoutError, aiohttp.ClientConnectionError) as exc:
-                if not keep_partial or expected is None or received >= expected:
-                    raise
-                # Cut mid-body: hand over what arrived so a read resumes
-                # from there; received < expected tells the handler.
-                return MediaResponse(resp.status, found, body, received, expected,
-                                     slow=isinstance(exc, asyncio.TimeoutError)
-                                     and timed_out_early(received))
-            return MediaResponse(resp.status, found, body, received,
-                                 expected if expected is not None else received)
 
     async def run(
         self, op: Op, method: str, url: str,
@@ -622,45 +420,6 @@ class Transport:
             self.stats.failures += 1
             raise
 
-    async def aclose(self, *, owner: str | None = None) -> None:
-        """Close this process's session, on its own loop.
-
-        Args:
-            owner: the client or store closing for good (``"client"``,
-                ``"S3Store"``): every later request raises InvalidArgument
-                naming it instead of opening a session nothing would close.
-                None (the portal at shutdown, a dataset between uses)
-                closes the connections only; the next request reopens them.
-        """
-        if owner is not None:
-            self._closed_by = owner
-        states = [self._state, *self._other_states]
-        self._state, self._other_states = None, []
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        for state in states:
-            if state is None or state.pid != os.getpid():
-                continue
-            if running is state.loop and state.ends_with_loop is not None:
-                await state.ends_with_loop.aclose()
-            else:
-                _close_state(state, running)
-
-
-# Loops besides the current one whose sessions a transport keeps.
-_KEPT_LOOPS = 4
-
-
-def _close_state(state: LoopState, running: asyncio.AbstractEventLoop | None) -> None:
-    """Close ``state``'s session on its own loop, from ``running`` (another
-    loop, or none): handed there, as a session closes on its own loop."""
-    closing = state.ends_with_loop
-    if closing is None or state.loop is running or state.loop.is_closed():
-        return
-    asyncio.run_coroutine_threadsafe(closing.aclose(), state.loop)
-
 
 def _partial(exc: BodyTruncated) -> MediaResponse | None:
     # The lean client attaches the response (head and bytes so far) to a
@@ -680,25 +439,3 @@ def _origin_of(url: str) -> tuple[str, str, int | None]:
 
 # Fallbacks after which, if they outnumber lean responses, lean reads stop.
 _LEAN_GIVE_UP = 32
-
-_TRANSFORMED = "x-guploader-response-body-transformations"
-# DEFLATE's greatest ratio (zlib's technical notes): a gzip-stored object
-# served decompressed is at most this many times its stored size.
-_MAX_INFLATION = 1032
-
-
-def _inflation_cap(stored: int | None, header: str | None) -> int | None:
-    """The most bytes a body served decompressed may have, from the stored
-    size the caller knows, else the one the answer reports (None: unknown)."""
-    if stored is None and header is not None and header.isascii() and header.isdigit():
-        stored = int(header)
-    return None if stored is None else stored * _MAX_INFLATION
-
-
-# What a media handler looks at (the aiohttp fallback keeps only these).
-_MEDIA_HEADERS = ("x-goog-hash", _TRANSFORMED,
-                  "content-range", "x-goog-stored-content-length", "x-goog-generation",
-                  "etag", "x-amz-checksum-crc32c", "x-amz-checksum-type",
-                  "x-ms-meta-aioflux_crc32c", "x-ms-blob-content-md5", "content-md5")
-
-

@@ -28,9 +28,12 @@ from aioflux import (
     Timeouts,
     TransportError,
 )
+from aioflux._core.auth import AnonymousAuth
 from aioflux._core.crc import crc32c, encode_crc32c
+from aioflux._net.failures import drain
 from aioflux._net.http import MediaPool
-from tests.raw_server import RawServer
+from aioflux._net.transport import Op, Transport
+from tests.raw_server import RawServer, serving
 
 BODY = os.urandom(3000)
 HASH = f"crc32c={encode_crc32c(crc32c(BODY))}"
@@ -225,6 +228,61 @@ async def test_unsolicited_bytes_between_responses(lean: bool) -> None:
     # a connection that spoke out of turn is never reused
     assert server.connections == 3
 
+
+
+@pytest.mark.parametrize("method", ["DELETE", "POST"])
+async def test_no_request_goes_out_on_a_connection_that_spoke_out_of_turn(method: str) -> None:
+    # aiohttp wrote a request on the idle connection whose stray response
+    # failed it, then the retry sent it again on a fresh one: a DELETE or a
+    # POST without a body (S3's CreateMultipartUpload) reached the server
+    # twice, and the DELETE's retry answered 404 for an object it deleted.
+    seen: list[tuple[int, str]] = []
+    released, strayed = asyncio.Event(), asyncio.Event()
+    connections = itertools.count()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = next(connections)
+        try:
+            while True:
+                request = await reader.readuntil(b"\r\n\r\n")
+                seen.append((conn, request.split(b" ", 1)[0].decode()))
+                writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+                await writer.drain()
+                if len(seen) == 1:
+                    await released.wait()  # the connection is idle in the pool
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nWRONG")
+                    await writer.drain()
+                    strayed.set()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    config = ClientConfig(retry=RetryPolicy(max_attempts=3, initial_delay=0, max_delay=0))
+    async with serving(serve) as base:
+        transport = Transport(config, AnonymousAuth(), endpoint=base)
+        try:
+            await transport.request(Op("stat"), "GET", f"{base}/o", drain, ok=(204,))
+            released.set()
+            await strayed.wait()
+            # Until the idle connection has read the stray answer (a few turns
+            # of the loop: the server is on it too).
+            for _ in range(10_000):
+                if _stray_taken(transport):
+                    break
+                await asyncio.sleep(0)
+            assert _stray_taken(transport)
+            await transport.request(Op(method.lower(), "bkt", "o"), method, f"{base}/o", drain,
+                                    ok=(204,))
+        finally:
+            await transport.aclose()
+    assert [m for _, m in seen] == ["GET", method]  # sent once, and not on the stray one
+    assert seen[1][0] == 1
+
+
+def _stray_taken(transport: Transport) -> bool:
+    connector: Any = transport.session.connector
+    return any(proto._buffer for idle in connector._conns.values() for proto, _ in idle)
 
 # -- a head and body split across reads ------------------------------------------
 

@@ -8,10 +8,14 @@ silent (``Timeouts.read_stall``) and a request past ``Timeouts.total``.
 from __future__ import annotations
 
 import asyncio
+import traceback
 
 import pytest
 
 from aioflux import AsyncClient, ClientConfig, RetryPolicy, Timeouts, TransportError
+from aioflux._core.auth import AnonymousAuth
+from aioflux._net.failures import drain
+from aioflux._net.transport import Op, Transport
 from tests.raw_server import RawServer
 
 ONE_ATTEMPT = RetryPolicy(max_attempts=1)
@@ -51,3 +55,27 @@ async def test_a_request_past_its_total_says_so() -> None:
     async with RawServer(lambda conn, index: (b"", "stall")) as base:
         message = await _fail("read (lean)", base, Timeouts(read_stall=30, total=0.3))
     assert "Timeouts.total" in message, message
+
+
+async def test_a_connect_timeout_shows_no_query_of_its_url() -> None:
+    # aiohttp writes the whole URL into its connect timeout ("Connection
+    # timeout to host https://...?..."), and a query may be a credential
+    # (a SAS signature, a resumable upload's session id): neither the
+    # message nor the exception chained to it (the traceback) may show it.
+    secret = "5ecr3t-51gnature"
+    async with RawServer(lambda conn, index: None) as base:
+        tls = base.replace("http://", "https://")
+        config = ClientConfig(retry=ONE_ATTEMPT, lean_reads=False,
+                              timeouts=Timeouts(connect=0.3, read_stall=30))
+        transport = Transport(config, AnonymousAuth(), endpoint=tls)
+        try:
+            with pytest.raises(TransportError) as caught:
+                await asyncio.wait_for(transport.request(
+                    Op("read", "c", "o", "az"), "GET", f"{tls}/c/o?sv=1&sig={secret}", drain),
+                    PATIENCE)
+        finally:
+            await transport.aclose()
+    shown = "".join(traceback.format_exception(caught.value))
+    assert "Timeouts.connect" in str(caught.value)
+    assert caught.value.__cause__ is not None  # still chained, only cut
+    assert secret not in shown, shown

@@ -75,6 +75,38 @@ def test_shutdown_cancels_pending_and_refuses_new_work() -> None:
         portal.submit(_where())
 
 
+@pytest.mark.parametrize("error", [SystemExit, KeyboardInterrupt])
+def test_a_coroutine_raising_system_exit_leaves_the_portal_running(
+        error: type[BaseException]) -> None:
+    # asyncio lets SystemExit and KeyboardInterrupt out of run_forever: the
+    # loop thread ended with it, and every later call of the process waited
+    # for good, with no error.
+    portal = Portal()
+    try:
+        async def leave() -> None:
+            await asyncio.sleep(0)
+            raise error()
+
+        raised: list[BaseException] = []
+
+        def call_it() -> None:
+            try:
+                portal.call(leave())
+            except BaseException as exc:
+                raised.append(exc)
+
+        caller = threading.Thread(target=call_it)
+        caller.start()
+        caller.join(HANG)
+        assert not caller.is_alive() and [type(e) for e in raised] == [error]
+        # The caller got it, as from a plain call; the loop goes on.
+        assert portal.submit(_where()).result(timeout=HANG)[0] == os.getpid()
+        assert portal._thread.is_alive()
+    finally:
+        portal.shutdown()
+    assert not portal._thread.is_alive()
+
+
 def _child_call(queue: mp.Queue) -> None:  # type: ignore[type-arg]
     pid, _ = call(_where())
     queue.put(pid)

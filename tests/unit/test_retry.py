@@ -140,3 +140,22 @@ def test_tls_errors_are_final() -> None:
     from aioflux import TLSError
 
     assert not is_retryable(TLSError("x"))
+
+
+async def test_a_long_patient_policy_keeps_backing_off_at_its_cap() -> None:
+    # max_delay * 2 ** (n - 1) passes a float's range at n = 1025 (at 309
+    # with multiplier=10): a policy patient enough to get there (a high
+    # max_attempts, no deadline) must sleep max_delay, not raise OverflowError.
+    policy = RetryPolicy(max_attempts=1200, initial_delay=0, max_delay=0, deadline=None)
+    assert backoff_delay(RetryPolicy(jitter=False, max_delay=16), 2000) == 16
+    assert backoff_delay(RetryPolicy(jitter=False, multiplier=10, max_delay=16), 400) == 16
+    calls = []
+
+    async def failing_long() -> str:
+        calls.append(1)
+        if len(calls) < 1100:
+            raise ServerError("503")
+        return "ok"
+
+    assert await retry_async(failing_long, policy) == "ok"
+    assert len(calls) == 1100
