@@ -10,6 +10,15 @@ OpenTelemetry's HTTP client conventions where they fit:
 - ``http.client.response.body.size`` (histogram, bytes) of object reads;
 - ``aioflux.client.retries`` (counter) with ``error.type``, the cause.
 
+Every attribute takes a bounded set of values: the operation is a kind
+(``read``, ``upload part``: never a part number, bucket or object name),
+``error.type`` a class name. The histograms advise bucket boundaries in
+their units (the convention's for the duration, 1 KiB to 1 GiB for body
+sizes): the SDK's default ones (0 to 10,000) are meant for milliseconds,
+and put every request under 5 seconds in one bucket. A view of the
+application's still takes precedence; an OpenTelemetry API older than 1.30
+takes no advice, and then the SDK's defaults apply.
+
 The counters and histograms of ``client.stats`` are kept either way; this
 only forwards them to whatever exporter the application configured.
 """
@@ -24,13 +33,21 @@ from ._core.metrics import Attempt, Observer, RequestStats
 
 __all__ = ["instrument"]
 
+# OpenTelemetry's HTTP semantic conventions advise these for
+# http.client.request.duration.
+_DURATION_BOUNDS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+                   7.5, 10.0)
+# Object reads, 1 KiB to 1 GiB, a bucket per factor of 4 (the conventions give none).
+_BODY_BOUNDS = tuple(float(1024 * 4 ** k) for k in range(11))
+
 
 def instrument(client: Any, meter_provider: Any = None) -> Observer:
     """Record ``client``'s requests into OpenTelemetry instruments.
 
     Args:
-        client: an ``AsyncClient`` or ``Client`` (anything with ``stats``
-            and ``transport.endpoint``).
+        client: an ``AsyncClient`` or ``Client``, an ``S3Store`` or an
+            ``AzureStore`` (anything with ``stats`` and ``transport.endpoint``;
+            a ``LocalStore`` sends no HTTP requests).
         meter_provider: an OpenTelemetry ``MeterProvider`` (default: the
             global one).
 
@@ -39,7 +56,7 @@ def instrument(client: Any, meter_provider: Any = None) -> Observer:
 
     Raises:
         InvalidArgument: OpenTelemetry is not installed (the message names
-            the extra), or ``client`` has no request stats.
+            the extra), or ``client`` has no request stats or no HTTP endpoint.
     """
     try:
         from opentelemetry import metrics
@@ -50,26 +67,39 @@ def instrument(client: Any, meter_provider: Any = None) -> Observer:
     if not isinstance(stats, RequestStats):
         raise InvalidArgument(f"instrument: {type(client).__name__} has no request stats "
                               "(an AsyncClient or Client has)")
+    address = getattr(getattr(client, "transport", None), "endpoint", None)
+    if not isinstance(address, str):
+        raise InvalidArgument(f"instrument: {type(client).__name__} has no HTTP endpoint (its "
+                              "attempts are no HTTP requests); read its stats instead")
     from ._version import __version__
 
     provider = meter_provider or metrics.get_meter_provider()
     meter = provider.get_meter("aioflux", __version__)
-    duration = meter.create_histogram(
-        "http.client.request.duration", unit="s",
-        description="Duration of each request attempt to the object store")
-    body = meter.create_histogram(
-        "http.client.response.body.size", unit="By",
-        description="Object body bytes received per read attempt")
+    duration = _histogram(meter, "http.client.request.duration", "s",
+                          "Duration of each request attempt to the object store",
+                          _DURATION_BOUNDS)
+    body = _histogram(meter, "http.client.response.body.size", "By",
+                      "Object body bytes received per read attempt", _BODY_BOUNDS)
     retries = meter.create_counter(
         "aioflux.client.retries", unit="{retry}",
         description="Attempts retried, by the failure that caused them")
-    endpoint = urlsplit(client.transport.endpoint)
-    server = {"server.address": endpoint.hostname or "",
-              "server.port": endpoint.port or (443 if endpoint.scheme == "https" else 80)}
+    endpoint = urlsplit(address)
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    server: dict[str, str | int] = {"server.address": endpoint.hostname or "",
+                                    "server.port": port}
 
     observer = _Forward(duration, body, retries, server)
     stats.observers.append(observer)
     return observer
+
+
+def _histogram(meter: Any, name: str, unit: str, description: str,
+               bounds: tuple[float, ...]) -> Any:
+    try:
+        return meter.create_histogram(name, unit=unit, description=description,
+                                      explicit_bucket_boundaries_advisory=bounds)
+    except TypeError:  # an API (or SDK) before 1.30: no advice taken
+        return meter.create_histogram(name, unit=unit, description=description)
 
 
 class _Forward:

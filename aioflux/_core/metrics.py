@@ -18,10 +18,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-__all__ = ["Attempt", "BatchStats", "LatencyHistogram", "Observer", "RequestStats"]
+__all__ = ["Attempt", "BatchStats", "LatencyHistogram", "Observer", "RequestStats",
+           "operation_kind"]
 
 _STEPS_PER_DOUBLING = 4
 _LOWEST = 50e-6
@@ -46,6 +47,24 @@ class Attempt:
     seconds: float
     error: str = ""
     response_bytes: int = 0
+
+
+def operation_kind(operation: str) -> str:
+    """``operation`` without the part number an error message names
+    (``upload part 7`` is ``upload part``).
+
+    The latency histograms and the observers' attributes are kept per
+    kind: one per part number made an upload of 10,000 parts 10,000
+    histograms, and as many time series in a metrics backend.
+
+    Args:
+        operation: an attempt's operation.
+
+    Returns:
+        Its kind.
+    """
+    head, space, tail = operation.rpartition(" ")
+    return head if space and tail.isdecimal() else operation
 
 
 class Observer(Protocol):
@@ -147,8 +166,11 @@ class RequestStats:
         bytes_received: object body bytes read.
         lean_reads: media GETs answered over aioflux's own connections.
         lean_fallbacks: media GETs the lean client handed to aiohttp.
-        latency: per operation, the latency of every attempt.
-        observers: called with each :class:`Attempt` (see :mod:`aioflux.otel`).
+        latency: per operation, the latency of every attempt (per kind of
+            operation: every ``upload part N`` is ``upload part``, see
+            :func:`operation_kind`).
+        observers: called with each :class:`Attempt`, its operation a kind
+            (see :mod:`aioflux.otel`).
     """
 
     requests: int = 0
@@ -168,9 +190,16 @@ class RequestStats:
         Args:
             attempt: what it did and how long it took.
         """
-        histogram = self.latency.get(attempt.operation)
+        operation = attempt.operation
+        if operation[-1:].isdecimal():
+            operation = operation_kind(operation)
+            attempt = replace(attempt, operation=operation)
+        histogram = self.latency.get(operation)
         if histogram is None:
-            histogram = self.latency[attempt.operation] = LatencyHistogram()
+            # One step (the GIL's): a transport serves several loops' threads
+            # (an fsspec filesystem's), and between a test and an assignment
+            # another thread's first attempt of this operation was lost.
+            histogram = self.latency.setdefault(operation, LatencyHistogram())
         histogram.record(attempt.seconds)
         self.bytes_received += attempt.response_bytes
         for observer in self.observers:
@@ -183,7 +212,12 @@ class RequestStats:
             cause: the failure's class name.
         """
         self.retries += 1
-        self.retries_by_cause[cause] += 1
+        causes = self.retries_by_cause
+        if cause not in causes:
+            # Counter's __missing__ is Python code, where another thread's
+            # first retry of this cause could come in between and be lost.
+            causes.setdefault(cause, 0)
+        causes[cause] += 1
         for observer in self.observers:
             observer.retry(cause)
 

@@ -7,7 +7,10 @@ reports how long each batch took (p50/p95/p99) beside the request latencies.
 Against a real bucket (``gs://bucket/prefix``) or, by default, the bundled
 emulator with the GCS-like profile, started as a subprocess so the emulator
 does not share the benchmark's interpreter lock. Everything it writes goes
-under a fresh ``aioflux-bench/<id>/`` prefix and is deleted afterwards.
+under a fresh ``aioflux-bench/<id>/`` prefix and is deleted afterwards, also
+after a failure or Ctrl-C (once the requests in flight have stopped); on
+the bundled emulator, whose objects end with its process, nothing is
+deleted: a Ctrl-C in a terminal stops that process too.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -28,6 +32,7 @@ from .._core.config import ClientConfig
 from .._core.metrics import BatchStats, LatencyHistogram, RequestStats
 from .._core.portal import call
 from .._core.types import ObjectInfo
+from .._core.window import gather_bounded
 from .._engines.download import Downloader, DownloadOptions
 from .._engines.hedge import HedgeAfter
 from ..gcs._client import AsyncClient
@@ -35,6 +40,7 @@ from ..testing._subprocess import emulator_process
 from ._common import add_client_arguments, emit_json, gs_url_arg, human, int_at_least
 from ._png import bar_chart_png
 from ._registry import UsageError, command
+from ._text import one_line
 
 __all__: list[str] = []
 
@@ -150,7 +156,9 @@ async def _write_read_list(client: AsyncClient, bucket: str, prefix: str, ops: l
         # Written for list and read even when "write" is not measured.
         kept = results if "write" in ops else []
         with _measured(stats, kept, "write", count, lambda: count * size):
-            await asyncio.gather(*(client.write(bucket, n, payload) for n in names))
+            # A failure stops the other writes before it is raised: the
+            # clean-up's listing then sees every object they published.
+            await gather_bounded(client.write(bucket, n, payload) for n in names)
     if "list" in ops:
         listed: list[ObjectInfo] = []
         with _measured(stats, results, "list", count, lambda: 0):
@@ -159,10 +167,10 @@ async def _write_read_list(client: AsyncClient, bucket: str, prefix: str, ops: l
     if "read" in ops:
         datas: list[bytes] = []
         with _measured(stats, results, "read", count, lambda: sum(map(len, datas))):
-            datas.extend(await asyncio.gather(*(client.read(bucket, n) for n in names)))
+            datas.extend(await gather_bounded(client.read(bucket, n) for n in names))
     if "batches" in ops:
         # Sizes (and crc32c) as a dataset has them from its listing, untimed.
-        objects = list(await asyncio.gather(*(client.stat(bucket, n) for n in names)))
+        objects = await gather_bounded(client.stat(bucket, n) for n in names)
         down = Downloader(client, DownloadOptions(hedge_after=hedge_after))
         batch_stats = BatchStats()
         sizes: list[int] = []
@@ -191,12 +199,30 @@ def _save_load(client: Client, url: str, ops: list[str], megabytes: int) -> list
 
 
 def _cleanup(client: Client, bucket: str, prefix: str) -> None:
+    """Delete everything under ``prefix``: every delete runs to its end,
+    then the first failure is raised."""
     names = [o.name for o in client.list_objects(bucket, prefix)]
 
     async def delete_all() -> None:
-        await asyncio.gather(*(client.aio.delete(bucket, n) for n in names))
+        outcomes = await asyncio.gather(
+            *(client.aio.delete(bucket, n, missing_ok=True) for n in names),
+            return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     call(delete_all())
+
+
+def _cleanup_after_failure(client: Client, bucket: str, prefix: str) -> None:
+    """The clean-up while a failure or an interrupt is on its way out: that
+    one stays what the command reports (a Ctrl-C exits 130); a clean-up that
+    fails too is a line of its own."""
+    try:
+        _cleanup(client, bucket, prefix)
+    except Exception as exc:
+        print(f"aioflux bench: what it wrote under gs://{bucket}/{prefix} may be left: "
+              f"{one_line(str(exc))}", file=sys.stderr)
 
 
 def _print_table(results: list[Result], where: str) -> None:
@@ -238,7 +264,14 @@ def _bench(args: argparse.Namespace) -> int:
                                                 args.size, args.batch, args.hedge_after))
                 results += _save_load(client, f"gs://{bucket}/{prefix}checkpoint.bin", ops,
                                       args.checkpoint_mb)
-            finally:
+            except BaseException:
+                # The bundled emulator's objects go with its process, which
+                # a Ctrl-C in a terminal (or `timeout`'s SIGTERM to the
+                # group) has stopped already: no request to it could succeed.
+                if not use_emulator:
+                    _cleanup_after_failure(client, bucket, prefix)
+                raise
+            if not use_emulator:
                 _cleanup(client, bucket, prefix)
     where = f"gs://{bucket}/{base}" if args.url is not None else "the emulator (GCS-like profile)"
     if args.json:

@@ -70,7 +70,13 @@ class ApiError(Exception):
         details: str = "",
         headers: dict[str, str] | None = None,
     ) -> None:
-        super().__init__(f"{status} {reason}: {message}")
+        # Raised to a test by the store's own methods (``create_bucket``,
+        # ``bucket``, ``delete_bucket``...) too, where GCS's words ("the
+        # named bucket") name nothing: the details do.
+        text = f"{status} {reason}: {message}"
+        if details and details not in message:
+            text = f"{text} ({details})"
+        super().__init__(text)
         self.status = status
         self.reason = reason
         self.message = message

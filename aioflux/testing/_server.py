@@ -308,6 +308,23 @@ def _trim(segs: list[str]) -> list[str]:
     return segs
 
 
+def _cancel_left(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel and wait for the tasks still running on ``loop``, as
+    ``asyncio.run`` does before it closes its loop.
+
+    Stopping the server cancels the handlers of the connections it still
+    has; one whose client went away (a cancelled read, a hedged read's
+    loser) is no longer its connection's and keeps going: a stall or a
+    tail delay sleeping on. Closed over, such a task was destroyed pending,
+    an asyncio error logged at the end of the test session.
+    """
+    tasks = asyncio.all_tasks(loop)
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+
+
 @contextmanager
 def running_emulator(
     profile: EmulatorProfile | None = None,
@@ -360,6 +377,7 @@ def running_emulator(
             loop.run_forever()
         finally:
             loop.run_until_complete(emu.stop())
+            _cancel_left(loop)
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 

@@ -13,6 +13,9 @@ from contextlib import contextmanager
 
 __all__ = ["emulator_process"]
 
+# How long the emulator gets to stop on SIGTERM before it is killed.
+STOP_WAIT = 10.0
+
 
 @contextmanager
 def emulator_process(*flags: str) -> Iterator[str]:
@@ -25,18 +28,28 @@ def emulator_process(*flags: str) -> Iterator[str]:
         The emulator's endpoint URL.
 
     Raises:
-        RuntimeError: the emulator did not start.
+        ChildProcessError: the emulator did not start (an OSError: the
+            command line reports it in one line, as a local failure).
     """
     proc = subprocess.Popen([sys.executable, "-m", "aioflux.testing", "--port", "0", *flags],
                             stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
+        if not line:  # its stdout closed: it exited (its error is on stderr)
+            raise ChildProcessError(f"the aioflux emulator did not start (exit status "
+                                    f"{proc.wait()})")
         if "listening on" not in line:
-            raise RuntimeError(f"the aioflux emulator did not start (exit {proc.poll()})")
+            raise ChildProcessError(f"the aioflux emulator did not start: it printed "
+                                    f"{line.strip()!r}")
         yield line.split()[-1]
     finally:
         proc.terminate()
-        proc.wait(10)
+        try:
+            proc.wait(STOP_WAIT)
+        except subprocess.TimeoutExpired:
+            # Not left running (nor the waiting caller's error replaced).
+            proc.kill()
+            proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()

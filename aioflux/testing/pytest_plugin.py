@@ -33,8 +33,9 @@ def gcs_emulator() -> Iterator[Emulator]:
 def gcs_bucket(gcs_emulator: Emulator) -> Iterator[str]:
     """A new, uniquely named, empty bucket on ``gcs_emulator``.
 
-    The emulator's profile and faults are reset to none after the test, so
-    a test that flips them cannot leak into the next one.
+    The emulator's profile and faults are put back after the test as they
+    were when it started (none, unless a session-wide fixture set some), so
+    a test that flips them cannot leak into the next one, failing or not.
 
     Yields:
         The bucket name.

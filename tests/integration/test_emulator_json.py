@@ -684,3 +684,46 @@ def test_pytest_plugin_fixtures(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 passed" in result.stdout
+
+
+def test_pytest_plugin_under_xdist_cleans_up_after_failing_tests(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(textwrap.dedent(
+        """
+        import os, threading
+        pytest_plugins = ["aioflux.testing.pytest_plugin"]
+
+        def pytest_sessionfinish(session):
+            # After the session fixtures' teardown: what each worker left running.
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+            names = [t.name for t in threading.enumerate()]
+            with open(f"threads-{worker}.txt", "w") as f:
+                f.write("\\n".join(names))
+        """))
+    (tmp_path / "test_uses_plugin.py").write_text(textwrap.dedent(
+        """
+        import os
+        import pytest
+        from aioflux import Client
+        from aioflux.testing import Faults
+
+        @pytest.mark.parametrize("i", range(6))
+        def test_write(gcs_emulator, gcs_bucket, i):
+            assert gcs_emulator.faults == Faults()  # none leaked from a failed test
+            assert list(gcs_emulator.store.buckets) == [gcs_bucket]  # the others deleted
+            with Client(endpoint=gcs_emulator.endpoint) as client:
+                client.write(gcs_bucket, "o", b"x")
+            if i % 2:
+                gcs_emulator.faults = Faults(p_503=1.0)
+                raise AssertionError(f"fails on {os.environ['PYTEST_XDIST_WORKER']}")
+        """))
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+         "-p", "xdist", "test_uses_plugin.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "3 failed, 3 passed" in result.stdout, result.stdout + result.stderr
+    assert "fails on gw" in result.stdout  # the tests ran in xdist's workers
+    left = {p.name: p.read_text().split("\n") for p in tmp_path.glob("threads-gw*.txt")}
+    assert set(left) == {"threads-gw0.txt", "threads-gw1.txt"}, left
+    assert not [name for names in left.values() for name in names
+                if name.startswith("aioflux-emulator")], left

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+import aioflux
 from aioflux import AsyncClient, Client, ClientConfig, InvalidArgument
 from aioflux.otel import instrument
 from aioflux.testing import Emulator, Faults
@@ -77,3 +78,12 @@ async def test_otel_export_follows_the_http_client_conventions(faults: Emulator,
 def test_instrument_refuses_what_has_no_stats() -> None:
     with pytest.raises(InvalidArgument, match="no request stats"):
         instrument(object())
+
+
+def test_the_parts_of_an_upload_share_one_operation(emulator: Emulator, bucket: str) -> None:
+    with Client(endpoint=emulator.endpoint) as client:
+        with aioflux.open(f"gs://{bucket}/parts", "wb", client=client) as f:
+            f.write(b"p" * (17 << 20))  # three 8 MiB parts
+        latency = client.stats.latency
+    assert latency["upload part"].count == 3
+    assert not [op for op in latency if op[-1].isdigit()], sorted(latency)

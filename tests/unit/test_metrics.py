@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 
+from aioflux._core import metrics
 from aioflux._core.metrics import Attempt, LatencyHistogram, RequestStats
 
 
@@ -66,3 +68,68 @@ def test_merged_histograms_hold_every_latency() -> None:
     assert merged.count == 4 and merged.total == pytest.approx(1.006)
     assert merged.percentile(1.0) >= 1.0 > merged.percentile(0.75)
     assert a.count == 3  # the inputs are left alone
+
+
+def test_a_part_number_makes_no_operation_of_its_own() -> None:
+    seen: list[str] = []
+
+    class Recorder:
+        def attempt(self, attempt: Attempt) -> None:
+            seen.append(attempt.operation)
+
+        def retry(self, cause: str) -> None:
+            pass
+
+    stats = RequestStats()
+    stats.observers.append(Recorder())
+    for number in range(1, 1001):  # a 1000-part upload, each part's op named for errors
+        stats.observe(Attempt(f"upload part {number}", "PUT", 0.01))
+    stats.observe(Attempt("copy part 12", "PUT", 0.01))
+    stats.observe(Attempt("initiate multipart upload", "POST", 0.01))
+    assert set(stats.summary()) == {"upload part", "copy part", "initiate multipart upload"}
+    assert stats.latency["upload part"].count == 1000
+    assert set(seen) == {"upload part", "copy part", "initiate multipart upload"}
+    assert len(seen) == 1002
+
+
+def test_a_first_attempt_from_another_thread_is_not_lost(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread's first attempt of an operation, let in where this
+    thread makes the operation's histogram (a thread switch can fall
+    there), is counted."""
+    stats = RequestStats()
+    switched: list[bool] = []
+
+    class Switching(LatencyHistogram):
+        def __init__(self) -> None:
+            super().__init__()
+            if not switched:
+                switched.append(True)
+                stats.observe(Attempt("read", "GET", 0.01))  # the other thread's
+
+    monkeypatch.setattr(metrics, "LatencyHistogram", Switching)
+    stats.observe(Attempt("read", "GET", 0.02))
+    assert switched and stats.latency["read"].count == 2
+
+
+def test_a_first_retry_from_another_thread_is_not_lost() -> None:
+    """As above, for a retry's cause: Counter's ``__missing__`` (Python
+    code) is where the other thread could come in."""
+    stats = RequestStats()
+    calls: list[str] = []
+
+    class Switching(Counter[str]):
+        def __missing__(self, key: str) -> int:
+            if len(calls) == 1:
+                calls.append(key)
+                stats.count_retry(key)  # the other thread's
+            return 0
+
+    def count(cause: str) -> None:
+        calls.append(cause)
+        stats.count_retry(cause)
+
+    stats.retries_by_cause = Switching()
+    count("ServerError")
+    assert stats.retries == len(calls)
+    assert stats.retries_by_cause["ServerError"] == len(calls)

@@ -1,0 +1,47 @@
+"""``running_emulator`` leaves nothing running on its loop when its block
+ends, also the handler of a request whose client went away mid-answer."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+from aioflux.testing import Faults, running_emulator
+from aioflux.testing._server import new_event_loop
+
+STALLED = b"GET /download/storage/v1/b/stalled/o/x?alt=media HTTP/1.1\r\nHost: t\r\n\r\n"
+
+
+def test_a_handler_whose_client_left_is_not_left_pending() -> None:
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    def loop_factory() -> asyncio.AbstractEventLoop:
+        loops.append(new_event_loop())
+        return loops[-1]
+
+    with running_emulator(loop_factory=loop_factory) as emu:
+        emu.create_bucket("stalled")
+        emu.store.put("stalled", "x", b"1" * 100_000)
+        emu.faults = Faults(p_stall=1.0, stall_seconds=3600)
+        runner = emu._runner
+        assert runner is not None and runner.server is not None
+        with socket.create_connection(("127.0.0.1", emu.port)) as sock:
+            sock.sendall(STALLED)
+            got = b""
+            while len(got) < 50_000:  # the head and about half the body
+                chunk = sock.recv(65536)
+                assert chunk, got[:200]
+                got += chunk
+            assert got.startswith(b"HTTP/1.1 200")
+            while emu.stats["stalls"] < 1:  # the handler sleeps its stall
+                time.sleep(0.01)
+        # The server noticed the client left (its handler sleeps on): a
+        # stop then leaves that handler alone.
+        while any(conn.transport is not None for conn in runner.server.connections):
+            time.sleep(0.01)
+    (loop,) = loops
+    assert loop.is_closed()
+    # Cancelled and awaited before the loop closed, not destroyed pending
+    # later ("Task was destroyed but it is pending!" at the session's end).
+    assert [task for task in asyncio.all_tasks(loop) if not task.done()] == []
