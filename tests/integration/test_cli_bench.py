@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import select
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,62 +16,6 @@ import pytest
 from aioflux import AsyncClient, Client, PermissionDenied, TransportError
 from aioflux.cli import _bench, main
 from aioflux.testing import Emulator, _subprocess
-
-# The bench with its measurements replaced by a wait that only an interrupt
-# ends, once it said it got there: what a Ctrl-C midway meets.
-STUCK_BENCH = """
-import asyncio, sys
-from aioflux.cli import _bench, main
-
-async def measuring(*args, **kwargs):
-    print("measuring", flush=True)
-    await asyncio.Event().wait()
-
-_bench._write_read_list = measuring
-sys.exit(main(sys.argv[1:]))
-"""
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue  # gone meanwhile
-            if int(stat.rpartition(")")[2].split()[1]) == pid:
-                found.append(int(entry))
-    return found
-
-
-@pytest.mark.timeout(120)
-def test_ctrl_c_on_the_bundled_emulator_exits_130() -> None:
-    bench = subprocess.Popen([sys.executable, "-c", STUCK_BENCH, "bench", "--objects", "1"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)
-    try:
-        assert bench.stdout is not None
-        assert bench.stdout.readline() == "measuring\n"
-        (emulator,) = _children(bench.pid)
-        # A terminal's Ctrl-C reaches the whole process group: the emulator
-        # stops too, here first (pidfd: readable once it exited).
-        exited = os.pidfd_open(emulator)
-        try:
-            os.kill(emulator, signal.SIGINT)
-            select.select([exited], [], [])
-        finally:
-            os.close(exited)
-        bench.send_signal(signal.SIGINT)
-        out, err = bench.communicate()
-    finally:
-        if bench.poll() is None:
-            bench.kill()
-            bench.communicate()
-    # Not exit 1 with a connection error: no clean-up asks the gone emulator
-    # (whose objects went with it) to list and delete, retrying in vain.
-    assert (bench.returncode, err) == (130, "aioflux bench: interrupted\n"), err
-    assert out == ""
 
 
 def test_a_failed_write_stops_the_others_before_the_clean_up(
