@@ -131,17 +131,8 @@ async def _error_body(resp: HttpResponse) -> bytes:
     silent or dripping ends the read: the status is the finding, and what
     arrived still names it."""
     chunks: list[bytes] = []
-    received = 0
-    clock = asyncio.get_running_loop().time
-    speed = Pace(pace.WINDOW, clock())
     try:
-        while received < _MAX_ERROR_BODY:
-            chunk = await resp.content.read(min(_MAX_ERROR_BODY - received, _READ_PIECE))
-            if not chunk:
-                break
-            received += len(chunk)
-            chunks.append(chunk)
-            speed.check(received, clock(), "body bytes")
+        await _read_capped(resp, _MAX_ERROR_BODY, chunks)
     except (aiohttp.ClientError, OSError):  # OSError: timeouts and SlowTransfer too
         pass
     return b"".join(chunks)
@@ -217,8 +208,19 @@ async def drain(resp: HttpResponse, limit: int | None = None) -> bytes:
     Raises:
         SlowTransfer: less than 16 KiB arrived in a window of a minute.
     """
-    cap = _MAX_DRAINED if limit is None else limit
     chunks: list[bytes] = []
+    await _read_capped(resp, _MAX_DRAINED if limit is None else limit, chunks)
+    return b"".join(chunks)
+
+
+async def _read_capped(resp: HttpResponse, cap: int, chunks: list[bytes]) -> None:
+    """Read a body into ``chunks`` to its end or ``cap`` bytes (what arrived
+    stays there if the read fails).
+
+    Raises:
+        SlowTransfer: less than 16 KiB arrived in a window of a minute.
+        aiohttp.ClientError, OSError: the read failed.
+    """
     received = 0
     clock = asyncio.get_running_loop().time
     speed = Pace(pace.WINDOW, clock())
@@ -229,7 +231,6 @@ async def drain(resp: HttpResponse, limit: int | None = None) -> bytes:
         received += len(chunk)
         chunks.append(chunk)
         speed.check(received, clock(), "body bytes")
-    return b"".join(chunks)
 
 
 def _too_large(resp: HttpResponse, op: Op, what: str, then: str) -> ProtocolError:
