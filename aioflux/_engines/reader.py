@@ -147,6 +147,22 @@ class ObjectReader(DirectReads):
             self._pos = base + offset
             return self._pos
 
+    def told_size(self) -> int:
+        """The size, handed out to a caller whose offsets may rest on it: a
+        first read that finds another version of another size raises
+        ``PreconditionFailed``, as after a seek from the end.
+
+        Returns:
+            The size.
+        """
+        if not self._recent:
+            # Confirmed (a stat at open, or a read): nothing to hold to, and
+            # no wait for a read another thread has under way.
+            return self.size
+        with self._locked():
+            self._size_told = True
+            return self.size
+
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         """Read into ``buffer`` from the current position.
 

@@ -46,7 +46,7 @@ __all__ = ["FileReader", "ReadFile"]
 
 class FileReader(ObjectReader):
     """The reader under a :class:`ReadFile`: an ``ObjectReader`` that hands
-    its size out as its file's ``size`` (:meth:`told_size`) and says when a
+    its size out as its file's ``size`` (``told_size``) and says when a
     read finds the version it was opened at gone (``stale``).
 
     Args:
@@ -67,18 +67,6 @@ class FileReader(ObjectReader):
                          stat_beside=stat_beside)
         self._stale = stale
         self._opened = (self.info.generation, self.info.size)
-
-    def told_size(self) -> int:
-        """The size, handed out: a first read that finds another version of
-        another size raises ``PreconditionFailed`` (as after a seek from the
-        end), since the caller's offsets may rest on this one."""
-        if not self._recent:
-            # Confirmed (a stat at open, or a read): nothing to hold to, and
-            # no wait for a read another thread has under way.
-            return self.size
-        with self._locked():
-            self._size_told = True
-            return self.size
 
     @contextlib.contextmanager
     def _watching(self) -> Iterator[None]:
