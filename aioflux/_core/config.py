@@ -143,7 +143,9 @@ class Timeouts:
     """Network timeouts in seconds.
 
     Args:
-        connect: time to establish a connection (TCP + TLS).
+        connect: time to set up a new connection (TCP + TLS). Waiting for
+            a free connection under ``connection_limit`` is not counted, as
+            waiting for a permit is not.
         read_stall: longest silence allowed while waiting for response bytes.
         total: optional cap on a whole request; ``None`` (default) because a
             short total timeout kills large bodies (gcloud-aio-storage's 10 s).

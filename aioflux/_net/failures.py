@@ -369,7 +369,7 @@ def map_exception(exc: BaseException, op: Op) -> BaseException:
 def _which_timeout(exc: BaseException) -> str:
     """Which of the client's timeouts ran out, to say in the message."""
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        # aiohttp's connect timeout also covers waiting for a free connection.
+        # Raised for aiohttp's sock_connect (a new connection's set-up).
         return " connecting (Timeouts.connect)"
     if isinstance(exc, aiohttp.SocketTimeoutError):
         return " waiting for response bytes (Timeouts.read_stall)"

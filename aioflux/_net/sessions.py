@@ -211,7 +211,13 @@ def new_session(config: ClientConfig, tls: ssl.SSLContext | None, *,
         _NoStrayResponses, loop=asyncio.get_running_loop(), head_window=t.read_stall)
     session = aiohttp.ClientSession(
         connector=connector,
-        timeout=aiohttp.ClientTimeout(total=t.total, connect=t.connect, sock_read=t.read_stall),
+        # ``sock_connect``, not ``connect``: aiohttp's ``connect`` also counts
+        # the wait for a free connection under ``connection_limit``, which
+        # failed queued requests as "timed out connecting" while the pool's
+        # connections were busy answering. The wait is bounded as a permit's
+        # is (by the requests ahead of it); DNS by the system's resolver.
+        timeout=aiohttp.ClientTimeout(total=t.total, sock_connect=t.connect,
+                                      sock_read=t.read_stall),
         headers={"User-Agent": config.user_agent},
         # Object names may contain characters yarl would re-encode; we quote
         # them ourselves exactly once.

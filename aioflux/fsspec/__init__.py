@@ -20,11 +20,12 @@ except ImportError:  # pragma: no cover - the message names the extra
 
 from ._filesystem import AiofluxFileSystem
 from ._filesystem import protocol_class as _protocol_class
+from ._writes import TouchRefused
 
 if typing.TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["AiofluxFileSystem", "register"]
+__all__ = ["AiofluxFileSystem", "TouchRefused", "register"]
 
 # The classes of aioflux's own protocol names (the ``fsspec.specs`` entry
 # points): ``fsspec.filesystem("aioflux-s3")`` hands the class no URL to

@@ -30,6 +30,7 @@ Example::
 
 from __future__ import annotations
 
+from aioflux.testing._errors import ApiError
 from aioflux.testing._fake_gcs import fake_gcs_server
 from aioflux.testing._fault_proxy import FaultProxy, ProxyStats
 from aioflux.testing._memory import MemoryStore
@@ -40,6 +41,7 @@ from aioflux.testing._server import Emulator, running_emulator
 
 __all__ = [
     "GCS_LIKE_PROFILE",
+    "ApiError",
     "Emulator",
     "EmulatorProfile",
     "FaultProxy",

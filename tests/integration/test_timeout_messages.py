@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from aioflux import AsyncClient, ClientConfig, RetryPolicy, Timeouts, TransportError
+from aioflux import AsyncClient, Client, ClientConfig, RetryPolicy, Timeouts, TransportError
 from aioflux._core.auth import AnonymousAuth
 from aioflux._net.failures import drain
 from aioflux._net.transport import Op, Transport
+from aioflux.testing import EmulatorProfile, running_emulator
 from tests.raw_server import RawServer
 
 ONE_ATTEMPT = RetryPolicy(max_attempts=1)
@@ -79,3 +81,26 @@ async def test_a_connect_timeout_shows_no_query_of_its_url() -> None:
     assert "Timeouts.connect" in str(caught.value)
     assert caught.value.__cause__ is not None  # still chained, only cut
     assert secret not in shown, shown
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_waiting_for_a_free_connection_is_not_the_connect_timeout(call: str) -> None:
+    # With fewer connections than permits, a request waits for a pooled
+    # connection as another waits for a permit. aiohttp's connect timeout
+    # counted that wait too, so the second of two reads on one connection
+    # failed "timed out connecting" while the first was still answered.
+    slow = EmulatorProfile(ttfb=1.0)  # each answer takes 5 connect timeouts
+    config = ClientConfig(retry=ONE_ATTEMPT, max_concurrency=2, connection_limit=1,
+                          timeouts=Timeouts(connect=0.2, read_stall=30),
+                          lean_reads=call != "read (aiohttp)")
+    with running_emulator(s3_port=None) as emu:
+        emu.create_bucket("bkt")
+        emu.store.put("bkt", "o", b"abc")
+        emu.profile = slow
+        with Client(config, endpoint=emu.endpoint) as client:
+            def once(_: int) -> object:
+                return client.stat("bkt", "o") if call == "stat" else client.read("bkt", "o")
+
+            with ThreadPoolExecutor(2) as pool:
+                done = list(pool.map(once, range(2)))
+    assert len(done) == 2
