@@ -53,6 +53,8 @@ def instrument(client: Any, meter_provider: Any = None) -> Observer:
 
     Returns:
         The observer added to ``client.stats.observers`` (remove it to stop).
+        A client already instrumented for this meter provider keeps its
+        observer, which is returned: each attempt is recorded once.
 
     Raises:
         InvalidArgument: OpenTelemetry is not installed (the message names
@@ -74,6 +76,12 @@ def instrument(client: Any, meter_provider: Any = None) -> Observer:
     from ._version import __version__
 
     provider = meter_provider or metrics.get_meter_provider()
+    for observer in stats.observers:
+        # A second call (a library and its application both instrumenting
+        # one client) would record every attempt into the same instruments
+        # twice.
+        if isinstance(observer, _Forward) and observer.provider is provider:
+            return observer
     meter = provider.get_meter("aioflux", __version__)
     duration = _histogram(meter, "http.client.request.duration", "s",
                           "Duration of each request attempt to the object store",
@@ -88,9 +96,9 @@ def instrument(client: Any, meter_provider: Any = None) -> Observer:
     server: dict[str, str | int] = {"server.address": endpoint.hostname or "",
                                     "server.port": port}
 
-    observer = _Forward(duration, body, retries, server)
-    stats.observers.append(observer)
-    return observer
+    forward = _Forward(provider, duration, body, retries, server)
+    stats.observers.append(forward)
+    return forward
 
 
 def _histogram(meter: Any, name: str, unit: str, description: str,
@@ -105,8 +113,10 @@ def _histogram(meter: Any, name: str, unit: str, description: str,
 class _Forward:
     """Forwards attempts and retries to OpenTelemetry instruments."""
 
-    def __init__(self, duration: Any, body: Any, retries: Any,
+    def __init__(self, provider: Any, duration: Any, body: Any, retries: Any,
                  server: dict[str, str | int]) -> None:
+        #: the meter provider the instruments came from
+        self.provider = provider
         self._duration = duration
         self._body = body
         self._retries = retries

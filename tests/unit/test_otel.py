@@ -82,6 +82,23 @@ def test_no_attribute_takes_a_part_number(client: AsyncClient,
     assert points[0].attributes["server.port"] == 9
 
 
+def test_instrumenting_twice_records_each_attempt_once(reader: InMemoryMetricReader) -> None:
+    client = AsyncClient(endpoint="http://127.0.0.1:9")
+    provider = sdk.MeterProvider(metric_readers=[reader])
+    first = instrument(client, meter_provider=provider)
+    assert instrument(client, meter_provider=provider) is first
+    other = InMemoryMetricReader()
+    instrument(client, meter_provider=sdk.MeterProvider(metric_readers=[other]))
+    client.stats.observe(Attempt("read", "GET", 0.01))
+    client.stats.count_retry("ServerError")
+    (point,) = _points(reader, "http.client.request.duration")
+    assert point.count == 1
+    (retried,) = _points(reader, "aioflux.client.retries")
+    assert retried.value == 1
+    (elsewhere,) = _points(other, "http.client.request.duration")  # a second provider's own
+    assert elsewhere.count == 1
+
+
 def test_a_store_without_http_requests_is_refused_by_name() -> None:
     with pytest.raises(InvalidArgument, match="LocalStore has no HTTP endpoint"):
         instrument(LocalStore())
