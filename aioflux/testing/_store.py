@@ -96,10 +96,15 @@ class Store:
         if bucket.names and not force:
             raise err.bucket_not_empty(name)
         del self.buckets[name]
-        for uid in [u for u, up in self.uploads.items() if up.bucket == name]:
-            del self.uploads[uid]
-        for sid in [s for s, sess in self.sessions.items() if sess.bucket == name]:
-            del self.sessions[sid]
+        # Copied before the walk: called from a test's thread, these dicts
+        # grow and shrink on the emulator's thread meanwhile ("dictionary
+        # changed size during iteration", a KeyError).
+        for uid, up in list(self.uploads.items()):
+            if up.bucket == name:
+                self.uploads.pop(uid, None)
+        for sid, sess in list(self.sessions.items()):
+            if sess.bucket == name:
+                self.sessions.pop(sid, None)
 
     # -- objects ---------------------------------------------------------
 
