@@ -5,23 +5,90 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-__all__ = ["RawServer", "dripping", "serving"]
+__all__ = ["Listener", "RawServer", "dripping", "serving"]
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
+class _Tracked(asyncio.StreamReaderProtocol):
+    """``asyncio.start_server``'s protocol, keeping its connection's
+    transport in ``live`` from accept until it is lost."""
+
+    def __init__(self, handler: Handler, live: set[asyncio.BaseTransport]) -> None:
+        loop = asyncio.get_running_loop()
+        super().__init__(asyncio.StreamReader(loop=loop), handler, loop=loop)
+        self._live = live
+        self._mine: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._mine = transport
+        self._live.add(transport)
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._live.discard(self._mine)  # type: ignore[arg-type]
+        super().connection_lost(exc)
+
+
+class Listener:
+    """``asyncio.start_server`` whose :meth:`close` also closes every
+    connection it accepted, and at once.
+
+    Python 3.11's ``Server.close`` leaves accepted connections open, and a
+    handler's own ``writer.close()`` may never run (its task cancelled
+    before its first step, at the test loop's end) or may not finish (a TLS
+    close waits for the peer's goodbye). Such a socket outlived its loop
+    and was closed by the garbage collector, a ResourceWarning in whichever
+    test ran next. Aborted here, each is closed before the test ends.
+    """
+
+    def __init__(self, handler: Handler, *, tls: ssl.SSLContext | None = None) -> None:
+        self.handler = handler
+        self.tls = tls
+        self.server: asyncio.Server | None = None
+        #: the accepted connections not yet lost
+        self.live: set[asyncio.BaseTransport] = set()
+        self._upstream: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> int:
+        """Listen on 127.0.0.1, port 0; return the port."""
+        self.server = await asyncio.get_running_loop().create_server(
+            lambda: _Tracked(self.handler, self.live), "127.0.0.1", 0, ssl=self.tls)
+        port: int = self.server.sockets[0].getsockname()[1]
+        return port
+
+    async def connect(self, host: str, port: int) -> tuple[asyncio.StreamReader,
+                                                          asyncio.StreamWriter]:
+        """A relay's connection onward, aborted by :meth:`close` as the
+        accepted ones are."""
+        reader, writer = await asyncio.open_connection(host, port)
+        self._upstream.append(writer)
+        return reader, writer
+
+    async def close(self) -> None:
+        """Stop listening and abort every connection still open."""
+        assert self.server is not None
+        self.server.close()
+        for transport in [*self.live, *(w.transport for w in self._upstream)]:
+            transport.abort()  # type: ignore[attr-defined]
+        # An aborted socket is closed on the loop's next turn.
+        await asyncio.sleep(0)
+        await self.server.wait_closed()
+
+
 @contextlib.asynccontextmanager
-async def serving(handler: Handler) -> AsyncIterator[str]:
+async def serving(handler: Handler, *, tls: ssl.SSLContext | None = None) -> AsyncIterator[str]:
     """``handler`` (an ``asyncio.start_server`` callback) on 127.0.0.1, port 0;
-    yields its ``http://`` endpoint."""
-    listener = await asyncio.start_server(handler, "127.0.0.1", 0)
+    yields its ``http://`` (``https://`` with ``tls``) endpoint."""
+    listener = Listener(handler, tls=tls)
+    port = await listener.start()
     try:
-        yield f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     finally:
-        listener.close()
-        await listener.wait_closed()
+        await listener.close()
 
 
 def dripping(head: bytes, pause: float, *, drip_head: bool = False) -> Handler:
@@ -62,16 +129,13 @@ class RawServer:
         self.closed = 0
         #: every request head received, in order (to check Range, auth, ...)
         self.requests: list[bytes] = []
-        self.server: asyncio.Server | None = None
+        self._listener = Listener(self._serve)
 
     async def __aenter__(self) -> str:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+        return f"http://127.0.0.1:{await self._listener.start()}"
 
     async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        self.server.close()
-        await self.server.wait_closed()
+        await self._listener.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn, self.connections = self.connections, self.connections + 1

@@ -24,6 +24,7 @@ from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux.azure import AzureStore
 from tests.azurite import Azurite
 from tests.conftest import unique_bucket
+from tests.raw_server import Listener
 
 RETRY = RetryPolicy(max_attempts=3, initial_delay=0, max_delay=0)
 _LENGTH = re.compile(rb"\r\ncontent-length: *(\d+)", re.IGNORECASE)
@@ -41,29 +42,21 @@ class LosingProxy:
         self._host, self._port, self._path = found[1], int(found[2]), found[3] or ""
         self.lose: bytes | None = None
         self.lost: list[bytes] = []
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
+        self._listener = Listener(self._serve)
         self._tasks: set[asyncio.Task[Any]] = set()
 
     async def __aenter__(self) -> str:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        port = self._server.sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}{self._path}"
+        return f"http://127.0.0.1:{await self._listener.start()}{self._path}"
 
     async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        for writer in list(self._writers):
-            writer.close()  # a handler waiting for the next request sees EOF
+        await self._listener.close()  # a handler waiting for the next request fails
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
-        self._writers.add(writer)
-        up_reader, up_writer = await asyncio.open_connection(self._host, self._port)
+        up_reader, up_writer = await self._listener.connect(self._host, self._port)
         try:
             while True:
                 try:
@@ -84,7 +77,6 @@ class LosingProxy:
         except (ConnectionError, asyncio.IncompleteReadError):
             return
         finally:
-            self._writers.discard(writer)
             writer.close()
             up_writer.close()
 

@@ -41,6 +41,7 @@ from aioflux._core.crc import Crc32c, crc32c, encode_crc32c
 from aioflux._net.transport import Op
 from aioflux.azure import AzureStore
 from tests.azurite import KEY
+from tests.raw_server import Listener
 from tests.tls_cert import self_signed
 
 OBJ = bytes(range(256)) * 400  # 102,400 bytes
@@ -69,17 +70,14 @@ class Script:
         self.tls = tls
         self.requests: list[bytes] = []
         self.bodies: list[bytes] = []
-        self.server: asyncio.Server | None = None
+        self._listener = Listener(self._serve, tls=tls)
 
     async def __aenter__(self) -> str:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
         scheme = "https" if self.tls else "http"
-        return f"{scheme}://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/acct"
+        return f"{scheme}://127.0.0.1:{await self._listener.start()}/acct"
 
     async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        self.server.close()
-        await self.server.wait_closed()
+        await self._listener.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -33,7 +33,7 @@ from aioflux._core.crc import crc32c, encode_crc32c
 from aioflux._net.failures import drain
 from aioflux._net.http import MediaPool
 from aioflux._net.transport import Op, Transport
-from tests.raw_server import RawServer, serving
+from tests.raw_server import Listener, RawServer, serving
 
 BODY = os.urandom(3000)
 HASH = f"crc32c={encode_crc32c(crc32c(BODY))}"
@@ -170,20 +170,15 @@ class _StreamServer:
 
     def __init__(self) -> None:
         self.connections = 0
-        self.server: asyncio.Server | None = None
+        self._listener = Listener(self._serve)
         self._open: set[asyncio.StreamWriter] = set()
         self._idle = asyncio.Event()
 
     async def __aenter__(self) -> str:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+        return f"http://127.0.0.1:{await self._listener.start()}"
 
     async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        self.server.close()
-        await self.server.wait_closed()
-        for writer in list(self._open):
-            writer.close()
+        await self._listener.close()
         if self._open:
             await asyncio.wait_for(self._idle.wait(), 2)
 

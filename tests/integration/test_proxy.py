@@ -22,6 +22,7 @@ import pytest
 
 from aioflux import AsyncClient, ClientConfig, InvalidArgument, RetryPolicy
 from aioflux.testing import Emulator
+from tests.raw_server import Listener
 from tests.tls_cert import self_signed
 
 TOKEN = "ya29.secret-token-of-the-test"
@@ -50,6 +51,7 @@ class Proxy:
     url: str = ""
     asked: list[tuple[str, str | None]] = field(default_factory=list)
     relayed: bytearray = field(default_factory=bytearray)
+    listener: Listener | None = None
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
@@ -62,7 +64,8 @@ class Proxy:
             writer.close()
             return
         host, port = target.rsplit(":", 1)
-        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        assert self.listener is not None
+        up_reader, up_writer = await self.listener.connect(host, int(port))
         writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         await writer.drain()
         await asyncio.gather(_pipe(reader, up_writer, self.relayed),
@@ -72,10 +75,12 @@ class Proxy:
 @pytest.fixture
 async def proxy() -> AsyncIterator[Proxy]:
     found = Proxy()
-    server = await asyncio.start_server(found.serve, "127.0.0.1", 0)
-    found.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    async with server:
+    found.listener = Listener(found.serve)
+    found.url = f"http://127.0.0.1:{await found.listener.start()}"
+    try:
         yield found
+    finally:
+        await found.listener.close()
 
 
 @pytest.fixture
@@ -86,13 +91,15 @@ async def tls_front(emulator: Emulator, tmp_path: Path) -> AsyncIterator[tuple[s
     host, port = plain.rstrip("/").rsplit(":", 1)
 
     async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        up_reader, up_writer = await listener.connect(host, int(port))
         await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
 
-    server = await asyncio.start_server(relay, "127.0.0.1", 0, ssl=server_ctx)
-    async with server:
-        yield (f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}",
-               str(tmp_path / "cert.pem"))
+    listener = Listener(relay, tls=server_ctx)
+    front = await listener.start()
+    try:
+        yield f"https://127.0.0.1:{front}", str(tmp_path / "cert.pem")
+    finally:
+        await listener.close()
 
 
 async def _round_trip(endpoint: str, ca_file: str | None, bucket: str) -> None:

@@ -32,6 +32,7 @@ from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux.gcs._resumable import CHUNK_GRANULARITY, ResumableUpload
 from aioflux.testing import Emulator
 from tests.conftest import FAST_RETRY, unique_bucket
+from tests.raw_server import Listener
 
 MiB = 1024 * 1024
 MARK = b"\x00MARK-OF-THE-BEAST\x00"
@@ -66,27 +67,20 @@ class Relay:
         self.heads: list[bytes] = []
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._server: asyncio.Server | None = None
-        self._writers: list[asyncio.StreamWriter] = []
+        self._listener = Listener(self._serve)
         self._tasks: set[asyncio.Task[None]] = set()
 
     def __enter__(self) -> str:
         self._thread.start()
-        self._server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._serve, "127.0.0.1", 0), self._loop).result(10)
-        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+        port = asyncio.run_coroutine_threadsafe(self._listener.start(), self._loop).result(10)
+        return f"http://127.0.0.1:{port}"
 
     def __exit__(self, *exc: object) -> None:
         async def stop() -> None:
-            assert self._server is not None
-            self._server.close()
-            # Closing the sockets ends each connection's task on its own (a
+            # Aborting the sockets ends each connection's task on its own (a
             # cancelled stream-server task makes asyncio log an error).
-            for w in self._writers:
-                w.close()
+            await self._listener.close()
             await asyncio.gather(*self._tasks, return_exceptions=True)
-            await self._server.wait_closed()
-            await asyncio.sleep(0.01)  # let the closed transports finish closing
 
         asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -97,8 +91,7 @@ class Relay:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
-        up_reader, up_writer = await asyncio.open_connection(*self._upstream)
-        self._writers += (writer, up_writer)
+        up_reader, up_writer = await self._listener.connect(*self._upstream)
         drop = asyncio.Event()
 
         async def upward() -> None:
@@ -500,16 +493,13 @@ class Scripted:
     def __init__(self, answer: Callable[[bytes, bytes], Answer]) -> None:
         self.answer = answer
         self.requests: list[tuple[bytes, bytes]] = []
-        self._server: asyncio.Server | None = None
+        self._listener = Listener(self._serve)
 
     async def __aenter__(self) -> str:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+        return f"http://127.0.0.1:{await self._listener.start()}"
 
     async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        await self._server.wait_closed()
+        await self._listener.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
