@@ -20,6 +20,7 @@ except ImportError:  # pragma: no cover - the message names the extra
 
 from ._filesystem import AiofluxFileSystem
 from ._filesystem import protocol_class as _protocol_class
+from ._paths import SCHEME_OF
 from ._writes import TouchRefused
 
 if typing.TYPE_CHECKING:
@@ -36,8 +37,6 @@ _aioflux_s3 = _protocol_class("aioflux-s3", "s3")
 _aioflux_az = _protocol_class("aioflux-az", "az")
 _aioflux_file = _protocol_class("aioflux-file", "file")
 
-_PROTOCOL_SCHEMES = {"gs": "gs", "gcs": "gs", "s3": "s3", "s3a": "s3", "az": "az",
-                     "abfs": "az", "abfss": "az", "file": "file", "local": "file"}
 
 
 def register(protocols: Iterable[str] = ("gs", "s3")) -> None:
@@ -63,8 +62,8 @@ def register(protocols: Iterable[str] = ("gs", "s3")) -> None:
     if isinstance(protocols, str):
         protocols = [protocols]
     for name in protocols:
-        scheme = _PROTOCOL_SCHEMES.get(name)
+        scheme = SCHEME_OF.get(name)
         if scheme is None:
             raise InvalidArgument(f"aioflux.fsspec.register: aioflux serves "
-                                  f"{', '.join(sorted(_PROTOCOL_SCHEMES))}, not {name!r}")
+                                  f"{', '.join(sorted(SCHEME_OF))}, not {name!r}")
         fsspec.register_implementation(name, _protocol_class(name, scheme), clobber=True)

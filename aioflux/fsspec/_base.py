@@ -26,7 +26,7 @@ from .._core.store import ObjectStore
 from .._core.validate import Credentials
 from .._core.window import LoopSemaphore
 from ._options import settings_of
-from ._paths import split, strip_protocol
+from ._paths import SCHEME_OF, split, strip_protocol
 from ._recent import EXPIRY_S, Listings, RecentMetadata
 from ._transfers import STREAMING_PUTS, TRANSFER_BLOCKS
 
@@ -52,11 +52,16 @@ def _close_held(held: list[tuple[int, ObjectStore]]) -> None:
         close_soon(store)
 
 
-def _strip_local(path: Any) -> Any:
-    """``_strip_protocol`` of a file filesystem made on this class."""
-    if isinstance(path, list):
-        return [_strip_local(p) for p in path]
-    return strip_protocol(os.fspath(path), local=True)
+class _StripFor:
+    """An instance's ``_strip_protocol``: its own store's protocols only."""
+
+    def __init__(self, scheme: str) -> None:
+        self.scheme = scheme
+
+    def __call__(self, path: Any) -> Any:
+        if isinstance(path, list):
+            return [self(p) for p in path]
+        return strip_protocol(os.fspath(path), local=self.scheme == "file", scheme=self.scheme)
 
 
 class FileSystemBase(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
@@ -88,10 +93,11 @@ class FileSystemBase(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         self.dircache = Listings(**options)
         self.recent = RecentMetadata(self.dircache)
         self.scheme = scheme
-        if scheme == "file" and type(self).default_scheme != "file":
-            # fsspec asks the instance: here a path without a protocol is a
-            # file's, relative to the working directory as in LocalFileSystem.
-            self._strip_protocol = _strip_local  # type: ignore[method-assign]
+        # fsspec asks the instance, whose store may not be its class's
+        # default: a path without a protocol on ``file`` is a file's,
+        # relative to the working directory as in LocalFileSystem, and a URL
+        # of another store is refused rather than read from this one.
+        self._strip_protocol = _StripFor(scheme)  # type: ignore[method-assign]
         self._config, self._settings = config, settings
         self._blocks = LoopSemaphore(TRANSFER_BLOCKS)
         self._streaming_puts = LoopSemaphore(STREAMING_PUTS)
@@ -139,9 +145,8 @@ class FileSystemBase(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
     @staticmethod
     def _get_kwargs_from_urls(path: str) -> dict[str, Any]:
         head = path.split("://", 1)[0] if "://" in path else ""
-        scheme = head.removeprefix("aioflux-")
-        return {"scheme": {"gcs": "gs", "s3a": "s3", "abfs": "az", "abfss": "az"}.get(
-            scheme, scheme)} if scheme in (*SCHEMES, "gcs", "s3a", "abfs", "abfss") else {}
+        scheme = SCHEME_OF.get(head.removeprefix("aioflux-"))
+        return {"scheme": scheme} if scheme else {}
 
     def unstrip_protocol(self, name: str) -> str:
         """The URL of a path.

@@ -13,13 +13,17 @@ import re
 from .._core.errors import InvalidURL
 from .._core.urls import parse_url
 
-__all__ = ["join", "local_path", "split", "strip_protocol"]
+__all__ = ["SCHEME_OF", "join", "local_path", "split", "strip_protocol"]
 
-_PROTOCOL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+#: the store each protocol aioflux serves is (``aioflux-<scheme>`` aside)
+SCHEME_OF = {"gs": "gs", "gcs": "gs", "s3": "s3", "s3a": "s3", "az": "az", "abfs": "az",
+             "abfss": "az", "file": "file", "local": "file"}
+
+_PROTOCOL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 
 
-def strip_protocol(path: str, *, local: bool = False) -> str:
-    """``gs://b/k`` (any protocol, ours or one registered for us) to ``b/k``.
+def strip_protocol(path: str, *, local: bool = False, scheme: str | None = None) -> str:
+    """``gs://b/k`` (a protocol of ours or one registered for us) to ``b/k``.
 
     A file path keeps its leading ``/``; trailing slashes go, as fsspec's
     filesystems strip them.
@@ -28,8 +32,20 @@ def strip_protocol(path: str, *, local: bool = False) -> str:
         path: a path or URL.
         local: the path is a file's even without ``file://`` (a file
             filesystem's): see :func:`local_path`.
+        scheme: the store of the filesystem the path is given to, whose
+            protocols alone it takes; None takes any.
+
+    Raises:
+        InvalidURL: a URL of another store's protocol (a ``gs://``
+            filesystem given ``s3://b/k`` read ``gs://b/k``, and one given
+            ``file:///tmp/x`` wrote to a bucket named ``tmp``).
     """
-    local = local or path.startswith("file://") or path.startswith("aioflux-file://")
+    found = _PROTOCOL.match(path)
+    given = found[1].lower().removeprefix("aioflux-") if found else None
+    if given is not None and scheme is not None and SCHEME_OF.get(given) != scheme:
+        raise InvalidURL(f"{path}: not a path of this filesystem's store ({scheme}://); "
+                         f"open it with fsspec.url_to_fs or a filesystem of its own")
+    local = local or (given is not None and SCHEME_OF.get(given) == "file")
     path = _PROTOCOL.sub("", path)
     if local:
         return local_path(path)
@@ -59,7 +75,7 @@ def split(scheme: str, path: str, *, folder: bool = False) -> tuple[str, str]:
     Raises:
         InvalidURL: no bucket, or a name the store cannot hold.
     """
-    path = strip_protocol(path, local=scheme == "file")
+    path = strip_protocol(path, local=scheme == "file", scheme=scheme)
     if scheme != "file" and not path.strip("/"):
         # gcsfs and s3fs list the account's buckets there; a store here is
         # reached through one bucket (its credentials may see no other).
