@@ -34,6 +34,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .secrets import scrub
+
 __all__ = [
     "AiofluxError",
     "BridgeError",
@@ -353,7 +355,10 @@ def error_for_status(
         cls = ServerError
     else:
         cls = InvalidRequest
-    detail = " ".join(detail.split())[:_MAX_DETAIL]
+    # What a server says may echo the request (a proxy's error page, a
+    # signature's "string to sign"): its credentials are cut before it
+    # goes into the message.
+    detail = " ".join(scrub(detail).split())[:_MAX_DETAIL]
     suffix = f" after {attempts} attempts" if attempts > 1 else ""
     message = f"{describe(operation, bucket, name, scheme)} failed: HTTP {status}"
     if reason:

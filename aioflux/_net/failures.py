@@ -31,6 +31,7 @@ from .._core.errors import (
     error_for_status,
 )
 from .._core.retry import parse_retry_after
+from .._core.secrets import scrub
 from . import pace
 from .http import BodyTruncated, MediaResponse
 from .pace import Pace, SlowTransfer
@@ -383,34 +384,8 @@ def _safe(exc: BaseException) -> str:
     return scrub(str(exc))[:200]
 
 
-# What the text of an exception raised under a request may carry that no
-# error may show: a URL's query or fragment (a SAS signature, a resumable
-# upload's session id, a signed URL's signature: each a credential), a
-# URL's userinfo, and a password (aiohttp's connection key shows a proxy's
-# BasicAuth).
-_URL_QUERY = re.compile(r"(://[^\s?#'\"<>]*)[?#][^\s'\"<>]*")
-_USERINFO = re.compile(r"(://)[^/\s@'\"<>]*@")
-_PASSWORD = re.compile(r"(?i)(password=)(?:'[^']*'|\"[^\"]*\"|[^\s,)>]*)")
 # Links of an exception chain looked at (aiohttp's are two or three long).
 _MAX_LINKS = 16
-
-
-def scrub(text: str) -> str:
-    """``text`` with what may be a credential cut out: the query of every
-    URL in it, its userinfo, and a ``password=`` value.
-
-    Args:
-        text: an exception's text.
-
-    Returns:
-        The text, host names, paths and the rest kept.
-    """
-    if "://" not in text and "password" not in text.lower():
-        return text
-    # Idempotent: what replaces a secret is left as it is by a second pass.
-    text = _URL_QUERY.sub(r"\1?[hidden]", text)
-    text = _USERINFO.sub(r"\1", text)
-    return _PASSWORD.sub(r"\1'[hidden]'", text)
 
 
 def without_secrets(exc: BaseException) -> BaseException | None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import datetime
 import inspect
-import re
 import threading
 import time
 from collections.abc import Mapping
@@ -36,10 +35,10 @@ from typing import Any, Protocol
 
 from .._core.auth import AuthRequest, SharedCall
 from .._core.errors import PermissionDenied, StorageError
+from .._core.secrets import scrub
 from ._xml import missing_extra
 
-__all__ = ["SCOPE", "KeySas", "Secrets", "StaticSas", "TokenAuth", "load_blob_sas", "redact",
-           "scrub"]
+__all__ = ["SCOPE", "KeySas", "Secrets", "StaticSas", "TokenAuth", "load_blob_sas", "redact"]
 
 #: The OAuth scope of Azure Storage.
 SCOPE = "https://storage.azure.com/.default"
@@ -49,9 +48,6 @@ SAS_LIFETIME = 3600.0
 SAS_RENEW_BEFORE = 600.0
 #: A token is renewed this long before azure-identity says it expires.
 TOKEN_RENEW_BEFORE = 300.0
-
-_SIG = re.compile(r"(?i)(sig(?:=|%3D))[^&\s\"'<>]+")
-_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+")
 
 
 def load_blob_sas() -> Any:
@@ -95,13 +91,6 @@ def redact(exc: StorageError, source: Secrets) -> StorageError:
     if cleaned != message:
         exc.args = (cleaned,)
     return exc
-
-
-def scrub(text: str) -> str:
-    """``text`` with anything shaped like a SAS signature or a bearer token cut
-    out (what a server says, e.g. a copy's status description, may echo a
-    source URL's SAS)."""
-    return _BEARER.sub(r"\1<redacted>", _SIG.sub(r"\1<redacted>", text))
 
 
 def _signature(sas: str) -> list[str]:

@@ -22,11 +22,11 @@ from .._core.errors import (
     as_operation,
     describe,
 )
+from .._core.secrets import scrub
 from .._core.store import copy_differs
 from .._core.types import ObjectInfo
 from .._net.failures import drain
 from .._net.transport import HttpResponse, Op
-from ._auth import scrub
 from ._put import Writes, discard
 
 __all__ = ["Copies", "copy_blob"]

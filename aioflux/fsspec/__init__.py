@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - the message names the extra
 
 from ._filesystem import AiofluxFileSystem
 from ._filesystem import protocol_class as _protocol_class
-from ._paths import SCHEME_OF
+from ._paths import SCHEME_OF as _SCHEME_OF
 from ._writes import TouchRefused
 
 if typing.TYPE_CHECKING:
@@ -62,8 +62,8 @@ def register(protocols: Iterable[str] = ("gs", "s3")) -> None:
     if isinstance(protocols, str):
         protocols = [protocols]
     for name in protocols:
-        scheme = SCHEME_OF.get(name)
+        scheme = _SCHEME_OF.get(name)
         if scheme is None:
             raise InvalidArgument(f"aioflux.fsspec.register: aioflux serves "
-                                  f"{', '.join(sorted(SCHEME_OF))}, not {name!r}")
+                                  f"{', '.join(sorted(_SCHEME_OF))}, not {name!r}")
         fsspec.register_implementation(name, _protocol_class(name, scheme), clobber=True)
