@@ -26,6 +26,7 @@ refused, and a copy in parts never publishes parts of two versions.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -44,12 +45,13 @@ from .._core.types import ObjectInfo, PartInfo
 from .._core.window import gather_bounded
 from .._net.failures import read_metadata
 from .._net.transport import HttpResponse, Op
-from ._multipart import MAX_PART_SIZE, MAX_PARTS
+from ._multipart import MAX_PART_SIZE, MAX_PARTS, Multipart
 from ._put import discard
 from ._xml import (
     answer_crc32c,
     content_md5_base64,
     full_object_crc32c,
+    head_size,
     parse,
     query,
     rfc3339,
@@ -127,10 +129,12 @@ async def _head_source(store: S3Store, bucket: str, name: str
     Raises:
         NotFound: no such object or bucket.
     """
+    op = Op("stat", bucket, name, "s3")
+
     async def handle(resp: HttpResponse) -> tuple[ObjectInfo, dict[str, str]]:
         lowered = {k.lower(): v for k, v in resp.headers.items()}
         metadata = {k[11:]: v for k, v in lowered.items() if k.startswith("x-amz-meta-")}
-        info = store._info(bucket, name, size=int(lowered.get("content-length", "0")),
+        info = store._info(bucket, name, size=head_size(lowered, op),
                            etag=lowered.get("etag", ""), crc=full_object_crc32c(lowered),
                            md5=content_md5_base64(lowered),
                            content_type=lowered.get("content-type"),
@@ -145,8 +149,7 @@ async def _head_source(store: S3Store, bucket: str, name: str
             kept["Content-Encoding"] = coding
         return info, kept
 
-    return await store.transport.request(Op("stat", bucket, name, "s3"), "HEAD",
-                                         store.object_url(bucket, name), handle,
+    return await store.transport.request(op, "HEAD", store.object_url(bucket, name), handle,
                                          headers={"x-amz-checksum-mode": "ENABLED"})
 
 
@@ -185,8 +188,22 @@ async def _copy_in_parts(store: S3Store, op: Op, src: ObjectInfo, source: dict[s
     """
     multipart = store._multipart
     bucket, name = op.bucket, op.name
-    upload_id = await multipart.initiate(bucket, name, src.content_type or _DEFAULT_CONTENT_TYPE,
-                                         src.metadata or None, kept)
+    created: list[str] = []
+
+    async def initiate() -> None:
+        created.append(await multipart.initiate(
+            bucket, name, src.content_type or _DEFAULT_CONTENT_TYPE, src.metadata or None, kept))
+
+    try:
+        # To its end: S3 creates the upload when the request arrives, and
+        # only the answer names it; a copy cancelled before it was read
+        # could abort nothing, and the upload stayed open.
+        await to_the_end(initiate())
+    except asyncio.CancelledError:
+        if created:
+            await _abort(multipart, bucket, name, created[0])
+        raise
+    upload_id = created[0]
     try:
         step = part_size(src.size)
         ranges = [(number, start, min(start + step, src.size))
@@ -204,15 +221,19 @@ async def _copy_in_parts(store: S3Store, op: Op, src: ObjectInfo, source: dict[s
         etag, _ = await multipart.complete(bucket, name, upload_id,
                                            [part for part, _ in copied], expected)
     except BaseException:
-        # To its end: a cancelled copy still drops its parts (`aioflux
-        # clean` finds an upload whose abort failed); a cancellation that
-        # came meanwhile is raised once the abort is done.
-        try:
-            await to_the_end(multipart.abort(bucket, name, upload_id))
-        except StorageError:
-            pass
+        await _abort(multipart, bucket, name, upload_id)
         raise
     return etag
+
+
+async def _abort(multipart: Multipart, bucket: str, name: str, upload_id: str) -> None:
+    """Drop a copy's upload and its parts, to its end: a cancelled copy
+    still drops them (`aioflux clean` finds an upload whose abort failed);
+    a cancellation that came meanwhile is raised once the abort is done."""
+    try:
+        await to_the_end(multipart.abort(bucket, name, upload_id))
+    except StorageError:
+        pass
 
 
 async def _copy_part(store: S3Store, op: Op, upload_id: str, number: int,

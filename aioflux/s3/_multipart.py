@@ -188,8 +188,15 @@ class Multipart:
             root = await self._xml(op, "GET",
                                    self.store.object_url(bucket, name) + query(*sorted(pairs)))
             for el in children(root, "Part"):
-                parts.append(PartInfo(check.part(text(el, "PartNumber")), text(el, "ETag"),
-                                      int(text(el, "Size", "0"))))
+                number, size = check.part(text(el, "PartNumber")), text(el, "Size")
+                if not (size.isdigit() and size.isascii()):
+                    # int() raised a bare ValueError, naming nothing.
+                    raise ProtocolError(f"{describe(op.operation, bucket, name, 's3')} failed: "
+                                        f"the listing gives part {number} the size "
+                                        f"{size[:40]!r}, not a count of bytes",
+                                        operation=op.operation, bucket=bucket, name=name,
+                                        status=200)
+                parts.append(PartInfo(number, text(el, "ETag"), int(size)))
             if text(root, "IsTruncated").lower() != "true":
                 return parts
             marker = check.next_marker(text(root, "NextPartNumberMarker"))

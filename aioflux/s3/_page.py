@@ -121,6 +121,15 @@ def read_page(store: S3Store, bucket: str, root: Any, start_offset: str | None,
         if end_offset and key >= end_offset:
             done = True
             break
+        if not (size.isdigit() and size.isascii()):
+            # A size is how much a ranged download and a reader of the
+            # listed object take for granted: a missing one read as an empty
+            # object, a negative one as less than empty, a malformed one
+            # raised a bare ValueError naming nothing.
+            raise ProtocolError(f"{describe('list', bucket, key[:200], 's3')} failed: the "
+                                f"listing gives the object the size {size[:40]!r}, not a "
+                                "count of bytes", operation="list", bucket=bucket, name=key,
+                                status=200)
         # The common ETag, "<md5 hex>", read here: generation_of's regular
         # expression and remember's two calls were a third of this loop.
         generation = 0
@@ -131,7 +140,7 @@ def read_page(store: S3Store, bucket: str, root: Any, start_offset: str | None,
                 digest = b""
             if len(digest) == 16:
                 generation = from_bytes(digest, "big") << 16
-        append(new(cls, (bucket, key, int(size or 0), generation or remember(etag), None, None,
+        append(new(cls, (bucket, key, int(size), generation or remember(etag), None, None,
                          None, None, modified or None, no_metadata, "s3")))
     prefixes = []
     for cp in root.iterfind(q + "CommonPrefixes"):

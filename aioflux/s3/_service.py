@@ -31,6 +31,7 @@ from ._xml import (
     full_object_crc32c,
     generation_of,
     gone,
+    head_size,
     precondition_failed,
     rfc3339,
 )
@@ -158,18 +159,19 @@ class S3Service:
         check_object("stat", bucket, name, scheme="s3")
         await self._ready(bucket)
 
+        op = self._op("stat", bucket, name)
+
         async def handle(resp: HttpResponse) -> ObjectInfo:
             # A HEAD has no body to read; its Content-Length is the object's.
             h = resp.headers
             lowered = {k.lower(): v for k, v in h.items()}
             metadata = {k[11:]: v for k, v in lowered.items() if k.startswith("x-amz-meta-")}
-            return self._info(bucket, name, size=int(h.get("Content-Length", "0")),
+            return self._info(bucket, name, size=head_size(lowered, op),
                               etag=h.get("ETag", ""), crc=full_object_crc32c(lowered),
                               md5=content_md5_base64(lowered), content_type=h.get("Content-Type"),
                               updated=rfc3339(h.get("Last-Modified")), metadata=metadata)
 
-        return await self._transport.request(self._op("stat", bucket, name), "HEAD",
-                                             self.object_url(bucket, name), handle,
+        return await self._transport.request(op, "HEAD", self.object_url(bucket, name), handle,
                                              headers={"x-amz-checksum-mode": "ENABLED"})
 
     async def exists(self, bucket: str, name: str) -> bool:

@@ -500,9 +500,15 @@ class S3Store(S3Service, MultipartCalls):
             names: object keys.
 
         Raises:
+            InvalidArgument: ``names`` is a str, not a sequence of keys.
             StorageError: the request failed, or the server refused a key
                 (the first refusal is named; the rest of the batch went on).
         """
+        if isinstance(names, str):
+            # A str is a sequence of its characters: delete_many(b, "abc")
+            # deleted the keys "a", "b" and "c".
+            raise InvalidArgument(f"delete_many s3://{bucket}: names must be a sequence of "
+                                  f"keys, got the str {names[:80]!r} (pass [{names[:80]!r}])")
         for name in names:
             check_object("delete_many", bucket, name, scheme="s3")
         await self._ready(bucket)

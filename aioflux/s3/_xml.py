@@ -22,11 +22,13 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any, NoReturn
 from urllib.parse import quote
+from xml.parsers import expat
 
 from .._core.crc import decode_crc32c
 from .._core.errors import (
     NotFound,
     PreconditionFailed,
+    ProtocolError,
     ServerError,
     StorageError,
     describe,
@@ -49,6 +51,7 @@ __all__ = [
     "full_object_crc32c",
     "generation_of",
     "gone",
+    "head_size",
     "parse",
     "pin",
     "precondition_failed",
@@ -135,6 +138,28 @@ def full_object_crc32c(headers: Mapping[str, str]) -> int | None:
         return None  # malformed: treated as absent, the length checks still hold
 
 
+def head_size(headers: Mapping[str, str], op: Op) -> int:
+    """The object's size a HEAD states: its ``Content-Length`` (headers
+    lower-cased).
+
+    A HEAD has no body to count, so nothing else says how large the object
+    is: a missing or malformed length read as 0 made a stat call the object
+    empty (a reader of it then read nothing, or failed its checksum as
+    corrupt).
+
+    Raises:
+        ProtocolError: no ``Content-Length``, or not a count of bytes.
+    """
+    value = headers.get("content-length", "")
+    if not (value.isdigit() and value.isascii()):
+        shown = "no Content-Length" if not value else f"Content-Length {value[:40]!r}"
+        raise ProtocolError(f"{describe(op.operation, op.bucket, op.name, 's3')} failed: the "
+                            f"HEAD answered {shown}, not the object's size",
+                            operation=op.operation, bucket=op.bucket, name=op.name,
+                            status=200)
+    return int(value)
+
+
 def answer_crc32c(root: ET.Element) -> int | None:
     """The ``<ChecksumCRC32C>`` an answer reports (a completion's, a part
     copy's); None where it reports none, a composite one (``...-N``) or a
@@ -192,15 +217,18 @@ def parse(raw: bytes, op: Op, *, kept_alive: bool = False) -> ET.Element:
 
     Raises:
         ServerError: ``kept_alive`` and unparsable (retried).
+        ProtocolError: the document declares a DTD (see :func:`_refuse_dtd`).
         StorageError: unparsable XML, or an error document.
     """
+    # A key's characters that XML cannot carry are dropped (they are in
+    # no other field; a Key read back is compared without them). The
+    # whitespace S3 (and MinIO) keep a completion or copy alive with
+    # comes before the document's XML declaration, where XML allows
+    # nothing: a completion that published would read as a failure.
+    raw = _NOT_XML_BYTES.sub(b"", raw.lstrip(b" \t\r\n"))
+    _refuse_dtd(raw, op)
     try:
-        # A key's characters that XML cannot carry are dropped (they are in
-        # no other field; a Key read back is compared without them). The
-        # whitespace S3 (and MinIO) keep a completion or copy alive with
-        # comes before the document's XML declaration, where XML allows
-        # nothing: a completion that published would read as a failure.
-        root = ET.fromstring(_NOT_XML_BYTES.sub(b"", raw.lstrip(b" \t\r\n")))
+        root = ET.fromstring(raw)
     except ET.ParseError as exc:
         what = f"unparsable XML response ({exc})"
         if kept_alive:
@@ -210,6 +238,39 @@ def parse(raw: bytes, op: Op, *, kept_alive: bool = False) -> ET.Element:
         fail(op, what, exc)
     raise_if_error(root, op)
     return root
+
+
+class _Declared(Exception):
+    """A document declares a DTD (raised out of expat's handler)."""
+
+
+def _declared(*args: object) -> NoReturn:
+    raise _Declared
+
+
+def _refuse_dtd(raw: bytes, op: Op) -> None:
+    """Refuse a document that declares a DTD, before anything is expanded.
+
+    S3 sends none; ElementTree expands the internal entities one declares
+    (expat stops only past 8 MiB and 100 times the input: a 5 KiB answer
+    made an 8 MB upload id, and one at the 64 MiB cap could take GBs).
+    One pass of expat without a tree, stopped at the declaration; a
+    document it cannot read is left to the parser to report.
+
+    Raises:
+        ProtocolError: the document declares a DTD.
+    """
+    checker = expat.ParserCreate()
+    checker.StartDoctypeDeclHandler = _declared
+    try:
+        checker.Parse(raw, True)
+    except _Declared:
+        raise ProtocolError(f"{describe(op.operation, op.bucket, op.name, 's3')} failed: the "
+                            "answer declares a DTD, which S3 never sends (its entities are "
+                            "not expanded)", operation=op.operation, bucket=op.bucket,
+                            name=op.name, status=200) from None
+    except expat.ExpatError:
+        pass
 
 
 def raise_if_error(root: Any, op: Op) -> None:
