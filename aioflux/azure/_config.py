@@ -30,9 +30,13 @@ AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/"
                "K1SZFPTOtr/KBHBeksoGMGw==")
 _AZURITE_ENDPOINT = "http://127.0.0.1:10000/devstoreaccount1"
+# The fields Azure's SDKs read; the other services' endpoints and the
+# secondary (read-access geo-redundant) ones are known and left unused.
 _KNOWN = {"accountname", "accountkey", "blobendpoint", "sharedaccesssignature",
           "defaultendpointsprotocol", "endpointsuffix", "usedevelopmentstorage",
-          "queueendpoint", "tableendpoint", "fileendpoint", "dfsendpoint"}
+          "queueendpoint", "tableendpoint", "fileendpoint", "dfsendpoint",
+          "blobsecondaryendpoint", "queuesecondaryendpoint", "tablesecondaryendpoint",
+          "filesecondaryendpoint"}
 
 
 @dataclass(frozen=True, repr=False)
@@ -108,9 +112,23 @@ def _account_of(endpoint: str) -> str:
     if segment:
         return segment
     if host and not host.replace(".", "").isdigit() and host != "localhost":
-        return host.split(".", 1)[0]
+        return _account_label(host.split(".", 1)[0])
     raise InvalidArgument(f"AzureStore: the endpoint {endpoint!r} does not name the account "
                           "(pass account=)")
+
+
+def _account_label(label: str) -> str:
+    """The account a host's first label names, read as the SDK reads it:
+    ``acct-secondary`` (read-access geo-redundant storage), ``acct-ipv6``
+    and ``acct-dualstack`` are endpoints of ``acct``, whose key signs SAS
+    tokens for ``acct`` (signed for the label, every request was refused)."""
+    secondary = label.find("-secondary")
+    if secondary > 0:
+        return label[:secondary]
+    for suffix in ("-ipv6", "-dualstack"):
+        if label.endswith(suffix) and len(label) > len(suffix):
+            return label[:-len(suffix)]
+    return label
 
 
 def resolve(account: str | None, endpoint: str | None, connection_string: str | None,

@@ -123,7 +123,10 @@ def _read_page(store: Lister, container: str, root: Any, op: Op, start_offset: s
             # listed as a 0-byte blob: a folder, not an object to read or copy.
             continue
         size = props.findtext("Content-Length") if props is not None else None
-        if not size or not size.isdigit():
+        # ASCII digits only, and few (no blob nears 2**63 bytes): isdigit()
+        # takes "²" and other scripts' digits, and int() refuses "²" and
+        # strings past 4,300 digits with a ValueError.
+        if not size or not (size.isascii() and size.isdigit()) or len(size) > 19:
             raise ProtocolError(f"{describe('list', container, name[:200], 'az')} failed: "
                                 "a listed blob has no Content-Length", operation="list",
                                 bucket=container, name=name, status=200)

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from .._core.auth import Auth
 from .._core.config import ClientConfig
 from .._core.errors import PermissionDenied, StorageError
+from .._net.failures import auth_failure
 from .._net.transport import MediaResponse, Op, Transport
 from ._auth import Secrets, redact
 
@@ -65,11 +66,26 @@ class AzureTransport(Transport):
             return url
         return f"{url}{'&' if '?' in url else '?'}{sas}"
 
-    async def _sent(self, call: Callable[[str], Awaitable[T]], url: str) -> T:
+    def _current_sas(self, op: Op) -> str:
+        """The SAS to send now ("" for none).
+
+        Raises:
+            StorageError: it cannot be signed (an account key that is not
+                base64), as ``op``'s error: signed here, not in the auth's
+                headers, the failure would otherwise name no call.
+        """
+        if self._sas is None:
+            return ""
+        try:
+            return self._sas()
+        except StorageError as exc:
+            raise auth_failure(exc, op) from exc
+
+    async def _sent(self, op: Op, call: Callable[[str], Awaitable[T]], url: str) -> T:
         """``call`` of ``url`` signed, once more with a renewed SAS after a
         403 that refused it; errors redacted."""
         try:
-            sas = self._sas() if self._sas is not None else ""
+            sas = self._current_sas(op)
             try:
                 return await call(self._signed(url, sas))
             except PermissionDenied as exc:
@@ -77,8 +93,7 @@ class AzureTransport(Transport):
                         and self.same_origin(url) and self._renew(sas)):
                     raise
                 self.stats.count_retry(type(exc).__name__)
-            assert self._sas is not None
-            return await call(self._signed(url, self._sas()))
+            return await call(self._signed(url, self._current_sas(op)))
         except StorageError as exc:
             raise redact(exc, self._secrets) from exc.__cause__
 
@@ -94,7 +109,7 @@ class AzureTransport(Transport):
         """
         versioned = _versioned(headers)
         return await self._sent(
-            lambda signed: super(AzureTransport, self).request(
+            op, lambda signed: super(AzureTransport, self).request(
                 op, method, signed, handler, params=params, headers=versioned, data=data,
                 ok=ok), url)
 
@@ -109,7 +124,7 @@ class AzureTransport(Transport):
         """
         versioned = _versioned(headers)
         return await self._sent(
-            lambda signed: super(AzureTransport, self).get_media_once(
+            op, lambda signed: super(AzureTransport, self).get_media_once(
                 op, signed, handler, headers=versioned, into=into, limit=limit,
                 keep_partial=keep_partial), url)
 
