@@ -21,7 +21,8 @@ class SaveFuture(concurrent.futures.Future[CheckpointInfo]):
     observed = False
 
     def result(self, timeout: float | None = None) -> CheckpointInfo:
-        """Wait for the save and return what it saved (marks the outcome looked at).
+        """Wait for the save and return what it saved (marks the outcome looked
+        at, unless the wait timed out).
 
         Args:
             timeout: most seconds to wait; None: until it is done.
@@ -34,11 +35,17 @@ class SaveFuture(concurrent.futures.Future[CheckpointInfo]):
             Exception: the save's own failure, re-raised as it was (a
                 ``StorageError``, ``Conflict``...).
         """
+        # Marked only once the outcome is there to be seen: a poll that timed
+        # out (``result(timeout=0)`` while the upload ran) looked at nothing,
+        # and marking it made the save's later failure pass unraised by the
+        # next save, ``close()`` and the exit hook alike.
+        super().exception(timeout)  # TimeoutError while the save still runs
         self.observed = True
-        return super().result(timeout)
+        return super().result()
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        """Wait for the save and return its failure (marks the outcome looked at).
+        """Wait for the save and return its failure (marks the outcome looked at,
+        unless the wait timed out).
 
         Args:
             timeout: most seconds to wait; None: until it is done.
@@ -49,5 +56,6 @@ class SaveFuture(concurrent.futures.Future[CheckpointInfo]):
         Raises:
             TimeoutError: not done within ``timeout``.
         """
+        exc = super().exception(timeout)  # TimeoutError: nothing looked at (see result)
         self.observed = True
-        return super().exception(timeout)
+        return exc

@@ -22,8 +22,14 @@ import torch
 __all__ = ["BufferPool", "snapshot", "state_nbytes"]
 
 _Key = tuple[tuple[int, ...], torch.dtype]
-# A storage the state reaches through several tensors: (device, data pointer).
-_StorageKey = tuple[str, int]
+# A storage the state reaches through several tensors: (device, data
+# pointer, bytes). The pointer alone is not one storage: two tensors made
+# over one numpy array (``torch.from_numpy(a[:10])``, ``torch.from_numpy(a)``)
+# have storages of their own that start at the same address, and the span
+# of both, copied out of the smaller, failed the save ("Trying to resize
+# storage that is not resizable"). Storages equal in all three hold the
+# same bytes, so copying the span out of either is right.
+_StorageKey = tuple[str, int, int]
 
 
 class BufferPool:
@@ -129,13 +135,14 @@ def _extent(tensor: torch.Tensor) -> tuple[_StorageKey, int, int] | None:
             or tensor.is_conj() or tensor.is_neg()):
         return None
     try:
-        pointer = tensor.untyped_storage().data_ptr()
+        storage = tensor.untyped_storage()
+        pointer, nbytes = storage.data_ptr(), storage.nbytes()
     except (RuntimeError, NotImplementedError):
         return None
     size = tensor.element_size()
     start = int(tensor.storage_offset()) * size
     last = sum((n - 1) * step for n, step in zip(tensor.shape, tensor.stride(), strict=True))
-    return (str(tensor.device), pointer), start, start + (last + 1) * size
+    return (str(tensor.device), pointer, nbytes), start, start + (last + 1) * size
 
 
 def _spans(tensors: list[torch.Tensor]) -> dict[int, tuple[_StorageKey, int, int]]:
@@ -263,5 +270,10 @@ def _copy(obj: Any, memo: dict[int, Any], pool: BufferPool | None, spans: _Spans
         result = type(obj)(_copy(v, memo, pool, spans) for v in obj)
     else:
         result = copy.deepcopy(obj)
+    if type(obj) is torch.nn.Parameter:
+        # detach() made it a plain tensor: save_async stored a Tensor
+        # without requires_grad where save() stores the Parameter (a
+        # state_dict(keep_vars=True), or the parameters themselves).
+        result = torch.nn.Parameter(result, requires_grad=obj.requires_grad)
     memo[key] = result
     return result
