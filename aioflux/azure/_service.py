@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from .._core.auth import AnonymousAuth, Auth
 from .._core.config import ClientConfig
-from .._core.errors import InvalidArgument, NotFound
+from .._core.errors import InvalidArgument, NotFound, ProtocolError, describe
 from .._core.etags import EtagMemory
 from .._core.metrics import RequestStats
 from .._core.types import NO_METADATA, ObjectInfo
@@ -221,8 +221,17 @@ class BlobService:
 
         async def handle(resp: HttpResponse) -> tuple[ObjectInfo, dict[str, str]]:
             h = {k.lower(): v for k, v in resp.headers.items()}
-            length = h.get("content-length", "0")
-            info = self.info(container, name, size=int(length) if length.isdigit() else 0,
+            length = h.get("content-length", "")
+            if not (length.isascii() and length.isdigit()) or len(length) > 19:
+                # A HEAD has no body to count: its Content-Length is all
+                # that says how large the blob is (read as 0, a stat called
+                # the blob empty and a read of it returned nothing).
+                shown = f"Content-Length {length[:40]!r}" if length else "no Content-Length"
+                raise ProtocolError(f"{describe('stat', container, name, 'az')} failed: the "
+                                    f"answer gives {shown}, not the blob's size",
+                                    operation="stat", bucket=container, name=name,
+                                    status=resp.status)
+            info = self.info(container, name, size=int(length),
                              etag=h.get("etag", ""), crc=stored_crc32c(h), md5=md5_base64(h),
                              content_type=h.get("content-type"),
                              updated=rfc3339(h.get("last-modified")), metadata=metadata_of(h))

@@ -101,3 +101,16 @@ def test_a_connection_string_naming_secondary_endpoints_is_read() -> None:
     ours = resolve(None, None, text, None, None)
     assert (ours.account, ours.endpoint, ours.account_key) == (
         sdk.account_name, sdk.primary_endpoint.rstrip("/"), KEY)
+
+
+async def test_a_head_without_a_length_is_no_empty_blob() -> None:
+    # A HEAD has no body to count: a missing Content-Length read as 0 made
+    # a stat call a blob empty, and a reader of it read nothing. (A
+    # malformed one the HTTP parser refuses itself.)
+    def answer(method: str, target: str, head: bytes) -> tuple[bytes, str]:
+        lines = ["HTTP/1.1 200 OK", 'ETag: "0x8DC0000000000A1"', "x-ms-blob-type: BlockBlob"]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode(), "close"
+
+    async with Script(answer) as base, store_at(base) as store:
+        with pytest.raises(ProtocolError, match=r"^stat az://ctr/o failed: .*Content-Length"):
+            await store.stat("ctr", "o")
