@@ -145,7 +145,7 @@ def _run(args: argparse.Namespace) -> int:
             client = AsyncClient(endpoint=endpoint)
             manager = CheckpointManager(ckpt_root, client=client)
             latest = manager.latest()
-            data_state = manager.load_data_state() if latest else None
+            data_state = manager.load_data_state(latest.step) if latest else None
             where_in_data = (f"epoch {data_state['epoch']} at sample "
                              f"{data_state['samples']:,} of {args.samples:,}"
                              if data_state else "from the start")

@@ -100,9 +100,11 @@ class CheckpointRestoring:
                         weights_only: bool = True) -> dict[str, Any] | None:
         """The data position saved with a complete checkpoint (the highest step by default).
 
-        ``sampler.load_state_dict(manager.load_data_state())`` (or a
+        ``sampler.load_state_dict(manager.load_data_state(step))`` (or a
         dataset's, or a StatefulDataLoader's) continues the epoch where the
-        checkpoint's model state left it.
+        checkpoint's model state left it. Give both loads the same step
+        (``manager.latest().step``): each alone takes the newest complete
+        one, which a save elsewhere may change between the two calls.
 
         Args:
             step: the step, or None for the latest.
