@@ -2,25 +2,32 @@
 
 from __future__ import annotations
 
+import binascii
 import json
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from operator import itemgetter
 from typing import Any
 from urllib.parse import quote
 
 from .._core.errors import ProtocolError, describe
 from .._core.store import SourceSpec, source_of
-from .._core.types import ObjectInfo
+from .._core.types import ObjectInfo, objects_from_json
 from .._net.failures import read_metadata
 from .._net.transport import HttpResponse, Op
 
 __all__ = [
     "compose_body",
     "json_handler",
+    "listed_objects",
     "multipart_related",
     "object_handler",
+    "object_of",
     "quote_name",
+    "refused_resource",
+    "resource_fault",
+    "written_handler",
 ]
 
 # Most object names need no escaping beyond their slashes; urllib's quote
@@ -103,6 +110,160 @@ def object_handler(op: Op) -> Callable[[HttpResponse], Awaitable[ObjectInfo]]:
     parse = json_handler(op)
 
     async def handle(resp: HttpResponse) -> ObjectInfo:
-        return ObjectInfo.from_json(op.bucket, await parse(resp))
+        return object_of(op, await parse(resp), status=resp.status)
 
     return handle
+
+
+# The most digits of an int64 (GCS's sizes and generations), as JSON carries
+# one: a string of ASCII digits (a number from some servers).
+_MOST_DIGITS = 19
+_NAME, _SIZE, _GENERATION = itemgetter("name"), itemgetter("size"), itemgetter("generation")
+
+
+def _count(value: object) -> bool:
+    # isdigit() alone passes "²" and other scripts' digits; int() alone
+    # takes " 12", "1_2", "+1", "-5", 1.5 and True, and refuses a string
+    # past 4,300 digits with a bare ValueError.
+    if type(value) is str:
+        return value.isascii() and value.isdigit() and len(value) <= _MOST_DIGITS
+    return type(value) is int and 0 <= value < 1 << 63
+
+
+def resource_fault(item: object) -> str | None:
+    """What makes ``item`` no object resource we can read, or None."""
+    if not isinstance(item, dict):
+        return f"is not an object resource ({type(item).__name__})"
+    name, bucket = item.get("name"), item.get("bucket", "")
+    if type(name) is not str or not name or type(bucket) is not str:
+        return "names no object"
+    if "size" not in item:
+        return "gives no size"
+    for key in ("size", "generation", "metageneration"):
+        value = item.get(key, "0")
+        if not _count(value):
+            return f"gives the {key} {str(value)[:40]!r}, not a count"
+    crc = item.get("crc32c")
+    if crc:
+        try:
+            if type(crc) is not str or len(binascii.a2b_base64(crc)) != 4:
+                raise ValueError(crc)
+        except ValueError:  # binascii.Error is one
+            return f"gives the crc32c {str(crc)[:40]!r}, not 4 bytes of base64"
+    metadata = item.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        return "gives custom metadata that is not an object"
+    return None
+
+
+def object_of(op: Op, item: object, *, status: int = 200, listed: bool = False) -> ObjectInfo:
+    """The ObjectInfo of a JSON API object resource, checked.
+
+    A size is what a reader of the object takes for granted and where a
+    ranged download places its ranges: a missing one read as an empty
+    object, a negative one as less than empty, and a malformed size,
+    generation or crc32c raised a bare ValueError (or KeyError, TypeError)
+    naming nothing.
+
+    Args:
+        op: the operation, bucket and object answered about.
+        item: the resource, as parsed from JSON.
+        status: the answer's HTTP status, for the error.
+        listed: the resource is an item of a listing page (the error then
+            names the listed object, not the listing's prefix).
+
+    Returns:
+        The object's metadata.
+
+    Raises:
+        ProtocolError: no name, no size, or a size, generation,
+            metageneration or crc32c that is not one.
+    """
+    fault = resource_fault(item)
+    if fault is None:
+        assert isinstance(item, dict)
+        return ObjectInfo.from_json(op.bucket, item)
+    name = op.name
+    if listed and isinstance(item, dict) and type(item.get("name")) is str:
+        name = item["name"][:200]
+    raise refused_resource(Op(op.operation, op.bucket, name),
+                           "the listing's item" if listed else "the object resource", fault,
+                           status)
+
+
+def refused_resource(op: Op, what: str, fault: str, status: int = 200) -> ProtocolError:
+    """The error for an object resource that :func:`resource_fault` refuses.
+
+    Args:
+        op: the operation, bucket and object.
+        what: the answer, for the message (``"the object resource"``).
+        fault: what is wrong with it.
+        status: the answer's HTTP status.
+
+    Returns:
+        The error to raise.
+    """
+    return ProtocolError(f"{describe(op.operation, op.bucket, op.name)} failed: {what} {fault}",
+                         operation=op.operation, bucket=op.bucket, name=op.name, status=status)
+
+
+def written_handler(op: Op) -> Callable[[HttpResponse], Awaitable[ObjectInfo | str]]:
+    """:func:`object_handler` for the answer of a request that may have
+    published an object (a write, a compose): a resource that cannot be
+    read comes back as what is wrong with it, for the caller to learn by a
+    stat whether the name holds what was written. Raising would leave a
+    published object behind an error, unverified.
+    """
+    parse = json_handler(op)
+
+    async def handle(resp: HttpResponse) -> ObjectInfo | str:
+        item = await parse(resp)
+        fault = resource_fault(item)
+        return ObjectInfo.from_json(op.bucket, item) if fault is None else fault
+
+    return handle
+
+
+def _all_counts(values: list[Any]) -> bool:
+    # One join and a few C-level passes rather than a Python call per item:
+    # this runs on every page of a 100k listing.
+    try:
+        joined = "".join(values)
+    except TypeError:  # a value that is no string (a number, null...)
+        return False
+    return not values or (joined.isascii() and joined.isdigit() and all(values)
+                          and max(map(len, values)) <= _MOST_DIGITS)
+
+
+def listed_objects(op: Op, items: object) -> list[ObjectInfo]:
+    """The objects of a listing page's ``items``, each checked as
+    :func:`object_of` checks one.
+
+    Args:
+        op: the listing (operation, bucket, prefix).
+        items: the page's ``items``, as parsed from JSON.
+
+    Returns:
+        ObjectInfo of each item, in order.
+
+    Raises:
+        ProtocolError: ``items`` is not a list, or an item is no object
+            resource with a name, a size and a generation (the first such
+            item is named).
+    """
+    if type(items) is not list:
+        raise ProtocolError(f"{describe(op.operation, op.bucket, op.name)} failed: the listing's "
+                            f"items are not a list ({type(items).__name__})",
+                            operation=op.operation, bucket=op.bucket, name=op.name, status=200)
+    try:
+        # What a listing sends (LIST_FIELDS; strings): checked at once.
+        names = list(map(_NAME, items))
+        "".join(names)  # a TypeError on a name that is no string
+        if (all(names) and _all_counts(list(map(_SIZE, items)))
+                and _all_counts(list(map(_GENERATION, items)))):
+            return objects_from_json(op.bucket, items)
+    except (KeyError, TypeError, ValueError):  # named below
+        pass
+    # Something to name (or only unusual: a size as a JSON number, no
+    # generation): each item on its own.
+    return [object_of(op, item, listed=True) for item in items]

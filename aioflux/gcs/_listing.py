@@ -9,11 +9,13 @@ the prefix and inside the offsets).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from typing import NoReturn
 
+from .._core.errors import ProtocolError, describe
 from .._core.pages import ListingCheck
-from .._core.types import COMPACT_JSON, ListPage, objects_from_json
+from .._core.types import COMPACT_JSON, ListPage
 from .._net.transport import Op, Transport
-from ._json import json_handler
+from ._json import json_handler, listed_objects
 
 __all__ = ["list_pages"]
 
@@ -58,11 +60,33 @@ async def list_pages(transport: Transport, url: str, bucket: str, prefix: str,
     while True:
         page_params = dict(params, pageToken=token) if token else params
         data = await transport.request(op, "GET", url, json_handler(op), params=page_params)
-        token = data.get("nextPageToken") or None
+        token = _token(op, data.get("nextPageToken"))
         yield check.page(ListPage(
-            objects=objects_from_json(bucket, data.get("items", ())),
-            prefixes=list(data.get("prefixes", ())),
+            objects=listed_objects(op, data.get("items", [])),
+            prefixes=_prefixes(op, data.get("prefixes", [])),
             next_page_token=token,
         ))
         if token is None:
             return
+
+
+def _token(op: Op, value: object) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        _refuse(op, f"gives the next page token as {type(value).__name__}, not a string")
+    return value
+
+
+def _prefixes(op: Op, value: object) -> list[str]:
+    # list() of a string is its characters: with an empty prefix each one
+    # passed for a "folder".
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        _refuse(op, "gives prefixes that are not a list of strings")
+    return value
+
+
+def _refuse(op: Op, what: str) -> NoReturn:
+    raise ProtocolError(f"{describe(op.operation, op.bucket, op.name)} failed: the listing "
+                        f"{what}", operation=op.operation, bucket=op.bucket, name=op.name,
+                        status=200)

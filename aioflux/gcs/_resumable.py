@@ -30,6 +30,7 @@ from .._core.types import ObjectInfo
 from .._net.failures import drain, read_metadata
 from .._net.sessions import request_body
 from .._net.transport import HttpResponse, Op
+from ._json import resource_fault
 from ._published import confirm_published, discard_published, verify_published
 
 if TYPE_CHECKING:
@@ -228,6 +229,8 @@ class ResumableUpload:
         if outcome is None:
             return None
         self.session_url = None
+        if isinstance(outcome, _Unreadable):
+            return await self._unreadable(outcome.fault, total, crc)
         if isinstance(outcome, ObjectInfo):
             if total is None:
                 # Only a status query can finish a session before its final
@@ -240,7 +243,7 @@ class ResumableUpload:
 
     async def _send_rest(self, session: aiohttp.ClientSession, auth: dict[str, str], url: str,
                          view: memoryview, start: int, total: int | None,
-                         crc: int | None) -> ObjectInfo | None:
+                         crc: int | None) -> ObjectInfo | _Unreadable | None:
         """PUT the bytes of ``view`` the server does not hold yet, from
         ``self.offset``, until it holds them all (None) or publishes."""
         end = start + len(view)
@@ -289,15 +292,17 @@ class ResumableUpload:
             f"resumable upload gs://{self.bucket}/{self.name}: the server {what}",
             operation="resumable upload", bucket=self.bucket, name=self.name, status=308)
 
-    def _object(self, raw: bytes) -> ObjectInfo:
+    def _object(self, raw: bytes) -> ObjectInfo | _Unreadable:
         try:
-            return ObjectInfo.from_json(self.bucket, json.loads(raw))
-        except (ValueError, KeyError, TypeError) as exc:
-            # Published, but we cannot tell what: not a success.
-            raise StorageError(
-                f"resumable upload gs://{self.bucket}/{self.name}: unreadable answer to the "
-                f"final chunk ({type(exc).__name__})", operation="resumable upload",
-                bucket=self.bucket, name=self.name) from exc
+            item = json.loads(raw)
+        except ValueError:
+            item = None
+        fault = resource_fault(item)
+        if fault is not None:
+            # Published, but we cannot tell what: only the name can say
+            # whether it holds the bytes written.
+            return _Unreadable(fault)
+        return ObjectInfo.from_json(self.bucket, item)
 
     def _advance(self, committed: int, start: int, end: int) -> None:
         if committed < start or committed > end:
@@ -324,6 +329,20 @@ class ResumableUpload:
                 return _GONE
             raise _status_error(resp, raw)
 
+    async def _unreadable(self, fault: str, total: int | None, crc: int | None) -> ObjectInfo:
+        """The server published (200 or 201) with an answer that is no
+        object resource: a final chunk's write succeeded only if the object
+        now holds exactly the bytes written; an earlier chunk's published a
+        part of them, whose generation is unknown (left alone)."""
+        op = self._op()
+        if total is None:
+            raise StorageError(f"{op.operation} gs://{self.bucket}/{self.name}: the server "
+                               f"published before the final chunk, with an answer that "
+                               f"{fault}; the write is not verified", operation=op.operation,
+                               bucket=self.bucket, name=self.name)
+        return await confirm_published(self._client, op, total, crc,
+                                       why=f"the answer's object resource {fault}")
+
     async def _recover_gone(self, total: int | None, crc: int | None) -> ObjectInfo:
         """The session vanished after the final chunk was sent: it succeeded
         only if the object now holds exactly the bytes written."""
@@ -338,6 +357,15 @@ class ResumableUpload:
 
 
 _GONE = object()
+
+
+class _Unreadable:
+    """A 200 or 201 whose body is no object resource: what is wrong with it."""
+
+    __slots__ = ("fault",)
+
+    def __init__(self, fault: str) -> None:
+        self.fault = fault
 
 
 def _committed(resp: aiohttp.ClientResponse) -> int:

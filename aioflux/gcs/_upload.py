@@ -24,7 +24,7 @@ import re
 from typing import TYPE_CHECKING
 
 from .._core.cleanup import to_the_end
-from .._core.crc import Crc32c, decode_crc32c
+from .._core.crc import Crc32c
 from .._core.errors import InvalidRequest, NotFound, StorageError
 from .._core.store import published_before
 from .._core.types import NO_METADATA, ObjectInfo, PartInfo
@@ -32,6 +32,7 @@ from .._core.window import shared_task
 from .._net.transport import Op
 from ._published import confirm_published, verify_published
 from ._resumable import ResumableUpload
+from ._xml import stored_crc
 
 if TYPE_CHECKING:
     from ._client import AsyncClient
@@ -180,8 +181,12 @@ class GcsUpload:
 
     async def _published(self, headers: dict[str, str], expected: Crc32c) -> ObjectInfo:
         op = Op("write", self.bucket, self.name)
-        stored = _header_crc(headers.get("x-goog-hash", ""))
-        generation = int(headers.get("x-goog-generation", "0") or 0)
+        stored = stored_crc([headers.get("x-goog-hash", "")])
+        # A malformed generation is none (a bare ValueError otherwise, after
+        # the object was published): a stat then confirms the bytes.
+        value = headers.get("x-goog-generation", "").strip()
+        generation = int(value) if value.isascii() and value.isdigit() and len(value) <= 19 \
+            else 0
         if not generation:
             # The object live under the name may be a concurrent writer's
             # newer one: without our generation a stat can confirm our bytes
@@ -262,11 +267,3 @@ def _headers_carry(metadata: dict[str, str] | None) -> bool:
     header names have no case); else the JSON API's resumable session does."""
     return all(key == key.lower() and all(t.isascii() and t.isprintable() for t in (key, value))
                for key, value in (metadata or {}).items())
-
-
-def _header_crc(value: str) -> int | None:
-    for part in value.split(","):
-        key, _, encoded = part.strip().partition("=")
-        if key == "crc32c" and encoded:
-            return decode_crc32c(encoded)
-    return None

@@ -21,8 +21,8 @@ from .._core.errors import NotFound, PreconditionFailed
 from .._core.store import SourceSpec, composite_of
 from .._core.types import ObjectInfo
 from .._net.transport import Op
-from ._json import compose_body, multipart_related, object_handler
-from ._published import verify_published
+from ._json import compose_body, multipart_related, refused_resource, written_handler
+from ._published import confirm_published, verify_published
 from ._resumable import ResumableUpload
 
 if TYPE_CHECKING:
@@ -54,9 +54,10 @@ async def write_object(client: AsyncClient, bucket: str, name: str, view: memory
         except BaseException:
             await upload.cancel()
             raise
+    op = Op("write", bucket, name)
     try:
-        info = await _multipart_upload(client, bucket, name, view, checksum, content_type,
-                                       if_generation_match, metadata)
+        answer = await _multipart_upload(client, bucket, name, view, checksum, content_type,
+                                         if_generation_match, metadata)
     except PreconditionFailed as exc:
         # A retried upload whose first attempt landed (its response lost)
         # fails its own "must not exist" precondition: it is ours if the
@@ -70,14 +71,19 @@ async def write_object(client: AsyncClient, bucket: str, name: str, view: memory
         if info.size != len(view) or info.crc32c != checksum:
             raise
         return info
+    if isinstance(answer, str):
+        # The write may have published: only the name can tell what it holds.
+        return await confirm_published(client, op, len(view), checksum,
+                                       why=f"the answer's object resource {answer}")
     # What the answer left out (a crc32c, the generation) comes back filled in.
-    return await verify_published(client, Op("write", bucket, name), info, len(view), checksum)
+    return await verify_published(client, op, answer, len(view), checksum)
 
 
 async def _multipart_upload(client: AsyncClient, bucket: str, name: str, view: memoryview,
                             checksum: int, content_type: str, if_generation_match: int | None,
-                            metadata: dict[str, str] | None) -> ObjectInfo:
-    """One ``uploadType=multipart`` request: the resource and the bytes."""
+                            metadata: dict[str, str] | None) -> ObjectInfo | str:
+    """One ``uploadType=multipart`` request: the resource and the bytes; its
+    answer, or what makes it no object resource (``written_handler``)."""
     resource: dict[str, Any] = {"name": name, "contentType": content_type,
                                 "crc32c": encode_crc32c(checksum)}
     if metadata:
@@ -88,7 +94,7 @@ async def _multipart_upload(client: AsyncClient, bucket: str, name: str, view: m
         params["ifGenerationMatch"] = str(if_generation_match)
     url = f"{client.endpoint}/upload/storage/v1/b/{bucket}/o"
     return await client.transport.request(
-        Op("write", bucket, name), "POST", url, object_handler(Op("write", bucket, name)),
+        Op("write", bucket, name), "POST", url, written_handler(Op("write", bucket, name)),
         params=params,
         headers={"Content-Type": f"multipart/related; boundary={boundary}"}, data=body)
 
@@ -102,12 +108,12 @@ async def compose_object(client: AsyncClient, bucket: str, destination: str,
     if if_generation_match is not None:
         params["ifGenerationMatch"] = str(if_generation_match)
     expected = composite_of(sources)
+    op = Op("compose", bucket, destination)
     try:
-        info: ObjectInfo = await client.transport.request(
-            Op("compose", bucket, destination), "POST",
-            f"{client._json_url(bucket, destination)}/compose",
-            object_handler(Op("compose", bucket, destination)),
-            params=params, headers={"Content-Type": "application/json"}, data=body)
+        answer: ObjectInfo | str = await client.transport.request(
+            op, "POST", f"{client._json_url(bucket, destination)}/compose",
+            written_handler(op), params=params, headers={"Content-Type": "application/json"},
+            data=body)
     except PreconditionFailed as exc:
         # As in write_object: a retried compose whose first attempt landed.
         if exc.attempts < 2 or if_generation_match is None or expected is None:
@@ -119,7 +125,11 @@ async def compose_object(client: AsyncClient, bucket: str, destination: str,
         if (info.size, info.crc32c) != expected:
             raise
         return info
+    if isinstance(answer, str):
+        if expected is None:
+            raise refused_resource(op, "the object resource", answer)
+        return await confirm_published(client, op, *expected,
+                                       why=f"the answer's object resource {answer}")
     if expected is not None:
-        return await verify_published(client, Op("compose", bucket, destination), info,
-                                      *expected)
-    return info
+        return await verify_published(client, op, answer, *expected)
+    return answer

@@ -16,19 +16,27 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from .._core.crc import crc32c, decode_crc32c, encode_crc32c
-from .._core.errors import ChecksumMismatch, InvalidArgument, InvalidRequest, StorageError
+from .._core.errors import (
+    ChecksumMismatch,
+    InvalidArgument,
+    InvalidRequest,
+    ProtocolError,
+    StorageError,
+    describe,
+)
 from .._core.pages import PartListingCheck, UploadListingCheck
 from .._core.types import MultipartUploadInfo, PartInfo
 from .._core.urls import validate_bucket, validate_object_name
 from .._net.failures import drain, read_metadata
 from .._net.heads import check_header
 from .._net.transport import HttpResponse, Op
+from .._net.xml_doctype import refuse_doctype
 from ._auth import USER_PROJECT_HEADER
 
 if TYPE_CHECKING:
     from .._net.transport import Transport
 
-__all__ = ["MAX_PARTS", "MIN_PART_SIZE", "XmlMultipart"]
+__all__ = ["MAX_PARTS", "MIN_PART_SIZE", "XmlMultipart", "stored_crc"]
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # every part but the last, per the protocol
 MAX_PARTS = 10_000
@@ -46,23 +54,45 @@ def _text(root: ET.Element, tag: str, default: str = "") -> str:
     return default
 
 
-def _stored_crc(values: Sequence[str]) -> int | None:
-    # "x-goog-hash: crc32c=...,md5=..." in one header or several.
+def stored_crc(values: Sequence[str]) -> int | None:
+    """The crc32c an ``x-goog-hash`` reports ("crc32c=...,md5=..." in one
+    header or several); None where it reports none or a malformed one (a
+    bare ValueError otherwise: the object's crc32c is checked all the same,
+    by a stat)."""
     for value in values:
         for item in value.split(","):
             key, _, encoded = item.strip().partition("=")
             if key == "crc32c" and encoded:
-                return decode_crc32c(encoded)
+                try:
+                    return decode_crc32c(encoded)
+                except ValueError:  # binascii.Error is one
+                    return None
     return None
 
 
 def _parse(raw: bytes, op: Op) -> ET.Element:
+    # The whitespace a server may keep a completion alive with comes before
+    # the XML declaration, where XML allows nothing: a completion that
+    # published would read as a failure.
+    raw = raw.lstrip(b" \t\r\n")
+    refuse_doctype(raw, op)
     try:
         return ET.fromstring(raw)
     except ET.ParseError as exc:
         raise StorageError(f"{op.operation} gs://{op.bucket}/{op.name}: unparsable XML "
                            f"response ({exc})", operation=op.operation, bucket=op.bucket,
                            name=op.name) from exc
+
+
+def _part_size(el: ET.Element, op: Op, number: int) -> int:
+    # A missing size read as 0, a negative one was taken as is, and a
+    # malformed one raised a bare ValueError naming nothing.
+    size = _text(el, "Size").strip()
+    if not (size.isascii() and size.isdigit()) or len(size) > 19:
+        raise ProtocolError(f"{describe(op.operation, op.bucket, op.name)} failed: the listing "
+                            f"gives part {number} the size {size[:40]!r}, not a count of bytes",
+                            operation=op.operation, bucket=op.bucket, name=op.name, status=200)
+    return int(size)
 
 
 class XmlMultipart:
@@ -133,7 +163,7 @@ class XmlMultipart:
             # A server that does not check our x-goog-hash still reports what
             # it stored: catch a corrupted part here, before anything is
             # published (ChecksumMismatch is retried: the part goes again).
-            stored = _stored_crc(resp.headers.getall("x-goog-hash", []))
+            stored = stored_crc(resp.headers.getall("x-goog-hash", []))
             if stored is not None and stored != crc:
                 raise ChecksumMismatch(
                     f"upload part {part_number} gs://{bucket}/{name}: stored crc32c "
@@ -195,8 +225,8 @@ class XmlMultipart:
             root = await self._transport.request(op, "GET", self._xml_url(bucket, name), handle,
                                                 params=params, headers=self._headers)
             for el in _children(root, "Part"):
-                parts.append(PartInfo(check.part(_text(el, "PartNumber")), _text(el, "ETag"),
-                                      int(_text(el, "Size", "0"))))
+                number = check.part(_text(el, "PartNumber"))
+                parts.append(PartInfo(number, _text(el, "ETag"), _part_size(el, op, number)))
             if _text(root, "IsTruncated").lower() != "true":
                 return parts
             marker = check.next_marker(_text(root, "NextPartNumberMarker"))

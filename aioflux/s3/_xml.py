@@ -22,7 +22,6 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any, NoReturn
 from urllib.parse import quote
-from xml.parsers import expat
 
 from .._core.crc import decode_crc32c
 from .._core.errors import (
@@ -36,6 +35,7 @@ from .._core.errors import (
 )
 from .._net.failures import Op
 from .._net.media import Answers
+from .._net.xml_doctype import refuse_doctype
 
 __all__ = [
     "ANSWERS",
@@ -217,7 +217,7 @@ def parse(raw: bytes, op: Op, *, kept_alive: bool = False) -> ET.Element:
 
     Raises:
         ServerError: ``kept_alive`` and unparsable (retried).
-        ProtocolError: the document declares a DTD (see :func:`_refuse_dtd`).
+        ProtocolError: the document declares a DTD (see :mod:`aioflux._net.xml_doctype`).
         StorageError: unparsable XML, or an error document.
     """
     # A key's characters that XML cannot carry are dropped (they are in
@@ -226,7 +226,7 @@ def parse(raw: bytes, op: Op, *, kept_alive: bool = False) -> ET.Element:
     # comes before the document's XML declaration, where XML allows
     # nothing: a completion that published would read as a failure.
     raw = _NOT_XML_BYTES.sub(b"", raw.lstrip(b" \t\r\n"))
-    _refuse_dtd(raw, op)
+    refuse_doctype(raw, op)
     try:
         root = ET.fromstring(raw)
     except ET.ParseError as exc:
@@ -238,39 +238,6 @@ def parse(raw: bytes, op: Op, *, kept_alive: bool = False) -> ET.Element:
         fail(op, what, exc)
     raise_if_error(root, op)
     return root
-
-
-class _Declared(Exception):
-    """A document declares a DTD (raised out of expat's handler)."""
-
-
-def _declared(*args: object) -> NoReturn:
-    raise _Declared
-
-
-def _refuse_dtd(raw: bytes, op: Op) -> None:
-    """Refuse a document that declares a DTD, before anything is expanded.
-
-    S3 sends none; ElementTree expands the internal entities one declares
-    (expat stops only past 8 MiB and 100 times the input: a 5 KiB answer
-    made an 8 MB upload id, and one at the 64 MiB cap could take GBs).
-    One pass of expat without a tree, stopped at the declaration; a
-    document it cannot read is left to the parser to report.
-
-    Raises:
-        ProtocolError: the document declares a DTD.
-    """
-    checker = expat.ParserCreate()
-    checker.StartDoctypeDeclHandler = _declared
-    try:
-        checker.Parse(raw, True)
-    except _Declared:
-        raise ProtocolError(f"{describe(op.operation, op.bucket, op.name, 's3')} failed: the "
-                            "answer declares a DTD, which S3 never sends (its entities are "
-                            "not expanded)", operation=op.operation, bucket=op.bucket,
-                            name=op.name, status=200) from None
-    except expat.ExpatError:
-        pass
 
 
 def raise_if_error(root: Any, op: Op) -> None:
