@@ -17,6 +17,7 @@ from .._core.errors import AiofluxError, InvalidArgument
 from .._core.store import ObjectStore
 from ._common import add_client_arguments, emit_json, human, portal_store, url_arg
 from ._registry import command
+from ._text import one_line
 
 __all__: list[str] = []
 
@@ -90,7 +91,9 @@ def _history(store: Any, as_json: bool) -> None:
     try:
         rows = [(str(r.step), "ok" if r.ok else "FAILED", human(r.bytes), human(r.stored_bytes),
                  f"{r.blocking_seconds:.2f}", f"{r.total_seconds:.2f}", f"{r.mb_per_s:.1f}",
-                 r.created, r.error or "") for r in records]
+                 # A failed save's error is its exception's text, which may
+                 # span lines (torch's errors often do): one row a record.
+                 r.created, one_line(r.error or "")) for r in records]
     except (ValueError, TypeError) as exc:
         # A field of the wrong type ("bytes": "x") reached the table: one line, exit 1.
         raise InvalidArgument(f"history {store.root}history.jsonl holds a record whose fields "

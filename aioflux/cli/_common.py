@@ -59,7 +59,7 @@ from ..s3._store import S3Store
 __all__ = ["SERVED_SCHEMES", "Progress", "Stores", "add_client_arguments", "emit_json",
            "endpoint_arg", "first_under", "gs_url_arg", "human", "int_at_least",
            "linked_directory", "list_named", "nothing_matches", "portal_store", "region_arg",
-           "require_match", "url_arg", "user_project_arg"]
+           "require_match", "scheme_of", "url_arg", "user_project_arg"]
 
 # Schemes with a backend in this version (aioflux._api.stores builds one for
 # each): every one of SCHEMES.

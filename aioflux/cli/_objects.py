@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import heapq
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from ._common import (
     list_named,
     portal_store,
     require_match,
+    scheme_of,
     url_arg,
 )
 from ._registry import UsageError, command
@@ -239,8 +241,19 @@ def _cat(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rm_url_arg(value: str) -> StoreURL:
+    """argparse type of rm's URLs: :func:`url_arg`, but never a local path
+    whose last part is ``.`` or ``..``, which POSIX and GNU ``rm`` refuse.
+    A path is made absolute before it is a URL, so ``rm -r d/..`` named the
+    current directory: every file in it, and under it, was deleted."""
+    if scheme_of(value) is None and os.path.basename(value.rstrip("/")) in (".", ".."):
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: rm refuses to remove '.' or '..' (name the directory itself)")
+    return url_arg(value)
+
+
 def _rm_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("urls", type=url_arg, nargs="+",
+    parser.add_argument("urls", type=_rm_url_arg, nargs="+",
                         help="gs://bucket/name, s3://bucket/key, az://container/blob, "
                              "file:///path or a path, ...")
     parser.add_argument("-r", "--recursive", action="store_true",
