@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from aioflux import InvalidArgument
 from aioflux._engines.shards import expand_braces
+from aioflux._engines.shards._build import MAX_BRACE_NAMES, _count
 
 CASES = [
     ("gs://b/train-{000000..000003}.tar",
@@ -51,3 +53,18 @@ def test_unbalanced_braces_name_one_object_as_written(pattern: str) -> None:
 
 def test_a_name_without_braces_is_taken_as_written() -> None:
     assert expand_braces(r"/data/a\b.tar") == [r"/data/a\b.tar"]
+
+
+@pytest.mark.parametrize(("pattern", "names"), CASES)
+def test_a_pattern_is_counted_as_it_expands(pattern: str, names: list[str]) -> None:
+    assert _count(pattern) == len(names)
+
+
+@pytest.mark.parametrize("pattern", ["gs://b/t-{000..999999999}.tar",
+                                     "t-{0..9999}-{0..9999}.tar", "t-{a,{0..99999999}}"])
+def test_a_pattern_naming_too_many_shards_is_refused_before_any_is_made(pattern: str) -> None:
+    # A typo of {000..999}: the list of a billion names took every GiB of
+    # the machine (the kernel killed the process) before a request went out.
+    with pytest.raises(InvalidArgument, match=r"the braces name [\d,]+ shards, more than"):
+        expand_braces(pattern)
+    assert _count(f"t-{{1..{MAX_BRACE_NAMES}}}") == MAX_BRACE_NAMES  # the most taken

@@ -14,7 +14,7 @@ import re
 import string
 from collections.abc import Iterator, Sequence
 
-from ..._core.errors import NotFound, ShardFormatError
+from ..._core.errors import InvalidArgument, NotFound, ShardFormatError
 from ..._core.options import ReaderOptions
 from ..._core.portal import get_portal
 from ..._core.store import ObjectStore
@@ -24,8 +24,8 @@ from ..reader import ObjectReader
 from ._formats import ShardFormat, compression_of, decompressed
 from ._index import INDEX_SUFFIX, IndexCache, ShardIndex, decode_index
 
-__all__ = ["INDEX_THREADS", "chain_counts", "expand_braces", "index_shards", "is_sidecar",
-           "sidecar_matches", "stream_index"]
+__all__ = ["INDEX_THREADS", "MAX_BRACE_NAMES", "chain_counts", "expand_braces", "index_shards",
+           "is_sidecar", "sidecar_matches", "stream_index"]
 
 # Shards indexed at once by streaming, each with a reader holding at most
 # 8 blocks of 4 MiB ahead: one shard's parsing overlaps the others' reads,
@@ -41,6 +41,10 @@ _INT_RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:\.\.-?(\d+))?$")
 _CHAR_RANGE = re.compile(r"^([A-Za-z])\.\.([A-Za-z])(?:\.\.-?(\d+))?$")
 _ALPHABET = string.ascii_uppercase + string.ascii_lowercase
 _ESCAPED = re.compile(r"\\(.)")
+#: The most names one pattern may expand to: a typo (``{000..999999999}``
+#: for ``{000..999}``) built a list of a billion names and took every GiB
+#: of the machine before a request went out.
+MAX_BRACE_NAMES = 2_000_000
 
 
 def expand_braces(pattern: str) -> list[str]:
@@ -56,9 +60,17 @@ def expand_braces(pattern: str) -> list[str]:
 
     Returns:
         The names, in order.
+
+    Raises:
+        InvalidArgument: the pattern names more than :data:`MAX_BRACE_NAMES`
+            (counted before any is made).
     """
     if "{" not in pattern or _depths(pattern)[-1] != 0:
         return [pattern]
+    count = _count(pattern)
+    if count > MAX_BRACE_NAMES:
+        raise InvalidArgument(f"{pattern}: the braces name {count:,} shards, more than "
+                              f"{MAX_BRACE_NAMES:,} (a range's digits mistyped?)")
     return [_ESCAPED.sub(r"\1", name) for name in _expand(pattern)]
 
 
@@ -81,6 +93,21 @@ def _depths(text: str) -> list[int]:
 def _expand(pattern: str) -> list[str]:
     """The names of a balanced pattern, escapes kept."""
     parts: list[list[str]] = []
+    for piece in _parts(pattern):
+        if piece.startswith("{"):
+            body = piece[1:-1]
+            found = _expression(body)
+            parts.append(found if found is not None
+                         else ["{" + name + "}" for name in _expand(body)])
+        else:
+            parts.append([piece])
+    return ["".join(names) for names in itertools.product(*parts)]
+
+
+def _parts(pattern: str) -> list[str]:
+    """A balanced pattern's pieces at depth 0: literal text and ``{...}``
+    groups (with their braces; only a group starts with one), escapes kept."""
+    pieces: list[str] = []
     depth = start = pos = 0
     while pos < len(pattern):
         char = pattern[pos]
@@ -89,21 +116,50 @@ def _expand(pattern: str) -> list[str]:
             continue
         if char == "{":
             if depth == 0 and pos > start:
-                parts.append([pattern[start:pos]])
+                pieces.append(pattern[start:pos])
                 start = pos
             depth += 1
         elif char == "}":
             depth -= 1
             if depth == 0:
-                body = pattern[start + 1:pos]
-                found = _expression(body)
-                parts.append(found if found is not None
-                             else ["{" + name + "}" for name in _expand(body)])
+                pieces.append(pattern[start:pos + 1])
                 start = pos + 1
         pos += 1
     if start < len(pattern):
-        parts.append([pattern[start:]])
-    return ["".join(names) for names in itertools.product(*parts)]
+        pieces.append(pattern[start:])
+    return pieces
+
+
+def _count(pattern: str) -> int:
+    """How many names a balanced pattern expands to, none of them made."""
+    total = 1
+    for piece in _parts(pattern):
+        if piece.startswith("{"):
+            total *= _count_expression(piece[1:-1])
+    return total
+
+
+def _count_expression(body: str) -> int:
+    """How many names a group's body stands for (1 for one kept as written)."""
+    found = _INT_RANGE.match(body)
+    if found is not None:
+        lo, hi, step = found.groups()
+        a, b, by = int(lo), int(hi), int(step or 0) or 1
+        return len(range(a, b + 1, by) if a < b else range(a, b - 1, -by))
+    if _CHAR_RANGE.match(body) is not None:
+        return len(_expression(body) or ())
+    cuts = _list_cuts(body)
+    if not cuts:
+        return _count(body)  # kept as written, its inside expanded
+    bounds = [-1, *cuts, len(body)]
+    return sum(_count(body[a + 1:b]) for a, b in itertools.pairwise(bounds))
+
+
+def _list_cuts(body: str) -> list[int]:
+    """Where a list's body splits: its commas outside nested braces."""
+    depths = _depths(body)
+    return [i for i, char in enumerate(body)
+            if char == "," and depths[i] == 0 and (i == 0 or not _escaped(body, i))]
 
 
 def _expression(body: str) -> list[str] | None:
@@ -123,10 +179,7 @@ def _expression(body: str) -> list[str] | None:
         if a < b:
             return list(_ALPHABET[a:b + 1:by])
         return list(_ALPHABET[a:(b or -len(_ALPHABET)) - 1:-by])
-    # A list: split at the commas outside nested braces.
-    depths = _depths(body)
-    cuts = [i for i, char in enumerate(body)
-            if char == "," and depths[i] == 0 and (i == 0 or not _escaped(body, i))]
+    cuts = _list_cuts(body)
     if not cuts:
         return None
     bounds = [-1, *cuts, len(body)]
