@@ -60,3 +60,18 @@ async def test_an_answer_without_a_dtd_still_parses() -> None:
             ClientConfig(retry=RetryPolicy(max_attempts=1)), endpoint=endpoint,
             region="us-east-1", addressing="path", anonymous=True) as store:
         assert await store._multipart.initiate("bkt", "big", "text/plain") == "U&1"
+
+
+def test_a_dtd_in_utf16_is_refused_too() -> None:
+    # "<!DOCTYPE" is other bytes in UTF-16, which expat reads as well: the
+    # quick look for it must not let such a document through.
+    from aioflux._net.transport import Op
+    from aioflux._net.xml_doctype import refuse_doctype
+
+    doc = ('<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE r [<!ENTITY a "aaaa">]>'
+           '<r>&a;</r>')
+    for raw in (doc.encode("utf-16"), doc.encode("utf-16-le"), doc.encode("utf-16-be")):
+        with pytest.raises(ProtocolError, match="declares a DTD"):
+            refuse_doctype(raw, Op("upload", "bkt", "o", "s3"))
+    refuse_doctype(doc.replace('<!DOCTYPE r [<!ENTITY a "aaaa">]>', "").replace("&a;", "x")
+                   .encode("utf-16"), Op("upload", "bkt", "o", "s3"))
