@@ -67,6 +67,7 @@ class CheckpointPublishing:
     _pending: dict[SaveFuture, tuple[int, int]]
     _publications: int
     _published_at: dict[int, int]
+    _marks: dict[object, int]
     _highest_done: int | None
     _retaining: threading.Lock
 
@@ -245,8 +246,13 @@ class CheckpointPublishing:
         self._store.delete_quietly(doomed if claim is None else [*doomed, claim])
         with self._retaining:
             with self._cond:
-                # Saves in flight are spared; this one is complete.
-                busy = {s for s, _ in self._pending.values()} - {step}
+                # Saves in flight are spared until they publish; this one is
+                # complete. One that published but is still finishing (its
+                # history line, its own pass) is complete too: spared, it
+                # was kept for good when its own pass had run before a
+                # newer step published (keep_last=2 ended with 3 kept).
+                busy = {s for future, (s, _) in self._pending.items()
+                        if self._published_at.get(s, -1) < self._marks.get(future, 0)} - {step}
                 if self._highest_done is None or step > self._highest_done:
                     self._highest_done = step
                 newest = self._highest_done

@@ -334,3 +334,43 @@ def test_a_retention_failure_does_not_fail_the_save_that_completed(
         mgr.save(_state(4), 4)  # the next pass deletes what the failed one left
         assert [c.step for c in mgr.list()] == [4]
         assert [r.ok for r in mgr.history()] == [True, True, True, True]
+
+
+class _WaitsWhenSaved:
+    """A state value whose pickling (in the save's thread) waits for ``go``;
+    copied as itself when the state is snapshotted."""
+
+    def __init__(self, go: threading.Event) -> None:
+        self.go = go
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _WaitsWhenSaved:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        assert self.go.wait(60)
+        return (int, (0,))
+
+
+def test_a_save_still_finishing_is_no_save_in_flight_to_retention(tmp_path: Path) -> None:
+    # Step 1 published and ran its pass (keeping itself: step 2 was not
+    # published yet), but its future was not done when step 2's pass ran,
+    # which spared step 1 as "in flight": keep_last=1 ended with 2 kept.
+    first_passed, second_passed = threading.Event(), threading.Event()
+    with CheckpointManager(tmp_path.as_uri(), keep_last=1, max_pending=2) as mgr:
+        release = mgr._release
+
+        def held(future: Any) -> None:
+            step = mgr._pending.get(future, (None, 0))[0]
+            if step == 1:
+                first_passed.set()
+                assert second_passed.wait(60)
+                release(future)
+            else:
+                release(future)
+                second_passed.set()
+
+        mgr._release = held  # type: ignore[method-assign]
+        first = mgr.save_async({"w": torch.zeros(10)}, 1)
+        second = mgr.save_async({"w": torch.ones(10), "late": _WaitsWhenSaved(first_passed)}, 2)
+        assert (first.result(timeout=60).step, second.result(timeout=60).step) == (1, 2)
+        assert [c.step for c in mgr.list()] == [2]
