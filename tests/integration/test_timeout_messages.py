@@ -89,9 +89,11 @@ def test_waiting_for_a_free_connection_is_not_the_connect_timeout(call: str) -> 
     # connection as another waits for a permit. aiohttp's connect timeout
     # counted that wait too, so the second of two reads on one connection
     # failed "timed out connecting" while the first was still answered.
-    slow = EmulatorProfile(ttfb=1.0)  # each answer takes 5 connect timeouts
+    # Each answer takes 3 connect timeouts; a connect timeout of 1 s stays far
+    # above what connecting to 127.0.0.1 takes on a loaded machine.
+    slow = EmulatorProfile(ttfb=3.0)
     config = ClientConfig(retry=ONE_ATTEMPT, max_concurrency=2, connection_limit=1,
-                          timeouts=Timeouts(connect=0.2, read_stall=30),
+                          timeouts=Timeouts(connect=1.0, read_stall=30),
                           lean_reads=call != "read (aiohttp)")
     with running_emulator(s3_port=None) as emu:
         emu.create_bucket("bkt")
