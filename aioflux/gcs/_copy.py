@@ -17,7 +17,7 @@ from .._core.errors import NotFound, ProtocolError, as_operation, describe
 from .._core.store import copy_differs
 from .._core.types import ObjectInfo
 from .._net.transport import Op
-from ._json import json_handler, quote_name
+from ._json import json_handler, quote_name, resource_fault
 from ._published import discard_published, verify_published
 
 if TYPE_CHECKING:
@@ -84,13 +84,17 @@ def _continuation(op: Op, result: dict[str, Any], token: str, rewritten: int,
 
 
 def _copied(dest: Op, result: dict[str, Any]) -> ObjectInfo:
-    try:
-        return ObjectInfo.from_json(dest.bucket, result["resource"])
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ProtocolError(f"{describe(dest.operation, dest.bucket, dest.name)}: the finished "
-                            f"rewrite has no readable object resource ({type(exc).__name__}); "
-                            "the copy is not verified", operation=dest.operation,
-                            bucket=dest.bucket, name=dest.name) from exc
+    # Checked as any object resource: one without a size read as a 0-byte
+    # copy, and the good copy was deleted for "sizes differ".
+    resource = result.get("resource")
+    fault = resource_fault(resource) or ""
+    if not fault:
+        assert isinstance(resource, dict)
+        return ObjectInfo.from_json(dest.bucket, resource)
+    raise ProtocolError(f"{describe(dest.operation, dest.bucket, dest.name)}: the finished "
+                        f"rewrite has no readable object resource ({fault}); the copy is "
+                        "not verified", operation=dest.operation, bucket=dest.bucket,
+                        name=dest.name)
 
 
 def _stuck(op: Op, what: str) -> ProtocolError:

@@ -195,10 +195,14 @@ async def test_a_copy_result_without_crc32c_is_checked_by_a_stat() -> None:
 @pytest.mark.parametrize(("resource", "error", "message"), [
     (_resource("elsewhere", DATA, 9), StorageError, "gs://bkt/elsewhere; the write is not"),
     (None, ProtocolError, "no readable object resource"),
+    # A resource without a size read as a 0-byte copy: the good copy was
+    # deleted for "sizes differ".
+    ({k: v for k, v in _resource("dst", DATA, 9).items() if k != "size"}, ProtocolError,
+     "no readable object resource (gives no size)"),
     # Wrong size, no generation: not ours to delete (whatever is live may
     # be another writer's).
     (_resource("dst", DATA[:10], None), ChecksumMismatch, "left alone"),
-], ids=["another-object", "no-resource", "no-generation"])
+], ids=["another-object", "no-resource", "no-size", "no-generation"])
 async def test_an_unverifiable_copy_result_fails_and_deletes_nothing(
         resource: Any, error: type[StorageError], message: str) -> None:
     failure, requests = await _copy([_done(resource)], _resource("dst", b"theirs", 99))
