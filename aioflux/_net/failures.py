@@ -40,7 +40,7 @@ from .responses import HttpResponse
 
 __all__ = ["MAX_METADATA_BODY", "Op", "Redirected", "auth_failure", "drain",
            "error_from_media", "error_from_response", "map_exception", "parse_error_body",
-           "raise_mapped", "read_metadata", "scrub", "without_secrets"]
+           "raise_mapped", "read_metadata", "without_secrets"]
 
 _MAX_ERROR_BODY = 64 * 1024
 # The most a metadata answer (a listing page, an object resource, a

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 from urllib.parse import quote, unquote
 
+from .._core.counts import count_of
 from .._core.crc import decode_crc32c
 from .._core.errors import ProtocolError, describe
 from .._core.pages import ListingCheck
@@ -122,11 +123,9 @@ def _read_page(store: Lister, container: str, root: Any, op: Op, start_offset: s
             # A hierarchical namespace's directory (abfss:// accounts) is
             # listed as a 0-byte blob: a folder, not an object to read or copy.
             continue
-        size = props.findtext("Content-Length") if props is not None else None
-        # ASCII digits only, and few (no blob nears 2**63 bytes): isdigit()
-        # takes "²" and other scripts' digits, and int() refuses "²" and
-        # strings past 4,300 digits with a ValueError.
-        if not size or not (size.isascii() and size.isdigit()) or len(size) > 19:
+        text = props.findtext("Content-Length") if props is not None else None
+        size = count_of(text) if text else None
+        if size is None:
             raise ProtocolError(f"{describe('list', container, name[:200], 'az')} failed: "
                                 "a listed blob has no Content-Length", operation="list",
                                 bucket=container, name=name, status=200)
@@ -143,7 +142,7 @@ def _read_page(store: Lister, container: str, root: Any, op: Op, start_offset: s
                     crc = _crc(el.text or "")
                 elif isinstance(el.tag, str):
                     metadata[el.tag] = el.text or ""
-        objects.append(ObjectInfo(container, name, int(size), store.remember(etag), crc, md5,
+        objects.append(ObjectInfo(container, name, size, store.remember(etag), crc, md5,
                                   None, content_type, rfc3339(modified),
                                   metadata or NO_METADATA, "az"))
     prefixes = []

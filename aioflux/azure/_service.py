@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from .._core.auth import AnonymousAuth, Auth
 from .._core.config import ClientConfig
+from .._core.counts import count_of
 from .._core.errors import InvalidArgument, NotFound, ProtocolError, describe
 from .._core.etags import EtagMemory
 from .._core.metrics import RequestStats
@@ -222,7 +223,8 @@ class BlobService:
         async def handle(resp: HttpResponse) -> tuple[ObjectInfo, dict[str, str]]:
             h = {k.lower(): v for k, v in resp.headers.items()}
             length = h.get("content-length", "")
-            if not (length.isascii() and length.isdigit()) or len(length) > 19:
+            size = count_of(length)
+            if size is None:
                 # A HEAD has no body to count: its Content-Length is all
                 # that says how large the blob is (read as 0, a stat called
                 # the blob empty and a read of it returned nothing).
@@ -231,7 +233,7 @@ class BlobService:
                                     f"answer gives {shown}, not the blob's size",
                                     operation="stat", bucket=container, name=name,
                                     status=resp.status)
-            info = self.info(container, name, size=int(length),
+            info = self.info(container, name, size=size,
                              etag=h.get("etag", ""), crc=stored_crc32c(h), md5=md5_base64(h),
                              content_type=h.get("content-type"),
                              updated=rfc3339(h.get("last-modified")), metadata=metadata_of(h))

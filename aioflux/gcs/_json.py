@@ -11,6 +11,7 @@ from operator import itemgetter
 from typing import Any
 from urllib.parse import quote
 
+from .._core.counts import MOST_DIGITS, count_of
 from .._core.errors import ProtocolError, describe
 from .._core.store import SourceSpec, source_of
 from .._core.types import ObjectInfo, objects_from_json
@@ -115,18 +116,14 @@ def object_handler(op: Op) -> Callable[[HttpResponse], Awaitable[ObjectInfo]]:
     return handle
 
 
-# The most digits of an int64 (GCS's sizes and generations), as JSON carries
-# one: a string of ASCII digits (a number from some servers).
-_MOST_DIGITS = 19
 _NAME, _SIZE, _GENERATION = itemgetter("name"), itemgetter("size"), itemgetter("generation")
 
 
 def _count(value: object) -> bool:
-    # isdigit() alone passes "²" and other scripts' digits; int() alone
-    # takes " 12", "1_2", "+1", "-5", 1.5 and True, and refuses a string
-    # past 4,300 digits with a bare ValueError.
+    # JSON carries an int64 as a string of digits (a number from some
+    # servers); never a float, a bool or a negative number.
     if type(value) is str:
-        return value.isascii() and value.isdigit() and len(value) <= _MOST_DIGITS
+        return count_of(value) is not None
     return type(value) is int and 0 <= value < 1 << 63
 
 
@@ -232,7 +229,7 @@ def _all_counts(values: list[Any]) -> bool:
     except TypeError:  # a value that is no string (a number, null...)
         return False
     return not values or (joined.isascii() and joined.isdigit() and all(values)
-                          and max(map(len, values)) <= _MOST_DIGITS)
+                          and max(map(len, values)) <= MOST_DIGITS)
 
 
 def listed_objects(op: Op, items: object) -> list[ObjectInfo]:

@@ -24,6 +24,7 @@ import re
 from typing import TYPE_CHECKING
 
 from .._core.cleanup import to_the_end
+from .._core.counts import count_of
 from .._core.crc import Crc32c
 from .._core.errors import InvalidRequest, NotFound, StorageError
 from .._core.store import published_before
@@ -185,8 +186,7 @@ class GcsUpload:
         # A malformed generation is none (a bare ValueError otherwise, after
         # the object was published): a stat then confirms the bytes.
         value = headers.get("x-goog-generation", "").strip()
-        generation = int(value) if value.isascii() and value.isdigit() and len(value) <= 19 \
-            else 0
+        generation = count_of(value) or 0
         if not generation:
             # The object live under the name may be a concurrent writer's
             # newer one: without our generation a stat can confirm our bytes

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from .._core.counts import count_of
 from .._core.crc import crc32c, decode_crc32c, encode_crc32c
 from .._core.errors import (
     ChecksumMismatch,
@@ -88,11 +89,12 @@ def _part_size(el: ET.Element, op: Op, number: int) -> int:
     # A missing size read as 0, a negative one was taken as is, and a
     # malformed one raised a bare ValueError naming nothing.
     size = _text(el, "Size").strip()
-    if not (size.isascii() and size.isdigit()) or len(size) > 19:
+    count = count_of(size)
+    if count is None:
         raise ProtocolError(f"{describe(op.operation, op.bucket, op.name)} failed: the listing "
                             f"gives part {number} the size {size[:40]!r}, not a count of bytes",
                             operation=op.operation, bucket=op.bucket, name=op.name, status=200)
-    return int(size)
+    return count
 
 
 class XmlMultipart:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote_plus
 from xml.sax.saxutils import escape
 
+from .._core.counts import count_of
 from .._core.crc import crc32c, decode_crc32c, encode_crc32c
 from .._core.errors import (
     ChecksumMismatch,
@@ -189,14 +190,15 @@ class Multipart:
                                    self.store.object_url(bucket, name) + query(*sorted(pairs)))
             for el in children(root, "Part"):
                 number, size = check.part(text(el, "PartNumber")), text(el, "Size")
-                if not (size.isdigit() and size.isascii()):
+                count = count_of(size)
+                if count is None:
                     # int() raised a bare ValueError, naming nothing.
                     raise ProtocolError(f"{describe(op.operation, bucket, name, 's3')} failed: "
                                         f"the listing gives part {number} the size "
                                         f"{size[:40]!r}, not a count of bytes",
                                         operation=op.operation, bucket=bucket, name=name,
                                         status=200)
-                parts.append(PartInfo(number, text(el, "ETag"), int(size)))
+                parts.append(PartInfo(number, text(el, "ETag"), count))
             if text(root, "IsTruncated").lower() != "true":
                 return parts
             marker = check.next_marker(text(root, "NextPartNumberMarker"))

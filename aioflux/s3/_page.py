@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
 
+from .._core.counts import count_of
 from .._core.errors import ProtocolError, describe
 from .._core.types import NO_METADATA, ListPage, ObjectInfo
 from .._net.transport import Op
@@ -121,7 +122,8 @@ def read_page(store: S3Store, bucket: str, root: Any, start_offset: str | None,
         if end_offset and key >= end_offset:
             done = True
             break
-        if not (size.isdigit() and size.isascii()):
+        count = count_of(size)
+        if count is None:
             # A size is how much a ranged download and a reader of the
             # listed object take for granted: a missing one read as an empty
             # object, a negative one as less than empty, a malformed one
@@ -140,7 +142,7 @@ def read_page(store: S3Store, bucket: str, root: Any, start_offset: str | None,
                 digest = b""
             if len(digest) == 16:
                 generation = from_bytes(digest, "big") << 16
-        append(new(cls, (bucket, key, int(size), generation or remember(etag), None, None,
+        append(new(cls, (bucket, key, count, generation or remember(etag), None, None,
                          None, None, modified or None, no_metadata, "s3")))
     prefixes = []
     for cp in root.iterfind(q + "CommonPrefixes"):

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 from urllib.parse import quote
 
+from .._core.counts import count_of
 from .._core.crc import decode_crc32c
 from .._core.errors import (
     NotFound,
@@ -151,13 +152,14 @@ def head_size(headers: Mapping[str, str], op: Op) -> int:
         ProtocolError: no ``Content-Length``, or not a count of bytes.
     """
     value = headers.get("content-length", "")
-    if not (value.isdigit() and value.isascii()):
+    size = count_of(value)
+    if size is None:
         shown = "no Content-Length" if not value else f"Content-Length {value[:40]!r}"
         raise ProtocolError(f"{describe(op.operation, op.bucket, op.name, 's3')} failed: the "
                             f"HEAD answered {shown}, not the object's size",
                             operation=op.operation, bucket=op.bucket, name=op.name,
                             status=200)
-    return int(value)
+    return size
 
 
 def answer_crc32c(root: ET.Element) -> int | None:
