@@ -15,7 +15,10 @@ reported is the bucket's upper edge).
 
 from __future__ import annotations
 
+import itertools
 import math
+import os
+import weakref
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -171,6 +174,10 @@ class RequestStats:
             :func:`operation_kind`).
         observers: called with each :class:`Attempt`, its operation a kind
             (see :mod:`aioflux.otel`).
+
+    A forked child's copy starts from zero (its observers kept): a
+    DataLoader worker's ``client.stats`` counts the worker's requests, not
+    its parent's before the fork again.
     """
 
     requests: int = 0
@@ -183,6 +190,17 @@ class RequestStats:
     lean_fallbacks: int = 0
     latency: dict[str, LatencyHistogram] = field(default_factory=dict)
     observers: list[Observer] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        _LIVE[next(_KEYS)] = self
+
+    def _restart(self) -> None:
+        """Every count back to zero, the observers kept."""
+        self.requests = self.retries = self.failures = 0
+        self.bytes_sent = self.bytes_received = 0
+        self.lean_reads = self.lean_fallbacks = 0
+        self.retries_by_cause = Counter()
+        self.latency = {}
 
     def observe(self, attempt: Attempt) -> None:
         """Record one attempt and pass it to the observers.
@@ -224,6 +242,22 @@ class RequestStats:
     def summary(self) -> dict[str, dict[str, float]]:
         """Latency summaries per operation (see :meth:`LatencyHistogram.summary`)."""
         return {op: h.summary() for op, h in sorted(self.latency.items())}
+
+
+# Every RequestStats of the process, for the reset in a forked child. Keyed
+# by a serial number: a dataclass with eq is unhashable, so no WeakSet.
+_LIVE: weakref.WeakValueDictionary[int, RequestStats] = weakref.WeakValueDictionary()
+_KEYS = itertools.count()
+
+
+def _restart_in_child() -> None:
+    # The child's copies held the parent's counts, which the child would
+    # report as its own (and forward to a metrics backend a second time).
+    for stats in list(_LIVE.values()):
+        stats._restart()
+
+
+os.register_at_fork(after_in_child=_restart_in_child)
 
 
 @dataclass

@@ -245,3 +245,29 @@ def test_a_child_using_the_parents_client_reports_no_unclosed_session(
 
     in_fork(child)
     assert sync_client.read(bucket, "x") == b"x"  # the parent's connections still serve
+
+
+def test_a_forked_childs_stats_count_only_its_own_requests(sync_client: Client,
+                                                           bucket: str) -> None:
+    # A DataLoader worker's client.stats started from its parent's counts,
+    # and reported the parent's requests as its own.
+    sync_client.write(bucket, "s", b"abc")
+    assert sync_client.read(bucket, "s") == b"abc"
+    parent = sync_client.stats
+    before = (parent.requests, parent.bytes_sent, parent.bytes_received,
+              {op: h.count for op, h in parent.latency.items()})
+    assert before[0] >= 2 and before[2] == 3
+
+    def child() -> None:
+        stats = sync_client.stats
+        assert (stats.requests, stats.retries, stats.failures, stats.bytes_sent,
+                stats.bytes_received, stats.latency, dict(stats.retries_by_cause)) == \
+            (0, 0, 0, 0, 0, {}, {}), stats
+        assert sync_client.read(bucket, "s") == b"abc"
+        assert (stats.requests, stats.bytes_received) == (1, 3), stats
+        assert {op: h.count for op, h in stats.latency.items()} == {"read": 1}
+
+    in_fork(child)
+    after = (parent.requests, parent.bytes_sent, parent.bytes_received,
+             {op: h.count for op, h in parent.latency.items()})
+    assert after == before  # the parent's own, untouched by the child
