@@ -43,6 +43,8 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from aioflux._core.auth import AnonymousAuth, Auth
 from aioflux._core.config import ClientConfig
+from aioflux._core.errors import InvalidArgument
+from aioflux._core.validate import check_instance, endpoint_url
 from aioflux._net.transport import HttpResponse, Transport
 
 __all__ = ["MockRequest", "MockResponse", "MockTransport"]
@@ -138,10 +140,25 @@ class MockTransport(Transport):
 
     Attributes:
         requests: every request the handler was asked, in order.
+
+    Raises:
+        InvalidArgument: ``handler`` is not callable, ``config`` not a
+            ``ClientConfig``, ``auth`` not an ``Auth`` (each named, as the
+            clients name theirs).
+        InvalidURL: ``endpoint`` is no URL (as ``AsyncClient``'s).
     """
 
     def __init__(self, handler: Handler, *, config: ClientConfig | None = None,
                  auth: Auth | None = None, endpoint: str | None = None) -> None:
+        # Checked here: a wrong config failed in the transport's set-up as a
+        # bare AttributeError ('int' object has no attribute 'tls_context'),
+        # and a handler that is no function at the first request.
+        if not callable(handler):
+            raise InvalidArgument(f"MockTransport: handler must be a callable, got "
+                                  f"{type(handler).__name__} {handler!r:.60}")
+        check_instance("MockTransport", "config", config, ClientConfig, optional=True)
+        check_instance("MockTransport", "auth", auth, Auth, optional=True)
+        endpoint = endpoint_url("MockTransport", endpoint)
         self.handler = handler
         self.requests: list[MockRequest] = []
         super().__init__(config or ClientConfig(), auth or AnonymousAuth(),
