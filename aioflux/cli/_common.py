@@ -57,9 +57,10 @@ from ..s3._endpoints import check_region
 from ..s3._store import S3Store
 
 __all__ = ["SERVED_SCHEMES", "Progress", "Stores", "add_client_arguments", "emit_json",
-           "endpoint_arg", "first_under", "gs_url_arg", "human", "int_at_least",
-           "linked_directory", "list_named", "nothing_matches", "portal_store", "region_arg",
-           "require_match", "scheme_of", "url_arg", "user_project_arg"]
+           "endpoint_arg", "first_under", "folder_not_object", "gs_url_arg", "human",
+           "int_at_least", "is_folder", "linked_directory", "list_named", "nothing_matches",
+           "portal_store", "region_arg", "require_match", "scheme_of", "url_arg",
+           "user_project_arg"]
 
 # Schemes with a backend in this version (aioflux._api.stores builds one for
 # each): every one of SCHEMES.
@@ -358,6 +359,44 @@ async def first_under(store: ObjectStore, bucket: str, prefix: str, *,
         close = getattr(pages, "aclose", None)
         if close is not None:
             await close()
+
+
+async def is_folder(store: ObjectStore, url: StoreURL) -> bool:
+    """Whether ``url``, which names no object, names a folder: a local
+    directory (an empty one too, as for GNU ``rm``), or on a store objects
+    under ``name/``.
+
+    Args:
+        store: the store of ``url``.
+        url: a URL naming an object (no trailing ``/``).
+
+    Returns:
+        True if it is a folder; False where nothing is there, the bucket
+        included.
+    """
+    if url.scheme == "file":
+        return os.path.isdir(path_of(url.bucket, url.name))
+    try:
+        return await first_under(store, url.bucket, folder_prefix(url.name)) is not None
+    except NotFound:
+        return False  # no bucket: the command's own error says so
+
+
+def folder_not_object(op: str, url: StoreURL, hint: str) -> NotFound:
+    """The error of a command that takes one object given a folder, as GNU
+    ``rm`` and ``cat`` say "Is a directory": the 404 alone ("No such
+    object") hid that the name was right and only ``-r`` was missing.
+
+    Args:
+        op: the command (``rm``, ``cat``, ``stat``).
+        url: the folder's URL.
+        hint: what to do instead.
+
+    Returns:
+        The NotFound to raise, naming the URL's bucket and name.
+    """
+    return NotFound(f"{op} {url}: it is a folder, not an object: {hint}", operation=op,
+                    bucket=url.bucket, name=url.name)
 
 
 def nothing_matches(op: str, url: StoreURL) -> NotFound:

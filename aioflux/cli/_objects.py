@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from .._core.errors import InvalidArgument, NotFound, PreconditionFailed
+from .._core.portal import get_portal
 from .._core.store import ObjectStore, delete_all
 from .._core.types import ListPage, ObjectInfo
 from .._core.urls import StoreURL, folder_prefix, format_url
@@ -27,7 +28,9 @@ from ._common import (
     add_client_arguments,
     emit_json,
     first_under,
+    folder_not_object,
     human,
+    is_folder,
     linked_directory,
     list_named,
     portal_store,
@@ -213,7 +216,11 @@ def _stat(args: argparse.Namespace) -> int:
     async def run() -> dict[str, object]:
         async with Stores(args) as stores:
             store = stores(args.url)
-            info = await store.stat(bucket, name)
+            try:
+                info = await store.stat(bucket, name)
+            except NotFound:
+                await _not_a_folder("stat", store, args.url)
+                raise
             row = _row(store, info)
         return {**row, "crc32c": info.crc32c, "md5": info.md5,
                 "content_type": info.content_type, "metadata": dict(info.metadata)}
@@ -233,12 +240,24 @@ def _cat(args: argparse.Namespace) -> int:
         # AttributeError traceback.
         raise InvalidArgument(f"cat {args.url}: stdout is closed; nothing was read")
     out = sys.stdout.buffer
-    with portal_store(args, args.url) as store, \
-            open_url(str(args.url), "rb", client=store) as f:
-        while chunk := f.read(8 * 1024 * 1024):
-            out.write(chunk)
-        out.flush()
+    with portal_store(args, args.url) as store:
+        try:
+            f = open_url(str(args.url), "rb", client=store)
+        except NotFound:
+            get_portal().call(_not_a_folder("cat", store, args.url))
+            raise
+        with f:
+            while chunk := f.read(8 * 1024 * 1024):
+                out.write(chunk)
+            out.flush()
     return 0
+
+
+async def _not_a_folder(op: str, store: ObjectStore, url: StoreURL) -> None:
+    """Raise, where ``url`` named no object, that it names a folder if it does."""
+    if await is_folder(store, url):
+        raise folder_not_object(op, url, f"{op} takes one object (aioflux ls {url}/ lists "
+                                         "the folder)") from None
 
 
 def _rm_url_arg(value: str) -> StoreURL:
@@ -396,8 +415,21 @@ async def _jobs(targets: AsyncIterator[_Target]) -> AsyncIterator[_Target | _Bat
         yield _Batch(store, bucket, tuple(names))
 
 
-async def _delete(targets: AsyncIterator[_Target]) -> tuple[int, int]:
-    """Delete what ``_targets`` lists, as it lists it; returns how many
+async def _named_folder(named: list[_Named], store: ObjectStore, bucket: str,
+                        name: str) -> NotFound | None:
+    """The error of a URL given without ``-r`` that names a folder, as GNU
+    rm's "Is a directory" (the other URLs' objects are still deleted)."""
+    for entry in named:
+        if entry.store is store and tuple(entry.url) == (bucket, name) and not entry.listed:
+            if await is_folder(store, entry.url):
+                return folder_not_object("rm", entry.url,
+                                         "use rm -r to delete it and everything under it")
+            return None
+    return None
+
+
+async def _delete(named: list[_Named], targets: AsyncIterator[_Target]) -> tuple[int, int]:
+    """Delete what ``_targets`` lists of ``named``, as it lists it; returns how many
     objects were removed and how many could not be. Listed objects go in
     batches where the store has batch deletes (S3: 1000 keys a request);
     elsewhere each is deleted only at the generation listed, since one
@@ -429,6 +461,8 @@ async def _delete(targets: AsyncIterator[_Target]) -> tuple[int, int]:
         try:
             await store.delete(bucket, name, if_generation_match=generation)
         except (NotFound, PreconditionFailed) as exc:
+            if generation is None and isinstance(exc, NotFound):
+                exc = await _named_folder(named, store, bucket, name) or exc
             print(f"aioflux rm: {one_line(missing(str(exc), name))}", file=sys.stderr)
             failed += 1
         else:
@@ -456,7 +490,7 @@ def _rm(args: argparse.Namespace) -> int:
         async with Stores(args) as stores:
             named = _named(stores, args.urls, args.recursive)
             await _require_matches(named)
-            return await _delete(_targets(named))
+            return await _delete(named, _targets(named))
 
     removed, failed = run_command(run())
     if removed or not failed:  # a failure that removed nothing prints only itself
