@@ -33,8 +33,9 @@ class AsyncObjectWriter(WriterBase):
     """Async twin of :class:`ObjectWriter` for use on any event loop.
 
     A writer garbage-collected unclosed publishes nothing: its upload is
-    aborted (on its loop, if that still runs), with a ``ResourceWarning`` if
-    anything was written.
+    aborted (on its loop, if that still runs), with an
+    :class:`~aioflux._engines.writer.UnclosedWriterWarning` (shown by Python's
+    default warning filters) if anything was written.
 
     Args:
         client: the store.
@@ -205,7 +206,8 @@ class AsyncObjectWriter(WriterBase):
                 loop.call_soon_threadsafe(_abort_abandoned, self._session)
             except RuntimeError:
                 pass  # the loop closed meanwhile: `aioflux clean` finds the upload
-        warn_unclosed(self.url, self._crc.length + len(self._buffer), source=self)
+        warn_unclosed(self.url, self._crc.length + len(self._buffer), source=self,
+                      opened=self._opened)
 
     async def __aenter__(self) -> AsyncObjectWriter:
         if self._done:

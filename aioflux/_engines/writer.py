@@ -23,7 +23,9 @@ import concurrent.futures
 import functools
 import io
 import os
+import sys
 import threading
+import tracemalloc
 import warnings
 import weakref
 from typing import TYPE_CHECKING
@@ -43,11 +45,14 @@ if TYPE_CHECKING:
 __all__ = [
     "Bytes",
     "ObjectWriter",
+    "Opened",
     "PublishOnExit",
+    "UnclosedWriterWarning",
     "WriterBase",
     "WriterStats",
     "byte_view",
     "interrupted_write",
+    "opening_site",
     "warn_unclosed",
 ]
 
@@ -183,25 +188,74 @@ class _Parts:
         self.slots.release()
 
 
-def warn_unclosed(url: str, count: int, unit: str = "byte", source: object = None) -> None:
+class UnclosedWriterWarning(UserWarning):
+    """A writer was dropped, or left open at exit, with data written to it
+    and never closed: nothing was published, and what was written is lost.
+
+    A ``UserWarning``, so Python's default warning filters show it, where
+    they hide the ``ResourceWarning`` of an unclosed file: Python's own
+    files publish in that case, so a user who expected the same must hear
+    of the loss without ``-X dev``. ``-W error::UserWarning`` (or a filter
+    on this class) turns it into an error; a filter on the message
+    ``"unclosed writer"`` silences it.
+    """
+
+
+Opened = tuple[str, int, str]
+
+
+# Packages whose frames are not where a writer was opened: aioflux's own,
+# and fsspec's ``open`` that calls aioflux's filesystem.
+_NOT_THE_CALLER = ("aioflux", "fsspec")
+
+
+def opening_site() -> Opened:
+    """Where the caller's code opened a writer: the file, line and module
+    of the innermost frame outside aioflux (and fsspec), which a warning
+    about the writer names (the writer's own frames say nothing to its user)."""
+    frame = sys._getframe(1)
+    while True:
+        module = frame.f_globals.get("__name__", "")
+        if not isinstance(module, str) or module.partition(".")[0] not in _NOT_THE_CALLER:
+            break
+        if frame.f_back is None:  # opened by aioflux itself, on a thread of its own
+            break
+        frame = frame.f_back
+    return frame.f_code.co_filename, frame.f_lineno, str(module)
+
+
+def warn_unclosed(url: str, count: int, unit: str = "byte", source: object = None,
+                  opened: Opened | None = None) -> None:
     """Say that a writer collected unclosed discarded what was written.
 
     Python's own files publish what was written when they are collected
-    unclosed; ours abort (a half-written object must not appear), so the
-    data is lost, and CPython's ``ResourceWarning`` of an unclosed file is
-    how a user hears of it.
+    unclosed; ours abort (a half-written object must not appear: the
+    writer cannot tell a script that forgot ``close()`` from one whose
+    exception unwound past it), so the data is lost, and this warning, which
+    Python's default filters show, is how a user hears of it.
 
     Args:
         url: the object's URL.
         count: how many units were written (nothing is said for 0).
         unit: ``"byte"`` or ``"character"`` (a text writer).
         source: the writer (tracemalloc then shows where it was opened).
+        opened: where the caller opened it (:func:`opening_site`): the
+            warning is reported there, not in aioflux.
     """
-    if count:
-        warnings.warn(f"unclosed writer {url} discarded the {count:,} {unit}"
-                      f"{'' if count == 1 else 's'} written to it: nothing is published "
-                      "(close() publishes, as does leaving a with block normally)",
-                      ResourceWarning, stacklevel=2, source=source)
+    if not count:
+        return
+    message = (f"unclosed writer {url} discarded the {count:,} {unit}"
+               f"{'' if count == 1 else 's'} written to it: nothing is published "
+               "(close() publishes, as does leaving a with block normally)")
+    filename, line, module = opened or opening_site()
+    # No registry: each loss is said, even the same URL's again ("default"
+    # would show a message once per line, and a loop's second loss is no repeat).
+    # The source only when tracemalloc traces (-X tracemalloc): its
+    # traceback of the opening then follows; otherwise Python adds a line
+    # asking to enable it, noise beside the opening site said already.
+    warnings.warn_explicit(message, UnclosedWriterWarning, filename, line, module=module,
+                           registry=None,
+                           source=source if tracemalloc.is_tracing() else None)
 
 
 class PublishOnExit:
@@ -209,7 +263,7 @@ class PublishOnExit:
     ``close()`` and discards on ``abort()``: leaving a ``with`` block
     normally publishes, leaving it by an exception aborts, and a writer
     garbage-collected unclosed, or still open when the interpreter exits,
-    is aborted, with a ``ResourceWarning`` if anything was written. Shared
+    is aborted, with an :class:`UnclosedWriterWarning` if anything was written. Shared
     by ObjectWriter, :class:`~aioflux._engines.zstd.ZstdWriter` and the
     text writer of ``aioflux.open``; put it before the io base in the bases
     so its methods win, and call ``_track()`` in ``__init__``."""
@@ -251,8 +305,10 @@ class PublishOnExit:
             exc.add_note(f"aborting the write failed too: {failed}")
 
     def _track(self) -> None:
-        """Note the opening process, and the writer for the exit hook."""
+        """Note the opening process and where the caller opened it, and the
+        writer for the exit hook."""
         self._pid = os.getpid()
+        self._opened = opening_site()
         _OPEN.add(self)
 
     def _unpublished(self) -> tuple[str, int, str]:
@@ -277,7 +333,7 @@ class PublishOnExit:
             self.abort()
         except Exception:
             pass  # `aioflux clean` finds what an abort could not remove
-        warn_unclosed(url, count, unit, source=self)
+        warn_unclosed(url, count, unit, source=self, opened=getattr(self, "_opened", None))
 
     def __del__(self) -> None:
         # io.IOBase.__del__ would close(), i.e. publish a possibly partial
@@ -340,6 +396,7 @@ class WriterBase(abc.ABC):
         self._session = _Session(client, bucket, name, content_type, part_size, metadata,
                                  if_generation_match)
         self._pid = os.getpid()
+        self._opened = opening_site()
         self._init_flow(max_in_flight)
         self._number = 1
         self._crc = Crc32c()
@@ -384,7 +441,7 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
     the object, leaving it by an exception aborts. ``close()`` publishes;
     ``abort()`` discards. A writer garbage-collected unclosed, or still
     open when the interpreter exits, is aborted (its upload too), with a
-    ``ResourceWarning`` if anything was written.
+    :class:`UnclosedWriterWarning` if anything was written.
 
     Args:
         client: the store (driven on the portal loop).

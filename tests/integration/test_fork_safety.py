@@ -21,6 +21,7 @@ import aioflux
 from aioflux import AsyncClient, BridgeError, Client, ReaderOptions, WriterOptions
 from aioflux._core.portal import get_portal
 from aioflux._engines.async_writer import AsyncObjectWriter
+from aioflux._engines.writer import UnclosedWriterWarning
 from tests.forking import in_fork
 
 MiB = 1 << 20
@@ -30,7 +31,8 @@ def _collect_silently() -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         gc.collect()
-    assert not [w for w in caught if issubclass(w.category, ResourceWarning)], caught
+    assert not [w for w in caught if issubclass(w.category, (ResourceWarning,
+                                                            UnclosedWriterWarning))], caught
 
 
 def test_a_writer_dropped_before_the_fork_is_collected_in_the_child(
@@ -39,7 +41,7 @@ def test_a_writer_dropped_before_the_fork_is_collected_in_the_child(
     gc.disable()  # the writer stays uncollected garbage until the child runs
     # Inside the check from the start: once the collector is back on, any
     # allocation may collect the writer before the explicit collect() below.
-    with pytest.warns(ResourceWarning, match=f"unclosed writer gs://{bucket}/dropped"):
+    with pytest.warns(UnclosedWriterWarning, match=f"unclosed writer gs://{bucket}/dropped"):
         try:
             writer = aioflux.open(f"gs://{bucket}/dropped", "wb", client=sync_client,
                                   writer=options)
@@ -188,7 +190,7 @@ def test_a_zstd_writer_dropped_before_the_fork_is_never_freed_in_the_child(
     gc.disable()
     # Checked from the start: once the collector is back on, any allocation
     # may collect the writers before the explicit collect() below.
-    with pytest.warns(ResourceWarning, match="unclosed writer"):
+    with pytest.warns(UnclosedWriterWarning, match="unclosed writer"):
         try:
             for i in range(3):
                 writer = aioflux.open(f"gs://{bucket}/z{i}", "wb", client=sync_client,
@@ -240,7 +242,8 @@ def test_a_child_using_the_parents_client_reports_no_unclosed_session(
             assert sync_client.read(bucket, "x") == b"x"
             assert sync_client.stat(bucket, "x").size == 1  # through aiohttp too
             gc.collect()
-        assert not [w for w in caught if issubclass(w.category, ResourceWarning)], caught
+        assert not [w for w in caught if issubclass(w.category, (ResourceWarning,
+                                                                UnclosedWriterWarning))], caught
         assert not [m for m in logged if "Unclosed" in m], logged
 
     in_fork(child)

@@ -30,6 +30,7 @@ from aioflux import (
 )
 from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux._engines.reader import ObjectReader
+from aioflux._engines.writer import UnclosedWriterWarning
 from aioflux.testing import Emulator, Faults
 
 KiB = 1024
@@ -216,8 +217,8 @@ async def test_an_async_writer_dropped_unclosed_aborts_its_upload(client: AsyncC
         await asyncio.sleep(0.01)
     while writer._tasks:  # the parts' callbacks hold the writer until they end
         await asyncio.sleep(0.01)
-    with pytest.warns(ResourceWarning, match=f"unclosed writer gs://{bucket}/dropped discarded "
-                                             f"the {2 * part + 1:,} bytes written"):
+    with pytest.warns(UnclosedWriterWarning, match=f"unclosed writer gs://{bucket}/dropped "
+                                                   f"discarded the {2 * part + 1:,} bytes written"):
         del writer
         gc.collect()
     for _ in range(100):

@@ -21,6 +21,7 @@ import pytest
 
 import aioflux
 from aioflux import Client, InvalidArgument, NotFound, ReaderOptions, WriterOptions
+from aioflux._engines.writer import UnclosedWriterWarning
 from aioflux.testing import Emulator
 
 KiB = 1024
@@ -303,8 +304,8 @@ def test_abandoned_text_writer_is_aborted_not_published(where: Where) -> None:
     f.write("y" * (where.part + 1))  # a part on its way
     f.write("and some text not yet encoded into the writer")
     count = where.part + 1 + 45
-    with pytest.warns(ResourceWarning, match=f"unclosed writer .*dropped discarded the "
-                                             f"{count:,} characters written"):
+    with pytest.warns(UnclosedWriterWarning, match=f"unclosed writer .*dropped discarded the "
+                                                   f"{count:,} characters written"):
         del f
         gc.collect()
     assert not where.exists("dropped")

@@ -1,8 +1,10 @@
 """A writer dropped unclosed publishes nothing (all or nothing), but not in
-silence: Python's own files publish in that case, so ours say, with
-CPython's ResourceWarning of an unclosed file, which URL lost how much. A
-writer with nothing to lose says nothing, and none leaves an upload or a
-temporary file behind, even when the script ends with it open."""
+silence: Python's own files publish in that case, so ours say which URL lost
+how much, with an UnclosedWriterWarning (a UserWarning: Python's default
+filters show it, where they hide the ResourceWarning of an unclosed file),
+reported at the line of the caller's code that opened the writer. A writer
+with nothing to lose says nothing, and none leaves an upload or a temporary
+file behind, even when the script ends with it open."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import aioflux
 from aioflux import AsyncClient, Client, ClientConfig, NotFound, S3Store, WriterOptions
 from aioflux._core.portal import call
 from aioflux._engines.async_writer import AsyncObjectWriter
+from aioflux._engines.writer import UnclosedWriterWarning
 from aioflux.testing import Emulator
 from tests.conftest import FAST_RETRY, MotoS3, unique_bucket
 
@@ -72,33 +75,33 @@ def place(request: pytest.FixtureRequest, tmp_path: Path, sync_client: Client,
     yield Place(request.param, tmp_path, sync_client, bucket)
 
 
-def _resource_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
-    return [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+def _unclosed_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in caught if issubclass(w.category, UnclosedWriterWarning)]
 
 
 def _dropped(make: Any) -> list[str]:
-    """The ResourceWarnings of a writer ``make()`` returns, dropped at once."""
+    """The UnclosedWriterWarnings of a writer ``make()`` returns, dropped at once."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         make()  # the result is dropped here
         gc.collect()
-    return _resource_warnings(caught)
+    return _unclosed_warnings(caught)
 
 
 def _collected() -> list[str]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         gc.collect()
-    return _resource_warnings(caught)
+    return _unclosed_warnings(caught)
 
 
 def test_a_dropped_writer_says_which_url_lost_how_many_bytes(place: Place) -> None:
     f = place.open("x.bin")
     f.write(b"abc")
-    with pytest.warns(ResourceWarning) as caught:
+    with pytest.warns(UnclosedWriterWarning) as caught:
         del f
         gc.collect()
-    (message,) = _resource_warnings(list(caught))
+    (message,) = _unclosed_warnings(list(caught))
     assert message.startswith(f"unclosed writer {place.url('x.bin')} discarded the 3 bytes "
                               "written to it: nothing is published"), message
     assert place.leftovers() == []
@@ -108,7 +111,7 @@ def test_a_dropped_writer_with_a_part_sent_warns_and_leaves_no_upload(place: Pla
     f = place.open("big.bin")
     f.write(b"x" * (place.part + 5))  # a part on its way: an upload, or a temporary file
     f.write(memoryview(b"tail"))
-    with pytest.warns(ResourceWarning,
+    with pytest.warns(UnclosedWriterWarning,
                       match=f"{place.url('big.bin')} discarded the {place.part + 9:,} bytes"):
         del f
         gc.collect()
@@ -130,7 +133,7 @@ def test_a_dropped_s3_writer_warns_and_aborts_its_multipart_upload(moto_s3: Moto
         f.write(b"x" * (part + 1))
         concurrent.futures.wait(f._futures)  # type: ignore[attr-defined]
         assert len(call(store.list_multipart_uploads(bucket))) == 1
-        with pytest.warns(ResourceWarning,
+        with pytest.warns(UnclosedWriterWarning,
                           match=f"unclosed writer s3://{bucket}/x.bin discarded the {part + 1:,}"):
             del f
             gc.collect()
@@ -203,7 +206,7 @@ async def test_a_dropped_async_writer_warns_and_one_with_nothing_to_lose_does_no
         client: AsyncClient, bucket: str) -> None:
     writer = AsyncObjectWriter(client, bucket, "a.bin")
     await writer.write(b"12345")  # buffered: no part went up
-    with pytest.warns(ResourceWarning,
+    with pytest.warns(UnclosedWriterWarning,
                       match=f"unclosed writer gs://{bucket}/a.bin discarded the 5 bytes"):
         del writer
         gc.collect()
@@ -240,22 +243,98 @@ else:
 """
 
 
+def _default_filters_env(emulator: Emulator) -> dict[str, str]:
+    """The environment of a user's ``python`` run: Python's default warning
+    filters (no PYTHONWARNINGS, no dev mode), the emulator as GCS."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONWARNINGS", "PYTHONDEVMODE", "PYTHONTRACEMALLOC")}
+    return {**env, "STORAGE_EMULATOR_HOST": emulator.endpoint,
+            "PYTHONPATH": str(Path(aioflux.__file__).parents[1])}
+
+
+def _python(code: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    # No -W: the test is what a user's plain `python` shows.
+    return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+def test_the_one_liner_that_drops_its_writer_is_told_on_stderr(place: Place,
+                                                               emulator: Emulator) -> None:
+    # The issue's report: `aioflux.open(url, 'w').write('important')` printed
+    # 9, exited 0 and published nothing, its ResourceWarning hidden.
+    url = place.url("x.txt")
+    done = _python(f"import aioflux; print(aioflux.open({url!r}, 'w').write('important'))",
+                   env=_default_filters_env(emulator))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "9\n"
+    assert done.stderr.startswith(
+        f"<string>:1: UnclosedWriterWarning: unclosed writer {url} discarded the 9 "
+        "characters written to it: nothing is published"), done.stderr
+    assert not place.exists("x.txt")  # all or nothing: aborted, and said
+    assert place.leftovers() == []
+
+
+def test_the_warning_names_the_line_that_opened_the_writer(tmp_path: Path) -> None:
+    # Not aioflux's own frames, and a second loss of the same URL is said too
+    # (Python's "default" action shows a message once per line).
+    script = tmp_path / "train.py"
+    target = tmp_path / "out.bin"
+    script.write_text("import aioflux\n"
+                      "def save(n):\n"
+                      f"    f = aioflux.open({str(target)!r}, 'wb')\n"
+                      "    f.write(b'abc')\n"
+                      "for n in range(2):\n"
+                      "    save(n)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "PYTHONDEVMODE")}
+    env["PYTHONPATH"] = str(Path(aioflux.__file__).parents[1])
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    said = (f"{script}:3: UnclosedWriterWarning: unclosed writer file://{target} discarded "
+            "the 3 bytes written to it")
+    assert done.stderr.count(said) == 2, done.stderr
+    assert f"\n  f = aioflux.open({str(target)!r}, 'wb')\n" in done.stderr  # the source line
+    assert "tracemalloc" not in done.stderr  # no "Enable tracemalloc..." noise
+    assert not target.exists()
+
+
+def test_a_writer_abandoned_by_an_exception_publishes_nothing(place: Place,
+                                                             emulator: Emulator) -> None:
+    # Why an unclosed writer is not published as Python's files are: one the
+    # caller's exception unwound past holds a part of the data, and its
+    # finalizer cannot tell it from one a script forgot to close.
+    code = ("import aioflux, sys\n"
+            "def produce():\n"
+            "    yield b'first half'\n"
+            "    raise ValueError('the producer failed')\n"
+            "f = aioflux.open(sys.argv[1], 'wb')\n"
+            "try:\n"
+            "    for chunk in produce():\n"
+            "        f.write(chunk)\n"
+            "except ValueError:\n"
+            "    pass\n"
+            "del f\n")
+    done = _python(code, place.url("half.bin"), env=_default_filters_env(emulator))
+    assert done.returncode == 0, done.stderr
+    assert (f"UnclosedWriterWarning: unclosed writer {place.url('half.bin')} discarded the "
+            "10 bytes") in done.stderr, done.stderr
+    assert not place.exists("half.bin")
+    assert place.leftovers() == []
+
+
 @pytest.mark.parametrize("kind", ["binary", "zstd"])
 def test_a_script_that_ends_with_a_writer_open_is_told_and_leaves_nothing(
         place: Place, emulator: Emulator, kind: str) -> None:
     # The script's writer is collected after aioflux's event loop stopped:
     # its abort could not run, and a file's temporary copy stayed behind.
+    # The exit hook aborts it first, and says so under the default filters.
     if kind == "zstd":
         pytest.importorskip("zstandard")
-    env = {**os.environ, "STORAGE_EMULATOR_HOST": emulator.endpoint,
-           "PYTHONPATH": str(Path(aioflux.__file__).parents[1])}
-    done = subprocess.run(
-        [sys.executable, "-W", "always::ResourceWarning", "-c", _SCRIPT, place.url("end.bin"),
-         str(place.part), kind], env=env, capture_output=True, text=True, timeout=60,
-        check=False)
+    done = _python(_SCRIPT, place.url("end.bin"), str(place.part), kind,
+                   env=_default_filters_env(emulator))
     assert done.returncode == 0, done.stderr
     lost = "100,000 characters" if kind == "zstd" else f"{place.part + 3:,} bytes"
-    assert (f"ResourceWarning: unclosed writer {place.url('end.bin')} discarded the {lost} "
-            "written to it") in done.stderr, done.stderr
-    assert done.stderr.count("ResourceWarning: unclosed writer") == 1, done.stderr
+    assert (f"UnclosedWriterWarning: unclosed writer {place.url('end.bin')} discarded the "
+            f"{lost} written to it") in done.stderr, done.stderr
+    assert done.stderr.count("UnclosedWriterWarning: unclosed writer") == 1, done.stderr
     assert place.leftovers() == []

@@ -21,7 +21,7 @@ from aioflux import (
 from aioflux._core.crc import crc32c
 from aioflux._core.portal import call
 from aioflux._engines.async_writer import AsyncObjectWriter
-from aioflux._engines.writer import ObjectWriter
+from aioflux._engines.writer import ObjectWriter, UnclosedWriterWarning
 from aioflux.testing import Emulator
 
 MiB = 1024 * 1024
@@ -88,8 +88,9 @@ def test_abandoned_writer_is_aborted_not_published(sync_client: Client, bucket: 
     f.write(os.urandom(PART + 1))
     import gc
 
-    with pytest.warns(ResourceWarning, match=f"unclosed writer gs://{bucket}/gc discarded the "
-                                             f"{PART + 1:,} bytes written"):
+    with pytest.warns(UnclosedWriterWarning,
+                      match=f"unclosed writer gs://{bucket}/gc discarded the {PART + 1:,} "
+                            "bytes written"):
         del f
         gc.collect()
     assert not sync_client.exists(bucket, "gc")

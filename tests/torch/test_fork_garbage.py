@@ -15,6 +15,7 @@ import pytest
 import torch.utils.data
 
 import aioflux
+from aioflux._engines.writer import UnclosedWriterWarning
 from aioflux.torch import MapDataset
 from tests._hang_report import dump_forked_children
 from tests.torch._resume_util import seed_data, to_bytes
@@ -32,7 +33,8 @@ def test_an_epoch_of_fork_workers_beside_the_parents_garbage(where: Where) -> No
     # The workers' copies of the writer say nothing (the data is the
     # parent's); the parent's own, collected when its cyclic GC next runs
     # (by the DataLoader's, or the last, collection), says what it discarded.
-    with pytest.warns(ResourceWarning, match=r"unclosed writer .*/dropped discarded the 11 bytes"):
+    with pytest.warns(UnclosedWriterWarning,
+                      match=r"unclosed writer .*/dropped discarded the 11 bytes"):
         gc.disable()  # the objects below stay uncollected until the workers run
         try:
             writer = aioflux.open(where.url("dropped"), "wb", client=where.client)
