@@ -20,6 +20,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
+from aioflux._core.validate import check_instance
 from aioflux.testing._billing import check_user_project
 from aioflux.testing._errors import ApiError
 from aioflux.testing._json_api import handle_json
@@ -66,12 +67,17 @@ class Emulator:
         faults: fault probabilities (default: none).
         host: interface to bind; keep the loopback default.
         port: TCP port; ``0`` picks a free one.
-        store: an existing store to serve (default: a new empty one).
+        store: an existing store to serve, e.g. another (stopped)
+            emulator's ``emu.store`` (default: a new empty one).
         xml_multipart: serve XML multipart uploads; ``False`` refuses them as
             fake-gcs-server does, so writers take their resumable fallback.
         s3_port: TCP port of the S3 face (``0`` picks a free one; ``None``
             serves no S3 face).
         s3_region: the region the S3 face reports for every bucket.
+
+    Raises:
+        InvalidArgument: ``store`` is not a ``Store`` (the emulator's), or
+            ``s3_region`` not a ``str``.
     """
 
     def __init__(
@@ -86,6 +92,10 @@ class Emulator:
         s3_port: int | None = 0,
         s3_region: str = "us-east-1",
     ) -> None:
+        # Refused here: a MemoryStore (the other store aioflux.testing
+        # offers) failed only at the first request, inside the server.
+        check_instance("Emulator", "store", store, Store, optional=True)
+        check_instance("Emulator", "s3_region", s3_region, str)
         self._rt = Runtime(store or Store(), profile or NO_PROFILE, faults or NO_FAULTS)
         self._xml_multipart = xml_multipart
         self._host = host
@@ -332,8 +342,10 @@ def running_emulator(
     port: int = 0,
     *,
     host: str = "127.0.0.1",
+    store: Store | None = None,
     xml_multipart: bool = True,
     s3_port: int | None = 0,
+    s3_region: str = "us-east-1",
     loop_factory: Callable[[], asyncio.AbstractEventLoop] = new_event_loop,
 ) -> Iterator[Emulator]:
     """Run an :class:`Emulator` on its own event loop in a daemon thread.
@@ -346,9 +358,19 @@ def running_emulator(
         faults: fault probabilities.
         port: TCP port (``0`` = ephemeral).
         host: interface to bind.
+        store: the buckets and objects to serve, as :class:`Emulator`
+            takes them: an earlier emulator's ``emu.store`` (a restart on
+            another port or with other settings keeps its objects), or one
+            filled before the start. Default: a new empty one. Serve it
+            from one running emulator at a time: its operations are atomic
+            on the loop of the emulator that runs them only.
         xml_multipart: see :class:`Emulator`.
         s3_port: port of the S3 face (``0`` = ephemeral, ``None`` = none);
             see :attr:`Emulator.s3_endpoint`.
+        s3_region: the region the S3 face reports for a bucket created
+            without one (``HeadBucket``'s ``x-amz-bucket-region``,
+            ``GetBucketLocation``), as ``--s3-region`` of
+            ``python -m aioflux.testing``.
         loop_factory: builds the thread's loop (uvloop when available).
 
     Yields:
@@ -356,9 +378,11 @@ def running_emulator(
 
     Raises:
         OSError: the port cannot be bound.
+        InvalidArgument: ``store`` is not the emulator's ``Store`` (a
+            ``MemoryStore`` is a client-side store, served by no emulator).
     """
-    emu = Emulator(profile, faults, host=host, port=port, xml_multipart=xml_multipart,
-                   s3_port=s3_port)
+    emu = Emulator(profile, faults, host=host, port=port, store=store,
+                   xml_multipart=xml_multipart, s3_port=s3_port, s3_region=s3_region)
     loop = loop_factory()
     started = threading.Event()
     failure: list[BaseException] = []

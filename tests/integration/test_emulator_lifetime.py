@@ -6,8 +6,12 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+import urllib.request
 
-from aioflux.testing import Faults, running_emulator
+import pytest
+
+from aioflux import Client, InvalidArgument
+from aioflux.testing import Faults, MemoryStore, running_emulator
 from aioflux.testing._server import new_event_loop
 
 STALLED = b"GET /download/storage/v1/b/stalled/o/x?alt=media HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -45,3 +49,34 @@ def test_a_handler_whose_client_left_is_not_left_pending() -> None:
     # Cancelled and awaited before the loop closed, not destroyed pending
     # later ("Task was destroyed but it is pending!" at the session's end).
     assert [task for task in asyncio.all_tasks(loop) if not task.done()] == []
+
+
+def test_a_store_outlives_its_emulator_and_serves_the_next() -> None:
+    # store= restarts the emulator (another port, other settings) on the
+    # objects an earlier one holds, as Emulator(store=) does.
+    with running_emulator(s3_port=None) as first, Client(endpoint=first.endpoint) as client:
+        first.create_bucket("kept")
+        client.write("kept", "a/x", b"written through the first")
+        store = first.store
+    with running_emulator(store=store, s3_port=None, xml_multipart=False) as second, \
+            Client(endpoint=second.endpoint) as client:
+        assert second.store is store and second.port != first.port
+        assert client.read("kept", "a/x") == b"written through the first"
+        client.write("kept", "a/y", b"and the second")
+    assert bytes(store.get("kept", "a/y").data) == b"and the second"
+
+
+def test_the_s3_face_reports_the_region_given() -> None:
+    with running_emulator(s3_region="eu-central-1") as emu:
+        emu.create_bucket("placed")
+        request = urllib.request.Request(f"{emu.s3_endpoint}/placed", method="HEAD")
+        with urllib.request.urlopen(request) as answer:
+            assert answer.headers["x-amz-bucket-region"] == "eu-central-1"
+
+
+def test_a_store_the_emulator_cannot_serve_is_named() -> None:
+    wrong = MemoryStore()
+    with pytest.raises(InvalidArgument, match=r"^Emulator: store must be a Store, got "
+                                              r"MemoryStore"):
+        with running_emulator(store=wrong):  # type: ignore[arg-type]
+            pass
