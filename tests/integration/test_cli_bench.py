@@ -5,8 +5,11 @@ What it measures and prints is in test_cli.py and test_hedged_reads.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import select
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,82 @@ import pytest
 from aioflux import AsyncClient, Client, PermissionDenied, TransportError
 from aioflux.cli import _bench, main
 from aioflux.testing import Emulator, _subprocess
+
+# The bench with its measurements replaced by a wait that only an interrupt
+# ends, once it said it got there: what a Ctrl-C midway meets, at a moment
+# the test knows (the line), not one a machine's speed picks.
+STUCK_BENCH = """
+import asyncio, sys
+from aioflux.cli import _bench, main
+
+async def measuring(*args, **kwargs):
+    print("measuring", flush=True)
+    await asyncio.Event().wait()
+
+_bench._write_read_list = measuring
+sys.exit(main(sys.argv[1:]))
+"""
+# Bounds a hang only: every wait below ends on an event well before it.
+HANG = 60.0
+
+
+def _default_sigint() -> None:
+    # A CI job started in the background ignores SIGINT, and a child
+    # inherits that: the bench then never saw the Ctrl-C and the test
+    # waited for its exit forever (why it was taken out). As from a terminal.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue  # gone meanwhile
+            if int(stat.rpartition(")")[2].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _readable(fd: int, what: str) -> None:
+    ready, _, _ = select.select([fd], [], [], HANG)
+    assert ready, f"{what} within {HANG:g} s"
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfd_open is Linux's")
+@pytest.mark.timeout(2 * HANG + 30)
+def test_ctrl_c_on_the_bundled_emulator_exits_130() -> None:
+    bench = subprocess.Popen([sys.executable, "-c", STUCK_BENCH, "bench", "--objects", "1"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True, preexec_fn=_default_sigint)
+    try:
+        assert bench.stdout is not None
+        _readable(bench.stdout.fileno(), "the bench started measuring")
+        assert bench.stdout.readline() == "measuring\n"
+        (emulator,) = _children(bench.pid)
+        # A terminal's Ctrl-C reaches the whole process group: the emulator
+        # stops too, here first (pidfd: readable once it exited), so the
+        # bench meets the interrupt with its emulator gone.
+        exited = os.pidfd_open(emulator)
+        try:
+            os.kill(emulator, signal.SIGINT)
+            _readable(exited, "the emulator exited on SIGINT")
+        finally:
+            os.close(exited)
+        bench.send_signal(signal.SIGINT)
+        out, err = bench.communicate(timeout=HANG)
+    finally:
+        # Whatever failed above, nothing of the bench's group outlives the
+        # test (its session: the bench and its emulator).
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(bench.pid, signal.SIGKILL)
+        bench.communicate()
+    # Not exit 1 with a connection error: no clean-up asks the gone emulator
+    # (whose objects went with it) to list and delete, retrying in vain.
+    assert (bench.returncode, err) == (130, "aioflux bench: interrupted\n"), err
+    assert out == ""
 
 
 def test_a_failed_write_stops_the_others_before_the_clean_up(
