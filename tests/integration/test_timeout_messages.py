@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from aioflux import AsyncClient, Client, ClientConfig, RetryPolicy, Timeouts, TransportError
+from aioflux import AsyncClient, ClientConfig, RetryPolicy, Timeouts, TransportError
 from aioflux._core.auth import AnonymousAuth
 from aioflux._net.failures import drain
 from aioflux._net.transport import Op, Transport
-from aioflux.testing import EmulatorProfile, running_emulator
-from tests.raw_server import RawServer
+from aioflux.testing import running_emulator
+from tests.raw_server import Listener, RawServer
 
 ONE_ATTEMPT = RetryPolicy(max_attempts=1)
 PATIENCE = 5.0
@@ -83,26 +82,90 @@ async def test_a_connect_timeout_shows_no_query_of_its_url() -> None:
     assert secret not in shown, shown
 
 
+class _HeldRelay:
+    """Relays TCP to ``port`` on 127.0.0.1, every answer's bytes held until
+    ``release`` is set; counts the connections it accepted."""
+
+    def __init__(self, port: int) -> None:
+        self._port = port
+        self.asked = asyncio.Event()  # a request's first bytes arrived
+        self.release = asyncio.Event()
+        self.accepted = 0
+        self._listener = Listener(self._relay)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def __aenter__(self) -> str:
+        return f"http://127.0.0.1:{await self._listener.start()}"
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._listener.close()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        up_reader, up_writer = await self._listener.connect("127.0.0.1", self._port)
+
+        async def up() -> None:
+            while data := await reader.read(1 << 16):
+                self.asked.set()
+                up_writer.write(data)
+                await up_writer.drain()
+
+        async def down() -> None:
+            while data := await up_reader.read(1 << 16):
+                await self.release.wait()
+                writer.write(data)
+                await writer.drain()
+
+        pumps = [asyncio.create_task(up()), asyncio.create_task(down())]
+        self._tasks.update(pumps)
+        try:
+            await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for pump in pumps:
+                pump.cancel()
+            await asyncio.gather(*pumps, return_exceptions=True)
+            writer.close()
+            up_writer.close()
+
+
 @pytest.mark.parametrize("call", CALLS)
-def test_waiting_for_a_free_connection_is_not_the_connect_timeout(call: str) -> None:
+async def test_waiting_for_a_free_connection_is_not_the_connect_timeout(call: str) -> None:
     # With fewer connections than permits, a request waits for a pooled
     # connection as another waits for a permit. aiohttp's connect timeout
-    # counted that wait too, so the second of two reads on one connection
-    # failed "timed out connecting" while the first was still answered.
-    # Each answer takes 3 connect timeouts; a connect timeout of 1 s stays far
-    # above what connecting to 127.0.0.1 takes on a loaded machine.
-    slow = EmulatorProfile(ttfb=3.0)
+    # counted that wait too, so the second of two requests on one
+    # connection failed "timed out connecting" while the first was still
+    # answered. Here the first one's answer is held until the second has
+    # waited twice the connect timeout; only the one connection's set-up
+    # is timed (1 s to 127.0.0.1 stays far above it on a loaded machine).
+    connect = 1.0
     config = ClientConfig(retry=ONE_ATTEMPT, max_concurrency=2, connection_limit=1,
-                          timeouts=Timeouts(connect=1.0, read_stall=30),
+                          timeouts=Timeouts(connect=connect, read_stall=60),
                           lean_reads=call != "read (aiohttp)")
     with running_emulator(s3_port=None) as emu:
         emu.create_bucket("bkt")
         emu.store.put("bkt", "o", b"abc")
-        emu.profile = slow
-        with Client(config, endpoint=emu.endpoint) as client:
-            def once(_: int) -> object:
-                return client.stat("bkt", "o") if call == "stat" else client.read("bkt", "o")
+        held = _HeldRelay(emu.port)
+        async with held as endpoint, AsyncClient(config, endpoint=endpoint) as client:
+            async def once() -> object:
+                if call == "stat":
+                    return (await client.stat("bkt", "o")).size
+                return await client.read("bkt", "o")
 
-            with ThreadPoolExecutor(2) as pool:
-                done = list(pool.map(once, range(2)))
-    assert len(done) == 2
+            first = asyncio.create_task(once())
+            second: asyncio.Task[object] | None = None
+            try:
+                await asyncio.wait_for(held.asked.wait(), PATIENCE)
+                second = asyncio.create_task(once())
+                # Not synchronisation: the wait under test, past the timeout.
+                await asyncio.sleep(2 * connect)
+                assert not second.done(), second.exception()
+                assert not first.done()
+                held.release.set()
+                done = await asyncio.wait_for(asyncio.gather(first, second), PATIENCE)
+            finally:
+                for task in (first, second):
+                    if task is not None:
+                        task.cancel()
+    assert done == ([3, 3] if call == "stat" else [b"abc", b"abc"])
+    assert held.accepted == 1  # the second waited for the first's connection
