@@ -171,6 +171,7 @@ def test_two_ways_to_sign_in_given_at_once_are_refused() -> None:
 
     endpoint = "https://acct.blob.core.windows.net"
     for kwargs in ({"account_key": KEY, "credential": Credential()},
+                   {"sas_token": "sv=2020&sig=abc", "credential": Credential()},
                    {"sas_token": "sv=2020&sig=abc", "account_key": KEY},
                    {"anonymous": True, "sas_token": "sv=2020&sig=abc"}):
         with pytest.raises(InvalidArgument, match="give one") as refused:
