@@ -14,7 +14,9 @@ shard without such a sidecar once
 (:func:`~aioflux._engines.shards.stream_index`, checked against the
 shard's crc32c) and writes its sidecar. ``verify``
 streams every shard, and holds the result against the sidecar where
-there is one, sample by sample. All three print each shard's row as the
+there is one, sample by sample; it decodes each line of a lines shard as
+the dataset will (``--decode``, by default JSON for ``.jsonl``, ``.json``
+and ``.ndjson`` shards). All three print each shard's row as the
 listing brings it: what they hold is a page and the reads in flight.
 """
 
@@ -24,8 +26,8 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator, Callable
-from typing import TypeVar
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, TypeVar
 
 from .._core.crc import encode_crc32c
 from .._core.errors import AiofluxError, ChecksumMismatch, NotFound, ShardFormatError
@@ -46,6 +48,7 @@ from .._engines.shards import (
     sidecar_matches,
     stream_index,
 )
+from .._engines.shards._decode import LINE_DECODES, decoded_lines
 from ._common import add_client_arguments, human, list_named, portal_store, url_arg
 from ._registry import UsageError, command
 from ._text import one_line, shell_quoted
@@ -54,7 +57,8 @@ __all__: list[str] = []
 
 T = TypeVar("T")
 
-_LINES_SUFFIXES = (".jsonl", ".json", ".ndjson", ".txt")
+_JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
+_LINES_SUFFIXES = (*_JSON_SUFFIXES, ".txt")
 _COMPRESSED_SUFFIXES = (".gz", ".gzip", ".zst", ".zstd")
 # Shards streamed at once by index and verify: each reader keeps its own
 # ranged reads ahead, so a few shards keep the connections busy while
@@ -83,15 +87,24 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         if action == "index":
             p.add_argument("--force", action="store_true",
                            help="index shards whose sidecar already matches too")
+        if action == "verify":
+            p.add_argument("--decode", choices=[*LINE_DECODES, "none"],
+                           help="decode each line of lines shards as ShardDataset's decode= "
+                                "does (default: json for .jsonl/.json/.ndjson, else none)")
         add_client_arguments(p)
+
+
+def _plain_name(info: ObjectInfo) -> str:
+    name = info.name.lower()
+    for suffix in _COMPRESSED_SUFFIXES:
+        name = name.removesuffix(suffix)
+    return name
 
 
 def _format(info: ObjectInfo, forced: str | None) -> ShardFormat:
     if forced is not None:
         return FORMATS[forced]
-    name = info.name.lower()
-    for suffix in _COMPRESSED_SUFFIXES:
-        name = name.removesuffix(suffix)
+    name = _plain_name(info)
     if name.endswith(".tar"):
         return FORMATS["tar"]
     if name.endswith(_LINES_SUFFIXES):
@@ -283,12 +296,42 @@ def _compare(info: ObjectInfo, fresh: ShardIndex, side: _Sidecar) -> None:
             f"{fresh.data_size} bytes of {fresh.compression or 'uncompressed'} data")
 
 
+class _Decoding:
+    """A lines format whose index pass also decodes each line (``kind``), as
+    the dataset's ``decode=`` will: a cut or foreign line fails verify,
+    naming its byte, rather than an epoch midway."""
+
+    def __init__(self, fmt: ShardFormat, kind: str) -> None:
+        self.name, self._fmt, self._kind = fmt.name, fmt, kind
+
+    def index(self, chunks: Iterable[bytes | memoryview], where: str
+              ) -> tuple[Any, Any, Any, int]:
+        return self._fmt.index(decoded_lines(chunks, self._kind, "verify", where), where)
+
+    def sample(self, region: bytes | memoryview, url: str, offset: int) -> Any:
+        return self._fmt.sample(region, url, offset)
+
+
+def _decoding(info: ObjectInfo, fmt: ShardFormat, choice: str | None) -> ShardFormat:
+    """``fmt``, decoding its lines as ``--decode`` says (by default JSON for a
+    JSON lines shard's name, the dataset's usual ``decode="json"``)."""
+    if choice is None:
+        json_lines = fmt.name == "lines" and _plain_name(info).endswith(_JSON_SUFFIXES)
+        return _Decoding(fmt, "json") if json_lines else fmt
+    if choice == "none":
+        return fmt
+    if fmt.name != "lines":
+        raise UsageError(f"--decode {choice} decodes the lines of lines shards; {info.url} is "
+                         f"a {fmt.name} shard")
+    return _Decoding(fmt, choice)
+
+
 def _verify(args: argparse.Namespace, store: ObjectStore) -> int:
     shards = bad = samples = 0
 
     def check(item: _Found) -> int:
         info, fmt, _ = item
-        fresh = stream_index(store, info, fmt)
+        fresh = stream_index(store, info, _decoding(info, fmt, args.decode))
         _compare(info, fresh, get_portal().call(_sidecar(store, info, fmt, keep=True)))
         return len(fresh)
 
