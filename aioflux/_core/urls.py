@@ -6,6 +6,18 @@ Every backend addresses an object as (bucket, name). For the local
 filesystem the bucket is the first directory of the absolute path and the
 name the rest (``file:///mnt/nfs/run1/x`` is bucket ``mnt``, name
 ``nfs/run1/x``), so the engines above the backends see one shape.
+
+A local path follows one rule whether it is given plain or as a
+``file://`` URL: it is made absolute (a plain path against the working
+directory) and normalized by name as ``os.path.abspath`` does: ``.``
+segments and repeated ``/`` dropped, each ``..`` removing the segment
+before it, without asking the filesystem (so ``link/..`` is the directory
+holding ``link``, not the parent of the link's target); one trailing ``/``
+(a folder) is kept. ``/home/me/a/sub/../x.txt`` and
+``file:///home/me/a/sub/../x.txt`` both name ``file:///home/me/a/x.txt``.
+Only the names of the store's own API (``LocalStore.read(bucket, name)``)
+refuse ``.``, ``..`` and empty segments: there a name is an object's, never
+a path to resolve. Errors about a local path quote the whole path.
 """
 
 from __future__ import annotations
@@ -96,7 +108,8 @@ def validate_bucket(bucket: str, *, arg: str = "bucket", scheme: str = "gs") -> 
 _AZ_NOT_KEPT = re.compile(r"[\\\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
-def validate_object_name(name: str, *, arg: str = "name", scheme: str = "gs") -> str:
+def validate_object_name(name: str, *, arg: str = "name", scheme: str = "gs",
+                         path: str | None = None) -> str:
     """Check an object name against GCS naming rules (and, for ``file``,
     that it is a relative path without ``.``/``..`` or empty segments).
 
@@ -104,6 +117,9 @@ def validate_object_name(name: str, *, arg: str = "name", scheme: str = "gs") ->
         name: the object name.
         arg: the argument's name, for the message.
         scheme: the store's scheme.
+        path: the whole local path the name is the end of, which the
+            messages quote instead of the name (that lacks the path's
+            first directory).
 
     Returns:
         The same name.
@@ -116,24 +132,31 @@ def validate_object_name(name: str, *, arg: str = "name", scheme: str = "gs") ->
         raise InvalidURL(f"{arg} must be an object name string, got {type(name).__name__}")
     if not name:
         raise InvalidURL(f"{arg}: object name is empty")
+    what = f"object name {name!r}" if path is None else f"path {path!r}"
     try:
         encoded = name.encode("utf-8")
     except UnicodeEncodeError as exc:
         # GCS names are UTF-8; a lone surrogate (from a bad os.fsdecode) has none.
-        raise InvalidURL(f"{arg}: object name {name!r} is not valid UTF-8 ({exc.reason} at "
-                         f"position {exc.start})") from None
+        at = exc.start + (0 if path is None else len(path) - len(name))  # in what is quoted
+        raise InvalidURL(f"{arg}: {what} is not valid UTF-8 ({exc.reason} at "
+                         f"position {at})") from None
     if len(encoded) > _MAX_OBJECT_NAME_BYTES:
         raise InvalidURL(
-            f"{arg}: object name longer than {_MAX_OBJECT_NAME_BYTES} bytes: {name[:40]!r}...")
+            f"{arg}: object name longer than {_MAX_OBJECT_NAME_BYTES} bytes: {name[:40]!r}..."
+            if path is None else f"{arg}: path {path[:60]!r}... is longer than "
+            f"{_MAX_OBJECT_NAME_BYTES} bytes after its first directory")
     if name in (".", ".."):
         raise InvalidURL(f"{arg}: object name {name!r} is not allowed")
     if "\r" in name or "\n" in name:
-        raise InvalidURL(f"{arg}: object name {name!r} contains a line break")
+        raise InvalidURL(f"{arg}: {what} contains a line break")
     if scheme == "file":
         # One trailing "/" is a folder's name (refused where a file is
         # written); "a//" is a second spelling of it, as "a//b" is of "a/b".
         segments = name.removesuffix("/").split("/")
         if "\0" in name or any(seg in ("", ".", "..") for seg in segments):
+            if path is not None:
+                raise InvalidURL(f"{arg}: {what} is not a plain path (no '.', '..', empty "
+                                 "segments or NUL)")
             raise InvalidURL(f"{arg}: {name!r} is not a plain relative path (no '.', '..', "
                              "empty segments or NUL)")
     if scheme == "az" and (_AZ_NOT_KEPT.search(name)
@@ -224,7 +247,12 @@ GcsURL = StoreURL
 def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> StoreURL:
     """Parse ``gs://bucket[/name]``, ``s3://bucket[/name]``,
     ``az://container[/blob]``, ``file:///path`` or a plain filesystem path
-    (made absolute; it means ``file``).
+    (it means ``file``).
+
+    A local path, plain or ``file://``, is made absolute and its ``.``,
+    ``..`` and empty segments resolved by name, as ``os.path.abspath``
+    does (see the module's docstring): ``file:///a/sub/../x`` is
+    ``file:///a/x``, as the path ``/a/sub/../x`` is.
 
     Azure URLs also come in adlfs's forms: ``abfs://`` and ``abfss://``
     are ``az://``, and ``container@account.dfs.core.windows.net`` (or
@@ -246,7 +274,8 @@ def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> S
 
     Raises:
         InvalidURL: an unknown scheme, a scheme without ``//`` or without
-            ``:``, a bad bucket or name, or a missing object name.
+            ``:``, a bad bucket or name, a missing object name, or a local
+            path that is the root or holds NUL or a line break.
     """
     if isinstance(url, os.PathLike):
         url = os.fspath(url)
@@ -263,7 +292,7 @@ def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> S
         if host not in ("", "localhost") or not slash:
             raise InvalidURL(f"a file URL names a local absolute path (file:///path), "
                              f"got {url!r}")
-        rest = path
+        rest = _absolute("/" + path)  # the rule of a plain path: one rule for both
     elif scheme in AZURE_ALIASES:
         scheme = "az"
     elif scheme not in SCHEMES:
@@ -273,8 +302,8 @@ def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> S
     account = ""
     if scheme == "az" and "@" in bucket:
         bucket, account = _azure_account(bucket, url)
-    if scheme == "file" and not bucket:
-        raise InvalidURL(f"{url!r} names the filesystem root, not a directory under it")
+    if scheme == "file":
+        _check_local(url, bucket, name)
     validate_bucket(bucket, arg=f"bucket of {url!r}", scheme=scheme)
     if name:
         validate_object_name(name, arg=f"name in {url!r}", scheme=scheme)
@@ -309,6 +338,20 @@ def _refuse_scheme_typo(url: str) -> None:
         hint = f"did you mean {scheme}://{rest}?" if rest else f"use {scheme}://bucket/name"
     raise InvalidURL(f"{url!r} lacks the {':' if no_colon else '//'!r} of a {scheme}:// URL; "
                      f"{hint} (a local path: ./{url})")
+
+
+def _check_local(url: str, bucket: str, name: str) -> None:
+    """Check a local path (``/bucket/name``, normalized), every message
+    quoting the whole path: its bucket and name alone are no path a user
+    wrote (``me/dl/x.txt`` of ``/home/me/dl/x.txt``)."""
+    path = f"/{bucket}/{name}" if name else f"/{bucket}"
+    if not bucket:
+        raise InvalidURL(f"{url!r} names the filesystem root, not a directory under it")
+    if "\0" in bucket:
+        raise InvalidURL(f"{url!r}: path {path!r} holds a NUL character")
+    if name:
+        shown = repr(url) if len(url) <= 200 else f"{url[:60]!r}..."  # a path too long, too
+        validate_object_name(name, arg=shown, scheme="file", path=path)
 
 
 def _absolute(path: str) -> str:

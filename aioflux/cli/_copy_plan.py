@@ -356,8 +356,10 @@ class Folder:
     def _refused(item: Item) -> str | None:
         try:
             # A name the destination cannot hold (on disk "a//b" or "./a").
-            validate_object_name(item.dst.name, arg=f"destination of {item.src.url}",
-                                 scheme=item.dst.scheme)
+            dst = item.dst
+            validate_object_name(dst.name, arg=f"destination of {item.src.url}",
+                                 scheme=dst.scheme,
+                                 path=f"/{dst.bucket}/{dst.name}" if dst.scheme == "file" else None)
         except (InvalidArgument, InvalidURL) as exc:
             return str(exc)
         why = _special_destination(item)

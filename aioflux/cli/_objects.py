@@ -264,8 +264,11 @@ def _rm_url_arg(value: str) -> StoreURL:
     """argparse type of rm's URLs: :func:`url_arg`, but never a local path
     whose last part is ``.`` or ``..``, which POSIX and GNU ``rm`` refuse.
     A path is made absolute before it is a URL, so ``rm -r d/..`` named the
-    current directory: every file in it, and under it, was deleted."""
-    if scheme_of(value) is None and os.path.basename(value.rstrip("/")) in (".", ".."):
+    current directory: every file in it, and under it, was deleted. A
+    ``file://`` URL's path is resolved the same way, so it is refused too."""
+    scheme = scheme_of(value)
+    path = value.partition("://")[2] if scheme == "file" else value
+    if scheme in (None, "file") and os.path.basename(path.rstrip("/")) in (".", ".."):
         raise argparse.ArgumentTypeError(
             f"{value!r}: rm refuses to remove '.' or '..' (name the directory itself)")
     return url_arg(value)

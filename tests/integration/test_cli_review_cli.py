@@ -38,6 +38,21 @@ def test_rm_refuses_dot_and_dot_dot(run, tmp_path: Path,  # type: ignore[no-unty
     assert run("rm", "...")[:2] == (0, "removed 1 object(s)\n")
 
 
+@pytest.mark.parametrize("operand", ["d/..", "d/../", "d/.", "d/sub/.."])
+def test_rm_refuses_dot_and_dot_dot_in_a_file_url(run, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                  operand: str) -> None:
+    # A file:// URL's ".." is resolved as a path's (it was an InvalidURL):
+    # "rm -r file:///.../d/.." would then name the directory above d.
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    for name in ("keep", "d/x", "d/sub/y"):
+        (tmp_path / name).write_bytes(b"data")
+    for url in (f"file://{tmp_path}/{operand}", f"file://localhost{tmp_path}/{operand}"):
+        code, out, err = run("rm", "-r", url)
+        assert (code, out) == (2, ""), err
+        assert "refuses to remove '.' or '..'" in err and len(err.splitlines()) == 1
+    assert _files(tmp_path) == ["d/sub/y", "d/x", "keep"]
+
+
 class _Unpicklable:
     def __reduce__(self) -> tuple[object, ...]:
         raise RuntimeError("first line of the failure\nsecond line of the failure")

@@ -11,6 +11,7 @@ nothing outside is read, listed or changed. ``fetch`` once read
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,9 +184,15 @@ async def test_offsets_are_bounds_on_names_never_paths(space: Space, offset: str
                          if (start is None or n >= start) and (end is None or n < end)]
 
 
-async def test_the_names_refused_are_the_names_parse_url_refuses(space: Space) -> None:
-    # One rule: a file URL spelling a name the store refuses is refused too.
+async def test_a_url_spelling_a_refused_name_is_a_path_resolved_as_a_plain_one(
+        space: Space) -> None:
+    # A URL is a path, the store's name an object's: the file URL resolves
+    # ".", ".." and "//" by name as the same plain path does (it was refused
+    # where the path worked), and what it gives the store is a plain name.
     for bad in BAD_NAMES.values():
-        name = bad(space)
-        with pytest.raises(InvalidURL):
-            parse_url(f"file:///{space.bucket}/{name}")
+        path = f"/{space.bucket}/{bad(space)}"
+        parsed = parse_url("file://" + path)
+        assert parsed == parse_url(path)
+        assert str(parsed) == "file://" + os.path.abspath(path) + ("/" if path.endswith("/")
+                                                                  else "")
+        await space.store.exists(parsed.bucket, parsed.name)  # no InvalidURL: a plain name
