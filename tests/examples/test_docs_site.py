@@ -1,0 +1,52 @@
+"""The documentation site's build settings (mkdocs.yml, pyproject's ``docs`` extra).
+
+mkdocstrings-python prints a signature on lines of ``line_length`` only
+through a code formatter it imports (Black or Ruff); without one, every
+signature of the API reference was one long line in a sideways scroller.
+The ``docs`` extra must bring a formatter the installed mkdocstrings-python
+looks for, and mkdocs.yml must ask for separate, wrapped signatures.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def docs_extra() -> set[str]:
+    """The distribution names of pyproject.toml's ``docs`` extra."""
+    text = (ROOT / "pyproject.toml").read_text()
+    (line,) = re.findall(r"(?m)^docs\s*=\s*\[(.*)\]\s*$", text)
+    return {re.split(r"[\[<>=!~;\s]", item.strip().strip('"'))[0].lower()
+            for item in line.split('",') if item.strip()}
+
+
+def formatters_mkdocstrings_uses() -> set[str]:
+    """The formatter packages the installed mkdocstrings-python imports."""
+    handler = pytest.importorskip("mkdocstrings_handlers.python")
+    folder = Path(handler.__file__).parent
+    found = set()
+    for source in folder.rglob("*.py"):
+        found.update(re.findall(r"(?m)^\s*from (black|ruff)[\s.]", source.read_text()))
+    return found
+
+
+def test_the_docs_extra_is_read() -> None:
+    assert {"mkdocs", "mkdocs-material", "mkdocstrings"} <= docs_extra()
+
+
+def test_the_docs_extra_brings_a_formatter_mkdocstrings_uses() -> None:
+    uses = formatters_mkdocstrings_uses()
+    assert uses, "mkdocstrings-python no longer imports black or ruff: see how it formats"
+    assert docs_extra() & uses, (sorted(docs_extra()), sorted(uses))
+
+
+def test_signatures_are_separate_and_wrapped() -> None:
+    options = (ROOT / "mkdocs.yml").read_text()
+    assert re.search(r"(?m)^\s+separate_signature: true$", options)
+    (width,) = re.findall(r"(?m)^\s+line_length: (\d+)$", options)
+    assert 60 <= int(width) <= 100
