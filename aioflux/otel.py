@@ -54,7 +54,9 @@ def instrument(client: Any, meter_provider: Any = None) -> Observer:
     Returns:
         The observer added to ``client.stats.observers`` (remove it to stop).
         A client already instrumented for this meter provider keeps its
-        observer, which is returned: each attempt is recorded once.
+        observer, which is returned: each attempt is recorded once (the
+        global provider is one provider, whether it was set before the
+        first call or between the calls).
 
     Raises:
         InvalidArgument: OpenTelemetry is not installed (the message names
@@ -79,8 +81,12 @@ def instrument(client: Any, meter_provider: Any = None) -> Observer:
     for observer in stats.observers:
         # A second call (a library and its application both instrumenting
         # one client) would record every attempt into the same instruments
-        # twice.
-        if isinstance(observer, _Forward) and observer.provider is provider:
+        # twice. One made for the global provider before the application
+        # set it forwards to the one set later (OpenTelemetry's proxy does):
+        # that one is the same provider.
+        if isinstance(observer, _Forward) and (
+                observer.provider is provider
+                or (observer.for_global and provider is metrics.get_meter_provider())):
             return observer
     meter = provider.get_meter("aioflux", __version__)
     duration = _histogram(meter, "http.client.request.duration", "s",
@@ -96,7 +102,8 @@ def instrument(client: Any, meter_provider: Any = None) -> Observer:
     server: dict[str, str | int] = {"server.address": endpoint.hostname or "",
                                     "server.port": port}
 
-    forward = _Forward(provider, duration, body, retries, server)
+    forward = _Forward(provider, provider is metrics.get_meter_provider(), duration, body,
+                       retries, server)
     stats.observers.append(forward)
     return forward
 
@@ -113,10 +120,12 @@ def _histogram(meter: Any, name: str, unit: str, description: str,
 class _Forward:
     """Forwards attempts and retries to OpenTelemetry instruments."""
 
-    def __init__(self, provider: Any, duration: Any, body: Any, retries: Any,
-                 server: dict[str, str | int]) -> None:
+    def __init__(self, provider: Any, for_global: bool, duration: Any, body: Any,
+                 retries: Any, server: dict[str, str | int]) -> None:
         #: the meter provider the instruments came from
         self.provider = provider
+        #: it was the global one (or its proxy, until the application sets it)
+        self.for_global = for_global
         self._duration = duration
         self._body = body
         self._retries = retries

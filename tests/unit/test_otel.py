@@ -4,6 +4,7 @@ reader; and what instrument() says when it cannot work."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -112,3 +113,36 @@ def test_without_opentelemetry_the_error_names_the_extra(
     with pytest.raises(InvalidArgument, match=r"otel extra.*aioflux-storage\[otel\]"):
         instrument(client)
     assert client.stats.observers == []
+
+
+GLOBAL_SET_BETWEEN = """
+from opentelemetry import metrics
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from aioflux import AsyncClient
+from aioflux._core.metrics import Attempt
+from aioflux.otel import instrument
+
+client = AsyncClient(endpoint="http://127.0.0.1:9")
+first = instrument(client)  # the global provider: OpenTelemetry's proxy until set
+reader = InMemoryMetricReader()
+provider = MeterProvider(metric_readers=[reader])
+metrics.set_meter_provider(provider)
+assert instrument(client) is first
+assert instrument(client, meter_provider=provider) is first
+client.stats.observe(Attempt("read", "GET", 0.01))
+print([point.count for rm in reader.get_metrics_data().resource_metrics
+       for sm in rm.scope_metrics for m in sm.metrics
+       if m.name == "http.client.request.duration" for point in m.data.data_points])
+"""
+
+
+def test_instrumenting_before_and_after_the_global_provider_is_set_records_once() -> None:
+    # A library instruments at import (the global provider is then
+    # OpenTelemetry's proxy), its application again after setting the
+    # provider: the proxy forwards to that provider, so two observers
+    # recorded every attempt twice. In a child: the global provider can
+    # be set once per process.
+    done = subprocess.run([sys.executable, "-c", GLOBAL_SET_BETWEEN], capture_output=True,
+                          text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "[1]\n"), done.stderr
