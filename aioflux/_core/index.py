@@ -8,90 +8,47 @@ count, so the shared pages are copied (PyTorch issue 13246). Measured here
 for a million listed objects, per forked worker: 149 MiB made private by
 one collection and 61 MiB more by one shuffled pass of reads.
 
-Columns hold no Python object per entry: names and other strings in one
-bytes buffer each, numbers in ``array`` s, repeated values (bucket, scheme,
-content type, custom metadata) once with an id per entry. The collector
-does not visit them and a read writes nothing, so forked workers share the
-parent's pages (0.1 MiB private after the same pass), a spawned worker
-unpickles a few buffers instead of a million tuples (0.13 s against 2.2 s),
-and the index is half the size. A record is rebuilt on each access (about
-a microsecond).
+Columns hold no Python object per entry (:mod:`.columns`): names end to end
+in one buffer with an end offset each, numbers in arrays, a value all
+entries share kept once. They are built a page at a time
+(:class:`IndexBuilder`; a listing never becomes a list of records), then
+laid out in one block of bytes (:mod:`.shared_columns`): from 1 MiB on, an
+anonymous memory file that forked workers inherit and spawned ones map by
+descriptor, so a node holds the index once and a pickled dataset sent to a
+spawned worker does not grow with its objects. A record is rebuilt on each
+access (about a microsecond).
+
+Per object, a listing of files holds its name's UTF-8 bytes plus 16 bytes
+(a 32-bit name end, a 32-bit size under 4 GiB, a 64-bit generation),
+4 more with recorded crc32cs; while it is listed, 24 to 32 (64-bit until
+the column is finished) and one page of records.
 """
 
 from __future__ import annotations
 
 import itertools
-from array import array
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
+from .columns import (
+    Blobs,
+    Get,
+    Ints,
+    Repeated,
+    Segments,
+    Strings,
+    Updated,
+    getter,
+    layout_of,
+    rfc3339,
+)
+from .shared_columns import Block, new_block
 from .types import NO_METADATA, ObjectInfo
 
-__all__ = ["ObjectIndex"]
+__all__ = ["IndexBuilder", "ObjectIndex"]
 
-_INT64_MIN = -(1 << 63)
-# None in an int64 column (no size, generation, crc32c or metageneration is it).
-_NONE = _INT64_MIN
-
-
-class _Blobs:
-    """Byte strings end to end in one buffer; entry ``i`` is
-    ``data[ends[i]:ends[i + 1]]``."""
-
-    def __init__(self, items: Sequence[bytes]) -> None:
-        self.data = b"".join(items)
-        self.ends = array("Q", itertools.accumulate(map(len, items), initial=0))
-
-    def __getitem__(self, i: int) -> bytes:
-        return self.data[self.ends[i]:self.ends[i + 1]]
-
-    def nbytes(self) -> int:
-        return len(self.data) + len(self.ends) * self.ends.itemsize
-
-
-def _strings(values: Sequence[str | None], *, optional: bool = True) -> _Blobs:
-    """Strings as UTF-8 (surrogatepass: a file name that is not valid UTF-8,
-    as os.fsdecode escapes it, comes back exactly). Where None may occur it
-    is an empty entry and every string gets a leading byte."""
-    if optional:
-        return _Blobs([b"" if v is None else b"\x01" + v.encode("utf-8", "surrogatepass")
-                       for v in values])
-    return _Blobs([v.encode("utf-8", "surrogatepass") for v in values])  # type: ignore[union-attr]
-
-
-class _BigInts:
-    """Integers (or None) beyond 64 bits, such as S3's ETag-as-generation:
-    each as its own little-endian bytes."""
-
-    def __init__(self, values: Sequence[int | None]) -> None:
-        self._blobs = _Blobs([b"" if v is None else
-                              v.to_bytes((v.bit_length() + 8) // 8, "little", signed=True)
-                              for v in values])
-
-    def __getitem__(self, i: int) -> int | None:
-        raw = self._blobs[i]
-        return int.from_bytes(raw, "little", signed=True) if raw else None
-
-    def nbytes(self) -> int:
-        return self._blobs.nbytes()
-
-
-def _ints(values: Sequence[int | None]) -> array[int] | _BigInts:
-    """An int64 array with None as ``_NONE`` (so never holding that value
-    itself), or :class:`_BigInts`, which returns None as None."""
-    if _NONE not in values:  # else that value would read back as None
-        try:
-            return array("q", [_NONE if v is None else v for v in values])
-        except OverflowError:
-            pass  # a value beyond 64 bits (an S3 ETag as a generation)
-    return _BigInts(values)
-
-
-def _repeated(values: Iterable[Hashable]) -> tuple[array[int], list[Any]]:
-    """Values that repeat (a bucket, a content type): each kept once, and
-    an id per entry; entry ``i`` is ``kept[ids[i]]``."""
-    ids: dict[Hashable, int] = {}
-    return array("I", [ids.setdefault(v, len(ids)) for v in values]), list(ids)
+# Records an ObjectIndex(...) of an iterable takes at a time.
+_CHUNK = 4096
 
 
 def _metadata_key(metadata: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -99,8 +56,97 @@ def _metadata_key(metadata: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(metadata.items())) if metadata else ()
 
 
-def _nbytes(column: array[int] | _Blobs | _BigInts) -> int:
-    return len(column) * column.itemsize if isinstance(column, array) else column.nbytes()
+class IndexBuilder:
+    """An :class:`ObjectIndex` made a page of records at a time.
+
+    ``add`` each page in order, then ``finish``; the builder holds columns,
+    never the records.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.ordered = True  # every name so far above the one before
+        self._last: str | None = None
+        self._names = Blobs()
+        self._sizes = Ints()
+        self._generations = Ints()
+        self._crc32cs = Ints()
+        self._md5s = Strings()
+        self._metagenerations = Ints()
+        self._updated = Updated(self._generations)
+        self._buckets = Repeated()
+        self._content_types = Repeated()
+        self._metadata = Repeated()
+        self._schemes = Repeated()
+
+    def add(self, objects: Sequence[ObjectInfo]) -> None:
+        """Append records.
+
+        Args:
+            objects: the next records, in order.
+        """
+        if not objects:
+            return
+        (buckets, names, sizes, generations, crc32cs, md5s, metagenerations, content_types,
+         updated, metadata, schemes) = zip(*objects, strict=True)
+        if self.ordered:
+            self.ordered = ((self._last is None or self._last < names[0])
+                            and all(map(str.__lt__, names, names[1:])))
+        self._last = names[-1]
+        self._names.add([n.encode("utf-8", "surrogatepass") for n in names])
+        self._sizes.add(sizes)
+        self._updated.add(updated, generations)  # before the generations (see Updated)
+        self._generations.add(generations)
+        self._crc32cs.add(crc32cs)
+        self._md5s.add(md5s)
+        self._metagenerations.add(metagenerations)
+        self._buckets.add(buckets)
+        self._content_types.add(content_types)
+        self._metadata.add([_metadata_key(m) for m in metadata])
+        self._schemes.add(schemes)
+        self.count += len(objects)
+
+    def finish(self) -> ObjectIndex:
+        """The index of every record added (the builder is left empty).
+
+        Returns:
+            The index.
+        """
+        out = Segments()
+        # The names first: the largest buffer is copied, and freed, first.
+        specs = {"name": ("names", self._names.finish(out))}
+        for field, kind in _FIELDS:
+            if field != "name":
+                specs[field] = (kind, getattr(self, _COLUMN[field]).finish(out))
+        places = layout_of(out.parts)
+        block = new_block(places[-1][0] + places[-1][1] if places else 0)
+        parts, out.parts = out.parts, []
+        for k, (offset, size) in enumerate(places):
+            block.view[offset:offset + size] = memoryview(parts[k]).cast("B")
+            parts[k] = None  # freed as it is copied
+        index = ObjectIndex.__new__(ObjectIndex)
+        index._load(self.count, specs, places, block)
+        self.__init__()  # type: ignore[misc]
+        return index
+
+
+# ObjectInfo's fields in order, the kind of column each is.
+_FIELDS = (("bucket", "repeated"), ("name", "names"), ("size", "ints"), ("generation", "ints"),
+           ("crc32c", "ints"), ("md5", "strings"), ("metageneration", "ints"),
+           ("content_type", "repeated"), ("updated", "strings"), ("metadata", "repeated"),
+           ("scheme", "repeated"))
+_COLUMN = {"bucket": "_buckets", "name": "_names", "size": "_sizes",
+           "generation": "_generations", "crc32c": "_crc32cs", "md5": "_md5s",
+           "metageneration": "_metagenerations", "content_type": "_content_types",
+           "updated": "_updated", "metadata": "_metadata", "scheme": "_schemes"}
+
+Specs = dict[str, tuple[str, Any]]
+
+
+def _rebuild(count: int, specs: Specs, places: list[tuple[int, int]], block: Block) -> ObjectIndex:
+    index = ObjectIndex.__new__(ObjectIndex)
+    index._load(count, specs, places, block)
+    return index
 
 
 class ObjectIndex(Sequence[ObjectInfo]):
@@ -111,23 +157,50 @@ class ObjectIndex(Sequence[ObjectInfo]):
     it was built from, and every record compares equal to the one given.
 
     Args:
-        objects: the records, in order.
+        objects: the records, in order (an iterable is taken a chunk at a time).
     """
 
     def __init__(self, objects: Iterable[ObjectInfo]) -> None:
-        records = objects if isinstance(objects, list) else list(objects)
-        self._len = len(records)
-        self._names = _strings([o.name for o in records], optional=False)
-        self._sizes = _ints([o.size for o in records])
-        self._generations = _ints([o.generation for o in records])
-        self._crc32cs = _ints([o.crc32c for o in records])
-        self._md5s = _strings([o.md5 for o in records])
-        self._metagenerations = _ints([o.metageneration for o in records])
-        self._updated = _strings([o.updated for o in records])
-        self._buckets = _repeated(o.bucket for o in records)
-        self._content_types = _repeated(o.content_type for o in records)
-        self._metadata = _repeated(_metadata_key(o.metadata) for o in records)
-        self._schemes = _repeated(o.scheme for o in records)
+        builder = IndexBuilder()
+        if isinstance(objects, Sequence):
+            for start in range(0, len(objects), _CHUNK):
+                builder.add(objects[start:start + _CHUNK])
+        else:
+            it = iter(objects)
+            while chunk := list(itertools.islice(it, _CHUNK)):
+                builder.add(chunk)
+        built = builder.finish()
+        self._load(built._len, built._specs, built._places, built._block)
+
+    def _load(self, count: int, specs: Specs, places: list[tuple[int, int]],
+              block: Block) -> None:
+        self._len = count
+        self._specs, self._places, self._block = specs, places, block
+        get = {field: getter(kind, spec, block, places) for field, (kind, spec) in specs.items()
+               if kind != "strings" or spec[0] != "derived"}
+        if "updated" not in get:
+            generation = get["generation"]
+            get["updated"] = lambda i: rfc3339(generation(i))
+        metadata = get["metadata"]
+        get["metadata"] = lambda i: dict(key) if (key := metadata(i)) else NO_METADATA
+        # A record starts as the values every entry shares; only the others
+        # are read (a file listing's: name, size, generation, updated).
+        template: list[Any] = []
+        varying: list[tuple[int, Get]] = []
+        for position, (field, _) in enumerate(_FIELDS):
+            spec = specs[field][1]
+            if spec[0] == "const" and (field != "metadata" or not spec[1]):
+                template.append(NO_METADATA if field == "metadata" else spec[1])
+            else:
+                template.append(None)
+                varying.append((position, get[field]))
+        self._template, self._varying = template, tuple(varying)
+        self._name, self._size = get["name"], get["size"]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The block pickles as its bytes, or to a process of this node
+        # (multiprocessing's pickler) as its descriptor: see shared_columns.
+        return _rebuild, (self._len, self._specs, self._places, self._block)
 
     def __len__(self) -> int:
         return self._len
@@ -154,27 +227,10 @@ class ObjectIndex(Sequence[ObjectInfo]):
         return f"ObjectIndex({self._len} objects)"
 
     def _record(self, i: int) -> ObjectInfo:
-        # Inline column reads: a method call per field would double the cost.
-        j = i + 1
-        names, md5s, updated = self._names, self._md5s, self._updated
-        md5 = md5s.data[md5s.ends[i] + 1:md5s.ends[j]]
-        when = updated.data[updated.ends[i] + 1:updated.ends[j]]
-        crcs, metagenerations = self._crc32cs, self._metagenerations
-        crc, metageneration = crcs[i], metagenerations[i]
-        metadata = self._metadata[1][self._metadata[0][i]]
-        return tuple.__new__(ObjectInfo, (
-            self._buckets[1][self._buckets[0][i]],
-            names.data[names.ends[i]:names.ends[j]].decode("utf-8", "surrogatepass"),
-            self._sizes[i],
-            self._generations[i],
-            None if crc == _NONE and isinstance(crcs, array) else crc,
-            md5.decode("utf-8", "surrogatepass") if md5s.ends[i] != md5s.ends[j] else None,
-            None if metageneration == _NONE and isinstance(metagenerations, array)
-            else metageneration,
-            self._content_types[1][self._content_types[0][i]],
-            when.decode("utf-8", "surrogatepass") if updated.ends[i] != updated.ends[j] else None,
-            dict(metadata) if metadata else NO_METADATA,
-            self._schemes[1][self._schemes[0][i]]))
+        values = self._template.copy()
+        for position, get in self._varying:
+            values[position] = get(i)
+        return tuple.__new__(ObjectInfo, values)
 
     def select(self, positions: Sequence[int]) -> Sequence[ObjectInfo]:
         """The objects at ``positions``, in that order, as a view: records are
@@ -197,7 +253,11 @@ class ObjectIndex(Sequence[ObjectInfo]):
         Returns:
             Its size in bytes.
         """
-        return self._sizes[index]  # type: ignore[return-value]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError(f"object index {index} out of range for {self._len} objects")
+        return self._size(index)  # type: ignore[no-any-return]
 
     def names(self) -> Iterator[str]:
         """The object names, in order (without building records).
@@ -205,20 +265,32 @@ class ObjectIndex(Sequence[ObjectInfo]):
         Returns:
             An iterator of names.
         """
-        data, ends = self._names.data, self._names.ends
-        return (data[ends[i]:ends[i + 1]].decode("utf-8", "surrogatepass")
-                for i in range(self._len))
+        return map(self._name, range(self._len))
+
+    def schemes(self) -> list[str]:
+        """The stores the objects are on, each once (without building records).
+
+        Returns:
+            Their URL schemes.
+        """
+        spec = self._specs["scheme"][1]
+        if spec[0] == "const":
+            return [spec[1]] if self._len else []
+        return list(spec[3])
+
+    @property
+    def shared(self) -> bool:
+        """Whether the columns are in memory this node's processes share
+        (see :mod:`aioflux._core.shared_columns`), not this process's own."""
+        return self._block.shared
 
     def nbytes(self) -> int:
-        """Bytes the columns hold (the buffers, not the few objects around them).
+        """Bytes the columns hold (their block, not the few objects around it).
 
         Returns:
             The total.
         """
-        columns = (self._names, self._sizes, self._generations, self._crc32cs, self._md5s,
-                   self._metagenerations, self._updated, self._buckets[0],
-                   self._content_types[0], self._metadata[0], self._schemes[0])
-        return sum(_nbytes(c) for c in columns)
+        return len(self._block)
 
 
 class _Selection(Sequence[ObjectInfo]):
