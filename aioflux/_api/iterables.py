@@ -78,9 +78,12 @@ async def alist_files(url: _URLs, *, client: AnyClient | None = None,
     is the folder alone.
 
     Args:
-        url: one prefix URL (``gs://bucket/prefix``, ``file:///dir/``, a
-            path as ``str`` or ``os.PathLike``) or several.
-        client: the client for ``gs://`` URLs (default: the process-wide one).
+        url: one prefix URL (``gs://bucket/prefix``, ``s3://bucket/prefix``,
+            ``az://container/prefix``, ``file:///dir/``, a path as ``str`` or
+            ``os.PathLike``) or several.
+        client: the store that serves the URLs' scheme (an ``AsyncClient``,
+            ``S3Store``, ``AzureStore``..., or a ``Client``); default: a
+            process-wide store per scheme, from the environment. Files need none.
         concurrency: parallel listers per prefix.
         ordered: each prefix's URLs in name order, the same every run (the
             listers still run in parallel, handing their key ranges over
@@ -107,16 +110,23 @@ async def alist_files(url: _URLs, *, client: AnyClient | None = None,
 def list_files(url: _URLs, *, client: AnyClient | None = None,
                concurrency: int = DEFAULT_LIST_CONCURRENCY,
                ordered: bool = False) -> Iterator[str]:
-    """Blocking :func:`alist_files`.
+    """Blocking ``alist_files``: the URL of every object under each prefix URL.
+
+    A prefix is a name prefix: ``gs://b/data`` also lists ``data2/y``;
+    ``gs://b/data/`` is the folder alone.
 
     Args:
-        url: one prefix URL or several.
-        client: the client for ``gs://`` URLs (default: the process-wide one).
+        url: one prefix URL (``gs://bucket/prefix``, ``s3://bucket/prefix``,
+            ``az://container/prefix``, ``file:///dir/``, a path as ``str`` or
+            ``os.PathLike``) or several.
+        client: the store that serves the URLs' scheme (an ``AsyncClient``,
+            ``S3Store``, ``AzureStore``..., or a ``Client``); default: a
+            process-wide store per scheme, from the environment. Files need none.
         concurrency: parallel listers per prefix.
-        ordered: each prefix's URLs in name order (see :func:`alist_files`).
+        ordered: each prefix's URLs in name order (see ``alist_files``).
 
     Returns:
-        An iterator of object URLs, in :func:`alist_files`' order.
+        An iterator of object URLs, in ``alist_files``' order.
 
     Raises:
         InvalidURL: a malformed URL (at once).
@@ -161,7 +171,7 @@ async def _at_version(read: Callable[[str, str, int | None], Awaitable[bytes]],
                       obj: ObjectInfo) -> Data | Replaced:
     """``obj``'s bytes for the cache to store under its version: checked
     against its crc32c by the cache, or without one read at that version
-    (:func:`~aioflux._engines.cache.read_listed`)."""
+    (``aioflux._engines.cache.read_listed``)."""
     if obj.crc32c is not None or not obj.generation:
         return await read(obj.bucket, obj.name, None)  # the cache checks the crc32c
     return await read_listed(obj, lambda o, generation: read(o.bucket, o.name, generation))
@@ -186,8 +196,11 @@ async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
     """Download each URL, at most ``concurrency`` at once.
 
     Args:
-        urls: object URLs (a sync or async iterable, read lazily).
-        client: the client for ``gs://`` URLs (default: the process-wide one).
+        urls: object URLs (``gs://``, ``s3://``, ``az://``, ``file://`` or
+            paths; a sync or async iterable, read lazily).
+        client: the store that serves the URLs' scheme (an ``AsyncClient``,
+            ``S3Store``, ``AzureStore``..., or a ``Client``); default: a
+            process-wide store per scheme, from the environment. Files need none.
         concurrency: downloads in flight.
         ordered: yield in input order; else as downloads complete.
         cache_dir: a local disk cache across passes (shared by processes);
@@ -221,16 +234,20 @@ def load_files(urls: Iterable[str], *, client: AnyClient | None = None,
                ordered: bool = True, cache_dir: str | os.PathLike[str] | None = None,
                cache_limit: int | None = None,
                hedge_after: HedgeAfter = None) -> Iterator[tuple[str, bytes]]:
-    """Blocking :func:`aload_files`; ``urls`` is iterated in the caller's thread.
+    """Blocking ``aload_files``: download each URL, at most ``concurrency``
+    at once; ``urls`` is iterated in the caller's thread.
 
     Args:
-        urls: object URLs (e.g. from :func:`list_files`).
-        client: the client for ``gs://`` URLs (default: the process-wide one).
+        urls: object URLs (``gs://``, ``s3://``, ``az://``, ``file://`` or
+            paths; e.g. from ``list_files``).
+        client: the store that serves the URLs' scheme (an ``AsyncClient``,
+            ``S3Store``, ``AzureStore``..., or a ``Client``); default: a
+            process-wide store per scheme, from the environment. Files need none.
         concurrency: downloads in flight.
         ordered: yield in input order; else as downloads complete.
-        cache_dir: a local disk cache (see :func:`aload_files`).
+        cache_dir: a local disk cache (see ``aload_files``).
         cache_limit: most bytes in ``cache_dir``; None: no limit.
-        hedge_after: as for :func:`aload_files`.
+        hedge_after: as for ``aload_files``.
 
     Returns:
         An iterator of ``(url, bytes)``.

@@ -1,17 +1,18 @@
 """``aioflux.open(url, mode)``: file objects over objects of any store.
 
-``"wb"`` returns an :class:`~aioflux._engines.writer.ObjectWriter` (streaming
-upload, published only on a clean close), ``"rb"`` an
-:class:`~aioflux._engines.reader.ObjectReader` (parallel ranged read-ahead,
-seekable). With ``compression="zstd"`` the stream is (de)compressed with
+``"wb"`` returns an ``ObjectWriter`` (``aioflux/_engines/writer.py``: streaming
+upload, published only on a clean close), ``"rb"`` an ``ObjectReader``
+(``aioflux/_engines/reader.py``: parallel ranged read-ahead, seekable).
+With ``compression="zstd"`` the stream is (de)compressed with
 multithreaded zstandard on the way (the read side is then not seekable);
 ``compression="auto"`` reads an object that starts with a zstd frame as zstd.
 The text modes ``"r"`` and ``"w"`` wrap that binary file in an
-:class:`io.TextIOWrapper`, as Python's ``open`` does, except that the
+``io.TextIOWrapper``, as Python's ``open`` does, except that the
 encoding defaults to UTF-8, never the locale's: an object is read on other
 machines than the one that wrote it. A text write keeps the binary one's
-all-or-nothing rule (:class:`TextWriter`).
-The URL's scheme picks the store (``gs://``, ``file://`` or a path).
+all-or-nothing rule (``TextWriter``).
+The URL's scheme picks the store (``gs://``, ``s3://``, ``az://``,
+``file://`` or a path).
 """
 
 from __future__ import annotations
@@ -188,12 +189,18 @@ def open(
     """Open an object as a binary or a text file.
 
     Args:
-        url: ``gs://bucket/name``, ``s3://bucket/key``, ``file:///path`` or
-            a path (``str`` or ``os.PathLike``).
+        url: ``gs://bucket/name``, ``s3://bucket/key``,
+            ``az://container/blob``, ``file:///path`` or a path (``str`` or
+            ``os.PathLike``; relative to the working directory). A path or
+            ``file://`` URL is made absolute and its ``.`` and ``..``
+            segments resolved by name, as ``os.path.abspath`` does.
         mode: ``"rb"`` or ``"wb"`` (binary); ``"r"`` or ``"w"`` (text, also
             spelled ``"rt"`` / ``"wt"``).
-        client: the client for ``gs://`` URLs (default: a process-wide one
-            from the environment); files need none.
+        client: the store that serves the URL's scheme (an ``AsyncClient``,
+            ``S3Store``, ``AzureStore``..., or a ``Client``); default: a
+            process-wide store per scheme, configured from the environment.
+            Files need none: a ``file://`` URL or path is served whatever
+            client is given.
         writer: part size and parts in flight of a written file.
         reader: block size and read-ahead of a read file.
         compression: ``None``, ``"zstd"`` (needs ``aioflux-storage[zstd]``)
@@ -222,18 +229,19 @@ def open(
         nothing; closing publishes. Unlike Python's ``open``, a written file
         that is never closed publishes nothing either: collected unclosed
         (``del f``, or the script ends), it discards what was written and
-        emits a ``ResourceWarning`` naming the URL and the bytes lost (shown
-        with ``python -X dev`` or ``-W default::ResourceWarning``, as
-        CPython's warning of an unclosed file). A text mode returns an
-        :class:`io.TextIOWrapper` whose ``close()`` closes the object.
+        emits an ``UnclosedWriterWarning`` (a ``UserWarning``, shown by
+        Python's default filters) naming the URL, the bytes lost and the
+        line that opened it. A text mode returns an ``io.TextIOWrapper``
+        whose ``close()`` closes the object.
 
     Raises:
         InvalidURL: not an object URL, or a write to a name ending in ``/``
             (a folder's; on GCS and S3 it would make a placeholder object).
         InvalidArgument: unsupported mode or compression, ``metadata`` for
             a read or for a file, ``encoding`` / ``errors`` / ``newline``
-            with a binary mode, an unknown encoding or error handler, or
-            zstd without the zstandard package.
+            with a binary mode, an unknown encoding or error handler, zstd
+            without the zstandard package, or a ``client`` that serves
+            another scheme than a ``gs://``, ``s3://`` or ``az://`` URL's.
         NotFound: a read of a missing object.
     """
     if isinstance(url, os.PathLike):

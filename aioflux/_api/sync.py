@@ -1,4 +1,4 @@
-"""``Client``: the blocking twin of :class:`~aioflux.AsyncClient`.
+"""``Client``: the blocking twin of ``aioflux.AsyncClient``.
 
 Every method runs the async one on the process's portal loop. A Client can
 be pickled (DataLoader workers under ``spawn``): it is rebuilt from its
@@ -37,7 +37,7 @@ __all__ = ["Client"]
 
 
 class Client:
-    """Blocking GCS client: the twin of :class:`~aioflux.AsyncClient`.
+    """Blocking GCS client: the twin of ``aioflux.AsyncClient``.
 
     Every public ``AsyncClient`` method has a blocking method here with the
     same parameters (a test holds them to it).
@@ -51,7 +51,7 @@ class Client:
             workers).
         project: project for bucket creation.
         user_project: the project every request bills, as requester-pays
-            buckets require (see :class:`~aioflux.AsyncClient`).
+            buckets require (see ``aioflux.AsyncClient``).
 
     Raises:
         InvalidArgument: a setting of the wrong type, or a ``user_project``
@@ -430,7 +430,7 @@ class Client:
         Args:
             bucket: bucket name.
             name: object name.
-            upload_id: from :meth:`initiate_multipart`.
+            upload_id: from ``initiate_multipart``.
             part_number: 1..10000.
             data: the part (>= 5 MiB unless it is the last).
             checksum: the part's crc32c if known; computed otherwise.

@@ -173,7 +173,7 @@ class Timeouts:
 
 @dataclass(frozen=True)
 class ClientConfig:
-    """Settings of one :class:`~aioflux.AsyncClient`.
+    """Settings of one ``AsyncClient``.
 
     Args:
         max_concurrency: one semaphore bounds every request of the client.

@@ -159,7 +159,7 @@ class InvalidRequest(StorageError, ValueError):
     """The server rejected the request as malformed (400 and other 4xx).
 
     A read starting at or past the object's end is one (416); one starting
-    below the size its reader knows is a :class:`ProtocolError` instead.
+    below the size its reader knows is a ``ProtocolError`` instead.
     """
 
 

@@ -137,7 +137,7 @@ class ObjectStore(Protocol):
 
     Names are ``/``-separated; listings are sorted by name and paginated.
     Every read is checked (length, and crc32c where the object has one);
-    every write is all-or-nothing. Failures are :class:`StorageError`
+    every write is all-or-nothing. Failures are ``StorageError``
     subclasses naming the operation, bucket and object.
     """
 
@@ -209,7 +209,7 @@ class ObjectStore(Protocol):
 
     def list_objects(self, bucket: str, prefix: str = "", *, start_offset: str | None = None,
                      end_offset: str | None = None) -> AsyncIterator[ObjectInfo]:
-        """The objects of :meth:`list`, one by one.
+        """The objects of ``list``, one by one.
 
         Args:
             bucket: bucket name.
@@ -222,7 +222,7 @@ class ObjectStore(Protocol):
 
         Raises:
             NotFound: no such bucket.
-            StorageError: any other failure, as for :meth:`list`.
+            StorageError: any other failure, as for ``list``.
         """
         ...
 
@@ -262,7 +262,7 @@ class ObjectStore(Protocol):
                     into: memoryview | None = None, generation: int | None = None,
                     size: int | None = None, crc: int | None = None,
                     want_crc: bool = False) -> Fetched:
-        """The engines' read: :meth:`read` with what the caller already knows.
+        """The engines' read: ``read`` with what the caller already knows.
 
         Args:
             bucket: bucket name.

@@ -77,8 +77,8 @@ class ObjectInfo(NamedTuple):
 
     ``generation`` is the store's version number of the content (GCS's
     generation; a file's modification time in nanoseconds; on S3 the ETag
-    as a number, see :mod:`aioflux.s3._xml`): preconditions and cache keys
-    use it, and :attr:`version` renders it for any store.
+    as a number, see ``aioflux.s3._xml``): preconditions and cache keys
+    use it, and ``version`` renders it for any store.
     ``metageneration`` is GCS's and None elsewhere.
     """
 

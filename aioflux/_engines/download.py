@@ -120,7 +120,7 @@ class DownloadOptions:
             this many seconds and use the first answer (the other is
             cancelled); ``"auto"``: after the p95 of this downloader's read
             latencies, once 20 reads completed, never sooner than 10 ms;
-            None (default): never. See :mod:`aioflux._engines.hedge`.
+            None (default): never. See ``aioflux._engines.hedge``.
         hedge_budget: duplicates per read, at most (default 0.05).
         prefetch_bytes: most bytes a stream (``Downloader.stream``,
             ``AsyncClient.stream``, ``IterableDataset``) holds downloading or

@@ -39,8 +39,8 @@ from .proxies import proxy_note
 from .responses import HttpResponse
 
 __all__ = ["MAX_METADATA_BODY", "Op", "Redirected", "auth_failure", "drain",
-           "error_from_media", "error_from_response", "map_exception", "parse_error_body",
-           "raise_mapped", "read_metadata", "without_secrets"]
+           "error_from_media", "error_from_response", "map_exception", "not_found_detail",
+           "parse_error_body", "raise_mapped", "read_metadata", "without_secrets"]
 
 _MAX_ERROR_BODY = 64 * 1024
 # The most a metadata answer (a listing page, an object resource, a
@@ -118,11 +118,51 @@ async def error_from_response(resp: HttpResponse, op: Op) -> StorageError:
     body = await _error_body(resp)
     message, reason = parse_error_body(body)
     reason = reason or _header_code(resp.headers)
+    detail = not_found_detail(resp.status, reason, message, op) or message or resp.reason or ""
     return _with_retry_after(
-        error_for_status(resp.status, message or (resp.reason or ""), operation=op.operation,
+        error_for_status(resp.status, detail, operation=op.operation,
                          bucket=op.bucket, name=op.name, reason=reason, scheme=op.scheme),
         resp.headers.get("Retry-After"),
     )
+
+
+# The codes S3 and Azure give a missing object and a missing bucket (GCS's
+# JSON API says "No such object: b/n" itself).
+_NO_OBJECT = frozenset({"NoSuchKey", "BlobNotFound"})
+_NO_BUCKET = frozenset({"NoSuchBucket", "ContainerNotFound"})
+
+
+def not_found_detail(status: int, reason: str, message: str, op: Op) -> str:
+    """What a 404 for a missing object or bucket says, the same on every
+    store, naming it as GCS does (``No such object: bucket/name``); ``""``
+    for any other error, whose server's own words stay.
+
+    S3 said "The specified key does not exist." and, to a HEAD (whose
+    answer has no body), only its status line ("HTTP 404: NOT FOUND");
+    Azure added a request id and a time.
+
+    Args:
+        status: the HTTP status.
+        reason: the error's code (S3's ``<Code>``, Azure's header).
+        message: the server's message (empty: the answer had no body).
+        op: the operation, bucket and object asked for.
+
+    Returns:
+        The detail for the error's message, or ``""``.
+    """
+    if status != 404 or not op.bucket:
+        return ""
+    if reason in _NO_BUCKET:
+        return f"No such {'container' if op.scheme == 'az' else 'bucket'}: {op.bucket}"
+    if not op.name:
+        return ""
+    if reason in _NO_OBJECT:
+        return f"No such object: {op.bucket}/{op.name}"
+    if not reason and not message:
+        # A HEAD's 404 (S3's stat) has no body to say which is missing.
+        return (f"No such object: {op.bucket}/{op.name} (or no bucket {op.bucket}: the "
+                "answer does not say which)")
+    return ""
 
 
 async def _error_body(resp: HttpResponse) -> bytes:
@@ -245,8 +285,9 @@ def _too_large(resp: HttpResponse, op: Op, what: str, then: str) -> ProtocolErro
 def error_from_media(resp: MediaResponse, op: Op) -> StorageError:
     message, reason = parse_error_body(bytes(resp.body or b""))
     reason = reason or _header_code(resp.headers)
+    detail = not_found_detail(resp.status, reason, message, op) or message
     return _with_retry_after(
-        error_for_status(resp.status, message, operation=op.operation, bucket=op.bucket,
+        error_for_status(resp.status, detail, operation=op.operation, bucket=op.bucket,
                          name=op.name, reason=reason, scheme=op.scheme),
         resp.headers.get("retry-after"),
     )

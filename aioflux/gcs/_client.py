@@ -74,7 +74,7 @@ class AsyncClient(GcsService, XmlMultipartCalls):
             ``"anonymous"``, a bearer token string, an ``Auth`` or a
             google-auth credentials object (one that requires scopes and
             has none, as a service account key loads, gets the storage scope).
-        transport: a ready :class:`Transport` (tests inject one); overrides
+        transport: a ready ``Transport`` (tests inject one); overrides
             ``config`` and ``credentials``.
         project: project for bucket creation.
         user_project: the project every request bills, as requester-pays
@@ -296,7 +296,7 @@ class AsyncClient(GcsService, XmlMultipartCalls):
                      into: memoryview | None = None, generation: int | None = None,
                      size: int | None = None, crc: int | None = None,
                      want_crc: bool = False) -> Fetched:
-        """A checked, resumable read: :meth:`read` with what the caller knows.
+        """A checked, resumable read: ``read`` with what the caller knows.
 
         The engines' read (``aioflux._net.media.read_media``): a body cut
         short is resumed after its last byte, pinned to the version first

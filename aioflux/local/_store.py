@@ -99,7 +99,7 @@ MAX_THREADS = 32
 
 
 class LocalStore:
-    """The local filesystem as an :class:`~aioflux._core.store.ObjectStore`.
+    """The local filesystem as an ``ObjectStore``.
 
     Args:
         config: settings (``max_concurrency`` bounds the worker threads,
@@ -154,7 +154,7 @@ class LocalStore:
 
     async def _run(self, op: str, bucket: str, name: str, work: Callable[[], T]) -> T:
         """Run blocking filesystem ``work`` in a thread, errors mapped; its
-        latency and outcome go to :attr:`stats`."""
+        latency and outcome go to ``stats``."""
         loop = asyncio.get_running_loop()
         limit = self._limits.get(loop)
         if limit is None:
@@ -322,7 +322,7 @@ class LocalStore:
                cache_dir: str | os.PathLike[str] | None = None,
                cache_limit: int | None = None) -> AsyncIterator[StreamItem]:
         """List ``prefix`` and read each file as it is listed (see
-        :meth:`aioflux.AsyncClient.stream`).
+        ``aioflux.AsyncClient.stream``).
 
         Args:
             bucket: the first directory, or a ``file://`` URL.
@@ -387,7 +387,7 @@ class LocalStore:
                     into: memoryview | None = None, generation: int | None = None,
                     size: int | None = None, crc: int | None = None,
                     want_crc: bool = False) -> Fetched:
-        """The engines' checked read (see :meth:`ObjectStore.fetch`).
+        """The engines' checked read (see ``ObjectStore.fetch``).
 
         Args:
             bucket: the first directory of the path.
@@ -404,7 +404,7 @@ class LocalStore:
             Fetched.
 
         Raises:
-            InvalidURL: a bad bucket or name (as :meth:`read`).
+            InvalidURL: a bad bucket or name (as ``read``).
             NotFound: no such file (or it changed since ``generation``).
             ChecksumMismatch: the file is not ``size`` bytes (whatever
                 ``start``: a file shorter than that is no caller's mistake),
@@ -550,8 +550,8 @@ class LocalStore:
             bucket: bucket name.
             destination: the object that would be composed.
             sources: the sources that would be concatenated.
-            if_generation_match: as for :meth:`ObjectStore.compose`.
-            content_type: as for :meth:`ObjectStore.compose`.
+            if_generation_match: as for ``ObjectStore.compose``.
+            content_type: as for ``ObjectStore.compose``.
 
         Returns:
             Nothing: it always raises.
@@ -579,7 +579,7 @@ class LocalStore:
             modification time, RFC 3339).
 
         Raises:
-            InvalidURL: a bad bucket or prefix (as :meth:`list`).
+            InvalidURL: a bad bucket or prefix (as ``list``).
         """
         list_args("list uploads", bucket, prefix, scheme="file")
         check_prefix("list uploads", bucket, prefix)
@@ -587,7 +587,7 @@ class LocalStore:
                                lambda: _listing.temporaries(bucket, prefix))
 
     async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
-        """Remove a temporary file listed by :meth:`list_multipart_uploads`.
+        """Remove a temporary file listed by ``list_multipart_uploads``.
 
         Args:
             bucket: the first directory of the path.

@@ -85,7 +85,7 @@ FEATURES = StoreFeatures(scheme="s3", compose=0, end_offset=False, multipart=Tru
 
 class S3Store(S3Service, MultipartCalls):
     """Amazon S3 (or an S3-compatible store) as an
-    :class:`~aioflux._core.store.ObjectStore`.
+    ``ObjectStore``.
 
     Args:
         config: client settings (concurrency, timeouts, retries).
@@ -266,7 +266,7 @@ class S3Store(S3Service, MultipartCalls):
                cache_dir: str | os.PathLike[str] | None = None,
                cache_limit: int | None = None) -> AsyncIterator[StreamItem]:
         """List ``prefix`` in parallel and download each object as it is
-        listed (see :meth:`aioflux.AsyncClient.stream`).
+        listed (see ``aioflux.AsyncClient.stream``).
 
         Args:
             bucket: bucket name or an ``s3://bucket/prefix`` URL.
@@ -337,7 +337,7 @@ class S3Store(S3Service, MultipartCalls):
                     into: memoryview | None = None, generation: int | None = None,
                     size: int | None = None, crc: int | None = None,
                     want_crc: bool = False) -> Fetched:
-        """A checked, resumable read: :meth:`read` with what the caller knows.
+        """A checked, resumable read: ``read`` with what the caller knows.
 
         The engines' read (``aioflux._net.media.read_media``): a body cut
         short is resumed after its last byte, pinned to the ETag first
@@ -405,7 +405,7 @@ class S3Store(S3Service, MultipartCalls):
         Args:
             bucket: bucket name.
             name: object key.
-            data: the content (at most 5 GiB: use :meth:`start_upload` beyond).
+            data: the content (at most 5 GiB: use ``start_upload`` beyond).
             content_type: Content-Type to store.
             if_generation_match: 0: only if absent (``If-None-Match: *``);
                 else only if the object is that generation (``If-Match``).
@@ -475,8 +475,8 @@ class S3Store(S3Service, MultipartCalls):
             bucket: bucket name.
             destination: the object that would be composed.
             sources: the sources that would be concatenated.
-            if_generation_match: as for :meth:`ObjectStore.compose`.
-            content_type: as for :meth:`ObjectStore.compose`.
+            if_generation_match: as for ``ObjectStore.compose``.
+            content_type: as for ``ObjectStore.compose``.
 
         Returns:
             Nothing: it always raises.
