@@ -265,9 +265,16 @@ _last_second: tuple[int, str] = (-1, "")
 def rfc3339(ns: int | None) -> str | None:
     """A time in nanoseconds since the epoch as the JSON API writes
     ``updated`` (UTC, microseconds), as the local store lists a file's
-    modification time; None for none, or one at or before the epoch."""
+    modification time; None for none (or past the years a date holds).
+
+    Args:
+        ns: the time.
+
+    Returns:
+        Its text.
+    """
     global _last_second
-    if ns is None or ns <= 0:
+    if ns is None:
         return None
     second, nanos = divmod(ns, 1_000_000_000)
     last = _last_second

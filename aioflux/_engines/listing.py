@@ -41,6 +41,7 @@ __all__ = [
     "DEFAULT_LIST_CONCURRENCY",
     "KeyRange",
     "iter_objects",
+    "iter_pages",
     "list_objects_parallel",
     "split_point",
 ]
@@ -587,8 +588,46 @@ async def _as_listed(client: ObjectStore, bucket: str, prefix: str, concurrency:
         await asyncio.gather(task, *stray, return_exceptions=True)
 
 
+def iter_pages(
+    client: ObjectStore,
+    bucket: str,
+    prefix: str = "",
+    *,
+    concurrency: int = DEFAULT_LIST_CONCURRENCY,
+    skip_prefix: str | None = COMPOSED_PREFIX,
+) -> AsyncGenerator[list[ObjectInfo], None]:
+    """Like :func:`iter_objects` with ``ordered=True``, a page at a time:
+    who keeps the objects in another form (an index's columns) never holds
+    more than a page of records.
+
+    Args:
+        client: the client.
+        bucket: bucket name.
+        prefix: only names starting with this.
+        concurrency: most listers at once.
+        skip_prefix: names to leave out; ``None`` keeps everything.
+
+    Returns:
+        An async generator of non-empty lists of ObjectInfo, in listing order.
+
+    Raises:
+        StorageError: a page failed after retries (while iterating; nothing
+            past the range that failed is yielded).
+    """
+    return _pages_in_order(client, bucket, prefix, concurrency, skip_prefix)
+
+
 async def _in_order(client: ObjectStore, bucket: str, prefix: str, concurrency: int,
                     skip_prefix: str | None) -> AsyncGenerator[ObjectInfo, None]:
+    pages = _pages_in_order(client, bucket, prefix, concurrency, skip_prefix)
+    async with aclosing(pages):
+        async for page in pages:
+            for obj in page:
+                yield obj
+
+
+async def _pages_in_order(client: ObjectStore, bucket: str, prefix: str, concurrency: int,
+                          skip_prefix: str | None) -> AsyncGenerator[list[ObjectInfo], None]:
     # At most 4 pages a lister held, and one more each waiting to go in: 81
     # pages for 16 listers (~40 MiB at ~500 bytes an ObjectInfo; the arrival
     # order's queue holds 16 and 16 more wait). Per lister that really runs:
@@ -602,8 +641,8 @@ async def _in_order(client: ObjectStore, bucket: str, prefix: str, concurrency: 
         while True:
             page = order.take()
             if page is not None:
-                for obj in page:
-                    yield obj
+                if page:
+                    yield page
                 continue
             if task.done():
                 # Every range closed and was handed over, or the error of

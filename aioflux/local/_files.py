@@ -19,8 +19,8 @@ import io
 import os
 import stat as stat_mod
 import struct
-import time
 
+from .._core.columns import rfc3339
 from .._core.crc import crc32c, encode_crc32c
 from .._core.errors import (
     ChecksumMismatch,
@@ -134,9 +134,9 @@ def generation_of(st: os.stat_result) -> int:
 
 def object_info(bucket: str, name: str, st: os.stat_result, crc: int | None) -> ObjectInfo:
     """The object a file is, as ``st`` describes it."""
-    # ``updated`` in the JSON API's form (RFC 3339, UTC, microseconds).
-    seconds, nanos = divmod(st.st_mtime_ns, 1_000_000_000)
-    updated = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{nanos // 1000:06d}Z"
+    # ``updated`` in the JSON API's form (RFC 3339, UTC, microseconds): the
+    # generation written out, which an ObjectIndex then need not keep.
+    updated = rfc3339(st.st_mtime_ns)
     return ObjectInfo(bucket, name, st.st_size, generation_of(st), crc, updated=updated,
                       scheme="file")
 

@@ -88,20 +88,20 @@ def _root(bucket: str, prefix: str) -> tuple[str, str]:
     return root, folder[len(root) + 1:]
 
 
-Level = Iterator[tuple[str, str, "os.DirEntry[str]", bool]]
-
-
-def _level(path: str, rel: str) -> Level:
-    """A directory's entries as (sort key, name, entry, is a directory), by
-    key: a directory's key is its name and ``/``, the start of every name
-    below it, so that walking the levels in key order yields names sorted."""
-    entries = []
+def _level(path: str) -> Iterator[str]:
+    """A directory's keys in order: the names of its files a listing names
+    (:func:`_listed`, offsets aside) and of its directories followed by
+    ``/``, the start of every name below one, so that walking the levels
+    in key order yields names sorted. Only the keys are held, not an entry
+    each: a folder of a million files is walked in ~60 MB, not ~400."""
+    keys = []
     for entry in _entries(path):
-        name = f"{rel}/{entry.name}" if rel else entry.name
-        is_dir = entry.is_dir(follow_symlinks=False)
-        entries.append((name + "/" if is_dir else name, name, entry, is_dir))
-    entries.sort(key=lambda e: e[0])
-    return iter(entries)
+        if entry.is_dir(follow_symlinks=False):
+            keys.append(entry.name + "/")
+        elif TEMP_MARK not in entry.name and _is_file(entry):
+            keys.append(entry.name)
+    keys.sort()
+    return iter(keys)
 
 
 def walk(bucket: str, prefix: str, start_offset: str | None,
@@ -125,18 +125,22 @@ def walk(bucket: str, prefix: str, start_offset: str | None,
 
 def _walk(root: str, base: str, prefix: str, start_offset: str | None,
           end_offset: str | None) -> Iterator[tuple[str, str]]:
-    stack = [_level(f"{root}/{base}" if base else root, base)]
+    stack = [(base, _level(f"{root}/{base}" if base else root))]
     while stack:
-        for key, name, entry, is_dir in stack[-1]:
-            if end_offset is not None and key >= end_offset:
+        rel, level = stack[-1]
+        head = f"{rel}/" if rel else ""
+        for key in level:
+            name = head + key
+            if end_offset is not None and name >= end_offset:
                 return  # every name after it is past the end too
-            if is_dir:
-                if ((name.startswith(prefix) or prefix.startswith(key))
-                        and (start_offset is None or start_offset < name + "0")):
-                    stack.append(_level(entry.path, name))
+            if key[-1] == "/":
+                folder = name[:-1]
+                if ((folder.startswith(prefix) or prefix.startswith(name))
+                        and (start_offset is None or start_offset < folder + "0")):
+                    stack.append((folder, _level(f"{root}/{folder}")))
                     break  # its names come before the next sibling's
-            elif name.startswith(prefix) and _listed(entry, name, start_offset, end_offset):
-                yield name, entry.path
+            elif name.startswith(prefix) and _in_range(name, start_offset, end_offset):
+                yield name, f"{root}/{name}"
         else:
             stack.pop()
 

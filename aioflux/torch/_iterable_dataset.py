@@ -16,7 +16,6 @@ import torch.utils.data
 
 from .._core.config import DEFAULT_MAX_CONCURRENCY, ClientConfig, RetryPolicy
 from .._core.errors import InvalidArgument
-from .._core.index import ObjectIndex
 from .._core.metrics import BatchStats
 from .._core.portal import iterate
 from .._core.types import ObjectInfo
@@ -249,7 +248,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
                    batch_size=batch_size, drop_last=drop_last)
         self.objects = agreed(
             op, listing, str(url),
-            lambda: ObjectIndex(self._source.list_prefix(url, list_concurrency)),
+            lambda: self._source.list_prefix(url, list_concurrency),
             objects_summary)
         return self
 

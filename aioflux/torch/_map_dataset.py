@@ -200,7 +200,7 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
                    cache_limit=cache_limit, hedge_after=hedge_after)
         self.objects = agreed(
             op, listing, str(url),
-            lambda: ObjectIndex(self._source.list_prefix(url, list_concurrency)),
+            lambda: self._source.list_prefix(url, list_concurrency),
             objects_summary)
         return self
 

@@ -15,12 +15,13 @@ import dataclasses
 import os
 import weakref
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from .._api.stores import new_store
 from .._core.config import ClientConfig, RetryPolicy
 from .._core.errors import BridgeError, InvalidArgument, InvalidURL, NotFound
-from .._core.index import ObjectIndex
+from .._core.index import IndexBuilder, ObjectIndex
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
@@ -37,7 +38,7 @@ from .._core.window import gather_bounded
 from .._engines.cache import CachedDownloader, DiskCache, cache_from_args
 from .._engines.download import Data, Downloader, DownloadOptions
 from .._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, check_hedge
-from .._engines.listing import list_objects_parallel
+from .._engines.listing import iter_pages
 
 if TYPE_CHECKING:
     # A default for the sample type (PEP 696): ``MapDataset(objs)[0]`` is
@@ -157,8 +158,11 @@ class DatasetSource:
         if runtime is not None and runtime[0] == os.getpid():
             get_portal().call(runtime[1].client.aclose())
 
-    def list_prefix(self, url: str, concurrency: int) -> list[ObjectInfo]:
+    def list_prefix(self, url: str, concurrency: int) -> ObjectIndex:
         """List the folder ``url`` names (sorted); it becomes this source's scheme.
+
+        The listing goes into the index's columns a page at a time, never
+        into a list of records (~640 bytes an object at its peak did).
 
         Args:
             url: ``gs://bucket[/folder]``, ``file:///dir`` or a path.
@@ -174,35 +178,46 @@ class DatasetSource:
         parsed = parse_url(url)
         self.scheme = parsed.scheme
         folder = folder_prefix(parsed.name)
+        builder = IndexBuilder()
 
-        async def run() -> list[ObjectInfo]:
+        def add(page: list[ObjectInfo]) -> None:
+            if parsed.scheme == "file":
+                _refuse_unreadable_names(page)
+            builder.add(page)
+
+        async def run() -> None:
             store = self.store(self.list_retry)
             try:
-                found = await list_objects_parallel(store, parsed.bucket, folder,
-                                                    concurrency=concurrency, sort=True)
-                if folder == parsed.name:
-                    return found
-                try:
-                    # ``gs://b/data`` names the folder ``data/`` and the
-                    # object ``data`` itself, as the CLI does: not ``data2/``.
-                    exact = await store.stat(parsed.bucket, parsed.name)
-                except NotFound:
-                    return found
-                return [exact, *found]  # "data" sorts before "data/..."
+                if folder != parsed.name:
+                    try:
+                        # ``gs://b/data`` names the folder ``data/`` and the
+                        # object ``data`` itself, as the CLI does: not
+                        # ``data2/``. "data" sorts before "data/...".
+                        add([await store.stat(parsed.bucket, parsed.name)])
+                    except NotFound:
+                        pass
+                pages = iter_pages(store, parsed.bucket, folder, concurrency=concurrency)
+                async with aclosing(pages):
+                    async for page in pages:
+                        add(page)
             finally:
                 await store.aclose()
 
-        found = get_portal().call(run())
-        if not found:
+        get_portal().call(run())
+        if not builder.count:
             # Silence here would train on nothing: say what was looked for
             # (a raw name prefix such as gs://b/train/shard- names a folder).
             where = format_url(parsed.scheme, parsed.bucket, folder)
             raise NotFound(f"list {where}: no objects in that folder "
                            f"(a dataset URL names a folder, not a name prefix)",
                            operation="list", bucket=parsed.bucket, name=folder)
-        if parsed.scheme == "file":
-            _refuse_unreadable_names(found)
-        return found
+        ordered = builder.ordered
+        index = builder.finish()
+        if not ordered:
+            # A store's own order that is not the names' (Azure's UTF-16
+            # code units, past the BMP): sorted as every store's listing is.
+            index = ObjectIndex(sorted(index, key=_name_of))
+        return index
 
     def stat_all(self, urls: Sequence[str]) -> list[ObjectInfo]:
         """Stat object URLs concurrently (all of this source's scheme).
@@ -226,6 +241,10 @@ class DatasetSource:
                 await store.aclose()
 
         return get_portal().call(run())
+
+
+def _name_of(obj: ObjectInfo) -> str:
+    return obj.name
 
 
 def _close_later(store: ObjectStore, pid: int) -> None:
@@ -335,6 +354,11 @@ def _refuse_unreadable_names(objects: Sequence[ObjectInfo]) -> None:
     """Refuse a listed file whose name is not UTF-8 (``os.fsdecode`` escapes
     its bytes): object names are UTF-8, so no read could name it, and an
     epoch would fail at that sample; better at the listing, naming it."""
+    try:
+        "".join([obj.name for obj in objects]).encode()
+        return  # one check a page; the name it fails on is found below
+    except UnicodeEncodeError:
+        pass
     for obj in objects:
         try:
             obj.name.encode()
@@ -376,7 +400,7 @@ def check_objects(op: str, source: DatasetSource, objects: object) -> ObjectInde
                                       f"{type(obj).__name__} {obj!r:.60} "
                                       "(from_objects takes URLs)")
         index = ObjectIndex(items)
-    scheme = objects_scheme(op, (o.scheme for o in index))
+    scheme = objects_scheme(op, index.schemes())
     if scheme is not None and scheme != source.scheme:
         source.close()  # this process's store reads the old scheme's objects
         source.scheme = scheme
