@@ -8,8 +8,9 @@ printed beside it, so a verdict carried by one lucky round shows.
 
 ``python -m perf report`` rewrites the parts of ``perf/RESULTS.md``,
 ``README.md`` (the headline table) and ``docs/performance.md`` (aioflux
-against every other client) between the markers below from
-``perf/results.jsonl``; each
+against every other client, as a table and as charts: the SVG files of
+``perf/charts.py`` in ``docs/images/performance/``) between the markers
+below from ``perf/results.jsonl``; each
 pair comes from the newest recorded run that measured both of its
 contenders (a later ``--only`` run of two contenders updates their pair and
 leaves the others' figures in place). ``--check`` fails if they differ.
@@ -23,9 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perf.charts import Bar, chart_markdown, render_chart, shared_scale
 from perf.results import RESULTS_JSONL, Run, group_runs, load
 
 __all__ = [
+    "CHARTS_FOLDER",
+    "CHARTS_MARKERS",
     "DOCS_PERFORMANCE",
     "README",
     "RESULTS_MD",
@@ -33,8 +37,10 @@ __all__ = [
     "cpu_per_unit",
     "current_pairs",
     "pairs",
+    "peer_pairs",
     "ratio_stats",
     "regenerate",
+    "render_charts",
     "render_headline",
     "render_peers",
     "render_run",
@@ -50,6 +56,11 @@ SUMMARY_MARKERS = ("<!-- perf:summary:start (python -m perf report) -->",
                    "<!-- perf:summary:end -->")
 README_MARKERS = ("<!-- perf:table:start (python -m perf report) -->", "<!-- perf:table:end -->")
 PEERS_MARKERS = ("<!-- perf:peers:start (python -m perf report) -->", "<!-- perf:peers:end -->")
+CHARTS_MARKERS = ("<!-- perf:charts:start (python -m perf report) -->",
+                  "<!-- perf:charts:end -->")
+# The charts' folder, relative to docs/performance.md: files the site copies
+# as they are, so its build draws nothing and fetches nothing.
+CHARTS_FOLDER = "images/performance"
 
 _GIB = 2**30
 
@@ -222,14 +233,33 @@ def _peer_table(chosen: Sequence[Pair]) -> str:
     return "\n".join(lines)
 
 
-def render_peers(chosen: Sequence[Pair]) -> str:
-    """The docs' performance table: targets, and aioflux against every other client.
+def peer_pairs(chosen: Sequence[Pair]) -> list[Pair]:
+    """The docs' pairs: targets, and aioflux against every other client.
 
     Pairs of two aioflux configurations without a target (lean reads off,
     2 workers, ...) are left to RESULTS.md.
     """
-    return _peer_table([p for p in chosen
-                        if not (p.at_least is None and p.other.startswith("aioflux"))])
+    return [p for p in chosen if not (p.at_least is None and p.other.startswith("aioflux"))]
+
+
+def render_peers(chosen: Sequence[Pair]) -> str:
+    """The docs' performance table (``peer_pairs``)."""
+    return _peer_table(peer_pairs(chosen))
+
+
+def render_charts(chosen: Sequence[Pair]) -> dict[str, str]:
+    """The docs' charts of ``peer_pairs``: scenario -> SVG text, in the table's order."""
+    by_scenario: dict[str, list[Bar]] = {}
+    for pair in peer_pairs(chosen):
+        stats = pair.stats
+        by_scenario.setdefault(pair.run.info["scenario"], []).append(Bar(
+            mine=pair.mine, other=pair.other,
+            median=None if stats is None else stats[0],
+            low=None if stats is None else stats[1],
+            high=None if stats is None else stats[2],
+            target=pair.at_least, verdict=pair.verdict() if stats is not None else ""))
+    scale = shared_scale([bar for bars in by_scenario.values() for bar in bars])
+    return {name: render_chart(name, bars, scale) for name, bars in by_scenario.items()}
 
 
 def render_headline(chosen: Sequence[Pair]) -> str:
@@ -391,18 +421,40 @@ def regenerate(*, check: bool = False, records_path: Path = RESULTS_JSONL,
                docs_page: Path = DOCS_PERFORMANCE) -> list[Path]:
     """Rewrite (or with ``check``, only compare) the generated parts.
 
+    The charts go to ``CHARTS_FOLDER`` beside ``docs_page``; an SVG there of a
+    scenario no longer charted is removed.
+
     Returns:
-        The files whose generated part was (or, with ``check``, would be) changed.
+        The files whose generated part was (or, with ``check``, would be)
+        changed, created or removed.
     """
     summary, headline, peers = generated(records_path)
+    charts = render_charts(current_pairs(group_runs(load(records_path))))
     stale = []
-    for path, markers, body in ((results_md, SUMMARY_MARKERS, summary),
-                                (readme, README_MARKERS, headline),
-                                (docs_page, PEERS_MARKERS, peers)):
+    for path, parts in ((results_md, [(SUMMARY_MARKERS, summary)]),
+                        (readme, [(README_MARKERS, headline)]),
+                        (docs_page, [(PEERS_MARKERS, peers),
+                                     (CHARTS_MARKERS, chart_markdown(list(charts),
+                                                                     CHARTS_FOLDER))])):
         text = path.read_text()
-        new = _replace_between(text, markers, body, path)
+        new = text
+        for markers, body in parts:
+            new = _replace_between(new, markers, body, path)
         if new != text:
             stale.append(path)
             if not check:
                 path.write_text(new)
+    folder = docs_page.parent / CHARTS_FOLDER
+    for name, svg in charts.items():
+        path = folder / f"{name}.svg"
+        if not path.is_file() or path.read_text() != svg:
+            stale.append(path)
+            if not check:
+                folder.mkdir(parents=True, exist_ok=True)
+                path.write_text(svg)
+    for path in sorted(folder.glob("*.svg")):
+        if path.stem not in charts:
+            stale.append(path)
+            if not check:
+                path.unlink()
     return stale

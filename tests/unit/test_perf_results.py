@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from perf import report, results
+from perf import charts, report, results
 from perf.harness import Options
 from perf.scenarios import fsspec
 
@@ -118,12 +119,22 @@ def test_each_pair_comes_from_the_newest_run_that_measured_it(tmp_path: Path) ->
     md, readme, page = tmp_path / "RESULTS.md", tmp_path / "README.md", tmp_path / "perf.md"
     md.write_text("intro\n" + "\n".join(report.SUMMARY_MARKERS) + "\nappendix\n")
     readme.write_text("# x\n" + "\n".join(report.README_MARKERS) + "\nrest\n")
-    page.write_text("# y\n" + "\n".join(report.PEERS_MARKERS) + "\nmore\n")
+    page.write_text("# y\n" + "\n".join(report.CHARTS_MARKERS) + "\n"
+                    + "\n".join(report.PEERS_MARKERS) + "\nmore\n")
+    charts = tmp_path / report.CHARTS_FOLDER
+    charts.mkdir(parents=True)
+    (charts / "gone.svg").write_text("<svg/>")  # a scenario no longer charted
+    chart = charts / "read_small.svg"
     kw: dict[str, Any] = {"records_path": path, "results_md": md, "readme": readme,
                           "docs_page": page}
-    assert report.regenerate(check=True, **kw) == [md, readme, page]
-    assert report.regenerate(**kw) == [md, readme, page]
+    assert report.regenerate(check=True, **kw) == [md, readme, page, chart, charts / "gone.svg"]
+    assert not chart.exists() and (charts / "gone.svg").exists()  # --check writes nothing
+    assert report.regenerate(**kw) == [md, readme, page, chart, charts / "gone.svg"]
     assert report.regenerate(check=True, **kw) == []
+    assert sorted(p.name for p in charts.iterdir()) == ["read_small.svg"]
+    assert f"]({report.CHARTS_FOLDER}/read_small.svg)" in page.read_text()
+    assert "ours vs peer" in chart.read_text() and "2.00x (2.00-2.00)" in chart.read_text()
+    assert "5.00x" not in chart.read_text()
     text = page.read_text()
     assert "| read_small | ours | peer | 2.00x (2.00-2.00) |  | 0.60 ms/item / 0.60 ms/item |" in (
         text)
@@ -195,3 +206,62 @@ def test_an_fsspec_run_on_another_data_set_has_contenders_of_its_own() -> None:
     assert not {c.name for c in own.contenders} & {c.name for c in other.contenders}
     assert {t.mine for t in other.targets} == {other.baseline,
                                                "aioflux-s3-parquet-files64-rows32768"}
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _bars(svg: str) -> list[ET.Element]:
+    return [e for e in ET.fromstring(svg).iter(f"{SVG}rect") if e.get("fill") != "#ffffff"]
+
+
+def test_a_chart_draws_each_pair_on_the_shared_log_scale() -> None:
+    bars = [charts.Bar("ours", "peer", 4.0, 2.0, 8.0, 2.0, "PASS"),
+            charts.Bar("ours", "slow <&>", 0.5, 0.5, 1.0, 1.0, "MISS"),
+            charts.Bar("ours", "plain", 2.0, 2.0, 2.0, None, ""),
+            charts.Bar("ours", "absent", None, None, None, 3.0, "not measured")]
+    scale = charts.shared_scale(bars)
+    assert scale == (0.5, 8.0)
+    svg = charts.render_chart("read_small", bars, scale)
+    root = ET.fromstring(svg)  # well-formed: names are escaped
+    texts = [e.text for e in root.iter(f"{SVG}text")]
+    assert "ours vs slow <&>" in texts and "not measured" in texts
+    assert "4.00x (2.00-8.00), target >= 2x PASS" in texts
+    assert ["0.5x", "1x", "2x", "4x", "8x"] == [t for t in texts if t and t.endswith("x")
+                                                and " " not in t]
+    # log scale over 0.5x..8x (four doublings): 1x a quarter in, 4x three quarters.
+    plot = charts.WIDTH - charts.LEFT - charts.RIGHT
+
+    def x(fraction: float) -> float:
+        return charts.LEFT + plot * fraction
+
+    passed, missed, plain = _bars(svg)  # no bar for the pair not measured
+    assert float(passed.get("x")) == pytest.approx(x(0.25), abs=0.1)
+    assert float(passed.get("x")) + float(passed.get("width")) == pytest.approx(x(0.75), abs=0.1)
+    assert float(missed.get("x")) == pytest.approx(x(0.0), abs=0.1)  # 0.5x: left of 1x
+    assert float(missed.get("width")) == pytest.approx(x(0.25) - x(0.0), abs=0.1)
+    assert (passed.get("fill"), missed.get("fill"), plain.get("fill")) == (
+        charts.COLORS["PASS"], charts.COLORS["MISS"], charts.COLORS[""])
+    # Targets at 2x and 1x (the pair not measured draws none); whiskers min-max.
+    targets = [float(e.get("x1")) for e in root.iter(f"{SVG}line")
+               if e.get("stroke-width") == "2"]
+    assert targets == [pytest.approx(x(0.5), abs=0.1), pytest.approx(x(0.25), abs=0.1)]
+    assert len([e for e in root.iter(f"{SVG}path")]) == 3
+    assert charts.render_chart("read_small", bars, scale) == svg  # same data, same text
+
+
+def test_the_shared_scale_holds_every_ratio_and_1x() -> None:
+    assert charts.shared_scale([charts.Bar("a", "b", 3.0, 2.5, 3.5, 5.0, "MISS")]) == (1.0, 8.0)
+    assert charts.shared_scale([charts.Bar("a", "b", 0.3, 0.2, 0.4, None, "")]) == (0.125, 1.0)
+    assert charts.shared_scale([charts.Bar("a", "b", 1.0, 1.0, 1.0, None, "")]) == (1.0, 2.0)
+    assert charts.ticks(0.5, 128.0) == [0.5, 1, 2, 4, 8, 16, 32, 64, 128]
+    assert charts.ticks(1 / 64, 1024.0)[:3] == [1 / 64, 1 / 16, 1 / 4]  # 16 doublings: every other
+
+
+def test_the_page_embeds_a_chart_of_every_charted_scenario() -> None:
+    page = report.DOCS_PERFORMANCE.read_text()
+    drawn = report.render_charts(report.current_pairs(results.group_runs(results.load())))
+    assert len(drawn) >= 10
+    for name in drawn:
+        assert f"]({report.CHARTS_FOLDER}/{name}.svg)" in page
+        assert (report.DOCS_PERFORMANCE.parent / report.CHARTS_FOLDER / f"{name}.svg").is_file()
