@@ -25,7 +25,6 @@ import io
 import os
 import sys
 import threading
-import tracemalloc
 import warnings
 import weakref
 from typing import TYPE_CHECKING
@@ -248,6 +247,7 @@ def warn_unclosed(url: str, count: int, unit: str = "byte", source: object = Non
                f"{'' if count == 1 else 's'} written to it: nothing is published "
                "(close() publishes, as does leaving a with block normally)")
     filename, line, module = opened or opening_site()
+    import tracemalloc  # here: only a loss needs it, and it is no import-time cost then
     # No registry: each loss is said, even the same URL's again ("default"
     # would show a message once per line, and a loop's second loss is no repeat).
     # The source only when tracemalloc traces (-X tracemalloc): its
