@@ -26,8 +26,9 @@ access token or a signed URL: errors are built here from plain fields, never
 from aiohttp's request info (which holds the Authorization header).
 
 Exceptions survive pickling, so DataLoader workers can send them to the main
-process intact. The package's ``__init__`` names the public ones ``aioflux.X``
-(their ``__module__``), as tracebacks show and pickles look them up.
+process intact. The public ones are named ``aioflux.X`` (their
+``__module__``, set at the end of this module), as tracebacks show and
+pickles look them up.
 """
 
 from __future__ import annotations
@@ -376,3 +377,15 @@ def error_for_status(
         reason=reason,
         attempts=attempts,
     )
+
+
+# Tracebacks name an error as users import and catch it (aioflux.NotFound),
+# not by its private home; pickles (a DataLoader worker's error) find it
+# there too (the package imports it from here on first use). Set here, not
+# in the package, which imports nothing until a name is asked for: an error
+# raised before anyone asked for aioflux.NotFound is named so too.
+for _name in __all__:
+    _item = globals()[_name]
+    if isinstance(_item, type) and issubclass(_item, AiofluxError):
+        _item.__module__ = "aioflux"
+del _name, _item

@@ -243,7 +243,7 @@ def _print_table(results: list[Result], where: str) -> None:
                   f"won {r.hedges_won:,}")
 
 
-@command("bench", "Measure list/read/write/save/load throughput (bucket or emulator).", _args)
+@command("bench", _args)
 def _bench(args: argparse.Namespace) -> int:
     ops = [op.strip() for op in args.ops.split(",") if op.strip()]
     unknown = set(ops) - set(OPS)

@@ -39,8 +39,7 @@ def _cache_dir(path: str) -> str:
     return root
 
 
-@command("cache", "Inspect or clear a local disk cache (cache_dir= of the datasets).",
-         _configure)
+@command("cache", _configure)
 def _run(args: argparse.Namespace) -> int:
     root = _cache_dir(args.directory)
     if args.action == "clear":

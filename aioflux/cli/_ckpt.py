@@ -102,8 +102,7 @@ def _history(store: Any, as_json: bool) -> None:
             "ERROR"), rows, right={0, 2, 3, 4, 5, 6})
 
 
-@command("ckpt", "Inspect a CheckpointManager's root on any store (list, history).",
-         _ckpt_args)
+@command("ckpt", _ckpt_args)
 def _ckpt(args: argparse.Namespace) -> int:
     from ..torch._retention import CheckpointStore, root_prefix
 

@@ -80,8 +80,7 @@ def _print(report: CleanReport, scheme: str) -> None:
           f"{len(report.errors)} errors")
 
 
-@command("clean", "Delete leftover composed objects and abort abandoned multipart uploads.",
-         _configure)
+@command("clean", _configure)
 def _run(args: argparse.Namespace) -> int:
     async def run() -> CleanReport:
         async with Stores(args) as stores:

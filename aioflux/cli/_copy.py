@@ -165,8 +165,7 @@ async def _copy_one(stores: Stores, item: Item, progress: Progress) -> None:
         await _stream(source, info, target, dst, content_type, metadata, progress)
 
 
-@command("cp", "Copy files and objects between any two stores (gs://, s3://, az://, file://, "
-         "local paths).", _args)
+@command("cp", _args)
 def _cp(args: argparse.Namespace) -> int:
     async def run() -> tuple[int, int, int]:
         async with Stores(args) as stores:

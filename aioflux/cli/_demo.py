@@ -106,8 +106,7 @@ def _emulator_stats(endpoint: str) -> dict[str, int]:
         return dict(json.load(resp))
 
 
-@command("demo", "Train on the bundled emulator: load, checkpoint, crash, resume, report.",
-         _configure)
+@command("demo", _configure)
 def _run(args: argparse.Namespace) -> int:
     # The CPU torch wheel comes without numpy, which the demo does not use;
     # torch still warns about it at import, on the demo's first screen.

@@ -17,7 +17,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("flags", nargs="*", help="see `aioflux emulator --help`")
 
 
-@command("emulator", "Run the GCS emulator on 127.0.0.1 (profile and fault flags).", _configure)
+@command("emulator", _configure)
 def _run(args: argparse.Namespace) -> int:
     from ..testing import serve_main
 

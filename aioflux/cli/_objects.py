@@ -188,7 +188,7 @@ class _Listing:
             print("]" if self._rows else "[]")
 
 
-@command("ls", "List the object and folder a URL names (-r: everything under it).", _ls_args)
+@command("ls", _ls_args)
 def _ls(args: argparse.Namespace) -> int:
     listing = _Listing(args)
 
@@ -207,7 +207,7 @@ def _one_url(parser: argparse.ArgumentParser) -> None:
     add_client_arguments(parser)
 
 
-@command("stat", "Show an object's metadata as JSON.", _one_url)
+@command("stat", _one_url)
 def _stat(args: argparse.Namespace) -> int:
     bucket, name = args.url
     if not name or name.endswith("/"):
@@ -229,7 +229,7 @@ def _stat(args: argparse.Namespace) -> int:
     return 0
 
 
-@command("cat", "Write an object's bytes to stdout.", _one_url)
+@command("cat", _one_url)
 def _cat(args: argparse.Namespace) -> int:
     from .._api.open import open as open_url
 
@@ -487,7 +487,7 @@ async def _delete(named: list[_Named], targets: AsyncIterator[_Target]) -> tuple
     return removed, failed
 
 
-@command("rm", "Delete objects (-r: also the folder each URL names).", _rm_args)
+@command("rm", _rm_args)
 def _rm(args: argparse.Namespace) -> int:
     async def run() -> tuple[int, int]:
         async with Stores(args) as stores:
@@ -507,7 +507,7 @@ def _du_args(parser: argparse.ArgumentParser) -> None:
     add_client_arguments(parser)
 
 
-@command("du", "Total size and object count of what a URL names.", _du_args)
+@command("du", _du_args)
 def _du(args: argparse.Namespace) -> int:
     async def run() -> tuple[int, int]:
         count = total = 0

@@ -1,36 +1,76 @@
-"""The subcommand registry: each command module registers itself here."""
+"""The subcommands: which module serves each (``HOMES``), and the registry
+each module fills with :func:`command` when it is imported.
+
+The table names every command and its one-line help without importing a
+command module: each imports the stores and aiohttp (a second of start-up
+on a busy machine), so ``aioflux --version``, ``aioflux --help`` and a
+usage error import none, and a command imports only its own (as pip's
+``commands_dict`` does).
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
 
-__all__ = ["COMMANDS", "Command", "Handler", "UsageError", "command"]
+__all__ = ["COMMANDS", "HOMES", "Command", "Handler", "Home", "UsageError", "command", "load"]
 
 Handler = Callable[[argparse.Namespace], int]
 
 
-@dataclass(frozen=True)
+class Home:
+    """Where a command lives (a module of ``aioflux.cli``) and its one-line help.
+
+    A plain class: dataclasses (and inspect under it) cost ``aioflux
+    --version`` more than argparse.
+    """
+
+    __slots__ = ("help", "module")
+
+    def __init__(self, module: str, help: str) -> None:
+        self.module, self.help = module, help
+
+
+HOMES: dict[str, Home] = {
+    "bench": Home("_bench", "Measure list/read/write/save/load throughput (bucket or emulator)."),
+    "cache": Home("_cache", "Inspect or clear a local disk cache (cache_dir= of the datasets)."),
+    "cat": Home("_objects", "Write an object's bytes to stdout."),
+    "ckpt": Home("_ckpt", "Inspect a CheckpointManager's root on any store (list, history)."),
+    "clean": Home("_clean",
+                  "Delete leftover composed objects and abort abandoned multipart uploads."),
+    "cp": Home("_copy", "Copy files and objects between any two stores (gs://, s3://, az://, "
+                        "file://, local paths)."),
+    "demo": Home("_demo",
+                 "Train on the bundled emulator: load, checkpoint, crash, resume, report."),
+    "du": Home("_objects", "Total size and object count of what a URL names."),
+    "emulator": Home("_emulator", "Run the GCS emulator on 127.0.0.1 (profile and fault flags)."),
+    "ls": Home("_objects", "List the object and folder a URL names (-r: everything under it)."),
+    "rm": Home("_objects", "Delete objects (-r: also the folder each URL names)."),
+    "shards": Home("_shards", "Sharded datasets: list shards and their indexes, index, verify."),
+    "stat": Home("_objects", "Show an object's metadata as JSON."),
+}
+
+
 class Command:
     """A registered subcommand."""
 
-    name: str
-    help: str
-    configure: Callable[[argparse.ArgumentParser], None]
-    run: Handler
+    __slots__ = ("configure", "name", "run")
+
+    def __init__(self, name: str, configure: Callable[[argparse.ArgumentParser], None],
+                 run: Handler) -> None:
+        self.name, self.configure, self.run = name, configure, run
 
 
 COMMANDS: dict[str, Command] = {}
 
 
-def command(name: str, help: str,
+def command(name: str,
             configure: Callable[[argparse.ArgumentParser], None]) -> Callable[[Handler], Handler]:
-    """Register a subcommand handler.
+    """Register a subcommand handler; its module and help are in ``HOMES``.
 
     Args:
         name: subcommand name.
-        help: one-line help.
         configure: adds the subcommand's arguments.
 
     Returns:
@@ -38,10 +78,23 @@ def command(name: str, help: str,
     """
 
     def register(run: Handler) -> Handler:
-        COMMANDS[name] = Command(name, help, configure, run)
+        COMMANDS[name] = Command(name, configure, run)
         return run
 
     return register
+
+
+def load(name: str) -> Command:
+    """The command ``name``, its module imported.
+
+    Args:
+        name: a name of ``HOMES``.
+
+    Returns:
+        The registered command.
+    """
+    importlib.import_module(f"{__package__}.{HOMES[name].module}")
+    return COMMANDS[name]
 
 
 class UsageError(Exception):

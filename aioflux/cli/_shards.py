@@ -356,7 +356,7 @@ def _verify(args: argparse.Namespace, store: ObjectStore) -> int:
 _ACTIONS = {"ls": _ls, "index": _index, "verify": _verify}
 
 
-@command("shards", "Sharded datasets: list shards and their indexes, index, verify.", _configure)
+@command("shards", _configure)
 def _run(args: argparse.Namespace) -> int:
     with portal_store(args, args.url) as store:
         return _ACTIONS[args.action](args, store)

@@ -1,11 +1,15 @@
-"""SIGTERM takes Ctrl-C's path in the CLI, also where SIGINT is ignored."""
+"""SIGTERM takes Ctrl-C's path in the CLI, also where SIGINT is ignored; Ctrl-C
+while the CLI starts is one line and exit 130."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -70,3 +74,57 @@ def test_sigterm_with_sigint_ignored_leaves_the_tasks_a_command_shields() -> Non
 
     _terminated_with_sigint_ignored(command)
     assert seen == ["upload id"]
+
+
+# Ctrl-C during start-up: the command's script is run as the shell runs it,
+# with Ctrl-C raised in the process itself (signal.raise_signal: its handler
+# runs before the call returns) the moment one module's import begins: no
+# timing decides where it lands.
+_INTERRUPT_AT = """
+import os, runpy, signal, sys
+
+at, mark, script = sys.argv[1:4]
+
+class InterruptAt:
+    def find_spec(self, name, path=None, target=None):
+        if name == at:
+            sys.meta_path.remove(self)
+            with open(mark, "w") as f:
+                f.write(name)
+            signal.raise_signal(signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, InterruptAt())
+sys.argv = sys.argv[3:]
+if script == "-m":
+    sys.argv[0] = "aioflux"
+    runpy.run_module("aioflux", run_name="__main__", alter_sys=True)
+else:
+    runpy.run_path(script, run_name="__main__")
+"""
+
+
+def _script() -> list[str]:
+    """The installed ``aioflux`` console script, else ``-m aioflux``."""
+    script = Path(sys.executable).with_name("aioflux")
+    return [str(script)] if script.is_file() else ["-m"]
+
+
+@pytest.mark.parametrize("module", [
+    "aioflux.cli._main",  # the first import main makes
+    "argparse",
+    "aioflux.cli._objects",  # the command's module, while the parser is built
+    "aiohttp",  # deep in the stores the command imports
+    "aioflux.cli._signals",
+])
+def test_ctrl_c_while_the_cli_starts_is_one_line_and_exit_130(module: str,
+                                                              tmp_path: Path) -> None:
+    # It was a 20-30 line KeyboardInterrupt traceback of the import it cut.
+    mark = tmp_path / "interrupted"
+    result = subprocess.run(
+        [sys.executable, "-c", _INTERRUPT_AT, module, str(mark), *_script(),
+         "ls", "gs://bkt/", "--endpoint", "http://127.0.0.1:9"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert mark.read_text() == module  # the import began, and Ctrl-C came then
+    assert (result.returncode, result.stdout, result.stderr) == (130, "",
+                                                                "aioflux: interrupted\n")
