@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import pickle
 import warnings
-from collections.abc import Callable, Iterable, Sequence, Sized
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, TypeVar
 
 import torch.distributed as dist
@@ -40,8 +40,8 @@ from .._core.errors import Conflict, InvalidArgument, InvalidURL, StorageError
 from .._core.types import ObjectInfo
 from .._core.urls import format_url, parse_url
 
-__all__ = ["LISTINGS", "Listing", "agreed", "check_listing", "objects_summary",
-           "objects_target", "shards_summary"]
+__all__ = ["LISTINGS", "Listing", "agreed", "check_listing", "gathered", "objects_summary",
+           "objects_target", "shards_summary", "world"]
 
 T = TypeVar("T")
 
@@ -111,7 +111,42 @@ def agreed(op: str, listing: str, target: str, make: Callable[[], T],
     return _checked(op, operation, target, make, summary, noun)
 
 
-def _world(op: str, listing: str) -> int:
+def world(op: str, listing: str) -> int:
+    """The ranks ``listing`` spans: the process group's size, else 1 (with a
+    warning where the environment names a world but no group was made)."""
+    return _world(op, listing, stacklevel=5)
+
+
+def gathered(op: str, operation: str, target: str, make: Callable[[], T]) -> list[T]:
+    """Every rank's ``make()``, in rank order (an all-gather); a failure on
+    any rank is raised on every rank (its type, with a note naming the rank).
+
+    Args:
+        op: the dataset class, for messages.
+        operation: what ``make`` does, for messages.
+        target: what it works on (a URL or pattern), for messages.
+        make: this rank's share of the work; its result must pickle.
+
+    Returns:
+        The results, by rank.
+
+    Raises:
+        Exception: what ``make`` raised, here or on another rank.
+    """
+    results: list[Any] = [None] * dist.get_world_size()
+    try:
+        mine: tuple[Any, ...] = (_OK, make())
+    except BaseException as exc:
+        dist.all_gather_object(results, _failure(exc))
+        raise
+    dist.all_gather_object(results, mine)
+    for rank, (kind, *rest) in enumerate(results):
+        if kind == _FAILED:
+            raise _shared(op, operation, target, rank, rest[0], rest[1])
+    return [rest[0] for _, *rest in results]
+
+
+def _world(op: str, listing: str, stacklevel: int = 4) -> int:
     if dist.is_available() and dist.is_initialized():
         return dist.get_world_size()
     env = os.environ.get("WORLD_SIZE", "")
@@ -122,7 +157,7 @@ def _world(op: str, listing: str) -> int:
         warnings.warn(f"{op}: listing={listing!r} needs torch.distributed initialized "
                       f"(init_process_group) before the dataset is made; WORLD_SIZE is "
                       f"{env} but there is no process group, so this rank lists on its own",
-                      RuntimeWarning, stacklevel=4)
+                      RuntimeWarning, stacklevel=stacklevel)
     return 1
 
 
@@ -294,14 +329,17 @@ def objects_summary(objects: Sequence[ObjectInfo]) -> Summary:
     return len(objects), _digest(f"{o.name}\0{o.generation}\0{o.size}\n" for o in objects)
 
 
-def shards_summary(shards: Sequence[tuple[ObjectInfo, Sized]]) -> Summary:
+def shards_summary(shards: tuple[Sequence[ObjectInfo], Sequence[tuple[int, int] | None]]
+                   ) -> Summary:
     """``(count, crc32c)`` over the shards' URLs, versions, sizes and sample counts.
 
     Args:
-        shards: ``(shard, index)`` pairs.
+        shards: the shards and their ``(samples, data bytes)`` (None: not counted).
 
     Returns:
         The summary two ranks compare.
     """
-    return len(shards), _digest(f"{info.url}\0{info.generation}\0{info.size}\0{len(index)}\n"
-                                for info, index in shards)
+    infos, counts = shards
+    return len(infos), _digest(
+        f"{info.url}\0{info.generation}\0{info.size}\0{None if c is None else c[0]}\n"
+        for info, c in zip(infos, counts, strict=True))

@@ -26,7 +26,7 @@ from .._engines.listing import DEFAULT_LIST_CONCURRENCY
 from .._engines.shards import ShardsDone
 from ._order import DataProgress, RankBatches, dist_rank, track
 from ._rank_listing import Listing
-from ._shard_order import iter_runs, last_positions, shard_epoch_order, shards_fingerprint
+from ._shard_order import iter_runs, last_positions, shard_epoch_order
 from ._shard_source import Decode, ShardSource, list_shards
 
 __all__ = ["DEFAULT_READS_IN_FLIGHT", "DEFAULT_SHARD_PREFETCH_BYTES", "DEFAULT_SHUFFLE_WINDOW",
@@ -58,14 +58,17 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     a brace pattern (``"gs://b/train-{000000..000099}.tar"``, expanded as
     webdataset expands it), or a list of URLs or :class:`~aioflux.ObjectInfo`.
 
-    Each shard is indexed once: from the local index cache (keyed by the
-    object's version), its ``<shard>.idx`` sidecar (written by
-    :class:`ShardWriter`; taken when it is of the shard as it is: the same
-    crc32c, or where the store keeps none the same version), or one
-    streamed pass checked against the shard's crc32c. The index records
-    each sample's offset, length and crc32c: samples are fetched by ranged
-    reads of ``samples_per_read`` consecutive samples, pinned to the
-    indexed version of the shard, and each sample's bytes are checked
+    Each shard's sample count is known when the dataset is made: from the
+    folder's manifest (``_aioflux_manifest.jsonl``, written by
+    :class:`ShardWriter` and ``aioflux shards index``; one GET for every
+    shard), the local index cache (keyed by the object's version), its
+    ``<shard>.idx`` sidecar (taken when it is of the shard as it is: the
+    same crc32c, or where the store keeps none the same version), or one
+    streamed pass checked against the shard's crc32c. A shard's index
+    (each sample's offset, length and crc32c) is loaded from the same
+    places when the shard is read, in the process reading it: samples are
+    fetched by ranged reads of ``samples_per_read`` consecutive samples,
+    pinned to the indexed version of the shard, and each sample's bytes are checked
     against its crc32c. A shard changed since it was indexed, or bytes that
     do not match, raise a typed error naming the shard and the byte offset;
     never fewer samples.
@@ -81,10 +84,12 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     sample once. Use ``ds.track(loader)`` or torchdata's
     ``StatefulDataLoader`` with workers, as for :class:`IterableDataset`.
 
-    Memory: at most ``prefetch_bytes`` of reads in flight or waiting, plus
-    the indexes (20 bytes a sample) and the epoch order (8 bytes a
-    sample), per iterator; neither the shard count nor a shard's size adds
-    to it. The shuffle window costs no sample memory.
+    Memory: at most ``prefetch_bytes`` of reads in flight or waiting per
+    iterator; the shards and their counts (a few dozen bytes a shard); the
+    indexes of the shards being read (20 bytes a sample, at most 64 MiB a
+    process; cached ones are memory-mapped, shared by the machine's
+    processes); and the epoch order. A ``spawn`` worker gets the shards and
+    counts, never per-sample data. See the guide "What each process holds".
 
     Args:
         shards: a brace pattern or URL (several joined by ``::``, as
@@ -133,6 +138,13 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             :class:`~aioflux.Conflict` on a difference. Both are collectives
             of the default process group: every rank must make the dataset.
             Without an initialized process group they are ``"each"``.
+        publish_indexes: write, beside the shards, the sidecars of the
+            shards this process indexes by streaming and the folder's
+            manifest (a failure to write the manifest is a warning). With
+            ``listing="rank0"`` under DDP, the shards rank 0 cannot count
+            are then indexed by all the ranks, each its share, and the
+            counts gathered: neither one rank nor every rank streams every
+            shard. Default False: nothing is written to the store.
 
     Raises:
         InvalidArgument: a setting of the wrong type or value.
@@ -157,7 +169,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                  index_dir: str | os.PathLike[str] | None = None, cache_indexes: bool = True,
                  sidecars: bool = True, cache_dir: str | os.PathLike[str] | None = None,
                  cache_limit: int | None = None, hedge_after: HedgeAfter = None,
-                 listing: Listing = "each") -> None:
+                 listing: Listing = "each", publish_indexes: bool = False) -> None:
         op = "ShardDataset"
         check_bool(op, "shuffle", shuffle)
         check_int(op, "seed", seed, minimum=None)
@@ -182,13 +194,10 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             samples_per_read=samples_per_read, config=config, endpoint=endpoint,
             credentials=credentials, index_dir=index_dir, cache_indexes=cache_indexes,
             sidecars=sidecars, cache_dir=cache_dir, cache_limit=cache_limit,
-            hedge_after=hedge_after, listing=listing)
+            hedge_after=hedge_after, listing=listing, publish_indexes=publish_indexes)
         self.samples_per_read = self._shards.samples_per_read
-        self._progress = DataProgress(
-            op, self._shards.total,
-            shards_fingerprint([info.url for info, _ in self._shards.shards],
-                               [index for _, index in self._shards.shards]),
-            seed, batch_size, self.world_size, drop_last)
+        self._progress = DataProgress(op, self._shards.total, self._shards.fingerprint(),
+                                      seed, batch_size, self.world_size, drop_last)
 
     @classmethod
     def from_prefix(cls, url: str, *, format: str = "tar",
@@ -222,7 +231,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     @property
     def shards(self) -> list[ObjectInfo]:
         """The shards, in list order."""
-        return [info for info, _ in self._shards.shards]
+        return list(self._shards.infos)
 
     @property
     def counts(self) -> list[int]:
@@ -275,7 +284,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         return shard_epoch_order(
             self.counts, seed=self.seed, epoch=epoch, shuffle=self.shuffle,
             samples_per_read=self.samples_per_read, shuffle_window=self.shuffle_window,
-            sequential=[index.compression is not None for _, index in self._shards.shards])
+            sequential=self._shards.compressed)
 
     def __iter__(self) -> Iterator[Any]:
         info = torch.utils.data.get_worker_info()
@@ -308,8 +317,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     def _compressed_ends(self, order: array.array[int]) -> list[tuple[int, int]]:
         """``(position of its last sample in order, shard)`` of each compressed
         shard, by position: where the reads may let its cursor go."""
-        compressed = [k for k, (_, index) in enumerate(self._shards.shards)
-                      if index.compression is not None]
+        compressed = [k for k, c in enumerate(self._shards.compressed) if c]
         if not compressed:
             return []
         last = last_positions(order, self._shards.starts)

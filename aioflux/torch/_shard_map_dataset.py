@@ -57,6 +57,9 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
         hedge_after: hedged ranged reads (None: none).
         listing: ``"each"``, ``"rank0"`` or ``"check"``: which DDP ranks
             resolve and index the shards (as for :class:`ShardDataset`).
+        publish_indexes: write the sidecars of the shards indexed here and
+            the manifest; under DDP with ``listing="rank0"``, the ranks share
+            the indexing (as for :class:`ShardDataset`).
 
     Raises:
         InvalidArgument, InvalidURL, NotFound, ShardFormatError, Conflict: as for
@@ -74,7 +77,7 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
                  index_dir: str | os.PathLike[str] | None = None, cache_indexes: bool = True,
                  sidecars: bool = True, cache_dir: str | os.PathLike[str] | None = None,
                  cache_limit: int | None = None, hedge_after: HedgeAfter = None,
-                 listing: Listing = "each") -> None:
+                 listing: Listing = "each", publish_indexes: bool = False) -> None:
         op = "ShardMapDataset"
         check_int(op, "reads_in_flight", reads_in_flight, minimum=1)
         self.reads_in_flight = reads_in_flight
@@ -83,7 +86,7 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
             samples_per_read=samples_per_read, config=config, endpoint=endpoint,
             credentials=credentials, index_dir=index_dir, cache_indexes=cache_indexes,
             sidecars=sidecars, cache_dir=cache_dir, cache_limit=cache_limit,
-            hedge_after=hedge_after, listing=listing)
+            hedge_after=hedge_after, listing=listing, publish_indexes=publish_indexes)
 
     @classmethod
     def from_prefix(cls, url: str, *, format: str = "tar",

@@ -1,30 +1,45 @@
-"""What both shard datasets share: settings, the shards and their indexes, reads.
+"""What both shard datasets share: settings, the shards and their counts, reads.
 
 A :class:`ShardSource` is made in the process that builds the dataset:
 it resolves the shard list (a brace pattern, URLs or ObjectInfo, one
-store) and indexes every shard there (see
-:func:`aioflux._engines.shards.index_shards`), then pickles for ``spawn``
-workers with the indexes in it, so workers never list or index. Its store
-is rebuilt lazily in each process (:class:`~aioflux.torch._source.DatasetSource`).
+store) and counts every shard's samples there: from the folder's
+manifest, the local index cache's headers, the sidecars, else one
+streamed pass (see :mod:`aioflux._engines.shards._counts`). It holds the
+shards and their cumulative counts (8 bytes a shard besides the shard's
+own record), and pickles for ``spawn`` workers with those alone. A
+shard's per-sample index (offset, length, crc32c) is loaded when the
+shard is read, in the process reading it, and kept in a bounded LRU
+(:data:`DEFAULT_INDEX_BYTES`); a cached index is memory-mapped, shared by
+the machine's processes. Its store is rebuilt lazily in each process
+(:class:`~aioflux.torch._source.DatasetSource`).
 
-Under DDP the ranks must hold the same shards and indexes (the epoch order
-is a function of them): ``listing="rank0"`` resolves and indexes on rank 0
-and broadcasts the pairs, so the other ranks neither list, stat nor index;
+Under DDP the ranks must hold the same shards and counts (the epoch order
+is a function of them): ``listing="rank0"`` resolves and counts on rank 0
+and broadcasts them, so the other ranks neither list, stat nor index;
 ``listing="check"`` compares the ranks' (see :mod:`aioflux.torch._rank_listing`).
+With ``publish_indexes``, the shards rank 0 could not count are indexed
+by all the ranks, each its share, which publish the sidecars; the counts
+are gathered, and rank 0 writes the manifest.
 """
 
 from __future__ import annotations
 
+import array
+import asyncio
+import hashlib
+import itertools
 import json
 import os
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._core.config import ClientConfig
-from .._core.errors import InvalidArgument, ShardFormatError
+from .._core.errors import AiofluxError, InvalidArgument, ShardFormatError
 from .._core.portal import get_portal, iterate
+from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
-from .._core.urls import parse_url
+from .._core.urls import format_url, parse_url
 from .._core.validate import (
     Credentials,
     check_bool,
@@ -39,24 +54,42 @@ from .._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, Hedger, check_hed
 from .._engines.shards import (
     IndexCache,
     Run,
+    ShardFormat,
     ShardIndex,
     ShardsDone,
-    chain_counts,
+    compression_of,
     default_index_dir,
     expand_braces,
     format_of,
-    index_shards,
     is_sidecar,
     read_runs,
 )
-from ._rank_listing import agreed, check_listing, objects_summary, shards_summary
+from .._engines.shards._counts import (
+    Count,
+    IndexLRU,
+    count_shards,
+    load_index,
+    stream_counts,
+)
+from .._engines.shards._manifest import (
+    MANIFEST_NAME,
+    Entry,
+    is_manifest,
+    manifest_folder,
+    update_manifest,
+)
+from ._rank_listing import agreed, check_listing, gathered, objects_summary, shards_summary
+from ._rank_listing import world as rank_world
 from ._source import DatasetSource, objects_scheme
 
-__all__ = ["Decode", "ShardSource", "list_shards"]
+__all__ = ["DEFAULT_INDEX_BYTES", "Decode", "ShardSource", "count_all", "list_shards"]
 
 Decode = str | Callable[[Any], Any] | Mapping[str, Callable[[bytes], Any]] | None
 # Bytes one ranged read aims at when samples_per_read is not given.
 _READ_BYTES = 1 << 20
+#: Most bytes of per-sample indexes a process holds (20 bytes a sample:
+#: the indexes of the shards it reads, about 3 million samples of them).
+DEFAULT_INDEX_BYTES = 64 * 1024 * 1024
 
 
 class ShardSource:
@@ -80,6 +113,9 @@ class ShardSource:
         hedge_after: hedged ranged reads (None: none).
         listing: who resolves and indexes the shards under DDP: ``"each"``
             rank, ``"rank0"`` for all, or each then ``"check"``-ed.
+        publish_indexes: write the sidecars of the shards this process
+            indexes and the folder's manifest; under DDP with
+            ``listing="rank0"``, the ranks then share the indexing.
 
     Raises:
         InvalidArgument, InvalidURL, NotFound, ShardFormatError, StorageError:
@@ -92,7 +128,7 @@ class ShardSource:
                  index_dir: str | os.PathLike[str] | None, cache_indexes: bool,
                  sidecars: bool, cache_dir: str | os.PathLike[str] | None,
                  cache_limit: int | None, hedge_after: HedgeAfter,
-                 listing: str = "each") -> None:
+                 listing: str = "each", publish_indexes: bool = False) -> None:
         self.format = format_of(op, format)
         self.decode = _decoder(op, self.format.name, decode)
         if transform is not None and not callable(transform):
@@ -104,6 +140,7 @@ class ShardSource:
         check_credentials(op, credentials)
         check_bool(op, "cache_indexes", cache_indexes)
         check_bool(op, "sidecars", sidecars)
+        check_bool(op, "publish_indexes", publish_indexes)
         check_listing(op, listing)
         try:
             check_hedge(op, hedge_after, DEFAULT_HEDGE_BUDGET)
@@ -116,29 +153,66 @@ class ShardSource:
         self.source = DatasetSource(config=config, endpoint=endpoint, credentials=credentials,
                                     list_retry=None, download_retry=None,
                                     download_options=DownloadOptions())
-        index_cache = (IndexCache(index_dir if index_dir is not None else default_index_dir())
-                       if cache_indexes else None)
+        self.index_cache = (IndexCache(index_dir if index_dir is not None
+                                       else default_index_dir())
+                            if cache_indexes else None)
+        self.sidecars = sidecars
+        #: Most bytes of per-sample indexes this process holds (see the module).
+        self.index_bytes = DEFAULT_INDEX_BYTES
+        self._lru: tuple[int, IndexLRU] | None = None
+        # The ranks share the streaming only where what each indexes reaches
+        # the others (published sidecars); rank 0 alone counts otherwise.
+        share = publish_indexes and listing == "rank0" and rank_world(op, listing) > 1
 
-        def resolve() -> list[tuple[ObjectInfo, ShardIndex]]:
+        def resolve() -> tuple[list[ObjectInfo], list[Count | None]]:
             infos = self._resolve(op, shards)
-            indexes = index_shards(self.source.downloader.client, infos, self.format,
-                                   cache=index_cache, sidecars=sidecars)
-            return list(zip(infos, indexes, strict=True))
+            return infos, count_all(self.source.downloader.client, infos, self.format,
+                                    cache=self.index_cache, sidecars=sidecars,
+                                    stream=not share, publish=publish_indexes)
 
-        self.shards: list[tuple[ObjectInfo, ShardIndex]] = agreed(
-            op, listing, _described(shards), resolve, shards_summary, "shards")
+        target = _described(shards)
+        infos, found = agreed(op, listing, target, resolve, shards_summary, "shards")
         # Where rank 0 resolved them, this rank's store is picked here.
-        self.source.scheme = (objects_scheme(op, (info.scheme for info, _ in self.shards))
-                              or self.source.scheme)
-        indexes = [index for _, index in self.shards]
-        self.starts = chain_counts(indexes)
-        data = sum(i.data_size for i in indexes)
+        self.source.scheme = objects_scheme(op, (info.scheme for info in infos)) \
+            or self.source.scheme
+        if share and any(c is None for c in found):
+            found = self._share(op, target, infos, found)
+        counts: list[Count] = [c for c in found if c is not None]
+        assert len(counts) == len(infos)
+        self.infos = infos
+        self.starts = array.array("q", itertools.accumulate((c[0] for c in counts),
+                                                            initial=0))
+        data = sum(c[1] for c in counts)
         self.samples_per_read = samples_per_read or max(
             1, min(4096, _READ_BYTES // max(1, data // max(1, self.total))))
+
+    def _share(self, op: str, target: str, infos: list[ObjectInfo],
+               found: list[Count | None]) -> list[Count | None]:
+        """Index the shards none could count, each rank its share (publishing
+        their sidecars); gather the counts; rank 0 writes the manifest."""
+        import torch.distributed as dist
+
+        rank, world = dist.get_rank(), dist.get_world_size()
+        missing = [k for k, c in enumerate(found) if c is None]
+        mine = missing[rank::world]
+
+        def index_mine() -> list[tuple[int, int, int]]:
+            indexes = stream_counts(self.source.downloader.client, [infos[k] for k in mine],
+                                    self.format, cache=self.index_cache, publish=True)
+            return [(k, len(i), i.data_size) for k, i in zip(mine, indexes, strict=True)]
+
+        out = list(found)
+        for share in gathered(op, "index", target, index_mine):
+            for k, samples, data in share:
+                out[k] = samples, data
+        if rank == 0:
+            publish_manifest(self.source.downloader.client, infos, out, self.format)
+        return out
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_hedger"] = None  # its gate belongs to this process's loop
+        state["_lru"] = None  # indexes are loaded where the shards are read
         return state
 
     def _resolve(self, op: str, shards: object) -> list[ObjectInfo]:
@@ -170,7 +244,51 @@ class ShardSource:
     @property
     def counts(self) -> list[int]:
         """Samples per shard, in list order."""
-        return [len(index) for _, index in self.shards]
+        return [b - a for a, b in itertools.pairwise(self.starts)]
+
+    @property
+    def compressed(self) -> list[bool]:
+        """Per shard, whether it is compressed whole (read front to back)."""
+        return [compression_of(info.name) is not None for info in self.infos]
+
+    def fingerprint(self) -> str:
+        """``"<samples>:<16 hex digits>"`` over the shards' URLs and sample counts.
+
+        A saved position only means something over the same shards in the same order.
+        """
+        digest = hashlib.sha256()
+        for info, count in zip(self.infos, self.counts, strict=True):
+            digest.update(f"{info.url}\n{count}\n".encode("utf-8", "surrogatepass"))
+        return f"{self.total}:{digest.hexdigest()[:16]}"
+
+    @property
+    def indexes(self) -> IndexLRU:
+        """This process's indexes of the shards it reads (see the module)."""
+        if self._lru is None or self._lru[0] != os.getpid():
+            self._lru = (os.getpid(), IndexLRU(self._load, self.index_bytes))
+        return self._lru[1]
+
+    def _load(self, k: int) -> ShardIndex:
+        return load_index(self.source.downloader.client, self.infos[k], self.format,
+                          self.starts[k + 1] - self.starts[k], cache=self.index_cache,
+                          sidecars=self.sidecars)
+
+    def index(self, k: int) -> ShardIndex:
+        """Shard ``k``'s per-sample index (loaded if not held; blocks).
+
+        Raises:
+            ShardFormatError: the shard is not its format, or changed since
+                it was counted.
+            StorageError: a read failed.
+        """
+        return self.indexes.get(k)
+
+    async def _index_on_loop(self, k: int) -> ShardIndex:
+        indexes = self.indexes
+        found = indexes.cached(k)
+        # A load reads (a file, a sidecar, a pass over the shard) through the
+        # portal: off the loop, in a thread.
+        return found if found is not None else await asyncio.to_thread(indexes.get, k)
 
     def hedger(self, permits: int) -> Hedger | None:
         """This process's hedger (its budget and latencies carry across passes)."""
@@ -185,7 +303,8 @@ class ShardSource:
         """Read ``runs`` (taken as room frees) on this process's store, a window in flight
         (see ``read_runs``)."""
         store = self.source.downloader.client
-        agen = read_runs(store, self.shards, runs, limit=limit, max_bytes=max_bytes,
+        agen = read_runs(store, self.infos, self._index_on_loop, runs, limit=limit,
+                         max_bytes=max_bytes,
                          unit=self.samples_per_read, cache=self.disk_cache,
                          hedger=self.hedger(store.config.max_concurrency))
         return iterate(agen, batch=8, nbytes=_run_bytes, max_bytes=max_bytes)
@@ -193,12 +312,14 @@ class ShardSource:
     def fetch(self, runs: Sequence[Run], *, limit: int) -> list[tuple[Run, list[bytes]]]:
         """Read ``runs`` concurrently and return them all (for map-style access)."""
         store = self.source.downloader.client
+        # The batch is returned whole: its bytes bound nothing more, and a
+        # smaller budget would read its runs one at a time. Measured here:
+        # an index may have to be loaded, which the loop's thread cannot do.
+        everything = sum(self.span_bytes(run) for run in runs) + 1
 
         async def run() -> list[tuple[Run, list[bytes]]]:
-            # The batch is returned whole: its bytes bound nothing more, and a
-            # smaller budget would read its runs one at a time.
-            agen = read_runs(store, self.shards, runs, limit=limit,
-                             max_bytes=sum(self.span_bytes(run) for run in runs) + 1,
+            agen = read_runs(store, self.infos, self._index_on_loop, runs, limit=limit,
+                             max_bytes=everything,
                              unit=self.samples_per_read, cache=self.disk_cache,
                              hedger=self.hedger(store.config.max_concurrency))
             return [item async for item in agen]
@@ -207,13 +328,13 @@ class ShardSource:
 
     def span_bytes(self, run: Run) -> int:
         """Bytes one read of ``run`` covers (without the cache's unit widening)."""
-        index = self.shards[run.shard][1]
+        index = self.index(run.shard)
         return max(index.offsets[k] + index.lengths[k] for k in run.samples) - \
             min(index.offsets[k] for k in run.samples)
 
     def samples(self, run: Run, regions: list[bytes]) -> Iterator[Any]:
         """The decoded, transformed samples of a run's regions."""
-        info, index = self.shards[run.shard]
+        info, index = self.infos[run.shard], self.index(run.shard)
         url = info.url
         for local, region in zip(run.samples, regions, strict=True):
             offset = index.offsets[local]
@@ -229,7 +350,7 @@ class ShardSource:
 
 def list_shards(op: str, url: str, concurrency: int, settings: Mapping[str, Any],
                 listing: str = "each") -> list[ObjectInfo]:
-    """Every object in a folder (sorted), ``.idx`` sidecars left out,
+    """Every object in a folder (sorted), ``.idx`` sidecars and the manifest left out,
     made to agree across the DDP ranks as ``listing`` says (see
     :mod:`._rank_listing`).
 
@@ -245,12 +366,56 @@ def list_shards(op: str, url: str, concurrency: int, settings: Mapping[str, Any]
         source = DatasetSource(config=settings.get("config"), endpoint=settings.get("endpoint"),
                                credentials=settings.get("credentials"), list_retry=None,
                                download_retry=None, download_options=DownloadOptions())
-        shards = [o for o in source.list_prefix(url, concurrency) if not is_sidecar(o.name)]
+        shards = [o for o in source.list_prefix(url, concurrency)
+                  if not is_sidecar(o.name) and not is_manifest(o.name)]
         if not shards:
             raise InvalidArgument(f"{op}: {url} holds only index sidecars")
         return shards
 
     return agreed(op, listing, str(url), listed, objects_summary)
+
+
+def count_all(store: ObjectStore, infos: Sequence[ObjectInfo], fmt: ShardFormat, *,
+              cache: IndexCache | None, sidecars: bool, stream: bool,
+              publish: bool) -> list[Count | None]:
+    """Every shard's ``(samples, data bytes)``: from the manifest, the cache or
+    the sidecars, and (``stream``) the rest by one pass each; with ``publish``,
+    the streamed ones' sidecars and, when any was not in the manifest, the
+    manifest are written.
+
+    Raises:
+        ShardFormatError: a shard, sidecar or manifest is not its format.
+        StorageError: a read or write failed.
+    """
+    found = count_shards(store, infos, fmt, cache=cache, sidecars=sidecars)
+    missing = [k for k, c in enumerate(found) if c is None]
+    if stream and missing:
+        indexes = stream_counts(store, [infos[k] for k in missing], fmt, cache=cache,
+                                publish=publish)
+        for k, index in zip(missing, indexes, strict=True):
+            found[k] = len(index), index.data_size
+        if publish:
+            publish_manifest(store, infos, found, fmt)
+    return found
+
+
+def publish_manifest(store: ObjectStore, infos: Sequence[ObjectInfo],
+                     counts: Sequence[Count | None], fmt: ShardFormat) -> None:
+    """Add the shards' entries to the manifest of their folder; a failure to
+    write it is a warning (the dataset is made: the manifest is for later)."""
+    if not infos or any(info.bucket != infos[0].bucket for info in infos):
+        return  # one manifest names one folder's shards
+    folder = manifest_folder(info.name for info in infos)
+    entries = [Entry(name=info.name[len(folder):], size=info.size, crc32c=info.crc32c,
+                     version=info.generation or None, format=fmt.name,
+                     compression=compression_of(info.name), samples=c[0], data_size=c[1])
+               for info, c in zip(infos, counts, strict=True) if c is not None]
+    url = format_url(infos[0].scheme, infos[0].bucket, folder + MANIFEST_NAME)
+    try:
+        get_portal().call(update_manifest(store, infos[0].bucket, folder, url, entries))
+    except AiofluxError as exc:
+        warnings.warn(f"could not write the manifest {url}: {exc}", RuntimeWarning,
+                      stacklevel=2)
 
 
 def _described(shards: object) -> str:

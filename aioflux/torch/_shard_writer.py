@@ -4,24 +4,28 @@ Each shard streams into ``aioflux.open(url, "wb")`` as its samples come
 and is published whole when it is finished, or not at all; its index
 (built from the bytes written, :mod:`aioflux._engines.shards._writer`)
 then goes beside it as ``<shard>.idx``, which :class:`ShardDataset` reads
-instead of streaming the shard. No torch is used here: the class sits
-beside the dataset that reads what it writes.
+instead of streaming the shard, and when the writer closes, every shard's
+sample count goes into the folder's manifest (``_aioflux_manifest.jsonl``,
+:mod:`aioflux._engines.shards._manifest`), from which a dataset counts
+every shard with one GET. No torch is used here: the class sits beside
+the dataset that reads what it writes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from .._api.open import open as open_url
 from .._api.stores import new_store
 from .._core.config import ClientConfig
-from .._core.errors import InvalidArgument
+from .._core.errors import AiofluxError, InvalidArgument
 from .._core.options import WriterOptions
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
-from .._core.urls import StoreURL, parse_url
+from .._core.urls import StoreURL, format_url, parse_url
 from .._core.validate import (
     Credentials,
     check_bool,
@@ -43,6 +47,13 @@ from .._engines.shards import (
     encode_sample,
     format_of,
     shard_namer,
+)
+from .._engines.shards._manifest import (
+    MANIFEST_NAME,
+    Entry,
+    entry_of,
+    manifest_folder,
+    update_manifest,
 )
 from .._engines.writer import ObjectWriter
 
@@ -90,7 +101,11 @@ class ShardWriter:
     publishes nothing of the shard being written, while the shards
     finished before stay. With ``index=True`` each published shard gets its
     ``<shard>.idx`` sidecar, which :class:`ShardDataset` reads instead of
-    streaming the shard.
+    streaming the shard, and :meth:`close` (or :meth:`abort`, for the
+    shards finished before) adds the shards to the manifest of their
+    folder, ``_aioflux_manifest.jsonl`` (entries of other shards there
+    stay; writers racing on it each add theirs), from which a dataset
+    counts every shard with one GET.
 
     Attributes:
         shards: URLs of the shards published, in order.
@@ -107,7 +122,7 @@ class ShardWriter:
         endpoint: API root (``gs``, ``s3``).
         credentials: as for :class:`~aioflux.AsyncClient`.
         start_shard: the first shard's number.
-        index: write each shard's ``<shard>.idx`` sidecar.
+        index: write each shard's ``<shard>.idx`` sidecar and the manifest.
         writer: part size and parts in flight of each shard's upload.
 
     Raises:
@@ -167,6 +182,9 @@ class ShardWriter:
         self._published = 0
         self._closed = False
         self.shards: list[str] = []
+        # Each published shard's manifest entry, named in full (the folder is
+        # cut off when the manifest is written: it is the shards' common one).
+        self._entries: list[Entry] = []
 
     @property
     def count(self) -> int:
@@ -252,9 +270,24 @@ class ShardWriter:
         self._published += shard.packer.count
         if self._index:
             assert self._store is not None
-            data = encode_index(shard.packer.index(info, self.compression))
+            index = shard.packer.index(info, self.compression)
             get_portal().call(self._store.write(shard.parsed.bucket,
-                                                shard.parsed.name + INDEX_SUFFIX, data))
+                                                shard.parsed.name + INDEX_SUFFIX,
+                                                encode_index(index)))
+            self._entries.append(entry_of(info, "", index))
+
+    def _write_manifest(self) -> None:
+        """Add the published shards to their folder's manifest."""
+        entries, self._entries = self._entries, []
+        if not entries:
+            return
+        assert self._store is not None
+        bucket = parse_url(self.shards[0], require_object=True).bucket
+        folder = manifest_folder(e.name for e in entries)
+        url = format_url(self._scheme, bucket, folder + MANIFEST_NAME)
+        get_portal().call(update_manifest(
+            self._store, bucket, folder, url,
+            [dataclasses.replace(e, name=e.name[len(folder):]) for e in entries]))
 
     def close(self) -> None:
         """Publish the shard being written (and its sidecar); no-op once closed.
@@ -266,6 +299,7 @@ class ShardWriter:
             return
         try:
             self._finish()
+            self._write_manifest()
         finally:
             self._close_store()
 
@@ -275,6 +309,14 @@ class ShardWriter:
         try:
             if shard is not None:
                 shard.sink.abort()
+            if self._store is not None:
+                try:
+                    self._write_manifest()
+                except AiofluxError as exc:
+                    # The abort's cause is what the caller sees; the shards
+                    # are published and have their sidecars either way.
+                    warnings.warn(f"ShardWriter: the manifest of {len(self.shards)} shards "
+                                  f"was not written: {exc}", RuntimeWarning, stacklevel=2)
         finally:
             self._close_store()
 

@@ -81,14 +81,14 @@ def _instrument() -> None:
 
     _source.list_objects_parallel = listed  # type: ignore[assignment]
 
-    indexer = _shard_source.index_shards
+    indexer = _shard_source.count_all
 
     def indexed(*args: Any, **kwargs: Any) -> Any:
         found = indexer(*args, **kwargs)
         _after()
         return found
 
-    _shard_source.index_shards = indexed  # type: ignore[assignment]
+    _shard_source.count_all = indexed  # type: ignore[assignment]
 
 
 def _after() -> None:

@@ -99,7 +99,7 @@ def test_a_shard_repacked_to_its_size_is_indexed_again_not_cut_by_its_sidecar(
     size = write_shard(face)
     first = dataset(face, tmp_path)
     assert keys_and_bytes(first) == expected([0, 1, 2, 3]) and streamed == []
-    assert first._shards.shards[0][0].size == size
+    assert first._shards.infos[0].size == size
     repacked = tar_shard(repack_samples([3, 2, 1, 0]))
     assert len(repacked) == size
     rewrite(face, "a-0.tar", repacked)
@@ -173,7 +173,7 @@ def test_an_s3_copy_under_another_etag_keeps_its_sidecar_by_crc32c(
     copy = Where("s3", f"s3://{bucket}/copy", None, where.kwargs, emulator)
     ds = dataset(copy, tmp_path)
     assert keys_and_bytes(ds) == expected([0, 1, 2, 3]) and streamed == []
-    assert ds._shards.shards[0][0].crc32c is None  # listed
+    assert ds._shards.infos[0].crc32c is None  # listed
 
 
 def test_an_index_matches_by_crc32c_where_both_know_one_else_by_version() -> None:

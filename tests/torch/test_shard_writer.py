@@ -27,6 +27,7 @@ from aioflux._engines.shards import (
     encode_index,
     stream_index,
 )
+from aioflux._engines.shards._manifest import MANIFEST_NAME
 from aioflux.local import LocalStore
 from aioflux.local._files import path_of
 from aioflux.testing import Emulator
@@ -103,8 +104,8 @@ def test_tar_round_trip_on_every_store(backend: Where) -> None:
             w.write(sample)
         assert w.count == 23
     assert w.shards == [backend.url(f"train-{n:04d}.tar") for n in range(3)]
-    assert backend.names() == sorted(f"train-{n:04d}.tar{s}" for n in range(3)
-                                     for s in ("", INDEX_SUFFIX))
+    assert backend.names() == sorted([MANIFEST_NAME, *(f"train-{n:04d}.tar{s}" for n in range(3)
+                                                       for s in ("", INDEX_SUFFIX))])
     for url in w.shards:
         sidecar_matches_streaming(backend.store, url, "tar")
     ds = ShardDataset(w.shards, **SHARD_SETTINGS, **backend.kwargs)
@@ -192,7 +193,9 @@ def test_an_exception_in_the_block_publishes_nothing_of_the_shard(backend: Where
                 w.write({"__key__": f"k{i}", "bin": bytes(1000)})
             raise RuntimeError("stop")
     # Shards 0 and 1 were finished when the sample that opened shard 2 came.
-    assert backend.names() == ["x-00.tar", "x-00.tar.idx", "x-01.tar", "x-01.tar.idx"]
+    # The finished shards are in the manifest too.
+    assert backend.names() == [MANIFEST_NAME, "x-00.tar", "x-00.tar.idx", "x-01.tar",
+                               "x-01.tar.idx"]
     assert len(w.shards) == 2 and w.count == 8
     with pytest.raises(InvalidArgument, match="after close"):
         w.write({"__key__": "late", "bin": b"x"})

@@ -128,7 +128,7 @@ def test_a_claim_held_elsewhere_is_waited_for_then_read_around(tmp_path: Path) -
     ds = lines(where, tmp_path, shuffle=False, samples_per_read=50)
     cache = ds._shards.disk_cache
     assert cache is not None
-    info, index = ds._shards.shards[0]
+    info, index = ds._shards.infos[0], ds._shards.index(0)
     claim = _claim_of(info, index)
     fd = asyncio.run(cache.claim(claim))  # as a process decompressing a.jsonl.gz would
     assert fd is not None
@@ -147,7 +147,7 @@ def test_a_shard_over_a_quarter_of_the_cache_is_read_by_a_cursor(tmp_path: Path)
     where = Where("file", f"file://{tmp_path}/root", None)
     rows = seed(where)
     ds = lines(where, tmp_path, cache_limit=16384)  # each shard's data is over 4 KiB
-    assert all(index.data_size * 4 > 16384 for _, index in ds._shards.shards)
+    assert all(ds._shards.index(k).data_size * 4 > 16384 for k in range(len(ds.shards)))
     check(rows, list(ds))
     cache = ds._shards.disk_cache
     assert cache is not None and cache.stats.stored == 0
@@ -218,7 +218,7 @@ def test_units_evicted_before_they_are_read_cost_a_pass_not_a_wrong_sample(
     for s in range(8):
         where.put(f"s{s}.jsonl.gz", gz(jsonl(rows[s * 100:(s + 1) * 100])))
     probe = lines(where, tmp_path / "probe")
-    sizes = [index.data_size for _, index in probe._shards.shards]
+    sizes = [probe._shards.index(k).data_size for k in range(len(probe.shards))]
     limit = 4 * max(sizes) + 1024
     assert sum(sizes) > limit
     ds = lines(where, tmp_path, cache_limit=limit, samples_per_read=4)

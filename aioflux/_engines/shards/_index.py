@@ -8,9 +8,14 @@ shard's sample count before training, reads any sample with one ranged
 read, and checks every sample's bytes against what was indexed.
 
 The same encoding serves the sidecar a writer publishes beside a shard
-(``<shard>.idx``) and the local index cache: a magic line, one JSON line
-(what the index is of), the three columns little-endian, and the crc32c of
-everything before it. An index is matched to its shard by size and
+(``<shard>.idx``, version 1): a magic line, one JSON line (what the index
+is of), the three columns little-endian, and the crc32c of everything
+before it. The local index cache writes version 2, the same with the JSON
+line padded so that each column starts on its own item size: a cached
+entry is then memory-mapped and its columns are views of the file, not
+copies (every process of a machine shares the pages, and an index dropped
+from memory costs nothing to drop). A count is read from the JSON line
+alone (:meth:`IndexCache.count`), without the columns. An index is matched to its shard by size and
 crc32c, where the store keeps a crc32c for the shard (a copy of the pair to
 another bucket keeps both), else by size and version (the store's version
 token of the indexed object): a shard rewritten with the same size by a tool
@@ -25,21 +30,36 @@ import array
 import dataclasses
 import hashlib
 import json
+import mmap
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar, Union
 
 from ..._core.crc import crc32c
 from ..._core.errors import ShardFormatError
 
-__all__ = ["INDEX_SUFFIX", "Columns", "IndexCache", "ShardIndex", "decode_index",
-           "default_index_dir", "encode_index", "new_columns", "total_samples"]
+__all__ = ["INDEX_SUFFIX", "Column", "Columns", "IndexCache", "ShardIndex", "decode_index",
+           "default_index_dir", "encode_index", "index_bytes", "new_columns", "total_samples"]
 
 INDEX_SUFFIX = ".idx"
 _MAGIC = b"AIOFLUX-SHARD-INDEX 1\n"
+_MAGIC_2 = b"AIOFLUX-SHARD-INDEX 2\n"
+# Version 2 cache entries end so: an older aioflux sharing the directory
+# would take one for a damaged version 1 entry and delete it.
+_CACHE_SUFFIX = ".idx2"
 _LITTLE = sys.byteorder == "little"
+# The most bytes a JSON line of an index takes (it holds a few numbers).
+_MAX_HEAD = 64 * 1024
+# Bytes each sample takes in the columns.
+_SAMPLE_BYTES = 8 + 8 + 4
+
+T = TypeVar("T")
+
+#: A column: an array, or (memory-mapped) a view of a cached file.
+Column = Union["array.array[int]", memoryview]
 
 
 @dataclasses.dataclass(eq=False)
@@ -64,12 +84,17 @@ class ShardIndex:
     crc32c: int | None
     version: int | None
     data_size: int
-    offsets: array.array[int]
-    lengths: array.array[int]
-    crcs: array.array[int]
+    offsets: Column
+    lengths: Column
+    crcs: Column
 
     def __len__(self) -> int:
         return len(self.offsets)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes its columns take (in memory, or mapped)."""
+        return len(self) * _SAMPLE_BYTES
 
     def span(self, first: int, last: int) -> tuple[int, int]:
         """The bytes ``[start, end)`` covering samples ``first..last`` (inclusive)."""
@@ -99,33 +124,66 @@ def new_columns() -> Columns:
     return array.array("Q"), array.array("Q"), array.array("I")
 
 
-def encode_index(index: ShardIndex) -> bytes:
+def encode_index(index: ShardIndex, *, version: int = 1) -> bytes:
     """The index as bytes (the sidecar and cache encoding).
 
     Args:
         index: the index.
+        version: 1 (sidecars: what every aioflux reads) or 2 (the local
+            cache: columns aligned, to be memory-mapped).
 
     Returns:
         The encoded index.
     """
-    head = {"format": index.format, "compression": index.compression, "size": index.size,
-            "crc32c": index.crc32c, "version": index.version, "data_size": index.data_size,
-            "count": len(index)}
-    parts = [_MAGIC, json.dumps(head, sort_keys=True).encode() + b"\n"]
+    head = json.dumps(_head(index), sort_keys=True).encode()
+    magic = _MAGIC if version == 1 else _MAGIC_2
+    if version != 1:
+        # Spaces before the newline put the first column on an 8-byte boundary.
+        head += b" " * (-(len(magic) + len(head) + 1) % 8)
+    parts = [magic, head + b"\n"]
     for column in (index.offsets, index.lengths, index.crcs):
         if not _LITTLE:
-            column = array.array(column.typecode, column)
+            column = array.array("I" if column is index.crcs else "Q", column)
             column.byteswap()
-        parts.append(column.tobytes())
+        parts.append(bytes(column))
     body = b"".join(parts)
     return body + crc32c(body).to_bytes(4, "little")
 
 
-def decode_index(data: bytes, where: str) -> ShardIndex:
-    """Parse what :func:`encode_index` wrote.
+def _head(index: ShardIndex) -> dict[str, Any]:
+    return {"format": index.format, "compression": index.compression, "size": index.size,
+            "crc32c": index.crc32c, "version": index.version, "data_size": index.data_size,
+            "count": len(index)}
+
+
+def _parse_head(line: bytes | memoryview, where: str) -> dict[str, Any]:
+    try:
+        head = json.loads(bytes(line))
+        if not isinstance(head, dict):
+            raise TypeError("not an object")
+        int(head["count"]), int(head["size"]), int(head["data_size"])
+        str(head["format"])
+        return head
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ShardFormatError(f"read index {where}: damaged ({exc})") from None
+
+
+def _index_of(head: dict[str, Any], columns: Sequence[Column]) -> ShardIndex:
+    crc, version = head.get("crc32c"), head.get("version")
+    return ShardIndex(format=str(head["format"]),
+                      compression=head["compression"], size=int(head["size"]),
+                      crc32c=crc if isinstance(crc, int) else None,
+                      version=version if isinstance(version, int) else None,
+                      data_size=int(head["data_size"]),
+                      offsets=columns[0], lengths=columns[1], crcs=columns[2])
+
+
+def decode_index(data: bytes | memoryview, where: str) -> ShardIndex:
+    """Parse what :func:`encode_index` wrote (either version).
 
     Args:
-        data: the encoded index.
+        data: the encoded index (a memoryview of a mapped file: the
+            columns are then views of it where the byte order allows).
         where: the index's URL or path, for messages.
 
     Returns:
@@ -134,31 +192,42 @@ def decode_index(data: bytes, where: str) -> ShardIndex:
     Raises:
         ShardFormatError: not an index, or damaged.
     """
-    if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + 4:
+    view = memoryview(data).cast("B")
+    magic = bytes(view[:len(_MAGIC)])
+    if magic not in (_MAGIC, _MAGIC_2) or len(view) < len(_MAGIC) + 4:
         raise ShardFormatError(f"read index {where}: not an aioflux shard index")
-    body, tail = data[:-4], data[-4:]
+    body, tail = view[:-4], bytes(view[-4:])
     if crc32c(body).to_bytes(4, "little") != tail:
         raise ShardFormatError(f"read index {where}: damaged (its crc32c does not match)")
-    end = body.index(b"\n", len(_MAGIC))
-    try:
-        head = json.loads(body[len(_MAGIC):end])
-        count = int(head["count"])
-        columns = new_columns()
-        pos = end + 1
-        for column in columns:
-            width = column.itemsize * count
-            column.frombytes(body[pos:pos + width])
+    end = bytes(body[:_MAX_HEAD + len(_MAGIC)]).find(b"\n", len(_MAGIC))
+    if end < 0:
+        raise ShardFormatError(f"read index {where}: damaged (no header line)")
+    head = _parse_head(body[len(_MAGIC):end], where)
+    count = int(head["count"])
+    pos = end + 1
+    if len(body) - pos != count * _SAMPLE_BYTES:
+        raise ShardFormatError(f"read index {where}: damaged ({len(body) - pos} bytes of "
+                               f"columns for {count} samples)")
+    mapped = magic == _MAGIC_2 and _LITTLE and pos % 8 == 0
+    columns: list[Column] = []
+    for typecode in ("Q", "Q", "I"):
+        width = count * (8 if typecode == "Q" else 4)
+        piece = body[pos:pos + width]
+        if mapped:
+            columns.append(piece.cast(typecode))
+        else:
+            column = array.array(typecode)
+            column.frombytes(piece)
             if not _LITTLE:
                 column.byteswap()
-            pos += width
-        if pos != len(body) or any(len(c) != count for c in columns):
-            raise ValueError("column lengths")
-        return ShardIndex(format=str(head["format"]), compression=head["compression"],
-                          size=int(head["size"]), crc32c=head["crc32c"],
-                          version=head["version"], data_size=int(head["data_size"]),
-                          offsets=columns[0], lengths=columns[1], crcs=columns[2])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ShardFormatError(f"read index {where}: damaged ({exc})") from None
+            columns.append(column)
+        pos += width
+    return _index_of(head, columns)
+
+
+def index_bytes(count: int) -> int:
+    """Bytes the columns of ``count`` samples take."""
+    return count * _SAMPLE_BYTES
 
 
 class IndexCache:
@@ -182,41 +251,84 @@ class IndexCache:
     def _path(self, url: str, version: int | None, *, by_crc: bool) -> Path:
         key = f"{url}\n{version}" if by_crc else f"{url}\n{version}\nby-version"
         digest = hashlib.sha256(key.encode("utf-8", "surrogatepass"))
-        return self.directory / f"{digest.hexdigest()[:32]}{INDEX_SUFFIX}"
+        return self.directory / f"{digest.hexdigest()[:32]}{_CACHE_SUFFIX}"
 
     def _load(self, path: Path) -> ShardIndex | None:
         try:
-            data = path.read_bytes()
-        except OSError:
+            with open(path, "rb") as file:
+                # Mapped, not read: the columns are views of the page cache,
+                # which every process of the machine shares.
+                mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
             return None
         try:
-            return decode_index(data, str(path))
+            return decode_index(memoryview(mapped), str(path))
         except ShardFormatError:
             path.unlink(missing_ok=True)
             return None
 
+    def _head(self, path: Path) -> dict[str, Any] | None:
+        try:
+            with open(path, "rb") as file:
+                start = file.read(len(_MAGIC_2) + _MAX_HEAD)
+        except OSError:
+            return None
+        end = start.find(b"\n", len(_MAGIC_2))
+        if not start.startswith(_MAGIC_2) or end < 0:
+            return None
+        try:
+            return _parse_head(start[len(_MAGIC_2):end], str(path))
+        except ShardFormatError:
+            return None
+
+    def _find(self, url: str, version: int | None, size: int, crc: int | None,
+              format: str, read: Callable[[Path], T | None],
+              head: Callable[[T], dict[str, Any]]) -> T | None:
+        if version is None:
+            return None
+        if crc is not None:
+            found = read(self._path(url, version, by_crc=True))
+            if found is not None:
+                h = head(found)
+                if h["format"] == format and h["version"] == version and \
+                        h["size"] == size and h["crc32c"] == crc:
+                    return found
+        found = read(self._path(url, version, by_crc=False))
+        if found is None:
+            return None
+        h = head(found)
+        if h["format"] != format or h["version"] != version or h["size"] != size:
+            return None
+        if crc is not None and h["crc32c"] is not None:
+            return found if h["crc32c"] == crc else None
+        return found
+
+    def count(self, url: str, version: int | None, size: int, crc: int | None, *,
+              format: str) -> tuple[int, int] | None:
+        """``(samples, data bytes)`` of the cached index of this version of the
+        shard, read from the entry's header alone (its columns stay on disk);
+        None where there is none.
+
+        A damaged entry is found out, and dropped, when its columns are loaded
+        (:meth:`get`, which checks its crc32c): its count is then held against
+        the index it is replaced with.
+        """
+        head = self._find(url, version, size, crc, format, self._head, lambda h: h)
+        if head is None:
+            return None
+        return int(head["count"]), int(head["data_size"])
+
     def get(self, url: str, version: int | None, size: int, crc: int | None, *,
             format: str) -> ShardIndex | None:
         """The cached index of this version of the shard in ``format``, if any
-        (a damaged one is dropped).
+        (a damaged one is dropped), its columns mapped from the file.
 
         An entry of another format is a miss, as a sidecar of another format
         is: a shard once opened with the wrong format (a tar read as lines
         indexes without error) is indexed again in the right one, whose
         entry then replaces it, instead of failing on the wrong one forever.
         """
-        if version is None:
-            return None
-        if crc is not None:
-            index = self._load(self._path(url, version, by_crc=True))
-            if index is not None and index.format == format and index.version == version \
-                    and index.size == size and index.crc32c == crc:
-                return index
-        index = self._load(self._path(url, version, by_crc=False))
-        if index is None or index.format != format or index.version != version or \
-                not index.matches(size, crc, version):
-            return None
-        return index
+        return self._find(url, version, size, crc, format, self._load, _head)
 
     def put(self, url: str, index: ShardIndex, *, crc: int | None) -> None:
         """Keep ``index`` for its shard's version (nothing for an unversioned one).
@@ -234,7 +346,7 @@ class IndexCache:
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as out:
-                out.write(encode_index(index))
+                out.write(encode_index(index, version=2))
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -25,13 +25,18 @@ itself, is past the last sample, and a rank or worker that does not get a
 shard's last sample never reaches it). With a disk cache it holds, a
 compressed shard is decompressed once per machine into its read units
 instead (see :mod:`._compressed`).
+
+A shard's index is asked for (``index_of``) when the first run of it is
+taken, and held only while runs of it are in flight (or, compressed,
+until its cursor goes): what the reads hold is the indexes of the shards
+they are reading, not of every shard.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncGenerator, Awaitable, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 
 from ..._core.crc import crc32c, encode_crc32c
 from ..._core.errors import ChecksumMismatch, NotFound, PreconditionFailed
@@ -110,7 +115,8 @@ def _checked(shard: _Shard, data: bytes, base: int, samples: Sequence[int]) -> l
     return out
 
 
-async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, ShardIndex]],
+async def read_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
+                    index_of: Callable[[int], Awaitable[ShardIndex]],
                     runs: Iterable[Run | ShardsDone], *, limit: int, max_bytes: int,
                     unit: int = 1, cache: DiskCache | None = None,
                     hedger: Hedger | None = None
@@ -119,7 +125,8 @@ async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, Shard
 
     Args:
         store: the shards' store.
-        shards: each shard and its index (what :attr:`Run.shard` numbers).
+        shards: the shards (what :attr:`Run.shard` numbers).
+        index_of: shard ``k``'s index (asked when a run of it is taken).
         runs: the runs, in the order wanted, with :class:`ShardsDone` markers
             (optional: without them a cursor lasts until its data ends or
             the runs do).
@@ -139,7 +146,7 @@ async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, Shard
         ShardFormatError: a compressed shard's data is damaged.
         StorageError: a read failed after retries.
     """
-    state = [_Shard(info, index) for info, index in shards]
+    state: dict[int, _Shard] = {}
 
     def cached(index: ShardIndex) -> bool:
         return cache is not None and (index.compression is None or fits(cache, index))
@@ -161,27 +168,33 @@ async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, Shard
         start = min(offsets[k] for k in run.samples)
         return start, max(offsets[k] + lengths[k] for k in run.samples)
 
-    def counted(items: Iterable[Run | ShardsDone]) -> Iterator[Run]:
+    async def counted(items: Iterable[Run | ShardsDone]) -> AsyncIterator[Run]:
         for item in items:
             if isinstance(item, Run):
-                shard = state[item.shard]
-                shard.runs += 1  # as the window takes it: before its job starts
+                shard = state.get(item.shard)
+                if shard is None:
+                    shard = state[item.shard] = _Shard(shards[item.shard],
+                                                       await index_of(item.shard))
+                shard.runs += 1  # as the window takes it, until it is yielded
                 shard.done = False  # read again (a padded pass wraps around)
                 yield item
                 continue
             for k in item.shards:
-                state[k].done = True
-                if state[k].runs == 0:
-                    state[k].cursor = None
+                if k in state:
+                    state[k].done = True
+                    release(k)
+
+    def release(k: int) -> None:
+        """Forget shard ``k`` (its index, its cursor) once nothing holds it."""
+        shard = state[k]
+        if shard.runs:
+            return
+        if shard.done or shard.index.compression is None:
+            # A compressed shard not done keeps its cursor (it reads on from there).
+            del state[k]
 
     async def job(run: Run) -> list[bytes]:
-        shard = state[run.shard]
-        try:
-            return await read(shard, run)
-        finally:
-            shard.runs -= 1
-            if shard.done and shard.runs == 0:
-                shard.cursor = None
+        return await read(state[run.shard], run)
 
     async def read(shard: _Shard, run: Run) -> list[bytes]:
         start, end = span(run)
@@ -228,4 +241,8 @@ async def read_runs(store: ObjectStore, shards: Sequence[tuple[ObjectInfo, Shard
 
     async for run, regions in window(counted(runs), job, limit=limit, ordered=True,
                                      max_bytes=max_bytes, nbytes=nbytes):
+        # Counted out once the window let it go (its bytes are measured by
+        # the shard's index until then).
+        state[run.shard].runs -= 1
+        release(run.shard)
         yield run, regions
