@@ -1,4 +1,15 @@
-"""fsspec's own tests for filesystems (``fsspec.tests.abstract``), on every backend.
+"""fsspec's own tests for filesystems (``fsspec.tests.abstract``).
+
+Opening and piping run on every backend. Copy, get and put (135 cases a
+backend) test how :class:`AiofluxFileSystem` maps fsspec's path rules
+(trailing slashes, globs, ``recursive``, ``maxdepth``) onto a store's
+listing and transfer calls: the same code for every store, so they run on
+one object store (our emulator) and on the local filesystem, whose
+folders really exist. What a store itself does with those calls is the
+conformance suite's, on every backend
+(tests/integration/test_client_conformance.py). Run on moto, Azurite and
+fake-gcs-server too, they proved nothing more at a high price: moto's and
+Azurite's runs took about 2.5 minutes each, against the emulator's 45 s.
 
 Skipped, as for gcsfs and s3fs: what needs an empty directory (object
 stores have none; folders exist while an object lies under them).
@@ -33,14 +44,21 @@ class _Fixtures(abstract.AbstractFixtures):  # type: ignore[misc]
         return False
 
 
+# The path-rule suites' backends (see the module's docstring).
+_PATH_RULES = pytest.mark.parametrize("backend", ["emulator", "localfs"], indirect=True)
+
+
+@_PATH_RULES
 class TestCopy(abstract.AbstractCopyTests, _Fixtures):  # type: ignore[misc]
     pass
 
 
+@_PATH_RULES
 class TestGet(abstract.AbstractGetTests, _Fixtures):  # type: ignore[misc]
     pass
 
 
+@_PATH_RULES
 class TestPut(abstract.AbstractPutTests, _Fixtures):  # type: ignore[misc]
     pass
 
