@@ -12,7 +12,10 @@ the shard, size and version: see
 :func:`~aioflux._engines.shards.sidecar_matches`). ``index`` streams each
 shard without such a sidecar once
 (:func:`~aioflux._engines.shards.stream_index`, checked against the
-shard's crc32c) and writes its sidecar. ``verify``
+shard's crc32c) and writes its sidecar, then adds every indexed shard to
+the manifest of their folder (``_aioflux_manifest.jsonl``: each shard's
+sample count, from which a dataset counts every shard with one GET).
+``verify``
 streams every shard, and holds the result against the sidecar where
 there is one, sample by sample; it decodes each line of a lines shard as
 the dataset will (``--decode``, by default JSON for ``.jsonl``, ``.json``
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -34,13 +38,14 @@ from .._core.errors import AiofluxError, ChecksumMismatch, NotFound, ShardFormat
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
-from .._core.urls import StoreURL
+from .._core.urls import StoreURL, format_url
 from .._core.window import window
 from .._engines.shards import (
     FORMATS,
     INDEX_SUFFIX,
     ShardFormat,
     ShardIndex,
+    compression_of,
     decode_index,
     encode_index,
     expand_braces,
@@ -49,6 +54,14 @@ from .._engines.shards import (
     stream_index,
 )
 from .._engines.shards._decode import LINE_DECODES, decoded_lines
+from .._engines.shards._manifest import (
+    MANIFEST_NAME,
+    Entry,
+    entry_of,
+    is_manifest,
+    manifest_folder,
+    update_manifest,
+)
 from ._common import add_client_arguments, human, list_named, portal_store, url_arg
 from ._registry import UsageError, command
 from ._text import one_line, shell_quoted
@@ -123,7 +136,7 @@ async def _find(store: ObjectStore, url: StoreURL) -> AsyncIterator[ObjectInfo]:
         return
     found = False
     async for obj in list_named(store, url):
-        if not is_sidecar(obj.name):
+        if not is_sidecar(obj.name) and not is_manifest(obj.name):
             found = True
             yield obj
     if not found:
@@ -137,8 +150,9 @@ class _Sidecar:
     only where it was asked to be kept."""
 
     def __init__(self, state: str, samples: int | None = None, error: str = "",
-                 index: ShardIndex | None = None) -> None:
+                 index: ShardIndex | None = None, data_size: int | None = None) -> None:
         self.state, self.samples, self.error, self.index = state, samples, error, index
+        self.data_size = data_size
 
 
 async def _sidecar(store: ObjectStore, info: ObjectInfo, fmt: ShardFormat, *,
@@ -158,7 +172,8 @@ async def _sidecar(store: ObjectStore, info: ObjectInfo, fmt: ShardFormat, *,
                                        f"not this one, "
                                        f"{_identity(info.size, info.crc32c, info.generation)} "
                                        "(aioflux shards index writes it anew)")
-    return _Sidecar("ok", len(index), index=index if keep else None)
+    return _Sidecar("ok", len(index), index=index if keep else None,
+                    data_size=index.data_size)
 
 
 def _identity(size: int, crc: int | None, version: int | None) -> str:
@@ -236,21 +251,30 @@ def _ls(args: argparse.Namespace, store: ObjectStore) -> int:
 
 def _index(args: argparse.Namespace, store: ObjectStore) -> int:
     kept = done = failed = 0
+    entries: list[tuple[str, Entry]] = []  # (bucket, entry named in full)
 
     def build(item: _Found) -> int:
         info, fmt, _ = item
         index = stream_index(store, info, fmt)
         get_portal().call(store.write(info.bucket, info.name + INDEX_SUFFIX,
                                       encode_index(index)))
+        entries.append((info.bucket, entry_of(info, "", index)))
         return len(index)
 
     async def todo() -> AsyncIterator[_Found]:
         nonlocal kept
         async for item in _shards_and_sidecars(args, store):
-            if args.force or item[2].state != "ok":
+            info, fmt, side = item
+            if args.force or side.state != "ok":
                 yield item
             else:
                 kept += 1
+                assert side.samples is not None and side.data_size is not None
+                entries.append((info.bucket, Entry(
+                    name=info.name, size=info.size, crc32c=info.crc32c,
+                    version=info.generation or None, format=fmt.name,
+                    compression=compression_of(info.name), samples=side.samples,
+                    data_size=side.data_size)))
 
     async def run() -> None:
         nonlocal done, failed
@@ -265,7 +289,21 @@ def _index(args: argparse.Namespace, store: ObjectStore) -> int:
     get_portal().call(run())
     print(f"indexed {done} shards, {kept} already indexed"
           + (f", {failed} failed" if failed else ""))
+    if entries:
+        _write_manifest(store, args.url.scheme, entries)
     return 1 if failed else 0
+
+
+def _write_manifest(store: ObjectStore, scheme: str, entries: list[tuple[str, Entry]]) -> None:
+    """Add the indexed shards to the manifest of their folder (one folder
+    per bucket: a pattern names shards of one bucket)."""
+    bucket = entries[0][0]
+    mine = [e for b, e in entries if b == bucket]
+    folder = manifest_folder(e.name for e in mine)
+    url = format_url(scheme, bucket, folder + MANIFEST_NAME)
+    get_portal().call(update_manifest(
+        store, bucket, folder, url,
+        [dataclasses.replace(e, name=e.name[len(folder):]) for e in mine]))
 
 
 def _compare(info: ObjectInfo, fresh: ShardIndex, side: _Sidecar) -> None:
