@@ -50,3 +50,35 @@ def test_signatures_are_separate_and_wrapped() -> None:
     assert re.search(r"(?m)^\s+separate_signature: true$", options)
     (width,) = re.findall(r"(?m)^\s+line_length: (\d+)$", options)
     assert 60 <= int(width) <= 100
+
+
+# A paragraph, or one item of a list, past this many words is a wall of text
+# a reader skims over: split it into short paragraphs, a list or a table.
+MOST_WORDS = 200
+PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md")
+                                     if "_hooks" not in p.parts and "reference" not in p.parts)]
+
+
+def prose_blocks(text: str) -> list[str]:
+    """The page's paragraphs and list items, its code blocks, tables,
+    headings and comments left out."""
+    prose = "\n".join(text.split("```")[0::2])
+    blocks = []
+    for paragraph in re.split(r"\n\s*\n", prose):
+        for item in re.split(r"(?m)^\s*(?:[-*]|\d+\.)\s+", paragraph):
+            if item.strip() and not item.lstrip().startswith(("|", "#", "<!--")):
+                blocks.append(item)
+    return blocks
+
+
+def test_prose_blocks_are_paragraphs_and_list_items() -> None:
+    page = "# T\n\nOne two.\nThree.\n\n- a b\n- c\n    - d\n\n```\nx y z\n```\n| t | u |\n"
+    assert [" ".join(b.split()) for b in prose_blocks(page)] == [
+        "One two. Three.", "a b", "c", "d"]
+
+
+def test_no_page_is_a_wall_of_text() -> None:
+    walls = [(page.relative_to(ROOT).as_posix(), len(block.split()), block.split()[:8])
+             for page in PAGES for block in prose_blocks(page.read_text())
+             if len(block.split()) > MOST_WORDS]
+    assert not walls, walls
