@@ -12,6 +12,7 @@ import os
 import re
 import ssl
 from dataclasses import dataclass, field
+from typing import Literal
 
 from .._version import DISTRIBUTION, __version__
 from .errors import InvalidArgument
@@ -20,7 +21,9 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_CONCURRENCY",
+    "DEFAULT_RATE_DOUBLING",
     "DEFAULT_READ_STALL_TIMEOUT",
+    "DEFAULT_THROTTLE_DEADLINE",
     "DEFAULT_USER_AGENT",
     "ClientConfig",
     "RetryPolicy",
@@ -48,6 +51,12 @@ DEFAULT_INITIAL_DELAY = 0.1
 DEFAULT_MAX_DELAY = 16.0
 DEFAULT_MULTIPLIER = 2.0
 DEFAULT_DEADLINE = 300.0
+# GCS asks that a bucket's request rate double no faster than every 20
+# minutes (its request-rate guidelines); the adaptive rate grows no faster.
+DEFAULT_RATE_DOUBLING = 1200.0
+# Throttled this long with no request of the client succeeding, a request
+# fails: the service is refusing, not metering.
+DEFAULT_THROTTLE_DEADLINE = 300.0
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
@@ -80,7 +89,7 @@ def _finite(cls: str, name: str, value: float | None) -> None:
     # the range rules already refuse it. None where a field allows it
     # means "no limit".
     if value is not None and not math.isfinite(value):
-        unit = "" if name == "multiplier" else " of seconds"
+        unit = {"multiplier": "", "request_rate": " of requests/s"}.get(name, " of seconds")
         raise InvalidArgument(f"{cls}.{name} must be a finite number{unit}"
                               f"{' (None for no limit)' if name in ('total', 'deadline') else ''}"
                               f", got {value!r}")
@@ -201,6 +210,20 @@ class ClientConfig:
         ssl_context: the TLS settings of every connection, overriding
             ``ca_file`` and the system trust store. Not picklable: a
             ``Client`` meant for spawned workers should use ``ca_file``.
+        request_rate: requests/s per bucket and kind (reads, writes), one
+            budget for every process of the machine. ``"adaptive"``
+            (default): nothing is paced until the service throttles (429,
+            ``SlowDown``, ``ServerBusy``), then the rate adapts (AIMD). A
+            number: paced at that rate from the first request, and below
+            it while throttled. ``"off"`` (or None): no pacing, and a
+            throttled attempt counts against ``retry.max_attempts`` like
+            any failure.
+        rate_doubling: while paced, the rate grows by at most a doubling
+            per this many seconds (additively below 1,000 requests/s).
+        throttle_deadline: with pacing on, a throttled attempt is retried
+            without counting against ``retry.max_attempts`` or its
+            deadline, until the client went this many seconds without a
+            request succeeding; then :class:`RateLimited` is raised.
     """
 
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
@@ -213,9 +236,23 @@ class ClientConfig:
     lean_reads: bool = True
     ca_file: str | os.PathLike[str] | None = None
     ssl_context: ssl.SSLContext | None = field(default=None, compare=False)
+    request_rate: float | Literal["adaptive", "off"] | None = "adaptive"
+    rate_doubling: float = DEFAULT_RATE_DOUBLING
+    throttle_deadline: float = DEFAULT_THROTTLE_DEADLINE
 
     def __post_init__(self) -> None:
         n = "ClientConfig"
+        rate = self.request_rate
+        if not (rate is None or rate in ("adaptive", "off")):
+            _typed(n, "request_rate", rate, (int, float),
+                   "'adaptive', 'off', None or a number of requests/s")
+            _finite(n, "request_rate", rate)  # type: ignore[arg-type]
+            _require(rate > 0, n, "request_rate", rate,  # type: ignore[operator]
+                     "> 0 ('off' for no pacing)")  # type: ignore[operator]
+        for name in ("rate_doubling", "throttle_deadline"):
+            _typed(n, name, getattr(self, name), (int, float), "a number of seconds")
+            _finite(n, name, getattr(self, name))
+            _require(getattr(self, name) > 0, n, name, getattr(self, name), "> 0")
         _typed(n, "max_concurrency", self.max_concurrency, int, "an int")
         _typed(n, "connection_limit", self.connection_limit, int, "an int", optional=True)
         _typed(n, "connection_limit_per_host", self.connection_limit_per_host, int, "an int")
@@ -260,6 +297,17 @@ class ClientConfig:
         if self.ca_file is not None:
             return ssl.create_default_context(cafile=self.ca_file)
         return None
+
+    @property
+    def rate_ceiling(self) -> float | None:
+        """The configured requests/s, or None (adaptive or off)."""
+        rate = self.request_rate
+        return None if rate is None or isinstance(rate, str) else float(rate)
+
+    @property
+    def paces(self) -> bool:
+        """Whether requests go through the rate controller (not ``"off"``)."""
+        return self.request_rate not in (None, "off")
 
     @property
     def effective_connection_limit(self) -> int:

@@ -169,6 +169,12 @@ class RequestStats:
         bytes_received: object body bytes read.
         lean_reads: media GETs answered over aioflux's own connections.
         lean_fallbacks: media GETs the lean client handed to aiohttp.
+        throttled: attempts the service throttled (429, ``SlowDown``,
+            ``ServerBusy``).
+        budget_wait: seconds requests waited for the request rate's budget
+            (summed over requests: 10 waiting 1 s together count 10).
+        rates: the paced requests/s per bucket and kind (``"bucket read"``,
+            ``"bucket write"``), as last seen; absent while not paced.
         latency: per operation, the latency of every attempt (per kind of
             operation: every ``upload part N`` is ``upload part``, see
             :func:`operation_kind`).
@@ -188,6 +194,9 @@ class RequestStats:
     bytes_received: int = 0
     lean_reads: int = 0
     lean_fallbacks: int = 0
+    throttled: int = 0
+    budget_wait: float = 0.0
+    rates: dict[str, float] = field(default_factory=dict)
     latency: dict[str, LatencyHistogram] = field(default_factory=dict)
     observers: list[Observer] = field(default_factory=list, repr=False)
 
@@ -198,7 +207,9 @@ class RequestStats:
         """Every count back to zero, the observers kept."""
         self.requests = self.retries = self.failures = 0
         self.bytes_sent = self.bytes_received = 0
-        self.lean_reads = self.lean_fallbacks = 0
+        self.lean_reads = self.lean_fallbacks = self.throttled = 0
+        self.budget_wait = 0.0
+        self.rates = {}
         self.retries_by_cause = Counter()
         self.latency = {}
 

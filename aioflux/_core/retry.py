@@ -110,6 +110,8 @@ async def retry_async(
     on_retry: Callable[[BaseException, int, float], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     progress: Callable[[], int] | None = None,
+    throttle_deadline: float | None = None,
+    progressed_at: Callable[[], float] | None = None,
 ) -> T:
     """Run ``attempt_fn`` until it succeeds, fails for good, or time runs out.
 
@@ -123,6 +125,15 @@ async def retry_async(
             not count against ``max_attempts`` and restarts the backoff,
             unless it failed as too slow (its ``slow`` attribute); the
             deadline still applies.
+        throttle_deadline: a throttled attempt (:class:`RateLimited`) is
+            retried outside ``max_attempts`` and the policy's deadline (a
+            rate controller paces the retry), after the server's
+            ``Retry-After`` in full, until this many seconds passed with no
+            progress: since the first throttle of this request or
+            ``progressed_at()``, whichever is later. None: a throttle is an
+            ordinary failure.
+        progressed_at: when (on ``clock``) something last succeeded (any
+            request of the client).
 
     Returns:
         The first successful result.
@@ -137,27 +148,51 @@ async def retry_async(
     # backoff count. A resumed read cut every few MiB keeps going as long as
     # each attempt adds bytes.
     stuck = 0
+    throttled_since: float | None = None
     while True:
         attempt += 1
         before = progress() if progress is not None else 0
         try:
             return await attempt_fn()
         except Exception as exc:
-            # A transfer cut for moving too little (aioflux._net.pace) moved
-            # a few bytes: not progress, or a drip would be read forever.
-            moved = (progress is not None and progress() > before
-                     and not getattr(exc, "slow", False))
-            stuck = 0 if moved else stuck + 1
-            if not is_retryable(exc) or stuck >= policy.max_attempts:
-                _note_attempts(exc, attempt)
-                raise
-            delay = backoff_delay(policy, max(stuck, 1), getattr(exc, "retry_after", None))
-            if policy.deadline is not None and clock() - start + delay > policy.deadline:
-                _note_attempts(exc, attempt)
-                raise
+            if throttle_deadline is not None and isinstance(exc, RateLimited):
+                # Not a failure of this request: the rate controller paces
+                # the retry, the server's Retry-After is waited in full.
+                now = clock()
+                if throttled_since is None:
+                    throttled_since = now
+                since = max(throttled_since,
+                            progressed_at() if progressed_at is not None else throttled_since)
+                retry_after = getattr(exc, "retry_after", None)
+                # A little jitter even so: a retry never spins on a path
+                # the controller does not pace.
+                delay = retry_after if retry_after is not None else backoff_delay(policy, 1)
+                if now + delay - since > throttle_deadline:
+                    _note_throttled(exc, attempt, now - since, throttle_deadline)
+                    raise
+            else:
+                # A transfer cut for moving too little (aioflux._net.pace)
+                # moved a few bytes: not progress, or a drip would be read forever.
+                moved = (progress is not None and progress() > before
+                         and not getattr(exc, "slow", False))
+                stuck = 0 if moved else stuck + 1
+                if not is_retryable(exc) or stuck >= policy.max_attempts:
+                    _note_attempts(exc, attempt)
+                    raise
+                delay = backoff_delay(policy, max(stuck, 1), getattr(exc, "retry_after", None))
+                if policy.deadline is not None and clock() - start + delay > policy.deadline:
+                    _note_attempts(exc, attempt)
+                    raise
             if on_retry is not None:
                 on_retry(exc, attempt, delay)
             await asyncio.sleep(delay)
+
+
+def _note_throttled(exc: RateLimited, attempts: int, stalled: float, deadline: float) -> None:
+    exc.attempts = attempts
+    exc.args = (f"{exc} (throttled, and no request of this client succeeded for "
+                f"{stalled:.1f} s: past ClientConfig.throttle_deadline={deadline:g} s; "
+                f"{attempts} attempts)",)
 
 
 def _note_attempts(exc: Exception, attempts: int) -> None:

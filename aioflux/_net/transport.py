@@ -20,7 +20,7 @@ import yarl
 
 from .._core.auth import Auth, AuthRequest, RenewableAuth
 from .._core.config import ClientConfig
-from .._core.errors import InvalidArgument, StorageError
+from .._core.errors import InvalidArgument, RateLimited, StorageError
 from .._core.metrics import Attempt, RequestStats
 from .._core.retry import retry_async
 from .aiohttp_media import get_with_aiohttp
@@ -38,6 +38,7 @@ from .loops import LoopState
 from .proxies import proxy_for
 from .responses import HttpBody, HttpResponse
 from .sessions import request_body
+from .throttle import Gate, gate_key
 
 __all__ = ["HttpBody", "HttpResponse", "MediaResponse", "Op", "Transport"]
 
@@ -115,6 +116,12 @@ class Transport(LoopSessions):
         self._exact_urls = exact_urls
         self.stats = RequestStats()
         super().__init__(config, ssl_context, proxy_for(self.endpoint), session_factory)
+        # The request-rate controller's gates per (bucket, is a write);
+        # None when it is off.
+        self._gates: dict[tuple[str, bool], Gate] | None = {} if config.paces else None
+        # When a request last succeeded (time.monotonic): a throttled
+        # request gives up only after throttle_deadline without one.
+        self._progress_at = time.monotonic()
 
     async def request(
         self,
@@ -192,8 +199,19 @@ class Transport(LoopSessions):
         """One attempt: a permit, authentication of ``request``, ``send``, errors
         mapped; its latency, outcome and (``body_size``) the object bytes it
         received go to :attr:`stats`. A 401 to credentials that can be
-        renewed (``renew``) is sent once more with renewed ones."""
+        renewed (``renew``) is sent once more with renewed ones. Once the
+        service throttled the bucket's reads or writes, the attempt first
+        waits for the request rate's budget (:mod:`aioflux._net.throttle`)."""
         state = self._current(op)
+        gates = self._gates
+        gate = None
+        if gates is not None:
+            write = request.method not in _READ_METHODS
+            gate = gates.get((op.bucket, write)) or self._gate(op.bucket, write)
+            if gate.flag[0]:
+                # Before the permit: a request waiting for budget must not
+                # hold one another bucket's request could use.
+                await gate.admit()
         async with state.semaphore:
             stats = self.stats
             stats.requests += 1
@@ -231,12 +249,19 @@ class Transport(LoopSessions):
                 stats.observe(Attempt(op.operation, request.method,
                                       time.perf_counter() - started, "",
                                       body_size() if body_size is not None else 0))
+                if gate is not None:
+                    self._progress_at = now = time.monotonic()
+                    gate.succeeded(now)
                 return result
         try:
             raise_mapped(failure, op)
         except StorageError as mapped:
             stats.observe(Attempt(op.operation, request.method, time.perf_counter() - started,
                                   type(mapped).__name__))
+            if isinstance(mapped, RateLimited):
+                stats.throttled += 1
+                if gate is not None:
+                    gate.throttled(getattr(mapped, "retry_after", None))
             auth = self.auth
             if not (renew and authenticated and mapped.status == 401
                     and isinstance(auth, RenewableAuth) and auth.invalidate(request_headers)):
@@ -396,8 +421,18 @@ class Transport(LoopSessions):
         request = AuthRequest(method, url)
         return await self.retrying(lambda: self._attempt(op, request, send))
 
+    def _gate(self, bucket: str, write: bool) -> Gate:
+        label = f"{bucket} {'write' if write else 'read'}"
+        gate = Gate(gate_key(self.endpoint, bucket, write), label, self.config, self.stats)
+        assert self._gates is not None
+        # setdefault: two loops' threads may make the first one together.
+        return self._gates.setdefault((bucket, write), gate)
+
     def _count_retry(self, exc: BaseException, _attempt: int, _delay: float) -> None:
         self.stats.count_retry(type(exc).__name__)
+
+    def _progressed_at(self) -> float:
+        return self._progress_at
 
     async def retrying(self, attempt: Callable[[], Awaitable[T]],
                        progress: Callable[[], int] | None = None) -> T:
@@ -413,9 +448,12 @@ class Transport(LoopSessions):
         Raises:
             StorageError: the last attempt's error.
         """
+        paced = self._gates is not None
         try:
-            return await retry_async(attempt, self.config.retry, on_retry=self._count_retry,
-                                     progress=progress)
+            return await retry_async(
+                attempt, self.config.retry, on_retry=self._count_retry, progress=progress,
+                throttle_deadline=self.config.throttle_deadline if paced else None,
+                progressed_at=self._progressed_at)
         except StorageError:
             self.stats.failures += 1
             raise
@@ -437,5 +475,7 @@ def _origin_of(url: str) -> tuple[str, str, int | None]:
         return "", "", None  # unparsable: matches no endpoint
 
 
+# Requests that only read (counted apart from writes: buckets limit them apart).
+_READ_METHODS = frozenset({"GET", "HEAD"})
 # Fallbacks after which, if they outnumber lean responses, lean reads stop.
 _LEAN_GIVE_UP = 32

@@ -1,0 +1,188 @@
+"""The transport's side of the request-rate controller: one :class:`Gate`
+per (bucket, kind) of a client.
+
+Every attempt reads the gate's pacing flag (a byte of the state the node's
+processes share, :mod:`aioflux._core.rate_shared`); only once the service
+has throttled that key does an attempt take the lock, a token, and wait
+for it. Each gate measures its own successful requests per second, the
+share it adds when pacing starts (:func:`aioflux._core.rate.join`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from .._core.config import ClientConfig
+from .._core.metrics import RequestStats
+from .._core.rate import join, pace_at, relax, reserve, start, throttle
+from .._core.rate_shared import SharedRate, shared_rate
+
+__all__ = ["Gate", "gate_key"]
+
+log = logging.getLogger("aioflux.rate")
+
+# Pacing stops after this many doublings' time without a throttle (and at
+# least a minute): by then the rate is far past what was refused.
+_QUIET_DOUBLINGS = 2.0
+_QUIET_LEAST = 60.0
+# An unpaced process switches pacing on once the moving average of its
+# requests' throttles passes _SWITCH_SHARE: after three throttles in a row,
+# or about a third of its recent requests. The odd 429 a service answers
+# at any rate (5% of them: 4.5 standard deviations below) leaves it off.
+_KEEP = 0.875
+_SWITCH_SHARE = 0.3
+
+
+def gate_key(endpoint: str, bucket: str, write: bool) -> str:
+    """The name of a shared state: endpoint, bucket and kind.
+
+    Args:
+        endpoint: the service's API root.
+        bucket: the bucket (or container).
+        write: writes (anything but GET and HEAD) rather than reads.
+
+    Returns:
+        The key.
+    """
+    return f"{endpoint}|{bucket}|{'write' if write else 'read'}"
+
+
+class _Meter:
+    """Successful and throttled requests per second over the last one to
+    two seconds (two bins of a second), and the share of recent requests
+    throttled (a moving average over about the last eight)."""
+
+    __slots__ = ("ok", "previous", "refused", "share", "since")
+
+    def __init__(self) -> None:
+        self.since = time.monotonic()
+        self.ok = self.refused = 0
+        self.previous: tuple[int, int] | None = None  # the bin before (ok, refused)
+        self.share = 0.0
+
+    def _turn(self, now: float) -> None:
+        if now - self.since >= 1.0:
+            self.previous = (self.ok, self.refused) if now - self.since < 2.0 else None
+            self.ok = self.refused = 0
+            self.since = now
+
+    def add(self, now: float) -> None:
+        if now - self.since >= 1.0:
+            self._turn(now)
+        self.ok += 1
+        self.share *= _KEEP
+
+    def refuse(self, now: float) -> None:
+        self._turn(now)
+        self.refused += 1
+        self.share = self.share * _KEEP + (1.0 - _KEEP)
+
+    def _counts(self, now: float) -> tuple[int, int, float]:
+        self._turn(now)
+        ok, refused, span = self.ok, self.refused, now - self.since
+        if self.previous is not None:
+            ok, refused, span = ok + self.previous[0], refused + self.previous[1], span + 1.0
+        return ok, refused, span
+
+    def rate(self, now: float) -> float:
+        """Successful requests/s."""
+        ok, _, span = self._counts(now)
+        # Over at least a second: a first burst into a fresh bucket's
+        # allowance is not the rate it will sustain.
+        return ok / max(span, 1.0)
+
+    def overloaded(self) -> bool:
+        """Whether recent requests were throttled often enough to pace them."""
+        return self.share > _SWITCH_SHARE
+
+
+class Gate:
+    """Paces the attempts of one bucket and kind of one client.
+
+    Args:
+        key: see :func:`gate_key`.
+        label: the key in ``stats.rates`` (``"bucket read"``).
+        config: the client's settings (``request_rate``, ``rate_doubling``).
+        stats: the client's counters.
+        shared: the state (default: the process's one for ``key``).
+    """
+
+    __slots__ = ("_ceiling", "_doubling", "_epoch", "_fixed", "_meter", "_quiet", "flag",
+                 "label", "shared", "stats")
+
+    def __init__(self, key: str, label: str, config: ClientConfig, stats: RequestStats,
+                 shared: SharedRate | None = None) -> None:
+        self.shared = shared or shared_rate(key)
+        #: ``flag[0]`` is nonzero while attempts are paced
+        self.flag = self.shared.flag
+        self.label = label
+        self.stats = stats
+        self._ceiling = config.rate_ceiling
+        self._fixed = self._ceiling is not None
+        self._doubling = config.rate_doubling
+        self._quiet = max(_QUIET_LEAST, _QUIET_DOUBLINGS * config.rate_doubling)
+        self._meter = _Meter()
+        self._epoch = -1
+        if self._ceiling is not None:
+            with self.shared.locked() as state:
+                pace_at(state, time.monotonic(), self._ceiling)
+                self._epoch = state.epoch
+
+    async def admit(self) -> None:
+        """Take a token, waiting for it (call when ``flag[0]`` is set)."""
+        now = time.monotonic()
+        with self.shared.locked() as state:
+            if not self._fixed and relax(state, now, self._quiet):
+                self.stats.rates.pop(self.label, None)
+                log.info("%s: no throttle for %.0f s, requests no longer paced",
+                         self.label, self._quiet)
+                return
+            if self._fixed and not state.throttled:
+                pace_at(state, now, self._ceiling)  # type: ignore[arg-type]
+            if state.epoch != self._epoch:
+                join(state, now, self._meter.rate(now), self._ceiling)
+                self._epoch = state.epoch
+            wait = reserve(state, now, self._doubling, self._ceiling)
+            rate = state.rate
+        self.stats.rates[self.label] = rate
+        if wait > 0:
+            self.stats.budget_wait += wait
+            await asyncio.sleep(wait)
+
+    def succeeded(self, now: float) -> None:
+        """Count a successful attempt (the measured rate).
+
+        Args:
+            now: ``time.monotonic()``.
+        """
+        self._meter.add(now)
+
+    def throttled(self, retry_after: float | None) -> None:
+        """Record a throttled attempt: pacing on, or counted towards a cut.
+
+        Args:
+            retry_after: the seconds the server asked to wait, if it did.
+        """
+        now = time.monotonic()
+        meter = self._meter
+        meter.refuse(now)
+        if not self.flag[0] and not meter.overloaded():
+            return  # the odd 429 of an unpaced key: its retry's backoff is enough
+        measured = meter.rate(now)
+        with self.shared.locked() as state:
+            first = not state.throttled
+            if first:
+                start(state, now, measured, retry_after, self._ceiling)
+                changed = True
+            else:
+                if state.epoch != self._epoch:
+                    join(state, now, measured, self._ceiling)
+                changed = throttle(state, now, self._doubling, retry_after, self._ceiling)
+            self._epoch = state.epoch
+            rate = state.rate
+        self.stats.rates[self.label] = rate
+        if changed:
+            log.info("%s throttled: %s %.1f requests/s", self.label,
+                     "pacing at" if first else "rate cut to", rate)
