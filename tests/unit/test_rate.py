@@ -1,0 +1,262 @@
+"""The request-rate controller's arithmetic (AIMD over a token bucket), its
+state shared through a mapped file, and a virtual-time simulation of several
+controllers against one cap. No clock is read: every time is given."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import random
+
+import pytest
+
+from aioflux._core import rate
+from aioflux._core.config import ClientConfig
+from aioflux._core.errors import InvalidArgument
+from aioflux._core.rate import (
+    DECREASE,
+    MIN_RATE,
+    RAMP_FLOOR,
+    START_FRACTION,
+    RateState,
+    grown,
+    join,
+    pace_at,
+    relax,
+    reserve,
+    start,
+    throttle,
+)
+from aioflux._core.rate_shared import SIZE, SharedRate
+
+DOUBLING = 10.0
+
+
+def test_growth_is_additive_below_the_floor_then_doubles_per_period() -> None:
+    slope = RAMP_FLOOR * math.log(2) / DOUBLING
+    assert grown(100.0, 1.0, DOUBLING) == pytest.approx(100.0 + slope)
+    assert grown(100.0, 2.0, DOUBLING) - grown(100.0, 1.0, DOUBLING) == pytest.approx(slope)
+    # Above the floor a period doubles it, and never more.
+    assert grown(2000.0, DOUBLING, DOUBLING) == pytest.approx(4000.0)
+    assert grown(RAMP_FLOOR, DOUBLING / 2, DOUBLING) == pytest.approx(RAMP_FLOOR * 2 ** 0.5)
+    # Continuous across the floor: growing in two steps is growing once.
+    across = (RAMP_FLOOR - 100.0) / slope + 3.0
+    assert grown(grown(100.0, across - 3.0, DOUBLING), 3.0, DOUBLING) == pytest.approx(
+        grown(100.0, across, DOUBLING))
+    assert grown(100.0, 0.0, DOUBLING) == 100.0
+
+
+def test_gcs_pace_by_default() -> None:
+    # GCS: at most double every 20 minutes, above the rates a bucket starts at.
+    assert grown(5000.0, 1200.0, 1200.0) == pytest.approx(10_000.0)
+    assert grown(5000.0, 600.0, 1200.0) < 10_000.0
+
+
+def _started(now: float = 100.0, measured: float = 200.0) -> RateState:
+    state = RateState()
+    start(state, now, measured)
+    return state
+
+
+def test_start_paces_at_a_fraction_of_the_measured_rate() -> None:
+    state = _started(measured=200.0)
+    assert state.throttled and state.epoch == 1
+    assert state.rate == pytest.approx(START_FRACTION * 200.0)
+    assert _started(measured=0.0).rate == MIN_RATE  # a tight cap still moves
+
+
+def test_a_burst_of_throttles_is_one_decrease() -> None:
+    state = _started()
+    before = state.rate
+    now = 100.0
+    for _ in range(50):  # the 429s of one overshoot, within one window
+        now += 0.005
+        reserve(state, now, DOUBLING)
+        throttle(state, now, DOUBLING)
+    assert state.rate >= before  # grown a little, not cut yet: the window is open
+    throttle(state, now + 0.5, DOUBLING)  # the window closes: one cut
+    grown_to = grown(before, now + 0.5 - 100.0, DOUBLING)
+    assert state.rate == pytest.approx(grown_to * DECREASE)
+    assert state.decreased_at == now + 0.5
+
+
+def test_the_odd_throttle_does_not_cut() -> None:
+    state = _started()
+    now = 100.0
+    for i in range(1, 101):
+        now += 0.006
+        reserve(state, now, DOUBLING)
+        if i % 20 == 0:  # 5% of requests, as a service answers whatever the rate
+            throttle(state, now, DOUBLING)
+    assert state.decreased_at == 100.0
+    assert state.rate > START_FRACTION * 200.0
+
+
+def test_rate_never_below_the_least() -> None:
+    state = _started(measured=2.0)
+    now = 100.0
+    for _ in range(40):  # a service refusing everything; growth held back
+        now += 0.6
+        throttle(state, now, 1e9)
+    assert state.rate == MIN_RATE
+
+
+def test_tokens_pace_reservations_in_order() -> None:
+    state = RateState()
+    pace_at(state, 0.0, 10.0)
+    waits = [reserve(state, 0.0, DOUBLING, ceiling=10.0) for _ in range(5)]
+    # One token saved (a burst of at least one), then one every 0.1 s.
+    assert waits == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4])
+    # Time pays the reservations back: 1 s later the bucket holds tokens again.
+    assert reserve(state, 1.0, DOUBLING, ceiling=10.0) == 0.0
+
+
+def test_ceiling_caps_growth() -> None:
+    state = RateState()
+    pace_at(state, 0.0, 50.0)
+    reserve(state, 1000.0, DOUBLING, ceiling=50.0)
+    assert state.rate == 50.0
+
+
+def test_retry_after_holds_every_request() -> None:
+    state = _started(now=10.0)
+    throttle(state, 10.0, DOUBLING, retry_after=3.0)
+    assert reserve(state, 11.0, DOUBLING) == pytest.approx(2.0)
+
+
+def test_processes_join_the_start_with_their_share() -> None:
+    state = _started(now=10.0, measured=100.0)
+    join(state, 10.5, 60.0)
+    assert state.rate == pytest.approx(START_FRACTION * 160.0)
+    join(state, 10.0 + rate.JOIN_WINDOW + 1, 60.0)  # too late: measured after the cuts
+    assert state.rate == pytest.approx(START_FRACTION * 160.0)
+
+
+def test_relax_after_quiet() -> None:
+    state = _started(now=10.0)
+    assert not relax(state, 50.0, quiet=60.0)
+    state.tokens = 0.0
+    assert relax(state, 71.0, quiet=60.0)
+    assert not state.throttled
+
+
+def _simulate(groups: list[float], cap: float, seconds: float,
+              step: float = 0.01) -> list[list[float]]:
+    """Groups of processes (one controller each, as separate nodes have)
+    send at their paced rate into one token-bucket cap; the requests over
+    the cap are refused at random among what was sent. Returns each
+    group's rate per virtual second."""
+    rng = random.Random(5)
+    states = []
+    for measured in groups:
+        state = RateState()
+        start(state, 0.0, measured / START_FRACTION)
+        states.append(state)
+    owed = [0.0] * len(groups)
+    tokens = cap * step
+    history: list[list[float]] = []
+    now = 0.0
+    for tick in range(int(seconds / step)):
+        now = (tick + 1) * step
+        tokens = min(cap * step * 2, tokens + cap * step)  # a small burst
+        sent: list[int] = []
+        for i, state in enumerate(states):
+            owed[i] += state.rate * step
+            n = int(owed[i])
+            owed[i] -= n
+            for _ in range(n):
+                reserve(state, now, DOUBLING)
+            sent.extend([i] * n)
+        rng.shuffle(sent)
+        for i in sent:
+            if tokens >= 1:
+                tokens -= 1
+            else:
+                throttle(states[i], now, DOUBLING)
+        if tick % int(1 / step) == 0:
+            history.append([s.rate for s in states])
+    return history
+
+
+def test_separate_controllers_converge_to_a_fair_share() -> None:
+    cap = 400.0
+    history = _simulate([20.0, 60.0, 250.0, 500.0], cap, seconds=240.0)
+    assert len(history) == 240
+    first, last = history[0], history[-60:]
+    assert max(first) / min(first) > 20
+    means = [sum(h[i] for h in last) / len(last) for i in range(4)]
+    # Fair: each group's mean rate within 15% of the others'.
+    assert max(means) / min(means) < 1.15
+    # And together they use the cap without sitting far above it.
+    assert 0.6 * cap < sum(means) < 1.2 * cap
+
+
+def test_shared_state_is_one_for_two_handles(tmp_path: object) -> None:
+    a = SharedRate("http://x|b|read", str(tmp_path))
+    b = SharedRate("http://x|b|read", str(tmp_path))
+    other = SharedRate("http://x|b|write", str(tmp_path))
+    assert a.shared and a.path == b.path != other.path
+    assert os.path.getsize(a.path or "") == SIZE
+    assert a.flag[0] == 0
+    with a.locked() as state:
+        start(state, 1.0, 100.0)  # an old time: still in the past
+    assert b.flag[0] == 1 and other.flag[0] == 0
+    with b.locked() as state:
+        assert state.throttled and state.rate == pytest.approx(START_FRACTION * 100.0)
+        state.rate = 42.0
+    with a.locked() as state:
+        assert state.rate == 42.0
+    for handle in (a, b, other):
+        handle.close()
+
+
+def test_times_of_a_previous_boot_are_forgotten(tmp_path: object) -> None:
+    a = SharedRate("k", str(tmp_path))
+    with a.locked() as state:
+        start(state, 1e12, 100.0)  # the future: CLOCK_MONOTONIC restarted since
+    with a.locked() as state:
+        assert not state.throttled and state.rate == 0.0
+    a.close()
+
+
+def _child_cuts(shared: SharedRate, conn: object) -> None:
+    with shared.locked() as state:
+        state.rate = 7.0
+    conn.send(shared._fd)  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork only")
+def test_fork_child_locks_on_its_own_description(tmp_path: object) -> None:
+    shared = SharedRate("forked", str(tmp_path))
+    with shared.locked() as state:
+        start(state, 1.0, 10.0)
+    context = multiprocessing.get_context("fork")
+    parent_end, child_end = context.Pipe()
+    child = context.Process(target=_child_cuts, args=(shared, child_end))
+    child.start()
+    child_fd = parent_end.recv()
+    child.join(30)
+    assert child.exitcode == 0
+    # The child opened its own file description (flock would not exclude
+    # the parent's otherwise), and its change is in the one state.
+    assert child_fd >= 0
+    with shared.locked() as state:
+        assert state.rate == 7.0 and state.throttled
+    shared.close()
+
+
+@pytest.mark.parametrize("value", ["fast", 0, -5.0, float("inf"), float("nan"), True, [100]])
+def test_request_rate_setting_refuses(value: object) -> None:
+    with pytest.raises(InvalidArgument, match="request_rate"):
+        ClientConfig(request_rate=value)  # type: ignore[arg-type]
+
+
+def test_request_rate_settings() -> None:
+    assert ClientConfig().paces and ClientConfig().rate_ceiling is None
+    assert ClientConfig(request_rate=250).rate_ceiling == 250.0
+    assert not ClientConfig(request_rate="off").paces
+    assert not ClientConfig(request_rate=None).paces
+    for name in ("rate_doubling", "throttle_deadline"):
+        with pytest.raises(InvalidArgument, match=name):
+            ClientConfig(**{name: 0})  # type: ignore[arg-type]
