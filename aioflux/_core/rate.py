@@ -26,9 +26,10 @@ seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
   doubling per ``doubling`` seconds (GCS asks for no faster than double every
   20 minutes on a real bucket).
 - Requests take tokens; one that finds none reserves the next and waits
-  for it (the tokens go negative): the order of waiting is the order of
-  asking, and a process that dies holding reservations leaves only time
-  that passes anyway, never a lease to expire.
+  for it (the tokens go negative), up to :data:`AHEAD` seconds of them:
+  the order of waiting is mostly the order of asking, and a process that
+  dies holding reservations leaves at most that much time, which passes
+  anyway: there is no lease to expire.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["DECREASE", "DECREASE_WINDOW", "JOIN_WINDOW", "MIN_RATE", "RAMP_FLOOR",
+__all__ = ["AHEAD", "DECREASE", "DECREASE_WINDOW", "JOIN_WINDOW", "MIN_RATE", "RAMP_FLOOR",
            "START_FRACTION", "THROTTLE_SHARE", "RateState", "grown", "join", "pace_at", "relax",
            "reserve", "start", "throttle"]
 
@@ -58,6 +59,8 @@ MIN_RATE = 1.0
 #: below this many requests/s the rate grows additively (GCS starts a
 #: bucket's writes at 1,000/s; its doubling guidance is for rates above)
 RAMP_FLOOR = 1000.0
+#: most seconds of tokens reserved ahead, by all processes together
+AHEAD = 1.0
 #: most tokens saved up, in seconds of the rate: a small burst, so that
 #: processes that all wake at once do not overshoot together
 BURST_SECONDS = 0.05
@@ -155,8 +158,12 @@ def _judge(state: RateState, now: float, doubling: float, ceiling: float | None)
 
 
 def reserve(state: RateState, now: float, doubling: float,
-            ceiling: float | None = None) -> float:
-    """Take a token for one request (reserving it when there is none).
+            ceiling: float | None = None) -> tuple[bool, float]:
+    """Take a token for one request, reserving it when there is none, unless
+    :data:`AHEAD` seconds of tokens are reserved already.
+
+    The bound is what a process killed while holding reservations costs
+    the others: the time it had reserved, at most :data:`AHEAD`.
 
     Args:
         state: the key's controller, pacing on.
@@ -165,14 +172,18 @@ def reserve(state: RateState, now: float, doubling: float,
         ceiling: the most requests/s allowed (a configured rate).
 
     Returns:
-        Seconds to wait before sending (0: at once).
+        Whether a token was taken, and the seconds to wait: before sending
+        if it was, before asking again if not.
     """
     _judge(state, now, doubling, ceiling)
     _refill(state, now, doubling, ceiling)
+    hold = state.resume_at - now
+    if state.tokens - 1.0 < -state.rate * AHEAD:
+        return False, max(hold, (-state.rate * AHEAD - state.tokens + 1.0) / state.rate)
     state.sent += 1
     state.tokens -= 1.0
     wait = 0.0 if state.tokens >= 0 else -state.tokens / state.rate
-    return max(wait, state.resume_at - now)
+    return True, max(wait, hold)
 
 
 def start(state: RateState, now: float, measured: float, retry_after: float | None = None,

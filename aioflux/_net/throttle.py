@@ -132,24 +132,26 @@ class Gate:
 
     async def admit(self) -> None:
         """Take a token, waiting for it (call when ``flag[0]`` is set)."""
-        now = time.monotonic()
-        with self.shared.locked() as state:
-            if not self._fixed and relax(state, now, self._quiet):
-                self.stats.rates.pop(self.label, None)
-                log.info("%s: no throttle for %.0f s, requests no longer paced",
-                         self.label, self._quiet)
-                return
-            if self._fixed and not state.throttled:
-                pace_at(state, now, self._ceiling)  # type: ignore[arg-type]
-            if state.epoch != self._epoch:
-                join(state, now, self._meter.rate(now), self._ceiling)
-                self._epoch = state.epoch
-            wait = reserve(state, now, self._doubling, self._ceiling)
-            rate = state.rate
-        self.stats.rates[self.label] = rate
-        if wait > 0:
-            self.stats.budget_wait += wait
-            await asyncio.sleep(wait)
+        taken = False
+        while not taken:
+            now = time.monotonic()
+            with self.shared.locked() as state:
+                if not self._fixed and relax(state, now, self._quiet):
+                    self.stats.rates.pop(self.label, None)
+                    log.info("%s: no throttle for %.0f s, requests no longer paced",
+                             self.label, self._quiet)
+                    return
+                if self._fixed and not state.throttled:
+                    pace_at(state, now, self._ceiling)  # type: ignore[arg-type]
+                if state.epoch != self._epoch:
+                    join(state, now, self._meter.rate(now), self._ceiling)
+                    self._epoch = state.epoch
+                taken, wait = reserve(state, now, self._doubling, self._ceiling)
+                rate = state.rate
+            self.stats.rates[self.label] = rate
+            if wait > 0:
+                self.stats.budget_wait += wait
+                await asyncio.sleep(wait)
 
     def succeeded(self, now: float) -> None:
         """Count a successful attempt (the measured rate).

@@ -105,11 +105,14 @@ def test_rate_never_below_the_least() -> None:
 def test_tokens_pace_reservations_in_order() -> None:
     state = RateState()
     pace_at(state, 0.0, 10.0)
-    waits = [reserve(state, 0.0, DOUBLING, ceiling=10.0) for _ in range(5)]
-    # One token saved (a burst of at least one), then one every 0.1 s.
-    assert waits == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4])
-    # Time pays the reservations back: 1 s later the bucket holds tokens again.
-    assert reserve(state, 1.0, DOUBLING, ceiling=10.0) == 0.0
+    taken = [reserve(state, 0.0, DOUBLING, ceiling=10.0) for _ in range(12)]
+    # One token saved (a burst of at least one), then one every 0.1 s, up
+    # to a second of them reserved ahead: the 12th asks again later.
+    assert [t for t, _ in taken] == [True] * 11 + [False]
+    assert [w for _, w in taken[:11]] == pytest.approx([k / 10 for k in range(11)])
+    assert taken[11][1] == pytest.approx(0.1)
+    # Time pays the reservations back: 2 s later the bucket holds tokens again.
+    assert reserve(state, 2.0, DOUBLING, ceiling=10.0) == (True, 0.0)
 
 
 def test_ceiling_caps_growth() -> None:
@@ -122,7 +125,7 @@ def test_ceiling_caps_growth() -> None:
 def test_retry_after_holds_every_request() -> None:
     state = _started(now=10.0)
     throttle(state, 10.0, DOUBLING, retry_after=3.0)
-    assert reserve(state, 11.0, DOUBLING) == pytest.approx(2.0)
+    assert reserve(state, 11.0, DOUBLING)[1] == pytest.approx(2.0)
 
 
 def test_processes_join_the_start_with_their_share() -> None:
