@@ -276,7 +276,8 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
 
     def _new_progress(self) -> DataProgress:
         return DataProgress("IterableDataset", len(self._objects), fingerprint(self._objects),
-                            self.seed, self.batch_size, self.world_size, self.drop_last)
+                            self.seed, self.batch_size, self.world_size, self.drop_last,
+                            shuffle=self.shuffle)
 
     def __len__(self) -> int:
         """This rank's samples in the pass under way, else in the next one.
@@ -347,10 +348,14 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         positions: array.array[int] = array.array("q")
         ends: array.array[int] = array.array("q")
         after: array.array[int] = array.array("q")
-        for j in batches.of_worker(worker, workers, current.skip):
-            positions.extend(batches[j])
-            ends.append(len(positions))
-            after.append(j + 1)
+        mine = batches.of_worker(worker, workers, current.skip)
+        for at in range(0, len(mine), 1024):
+            # A block of batches at a time: the order is computed on demand.
+            group = mine[at:at + 1024]
+            positions.extend(batches.flat(group))
+            for j in group:
+                ends.append((ends[-1] if ends else 0) + batches.share(j))
+                after.append(j + 1)
         yield from self._stream(current, positions, ends, after)
         self._progress.finish(current)
 

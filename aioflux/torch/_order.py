@@ -27,18 +27,27 @@ for batches ahead of the loop. :func:`track` counts on the consumer side;
 with ``num_workers=0`` the sampler or dataset counts by itself, and under
 torchdata's ``StatefulDataLoader`` the loader pairs each batch with the
 state taken when it was made, so what it saves is consistent too.
+
+The order is never made whole: :func:`epoch_order` computes a position's
+index when it is asked for (a keyed Feistel permutation,
+:mod:`aioflux.torch._permutation`), and :class:`RankBatches` asks for a
+block of batches at a time. A position only means something under the order
+it was counted in, so a state names it: its ``"fingerprint"`` (of the
+object list) ends in ``/order-v2`` (:data:`ORDER_VERSION`). Version 1,
+whose states have no such end, was ``random.shuffle`` of a list of every
+index (8 bytes a sample in every process that iterated); version 2 is the
+Feistel permutation. A state inside an epoch of another version is refused
+with :class:`~aioflux.InvalidArgument` naming both; one at an epoch's
+start (no sample consumed) names no place in any order and is taken.
 """
 
 from __future__ import annotations
 
-import array
 import dataclasses
 import hashlib
-import operator
 import os
-import random
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 import torch.distributed as dist
 import torch.utils.data
@@ -46,14 +55,22 @@ import torch.utils.data
 from .._core.errors import InvalidArgument
 from .._core.index import ObjectIndex
 from .._core.types import ObjectInfo
+from ._permutation import Permutation, order_key
+from ._rank_batches import RankBatches, pass_samples
 
-__all__ = ["DataProgress", "Pass", "RankBatches", "dist_rank", "epoch_order", "fingerprint",
-           "pass_samples", "track"]
+__all__ = ["ORDER_VERSION", "DataProgress", "Pass", "RankBatches", "dist_rank", "epoch_order",
+           "fingerprint", "pass_samples", "track"]
 
 T = TypeVar("T")
 
 # Keys of a state dict. "samples" is the position in the global order.
 _KEYS = ("epoch", "seed", "samples", "global_batch_size", "fingerprint")
+
+#: The epoch order a position counts samples of (see the module): 2, the
+#: Feistel permutation; 1 (a fingerprint with no ``/order-v``), the list
+#: ``random.shuffle`` made.
+ORDER_VERSION = 2
+_VERSION_MARK = "/order-v"
 
 
 def dist_rank() -> tuple[int, int]:
@@ -63,7 +80,7 @@ def dist_rank() -> tuple[int, int]:
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
 
-def epoch_order(count: int, seed: int, epoch: int, shuffle: bool) -> array.array[int]:
+def epoch_order(count: int, seed: int, epoch: int, shuffle: bool) -> Permutation:
     """The global order of an epoch: depends on nothing but these arguments.
 
     Args:
@@ -73,118 +90,11 @@ def epoch_order(count: int, seed: int, epoch: int, shuffle: bool) -> array.array
         shuffle: permute (else ``0..count-1``).
 
     Returns:
-        The dataset indices in epoch order, 8 bytes each: a list took about
-        36 bytes a sample in every process that made it (360 MB per DataLoader
-        worker at 10 M samples).
+        The dataset indices in epoch order, each computed when asked for: no
+        memory a sample (the array of version 1 took 8 bytes a sample in
+        every process, 8 GB at 1e9).
     """
-    order = array.array("q", range(count))
-    if shuffle:
-        # The very permutation random.shuffle gave the list this replaced (the
-        # same calls on any mutable sequence): positions saved before resume
-        # exactly.
-        random.Random(seed * 1_000_003 + epoch).shuffle(order)
-    return order
-
-
-def pass_samples(count: int, start: int, global_batch: int, world: int,
-                 drop_last: bool = False) -> int:
-    """Samples (of all ranks, padding included) a pass from ``start`` hands out.
-
-    Args:
-        count: samples in the dataset.
-        start: samples of the epoch order already consumed.
-        global_batch: samples per global batch (a multiple of ``world``).
-        world: the world size.
-        drop_last: leave out a short last global batch (else pad).
-
-    Returns:
-        A multiple of ``world``: ``count - start`` rounded up to one, or
-        down to a multiple of ``global_batch`` with ``drop_last``.
-    """
-    rest = max(0, count - start)
-    if drop_last:
-        return rest - rest % global_batch
-    return rest + -rest % world
-
-
-class RankBatches(Sequence[list[int]]):
-    """One rank's share of each global batch of the rest of the epoch from ``start``.
-
-    Every rank gets the same number of batches and of samples: the rest,
-    ``order[start:]``, is padded to :func:`pass_samples` with ``order``'s
-    first samples (wrapping around when the world outnumbers them), or cut
-    to it with ``drop_last``. Each global batch then splits into ``world``
-    equal contiguous shares: ``global_batch // world`` samples, fewer in a
-    short last one.
-
-    A batch is made when it is asked for, never the rest of the epoch at
-    once: that copy took 8 bytes a sample of the whole epoch in every
-    process, each worker keeping only its own batches.
-
-    Args:
-        order: the epoch order.
-        start: samples of it already consumed.
-        global_batch: samples per global batch (a multiple of ``world``).
-        rank: this rank.
-        world: the world size.
-        drop_last: leave out a short last global batch (else pad).
-    """
-
-    def __init__(self, order: Sequence[int], start: int, global_batch: int, rank: int,
-                 world: int, drop_last: bool = False) -> None:
-        self._order, self._start = order, start
-        self._global_batch, self._rank, self._world = global_batch, rank, world
-        self._samples = pass_samples(len(order), start, global_batch, world, drop_last)
-
-    def __len__(self) -> int:
-        return -(-self._samples // self._global_batch)
-
-    @overload
-    def __getitem__(self, j: int) -> list[int]: ...
-
-    @overload
-    def __getitem__(self, j: slice) -> list[list[int]]: ...
-
-    def __getitem__(self, j: int | slice) -> list[int] | list[list[int]]:
-        """The rank's batch of global batch ``j`` (none empty), or a list of them."""
-        count = len(self)
-        if isinstance(j, slice):
-            return [self[i] for i in range(count)[j]]
-        j = operator.index(j)
-        if j < 0:
-            j += count
-        if not 0 <= j < count:
-            raise IndexError(f"global batch {j} of {count}")
-        share = self.share(j)
-        return self._rest(j * self._global_batch + self._rank * share, share)
-
-    def share(self, j: int) -> int:
-        """Samples in the rank's batch of global batch ``0 <= j < len(self)``
-        (at least one), without making the batch."""
-        return min(self._global_batch, self._samples - j * self._global_batch) // self._world
-
-    def __iter__(self) -> Iterator[list[int]]:
-        for j in range(len(self)):
-            yield self[j]
-
-    def of_worker(self, worker: int, workers: int, skip: int = 0) -> range:
-        """The global batches DataLoader worker ``worker`` of ``workers`` makes
-        from batch ``skip`` on: every ``workers``-th, the order a DataLoader
-        hands them out in."""
-        return range(skip + (worker - skip) % workers, len(self), workers)
-
-    def _rest(self, at: int, count: int) -> list[int]:
-        """``count`` samples of the padded rest from its ``at``-th: the order
-        from ``start``, then the order again from its first sample."""
-        order = self._order
-        size = len(order)
-        pos = (self._start + at) % size
-        out: list[int] = []
-        while count > 0:
-            take = min(count, size - pos)
-            out.extend(order[pos:pos + take])
-            count, pos = count - take, 0
-        return out
+    return Permutation(count, order_key("aioflux-order-v2", seed, epoch) if shuffle else None)
 
 
 def fingerprint(objects: Sequence[ObjectInfo] | int) -> str:
@@ -247,13 +157,19 @@ class DataProgress:
         world_size: ranks.
         drop_last: leave out a short last global batch (else pad it, see
             :class:`RankBatches`).
+        shuffle: whether the order is shuffled (an order in list order is
+            the same under every :data:`ORDER_VERSION`).
     """
 
     def __init__(self, op: str, count: int, fingerprint: str, seed: int, batch_size: int,
-                 world_size: int, drop_last: bool = False) -> None:
+                 world_size: int, drop_last: bool = False, shuffle: bool = True) -> None:
         self.op = op
+        self.shuffle = shuffle
         self.count = count
-        self.fingerprint = fingerprint
+        # The object list's digest, and with it the order a position counts
+        # samples of (a state's fingerprint).
+        self.digest = fingerprint
+        self.fingerprint = f"{fingerprint}{_VERSION_MARK}{ORDER_VERSION}"
         self.seed = seed
         self.batch_size = batch_size
         self.world_size = world_size
@@ -356,7 +272,8 @@ class DataProgress:
             ``{"epoch", "seed", "samples", "global_batch_size",
             "fingerprint"}``; in a DataLoader worker also ``"worker"``: that
             worker's own place, which only a StatefulDataLoader with the same
-            worker count restores.
+            worker count restores. The fingerprint ends in the order's
+            version (``/order-v2``).
         """
         epoch, samples = self.position()
         state: dict[str, Any] = {"epoch": epoch, "seed": self.seed, "samples": samples,
@@ -379,16 +296,30 @@ class DataProgress:
 
         Raises:
             InvalidArgument: not such a state, another seed, another object
-                list, or a DataLoader worker's state at another global batch size.
+                list, a DataLoader worker's state at another global batch
+                size, or a place inside an epoch of another order version.
         """
         if not isinstance(state, Mapping) or any(k not in state for k in _KEYS):
             raise InvalidArgument(f"{self.op}.load_state_dict: expected a dict with keys "
                                   f"{', '.join(_KEYS)}, got {state!r:.200}")
-        if state["fingerprint"] != self.fingerprint:
+        saved, mark, version = str(state["fingerprint"]).rpartition(_VERSION_MARK)
+        if not mark:
+            saved, version = version, "1"  # states of version 1 name none
+        if saved != self.digest:
             raise InvalidArgument(
                 f"{self.op}.load_state_dict: the state was saved over another object list "
                 f"(fingerprint {state['fingerprint']}, this dataset {self.fingerprint}); a "
                 "position only means something over the same objects in the same order")
+        if version != str(ORDER_VERSION) and self.shuffle and _placed(state):
+            # The same count of samples covers other samples under another
+            # order: resumed, the epoch would repeat some and skip others.
+            raise InvalidArgument(
+                f"{self.op}.load_state_dict: the state is a place inside epoch "
+                f"{state['epoch']} ({state['samples']} samples) of epoch order version "
+                f"{version}, and this aioflux orders epochs by version {ORDER_VERSION}; a "
+                "position only means something in the order it was counted in. Finish that "
+                "epoch with the aioflux that saved the state, or start the epoch over: "
+                "load the state with \"samples\": 0 (and no \"worker\")")
         if state["seed"] != self.seed:
             raise InvalidArgument(
                 f"{self.op}.load_state_dict: the state was saved with seed {state['seed']}, "
@@ -412,6 +343,13 @@ class DataProgress:
         self.restored_worker = dict(worker) if isinstance(worker, Mapping) else None
         self.current = None
         self.tracking, self.consumed = False, 0
+
+
+def _placed(state: Mapping[str, Any]) -> bool:
+    """Whether ``state`` names a place inside an epoch, which depends on the order."""
+    worker = state.get("worker")
+    return int(state["samples"]) > 0 or (
+        isinstance(worker, Mapping) and bool(worker.get("start") or worker.get("next_batch")))
 
 
 def track(progress: DataProgress, loader: Iterable[T]) -> Iterator[T]:

@@ -47,7 +47,8 @@ class _Resumable:
         self._progress = DataProgress(op, len(dataset),
                                       fingerprint(objects if objects is not None
                                                   else len(dataset)),
-                                      seed, batch_size, self.world_size, drop_last)
+                                      seed, batch_size, self.world_size, drop_last,
+                                      shuffle=shuffle)
 
     @property
     def seed(self) -> int:

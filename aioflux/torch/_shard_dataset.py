@@ -10,7 +10,6 @@ and worker count with each sample once, checked bytes.
 
 from __future__ import annotations
 
-import array
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -26,7 +25,7 @@ from .._engines.listing import DEFAULT_LIST_CONCURRENCY
 from .._engines.shards import ShardsDone
 from ._order import DataProgress, RankBatches, dist_rank, track
 from ._rank_listing import Listing
-from ._shard_order import iter_runs, last_positions, shard_epoch_order
+from ._shard_order import ShardOrder, iter_runs
 from ._shard_source import Decode, ShardSource, list_shards
 
 __all__ = ["DEFAULT_READS_IN_FLIGHT", "DEFAULT_SHARD_PREFETCH_BYTES", "DEFAULT_SHUFFLE_WINDOW",
@@ -197,7 +196,8 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             hedge_after=hedge_after, listing=listing, publish_indexes=publish_indexes)
         self.samples_per_read = self._shards.samples_per_read
         self._progress = DataProgress(op, self._shards.total, self._shards.fingerprint(),
-                                      seed, batch_size, self.world_size, drop_last)
+                                      seed, batch_size, self.world_size, drop_last,
+                                      shuffle=shuffle)
 
     @classmethod
     def from_prefix(cls, url: str, *, format: str = "tar",
@@ -278,10 +278,10 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         Returns:
             Every sample's number once.
         """
-        return self._order(epoch).tolist()
+        return list(self._order(epoch))
 
-    def _order(self, epoch: int) -> array.array[int]:
-        return shard_epoch_order(
+    def _order(self, epoch: int) -> ShardOrder:
+        return ShardOrder(
             self.counts, seed=self.seed, epoch=epoch, shuffle=self.shuffle,
             samples_per_read=self.samples_per_read, shuffle_window=self.shuffle_window,
             sequential=self._shards.compressed)
@@ -314,14 +314,14 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                 yield sample
         self._progress.finish(current)
 
-    def _compressed_ends(self, order: array.array[int]) -> list[tuple[int, int]]:
+    def _compressed_ends(self, order: ShardOrder) -> list[tuple[int, int]]:
         """``(position of its last sample in order, shard)`` of each compressed
         shard, by position: where the reads may let its cursor go."""
         compressed = [k for k, c in enumerate(self._shards.compressed) if c]
         if not compressed:
             return []
-        last = last_positions(order, self._shards.starts)
-        return sorted((last[k], k) for k in compressed if last[k] >= 0)
+        last = order.ends(compressed)  # per shard: the order is never made whole
+        return sorted((at, k) for at, k in zip(last, compressed, strict=True) if at >= 0)
 
     def track(self, loader: Iterable[T]) -> Iterator[T]:
         """Iterate ``loader`` (a DataLoader over this dataset), counting what the loop takes.
@@ -396,22 +396,23 @@ def _chunks(batches: RankBatches, mine: Iterable[int], ends: Sequence[tuple[int,
     """The samples of batches ``mine``, about :data:`_CHUNK_SAMPLES` at a time,
     and before each batch, the shards of ``ends`` (``(last position, shard)``,
     by position) that no sample from there on is of."""
-    chunk: list[int] = []
-    k = 0
+    group: list[int] = []  # batches of the chunk, made together (the order is lazy)
+    held = k = 0
     for j in mine:
         reached = start + j * global_batch  # where global batch j starts in the order
         done = k
         while done < len(ends) and ends[done][0] < reached:
             done += 1
         if done > k:
-            if chunk:
-                yield chunk
-                chunk = []
+            if group:
+                yield batches.flat(group)
+                group, held = [], 0
             yield ShardsDone(tuple(shard for _, shard in ends[k:done]))
             k = done
-        chunk.extend(batches[j])
-        if len(chunk) >= _CHUNK_SAMPLES:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+        group.append(j)
+        held += batches.share(j)
+        if held >= _CHUNK_SAMPLES:
+            yield batches.flat(group)
+            group, held = [], 0
+    if group:
+        yield batches.flat(group)

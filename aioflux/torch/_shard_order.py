@@ -1,15 +1,21 @@
 """The epoch order of a sharded dataset: a pure function of (seed, epoch) and the shards.
 
 Samples are numbered across the shards in list order (shard ``i``'s sample
-``k`` is ``starts[i] + k``). An epoch's order:
+``k`` is ``starts[i] + k``). An epoch's order (order version 2, see
+:data:`aioflux.torch._order.ORDER_VERSION`):
 
 1. the shards, permuted;
 2. each shard cut into *reads* of ``samples_per_read`` consecutive samples
-   (the unit fetched with one ranged GET);
-3. the reads permuted within windows of about ``shuffle_window`` samples,
-   so a stretch of training mixes that many samples from several shards;
-   a compressed shard's reads keep their ascending order (it is read front
-   to back), taking the window positions its reads were given;
+   (the unit fetched with one ranged GET), its last read shorter when the
+   read size does not divide its samples;
+3. the full reads, in the order of the permuted shards, cut into *windows*
+   of ``max(1, shuffle_window // samples_per_read)`` reads, so a stretch of
+   training mixes about ``shuffle_window`` samples from several shards; a
+   shard's short last read goes with the window of its last full read (the
+   first window if it has none). A window's full reads are permuted, and
+   its short reads follow them in shard order. A compressed shard's reads
+   keep their ascending order (it is read front to back), taking the
+   window positions its reads were given;
 4. the samples of each read permuted among themselves.
 
 The result is a permutation of every sample, so the global batches, rank
@@ -18,31 +24,256 @@ a position is a count of samples of this order, valid at any world size
 and worker count. The shuffle costs no sample memory (reads are ranged);
 the window bounds how many shards an epoch reads from at once.
 
-The samples are permuted with numpy (one sort over the epoch), not one
-Python call per sample: at 100,000 samples ``random.shuffle`` alone took
-a third of a warm epoch's CPU in the main process.
+No part of the order is made whole: :class:`ShardOrder` computes a
+position's sample when it is asked for, each permutation a keyed Feistel
+network (:mod:`aioflux.torch._permutation`). What it holds is per shard (the
+permuted shards and their cumulative samples, full reads and short samples:
+36 bytes a shard), made at the epoch's start in one numpy pass over the
+shards. A position then costs a few binary searches over the shards and two
+Feistel permutations (of the window's reads and of the read's samples); a
+compressed shard's read also counts its own reads in the window. The order
+the samples were made whole in (version 1: 8 bytes a sample in every
+process, and at each epoch start a sort over all samples, 44 bytes a sample)
+is gone.
 """
 
 from __future__ import annotations
 
 import array
-import hashlib
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
 
-from .._engines.shards import Run, ShardIndex, ShardsDone
+import numpy as np
+import numpy.typing as npt
 
-if TYPE_CHECKING:
-    import numpy as np
+from .._engines.shards import Run, ShardsDone
+from ._permutation import (
+    BLOCK,
+    I64,
+    LazyOrder,
+    order_key,
+    pair_key,
+    pair_keys,
+    permute,
+    permute_one,
+    sub_key,
+    unit_key,
+    unit_keys,
+)
 
-__all__ = ["iter_runs", "last_positions", "runs_of", "shard_epoch_order", "shards_fingerprint"]
+__all__ = ["ShardOrder", "iter_runs", "runs_of", "shard_epoch_order"]
+
+
+class ShardOrder(LazyOrder):
+    """The global order of an epoch (see the module), computed a position at a time.
+
+    Args:
+        counts: samples per shard, in list order.
+        seed: base seed.
+        epoch: epoch number.
+        shuffle: permute (else every sample in list order).
+        samples_per_read: samples per read.
+        shuffle_window: samples per window of permuted reads.
+        sequential: per shard, whether it must be read front to back.
+    """
+
+    def __init__(self, counts: Sequence[int], *, seed: int, epoch: int, shuffle: bool,
+                 samples_per_read: int, shuffle_window: int,
+                 sequential: Sequence[bool]) -> None:
+        sizes = np.asarray(counts, dtype=np.int64).reshape(-1)
+        self._starts = _cumulative(sizes)
+        self._count = int(self._starts[-1])
+        self._shuffled = shuffle and self._count > 0
+        if not self._shuffled:
+            return
+        self._read = read = samples_per_read
+        self._window = max(1, shuffle_window // read)
+        key = order_key("aioflux-shards-v2", seed, epoch)
+        self._shard_key, self._window_key, self._read_key = (sub_key(key, k) for k in (1, 2, 3))
+        shards = len(sizes)
+        # j-th shard of the epoch; cumulative samples, full reads and short
+        # reads' samples over the shards in that order.
+        shard = permute(np.arange(shards), shards, self._shard_key)
+        self._shard = shard.astype(np.int32 if shards < 1 << 31 else np.int64)
+        permuted = sizes[shard]
+        self._samples = _cumulative(permuted)
+        self._fulls = _cumulative(permuted // read)
+        self._shorts = self._samples - self._fulls * read
+        flags = np.asarray(sequential, dtype=bool).reshape(-1)
+        self._sequential = flags if flags.any() else None
+
+    def at(self, positions: npt.NDArray[np.integer]) -> I64:
+        p = np.asarray(positions).astype(np.int64)
+        if not self._shuffled:
+            return p
+        read, samples, fulls = self._read, self._samples, self._fulls
+        j = np.searchsorted(samples, p, side="right") - 1
+        local = p - samples[j]
+        first_full, end_full = fulls[j], fulls[j + 1]
+        in_full = local < (end_full - first_full) * read
+        # The window: its full read's, or for a short read its last full read's.
+        w = np.where(in_full, (first_full + local // read) // self._window,
+                     np.maximum(end_full - 1, 0) // self._window)
+        first, start, shorts_before, reads = self._windows(w)
+        offset = p - start
+        slot = offset < reads * read
+        out = np.empty_like(p)
+        k = np.flatnonzero(slot)
+        if k.size:
+            out[k] = self._in_reads(offset[k], w[k], first[k], reads[k])
+        k = np.flatnonzero(~slot)
+        if k.size:
+            out[k] = self._in_shorts(shorts_before[k] + offset[k] - reads[k] * read)
+        return out
+
+    def _windows(self, w: I64) -> tuple[I64, I64, I64, I64]:
+        """Of windows ``w``: the first full read, the first position, the short
+        reads' samples before it, and its full reads."""
+        first = w * self._window
+        # The shard that holds full read ``first`` (a window's first position
+        # is that read's place in the shards' own order).
+        j = np.searchsorted(self._fulls, first, side="right") - 1
+        head = w > 0
+        start = np.where(head, self._samples[j] + (first - self._fulls[j]) * self._read, 0)
+        shorts_before = np.where(head, self._shorts[j], 0)
+        reads = np.clip(self._fulls[-1] - first, 0, self._window)
+        return first, start, shorts_before, reads
+
+    def _in_reads(self, offset: I64, w: I64, first: I64, reads: I64) -> I64:
+        read = self._read
+        slot, inner = offset // read, offset % read
+        full = first + permute(slot, reads, unit_keys(self._window_key, w))
+        j = np.searchsorted(self._fulls, full, side="right") - 1
+        if self._sequential is not None:
+            seq = np.flatnonzero(self._sequential[self._shard[j]])
+            if seq.size:
+                full[seq] = self._ascending(slot[seq], w[seq], first[seq], reads[seq], j[seq])
+        number = full - self._fulls[j]
+        shard = self._shard[j].astype(np.int64)
+        keys = pair_keys(self._read_key, shard, number)
+        return self._starts[shard] + number * read + permute(inner, read, keys)
+
+    def _ascending(self, slot: I64, w: I64, first: I64, reads: I64, j: I64) -> I64:
+        """The full read each of ``slot`` holds when shard ``j``'s reads in
+        window ``w`` are put in ascending order on the slots they were given."""
+        lo = np.maximum(self._fulls[j], first)
+        hi = np.minimum(self._fulls[j + 1], first + reads)
+        pairs, where = np.unique(np.stack([w, j]), axis=1, return_inverse=True)
+        where = where.reshape(-1)
+        # One row per (window, shard): its reads' slots, sorted.
+        pick = np.zeros(pairs.shape[1], dtype=np.int64)
+        pick[where] = np.arange(len(where))
+        seg_lo, seg_hi = lo[pick], hi[pick]
+        sizes = seg_hi - seg_lo
+        before = np.cumsum(sizes) - sizes
+        row = np.repeat(np.arange(len(sizes)), sizes)
+        reads_of = np.repeat(seg_lo, sizes) + np.arange(int(sizes.sum())) - before[row]
+        win = pairs[0][row]
+        slots = permute(reads_of - win * self._window, reads[pick][row],
+                        unit_keys(self._window_key, win), inverse=True)
+        ranked = np.sort(row * self._window + slots)
+        rank = np.searchsorted(ranked, where * self._window + slot) - before[where]
+        result: I64 = seg_lo[where] + rank
+        return result
+
+    def _in_shorts(self, v: I64) -> I64:
+        shorts = self._shorts
+        j = np.searchsorted(shorts, v, side="right") - 1
+        number = self._fulls[j + 1] - self._fulls[j]
+        shard = self._shard[j].astype(np.int64)
+        keys = pair_keys(self._read_key, shard, number)
+        inner = permute(v - shorts[j], shorts[j + 1] - shorts[j], keys)
+        return self._starts[shard] + number * self._read + inner
+
+    def one(self, position: int) -> int:
+        if not self._shuffled:
+            return position
+        read, size = self._read, self._window
+        samples, fulls, shorts = self._samples, self._fulls, self._shorts
+        j = int(samples.searchsorted(position, "right")) - 1
+        local = position - int(samples[j])
+        first_full, end_full = int(fulls[j]), int(fulls[j + 1])
+        if local < (end_full - first_full) * read:
+            w = (first_full + local // read) // size
+        else:
+            w = max(end_full - 1, 0) // size
+        first = w * size
+        start = shorts_before = 0
+        if w:
+            jw = int(fulls.searchsorted(first, "right")) - 1
+            start = int(samples[jw]) + (first - int(fulls[jw])) * read
+            shorts_before = int(shorts[jw])
+        reads = min(max(int(fulls[-1]) - first, 0), size)
+        offset = position - start
+        if offset < reads * read:
+            slot, inner = divmod(offset, read)
+            full = first + permute_one(slot, reads, unit_key(self._window_key, w))
+            j = int(fulls.searchsorted(full, "right")) - 1
+            if self._sequential is not None and self._sequential[self._shard[j]]:
+                lo = max(int(fulls[j]), first)
+                hi = min(int(fulls[j + 1]), first + reads)
+                slots = permute(np.arange(lo - first, hi - first), reads,
+                                unit_key(self._window_key, w), inverse=True)
+                full = lo + int(np.count_nonzero(slots < slot))
+            width = read
+        else:
+            v = shorts_before + offset - reads * read
+            j = int(shorts.searchsorted(v, "right")) - 1
+            full = int(fulls[j + 1])
+            inner, width = v - int(shorts[j]), int(shorts[j + 1] - shorts[j])
+        shard = int(self._shard[j])
+        number = full - int(fulls[j])
+        key = pair_key(self._read_key, shard, number)
+        return int(self._starts[shard]) + number * read + permute_one(inner, width, key)
+
+    def ends(self, shards: Sequence[int]) -> list[int]:
+        """Where each of ``shards`` (list order) has its last sample in the
+        order (-1: a shard with none), without going through the order.
+
+        Args:
+            shards: shard numbers.
+
+        Returns:
+            Per shard, a position.
+        """
+        k = np.asarray(shards, dtype=np.int64).reshape(-1)
+        if not self._shuffled:
+            return [int(x) for x in np.where(self._starts[k + 1] > self._starts[k],
+                                             self._starts[k + 1] - 1, -1).tolist()]
+        read, samples, fulls, shorts = self._read, self._samples, self._fulls, self._shorts
+        j = permute(k, len(self._shard), self._shard_key, inverse=True)
+        w = np.maximum(fulls[j + 1] - 1, 0) // self._window
+        first, start, shorts_before, reads = self._windows(w)
+        # A short last read ends its share of the window's tail.
+        out = start + reads * read + shorts[j + 1] - shorts_before - 1
+        # Else the shard's last read is the one at the latest of its slots.
+        whole = np.flatnonzero((shorts[j + 1] == shorts[j]) & (samples[j + 1] > samples[j]))
+        if whole.size:
+            lo = np.maximum(fulls[j[whole]], first[whole]) - first[whole]
+            sizes = fulls[j[whole] + 1] - first[whole] - lo
+            before = np.cumsum(sizes) - sizes
+            row = np.repeat(np.arange(len(sizes)), sizes)
+            slots = permute(np.repeat(lo, sizes) + np.arange(int(sizes.sum())) - before[row],
+                            np.repeat(reads[whole], sizes),
+                            unit_keys(self._window_key, np.repeat(w[whole], sizes)),
+                            inverse=True)
+            last = np.maximum.reduceat(slots, before)
+            out[whole] = start[whole] + (last + 1) * read - 1
+        out[samples[j + 1] == samples[j]] = -1
+        return [int(x) for x in out.tolist()]
+
+
+def _cumulative(values: I64) -> I64:
+    out = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(values, out=out[1:])
+    return out
 
 
 def shard_epoch_order(counts: Sequence[int], *, seed: int, epoch: int, shuffle: bool,
                       samples_per_read: int, shuffle_window: int,
                       sequential: Sequence[bool]) -> array.array[int]:
-    """The global order of an epoch (see the module).
+    """The whole order of an epoch (see :class:`ShardOrder`, which the datasets
+    iterate without making it whole), 8 bytes a sample.
 
     Args:
         counts: samples per shard, in list order.
@@ -54,57 +285,15 @@ def shard_epoch_order(counts: Sequence[int], *, seed: int, epoch: int, shuffle: 
         sequential: per shard, whether it must be read front to back.
 
     Returns:
-        Sample numbers in epoch order, 8 bytes each (a list took about 36 a
-        sample, in every DataLoader worker).
+        Sample numbers in epoch order.
     """
-    starts = [0]
-    for count in counts:
-        starts.append(starts[-1] + count)
-    total = starts[-1]
-    order = array.array("q")
-    if not shuffle:
-        order.extend(range(total))
-        return order
-    import numpy as np  # imported where used: aioflux.torch imports without it
-
-    rng = _rng(seed, epoch)
-    shards = rng.permutation(len(counts)).tolist()
-    reads = [(s, a) for s in shards for a in range(0, counts[s], samples_per_read)]
-    per_window = max(1, shuffle_window // samples_per_read)
-    for w0 in range(0, len(reads), per_window):
-        chunk = reads[w0:w0 + per_window]
-        chunk = [chunk[i] for i in rng.permutation(len(chunk)).tolist()]
-        _keep_ascending(chunk, sequential)
-        reads[w0:w0 + per_window] = chunk
-    if not reads:
-        return order
-    firsts = np.array([starts[s] + a for s, a in reads], dtype=np.int64)
-    sizes = np.array([min(counts[s] - a, samples_per_read) for s, a in reads], dtype=np.int64)
-    # Sample j of the epoch belongs to read read_of[j]; within a read the
-    # samples are ordered by a random key, so each read is permuted alone.
-    read_of = np.repeat(np.arange(len(reads)), sizes)
-    offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    ids = np.repeat(firsts, sizes) + offsets
-    order.frombytes(ids[np.lexsort((rng.random(total), read_of))].data.cast("B"))
-    return order
-
-
-def _rng(seed: int, epoch: int) -> np.random.Generator:
-    import numpy as np
-
-    digest = hashlib.sha256(f"aioflux-shards:{seed}:{epoch}".encode()).digest()
-    return np.random.Generator(np.random.PCG64(int.from_bytes(digest[:16], "little")))
-
-
-def _keep_ascending(chunk: list[tuple[int, int]], sequential: Sequence[bool]) -> None:
-    slots: dict[int, list[int]] = {}
-    for pos, (s, _) in enumerate(chunk):
-        if sequential[s]:
-            slots.setdefault(s, []).append(pos)
-    for s, positions in slots.items():
-        firsts = sorted(chunk[p][1] for p in positions)
-        for p, a in zip(positions, firsts, strict=True):
-            chunk[p] = (s, a)
+    order = ShardOrder(counts, seed=seed, epoch=epoch, shuffle=shuffle,
+                       samples_per_read=samples_per_read, shuffle_window=shuffle_window,
+                       sequential=sequential)
+    out = array.array("q")
+    for lo in range(0, len(order), BLOCK):
+        out.frombytes(order.at(np.arange(lo, min(len(order), lo + BLOCK))).tobytes())
+    return out
 
 
 def runs_of(samples: Sequence[int], starts: Sequence[int], samples_per_read: int) -> list[Run]:
@@ -172,38 +361,3 @@ def iter_runs(chunks: Iterable[Sequence[int] | ShardsDone], starts: Sequence[int
             held = (shards[a], reads[a], locals_[a:b])
     if held is not None:
         yield Run(held[0], tuple(held[2]))
-
-
-def last_positions(order: array.array[int], starts: Sequence[int]) -> list[int]:
-    """Where each shard's last sample is in ``order`` (-1: a shard with none).
-
-    Args:
-        order: an epoch order (sample numbers).
-        starts: each shard's first sample number (the total last).
-
-    Returns:
-        Per shard, a position in ``order``.
-    """
-    import numpy as np
-
-    firsts = np.asarray(starts, dtype=np.int64)
-    last = np.full(len(starts) - 1, -1, dtype=np.int64)
-    numbers = np.frombuffer(order, dtype=np.int64) if len(order) else np.empty(0, np.int64)
-    step = 1 << 20  # a piece at a time: the positions of a whole epoch took 8 bytes a sample
-    for at in range(0, len(numbers), step):
-        shard = np.searchsorted(firsts, numbers[at:at + step], side="right") - 1
-        # The last occurrence of each shard in this piece (later pieces overwrite).
-        found, first_from_end = np.unique(shard[::-1], return_index=True)
-        last[found] = at + len(shard) - 1 - first_from_end
-    return [int(x) for x in last.tolist()]
-
-
-def shards_fingerprint(urls: Sequence[str], indexes: Sequence[ShardIndex]) -> str:
-    """``"<samples>:<16 hex digits>"`` over the shards' URLs and sample counts.
-
-    A saved position only means something over the same shards in the same order.
-    """
-    digest = hashlib.sha256()
-    for url, index in zip(urls, indexes, strict=True):
-        digest.update(f"{url}\n{len(index)}\n".encode("utf-8", "surrogatepass"))
-    return f"{sum(map(len, indexes))}:{digest.hexdigest()[:16]}"

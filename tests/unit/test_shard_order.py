@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from aioflux._engines.shards import Run, ShardsDone
-from aioflux.torch._shard_order import iter_runs, last_positions, runs_of, shard_epoch_order
+from aioflux.torch._shard_order import ShardOrder, iter_runs, runs_of, shard_epoch_order
 
 
 def _order(counts: list[int], sequential: list[bool] | None = None,
@@ -84,13 +84,18 @@ def test_runs_cut_a_chunk_at_a_time_are_the_runs_of_the_whole(size: int) -> None
 
 
 @pytest.mark.parametrize("counts", [[35, 0, 1, 64, 7], [0], [], [1000]])
-def test_last_positions_are_where_each_shard_is_last_seen(counts: list[int]) -> None:
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_last_positions_are_where_each_shard_is_last_seen(counts: list[int],
+                                                          shuffle: bool) -> None:
     order = _order(counts, [True] * len(counts))
     starts = _starts(counts)
     want = [-1] * len(counts)
-    for pos, number in enumerate(order):
+    for pos, number in enumerate(order if shuffle else range(sum(counts))):
         want[max(k for k in range(len(counts)) if starts[k] <= number)] = pos
-    assert last_positions(order, starts) == want  # type: ignore[arg-type]
+    # Computed per shard, without the order made whole.
+    lazy = ShardOrder(counts, seed=3, epoch=0, shuffle=shuffle, samples_per_read=10,
+                      shuffle_window=40, sequential=[True] * len(counts))
+    assert lazy.ends(range(len(counts))) == want
 
 
 def test_a_marker_passes_after_the_runs_before_it_and_closes_its_shard_s_open_run() -> None:

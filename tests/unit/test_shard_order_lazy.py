@@ -1,0 +1,178 @@
+"""The shard epoch order computed a position at a time (order version 2):
+for any counts, seeds, windows and compressed shards, a permutation of
+every sample with the structure the module documents; and at 1e9 samples,
+memory and work that do not grow with the samples."""
+
+from __future__ import annotations
+
+import bisect
+import tracemalloc
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import aioflux.torch._permutation as permutation
+from aioflux.torch._order import RankBatches
+from aioflux.torch._shard_order import ShardOrder
+
+COUNTS = st.lists(st.one_of(st.just(0), st.integers(min_value=1, max_value=4),
+                            st.integers(min_value=0, max_value=90)), max_size=9)
+
+
+def _make(counts: list[int], sequential: list[bool], seed: int, read: int,
+          window: int) -> ShardOrder:
+    return ShardOrder(counts, seed=seed, epoch=seed % 3, shuffle=True, samples_per_read=read,
+                      shuffle_window=window, sequential=sequential)
+
+
+def _windows(counts: list[int], shards: list[int], read: int,
+             per_window: int) -> list[tuple[set[tuple[int, int]], list[tuple[int, int]]]]:
+    """The module's step 3 written out: each window's full reads, and its
+    short reads in shard order, from the permuted shards alone."""
+    out: list[tuple[set[tuple[int, int]], list[tuple[int, int]]]] = []
+    fulls = 0
+    for s in shards:
+        for q in range(counts[s] // read):
+            while len(out) <= (fulls + q) // per_window:
+                out.append((set(), []))
+            out[(fulls + q) // per_window][0].add((s, q))
+        fulls += counts[s] // read
+        if counts[s] % read:
+            w = max(fulls - 1, 0) // per_window
+            while len(out) <= w:
+                out.append((set(), []))
+            out[w][1].append((s, counts[s] // read))
+    return out
+
+
+@settings(max_examples=250, deadline=None)
+@given(counts=COUNTS, data=st.data(), seed=st.integers(min_value=-5, max_value=1 << 40),
+       read=st.integers(min_value=1, max_value=12), window=st.integers(min_value=1, max_value=90))
+def test_the_order_is_a_permutation_with_the_documented_structure(
+        counts: list[int], data: st.DataObject, seed: int, read: int, window: int) -> None:
+    sequential = data.draw(st.lists(st.booleans(), min_size=len(counts), max_size=len(counts)))
+    order = _make(counts, sequential, seed, read, window)
+    total = sum(counts)
+    got = order.at(np.arange(total)).tolist()
+    assert sorted(got) == list(range(total))
+    assert got == list(_make(counts, sequential, seed, read, window))  # a pure function
+    starts = [0]
+    for c in counts:
+        starts.append(starts[-1] + c)
+
+    def read_of(number: int) -> tuple[int, int]:
+        shard = bisect.bisect_right(starts, number) - 1
+        return shard, (number - starts[shard]) // read
+
+    if not total:
+        return
+    shards = [int(s) for s in order._shard]
+    assert sorted(shards) == list(range(len(counts)))
+    at = 0
+    for fulls, shorts in _windows(counts, shards, read, max(1, window // read)):
+        # The window's full reads, permuted, each read's samples together...
+        seen: list[tuple[int, int]] = []
+        for _ in fulls:
+            piece = got[at:at + read]
+            assert len({read_of(x) for x in piece}) == 1, piece
+            seen.append(read_of(piece[0]))
+            at += read
+        assert set(seen) == fulls and len(seen) == len(fulls)
+        # ... a compressed shard's in ascending order...
+        for k in {s for s, _ in seen if sequential[s]}:
+            mine = [q for s, q in seen if s == k]
+            assert mine == sorted(mine)
+        # ... then its short reads, in shard order.
+        for shard, q in shorts:
+            size = counts[shard] % read
+            piece = got[at:at + size]
+            assert {read_of(x) for x in piece} == {(shard, q)} and len(set(piece)) == size
+            at += size
+    assert at == total
+    # One position alone is the same sample, and each shard's last position
+    # is where the whole order has it last.
+    picks = data.draw(st.lists(st.integers(min_value=0, max_value=total - 1), max_size=20))
+    assert [order.one(p) for p in picks] == [got[p] for p in picks]
+    last = [-1] * len(counts)
+    for pos, number in enumerate(got):
+        last[bisect.bisect_right(starts, number) - 1] = pos
+    assert order.ends(range(len(counts))) == last
+
+
+def test_not_shuffled_is_the_list_order() -> None:
+    order = ShardOrder([3, 0, 5], seed=1, epoch=0, shuffle=False, samples_per_read=2,
+                       shuffle_window=4, sequential=[False, True, False])
+    assert list(order) == list(range(8)) and order.one(6) == 6
+    assert order.ends([0, 1, 2]) == [2, -1, 7]
+
+
+def test_epochs_and_seeds_give_other_orders_within_reads_too() -> None:
+    def order(seed: int, epoch: int) -> list[int]:
+        return list(ShardOrder([300, 200, 500], seed=seed, epoch=epoch, shuffle=True,
+                               samples_per_read=10, shuffle_window=40,
+                               sequential=[False] * 3))
+
+    assert order(3, 0) == order(3, 0)
+    assert len({tuple(order(3, 0)), tuple(order(3, 1)), tuple(order(4, 0))}) == 3
+    got = order(3, 0)
+    assert any(got[i:i + 10] != sorted(got[i:i + 10]) for i in range(0, 1000, 10))
+
+
+# 1e9 samples: 100,000 shards of 10,000 (the order needs no data).
+BILLION = [10_000] * 100_000
+
+
+def _peak(make: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        kept = make()
+        peak = tracemalloc.get_traced_memory()[1]
+        del kept
+    finally:
+        tracemalloc.stop()
+    return peak
+
+
+def _billion() -> ShardOrder:
+    return ShardOrder(BILLION, seed=7, epoch=3, shuffle=True, samples_per_read=64,
+                      shuffle_window=8192, sequential=[k % 10 == 0 for k in range(100_000)])
+
+
+def test_a_billion_samples_take_memory_per_shard_not_per_sample() -> None:
+    # The order made whole took 8 bytes a sample (8 GB here), its making
+    # 44 (44 GB); this one holds ~37 bytes a shard (3.7 MB).
+    assert _peak(_billion) < 16 << 20
+    order = _billion()
+    assert len(order) == 10**9
+    middle = np.arange(500_000_000, 500_000_000 + 65_536)
+    assert _peak(lambda: order.at(middle)) < 32 << 20
+    # A rank of 1,000 (batch 256) makes its batches in a block's memory.
+    batches = RankBatches(order, 1234 * 256_000, 256_000, 999, 1000)
+    assert len(batches) == 2673
+    assert _peak(lambda: batches.flat(range(len(batches) - 250, len(batches)))) < 32 << 20
+    assert _peak(lambda: order.ends(range(0, 100_000, 10))) < 16 << 20
+
+
+def test_one_position_is_a_few_permutations_not_a_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Proxies of the time a position takes: Feistel networks run and
+    # binary searches over the shards, counted, never a loop over samples.
+    order = _billion()
+    networks = 0
+    network = permutation._network
+
+    def counted(*args: int | bool) -> int:
+        nonlocal networks
+        networks += 1
+        return network(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(permutation, "_network", counted)
+    positions = range(0, 10**9, 10**9 // 1000 + 7)
+    samples = [order.one(p) for p in positions]
+    assert samples == order.at(np.array(positions)).tolist()
+    # Two permutations a position (the window's reads, the read's samples),
+    # each under 2 passes on average: a domain is under twice its size.
+    assert networks < 4.5 * len(positions), networks / len(positions)
+    assert len(set(samples)) == len(samples)
