@@ -113,7 +113,8 @@ CLI_CALLS: dict[str, list[Call]] = {
         Call("cache clear {tmp}/cache", r"removed 3 entries"),
         Call("cache info {tmp}/cache", r"(?m)^entries +0$"),
     ],
-    "aioflux shards ls|index|verify [--format tar|lines] [--json] [--force] URL": [
+    "aioflux shards ls|index|verify [--format tar|lines] [--json] [--force] "
+    "[--decode json|utf-8|none] URL": [
         # Five samples in three tar shards written without sidecars, and a lines shard.
         Call("shards ls gs://{b}/shards/", r"(?m)^ *- +10240  none +gs://{b}/shards/s-00\.tar$"),
         Call("shards index gs://{b}/shards/", r"indexed 3 shards, 0 already indexed$"),
@@ -121,6 +122,9 @@ CLI_CALLS: dict[str, list[Call]] = {
              r'"total": \{{"bytes": 30720, "indexed": 3, "samples": 5, "shards": 3\}}'),
         Call("shards index --force gs://{b}/shards/s-01.tar", r"indexed 1 shards, 0 already"),
         Call("shards verify --format lines gs://{b}/text/", r"(?s)^ok +2 +indexed .*all good$"),
+        Call("shards verify --decode utf-8 gs://{b}/text/", r"(?s)^ok +2 +indexed .*all good$"),
+        Call("shards verify --decode json gs://{b}/text/t-0.jsonl", r"(?s)^ok +2 .*all good$"),
+        Call("shards verify --decode none gs://{b}/shards/s-00.tar", r"(?s)^ok +2 .*all good$"),
     ],
     "aioflux emulator [--port N] [--s3-port N] [--profile gcs-like] [--p-503 0.1] "
     "[--bucket NAME]": [
@@ -140,7 +144,7 @@ CLI_CALLS: dict[str, list[Call]] = {
 def flags(synopsis: str) -> set[str]:
     """Options and literal subcommands a synopsis documents."""
     words = set(re.findall(r"(?<![\w-])--?[a-zA-Z][\w-]*", synopsis))
-    for alternatives in re.findall(r"\b[a-z]+(?:\|[a-z]+)+\b", synopsis):
+    for alternatives in re.findall(r"\b[a-z][\w-]*(?:\|[a-z][\w-]*)+", synopsis):
         words.update(alternatives.split("|"))
     return words
 
