@@ -8,7 +8,14 @@ OpenTelemetry's HTTP client conventions where they fit:
   ``http.request.method``, ``server.address``, ``server.port``,
   ``aioflux.operation`` and, for a failed attempt, ``error.type``;
 - ``http.client.response.body.size`` (histogram, bytes) of object reads;
-- ``aioflux.client.retries`` (counter) with ``error.type``, the cause.
+- ``aioflux.client.retries`` (counter) with ``error.type``, the cause;
+- ``aioflux.client.throttled`` (counter): attempts the service throttled
+  (429, ``SlowDown``, ``ServerBusy``);
+- ``aioflux.client.budget.wait`` (counter, seconds): time requests waited
+  for the request rate's budget;
+- ``aioflux.client.request.rate`` (gauge, requests/s) with
+  ``aioflux.request.kind`` (``read``, ``write``): the paced rate, summed
+  over the buckets being paced (none while nothing is).
 
 Every attribute takes a bounded set of values: the operation is a kind
 (``read``, ``upload part``: never a part number, bucket or object name),
@@ -25,6 +32,7 @@ only forwards them to whatever exporter the application configured.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -104,8 +112,47 @@ def instrument(client: Any, meter_provider: Any = None) -> Observer:
 
     forward = _Forward(provider, provider is metrics.get_meter_provider(), duration, body,
                        retries, server)
+    _observe_throttling(meter, stats, server)
     stats.observers.append(forward)
     return forward
+
+
+def _observe_throttling(meter: Any, stats: RequestStats, server: dict[str, str | int]) -> None:
+    """The request-rate controller's counts, read from ``stats`` at each collection."""
+    from opentelemetry.metrics import Observation
+
+    # Read through a weak reference: the meter provider outlives a client,
+    # and its callbacks must not keep the client's stats alive.
+    ref = weakref.ref(stats)
+
+    def throttled(_options: Any) -> list[Any]:
+        live = ref()
+        return [] if live is None else [Observation(live.throttled, server)]
+
+    def waited(_options: Any) -> list[Any]:
+        live = ref()
+        return [] if live is None else [Observation(live.budget_wait, server)]
+
+    def rates(_options: Any) -> list[Any]:
+        live = ref()
+        if live is None:
+            return []
+        totals: dict[str, float] = {}
+        for label, rate in list(live.rates.items()):
+            kind = label.rpartition(" ")[2]
+            totals[kind] = totals.get(kind, 0.0) + rate
+        return [Observation(rate, {"aioflux.request.kind": kind, **server})
+                for kind, rate in sorted(totals.items())]
+
+    meter.create_observable_counter(
+        "aioflux.client.throttled", callbacks=[throttled], unit="{request}",
+        description="Attempts the object store throttled (429, SlowDown, ServerBusy)")
+    meter.create_observable_counter(
+        "aioflux.client.budget.wait", callbacks=[waited], unit="s",
+        description="Seconds requests waited for the request rate's budget")
+    meter.create_observable_gauge(
+        "aioflux.client.request.rate", callbacks=[rates], unit="{request}/s",
+        description="Requests/s the rate controller allows, by kind (while pacing)")
 
 
 def _histogram(meter: Any, name: str, unit: str, description: str,

@@ -146,3 +146,15 @@ def test_instrumenting_before_and_after_the_global_provider_is_set_records_once(
     done = subprocess.run([sys.executable, "-c", GLOBAL_SET_BETWEEN], capture_output=True,
                           text=True, timeout=120)
     assert (done.returncode, done.stdout) == (0, "[1]\n"), done.stderr
+
+
+def test_throttling_is_exported(client: AsyncClient, reader: InMemoryMetricReader) -> None:
+    stats = client.stats
+    stats.throttled, stats.budget_wait = 7, 2.5
+    stats.rates.update({"a read": 100.0, "b read": 50.0, "a write": 20.0})
+    (throttled,) = _points(reader, "aioflux.client.throttled")
+    (waited,) = _points(reader, "aioflux.client.budget.wait")
+    assert throttled.value == 7 and waited.value == 2.5
+    rates = {p.attributes["aioflux.request.kind"]: p.value
+             for p in _points(reader, "aioflux.client.request.rate")}
+    assert rates == {"read": 150.0, "write": 20.0}
