@@ -13,9 +13,10 @@ import google_crc32c
 import pytest
 
 from aioflux import ShardFormatError
-from aioflux._engines.shards import _tar
+from aioflux._engines.shards import _tar, _tar_headers
 from aioflux._engines.shards._lines import LinesFormat
 from aioflux._engines.shards._tar import TarFormat, member_key
+from tests.unit._tar_reference import random_tar
 
 
 def reference(data: bytes) -> list[tuple[int, int, int, str]]:
@@ -33,39 +34,6 @@ def reference(data: bytes) -> list[tuple[int, int, int, str]]:
                 out.append([member.offset, end, 0, found[0]])
     return [(int(a), int(b) - int(a), int(google_crc32c.value(data[int(a):int(b)])), str(k))
             for a, b, _, k in out]
-
-
-def random_tar(rng: random.Random) -> bytes:
-    fmt = rng.choice([tarfile.PAX_FORMAT, tarfile.GNU_FORMAT, tarfile.USTAR_FORMAT])
-    out = io.BytesIO()
-    pax = {"comment": "global"} if fmt == tarfile.PAX_FORMAT and rng.random() < 0.5 else {}
-    with tarfile.open(fileobj=out, mode="w", format=fmt, pax_headers=pax) as tar:
-        # (tarfile cannot read back a global header with no member after it)
-        for i in range(rng.randint(1 if pax else 0, 12)):
-            deep = "d/" * rng.choice([0, 1, 60]) if fmt != tarfile.USTAR_FORMAT else "d/"
-            key = f"{deep}k{i:03d}"
-            fields = rng.sample(["jpg", "cls", "seg.png", "json", "txt"], rng.randint(1, 3))
-            for n, field in enumerate(fields):
-                if n and rng.random() < 0.3:  # a skipped member inside the sample
-                    folder = tarfile.TarInfo(f"{deep}folder{i}")
-                    folder.type = tarfile.DIRTYPE
-                    tar.addfile(folder)
-                data = rng.randbytes(rng.choice([0, 1, 511, 512, 513, 3000]))
-                member = tarfile.TarInfo(f"{key}.{field}")
-                member.size = len(data)
-                if fmt == tarfile.PAX_FORMAT and rng.random() < 0.2:
-                    member.pax_headers = {"comment": "x" * rng.randint(1, 900)}
-                tar.addfile(member, io.BytesIO(data))
-            if rng.random() < 0.3:
-                link = tarfile.TarInfo(f"._k{i:03d}.jpg")
-                link.size = 4
-                tar.addfile(link, io.BytesIO(b"junk"))
-            if rng.random() < 0.2:
-                sym = tarfile.TarInfo(f"link{i}.jpg")
-                sym.type = tarfile.SYMTYPE
-                sym.linkname = "x" * (rng.choice([5, 200]) if fmt != tarfile.USTAR_FORMAT else 5)
-                tar.addfile(sym)
-    return out.getvalue()
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -147,7 +115,7 @@ def test_plain_headers_read_as_tarfile_reads_them_and_corrupt_ones_go_to_tarfile
             if trial:
                 for _ in range(rng.choice([1, 2])):
                     damaged[rng.randrange(512)] = rng.randrange(256)
-            plain = _tar._plain_member(bytes(damaged))
+            plain = _tar_headers.plain_member(bytes(damaged))
             if not trial and block[156:157] == tarfile.REGTYPE:
                 assert plain is not None  # the plain path is the common one
             if plain is None:
@@ -163,11 +131,11 @@ def test_a_v7_folder_and_a_base256_size_go_to_tarfile() -> None:
     block = bytearray(info.tobuf(tarfile.USTAR_FORMAT))
     block[156:157] = tarfile.AREGTYPE
     block[148:156] = b"%06o\0 " % (256 + sum(block) - sum(block[148:156]))
-    assert _tar._plain_member(bytes(block)) is None
+    assert _tar_headers.plain_member(bytes(block)) is None
     big = tarfile.TarInfo("big.bin")
     big.size = 8**11 + 1
     header = big.tobuf(tarfile.GNU_FORMAT)[:512]
-    assert _tar._plain_member(header) is None
+    assert _tar_headers.plain_member(header) is None
     assert tarfile.TarInfo.frombuf(header, "utf-8", "surrogateescape").size == 8**11 + 1
 
 
