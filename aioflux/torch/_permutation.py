@@ -163,8 +163,8 @@ def _network_np(x: U64, high: Any, low: Any, rounds: Any, key: Any, inverse: boo
         if isinstance(rounds, np.ndarray):
             # An element with fewer rounds than the most in the block skips this one.
             mask = np.where(rounds > r, mask, np.uint64(0))
-        z = (right if r % 2 == 0 else left) ^ key
-        z ^= np.uint64(_ROUND_KEYS[r])
+        # A scalar key and round key fold into one scalar before the array op.
+        z = (right if r % 2 == 0 else left) ^ (key ^ np.uint64(_ROUND_KEYS[r]))
         z *= np.uint64(_M1)
         z ^= z >> np.uint64(32)
         z *= np.uint64(_M2)
@@ -201,7 +201,9 @@ def permute(x: npt.NDArray[np.integer], n: int | npt.NDArray[np.integer],
     Returns:
         The permuted positions (int64).
     """
-    y = np.asarray(x).astype(np.uint64)
+    # Views, not copies: positions are never negative, and the network makes
+    # new arrays (only its own output is written to).
+    y = np.asarray(x).astype(np.int64, copy=False).view(np.uint64)
     shape: list[Any]
     if isinstance(n, np.ndarray) and n.size and n.min() == n.max():
         n = int(n.flat[0])  # one domain: its masks and rounds are scalars, no np.where
@@ -219,7 +221,7 @@ def permute(x: npt.NDArray[np.integer], n: int | npt.NDArray[np.integer],
         again = _network_np(y[todo], sub[1], sub[2], sub[3], sub[4], inverse)
         y[todo] = again
         todo = todo[again >= sub[0]]
-    return y.astype(np.int64)
+    return y.view(np.int64)
 
 
 class LazyOrder(Sequence[int]):

@@ -50,6 +50,7 @@ from .._engines.shards import Run, ShardsDone
 from ._permutation import (
     BLOCK,
     I64,
+    U64,
     LazyOrder,
     order_key,
     pair_key,
@@ -103,24 +104,28 @@ class ShardOrder(LazyOrder):
         self._sequential = flags if flags.any() else None
 
     def at(self, positions: npt.NDArray[np.integer]) -> I64:
-        p = np.asarray(positions).astype(np.int64)
+        p = np.asarray(positions).astype(np.int64, copy=False)
         if not self._shuffled:
-            return p
+            return p.copy()
         read, samples, fulls = self._read, self._samples, self._fulls
-        j = np.searchsorted(samples, p, side="right") - 1
+        j = _find(samples, p)
         local = p - samples[j]
         first_full, end_full = fulls[j], fulls[j + 1]
         in_full = local < (end_full - first_full) * read
         # The window: its full read's, or for a short read its last full read's.
         w = np.where(in_full, (first_full + local // read) // self._window,
                      np.maximum(end_full - 1, 0) // self._window)
-        first, start, shorts_before, reads = self._windows(w)
+        # A block's positions fall in a few windows: each one's geometry and
+        # key are made once.
+        windows, which = _units(w)
+        first, start, shorts_before, reads = (v[which] for v in self._windows(windows))
+        keys = unit_keys(self._window_key, windows)[which]
         offset = p - start
         slot = offset < reads * read
         out = np.empty_like(p)
         k = np.flatnonzero(slot)
         if k.size:
-            out[k] = self._in_reads(offset[k], w[k], first[k], reads[k])
+            out[k] = self._in_reads(offset[k], w[k], keys[k], first[k], reads[k])
         k = np.flatnonzero(~slot)
         if k.size:
             out[k] = self._in_shorts(shorts_before[k] + offset[k] - reads[k] * read)
@@ -132,18 +137,18 @@ class ShardOrder(LazyOrder):
         first = w * self._window
         # The shard that holds full read ``first`` (a window's first position
         # is that read's place in the shards' own order).
-        j = np.searchsorted(self._fulls, first, side="right") - 1
+        j = _find(self._fulls, first)
         head = w > 0
         start = np.where(head, self._samples[j] + (first - self._fulls[j]) * self._read, 0)
         shorts_before = np.where(head, self._shorts[j], 0)
         reads = np.clip(self._fulls[-1] - first, 0, self._window)
         return first, start, shorts_before, reads
 
-    def _in_reads(self, offset: I64, w: I64, first: I64, reads: I64) -> I64:
+    def _in_reads(self, offset: I64, w: I64, keys: U64, first: I64, reads: I64) -> I64:
         read = self._read
         slot, inner = offset // read, offset % read
-        full = first + permute(slot, reads, unit_keys(self._window_key, w))
-        j = np.searchsorted(self._fulls, full, side="right") - 1
+        full = first + permute(slot, reads, keys)
+        j = _find(self._fulls, full)
         if self._sequential is not None:
             seq = np.flatnonzero(self._sequential[self._shard[j]])
             if seq.size:
@@ -178,7 +183,7 @@ class ShardOrder(LazyOrder):
 
     def _in_shorts(self, v: I64) -> I64:
         shorts = self._shorts
-        j = np.searchsorted(shorts, v, side="right") - 1
+        j = _find(shorts, v)
         number = self._fulls[j + 1] - self._fulls[j]
         shard = self._shard[j].astype(np.int64)
         keys = pair_keys(self._read_key, shard, number)
@@ -261,6 +266,31 @@ class ShardOrder(LazyOrder):
             out[whole] = start[whole] + (last + 1) * read - 1
         out[samples[j + 1] == samples[j]] = -1
         return [int(x) for x in out.tolist()]
+
+
+def _find(cumulative: I64, values: I64) -> I64:
+    """Per value, the last ``j`` with ``cumulative[j] <= value``: a binary
+    search over just the shards between the least and the greatest value (a
+    block's positions are near each other: a few of 100,000 shards), which
+    stays in the cache."""
+    if not values.size:
+        return values.copy()
+    lo = int(cumulative.searchsorted(values.min(), "right")) - 1
+    hi = int(cumulative.searchsorted(values.max(), "right"))
+    found: I64 = cumulative[lo:hi].searchsorted(values, "right") + (lo - 1)
+    return found
+
+
+def _units(w: I64) -> tuple[I64, I64]:
+    """The distinct values of ``w`` and, per element, which one it is."""
+    if w.size and bool((w[1:] >= w[:-1]).all()):
+        # Sorted (the usual block): no sort needed.
+        change = np.flatnonzero(w[1:] != w[:-1]) + 1
+        which = np.zeros(w.size, dtype=np.int64)
+        which[change] = 1
+        return w[np.r_[0, change]], np.cumsum(which)
+    distinct, which = np.unique(w, return_inverse=True)
+    return distinct, which.reshape(-1)
 
 
 def _cumulative(values: I64) -> I64:
