@@ -1,20 +1,25 @@
-"""A request-rate controller's state shared by the processes of a machine.
+"""Request-rate controllers' states shared by the processes of a machine.
 
-Each (endpoint, bucket, kind) has one small file, named by a hash of the
-key, in ``/dev/shm/aioflux-rate-<uid>/`` (memory, cleared at boot) or, where
-there is no ``/dev/shm``, in the same folder under ``tempfile.gettempdir()``.
-Every process maps it (``mmap``, shared) and changes it under ``flock``:
-there is no server process to start or to outlive. The file holds numbers
-only (:class:`aioflux._core.rate.RateState`, 104 bytes), no lease and no
+All of a user's states live in one small file, a table of
+:data:`SLOTS` slots: ``/dev/shm/aioflux-rate-<uid>/rates`` (memory, cleared
+at boot) or, where there is no ``/dev/shm``, the same under
+``tempfile.gettempdir()``. A key (endpoint, bucket, kind) takes the slot
+its hash names, or one of the next :data:`PROBES`; when all of those are
+taken, the one unused the longest is reused. So the file never grows,
+whatever number of endpoints and buckets (a test suite's emulators on new
+ports each run) it has seen.
+
+Every process maps the file (``mmap``, shared) and changes it under
+``flock``: there is no server process to start or to outlive. A slot holds
+numbers only (:class:`aioflux._core.rate.RateState`), no lease and no
 process id, so a process killed at any point leaves nothing to expire.
-Files are reused by every later process of the same user and key.
 
-The first byte is the "pacing on" flag, read without the lock on every
-request (one byte of shared memory). A forked child keeps the mapping (it
-is the same memory) but opens its own file description for ``flock``:
-locks belong to an open file description, which a fork shares, so the
-parent's and the child's would not exclude each other. Where no file can
-be made (a read-only system, no ``fcntl``), the state stays in the process.
+A slot's first byte is its "pacing on" flag, read without the lock on
+every request. A forked child keeps the mapping (it is the same memory)
+but opens its own file description for ``flock``: locks belong to an open
+file description, which a fork shares, so the parent's and the child's
+would not exclude each other. Where no file can be made (a read-only
+system, no ``fcntl``), the states stay in the process.
 """
 
 from __future__ import annotations
@@ -37,18 +42,29 @@ try:
 except ImportError:  # Windows: no flock; each process paces alone
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["SharedRate", "shared_rate", "state_dir"]
+__all__ = ["PROBES", "SLOTS", "SharedRate", "Table", "shared_rate", "state_dir"]
 
 log = logging.getLogger("aioflux.rate")
 
 # flag, magic, version, epoch, then the times and rates (see RateState).
-_LAYOUT = struct.Struct("<B3xIQq8dqq")
-_MAGIC = 0xA10F1002
-SIZE = _LAYOUT.size
+_STATE = struct.Struct("<B3xIQq8dqq")
+_MAGIC = 0xA10F1003
+# After the state: the key's digest (zeros: a slot never used) and when
+# the slot was last used.
+_DIGEST_AT = _STATE.size
+_DIGEST = 16
+_USED = struct.Struct("<d")
+_USED_AT = _DIGEST_AT + _DIGEST
+SLOT = 128
+#: slots in the table (32 KiB)
+SLOTS = 256
+#: slots a key may take, from the one its hash names
+PROBES = 16
+_EMPTY = bytes(_DIGEST)
 
 
 def state_dir() -> str:
-    """The folder of the shared rate files of this user.
+    """The folder of the shared rate table of this user.
 
     Returns:
         ``/dev/shm/aioflux-rate-<uid>`` if ``/dev/shm`` is writable, else
@@ -60,44 +76,40 @@ def state_dir() -> str:
     return os.path.join(base, f"aioflux-rate-{uid}")
 
 
-class SharedRate:
-    """One key's :class:`RateState`, in a mapped file every process shares.
+class Table:
+    """The mapped table of slots, one per process and folder.
 
     Args:
-        key: names the file (hashed): endpoint, bucket and kind.
-        directory: where the file lives (default :func:`state_dir`).
+        directory: where the file ``rates`` lives (default :func:`state_dir`).
     """
 
-    def __init__(self, key: str, directory: str | None = None) -> None:
-        self.key = key
+    def __init__(self, directory: str | None = None) -> None:
         self.path: str | None = None
         self._fd = -1
         self._pid = os.getpid()
-        self._thread_lock = threading.Lock()
-        #: the mapped bytes (``flag[0]`` is the pacing flag); a bytearray
-        #: when no file could be shared
-        self.flag: mmap.mmap | bytearray
+        self.lock = threading.Lock()
+        #: the table's bytes; a bytearray when no file could be shared
+        self.memory: mmap.mmap | bytearray
         try:
-            self.flag = self._map(directory or state_dir())
+            self.memory = self._map(directory or state_dir())
         except OSError as exc:
-            log.info("request rate of %s kept in this process only: %s", key, exc)
-            self.flag = bytearray(SIZE)
+            log.info("request rates kept in this process only: %s", exc)
+            self.memory = bytearray(SLOT * SLOTS)
 
     def _map(self, directory: str) -> mmap.mmap:
         if fcntl is None:
             raise OSError("no fcntl.flock on this system")
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        digest = hashlib.sha256(self.key.encode()).hexdigest()[:32]
-        path = os.path.join(directory, f"{digest}.rate")
+        path = os.path.join(directory, "rates")
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
-                if os.fstat(fd).st_size < SIZE:
-                    os.ftruncate(fd, SIZE)  # zeros: a fresh, unpaced state
+                if os.fstat(fd).st_size < SLOT * SLOTS:
+                    os.ftruncate(fd, SLOT * SLOTS)  # zeros: empty slots
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
-            mapped = mmap.mmap(fd, SIZE)
+            mapped = mmap.mmap(fd, SLOT * SLOTS)
         except BaseException:
             os.close(fd)
             raise
@@ -106,25 +118,19 @@ class SharedRate:
 
     @property
     def shared(self) -> bool:
-        """Whether the state is in a file other processes see."""
+        """Whether the table is in a file other processes see."""
         return self.path is not None
 
     @contextlib.contextmanager
-    def locked(self) -> Iterator[RateState]:
-        """The state, to read and change; written back on exit.
-
-        Yields:
-            The current state (a copy; changes to it are stored).
-        """
+    def locked(self) -> Iterator[None]:
+        """Hold the table (this process's threads and the other processes)."""
         if os.getpid() != self._pid:
             self._after_fork()
-        with self._thread_lock:
+        with self.lock:
             if self._fd >= 0:
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
-                state, version = self._read()
-                yield state
-                self._write(state, version + 1)
+                yield
             finally:
                 if self._fd >= 0:
                     fcntl.flock(self._fd, fcntl.LOCK_UN)
@@ -134,47 +140,134 @@ class SharedRate:
         # file description of the child's own, and a thread lock that no
         # thread of the parent's held at the fork.
         self._pid = os.getpid()
-        self._thread_lock = threading.Lock()
+        self.lock = threading.Lock()
         if self.path is not None:
             try:
                 self._fd = os.open(self.path, os.O_RDWR)
             except OSError as exc:
-                log.info("request rate of %s kept in this process only: %s", self.key, exc)
-                self.path, self._fd, self.flag = None, -1, bytearray(self.flag[:SIZE])
+                log.info("request rates kept in this process only: %s", exc)
+                self.path, self._fd, self.memory = None, -1, bytearray(self.memory)
 
-    def _read(self) -> tuple[RateState, int]:
+    def claim(self, digest: bytes, now: float) -> int:
+        """The slot of ``digest``, taking one if it has none (table held).
+
+        Args:
+            digest: the key's hash.
+            now: monotonic time.
+
+        Returns:
+            The slot's number.
+        """
+        memory = self.memory
+        first = int.from_bytes(digest[:4], "little") % SLOTS
+        oldest, oldest_at = first, float("inf")
+        for probe in range(PROBES):
+            slot = (first + probe) % SLOTS
+            at = slot * SLOT
+            found = bytes(memory[at + _DIGEST_AT:at + _DIGEST_AT + _DIGEST])
+            if found == digest:
+                return slot
+            if found == _EMPTY:
+                oldest = slot
+                break  # slots are never emptied: the key is not further on
+            (used,) = _USED.unpack_from(memory, at + _USED_AT)
+            if used > now + 1.0:
+                used = 0.0  # a time of a previous boot
+            if used < oldest_at:
+                oldest, oldest_at = slot, used
+        at = oldest * SLOT
+        memory[at:at + SLOT] = bytes(SLOT)
+        memory[at + _DIGEST_AT:at + _DIGEST_AT + _DIGEST] = digest
+        _USED.pack_into(memory, at + _USED_AT, now)
+        return oldest
+
+    def holds(self, slot: int, digest: bytes) -> bool:
+        """Whether ``slot`` is still ``digest``'s (another key may have taken it)."""
+        at = slot * SLOT + _DIGEST_AT
+        return bytes(self.memory[at:at + _DIGEST]) == digest
+
+    def read(self, slot: int, now: float) -> tuple[RateState, int]:
+        """A slot's state and version (table held)."""
         (flag, magic, version, epoch, rate, tokens, refilled, decreased, throttle, started,
-         resume, window, sent, refused) = _LAYOUT.unpack_from(self.flag)
+         resume, window, sent, refused) = _STATE.unpack_from(self.memory, slot * SLOT)
         state = RateState(bool(flag), rate, tokens, refilled, decreased, throttle, started,
                           epoch, resume, window, sent, refused)
-        now = time.monotonic()
         if magic != _MAGIC or max(refilled, decreased, throttle, started, window) > now + 1.0:
-            # A file of another layout, or times of a previous boot (a
-            # temporary folder that outlived a reboot: CLOCK_MONOTONIC restarted).
+            # A slot never written, or of a previous boot (a temporary
+            # folder that outlived a reboot: CLOCK_MONOTONIC restarted).
             state = RateState(epoch=epoch)
         return state, version
 
-    def _write(self, state: RateState, version: int) -> None:
-        _LAYOUT.pack_into(self.flag, 0, int(state.throttled), _MAGIC, version, state.epoch,
-                          state.rate, state.tokens, state.refilled_at, state.decreased_at,
-                          state.throttle_at, state.started_at, state.resume_at,
-                          state.window_at, state.sent, state.refused)
-
-    def close(self) -> None:
-        """Unmap and close (the file stays, for the next process)."""
-        if isinstance(self.flag, mmap.mmap):
-            self.flag.close()
-        if self._fd >= 0 and os.getpid() == self._pid:
-            os.close(self._fd)
-        self._fd = -1
+    def write(self, slot: int, state: RateState, version: int, now: float) -> None:
+        """Store a slot's state (table held)."""
+        at = slot * SLOT
+        _STATE.pack_into(self.memory, at, int(state.throttled), _MAGIC, version, state.epoch,
+                         state.rate, state.tokens, state.refilled_at, state.decreased_at,
+                         state.throttle_at, state.started_at, state.resume_at,
+                         state.window_at, state.sent, state.refused)
+        _USED.pack_into(self.memory, at + _USED_AT, now)
 
 
+class SharedRate:
+    """One key's :class:`RateState`, in a slot of a :class:`Table`.
+
+    Args:
+        key: endpoint, bucket and kind.
+        table: the table (default: the process's one in :func:`state_dir`).
+    """
+
+    def __init__(self, key: str, table: Table | None = None) -> None:
+        self.key = key
+        self.table = table or _table()
+        self._digest = hashlib.sha256(key.encode()).digest()[:_DIGEST]
+        with self.table.locked():
+            self._slot = self.table.claim(self._digest, time.monotonic())
+
+    @property
+    def paced(self) -> bool:
+        """The slot's pacing flag, read without the lock (one byte)."""
+        return self.table.memory[self._slot * SLOT] != 0
+
+    @property
+    def shared(self) -> bool:
+        """Whether the state is in a file other processes see."""
+        return self.table.shared
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[RateState]:
+        """The state, to read and change; written back on exit.
+
+        Yields:
+            The current state (a copy; changes to it are stored).
+        """
+        table = self.table
+        with table.locked():
+            now = time.monotonic()
+            if not table.holds(self._slot, self._digest):
+                # Reused for another key while this one was idle: this
+                # key's slot is found again, or taken afresh.
+                self._slot = table.claim(self._digest, now)
+            state, version = table.read(self._slot, now)
+            yield state
+            table.write(self._slot, state, version + 1, now)
+
+
+_TABLE: Table | None = None
 _OPEN: dict[str, SharedRate] = {}
 _OPEN_LOCK = threading.Lock()
 
 
+def _table() -> Table:
+    global _TABLE
+    if _TABLE is None:
+        with _OPEN_LOCK:
+            if _TABLE is None:
+                _TABLE = Table()
+    return _TABLE
+
+
 def shared_rate(key: str) -> SharedRate:
-    """The process's one :class:`SharedRate` of ``key`` (opened on first use).
+    """The process's one :class:`SharedRate` of ``key`` (taken on first use).
 
     Clients of one process share it, as their processes do.
 
@@ -186,8 +279,9 @@ def shared_rate(key: str) -> SharedRate:
     """
     found = _OPEN.get(key)
     if found is None:
+        table = _table()
         with _OPEN_LOCK:
             found = _OPEN.get(key)
             if found is None:
-                found = _OPEN[key] = SharedRate(key)
+                found = _OPEN[key] = SharedRate(key, table)
     return found

@@ -32,6 +32,8 @@ _QUIET_LEAST = 60.0
 # or about a third of its recent requests. The odd 429 a service answers
 # at any rate (5% of them: 4.5 standard deviations below) leaves it off.
 _KEEP = 0.875
+# Seconds between the marks a gate in use leaves on its slot.
+_TOUCH = 30.0
 _SWITCH_SHARE = 0.3
 
 
@@ -109,14 +111,13 @@ class Gate:
         shared: the state (default: the process's one for ``key``).
     """
 
-    __slots__ = ("_ceiling", "_doubling", "_epoch", "_fixed", "_meter", "_quiet", "flag",
+    __slots__ = ("_ceiling", "_doubling", "_epoch", "_fixed", "_meter", "_quiet", "_touched",
                  "label", "shared", "stats")
 
     def __init__(self, key: str, label: str, config: ClientConfig, stats: RequestStats,
                  shared: SharedRate | None = None) -> None:
+        #: ``shared.paced`` says whether attempts are paced
         self.shared = shared or shared_rate(key)
-        #: ``flag[0]`` is nonzero while attempts are paced
-        self.flag = self.shared.flag
         self.label = label
         self.stats = stats
         self._ceiling = config.rate_ceiling
@@ -125,13 +126,14 @@ class Gate:
         self._quiet = max(_QUIET_LEAST, _QUIET_DOUBLINGS * config.rate_doubling)
         self._meter = _Meter()
         self._epoch = -1
+        self._touched = time.monotonic()
         if self._ceiling is not None:
             with self.shared.locked() as state:
                 pace_at(state, time.monotonic(), self._ceiling)
                 self._epoch = state.epoch
 
     async def admit(self) -> None:
-        """Take a token, waiting for it (call when ``flag[0]`` is set)."""
+        """Take a token, waiting for it (call when ``shared.paced``)."""
         taken = False
         while not taken:
             now = time.monotonic()
@@ -160,6 +162,12 @@ class Gate:
             now: ``time.monotonic()``.
         """
         self._meter.add(now)
+        if now - self._touched > _TOUCH:
+            # The table reuses the slots of keys idle the longest: a key in
+            # use but never throttled says so now and then.
+            self._touched = now
+            with self.shared.locked():
+                pass
 
     def throttled(self, retry_after: float | None) -> None:
         """Record a throttled attempt: pacing on, or counted towards a cut.
@@ -170,7 +178,7 @@ class Gate:
         now = time.monotonic()
         meter = self._meter
         meter.refuse(now)
-        if not self.flag[0] and not meter.overloaded():
+        if not self.shared.paced and not meter.overloaded():
             return  # the odd 429 of an unpaced key: its retry's backoff is enough
         measured = meter.rate(now)
         with self.shared.locked() as state:

@@ -208,7 +208,7 @@ class Transport(LoopSessions):
         if gates is not None:
             write = request.method not in _READ_METHODS
             gate = gates.get((op.bucket, write)) or self._gate(op.bucket, write)
-            if gate.flag[0]:
+            if gate.shared.paced:
                 # Before the permit: a request waiting for budget must not
                 # hold one another bucket's request could use.
                 await gate.admit()

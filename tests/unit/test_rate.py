@@ -28,7 +28,7 @@ from aioflux._core.rate import (
     start,
     throttle,
 )
-from aioflux._core.rate_shared import SIZE, SharedRate
+from aioflux._core.rate_shared import PROBES, SLOT, SLOTS, SharedRate, Table
 
 DOUBLING = 10.0
 
@@ -196,44 +196,62 @@ def test_separate_controllers_converge_to_a_fair_share() -> None:
 
 
 def test_shared_state_is_one_for_two_handles(tmp_path: object) -> None:
-    a = SharedRate("http://x|b|read", str(tmp_path))
-    b = SharedRate("http://x|b|read", str(tmp_path))
-    other = SharedRate("http://x|b|write", str(tmp_path))
-    assert a.shared and a.path == b.path != other.path
-    assert os.path.getsize(a.path or "") == SIZE
-    assert a.flag[0] == 0
+    table, again = Table(str(tmp_path)), Table(str(tmp_path))  # two opens: two processes'
+    a = SharedRate("http://x|b|read", table)
+    b = SharedRate("http://x|b|read", again)
+    other = SharedRate("http://x|b|write", table)
+    assert table.shared and table.path == again.path
+    assert os.path.getsize(table.path or "") == SLOT * SLOTS
+    assert not a.paced
     with a.locked() as state:
         start(state, 1.0, 100.0)  # an old time: still in the past
-    assert b.flag[0] == 1 and other.flag[0] == 0
+    assert b.paced and not other.paced
     with b.locked() as state:
         assert state.throttled and state.rate == pytest.approx(START_FRACTION * 100.0)
         state.rate = 42.0
     with a.locked() as state:
         assert state.rate == 42.0
-    for handle in (a, b, other):
-        handle.close()
+
+
+def test_the_table_never_grows_and_reuses_the_idlest_slot(tmp_path: object) -> None:
+    table = Table(str(tmp_path))
+    keys = [f"http://127.0.0.1:{port}|b|read" for port in range(2000)]
+    handles = [SharedRate(key, table) for key in keys]  # a test suite's worth of ports
+    assert os.path.getsize(table.path or "") == SLOT * SLOTS
+    # The latest key still has its slot; an early one lost it, and finds
+    # one again (fresh: its state went with the slot) when it is used.
+    latest, early = handles[-1], handles[0]
+    assert not table.holds(early._slot, early._digest)
+    with latest.locked() as state:
+        start(state, 1.0, 50.0)
+    assert latest.paced
+    with early.locked() as state:
+        assert not state.throttled
+    with latest.locked() as state:
+        assert state.throttled  # its own slot was not the idlest
+    assert PROBES < SLOTS
 
 
 def test_times_of_a_previous_boot_are_forgotten(tmp_path: object) -> None:
-    a = SharedRate("k", str(tmp_path))
+    a = SharedRate("k", Table(str(tmp_path)))
     with a.locked() as state:
         start(state, 1e12, 100.0)  # the future: CLOCK_MONOTONIC restarted since
     with a.locked() as state:
         assert not state.throttled and state.rate == 0.0
-    a.close()
 
 
 def _child_cuts(shared: SharedRate, conn: object) -> None:
     with shared.locked() as state:
         state.rate = 7.0
-    conn.send(shared._fd)  # type: ignore[attr-defined]
+    conn.send(shared.table._fd)  # type: ignore[attr-defined]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork only")
 def test_fork_child_locks_on_its_own_description(tmp_path: object) -> None:
-    shared = SharedRate("forked", str(tmp_path))
+    shared = SharedRate("forked", Table(str(tmp_path)))
     with shared.locked() as state:
         start(state, 1.0, 10.0)
+    parent_fd = shared.table._fd
     context = multiprocessing.get_context("fork")
     parent_end, child_end = context.Pipe()
     child = context.Process(target=_child_cuts, args=(shared, child_end))
@@ -243,10 +261,9 @@ def test_fork_child_locks_on_its_own_description(tmp_path: object) -> None:
     assert child.exitcode == 0
     # The child opened its own file description (flock would not exclude
     # the parent's otherwise), and its change is in the one state.
-    assert child_fd >= 0
+    assert child_fd >= 0 and shared.table._fd == parent_fd
     with shared.locked() as state:
         assert state.rate == 7.0 and state.throttled
-    shared.close()
 
 
 @pytest.mark.parametrize("value", ["fast", 0, -5.0, float("inf"), float("nan"), True, [100]])
