@@ -45,12 +45,15 @@ from typing import Any
 
 from .errors import StorageError
 
-__all__ = ["SHARE_MIN", "Block", "new_block"]
+__all__ = ["SHARE_MIN", "TEMP_DIR", "Block", "new_block"]
 
 # Below this a block is bytes, pickled by value: a descriptor and a mapping
 # per index would cost more than a spawn worker's copy of a few hundred KiB.
 SHARE_MIN = 1 << 20
 _MEMFD_NAME = "aioflux-index"
+# Where a block goes without memfd_create: None is /dev/shm where it
+# exists, else the default temporary directory.
+TEMP_DIR: str | None = None
 _registered = False
 
 
@@ -137,7 +140,7 @@ def _memory_file(nbytes: int) -> int:
     else:
         fd = -1
     if fd < 0:
-        where = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        where = TEMP_DIR or ("/dev/shm" if os.path.isdir("/dev/shm") else None)
         with tempfile.TemporaryFile(dir=where) as f:
             fd = os.dup(f.fileno())
     try:

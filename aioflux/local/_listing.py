@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 from .._core.errors import NotFound, describe
 from .._core.types import MultipartUploadInfo, ObjectInfo
-from ._files import TEMP_MARK, object_info, recorded_crc
+from ._files import _XATTR, TEMP_MARK, object_info, recorded_crc
 from ._paths import folder_of, path_of
 
 __all__ = ["scan", "stat_page", "temporaries", "walk"]
@@ -186,6 +186,18 @@ def scan(bucket: str, prefix: str, delimiter: str | None, start_offset: str | No
     return files, sorted(prefixes)
 
 
+def _listed_crc(path: str, st: os.stat_result) -> int | None:
+    """:func:`recorded_crc` of a listed file: its attributes' names first,
+    since most files hold none, and a failed read of one raises an OSError
+    that costs twice the listing (1e6 files: ~2.5 us a file, against ~5)."""
+    try:
+        if _XATTR not in os.listxattr(path):
+            return None
+    except OSError:
+        return None  # no such file now, or a filesystem without attributes
+    return recorded_crc(path, st)
+
+
 def stat_page(bucket: str, files: list[tuple[str, str]]) -> list[ObjectInfo]:
     """ObjectInfo of one page of :func:`scan`'s files (those still files)."""
     objects: list[ObjectInfo] = []
@@ -196,7 +208,7 @@ def stat_page(bucket: str, files: list[tuple[str, str]]) -> list[ObjectInfo]:
             continue  # deleted since the scan: no longer an object
         if not stat_mod.S_ISREG(st.st_mode):
             continue  # replaced since by a directory or a pipe, which stat refuses
-        objects.append(object_info(bucket, name, st, recorded_crc(path, st)))
+        objects.append(object_info(bucket, name, st, _listed_crc(path, st)))
     return objects
 
 

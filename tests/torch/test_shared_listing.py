@@ -1,0 +1,82 @@
+"""A MapDataset's listing, shared by its DataLoader workers (fork and spawn)
+instead of copied to each, and a pickled dataset that does not grow with
+its objects."""
+
+from __future__ import annotations
+
+import multiprocessing.context
+import multiprocessing.popen_spawn_posix
+import os
+from multiprocessing.reduction import ForkingPickler
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch.utils.data
+
+from aioflux._core import shared_columns
+from aioflux._core.index import ObjectIndex
+from aioflux._core.types import ObjectInfo
+from aioflux.torch import MapDataset
+
+
+def to_bytes(data: bytes | bytearray) -> bytes:
+    return bytes(data)
+
+
+def shared_in_worker(_: int) -> None:
+    """A worker's dataset reads the listing its parent made, not a copy."""
+    info = torch.utils.data.get_worker_info()
+    assert info is not None
+    index = info.dataset.objects  # type: ignore[attr-defined]
+    assert isinstance(index, ObjectIndex) and index.shared
+    link = os.readlink(f"/proc/self/fd/{index._block.fd}")
+    if link != "/memfd:aioflux-index (deleted)":
+        raise AssertionError(f"the worker's listing is {link}")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads Linux's /proc")
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_workers_read_through_the_shared_listing(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 context: str) -> None:
+    monkeypatch.setattr(shared_columns, "SHARE_MIN", 0)  # shared however small
+    data = {f"{i:03d}": os.urandom(50 + i) for i in range(30)}
+    for name, body in data.items():
+        (tmp_path / name).write_bytes(body)
+    ds = MapDataset.from_prefix(f"file://{tmp_path}", transform=to_bytes)
+    assert isinstance(ds.objects, ObjectIndex) and ds.objects.shared
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=list,
+                                         multiprocessing_context=context,
+                                         worker_init_fn=shared_in_worker)
+    assert [sample for batch in loader for sample in batch] == list(data.values())
+
+
+def pickled_for_spawn(obj: Any) -> int:
+    """The bytes ForkingPickler makes of ``obj`` when a spawn starts a worker."""
+    class Popen:
+        DupFd = multiprocessing.popen_spawn_posix._DupFd
+
+        def duplicate_for_child(self, fd: int) -> int:
+            return fd
+
+    multiprocessing.context.set_spawning_popen(Popen())  # type: ignore[arg-type]
+    try:
+        return len(ForkingPickler.dumps(obj))
+    finally:
+        multiprocessing.context.set_spawning_popen(None)
+
+
+def test_a_pickled_dataset_does_not_grow_with_its_objects() -> None:
+    # 1e5 objects make a 2.4 MB listing: shared from 1 MiB on (SHARE_MIN).
+    sizes = {}
+    for count in (50_000, 100_000):
+        objects = [ObjectInfo("b", f"train/{i:09d}.jpg", 1000 + i, 1_700_000_000 + i)
+                   for i in range(count)]
+        index = ObjectIndex(objects)
+        ds: MapDataset[bytes] = MapDataset(index)
+        assert ds.objects is index and index.nbytes() > shared_columns.SHARE_MIN
+        sizes[count] = pickled_for_spawn(ds)
+    # The same few hundred bytes, but for the digits of a count or a length.
+    assert abs(sizes[50_000] - sizes[100_000]) <= 16 and sizes[100_000] < 8 * 1024, sizes
