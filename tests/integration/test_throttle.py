@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from aioflux import AsyncClient, ClientConfig, RateLimited, RetryPolicy
+from aioflux import AsyncClient, ClientConfig, RateLimited, RetryPolicy, S3Store
 from aioflux._core.rate import AHEAD
 from aioflux._core.rate_shared import SharedRate
 from aioflux._net.throttle import gate_key
@@ -192,3 +192,16 @@ def test_a_killed_process_leaves_at_most_a_second_of_budget(capped: Emulator) ->
                                    _config(request_rate=20.0)))
     assert result["failures"] == [] and result["wrong"] == 0
     assert result["throttled"] == 0 and result["rates"] == {f"{BUCKET} read": 20.0}
+
+
+async def test_s3_slowdown_drives_the_controller(capped: Emulator) -> None:
+    # The emulator's S3 face answers its cap with S3's 503 SlowDown.
+    capped.profile = EmulatorProfile(qps_limit=100)
+    async with S3Store(_config(), endpoint=capped.s3_endpoint, region="us-east-1",
+                       addressing="path") as store:
+        got = await asyncio.gather(*(store.read(BUCKET, f"o{i}") for i in range(300)))
+        stats = store.stats
+    assert got == [PAYLOAD] * 300
+    assert stats.throttled > 0 and stats.failures == 0
+    assert stats.throttled <= 0.15 * stats.requests, (stats.throttled, stats.requests)
+    assert stats.budget_wait > 0 and f"{BUCKET} read" in stats.rates

@@ -4,10 +4,12 @@ controllers against one cap. No clock is read: every time is given."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import multiprocessing
 import os
 import random
+from collections.abc import Callable
 
 import pytest
 
@@ -144,8 +146,8 @@ def test_relax_after_quiet() -> None:
     assert not state.throttled
 
 
-def _simulate(groups: list[float], cap: float, seconds: float,
-              step: float = 0.01) -> list[list[float]]:
+def _simulate(groups: list[float], cap: float | Callable[[float], float], seconds: float,
+              step: float = 0.01, doubling: float = DOUBLING) -> list[list[float]]:
     """Groups of processes (one controller each, as separate nodes have)
     send at their paced rate into one token-bucket cap; the requests over
     the cap are refused at random among what was sent. Returns each
@@ -157,26 +159,28 @@ def _simulate(groups: list[float], cap: float, seconds: float,
         start(state, 0.0, measured / START_FRACTION)
         states.append(state)
     owed = [0.0] * len(groups)
-    tokens = cap * step
+    cap_at = cap if callable(cap) else (lambda _now: cap)
+    tokens = 0.0
     history: list[list[float]] = []
     now = 0.0
     for tick in range(int(seconds / step)):
         now = (tick + 1) * step
-        tokens = min(cap * step * 2, tokens + cap * step)  # a small burst
+        limit = cap_at(now)
+        tokens = min(limit * step * 2, tokens + limit * step)  # a small burst
         sent: list[int] = []
         for i, state in enumerate(states):
             owed[i] += state.rate * step
             n = int(owed[i])
             owed[i] -= n
             for _ in range(n):
-                reserve(state, now, DOUBLING)
+                reserve(state, now, doubling)
             sent.extend([i] * n)
         rng.shuffle(sent)
         for i in sent:
             if tokens >= 1:
                 tokens -= 1
             else:
-                throttle(states[i], now, DOUBLING)
+                throttle(states[i], now, doubling)
         if tick % int(1 / step) == 0:
             history.append([s.rate for s in states])
     return history
@@ -193,6 +197,26 @@ def test_separate_controllers_converge_to_a_fair_share() -> None:
     assert max(means) / min(means) < 1.15
     # And together they use the cap without sitting far above it.
     assert 0.6 * cap < sum(means) < 1.2 * cap
+
+
+def test_the_rates_follow_a_cap_that_falls() -> None:
+    # A ramp that adds less per half-second window than a cut takes off
+    # (the default's adds 0.3 requests/s: a doubling per 20 minutes).
+    history = _simulate([100.0] * 4, lambda now: 400.0 if now < 60 else 200.0, seconds=150.0,
+                        doubling=60.0)
+    before = [sum(h) for h in history[30:60]]
+    after = [sum(h) for h in history[-60:]]
+    assert 0.6 * 400 < sum(before) / len(before) < 1.2 * 400
+    assert 0.6 * 200 < sum(after) / len(after) < 1.2 * 200
+
+
+def test_the_rates_follow_a_cap_that_rises_at_the_documented_pace() -> None:
+    history = _simulate([50.0] * 4, lambda now: 200.0 if now < 40 else 4000.0, seconds=80.0)
+    # Never faster than the documented growth, second by second.
+    for then, later in itertools.pairwise(history):
+        for old, new in zip(then, later, strict=True):
+            assert new <= grown(old, 1.0, DOUBLING) * 1.0001
+    assert sum(history[-1]) > 4 * sum(history[39])  # and it did follow the cap up
 
 
 def test_shared_state_is_one_for_two_handles(tmp_path: object) -> None:
