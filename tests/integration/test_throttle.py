@@ -15,15 +15,19 @@ import multiprocessing
 import os
 import signal
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from aioflux import AsyncClient, ClientConfig, RateLimited, RetryPolicy, S3Store
+from aioflux._core.auth import AnonymousAuth
 from aioflux._core.rate import AHEAD
 from aioflux._core.rate_shared import SharedRate
 from aioflux._net.throttle import gate_key
+from aioflux._net.transport import Op, Transport
+from aioflux.s3._xml import raise_if_error
 from aioflux.testing import Emulator, EmulatorProfile, running_emulator
 from tests.raw_server import RawServer
 
@@ -205,3 +209,30 @@ async def test_s3_slowdown_drives_the_controller(capped: Emulator) -> None:
     assert stats.throttled > 0 and stats.failures == 0
     assert stats.throttled <= 0.15 * stats.requests, (stats.throttled, stats.requests)
     assert stats.budget_wait > 0 and f"{BUCKET} read" in stats.rates
+
+
+async def test_a_200_carrying_slowdown_is_a_throttle() -> None:
+    # S3 answers CompleteMultipartUpload and CopyObject 200 and may put a
+    # SlowDown <Error> in the body; the handler that reads it raises, and
+    # that is a throttle like a 503's: outside max_attempts, counted.
+    body = (b"<?xml version='1.0' encoding='UTF-8'?>\n<Error><Code>SlowDown</Code>"
+            b"<Message>Please reduce your request rate.</Message></Error>")
+    slow = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    done = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    answers = iter([slow, slow, done])
+    op = Op("copy", "bkt", "o", "s3")
+
+    async def handler(resp: Any) -> bytes:
+        data: bytes = await resp.read()
+        if data.startswith(b"<?xml"):
+            raise_if_error(ET.fromstring(data), op)
+        return data
+
+    config = ClientConfig(retry=RetryPolicy(max_attempts=1))
+    async with RawServer(lambda conn, index: next(answers)) as base:
+        transport = Transport(config, AnonymousAuth(), endpoint=base)
+        try:
+            assert await transport.request(op, "PUT", f"{base}/bkt/o", handler) == b"ok"
+        finally:
+            await transport.aclose()
+    assert transport.stats.throttled == 2 and transport.stats.requests == 3
