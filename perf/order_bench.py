@@ -12,7 +12,10 @@ needs only the counts):
 - ``objects_one_us`` / ``objects_positions_per_s``: the same for the
   per-object order (``IterableDataset``, the samplers);
 - ``peak_mib``: tracemalloc's peak over the iteration (the order made whole
-  took 8 bytes a sample: 7.6 GiB here).
+  took 8 bytes a sample: 7.6 GiB here);
+- ``reference_us``: ``sum(range(1000))``, best of 5, in the same process:
+  the machine's speed at the time (about 8 us on an idle x86 core under
+  CPython 3.11; a shared machine's figures scale with it).
 
 :func:`measure` is what a ``scale`` scenario calls; figures, not a timed
 test (``tests/unit/test_shard_order_lazy.py`` checks the memory and work
@@ -25,6 +28,7 @@ import argparse
 import json
 import statistics
 import time
+import timeit
 import tracemalloc
 from typing import Any
 
@@ -57,8 +61,9 @@ def measure(shards: int = 100_000, per_shard: int = 10_000, samples_per_read: in
     spread = [(k * 7_919_999_989) % total for k in range(2000)]
     order.one(spread[0])  # warm
     one = _median_us(order.one, spread)
+    reference = min(timeit.repeat("sum(range(1000))", number=2000, repeat=5)) / 2000
     out: dict[str, Any] = {"samples": total, "shards": shards, "setup_s": round(setup, 3),
-                           "one_us": round(one, 2)}
+                           "one_us": round(one, 2), "reference_us": round(reference * 1e6, 1)}
     for name, lazy in (("", order), ("objects_", epoch_order(total, 1, 1, True))):
         if name:
             out["objects_one_us"] = round(_median_us(lazy.one, spread), 2)

@@ -113,8 +113,8 @@ class ShardOrder(LazyOrder):
         first_full, end_full = fulls[j], fulls[j + 1]
         in_full = local < (end_full - first_full) * read
         # The window: its full read's, or for a short read its last full read's.
-        w = np.where(in_full, (first_full + local // read) // self._window,
-                     np.maximum(end_full - 1, 0) // self._window)
+        w = _div(np.where(in_full, first_full + _div(local, read), np.maximum(end_full - 1, 0)),
+                 self._window)
         # A block's positions fall in a few windows: each one's geometry and
         # key are made once.
         windows, which = _units(w)
@@ -122,13 +122,14 @@ class ShardOrder(LazyOrder):
         keys = unit_keys(self._window_key, windows)[which]
         offset = p - start
         slot = offset < reads * read
-        out = np.empty_like(p)
         k = np.flatnonzero(slot)
+        if k.size == p.size:  # the usual block: no short read (no gathers)
+            return self._in_reads(offset, w, keys, first, reads)
+        out = np.empty_like(p)
         if k.size:
             out[k] = self._in_reads(offset[k], w[k], keys[k], first[k], reads[k])
         k = np.flatnonzero(~slot)
-        if k.size:
-            out[k] = self._in_shorts(shorts_before[k] + offset[k] - reads[k] * read)
+        out[k] = self._in_shorts(shorts_before[k] + offset[k] - reads[k] * read)
         return out
 
     def _windows(self, w: I64) -> tuple[I64, I64, I64, I64]:
@@ -146,7 +147,8 @@ class ShardOrder(LazyOrder):
 
     def _in_reads(self, offset: I64, w: I64, keys: U64, first: I64, reads: I64) -> I64:
         read = self._read
-        slot, inner = offset // read, offset % read
+        slot = _div(offset, read)
+        inner = offset - slot * read
         full = first + permute(slot, reads, keys)
         j = _find(self._fulls, full)
         if self._sequential is not None:
@@ -266,6 +268,13 @@ class ShardOrder(LazyOrder):
             out[whole] = start[whole] + (last + 1) * read - 1
         out[samples[j + 1] == samples[j]] = -1
         return [int(x) for x in out.tolist()]
+
+
+def _div(values: I64, by: int) -> I64:
+    """``values // by`` for values that are never negative: unsigned division
+    took a sixth of the time of numpy's signed floor division."""
+    quotient: I64 = (values.view(np.uint64) // np.uint64(by)).view(np.int64)
+    return quotient
 
 
 def _find(cumulative: I64, values: I64) -> I64:
