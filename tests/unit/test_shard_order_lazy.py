@@ -176,3 +176,24 @@ def test_one_position_is_a_few_permutations_not_a_pass(monkeypatch: pytest.Monke
     # each under 2 passes on average: a domain is under twice its size.
     assert networks < 4.5 * len(positions), networks / len(positions)
     assert len(set(samples)) == len(samples)
+
+
+@settings(max_examples=100, deadline=None)
+@given(count=st.integers(min_value=0, max_value=60), world=st.integers(min_value=1, max_value=9),
+       batch=st.integers(min_value=1, max_value=5), data=st.data())
+def test_batches_made_a_block_at_a_time_are_the_batches_one_at_a_time(
+        count: int, world: int, batch: int, data: st.DataObject) -> None:
+    # The padded rest wraps around the order (the world may outnumber it).
+    order = ShardOrder([count // 2, count - count // 2], seed=count, epoch=0, shuffle=True,
+                       samples_per_read=3, shuffle_window=7, sequential=[True, False])
+    start = data.draw(st.integers(min_value=0, max_value=count))
+    drop_last = data.draw(st.booleans())
+    rank = data.draw(st.integers(min_value=0, max_value=world - 1))
+    lazy = RankBatches(order, start, batch * world, rank, world, drop_last)
+    whole = RankBatches(list(order), start, batch * world, rank, world, drop_last)
+    assert list(lazy) == list(whole) == [lazy[j] for j in range(len(lazy))]
+    js = data.draw(st.lists(st.integers(min_value=0, max_value=max(0, len(lazy) - 1)),
+                            max_size=6)) if len(lazy) else []
+    assert lazy.flat(js) == [i for j in js for i in whole[j]]
+    with pytest.raises(IndexError):
+        lazy.flat([len(lazy)])
