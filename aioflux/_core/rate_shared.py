@@ -222,11 +222,15 @@ class SharedRate:
         self._digest = hashlib.sha256(key.encode()).digest()[:_DIGEST]
         with self.table.locked():
             self._slot = self.table.claim(self._digest, time.monotonic())
+        #: the table's bytes and where this key's slot starts: ``memory[at]``
+        #: is its pacing flag, read without the lock on every request
+        self.memory = self.table.memory
+        self.at = self._slot * SLOT
 
     @property
     def paced(self) -> bool:
-        """The slot's pacing flag, read without the lock (one byte)."""
-        return self.table.memory[self._slot * SLOT] != 0
+        """The slot's pacing flag (``memory[at]``), read without the lock."""
+        return self.memory[self.at] != 0
 
     @property
     def shared(self) -> bool:
@@ -247,6 +251,8 @@ class SharedRate:
                 # Reused for another key while this one was idle: this
                 # key's slot is found again, or taken afresh.
                 self._slot = table.claim(self._digest, now)
+                self.at = self._slot * SLOT
+            self.memory = table.memory  # a bytearray if a fork could not reopen it
             state, version = table.read(self._slot, now)
             yield state
             table.write(self._slot, state, version + 1, now)

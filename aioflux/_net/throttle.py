@@ -59,30 +59,24 @@ class _Meter:
     __slots__ = ("ok", "previous", "refused", "share", "since")
 
     def __init__(self) -> None:
-        self.since = time.monotonic()
+        self.since = time.perf_counter()  # the meter's clock
         self.ok = self.refused = 0
         self.previous: tuple[int, int] | None = None  # the bin before (ok, refused)
         self.share = 0.0
 
-    def _turn(self, now: float) -> None:
+    def turn(self, now: float) -> None:
         if now - self.since >= 1.0:
             self.previous = (self.ok, self.refused) if now - self.since < 2.0 else None
             self.ok = self.refused = 0
             self.since = now
 
-    def add(self, now: float) -> None:
-        if now - self.since >= 1.0:
-            self._turn(now)
-        self.ok += 1
-        self.share *= _KEEP
-
     def refuse(self, now: float) -> None:
-        self._turn(now)
+        self.turn(now)
         self.refused += 1
         self.share = self.share * _KEEP + (1.0 - _KEEP)
 
     def _counts(self, now: float) -> tuple[int, int, float]:
-        self._turn(now)
+        self.turn(now)
         ok, refused, span = self.ok, self.refused, now - self.since
         if self.previous is not None:
             ok, refused, span = ok + self.previous[0], refused + self.previous[1], span + 1.0
@@ -126,7 +120,7 @@ class Gate:
         self._quiet = max(_QUIET_LEAST, _QUIET_DOUBLINGS * config.rate_doubling)
         self._meter = _Meter()
         self._epoch = -1
-        self._touched = time.monotonic()
+        self._touched = time.perf_counter()
         if self._ceiling is not None:
             with self.shared.locked() as state:
                 pace_at(state, time.monotonic(), self._ceiling)
@@ -146,7 +140,7 @@ class Gate:
                 if self._fixed and not state.throttled:
                     pace_at(state, now, self._ceiling)  # type: ignore[arg-type]
                 if state.epoch != self._epoch:
-                    join(state, now, self._meter.rate(now), self._ceiling)
+                    join(state, now, self._meter.rate(time.perf_counter()), self._ceiling)
                     self._epoch = state.epoch
                 taken, wait = reserve(state, now, self._doubling, self._ceiling)
                 rate = state.rate
@@ -156,18 +150,24 @@ class Gate:
                 await asyncio.sleep(wait)
 
     def succeeded(self, now: float) -> None:
-        """Count a successful attempt (the measured rate).
+        """Count a successful attempt (the measured rate): on every
+        request, so a few operations.
 
         Args:
-            now: ``time.monotonic()``.
+            now: ``time.perf_counter()``.
         """
-        self._meter.add(now)
-        if now - self._touched > _TOUCH:
-            # The table reuses the slots of keys idle the longest: a key in
-            # use but never throttled says so now and then.
-            self._touched = now
-            with self.shared.locked():
-                pass
+        meter = self._meter
+        if now - meter.since >= 1.0:
+            meter.turn(now)
+            if now - self._touched > _TOUCH:
+                # The table reuses the slots of keys idle the longest: a
+                # key in use but never throttled says so now and then.
+                self._touched = now
+                with self.shared.locked():
+                    pass
+        meter.ok += 1
+        if meter.share:
+            meter.share *= _KEEP
 
     def throttled(self, retry_after: float | None) -> None:
         """Record a throttled attempt: pacing on, or counted towards a cut.
@@ -175,12 +175,13 @@ class Gate:
         Args:
             retry_after: the seconds the server asked to wait, if it did.
         """
-        now = time.monotonic()
         meter = self._meter
-        meter.refuse(now)
+        clock = time.perf_counter()
+        meter.refuse(clock)
         if not self.shared.paced and not meter.overloaded():
             return  # the odd 429 of an unpaced key: its retry's backoff is enough
-        measured = meter.rate(now)
+        measured = meter.rate(clock)
+        now = time.monotonic()
         with self.shared.locked() as state:
             first = not state.throttled
             if first:

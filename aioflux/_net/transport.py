@@ -119,9 +119,10 @@ class Transport(LoopSessions):
         # The request-rate controller's gates per (bucket, is a write);
         # None when it is off.
         self._gates: dict[tuple[str, bool], Gate] | None = {} if config.paces else None
-        # When a request last succeeded (time.monotonic): a throttled
-        # request gives up only after throttle_deadline without one.
-        self._progress_at = time.monotonic()
+        # When a request last succeeded (time.perf_counter, the clock of
+        # the retries): a throttled request gives up only after
+        # throttle_deadline without one.
+        self._progress_at = time.perf_counter()
 
     async def request(
         self,
@@ -208,7 +209,8 @@ class Transport(LoopSessions):
         if gates is not None:
             write = request.method not in _READ_METHODS
             gate = gates.get((op.bucket, write)) or self._gate(op.bucket, write)
-            if gate.shared.paced:
+            shared = gate.shared
+            if shared.memory[shared.at]:  # the pacing flag: one byte
                 # Before the permit: a request waiting for budget must not
                 # hold one another bucket's request could use.
                 await gate.admit()
@@ -246,12 +248,12 @@ class Transport(LoopSessions):
                     failure = ConnectionAbortedError("the client's connections were closed")
                     failure.__cause__ = exc
             else:
-                stats.observe(Attempt(op.operation, request.method,
-                                      time.perf_counter() - started, "",
+                ended = time.perf_counter()
+                stats.observe(Attempt(op.operation, request.method, ended - started, "",
                                       body_size() if body_size is not None else 0))
                 if gate is not None:
-                    self._progress_at = now = time.monotonic()
-                    gate.succeeded(now)
+                    self._progress_at = ended
+                    gate.succeeded(ended)
                 return result
         try:
             raise_mapped(failure, op)
@@ -453,7 +455,7 @@ class Transport(LoopSessions):
             return await retry_async(
                 attempt, self.config.retry, on_retry=self._count_retry, progress=progress,
                 throttle_deadline=self.config.throttle_deadline if paced else None,
-                progressed_at=self._progressed_at)
+                progressed_at=self._progressed_at, clock=time.perf_counter)
         except StorageError:
             self.stats.failures += 1
             raise
