@@ -24,7 +24,8 @@ import asyncio
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -71,15 +72,17 @@ def _instrument() -> None:
 
     LocalStore._run = counted  # type: ignore[method-assign]
 
-    lister = _source.list_objects_parallel
+    pager = _source.iter_pages  # type: ignore[attr-defined]
 
-    async def listed(*args: Any, **kwargs: Any) -> Any:
-        found = await lister(*args, **kwargs)
+    async def listed(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        pages = pager(*args, **kwargs)
+        async with aclosing(pages):
+            async for page in pages:
+                yield page
         # Off the loop thread: the change writes through the portal, as a user would.
         await asyncio.to_thread(_after)
-        return found
 
-    _source.list_objects_parallel = listed  # type: ignore[assignment]
+    _source.iter_pages = listed  # type: ignore[attr-defined]
 
     indexer = _shard_source.count_all
 
