@@ -30,7 +30,10 @@ import hashlib
 import itertools
 import json
 import os
+import shutil
+import tempfile
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -106,7 +109,8 @@ class ShardSource:
         endpoint: API root.
         credentials: as for :class:`~aioflux.AsyncClient`.
         index_dir: the local index cache (None: the default directory).
-        cache_indexes: keep streamed indexes in ``index_dir``.
+        cache_indexes: keep streamed indexes in ``index_dir`` (else in a
+            temporary directory of this source's, removed with it).
         sidecars: read ``<shard>.idx`` sidecars.
         cache_dir: a disk cache of read units (None: none).
         cache_limit: most bytes in ``cache_dir``.
@@ -153,9 +157,13 @@ class ShardSource:
         self.source = DatasetSource(config=config, endpoint=endpoint, credentials=credentials,
                                     list_retry=None, download_retry=None,
                                     download_options=DownloadOptions())
-        self.index_cache = (IndexCache(index_dir if index_dir is not None
-                                       else default_index_dir())
-                            if cache_indexes else None)
+        # Without a kept cache, the indexes streamed here still go to a
+        # directory of this dataset's (removed with it): a shard's
+        # per-sample index is dropped once counted and loaded again when the
+        # shard is read, which must not mean streaming the shard again.
+        self.index_cache = IndexCache(
+            (index_dir if index_dir is not None else default_index_dir())
+            if cache_indexes else _private_index_dir(self))
         self.sidecars = sidecars
         #: Most bytes of per-sample indexes this process holds (see the module).
         self.index_bytes = DEFAULT_INDEX_BYTES
@@ -373,6 +381,20 @@ def list_shards(op: str, url: str, concurrency: int, settings: Mapping[str, Any]
         return shards
 
     return agreed(op, listing, str(url), listed, objects_summary)
+
+
+def _private_index_dir(owner: object) -> str:
+    """A temporary index directory of ``owner``'s, removed when it is collected
+    or the process exits (by the process that made it: not by a forked
+    child, nor by a worker that got ``owner`` pickled)."""
+    path = tempfile.mkdtemp(prefix="aioflux-shard-index-")
+    weakref.finalize(owner, _remove_dir, path, os.getpid())
+    return path
+
+
+def _remove_dir(path: str, owner: int) -> None:
+    if os.getpid() == owner:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def count_all(store: ObjectStore, infos: Sequence[ObjectInfo], fmt: ShardFormat, *,

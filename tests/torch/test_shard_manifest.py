@@ -7,9 +7,12 @@ wrapping ``LocalStore._run`` (the one door of every LocalStore operation).
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import mmap
 import pickle
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,7 @@ import pytest
 
 from aioflux import ObjectInfo, ShardFormatError
 from aioflux._core.portal import call
-from aioflux._engines.shards import FORMATS, decode_index, encode_index, stream_index
+from aioflux._engines.shards import FORMATS, _build, decode_index, encode_index, stream_index
 from aioflux._engines.shards._index import IndexCache
 from aioflux._engines.shards._manifest import (
     MANIFEST_NAME,
@@ -167,13 +170,16 @@ def test_without_a_manifest_counts_go_to_the_cache_and_a_later_run_reads_nothing
 
 def test_publish_indexes_writes_sidecars_and_the_manifest(tmp_path: Path,
                                                           requests: Counter[str]) -> None:
-    write(tmp_path, index=False)
-    ds = dataset(tmp_path, publish_indexes=True)
+    root = tmp_path / "shards"
+    write(root, index=False)
+    ds = dataset(root, publish_indexes=True)
     assert ds.counts == LINES
-    assert sorted(manifest(tmp_path)) == [f"part-{n:03d}.jsonl" for n in range(len(LINES))]
-    assert all((tmp_path / f"part-{n:03d}.jsonl.idx").exists() for n in range(len(LINES)))
+    assert sorted(manifest(root)) == [f"part-{n:03d}.jsonl" for n in range(len(LINES))]
+    assert all((root / f"part-{n:03d}.jsonl.idx").exists() for n in range(len(LINES)))
     requests.clear()
-    assert dataset(tmp_path).counts == LINES and requests["read"] == 1
+    # Another machine (an empty index cache) counts every shard from the manifest.
+    again = dataset(root, cache_indexes=True, index_dir=tmp_path / "elsewhere")
+    assert again.counts == LINES and requests["read"] == 1
 
 
 def test_indexes_are_held_within_a_byte_budget(tmp_path: Path) -> None:
@@ -242,3 +248,43 @@ def test_a_dataset_of_1e8_samples_pickles_for_spawn_workers_under_1_mib(
     assert len(pickle.dumps(ds.state_dict())) <= 64 * 1024
     mapped = dataset(tmp_path, cls=ShardMapDataset)
     assert len(mapped) == 100_000_000 and len(pickle.dumps(mapped)) < 1 << 20
+
+
+def test_without_a_kept_cache_a_shard_is_streamed_once_not_again_when_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No sidecar, no manifest, cache_indexes=False: the counts come from one
+    # pass each, and the indexes dropped after counting come back from this
+    # process's temporary directory, not from a second pass.
+    write(tmp_path, index=False)
+    streamed: list[str] = []
+    real = _build.stream_index
+
+    def counting(store: Any, info: Any, *args: Any) -> Any:
+        streamed.append(info.name)
+        return real(store, info, *args)
+
+    monkeypatch.setattr(_build, "stream_index", counting)
+    ds = dataset(tmp_path, cls=ShardMapDataset)
+    assert len(streamed) == len(LINES)
+    assert [ds[i] for i in range(len(ds))] == rows()
+    assert len(streamed) == len(LINES)
+
+
+def test_the_temporary_index_directory_goes_with_its_dataset(tmp_path: Path) -> None:
+    write(tmp_path / "s", index=False)
+    script = (f"from aioflux.torch import ShardDataset\n"
+              f"ds = ShardDataset.from_prefix('file://{tmp_path}/s', format='lines', "
+              f"cache_indexes=False)\n"
+              f"print(ds._shards.index_cache.directory)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2], timeout=120)
+    assert done.returncode == 0, done.stderr
+    folder = Path(done.stdout.strip())
+    assert folder.name.startswith("aioflux-shard-index-") and not folder.exists()
+    # In the process, it goes with its dataset.
+    ds = dataset(tmp_path / "s")
+    folder = ds._shards.index_cache.directory
+    assert any(folder.iterdir())  # the counted shards' indexes
+    del ds
+    gc.collect()
+    assert not folder.exists()
