@@ -165,17 +165,16 @@ class ShardOrder(LazyOrder):
         window ``w`` are put in ascending order on the slots they were given."""
         lo = np.maximum(self._fulls[j], first)
         hi = np.minimum(self._fulls[j + 1], first + reads)
-        pairs, where = np.unique(np.stack([w, j]), axis=1, return_inverse=True)
-        where = where.reshape(-1)
         # One row per (window, shard): its reads' slots, sorted.
-        pick = np.zeros(pairs.shape[1], dtype=np.int64)
+        pairs, where = _units(w * (len(self._shard) + 1) + j)
+        pick = np.zeros(len(pairs), dtype=np.int64)
         pick[where] = np.arange(len(where))
         seg_lo, seg_hi = lo[pick], hi[pick]
         sizes = seg_hi - seg_lo
         before = np.cumsum(sizes) - sizes
         row = np.repeat(np.arange(len(sizes)), sizes)
         reads_of = np.repeat(seg_lo, sizes) + np.arange(int(sizes.sum())) - before[row]
-        win = pairs[0][row]
+        win = w[pick][row]
         slots = permute(reads_of - win * self._window, reads[pick][row],
                         unit_keys(self._window_key, win), inverse=True)
         ranked = np.sort(row * self._window + slots)
