@@ -80,3 +80,27 @@ def test_a_pickled_dataset_does_not_grow_with_its_objects() -> None:
         sizes[count] = pickled_for_spawn(ds)
     # The same few hundred bytes, but for the digits of a count or a length.
     assert abs(sizes[50_000] - sizes[100_000]) <= 16 and sizes[100_000] < 8 * 1024, sizes
+
+
+def test_a_listing_goes_into_columns_a_page_at_a_time(tmp_path: Path) -> None:
+    # The listing became a list of records (~640 bytes an object at its
+    # peak, with the columns made from it), then columns: here ~12 MB.
+    import gc
+    import tracemalloc
+
+    count = 20_000
+    for d in range(20):
+        (tmp_path / f"{d:02d}").mkdir()
+        for i in range(count // 20):
+            os.close(os.open(tmp_path / f"{d:02d}" / f"{i:04d}", os.O_CREAT | os.O_WRONLY))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        ds = MapDataset.from_prefix(f"file://{tmp_path}")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(ds) == count and ds.objects[-1].name.endswith("19/0999")
+    # The columns as they grow (~45 bytes an object), and the few pages of
+    # records the listing holds at once (~2 MiB).
+    assert peak < 100 * count + (4 << 20), peak / count
