@@ -23,10 +23,13 @@ if a member of the same key follows).
 
 from __future__ import annotations
 
+import itertools
 import re
 import tarfile
 from collections.abc import Iterable
 from typing import Any
+
+import google_crc32c
 
 from ..._core.crc import crc32c, crc32c_combine
 from ..._core.errors import ShardFormatError
@@ -246,12 +249,18 @@ class _Indexer:
         return walked[bad]
 
     def _plain_run(self, buf: bytes, base: int, p: int, walked: list[int], stop: int) -> int:
-        """The fast path's loop, up to the header at ``stop`` (-1: no stop)."""
+        """The fast path's loop, up to the header at ``stop`` (-1: no stop).
+
+        Members walked are contiguous, so a sample ends where the next key
+        starts: a new key is one position in ``starts``, and the samples
+        between them are put in the columns after the loop, their crc32c
+        taken without a Python frame between.
+        """
         last = len(buf) - BLOCK if stop < 0 else stop - 1  # the last header it may take
         match, lowered = _NAME.match, self.lowered
-        offsets, lengths, crcs = self.columns
-        key, fields, start, end, f = self.key, self.fields, self.start, self.end, self.f
-        crc, pcrc, plen = self.crc, self.pcrc, self.plen
+        key, fields, crc, pcrc, plen = self.key, self.fields, self.crc, self.pcrc, self.plen
+        starts: list[int] = []  # in buf: the first member of each new key
+        first = p
         try:
             while p <= last:
                 # A regular file (type "0" or NUL) with no ustar prefix.
@@ -270,33 +279,49 @@ class _Indexer:
                         break
                 walked.append(p)
                 raw_key, raw_field = found.group(1, 2)
-                field = lowered.get(raw_field)
-                if field is None:
-                    field = _lowered(lowered, raw_field)
+                field = lowered.get(raw_field) or _lowered(lowered, raw_field)
                 if raw_key != key:
-                    if key is not None:
-                        if f < end:
-                            crc = crc32c(buf[f - base:end - base], crc) \
-                                if end - f < _IN_PLACE else _extend(buf, f - base, end - base, crc)
-                        offsets.append(start)
-                        lengths.append(end - start)
-                        crcs.append(crc)
-                    key, fields, crc, pcrc, plen = raw_key, {field}, 0, 0, 0
-                    start = f = base + p
+                    # (crc32c and pending of the sample it closes kept for _samples)
+                    key, fields, plen = raw_key, {field}, 0
+                    starts.append(p)
                 else:
                     if field in fields:
                         raise self._twice(raw_key, field, base + p)
                     fields.add(field)
-                    if plen:
+                    if plen:  # skipped members before this run, inside the sample
                         crc, pcrc, plen = crc32c_combine(crc, pcrc, plen), 0, 0
                 p += 512 + ((size + 511) & -512)
-                end = base + p
         finally:
-            self.key, self.fields, self.start, self.end, self.f = key, fields, start, end, f
             self.crc, self.pcrc, self.plen = crc, pcrc, plen
-            if walked:
-                self.under_way = base + walked[-1]
+        if p != first:
+            self._samples(buf, base, starts, first)
+            self.key, self.fields, self.end = key, fields, base + p
+            self.under_way = base + walked[-1]
         return p
+
+    def _samples(self, buf: bytes, base: int, starts: list[int], first: int) -> None:
+        """Close the samples a run of members from ``first`` ended: the one
+        open before it, each next one at the next start; the last stays open."""
+        if not starts:
+            return
+        if self.key is not None:
+            if starts[0] != first:  # the run's first members were the open sample's
+                self.end = base + starts[0]
+            self._close(buf, base)
+        import numpy as np
+
+        bounds = np.array(starts, np.int64)
+        offsets, lengths, crcs = self.columns
+        offsets.frombytes((bounds[:-1] + base).astype(np.uint64).tobytes())
+        sizes = np.diff(bounds)
+        lengths.frombytes(sizes.astype(np.uint64).tobytes())
+        if len(sizes) and int(sizes.max()) >= _IN_PLACE:
+            crcs.extend(_extend(buf, a, b, 0) for a, b in itertools.pairwise(starts))
+        else:  # one C call a sample, no Python frame between
+            crcs.extend(map(google_crc32c.value, map(buf.__getitem__, map(
+                slice, starts, starts[1:]))))
+        self.start = self.f = base + starts[-1]
+        self.crc = self.pcrc = self.plen = 0
 
     # -- the open sample ----------------------------------------------------------
 
