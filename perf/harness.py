@@ -34,7 +34,7 @@ from perf import emulator, peers, results
 from perf.seed import Seeded, read_all, seed
 from perf.seed_azure import read_all_azure, seed_azure
 
-__all__ = ["Contender", "Options", "Outcome", "Plan", "Target", "run"]
+__all__ = ["Contender", "Limit", "Options", "Outcome", "Plan", "Target", "run"]
 
 PERF_DIR = Path(__file__).resolve().parent
 CONTENDERS_DIR = PERF_DIR / "contenders"
@@ -81,6 +81,27 @@ class Target:
 
 
 @dataclass(frozen=True)
+class Limit:
+    """A goal on one figure of one contender: its median over the rounds
+    ``<=`` (or ``>=``) ``bound``.
+
+    ``key`` is a key of the contender's JSON line (``"seconds"`` for its wall
+    time); ``label`` names the figure in the tables, ``unit`` its unit.
+    """
+
+    contender: str
+    key: str
+    op: str
+    bound: float
+    unit: str = ""
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if self.op not in ("<=", ">="):
+            raise ValueError(f"Limit {self.key}: op must be '<=' or '>=', not {self.op!r}")
+
+
+@dataclass(frozen=True)
 class Options:
     """What the command line chose for a scenario."""
 
@@ -115,6 +136,10 @@ class Plan:
             first objects it stores (~3-5 s of its kernel time per GiB on the
             2-core VM), a cost a real server never puts on the client's cores.
         seed_concurrency: parallel uploads while seeding.
+        limits: goals on single figures of a contender (``Limit``), checked
+            on the median of the rounds and reported beside the ratio targets.
+        figures: ``(key, heading)`` of the contenders' JSON lines shown as
+            a table of medians in the run's section (memory, start-up).
         azurite: run on Azurite instead of aioflux's emulator (the ``az_*``
             scenarios): ``bucket`` is the container, seeded with
             azure-storage-blob, and contenders get its connection string
@@ -137,6 +162,8 @@ class Plan:
     warm_rounds: int = 0
     seed_concurrency: int = 64
     azurite: bool = False
+    limits: Sequence[Limit] = ()
+    figures: Sequence[tuple[str, str]] = ()
 
 
 @dataclass
@@ -386,6 +413,9 @@ def _records(
         params=params, quick=quick, rounds=rounds, baseline=plan.baseline, targets=targets,
         contenders=contenders, notes=plan.notes, emulator=emu.kind, profile=emu.profile,
         warm_up=_warm_up_line(plan), load=load, machine=info, git=git,
+        limits=[[lim.contender, lim.key, lim.op, lim.bound, lim.unit, lim.label]
+                for lim in plan.limits],
+        figures=[list(f) for f in plan.figures],
     )]
     for o in outcomes:
         for rnd, sample, error in o.rounds:

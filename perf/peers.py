@@ -105,6 +105,14 @@ PEERS: dict[str, PeerEnv] = {
             probe=("litdata", "obstore", "google-cloud-storage", "torch", "torchvision"),
         ),
         PeerEnv(
+            name="streaming",
+            # MosaicML Streaming (MDSWriter, StreamingDataset) for the scale
+            # scenario: per-process memory and start-up over local MDS shards.
+            first=(_TORCH,),
+            requirements=("mosaicml-streaming",),
+            probe=("mosaicml-streaming", "numpy", "torch"),
+        ),
+        PeerEnv(
             name="msc",
             # torch for msc.torch.save/load; the extra brings google-cloud-storage.
             first=(_TORCH,),

@@ -30,12 +30,15 @@ from perf.results import RESULTS_JSONL, Run, group_runs, load
 __all__ = [
     "CHARTS_FOLDER",
     "CHARTS_MARKERS",
+    "Figure",
     "DOCS_PERFORMANCE",
     "README",
     "RESULTS_MD",
     "Pair",
     "cpu_per_unit",
+    "current_figures",
     "current_pairs",
+    "figures_of",
     "pairs",
     "peer_pairs",
     "ratio_stats",
@@ -185,10 +188,94 @@ def current_pairs(runs: Sequence[Run]) -> list[Pair]:
     return sorted(chosen, key=lambda p: (p.run.info["scenario"], -order[id(p.run)]))
 
 
-def _runs_of(chosen: Sequence[Pair]) -> list[Run]:
+def _figure_values(run: Run, contender: str, key: str) -> list[float]:
+    out = []
+    for s in run.ok(contender):
+        value = s.get("wall_s") if key == "seconds" else s.get("extra", {}).get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append(float(value))
+    return out
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A run's goal on one figure of one contender (a plan's ``Limit``)."""
+
+    run: Run
+    contender: str
+    key: str
+    op: str
+    bound: float
+    unit: str
+    label: str
+
+    @property
+    def median(self) -> float | None:
+        return _median(_figure_values(self.run, self.contender, self.key))
+
+    def verdict(self) -> str:
+        value = self.median
+        if value is None:
+            return "not measured"
+        ok = value <= self.bound if self.op == "<=" else value >= self.bound
+        return "PASS" if ok else "MISS"
+
+    def load(self) -> float | None:
+        """Median 1-minute load average the contender saw (time figures move with it)."""
+        return _median(_figure_values(self.run, self.contender, "load1"))
+
+
+def figures_of(run: Run) -> list[Figure]:
+    """The run's figure goals, in the plan's order."""
+    return [Figure(run, str(c), str(k), str(op), float(b), str(u), str(label or k))
+            for c, k, op, b, u, label in run.info.get("limits", [])]
+
+
+def current_figures(runs: Sequence[Run]) -> list[Figure]:
+    """Per (scenario, contender, figure), the newest non-quick run that measured it
+    (or, if none did, the newest that set it, shown as not measured)."""
+    newest: dict[tuple[str, str, str], Figure] = {}
+    for run in reversed(runs):
+        if run.info.get("quick"):
+            continue
+        for fig in figures_of(run):
+            key = (run.info["scenario"], fig.contender, fig.key)
+            if key not in newest or (newest[key].median is None and fig.median is not None):
+                newest[key] = fig
+    return sorted(newest.values(), key=lambda f: f.run.info["scenario"])
+
+
+def _fmt_figure(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 1e6:
+        text = f"{value / 1e6:.2f} M "
+    elif abs(value) >= 1e4:
+        text = f"{value:,.0f} "
+    else:
+        text = f"{value:.3g} "
+    return (text + unit).strip()
+
+
+def _figure_cells(fig: Figure) -> tuple[str, str]:
+    load = fig.load()
+    value = _fmt_figure(fig.median, fig.unit)
+    if load is not None and fig.unit in ("s", "us", "M positions/s", "positions/s"):
+        value += f" (load {load:.1f})"
+    return value, f"{fig.op} {_fmt_figure(fig.bound, fig.unit)} {fig.verdict()}"
+
+
+def _figure_row(fig: Figure, scenario: str) -> str:
+    value, target = _figure_cells(fig)
+    return f"| {scenario} | {fig.contender} | {fig.label} | {value} | {target} | - |"
+
+
+def _runs_of(chosen: Sequence[Pair], figures: Sequence[Figure] = ()) -> list[Run]:
     seen: dict[int, Run] = {}
     for pair in chosen:
         seen.setdefault(id(pair.run), pair.run)
+    for fig in figures:
+        seen.setdefault(id(fig.run), fig.run)
     return list(seen.values())
 
 
@@ -198,8 +285,8 @@ def _target_cell(pair: Pair) -> str:
     return f">= {pair.at_least:g}x {pair.verdict()}"
 
 
-def render_summary(chosen: Sequence[Pair]) -> str:
-    """The summary table: every current pair."""
+def render_summary(chosen: Sequence[Pair], figures: Sequence[Figure] = ()) -> str:
+    """The summary table: every current pair, then every current figure goal."""
     lines = [
         "| scenario (run) | aioflux contender | vs | speed ratio, median of rounds (min-max) "
         "| target | CPU per unit: ours / theirs |",
@@ -215,10 +302,13 @@ def render_summary(chosen: Sequence[Pair]) -> str:
             f"| {pair.mine} | {pair.other} | {_fmt_ratio(pair.stats)} "
             f"| {_target_cell(pair)} | {ours} / {theirs} |"
         )
+    lines += [_figure_row(fig, f"{fig.run.info['scenario']} "
+                               f"({fig.run.info['stamp'][:16].replace('T', ' ')})")
+              for fig in figures]
     return "\n".join(lines)
 
 
-def _peer_table(chosen: Sequence[Pair]) -> str:
+def _peer_table(chosen: Sequence[Pair], figures: Sequence[Figure] = ()) -> str:
     lines = [
         "| scenario | aioflux | vs | ratio (aioflux speed / theirs), median (min-max) "
         "| target | CPU per unit: aioflux / theirs |",
@@ -230,6 +320,7 @@ def _peer_table(chosen: Sequence[Pair]) -> str:
         theirs = _fmt_unit(cpu_per_unit(pair.run.ok(pair.other), unit), unit)
         lines.append(f"| {pair.run.info['scenario']} | {pair.mine} | {pair.other} "
                      f"| {_fmt_ratio(pair.stats)} | {_target_cell(pair)} | {ours} / {theirs} |")
+    lines += [_figure_row(fig, fig.run.info["scenario"]) for fig in figures]
     return "\n".join(lines)
 
 
@@ -242,9 +333,9 @@ def peer_pairs(chosen: Sequence[Pair]) -> list[Pair]:
     return [p for p in chosen if not (p.at_least is None and p.other.startswith("aioflux"))]
 
 
-def render_peers(chosen: Sequence[Pair]) -> str:
-    """The docs' performance table (``peer_pairs``)."""
-    return _peer_table(peer_pairs(chosen))
+def render_peers(chosen: Sequence[Pair], figures: Sequence[Figure] = ()) -> str:
+    """The docs' performance table (``peer_pairs``, then the figure goals)."""
+    return _peer_table(peer_pairs(chosen), figures)
 
 
 def render_charts(chosen: Sequence[Pair]) -> dict[str, str]:
@@ -262,7 +353,7 @@ def render_charts(chosen: Sequence[Pair]) -> dict[str, str]:
     return {name: render_chart(name, bars, scale) for name, bars in by_scenario.items()}
 
 
-def render_headline(chosen: Sequence[Pair]) -> str:
+def render_headline(chosen: Sequence[Pair], figures: Sequence[Figure] = ()) -> str:
     """The README's table: each scenario's targets for its baseline against other clients.
 
     The baseline is the scenario's main aioflux configuration; the other
@@ -270,7 +361,7 @@ def render_headline(chosen: Sequence[Pair]) -> str:
     """
     return _peer_table([p for p in chosen if p.at_least is not None
                         and p.mine == p.run.info["baseline"]
-                        and not p.other.startswith("aioflux")])
+                        and not p.other.startswith("aioflux")], figures)
 
 
 def _growth(samples: Sequence[dict[str, Any]]) -> float | None:
@@ -314,6 +405,31 @@ def _row(run: Run, name: str, unit: str) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def _run_figures(run: Run) -> list[str]:
+    """The run's figures table (medians of rounds) and its figure goals."""
+    out: list[str] = []
+    shown = run.info.get("figures", [])
+    if shown:
+        out += ["Figures (median of rounds; 1-min load average the contender saw):", "",
+                "| contender | " + " | ".join(str(h) for _, h in shown) + " | load |",
+                "|---|" + "---:|" * (len(shown) + 1)]
+        for name in run.order:
+            cells = [_fmt_figure(_median(_figure_values(run, name, str(k))), "")
+                     for k, _ in shown]
+            load = _median(_figure_values(run, name, "load1"))
+            out.append(f"| {name} | " + " | ".join(cells)
+                       + f" | {'-' if load is None else format(load, '.1f')} |")
+        out.append("")
+    goals = figures_of(run)
+    if goals:
+        out.append("Figure targets (pass on the median of rounds):")
+        for fig in goals:
+            value, target = _figure_cells(fig)
+            out.append(f"- {fig.contender} {fig.label}: {value}, {target}")
+        out.append("")
+    return out
+
+
 def render_run(run: Run) -> str:
     """One run's section: context, the contenders' table, targets, notes."""
     info = run.info
@@ -347,6 +463,7 @@ def render_run(run: Run) -> str:
         out += [f"- {p.mine} >= {p.at_least:g}x {p.other}: {_fmt_ratio(p.stats)}, {p.verdict()}"
                 for p in targets]
         out.append("")
+    out += _run_figures(run)
     notes = [f"- {n}" for n in info["notes"]]
     for c in info["contenders"]:
         if c.get("note"):
@@ -397,7 +514,9 @@ def _replace_between(text: str, markers: tuple[str, str], body: str, path: Path)
 
 def generated(records_path: Path = RESULTS_JSONL) -> tuple[str, str, str]:
     """What belongs between the markers of RESULTS.md, README.md and docs/performance.md."""
-    chosen = current_pairs(group_runs(load(records_path)))
+    runs = group_runs(load(records_path))
+    chosen = current_pairs(runs)
+    figures = current_figures(runs)
     summary = "\n".join([
         "## Current figures",
         "",
@@ -407,13 +526,13 @@ def generated(records_path: Path = RESULTS_JSONL) -> tuple[str, str, str]:
         "(min-max across rounds); CPU is user+system of the contender's process "
         "(and its reaped children) over the timed region.",
         "",
-        render_summary(chosen),
+        render_summary(chosen, figures),
         "",
         "## The runs behind these figures",
         "",
-        *(render_run(run) for run in _runs_of(chosen)),
+        *(render_run(run) for run in _runs_of(chosen, figures)),
     ])
-    return summary, render_headline(chosen), render_peers(chosen)
+    return summary, render_headline(chosen, figures), render_peers(chosen, figures)
 
 
 def regenerate(*, check: bool = False, records_path: Path = RESULTS_JSONL,

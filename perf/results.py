@@ -95,13 +95,23 @@ def run_record(
     load: tuple[float, float],
     machine: dict[str, Any],
     git: str,
+    limits: Sequence[Sequence[Any]] = (),
+    figures: Sequence[Sequence[str]] = (),
 ) -> dict[str, Any]:
     """The ``run`` line: everything about a run except its rounds.
 
     ``targets`` are ``(mine, other, at_least)``; ``contenders`` are dicts
-    with ``name``, ``note``, ``venv``, ``versions`` and ``skipped``.
+    with ``name``, ``note``, ``venv``, ``versions`` and ``skipped``;
+    ``limits`` are ``(contender, key, op, bound, unit, label)`` and
+    ``figures`` ``(key, heading)`` (both left out of the line when empty,
+    so the runs of scenarios without them read as before).
     """
-    return {
+    extra: dict[str, Any] = {}
+    if limits:
+        extra["limits"] = [list(lim) for lim in limits]
+    if figures:
+        extra["figures"] = [list(f) for f in figures]
+    return {**extra,
         "kind": "run",
         "run": run_id,
         "stamp": stamp.isoformat(timespec="seconds"),

@@ -1,0 +1,148 @@
+"""The scale scenario's pure parts: its data set's lines, its plan, its figure goals
+in the results and the tables (no benchmark runs here)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from perf import report, results
+from perf.harness import Limit, Options
+from perf.scenarios import scale
+
+_SCALE = Path(__file__).resolve().parents[2] / "perf" / "contenders" / "_scale.py"
+
+
+def _scale_helpers() -> ModuleType:
+    # Contender helpers are a sibling module of the scripts, not a package member.
+    spec = importlib.util.spec_from_file_location("_scale", _SCALE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_shard_counts_split_evenly_and_sum_to_the_total() -> None:
+    helpers = _scale_helpers()
+    assert helpers.shard_counts(10, 3) == [4, 3, 3]
+    assert helpers.shard_counts(100_000_000, 100) == [1_000_000] * 100
+    assert helpers.shard_counts(0, 2) == [0, 0]
+    with pytest.raises(ValueError, match="shards 0"):
+        helpers.shard_counts(5, 0)
+
+
+def test_lines_have_the_line_size_and_cover_the_shard_in_order() -> None:
+    helpers = _scale_helpers()
+    assert helpers.line_bytes(7, 9) == b"00000007\n"
+    assert helpers.line_bytes(123_456_789, 9) == b"23456789\n"  # wider: the last digits
+    with pytest.raises(ValueError, match="1 bytes"):
+        helpers.line_bytes(0, 1)
+    blocks = list(helpers.shard_lines(65_530, 70_000, 9))
+    assert [len(b) for b in blocks] == [65_536 * 9, (70_000 - 65_536) * 9]
+    joined = b"".join(blocks)
+    assert joined[:9] == b"00065530\n" and joined[-9:] == b"00135529\n"
+
+
+def test_status_mib_reads_this_process_and_none_for_a_gone_one() -> None:
+    helpers = _scale_helpers()
+    assert helpers.status_mib("VmRSS") > 0
+    assert helpers.status_mib("VmRSS", 2**31 - 1) is None
+    assert helpers.worker_peaks_mib() == []  # this process spawned no worker
+    assert os.getpid() > 0
+
+
+def test_size_labels() -> None:
+    assert scale.size_label(10_000_000) == "1e7"
+    assert scale.size_label(1_000_000_000) == "1e9"
+    assert scale.size_label(3_000) == "3000"
+    assert scale.size_label(1) == "1"
+
+
+def test_the_plan_sets_every_target_of_the_issue() -> None:
+    plan = scale.plan(Options(params={"totals": "10000000,100000000"}))
+    names = [c.name for c in plan.contenders]
+    assert names == ["aioflux-1e7", "streaming-1e7", "litdata-1e7", "aioflux-1e8",
+                     "streaming-1e8", "litdata-1e8", "aioflux-order-1e9",
+                     "aioflux-objects-1e6"]
+    goals = {(lim.contender, lim.key): (lim.op, lim.bound) for lim in plan.limits}
+    assert goals[("aioflux-1e8", "seconds")] == ("<=", 5.0)
+    assert goals[("aioflux-1e8", "main_growth_mib")] == ("<=", 256.0)
+    assert goals[("aioflux-1e8", "worker_mib")] == ("<=", 256.0)
+    assert goals[("aioflux-1e8", "epoch_first_s")] == ("<=", 2.0)
+    assert goals[("aioflux-1e8", "state_bytes")] == ("<=", 65536.0)
+    assert goals[("aioflux-order-1e9", "one_us")] == ("<=", 20.0)
+    assert goals[("aioflux-order-1e9", "rank_positions_per_s")] == (">=", 1e6)
+    assert goals[("aioflux-objects-1e6", "node_over_target")] == ("<=", 1.0)
+    assert plan.objects == [] and plan.baseline == "aioflux-1e7"
+    without = scale.plan(Options(params={"peers": "0"}))
+    assert [c.venv for c in without.contenders] == [None, None, None]
+
+
+def test_a_limit_needs_a_comparison() -> None:
+    with pytest.raises(ValueError, match="op must be"):
+        Limit("a", "seconds", "<", 1.0)
+
+
+def _records(values: dict[str, list[float | None]], *, quick: bool = False,
+             run: str = "r1") -> list[dict[str, Any]]:
+    records = [results.run_record(
+        run_id=run, stamp=dt.datetime(2026, 11, 25, 23, 0, tzinfo=dt.timezone.utc),
+        scenario="scale", description="scale", params={}, quick=quick, rounds=3,
+        baseline="aioflux-1e7", targets=[],
+        contenders=[{"name": "aioflux-1e7", "note": "", "venv": None, "versions": {},
+                     "skipped": None}],
+        notes=[], emulator="aioflux", profile="gcs-like", warm_up="none", load=(1.0, 1.0),
+        machine={"nproc": 2, "cpu": "x", "system": "Linux", "python": "3.11"}, git="abc",
+        limits=[["aioflux-1e7", "seconds", "<=", 5.0, "s", "construction"],
+                ["aioflux-1e7", "rate", ">=", 1e6, "positions/s", "rate"],
+                ["aioflux-1e7", "absent", "<=", 1.0, "B", "absent"]],
+        figures=[["state_bytes", "state B"]])]
+    for rnd in range(3):
+        result = {"seconds": values["seconds"][rnd], "bytes": 0, "items": 1,
+                  "cpu_user_s": 0.1, "cpu_sys_s": 0.0, "peak_rss_mb": 1.0,
+                  "rss_start_mb": 1.0, "rate": values["rate"][rnd], "state_bytes": 184,
+                  "load1": 4.0}
+        records.append(results.sample_record(
+            run_id=run, scenario="scale", contender="aioflux-1e7", round_no=rnd + 1,
+            result=result, error=None, machine={"nproc": 2}, git="abc"))
+    return records
+
+
+def test_figure_goals_pass_on_the_median_and_show_in_every_table(tmp_path: Path) -> None:
+    records = _records({"seconds": [1.0, 9.0, 2.0], "rate": [2e6, 5e5, 9e5]})
+    path = tmp_path / "results.jsonl"
+    results.append(path, records)
+    runs = results.group_runs(results.load(path))
+    figures = report.current_figures(runs)
+    by_key = {f.key: f for f in figures}
+    assert by_key["seconds"].median == 2.0 and by_key["seconds"].verdict() == "PASS"
+    assert by_key["rate"].median == 9e5 and by_key["rate"].verdict() == "MISS"
+    assert by_key["absent"].verdict() == "not measured"
+    section = report.render_run(runs[0])
+    assert "- aioflux-1e7 construction: 2 s (load 4.0), <= 5 s PASS" in section
+    assert "- aioflux-1e7 rate: 900,000 positions/s (load 4.0), >= 1.00 M positions/s MISS" \
+        in section
+    assert "| aioflux-1e7 | 184 | 4.0 |" in section
+    headline = report.render_headline(report.current_pairs(runs), figures)
+    assert "| scale | aioflux-1e7 | construction | 2 s (load 4.0) | <= 5 s PASS | - |" \
+        in headline
+    assert "| scale | aioflux-1e7 | absent | - | <= 1 B not measured | - |" in headline
+
+
+def test_a_quick_run_never_replaces_the_figures_and_other_runs_read_as_before(
+        tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    results.append(path, _records({"seconds": [1.0, 1.0, 1.0], "rate": [2e6] * 3}))
+    results.append(path, _records({"seconds": [9.0] * 3, "rate": [1.0] * 3}, quick=True,
+                                  run="r2"))
+    figures = report.current_figures(results.group_runs(results.load(path)))
+    assert {f.run.info["run"] for f in figures} == {"r1"}
+    plain = _records({"seconds": [1.0] * 3, "rate": [1.0] * 3})[0]
+    del plain["limits"], plain["figures"]
+    assert report.figures_of(results.Run(plain)) == []
