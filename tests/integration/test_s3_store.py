@@ -59,9 +59,10 @@ async def s3(moto_s3: MotoS3) -> AsyncIterator[tuple[S3Store, str]]:
 
 def _mock_store(handler: Callable[[MockRequest], MockResponse], *,
                 endpoint: str = "https://s3.example.test", retry: RetryPolicy = FAST_RETRY,
-                region: str = "us-east-1", **kwargs: Any) -> tuple[S3Store, MockTransport]:
-    transport = MockTransport(handler, config=ClientConfig(retry=retry), endpoint=endpoint,
-                              auth=SigV4(lambda _url: region))
+                region: str = "us-east-1", request_rate: Any = "adaptive",
+                **kwargs: Any) -> tuple[S3Store, MockTransport]:
+    transport = MockTransport(handler, config=ClientConfig(retry=retry, request_rate=request_rate),
+                              endpoint=endpoint, auth=SigV4(lambda _url: region))
     return S3Store(transport=transport, endpoint=endpoint, region=region, **kwargs), transport
 
 
@@ -326,9 +327,11 @@ async def test_slowdown_and_request_timeout_are_retried() -> None:
 ])
 async def test_error_codes_become_typed_errors(status: int, code: str,
                                                cls: type[Exception]) -> None:
+    # The rate controller off: a throttle then counts against max_attempts
+    # (on, it is retried until throttle_deadline: tests/integration/test_throttle.py).
     store, transport = _mock_store(lambda _r: _error(status, code, {"Retry-After": "7"}),
                                    retry=RetryPolicy(max_attempts=2, initial_delay=0.001,
-                                                     max_delay=0.01))
+                                                     max_delay=0.01), request_rate="off")
     with pytest.raises(cls) as info:
         await store.stat("bkt", "dir/key")
     err: Any = info.value

@@ -178,8 +178,11 @@ async def test_transient_statuses_are_retried_and_counted(
     assert len(transport.requests) == 3
     assert (transport.stats.requests, transport.stats.retries, transport.stats.failures) == (
         3, 2, 0)
-    # ...and give up after max_attempts with the typed error.
-    client, transport = make(script(*[error(status, "slowDown")] * 4))
+    # ...and give up after max_attempts with the typed error (a throttle
+    # too once the rate controller is off; with it on, a throttle is retried
+    # until throttle_deadline: tests/integration/test_throttle.py).
+    client, transport = make(script(*[error(status, "slowDown")] * 4),
+                             config=CONFIG.replace(request_rate="off"))
     async with client:
         with pytest.raises(kind, match="gave up after 4 attempts") as caught:
             await client.stat(B, "obj")
@@ -220,7 +223,8 @@ async def test_retry_after_sets_the_delay_capped_by_the_policy(delays: list[floa
         error(429, "rateLimitExceeded", {"Retry-After": "7"}),
         error(503, "backendError", {"Retry-After": "3600"}),
         error(503, "backendError"),
-        MockResponse.from_json(resource("obj", b"x"))), config=ClientConfig(retry=policy))
+        MockResponse.from_json(resource("obj", b"x"))),
+        config=ClientConfig(retry=policy, request_rate="off"))
     async with client:
         await client.stat(B, "obj")
     # 7 s as asked, an hour capped at max_delay, then the policy's own backoff.
@@ -229,7 +233,8 @@ async def test_retry_after_sets_the_delay_capped_by_the_policy(delays: list[floa
 
 
 async def test_the_final_error_keeps_retry_after(delays: list[float]) -> None:
-    client, _ = make(script(*[error(429, "rateLimitExceeded", {"Retry-After": "0.5"})] * 4))
+    client, _ = make(script(*[error(429, "rateLimitExceeded", {"Retry-After": "0.5"})] * 4),
+                     config=CONFIG.replace(request_rate="off"))
     async with client:
         with pytest.raises(RateLimited) as caught:
             await client.stat(B, "obj")
