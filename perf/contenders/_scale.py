@@ -46,10 +46,13 @@ def line_bytes(index: int, line: int) -> bytes:
 
 def shard_lines(start: int, count: int, line: int) -> Iterator[bytes]:
     """The lines ``start`` .. ``start + count - 1``, in blocks of at most 65,536 (joined)."""
-    block = 65_536
+    line_bytes(start, line)  # checks the size
+    digits, block = line - 1, 65_536
+    wrap = 10**digits
     for lo in range(start, start + count, block):
         hi = min(start + count, lo + block)
-        yield b"".join(line_bytes(i, line) for i in range(lo, hi))
+        # line_bytes inlined: a call a line was most of 1e8 lines' generation time.
+        yield b"".join([b"%0*d\n" % (digits, i % wrap) for i in range(lo, hi)])
 
 
 def data_root() -> str:

@@ -27,6 +27,17 @@ from _scale import data_root, drive, import_baseline_mib, shard_counts, shard_li
 
 BATCH = 256
 
+# This machine has torch's CPU build and no CPU torchvision wheel: PyPI's
+# torchvision (a requirement of mosaicml-streaming) links CUDA torch's
+# libraries and fails to import. streaming/__init__ imports streaming.vision
+# (its CIFAR/ImageNet datasets, its one user of torchvision) eagerly; an
+# empty stand-in for that module lets MDSWriter and StreamingDataset import,
+# unchanged. Run at the top of this script, so spawned workers (which
+# re-import it as __mp_main__) have it too, and in the import baseline.
+_NO_VISION = ("import sys, types; "
+              "sys.modules.setdefault('streaming.vision', types.ModuleType('streaming.vision'))")
+exec(_NO_VISION)
+
 
 def _mds(total: int, shards: int, line: int) -> tuple[Path, dict[str, float]]:
     from streaming import MDSWriter
@@ -68,7 +79,7 @@ def main() -> None:
 
     data, made = _mds(args.total, args.shards, args.line)
     clean_stale_shared_memory()  # a killed earlier round's /dev/shm entries
-    baseline = import_baseline_mib("import torch, torch.utils.data, streaming")
+    baseline = import_baseline_mib(f"{_NO_VISION}\nimport torch, torch.utils.data, streaming")
     gc.collect()
     rss0 = status_mib("VmRSS") or 0.0
     with Stopwatch() as watch:

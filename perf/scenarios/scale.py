@@ -17,7 +17,8 @@ Each round is a fresh process per contender (``perf/contenders/scale_*.py``):
 - ``aioflux-objects-<M>``: ``MapDataset.from_prefix`` over M one-byte files.
 
 Parameters: ``totals`` (comma-separated sample counts, default ``10000000``;
-``10000000,100000000`` adds 1e8), ``peers`` (``1``; ``0`` leaves the peers
+``10000000,100000000`` adds 1e8), ``peer_totals`` (the totals the peers
+run at; default all of them), ``peers`` (``1``; ``0`` leaves the peers
 out), ``objects`` (1,000,000 files), ``order_shards`` (100,000 shards of
 ``order_per_shard`` 10,000 samples). ``--quick``: 1e6 samples, 10,000 files.
 """
@@ -58,6 +59,8 @@ def plan(options: Options) -> Plan:
     default = "1000000" if options.quick else "10000000"
     totals = [int(t) for t in options.params.get("totals", default).split(",")]
     with_peers = options.get("peers", 1) == 1
+    peer_totals = [int(t) for t in options.params.get("peer_totals", ",".join(
+        str(t) for t in totals)).split(",")]
     count = options.get("objects", 10_000 if options.quick else 1_000_000)
     order_shards = options.get("order_shards", 100_000)
     order_per_shard = options.get("order_per_shard", 10_000)
@@ -74,7 +77,7 @@ def plan(options: Options) -> Plan:
                  "format='lines', batch_size=256, index_dir=a fresh temp dir) timed; "
                  "DataLoader(2 spawn persistent workers, batch 256)"))
         limits += _loader_limits(name)
-        if with_peers:
+        if with_peers and total in peer_totals:
             contenders.append(Contender(
                 f"streaming-{size}", "scale_streaming.py", "streaming", shape,
                 note=f"the same {size} lines as MDS shards (MDSWriter, one bytes column, "

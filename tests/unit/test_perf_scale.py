@@ -80,6 +80,10 @@ def test_the_plan_sets_every_target_of_the_issue() -> None:
     assert goals[("aioflux-order-1e9", "rank_positions_per_s")] == (">=", 1e6)
     assert goals[("aioflux-objects-1e6", "node_over_target")] == ("<=", 1.0)
     assert plan.objects == [] and plan.baseline == "aioflux-1e7"
+    fewer = scale.plan(Options(params={"totals": "10000000,100000000",
+                                       "peer_totals": "10000000"}))
+    assert [c.name for c in fewer.contenders][:4] == ["aioflux-1e7", "streaming-1e7",
+                                                      "litdata-1e7", "aioflux-1e8"]
     without = scale.plan(Options(params={"peers": "0"}))
     assert [c.venv for c in without.contenders] == [None, None, None]
 
