@@ -242,6 +242,15 @@ def test_more_distinct_fields_than_the_fast_path_remembers() -> None:
     assert isinstance(found, tuple) and len(found[0]) == 1100
 
 
+@pytest.mark.parametrize("chunk", [100_000, 1 << 20, 8 << 20])
+def test_large_samples_are_checksummed_in_place(chunk: int) -> None:
+    # From 64 KiB a sample's crc32c is taken of a view of the chunk, not a copy.
+    data = _plain_tar(24, size=150_000)
+    found = outcome(index_tar, cut(data, [chunk]))
+    assert found == outcome(old_index, cut(data, [chunk]))
+    assert isinstance(found, tuple) and len(found[0]) == 24
+
+
 def test_a_header_split_anywhere_between_two_chunks_is_read_whole() -> None:
     data = _plain_tar(20)
     want = outcome(old_index, [data])
