@@ -124,6 +124,56 @@ def test_the_fast_tar_indexer_finds_what_the_reference_finds_in_damaged_tars(
     assert outcome(index_tar, chunks) == outcome(old_index, chunks)
 
 
+_KEYS = ["k1", "k2", "a/k1", "a.b/k1", "/k3", "__x", "a/__b", "._k", "x\ny", ".k", "__m__",
+         "\xe9t\xe9", "_k", "k_", "a//b", "n" * 97]
+_FIELDS = ["jpg", "JPG", "Jpg", "cls", "seg.png", "SEG.png", "\xe9", "", "a\nb", "x.y.z", "__"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(members=st.lists(st.tuples(st.sampled_from(_KEYS), st.sampled_from(_FIELDS),
+                                  st.integers(0, 3)), min_size=16, max_size=60),
+       fmt=st.sampled_from([tarfile.GNU_FORMAT, tarfile.PAX_FORMAT]), sizes=_SIZES)
+def test_member_names_are_grouped_as_the_reference_groups_them(
+        members: list[tuple[str, str, int]], fmt: int, sizes: list[int]) -> None:
+    # Names the fast path takes, and names it leaves to member_key (meta
+    # names, dot files, newlines, non-ASCII fields, 100 bytes with no NUL),
+    # keys repeated (a field twice, in any case) or not, in batches.
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=fmt) as tar:
+        for key, field, repeat in members:
+            for _ in range(1 + (repeat == 3)):
+                member = tarfile.TarInfo(f"{key}.{field}")
+                member.size = repeat
+                tar.addfile(member, io.BytesIO(bytes(repeat)))
+    data = out.getvalue()
+    chunks = cut(data, sizes)
+    assert outcome(index_tar, chunks) == outcome(old_index, chunks)
+
+
+@pytest.mark.parametrize("second", ["cls", "JPG"])
+@pytest.mark.parametrize("chunk", [1024, 1 << 20])
+def test_a_sample_split_by_a_skipped_member_goes_on_in_the_next_batch(
+        second: str, chunk: int) -> None:
+    # k.jpg, a folder, k.<second>, then a batch of plain members: the batch
+    # starts inside the open sample (one field twice there is refused too).
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        names = [f"a{i:03d}.jpg" for i in range(20)] + ["k.jpg", "dir/", f"k.{second}"] + \
+            [f"z{i:03d}.{field}" for i in range(20) for field in ("jpg", "cls")]
+        for name in names:
+            member = tarfile.TarInfo(name.rstrip("/"))
+            member.type = tarfile.DIRTYPE if name.endswith("/") else tarfile.REGTYPE
+            member.size = 0 if name.endswith("/") else 10
+            tar.addfile(member, io.BytesIO(bytes(member.size)))
+    data = out.getvalue()
+    found = outcome(index_tar, cut(data, [chunk]))
+    assert found == outcome(old_index, cut(data, [chunk]))
+    if second == "cls":
+        assert isinstance(found, tuple) and len(found[0]) == 41
+    else:
+        assert found == "mem: the sample 'k' has the field 'jpg' twice (member at byte 22016)"
+
+
 def _plain_tar(count: int, size: int = 100) -> bytes:
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:

@@ -2,16 +2,18 @@
 
 Two paths share the pass. The common member, a plain ustar header of a
 regular file named ``key.field`` with no extension header before it, is
-walked with a few byte operations and one regular expression on its name;
-the checks ``tarfile`` makes of such a header (every number field's form,
-the checksum) are made in numpy for all the headers of a buffer at once,
-before what was walked from them is kept: a header they refuse is walked
-again by the other path, from a snapshot taken where the walk began. Every
-other header (extensions, folders, links, long names, a refused one) goes
-through :class:`~._tar_headers.Headers`, one at a time, as ``tarfile``
-reads it. Walked header by header (8 regular expressions and 3 crc32c
-calls a member), a tar of 100-byte jpg + cls samples took 40 us of CPU a
-sample; this way 6 (``python -m perf.index_speed``, both in one run).
+walked with a few byte operations (its type, its size); then, for all the
+members walked in a buffer at once, numpy makes the checks tarfile makes of
+their headers (every number field's form, the checksum: :mod:`._tar_checks`),
+reads their names as ``member_key`` does, groups them by key and refuses a
+field twice in a sample. The first header those checks refuse, and every
+other header (extensions, folders, links, long names), goes through
+:class:`~._tar_headers.Headers`, one at a time, as ``tarfile`` reads it. A
+walk of a few members is checked and grouped member by member (numpy's
+fixed cost would be more). Walked header by header (8 regular expressions
+and 3 crc32c calls a member), a tar of 100-byte jpg + cls samples took 40
+us of CPU a sample; this way 4.5 (``python -m perf.index_speed``, both in
+one run).
 
 A sample's region is contiguous (its first member's first header to its
 last member's padded data, skipped members between included), so its
@@ -34,15 +36,8 @@ import google_crc32c
 from ..._core.crc import crc32c, crc32c_combine
 from ..._core.errors import ShardFormatError
 from ._index import new_columns
-from ._tar_headers import (
-    BLOCK,
-    MAX_EXTENSION,
-    NUMBER,
-    Headers,
-    member_key,
-    padded,
-    plain_member,
-)
+from ._tar_checks import BATCH, checked, first_refused
+from ._tar_headers import BLOCK, MAX_EXTENSION, Headers, member_key, padded
 
 __all__ = ["index_tar"]
 
@@ -52,9 +47,6 @@ __all__ = ["index_tar"]
 # is member_key's rule on the raw bytes: every other name goes to member_key.
 _NAME = re.compile(
     rb"(?!__)((?:[^\0\n/]*/)*(?!__)[^\0\n/.][^\0\n/.]*)\.([^\0\n/]*)\0")
-# Headers checked one at a time (plain_member) below this many in a batch:
-# numpy's fixed cost (~30 calls) is then more than the per-header one.
-_BATCH = 16
 # Below this a region's crc32c is taken of a bytes slice (one copy, one C
 # call); from it of a view (the crc module reads it in place).
 _IN_PLACE = 64 * 1024
@@ -227,17 +219,31 @@ class _Indexer:
     def _fast(self, buf: bytes, base: int, p: int) -> int:
         """Walk the plain members from ``p``; where the walk stopped (the
         first header the fast path does not take, or the buffer's end)."""
+        walked: list[int] = []
+        end = _walk_plain(buf, p, walked)
+        if len(walked) >= BATCH:
+            # Checked, then routed, all at once: nothing to take back.
+            took, names = checked(buf, walked)
+            stop = walked[took] if took < len(walked) else end
+            if took:
+                self._route_all(buf, base, walked[:took], stop, names)
+            return stop
+        return self._fast_each(buf, base, p)
+
+    def _fast_each(self, buf: bytes, base: int, p: int) -> int:
+        """:meth:`_fast` member by member (a few members: numpy's fixed
+        cost would be more), routed as walked, checked after."""
         snapshot = (self.key, set(self.fields), self.start, self.end, self.f, self.crc,
                     self.pcrc, self.plen, self.under_way, len(self.columns[0]))
         walked: list[int] = []
         try:
             stop = self._plain_run(buf, base, p, walked, -1)
         except ShardFormatError:
-            bad = _first_refused(buf, walked)
+            bad = first_refused(buf, walked)
             if bad is None:
                 raise
         else:
-            bad = _first_refused(buf, walked)
+            bad = first_refused(buf, walked)
             if bad is None:
                 return stop
         # Put back what the walk did, and walk only the headers the checks took.
@@ -298,6 +304,55 @@ class _Indexer:
             self.key, self.fields, self.end = key, fields, base + p
             self.under_way = base + walked[-1]
         return p
+
+    def _route_all(self, buf: bytes, base: int, walked: list[int], end: int,
+                   names: tuple[Any, Any, Any]) -> None:
+        """Route the plain members at ``walked`` (checked; the last ends at
+        ``end``): samples by key, each field once in a sample."""
+        import numpy as np
+
+        rows, dots, nuls = names  # name bytes, each name's first "." after its dir, its NUL
+        count = len(walked)
+        at = np.arange(rows.shape[1])
+        keys = np.where(at < dots[:, None], rows, 0)
+        same = np.empty(count, bool)  # the key of the member before
+        same[1:] = (dots[1:] == dots[:-1]) & (keys[1:] == keys[:-1]).all(axis=1)
+        key0 = rows[0, :dots[0]].tobytes()
+        same[0] = key0 == self.key
+        # Fields lowercased (ASCII only here); one key's fields start at one column.
+        upper = (rows >= 0x41) & (rows <= 0x5A)
+        fields = np.where((at > dots[:, None]) & (at < nuls[:, None]),
+                      rows | (upper.astype(np.uint8) << 5), 0)
+        group = np.cumsum(~same)
+        twice = np.zeros(count, bool)
+        for back in range(1, int(np.bincount(group).max())):
+            twice[back:] |= (group[back:] == group[:-back]) & (nuls[back:] == nuls[:-back]) & \
+                (fields[back:] == fields[:-back]).all(axis=1)
+
+        def field(i: int) -> str:
+            return fields[i, dots[i] + 1:nuls[i]].tobytes().decode("ascii")
+
+        first_twice = int(np.argmax(twice)) if twice.any() else count
+        if same[0]:  # the members before the first new key are the open sample's
+            opened = int(np.argmin(same)) if not same.all() else count
+            for i in range(min(opened, first_twice)):
+                if field(i) in self.fields:
+                    first_twice = i
+                    break
+                self.fields.add(field(i))
+            if self.plen:  # skipped members before these, inside the sample
+                self.crc = crc32c_combine(self.crc, self.pcrc, self.plen)
+                self.pcrc = self.plen = 0
+        if first_twice < count:
+            key = rows[first_twice, :dots[first_twice]].tobytes()
+            raise self._twice(key, field(first_twice), base + walked[first_twice])
+        news = np.flatnonzero(~same)
+        self._samples(buf, base, np.array(walked)[news].tolist(), walked[0])
+        if len(news):
+            last = int(news[-1])
+            self.key = rows[last, :dots[last]].tobytes()
+            self.fields = {field(i) for i in range(last, count)}
+        self.end, self.under_way = base + end, base + walked[-1]
 
     def _samples(self, buf: bytes, base: int, starts: list[int], first: int) -> None:
         """Close the samples a run of members from ``first`` ended: the one
@@ -375,71 +430,22 @@ class _Indexer:
                                    f"(data after the end of the archive at byte {stray})")
 
 
-# The number fields (mode, uid, gid, size, mtime, chksum, devmajor,
-# devminor) side by side: where each is in a header, and in the row of them.
-_FIELDS = ((100, 8), (108, 8), (116, 8), (124, 12), (136, 12), (148, 8), (329, 8), (337, 8))
-_COLUMNS = [c for offset, width in _FIELDS for c in range(offset, offset + width)]
-_CHKSUM = slice(48, 56)
-# Forms of number fields one batch sorts its headers by (a writer uses one
-# or two); headers of the forms past these go to the other path.
-_FORMS = 4
-
-
-def _first_refused(buf: bytes, walked: list[int]) -> int | None:
-    """The first of the headers at ``walked`` that ``plain_member`` would
-    refuse (a number field not in its form, or a checksum that is not the
-    sum of the header's bytes), or None."""
-    if len(walked) < _BATCH:
-        for i, p in enumerate(walked):
-            if plain_member(buf[p:p + BLOCK]) is None:
-                return i
-        return None
-    import numpy as np
-
-    # Headers sit at multiples of 512 in the tar: at one remainder in ``buf``.
-    first = walked[0] % BLOCK
-    rows = (len(buf) - first) // BLOCK
-    blocks = np.frombuffer(buf, np.uint8, rows * BLOCK, first).reshape(rows, BLOCK)[
-        (np.array(walked) - first) // BLOCK]
-    numbers = blocks[:, _COLUMNS]
-    # A field's form: its bytes with every octal digit as "0". Whether
-    # tarfile reads a field, and where its digits are, depends on its form
-    # alone: each form is checked once, by plain_member's own rule.
-    digit = (numbers - 0x30) < 8  # uint8: below "0" wraps round
-    forms = np.where(digit, np.uint8(0x30), numbers)
-    refused = np.zeros(len(blocks), bool)
-    stated = np.zeros(len(blocks), np.int64)
-    left = np.ones(len(blocks), bool)
-    for _ in range(_FORMS):
-        form = forms[int(np.argmax(left))]
-        alike = left & (forms == form).all(axis=1)
-        left &= ~alike
-        places = _read(form.tobytes())
-        if places is None:
-            refused |= alike
-        else:
-            for column, shift in places:
-                stated += (numbers[:, column].astype(np.int64) - 0x30) * alike << shift
-        if not left.any():
+def _walk_plain(buf: bytes, p: int, walked: list[int]) -> int:
+    """The headers from ``p`` that may be plain members (a regular file, no
+    ustar prefix, a size read as tarfile reads it), each after the last
+    one's data, into ``walked``; where the walk stopped."""
+    last = len(buf) - BLOCK
+    while p <= last:
+        if buf[p + 156] not in b"0\0" or buf[p + 345]:
             break
-    else:
-        refused |= left
-    # tarfile's checksum: the header's bytes summed, its own field as spaces.
-    summed = blocks.sum(axis=1, dtype=np.int32) - numbers[:, _CHKSUM].sum(axis=1,
-                                                                          dtype=np.int32)
-    refused |= stated != summed + 256
-    found = np.flatnonzero(refused)
-    return int(found[0]) if len(found) else None
-
-
-def _read(form: bytes) -> list[tuple[int, int]] | None:
-    """The checksum's digits (column, bit shift) in headers of this form of
-    their number fields; None if tarfile would not read them all."""
-    at = 0
-    for _, width in _FIELDS:
-        if not NUMBER.fullmatch(form, at, at + width):
-            return None
-        at += width
-    chksum = form[_CHKSUM].split(b"\0", 1)[0]
-    digits = [_CHKSUM.start + i for i, c in enumerate(chksum) if c == 0x30]
-    return [(column, 3 * (len(digits) - 1 - k)) for k, column in enumerate(digits)]
+        try:  # the common form: 11 digits, then a NUL or a space
+            size = int(buf[p + 124:p + 135], 8) if buf[p + 135] in b"\0 " else -1
+        except ValueError:
+            size = -1
+        if size < 0:
+            size = _size(buf[p + 124:p + 136])
+            if size < 0:
+                break
+        walked.append(p)
+        p += 512 + ((size + 511) & -512)
+    return p
