@@ -140,6 +140,9 @@ class Plan:
             on the median of the rounds and reported beside the ratio targets.
         figures: ``(key, heading)`` of the contenders' JSON lines shown as
             a table of medians in the run's section (memory, start-up).
+        ratios: pair the baseline's wall time with every other contender's
+            (the summary's and the docs' ratios, the charts). False for a
+            scenario of figures whose wall times measure different things.
         azurite: run on Azurite instead of aioflux's emulator (the ``az_*``
             scenarios): ``bucket`` is the container, seeded with
             azure-storage-blob, and contenders get its connection string
@@ -164,6 +167,7 @@ class Plan:
     azurite: bool = False
     limits: Sequence[Limit] = ()
     figures: Sequence[tuple[str, str]] = ()
+    ratios: bool = True
 
 
 @dataclass
@@ -415,7 +419,7 @@ def _records(
         warm_up=_warm_up_line(plan), load=load, machine=info, git=git,
         limits=[[lim.contender, lim.key, lim.op, lim.bound, lim.unit, lim.label]
                 for lim in plan.limits],
-        figures=[list(f) for f in plan.figures],
+        figures=[list(f) for f in plan.figures], ratios=plan.ratios,
     )]
     for o in outcomes:
         for rnd, sample, error in o.rounds:

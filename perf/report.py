@@ -152,8 +152,11 @@ class Pair:
 
 
 def pairs(run: Run) -> list[Pair]:
-    """The run's targets, then the baseline against every other contender."""
+    """The run's targets, then the baseline against every other contender
+    (unless the run's wall times are not to be paired: ``"ratios": false``)."""
     out = [Pair(run, mine, other, float(at)) for mine, other, at in run.info["targets"]]
+    if run.info.get("ratios") is False:
+        return out
     seen = {(p.mine, p.other) for p in out}
     base = run.info["baseline"]
     out += [Pair(run, base, name, None) for name in run.order
@@ -250,7 +253,7 @@ def _fmt_figure(value: float | None, unit: str) -> str:
         return "-"
     if abs(value) >= 1e6:
         text = f"{value / 1e6:.2f} M "
-    elif abs(value) >= 1e4:
+    elif abs(value) >= 1e3:
         text = f"{value:,.0f} "
     else:
         text = f"{value:.3g} "

@@ -97,6 +97,7 @@ def run_record(
     git: str,
     limits: Sequence[Sequence[Any]] = (),
     figures: Sequence[Sequence[str]] = (),
+    ratios: bool = True,
 ) -> dict[str, Any]:
     """The ``run`` line: everything about a run except its rounds.
 
@@ -104,13 +105,16 @@ def run_record(
     with ``name``, ``note``, ``venv``, ``versions`` and ``skipped``;
     ``limits`` are ``(contender, key, op, bound, unit, label)`` and
     ``figures`` ``(key, heading)`` (both left out of the line when empty,
-    so the runs of scenarios without them read as before).
+    so the runs of scenarios without them read as before); ``ratios``
+    False (written only then) keeps the baseline's wall time unpaired.
     """
     extra: dict[str, Any] = {}
     if limits:
         extra["limits"] = [list(lim) for lim in limits]
     if figures:
         extra["figures"] = [list(f) for f in figures]
+    if not ratios:
+        extra["ratios"] = False
     return {**extra,
         "kind": "run",
         "run": run_id,

@@ -150,3 +150,21 @@ def test_a_quick_run_never_replaces_the_figures_and_other_runs_read_as_before(
     plain = _records({"seconds": [1.0] * 3, "rate": [1.0] * 3})[0]
     del plain["limits"], plain["figures"]
     assert report.figures_of(results.Run(plain)) == []
+
+
+def test_a_run_without_ratios_pairs_nothing_and_draws_no_chart(tmp_path: Path) -> None:
+    records = _records({"seconds": [1.0] * 3, "rate": [2e6] * 3})
+    records[0]["contenders"].append({"name": "peer", "note": "", "venv": None,
+                                     "versions": {}, "skipped": None})
+    records += [results.sample_record(
+        run_id="r1", scenario="scale", contender="peer", round_no=r, machine={"nproc": 2},
+        git="abc", error=None, result={"seconds": 2.0, "bytes": 0, "items": 1})
+        for r in (1, 2, 3)]
+    paired = results.group_runs(records)[0]
+    assert [(p.mine, p.other) for p in report.pairs(paired)] == [("aioflux-1e7", "peer")]
+    records[0]["ratios"] = False
+    unpaired = results.group_runs(records)[0]
+    assert report.pairs(unpaired) == []
+    assert report.render_charts(report.current_pairs([unpaired])) == {}
+    assert scale.plan(Options()).ratios is False
+    assert report._fmt_figure(3114.0, "B") == "3,114 B"
