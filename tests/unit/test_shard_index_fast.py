@@ -174,6 +174,21 @@ def test_a_sample_split_by_a_skipped_member_goes_on_in_the_next_batch(
         assert found == "mem: the sample 'k' has the field 'jpg' twice (member at byte 22016)"
 
 
+@pytest.mark.parametrize("twice", [False, True])
+def test_a_sample_of_many_fields_is_grouped_as_the_reference_groups_it(twice: bool) -> None:
+    # Past 32 members of one key in a batch, fields go in a set one by one.
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        fields = [f"f{i}" for i in range(100)] + (["F7"] if twice else [])
+        for name in [f"a{i}.jpg" for i in range(20)] + [f"k.{f}" for f in fields] + ["z.jpg"]:
+            tar.addfile(tarfile.TarInfo(name), io.BytesIO(b""))
+    data = out.getvalue()
+    found = outcome(index_tar, [data])
+    assert found == outcome(old_index, [data])
+    assert (found == f"mem: the sample 'k' has the field 'f7' twice (member at byte "
+                     f"{120 * 512})") if twice else len(found[0]) == 22
+
+
 def _plain_tar(count: int, size: int = 100) -> bytes:
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:

@@ -51,6 +51,9 @@ _NAME = re.compile(
 # call); from it of a view (the crc module reads it in place).
 _IN_PLACE = 64 * 1024
 _LOWERED = 1024  # distinct raw fields whose lowercased form is remembered
+# A sample's members in one batch above which the batch is routed member by
+# member (a set of fields), not pairwise in numpy (quadratic in them).
+_MOST_FIELDS = 32
 
 
 def index_tar(chunks: Iterable[bytes | memoryview], where: str) -> tuple[Any, Any, Any, int]:
@@ -225,8 +228,8 @@ class _Indexer:
             # Checked, then routed, all at once: nothing to take back.
             took, names = checked(buf, walked)
             stop = walked[took] if took < len(walked) else end
-            if took:
-                self._route_all(buf, base, walked[:took], stop, names)
+            if took and not self._route_all(buf, base, walked[:took], stop, names):
+                return self._fast_each(buf, base, p)
             return stop
         return self._fast_each(buf, base, p)
 
@@ -306,9 +309,11 @@ class _Indexer:
         return p
 
     def _route_all(self, buf: bytes, base: int, walked: list[int], end: int,
-                   names: tuple[Any, Any, Any]) -> None:
+                   names: tuple[Any, Any, Any]) -> bool:
         """Route the plain members at ``walked`` (checked; the last ends at
-        ``end``): samples by key, each field once in a sample."""
+        ``end``): samples by key, each field once in a sample. False, with
+        nothing done, for a sample of more than :data:`_MOST_FIELDS` of them
+        (its fields are compared pairwise here)."""
         import numpy as np
 
         rows, dots, nuls = names  # name bytes, each name's first "." after its dir, its NUL
@@ -324,8 +329,11 @@ class _Indexer:
         fields = np.where((at > dots[:, None]) & (at < nuls[:, None]),
                       rows | (upper.astype(np.uint8) << 5), 0)
         group = np.cumsum(~same)
+        largest = int(np.bincount(group).max())
+        if largest > _MOST_FIELDS:
+            return False
         twice = np.zeros(count, bool)
-        for back in range(1, int(np.bincount(group).max())):
+        for back in range(1, largest):
             twice[back:] |= (group[back:] == group[:-back]) & (nuls[back:] == nuls[:-back]) & \
                 (fields[back:] == fields[:-back]).all(axis=1)
 
@@ -353,6 +361,7 @@ class _Indexer:
             self.key = rows[last, :dots[last]].tobytes()
             self.fields = {field(i) for i in range(last, count)}
         self.end, self.under_way = base + end, base + walked[-1]
+        return True
 
     def _samples(self, buf: bytes, base: int, starts: list[int], first: int) -> None:
         """Close the samples a run of members from ``first`` ended: the one
