@@ -8,9 +8,7 @@ samples into shards with their sidecars).
 """
 
 from ._build import (
-    chain_counts,
     expand_braces,
-    index_shards,
     is_sidecar,
     sidecar_matches,
     stream_index,
@@ -46,7 +44,6 @@ __all__ = [
     "ShardIndex",
     "ShardPacker",
     "ShardsDone",
-    "chain_counts",
     "check_compression",
     "compressing",
     "compression_of",
@@ -56,7 +53,6 @@ __all__ = [
     "encode_sample",
     "expand_braces",
     "format_of",
-    "index_shards",
     "is_sidecar",
     "read_runs",
     "shard_namer",

@@ -1,31 +1,27 @@
-"""Finding a dataset's shards and their indexes.
-
-An index comes from the first of: the local index cache (this version of
-the shard), the shard's sidecar ``<shard>.idx`` (when it matches the
-shard: see :func:`sidecar_matches`), or one streamed pass over the shard,
-checked against its crc32c as it goes, whose result goes to the cache.
+"""Finding a dataset's shards (brace patterns) and the pieces of indexing
+them: a shard's sidecar ``<shard>.idx`` (used when it matches the shard:
+see :func:`sidecar_matches`) and one streamed pass over the shard, checked
+against its crc32c as it goes. Which of them counts a shard, and when, is
+:mod:`._counts`'s (the manifest, the local cache, a sidecar, a pass).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import itertools
 import re
 import string
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
-from ..._core.errors import InvalidArgument, NotFound, ShardFormatError
+from ..._core.errors import InvalidArgument, NotFound
 from ..._core.options import ReaderOptions
-from ..._core.portal import get_portal
 from ..._core.store import ObjectStore
 from ..._core.types import ObjectInfo
-from ..._core.window import gather_bounded
 from ..reader import ObjectReader
 from ._formats import ShardFormat, compression_of, decompressed
-from ._index import INDEX_SUFFIX, IndexCache, ShardIndex, decode_index
+from ._index import INDEX_SUFFIX, ShardIndex, decode_index
 
-__all__ = ["INDEX_THREADS", "MAX_BRACE_NAMES", "chain_counts", "expand_braces", "index_shards",
-           "is_sidecar", "sidecar_matches", "stream_index"]
+__all__ = ["INDEX_THREADS", "MAX_BRACE_NAMES", "expand_braces", "is_sidecar", "sidecar_matches",
+           "stream_index"]
 
 # Shards indexed at once by streaming, each with a reader holding at most
 # 8 blocks of 4 MiB ahead: one shard's parsing overlaps the others' reads,
@@ -288,57 +284,3 @@ async def _sidecar(store: ObjectStore, info: ObjectInfo, fmt: ShardFormat) -> Sh
         return None  # a stale sidecar: the shard was rewritten without it
     index.version = info.generation or None
     return index
-
-
-def index_shards(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardFormat, *,
-                 cache: IndexCache | None, sidecars: bool = True) -> list[ShardIndex]:
-    """Every shard's index (cache, sidecar, else one streamed pass; see the module).
-
-    Args:
-        store: the shards' store.
-        shards: the shards.
-        fmt: their format.
-        cache: the local index cache (None: none).
-        sidecars: look for ``<shard>.idx`` sidecars.
-
-    Returns:
-        One index per shard, in order.
-
-    Raises:
-        ShardFormatError: a shard (or its sidecar) is not its format.
-        StorageError: a read failed.
-    """
-    found: list[ShardIndex | None] = [
-        None if cache is None
-        else cache.get(s.url, s.generation or None, s.size, s.crc32c, format=fmt.name)
-        for s in shards]
-    missing = [i for i, index in enumerate(found) if index is None]
-    if sidecars and missing:
-        read = get_portal().call(gather_bounded(
-            (_sidecar(store, shards[i], fmt) for i in missing), 32))
-        for i, index in zip(missing, read, strict=True):
-            found[i] = index
-            if index is not None and cache is not None:
-                cache.put(shards[i].url, index, crc=shards[i].crc32c)
-    todo = [i for i, index in enumerate(found) if index is None]
-    if todo:
-        with concurrent.futures.ThreadPoolExecutor(min(INDEX_THREADS, len(todo))) as pool:
-            # map() raises the first failure in shard order; the rest still finish.
-            for i, index in zip(todo, pool.map(lambda i: stream_index(store, shards[i], fmt),
-                                               todo), strict=True):
-                found[i] = index
-                if cache is not None:
-                    cache.put(shards[i].url, index, crc=shards[i].crc32c)
-    out = []
-    for info, index in zip(shards, found, strict=True):
-        assert index is not None
-        if index.format != fmt.name:
-            raise ShardFormatError(f"index {info.url}: indexed as {index.format!r}, "
-                                   f"read as {fmt.name!r}")
-        out.append(index)
-    return out
-
-
-def chain_counts(indexes: Sequence[ShardIndex]) -> list[int]:
-    """Each shard's first sample in the dataset's numbering (plus the total last)."""
-    return list(itertools.accumulate((len(i) for i in indexes), initial=0))
