@@ -1,0 +1,108 @@
+"""What the throttle contenders share: N worker processes started together,
+their times gathered, and the figures the issue's targets name.
+
+Standard library only (peers' interpreters import it as a sibling). The
+parent starts every worker, waits until each has built its client and
+printed ``ready``, then releases them all at once (one line on stdin), so
+that no worker's imports or set-up sit inside another's timed region. Each
+worker prints one JSON line: ``start``/``end`` (``time.monotonic()``, one
+clock for the whole machine on Linux), ``items``, ``bytes``, ``error``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["emulator_counts", "gather", "summarize", "worker_main"]
+
+
+def summarize(spans: Sequence[tuple[float, float]], *, failures: int, requests: int,
+              throttled: int, cap: float) -> dict[str, float | int]:
+    """The targets' figures from per-worker ``(start, end)`` times and the
+    emulator's request counters over the timed region.
+
+    ``goodput_of_cap``: requests the server admitted per second of the whole
+    run (first start to last end), over the cap. ``throttled_pct``: refused
+    requests as a share of all. ``slowest_fastest``: the longest worker
+    time over the shortest (each from the common start).
+    """
+    if not spans:
+        raise ValueError("no worker times")
+    t0 = min(s for s, _ in spans)
+    wall = max(e for _, e in spans) - t0
+    times = [e - t0 for _, e in spans]
+    admitted = max(0, requests - throttled)
+    return {
+        "wall_s": round(wall, 3),
+        "goodput_of_cap": round(admitted / wall / cap, 3) if wall > 0 else 0.0,
+        "throttled_pct": round(100.0 * throttled / requests, 2) if requests else 0.0,
+        "failures": failures,
+        "slowest_fastest": round(max(times) / min(times), 3) if min(times) > 0 else float("inf"),
+        "requests": requests,
+        "throttled": throttled,
+    }
+
+
+def emulator_counts(endpoint: str) -> tuple[int, int]:
+    """(requests, throttled) served so far by aioflux's emulator (both faces)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{endpoint}/_aioflux_stats", timeout=30) as resp:
+        stats = json.load(resp)
+    return int(stats.get("requests", 0)), int(stats.get("throttled", 0))
+
+
+def gather(argv: Sequence[str], procs: int) -> list[dict[str, Any]]:
+    """Run ``procs`` workers (``argv + ['--worker', i]``), start them together,
+    and return their result lines (a worker that died reports its stderr tail)."""
+    children = [subprocess.Popen([*argv, "--worker", str(i)], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for i in range(procs)]
+    for child in children:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        if line.strip() != "ready":
+            # Stop every worker (and close their pipes) before saying why.
+            for other in children:
+                other.kill()
+            _, stderr = child.communicate()
+            for other in children:
+                other.communicate()
+            raise RuntimeError(f"worker not ready: {line!r} {stderr[-2000:]}")
+    for child in children:
+        assert child.stdin is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()
+    out = []
+    for child in children:
+        stdout, stderr = child.communicate()
+        lines = stdout.strip().splitlines()
+        if child.returncode != 0 or not lines:
+            out.append({"start": None, "end": None, "items": 0, "bytes": 0,
+                        "error": f"exit {child.returncode}: {stderr[-500:]}"})
+        else:
+            out.append(json.loads(lines[-1]))
+    return out
+
+
+def worker_main(work: Any) -> None:
+    """In a worker: say ready, wait for the go line, run ``work()`` (returns
+    items, bytes) and print the result line. An exception is a failure."""
+    import time
+
+    print("ready", flush=True)
+    sys.stdin.readline()
+    start = time.monotonic()
+    error = None
+    items = nbytes = 0
+    try:
+        items, nbytes = work()
+    except Exception as exc:  # a failed worker is a figure, not a crash
+        error = f"{type(exc).__name__}: {str(exc)[:300]}"
+    end = time.monotonic()
+    print(json.dumps({"start": start, "end": end, "items": items, "bytes": nbytes,
+                      "error": error}), flush=True)

@@ -1,0 +1,178 @@
+"""throttle contender: N processes (or threads) each reading their own folder
+of small objects through one capped server.
+
+``--client``: ``aioflux`` (``AsyncClient.stream`` of the folder at default
+settings; ``--rate off`` sets ``ClientConfig(request_rate='off')``),
+``gcsfs`` (``cat`` of the folder's paths), ``s3fs`` (the same on the S3
+face), ``botocore`` (GetObject per object, ``Config(retries={'mode':
+'adaptive'})``, 8 threads a process on one client; ``--threads`` runs all
+N folders as N threads of one process on one client instead). The result
+line adds the targets' figures (``_throttle.summarize``) and each worker's
+error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+from _contender import Manifest, Stopwatch, load, report
+from _throttle import emulator_counts, gather, summarize, worker_main
+
+
+def folder_names(manifest: Manifest, folder: str) -> list[str]:
+    return [n for n in manifest.names if n.startswith(folder)]
+
+
+def folder_of(prefix: str, i: int) -> str:
+    return f"{prefix}p{i:02d}/"
+
+
+def aioflux_work(manifest: Manifest, folder: str, rate: str):  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from aioflux import AsyncClient, ClientConfig
+
+    config = ClientConfig() if rate == "adaptive" else ClientConfig(request_rate="off")
+
+    def work() -> tuple[int, int]:
+        async def go() -> tuple[int, int]:
+            async with AsyncClient(config, endpoint=manifest.endpoint) as client:
+                items = nbytes = 0
+                async for item in client.stream(f"gs://{manifest.bucket}/{folder}"):
+                    items += 1
+                    nbytes += len(item.data)
+                return items, nbytes
+        return asyncio.run(go())
+    return work
+
+
+def fsspec_work(manifest: Manifest, folder: str, kind: str):  # type: ignore[no-untyped-def]
+    if kind == "gcsfs":
+        from gcsfs.core import GCSFileSystem
+        fs = GCSFileSystem(project="perf", token="anon", endpoint_url=manifest.endpoint)
+    else:
+        from s3fs import S3FileSystem
+        fs = S3FileSystem(endpoint_url=manifest.s3, client_kwargs={"region_name": "us-east-1"},
+                          key="x", secret="x")
+    paths = [f"{manifest.bucket}/{n}" for n in folder_names(manifest, folder)]
+
+    def work() -> tuple[int, int]:
+        bodies = fs.cat(paths)
+        return len(bodies), sum(len(b) for b in bodies.values())
+    return work
+
+
+def botocore_client(manifest: Manifest, pool: int):  # type: ignore[no-untyped-def]
+    import botocore.session
+    from botocore.config import Config
+
+    session = botocore.session.get_session()
+    return session.create_client(
+        "s3", endpoint_url=manifest.s3, region_name="us-east-1",
+        aws_access_key_id="x", aws_secret_access_key="x",
+        config=Config(retries={"mode": "adaptive"}, s3={"addressing_style": "path"},
+                      max_pool_connections=pool))
+
+
+def botocore_read(client, bucket: str, names: list[str]) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    nbytes = 0
+    for name in names:
+        nbytes += len(client.get_object(Bucket=bucket, Key=name)["Body"].read())
+    return len(names), nbytes
+
+
+def botocore_work(manifest: Manifest, folder: str, threads: int):  # type: ignore[no-untyped-def]
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = botocore_client(manifest, threads)
+    names = folder_names(manifest, folder)
+
+    def work() -> tuple[int, int]:
+        with ThreadPoolExecutor(threads) as pool:
+            parts = list(pool.map(lambda k: botocore_read(client, manifest.bucket,
+                                                          names[k::threads]), range(threads)))
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)
+    return work
+
+
+def botocore_threads(manifest: Manifest, prefix: str, procs: int) -> list[dict[str, object]]:
+    """N folders as N threads of this process, one adaptive client."""
+    import threading
+
+    client = botocore_client(manifest, procs)
+    results: list[dict[str, object]] = [{} for _ in range(procs)]
+    go = threading.Event()
+
+    def one(i: int) -> None:
+        go.wait()
+        start = time.monotonic()
+        try:
+            items, nbytes = botocore_read(client, manifest.bucket,
+                                          folder_names(manifest, folder_of(prefix, i)))
+            error = None
+        except Exception as exc:
+            items = nbytes = 0
+            error = f"{type(exc).__name__}: {str(exc)[:300]}"
+        results[i] = {"start": start, "end": time.monotonic(), "items": items,
+                      "bytes": nbytes, "error": error}
+
+    workers = [threading.Thread(target=one, args=(i,)) for i in range(procs)]
+    for w in workers:
+        w.start()
+    go.set()
+    for w in workers:
+        w.join()
+    return results
+
+
+def make_work(manifest: Manifest, args: argparse.Namespace, folder: str):  # type: ignore[no-untyped-def]
+    if args.client == "aioflux":
+        return aioflux_work(manifest, folder, args.rate)
+    if args.client in ("gcsfs", "s3fs"):
+        return fsspec_work(manifest, folder, args.client)
+    return botocore_work(manifest, folder, 8)
+
+
+def main(manifest: Manifest, args: argparse.Namespace) -> None:
+    counter = manifest.endpoint
+    req0, thr0 = emulator_counts(counter)
+    with Stopwatch() as watch:
+        if args.threads:
+            lines = botocore_threads(manifest, args.prefix, args.procs)
+        else:
+            argv = [sys.executable, sys.argv[0], sys.argv[1], *sys.argv[2:]]
+            lines = gather(argv, args.procs)
+    req1, thr1 = emulator_counts(counter)
+    errors = [str(line["error"]) for line in lines if line.get("error")]
+    spans = [(float(line["start"]), float(line["end"]))  # type: ignore[arg-type]
+             for line in lines if line.get("start") is not None]
+    figures = summarize(spans, failures=len(errors), requests=req1 - req0,
+                        throttled=thr1 - thr0, cap=args.cap)
+    watch.seconds = float(figures["wall_s"])
+    print(f"throttle {args.client} {figures} errors={errors[:3]}", file=sys.stderr)
+    report(watch, nbytes=sum(int(line["bytes"]) for line in lines),  # type: ignore[call-overload]
+           items=sum(int(line["items"]) for line in lines),  # type: ignore[call-overload]
+           procs=args.procs, client=args.client, rate=args.rate, **figures,
+           errors=errors[:3])
+
+
+if __name__ == "__main__":
+    manifest, rest = load()
+    p = argparse.ArgumentParser()
+    p.add_argument("--client", required=True, choices=("aioflux", "gcsfs", "s3fs", "botocore"))
+    p.add_argument("--rate", default="adaptive", choices=("adaptive", "off"))
+    p.add_argument("--procs", type=int, default=4)
+    p.add_argument("--cap", type=float, default=200.0)
+    p.add_argument("--prefix", default="throttle/")
+    p.add_argument("--threads", action="store_true")
+    p.add_argument("--worker", type=int, default=None)
+    args = p.parse_args(rest)
+    if args.worker is None:
+        main(manifest, args)
+    else:
+        worker_main(make_work(manifest, args, folder_of(args.prefix, args.worker)))

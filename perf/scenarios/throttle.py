@@ -1,0 +1,128 @@
+"""throttle (issue 50): many processes of one node reading one bucket through
+a request-rate cap.
+
+The emulator caps object requests at ``cap`` (200) per second
+(``--qps``; a token bucket of one second's burst, answering 429 on the
+JSON API and 503 ``SlowDown`` on the S3 face, ``aioflux/testing/_runtime.py``
+and ``_s3_common.py``). For each process count (``procs``, "4,16"), each
+process reads its own folder of ``per`` (400) objects of ``size`` (4 KiB):
+
+- aioflux, separate processes: ``AsyncClient.stream`` of the folder at
+  default settings (the node-wide adaptive rate), and with
+  ``request_rate='off'``;
+- aioflux, DataLoader workers: ``MapDataset`` with ``num_workers=N``
+  (``start``: fork, or spawn with ``--param spawn=1``), adaptive and off;
+- gcsfs ``cat`` per process (JSON API); s3fs ``cat`` per process and
+  botocore's adaptive retry mode (8 threads a process on one client, and
+  N threads of one process on one client) on the S3 face.
+
+Figures (``perf/contenders/_throttle.py``): the admitted requests a second
+over the cap, the share of requests throttled, failed workers, and the
+slowest worker's time over the fastest. The issue's targets are Limits on
+the aioflux adaptive rows. Seeding runs through the cap (2 uploads at a
+time stay under it) and there is no warm read (it would be throttled).
+"""
+
+from __future__ import annotations
+
+from perf.availability import project_imports
+from perf.harness import Contender, Limit, Options, Plan
+from perf.seed import ObjectSet
+
+__all__ = ["plan"]
+
+PREFIX = "throttle/"
+
+
+def _ready() -> str | None:
+    return project_imports("import aioflux")
+
+
+def _ready_torch() -> str | None:
+    return project_imports("import aioflux.torch; aioflux.torch.MapDataset")
+
+
+def goals(name: str) -> list[Limit]:
+    """The issue's four targets on one contender's figures."""
+    return [Limit(name, "goodput_of_cap", ">=", 0.9, "x cap", "goodput"),
+            Limit(name, "throttled_pct", "<=", 5.0, "%", "throttled"),
+            Limit(name, "failures", "<=", 0.0, "", "failed workers"),
+            Limit(name, "slowest_fastest", "<=", 1.3, "x", "slowest/fastest")]
+
+
+def contenders_for(n: int, cap: int, per: int, start: str) -> list[Contender]:
+    common = ("--procs", str(n), "--cap", str(cap), "--prefix", PREFIX)
+    loader = ("--workers", str(n), "--per-worker", str(per), "--cap", str(cap),
+              "--prefix", PREFIX, "--start", start)
+    s3 = "on the emulator's S3 face (503 SlowDown), dummy credentials, path style"
+    return [
+        Contender(f"aioflux-p{n}", "throttle_procs.py", None, ("--client", "aioflux", *common),
+                  note=f"{n} processes, AsyncClient.stream of its folder, default settings "
+                       "(request_rate='adaptive', shared by the node)", available=_ready),
+        Contender(f"aioflux-off-p{n}", "throttle_procs.py", None,
+                  ("--client", "aioflux", "--rate", "off", *common),
+                  note="the same with ClientConfig(request_rate='off')", available=_ready),
+        Contender(f"aioflux-dl-w{n}", "throttle_loader.py", None, loader,
+                  note=f"MapDataset.from_prefix, Subset of {n} x {per}, DataLoader("
+                       f"batch 16, num_workers={n}, {start})", available=_ready_torch),
+        Contender(f"aioflux-dl-off-w{n}", "throttle_loader.py", None,
+                  ("--rate", "off", *loader),
+                  note="the same with request_rate='off'", available=_ready_torch),
+        Contender(f"gcsfs-p{n}", "throttle_procs.py", "gcsfs-pyarrow",
+                  ("--client", "gcsfs", *common),
+                  note=f"{n} processes, GCSFileSystem(endpoint_url=emulator).cat(paths), "
+                       "its default retries"),
+        Contender(f"s3fs-p{n}", "throttle_procs.py", "s3fs-pyarrow",
+                  ("--client", "s3fs", *common),
+                  note=f"{n} processes, S3FileSystem(endpoint_url=S3 face).cat(paths) {s3}"),
+        Contender(f"botocore-adaptive-p{n}", "throttle_procs.py", "s3fs-pyarrow",
+                  ("--client", "botocore", *common),
+                  note=f"{n} processes, botocore client with Config(retries={{'mode': "
+                       f"'adaptive'}}), 8 threads on it, GetObject each {s3}"),
+        Contender(f"botocore-adaptive-t{n}", "throttle_procs.py", "s3fs-pyarrow",
+                  ("--client", "botocore", "--threads", *common),
+                  note=f"{n} threads of one process on one adaptive botocore client {s3}"),
+    ]
+
+
+def plan(options: Options) -> Plan:
+    procs = [int(p) for p in options.params.get("procs", "4,16").split(",")]
+    per = options.get("per", 100 if options.quick else 400)
+    size = options.get("size", 4096)
+    cap = options.get("cap", 200)
+    start = "spawn" if options.get("spawn", 0) else "fork"
+    most = max(procs)
+    contenders: list[Contender] = []
+    limits: list[Limit] = []
+    for n in procs:
+        contenders += contenders_for(n, cap, per, start)
+        limits += goals(f"aioflux-p{n}") + goals(f"aioflux-dl-w{n}")
+    figures = [("goodput_of_cap", "goodput x cap"), ("throttled_pct", "throttled %"),
+               ("failures", "failed workers"), ("slowest_fastest", "slowest/fastest"),
+               ("requests", "requests"), ("throttled", "throttled")]
+    return Plan(
+        name="throttle",
+        description=f"{', '.join(map(str, procs))} processes or DataLoader workers, each "
+                    f"reading {per} x {size / 1024:g} KiB of its own, through a cap of "
+                    f"{cap} requests/s",
+        bucket="perf-throttle",
+        objects=[ObjectSet(f"{PREFIX}p{i:02d}/", per, size) for i in range(most)],
+        contenders=contenders,
+        baseline=f"aioflux-p{procs[0]}",
+        notes=[f"emulator --qps {cap}: a token bucket of {cap} requests and {cap}/s over "
+               "every object request of both faces; figures from its /_aioflux_stats "
+               "counters around each contender's timed region (the listing of a stream "
+               "counts)",
+               f"DataLoader workers start by {start}; a worker's time is the arrival of "
+               "its last batch from the epoch's start",
+               "separate processes build their clients untimed and start on one signal",
+               "no ratios: the rows run different process counts and protocols; the "
+               "figures are the comparison"],
+        emulator_args=("--qps", str(cap)),
+        warm_read=False,
+        seed_concurrency=2,
+        timeout_s=900.0,
+        limits=limits,
+        figures=figures,
+        ratios=False,
+    )

@@ -1,0 +1,94 @@
+"""The throttle scenario's pure parts: the targets' figures from worker times
+and the emulator's counters, the start-together protocol, and the plan (no
+benchmark runs here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from perf.harness import Options
+from perf.scenarios import throttle
+
+_HELPERS = Path(__file__).resolve().parents[2] / "perf" / "contenders" / "_throttle.py"
+
+
+def _helpers() -> ModuleType:
+    # Contender helpers are a sibling module of the scripts, not a package member.
+    spec = importlib.util.spec_from_file_location("_throttle", _HELPERS)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_figures_from_spans_and_counters() -> None:
+    fig = _helpers().summarize([(10.0, 18.0), (10.5, 20.0)], failures=0, requests=2000,
+                               throttled=100, cap=100.0)
+    # Wall from the first start to the last end: 10 s; 1,900 admitted.
+    assert fig["wall_s"] == 10.0
+    assert fig["goodput_of_cap"] == 1.9
+    assert fig["throttled_pct"] == 5.0
+    assert fig["slowest_fastest"] == 1.25  # 10 s / 8 s, both from the common start
+    assert fig["failures"] == 0
+
+
+def test_figures_without_requests_or_times() -> None:
+    helpers = _helpers()
+    fig = helpers.summarize([(1.0, 2.0)], failures=1, requests=0, throttled=0, cap=200.0)
+    assert fig["throttled_pct"] == 0.0 and fig["goodput_of_cap"] == 0.0
+    with pytest.raises(ValueError, match="no worker times"):
+        helpers.summarize([], failures=0, requests=1, throttled=0, cap=1.0)
+
+
+def test_workers_start_together_and_a_failure_is_reported(tmp_path: Path) -> None:
+    script = tmp_path / "w.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(_HELPERS.parent)!r})\n"
+        "from _throttle import worker_main\n"
+        "i = int(sys.argv[-1])\n"
+        "import os, time\n"
+        f"mark = {str(tmp_path / 'released-1')!r}\n"
+        "def work():\n"
+        "    if i == 1:\n"
+        "        open(mark, 'w').close()\n"
+        "        raise OSError('boom')\n"
+        "    # Worker 0 finishes only once worker 1 runs: both were released\n"
+        "    # while the other was still at work.\n"
+        "    for _ in range(3000):\n"
+        "        if os.path.exists(mark):\n"
+        "            return 3, 30\n"
+        "        time.sleep(0.01)\n"
+        "    raise TimeoutError('worker 1 never released')\n"
+        "worker_main(work)\n")
+    lines = _helpers().gather([sys.executable, str(script)], 2)
+    assert [line["items"] for line in lines] == [3, 0]
+    assert lines[0]["error"] is None and lines[1]["error"] == "OSError: boom"
+
+
+def test_a_worker_that_dies_before_ready_is_an_error(tmp_path: Path) -> None:
+    script = tmp_path / "dead.py"
+    script.write_text("raise SystemExit('no client')\n")
+    with pytest.raises(RuntimeError, match="no client"):
+        _helpers().gather([sys.executable, str(script)], 1)
+
+
+def test_plan_caps_the_emulator_and_sets_the_targets_on_aioflux() -> None:
+    p = throttle.plan(Options(params={"procs": "4,16"}))
+    assert tuple(p.emulator_args) == ("--qps", "200")
+    assert not p.warm_read and not p.ratios
+    names = [c.name for c in p.contenders]
+    for n in (4, 16):
+        assert {f"aioflux-p{n}", f"aioflux-off-p{n}", f"aioflux-dl-w{n}", f"gcsfs-p{n}",
+                f"s3fs-p{n}", f"botocore-adaptive-p{n}", f"botocore-adaptive-t{n}"} <= set(names)
+    assert sum(s.count for s in p.objects) == 16 * 400
+    goals = {(lim.contender, lim.key): (lim.op, lim.bound) for lim in p.limits}
+    assert goals[("aioflux-p16", "goodput_of_cap")] == (">=", 0.9)
+    assert goals[("aioflux-dl-w4", "slowest_fastest")] == ("<=", 1.3)
+    assert {c for c, _ in goals} == {"aioflux-p4", "aioflux-dl-w4", "aioflux-p16",
+                                     "aioflux-dl-w16"}
