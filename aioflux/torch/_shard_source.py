@@ -28,7 +28,6 @@ import array
 import asyncio
 import hashlib
 import itertools
-import json
 import os
 import shutil
 import tempfile
@@ -38,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._core.config import ClientConfig
-from .._core.errors import AiofluxError, InvalidArgument, ShardFormatError
+from .._core.errors import AiofluxError, InvalidArgument
 from .._core.portal import get_portal, iterate
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
@@ -74,6 +73,7 @@ from .._engines.shards._counts import (
     load_index,
     stream_counts,
 )
+from .._engines.shards._decode import decode_line
 from .._engines.shards._manifest import (
     MANIFEST_NAME,
     Entry,
@@ -467,12 +467,8 @@ class _Text:
         self.kind = kind
 
     def __call__(self, sample: Any, url: str, offset: int) -> Any:
-        try:
-            return sample.decode() if self.kind == "utf-8" else json.loads(sample)
-        except ValueError as exc:
-            what = "UTF-8" if self.kind == "utf-8" else "JSON"
-            raise ShardFormatError(f"read {url}: the line at byte {offset} is not "
-                                   f"{what}: {exc}") from None
+        # The call ``aioflux shards verify`` makes: what it passes decodes here.
+        return decode_line(self.kind, sample, "read", url, offset)
 
 
 class _PerField:
