@@ -223,7 +223,7 @@ class ClientConfig:
         throttle_deadline: with pacing on, a throttled attempt is retried
             without counting against ``retry.max_attempts`` or its
             deadline, until the client went this many seconds without a
-            request succeeding; then :class:`RateLimited` is raised.
+            request succeeding; then ``RateLimited`` is raised.
     """
 
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY

@@ -108,8 +108,9 @@ def _emulator_stats(endpoint: str) -> dict[str, int]:
 
 @command("demo", _configure)
 def _run(args: argparse.Namespace) -> int:
-    # The CPU torch wheel comes without numpy, which the demo does not use;
-    # torch still warns about it at import, on the demo's first screen.
+    # The CPU torch wheel comes without numpy: where it is missing, torch
+    # warns at import and aioflux.torch says in one line what to install;
+    # the warning would bury that line.
     warnings.filterwarnings("ignore", _NO_NUMPY, UserWarning)
     from ._demo_train import TrainPlan, train
 

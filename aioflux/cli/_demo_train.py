@@ -36,8 +36,7 @@ CLASSES = 10
 
 def encode_sample(features: torch.Tensor, label: int, index: int) -> bytes:
     """Serialize one sample as raw little-endian bytes."""
-    # struct rather than Tensor.numpy(): the CPU torch wheel does not bring
-    # numpy, and aioflux does not need it for anything else.
+    # struct rather than Tensor.numpy(): no copy through another library.
     return struct.pack(f"<{FEATURES}fii", *features.tolist(), label, index)
 
 

@@ -164,6 +164,9 @@ def _run(args: argparse.Namespace, terminated: threading.Event) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return EXIT_BROKEN_PIPE
+    except ModuleNotFoundError as exc:  # a dependency missing: what to install, in one line
+        print(f"aioflux {args.command}: {one_line(str(exc))}", file=sys.stderr)
+        return EXIT_FAILED
     except OSError as exc:  # local files: missing, unreadable, disk full
         print(f"aioflux {args.command}: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_FAILED
