@@ -15,7 +15,8 @@ Public API (everything else lives in private modules and may change):
   :func:`alist_files`, :func:`aload_files`;
 - the download planner: :func:`download_many`, :class:`Downloader`,
   :class:`DownloadOptions`, :class:`DownloadStats`;
-- errors: :class:`AiofluxError` and its subclasses.
+- errors: :class:`AiofluxError` and its subclasses; the warning a writer
+  dropped unclosed gives, :class:`UnclosedWriterWarning`.
 
 The async client is importable without torch; datasets and checkpointing
 live in :mod:`aioflux.torch`, the emulator in :mod:`aioflux.testing`.
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from ._core.urls import GcsURL, StoreURL, parse_url
     from ._engines.download import Downloader, DownloadOptions, DownloadStats, download_many
     from ._engines.iterables import StreamItem
+    from ._engines.writer import UnclosedWriterWarning
     from ._version import __version__
     from .gcs._client import AsyncClient
     from .local import LocalStore
@@ -99,6 +101,7 @@ __all__ = [
     "TLSError",
     "Timeouts",
     "TransportError",
+    "UnclosedWriterWarning",
     "WriterOptions",
     "__version__",
     "alist_files",
@@ -150,6 +153,7 @@ _HOMES = {
     "TLSError": "._core.errors",
     "Timeouts": "._core.config",
     "TransportError": "._core.errors",
+    "UnclosedWriterWarning": "._engines.writer",
     "WriterOptions": "._core.options",
     "__version__": "._version",
     "alist_files": "._api.iterables",

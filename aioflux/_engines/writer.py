@@ -200,6 +200,11 @@ class UnclosedWriterWarning(UserWarning):
     """
 
 
+# Shown as the public name it is (aioflux.UnclosedWriterWarning), in warnings
+# and help, as the errors are.
+UnclosedWriterWarning.__module__ = "aioflux"
+
+
 Opened = tuple[str, int, str]
 
 

@@ -24,7 +24,8 @@ DOCUMENTED = {
         "ProtocolError", "RateLimited", "ReaderOptions", "RetryPolicy", "S3Store", "ServerError",
         "ShardFormatError",
         "StorageError", "StoreURL", "StreamItem", "TLSError", "Timeouts", "TransportError",
-        "WriterOptions", "__version__", "alist_files", "aload_files", "download_many",
+        "UnclosedWriterWarning", "WriterOptions", "__version__", "alist_files", "aload_files",
+        "download_many",
         "list_files", "load_files", "open", "parse_url",
     },
     "aioflux.torch": {
@@ -70,8 +71,9 @@ REMOVED_FROM_ROOT = {
 # with the requester-pays settings (user_project, requester_pays) ~4,865;
 # with every store's URLs and client named in open / list_files /
 # load_files ~4,900; with the request rate's settings (request_rate,
-# rate_doubling, throttle_deadline) ~4,930. A new export shows up here.
-HELP_LINES_MAX = 4_940
+# rate_doubling, throttle_deadline) ~4,930; with UnclosedWriterWarning (pydoc
+# lists a warning's inherited members too) ~5,015. A new export shows up here.
+HELP_LINES_MAX = 5_030
 
 
 @pytest.mark.parametrize("module_name", sorted(DOCUMENTED))
