@@ -12,6 +12,7 @@ what a worker imports (the import baseline).
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -23,6 +24,16 @@ __all__ = ["data_root", "drive", "import_baseline_mib", "line_bytes", "shard_cou
            "status_mib", "worker_peaks_mib"]
 
 MIB = 2**20
+
+
+def data_arguments() -> argparse.ArgumentParser:
+    """The data set every contender makes and reads: ``--total`` lines of
+    ``--line`` bytes in ``--shards`` shards."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--total", type=int, default=10_000_000)
+    parser.add_argument("--shards", type=int, default=100)
+    parser.add_argument("--line", type=int, default=9)
+    return parser
 
 
 def shard_counts(total: int, shards: int) -> list[int]:

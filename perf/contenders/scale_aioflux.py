@@ -25,7 +25,6 @@ against ``1.5 x name bytes + 24``.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
@@ -40,6 +39,7 @@ from typing import Any
 
 from _contender import Stopwatch, load, report
 from _scale import (
+    data_arguments,
     data_root,
     drive,
     import_baseline_mib,
@@ -203,11 +203,8 @@ def objects(count: int) -> None:
 
 def main() -> None:
     _, rest = load()
-    parser = argparse.ArgumentParser()
+    parser = data_arguments()
     parser.add_argument("--mode", choices=("loader", "order", "objects"), required=True)
-    parser.add_argument("--total", type=int, default=10_000_000)
-    parser.add_argument("--shards", type=int, default=100)
-    parser.add_argument("--line", type=int, default=9)
     parser.add_argument("--per-shard", type=int, default=10_000)
     parser.add_argument("--count", type=int, default=1_000_000)
     args = parser.parse_args(rest)

@@ -14,7 +14,6 @@ contender measures it; ``state_bytes`` is the loader's pickled
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
@@ -25,7 +24,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from _contender import Stopwatch, load, report
-from _scale import data_root, drive, import_baseline_mib, shard_counts, shard_lines, status_mib
+from _scale import (
+    data_arguments,
+    data_root,
+    drive,
+    import_baseline_mib,
+    shard_counts,
+    shard_lines,
+    status_mib,
+)
 
 BATCH = 256
 
@@ -59,10 +66,7 @@ def _optimized(total: int, shards: int, line: int) -> tuple[Path, dict[str, floa
 
 def main() -> None:
     _, rest = load()
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--total", type=int, default=10_000_000)
-    parser.add_argument("--shards", type=int, default=100)
-    parser.add_argument("--line", type=int, default=9)
+    parser = data_arguments()
     args = parser.parse_args(rest)
 
     from litdata import StreamingDataLoader, StreamingDataset

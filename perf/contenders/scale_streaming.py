@@ -13,7 +13,6 @@ batches, a new iterator (its next epoch) and its first batch
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import math
@@ -23,7 +22,15 @@ import time
 from pathlib import Path
 
 from _contender import Stopwatch, load, report
-from _scale import data_root, drive, import_baseline_mib, shard_counts, shard_lines, status_mib
+from _scale import (
+    data_arguments,
+    data_root,
+    drive,
+    import_baseline_mib,
+    shard_counts,
+    shard_lines,
+    status_mib,
+)
 
 BATCH = 256
 
@@ -67,10 +74,7 @@ def _mds(total: int, shards: int, line: int) -> tuple[Path, dict[str, float]]:
 
 def main() -> None:
     _, rest = load()
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--total", type=int, default=10_000_000)
-    parser.add_argument("--shards", type=int, default=100)
-    parser.add_argument("--line", type=int, default=9)
+    parser = data_arguments()
     args = parser.parse_args(rest)
 
     import torch.utils.data
