@@ -15,16 +15,30 @@ seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
   measured just before (each process adds its own share as it sees the
   switch, within :data:`JOIN_WINDOW`: :func:`join`).
 - Paced, requests and throttles are counted in windows of
-  :data:`DECREASE_WINDOW`; a window whose throttles passed
-  :data:`THROTTLE_SHARE` of its requests cuts the rate by :data:`DECREASE`.
-  So the burst of 429s one overshoot brings is one decrease, and the odd
-  429 a service answers whatever the rate (a hot shard moving) does not
-  drag the rate down.
-- Between throttles the rate grows with time: by ``floor * ln 2 / doubling``
-  requests/s per second below ``floor`` (additive, which makes the
-  controllers of several nodes converge to equal shares), then by at most a
-  doubling per ``doubling`` seconds (GCS asks for no faster than double every
-  20 minutes on a real bucket).
+  :data:`DECREASE_WINDOW`. A window with at least :data:`CUT_LEAST`
+  throttles, past :data:`THROTTLE_SHARE` of its requests above the share
+  the service refuses whatever the rate (``noise``), cuts the rate to
+  :data:`DECREASE` of what the service served of late (the requests it
+  took a second). So the burst of 429s one overshoot brings is one cut,
+  and the odd 429 is none.
+- A cut is judged on the :data:`JUDGE_LEAST` requests after it (after one
+  more window, which still sees answers to requests sent before it), the
+  rate held meanwhile (:func:`_useless`). Under a cap, a cut either ends
+  the throttles or leaves as much served (what the cap admits): it
+  stands, and ``noise`` is 0. If instead the throttles went on while less
+  was served, they are not the rate's doing (a flaky service, refusing a
+  share of requests at any rate): slowing down only cost time, so the
+  rate recovers to where it was and the share they had is ``noise``
+  (halving every :data:`NOISE_HALF_LIFE`, at most :data:`NOISE_MOST`). A
+  node cannot tell this from other nodes keeping a shared cap overshot,
+  which costs the nodes' shares some evenness.
+- After a cut the rate recovers within :data:`RECOVER_SECONDS` to
+  :data:`RECOVER_TO` of the rate that served what was served when it cut
+  (a rate the service just took). Above that it grows with time: by
+  ``floor * ln 2 / doubling`` requests/s per second below ``floor``
+  (additive, which makes the controllers of several nodes converge to
+  equal shares), then by at most a doubling per ``doubling`` seconds (GCS
+  asks for no faster than double every 20 minutes on a real bucket).
 - Requests take tokens; one that finds none reserves the next and waits
   for it (the tokens go negative), up to :data:`AHEAD` seconds of them:
   the order of waiting is mostly the order of asking, and a process that
@@ -37,12 +51,39 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["AHEAD", "DECREASE", "DECREASE_WINDOW", "JOIN_WINDOW", "MIN_RATE", "RAMP_FLOOR",
-           "START_FRACTION", "THROTTLE_SHARE", "RateState", "grown", "join", "pace_at", "relax",
-           "reserve", "start", "throttle"]
+__all__ = ["AHEAD", "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "JOIN_WINDOW", "JUDGE_LEAST",
+           "MIN_RATE", "NOISE_HALF_LIFE", "NOISE_MOST", "RAMP_FLOOR", "RECOVER_SECONDS",
+           "RECOVER_TO", "SERVED_WEIGHT", "START_FRACTION", "THROTTLE_SHARE", "USELESS_FALL",
+           "RateState", "grown", "join", "noise", "pace_at", "relax", "reserve", "start",
+           "throttle"]
 
-#: the rate after a throttled window, as a fraction of the rate before it
+#: the rate after a throttled window, as a fraction of the rate served of
+#: late (or of the rate, if less)
 DECREASE = 0.7
+#: a window cuts only with at least this many throttles: one alone is the
+#: odd 429, whatever share of a slow window's requests it is
+CUT_LEAST = 2
+#: after a cut the rate recovers to this fraction of the rate that served
+#: what was served when it cut ...
+RECOVER_TO = 0.95
+#: ... within this many seconds
+RECOVER_SECONDS = 2.0
+#: the weight of a window's served rate in ``served``, a moving average
+#: (about the last four windows: two seconds)
+SERVED_WEIGHT = 0.4
+#: a cut is judged on at least this many requests sent after it (after the
+#: window that follows it, which still sees answers to requests sent
+#: before it)
+JUDGE_LEAST = 20
+#: a cut was useless if, throttles going on (CUT_LEAST of them, at most
+#: NOISE_MOST of the requests), what was served fell below this fraction
+#: of what was served before it
+USELESS_FALL = 0.85
+#: a share of throttles learnt as noise halves every this many seconds
+NOISE_HALF_LIFE = 60.0
+#: the most noise believed: a service refusing more whatever the rate is
+#: down rather than flaky, and is paced down as a cap is
+NOISE_MOST = 0.2
 #: requests and throttles are judged per this many seconds: the 429s of
 #: one overshoot arrive together (requests already sent when the first
 #: came back)
@@ -83,6 +124,18 @@ class RateState:
         window_at: when the current window of counts began.
         sent: requests paced in the window.
         refused: throttles in the window.
+        served: the rate served of late: a moving average over the
+            windows of the requests sent less those throttled, a second.
+        anchor: ``served`` when the last cut was made (what the rate
+            recovers towards).
+        peak: the rate before the last cut (where a useless one goes back to).
+        noise: the share of requests found refused whatever the rate.
+        noise_at: when ``noise`` was found.
+        judging: the last cut is being judged: 2 while the window after it
+            runs, 1 while the requests after that are counted, 0 judged.
+        judged_at: when the counting for the judgment began.
+        judged_sent: requests sent since then.
+        judged_refused: throttles since then.
     """
 
     throttled: bool = False
@@ -97,6 +150,15 @@ class RateState:
     window_at: float = 0.0
     sent: int = 0
     refused: int = 0
+    served: float = 0.0
+    anchor: float = 0.0
+    peak: float = 0.0
+    noise: float = 0.0
+    noise_at: float = 0.0
+    judging: int = 0
+    judged_at: float = 0.0
+    judged_sent: int = 0
+    judged_refused: int = 0
 
 
 def grown(rate: float, seconds: float, doubling: float, floor: float = RAMP_FLOOR) -> float:
@@ -125,35 +187,110 @@ def grown(rate: float, seconds: float, doubling: float, floor: float = RAMP_FLOO
     return float(rate * 2.0 ** min(seconds / doubling, 64.0))
 
 
+def _grown(state: RateState, seconds: float, doubling: float) -> float:
+    """The state's rate after ``seconds``: held while a cut is judged, back
+    towards the rate of the last cut within :data:`RECOVER_SECONDS`, then
+    :func:`grown`."""
+    rate = state.rate
+    if state.judging:
+        return rate  # held where the cut put it until the cut is judged
+    # Back to the rate that served what was served, throttles included.
+    target = RECOVER_TO * state.anchor / (1.0 - min(state.noise, NOISE_MOST))
+    if rate < target:
+        slope = (1.0 - DECREASE) * target / RECOVER_SECONDS
+        to_target = (target - rate) / slope
+        if seconds <= to_target:
+            return max(rate + slope * seconds, grown(rate, seconds, doubling))
+        rate, seconds = target, seconds - to_target
+    return grown(rate, seconds, doubling)
+
+
 def _refill(state: RateState, now: float, doubling: float, ceiling: float | None) -> None:
     elapsed = now - state.refilled_at
     if elapsed <= 0:
         return
-    rate = grown(state.rate, elapsed, doubling)
+    rate = _grown(state, elapsed, doubling)
     if ceiling is not None:
         rate = min(rate, ceiling)
     # The tokens of the interval at its mean rate (exact for the additive
-    # part, close enough for the doubling one).
+    # part, close enough for the rest).
     state.tokens = min(max(1.0, rate * BURST_SECONDS),
                        state.tokens + elapsed * (state.rate + rate) / 2)
     state.rate = rate
     state.refilled_at = now
 
 
+def noise(state: RateState, now: float) -> float:
+    """The share of requests the service was found to refuse whatever the
+    rate, halved every :data:`NOISE_HALF_LIFE` since.
+
+    Args:
+        state: the key's controller.
+        now: monotonic time.
+
+    Returns:
+        The share (0 if none was found).
+    """
+    if not state.noise:
+        return 0.0
+    return float(state.noise * 0.5 ** (max(0.0, now - state.noise_at) / NOISE_HALF_LIFE))
+
+
+def _useless(state: RateState, now: float, sent: int, refused: int) -> bool | None:
+    """Count a closed window towards the judgment of the last cut.
+
+    Returns:
+        None while still counting, else whether the cut was useless.
+    """
+    if state.judging == 2:  # answers to requests sent before the cut
+        state.judging, state.judged_at = 1, now
+        state.judged_sent = state.judged_refused = 0
+        return None
+    state.judged_sent += sent
+    state.judged_refused += refused
+    if state.judged_sent < JUDGE_LEAST:
+        return None
+    state.judging = 0
+    share = state.judged_refused / state.judged_sent
+    served = (state.judged_sent - state.judged_refused) / max(now - state.judged_at, 1e-9)
+    return (state.judged_refused >= CUT_LEAST and share <= NOISE_MOST
+            and served < USELESS_FALL * state.anchor)
+
+
 def _judge(state: RateState, now: float, doubling: float, ceiling: float | None) -> bool:
-    """Close the window if it is over; cut the rate if it was throttled."""
-    if now - state.window_at < DECREASE_WINDOW:
+    """Close the window if it is over: judge the last cut, or cut the rate
+    if the window was throttled."""
+    span = now - state.window_at
+    if span < DECREASE_WINDOW:
         return False
-    cut = state.refused > THROTTLE_SHARE * state.sent
+    sent, refused = state.sent, state.refused
     state.window_at, state.sent, state.refused = now, 0, 0
-    if not cut:
+    # Requests are counted as they take tokens and throttles as they come
+    # back, so one window's difference is rough; a few windows' is not.
+    state.served += SERVED_WEIGHT * (max(0, sent - refused) / span - state.served)
+    if state.judging:
+        useless = _useless(state, now, sent, refused)
+        if useless:
+            # Throttled alike at the lower rate while less was served: that
+            # share is noise (the rate recovers past it, and only throttles
+            # beyond it cut).
+            state.noise = max(noise(state, now), state.judged_refused / state.judged_sent)
+            state.noise_at = now
+            # Back to the rate before the cut, within RECOVER_SECONDS.
+            state.anchor = state.peak * (1.0 - state.noise) / RECOVER_TO
+        elif useless is not None:
+            state.noise = 0.0  # a cut that helped: the throttles were the rate's
+        return False  # no second cut before the first is judged
+    if refused < CUT_LEAST or refused <= (THROTTLE_SHARE + noise(state, now)) * sent:
         return False
     _refill(state, now, doubling, ceiling)
-    state.rate = max(MIN_RATE, state.rate * DECREASE)
+    state.peak, state.anchor = state.rate, state.served
+    state.rate = max(MIN_RATE, DECREASE * min(state.rate, state.served))
     # Reservations made at the old rate keep their place; the bucket saves
     # nothing up across a cut.
     state.tokens = min(state.tokens, 0.0)
     state.decreased_at = now
+    state.judging = 2
     return True
 
 
@@ -200,6 +337,9 @@ def start(state: RateState, now: float, measured: float, retry_after: float | No
     rate = max(MIN_RATE, START_FRACTION * measured)
     state.throttled = True
     state.rate = rate if ceiling is None else min(rate, ceiling)
+    # Recovers towards the measured rate, as after a cut.
+    state.served = state.anchor = state.peak = measured
+    state.judging = 0  # not judged: the rate paced at first may still be far too high
     state.tokens = 0.0
     state.refilled_at = state.decreased_at = state.started_at = state.window_at = now
     state.sent = state.refused = 0
@@ -248,6 +388,9 @@ def join(state: RateState, now: float, measured: float, ceiling: float | None = 
         return
     rate = state.rate + START_FRACTION * measured
     state.rate = rate if ceiling is None else min(rate, ceiling)
+    state.served += measured
+    state.anchor += measured
+    state.peak += measured
 
 
 def pace_at(state: RateState, now: float, rate: float) -> None:
@@ -260,7 +403,8 @@ def pace_at(state: RateState, now: float, rate: float) -> None:
     """
     if not state.throttled:
         state.throttled = True
-        state.rate = rate
+        state.rate = state.served = state.peak = rate
+        state.anchor, state.judging = 0.0, 0
         state.tokens = max(1.0, rate * BURST_SECONDS)
         state.refilled_at = state.decreased_at = state.started_at = state.window_at = now
         state.sent = state.refused = 0

@@ -1,7 +1,7 @@
 """Request-rate controllers' states shared by the processes of a machine.
 
 All of a user's states live in one small file, a table of
-:data:`SLOTS` slots: ``/dev/shm/aioflux-rate-<uid>/rates`` (memory, cleared
+:data:`SLOTS` slots: ``/dev/shm/aioflux-rate-<uid>/rates-2`` (memory, cleared
 at boot) or, where there is no ``/dev/shm``, the same under
 ``tempfile.gettempdir()``. A key (endpoint, bucket, kind) takes the slot
 its hash names, or one of the next :data:`PROBES`; when all of those are
@@ -46,17 +46,21 @@ __all__ = ["PROBES", "SLOTS", "SharedRate", "Table", "shared_rate", "state_dir"]
 
 log = logging.getLogger("aioflux.rate")
 
-# flag, magic, version, epoch, then the times and rates (see RateState).
-_STATE = struct.Struct("<B3xIQq8dqq")
-_MAGIC = 0xA10F1003
+# flag, magic, version, epoch, then the times, rates and counts (see
+# RateState).
+_STATE = struct.Struct("<B3xIQq8dqq6d3q")
+_MAGIC = 0xA10F1004
 # After the state: the key's digest (zeros: a slot never used) and when
 # the slot was last used.
 _DIGEST_AT = _STATE.size
 _DIGEST = 16
 _USED = struct.Struct("<d")
 _USED_AT = _DIGEST_AT + _DIGEST
-SLOT = 128
-#: slots in the table (32 KiB)
+SLOT = 208
+# The file's name carries its layout's version: a machine running an older
+# aioflux too keeps that one's states apart (in ``rates``).
+_FILE = "rates-2"
+#: slots in the table (52 KiB)
 SLOTS = 256
 #: slots a key may take, from the one its hash names
 PROBES = 16
@@ -80,7 +84,7 @@ class Table:
     """The mapped table of slots, one per process and folder.
 
     Args:
-        directory: where the file ``rates`` lives (default :func:`state_dir`).
+        directory: where the file ``rates-2`` lives (default :func:`state_dir`).
     """
 
     def __init__(self, directory: str | None = None) -> None:
@@ -100,7 +104,7 @@ class Table:
         if fcntl is None:
             raise OSError("no fcntl.flock on this system")
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        path = os.path.join(directory, "rates")
+        path = os.path.join(directory, _FILE)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -189,10 +193,14 @@ class Table:
     def read(self, slot: int, now: float) -> tuple[RateState, int]:
         """A slot's state and version (table held)."""
         (flag, magic, version, epoch, rate, tokens, refilled, decreased, throttle, started,
-         resume, window, sent, refused) = _STATE.unpack_from(self.memory, slot * SLOT)
+         resume, window, sent, refused, served, anchor, peak, noise, noise_at,
+         judged_at, judging, judged_sent, judged_refused) = _STATE.unpack_from(
+            self.memory, slot * SLOT)
         state = RateState(bool(flag), rate, tokens, refilled, decreased, throttle, started,
-                          epoch, resume, window, sent, refused)
-        if magic != _MAGIC or max(refilled, decreased, throttle, started, window) > now + 1.0:
+                          epoch, resume, window, sent, refused, served, anchor, peak, noise,
+                          noise_at, judging, judged_at, judged_sent, judged_refused)
+        if magic != _MAGIC or max(refilled, decreased, throttle, started, window, noise_at,
+                                  judged_at) > now + 1.0:
             # A slot never written, or of a previous boot (a temporary
             # folder that outlived a reboot: CLOCK_MONOTONIC restarted).
             state = RateState(epoch=epoch)
@@ -204,7 +212,10 @@ class Table:
         _STATE.pack_into(self.memory, at, int(state.throttled), _MAGIC, version, state.epoch,
                          state.rate, state.tokens, state.refilled_at, state.decreased_at,
                          state.throttle_at, state.started_at, state.resume_at,
-                         state.window_at, state.sent, state.refused)
+                         state.window_at, state.sent, state.refused, state.served,
+                         state.anchor, state.peak, state.noise, state.noise_at,
+                         state.judged_at, state.judging, state.judged_sent,
+                         state.judged_refused)
         _USED.pack_into(self.memory, at + _USED_AT, now)
 
 

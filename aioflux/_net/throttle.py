@@ -28,10 +28,11 @@ log = logging.getLogger("aioflux.rate")
 _QUIET_DOUBLINGS = 2.0
 _QUIET_LEAST = 60.0
 # An unpaced process switches pacing on once the moving average of its
-# requests' throttles passes _SWITCH_SHARE: after three throttles in a row,
-# or about a third of its recent requests. The odd 429 a service answers
-# at any rate (5% of them: 4.5 standard deviations below) leaves it off.
-_KEEP = 0.875
+# requests' throttles passes _SWITCH_SHARE: after seven throttles in a row,
+# or about a third of its last twenty requests. A service refusing 10% of
+# requests at any rate (flaky, not capped) stays 4 standard deviations
+# below and leaves it off; a cap overshot refuses half or more.
+_KEEP = 0.95
 # Seconds between the marks a gate in use leaves on its slot.
 _TOUCH = 30.0
 _SWITCH_SHARE = 0.3

@@ -33,6 +33,9 @@ from aioflux._core.rate import (
 from aioflux._core.rate_shared import PROBES, SLOT, SLOTS, SharedRate, Table
 
 DOUBLING = 10.0
+# The simulated cap's burst, in seconds of it (GCS and S3 absorb short
+# bursts; their exact allowance is not published).
+BURST = 0.25
 
 
 def test_growth_is_additive_below_the_floor_then_doubles_per_period() -> None:
@@ -76,11 +79,27 @@ def test_a_burst_of_throttles_is_one_decrease() -> None:
         now += 0.005
         reserve(state, now, DOUBLING)
         throttle(state, now, DOUBLING)
-    assert state.rate >= before  # grown a little, not cut yet: the window is open
-    throttle(state, now + 0.5, DOUBLING)  # the window closes: one cut
-    grown_to = grown(before, now + 0.5 - 100.0, DOUBLING)
-    assert state.rate == pytest.approx(grown_to * DECREASE)
+    assert state.rate >= before  # grown, not cut yet: the window is open
+    assert throttle(state, now + 0.5, DOUBLING)  # the window closes: one cut
+    # To a fraction of what was served of late (the measured 200/s, and
+    # none of this window's): well under the rate sent.
+    served = 200.0 * (1 - rate.SERVED_WEIGHT)
+    assert state.anchor == pytest.approx(served)
+    assert state.rate == pytest.approx(DECREASE * served)
     assert state.decreased_at == now + 0.5
+
+
+def test_the_rate_recovers_to_what_was_served_then_grows_at_the_documented_pace() -> None:
+    state = RateState()
+    pace_at(state, 0.0, 100.0)
+    state.anchor = 100.0  # as a cut leaves it
+    state.rate = DECREASE * 100.0
+    slow = 1200.0  # the default doubling: far slower than the recovery
+    reserve(state, rate.RECOVER_SECONDS, slow)  # within it: back, and a little more
+    assert rate.RECOVER_TO * 100.0 <= state.rate <= grown(rate.RECOVER_TO * 100.0, 1.0, slow)
+    before = state.rate
+    reserve(state, rate.RECOVER_SECONDS + 1.0, slow)
+    assert state.rate == pytest.approx(grown(before, 1.0, slow))
 
 
 def test_the_odd_throttle_does_not_cut() -> None:
@@ -96,12 +115,14 @@ def test_the_odd_throttle_does_not_cut() -> None:
 
 
 def test_rate_never_below_the_least() -> None:
-    state = _started(measured=2.0)
+    state = _started(measured=20.0)
     now = 100.0
-    for _ in range(40):  # a service refusing everything; growth held back
-        now += 0.6
+    for _ in range(400):  # a service refusing everything; growth held back
+        now += 0.06
+        reserve(state, now, 1e9)
         throttle(state, now, 1e9)
-    assert state.rate == MIN_RATE
+    # Refusing all is not the noise of a flaky service: still paced, at the least.
+    assert state.throttled and state.rate == MIN_RATE
 
 
 def test_tokens_pace_reservations_in_order() -> None:
@@ -146,17 +167,20 @@ def test_relax_after_quiet() -> None:
     assert not state.throttled
 
 
-def _simulate(groups: list[float], cap: float | Callable[[float], float], seconds: float,
-              step: float = 0.01, doubling: float = DOUBLING) -> list[list[float]]:
+def _simulate(groups: list[float], cap: float | Callable[[float], float] | None, seconds: float,
+              step: float = 0.01, doubling: float = DOUBLING, flaky: float = 0.0,
+              states: list[RateState] | None = None) -> list[list[float]]:
     """Groups of processes (one controller each, as separate nodes have)
     send at their paced rate into one token-bucket cap; the requests over
-    the cap are refused at random among what was sent. Returns each
-    group's rate per virtual second."""
+    the cap are refused at random among what was sent, and ``flaky`` of all
+    requests are refused whatever the rate. Each group starts paced, after
+    throttles, from the rate it was served before (``groups``). Returns each
+    group's rate per virtual second; ``states`` receives the controllers."""
     rng = random.Random(5)
-    states = []
+    states = [] if states is None else states
     for measured in groups:
         state = RateState()
-        start(state, 0.0, measured / START_FRACTION)
+        start(state, 0.0, measured)
         states.append(state)
     owed = [0.0] * len(groups)
     cap_at = cap if callable(cap) else (lambda _now: cap)
@@ -166,7 +190,8 @@ def _simulate(groups: list[float], cap: float | Callable[[float], float], second
     for tick in range(int(seconds / step)):
         now = (tick + 1) * step
         limit = cap_at(now)
-        tokens = min(limit * step * 2, tokens + limit * step)  # a small burst
+        if limit is not None:
+            tokens = min(limit * BURST, tokens + limit * step)
         sent: list[int] = []
         for i, state in enumerate(states):
             owed[i] += state.rate * step
@@ -177,7 +202,9 @@ def _simulate(groups: list[float], cap: float | Callable[[float], float], second
             sent.extend([i] * n)
         rng.shuffle(sent)
         for i in sent:
-            if tokens >= 1:
+            if rng.random() < flaky:
+                throttle(states[i], now, doubling)
+            elif limit is None or tokens >= 1:
                 tokens -= 1
             else:
                 throttle(states[i], now, doubling)
@@ -193,10 +220,13 @@ def test_separate_controllers_converge_to_a_fair_share() -> None:
     first, last = history[0], history[-60:]
     assert max(first) / min(first) > 20
     means = [sum(h[i] for h in last) / len(last) for i in range(4)]
-    # Fair: each group's mean rate within 15% of the others'.
-    assert max(means) / min(means) < 1.15
+    # Fair: each group's mean rate within 30% of the others' (from 25x
+    # apart). A cut that one group finds useless (the others kept the
+    # share up) costs some evenness: the price of not mistaking a flaky
+    # service for a cap.
+    assert max(means) / min(means) < 1.3
     # And together they use the cap without sitting far above it.
-    assert 0.6 * cap < sum(means) < 1.2 * cap
+    assert 0.85 * cap < sum(means) < 1.2 * cap
 
 
 def test_the_rates_follow_a_cap_that_falls() -> None:
@@ -206,17 +236,39 @@ def test_the_rates_follow_a_cap_that_falls() -> None:
                         doubling=60.0)
     before = [sum(h) for h in history[30:60]]
     after = [sum(h) for h in history[-60:]]
-    assert 0.6 * 400 < sum(before) / len(before) < 1.2 * 400
-    assert 0.6 * 200 < sum(after) / len(after) < 1.2 * 200
+    assert 0.85 * 400 < sum(before) / len(before) < 1.2 * 400
+    assert 0.85 * 200 < sum(after) / len(after) < 1.2 * 200
 
 
 def test_the_rates_follow_a_cap_that_rises_at_the_documented_pace() -> None:
     history = _simulate([50.0] * 4, lambda now: 200.0 if now < 40 else 4000.0, seconds=80.0)
-    # Never faster than the documented growth, second by second.
+    # Never faster than the documented growth, second by second, beyond
+    # the rates already reached (a rate recovers to what was served).
+    highest = [0.0] * 4
     for then, later in itertools.pairwise(history):
-        for old, new in zip(then, later, strict=True):
-            assert new <= grown(old, 1.0, DOUBLING) * 1.0001
+        for i, (old, new) in enumerate(zip(then, later, strict=True)):
+            highest[i] = max(highest[i], old)
+            assert new <= grown(max(old, highest[i]), 1.0, DOUBLING) * 1.0001
     assert sum(history[-1]) > 4 * sum(history[39])  # and it did follow the cap up
+
+
+def test_a_flaky_service_is_not_taken_for_a_cap() -> None:
+    # 10% of requests refused whatever the rate (a flaky service, not a
+    # limit): the usual share is learnt within seconds and the rate is not
+    # dragged down (the old controller ended near a tenth of it).
+    states: list[RateState] = []
+    history = _simulate([200.0], None, seconds=60.0, flaky=0.1, states=states, doubling=1200.0)
+    (state,) = states
+    assert 0.05 < state.noise < 0.2
+    late = [r for (r,) in history[10:]]
+    assert sum(late) / len(late) > 0.85 * 200.0, history
+
+
+def test_a_cap_under_a_flaky_service_is_still_followed() -> None:
+    states: list[RateState] = []
+    history = _simulate([100.0] * 2, 400.0, seconds=60.0, flaky=0.03, states=states)
+    means = [sum(h) for h in history[-30:]]
+    assert 0.75 * 400 < sum(means) / len(means) < 1.3 * 400
 
 
 def test_shared_state_is_one_for_two_handles(tmp_path: object) -> None:
