@@ -1,4 +1,4 @@
-"""Helpers shared by CLI commands: stores, argument types, output, progress,
+"""Helpers shared by CLI commands: stores, argument types, output,
 and the URL rule every command follows.
 
 A URL is ``gs://bucket/name``, ``s3://bucket/key``, ``file:///path`` or a
@@ -33,9 +33,6 @@ import contextlib
 import json
 import os
 import re
-import sys
-import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,6 +41,7 @@ from .._api.stores import store_for_url
 from .._api.sync import Client
 from .._core.config import DEFAULT_MAX_CONCURRENCY, ClientConfig
 from .._core.errors import InvalidArgument, NotFound
+from .._core.metrics import RequestStats
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
@@ -56,7 +54,7 @@ from ..local._store import LocalStore
 from ..s3._endpoints import check_region
 from ..s3._store import S3Store
 
-__all__ = ["SERVED_SCHEMES", "Progress", "Stores", "add_client_arguments", "emit_json",
+__all__ = ["SERVED_SCHEMES", "Stores", "add_client_arguments", "emit_json",
            "endpoint_arg", "first_under", "folder_not_object", "gs_url_arg", "human",
            "int_at_least", "is_folder", "linked_directory", "list_named", "nothing_matches",
            "portal_store", "region_arg", "require_match", "scheme_of", "url_arg",
@@ -228,6 +226,11 @@ class Stores:
             store, _ = store_for_url(str(url), _own_store(self._args, url.scheme))
             self._made[url.scheme] = store
         return store
+
+    def stats(self) -> list[RequestStats]:
+        """The request counters of every store built so far."""
+        counters = (getattr(store, "stats", None) for store in self._made.values())
+        return [c for c in counters if isinstance(c, RequestStats)]
 
     async def __aenter__(self) -> Stores:
         return self
@@ -451,48 +454,3 @@ def human(n: float) -> str:
 def emit_json(value: Any) -> None:
     """Print one JSON document to stdout."""
     print(json.dumps(value, indent=None, sort_keys=True))
-
-
-class Progress:
-    """A one-line progress bar on stderr, shown only when stderr is a terminal
-    (or when forced), so pipes and tests get clean output.
-
-    Args:
-        total: expected bytes (0 if unknown).
-        label: what is being done.
-        enabled: force on/off; default: stderr is a TTY.
-    """
-
-    def __init__(self, total: int, label: str, enabled: bool | None = None) -> None:
-        self.total = total
-        self.label = label
-        self.done = 0
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self._lock = threading.Lock()
-        self._last = 0.0
-        self._start = time.perf_counter()
-
-    def add(self, n: int) -> None:
-        """Count ``n`` more bytes and redraw at most 5 times a second."""
-        with self._lock:
-            self.done += n
-            now = time.perf_counter()
-            if self.enabled and now - self._last > 0.2:
-                self._last = now
-                self._draw(now)
-
-    def _draw(self, now: float) -> None:
-        rate = self.done / max(now - self._start, 1e-9)
-        pct = f"{100 * self.done / self.total:5.1f}% " if self.total else ""
-        width = 30
-        filled = int(width * self.done / self.total) if self.total else 0
-        bar = "#" * filled + "-" * (width - filled)
-        sys.stderr.write(f"\r{self.label} [{bar}] {pct}{human(self.done)} "
-                         f"{human(rate)}/s ")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        """Draw the final state and end the line."""
-        if self.enabled:
-            self._draw(time.perf_counter())
-            sys.stderr.write("\n")

@@ -40,8 +40,9 @@ from .._core.types import ObjectInfo
 from .._core.urls import StoreURL
 from .._core.window import window
 from .._engines.async_writer import AsyncObjectWriter
-from ._common import Progress, Stores, add_client_arguments, int_at_least, url_arg
+from ._common import Stores, add_client_arguments, int_at_least, url_arg
 from ._copy_plan import Folder, Item, refuse, single
+from ._progress import Progress, throttling
 from ._registry import command
 from ._signals import run_command
 
@@ -180,7 +181,9 @@ def _cp(args: argparse.Namespace) -> int:
                 item = await single(source, args.src, args.dst)
                 refuse(item)
                 folder, items, total = None, [item], item.src.size
-            progress = Progress(total, "cp", enabled=args.progress)
+            # The line says when the service throttles the copy, and the pace.
+            progress = Progress(total, "cp", enabled=args.progress,
+                                note=lambda: throttling(stores.stats()))
             copied = size = 0
             finished = False
             try:
