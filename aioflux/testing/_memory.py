@@ -35,7 +35,7 @@ import itertools
 from bisect import bisect_left, insort
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING
 
 from aioflux._core.config import ClientConfig
 from aioflux._core.crc import crc32c, crc32c_combine, encode_crc32c
@@ -49,26 +49,18 @@ from aioflux._core.errors import (
     describe,
 )
 from aioflux._core.store import (
-    Buffer,
     Fetched,
     ObjectStore,
     PartUpload,
     SourceSpec,
     StoreFeatures,
     composite_of,
-    objects_of,
     source_of,
 )
+from aioflux._core.store_base import StoreBase
 from aioflux._core.types import NO_METADATA, ListPage, ObjectInfo
 from aioflux._core.urls import validate_bucket
-from aioflux._core.validate import (
-    check_instance,
-    compose_args,
-    delete_args,
-    list_args,
-    read_args,
-    write_args,
-)
+from aioflux._core.validate import check_instance
 
 from ._memory_multipart import MAX_PARTS, SCHEME, MemoryMultipart, MemoryUpload, now
 
@@ -97,7 +89,7 @@ class _Bucket:
     names: builtins.list[str] = field(default_factory=list)  # sorted
 
 
-class MemoryStore(MemoryMultipart):
+class MemoryStore(MemoryMultipart, StoreBase):
     """Objects in memory, behaving as a GCS bucket does (see the module doc).
 
     Args:
@@ -108,6 +100,9 @@ class MemoryStore(MemoryMultipart):
         InvalidArgument: ``config`` is not a ClientConfig.
         InvalidURL: a bucket name is not a valid one.
     """
+
+    _features = FEATURES
+    _kind = "the memory store"
 
     def __init__(self, config: ClientConfig | None = None, *,
                  buckets: Iterable[str] = ()) -> None:
@@ -122,17 +117,6 @@ class MemoryStore(MemoryMultipart):
     def __repr__(self) -> str:
         count = sum(len(b.objects) for b in self._buckets.values())
         return f"MemoryStore({len(self._buckets)} buckets, {count} objects)"
-
-    @property
-    def features(self) -> StoreFeatures:
-        """Compose, store-side end offsets and the multipart primitives."""
-        return FEATURES
-
-    async def __aenter__(self) -> MemoryStore:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Nothing is held per event loop; the objects stay (the store is
@@ -205,72 +189,18 @@ class MemoryStore(MemoryMultipart):
 
     # -- metadata ---------------------------------------------------------------
 
-    async def stat(self, bucket: str, name: str) -> ObjectInfo:
-        """Metadata of one object.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-
-        Returns:
-            ObjectInfo (with its generation and crc32c).
-
-        Raises:
-            NotFound: no such bucket or object.
-        """
-        read_args(bucket, name, 0, None, None, None, scheme=SCHEME)
+    async def _stat(self, bucket: str, name: str) -> ObjectInfo:
         await asyncio.sleep(0)
         return _info(bucket, name, self._object("stat", bucket, name))
 
-    async def exists(self, bucket: str, name: str) -> bool:
-        """Whether the object exists.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-
-        Returns:
-            True or False.
-        """
-        try:
-            await self.stat(bucket, name)
-        except NotFound:
-            return False
-        return True
-
     # -- listing ----------------------------------------------------------------
-
-    def list(self, bucket: str, prefix: str = "", *, delimiter: str | None = None,
-             start_offset: str | None = None, end_offset: str | None = None,
-             page_size: int = 1000) -> AsyncIterator[ListPage]:
-        """Objects under ``prefix`` in ``[start_offset, end_offset)``, sorted by
-        name, ``page_size`` entries (objects and prefixes) a page.
-
-        Args:
-            bucket: bucket name.
-            prefix: only names starting with this.
-            delimiter: group names continuing past it into ``prefixes``.
-            start_offset: first name (inclusive).
-            end_offset: end (exclusive).
-            page_size: entries per page.
-
-        Returns:
-            An async iterator of ListPage; each page is read when asked for,
-            so objects written meanwhile after the last name seen appear.
-
-        Raises:
-            InvalidURL: a bad bucket (at once).
-            InvalidArgument: a setting of the wrong type (at once).
-            NotFound: no such bucket (while iterating).
-        """
-        list_args("list", bucket, prefix, delimiter=delimiter, start_offset=start_offset,
-                  end_offset=end_offset, page_size=page_size, scheme=SCHEME)
-        return self._pages(bucket, prefix, delimiter or None, start_offset, end_offset,
-                           page_size)
 
     async def _pages(self, bucket: str, prefix: str, delimiter: str | None,
                      start_offset: str | None, end_offset: str | None,
                      page_size: int) -> AsyncIterator[ListPage]:
+        # Each page is read when asked for, so objects written meanwhile
+        # after the last name seen appear.
+        delimiter = delimiter or None
         after: str | None = None
         while True:
             await asyncio.sleep(0)
@@ -320,88 +250,13 @@ class MemoryStore(MemoryMultipart):
             if after is None or name > after:
                 yield name, store.objects[name]
 
-    def list_objects(self, bucket: str, prefix: str = "", *, start_offset: str | None = None,
-                     end_offset: str | None = None) -> AsyncIterator[ObjectInfo]:
-        """Every object of :meth:`list` (no delimiter), one by one.
-
-        Args:
-            bucket: bucket name.
-            prefix: only names starting with this.
-            start_offset: first name (inclusive).
-            end_offset: end (exclusive).
-
-        Returns:
-            An async iterator of ObjectInfo in name order.
-        """
-        return objects_of(self.list(bucket, prefix, start_offset=start_offset,
-                                  end_offset=end_offset))
-
     # -- reads ------------------------------------------------------------------
 
-    @overload
-    async def read(self, bucket: str, name: str, *, start: int = ..., end: int | None = ...,
-                   into: None = ..., generation: int | None = ...) -> bytes: ...
-
-    @overload
-    async def read(self, bucket: str, name: str, *, start: int = ..., end: int | None = ...,
-                   into: Buffer, generation: int | None = ...) -> int: ...
-
-    async def read(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
-                   into: Buffer | None = None, generation: int | None = None) -> bytes | int:
-        """The object's bytes ``[start, end)``, or their count when written ``into``.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            start: first byte.
-            end: end (exclusive); ``None`` reads to the end.
-            into: write the bytes here instead of returning them.
-            generation: only this version.
-
-        Returns:
-            The bytes, or their count.
-
-        Raises:
-            NotFound: no such object (or not that generation).
-            InvalidRequest: ``start`` past the end (status 416).
-            InvalidArgument: ``into`` too small.
-        """
-        read_args(bucket, name, start, end, into, generation, scheme=SCHEME)
-        if end is not None and end == start:
-            return b"" if into is None else 0
-        dest = None if into is None else memoryview(into).cast("B")
-        fetched = await self.fetch(bucket, name, start=start, end=end, into=dest,
-                                   generation=generation)
-        return fetched.count if fetched.data is None else fetched.data
-
-    async def fetch(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
-                    into: memoryview | None = None, generation: int | None = None,
-                    size: int | None = None, crc: int | None = None,
-                    want_crc: bool = False) -> Fetched:
-        """The engines' checked read (see :meth:`ObjectStore.fetch`).
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            start: first byte.
-            end: end (exclusive), or None.
-            into: destination buffer, or None.
-            generation: only this version.
-            size: the size the caller knows (a listing): another one fails.
-            crc: the crc32c the caller knows: a whole read that differs fails.
-            want_crc: also return the crc32c of the bytes read.
-
-        Returns:
-            Fetched.
-
-        Raises:
-            NotFound: no such object (or not that generation).
-            ChecksumMismatch: the object is not the one the caller knows
-                (size, whatever ``start``: one shorter than ``size`` is no
-                caller's mistake; or crc32c of a whole read).
-            InvalidRequest: ``start`` past the end (status 416).
-            InvalidArgument: ``into`` too small.
-        """
+    async def _fetch(self, bucket: str, name: str, start: int, end: int | None,
+                     into: memoryview | None, generation: int | None, size: int | None,
+                     crc: int | None, want_crc: bool) -> Fetched:
+        # A size other than the caller knows fails whatever ``start``: an
+        # object shorter than that is no caller's mistake.
         await asyncio.sleep(0)
         where = describe("read", bucket, name, SCHEME)
         obj = self._object("read", bucket, name, generation)
@@ -436,32 +291,10 @@ class MemoryStore(MemoryMultipart):
 
     # -- writes -----------------------------------------------------------------
 
-    async def write(self, bucket: str, name: str, data: bytes | bytearray | memoryview, *,
-                    content_type: str = "application/octet-stream",
-                    if_generation_match: int | None = None,
-                    metadata: dict[str, str] | None = None,
-                    resumable: bool | None = None) -> ObjectInfo:
-        """Store ``data`` as a new generation of the object, at once.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            data: the content (copied).
-            content_type: Content-Type to keep.
-            if_generation_match: precondition; 0 means "must not exist yet".
-            metadata: custom metadata.
-            resumable: ignored (one step either way).
-
-        Returns:
-            ObjectInfo of the new object, with its crc32c.
-
-        Raises:
-            NotFound: no such bucket.
-            PreconditionFailed: ``if_generation_match`` did not hold.
-        """
-        write_args(bucket, name, data, content_type, if_generation_match, metadata, resumable,
-                   scheme=SCHEME)
-        content = bytes(data)
+    async def _write(self, bucket: str, name: str, data: memoryview, content_type: str,
+                     if_generation_match: int | None, metadata: dict[str, str] | None,
+                     resumable: bool | None) -> ObjectInfo:
+        content = bytes(data)  # copied: the caller may reuse its buffer
         await asyncio.sleep(0)
         self._check_precondition("write", bucket, name, if_generation_match)
         return self._publish("write", bucket, name, content, crc32c(content), content_type,
@@ -489,22 +322,8 @@ class MemoryStore(MemoryMultipart):
         return MemoryUpload(self, bucket, name, content_type, part_size, metadata,
                             if_generation_match)
 
-    async def delete(self, bucket: str, name: str, *, generation: int | None = None,
-                     if_generation_match: int | None = None, missing_ok: bool = False) -> None:
-        """Delete the object (only that generation, if given).
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            generation: delete only this version (another is NotFound).
-            if_generation_match: precondition on the current version.
-            missing_ok: a missing object is success.
-
-        Raises:
-            NotFound: no such object or generation (unless ``missing_ok``).
-            PreconditionFailed: ``if_generation_match`` did not hold.
-        """
-        delete_args(bucket, name, generation, if_generation_match, missing_ok, scheme=SCHEME)
+    async def _delete(self, bucket: str, name: str, generation: int | None,
+                      if_generation_match: int | None, missing_ok: bool) -> None:
         await asyncio.sleep(0)
         try:
             self._object("delete", bucket, name, generation)
@@ -517,57 +336,16 @@ class MemoryStore(MemoryMultipart):
         del store.objects[name]
         del store.names[bisect_left(store.names, name)]
 
-    async def copy(self, bucket: str, name: str, dest_bucket: str,
-                   dest_name: str) -> ObjectInfo:
-        """Copy an object (bytes, crc32c, content type and metadata).
-
-        Args:
-            bucket: source bucket.
-            name: source object.
-            dest_bucket: destination bucket.
-            dest_name: destination object.
-
-        Returns:
-            ObjectInfo of the copy (a new generation).
-
-        Raises:
-            NotFound: no such source, or no destination bucket.
-        """
-        read_args(bucket, name, 0, None, None, None, scheme=SCHEME)
-        read_args(dest_bucket, dest_name, 0, None, None, None, scheme=SCHEME)
+    async def _copy(self, bucket: str, name: str, dest_bucket: str,
+                    dest_name: str) -> ObjectInfo:
         await asyncio.sleep(0)
         source = self._object("copy", bucket, name)
         return self._publish("copy", dest_bucket, dest_name, source.data, source.crc,
                              source.content_type, source.metadata)
 
-    async def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
-                      if_generation_match: int | None = None,
-                      content_type: str = "application/octet-stream") -> ObjectInfo:
-        """Concatenate up to 32 objects of ``bucket`` into ``destination``.
-
-        Args:
-            bucket: bucket name.
-            destination: name of the composite.
-            sources: names, ``(name, generation)`` pairs or ObjectInfo; a
-                known generation is a precondition (a replaced source fails).
-            if_generation_match: precondition on the destination.
-            content_type: Content-Type of the composite.
-
-        Returns:
-            ObjectInfo of the composite.
-
-        Raises:
-            InvalidArgument: zero or more than 32 sources.
-            NotFound: a source is missing.
-            PreconditionFailed: a source or the destination changed.
-            ChecksumMismatch: every source is an ObjectInfo with a crc32c and
-                the composite is not their concatenation (nothing is published).
-        """
-        compose_args(bucket, destination, sources, if_generation_match, content_type)
+    async def _compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec],
+                       if_generation_match: int | None, content_type: str) -> ObjectInfo:
         where = describe("compose", bucket, destination, SCHEME)
-        if not 1 <= len(sources) <= MAX_COMPOSE_SOURCES:
-            raise InvalidArgument(f"{where}: needs 1-{MAX_COMPOSE_SOURCES} sources, got "
-                                  f"{len(sources)}")
         await asyncio.sleep(0)
         pieces: builtins.list[bytes] = []
         crc = 0
