@@ -1,7 +1,8 @@
 """Which store serves a URL: the scheme picks the backend.
 
-``gs://`` is the GCS client, ``s3://`` the S3 store, ``file://`` and plain
-paths the local filesystem. A caller's client serves its own scheme; a URL
+``gs://`` is the GCS client, ``s3://`` the S3 store, ``http://`` and
+``https://`` the read-only web store, ``file://`` and plain paths the local
+filesystem. A caller's client serves its own scheme; a URL
 on another scheme gets the process-wide default store for it, built lazily
 (and again after fork) from the environment, so ``STORAGE_EMULATOR_HOST``
 or ``AWS_ENDPOINT_URL_S3``/``AWS_REGION`` set before first use apply. The
@@ -29,6 +30,7 @@ from .._core.validate import Credentials
 from .._net.failures import Op, auth_failure
 from ..azure._store import AzureStore
 from ..gcs._client import AsyncClient
+from ..http._store import HttpStore
 from ..local._store import LocalStore
 from ..s3._store import S3Store
 from .sync import Client
@@ -123,8 +125,15 @@ def new_store(scheme: str, config: ClientConfig | None = None, *,
         return AzureStore(config, endpoint=endpoint)
     if scheme == "file":
         return LocalStore(config)
+    if scheme in ("http", "https"):
+        if credentials is not None or region is not None or endpoint is not None:
+            raise InvalidArgument(f"new_store({scheme!r}): a web URL names its own server; "
+                                  "a bearer token comes from $AIOFLUX_HTTP_TOKEN (or "
+                                  "HttpStore(token=...))")
+        return HttpStore(config, scheme=scheme)
     raise InvalidArgument(f"no storage backend serves {scheme}:// URLs in this version of "
-                          "aioflux (gs://, s3://, az://, file:// and plain paths do)")
+                          "aioflux (gs://, s3://, az://, http(s)://, file:// and plain paths "
+                          "do)")
 
 
 def _on_event_loop() -> bool:

@@ -33,6 +33,7 @@ __all__ = [
     "GcsURL",
     "SCHEMES",
     "StoreURL",
+    "WEB_SCHEMES",
     "folder_prefix",
     "format_url",
     "parse_url",
@@ -41,7 +42,9 @@ __all__ = [
 ]
 
 # The schemes a URL may name; a plain path means "file".
-SCHEMES = ("gs", "s3", "az", "file")
+SCHEMES = ("gs", "s3", "az", "file", "http", "https")
+# The read-only web schemes (``aioflux.http``).
+WEB_SCHEMES = ("http", "https")
 # adlfs's names for Azure Blob URLs: the same container and blob as az://.
 AZURE_ALIASES = ("abfs", "abfss")
 # "gs:/b/x", "S3:b", "file:/tmp/x": a known scheme and a colon but not "://";
@@ -62,6 +65,10 @@ _S3_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _AZ_CONTAINER_RE = re.compile(r"^(?:[a-z0-9](?:[a-z0-9]|-(?!-)){1,61}[a-z0-9]|\$root)$")
 # An account in adlfs's long form (container@account.dfs.core.windows.net).
 _AZ_ACCOUNT_RE = re.compile(r"^[a-z0-9]{3,24}$")
+# A web origin's host and port: a DNS name or IPv4 address, or an IPv6
+# address in brackets, then an optional port.
+_WEB_ORIGIN_RE = re.compile(r"^(?:[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?|\[[0-9a-f:.]+\])"
+                            r"(?::[0-9]{1,5})?$")
 _MAX_OBJECT_NAME_BYTES = 1024
 
 
@@ -85,6 +92,14 @@ def validate_bucket(bucket: str, *, arg: str = "bucket", scheme: str = "gs") -> 
     if scheme == "file":
         if not bucket or "/" in bucket or "\0" in bucket or bucket in (".", ".."):
             raise InvalidURL(f"{arg}: {bucket!r} is not a directory name")
+        return bucket
+    if scheme in WEB_SCHEMES:
+        if "@" in bucket:
+            raise InvalidURL(f"{arg}: credentials in a URL ({scheme}://user@host) are refused: "
+                             "give a bearer token (HttpStore(token=...) or "
+                             "AIOFLUX_HTTP_TOKEN)")
+        if not _WEB_ORIGIN_RE.match(bucket):
+            raise InvalidURL(f"{arg}: {bucket!r} is not a host[:port] of an {scheme}:// URL")
         return bucket
     if scheme == "az":
         if not _AZ_CONTAINER_RE.match(bucket):
@@ -295,10 +310,14 @@ def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> S
         rest = _absolute("/" + path)  # the rule of a plain path: one rule for both
     elif scheme in AZURE_ALIASES:
         scheme = "az"
+    elif scheme.lower() in WEB_SCHEMES:
+        scheme = scheme.lower()
     elif scheme not in SCHEMES:
         raise InvalidURL(f"unknown scheme {scheme!r} in {url!r}: use gs://, s3://, az://, "
-                         "file:// or a path")
+                         "file://, http(s):// or a path")
     bucket, _, name = rest.partition("/")
+    if scheme in WEB_SCHEMES:
+        bucket, name = _web_parts(url, bucket, name)
     account = ""
     if scheme == "az" and "@" in bucket:
         bucket, account = _azure_account(bucket, url)
@@ -310,6 +329,20 @@ def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> S
     elif require_object:
         raise InvalidURL(f"URL names no object: {url!r}")
     return StoreURL(bucket, name, scheme, account)
+
+
+def _web_parts(url: str, netloc: str, rest: str) -> tuple[str, str]:
+    """``(host[:port], name)`` of an http(s) URL: the host lowercased (DNS
+    names are case-blind), the default port dropped (one origin, one
+    spelling), a fragment refused (it is never sent to a server)."""
+    if "#" in rest or "#" in netloc:
+        raise InvalidURL(f"{url!r}: a URL fragment ('#...') names no object on a server")
+    if "?" in netloc:  # https://host?x: an empty path with a query
+        netloc, query = netloc.split("?", 1)
+        rest = "?" + query
+    host = netloc.lower()
+    default = ":443" if url[:5].lower() == "https" else ":80"
+    return host.removesuffix(default), rest
 
 
 def _azure_account(netloc: str, url: str) -> tuple[str, str]:

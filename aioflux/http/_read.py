@@ -1,0 +1,208 @@
+"""One checked read of an http(s) object: ``[start, end)`` by a ranged
+GET, held to one version, resumed where a body was cut short.
+
+What an answer must be before a byte of it is kept:
+
+- the version it states (``ETag``, ``Last-Modified``) is the one pinned,
+  or, on the first answer of an unpinned read, becomes it; the request
+  carried ``If-Match`` (``If-Range`` without a strong ETag), so a server
+  that honours them answers 412 (or the whole new object) instead;
+- no ``Content-Encoding``: the request asked for the bytes as stored
+  (``Accept-Encoding: identity``), and a coded body's offsets are not the
+  object's, so a gzip answer to a range is refused, never decoded;
+- 206: ``Content-Range`` starts at the byte asked for and ends where the
+  range (clipped to the stated total) does, ``Content-Length`` agrees,
+  the total is the size the caller knows;
+- 200 (a server that ignores ranges, or ``If-Range`` of a changed object,
+  which the version check has refused by then): the whole object, whose
+  leading bytes are skipped and whose tail past ``end`` is not read;
+- a body that ends before its announced length is a retryable
+  ``TransportError``; the next attempt asks for the rest only, under the
+  same pin.
+"""
+
+from __future__ import annotations
+
+import re
+
+import aiohttp
+
+from .._core.crc import crc32c
+from .._core.errors import ChecksumMismatch, InvalidArgument, TransportError, describe
+from .._core.store import Fetched
+from .._net.failures import Op
+from .._net.transport import Transport
+from ._wire import Pin, changed, error_of, pin_of, protocol, send
+
+__all__ = ["Read", "check_whole"]
+
+_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
+
+
+class Read:
+    """A read's state across its attempts (see the module doc).
+
+    Args:
+        transport: sends each attempt under the client's permits and retries.
+        op: operation, bucket and object.
+        url: the object's URL.
+        token: the bearer token for the URL's origin, or None.
+        start: first byte.
+        end: end (exclusive), or None for the object's end.
+        into: destination buffer, or None to return bytes.
+        pin: the version to hold the read to, or None (the first answer's).
+        size: the object's size when the caller knows it.
+    """
+
+    def __init__(self, transport: Transport, op: Op, url: str, token: str | None, start: int,
+                 end: int | None, into: memoryview | None, pin: Pin | None,
+                 size: int | None) -> None:
+        self.transport = transport
+        self.op = op
+        self.url = url
+        self.token = token
+        self.start = start
+        self.end = end
+        self.into = into
+        self.pin = pin
+        self.size = size
+        #: bytes kept so far (an attempt resumes after them)
+        self.got = 0
+        self.data = bytearray() if into is None else None
+
+    @property
+    def where(self) -> str:
+        """``read https://host/name``, for messages."""
+        op = self.op
+        return describe(op.operation, op.bucket, op.name, op.scheme)
+
+    async def run(self) -> Fetched:
+        """The read, its attempts under the transport's permits and retries;
+        each asks for what is still missing, under the pin."""
+
+        async def call(session: aiohttp.ClientSession, _auth: dict[str, str]) -> Fetched:
+            pos = self.start + self.got
+            ranged = pos > 0 or self.end is not None
+            headers = {"Accept-Encoding": "identity"}
+            if ranged:
+                headers["Range"] = f"bytes={pos}-{'' if self.end is None else self.end - 1}"
+            if self.pin is not None:
+                headers.update(self.pin.request_headers(ranged))
+            resp = await send(session, self.op, "GET", self.url, headers, self.token)
+            try:
+                return await self._answer(resp, pos)
+            finally:
+                resp.release()
+
+        return await self.transport.run(self.op, "GET", self.url, call)
+
+    async def _answer(self, resp: aiohttp.ClientResponse, pos: int) -> Fetched:
+        op, status = self.op, resp.status
+        if status == 412 and self.pin is not None:
+            resp.release()
+            raise changed(op, self.pin, None, status)
+        if status >= 300:
+            raise await error_of(resp, op)
+        answer = pin_of(resp.headers)
+        if self.pin is None:
+            self.pin = answer
+        elif self.pin.differs(answer):
+            raise changed(op, self.pin, answer, status)
+        coding = resp.headers.get("Content-Encoding", "identity").strip().lower()
+        if coding not in ("", "identity"):
+            raise protocol(op, f"Content-Encoding {coding!r} answered to a read of the bytes as "
+                           "stored (Accept-Encoding: identity): a coded body's offsets are not "
+                           "the object's", status)
+        stop: int | None
+        if status == 206:
+            skip, stop = 0, self._check_range(resp, pos)
+        elif status == 200:
+            total = resp.content_length
+            if total is not None:
+                self._learn(total, status)
+            skip = pos
+            stop = self.end if self.end is not None else total
+            if total is not None and stop is not None:
+                stop = min(stop, total)
+        else:
+            raise protocol(op, f"unexpected HTTP {status} to a GET", status)
+        await self._body(resp, skip, pos, stop)
+        return self._done()
+
+    def _check_range(self, resp: aiohttp.ClientResponse, pos: int) -> int:
+        """The end (exclusive) of a 206's bytes, after checking its head."""
+        status = resp.status
+        match = _CONTENT_RANGE.match(resp.headers.get("Content-Range", "").strip())
+        if match is None:
+            raise protocol(self.op, "HTTP 206 without a byte Content-Range", status)
+        first, last = int(match.group(1)), int(match.group(2))
+        total = None if match.group(3) == "*" else int(match.group(3))
+        if total is not None:
+            self._learn(total, status)
+        stop = self.end
+        if total is not None:
+            stop = total if stop is None else min(stop, total)
+        if first != pos or last < first or (stop is not None and last != stop - 1):
+            raise protocol(self.op, f"asked for bytes [{pos}, "
+                           f"{'end' if stop is None else stop}), the server sent "
+                           f"[{first}, {last + 1})", status)
+        if resp.content_length is not None and resp.content_length != last - first + 1:
+            raise protocol(self.op, f"Content-Length {resp.content_length} disagrees with the "
+                           f"{last - first + 1} bytes of Content-Range", status)
+        return last + 1
+
+    def _learn(self, total: int, status: int) -> None:
+        if self.size is not None and total != self.size:
+            raise protocol(self.op, f"the object is {total} bytes, not the {self.size} read "
+                           "before", status)
+        self.size = total
+
+    async def _body(self, resp: aiohttp.ClientResponse, skip: int, pos: int,
+                    stop: int | None) -> None:
+        """Keep the body's bytes ``[pos, stop)`` (after ``skip`` leading ones)."""
+        into, data = self.into, self.data
+        at = pos  # the object offset of the next byte kept
+        async for chunk in resp.content.iter_any():
+            view = memoryview(chunk)
+            if skip:
+                cut = min(skip, len(view))
+                view, skip = view[cut:], skip - cut
+            if stop is not None:
+                view = view[:max(0, stop - at)]
+            if view:
+                kept = at - self.start
+                if into is not None:
+                    if kept + len(view) > len(into):
+                        raise InvalidArgument(f"{self.where}: the buffer holds {len(into)} "
+                                              "bytes, the read is longer")
+                    into[kept:kept + len(view)] = view
+                else:
+                    assert data is not None
+                    data += view
+                at += len(view)
+                self.got = at - self.start
+            if stop is not None and at >= stop:
+                return  # the rest of a whole answer is not read (the connection closes)
+        if stop is not None and at < stop:
+            raise TransportError(f"{self.where} failed: response body cut short at byte {at} "
+                                 f"of [{self.start}, {stop})", operation=self.op.operation,
+                                 bucket=self.op.bucket, name=self.op.name)
+
+    def _done(self) -> Fetched:
+        return Fetched(None if self.data is None else bytes(self.data), self.got, None,
+                       self.size)
+
+
+def check_whole(op: Op, fetched: Fetched, view: bytes | memoryview, crc: int | None,
+                want_crc: bool) -> Fetched:
+    """``fetched`` with its crc32c when asked for; a whole read checked
+    against ``crc`` (a mismatch is ``ChecksumMismatch``)."""
+    if crc is None and not want_crc:
+        return fetched
+    value = crc32c(view)
+    if crc is not None and value != crc:
+        raise ChecksumMismatch(f"{describe(op.operation, op.bucket, op.name, op.scheme)} "
+                               f"failed: crc32c {value:08x} of the bytes read, {crc:08x} "
+                               "expected", operation=op.operation, bucket=op.bucket,
+                               name=op.name)
+    return Fetched(fetched.data, fetched.count, value if want_crc else None, fetched.size)

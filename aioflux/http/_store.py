@@ -1,0 +1,418 @@
+"""``HttpStore``: objects on a web server, read-only, for public datasets
+(Hugging Face ``resolve`` URLs, LAION and DataComp mirrors, institutional
+servers, a bucket's public HTTPS URLs).
+
+``https://host:8443/data/train-00001.tar`` is bucket ``host:8443`` (the
+origin's host and port, the default port dropped) and name
+``data/train-00001.tar`` (the path after the origin, with its query, as
+written: already percent-encoded); one store serves one scheme, so
+``http://`` and ``https://`` URLs each have theirs.
+
+- ``stat`` is a HEAD: the size is ``Content-Length``, the version
+  (``ObjectInfo.generation``) a hash of the strong ``ETag``, else of the
+  weak one and ``Last-Modified``; the store remembers what each
+  generation stands for (bounded), so a read pinned to it sends it back.
+- Reads are ranged GETs checked as ``_read.py`` says, pinned to the
+  version first seen (``If-Match``, or ``If-Range`` without a strong
+  ETag): an object replaced while it is read is ``PreconditionFailed``,
+  never bytes of two versions. A server that ignores ranges is served by
+  slicing its whole answer.
+- Redirects are followed (at most ``_wire.MAX_REDIRECTS``); the bearer
+  token (``token=``, else ``$AIOFLUX_HTTP_TOKEN``) goes only to the origin
+  the URL names, never to the host a redirect leads to.
+- A web server has no listing and takes no writes: ``list`` and every
+  write, delete, copy and compose raise ``InvalidRequest`` before any
+  request; shards are named by brace patterns or lists of URLs.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from email.utils import parsedate_to_datetime
+from typing import NoReturn, overload
+
+import aiohttp
+
+from .._core.auth import AnonymousAuth
+from .._core.config import ClientConfig
+from .._core.errors import InvalidArgument, InvalidRequest, NotFound, describe
+from .._core.metrics import RequestStats
+from .._core.store import Buffer, Fetched, PartUpload, SourceSpec, StoreFeatures
+from .._core.types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
+from .._core.urls import WEB_SCHEMES
+from .._core.validate import check_instance, check_object, check_str, read_args
+from .._net.failures import Op
+from .._net.transport import Transport
+from ._read import Read, check_whole
+from ._wire import Pin, error_of, pin_of, protocol, send, url_of
+
+__all__ = ["TOKEN_ENV", "HttpStore"]
+
+#: The environment variable a bearer token is taken from when none is given.
+TOKEN_ENV = "AIOFLUX_HTTP_TOKEN"
+# Versions remembered (generation -> validators), at most; past it the
+# oldest go first and a read pinned to one forgotten stats again.
+_PINS = 65_536
+_NO_LISTING = ("a web server has no listing: name the shards with a brace pattern "
+               "({scheme}://host/train-{{00000..00099}}.tar) or a list of URLs")
+
+
+class HttpStore:
+    """A web server's files as a read-only ``ObjectStore``.
+
+    Args:
+        config: settings (``ca_file`` / ``ssl_context`` trust a private CA;
+            retries, timeouts and ``max_concurrency`` as for every store).
+        scheme: ``https`` or ``http``.
+        token: a bearer token sent (``Authorization: Bearer``) to the
+            origin each URL names, never across a redirect to another;
+            None: ``$AIOFLUX_HTTP_TOKEN`` if set, else none.
+
+    Raises:
+        InvalidArgument: a bad argument.
+    """
+
+    def __init__(self, config: ClientConfig | None = None, *, scheme: str = "https",
+                 token: str | None = None) -> None:
+        check_instance("HttpStore", "config", config, ClientConfig, optional=True)
+        check_str("HttpStore", "token", token, optional=True)
+        if scheme not in WEB_SCHEMES:
+            raise InvalidArgument(f"HttpStore serves http or https, not {scheme!r}")
+        self.config = config or ClientConfig()
+        self.scheme = scheme
+        self._token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
+        self._features = StoreFeatures(scheme=scheme, start_offset=False)
+        self._transports: dict[str, Transport] = {}
+        self._pins: dict[int, Pin] = {}
+        self._stats = RequestStats()
+
+    def __repr__(self) -> str:
+        return f"HttpStore(scheme={self.scheme!r})"  # never the token
+
+    def __getstate__(self) -> dict[str, object]:
+        # By settings: connections belong to this process's loops.
+        return {"config": self.config, "scheme": self.scheme, "token": self._token}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__(state["config"], scheme=state["scheme"],  # type: ignore[misc,arg-type]
+                      token=state["token"])
+
+    @property
+    def features(self) -> StoreFeatures:
+        """No compose, no multipart, no listing, no writes."""
+        return self._features
+
+    @property
+    def stats(self) -> RequestStats:
+        """What this store's requests did (``stats.summary()``)."""
+        return self._stats
+
+    async def __aenter__(self) -> HttpStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close this loop's connections to every origin."""
+        for transport in list(self._transports.values()):
+            await transport.aclose()
+
+    def _transport(self, bucket: str) -> Transport:
+        """The connections to ``bucket``'s origin (one per origin: its
+        proxy, rate gates and pool are the origin's)."""
+        transport = self._transports.get(bucket)
+        if transport is None:
+            transport = Transport(self.config, AnonymousAuth(),
+                                  endpoint=url_of(self.scheme, bucket, ""))
+            transport.stats = self._stats
+            transport = self._transports.setdefault(bucket, transport)
+        return transport
+
+    def _op(self, operation: str, bucket: str, name: str) -> Op:
+        return Op(operation, bucket, name, self.scheme)
+
+    # -- versions ---------------------------------------------------------------
+
+    def _remember(self, pin: Pin) -> int:
+        """The generation of ``pin`` (0: the server states no version)."""
+        token = pin.token
+        if not token:
+            return 0
+        digest = hashlib.blake2b(token.encode("utf-8", "surrogateescape"), digest_size=8)
+        generation = (int.from_bytes(digest.digest(), "big") >> 1) or 1
+        pins = self._pins
+        if generation not in pins and len(pins) >= _PINS:
+            del pins[next(iter(pins))]  # the oldest (dicts keep insertion order)
+        pins[generation] = pin
+        return generation
+
+    async def _pin(self, bucket: str, name: str, generation: int) -> Pin:
+        """What ``generation`` stands for: remembered, else the object's own
+        if a stat finds it still that version; NotFound when it is not."""
+        pin = self._pins.get(generation)
+        if pin is None:
+            info = await self.stat(bucket, name)
+            pin = self._pins.get(generation) if info.generation == generation else None
+        if pin is None:
+            raise NotFound(f"{describe('read', bucket, name, self.scheme)} failed: version "
+                           f"{generation} is not the object's any more",
+                           operation="read", bucket=bucket, name=name, status=404)
+        return pin
+
+    # -- metadata -----------------------------------------------------------------
+
+    async def stat(self, bucket: str, name: str) -> ObjectInfo:
+        """Metadata of one URL, by a HEAD.
+
+        Args:
+            bucket: the origin's ``host[:port]``.
+            name: the path after it.
+
+        Returns:
+            ObjectInfo: the size, a generation standing for the ``ETag``
+            (else ``Last-Modified``), the content type and time.
+
+        Raises:
+            NotFound: 404.
+            ProtocolError: no ``Content-Length`` (the size is unknown).
+            StorageError: any other failure.
+        """
+        check_object("stat", bucket, name, scheme=self.scheme)
+        op = self._op("stat", bucket, name)
+        url = url_of(self.scheme, bucket, name)
+
+        async def call(session: aiohttp.ClientSession, _auth: dict[str, str]) -> ObjectInfo:
+            resp = await send(session, op, "HEAD", url, {"Accept-Encoding": "identity"},
+                              self._token)
+            try:
+                if resp.status >= 300:
+                    raise await error_of(resp, op)
+                if resp.status != 200:
+                    raise protocol(op, f"unexpected HTTP {resp.status} to a HEAD", resp.status)
+                size = resp.content_length
+                if size is None:
+                    raise protocol(op, "the HEAD states no Content-Length: the size is unknown",
+                                   resp.status)
+                return self._info(bucket, name, size, resp.headers)
+            finally:
+                resp.release()
+
+        return await self._transport(bucket).run(op, "HEAD", url, call)
+
+    def _info(self, bucket: str, name: str, size: int,
+              headers: Mapping[str, str]) -> ObjectInfo:
+        pin = pin_of(headers)
+        updated = None
+        if pin.modified is not None:
+            updated = parsedate_to_datetime(pin.modified).isoformat()
+        return ObjectInfo(bucket, name, size, generation=self._remember(pin),
+                          content_type=headers.get("Content-Type"),
+                          updated=updated, scheme=self.scheme)
+
+    async def exists(self, bucket: str, name: str) -> bool:
+        """Whether the URL answers a HEAD with 200.
+
+        Args:
+            bucket: the origin's ``host[:port]``.
+            name: the path after it.
+
+        Returns:
+            True or False.
+
+        Raises:
+            StorageError: a failure other than 404.
+        """
+        try:
+            await self.stat(bucket, name)
+        except NotFound:
+            return False
+        return True
+
+    def list(self, bucket: str, prefix: str = "", *, delimiter: str | None = None,
+             start_offset: str | None = None, end_offset: str | None = None,
+             page_size: int = 1000) -> AsyncIterator[ListPage]:
+        """Refused: a web server has no listing.
+
+        Raises:
+            InvalidRequest: always, before any request.
+        """
+        self._refuse("list", bucket, prefix, _NO_LISTING.format(scheme=self.scheme))
+
+    def list_objects(self, bucket: str, prefix: str = "", *, start_offset: str | None = None,
+                     end_offset: str | None = None) -> AsyncIterator[ObjectInfo]:
+        """Refused: a web server has no listing.
+
+        Raises:
+            InvalidRequest: always, before any request.
+        """
+        self._refuse("list", bucket, prefix, _NO_LISTING.format(scheme=self.scheme))
+
+    # -- reads --------------------------------------------------------------------
+
+    @overload
+    async def read(self, bucket: str, name: str, *, start: int = ..., end: int | None = ...,
+                   into: None = ..., generation: int | None = ...) -> bytes: ...
+
+    @overload
+    async def read(self, bucket: str, name: str, *, start: int = ..., end: int | None = ...,
+                   into: Buffer, generation: int | None = ...) -> int: ...
+
+    async def read(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
+                   into: Buffer | None = None, generation: int | None = None) -> bytes | int:
+        """Read a URL's bytes ``[start, end)`` (see ``ObjectStore.read``).
+
+        Args:
+            bucket: the origin's ``host[:port]``.
+            name: the path after it.
+            start: first byte.
+            end: end (exclusive); None reads to the end.
+            into: write the bytes here instead of returning them.
+            generation: only this version (from ``stat``).
+
+        Returns:
+            The bytes, or their count when ``into`` is given.
+
+        Raises:
+            NotFound: 404, or ``generation`` is not the object's any more.
+            PreconditionFailed: the object changed while it was read.
+            ProtocolError: an answer other than the range asked for.
+            StorageError: any other failure.
+        """
+        read_args(bucket, name, start, end, into, generation, scheme=self.scheme)
+        if end is not None and end == start:
+            return b"" if into is None else 0
+        dest = None if into is None else memoryview(into).cast("B")
+        fetched = await self.fetch(bucket, name, start=start, end=end, into=dest,
+                                   generation=generation)
+        return fetched.count if fetched.data is None else fetched.data
+
+    async def fetch(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
+                    into: memoryview | None = None, generation: int | None = None,
+                    size: int | None = None, crc: int | None = None,
+                    want_crc: bool = False) -> Fetched:
+        """The engines' checked read (see ``ObjectStore.fetch``).
+
+        Args:
+            bucket: the origin's ``host[:port]``.
+            name: the path after it.
+            start: first byte.
+            end: end (exclusive), or None.
+            into: destination buffer, or None.
+            generation: only this version.
+            size: the size the caller expects.
+            crc: the crc32c the caller expects of a whole read.
+            want_crc: also return the crc32c of the bytes read.
+
+        Returns:
+            Fetched.
+
+        Raises:
+            NotFound: 404, or ``generation`` is not the object's any more.
+            PreconditionFailed: the object changed while it was read.
+            ProtocolError: an answer other than the range asked for, or a
+                size other than ``size``.
+            InvalidRequest: ``start`` past the end (416), or at or past ``size``.
+            ChecksumMismatch: a whole read differs from ``crc``.
+            StorageError: any other failure, after retries.
+        """
+        check_object("read", bucket, name, scheme=self.scheme)
+        op = self._op("read", bucket, name)
+        if size is not None and start >= size and not start == size == 0:
+            raise InvalidRequest(f"{describe('read', bucket, name, self.scheme)} failed: start "
+                                 f"{start} is at or past the object's end ({size} bytes)",
+                                 operation="read", bucket=bucket, name=name, status=416)
+        pin = None if generation is None else await self._pin(bucket, name, generation)
+        transport = self._transport(bucket)
+        read = Read(transport, op, url_of(self.scheme, bucket, name), self._token, start, end,
+                    into, pin, size)
+        async with transport.admit_read(op):
+            fetched = await read.run()
+        whole = start == 0 and fetched.size is not None and fetched.count == fetched.size
+        view = fetched.data if fetched.data is not None else (
+            into[:fetched.count] if into is not None else b"")
+        return check_whole(op, fetched, view, crc if whole else None, want_crc)
+
+    # -- refused: a web server takes no writes --------------------------------------
+
+    def _refuse(self, operation: str, bucket: str, name: str, why: str) -> NoReturn:
+        raise InvalidRequest(f"{describe(operation, bucket, name, self.scheme)}: {why}",
+                             operation=operation, bucket=bucket, name=name)
+
+    def _read_only(self, operation: str, bucket: str, name: str) -> NoReturn:
+        self._refuse(operation, bucket, name, f"{self.scheme}:// URLs are read-only "
+                     f"(a web server takes no {operation})")
+
+    async def write(self, bucket: str, name: str, data: bytes | bytearray | memoryview, *,
+                    content_type: str = "application/octet-stream",
+                    if_generation_match: int | None = None,
+                    metadata: dict[str, str] | None = None,
+                    resumable: bool | None = None) -> ObjectInfo:
+        """Refused: read-only.
+
+        Raises:
+            InvalidRequest: always, before any request.
+        """
+        self._read_only("write", bucket, name)
+
+    def start_upload(self, bucket: str, name: str, *, content_type: str,
+                     part_size: int, metadata: dict[str, str] | None = None,
+                     if_generation_match: int | None = None) -> PartUpload:
+        """Refused: read-only.
+
+        Raises:
+            InvalidRequest: always, before any request.
+        """
+        self._read_only("write", bucket, name)
+
+    async def delete(self, bucket: str, name: str, *, generation: int | None = None,
+                     if_generation_match: int | None = None, missing_ok: bool = False) -> None:
+        """Refused: read-only.
+
+        Raises:
+            InvalidRequest: always, before any request.
+        """
+        self._read_only("delete", bucket, name)
+
+    async def copy(self, bucket: str, name: str, dest_bucket: str,
+                   dest_name: str) -> ObjectInfo:
+        """Refused: read-only (a copy to another store reads, then writes there).
+
+        Raises:
+            InvalidRequest: always, before any request.
+        """
+        self._read_only("copy", dest_bucket, dest_name)
+
+    async def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
+                      if_generation_match: int | None = None,
+                      content_type: str = "application/octet-stream") -> ObjectInfo:
+        """Refused: read-only.
+
+        Raises:
+            InvalidRequest: always, before any request.
+        """
+        self._read_only("compose", bucket, destination)
+
+    async def list_multipart_uploads(self, bucket: str,
+                                     prefix: str = "") -> builtins.list[MultipartUploadInfo]:
+        """None: nothing is ever uploaded here."""
+        return []
+
+    async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
+        """Refused: read-only.
+
+        Raises:
+            InvalidRequest: always, before any request.
+        """
+        self._read_only("abort_multipart", bucket, name)
+
+    async def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
+        """Refused: read-only.
+
+        Raises:
+            InvalidRequest: always, before any request.
+        """
+        self._read_only("list_parts", bucket, name)

@@ -1,0 +1,181 @@
+"""The wire half of the http(s) store: one request and the redirects it
+is sent on, the version an answer states, and the checks of a ranged body.
+
+Credentials: the bearer token goes only with a request to the origin the
+caller named (scheme, host and port of the URL's bucket), never to
+another one a redirect leads to (Hugging Face's ``resolve`` URLs redirect
+to a CDN that must not see the token), and never back again past such a
+hop: a chain that left the named origin carries no token any more.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+
+import aiohttp
+import yarl
+
+from .._core.errors import (
+    PreconditionFailed,
+    ProtocolError,
+    StorageError,
+    error_for_status,
+)
+from .._core.errors import describe as _describe
+from .._net.failures import Op
+
+__all__ = ["MAX_REDIRECTS", "Pin", "changed", "error_of", "pin_of", "protocol", "send", "url_of"]
+
+# Hops one request follows (curl's and requests' default is 30, browsers
+# 20; a CDN chain is one or two).
+MAX_REDIRECTS = 10
+_REDIRECTS = (301, 302, 303, 307, 308)
+# An error answer's text kept for the message, at most.
+_ERROR_BODY = 4096
+_STRONG_ETAG = re.compile(r'^"[\x21\x23-\x7e\x80-\xff]*"$')
+
+
+def url_of(scheme: str, bucket: str, name: str) -> str:
+    """The URL of ``name`` on the origin ``scheme://bucket``."""
+    return f"{scheme}://{bucket}/{name}"
+
+
+def _origin(url: yarl.URL) -> tuple[str, str, int | None]:
+    return (url.scheme.lower(), (url.host or "").lower(), url.port)
+
+
+async def send(session: aiohttp.ClientSession, op: Op, method: str, url: str,
+               headers: Mapping[str, str], token: str | None) -> aiohttp.ClientResponse:
+    """Send ``method url``, following redirects; the token only to ``url``'s origin.
+
+    Args:
+        session: the loop's session (its connector verifies TLS).
+        op: the operation, for errors.
+        method: ``HEAD`` or ``GET``.
+        url: the URL, already percent-encoded (sent as written).
+        headers: request headers of every hop.
+        token: a bearer token for ``url``'s origin, or None.
+
+    Returns:
+        The final answer (not a redirect), unread: the caller releases it.
+
+    Raises:
+        ProtocolError: a redirect without ``Location``, to another scheme
+            than http(s), or past :data:`MAX_REDIRECTS` hops.
+        aiohttp.ClientError: the connection failed (mapped by the transport).
+    """
+    target = yarl.URL(url, encoded=True)
+    named = _origin(target)
+    left = False  # the chain has left the named origin: no token from here on
+    for _hop in range(MAX_REDIRECTS + 1):
+        hop_headers = dict(headers)
+        left = left or _origin(target) != named
+        if token is not None and not left:
+            hop_headers["Authorization"] = f"Bearer {token}"
+        resp = await session.request(method, target, headers=hop_headers,
+                                     allow_redirects=False, auto_decompress=False)
+        if resp.status not in _REDIRECTS:
+            return resp
+        location = resp.headers.get("Location")
+        resp.release()
+        if not location:
+            raise protocol(op, f"HTTP {resp.status} redirect without a Location", resp.status)
+        target = target.join(yarl.URL(location, encoded=True))
+        if target.scheme not in ("http", "https"):
+            raise protocol(op, f"redirected to a {target.scheme}: URL", resp.status)
+    raise protocol(op, f"more than {MAX_REDIRECTS} redirects", None)
+
+
+async def error_of(resp: aiohttp.ClientResponse, op: Op) -> StorageError:
+    """The typed error of an answer >= 300 (its body read, capped, and released)."""
+    try:
+        text = (await resp.content.read(_ERROR_BODY)).decode("utf-8", "replace")
+    except (aiohttp.ClientError, OSError):
+        text = ""
+    resp.release()
+    if resp.status in _REDIRECTS or 300 <= resp.status < 400:
+        return protocol(op, f"unexpected HTTP {resp.status}", resp.status)
+    return error_for_status(resp.status, text if "<html" not in text.lower() else "",
+                            operation=op.operation, bucket=op.bucket, name=op.name,
+                            scheme=op.scheme)
+
+
+def protocol(op: Op, what: str, status: int | None) -> ProtocolError:
+    """A ProtocolError naming ``op``: the answer is not what HTTP promised."""
+    return ProtocolError(f"{_describe(op.operation, op.bucket, op.name, op.scheme)} failed: "
+                         f"{what}", operation=op.operation, bucket=op.bucket, name=op.name,
+                         status=status)
+
+
+@dataclass(frozen=True, slots=True)
+class Pin:
+    """The version of an object an answer states: what every later read
+    of it is held to.
+
+    Attributes:
+        etag: a strong ``ETag`` (sent as ``If-Match``), or None.
+        modified: ``Last-Modified``, or None.
+        weak: a weak ``ETag`` (compared, never sent: HTTP compares weak
+            tags only for caching), or None.
+    """
+
+    etag: str | None
+    modified: str | None
+    weak: str | None = None
+
+    @property
+    def token(self) -> str:
+        """One string for the version, empty when the server states none."""
+        if self.etag is not None:
+            return self.etag
+        return f"{self.weak or ''}|{self.modified or ''}" if self.weak or self.modified else ""
+
+    def request_headers(self, ranged: bool) -> dict[str, str]:
+        """Headers holding a GET to this version.
+
+        ``If-Match`` on a strong ETag (another version: 412). Without one,
+        ``If-Range`` on ``Last-Modified`` for a ranged GET (another version:
+        the whole new object, status 200, which the reader then refuses by
+        its stated version, never serving it as the range).
+        """
+        if self.etag is not None:
+            return {"If-Match": self.etag}
+        if ranged and self.modified is not None:
+            return {"If-Range": self.modified}
+        return {}
+
+    def differs(self, answer: Pin) -> bool:
+        """Whether ``answer`` states another version than this one (a
+        validator the answer omits is not held against it)."""
+        return any(mine is not None and theirs is not None and mine != theirs
+                   for mine, theirs in ((self.etag, answer.etag),
+                                        (self.modified, answer.modified),
+                                        (self.weak, answer.weak)))
+
+
+def pin_of(headers: Mapping[str, str]) -> Pin:
+    """The version ``headers`` state (``ETag``, ``Last-Modified``)."""
+    etag = headers.get("ETag")
+    modified = headers.get("Last-Modified")
+    if modified is not None:
+        try:
+            parsedate_to_datetime(modified)
+        except (TypeError, ValueError):
+            modified = None  # unparseable: no validator a server would match
+    if etag is not None and _STRONG_ETAG.match(etag):
+        return Pin(etag, modified)
+    return Pin(None, modified, etag)
+
+
+def changed(op: Op, pinned: Pin, answer: Pin | None, status: int) -> PreconditionFailed:
+    """The error of an answer from another version than the one read
+    (``answer`` None: the server refused the pin, 412)."""
+    said = "HTTP 412 to the pin" if answer is None else f"version {answer.token or '?'} answered"
+    return PreconditionFailed(
+        f"{_describe(op.operation, op.bucket, op.name, op.scheme)} failed: the object changed "
+        f"while it was read ({said}, {pinned.token} was read)",
+        operation=op.operation, bucket=op.bucket, name=op.name, status=status,
+        reason="PreconditionFailed")
