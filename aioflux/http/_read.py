@@ -51,12 +51,14 @@ class Read:
         end: end (exclusive), or None for the object's end.
         into: destination buffer, or None to return bytes.
         pin: the version to hold the read to, or None (the first answer's).
+        generation: the caller's pinned generation ``pin`` stands for, if any
+            (another version answered is then NotFound: that one is gone).
         size: the object's size when the caller knows it.
     """
 
     def __init__(self, transport: Transport, op: Op, url: str, token: str | None, start: int,
                  end: int | None, into: memoryview | None, pin: Pin | None,
-                 size: int | None) -> None:
+                 generation: int | None, size: int | None) -> None:
         self.transport = transport
         self.op = op
         self.url = url
@@ -65,6 +67,7 @@ class Read:
         self.end = end
         self.into = into
         self.pin = pin
+        self.generation = generation
         self.size = size
         #: bytes kept so far (an attempt resumes after them)
         self.got = 0
@@ -100,14 +103,14 @@ class Read:
         op, status = self.op, resp.status
         if status == 412 and self.pin is not None:
             resp.release()
-            raise changed(op, self.pin, None, status)
+            raise changed(op, self.pin, None, status, self.generation)
         if status >= 300:
             raise await error_of(resp, op)
         answer = pin_of(resp.headers)
         if self.pin is None:
             self.pin = answer
         elif self.pin.differs(answer):
-            raise changed(op, self.pin, answer, status)
+            raise changed(op, self.pin, answer, status, self.generation)
         coding = resp.headers.get("Content-Encoding", "identity").strip().lower()
         if coding not in ("", "identity"):
             raise protocol(op, f"Content-Encoding {coding!r} answered to a read of the bytes as "

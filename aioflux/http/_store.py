@@ -23,16 +23,19 @@ written: already percent-encoded); one store serves one scheme, so
 - A web server has no listing and takes no writes: ``list`` and every
   write, delete, copy and compose raise ``InvalidRequest`` before any
   request; shards are named by brace patterns or lists of URLs.
+
+The user-facing operations and their argument checks are
+:class:`~aioflux._core.store_base.StoreBase`'s; this module holds the
+wire calls (``_stat``, ``_fetch``) and the refusals.
 """
 
 from __future__ import annotations
 
-import builtins
 import hashlib
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from email.utils import parsedate_to_datetime
-from typing import NoReturn, overload
+from typing import NoReturn
 
 import aiohttp
 
@@ -40,10 +43,11 @@ from .._core.auth import AnonymousAuth
 from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument, InvalidRequest, NotFound, describe
 from .._core.metrics import RequestStats
-from .._core.store import Buffer, Fetched, PartUpload, SourceSpec, StoreFeatures
-from .._core.types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
+from .._core.store import Fetched, PartUpload, SourceSpec, StoreFeatures
+from .._core.store_base import StoreBase
+from .._core.types import ListPage, ObjectInfo
 from .._core.urls import WEB_SCHEMES
-from .._core.validate import check_instance, check_object, check_str, read_args
+from .._core.validate import check_instance, check_str
 from .._net.failures import Op
 from .._net.transport import Transport
 from ._read import Read, check_whole
@@ -60,7 +64,7 @@ _NO_LISTING = ("a web server has no listing: name the shards with a brace patter
                "({scheme}://host/train-{{00000..00099}}.tar) or a list of URLs")
 
 
-class HttpStore:
+class HttpStore(StoreBase):
     """A web server's files as a read-only ``ObjectStore``.
 
     Args:
@@ -75,6 +79,9 @@ class HttpStore:
         InvalidArgument: a bad argument.
     """
 
+    _features = StoreFeatures(scheme="https", start_offset=False)
+    _kind = "a web server"
+
     def __init__(self, config: ClientConfig | None = None, *, scheme: str = "https",
                  token: str | None = None) -> None:
         check_instance("HttpStore", "config", config, ClientConfig, optional=True)
@@ -83,8 +90,12 @@ class HttpStore:
             raise InvalidArgument(f"HttpStore serves http or https, not {scheme!r}")
         self.config = config or ClientConfig()
         self.scheme = scheme
+        if scheme != self._features.scheme:
+            # One class for both schemes: the features (which name the URLs
+            # in messages) are this instance's.
+            self._features = StoreFeatures(scheme=scheme,  # type: ignore[misc]
+                                           start_offset=False)
         self._token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
-        self._features = StoreFeatures(scheme=scheme, start_offset=False)
         self._transports: dict[str, Transport] = {}
         self._pins: dict[int, Pin] = {}
         self._stats = RequestStats()
@@ -101,20 +112,9 @@ class HttpStore:
                       token=state["token"])
 
     @property
-    def features(self) -> StoreFeatures:
-        """No compose, no multipart, no listing, no writes."""
-        return self._features
-
-    @property
     def stats(self) -> RequestStats:
         """What this store's requests did (``stats.summary()``)."""
         return self._stats
-
-    async def __aenter__(self) -> HttpStore:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Close this loop's connections to every origin."""
@@ -155,33 +155,19 @@ class HttpStore:
         if a stat finds it still that version; NotFound when it is not."""
         pin = self._pins.get(generation)
         if pin is None:
-            info = await self.stat(bucket, name)
+            info = await self._stat(bucket, name)
             pin = self._pins.get(generation) if info.generation == generation else None
         if pin is None:
-            raise NotFound(f"{describe('read', bucket, name, self.scheme)} failed: version "
-                           f"{generation} is not the object's any more",
-                           operation="read", bucket=bucket, name=name, status=404)
+            raise NotFound(f"{describe('read', bucket, name, self.scheme)} failed: the object "
+                           f"is no longer generation {generation}", operation="read",
+                           bucket=bucket, name=name, status=412)
         return pin
 
-    # -- metadata -----------------------------------------------------------------
+    # -- the wire calls -------------------------------------------------------------
 
-    async def stat(self, bucket: str, name: str) -> ObjectInfo:
-        """Metadata of one URL, by a HEAD.
-
-        Args:
-            bucket: the origin's ``host[:port]``.
-            name: the path after it.
-
-        Returns:
-            ObjectInfo: the size, a generation standing for the ``ETag``
-            (else ``Last-Modified``), the content type and time.
-
-        Raises:
-            NotFound: 404.
-            ProtocolError: no ``Content-Length`` (the size is unknown).
-            StorageError: any other failure.
-        """
-        check_object("stat", bucket, name, scheme=self.scheme)
+    async def _stat(self, bucket: str, name: str) -> ObjectInfo:
+        """A HEAD: the size is ``Content-Length`` (none: ProtocolError), the
+        generation stands for the ``ETag`` (else ``Last-Modified``)."""
         op = self._op("stat", bucket, name)
         url = url_of(self.scheme, bucket, name)
 
@@ -210,116 +196,20 @@ class HttpStore:
         if pin.modified is not None:
             updated = parsedate_to_datetime(pin.modified).isoformat()
         return ObjectInfo(bucket, name, size, generation=self._remember(pin),
-                          content_type=headers.get("Content-Type"),
-                          updated=updated, scheme=self.scheme)
+                          content_type=headers.get("Content-Type"), updated=updated,
+                          scheme=self.scheme)
 
-    async def exists(self, bucket: str, name: str) -> bool:
-        """Whether the URL answers a HEAD with 200.
+    def _pages(self, bucket: str, prefix: str, delimiter: str | None,
+               start_offset: str | None, end_offset: str | None,
+               page_size: int) -> AsyncIterator[ListPage]:
+        """Refused at once: a web server has no listing."""
+        raise self._unsupported("list", bucket, prefix, _NO_LISTING.format(scheme=self.scheme))
 
-        Args:
-            bucket: the origin's ``host[:port]``.
-            name: the path after it.
-
-        Returns:
-            True or False.
-
-        Raises:
-            StorageError: a failure other than 404.
-        """
-        try:
-            await self.stat(bucket, name)
-        except NotFound:
-            return False
-        return True
-
-    def list(self, bucket: str, prefix: str = "", *, delimiter: str | None = None,
-             start_offset: str | None = None, end_offset: str | None = None,
-             page_size: int = 1000) -> AsyncIterator[ListPage]:
-        """Refused: a web server has no listing.
-
-        Raises:
-            InvalidRequest: always, before any request.
-        """
-        self._refuse("list", bucket, prefix, _NO_LISTING.format(scheme=self.scheme))
-
-    def list_objects(self, bucket: str, prefix: str = "", *, start_offset: str | None = None,
-                     end_offset: str | None = None) -> AsyncIterator[ObjectInfo]:
-        """Refused: a web server has no listing.
-
-        Raises:
-            InvalidRequest: always, before any request.
-        """
-        self._refuse("list", bucket, prefix, _NO_LISTING.format(scheme=self.scheme))
-
-    # -- reads --------------------------------------------------------------------
-
-    @overload
-    async def read(self, bucket: str, name: str, *, start: int = ..., end: int | None = ...,
-                   into: None = ..., generation: int | None = ...) -> bytes: ...
-
-    @overload
-    async def read(self, bucket: str, name: str, *, start: int = ..., end: int | None = ...,
-                   into: Buffer, generation: int | None = ...) -> int: ...
-
-    async def read(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
-                   into: Buffer | None = None, generation: int | None = None) -> bytes | int:
-        """Read a URL's bytes ``[start, end)`` (see ``ObjectStore.read``).
-
-        Args:
-            bucket: the origin's ``host[:port]``.
-            name: the path after it.
-            start: first byte.
-            end: end (exclusive); None reads to the end.
-            into: write the bytes here instead of returning them.
-            generation: only this version (from ``stat``).
-
-        Returns:
-            The bytes, or their count when ``into`` is given.
-
-        Raises:
-            NotFound: 404, or ``generation`` is not the object's any more.
-            PreconditionFailed: the object changed while it was read.
-            ProtocolError: an answer other than the range asked for.
-            StorageError: any other failure.
-        """
-        read_args(bucket, name, start, end, into, generation, scheme=self.scheme)
-        if end is not None and end == start:
-            return b"" if into is None else 0
-        dest = None if into is None else memoryview(into).cast("B")
-        fetched = await self.fetch(bucket, name, start=start, end=end, into=dest,
-                                   generation=generation)
-        return fetched.count if fetched.data is None else fetched.data
-
-    async def fetch(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
-                    into: memoryview | None = None, generation: int | None = None,
-                    size: int | None = None, crc: int | None = None,
-                    want_crc: bool = False) -> Fetched:
-        """The engines' checked read (see ``ObjectStore.fetch``).
-
-        Args:
-            bucket: the origin's ``host[:port]``.
-            name: the path after it.
-            start: first byte.
-            end: end (exclusive), or None.
-            into: destination buffer, or None.
-            generation: only this version.
-            size: the size the caller expects.
-            crc: the crc32c the caller expects of a whole read.
-            want_crc: also return the crc32c of the bytes read.
-
-        Returns:
-            Fetched.
-
-        Raises:
-            NotFound: 404, or ``generation`` is not the object's any more.
-            PreconditionFailed: the object changed while it was read.
-            ProtocolError: an answer other than the range asked for, or a
-                size other than ``size``.
-            InvalidRequest: ``start`` past the end (416), or at or past ``size``.
-            ChecksumMismatch: a whole read differs from ``crc``.
-            StorageError: any other failure, after retries.
-        """
-        check_object("read", bucket, name, scheme=self.scheme)
+    async def _fetch(self, bucket: str, name: str, start: int, end: int | None,
+                     into: memoryview | None, generation: int | None, size: int | None,
+                     crc: int | None, want_crc: bool) -> Fetched:
+        """Ranged GETs, checked and pinned (``_read.py``)."""
+        self._check_object("read", bucket, name)
         op = self._op("read", bucket, name)
         if size is not None and start >= size and not start == size == 0:
             raise InvalidRequest(f"{describe('read', bucket, name, self.scheme)} failed: start "
@@ -328,7 +218,7 @@ class HttpStore:
         pin = None if generation is None else await self._pin(bucket, name, generation)
         transport = self._transport(bucket)
         read = Read(transport, op, url_of(self.scheme, bucket, name), self._token, start, end,
-                    into, pin, size)
+                    into, pin, generation, size)
         async with transport.admit_read(op):
             fetched = await read.run()
         whole = start == 0 and fetched.size is not None and fetched.count == fetched.size
@@ -336,30 +226,21 @@ class HttpStore:
             into[:fetched.count] if into is not None else b"")
         return check_whole(op, fetched, view, crc if whole else None, want_crc)
 
-    # -- refused: a web server takes no writes --------------------------------------
-
-    def _refuse(self, operation: str, bucket: str, name: str, why: str) -> NoReturn:
-        raise InvalidRequest(f"{describe(operation, bucket, name, self.scheme)}: {why}",
-                             operation=operation, bucket=bucket, name=name)
+    # -- refused: a web server takes no writes ----------------------------------------
 
     def _read_only(self, operation: str, bucket: str, name: str) -> NoReturn:
-        self._refuse(operation, bucket, name, f"{self.scheme}:// URLs are read-only "
-                     f"(a web server takes no {operation})")
+        raise self._unsupported(operation, bucket, name, f"{self.scheme}:// URLs are read-only "
+                                f"(a web server takes no {operation})")
 
-    async def write(self, bucket: str, name: str, data: bytes | bytearray | memoryview, *,
-                    content_type: str = "application/octet-stream",
-                    if_generation_match: int | None = None,
-                    metadata: dict[str, str] | None = None,
-                    resumable: bool | None = None) -> ObjectInfo:
-        """Refused: read-only.
-
-        Raises:
-            InvalidRequest: always, before any request.
-        """
+    async def _write(self, bucket: str, name: str, data: memoryview, content_type: str,
+                     if_generation_match: int | None, metadata: dict[str, str] | None,
+                     resumable: bool | None) -> ObjectInfo:
         self._read_only("write", bucket, name)
 
-    def start_upload(self, bucket: str, name: str, *, content_type: str,
-                     part_size: int, metadata: dict[str, str] | None = None,
+    def start_upload(self, bucket: str, name: str, *,
+                     content_type: str = "application/octet-stream",
+                     part_size: int = 8 * 1024 * 1024,
+                     metadata: dict[str, str] | None = None,
                      if_generation_match: int | None = None) -> PartUpload:
         """Refused: read-only.
 
@@ -368,51 +249,14 @@ class HttpStore:
         """
         self._read_only("write", bucket, name)
 
-    async def delete(self, bucket: str, name: str, *, generation: int | None = None,
-                     if_generation_match: int | None = None, missing_ok: bool = False) -> None:
-        """Refused: read-only.
-
-        Raises:
-            InvalidRequest: always, before any request.
-        """
+    async def _delete(self, bucket: str, name: str, generation: int | None,
+                      if_generation_match: int | None, missing_ok: bool) -> None:
         self._read_only("delete", bucket, name)
 
-    async def copy(self, bucket: str, name: str, dest_bucket: str,
-                   dest_name: str) -> ObjectInfo:
-        """Refused: read-only (a copy to another store reads, then writes there).
-
-        Raises:
-            InvalidRequest: always, before any request.
-        """
+    async def _copy(self, bucket: str, name: str, dest_bucket: str,
+                    dest_name: str) -> ObjectInfo:
         self._read_only("copy", dest_bucket, dest_name)
 
-    async def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
-                      if_generation_match: int | None = None,
-                      content_type: str = "application/octet-stream") -> ObjectInfo:
-        """Refused: read-only.
-
-        Raises:
-            InvalidRequest: always, before any request.
-        """
+    async def _compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec],
+                       if_generation_match: int | None, content_type: str) -> ObjectInfo:
         self._read_only("compose", bucket, destination)
-
-    async def list_multipart_uploads(self, bucket: str,
-                                     prefix: str = "") -> builtins.list[MultipartUploadInfo]:
-        """None: nothing is ever uploaded here."""
-        return []
-
-    async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
-        """Refused: read-only.
-
-        Raises:
-            InvalidRequest: always, before any request.
-        """
-        self._read_only("abort_multipart", bucket, name)
-
-    async def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
-        """Refused: read-only.
-
-        Raises:
-            InvalidRequest: always, before any request.
-        """
-        self._read_only("list_parts", bucket, name)

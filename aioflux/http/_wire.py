@@ -19,6 +19,7 @@ import aiohttp
 import yarl
 
 from .._core.errors import (
+    NotFound,
     PreconditionFailed,
     ProtocolError,
     StorageError,
@@ -170,12 +171,16 @@ def pin_of(headers: Mapping[str, str]) -> Pin:
     return Pin(None, modified, etag)
 
 
-def changed(op: Op, pinned: Pin, answer: Pin | None, status: int) -> PreconditionFailed:
+def changed(op: Op, pinned: Pin, answer: Pin | None, status: int,
+            generation: int | None) -> NotFound | PreconditionFailed:
     """The error of an answer from another version than the one read
-    (``answer`` None: the server refused the pin, 412)."""
+    (``answer`` None: the server refused the pin, 412): the version the
+    caller pinned (``generation``) is gone, as an overwritten generation is
+    on GCS and S3 (NotFound); an unpinned read's first version changed
+    under it (PreconditionFailed)."""
     said = "HTTP 412 to the pin" if answer is None else f"version {answer.token or '?'} answered"
-    return PreconditionFailed(
-        f"{_describe(op.operation, op.bucket, op.name, op.scheme)} failed: the object changed "
-        f"while it was read ({said}, {pinned.token} was read)",
-        operation=op.operation, bucket=op.bucket, name=op.name, status=status,
-        reason="PreconditionFailed")
+    message = (f"{_describe(op.operation, op.bucket, op.name, op.scheme)} failed: the object "
+               f"changed while it was read ({said}, {pinned.token} was read)")
+    cls = PreconditionFailed if generation is None else NotFound
+    return cls(message, operation=op.operation, bucket=op.bucket, name=op.name, status=412,
+               reason="PreconditionFailed")
