@@ -18,10 +18,14 @@ descriptor, so a node holds the index once and a pickled dataset sent to a
 spawned worker does not grow with its objects. A record is rebuilt on each
 access (about a microsecond).
 
-Per object, a listing of files holds its name's UTF-8 bytes plus 16 bytes
-(a 32-bit name end, a 32-bit size under 4 GiB, a 64-bit generation),
-4 more with recorded crc32cs; while it is listed, 24 to 32 (64-bit until
-the column is finished) and one page of records.
+Per object, a listing of files holds its name's UTF-8 bytes past the
+folder every name shares (kept once) plus 16 bytes (a 32-bit name end, a
+32-bit size under 4 GiB, a 64-bit generation; a size every file shares is
+kept once), 4 more with recorded crc32cs. While it is listed the columns
+grow in mappings of their own (:mod:`.growing`: no copy as they grow, every
+page given back when they are freed), then are copied into the block one
+after the other, each unmapped once copied; besides them a listing holds a
+few pages of records.
 """
 
 from __future__ import annotations
@@ -31,9 +35,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from .columns import (
-    Blobs,
     Get,
     Ints,
+    Names,
     Repeated,
     Segments,
     Strings,
@@ -67,7 +71,7 @@ class IndexBuilder:
         self.count = 0
         self.ordered = True  # every name so far above the one before
         self._last: str | None = None
-        self._names = Blobs()
+        self._names = Names()
         self._sizes = Ints()
         self._generations = Ints()
         self._crc32cs = Ints()
