@@ -79,7 +79,6 @@ class HttpStore(StoreBase):
         InvalidArgument: a bad argument.
     """
 
-    _features = StoreFeatures(scheme="https", start_offset=False)
     _kind = "a web server"
 
     def __init__(self, config: ClientConfig | None = None, *, scheme: str = "https",
@@ -90,11 +89,9 @@ class HttpStore(StoreBase):
             raise InvalidArgument(f"HttpStore serves http or https, not {scheme!r}")
         self.config = config or ClientConfig()
         self.scheme = scheme
-        if scheme != self._features.scheme:
-            # One class for both schemes: the features (which name the URLs
-            # in messages) are this instance's.
-            self._features = StoreFeatures(scheme=scheme,  # type: ignore[misc]
-                                           start_offset=False)
+        # One class for both schemes: the features (whose scheme names the
+        # URLs in messages) are this instance's.
+        self._web_features = StoreFeatures(scheme=scheme, start_offset=False)
         self._token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
         self._transports: dict[str, Transport] = {}
         self._pins: dict[int, Pin] = {}
@@ -110,6 +107,11 @@ class HttpStore(StoreBase):
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__init__(state["config"], scheme=state["scheme"],  # type: ignore[misc,arg-type]
                       token=state["token"])
+
+    @property
+    def features(self) -> StoreFeatures:
+        """No compose, no multipart, no listing, no writes: read-only."""
+        return self._web_features
 
     @property
     def stats(self) -> RequestStats:
