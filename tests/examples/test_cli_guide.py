@@ -6,23 +6,39 @@ synopsis without calls, or a documented flag no call uses, fails. The
 page's exit codes are the command's own (its ``--help``), and the failures
 a user meets first exit as the table says (the signals' and a closed
 pipe's codes are tested in tests/integration/test_cli*.py).
+
+The lines run in this interpreter through the console script's own entry
+point (``aioflux.cli.main``, :func:`run_in_process`): a process per line
+paid Python's and aioflux's start-up for each, most of a minute in all. A
+few stay processes where the process is what is checked: ``cat``'s bytes
+down a pipe, the exit statuses a shell sees, the emulator serving until
+SIGTERM.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import io
 import json
+import logging
 import os
 import re
+import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
+import warnings
+from collections.abc import Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
-from aioflux import Client, load_files
+from aioflux import AsyncClient, Client, load_files
+from aioflux._core import portal
+from aioflux.cli import main
 from aioflux.testing import Emulator, running_emulator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +63,7 @@ def cli_synopses(text: str) -> list[str]:
 SYNOPSES = cli_synopses(GUIDE)
 
 B = "cli-guide"  # the bucket every call below works in
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -201,22 +218,98 @@ def cli_world(tmp_path: Path) -> Iterator[tuple[Emulator, Path]]:
         yield emulator, tmp_path
 
 
-def run_cli(argv: list[str], endpoint: str) -> subprocess.CompletedProcess[str]:
+@dataclass(frozen=True)
+class Ran:
+    """What a command line did, as its shell sees it."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(argv: list[str], endpoint: str) -> Ran:
+    """``aioflux ARGV`` in a process of its own (``python -m aioflux``)."""
     env = {**os.environ, "STORAGE_EMULATOR_HOST": endpoint}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    return subprocess.run([sys.executable, "-m", "aioflux", *argv], env=env, text=True,
+    proc = subprocess.run([sys.executable, "-m", "aioflux", *argv], env=env, text=True,
                           capture_output=True, timeout=150, check=False)
+    return Ran(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _exit_status(code: object) -> int:
+    """The status ``sys.exit(code)`` gives a process (its message aside)."""
+    if code is None:
+        return 0
+    return code if isinstance(code, int) else 1
+
+
+@contextlib.contextmanager
+def _as_a_process_of_its_own(env: dict[str, str]) -> Iterator[None]:
+    """Give a command line what a fresh process would and take back what it
+    changed: the environment, the working directory, the signal handlers,
+    the root logger, the warning filters, and the portal (the background
+    loop thread a command drives: a fresh one, shut down at the end as at
+    a process's exit, so no session, task or thread outlives its line)."""
+    environ, cwd = dict(os.environ), os.getcwd()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE)}
+    root = logging.getLogger()
+    root_handlers, root_level = list(root.handlers), root.level
+    outer_portal = portal._portal
+    portal._portal = None
+    os.environ.update(env)
+    try:
+        with warnings.catch_warnings():
+            yield
+    finally:
+        own, portal._portal = portal._portal, outer_portal
+        if own is not None:
+            own.shutdown()
+        for name in os.environ.keys() - environ.keys():
+            del os.environ[name]
+        os.environ.update(environ)  # not cleared first: other threads read it meanwhile
+        os.chdir(cwd)
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+        root.handlers[:], root.level = root_handlers, root_level
+
+
+def run_in_process(argv: Sequence[str], endpoint: str) -> Ran:
+    """``aioflux ARGV`` in this interpreter, through what the console script
+    and ``python -m aioflux`` call (``sys.exit(main())``): its exit status,
+    stdout (binary writes included, as ``cat`` makes) and stderr."""
+    raw_out, raw_err = io.BytesIO(), io.BytesIO()
+    out, err = (io.TextIOWrapper(raw, encoding="utf-8") for raw in (raw_out, raw_err))
+    with (_as_a_process_of_its_own({"STORAGE_EMULATOR_HOST": endpoint}),
+          contextlib.redirect_stdout(out), contextlib.redirect_stderr(err)):
+        try:
+            code: object = main(list(argv))
+        except SystemExit as exc:  # argparse's --version, --help and usage errors
+            code = exc.code
+            if code is not None and not isinstance(code, int):
+                print(code, file=sys.stderr)
+        out.flush()
+        err.flush()
+    return Ran(_exit_status(code), *(raw.getvalue().decode("utf-8", "surrogateescape")
+                                     for raw in (raw_out, raw_err)))
+
+
+# The documented lines that run as a user runs them, in a process of their
+# own: cat's bytes go down a real pipe, the endpoint comes from the process's
+# environment.
+IN_A_PROCESS = {"cat gs://{b}/data/a.txt"}
 
 
 @pytest.mark.timeout(400)
 def test_cli_lines_run(cli_world: tuple[Emulator, Path]) -> None:
     emulator, tmp = cli_world
+    assert IN_A_PROCESS <= {c.argv for calls in CLI_CALLS.values() for c in calls}
     for synopsis, calls in CLI_CALLS.items():
         if synopsis.startswith("aioflux emulator"):
             continue
         for call in calls:
             argv = call.argv.format(b=B, tmp=tmp).split()
-            proc = run_cli(argv, emulator.endpoint)
+            run = run_cli if call.argv in IN_A_PROCESS else run_in_process
+            proc = run(argv, emulator.endpoint)
             report = (f"{synopsis}\n  aioflux {' '.join(argv)}: exit {proc.returncode}\n"
                       f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
             assert proc.returncode == 0, report
@@ -230,6 +323,37 @@ def test_cli_lines_run(cli_world: tuple[Emulator, Path]) -> None:
         assert client.list_multipart_uploads(B) == []  # `clean` aborted it
         assert client.read(B, "data/a.txt") == b"hello, a.txt"
     assert (tmp / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _emulator_stats(endpoint: str) -> dict[str, int]:
+    with urllib.request.urlopen(f"{endpoint}/_aioflux_stats", timeout=10) as resp:
+        return dict(json.load(resp))
+
+
+async def _together(coros: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+    """The results of ``coros`` run at once; the first failure cancels the rest."""
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(coro) for coro in coros]
+    return [task.result() for task in tasks]
+
+
+async def _faulty_traffic(endpoint: str) -> dict[str, int]:
+    """Write 40 objects and read them back through the injected faults (10%
+    503, 5% 429, 1% resets) a client retries; the emulator's counts.
+
+    The faults are random: the reads go on until both kinds were drawn (80
+    requests miss every 429 in ~2% of runs; 800 practically never). The
+    requests of a round go out together: one after another they waited
+    out the profile's latency 80 times."""
+    expected = [bytes([i]) * 100 for i in range(40)]
+    async with AsyncClient(endpoint=endpoint) as client:
+        await _together(client.write(B, f"o{i}", data) for i, data in enumerate(expected))
+        for _ in range(10):
+            assert await _together(client.read(B, f"o{i}") for i in range(40)) == expected
+            stats = await asyncio.to_thread(_emulator_stats, endpoint)
+            if stats.get("injected_503", 0) and stats.get("injected_429", 0):
+                break
+    return stats
 
 
 @pytest.mark.timeout(120)
@@ -248,28 +372,16 @@ def test_cli_emulator_line(tmp_path: Path) -> None:
         assert line.startswith("aioflux emulator S3 API on http://127.0.0.1:"), line
         s3_endpoint = line.split()[-1]
         assert s3_endpoint != endpoint
-        # A client retries through the injected faults (10% 503, 5% 429, 1% resets).
-        # The faults are random: the reads go on until both kinds were drawn
-        # (80 requests miss every 429 in ~2% of runs; 800 practically never).
-        with Client(endpoint=endpoint) as client:
-            for i in range(40):
-                client.write(B, f"o{i}", bytes([i]) * 100)
-            for _ in range(10):
-                assert [client.read(B, f"o{i}") for i in range(40)] == \
-                    [bytes([i]) * 100 for i in range(40)]
-                with urllib.request.urlopen(f"{endpoint}/_aioflux_stats", timeout=10) as resp:
-                    stats = json.load(resp)
-                if stats.get("injected_503", 0) and stats.get("injected_429", 0):
-                    break
+        stats = asyncio.run(_faulty_traffic(endpoint))
         assert stats.get("injected_503", 0) > 0 and stats.get("injected_429", 0) > 0, \
             stats  # the flags took
-        result = run_cli(["ls", "--json", f"gs://{B}"], endpoint)
+        result = run_in_process(["ls", "--json", f"gs://{B}"], endpoint)
         assert proc.poll() is None  # still serving
         assert result.returncode == 0, result.stderr
         urls = [entry["url"] for entry in json.loads(result.stdout) if "url" in entry]
         assert urls == [f"gs://{B}/o{i}" for i in sorted(range(40), key=str)]
         # The same objects through the S3 face.
-        result = run_cli(["ls", f"s3://{B}", "--s3-endpoint", s3_endpoint], endpoint)
+        result = run_in_process(["ls", f"s3://{B}", "--s3-endpoint", s3_endpoint], endpoint)
         assert result.returncode == 0, result.stderr
         assert result.stdout.split() == [f"s3://{B}/o{i}" for i in sorted(range(40), key=str)]
     finally:
@@ -301,14 +413,17 @@ def test_failures_exit_as_documented(tmp_path: Path) -> None:
     codes = exit_codes(GUIDE)
     with running_emulator() as emulator:
         emulator.create_bucket(B)
-        for argv, code, why in (
-                (["cat", f"gs://{B}/missing"], 1, "no such object"),
-                (["ls", f"gs://{B}/nothing/"], 1, "a URL that matches nothing"),
-                (["cp", f"{tmp_path}/absent", f"gs://{B}/x"], 1,
+        # A failure and a usage error exit as a shell sees them, in a
+        # process of their own; the rest take the same paths in this one.
+        for run, argv, code, why in (
+                (run_cli, ["cat", f"gs://{B}/missing"], 1, "no such object"),
+                (run_in_process, ["ls", f"gs://{B}/nothing/"], 1, "a URL that matches nothing"),
+                (run_in_process, ["cp", f"{tmp_path}/absent", f"gs://{B}/x"], 1,
                  "a local file that cannot be read"),
-                (["ls", "ftp://x"], 2, "a URL of no store this version serves"),
-                (["ls", "--concurrency", "0", f"gs://{B}"], 2, "a number out of range")):
-            proc = run_cli(argv, emulator.endpoint)
+                (run_cli, ["ls", "ftp://x"], 2, "a URL of no store this version serves"),
+                (run_in_process, ["ls", "--concurrency", "0", f"gs://{B}"], 2,
+                 "a number out of range")):
+            proc = run(argv, emulator.endpoint)
             assert proc.returncode == code, (argv, proc.stderr)
             assert why in codes[code], (why, codes[code])
             assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
