@@ -49,6 +49,7 @@ from .._core.urls import StoreURL, folder_prefix, parse_url
 from ..azure._store import AzureStore
 from ..gcs._client import AsyncClient
 from ..gcs._service import user_project_of
+from ..http._store import HttpStore
 from ..local._files import path_of
 from ..local._store import LocalStore
 from ..s3._endpoints import check_region
@@ -62,7 +63,7 @@ __all__ = ["SERVED_SCHEMES", "Stores", "add_client_arguments", "emit_json",
 
 # Schemes with a backend in this version (aioflux._api.stores builds one for
 # each): every one of SCHEMES.
-SERVED_SCHEMES = ("gs", "s3", "az", "abfs", "abfss", "file")
+SERVED_SCHEMES = ("gs", "s3", "az", "abfs", "abfss", "file", "http", "https")
 _USE = "use gs://, s3://, az://, file:// or a local path"
 
 # "s3://x", "https://x": a URL with a scheme, as opposed to a local path.
@@ -193,6 +194,9 @@ def _own_store(args: argparse.Namespace, scheme: str) -> ObjectStore | None:
         return AzureStore(_config(args))
     if scheme == "file":
         return LocalStore(_config(args))
+    if scheme in ("http", "https"):
+        # Read-only; a bearer token from $AIOFLUX_HTTP_TOKEN.
+        return HttpStore(_config(args), scheme=scheme)
     return None
 
 
