@@ -9,8 +9,10 @@ arguments already checked.
 
 What a backend implements:
 
-- ``_features``: its :class:`~.store.StoreFeatures` (a class attribute:
-  capabilities are data); ``features.scheme`` names its URLs in messages.
+- ``_features``: its :class:`~.store.StoreFeatures` (capabilities are
+  data), or a ``features`` property of its own; ``features.scheme`` names
+  its URLs in messages; ``_kind`` names the store in the messages of what
+  it does not offer ("S3").
 - ``_stat(bucket, name) -> ObjectInfo``: one object's metadata, or
   ``NotFound``.
 - ``_pages(bucket, prefix, delimiter, start_offset, end_offset, page_size)
@@ -80,7 +82,8 @@ class StoreBase(abc.ABC):
     """
 
     config: ClientConfig
-    #: What the backend can do beyond the common operations.
+    #: What the backend can do beyond the common operations, unless it
+    #: overrides :attr:`features`.
     _features: ClassVar[StoreFeatures]
     #: How messages name the backend ("S3", "Azure", "the filesystem").
     _kind: ClassVar[str] = "this store"
@@ -105,7 +108,7 @@ class StoreBase(abc.ABC):
                       name_arg: str = "name") -> None:
         """Refuse a bucket or object name the store cannot address."""
         check_object(op, bucket, name, bucket_arg=bucket_arg, name_arg=name_arg,
-                     scheme=self._features.scheme)
+                     scheme=self.features.scheme)
 
     # -- metadata --------------------------------------------------------------
 
@@ -117,11 +120,9 @@ class StoreBase(abc.ABC):
             name: object name.
 
         Returns:
-            ObjectInfo: size, generation (the store's version token), crc32c
-            where the store keeps one, content type, custom metadata.
+            ObjectInfo (size, version token, crc32c where kept, metadata).
 
         Raises:
-            InvalidURL: a malformed bucket or name.
             NotFound: no such object or bucket.
             StorageError: any other failure.
         """
@@ -139,7 +140,6 @@ class StoreBase(abc.ABC):
             True if it exists.
 
         Raises:
-            InvalidURL: a malformed bucket or name.
             StorageError: the answer could not be had (not for a missing object).
         """
         try:
@@ -153,23 +153,15 @@ class StoreBase(abc.ABC):
     def list(self, bucket: str, prefix: str = "", *, delimiter: str | None = None,
              start_offset: str | None = None, end_offset: str | None = None,
              page_size: int = 1000) -> AsyncIterator[ListPage]:
-        """List objects page by page, sorted by name.
-
-        Each page is checked: every name once, in order, under ``prefix``
-        and inside the offsets, or the listing raises ``ProtocolError``.
-        Where the server has no start or end offset
-        (``features.start_offset``, ``features.end_offset``), the listing
-        drops what is outside them itself.
+        """List objects page by page, sorted by name, each page checked.
 
         Args:
             bucket: bucket name.
             prefix: only names starting with this (a name prefix, not a folder).
-            delimiter: group names continuing past it (after ``prefix``),
-                such as ``"/"``, into the pages' ``prefixes``; None: every name.
+            delimiter: group names by this (``"/"``), reported as prefixes.
             start_offset: first name (inclusive) of a half-open range.
             end_offset: end (exclusive) of the range.
-            page_size: most entries a page (a server may cap it: 1000 on
-                GCS and S3, 5,000 on Azure).
+            page_size: most entries a page (servers cap it: GCS and S3 at 1000).
 
         Returns:
             An async iterator of ListPage, fetched as it is consumed.
@@ -178,12 +170,11 @@ class StoreBase(abc.ABC):
             InvalidURL: a malformed bucket or prefix (at once).
             InvalidArgument: a setting of the wrong type (at once).
             NotFound: no such bucket (while iterating).
-            ProtocolError: a page out of order, outside the prefix or
-                offsets, or a listing that does not move forward.
+            ProtocolError: a page out of order, outside the prefix or offsets.
             StorageError: any other failure (while iterating).
         """
         list_args("list", bucket, prefix, delimiter=delimiter, start_offset=start_offset,
-                  end_offset=end_offset, page_size=page_size, scheme=self._features.scheme)
+                  end_offset=end_offset, page_size=page_size, scheme=self.features.scheme)
         return self._pages(bucket, prefix, delimiter, start_offset, end_offset, page_size)
 
     def list_objects(self, bucket: str, prefix: str = "", *, start_offset: str | None = None,
@@ -201,8 +192,6 @@ class StoreBase(abc.ABC):
 
         Raises:
             InvalidURL: a malformed bucket or prefix (at once).
-            InvalidArgument: a setting of the wrong type (at once).
-            NotFound: no such bucket (while iterating).
             StorageError: listing failed (while iterating).
         """
         return objects_of(self.list(bucket, prefix, start_offset=start_offset,
@@ -220,39 +209,29 @@ class StoreBase(abc.ABC):
 
     async def read(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
                    into: Buffer | None = None, generation: int | None = None) -> bytes | int:
-        """Read an object, or the byte range ``[start, end)`` of it.
-
-        Every answer is checked against what was asked (status,
-        ``Content-Range``, length); whole-object reads also against the
-        object's crc32c. A body cut short is resumed after its last byte,
-        pinned to the version first served.
+        """Read an object, or the byte range ``[start, end)`` of it, checked
+        (status, range, length; a whole object's crc32c).
 
         Args:
             bucket: bucket name.
             name: object name.
             start: first byte.
             end: end (exclusive); ``None`` reads to the end of the object.
-            into: write the bytes into this writable buffer instead of
-                returning them (e.g. a slice of a preallocated tensor's memory).
-            generation: read this version only (pins it: GCS's generation,
-                an ETag's number sent as ``If-Match`` on S3 and Azure, a
-                file's modification time in ns).
+            into: write the bytes into this writable buffer instead.
+            generation: read this version only (pins it).
 
         Returns:
             The bytes, or the count of bytes written when ``into`` is given.
 
         Raises:
-            InvalidURL: a malformed bucket or name.
             NotFound: no such object, or it is no longer that generation.
             InvalidArgument: a bad range, or ``into`` too small.
             InvalidRequest: ``start`` past the end (416).
-            ChecksumMismatch: the bytes differ from the object's checksum
-                (on every attempt), or a file changed while it was read.
-            ProtocolError: the server answered with a redirect, another
-                range or a body other than announced.
+            ChecksumMismatch: the body was corrupt on every attempt.
+            ProtocolError: another range or body than asked for.
             StorageError: any other failure.
         """
-        read_args(bucket, name, start, end, into, generation, scheme=self._features.scheme)
+        read_args(bucket, name, start, end, into, generation, scheme=self.features.scheme)
         if end is not None and end == start:
             return b"" if into is None else 0
         dest = None if into is None else memoryview(into).cast("B")
@@ -265,10 +244,6 @@ class StoreBase(abc.ABC):
                     size: int | None = None, crc: int | None = None,
                     want_crc: bool = False) -> Fetched:
         """The engines' checked read: ``read`` with what the caller knows.
-
-        A body cut short is resumed after its last byte, pinned to the
-        version first served; an object replaced meanwhile is ``NotFound``
-        (a file's, ``ChecksumMismatch``), never bytes of two versions.
 
         Args:
             bucket: bucket name.
@@ -287,18 +262,12 @@ class StoreBase(abc.ABC):
             object's size when the answer stated it.
 
         Raises:
-            NotFound: no such object (or version), or it was replaced while
-                it was read.
+            NotFound: no such object (or version), or replaced while read.
             ChecksumMismatch: the bytes differ from ``crc`` or the stored
-                checksum; on a file or memory store, also an object that is
-                not ``size`` bytes.
-            ProtocolError: the server answered with a redirect, another range
-                or a body other than announced, or refused a range starting
-                below ``size`` as past the end (416: the object is shorter
-                than ``size``, which the message names).
-            InvalidRequest: ``start`` past the end (416; at or past ``size``
-                when given).
-            InvalidArgument: ``into`` too small.
+                checksum (a file or memory object not ``size`` bytes too).
+            ProtocolError: another range or body than announced, or a range
+                below ``size`` refused as past the end (the message names it).
+            InvalidRequest: ``start`` past the end (416), or past ``size``.
             StorageError: any other failure.
         """
         return await self._fetch(bucket, name, start, end, into, generation, size, crc,
@@ -311,39 +280,30 @@ class StoreBase(abc.ABC):
                     if_generation_match: int | None = None,
                     metadata: dict[str, str] | None = None,
                     resumable: bool | None = None) -> ObjectInfo:
-        """Store ``data`` as the object, all or nothing, checked by crc32c
-        (or the MD5 the store takes) against what the store kept.
+        """Store ``data`` as the object, all or nothing, checked.
 
         Args:
             bucket: bucket name.
             name: object name.
-            data: the content (one request: use ``start_upload`` for
-                objects larger than the store takes at once, 5 GiB on S3).
-            content_type: Content-Type to store (files keep none).
-            if_generation_match: write only if the object's version is
-                this; ``0`` means "only if it does not exist" (``If-None-Match:
-                *`` on S3 and Azure).
-            metadata: custom metadata (string keys and values; files take
-                none).
+            data: the content (S3 takes 5 GiB at once: ``start_upload`` beyond).
+            content_type: Content-Type to store.
+            if_generation_match: precondition; 0 means "must not exist yet".
+            metadata: custom metadata (files take none).
             resumable: force (True) or forbid (False) a resumable upload
-                where the store has them (GCS); None: by size. Stores
-                without resumable sessions (S3, Azure) refuse True.
+                (GCS; S3 and Azure have none); None: by size.
 
         Returns:
             ObjectInfo of the new object.
 
         Raises:
-            InvalidURL: a malformed bucket or name.
-            InvalidArgument: an argument of the wrong type, ``resumable=True``
-                where there are no resumable uploads, or ``metadata`` the
-                store cannot keep.
+            InvalidArgument: ``resumable=True`` where there are none, or
+                ``metadata`` the store cannot keep.
             PreconditionFailed: ``if_generation_match`` did not hold.
-            ChecksumMismatch: the stored object differs from ``data`` (that
-                version was deleted: nothing unverified stays published).
+            ChecksumMismatch: the stored object differs (it was deleted).
             StorageError: any other failure (nothing is published).
         """
         write_args(bucket, name, data, content_type, if_generation_match, metadata, resumable,
-                   scheme=self._features.scheme)
+                   scheme=self.features.scheme)
         return await self._write(bucket, name, memoryview(data).cast("B"), content_type,
                                  if_generation_match, metadata, resumable)
 
@@ -379,28 +339,21 @@ class StoreBase(abc.ABC):
             name: object name.
             generation: delete only this version (another is NotFound).
             if_generation_match: delete only if the object's version is this.
-            missing_ok: treat "already gone" as success: the object, or the
-                generation asked for (replaced since). An object found gone
-                by a retried attempt is success either way (the attempt
-                before it, its answer lost, may have deleted it).
+            missing_ok: treat "already gone" (or that generation replaced)
+                as success.
 
         Raises:
-            InvalidURL: a malformed bucket or name.
-            NotFound: no such object, or not that generation (unless
-                ``missing_ok``).
+            NotFound: no such object or generation (unless ``missing_ok``).
             PreconditionFailed: ``if_generation_match`` did not hold.
             StorageError: any other failure.
         """
         delete_args(bucket, name, generation, if_generation_match, missing_ok,
-                    scheme=self._features.scheme)
+                    scheme=self.features.scheme)
         await self._delete(bucket, name, generation, if_generation_match, missing_ok)
 
     async def copy(self, bucket: str, name: str, dest_bucket: str,
                    dest_name: str) -> ObjectInfo:
-        """Copy an object within the store (server-side where it can).
-
-        The copy is of the version a stat saw, and must have its size and
-        checksums, else it is deleted and the copy fails.
+        """Copy an object within the store (server-side where it can), checked.
 
         Args:
             bucket: source bucket.
@@ -412,11 +365,9 @@ class StoreBase(abc.ABC):
             ObjectInfo of the copy.
 
         Raises:
-            InvalidURL: a malformed bucket or name, of either.
             NotFound: the source is missing.
             PreconditionFailed: the source was replaced while it was copied.
-            ChecksumMismatch: the copy's size or checksum is not the
-                source's (the copy was deleted).
+            ChecksumMismatch: the copy differs from the source (it was deleted).
             StorageError: any other failure.
         """
         self._check_object("copy", bucket, name)
@@ -427,40 +378,34 @@ class StoreBase(abc.ABC):
     async def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
                       if_generation_match: int | None = None,
                       content_type: str = "application/octet-stream") -> ObjectInfo:
-        """Concatenate objects of ``bucket`` into ``destination`` (only where
-        ``features.compose``: at most that many sources).
+        """Concatenate up to ``features.compose`` objects into ``destination``.
 
         Args:
             bucket: bucket name.
             destination: name of the composite.
-            sources: names, ``(name, generation)`` pairs or ObjectInfo; a
-                known generation is a precondition, so a concurrently
-                overwritten source fails instead of mixing versions.
-            if_generation_match: precondition on the destination (``0``:
-                only if it does not exist).
+            sources: names, ``(name, generation)`` pairs or ObjectInfo (a
+                known generation is a precondition).
+            if_generation_match: precondition on the destination.
             content_type: Content-Type of the composite.
 
         Returns:
-            ObjectInfo of the composite, checked against the sources' sizes
-            and crc32c when every source is an ObjectInfo that knows them.
+            ObjectInfo of the composite.
 
         Raises:
             InvalidRequest: the store has no compose.
             InvalidArgument: zero sources, or more than ``features.compose``.
-            NotFound: a source is missing.
             PreconditionFailed: a source or the destination changed.
-            ChecksumMismatch: the composite is not the concatenation of the
-                sources (nothing unverified stays published).
+            ChecksumMismatch: the composite is not the sources' concatenation.
             StorageError: any other failure.
         """
-        most = self._features.compose
+        most = self.features.compose
         if not most:
             raise self._unsupported("compose", bucket, destination,
                                     f"{self._kind} cannot concatenate objects server-side "
                                     "(features.compose is 0)")
         compose_args(bucket, destination, sources, if_generation_match, content_type)
         if not 1 <= len(sources) <= most:
-            where = describe("compose", bucket, destination, self._features.scheme)
+            where = describe("compose", bucket, destination, self.features.scheme)
             raise InvalidArgument(f"{where}: needs 1-{most} sources, got {len(sources)}")
         return await self._compose(bucket, destination, sources, if_generation_match,
                                    content_type)
@@ -476,16 +421,12 @@ class StoreBase(abc.ABC):
             prefix: only uploads of names starting with this.
 
         Returns:
-            MultipartUploadInfo of each open upload (none where
-            ``features.multipart`` is False and the store leaves nothing
-            behind that a request could list: Azure's uncommitted blocks
-            are dropped by the service a week after their upload).
+            MultipartUploadInfo of each open upload (by default none).
 
         Raises:
-            InvalidURL: a malformed bucket.
             StorageError: the listing failed.
         """
-        validate_bucket(bucket, scheme=self._features.scheme)
+        validate_bucket(bucket, scheme=self.features.scheme)
         return []
 
     async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
@@ -499,7 +440,6 @@ class StoreBase(abc.ABC):
         Raises:
             InvalidRequest: the store has no multipart uploads.
             NotFound: no such upload.
-            StorageError: any other failure.
         """
         raise self._unsupported("abort multipart upload", bucket, name,
                                 f"{self._kind} has no multipart uploads "
@@ -519,7 +459,6 @@ class StoreBase(abc.ABC):
         Raises:
             InvalidRequest: the store has no multipart uploads.
             NotFound: no such upload.
-            StorageError: any other failure.
         """
         raise self._unsupported("list parts", bucket, name,
                                 f"{self._kind} has no multipart uploads "
@@ -527,7 +466,7 @@ class StoreBase(abc.ABC):
 
     def _unsupported(self, op: str, bucket: str, name: str, why: str) -> InvalidRequest:
         """The typed error of an operation this store does not offer."""
-        return InvalidRequest(f"{describe(op, bucket, name, self._features.scheme)}: {why}",
+        return InvalidRequest(f"{describe(op, bucket, name, self.features.scheme)}: {why}",
                               operation=op, bucket=bucket, name=name, reason="unsupported")
 
     # -- the wire calls --------------------------------------------------------------

@@ -29,20 +29,15 @@ class StreamingStore(StoreBase):
                cache_limit: int | None = None) -> AsyncIterator[StreamItem]:
         """List ``prefix`` in parallel and download each object as it is listed.
 
-        ``async for obj in store.stream("gs://b/p", concurrency=64)``.
-
         Args:
-            bucket: bucket name or a URL of this store (``gs://bucket/prefix``;
-                then ``prefix`` must be empty: the whole prefix goes in the URL).
+            bucket: bucket name, or a URL of the store (``gs://bucket/prefix``;
+                ``prefix`` then empty).
             prefix: only names starting with this.
             concurrency: downloads in flight (``None``: 64).
-            ordered: yield in listing order (name order, the same every
-                run, however many listers); else as downloads complete.
+            ordered: yield in listing order (name order); else as downloads complete.
             list_concurrency: parallel listers (``None``: 16).
             options: planner settings (large objects are read in ranged chunks).
-            cache_dir: a local disk cache across passes: each listed object
-                is looked up there first (keyed by its listed version, no
-                extra request) and what is downloaded is stored.
+            cache_dir: a local disk cache across passes, keyed by listed versions.
             cache_limit: most bytes in ``cache_dir`` (LRU eviction); None: no limit.
 
         Returns:
@@ -50,7 +45,6 @@ class StreamingStore(StoreBase):
 
         Raises:
             InvalidURL: a malformed bucket or URL (at once).
-            InvalidArgument: a setting of the wrong type (at once).
             StorageError: listing or a download failed (while iterating).
         """
         stream_args("stream", bucket, prefix, concurrency, ordered, list_concurrency, options)

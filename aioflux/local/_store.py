@@ -53,15 +53,16 @@ import functools
 import os
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar, overload
+from typing import TypeVar
 
 from .._core.config import ClientConfig
-from .._core.errors import InvalidArgument, InvalidRequest, NotFound, StorageError
+from .._core.errors import InvalidArgument, NotFound, StorageError
 from .._core.metrics import Attempt, RequestStats
-from .._core.store import Buffer, Fetched, SourceSpec, StoreFeatures
-from .._core.types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
+from .._core.store import Fetched, StoreFeatures
+from .._core.store_base import StoreBase
+from .._core.types import ListPage, MultipartUploadInfo, ObjectInfo
 from .._core.urls import format_url
 from .._core.validate import (
     check_instance,
@@ -69,8 +70,6 @@ from .._core.validate import (
     check_object,
     delete_args,
     list_args,
-    read_args,
-    write_args,
 )
 from .._core.window import gather_bounded
 from .._engines.cache import cache_from_args
@@ -101,7 +100,7 @@ MAX_THREADS = 32
 _STAT_PIECE = 125
 
 
-class LocalStore:
+class LocalStore(StoreBase):
     """The local filesystem as an ``ObjectStore``.
 
     Args:
@@ -111,6 +110,13 @@ class LocalStore:
     Raises:
         InvalidArgument: ``config`` is not a ClientConfig.
     """
+
+    _kind = "the filesystem"
+
+    @property
+    def features(self) -> StoreFeatures:
+        """Files offer no compose, no multipart primitives and no server."""
+        return FEATURES
 
     def __init__(self, config: ClientConfig | None = None) -> None:
         check_instance("LocalStore", "config", config, ClientConfig, optional=True)
@@ -135,21 +141,10 @@ class LocalStore:
         self.__init__(config)  # type: ignore[misc]
 
     @property
-    def features(self) -> StoreFeatures:
-        """Files offer no compose, no multipart primitives and no server."""
-        return FEATURES
-
-    @property
     def stats(self) -> RequestStats:
         """What this store's filesystem calls did: counts, failures, bytes
         read, and latency per operation (``stats.summary()``)."""
         return self._stats
-
-    async def __aenter__(self) -> LocalStore:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Nothing stays open between calls; forget this loop's limiter."""
@@ -202,74 +197,27 @@ class LocalStore:
 
     # -- metadata -------------------------------------------------------------
 
-    async def stat(self, bucket: str, name: str) -> ObjectInfo:
-        """Metadata of one file.
+    def _check_object(self, op: str, bucket: str, name: str, *, bucket_arg: str = "bucket",
+                      name_arg: str = "name") -> None:
+        # A plain relative path below the bucket: no "..", ".", "//" or
+        # absolute names (``_paths.py``).
+        check_name(op, bucket, name, name_arg=name_arg)
 
-        Args:
-            bucket: the first directory of the path.
-            name: the rest of the path.
-
-        Returns:
-            ObjectInfo (crc32c when aioflux wrote the file).
-
-        Raises:
-            InvalidURL: a bad bucket or name (``..``, ``.``, ``//``, absolute).
-            NotFound: no such file (a directory is not an object).
-        """
-        check_name("stat", bucket, name)
+    async def _stat(self, bucket: str, name: str) -> ObjectInfo:
         return await self._run("stat", bucket, name, lambda: _files.file_info(bucket, name))
-
-    async def exists(self, bucket: str, name: str) -> bool:
-        """Whether the file exists.
-
-        Args:
-            bucket: the first directory of the path.
-            name: the rest of the path.
-
-        Returns:
-            True or False.
-
-        Raises:
-            InvalidURL: a bad bucket or name.
-        """
-        try:
-            await self.stat(bucket, name)
-        except NotFound:
-            return False
-        return True
 
     # -- listing --------------------------------------------------------------
 
-    def list(self, bucket: str, prefix: str = "", *, delimiter: str | None = None,
-             start_offset: str | None = None, end_offset: str | None = None,
-             page_size: int = 1000) -> AsyncIterator[ListPage]:
-        """Files under ``prefix``, sorted by name, page by page.
+    def _pages(self, bucket: str, prefix: str, delimiter: str | None,
+               start_offset: str | None, end_offset: str | None,
+               page_size: int) -> AsyncIterator[ListPage]:
+        check_prefix("list", bucket, prefix)  # at once, before any walk
+        return self._walk_pages(bucket, prefix, delimiter, start_offset, end_offset,
+                                max(1, page_size))
 
-        Args:
-            bucket: the first directory of the path.
-            prefix: only names starting with this.
-            delimiter: group names by this (``"/"``) into ``prefixes``.
-            start_offset: first name (inclusive).
-            end_offset: end (exclusive).
-            page_size: items per page.
-
-        Returns:
-            An async iterator of ListPage.
-
-        Raises:
-            InvalidURL: a bad bucket, or a prefix whose directory part is not
-                a plain relative path (``../``, ``a//``, ``/etc/``; at once).
-            NotFound: no such bucket directory (while iterating).
-        """
-        list_args("list", bucket, prefix, delimiter=delimiter, start_offset=start_offset,
-                  end_offset=end_offset, page_size=page_size, scheme="file")
-        check_prefix("list", bucket, prefix)
-        return self._pages(bucket, prefix, delimiter, start_offset, end_offset,
-                           max(1, page_size))
-
-    async def _pages(self, bucket: str, prefix: str, delimiter: str | None,
-                     start_offset: str | None, end_offset: str | None,
-                     page_size: int) -> AsyncIterator[ListPage]:
+    async def _walk_pages(self, bucket: str, prefix: str, delimiter: str | None,
+                          start_offset: str | None, end_offset: str | None,
+                          page_size: int) -> AsyncIterator[ListPage]:
         if delimiter is None:
             # Without folders to group, the walk goes on as pages are taken:
             # one page of names found and stat-ed at a time.
@@ -313,25 +261,6 @@ class LocalStore:
             for piece in pieces)
         return [obj for piece in stated for obj in piece]
 
-    async def list_objects(self, bucket: str, prefix: str = "", *,
-                           start_offset: str | None = None,
-                           end_offset: str | None = None) -> AsyncIterator[ObjectInfo]:
-        """Every file under ``prefix``, sorted by name.
-
-        Args:
-            bucket: the first directory of the path.
-            prefix: only names starting with this.
-            start_offset: first name (inclusive).
-            end_offset: end (exclusive).
-
-        Yields:
-            ObjectInfo.
-        """
-        async for page in self.list(bucket, prefix, start_offset=start_offset,
-                                    end_offset=end_offset):
-            for obj in page.objects:
-                yield obj
-
     def stream(self, bucket: str, prefix: str = "", *, concurrency: int | None = None,
                ordered: bool = False, list_concurrency: int | None = None,
                cache_dir: str | os.PathLike[str] | None = None,
@@ -360,117 +289,26 @@ class LocalStore:
 
     # -- reads ----------------------------------------------------------------
 
-    @overload
-    async def read(self, bucket: str, name: str, *, start: int = ..., end: int | None = ...,
-                   into: None = ..., generation: int | None = ...) -> bytes: ...
-
-    @overload
-    async def read(self, bucket: str, name: str, *, start: int = ..., end: int | None = ...,
-                   into: Buffer, generation: int | None = ...) -> int: ...
-
-    async def read(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
-                   into: Buffer | None = None, generation: int | None = None) -> bytes | int:
-        """Read a file, or its bytes ``[start, end)``.
-
-        Args:
-            bucket: the first directory of the path.
-            name: the rest of the path.
-            start: first byte.
-            end: end (exclusive); ``None`` reads to the end.
-            into: write the bytes here instead of returning them.
-            generation: only this version (modification time in ns).
-
-        Returns:
-            The bytes, or their count when ``into`` is given.
-
-        Raises:
-            NotFound: no such file (or it changed since ``generation``).
-            InvalidArgument: ``into`` too small.
-            InvalidRequest: ``start`` past the end (status 416, as on GCS).
-            ChecksumMismatch: the file's bytes differ from the crc32c
-                recorded when aioflux wrote it.
-        """
-        read_args(bucket, name, start, end, into, generation, scheme="file")
-        if end is not None and end == start:
-            return b"" if into is None else 0
-        dest = None if into is None else memoryview(into).cast("B")
-        fetched = await self.fetch(bucket, name, start=start, end=end, into=dest,
-                                   generation=generation)
-        return fetched.count if fetched.data is None else fetched.data
-
-    async def fetch(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
-                    into: memoryview | None = None, generation: int | None = None,
-                    size: int | None = None, crc: int | None = None,
-                    want_crc: bool = False) -> Fetched:
-        """The engines' checked read (see ``ObjectStore.fetch``).
-
-        Args:
-            bucket: the first directory of the path.
-            name: the rest of the path.
-            start: first byte.
-            end: end (exclusive), or None.
-            into: destination buffer, or None.
-            generation: only this version.
-            size: the size the caller expects (from a listing).
-            crc: the crc32c the caller expects.
-            want_crc: also return the crc32c of the bytes read.
-
-        Returns:
-            Fetched.
-
-        Raises:
-            InvalidURL: a bad bucket or name (as ``read``).
-            NotFound: no such file (or it changed since ``generation``).
-            ChecksumMismatch: the file is not ``size`` bytes (whatever
-                ``start``: a file shorter than that is no caller's mistake),
-                differs from ``crc`` or its recorded crc32c, or changed
-                while it was read.
-            InvalidRequest: ``start`` past the end (status 416, as on GCS).
-            InvalidArgument: ``into`` too small.
-        """
-        check_name("read", bucket, name)
+    async def _fetch(self, bucket: str, name: str, start: int, end: int | None,
+                     into: memoryview | None, generation: int | None, size: int | None,
+                     crc: int | None, want_crc: bool) -> Fetched:
+        check_name("read", bucket, name)  # fetch is public: its names are checked too
         verify = self.config.verify_crc32c
         return await self._run("read", bucket, name, lambda: _files.read_file(
             bucket, name, start, end, into, generation, size, crc, verify, want_crc))
 
     # -- writes ---------------------------------------------------------------
 
-    async def write(self, bucket: str, name: str, data: bytes | bytearray | memoryview, *,
-                    content_type: str = "application/octet-stream",
-                    if_generation_match: int | None = None,
-                    metadata: dict[str, str] | None = None,
-                    resumable: bool | None = None) -> ObjectInfo:
-        """Write a file atomically (temporary file, check, fsync, rename).
-
-        Args:
-            bucket: the first directory of the path.
-            name: the rest of the path.
-            data: the content.
-            content_type: not stored (files have none).
-            if_generation_match: precondition; 0 means "must not exist yet".
-            metadata: not supported (files have none): must be empty.
-            resumable: ignored (a file write is one step).
-
-        Returns:
-            ObjectInfo of the new file.
-
-        Raises:
-            PreconditionFailed: ``if_generation_match`` did not hold.
-            InvalidArgument: ``metadata`` was given.
-            Conflict: a directory stands at the path, or a file where a
-                directory of it must be.
-            PermissionDenied: the directory is not writable.
-            InvalidRequest: a segment of the name is longer than the filesystem's file names.
-            StorageError: the write failed; nothing was published.
-        """
-        write_args(bucket, name, data, content_type, if_generation_match, metadata, resumable,
-                   scheme="file")
+    async def _write(self, bucket: str, name: str, data: memoryview, content_type: str,
+                     if_generation_match: int | None, metadata: dict[str, str] | None,
+                     resumable: bool | None) -> ObjectInfo:
+        # Atomic: a temporary file, checked, fsynced and renamed. Files keep
+        # no content type; a write is one step, whatever ``resumable``.
         _check_writable_name("write", bucket, name)
         if metadata:
             raise InvalidArgument(f"write {_url(bucket, name)}: files have no custom metadata")
-        view = memoryview(data).cast("B")
         return await self._run("write", bucket, name, lambda: _writes.write_whole(
-            bucket, name, view, if_generation_match))
+            bucket, name, data, if_generation_match))
 
     def start_upload(self, bucket: str, name: str, *,
                      content_type: str = "application/octet-stream",
@@ -503,25 +341,10 @@ class LocalStore:
         check_int("write", "if_generation_match", if_generation_match, optional=True)
         return LocalUpload(self, bucket, name, part_size, if_generation_match)
 
-    async def delete(self, bucket: str, name: str, *, generation: int | None = None,
-                     if_generation_match: int | None = None, missing_ok: bool = False) -> None:
-        """Delete a file (and the directories it leaves empty, up to the bucket).
-
-        A symbolic link is removed itself, never what it points to; so is a
-        link to a directory (which listings skip), as ``rm`` removes it.
-
-        Args:
-            bucket: the first directory of the path.
-            name: the rest of the path.
-            generation: delete only this version.
-            if_generation_match: precondition on the version.
-            missing_ok: a missing file is success.
-
-        Raises:
-            NotFound: no such file (unless ``missing_ok``), or another version.
-            PreconditionFailed: ``if_generation_match`` did not hold.
-        """
-        delete_args(bucket, name, generation, if_generation_match, missing_ok, scheme="file")
+    async def _delete(self, bucket: str, name: str, generation: int | None,
+                      if_generation_match: int | None, missing_ok: bool) -> None:
+        # The file and the directories it leaves empty, up to the bucket; a
+        # symbolic link is removed itself, never what it points to (as rm).
         try:
             await self._run("delete", bucket, name, lambda: _writes.delete_file(
                 bucket, name, generation, if_generation_match))
@@ -529,54 +352,12 @@ class LocalStore:
             if not missing_ok:
                 raise
 
-    async def copy(self, bucket: str, name: str, dest_bucket: str,
-                   dest_name: str) -> ObjectInfo:
-        """Copy a file (atomically published, like a write).
-
-        Args:
-            bucket: source's first directory.
-            name: source path below it.
-            dest_bucket: destination's first directory.
-            dest_name: destination path below it.
-
-        Returns:
-            ObjectInfo of the copy.
-
-        Raises:
-            InvalidURL: a bad bucket or name, of either.
-            NotFound: no such source file.
-            Conflict: a directory stands at the destination, or a file where
-                a directory of it must be (named: the destination).
-            PermissionDenied: the destination is not writable (named: the
-                destination).
-        """
-        check_name("copy", bucket, name)
-        check_name("copy", dest_bucket, dest_name, name_arg="dest_name")
+    async def _copy(self, bucket: str, name: str, dest_bucket: str,
+                    dest_name: str) -> ObjectInfo:
+        # Published atomically, like a write.
         _check_writable_name("copy", dest_bucket, dest_name)
         return await self._run("copy", bucket, name, lambda: _writes.copy_file(
             bucket, name, dest_bucket, dest_name))
-
-    async def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
-                      if_generation_match: int | None = None,
-                      content_type: str = "application/octet-stream") -> ObjectInfo:
-        """Not offered by files (``features.compose`` is 0).
-
-        Args:
-            bucket: bucket name.
-            destination: the object that would be composed.
-            sources: the sources that would be concatenated.
-            if_generation_match: as for ``ObjectStore.compose``.
-            content_type: as for ``ObjectStore.compose``.
-
-        Returns:
-            Nothing: it always raises.
-
-        Raises:
-            InvalidRequest: always.
-        """
-        raise InvalidRequest(f"compose {_url(bucket, destination)}: the filesystem has no "
-                             "server-side compose", operation="compose", bucket=bucket,
-                             name=destination)
 
     # -- open uploads (temporary files of writers that did not finish) --------
 
@@ -621,23 +402,6 @@ class LocalStore:
                                   "its temporary files")
         path = _files.path_of(bucket, f"{directory}/{upload_id}" if directory else upload_id)
         await self._run("abort upload", bucket, name, lambda: _writes.unlink_quietly(path))
-
-    async def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
-        """Not offered by files (a temporary file has no parts).
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            upload_id: the upload's ID.
-
-        Returns:
-            Nothing: it always raises.
-
-        Raises:
-            InvalidRequest: always.
-        """
-        raise InvalidRequest(f"list parts {_url(bucket, name)}: files have no upload parts",
-                             operation="list parts", bucket=bucket, name=name)
 
 
 def _url(bucket: str, name: str) -> str:

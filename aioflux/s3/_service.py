@@ -19,8 +19,8 @@ from .._core.config import ClientConfig
 from .._core.errors import NotFound, PreconditionFailed, as_operation
 from .._core.etags import EtagMemory
 from .._core.metrics import RequestStats
+from .._core.store_base import StoreBase
 from .._core.types import NO_METADATA, ObjectInfo
-from .._core.validate import check_object, delete_args
 from .._net.failures import drain
 from .._net.transport import HttpResponse, Op, Transport
 from ._auth import ChainAuth, SigV4
@@ -39,9 +39,10 @@ from ._xml import (
 __all__ = ["S3Service"]
 
 
-class S3Service:
+class S3Service(StoreBase):
     """One S3 endpoint: signed requests, object URLs, version tokens, HEAD
-    and DELETE.
+    and DELETE (the wire calls ``_stat`` and ``_delete`` of the store's
+    :class:`~aioflux._core.store_base.StoreBase`).
 
     Args:
         config: client settings (concurrency, timeouts, retries); None:
@@ -141,24 +142,9 @@ class S3Service:
 
     # -- HEAD and DELETE -----------------------------------------------------------------
 
-    async def stat(self, bucket: str, name: str) -> ObjectInfo:
-        """An object's metadata (HEAD).
-
-        Args:
-            bucket: bucket name.
-            name: object key.
-
-        Returns:
-            ObjectInfo: size, generation (from the ETag), the full-object
-            crc32c when the server keeps one, content type, custom metadata.
-
-        Raises:
-            NotFound: no such object or bucket.
-            StorageError: any other failure.
-        """
-        check_object("stat", bucket, name, scheme="s3")
+    async def _stat(self, bucket: str, name: str) -> ObjectInfo:
+        # HEAD: the full-object crc32c when the server keeps one.
         await self._ready(bucket)
-
         op = self._op("stat", bucket, name)
 
         async def handle(resp: HttpResponse) -> ObjectInfo:
@@ -174,46 +160,11 @@ class S3Service:
         return await self._transport.request(op, "HEAD", self.object_url(bucket, name), handle,
                                              headers={"x-amz-checksum-mode": "ENABLED"})
 
-    async def exists(self, bucket: str, name: str) -> bool:
-        """Whether an object exists.
-
-        Args:
-            bucket: bucket name.
-            name: object key.
-
-        Returns:
-            True if it exists.
-
-        Raises:
-            StorageError: a failure other than 404.
-        """
-        try:
-            await self.stat(bucket, name)
-        except NotFound:
-            return False
-        return True
-
-    async def delete(self, bucket: str, name: str, *, generation: int | None = None,
-                     if_generation_match: int | None = None, missing_ok: bool = False) -> None:
-        """Delete an object (that generation only, if given).
-
-        S3 answers a DELETE of a missing key with success, so unless
-        ``missing_ok`` a HEAD finds out first; a pinned generation is checked
-        by that HEAD and sent as ``If-Match``.
-
-        Args:
-            bucket: bucket name.
-            name: object key.
-            generation: delete only this version (else NotFound).
-            if_generation_match: precondition (else PreconditionFailed).
-            missing_ok: treat "already gone" as success.
-
-        Raises:
-            NotFound: no such object (unless ``missing_ok``), or not that generation.
-            PreconditionFailed: ``if_generation_match`` did not hold.
-            StorageError: any other failure.
-        """
-        delete_args(bucket, name, generation, if_generation_match, missing_ok, scheme="s3")
+    async def _delete(self, bucket: str, name: str, generation: int | None,
+                      if_generation_match: int | None, missing_ok: bool) -> None:
+        # S3 answers a DELETE of a missing key with success, so unless
+        # ``missing_ok`` a HEAD finds out first; a pinned generation is
+        # checked by that HEAD and sent as ``If-Match``.
         op = self._op("delete", bucket, name)
         pins = {g for g in (generation, if_generation_match) if g is not None}
         if not pins and missing_ok:

@@ -29,20 +29,12 @@ checked like a GCS one (status,
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Sequence
-from typing import overload
 
 from .._core.auth import Auth
 from .._core.config import ClientConfig
-from .._core.errors import (
-    InvalidArgument,
-    InvalidRequest,
-    NotFound,
-    PreconditionFailed,
-    describe,
-)
-from .._core.store import Buffer, Fetched, SourceSpec, StoreFeatures, objects_of
+from .._core.errors import InvalidArgument, NotFound, PreconditionFailed, describe
+from .._core.store import Fetched, StoreFeatures
 from .._core.types import ListPage, ObjectInfo
 from .._core.urls import validate_bucket
 from .._core.validate import (
@@ -54,13 +46,8 @@ from .._core.validate import (
     check_object,
     check_str,
     endpoint_url,
-    list_args,
-    read_args,
-    write_args,
 )
-from .._engines.cache import cache_from_args
-from .._engines.download import DownloadOptions
-from .._engines.iterables import StreamItem, stream, stream_args
+from .._engines.store_stream import StreamingStore
 from .._net.failures import drain
 from .._net.media import read_media
 from .._net.transport import Transport
@@ -83,7 +70,7 @@ FEATURES = StoreFeatures(scheme="s3", compose=0, end_offset=False, multipart=Tru
                          batch_delete=1000)
 
 
-class S3Store(S3Service, MultipartCalls):
+class S3Store(S3Service, MultipartCalls, StreamingStore):
     """Amazon S3 (or an S3-compatible store) as an
     ``ObjectStore``.
 
@@ -124,6 +111,13 @@ class S3Store(S3Service, MultipartCalls):
             it), or a setting of the wrong type.
         InvalidURL: ``endpoint`` is not an http(s) URL.
     """
+
+    _kind = "S3"
+
+    @property
+    def features(self) -> StoreFeatures:
+        """Multipart uploads, no compose, no server-side end offset."""
+        return FEATURES
 
     def __init__(self, config: ClientConfig | None = None, *, region: str | None = None,
                  endpoint: str | None = None, addressing: Addressing = "auto",
@@ -188,18 +182,7 @@ class S3Store(S3Service, MultipartCalls):
                       sign_payload=sign_payload, defer_credentials=deferred,
                       requester_pays=requester_pays)
 
-    @property
-    def features(self) -> StoreFeatures:
-        """Multipart uploads, no compose, no server-side end offset."""
-        return FEATURES
-
     # -- lifecycle -------------------------------------------------------------------
-
-    async def __aenter__(self) -> S3Store:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Close the store: its connections of the current event loop now,
@@ -213,164 +196,19 @@ class S3Store(S3Service, MultipartCalls):
 
     # -- listing ------------------------------------------------------------------------
 
-    def list(self, bucket: str, prefix: str = "", *, delimiter: str | None = None,
-             start_offset: str | None = None, end_offset: str | None = None,
-             page_size: int = 1000) -> AsyncIterator[ListPage]:
-        """List objects page by page (ListObjectsV2).
-
-        Args:
-            bucket: bucket name.
-            prefix: only keys starting with this.
-            delimiter: group keys by this (``"/"``), reported as prefixes.
-            start_offset: first key (inclusive) of a half-open range.
-            end_offset: end (exclusive); S3 has none, so the listing stops
-                itself at the first key past it.
-            page_size: keys per request (S3 caps it at 1000).
-
-        Returns:
-            An async iterator of ListPage, fetched as it is consumed.
-
-        Raises:
-            InvalidURL: a malformed bucket (at once).
-            InvalidArgument: a setting of the wrong type (at once).
-            NotFound: no such bucket (while iterating).
-            StorageError: any other failure (while iterating).
-        """
-        list_args("list", bucket, prefix, delimiter=delimiter, start_offset=start_offset,
-                  end_offset=end_offset, page_size=page_size, scheme="s3")
+    def _pages(self, bucket: str, prefix: str, delimiter: str | None,
+               start_offset: str | None, end_offset: str | None,
+               page_size: int) -> AsyncIterator[ListPage]:
+        # ListObjectsV2: S3 has no end offset, so the listing stops itself.
         return list_pages(self, bucket, prefix, delimiter, start_offset, end_offset, page_size)
-
-    def list_objects(self, bucket: str, prefix: str = "", *, start_offset: str | None = None,
-                     end_offset: str | None = None) -> AsyncIterator[ObjectInfo]:
-        """List objects one by one (all pages, no delimiter).
-
-        Args:
-            bucket: bucket name.
-            prefix: only keys starting with this.
-            start_offset: first key (inclusive).
-            end_offset: end (exclusive).
-
-        Returns:
-            An async iterator of ObjectInfo in key order.
-
-        Raises:
-            InvalidURL: a malformed bucket (at once).
-            StorageError: listing failed (while iterating).
-        """
-        return objects_of(self.list(bucket, prefix, start_offset=start_offset,
-                                    end_offset=end_offset))
-
-    def stream(self, bucket: str, prefix: str = "", *, concurrency: int | None = None,
-               ordered: bool = False, list_concurrency: int | None = None,
-               options: DownloadOptions | None = None,
-               cache_dir: str | os.PathLike[str] | None = None,
-               cache_limit: int | None = None) -> AsyncIterator[StreamItem]:
-        """List ``prefix`` in parallel and download each object as it is
-        listed (see ``aioflux.AsyncClient.stream``).
-
-        Args:
-            bucket: bucket name or an ``s3://bucket/prefix`` URL.
-            prefix: only keys starting with this.
-            concurrency: downloads in flight (``None``: 64).
-            ordered: yield in listing order; else as downloads complete.
-            list_concurrency: parallel listers (``None``: 16).
-            options: DownloadOptions of the planner.
-            cache_dir: a local disk cache across passes: each listed object
-                is looked up there first (keyed by its listed version, no
-                extra request) and what is downloaded is stored.
-            cache_limit: most bytes in ``cache_dir`` (LRU eviction); None: no limit.
-
-        Returns:
-            An async iterator of StreamItem.
-
-        Raises:
-            InvalidURL: a malformed bucket or URL (at once).
-            StorageError: listing or a download failed (while iterating).
-        """
-        stream_args("stream", bucket, prefix, concurrency, ordered, list_concurrency, options)
-        cache = cache_from_args("stream", cache_dir, cache_limit)
-        return stream(self, bucket, prefix, concurrency=concurrency, ordered=ordered,
-                      list_concurrency=list_concurrency, options=options, cache=cache)
 
     # -- reads ----------------------------------------------------------------------------
 
-    @overload
-    async def read(self, bucket: str, name: str, *, start: int = ..., end: int | None = ...,
-                   into: None = ..., generation: int | None = ...) -> bytes: ...
-
-    @overload
-    async def read(self, bucket: str, name: str, *, start: int = ..., end: int | None = ...,
-                   into: Buffer, generation: int | None = ...) -> int: ...
-
-    async def read(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
-                   into: Buffer | None = None, generation: int | None = None) -> bytes | int:
-        """Read an object, or the byte range ``[start, end)`` of it.
-
-        Args:
-            bucket: bucket name.
-            name: object key.
-            start: first byte.
-            end: end (exclusive); ``None`` reads to the end.
-            into: write the bytes into this buffer instead of returning them.
-            generation: read only this version (its ETag, ``If-Match``).
-
-        Returns:
-            The bytes, or their count when ``into`` is given.
-
-        Raises:
-            NotFound: no such object, or it is no longer that generation.
-            InvalidArgument: bad range, or ``into`` too small.
-            InvalidRequest: ``start`` past the end (416).
-            ChecksumMismatch: the body was corrupt on every attempt.
-            ProtocolError: another range or body than asked for.
-            StorageError: any other failure.
-        """
-        read_args(bucket, name, start, end, into, generation, scheme="s3")
-        if end is not None and end == start:
-            return b"" if into is None else 0
-        dest = None if into is None else memoryview(into).cast("B")
-        fetched = await self.fetch(bucket, name, start=start, end=end, into=dest,
-                                   generation=generation)
-        return fetched.count if fetched.data is None else fetched.data
-
-    async def fetch(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
-                    into: memoryview | None = None, generation: int | None = None,
-                    size: int | None = None, crc: int | None = None,
-                    want_crc: bool = False) -> Fetched:
-        """A checked, resumable read: ``read`` with what the caller knows.
-
-        The engines' read (``aioflux._net.media.read_media``): a body cut
-        short is resumed after its last byte, pinned to the ETag first
-        served.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            start: first byte.
-            end: end (exclusive); None reads to the end of the object.
-            into: write the bytes into this buffer instead of returning them.
-            generation: read this version only (pins it).
-            size: the object's size, when known (from a listing), checked
-                against the answer.
-            crc: the object's crc32c, when known, checked against a whole read.
-            want_crc: also compute the crc32c of the bytes read.
-
-        Returns:
-            The bytes (or their count), the crc32c when asked for, and the
-            object's size when the answer stated it.
-
-        Raises:
-            NotFound: no such object (or version), or it was replaced
-                while it was read.
-            ChecksumMismatch: the bytes differ from ``crc`` or the stored checksum.
-            ProtocolError: the server answered with a redirect, another range
-                or a body other than announced, or refused a range starting
-                below ``size`` as past the end (416: the object is shorter
-                than ``size``, which the message names).
-            InvalidRequest: ``start`` past the end (416; at or past ``size``
-                when given).
-            StorageError: any other failure.
-        """
+    async def _fetch(self, bucket: str, name: str, start: int, end: int | None,
+                     into: memoryview | None, generation: int | None, size: int | None,
+                     crc: int | None, want_crc: bool) -> Fetched:
+        # A body cut short is resumed after its last byte (read_media),
+        # pinned to the ETag first served.
         await self._ready(bucket)
         op = self._op("read", bucket, name)
         headers = {"x-amz-checksum-mode": "ENABLED"}
@@ -395,42 +233,16 @@ class S3Store(S3Service, MultipartCalls):
 
     # -- writes --------------------------------------------------------------------------
 
-    async def write(self, bucket: str, name: str, data: bytes | bytearray | memoryview, *,
-                    content_type: str = "application/octet-stream",
-                    if_generation_match: int | None = None,
-                    metadata: dict[str, str] | None = None,
-                    resumable: bool | None = None) -> ObjectInfo:
-        """Store ``data`` in one PUT, sent with its crc32c and checked.
-
-        Args:
-            bucket: bucket name.
-            name: object key.
-            data: the content (at most 5 GiB: use ``start_upload`` beyond).
-            content_type: Content-Type to store.
-            if_generation_match: 0: only if absent (``If-None-Match: *``);
-                else only if the object is that generation (``If-Match``).
-            metadata: custom metadata (``x-amz-meta-*``).
-            resumable: must be None or False (S3 has no resumable sessions).
-
-        Returns:
-            ObjectInfo of the new object.
-
-        Raises:
-            PreconditionFailed: ``if_generation_match`` did not hold.
-            ChecksumMismatch: the server stored other bytes (that version
-                was deleted).
-            InvalidArgument: ``resumable=True``, or ``metadata`` an HTTP
-                header cannot carry (a control character).
-            StorageError: any other failure (nothing is published).
-        """
-        write_args(bucket, name, data, content_type, if_generation_match, metadata, resumable,
-                   scheme="s3")
+    async def _write(self, bucket: str, name: str, data: memoryview, content_type: str,
+                     if_generation_match: int | None, metadata: dict[str, str] | None,
+                     resumable: bool | None) -> ObjectInfo:
+        # One PUT (at most 5 GiB), sent with its crc32c and checked.
         if resumable:
             raise InvalidArgument(f"write s3://{bucket}/{name}: S3 has no resumable uploads; "
                                   "use start_upload (multipart) for large objects")
         await self._ready(bucket)
-        return await put_object(self, bucket, name, memoryview(data).cast("B"),
-                                content_type, if_generation_match, metadata)
+        return await put_object(self, bucket, name, data, content_type, if_generation_match,
+                                metadata)
 
     def start_upload(self, bucket: str, name: str, *,
                      content_type: str = "application/octet-stream",
@@ -466,29 +278,6 @@ class S3Store(S3Service, MultipartCalls):
         return S3Upload(self, self._multipart, bucket, name, content_type, metadata,
                         if_generation_match)
 
-    async def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
-                      if_generation_match: int | None = None,
-                      content_type: str = "application/octet-stream") -> ObjectInfo:
-        """S3 has no compose (``features.compose == 0``).
-
-        Args:
-            bucket: bucket name.
-            destination: the object that would be composed.
-            sources: the sources that would be concatenated.
-            if_generation_match: as for ``ObjectStore.compose``.
-            content_type: as for ``ObjectStore.compose``.
-
-        Returns:
-            Nothing: it always raises.
-
-        Raises:
-            InvalidRequest: always.
-        """
-        raise InvalidRequest(f"compose s3://{bucket}/{destination}: S3 cannot concatenate "
-                             "objects server-side (features.compose is 0)",
-                             operation="compose", bucket=bucket, name=destination,
-                             reason="unsupported")
-
     # -- deletes and copies -----------------------------------------------------------
 
     async def delete_many(self, bucket: str, names: Sequence[str]) -> None:
@@ -523,31 +312,12 @@ class S3Store(S3Service, MultipartCalls):
             if NOT_XML.search(name):
                 await self.delete(bucket, name, missing_ok=True)
 
-    async def copy(self, bucket: str, name: str, dest_bucket: str, dest_name: str) -> ObjectInfo:
-        """Copy an object server-side (CopyObject; past 5 GiB, a multipart
-        upload of UploadPartCopy ranges, created with what CopyObject
-        copies: the source's content type, metadata, Cache-Control,
-        Content-Disposition, Content-Encoding, Content-Language and Expires).
-
-        Args:
-            bucket: source bucket.
-            name: source key.
-            dest_bucket: destination bucket.
-            dest_name: destination key.
-
-        Returns:
-            ObjectInfo of the copy.
-
-        Raises:
-            NotFound: the source is missing.
-            PreconditionFailed: the source was replaced while it was copied.
-            ChecksumMismatch: the copy's size or checksum is not the
-                source's (the copy was deleted).
-            StorageError: any other failure.
-        """
-        check_object("copy", bucket, name, scheme="s3")
-        check_object("copy", dest_bucket, dest_name, bucket_arg="dest_bucket",
-                     name_arg="dest_name", scheme="s3")
+    async def _copy(self, bucket: str, name: str, dest_bucket: str,
+                    dest_name: str) -> ObjectInfo:
+        # CopyObject; past 5 GiB, a multipart upload of UploadPartCopy
+        # ranges, created with what CopyObject copies: the source's content
+        # type, metadata, Cache-Control, Content-Disposition,
+        # Content-Encoding, Content-Language and Expires.
         await self._ready(bucket)
         await self._ready(dest_bucket)
         return await copy_object(self, bucket, name, dest_bucket, dest_name)

@@ -101,8 +101,12 @@ class MemoryStore(MemoryMultipart, StoreBase):
         InvalidURL: a bucket name is not a valid one.
     """
 
-    _features = FEATURES
     _kind = "the memory store"
+
+    @property
+    def features(self) -> StoreFeatures:
+        """Compose, store-side end offsets and the multipart primitives."""
+        return FEATURES
 
     def __init__(self, config: ClientConfig | None = None, *,
                  buckets: Iterable[str] = ()) -> None:
