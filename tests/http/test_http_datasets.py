@@ -115,3 +115,24 @@ def test_cli_cat_stat_cp_from_http(served: tuple[Nginx, dict[str, dict[str, byte
     assert (tmp_path / "copy.bin").read_bytes() == want
     assert main(["ls", f"{server.endpoint}/files/"]) != 0
     assert b"brace pattern" in capsysbinary.readouterr().err
+
+
+def test_map_dataset_with_a_disk_cache_and_hedged_reads(
+        served: tuple[Nginx, dict[str, dict[str, bytes]]], tmp_path: Path) -> None:
+    """The second pass comes from the disk cache (the files are gone from
+    the server by then); every read hedged after a microsecond, the losers cancelled."""
+    server = served[0]
+    folder = server.root / "cached"
+    folder.mkdir()
+    want = [os.urandom(5000 + n) for n in range(4)]
+    for n, data in enumerate(want):
+        (folder / f"c{n}.bin").write_bytes(data)
+    urls = [f"{server.endpoint}/cached/c{n}.bin" for n in range(4)]
+    ds = MapDataset.from_objects(urls, config=ClientConfig(retry=FAST),
+                                 cache_dir=tmp_path / "cache", hedge_after=1e-6)
+    first = [ds[n] for n in range(4)]
+    for path in folder.iterdir():
+        path.unlink()
+    second = [ds[n] for n in range(4)]
+    for got in (first, second):
+        assert [s if isinstance(s, bytes) else s[1] for s in got] == want
