@@ -18,9 +18,10 @@ from urllib.parse import quote
 from .._core.auth import AnonymousAuth, Auth
 from .._core.config import ClientConfig
 from .._core.counts import count_of
-from .._core.errors import InvalidArgument, NotFound, ProtocolError, describe
+from .._core.errors import InvalidArgument, ProtocolError, describe
 from .._core.etags import EtagMemory
 from .._core.metrics import RequestStats
+from .._core.store_base import StoreBase
 from .._core.types import NO_METADATA, ObjectInfo
 from .._core.validate import check_object
 from .._net.failures import drain
@@ -45,7 +46,7 @@ class _NoSecrets:
         return []
 
 
-class BlobService:
+class BlobService(StoreBase):
     """One account's Blob service: signed requests, blob URLs, version tokens.
 
     Args:
@@ -242,41 +243,8 @@ class BlobService:
         return await self._transport.request(Op("stat", container, name, "az"), "HEAD",
                                              self.blob_url(container, name), handle)
 
-    async def stat(self, bucket: str, name: str) -> ObjectInfo:
-        """A blob's metadata (Get Blob Properties).
-
-        Args:
-            bucket: container name.
-            name: blob name.
-
-        Returns:
-            ObjectInfo: size, generation (from the ETag), the crc32c aioflux
-            stored, the MD5 Azure keeps, content type, custom metadata.
-
-        Raises:
-            NotFound: no such blob or container.
-            StorageError: any other failure.
-        """
+    async def _stat(self, bucket: str, name: str) -> ObjectInfo:
         return (await self.head(bucket, name))[0]
-
-    async def exists(self, bucket: str, name: str) -> bool:
-        """Whether a blob exists.
-
-        Args:
-            bucket: container name.
-            name: blob name.
-
-        Returns:
-            True if it exists.
-
-        Raises:
-            StorageError: a failure other than 404.
-        """
-        try:
-            await self.stat(bucket, name)
-        except NotFound:
-            return False
-        return True
 
     async def delete_request(self, container: str, name: str, etag: str | None) -> None:
         """One Delete Blob (snapshots included), ``If-Match`` ``etag`` if given.
