@@ -1,7 +1,8 @@
 """fsspec filesystem over aioflux's stores (``pip install fsspec``).
 
 ``AiofluxFileSystem`` serves ``aioflux-gs://``, ``aioflux-s3://``,
-``aioflux-az://`` and ``aioflux-file://`` URLs, which installing aioflux registers with fsspec
+``aioflux-az://``, ``aioflux-file://`` and the read-only ``aioflux-http://``
+and ``aioflux-https://`` URLs, which installing aioflux registers with fsspec
 (and nothing else: gcsfs and s3fs keep ``gs://`` and ``s3://``).
 :func:`register` makes chosen protocols (``gs``, ``s3``...) go through
 aioflux for this process, for tools that only take those URLs (pandas,
@@ -36,6 +37,9 @@ _aioflux_gs = _protocol_class("aioflux-gs", "gs")
 _aioflux_s3 = _protocol_class("aioflux-s3", "s3")
 _aioflux_az = _protocol_class("aioflux-az", "az")
 _aioflux_file = _protocol_class("aioflux-file", "file")
+# Read-only web servers (writes and listings refused by the store).
+_aioflux_http = _protocol_class("aioflux-http", "http")
+_aioflux_https = _protocol_class("aioflux-https", "https")
 
 
 
@@ -50,7 +54,7 @@ def register(protocols: Iterable[str] = ("gs", "s3")) -> None:
 
     Args:
         protocols: among ``gs``, ``gcs``, ``s3``, ``s3a``, ``az``, ``abfs``,
-            ``abfss``, ``file``, ``local``.
+            ``abfss``, ``file``, ``local``, ``http``, ``https`` (read-only).
 
     Raises:
         InvalidArgument: a protocol aioflux does not serve.

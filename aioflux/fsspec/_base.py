@@ -33,7 +33,7 @@ from ._transfers import STREAMING_PUTS, TRANSFER_BLOCKS
 __all__ = ["SCHEMES", "FileSystemBase"]
 
 #: The stores a filesystem serves.
-SCHEMES = ("gs", "s3", "az", "file")
+SCHEMES = ("gs", "s3", "az", "file", "http", "https")
 _store_lock = threading.Lock()
 
 
