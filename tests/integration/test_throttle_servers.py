@@ -1,0 +1,114 @@
+"""The request-rate controller against other servers than our emulator:
+fake-gcs-server, moto's S3 server and Azurite, each behind a capping proxy
+of our own (tests/capping_proxy.py: a token bucket of ``CAP`` requests a
+second answering each service's throttle past it, GCS's 429
+``rateLimitExceeded``, S3's 503 ``SlowDown``, Azure's 503 ``ServerBusy``).
+
+Spawned processes (tests/capped_readers.py) read small objects through it
+at once, as a node's DataLoader workers do: none fails, every byte is
+right, the throttled share stays small, and they shared one budget (the
+node's state for the bucket is paced, and each process paced its reads
+by it).
+
+Bounded by counts, never by time. The proxy lets only a small burst
+through, so the cap binds from the first requests however fast the
+server and the machine are: the processes send more reads at once than
+it holds, and pacing switches on. What the proxy refused is what the
+clients counted throttled, and every other attempt reached the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+from typing import Any
+
+from aioflux._core.rate_shared import SharedRate
+from aioflux._net.throttle import gate_key
+from tests.azurite import ACCOUNT, Azurite
+from tests.capped_readers import api_root, payload, process, store
+from tests.capping_proxy import CappingProxy, Dialect
+from tests.conftest import MotoS3, unique_bucket
+
+CAP = 100.0
+#: the proxy's bucket holds a quarter second of tokens: a service's cap
+#: lets some burst through, and this one is small enough that the first
+#: reads overshoot it however fast the server and the machine are
+BURST = CAP / 4
+PROCESSES = 3
+EACH = 80  # objects a process reads
+CONCURRENCY = 16
+# Before pacing is on nothing holds the processes back: their first
+# PROCESSES * CONCURRENCY = 48 reads at once meet BURST = 25 tokens, so 23
+# or more are refused at once (about 8 a process: a process switches
+# pacing on for all at 7 refusals in a row), and a refused read is sent
+# again until the switch reaches every process (at most 8 more each).
+# That first overshoot is at most 48 + 24 = 72 refusals against 240 reads,
+# 23% of the attempts. Paced, the rate starts from what was served (next
+# to nothing: about a request a second) and grows up to the cap, where a
+# cut costs at most the reads in flight. Measured: 11-16% (fake-gcs-server,
+# 3 runs); 0.3 is the first overshoot's worst case and some room; without
+# the controller it was 76% (issue 50's measure: 4 processes, a 200/s cap
+# in front of fake-gcs-server).
+_SHARE = 0.3
+
+
+async def _seed(kind: str, upstream: str, bucket: str, names: list[str]) -> None:
+    # Straight to the server, not through the cap.
+    async with store(kind, upstream, 32) as writer:
+        await writer.create_bucket(bucket)
+        await asyncio.gather(*(writer.write(bucket, n, payload(n)) for n in names))
+
+
+def _run_processes(kind: str, endpoint: str, bucket: str) -> list[dict[str, Any]]:
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(PROCESSES)
+    children = []
+    for k in range(PROCESSES):
+        ours, theirs = context.Pipe()
+        names = [f"o{i}" for i in range(k * EACH, (k + 1) * EACH)]
+        child = context.Process(target=process, args=(kind, endpoint, bucket, names,
+                                                       CONCURRENCY, barrier, theirs))
+        child.start()
+        children.append((child, ours))
+    results = []
+    for child, ours in children:
+        assert ours.poll(120), "a reader sent nothing"
+        results.append(ours.recv())
+        child.join(60)
+        assert child.exitcode == 0
+    return results
+
+
+def _capped(kind: str, upstream: str, dialect: Dialect) -> None:
+    bucket = unique_bucket(f"capped-{kind}")
+    asyncio.run(_seed(kind, upstream, bucket, [f"o{i}" for i in range(PROCESSES * EACH)]))
+    proxy = CappingProxy(upstream, CAP, dialect, burst=BURST)
+    with proxy as endpoint:
+        results = _run_processes(kind, endpoint, bucket)
+    assert all(r["failures"] == [] and r["wrong"] == 0 for r in results), results
+    attempts = sum(r["attempts"] for r in results)
+    throttled = sum(r["throttled"] for r in results)
+    # What the proxy refused, the clients counted; the rest reached the server.
+    assert proxy.stats["throttled"] == throttled > 0, (proxy.stats, results)
+    assert proxy.stats["requests"] == attempts, (proxy.stats, results)
+    assert proxy.stats["relayed"] == PROCESSES * EACH, (proxy.stats, results)
+    assert throttled <= _SHARE * attempts, results
+    # One budget: the node's state for the bucket's reads is paced, and
+    # every process paced its reads by it (the rate in its stats).
+    label = f"{bucket} read"
+    assert all(label in r["rates"] for r in results), results
+    with SharedRate(gate_key(api_root(kind, endpoint), bucket, False)).locked() as state:
+        assert state.throttled and state.rate > 0
+
+
+def test_fake_gcs_server_behind_a_cap(fake_gcs: Any) -> None:
+    _capped("gcs", fake_gcs.endpoint, "gcs")
+
+
+def test_moto_behind_a_cap(moto_s3: MotoS3) -> None:
+    _capped("s3", moto_s3.endpoint, "s3")
+
+
+def test_azurite_behind_a_cap(azurite: Azurite) -> None:
+    _capped("azure", azurite.endpoint.removesuffix(f"/{ACCOUNT}"), "azure")
