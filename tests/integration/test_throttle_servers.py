@@ -29,6 +29,7 @@ from tests.azurite import ACCOUNT, Azurite
 from tests.capped_readers import api_root, payload, process, store
 from tests.capping_proxy import CappingProxy, Dialect
 from tests.conftest import MotoS3, unique_bucket
+from tests.raw_server import RawServer
 
 CAP = 100.0
 #: the proxy's bucket holds a quarter second of tokens: a service's cap
@@ -112,3 +113,33 @@ def test_moto_behind_a_cap(moto_s3: MotoS3) -> None:
 
 def test_azurite_behind_a_cap(azurite: Azurite) -> None:
     _capped("azure", azurite.endpoint.removesuffix(f"/{ACCOUNT}"), "azure")
+
+
+async def test_the_proxy_relays_answers_as_they_are_and_refuses_past_its_cap() -> None:
+    # A chunked answer with a trailer, a sized one, a HEAD's (a length but
+    # no body): each passed on byte for byte over one kept-alive
+    # connection; then the bucket (3 tokens, none refilled) is empty.
+    answers = [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"5;x=y\r\nhello\r\n1\r\n!\r\n0\r\nX-Trailer: 1\r\n\r\n",
+               b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc",
+               b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"]
+    queue = list(answers)
+    upstream_server = RawServer(lambda conn, index: queue.pop(0))
+    async with upstream_server as upstream:
+        proxy = CappingProxy(upstream, 1e-6, "s3", burst=3)
+        with proxy as endpoint:
+            port = int(endpoint.rsplit(":", 1)[1])
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            try:
+                for method, answer in zip(["GET", "GET", "HEAD"], answers, strict=True):
+                    writer.write(f"{method} /b/o HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                    assert await reader.readexactly(len(answer)) == answer
+                writer.write(b"GET /b/o HTTP/1.1\r\nHost: x\r\n\r\n")
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                body = await reader.readexactly(length)
+            finally:
+                writer.close()
+    assert head.startswith(b"HTTP/1.1 503 Slow Down\r\n") and b"<Code>SlowDown</Code>" in body
+    assert proxy.stats == {"requests": 4, "relayed": 3, "throttled": 1}
+    assert upstream_server.connections == 1 and len(upstream_server.requests) == 3
