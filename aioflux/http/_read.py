@@ -28,7 +28,13 @@ import re
 import aiohttp
 
 from .._core.crc import crc32c
-from .._core.errors import ChecksumMismatch, InvalidArgument, TransportError, describe
+from .._core.errors import (
+    ChecksumMismatch,
+    InvalidArgument,
+    InvalidRequest,
+    TransportError,
+    describe,
+)
 from .._core.store import Fetched
 from .._net.failures import Op
 from .._net.transport import Transport
@@ -104,6 +110,12 @@ class Read:
         if status == 412 and self.pin is not None:
             resp.release()
             raise changed(op, self.pin, None, status, self.generation)
+        if status == 416 and self.size is not None and pos < self.size:
+            # Past the end, from a byte below the size the caller knows: the
+            # object is shorter than it was, not the caller's range.
+            resp.release()
+            raise protocol(op, f"HTTP 416 to a range from byte {pos}: the object is shorter "
+                           f"than the {self.size} bytes it was", status)
         if status >= 300:
             raise await error_of(resp, op)
         answer = pin_of(resp.headers)
@@ -123,12 +135,21 @@ class Read:
             total = resp.content_length
             if total is not None:
                 self._learn(total, status)
+            if total is not None and pos > 0 and pos >= total:
+                # A server without ranges answers a range past the end whole.
+                raise InvalidRequest(f"{self.where} failed: start {pos} is at or past the "
+                                     f"object's end ({total} bytes)", operation=op.operation,
+                                     bucket=op.bucket, name=op.name, status=416)
             skip = pos
             stop = self.end if self.end is not None else total
             if total is not None and stop is not None:
                 stop = min(stop, total)
         else:
             raise protocol(op, f"unexpected HTTP {status} to a GET", status)
+        into = self.into
+        if into is not None and stop is not None and stop - self.start > len(into):
+            raise InvalidArgument(f"{self.where}: {stop - self.start} bytes do not fit the "
+                                  f"buffer's {len(into)}")
         await self._body(resp, skip, pos, stop)
         return self._done()
 
@@ -176,8 +197,8 @@ class Read:
                 kept = at - self.start
                 if into is not None:
                     if kept + len(view) > len(into):
-                        raise InvalidArgument(f"{self.where}: the buffer holds {len(into)} "
-                                              "bytes, the read is longer")
+                        raise InvalidArgument(f"{self.where}: the bytes do not fit the "
+                                              f"buffer's {len(into)}")
                     into[kept:kept + len(view)] = view
                 else:
                     assert data is not None

@@ -90,6 +90,9 @@ async def test_a_server_ignoring_ranges_is_sliced() -> None:
         for start, end in ((0, 10), (5000, 70_000), (len(DATA) - 3, None), (1, len(DATA))):
             got = await store.read(bucket, "x.bin", start=start, end=end)
             assert got == DATA[start:end], (start, end)
+        with pytest.raises(InvalidRequest) as past:  # answered whole: no bytes there
+            await store.read(bucket, "x.bin", start=len(DATA) + 1)
+        assert past.value.status == 416
 
 
 @pytest.mark.parametrize("honour_pin", [True, False], ids=["412", "ignores-if-match"])
