@@ -6,7 +6,6 @@ Objects may be on any store (``gs://``, ``file://`` or a path); see
 
 from __future__ import annotations
 
-import array
 import os
 import time
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
@@ -26,6 +25,7 @@ from .._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._order import DataProgress, Pass, RankBatches, dist_rank, epoch_order, fingerprint, track
 from ._rank_listing import Listing, agreed, check_listing, objects_summary
 from ._source import Sample, Transform, build_source, check_objects, transformed
+from ._worker_share import WorkerShare
 
 __all__ = ["DEFAULT_PREFETCH", "IterableDataset"]
 
@@ -341,28 +341,15 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
         current = self._progress.begin(worker, workers)
         batches = self._batches(current.epoch, current.start)
-        # This worker's samples, 8 bytes each, and for each of its batches
-        # the count of samples that completes it and the global batch
-        # (relative) after it: 16 bytes a batch. Lists and a dict of them
-        # held ~225 bytes a sample at batch_size 1.
-        positions: array.array[int] = array.array("q")
-        ends: array.array[int] = array.array("q")
-        after: array.array[int] = array.array("q")
-        mine = batches.of_worker(worker, workers, current.skip)
-        for at in range(0, len(mine), 1024):
-            # A block of batches at a time: the order is computed on demand.
-            group = mine[at:at + 1024]
-            positions.extend(batches.flat(group))
-            for j in group:
-                ends.append((ends[-1] if ends else 0) + batches.share(j))
-                after.append(j + 1)
-        yield from self._stream(current, positions, ends, after)
+        # This worker's samples, computed a block at a time as they are read
+        # (the share made whole took 8 bytes a sample, and 16 a batch).
+        share = WorkerShare(batches, batches.of_worker(worker, workers, current.skip))
+        yield from self._stream(current, share)
         self._progress.finish(current)
 
-    def _stream(self, current: Pass, positions: Sequence[int], ends: Sequence[int],
-                after: Sequence[int]) -> Iterator[Sample]:
+    def _stream(self, current: Pass, share: WorkerShare) -> Iterator[Sample]:
         # A view: records are built as the downloader reads them.
-        objs = self._objects.select(positions)
+        objs = self._objects.select(share)
         agen = self._source.downloader.stream(objs, window=self.prefetch, ordered=self.ordered)
         # Ready samples cross from the loop thread in batches (one hand-off per
         # batch measured ~15% more samples/s than one per sample). Leaving
@@ -374,13 +361,14 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         # quarter of it at most by the bytes read, one sample always passing
         # (a bound by the mean alone let 1 MiB objects after 3,000 of 100
         # bytes go 34 a hop: 17 times a 2 MiB budget read ahead).
-        listed = sum(map(self._objects.size, positions))
+        listed = sum(map(self._objects.size, share))
         typical = max(1, listed // max(1, len(objs)))
         budget = self._source.downloader.options.prefetch_bytes
         hand_off = max(1, min(64, self.prefetch, budget // 8 // typical))
         timed = _timed(iterate(agen, batch=hand_off, nbytes=_read_bytes,
                                max_bytes=max(1, budget // 4)), self.stats, hand_off)
         k = 0  # the next batch to complete (each has a sample or more)
+        end, after = share.batch_end(0) if share.batches() else (-1, 0)
         try:
             for count, (obj, data) in enumerate(timed, 1):
                 # The transform first: a batch whose last sample it refused was
@@ -388,9 +376,10 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
                 # in an ``except``) must not count it, or a resume skips it.
                 sample: Sample = transformed("IterableDataset", self._transform, data,
                                              lambda: obj)  # noqa: B023  # called at once
-                if k < len(ends) and ends[k] == count:
-                    current.handed = after[k]  # before the yield: a state taken now includes it
+                if count == end:
+                    current.handed = after  # before the yield: a state taken now includes it
                     k += 1
+                    end, after = share.batch_end(k) if k < share.batches() else (-1, 0)
                 yield sample
         finally:
             # Stop the downloads in flight before an error leaves: the

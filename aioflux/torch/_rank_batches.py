@@ -8,10 +8,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
 import numpy as np
+import numpy.typing as npt
 
 from ._permutation import BLOCK, LazyOrder
 
 __all__ = ["RankBatches", "pass_samples"]
+
+I64 = npt.NDArray[np.int64]
 
 
 def pass_samples(count: int, start: int, global_batch: int, world: int,
@@ -132,6 +135,29 @@ class RankBatches(Sequence[list[int]]):
         wrapped = (positions.view(np.uint64) % np.uint64(len(order))).view(np.int64)
         out: list[int] = order.at(wrapped).tolist()
         return out
+
+    def at(self, js: I64, offsets: I64) -> I64:
+        """Sample ``offsets[k]`` of the rank's batch of global batch ``js[k]``,
+        for each ``k`` (each ``0 <= js[k] < len(self)``, each offset within
+        that batch's :meth:`share`): what ``self[j][offset]`` gives, for a
+        block of them at once.
+
+        Args:
+            js: global batches.
+            offsets: positions within the rank's share of each.
+
+        Returns:
+            The dataset indices.
+        """
+        order = self._order
+        gb = self._global_batch
+        shares = np.minimum(gb, self._samples - js * gb) // self._world
+        positions = self._start + js * gb + self._rank * shares + offsets
+        # The padded rest wraps around to the order's first samples.
+        wrapped = (positions.view(np.uint64) % np.uint64(len(order))).view(np.int64)
+        if isinstance(order, LazyOrder):
+            return order.at(wrapped)
+        return np.asarray([order[p] for p in wrapped.tolist()], dtype=np.int64)
 
     def of_worker(self, worker: int, workers: int, skip: int = 0) -> range:
         """The global batches DataLoader worker ``worker`` of ``workers`` makes
