@@ -28,8 +28,9 @@ from .._core.auth import Auth
 from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument, NotFound
 from .._core.metrics import RequestStats
+from .._core.store_base import StoreBase
 from .._core.types import COMPACT_JSON, ObjectInfo
-from .._core.validate import Credentials, check_object, delete_args
+from .._core.validate import Credentials
 from .._net.failures import drain
 from .._net.transport import Op, Transport
 from ._auth import emulator_endpoint, local_endpoint, resolve_auth
@@ -64,7 +65,7 @@ def user_project_of(what: str, user_project: object) -> str | None:
     return user_project
 
 
-class GcsService:
+class GcsService(StoreBase):
     """One GCS endpoint's JSON API: authenticated requests, object URLs,
     an object's metadata and its delete.
 
@@ -136,71 +137,15 @@ class GcsService:
 
     # -- metadata -------------------------------------------------------------
 
-    async def stat(self, bucket: str, name: str) -> ObjectInfo:
-        """Fetch an object's metadata.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-
-        Returns:
-            ObjectInfo.
-
-        Raises:
-            NotFound: no such object or bucket.
-            StorageError: any other failure.
-        """
-        check_object("stat", bucket, name)
+    async def _stat(self, bucket: str, name: str) -> ObjectInfo:
         return await self._transport.request(
             Op("stat", bucket, name), "GET", self._json_url(bucket, name),
             object_handler(Op("stat", bucket, name)), params=self._json_params)
 
-    async def exists(self, bucket: str, name: str) -> bool:
-        """Whether an object exists.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-
-        Returns:
-            True if it exists.
-
-        Raises:
-            StorageError: a failure other than 404.
-        """
-        try:
-            await self.stat(bucket, name)
-        except NotFound:
-            return False
-        return True
-
     # -- delete ---------------------------------------------------------------
 
-    async def delete(
-        self,
-        bucket: str,
-        name: str,
-        *,
-        generation: int | None = None,
-        if_generation_match: int | None = None,
-        missing_ok: bool = False,
-    ) -> None:
-        """Delete an object.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            generation: delete this generation only.
-            if_generation_match: precondition.
-            missing_ok: treat "already gone" (404) as success, as clean-up
-                paths want. A 404 to a retried attempt is success either way
-                (the earlier attempt may have deleted it).
-
-        Raises:
-            NotFound: no such object (unless ``missing_ok``).
-            StorageError: any other failure.
-        """
-        delete_args(bucket, name, generation, if_generation_match, missing_ok)
+    async def _delete(self, bucket: str, name: str, generation: int | None,
+                      if_generation_match: int | None, missing_ok: bool) -> None:
         params = dict(self._billing)
         if generation is not None:
             params["generation"] = str(generation)
