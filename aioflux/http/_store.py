@@ -64,6 +64,12 @@ _NO_LISTING = ("a web server has no listing: name the shards with a brace patter
                "({scheme}://host/train-{{00000..00099}}.tar) or a list of URLs")
 
 
+def _total(content_range: str) -> int | None:
+    """The total of ``bytes a-b/total`` or ``bytes */total`` (None: unstated)."""
+    total = content_range.rpartition("/")[2].strip()
+    return int(total) if content_range.startswith("bytes ") and total.isdigit() else None
+
+
 class HttpStore(StoreBase):
     """A web server's files as a read-only ``ObjectStore``.
 
@@ -168,8 +174,11 @@ class HttpStore(StoreBase):
     # -- the wire calls -------------------------------------------------------------
 
     async def _stat(self, bucket: str, name: str) -> ObjectInfo:
-        """A HEAD: the size is ``Content-Length`` (none: ProtocolError), the
-        generation stands for the ``ETag`` (else ``Last-Modified``)."""
+        """A HEAD: the size is ``Content-Length``, the generation stands for
+        the ``ETag`` (else ``Last-Modified``). A server that refuses HEAD
+        (405, 501) or states no length there is asked for the first byte
+        instead (``Range: bytes=0-0``), whose ``Content-Range`` states the
+        size; none there either is a ProtocolError."""
         op = self._op("stat", bucket, name)
         url = url_of(self.scheme, bucket, name)
 
@@ -177,19 +186,40 @@ class HttpStore(StoreBase):
             resp = await send(session, op, "HEAD", url, {"Accept-Encoding": "identity"},
                               self._token)
             try:
-                if resp.status >= 300:
-                    raise await error_of(resp, op)
-                if resp.status != 200:
-                    raise protocol(op, f"unexpected HTTP {resp.status} to a HEAD", resp.status)
-                size = resp.content_length
-                if size is None:
-                    raise protocol(op, "the HEAD states no Content-Length: the size is unknown",
-                                   resp.status)
-                return self._info(bucket, name, size, resp.headers)
+                if resp.status not in (405, 501):
+                    if resp.status >= 300:
+                        raise await error_of(resp, op)
+                    if resp.status != 200:
+                        raise protocol(op, f"unexpected HTTP {resp.status} to a HEAD",
+                                       resp.status)
+                    if resp.content_length is not None:
+                        return self._info(bucket, name, resp.content_length, resp.headers)
             finally:
                 resp.release()
+            return await self._first_byte(session, op, url)
 
         return await self._transport(bucket).run(op, "HEAD", url, call)
+
+    async def _first_byte(self, session: aiohttp.ClientSession, op: Op,
+                          url: str) -> ObjectInfo:
+        """Stat by a GET of byte 0: its ``Content-Range`` total (206, or an
+        empty object's 416 ``bytes */0``) or a whole answer's length (200,
+        whose body is not read: the connection closes)."""
+        resp = await send(session, op, "GET", url,
+                          {"Accept-Encoding": "identity", "Range": "bytes=0-0"}, self._token)
+        try:
+            total = _total(resp.headers.get("Content-Range", ""))
+            if resp.status == 416 and total == 0:
+                return self._info(op.bucket, op.name, 0, resp.headers)
+            if resp.status >= 300:
+                raise await error_of(resp, op)
+            size = total if resp.status == 206 else resp.content_length
+            if resp.status not in (200, 206) or size is None:
+                raise protocol(op, f"neither the HEAD nor a GET of byte 0 (HTTP {resp.status}) "
+                               "states the size", resp.status)
+            return self._info(op.bucket, op.name, size, resp.headers)
+        finally:
+            resp.release()
 
     def _info(self, bucket: str, name: str, size: int,
               headers: Mapping[str, str]) -> ObjectInfo:

@@ -95,6 +95,23 @@ async def test_a_server_ignoring_ranges_is_sliced() -> None:
         assert past.value.status == 416
 
 
+@pytest.mark.parametrize("head", [405, 501, "no-length"])
+async def test_stat_without_a_usable_head_asks_for_the_first_byte(head: int | str) -> None:
+    async def answer(request: web.Request, served: Served) -> web.StreamResponse:
+        if request.method == "HEAD":
+            if head == "no-length":
+                return web.StreamResponse(status=200, headers={"ETag": '"v1"'})
+            return web.Response(status=int(head))
+        return _ranged(request, DATA, '"v1"')
+
+    async with Server(answer) as (endpoint, served), HttpStore(CONFIG, scheme="http") as store:
+        info = await store.stat(_bucket(endpoint), "x.bin")
+        assert info.size == len(DATA) and info.generation
+        assert await store.read(_bucket(endpoint), "x.bin", start=3, end=9,
+                                generation=info.generation) == DATA[3:9]
+    assert served.paths[:2] == ["HEAD /x.bin", "GET /x.bin"]
+
+
 @pytest.mark.parametrize("honour_pin", [True, False], ids=["412", "ignores-if-match"])
 async def test_an_etag_changing_between_blocks_is_a_typed_error(honour_pin: bool) -> None:
     """The object is replaced after the first block: the next block is
