@@ -1,5 +1,9 @@
-"""Read-only ``http://`` and ``https://`` URLs (public datasets on web servers)."""
+"""Read-only ``http://`` and ``https://`` URLs (public datasets on web servers).
 
-from ._store import TOKEN_ENV, HttpStore
+A bearer token is taken from ``$AIOFLUX_HTTP_TOKEN`` when ``HttpStore`` is
+given none.
+"""
 
-__all__ = ["TOKEN_ENV", "HttpStore"]
+from ._store import HttpStore
+
+__all__ = ["HttpStore"]

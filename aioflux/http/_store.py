@@ -276,6 +276,17 @@ class HttpStore(StoreBase):
                      if_generation_match: int | None = None) -> PartUpload:
         """Refused: read-only.
 
+        Args:
+            bucket: the origin's ``host[:port]``.
+            name: the path after it.
+            content_type: unused.
+            part_size: unused.
+            metadata: unused.
+            if_generation_match: unused.
+
+        Returns:
+            Never.
+
         Raises:
             InvalidRequest: always, before any request.
         """

@@ -22,7 +22,8 @@ from aioflux._core.errors import (
     TransportError,
 )
 from aioflux._core.urls import parse_url
-from aioflux.http import TOKEN_ENV, HttpStore
+from aioflux.http import HttpStore
+from aioflux.http._store import TOKEN_ENV
 from tests.raw_server import RawServer
 from tests.web_server import Served, Server
 

@@ -36,6 +36,7 @@ DOCUMENTED = {
     "aioflux.otel": {"instrument"},
     "aioflux.fsspec": {"AiofluxFileSystem", "TouchRefused", "register"},
     "aioflux.azure": {"AzureStore"},
+    "aioflux.http": {"HttpStore"},
     "aioflux.torch.dcp": {"GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"},
     "aioflux.torch.lightning": {"AsyncGcsCheckpointIO", "GcsCheckpointIO"},
     "aioflux.testing": {
@@ -45,7 +46,8 @@ DOCUMENTED = {
     },
 }
 # Packages re-export only; modules (dcp, lightning) also hold their imports.
-PACKAGES = {"aioflux", "aioflux.torch", "aioflux.testing", "aioflux.fsspec", "aioflux.azure"}
+PACKAGES = {"aioflux", "aioflux.torch", "aioflux.testing", "aioflux.fsspec", "aioflux.azure",
+            "aioflux.http"}
 REMOVED_FROM_ROOT = {
     "call": "aioflux._core.portal",
     "submit": "aioflux._core.portal",
