@@ -19,6 +19,7 @@ A HEAD's refusal has the headers only (HTTP: no body to a HEAD). No
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import threading
@@ -36,6 +37,9 @@ _LENGTH = re.compile(rb"\r\ncontent-length: *(\d+)", re.IGNORECASE)
 _CHUNKED = re.compile(rb"\r\ntransfer-encoding: *[^\r]*chunked", re.IGNORECASE)
 _CLOSE = re.compile(rb"\r\nconnection: *close", re.IGNORECASE)
 _PIECE = 64 * 1024
+#: seconds the held requests wait at most (a test that holds more than
+#: its clients send at once fails on its counts, not by hanging)
+HOLD_MOST = 30.0
 
 
 def _refusal(dialect: Dialect) -> tuple[str, dict[str, str], bytes]:
@@ -70,13 +74,19 @@ class CappingProxy:
         rate: requests admitted per second.
         dialect: whose refusal to answer past the cap.
         burst: tokens the bucket holds (default ``rate``).
+        hold: the first ``hold`` requests are let through to the bucket
+            only once all of them have arrived (or after ``HOLD_MOST``
+            seconds), as if sent at one instant: the overshoot of
+            processes that start together, however fast the machine is
+            (on a busy one, their requests could otherwise trickle in
+            slower than the cap).
 
     ``stats`` counts ``requests`` (all received), ``relayed`` and
     ``throttled``; read it once the requests are done.
     """
 
     def __init__(self, upstream: str, rate: float, dialect: Dialect,
-                 burst: float | None = None) -> None:
+                 burst: float | None = None, hold: int = 0) -> None:
         parts = urlsplit(upstream)
         assert parts.scheme == "http" and parts.hostname and parts.port, upstream
         self._host, self._port = parts.hostname, parts.port
@@ -90,7 +100,9 @@ class CappingProxy:
         self._refused_body = body
         self._tokens = self.burst
         self._filled_at: float | None = None
+        self._hold = hold
         self._loop = asyncio.new_event_loop()
+        self._released = asyncio.Event()
         self._listener = Listener(self._serve)
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="capping-proxy")
@@ -116,6 +128,14 @@ class CappingProxy:
             return True
         return False
 
+    async def _held(self) -> None:
+        """Wait until the ``hold`` first requests are all here; they then
+        go on in the order they came (an Event wakes its waiters so)."""
+        if self.stats["requests"] == self._hold:
+            self._released.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._released.wait(), HOLD_MOST)
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         try:
@@ -126,6 +146,8 @@ class CappingProxy:
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return  # the client closed its connection
                 self.stats["requests"] += 1
+                if self.stats["requests"] <= self._hold:
+                    await self._held()
                 is_head = head.startswith(b"HEAD ")
                 if not self._admit():
                     self.stats["throttled"] += 1
