@@ -17,6 +17,7 @@ from aioflux._core.errors import (
     InvalidRequest,
     InvalidURL,
     NotFound,
+    PermissionDenied,
     PreconditionFailed,
     ProtocolError,
     TransportError,
@@ -308,3 +309,17 @@ def test_http_urls_parse_to_origin_and_path() -> None:
         parse_url("https://user:pw@host/x")
     with pytest.raises(InvalidURL, match="fragment"):
         parse_url("https://host/x#frag")
+
+
+async def test_an_error_echoing_the_token_does_not_carry_it() -> None:
+    """A server that quotes the request's Authorization in its error page:
+    the typed error names the URL and status, never the token."""
+    async def answer(request: web.Request, served: Served) -> web.StreamResponse:
+        return web.Response(status=403, text=f"denied: {request.headers['Authorization']}")
+
+    async with Server(answer) as (endpoint, _), \
+            HttpStore(CONFIG, scheme="http", token="hf_secret_token") as store:
+        with pytest.raises(PermissionDenied) as caught:
+            await store.read(_bucket(endpoint), "x.bin")
+    assert "hf_secret_token" not in str(caught.value)
+    assert str(caught.value).startswith(f"read {endpoint}/x.bin failed: HTTP 403")
