@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+import numpy as np
 import torch.utils.data
 
 from .._core.config import ClientConfig
@@ -230,7 +231,9 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
 
     @property
     def shards(self) -> list[ObjectInfo]:
-        """The shards, in list order."""
+        """The shards, in list order: each record with what the reads use (bucket,
+        name, size, version, crc32c, and the MD5 only without a crc32c; no
+        ``updated`` time, content type or metadata)."""
         return list(self._shards.infos)
 
     @property
@@ -282,7 +285,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
 
     def _order(self, epoch: int) -> ShardOrder:
         return ShardOrder(
-            self.counts, seed=self.seed, epoch=epoch, shuffle=self.shuffle,
+            self._shards.shard_list.sizes(), seed=self.seed, epoch=epoch, shuffle=self.shuffle,
             samples_per_read=self.samples_per_read, shuffle_window=self.shuffle_window,
             sequential=self._shards.compressed)
 
@@ -317,7 +320,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     def _compressed_ends(self, order: ShardOrder) -> list[tuple[int, int]]:
         """``(position of its last sample in order, shard)`` of each compressed
         shard, by position: where the reads may let its cursor go."""
-        compressed = [k for k, c in enumerate(self._shards.compressed) if c]
+        compressed = np.flatnonzero(self._shards.compressed).tolist()
         if not compressed:
             return []
         last = order.ends(compressed)  # per shard: the order is never made whole

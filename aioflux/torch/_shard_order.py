@@ -64,6 +64,10 @@ from ._permutation import (
 
 __all__ = ["ShardOrder", "iter_runs", "runs_of", "shard_epoch_order"]
 
+# Per-shard numbers as a list or a shard list's columns (numpy views).
+Ints = Sequence[int] | npt.NDArray[np.int64]
+Flags = Sequence[bool] | npt.NDArray[np.bool_]
+
 
 class ShardOrder(LazyOrder):
     """The global order of an epoch (see the module), computed a position at a time.
@@ -78,9 +82,8 @@ class ShardOrder(LazyOrder):
         sequential: per shard, whether it must be read front to back.
     """
 
-    def __init__(self, counts: Sequence[int], *, seed: int, epoch: int, shuffle: bool,
-                 samples_per_read: int, shuffle_window: int,
-                 sequential: Sequence[bool]) -> None:
+    def __init__(self, counts: Ints, *, seed: int, epoch: int, shuffle: bool,
+                 samples_per_read: int, shuffle_window: int, sequential: Flags) -> None:
         sizes = np.asarray(counts, dtype=np.int64).reshape(-1)
         self._starts = _cumulative(sizes)
         self._count = int(self._starts[-1])
@@ -334,7 +337,7 @@ def shard_epoch_order(counts: Sequence[int], *, seed: int, epoch: int, shuffle: 
     return out
 
 
-def runs_of(samples: Sequence[int], starts: Sequence[int], samples_per_read: int) -> list[Run]:
+def runs_of(samples: Sequence[int], starts: Ints, samples_per_read: int) -> list[Run]:
     """Cut samples into runs: consecutive samples of one read.
 
     Args:
@@ -349,7 +352,7 @@ def runs_of(samples: Sequence[int], starts: Sequence[int], samples_per_read: int
             if isinstance(run, Run)]  # no markers among plain samples
 
 
-def iter_runs(chunks: Iterable[Sequence[int] | ShardsDone], starts: Sequence[int],
+def iter_runs(chunks: Iterable[Sequence[int] | ShardsDone], starts: Ints,
               samples_per_read: int) -> Iterator[Run | ShardsDone]:
     """:func:`runs_of` over ``chunks`` joined, cut a chunk at a time.
 

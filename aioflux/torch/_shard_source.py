@@ -5,8 +5,9 @@ it resolves the shard list (a brace pattern, URLs or ObjectInfo, one
 store) and counts every shard's samples there: from the folder's
 manifest, the local index cache's headers, the sidecars, else one
 streamed pass (see :mod:`aioflux._engines.shards._counts`). It holds the
-shards and their cumulative counts (8 bytes a shard besides the shard's
-own record), and pickles for ``spawn`` workers with those alone. A
+shards and their cumulative counts in columns (a :class:`~._shard_list.ShardList`:
+the name's bytes and about 30 more a shard, in memory a node's processes
+share), and pickles for ``spawn`` workers with those alone. A
 shard's per-sample index (offset, length, crc32c) is loaded when the
 shard is read, in the process reading it, and kept in a bounded LRU
 (:data:`DEFAULT_INDEX_BYTES`); a cached index is memory-mapped, shared by
@@ -24,10 +25,8 @@ are gathered, and rank 0 writes the manifest.
 
 from __future__ import annotations
 
-import array
 import asyncio
 import hashlib
-import itertools
 import os
 import shutil
 import tempfile
@@ -36,8 +35,12 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from .._core.config import ClientConfig
 from .._core.errors import AiofluxError, InvalidArgument
+from .._core.index import ObjectIndex
 from .._core.portal import get_portal, iterate
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
@@ -83,6 +86,7 @@ from .._engines.shards._manifest import (
 )
 from ._rank_listing import agreed, check_listing, gathered, objects_summary, shards_summary
 from ._rank_listing import world as rank_world
+from ._shard_list import ShardList, shard_record
 from ._source import DatasetSource, objects_scheme
 
 __all__ = ["DEFAULT_INDEX_BYTES", "Decode", "ShardSource", "count_all", "list_shards"]
@@ -172,7 +176,7 @@ class ShardSource:
         # the others (published sidecars); rank 0 alone counts otherwise.
         share = publish_indexes and listing == "rank0" and rank_world(op, listing) > 1
 
-        def resolve() -> tuple[list[ObjectInfo], list[Count | None]]:
+        def resolve() -> tuple[ObjectIndex, list[Count | None]]:
             infos = self._resolve(op, shards)
             return infos, count_all(self.source.downloader.client, infos, self.format,
                                     cache=self.index_cache, sidecars=sidecars,
@@ -187,14 +191,12 @@ class ShardSource:
             found = self._share(op, target, infos, found)
         counts: list[Count] = [c for c in found if c is not None]
         assert len(counts) == len(infos)
-        self.infos = infos
-        self.starts = array.array("q", itertools.accumulate((c[0] for c in counts),
-                                                            initial=0))
+        self.shard_list = ShardList(infos, (c[0] for c in counts))
         data = sum(c[1] for c in counts)
         self.samples_per_read = samples_per_read or max(
             1, min(4096, _READ_BYTES // max(1, data // max(1, self.total))))
 
-    def _share(self, op: str, target: str, infos: list[ObjectInfo],
+    def _share(self, op: str, target: str, infos: Sequence[ObjectInfo],
                found: list[Count | None]) -> list[Count | None]:
         """Index the shards none could count, each rank its share (publishing
         their sidecars); gather the counts; rank 0 writes the manifest."""
@@ -223,7 +225,13 @@ class ShardSource:
         state["_lru"] = None  # indexes are loaded where the shards are read
         return state
 
-    def _resolve(self, op: str, shards: object) -> list[ObjectInfo]:
+    def _resolve(self, op: str, shards: object) -> ObjectIndex:
+        if isinstance(shards, ObjectIndex):
+            # A listing (from_prefix): kept as it is, never a list of records.
+            if not len(shards):
+                raise InvalidArgument(f"{op}: no shards given")
+            self.source.scheme = objects_scheme(op, shards.schemes()) or "gs"
+            return shards
         if isinstance(shards, (str, os.PathLike)):
             # Patterns joined by "::", as webdataset's expand_urls takes them.
             shards = [name for pattern in os.fspath(shards).split("::")
@@ -236,28 +244,38 @@ class ShardSource:
             raise InvalidArgument(f"{op}: no shards given")
         if all(isinstance(s, ObjectInfo) for s in items):
             self.source.scheme = objects_scheme(op, (o.scheme for o in items)) or "gs"
-            return items
+            return ObjectIndex(map(shard_record, items))
         if not all(isinstance(s, (str, os.PathLike)) for s in items):
             raise InvalidArgument(f"{op}: shards must all be URLs or all ObjectInfo")
         urls = [os.fspath(s) for s in items]
         schemes = (parse_url(u, require_object=True).scheme for u in urls)
         self.source.scheme = objects_scheme(op, schemes) or "gs"
-        return self.source.stat_all(urls)
+        return ObjectIndex(map(shard_record, self.source.stat_all(urls)))
+
+    @property
+    def infos(self) -> ObjectIndex:
+        """The shards, in list order (a record built per shard asked for)."""
+        return self.shard_list.infos
+
+    @property
+    def starts(self) -> npt.NDArray[np.int64]:
+        """Each shard's first sample number, the total last."""
+        return self.shard_list.starts
 
     @property
     def total(self) -> int:
         """Samples in all shards."""
-        return self.starts[-1]
+        return self.shard_list.total
 
     @property
     def counts(self) -> list[int]:
         """Samples per shard, in list order."""
-        return [b - a for a, b in itertools.pairwise(self.starts)]
+        return self.shard_list.sizes().tolist()  # type: ignore[no-any-return]
 
     @property
-    def compressed(self) -> list[bool]:
+    def compressed(self) -> npt.NDArray[np.bool_]:
         """Per shard, whether it is compressed whole (read front to back)."""
-        return [compression_of(info.name) is not None for info in self.infos]
+        return self.shard_list.sequential
 
     def fingerprint(self) -> str:
         """``"<samples>:<16 hex digits>"`` over the shards' URLs and sample counts.
@@ -265,7 +283,7 @@ class ShardSource:
         A saved position only means something over the same shards in the same order.
         """
         digest = hashlib.sha256()
-        for info, count in zip(self.infos, self.counts, strict=True):
+        for info, count in zip(self.infos, self.shard_list.sizes().tolist(), strict=True):
             digest.update(f"{info.url}\n{count}\n".encode("utf-8", "surrogatepass"))
         return f"{self.total}:{digest.hexdigest()[:16]}"
 
@@ -278,7 +296,7 @@ class ShardSource:
 
     def _load(self, k: int) -> ShardIndex:
         return load_index(self.source.downloader.client, self.infos[k], self.format,
-                          self.starts[k + 1] - self.starts[k], cache=self.index_cache,
+                          self.shard_list.count(k), cache=self.index_cache,
                           sidecars=self.sidecars)
 
     def index(self, k: int) -> ShardIndex:
@@ -357,7 +375,7 @@ class ShardSource:
 
 
 def list_shards(op: str, url: str, concurrency: int, settings: Mapping[str, Any],
-                listing: str = "each") -> list[ObjectInfo]:
+                listing: str = "each") -> ObjectIndex:
     """Every object in a folder (sorted), ``.idx`` sidecars and the manifest left out,
     made to agree across the DDP ranks as ``listing`` says (see
     :mod:`._rank_listing`).
@@ -370,12 +388,13 @@ def list_shards(op: str, url: str, concurrency: int, settings: Mapping[str, Any]
     check_int(op, "list_concurrency", concurrency, minimum=1)
     check_listing(op, listing)
 
-    def listed() -> list[ObjectInfo]:
+    def listed() -> ObjectIndex:
         source = DatasetSource(config=settings.get("config"), endpoint=settings.get("endpoint"),
                                credentials=settings.get("credentials"), list_retry=None,
                                download_retry=None, download_options=DownloadOptions())
-        shards = [o for o in source.list_prefix(url, concurrency)
-                  if not is_sidecar(o.name) and not is_manifest(o.name)]
+        # Columns all the way: the listing never becomes a list of records.
+        shards = ObjectIndex(shard_record(o) for o in source.list_prefix(url, concurrency)
+                             if not is_sidecar(o.name) and not is_manifest(o.name))
         if not shards:
             raise InvalidArgument(f"{op}: {url} holds only index sidecars")
         return shards

@@ -27,6 +27,7 @@ object's version as well.
 from __future__ import annotations
 
 import array
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -247,13 +248,17 @@ class IndexCache:
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
+        self._root = os.fspath(self.directory)
 
-    def _path(self, url: str, version: int | None, *, by_crc: bool) -> Path:
+    def _path(self, url: str, version: int | None, *, by_crc: bool) -> str:
         key = f"{url}\n{version}" if by_crc else f"{url}\n{version}\nby-version"
         digest = hashlib.sha256(key.encode("utf-8", "surrogatepass"))
-        return self.directory / f"{digest.hexdigest()[:32]}{_CACHE_SUFFIX}"
+        # A str, not a Path: pathlib interns every part it parses, and the
+        # interpreter's table of interned strings never shrinks, so looking
+        # up a million shards' entries kept ~40 bytes a shard for good.
+        return os.path.join(self._root, f"{digest.hexdigest()[:32]}{_CACHE_SUFFIX}")
 
-    def _load(self, path: Path) -> ShardIndex | None:
+    def _load(self, path: str) -> ShardIndex | None:
         try:
             with open(path, "rb") as file:
                 # Mapped, not read: the columns are views of the page cache,
@@ -262,12 +267,13 @@ class IndexCache:
         except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
             return None
         try:
-            return decode_index(memoryview(mapped), str(path))
+            return decode_index(memoryview(mapped), path)
         except ShardFormatError:
-            path.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
             return None
 
-    def _head(self, path: Path) -> dict[str, Any] | None:
+    def _head(self, path: str) -> dict[str, Any] | None:
         try:
             with open(path, "rb") as file:
                 start = file.read(len(_MAGIC_2) + _MAX_HEAD)
@@ -277,12 +283,12 @@ class IndexCache:
         if not start.startswith(_MAGIC_2) or end < 0:
             return None
         try:
-            return _parse_head(start[len(_MAGIC_2):end], str(path))
+            return _parse_head(start[len(_MAGIC_2):end], path)
         except ShardFormatError:
             return None
 
     def _find(self, url: str, version: int | None, size: int, crc: int | None,
-              format: str, read: Callable[[Path], T | None],
+              format: str, read: Callable[[str], T | None],
               head: Callable[[T], dict[str, Any]]) -> T | None:
         if version is None:
             return None
