@@ -65,7 +65,8 @@ async def send(session: aiohttp.ClientSession, op: Op, method: str, url: str,
 
     Raises:
         ProtocolError: a redirect without ``Location``, to another scheme
-            than http(s), or past :data:`MAX_REDIRECTS` hops.
+            than http(s), from https to http, or past :data:`MAX_REDIRECTS`
+            hops.
         aiohttp.ClientError: the connection failed (mapped by the transport).
     """
     target = yarl.URL(url, encoded=True)
@@ -84,9 +85,14 @@ async def send(session: aiohttp.ClientSession, op: Op, method: str, url: str,
         resp.release()
         if not location:
             raise protocol(op, f"HTTP {resp.status} redirect without a Location", resp.status)
+        was = target.scheme
         target = target.join(yarl.URL(location, encoded=True))
         if target.scheme not in ("http", "https"):
             raise protocol(op, f"redirected to a {target.scheme}: URL", resp.status)
+        if was == "https" and target.scheme == "http":
+            # The bytes would come unauthenticated and open to change on the way.
+            raise protocol(op, "redirected from https to plain http: not followed",
+                           resp.status)
     raise protocol(op, f"more than {MAX_REDIRECTS} redirects", None)
 
 

@@ -5,8 +5,10 @@ it refuses before any request (listing, writes)."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import re
+from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -25,7 +27,8 @@ from aioflux._core.errors import (
 from aioflux._core.urls import parse_url
 from aioflux.http import HttpStore
 from aioflux.http._store import TOKEN_ENV
-from tests.raw_server import RawServer
+from tests.raw_server import RawServer, serving
+from tests.tls_cert import self_signed
 from tests.web_server import Served, Server
 
 DATA = bytes(range(256)) * 4096  # 1 MiB
@@ -323,3 +326,28 @@ async def test_an_error_echoing_the_token_does_not_carry_it() -> None:
             await store.read(_bucket(endpoint), "x.bin")
     assert "hf_secret_token" not in str(caught.value)
     assert str(caught.value).startswith(f"read {endpoint}/x.bin failed: HTTP 403")
+
+
+async def test_a_redirect_from_https_to_plain_http_is_refused(tmp_path: Path) -> None:
+    """An https origin sending the read to http:// would hand the bytes to
+    anyone on the way: refused (ProtocolError), the http server never asked."""
+    served, _client_tls = self_signed(tmp_path)
+    asked: list[bytes] = []
+
+    async def plain(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        asked.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.close()
+
+    async with serving(plain) as http_endpoint:
+        async def origin(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(f"HTTP/1.1 302 Found\r\nLocation: {http_endpoint}/x.bin\r\n"
+                         "Content-Length: 0\r\n\r\n".encode())
+            await writer.drain()
+
+        async with serving(origin, tls=served) as endpoint:
+            config = ClientConfig(retry=CONFIG.retry, ca_file=tmp_path / "cert.pem")
+            async with HttpStore(config, scheme="https", token="tok") as store:
+                with pytest.raises(ProtocolError, match="from https to plain http"):
+                    await store.stat(endpoint.removeprefix("https://"), "x.bin")
+    assert asked == []
