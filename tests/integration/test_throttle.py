@@ -292,3 +292,22 @@ async def test_paced_a_flaky_service_is_not_cut_to_a_crawl() -> None:
         (start,) = started
         end = client.transport.stats.rates["bkt read"]
         assert end >= start, (start, end)
+
+
+async def test_s3_throttling_a_head_without_a_body_is_a_throttle(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # S3 answers a HEAD it throttles "503 Slow Down" with no body (a HEAD
+    # has none) to carry the SlowDown code: stat and exists must drive the
+    # controller as reads do, outside max_attempts.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    slow = b"HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\n\r\n"
+    found = (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nETag: \"e\"\r\n"
+             b"Last-Modified: Wed, 25 Nov 2026 10:00:00 GMT\r\n\r\n")
+    answers = iter([slow, slow, found])
+    config = ClientConfig(retry=RetryPolicy(max_attempts=1, initial_delay=0.001))
+    async with RawServer(lambda conn, index: next(answers)) as base, \
+            S3Store(config, endpoint=base, region="us-east-1", addressing="path") as store:
+        info = await store.stat("bkt", "o")
+        assert info.size == 5
+        assert store.stats.throttled == 2 and store.stats.requests == 3
