@@ -56,7 +56,7 @@ def default_store(scheme: str) -> ObjectStore:
     """The process-wide store for ``scheme`` (built on first use).
 
     Args:
-        scheme: ``gs``, ``s3`` or ``file``.
+        scheme: ``gs``, ``s3``, ``az``, ``http``, ``https`` or ``file``.
 
     Returns:
         The store.
@@ -80,7 +80,7 @@ def new_store(scheme: str, config: ClientConfig | None = None, *,
     """A new store for ``scheme``'s URLs, owned by the caller.
 
     Args:
-        scheme: ``gs``, ``s3`` or ``file``.
+        scheme: ``gs``, ``s3``, ``az``, ``http``, ``https`` (read-only) or ``file``.
         config: its settings (default: ``ClientConfig()``).
         endpoint: the API root (``gs``: default the environment's; ``s3``: an
             S3-compatible store, default ``AWS_ENDPOINT_URL_S3`` or AWS).
