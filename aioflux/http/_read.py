@@ -38,7 +38,7 @@ from .._core.errors import (
 from .._core.store import Fetched
 from .._net.failures import Op
 from .._net.transport import Transport
-from ._wire import Pin, changed, error_of, pin_of, protocol, send
+from ._wire import Locations, Pin, changed, error_of, pin_of, protocol, send
 
 __all__ = ["Read", "check_whole"]
 
@@ -60,11 +60,13 @@ class Read:
         generation: the caller's pinned generation ``pin`` stands for, if any
             (another version answered is then NotFound: that one is gone).
         size: the object's size when the caller knows it.
+        locations: where the URL's redirects led before (``_wire.Locations``).
     """
 
     def __init__(self, transport: Transport, op: Op, url: str, token: str | None, start: int,
                  end: int | None, into: memoryview | None, pin: Pin | None,
-                 generation: int | None, size: int | None) -> None:
+                 generation: int | None, size: int | None,
+                 locations: Locations | None = None) -> None:
         self.transport = transport
         self.op = op
         self.url = url
@@ -75,6 +77,7 @@ class Read:
         self.pin = pin
         self.generation = generation
         self.size = size
+        self.locations = locations
         #: bytes kept so far (an attempt resumes after them)
         self.got = 0
         self.data = bytearray() if into is None else None
@@ -97,7 +100,8 @@ class Read:
                 headers["Range"] = f"bytes={pos}-{'' if self.end is None else self.end - 1}"
             if self.pin is not None:
                 headers.update(self.pin.request_headers(ranged))
-            resp = await send(session, self.op, "GET", self.url, headers, self.token)
+            resp = await send(session, self.op, "GET", self.url, headers, self.token,
+                              self.locations)
             try:
                 return await self._answer(resp, pos)
             finally:

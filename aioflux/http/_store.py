@@ -17,9 +17,11 @@ written: already percent-encoded); one store serves one scheme, so
   ETag): an object replaced while it is read is ``PreconditionFailed``,
   never bytes of two versions. A server that ignores ranges is served by
   slicing its whole answer.
-- Redirects are followed (at most ``_wire.MAX_REDIRECTS``); the bearer
-  token (``token=``, else ``$AIOFLUX_HTTP_TOKEN``) goes only to the origin
-  the URL names, never to the host a redirect leads to.
+- Redirects are followed (at most ``_wire.MAX_REDIRECTS``; never from
+  https to http); the bearer token (``token=``, else
+  ``$AIOFLUX_HTTP_TOKEN``) goes only to the origin the URL names, never to
+  the host a redirect leads to. Where a URL led is remembered, and its
+  next requests go there at once until it answers as if stale.
 - A web server has no listing and takes no writes: ``list`` and every
   write, delete, copy and compose raise ``InvalidRequest`` before any
   request; shards are named by brace patterns or lists of URLs.
@@ -51,7 +53,7 @@ from .._core.validate import check_instance, check_str
 from .._net.failures import Op
 from .._net.transport import Transport
 from ._read import Read, check_whole
-from ._wire import Pin, error_of, pin_of, protocol, send, url_of
+from ._wire import Locations, Pin, error_of, pin_of, protocol, send, url_of
 
 __all__ = ["TOKEN_ENV", "HttpStore"]
 
@@ -101,6 +103,7 @@ class HttpStore(StoreBase):
         self._token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
         self._transports: dict[str, Transport] = {}
         self._pins: dict[int, Pin] = {}
+        self._locations = Locations()
         self._stats = RequestStats()
 
     def __repr__(self) -> str:
@@ -184,7 +187,7 @@ class HttpStore(StoreBase):
 
         async def call(session: aiohttp.ClientSession, _auth: dict[str, str]) -> ObjectInfo:
             resp = await send(session, op, "HEAD", url, {"Accept-Encoding": "identity"},
-                              self._token)
+                              self._token, self._locations)
             try:
                 if resp.status not in (405, 501):
                     if resp.status >= 300:
@@ -250,7 +253,7 @@ class HttpStore(StoreBase):
         pin = None if generation is None else await self._pin(bucket, name, generation)
         transport = self._transport(bucket)
         read = Read(transport, op, url_of(self.scheme, bucket, name), self._token, start, end,
-                    into, pin, generation, size)
+                    into, pin, generation, size, self._locations)
         async with transport.admit_read(op):
             fetched = await read.run()
         whole = start == 0 and fetched.size is not None and fetched.count == fetched.size

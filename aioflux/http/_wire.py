@@ -28,7 +28,8 @@ from .._core.errors import (
 from .._core.errors import describe as _describe
 from .._net.failures import Op
 
-__all__ = ["MAX_REDIRECTS", "Pin", "changed", "error_of", "pin_of", "protocol", "send", "url_of"]
+__all__ = ["MAX_REDIRECTS", "Locations", "Pin", "changed", "error_of", "pin_of", "protocol",
+           "send", "url_of"]
 
 # Hops one request follows (curl's and requests' default is 30, browsers
 # 20; a CDN chain is one or two).
@@ -48,8 +49,48 @@ def _origin(url: yarl.URL) -> tuple[str, str, int | None]:
     return (url.scheme.lower(), (url.host or "").lower(), url.port)
 
 
+class Locations:
+    """Where each URL's redirects last led, so that the next request of it
+    goes there at once (a Hugging Face ``resolve`` URL costs a round trip
+    to the hub before each read of the CDN otherwise). Bounded; an entry is
+    dropped when its target answers as if the link had gone stale (401,
+    403: a signed URL expired; 404, 410; 412: it serves another version
+    now), and the request goes through the named URL again.
+
+    Args:
+        limit: most URLs remembered (the oldest go first).
+    """
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._limit = limit
+        self._where: dict[str, yarl.URL] = {}
+
+    def get(self, url: str) -> yarl.URL | None:
+        """Where ``url`` last led, or None."""
+        return self._where.get(url)
+
+    def learn(self, url: str, final: yarl.URL) -> None:
+        """Remember that ``url`` led to ``final`` (nothing if it is ``url``)."""
+        where = self._where
+        if str(final) == url:
+            where.pop(url, None)
+            return
+        if url not in where and len(where) >= self._limit:
+            del where[next(iter(where))]  # the oldest (dicts keep insertion order)
+        where[url] = final
+
+    def forget(self, url: str) -> None:
+        """Drop what ``url`` led to."""
+        self._where.pop(url, None)
+
+
+# What a remembered redirect target answers when the link went stale.
+_STALE = (401, 403, 404, 410, 412)
+
+
 async def send(session: aiohttp.ClientSession, op: Op, method: str, url: str,
-               headers: Mapping[str, str], token: str | None) -> aiohttp.ClientResponse:
+               headers: Mapping[str, str], token: str | None,
+               locations: Locations | None = None) -> aiohttp.ClientResponse:
     """Send ``method url``, following redirects; the token only to ``url``'s origin.
 
     Args:
@@ -59,6 +100,9 @@ async def send(session: aiohttp.ClientSession, op: Op, method: str, url: str,
         url: the URL, already percent-encoded (sent as written).
         headers: request headers of every hop.
         token: a bearer token for ``url``'s origin, or None.
+        locations: where redirects led before: a request goes there first
+            (the token still only to ``url``'s origin), and through ``url``
+            again if that answers as if stale.
 
     Returns:
         The final answer (not a redirect), unread: the caller releases it.
@@ -69,8 +113,25 @@ async def send(session: aiohttp.ClientSession, op: Op, method: str, url: str,
             hops.
         aiohttp.ClientError: the connection failed (mapped by the transport).
     """
-    target = yarl.URL(url, encoded=True)
-    named = _origin(target)
+    named = yarl.URL(url, encoded=True)
+    known = locations.get(url) if locations is not None else None
+    if known is not None:
+        resp, _final = await _follow(session, op, method, known, _origin(named), headers, token)
+        if resp.status not in _STALE:
+            return resp
+        resp.release()
+        assert locations is not None
+        locations.forget(url)
+    resp, final = await _follow(session, op, method, named, _origin(named), headers, token)
+    if locations is not None and resp.status < 300:
+        locations.learn(url, final)
+    return resp
+
+
+async def _follow(session: aiohttp.ClientSession, op: Op, method: str, target: yarl.URL,
+                  named: tuple[str, str, int | None], headers: Mapping[str, str],
+                  token: str | None) -> tuple[aiohttp.ClientResponse, yarl.URL]:
+    """``send``'s hops from ``target``: the final answer and its URL."""
     left = False  # the chain has left the named origin: no token from here on
     for _hop in range(MAX_REDIRECTS + 1):
         hop_headers = dict(headers)
@@ -80,7 +141,7 @@ async def send(session: aiohttp.ClientSession, op: Op, method: str, url: str,
         resp = await session.request(method, target, headers=hop_headers,
                                      allow_redirects=False, auto_decompress=False)
         if resp.status not in _REDIRECTS:
-            return resp
+            return resp, target
         location = resp.headers.get("Location")
         resp.release()
         if not location:

@@ -173,28 +173,40 @@ async def test_no_strong_etag_pins_by_if_range_on_last_modified() -> None:
 async def test_the_token_never_follows_a_redirect_to_another_host(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The named origin gets the bearer token (from the environment); the
-    CDN it redirects to gets the request without it."""
+    CDN it redirects to gets the requests without it. Where the origin led
+    is remembered (reads go to the CDN at once) until the CDN's signed URL
+    expires (403): the next read asks the origin again."""
     monkeypatch.setenv(TOKEN_ENV, "hf_secret_token")
     seen: dict[str, list[str | None]] = {"origin": [], "cdn": []}
+    expired: set[str] = set()
 
     async def cdn(request: web.Request, served: Served) -> web.StreamResponse:
         seen["cdn"].append(request.headers.get("Authorization"))
+        if request.query["signed"] in expired:
+            return web.Response(status=403, text="Request has expired")
         return _ranged(request, DATA, '"v1"')
 
     async with Server(cdn) as (cdn_endpoint, _):
         async def origin(request: web.Request, served: Served) -> web.StreamResponse:
             seen["origin"].append(request.headers.get("Authorization"))
-            raise web.HTTPFound(f"{cdn_endpoint}/blobs/sha256-abc?signed=1")
+            signed = str(len(seen["origin"]))
+            raise web.HTTPFound(f"{cdn_endpoint}/blobs/sha256-abc?signed={signed}")
 
         async with Server(origin) as (endpoint, _), HttpStore(CONFIG, scheme="http") as store:
             bucket = _bucket(endpoint)
             info = await store.stat(bucket, "resolve/main/x.bin")
             assert info.size == len(DATA)
-            got = await store.read(bucket, "resolve/main/x.bin", start=3, end=300,
+            for start in (3, 300, 3000):
+                got = await store.read(bucket, "resolve/main/x.bin", start=start,
+                                       end=start + 100, generation=info.generation)
+                assert got == DATA[start:start + 100]
+            assert len(seen["origin"]) == 1 and len(seen["cdn"]) == 4
+            expired.add("1")
+            got = await store.read(bucket, "resolve/main/x.bin", start=7, end=9,
                                    generation=info.generation)
-            assert got == DATA[3:300]
+            assert got == DATA[7:9]
     assert seen["origin"] == ["Bearer hf_secret_token"] * 2
-    assert seen["cdn"] == [None, None]
+    assert seen["cdn"] == [None] * 6  # the expired link once, then the new one
     assert "hf_secret_token" not in repr(store)
 
 
