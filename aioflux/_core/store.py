@@ -8,7 +8,9 @@ filesystem (``aioflux.local``) or the in-memory store of
 ``aioflux.testing``; a URL's scheme picks it. What a
 backend can do beyond the common operations is declared as data in
 :class:`StoreFeatures`, so an engine asks ``store.features.compose``
-rather than which backend it holds.
+rather than which backend it holds. A backend implements the protocol on
+:class:`~.store_base.StoreBase`, which defines its operations once over
+the backend's wire calls.
 """
 
 from __future__ import annotations

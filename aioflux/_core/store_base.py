@@ -38,7 +38,9 @@ What a backend implements:
 What it may override: ``_check_object`` (a stricter rule for names, as the
 local store's paths), and the open-upload calls (``list_multipart_uploads``,
 ``abort_multipart``, ``list_parts``), which by default report none and
-refuse the rest; a mixin offering them goes before this class in the bases.
+refuse the rest; a mixin offering them must come before this class in the
+method resolution order (``S3Store(S3Service, MultipartCalls,
+StreamingStore)``: ``StreamingStore``, listed last, puts the base after it).
 
 No operation here adds more than one method call to a read: ``read`` calls
 ``fetch`` (which tests and wrappers may replace), ``fetch`` the backend's

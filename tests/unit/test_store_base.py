@@ -1,0 +1,116 @@
+"""Every backend's user-facing operations are ``StoreBase``'s, written once.
+
+A backend provides wire calls only (``_stat``, ``_pages``, ``_fetch``...);
+the operations, their docstrings and argument checks are the base's. These
+tests keep it so: a backend that writes ``read`` or ``exists`` again, or a
+new one that forgets a wire call, fails here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from aioflux import AsyncClient, LocalStore, S3Store
+from aioflux._core.errors import InvalidRequest, InvalidURL
+from aioflux._core.store import Fetched, PartUpload, StoreFeatures
+from aioflux._core.store_base import StoreBase
+from aioflux._core.types import ListPage, ObjectInfo
+from aioflux._engines.store_stream import StreamingStore
+from aioflux.azure import AzureStore
+from aioflux.testing import MemoryStore
+
+BACKENDS = [AsyncClient, S3Store, AzureStore, LocalStore, MemoryStore]
+# Written once in the base; GCS's list and list_objects take ``fields`` too.
+SHARED = ["stat", "exists", "list", "list_objects", "read", "fetch", "write", "delete", "copy",
+          "compose"]
+OWN = {(AsyncClient, "list"), (AsyncClient, "list_objects")}
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
+@pytest.mark.parametrize("method", SHARED)
+def test_the_operations_are_the_bases(backend: type, method: str) -> None:
+    if (backend, method) in OWN:
+        return
+    assert getattr(backend, method) is getattr(StoreBase, method), \
+        f"{backend.__name__}.{method} is written again"
+
+
+@pytest.mark.parametrize("backend", [AsyncClient, S3Store, AzureStore], ids=lambda b: b.__name__)
+def test_object_stores_stream_through_the_engine_mixin(backend: type) -> None:
+    assert backend.stream is StreamingStore.stream
+
+
+class _Half(StoreBase):
+    """A backend with its features and a stat, and nothing else."""
+
+    _features = StoreFeatures(scheme="gs")
+
+    async def _stat(self, bucket: str, name: str) -> ObjectInfo:
+        return ObjectInfo(bucket, name, 0, 1, None)
+
+
+class _Whole(_Half):
+    """Every wire call, none of them reached by these tests."""
+
+    async def aclose(self) -> None:
+        return None
+
+    def _pages(self, bucket: str, prefix: str, delimiter: str | None,
+               start_offset: str | None, end_offset: str | None,
+               page_size: int) -> AsyncIterator[ListPage]:
+        raise AssertionError("no listing here")
+
+    async def _fetch(self, bucket: str, name: str, start: int, end: int | None,
+                     into: memoryview | None, generation: int | None, size: int | None,
+                     crc: int | None, want_crc: bool) -> Fetched:
+        raise AssertionError("no read here")
+
+    async def _write(self, bucket: str, name: str, data: memoryview, content_type: str,
+                     if_generation_match: int | None, metadata: dict[str, str] | None,
+                     resumable: bool | None) -> ObjectInfo:
+        raise AssertionError("no write here")
+
+    def start_upload(self, bucket: str, name: str, *,
+                     content_type: str = "application/octet-stream",
+                     part_size: int = 8 * 1024 * 1024,
+                     metadata: dict[str, str] | None = None,
+                     if_generation_match: int | None = None) -> PartUpload:
+        raise AssertionError("no upload here")
+
+    async def _delete(self, bucket: str, name: str, generation: int | None,
+                      if_generation_match: int | None, missing_ok: bool) -> None:
+        raise AssertionError("no delete here")
+
+    async def _copy(self, bucket: str, name: str, dest_bucket: str,
+                    dest_name: str) -> ObjectInfo:
+        raise AssertionError("no copy here")
+
+
+def test_a_backend_missing_a_wire_call_cannot_be_made() -> None:
+    with pytest.raises(TypeError, match="abstract"):
+        _Half()  # type: ignore[abstract]
+
+
+async def test_the_base_checks_arguments_before_any_wire_call() -> None:
+    store = _Whole()
+    assert (await store.stat("bkt", "obj")).name == "obj"
+    assert await store.exists("bkt", "obj")
+    assert await store.read("bkt", "obj", start=3, end=3) == b""  # empty: no read at all
+    with pytest.raises(InvalidURL):
+        await store.read("BAD BUCKET", "obj")
+    with pytest.raises(InvalidURL):
+        store.list("BAD BUCKET")
+    with pytest.raises(InvalidURL):
+        await store.delete("bkt", "")
+
+
+async def test_what_a_store_does_not_offer_is_one_typed_refusal() -> None:
+    store = _Whole()
+    for call in (store.compose("bkt", "dst", ["a"]), store.abort_multipart("bkt", "o", "id"),
+                 store.list_parts("bkt", "o", "id")):
+        with pytest.raises(InvalidRequest, match="gs://bkt/") as info:
+            await call
+        assert info.value.reason == "unsupported"
+    assert await store.list_multipart_uploads("bkt") == []
