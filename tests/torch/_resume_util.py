@@ -7,13 +7,18 @@ import itertools
 import json
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch.utils.data
 
 from aioflux.torch import IterableDataset, MapDataset, ResumableBatchSampler, ResumableSampler
 from aioflux.torch._order import epoch_order
-from tests.torch.conftest import Where
+
+if TYPE_CHECKING:
+    # Not at run time: a spawned DataLoader worker imports this module to
+    # unpickle to_bytes, and the fixtures' module pulls in pytest, every
+    # backend and the emulator (~0.4 s of CPU a worker).
+    from tests.torch.conftest import Where
 
 Owner = ResumableBatchSampler | ResumableSampler | IterableDataset[bytes]
 Part = tuple[Owner, torch.utils.data.DataLoader[Any]]

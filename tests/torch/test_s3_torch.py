@@ -24,10 +24,6 @@ from tests.conftest import MotoS3
 from tests.torch.conftest import Where
 
 
-def to_bytes(data: bytes | bytearray) -> bytes:
-    return bytes(data)
-
-
 def _seed(where: Where, count: int) -> dict[str, bytes]:
     rng = random.Random(count)
     data = {f"d/{i:04d}": os.urandom(rng.randrange(1, 4000)) for i in range(count)}
@@ -51,19 +47,24 @@ def test_from_prefix_datasets_on_s3(s3_where: Where, moto_s3: MotoS3,
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3")
     ds: MapDataset | IterableDataset
     if kind == "map":
-        ds = MapDataset.from_prefix(where.url("d"), transform=to_bytes,
+        ds = MapDataset.from_prefix(where.url("d"), transform=bytes,
                                     endpoint=moto_s3.endpoint)
         assert len(ds) == len(data)
         assert [where.rel(o.name) for o in ds.objects] == sorted(data)
         assert {o.scheme for o in ds.objects} == {"s3"}
         assert ds[3] == data["d/0003"]
     else:
-        ds = IterableDataset.from_prefix(where.url("d/"), transform=to_bytes,
+        ds = IterableDataset.from_prefix(where.url("d/"), transform=bytes,
                                          endpoint=moto_s3.endpoint)
     # A spawned worker unpickles the dataset and builds its own S3 store from
     # its settings (the endpoint given here; no environment to fall back on).
+    # Spawned workers stay for the second epoch: each imports torch anew
+    # (~3 s of CPU), and new ones would only repeat the first epoch's start.
+    # The transform is a builtin, so unpickling it imports no test module
+    # (this one pulls in pytest, the fixtures and the emulator).
     loader = torch.utils.data.DataLoader(ds, batch_size=7, num_workers=workers,
-                                         collate_fn=list, multiprocessing_context=context)
+                                         collate_fn=list, multiprocessing_context=context,
+                                         persistent_workers=context == "spawn")
     for _ in range(2):  # two epochs: nothing lost or doubled in either
         got = [sample for batch in loader for sample in batch]
         if kind == "map":
