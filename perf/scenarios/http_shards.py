@@ -1,0 +1,83 @@
+"""http_shards: one epoch of the shards_tar shards over plain http:// from nginx.
+
+The tar shards of ``shards_tar`` (32 shards of 320 samples, ``KEY.jpg``
+100 KiB random and ``KEY.cls``; 4 x 40 with --quick), mirrored from the
+emulator into a local directory once (untimed) and served by nginx
+(Debian's binary, see tests/nginx.py) on loopback; read with 0 and 2
+DataLoader workers by aioflux's ``ShardDataset`` over the list of URLs
+(its index built inside the timed region) and by webdataset's
+``WebDataset`` over the same URLs with its own http handler (curl).
+Parameters: ``shards``, ``samples``, ``size``, ``batch`` as shards_tar's.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from perf.availability import project_imports
+from perf.harness import Contender, Options, Plan, Target
+from perf.seed import ShardSet
+
+__all__ = ["plan"]
+
+FOLDER = "shards_tar/"
+
+
+def _aioflux_ready() -> str | None:
+    return project_imports("import aioflux.torch, tests.nginx; tests.nginx.install_nginx()")
+
+
+def _wds_ready() -> str | None:
+    if shutil.which("curl") is None:
+        return "webdataset opens http URLs with curl, which is not installed"
+    return project_imports("import webdataset, tests.nginx; tests.nginx.install_nginx()")
+
+
+def plan(options: Options) -> Plan:
+    shards = options.get("shards", 4 if options.quick else 32)
+    samples = options.get("samples", 40 if options.quick else 320)
+    size = options.get("size", 100 * 1024)
+    batch = str(options.get("batch", 64))
+    data = ShardSet(f"{FOLDER}shard-", shards, samples, size)
+    common = ("--batch", batch, "--prefix", FOLDER)
+    contenders = []
+    for w in ("0", "2"):
+        contenders.append(Contender(
+            f"aioflux-w{w}", "http_shards_aioflux.py", None, ("--workers", w, *common),
+            note=f"ShardDataset([http://127.0.0.1:PORT/{FOLDER}shard-NNNNNN.tar, ...], "
+                 f"batch_size={batch}, index_dir=a fresh temp dir) made inside the timed "
+                 f"region (HEADs, sidecar 404s, one streamed pass per shard for its index), "
+                 f"DataLoader(num_workers={w})",
+            available=_aioflux_ready))
+    for w in ("0", "2"):
+        contenders.append(Contender(
+            f"webdataset-w{w}", "http_shards_wds.py", None, ("--workers", w, *common),
+            note="wds.WebDataset(the same http:// URLs, shardshuffle=SHARDS, "
+                 f"workersplitter=split_by_worker), its own http opener (curl), "
+                 f"num_workers={w}",
+            available=_wds_ready))
+    items = shards * samples
+    return Plan(
+        name="http_shards",
+        description=f"one epoch of {shards} WebDataset tar shards x {samples} samples over "
+                    f"http:// from nginx ({data.size / 2**20:.1f} MiB a shard) through "
+                    f"DataLoader(batch {batch}), 0 and 2 workers",
+        bucket="perf-http-shards",
+        objects=[data],
+        contenders=contenders,
+        baseline="aioflux-w0",
+        targets=[Target("webdataset-w0", 2.0),
+                 Target("webdataset-w2", 2.0, "aioflux-w2")],
+        figures=[("cpu_us_per_sample", "CPU per sample (us)")],
+        notes=["the shards are mirrored from the emulator into a local directory once "
+               "(untimed) and served by nginx on loopback; every contender reads the same "
+               "URLs from the same nginx configuration",
+               "aioflux builds each shard's index in the timed region (one streamed pass), "
+               "then reads ranges of ~1 MiB pinned by If-Match; webdataset streams each "
+               "shard once and keeps no index"],
+        timeout_s=1200.0,
+        expect_items=items,
+        expect_bytes=items * data.sample_bytes,
+        seed_concurrency=8,
+        warm_read=False,
+    )
