@@ -6,10 +6,11 @@ through ``realloc``: a growth copies the whole buffer where it cannot extend
 it in place (twice its size for a moment), and what is freed stays with
 glibc's heap of the thread that grew it (the listing's loop thread): a
 listing of a million files held 7 MB more than its columns after it was
-done, and peaked at twice its columns. Here a buffer is its own mapping,
-grown by ``mremap`` (pages move, nothing is copied; the capacity beyond the
-bytes written is never touched, so never resident) and unmapped when it is
-freed, every page back to the kernel.
+done, and peaked at twice its columns (1e6 files: 77 bytes an object held
+and 135 at the peak, 35 and 53 now, with the names past their folder).
+Here a buffer is its own mapping, grown by ``mremap`` (pages move, nothing
+is copied; the capacity beyond the bytes written is never touched, so never
+resident) and unmapped when it is freed, every page back to the kernel.
 
 tracemalloc does not see a mapping, so the bytes written to those alive are
 counted here (:func:`mapped`): a test bounds a listing's memory with both.
