@@ -13,27 +13,19 @@ What a backend implements:
   data), or a ``features`` property of its own; ``features.scheme`` names
   its URLs in messages; ``_kind`` names the store in the messages of what
   it does not offer ("S3").
-- ``_stat(bucket, name) -> ObjectInfo``: one object's metadata, or
-  ``NotFound``.
-- ``_pages(bucket, prefix, delimiter, start_offset, end_offset, page_size)
-  -> AsyncIterator[ListPage]``: the listing's pages, each checked
-  (``_core/pages.py``), fetched as they are consumed. A store that cannot
-  list refuses here (it may raise at once: ``list`` returns what this
-  returns).
-- ``_fetch(bucket, name, start, end, into, generation, size, crc, want_crc)
-  -> Fetched``: the checked read of ``[start, end)`` behind ``read`` and
-  ``fetch`` (status, range, length, crc32c; ``end == start`` never comes
-  here from ``read``). The hot path: keep it direct.
-- ``_write(bucket, name, data, content_type, if_generation_match, metadata,
-  resumable) -> ObjectInfo``: all or nothing, ``data`` a byte
-  ``memoryview``.
-- ``start_upload(...)``: the writer engine's streaming upload, with the
-  backend's own part-size rules, default and checks (abstract here).
-- ``_delete(bucket, name, generation, if_generation_match, missing_ok)``.
-- ``_copy(bucket, name, dest_bucket, dest_name) -> ObjectInfo``.
-- ``_compose(bucket, destination, sources, if_generation_match,
-  content_type) -> ObjectInfo``: only where ``features.compose``.
-- ``aclose()``.
+- ``_stat``: one object's ObjectInfo, or ``NotFound``.
+- ``_pages``: the listing's pages, each checked (``_core/pages.py``),
+  fetched as consumed; a store that cannot list refuses here (at once if
+  it likes: ``list`` returns what this returns).
+- ``_fetch``: the checked read of ``[start, end)`` behind ``read`` and
+  ``fetch`` (status, range, length, crc32c). The hot path: keep it direct.
+- ``_write``: all or nothing, ``data`` a byte ``memoryview``.
+- ``start_upload``: the writer engine's upload, with the backend's own
+  part-size rules, default and checks (abstract here).
+- ``_delete``, ``_copy``, ``_compose`` (only where ``features.compose``)
+  and ``aclose``.
+
+Their signatures are the abstract methods at the end of this class.
 
 What it may override: ``_check_object`` (a stricter rule for names, as the
 local store's paths), and the open-upload calls (``list_multipart_uploads``,
