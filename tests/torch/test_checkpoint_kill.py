@@ -7,7 +7,6 @@ between parts, manifests written create-only) and the local filesystem
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import random
 import time
@@ -21,14 +20,8 @@ from aioflux._core.store import ObjectStore
 from aioflux.local._store import TEMP_MARK
 from aioflux.torch import CheckpointManager
 from tests.torch._ckpt_child import KEEP_LAST, LAST_STEP, PART, run, state_for
+from tests.torch._forkserver import forkserver
 from tests.torch.conftest import Where
-
-# What the children of every backend import: torch, the child, the s3
-# extra's botocore, awscrt and lxml, the azure extra's azure-storage-blob
-# (a missing one is skipped by the forkserver, as its import fails).
-FORKSERVER_PRELOAD = ["torch", "aioflux.torch", "tests.torch._ckpt_child",
-                      "botocore.session", "botocore.credentials", "botocore.configprovider",
-                      "awscrt.auth", "awscrt.http", "lxml.etree", "azure.storage.blob"]
 
 
 def _assert_state(loaded: dict[str, object], step: int) -> None:
@@ -51,13 +44,11 @@ def test_sigkill_during_saves(where: Where) -> None:
     # Only the parent's last save (after the runs) applies its retention.
     mgr = CheckpointManager(root, client=where.client, writer=WriterOptions(part_size=PART),
                             keep_last=KEEP_LAST)
-    ctx = multiprocessing.get_context("forkserver")
     # Children fork from a server that already imported torch and every
     # backend's packages: a run costs milliseconds instead of a multi-second
     # import (botocore or azure-storage-blob alone took ~0.7 s a run, ~10 s
-    # a test). One list for every backend: the server starts once per
-    # process, with the list of the first test that starts it.
-    ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+    # a test on s3 and az).
+    ctx = forkserver()
     previous = 0
     kills = 0
     runs = 0
