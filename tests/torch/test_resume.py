@@ -24,6 +24,7 @@ from aioflux.torch import (
     ResumableSampler,
 )
 from aioflux.torch._order import RankBatches, epoch_order
+from tests.torch._forkserver import forkserver
 from tests.torch._resume_util import expected, objects_of, parts, run, seed_data, to_bytes
 from tests.torch.conftest import Where
 
@@ -230,9 +231,11 @@ def test_two_gloo_ranks_resume_the_epoch(where: Where, tmp_path: Path) -> None:
     ds = IterableDataset.from_prefix(where.url("d/"), seed=3, batch_size=2, world_size=2,
                                      rank=0)
     want = expected(where, data, ds.objects, 3, 0, 4)
+    # The ranks start from the tests' forkserver: torch imported once, not once a rank.
+    forkserver()
     mp.start_processes(_gloo_rank, args=(2, str(tmp_path / "init"), where.kwargs, where.root,
                                          str(tmp_path), 2),
-                       nprocs=2, join=True, start_method="spawn")
+                       nprocs=2, join=True, start_method="forkserver")
     ranks = [[[bytes.fromhex(s) for s in batch] for batch in
               json.loads((tmp_path / f"{r}.json").read_text())] for r in range(2)]
     assert len(ranks[0]) == len(ranks[1]) == len(want)
