@@ -20,6 +20,7 @@ import torch.utils.data
 
 from aioflux.torch import IterableDataset, MapDataset, ResumableBatchSampler, ResumableSampler
 from aioflux.torch._order import epoch_order
+from tests.torch._forkserver import forkserver
 from tests.torch._resume_util import objects_of, parts, run, seed_data, to_bytes
 from tests.torch.conftest import Where
 
@@ -187,8 +188,9 @@ def _gloo_rank(rank: int, world: int, init: str, root: str, out: str) -> None:
 def test_two_gloo_ranks_all_reduce_every_step_to_the_epochs_end(where: Where,
                                                                  tmp_path: Path) -> None:
     seed_data(where, 17)  # 2 global batches of 8, then 1 sample: 3 steps vs 2 unpadded
+    forkserver()  # the ranks start from it: torch imported once, not once a rank
     mp.start_processes(_gloo_rank, args=(2, str(tmp_path / "init"), where.root, str(tmp_path)),
-                       nprocs=2, join=True, start_method="spawn")
+                       nprocs=2, join=True, start_method="forkserver")
     reports = [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2)]
     # Padded: 3 steps (the last of 1 sample); drop_last: 2; the sampler pads.
     assert reports[0] == reports[1] == [[3, 3], [2, 2], [3, 3]]

@@ -28,6 +28,7 @@ from aioflux.testing import FaultProxy
 from aioflux.torch import ShardDataset
 from aioflux.torch._order import pass_samples
 from tests.conftest import FAST_RETRY, unique_bucket
+from tests.torch._forkserver import forkserver
 from tests.torch._shards_util import expected_of, gz, jsonl, make_samples, tar_shard, zst
 from tests.torch.conftest import Where
 
@@ -505,9 +506,10 @@ def test_gloo_ranks_step_together_over_uneven_shards(tmp_path: Path, world: int)
 
     where = Where("file", f"file://{tmp_path}/root", None)
     expected = seed_tars(where)
+    forkserver()  # the ranks start from it: torch imported once, not once a rank
     mp.start_processes(_gloo_rank, args=(world, str(tmp_path / "init"), where.root,
                                          str(tmp_path / "idx"), str(tmp_path)),
-                       nprocs=world, join=True, start_method="spawn")
+                       nprocs=world, join=True, start_method="forkserver")
     reports = [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(world)]
     for case in range(2):  # padded, then drop_last with two workers
         steps = {(r[case][0], r[case][1]) for r in reports}
