@@ -1,4 +1,4 @@
-"""Rank body of the 2-process DCP test (spawned, gloo on CPU)."""
+"""Rank body of the 2-process DCP tests (gloo on CPU), started from the tests' forkserver."""
 
 from __future__ import annotations
 
@@ -19,8 +19,12 @@ def full_tensors() -> dict[str, torch.Tensor]:
 
 
 def run(rank: int, world: int, port: int, endpoint: str, root: str) -> None:
-    if endpoint:  # gs:// roots: our emulator; file:// roots need none
-        os.environ["STORAGE_EMULATOR_HOST"] = endpoint
+    # gs:// roots: our emulator; s3:// roots: moto; file:// roots need none.
+    # Set here: a rank started from the tests' forkserver has the server's
+    # environment, not the test's.
+    if endpoint:
+        os.environ["AWS_ENDPOINT_URL_S3" if root.startswith("s3://")
+                   else "STORAGE_EMULATOR_HOST"] = endpoint
     from aioflux.torch.dcp import GcsStorageReader, GcsStorageWriter
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,

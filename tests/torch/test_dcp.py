@@ -22,6 +22,7 @@ from aioflux.local import LocalStore
 from aioflux.local._store import TEMP_MARK
 from aioflux.torch.dcp import GcsFileSystem, GcsStorageReader, GcsStorageWriter
 from tests.torch._dcp_worker import run
+from tests.torch._forkserver import forkserver
 from tests.torch.conftest import Where
 
 
@@ -39,7 +40,9 @@ def _store(where: Where) -> ObjectStore:
 def test_two_rank_sharded_save_async_save_load(where: Where) -> None:
     root = where.url("dcp")
     endpoint = where.emulator.endpoint if where.emulator is not None else ""
-    mp.spawn(run, args=(2, _free_port(), endpoint, root), nprocs=2, join=True)
+    forkserver()  # the ranks start from it: torch imported once, not once a rank
+    mp.start_processes(run, args=(2, _free_port(), endpoint, root), nprocs=2, join=True,
+                       start_method="forkserver")
     names = where.names()
     for sub in ("plain", "zstd"):
         assert f"dcp/{sub}/.metadata" in names
