@@ -219,8 +219,7 @@ class ObjectReader(DirectReads):
             if self._pos >= self.size:
                 return b""  # a recent info was stale: the current version ends before here
             offset = self._pos - index * self.block_size
-            if offset == 0:
-                self._account(index, data, crc)
+            self._account(index, data, crc)  # held whole: counts if it is the next
             return bytes(memoryview(data)[offset:offset + most])
 
     def read1(self, size: int | None = -1) -> bytes:
@@ -280,8 +279,12 @@ class ObjectReader(DirectReads):
                 raise ProtocolError(f"read {self.url} failed: no bytes at "
                                     f"offset {self._pos}", operation="read",
                                     bucket=self.bucket, name=self.name)
-            if offset == 0:
-                self._account(index, data, crc)
+            # Held whole, so its crc32c counts if it is the next, from its
+            # start or not: a long read ending inside a block fetches the
+            # block, and the next read goes on from inside it (counted only
+            # from its start, the check stopped there and every later block
+            # was read again by verify(), or never checked).
+            self._account(index, data, crc)
             yield memoryview(data)[offset:offset + take]
             count -= take
             self._pos += take

@@ -65,8 +65,10 @@ class BlockWindow(io.RawIOBase):
     # elsewhere follows a seek).
     _pos: int
     _last_end: int
-    # Whether a GET works out its bytes' crc32c (the check's: reader_check).
+    # Whether a GET works out its bytes' crc32c, and the next block the
+    # check accounts (the check's: reader_check).
     _want_crc: bool
+    _crc_next: int
 
     def _check_open(self) -> None:
         if self.closed:
@@ -113,16 +115,32 @@ class BlockWindow(io.RawIOBase):
         return fetched.crc
 
     def _schedule(self, index: int) -> None:
-        """The window moved to block ``index``: blocks outside it dropped,
-        the ones inside it asked for."""
+        """The window moved to block ``index``: the blocks inside it asked
+        for, blocks outside it kept only in the room it leaves."""
         self._adopt_after_fork()
         last = (self.size - 1) // self.block_size if self.size else -1
-        # Drop blocks outside the window: behind the position, or far ahead
-        # after a backward seek.
-        for old in [i for i in self._blocks if i < index or i >= index + self.read_ahead]:
-            self._blocks.pop(old).cancel()
-        for i in range(index, min(index + self.read_ahead, last + 1)):
+        stop = min(index + self.read_ahead, last + 1)
+        self._make_room(range(index, stop))
+        for i in range(index, stop):
             self._fetch(i)
+
+    def _make_room(self, window: range) -> None:
+        """Drop blocks outside ``window`` until they and it fit in
+        ``read_ahead`` blocks: the memory bound. Near the end the window is
+        short, and blocks from before a seek stay: ``torch.load`` reads the
+        first bytes (its whole read-ahead asked for), then the zip's central
+        directory in the last block, then the records from the front;
+        dropping the blocks behind that last one fetched a small checkpoint
+        twice. Dropped first: blocks the front-to-back check has passed,
+        then those farthest from where it goes on (the next read from the
+        front starts there)."""
+        outside = [i for i in self._blocks if i not in window]
+        excess = len(outside) + len(window) - self.read_ahead
+        if excess <= 0:
+            return
+        outside.sort(key=lambda i: (i < self._crc_next, abs(i - self._crc_next)), reverse=True)
+        for old in outside[:excess]:
+            self._blocks.pop(old).cancel()
 
     def _drop_blocks(self) -> None:
         with self._locked():

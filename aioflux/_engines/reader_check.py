@@ -3,7 +3,7 @@ to its crc32c (or, where a store keeps none, the MD5 a plain S3 ETag is).
 
 A ranged GET cannot be checked against the object's crc32c on its own, but
 the blocks' crc32c, combined in order, are the object's: so every block
-consumed from its start, in index order, is accounted, and the last one
+held whole and consumed, in index order, is accounted, and the last one
 decides. Blocks read out of order (a seek ahead, a zip's directory read
 first) are not accounted until the reads come back to them, or until
 ``ObjectReader.verify`` reads what was skipped.
@@ -62,7 +62,7 @@ class FrontToBackCheck:
         self._crc = 0
 
     def _account(self, index: int, data: bytearray | memoryview, crc: int | None) -> None:
-        """Block ``index``, consumed from its start: counted if it is the
+        """Block ``index``, held whole and consumed: counted if it is the
         next in order (a block read again, or out of order, is not)."""
         if index != self._crc_next:
             return

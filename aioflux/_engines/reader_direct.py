@@ -130,7 +130,7 @@ class DirectReads(VersionedReads):
             if i in held:
                 lo, hi = max(s, start), min(e, end)
                 out[lo - start:hi - start] = memoryview(held[i][0])[lo - s:hi - s]
-            if s >= start and (i in held or e <= end):  # the whole block: its crc32c counts
+            if i in held or (s >= start and e <= end):  # the whole block: its crc32c counts
                 self._account(i, *(held[i] if i in held else (out[s - start:e - start], crcs[i])))
         self._pos = self._last_end = end
         self._schedule(ahead)
