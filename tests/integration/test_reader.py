@@ -293,6 +293,41 @@ def test_a_long_read_from_the_front_is_still_checked(
                 r.readinto(bytearray(len(blob)))
 
 
+@pytest.mark.parametrize("rest", ["read", "readinto", "peek"])
+def test_reads_going_on_inside_a_block_are_still_checked(
+        sync_client: Client, bucket: str, blob: bytes, emulator: Emulator, rest: str) -> None:
+    # Blocks 0 and 1 held by a first read, a long read ending inside block 3
+    # (no room to keep it: its part goes straight into the buffer, then the
+    # read-ahead fetches it whole); the next read goes on from inside it.
+    # The check counted a block only when read from its start: it stopped
+    # at block 3, and a flipped byte past it loaded in silence (found only
+    # by verify(), which read those blocks again).
+    options = ReaderOptions(block_size=100 * KiB, read_ahead=2)
+    bad = bytearray(blob)
+    bad[600 * KiB] ^= 1
+    emulator.store.put(bucket, "bad", bytes(bad), crc32c=google_crc32c.value(blob))
+    for name, body in (("blob", blob), ("bad", bytes(bad))):
+        with ObjectReader(sync_client.aio, bucket, name, options=options) as r:
+            assert r.read(10) == body[:10]
+            head = bytearray(350 * KiB - 10)
+            assert r.readinto(head) == len(head) and bytes(head) == body[10:350 * KiB]
+
+            def on(r: ObjectReader = r, left: int = len(body) - 350 * KiB) -> bytes:
+                if rest == "peek":
+                    r.peek(1)
+                if rest == "readinto":
+                    buf = bytearray(left)
+                    return bytes(buf[:r.readinto(buf)])
+                return r.read()
+
+            if name == "bad":
+                with pytest.raises(ChecksumMismatch, match=f"gs://{bucket}/bad"):
+                    on()
+            else:
+                assert on() == body[350 * KiB:]
+                assert r._crc_next * r.block_size >= len(body) and r._corrupt is None
+
+
 def test_a_long_read_failing_stops_every_get_and_can_be_read_again(
         sync_client: Client, bucket: str, blob: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
     block = 100 * KiB
