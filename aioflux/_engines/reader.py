@@ -3,8 +3,10 @@
 ``torch.load`` reads a checkpoint front to back with a few seeks. The reader
 splits the object into ``block_size`` blocks and keeps up to ``read_ahead``
 of them downloading ahead of the position with ranged GETs on the portal
-loop, so one stream gets the throughput of many connections. Blocks behind
-the position are dropped, so memory stays at ``block_size * read_ahead``.
+loop, so one stream gets the throughput of many connections. Blocks outside
+that window (behind the position, or from before a seek) stay only in the
+room it leaves, so memory stays at ``block_size * read_ahead`` and a seek
+to the end and back (a zip's central directory) fetches nothing twice.
 The generation is pinned at open, so an overwrite mid-read fails instead of
 mixing two versions.
 
