@@ -338,10 +338,6 @@ def error_for_status(
         cls, reason, hint = PermissionDenied, _USER_PROJECT_MISSING, _USER_PROJECT_HINT
     elif by_code is not None:
         cls = by_code
-    elif scheme == "s3" and status == 503 and not reason:
-        # S3 answers a HEAD it throttles "503 Slow Down" with no body to
-        # carry the code: a 503 of S3's without one is its SlowDown.
-        cls, hint = RateLimited, "S3's SlowDown (a 503 without a body, as a throttled HEAD gets)"
     elif status == 404:
         cls = NotFound
     elif status in (401, 403):

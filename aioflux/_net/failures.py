@@ -118,6 +118,10 @@ async def error_from_response(resp: HttpResponse, op: Op) -> StorageError:
     body = await _error_body(resp)
     message, reason = parse_error_body(body)
     reason = reason or _header_code(resp.headers)
+    if not body and not reason and resp.status == 503 and op.scheme == "s3":
+        # S3 answers a HEAD it throttles "503 Slow Down" with no body to
+        # carry the code (a HEAD has none): that is its SlowDown.
+        reason = "SlowDown"
     detail = not_found_detail(resp.status, reason, message, op) or message or resp.reason or ""
     return _with_retry_after(
         error_for_status(resp.status, detail, operation=op.operation,
@@ -285,6 +289,10 @@ def _too_large(resp: HttpResponse, op: Op, what: str, then: str) -> ProtocolErro
 def error_from_media(resp: MediaResponse, op: Op) -> StorageError:
     message, reason = parse_error_body(bytes(resp.body or b""))
     reason = reason or _header_code(resp.headers)
+    if not body and not reason and resp.status == 503 and op.scheme == "s3":
+        # S3 answers a HEAD it throttles "503 Slow Down" with no body to
+        # carry the code (a HEAD has none): that is its SlowDown.
+        reason = "SlowDown"
     detail = not_found_detail(resp.status, reason, message, op) or message
     return _with_retry_after(
         error_for_status(resp.status, detail, operation=op.operation, bucket=op.bucket,

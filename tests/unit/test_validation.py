@@ -222,7 +222,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
      InvalidArgument, "content_type"),
     ("open metadata", lambda: aioflux.open(f"gs://{B}/o", "wb", metadata=["k"]),
      InvalidArgument, "metadata"),
-    ("open url", lambda: aioflux.open("http://host/x"), InvalidURL, "scheme"),
+    ("open url", lambda: aioflux.open("ftp://host/x"), InvalidURL, "scheme"),
     ("open surrogate", lambda: aioflux.open(f"gs://{B}/\ud800"), InvalidURL, "name"),
     ("list_files concurrency", lambda: aioflux.list_files(f"gs://{B}/p", concurrency=0),
      InvalidArgument, "concurrency"),
