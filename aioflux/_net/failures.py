@@ -287,7 +287,8 @@ def _too_large(resp: HttpResponse, op: Op, what: str, then: str) -> ProtocolErro
 
 
 def error_from_media(resp: MediaResponse, op: Op) -> StorageError:
-    message, reason = parse_error_body(bytes(resp.body or b""))
+    body = bytes(resp.body or b"")
+    message, reason = parse_error_body(body)
     reason = reason or _header_code(resp.headers)
     if not body and not reason and resp.status == 503 and op.scheme == "s3":
         # S3 answers a HEAD it throttles "503 Slow Down" with no body to
