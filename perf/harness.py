@@ -72,11 +72,13 @@ class Target:
     """A goal: ``mine``'s throughput / ``other``'s throughput >= ``at_least``.
 
     ``mine`` defaults to the plan's baseline; naming it pairs like with like
-    (a 2-worker loader against the peer's 2-worker loader).
+    (a 2-worker loader against the peer's 2-worker loader). ``at_least``
+    None reports the pair's ratio with no goal (a figure beside the goals,
+    e.g. a first epoch that also builds what later ones reuse).
     """
 
     other: str
-    at_least: float
+    at_least: float | None
     mine: str | None = None
 
 

@@ -154,7 +154,8 @@ class Pair:
 def pairs(run: Run) -> list[Pair]:
     """The run's targets, then the baseline against every other contender
     (unless the run's wall times are not to be paired: ``"ratios": false``)."""
-    out = [Pair(run, mine, other, float(at)) for mine, other, at in run.info["targets"]]
+    out = [Pair(run, mine, other, None if at is None else float(at))
+           for mine, other, at in run.info["targets"]]
     if run.info.get("ratios") is False:
         return out
     seen = {(p.mine, p.other) for p in out}

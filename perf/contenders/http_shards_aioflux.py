@@ -2,11 +2,15 @@
 URLs (served by nginx, see ``_http_served.py``), in a DataLoader.
 
 The dataset is made inside the timed region from the list of URLs (a web
-server has no listing): a HEAD per shard, one streamed pass per shard
-building its index (a fresh ``index_dir``, no sidecars on the server: their
-404s are in the timed region), then the epoch of ranged, version-pinned
-reads (``shuffle=True``, ``samples_per_read`` about 1 MiB). CPU per sample
-is the timed region's user + system CPU over the samples.
+server has no listing): a HEAD per shard, then the epoch of ranged,
+version-pinned reads (``samples_per_read`` about 1 MiB). ``--index cold``
+(a user's first run): a fresh ``index_dir``, so the timed region also
+probes for the manifest and the sidecars (404s: a public mirror publishes
+none) and indexes every shard by one streamed pass. ``--index warm`` (every
+later run, and every later epoch): the same ``index_dir`` was filled by an
+untimed construction first, in this process, as a user's earlier run with
+``index_dir=`` set fills it. CPU per sample is the timed region's user +
+system CPU over the samples.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, 
     index_dir = tempfile.mkdtemp(prefix="aioflux-shard-index-")
     try:
         with served(manifest, args.prefix) as urls:
+            if args.index == "warm":
+                ShardDataset(urls, batch_size=args.batch, index_dir=index_dir).close()
             nbytes = items = 0
             with Stopwatch() as watch:
                 ds = ShardDataset(urls, batch_size=args.batch, index_dir=index_dir)
@@ -52,6 +58,7 @@ if __name__ == "__main__":
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--prefix", default="")
+    p.add_argument("--index", choices=("cold", "warm"), default="cold")
     args = p.parse_args(rest)
     watch, nbytes, items = main(manifest, args)
     cpu = watch.cpu_user_s + watch.cpu_sys_s
