@@ -12,11 +12,16 @@ written: already percent-encoded); one store serves one scheme, so
   (``ObjectInfo.generation``) a hash of the strong ``ETag``, else of the
   weak one and ``Last-Modified``; the store remembers what each
   generation stands for (bounded), so a read pinned to it sends it back.
+  A generation it does not know (another process's: a DataLoader
+  worker's store is its own) costs no HEAD: the read's first answer must
+  state a version that hashes to it, else NotFound, before a byte is kept.
 - Reads are ranged GETs checked as ``_read.py`` says, pinned to the
   version first seen (``If-Match``, or ``If-Range`` without a strong
   ETag): an object replaced while it is read is ``PreconditionFailed``,
   never bytes of two versions. A server that ignores ranges is served by
-  slicing its whole answer.
+  slicing its whole answer. Ranged GETs go over the lean HTTP/1.1 client
+  (``ClientConfig.lean_reads``) where they can, to the named URL; any
+  answer but a 206 (or a 412 to the pin) is sent again through aiohttp.
 - Redirects are followed (at most ``_wire.MAX_REDIRECTS``; never from
   https to http); the bearer token (``token=``, else
   ``$AIOFLUX_HTTP_TOKEN``) goes only to the origin the URL names, never to
@@ -33,7 +38,6 @@ wire calls (``_stat``, ``_fetch``) and the refusals.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from email.utils import parsedate_to_datetime
@@ -43,7 +47,7 @@ import aiohttp
 
 from .._core.auth import AnonymousAuth
 from .._core.config import ClientConfig
-from .._core.errors import InvalidArgument, InvalidRequest, NotFound, describe
+from .._core.errors import InvalidArgument, InvalidRequest, describe
 from .._core.metrics import RequestStats
 from .._core.store import Fetched, PartUpload, SourceSpec, StoreFeatures
 from .._core.store_base import StoreBase
@@ -51,16 +55,17 @@ from .._core.types import ListPage, ObjectInfo
 from .._core.urls import WEB_SCHEMES
 from .._core.validate import check_instance, check_str
 from .._net.failures import Op
-from .._net.transport import Transport
 from ._read import Read, check_whole
-from ._wire import Locations, Pin, error_of, pin_of, protocol, send, url_of
+from ._transport import WebTransport
+from ._wire import Locations, Pin, error_of, generation_of, pin_of, protocol, send, url_of
 
 __all__ = ["TOKEN_ENV", "HttpStore"]
 
 #: The environment variable a bearer token is taken from when none is given.
 TOKEN_ENV = "AIOFLUX_HTTP_TOKEN"
 # Versions remembered (generation -> validators), at most; past it the
-# oldest go first and a read pinned to one forgotten stats again.
+# oldest go first and a read pinned to one forgotten is held by its first
+# answer's version.
 _PINS = 65_536
 _NO_LISTING = ("a web server has no listing: name the shards with a brace pattern "
                "({scheme}://host/train-{{00000..00099}}.tar) or a list of URLs")
@@ -101,7 +106,7 @@ class HttpStore(StoreBase):
         # URLs in messages) are this instance's.
         self._web_features = StoreFeatures(scheme=scheme, start_offset=False)
         self._token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
-        self._transports: dict[str, Transport] = {}
+        self._transports: dict[str, WebTransport] = {}
         self._pins: dict[int, Pin] = {}
         self._locations = Locations()
         self._stats = RequestStats()
@@ -132,13 +137,13 @@ class HttpStore(StoreBase):
         for transport in list(self._transports.values()):
             await transport.aclose()
 
-    def _transport(self, bucket: str) -> Transport:
+    def _transport(self, bucket: str) -> WebTransport:
         """The connections to ``bucket``'s origin (one per origin: its
         proxy, rate gates and pool are the origin's)."""
         transport = self._transports.get(bucket)
         if transport is None:
-            transport = Transport(self.config, AnonymousAuth(),
-                                  endpoint=url_of(self.scheme, bucket, ""))
+            transport = WebTransport(self.config, AnonymousAuth(),
+                                     endpoint=url_of(self.scheme, bucket, ""))
             transport.stats = self._stats
             transport = self._transports.setdefault(bucket, transport)
         return transport
@@ -150,29 +155,14 @@ class HttpStore(StoreBase):
 
     def _remember(self, pin: Pin) -> int:
         """The generation of ``pin`` (0: the server states no version)."""
-        token = pin.token
-        if not token:
+        generation = generation_of(pin)
+        if not generation:
             return 0
-        digest = hashlib.blake2b(token.encode("utf-8", "surrogateescape"), digest_size=8)
-        generation = (int.from_bytes(digest.digest(), "big") >> 1) or 1
         pins = self._pins
         if generation not in pins and len(pins) >= _PINS:
             del pins[next(iter(pins))]  # the oldest (dicts keep insertion order)
         pins[generation] = pin
         return generation
-
-    async def _pin(self, bucket: str, name: str, generation: int) -> Pin:
-        """What ``generation`` stands for: remembered, else the object's own
-        if a stat finds it still that version; NotFound when it is not."""
-        pin = self._pins.get(generation)
-        if pin is None:
-            info = await self._stat(bucket, name)
-            pin = self._pins.get(generation) if info.generation == generation else None
-        if pin is None:
-            raise NotFound(f"{describe('read', bucket, name, self.scheme)} failed: the object "
-                           f"is no longer generation {generation}", operation="read",
-                           bucket=bucket, name=name, status=412)
-        return pin
 
     # -- the wire calls -------------------------------------------------------------
 
@@ -250,12 +240,17 @@ class HttpStore(StoreBase):
             raise InvalidRequest(f"{describe('read', bucket, name, self.scheme)} failed: start "
                                  f"{start} is at or past the object's end ({size} bytes)",
                                  operation="read", bucket=bucket, name=name, status=416)
-        pin = None if generation is None else await self._pin(bucket, name, generation)
+        # A generation this store has not seen (another process's, a worker's
+        # after fork or pickling) is held by its first answer, whose version
+        # must hash to it before a byte is kept: no HEAD to learn it first.
+        pin = None if generation is None else self._pins.get(generation)
         transport = self._transport(bucket)
         read = Read(transport, op, url_of(self.scheme, bucket, name), self._token, start, end,
                     into, pin, generation, size, self._locations)
         async with transport.admit_read(op):
             fetched = await read.run()
+        if pin is None and generation and read.pin is not None:
+            self._remember(read.pin)
         whole = start == 0 and fetched.size is not None and fetched.count == fetched.size
         view = fetched.data if fetched.data is not None else (
             into[:fetched.count] if into is not None else b"")

@@ -10,6 +10,7 @@ hop: a chain that left the named origin carries no token any more.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,8 +29,8 @@ from .._core.errors import (
 from .._core.errors import describe as _describe
 from .._net.failures import Op
 
-__all__ = ["MAX_REDIRECTS", "Locations", "Pin", "changed", "error_of", "pin_of", "protocol",
-           "send", "url_of"]
+__all__ = ["MAX_REDIRECTS", "Locations", "Pin", "changed", "error_of", "generation_of", "gone",
+           "pin_of", "protocol", "send", "url_of"]
 
 # Hops one request follows (curl's and requests' default is 30, browsers
 # 20; a CDN chain is one or two).
@@ -224,10 +225,29 @@ class Pin:
                                         (self.weak, answer.weak)))
 
 
+def generation_of(pin: Pin) -> int:
+    """The generation (``ObjectInfo.generation``) a version stands for: 63
+    bits of a hash of its validators (0: the server states none)."""
+    token = pin.token
+    if not token:
+        return 0
+    digest = hashlib.blake2b(token.encode("utf-8", "surrogateescape"), digest_size=8)
+    return (int.from_bytes(digest.digest(), "big") >> 1) or 1
+
+
+def gone(op: Op, generation: int, status: int | None = 412) -> NotFound:
+    """The error of a read pinned to ``generation`` when the object is
+    another version now: that one is gone (as on GCS and S3)."""
+    return NotFound(f"{_describe(op.operation, op.bucket, op.name, op.scheme)} failed: the "
+                    f"object is no longer generation {generation}", operation=op.operation,
+                    bucket=op.bucket, name=op.name, status=status)
+
+
 def pin_of(headers: Mapping[str, str]) -> Pin:
-    """The version ``headers`` state (``ETag``, ``Last-Modified``)."""
-    etag = headers.get("ETag")
-    modified = headers.get("Last-Modified")
+    """The version ``headers`` state (``ETag``, ``Last-Modified``; looked up
+    by lower-case names, as the lean client's headers are)."""
+    etag = headers.get("etag")
+    modified = headers.get("last-modified")
     if modified is not None:
         try:
             parsedate_to_datetime(modified)
