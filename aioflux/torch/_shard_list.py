@@ -56,7 +56,7 @@ class ShardList:
     Args:
         shards: the records (an :class:`ObjectIndex` is kept as it is,
             its records taken as :func:`shard_record` made them).
-        counts: each shard's samples, in list order.
+        counts: each shard's samples, in list order (an array is taken as it is).
 
     Attributes:
         infos: the records, built as they are read.
@@ -71,7 +71,8 @@ class ShardList:
         block = new_block(8 * (n + 1) + n)
         starts = np.frombuffer(block.view, dtype=np.int64, count=n + 1)
         starts[0] = 0
-        np.cumsum(np.fromiter(counts, dtype=np.int64, count=n), out=starts[1:])
+        np.cumsum(counts if isinstance(counts, np.ndarray)
+                  else np.fromiter(counts, dtype=np.int64, count=n), out=starts[1:])
         flags = np.frombuffer(block.view, dtype=np.bool_, count=n, offset=8 * (n + 1))
         flags[:] = np.fromiter((compression_of(name) is not None for name in infos.names()),
                                dtype=np.bool_, count=n)

@@ -32,8 +32,8 @@ import shutil
 import tempfile
 import warnings
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -71,6 +71,7 @@ from .._engines.shards import (
 )
 from .._engines.shards._counts import (
     Count,
+    Counts,
     IndexLRU,
     count_shards,
     load_index,
@@ -89,7 +90,8 @@ from ._rank_listing import world as rank_world
 from ._shard_list import ShardList, shard_record
 from ._source import DatasetSource, objects_scheme
 
-__all__ = ["DEFAULT_INDEX_BYTES", "Decode", "ShardSource", "count_all", "list_shards"]
+__all__ = ["DEFAULT_INDEX_BYTES", "Decode", "Listed", "ShardSource", "count_all",
+           "list_shards"]
 
 Decode = str | Callable[[Any], Any] | Mapping[str, Callable[[bytes], Any]] | None
 # Bytes one ranged read aims at when samples_per_read is not given.
@@ -176,42 +178,42 @@ class ShardSource:
         # the others (published sidecars); rank 0 alone counts otherwise.
         share = publish_indexes and listing == "rank0" and rank_world(op, listing) > 1
 
-        def resolve() -> tuple[ObjectIndex, list[Count | None]]:
+        def resolve() -> tuple[ObjectIndex, Counts]:
             infos = self._resolve(op, shards)
             return infos, count_all(self.source.downloader.client, infos, self.format,
                                     cache=self.index_cache, sidecars=sidecars,
-                                    stream=not share, publish=publish_indexes)
+                                    stream=not share, publish=publish_indexes,
+                                    manifests=shards.manifests
+                                    if isinstance(shards, Listed) else None)
 
         target = _described(shards)
         infos, found = agreed(op, listing, target, resolve, shards_summary, "shards")
         # Where rank 0 resolved them, this rank's store is picked here.
         self.source.scheme = objects_scheme(op, (info.scheme for info in infos)) \
             or self.source.scheme
-        if share and any(c is None for c in found):
+        if share and found.missing():
             found = self._share(op, target, infos, found)
-        counts: list[Count] = [c for c in found if c is not None]
-        assert len(counts) == len(infos)
-        self.shard_list = ShardList(infos, (c[0] for c in counts))
-        data = sum(c[1] for c in counts)
+        assert not found.missing()
+        self.shard_list = ShardList(infos, found.samples)
+        data = int(found.data.sum())
         self.samples_per_read = samples_per_read or max(
             1, min(4096, _READ_BYTES // max(1, data // max(1, self.total))))
 
     def _share(self, op: str, target: str, infos: Sequence[ObjectInfo],
-               found: list[Count | None]) -> list[Count | None]:
+               found: Counts) -> Counts:
         """Index the shards none could count, each rank its share (publishing
         their sidecars); gather the counts; rank 0 writes the manifest."""
         import torch.distributed as dist
 
         rank, world = dist.get_rank(), dist.get_world_size()
-        missing = [k for k, c in enumerate(found) if c is None]
-        mine = missing[rank::world]
+        mine = found.missing()[rank::world]
 
         def index_mine() -> list[tuple[int, int, int]]:
             indexes = stream_counts(self.source.downloader.client, [infos[k] for k in mine],
                                     self.format, cache=self.index_cache, publish=True)
             return [(k, len(i), i.data_size) for k, i in zip(mine, indexes, strict=True)]
 
-        out = list(found)
+        out = found
         for share in gathered(op, "index", target, index_mine):
             for k, samples, data in share:
                 out[k] = samples, data
@@ -226,6 +228,8 @@ class ShardSource:
         return state
 
     def _resolve(self, op: str, shards: object) -> ObjectIndex:
+        if isinstance(shards, Listed):
+            shards = shards.shards
         if isinstance(shards, ObjectIndex):
             # A listing (from_prefix): kept as it is, never a list of records.
             if not len(shards):
@@ -374,11 +378,36 @@ class ShardSource:
         self.source.close()
 
 
+class Listed(Sequence[ObjectInfo]):
+    """A folder's shards as listed, and the manifests the listing held (by name):
+    where the shards' folder has none, counting them does not ask for it.
+
+    Args:
+        shards: the shards.
+        manifests: the manifests' names.
+    """
+
+    def __init__(self, shards: ObjectIndex, manifests: frozenset[str]) -> None:
+        self.shards, self.manifests = shards, manifests
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    @overload
+    def __getitem__(self, k: int) -> ObjectInfo: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[ObjectInfo]: ...
+
+    def __getitem__(self, k: int | slice) -> ObjectInfo | list[ObjectInfo]:
+        return self.shards[k]
+
+
 def list_shards(op: str, url: str, concurrency: int, settings: Mapping[str, Any],
-                listing: str = "each") -> ObjectIndex:
-    """Every object in a folder (sorted), ``.idx`` sidecars and the manifest left out,
-    made to agree across the DDP ranks as ``listing`` says (see
-    :mod:`._rank_listing`).
+                listing: str = "each") -> Listed:
+    """Every object in a folder (sorted), ``.idx`` sidecars and manifests left out
+    (the manifests' names kept beside), made to agree across the DDP ranks as
+    ``listing`` says (see :mod:`._rank_listing`).
 
     Raises:
         NotFound: the folder is empty.
@@ -388,18 +417,26 @@ def list_shards(op: str, url: str, concurrency: int, settings: Mapping[str, Any]
     check_int(op, "list_concurrency", concurrency, minimum=1)
     check_listing(op, listing)
 
-    def listed() -> ObjectIndex:
+    def listed() -> Listed:
         source = DatasetSource(config=settings.get("config"), endpoint=settings.get("endpoint"),
                                credentials=settings.get("credentials"), list_retry=None,
                                download_retry=None, download_options=DownloadOptions())
+        manifests: list[str] = []
+
+        def shards_of(objects: Iterable[ObjectInfo]) -> Iterator[ObjectInfo]:
+            for o in objects:
+                if is_manifest(o.name):
+                    manifests.append(o.name)
+                elif not is_sidecar(o.name):
+                    yield shard_record(o)
+
         # Columns all the way: the listing never becomes a list of records.
-        shards = ObjectIndex(shard_record(o) for o in source.list_prefix(url, concurrency)
-                             if not is_sidecar(o.name) and not is_manifest(o.name))
+        shards = ObjectIndex(shards_of(source.list_prefix(url, concurrency)))
         if not shards:
             raise InvalidArgument(f"{op}: {url} holds only index sidecars")
-        return shards
+        return Listed(shards, frozenset(manifests))
 
-    return agreed(op, listing, str(url), listed, objects_summary)
+    return agreed(op, listing, str(url), listed, lambda found: objects_summary(found.shards))
 
 
 def _private_index_dir(owner: object) -> str:
@@ -418,18 +455,19 @@ def _remove_dir(path: str, owner: int) -> None:
 
 def count_all(store: ObjectStore, infos: Sequence[ObjectInfo], fmt: ShardFormat, *,
               cache: IndexCache | None, sidecars: bool, stream: bool,
-              publish: bool) -> list[Count | None]:
+              publish: bool, manifests: Collection[str] | None = None) -> Counts:
     """Every shard's ``(samples, data bytes)``: from the manifest, the cache or
     the sidecars, and (``stream``) the rest by one pass each; with ``publish``,
     the streamed ones' sidecars and, when any was not in the manifest, the
-    manifest are written.
+    manifest are written. ``manifests``: as :func:`count_shards` takes it.
 
     Raises:
         ShardFormatError: a shard, sidecar or manifest is not its format.
         StorageError: a read or write failed.
     """
-    found = count_shards(store, infos, fmt, cache=cache, sidecars=sidecars)
-    missing = [k for k, c in enumerate(found) if c is None]
+    found = count_shards(store, infos, fmt, cache=cache, sidecars=sidecars,
+                         manifests=manifests)
+    missing = found.missing()
     if stream and missing:
         indexes = stream_counts(store, [infos[k] for k in missing], fmt, cache=cache,
                                 publish=publish)

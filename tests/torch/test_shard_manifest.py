@@ -26,6 +26,7 @@ from aioflux._engines.shards._index import IndexCache
 from aioflux._engines.shards._manifest import (
     MANIFEST_NAME,
     Entry,
+    Table,
     decode_manifest,
     encode_manifest,
 )
@@ -288,3 +289,74 @@ def test_the_temporary_index_directory_goes_with_its_dataset(tmp_path: Path) -> 
     del ds
     gc.collect()
     assert not folder.exists()
+
+
+@pytest.fixture
+def lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The local index cache's lookups made (each opens a file), by shard URL."""
+    seen: list[str] = []
+    for method in ("count", "get"):
+        real = getattr(IndexCache, method)
+
+        def counted(self: IndexCache, url: str, *args: Any, _real: Any = real,
+                    **kwargs: Any) -> Any:
+            seen.append(url)
+            return _real(self, url, *args, **kwargs)
+
+        monkeypatch.setattr(IndexCache, method, counted)
+    return seen
+
+
+def test_with_a_matching_manifest_counting_looks_up_no_cache_entry(
+        tmp_path: Path, requests: Counter[str], lookups: list[str]) -> None:
+    # A machine that read the shards before holds every index in its cache;
+    # the manifest still counts them all with its one read, and no shard's
+    # cache entry is opened (a file a shard: minutes at a million shards).
+    root, counts = tmp_path / "shards", [3] * 40
+    urls = write(root, counts)
+    warm = dataset(root, cache_indexes=True, index_dir=tmp_path / "idx")
+    assert len(list(warm)) == sum(counts)
+    assert len(list((tmp_path / "idx").iterdir())) == len(counts)
+    lookups.clear()
+    requests.clear()
+    again = dataset(root, cache_indexes=True, index_dir=tmp_path / "idx")
+    assert again.counts == counts
+    assert lookups == [] and requests["read"] == 1, (lookups, requests)
+    # Shards given by URL (no listing to say whether there is a manifest):
+    # the manifest is asked for first all the same.
+    given = ShardDataset(urls, format="lines", cache_indexes=True,
+                         index_dir=tmp_path / "idx")
+    assert given.counts == counts and lookups == []
+
+
+def test_the_cache_is_asked_only_for_the_shards_the_manifest_does_not_count(
+        tmp_path: Path, lookups: list[str]) -> None:
+    write(tmp_path, LINES)
+    changed = put(tmp_path / "part-003.jsonl", b"".join(
+        json.dumps({"shard": 3, "i": i}).encode() + b"\n" for i in range(2)))
+    lookups.clear()
+    ds = dataset(tmp_path, cache_indexes=True, index_dir=tmp_path.parent / "idx")
+    # part-003's entry (and its sidecar) are of the old file: it alone is
+    # looked up in the cache, then streamed; the rest come from the manifest.
+    assert lookups == [changed.url]
+    assert ds.counts == [5, 7, 3, 2, 4]
+    assert list(ds) == rows([5, 7, 3, 2, 4])
+
+
+def test_a_manifest_as_columns_matches_as_its_entries_do() -> None:
+    # A 128-bit version (an S3 ETag as a number) does not fit an int64 column.
+    entries = [Entry(name="a", size=10, crc32c=7, version=5, format="lines",
+                     compression=None, samples=2, data_size=10),
+               Entry(name="b", size=10, crc32c=None, version=2**100, format="tar",
+                     compression=None, samples=3, data_size=10),
+               Entry(name="c", size=10, crc32c=None, version=None, format="lines",
+                     compression=None, samples=4, data_size=10)]
+    table = Table(encode_manifest(entries), "m")
+    assert table.formats == ("lines", "tar") and len(table) == 3
+    cases = [ObjectInfo("b", name, size, generation, crc)
+             for name in "abc" for size in (10, 11) for generation in (5, 6, 2**100, 0)
+             for crc in (7, 8, None)]
+    for info in cases:
+        row = table.rows[info.name]
+        assert table.matches(row, info) == entries[row].matches(info), info
+    assert table.samples.tolist() == [2, 3, 4]

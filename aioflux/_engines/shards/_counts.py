@@ -3,12 +3,15 @@
 A dataset needs every shard's sample count before its first step (the
 epoch order is a function of them), and a shard's per-sample offsets only
 while it reads that shard. :func:`count_shards` finds the counts from the
-first of: the local index cache (an entry's header, its columns left on
-disk), the folder's manifest (one GET for every shard: see
-:mod:`._manifest`), the shard's sidecar (read, put in the cache, its columns
+first of: the folder's manifest (one GET for every shard: see
+:mod:`._manifest`), the local index cache (an entry's header, its columns
+left on disk), the shard's sidecar (read, put in the cache, its columns
 dropped); :func:`stream_counts` indexes the rest by one streamed pass
 each, whose indexes go to the cache (and, asked, beside the shards as
-sidecars) and whose columns are dropped too.
+sidecars) and whose columns are dropped too. The manifest comes first: the
+cache costs a file opened a shard (minutes at a million shards), the
+manifest one read for all; the cache is asked only of the shards the
+manifest does not count (it has none of them, or they changed since).
 
 :func:`load_index` brings one shard's per-sample index back when it is
 read (the cache maps its file; else the sidecar; else one streamed pass),
@@ -23,9 +26,14 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import overload
+
+import numpy as np
+import numpy.typing as npt
 
 from ..._core.errors import ShardFormatError
+from ..._core.index import ObjectIndex
 from ..._core.portal import get_portal
 from ..._core.store import ObjectStore
 from ..._core.types import ObjectInfo
@@ -35,9 +43,9 @@ from . import _build  # its stream_index looked up per call: tests count the pas
 from ._build import INDEX_THREADS, _sidecar
 from ._formats import ShardFormat
 from ._index import INDEX_SUFFIX, IndexCache, ShardIndex, encode_index
-from ._manifest import MANIFEST_NAME, Entry, manifest_folder, read_manifest
+from ._manifest import MANIFEST_NAME, manifest_folder, read_manifest
 
-__all__ = ["Count", "IndexLRU", "count_shards", "load_index", "stream_counts"]
+__all__ = ["Count", "Counts", "IndexLRU", "count_shards", "load_index", "stream_counts"]
 
 #: ``(samples, data bytes)`` of a shard.
 Count = tuple[int, int]
@@ -45,10 +53,49 @@ Count = tuple[int, int]
 _SIDECARS_AT_ONCE = 32
 
 
+class Counts(Sequence["Count | None"]):
+    """Each shard's ``(samples, data bytes)``, or None where not counted yet,
+    in two int64 columns (-1: not counted), not a tuple a shard.
+
+    Args:
+        n: the number of shards.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.samples: npt.NDArray[np.int64] = np.full(n, -1, dtype=np.int64)
+        self.data: npt.NDArray[np.int64] = np.full(n, -1, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    @overload
+    def __getitem__(self, k: int) -> Count | None: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[Count | None]: ...
+
+    def __getitem__(self, k: int | slice) -> Count | list[Count | None] | None:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        samples = int(self.samples[k])
+        return None if samples < 0 else (samples, int(self.data[k]))
+
+    def __iter__(self) -> Iterator[Count | None]:
+        return map(self.__getitem__, range(len(self)))
+
+    def __setitem__(self, k: int, count: Count) -> None:
+        self.samples[k], self.data[k] = count
+
+    def missing(self) -> list[int]:
+        """The shards not counted, in order."""
+        return np.flatnonzero(self.samples < 0).tolist()  # type: ignore[no-any-return]
+
+
 def count_shards(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardFormat, *,
-                 cache: IndexCache | None, sidecars: bool) -> list[Count | None]:
-    """Each shard's count from its manifest entry, cached index or sidecar (see
-    the module); None for a shard that must be streamed to be counted.
+                 cache: IndexCache | None, sidecars: bool,
+                 manifests: Collection[str] | None = None) -> Counts:
+    """Each shard's count from the manifest, else its cached index or its sidecar
+    (see the module); not counted: a shard that must be streamed to be counted.
 
     Args:
         store: the shards' store.
@@ -56,27 +103,29 @@ def count_shards(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardFor
         fmt: their format.
         cache: the local index cache (None: none).
         sidecars: read the manifest and the sidecars.
+        manifests: the manifests a listing of the shards' folder held, by
+            name (None: not listed; the manifest is asked for). One not
+            there is not asked for.
 
     Returns:
-        Per shard, its count or None.
+        The counts.
 
     Raises:
         ShardFormatError: the manifest or a sidecar is damaged.
         StorageError: a read failed.
     """
-    found: list[Count | None] = [
-        None if cache is None else cache.count(info.url, info.generation or None, info.size,
-                                               info.crc32c, format=fmt.name)
-        for info in shards]
-    # The cache first: a machine that counted the shards before asks nothing.
-    if sidecars and any(count is None for count in found):
-        entries = _manifest(store, shards)
-        for k, info in enumerate(shards):
-            entry = entries.get(info.name)
-            if found[k] is None and entry is not None and entry.format == fmt.name \
-                    and entry.matches(info):
-                found[k] = entry.samples, entry.data_size
-    missing = [k for k, count in enumerate(found) if count is None]
+    found = Counts(len(shards))
+    if sidecars and shards:
+        _from_manifest(store, shards, fmt, found, manifests)
+    missing = found.missing()
+    if cache is not None and missing:
+        for k in missing:
+            info = shards[k]
+            count = cache.count(info.url, info.generation or None, info.size, info.crc32c,
+                                format=fmt.name)
+            if count is not None:
+                found[k] = count
+        missing = found.missing()
     if sidecars and missing:
         async def side(k: int) -> Count | None:
             index = await _sidecar(store, shards[k], fmt)
@@ -88,19 +137,35 @@ def count_shards(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardFor
 
         read = get_portal().call(gather_bounded((side(k) for k in missing), _SIDECARS_AT_ONCE))
         for k, count in zip(missing, read, strict=True):
-            found[k] = count
+            if count is not None:
+                found[k] = count
     return found
 
 
-def _manifest(store: ObjectStore, shards: Sequence[ObjectInfo]) -> dict[str, Entry]:
-    """The entries of the manifest beside the shards, by the shards' full names."""
-    bucket = shards[0].bucket
-    if any(info.bucket != bucket for info in shards):
-        return {}  # one manifest names one folder's shards
-    folder = manifest_folder(info.name for info in shards)
-    url = format_url(shards[0].scheme, bucket, folder + MANIFEST_NAME)
-    entries = get_portal().call(read_manifest(store, bucket, folder, url))
-    return {} if entries is None else {folder + name: e for name, e in entries.items()}
+def _from_manifest(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardFormat,
+                   found: Counts, manifests: Collection[str] | None) -> None:
+    """Count the shards the manifest beside them has as they are now."""
+    names = shards.names() if isinstance(shards, ObjectIndex) else (i.name for i in shards)
+    folder = manifest_folder(names)
+    first = shards[0]
+    if manifests is not None and folder + MANIFEST_NAME not in manifests:
+        return  # listed: there is none
+    url = format_url(first.scheme, first.bucket, folder + MANIFEST_NAME)
+    table = get_portal().call(read_manifest(store, first.bucket, folder, url))
+    if table is None:
+        return
+    code = table.format_code(fmt.name)
+    if code < 0:
+        return
+    cut, rows = len(folder), table.rows
+    # One record a shard, built and dropped: one manifest names one bucket's
+    # shards, and an entry counts only for the object it describes.
+    for k, info in enumerate(shards):
+        row = rows.get(info.name[cut:])
+        if row is not None and info.bucket == first.bucket and table.format[row] == code \
+                and table.matches(row, info):
+            found.samples[k] = table.samples[row]
+            found.data[k] = table.data_size[row]
 
 
 def stream_counts(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardFormat, *,
