@@ -13,15 +13,17 @@ what a worker imports (the import baseline).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
-__all__ = ["data_root", "drive", "import_baseline_mib", "line_bytes", "shard_counts", "shard_lines",
-           "status_mib", "worker_peaks_mib"]
+__all__ = ["data_root", "drive", "import_baseline_mib", "line_bytes", "made_before", "shard_counts",
+           "shard_lines", "status_mib", "worker_peaks_mib"]
 
 MIB = 2**20
 
@@ -69,6 +71,13 @@ def shard_lines(start: int, count: int, line: int) -> Iterator[bytes]:
 def data_root() -> str:
     """Where generated data sets live between rounds (``$AIOFLUX_PERF_SCALE_DIR``)."""
     return os.environ.get("AIOFLUX_PERF_SCALE_DIR", "/tmp/aioflux-perf-scale")
+
+
+def made_before(marker: Path) -> dict[str, float]:
+    """What making a kept data set took (its ``done.json``): the data sets
+    are made once, keyed by their parameters, and reused by later runs."""
+    made: dict[str, float] = json.loads(marker.read_text())
+    return made
 
 
 def status_mib(field: str, pid: int | str = "self") -> float | None:

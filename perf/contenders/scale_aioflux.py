@@ -3,7 +3,8 @@
 ``--mode loader``: ``total`` lines shards of ``--line`` bytes on ``file://``
 (generated once into ``$AIOFLUX_PERF_SCALE_DIR``, then ``aioflux shards
 index`` writes their sidecars and the folder's manifest, both untimed and
-reported as ``generate_s`` / ``index_s`` when this round made them). In
+reported as ``generate_s`` / ``index_s`` by every round: what making them
+once took, kept in the folder's ``done.json``). In
 this fresh process: ``ShardDataset.from_prefix`` (timed: ``seconds``,
 with a fresh ``index_dir``, so counts come from the manifest), a
 DataLoader of 2 spawn workers, persistent, batch 256; 50 batches,
@@ -44,6 +45,7 @@ from _scale import (
     drive,
     import_baseline_mib,
     line_bytes,
+    made_before,
     shard_counts,
     shard_lines,
     status_mib,
@@ -57,7 +59,7 @@ def _lines_folder(total: int, shards: int, line: int) -> tuple[Path, dict[str, f
     folder = Path(data_root()) / f"lines-{total}-{shards}-{line}"
     marker = folder / "done.json"
     if marker.exists():
-        return folder / "data", {}
+        return folder / "data", made_before(marker)
     shutil.rmtree(folder, ignore_errors=True)
     data = folder / "data"
     data.mkdir(parents=True)
@@ -132,9 +134,7 @@ def _objects_folder(count: int) -> tuple[Path, int, dict[str, float]]:
             for i in range(d * per, min(count, (d + 1) * per)):
                 (sub / f"f{i:07d}.bin").write_bytes(b"x")
         marker.write_text(json.dumps({"generate_s": round(time.perf_counter() - started, 2)}))
-        made = json.loads(marker.read_text())
-    else:
-        made = {}
+    made = made_before(marker)
     # Names as the listing holds them: relative to the listed folder.
     name_bytes = sum(len(f"d{i // 1000:04d}/f{i:07d}.bin") for i in range(count))
     return data, name_bytes, made

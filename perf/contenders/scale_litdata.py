@@ -3,8 +3,8 @@
 The lines (``_scale.shard_lines``, as ``str``: LitData serializes no bare
 ``bytes``) are written once by ``litdata.optimize`` (one input a shard,
 ``chunk_size`` a shard's lines, 2 workers) into
-``$AIOFLUX_PERF_SCALE_DIR`` (untimed; ``generate_s`` in the round that
-wrote them). In this fresh process: ``StreamingDataset(input_dir,
+``$AIOFLUX_PERF_SCALE_DIR`` (untimed; ``generate_s``: what making them
+once took, kept in the folder's ``done.json``). In this fresh process: ``StreamingDataset(input_dir,
 shuffle=True)`` (timed: ``seconds``), a ``StreamingDataLoader`` of 2 spawn
 workers, persistent, batch 256; 50 batches, ``set_epoch(2)``, a new
 iterator's first batch (``epoch_first_s``), 49 more. Memory as aioflux's
@@ -29,6 +29,7 @@ from _scale import (
     data_root,
     drive,
     import_baseline_mib,
+    made_before,
     shard_counts,
     shard_lines,
     status_mib,
@@ -51,7 +52,7 @@ def _optimized(total: int, shards: int, line: int) -> tuple[Path, dict[str, floa
     folder = Path(data_root()) / f"litdata-{total}-{shards}-{line}"
     marker = folder / "done.json"
     if marker.exists():
-        return folder / "data", {}
+        return folder / "data", made_before(marker)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     counts = shard_counts(total, shards)

@@ -3,7 +3,8 @@
 The lines (``_scale.shard_lines``) are written once by ``MDSWriter``
 (one ``bytes`` column, no compression, ``size_limit`` for about
 ``--shards`` shards) into ``$AIOFLUX_PERF_SCALE_DIR`` (untimed; reported
-as ``generate_s`` by the round that wrote them). In this fresh process:
+as ``generate_s``: what making them once took, kept in the folder's
+``done.json``). In this fresh process:
 ``StreamingDataset(local=..., batch_size=256, shuffle=True)`` (timed:
 ``seconds``), a DataLoader of 2 spawn workers, persistent, batch 256; 50
 batches, a new iterator (its next epoch) and its first batch
@@ -27,6 +28,7 @@ from _scale import (
     data_root,
     drive,
     import_baseline_mib,
+    made_before,
     shard_counts,
     shard_lines,
     status_mib,
@@ -52,7 +54,7 @@ def _mds(total: int, shards: int, line: int) -> tuple[Path, dict[str, float]]:
     folder = Path(data_root()) / f"mds-{total}-{shards}-{line}"
     marker = folder / "done.json"
     if marker.exists():
-        return folder / "data", {}
+        return folder / "data", made_before(marker)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     # An MDS sample of one bytes column: the sample's offset (4 B), its

@@ -112,7 +112,7 @@ def plan(options: Options) -> Plan:
                ("main_growth_mib", "main growth MiB"),
                ("worker_mib", "worker over imports MiB"),
                ("epoch_first_s", "next epoch first batch s"),
-               ("state_bytes", "state B"), ("generate_s", "data made s"),
+               ("state_bytes", "state B"), ("generate_s", "data made once s"),
                ("one_us", "us a position"), ("rank_positions_per_s", "rank positions/s"),
                ("node_b_per_object", "node B/object"), ("target_b_per_object", "target B/object")]
     return Plan(
@@ -134,7 +134,10 @@ def plan(options: Options) -> Plan:
                "LitData's StreamingDataset does its work on the first iteration",
                "worker figures: each spawn worker's peak RSS (VmHWM, read from /proc by "
                "the main process) minus a fresh interpreter's after importing torch and "
-               "the library; shared memory a worker maps (MDS's /dev/shm) counts in it"],
+               "the library; shared memory a worker maps (MDS's /dev/shm) counts in it",
+               "data made once: seconds the data set took to make (and, for aioflux, "
+               "index), once, by whichever round or process made it; kept in "
+               "$AIOFLUX_PERF_SCALE_DIR keyed by its parameters and reused, never timed"],
         timeout_s=3600.0,
         warm_read=False,
         limits=limits,
