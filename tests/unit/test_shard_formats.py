@@ -213,3 +213,46 @@ def test_a_truncated_tar_names_the_member_it_ends_in(chunk: int) -> None:
                                          f"{cut}, inside the member at byte {start}"), cut
             cuts += 1
     assert cuts > 50
+
+
+def _old_plain_member_accepts(block: bytes) -> bool:
+    """The plain path's rule before its fast checks: all eight number fields
+    fullmatched one by one, the checksum by ``sum``."""
+    if block[156:157] not in (tarfile.REGTYPE, tarfile.AREGTYPE) or not all(
+            _tar_headers.NUMBER.fullmatch(block, a, b) for a, b in _tar_headers.NUMBERS):
+        return False
+    checksum = int(block[148:156].split(b"\0", 1)[0].strip() or b"0", 8)
+    return checksum == 256 + sum(block) - sum(block[148:156])
+
+
+def test_number_fields_the_fast_checks_take_are_the_ones_the_fullmatches_take() -> None:
+    # Fields of every shape around the usual one (digits, NUL, padding; spaces,
+    # NULs first, no NUL, a digit 8, a letter), the checksum then made right
+    # for the damaged header: the fast checks must take exactly what the eight
+    # fullmatches took, and read it as tarfile does.
+    rng = random.Random(51)
+    base = tarfile.TarInfo("000123.jpg")
+    base.size, base.mtime = 102400, 1_700_000_000
+    block = base.tobuf(tarfile.USTAR_FORMAT)[:512]
+    alphabet = b"0000017 \0\0x8"
+    took = refused = 0
+    for _ in range(4000):
+        damaged = bytearray(block)
+        for a, b in rng.sample(_tar_headers.NUMBERS, rng.choice([1, 2, 3])):
+            if (a, b) == (148, 156):
+                continue  # the checksum is written below
+            usual = b"%0*o\0" % (b - a - 1, rng.randrange(8 ** (b - a - 1)))
+            damaged[a:b] = bytes(rng.choice(alphabet) for _ in range(b - a)) \
+                if rng.random() < 0.8 else usual
+        damaged[148:156] = b" " * 8
+        damaged[148:156] = b"%06o\0 " % (sum(damaged))
+        old = _old_plain_member_accepts(bytes(damaged))
+        plain = _tar_headers.plain_member(bytes(damaged))
+        assert (plain is not None) == old, bytes(damaged[100:156])
+        if plain is not None:
+            took += 1
+            want = tarfile.TarInfo.frombuf(bytes(damaged), "utf-8", "surrogateescape")
+            assert (plain.name, plain.size, plain.type) == (want.name, want.size, want.type)
+        else:
+            refused += 1
+    assert took and refused
