@@ -2,7 +2,13 @@
 
 No emulator traffic: the data sets are on local disk (``file://``), made
 once by the contenders into ``$AIOFLUX_PERF_SCALE_DIR`` (default
-``/tmp/aioflux-perf-scale``; remove it after a run) and kept between rounds.
+``/tmp/aioflux-perf-scale``), keyed by their parameters and kept between
+rounds and runs (untimed). Making them is most of a first run at 1e8: on
+this 2-core machine under load, aioflux's lines 62 s and their index 29 s,
+MDS 842 s (``MDSWriter``, ~4.5 us a sample), LitData about 17 us of CPU a
+sample (``optimize``, 2 workers: 263 s at 1e7, most of an hour at 1e8);
+make them before taking the lock, e.g. by the contenders' ``_mds`` /
+``_optimized`` / ``_lines_folder``, and remove the folder when done.
 Each round is a fresh process per contender (``perf/contenders/scale_*.py``):
 
 - ``aioflux-<N>``: ``ShardDataset.from_prefix`` over 100 lines shards of
