@@ -20,7 +20,8 @@ import multiprocessing.context
 PRELOAD = ["torch", "torch.distributed", "aioflux.torch",
            "botocore.session", "botocore.credentials", "botocore.configprovider",
            "awscrt.auth", "awscrt.http", "lxml.etree", "azure.storage.blob",
-           "tests.torch._ckpt_child", "tests.torch._dcp_worker", "tests.torch._ddp_epochs"]
+           "tests.torch._ckpt_child", "tests.torch._dcp_worker", "tests.torch._ddp_epochs",
+           "tests.torch._resume_util"]
 
 
 def forkserver() -> multiprocessing.context.ForkServerContext:

@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 from collections.abc import Iterator
+from multiprocessing.context import BaseContext
 from typing import TYPE_CHECKING, Any
 
 import torch.utils.data
@@ -37,7 +38,7 @@ def seed_data(where: Where, count: int) -> dict[str, bytes]:
 
 
 def parts(where: Where, kind: str, ranks: int, workers: int, batch: int, seed: int,
-          ctx: str = "fork") -> list[Part]:
+          ctx: str | BaseContext = "fork") -> list[Part]:
     """One (sampler or dataset, DataLoader) per simulated rank, built afresh
     as a restarted job would."""
     out: list[Part] = []

@@ -20,6 +20,7 @@ from aioflux import InvalidArgument
 from aioflux._engines.cache import info
 from aioflux.testing import Emulator, EmulatorProfile
 from aioflux.torch import IterableDataset, MapDataset
+from tests.torch._forkserver import forkserver
 from tests.torch.conftest import Where
 
 
@@ -84,12 +85,14 @@ def test_two_dataloader_workers_share_the_cache(emulator: Emulator, bucket: str,
     ds = MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
                                 transform=to_bytes, disable_compose=True,
                                 cache_dir=tmp_path / "cache", cache_limit=10 << 20)
-    for ctx in ("fork", "spawn"):
+    # forkserver: new worker processes that get the dataset by pickle, as
+    # spawn's, without importing torch anew in each.
+    for ctx in ("fork", forkserver()):
         before = requests(emulator)
         got = epoch(ds, num_workers=2, multiprocessing_context=ctx, shuffle=True)
         assert sorted(got) == sorted(data.values())
         # First epoch (fork): each object fetched exactly once; second
-        # (spawn, new worker processes): none.
+        # (new worker processes): none.
         assert (requests(emulator) - before)["get_media"] == (40 if ctx == "fork" else 0)
     assert info(str(tmp_path / "cache")).entries == 40
 

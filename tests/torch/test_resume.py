@@ -185,11 +185,13 @@ def test_track_refuses_a_dataloader_of_another_batch_size(where: Where) -> None:
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("where", ["gs"], indirect=True)
 def test_resume_with_spawned_workers(where: Where) -> None:
+    # Workers that get the dataset by pickle (a forkserver's, as spawn's
+    # but without importing torch anew in each).
     data = seed_data(where, 24)
-    first = parts(where, "iterable", 1, 2, 4, 5, ctx="spawn")
+    first = parts(where, "iterable", 1, 2, 4, 5, ctx=forkserver())
     want = expected(where, data, first[0][0].objects, 5, 0, 4)  # type: ignore[union-attr]
     before, state = run(first, stop=3)
-    after, _ = run(parts(where, "iterable", 1, 2, 4, 5, ctx="spawn"), state=state)
+    after, _ = run(parts(where, "iterable", 1, 2, 4, 5, ctx=forkserver()), state=state)
     assert before + after == want
 
 

@@ -26,6 +26,7 @@ from aioflux._core.types import ObjectInfo
 from aioflux._engines.shards._manifest import MANIFEST_NAME, Entry, encode_manifest
 from aioflux.local import LocalStore
 from aioflux.torch import ShardDataset, ShardMapDataset
+from tests.torch._forkserver import forkserver
 
 SHARDS = 10_000
 
@@ -138,7 +139,7 @@ def shared_in_worker(_: int) -> None:
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads Linux's /proc")
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", ["fork", "forkserver"])  # forkserver: pickled, as spawn
 def test_workers_read_through_the_shared_shard_list(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch,
                                                     context: str) -> None:
@@ -154,7 +155,8 @@ def test_workers_read_through_the_shared_shard_list(tmp_path: Path,
     assert ds._shards.shard_list.shared
     assert ds._shards.compressed.tolist() == [False, False, True, False]
     loader = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=2, collate_fn=list,
-                                         multiprocessing_context=context,
+                                         multiprocessing_context=(
+                                             forkserver() if context == "forkserver" else context),
                                          worker_init_fn=shared_in_worker)
     got = sorted(row["i"] for batch in loader for row in batch)
     assert got == sorted(n * 10 + i for n in range(4) for i in range(3 + n))

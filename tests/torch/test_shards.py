@@ -132,15 +132,19 @@ def test_lines_decode_errors_name_the_shard_and_byte(tmp_path: Path) -> None:
         list(ds)
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", ["fork", "forkserver"])
 def test_dataloader_workers_yield_every_sample_once(tmp_path: Path, context: str) -> None:
+    # forkserver: the dataset reaches each worker by pickle, as under spawn
+    # (test_decoders_pickle_for_spawned_workers runs a real one).
     where = Where("file", f"file://{tmp_path}/root", None)
     expected = seed_tars(where)
     ds = dataset(where, tmp_path, batch_size=3, transform=lambda s: s["__key__"]
                  ) if context == "fork" else dataset(where, tmp_path, batch_size=3)
     for workers in (0, 2):
         loader = torch.utils.data.DataLoader(ds, batch_size=3, num_workers=workers,
-                                             multiprocessing_context=context if workers else None,
+                                             multiprocessing_context=(
+                                                 None if not workers else forkserver()
+                                                 if context == "forkserver" else context),
                                              collate_fn=list)
         batches = list(loader)
         keys = [k if isinstance(k, str) else k["__key__"] for b in batches for k in b]

@@ -18,6 +18,7 @@ from aioflux._core import shared_columns
 from aioflux._core.index import ObjectIndex
 from aioflux._core.types import ObjectInfo
 from aioflux.torch import MapDataset
+from tests.torch._forkserver import forkserver
 
 
 def to_bytes(data: bytes | bytearray) -> bytes:
@@ -37,7 +38,7 @@ def shared_in_worker(_: int) -> None:
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads Linux's /proc")
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", ["fork", "forkserver"])  # forkserver: pickled, as spawn
 def test_workers_read_through_the_shared_listing(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch,
                                                  context: str) -> None:
@@ -48,7 +49,8 @@ def test_workers_read_through_the_shared_listing(tmp_path: Path,
     ds = MapDataset.from_prefix(f"file://{tmp_path}", transform=to_bytes)
     assert isinstance(ds.objects, ObjectIndex) and ds.objects.shared
     loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=list,
-                                         multiprocessing_context=context,
+                                         multiprocessing_context=(
+                                             forkserver() if context == "forkserver" else context),
                                          worker_init_fn=shared_in_worker)
     assert [sample for batch in loader for sample in batch] == list(data.values())
 
