@@ -53,9 +53,9 @@ from dataclasses import dataclass
 
 __all__ = ["AHEAD", "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "JOIN_WINDOW", "JUDGE_LEAST",
            "MIN_RATE", "NOISE_HALF_LIFE", "NOISE_MOST", "RAMP_FLOOR", "RECOVER_SECONDS",
-           "RECOVER_TO", "SERVED_WEIGHT", "START_FRACTION", "THROTTLE_SHARE", "USELESS_FALL",
-           "RateState", "grown", "join", "noise", "pace_at", "relax", "reserve", "start",
-           "throttle"]
+           "RECOVER_TO", "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION", "THROTTLE_SHARE",
+           "USELESS_FALL", "RateState", "grown", "join", "noise", "pace_at", "relax", "reserve",
+           "start", "throttle"]
 
 #: the rate after a throttled window, as a fraction of the rate served of
 #: late (or of the rate, if less)
@@ -92,6 +92,8 @@ DECREASE_WINDOW = 0.5
 THROTTLE_SHARE = 0.1
 #: the paced rate starts at this fraction of the rate measured before it
 START_FRACTION = 0.7
+#: ... and recovers towards this fraction of it (as after a cut)
+START_ANCHOR = 0.75
 #: processes that see pacing switched on within this many seconds add
 #: their measured rate to the starting rate
 JOIN_WINDOW = 2.0
@@ -113,6 +115,9 @@ class RateState:
 
     Attributes:
         throttled: pacing is on (a throttle was seen).
+        opened: a process of the node had its whole ``max_concurrency`` of
+            requests in flight, unpaced and unthrottled: the processes that
+            start after it skip the slow start (:mod:`aioflux._net.throttle`).
         rate: requests/s allowed.
         tokens: tokens in the bucket (negative: reserved ahead).
         refilled_at: when ``tokens`` and ``rate`` were last brought forward.
@@ -139,6 +144,7 @@ class RateState:
     """
 
     throttled: bool = False
+    opened: bool = False
     rate: float = 0.0
     tokens: float = 0.0
     refilled_at: float = 0.0
@@ -267,7 +273,10 @@ def _judge(state: RateState, now: float, doubling: float, ceiling: float | None)
     state.window_at, state.sent, state.refused = now, 0, 0
     # Requests are counted as they take tokens and throttles as they come
     # back, so one window's difference is rough; a few windows' is not.
-    state.served += SERVED_WEIGHT * (max(0, sent - refused) / span - state.served)
+    # Reservations run up to AHEAD of now: past the rate they are sends to
+    # come (the queue of requests pacing starts with), not a rate served.
+    state.served += SERVED_WEIGHT * (min(max(0, sent - refused) / span, state.rate)
+                                     - state.served)
     if state.judging:
         useless = _useless(state, now, sent, refused)
         if useless:
@@ -284,7 +293,11 @@ def _judge(state: RateState, now: float, doubling: float, ceiling: float | None)
     if refused < CUT_LEAST or refused <= (THROTTLE_SHARE + noise(state, now)) * sent:
         return False
     _refill(state, now, doubling, ceiling)
-    state.peak, state.anchor = state.rate, state.served
+    # The first cut since pacing started keeps the rate measured before it
+    # as the peak, when higher: the rate a useless cut goes back to.
+    first = state.decreased_at == state.started_at
+    state.peak = max(state.rate, state.peak) if first else state.rate
+    state.anchor = state.served
     state.rate = max(MIN_RATE, DECREASE * min(state.rate, state.served))
     # Reservations made at the old rate keep their place; the bucket saves
     # nothing up across a cut.
@@ -336,9 +349,16 @@ def start(state: RateState, now: float, measured: float, retry_after: float | No
     """
     rate = max(MIN_RATE, START_FRACTION * measured)
     state.throttled = True
+    # A cap was found: processes starting after it (once pacing stops)
+    # begin with a small window again.
+    state.opened = False
     state.rate = rate if ceiling is None else min(rate, ceiling)
-    # Recovers towards the measured rate, as after a cut.
-    state.served = state.anchor = state.peak = measured
+    # Recovers towards START_ANCHOR of the measured rate, not the whole of
+    # it: what a service admits at first includes the burst it had saved
+    # up (a second of its rate, on the emulator), more than it sustains.
+    # A first cut found useless (a flaky service) goes back to the whole.
+    state.served = state.anchor = START_ANCHOR * measured
+    state.peak = measured
     state.judging = 0  # not judged: the rate paced at first may still be far too high
     state.tokens = 0.0
     state.refilled_at = state.decreased_at = state.started_at = state.window_at = now
@@ -350,9 +370,15 @@ def start(state: RateState, now: float, measured: float, retry_after: float | No
 
 
 def throttle(state: RateState, now: float, doubling: float, retry_after: float | None = None,
-             ceiling: float | None = None) -> bool:
+             ceiling: float | None = None, sent_at: float | None = None) -> bool:
     """Count a throttle of a paced request; cut the rate if its window is over
     and was throttled.
+
+    A request sent before the last cut (or the start of pacing) was sent
+    at the rate that cut already answered: its throttle is not counted
+    towards another (the burst of 429s an overshoot brings back, 20 ms
+    and more after the first, is one cut, as TCP cuts once per window of
+    data).
 
     Args:
         state: the key's controller, pacing on.
@@ -361,6 +387,7 @@ def throttle(state: RateState, now: float, doubling: float, retry_after: float |
         retry_after: seconds the server asked to wait, if it did: no
             request of any process goes before then.
         ceiling: the most requests/s allowed (a configured rate).
+        sent_at: when the throttled request was sent (monotonic), if known.
 
     Returns:
         True if the rate was cut.
@@ -368,6 +395,8 @@ def throttle(state: RateState, now: float, doubling: float, retry_after: float |
     state.throttle_at = now
     if retry_after is not None:
         state.resume_at = max(state.resume_at, now + retry_after)
+    if sent_at is not None and sent_at < state.decreased_at:
+        return False
     state.refused += 1
     return _judge(state, now, doubling, ceiling)
 
@@ -388,8 +417,8 @@ def join(state: RateState, now: float, measured: float, ceiling: float | None = 
         return
     rate = state.rate + START_FRACTION * measured
     state.rate = rate if ceiling is None else min(rate, ceiling)
-    state.served += measured
-    state.anchor += measured
+    state.served += START_ANCHOR * measured
+    state.anchor += START_ANCHOR * measured
     state.peak += measured
 
 

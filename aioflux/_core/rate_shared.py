@@ -46,9 +46,10 @@ __all__ = ["PROBES", "SLOTS", "SharedRate", "Table", "shared_rate", "state_dir"]
 
 log = logging.getLogger("aioflux.rate")
 
-# flag, magic, version, epoch, then the times, rates and counts (see
-# RateState).
-_STATE = struct.Struct("<B3xIQq8dqq6d3q")
+# pacing flag, opened flag, magic, version, epoch, then the times, rates
+# and counts (see RateState). The opened flag took a byte of what was
+# padding: a table written by an aioflux without it reads as not opened.
+_STATE = struct.Struct("<BB2xIQq8dqq6d3q")
 _MAGIC = 0xA10F1004
 # After the state: the key's digest (zeros: a slot never used) and when
 # the slot was last used.
@@ -192,13 +193,13 @@ class Table:
 
     def read(self, slot: int, now: float) -> tuple[RateState, int]:
         """A slot's state and version (table held)."""
-        (flag, magic, version, epoch, rate, tokens, refilled, decreased, throttle, started,
+        (flag, opened, magic, version, epoch, rate, tokens, refilled, decreased, throttle, started,
          resume, window, sent, refused, served, anchor, peak, noise, noise_at,
          judged_at, judging, judged_sent, judged_refused) = _STATE.unpack_from(
             self.memory, slot * SLOT)
-        state = RateState(bool(flag), rate, tokens, refilled, decreased, throttle, started,
-                          epoch, resume, window, sent, refused, served, anchor, peak, noise,
-                          noise_at, judging, judged_at, judged_sent, judged_refused)
+        state = RateState(bool(flag), bool(opened), rate, tokens, refilled, decreased, throttle,
+                          started, epoch, resume, window, sent, refused, served, anchor, peak,
+                          noise, noise_at, judging, judged_at, judged_sent, judged_refused)
         if magic != _MAGIC or max(refilled, decreased, throttle, started, window, noise_at,
                                   judged_at) > now + 1.0:
             # A slot never written, or of a previous boot (a temporary
@@ -209,9 +210,9 @@ class Table:
     def write(self, slot: int, state: RateState, version: int, now: float) -> None:
         """Store a slot's state (table held)."""
         at = slot * SLOT
-        _STATE.pack_into(self.memory, at, int(state.throttled), _MAGIC, version, state.epoch,
-                         state.rate, state.tokens, state.refilled_at, state.decreased_at,
-                         state.throttle_at, state.started_at, state.resume_at,
+        _STATE.pack_into(self.memory, at, int(state.throttled), int(state.opened), _MAGIC,
+                         version, state.epoch, state.rate, state.tokens, state.refilled_at,
+                         state.decreased_at, state.throttle_at, state.started_at, state.resume_at,
                          state.window_at, state.sent, state.refused, state.served,
                          state.anchor, state.peak, state.noise, state.noise_at,
                          state.judged_at, state.judging, state.judged_sent,
@@ -242,6 +243,11 @@ class SharedRate:
     def paced(self) -> bool:
         """The slot's pacing flag (``memory[at]``), read without the lock."""
         return self.memory[self.at] != 0
+
+    @property
+    def opened(self) -> bool:
+        """The slot's opened flag (``memory[at + 1]``), read without the lock."""
+        return self.memory[self.at + 1] != 0
 
     @property
     def shared(self) -> bool:

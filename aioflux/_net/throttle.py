@@ -6,11 +6,24 @@ processes share, :mod:`aioflux._core.rate_shared`); only once the service
 has throttled that key does an attempt take the lock, a token, and wait
 for it. Each gate measures its own successful requests per second, the
 share it adds when pacing starts (:func:`aioflux._core.rate.join`).
+
+Before that, a slow start: a process's first contact with a key sends at
+most :data:`FIRST_WINDOW` attempts at once, one more per success (a
+doubling per round trip, as TCP's slow start), so that N processes
+meeting a cap send a first wave of N x :data:`FIRST_WINDOW`, not N x
+``max_concurrency``, and the throttles that switch pacing on come back
+while little is in flight. Once the window reaches ``max_concurrency``
+it is gone (an attribute read per success, nothing per attempt), and the
+key's slot says so: the node's processes that start after it, a
+DataLoader's workers, begin without it. On a server without a cap it
+costs the first process a few round trips (16, 32, 64, 128 in flight:
+about 2 round trips' worth of requests), once per key and node.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 
@@ -19,7 +32,7 @@ from .._core.metrics import RequestStats
 from .._core.rate import join, pace_at, relax, reserve, start, throttle
 from .._core.rate_shared import SharedRate, shared_rate
 
-__all__ = ["Gate", "gate_key"]
+__all__ = ["FIRST_WINDOW", "GROWTH", "Gate", "Window", "gate_key"]
 
 log = logging.getLogger("aioflux.rate")
 
@@ -36,6 +49,14 @@ _KEEP = 0.95
 # Seconds between the marks a gate in use leaves on its slot.
 _TOUCH = 30.0
 _SWITCH_SHARE = 0.3
+#: attempts a process has in flight at first on a key its node has not
+#: seen take ``max_concurrency`` unthrottled (one more per success)
+FIRST_WINDOW = 8
+#: attempts the window grows by per success: 1.25 times per round trip.
+#: What a cap's burst admits before its first throttle comes back is
+#: about GROWTH / (1 + GROWTH) of it in flight (a fifth; TCP's doubling
+#: would have half of it in flight, all throttled)
+GROWTH = 0.25
 
 
 def gate_key(endpoint: str, bucket: str, write: bool) -> str:
@@ -95,6 +116,105 @@ class _Meter:
         return self.share > _SWITCH_SHARE
 
 
+class Window:
+    """The slow start: at most ``limit`` attempts in flight, one more per
+    success, until ``limit`` reaches ``most``.
+
+    An async context manager around an attempt (before the permit of the
+    client's semaphore: a request waiting here holds none). Waiters are
+    let in first come, first served, each handed its place by the attempt
+    that leaves (no barging). One event loop's: a gate used from a second
+    loop opens the window (:meth:`open`), which wakes every waiter on its
+    own loop.
+
+    Args:
+        gate: the gate whose pacing a waiter checks once let in.
+        limit: attempts in flight at first.
+        most: the limit at which the window opens (``max_concurrency``).
+    """
+
+    __slots__ = ("gate", "grown", "halved", "inflight", "limit", "loop", "most", "waiters")
+
+    def __init__(self, gate: Gate, limit: float, most: int) -> None:
+        self.gate = gate
+        self.limit = float(limit)
+        self.most = most
+        self.inflight = 0
+        self.grown = 0  # successes since the last halving
+        self.halved = 0
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    async def __aenter__(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.loop is not loop:
+            if self.loop is not None:
+                self.gate.open()  # a second loop: no slow start across threads
+                return
+            self.loop = loop
+        if self.inflight < self.limit and not self.waiters:
+            self.inflight += 1
+        else:
+            waiter = loop.create_future()
+            self.waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._leave()  # handed a place it will not use
+                raise
+        if self.gate.shared.paced:
+            # Pacing switched on while this attempt waited: it takes a
+            # token like the attempts that came after the switch.
+            try:
+                await self.gate.admit()
+            except BaseException:
+                self._leave()
+                raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._leave()
+
+    def halve(self) -> None:
+        """A throttle: half the window, once per window of attempts (the
+        throttles of one overshoot come back together), so that no more
+        go out unpaced while the pacing is decided. A service refusing a
+        share of requests at any rate (flaky) still opens it: a tenth of
+        each window refused halves it once while the rest grow it by
+        nine tenths."""
+        if self.grown >= self.limit or self.halved == 0:
+            self.limit = max(1.0, self.limit / 2)
+            self.grown = 0
+            self.halved += 1
+
+    def grow(self) -> None:
+        """A success: :data:`GROWTH` more in flight."""
+        self.limit += GROWTH
+        self.grown += 1
+
+    def _leave(self) -> None:
+        self.inflight -= 1
+        self.wake()
+
+    def wake(self) -> None:
+        """Hand the places free to the first waiters."""
+        waiters = self.waiters
+        while waiters and (self.inflight < self.limit or self.gate.window is not self):
+            waiter = waiters.popleft()
+            if waiter.done():
+                continue  # cancelled while waiting
+            self.inflight += 1
+            if waiter.get_loop() is self.loop and self.gate.window is self:
+                waiter.set_result(None)
+            else:
+                waiter.get_loop().call_soon_threadsafe(_let_in, waiter)
+
+
+def _let_in(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class Gate:
     """Paces the attempts of one bucket and kind of one client.
 
@@ -107,7 +227,7 @@ class Gate:
     """
 
     __slots__ = ("_ceiling", "_doubling", "_epoch", "_fixed", "_meter", "_quiet", "_touched",
-                 "label", "shared", "stats")
+                 "label", "shared", "stats", "window")
 
     def __init__(self, key: str, label: str, config: ClientConfig, stats: RequestStats,
                  shared: SharedRate | None = None) -> None:
@@ -122,6 +242,10 @@ class Gate:
         self._meter = _Meter()
         self._epoch = -1
         self._touched = time.perf_counter()
+        #: the slow start (None: opened, or a configured rate paces)
+        self.window: Window | None = None
+        if not self._fixed and not self.shared.opened and config.max_concurrency > FIRST_WINDOW:
+            self.window = Window(self, FIRST_WINDOW, config.max_concurrency)
         if self._ceiling is not None:
             with self.shared.locked() as state:
                 pace_at(state, time.monotonic(), self._ceiling)
@@ -169,16 +293,43 @@ class Gate:
         meter.ok += 1
         if meter.share:
             meter.share *= _KEEP
+        window = self.window
+        if window is not None:
+            window.grow()
+            if window.limit >= window.most:
+                self.open()
+            else:
+                window.wake()
 
-    def throttled(self, retry_after: float | None) -> None:
+    def open(self) -> None:
+        """End the slow start: every waiter goes, and the node's processes
+        that start after this one skip it."""
+        window = self.window
+        if window is None:
+            return
+        self.window = None
+        window.wake()
+        with self.shared.locked() as state:
+            if not state.throttled:
+                state.opened = True
+
+    def throttled(self, retry_after: float | None, sent: float | None = None) -> None:
         """Record a throttled attempt: pacing on, or counted towards a cut.
+
+        A throttled attempt does not grow the slow start's window.
 
         Args:
             retry_after: the seconds the server asked to wait, if it did.
+            sent: when the attempt was sent (``time.perf_counter()``): the
+                answer to a request sent before the last cut is no reason
+                for another.
         """
         meter = self._meter
         clock = time.perf_counter()
         meter.refuse(clock)
+        window = self.window
+        if window is not None:
+            window.halve()
         if not self.shared.paced and not meter.overloaded():
             return  # the odd 429 of an unpaced key: its retry's backoff is enough
         measured = meter.rate(clock)
@@ -191,7 +342,8 @@ class Gate:
             else:
                 if state.epoch != self._epoch:
                     join(state, now, measured, self._ceiling)
-                changed = throttle(state, now, self._doubling, retry_after, self._ceiling)
+                changed = throttle(state, now, self._doubling, retry_after, self._ceiling,
+                                   None if sent is None else now - (clock - sent))
             self._epoch = state.epoch
             rate = state.rate
         self.stats.rates[self.label] = rate

@@ -8,10 +8,12 @@ becomes in :mod:`aioflux._net.failures`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import TypeVar
 from urllib.parse import urlsplit
 
@@ -49,6 +51,8 @@ T = TypeVar("T")
 ResponseHandler = Callable[["HttpResponse"], Awaitable[T]]
 MediaHandler = Callable[[MediaResponse], T]
 _DEFAULT_ENDPOINT = "https://storage.googleapis.com"
+# The window of an attempt no slow start holds back.
+_NO_WINDOW: AbstractAsyncContextManager[None] = contextlib.nullcontext()
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -206,6 +210,7 @@ class Transport(LoopSessions):
         state = self._current(op)
         gates = self._gates
         gate = None
+        window: AbstractAsyncContextManager[None] = _NO_WINDOW
         if gates is not None:
             write = request.method not in _READ_METHODS
             gate = gates.get((op.bucket, write)) or self._gate(op.bucket, write)
@@ -214,7 +219,9 @@ class Transport(LoopSessions):
                 # Before the permit: a request waiting for budget must not
                 # hold one another bucket's request could use.
                 await gate.admit()
-        async with state.semaphore:
+            elif gate.window is not None:
+                window = gate.window  # the slow start of a key new to the node
+        async with window, state.semaphore:
             stats = self.stats
             stats.requests += 1
             started = time.perf_counter()
@@ -263,7 +270,7 @@ class Transport(LoopSessions):
             if isinstance(mapped, RateLimited):
                 stats.throttled += 1
                 if gate is not None:
-                    gate.throttled(getattr(mapped, "retry_after", None))
+                    gate.throttled(getattr(mapped, "retry_after", None), started)
             auth = self.auth
             if not (renew and authenticated and mapped.status == 401
                     and isinstance(auth, RenewableAuth) and auth.invalidate(request_headers)):

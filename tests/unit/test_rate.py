@@ -81,9 +81,9 @@ def test_a_burst_of_throttles_is_one_decrease() -> None:
         throttle(state, now, DOUBLING)
     assert state.rate >= before  # grown, not cut yet: the window is open
     assert throttle(state, now + 0.5, DOUBLING)  # the window closes: one cut
-    # To a fraction of what was served of late (the measured 200/s, and
-    # none of this window's): well under the rate sent.
-    served = 200.0 * (1 - rate.SERVED_WEIGHT)
+    # To a fraction of what was served of late (START_ANCHOR of the
+    # measured 200/s, and none of this window's): well under the rate sent.
+    served = rate.START_ANCHOR * 200.0 * (1 - rate.SERVED_WEIGHT)
     assert state.anchor == pytest.approx(served)
     assert state.rate == pytest.approx(DECREASE * served)
     assert state.decreased_at == now + 0.5
