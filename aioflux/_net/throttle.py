@@ -8,16 +8,21 @@ for it. Each gate measures its own successful requests per second, the
 share it adds when pacing starts (:func:`aioflux._core.rate.join`).
 
 Before that, a slow start: a process's first contact with a key sends at
-most :data:`FIRST_WINDOW` attempts at once, one more per success (a
-doubling per round trip, as TCP's slow start), so that N processes
+most :data:`FIRST_WINDOW` attempts at once, :data:`GROWTH` more per
+success (1.25 times per round trip: TCP's slow start doubles, which has
+half of what a cap's burst admits in flight when its first throttle comes
+back, all of it refused), halved at the first throttle. So N processes
 meeting a cap send a first wave of N x :data:`FIRST_WINDOW`, not N x
-``max_concurrency``, and the throttles that switch pacing on come back
-while little is in flight. Once the window reaches ``max_concurrency``
-it is gone (an attribute read per success, nothing per attempt), and the
-key's slot says so: the node's processes that start after it, a
-DataLoader's workers, begin without it. On a server without a cap it
-costs the first process a few round trips (16, 32, 64, 128 in flight:
-about 2 round trips' worth of requests), once per key and node.
+``max_concurrency``, and few are in flight when the throttles that switch
+pacing on come back. Once the window reaches ``max_concurrency`` it is
+gone (an attribute read per success, nothing per attempt), and the key's
+slot says so: the node's processes that start after it, a DataLoader's
+workers, begin without it. On a server without a cap it costs the first
+process of the node about 12 round trips of a smaller window (8 to 128
+in flight), once per key: a few hundred milliseconds at a 25 ms round
+trip. A process costs the node nothing more than before: the window is
+the process's own (a few numbers and a queue of waiters), and the node
+shares one flag byte per key.
 """
 
 from __future__ import annotations
@@ -133,15 +138,14 @@ class Window:
         most: the limit at which the window opens (``max_concurrency``).
     """
 
-    __slots__ = ("gate", "grown", "halved", "inflight", "limit", "loop", "most", "waiters")
+    __slots__ = ("gate", "halved", "inflight", "limit", "loop", "most", "waiters")
 
     def __init__(self, gate: Gate, limit: float, most: int) -> None:
         self.gate = gate
         self.limit = float(limit)
         self.most = most
         self.inflight = 0
-        self.grown = 0  # successes since the last halving
-        self.halved = 0
+        self.halved = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
@@ -176,21 +180,17 @@ class Window:
         self._leave()
 
     def halve(self) -> None:
-        """A throttle: half the window, once per window of attempts (the
-        throttles of one overshoot come back together), so that no more
-        go out unpaced while the pacing is decided. A service refusing a
-        share of requests at any rate (flaky) still opens it: a tenth of
-        each window refused halves it once while the rest grow it by
-        nine tenths."""
-        if self.grown >= self.limit or self.halved == 0:
+        """The first throttle: half the window, so that fewer go out unpaced
+        while the pacing is decided (the rest of one overshoot's throttles
+        come back together). Only the first: a service refusing a share of
+        requests at any rate (flaky, not capped) still opens it."""
+        if not self.halved:
             self.limit = max(1.0, self.limit / 2)
-            self.grown = 0
-            self.halved += 1
+            self.halved = True
 
     def grow(self) -> None:
         """A success: :data:`GROWTH` more in flight."""
         self.limit += GROWTH
-        self.grown += 1
 
     def _leave(self) -> None:
         self.inflight -= 1

@@ -110,6 +110,40 @@ def test_processes_share_one_budget(capped: Emulator) -> None:
     assert sum(1 for r in results if r["waited"] > 0) >= 2, results
 
 
+def _default_process(endpoint: str, names: list[str], barrier: Any, conn: Any) -> None:
+    barrier.wait()
+    # max_concurrency at its default (128): all of a process's reads at once.
+    conn.send(asyncio.run(_read_all(endpoint, names, ClientConfig(rate_doubling=60.0))))
+
+
+def test_the_first_wave_of_processes_new_to_a_bucket_is_bounded(capped: Emulator) -> None:
+    # 4 processes meet a cap of 100 requests/s (a burst of 100) on a key
+    # their node has never read. Each used to send max_concurrency (128)
+    # at once: 512 into a burst of 100, 400 or more refused before the
+    # first 429 came back. A slow start sends 8 each, 1.25 times more per
+    # round trip: what is in flight when the burst runs out is about 4 x 8
+    # plus a quarter of the burst (measured: 20-60 throttled in all).
+    capped.profile = EmulatorProfile(qps_limit=100)
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(4)
+    children = []
+    for k in range(4):
+        ours, theirs = context.Pipe()
+        names = [f"o{i}" for i in range(k * 150, (k + 1) * 150)]
+        child = context.Process(target=_default_process,
+                                args=(capped.endpoint, names, barrier, theirs))
+        child.start()
+        children.append((child, ours))
+    results = []
+    for child, ours in children:
+        results.append(ours.recv())
+        child.join(60)
+        assert child.exitcode == 0
+    assert all(r["failures"] == [] and r["wrong"] == 0 for r in results), results
+    throttled = sum(r["throttled"] for r in results)
+    assert throttled <= 150, (throttled, results)
+
+
 def _throttle_answer(retry_after: str | None) -> bytes:
     body = json.dumps({"error": {"code": 429, "message": "The rate of requests is too high",
                                  "errors": [{"reason": "rateLimitExceeded"}]}}).encode()
