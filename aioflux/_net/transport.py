@@ -53,6 +53,11 @@ MediaHandler = Callable[[MediaResponse], T]
 _DEFAULT_ENDPOINT = "https://storage.googleapis.com"
 # The window of an attempt no slow start holds back.
 _NO_WINDOW: AbstractAsyncContextManager[None] = contextlib.nullcontext()
+# Bytes sent or read into a buffer from which an attempt skips the slow
+# start: a request-rate cap is met by many small requests, and one this
+# large is bandwidth-bound (5,000 of them a second would be 5 GB/s); the
+# parts of a checkpoint are not held back behind a small window.
+_BULK = 1 << 20
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -200,7 +205,8 @@ class Transport(LoopSessions):
 
     async def _attempt(self, op: Op, request: AuthRequest,
                        send: Callable[[LoopState, dict[str, str]], Awaitable[T]],
-                       body_size: Callable[[], int] | None = None, *, renew: bool = True) -> T:
+                       body_size: Callable[[], int] | None = None, *, renew: bool = True,
+                       bulk: bool = False) -> T:
         """One attempt: a permit, authentication of ``request``, ``send``, errors
         mapped; its latency, outcome and (``body_size``) the object bytes it
         received go to :attr:`stats`. A 401 to credentials that can be
@@ -219,7 +225,8 @@ class Transport(LoopSessions):
                 # Before the permit: a request waiting for budget must not
                 # hold one another bucket's request could use.
                 await gate.admit()
-            elif gate.window is not None:
+            elif gate.window is not None and not bulk and (
+                    request.payload is None or len(request.payload) < _BULK):
                 window = gate.window  # the slow start of a key new to the node
         async with window, state.semaphore:
             stats = self.stats
@@ -280,7 +287,7 @@ class Transport(LoopSessions):
         # clock skew) is renewed and the request sent once more, as
         # google-auth's AuthorizedSession does; outside max_attempts, and
         # only once, so credentials that stay rejected do not loop.
-        return await self._attempt(op, request, send, body_size, renew=False)
+        return await self._attempt(op, request, send, body_size, renew=False, bulk=bulk)
 
     async def get_media(
         self,
@@ -389,7 +396,7 @@ class Transport(LoopSessions):
             return handler(response)
 
         return await self._attempt(op, AuthRequest("GET", url, {}, headers or {}), send,
-                                   lambda: received)
+                                   lambda: received, bulk=into is not None and len(into) >= _BULK)
 
     def _lean_fell_back(self, state: LoopState) -> None:
         stats = self.stats

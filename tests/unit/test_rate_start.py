@@ -12,11 +12,13 @@ import asyncio
 import pytest
 
 from aioflux._core import rate
+from aioflux._core.auth import AnonymousAuth, AuthRequest
 from aioflux._core.config import ClientConfig
 from aioflux._core.metrics import RequestStats
 from aioflux._core.rate import RateState, reserve, start, throttle
 from aioflux._core.rate_shared import SharedRate, Table
-from aioflux._net.throttle import FIRST_WINDOW, GROWTH, Gate
+from aioflux._net.throttle import FIRST_WINDOW, GROWTH, Gate, gate_key
+from aioflux._net.transport import Op, Transport
 
 DOUBLING = 10.0
 
@@ -201,3 +203,46 @@ def test_reservations_ahead_are_not_counted_as_served() -> None:
         reserve(state, now, DOUBLING)
     reserve(state, now + rate.DECREASE_WINDOW, DOUBLING)
     assert state.served <= state.rate + 1e-9
+
+
+async def test_bulk_attempts_skip_the_slow_start(tmp_path: object) -> None:
+    # A request-rate cap is met by many small requests: a part of 2 MiB
+    # sent, or a read into a buffer of 2 MiB, is not held behind the window.
+    config = ClientConfig(max_concurrency=64)
+    transport = Transport(config, AnonymousAuth(), endpoint="http://127.0.0.1:9")
+    key = gate_key(transport.endpoint, "bkt", False)
+    gate = Gate(key, "bkt read", config, transport.stats, SharedRate(key, Table(str(tmp_path))))
+    assert transport._gates is not None
+    transport._gates[("bkt", False)] = gate
+    inside = most = 0
+    release = asyncio.Event()
+
+    async def send(state: object, headers: object) -> bytes:
+        nonlocal inside, most
+        inside += 1
+        most = max(most, inside)
+        await release.wait()
+        inside -= 1
+        return b""
+
+    op = Op("read", "bkt", "o")
+    url = f"{transport.endpoint}/bkt/o"
+
+    async def wave(**bulk: bool) -> int:
+        nonlocal most
+        most = 0
+        release.clear()
+        tasks = [asyncio.create_task(transport._attempt(
+            op, AuthRequest("GET", url, {}, {}), send, **bulk)) for _ in range(20)]
+        await _settle()
+        seen = most
+        release.set()
+        await asyncio.gather(*tasks)
+        return seen
+
+    try:
+        assert await wave() == FIRST_WINDOW
+        assert gate.window is not None and gate.window.limit < 20
+        assert await wave(bulk=True) == 20
+    finally:
+        await transport.aclose()
