@@ -207,7 +207,10 @@ class Window:
             if waiter.get_loop() is self.loop and self.gate.window is self:
                 waiter.set_result(None)
             else:
-                waiter.get_loop().call_soon_threadsafe(_let_in, waiter)
+                try:
+                    waiter.get_loop().call_soon_threadsafe(_let_in, waiter)
+                except RuntimeError:
+                    pass  # its loop is closed (a parent's waiter, after a fork)
 
 
 def _let_in(waiter: asyncio.Future[None]) -> None:

@@ -228,12 +228,12 @@ async def test_bulk_attempts_skip_the_slow_start(tmp_path: object) -> None:
     op = Op("read", "bkt", "o")
     url = f"{transport.endpoint}/bkt/o"
 
-    async def wave(**bulk: bool) -> int:
+    async def wave(bulk: bool = False) -> int:
         nonlocal most
         most = 0
         release.clear()
         tasks = [asyncio.create_task(transport._attempt(
-            op, AuthRequest("GET", url, {}, {}), send, **bulk)) for _ in range(20)]
+            op, AuthRequest("GET", url, {}, {}), send, bulk=bulk)) for _ in range(20)]
         await _settle()
         seen = most
         release.set()
@@ -246,3 +246,18 @@ async def test_bulk_attempts_skip_the_slow_start(tmp_path: object) -> None:
         assert await wave(bulk=True) == 20
     finally:
         await transport.aclose()
+
+
+def test_opening_skips_a_waiter_of_a_closed_loop(tmp_path: object) -> None:
+    # After a fork, a gate may hold the parent's waiters, of a loop that
+    # is closed in the child: opening the window must not fail on them.
+    gate = _gate(tmp_path)
+    window = gate.window
+    assert window is not None
+    loop = asyncio.new_event_loop()
+    stale = loop.create_future()
+    loop.close()
+    window.loop = object()  # type: ignore[assignment]  # the parent's loop
+    window.waiters.append(stale)
+    gate.open()
+    assert gate.window is None and not stale.done() and gate.shared.opened
