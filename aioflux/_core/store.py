@@ -158,10 +158,11 @@ class ObjectStore(Protocol):
             name: object name.
 
         Returns:
-            The object's metadata.
+            ObjectInfo (size, version token, crc32c where kept, metadata).
 
         Raises:
-            NotFound: no such object.
+            InvalidURL: a malformed bucket or name.
+            NotFound: no such object or bucket.
             StorageError: any other failure.
         """
         ...
@@ -196,16 +197,18 @@ class ObjectStore(Protocol):
                 ``prefix``) into the page's ``prefixes``; None: every name.
             start_offset: first name to list (inclusive); None: from the start.
             end_offset: name to stop before (exclusive); None: to the end.
-            page_size: most objects a page.
+            page_size: most objects a page (servers cap it: GCS and S3 at 1000).
 
         Returns:
-            An async iterator of pages.
+            An async iterator of pages, fetched as it is consumed.
 
         Raises:
-            NotFound: no such bucket.
+            InvalidURL: a malformed bucket or prefix (at once).
+            InvalidArgument: a setting of the wrong type (at once).
+            NotFound: no such bucket (while iterating).
             ProtocolError: a page out of order, outside the prefix or offsets,
                 or a listing that does not move forward.
-            StorageError: any other failure.
+            StorageError: any other failure (while iterating).
         """
         ...
 
@@ -223,8 +226,9 @@ class ObjectStore(Protocol):
             An async iterator of the objects, sorted by name.
 
         Raises:
-            NotFound: no such bucket.
-            StorageError: any other failure, as for ``list``.
+            InvalidURL: a malformed bucket or prefix (at once).
+            NotFound: no such bucket (while iterating).
+            StorageError: any other failure, as for ``list`` (while iterating).
         """
         ...
 
@@ -238,7 +242,8 @@ class ObjectStore(Protocol):
 
     async def read(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
                    into: Buffer | None = None, generation: int | None = None) -> bytes | int:
-        """Read an object, or the byte range ``[start, end)`` of it.
+        """Read an object, or the byte range ``[start, end)`` of it, checked
+        (status, range, length; a whole object's crc32c).
 
         Args:
             bucket: bucket name.
@@ -253,9 +258,14 @@ class ObjectStore(Protocol):
             The bytes, or the count of bytes written when ``into`` is given.
 
         Raises:
-            NotFound: no such object (or version).
+            InvalidURL: a malformed bucket or name.
+            NotFound: no such object (or version), or it was replaced while
+                it was read.
             InvalidArgument: a bad range, or ``into`` too small.
-            ChecksumMismatch: the bytes differ from the object's checksum.
+            InvalidRequest: ``start`` past the end of the object (416).
+            ChecksumMismatch: the bytes differ from the object's checksum (on
+                every attempt).
+            ProtocolError: another range or body than asked for.
             StorageError: any other failure.
         """
         ...
@@ -264,7 +274,7 @@ class ObjectStore(Protocol):
                     into: memoryview | None = None, generation: int | None = None,
                     size: int | None = None, crc: int | None = None,
                     want_crc: bool = False) -> Fetched:
-        """The engines' read: ``read`` with what the caller already knows.
+        """The engines' checked read: ``read`` with what the caller already knows.
 
         Args:
             bucket: bucket name.
@@ -283,7 +293,8 @@ class ObjectStore(Protocol):
             object's size when the answer stated it.
 
         Raises:
-            NotFound: no such object (or version).
+            NotFound: no such object (or version), or it was replaced while
+                it was read.
             ChecksumMismatch: the bytes differ from ``crc`` or the stored checksum.
             ProtocolError: the answer is not the object ``size`` says (on
                 HTTP stores: another size stated, or a range starting below
@@ -305,22 +316,26 @@ class ObjectStore(Protocol):
         Args:
             bucket: bucket name.
             name: object name.
-            data: the object's bytes.
+            data: the object's bytes (S3 takes 5 GiB at once: ``start_upload``
+                beyond).
             content_type: its content type.
             if_generation_match: write only if the object's version is this;
                 ``0`` means "only if it does not exist".
-            metadata: custom metadata (string keys and values).
+            metadata: custom metadata (string keys and values; files take none).
             resumable: force a resumable upload (True) or a single request
-                (False) where the store has both; None: by size.
+                (False) where the store has both (GCS; S3 and Azure have
+                none); None: by size.
 
         Returns:
             The stored object's metadata.
 
         Raises:
+            InvalidArgument: ``resumable=True`` where there are none, or
+                ``metadata`` the store cannot keep.
             PreconditionFailed: ``if_generation_match`` did not hold.
             ChecksumMismatch: the stored object differs from ``data`` (it is
                 deleted first).
-            StorageError: any other failure.
+            StorageError: any other failure (nothing is published).
         """
         ...
 
@@ -340,7 +355,8 @@ class ObjectStore(Protocol):
                 request itself; None: unconditionally.
 
         Returns:
-            The upload: parts go in, ``finish`` publishes, ``abort`` drops.
+            The upload: parts go in, ``finish`` publishes, ``abort`` drops;
+            nothing is sent before its first part.
         """
         ...
 
@@ -351,12 +367,14 @@ class ObjectStore(Protocol):
         Args:
             bucket: bucket name.
             name: object name.
-            generation: delete this version only.
+            generation: delete this version only (another is NotFound).
             if_generation_match: delete only if the object's version is this.
-            missing_ok: an object already gone is not an error.
+            missing_ok: an object already gone (or that generation replaced)
+                is not an error.
 
         Raises:
-            NotFound: no such object (unless ``missing_ok``).
+            InvalidURL: a malformed bucket or name.
+            NotFound: no such object or generation (unless ``missing_ok``).
             PreconditionFailed: ``if_generation_match`` did not hold.
             StorageError: any other failure.
         """
@@ -379,8 +397,10 @@ class ObjectStore(Protocol):
             The copy's metadata.
 
         Raises:
+            InvalidURL: a malformed bucket or name.
             NotFound: no such source object.
-            ChecksumMismatch: the copy differs from its source.
+            PreconditionFailed: the source was replaced while it was copied.
+            ChecksumMismatch: the copy differs from its source (it was deleted).
             StorageError: any other failure.
         """
         ...
@@ -404,7 +424,9 @@ class ObjectStore(Protocol):
 
         Raises:
             InvalidRequest: the store has no compose.
+            InvalidArgument: no sources, or more than ``features.compose``.
             PreconditionFailed: a source or the destination changed.
+            ChecksumMismatch: the composite is not the sources' concatenation.
             StorageError: any other failure.
         """
         ...
@@ -415,7 +437,7 @@ class ObjectStore(Protocol):
 
         XML multipart uploads where ``features.multipart``, else the
         store's own leftovers of writes that never finished (the local
-        store's temporary files), or none.
+        store's temporary files), or none (the default).
 
         Args:
             bucket: bucket name.
@@ -438,6 +460,7 @@ class ObjectStore(Protocol):
             upload_id: the upload's ID.
 
         Raises:
+            InvalidRequest: the store has no multipart uploads.
             NotFound: no such upload.
             StorageError: any other failure.
         """
@@ -455,6 +478,7 @@ class ObjectStore(Protocol):
             The uploaded parts, by part number.
 
         Raises:
+            InvalidRequest: the store has no multipart uploads.
             NotFound: no such upload.
             StorageError: any other failure.
         """

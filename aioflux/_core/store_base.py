@@ -34,6 +34,12 @@ refuse the rest; a mixin offering them must come before this class in the
 method resolution order (``S3Store(S3Service, MultipartCalls,
 StreamingStore)``: ``StreamingStore``, listed last, puts the base after it).
 
+The operations' docstrings are :class:`~.store.ObjectStore`'s, written
+once there (the public contract, which the docs render from the source)
+and given to this class's methods at import (``_take_docs``); the docs'
+griffe extension ``docs/_hooks/protocol_docs.py`` does the same for the
+pages of the concrete stores.
+
 No operation here adds more than one method call to a read: ``read`` calls
 ``fetch`` (which tests and wrappers may replace), ``fetch`` the backend's
 ``_fetch``.
@@ -48,7 +54,15 @@ from typing import ClassVar, TypeVar, overload
 
 from .config import ClientConfig
 from .errors import InvalidArgument, InvalidRequest, NotFound, describe
-from .store import Buffer, Fetched, PartUpload, SourceSpec, StoreFeatures, objects_of
+from .store import (
+    Buffer,
+    Fetched,
+    ObjectStore,
+    PartUpload,
+    SourceSpec,
+    StoreFeatures,
+    objects_of,
+)
 from .types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from .urls import validate_bucket
 from .validate import (
@@ -84,8 +98,6 @@ class StoreBase(abc.ABC):
 
     @property
     def features(self) -> StoreFeatures:
-        """What this store can do beyond the common operations
-        (:class:`~aioflux._core.store.StoreFeatures`)."""
         return self._features
 
     async def __aenter__(self: _S) -> _S:
@@ -96,7 +108,7 @@ class StoreBase(abc.ABC):
 
     @abc.abstractmethod
     async def aclose(self) -> None:
-        """Release connections and handles of the current event loop."""
+        ...
 
     def _check_object(self, op: str, bucket: str, name: str, *, bucket_arg: str = "bucket",
                       name_arg: str = "name") -> None:
@@ -107,35 +119,10 @@ class StoreBase(abc.ABC):
     # -- metadata --------------------------------------------------------------
 
     async def stat(self, bucket: str, name: str) -> ObjectInfo:
-        """Metadata of one object.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-
-        Returns:
-            ObjectInfo (size, version token, crc32c where kept, metadata).
-
-        Raises:
-            NotFound: no such object or bucket.
-            StorageError: any other failure.
-        """
         self._check_object("stat", bucket, name)
         return await self._stat(bucket, name)
 
     async def exists(self, bucket: str, name: str) -> bool:
-        """Whether the object exists.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-
-        Returns:
-            True if it exists.
-
-        Raises:
-            StorageError: the answer could not be had (not for a missing object).
-        """
         try:
             await self.stat(bucket, name)
         except NotFound:
@@ -147,47 +134,12 @@ class StoreBase(abc.ABC):
     def list(self, bucket: str, prefix: str = "", *, delimiter: str | None = None,
              start_offset: str | None = None, end_offset: str | None = None,
              page_size: int = 1000) -> AsyncIterator[ListPage]:
-        """List objects page by page, sorted by name, each page checked.
-
-        Args:
-            bucket: bucket name.
-            prefix: only names starting with this (a name prefix, not a folder).
-            delimiter: group names by this (``"/"``), reported as prefixes.
-            start_offset: first name (inclusive) of a half-open range.
-            end_offset: end (exclusive) of the range.
-            page_size: most entries a page (servers cap it: GCS and S3 at 1000).
-
-        Returns:
-            An async iterator of ListPage, fetched as it is consumed.
-
-        Raises:
-            InvalidURL: a malformed bucket or prefix (at once).
-            InvalidArgument: a setting of the wrong type (at once).
-            NotFound: no such bucket (while iterating).
-            ProtocolError: a page out of order, outside the prefix or offsets.
-            StorageError: any other failure (while iterating).
-        """
         list_args("list", bucket, prefix, delimiter=delimiter, start_offset=start_offset,
                   end_offset=end_offset, page_size=page_size, scheme=self.features.scheme)
         return self._pages(bucket, prefix, delimiter, start_offset, end_offset, page_size)
 
     def list_objects(self, bucket: str, prefix: str = "", *, start_offset: str | None = None,
                      end_offset: str | None = None) -> AsyncIterator[ObjectInfo]:
-        """List objects one by one (every page of :meth:`list`, no delimiter).
-
-        Args:
-            bucket: bucket name.
-            prefix: only names starting with this.
-            start_offset: first name (inclusive).
-            end_offset: end (exclusive).
-
-        Returns:
-            An async iterator of ObjectInfo in the listing's order.
-
-        Raises:
-            InvalidURL: a malformed bucket or prefix (at once).
-            StorageError: listing failed (while iterating).
-        """
         return objects_of(self.list(bucket, prefix, start_offset=start_offset,
                                     end_offset=end_offset))
 
@@ -203,28 +155,6 @@ class StoreBase(abc.ABC):
 
     async def read(self, bucket: str, name: str, *, start: int = 0, end: int | None = None,
                    into: Buffer | None = None, generation: int | None = None) -> bytes | int:
-        """Read an object, or the byte range ``[start, end)`` of it, checked
-        (status, range, length; a whole object's crc32c).
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            start: first byte.
-            end: end (exclusive); ``None`` reads to the end of the object.
-            into: write the bytes into this writable buffer instead.
-            generation: read this version only (pins it).
-
-        Returns:
-            The bytes, or the count of bytes written when ``into`` is given.
-
-        Raises:
-            NotFound: no such object, or it is no longer that generation.
-            InvalidArgument: a bad range, or ``into`` too small.
-            InvalidRequest: ``start`` past the end (416).
-            ChecksumMismatch: the body was corrupt on every attempt.
-            ProtocolError: another range or body than asked for.
-            StorageError: any other failure.
-        """
         read_args(bucket, name, start, end, into, generation, scheme=self.features.scheme)
         if end is not None and end == start:
             return b"" if into is None else 0
@@ -237,33 +167,6 @@ class StoreBase(abc.ABC):
                     into: memoryview | None = None, generation: int | None = None,
                     size: int | None = None, crc: int | None = None,
                     want_crc: bool = False) -> Fetched:
-        """The engines' checked read: ``read`` with what the caller knows.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            start: first byte.
-            end: end (exclusive); None reads to the end of the object.
-            into: write the bytes into this buffer instead of returning them.
-            generation: read this version only (pins it).
-            size: the object's size, when known (from a listing), checked
-                against the answer.
-            crc: the object's crc32c, when known, checked against a whole read.
-            want_crc: also compute the crc32c of the bytes read.
-
-        Returns:
-            The bytes (or their count), the crc32c when asked for, and the
-            object's size when the answer stated it.
-
-        Raises:
-            NotFound: no such object (or version), or replaced while read.
-            ChecksumMismatch: the bytes differ from ``crc`` or the stored
-                checksum (a file or memory object not ``size`` bytes too).
-            ProtocolError: another range or body than announced, or a range
-                below ``size`` refused as past the end (the message names it).
-            InvalidRequest: ``start`` past the end (416), or past ``size``.
-            StorageError: any other failure.
-        """
         return await self._fetch(bucket, name, start, end, into, generation, size, crc,
                                  want_crc)
 
@@ -274,28 +177,6 @@ class StoreBase(abc.ABC):
                     if_generation_match: int | None = None,
                     metadata: dict[str, str] | None = None,
                     resumable: bool | None = None) -> ObjectInfo:
-        """Store ``data`` as the object, all or nothing, checked.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            data: the content (S3 takes 5 GiB at once: ``start_upload`` beyond).
-            content_type: Content-Type to store.
-            if_generation_match: precondition; 0 means "must not exist yet".
-            metadata: custom metadata (files take none).
-            resumable: force (True) or forbid (False) a resumable upload
-                (GCS; S3 and Azure have none); None: by size.
-
-        Returns:
-            ObjectInfo of the new object.
-
-        Raises:
-            InvalidArgument: ``resumable=True`` where there are none, or
-                ``metadata`` the store cannot keep.
-            PreconditionFailed: ``if_generation_match`` did not hold.
-            ChecksumMismatch: the stored object differs (it was deleted).
-            StorageError: any other failure (nothing is published).
-        """
         write_args(bucket, name, data, content_type, if_generation_match, metadata, resumable,
                    scheme=self.features.scheme)
         return await self._write(bucket, name, memoryview(data).cast("B"), content_type,
@@ -307,63 +188,18 @@ class StoreBase(abc.ABC):
                      part_size: int = 8 * 1024 * 1024,
                      metadata: dict[str, str] | None = None,
                      if_generation_match: int | None = None) -> PartUpload:
-        """A streaming upload in parts, for the writer engine.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            content_type: Content-Type of the final object.
-            part_size: size of every part but the last.
-            metadata: custom metadata of the final object.
-            if_generation_match: publish only if the object is then this
-                generation (``0``: absent), checked by the publishing request.
-
-        Returns:
-            The upload; nothing is sent before its first part.
-        """
+        ...
 
     # -- deletes, copies, composes ------------------------------------------------
 
     async def delete(self, bucket: str, name: str, *, generation: int | None = None,
                      if_generation_match: int | None = None, missing_ok: bool = False) -> None:
-        """Delete an object (that generation only, if given).
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            generation: delete only this version (another is NotFound).
-            if_generation_match: delete only if the object's version is this.
-            missing_ok: treat "already gone" (or that generation replaced)
-                as success.
-
-        Raises:
-            NotFound: no such object or generation (unless ``missing_ok``).
-            PreconditionFailed: ``if_generation_match`` did not hold.
-            StorageError: any other failure.
-        """
         delete_args(bucket, name, generation, if_generation_match, missing_ok,
                     scheme=self.features.scheme)
         await self._delete(bucket, name, generation, if_generation_match, missing_ok)
 
     async def copy(self, bucket: str, name: str, dest_bucket: str,
                    dest_name: str) -> ObjectInfo:
-        """Copy an object within the store (server-side where it can), checked.
-
-        Args:
-            bucket: source bucket.
-            name: source object.
-            dest_bucket: destination bucket.
-            dest_name: destination object.
-
-        Returns:
-            ObjectInfo of the copy.
-
-        Raises:
-            NotFound: the source is missing.
-            PreconditionFailed: the source was replaced while it was copied.
-            ChecksumMismatch: the copy differs from the source (it was deleted).
-            StorageError: any other failure.
-        """
         self._check_object("copy", bucket, name)
         self._check_object("copy", dest_bucket, dest_name, bucket_arg="dest_bucket",
                            name_arg="dest_name")
@@ -372,26 +208,6 @@ class StoreBase(abc.ABC):
     async def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
                       if_generation_match: int | None = None,
                       content_type: str = "application/octet-stream") -> ObjectInfo:
-        """Concatenate up to ``features.compose`` objects into ``destination``.
-
-        Args:
-            bucket: bucket name.
-            destination: name of the composite.
-            sources: names, ``(name, generation)`` pairs or ObjectInfo (a
-                known generation is a precondition).
-            if_generation_match: precondition on the destination.
-            content_type: Content-Type of the composite.
-
-        Returns:
-            ObjectInfo of the composite.
-
-        Raises:
-            InvalidRequest: the store has no compose.
-            InvalidArgument: zero sources, or more than ``features.compose``.
-            PreconditionFailed: a source or the destination changed.
-            ChecksumMismatch: the composite is not the sources' concatenation.
-            StorageError: any other failure.
-        """
         most = self.features.compose
         if not most:
             raise self._unsupported("compose", bucket, destination,
@@ -408,52 +224,15 @@ class StoreBase(abc.ABC):
 
     async def list_multipart_uploads(self, bucket: str,
                                      prefix: str = "") -> builtins.list[MultipartUploadInfo]:
-        """Open streaming uploads: what ``aioflux clean`` may abort.
-
-        Args:
-            bucket: bucket name.
-            prefix: only uploads of names starting with this.
-
-        Returns:
-            MultipartUploadInfo of each open upload (by default none).
-
-        Raises:
-            StorageError: the listing failed.
-        """
         validate_bucket(bucket, scheme=self.features.scheme)
         return []
 
     async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
-        """Drop an open multipart upload (``features.multipart`` only).
-
-        Args:
-            bucket: bucket name.
-            name: object name of the upload.
-            upload_id: the upload's ID.
-
-        Raises:
-            InvalidRequest: the store has no multipart uploads.
-            NotFound: no such upload.
-        """
         raise self._unsupported("abort multipart upload", bucket, name,
                                 f"{self._kind} has no multipart uploads "
                                 "(features.multipart is False)")
 
     async def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
-        """Parts of an open multipart upload (``features.multipart`` only).
-
-        Args:
-            bucket: bucket name.
-            name: object name of the upload.
-            upload_id: the upload's ID.
-
-        Returns:
-            The uploaded parts, by part number.
-
-        Raises:
-            InvalidRequest: the store has no multipart uploads.
-            NotFound: no such upload.
-        """
         raise self._unsupported("list parts", bucket, name,
                                 f"{self._kind} has no multipart uploads "
                                 "(features.multipart is False)")
@@ -501,3 +280,33 @@ class StoreBase(abc.ABC):
                        if_generation_match: int | None, content_type: str) -> ObjectInfo:
         """Concatenate ``sources`` (only where ``features.compose``)."""
         raise NotImplementedError(f"{type(self).__name__} declares compose but has no _compose")
+
+
+#: The operations whose docstrings are the protocol's (``_take_docs``).
+DOCUMENTED = ("features", "aclose", "stat", "exists", "list", "list_objects", "read", "fetch",
+              "write", "start_upload", "delete", "copy", "compose", "list_multipart_uploads",
+              "abort_multipart", "list_parts")
+
+
+def _take_docs(cls: type, protocol: type, names: Sequence[str]) -> None:
+    """Give ``cls``'s methods ``names`` the docstrings of ``protocol``'s.
+
+    Each docstring is written once, on the protocol; a method here that
+    has one of its own would be a second copy to keep in step.
+
+    Raises:
+        TypeError: a name missing from either class, without a docstring
+            on the protocol, or with one of its own on ``cls`` (at import).
+    """
+    for name in names:
+        ours, theirs = cls.__dict__.get(name), protocol.__dict__.get(name)
+        if ours is None or theirs is None or not getattr(theirs, "__doc__", None):
+            raise TypeError(f"{cls.__name__}.{name}: no such operation on both "
+                            f"{cls.__name__} and {protocol.__name__}, documented on the latter")
+        if ours.__doc__:
+            raise TypeError(f"{cls.__name__}.{name} has a docstring of its own: it is "
+                            f"{protocol.__name__}.{name}'s, written once there")
+        ours.__doc__ = theirs.__doc__
+
+
+_take_docs(StoreBase, ObjectStore, DOCUMENTED)

@@ -8,14 +8,16 @@ new one that forgets a wire call, fails here.
 
 from __future__ import annotations
 
+import inspect
+import pydoc
 from collections.abc import AsyncIterator
 
 import pytest
 
 from aioflux import AsyncClient, LocalStore, S3Store
 from aioflux._core.errors import InvalidRequest, InvalidURL
-from aioflux._core.store import Fetched, PartUpload, StoreFeatures
-from aioflux._core.store_base import StoreBase
+from aioflux._core.store import Fetched, ObjectStore, PartUpload, StoreFeatures
+from aioflux._core.store_base import DOCUMENTED, StoreBase, _take_docs
 from aioflux._core.types import ListPage, ObjectInfo
 from aioflux._engines.store_stream import StreamingStore
 from aioflux.azure import AzureStore
@@ -114,3 +116,38 @@ async def test_what_a_store_does_not_offer_is_one_typed_refusal() -> None:
             await call
         assert info.value.reason == "unsupported"
     assert await store.list_multipart_uploads("bkt") == []
+
+
+def test_every_operation_is_documented_once_by_the_protocol() -> None:
+    public = {name for name in vars(StoreBase) if not name.startswith("_")}
+    assert public == set(DOCUMENTED)
+    for name in DOCUMENTED:
+        doc = getattr(StoreBase, name).__doc__
+        assert doc and doc.strip(), name
+        assert doc == getattr(ObjectStore, name).__doc__, name
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
+def test_help_of_a_concrete_store_shows_the_protocols_docstring(backend: type) -> None:
+    assert inspect.getdoc(backend.read) == inspect.getdoc(ObjectStore.read)
+    text = pydoc.render_doc(backend.read, renderer=pydoc.plaintext)
+    assert "Read an object, or the byte range" in text
+    assert "replaced while" in text
+
+
+def test_a_docstring_written_twice_or_a_name_missing_fails_at_import() -> None:
+    class Protocol:
+        def stat(self) -> None:
+            """The one docstring."""
+
+    class Twice:
+        def stat(self) -> None:
+            """A second copy."""
+
+    class Missing:
+        pass
+
+    with pytest.raises(TypeError, match="of its own"):
+        _take_docs(Twice, Protocol, ["stat"])
+    with pytest.raises(TypeError, match=r"Missing\.stat"):
+        _take_docs(Missing, Protocol, ["stat"])
