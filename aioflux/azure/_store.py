@@ -26,6 +26,7 @@ MD5, stores its crc32c and checks what the service kept.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 from .._core.config import ClientConfig
@@ -45,7 +46,7 @@ from .._core.validate import (
 )
 from .._engines.store_stream import StreamingStore
 from .._net.failures import drain
-from .._net.media import read_media
+from .._net.pinned import read_pinned
 from .._net.transport import Op, Transport
 from ._config import resolve
 from ._copy import copy_blob
@@ -174,24 +175,12 @@ class AzureStore(BlobService, StreamingStore):
                      crc: int | None, want_crc: bool) -> Fetched:
         # Get Blob, checked and resumed by read_media, pinned to the ETag
         # first served (a generation is its ETag, ``If-Match``).
-        op = Op("read", bucket, name, "az")
-        headers: dict[str, str] = {}
-        if generation is not None:
-            etag = await self.etag_for(bucket, name, generation)
-            if etag is None:
-                raise gone(op, generation)
-            headers["If-Match"] = etag
-        try:
-            return await read_media(self._transport, op, self.blob_url(bucket, name),
-                                    start=start, end=end, into=into, size=size, crc=crc,
-                                    verify=self.config.verify_crc32c, want_crc=want_crc,
-                                    headers=headers, answers=ANSWERS, version=generation)
-        except PreconditionFailed as exc:
-            if generation is not None:
-                raise gone(op, generation) from exc
-            raise NotFound(f"{describe('read', bucket, name, 'az')} failed: the blob was "
-                           "replaced while it was read", operation="read", bucket=bucket,
-                           name=name, status=412, reason="ConditionNotMet") from exc
+        return await read_pinned(self._transport, Op("read", bucket, name, "az"),
+                                 self.blob_url(bucket, name), generation=generation,
+                                 etag_for=partial(self.etag_for, bucket, name), what="blob",
+                                 reason="ConditionNotMet", start=start, end=end, into=into,
+                                 size=size, crc=crc, verify=self.config.verify_crc32c,
+                                 want_crc=want_crc, headers={}, answers=ANSWERS)
 
     # -- writes ----------------------------------------------------------------------
 

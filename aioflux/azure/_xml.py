@@ -37,6 +37,7 @@ from .._core.errors import (
 )
 from .._net.failures import Op
 from .._net.media import Answers
+from .._net.pinned import gone as pinned_gone
 
 __all__ = [
     "ANSWERS",
@@ -217,12 +218,9 @@ def rfc3339(http_date: str | None) -> str | None:
 
 
 def gone(op: Op, generation: int) -> NotFound:
-    """A pinned generation (ETag) that is no longer the blob's: gone, as an
-    overwritten generation is on GCS."""
-    return NotFound(f"{describe(op.operation, op.bucket, op.name, 'az')} failed: the blob is "
-                    f"no longer generation {generation} (its ETag changed)",
-                    operation=op.operation, bucket=op.bucket, name=op.name, status=412,
-                    reason="ConditionNotMet")
+    """A pinned generation (ETag) that is no longer the blob's: gone, as
+    an overwritten generation is on GCS."""
+    return pinned_gone(op, generation, what="blob", reason="ConditionNotMet")
 
 
 def precondition_failed(op: Op, generation: int) -> PreconditionFailed:

@@ -30,10 +30,11 @@ checked like a GCS one (status,
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from functools import partial
 
 from .._core.auth import Auth
 from .._core.config import ClientConfig
-from .._core.errors import InvalidArgument, NotFound, PreconditionFailed, describe
+from .._core.errors import InvalidArgument
 from .._core.store import Fetched, StoreFeatures
 from .._core.types import ListPage, ObjectInfo
 from .._core.urls import validate_bucket
@@ -49,7 +50,7 @@ from .._core.validate import (
 )
 from .._engines.store_stream import StreamingStore
 from .._net.failures import drain
-from .._net.media import read_media
+from .._net.pinned import read_pinned
 from .._net.transport import Transport
 from ._auth import configured_endpoint, session_region
 from ._copy import copy_object
@@ -61,7 +62,7 @@ from ._page import require_lxml
 from ._put import metadata_headers, put_object
 from ._service import S3Service
 from ._upload import S3Upload
-from ._xml import ANSWERS, NOT_XML, gone
+from ._xml import ANSWERS, NOT_XML
 
 __all__ = ["DEFAULT_REGION", "FEATURES", "S3Store"]
 
@@ -210,26 +211,13 @@ class S3Store(S3Service, MultipartCalls, StreamingStore):
         # A body cut short is resumed after its last byte (read_media),
         # pinned to the ETag first served.
         await self._ready(bucket)
-        op = self._op("read", bucket, name)
-        headers = {"x-amz-checksum-mode": "ENABLED"}
-        if generation is not None:
-            etag = await self._etag_for(bucket, name, generation)
-            if etag is None:
-                raise gone(op, generation)
-            headers["If-Match"] = etag
-        try:
-            return await read_media(self._transport, op, self.object_url(bucket, name),
-                                    start=start, end=end, into=into, size=size, crc=crc,
-                                    verify=self.config.verify_crc32c, want_crc=want_crc,
-                                    headers=headers, answers=ANSWERS, version=generation)
-        except PreconditionFailed as exc:
-            # The ETag pinned (by the caller or by the first response of a
-            # resumed read) is no longer the object's.
-            if generation is not None:
-                raise gone(op, generation) from exc
-            raise NotFound(f"{describe('read', bucket, name, 's3')} failed: the object was "
-                           "replaced while it was read", operation="read", bucket=bucket,
-                           name=name, status=412, reason="PreconditionFailed") from exc
+        return await read_pinned(self._transport, self._op("read", bucket, name),
+                                 self.object_url(bucket, name), generation=generation,
+                                 etag_for=partial(self._etag_for, bucket, name), what="object",
+                                 reason="PreconditionFailed", start=start, end=end, into=into,
+                                 size=size, crc=crc, verify=self.config.verify_crc32c,
+                                 want_crc=want_crc, headers={"x-amz-checksum-mode": "ENABLED"},
+                                 answers=ANSWERS)
 
     # -- writes --------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from .._core.errors import (
 )
 from .._net.failures import Op
 from .._net.media import Answers
+from .._net.pinned import gone as pinned_gone
 from .._net.xml_doctype import refuse_doctype
 
 __all__ = [
@@ -320,10 +321,7 @@ ANSWERS = Answers(crc32c=full_object_crc32c, md5=content_md5, version=answered_v
 def gone(op: Op, generation: int) -> NotFound:
     """A pinned generation (ETag) that is no longer the object's: gone, as
     an overwritten generation is on GCS."""
-    return NotFound(f"{describe(op.operation, op.bucket, op.name, 's3')} failed: the object is "
-                    f"no longer generation {generation} (its ETag changed)",
-                    operation=op.operation, bucket=op.bucket, name=op.name, status=412,
-                    reason="PreconditionFailed")
+    return pinned_gone(op, generation, what="object", reason="PreconditionFailed")
 
 
 def precondition_failed(op: Op, generation: int) -> PreconditionFailed:
