@@ -309,20 +309,8 @@ class MemoryStore(MemoryMultipart, StoreBase):
                      part_size: int = 8 * 1024 * 1024,
                      metadata: dict[str, str] | None = None,
                      if_generation_match: int | None = None) -> MemoryUpload:
-        """A streaming upload in parts (multipart, listed while open).
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            content_type: Content-Type of the final object.
-            part_size: size of every part but the last.
-            metadata: custom metadata of the final object.
-            if_generation_match: publish only if the object is then this
-                generation (0: absent).
-
-        Returns:
-            The upload; nothing exists before its first part.
-        """
+        # Documented by ObjectStore.start_upload; here a multipart upload,
+        # listed (list_multipart_uploads) while it is open.
         return MemoryUpload(self, bucket, name, content_type, part_size, metadata,
                             if_generation_match)
 

@@ -1,34 +1,60 @@
-"""A griffe extension for the API reference: ``StoreBase``'s operations
+"""A griffe extension for the API reference: the stores' operations
 documented by the ``ObjectStore`` protocol.
 
 Each operation's docstring is written once, on the protocol
 (``aioflux/_core/store.py``); ``StoreBase`` takes them at import
-(``_take_docs``), which griffe, reading the source, does not see. The
-stores' pages (``inherited_members``) would show those methods bare: this
-gives each undocumented ``StoreBase`` member the protocol's docstring.
+(``_take_docs``), and a backend's override without a docstring of its own
+shows the base's (``inspect.getdoc``). griffe reads the source and sees
+neither: the stores' pages would show those methods bare. This gives each
+undocumented operation of ``StoreBase`` and of every class built on it the
+protocol's docstring.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import griffe
 
+BASE = "aioflux._core.store_base.StoreBase"
+
+
+def _classes(obj: griffe.Object) -> Iterator[griffe.Class]:
+    for member in obj.members.values():
+        if member.is_alias:
+            continue
+        if isinstance(member, griffe.Class):
+            yield member
+        if isinstance(member, (griffe.Module, griffe.Class)):
+            yield from _classes(member)
+
+
+def _is_store(cls: griffe.Class) -> bool:
+    if cls.path == BASE:
+        return True
+    try:
+        return any(base.path == BASE for base in cls.mro())
+    except ValueError:  # a base griffe cannot resolve (outside the package)
+        return False
+
 
 class ProtocolDocs(griffe.Extension):
-    """Copies ``ObjectStore``'s docstrings to ``StoreBase``'s members."""
+    """Copies ``ObjectStore``'s docstrings to the stores' undocumented operations."""
 
     def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
         if pkg.name != "aioflux":
             return
         protocol = pkg["_core.store.ObjectStore"]
-        base = pkg["_core.store_base.StoreBase"]
-        for name, member in base.members.items():
-            source = protocol.members.get(name)
-            if member.is_alias or source is None or source.docstring is None:
-                continue
-            if member.docstring is None:
-                member.docstring = griffe.Docstring(source.docstring.value,
-                                                    lineno=source.docstring.lineno,
-                                                    endlineno=source.docstring.endlineno,
-                                                    parent=member)
+        for cls in filter(_is_store, _classes(pkg)):
+            for name, member in cls.members.items():
+                source = protocol.members.get(name)
+                if member.is_alias or source is None or source.docstring is None:
+                    continue
+                if member.docstring is None:
+                    member.docstring = griffe.Docstring(source.docstring.value,
+                                                        lineno=source.docstring.lineno,
+                                                        endlineno=source.docstring.endlineno,
+                                                        parent=member,
+                                                        parser=source.docstring.parser,
+                                                        parser_options=source.docstring.parser_options)

@@ -133,6 +133,8 @@ def test_help_of_a_concrete_store_shows_the_protocols_docstring(backend: type) -
     text = pydoc.render_doc(backend.read, renderer=pydoc.plaintext)
     assert "Read an object, or the byte range" in text
     assert "replaced while" in text
+    for name in DOCUMENTED:  # a backend's own override says more, or shows the protocol's
+        assert inspect.getdoc(getattr(backend, name)), f"{backend.__name__}.{name}"
 
 
 def test_a_docstring_written_twice_or_a_name_missing_fails_at_import() -> None:
