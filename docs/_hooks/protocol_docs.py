@@ -20,14 +20,11 @@ import griffe
 BASE = "aioflux._core.store_base.StoreBase"
 
 
-def _classes(obj: griffe.Object) -> Iterator[griffe.Class]:
-    for member in obj.members.values():
-        if member.is_alias:
-            continue
-        if isinstance(member, griffe.Class):
-            yield member
-        if isinstance(member, (griffe.Module, griffe.Class)):
-            yield from _classes(member)
+def _modules(module: griffe.Module) -> Iterator[griffe.Module]:
+    yield module
+    for sub in module.modules.values():
+        if not sub.is_alias:
+            yield from _modules(sub)
 
 
 def _is_store(cls: griffe.Class) -> bool:
@@ -35,7 +32,8 @@ def _is_store(cls: griffe.Class) -> bool:
         return True
     try:
         return any(base.path == BASE for base in cls.mro())
-    except ValueError:  # a base griffe cannot resolve (outside the package)
+    except (ValueError, griffe.AliasResolutionError, griffe.CyclicAliasError):
+        # an inconsistent order, or a base griffe cannot resolve: not a store
         return False
 
 
@@ -46,7 +44,9 @@ class ProtocolDocs(griffe.Extension):
         if pkg.name != "aioflux":
             return
         protocol = pkg["_core.store.ObjectStore"]
-        for cls in filter(_is_store, _classes(pkg)):
+        stores = (cls for module in _modules(pkg) for cls in module.classes.values()
+                  if not cls.is_alias and _is_store(cls))
+        for cls in stores:
             for name, member in cls.members.items():
                 source = protocol.members.get(name)
                 if member.is_alias or source is None or source.docstring is None:
