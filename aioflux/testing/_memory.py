@@ -57,7 +57,7 @@ from aioflux._core.store import (
     composite_of,
     source_of,
 )
-from aioflux._core.store_base import StoreBase
+from aioflux._core.store_base import StoreBase, _take_docs
 from aioflux._core.types import NO_METADATA, ListPage, ObjectInfo
 from aioflux._core.urls import validate_bucket
 from aioflux._core.validate import check_instance
@@ -369,6 +369,9 @@ def _info(bucket: str, name: str, obj: _Object) -> ObjectInfo:
                       metadata=dict(obj.metadata) if obj.metadata else NO_METADATA,
                       scheme=SCHEME)
 
+
+# Its own start_upload (a listed multipart upload) says what ObjectStore's does.
+_take_docs(MemoryStore, ObjectStore, ("start_upload",))
 
 if TYPE_CHECKING:
     def _conforms(store: MemoryStore, upload: MemoryUpload) -> tuple[ObjectStore, PartUpload]:
