@@ -9,6 +9,7 @@ else is in-process (``MockTransport``, fake credentials).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import pickle
 import socket
@@ -255,7 +256,8 @@ async def test_a_refresh_uses_the_clients_connect_and_read_timeouts(
 # -- a 401 refreshes once --------------------------------------------------------------
 
 
-def _stat_server(accepted: str | None) -> tuple[MockTransport, list[str | None]]:
+def _stat_server(accepted: str | None,
+                 config: ClientConfig = CONFIG) -> tuple[MockTransport, list[str | None]]:
     seen: list[str | None] = []
 
     async def handle(request: MockRequest) -> MockResponse:
@@ -269,7 +271,7 @@ def _stat_server(accepted: str | None) -> tuple[MockTransport, list[str | None]]
         return MockResponse.from_json({"bucket": "bkt", "name": "o", "size": "1",
                                        "generation": "1"})
 
-    return MockTransport(handle, config=CONFIG, endpoint=ENDPOINT), seen
+    return MockTransport(handle, config=config, endpoint=ENDPOINT), seen
 
 
 async def test_a_401_refreshes_the_token_and_retries_once() -> None:
@@ -286,7 +288,10 @@ async def test_a_401_refreshes_the_token_and_retries_once() -> None:
 
 async def test_concurrent_401s_cause_one_refresh() -> None:
     creds = Creds(token="revoked", delay=0.1)
-    transport, seen = _stat_server(accepted="fresh1")
+    # All ten in flight at once: no slow start of a bucket new to the node
+    # (the request-rate controller's, which would send eight first).
+    transport, seen = _stat_server(accepted="fresh1",
+                                   config=dataclasses.replace(CONFIG, request_rate="off"))
     transport.auth = GoogleAuth(creds)
     async with AsyncClient(transport=transport, endpoint=ENDPOINT) as client:
         infos = await asyncio.gather(*(client.stat("bkt", "o") for _ in range(10)))
