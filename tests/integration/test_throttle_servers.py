@@ -45,16 +45,15 @@ CONCURRENCY = 16
 # Before pacing is on, a bucket new to the node is read with a slow
 # start: each process's first FIRST_WINDOW = 8 reads go at once (the
 # proxy holds those PROCESSES * 8 = 24 until all have come), the window
-# growing with each answer and halved at the first refusal, so the first
-# wave meets BURST = 12.5 tokens (about half refused at once, however fast
-# the machine) and more come as the windows grow; refused reads are sent
-# again until
-# pacing (switched on by the refusals) holds every process. Paced, the
-# rate starts from what was served and grows up to the cap; a cut there
-# costs at most the reads in flight. The bound is the one set before the
-# slow start (which only sends fewer at first): 0.3 of the attempts.
-# Without the controller it was 76% (issue 50's measure: 4 processes, a
-# 200/s cap in front of fake-gcs-server).
+# growing with each answer and halved at the first refusal. The first
+# wave meets BURST = 12.5 tokens (about half refused at once, however
+# fast the machine) and more refusals come as the windows grow; refused
+# reads are sent again until pacing (switched on by the refusals) holds
+# every process. Paced, the rate starts from what was served and grows up
+# to the cap; a cut there costs at most the reads in flight. The bound is
+# the one set before the slow start (which only sends fewer at first):
+# 0.3 of the attempts. Without the controller it was 76% (issue 50's
+# measure: 4 processes, a 200/s cap in front of fake-gcs-server).
 _SHARE = 0.3
 
 
