@@ -16,7 +16,7 @@ import os
 import signal
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -84,15 +84,16 @@ def _process(endpoint: str, names: list[str], barrier: Any, conn: Any) -> None:
     conn.send(asyncio.run(_read_all(endpoint, names, _config())))
 
 
-def test_processes_share_one_budget(capped: Emulator) -> None:
-    capped.profile = EmulatorProfile(qps_limit=200)
+def _four_processes(capped: Emulator, target: Callable[..., None]) -> list[dict[str, Any]]:
+    """Run ``target`` in 4 spawned processes, 150 objects each, released at
+    once; their results (every process exited cleanly, read all, right)."""
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(4)
     children = []
     for k in range(4):
         ours, theirs = context.Pipe()
         names = [f"o{i}" for i in range(k * 150, (k + 1) * 150)]
-        child = context.Process(target=_process, args=(capped.endpoint, names, barrier, theirs))
+        child = context.Process(target=target, args=(capped.endpoint, names, barrier, theirs))
         child.start()
         children.append((child, ours))
     results = []
@@ -101,6 +102,12 @@ def test_processes_share_one_budget(capped: Emulator) -> None:
         child.join(60)
         assert child.exitcode == 0
     assert all(r["failures"] == [] and r["wrong"] == 0 for r in results), results
+    return results
+
+
+def test_processes_share_one_budget(capped: Emulator) -> None:
+    capped.profile = EmulatorProfile(qps_limit=200)
+    results = _four_processes(capped, _process)
     attempts = sum(r["attempts"] for r in results)
     throttled = sum(r["throttled"] for r in results)
     # Without the controller 4 processes had 76% of their requests
@@ -124,22 +131,7 @@ def test_the_first_wave_of_processes_new_to_a_bucket_is_bounded(capped: Emulator
     # round trip: what is in flight when the burst runs out is about 4 x 8
     # plus a quarter of the burst (measured: 20-60 throttled in all).
     capped.profile = EmulatorProfile(qps_limit=100)
-    context = multiprocessing.get_context("spawn")
-    barrier = context.Barrier(4)
-    children = []
-    for k in range(4):
-        ours, theirs = context.Pipe()
-        names = [f"o{i}" for i in range(k * 150, (k + 1) * 150)]
-        child = context.Process(target=_default_process,
-                                args=(capped.endpoint, names, barrier, theirs))
-        child.start()
-        children.append((child, ours))
-    results = []
-    for child, ours in children:
-        results.append(ours.recv())
-        child.join(60)
-        assert child.exitcode == 0
-    assert all(r["failures"] == [] and r["wrong"] == 0 for r in results), results
+    results = _four_processes(capped, _default_process)
     throttled = sum(r["throttled"] for r in results)
     assert throttled <= 150, (throttled, results)
 
