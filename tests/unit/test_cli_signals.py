@@ -84,6 +84,9 @@ _INTERRUPT_AT = """
 import os, runpy, signal, sys
 
 at, mark, script = sys.argv[1:4]
+# As an interactive shell starts a command: Ctrl-C not ignored, even where
+# this test's own runner was started in the background (which ignores it).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 class InterruptAt:
     def find_spec(self, name, path=None, target=None):
