@@ -11,11 +11,11 @@ from __future__ import annotations
 import base64
 import ctypes
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import google_crc32c
 
-__all__ = ["Crc32c", "crc32c", "crc32c_combine", "decode_crc32c",
+__all__ = ["Crc32c", "crc32c", "crc32c_combine", "crc32c_spans", "decode_crc32c",
            "encode_crc32c"]
 
 _POLY_REVERSED = 0x82F63B78
@@ -100,6 +100,46 @@ def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
     for start in range(0, len(view), _COPY_CHUNK):
         value = google_crc32c.extend(value, bytes(view[start:start + _COPY_CHUNK]))
     return int(value)
+
+
+def crc32c_spans(data: bytes | bytearray | memoryview,
+                 spans: Sequence[tuple[int, int]]) -> list[int]:
+    """crc32c of each ``data[start:end]``, every span read in place.
+
+    One address serves them all: a shard's samples out of one ranged read
+    were each sliced (a copy) before their checksum, about 8% of a
+    DataLoader worker's CPU, and a view of each paid for its address (2 us
+    through numpy) every time. Worth it from ~16 KiB a span: below that the
+    ctypes call costs more than a slice's copy.
+
+    Args:
+        data: a contiguous buffer, not changed meanwhile.
+        spans: ``(start, end)`` pairs inside it.
+
+    Returns:
+        The checksums, in the order of ``spans``.
+
+    Raises:
+        ValueError: a span that is not inside ``data``.
+    """
+    view = memoryview(data).cast("B")
+    for start, end in spans:
+        if not 0 <= start <= end <= len(view):
+            raise ValueError(f"crc32c of bytes [{start}, {end}) of a {len(view)}-byte buffer")
+    if _EXTEND_AT is None or _EXTEND_HOLDING_GIL is None:
+        return [crc32c(view[start:end]) for start, end in spans]
+    holder: object
+    if isinstance(data, bytes):
+        # The bytes object's own buffer (c_char_p takes it without a copy).
+        address, holder = ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0, data
+    else:
+        address, holder = _address(view)
+    out = []
+    for start, end in spans:
+        extend = _EXTEND_AT if end - start >= _IN_PLACE_FROM else _EXTEND_HOLDING_GIL
+        out.append(int(extend(0, address + start, end - start)))
+    del holder  # the buffer stays exported until the calls returned
+    return out
 
 
 class Crc32c:

@@ -329,7 +329,7 @@ class ShardSource:
         return self._hedger[1]
 
     def reads(self, runs: Iterable[Run | ShardsDone], *, limit: int,
-              max_bytes: int) -> Iterator[tuple[Run, list[bytes]]]:
+              max_bytes: int) -> Iterator[tuple[Run, list[bytes | memoryview]]]:
         """Read ``runs`` (taken as room frees) on this process's store, a window in flight
         (see ``read_runs``)."""
         store = self.source.downloader.client
@@ -339,7 +339,8 @@ class ShardSource:
                          hedger=self.hedger(store.config.max_concurrency))
         return iterate(agen, batch=8, nbytes=_run_bytes, max_bytes=max_bytes)
 
-    def fetch(self, runs: Sequence[Run], *, limit: int) -> list[tuple[Run, list[bytes]]]:
+    def fetch(self, runs: Sequence[Run], *,
+              limit: int) -> list[tuple[Run, list[bytes | memoryview]]]:
         """Read ``runs`` concurrently and return them all (for map-style access)."""
         store = self.source.downloader.client
         # The batch is returned whole: its bytes bound nothing more, and a
@@ -347,7 +348,7 @@ class ShardSource:
         # an index may have to be loaded, which the loop's thread cannot do.
         everything = sum(self.span_bytes(run) for run in runs) + 1
 
-        async def run() -> list[tuple[Run, list[bytes]]]:
+        async def run() -> list[tuple[Run, list[bytes | memoryview]]]:
             agen = read_runs(store, self.infos, self._index_on_loop, runs, limit=limit,
                              max_bytes=everything,
                              unit=self.samples_per_read, cache=self.disk_cache,
@@ -362,7 +363,7 @@ class ShardSource:
         return max(index.offsets[k] + index.lengths[k] for k in run.samples) - \
             min(index.offsets[k] for k in run.samples)
 
-    def samples(self, run: Run, regions: list[bytes]) -> Iterator[Any]:
+    def samples(self, run: Run, regions: list[bytes | memoryview]) -> Iterator[Any]:
         """The decoded, transformed samples of a run's regions."""
         info, index = self.infos[run.shard], self.index(run.shard)
         url = info.url
@@ -508,7 +509,7 @@ def _described(shards: object) -> str:
     return "the shards"
 
 
-def _run_bytes(item: tuple[Any, list[bytes]]) -> int:
+def _run_bytes(item: tuple[Any, list[bytes | memoryview]]) -> int:
     return sum(len(region) for region in item[1])
 
 
