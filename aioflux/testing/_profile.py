@@ -41,8 +41,10 @@ class EmulatorProfile:
             (``None`` = unlimited). A download body is sent in chunks of
             ~5 ms of data (16-256 KiB), each once its last byte is due; a
             body of one chunk leaves together with the response head.
-        qps_limit: request rate above which the emulator answers 429
-            (token bucket with one second of burst; ``None`` = unlimited).
+        qps_limit: object reads/s, and apart from them object writes/s,
+            above which the emulator answers 429 (a token bucket of one
+            second's burst for each kind, as GCS and S3 limit reads and
+            writes apart; ``None`` = unlimited).
         tail_fraction: the fraction of media GETs (object bodies, JSON or
             XML API) held back before their first byte by a heavy tail.
         tail_delay: ``(low, high)`` seconds, the tail's extra wait, drawn

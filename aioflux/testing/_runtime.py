@@ -4,6 +4,13 @@
 bucket and the counters, and implements the three places where knobs act:
 admission (QPS cap, injected 429/503), request bodies (paced reads) and
 response bodies (paced writes, mid-body stalls and resets).
+
+The QPS cap is two token buckets, one for object reads (GET and HEAD:
+downloads, metadata, listings) and one for writes (everything else:
+uploads, compose, copy, delete...), as GCS limits a bucket's reads and
+writes apart (about 5,000 and 1,000 a second at first) and S3 a prefix's
+GETs and PUTs (5,500 and 3,500). One bucket over both would refuse the
+writes of a reader at its read cap, which no such service does.
 """
 
 from __future__ import annotations
@@ -29,6 +36,13 @@ __all__ = ["Runtime", "parse_range"]
 _MIN_SLEEP = 0.001
 _MAX_CHUNK = 256 * 1024
 _MIN_CHUNK = 16 * 1024
+#: the object requests the cap counts as reads (GET and HEAD on either
+#: face); every other object request is a write
+READS = frozenset({
+    "get_media", "get_metadata", "list",
+    "xml_get", "xml_head", "xml_list", "xml_list_uploads", "xml_list_parts",
+    "s3_get", "s3_head", "s3_list", "s3_list_uploads", "s3_list_parts",
+})
 
 
 class Runtime:
@@ -48,8 +62,10 @@ class Runtime:
         self._faults = faults
         self._rng = random.Random(faults.seed)
         self._tail_rng = random.Random(profile.tail_seed)
-        self._tokens = 0.0
-        self._token_time: float | None = None
+        # per kind (reads, writes): tokens, and when they were counted
+        # (None: full at the next request)
+        self._tokens = {"reads": 0.0, "writes": 0.0}
+        self._token_time: dict[str, float | None] = {"reads": None, "writes": None}
 
     @property
     def profile(self) -> EmulatorProfile:
@@ -59,7 +75,7 @@ class Runtime:
     @profile.setter
     def profile(self, value: EmulatorProfile) -> None:
         self._profile = value
-        self._token_time = None  # restart the token bucket full
+        self._token_time = {"reads": None, "writes": None}  # restart the buckets full
         self._tail_rng = random.Random(value.tail_seed)
 
     @property
@@ -75,8 +91,13 @@ class Runtime:
     def admit(self, op: str, *, object_request: bool = True) -> None:
         """Count a request and apply the QPS cap and injected 429/503.
 
+        Object requests are also counted per kind (``stats["reads"]``,
+        ``stats["writes"]``), as are those the cap refused
+        (``throttled_reads``, ``throttled_writes``; ``throttled`` is both).
+
         Args:
-            op: the operation name counted in ``stats``.
+            op: the operation name counted in ``stats``; :data:`READS`
+                names the reads.
             object_request: bucket administration is exempt from faults.
 
         Raises:
@@ -86,9 +107,12 @@ class Runtime:
         self.stats["requests"] += 1
         if not object_request:
             return
+        kind = "reads" if op in READS else "writes"
+        self.stats[kind] += 1
         qps = self._profile.qps_limit
-        if qps is not None and not self._take_token(qps):
+        if qps is not None and not self._take_token(kind, qps):
             self.stats["throttled"] += 1
+            self.stats[f"throttled_{kind}"] += 1
             raise err.rate_limited()
         f = self._faults
         if f.p_429 or f.p_503:
@@ -100,18 +124,15 @@ class Runtime:
                 self.stats["injected_503"] += 1
                 raise err.unavailable()
 
-    def _take_token(self, qps: float) -> bool:
+    def _take_token(self, kind: str, qps: float) -> bool:
         now = asyncio.get_running_loop().time()
         burst = max(1.0, qps)
-        if self._token_time is None:
-            self._tokens = burst
-        else:
-            self._tokens = min(burst, self._tokens + (now - self._token_time) * qps)
-        self._token_time = now
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
-            return True
-        return False
+        then = self._token_time[kind]
+        tokens = burst if then is None else min(burst, self._tokens[kind] + (now - then) * qps)
+        self._token_time[kind] = now
+        taken = tokens >= 1.0
+        self._tokens[kind] = tokens - 1.0 if taken else tokens
+        return taken
 
     async def first_byte_delay(self) -> None:
         """Sleep the profile's time to first byte."""

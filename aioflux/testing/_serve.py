@@ -71,7 +71,9 @@ def build_parser(prog: str = "aioflux emulator") -> argparse.ArgumentParser:
     )
     p.add_argument("--ttfb-ms", type=float, help="time to first byte, milliseconds")
     p.add_argument("--bandwidth-mbps", type=float, help="per-connection cap, MB/s (1e6 B/s)")
-    p.add_argument("--qps", type=float, help="request rate cap; excess requests get 429")
+    p.add_argument("--qps", type=float,
+                   help="object reads/s cap, and apart from it writes/s cap; excess "
+                        "requests get 429")
     p.add_argument("--tail-fraction", type=float, default=0.0,
                    help="fraction of media GETs held back before the first byte")
     p.add_argument("--tail-delay-ms", type=float, nargs=2, default=(500.0, 2000.0),

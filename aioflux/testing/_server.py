@@ -56,9 +56,10 @@ class Emulator:
     ``upload``, ``resumable_start``, ``resumable_put``, ``compose``,
     ``rewrite``, ``copy``, ``delete``, ``patch``, ``xml_get``, ``xml_put``,
     ``xml_list``, ``xml_initiate``, ``xml_put_part``, ``xml_complete``,
-    ``xml_abort``...),
-    ``requests`` in total, and faults: ``injected_429``, ``injected_503``,
-    ``throttled`` (QPS cap), ``resets``, ``stalls``, ``tail_delays`` (the
+    ``xml_abort``...), ``requests`` in total, object ``reads`` and
+    ``writes``, and faults: ``injected_429``, ``injected_503``,
+    ``throttled`` (QPS cap; of which ``throttled_reads`` and
+    ``throttled_writes``), ``resets``, ``stalls``, ``tail_delays`` (the
     profile's heavy tail). S3 requests count as ``s3_get``, ``s3_head``,
     ``s3_put``, ``s3_list``, ``s3_put_part``...
 

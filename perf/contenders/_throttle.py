@@ -14,46 +14,69 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["emulator_counts", "gather", "summarize", "worker_main"]
+__all__ = ["counted", "emulator_counts", "gather", "summarize", "worker_main"]
 
 
-def summarize(spans: Sequence[tuple[float, float]], *, failures: int, requests: int,
-              throttled: int, cap: float) -> dict[str, float | int]:
+def summarize(spans: Sequence[tuple[float, float]], *, failures: int,
+              kinds: Mapping[str, tuple[int, int]], cap: float) -> dict[str, float | int]:
     """The targets' figures from per-worker ``(start, end)`` times and the
-    emulator's request counters over the timed region.
+    emulator's counters over the timed region, per kind of request.
 
-    ``goodput_of_cap``: requests the server admitted per second of the whole
-    run (first start to last end), over the cap. ``throttled_pct``: refused
-    requests as a share of all. ``slowest_fastest``: the longest worker
+    The emulator caps reads and writes apart, each at ``cap`` (as GCS and
+    S3 limit them apart): a kind's figures are against its own cap, and
+    the run's are those of the kind that did worst, so that the reads a
+    batch of writes brings along neither lift the goodput past the cap
+    nor thin out the writes' throttles.
+
+    ``goodput_of_cap``: the requests the server admitted per second of the
+    whole run (first start to last end), over the cap, of the busiest
+    kind. ``throttled_pct``: refused requests as a share of all, of the
+    kind with the largest share. ``slowest_fastest``: the longest worker
     time over the shortest (each from the common start).
+
+    Args:
+        spans: each worker's start and end.
+        failures: failed workers.
+        kinds: per kind (``"reads"``, ``"writes"``), requests and throttled.
+        cap: requests/s of each kind.
     """
     if not spans:
         raise ValueError("no worker times")
     t0 = min(s for s, _ in spans)
     wall = max(e for _, e in spans) - t0
     times = [e - t0 for _, e in spans]
-    admitted = max(0, requests - throttled)
+    admitted = max((max(0, sent - refused) for sent, refused in kinds.values()), default=0)
+    refused_share = max((refused / sent for sent, refused in kinds.values() if sent), default=0.0)
     return {
         "wall_s": round(wall, 3),
         "goodput_of_cap": round(admitted / wall / cap, 3) if wall > 0 else 0.0,
-        "throttled_pct": round(100.0 * throttled / requests, 2) if requests else 0.0,
+        "throttled_pct": round(100.0 * refused_share, 2),
         "failures": failures,
         "slowest_fastest": round(max(times) / min(times), 3) if min(times) > 0 else float("inf"),
-        "requests": requests,
-        "throttled": throttled,
+        "requests": sum(sent for sent, _ in kinds.values()),
+        "throttled": sum(refused for _, refused in kinds.values()),
     }
 
 
-def emulator_counts(endpoint: str) -> tuple[int, int]:
-    """(requests, throttled) served so far by aioflux's emulator (both faces)."""
+def emulator_counts(endpoint: str) -> dict[str, tuple[int, int]]:
+    """Per kind (``reads``, ``writes``), the object requests aioflux's emulator
+    served so far (both faces) and those its cap throttled."""
     import urllib.request
 
     with urllib.request.urlopen(f"{endpoint}/_aioflux_stats", timeout=30) as resp:
         stats = json.load(resp)
-    return int(stats.get("requests", 0)), int(stats.get("throttled", 0))
+    return {kind: (int(stats.get(kind, 0)), int(stats.get(f"throttled_{kind}", 0)))
+            for kind in ("reads", "writes")}
+
+
+def counted(before: Mapping[str, tuple[int, int]],
+            after: Mapping[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    """What :func:`emulator_counts` counted between two readings."""
+    return {kind: (after[kind][0] - before[kind][0], after[kind][1] - before[kind][1])
+            for kind in after}
 
 
 def gather(argv: Sequence[str], procs: int) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ import time
 
 import torch.utils.data
 from _contender import Manifest, Stopwatch, load, report
-from _throttle import emulator_counts, summarize
+from _throttle import counted, emulator_counts, summarize
 
 from aioflux import ClientConfig
 from aioflux.torch import MapDataset
@@ -38,7 +38,7 @@ def main(manifest: Manifest, args: argparse.Namespace) -> None:
     ends: dict[int, float] = {}
     items = nbytes = 0
     error = None
-    req0, thr0 = emulator_counts(manifest.endpoint)
+    before = emulator_counts(manifest.endpoint)
     with Stopwatch() as watch:
         t0 = time.monotonic()
         try:
@@ -48,10 +48,10 @@ def main(manifest: Manifest, args: argparse.Namespace) -> None:
                 nbytes += size
         except Exception as exc:  # a failed epoch is a figure, not a crash
             error = f"{type(exc).__name__}: {str(exc)[:300]}"
-    req1, thr1 = emulator_counts(manifest.endpoint)
+    after = emulator_counts(manifest.endpoint)
     spans = [(t0, end) for end in ends.values()] or [(t0, time.monotonic())]
-    figures = summarize(spans, failures=int(error is not None), requests=req1 - req0,
-                        throttled=thr1 - thr0, cap=args.cap)
+    figures = summarize(spans, failures=int(error is not None), kinds=counted(before, after),
+                        cap=args.cap)
     print(f"throttle loader {figures} error={error}", file=sys.stderr)
     ds.close()
     report(watch, nbytes=nbytes, items=items, workers=args.workers, start=args.start,

@@ -21,7 +21,7 @@ import time
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 from _contender import Manifest, Stopwatch, load, report
-from _throttle import emulator_counts, gather, summarize, worker_main
+from _throttle import counted, emulator_counts, gather, summarize, worker_main
 
 
 def folder_names(manifest: Manifest, folder: str) -> list[str]:
@@ -140,19 +140,19 @@ def make_work(manifest: Manifest, args: argparse.Namespace, folder: str):  # typ
 
 def main(manifest: Manifest, args: argparse.Namespace) -> None:
     counter = manifest.endpoint
-    req0, thr0 = emulator_counts(counter)
+    before = emulator_counts(counter)
     with Stopwatch() as watch:
         if args.threads:
             lines = botocore_threads(manifest, args.prefix, args.procs)
         else:
             argv = [sys.executable, sys.argv[0], sys.argv[1], *sys.argv[2:]]
             lines = gather(argv, args.procs)
-    req1, thr1 = emulator_counts(counter)
+    after = emulator_counts(counter)
     errors = [str(line["error"]) for line in lines if line.get("error")]
     spans = [(float(line["start"]), float(line["end"]))  # type: ignore[arg-type]
              for line in lines if line.get("start") is not None]
-    figures = summarize(spans, failures=len(errors), requests=req1 - req0,
-                        throttled=thr1 - thr0, cap=args.cap)
+    figures = summarize(spans, failures=len(errors), kinds=counted(before, after),
+                        cap=args.cap)
     watch.seconds = float(figures["wall_s"])
     print(f"throttle {args.client} {figures} errors={errors[:3]}", file=sys.stderr)
     report(watch, nbytes=sum(int(line["bytes"]) for line in lines),  # type: ignore[call-overload]

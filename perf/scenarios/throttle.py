@@ -1,11 +1,16 @@
 """throttle (issue 50): many processes of one node reading one bucket through
 a request-rate cap.
 
-The emulator caps object requests at ``cap`` (200) per second
-(``--qps``; a token bucket of one second's burst, answering 429 on the
-JSON API and 503 ``SlowDown`` on the S3 face, ``aioflux/testing/_runtime.py``
-and ``_s3_common.py``). For each process count (``procs``, "4,16"), each
-process reads its own folder of ``per`` (400) objects of ``size`` (4 KiB):
+The emulator caps object reads at ``cap`` (200) per second, and object
+writes apart at ``cap`` too, as GCS limits a bucket's reads and writes
+apart (``--qps``; a token bucket of one second's burst per kind, answering
+429 on the JSON API and 503 ``SlowDown`` on the S3 face,
+``aioflux/testing/_runtime.py`` and ``_s3_common.py``). The streams read
+only; a ``MapDataset`` batch of small objects is a compose and a delete
+(writes) and one GET, so its writes meet their cap first.
+
+For each process count (``procs``, "4,16"), each process reads its own
+folder of ``per`` (400) objects of ``size`` (4 KiB):
 
 - aioflux, separate processes: ``AsyncClient.stream`` of the folder at
   default settings (the node-wide adaptive rate), and with
@@ -17,8 +22,9 @@ process reads its own folder of ``per`` (400) objects of ``size`` (4 KiB):
   N threads of one process on one client) on the S3 face.
 
 Figures (``perf/contenders/_throttle.py``): the admitted requests a second
-over the cap, the share of requests throttled, failed workers, and the
-slowest worker's time over the fastest. The issue's targets are Limits on
+over the cap (of the kind admitted most), the share of requests throttled
+(of the kind throttled most), failed workers, and the slowest worker's
+time over the fastest. The issue's targets are Limits on
 the aioflux adaptive rows. Seeding runs through the cap (2 uploads at a
 time stay under it) and there is no warm read (it would be throttled).
 """
@@ -110,9 +116,10 @@ def plan(options: Options) -> Plan:
         contenders=contenders,
         baseline=f"aioflux-p{procs[0]}",
         notes=[f"emulator --qps {cap}: a token bucket of {cap} requests and {cap}/s over "
-               "every object request of both faces; figures from its /_aioflux_stats "
-               "counters around each contender's timed region (the listing of a stream "
-               "counts)",
+               "the object reads of both faces, and another over the writes (GCS limits "
+               "them apart); figures from its /_aioflux_stats counters around each "
+               "contender's timed region (the listing of a stream counts), of the kind "
+               "admitted most (goodput) and the kind throttled most (throttled %)",
                f"DataLoader workers start by {start}; a worker's time is the arrival of "
                "its last batch from the epoch's start",
                "separate processes build their clients untimed and start on one signal",

@@ -280,6 +280,31 @@ async def test_qps_cap(emu: Emulator, http: aiohttp.ClientSession,
     assert emu.stats["throttled"] == 7 + 1 + 2
 
 
+@pytest.mark.asyncio
+async def test_qps_cap_limits_reads_and_writes_apart(emu: Emulator, http: aiohttp.ClientSession,
+                                                     knobs: _RuntimeAsyncio) -> None:
+    # GCS limits a bucket's reads and writes apart (S3 a prefix's GETs and
+    # PUTs): a reader at the read cap leaves the writes theirs. One bucket
+    # of tokens over both refused every write here.
+    knobs.now = 100.0
+    emu.profile = EmulatorProfile(qps_limit=5)
+
+    async def statuses(method: str, count: int) -> list[int]:
+        got = []
+        for i in range(count):
+            async with http.request(method, f"/knobs/w{i}" if method == "PUT" else "/knobs/small",
+                                    data=b"w" if method == "PUT" else None) as r:
+                got.append(r.status)
+        return got
+
+    assert await statuses("GET", 6) == [200] * 5 + [429]
+    assert await statuses("PUT", 6) == [200] * 5 + [429]
+    assert await statuses("HEAD", 1) == [429]  # a read: the reads' bucket is empty
+    stats = emu.stats
+    assert (stats["reads"], stats["writes"]) == (7, 6)
+    assert (stats["throttled_reads"], stats["throttled_writes"], stats["throttled"]) == (2, 1, 3)
+
+
 def test_running_emulator_thread() -> None:
     with running_emulator(profile=GCS_LIKE_PROFILE) as emu:
         emu.create_bucket("thread-b")

@@ -27,8 +27,8 @@ def _helpers() -> ModuleType:
 
 
 def test_figures_from_spans_and_counters() -> None:
-    fig = _helpers().summarize([(10.0, 18.0), (10.5, 20.0)], failures=0, requests=2000,
-                               throttled=100, cap=100.0)
+    fig = _helpers().summarize([(10.0, 18.0), (10.5, 20.0)], failures=0,
+                               kinds={"reads": (2000, 100)}, cap=100.0)
     # Wall from the first start to the last end: 10 s; 1,900 admitted.
     assert fig["wall_s"] == 10.0
     assert fig["goodput_of_cap"] == 1.9
@@ -37,12 +37,24 @@ def test_figures_from_spans_and_counters() -> None:
     assert fig["failures"] == 0
 
 
+def test_each_kind_is_figured_against_its_own_cap() -> None:
+    # Reads and writes are capped apart: the goodput is the busiest kind's
+    # (not both kinds' sum, past the cap), the throttled share the worst
+    # kind's (not thinned out by the other's requests).
+    fig = _helpers().summarize([(0.0, 10.0)], failures=0,
+                               kinds={"reads": (500, 0), "writes": (1100, 100)}, cap=100.0)
+    assert fig["goodput_of_cap"] == 1.0
+    assert fig["throttled_pct"] == round(100 * 100 / 1100, 2)
+    assert (fig["requests"], fig["throttled"]) == (1600, 100)
+
+
 def test_figures_without_requests_or_times() -> None:
     helpers = _helpers()
-    fig = helpers.summarize([(1.0, 2.0)], failures=1, requests=0, throttled=0, cap=200.0)
+    fig = helpers.summarize([(1.0, 2.0)], failures=1, kinds={"reads": (0, 0), "writes": (0, 0)},
+                            cap=200.0)
     assert fig["throttled_pct"] == 0.0 and fig["goodput_of_cap"] == 0.0
     with pytest.raises(ValueError, match="no worker times"):
-        helpers.summarize([], failures=0, requests=1, throttled=0, cap=1.0)
+        helpers.summarize([], failures=0, kinds={"reads": (1, 0)}, cap=1.0)
 
 
 def test_workers_start_together_and_a_failure_is_reported(tmp_path: Path) -> None:
