@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from .._core.buffers import unfilled_bytes
 from .heads import MalformedResponse, content_length, parse_head
 from .pace import Pace, SlowTransfer, timed_out_early
 
@@ -322,7 +323,9 @@ class _Connection(asyncio.BufferedProtocol):
             # left (CPython; elsewhere it copies). A bytearray cost every
             # small read a second allocation and a copy (cat of 100 KiB
             # files: about 5% of the client's CPU).
-            ex.sink = io.BytesIO(bytes(ex.want))
+            # Not zero-filled: it is handed over only once all of it arrived
+            # (a body cut short is copied out up to what came, _arrived).
+            ex.sink = io.BytesIO(unfilled_bytes(ex.want))
             ex.dest = ex.sink.getbuffer()
         elif ex.dest is None:
             ex.body = bytearray(min(ex.want, max(_FIRST_BODY_BUFFER, in_hand)))

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 
 import pytest
 
 from aioflux._core import buffers
-from aioflux._core.buffers import extend_unfilled, unfilled
+from aioflux._core.buffers import extend_unfilled, unfilled, unfilled_bytes
 
 _MiB = 1024 * 1024
 
@@ -62,3 +63,24 @@ def test_without_cpythons_resize_the_buffer_is_zero_filled(
     buf = unfilled(3)
     extend_unfilled(buf, 2 * _MiB + 5)
     assert buf == bytes(2 * _MiB + 5)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_unset_bytes_are_received_into_in_place(monkeypatch: pytest.MonkeyPatch,
+                                                native: bool) -> None:
+    # What the lean client does with a body it hands over as bytes: the
+    # BytesIO lends the object's own buffer, and gives the same object back.
+    if not native:
+        monkeypatch.setattr(buffers, "_new_bytes", None)  # bytes(n) where ctypes is missing
+    for size in (0, 1, 100 * 1024 + 3):
+        made = unfilled_bytes(size)
+        assert type(made) is bytes and len(made) == size
+        made_id = id(made)
+        sink = io.BytesIO(made)
+        del made
+        view = sink.getbuffer()
+        view[:] = bytes(range(256)) * (size // 256) + bytes(range(size % 256))
+        del view
+        out = sink.getvalue()
+        assert out == bytes(range(256)) * (size // 256) + bytes(range(size % 256))
+        assert size <= 1 or id(out) == made_id  # (BytesIO copies out 0 or 1 byte)
