@@ -35,6 +35,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from .columns import (
+    _NONE32,
+    _NONE64,
     Get,
     Ints,
     Names,
@@ -42,6 +44,7 @@ from .columns import (
     Segments,
     Strings,
     Updated,
+    _view,
     getter,
     layout_of,
     rfc3339,
@@ -53,6 +56,8 @@ __all__ = ["IndexBuilder", "ObjectIndex"]
 
 # Records an ObjectIndex(...) of an iterable takes at a time.
 _CHUNK = 4096
+# Names names() decodes at once.
+_NAMES_AT_ONCE = 65536
 
 
 def _metadata_key(metadata: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -199,7 +204,7 @@ class ObjectIndex(Sequence[ObjectInfo]):
                 template.append(None)
                 varying.append((position, get[field]))
         self._template, self._varying = template, tuple(varying)
-        self._name, self._size = get["name"], get["size"]
+        self._size = get["size"]
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The block pickles as its bytes, or to a process of this node
@@ -269,7 +274,84 @@ class ObjectIndex(Sequence[ObjectInfo]):
         Returns:
             An iterator of names.
         """
-        return map(self._name, range(self._len))
+        folder, names = self.folder_names()
+        return map(folder.__add__, names) if folder else names
+
+    def folder_names(self) -> tuple[str, Iterator[str]]:
+        """A folder every name is in (``""`` or ending in ``/``: not always the
+        deepest) and each name past it, in order (without building records).
+
+        Returns:
+            The folder and an iterator of the rest of the names.
+        """
+        spec = self._specs["name"][1]
+        folder = spec[4].decode("utf-8", "surrogatepass") if len(spec) > 4 else ""
+        return folder, itertools.chain.from_iterable(
+            map(self._names_from, range(0, self._len, _NAMES_AT_ONCE)))
+
+    def _names_from(self, start: int) -> Iterable[str]:
+        """Names ``start`` on past their shared folder, up to :data:`_NAMES_AT_ONCE`:
+        their bytes decoded at once where all are ASCII (a byte a character),
+        each name a slice of one str, not a decode of its own."""
+        stop = min(self._len, start + _NAMES_AT_ONCE)
+        _, data_at, ends_at, code, *_ = self._specs["name"][1]
+        base = self._places[data_at][0]
+        ends = _view(self._block, self._places[ends_at], code)[start:stop + 1].tolist()
+        raw = self._block.data[base + ends[0]:base + ends[-1]]
+        ends = list(map(ends[0].__rsub__, ends))  # from the chunk's first byte
+        if not raw.isascii():
+            return [raw[a:b].decode("utf-8", "surrogatepass") for a, b in itertools.pairwise(ends)]
+        text = str(raw, "ascii")
+        return [text[a:b] for a, b in itertools.pairwise(ends)]
+
+    def integers(self, field: str) -> Any:
+        """A column of integers as one array, without building records.
+
+        Args:
+            field: ``"size"``, ``"generation"``, ``"crc32c"`` or ``"metageneration"``.
+
+        Returns:
+            A numpy array: int64 with -1 for None, or Python ints (dtype
+            object, -1 for None) where one does not fit an int64 (an S3 ETag
+            as a generation). A value of -1 (a file's generation a
+            nanosecond before 1970) reads as None too: for comparing with
+            sizes, crc32cs and versions, which are never negative.
+
+        Raises:
+            ValueError: ``field`` is not a column of integers.
+        """
+        import numpy as np  # a dependency already; imported only here
+
+        kind, spec = self._specs[field]
+        if kind != "ints":
+            raise ValueError(f"{field!r} is not a column of integers")
+        n = self._len
+        if spec[0] == "const":
+            value = -1 if spec[1] is None else spec[1]
+            return np.full(n, value, dtype=np.int64 if -(1 << 63) <= value < 1 << 63
+                           else object)
+        if spec[0] == "big":
+            get = getter(kind, spec, self._block, self._places)
+            return np.fromiter(map(lambda v: -1 if v is None else v, map(get, range(n))),
+                               dtype=object, count=n)
+        _, at, code, nones = spec
+        raw = np.frombuffer(self._block.view, dtype=np.uint32 if code == "I" else np.int64,
+                            count=n, offset=self._places[at][0])
+        out = raw.astype(np.int64)
+        if nones:
+            out[raw == (_NONE32 if code == "I" else _NONE64)] = -1
+        return out
+
+    def buckets(self) -> list[str]:
+        """The buckets the objects are in, each once (without building records).
+
+        Returns:
+            Their names.
+        """
+        spec = self._specs["bucket"][1]
+        if spec[0] == "const":
+            return [spec[1]] if self._len else []
+        return list(spec[3])
 
     def schemes(self) -> list[str]:
         """The stores the objects are on, each once (without building records).

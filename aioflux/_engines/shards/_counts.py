@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import itertools
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import overload
@@ -146,27 +147,55 @@ def count_shards(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardFor
 def _from_manifest(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardFormat,
                    found: Counts, manifests: Collection[str] | None) -> None:
     """Count the shards the manifest beside them has as they are now."""
-    names = shards.names() if isinstance(shards, ObjectIndex) else (i.name for i in shards)
-    folder = manifest_folder(names)
-    first = shards[0]
+    columns = isinstance(shards, ObjectIndex) and len(shards.buckets()) == 1
+    if columns:
+        assert isinstance(shards, ObjectIndex)
+        # The names past the folder the index keeps once, no record built.
+        shared, rest = shards.folder_names()
+        names = list(rest)
+        bucket, scheme = shards.buckets()[0], shards.schemes()[0]
+    else:
+        shared, names = "", [info.name for info in shards]
+        bucket, scheme = shards[0].bucket, shards[0].scheme
+    below = manifest_folder(names)
+    folder = shared + below
     if manifests is not None and folder + MANIFEST_NAME not in manifests:
         return  # listed: there is none
-    url = format_url(first.scheme, first.bucket, folder + MANIFEST_NAME)
-    table = get_portal().call(read_manifest(store, first.bucket, folder, url))
+    url = format_url(scheme, bucket, folder + MANIFEST_NAME)
+    table = get_portal().call(read_manifest(store, bucket, folder, url))
     if table is None:
         return
     code = table.format_code(fmt.name)
     if code < 0:
         return
-    cut, rows = len(folder), table.rows
-    # One record a shard, built and dropped: one manifest names one bucket's
-    # shards, and an entry counts only for the object it describes.
-    for k, info in enumerate(shards):
-        row = rows.get(info.name[cut:])
-        if row is not None and info.bucket == first.bucket and table.format[row] == code \
-                and table.matches(row, info):
-            found.samples[k] = table.samples[row]
-            found.data[k] = table.data_size[row]
+    cut = len(below)
+    # Each shard's entry (-1: none) by its name relative to the manifest's folder.
+    rows = np.fromiter(map(table.rows.get, [name[cut:] for name in names] if cut else names,
+                           itertools.repeat(-1)), dtype=np.int64, count=len(names))
+    del names
+    if not columns:
+        # One record a shard, built and dropped: one manifest names one
+        # bucket's shards, and an entry counts only for the object it describes.
+        for k in np.flatnonzero(rows >= 0).tolist():
+            info, entry = shards[k], int(rows[k])
+            if info.bucket == bucket and table.format[entry] == code \
+                    and table.matches(entry, info):
+                found.samples[k] = table.samples[entry]
+                found.data[k] = table.data_size[entry]
+        return
+    assert isinstance(shards, ObjectIndex)
+    named = np.flatnonzero(rows >= 0)
+    row = rows[named]
+    ok = (table.format[row] == code) & (table.size[row] == shards.integers("size")[named])
+    # As Entry.matches: the crc32cs where both are known, else the versions
+    # (a version of 0 is none).
+    crc, known = table.crc32c[row], shards.integers("crc32c")[named]
+    version, generation = table.version[row], shards.integers("generation")[named]
+    ok &= np.where((crc >= 0) & (known >= 0), crc == known,
+                   (version >= 0) & (generation != 0) & (version == generation))
+    named, row = named[ok], row[ok]
+    found.samples[named] = table.samples[row]
+    found.data[named] = table.data_size[row]
 
 
 def stream_counts(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardFormat, *,

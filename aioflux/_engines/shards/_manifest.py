@@ -21,23 +21,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
-import numpy as np
-import numpy.typing as npt
-
-from ..._core.errors import NotFound, PreconditionFailed, ShardFormatError
+from ..._core.errors import NotFound, PreconditionFailed
 from ..._core.store import ObjectStore
 from ..._core.types import ObjectInfo
 from ._index import ShardIndex
+from ._manifest_parse import KIND, VERSION, parse_columns, parse_rows
 
 __all__ = ["MANIFEST_NAME", "Entry", "Table", "decode_manifest", "encode_manifest", "entry_of",
            "is_manifest", "manifest_folder", "read_manifest", "update_manifest"]
 
 MANIFEST_NAME = "_aioflux_manifest.jsonl"
-_KIND = "aioflux-shard-manifest"
-_VERSION = 1
 # Writers racing on one manifest (ranks, several ShardWriters) each retry
 # their read-merge-write this often before giving up.
 _ATTEMPTS = 8
@@ -84,12 +79,10 @@ def is_manifest(name: str) -> bool:
 
 def manifest_folder(names: Iterable[str]) -> str:
     """The deepest folder holding every name (``""`` or ending in ``/``)."""
-    first = last = None
-    for name in names:
-        first = name if first is None or name < first else first
-        last = name if last is None or name > last else last
-    if first is None or last is None:
+    names = names if isinstance(names, (list, tuple)) else list(names)
+    if not names:
         return ""
+    first, last = min(names), max(names)  # the rest lie between them
     shared = next((i for i, (a, b) in enumerate(zip(first, last, strict=False)) if a != b),
                   min(len(first), len(last)))
     return first[:first.rfind("/", 0, shared) + 1]
@@ -105,7 +98,7 @@ def entry_of(info: ObjectInfo, folder: str, index: ShardIndex) -> Entry:
 def encode_manifest(entries: Iterable[Entry]) -> bytes:
     """The manifest's bytes: a header line, then one line per entry, by name."""
     rows = sorted(entries, key=lambda e: e.name)
-    lines = [json.dumps({"kind": _KIND, "version": _VERSION, "shards": len(rows)},
+    lines = [json.dumps({"kind": KIND, "version": VERSION, "shards": len(rows)},
                         sort_keys=True)]
     # The fields named, not dataclasses.asdict: its deep copy took ~90 us an
     # entry (a minute and a half for a million shards).
@@ -114,84 +107,6 @@ def encode_manifest(entries: Iterable[Entry]) -> bytes:
                      "format": e.format, "compression": e.compression, "samples": e.samples,
                      "data_size": e.data_size}) for e in rows]
     return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
-
-
-def _int(row: Mapping[str, Any], key: str, *, optional: bool = False) -> int | None:
-    value = row.get(key)
-    if value is None and optional:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"{key!r} must be a count, got {value!r:.40}")
-    return value
-
-
-_Row = tuple[str, int, int | None, int | None, str, str | None, int, int]
-
-
-def _rows(data: bytes, where: str) -> list[_Row]:
-    """The manifest's entries as tuples, checked (see :func:`decode_manifest`)."""
-    lines = data.decode("utf-8", "surrogatepass").splitlines()
-    try:
-        head = json.loads(lines[0]) if lines else None
-    except ValueError:
-        head = None
-    if not isinstance(head, dict) or head.get("kind") != _KIND:
-        raise ShardFormatError(f"read manifest {where}: not an aioflux shard manifest")
-    if head.get("version") != _VERSION:
-        raise ShardFormatError(f"read manifest {where}: version {head.get('version')!r}; "
-                               f"this aioflux reads version {_VERSION}")
-    out: list[_Row] = []
-    for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            try:
-                out.append(_fast(row))
-            except (ValueError, TypeError, KeyError):
-                out.append(_checked(row))  # what is wrong, named (or taken)
-        except ValueError as exc:
-            raise ShardFormatError(f"read manifest {where}: line {number}: {exc}") from None
-    return out
-
-
-def _fast(row: dict[str, Any]) -> _Row:
-    """An entry that is right, checked in one expression (else an error, and
-    :func:`_checked` says what is wrong): a million entries a few seconds."""
-    name, size, crc, version = row["name"], row["size"], row.get("crc32c"), row.get("version")
-    fmt, compression, samples = row["format"], row.get("compression"), row["samples"]
-    data_size = row.get("data_size")
-    if type(name) is not str or type(fmt) is not str or type(size) is not int or size < 0 \
-            or type(samples) is not int or samples < 0 \
-            or not (crc is None or (type(crc) is int and crc >= 0)) \
-            or not (version is None or (type(version) is int and version >= 0)) \
-            or not (data_size is None or (type(data_size) is int and data_size >= 0)) \
-            or not (compression is None or type(compression) is str):
-        raise ValueError
-    return name, size, crc, version, fmt, compression, samples, \
-        size if data_size is None else data_size
-
-
-def _checked(row: Any) -> _Row:
-    """An entry, checked field by field.
-
-    Raises:
-        ValueError: naming what is wrong.
-    """
-    if not isinstance(row, dict) or not isinstance(row.get("name"), str) \
-            or not isinstance(row.get("format"), str):
-        raise ValueError("an entry needs a str 'name' and 'format'")
-    compression = row.get("compression")
-    if compression is not None and not isinstance(compression, str):
-        raise ValueError(f"'compression' must be a str or null, got {compression!r:.40}")
-    size = _int(row, "size")
-    assert size is not None
-    samples = _int(row, "samples")
-    assert samples is not None
-    data_size = _int(row, "data_size", optional=True)
-    return (row["name"], size, _int(row, "crc32c", optional=True),
-            _int(row, "version", optional=True), row["format"], compression, samples,
-            size if data_size is None else data_size)
 
 
 def decode_manifest(data: bytes, where: str) -> dict[str, Entry]:
@@ -207,16 +122,7 @@ def decode_manifest(data: bytes, where: str) -> dict[str, Entry]:
     Raises:
         ShardFormatError: not a manifest, of a later version, or damaged.
     """
-    return {row[0]: Entry(*row) for row in _rows(data, where)}
-
-
-def _known(values: Sequence[int | None]) -> npt.NDArray[Any]:
-    """``values`` as int64 with -1 for None; as objects (None kept) where one
-    does not fit (an S3 ETag is a 128-bit number)."""
-    try:
-        return np.array([-1 if v is None else v for v in values], dtype=np.int64)
-    except OverflowError:
-        return np.array(values, dtype=object)
+    return {row[0]: Entry(*row) for row in parse_rows(data, where)}
 
 
 class Table:
@@ -234,18 +140,18 @@ class Table:
     """
 
     def __init__(self, data: bytes, where: str) -> None:
-        rows = _rows(data, where)
+        columns = parse_columns(data, where)
+        n = len(columns.names)
         #: Row of each entry, by its name relative to the manifest's folder.
-        self.rows = {row[0]: k for k, row in enumerate(rows)}
-        n = len(rows)
-        self.size = np.fromiter((row[1] for row in rows), dtype=np.int64, count=n)
-        self.crc32c = _known([row[2] for row in rows])
-        self.version = _known([row[3] for row in rows])
-        self.formats = tuple(sorted({row[4] for row in rows}))
-        code = {name: k for k, name in enumerate(self.formats)}
-        self.format = np.fromiter((code[row[4]] for row in rows), dtype=np.int16, count=n)
-        self.samples = np.fromiter((row[6] for row in rows), dtype=np.int64, count=n)
-        self.data_size = np.fromiter((row[7] for row in rows), dtype=np.int64, count=n)
+        self.rows = dict(zip(columns.names, range(n), strict=True))
+        self.size = columns.size
+        #: -1: null; Python ints (dtype object) where one is past an int64.
+        self.crc32c = columns.crc32c
+        self.version = columns.version
+        self.formats = columns.formats
+        self.format = columns.format
+        self.samples = columns.samples
+        self.data_size = columns.data_size
 
     def __len__(self) -> int:
         return len(self.rows)
