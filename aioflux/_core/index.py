@@ -289,6 +289,21 @@ class ObjectIndex(Sequence[ObjectInfo]):
         return folder, itertools.chain.from_iterable(
             map(self._names_from, range(0, self._len, _NAMES_AT_ONCE)))
 
+    def name_bytes(self) -> tuple[str, memoryview, memoryview]:
+        """A folder every name is in (as :meth:`folder_names`) and the rest of
+        the names as bytes (UTF-8, surrogates passed), without a str a name.
+
+        Returns:
+            The folder, the names' bytes end to end, and where each ends in
+            them (``len(self) + 1`` offsets from 0).
+        """
+        spec = self._specs["name"][1]
+        folder = spec[4].decode("utf-8", "surrogatepass") if len(spec) > 4 else ""
+        _, data_at, ends_at, code, *_ = spec
+        ends = _view(self._block, self._places[ends_at], code)
+        base = self._places[data_at][0]
+        return folder, self._block.view[base:base + ends[-1]], ends
+
     def _names_from(self, start: int) -> Iterable[str]:
         """Names ``start`` on past their shared folder, up to :data:`_NAMES_AT_ONCE`:
         their bytes decoded at once where all are ASCII (a byte a character),

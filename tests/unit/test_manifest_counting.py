@@ -10,16 +10,23 @@ from it, and one it does not name is left to the other ways.
 from __future__ import annotations
 
 import itertools
+import random
 from typing import Any
 
+import numpy as np
 import pytest
 
 from aioflux._core.index import ObjectIndex
 from aioflux._core.portal import call
 from aioflux._core.types import ObjectInfo
 from aioflux._engines.shards import FORMATS
-from aioflux._engines.shards._counts import count_shards
-from aioflux._engines.shards._manifest import MANIFEST_NAME, Entry, encode_manifest
+from aioflux._engines.shards._counts import _shared_folder, count_shards
+from aioflux._engines.shards._manifest import (
+    MANIFEST_NAME,
+    Entry,
+    encode_manifest,
+    manifest_folder,
+)
 from aioflux.testing import MemoryStore
 
 LINES = FORMATS["lines"]
@@ -58,10 +65,48 @@ def test_an_entry_counts_where_it_matches_its_shard_as_now(versions: str) -> Non
     store = store_with(entries)
     want = expected(entries, infos)
     assert 0 < sum(c is not None for c in want) < len(want)
-    for shards in (ObjectIndex(infos), infos):  # columns, and records
+    order = list(range(len(infos)))
+    random.Random(1).shuffle(order)
+    shuffled = [infos[k] for k in order]
+    # Columns, in the manifest's order (its names compared as bytes) and
+    # in another (looked up by name); records.
+    for shards, want_now in ((ObjectIndex(infos), want), (ObjectIndex(shuffled), None),
+                             (infos, want)):
         found = count_shards(store, shards, LINES, cache=None, sidecars=True,
                              manifests=["ds/" + MANIFEST_NAME])
-        assert list(found) == want
+        assert list(found) == (want_now or [want[k] for k in order])
+
+
+def test_a_listing_the_manifest_names_in_order_is_matched_as_bytes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    entries = [Entry(name=f"p{k:03d}/s{k}.jsonl", size=k, crc32c=k, version=None,
+                     format="lines", compression=None, samples=k, data_size=k)
+               for k in range(50)]
+    infos = [ObjectInfo("bkt", f"ds/{e.name}", e.size, 1, e.crc32c, scheme="gs")
+             for e in entries]
+    in_order, store = ObjectIndex(infos), store_with(entries)
+    # No str a name: the index's names are never decoded.
+    monkeypatch.setattr(ObjectIndex, "folder_names", None)
+    found = count_shards(store, in_order, LINES, cache=None, sidecars=True)
+    assert list(found) == [(k, k) for k in range(50)]
+    # One name differs by a byte: looked up by name (and that one not counted).
+    infos[7] = infos[7].replace(name="ds/p007/s8.jsonl")
+    monkeypatch.undo()
+    found = count_shards(store, ObjectIndex(infos), LINES, cache=None, sidecars=True)
+    assert found.missing() == [7] and found[8] == (8, 8)
+
+
+def test_the_deepest_folder_of_the_index_s_names() -> None:
+    rng = random.Random(5)
+    parts = ["a", "a/b", "a/bc", "é", "a/b/c", ""]
+    for _ in range(300):
+        names = [f"{rng.choice(parts)}/{rng.choice(parts)}/{rng.choice('xyz')}"
+                 for _ in range(rng.randint(1, 5))]
+        names = [name.lstrip("/") for name in names]
+        index = ObjectIndex([ObjectInfo("bkt", name, 1, 1) for name in names])
+        shared, raw, ends = index.name_bytes()
+        assert shared + _shared_folder(raw, np.asarray(ends).astype(np.int64)) == \
+            manifest_folder(names), names
 
 
 def test_counting_from_the_manifest_builds_no_record_a_shard(

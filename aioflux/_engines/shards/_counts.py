@@ -144,20 +144,38 @@ def count_shards(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardFor
     return found
 
 
+def _shared_folder(names: memoryview, ends: npt.NDArray[np.int64]) -> str:
+    """The deepest folder every name is in (as :func:`manifest_folder`), of
+    names end to end in ``names`` (``ends``: where each ends, from 0): the
+    bytes every name shares with the first, compared a position at a time."""
+    codes = np.frombuffer(names, dtype=np.uint8)
+    first = bytes(names[:ends[1]])
+    start, length = ends[:-1], np.diff(ends)
+    shared = len(first)
+    for k in range(len(first)):
+        if ((length <= k) | (codes[np.minimum(start + k, len(codes) - 1)] != first[k])).any():
+            shared = k
+            break
+    return first[:first.rfind(b"/", 0, shared) + 1].decode("utf-8", "surrogatepass")
+
+
 def _from_manifest(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardFormat,
                    found: Counts, manifests: Collection[str] | None) -> None:
     """Count the shards the manifest beside them has as they are now."""
     columns = isinstance(shards, ObjectIndex) and len(shards.buckets()) == 1
+    names: list[str] | None
     if columns:
         assert isinstance(shards, ObjectIndex)
-        # The names past the folder the index keeps once, no record built.
-        shared, rest = shards.folder_names()
-        names = list(rest)
+        # The names past the folder the index keeps once, as bytes: no str
+        # a name (nor a record) where the manifest names them all in order.
+        shared, raw, ends_view = shards.name_bytes()
+        ends = np.asarray(ends_view).astype(np.int64)
+        below, names = _shared_folder(raw, ends), None
         bucket, scheme = shards.buckets()[0], shards.schemes()[0]
     else:
         shared, names = "", [info.name for info in shards]
+        below = manifest_folder(names)
         bucket, scheme = shards[0].bucket, shards[0].scheme
-    below = manifest_folder(names)
     folder = shared + below
     if manifests is not None and folder + MANIFEST_NAME not in manifests:
         return  # listed: there is none
@@ -169,10 +187,16 @@ def _from_manifest(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardF
     if code < 0:
         return
     cut = len(below)
-    # Each shard's entry (-1: none) by its name relative to the manifest's folder.
-    rows = np.fromiter(map(table.rows.get, [name[cut:] for name in names] if cut else names,
-                           itertools.repeat(-1)), dtype=np.int64, count=len(names))
-    del names
+    if names is None and not cut and table.same_names(raw, ends):
+        rows = np.arange(len(shards))  # entry k is shard k's
+    else:
+        if names is None:
+            assert isinstance(shards, ObjectIndex)
+            names = list(shards.folder_names()[1])
+        # Each shard's entry (-1: none) by its name relative to the manifest's folder.
+        rows = np.fromiter(map(table.rows.get, [name[cut:] for name in names] if cut else names,
+                               itertools.repeat(-1)), dtype=np.int64, count=len(names))
+        del names
     if not columns:
         # One record a shard, built and dropped: one manifest names one
         # bucket's shards, and an entry counts only for the object it describes.

@@ -20,8 +20,13 @@ is loaded. The format is in docs/guides/shards.md, "Manifest format".
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from ..._core.errors import NotFound, PreconditionFailed
 from ..._core.store import ObjectStore
@@ -141,9 +146,7 @@ class Table:
 
     def __init__(self, data: bytes, where: str) -> None:
         columns = parse_columns(data, where)
-        n = len(columns.names)
-        #: Row of each entry, by its name relative to the manifest's folder.
-        self.rows = dict(zip(columns.names, range(n), strict=True))
+        self._columns = columns
         self.size = columns.size
         #: -1: null; Python ints (dtype object) where one is past an int64.
         self.crc32c = columns.crc32c
@@ -153,8 +156,34 @@ class Table:
         self.samples = columns.samples
         self.data_size = columns.data_size
 
+    @functools.cached_property
+    def rows(self) -> dict[str, int]:
+        """Row of each entry, by its name relative to the manifest's folder."""
+        names = self._columns.names
+        return dict(zip(names, range(len(names)), strict=True))
+
     def __len__(self) -> int:
         return len(self.rows)
+
+    def same_names(self, names: bytes | memoryview, ends: npt.NDArray[Any]) -> bool:
+        """Whether the entries are, in order, the names ``names`` holds end to
+        end (UTF-8), entry ``k``'s ending at ``ends[k]``: compared as bytes,
+        without a str a name (False where the manifest does not say cheaply).
+
+        Args:
+            names: the names' bytes, end to end.
+            ends: where each ends in them (n + 1 ints from 0).
+        """
+        spans = self._columns.spans
+        if spans is None or len(ends) - 1 != len(self.size):
+            return False
+        data, start, end = spans
+        if not np.array_equal(end - start, np.diff(ends)):
+            return False
+        # The manifest's names end to end: each name's bytes gathered in turn.
+        lengths = end - start
+        at = np.repeat(start - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(ends[-1]))
+        return np.frombuffer(data, dtype=np.uint8)[at].tobytes() == names
 
     def format_code(self, name: str) -> int:
         """The code of format ``name`` in :attr:`format` (-1: no entry has it)."""

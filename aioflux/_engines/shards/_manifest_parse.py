@@ -29,7 +29,6 @@ whole.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -60,8 +59,10 @@ _SWAR = tuple((np.uint64(factor), np.uint64(shift), np.uint64(mask)) for factor,
               ((10, 8, 0x00FF00FF00FF00FF), (100, 16, 0x0000FFFF0000FFFF),
                (10000, 32, 0xFFFFFFFF)))
 _E8 = np.uint64(100_000_000)
-# Lines read at once (their bytes ~1 MiB: a core's cache).
-_LINES_AT_ONCE = 16384
+# Lines read at once (~1 MiB of text: the reads of it stay in a core's cache).
+_LINES_AT_ONCE = 8192
+# The quotes _read reads of a line, as numbered in the null-compression form.
+_AT = np.array([3, 4, 5, 6, 8, 9, 12, 13, 15, 16, 17, 18, 19])[:, None]
 
 
 def _head(line: str | None, where: str) -> None:
@@ -154,24 +155,38 @@ def parse_rows(data: bytes, where: str) -> list[Row]:
             if (row := _row(line, number, where)) is not None]
 
 
-@dataclasses.dataclass
 class Columns:
     """A manifest's entries in line order as columns (blank lines left out).
 
     ``formats`` are the formats named, sorted, and ``format`` each entry's
     (an index into them). ``crc32c`` and ``version`` hold -1 for null, and
     are Python ints (dtype object) where one does not fit an int64 (an S3
-    ETag as a number).
+    ETag as a number). ``spans``, where every line was read as columns:
+    the text and where each name lies in it (``names`` are cut out of it
+    when first asked for: counting compares the bytes when it can).
     """
 
-    names: list[str]
-    formats: tuple[str, ...]
-    format: npt.NDArray[np.int16]
-    size: npt.NDArray[np.int64]
-    crc32c: npt.NDArray[Any]
-    version: npt.NDArray[Any]
-    samples: npt.NDArray[np.int64]
-    data_size: npt.NDArray[np.int64]
+    def __init__(self, names: list[str] | Callable[[], list[str]], formats: tuple[str, ...],
+                 format: npt.NDArray[np.int16], size: npt.NDArray[np.int64],
+                 crc32c: npt.NDArray[Any], version: npt.NDArray[Any],
+                 samples: npt.NDArray[np.int64], data_size: npt.NDArray[np.int64], *,
+                 spans: tuple[bytes, npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None,
+                 ) -> None:
+        self._names = names
+        self.formats, self.format, self.size = formats, format, size
+        self.crc32c, self.version, self.samples, self.data_size = crc32c, version, samples, \
+            data_size
+        self.spans = spans
+
+    def __len__(self) -> int:
+        return len(self.size)
+
+    @property
+    def names(self) -> list[str]:
+        """Each entry's name."""
+        if callable(self._names):
+            self._names = self._names()
+        return self._names
 
 
 def _columns_of(rows: list[Row], where: str) -> Columns:
@@ -314,11 +329,11 @@ def _read(codes: npt.NDArray[np.uint8], words: npt.NDArray[np.uint64],
     """Lines of 20 quotes (compression null) or 22 (``named``) read as aioflux
     writes them (see the module): whether each is; its size, crc32c, version,
     samples and data bytes; where its name and its format lie."""
-    seen = first[:, None] + np.arange(22)
-    np.minimum(seen, len(quotes) - 1, out=seen)
-    q = quotes[seen].T  # q[j]: each line's quote j
-    at = np.where(named, q[2:], q[:20])  # at[j]: quote j of the fields after compression
-    ok = _are(words, np.stack([start, q[1], q[1], q[3], at[4] - 1, at[6] - 1, at[9], at[13],
+    # Quote j (j >= 2) of the fields after compression: its quote j, or j + 2.
+    q = quotes[(first + np.where(named, 2, 0)) + _AT]
+    at = dict(zip(_AT[:, 0].tolist(), q, strict=True))
+    ok = _are(words, np.stack([start, quotes[first + 1], quotes[first + 1],
+                               quotes[first + 3], at[4] - 1, at[6] - 1, at[9], at[13],
                                at[16] - 1, at[18] - 1]), named)
     ok &= codes[end - 1] == 0x7D  # "}"
     numbers, digits, null = _numbers(
@@ -358,8 +373,10 @@ def parse_columns(data: bytes, where: str) -> Columns:
     start, end = ends[:-1] + 1, ends[1:]  # the entry lines (a line's end: its "\n")
     n = len(start)
     quotes = np.flatnonzero(codes == 0x22)
-    first = np.searchsorted(quotes, start)
-    count = np.searchsorted(quotes, end) - first
+    # Each line's first quote, and the next line's (a "\n" is no quote).
+    first = np.searchsorted(quotes, np.append(start, len(data) + 1))
+    count = np.diff(first)
+    first = first[:-1]
     plain = (count == 20) | (count == 22)  # compression null, or a string
     if data.find(b"\\", ends[0]) >= 0:  # a line with an escape is json.loads's
         escapes = np.flatnonzero(codes[ends[0]:] == 0x5C) + ends[0]
@@ -377,7 +394,6 @@ def parse_columns(data: bytes, where: str) -> Columns:
         return [data[a:b].decode("utf-8", "surrogatepass")
                 for a, b in zip(start, end, strict=True)]
 
-    names: list[str] = []
     parts: list[list[npt.NDArray[Any]]] = []
     # A block of lines at a time: the ~25 reads of each line's bytes hit the
     # cache, not memory (all lines at once took twice as long).
@@ -385,18 +401,19 @@ def parse_columns(data: bytes, where: str) -> Columns:
         lines = fast[block:block + _LINES_AT_ONCE]
         ok, *numbers, name, fmt = _read(codes, words, quotes, start[lines], end[lines],
                                         first[lines], count[lines] == 22)
-        names += cut(name[0][ok].tolist(), name[1][ok].tolist())
-        parts.append([lines[ok], *(column[ok] for column in numbers), fmt[0][ok], fmt[1][ok]])
-    took, size, crc, version, samples, data_size, fmt_start, fmt_end = (
+        parts.append([lines[ok], *(column[ok] for column in numbers), *name[:, ok], *fmt[:, ok]])
+    took, size, crc, version, samples, data_size, name_start, name_end, fmt_start, fmt_end = (
         [np.concatenate(column) for column in zip(*parts, strict=True)] if parts
-        else [np.zeros(0, dtype=np.int64)] * 8)
+        else [np.zeros(0, dtype=np.int64)] * 10)
     length = fmt_end - fmt_start
     keys = words[fmt_start] & _LOW[np.minimum(length, 8)]  # a read line's: in the text
     keys[length > 8] = 0
     formats, format_code = _format_codes(keys, lambda: cut(fmt_start.tolist(), fmt_end.tolist()))
     numbers = [size, crc, version, samples, data_size]
     if len(took) == n:  # every line aioflux's form: no merge
-        return Columns(names, formats, format_code, *numbers)
+        return Columns(lambda: cut(name_start.tolist(), name_end.tolist()), formats, format_code,
+                       *numbers, spans=(data, name_start, name_end))
+    names = cut(name_start.tolist(), name_end.tolist())
     # Some lines are json.loads's: each entry put in its line's place.
     all_names, all_formats = [""] * n, [""] * n
     for k, known, code in zip(took.tolist(), names, format_code.tolist(), strict=True):
