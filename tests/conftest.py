@@ -23,6 +23,14 @@ from aioflux.testing import Emulator, Faults, fake_gcs_server, running_emulator
 from tests._hang_report import pytest_configure, pytest_runtest_call  # noqa: F401  (hooks)
 from tests.azurite import Azurite, running_azurite
 
+# Bytecode is written for this run (Python's default): with
+# PYTHONDONTWRITEBYTECODE set, as on some CI machines, every subprocess the
+# suite starts (CLI runs, examples, spawned DataLoader workers, ~hundreds)
+# compiled aioflux from source again, ~0.5 s of CPU each. Set here, in the
+# first process, so xdist's workers and every child inherit it.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 _counter = itertools.count()
 
 
