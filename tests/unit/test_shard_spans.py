@@ -6,6 +6,7 @@ place."""
 from __future__ import annotations
 
 import array
+import asyncio
 import os
 
 import google_crc32c
@@ -107,3 +108,63 @@ def test_crc32c_spans_equals_the_crc32c_of_each_slice(kind: type) -> None:
 def test_crc32c_spans_refuses_a_span_outside_the_buffer(span: tuple[int, int]) -> None:
     with pytest.raises(ValueError, match="1024-byte buffer"):
         crc32c_spans(os.urandom(1024), [(0, 10), span])
+
+
+async def _shards(store: MemoryStore, n: int) -> tuple[list[ObjectInfo], list[ShardIndex]]:
+    infos, indexes = [], []
+    for k in range(n):
+        data = os.urandom(64)
+        info = await store.write(BUCKET, f"s{k}.jsonl", data)
+        infos.append(info)
+        indexes.append(_index(data, info, [32, 32]))
+    return infos, indexes
+
+
+async def test_the_next_runs_shards_indexes_are_asked_for_together() -> None:
+    # Each index is handed out only once three are being asked for at once:
+    # asked one at a time as the window takes their first runs, the first
+    # never came back (each load held up every read behind it).
+    store = MemoryStore(buckets=[BUCKET])
+    infos, indexes = await _shards(store, 4)
+    asked: list[int] = []
+    three = asyncio.Event()
+
+    async def index_of(k: int) -> ShardIndex:
+        asked.append(k)
+        if len(asked) >= 3:
+            three.set()
+        await three.wait()
+        return indexes[k]
+
+    runs = [Run(k % 4, (k // 4,)) for k in range(8)]
+
+    async def read() -> list[bytes | memoryview]:
+        return [r async for _, regions in read_runs(store, infos, index_of, runs, limit=3,
+                                                    max_bytes=1 << 20) for r in regions]
+
+    got = await asyncio.wait_for(read(), 60)  # a hang guard only: it is at once
+    assert [bytes(r) for r in got] == [
+        (await store.read(BUCKET, f"s{k % 4}.jsonl"))[32 * (k // 4):32 * (k // 4) + 32]
+        for k in range(8)]
+    # Asked for again only once its shard was let go (no run of it in flight).
+    assert sorted(set(asked)) == [0, 1, 2, 3]
+
+
+async def test_an_index_asked_for_ahead_that_fails_is_the_reads_error() -> None:
+    store = MemoryStore(buckets=[BUCKET])
+    infos, indexes = await _shards(store, 3)
+
+    async def index_of(k: int) -> ShardIndex:
+        if k == 1:
+            raise ChecksumMismatch("index 1 is damaged")
+        return indexes[k]
+
+    seen = []
+    with pytest.raises(ChecksumMismatch, match="index 1 is damaged"):
+        # One run in flight at a time (by bytes), three looked ahead.
+        async for run, _ in read_runs(store, infos, index_of,
+                                      [Run(0, (0,)), Run(2, (0,)), Run(1, (0,))],
+                                      limit=3, max_bytes=1):
+            seen.append(run.shard)
+    # Raised where the window took its run: after shard 0's, never before.
+    assert seen in ([0], [0, 2])

@@ -35,6 +35,7 @@ they are reading, not of every shard.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 
@@ -88,6 +89,11 @@ class _Shard:
     runs: int = 0  # runs handed to the window and not yet read
     done: bool = False  # no later run reads the shard: its cursor goes after them
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+
+
+def _retrieved(task: asyncio.Future[ShardIndex]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 async def _pinned_read(store: ObjectStore, info: ObjectInfo, version: int | None,
@@ -197,20 +203,46 @@ async def read_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         return start, max(offsets[k] + lengths[k] for k in run.samples)
 
     async def counted(items: Iterable[Run | ShardsDone]) -> AsyncIterator[Run]:
-        for item in items:
-            if isinstance(item, Run):
-                shard = state.get(item.shard)
-                if shard is None:
-                    shard = state[item.shard] = _Shard(shards[item.shard],
-                                                       await index_of(item.shard))
-                shard.runs += 1  # as the window takes it, until it is yielded
-                shard.done = False  # read again (a padded pass wraps around)
-                yield item
-                continue
-            for k in item.shards:
-                if k in state:
-                    state[k].done = True
-                    release(k)
+        # The indexes of the shards of the next ``limit`` items are asked for
+        # ahead, together: asked one at a time as the window took their first
+        # runs, each (5-60 ms in a DataLoader worker, a thread's turn at the
+        # GIL) held up every read behind it, a worker's first batch ~0.3 s.
+        source = iter(items)
+        ahead: collections.deque[Run | ShardsDone] = collections.deque()
+        loading: dict[int, asyncio.Future[ShardIndex]] = {}
+        try:
+            while True:
+                while len(ahead) < limit:
+                    item = next(source, None)
+                    if item is None:
+                        break
+                    ahead.append(item)
+                    if isinstance(item, Run) and item.shard not in state and \
+                            item.shard not in loading:
+                        loading[item.shard] = asyncio.ensure_future(index_of(item.shard))
+                if not ahead:
+                    return
+                item = ahead.popleft()
+                if isinstance(item, Run):
+                    shard = state.get(item.shard)
+                    if shard is None:
+                        task = loading.pop(item.shard, None)
+                        index = await (index_of(item.shard) if task is None else task)
+                        shard = state[item.shard] = _Shard(shards[item.shard], index)
+                    shard.runs += 1  # as the window takes it, until it is yielded
+                    shard.done = False  # read again (a padded pass wraps around)
+                    yield item
+                    continue
+                for k in item.shards:
+                    if k in state:
+                        state[k].done = True
+                        release(k)
+        finally:
+            for task in loading.values():
+                task.cancel()
+                # Its failure is the run's, which is no longer read: not
+                # "never retrieved".
+                task.add_done_callback(_retrieved)
 
     def release(k: int) -> None:
         """Forget shard ``k`` (its index, its cursor) once nothing holds it."""
