@@ -56,8 +56,8 @@ __all__ = ["IndexBuilder", "ObjectIndex"]
 
 # Records an ObjectIndex(...) of an iterable takes at a time.
 _CHUNK = 4096
-# Names names() decodes at once.
-_NAMES_AT_ONCE = 65536
+# Names names() decodes at once (a list of them is held while they are read).
+_NAMES_AT_ONCE = 8192
 
 
 def _metadata_key(metadata: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
