@@ -11,7 +11,9 @@ when the manifest is right):
 - ``count_us`` / ``count_cpu_us``: ``count_shards`` whole (the manifest's
   one read from a store in memory, its parse, each shard matched), wall
   and CPU time;
-- ``held_bytes_a_shard``: the bytes the ``Counts`` hold a shard after it.
+- ``held_bytes_a_shard``: the bytes the ``Counts`` hold a shard after it;
+- ``peak_bytes_a_shard``: the most it held at once while it ran
+  (``tracemalloc``: Python objects and numpy arrays), a shard.
 
 ``--store gs`` lists shards as GCS does (a crc32c each, 16-digit
 generations); ``file`` as local files (no crc32c: the version is matched).
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -95,6 +98,12 @@ def measure(shards: int = 100_000, rounds: int = 5, store: str = "gs") -> dict[s
 
     parse, _ = _best(rounds, lambda: Table(data, "m"))
     wall, cpu = _best(rounds, count)
+    # The most memory counting held at once beyond the listing and the
+    # manifest's bytes (one more run, traced: slower, so not timed).
+    tracemalloc.start()
+    count()
+    out["peak_bytes_a_shard"] = round(tracemalloc.get_traced_memory()[1] / shards, 1)
+    tracemalloc.stop()
     us = 1e6 / shards
     out.update(parse_us=round(parse * us, 3), count_us=round(wall * us, 3),
                count_cpu_us=round(cpu * us, 3), count_s=round(wall, 3))

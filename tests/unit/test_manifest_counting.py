@@ -19,7 +19,7 @@ import pytest
 from aioflux._core.index import ObjectIndex
 from aioflux._core.portal import call
 from aioflux._core.types import ObjectInfo
-from aioflux._engines.shards import FORMATS
+from aioflux._engines.shards import FORMATS, _manifest
 from aioflux._engines.shards._counts import _shared_folder, count_shards
 from aioflux._engines.shards._manifest import (
     MANIFEST_NAME,
@@ -84,14 +84,16 @@ def test_a_listing_the_manifest_names_in_order_is_matched_as_bytes(
                for k in range(50)]
     infos = [ObjectInfo("bkt", f"ds/{e.name}", e.size, 1, e.crc32c, scheme="gs")
              for e in entries]
+    real_folder_names = ObjectIndex.folder_names
     in_order, store = ObjectIndex(infos), store_with(entries)
+    monkeypatch.setattr(_manifest, "_NAMES_AT_ONCE", 3)  # compared 3 names at a time
     # No str a name: the index's names are never decoded.
     monkeypatch.setattr(ObjectIndex, "folder_names", None)
     found = count_shards(store, in_order, LINES, cache=None, sidecars=True)
     assert list(found) == [(k, k) for k in range(50)]
     # One name differs by a byte: looked up by name (and that one not counted).
     infos[7] = infos[7].replace(name="ds/p007/s8.jsonl")
-    monkeypatch.undo()
+    monkeypatch.setattr(ObjectIndex, "folder_names", real_folder_names)
     found = count_shards(store, ObjectIndex(infos), LINES, cache=None, sidecars=True)
     assert found.missing() == [7] and found[8] == (8, 8)
 

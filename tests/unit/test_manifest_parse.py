@@ -167,7 +167,9 @@ def test_a_format_longer_than_a_word_and_several_formats() -> None:
 
 def test_the_column_reader_s_block_boundaries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_manifest_parse, "_LINES_AT_ONCE", 3)
+    monkeypatch.setattr(_manifest_parse, "_BYTES_AT_ONCE", 7)  # the searches' slices too
     rng = random.Random(3)
-    data = encode_manifest(entries(rng, 50))
-    rows, columns = read_both(data)
-    assert columns == rows and isinstance(rows, list) and len(rows) == 50
+    for data in (encode_manifest(entries(rng, 50)), encode_manifest(
+            [Entry(f"{k}", k, k, k, "tar", None, k, k) for k in range(50)])):
+        rows, columns = read_both(data)
+        assert columns == rows and isinstance(rows, list) and len(rows) == 50

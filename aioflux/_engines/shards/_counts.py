@@ -17,8 +17,8 @@ lines read as numbers and spans at once (:mod:`._manifest_parse`), the
 listing's sizes, crc32cs and versions straight from its
 :class:`~aioflux._core.index.ObjectIndex`, the names compared as bytes
 where the manifest has them in the listing's order: no record, no str and
-no parsed line a shard (1.3-2 us a shard of CPU at load 4, was 10-14:
-``python -m perf.manifest_counts``).
+no parsed line a shard (1-1.7 us a shard at load 2-3 on 2 cores, was
+10-12.5: ``python -m perf.manifest_counts``).
 
 :func:`load_index` brings one shard's per-sample index back when it is
 read (the cache maps its file; else the sidecar; else one streamed pass),

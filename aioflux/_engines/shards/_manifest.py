@@ -38,6 +38,8 @@ __all__ = ["MANIFEST_NAME", "Entry", "Table", "decode_manifest", "encode_manifes
            "is_manifest", "manifest_folder", "read_manifest", "update_manifest"]
 
 MANIFEST_NAME = "_aioflux_manifest.jsonl"
+# Names Table.same_names compares at once.
+_NAMES_AT_ONCE = 8192
 # Writers racing on one manifest (ranks, several ShardWriters) each retry
 # their read-merge-write this often before giving up.
 _ATTEMPTS = 8
@@ -178,12 +180,19 @@ class Table:
         if spans is None or len(ends) - 1 != len(self.size):
             return False
         data, start, end = spans
-        if not np.array_equal(end - start, np.diff(ends)):
-            return False
-        # The manifest's names end to end: each name's bytes gathered in turn.
         lengths = end - start
-        at = np.repeat(start - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(ends[-1]))
-        return np.frombuffer(data, dtype=np.uint8)[at].tobytes() == names
+        if not np.array_equal(lengths, np.diff(ends)):
+            return False
+        codes, names = np.frombuffer(data, dtype=np.uint8), memoryview(names)
+        # The manifest's names end to end, a block of them at a time: each
+        # name's bytes gathered in turn (an index a byte: kept to a block).
+        for k in range(0, len(lengths), _NAMES_AT_ONCE):
+            size = lengths[k:k + _NAMES_AT_ONCE]
+            low, high = int(ends[k]), int(ends[k + len(size)])
+            at = np.repeat(start[k:k + _NAMES_AT_ONCE] - (ends[k:k + len(size)] - low), size)
+            if codes[at + np.arange(high - low)].tobytes() != names[low:high]:
+                return False
+        return True
 
     def format_code(self, name: str) -> int:
         """The code of format ``name`` in :attr:`format` (-1: no entry has it)."""
