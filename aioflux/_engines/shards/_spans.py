@@ -26,10 +26,11 @@ shard's last sample never reaches it). With a disk cache it holds, a
 compressed shard is decompressed once per machine into its read units
 instead (see :mod:`._compressed`).
 
-A shard's index is asked for (``index_of``) when the first run of it is
-taken, and held only while runs of it are in flight (or, compressed,
-until its cursor goes): what the reads hold is the indexes of the shards
-they are reading, not of every shard.
+A shard's index is asked for (``index_of``) a little before the first run
+of it is taken (the shards of the next ``limit`` runs together), and held
+only while runs of it are in flight (or, compressed, until its cursor
+goes): what the reads hold is the indexes of the shards they are reading,
+and are about to, not of every shard.
 """
 
 from __future__ import annotations
