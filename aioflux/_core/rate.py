@@ -141,9 +141,6 @@ class RateState:
         judged_at: when the counting for the judgment began.
         judged_sent: requests sent since then.
         judged_refused: throttles since then.
-        ok: successes in the window, as the processes report them (each
-            with its next token): what the service served. A window
-            throttled past the share was served all the service admits.
     """
 
     throttled: bool = False
@@ -168,7 +165,6 @@ class RateState:
     judged_at: float = 0.0
     judged_sent: int = 0
     judged_refused: int = 0
-    ok: int = 0
 
 
 def grown(rate: float, seconds: float, doubling: float, floor: float = RAMP_FLOOR) -> float:
@@ -273,8 +269,8 @@ def _judge(state: RateState, now: float, doubling: float, ceiling: float | None)
     span = now - state.window_at
     if span < DECREASE_WINDOW:
         return False
-    sent, refused, ok = state.sent, state.refused, state.ok
-    state.window_at, state.sent, state.refused, state.ok = now, 0, 0, 0
+    sent, refused = state.sent, state.refused
+    state.window_at, state.sent, state.refused = now, 0, 0
     # Requests are counted as they take tokens and throttles as they come
     # back, so one window's difference is rough; a few windows' is not.
     # Reservations run up to AHEAD of now: past the rate they are sends to
@@ -301,13 +297,8 @@ def _judge(state: RateState, now: float, doubling: float, ceiling: float | None)
     # as the peak, when higher: the rate a useless cut goes back to.
     first = state.decreased_at == state.started_at
     state.peak = max(state.rate, state.peak) if first else state.rate
-    # What the window's successes say the service admits, when they were
-    # reported: ``served`` is a moving average that still holds the
-    # measurement pacing started from (a second or two of the service's
-    # burst and of its cap alike), so a first cut recovered to a rate past
-    # the cap and was throttled again until the next.
-    state.anchor = min(state.served, ok / span) if ok else state.served
-    state.rate = max(MIN_RATE, DECREASE * min(state.rate, state.anchor))
+    state.anchor = state.served
+    state.rate = max(MIN_RATE, DECREASE * min(state.rate, state.served))
     # Reservations made at the old rate keep their place; the bucket saves
     # nothing up across a cut.
     state.tokens = min(state.tokens, 0.0)
@@ -371,7 +362,7 @@ def start(state: RateState, now: float, measured: float, retry_after: float | No
     state.judging = 0  # not judged: the rate paced at first may still be far too high
     state.tokens = 0.0
     state.refilled_at = state.decreased_at = state.started_at = state.window_at = now
-    state.sent = state.refused = state.ok = 0
+    state.sent = state.refused = 0
     state.throttle_at = now
     state.epoch += 1
     if retry_after is not None:
@@ -445,7 +436,7 @@ def pace_at(state: RateState, now: float, rate: float) -> None:
         state.anchor, state.judging = 0.0, 0
         state.tokens = max(1.0, rate * BURST_SECONDS)
         state.refilled_at = state.decreased_at = state.started_at = state.window_at = now
-        state.sent = state.refused = state.ok = 0
+        state.sent = state.refused = 0
         state.epoch += 1
 
 

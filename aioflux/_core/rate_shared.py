@@ -1,7 +1,7 @@
 """Request-rate controllers' states shared by the processes of a machine.
 
 All of a user's states live in one small file, a table of
-:data:`SLOTS` slots: ``/dev/shm/aioflux-rate-<uid>/rates-3`` (memory, cleared
+:data:`SLOTS` slots: ``/dev/shm/aioflux-rate-<uid>/rates-2`` (memory, cleared
 at boot) or, where there is no ``/dev/shm``, the same under
 ``tempfile.gettempdir()``. A key (endpoint, bucket, kind) takes the slot
 its hash names, or one of the next :data:`PROBES`; when all of those are
@@ -49,7 +49,7 @@ log = logging.getLogger("aioflux.rate")
 # pacing flag, opened flag, magic, version, epoch, then the times, rates
 # and counts (see RateState). The opened flag took a byte of what was
 # padding: a table written by an aioflux without it reads as not opened.
-_STATE = struct.Struct("<BB2xIQq8dqq6d4q")
+_STATE = struct.Struct("<BB2xIQq8dqq6d3q")
 _MAGIC = 0xA10F1004
 # After the state: the key's digest (zeros: a slot never used) and when
 # the slot was last used.
@@ -59,8 +59,8 @@ _USED = struct.Struct("<d")
 _USED_AT = _DIGEST_AT + _DIGEST
 SLOT = 208
 # The file's name carries its layout's version: a machine running an older
-# aioflux too keeps that one's states apart (in ``rates`` or ``rates-2``).
-_FILE = "rates-3"
+# aioflux too keeps that one's states apart (in ``rates``).
+_FILE = "rates-2"
 #: slots in the table (52 KiB)
 SLOTS = 256
 #: slots a key may take, from the one its hash names
@@ -85,7 +85,7 @@ class Table:
     """The mapped table of slots, one per process and folder.
 
     Args:
-        directory: where the file ``rates-3`` lives (default :func:`state_dir`).
+        directory: where the file ``rates-2`` lives (default :func:`state_dir`).
     """
 
     def __init__(self, directory: str | None = None) -> None:
@@ -195,11 +195,11 @@ class Table:
         """A slot's state and version (table held)."""
         (flag, opened, magic, version, epoch, rate, tokens, refilled, decreased, throttle, started,
          resume, window, sent, refused, served, anchor, peak, noise, noise_at,
-         judged_at, judging, judged_sent, judged_refused, ok) = _STATE.unpack_from(
+         judged_at, judging, judged_sent, judged_refused) = _STATE.unpack_from(
             self.memory, slot * SLOT)
         state = RateState(bool(flag), bool(opened), rate, tokens, refilled, decreased, throttle,
                           started, epoch, resume, window, sent, refused, served, anchor, peak,
-                          noise, noise_at, judging, judged_at, judged_sent, judged_refused, ok)
+                          noise, noise_at, judging, judged_at, judged_sent, judged_refused)
         if magic != _MAGIC or max(refilled, decreased, throttle, started, window, noise_at,
                                   judged_at) > now + 1.0:
             # A slot never written, or of a previous boot (a temporary
@@ -216,7 +216,7 @@ class Table:
                          state.window_at, state.sent, state.refused, state.served,
                          state.anchor, state.peak, state.noise, state.noise_at,
                          state.judged_at, state.judging, state.judged_sent,
-                         state.judged_refused, state.ok)
+                         state.judged_refused)
         _USED.pack_into(self.memory, at + _USED_AT, now)
 
 

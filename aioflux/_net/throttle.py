@@ -229,8 +229,8 @@ class Gate:
         shared: the state (default: the process's one for ``key``).
     """
 
-    __slots__ = ("_ceiling", "_doubling", "_epoch", "_fixed", "_meter", "_ok", "_quiet",
-                 "_touched", "label", "shared", "stats", "window")
+    __slots__ = ("_ceiling", "_doubling", "_epoch", "_fixed", "_meter", "_quiet", "_touched",
+                 "label", "shared", "stats", "window")
 
     def __init__(self, key: str, label: str, config: ClientConfig, stats: RequestStats,
                  shared: SharedRate | None = None) -> None:
@@ -243,9 +243,6 @@ class Gate:
         self._doubling = config.rate_doubling
         self._quiet = max(_QUIET_LEAST, _QUIET_DOUBLINGS * config.rate_doubling)
         self._meter = _Meter()
-        # Successes while paced, not yet added to the shared state's count
-        # (with the next token: no lock taken per success).
-        self._ok = 0
         self._epoch = -1
         self._touched = time.perf_counter()
         #: the slow start (None: opened, or a configured rate paces)
@@ -273,8 +270,6 @@ class Gate:
                 if state.epoch != self._epoch:
                     join(state, now, self._meter.rate(time.perf_counter()), self._ceiling)
                     self._epoch = state.epoch
-                state.ok += self._ok
-                self._ok = 0
                 taken, wait = reserve(state, now, self._doubling, self._ceiling)
                 rate = state.rate
             self.stats.rates[self.label] = rate
@@ -301,8 +296,6 @@ class Gate:
         meter.ok += 1
         if meter.share:
             meter.share *= _KEEP
-        if self.shared.paced:
-            self._ok += 1
         window = self.window
         if window is not None:
             window.grow()
@@ -345,8 +338,6 @@ class Gate:
         measured = meter.rate(clock)
         now = time.monotonic()
         with self.shared.locked() as state:
-            state.ok += self._ok
-            self._ok = 0
             first = not state.throttled
             if first:
                 start(state, now, measured, retry_after, self._ceiling)

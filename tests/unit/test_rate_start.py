@@ -193,39 +193,6 @@ def test_pacing_recovers_towards_a_share_of_the_measured_rate() -> None:
     assert target <= state.rate <= rate.grown(target, later, 1200.0)
 
 
-def test_a_cut_recovers_to_what_the_successes_say_the_service_admits() -> None:
-    # Pacing starts from a measurement of a second of burst and a second of
-    # cap (350/s against a cap of 200/s, as 16 DataLoader workers meeting
-    # a fresh bucket measure it): paced at 245/s, it is throttled. The
-    # successes the processes report with their tokens say 200/s were
-    # served: the cut recovers to 95% of that, and the throttles end. It
-    # recovered to what the moving average still held of the start
-    # (about 240/s), past the cap: throttled again, second after second.
-    cap, step = 200.0, 0.01
-    state = RateState()
-    start(state, 0.0, 350.0)
-    tokens = owed = 0.0  # the service's burst was spent before pacing started
-    refused = [0] * 8
-    sent = [0] * 8
-    for tick in range(799):
-        now = (tick + 1) * step
-        tokens = min(cap, tokens + cap * step)
-        owed += state.rate * step
-        n, owed = int(owed), owed - int(owed)
-        for _ in range(n):
-            reserve(state, now, 1200.0)
-            sent[int(now)] += 1
-            if tokens >= 1:
-                tokens -= 1
-                state.ok += 1  # as the Gate reports its successes, with its next token
-            else:
-                refused[int(now)] += 1
-                throttle(state, now, 1200.0, sent_at=now)
-    assert refused[0] > 0  # the start's rate was past the cap
-    assert sum(refused[2:]) <= 0.01 * sum(sent[2:])
-    assert 0.9 * cap <= state.rate <= cap
-
-
 def test_reservations_ahead_are_not_counted_as_served() -> None:
     # The queue pacing starts with reserves a second ahead in one window:
     # what is served is counted no higher than the rate.
