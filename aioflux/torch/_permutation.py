@@ -124,30 +124,58 @@ def _halves(n: int) -> tuple[int, int, int]:
     return bits // 2, bits - bits // 2, _ROUNDS_OF[bits]
 
 
-def _network(x: int, high: int, low: int, rounds: int, key: int, inverse: bool) -> int:
+# Per bits of the domain: the low half's bits, the halves' masks, the
+# second multiplier cut to each half's bits (below), and the round keys in
+# pairs, forward and inverse. A position's network looks its shape up once
+# instead of working it out (and its loop's conditions) anew.
+_Shape: TypeAlias = tuple[int, int, int, int, int, tuple[tuple[int, int], ...],
+                          tuple[tuple[int, int], ...]]
+
+
+def _shape(bits: int) -> _Shape:
+    high, low, rounds = bits // 2, bits - bits // 2, _ROUNDS_OF[bits]
+    forward = tuple((_ROUND_KEYS[r], _ROUND_KEYS[r + 1]) for r in range(0, rounds, 2))
+    inverse = tuple((_ROUND_KEYS[r + 1], _ROUND_KEYS[r]) for r in range(rounds - 2, -1, -2))
+    return (low, (1 << high) - 1, (1 << low) - 1, _M2 & ((1 << (32 + high)) - 1),
+            _M2 & ((1 << (32 + low)) - 1), forward, inverse)
+
+
+_SHAPES = [_shape(bits) for bits in range(65)]
+
+
+def _network(x: int, shape: _Shape, key: int, inverse: bool) -> int:
     # Unrolled by pairs of rounds: a single position is Python arithmetic,
-    # a few hundred nanoseconds a round.
-    mask_high, mask_low = (1 << high) - 1, (1 << low) - 1
+    # a few dozen nanoseconds an operation. A round's hash keeps bits 32 to
+    # 32 + h of its second product (h, a half's bits, at most 32), which
+    # depend only on the factors' bits below 32 + h: the product is not cut
+    # to 64 bits, and the multiplier is cut to 32 + h (a smaller int, a
+    # quicker product), and the bits kept are the same.
+    low, mask_high, mask_low, m2_high, m2_low, forward, backward = shape
     left, right = x >> low, x & mask_low
-    for r in (range(rounds - 2, -1, -2) if inverse else range(0, rounds, 2)):
-        if inverse:
-            z = ((left ^ key ^ _ROUND_KEYS[r + 1]) * _M1) & _MASK
-            right ^= ((((z ^ (z >> 32)) * _M2) & _MASK) >> 32) & mask_low
-        z = ((right ^ key ^ _ROUND_KEYS[r]) * _M1) & _MASK
-        left ^= ((((z ^ (z >> 32)) * _M2) & _MASK) >> 32) & mask_high
-        if not inverse:
-            z = ((left ^ key ^ _ROUND_KEYS[r + 1]) * _M1) & _MASK
-            right ^= ((((z ^ (z >> 32)) * _M2) & _MASK) >> 32) & mask_low
+    if inverse:
+        for a, b in backward:
+            z = ((left ^ key ^ a) * _M1) & _MASK
+            right ^= (((z ^ (z >> 32)) * m2_low) >> 32) & mask_low
+            z = ((right ^ key ^ b) * _M1) & _MASK
+            left ^= (((z ^ (z >> 32)) * m2_high) >> 32) & mask_high
+    else:
+        for a, b in forward:
+            z = ((right ^ key ^ a) * _M1) & _MASK
+            left ^= (((z ^ (z >> 32)) * m2_high) >> 32) & mask_high
+            z = ((left ^ key ^ b) * _M1) & _MASK
+            right ^= (((z ^ (z >> 32)) * m2_low) >> 32) & mask_low
     return (left << low) | right
 
 
 def permute_one(x: int, n: int, key: int, inverse: bool = False) -> int:
     """Where the permutation keyed by ``key`` takes ``0 <= x < n`` (or, with
     ``inverse``, what it takes there)."""
-    high, low, rounds = _halves(n)
-    x = _network(x, high, low, rounds, key, inverse)
+    if n <= 1:
+        return x  # the one permutation of [0, 1): no network to run
+    shape = _SHAPES[(n - 1).bit_length()]
+    x = _network(x, shape, key, inverse)
     while x >= n:
-        x = _network(x, high, low, rounds, key, inverse)
+        x = _network(x, shape, key, inverse)
     return x
 
 

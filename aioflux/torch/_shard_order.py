@@ -29,7 +29,8 @@ position's sample when it is asked for, each permutation a keyed Feistel
 network (:mod:`aioflux.torch._permutation`). What it holds is per shard (the
 permuted shards and their cumulative samples, full reads and short samples:
 36 bytes a shard), made at the epoch's start in one numpy pass over the
-shards. A position then costs a few binary searches over the shards and two
+shards. A position then costs a few searches over the shards (each out from
+a guess: its share of the samples, the window's shards next to it) and two
 Feistel permutations (of the window's reads and of the read's samples); a
 compressed shard's read also counts its own reads in the window. The order
 the samples were made whole in (version 1: 8 bytes a sample in every
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import array
 import itertools
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -105,6 +107,13 @@ class ShardOrder(LazyOrder):
         self._shorts = self._samples - self._fulls * read
         flags = np.asarray(sequential, dtype=bool).reshape(-1)
         self._sequential = flags if flags.any() else None
+        # The same columns as memoryviews, for :meth:`one`: an element of one
+        # is a Python int at C speed (a numpy scalar and its int() took as
+        # long as a round of the network), and a view holds no more memory.
+        self._shards, self._all_fulls = shards, int(self._fulls[-1])
+        self._views = tuple(v.data for v in (self._samples, self._fulls, self._shorts,
+                                             self._shard, self._starts))
+        self._sequential_view = None if self._sequential is None else flags.data
 
     def at(self, positions: npt.NDArray[np.integer]) -> I64:
         p = np.asarray(positions).astype(np.int64, copy=False)
@@ -198,42 +207,56 @@ class ShardOrder(LazyOrder):
         if not self._shuffled:
             return position
         read, size = self._read, self._window
-        samples, fulls, shorts = self._samples, self._fulls, self._shorts
-        j = int(samples.searchsorted(position, "right")) - 1
-        local = position - int(samples[j])
-        first_full, end_full = int(fulls[j]), int(fulls[j + 1])
+        samples, fulls, shorts, shards, starts = self._views
+        # Shards of about the same samples (the usual dataset) put the
+        # position's shard at its share of the samples, or next to it; each
+        # search checks its guess before it calls (a call costs as much).
+        j = position * self._shards // self._count
+        if not samples[j] <= position < samples[j + 1]:
+            j = _seek(samples, position, j)
+        local = position - samples[j]
+        first_full, end_full = fulls[j], fulls[j + 1]
         if local < (end_full - first_full) * read:
             w = (first_full + local // read) // size
         else:
             w = max(end_full - 1, 0) // size
         first = w * size
         start = shorts_before = 0
+        # The window's shards are near position's own (a window holds a
+        # few): each is looked for from the one before it.
+        near = j
         if w:
-            jw = int(fulls.searchsorted(first, "right")) - 1
-            start = int(samples[jw]) + (first - int(fulls[jw])) * read
-            shorts_before = int(shorts[jw])
-        reads = min(max(int(fulls[-1]) - first, 0), size)
+            if not fulls[j] <= first < fulls[j + 1]:
+                near = _seek(fulls, first, j)
+            start = samples[near] + (first - fulls[near]) * read
+            shorts_before = shorts[near]
+        reads = min(max(self._all_fulls - first, 0), size)
         offset = position - start
         if offset < reads * read:
             slot, inner = divmod(offset, read)
             full = first + permute_one(slot, reads, unit_key(self._window_key, w))
-            j = int(fulls.searchsorted(full, "right")) - 1
-            if self._sequential is not None and self._sequential[self._shard[j]]:
-                lo = max(int(fulls[j]), first)
-                hi = min(int(fulls[j + 1]), first + reads)
+            j = near
+            if not fulls[j] <= full < fulls[j + 1]:
+                j = _seek(fulls, full, j)
+            sequential = self._sequential_view
+            if sequential is not None and sequential[shards[j]]:
+                lo = max(fulls[j], first)
+                hi = min(fulls[j + 1], first + reads)
                 slots = permute(np.arange(lo - first, hi - first), reads,
                                 unit_key(self._window_key, w), inverse=True)
                 full = lo + int(np.count_nonzero(slots < slot))
             width = read
         else:
             v = shorts_before + offset - reads * read
-            j = int(shorts.searchsorted(v, "right")) - 1
-            full = int(fulls[j + 1])
-            inner, width = v - int(shorts[j]), int(shorts[j + 1] - shorts[j])
-        shard = int(self._shard[j])
-        number = full - int(fulls[j])
+            j = near
+            if not shorts[j] <= v < shorts[j + 1]:
+                j = _seek(shorts, v, j)
+            full = fulls[j + 1]
+            inner, width = v - shorts[j], shorts[j + 1] - shorts[j]
+        shard = shards[j]
+        number = full - fulls[j]
         key = pair_key(self._read_key, shard, number)
-        return int(self._starts[shard]) + number * read + permute_one(inner, width, key)
+        return starts[shard] + number * read + permute_one(inner, width, key)
 
     def ends(self, shards: Sequence[int]) -> list[int]:
         """Where each of ``shards`` (list order) has its last sample in the
@@ -290,6 +313,32 @@ def _find(cumulative: I64, values: I64) -> I64:
     hi = int(cumulative.searchsorted(values.max(), "right"))
     found: I64 = cumulative[lo:hi].searchsorted(values, "right") + (lo - 1)
     return found
+
+
+def _seek(cumulative: memoryview, value: int, guess: int) -> int:
+    """``bisect_right(cumulative, value) - 1`` (``cumulative`` from 0, never
+    decreasing; ``value >= 0``), searched out from ``guess``: a couple of
+    probes when the answer is at or next to it (as a window's shards are),
+    and past a few probes a binary search of what is left."""
+    if cumulative[guess] <= value:
+        lo, hi = guess, len(cumulative)
+        probe, step = guess + 1, 1
+        while probe < hi and step <= 8:
+            if cumulative[probe] > value:
+                hi = probe
+                break
+            lo, step = probe, step * 2
+            probe = lo + step
+    else:
+        lo, hi = 0, guess  # cumulative[0] == 0 <= value
+        probe, step = guess - 1, 1
+        while probe > 0 and step <= 8:
+            if cumulative[probe] <= value:
+                lo = probe
+                break
+            hi, step = probe, step * 2
+            probe = hi - step
+    return bisect_right(cumulative, value, lo, hi) - 1
 
 
 def _units(w: I64) -> tuple[I64, I64]:

@@ -51,6 +51,33 @@ def test_a_domain_and_key_per_element_are_each_element_alone(
     assert permute(got, ns, keys, inverse=True).tolist() == xs.tolist()
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(min_value=1, max_value=(1 << 52) - 1), KEYS,
+                          st.integers(min_value=0, max_value=(1 << 62))),
+                min_size=1, max_size=40))
+def test_one_position_s_inverse_is_the_numpy_inverse(cases: list[tuple[int, int, int]]) -> None:
+    # Halves of every width (a few bits to 26: the scalar network cuts its
+    # multiplier to each half's bits), run backwards.
+    ns = np.array([n for n, _, _ in cases], dtype=np.int64)
+    keys = np.array([k for _, k, _ in cases], dtype=np.uint64)
+    xs = np.array([x % n for n, _, x in cases], dtype=np.int64)
+    got = [permute_one(int(x), int(n), int(k), inverse=True)
+           for x, n, k in zip(xs, ns, keys, strict=True)]
+    assert got == permute(xs, ns, keys, inverse=True).tolist()
+    assert [permute_one(y, int(n), int(k)) for y, n, k in zip(got, ns, keys, strict=True)] == \
+        xs.tolist()
+
+
+def test_one_position_is_the_versioned_order_s() -> None:
+    # What permute_one gave before its network was reworked: orders are
+    # versioned, and a saved position must resume on the same one.
+    key = 0x0123456789ABCDEF
+    cases = [(5, 64, False), (5, 64, True), (999, 1000, False), (123_456_789, 10**9, False),
+             (123_456_789, 10**9, True), (0, 1, False), (0, 1, True)]
+    assert [permute_one(x, n, key, inverse) for x, n, inverse in cases] == \
+        [4, 33, 73, 593_338_140, 266_698_200, 0, 0]
+
+
 def test_keys_differ_by_seed_epoch_level_and_unit() -> None:
     base = order_key("t", 1, 0)
     assert len({base, order_key("t", 1, 1), order_key("t", 2, 0), order_key("u", 1, 0)}) == 4

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import aioflux.torch._permutation as permutation
 from aioflux.torch._order import RankBatches
-from aioflux.torch._shard_order import ShardOrder
+from aioflux.torch._shard_order import ShardOrder, _seek
 
 COUNTS = st.lists(st.one_of(st.just(0), st.integers(min_value=1, max_value=4),
                             st.integers(min_value=0, max_value=90)), max_size=9)
@@ -100,6 +100,52 @@ def test_the_order_is_a_permutation_with_the_documented_structure(
     for pos, number in enumerate(got):
         last[bisect.bisect_right(starts, number) - 1] = pos
     assert order.ends(range(len(counts))) == last
+
+
+# Shard sizes far apart (a position's shard far from its share of the
+# samples) and windows over many shards: one() searches out from guesses.
+SKEWED = st.lists(st.one_of(st.just(0), st.integers(min_value=1, max_value=70),
+                            st.integers(min_value=0, max_value=6000)), min_size=1, max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(counts=SKEWED, data=st.data(), seed=st.integers(min_value=0, max_value=1 << 62),
+       read=st.integers(min_value=1, max_value=70),
+       window=st.integers(min_value=1, max_value=20_000))
+def test_one_position_is_the_block_s_sample(counts: list[int], data: st.DataObject, seed: int,
+                                            read: int, window: int) -> None:
+    # one() (Python ints, searches out from guesses) is the numpy block
+    # path's twin: the very same sample at every position, full reads and
+    # short, compressed shards or not.
+    sequential = data.draw(st.lists(st.booleans(), min_size=len(counts), max_size=len(counts)))
+    order = _make(counts, sequential, seed, read, window)
+    total = len(order)
+    if not total:
+        return
+    picks = [0, total - 1, *data.draw(st.lists(st.integers(min_value=0, max_value=total - 1),
+                                               min_size=1, max_size=40))]
+    assert [order.one(p) for p in picks] == order.at(np.array(picks)).tolist()
+
+
+def test_one_position_of_a_billion_is_the_order_s_sample() -> None:
+    # The order is versioned (saved positions resume on it): what one()
+    # gave before it searched memoryviews, at 1e9 samples.
+    order = _billion()
+    positions = [0, 123_456_789, 500_000_000, 999_999_999]
+    expected = [112_753_477, 873_595_796, 289_210_137, 964_919_995]
+    assert [order.one(p) for p in positions] == expected == order.at(np.array(positions)).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.lists(st.one_of(st.just(0), st.integers(min_value=0, max_value=50)),
+                      min_size=1, max_size=300), data=st.data())
+def test_a_search_from_a_guess_is_a_binary_search(sizes: list[int], data: st.DataObject) -> None:
+    cumulative = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=cumulative[1:])
+    value = data.draw(st.integers(min_value=0, max_value=int(cumulative[-1]) + 3))
+    guess = data.draw(st.integers(min_value=0, max_value=len(sizes)))
+    assert _seek(cumulative.data, value, guess) == bisect.bisect_right(cumulative.tolist(),
+                                                                       value) - 1
 
 
 def test_not_shuffled_is_the_list_order() -> None:
