@@ -96,8 +96,11 @@ FEATURES = StoreFeatures(scheme="file", end_offset=True, max_parts=2**62, start_
 # lookups of the GCS client queue behind them. At most this many, and no
 # more than config.max_concurrency.
 MAX_THREADS = 32
-# Files a thread stats at once while a listing page is stat-ed.
-_STAT_PIECE = 125
+# Files a thread stats at once while a listing page is stat-ed. Each piece
+# is a hand-over to a thread, and every stat or xattr call gives up the GIL
+# and waits to take it back: pieces of 125 (8 threads a page of 1000)
+# listed 1e5 files in 2.1-2.9 s on 2 cores, of 500 in 1.6 s.
+_STAT_PIECE = 500
 
 
 class LocalStore(StoreBase):
