@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["lines_shard", "measure", "tar_shard"]
+__all__ = ["best_of", "lines_shard", "measure", "tar_shard"]
 
 _CHUNK = 4 * 1024 * 1024  # the reader's block (aioflux's READ_BLOCK_SIZE)
 
@@ -63,8 +63,8 @@ def lines_shard(lines: int, size: int) -> bytes:
     return b"".join(b"%0*d\n" % (width, j % 10**width) for j in range(lines))
 
 
-def _best(rounds: int, work: Callable[[], int]) -> tuple[float, float]:
-    """Best wall and CPU seconds of ``rounds`` runs of ``work`` (which returns a count)."""
+def best_of(rounds: int, work: Callable[[], object]) -> tuple[float, float]:
+    """Best wall and CPU seconds of ``rounds`` runs of ``work`` (its result is dropped)."""
     wall = cpu = float("inf")
     for _ in range(rounds):
         started, cpu_started = time.perf_counter(), time.process_time()
@@ -99,8 +99,8 @@ def _figures(name: str, fmt: Any, data: bytes, count: int, rounds: int,
         assert len(found) == count
         return count
 
-    wall, cpu = _best(rounds, index)
-    file_wall, file_cpu = _best(rounds, streamed)
+    wall, cpu = best_of(rounds, index)
+    file_wall, file_cpu = best_of(rounds, streamed)
     us = 1e6 / count
     return {f"{name}_us": round(wall * us, 3), f"{name}_cpu_us": round(cpu * us, 3),
             f"{name}_file_us": round(file_wall * us, 3),

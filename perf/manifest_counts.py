@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 import tracemalloc
-from collections.abc import Callable
 from typing import Any
+
+from perf.index_speed import best_of
 
 __all__ = ["measure"]
 
@@ -42,16 +42,6 @@ class _ManifestStore:
     async def read(self, bucket: str, name: str, **_: Any) -> bytes:
         self.reads += 1
         return self.data
-
-
-def _best(rounds: int, work: Callable[[], object]) -> tuple[float, float]:
-    wall = cpu = float("inf")
-    for _ in range(rounds):
-        started, cpu_started = time.perf_counter(), time.process_time()
-        work()
-        wall = min(wall, time.perf_counter() - started)
-        cpu = min(cpu, time.process_time() - cpu_started)
-    return wall, cpu
 
 
 def measure(shards: int = 100_000, rounds: int = 5, store: str = "gs") -> dict[str, Any]:
@@ -96,8 +86,8 @@ def measure(shards: int = 100_000, rounds: int = 5, store: str = "gs") -> dict[s
         out["held_bytes_a_shard"] = (found.samples.nbytes + found.data.nbytes) / shards
         return found
 
-    parse, _ = _best(rounds, lambda: Table(data, "m"))
-    wall, cpu = _best(rounds, count)
+    parse, _ = best_of(rounds, lambda: Table(data, "m"))
+    wall, cpu = best_of(rounds, count)
     # The most memory counting held at once beyond the listing and the
     # manifest's bytes (one more run, traced: slower, so not timed).
     tracemalloc.start()

@@ -21,39 +21,25 @@ from typing import Any
 __all__ = ["extend_unfilled", "unfilled", "unfilled_bytes"]
 
 
-def _cpython_resize() -> Any:
-    """CPython's own resize: realloc, no zero fill (large blocks are
-    remapped, their new pages untouched); None elsewhere, or where ctypes
-    is missing (the portable zero-filled way then)."""
+def _cpython_api(name: str, argtypes: list[str], restype: str) -> Any:
+    """A function of CPython's C API through ctypes; None elsewhere, or
+    where ctypes is missing (the portable zero-filled ways then)."""
     if platform.python_implementation() != "CPython":
         return None
     try:
         import ctypes
     except ImportError:
         return None
-    resize = ctypes.pythonapi.PyByteArray_Resize
-    resize.argtypes = [ctypes.py_object, ctypes.c_ssize_t]
-    resize.restype = ctypes.c_int
-    return resize
+    function = getattr(ctypes.pythonapi, name)
+    function.argtypes = [getattr(ctypes, t) for t in argtypes]
+    function.restype = getattr(ctypes, restype)
+    return function
 
 
-def _cpython_new_bytes() -> Any:
-    """CPython's ``PyBytes_FromStringAndSize``, which given no source
-    leaves the new object's bytes unset; None elsewhere (``bytes(n)`` then)."""
-    if platform.python_implementation() != "CPython":
-        return None
-    try:
-        import ctypes
-    except ImportError:
-        return None
-    new = ctypes.pythonapi.PyBytes_FromStringAndSize
-    new.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t]
-    new.restype = ctypes.py_object
-    return new
-
-
-_resize = _cpython_resize()
-_new_bytes = _cpython_new_bytes()
+# Resize: realloc, no zero fill (large blocks are remapped, their new pages
+# untouched). New bytes: given no source, the object's bytes are left unset.
+_resize = _cpython_api("PyByteArray_Resize", ["py_object", "c_ssize_t"], "c_int")
+_new_bytes = _cpython_api("PyBytes_FromStringAndSize", ["c_void_p", "c_ssize_t"], "py_object")
 _ZEROS = bytes(1 << 20)
 
 
