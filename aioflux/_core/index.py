@@ -111,7 +111,10 @@ class IndexBuilder:
         self._metagenerations.add(metagenerations)
         self._buckets.add(buckets)
         self._content_types.add(content_types)
-        self._metadata.add([_metadata_key(m) for m in metadata])
+        # Most listings carry no custom metadata: one C-level test a page,
+        # not a key made per object.
+        self._metadata.add([_metadata_key(m) for m in metadata] if any(metadata)
+                           else [()] * len(metadata))
         self._schemes.add(schemes)
         self.count += len(objects)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from aioflux._core.index import ObjectIndex
+from aioflux._core.index import IndexBuilder, ObjectIndex
 from aioflux._core.types import NO_METADATA, ObjectInfo
 
 RECORDS = [
@@ -80,7 +80,7 @@ def test_pickles_to_an_equal_index() -> None:
 _FORKED_PASS = """
 import gc, os, random, sys
 from array import array
-from aioflux._core.index import ObjectIndex
+from aioflux._core.index import IndexBuilder, ObjectIndex
 from aioflux._core.types import ObjectInfo
 
 def private_dirty():
@@ -128,3 +128,17 @@ def test_forked_workers_share_the_index_instead_of_copying_it() -> None:
     assert list_gc - index_gc > 20, found
     assert list_reads > 5, found
     assert index_reads < 2, found
+
+
+def test_pages_without_metadata_then_with_it_keep_each_record_s() -> None:
+    # A page of objects without custom metadata is added without a key made
+    # per object; a later page with some must still read back each one's.
+    plain = [ObjectInfo("b", f"p{i}", 1) for i in range(3)]
+    tagged = [ObjectInfo("b", "q0", 1, metadata={"k": "v"}), ObjectInfo("b", "q1", 1)]
+    builder = IndexBuilder()
+    builder.add(plain)
+    builder.add(tagged)
+    index = builder.finish()
+    assert list(index) == plain + tagged
+    assert [dict(o.metadata) for o in index] == [{}, {}, {}, {"k": "v"}, {}]
+    assert index[0].metadata is NO_METADATA
