@@ -96,11 +96,15 @@ FEATURES = StoreFeatures(scheme="file", end_offset=True, max_parts=2**62, start_
 # lookups of the GCS client queue behind them. At most this many, and no
 # more than config.max_concurrency.
 MAX_THREADS = 32
-# Files a thread stats at once while a listing page is stat-ed. Each piece
-# is a hand-over to a thread, and every stat or xattr call gives up the GIL
-# and waits to take it back: pieces of 125 (8 threads a page of 1000)
-# listed 1e5 files in 2.1-2.9 s on 2 cores, of 500 in 1.6 s.
-_STAT_PIECE = 500
+# Files a thread stats at once while a listing page is stat-ed, where a
+# stat waits (a network filesystem: a round trip each, so the threads
+# overlap them). On a local disk each hand-over to a thread only costs: every
+# stat and xattr call gives the GIL up and takes it back against the others
+# (1e5 files on 2 cores: a page in 8 pieces 3.3 s of CPU, in one 2.2 s).
+_STAT_PIECE = 125
+# A page's stats that took longer than this a file waited on something (a
+# local stat and xattr read take 5-10 us): the next page is split.
+_WAITING_STAT = 100e-6
 
 
 class LocalStore(StoreBase):
@@ -129,6 +133,7 @@ class LocalStore(StoreBase):
                                                 asyncio.Semaphore] = weakref.WeakKeyDictionary()
         self._threads: tuple[int, ThreadPoolExecutor] | None = None
         self._stats = RequestStats()
+        self._stats_wait = False  # the last page's stats waited (see _WAITING_STAT)
 
     def __repr__(self) -> str:
         return "LocalStore()"
@@ -253,15 +258,19 @@ class LocalStore(StoreBase):
 
     async def _stat_page(self, bucket: str, prefix: str,
                          files: builtins.list[tuple[str, str]]) -> builtins.list[ObjectInfo]:
-        """A page's files stat-ed, :data:`_STAT_PIECE` at a time in the
-        store's threads at once: a stat and an xattr read are two calls
-        that wait on the disk (or on the NFS or Lustre server) for each
-        file, one thread after the other at ~10 us a file on a local disk
-        (1e6 files) and a round trip each on a network filesystem."""
-        pieces = [files[at:at + _STAT_PIECE] for at in range(0, len(files), _STAT_PIECE)]
+        """A page's files stat-ed in the store's threads: :data:`_STAT_PIECE`
+        at a time in several at once where the stats of the page before
+        waited (a stat and an xattr read are each a round trip to an NFS or
+        Lustre server), else in one (a local disk's take microseconds)."""
+        step = _STAT_PIECE if self._stats_wait else max(1, len(files))
+        pieces = [files[at:at + step] for at in range(0, len(files), step)]
+        started = time.perf_counter()
         stated = await gather_bounded(
             self._run("list", bucket, prefix, functools.partial(_listing.stat_page, bucket, piece))
             for piece in pieces)
+        if len(files) >= _STAT_PIECE:  # a short page measures the hand-over more than the stats
+            took = (time.perf_counter() - started) * len(pieces) / len(files)
+            self._stats_wait = took > _WAITING_STAT
         return [obj for piece in stated for obj in piece]
 
     def stream(self, bucket: str, prefix: str = "", *, concurrency: int | None = None,

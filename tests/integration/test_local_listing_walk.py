@@ -21,7 +21,7 @@ from aioflux._core.columns import rfc3339
 from aioflux._core.pages import ListingCheck
 from aioflux._core.types import NO_METADATA, ObjectInfo
 from aioflux._core.urls import parse_url
-from aioflux.local import _files, _listing
+from aioflux.local import _files, _listing, _store
 
 # Characters around "/" in code-point order ("-" "." "/" "0"), so that a
 # directory's names and its siblings' interleave in every way they can.
@@ -129,15 +129,21 @@ def test_a_file_as_an_object_is_the_record_its_fields_name(tmp_path: Path) -> No
         assert got.generation == (mtime_ns if mtime_ns > 0 else 2**63 - 1 + mtime_ns)
 
 
-async def test_a_page_is_stat_ed_in_few_thread_hand_overs(tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("waiting", "want"), [(None, [500, 500]), (float("inf"), [500, 500]),
+                                               (0.0, [500, 125, 125, 125, 125])])
+async def test_a_page_is_split_across_threads_only_where_stats_wait(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, waiting: float | None,
+        want: list[int]) -> None:
     # Each hand-over of a piece of a page to a thread costs a round through
-    # the GIL for every stat and xattr call of it: a page of 1000 files went
-    # out in 8 pieces (listing 1e6 files ~25 s); now in 2.
+    # the GIL for every stat and xattr call of it: a page of 1000 local files
+    # went out in 8 pieces (listing 1e6 files ~36 s). A page is split only
+    # once the page before showed stats that wait (a network filesystem).
     root = tmp_path / "objects"
     root.mkdir()
     for f in range(1000):
         (root / f"f{f:04d}").write_bytes(b"x")
+    if waiting is not None:
+        monkeypatch.setattr(_store, "_WAITING_STAT", waiting)
     pieces: list[int] = []
     stat_page = _listing.stat_page
 
@@ -147,6 +153,8 @@ async def test_a_page_is_stat_ed_in_few_thread_hand_overs(tmp_path: Path,
 
     monkeypatch.setattr(_listing, "stat_page", counted)
     bucket, prefix = _bucket_of(root)
-    pages = [p async for p in LocalStore(ClientConfig()).list(bucket, prefix, page_size=1000)]
-    assert [len(p.objects) for p in pages] == [1000]
-    assert pieces == [500, 500]
+    pages = [p async for p in LocalStore(ClientConfig()).list(bucket, prefix, page_size=500)]
+    assert [len(p.objects) for p in pages] == [500, 500]
+    assert [o.name for p in pages for o in p.objects] == [
+        f"{prefix}f{f:04d}" for f in range(1000)]
+    assert pieces == want
