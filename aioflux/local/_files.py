@@ -140,8 +140,8 @@ def object_info(bucket: str, name: str, st: os.stat_result, crc: int | None) -> 
     # ``__new__`` binds keywords in Python, ~1 us a file of a listing.
     mtime = st.st_mtime_ns
     return tuple.__new__(ObjectInfo, (
-        bucket, name, st.st_size, mtime if mtime > 0 else generation_of(st), crc, None, None,
-        None, rfc3339(mtime), NO_METADATA, "file"))
+        bucket, name, st.st_size, generation_of(st), crc, None, None, None, rfc3339(mtime),
+        NO_METADATA, "file"))
 
 
 def not_a_file(op: str, bucket: str, name: str) -> NotFound:
