@@ -44,6 +44,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.collect()
     gc.freeze()
 
+
 # Fast retries keep fault-injection tests quick; the policy itself is
 # unit-tested separately.
 FAST_RETRY = RetryPolicy(max_attempts=10, initial_delay=0.001, max_delay=0.02)
