@@ -5,7 +5,10 @@ field rules, and the members skipped: :mod:`._tar_headers`). Headers are
 read as Python's ``tarfile`` reads them, so PAX and GNU long names are
 read as ``tarfile`` reads them; a sample's region starts at its first
 member's first header (the long-name header where there is one), so a
-region parses on its own. Indexing: :mod:`._tar_index`.
+region parses on its own. A plain member (a ustar header of a regular
+file named ``key.field``, no extension before it) is read by
+``plain_fields``, the others by :class:`~._tar_headers.Headers`; both check
+the header's checksum and fields. Indexing: :mod:`._tar_index`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..._core.errors import ShardFormatError
-from ._tar_headers import BLOCK, MAX_EXTENSION, Headers, member_key, padded
+from ._tar_headers import BLOCK, MAX_EXTENSION, Headers, member_key, padded, plain_fields
 from ._tar_index import index_tar
 
 __all__ = ["MAX_EXTENSION", "TarFormat", "member_key"]
@@ -56,25 +59,37 @@ class TarFormat:
             ShardFormatError: the region does not parse as one sample.
         """
         data = memoryview(region).cast("B")  # each field copied once, from here
-        headers = Headers(f"read {url}")
+        # Made at the first header the plain path does not take (an extension,
+        # a link, a long or odd name): most samples never need it.
+        headers: Headers | None = None
         sample: dict[str, Any] = {"__url__": url}
         pos = 0
         while pos + BLOCK <= len(data):
-            info = headers.parse(bytes(data[pos:pos + BLOCK]), offset + pos)
-            if info is None:
-                break
-            size = padded(info.size)
-            if headers.extension(info):
-                headers.absorb(info, bytes(data[pos + BLOCK:pos + BLOCK + info.size]),
-                               offset + pos)
-                pos += BLOCK + size
-                continue
-            name, regular, length = headers.member(info, offset + pos)
+            block = bytes(data[pos:pos + BLOCK])
+            plain = plain_fields(block) if headers is None or headers.idle() else None
+            if plain is not None:
+                raw_key, raw_field, length = plain
+                found: tuple[str, str] | None = (
+                    raw_key.decode("utf-8", "surrogateescape"),
+                    raw_field.decode("utf-8", "surrogateescape").lower())
+                regular = True
+            else:
+                if headers is None:
+                    headers = Headers(f"read {url}")
+                info = headers.parse(block, offset + pos)
+                if info is None:
+                    break
+                if headers.extension(info):
+                    headers.absorb(info, bytes(data[pos + BLOCK:pos + BLOCK + info.size]),
+                                   offset + pos)
+                    pos += BLOCK + padded(info.size)
+                    continue
+                name, regular, length = headers.member(info, offset + pos)
+                found = member_key(name) if regular else None
             start = pos + BLOCK
             if start + length > len(data):
                 raise ShardFormatError(f"read {url}: the member at byte {offset + pos} runs "
                                        "past its sample")
-            found = member_key(name) if regular else None
             if found is not None:
                 if sample.setdefault("__key__", found[0]) != found[0]:
                     raise ShardFormatError(f"read {url}: the sample at byte {offset} holds "

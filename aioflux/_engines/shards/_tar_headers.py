@@ -18,7 +18,8 @@ import zlib
 
 from ..._core.errors import ShardFormatError
 
-__all__ = ["BLOCK", "MAX_EXTENSION", "NUMBER", "Headers", "member_key", "padded", "plain_member"]
+__all__ = ["BLOCK", "MAX_EXTENSION", "NUMBER", "PLAIN_NAME", "Headers", "member_key", "padded",
+           "plain_fields", "plain_member"]
 
 _KEY_FIELD = re.compile(r"^((?:.*/|)[^./][^./]*)[.]([^/]*)$")
 _META = re.compile(r"__[^/]*__($|/)")
@@ -61,6 +62,12 @@ NUMBERS = ((100, 108), (108, 116), (116, 124), (124, 136), (136, 148), (148, 156
 _USUAL = rb"(?=[0-7]*\0)[0-7 \0]"
 _USUAL_NUMBERS = re.compile(rb"(?:%s{8}){3}(?:%s{12}){2}%s{8}" % (_USUAL, _USUAL, _USUAL))
 _USUAL_DEVICES = re.compile(rb"(?:%s{8}){2}" % _USUAL)
+# A name the fast paths take: ``dir/.../key.field`` ending in its field
+# (NUL-terminated), no ``\n`` (``member_key``'s ``.`` stops there), neither the
+# name nor its basename starting with ``__`` (``__meta__``-style names). It
+# is member_key's rule on the raw bytes: every other name goes to member_key.
+PLAIN_NAME = re.compile(
+    rb"(?!__)((?:[^\0\n/]*/)*(?!__)[^\0\n/.][^\0\n/.]*)\.([^\0\n/]*)\0")
 
 
 def _octal(field: bytes) -> int:
@@ -104,6 +111,31 @@ def plain_member(block: bytes) -> tarfile.TarInfo | None:
     info = tarfile.TarInfo(f"{prefix}/{name}" if prefix else name)
     info.size, info.type = size, kind
     return info
+
+
+def plain_fields(block: bytes) -> tuple[bytes, bytes, int] | None:
+    """``(key, field, size)`` of a regular member's plain ustar header named
+    ``key.field`` as :data:`PLAIN_NAME` reads it (raw bytes: the field not yet
+    lowercased), or None for any other header (which then goes the way of
+    :class:`Headers`).
+
+    It makes plain_member's checks (every number field in the form tarfile
+    reads, the checksum the sum of the header's bytes) without a ``TarInfo``
+    or a ``str`` name: read with plain_member, TarInfo and member_key, the
+    headers were a fifth of a DataLoader worker's CPU on 100 KiB samples.
+    """
+    if len(block) != BLOCK or block[156] not in b"0\0" or block[345]:
+        return None  # not a regular file, or a name with a ustar prefix
+    found = PLAIN_NAME.match(block, 0, 100)
+    if found is None:
+        return None
+    if (_USUAL_NUMBERS.match(block, 100) is None or _USUAL_DEVICES.match(block, 329) is None) \
+            and not all(NUMBER.fullmatch(block, a, b) for a, b in NUMBERS):
+        return None
+    if _octal(block[148:156]) != 256 + _byte_sum(block) - sum(block[148:156]):
+        return None
+    key, field = found.group(1, 2)
+    return key, field, _octal(block[124:136])
 
 
 def padded(size: int) -> int:
@@ -174,6 +206,10 @@ class Headers:
             self.global_pax.update(_pax(data, self.where, at))
         elif info.type != tarfile.GNUTYPE_LONGLINK:
             self.local.update(_pax(data, self.where, at))
+
+    def idle(self) -> bool:
+        """Whether no extension header waits to apply to the next member."""
+        return not self.local and not self.global_pax
 
     def member(self, info: tarfile.TarInfo, at: int) -> tuple[str, bool, int]:
         """``(name, regular, data bytes)`` of a member header, extensions applied."""

@@ -26,7 +26,6 @@ if a member of the same key follows).
 from __future__ import annotations
 
 import itertools
-import re
 import tarfile
 from collections.abc import Iterable
 from typing import Any
@@ -37,16 +36,12 @@ from ..._core.crc import crc32c, crc32c_combine
 from ..._core.errors import ShardFormatError
 from ._index import new_columns
 from ._tar_checks import BATCH, checked, first_refused
-from ._tar_headers import BLOCK, MAX_EXTENSION, Headers, member_key, padded
+from ._tar_headers import BLOCK, MAX_EXTENSION, PLAIN_NAME, Headers, member_key, padded
 
 __all__ = ["index_tar"]
 
-# A name the fast path takes: ``dir/.../key.field`` ending in its field
-# (NUL-terminated), no ``\n`` (``member_key``'s ``.`` stops there), neither the
-# name nor its basename starting with ``__`` (``__meta__``-style names). It
-# is member_key's rule on the raw bytes: every other name goes to member_key.
-_NAME = re.compile(
-    rb"(?!__)((?:[^\0\n/]*/)*(?!__)[^\0\n/.][^\0\n/.]*)\.([^\0\n/]*)\0")
+# A name the fast path takes (member_key's rule on the raw bytes).
+_NAME = PLAIN_NAME
 # Below this a region's crc32c is taken of a bytes slice (one copy, one C
 # call); from it of a view (the crc module reads it in place).
 _IN_PLACE = 64 * 1024
