@@ -105,7 +105,10 @@ def plan_batches(objects: Sequence[ObjectInfo], max_sources: int = MAX_COMPOSE_S
         one bucket and at most ``max_bytes`` bytes (a single object larger
         than that forms a batch of its own).
     """
-    limit = max(1, min(max_sources, MAX_COMPOSE_SOURCES))
+    most = max(1, min(max_sources, MAX_COMPOSE_SOURCES))
+    # As many batches as the count needs, evenly filled: 100 objects are 4 of
+    # 25, not 3 of 32 and a tail of 4 too short to be worth composing.
+    limit = -(-len(objects) // -(-len(objects) // most)) if objects else most
     batches: list[list[int]] = []
     current: list[int] = []
     total = 0

@@ -33,7 +33,9 @@ from aioflux._engines.download import WAVE_RANGES, Downloader, DownloadOptions, 
 from aioflux._engines.listing import list_objects_parallel
 from aioflux.testing import Emulator, Faults, MemoryStore
 
-COMPOSE = DownloadOptions(compose_threshold=64 * 1024)
+# Composites of as few as two sources: these tests are about how a composite
+# is made, checked and split, not about when one is worth making.
+COMPOSE = DownloadOptions(compose_threshold=64 * 1024, min_sources=2)
 
 
 def seed(emulator: Emulator, bucket: str, sizes: Sequence[int],
@@ -249,11 +251,30 @@ async def test_an_ordered_stream_keeps_input_order_across_sizes() -> None:
     sizes = [100, 50_000, 100, 100, 50_000, 100] * 10
     infos = [await store.write("bkt", f"o/{i:03d}", os.urandom(size))
              for i, size in enumerate(sizes)]
-    dl = Downloader(store)
+    dl = Downloader(store, DownloadOptions(min_sources=2))
     got = [(o.name, bytes(d)) async for o, d in dl.stream(infos, window=64, ordered=True)]
     assert [name for name, _ in got] == [o.name for o in infos]
     assert got == [(o.name, (await store.read("bkt", o.name))) for o in infos]
     assert dl.stats.composed_batches > 0 and dl.stats.direct > 0
+
+
+async def test_runs_of_fewer_small_objects_than_min_sources_are_read_directly() -> None:
+    # An in-order stream of mixed sizes cut its runs of small objects into
+    # composites of two or three: three requests (two of them writes) for
+    # every two or three GETs saved.
+    store = MemoryStore(buckets=["bkt"])
+    sizes = [100] * 7 + [50_000] + [100] * 8 + [50_000] + [100] * 100
+    infos = [await store.write("bkt", f"o/{i:03d}", os.urandom(size))
+             for i, size in enumerate(sizes)]
+    dl = Downloader(store)
+    got = [(o.name, bytes(d)) async for o, d in dl.stream(infos, window=64, ordered=True)]
+    assert got == [(o.name, (await store.read("bkt", o.name))) for o in infos]
+    # 7 small + 1 large direct, 8 small composed, 1 large direct, then 100
+    # small as 4 composites of 25 (not 32 + 32 + 32 and 4 read directly).
+    assert dl.stats.composed_batches == 5 and dl.stats.composed_objects == 108
+    assert dl.stats.direct == 9
+    with pytest.raises(ValueError, match="min_sources must be 2-32"):
+        DownloadOptions(min_sources=1)
 
 
 class DeleteDenied(MemoryStore):

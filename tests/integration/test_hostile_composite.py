@@ -15,11 +15,13 @@ from aiohttp import web
 from aioflux import AsyncClient, ClientConfig, ObjectInfo, RetryPolicy
 from aioflux._core.crc import crc32c, crc32c_combine, encode_crc32c
 from aioflux._engines.compose import ComposeMismatch, fetch_composed, leftover_composites
-from aioflux._engines.download import Downloader
+from aioflux._engines.download import DownloadOptions, Downloader
 from tests.web_server import Served, Server
 
 OBJECTS = {f"o{i}": bytes([65 + i]) * (1000 + i) for i in range(4)}
 COMPOSITE = b"".join(OBJECTS.values())
+# The three objects in one composite (fewer than the default's fewest).
+PAIRS = DownloadOptions(min_sources=2)
 CONFIG = ClientConfig(retry=RetryPolicy(max_attempts=2, initial_delay=0, max_delay=0))
 
 
@@ -81,7 +83,7 @@ async def test_a_composite_read_back_wrong_falls_back_to_direct_reads(
     objs = _listed()
     async with _storage(composite, hash_header) as (endpoint, served), \
             AsyncClient(CONFIG, endpoint=endpoint) as client:
-        downloader = Downloader(client)
+        downloader = Downloader(client, PAIRS)
         got = await downloader.download_many(objs)
     assert [bytes(g) for g in got] == list(OBJECTS.values())
     stats = downloader.stats
@@ -108,7 +110,7 @@ async def test_a_right_composite_is_split_without_extra_requests() -> None:
     objs = _listed()
     async with _storage(COMPOSITE, "none") as (endpoint, served), \
             AsyncClient(CONFIG, endpoint=endpoint) as client:
-        downloader = Downloader(client)
+        downloader = Downloader(client, PAIRS)
         got = await downloader.download_many(objs)
     assert [bytes(g) for g in got] == list(OBJECTS.values())
     assert downloader.stats.composed_batches == 1 and downloader.stats.direct == 0

@@ -103,7 +103,7 @@ async def test_composites_of_a_stream_stay_within_prefetch_bytes(ordered: bool) 
     bodies = [os.urandom(30 * KIB) for _ in range(200)]
     infos = [await store.write("bkt", f"o/{i:04d}", b) for i, b in enumerate(bodies)]
     store.got = 0
-    dl = Downloader(store, DownloadOptions(prefetch_bytes=512 * KIB))
+    dl = Downloader(store, DownloadOptions(prefetch_bytes=512 * KIB, min_sources=2))
     got: list[bytes] = []
     most = 0
     async for _, data in dl.stream(infos, window=64, ordered=ordered):
