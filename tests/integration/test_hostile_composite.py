@@ -15,12 +15,12 @@ from aiohttp import web
 from aioflux import AsyncClient, ClientConfig, ObjectInfo, RetryPolicy
 from aioflux._core.crc import crc32c, crc32c_combine, encode_crc32c
 from aioflux._engines.compose import ComposeMismatch, fetch_composed, leftover_composites
-from aioflux._engines.download import DownloadOptions, Downloader
+from aioflux._engines.download import Downloader, DownloadOptions
 from tests.web_server import Served, Server
 
 OBJECTS = {f"o{i}": bytes([65 + i]) * (1000 + i) for i in range(4)}
 COMPOSITE = b"".join(OBJECTS.values())
-# The three objects in one composite (fewer than the default's fewest).
+# The four objects in one composite (fewer than the default's fewest).
 PAIRS = DownloadOptions(min_sources=2)
 CONFIG = ClientConfig(retry=RetryPolicy(max_attempts=2, initial_delay=0, max_delay=0))
 
