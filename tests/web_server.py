@@ -3,11 +3,14 @@ content a test chooses (tests/raw_server.py sends raw bytes instead)."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from tests.raw_server import stop_accepting
 
 __all__ = ["Answer", "Served", "Server"]
 
@@ -32,6 +35,7 @@ class Server:
         self.answer = answer
         self.served = Served()
         self._runner: web.AppRunner | None = None
+        self._socket: socket.socket | None = None
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.served.paths.append(f"{request.method} {request.path_qs}")
@@ -45,9 +49,12 @@ class Server:
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, shutdown_timeout=1)
         await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        return f"http://127.0.0.1:{self._runner.addresses[0][1]}", self.served
+        # A socket of our own, to stop accepting on before the close.
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        await web.SockSite(self._runner, self._socket).start()
+        return f"http://127.0.0.1:{self._socket.getsockname()[1]}", self.served
 
     async def __aexit__(self, *exc: object) -> None:
-        assert self._runner is not None
+        assert self._runner is not None and self._socket is not None
+        await stop_accepting([self._socket])
         await self._runner.cleanup()
