@@ -512,9 +512,11 @@ async def test_create_only_write_is_if_none_match(s3: tuple[S3Store, str]) -> No
 async def test_batch_delete(s3: tuple[S3Store, str]) -> None:
     store, bucket = s3
     names = [f"many/{i:04d}" for i in range(1005)]
-    for start in range(0, len(names), 100):
-        await asyncio.gather(*(store.write(bucket, n, n.encode())
-                                             for n in names[start:start + 100]))
+    # Objects on both sides of the 1,000-key cut (S3 deletes an absent key
+    # as it deletes a present one): 1,005 writes to moto were ~12 s of a
+    # suite worker's CPU for what ten prove.
+    present = [names[i] for i in (0, 1, 500, 998, 999, 1000, 1001, 1003, 1004)]
+    await asyncio.gather(*(store.write(bucket, n, n.encode()) for n in present))
     await store.write(bucket, "keep", b"k")
     before = store.stats.requests
     await store.delete_many(bucket, [*names, "many/never-existed"])
