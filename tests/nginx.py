@@ -105,7 +105,8 @@ def install_nginx() -> Path:
     return binary
 
 
-def _config(workdir: Path, root: Path, port: int, tls: tuple[Path, Path] | None) -> str:
+def _config(workdir: Path, root: Path, port: int, tls: tuple[Path, Path] | None,
+            workers: int | str) -> str:
     # As root, the workers would switch to "nobody", who cannot read a
     # test's temporary directory: they stay the user the tests run as.
     user = f"user {pwd.getpwuid(os.geteuid()).pw_name};" if os.geteuid() == 0 else ""
@@ -116,7 +117,7 @@ def _config(workdir: Path, root: Path, port: int, tls: tuple[Path, Path] | None)
              if tls else "")
     return f"""
 {user}
-worker_processes 1;
+worker_processes {workers};
 daemon off;
 pid {workdir / "nginx.pid"};
 error_log {workdir / "error.log"} warn;
@@ -155,7 +156,7 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def running_nginx(root: Path, *, tls: tuple[Path, Path] | None = None,
-                  start_timeout: float = 30.0) -> Iterator[Nginx]:
+                  start_timeout: float = 30.0, workers: int | str = 1) -> Iterator[Nginx]:
     """Serve ``root`` with nginx on a free loopback port until the block ends.
 
     Args:
@@ -163,6 +164,8 @@ def running_nginx(root: Path, *, tls: tuple[Path, Path] | None = None,
             :data:`TOKEN`; ``/moved/x`` redirects to ``/x``).
         tls: ``(certificate, key)`` PEM files to serve HTTPS with.
         start_timeout: seconds to wait for it to listen.
+        workers: nginx's ``worker_processes`` (``"auto"``: one a core, as
+            Debian's nginx.conf has it; the tests' servers take one).
 
     Yields:
         The running server; it is stopped (by its pid) on exit.
@@ -172,7 +175,7 @@ def running_nginx(root: Path, *, tls: tuple[Path, Path] | None = None,
         workdir = Path(tmp)
         port = _free_port()
         conf = workdir / "nginx.conf"
-        conf.write_text(_config(workdir, root, port, tls))
+        conf.write_text(_config(workdir, root, port, tls, workers))
         log = workdir / "error.log"
         process = subprocess.Popen([os.fspath(binary), "-p", tmp, "-c", os.fspath(conf),
                                     "-e", os.fspath(log)],

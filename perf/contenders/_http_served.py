@@ -53,5 +53,8 @@ def served(manifest: Manifest, prefix: str) -> Iterator[list[str]]:
     """The http:// URLs of the manifest's objects under ``prefix``, served by nginx."""
     names = [(n, s) for n, s in manifest.objects if n.startswith(prefix)]
     root = _mirror(manifest, names)
-    with running_nginx(root) as server:
+    # One worker process a core, as Debian's nginx.conf has it: a single one
+    # is a server the size of one core on the readers' own cores, and every
+    # contender reads through it.
+    with running_nginx(root, workers="auto") as server:
         yield [f"{server.endpoint}/{urllib.parse.quote(name)}" for name, _ in names]

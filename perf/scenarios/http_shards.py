@@ -83,7 +83,8 @@ def plan(options: Options) -> Plan:
         figures=[("cpu_us_per_sample", "CPU per sample (us)")],
         notes=["the shards are mirrored from the emulator into a local directory once "
                "(untimed) and served by nginx on loopback; every contender reads the same "
-               "URLs from the same nginx configuration (sendfile on, as Debian's own)",
+               "URLs from the same nginx configuration (sendfile on and a worker process "
+               "a core, as Debian's own)",
                "aioflux reads ranges of ~1 MiB pinned by If-Match, each sample checked "
                "against the crc32c its shard's index recorded; webdataset streams each "
                "shard once, unchecked, and keeps no index",
