@@ -19,11 +19,11 @@ A HEAD's refusal has the headers only (HTTP: no body to a HEAD). No
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
 import threading
 from collections import Counter
+from collections.abc import Callable
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -37,9 +37,9 @@ _LENGTH = re.compile(rb"\r\ncontent-length: *(\d+)", re.IGNORECASE)
 _CHUNKED = re.compile(rb"\r\ntransfer-encoding: *[^\r]*chunked", re.IGNORECASE)
 _CLOSE = re.compile(rb"\r\nconnection: *close", re.IGNORECASE)
 _PIECE = 64 * 1024
-#: seconds the held requests wait at most (a test that holds more than
-#: its clients send at once fails on its counts, not by hanging)
-HOLD_MOST = 30.0
+#: seconds the bucket waits at most for ``refill_when`` (clients that never
+#: pace fail the test on its counts, not by hanging)
+REFILL_MOST = 30.0
 
 
 def _refusal(dialect: Dialect) -> tuple[str, dict[str, str], bytes]:
@@ -74,19 +74,19 @@ class CappingProxy:
         rate: requests admitted per second.
         dialect: whose refusal to answer past the cap.
         burst: tokens the bucket holds (default ``rate``).
-        hold: the first ``hold`` requests are let through to the bucket
-            only once all of them have arrived (or after ``HOLD_MOST``
-            seconds), as if sent at one instant: the overshoot of
-            processes that start together, however fast the machine is
-            (on a busy one, their requests could otherwise trickle in
-            slower than the cap).
+
+    ``refill_when``, if set (before the first request), keeps the bucket
+    from refilling until it returns true (or for ``REFILL_MOST`` seconds
+    from the first request): past its first ``burst`` tokens every request
+    is refused, however slowly the clients send (on a busy machine they
+    could trickle in under the cap, and nothing would be refused).
 
     ``stats`` counts ``requests`` (all received), ``relayed`` and
     ``throttled``; read it once the requests are done.
     """
 
     def __init__(self, upstream: str, rate: float, dialect: Dialect,
-                 burst: float | None = None, hold: int = 0) -> None:
+                 burst: float | None = None) -> None:
         parts = urlsplit(upstream)
         assert parts.scheme == "http" and parts.hostname and parts.port, upstream
         self._host, self._port = parts.hostname, parts.port
@@ -100,9 +100,9 @@ class CappingProxy:
         self._refused_body = body
         self._tokens = self.burst
         self._filled_at: float | None = None
-        self._hold = hold
+        self.refill_when: Callable[[], bool] | None = None
+        self._first = 0.0  # when the first request came
         self._loop = asyncio.new_event_loop()
-        self._released = asyncio.Event()
         self._listener = Listener(self._serve)
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="capping-proxy")
@@ -120,7 +120,9 @@ class CappingProxy:
 
     def _admit(self) -> bool:
         now = self._loop.time()
-        if self._filled_at is not None:
+        if self._filled_at is None:
+            self._first = now
+        elif self._refills(now):
             self._tokens = min(self.burst, self._tokens + (now - self._filled_at) * self.rate)
         self._filled_at = now
         if self._tokens >= 1.0:
@@ -128,13 +130,12 @@ class CappingProxy:
             return True
         return False
 
-    async def _held(self) -> None:
-        """Wait until the ``hold`` first requests are all here; they then
-        go on in the order they came (an Event wakes its waiters so)."""
-        if self.stats["requests"] == self._hold:
-            self._released.set()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._released.wait(), HOLD_MOST)
+    def _refills(self, now: float) -> bool:
+        when = self.refill_when
+        if when is None or now - self._first > REFILL_MOST or when():
+            self.refill_when = None  # once on, for good
+            return True
+        return False
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
@@ -146,8 +147,6 @@ class CappingProxy:
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return  # the client closed its connection
                 self.stats["requests"] += 1
-                if self.stats["requests"] <= self._hold:
-                    await self._held()
                 is_head = head.startswith(b"HEAD ")
                 if not self._admit():
                     self.stats["throttled"] += 1

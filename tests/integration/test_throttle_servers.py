@@ -10,12 +10,17 @@ right, the throttled share stays small, and they shared one budget (the
 node's state for the bucket is paced, and each process paced its reads
 by it).
 
-Bounded by counts, never by time. The processes' first reads reach the
-proxy's small bucket at one instant (it holds them until all have come,
-as when workers start together): on a busy machine they could otherwise
-trickle in slower than the cap, and nothing would be throttled. So most
-are refused however fast the server and the machine are, and pacing
-switches on. What the proxy refused is what the clients counted
+Bounded by counts, never by time. The proxy's small bucket does not
+refill until the node's shared state for the bucket is paced: past its
+first BURST requests, every read is refused, however slowly a busy
+machine sends them (they could trickle in under the cap, and nothing be
+refused), until a process's refusals switch the node's pacing on. So no
+process can finish before it: of each one's EACH = 80 reads, at most
+BURST succeed before the switch and at most CONCURRENCY = 16 are in
+flight at it, so each sends reads after it, paced. A process
+pacing alone, on a state of its own, never refills the bucket: nothing is
+admitted for the proxy's REFILL_MOST seconds and the node's state is
+found unpaced. What the proxy refused is what the clients counted
 throttled, and every other attempt reached the server.
 """
 
@@ -26,7 +31,7 @@ import multiprocessing
 from typing import Any
 
 from aioflux._core.rate_shared import SharedRate
-from aioflux._net.throttle import FIRST_WINDOW, gate_key
+from aioflux._net.throttle import gate_key
 from tests.azurite import ACCOUNT, Azurite
 from tests.capped_readers import api_root, payload, process, store
 from tests.capping_proxy import CappingProxy, Dialect
@@ -34,26 +39,24 @@ from tests.conftest import MotoS3, unique_bucket
 from tests.raw_server import RawServer
 
 CAP = 100.0
-#: the proxy's bucket holds an eighth of a second of tokens: a service's
-#: cap lets some burst through, and this one is smaller than the first
-#: reads (PROCESSES * FIRST_WINDOW = 24), so some are refused however fast
-#: the machine is
+#: the proxy's bucket holds an eighth of a second of tokens (12 reads): a
+#: service's cap lets some burst through, and this one is smaller than
+#: the processes' first reads (3 x FIRST_WINDOW = 24)
 BURST = CAP / 8
 PROCESSES = 3
 EACH = 80  # objects a process reads
 CONCURRENCY = 16
 # Before pacing is on, a bucket new to the node is read with a slow
-# start: each process's first FIRST_WINDOW = 8 reads go at once (the
-# proxy holds those PROCESSES * 8 = 24 until all have come), the window
-# growing with each answer and halved at the first refusal. The first
-# wave meets BURST = 12.5 tokens (about half refused at once, however
-# fast the machine) and more refusals come as the windows grow; refused
-# reads are sent again until pacing (switched on by the refusals) holds
-# every process. Paced, the rate starts from what was served and grows up
-# to the cap; a cut there costs at most the reads in flight. The bound is
-# the one set before the slow start (which only sends fewer at first):
-# 0.3 of the attempts. Without the controller it was 76% (issue 50's
-# measure: 4 processes, a 200/s cap in front of fake-gcs-server).
+# start: each process's first FIRST_WINDOW = 8 reads go at once, the
+# window growing with each answer and halved at the first refusal. The
+# first 12 reads are served and every other refused until a process has
+# been refused about 7 times in a row and switches the node's pacing on:
+# what the windows had in flight then, and those retried meanwhile.
+# Paced, the rate starts from what was served and grows up to the cap; a
+# cut there costs at most the reads in flight. The bound is the one set
+# before the slow start (which only sends fewer at first): 0.3 of the
+# attempts. Without the controller it was 76% (issue 50's measure: 4
+# processes, a 200/s cap in front of fake-gcs-server).
 _SHARE = 0.3
 
 
@@ -87,8 +90,11 @@ def _run_processes(kind: str, endpoint: str, bucket: str) -> list[dict[str, Any]
 def _capped(kind: str, upstream: str, dialect: Dialect) -> None:
     bucket = unique_bucket(f"capped-{kind}")
     asyncio.run(_seed(kind, upstream, bucket, [f"o{i}" for i in range(PROCESSES * EACH)]))
-    proxy = CappingProxy(upstream, CAP, dialect, burst=BURST, hold=PROCESSES * FIRST_WINDOW)
+    proxy = CappingProxy(upstream, CAP, dialect, burst=BURST)
     with proxy as endpoint:
+        node = SharedRate(gate_key(api_root(kind, endpoint), bucket, False))
+        # The node's pacing flag, read as each client reads it (no lock).
+        proxy.refill_when = lambda: node.paced
         results = _run_processes(kind, endpoint, bucket)
     assert all(r["failures"] == [] and r["wrong"] == 0 for r in results), results
     attempts = sum(r["attempts"] for r in results)
@@ -102,7 +108,7 @@ def _capped(kind: str, upstream: str, dialect: Dialect) -> None:
     # every process paced its reads by it (the rate in its stats).
     label = f"{bucket} read"
     assert all(label in r["rates"] for r in results), results
-    with SharedRate(gate_key(api_root(kind, endpoint), bucket, False)).locked() as state:
+    with node.locked() as state:
         assert state.throttled and state.rate > 0
 
 
