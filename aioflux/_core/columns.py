@@ -30,14 +30,15 @@ import itertools
 import operator
 import time
 from array import array
-from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import Any, cast
+from bisect import bisect_left
+from collections.abc import AsyncGenerator, Callable, Hashable, Iterator, Sequence
+from typing import Any, NamedTuple, Protocol, cast, runtime_checkable
 
 from .growing import Grown
 from .shared_columns import Block
 
-__all__ = ["Blobs", "Get", "Ints", "Names", "Repeated", "Segments", "Strings", "Updated",
-           "getter", "layout_of", "rfc3339"]
+__all__ = ["Blobs", "Get", "Ints", "ListedColumns", "ListsColumns", "Names", "Repeated",
+           "Segments", "Strings", "Updated", "getter", "layout_of", "rfc3339"]
 
 _INT64_MIN = -(1 << 63)
 # None in an int64 column (a value that is it goes to the big form).
@@ -47,6 +48,84 @@ _NONE32 = 0xFFFFFFFF
 
 Spec = tuple[Any, ...]
 Get = Callable[[int], Any]
+
+
+class ListedColumns(NamedTuple):
+    """One page of a listing as columns, not a record an object: what a
+    store that lists files hands an index (:class:`ListsColumns`). Every
+    other field of its objects' records is None, no custom metadata.
+
+    Attributes:
+        bucket: the bucket of every object.
+        scheme: the store's URL scheme.
+        names: the names, in order.
+        sizes: their sizes.
+        generations: their generations.
+        crc32cs: their crc32cs (None: none known).
+        updated: their ``updated`` times, or None where each is its
+            generation written out by :func:`rfc3339` (no text made).
+    """
+
+    bucket: str
+    scheme: str
+    names: list[str]
+    sizes: list[int]
+    generations: list[int]
+    crc32cs: list[int | None]
+    updated: list[str | None] | None
+
+    def without(self, prefix: str) -> ListedColumns:
+        """The page without the names starting with ``prefix``.
+
+        Args:
+            prefix: the names to leave out (``""``: none).
+
+        Returns:
+            This page, or a copy without them.
+        """
+        names = self.names
+        if not prefix or not names:
+            return self
+        pick: Callable[[list[Any]], list[Any]]
+        if all(map(str.__lt__, names, names[1:])):
+            # Sorted: the names under a prefix are one run, found by halving.
+            low = high = bisect_left(names, prefix)
+            while high < len(names) and names[high].startswith(prefix):
+                high += 1
+            if low == high:
+                return self
+
+            def pick(column: list[Any]) -> list[Any]:
+                return column[:low] + column[high:]
+        else:
+            kept = [i for i, name in enumerate(names) if not name.startswith(prefix)]
+            if len(kept) == len(names):
+                return self
+
+            def pick(column: list[Any]) -> list[Any]:
+                return [column[i] for i in kept]
+        return ListedColumns(self.bucket, self.scheme, pick(names), pick(self.sizes),
+                             pick(self.generations), pick(self.crc32cs),
+                             None if self.updated is None else pick(self.updated))
+
+
+@runtime_checkable
+class ListsColumns(Protocol):
+    """A store that lists as :class:`ListedColumns` (the local files): an
+    index is built from its pages without a record an object."""
+
+    def list_columns(self, bucket: str, prefix: str
+                     ) -> AsyncGenerator[ListedColumns, None]:
+        """The objects under ``prefix``, in name order, a page at a time.
+
+        Args:
+            bucket: the bucket.
+            prefix: only names starting with this.
+
+        Returns:
+            The pages.
+        """
+        ...
 
 
 class Segments:
@@ -403,6 +482,12 @@ class Updated:
                     batch = []
             self.strings.add(batch)
         self.strings.add(values)
+
+    def add_derived(self, generations: Sequence[int | None]) -> None:
+        """Add times that are each generation written out (no text made
+        while every time so far is)."""
+        if self.strings is not None:
+            self.strings.add(list(map(rfc3339, generations)))
 
     def finish(self, out: Segments) -> Spec:
         strings, self.strings = self.strings, None

@@ -39,6 +39,7 @@ from .columns import (
     _NONE64,
     Get,
     Ints,
+    ListedColumns,
     Names,
     Repeated,
     Segments,
@@ -117,6 +118,38 @@ class IndexBuilder:
                            else [()] * len(metadata))
         self._schemes.add(schemes)
         self.count += len(objects)
+
+    def add_columns(self, page: ListedColumns) -> None:
+        """Append a listing page given as columns: the records ``add`` takes,
+        without one made an object (nor, for a file, its time written out).
+
+        Args:
+            page: the next objects, in order.
+        """
+        names = page.names
+        n = len(names)
+        if not n:
+            return
+        if self.ordered:
+            self.ordered = ((self._last is None or self._last < names[0])
+                            and all(map(str.__lt__, names, names[1:])))
+        self._last = names[-1]
+        self._names.add([name.encode("utf-8", "surrogatepass") for name in names])
+        self._sizes.add(page.sizes)
+        # Before the generations (see Updated).
+        if page.updated is None:
+            self._updated.add_derived(page.generations)
+        else:
+            self._updated.add(page.updated, page.generations)
+        self._generations.add(page.generations)
+        self._crc32cs.add(page.crc32cs)
+        nones = [None] * n
+        for column in (self._md5s, self._metagenerations, self._content_types):
+            column.add(nones)
+        self._buckets.add([page.bucket] * n)
+        self._metadata.add([()] * n)
+        self._schemes.add([page.scheme] * n)
+        self.count += n
 
     def finish(self) -> ObjectIndex:
         """The index of every record added (the builder is left empty).

@@ -43,10 +43,12 @@ __all__ = [
     "TEMP_MARK",
     "check_unchanged",
     "file_info",
+    "generation_at",
     "generation_of",
     "mapped",
     "not_a_file",
     "object_info",
+    "object_of",
     "open_file",
     "path_of",
     "read_file",
@@ -123,24 +125,32 @@ def record_crc(fd: int, st: os.stat_result, crc: int) -> None:
 
 
 def generation_of(st: os.stat_result) -> int:
-    """A file's generation: its modification time in nanoseconds. One at or
-    before the epoch (``touch -d @0``, archives that keep such times) maps
-    to ``2**63 - 1 + mtime``: 0 means "no version" to every caller (reads
-    went unpinned, ``if_generation_match=0`` meant "must not exist"), and
-    generations are never negative."""
-    mtime = st.st_mtime_ns
+    """A file's generation (see :func:`generation_at`)."""
+    return generation_at(st.st_mtime_ns)
+
+
+def generation_at(mtime: int) -> int:
+    """The generation of a file modified at ``mtime`` (nanoseconds): that
+    time. One at or before the epoch (``touch -d @0``, archives that keep
+    such times) maps to ``2**63 - 1 + mtime``: 0 means "no version" to every
+    caller (reads went unpinned, ``if_generation_match=0`` meant "must not
+    exist"), and generations are never negative."""
     return mtime if mtime > 0 else 2**63 - 1 + mtime
 
 
 def object_info(bucket: str, name: str, st: os.stat_result, crc: int | None) -> ObjectInfo:
     """The object a file is, as ``st`` describes it."""
+    return object_of(bucket, name, st.st_size, st.st_mtime_ns, crc)
+
+
+def object_of(bucket: str, name: str, size: int, mtime: int, crc: int | None) -> ObjectInfo:
+    """The object a file of ``size`` bytes modified at ``mtime`` (ns) is."""
     # ``updated`` in the JSON API's form (RFC 3339, UTC, microseconds): the
-    # generation written out, which an ObjectIndex then need not keep.
+    # modification time written out, which an ObjectIndex then need not keep.
     # All fields in one ``tuple.__new__`` call: the named tuple's own
     # ``__new__`` binds keywords in Python, ~1 us a file of a listing.
-    mtime = st.st_mtime_ns
     return tuple.__new__(ObjectInfo, (
-        bucket, name, st.st_size, generation_of(st), crc, None, None, None, rfc3339(mtime),
+        bucket, name, size, generation_at(mtime), crc, None, None, None, rfc3339(mtime),
         NO_METADATA, "file"))
 
 

@@ -2,7 +2,7 @@
 temporary files of unfinished writes as open uploads.
 
 Directories are not objects; a file is listed by name first
-(:func:`scan`), then stat-ed a page at a time (:func:`stat_page`), so a
+(:func:`scan`), then stat-ed a page at a time (:func:`stat_files`), so a
 file deleted between the two is left out rather than failing the listing.
 """
 
@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import datetime
 import errno
+import functools
 import os
 import stat as stat_mod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
+from .._core.columns import ListedColumns, rfc3339
 from .._core.errors import NotFound, describe
 from .._core.types import MultipartUploadInfo, ObjectInfo
-from ._files import _XATTR, TEMP_MARK, object_info, recorded_crc
+from ._files import _XATTR, TEMP_MARK, generation_at, object_of, recorded_crc
 from ._paths import folder_of, path_of
 
-__all__ = ["scan", "stat_page", "temporaries", "walk"]
+__all__ = ["Stated", "columns_of", "objects_of", "scan", "stat_files", "stated", "temporaries",
+           "walk"]
 
 
 def _in_range(name: str, start_offset: str | None, end_offset: str | None) -> bool:
@@ -107,7 +111,7 @@ def _level(path: str) -> Iterator[str]:
 def walk(bucket: str, prefix: str, start_offset: str | None,
          end_offset: str | None) -> Iterator[tuple[str, str]]:
     """The files under ``prefix`` as (name, path) pairs in name order, not
-    stat-ed yet (see :func:`stat_page`), found as the walk goes.
+    stat-ed yet (see :func:`stat_files`), found as the walk goes.
 
     It holds the sorted entries of the directories on its way down, never
     the tree's names: a listing of millions of files in many folders
@@ -139,8 +143,8 @@ def _walk(root: str, base: str, prefix: str, start_offset: str | None,
                         and (start_offset is None or start_offset < folder + "0")):
                     stack.append((folder, _level(f"{root}/{folder}")))
                     break  # its names come before the next sibling's
-            elif name.startswith(prefix) and _in_range(name, start_offset, end_offset):
-                yield name, f"{root}/{name}"
+            elif name.startswith(prefix) and (start_offset is None or name >= start_offset):
+                yield name, f"{root}/{name}"  # below end_offset: tested above
         else:
             stack.pop()
 
@@ -148,7 +152,7 @@ def _walk(root: str, base: str, prefix: str, start_offset: str | None,
 def scan(bucket: str, prefix: str, delimiter: str | None, start_offset: str | None,
          end_offset: str | None) -> tuple[list[tuple[str, str]], list[str]]:
     """The files under ``prefix`` as sorted (name, path) pairs, not stat-ed
-    yet (see :func:`stat_page`), and, with ``delimiter``, the sorted
+    yet (see :func:`stat_files`), and, with ``delimiter``, the sorted
     prefixes that group the names continuing past it.
 
     Directories are not objects: an empty one is neither listed nor a
@@ -186,30 +190,71 @@ def scan(bucket: str, prefix: str, delimiter: str | None, start_offset: str | No
     return files, sorted(prefixes)
 
 
-def _listed_crc(path: str, st: os.stat_result) -> int | None:
-    """:func:`recorded_crc` of a listed file: its attributes' names first,
-    since most files hold none, and a failed read of one raises an OSError
-    that costs twice the listing (1e6 files: ~2.5 us a file, against ~5)."""
-    try:
-        if _XATTR not in os.listxattr(path):
-            return None
-    except OSError:
-        return None  # no such file now, or a filesystem without attributes
-    return recorded_crc(path, st)
+class Stated(NamedTuple):
+    """Files of a page that are still files (:func:`stat_files`), as columns."""
+
+    names: list[str]
+    sizes: list[int]
+    mtimes: list[int]
+    crc32cs: list[int | None]
 
 
-def stat_page(bucket: str, files: list[tuple[str, str]]) -> list[ObjectInfo]:
-    """ObjectInfo of one page of :func:`scan`'s files (those still files)."""
-    objects: list[ObjectInfo] = []
+def stat_files(files: list[tuple[str, str]]) -> Stated:
+    """Stat a page of :func:`scan`'s or :func:`walk`'s files (a file gone, or
+    no longer a regular file, is left out), each read into columns, not an
+    object a file: a listing of files was mostly Python work per file."""
+    names: list[str] = []
+    sizes: list[int] = []
+    mtimes: list[int] = []
+    crcs: list[int | None] = []
+    stat, regular, attributes = os.stat, stat_mod.S_ISREG, os.listxattr
     for name, path in files:
         try:
-            st = os.stat(path)
+            st = stat(path)
         except (FileNotFoundError, NotADirectoryError):
             continue  # deleted since the scan: no longer an object
-        if not stat_mod.S_ISREG(st.st_mode):
+        if not regular(st.st_mode):
             continue  # replaced since by a directory or a pipe, which stat refuses
-        objects.append(object_info(bucket, name, st, _listed_crc(path, st)))
-    return objects
+        names.append(name)
+        sizes.append(st.st_size)
+        mtimes.append(st.st_mtime_ns)
+        # recorded_crc after the attributes' names: most files hold none, and
+        # a failed read of one raises an OSError that costs twice the listing
+        # (1e6 files: ~2.5 us a file, against ~5).
+        try:
+            crcs.append(recorded_crc(path, st) if _XATTR in attributes(path) else None)
+        except OSError:
+            crcs.append(None)  # no such file now, or a filesystem without attributes
+    return Stated(names, sizes, mtimes, crcs)
+
+
+def stated(pieces: Sequence[Stated]) -> Stated:
+    """The pieces of one page, in order, as one."""
+    if len(pieces) == 1:
+        return pieces[0]
+    return Stated([n for piece in pieces for n in piece.names],
+                  [size for piece in pieces for size in piece.sizes],
+                  [mtime for piece in pieces for mtime in piece.mtimes],
+                  [crc for piece in pieces for crc in piece.crc32cs])
+
+
+def objects_of(bucket: str, files: Stated) -> list[ObjectInfo]:
+    """The ObjectInfo of stat-ed files."""
+    return list(map(functools.partial(object_of, bucket), *files))
+
+
+def columns_of(bucket: str, files: Stated) -> ListedColumns:
+    """Stat-ed files as an index takes them: the columns of :func:`objects_of`'s
+    records, without them."""
+    mtimes = files.mtimes
+    if not mtimes or min(mtimes) > 0:
+        # After the epoch a generation is the time (generation_at), and the
+        # ``updated`` time written out is the generation's: derived, not made.
+        return ListedColumns(bucket, "file", files.names, files.sizes, mtimes, files.crc32cs,
+                             None)
+    return ListedColumns(bucket, "file", files.names, files.sizes,
+                         list(map(generation_at, mtimes)), files.crc32cs,
+                         list(map(rfc3339, mtimes)))
 
 
 # -- open uploads -------------------------------------------------------------

@@ -50,13 +50,15 @@ from __future__ import annotations
 import asyncio
 import builtins
 import functools
+import itertools
 import os
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from .._core.columns import ListedColumns
 from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument, NotFound, StorageError
 from .._core.metrics import Attempt, RequestStats
@@ -105,6 +107,9 @@ _STAT_PIECE = 125
 # A page's stats that took longer than this a file waited on something (a
 # local stat and xattr read take 5-10 us): the next page is split.
 _WAITING_STAT = 100e-6
+# Files a page of ``list_columns`` holds: the fewer pages, the fewer hand-overs
+# to a thread and back (two a page); its columns are a few hundred KiB.
+_COLUMN_PAGE = 4096
 
 
 class LocalStore(StoreBase):
@@ -229,35 +234,73 @@ class LocalStore(StoreBase):
         if delimiter is None:
             # Without folders to group, the walk goes on as pages are taken:
             # one page of names found and stat-ed at a time.
-            walk = await self._run("list", bucket, prefix, lambda: _Walk(
-                _listing.walk(bucket, prefix, start_offset, end_offset)))
             walked = 0
-            while True:
-                names, more = await self._run("list", bucket, prefix, functools.partial(
-                    walk.names, page_size))
-                objects = await self._stat_page(bucket, prefix, names)
+            async for files, more in self._walked(bucket, prefix, start_offset, end_offset,
+                                                  page_size):
                 walked += page_size
                 # A token of its own for each page, as the scan's (the names
                 # before the next page): one repeated reads as a listing that
                 # does not move forward (``_core/pages.py``).
-                yield ListPage(objects=objects, prefixes=[],
+                yield ListPage(objects=_listing.objects_of(bucket, files), prefixes=[],
                                next_page_token=str(walked) if more else None)
-                if not more:
-                    return
-        files, prefixes = await self._run(
+            return
+        found, prefixes = await self._run(
             "list", bucket, prefix,
             lambda: _listing.scan(bucket, prefix, delimiter, start_offset, end_offset))
         # One walk finds the names; each page stats only its own files, so a
         # lister that stops early (the parallel listers narrow their ranges)
         # pays for the pages it took. Prefixes come on the first page, each once.
-        for start in range(0, max(len(files), 1), page_size):
-            objects = await self._stat_page(bucket, prefix, files[start:start + page_size])
-            last = start + page_size >= len(files)
-            yield ListPage(objects=objects, prefixes=prefixes if start == 0 else [],
+        for start in range(0, max(len(found), 1), page_size):
+            files = await self._stat_page(bucket, prefix, found[start:start + page_size])
+            last = start + page_size >= len(found)
+            yield ListPage(objects=_listing.objects_of(bucket, files),
+                           prefixes=prefixes if start == 0 else [],
                            next_page_token=None if last else str(start + page_size))
 
+    def list_columns(self, bucket: str, prefix: str
+                     ) -> AsyncGenerator[ListedColumns, None]:
+        """The files under ``prefix`` as ``list`` names them, in name order, a
+        page at a time as an index's columns (``ListsColumns``): no
+        ``ObjectInfo`` a file, nor its time written out (a dataset of 1e6
+        files listed in ~15 us a file, now ~9).
+
+        Args:
+            bucket: the first directory.
+            prefix: only names starting with this.
+
+        Returns:
+            The pages (an empty folder: none).
+
+        Raises:
+            InvalidURL: a bucket or prefix no path can be (at the call).
+            NotFound: no such bucket directory.
+        """
+        list_args("list", bucket, prefix, delimiter=None, start_offset=None, end_offset=None,
+                  page_size=_COLUMN_PAGE, scheme="file")
+        check_prefix("list", bucket, prefix)
+        return self._column_pages(bucket, prefix)
+
+    async def _column_pages(self, bucket: str, prefix: str
+                            ) -> AsyncGenerator[ListedColumns, None]:
+        async for files, _ in self._walked(bucket, prefix, None, None, _COLUMN_PAGE):
+            if files.names:
+                yield _listing.columns_of(bucket, files)
+
+    async def _walked(self, bucket: str, prefix: str, start_offset: str | None,
+                      end_offset: str | None,
+                      page_size: int) -> AsyncIterator[tuple[_listing.Stated, bool]]:
+        """The walk's files a page at a time, stat-ed, and whether more follow."""
+        walk = await self._run("list", bucket, prefix, lambda: _Walk(
+            _listing.walk(bucket, prefix, start_offset, end_offset)))
+        while True:
+            names, more = await self._run("list", bucket, prefix, functools.partial(
+                walk.names, page_size))
+            yield await self._stat_page(bucket, prefix, names), more
+            if not more:
+                return
+
     async def _stat_page(self, bucket: str, prefix: str,
-                         files: builtins.list[tuple[str, str]]) -> builtins.list[ObjectInfo]:
+                         files: builtins.list[tuple[str, str]]) -> _listing.Stated:
         """A page's files stat-ed in the store's threads: :data:`_STAT_PIECE`
         at a time in several at once where the stats of the page before
         waited (a stat and an xattr read are each a round trip to an NFS or
@@ -266,12 +309,12 @@ class LocalStore(StoreBase):
         pieces = [files[at:at + step] for at in range(0, len(files), step)]
         started = time.perf_counter()
         stated = await gather_bounded(
-            self._run("list", bucket, prefix, functools.partial(_listing.stat_page, bucket, piece))
+            self._run("list", bucket, prefix, functools.partial(_listing.stat_files, piece))
             for piece in pieces)
         if len(files) >= _STAT_PIECE:  # a short page measures the hand-over more than the stats
             took = (time.perf_counter() - started) * len(pieces) / len(files)
             self._stats_wait = took > _WAITING_STAT
-        return [obj for piece in stated for obj in piece]
+        return _listing.stated(stated) if stated else _listing.Stated([], [], [], [])
 
     def stream(self, bucket: str, prefix: str = "", *, concurrency: int | None = None,
                ordered: bool = False, list_concurrency: int | None = None,
@@ -439,8 +482,8 @@ class _Walk:
 
     def names(self, size: int) -> tuple[list[tuple[str, str]], bool]:
         """The next ``size`` files, not stat-ed yet, and whether more follow."""
-        chunk: list[tuple[str, str]] = []
-        while self._ahead is not None and len(chunk) < size:
-            chunk.append(self._ahead)
-            self._ahead = next(self._names, None)
+        if self._ahead is None:
+            return [], False
+        chunk = [self._ahead, *itertools.islice(self._names, size - 1)]
+        self._ahead = next(self._names, None)
         return chunk, self._ahead is not None

@@ -145,13 +145,13 @@ async def test_a_page_is_split_across_threads_only_where_stats_wait(
     if waiting is not None:
         monkeypatch.setattr(_store, "_WAITING_STAT", waiting)
     pieces: list[int] = []
-    stat_page = _listing.stat_page
+    stat_files = _listing.stat_files
 
-    def counted(bucket: str, files: list[tuple[str, str]]) -> list[ObjectInfo]:
+    def counted(files: list[tuple[str, str]]) -> _listing.Stated:
         pieces.append(len(files))
-        return stat_page(bucket, files)
+        return stat_files(files)
 
-    monkeypatch.setattr(_listing, "stat_page", counted)
+    monkeypatch.setattr(_listing, "stat_files", counted)
     bucket, prefix = _bucket_of(root)
     pages = [p async for p in LocalStore(ClientConfig()).list(bucket, prefix, page_size=500)]
     assert [len(p.objects) for p in pages] == [500, 500]
