@@ -9,11 +9,18 @@ seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
 
 - Until the first throttle the state is not ``throttled`` and nothing is
   paced: an unthrottled client sends as fast as it did before.
-- Throttles (429, S3 ``SlowDown``, Azure ``ServerBusy``) past
-  :data:`THROTTLE_SHARE` of a process's requests switch pacing on
+- Throttles (429, S3 ``SlowDown``, Azure ``ServerBusy``) are counted
+  node-wide before pacing (:func:`alarm`, :func:`calm`): each adds one to
+  a debt, each success of any process while it is owed pays back
+  :data:`SWITCH_CREDIT`. A debt of :data:`SWITCH_COUNT` switches pacing on
   (:func:`start`) at :data:`START_FRACTION` of the rate the processes
   measured just before (each process adds its own share as it sees the
-  switch, within :data:`JOIN_WINDOW`: :func:`join`).
+  switch, within :data:`JOIN_WINDOW`: :func:`join`). So the few throttles
+  each of many processes sees when they together overshoot a cap add up,
+  where one process's share of them never looked like more than a flaky
+  service; and a service refusing under a fifth of requests at random
+  pays its debt back faster than it grows (a random walk drifting to
+  zero), and is not paced.
 - Paced, requests and throttles are counted in windows of
   :data:`DECREASE_WINDOW`. A window with at least :data:`CUT_LEAST`
   throttles, past :data:`THROTTLE_SHARE` of its requests above the share
@@ -53,9 +60,9 @@ from dataclasses import dataclass
 
 __all__ = ["AHEAD", "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "JOIN_WINDOW", "JUDGE_LEAST",
            "MIN_RATE", "NOISE_HALF_LIFE", "NOISE_MOST", "RAMP_FLOOR", "RECOVER_SECONDS",
-           "RECOVER_TO", "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION", "THROTTLE_SHARE",
-           "USELESS_FALL", "RateState", "grown", "join", "noise", "pace_at", "relax", "reserve",
-           "start", "throttle"]
+           "RECOVER_TO", "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION", "SWITCH_COUNT",
+           "SWITCH_CREDIT", "THROTTLE_SHARE", "USELESS_FALL", "RateState", "alarm", "calm",
+           "grown", "join", "noise", "pace_at", "relax", "reserve", "start", "throttle"]
 
 #: the rate after a throttled window, as a fraction of the rate served of
 #: late (or of the rate, if less)
@@ -90,6 +97,16 @@ NOISE_MOST = 0.2
 DECREASE_WINDOW = 0.5
 #: throttles past this share of the requests mean the rate is too high
 THROTTLE_SHARE = 0.1
+#: a node's unpaced throttles, less SWITCH_CREDIT per success in between,
+#: that switch pacing on: a cap overshot refuses runs of requests across
+#: the node's processes, and this many is a few per process of a
+#: DataLoader's workers
+SWITCH_COUNT = 8
+#: the throttles one success pays back: a service refusing a share below
+#: SWITCH_CREDIT / (1 + SWITCH_CREDIT), 29%, at random never owes for
+#: long (at 10%, reaching SWITCH_COUNT is a chance of about 1e-6 per run
+#: of throttles)
+SWITCH_CREDIT = 0.4
 #: the paced rate starts at this fraction of the rate measured before it
 START_FRACTION = 0.7
 #: ... and recovers towards this fraction of it (as after a cut)
@@ -141,6 +158,11 @@ class RateState:
         judged_at: when the counting for the judgment began.
         judged_sent: requests sent since then.
         judged_refused: throttles since then.
+        debt: unpaced throttles of the node's processes, less
+            :data:`SWITCH_CREDIT` per success since the first (0: none
+            owed; successes are then not counted).
+        owed_at: when the debt began (its first throttle).
+        owed_ok: the node's successes since then.
     """
 
     throttled: bool = False
@@ -165,6 +187,9 @@ class RateState:
     judged_at: float = 0.0
     judged_sent: int = 0
     judged_refused: int = 0
+    debt: float = 0.0
+    owed_at: float = 0.0
+    owed_ok: int = 0
 
 
 def grown(rate: float, seconds: float, doubling: float, floor: float = RAMP_FLOOR) -> float:
@@ -364,6 +389,7 @@ def start(state: RateState, now: float, measured: float, retry_after: float | No
     state.refilled_at = state.decreased_at = state.started_at = state.window_at = now
     state.sent = state.refused = 0
     state.throttle_at = now
+    state.debt = 0.0  # paced: the successes are no longer counted against it
     state.epoch += 1
     if retry_after is not None:
         state.resume_at = max(state.resume_at, now + retry_after)
@@ -399,6 +425,33 @@ def throttle(state: RateState, now: float, doubling: float, retry_after: float |
         return False
     state.refused += 1
     return _judge(state, now, doubling, ceiling)
+
+
+def alarm(state: RateState, now: float) -> bool:
+    """Count a throttle of an unpaced request of any of the node's processes.
+
+    Args:
+        state: the key's controller, not paced.
+        now: monotonic time.
+
+    Returns:
+        Whether the node's debt of throttles reached :data:`SWITCH_COUNT`:
+        pacing is to start.
+    """
+    if state.debt <= 0.0:
+        state.owed_at, state.owed_ok = now, 0
+    state.debt += 1.0
+    return state.debt >= SWITCH_COUNT
+
+
+def calm(state: RateState) -> None:
+    """Count a success of an unpaced request while the node owes throttles.
+
+    Args:
+        state: the key's controller, not paced.
+    """
+    state.owed_ok += 1
+    state.debt = max(0.0, state.debt - SWITCH_CREDIT)
 
 
 def join(state: RateState, now: float, measured: float, ceiling: float | None = None) -> None:
@@ -437,6 +490,7 @@ def pace_at(state: RateState, now: float, rate: float) -> None:
         state.tokens = max(1.0, rate * BURST_SECONDS)
         state.refilled_at = state.decreased_at = state.started_at = state.window_at = now
         state.sent = state.refused = 0
+        state.debt = 0.0
         state.epoch += 1
 
 

@@ -1,7 +1,7 @@
 """Request-rate controllers' states shared by the processes of a machine.
 
 All of a user's states live in one small file, a table of
-:data:`SLOTS` slots: ``/dev/shm/aioflux-rate-<uid>/rates-2`` (memory, cleared
+:data:`SLOTS` slots: ``/dev/shm/aioflux-rate-<uid>/rates-3`` (memory, cleared
 at boot) or, where there is no ``/dev/shm``, the same under
 ``tempfile.gettempdir()``. A key (endpoint, bucket, kind) takes the slot
 its hash names, or one of the next :data:`PROBES`; when all of those are
@@ -15,7 +15,8 @@ numbers only (:class:`aioflux._core.rate.RateState`), no lease and no
 process id, so a process killed at any point leaves nothing to expire.
 
 A slot's first byte is its "pacing on" flag, read without the lock on
-every request. A forked child keeps the mapping (it is the same memory)
+every request; its third says the node owes throttles (unpaced successes
+are then counted, under the lock). A forked child keeps the mapping (it is the same memory)
 but opens its own file description for ``flock``: locks belong to an open
 file description, which a fork shares, so the parent's and the child's
 would not exclude each other. Where no file can be made (a read-only
@@ -42,26 +43,27 @@ try:
 except ImportError:  # Windows: no flock; each process paces alone
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["PROBES", "SLOTS", "SharedRate", "Table", "shared_rate", "state_dir"]
+__all__ = ["OWED", "PROBES", "SLOTS", "SharedRate", "Table", "shared_rate", "state_dir"]
 
 log = logging.getLogger("aioflux.rate")
 
-# pacing flag, opened flag, magic, version, epoch, then the times, rates
-# and counts (see RateState). The opened flag took a byte of what was
-# padding: a table written by an aioflux without it reads as not opened.
-_STATE = struct.Struct("<BB2xIQq8dqq6d3q")
-_MAGIC = 0xA10F1004
+# pacing flag, opened flag, owed flag, magic, version, epoch, then the
+# times, rates and counts (see RateState).
+_STATE = struct.Struct("<BBBxIQq8dqq6d3q2dq")
+_MAGIC = 0xA10F1005
+#: the byte of a slot that says the node owes throttles (``debt`` > 0)
+OWED = 2
 # After the state: the key's digest (zeros: a slot never used) and when
 # the slot was last used.
 _DIGEST_AT = _STATE.size
 _DIGEST = 16
 _USED = struct.Struct("<d")
 _USED_AT = _DIGEST_AT + _DIGEST
-SLOT = 208
+SLOT = 232
 # The file's name carries its layout's version: a machine running an older
-# aioflux too keeps that one's states apart (in ``rates``).
-_FILE = "rates-2"
-#: slots in the table (52 KiB)
+# aioflux too keeps that one's states apart (in ``rates``, ``rates-2``).
+_FILE = "rates-3"
+#: slots in the table (58 KiB)
 SLOTS = 256
 #: slots a key may take, from the one its hash names
 PROBES = 16
@@ -85,7 +87,7 @@ class Table:
     """The mapped table of slots, one per process and folder.
 
     Args:
-        directory: where the file ``rates-2`` lives (default :func:`state_dir`).
+        directory: where the file ``rates-3`` lives (default :func:`state_dir`).
     """
 
     def __init__(self, directory: str | None = None) -> None:
@@ -193,15 +195,16 @@ class Table:
 
     def read(self, slot: int, now: float) -> tuple[RateState, int]:
         """A slot's state and version (table held)."""
-        (flag, opened, magic, version, epoch, rate, tokens, refilled, decreased, throttle, started,
-         resume, window, sent, refused, served, anchor, peak, noise, noise_at,
-         judged_at, judging, judged_sent, judged_refused) = _STATE.unpack_from(
-            self.memory, slot * SLOT)
+        (flag, opened, _owed, magic, version, epoch, rate, tokens, refilled, decreased, throttle,
+         started, resume, window, sent, refused, served, anchor, peak, noise, noise_at,
+         judged_at, judging, judged_sent, judged_refused, debt, owed_at,
+         owed_ok) = _STATE.unpack_from(self.memory, slot * SLOT)
         state = RateState(bool(flag), bool(opened), rate, tokens, refilled, decreased, throttle,
                           started, epoch, resume, window, sent, refused, served, anchor, peak,
-                          noise, noise_at, judging, judged_at, judged_sent, judged_refused)
+                          noise, noise_at, judging, judged_at, judged_sent, judged_refused,
+                          debt, owed_at, owed_ok)
         if magic != _MAGIC or max(refilled, decreased, throttle, started, window, noise_at,
-                                  judged_at) > now + 1.0:
+                                  judged_at, owed_at) > now + 1.0:
             # A slot never written, or of a previous boot (a temporary
             # folder that outlived a reboot: CLOCK_MONOTONIC restarted).
             state = RateState(epoch=epoch)
@@ -210,13 +213,14 @@ class Table:
     def write(self, slot: int, state: RateState, version: int, now: float) -> None:
         """Store a slot's state (table held)."""
         at = slot * SLOT
-        _STATE.pack_into(self.memory, at, int(state.throttled), int(state.opened), _MAGIC,
-                         version, state.epoch, state.rate, state.tokens, state.refilled_at,
+        _STATE.pack_into(self.memory, at, int(state.throttled), int(state.opened),
+                         int(state.debt > 0.0), _MAGIC, version, state.epoch, state.rate,
+                         state.tokens, state.refilled_at,
                          state.decreased_at, state.throttle_at, state.started_at, state.resume_at,
                          state.window_at, state.sent, state.refused, state.served,
                          state.anchor, state.peak, state.noise, state.noise_at,
                          state.judged_at, state.judging, state.judged_sent,
-                         state.judged_refused)
+                         state.judged_refused, state.debt, state.owed_at, state.owed_ok)
         _USED.pack_into(self.memory, at + _USED_AT, now)
 
 
@@ -248,6 +252,11 @@ class SharedRate:
     def opened(self) -> bool:
         """The slot's opened flag (``memory[at + 1]``), read without the lock."""
         return self.memory[self.at + 1] != 0
+
+    @property
+    def owed(self) -> bool:
+        """The slot's owed flag (``memory[at + OWED]``), read without the lock."""
+        return self.memory[self.at + OWED] != 0
 
     @property
     def shared(self) -> bool:

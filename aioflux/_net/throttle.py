@@ -4,7 +4,9 @@ per (bucket, kind) of a client.
 Every attempt reads the gate's pacing flag (a byte of the state the node's
 processes share, :mod:`aioflux._core.rate_shared`); only once the service
 has throttled that key does an attempt take the lock, a token, and wait
-for it. Each gate measures its own successful requests per second, the
+for it. Before that, every throttle is counted node-wide, and a success
+takes the lock only while the node owes one (another byte): the debt that
+switches pacing on (:func:`aioflux._core.rate.alarm`). Each gate measures its own successful requests per second, the
 share it adds when pacing starts (:func:`aioflux._core.rate.join`).
 
 Before that, a slow start: a process's first contact with a key sends at
@@ -34,8 +36,8 @@ import time
 
 from .._core.config import ClientConfig
 from .._core.metrics import RequestStats
-from .._core.rate import join, pace_at, relax, reserve, start, throttle
-from .._core.rate_shared import SharedRate, shared_rate
+from .._core.rate import alarm, calm, join, pace_at, relax, reserve, start, throttle
+from .._core.rate_shared import OWED, SharedRate, shared_rate
 
 __all__ = ["FIRST_WINDOW", "GROWTH", "Gate", "Window", "gate_key"]
 
@@ -45,15 +47,8 @@ log = logging.getLogger("aioflux.rate")
 # least a minute): by then the rate is far past what was refused.
 _QUIET_DOUBLINGS = 2.0
 _QUIET_LEAST = 60.0
-# An unpaced process switches pacing on once the moving average of its
-# requests' throttles passes _SWITCH_SHARE: after seven throttles in a row,
-# or about a third of its last twenty requests. A service refusing 10% of
-# requests at any rate (flaky, not capped) stays 4 standard deviations
-# below and leaves it off; a cap overshot refuses half or more.
-_KEEP = 0.95
 # Seconds between the marks a gate in use leaves on its slot.
 _TOUCH = 30.0
-_SWITCH_SHARE = 0.3
 #: attempts a process has in flight at first on a key its node has not
 #: seen take ``max_concurrency`` unthrottled (one more per success)
 FIRST_WINDOW = 8
@@ -80,16 +75,14 @@ def gate_key(endpoint: str, bucket: str, write: bool) -> str:
 
 class _Meter:
     """Successful and throttled requests per second over the last one to
-    two seconds (two bins of a second), and the share of recent requests
-    throttled (a moving average over about the last eight)."""
+    two seconds (two bins of a second)."""
 
-    __slots__ = ("ok", "previous", "refused", "share", "since")
+    __slots__ = ("ok", "previous", "refused", "since")
 
     def __init__(self) -> None:
         self.since = time.perf_counter()  # the meter's clock
         self.ok = self.refused = 0
         self.previous: tuple[int, int] | None = None  # the bin before (ok, refused)
-        self.share = 0.0
 
     def turn(self, now: float) -> None:
         if now - self.since >= 1.0:
@@ -100,7 +93,6 @@ class _Meter:
     def refuse(self, now: float) -> None:
         self.turn(now)
         self.refused += 1
-        self.share = self.share * _KEEP + (1.0 - _KEEP)
 
     def _counts(self, now: float) -> tuple[int, int, float]:
         self.turn(now)
@@ -115,10 +107,6 @@ class _Meter:
         # Over at least a second: a first burst into a fresh bucket's
         # allowance is not the rate it will sustain.
         return ok / max(span, 1.0)
-
-    def overloaded(self) -> bool:
-        """Whether recent requests were throttled often enough to pace them."""
-        return self.share > _SWITCH_SHARE
 
 
 class Window:
@@ -294,8 +282,13 @@ class Gate:
                 with self.shared.locked():
                     pass
         meter.ok += 1
-        if meter.share:
-            meter.share *= _KEEP
+        shared = self.shared
+        if shared.memory[shared.at + OWED] and not shared.memory[shared.at]:
+            # The node owes throttles and is not paced: a success pays some
+            # back (under the lock; only while a throttle is owed).
+            with shared.locked() as state:
+                if not state.throttled and state.debt > 0.0:
+                    calm(state)
         window = self.window
         if window is not None:
             window.grow()
@@ -333,13 +326,13 @@ class Gate:
         window = self.window
         if window is not None:
             window.halve()
-        if not self.shared.paced and not meter.overloaded():
-            return  # the odd 429 of an unpaced key: its retry's backoff is enough
         measured = meter.rate(clock)
         now = time.monotonic()
         with self.shared.locked() as state:
             first = not state.throttled
             if first:
+                if not alarm(state, now):
+                    return  # a throttle owed: its retry's backoff is enough for now
                 start(state, now, measured, retry_after, self._ceiling)
                 changed = True
             else:

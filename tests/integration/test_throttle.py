@@ -23,12 +23,13 @@ import pytest
 
 from aioflux import AsyncClient, ClientConfig, RateLimited, RetryPolicy, S3Store
 from aioflux._core.auth import AnonymousAuth
-from aioflux._core.rate import AHEAD
+from aioflux._core.rate import AHEAD, SWITCH_COUNT
 from aioflux._core.rate_shared import SharedRate
 from aioflux._net.throttle import gate_key
 from aioflux._net.transport import Op, Transport
 from aioflux.s3._xml import raise_if_error
 from aioflux.testing import Emulator, EmulatorProfile, running_emulator
+from tests.conftest import unique_bucket
 from tests.raw_server import RawServer
 
 BUCKET = "throttled"
@@ -134,6 +135,44 @@ def test_the_first_wave_of_processes_new_to_a_bucket_is_bounded(capped: Emulator
     results = _four_processes(capped, _default_process)
     throttled = sum(r["throttled"] for r in results)
     assert throttled <= 150, (throttled, results)
+
+
+async def test_writers_each_throttled_a_little_switch_the_node_on() -> None:
+    # A write cap with its burst spent, met by 8 writers (a node's
+    # processes: clients of their own, each its own meter, one shared slot
+    # per key), each writing one object at a time. Each is refused in turn
+    # and sends again after a short backoff: none alone sees the third of
+    # its requests refused that the old rule needed before it paced (it
+    # took about 7 refusals in a row in one of them: some 50 in all). The
+    # node counts them together: pacing is on at its SWITCH_COUNT-th
+    # throttle, and the others then in flight (one a writer, at most).
+    writers = 8
+    bucket = unique_bucket("owed")  # a slot of its own in the node's table
+    with running_emulator(EmulatorProfile(qps_limit=1)) as emu:
+        emu.create_bucket(bucket)
+        config = ClientConfig(max_concurrency=1, retry=RetryPolicy(initial_delay=0.001))
+        clients = [AsyncClient(config, endpoint=emu.endpoint) for _ in range(writers)]
+        shared = SharedRate(gate_key(emu.endpoint, bucket, True))
+
+        async def write(k: int, client: AsyncClient) -> None:
+            for i in range(1000):
+                await client.write(bucket, f"w{k}-{i}", PAYLOAD)
+
+        tasks = [asyncio.ensure_future(write(k, c)) for k, c in enumerate(clients)]
+        try:
+            while not shared.paced:
+                await asyncio.sleep(0)  # every turn: nothing answered goes uncounted
+            before = sum(c.transport.stats.throttled for c in clients)
+            with shared.locked() as state:
+                ok = state.owed_ok
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for client in clients:
+                await client.aclose()
+    # A success between the throttles (one token a second) pays back 0.4.
+    assert before <= SWITCH_COUNT + writers + ok, (before, ok)
 
 
 def _throttle_answer(retry_after: str | None) -> bytes:
