@@ -25,7 +25,8 @@ kept once), 4 more with recorded crc32cs. While it is listed the columns
 grow in mappings of their own (:mod:`.growing`: no copy as they grow, every
 page given back when they are freed), then are copied into the block one
 after the other, each unmapped once copied; besides them a listing holds a
-few pages of records.
+few pages of records (of columns, from a store that lists as columns:
+:class:`~.columns.ListsColumns`, :meth:`IndexBuilder.add_columns`).
 """
 
 from __future__ import annotations
