@@ -6,8 +6,9 @@ processes share, :mod:`aioflux._core.rate_shared`); only once the service
 has throttled that key does an attempt take the lock, a token, and wait
 for it. Before that, every throttle is counted node-wide, and a success
 takes the lock only while the node owes one (another byte): the debt that
-switches pacing on (:func:`aioflux._core.rate.alarm`). Each gate measures its own successful requests per second, the
-share it adds when pacing starts (:func:`aioflux._core.rate.join`).
+switches pacing on (:func:`aioflux._core.rate.alarm`). Each gate measures
+its own successful requests per second, the share it adds when pacing
+starts (:func:`aioflux._core.rate.join`).
 
 Before that, a slow start: a process's first contact with a key sends at
 most :data:`FIRST_WINDOW` attempts at once, :data:`GROWTH` more per
@@ -310,7 +311,9 @@ class Gate:
                 state.opened = True
 
     def throttled(self, retry_after: float | None, sent: float | None = None) -> None:
-        """Record a throttled attempt: pacing on, or counted towards a cut.
+        """Record a throttled attempt: counted towards the node's debt (pacing
+        on once it reaches :data:`aioflux._core.rate.SWITCH_COUNT`), or,
+        paced, towards a cut.
 
         A throttled attempt does not grow the slow start's window.
 
