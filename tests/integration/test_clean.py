@@ -214,7 +214,8 @@ _CHILD = textwrap.dedent("""
     async def run(endpoint, bucket):
         client = Stuck(endpoint=endpoint)
         objs = await list_objects_parallel(client, bucket, "d/")
-        await Downloader(client, DownloadOptions(compose_threshold=1 << 20)).download_many(objs)
+        options = DownloadOptions(compose_threshold=1 << 20, min_sources=2)
+        await Downloader(client, options).download_many(objs)
 
     asyncio.run(run(sys.argv[1], sys.argv[2]))
 """)

@@ -84,6 +84,19 @@ def _instrument() -> None:
 
     _source.iter_pages = listed  # type: ignore[attr-defined]
 
+    # Files are listed as columns, not through iter_pages: the same hook.
+    columns = LocalStore.list_columns
+
+    async def listed_columns(self: LocalStore, *args: Any,
+                             **kwargs: Any) -> AsyncGenerator[Any, None]:
+        pages = columns(self, *args, **kwargs)
+        async with aclosing(pages):
+            async for page in pages:
+                yield page
+        await asyncio.to_thread(_after)
+
+    LocalStore.list_columns = listed_columns  # type: ignore[method-assign]
+
     indexer = _shard_source.count_all
 
     def indexed(*args: Any, **kwargs: Any) -> Any:
