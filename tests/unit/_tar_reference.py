@@ -13,7 +13,14 @@ from typing import Any
 from aioflux._core.crc import crc32c, crc32c_combine
 from aioflux._core.errors import ShardFormatError
 from aioflux._engines.shards._index import new_columns
-from aioflux._engines.shards._tar_headers import BLOCK, MAX_EXTENSION, Headers, member_key, padded
+from aioflux._engines.shards._tar_headers import (
+    BLOCK,
+    MAX_EXTENSION,
+    NUMBERS,
+    Headers,
+    member_key,
+    padded,
+)
 
 __all__ = ["OldIndexer", "old_index", "random_tar"]
 
@@ -203,3 +210,30 @@ class OldIndexer:
         offsets.append(self.start)
         lengths.append(self.end - self.start)
         crcs.append(self.crc)
+
+
+def damaged_number_fields(count: int, *, written: float, zeroed: float = 0.0,
+                          checksums: tuple[bytes, ...] = (b"%06o\0 ",)) -> Iterable[bytes]:
+    """``count`` ustar headers of ``000123.jpg`` (102,400 bytes) with one to
+    three number fields damaged, each header's checksum then made right (in
+    a form picked from ``checksums``). A damaged field holds random bytes
+    of the shapes around the usual one (digits, NUL, padding, spaces, a
+    digit 8, a letter), or with chance ``written`` the form tarfile writes,
+    or with chance ``zeroed`` all NULs; the same seed each call."""
+    rng = random.Random(51)
+    base = tarfile.TarInfo("000123.jpg")
+    base.size, base.mtime = 102400, 1_700_000_000
+    block = base.tobuf(tarfile.USTAR_FORMAT)[:512]
+    alphabet = b"0000017 \0\0x8"
+    for _ in range(count):
+        damaged = bytearray(block)
+        for a, b in rng.sample(NUMBERS, rng.choice([1, 2, 3])):
+            if (a, b) == (148, 156):
+                continue  # the checksum is written below
+            roll = rng.random()
+            damaged[a:b] = (b"%0*o\0" % (b - a - 1, rng.randrange(8 ** (b - a - 1)))
+                            if roll < written else bytes(b - a) if roll < written + zeroed
+                            else bytes(rng.choice(alphabet) for _ in range(b - a)))
+        damaged[148:156] = b" " * 8
+        damaged[148:156] = rng.choice(checksums) % sum(damaged)
+        yield bytes(damaged)

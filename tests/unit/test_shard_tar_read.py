@@ -14,7 +14,7 @@ import pytest
 from aioflux import ShardFormatError
 from aioflux._engines.shards import _tar, _tar_headers
 from aioflux._engines.shards._tar import TarFormat, member_key
-from tests.unit._tar_reference import random_tar
+from tests.unit._tar_reference import damaged_number_fields, random_tar
 
 
 def _tar_of(members: list[tuple[str, bytes]], fmt: int = tarfile.USTAR_FORMAT) -> bytes:
@@ -135,25 +135,12 @@ def test_plain_fields_takes_what_plain_member_and_member_key_take() -> None:
 def test_plain_fields_reads_every_number_form_as_plain_member_does() -> None:
     # The written forms are read at fixed places, the others by the usual
     # rule: together they take what plain_member takes, with its size.
-    rng = random.Random(51)
-    base = tarfile.TarInfo("000123.jpg")
-    base.size, base.mtime = 102400, 1_700_000_000
-    block = base.tobuf(tarfile.USTAR_FORMAT)[:512]
-    alphabet = b"0000017 \0\0x8"
     took = refused = 0
-    for _ in range(4000):
-        damaged = bytearray(block)
-        for a, b in rng.sample(_tar_headers.NUMBERS, rng.choice([1, 2, 3])):
-            if (a, b) == (148, 156):
-                continue  # the checksum is written below
-            usual = b"%0*o\0" % (b - a - 1, rng.randrange(8 ** (b - a - 1)))
-            damaged[a:b] = bytes(rng.choice(alphabet) for _ in range(b - a)) \
-                if rng.random() < 0.6 else usual if rng.random() < 0.7 else bytes(b - a)
-        damaged[148:156] = b" " * 8
-        damaged[148:156] = rng.choice([b"%06o\0 ", b"%07o\0", b"%06o  "]) % sum(damaged)
-        fields = _tar_headers.plain_fields(bytes(damaged))
-        plain = _tar_headers.plain_member(bytes(damaged))
-        assert (fields is None) == (plain is None), bytes(damaged[100:156])
+    for damaged in damaged_number_fields(4000, written=0.28, zeroed=0.12, checksums=(
+            b"%06o\0 ", b"%07o\0", b"%06o  ")):
+        fields = _tar_headers.plain_fields(damaged)
+        plain = _tar_headers.plain_member(damaged)
+        assert (fields is None) == (plain is None), damaged[100:156]
         if plain is not None and fields is not None:
             assert fields == (b"000123", b"jpg", plain.size)
             took += 1
