@@ -18,7 +18,7 @@ seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
   switch, within :data:`JOIN_WINDOW`: :func:`join`). So the few throttles
   each of many processes sees when they together overshoot a cap add up,
   where one process's share of them never looked like more than a flaky
-  service; and a service refusing under a fifth of requests at random
+  service; and a service refusing under 29% of requests at random
   pays its debt back faster than it grows (a random walk drifting to
   zero), and is not paced.
 - Paced, requests and throttles are counted in windows of

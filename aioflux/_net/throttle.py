@@ -38,7 +38,7 @@ import time
 from .._core.config import ClientConfig
 from .._core.metrics import RequestStats
 from .._core.rate import alarm, calm, join, pace_at, relax, reserve, start, throttle
-from .._core.rate_shared import OWED, SharedRate, shared_rate
+from .._core.rate_shared import SharedRate, shared_rate
 
 __all__ = ["FIRST_WINDOW", "GROWTH", "Gate", "Window", "gate_key"]
 
@@ -284,7 +284,7 @@ class Gate:
                     pass
         meter.ok += 1
         shared = self.shared
-        if shared.memory[shared.at + OWED] and not shared.memory[shared.at]:
+        if shared.owed and not shared.paced:
             # The node owes throttles and is not paced: a success pays some
             # back (under the lock; only while a throttle is owed).
             with shared.locked() as state:
