@@ -7,6 +7,12 @@ printed ``ready``, then releases them all at once (one line on stdin), so
 that no worker's imports or set-up sit inside another's timed region. Each
 worker prints one JSON line: ``start``/``end`` (``time.monotonic()``, one
 clock for the whole machine on Linux), ``items``, ``bytes``, ``error``.
+
+Every aioflux row and round starts from a fresh node rate state for the
+scenario's bucket (:func:`fresh_rate`): the rows share the emulator and
+bucket, so a row run after another would otherwise start already paced,
+at the rate the earlier one found, and look better than a first contact
+with the cap is.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["counted", "emulator_counts", "gather", "summarize", "worker_main"]
+__all__ = ["counted", "emulator_counts", "fresh_rate", "gather", "summarize", "worker_main"]
 
 
 def summarize(spans: Sequence[tuple[float, float]], *, failures: int,
@@ -77,6 +83,33 @@ def counted(before: Mapping[str, tuple[int, int]],
     """What :func:`emulator_counts` counted between two readings."""
     return {kind: (after[kind][0] - before[kind][0], after[kind][1] - before[kind][1])
             for kind in after}
+
+
+def fresh_rate(endpoint: str, bucket: str, table: Any = None) -> None:
+    """Forget the node's rate state of ``bucket`` on ``endpoint`` (reads and
+    writes), as a node that never met its cap: not paced, no debt, the slow
+    start's window closed. aioflux rows only (imports aioflux); untimed,
+    before any worker starts.
+
+    Args:
+        endpoint: the API root the clients are given.
+        bucket: the bucket.
+        table: a :class:`aioflux._core.rate_shared.Table` (default: the
+            process's, on the machine's shared file).
+    """
+    from dataclasses import fields
+
+    from aioflux._core.rate import RateState
+    from aioflux._core.rate_shared import SharedRate, shared_rate
+    from aioflux._net.throttle import gate_key
+
+    for write in (False, True):
+        key = gate_key(endpoint.rstrip("/"), bucket, write)
+        with (shared_rate(key) if table is None else SharedRate(key, table)).locked() as state:
+            # The epoch goes on counting: a gate compares it to the one it saw.
+            fresh = RateState(epoch=state.epoch)
+            for field in fields(RateState):
+                setattr(state, field.name, getattr(fresh, field.name))
 
 
 def gather(argv: Sequence[str], procs: int) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ import time
 
 import torch.utils.data
 from _contender import Manifest, Stopwatch, load, report
-from _throttle import counted, emulator_counts, summarize
+from _throttle import counted, emulator_counts, fresh_rate, summarize
 
 from aioflux import ClientConfig
 from aioflux.torch import MapDataset
@@ -38,6 +38,9 @@ def main(manifest: Manifest, args: argparse.Namespace) -> None:
     ends: dict[int, float] = {}
     items = nbytes = 0
     error = None
+    # After the (untimed) listing, before any worker starts: the node meets
+    # the cap afresh, not at the rate an earlier row or round left.
+    fresh_rate(manifest.endpoint, manifest.bucket)
     before = emulator_counts(manifest.endpoint)
     with Stopwatch() as watch:
         t0 = time.monotonic()

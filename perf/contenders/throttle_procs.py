@@ -21,7 +21,7 @@ import time
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 from _contender import Manifest, Stopwatch, load, report
-from _throttle import counted, emulator_counts, gather, summarize, worker_main
+from _throttle import counted, emulator_counts, fresh_rate, gather, summarize, worker_main
 
 
 def folder_names(manifest: Manifest, folder: str) -> list[str]:
@@ -140,6 +140,10 @@ def make_work(manifest: Manifest, args: argparse.Namespace, folder: str):  # typ
 
 def main(manifest: Manifest, args: argparse.Namespace) -> None:
     counter = manifest.endpoint
+    if args.client == "aioflux":
+        # Before any worker starts: the node meets the cap afresh, not at
+        # the rate an earlier row or round left.
+        fresh_rate(manifest.endpoint, manifest.bucket)
     before = emulator_counts(counter)
     with Stopwatch() as watch:
         if args.threads:

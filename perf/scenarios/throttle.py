@@ -123,6 +123,9 @@ def plan(options: Options) -> Plan:
                f"DataLoader workers start by {start}; a worker's time is the arrival of "
                "its last batch from the epoch's start",
                "separate processes build their clients untimed and start on one signal",
+               "every aioflux row and round starts from a fresh node rate state for the "
+               "bucket (perf/contenders/_throttle.fresh_rate): not paced, nothing owed, the "
+               "slow start closed, as a node meeting the cap for the first time",
                "no ratios: the rows run different process counts and protocols; the "
                "figures are the comparison"],
         emulator_args=("--qps", str(cap)),

@@ -11,6 +11,12 @@ from types import ModuleType
 
 import pytest
 
+from aioflux._core.auth import AnonymousAuth
+from aioflux._core.config import ClientConfig
+from aioflux._core.rate import RateState, alarm, start
+from aioflux._core.rate_shared import SharedRate, Table
+from aioflux._net.throttle import gate_key
+from aioflux._net.transport import Transport
 from perf.harness import Options
 from perf.scenarios import throttle
 
@@ -104,3 +110,28 @@ def test_plan_caps_the_emulator_and_sets_the_targets_on_aioflux() -> None:
     assert goals[("aioflux-dl-w4", "slowest_fastest")] == ("<=", 1.3)
     assert {c for c, _ in goals} == {"aioflux-p4", "aioflux-dl-w4", "aioflux-p16",
                                      "aioflux-dl-w16"}
+
+
+async def test_each_row_starts_from_a_fresh_node_rate_state(tmp_path: Path) -> None:
+    # The rows share the emulator and bucket: a row run after another found
+    # the node already paced at the rate the other left (dl-w16 measured
+    # 5.8-9.5% throttled alone, under 5% after p16). Each row forgets it.
+    endpoint = "http://127.0.0.1:9/"
+    transport = Transport(ClientConfig(), AnonymousAuth(), endpoint=endpoint)
+    try:
+        keys = [gate_key(transport.endpoint, "b", write) for write in (False, True)]
+    finally:
+        await transport.aclose()
+    table = Table(str(tmp_path))
+    for key in keys:  # the slots the clients' gates use, as a run leaves them
+        with SharedRate(key, table).locked() as state:
+            start(state, 1.0, 300.0)
+            state.opened = True
+            state.throttled = False
+            alarm(state, 2.0)
+    _helpers().fresh_rate(endpoint, "b", table)
+    for key in keys:
+        shared = SharedRate(key, table)
+        assert not shared.paced and not shared.owed and not shared.opened
+        with shared.locked() as state:
+            assert state == RateState(epoch=1)
