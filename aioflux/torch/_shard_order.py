@@ -26,12 +26,19 @@ the window bounds how many shards an epoch reads from at once.
 
 No part of the order is made whole: :class:`ShardOrder` computes a
 position's sample when it is asked for, each permutation a keyed Feistel
-network (:mod:`aioflux.torch._permutation`). What it holds is per shard (the
-permuted shards and their cumulative samples, full reads and short samples:
-36 bytes a shard), made at the epoch's start in one numpy pass over the
-shards. A position then costs a few searches over the shards (each out from
-a guess: its share of the samples, the window's shards next to it) and two
-Feistel permutations (of the window's reads and of the read's samples); a
+network (:mod:`aioflux.torch._permutation`). What it holds is three running
+sums over the shards (the shards' first samples in list order; samples and
+full reads over the permuted shards), made at the epoch's start in one numpy
+pass, each a :class:`~aioflux.torch._cumulative.Cumulative` of 2 or 4 bytes
+a shard (8 only past 2**32 samples in 64 shards): 6 bytes a shard at 1e6
+shards of 1,000 samples, 10 at 1e5 of 10,000, at most 12.4. The permuted
+shards are permuted again when asked for, and a shard's short read's
+samples are its samples less its full reads'. (Held as int64 and int32
+they took 36 bytes a shard in every DataLoader worker and rank: 2.3 GB on
+a node of 64 processes at 1e6 shards.) A position then costs a few searches
+over the shards (each out from a guess: its share of the samples, the
+window's shards next to it) and three Feistel permutations (of the window's
+reads, of the shards to find its shard, and of the read's samples); a
 compressed shard's read also counts its own reads in the window. The order
 the samples were made whole in (version 1: 8 bytes a sample in every
 process, and at each epoch start a sort over all samples, 44 bytes a sample)
@@ -49,6 +56,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._engines.shards import Run, ShardsDone
+from ._cumulative import SHIFT, Cumulative, gallop
 from ._permutation import (
     BLOCK,
     I64,
@@ -87,8 +95,9 @@ class ShardOrder(LazyOrder):
     def __init__(self, counts: Ints, *, seed: int, epoch: int, shuffle: bool,
                  samples_per_read: int, shuffle_window: int, sequential: Flags) -> None:
         sizes = np.asarray(counts, dtype=np.int64).reshape(-1)
-        self._starts = _cumulative(sizes)
-        self._count = int(self._starts[-1])
+        self._starts = Cumulative(sizes)
+        self._count = self._starts.last
+        self._shards = shards = len(sizes)
         self._shuffled = shuffle and self._count > 0
         if not self._shuffled:
             return
@@ -96,23 +105,19 @@ class ShardOrder(LazyOrder):
         self._window = max(1, shuffle_window // read)
         key = order_key("aioflux-shards-v2", seed, epoch)
         self._shard_key, self._window_key, self._read_key = (sub_key(key, k) for k in (1, 2, 3))
-        shards = len(sizes)
-        # j-th shard of the epoch; cumulative samples, full reads and short
-        # reads' samples over the shards in that order.
-        shard = permute(np.arange(shards), shards, self._shard_key)
-        self._shard = shard.astype(np.int32 if shards < 1 << 31 else np.int64)
-        permuted = sizes[shard]
-        self._samples = _cumulative(permuted)
-        self._fulls = _cumulative(permuted // read)
-        self._shorts = self._samples - self._fulls * read
+        # Running samples and full reads over the shards in the epoch's order.
+        # The j-th shard (:meth:`_shard_at`) is permuted again when asked for,
+        # and a shard's short read's samples are its samples less its full
+        # reads': neither is held (they took 12 of 36 bytes a shard).
+        permuted = sizes[permute(np.arange(shards), shards, self._shard_key)]
+        self._samples = Cumulative(permuted)
+        self._fulls = Cumulative(permuted // read)
+        self._all_fulls = self._fulls.last
         flags = np.asarray(sequential, dtype=bool).reshape(-1)
         self._sequential = flags if flags.any() else None
-        # The same columns as memoryviews, for :meth:`one`: an element of one
-        # is a Python int at C speed (a numpy scalar and its int() took as
-        # long as a round of the network), and a view holds no more memory.
-        self._shards, self._all_fulls = shards, int(self._fulls[-1])
-        self._views = tuple(v.data for v in (self._samples, self._fulls, self._shorts,
-                                             self._shard, self._starts))
+        # For :meth:`one`: an element of a memoryview is a Python int (or
+        # bool) at C speed, where a numpy scalar and its int() took as long
+        # as a round of the network.
         self._sequential_view = None if self._sequential is None else flags.data
 
     def at(self, positions: npt.NDArray[np.integer]) -> I64:
@@ -120,9 +125,9 @@ class ShardOrder(LazyOrder):
         if not self._shuffled:
             return p.copy()
         read, samples, fulls = self._read, self._samples, self._fulls
-        j = _find(samples, p)
-        local = p - samples[j]
-        first_full, end_full = fulls[j], fulls[j + 1]
+        j = samples.find(p)
+        local = p - samples.take(j)
+        first_full, end_full = fulls.take(j), fulls.take(j + 1)
         in_full = local < (end_full - first_full) * read
         # The window: its full read's, or for a short read its last full read's.
         w = _div(np.where(in_full, first_full + _div(local, read), np.maximum(end_full - 1, 0)),
@@ -144,17 +149,39 @@ class ShardOrder(LazyOrder):
         out[k] = self._in_shorts(shorts_before[k] + offset[k] - reads[k] * read)
         return out
 
+    def _shard_at(self, j: I64) -> I64:
+        """The shard (list order) that is the epoch's ``j``-th, of each of ``j``."""
+        if not j.size:
+            return j.copy()
+        lo, hi = int(j.min()), int(j.max()) + 1
+        if hi - lo < j.size:
+            # A block's reads are of a few shards next to each other in the
+            # epoch: each is permuted once.
+            shards: I64 = permute(np.arange(lo, hi), self._shards, self._shard_key)[j - lo]
+            return shards
+        return permute(j, self._shards, self._shard_key)
+
+    def _short(self, j: int) -> int:
+        """The samples of the short reads of the epoch's first ``j`` shards."""
+        return self._samples.get(j) - self._fulls.get(j) * self._read
+
+    def _seek_short(self, value: int, guess: int) -> int:
+        """The last ``j`` with ``_short(j) <= value``, searched out from ``guess``."""
+        lo, hi = gallop(self._short, self._shards + 1, value, guess)
+        return bisect_right(range(hi), value, lo, hi, key=self._short) - 1
+
     def _windows(self, w: I64) -> tuple[I64, I64, I64, I64]:
         """Of windows ``w``: the first full read, the first position, the short
         reads' samples before it, and its full reads."""
         first = w * self._window
         # The shard that holds full read ``first`` (a window's first position
         # is that read's place in the shards' own order).
-        j = _find(self._fulls, first)
+        j = self._fulls.find(first)
         head = w > 0
-        start = np.where(head, self._samples[j] + (first - self._fulls[j]) * self._read, 0)
-        shorts_before = np.where(head, self._shorts[j], 0)
-        reads = np.clip(self._fulls[-1] - first, 0, self._window)
+        fulls, samples = self._fulls.take(j), self._samples.take(j)
+        start = np.where(head, samples + (first - fulls) * self._read, 0)
+        shorts_before = np.where(head, samples - fulls * self._read, 0)
+        reads = np.clip(self._all_fulls - first, 0, self._window)
         return first, start, shorts_before, reads
 
     def _in_reads(self, offset: I64, w: I64, keys: U64, first: I64, reads: I64) -> I64:
@@ -162,23 +189,23 @@ class ShardOrder(LazyOrder):
         slot = _div(offset, read)
         inner = offset - slot * read
         full = first + permute(slot, reads, keys)
-        j = _find(self._fulls, full)
+        j = self._fulls.find(full)
+        shard = self._shard_at(j)
         if self._sequential is not None:
-            seq = np.flatnonzero(self._sequential[self._shard[j]])
+            seq = np.flatnonzero(self._sequential[shard])
             if seq.size:
                 full[seq] = self._ascending(slot[seq], w[seq], first[seq], reads[seq], j[seq])
-        number = full - self._fulls[j]
-        shard = self._shard[j].astype(np.int64)
+        number = full - self._fulls.take(j)
         keys = pair_keys(self._read_key, shard, number)
-        return self._starts[shard] + number * read + permute(inner, read, keys)
+        return self._starts.take(shard) + number * read + permute(inner, read, keys)
 
     def _ascending(self, slot: I64, w: I64, first: I64, reads: I64, j: I64) -> I64:
         """The full read each of ``slot`` holds when shard ``j``'s reads in
         window ``w`` are put in ascending order on the slots they were given."""
-        lo = np.maximum(self._fulls[j], first)
-        hi = np.minimum(self._fulls[j + 1], first + reads)
+        lo = np.maximum(self._fulls.take(j), first)
+        hi = np.minimum(self._fulls.take(j + 1), first + reads)
         # One row per (window, shard): its reads' slots, sorted.
-        pairs, where = _units(w * (len(self._shard) + 1) + j)
+        pairs, where = _units(w * (self._shards + 1) + j)
         pick = np.zeros(len(pairs), dtype=np.int64)
         pick[where] = np.arange(len(where))
         seg_lo, seg_hi = lo[pick], hi[pick]
@@ -195,68 +222,85 @@ class ShardOrder(LazyOrder):
         return result
 
     def _in_shorts(self, v: I64) -> I64:
-        shorts = self._shorts
-        j = _find(shorts, v)
-        number = self._fulls[j + 1] - self._fulls[j]
-        shard = self._shard[j].astype(np.int64)
+        read = self._read
+        lo = self._seek_short(int(v.min()), 0)
+        hi = self._seek_short(int(v.max()), lo) + 2
+        # The shorts of the few shards the values fall in, made whole.
+        fulls, samples = self._fulls.whole(lo, hi), self._samples.whole(lo, hi)
+        shorts = samples - fulls * read
+        i = shorts.searchsorted(v, "right") - 1
+        number = fulls[i + 1] - fulls[i]
+        shard = self._shard_at(i + lo)
         keys = pair_keys(self._read_key, shard, number)
-        inner = permute(v - shorts[j], shorts[j + 1] - shorts[j], keys)
-        return self._starts[shard] + number * self._read + inner
+        inner = permute(v - shorts[i], shorts[i + 1] - shorts[i], keys)
+        return self._starts.take(shard) + number * read + inner
 
     def one(self, position: int) -> int:
         if not self._shuffled:
             return position
         read, size = self._read, self._window
-        samples, fulls, shorts, shards, starts = self._views
+        samples, fulls = self._samples, self._fulls
+        # A running sum's entry j is heads[j >> SHIFT] + excess[j]
+        # (:class:`Cumulative`), looked up here: a call took as long.
+        s_heads, s_excess = samples.views
+        f_heads, f_excess = fulls.views
         # Shards of about the same samples (the usual dataset) put the
         # position's shard at its share of the samples, or next to it; each
         # search checks its guess before it calls (a call costs as much).
         j = position * self._shards // self._count
-        if not samples[j] <= position < samples[j + 1]:
-            j = _seek(samples, position, j)
-        local = position - samples[j]
-        first_full, end_full = fulls[j], fulls[j + 1]
-        if local < (end_full - first_full) * read:
-            w = (first_full + local // read) // size
+        here = s_heads[j >> SHIFT] + s_excess[j]
+        if not here <= position < s_heads[(j + 1) >> SHIFT] + s_excess[j + 1]:
+            j = samples.seek(position, j)
+            here = s_heads[j >> SHIFT] + s_excess[j]
+        local = position - here
+        lo_full = f_heads[j >> SHIFT] + f_excess[j]
+        hi_full = f_heads[(j + 1) >> SHIFT] + f_excess[j + 1]
+        if local < (hi_full - lo_full) * read:
+            w = (lo_full + local // read) // size
         else:
-            w = max(end_full - 1, 0) // size
+            w = max(hi_full - 1, 0) // size
         first = w * size
         start = shorts_before = 0
         # The window's shards are near position's own (a window holds a
         # few): each is looked for from the one before it.
-        near = j
         if w:
-            if not fulls[j] <= first < fulls[j + 1]:
-                near = _seek(fulls, first, j)
-            start = samples[near] + (first - fulls[near]) * read
-            shorts_before = shorts[near]
+            if not lo_full <= first < hi_full:
+                j = fulls.seek(first, j)
+                lo_full = f_heads[j >> SHIFT] + f_excess[j]
+                hi_full = f_heads[(j + 1) >> SHIFT] + f_excess[j + 1]
+                here = s_heads[j >> SHIFT] + s_excess[j]
+            start = here + (first - lo_full) * read
+            shorts_before = here - lo_full * read
+        near = j
         reads = min(max(self._all_fulls - first, 0), size)
         offset = position - start
         if offset < reads * read:
             slot, inner = divmod(offset, read)
             full = first + permute_one(slot, reads, unit_key(self._window_key, w))
-            j = near
-            if not fulls[j] <= full < fulls[j + 1]:
-                j = _seek(fulls, full, j)
+            if not lo_full <= full < hi_full:
+                j = fulls.seek(full, near)
+                lo_full = f_heads[j >> SHIFT] + f_excess[j]
+                hi_full = f_heads[(j + 1) >> SHIFT] + f_excess[j + 1]
+            shard = permute_one(j, self._shards, self._shard_key)
             sequential = self._sequential_view
-            if sequential is not None and sequential[shards[j]]:
-                lo = max(fulls[j], first)
-                hi = min(fulls[j + 1], first + reads)
+            if sequential is not None and sequential[shard]:
+                lo = max(lo_full, first)
+                hi = min(hi_full, first + reads)
                 slots = permute(np.arange(lo - first, hi - first), reads,
                                 unit_key(self._window_key, w), inverse=True)
                 full = lo + int(np.count_nonzero(slots < slot))
-            width = read
+            number, width = full - lo_full, read
         else:
             v = shorts_before + offset - reads * read
-            j = near
-            if not shorts[j] <= v < shorts[j + 1]:
-                j = _seek(shorts, v, j)
-            full = fulls[j + 1]
-            inner, width = v - shorts[j], shorts[j + 1] - shorts[j]
-        shard = shards[j]
-        number = full - fulls[j]
+            short = self._short
+            if not short(j) <= v < short(j + 1):
+                j = self._seek_short(v, near)
+            lo_short = short(j)
+            number = fulls.get(j + 1) - fulls.get(j)
+            inner, width = v - lo_short, short(j + 1) - lo_short
+            shard = permute_one(j, self._shards, self._shard_key)
         key = pair_key(self._read_key, shard, number)
-        return starts[shard] + number * read + permute_one(inner, width, key)
+        return self._starts.get(shard) + number * read + permute_one(inner, width, key)
 
     def ends(self, shards: Sequence[int]) -> list[int]:
         """Where each of ``shards`` (list order) has its last sample in the
@@ -270,19 +314,22 @@ class ShardOrder(LazyOrder):
         """
         k = np.asarray(shards, dtype=np.int64).reshape(-1)
         if not self._shuffled:
-            return [int(x) for x in np.where(self._starts[k + 1] > self._starts[k],
-                                             self._starts[k + 1] - 1, -1).tolist()]
-        read, samples, fulls, shorts = self._read, self._samples, self._fulls, self._shorts
-        j = permute(k, len(self._shard), self._shard_key, inverse=True)
-        w = np.maximum(fulls[j + 1] - 1, 0) // self._window
+            lo, hi = self._starts.take(k), self._starts.take(k + 1)
+            return [int(x) for x in np.where(hi > lo, hi - 1, -1).tolist()]
+        read = self._read
+        j = permute(k, self._shards, self._shard_key, inverse=True)
+        fulls, end_fulls = self._fulls.take(j), self._fulls.take(j + 1)
+        samples, end_samples = self._samples.take(j), self._samples.take(j + 1)
+        shorts, end_shorts = samples - fulls * read, end_samples - end_fulls * read
+        w = np.maximum(end_fulls - 1, 0) // self._window
         first, start, shorts_before, reads = self._windows(w)
         # A short last read ends its share of the window's tail.
-        out = start + reads * read + shorts[j + 1] - shorts_before - 1
+        out = start + reads * read + end_shorts - shorts_before - 1
         # Else the shard's last read is the one at the latest of its slots.
-        whole = np.flatnonzero((shorts[j + 1] == shorts[j]) & (samples[j + 1] > samples[j]))
+        whole = np.flatnonzero((end_shorts == shorts) & (end_samples > samples))
         if whole.size:
-            lo = np.maximum(fulls[j[whole]], first[whole]) - first[whole]
-            sizes = fulls[j[whole] + 1] - first[whole] - lo
+            lo = np.maximum(fulls[whole], first[whole]) - first[whole]
+            sizes = end_fulls[whole] - first[whole] - lo
             before = np.cumsum(sizes) - sizes
             row = np.repeat(np.arange(len(sizes)), sizes)
             slots = permute(np.repeat(lo, sizes) + np.arange(int(sizes.sum())) - before[row],
@@ -291,7 +338,7 @@ class ShardOrder(LazyOrder):
                             inverse=True)
             last = np.maximum.reduceat(slots, before)
             out[whole] = start[whole] + (last + 1) * read - 1
-        out[samples[j + 1] == samples[j]] = -1
+        out[end_samples == samples] = -1
         return [int(x) for x in out.tolist()]
 
 
@@ -300,45 +347,6 @@ def _div(values: I64, by: int) -> I64:
     took a sixth of the time of numpy's signed floor division."""
     quotient: I64 = (values.view(np.uint64) // np.uint64(by)).view(np.int64)
     return quotient
-
-
-def _find(cumulative: I64, values: I64) -> I64:
-    """Per value, the last ``j`` with ``cumulative[j] <= value``: a binary
-    search over just the shards between the least and the greatest value (a
-    block's positions are near each other: a few of 100,000 shards), which
-    stays in the cache."""
-    if not values.size:
-        return values.copy()
-    lo = int(cumulative.searchsorted(values.min(), "right")) - 1
-    hi = int(cumulative.searchsorted(values.max(), "right"))
-    found: I64 = cumulative[lo:hi].searchsorted(values, "right") + (lo - 1)
-    return found
-
-
-def _seek(cumulative: memoryview, value: int, guess: int) -> int:
-    """``bisect_right(cumulative, value) - 1`` (``cumulative`` from 0, never
-    decreasing; ``value >= 0``), searched out from ``guess``: a couple of
-    probes when the answer is at or next to it (as a window's shards are),
-    and past a few probes a binary search of what is left."""
-    if cumulative[guess] <= value:
-        lo, hi = guess, len(cumulative)
-        probe, step = guess + 1, 1
-        while probe < hi and step <= 8:
-            if cumulative[probe] > value:
-                hi = probe
-                break
-            lo, step = probe, step * 2
-            probe = lo + step
-    else:
-        lo, hi = 0, guess  # cumulative[0] == 0 <= value
-        probe, step = guess - 1, 1
-        while probe > 0 and step <= 8:
-            if cumulative[probe] <= value:
-                lo = probe
-                break
-            hi, step = probe, step * 2
-            probe = hi - step
-    return bisect_right(cumulative, value, lo, hi) - 1
 
 
 def _units(w: I64) -> tuple[I64, I64]:
@@ -351,12 +359,6 @@ def _units(w: I64) -> tuple[I64, I64]:
         return w[np.r_[0, change]], np.cumsum(which)
     distinct, which = np.unique(w, return_inverse=True)
     return distinct, which.reshape(-1)
-
-
-def _cumulative(values: I64) -> I64:
-    out = np.zeros(len(values) + 1, dtype=np.int64)
-    np.cumsum(values, out=out[1:])
-    return out
 
 
 def shard_epoch_order(counts: Sequence[int], *, seed: int, epoch: int, shuffle: bool,

@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import aioflux.torch._permutation as permutation
+from aioflux.torch._cumulative import Cumulative
 from aioflux.torch._order import RankBatches
-from aioflux.torch._shard_order import ShardOrder, _seek
+from aioflux.torch._shard_order import ShardOrder
 
 COUNTS = st.lists(st.one_of(st.just(0), st.integers(min_value=1, max_value=4),
                             st.integers(min_value=0, max_value=90)), max_size=9)
@@ -69,7 +70,7 @@ def test_the_order_is_a_permutation_with_the_documented_structure(
 
     if not total:
         return
-    shards = [int(s) for s in order._shard]
+    shards = order._shard_at(np.arange(len(counts))).tolist()
     assert sorted(shards) == list(range(len(counts)))
     at = 0
     for fulls, shorts in _windows(counts, shards, read, max(1, window // read)):
@@ -136,16 +137,44 @@ def test_one_position_of_a_billion_is_the_order_s_sample() -> None:
     assert [order.one(p) for p in positions] == expected == order.at(np.array(positions)).tolist()
 
 
+# Terms from zero to past 2**32: a running sum's excesses held in 2, 4 and 8 bytes.
+TERMS = st.lists(st.one_of(st.just(0), st.integers(min_value=0, max_value=50),
+                           st.integers(min_value=0, max_value=3 << 31)), min_size=1, max_size=300)
+
+
 @settings(max_examples=200, deadline=None)
-@given(sizes=st.lists(st.one_of(st.just(0), st.integers(min_value=0, max_value=50)),
-                      min_size=1, max_size=300), data=st.data())
-def test_a_search_from_a_guess_is_a_binary_search(sizes: list[int], data: st.DataObject) -> None:
-    cumulative = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=cumulative[1:])
-    value = data.draw(st.integers(min_value=0, max_value=int(cumulative[-1]) + 3))
+@given(sizes=TERMS, data=st.data())
+def test_a_running_sum_is_its_int64_array(sizes: list[int], data: st.DataObject) -> None:
+    whole = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=whole[1:])
+    sums = Cumulative(np.array(sizes, dtype=np.int64))
+    assert sums.last == int(whole[-1])
+    assert [sums.get(j) for j in range(len(whole))] == whole.tolist()
+    assert sums.take(np.arange(len(whole))).tolist() == whole.tolist()
+    # A search from a guess, and a block's (near values, then spread wide),
+    # are binary searches.
+    values = data.draw(st.lists(st.integers(min_value=0, max_value=int(whole[-1]) + 3),
+                                min_size=1, max_size=400))
+    expected = [bisect.bisect_right(whole.tolist(), v) - 1 for v in values]
     guess = data.draw(st.integers(min_value=0, max_value=len(sizes)))
-    assert _seek(cumulative.data, value, guess) == bisect.bisect_right(cumulative.tolist(),
-                                                                       value) - 1
+    assert [sums.seek(v, guess) for v in values] == expected
+    assert sums.find(np.array(values, dtype=np.int64)).tolist() == expected
+    assert sums.find(np.array(values[:1], dtype=np.int64)).tolist() == expected[:1]
+
+
+@pytest.mark.parametrize("most", [50, 5000, 3 << 31])
+def test_values_spread_over_many_runs_are_searched_through_their_runs(most: int) -> None:
+    # A few values over 20,000 entries: each is searched in its run of
+    # excesses (not the entries between them made whole); runs of zeros too.
+    k = np.arange(20_000, dtype=np.int64)
+    sizes = np.where(k % 7 == 0, 0, k * 2_654_435_761 % 1_000_003 % most)
+    sizes[5000:5300] = 0
+    whole = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=whole[1:])
+    sums = Cumulative(sizes)
+    values = np.array([0, 1, int(whole[5000]), int(whole[-1]) // 3, int(whole[-1]) - 1,
+                       int(whole[-1]), int(whole[-1]) + 9], dtype=np.int64)
+    assert sums.find(values).tolist() == (whole.searchsorted(values, "right") - 1).tolist()
 
 
 def test_not_shuffled_is_the_list_order() -> None:
@@ -189,7 +218,7 @@ def _billion() -> ShardOrder:
 
 def test_a_billion_samples_take_memory_per_shard_not_per_sample() -> None:
     # The order made whole took 8 bytes a sample (8 GB here), its making
-    # 44 (44 GB); this one holds ~37 bytes a shard (3.7 MB).
+    # 44 (44 GB); this one holds ~10 bytes a shard (1 MB).
     assert _peak(_billion) < 16 << 20
     order = _billion()
     assert len(order) == 10**9
