@@ -53,7 +53,7 @@ class Cumulative:
         most = int(grid.max())
         kind = next((t for t in (np.uint16, np.uint32) if most <= np.iinfo(t).max), np.int64)
         self.excess: npt.NDArray[np.integer] = whole[:n + 1].astype(kind)
-        self.size = n + 1
+        self.size, self._runs = n + 1, runs
         self.last = int(self.heads[-1]) + int(self.excess[-1])
         # Memoryviews for the scalar searches (and a caller's own look-ups):
         # an element is a Python int at C speed, and bisect runs over them in C.
@@ -80,14 +80,22 @@ class Cumulative:
         return out
 
     def seek(self, value: int, guess: int) -> int:
-        """The last ``j`` with ``A[j] <= value`` (``value >= 0``), searched
-        out from ``guess``: a couple of probes when it is at or next to it."""
-        lo, hi = gallop(self.get, self.size, value, guess)
-        return self.bisect(value, lo, hi)
+        """The last ``j`` with ``A[j] <= value`` (``value >= 0``), looked for
+        first in ``guess``'s run (a window's shards are next to each other),
+        else in the run a binary search of the heads gives: one or two
+        bisects in C, where probes out from the guess in Python took longer."""
+        heads, excess = self._heads, self._excess
+        run = guess >> SHIFT
+        if not heads[run] <= value or (run + 1 < self._runs and heads[run + 1] <= value):
+            run = bisect_right(heads, value) - 1
+        first = run << SHIFT
+        return bisect_right(excess, value - heads[run], first, min(self.size, first + SPAN)) - 1
 
     def bisect(self, value: int, lo: int, hi: int) -> int:
         """The last ``j`` in ``[lo, hi)`` with ``A[j] <= value``, given ``A[lo] <= value``."""
-        run = bisect_right(self._heads, value, lo >> SHIFT, ((hi - 1) >> SHIFT) + 1) - 1
+        run = lo >> SHIFT
+        if (hi - 1) >> SHIFT != run:
+            run = bisect_right(self._heads, value, run, ((hi - 1) >> SHIFT) + 1) - 1
         # The answer is in this run: its head is at most value, the next's is not.
         first = run << SHIFT
         return bisect_right(self._excess, value - self._heads[run], max(lo, first),

@@ -56,7 +56,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._engines.shards import Run, ShardsDone
-from ._cumulative import SHIFT, Cumulative, gallop
+from ._cumulative import SHIFT, SPAN, Cumulative, gallop
 from ._permutation import (
     BLOCK,
     I64,
@@ -223,17 +223,33 @@ class ShardOrder(LazyOrder):
 
     def _in_shorts(self, v: I64) -> I64:
         read = self._read
-        lo = self._seek_short(int(v.min()), 0)
-        hi = self._seek_short(int(v.max()), lo) + 2
-        # The shorts of the few shards the values fall in, made whole.
-        fulls, samples = self._fulls.whole(lo, hi), self._samples.whole(lo, hi)
-        shorts = samples - fulls * read
-        i = shorts.searchsorted(v, "right") - 1
-        number = fulls[i + 1] - fulls[i]
-        shard = self._shard_at(i + lo)
+        j = self._find_short(v)
+        fulls, end_fulls = self._fulls.take(j), self._fulls.take(j + 1)
+        shorts = self._samples.take(j) - fulls * read
+        width = self._samples.take(j + 1) - end_fulls * read - shorts
+        number = end_fulls - fulls
+        shard = self._shard_at(j)
         keys = pair_keys(self._read_key, shard, number)
-        inner = permute(v - shorts[i], shorts[i + 1] - shorts[i], keys)
-        return self._starts.take(shard) + number * read + inner
+        return self._starts.take(shard) + number * read + permute(v - shorts, width, keys)
+
+    def _find_short(self, v: I64) -> I64:
+        """Per short-read sample ``v``, the last ``j`` with ``_short(j) <= v``."""
+        lo = self._seek_short(int(v.min()), 0)
+        hi = self._seek_short(int(v.max()), lo) + 1
+        if hi - lo <= 4 * v.size + SPAN:
+            # A block's short reads are of a few windows' shards: made whole.
+            shorts = self._samples.whole(lo, hi) - self._fulls.whole(lo, hi) * self._read
+            found: I64 = shorts.searchsorted(v, "right") + (lo - 1)
+            return found
+        # Spread wide: a binary search per value, a pass per halving
+        # (``_short(at) <= v < _short(end)`` throughout).
+        at, end = np.full(v.shape, lo), np.full(v.shape, hi)
+        while True:
+            middle = (at + end) >> 1
+            if not (middle > at).any():
+                return at
+            below = self._samples.take(middle) - self._fulls.take(middle) * self._read <= v
+            at, end = np.where(below, middle, at), np.where(below, end, middle)
 
     def one(self, position: int) -> int:
         if not self._shuffled:
@@ -299,8 +315,10 @@ class ShardOrder(LazyOrder):
             number = fulls.get(j + 1) - fulls.get(j)
             inner, width = v - lo_short, short(j + 1) - lo_short
             shard = permute_one(j, self._shards, self._shard_key)
+        heads, excess = self._starts.views
+        first_sample = heads[shard >> SHIFT] + excess[shard]
         key = pair_key(self._read_key, shard, number)
-        return self._starts.get(shard) + number * read + permute_one(inner, width, key)
+        return first_sample + number * read + permute_one(inner, width, key)
 
     def ends(self, shards: Sequence[int]) -> list[int]:
         """Where each of ``shards`` (list order) has its last sample in the
