@@ -5,6 +5,8 @@ one JSON line of figures, in one process (no emulator, no peer: an order
 needs only the counts):
 
 - ``setup_s``: a shard order's making (per epoch, per worker);
+- ``held_b_per_shard``: what a made shard order holds (tracemalloc), per
+  shard: every worker and rank holds one (issue 49's budget: 16);
 - ``one_us``: one position's sample, the median over spread positions
   (target <= 20 us);
 - ``rank_positions_per_s``: one rank of ``--world`` iterating its share of
@@ -52,17 +54,27 @@ def measure(shards: int = 100_000, per_shard: int = 10_000, samples_per_read: in
     from aioflux.torch._rank_batches import RankBatches
     from aioflux.torch._shard_order import ShardOrder
 
+    def make() -> ShardOrder:
+        return ShardOrder([per_shard] * shards, seed=1, epoch=1, shuffle=True,
+                          samples_per_read=samples_per_read, shuffle_window=shuffle_window,
+                          sequential=[False] * shards)
+
     total = shards * per_shard
     started = time.perf_counter()
-    order = ShardOrder([per_shard] * shards, seed=1, epoch=1, shuffle=True,
-                       samples_per_read=samples_per_read, shuffle_window=shuffle_window,
-                       sequential=[False] * shards)
+    order = make()
     setup = time.perf_counter() - started
+    del order
+    # Made again under tracemalloc (which slows the making): what it keeps.
+    tracemalloc.start()
+    order = make()
+    held = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
     spread = [(k * 7_919_999_989) % total for k in range(2000)]
     order.one(spread[0])  # warm
     one = _median_us(order.one, spread)
     reference = min(timeit.repeat("sum(range(1000))", number=2000, repeat=5)) / 2000
     out: dict[str, Any] = {"samples": total, "shards": shards, "setup_s": round(setup, 3),
+                           "held_b_per_shard": round(held / shards, 2),
                            "one_us": round(one, 2), "reference_us": round(reference * 1e6, 1)}
     for name, lazy in (("", order), ("objects_", epoch_order(total, 1, 1, True))):
         if name:

@@ -120,6 +120,7 @@ def plan(options: Options) -> Plan:
                ("epoch_first_s", "next epoch first batch s"),
                ("state_bytes", "state B"), ("generate_s", "data made once s"),
                ("one_us", "us a position"), ("rank_positions_per_s", "rank positions/s"),
+               ("held_b_per_shard", "order B/shard"),
                ("node_b_per_object", "node B/object"), ("target_b_per_object", "target B/object")]
     return Plan(
         name="scale",
