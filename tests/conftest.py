@@ -20,6 +20,7 @@ import pytest
 
 from aioflux import AsyncClient, Client, ClientConfig, RetryPolicy
 from aioflux.testing import Emulator, Faults, fake_gcs_server, running_emulator
+from tests import _abandoned_loaders
 from tests._hang_report import pytest_configure, pytest_runtest_call  # noqa: F401  (hooks)
 from tests.azurite import Azurite, running_azurite
 
@@ -43,6 +44,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     del session
     gc.collect()
     gc.freeze()
+    _abandoned_loaders.track()
+
+
+@pytest.fixture(autouse=True)
+def _stop_abandoned_loader_workers() -> Iterator[None]:
+    # A DataLoader iterator left to the collector waits 5 s a worker (see
+    # tests/_abandoned_loaders.py), idle, in whichever test collects it.
+    yield
+    _abandoned_loaders.shut_down_the_abandoned()
 
 
 # Fast retries keep fault-injection tests quick; the policy itself is
