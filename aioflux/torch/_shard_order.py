@@ -109,7 +109,10 @@ class ShardOrder(LazyOrder):
         # The j-th shard (:meth:`_shard_at`) is permuted again when asked for,
         # and a shard's short read's samples are its samples less its full
         # reads': neither is held (they took 12 of 36 bytes a shard).
-        permuted = sizes[permute(np.arange(shards), shards, self._shard_key)]
+        permuted = np.empty(shards, dtype=np.int64)
+        for lo in range(0, shards, BLOCK):  # a block's temporaries at a time
+            hi = min(shards, lo + BLOCK)
+            permuted[lo:hi] = sizes[permute(np.arange(lo, hi), shards, self._shard_key)]
         self._samples = Cumulative(permuted)
         self._fulls = Cumulative(permuted // read)
         self._all_fulls = self._fulls.last
