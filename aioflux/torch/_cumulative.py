@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["SHIFT", "SPAN", "Cumulative", "gallop"]
+__all__ = ["SHIFT", "SPAN", "WHOLE_PER_VALUE", "Cumulative", "gallop"]
 
 I64 = npt.NDArray[np.int64]
 
@@ -28,9 +28,10 @@ I64 = npt.NDArray[np.int64]
 SHIFT = 6
 #: Entries per int64 kept whole.
 SPAN = 1 << SHIFT
-# Past this many entries a block's searches are a binary search per value
-# over its run (a few numpy passes) instead of the block's entries made whole.
-_WHOLE_PER_VALUE = 4
+#: Past this many entries a value (and a run) between a block's least and
+#: greatest, its values are searched a binary search each (a few numpy
+#: passes), not in the entries between them made whole.
+WHOLE_PER_VALUE = 4
 
 
 class Cumulative:
@@ -59,11 +60,6 @@ class Cumulative:
         # an element is a Python int at C speed, and bisect runs over them in C.
         self.views: tuple[memoryview, memoryview] = (self.heads.data, self.excess.data)
         self._heads, self._excess = self.views
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes the arrays hold."""
-        return int(self.heads.nbytes + self.excess.nbytes)
 
     def get(self, j: int) -> int:
         """``A[j]``."""
@@ -113,7 +109,7 @@ class Cumulative:
         least, most = int(values.min()), int(values.max())
         lo = self.bisect(least, 0, self.size)
         hi = self.bisect(most, lo, self.size) + 1
-        if hi - lo <= _WHOLE_PER_VALUE * values.size + SPAN:
+        if hi - lo <= WHOLE_PER_VALUE * values.size + SPAN:
             found: I64 = self.whole(lo, hi).searchsorted(values, "right") + (lo - 1)
             return found
         run = self.heads.searchsorted(values, "right") - 1

@@ -56,7 +56,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._engines.shards import Run, ShardsDone
-from ._cumulative import SHIFT, SPAN, Cumulative, gallop
+from ._cumulative import SHIFT, SPAN, WHOLE_PER_VALUE, Cumulative, gallop
 from ._permutation import (
     BLOCK,
     I64,
@@ -239,7 +239,7 @@ class ShardOrder(LazyOrder):
         """Per short-read sample ``v``, the last ``j`` with ``_short(j) <= v``."""
         lo = self._seek_short(int(v.min()), 0)
         hi = self._seek_short(int(v.max()), lo) + 1
-        if hi - lo <= 4 * v.size + SPAN:
+        if hi - lo <= WHOLE_PER_VALUE * v.size + SPAN:
             # A block's short reads are of a few windows' shards: made whole.
             shorts = self._samples.whole(lo, hi) - self._fulls.whole(lo, hi) * self._read
             found: I64 = shorts.searchsorted(v, "right") + (lo - 1)
