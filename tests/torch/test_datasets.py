@@ -22,7 +22,7 @@ from aioflux._engines.compose import COMPOSED_PREFIX
 from aioflux.local import LocalStore
 from aioflux.testing import Emulator
 from aioflux.torch import IterableDataset, MapDataset, ResumableBatchSampler
-from tests.torch._forkserver import forkserver
+from tests.torch._forkserver import ENDPOINT_VARIABLES, forkserver, with_environment
 from tests.torch.conftest import Where
 
 COMPOSE: dict[str, Any] = {"compose_threshold": 64 * 1024}
@@ -94,13 +94,15 @@ def test_map_dataset_batches_through_dataloader(where: Where, workers: int) -> N
 def test_spawned_workers_rebuild_the_store_of_the_scheme(where: Where, kind: str) -> None:
     # A spawn worker unpickles the dataset and builds its own store from the
     # URL scheme: a GCS client for gs://, a LocalStore for files.
-    # Where the store comes from the arguments (gs, files), a forkserver's
-    # worker proves the same (the dataset reaches it by pickle, in a process
-    # that never saw it) without importing torch anew (~3 s of CPU each);
-    # one case keeps a real spawn, and so do the stores that the worker finds
-    # through the environment (a forkserver's is from when it started).
-    context: Any = "spawn" if where.scheme not in ("gs", "file") or \
-        (where.scheme, kind) == ("file", "map") else forkserver()
+    # A forkserver's worker proves the same (the dataset reaches it by
+    # pickle, in a process that never saw it) without importing torch anew
+    # (~3 s of CPU each); one case keeps a real spawn. The server runs
+    # without the stores' environment (it starts without it): a store found
+    # through the environment (az) gets it in the worker as a spawned
+    # worker would inherit it, before the worker first uses the dataset.
+    spawn = (where.scheme, kind) == ("file", "map")
+    context: Any = "spawn" if spawn else forkserver()
+    init = None if spawn else with_environment(ENDPOINT_VARIABLES)
     data = seed_at(where, 24, 300)
     ds: MapDataset | IterableDataset
     if kind == "map":
@@ -108,7 +110,7 @@ def test_spawned_workers_rebuild_the_store_of_the_scheme(where: Where, kind: str
     else:
         ds = IterableDataset.from_prefix(where.url("d"), transform=to_bytes, **where.kwargs)
     loader = torch.utils.data.DataLoader(ds, batch_size=5, num_workers=2, collate_fn=list,
-                                         multiprocessing_context=context)
+                                         multiprocessing_context=context, worker_init_fn=init)
     got = [sample for batch in loader for sample in batch]
     assert sorted(got) == sorted(data.values())
 

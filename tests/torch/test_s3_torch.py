@@ -21,7 +21,11 @@ from aioflux import WriterOptions, list_files, load_files
 from aioflux._core.portal import call
 from aioflux.torch import IterableDataset, MapDataset
 from tests.conftest import MotoS3
+from tests.torch._forkserver import forkserver, with_environment
 from tests.torch.conftest import Where
+
+AWS_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION",
+                   "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_EC2_METADATA_DISABLED")
 
 
 def _seed(where: Where, count: int) -> dict[str, bytes]:
@@ -36,7 +40,7 @@ def _seed(where: Where, count: int) -> dict[str, bytes]:
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize(("workers", "context"), [(0, None), (2, "fork"), (2, "spawn")])
+@pytest.mark.parametrize(("workers", "context"), [(0, None), (2, "fork"), (2, "forkserver")])
 @pytest.mark.parametrize("kind", ["map", "iterable"])
 def test_from_prefix_datasets_on_s3(s3_where: Where, moto_s3: MotoS3,
                                     monkeypatch: pytest.MonkeyPatch, kind: str,
@@ -56,15 +60,19 @@ def test_from_prefix_datasets_on_s3(s3_where: Where, moto_s3: MotoS3,
     else:
         ds = IterableDataset.from_prefix(where.url("d/"), transform=bytes,
                                          endpoint=moto_s3.endpoint)
-    # A spawned worker unpickles the dataset and builds its own S3 store from
-    # its settings (the endpoint given here; no environment to fall back on).
-    # Spawned workers stay for the second epoch: each imports torch anew
-    # (~3 s of CPU), and new ones would only repeat the first epoch's start.
+    # A forkserver's worker unpickles the dataset, as a spawned one does, and
+    # builds its own S3 store from its settings (the endpoint given here; the
+    # server runs without the endpoint variables, tests/torch/_forkserver.py),
+    # with the credentials a spawned worker would inherit. It forks from a
+    # server that imported torch once: a spawned worker imports it anew (~3 s
+    # of CPU each). The workers stay for the second epoch.
     # The transform is a builtin, so unpickling it imports no test module
     # (this one pulls in pytest, the fixtures and the emulator).
-    loader = torch.utils.data.DataLoader(ds, batch_size=7, num_workers=workers,
-                                         collate_fn=list, multiprocessing_context=context,
-                                         persistent_workers=context == "spawn")
+    fresh = context == "forkserver"
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=7, num_workers=workers, collate_fn=list,
+        multiprocessing_context=forkserver() if fresh else context, persistent_workers=fresh,
+        worker_init_fn=with_environment(AWS_CREDENTIALS) if fresh else None)
     for _ in range(2):  # two epochs: nothing lost or doubled in either
         got = [sample for batch in loader for sample in batch]
         if kind == "map":
