@@ -21,14 +21,31 @@ seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
   service; and a service refusing under 29% of requests at random
   pays its debt back faster than it grows (a random walk drifting to
   zero), and is not paced.
-- Paced, requests and throttles are counted in windows of
-  :data:`DECREASE_WINDOW`. A window with at least :data:`CUT_LEAST`
-  throttles, past :data:`THROTTLE_SHARE` of its requests above the share
-  the service refuses whatever the rate (``noise``), cuts the rate to
-  :data:`DECREASE` of what the service served of late (the requests it
-  took a second). So the burst of 429s one overshoot brings is one cut,
-  and the odd 429 is none.
-- A cut is judged on the :data:`JUDGE_LEAST` requests after it (after one
+- Paced, answers are counted in windows of :data:`DECREASE_WINDOW`: the
+  successes (:func:`answered`) and the throttles (:func:`throttle`) that
+  came back in it, not the tokens taken (a paced node reserves up to
+  :data:`AHEAD` of them at once, which thinned a window's throttled share
+  so that the first overshoot was not cut). A window with at least
+  :data:`CUT_LEAST` throttles, past :data:`THROTTLE_SHARE` of its answers
+  above the share the service refuses whatever the rate (``noise``), cuts
+  the rate to :data:`DECREASE` of what the service served of late (the
+  successes a second). So the burst of 429s one overshoot brings is one
+  cut, and the odd 429 is none. Requests that reserved their tokens
+  before a cut give them back and reserve again at the new rate
+  (:mod:`aioflux._net.throttle`): a cut paces at once what was queued.
+- What was served is a moving average over the windows. The first
+  window after pacing starts (:data:`FIRST_WINDOW`, restarted by the
+  answers to requests sent before it) calibrates: served well under the
+  rate, the service is at its cap, and the rate and the rate it recovers
+  towards go to a little under what it served (:func:`_calibrate`). The
+  rate measured before the switch held the burst the service had saved
+  up (16 DataLoader workers measured 360 writes/s together against a cap
+  of 200/s, and paced at 250 until a cut).
+- While the node owes :data:`HOLD_COUNT` throttles, its unpaced requests
+  wait (:func:`holding`, at most :data:`HOLD_SECONDS`) for the answers
+  in flight to pay the debt back or switch pacing on: sent meanwhile
+  into a cap whose burst is spent, most would be refused.
+- A cut is judged on the :data:`JUDGE_LEAST` answers after it (after one
   more window, which still sees answers to requests sent before it), the
   rate held meanwhile (:func:`_useless`). Under a cap, a cut either ends
   the throttles or leaves as much served (what the cap admits): it
@@ -58,11 +75,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["AHEAD", "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "JOIN_WINDOW", "JUDGE_LEAST",
-           "MIN_RATE", "NOISE_HALF_LIFE", "NOISE_MOST", "RAMP_FLOOR", "RECOVER_SECONDS",
-           "RECOVER_TO", "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION", "SWITCH_COUNT",
-           "SWITCH_CREDIT", "THROTTLE_SHARE", "USELESS_FALL", "RateState", "alarm", "calm",
-           "grown", "join", "noise", "pace_at", "relax", "reserve", "start", "throttle"]
+__all__ = ["AHEAD", "CALIBRATE_BELOW", "CALIBRATE_LEAST", "CALIBRATING", "CUT_LEAST", "DECREASE",
+           "DECREASE_WINDOW", "FIRST_WINDOW", "HOLD_COUNT", "HOLD_SECONDS", "JOIN_WINDOW",
+           "JUDGE_LEAST", "MIN_RATE", "NOISE_HALF_LIFE", "NOISE_MOST", "RAMP_FLOOR",
+           "RECOVER_SECONDS", "RECOVER_TO", "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION",
+           "SWITCH_COUNT", "SWITCH_CREDIT", "THROTTLE_SHARE", "USELESS_FALL", "RateState", "alarm",
+           "answered", "calm", "grown", "holding", "join", "noise", "pace_at", "relax", "reserve",
+           "start", "throttle"]
 
 #: the rate after a throttled window, as a fraction of the rate served of
 #: late (or of the rate, if less)
@@ -78,10 +97,13 @@ RECOVER_SECONDS = 2.0
 #: the weight of a window's served rate in ``served``, a moving average
 #: (about the last four windows: two seconds)
 SERVED_WEIGHT = 0.4
-#: a cut is judged on at least this many requests sent after it (after the
+#: a cut is judged on at least this many answers after it (after the
 #: window that follows it, which still sees answers to requests sent
 #: before it)
 JUDGE_LEAST = 20
+#: the first window after pacing starts calibrates on at least this many
+#: successes
+CALIBRATE_LEAST = 20
 #: a cut was useless if, throttles going on (CUT_LEAST of them, at most
 #: NOISE_MOST of the requests), what was served fell below this fraction
 #: of what was served before it
@@ -95,13 +117,33 @@ NOISE_MOST = 0.2
 #: one overshoot arrive together (requests already sent when the first
 #: came back)
 DECREASE_WINDOW = 0.5
-#: throttles past this share of the requests mean the rate is too high
+#: the first window after pacing starts, served less than this fraction of
+#: the rate, was at the service's cap (timing alone moves it a few percent)
+CALIBRATE_BELOW = 0.85
+#: ``judging`` in the first window after pacing starts: the answers to
+#: requests sent before it restart it, and what it is served may replace
+#: the guesses pacing started from (:func:`_calibrate`)
+CALIBRATING = 3
+#: the first window after pacing starts is this short: the rate it starts
+#: at is a guess, from a rate measured with the burst a service had saved
+#: up, and may overshoot
+FIRST_WINDOW = 0.25
+#: throttles past this share of the answers mean the rate is too high
 THROTTLE_SHARE = 0.1
 #: a node's unpaced throttles, less SWITCH_CREDIT per success in between,
 #: that switch pacing on: a cap overshot refuses runs of requests across
 #: the node's processes, and this many is a few per process of a
 #: DataLoader's workers
 SWITCH_COUNT = 8
+#: a node's debt at which its unpaced requests wait (:func:`holding`) for
+#: the answers in flight to settle it: paid back (a flaky service) or
+#: grown to SWITCH_COUNT (a cap). Requests sent meanwhile into a cap whose
+#: burst is spent were most of the throttles of 16 DataLoader workers
+#: before pacing started
+HOLD_COUNT = 3.0
+#: ... at most this long after the node's last throttle (nothing may be in
+#: flight to settle it)
+HOLD_SECONDS = 0.25
 #: the throttles one success pays back: a service refusing a share below
 #: SWITCH_CREDIT / (1 + SWITCH_CREDIT), 29%, at random never owes for
 #: long (at 10%, reaching SWITCH_COUNT is a chance of about 1e-6 per run
@@ -110,7 +152,7 @@ SWITCH_CREDIT = 0.4
 #: the paced rate starts at this fraction of the rate measured before it
 START_FRACTION = 0.7
 #: ... and recovers towards this fraction of it (as after a cut)
-START_ANCHOR = 0.75
+START_ANCHOR = 0.8
 #: processes that see pacing switched on within this many seconds add
 #: their measured rate to the starting rate
 JOIN_WINDOW = 2.0
@@ -144,19 +186,21 @@ class RateState:
         epoch: how many times pacing was switched on.
         resume_at: no request before this time (a ``Retry-After``).
         window_at: when the current window of counts began.
-        sent: requests paced in the window.
-        refused: throttles in the window.
+        ok: successes answered in the window.
+        refused: throttles answered in the window.
         served: the rate served of late: a moving average over the
-            windows of the requests sent less those throttled, a second.
+            windows of their successes a second (the first window after
+            pacing starts, with enough of them, replaces the guess).
         anchor: ``served`` when the last cut was made (what the rate
             recovers towards).
         peak: the rate before the last cut (where a useless one goes back to).
         noise: the share of requests found refused whatever the rate.
         noise_at: when ``noise`` was found.
-        judging: the last cut is being judged: 2 while the window after it
+        judging: :data:`CALIBRATING` in the first window after pacing
+            starts; the last cut is being judged: 2 while the window after it
             runs, 1 while the requests after that are counted, 0 judged.
         judged_at: when the counting for the judgment began.
-        judged_sent: requests sent since then.
+        judged_ok: successes since then.
         judged_refused: throttles since then.
         debt: unpaced throttles of the node's processes, less
             :data:`SWITCH_CREDIT` per success since the first (0: none
@@ -176,7 +220,7 @@ class RateState:
     epoch: int = 0
     resume_at: float = 0.0
     window_at: float = 0.0
-    sent: int = 0
+    ok: int = 0
     refused: int = 0
     served: float = 0.0
     anchor: float = 0.0
@@ -185,7 +229,7 @@ class RateState:
     noise_at: float = 0.0
     judging: int = 0
     judged_at: float = 0.0
-    judged_sent: int = 0
+    judged_ok: int = 0
     judged_refused: int = 0
     debt: float = 0.0
     owed_at: float = 0.0
@@ -223,7 +267,7 @@ def _grown(state: RateState, seconds: float, doubling: float) -> float:
     towards the rate of the last cut within :data:`RECOVER_SECONDS`, then
     :func:`grown`."""
     rate = state.rate
-    if state.judging:
+    if state.judging and state.judging != CALIBRATING:
         return rate  # held where the cut put it until the cut is judged
     # Back to the rate that served what was served, throttles included.
     target = RECOVER_TO * state.anchor / (1.0 - min(state.noise, NOISE_MOST))
@@ -267,7 +311,7 @@ def noise(state: RateState, now: float) -> float:
     return float(state.noise * 0.5 ** (max(0.0, now - state.noise_at) / NOISE_HALF_LIFE))
 
 
-def _useless(state: RateState, now: float, sent: int, refused: int) -> bool | None:
+def _useless(state: RateState, now: float, ok: int, refused: int) -> bool | None:
     """Count a closed window towards the judgment of the last cut.
 
     Returns:
@@ -275,47 +319,76 @@ def _useless(state: RateState, now: float, sent: int, refused: int) -> bool | No
     """
     if state.judging == 2:  # answers to requests sent before the cut
         state.judging, state.judged_at = 1, now
-        state.judged_sent = state.judged_refused = 0
+        state.judged_ok = state.judged_refused = 0
         return None
-    state.judged_sent += sent
+    state.judged_ok += ok
     state.judged_refused += refused
-    if state.judged_sent < JUDGE_LEAST:
+    answers = state.judged_ok + state.judged_refused
+    if answers < JUDGE_LEAST:
         return None
     state.judging = 0
-    share = state.judged_refused / state.judged_sent
-    served = (state.judged_sent - state.judged_refused) / max(now - state.judged_at, 1e-9)
+    share = state.judged_refused / answers
+    served = state.judged_ok / max(now - state.judged_at, 1e-9)
     return (state.judged_refused >= CUT_LEAST and share <= NOISE_MOST
             and served < USELESS_FALL * state.anchor)
+
+
+def _calibrate(state: RateState, now: float, served: float, doubling: float,
+               ceiling: float | None) -> bool:
+    """The first window after pacing started (its paced requests' answers)
+    replaces the guesses it started from with what it was served.
+
+    The rate and the rate it recovers towards came from the rate measured
+    before the switch, which held the burst the service had saved up (16
+    DataLoader workers measured 360 writes/s together against a cap of
+    200/s, and paced at 250). A service that served the window well under
+    the rate is at its cap (a backlog of requests waited): the rate and
+    the recovery go to a little under what it served. One that served
+    about the rate took it: the guesses stand.
+
+    Returns:
+        Whether the rate was set from what was served.
+    """
+    state.served = served
+    _refill(state, now, doubling, ceiling)
+    if served >= CALIBRATE_BELOW * state.rate:
+        return False
+    state.rate = max(MIN_RATE, RECOVER_TO * served)
+    state.anchor = min(state.anchor, served)
+    return True
 
 
 def _judge(state: RateState, now: float, doubling: float, ceiling: float | None) -> bool:
     """Close the window if it is over: judge the last cut, or cut the rate
     if the window was throttled."""
     span = now - state.window_at
-    if span < DECREASE_WINDOW:
+    first = state.judging == CALIBRATING
+    if span < (FIRST_WINDOW if first else DECREASE_WINDOW):
         return False
-    sent, refused = state.sent, state.refused
-    state.window_at, state.sent, state.refused = now, 0, 0
-    # Requests are counted as they take tokens and throttles as they come
-    # back, so one window's difference is rough; a few windows' is not.
-    # Reservations run up to AHEAD of now: past the rate they are sends to
-    # come (the queue of requests pacing starts with), not a rate served.
-    state.served += SERVED_WEIGHT * (min(max(0, sent - refused) / span, state.rate)
-                                     - state.served)
+    ok, refused = state.ok, state.refused
+    state.window_at, state.ok, state.refused = now, 0, 0
+    served = min(ok / span, state.rate)
+    if first:
+        state.judging = 0
+        if ok >= CALIBRATE_LEAST and _calibrate(state, now, served, doubling, ceiling):
+            return False
+    else:
+        state.served += SERVED_WEIGHT * (served - state.served)
     if state.judging:
-        useless = _useless(state, now, sent, refused)
+        useless = _useless(state, now, ok, refused)
         if useless:
             # Throttled alike at the lower rate while less was served: that
             # share is noise (the rate recovers past it, and only throttles
             # beyond it cut).
-            state.noise = max(noise(state, now), state.judged_refused / state.judged_sent)
+            state.noise = max(noise(state, now),
+                              state.judged_refused / (state.judged_ok + state.judged_refused))
             state.noise_at = now
             # Back to the rate before the cut, within RECOVER_SECONDS.
             state.anchor = state.peak * (1.0 - state.noise) / RECOVER_TO
         elif useless is not None:
             state.noise = 0.0  # a cut that helped: the throttles were the rate's
         return False  # no second cut before the first is judged
-    if refused < CUT_LEAST or refused <= (THROTTLE_SHARE + noise(state, now)) * sent:
+    if refused < CUT_LEAST or refused <= (THROTTLE_SHARE + noise(state, now)) * (ok + refused):
         return False
     _refill(state, now, doubling, ceiling)
     # The first cut since pacing started keeps the rate measured before it
@@ -355,7 +428,6 @@ def reserve(state: RateState, now: float, doubling: float,
     hold = state.resume_at - now
     if state.tokens - 1.0 < -state.rate * AHEAD:
         return False, max(hold, (-state.rate * AHEAD - state.tokens + 1.0) / state.rate)
-    state.sent += 1
     state.tokens -= 1.0
     wait = 0.0 if state.tokens >= 0 else -state.tokens / state.rate
     return True, max(wait, hold)
@@ -384,10 +456,12 @@ def start(state: RateState, now: float, measured: float, retry_after: float | No
     # A first cut found useless (a flaky service) goes back to the whole.
     state.served = state.anchor = START_ANCHOR * measured
     state.peak = measured
-    state.judging = 0  # not judged: the rate paced at first may still be far too high
+    # The first window calibrates, then cuts as any other: the rate paced
+    # at first may still be far too high.
+    state.judging = CALIBRATING
     state.tokens = 0.0
     state.refilled_at = state.decreased_at = state.started_at = state.window_at = now
-    state.sent = state.refused = 0
+    state.ok = state.refused = 0
     state.throttle_at = now
     state.debt = 0.0  # paced: the successes are no longer counted against it
     state.epoch += 1
@@ -422,9 +496,42 @@ def throttle(state: RateState, now: float, doubling: float, retry_after: float |
     if retry_after is not None:
         state.resume_at = max(state.resume_at, now + retry_after)
     if sent_at is not None and sent_at < state.decreased_at:
+        _before_calibrating(state, now, sent_at)
         return False
     state.refused += 1
     return _judge(state, now, doubling, ceiling)
+
+
+def answered(state: RateState, now: float, doubling: float, ceiling: float | None = None,
+             sent_at: float | None = None) -> bool:
+    """Count a success of a paced request; cut the rate if its window is over
+    and was throttled.
+
+    Args:
+        state: the key's controller, pacing on.
+        now: monotonic time.
+        doubling: see :func:`grown`.
+        ceiling: the most requests/s allowed (a configured rate).
+        sent_at: when the request was sent (monotonic), if known.
+
+    Returns:
+        True if the rate was cut.
+    """
+    if _before_calibrating(state, now, sent_at):
+        return False
+    state.ok += 1
+    return _judge(state, now, doubling, ceiling)
+
+
+def _before_calibrating(state: RateState, now: float, sent_at: float | None) -> bool:
+    """An answer to a request sent unpaced, before pacing started, in the
+    window that calibrates: it restarts the window (which is to count the
+    paced requests' answers alone: 16 workers' requests in flight at the
+    switch made a cap of 200/s look like 240)."""
+    if state.judging != CALIBRATING or sent_at is None or sent_at >= state.started_at:
+        return False
+    state.window_at, state.ok, state.refused = now, 0, 0
+    return True
 
 
 def alarm(state: RateState, now: float) -> bool:
@@ -441,7 +548,28 @@ def alarm(state: RateState, now: float) -> bool:
     if state.debt <= 0.0:
         state.owed_at, state.owed_ok = now, 0
     state.debt += 1.0
+    state.throttle_at = now
     return state.debt >= SWITCH_COUNT
+
+
+def holding(state: RateState, now: float) -> bool:
+    """Whether the node's unpaced requests wait for its debt to be settled:
+    :data:`HOLD_COUNT` owed, within :data:`HOLD_SECONDS` of the last
+    throttle.
+
+    A service refusing a share of requests at random seldom owes that
+    much (at 10%, about once in 170 runs of throttles), and then only
+    until the answers in flight pay it back.
+
+    Args:
+        state: the key's controller.
+        now: monotonic time.
+
+    Returns:
+        True while they wait.
+    """
+    return (not state.throttled and state.debt >= HOLD_COUNT
+            and now - state.throttle_at <= HOLD_SECONDS)
 
 
 def calm(state: RateState) -> None:
@@ -489,7 +617,7 @@ def pace_at(state: RateState, now: float, rate: float) -> None:
         state.anchor, state.judging = 0.0, 0
         state.tokens = max(1.0, rate * BURST_SECONDS)
         state.refilled_at = state.decreased_at = state.started_at = state.window_at = now
-        state.sent = state.refused = 0
+        state.ok = state.refused = 0
         state.debt = 0.0
         state.epoch += 1
 

@@ -15,8 +15,10 @@ numbers only (:class:`aioflux._core.rate.RateState`), no lease and no
 process id, so a process killed at any point leaves nothing to expire.
 
 A slot's first byte is its "pacing on" flag, read without the lock on
-every request; its third says the node owes throttles (unpaced successes
-are then counted, under the lock). A forked child keeps the mapping (it is the same memory)
+every request (2 while the node holds its unpaced requests,
+:func:`aioflux._core.rate.holding`: they go through the gate too); its
+third says the node owes throttles (unpaced successes are then counted,
+under the lock). A forked child keeps the mapping (it is the same memory)
 but opens its own file description for ``flock``: locks belong to an open
 file description, which a fork shares, so the parent's and the child's
 would not exclude each other. Where no file can be made (a read-only
@@ -36,7 +38,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from .rate import RateState
+from .rate import RateState, holding
 
 try:
     import fcntl
@@ -53,6 +55,10 @@ _STATE = struct.Struct("<BBBxIQq8dqq6d3q2dq")
 _MAGIC = 0xA10F1005
 #: the byte of a slot that says the node owes throttles (``debt`` > 0)
 OWED = 2
+# Where a slot's time of the last cut is (``decreased_at``: after the
+# flags, magic, version, epoch, rate, tokens and refill time).
+_CUT_AT = struct.calcsize("<BBBxIQq3d")
+_TIME = struct.Struct("<d")
 # After the state: the key's digest (zeros: a slot never used) and when
 # the slot was last used.
 _DIGEST_AT = _STATE.size
@@ -196,11 +202,11 @@ class Table:
     def read(self, slot: int, now: float) -> tuple[RateState, int]:
         """A slot's state and version (table held)."""
         (flag, opened, _owed, magic, version, epoch, rate, tokens, refilled, decreased, throttle,
-         started, resume, window, sent, refused, served, anchor, peak, noise, noise_at,
+         started, resume, window, ok, refused, served, anchor, peak, noise, noise_at,
          judged_at, judging, judged_sent, judged_refused, debt, owed_at,
          owed_ok) = _STATE.unpack_from(self.memory, slot * SLOT)
-        state = RateState(bool(flag), bool(opened), rate, tokens, refilled, decreased, throttle,
-                          started, epoch, resume, window, sent, refused, served, anchor, peak,
+        state = RateState(flag == 1, bool(opened), rate, tokens, refilled, decreased, throttle,
+                          started, epoch, resume, window, ok, refused, served, anchor, peak,
                           noise, noise_at, judging, judged_at, judged_sent, judged_refused,
                           debt, owed_at, owed_ok)
         if magic != _MAGIC or max(refilled, decreased, throttle, started, window, noise_at,
@@ -213,13 +219,16 @@ class Table:
     def write(self, slot: int, state: RateState, version: int, now: float) -> None:
         """Store a slot's state (table held)."""
         at = slot * SLOT
-        _STATE.pack_into(self.memory, at, int(state.throttled), int(state.opened),
+        # The flag byte: attempts go through the gate, paced (1) or held
+        # while the node's throttles are settled (2).
+        flag = 1 if state.throttled else 2 if holding(state, now) else 0
+        _STATE.pack_into(self.memory, at, flag, int(state.opened),
                          int(state.debt > 0.0), _MAGIC, version, state.epoch, state.rate,
                          state.tokens, state.refilled_at,
                          state.decreased_at, state.throttle_at, state.started_at, state.resume_at,
-                         state.window_at, state.sent, state.refused, state.served,
+                         state.window_at, state.ok, state.refused, state.served,
                          state.anchor, state.peak, state.noise, state.noise_at,
-                         state.judged_at, state.judging, state.judged_sent,
+                         state.judged_at, state.judging, state.judged_ok,
                          state.judged_refused, state.debt, state.owed_at, state.owed_ok)
         _USED.pack_into(self.memory, at + _USED_AT, now)
 
@@ -245,7 +254,14 @@ class SharedRate:
 
     @property
     def paced(self) -> bool:
-        """The slot's pacing flag (``memory[at]``), read without the lock."""
+        """Whether the slot's pacing flag (``memory[at]``) says paced, read
+        without the lock."""
+        return self.memory[self.at] == 1
+
+    @property
+    def gated(self) -> bool:
+        """Whether attempts go through the gate (``memory[at]`` not 0: paced,
+        or held), read without the lock."""
         return self.memory[self.at] != 0
 
     @property
@@ -257,6 +273,13 @@ class SharedRate:
     def owed(self) -> bool:
         """The slot's owed flag (``memory[at + OWED]``), read without the lock."""
         return self.memory[self.at + OWED] != 0
+
+    @property
+    def cut_at(self) -> float:
+        """When the rate was last cut or pacing started (monotonic), read
+        without the lock: a request that reserved its token before then
+        reserves again at the new rate."""
+        return float(_TIME.unpack_from(self.memory, self.at + _CUT_AT)[0])
 
     @property
     def shared(self) -> bool:

@@ -6,9 +6,12 @@ processes share, :mod:`aioflux._core.rate_shared`); only once the service
 has throttled that key does an attempt take the lock, a token, and wait
 for it. Before that, every throttle is counted node-wide, and a success
 takes the lock only while the node owes one (another byte): the debt that
-switches pacing on (:func:`aioflux._core.rate.alarm`). Each gate measures
-its own successful requests per second, the share it adds when pacing
-starts (:func:`aioflux._core.rate.join`).
+switches pacing on (:func:`aioflux._core.rate.alarm`); while it owes a
+few, the flag holds the node's attempts until the answers in flight
+settle it (:func:`aioflux._core.rate.holding`). Paced, a success takes the
+lock too: windows are judged on answers (:func:`aioflux._core.rate.answered`).
+Each gate measures its own successful requests per second, the share it
+adds when pacing starts (:func:`aioflux._core.rate.join`).
 
 Before that, a slow start: a process's first contact with a key sends at
 most :data:`FIRST_WINDOW` attempts at once, :data:`GROWTH` more per
@@ -37,8 +40,20 @@ import time
 
 from .._core.config import ClientConfig
 from .._core.metrics import RequestStats
-from .._core.rate import alarm, calm, join, pace_at, relax, reserve, start, throttle
-from .._core.rate_shared import SharedRate, shared_rate
+from .._core.rate import (
+    HOLD_SECONDS,
+    alarm,
+    answered,
+    calm,
+    holding,
+    join,
+    pace_at,
+    relax,
+    reserve,
+    start,
+    throttle,
+)
+from .._core.rate_shared import OWED, SharedRate, shared_rate
 
 __all__ = ["FIRST_WINDOW", "GROWTH", "Gate", "Window", "gate_key"]
 
@@ -50,6 +65,8 @@ _QUIET_DOUBLINGS = 2.0
 _QUIET_LEAST = 60.0
 # Seconds between the marks a gate in use leaves on its slot.
 _TOUCH = 30.0
+# Seconds between looks at a held node's debt.
+_HOLD_STEP = 0.02
 #: attempts a process has in flight at first on a key its node has not
 #: seen take ``max_concurrency`` unthrottled (one more per success)
 FIRST_WINDOW = 8
@@ -156,9 +173,10 @@ class Window:
                 if waiter.done() and not waiter.cancelled():
                     self._leave()  # handed a place it will not use
                 raise
-        if self.gate.shared.paced:
-            # Pacing switched on while this attempt waited: it takes a
-            # token like the attempts that came after the switch.
+        if self.gate.shared.gated:
+            # Pacing switched on (or the node held its requests) while this
+            # attempt waited: it takes a token like the attempts that came
+            # after the switch.
             try:
                 await self.gate.admit()
             except BaseException:
@@ -223,7 +241,7 @@ class Gate:
 
     def __init__(self, key: str, label: str, config: ClientConfig, stats: RequestStats,
                  shared: SharedRate | None = None) -> None:
-        #: ``shared.paced`` says whether attempts are paced
+        #: ``shared.gated`` says whether attempts go through :meth:`admit`
         self.shared = shared or shared_rate(key)
         self.label = label
         self.stats = stats
@@ -244,34 +262,64 @@ class Gate:
                 self._epoch = state.epoch
 
     async def admit(self) -> None:
-        """Take a token, waiting for it (call when ``shared.paced``)."""
-        taken = False
+        """Take a token, waiting for it (call when ``shared.gated``); or, not
+        paced while the node holds its requests (:func:`aioflux._core.rate.holding`),
+        wait until it stops holding them.
+
+        A token reserved before a cut is given back once its wait is over
+        and another reserved at the cut rate: the requests queued at the
+        old rate would otherwise go on overshooting for up to
+        :data:`aioflux._core.rate.AHEAD` (a cut from 230 to 140/s
+        against a cap of 200/s: 15 more throttles in the half second
+        after it)."""
+        shared = self.shared
+        taken = held = False
         while not taken:
             now = time.monotonic()
-            with self.shared.locked() as state:
-                if not self._fixed and relax(state, now, self._quiet):
-                    self.stats.rates.pop(self.label, None)
-                    log.info("%s: no throttle for %.0f s, requests no longer paced",
-                             self.label, self._quiet)
-                    return
-                if self._fixed and not state.throttled:
-                    pace_at(state, now, self._ceiling)  # type: ignore[arg-type]
-                if state.epoch != self._epoch:
-                    join(state, now, self._meter.rate(time.perf_counter()), self._ceiling)
-                    self._epoch = state.epoch
-                taken, wait = reserve(state, now, self._doubling, self._ceiling)
-                rate = state.rate
+            hold = 0.0
+            with shared.locked() as state:
+                if held:
+                    state.tokens += 1.0  # reserved at the rate before the cut
+                    held = False
+                if not state.throttled and not self._fixed:
+                    # Not paced: the answers in flight settle the node's
+                    # debt (paid back, or pacing on); else it goes unpaced.
+                    if not holding(state, now):
+                        return
+                    hold = min(_HOLD_STEP, state.throttle_at + HOLD_SECONDS - now)
+                else:
+                    if not self._fixed and relax(state, now, self._quiet):
+                        self.stats.rates.pop(self.label, None)
+                        log.info("%s: no throttle for %.0f s, requests no longer paced",
+                                 self.label, self._quiet)
+                        return
+                    if self._fixed and not state.throttled:
+                        pace_at(state, now, self._ceiling)  # type: ignore[arg-type]
+                    if state.epoch != self._epoch:
+                        join(state, now, self._meter.rate(time.perf_counter()), self._ceiling)
+                        self._epoch = state.epoch
+                    taken, wait = reserve(state, now, self._doubling, self._ceiling)
+                    rate, cut_at = state.rate, state.decreased_at
+            if hold > 0:
+                self.stats.budget_wait += hold
+                await asyncio.sleep(hold)
+                continue
             self.stats.rates[self.label] = rate
             if wait > 0:
                 self.stats.budget_wait += wait
                 await asyncio.sleep(wait)
+                if taken and shared.cut_at != cut_at and shared.paced:
+                    taken, held = False, True
 
-    def succeeded(self, now: float) -> None:
+    def succeeded(self, now: float, sent: float | None = None) -> None:
         """Count a successful attempt (the measured rate): on every
         request, so a few operations.
 
         Args:
             now: ``time.perf_counter()``.
+            sent: when the attempt was sent (``time.perf_counter()``): the
+                answer to a request sent before pacing started does not
+                count towards the window that calibrates it.
         """
         meter = self._meter
         if now - meter.since >= 1.0:
@@ -284,11 +332,17 @@ class Gate:
                     pass
         meter.ok += 1
         shared = self.shared
-        if shared.owed and not shared.paced:
-            # The node owes throttles and is not paced: a success pays some
-            # back (under the lock; only while a throttle is owed).
+        memory, at = shared.memory, shared.at
+        if memory[at] or memory[at + OWED]:
+            # Paced, its window counts the answers (a lock per success, as
+            # per token); owing throttles, a success pays some back. An
+            # unthrottled node takes no lock.
+            clock = time.monotonic()
             with shared.locked() as state:
-                if not state.throttled and state.debt > 0.0:
+                if state.throttled:
+                    answered(state, clock, self._doubling, self._ceiling,
+                             None if sent is None else clock - (now - sent))
+                elif state.debt > 0.0:
                     calm(state)
         window = self.window
         if window is not None:

@@ -267,7 +267,7 @@ class Transport(LoopSessions):
                                       body_size() if body_size is not None else 0))
                 if gate is not None:
                     self._progress_at = ended
-                    gate.succeeded(ended)
+                    gate.succeeded(ended, started)
                 return result
         try:
             raise_mapped(failure, op)

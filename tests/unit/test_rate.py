@@ -22,6 +22,7 @@ from aioflux._core.rate import (
     RAMP_FLOOR,
     START_FRACTION,
     RateState,
+    answered,
     grown,
     join,
     pace_at,
@@ -75,18 +76,23 @@ def test_a_burst_of_throttles_is_one_decrease() -> None:
     state = _started()
     before = state.rate
     now = 100.0
-    for _ in range(50):  # the 429s of one overshoot, within one window
+    for _ in range(40):  # the 429s of one overshoot, within the first window
         now += 0.005
         reserve(state, now, DOUBLING)
         throttle(state, now, DOUBLING)
-    assert state.rate >= before  # grown, not cut yet: the window is open
-    assert throttle(state, now + 0.5, DOUBLING)  # the window closes: one cut
-    # To a fraction of what was served of late (START_ANCHOR of the
-    # measured 200/s, and none of this window's): well under the rate sent.
-    served = rate.START_ANCHOR * 200.0 * (1 - rate.SERVED_WEIGHT)
-    assert state.anchor == pytest.approx(served)
-    assert state.rate == pytest.approx(DECREASE * served)
-    assert state.decreased_at == now + 0.5
+    assert state.rate >= before  # not cut yet: the window is open
+    closed = 100.0 + rate.FIRST_WINDOW
+    assert throttle(state, closed, DOUBLING)  # the window closes: one cut
+    # No success answered: what was served is still the guess pacing
+    # started from (START_ANCHOR of the measured 200/s).
+    assert state.anchor == pytest.approx(rate.START_ANCHOR * 200.0)
+    # DECREASE of the rate, recovered a little towards that guess meanwhile.
+    assert DECREASE * before <= state.rate < before
+    assert state.decreased_at == closed
+    for _ in range(40):  # the rest of the burst: judged, not cut again
+        now = closed + 0.01
+        closed = now
+        assert not throttle(state, now, DOUBLING)
 
 
 def test_the_rate_recovers_to_what_was_served_then_grows_at_the_documented_pace() -> None:
@@ -110,6 +116,8 @@ def test_the_odd_throttle_does_not_cut() -> None:
         reserve(state, now, DOUBLING)
         if i % 20 == 0:  # 5% of requests, as a service answers whatever the rate
             throttle(state, now, DOUBLING)
+        else:
+            answered(state, now, DOUBLING)
     assert state.decreased_at == 100.0
     assert state.rate > START_FRACTION * 200.0
 
@@ -206,6 +214,7 @@ def _simulate(groups: list[float], cap: float | Callable[[float], float] | None,
                 throttle(states[i], now, doubling)
             elif limit is None or tokens >= 1:
                 tokens -= 1
+                answered(states[i], now, doubling)
             else:
                 throttle(states[i], now, doubling)
         if tick % int(1 / step) == 0:

@@ -1,0 +1,223 @@
+"""Pacing judged on answers (issue 50): windows count the successes and
+throttles that came back, not the tokens reserved; the first window after
+pacing starts replaces the guesses it started from; tokens reserved before
+a cut are reserved again at the cut rate; and the node holds its unpaced
+requests while a run of throttles is settled.
+
+Counts and given times only: the gates' sleeps are recorded, not slept."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from aioflux._core import rate
+from aioflux._core.config import ClientConfig
+from aioflux._core.metrics import RequestStats
+from aioflux._core.rate import (
+    HOLD_COUNT,
+    HOLD_SECONDS,
+    RECOVER_TO,
+    START_FRACTION,
+    RateState,
+    answered,
+    holding,
+    reserve,
+    start,
+    throttle,
+)
+from aioflux._core.rate_shared import SharedRate, Table
+from aioflux._net import throttle as gates
+from aioflux._net.throttle import Gate
+
+DOUBLING = 1200.0
+KEY = "http://x|b|write"
+
+
+def _answers(state: RateState, since: float, seconds: float, ok: int, refused: int) -> float:
+    """``ok`` successes and ``refused`` throttles (of requests sent after
+    ``since``) coming back evenly over ``seconds``; returns the time after."""
+    n = ok + refused
+    step = seconds / n
+    now = since
+    for i in range(n):
+        now += step
+        if i % max(1, n // max(refused, 1)) == 0 and refused:
+            refused -= 1
+            throttle(state, now, DOUBLING, sent_at=now - 0.001)
+        else:
+            answered(state, now, DOUBLING)
+    return now
+
+
+def test_a_window_is_judged_on_answers_not_tokens_reserved() -> None:
+    # 16 DataLoader workers queue 150 requests the moment pacing starts
+    # (tokens reserved up to a second ahead). Counted as requests, the
+    # window's 15 throttles were a tenth of 165 and cut nothing; of the
+    # 100 answers that came back they are 15%.
+    state = RateState()
+    start(state, 0.0, 330.0)
+    state.window_at = state.started_at = -1.0  # past the first window
+    for _ in range(150):
+        reserve(state, 0.001, DOUBLING)
+    before = state.rate
+    end = _answers(state, 0.0, rate.DECREASE_WINDOW, ok=85, refused=15)
+    answered(state, end + 0.01, DOUBLING)  # closes the window
+    assert state.rate < before and state.judging
+
+
+def test_the_first_window_replaces_the_guesses_pacing_started_from() -> None:
+    # The rate measured before the switch held the burst the cap had saved
+    # up: 360/s against a cap of 200/s. Paced at 0.7 of it, the first
+    # window is served 200/s (what the cap admits): the rate and the rate
+    # it recovers towards go to a little under that, not to 0.75 of 360.
+    state = RateState()
+    start(state, 0.0, 360.0)
+    assert state.rate == pytest.approx(START_FRACTION * 360.0)
+    end = _answers(state, 0.0, rate.FIRST_WINDOW + 0.001, ok=50, refused=0)
+    assert state.window_at == end  # the 50th answer closed the window
+    served = 50 / end
+    assert state.rate == pytest.approx(RECOVER_TO * served)
+    assert state.anchor == pytest.approx(served)
+    later = end + rate.RECOVER_SECONDS + 1.0
+    reserve(state, later, DOUBLING)
+    assert state.rate < 200.0  # recovered to under the cap, not to 256
+
+
+def test_answers_to_requests_sent_before_the_start_restart_the_first_window() -> None:
+    # The requests in flight at the switch come back in its first tenth of
+    # a second: counted, 20 more successes made the cap of 200/s look like
+    # 280 (capped at the rate: the guesses stood, and paced at 252 the
+    # node overshot the cap until a cut).
+    state = RateState()
+    start(state, 0.0, 360.0)
+    guess = state.rate
+    now = 0.0
+    for _ in range(20):
+        now += 0.005
+        answered(state, now, DOUBLING, sent_at=-0.01)
+    throttle(state, now, DOUBLING, sent_at=-0.01)
+    assert state.window_at == now and state.ok == 0
+    end = _answers(state, now, rate.FIRST_WINDOW + 0.001, ok=50, refused=0)
+    assert state.rate == pytest.approx(RECOVER_TO * 50 / (end - now)) and state.rate < guess
+
+
+def test_a_rate_the_first_window_was_served_stands() -> None:
+    # A service that served the rate pacing started at took it: the
+    # guesses stand (the rate recovers towards 0.75 of what was measured).
+    state = RateState()
+    start(state, 0.0, 200.0)
+    before, anchor = state.rate, state.anchor
+    end = _answers(state, 0.0, rate.FIRST_WINDOW, ok=int(before * rate.FIRST_WINDOW), refused=0)
+    answered(state, end + 0.01, DOUBLING)
+    assert state.rate >= before and state.anchor == anchor
+
+
+def _gate(table: Table, ceiling: float | None = None) -> Gate:
+    config = ClientConfig(max_concurrency=4, request_rate=ceiling or "adaptive")
+    return Gate(KEY, "b write", config, RequestStats(), SharedRate(KEY, table))
+
+
+def _sleeps(monkeypatch: pytest.MonkeyPatch, then: list[object]) -> list[float]:
+    """Replace the gates' sleep: record each wait, and run the next of
+    ``then`` (a callable, or None) after it."""
+    slept: list[float] = []
+    real = asyncio.sleep
+
+    async def sleep(wait: float) -> None:
+        slept.append(wait)
+        action = then.pop(0) if then else None
+        if callable(action):
+            action()
+        await real(0)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    return slept
+
+
+def _frozen(monkeypatch: pytest.MonkeyPatch) -> float:
+    """Stop the gates' monotonic clock (no refill, no window closing) at
+    now: the shared table takes times up to now as this boot's."""
+    now = time.monotonic()
+    monkeypatch.setattr(gates, "time", SimpleNamespace(monotonic=lambda: now,
+                                                       perf_counter=time.perf_counter))
+    return now
+
+
+async def test_a_token_reserved_before_a_cut_is_reserved_again_at_the_cut_rate(
+        tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 100 tokens reserved at 250/s: the last waits 0.4 s. A cut to 125/s
+    # while it waits: it gives its token back and reserves one at the cut
+    # rate (the queue at the old rate went on overshooting the cap for up
+    # to AHEAD).
+    table = Table(str(tmp_path))
+    gate = _gate(table)
+    shared = gate.shared
+    now = _frozen(monkeypatch)
+    with shared.locked() as state:
+        rate.pace_at(state, now, 250.0)
+        state.tokens = -99.0
+        gate._epoch = state.epoch
+
+    def cut() -> None:
+        with shared.locked() as state:
+            state.rate /= 2
+            state.decreased_at = now - 1e-6  # another time than the one reserved at
+
+    slept = _sleeps(monkeypatch, [cut])
+    await gate.admit()
+    assert len(slept) == 2
+    assert slept[0] == pytest.approx(100 / 250.0)
+    assert slept[1] == pytest.approx(100 / 125.0)  # the same place, at the cut rate
+    with shared.locked() as state:
+        assert state.tokens == pytest.approx(-100.0)  # one token taken, not two
+
+
+def test_three_throttles_owed_hold_the_node_unpaced_requests(tmp_path: object) -> None:
+    table = Table(str(tmp_path))
+    a, b = _gate(table), _gate(table)
+    shared = a.shared
+    for _ in range(int(HOLD_COUNT) - 1):
+        a.throttled(None)
+    assert not shared.gated  # a throttle or two: the odd 429
+    a.throttled(None)
+    # Owed HOLD_COUNT: attempts go through the gate (held), not paced.
+    assert shared.gated and not shared.paced
+    with shared.locked() as state:
+        assert holding(state, state.throttle_at + HOLD_SECONDS)
+        assert not holding(state, state.throttle_at + HOLD_SECONDS + 0.01)
+    b.succeeded(1.0)  # the answers in flight pay it back under HOLD_COUNT
+    assert not shared.gated and shared.owed
+
+
+async def test_a_held_request_goes_unpaced_once_the_debt_is_paid_back(
+        tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = Table(str(tmp_path))
+    a, b = _gate(table), _gate(table)
+    for _ in range(int(HOLD_COUNT)):
+        a.throttled(None)
+    slept = _sleeps(monkeypatch, [lambda: b.succeeded(1.0)])
+    await b.admit()  # held one step, then let go, no token taken
+    assert len(slept) == 1 and 0 < slept[0] <= HOLD_SECONDS
+    with b.shared.locked() as state:
+        assert not state.throttled and state.tokens == 0.0
+
+
+async def test_a_held_request_is_paced_once_the_throttles_switch_pacing_on(
+        tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = Table(str(tmp_path))
+    a, b = _gate(table), _gate(table)
+    for _ in range(int(HOLD_COUNT)):
+        a.throttled(None)
+
+    def cap() -> None:  # the answers in flight: throttles up to the switch
+        while not a.shared.paced:
+            a.throttled(None)
+
+    _sleeps(monkeypatch, [cap])
+    await b.admit()
+    with b.shared.locked() as state:
+        assert state.throttled and state.tokens < 1.0  # it took a token
