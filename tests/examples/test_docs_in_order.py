@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pytest
 
+from aioflux._api import stores
+from aioflux._core.portal import call
 from aioflux.cli import main as cli_main
 from aioflux.testing._serve import S3_READY_PREFIX
 from tests.examples.test_readme import Block, python_blocks
@@ -152,12 +154,19 @@ def documented_emulator(tmp_path: Path,
     monkeypatch.chdir(tmp_path)
     # Hugging Face datasets' caches (docs/guides/fsspec.md), not the home folder's.
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    # No default store yet, as in the user's new interpreter: one an earlier
+    # test of this process built without STORAGE_EMULATOR_HOST sent the DCP
+    # block to GCS itself (seen once, in a full run).
+    monkeypatch.setattr(stores, "_defaults", {})
     emulator = DocumentedEmulator(setup_lines(START.read_text(), SETUP_SECTION))
     try:
         emulator.start()
         emulator.run_the_rest(monkeypatch)
         yield emulator
     finally:
+        for pid, store in stores._defaults.values():
+            if pid == os.getpid():
+                call(store.aclose())
         emulator.stop()
 
 
