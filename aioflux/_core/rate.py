@@ -101,8 +101,8 @@ SERVED_WEIGHT = 0.4
 #: window that follows it, which still sees answers to requests sent
 #: before it)
 JUDGE_LEAST = 20
-#: the first window after pacing starts calibrates on at least this many
-#: successes
+#: a window calibrates on at least this many successes (and CUT_LEAST
+#: throttles)
 CALIBRATE_LEAST = 20
 #: a cut was useless if, throttles going on (CUT_LEAST of them, at most
 #: NOISE_MOST of the requests), what was served fell below this fraction
@@ -117,15 +117,18 @@ NOISE_MOST = 0.2
 #: one overshoot arrive together (requests already sent when the first
 #: came back)
 DECREASE_WINDOW = 0.5
-#: the first window after pacing starts, served less than this fraction of
-#: the rate, was at the service's cap (timing alone moves it a few percent)
+#: a window that calibrates, throttled and served less than this fraction
+#: of the rate, was at the service's cap (timing alone moves it a few
+#: percent, a flaky service's refusals a few more)
 CALIBRATE_BELOW = 0.85
-#: ``judging`` in the first window after pacing starts: the answers to
-#: requests sent before it restart it, and what it is served may replace
-#: the guesses pacing started from (:func:`_calibrate`)
+#: ``judging`` in the first window after pacing starts (the answers to
+#: requests sent before it restart it), and CALIBRATING + 1 in the second:
+#: what either is served may replace the guesses pacing started from
+#: (:func:`_calibrate`). Two: a pause before the switch (the hold) lets a
+#: service's bucket save up again, which the first window spends
 CALIBRATING = 3
-#: the first window after pacing starts is this short: the rate it starts
-#: at is a guess, from a rate measured with the burst a service had saved
+#: the windows that calibrate are this short: the rate pacing starts at
+#: is a guess, from a rate measured with the burst a service had saved
 #: up, and may overshoot
 FIRST_WINDOW = 0.25
 #: throttles past this share of the answers mean the rate is too high
@@ -196,9 +199,10 @@ class RateState:
         peak: the rate before the last cut (where a useless one goes back to).
         noise: the share of requests found refused whatever the rate.
         noise_at: when ``noise`` was found.
-        judging: :data:`CALIBRATING` in the first window after pacing
-            starts; the last cut is being judged: 2 while the window after it
-            runs, 1 while the requests after that are counted, 0 judged.
+        judging: :data:`CALIBRATING` (and one more) in the first (and
+            second) window after pacing starts; the last cut is being
+            judged: 2 while the window after it runs, 1 while the requests
+            after that are counted; 0 judged.
         judged_at: when the counting for the judgment began.
         judged_ok: successes since then.
         judged_refused: throttles since then.
@@ -267,7 +271,7 @@ def _grown(state: RateState, seconds: float, doubling: float) -> float:
     towards the rate of the last cut within :data:`RECOVER_SECONDS`, then
     :func:`grown`."""
     rate = state.rate
-    if state.judging and state.judging != CALIBRATING:
+    if 0 < state.judging < CALIBRATING:
         return rate  # held where the cut put it until the cut is judged
     # Back to the rate that served what was served, throttles included.
     target = RECOVER_TO * state.anchor / (1.0 - min(state.noise, NOISE_MOST))
@@ -335,16 +339,19 @@ def _useless(state: RateState, now: float, ok: int, refused: int) -> bool | None
 
 def _calibrate(state: RateState, now: float, served: float, doubling: float,
                ceiling: float | None) -> bool:
-    """The first window after pacing started (its paced requests' answers)
-    replaces the guesses it started from with what it was served.
+    """A window that calibrates (the first two after pacing started: its
+    paced requests' answers) replaces the guesses pacing started from with
+    what it was served.
 
     The rate and the rate it recovers towards came from the rate measured
     before the switch, which held the burst the service had saved up (16
     DataLoader workers measured 360 writes/s together against a cap of
-    200/s, and paced at 250). A service that served the window well under
-    the rate is at its cap (a backlog of requests waited): the rate and
-    the recovery go to a little under what it served. One that served
-    about the rate took it: the guesses stand.
+    200/s, and paced at 250). A service that refused some of the window's
+    paced requests and served it well under the rate is at its cap: the
+    rate and the recovery go to a little under what it served. One that
+    served about the rate took it, and one that refused none was asked
+    for less (processes waiting out their retries' backoff): the guesses
+    stand.
 
     Returns:
         Whether the rate was set from what was served.
@@ -362,19 +369,21 @@ def _judge(state: RateState, now: float, doubling: float, ceiling: float | None)
     """Close the window if it is over: judge the last cut, or cut the rate
     if the window was throttled."""
     span = now - state.window_at
-    first = state.judging == CALIBRATING
-    if span < (FIRST_WINDOW if first else DECREASE_WINDOW):
+    calibrating = state.judging in (CALIBRATING, CALIBRATING + 1)
+    if span < (FIRST_WINDOW if calibrating else DECREASE_WINDOW):
         return False
     ok, refused = state.ok, state.refused
     state.window_at, state.ok, state.refused = now, 0, 0
     served = min(ok / span, state.rate)
-    if first:
-        state.judging = 0
-        if ok >= CALIBRATE_LEAST and _calibrate(state, now, served, doubling, ceiling):
+    if calibrating:
+        if (ok >= CALIBRATE_LEAST and refused >= CUT_LEAST
+                and _calibrate(state, now, served, doubling, ceiling)):
+            state.judging = 0
             return False
+        state.judging = CALIBRATING + 1 if state.judging == CALIBRATING else 0
     else:
         state.served += SERVED_WEIGHT * (served - state.served)
-    if state.judging:
+    if 0 < state.judging < CALIBRATING:
         useless = _useless(state, now, ok, refused)
         if useless:
             # Throttled alike at the lower rate while less was served: that

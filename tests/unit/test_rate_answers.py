@@ -42,10 +42,11 @@ def _answers(state: RateState, since: float, seconds: float, ok: int, refused: i
     ``since``) coming back evenly over ``seconds``; returns the time after."""
     n = ok + refused
     step = seconds / n
+    every = n // refused if refused else n + 1
     now = since
     for i in range(n):
         now += step
-        if i % max(1, n // max(refused, 1)) == 0 and refused:
+        if i % every == 0 and refused:
             refused -= 1
             throttle(state, now, DOUBLING, sent_at=now - 0.001)
         else:
@@ -60,7 +61,7 @@ def test_a_window_is_judged_on_answers_not_tokens_reserved() -> None:
     # 100 answers that came back they are 15%.
     state = RateState()
     start(state, 0.0, 330.0)
-    state.window_at = state.started_at = -1.0  # past the first window
+    state.judging = 0  # past the windows that calibrate
     for _ in range(150):
         reserve(state, 0.001, DOUBLING)
     before = state.rate
@@ -72,12 +73,12 @@ def test_a_window_is_judged_on_answers_not_tokens_reserved() -> None:
 def test_the_first_window_replaces_the_guesses_pacing_started_from() -> None:
     # The rate measured before the switch held the burst the cap had saved
     # up: 360/s against a cap of 200/s. Paced at 0.7 of it, the first
-    # window is served 200/s (what the cap admits): the rate and the rate
-    # it recovers towards go to a little under that, not to 0.75 of 360.
+    # window is served 200/s (what the cap admits) and refused some: the
+    # rate and the rate it recovers towards go to a little under that.
     state = RateState()
     start(state, 0.0, 360.0)
     assert state.rate == pytest.approx(START_FRACTION * 360.0)
-    end = _answers(state, 0.0, rate.FIRST_WINDOW + 0.001, ok=50, refused=0)
+    end = _answers(state, 0.0, rate.FIRST_WINDOW + 0.001, ok=50, refused=10)
     assert state.window_at == end  # the 50th answer closed the window
     served = 50 / end
     assert state.rate == pytest.approx(RECOVER_TO * served)
@@ -101,8 +102,20 @@ def test_answers_to_requests_sent_before_the_start_restart_the_first_window() ->
         answered(state, now, DOUBLING, sent_at=-0.01)
     throttle(state, now, DOUBLING, sent_at=-0.01)
     assert state.window_at == now and state.ok == 0
-    end = _answers(state, now, rate.FIRST_WINDOW + 0.001, ok=50, refused=0)
+    end = _answers(state, now, rate.FIRST_WINDOW + 0.001, ok=50, refused=10)
     assert state.rate == pytest.approx(RECOVER_TO * 50 / (end - now)) and state.rate < guess
+
+
+def test_a_window_asked_for_less_than_the_rate_does_not_calibrate() -> None:
+    # Processes waiting out their retries' backoff ask for less than the
+    # rate: served 120/s, nothing refused, is no cap (4 processes were
+    # held at 130/s for a whole run against a cap of 200/s).
+    state = RateState()
+    start(state, 0.0, 360.0)
+    guess, anchor = state.rate, state.anchor
+    for _ in range(2):  # both windows that calibrate
+        _answers(state, state.window_at, rate.FIRST_WINDOW + 0.001, ok=30, refused=0)
+    assert state.rate >= guess and state.anchor == anchor and state.judging == 0
 
 
 def test_a_rate_the_first_window_was_served_stands() -> None:
