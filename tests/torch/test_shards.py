@@ -559,8 +559,10 @@ def test_hedged_reads_answer_for_a_held_back_shard_read(emulator: Any, bucket: s
                                   index_dir=tmp_path / "idx", samples_per_read=1,
                                   hedge_after=0.05, reads_in_flight=4)
     before = emulator.stats["get_media"]
-    # The budget allows a duplicate per 20 reads: the later held-back reads get one.
-    emulator.profile = EmulatorProfile(tail_fraction=0.2, tail_delay=(1.0, 1.0), tail_seed=7)
+    # The budget allows a duplicate per 20 reads: the later held-back reads get
+    # one. A held read waits 8x hedge_after (the reads past the budget wait it
+    # all: 1 s took the test 7 s, idle).
+    emulator.profile = EmulatorProfile(tail_fraction=0.2, tail_delay=(0.4, 0.4), tail_seed=7)
     try:
         got = list(ds)
     finally:
