@@ -41,10 +41,6 @@ seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
   rate measured before the switch held the burst the service had saved
   up (16 DataLoader workers measured 360 writes/s together against a cap
   of 200/s, and paced at 250 until a cut).
-- While the node owes :data:`HOLD_COUNT` throttles, its unpaced requests
-  wait (:func:`holding`, at most :data:`HOLD_SECONDS`) for the answers
-  in flight to pay the debt back or switch pacing on: sent meanwhile
-  into a cap whose burst is spent, most would be refused.
 - A cut is judged on the :data:`JUDGE_LEAST` answers after it (after one
   more window, which still sees answers to requests sent before it), the
   rate held meanwhile (:func:`_useless`). Under a cap, a cut either ends
@@ -76,11 +72,11 @@ import math
 from dataclasses import dataclass
 
 __all__ = ["AHEAD", "CALIBRATE_BELOW", "CALIBRATE_LEAST", "CALIBRATING", "CUT_LEAST", "DECREASE",
-           "DECREASE_WINDOW", "FIRST_WINDOW", "HOLD_COUNT", "HOLD_SECONDS", "JOIN_WINDOW",
+           "DECREASE_WINDOW", "FIRST_WINDOW", "JOIN_WINDOW",
            "JUDGE_LEAST", "MIN_RATE", "NOISE_HALF_LIFE", "NOISE_MOST", "RAMP_FLOOR",
            "RECOVER_SECONDS", "RECOVER_TO", "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION",
            "SWITCH_COUNT", "SWITCH_CREDIT", "THROTTLE_SHARE", "USELESS_FALL", "RateState", "alarm",
-           "answered", "calm", "grown", "holding", "join", "noise", "pace_at", "relax", "reserve",
+           "answered", "calm", "grown", "join", "noise", "pace_at", "relax", "reserve",
            "start", "throttle"]
 
 #: the rate after a throttled window, as a fraction of the rate served of
@@ -124,8 +120,8 @@ CALIBRATE_BELOW = 0.85
 #: ``judging`` in the first window after pacing starts (the answers to
 #: requests sent before it restart it), and CALIBRATING + 1 in the second:
 #: what either is served may replace the guesses pacing started from
-#: (:func:`_calibrate`). Two: a pause before the switch (the hold) lets a
-#: service's bucket save up again, which the first window spends
+#: (:func:`_calibrate`). Two: a lull around the switch lets a service's
+#: bucket save up again, which the first window spends
 CALIBRATING = 3
 #: the windows that calibrate are this short: the rate pacing starts at
 #: is a guess, from a rate measured with the burst a service had saved
@@ -138,15 +134,6 @@ THROTTLE_SHARE = 0.1
 #: the node's processes, and this many is a few per process of a
 #: DataLoader's workers
 SWITCH_COUNT = 8
-#: a node's debt at which its unpaced requests wait (:func:`holding`) for
-#: the answers in flight to settle it: paid back (a flaky service) or
-#: grown to SWITCH_COUNT (a cap). Requests sent meanwhile into a cap whose
-#: burst is spent were most of the throttles of 16 DataLoader workers
-#: before pacing started
-HOLD_COUNT = 3.0
-#: ... at most this long after the node's last throttle (nothing may be in
-#: flight to settle it)
-HOLD_SECONDS = 0.25
 #: the throttles one success pays back: a service refusing a share below
 #: SWITCH_CREDIT / (1 + SWITCH_CREDIT), 29%, at random never owes for
 #: long (at 10%, reaching SWITCH_COUNT is a chance of about 1e-6 per run
@@ -557,28 +544,8 @@ def alarm(state: RateState, now: float) -> bool:
     if state.debt <= 0.0:
         state.owed_at, state.owed_ok = now, 0
     state.debt += 1.0
-    state.throttle_at = now
     return state.debt >= SWITCH_COUNT
 
-
-def holding(state: RateState, now: float) -> bool:
-    """Whether the node's unpaced requests wait for its debt to be settled:
-    :data:`HOLD_COUNT` owed, within :data:`HOLD_SECONDS` of the last
-    throttle.
-
-    A service refusing a share of requests at random seldom owes that
-    much (at 10%, about once in 170 runs of throttles), and then only
-    until the answers in flight pay it back.
-
-    Args:
-        state: the key's controller.
-        now: monotonic time.
-
-    Returns:
-        True while they wait.
-    """
-    return (not state.throttled and state.debt >= HOLD_COUNT
-            and now - state.throttle_at <= HOLD_SECONDS)
 
 
 def calm(state: RateState) -> None:

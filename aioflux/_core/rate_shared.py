@@ -15,11 +15,9 @@ numbers only (:class:`aioflux._core.rate.RateState`), no lease and no
 process id, so a process killed at any point leaves nothing to expire.
 
 A slot's first byte is its "pacing on" flag, read without the lock on
-every request (2 while the node holds its unpaced requests,
-:func:`aioflux._core.rate.holding`: they go through the gate too); its
-third says the node owes throttles (unpaced successes are then counted,
-under the lock). A forked child keeps the mapping (it is the same memory)
-but opens its own file description for ``flock``: locks belong to an open
+every request; its third says the node owes throttles (unpaced successes
+are then counted, under the lock). A forked child keeps the mapping (it is
+the same memory) but opens its own file description for ``flock``: locks belong to an open
 file description, which a fork shares, so the parent's and the child's
 would not exclude each other. Where no file can be made (a read-only
 system, no ``fcntl``), the states stay in the process.
@@ -38,7 +36,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from .rate import RateState, holding
+from .rate import RateState
 
 try:
     import fcntl
@@ -203,11 +201,11 @@ class Table:
         """A slot's state and version (table held)."""
         (flag, opened, _owed, magic, version, epoch, rate, tokens, refilled, decreased, throttle,
          started, resume, window, ok, refused, served, anchor, peak, noise, noise_at,
-         judged_at, judging, judged_sent, judged_refused, debt, owed_at,
+         judged_at, judging, judged_ok, judged_refused, debt, owed_at,
          owed_ok) = _STATE.unpack_from(self.memory, slot * SLOT)
-        state = RateState(flag == 1, bool(opened), rate, tokens, refilled, decreased, throttle,
+        state = RateState(bool(flag), bool(opened), rate, tokens, refilled, decreased, throttle,
                           started, epoch, resume, window, ok, refused, served, anchor, peak,
-                          noise, noise_at, judging, judged_at, judged_sent, judged_refused,
+                          noise, noise_at, judging, judged_at, judged_ok, judged_refused,
                           debt, owed_at, owed_ok)
         if magic != _MAGIC or max(refilled, decreased, throttle, started, window, noise_at,
                                   judged_at, owed_at) > now + 1.0:
@@ -219,10 +217,7 @@ class Table:
     def write(self, slot: int, state: RateState, version: int, now: float) -> None:
         """Store a slot's state (table held)."""
         at = slot * SLOT
-        # The flag byte: attempts go through the gate, paced (1) or held
-        # while the node's throttles are settled (2).
-        flag = 1 if state.throttled else 2 if holding(state, now) else 0
-        _STATE.pack_into(self.memory, at, flag, int(state.opened),
+        _STATE.pack_into(self.memory, at, int(state.throttled), int(state.opened),
                          int(state.debt > 0.0), _MAGIC, version, state.epoch, state.rate,
                          state.tokens, state.refilled_at,
                          state.decreased_at, state.throttle_at, state.started_at, state.resume_at,
@@ -254,14 +249,7 @@ class SharedRate:
 
     @property
     def paced(self) -> bool:
-        """Whether the slot's pacing flag (``memory[at]``) says paced, read
-        without the lock."""
-        return self.memory[self.at] == 1
-
-    @property
-    def gated(self) -> bool:
-        """Whether attempts go through the gate (``memory[at]`` not 0: paced,
-        or held), read without the lock."""
+        """The slot's pacing flag (``memory[at]``), read without the lock."""
         return self.memory[self.at] != 0
 
     @property

@@ -6,10 +6,8 @@ processes share, :mod:`aioflux._core.rate_shared`); only once the service
 has throttled that key does an attempt take the lock, a token, and wait
 for it. Before that, every throttle is counted node-wide, and a success
 takes the lock only while the node owes one (another byte): the debt that
-switches pacing on (:func:`aioflux._core.rate.alarm`); while it owes a
-few, the flag holds the node's attempts until the answers in flight
-settle it (:func:`aioflux._core.rate.holding`). Paced, a success takes the
-lock too: windows are judged on answers (:func:`aioflux._core.rate.answered`).
+switches pacing on (:func:`aioflux._core.rate.alarm`). Paced, a success
+takes the lock too: windows are judged on answers (:func:`aioflux._core.rate.answered`).
 Each gate measures its own successful requests per second, the share it
 adds when pacing starts (:func:`aioflux._core.rate.join`).
 
@@ -41,11 +39,9 @@ import time
 from .._core.config import ClientConfig
 from .._core.metrics import RequestStats
 from .._core.rate import (
-    HOLD_SECONDS,
     alarm,
     answered,
     calm,
-    holding,
     join,
     pace_at,
     relax,
@@ -65,8 +61,6 @@ _QUIET_DOUBLINGS = 2.0
 _QUIET_LEAST = 60.0
 # Seconds between the marks a gate in use leaves on its slot.
 _TOUCH = 30.0
-# Seconds between looks at a held node's debt.
-_HOLD_STEP = 0.02
 #: attempts a process has in flight at first on a key its node has not
 #: seen take ``max_concurrency`` unthrottled (one more per success)
 FIRST_WINDOW = 8
@@ -173,10 +167,9 @@ class Window:
                 if waiter.done() and not waiter.cancelled():
                     self._leave()  # handed a place it will not use
                 raise
-        if self.gate.shared.gated:
-            # Pacing switched on (or the node held its requests) while this
-            # attempt waited: it takes a token like the attempts that came
-            # after the switch.
+        if self.gate.shared.paced:
+            # Pacing switched on while this attempt waited: it takes a
+            # token like the attempts that came after the switch.
             try:
                 await self.gate.admit()
             except BaseException:
@@ -241,7 +234,7 @@ class Gate:
 
     def __init__(self, key: str, label: str, config: ClientConfig, stats: RequestStats,
                  shared: SharedRate | None = None) -> None:
-        #: ``shared.gated`` says whether attempts go through :meth:`admit`
+        #: ``shared.paced`` says whether attempts are paced
         self.shared = shared or shared_rate(key)
         self.label = label
         self.stats = stats
@@ -262,9 +255,7 @@ class Gate:
                 self._epoch = state.epoch
 
     async def admit(self) -> None:
-        """Take a token, waiting for it (call when ``shared.gated``); or, not
-        paced while the node holds its requests (:func:`aioflux._core.rate.holding`),
-        wait until it stops holding them.
+        """Take a token, waiting for it (call when ``shared.paced``).
 
         A token reserved before a cut is given back once its wait is over
         and another reserved at the cut rate: the requests queued at the
@@ -276,34 +267,22 @@ class Gate:
         taken = held = False
         while not taken:
             now = time.monotonic()
-            hold = 0.0
             with shared.locked() as state:
                 if held:
                     state.tokens += 1.0  # reserved at the rate before the cut
                     held = False
-                if not state.throttled and not self._fixed:
-                    # Not paced: the answers in flight settle the node's
-                    # debt (paid back, or pacing on); else it goes unpaced.
-                    if not holding(state, now):
-                        return
-                    hold = min(_HOLD_STEP, state.throttle_at + HOLD_SECONDS - now)
-                else:
-                    if not self._fixed and relax(state, now, self._quiet):
-                        self.stats.rates.pop(self.label, None)
-                        log.info("%s: no throttle for %.0f s, requests no longer paced",
-                                 self.label, self._quiet)
-                        return
-                    if self._fixed and not state.throttled:
-                        pace_at(state, now, self._ceiling)  # type: ignore[arg-type]
-                    if state.epoch != self._epoch:
-                        join(state, now, self._meter.rate(time.perf_counter()), self._ceiling)
-                        self._epoch = state.epoch
-                    taken, wait = reserve(state, now, self._doubling, self._ceiling)
-                    rate, cut_at = state.rate, state.decreased_at
-            if hold > 0:
-                self.stats.budget_wait += hold
-                await asyncio.sleep(hold)
-                continue
+                if not self._fixed and relax(state, now, self._quiet):
+                    self.stats.rates.pop(self.label, None)
+                    log.info("%s: no throttle for %.0f s, requests no longer paced",
+                             self.label, self._quiet)
+                    return
+                if self._fixed and not state.throttled:
+                    pace_at(state, now, self._ceiling)  # type: ignore[arg-type]
+                if state.epoch != self._epoch:
+                    join(state, now, self._meter.rate(time.perf_counter()), self._ceiling)
+                    self._epoch = state.epoch
+                taken, wait = reserve(state, now, self._doubling, self._ceiling)
+                rate, cut_at = state.rate, state.decreased_at
             self.stats.rates[self.label] = rate
             if wait > 0:
                 self.stats.budget_wait += wait

@@ -1,8 +1,7 @@
 """Pacing judged on answers (issue 50): windows count the successes and
 throttles that came back, not the tokens reserved; the first window after
-pacing starts replaces the guesses it started from; tokens reserved before
-a cut are reserved again at the cut rate; and the node holds its unpaced
-requests while a run of throttles is settled.
+pacing starts replaces the guesses it started from; and tokens reserved
+before a cut are reserved again at the cut rate.
 
 Counts and given times only: the gates' sleeps are recorded, not slept."""
 
@@ -18,13 +17,10 @@ from aioflux._core import rate
 from aioflux._core.config import ClientConfig
 from aioflux._core.metrics import RequestStats
 from aioflux._core.rate import (
-    HOLD_COUNT,
-    HOLD_SECONDS,
     RECOVER_TO,
     START_FRACTION,
     RateState,
     answered,
-    holding,
     reserve,
     start,
     throttle,
@@ -187,50 +183,3 @@ async def test_a_token_reserved_before_a_cut_is_reserved_again_at_the_cut_rate(
     assert slept[1] == pytest.approx(100 / 125.0)  # the same place, at the cut rate
     with shared.locked() as state:
         assert state.tokens == pytest.approx(-100.0)  # one token taken, not two
-
-
-def test_three_throttles_owed_hold_the_node_unpaced_requests(tmp_path: object) -> None:
-    table = Table(str(tmp_path))
-    a, b = _gate(table), _gate(table)
-    shared = a.shared
-    for _ in range(int(HOLD_COUNT) - 1):
-        a.throttled(None)
-    assert not shared.gated  # a throttle or two: the odd 429
-    a.throttled(None)
-    # Owed HOLD_COUNT: attempts go through the gate (held), not paced.
-    assert shared.gated and not shared.paced
-    with shared.locked() as state:
-        assert holding(state, state.throttle_at + HOLD_SECONDS)
-        assert not holding(state, state.throttle_at + HOLD_SECONDS + 0.01)
-    b.succeeded(1.0)  # the answers in flight pay it back under HOLD_COUNT
-    assert not shared.gated and shared.owed
-
-
-async def test_a_held_request_goes_unpaced_once_the_debt_is_paid_back(
-        tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
-    table = Table(str(tmp_path))
-    a, b = _gate(table), _gate(table)
-    for _ in range(int(HOLD_COUNT)):
-        a.throttled(None)
-    slept = _sleeps(monkeypatch, [lambda: b.succeeded(1.0)])
-    await b.admit()  # held one step, then let go, no token taken
-    assert len(slept) == 1 and 0 < slept[0] <= HOLD_SECONDS
-    with b.shared.locked() as state:
-        assert not state.throttled and state.tokens == 0.0
-
-
-async def test_a_held_request_is_paced_once_the_throttles_switch_pacing_on(
-        tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
-    table = Table(str(tmp_path))
-    a, b = _gate(table), _gate(table)
-    for _ in range(int(HOLD_COUNT)):
-        a.throttled(None)
-
-    def cap() -> None:  # the answers in flight: throttles up to the switch
-        while not a.shared.paced:
-            a.throttled(None)
-
-    _sleeps(monkeypatch, [cap])
-    await b.admit()
-    with b.shared.locked() as state:
-        assert state.throttled and state.tokens < 1.0  # it took a token
