@@ -97,8 +97,8 @@ SERVED_WEIGHT = 0.4
 #: window that follows it, which still sees answers to requests sent
 #: before it)
 JUDGE_LEAST = 20
-#: a window calibrates on at least this many successes (and CUT_LEAST
-#: throttles)
+#: a window calibrates on at least this many successes (and throttles
+#: that would cut)
 CALIBRATE_LEAST = 20
 #: a cut was useless if, throttles going on (CUT_LEAST of them, at most
 #: NOISE_MOST of the requests), what was served fell below this fraction
@@ -113,8 +113,8 @@ NOISE_MOST = 0.2
 #: one overshoot arrive together (requests already sent when the first
 #: came back)
 DECREASE_WINDOW = 0.5
-#: a window that calibrates, throttled and served less than this fraction
-#: of the rate, was at the service's cap (timing alone moves it a few
+#: a window that calibrates, throttled as for a cut and served less than
+#: this fraction of the rate, was at the service's cap (timing alone moves it a few
 #: percent, a flaky service's refusals a few more)
 CALIBRATE_BELOW = 0.85
 #: ``judging`` in the first window after pacing starts (the answers to
@@ -333,12 +333,14 @@ def _calibrate(state: RateState, now: float, served: float, doubling: float,
     The rate and the rate it recovers towards came from the rate measured
     before the switch, which held the burst the service had saved up (16
     DataLoader workers measured 360 writes/s together against a cap of
-    200/s, and paced at 250). A service that refused some of the window's
-    paced requests and served it well under the rate is at its cap: the
-    rate and the recovery go to a little under what it served. One that
-    served about the rate took it, and one that refused none was asked
-    for less (processes waiting out their retries' backoff): the guesses
-    stand.
+    200/s, and paced at 250). A service that refused enough of the
+    window's paced requests to cut and served it well under the rate is
+    at its cap: the rate and the recovery go to a little under what it
+    served (not a cut to 0.7 of an average still holding the guess). One
+    that served about the rate took it, and one that refused few was
+    asked for less (processes waiting out their retries' backoff: 16
+    processes were held at 150/s a whole run against a cap of 200/s):
+    the guesses stand.
 
     Returns:
         Whether the rate was set from what was served.
@@ -363,8 +365,10 @@ def _judge(state: RateState, now: float, doubling: float, ceiling: float | None)
     state.window_at, state.ok, state.refused = now, 0, 0
     served = min(ok / span, state.rate)
     if calibrating:
-        if (ok >= CALIBRATE_LEAST and refused >= CUT_LEAST
-                and _calibrate(state, now, served, doubling, ceiling)):
+        throttled = refused >= CUT_LEAST and refused > (
+            THROTTLE_SHARE + noise(state, now)) * (ok + refused)
+        if ok >= CALIBRATE_LEAST and throttled and _calibrate(
+                state, now, served, doubling, ceiling):
             state.judging = 0
             return False
         state.judging = CALIBRATING + 1 if state.judging == CALIBRATING else 0
