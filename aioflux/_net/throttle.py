@@ -49,7 +49,7 @@ from .._core.rate import (
     start,
     throttle,
 )
-from .._core.rate_shared import OWED, SharedRate, shared_rate
+from .._core.rate_shared import SharedRate, shared_rate
 
 __all__ = ["FIRST_WINDOW", "GROWTH", "Gate", "Window", "gate_key"]
 
@@ -311,8 +311,7 @@ class Gate:
                     pass
         meter.ok += 1
         shared = self.shared
-        memory, at = shared.memory, shared.at
-        if memory[at] or memory[at + OWED]:
+        if shared.paced or shared.owed:
             # Paced, its window counts the answers (a lock per success, as
             # per token); owing throttles, a success pays some back. An
             # unthrottled node takes no lock.
