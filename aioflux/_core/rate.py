@@ -71,13 +71,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["AHEAD", "CALIBRATE_BELOW", "CALIBRATE_LEAST", "CALIBRATING", "CUT_LEAST", "DECREASE",
-           "DECREASE_WINDOW", "FIRST_WINDOW", "JOIN_WINDOW",
-           "JUDGE_LEAST", "MIN_RATE", "NOISE_HALF_LIFE", "NOISE_MOST", "RAMP_FLOOR",
-           "RECOVER_SECONDS", "RECOVER_TO", "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION",
-           "SWITCH_COUNT", "SWITCH_CREDIT", "THROTTLE_SHARE", "USELESS_FALL", "RateState", "alarm",
-           "answered", "calm", "grown", "join", "noise", "pace_at", "relax", "reserve",
-           "start", "throttle"]
+__all__ = ["AHEAD", "BUSY", "CALIBRATE_BELOW", "CALIBRATE_LEAST", "CALIBRATING", "CUT_LEAST",
+           "DECREASE", "DECREASE_WINDOW", "FIRST_WINDOW", "JOIN_WINDOW", "JUDGE_LEAST",
+           "MIN_RATE", "NOISE_HALF_LIFE", "NOISE_MOST", "PROBE_GROWTH", "PROBE_HELD", "PROBING",
+           "RAMP_FLOOR", "RECOVER_SECONDS", "RECOVER_TO", "SERVED_WEIGHT", "START_ANCHOR",
+           "START_FRACTION", "STEADY_SHARE", "STEADY_WEIGHT", "SWITCH_COUNT", "SWITCH_CREDIT",
+           "THROTTLE_SHARE", "USELESS_FALL", "RateState", "alarm", "answered", "calm", "grown",
+           "join", "noise", "pace_at", "relax", "reserve", "start", "throttle"]
 
 #: the rate after a throttled window, as a fraction of the rate served of
 #: late (or of the rate, if less)
@@ -127,8 +127,34 @@ CALIBRATING = 3
 #: is a guess, from a rate measured with the burst a service had saved
 #: up, and may overshoot
 FIRST_WINDOW = 0.25
+#: ``judging`` after windows that calibrated nothing: the rate pacing
+#: started from was served, and the cap is above it or unknown. Until a
+#: window is throttled beyond the noise, the rate grows by PROBE_GROWTH a
+#: second while requests wait for tokens (:func:`_found` ends it)
+PROBING = 5
+#: ``judging`` while probing after a window that asked for less than
+#: BUSY of the rate: the rate holds until one asks for it again
+PROBE_HELD = 6
+#: a probing window answered at least this share of the rate was sent at
+#: it (the probe grows the rate 14% within a window, and answers come a
+#: round trip late): its throttles say where the cap is. One asked for
+#: less says nothing of it (16 processes short of CPU sent 270/s while the
+#: probe took the rate to 320/s, and then all at once)
+BUSY = 0.85
+#: how much the rate grows a second while probing: from 70% to all of a
+#: cap in 1.4 s, less than three windows
+PROBE_GROWTH = 1.3
 #: throttles past this share of the answers mean the rate is too high
 THROTTLE_SHARE = 0.1
+#: ... and so do throttles past this share of the answers of late
+#: (``steady``): a rate a few percent over a cap, where no one window has
+#: THROTTLE_SHARE of them (205/s against 200/s is 2.5%, and the growth
+#: after a cut takes half a minute to reach 10%)
+STEADY_SHARE = 0.02
+#: the weight of a window's throttled share in ``steady`` (about the last
+#: five windows: a flaky service's share, learnt as noise, passes the
+#: noise by STEADY_SHARE in a window in 50 or so at 100 answers a window)
+STEADY_WEIGHT = 0.2
 #: a node's unpaced throttles, less SWITCH_CREDIT per success in between,
 #: that switch pacing on: a cap overshot refuses runs of requests across
 #: the node's processes, and this many is a few per process of a
@@ -198,6 +224,9 @@ class RateState:
             owed; successes are then not counted).
         owed_at: when the debt began (its first throttle).
         owed_ok: the node's successes since then.
+        steady: the throttled share of the answers of late: a moving
+            average over the windows with :data:`CALIBRATE_LEAST` answers
+            or more, since the last cut (or the probe's end).
     """
 
     throttled: bool = False
@@ -225,6 +254,7 @@ class RateState:
     debt: float = 0.0
     owed_at: float = 0.0
     owed_ok: int = 0
+    steady: float = 0.0
 
 
 def grown(rate: float, seconds: float, doubling: float, floor: float = RAMP_FLOOR) -> float:
@@ -256,10 +286,26 @@ def grown(rate: float, seconds: float, doubling: float, floor: float = RAMP_FLOO
 def _grown(state: RateState, seconds: float, doubling: float) -> float:
     """The state's rate after ``seconds``: held while a cut is judged, back
     towards the rate of the last cut within :data:`RECOVER_SECONDS`, then
-    :func:`grown`."""
+    :func:`grown`; probing (:data:`PROBING`: the last window asked for
+    the rate), up by :data:`PROBE_GROWTH` a second."""
     rate = state.rate
     if 0 < state.judging < CALIBRATING:
         return rate  # held where the cut put it until the cut is judged
+    recovered = _recovered(state, seconds, doubling)
+    if state.judging == PROBING:
+        # Up to the rate measured before pacing, or to RAMP_FLOOR: GCS's
+        # ramp-up guidance is for rates above a bucket's first 1,000
+        # writes/s, and the probe ends at the first throttled window.
+        bound = max(state.peak, RAMP_FLOOR)
+        if rate < bound:
+            return max(recovered, min(bound, rate * float(PROBE_GROWTH ** seconds)))
+    return recovered
+
+
+def _recovered(state: RateState, seconds: float, doubling: float) -> float:
+    """The rate after ``seconds`` back towards the rate of the last cut, then
+    :func:`grown`."""
+    rate = state.rate
     # Back to the rate that served what was served, throttles included.
     target = RECOVER_TO * state.anchor / (1.0 - min(state.noise, NOISE_MOST))
     if rate < target:
@@ -354,6 +400,21 @@ def _calibrate(state: RateState, now: float, served: float, doubling: float,
     return True
 
 
+def _found(state: RateState, now: float, served: float, share: float, doubling: float,
+           ceiling: float | None) -> None:
+    """The probe found the cap: a window was throttled beyond the noise.
+
+    The rate goes to a little under what that window was served (the
+    probe's last step crossed the cap) and recovers towards it after any
+    cut, as after a cut. A window throttled enough to cut cuts as well.
+    """
+    _refill(state, now, doubling, ceiling)
+    state.judging = 0
+    state.steady = 0.0
+    state.anchor = served
+    state.rate = max(MIN_RATE, min(state.rate, RECOVER_TO * served / (1.0 - share)))
+
+
 def _judge(state: RateState, now: float, doubling: float, ceiling: float | None) -> bool:
     """Close the window if it is over: judge the last cut, or cut the rate
     if the window was throttled."""
@@ -371,9 +432,15 @@ def _judge(state: RateState, now: float, doubling: float, ceiling: float | None)
                 state, now, served, doubling, ceiling):
             state.judging = 0
             return False
-        state.judging = CALIBRATING + 1 if state.judging == CALIBRATING else 0
-    else:
+        state.judging = CALIBRATING + 1 if state.judging == CALIBRATING else PROBING
+    elif ok + refused >= BUSY * state.rate * span:
+        # Only windows that asked for the rate say what the service serves:
+        # one in which the processes sent less (short of CPU, or waiting
+        # out retries) would drag what a cut recovers towards down (16
+        # processes stalled a second, and then paced at 0.85 of a cap).
         state.served += SERVED_WEIGHT * (served - state.served)
+        if ok + refused >= CALIBRATE_LEAST:
+            state.steady += STEADY_WEIGHT * (refused / (ok + refused) - state.steady)
     if 0 < state.judging < CALIBRATING:
         useless = _useless(state, now, ok, refused)
         if useless:
@@ -388,7 +455,19 @@ def _judge(state: RateState, now: float, doubling: float, ceiling: float | None)
         elif useless is not None:
             state.noise = 0.0  # a cut that helped: the throttles were the rate's
         return False  # no second cut before the first is judged
-    if refused < CUT_LEAST or refused <= (THROTTLE_SHARE + noise(state, now)) * (ok + refused):
+    share = noise(state, now)
+    if state.judging in (PROBING, PROBE_HELD):
+        # Sent at about the rate: its throttles say where the cap is, and
+        # the probe may go on growing. Asked for less (processes waiting
+        # out their retries' backoff, or short of CPU to send as fast), it
+        # says nothing of the cap, and the rate waits for them.
+        busy = ok + refused >= BUSY * state.rate * span
+        if busy and refused >= CUT_LEAST and refused > share * (ok + refused):
+            _found(state, now, served, share, doubling, ceiling)
+        else:
+            state.judging = PROBING if busy else PROBE_HELD
+    if refused < CUT_LEAST or (refused <= (THROTTLE_SHARE + share) * (ok + refused)
+                               and state.steady <= STEADY_SHARE + share):
         return False
     _refill(state, now, doubling, ceiling)
     # The first cut since pacing started keeps the rate measured before it
@@ -402,6 +481,7 @@ def _judge(state: RateState, now: float, doubling: float, ceiling: float | None)
     state.tokens = min(state.tokens, 0.0)
     state.decreased_at = now
     state.judging = 2
+    state.steady = 0.0
     return True
 
 
@@ -462,6 +542,7 @@ def start(state: RateState, now: float, measured: float, retry_after: float | No
     state.tokens = 0.0
     state.refilled_at = state.decreased_at = state.started_at = state.window_at = now
     state.ok = state.refused = 0
+    state.steady = 0.0
     state.throttle_at = now
     state.debt = 0.0  # paced: the successes are no longer counted against it
     state.epoch += 1
@@ -575,6 +656,11 @@ def join(state: RateState, now: float, measured: float, ceiling: float | None = 
         ceiling: the most requests/s allowed.
     """
     if not state.throttled or now - state.started_at > JOIN_WINDOW:
+        return
+    if state.judging not in (CALIBRATING, CALIBRATING + 1):
+        # The windows that calibrate are over: what they were served is
+        # the measure now, and the probe after them raises the rate.
+        state.peak += measured
         return
     rate = state.rate + START_FRACTION * measured
     state.rate = rate if ceiling is None else min(rate, ceiling)

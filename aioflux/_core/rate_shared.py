@@ -1,7 +1,7 @@
 """Request-rate controllers' states shared by the processes of a machine.
 
 All of a user's states live in one small file, a table of
-:data:`SLOTS` slots: ``/dev/shm/aioflux-rate-<uid>/rates-3`` (memory, cleared
+:data:`SLOTS` slots: ``/dev/shm/aioflux-rate-<uid>/rates-4`` (memory, cleared
 at boot) or, where there is no ``/dev/shm``, the same under
 ``tempfile.gettempdir()``. A key (endpoint, bucket, kind) takes the slot
 its hash names, or one of the next :data:`PROBES`; when all of those are
@@ -49,7 +49,7 @@ log = logging.getLogger("aioflux.rate")
 
 # pacing flag, opened flag, owed flag, magic, version, epoch, then the
 # times, rates and counts (see RateState).
-_STATE = struct.Struct("<BBBxIQq8dqq6d3q2dq")
+_STATE = struct.Struct("<BBBxIQq8dqq6d3q2dqd")
 _MAGIC = 0xA10F1005
 #: the byte of a slot that says the node owes throttles (``debt`` > 0)
 OWED = 2
@@ -65,8 +65,8 @@ _USED = struct.Struct("<d")
 _USED_AT = _DIGEST_AT + _DIGEST
 SLOT = 232
 # The file's name carries its layout's version: a machine running an older
-# aioflux too keeps that one's states apart (in ``rates``, ``rates-2``).
-_FILE = "rates-3"
+# aioflux too keeps that one's states apart (in ``rates``, ``rates-2``, ``rates-3``).
+_FILE = "rates-4"
 #: slots in the table (58 KiB)
 SLOTS = 256
 #: slots a key may take, from the one its hash names
@@ -91,7 +91,7 @@ class Table:
     """The mapped table of slots, one per process and folder.
 
     Args:
-        directory: where the file ``rates-3`` lives (default :func:`state_dir`).
+        directory: where the file ``rates-4`` lives (default :func:`state_dir`).
     """
 
     def __init__(self, directory: str | None = None) -> None:
@@ -202,11 +202,11 @@ class Table:
         (flag, opened, _owed, magic, version, epoch, rate, tokens, refilled, decreased, throttle,
          started, resume, window, ok, refused, served, anchor, peak, noise, noise_at,
          judged_at, judging, judged_ok, judged_refused, debt, owed_at,
-         owed_ok) = _STATE.unpack_from(self.memory, slot * SLOT)
+         owed_ok, steady) = _STATE.unpack_from(self.memory, slot * SLOT)
         state = RateState(bool(flag), bool(opened), rate, tokens, refilled, decreased, throttle,
                           started, epoch, resume, window, ok, refused, served, anchor, peak,
                           noise, noise_at, judging, judged_at, judged_ok, judged_refused,
-                          debt, owed_at, owed_ok)
+                          debt, owed_at, owed_ok, steady)
         if magic != _MAGIC or max(refilled, decreased, throttle, started, window, noise_at,
                                   judged_at, owed_at) > now + 1.0:
             # A slot never written, or of a previous boot (a temporary
@@ -224,7 +224,8 @@ class Table:
                          state.window_at, state.ok, state.refused, state.served,
                          state.anchor, state.peak, state.noise, state.noise_at,
                          state.judged_at, state.judging, state.judged_ok,
-                         state.judged_refused, state.debt, state.owed_at, state.owed_ok)
+                         state.judged_refused, state.debt, state.owed_at, state.owed_ok,
+                         state.steady)
         _USED.pack_into(self.memory, at + _USED_AT, now)
 
 

@@ -17,10 +17,14 @@ from aioflux._core import rate
 from aioflux._core.config import ClientConfig
 from aioflux._core.metrics import RequestStats
 from aioflux._core.rate import (
+    PROBE_GROWTH,
+    PROBING,
     RECOVER_TO,
     START_FRACTION,
     RateState,
     answered,
+    join,
+    pace_at,
     reserve,
     start,
     throttle,
@@ -112,7 +116,11 @@ def test_a_window_asked_for_less_than_the_rate_does_not_calibrate() -> None:
     guess, anchor = state.rate, state.anchor
     for refused in (0, 2):  # both windows that calibrate
         _answers(state, state.window_at, rate.FIRST_WINDOW + 0.001, ok=30, refused=refused)
-    assert state.rate >= guess and state.anchor == anchor and state.judging == 0
+    # Nor does the probe after them find the cap there: it holds, until
+    # a window asks for the rate.
+    assert state.rate >= guess and state.anchor == anchor and state.judging == rate.PROBE_HELD
+    _answers(state, state.window_at, rate.DECREASE_WINDOW + 0.001, ok=60, refused=3)
+    assert state.rate >= guess and state.judging == rate.PROBE_HELD
 
 
 def test_a_rate_the_first_window_was_served_stands() -> None:
@@ -124,6 +132,108 @@ def test_a_rate_the_first_window_was_served_stands() -> None:
     end = _answers(state, 0.0, rate.FIRST_WINDOW, ok=int(before * rate.FIRST_WINDOW), refused=0)
     answered(state, end + 0.01, DOUBLING)
     assert state.rate >= before and state.anchor == anchor
+
+
+def _capped(state: RateState, cap: float, since: float, seconds: float,
+            step: float = 0.002) -> tuple[float, int, int]:
+    """Requests waiting for tokens (a second of them reserved ahead, as
+    many processes keep), sent as the tokens come, each answered at once
+    by a token-bucket cap of ``cap``/s that starts empty. Returns the time
+    after, the successes and the throttles."""
+    now, owed, bucket, ok, refused = since, 0.0, 0.0, 0, 0
+    while now < since + seconds:
+        now += step
+        bucket = min(cap * 0.05, bucket + cap * step)
+        owed += state.rate * step
+        while owed >= 1.0:  # one request per token of the paced rate
+            owed -= 1.0
+            reserve(state, now, DOUBLING)
+            state.tokens = min(state.tokens, -state.rate)  # a second reserved ahead
+            if bucket >= 1.0:
+                bucket -= 1.0
+                ok += 1
+                answered(state, now, DOUBLING, sent_at=now)
+            else:
+                refused += 1
+                throttle(state, now, DOUBLING, sent_at=now)
+    return now, ok, refused
+
+
+def test_a_start_below_the_cap_probes_up_to_it() -> None:
+    # 16 processes measured 190/s together and paced at 70% of it, a cap
+    # of 200/s above: the rate grew 0.6 requests/s a second and the node
+    # was served 0.7-0.88 of the cap for a whole run. The windows that
+    # calibrate are served the rate (no cap found), so the probe raises it
+    # by PROBE_GROWTH a second while requests wait, until a window is
+    # throttled: the rate goes to a little under what it was served.
+    state = RateState()
+    start(state, 0.0, 190.0)
+    assert state.rate == pytest.approx(START_FRACTION * 190.0)
+    now, _, refused = _capped(state, 200.0, 0.0, 1.0)
+    assert state.judging == PROBING and state.rate > START_FRACTION * 190.0 * 1.2
+    assert refused == 0
+    now, _, refused = _capped(state, 200.0, now, 3.0)
+    assert state.judging != PROBING, state  # the cap found
+    assert refused <= 0.05 * 200.0 * 3.0
+    # Then served near the cap, a few throttles at most (a rate a little
+    # over it is cut by the throttled share of late, ``steady``).
+    now, ok, more = _capped(state, 200.0, now, 20.0)
+    assert ok >= 0.9 * 200.0 * 20.0 and more <= 0.02 * (ok + more), (ok, more, state)
+    assert 0.9 * 200.0 <= state.rate <= 205.0, state
+
+
+def test_a_rate_a_little_over_a_cap_is_cut() -> None:
+    # 3% over the cap: no window holds a tenth of throttles, and the rate
+    # sat there for a whole run. The share of late does.
+    state = RateState()
+    pace_at(state, 0.0, 206.0)
+    now, _, _ = _capped(state, 200.0, 0.0, 6.0)
+    assert state.decreased_at > 0.0 and state.rate < 200.0, state
+    now, ok, more = _capped(state, 200.0, now, 10.0)
+    assert more <= 0.01 * (ok + more), (ok, more, state)
+
+
+def test_the_probe_grows_only_while_the_rate_is_asked_for() -> None:
+    # Processes short of CPU sent 270/s while the probe took the rate to
+    # 320/s, and then all at once. A window that asked for less than
+    # BUSY of the rate holds the probe, and is not what the service serves.
+    state = RateState()
+    start(state, 0.0, 100.0)
+    now = _answers(state, 0.0, 0.3, ok=21, refused=0)
+    now = _answers(state, now, 0.3, ok=21, refused=0)
+    assert state.judging == PROBING
+    served = state.served
+    now = _answers(state, now, 0.55, ok=20, refused=0)  # 36/s asked of 70/s
+    reserve(state, now, DOUBLING)
+    held = state.rate
+    now = _answers(state, now, 0.55, ok=20, refused=0)
+    reserve(state, now, DOUBLING)
+    assert state.judging == rate.PROBE_HELD and state.served == served
+    assert state.rate < held * PROBE_GROWTH ** 0.2
+    now = _answers(state, now, 0.55, ok=int(0.55 * state.rate) + 1, refused=0)
+    reserve(state, now, DOUBLING)
+    before = state.rate
+    now = _answers(state, now, 1.0, ok=int(before * 1.1), refused=0)
+    reserve(state, now, DOUBLING)
+    assert state.judging == PROBING and state.rate >= before * PROBE_GROWTH ** 0.8
+
+
+def test_processes_joining_after_the_windows_that_calibrate_leave_the_rate() -> None:
+    # 16 DataLoader workers saw the switch over a second and more; the
+    # late ones' measured shares lifted the rate from 200 to 226/s against
+    # a cap of 200/s after the windows that calibrate had passed, and 14
+    # throttles followed. Those windows measured the rate; the probe, not
+    # the late shares, raises it.
+    state = RateState()
+    start(state, 0.0, 200.0)
+    join(state, 0.1, 60.0)  # while the first window calibrates
+    assert state.rate == pytest.approx(START_FRACTION * 260.0)
+    _answers(state, 0.1, 0.3, ok=50, refused=0)
+    _answers(state, 0.4, 0.3, ok=50, refused=0)
+    assert state.judging == PROBING
+    rate_before = state.rate
+    join(state, 0.8, 60.0)
+    assert state.rate == rate_before
 
 
 def _gate(table: Table, ceiling: float | None = None) -> Gate:
