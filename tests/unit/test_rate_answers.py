@@ -72,12 +72,12 @@ def test_a_window_is_judged_on_answers_not_tokens_reserved() -> None:
 
 def test_the_first_window_replaces_the_guesses_pacing_started_from() -> None:
     # The rate measured before the switch held the burst the cap had saved
-    # up: 360/s against a cap of 200/s. Paced at 0.7 of it, the first
+    # up: 504/s against a cap of 200/s. Paced at half of it, the first
     # window is served 200/s (what the cap admits) and refused some: the
     # rate and the rate it recovers towards go to a little under that.
     state = RateState()
-    start(state, 0.0, 360.0)
-    assert state.rate == pytest.approx(START_FRACTION * 360.0)
+    start(state, 0.0, 504.0)
+    assert state.rate == pytest.approx(START_FRACTION * 504.0)
     end = _answers(state, 0.0, rate.FIRST_WINDOW + 0.001, ok=50, refused=10)
     assert state.window_at == end  # the 50th answer closed the window
     served = 50 / end
@@ -94,7 +94,7 @@ def test_answers_to_requests_sent_before_the_start_restart_the_first_window() ->
     # 280 (capped at the rate: the guesses stood, and paced at 252 the
     # node overshot the cap until a cut).
     state = RateState()
-    start(state, 0.0, 360.0)
+    start(state, 0.0, 504.0)
     guess = state.rate
     now = 0.0
     for _ in range(20):
@@ -164,12 +164,12 @@ def test_a_start_below_the_cap_probes_up_to_it() -> None:
     # of 200/s above: the rate grew 0.6 requests/s a second and the node
     # was served 0.7-0.88 of the cap for a whole run. The windows that
     # calibrate are served the rate (no cap found), so the probe raises it
-    # by PROBE_GROWTH a second while requests wait, until a window is
-    # throttled: the rate goes to a little under what it was served.
+    # by PROBE_GROWTH a second while the rate is asked for, until a window
+    # is throttled: the rate goes to a little under what it was served.
     state = RateState()
     start(state, 0.0, 190.0)
     assert state.rate == pytest.approx(START_FRACTION * 190.0)
-    now, _, refused = _capped(state, 200.0, 0.0, 1.0)
+    now, _, refused = _capped(state, 200.0, 0.0, 1.5)
     assert state.judging == PROBING and state.rate > START_FRACTION * 190.0 * 1.2
     assert refused == 0
     now, _, refused = _capped(state, 200.0, now, 3.0)
