@@ -33,9 +33,10 @@ seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
   cut, and the odd 429 is none. So does a throttled share past
   :data:`STEADY_SHARE` above the noise over the last few windows
   (``steady``): a rate a few percent over a cap, which no one window
-  shows. Requests that reserved their tokens
-  before a cut give them back and reserve again at the new rate
-  (:mod:`aioflux._net.throttle`): a cut paces at once what was queued.
+  shows; that cut is to :data:`STEADY_DECREASE`. A cut voids the
+  reservations made before it: their requests reserve again at the new
+  rate as their waits end
+  (:mod:`aioflux._net.throttle`), so a cut paces at once what was queued.
 - What was served is a moving average over the windows that asked for
   about the rate (:data:`BUSY`: processes short of CPU, or waiting out
   retries, send less, which says nothing of the service). The first
@@ -48,7 +49,9 @@ seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
   of 200/s, and paced at 250 until a cut).
 - Otherwise the cap is above the start, or unknown: the rate probes
   (:data:`PROBING`), growing by :data:`PROBE_GROWTH` a second while the
-  windows ask for it, until a window asking for it is throttled beyond
+  windows ask for it (up to :data:`PROBE_REACH` of the rate measured
+  before pacing: no ramp-up past where the node was),
+  until a window asking for it is throttled beyond
   the noise; then it goes to a little under what that window was served
   (:func:`_found`). Pacing starts low (half the measured rate) for this:
   16 processes started at 0.7 of a rate measured under a cap, below it,
@@ -85,11 +88,12 @@ from dataclasses import dataclass
 
 __all__ = ["AHEAD", "BUSY", "CALIBRATE_BELOW", "CALIBRATE_LEAST", "CALIBRATING", "CUT_LEAST",
            "DECREASE", "DECREASE_WINDOW", "FIRST_WINDOW", "JOIN_WINDOW", "JUDGE_LEAST",
-           "MIN_RATE", "NOISE_HALF_LIFE", "NOISE_MOST", "PROBE_GROWTH", "PROBE_HELD", "PROBING",
-           "RAMP_FLOOR", "RECOVER_SECONDS", "RECOVER_TO", "SERVED_WEIGHT", "START_ANCHOR",
-           "START_FRACTION", "STEADY_SHARE", "STEADY_WEIGHT", "SWITCH_COUNT", "SWITCH_CREDIT",
-           "THROTTLE_SHARE", "USELESS_FALL", "RateState", "alarm", "answered", "calm", "grown",
-           "join", "noise", "pace_at", "relax", "reserve", "start", "throttle"]
+           "MIN_RATE", "NOISE_HALF_LIFE", "NOISE_MOST", "PROBE_GROWTH", "PROBE_HELD",
+           "PROBE_REACH", "PROBING", "RAMP_FLOOR", "RECOVER_SECONDS", "RECOVER_TO",
+           "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION", "STEADY_DECREASE", "STEADY_SHARE",
+           "STEADY_WEIGHT", "SWITCH_COUNT", "SWITCH_CREDIT", "THROTTLE_SHARE", "USELESS_FALL",
+           "RateState", "alarm", "answered", "calm", "grown", "join", "noise", "pace_at", "relax",
+           "reserve", "start", "throttle"]
 
 #: the rate after a throttled window, as a fraction of the rate served of
 #: late (or of the rate, if less)
@@ -142,19 +146,23 @@ FIRST_WINDOW = 0.25
 #: ``judging`` after windows that calibrated nothing: the rate pacing
 #: started from was served, and the cap is above it or unknown. Until a
 #: window is throttled beyond the noise, the rate grows by PROBE_GROWTH a
-#: second while requests wait for tokens (:func:`_found` ends it)
+#: second while the windows ask for it (:func:`_found` ends it)
 PROBING = 5
 #: ``judging`` while probing after a window that asked for less than
 #: BUSY of the rate: the rate holds until one asks for it again
 PROBE_HELD = 6
-#: a probing window answered at least this share of the rate was sent at
-#: it (the probe grows the rate 14% within a window, and answers come a
-#: round trip late): its throttles say where the cap is. One asked for
-#: less says nothing of it (16 processes short of CPU sent 270/s while the
-#: probe took the rate to 320/s, and then all at once)
-BUSY = 0.85
-#: how much the rate grows a second while probing: from 70% to all of a
-#: cap in 1.4 s, less than three windows
+#: a window answered at least this share of the rate was sent at it (the
+#: probe grows the rate 14% within a window, and answers come a round
+#: trip late): its throttles say where the cap is. One asked for less
+#: says nothing of it (processes waiting out retries, or short of CPU:
+#: 16 of them sent 270/s while the probe took the rate to 320/s, and
+#: then all at once). At 0.85, half the windows of a probe read idle and
+#: held it; at 0.75, fewer did, and more probes overshot
+BUSY = 0.8
+#: the probe goes up to this many times the rate measured before pacing
+PROBE_REACH = 1.25
+#: how much the rate grows a second while probing: from half a cap to all
+#: of it in 1.7 s
 PROBE_GROWTH = 1.3
 #: throttles past this share of the answers mean the rate is too high
 THROTTLE_SHARE = 0.1
@@ -163,6 +171,9 @@ THROTTLE_SHARE = 0.1
 #: THROTTLE_SHARE of them (205/s against 200/s is 2.5%, and the growth
 #: after a cut takes half a minute to reach 10%)
 STEADY_SHARE = 0.02
+#: the rate after a cut for the throttled share of late (``steady``), as
+#: a fraction of what was served
+STEADY_DECREASE = 0.9
 #: the weight of a window's throttled share in ``steady`` (about the last
 #: five windows: a flaky service's share, learnt as noise, passes the
 #: noise by STEADY_SHARE in a window in 50 or so at 100 answers a window)
@@ -311,10 +322,14 @@ def _grown(state: RateState, seconds: float, doubling: float) -> float:
         return rate  # held where the cut put it until the cut is judged
     recovered = _recovered(state, seconds, doubling)
     if state.judging == PROBING:
-        # Up to the rate measured before pacing, or to RAMP_FLOOR: GCS's
-        # ramp-up guidance is for rates above a bucket's first 1,000
-        # writes/s, and the probe ends at the first throttled window.
-        bound = max(state.peak, RAMP_FLOOR)
+        # Back to about where the node was before pacing, no ramp-up past
+        # it: a service that saved up a burst while the rate was low
+        # admits past its cap until the burst is spent (4 processes
+        # probed from 190 to 390/s against a cap of 200/s before the
+        # first throttle). PROBE_REACH: the rate measured before pacing,
+        # over at least a second, reads low when the throttles came
+        # within the first one (0.8-1.3 of the cap it was served).
+        bound = PROBE_REACH * state.peak
         if rate < bound:
             return max(recovered, min(bound, rate * float(PROBE_GROWTH ** seconds)))
     return recovered
@@ -443,6 +458,7 @@ def _judge(state: RateState, now: float, doubling: float, ceiling: float | None)
     ok, refused = state.ok, state.refused
     state.window_at, state.ok, state.refused = now, 0, 0
     served = min(ok / span, state.rate)
+    busy = ok + refused >= BUSY * state.rate * span  # asked for the rate
     if calibrating:
         throttled = refused >= CUT_LEAST and refused > (
             THROTTLE_SHARE + noise(state, now)) * (ok + refused)
@@ -451,7 +467,7 @@ def _judge(state: RateState, now: float, doubling: float, ceiling: float | None)
             state.judging = 0
             return False
         state.judging = CALIBRATING + 1 if state.judging == CALIBRATING else PROBING
-    elif ok + refused >= BUSY * state.rate * span:
+    elif busy:
         # Only windows that asked for the rate say what the service serves:
         # one in which the processes sent less (short of CPU, or waiting
         # out retries) would drag what a cut recovers towards down (16
@@ -479,24 +495,39 @@ def _judge(state: RateState, now: float, doubling: float, ceiling: float | None)
         # the probe may go on growing. Asked for less (processes waiting
         # out their retries' backoff, or short of CPU to send as fast), it
         # says nothing of the cap, and the rate waits for them.
-        busy = ok + refused >= BUSY * state.rate * span
         if busy and refused >= CUT_LEAST and refused > share * (ok + refused):
             _found(state, now, served, share, doubling, ceiling)
         else:
             state.judging = PROBING if busy else PROBE_HELD
-    if refused < CUT_LEAST or (refused <= (THROTTLE_SHARE + share) * (ok + refused)
-                               and state.steady <= STEADY_SHARE + share):
+    heavy = refused > (THROTTLE_SHARE + share) * (ok + refused)
+    if refused < CUT_LEAST or (not heavy and state.steady <= STEADY_SHARE + share):
         return False
     _refill(state, now, doubling, ceiling)
     # The first cut since pacing started keeps the rate measured before it
     # as the peak, when higher: the rate a useless cut goes back to.
     first = state.decreased_at == state.started_at
     state.peak = max(state.rate, state.peak) if first else state.rate
-    state.anchor = state.served
-    state.rate = max(MIN_RATE, DECREASE * min(state.rate, state.served))
-    # Reservations made at the old rate keep their place; the bucket saves
-    # nothing up across a cut.
-    state.tokens = min(state.tokens, 0.0)
+    # What the cap admits: the least of what was served of late and what
+    # this window was, if it asked for the rate and was served enough to
+    # tell (a storm of refusals is no measure). The average still holds
+    # the windows that drained a burst the service had saved up while the
+    # rate was low (a probe served 330/s against a cap of 200/s, and
+    # recovered to 280/s after its cut, to overshoot again).
+    told = busy and ok >= CALIBRATE_LEAST
+    state.anchor = min(state.served, served) if told else state.served
+    # A rate a few percent over the cap (``steady``) needs a few percent
+    # off, not a multiplicative cut: 16 processes cut to 0.7 paced under
+    # the cap for a second or two each time, which let the cap save up a
+    # burst that the recovery then overshot on.
+    decrease = DECREASE if heavy else STEADY_DECREASE
+    state.rate = max(MIN_RATE, decrease * min(state.rate, state.anchor))
+    # Reservations made at the old rate are void: their requests reserve
+    # again as their waits end (:mod:`aioflux._net.throttle`), in the order
+    # they were to go, at the cut rate. Kept, each would reserve behind
+    # all of them, and the node sent next to nothing for a second after
+    # every cut (then the cap's saved-up burst at once). Nothing saved up
+    # crosses a cut either.
+    state.tokens = 0.0
     state.decreased_at = now
     state.judging = 2
     state.steady = 0.0

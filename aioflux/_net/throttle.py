@@ -59,6 +59,11 @@ log = logging.getLogger("aioflux.rate")
 # least a minute): by then the rate is far past what was refused.
 _QUIET_DOUBLINGS = 2.0
 _QUIET_LEAST = 60.0
+# The shortest span a measured rate is taken over: a first burst into a
+# fresh bucket's allowance is not the rate it will sustain (over half a
+# second, 16 DataLoader workers started pacing at 340 writes/s against a
+# cap of 200/s, and were throttled 8% of a run).
+_METER_LEAST = 1.0
 # Seconds between the marks a gate in use leaves on its slot.
 _TOUCH = 30.0
 #: attempts a process has in flight at first on a key its node has not
@@ -116,9 +121,7 @@ class _Meter:
     def rate(self, now: float) -> float:
         """Successful requests/s."""
         ok, _, span = self._counts(now)
-        # Over at least a second: a first burst into a fresh bucket's
-        # allowance is not the rate it will sustain.
-        return ok / max(span, 1.0)
+        return ok / max(span, _METER_LEAST)
 
 
 class Window:
@@ -257,20 +260,17 @@ class Gate:
     async def admit(self) -> None:
         """Take a token, waiting for it (call when ``shared.paced``).
 
-        A token reserved before a cut is given back once its wait is over
-        and another reserved at the cut rate: the requests queued at the
-        old rate would otherwise go on overshooting for up to
-        :data:`aioflux._core.rate.AHEAD` (a cut from 230 to 140/s
-        against a cap of 200/s: 15 more throttles in the half second
-        after it)."""
+        A token reserved before a cut is void (the cut cleared the
+        reservations): once its wait is over, another is reserved at the
+        cut rate. The requests queued at the old rate would otherwise go
+        on overshooting for up to :data:`aioflux._core.rate.AHEAD` (a cut
+        from 230 to 140/s against a cap of 200/s: 15 more throttles in the
+        half second after it)."""
         shared = self.shared
-        taken = held = False
+        taken = False
         while not taken:
             now = time.monotonic()
             with shared.locked() as state:
-                if held:
-                    state.tokens += 1.0  # reserved at the rate before the cut
-                    held = False
                 if not self._fixed and relax(state, now, self._quiet):
                     self.stats.rates.pop(self.label, None)
                     log.info("%s: no throttle for %.0f s, requests no longer paced",
@@ -288,7 +288,7 @@ class Gate:
                 self.stats.budget_wait += wait
                 await asyncio.sleep(wait)
                 if taken and shared.cut_at != cut_at and shared.paced:
-                    taken, held = False, True
+                    taken = False  # reserved before a cut: void
 
     def succeeded(self, now: float, sent: float | None = None) -> None:
         """Count a successful attempt (the measured rate): on every

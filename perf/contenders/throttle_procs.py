@@ -3,6 +3,8 @@ of small objects through one capped server.
 
 ``--client``: ``aioflux`` (``AsyncClient.stream`` of the folder at default
 settings; ``--rate off`` sets ``ClientConfig(request_rate='off')``),
+``aioflux-s3`` (``S3Store.stream`` of the folder on the S3 face: 503
+``SlowDown``),
 ``gcsfs`` (``cat`` of the folder's paths), ``s3fs`` (the same on the S3
 face), ``botocore`` (GetObject per object, ``Config(retries={'mode':
 'adaptive'})``, 8 threads a process on one client; ``--threads`` runs all
@@ -44,6 +46,27 @@ def aioflux_work(manifest: Manifest, folder: str, rate: str):  # type: ignore[no
             async with AsyncClient(config, endpoint=manifest.endpoint) as client:
                 items = nbytes = 0
                 async for item in client.stream(f"gs://{manifest.bucket}/{folder}"):
+                    items += 1
+                    nbytes += len(item.data)
+                return items, nbytes
+        return asyncio.run(go())
+    return work
+
+
+def aioflux_s3_work(manifest: Manifest, folder: str, rate: str):  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from aioflux_s3_common import s3_store
+
+    from aioflux import ClientConfig
+
+    config = ClientConfig() if rate == "adaptive" else ClientConfig(request_rate="off")
+
+    def work() -> tuple[int, int]:
+        async def go() -> tuple[int, int]:
+            async with s3_store(manifest, config) as store:
+                items = nbytes = 0
+                async for item in store.stream(manifest.bucket, folder):
                     items += 1
                     nbytes += len(item.data)
                 return items, nbytes
@@ -133,6 +156,8 @@ def botocore_threads(manifest: Manifest, prefix: str, procs: int) -> list[dict[s
 def make_work(manifest: Manifest, args: argparse.Namespace, folder: str):  # type: ignore[no-untyped-def]
     if args.client == "aioflux":
         return aioflux_work(manifest, folder, args.rate)
+    if args.client == "aioflux-s3":
+        return aioflux_s3_work(manifest, folder, args.rate)
     if args.client in ("gcsfs", "s3fs"):
         return fsspec_work(manifest, folder, args.client)
     return botocore_work(manifest, folder, 8)
@@ -140,10 +165,11 @@ def make_work(manifest: Manifest, args: argparse.Namespace, folder: str):  # typ
 
 def main(manifest: Manifest, args: argparse.Namespace) -> None:
     counter = manifest.endpoint
-    if args.client == "aioflux":
+    if args.client in ("aioflux", "aioflux-s3"):
         # Before any worker starts: the node meets the cap afresh, not at
         # the rate an earlier row or round left.
-        fresh_rate(manifest.endpoint, manifest.bucket)
+        fresh_rate(manifest.endpoint if args.client == "aioflux" else manifest.s3,
+                   manifest.bucket)
     before = emulator_counts(counter)
     with Stopwatch() as watch:
         if args.threads:
@@ -168,7 +194,8 @@ def main(manifest: Manifest, args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     manifest, rest = load()
     p = argparse.ArgumentParser()
-    p.add_argument("--client", required=True, choices=("aioflux", "gcsfs", "s3fs", "botocore"))
+    p.add_argument("--client", required=True, choices=("aioflux", "aioflux-s3", "gcsfs", "s3fs",
+                                                         "botocore"))
     p.add_argument("--rate", default="adaptive", choices=("adaptive", "off"))
     p.add_argument("--procs", type=int, default=4)
     p.add_argument("--cap", type=float, default=200.0)

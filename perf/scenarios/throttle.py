@@ -14,7 +14,8 @@ folder of ``per`` (400) objects of ``size`` (4 KiB):
 
 - aioflux, separate processes: ``AsyncClient.stream`` of the folder at
   default settings (the node-wide adaptive rate), and with
-  ``request_rate='off'``;
+  ``request_rate='off'``; ``S3Store.stream`` on the S3 face (503
+  ``SlowDown``) at default settings;
 - aioflux, DataLoader workers: ``MapDataset`` with ``num_workers=N``
   (``start``: fork, or spawn with ``--param spawn=1``), adaptive and off;
 - gcsfs ``cat`` per process (JSON API); s3fs ``cat`` per process and
@@ -68,6 +69,10 @@ def contenders_for(n: int, cap: int, per: int, start: str) -> list[Contender]:
         Contender(f"aioflux-off-p{n}", "throttle_procs.py", None,
                   ("--client", "aioflux", "--rate", "off", *common),
                   note="the same with ClientConfig(request_rate='off')", available=_ready),
+        Contender(f"aioflux-s3-p{n}", "throttle_procs.py", None,
+                  ("--client", "aioflux-s3", *common),
+                  note=f"{n} processes, S3Store.stream of its folder, default settings, {s3}",
+                  available=_ready),
         Contender(f"aioflux-dl-w{n}", "throttle_loader.py", None, loader,
                   note=f"MapDataset.from_prefix, Subset of {n} x {per}, DataLoader("
                        f"batch 16, num_workers={n}, {start})", available=_ready_torch),
@@ -102,7 +107,7 @@ def plan(options: Options) -> Plan:
     limits: list[Limit] = []
     for n in procs:
         contenders += contenders_for(n, cap, per, start)
-        limits += goals(f"aioflux-p{n}") + goals(f"aioflux-dl-w{n}")
+        limits += goals(f"aioflux-p{n}") + goals(f"aioflux-dl-w{n}") + goals(f"aioflux-s3-p{n}")
     figures = [("goodput_of_cap", "goodput x cap"), ("throttled_pct", "throttled %"),
                ("failures", "failed workers"), ("slowest_fastest", "slowest/fastest"),
                ("requests", "requests"), ("throttled", "throttled")]

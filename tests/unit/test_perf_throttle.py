@@ -102,14 +102,15 @@ def test_plan_caps_the_emulator_and_sets_the_targets_on_aioflux() -> None:
     assert not p.warm_read and not p.ratios
     names = [c.name for c in p.contenders]
     for n in (4, 16):
-        assert {f"aioflux-p{n}", f"aioflux-off-p{n}", f"aioflux-dl-w{n}", f"gcsfs-p{n}",
-                f"s3fs-p{n}", f"botocore-adaptive-p{n}", f"botocore-adaptive-t{n}"} <= set(names)
+        assert {f"aioflux-p{n}", f"aioflux-off-p{n}", f"aioflux-dl-w{n}", f"aioflux-s3-p{n}",
+                f"gcsfs-p{n}", f"s3fs-p{n}", f"botocore-adaptive-p{n}",
+                f"botocore-adaptive-t{n}"} <= set(names)
     assert sum(s.count for s in p.objects) == 16 * 400
     goals = {(lim.contender, lim.key): (lim.op, lim.bound) for lim in p.limits}
     assert goals[("aioflux-p16", "goodput_of_cap")] == (">=", 0.9)
     assert goals[("aioflux-dl-w4", "slowest_fastest")] == ("<=", 1.3)
-    assert {c for c, _ in goals} == {"aioflux-p4", "aioflux-dl-w4", "aioflux-p16",
-                                     "aioflux-dl-w16"}
+    assert {c for c, _ in goals} == {"aioflux-p4", "aioflux-dl-w4", "aioflux-s3-p4",
+                                     "aioflux-p16", "aioflux-dl-w16", "aioflux-s3-p16"}
 
 
 async def test_each_row_starts_from_a_fresh_node_rate_state(tmp_path: Path) -> None:

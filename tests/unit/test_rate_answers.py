@@ -160,17 +160,17 @@ def _capped(state: RateState, cap: float, since: float, seconds: float,
 
 
 def test_a_start_below_the_cap_probes_up_to_it() -> None:
-    # 16 processes measured 190/s together and paced at 70% of it, a cap
+    # 16 processes measured 240/s together and paced at 70% of it, a cap
     # of 200/s above: the rate grew 0.6 requests/s a second and the node
     # was served 0.7-0.88 of the cap for a whole run. The windows that
     # calibrate are served the rate (no cap found), so the probe raises it
     # by PROBE_GROWTH a second while the rate is asked for, until a window
     # is throttled: the rate goes to a little under what it was served.
     state = RateState()
-    start(state, 0.0, 190.0)
-    assert state.rate == pytest.approx(START_FRACTION * 190.0)
+    start(state, 0.0, 240.0)
+    assert state.rate == pytest.approx(START_FRACTION * 240.0)
     now, _, refused = _capped(state, 200.0, 0.0, 1.5)
-    assert state.judging == PROBING and state.rate > START_FRACTION * 190.0 * 1.2
+    assert state.judging == PROBING and state.rate > START_FRACTION * 240.0 * 1.2
     assert refused == 0
     now, _, refused = _capped(state, 200.0, now, 3.0)
     assert state.judging != PROBING, state  # the cap found
@@ -180,6 +180,30 @@ def test_a_start_below_the_cap_probes_up_to_it() -> None:
     now, ok, more = _capped(state, 200.0, now, 20.0)
     assert ok >= 0.9 * 200.0 * 20.0 and more <= 0.02 * (ok + more), (ok, more, state)
     assert 0.9 * 200.0 <= state.rate <= 205.0, state
+
+
+def test_a_cut_recovers_towards_what_its_window_was_served() -> None:
+    # A probe that drained a burst the cap had saved up was served 330/s
+    # against a cap of 200/s; the average of late still held it at the
+    # cut, and the rate recovered to 280/s, to overshoot again.
+    state = RateState()
+    start(state, 0.0, 400.0)
+    state.judging, state.served, state.rate = 0, 330.0, 340.0
+    end = _answers(state, 0.0, rate.DECREASE_WINDOW, ok=100, refused=70)
+    answered(state, end + 0.01, DOUBLING)  # closes the window: a cut
+    assert state.judging == 2
+    assert state.anchor == pytest.approx(101 / (end + 0.01), rel=0.02)  # ~200/s, not 330
+
+
+def test_the_probe_goes_back_to_about_the_rate_measured_before_pacing() -> None:
+    # No ramp-up past where the node was: a cap that saved up a burst
+    # while the rate was low admits past itself until it is spent (4
+    # processes probed from 190 to 390/s against a cap of 200/s).
+    state = RateState()
+    start(state, 0.0, 190.0)
+    _capped(state, 1000.0, 0.0, 8.0)
+    assert state.judging == PROBING
+    assert state.rate == pytest.approx(rate.PROBE_REACH * 190.0, rel=0.01)
 
 
 def test_a_rate_a_little_over_a_cap_is_cut() -> None:
@@ -198,7 +222,7 @@ def test_the_probe_grows_only_while_the_rate_is_asked_for() -> None:
     # 320/s, and then all at once. A window that asked for less than
     # BUSY of the rate holds the probe, and is not what the service serves.
     state = RateState()
-    start(state, 0.0, 100.0)
+    start(state, 0.0, 140.0)  # paced at 70/s
     now = _answers(state, 0.0, 0.3, ok=21, refused=0)
     now = _answers(state, now, 0.3, ok=21, refused=0)
     assert state.judging == PROBING
@@ -270,9 +294,11 @@ def _frozen(monkeypatch: pytest.MonkeyPatch) -> float:
 async def test_a_token_reserved_before_a_cut_is_reserved_again_at_the_cut_rate(
         tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
     # 100 tokens reserved at 250/s: the last waits 0.4 s. A cut to 125/s
-    # while it waits: it gives its token back and reserves one at the cut
-    # rate (the queue at the old rate went on overshooting the cap for up
-    # to AHEAD).
+    # while it waits voids the reservations: it reserves again at the cut
+    # rate when its wait ends (the queue at the old rate went on
+    # overshooting the cap for up to AHEAD), in the order the requests
+    # wake, not behind the whole of the old queue (which stalled the node
+    # for a second after every cut).
     table = Table(str(tmp_path))
     gate = _gate(table)
     shared = gate.shared
@@ -285,12 +311,26 @@ async def test_a_token_reserved_before_a_cut_is_reserved_again_at_the_cut_rate(
     def cut() -> None:
         with shared.locked() as state:
             state.rate /= 2
+            state.tokens = 0.0  # as a cut leaves them
+            state.throttle_at = now  # the throttles that made it
             state.decreased_at = now - 1e-6  # another time than the one reserved at
 
     slept = _sleeps(monkeypatch, [cut])
     await gate.admit()
     assert len(slept) == 2
     assert slept[0] == pytest.approx(100 / 250.0)
-    assert slept[1] == pytest.approx(100 / 125.0)  # the same place, at the cut rate
+    assert slept[1] == pytest.approx(1 / 125.0)  # first of the new queue, at the cut rate
     with shared.locked() as state:
-        assert state.tokens == pytest.approx(-100.0)  # one token taken, not two
+        assert state.tokens == pytest.approx(-1.0)  # one token taken, the void one not counted
+
+
+def test_a_cut_voids_the_reservations_made_before_it() -> None:
+    state = RateState()
+    start(state, 0.0, 400.0)
+    state.judging = 0  # past the windows that calibrate
+    for _ in range(150):
+        reserve(state, 0.001, DOUBLING)
+    assert state.tokens < -100
+    end = _answers(state, 0.0, rate.DECREASE_WINDOW, ok=85, refused=15)
+    answered(state, end + 0.01, DOUBLING)  # closes the window: a cut
+    assert state.decreased_at > 0.0 and state.tokens == 0.0
