@@ -1,0 +1,187 @@
+"""The request-rate controller's windows of answers: a cut when one is
+throttled, its judgment, and the first windows' calibration and probe.
+:mod:`aioflux._core.rate` tells how they fit together.
+"""
+
+from __future__ import annotations
+
+from .rate_state import (
+    BUSY,
+    CALIBRATE_BELOW,
+    CALIBRATE_LEAST,
+    CALIBRATING,
+    CUT_LEAST,
+    DECREASE,
+    DECREASE_WINDOW,
+    FIRST_WINDOW,
+    JUDGE_LEAST,
+    MIN_RATE,
+    NOISE_MOST,
+    PROBE_HELD,
+    PROBING,
+    RECOVER_TO,
+    SERVED_WEIGHT,
+    STEADY_DECREASE,
+    STEADY_SHARE,
+    STEADY_WEIGHT,
+    THROTTLE_SHARE,
+    USELESS_FALL,
+    RateState,
+    noise,
+    refill,
+)
+
+__all__ = ["judge"]
+
+
+def _useless(state: RateState, now: float, ok: int, refused: int) -> bool | None:
+    """Count a closed window towards the judgment of the last cut.
+
+    Returns:
+        None while still counting, else whether the cut was useless.
+    """
+    if state.judging == 2:  # answers to requests sent before the cut
+        state.judging, state.judged_at = 1, now
+        state.judged_ok = state.judged_refused = 0
+        return None
+    state.judged_ok += ok
+    state.judged_refused += refused
+    answers = state.judged_ok + state.judged_refused
+    if answers < JUDGE_LEAST:
+        return None
+    state.judging = 0
+    share = state.judged_refused / answers
+    served = state.judged_ok / max(now - state.judged_at, 1e-9)
+    return (state.judged_refused >= CUT_LEAST and share <= NOISE_MOST
+            and served < USELESS_FALL * state.anchor)
+
+
+def _calibrate(state: RateState, now: float, served: float, doubling: float,
+               ceiling: float | None) -> bool:
+    """A window that calibrates (the first two after pacing started: its
+    paced requests' answers) replaces the guesses pacing started from with
+    what it was served.
+
+    The rate and the rate it recovers towards came from the rate measured
+    before the switch, which held the burst the service had saved up (16
+    DataLoader workers measured 360 writes/s together against a cap of
+    200/s, and paced at 250). A service that refused enough of the
+    window's paced requests to cut and served it well under the rate is
+    at its cap: the rate and the recovery go to a little under what it
+    served (not a cut to 0.7 of an average still holding the guess). One
+    that served about the rate took it, and one that refused few was
+    asked for less (processes waiting out their retries' backoff: 16
+    processes were held at 150/s a whole run against a cap of 200/s):
+    the guesses stand.
+
+    Returns:
+        Whether the rate was set from what was served.
+    """
+    state.served = served
+    refill(state, now, doubling, ceiling)
+    if served >= CALIBRATE_BELOW * state.rate:
+        return False
+    state.rate = max(MIN_RATE, RECOVER_TO * served)
+    state.anchor = min(state.anchor, served)
+    return True
+
+
+def _found(state: RateState, now: float, served: float, share: float, doubling: float,
+           ceiling: float | None) -> None:
+    """The probe found the cap: a window was throttled beyond the noise.
+
+    The rate goes to a little under what that window was served (the
+    probe's last step crossed the cap) and recovers towards it after any
+    cut, as after a cut. A window throttled enough to cut cuts as well.
+    """
+    refill(state, now, doubling, ceiling)
+    state.judging = 0
+    state.steady = 0.0
+    state.anchor = served
+    state.rate = max(MIN_RATE, min(state.rate, RECOVER_TO * served / (1.0 - share)))
+
+
+def judge(state: RateState, now: float, doubling: float, ceiling: float | None) -> bool:
+    """Close the window if it is over: judge the last cut, or cut the rate
+    if the window was throttled."""
+    span = now - state.window_at
+    calibrating = state.judging in (CALIBRATING, CALIBRATING + 1)
+    if span < (FIRST_WINDOW if calibrating else DECREASE_WINDOW):
+        return False
+    ok, refused = state.ok, state.refused
+    state.window_at, state.ok, state.refused = now, 0, 0
+    served = min(ok / span, state.rate)
+    busy = ok + refused >= BUSY * state.rate * span  # asked for the rate
+    if calibrating:
+        throttled = refused >= CUT_LEAST and refused > (
+            THROTTLE_SHARE + noise(state, now)) * (ok + refused)
+        if ok >= CALIBRATE_LEAST and throttled and _calibrate(
+                state, now, served, doubling, ceiling):
+            state.judging = 0
+            return False
+        state.judging = CALIBRATING + 1 if state.judging == CALIBRATING else PROBING
+    elif busy:
+        # Only windows that asked for the rate say what the service serves:
+        # one in which the processes sent less (short of CPU, or waiting
+        # out retries) would drag what a cut recovers towards down (16
+        # processes stalled a second, and then paced at 0.85 of a cap).
+        state.served += SERVED_WEIGHT * (served - state.served)
+        if ok + refused >= CALIBRATE_LEAST:
+            state.steady += STEADY_WEIGHT * (refused / (ok + refused) - state.steady)
+    if 0 < state.judging < CALIBRATING:
+        useless = _useless(state, now, ok, refused)
+        if useless:
+            # Throttled alike at the lower rate while less was served: that
+            # share is noise (the rate recovers past it, and only throttles
+            # beyond it cut).
+            state.noise = max(noise(state, now),
+                              state.judged_refused / (state.judged_ok + state.judged_refused))
+            state.noise_at = now
+            # Back to the rate before the cut, within RECOVER_SECONDS.
+            state.anchor = state.peak * (1.0 - state.noise) / RECOVER_TO
+        elif useless is not None:
+            state.noise = 0.0  # a cut that helped: the throttles were the rate's
+        return False  # no second cut before the first is judged
+    share = noise(state, now)
+    if state.judging in (PROBING, PROBE_HELD):
+        # Sent at about the rate: its throttles say where the cap is, and
+        # the probe may go on growing. Asked for less (processes waiting
+        # out their retries' backoff, or short of CPU to send as fast), it
+        # says nothing of the cap, and the rate waits for them.
+        if busy and refused >= CUT_LEAST and refused > share * (ok + refused):
+            _found(state, now, served, share, doubling, ceiling)
+        else:
+            state.judging = PROBING if busy else PROBE_HELD
+    heavy = refused > (THROTTLE_SHARE + share) * (ok + refused)
+    if refused < CUT_LEAST or (not heavy and state.steady <= STEADY_SHARE + share):
+        return False
+    refill(state, now, doubling, ceiling)
+    # The first cut since pacing started keeps the rate measured before it
+    # as the peak, when higher: the rate a useless cut goes back to.
+    first = state.decreased_at == state.started_at
+    state.peak = max(state.rate, state.peak) if first else state.rate
+    # What the cap admits: the least of what was served of late and what
+    # this window was, if it asked for the rate and was served enough to
+    # tell (a storm of refusals is no measure). The average still holds
+    # the windows that drained a burst the service had saved up while the
+    # rate was low (a probe served 330/s against a cap of 200/s, and
+    # recovered to 280/s after its cut, to overshoot again).
+    told = busy and ok >= CALIBRATE_LEAST
+    state.anchor = min(state.served, served) if told else state.served
+    # A rate a few percent over the cap (``steady``) needs a few percent
+    # off, not a multiplicative cut: 16 processes cut to 0.7 paced under
+    # the cap for a second or two each time, which let the cap save up a
+    # burst that the recovery then overshot on.
+    decrease = DECREASE if heavy else STEADY_DECREASE
+    state.rate = max(MIN_RATE, decrease * min(state.rate, state.anchor))
+    # Reservations made at the old rate are void: their requests reserve
+    # again as their waits end (:mod:`aioflux._net.throttle`), in the order
+    # they were to go, at the cut rate. Kept, each would reserve behind
+    # all of them, and the node sent next to nothing for a second after
+    # every cut (then the cap's saved-up burst at once). Nothing saved up
+    # crosses a cut either.
+    state.tokens = 0.0
+    state.decreased_at = now
+    state.judging = 2
+    state.steady = 0.0
+    return True
