@@ -299,9 +299,10 @@ def join(state: RateState, now: float, measured: float, ceiling: float | None = 
     Each process measures only its own requests: the node's rate before
     the throttle is the sum of what each adds. Late joiners (after
     :data:`JOIN_WINDOW`) add nothing; those after the windows that
-    calibrate add to what a useless cut goes back to, not to the rate (16
-    DataLoader workers joining over 0.6 s lifted it from 200 to 226/s
-    against a cap of 200/s once those windows had passed).
+    calibrate add to the measure (``peak``: how far the probe reaches,
+    and what a useless cut goes back to), not to the rate (16 DataLoader
+    workers joining over 0.6 s lifted it from 200 to 226/s against a cap
+    of 200/s once those windows had passed).
 
     Args:
         state: the key's controller, pacing switched on by another process.
@@ -311,16 +312,15 @@ def join(state: RateState, now: float, measured: float, ceiling: float | None = 
     """
     if not state.throttled or now - state.started_at > JOIN_WINDOW:
         return
+    state.peak += measured
     if state.judging not in (CALIBRATING, CALIBRATING + 1):
         # The windows that calibrate are over: what they were served is
         # the measure now, and the probe after them raises the rate.
-        state.peak += measured
         return
     rate = state.rate + START_FRACTION * measured
     state.rate = rate if ceiling is None else min(rate, ceiling)
     state.served += START_ANCHOR * measured
-    state.anchor += START_FRACTION * measured
-    state.peak += measured
+    state.anchor = state.rate  # no recovery above the start (see start)
 
 
 def pace_at(state: RateState, now: float, rate: float) -> None:

@@ -68,6 +68,9 @@ def test_a_window_is_judged_on_answers_not_tokens_reserved() -> None:
     end = _answers(state, 0.0, rate.DECREASE_WINDOW, ok=85, refused=15)
     answered(state, end + 0.01, DOUBLING)  # closes the window
     assert state.rate < before and state.judging
+    # The cut voids the 150 reservations: their requests reserve again
+    # as their waits end, not behind the whole old queue.
+    assert state.tokens == 0.0
 
 
 def test_the_first_window_replaces_the_guesses_pacing_started_from() -> None:
@@ -322,18 +325,6 @@ async def test_a_token_reserved_before_a_cut_is_reserved_again_at_the_cut_rate(
     assert slept[1] == pytest.approx(1 / 125.0)  # first of the new queue, at the cut rate
     with shared.locked() as state:
         assert state.tokens == pytest.approx(-1.0)  # one token taken, the void one not counted
-
-
-def test_a_cut_voids_the_reservations_made_before_it() -> None:
-    state = RateState()
-    start(state, 0.0, 400.0)
-    state.judging = 0  # past the windows that calibrate
-    for _ in range(150):
-        reserve(state, 0.001, DOUBLING)
-    assert state.tokens < -100
-    end = _answers(state, 0.0, rate.DECREASE_WINDOW, ok=85, refused=15)
-    answered(state, end + 0.01, DOUBLING)  # closes the window: a cut
-    assert state.decreased_at > 0.0 and state.tokens == 0.0
 
 
 async def test_one_request_of_a_process_asks_while_the_queue_is_full(
