@@ -64,7 +64,11 @@ seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
   was served, they are not the rate's doing (a flaky service, refusing a
   share of requests at any rate): slowing down only cost time, so the
   rate recovers to where it was and the share they had is ``noise``
-  (halving every :data:`NOISE_HALF_LIFE`, at most :data:`NOISE_MOST`). A
+  (halving every :data:`NOISE_HALF_LIFE`, at most :data:`NOISE_MOST`).
+  One throttle among those answers proves nothing either way: the
+  judgment waits for :data:`JUDGE_HELPED`. Once found, the noise follows
+  the throttled share of late (``steady``) up: one judgment's few
+  throttles measure it poorly. A
   node cannot tell this from other nodes keeping a shared cap overshot,
   which costs the nodes' shares some evenness.
 - After a cut the rate recovers within :data:`RECOVER_SECONDS` to
@@ -95,6 +99,7 @@ from .rate_state import (
     DECREASE_WINDOW,
     FIRST_WINDOW,
     JOIN_WINDOW,
+    JUDGE_HELPED,
     JUDGE_LEAST,
     MIN_RATE,
     NOISE_HALF_LIFE,
@@ -125,7 +130,8 @@ from .rate_windows import judge
 
 __all__ = ["AHEAD", "BURST_SECONDS", "BUSY", "CALIBRATE_BELOW", "CALIBRATE_LEAST",
            "CALIBRATING", "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "FIRST_WINDOW",
-           "JOIN_WINDOW", "JUDGE_LEAST", "MIN_RATE", "NOISE_HALF_LIFE", "NOISE_MOST",
+           "JOIN_WINDOW", "JUDGE_HELPED", "JUDGE_LEAST", "MIN_RATE", "NOISE_HALF_LIFE",
+           "NOISE_MOST",
            "PROBE_GROWTH", "PROBE_HELD", "PROBE_REACH", "PROBING", "RAMP_FLOOR",
            "RECOVER_SECONDS", "RECOVER_TO", "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION",
            "STEADY_DECREASE", "STEADY_SHARE", "STEADY_WEIGHT", "SWITCH_COUNT", "SWITCH_CREDIT",

@@ -220,6 +220,47 @@ def test_a_rate_a_little_over_a_cap_is_cut() -> None:
     assert more <= 0.01 * (ok + more), (ok, more, state)
 
 
+def test_a_flaky_service_is_measured_by_its_share_of_late() -> None:
+    # One judgment found the service flaky on 2 throttles in 67 answers
+    # (3%) while it refused 10% at random: the share of late then passed
+    # that noise and cut, window after window, from 150 to 17/s. The share
+    # of late measures the noise once a service is found flaky.
+    state = RateState()
+    pace_at(state, 0.0, 200.0)
+    state.judging, state.served, state.anchor = 0, 180.0, 180.0
+    state.noise, state.noise_at = 0.03, 0.0
+    now = 0.0
+    for _ in range(20):
+        now = _answers(state, now, rate.DECREASE_WINDOW, ok=90, refused=10)
+    answered(state, now + 0.01, DOUBLING)
+    assert state.decreased_at == 0.0, state  # never cut
+    assert 0.08 <= rate.noise(state, now) <= 0.12, state
+    assert state.rate >= 200.0
+
+
+def test_one_throttle_after_a_cut_is_no_proof_that_it_helped() -> None:
+    # A service refusing 10% at random shows one throttle in 34 answers
+    # once in eight: judged then, the cut "helped", the noise was dropped,
+    # and the rate stayed cut. One throttle waits for JUDGE_HELPED answers.
+    state = RateState()
+    pace_at(state, 0.0, 150.0)
+    state.judging, state.served, state.anchor = 0, 135.0, 135.0
+    now = _answers(state, 0.0, rate.DECREASE_WINDOW, ok=60, refused=12)
+    answered(state, now + 0.001, DOUBLING)  # closes the window: a cut
+    assert state.judging == 2
+    cut, peak = state.rate, state.peak
+    now = _answers(state, now + 0.001, rate.DECREASE_WINDOW, ok=36, refused=4)  # sent before it
+    now = _answers(state, now, rate.DECREASE_WINDOW, ok=33, refused=1)
+    answered(state, now + 0.001, DOUBLING)
+    assert state.judging == 1 and state.rate == cut  # still judging, the rate held
+    now = _answers(state, now + 0.001, rate.DECREASE_WINDOW, ok=31, refused=4)
+    answered(state, now + 0.1, DOUBLING)
+    # Throttled alike at the lower rate: useless, the noise learnt, the
+    # rate recovering to where it was.
+    assert state.judging == 0 and rate.noise(state, now) > 0.05, state
+    assert state.anchor == pytest.approx(peak * (1 - state.noise) / RECOVER_TO)
+
+
 def test_the_probe_grows_only_while_the_rate_is_asked_for() -> None:
     # Processes short of CPU sent 270/s while the probe took the rate to
     # 320/s, and then all at once. A window that asked for less than
