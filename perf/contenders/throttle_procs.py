@@ -4,7 +4,8 @@ of small objects through one capped server.
 ``--client``: ``aioflux`` (``AsyncClient.stream`` of the folder at default
 settings; ``--rate off`` sets ``ClientConfig(request_rate='off')``),
 ``aioflux-s3`` (``S3Store.stream`` of the folder on the S3 face: 503
-``SlowDown``),
+``SlowDown``; the store is made before the go line, as the botocore
+clients are),
 ``gcsfs`` (``cat`` of the folder's paths), ``s3fs`` (the same on the S3
 face), ``botocore`` (GetObject per object, ``Config(retries={'mode':
 'adaptive'})``, 8 threads a process on one client; ``--threads`` runs all
@@ -61,10 +62,16 @@ def aioflux_s3_work(manifest: Manifest, folder: str, rate: str):  # type: ignore
     from aioflux import ClientConfig
 
     config = ClientConfig() if rate == "adaptive" else ClientConfig(request_rate="off")
+    # Made before the go line, as the botocore contenders make their
+    # clients: loading botocore and its credential chain takes a few
+    # tenths of a second of CPU, and 16 processes doing it after the go on
+    # two cores started their reads seconds apart (slowest / fastest up to
+    # 5 from that alone).
+    made = s3_store(manifest, config)
 
     def work() -> tuple[int, int]:
         async def go() -> tuple[int, int]:
-            async with s3_store(manifest, config) as store:
+            async with made as store:
                 items = nbytes = 0
                 async for item in store.stream(manifest.bucket, folder):
                     items += 1

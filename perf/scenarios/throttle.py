@@ -71,7 +71,8 @@ def contenders_for(n: int, cap: int, per: int, start: str) -> list[Contender]:
                   note="the same with ClientConfig(request_rate='off')", available=_ready),
         Contender(f"aioflux-s3-p{n}", "throttle_procs.py", None,
                   ("--client", "aioflux-s3", *common),
-                  note=f"{n} processes, S3Store.stream of its folder, default settings, {s3}",
+                  note=f"{n} processes, S3Store.stream of its folder, default settings, "
+                       f"the store made before the start (as botocore's clients are), {s3}",
                   available=_ready),
         Contender(f"aioflux-dl-w{n}", "throttle_loader.py", None, loader,
                   note=f"MapDataset.from_prefix, Subset of {n} x {per}, DataLoader("
