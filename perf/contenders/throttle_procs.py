@@ -5,7 +5,9 @@ of small objects through one capped server.
 settings; ``--rate off`` sets ``ClientConfig(request_rate='off')``),
 ``aioflux-s3`` (``S3Store.stream`` of the folder on the S3 face: 503
 ``SlowDown``; the store is made before the go line, as the botocore
-clients are),
+clients are), ``aioflux-az`` (``AzureStore.stream`` of the folder on
+Azurite, through a capping proxy this process runs: 503 ``ServerBusy``;
+made before the go line too),
 ``gcsfs`` (``cat`` of the folder's paths), ``s3fs`` (the same on the S3
 face), ``botocore`` (GetObject per object, ``Config(retries={'mode':
 'adaptive'})``, 8 threads a process on one client; ``--threads`` runs all
@@ -20,6 +22,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
@@ -68,6 +71,28 @@ def aioflux_s3_work(manifest: Manifest, folder: str, rate: str):  # type: ignore
     # two cores started their reads seconds apart (slowest / fastest up to
     # 5 from that alone).
     made = s3_store(manifest, config)
+
+    def work() -> tuple[int, int]:
+        async def go() -> tuple[int, int]:
+            async with made as store:
+                items = nbytes = 0
+                async for item in store.stream(manifest.bucket, folder):
+                    items += 1
+                    nbytes += len(item.data)
+                return items, nbytes
+        return asyncio.run(go())
+    return work
+
+
+def aioflux_az_work(manifest: Manifest, folder: str, rate: str):  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from aioflux import ClientConfig
+    from aioflux.azure import AzureStore
+
+    config = ClientConfig() if rate == "adaptive" else ClientConfig(request_rate="off")
+    # The parent's proxy, in the connection string it handed down.
+    made = AzureStore(config, connection_string=os.environ["AZURE_STORAGE_CONNECTION_STRING"])
 
     def work() -> tuple[int, int]:
         async def go() -> tuple[int, int]:
@@ -165,26 +190,54 @@ def make_work(manifest: Manifest, args: argparse.Namespace, folder: str):  # typ
         return aioflux_work(manifest, folder, args.rate)
     if args.client == "aioflux-s3":
         return aioflux_s3_work(manifest, folder, args.rate)
+    if args.client == "aioflux-az":
+        return aioflux_az_work(manifest, folder, args.rate)
     if args.client in ("gcsfs", "s3fs"):
         return fsspec_work(manifest, folder, args.client)
     return botocore_work(manifest, folder, 8)
 
 
+def azure_capped(manifest: Manifest, cap: float) -> Any:
+    """Azurite behind a capping proxy of ``cap`` requests/s (503
+    ``ServerBusy`` past it), run on a thread of this process for the
+    workers: their connection string names the proxy. Azurite has no cap
+    of its own; the proxy is the one the tests put in front of it."""
+    from tests.capping_proxy import CappingProxy
+
+    assert manifest.azure is not None, "an Azurite scenario gives its connection string"
+    upstream = manifest.endpoint.rstrip("/")
+    proxy = CappingProxy(upstream, cap, "azure")
+    endpoint = proxy.__enter__()
+    os.environ["AZURE_STORAGE_CONNECTION_STRING"] = manifest.azure.replace(upstream, endpoint)
+    return proxy
+
+
 def main(manifest: Manifest, args: argparse.Namespace) -> None:
-    counter = manifest.endpoint
+    proxy = azure_capped(manifest, args.cap) if args.client == "aioflux-az" else None
     if args.client in ("aioflux", "aioflux-s3"):
         # Before any worker starts: the node meets the cap afresh, not at
-        # the rate an earlier row or round left.
+        # the rate an earlier row or round left (the proxy's endpoint is
+        # new each run: a key of its own).
         fresh_rate(manifest.endpoint if args.client == "aioflux" else manifest.s3,
                    manifest.bucket)
-    before = emulator_counts(counter)
-    with Stopwatch() as watch:
-        if args.threads:
-            lines = botocore_threads(manifest, args.prefix, args.procs)
-        else:
-            argv = [sys.executable, sys.argv[0], sys.argv[1], *sys.argv[2:]]
-            lines = gather(argv, args.procs)
-    after = emulator_counts(counter)
+
+    def counts() -> dict[str, tuple[int, int]]:
+        if proxy is None:
+            return emulator_counts(manifest.endpoint)
+        return {"requests": (proxy.stats["requests"], proxy.stats["throttled"])}
+
+    before = counts()
+    try:
+        with Stopwatch() as watch:
+            if args.threads:
+                lines = botocore_threads(manifest, args.prefix, args.procs)
+            else:
+                argv = [sys.executable, sys.argv[0], sys.argv[1], *sys.argv[2:]]
+                lines = gather(argv, args.procs)
+        after = counts()
+    finally:
+        if proxy is not None:
+            proxy.__exit__(None, None, None)
     errors = [str(line["error"]) for line in lines if line.get("error")]
     spans = [(float(line["start"]), float(line["end"]))  # type: ignore[arg-type]
              for line in lines if line.get("start") is not None]
@@ -201,8 +254,8 @@ def main(manifest: Manifest, args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     manifest, rest = load()
     p = argparse.ArgumentParser()
-    p.add_argument("--client", required=True, choices=("aioflux", "aioflux-s3", "gcsfs", "s3fs",
-                                                         "botocore"))
+    p.add_argument("--client", required=True, choices=("aioflux", "aioflux-s3", "aioflux-az",
+                                                         "gcsfs", "s3fs", "botocore"))
     p.add_argument("--rate", default="adaptive", choices=("adaptive", "off"))
     p.add_argument("--procs", type=int, default=4)
     p.add_argument("--cap", type=float, default=200.0)

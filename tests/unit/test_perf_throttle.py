@@ -18,7 +18,7 @@ from aioflux._core.rate_shared import SharedRate, Table
 from aioflux._net.throttle import gate_key
 from aioflux._net.transport import Transport
 from perf.harness import Options
-from perf.scenarios import throttle
+from perf.scenarios import az_throttle, throttle
 
 _HELPERS = Path(__file__).resolve().parents[2] / "perf" / "contenders" / "_throttle.py"
 
@@ -111,6 +111,20 @@ def test_plan_caps_the_emulator_and_sets_the_targets_on_aioflux() -> None:
     assert goals[("aioflux-dl-w4", "slowest_fastest")] == ("<=", 1.3)
     assert {c for c, _ in goals} == {"aioflux-p4", "aioflux-dl-w4", "aioflux-s3-p4",
                                      "aioflux-p16", "aioflux-dl-w16", "aioflux-s3-p16"}
+
+
+def test_the_azure_plan_caps_azurite_through_the_proxy_and_sets_the_targets() -> None:
+    p = az_throttle.plan(Options(params={"procs": "4,16"}))
+    assert p.azurite and not p.emulator_args and not p.warm_read and not p.ratios
+    rows = {c.name: c.args for c in p.contenders}
+    assert set(rows) == {"aioflux-az-p4", "aioflux-az-off-p4", "aioflux-az-p16",
+                         "aioflux-az-off-p16"}
+    assert ("--client", "aioflux-az") == rows["aioflux-az-p16"][:2]
+    assert rows["aioflux-az-off-p4"][-2:] == ("--rate", "off")
+    assert sum(s.count for s in p.objects) == 16 * 400
+    goals = {(lim.contender, lim.key): (lim.op, lim.bound) for lim in p.limits}
+    assert goals[("aioflux-az-p16", "throttled_pct")] == ("<=", 5.0)
+    assert {c for c, _ in goals} == {"aioflux-az-p4", "aioflux-az-p16"}
 
 
 async def test_each_row_starts_from_a_fresh_node_rate_state(tmp_path: Path) -> None:
