@@ -1,4 +1,5 @@
-"""A request-capping HTTP/1.1 proxy for the tests: a token bucket of
+"""A request-capping HTTP/1.1 proxy for the tests (and for the perf scenario
+``az_throttle``, which puts it in front of Azurite): a token bucket of
 ``rate`` requests a second in front of a real server (fake-gcs-server,
 moto, Azurite), answering what the store answers past its cap, and
 relaying every other request and its answer byte for byte.

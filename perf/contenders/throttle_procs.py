@@ -23,6 +23,7 @@ import os
 import sys
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
@@ -205,10 +206,12 @@ def azure_capped(manifest: Manifest, cap: float) -> Any:
     from tests.capping_proxy import CappingProxy
 
     assert manifest.azure is not None, "an Azurite scenario gives its connection string"
-    upstream = manifest.endpoint.rstrip("/")
+    parts = urlsplit(manifest.endpoint)  # http://127.0.0.1:PORT/devstoreaccount1
+    upstream = f"{parts.scheme}://{parts.netloc}"
     proxy = CappingProxy(upstream, cap, "azure")
     endpoint = proxy.__enter__()
-    os.environ["AZURE_STORAGE_CONNECTION_STRING"] = manifest.azure.replace(upstream, endpoint)
+    os.environ["AZURE_STORAGE_CONNECTION_STRING"] = manifest.azure.replace(
+        f"{upstream}/", f"{endpoint}/")
     return proxy
 
 

@@ -116,6 +116,8 @@ def test_plan_caps_the_emulator_and_sets_the_targets_on_aioflux() -> None:
 def test_the_azure_plan_caps_azurite_through_the_proxy_and_sets_the_targets() -> None:
     p = az_throttle.plan(Options(params={"procs": "4,16"}))
     assert p.azurite and not p.emulator_args and not p.warm_read and not p.ratios
+    args = p.contenders[0].args
+    assert args[args.index("--cap") + 1] == "100"  # under what Azurite serves uncapped here
     rows = {c.name: c.args for c in p.contenders}
     assert set(rows) == {"aioflux-az-p4", "aioflux-az-off-p4", "aioflux-az-p16",
                          "aioflux-az-off-p16"}
