@@ -58,26 +58,20 @@ def aioflux_work(manifest: Manifest, folder: str, rate: str):  # type: ignore[no
     return work
 
 
-def aioflux_s3_work(manifest: Manifest, folder: str, rate: str):  # type: ignore[no-untyped-def]
+def store_work(made: Any, bucket: str, folder: str):  # type: ignore[no-untyped-def]
+    """The work of reading ``folder`` with ``made.stream``, a store made
+    before the go line, as the botocore contenders make their clients:
+    S3Store() loads botocore and its credential chain, a few tenths of a
+    second of CPU, and 16 processes doing it after the go on two cores
+    started their reads seconds apart (slowest / fastest up to 5 from that
+    alone)."""
     import asyncio
-
-    from aioflux_s3_common import s3_store
-
-    from aioflux import ClientConfig
-
-    config = ClientConfig() if rate == "adaptive" else ClientConfig(request_rate="off")
-    # Made before the go line, as the botocore contenders make their
-    # clients: loading botocore and its credential chain takes a few
-    # tenths of a second of CPU, and 16 processes doing it after the go on
-    # two cores started their reads seconds apart (slowest / fastest up to
-    # 5 from that alone).
-    made = s3_store(manifest, config)
 
     def work() -> tuple[int, int]:
         async def go() -> tuple[int, int]:
             async with made as store:
                 items = nbytes = 0
-                async for item in store.stream(manifest.bucket, folder):
+                async for item in store.stream(bucket, folder):
                     items += 1
                     nbytes += len(item.data)
                 return items, nbytes
@@ -85,26 +79,23 @@ def aioflux_s3_work(manifest: Manifest, folder: str, rate: str):  # type: ignore
     return work
 
 
-def aioflux_az_work(manifest: Manifest, folder: str, rate: str):  # type: ignore[no-untyped-def]
-    import asyncio
+def aioflux_s3_work(manifest: Manifest, folder: str, rate: str):  # type: ignore[no-untyped-def]
+    from aioflux_s3_common import s3_store
 
+    from aioflux import ClientConfig
+
+    config = ClientConfig() if rate == "adaptive" else ClientConfig(request_rate="off")
+    return store_work(s3_store(manifest, config), manifest.bucket, folder)
+
+
+def aioflux_az_work(manifest: Manifest, folder: str, rate: str):  # type: ignore[no-untyped-def]
     from aioflux import ClientConfig
     from aioflux.azure import AzureStore
 
     config = ClientConfig() if rate == "adaptive" else ClientConfig(request_rate="off")
     # The parent's proxy, in the connection string it handed down.
     made = AzureStore(config, connection_string=os.environ["AZURE_STORAGE_CONNECTION_STRING"])
-
-    def work() -> tuple[int, int]:
-        async def go() -> tuple[int, int]:
-            async with made as store:
-                items = nbytes = 0
-                async for item in store.stream(manifest.bucket, folder):
-                    items += 1
-                    nbytes += len(item.data)
-                return items, nbytes
-        return asyncio.run(go())
-    return work
+    return store_work(made, manifest.bucket, folder)
 
 
 def fsspec_work(manifest: Manifest, folder: str, kind: str):  # type: ignore[no-untyped-def]

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from perf.harness import Contender, Limit, Options, Plan
 from perf.scenarios.az_read import AZURITE, ready
-from perf.scenarios.throttle import goals
+from perf.scenarios.throttle import FIGURES, goals
 from perf.seed import ObjectSet
 
 __all__ = ["plan"]
@@ -62,9 +62,6 @@ def plan(options: Options) -> Plan:
     for n in procs:
         contenders += contenders_for(n, cap)
         limits += goals(f"aioflux-az-p{n}")
-    figures = [("goodput_of_cap", "goodput x cap"), ("throttled_pct", "throttled %"),
-               ("failures", "failed workers"), ("slowest_fastest", "slowest/fastest"),
-               ("requests", "requests"), ("throttled", "throttled")]
     return Plan(
         name="az_throttle",
         description=f"{', '.join(map(str, procs))} processes, each reading {per} x "
@@ -87,7 +84,7 @@ def plan(options: Options) -> Plan:
         seed_concurrency=32,
         timeout_s=900.0,
         limits=limits,
-        figures=figures,
+        figures=FIGURES,
         ratios=False,
         azurite=True,
     )

@@ -36,9 +36,13 @@ from perf.availability import project_imports
 from perf.harness import Contender, Limit, Options, Plan
 from perf.seed import ObjectSet
 
-__all__ = ["plan"]
+__all__ = ["FIGURES", "goals", "plan"]
 
 PREFIX = "throttle/"
+#: the figures' columns (``perf/contenders/_throttle.summarize``)
+FIGURES = [("goodput_of_cap", "goodput x cap"), ("throttled_pct", "throttled %"),
+           ("failures", "failed workers"), ("slowest_fastest", "slowest/fastest"),
+           ("requests", "requests"), ("throttled", "throttled")]
 
 
 def _ready() -> str | None:
@@ -109,9 +113,6 @@ def plan(options: Options) -> Plan:
     for n in procs:
         contenders += contenders_for(n, cap, per, start)
         limits += goals(f"aioflux-p{n}") + goals(f"aioflux-dl-w{n}") + goals(f"aioflux-s3-p{n}")
-    figures = [("goodput_of_cap", "goodput x cap"), ("throttled_pct", "throttled %"),
-               ("failures", "failed workers"), ("slowest_fastest", "slowest/fastest"),
-               ("requests", "requests"), ("throttled", "throttled")]
     return Plan(
         name="throttle",
         description=f"{', '.join(map(str, procs))} processes or DataLoader workers, each "
@@ -139,6 +140,6 @@ def plan(options: Options) -> Plan:
         seed_concurrency=2,
         timeout_s=900.0,
         limits=limits,
-        figures=figures,
+        figures=FIGURES,
         ratios=False,
     )
