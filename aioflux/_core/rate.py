@@ -63,7 +63,8 @@ seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
   stands, and ``noise`` is 0. If instead the throttles went on while less
   was served, they are not the rate's doing (a flaky service, refusing a
   share of requests at any rate): slowing down only cost time, so the
-  rate recovers to where it was and the share they had is ``noise``
+  rate recovers to where it was (or was heading, if it was recovering
+  from an earlier cut) and the share they had is ``noise``
   (halving every :data:`NOISE_HALF_LIFE`, at most :data:`NOISE_MOST`).
   One throttle among those answers proves nothing either way: the
   judgment waits for :data:`JUDGE_HELPED`. Once found, the noise follows

@@ -15,7 +15,8 @@ __all__ = ["AHEAD", "BURST_SECONDS", "BUSY", "CALIBRATE_BELOW", "CALIBRATE_LEAST
            "PROBE_GROWTH", "PROBE_HELD", "PROBE_REACH", "PROBING", "RAMP_FLOOR",
            "RECOVER_SECONDS", "RECOVER_TO", "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION",
            "STEADY_DECREASE", "STEADY_SHARE", "STEADY_WEIGHT", "SWITCH_COUNT", "SWITCH_CREDIT",
-           "THROTTLE_SHARE", "USELESS_FALL", "RateState", "grown", "noise", "refill"]
+           "THROTTLE_SHARE", "USELESS_FALL", "RateState", "grown", "noise", "recovery_target",
+           "refill"]
 
 #: the rate after a throttled window, as a fraction of the rate served of
 #: late (or of the rate, if less)
@@ -168,7 +169,8 @@ class RateState:
             pacing starts, with enough of them, replaces the guess).
         anchor: ``served`` when the last cut was made (what the rate
             recovers towards).
-        peak: the rate before the last cut (where a useless one goes back to).
+        peak: where a useless cut goes back to: the rate before the last
+            cut, or the rate it was recovering towards, if higher.
         noise: the share of requests found refused whatever the rate.
         noise_at: when ``noise`` was found.
         judging: :data:`CALIBRATING` (and one more) in the first (and
@@ -265,12 +267,17 @@ def _grown(state: RateState, seconds: float, doubling: float) -> float:
     return recovered
 
 
+def recovery_target(state: RateState) -> float:
+    """The rate a cut recovers towards: the rate that served what was served
+    when it cut (``anchor``), throttles of the noise included."""
+    return RECOVER_TO * state.anchor / (1.0 - min(state.noise, NOISE_MOST))
+
+
 def _recovered(state: RateState, seconds: float, doubling: float) -> float:
     """The rate after ``seconds`` back towards the rate of the last cut, then
     :func:`grown`."""
     rate = state.rate
-    # Back to the rate that served what was served, throttles included.
-    target = RECOVER_TO * state.anchor / (1.0 - min(state.noise, NOISE_MOST))
+    target = recovery_target(state)
     if rate < target:
         slope = (1.0 - DECREASE) * target / RECOVER_SECONDS
         to_target = (target - rate) / slope

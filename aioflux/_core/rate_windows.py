@@ -29,6 +29,7 @@ from .rate_state import (
     USELESS_FALL,
     RateState,
     noise,
+    recovery_target,
     refill,
 )
 
@@ -166,10 +167,14 @@ def judge(state: RateState, now: float, doubling: float, ceiling: float | None) 
     if refused < CUT_LEAST or (not heavy and state.steady <= STEADY_SHARE + share):
         return False
     refill(state, now, doubling, ceiling)
-    # The first cut since pacing started keeps the rate measured before it
-    # as the peak, when higher: the rate a useless cut goes back to.
+    # The rate a useless cut goes back to: the rate measured before pacing,
+    # for the first cut since it started; after that, the rate a cut made
+    # while recovering was heading for. Only the rate at the cut, and a
+    # flaky service's random runs of throttles ratcheted it down: a cut at
+    # 90/s on the way back to 300/s was found useless and went back to
+    # 90/s, to end at 100/s where it had started at 150/s.
     first = state.decreased_at == state.started_at
-    state.peak = max(state.rate, state.peak) if first else state.rate
+    state.peak = max(state.rate, state.peak if first else recovery_target(state))
     # What the cap admits: the least of what was served of late and what
     # this window was, if it asked for the rate and was served enough to
     # tell (a storm of refusals is no measure). The average still holds

@@ -30,6 +30,7 @@ from aioflux._core.rate import (
     throttle,
 )
 from aioflux._core.rate_shared import SharedRate, Table
+from aioflux._core.rate_state import recovery_target
 from aioflux._net import throttle as gates
 from aioflux._net.throttle import Gate
 
@@ -259,6 +260,29 @@ def test_one_throttle_after_a_cut_is_no_proof_that_it_helped() -> None:
     # rate recovering to where it was.
     assert state.judging == 0 and rate.noise(state, now) > 0.05, state
     assert state.anchor == pytest.approx(peak * (1 - state.noise) / RECOVER_TO)
+
+
+def test_a_useless_cut_goes_back_to_where_the_rate_was_heading() -> None:
+    # A flaky service (10% refused at random): a first cut found useless
+    # sends the rate back towards 300/s. On the way, at 90/s, a random run
+    # of throttles cuts again, and that cut is found useless too. It went
+    # back to 90/s (the rate when it cut), and the paced rate ended at
+    # 100/s where it had started at 150/s; it goes back towards 300/s.
+    state = RateState()
+    pace_at(state, 0.0, 300.0)
+    state.judging, state.served, state.noise = 0, 70.0, 0.03
+    state.anchor = 300.0 * (1 - state.noise) / RECOVER_TO
+    heading = recovery_target(state)
+    assert heading == pytest.approx(300.0)
+    state.rate, state.decreased_at = 90.0, -1.0  # recovering, a second after the first cut
+    now = _answers(state, 0.0, rate.DECREASE_WINDOW, ok=33, refused=7)
+    answered(state, now + 0.001, DOUBLING)
+    assert state.judging == 2 and state.rate < 90.0  # cut
+    for _ in range(3):  # one still answering requests sent before the cut
+        now = _answers(state, now + 0.001, rate.DECREASE_WINDOW, ok=22, refused=1)
+    answered(state, now + 0.1, DOUBLING)
+    assert state.judging == 0 and rate.noise(state, now) > 0.03, state  # useless
+    assert recovery_target(state) == pytest.approx(heading, rel=0.02), state
 
 
 def test_the_probe_grows_only_while_the_rate_is_asked_for() -> None:
