@@ -24,7 +24,7 @@ import pytest
 from aioflux import AsyncClient, ClientConfig, RateLimited, RetryPolicy, S3Store
 from aioflux._core.auth import AnonymousAuth
 from aioflux._core.rate import AHEAD, SWITCH_COUNT
-from aioflux._core.rate_shared import SharedRate
+from aioflux._core.rate_shared import SharedRate, shared_rate
 from aioflux._net.throttle import gate_key
 from aioflux._net.transport import Op, Transport
 from aioflux.s3._xml import raise_if_error
@@ -85,10 +85,12 @@ def _process(endpoint: str, names: list[str], barrier: Any, conn: Any) -> None:
     conn.send(asyncio.run(_read_all(endpoint, names, _config())))
 
 
-def _four_processes(capped: Emulator, target: Callable[..., None]) -> list[dict[str, Any]]:
-    """Run ``target`` in 4 spawned processes, 150 objects each, released at
-    once; their results (every process exited cleanly, read all, right)."""
-    context = multiprocessing.get_context("spawn")
+def _four_processes(capped: Emulator, target: Callable[..., None],
+                    method: str = "spawn") -> list[dict[str, Any]]:
+    """Run ``target`` in 4 processes started by ``method``, 150 objects
+    each, released at once; their results (every process exited cleanly,
+    read all, right)."""
+    context = multiprocessing.get_context(method)
     barrier = context.Barrier(4)
     children = []
     for k in range(4):
@@ -116,6 +118,29 @@ def test_processes_share_one_budget(capped: Emulator) -> None:
     # 5-12% here, the in-flight requests of the first overshoot).
     assert throttled <= 0.25 * attempts, results
     assert sum(1 for r in results if r["waited"] > 0) >= 2, results
+
+
+def test_forked_workers_share_the_budget_the_parent_mapped(capped: Emulator) -> None:
+    # As a DataLoader forks its workers: the parent has read the bucket (its
+    # process holds the node's table mapped, the key's slot claimed, and the
+    # lock's file open), then forks. A child that kept the parent's open
+    # file would share its flock, and the workers' changes to the state
+    # would race; each reopens it.
+    key = gate_key(capped.endpoint, BUCKET, False)
+    parent = shared_rate(key)
+    before = asyncio.run(_read_all(capped.endpoint, ["o0"], _config()))
+    assert before["failures"] == [] and parent.shared
+    capped.profile = EmulatorProfile(qps_limit=200)
+    results = _four_processes(capped, _process, method="fork")
+    attempts = sum(r["attempts"] for r in results)
+    throttled = sum(r["throttled"] for r in results)
+    assert throttled <= 0.25 * attempts, results
+    assert sum(1 for r in results if r["waited"] > 0) >= 2, results
+    # One budget: every worker was paced, the node switched pacing on once
+    # (not once a worker), and the parent's own mapping sees it.
+    assert all(f"{BUCKET} read" in r["rates"] for r in results), results
+    with parent.locked() as state:
+        assert state.throttled and state.epoch == 1, state
 
 
 def _default_process(endpoint: str, names: list[str], barrier: Any, conn: Any) -> None:
