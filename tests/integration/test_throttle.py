@@ -23,8 +23,9 @@ import pytest
 
 from aioflux import AsyncClient, ClientConfig, RateLimited, RetryPolicy, S3Store
 from aioflux._core.auth import AnonymousAuth
-from aioflux._core.rate import AHEAD, SWITCH_COUNT
+from aioflux._core.rate import AHEAD, SWITCH_COUNT, grown
 from aioflux._core.rate_shared import SharedRate, shared_rate
+from aioflux._core.rate_state import recovery_target
 from aioflux._net.throttle import gate_key
 from aioflux._net.transport import Op, Transport
 from aioflux.s3._xml import raise_if_error
@@ -160,6 +161,63 @@ def test_the_first_wave_of_processes_new_to_a_bucket_is_bounded(capped: Emulator
     results = _four_processes(capped, _default_process)
     throttled = sum(r["throttled"] for r in results)
     assert throttled <= 150, (throttled, results)
+
+
+async def test_the_rate_follows_a_cap_that_falls_then_one_that_rises(capped: Emulator) -> None:
+    # Phases end on counts of reads answered, which the cap makes last at
+    # least so long: a slow machine only lengthens them.
+    doubling = 60.0
+    label = f"{BUCKET} read"
+    key = gate_key(capped.endpoint, BUCKET, False)
+    async with AsyncClient(_config(), endpoint=capped.endpoint) as client:
+        stats = client.transport.stats
+        samples: list[tuple[float, float]] = []
+
+        async def sample() -> None:
+            while True:
+                if label in stats.rates:
+                    samples.append((time.monotonic(), stats.rates[label]))
+                await asyncio.sleep(0.02)
+
+        async def reads(n: int) -> None:
+            got = await asyncio.gather(*(client.read(BUCKET, f"o{i % 600}") for i in range(n)))
+            assert got == [PAYLOAD] * n
+
+        sampler = asyncio.create_task(sample())
+        try:
+            capped.profile = EmulatorProfile(qps_limit=200)
+            await reads(600)
+            assert label in stats.rates  # paced
+            capped.profile = EmulatorProfile(qps_limit=80)
+            await reads(400)  # at least 4 s of it after its burst
+            # Followed down: well under the old cap (with a cap's burst saved
+            # up under it, the rate grows past it for a few seconds before a
+            # cut: to 1.25-1.5 times it at this test's pace), and what is
+            # throttled is the odd overshoot's, not a storm (at 200/s, 60%).
+            throttled, requests = stats.throttled, stats.requests
+            await reads(320)
+            tail = (stats.throttled - throttled) / (stats.requests - requests)
+            assert tail <= 0.2, (tail, stats)
+            assert stats.rates[label] <= 0.65 * 200, stats.rates
+            with shared_rate(key).locked() as state:
+                # Where it may go from here, unthrottled: back to what a cut
+                # recovers towards, then up at the documented pace.
+                highest = max(state.rate, recovery_target(state))
+                since = state.refilled_at
+            capped.profile = EmulatorProfile(qps_limit=400)
+            await reads(800)
+        finally:
+            sampler.cancel()
+    after = [(t, r) for t, r in samples if t > since]
+    # Followed up at the documented pace: a doubling per 60 s above
+    # 1,000/s, and as fast in requests/s below it (11.6/s a second), from
+    # 110/s to 175/s in the 5.7 s of 800 reads here.
+    end, rate_at_end = after[-1]
+    assert rate_at_end >= max(1.5 * 80, 0.8 * grown(highest, end - since, doubling)), (
+        highest, end - since, rate_at_end)
+    # ... and never faster.
+    assert all(r <= grown(highest, t - since, doubling) + 1e-6 for t, r in after), (
+        highest, [(t - since, r) for t, r in after if r > grown(highest, t - since, doubling)])
 
 
 async def test_writers_each_throttled_a_little_switch_the_node_on() -> None:
