@@ -71,7 +71,10 @@ def test_hedged_map_dataset_overtakes_the_tail_and_counts_once(emu: Emulator) ->
     stats = ds.download_stats
     assert stats.direct == COUNT and stats.bytes == COUNT * SIZE
     assert stats.hedge.sent >= 1 and stats.hedge.won >= 1
-    assert emu.stats["get_media"] == COUNT + stats.hedge.sent
+    # Each read reached the server once, and each hedge that won; a hedge
+    # cancelled on its way there (its read answered first) never did: 98
+    # GETs for 96 reads and 12 hedges, 2 of which won, on a busy machine.
+    assert COUNT + stats.hedge.won <= emu.stats["get_media"] <= COUNT + stats.hedge.sent
     assert ds.stats.samples == COUNT
     ds.close()
 
