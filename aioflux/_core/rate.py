@@ -50,7 +50,9 @@ seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
 - Otherwise the cap is above the start, or unknown: the rate probes
   (:data:`PROBING`), growing by :data:`PROBE_GROWTH` a second while the
   windows ask for it (up to :data:`PROBE_REACH` of the rate measured
-  before pacing: no ramp-up past where the node was),
+  before pacing, fast only back to where the node was; past it by
+  :data:`PROBE_EXTEND` a window served in full, as that measure may
+  read low),
   until a window asking for it is throttled beyond
   the noise; then it goes to a little under what that window was served
   (:mod:`.rate_windows`). Pacing starts low (half the measured rate) for this:
@@ -105,6 +107,7 @@ from .rate_state import (
     MIN_RATE,
     NOISE_HALF_LIFE,
     NOISE_MOST,
+    PROBE_EXTEND,
     PROBE_GROWTH,
     PROBE_HELD,
     PROBE_REACH,
@@ -132,7 +135,7 @@ from .rate_windows import judge
 __all__ = ["AHEAD", "BURST_SECONDS", "BUSY", "CALIBRATE_BELOW", "CALIBRATE_LEAST",
            "CALIBRATING", "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "FIRST_WINDOW",
            "JOIN_WINDOW", "JUDGE_HELPED", "JUDGE_LEAST", "MIN_RATE", "NOISE_HALF_LIFE",
-           "NOISE_MOST",
+           "NOISE_MOST", "PROBE_EXTEND",
            "PROBE_GROWTH", "PROBE_HELD", "PROBE_REACH", "PROBING", "RAMP_FLOOR",
            "RECOVER_SECONDS", "RECOVER_TO", "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION",
            "STEADY_DECREASE", "STEADY_SHARE", "STEADY_WEIGHT", "SWITCH_COUNT", "SWITCH_CREDIT",

@@ -12,8 +12,9 @@ __all__ = ["AHEAD", "BURST_SECONDS", "BUSY", "CALIBRATE_BELOW", "CALIBRATE_LEAST
            "CALIBRATING", "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "FIRST_WINDOW",
            "JOIN_WINDOW", "JUDGE_HELPED", "JUDGE_LEAST", "MIN_RATE", "NOISE_HALF_LIFE",
            "NOISE_MOST",
-           "PROBE_GROWTH", "PROBE_HELD", "PROBE_REACH", "PROBING", "RAMP_FLOOR",
-           "RECOVER_SECONDS", "RECOVER_TO", "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION",
+           "PROBE_EXTEND", "PROBE_GROWTH", "PROBE_HELD", "PROBE_REACH", "PROBING", "RAMP_FLOOR",
+           "REACHED", "RECOVER_SECONDS", "RECOVER_TO", "SERVED_WEIGHT", "START_ANCHOR",
+           "START_FRACTION",
            "STEADY_DECREASE", "STEADY_SHARE", "STEADY_WEIGHT", "SWITCH_COUNT", "SWITCH_CREDIT",
            "THROTTLE_SHARE", "USELESS_FALL", "RateState", "grown", "noise", "recovery_target",
            "refill"]
@@ -92,6 +93,16 @@ PROBE_HELD = 6
 BUSY = 0.8
 #: the probe goes up to this many times the rate measured before pacing
 PROBE_REACH = 1.25
+#: the probe's reach grows by this factor in each window at its reach that
+#: asked for the rate and was served it with no throttles: the rate
+#: measured before pacing may read low (throttles answered at once, and
+#: successes after the server's time), and a probe held below the cap by
+#: it grew only at ``rate_doubling`` (0.64 of a cap a whole run). About
+#: 10% a second, a third of PROBE_GROWTH: a burst a service saved up lets
+#: the rate past its cap for a second or two before the probe is throttled
+PROBE_EXTEND = 1.05
+#: a rate at this fraction of the probe's reach or more is at the reach
+REACHED = 0.99
 #: how much the rate grows a second while probing: from half a cap to all
 #: of it in 1.7 s
 PROBE_GROWTH = 1.3

@@ -18,8 +18,11 @@ from .rate_state import (
     JUDGE_LEAST,
     MIN_RATE,
     NOISE_MOST,
+    PROBE_EXTEND,
     PROBE_HELD,
+    PROBE_REACH,
     PROBING,
+    REACHED,
     RECOVER_TO,
     SERVED_WEIGHT,
     STEADY_DECREASE,
@@ -163,6 +166,14 @@ def judge(state: RateState, now: float, doubling: float, ceiling: float | None) 
             _found(state, now, served, share, doubling, ceiling)
         else:
             state.judging = PROBING if busy else PROBE_HELD
+            if busy and refused < CUT_LEAST and served >= CALIBRATE_BELOW * state.rate \
+                    and state.rate >= REACHED * PROBE_REACH * state.peak:
+                # At its reach and served in full: the rate measured before
+                # pacing read low (a proxy refused at once while successes
+                # took the server's time: 16 processes measured 32/s in all
+                # against a cap of 100/s, and their probe stopped at 40/s).
+                # The reach moves up, slower than the probe grows.
+                state.peak *= PROBE_EXTEND
     heavy = refused > (THROTTLE_SHARE + share) * (ok + refused)
     if refused < CUT_LEAST or (not heavy and state.steady <= STEADY_SHARE + share):
         return False

@@ -200,14 +200,32 @@ def test_a_cut_recovers_towards_what_its_window_was_served() -> None:
 
 
 def test_the_probe_goes_back_to_about_the_rate_measured_before_pacing() -> None:
-    # No ramp-up past where the node was: a cap that saved up a burst
+    # Fast only back to where the node was: a cap that saved up a burst
     # while the rate was low admits past itself until it is spent (4
-    # processes probed from 190 to 390/s against a cap of 200/s).
+    # processes probed from 190 to 390/s against a cap of 200/s). Past
+    # it, served in full, the reach moves up a window at a time, slower.
     state = RateState()
     start(state, 0.0, 190.0)
-    _capped(state, 1000.0, 0.0, 8.0)
+    reach = rate.PROBE_REACH * 190.0
+    now, _, _ = _capped(state, 1000.0, 0.0, 4.0)  # 95/s to the reach: 3.5 s at PROBE_GROWTH
     assert state.judging == PROBING
-    assert state.rate == pytest.approx(rate.PROBE_REACH * 190.0, rel=0.01)
+    assert 0.99 * reach <= state.rate <= reach * rate.PROBE_EXTEND ** 2, state
+    _capped(state, 1000.0, now, 6.0)
+    windows = 6.0 / rate.DECREASE_WINDOW
+    assert reach * rate.PROBE_EXTEND ** (windows / 2) < state.rate, state
+    assert state.rate <= reach * rate.PROBE_EXTEND ** (windows + 1), state
+
+
+def test_a_probe_held_low_by_a_low_measure_reaches_the_cap() -> None:
+    # Throttles answered at once, successes after the server's time: 16
+    # processes measured 32/s in all against a cap of 100/s, and their
+    # probe stopped at 40/s for the rest of the run (0.64 of the cap).
+    state = RateState()
+    start(state, 0.0, 32.0)
+    now, _, _ = _capped(state, 100.0, 0.0, 20.0)
+    assert state.judging == 0, state  # the probe found the cap, and ended
+    _, ok, refused = _capped(state, 100.0, now, 10.0)
+    assert ok >= 0.9 * 100 * 10 and refused <= 0.05 * (ok + refused), (ok, refused)
 
 
 def test_a_rate_a_little_over_a_cap_is_cut() -> None:
