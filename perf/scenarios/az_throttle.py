@@ -10,10 +10,10 @@ process, for the duration of a row, and hands its workers a connection
 string naming it.
 
 ``cap`` is 100, not ``throttle``'s 200: Azurite (one Node process) and
-the proxy (Python) serve 16 aioflux processes about 134 requests/s on
-this machine's two cores with no cap at all (``--param cap=100000``:
-6,416 requests in 48 s), so a cap of 200 is never the limit, and the
-goodput would measure Azurite.
+the proxy (Python) serve 16 aioflux processes 134 to 300 requests/s on
+this machine's two cores with no cap at all, from one run to another
+(6,416 requests in 48 s, and in 21.6 s at ``--param cap=1000``), so a
+cap of 200 was not always the limit, and the goodput measured Azurite.
 
 For each process count (``procs``, "4,16"), each process reads its own
 folder of ``per`` (400) blobs of ``size`` (4 KiB) with
