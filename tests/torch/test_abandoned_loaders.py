@@ -4,6 +4,7 @@ which makes torch wait 5 s a worker; tests/_abandoned_loaders.py)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import torch.utils.data
@@ -12,9 +13,20 @@ from tests import _abandoned_loaders
 
 
 class _Refuses(torch.utils.data.IterableDataset[int]):
+    """Worker 0 raises after one sample; worker 1 never runs out.
+
+    Worker 0 may be told to stop before the test looks (the loader asks it
+    for more, and a worker whose iterator ended says so and is let go), so
+    only worker 1 is sure to be running when the error reaches the test.
+    """
+
     def __iter__(self) -> Iterator[int]:
-        yield 1
-        raise ValueError("refused")
+        info = torch.utils.data.get_worker_info()
+        assert info is not None
+        if info.id == 0:
+            yield 1
+            raise ValueError("refused")
+        yield from itertools.count()
 
 
 def test_an_iterator_abandoned_after_a_worker_error_is_shut_down() -> None:
@@ -26,7 +38,8 @@ def test_an_iterator_abandoned_after_a_worker_error_is_shut_down() -> None:
     except ValueError as error:
         cycle = error  # the frames and the iterator, held as a failed test holds them
     workers = list(iterator._workers)
-    assert all(w.is_alive() for w in workers)
+    assert not iterator._shutdown
+    assert workers[1].is_alive()
     _abandoned_loaders.shut_down_the_abandoned()
     assert iterator._shutdown
     # Told to stop, each worker left by itself: the join did not time out
