@@ -7,10 +7,11 @@ ratios with their min-max. A target passes on the median; the spread is
 printed beside it, so a verdict carried by one lucky round shows.
 
 ``python -m perf report`` rewrites the parts of ``perf/RESULTS.md``,
-``README.md`` (the headline table) and ``docs/performance.md`` (aioflux
-against every other client, as a table and as charts: the SVG files of
-``perf/charts.py`` in ``docs/images/performance/``) between the markers
-below from ``perf/results.jsonl``; each
+``README.md`` (a short headline table: the pairs ``HEADLINE`` names) and
+``docs/performance.md`` (aioflux against every other client, as a table and
+as charts: the SVG files of ``perf/charts.py`` in
+``docs/images/performance/``) between the markers below from
+``perf/results.jsonl``; each
 pair comes from the newest recorded run that measured both of its
 contenders (a later ``--only`` run of two contenders updates their pair and
 leaves the others' figures in place). ``--check`` fails if they differ.
@@ -32,6 +33,7 @@ __all__ = [
     "CHARTS_MARKERS",
     "Figure",
     "DOCS_PERFORMANCE",
+    "HEADLINE",
     "README",
     "RESULTS_MD",
     "Pair",
@@ -61,6 +63,16 @@ README_MARKERS = ("<!-- perf:table:start (python -m perf report) -->", "<!-- per
 PEERS_MARKERS = ("<!-- perf:peers:start (python -m perf report) -->", "<!-- perf:peers:end -->")
 CHARTS_MARKERS = ("<!-- perf:charts:start (python -m perf report) -->",
                   "<!-- perf:charts:end -->")
+# The README's few rows, in this order: (scenario, aioflux contender, other).
+# Every other pair and every figure goal is on the performance page.
+HEADLINE: tuple[tuple[str, str, str], ...] = (
+    ("read_small", "aioflux", "gcs-threads16"),
+    ("read_small", "aioflux", "aiohttp-bare"),
+    ("loader_small", "aioflux-map-w0", "litdata-raw-w0"),
+    ("ckpt_save", "aioflux", "dataflux"),
+    ("s3_ckpt_load", "aioflux-s3", "s3tc"),
+    ("fsspec", "aioflux-gs-get", "gcsfs-get"),
+)
 # The charts' folder, relative to docs/performance.md: files the site copies
 # as they are, so its build draws nothing and fetches nothing.
 CHARTS_FOLDER = "images/performance"
@@ -357,15 +369,15 @@ def render_charts(chosen: Sequence[Pair]) -> dict[str, str]:
     return {name: render_chart(name, bars, scale) for name, bars in by_scenario.items()}
 
 
-def render_headline(chosen: Sequence[Pair], figures: Sequence[Figure] = ()) -> str:
-    """The README's table: each scenario's targets for its baseline against other clients.
+def render_headline(chosen: Sequence[Pair],
+                    rows: Sequence[tuple[str, str, str]] = HEADLINE) -> str:
+    """The README's table: the pairs ``rows`` names, in its order.
 
-    The baseline is the scenario's main aioflux configuration; the other
-    configurations and the untargeted pairs are in the docs' table.
+    A named pair nobody measured is left out; the figure goals and the other
+    pairs are on the performance page (``render_peers``).
     """
-    return _peer_table([p for p in chosen if p.at_least is not None
-                        and p.mine == p.run.info["baseline"]
-                        and not p.other.startswith("aioflux")], figures)
+    by_key = {(p.run.info["scenario"], p.mine, p.other): p for p in chosen}
+    return _peer_table([by_key[key] for key in rows if key in by_key])
 
 
 def _growth(samples: Sequence[dict[str, Any]]) -> float | None:
@@ -536,7 +548,7 @@ def generated(records_path: Path = RESULTS_JSONL) -> tuple[str, str, str]:
         "",
         *(render_run(run) for run in _runs_of(chosen, figures)),
     ])
-    return summary, render_headline(chosen, figures), render_peers(chosen, figures)
+    return summary, render_headline(chosen), render_peers(chosen, figures)
 
 
 def regenerate(*, check: bool = False, records_path: Path = RESULTS_JSONL,
