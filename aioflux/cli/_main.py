@@ -115,12 +115,51 @@ def run(argv: Sequence[str] | None = None) -> int:
         return serve_main(argv[1:])
     # The top level takes no option with a value: a command is the first argument.
     named = argv[:1] if argv and argv[0] in HOMES else []
-    args = build_parser(named).parse_args(argv)
+    parser = build_parser(named)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        _unrecognized(parser, args, extras)
     _print_names_as_they_are()
     from ._signals import sigterm_as_interrupt
 
     with sigterm_as_interrupt() as terminated:
         return _run(args, terminated)
+
+
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                  extras: list[str]) -> NoReturn:
+    """The usage error of arguments no parser took, said by the (sub)command
+    they were given to, with the closest option for a mistyped one.
+
+    argparse's own blamed the top level (``aioflux: error: unrecognized
+    arguments: --recursve``), and an option it did not know left its value
+    to the positionals: ``cp --concurency 4 a gs://b/y`` named the
+    destination unrecognized. An unknown option is then the error, alone.
+    """
+    import difflib
+
+    inner = _innermost(parser, args)
+    options = [extra for extra in extras if extra.startswith("-") and extra != "-"]
+    if not options:
+        inner.error(f"unrecognized arguments: {' '.join(extras)}")
+    known = [o for action in inner._actions for o in action.option_strings]
+    said = []
+    for option in options:
+        given = option.partition("=")[0]
+        close = difflib.get_close_matches(given, known, n=1, cutoff=0.6)
+        said.append(f"{option} (did you mean {close[0]}?)" if close else option)
+    inner.error(f"unrecognized option{'s' if len(said) > 1 else ''} {', '.join(said)}")
+
+
+def _innermost(parser: argparse.ArgumentParser,
+               args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``args`` ran: ``aioflux shards ls``'s, say."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None))  # type: ignore[arg-type]
+            if chosen is not None:
+                return _innermost(chosen, args)
+    return parser
 
 
 def _print_names_as_they_are() -> None:

@@ -173,6 +173,14 @@ def test_failures_are_one_line_exit_1(run, bucket: str, argv: list[str],  # type
     (["cp", "-", "gs://{b}/x"], "aioflux cp: error: argument src: '-': cp copies files and "
                                 "objects, not stdin or stdout (to write an object to stdout: "
                                 "aioflux cat URL; a file named '-': ./-)"),
+    (["ls", "--recursve", "gs://{b}/x/"],
+     "aioflux ls: error: unrecognized option --recursve (did you mean --recursive?)"),
+    # The unknown option is the error, not the value argparse then took for a URL.
+    (["cp", "--concurency", "4", "a", "gs://{b}/y"],
+     "aioflux cp: error: unrecognized option --concurency (did you mean --concurrency?)"),
+    (["du", "--jsn=1", "--xyzzy", "gs://{b}"],
+     "aioflux du: error: unrecognized options --jsn=1 (did you mean --json?), --xyzzy"),
+    (["ls", "gs://{b}/x", "gs://{b}/y"], "aioflux ls: error: unrecognized arguments: gs://{b}/y"),
 ])
 def test_usage_errors_are_one_line_exit_2(run, bucket: str, argv: list[str], line: str,  # type: ignore[no-untyped-def]
                                           tmp_path: Path,
@@ -183,6 +191,16 @@ def test_usage_errors_are_one_line_exit_2(run, bucket: str, argv: list[str], lin
     assert err == f"{line.format(b=bucket)} (see aioflux {argv[0]} --help)\n"
     assert list(tmp_path.iterdir()) == []  # "ftp://b/x" never became a local ./ftp:/b/x
 
+
+
+@pytest.mark.parametrize("argv", [["shards", "ls", "--jsn"], ["ckpt", "list", "--jsn"]])
+def test_a_mistyped_option_of_a_subcommand_names_it(run, bucket: str,  # type: ignore[no-untyped-def]
+                                                    argv: list[str]) -> None:
+    got, out, err = run(*argv, f"gs://{bucket}/x/")
+    where = " ".join(argv[:2])
+    assert (got, out) == (2, "")
+    assert err == (f"aioflux {where}: error: unrecognized option --jsn (did you mean --json?) "
+                   f"(see aioflux {where} --help)\n")
 
 
 def test_cp_to_a_dash_is_refused_not_a_file_named_dash(run, sync_client: Client, bucket: str,  # type: ignore[no-untyped-def]
