@@ -42,15 +42,18 @@ class EmulatorProfile:
             ~5 ms of data (16-256 KiB), each once its last byte is due; a
             body of one chunk leaves together with the response head.
         qps_limit: object reads/s, and apart from them object writes/s,
-            above which the emulator answers 429 (a token bucket of one
-            second's burst for each kind, as GCS and S3 limit reads and
-            writes apart; ``None`` = unlimited).
+            above which the emulator answers 429 (a token bucket for each
+            kind, as GCS and S3 limit reads and writes apart; ``None`` =
+            unlimited).
         tail_fraction: the fraction of media GETs (object bodies, JSON or
             XML API) held back before their first byte by a heavy tail.
         tail_delay: ``(low, high)`` seconds, the tail's extra wait, drawn
             uniformly (on top of ``ttfb``).
         tail_seed: seed of the tail's RNG (``None`` = nondeterministic);
             assigning a profile restarts it.
+        qps_burst: seconds of ``qps_limit`` each bucket holds: the requests
+            it admits at once after a lull (at least one). Services do not
+            say theirs, and it is often small: 0.1 s of 200/s admits 20.
 
     Raises:
         ValueError: a field is negative, zero where it must be positive, or
@@ -64,11 +67,14 @@ class EmulatorProfile:
     tail_fraction: float = 0.0
     tail_delay: tuple[float, float] = (0.5, 2.0)
     tail_seed: int | None = None
+    qps_burst: float = 1.0
 
     def __post_init__(self) -> None:
         _check_non_negative("ttfb", self.ttfb)
         _check_positive("bandwidth", self.bandwidth)
         _check_positive("qps_limit", self.qps_limit)
+        if not math.isfinite(self.qps_burst) or self.qps_burst <= 0:
+            raise ValueError(f"qps_burst must be a finite number > 0, got {self.qps_burst!r}")
         _check_probability("tail_fraction", self.tail_fraction)
         low, high = self.tail_delay
         _check_non_negative("tail_delay", low)

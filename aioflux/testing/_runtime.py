@@ -5,12 +5,13 @@ bucket and the counters, and implements the three places where knobs act:
 admission (QPS cap, injected 429/503), request bodies (paced reads) and
 response bodies (paced writes, mid-body stalls and resets).
 
-The QPS cap is two token buckets, one for object reads (GET and HEAD:
-downloads, metadata, listings) and one for writes (everything else:
-uploads, compose, copy, delete...), as GCS limits a bucket's reads and
-writes apart (about 5,000 and 1,000 a second at first) and S3 a prefix's
-GETs and PUTs (5,500 and 3,500). One bucket over both would refuse the
-writes of a reader at its read cap, which no such service does.
+The QPS cap is two token buckets, each holding ``qps_burst`` seconds of
+tokens: one for object reads (GET and HEAD: downloads, metadata,
+listings) and one for writes (everything else: uploads, compose, copy,
+delete...), as GCS limits a bucket's reads and writes apart (about 5,000
+and 1,000 a second at first) and S3 a prefix's GETs and PUTs (5,500 and
+3,500). One bucket over both would refuse the writes of a reader at its
+read cap, which no such service does.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class Runtime:
         kind = "reads" if op in READS else "writes"
         self.stats[kind] += 1
         qps = self._profile.qps_limit
-        if qps is not None and not self._take_token(kind, qps):
+        if qps is not None and not self._take_token(kind, qps, self._profile.qps_burst):
             self.stats["throttled"] += 1
             self.stats[f"throttled_{kind}"] += 1
             raise err.rate_limited()
@@ -124,9 +125,9 @@ class Runtime:
                 self.stats["injected_503"] += 1
                 raise err.unavailable()
 
-    def _take_token(self, kind: str, qps: float) -> bool:
+    def _take_token(self, kind: str, qps: float, seconds: float) -> bool:
         now = asyncio.get_running_loop().time()
-        burst = max(1.0, qps)
+        burst = max(1.0, qps * seconds)
         then = self._token_time[kind]
         tokens = burst if then is None else min(burst, self._tokens[kind] + (now - then) * qps)
         self._token_time[kind] = now

@@ -74,6 +74,9 @@ def build_parser(prog: str = "aioflux emulator") -> argparse.ArgumentParser:
     p.add_argument("--qps", type=float,
                    help="object reads/s cap, and apart from it writes/s cap; excess "
                         "requests get 429")
+    p.add_argument("--qps-burst", type=float, default=1.0, metavar="SECONDS",
+                   help="seconds of --qps each token bucket holds, what it admits at once "
+                        "after a lull (default 1.0)")
     p.add_argument("--tail-fraction", type=float, default=0.0,
                    help="fraction of media GETs held back before the first byte")
     p.add_argument("--tail-delay-ms", type=float, nargs=2, default=(500.0, 2000.0),
@@ -96,6 +99,7 @@ def _knobs(args: argparse.Namespace) -> tuple[EmulatorProfile, Faults]:
         ttfb=base.ttfb if args.ttfb_ms is None else args.ttfb_ms / 1000.0,
         bandwidth=base.bandwidth if args.bandwidth_mbps is None else args.bandwidth_mbps * 1e6,
         qps_limit=base.qps_limit if args.qps is None else args.qps,
+        qps_burst=args.qps_burst,
         tail_fraction=args.tail_fraction,
         tail_delay=(args.tail_delay_ms[0] / 1000.0, args.tail_delay_ms[1] / 1000.0),
         tail_seed=args.seed,

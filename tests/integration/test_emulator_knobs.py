@@ -92,7 +92,7 @@ def test_profile_and_faults_validation() -> None:
         ({"qps_limit": float("inf")}, "qps_limit"),
     ]:
         with pytest.raises(ValueError, match=field):
-            EmulatorProfile(**kwargs)
+            EmulatorProfile(**kwargs)  # type: ignore[arg-type]
     for kwargs, field in [
         ({"p_429": 1.5}, "p_429"),
         ({"p_503": -0.1}, "p_503"),
@@ -303,6 +303,47 @@ async def test_qps_cap_limits_reads_and_writes_apart(emu: Emulator, http: aiohtt
     stats = emu.stats
     assert (stats["reads"], stats["writes"]) == (7, 6)
     assert (stats["throttled_reads"], stats["throttled_writes"], stats["throttled"]) == (2, 1, 3)
+
+
+@pytest.mark.asyncio
+async def test_qps_burst_is_the_seconds_of_tokens_a_bucket_holds(
+        emu: Emulator, http: aiohttp.ClientSession, knobs: _RuntimeAsyncio) -> None:
+    # A burst of 0.1 s of 100/s admits 10 at once where the default second
+    # admits 100: the same 30 requests, at one instant, are refused from
+    # the 11th.
+    knobs.now = 100.0
+
+    async def refused(count: int) -> list[int]:
+        got = []
+        for _ in range(count):
+            async with http.get("/knobs/small") as r:
+                got.append(r.status)
+        return [i for i, status in enumerate(got) if status == 429]
+
+    emu.profile = EmulatorProfile(qps_limit=100)
+    assert EmulatorProfile().qps_burst == 1.0
+    assert await refused(30) == []
+    emu.profile = EmulatorProfile(qps_limit=100, qps_burst=0.1)  # restarts the buckets full
+    assert await refused(30) == list(range(10, 30))
+    knobs.now += 5.0  # refilled, to the burst only
+    assert await refused(12) == [10, 11]
+    emu.profile = EmulatorProfile(qps_limit=5, qps_burst=0.01)  # never under one token
+    assert await refused(2) == [1]
+    assert emu.stats["throttled"] == 20 + 2 + 1
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="qps_burst"):
+            EmulatorProfile(qps_limit=5, qps_burst=bad)
+
+
+def test_the_emulator_command_sets_the_burst() -> None:
+    from aioflux.testing._serve import _knobs, build_parser, serve_main
+
+    profile, _ = _knobs(build_parser().parse_args(["--qps", "200", "--qps-burst", "0.05"]))
+    assert (profile.qps_limit, profile.qps_burst) == (200, 0.05)
+    assert _knobs(build_parser().parse_args(["--qps", "200"]))[0].qps_burst == 1.0
+    with pytest.raises(SystemExit) as exited:
+        serve_main(["--qps", "200", "--qps-burst", "0"])
+    assert exited.value.code == 2
 
 
 def test_running_emulator_thread() -> None:
