@@ -9,10 +9,11 @@ start-up included. Exit codes:
 * 0: done.
 * 1: the operation failed (no such object or bucket, a URL that matches
   nothing, permission, network, checksum, a local file that cannot be read
-  or written, a copy onto itself).
+  or written, a copy onto itself, a checkpoint root holding no checkpoint).
 * 2: usage error: anything wrong with the command line itself, including a
   URL of no store this version serves (``ftp://x`` is unknown), a bad bucket
-  name, an invalid ``--endpoint`` or a number out of range.
+  name, an invalid ``--endpoint``, a number out of range or an unknown
+  option (named by the subcommand it was given to, with the closest one).
 * 130: interrupted (Ctrl-C); ``cp`` aborts its uploads in progress and
   removes its temporary files first.
 * 141: stdout was closed early (``aioflux ls ... | head``); nothing printed.

@@ -2,18 +2,19 @@
 
 Read-only: it lists what ``CheckpointManager.list()`` and ``.history()``
 would return, without building a manager (no worker threads, nothing
-written). ``aioflux.torch`` is imported only when the command runs, so the
+written). A root holding no complete checkpoint (``list``) or no recorded
+save (``history``) fails (exit 1), as ``ls`` of nothing does: a mistyped
+root and an empty one look alike on a bucket. ``aioflux.torch`` is imported only when the command runs, so the
 other commands do not pay for importing torch.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .._core.errors import AiofluxError, InvalidArgument
+from .._core.errors import AiofluxError, InvalidArgument, NotFound
 from .._core.store import ObjectStore
 from ._common import add_client_arguments, emit_json, human, portal_store, url_arg
 from ._registry import command
@@ -54,14 +55,21 @@ async def _listable(client: ObjectStore, bucket: str, prefix: str) -> None:
         return
 
 
+def _nothing(op: str, store: Any, what: str) -> NotFound:
+    """The failure of a root holding no checkpoint (exit 1, as ``ls`` of
+    nothing): a mistyped root and an empty one look alike on a bucket, and
+    "nothing here" with exit 0 let a script go on with the typo."""
+    return NotFound(f"ckpt {op} {store.root}: {what}", operation=op,
+                    bucket=store.bucket, name=store.prefix)
+
+
 def _list(store: Any, as_json: bool) -> None:
     found = store.list()
+    if not found:
+        raise _nothing("list", store, "no complete checkpoints under it")
     if as_json:
         emit_json([{"step": c.step, "url": c.url, "created": c.created, "size": c.size,
                     "objects": c.objects, "compression": c.compression} for c in found])
-        return
-    if not found:
-        print(f"no complete checkpoints under {store.root}", file=sys.stderr)
         return
     rows = [(str(c.step), c.created, human(c.size), c.compression or "-", c.url) for c in found]
     _table(("STEP", "CREATED", "SIZE", "COMPRESSION", "URL"), rows, right={0, 2})
@@ -77,16 +85,14 @@ def _history(store: Any, as_json: bool) -> None:
         raise InvalidArgument(f"history {store.root}history.jsonl is not valid JSON lines: "
                               f"{exc}") from exc
     if not records:
-        # No history file reads as no saves, and so did a missing bucket (a
-        # typo: "no saves recorded", exit 0): a listing of the root tells.
+        # A missing bucket fails as such (its listing says so), a root with
+        # no history as nothing found.
         store.call(_listable(store.client, store.bucket, store.prefix))
+        raise _nothing("history", store, "no saves recorded under it")
     if as_json:
         from dataclasses import asdict
 
         emit_json([asdict(r) for r in records])
-        return
-    if not records:
-        print(f"no saves recorded under {store.root}", file=sys.stderr)
         return
     try:
         rows = [(str(r.step), "ok" if r.ok else "FAILED", human(r.bytes), human(r.stored_bytes),

@@ -146,8 +146,8 @@ def test_rm_r_deletes_one_by_one_and_never_a_sibling(azrun, az: Container) -> No
 
 def test_ckpt_list_reads_an_azure_root(azrun, az: Container) -> None:  # type: ignore[no-untyped-def]
     code, out, err = azrun("ckpt", "list", f"az://{az.name}/run")
-    assert (code, out) == (0, "")
-    assert err == f"no complete checkpoints under az://{az.name}/run/\n"
+    assert (code, out) == (1, "")
+    assert err == f"aioflux ckpt: ckpt list az://{az.name}/run/: no complete checkpoints under it\n"
 
 
 def test_a_container_name_azure_refuses_is_a_usage_error(azrun) -> None:  # type: ignore[no-untyped-def]

@@ -54,12 +54,17 @@ def test_history_table_and_json(run, root: str) -> None:  # type: ignore[no-unty
     assert all(r["total_seconds"] >= r["blocking_seconds"] >= 0 for r in records)
 
 
-def test_empty_root_is_not_an_error(run, bucket: str) -> None:  # type: ignore[no-untyped-def]
-    code, out, err = run("ckpt", "list", f"gs://{bucket}/nothing-here")
-    assert (code, out) == (0, "")
-    assert "no complete checkpoints" in err
-    code, out, _ = run("ckpt", "history", "--json", f"gs://{bucket}/nothing-here")
-    assert (code, json.loads(out)) == (0, [])
+@pytest.mark.parametrize("argv", [["list"], ["list", "--json"], ["history"],
+                                  ["history", "--json"]])
+def test_a_root_holding_no_checkpoint_fails_as_ls_of_nothing(  # type: ignore[no-untyped-def]
+        run, root: str, argv: list[str]) -> None:
+    # A mistyped root and an empty one look alike on a bucket: exit 1, so
+    # that a script stops at the typo (it said "no complete checkpoints", exit 0).
+    typo = root.replace("runs/a", "runs/typo")
+    code, out, err = run("ckpt", *argv, typo)
+    what = "no complete checkpoints" if argv[0] == "list" else "no saves recorded"
+    assert (code, out) == (1, "")
+    assert err == f"aioflux ckpt: ckpt {argv[0]} {typo}/: {what} under it\n"
 
 
 def test_errors_exit_1_with_one_line(run, sync_client: Client,  # type: ignore[no-untyped-def]

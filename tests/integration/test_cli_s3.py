@@ -214,8 +214,8 @@ def test_the_s3_endpoint_comes_from_the_aws_environment(run, s3: S3Bucket,  # ty
 
 def test_ckpt_list_reads_an_s3_root(s3run, s3: S3Bucket) -> None:  # type: ignore[no-untyped-def]
     code, out, err = s3run("ckpt", "list", f"s3://{s3.name}/run")
-    assert (code, out) == (0, "")
-    assert err == f"no complete checkpoints under s3://{s3.name}/run/\n"
+    assert (code, out) == (1, "")
+    assert err == f"aioflux ckpt: ckpt list s3://{s3.name}/run/: no complete checkpoints under it\n"
 
 
 def test_a_bucket_name_s3_refuses_is_a_usage_error(s3run) -> None:  # type: ignore[no-untyped-def]
