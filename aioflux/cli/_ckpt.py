@@ -4,8 +4,9 @@ Read-only: it lists what ``CheckpointManager.list()`` and ``.history()``
 would return, without building a manager (no worker threads, nothing
 written). A root holding no complete checkpoint (``list``) or no recorded
 save (``history``) fails (exit 1), as ``ls`` of nothing does: a mistyped
-root and an empty one look alike on a bucket. ``aioflux.torch`` is imported only when the command runs, so the
-other commands do not pay for importing torch.
+root and an empty one look alike on a bucket. ``aioflux.torch`` is imported
+only when the command runs, so the other commands do not pay for importing
+torch.
 """
 
 from __future__ import annotations
