@@ -45,7 +45,7 @@ from .._core.metrics import RequestStats
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
-from .._core.urls import StoreURL, folder_prefix, parse_url
+from .._core.urls import WEB_SCHEMES, StoreURL, folder_prefix, parse_url
 from ..azure._store import AzureStore
 from ..gcs._client import AsyncClient
 from ..gcs._service import user_project_of
@@ -56,7 +56,7 @@ from ..s3._endpoints import check_region
 from ..s3._store import S3Store
 
 __all__ = ["SERVED_SCHEMES", "Stores", "add_client_arguments", "emit_json",
-           "endpoint_arg", "first_under", "folder_not_object", "gs_url_arg", "human",
+           "endpoint_arg", "first_under", "folder_not_object", "gs_url_arg", "has_folders", "human",
            "int_at_least", "is_folder", "linked_directory", "list_named", "nothing_matches",
            "portal_store", "region_arg", "require_match", "scheme_of", "url_arg",
            "user_project_arg"]
@@ -306,6 +306,21 @@ def linked_directory(url: StoreURL) -> str | None:
     return os.path.realpath(path) if os.path.islink(path) and os.path.isdir(path) else None
 
 
+def has_folders(url: StoreURL) -> bool:
+    """Whether ``url``'s store has folders, which a listing finds: a web
+    server has no listing, so an ``http(s)://`` URL names one object or
+    nothing, and its 404 is the answer (a listing asked whether a missing
+    object was a folder: "a web server has no listing", for a typo).
+
+    Args:
+        url: a parsed URL.
+
+    Returns:
+        False for a web server's URL.
+    """
+    return url.scheme not in WEB_SCHEMES
+
+
 async def list_named(store: ObjectStore, url: StoreURL, *,
                      leave_out: str | None = None) -> AsyncIterator[ObjectInfo]:
     """Every object ``url`` names under the URL rule: the object ``name``
@@ -321,6 +336,9 @@ async def list_named(store: ObjectStore, url: StoreURL, *,
         ObjectInfo, the exact object first, then the folder in name order.
     """
     bucket, name = url
+    if name and not name.endswith("/") and not has_folders(url):
+        yield await store.stat(bucket, name)
+        return
     if name and not name.endswith("/"):
         # A listing of prefix "a" would also return "a2" and "acopy/x": look
         # up the exact name, then list the folder.
@@ -379,8 +397,10 @@ async def is_folder(store: ObjectStore, url: StoreURL) -> bool:
 
     Returns:
         True if it is a folder; False where nothing is there, the bucket
-        included.
+        included, and on a web server.
     """
+    if not has_folders(url):
+        return False
     if url.scheme == "file":
         return os.path.isdir(path_of(url.bucket, url.name))
     try:

@@ -38,7 +38,7 @@ from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.urls import StoreURL, folder_prefix, format_url, validate_object_name
 from ..local._files import path_of
-from ._common import first_under, list_named, require_match
+from ._common import first_under, has_folders, list_named, require_match
 from ._registry import UsageError
 from ._text import one_line
 
@@ -73,6 +73,8 @@ async def single(store: ObjectStore, src: StoreURL, dst: StoreURL) -> Item:
     try:
         info = await store.stat(src.bucket, src.name)
     except NotFound as missing:
+        if not has_folders(src):
+            raise
         try:
             folder = await first_under(store, src.bucket, folder_prefix(src.name))
         except NotFound:

@@ -29,6 +29,7 @@ from ._common import (
     emit_json,
     first_under,
     folder_not_object,
+    has_folders,
     human,
     is_folder,
     linked_directory,
@@ -114,6 +115,9 @@ async def _ls_pages(store: ObjectStore, url: StoreURL,
     """
     bucket, name = url
     exact: ObjectInfo | None = None
+    if name and not name.endswith("/") and not has_folders(url):
+        yield [_row(store, await store.stat(bucket, name))]  # the object, or its 404
+        return
     if name and not name.endswith("/"):
         # A listing of prefix "a" would also return "a2" and "acopy/x": look
         # up the exact name, then list the folder.

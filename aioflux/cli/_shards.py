@@ -38,7 +38,7 @@ from .._core.errors import AiofluxError, ChecksumMismatch, NotFound, ShardFormat
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
-from .._core.urls import StoreURL, format_url
+from .._core.urls import WEB_SCHEMES, StoreURL, format_url
 from .._core.window import window
 from .._engines.shards import (
     FORMATS,
@@ -242,14 +242,30 @@ def _ls(args: argparse.Namespace, store: ObjectStore) -> int:
             return
         unknown = shards - indexed
         print(f"{samples:>10}  {size:>12}  total    {shards} shards ({human(size)})"
-              + (f"; {unknown} without a matching index: samples unknown (aioflux shards "
-                 "index)" if unknown else ""))
+              + (f"; {unknown} without a matching index: samples unknown "
+                 f"({_count_hint(args.url)})" if unknown else ""))
 
     get_portal().call(run())
     return 0
 
 
+def _count_hint(url: StoreURL) -> str:
+    """How to learn the samples of shards without an index: write their
+    indexes, or where the store takes no writes (a web server), count them
+    by reading."""
+    if url.scheme in WEB_SCHEMES:
+        return "a web server takes no index beside its shards: aioflux shards verify counts " \
+               "them by reading"
+    return "aioflux shards index"
+
+
 def _index(args: argparse.Namespace, store: ObjectStore) -> int:
+    if args.url.scheme in WEB_SCHEMES:
+        # Refused before a shard is streamed: each sidecar's write would fail.
+        raise UsageError(f"{args.url}: a web server takes no writes, so its shards cannot be "
+                         "indexed in place: aioflux shards verify counts their samples by "
+                         "reading them, and ShardDataset indexes them into its local cache "
+                         "(index_dir)")
     kept = done = failed = 0
     entries: list[tuple[str, Entry]] = []  # (bucket, entry named in full)
 

@@ -11,6 +11,8 @@ __all__ = ["missing", "one_line", "shell_quoted"]
 # keys, local file names; GCS refuses only CR and LF).
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# A brace pattern as the shards expand one: {a,b} or {000..099}.
+_BRACES = re.compile(r"\{[^{}]*(?:,|\.\.)[^{}]*\}")
 
 
 def _escape(char: str) -> str:
@@ -67,6 +69,8 @@ def missing(message: str, name: str) -> str:
     where the name holds one: ``gsutil`` and ``aws s3`` users write
     ``gs://b/logs/*.json``, which aioflux takes as a name (``*`` is a
     valid character of one), and "no such object" alone left them guessing.
+    So for a brace pattern (``http://host/train-{0..4}.tar``), which only
+    the shards expand.
 
     Args:
         message: the failure.
@@ -75,6 +79,10 @@ def missing(message: str, name: str) -> str:
     Returns:
         The message, and the word on wildcards if it applies.
     """
+    if _BRACES.search(name):
+        return (f"{message} (a brace pattern names several objects, which only aioflux "
+                "shards and the shard datasets expand; elsewhere '{' and '}' are part of a "
+                "name: name one object)")
     if not any(c in name for c in "*?["):
         return message
     return (f"{message} (aioflux takes '*', '?' and '[' as part of a name, not as wildcards: "

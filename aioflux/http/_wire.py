@@ -168,9 +168,13 @@ async def error_of(resp: aiohttp.ClientResponse, op: Op) -> StorageError:
     resp.release()
     if resp.status in _REDIRECTS or 300 <= resp.status < 400:
         return protocol(op, f"unexpected HTTP {resp.status}", resp.status)
-    return error_for_status(resp.status, text if "<html" not in text.lower() else "",
-                            operation=op.operation, bucket=op.bucket, name=op.name,
-                            scheme=op.scheme)
+    detail = text if "<html" not in text.lower() else ""
+    if resp.status == 404 and not detail.strip():
+        # A HEAD's 404 (stat) has no body, and a web page is dropped: say
+        # what the status means, as the other stores' "No such object".
+        detail = "No such object on the web server"
+    return error_for_status(resp.status, detail, operation=op.operation, bucket=op.bucket,
+                            name=op.name, scheme=op.scheme)
 
 
 def protocol(op: Op, what: str, status: int | None) -> ProtocolError:
