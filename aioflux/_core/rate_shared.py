@@ -34,7 +34,8 @@ import struct
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from .rate import RateState
 
@@ -43,7 +44,8 @@ try:
 except ImportError:  # Windows: no flock; each process paces alone
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["OWED", "PROBES", "SLOTS", "SharedRate", "Table", "shared_rate", "state_dir"]
+__all__ = ["OWED", "PROBES", "SLOTS", "Entry", "SharedRate", "Table", "entries", "reset",
+           "shared_rate", "state_dir"]
 
 log = logging.getLogger("aioflux.rate")
 
@@ -328,4 +330,107 @@ def shared_rate(key: str) -> SharedRate:
             found = _OPEN.get(key)
             if found is None:
                 found = _OPEN[key] = SharedRate(key, table)
+                _name(found)
     return found
+
+
+# For ``aioflux rate show|reset``. The table holds a key's digest only: its
+# text is kept beside it, in ``names-4``, one record of _NAME bytes a slot
+# (digest, length, key), written and read under the table's lock.
+_NAMES = "names-4"
+_NAME = 512
+_NAME_HEAD = struct.Struct("<16sH")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A slot in use.
+
+    Attributes:
+        slot: its number.
+        key: endpoint, bucket and kind (``endpoint|bucket|read``), or None
+            where no process recorded it.
+        state: the key's state.
+        used_at: when a process last used it (monotonic).
+    """
+
+    slot: int
+    key: str | None
+    state: RateState
+    used_at: float
+
+
+def _name(shared: SharedRate) -> None:
+    table, text = shared.table, shared.key.encode()
+    if table.path is None or len(text) > _NAME - _NAME_HEAD.size:
+        return
+    record = (_NAME_HEAD.pack(shared._digest, len(text)) + text).ljust(_NAME, b"\0")
+    try:
+        with table.locked():
+            fd = os.open(os.path.join(os.path.dirname(table.path), _NAMES),
+                         os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                os.pwrite(fd, record, shared._slot * _NAME)
+            finally:
+                os.close(fd)
+    except OSError as exc:
+        log.info("%s: key not recorded for `aioflux rate show`: %s", shared.key, exc)
+
+
+def _entries(table: Table, now: float) -> list[Entry]:
+    """The slots in use (table held)."""
+    named: dict[bytes, str] = {}
+    if table.path is not None:
+        try:
+            with open(os.path.join(os.path.dirname(table.path), _NAMES), "rb") as file:
+                data = file.read(_NAME * SLOTS)
+        except FileNotFoundError:
+            data = b""
+        for at in range(0, len(data) - _NAME_HEAD.size + 1, _NAME):
+            digest, length = _NAME_HEAD.unpack_from(data, at)
+            start = at + _NAME_HEAD.size
+            named[digest] = data[start:start + length].decode(errors="replace")
+    found = []
+    for slot in range(SLOTS):
+        at = slot * SLOT
+        digest = bytes(table.memory[at + _DIGEST_AT:at + _DIGEST_AT + _DIGEST])
+        if digest != _EMPTY:
+            (used,) = _USED.unpack_from(table.memory, at + _USED_AT)
+            found.append(Entry(slot, named.get(digest), table.read(slot, now)[0], used))
+    return found
+
+
+def entries(table: Table | None = None) -> list[Entry]:
+    """The keys of the table and their states, read under its lock.
+
+    Args:
+        table: the table (default: the process's one in :func:`state_dir`).
+
+    Returns:
+        An entry per slot in use, in the order of the slots.
+    """
+    table = table or _table()
+    with table.locked():
+        return _entries(table, time.monotonic())
+
+
+def reset(chosen: Callable[[Entry], bool], table: Table | None = None) -> list[Entry]:
+    """Forget the states ``chosen`` picks, under the table's lock: each key
+    is then as one never throttled (not paced, no throttles owed, a slow
+    start for the next process), ``epoch`` counting on.
+
+    Args:
+        chosen: whether to reset an entry (called with the table held).
+        table: the table (default: the process's one in :func:`state_dir`).
+
+    Returns:
+        The entries reset, as they were.
+    """
+    table = table or _table()
+    with table.locked():
+        now = time.monotonic()
+        done = [entry for entry in _entries(table, now) if chosen(entry)]
+        for entry in done:
+            version = table.read(entry.slot, now)[1]
+            table.write(entry.slot, RateState(epoch=entry.state.epoch), version + 1, now)
+    return done

@@ -46,6 +46,7 @@ HOMES: dict[str, Home] = {
     "du": Home("_objects", "Total size and object count of what a URL names."),
     "emulator": Home("_emulator", "Run the GCS emulator on 127.0.0.1 (profile and fault flags)."),
     "ls": Home("_objects", "List the object and folder a URL names (-r: everything under it)."),
+    "rate": Home("_rate", "Show or reset the request rates this machine's processes share."),
     "rm": Home("_objects", "Delete objects (-r: also the folder each URL names)."),
     "shards": Home("_shards", "Sharded datasets: list shards and their indexes, index, verify."),
     "stat": Home("_objects", "Show an object's metadata as JSON."),
