@@ -14,7 +14,14 @@ not create. This test does what the user does:
   is the same, so both pages start the same emulator;
 - it then runs every ``python`` block of README.md and of the nav's pages
   in that order, each as a script (``__main__``) in this one interpreter,
-  against that one emulator, and reports every block that failed.
+  against that one emulator, and reports every block that failed;
+- it runs them all a second time, as a user runs an example again: an
+  example that resumes, saves a step or writes a dataset must find what its
+  first run (and the examples after it) left and still pass;
+- a folder or brace pattern of ``my-bucket`` that a block reads (a URL
+  ending in ``/``, or one with a ``{a..b}`` range) holds no object another
+  block wrote: each example writes under its own prefix, as Getting
+  started says.
 """
 
 from __future__ import annotations
@@ -32,8 +39,10 @@ from pathlib import Path
 
 import pytest
 
+from aioflux import Client
 from aioflux._api import stores
 from aioflux._core.portal import call
+from aioflux._engines.shards import expand_braces
 from aioflux.cli import main as cli_main
 from aioflux.testing._serve import S3_READY_PREFIX
 from tests.examples.test_readme import Block, python_blocks
@@ -184,12 +193,12 @@ SCRIPT_FILTERS = (("default", DeprecationWarning, "__main__"),
 AIOFLUX = str(ROOT / "aioflux")
 
 
-def run_block(block: Block, folder: Path) -> str | None:
+def run_block(block: Block, folder: Path, *, warned_fails: bool = True) -> str | None:
     """Run ``block`` as a script; None, or what went wrong.
 
     Warnings are a script's (pytest's turn them into errors): what aioflux
-    or the block itself warns is reported, a dependency's is only printed,
-    as the user would see it."""
+    or the block itself warns is reported (unless ``warned_fails`` is
+    False), a dependency's is only printed, as the user would see it."""
     # A file, as a user saves it: tracebacks name its lines, and DataLoader
     # workers under spawn could re-import it.
     script = folder / f"{re.sub(r'[^A-Za-z0-9]+', '_', block.id)}.py"
@@ -202,7 +211,8 @@ def run_block(block: Block, folder: Path) -> str | None:
             runpy.run_path(str(script), run_name="__main__")
         except Exception as exc:  # every failure is reported, then the next block runs
             return "".join(traceback.format_exception(exc))
-    ours = [w for w in caught if w.filename.startswith((AIOFLUX, str(script)))]
+    ours = [w for w in caught if warned_fails
+            and w.filename.startswith((AIOFLUX, str(script)))]
     for w in caught:
         if w not in ours:
             print(warnings.formatwarning(w.message, w.category, w.filename, w.lineno),
@@ -213,6 +223,34 @@ def run_block(block: Block, folder: Path) -> str | None:
     return None
 
 
+BUCKET = "my-bucket"
+
+
+def read_prefixes(code: str) -> list[str]:
+    """The names of ``my-bucket`` a block reads as a set: the folders it
+    names (``gs://my-bucket/text/``) and the names its brace patterns expand
+    to (each a prefix too, so a shard's ``.idx`` counts)."""
+    out = []
+    for url in re.findall(rf"(?:gs|s3)://{BUCKET}/([^\s\"']*)", code):
+        if re.search(r"\{[^{}]*(\.\.|,)[^{}]*\}", url):
+            out += expand_braces(url)
+        elif url.endswith("/"):
+            out.append(url)
+    return list(dict.fromkeys(out))
+
+
+def test_read_prefixes_are_folders_and_patterns() -> None:
+    code = ('a = "gs://my-bucket/text/"; b = f"gs://my-bucket/x/{n:03d}.tar"\n'
+            'c = "s3://my-bucket/s-{0..1}.tar"; d = "gs://my-bucket/one.bin"\n')
+    assert read_prefixes(code) == ["text/", "s-0.tar", "s-1.tar"]
+
+
+def objects(endpoint: str) -> dict[str, int]:
+    """``my-bucket``'s objects: name -> generation."""
+    with Client(endpoint=endpoint) as client:
+        return {o.name: o.generation for o in client.list_objects(BUCKET)}
+
+
 @pytest.mark.timeout(600)
 def test_the_pages_run_in_reading_order_against_one_emulator(
         documented_emulator: DocumentedEmulator, tmp_path: Path) -> None:
@@ -220,12 +258,32 @@ def test_the_pages_run_in_reading_order_against_one_emulator(
     assert len(blocks) >= 30
     scripts = tmp_path / "blocks"
     scripts.mkdir()
+    endpoint = os.environ["STORAGE_EMULATOR_HOST"]
     failures = []
+    writers: dict[str, set[str]] = {}  # object name -> the blocks that wrote it
+    for run in ("first", "second"):
+        before = objects(endpoint)
+        for block in blocks:
+            cwd = os.getcwd()
+            # The second run's warnings are printed, not failures: a re-save
+            # into a DCP checkpoint makes torch warn that it overwrites.
+            problem = run_block(block, scripts, warned_fails=run == "first")
+            os.chdir(cwd)
+            if problem is not None:
+                failures.append(f"{block.page} line {block.line} ({block.section}), "
+                                f"{run} run:\n{problem}")
+            after = objects(endpoint)
+            if run == "first":
+                for name, generation in after.items():
+                    if before.get(name) != generation:
+                        writers.setdefault(name, set()).add(block.id)
+            before = after
     for block in blocks:
-        cwd = os.getcwd()
-        problem = run_block(block, scripts)
-        os.chdir(cwd)
-        if problem is not None:
-            failures.append(f"{block.page} line {block.line} ({block.section}):\n{problem}")
-    assert not failures, (f"{len(failures)} of {len(blocks)} blocks failed in reading order "
-                          "against one emulator:\n\n" + "\n\n".join(failures))
+        for prefix in read_prefixes(block.code):
+            others = sorted({w for name, ws in writers.items() if name.startswith(prefix)
+                             for w in ws} - {block.id})
+            if others:
+                failures.append(f"{block.page} line {block.line} ({block.section}) reads "
+                                f"gs://{BUCKET}/{prefix}, where other blocks write: {others}")
+    assert not failures, (f"{len(failures)} failures of {len(blocks)} blocks run twice in "
+                          "reading order against one emulator:\n\n" + "\n\n".join(failures))
