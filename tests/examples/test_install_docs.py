@@ -84,3 +84,31 @@ def test_the_readme_shows_the_cpu_wheel_of_its_torch_pin() -> None:
     assert "gets the CPU build" not in readme  # the pin alone gets CUDA's on Linux
     start = (ROOT / "docs" / "getting-started.md").read_text()
     assert any(CPU_INDEX in c for c in pip_commands(start))
+
+
+README_MAX_LINES = 250
+
+
+def test_the_readme_stays_short() -> None:
+    # The full performance tables are on docs/performance.md, which it links.
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) < README_MAX_LINES
+    assert "](docs/performance.md)" in readme
+
+
+def test_the_readme_shows_the_clone_and_the_cpu_build_before_the_set_up() -> None:
+    # A newcomer runs the set-up commands as they come: they need the
+    # checkout first, and the CPU wheel before the pin fetches CUDA's.
+    lines = (ROOT / "README.md").read_text().splitlines()
+    demo = lines.index("<!-- demo-command -->")
+    clone = next(i for i, line in enumerate(lines) if line.startswith("git clone "))
+    cpu = next(i for i, line in enumerate(lines) if CPU_INDEX in line)
+    cd = next(i for i, line in enumerate(lines) if re.search(r"(^|&& )cd ", line))
+    assert clone <= cd and clone < cpu < demo, (clone, cd, cpu, demo)
+
+
+def test_getting_started_asks_for_no_package_pip_brings() -> None:
+    # numpy is a dependency of aioflux: `pip install -e .` brings it.
+    assert re.search(r'(?m)^\s*"numpy[<>=]', (ROOT / "pyproject.toml").read_text())
+    install = (ROOT / "docs" / "getting-started.md").read_text().split("\n## ", 2)[1]
+    assert "numpy" not in install
