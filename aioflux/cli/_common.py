@@ -1,8 +1,10 @@
 """Helpers shared by CLI commands: stores, argument types, output,
 and the URL rule every command follows.
 
-A URL is ``gs://bucket/name``, ``s3://bucket/key``, ``file:///path`` or a
-plain path (the local filesystem, the same store as ``file://``); its scheme
+A URL is ``gs://bucket/name``, ``s3://bucket/key``, ``az://container/blob``,
+``http(s)://host/path`` (a web server's file: read only, no listing, so no
+folders), ``file:///path`` or a plain path (the local filesystem, the same
+store as ``file://``); its scheme
 picks the store (:func:`aioflux._api.stores.store_for_url`). ``--endpoint``
 is the GCS API root; S3-compatible stores take ``--s3-endpoint`` (default
 ``AWS_ENDPOINT_URL_S3``, then ``AWS_ENDPOINT_URL``, else AWS) and
@@ -64,7 +66,7 @@ __all__ = ["SERVED_SCHEMES", "Stores", "add_client_arguments", "emit_json",
 # Schemes with a backend in this version (aioflux._api.stores builds one for
 # each): every one of SCHEMES.
 SERVED_SCHEMES = ("gs", "s3", "az", "abfs", "abfss", "file", "http", "https")
-_USE = "use gs://, s3://, az://, file:// or a local path"
+_USE = "use gs://, s3://, az://, http(s):// (read only), file:// or a local path"
 
 # "s3://x", "https://x": a URL with a scheme, as opposed to a local path.
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -271,7 +273,8 @@ def portal_store(args: argparse.Namespace, url: StoreURL) -> Iterator[ObjectStor
 
 def url_arg(value: str) -> StoreURL:
     """argparse type: a URL of a store this version serves (``gs://``,
-    ``s3://``, ``file://`` or a local path); anything else is a usage error
+    ``s3://``, ``az://``, ``http(s)://``, ``file://`` or a local path);
+    anything else is a usage error
     (exit 2)."""
     scheme = scheme_of(value)
     if scheme is not None and scheme not in SERVED_SCHEMES:

@@ -74,7 +74,8 @@ def _copy_url_arg(value: str) -> StoreURL:
 
 def _args(parser: argparse.ArgumentParser) -> None:
     where = "gs://bucket/name, s3://bucket/key, az://container/blob, file:///path or a local path"
-    parser.add_argument("src", type=_copy_url_arg, help=where)
+    parser.add_argument("src", type=_copy_url_arg,
+                        help=where.replace(", file:", ", http(s)://host/path, file:"))
     parser.add_argument("dst", type=_copy_url_arg, help=where)
     parser.add_argument("-r", "--recursive", action="store_true",
                         help="copy the folder a URL names: gs://b/a (or the directory a) "

@@ -24,8 +24,10 @@ if TYPE_CHECKING:
 
 __all__ = ["build_parser", "run", "version"]
 
-EPILOG = ("URLs: gs://bucket/name, s3://bucket/key, az://container/blob, file:///path or a "
-          "local path (the same local store); az:// takes its account and credentials from "
+EPILOG = ("URLs: gs://bucket/name, s3://bucket/key, az://container/blob, "
+          "http(s)://host/path, file:///path or a local path (the same local store); "
+          "http(s):// is a web server's file, read only (stat, cat, cp from it, shards): no "
+          "listing, no writes; az:// takes its account and credentials from "
           "AZURE_STORAGE_CONNECTION_STRING or AZURE_STORAGE_ACCOUNT_NAME (with a key, a SAS or "
           "an Entra ID sign-in). "
           "gs://bucket/a names the object 'a' and the folder 'a/' (everything under 'a/'), "
@@ -84,7 +86,8 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
         The parser.
     """
     parser = _Parser(prog="aioflux",
-                     description="Fast Google Cloud Storage, S3 (and local files) for PyTorch.",
+                     description="Fast object storage for PyTorch: Google Cloud Storage, S3, Azure "
+                                 "Blob, local files, and web servers (http(s), read only).",
                      epilog=EPILOG)
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -1,6 +1,7 @@
 """Object commands: ``ls``, ``stat``, ``cat``, ``rm``, ``du``.
 
-Each takes URLs of any store (``gs://``, ``s3://``, ``file://``, local paths) and
+Each takes URLs of any store (``gs://``, ``s3://``, ``az://``, ``http(s)://``,
+``file://``, local paths; ``rm`` none of a web server, which takes no writes) and
 reads them the same way (see ``_common``): ``gs://b/a`` names the object
 ``a`` and the folder ``a/``, never ``a2`` or ``acopy/``.
 """
@@ -45,8 +46,10 @@ from ._text import missing, one_line, shell_quoted
 
 __all__: list[str] = []
 
-_ANY_URL = "gs://bucket[/name], s3://bucket[/key], az://container[/blob], file:///path or a path"
-_ONE_URL = "gs://bucket/name, s3://bucket/key, az://container/blob, file:///path or a path"
+_ANY_URL = ("gs://bucket[/name], s3://bucket[/key], az://container[/blob], "
+            "http(s)://host/path, file:///path or a path")
+_ONE_URL = ("gs://bucket/name, s3://bucket/key, az://container/blob, http(s)://host/path, "
+            "file:///path or a path")
 # The listing fields of ls: what a listing asks for (LIST_FIELDS) and the
 # ``updated`` that -l and --json show.
 _LS_FIELDS = "nextPageToken,prefixes,items(name,size,generation,crc32c,updated)"

@@ -90,7 +90,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
             ("verify", "stream every shard: its crc32c, its format, and its index if any")):
         p = sub.add_parser(action, help=text, description=text)
         p.add_argument("url", type=url_arg,
-                       help="a folder of shards, a brace pattern (gs://b/train-{000..099}.tar) "
+                       help="a folder of shards, a brace pattern (gs://b/train-{000..099}.tar, "
+                            "http(s)://host/train-{000..099}.tar: a web server has no folders) "
                             "or one shard")
         p.add_argument("--format", choices=sorted(FORMATS),
                        help="the shards' format (default: by name: .tar, else .jsonl/.txt... "

@@ -136,15 +136,16 @@ def test_failures_are_one_line_exit_1(run, bucket: str, argv: list[str],  # type
 # Usage errors, URLs included, exit 2 with exactly one line (the documented rule).
 @pytest.mark.parametrize(("argv", "line"), [
     (["cp", "ftp://host/x", "y"], "aioflux cp: error: argument src: 'ftp://host/x': unknown URL "
-                                  "scheme ftp:// (use gs://, s3://, az://, file:// or a local "
-                                  "path)"),
+                                  "scheme ftp:// (use gs://, s3://, az://, http(s):// (read "
+                                  "only), file:// or a local path)"),
     (["cp", "gs://{b}/x", "ftp://{b}/x"], "aioflux cp: error: argument dst: 'ftp://{b}/x': "
                                           "unknown URL scheme ftp:// (use gs://, s3://, az://, "
-                                          "file:// or a local path)"),
+                                          "http(s):// (read only), file:// or a local path)"),
     (["clean", "s3://x"], "aioflux clean: error: argument url: bucket of 's3://x': invalid S3 "
                           "bucket name 'x': use 3-63 lowercase letters, digits, '-' or '.'"),
     (["rm", "ftp://x/y"], "aioflux rm: error: argument urls: 'ftp://x/y': unknown URL scheme "
-                          "ftp:// (use gs://, s3://, az://, file:// or a local path)"),
+                          "ftp:// (use gs://, s3://, az://, http(s):// (read only), file:// "
+                          "or a local path)"),
     (["ls", "gs://BAD"], "aioflux ls: error: argument url: bucket of 'gs://BAD': invalid bucket "
                          "name 'BAD': use 3-63 lowercase letters, digits, '-', '_' or '.', "
                          "starting and ending with a letter or digit"),
@@ -274,6 +275,18 @@ def test_every_storage_command_takes_endpoint() -> None:
                  ["shards", "verify", "gs://b-x/s-{0..9}.tar"]):
         args = parser.parse_args([*argv, "--endpoint", "127.0.0.1:9"])
         assert args.endpoint == "http://127.0.0.1:9", argv
+
+
+@pytest.mark.parametrize("argv", [[], ["cp"], ["shards"], ["shards", "ls"], ["cat"], ["ls"]])
+def test_the_help_names_web_servers_with_the_other_stores(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "http(s)://" in text or "web servers (http(s), read only)" in text
+    if not argv:  # it said "Fast Google Cloud Storage, S3 (and local files)"
+        assert "Google Cloud Storage, S3, Azure Blob, local files, and web servers" in text
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

@@ -91,7 +91,8 @@ def test_usage_errors_exit_2(run, bucket: str) -> None:  # type: ignore[no-untyp
     code, out, err = run("ckpt", "list", "ftp://bucket/run")
     assert (code, out) == (2, "")
     assert err == ("aioflux ckpt list: error: argument root: 'ftp://bucket/run': unknown URL "
-                   "scheme ftp:// (use gs://, s3://, az://, file:// or a local path) "
+                   "scheme ftp:// (use gs://, s3://, az://, http(s):// (read only), file:// "
+                   "or a local path) "
                    "(see aioflux ckpt list --help)\n")
     assert run("ckpt", "history", "ftp://host/run")[0] == 2
 
