@@ -40,7 +40,7 @@ HOMES: dict[str, Home] = {
     "clean": Home("_clean",
                   "Delete leftover composed objects and abort abandoned multipart uploads."),
     "cp": Home("_copy", "Copy files and objects between any two stores (gs://, s3://, az://, "
-                        "file://, local paths)."),
+                        "file://, local paths; from http(s)://)."),
     "demo": Home("_demo",
                  "Train on the bundled emulator: load, checkpoint, crash, resume, report."),
     "du": Home("_objects", "Total size and object count of what a URL names."),
