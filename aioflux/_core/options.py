@@ -18,7 +18,7 @@ __all__ = ["ReaderOptions", "WriterOptions"]
 # face, 2 saves each: 16 MiB parts x 8 in flight 2.47-2.49 s, 16 x 12
 # 2.07-2.10 s, 16 x 16 1.86-1.87 s, 8 x 16 1.87-1.91 s. A connection carries
 # ~100 MB/s, so parts in flight set the speed; 8 MiB x 16 is as fast as
-# 16 x 16 at half the buffers (~part_size x 17 = 136 MiB, as 16 x 8 had).
+# 16 x 16 at half the buffers (~part_size x 17 = 136 MiB, as 16 MiB x 8).
 # The price: a streamed object holds at most 10,000 parts, 83 GB at 8 MiB
 # (the writer says so at the 10,000th part); larger objects need a larger
 # part_size (WriterOptions(part_size=32 * 2**20) reaches 335 GB).
@@ -28,9 +28,7 @@ WRITE_PARTS_IN_FLIGHT = 16
 # s3:// alike): 8 MiB x 16 in flight 1.00-1.12 s, 16 x 16 0.91-0.94 s,
 # 4 x 32 0.71-0.74 s, 2 x 64 0.63-0.72 s, 4 x 48 0.61-0.70 s. A connection
 # carries ~100 MB/s, so the count in flight sets the speed; 4 MiB x 32 keeps
-# the reader's buffers at 128 MiB (as 8 x 16 did) for 30% less time. (An
-# earlier lean transport measured 8 x 16 fastest; what it spent per request
-# has since gone.)
+# the reader's buffers at 128 MiB (as 8 MiB x 16 would) for 30% less time.
 READ_BLOCK_SIZE = 4 * 1024 * 1024
 READ_BLOCKS_AHEAD = 32
 

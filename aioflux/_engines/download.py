@@ -63,15 +63,11 @@ __all__ = [
 T = TypeVar("T")
 Data = bytes | bytearray
 
-# Measured under the GCS-like emulator profile (20 ms TTFB, 100 MB/s per
-# connection, perf/scenarios/loader_tiny.py: 10,000 objects, MapDataset batch
-# 64, 0 workers, concurrency 128, 3 rounds, 2 cores; perf/RESULTS.md
-# 15:58-16:00): composed batches against direct GETs took 2.35 vs 2.71 s at
-# 8 KiB, 2.76 vs 3.04 s at 32 KiB, 3.44 vs 3.11 s at 64 KiB. Up to 32 KiB a
-# composite (one compose, one GET, one delete per 32 objects) beats 32
-# requests; at 64 KiB the bytes dominate and direct GETs win. (Composing
-# measured 3.8x slower at 13:37: predicting each composite's crc32c then
-# spent ~1-3 ms of Python per source; see _crc.crc32c_combine.) Composing needs
+# Under the GCS-like emulator profile (20 ms TTFB, 100 MB/s per connection;
+# perf/scenarios/loader_tiny.py), up to 32 KiB a composite (one compose, one
+# GET, one delete per 32 objects) beats 32 requests; at 64 KiB the bytes
+# dominate and direct GETs win. A composite's crc32c is predicted from its
+# sources' (_crc.crc32c_combine). Composing needs
 # write access: on a read-only bucket the first 403 turns it off for the
 # client (one wasted request); ``disable_compose=True`` skips even that.
 DEFAULT_COMPOSE_THRESHOLD = 32 * 1024

@@ -67,12 +67,12 @@ _KEEP_PAGES = 8
 # (listing_order.py). Measured in simulated round trips on a fake store (16
 # listers; 20k-300k names in pages of 100 and 1000; uniform, clustered,
 # hashed and sparse names; with and without server end offsets), against
-# the unordered listing's 392 round trips and 1.15 requests a page, for
-# (piece, ahead) pages: (1, 1) took 802 and 1.46, (1, 2) 514 and 1.47 (each
-# boundary between pieces costs a partial page), (2, 4) 466 and 1.34,
-# (3, 3) 536 and 1.18, (3, 4) 474 and 1.18, (3, 5) 449 and 1.19. Cutting the
-# range with most key space left, as the unordered listing does, took 858
-# at (3, 4): its listers ran to the far end of the prefix and waited there.
+# the unordered listing's round trips and requests a page: pieces of 3
+# pages keep the requests a page near the unordered listing's (each
+# boundary between pieces costs a partial page), and 4 pages ahead keep
+# the round trips within ~20% of it. Ordered listers cut the range nearest
+# the front: cutting the one with most key space left, as the unordered
+# listing does, sends listers to the far end of the prefix to wait there.
 _ORDERED_PIECE_PAGES = 3
 _ORDERED_AHEAD_PAGES = 4
 # Names a listing request asks for, unless it is a range's last on a store

@@ -51,9 +51,8 @@ async def list_pages(transport: Transport, url: str, bucket: str, prefix: str,
     # A plain GET and ``json.loads`` of the body bytes rather than
     # gcloud-aio-storage's ``list_objects`` (its session wrapper, header
     # merging and ``resp.json()`` text decode): listing is CPU-bound on
-    # the client, and with ``objects_from_json`` this more than halves
-    # its CPU: a 100k listing took ~1.0 s of client CPU, now ~0.45 s
-    # (cProfile against the gcs-like emulator; perf/scenarios/listing.py).
+    # the client, and with ``objects_from_json`` this costs under half the
+    # wrapper's CPU a listing (perf/scenarios/listing.py).
     op = Op("list", bucket, prefix)
     check = ListingCheck("gs", bucket, prefix, start_offset, end_offset)
     token: str | None = None

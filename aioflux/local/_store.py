@@ -88,9 +88,8 @@ T = TypeVar("T")
 # A listing applies end_offset itself; a file takes any number of parts
 # (GCS's 10,000 would cap a file written in 1 MiB parts at 10 GB). Every
 # listing walks the prefix's whole tree, wherever it starts (names are
-# sorted only once all are found): split ranges, each listed from a cursor
-# again and again, walked it hundreds of times, so the parallel listers keep
-# to one (list_files of 100k files in 100 directories: 145 s, now 0.9 s).
+# sorted only once all are found): split ranges would each walk it again
+# from their cursor, so the parallel listers keep to one.
 FEATURES = StoreFeatures(scheme="file", end_offset=True, max_parts=2**62, start_offset=False)
 # Filesystem calls wait on a disk or an NFS/Lustre server, so the store
 # has threads of its own: the loop's default executor has min(32, cpus + 4)
@@ -261,9 +260,8 @@ class LocalStore(StoreBase):
                      ) -> AsyncGenerator[ListedColumns, None]:
         """The files under ``prefix`` as ``list`` names them, in name order, a
         page at a time as an index's columns (``ListsColumns``): no
-        ``ObjectInfo`` a file, nor its time written out (``MapDataset`` of
-        1e6 files: ~19 us of CPU a file, now ~10, most of it the stat and
-        xattr calls).
+        ``ObjectInfo`` a file, nor its time written out: what a file costs is
+        then mostly its stat and xattr calls.
 
         Args:
             bucket: the first directory.

@@ -2,8 +2,8 @@
 
 The shard epoch order (:mod:`aioflux.torch._shard_order`) searches running
 sums over every shard (samples, full reads) in every process that iterates:
-a DataLoader worker, a rank. As int64 they took 8 bytes a shard each (at 1e6
-shards, 8 MB a sum in each of a node's 64 processes). A :class:`Cumulative`
+a DataLoader worker, a rank: as int64 they would take 8 bytes a shard each
+(at 1e6 shards, 8 MB a sum in each of a node's 64 processes). A :class:`Cumulative`
 keeps an int64 every :data:`SPAN` entries and, per entry, its excess over
 that one in the narrowest unsigned type that holds every excess: 2 bytes
 where :data:`SPAN` shards hold under 65,536 (reads, or samples of shards of

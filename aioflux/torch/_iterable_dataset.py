@@ -342,7 +342,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         current = self._progress.begin(worker, workers)
         batches = self._batches(current.epoch, current.start)
         # This worker's samples, computed a block at a time as they are read
-        # (the share made whole took 8 bytes a sample, and 16 a batch).
+        # (the share made whole would take 8 bytes a sample, and 16 a batch).
         share = WorkerShare(batches, batches.of_worker(worker, workers, current.skip))
         yield from self._stream(current, share)
         self._progress.finish(current)
@@ -351,8 +351,8 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         # A view: records are built as the downloader reads them.
         objs = self._objects.select(share)
         agen = self._source.downloader.stream(objs, window=self.prefetch, ordered=self.ordered)
-        # Ready samples cross from the loop thread in batches (one hand-off per
-        # batch measured ~15% more samples/s than one per sample). Leaving
+        # Ready samples cross from the loop thread in batches: a hand-off per
+        # sample costs a thread wake-up a sample (perf/scenarios/loader_small.py). Leaving
         # early cancels the downloads in flight; their finally blocks delete
         # composites. A hand-off waiting in the queue and the one being
         # consumed hold samples beyond the downloader's prefetch_bytes: a hop

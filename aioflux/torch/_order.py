@@ -91,8 +91,8 @@ def epoch_order(count: int, seed: int, epoch: int, shuffle: bool) -> Permutation
 
     Returns:
         The dataset indices in epoch order, each computed when asked for: no
-        memory a sample (the array of version 1 took 8 bytes a sample in
-        every process, 8 GB at 1e9).
+        memory a sample (an array would take 8 bytes a sample in every
+        process, 8 GB at 1e9).
     """
     return Permutation(count, order_key("aioflux-order-v2", seed, epoch) if shuffle else None)
 

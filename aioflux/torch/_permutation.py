@@ -1,10 +1,9 @@
 """Keyed pseudo-random permutations of ``[0, n)``, computed a position at a time.
 
-An epoch order used to be made whole: an array of every sample's number
-(8 bytes a sample in every process that iterated, 8 GB at 1e9 samples) and,
-for shards, a sort over the epoch at every epoch start. Here a position's
-element is computed when it is asked for, from a 64-bit key and ``n`` alone,
-so an order holds no memory per sample and costs nothing to set up.
+A position's element is computed when it is asked for, from a 64-bit key
+and ``n`` alone, so an order holds no memory per sample (an array of every
+sample's number would take 8 bytes a sample in every process that iterates,
+8 GB at 1e9 samples) and costs nothing to set up.
 
 The permutation is a Feistel network over the ``k``-bit numbers, ``2**k``
 the smallest power of two at least ``n`` (under ``2n``): the number is cut

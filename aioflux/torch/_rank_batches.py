@@ -49,7 +49,7 @@ class RankBatches(Sequence[list[int]]):
     short last one.
 
     A batch is made when it is asked for, never the rest of the epoch at
-    once: that copy took 8 bytes a sample of the whole epoch in every
+    once: that copy would take 8 bytes a sample of the whole epoch in every
     process, each worker keeping only its own batches.
 
     Args:
@@ -131,7 +131,7 @@ class RankBatches(Sequence[list[int]]):
         positions = np.repeat(np.asarray(starts, dtype=np.int64) - before, sizes)
         positions += np.arange(int(sizes.sum()), dtype=np.int64)
         # The padded rest wraps around to the order's first samples (an
-        # unsigned remainder: numpy's signed one took 6 times as long).
+        # unsigned remainder: numpy's signed one takes 6 times as long).
         wrapped = (positions.view(np.uint64) % np.uint64(len(order))).view(np.int64)
         out: list[int] = order.at(wrapped).tolist()
         return out

@@ -233,8 +233,8 @@ class CheckpointStore:
     def complete_all(self, dirs: StepDirs) -> dict[int, CheckpointInfo]:
         """:meth:`complete` for every step of ``dirs``, their manifests read
         concurrently (a root with a thousand checkpoints and no ``keep_last``
-        is read by every retention pass: one after another, that took 20 s
-        at 20 ms a read).
+        is read by every retention pass: one after another, 20 s at 20 ms a
+        read).
 
         Args:
             dirs: what :meth:`scan` found.

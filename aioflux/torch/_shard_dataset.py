@@ -48,10 +48,11 @@ _CHUNK_SAMPLES = 4096
 class ShardDataset(torch.utils.data.IterableDataset[Any]):
     """Samples of shards on any store, every sample once per epoch across ranks and workers.
 
-    ``format="tar"``: WebDataset tar shards; members are grouped by key (the
-    name up to the first dot of its basename), so ``000123.jpg`` and
+    The format is the shards' names' unless ``format=`` says it (see
+    ``format`` below). Tar: WebDataset tar shards; members are grouped by
+    key (the name up to the first dot of its basename), so ``000123.jpg`` and
     ``000123.cls`` make ``{"__key__": "000123", "__url__": shard URL,
-    "jpg": bytes, "cls": bytes}``. ``format="lines"``: one sample per line
+    "jpg": bytes, "cls": bytes}``. Lines: one sample per line
     (JSONL, text; empty lines skipped), ``bytes`` unless decoded; a shard
     named ``*.gz``, ``*.zst``, ``*.bz2`` or ``*.xz`` is decompressed whole
     (and read front to back). Shards come from a prefix (:meth:`from_prefix`),
@@ -94,7 +95,12 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     Args:
         shards: a brace pattern or URL (several joined by ``::``, as
             webdataset takes them), or a list of URLs or ObjectInfo.
-        format: ``"tar"`` or ``"lines"``.
+        format: ``"tar"`` or ``"lines"``; None (default): the shards'
+            names say it, as ``aioflux shards`` reads them: ``.tar`` is tar,
+            ``.jsonl``, ``.json``, ``.ndjson`` and ``.txt`` are lines, each
+            also compressed (``.gz``, ``.zst``, ``.bz2``, ``.xz``; ``.tgz``).
+            Shards of two formats, or a name of neither, are refused
+            (``InvalidArgument``): a dataset reads one format.
         decode: ``lines``: ``"utf-8"``, ``"json"`` or a callable on the
             line's bytes; ``tar``: a mapping of field to callable (``{"cls":
             int}``) or a callable on the sample dict. None: raw bytes.
@@ -156,7 +162,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     """
 
     def __init__(self, shards: str | Sequence[str] | Sequence[ObjectInfo], *,
-                 format: str = "tar", decode: Decode = None,
+                 format: str | None = None, decode: Decode = None,
                  transform: Callable[[Any], Any] | None = None, shuffle: bool = True,
                  seed: int = 0, shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
                  samples_per_read: int | None = None, batch_size: int = 1,
@@ -201,10 +207,16 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                                       shuffle=shuffle)
 
     @classmethod
-    def from_prefix(cls, url: str, *, format: str = "tar",
+    def from_prefix(cls, url: str, *, format: str | None = None,
                     list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
                     listing: Listing = "each", **settings: Any) -> ShardDataset:
         """Every object in a folder (sorted by name), ``.idx`` sidecars left out.
+
+        The format is the objects' names' unless ``format=`` says it: a
+        folder of ``.jsonl`` files is read as lines, of ``.tar`` (or
+        ``.tar.gz``...) files as tar; a folder holding both, or an object
+        whose name says neither (a ``README.md``), is refused
+        (``InvalidArgument``) before any shard is read.
 
         With ``listing="rank0"`` rank 0 lists the folder and indexes the
         shards, and the other ranks get both from it (two broadcasts);
@@ -213,7 +225,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
 
         Args:
             url: ``gs://bucket/folder``, ``s3://...``, ``file:///dir`` or a path.
-            format: ``"tar"`` or ``"lines"``.
+            format: ``"tar"`` or ``"lines"``; None (default): by the names.
             list_concurrency: parallel listers.
             listing: ``"each"``, ``"rank0"`` or ``"check"`` (the constructor's).
             **settings: the constructor's other settings.
@@ -223,8 +235,9 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
 
         Raises:
             NotFound: the folder holds no objects.
-            InvalidArgument, InvalidURL, ShardFormatError, StorageError: as
-                for the constructor.
+            InvalidArgument: shards of two formats, or a name of neither,
+                without ``format=``; as for the constructor.
+            InvalidURL, ShardFormatError, StorageError: as for the constructor.
         """
         shards = list_shards("ShardDataset.from_prefix", url, list_concurrency, settings, listing)
         return cls(shards, format=format, listing=listing, **settings)
@@ -298,8 +311,8 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                               self.world_size, self.drop_last)
         mine = batches.of_worker(worker, workers, current.skip)
         # The runs are cut as the reads get to them (on the portal's loop),
-        # a chunk of batches at a time: the worker's samples of the epoch
-        # made whole first took 90 to 190 bytes a sample.
+        # a chunk of batches at a time: the worker's samples of the epoch are
+        # never held whole (90 to 190 bytes a sample).
         runs = iter_runs(_chunks(batches, mine, self._compressed_ends(order), current.start,
                                  self._progress.global_batch),
                          self._shards.starts, self.samples_per_read)

@@ -37,8 +37,9 @@ def shard_record(info: ObjectInfo) -> ObjectInfo:
     """What a shard's reads use of its record: bucket, name, size, version,
     crc32c (the MD5 only where there is no crc32c: a read checks it then).
 
-    A GCS listing's ``updated`` time and MD5 alone took ~60 bytes a shard in
-    columns; content type, metadata and metageneration are read by nothing.
+    A GCS listing's ``updated`` time and MD5 alone would take ~60 bytes a
+    shard in columns; content type, metadata and metageneration are read by
+    nothing.
 
     Args:
         info: the listed or stat record.

@@ -33,16 +33,15 @@ pass, each a :class:`~aioflux.torch._cumulative.Cumulative` of 2 or 4 bytes
 a shard (8 only past 2**32 samples in 64 shards): 6 bytes a shard at 1e6
 shards of 1,000 samples, 10 at 1e5 of 10,000, at most 12.4. The permuted
 shards are permuted again when asked for, and a shard's short read's
-samples are its samples less its full reads'. (Held as int64 and int32
-they took 36 bytes a shard in every DataLoader worker and rank: 2.3 GB on
-a node of 64 processes at 1e6 shards.) A position then costs a few searches
+samples are its samples less its full reads': held as int64 and int32 they
+would take 36 bytes a shard in every DataLoader worker and rank, 2.3 GB on
+a node of 64 processes at 1e6 shards. A position then costs a few searches
 over the shards (each out from a guess: its share of the samples, the
 window's shards next to it) and three Feistel permutations (of the window's
 reads, of the shards to find its shard, and of the read's samples); a
-compressed shard's read also counts its own reads in the window. The order
-the samples were made whole in (version 1: 8 bytes a sample in every
-process, and at each epoch start a sort over all samples, 44 bytes a sample)
-is gone.
+compressed shard's read also counts its own reads in the window. No
+process holds the order's samples: an order made whole would take 8 bytes a
+sample in every process.
 """
 
 from __future__ import annotations
@@ -108,7 +107,7 @@ class ShardOrder(LazyOrder):
         # Running samples and full reads over the shards in the epoch's order.
         # The j-th shard (:meth:`_shard_at`) is permuted again when asked for,
         # and a shard's short read's samples are its samples less its full
-        # reads': neither is held (they took 12 of 36 bytes a shard).
+        # reads': neither is held (12 of 36 bytes a shard).
         permuted = np.empty(shards, dtype=np.int64)
         for lo in range(0, shards, BLOCK):  # a block's temporaries at a time
             hi = min(shards, lo + BLOCK)
@@ -428,9 +427,10 @@ def iter_runs(chunks: Iterable[Sequence[int] | ShardsDone], starts: Ints,
               samples_per_read: int) -> Iterator[Run | ShardsDone]:
     """:func:`runs_of` over ``chunks`` joined, cut a chunk at a time.
 
-    A worker's samples of an epoch, made whole before its first read, took
-    90 to 190 bytes a sample in every DataLoader worker (a list of ints,
-    its runs' tuples); a chunk at a time they take a chunk's. A run that
+    A worker's samples of an epoch are cut a chunk at a time and hold a
+    chunk's memory; made whole before the first read they would take 90 to
+    190 bytes a sample in every DataLoader worker (a list of ints, its runs'
+    tuples). A run that
     goes on past the end of a chunk is held until the next one shows
     whether it goes on there, so the runs are the very same.
 

@@ -207,7 +207,7 @@ class DatasetSource:
                         pass
                 if isinstance(store, ListsColumns):
                     # Files: each page as columns, no ObjectInfo a file
-                    # (most of a listing's Python time, issue 49).
+                    # (most of a listing's Python time).
                     columns = store.list_columns(parsed.bucket, folder)
                     async with aclosing(columns):
                         async for listed in columns:

@@ -9,8 +9,7 @@ left on disk), the shard's sidecar (read, put in the cache, its columns
 dropped); :func:`stream_counts` indexes the rest by one streamed pass
 each, whose indexes go to the cache (and, asked, beside the shards as
 sidecars) and whose columns are dropped too. The manifest comes first: the
-cache costs a file opened a shard (90 us a shard measured at load 7 on 2
-cores), the manifest one read for all; the cache is asked only of the
+cache costs a file opened a shard, the manifest one read for all; the cache is asked only of the
 shards the manifest does not count (it has none of them, or they changed
 since). Counting from the manifest compares columns with columns: its
 lines read as numbers and spans at once (:mod:`._manifest_parse`), the

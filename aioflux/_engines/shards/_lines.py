@@ -4,14 +4,13 @@ A line's region is its bytes without the ``\\n`` (and a ``\\r`` before it);
 empty lines are no samples, as JSONL readers skip them. A last line
 without a newline is a sample.
 
-Indexing finds a chunk's newlines with numpy, not a ``find`` per line: a
-40 MB shard of 1.6 KB lines took 0.3 s of CPU the Python way, most of a
-cold epoch's index pass. The crc32c of the short lines (up to
+Indexing finds a chunk's newlines with numpy, not a ``find`` per line,
+which would be most of a cold epoch's index pass. The crc32c of the short lines (up to
 :data:`SHORT` bytes) is computed in numpy too, all lines of a chunk at
 once, byte position by byte position, from tables of what each byte at each
 distance from a line's end adds to its crc32c (crc32c is linear): a call
-a line was most of the pass over short lines (9-byte lines: 0.6 us of CPU
-a line, 0.08 this way; ``python -m perf.index_speed``). Longer lines get a
+a line would be most of the pass over short lines (about 7 times this
+way's CPU for 9-byte lines; ``python -m perf.index_speed``). Longer lines get a
 call each.
 """
 

@@ -107,8 +107,8 @@ def encode_manifest(entries: Iterable[Entry]) -> bytes:
     rows = sorted(entries, key=lambda e: e.name)
     lines = [json.dumps({"kind": KIND, "version": VERSION, "shards": len(rows)},
                         sort_keys=True)]
-    # The fields named, not dataclasses.asdict: its deep copy took ~90 us an
-    # entry (a minute and a half for a million shards).
+    # The fields named, not dataclasses.asdict: its deep copy costs ~90 us
+    # an entry, a minute and a half for a million shards.
     dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
     lines += [dumps({"name": e.name, "size": e.size, "crc32c": e.crc32c, "version": e.version,
                      "format": e.format, "compression": e.compression, "samples": e.samples,

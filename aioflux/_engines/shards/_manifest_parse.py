@@ -3,10 +3,9 @@
 :func:`parse_rows` reads each line with ``json.loads`` and checks its
 fields (:func:`decode_manifest <._manifest.decode_manifest>` and the
 writers' read-merge-write use it). :func:`parse_columns` gives the same
-entries as columns for counting, without a Python object per line: at
-load 4 on 2 cores the line-by-line parse took ~8 us an entry, one
-``json.loads`` of them all still ~2 us, 100,000 entries a fifth of a
-second in every rank.
+entries as columns for counting, without a Python object per line: a
+``json.loads`` a line costs several microseconds an entry, a tenth of a
+second or more for 100,000 entries in every rank.
 
 aioflux writes an entry as one compact object with its keys in order
 (:func:`encode_manifest <._manifest.encode_manifest>`)::
