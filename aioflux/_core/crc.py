@@ -22,7 +22,7 @@ _POLY_REVERSED = 0x82F63B78
 # google_crc32c's C extension accepts only ``bytes``; other buffers are fed
 # through a bounded copy of this size rather than one copy of the whole.
 # Small enough that malloc serves it from the heap it just freed (a 1 MiB
-# copy was a fresh mmap each time: 256 page faults per MiB).
+# copy would be a fresh mmap each time: 256 page faults per MiB).
 _COPY_CHUNK = 64 * 1024
 
 

@@ -179,8 +179,8 @@ class AsyncObjectWriter(WriterBase):
         if self._forked_copy():
             return
         # To its end however often the caller is cancelled meanwhile (a
-        # timeout, asyncio.run's shutdown): cancelled while the parts
-        # unwound, the upload was never aborted and stayed open.
+        # timeout, asyncio.run's shutdown): a cancel while the parts unwind
+        # must not leave the upload open, unaborted.
         await to_the_end(self._discard())
 
     async def _discard(self) -> None:

@@ -288,7 +288,7 @@ async def fetch_composed(client: ObjectStore, objects: Sequence[ObjectInfo], *,
             # A 4xx at the only attempt is the server saying no: nothing was
             # created. A 5xx (or 408) may come after the compose was applied,
             # and after a retry the first attempt may have landed (its answer
-            # lost, then 503s): deleted like any other, it was left behind.
+            # lost, then 503s): the composite is deleted like any other.
             refused = (exc.attempts < 2 and exc.status is not None
                        and 400 <= exc.status < 500 and exc.status != 408)
             raise

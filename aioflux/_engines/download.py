@@ -166,7 +166,7 @@ class DownloadOptions:
             raise ValueError(f"DownloadOptions.min_sources must be 2-{MAX_COMPOSE_SOURCES}")
         if not isinstance(self.composed_prefix, str) or not self.composed_prefix.endswith("/"):
             # A folder: clean_bucket (and `aioflux clean`) find composites in
-            # it by the URL rule; "tmp-composed-" ones were never found.
+            # it by the URL rule, which a bare name prefix would escape.
             raise ValueError(f"DownloadOptions.composed_prefix must be a folder ending in '/', "
                              f"got {self.composed_prefix!r}")
 

@@ -272,10 +272,9 @@ class _Lister:
         task.add_done_callback(self._finished)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
-        # Every task leaves ``tasks`` as soon as it ends. (``asyncio.wait`` on
-        # a snapshot of the set missed tasks spawned later: listers that had
-        # finished still counted as busy, so no new split happened until the
-        # first lister ended; 4 listers over 100k names were no faster than one.)
+        # Every task leaves ``tasks`` as soon as it ends, so a finished lister
+        # frees its place for a split at once (``asyncio.wait`` on a snapshot
+        # of the set would miss tasks spawned later and keep them "busy").
         self.tasks.discard(task)
         if self.error is None:
             if not task.cancelled():
@@ -345,8 +344,8 @@ class _Lister:
         """Account one page of ``r`` and emit its objects; True when ``r`` is done."""
         self.pages += 1
         # Whole-page operations (bisect, one comprehension) instead of a
-        # Python loop per object: this loop was ~15% of the client's CPU on a
-        # 100k listing.
+        # Python loop per object, which would be a good part of a listing's
+        # client CPU.
         if r.end is not None and objs and objs[-1].name >= r.end:
             # The range shrank while this page was in flight.
             objs = objs[:bisect_left(objs, r.end, key=_name)]
@@ -362,8 +361,8 @@ class _Lister:
             r.cursor = objs[-1].name
             # The split alphabet is sampled from every 50th name, not only the
             # cursor: from cursors alone the first page of obj-000000..
-            # obj-000999 gave the digits {0, 9}, every early midpoint fell
-            # past the last name, and 4 listers were no faster than one.
+            # obj-000999 gives the digits {0, 9}, and every early midpoint
+            # falls past the last name.
             n = len(self.prefix)
             for obj in objs[::50]:
                 self.alphabet.add(obj.name[n:])
@@ -432,8 +431,8 @@ class _Lister:
         # left among ranges whose density is known (listed a full page, or
         # inherited one at a split). Pieces stay at least two pages wide at
         # that density: halving ranges of unknown density (possibly empty)
-        # made a storm of tiny requests once finished listers freed capacity
-        # at once (100k names, 16 listers: 22 s instead of 1 s). Midpoints use
+        # makes a storm of tiny requests once finished listers free capacity
+        # at once. Midpoints use
         # the precision of real names (+2 digits) so split points do not get
         # longer with every generation.
         if self.closing or not self.alphabet.chars:

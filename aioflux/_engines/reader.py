@@ -284,8 +284,8 @@ class ObjectReader(DirectReads):
             # Held whole, so its crc32c counts if it is the next, from its
             # start or not: a long read ending inside a block fetches the
             # block, and the next read goes on from inside it (counted only
-            # from its start, the check stopped there and every later block
-            # was read again by verify(), or never checked).
+            # from its start, the check would stop there and every later block
+            # be read again by verify(), or never checked).
             self._account(index, data, crc)
             yield memoryview(data)[offset:offset + take]
             count -= take

@@ -79,7 +79,7 @@ class BlockWindow(io.RawIOBase):
         block = self._blocks.get(index)
         if block is None:
             # A read that waited for the lock while close() ran on another
-            # thread would fetch blocks nothing drops (close() had): it
+            # thread would fetch blocks nothing drops (close() has run): it
             # fails as a read after close. Checked per GET, not per read.
             self._check_open()
             start = index * self.block_size
@@ -152,8 +152,8 @@ class BlockWindow(io.RawIOBase):
         if self._pid == os.getpid():
             return
         # Once, whichever of the child's threads reads first: two adopting
-        # at once each put in a lock of their own, and their reads ran side
-        # by side. The reader's own lock cannot guard this: a parent's
+        # at once would each put in a lock of their own and read side by
+        # side. The reader's own lock cannot guard this: a parent's
         # thread may have held it at the fork.
         with _adopting:
             if self._pid == os.getpid():

@@ -348,8 +348,8 @@ class PublishOnExit:
 
 # Writers of this process, for the exit hook. A writer a script leaves open
 # (a global, or one in a reference cycle) is otherwise collected only after
-# the portal's own exit hook has stopped the event loop, when its abort can
-# no longer run: a file's temporary copy stayed beside it, and a multipart
+# the portal's own exit hook has stopped the event loop, when its abort
+# cannot run: a file's temporary copy would stay beside it, and a multipart
 # upload on the server until `aioflux clean`.
 _OPEN: weakref.WeakSet[PublishOnExit] = weakref.WeakSet()
 

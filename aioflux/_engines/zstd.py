@@ -145,8 +145,8 @@ class ZstdWriter(PublishOnExit, io.BufferedIOBase):
 # A compressor with worker threads must never be freed in a forked child:
 # freeing it joins threads that did not survive the fork, which corrupts the
 # C library's thread bookkeeping there; the child's next threads then crash
-# or hang (a DataLoader worker collecting a writer its parent had dropped
-# segfaulted, or hung, once it started its own threads). A child keeps every
+# or hang (a DataLoader worker that collects a writer its parent dropped).
+# A child keeps every
 # writer still open at the fork for its whole life.
 _THREADED: weakref.WeakSet[ZstdWriter] = weakref.WeakSet()
 _KEPT_AFTER_FORK: list[ZstdWriter] = []

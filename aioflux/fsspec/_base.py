@@ -125,8 +125,8 @@ class FileSystemBase(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         held = self._held[0]
         if held[0] != os.getpid():
             # Under the lock: threads opening files at once (pyarrow's
-            # writers) built a store each, and the connections of all but
-            # the one kept were never closed.
+            # writers) would each build a store, and the connections of all
+            # but the one kept would never close.
             with _store_lock:
                 held = self._held[0]
                 if held[0] != os.getpid():

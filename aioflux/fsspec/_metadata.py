@@ -139,7 +139,7 @@ class MetadataMethods(FileSystemBase):
             NotFound: no such object.
         """
         # All of the key counts: its low bits alone (the last 8 characters)
-        # gave two versions of a file whose times were whole seconds one
+        # give two versions of a file whose times are whole seconds one
         # checksum.
         digest = hashlib.sha256(self.ukey(path).encode()).digest()
         return int.from_bytes(digest[:8], "big") >> 1

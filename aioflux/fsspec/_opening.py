@@ -121,7 +121,7 @@ class OpenMethods(FileSystemBase):
             ValueError: an append or update mode.
         """
         if "+" in mode:
-            # A text or compressed "w+" was opened write-only ("wb+" never was).
+            # Refused, text and compressed "w+" too: a write file cannot read.
             raise _unsupported(mode)
         if mode[:1] in ("w", "x") and compression is not None:
             compression = fsspec.core.get_compression(path, compression)  # "infer": by suffix

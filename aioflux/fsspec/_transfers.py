@@ -85,8 +85,8 @@ async def _get(store: ObjectStore, info: ObjectInfo, lpath: str, *, recent: bool
                stale: Callable[[], None] | None) -> None:
     """:func:`get_file`'s work (which forgets the entry of an object found gone)."""
     if recent and info.size == 0:
-        # No byte to fetch, so no GET would find the version gone: an empty
-        # object since written to was got as an empty file.
+        # No byte to fetch, so no GET would find the version gone: the stat
+        # finds an empty object written to since.
         info = await _current(store, info, stale) or info
         recent = False
     folder = os.path.dirname(os.path.abspath(lpath))

@@ -271,8 +271,8 @@ class WriteMethods(FileSystemBase):
                     **kwargs: Any) -> None:
         # fsspec drops a recursive copy's FileNotFoundErrors by default, for
         # the folders its expansion names: _cp_file passes over those
-        # itself, and a missing destination bucket's NotFound was dropped
-        # with them (the copy of a tree copied nothing and returned).
+        # itself, and a missing destination bucket's NotFound must not be
+        # dropped with them (the copy of a tree would copy nothing and return).
         await super()._copy(path1, path2, recursive=recursive, on_error=on_error or "raise",
                             maxdepth=maxdepth, batch_size=batch_size, **kwargs)
 
@@ -326,7 +326,7 @@ class WriteMethods(FileSystemBase):
                  ([path2] if isinstance(path2, str) else path2)]
         if isinstance(path1, list) and isinstance(path2, list):
             # A path onto itself (spelled as a URL and as a path, with a
-            # trailing slash...) was copied onto itself, then removed.
+            # trailing slash...) is left out: a move would copy it, then remove it.
             pairs = [(s, d) for s, d in zip(sources, dests, strict=True) if s != d]
             sources, dests = [s for s, _ in pairs], [d for _, d in pairs]
             path1, path2 = sources, dests

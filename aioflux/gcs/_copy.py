@@ -84,8 +84,8 @@ def _continuation(op: Op, result: dict[str, Any], token: str, rewritten: int,
 
 
 def _copied(dest: Op, result: dict[str, Any]) -> ObjectInfo:
-    # Checked as any object resource: one without a size read as a 0-byte
-    # copy, and the good copy was deleted for "sizes differ".
+    # Checked as any object resource: one without a size must not read as a
+    # 0-byte copy, which "sizes differ" would then delete.
     resource = result.get("resource")
     fault = resource_fault(resource) or ""
     if not fault:

@@ -86,8 +86,8 @@ def _parse(raw: bytes, op: Op) -> ET.Element:
 
 
 def _part_size(el: ET.Element, op: Op, number: int) -> int:
-    # A missing size read as 0, a negative one was taken as is, and a
-    # malformed one raised a bare ValueError naming nothing.
+    # Read strictly: a missing, negative or malformed size is a
+    # ProtocolError naming the part, never 0 or a bare ValueError.
     size = _text(el, "Size").strip()
     count = count_of(size)
     if count is None:

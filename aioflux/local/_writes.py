@@ -345,8 +345,8 @@ def _lock_current(path: str, op: str, bucket: str, name: str) -> int | None:
         except BaseException:
             os.close(fd)
             raise
-        # A stat failing for good (ESTALE on NFS, EIO), taken for a file
-        # replaced meanwhile, was tried again without end: raised.
+        # A stat failing for good (ESTALE on NFS, EIO) is raised, not taken
+        # for a file replaced meanwhile and tried again without end.
         if kept(path, fd):
             return fd
         # Replaced or removed while we waited: lock what is there now.

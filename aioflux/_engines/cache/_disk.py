@@ -106,8 +106,8 @@ _READ_CHUNK = 8
 # Reads of an entry found filled by another process (it exists once its
 # lock is held) before the object is read around the cache. One is the
 # race with that filler; more, its entry evicted again before it was read
-# each time. A path that exists but never opens (a stale name on NFS) was
-# read again without end, no poll and no wait_limit between the reads.
+# each time. The bound also ends the rereads of a path that exists but
+# never opens (a stale name on NFS).
 _REREADS = 8
 
 # Errors of a full disk or quota: the cache degrades to reading around itself.

@@ -138,8 +138,8 @@ class CachedDownloader(Downloader):
         # Runs of consecutive objects as the compose planner cuts them: a group
         # is held whole until it is yielded, so large objects go in small ones.
         def groups() -> Iterator[list[ObjectInfo]]:
-            # A chunk at a time, as the window takes them (all at once was a
-            # record per object of an epoch's share: ~430 bytes each).
+            # A chunk at a time, as the window takes them (all at once would be
+            # a record per object of an epoch's share: ~430 bytes each).
             for base in range(0, len(objects), PLAN_CHUNK):
                 chunk = objects[base:base + PLAN_CHUNK]
                 for batch in plan_batches(chunk, step, max(1, budget // 8)):

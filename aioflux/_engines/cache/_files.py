@@ -236,7 +236,7 @@ def try_lock(path: str) -> int | None:
             return fd
         # Its holder unlinked it between our open and our flock: the lock
         # now lives in a new file at the path.
-    # No call failed: an errno here (ESTALE was one) would name a failure
+    # No call failed: an errno here (ESTALE, say) would name a failure
     # that never happened.
     raise OSError(f"lock file {path}: the file locked was not the one at the path at each of "
                   f"{_LOCK_ATTEMPTS} attempts to take it (replaced or removed under each, or "

@@ -46,8 +46,8 @@ FORMATS: dict[str, ShardFormat] = {"tar": TarFormat(), "lines": LinesFormat()}
 
 # .tgz: a gzip tar, as webdataset and tar read it. bzip2 and xz are read
 # (webdataset's tarfile opens .tar.bz2 and .tar.xz): read as not compressed,
-# such a shard was a "corrupt tar header at byte 0", or its compressed bytes
-# were handed out as lines.
+# such a shard would be a "corrupt tar header at byte 0", or its compressed
+# bytes lines.
 _SUFFIXES = {".gz": "gzip", ".gzip": "gzip", ".tgz": "gzip", ".zst": "zstd", ".zstd": "zstd",
              ".bz2": "bzip2", ".tbz": "bzip2", ".tbz2": "bzip2", ".xz": "xz", ".txz": "xz"}
 

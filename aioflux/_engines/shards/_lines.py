@@ -57,8 +57,8 @@ class LinesFormat:
         columns = new_columns()
         offsets, lengths, crcs = columns
         # The unfinished line is kept as its crc32c and length, not its bytes:
-        # carried whole, a line of many chunks was copied and scanned again
-        # with each one (a 1 GiB line in 8 MiB chunks: 64 GiB of copies).
+        # carried whole, a line of many chunks would be copied and scanned
+        # again with each one (a 1 GiB line in 8 MiB chunks: 64 GiB of copies).
         # A ``\r`` at its end waits outside the crc, dropped if ``\n`` follows.
         line_at = line_len = line_crc = 0
         cr = False

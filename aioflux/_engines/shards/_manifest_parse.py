@@ -404,7 +404,7 @@ def parse_columns(data: bytes, where: str) -> Columns:
 
     parts: list[list[npt.NDArray[Any]]] = []
     # A block of lines at a time: the ~25 reads of each line's bytes hit the
-    # cache, not memory (all lines at once took twice as long).
+    # cache, not memory (all lines at once take twice as long).
     for block in range(0, n, _LINES_AT_ONCE):
         starts, stops = start[block:block + _LINES_AT_ONCE], end[block:block + _LINES_AT_ONCE]
         low, high = int(starts[0]), int(stops[-1])

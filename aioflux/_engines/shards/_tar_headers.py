@@ -38,8 +38,8 @@ def member_key(name: str) -> tuple[str, str] | None:
 
 BLOCK = tarfile.BLOCKSIZE
 # The most data an extension header (PAX records, a GNU long name) may hold:
-# the indexer holds it whole, and one that claimed gigabytes was read into
-# memory before anything could be said of it. Real ones hold a few hundred
+# the indexer holds it whole, so one that claims gigabytes is refused before
+# it is read into memory. Real ones hold a few hundred
 # bytes; libarchive refuses PAX headers past a few MiB too.
 MAX_EXTENSION = 16 * 1024 * 1024
 _ZERO_BLOCK = bytes(BLOCK)
