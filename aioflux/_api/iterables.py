@@ -51,7 +51,7 @@ def _urls(url: _URLs) -> list[str | os.PathLike[str]]:
     if isinstance(url, (str, os.PathLike)) or not isinstance(url, Iterable) \
             or isinstance(url, (bytes, bytearray)):
         # One URL, or no URL at all, whose type parse_url names (list(5)
-        # was a bare TypeError, and a bytes path's items each "got int").
+        # would be a bare TypeError, and a bytes path's items each "got int").
         return [url]  # type: ignore[list-item]
     return list(url)
 

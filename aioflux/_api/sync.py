@@ -246,7 +246,7 @@ class Client:
         # it, here the pump to this thread: the ready items the pump queues
         # for the next hop get a quarter more (as IterableDataset's), not 64
         # objects whatever their size (a slow consumer of 256 MiB objects
-        # had 16 GiB downloaded behind it).
+        # would have 16 GiB downloaded behind it).
         budget = (options or DownloadOptions()).prefetch_bytes
         return iterate(agen, batch=64, nbytes=_item_bytes, max_bytes=max(1, budget // 4))
 

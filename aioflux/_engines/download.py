@@ -458,8 +458,8 @@ class Downloader:
             StorageError: a download failed (pending ones are cancelled first).
         """
         # A composite is held whole until its last object is yielded: at most
-        # an eighth of the budget each (as CachedDownloader's groups), or one
-        # of 32 x 30 KiB was held ahead of a budget of a quarter of that.
+        # an eighth of the budget each (as CachedDownloader's groups), so no
+        # composite of 32 x 30 KiB is held ahead of a budget of a quarter of that.
         most = max(1, self.options.prefetch_bytes // 8)
 
         def units() -> Iterator[tuple[str, list[int]]]:

@@ -96,9 +96,9 @@ class ObjectReader(DirectReads):
         # finalizer closes it, and close() needs these.
         self._blocks = {}
         # Reads, seeks and close from several threads go one at a time, as
-        # on io.BufferedReader: unlocked, two reads took the same position
-        # and dropped each other's blocks (a false "no bytes at offset"
-        # ProtocolError), or accounted a block's crc32c twice (a false
+        # on io.BufferedReader: unlocked, two reads could take the same
+        # position and drop each other's blocks (a false "no bytes at offset"
+        # ProtocolError), or account a block's crc32c twice (a false
         # ChecksumMismatch).
         self._lock = threading.RLock()
         # Set once the bytes read did not match: every later read raises it,
@@ -404,7 +404,7 @@ class ObjectReader(DirectReads):
             # over as is: BytesIO.getvalue() returns its own buffer once no
             # view of it is left (CPython), so reading a whole object peaks at
             # its size (its growth reserves up to an eighth more, untouched)
-            # and the read-ahead, where bytes(bytearray) took twice.
+            # and the read-ahead, where bytes(bytearray) would take twice that.
             out = io.BytesIO()
             start, last_end = self._pos, self._last_end
             try:

@@ -49,7 +49,8 @@ class DirectReads(VersionedReads):
         if start == self._last_end or count > self.block_size // 4 \
                 or self.size <= self.block_size:
             # (One block is the whole object, which its reader wants anyway:
-            # a Parquet file of 2 MiB took a footer GET, then the file's.)
+            # a Parquet file of 2 MiB is one GET, not a footer's and then the
+            # file's.)
             return None
         end = min(self.size, start + count)
         first, last = start // self.block_size, (end - 1) // self.block_size
@@ -91,11 +92,11 @@ class DirectReads(VersionedReads):
             return None
         self._check_open()  # as _fetch: a read that waited out a close()
         # The read-ahead past the read (from the block it ends inside) starts
-        # with it, not once it is done: a Parquet reader's next range, the
-        # rest of a row group, waited a round trip. Within the read-ahead's
-        # bound, blocks this read holds counted; blocks it neither reads nor
-        # keeps (behind it, from before a seek) go first, or they took that
-        # room and the block the read ends inside came on top of the bound.
+        # with it, not once it is done, so a Parquet reader's next range, the
+        # rest of a row group, waits no round trip. Within the read-ahead's
+        # bound, blocks this read holds count; blocks it neither reads nor
+        # keeps (behind it, from before a seek) go first, or they would take
+        # that room and the block the read ends inside come on top of the bound.
         ahead = end // bs if end < self.size else last + 1
         for old in [i for i in self._blocks if i < first or i >= ahead + self.read_ahead]:
             self._blocks.pop(old).cancel()

@@ -165,8 +165,7 @@ class _Parts:
         self.error: BaseException | None = None
         # Buffers of uploaded parts, to fill again: a fresh bytearray is
         # zeroed (and may be faulted in anew) only to be overwritten. At most
-        # max_in_flight + 1 buffers exist, as before. (The 1 GiB save of
-        # perf/scenarios/ckpt_save.py took the same time either way.)
+        # max_in_flight + 1 buffers exist.
         self.spare: collections.deque[bytearray] = collections.deque()
 
     def buffer(self, size: int) -> bytearray:

@@ -2,10 +2,10 @@
 
 aiohttp's ClientSession spends ~300 us of Python per request (request and
 response objects, header multidicts, a StreamReader that copies every
-chunk). For a 100 KiB sample that is most of the client's CPU: an epoch of
-10,000 x 100 KiB took 3.2 s of client CPU through aiohttp and 0.95 s over
-a keep-alive connection on a ``BufferedProtocol`` whose body bytes land
-straight in their final buffer (perf/scenarios/loader_small.py, 2 cores).
+chunk). For a 100 KiB sample that is most of the client's CPU, so body
+GETs go over keep-alive connections on a ``BufferedProtocol`` whose body
+bytes land straight in their final buffer: about a third of aiohttp's
+client CPU an epoch (perf/scenarios/loader_small.py).
 
 The response head is parsed by llhttp (httptools), in
 :mod:`aioflux._net.heads`: an HTTP/1.x status line, header names that are

@@ -169,7 +169,7 @@ class _NoStrayResponses(AiohttpProtocol):
         super().data_received(data)
         if self._awaiting_head and self._interim != interim:
             # aiohttp stops its read timeout at an interim head as at a final
-            # one without a body: a server silent after a 103 was never cut.
+            # one without a body: restarted, a server silent after a 103 is cut.
             self.start_timeout()
 
     def feed_data(self, data: tuple[RawResponseMessage, aiohttp.StreamReader],

@@ -142,8 +142,8 @@ class KeySas:
         self._token = ""
         # Wall-clock time (time.time()) to sign anew: SAS_RENEW_BEFORE before
         # the token's own expiry. Not time.monotonic(): it stands still
-        # while the machine is suspended, and a SAS kept by it had expired
-        # on waking (every request 403 for up to 50 minutes).
+        # while the machine is suspended, and a SAS kept by it would have
+        # expired on waking (every request 403 for up to 50 minutes).
         self._renew_at = 0.0
 
     async def headers(self, request: AuthRequest) -> dict[str, str]:

@@ -240,8 +240,8 @@ def read_file(bucket: str, name: str, start: int, end: int | None, into: memoryv
                 # bytes it alone holds lends that buffer, and getvalue()
                 # hands the same object back once no view of it is left
                 # (CPython; elsewhere it copies), as in _net/http.py. A
-                # bytearray copied into bytes at the end took the file's size
-                # twice, and a MemoryError of the copy went out untyped.
+                # bytearray copied into bytes at the end would take the file's
+                # size twice, and a MemoryError of the copy would go out untyped.
                 sink = io.BytesIO(bytes(count))
                 view = sink.getbuffer()
             else:

@@ -132,7 +132,7 @@ def read_page(store: S3Store, bucket: str, root: Any, start_offset: str | None,
                                 "count of bytes", operation="list", bucket=bucket, name=key,
                                 status=200)
         # The common ETag, "<md5 hex>", read here: generation_of's regular
-        # expression and remember's two calls were a third of this loop.
+        # expression and remember's two calls would be a third of this loop.
         generation = 0
         if len(etag) == 34 and etag[0] == '"' == etag[33]:
             try:

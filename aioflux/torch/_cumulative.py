@@ -79,7 +79,7 @@ class Cumulative:
         """The last ``j`` with ``A[j] <= value`` (``value >= 0``), looked for
         first in ``guess``'s run (a window's shards are next to each other),
         else in the run a binary search of the heads gives: one or two
-        bisects in C, where probes out from the guess in Python took longer."""
+        bisects in C, faster than probes out from the guess in Python."""
         heads, excess = self._heads, self._excess
         run = guess >> SHIFT
         if not heads[run] <= value or (run + 1 < self._runs and heads[run + 1] <= value):

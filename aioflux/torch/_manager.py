@@ -315,8 +315,8 @@ class CheckpointManager(CheckpointPublishing, CheckpointRestoring):
         except BaseException as exc:
             # The future keeps the exception, its traceback the frames it
             # passed through, and they the snapshot: a failed save the
-            # caller still held (or that waited in _failed) kept a whole
-            # state in host memory that memory_budget no longer counted.
+            # caller still holds (or that waits in _failed) would keep a whole
+            # state in host memory that memory_budget no longer counts.
             # The frames lose their variables, not their lines.
             traceback.clear_frames(exc.__traceback__)
             if self._buffers is not None:

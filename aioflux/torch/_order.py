@@ -402,8 +402,8 @@ def _tracked(progress: DataProgress, loader: Iterable[T]) -> Iterator[T]:
             progress.consumed += 1
             yield batch
         # Ran to the end: the epoch is done whatever the count says, and so
-        # is the pass (one that ran in workers only was never finished here,
-        # and len() went on counting it).
+        # is the pass (one that ran in workers only is finished here too, or
+        # len() would go on counting it).
         if progress.current is not None:
             progress.consumed = max(progress.consumed, progress.current.total)
             progress.finish(progress.current)

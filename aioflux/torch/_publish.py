@@ -249,8 +249,8 @@ class CheckpointPublishing:
                 # Saves in flight are spared until they publish; this one is
                 # complete. One that published but is still finishing (its
                 # history line, its own pass) is complete too: spared, it
-                # was kept for good when its own pass had run before a
-                # newer step published (keep_last=2 ended with 3 kept).
+                # would be kept for good when its own pass ran before a newer
+                # step published (keep_last=2 ending with 3 kept).
                 busy = {s for future, (s, _) in self._pending.items()
                         if self._published_at.get(s, -1) < self._marks.get(future, 0)} - {step}
                 if self._highest_done is None or step > self._highest_done:

@@ -118,7 +118,7 @@ class ShardOrder(LazyOrder):
         flags = np.asarray(sequential, dtype=bool).reshape(-1)
         self._sequential = flags if flags.any() else None
         # For :meth:`one`: an element of a memoryview is a Python int (or
-        # bool) at C speed, where a numpy scalar and its int() took as long
+        # bool) at C speed, where a numpy scalar and its int() cost as much
         # as a round of the network.
         self._sequential_view = None if self._sequential is None else flags.data
 
@@ -259,7 +259,7 @@ class ShardOrder(LazyOrder):
         read, size = self._read, self._window
         samples, fulls = self._samples, self._fulls
         # A running sum's entry j is heads[j >> SHIFT] + excess[j]
-        # (:class:`Cumulative`), looked up here: a call took as long.
+        # (:class:`Cumulative`), looked up here: a call costs as much.
         s_heads, s_excess = samples.views
         f_heads, f_excess = fulls.views
         # Shards of about the same samples (the usual dataset) put the
@@ -364,7 +364,7 @@ class ShardOrder(LazyOrder):
 
 def _div(values: I64, by: int) -> I64:
     """``values // by`` for values that are never negative: unsigned division
-    took a sixth of the time of numpy's signed floor division."""
+    takes a sixth of the time of numpy's signed floor division."""
     quotient: I64 = (values.view(np.uint64) // np.uint64(by)).view(np.int64)
     return quotient
 

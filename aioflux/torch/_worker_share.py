@@ -1,13 +1,11 @@
 """The samples one DataLoader worker of a rank reads in a pass, in order,
 computed a block at a time from the epoch order.
 
-A worker took its share of the pass whole at the start of each epoch: its
-dataset indices (8 bytes a sample) and, for each of its batches, the count
-of samples that completes it and the global batch after it (16 bytes a
-batch, as much again at batch size 1). Here a position's index is computed
-when the downloader asks for it, a block of :data:`SPAN` at a time, and
-the few latest blocks are kept (the downloader plans a chunk ahead and
-yields a window behind): a worker's memory does not grow with its share.
+A position's index is computed when the downloader asks for it, a block of
+:data:`SPAN` at a time, and the few latest blocks are kept (the downloader
+plans a chunk ahead and yields a window behind): a worker's memory does not
+grow with its share, which made whole would take 8 bytes a sample and 16 a
+batch (as much again at batch size 1) in every worker.
 """
 
 from __future__ import annotations

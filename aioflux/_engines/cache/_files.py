@@ -376,8 +376,8 @@ def write_entry(layout: Layout, digest: str, key: bytes, data: bytes | bytearray
             _write_all(fd, view)
             # No fsync: after a power loss the rename may survive without
             # the data, and the crc32c check on read catches that at the
-            # cost of one refetch. An fsync per entry made a first epoch
-            # 2-3x slower than an uncached one (3.4 ms per 100 KiB entry).
+            # cost of one refetch. An fsync per entry would make a first epoch
+            # 2-3x slower than an uncached one (~3 ms per 100 KiB entry).
         finally:
             os.close(fd)
         size = HEADER.size + len(key) + len(view)

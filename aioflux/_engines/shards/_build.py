@@ -40,8 +40,8 @@ _CHAR_RANGE = re.compile(r"^([A-Za-z])\.\.([A-Za-z])(?:\.\.-?(\d+))?$")
 _ALPHABET = string.ascii_uppercase + string.ascii_lowercase
 _ESCAPED = re.compile(r"\\(.)")
 #: The most names one pattern may expand to: a typo (``{000..999999999}``
-#: for ``{000..999}``) built a list of a billion names and took every GiB
-#: of the machine before a request went out.
+#: for ``{000..999}``) would build a list of a billion names and take every
+#: GiB of the machine before a request went out.
 MAX_BRACE_NAMES = 2_000_000
 
 

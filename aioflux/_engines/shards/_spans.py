@@ -205,9 +205,9 @@ async def read_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
 
     async def counted(items: Iterable[Run | ShardsDone]) -> AsyncIterator[Run]:
         # The indexes of the shards of the next ``limit`` items are asked for
-        # ahead, together: asked one at a time as the window took their first
+        # ahead, together: asked one at a time as the window takes their first
         # runs, each (5-60 ms in a DataLoader worker, a thread's turn at the
-        # GIL) held up every read behind it, a worker's first batch ~0.3 s.
+        # GIL) would hold up every read behind it.
         source = iter(items)
         ahead: collections.deque[Run | ShardsDone] = collections.deque()
         loading: dict[int, asyncio.Future[ShardIndex]] = {}
