@@ -198,7 +198,7 @@ class Folder:
         # the source folder (prefix "a/b/" into "a/" puts a/b/b/x on a/b/x).
         inner = prefix + rel
         # An empty folder made in a console holds its placeholder alone
-        # ("a/b/"): empty, as cp -r took it before it copied as it listed.
+        # ("a/b/"): that counts as empty.
         first = await first_under(self._store, self._src.bucket, inner, but_placeholder=inward)
         if first is None:
             if inward:
@@ -318,9 +318,9 @@ class Folder:
                 continue
             # The name under the folder, exactly: StoreURL.join drops empty
             # segments, and "src//a" and "src/a" (or "src/d/" and "src/d")
-            # overwrote one destination. The folder's own placeholder ("src/",
-            # listed for "src/") is the destination folder's: it was taken for
-            # an object "src" and copied to an empty file.
+            # would overwrite one destination. The folder's own placeholder
+            # ("src/", listed for "src/") is the destination folder's, not an
+            # object "src" to copy to an empty file.
             name = into + obj.name[len(prefix):]
             if not name:
                 continue  # a bucket's root has no placeholder to copy

@@ -14,8 +14,8 @@ import sys
 from ._registry import HOMES, UsageError, load
 from ._text import missing, one_line
 
-# Not typing's: typing, dataclasses and importlib.metadata were most of the
-# imports of `aioflux --version` (mypy reads any name TYPE_CHECKING as its flag).
+# Not typing's: typing, dataclasses and importlib.metadata would be most of
+# the imports of `aioflux --version` (mypy reads any name TYPE_CHECKING as its flag).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import threading

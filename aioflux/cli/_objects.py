@@ -243,7 +243,7 @@ def _cat(args: argparse.Namespace) -> int:
     if not args.url.name or args.url.name.endswith("/"):
         raise UsageError(f"{args.url} names no object")
     if sys.stdout is None:
-        # Started with stdout closed (``>&-``): sys.stdout.buffer was an
+        # Started with stdout closed (``>&-``): sys.stdout.buffer would be an
         # AttributeError traceback.
         raise InvalidArgument(f"cat {args.url}: stdout is closed; nothing was read")
     out = sys.stdout.buffer
@@ -270,8 +270,8 @@ async def _not_a_folder(op: str, store: ObjectStore, url: StoreURL) -> None:
 def _rm_url_arg(value: str) -> StoreURL:
     """argparse type of rm's URLs: :func:`url_arg`, but never a local path
     whose last part is ``.`` or ``..``, which POSIX and GNU ``rm`` refuse.
-    A path is made absolute before it is a URL, so ``rm -r d/..`` named the
-    current directory: every file in it, and under it, was deleted. A
+    A path is made absolute before it is a URL, so ``rm -r d/..`` would name
+    the current directory and delete every file in it and under it. A
     ``file://`` URL's path is resolved the same way, so it is refused too."""
     scheme = scheme_of(value)
     path = value.partition("://")[2] if scheme == "file" else value
