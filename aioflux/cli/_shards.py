@@ -2,9 +2,10 @@
 
 URL names the shards: a folder (every object in it but the ``.idx``
 sidecars), a brace pattern (``gs://b/train-{000..099}.tar``) or one shard.
-Each shard's format is ``--format``, else its name's: ``.tar`` is tar;
-``.jsonl``, ``.json``, ``.ndjson`` and ``.txt`` are lines (each with or
-without ``.gz`` / ``.zst``).
+Each shard's format is ``--format``, else its name's, by the table the
+datasets read too (``_engines/shards/_names.py``): ``.tar`` is tar;
+``.jsonl``, ``.json``, ``.ndjson`` and ``.txt`` are lines (each also
+compressed: ``.gz``, ``.zst``, ``.bz2``, ``.xz``; ``.tgz`` is a tar).
 
 ``ls`` reads no shard: its sample counts are those of the sidecars that
 match their shard (size and crc32c; where the store keeps no crc32c for
@@ -49,7 +50,9 @@ from .._engines.shards import (
     decode_index,
     encode_index,
     expand_braces,
+    format_by_name,
     is_sidecar,
+    plain_suffix,
     sidecar_matches,
     stream_index,
 )
@@ -70,9 +73,8 @@ __all__: list[str] = []
 
 T = TypeVar("T")
 
+# Lines shards whose lines verify decodes as JSON by default.
 _JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
-_LINES_SUFFIXES = (*_JSON_SUFFIXES, ".txt")
-_COMPRESSED_SUFFIXES = (".gz", ".gzip", ".zst", ".zstd")
 # Shards streamed at once by index and verify: each reader keeps its own
 # ranged reads ahead, so a few shards keep the connections busy while
 # small shards' first-byte latency overlaps.
@@ -108,22 +110,11 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         add_client_arguments(p)
 
 
-def _plain_name(info: ObjectInfo) -> str:
-    name = info.name.lower()
-    for suffix in _COMPRESSED_SUFFIXES:
-        name = name.removesuffix(suffix)
-    return name
-
-
 def _format(info: ObjectInfo, forced: str | None) -> ShardFormat:
-    if forced is not None:
-        return FORMATS[forced]
-    name = _plain_name(info)
-    if name.endswith(".tar"):
-        return FORMATS["tar"]
-    if name.endswith(_LINES_SUFFIXES):
-        return FORMATS["lines"]
-    raise UsageError(f"cannot tell the format of {info.url} from its name: pass --format")
+    found = forced or format_by_name(info.name)
+    if found is None:
+        raise UsageError(f"cannot tell the format of {info.url} from its name: pass --format")
+    return FORMATS[found]
 
 
 async def _find(store: ObjectStore, url: StoreURL) -> AsyncIterator[ObjectInfo]:
@@ -371,7 +362,7 @@ def _decoding(info: ObjectInfo, fmt: ShardFormat, choice: str | None) -> ShardFo
     """``fmt``, decoding its lines as ``--decode`` says (by default JSON for a
     JSON lines shard's name, the dataset's usual ``decode="json"``)."""
     if choice is None:
-        json_lines = fmt.name == "lines" and _plain_name(info).endswith(_JSON_SUFFIXES)
+        json_lines = fmt.name == "lines" and plain_suffix(info.name) in _JSON_SUFFIXES
         return _Decoding(fmt, "json") if json_lines else fmt
     if choice == "none":
         return fmt

@@ -40,7 +40,8 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
     Args:
         shards: a brace pattern or URL (several joined by ``::``, as
             webdataset takes them), or a list of URLs or ObjectInfo.
-        format: ``"tar"`` or ``"lines"``.
+        format: ``"tar"`` or ``"lines"``; None (default): the shards'
+            names say it (as for :class:`ShardDataset`).
         decode: see :class:`ShardDataset`.
         transform: a callable applied to each decoded sample.
         samples_per_read: samples per cache entry (None: ~1 MiB of them).
@@ -68,7 +69,7 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
     """
 
     def __init__(self, shards: str | Sequence[str] | Sequence[ObjectInfo], *,
-                 format: str = "tar", decode: Decode = None,
+                 format: str | None = None, decode: Decode = None,
                  transform: Callable[[Any], Any] | None = None,
                  samples_per_read: int | None = None,
                  reads_in_flight: int = DEFAULT_READS_IN_FLIGHT,
@@ -89,10 +90,14 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
             hedge_after=hedge_after, listing=listing, publish_indexes=publish_indexes)
 
     @classmethod
-    def from_prefix(cls, url: str, *, format: str = "tar",
+    def from_prefix(cls, url: str, *, format: str | None = None,
                     list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
                     listing: Listing = "each", **settings: Any) -> ShardMapDataset:
         """Every object in a folder (sorted by name), ``.idx`` sidecars left out.
+
+        The format is the objects' names' unless ``format=`` says it (as
+        for :meth:`ShardDataset.from_prefix`: a folder of two formats is
+        refused).
 
         With ``listing="rank0"`` rank 0 lists the folder and indexes the
         shards, and the other ranks get both from it (two broadcasts);
@@ -101,7 +106,7 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
 
         Args:
             url: ``gs://bucket/folder``, ``s3://...``, ``file:///dir`` or a path.
-            format: ``"tar"`` or ``"lines"``.
+            format: ``"tar"`` or ``"lines"``; None (default): by the names.
             list_concurrency: parallel listers.
             listing: ``"each"``, ``"rank0"`` or ``"check"`` (the constructor's).
             **settings: the constructor's other settings.
@@ -111,6 +116,8 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
 
         Raises:
             NotFound: the folder holds no objects.
+            InvalidArgument: shards of two formats, or a name of neither,
+                without ``format=``.
         """
         shards = list_shards("ShardMapDataset.from_prefix", url, list_concurrency, settings,
                              listing)

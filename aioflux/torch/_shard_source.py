@@ -66,6 +66,7 @@ from .._engines.shards import (
     default_index_dir,
     expand_braces,
     format_of,
+    format_of_shards,
     is_sidecar,
     read_runs,
 )
@@ -107,7 +108,8 @@ class ShardSource:
     Args:
         op: the dataset class, for messages.
         shards: a brace pattern or URL, or a list of URLs or ObjectInfo.
-        format: ``"tar"`` or ``"lines"``.
+        format: ``"tar"`` or ``"lines"``; None: the shards' names say it
+            (:func:`~aioflux._engines.shards.format_of_shards`).
         decode: see :class:`~aioflux.torch.ShardDataset`.
         transform: a callable applied to each decoded sample.
         samples_per_read: consecutive samples per ranged read (None: ~1 MiB).
@@ -132,15 +134,15 @@ class ShardSource:
             as the datasets document.
     """
 
-    def __init__(self, op: str, shards: object, *, format: str, decode: Decode,
+    def __init__(self, op: str, shards: object, *, format: str | None, decode: Decode,
                  transform: Callable[[Any], Any] | None, samples_per_read: int | None,
                  config: ClientConfig | None, endpoint: str | None, credentials: Credentials,
                  index_dir: str | os.PathLike[str] | None, cache_indexes: bool,
                  sidecars: bool, cache_dir: str | os.PathLike[str] | None,
                  cache_limit: int | None, hedge_after: HedgeAfter,
                  listing: str = "each", publish_indexes: bool = False) -> None:
-        self.format = format_of(op, format)
-        self.decode = _decoder(op, self.format.name, decode)
+        fixed = None if format is None else format_of(op, format)
+        _check_decode(op, fixed, decode)
         if transform is not None and not callable(transform):
             raise InvalidArgument(f"{op}: transform must be callable, got "
                                   f"{type(transform).__name__}")
@@ -178,16 +180,22 @@ class ShardSource:
         # the others (published sidecars); rank 0 alone counts otherwise.
         share = publish_indexes and listing == "rank0" and rank_world(op, listing) > 1
 
+        target = _described(shards)
+        named: list[ShardFormat] = []  # the format the names say, where they were resolved
+
         def resolve() -> tuple[ObjectIndex, Counts]:
             infos = self._resolve(op, shards)
-            return infos, count_all(self.source.downloader.client, infos, self.format,
+            named.append(fixed or _format_of(op, infos, target))
+            return infos, count_all(self.source.downloader.client, infos, named[0],
                                     cache=self.index_cache, sidecars=sidecars,
                                     stream=not share, publish=publish_indexes,
                                     manifests=shards.manifests
                                     if isinstance(shards, Listed) else None)
 
-        target = _described(shards)
         infos, found = agreed(op, listing, target, resolve, shards_summary, "shards")
+        # Where rank 0 resolved them, this rank reads the format off the same names.
+        self.format = named[0] if named else fixed or _format_of(op, infos, target)
+        self.decode = _decoder(op, self.format.name, decode)
         # Where rank 0 resolved them, this rank's store is picked here.
         self.source.scheme = objects_scheme(op, (info.scheme for info in infos)) \
             or self.source.scheme
@@ -386,10 +394,11 @@ class Listed(Sequence[ObjectInfo]):
     Args:
         shards: the shards.
         manifests: the manifests' names.
+        where: the folder listed, for messages.
     """
 
-    def __init__(self, shards: ObjectIndex, manifests: frozenset[str]) -> None:
-        self.shards, self.manifests = shards, manifests
+    def __init__(self, shards: ObjectIndex, manifests: frozenset[str], where: str = "") -> None:
+        self.shards, self.manifests, self.where = shards, manifests, where
 
     def __len__(self) -> int:
         return len(self.shards)
@@ -435,7 +444,7 @@ def list_shards(op: str, url: str, concurrency: int, settings: Mapping[str, Any]
         shards = ObjectIndex(shards_of(source.list_prefix(url, concurrency)))
         if not shards:
             raise InvalidArgument(f"{op}: {url} holds only index sidecars")
-        return Listed(shards, frozenset(manifests))
+        return Listed(shards, frozenset(manifests), os.fspath(url))
 
     return agreed(op, listing, str(url), listed, lambda found: objects_summary(found.shards))
 
@@ -502,6 +511,8 @@ def _described(shards: object) -> str:
     """The shards given, for messages: the URL or pattern, or the first of a list."""
     if isinstance(shards, (str, os.PathLike)):
         return os.fspath(shards)
+    if isinstance(shards, Listed) and shards.where:
+        return shards.where
     if isinstance(shards, Sequence) and shards:
         first = shards[0]
         url = first.url if isinstance(first, ObjectInfo) else str(first)
@@ -550,6 +561,27 @@ class _Whole:
 
     def __call__(self, sample: Any, url: str, offset: int) -> Any:
         return self.fn(sample)
+
+
+def _format_of(op: str, infos: ObjectIndex, where: str) -> ShardFormat:
+    """The format the shards' names say (by names alone: no record is built)."""
+    buckets, schemes = infos.buckets(), infos.schemes()
+    if len(buckets) == len(schemes) == 1:
+        return format_of_shards(op, infos.names(), where,
+                                lambda name: format_url(schemes[0], buckets[0], name))
+    return format_of_shards(op, infos.names(), where)
+
+
+def _check_decode(op: str, fmt: ShardFormat | None, decode: Decode) -> None:
+    """Refuse, before any request, a ``decode`` no format takes (or, with
+    the format given, not this one's)."""
+    if fmt is not None:
+        _decoder(op, fmt.name, decode)
+    elif not (decode is None or decode in ("utf-8", "json") or callable(decode)
+              or isinstance(decode, Mapping)):
+        raise InvalidArgument(f"{op}: decode must be \"utf-8\" or \"json\" (lines), a "
+                              f"mapping of field to callable (tar) or a callable, got "
+                              f"{decode!r}")
 
 
 def _decoder(op: str, fmt: str, decode: Decode) -> Callable[[Any, str, int], Any] | None:

@@ -1,6 +1,8 @@
 """Shards: many samples packed in one object (WebDataset tar, JSONL/text).
 
 ``_formats`` (what a format is; tar and lines, whole-shard compression),
+``_names`` (the format a shard's name says: one table for the CLI and
+the datasets),
 ``_index`` (per-sample offsets, lengths and crc32c; sidecar and cache
 encoding), ``_build`` (finding shards and their indexes), ``_spans``
 (reading runs of samples by ranged reads, checked), ``_writer`` (packing
@@ -22,6 +24,7 @@ from ._index import (
     default_index_dir,
     encode_index,
 )
+from ._names import FORMAT_SUFFIXES, format_by_name, format_of_shards, plain_suffix
 from ._spans import Run, ShardsDone, read_runs
 from ._writer import (
     DEFAULT_MAX_COUNT,
@@ -37,6 +40,7 @@ __all__ = [
     "DEFAULT_MAX_COUNT",
     "DEFAULT_MAX_SIZE",
     "FORMATS",
+    "FORMAT_SUFFIXES",
     "INDEX_SUFFIX",
     "IndexCache",
     "Run",
@@ -52,8 +56,11 @@ __all__ = [
     "encode_index",
     "encode_sample",
     "expand_braces",
+    "format_by_name",
     "format_of",
+    "format_of_shards",
     "is_sidecar",
+    "plain_suffix",
     "read_runs",
     "shard_namer",
     "sidecar_matches",
