@@ -9,6 +9,7 @@ looks for, and mkdocs.yml must ask for separate, wrapped signatures.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -26,9 +27,13 @@ def docs_extra() -> set[str]:
 
 
 def formatters_mkdocstrings_uses() -> set[str]:
-    """The formatter packages the installed mkdocstrings-python imports."""
-    handler = pytest.importorskip("mkdocstrings_handlers.python")
-    folder = Path(handler.__file__).parent
+    """The formatter packages the installed mkdocstrings-python imports
+    (read from its sources: importing it takes half a second)."""
+    spec = importlib.util.find_spec("mkdocstrings_handlers.python")
+    if spec is None or spec.origin is None:
+        pytest.fail("mkdocstrings-python is not installed: the test extra brings it "
+                    '(pip install -e ".[test]")')
+    folder = Path(spec.origin).parent
     found = set()
     for source in folder.rglob("*.py"):
         found.update(re.findall(r"(?m)^\s*from (black|ruff)[\s.]", source.read_text()))
