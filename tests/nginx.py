@@ -10,6 +10,10 @@ libc, PCRE2, OpenSSL and zlib, present on any Debian). The cache is
 parallel sessions fetch it once. nginx then runs in the foreground
 (``daemon off``) with every path it writes (pid, logs, temporary files)
 in a temporary directory, and is stopped by its process id.
+
+As with fake-gcs-server and Azurite, a machine where nginx cannot be had
+fails the tests that need it (an error at their set-up that says what to
+install), never skips them, so a run that passes has run them all.
 """
 
 from __future__ import annotations
@@ -83,8 +87,9 @@ def install_nginx() -> Path:
         return binary
     apt, dpkg = shutil.which("apt-get"), shutil.which("dpkg-deb")
     if apt is None or dpkg is None:
-        raise RuntimeError("the http tests run nginx: not on PATH, and no apt-get/dpkg-deb "
-                           "to fetch Debian's package (apt-get install nginx-light)")
+        raise RuntimeError("the http(s) store's tests run nginx: not on PATH, and no "
+                           "apt-get/dpkg-deb to fetch Debian's package; install nginx "
+                           "(apt-get install nginx-light)")
     root.mkdir(parents=True, exist_ok=True)
     with open(root.parent / f"{root.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another session may be fetching it
@@ -95,7 +100,9 @@ def install_nginx() -> Path:
                                  capture_output=True, text=True, timeout=300, check=False)
             debs = sorted(Path(work).glob("nginx_*.deb"))
             if got.returncode != 0 or not debs:
-                raise RuntimeError(f"apt-get download nginx failed ({got.returncode}):\n"
+                raise RuntimeError("the http(s) store's tests run nginx: not on PATH, and "
+                                   f"apt-get download nginx failed ({got.returncode}); "
+                                   "install nginx (apt-get install nginx-light):\n"
                                    f"{got.stdout[-2000:]}{got.stderr[-2000:]}")
             unpacked = subprocess.run([dpkg, "-x", os.fspath(debs[0]), os.fspath(root)],
                                       capture_output=True, text=True, timeout=120, check=False)

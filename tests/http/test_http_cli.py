@@ -23,11 +23,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
     root = tmp_path_factory.mktemp("http-cli")
     for n, count in enumerate(COUNTS):
         (root / f"train-{n}.tar").write_bytes(tar_shard(make_samples(f"s{n}/", count)))
-    try:
-        with running_nginx(root) as nginx:
-            yield nginx
-    except RuntimeError as exc:
-        pytest.skip(f"nginx cannot be had here: {exc}")
+    with running_nginx(root) as nginx:
+        yield nginx
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -37,11 +37,8 @@ def served(tmp_path_factory: pytest.TempPathFactory
     (root / "files").mkdir()
     for n in range(6):
         (root / "files" / f"f{n}.bin").write_bytes(os.urandom(1000 + n))
-    try:
-        with running_nginx(root) as server:
-            yield server, expected
-    except RuntimeError as exc:
-        pytest.skip(f"nginx cannot be had here: {exc}")
+    with running_nginx(root) as server:
+        yield server, expected
 
 
 def _dataset(server: Nginx, tmp_path: Path, **kw: Any) -> ShardDataset:

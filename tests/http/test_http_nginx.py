@@ -44,15 +44,8 @@ def nginx(request: pytest.FixtureRequest,
         self_signed(certs)
         tls = (certs / "cert.pem", certs / "key.pem")
         config = ClientConfig(retry=FAST, ca_file=certs / "cert.pem")
-    try:
-        server = running_nginx(root, tls=tls)
-        running = server.__enter__()
-    except RuntimeError as exc:
-        pytest.skip(f"nginx cannot be had here: {exc}")
-    try:
+    with running_nginx(root, tls=tls) as running:
         yield running, config
-    finally:
-        server.__exit__(None, None, None)
 
 
 def _store(nginx: tuple[Nginx, ClientConfig], token: str | None = None) -> HttpStore:
