@@ -31,6 +31,7 @@ from aioflux import (
     ChecksumMismatch,
     ClientConfig,
     Conflict,
+    InvalidArgument,
     NotFound,
     PermissionDenied,
     ProtocolError,
@@ -742,7 +743,8 @@ async def test_a_copy_sent_again_after_a_401_authorizes_its_source_anew(
 
 
 def test_a_bearer_token_over_plain_http_is_refused() -> None:
-    with pytest.raises(Exception, match="HTTPS only"):
+    with pytest.raises(InvalidArgument, match="plain HTTP, and Microsoft Entra ID tokens go "
+                                              "over HTTPS only"):
         AzureStore(endpoint="http://127.0.0.1:1/acct", credential=FakeCredential())
 
 

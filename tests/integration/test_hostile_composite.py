@@ -12,7 +12,16 @@ from __future__ import annotations
 import pytest
 from aiohttp import web
 
-from aioflux import AsyncClient, ClientConfig, ObjectInfo, RetryPolicy
+from aioflux import (
+    AsyncClient,
+    ClientConfig,
+    ObjectInfo,
+    PermissionDenied,
+    PreconditionFailed,
+    RetryPolicy,
+    ServerError,
+    StorageError,
+)
 from aioflux._core.crc import crc32c, crc32c_combine, encode_crc32c
 from aioflux._engines.compose import ComposeMismatch, fetch_composed, leftover_composites
 from aioflux._engines.download import Downloader, DownloadOptions
@@ -145,15 +154,18 @@ async def test_a_compose_that_landed_then_failed_its_retries_is_deleted() -> Non
 
     config = ClientConfig(retry=RetryPolicy(max_attempts=3, initial_delay=0, max_delay=0))
     async with Server(answer) as (endpoint, _), AsyncClient(config, endpoint=endpoint) as client:
-        with pytest.raises(Exception, match="503"):
+        with pytest.raises(ServerError) as failed:
             await fetch_composed(client, _listed())
+    assert (failed.value.operation, failed.value.status, failed.value.attempts) == (
+        "compose", 503, 3)
     assert len(deleted) == 1 and not stored and not leftover_composites()
 
 
-@pytest.mark.parametrize(("status", "created"), [(500, True), (503, True), (408, True),
-                                                 (403, False), (412, False)])
-async def test_a_compose_answered_once_is_deleted_unless_refused(status: int,
-                                                                 created: bool) -> None:
+@pytest.mark.parametrize(("status", "created", "error"), [
+    (500, True, ServerError), (503, True, ServerError), (408, True, ServerError),
+    (403, False, PermissionDenied), (412, False, PreconditionFailed)])
+async def test_a_compose_answered_once_is_deleted_unless_refused(
+        status: int, created: bool, error: type[StorageError]) -> None:
     # At a single attempt, a 5xx (or 408) may come after the compose was
     # applied: taken for a refusal, the composite was neither deleted nor
     # left for the exit clean-up. A 4xx is a refusal: nothing to delete.
@@ -177,8 +189,9 @@ async def test_a_compose_answered_once_is_deleted_unless_refused(status: int,
 
     config = ClientConfig(retry=RetryPolicy(max_attempts=1, initial_delay=0, max_delay=0))
     async with Server(answer) as (endpoint, _), AsyncClient(config, endpoint=endpoint) as client:
-        with pytest.raises(Exception, match=str(status)):
+        with pytest.raises(error) as failed:
             await fetch_composed(client, _listed())
+    assert (failed.value.operation, failed.value.status) == ("compose", status)
     assert not stored and not leftover_composites()
     assert len(deleted) == (1 if created else 0)
 

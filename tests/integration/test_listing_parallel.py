@@ -6,6 +6,7 @@ from aioflux import AsyncClient
 from aioflux._engines.compose import COMPOSED_PREFIX
 from aioflux._engines.listing import iter_objects, list_objects_parallel
 from aioflux.testing import Emulator
+from tests.conftest import unique_bucket
 
 
 def _seed_names(emulator: Emulator, bucket: str, names: list[str]) -> None:
@@ -38,11 +39,8 @@ async def test_parallel_listing_unsorted_and_streaming(client: AsyncClient, emul
 async def test_parallel_listing_on_fake_gcs_server(fake_gcs: object) -> None:
     endpoint = fake_gcs.endpoint  # type: ignore[attr-defined]
     async with AsyncClient(endpoint=endpoint) as client:
-        bucket = "listing-fake"
-        try:
-            await client.create_bucket(bucket)
-        except Exception:
-            pass
+        bucket = unique_bucket("listing-fake")  # fake-gcs-server is shared by the session
+        await client.create_bucket(bucket)
         names = [f"f/{i:03d}" for i in range(60)]
         for n in names:
             await client.write(bucket, n, n.encode())

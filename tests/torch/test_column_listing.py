@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 import pytest
 
-from aioflux import InvalidURL
+from aioflux import InvalidURL, NotFound
 from aioflux._core.columns import ListedColumns
 from aioflux._core.portal import call
 from aioflux._core.types import ObjectInfo
@@ -132,7 +132,7 @@ def test_an_empty_folder_is_no_dataset_on_either_path(tmp_path: Path,
     (tmp_path / "empty" / "sub").mkdir(parents=True)
     (tmp_path / "empty" / "sub" / ".f.aioflux-tmp-2").write_bytes(b"")  # no object
     for columns in (False, True):
-        with pytest.raises(Exception, match="no objects in that folder"):
+        with pytest.raises(NotFound, match=r"^list file://.*/empty/: no objects in that folder"):
             _listed(monkeypatch, f"file://{tmp_path}/empty", SKIP, columns=columns)
 
 
