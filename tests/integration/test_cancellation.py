@@ -259,11 +259,16 @@ async def test_a_region_lookup_whose_caller_was_cancelled_leaves_no_stray_error(
         store = S3Store(config, endpoint=base)
         task = asyncio.create_task(store.read("bucket", "key"))
         await _until(lambda: len(server.requests) == 1)
+        finding = store.endpoints._finding["bucket"]  # the lookup it started
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         await _until(lambda: len(server.requests) == 2)  # its retry
-        await asyncio.sleep(0.4)  # ... timed out: the lookup has failed
+        # Until the lookup has failed (its retry's read stall), not a guess of
+        # how long that takes: asyncio.wait's callback on the lookup comes
+        # after the store's own (added first), so its failure is settled.
+        done, _ = await asyncio.wait([finding], timeout=10)
+        assert done and isinstance(finding.exception(), TransportError), finding
         with pytest.raises(TransportError, match="find region"):
             await store.read("bucket", "key")
         assert len(server.requests) == 4  # asked again, not handed the old error

@@ -122,15 +122,22 @@ def test_cli_clean(emulator: Emulator, bucket: str, monkeypatch: pytest.MonkeyPa
 
 
 def test_cli_clean_older_than_takes_units(emulator: Emulator, bucket: str,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
-    emulator.store.put(bucket, _composite(1, 0), b"x")
-    time.sleep(1.2)
+                                          capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # The old composite is made two hours old (its generation, GCS's time of
+    # creation, two hours back), the young one now: with --older-than 1h
+    # each is an hour from the line, whatever a loaded machine's delays.
+    two_hours_back = time.time_ns() // 1000 - 7200 * 10**6
+    with monkeypatch.context() as m:
+        m.setattr(emulator.store, "next_generation", lambda: two_hours_back)
+        emulator.store.put(bucket, _composite(1, 0), b"x")
     emulator.store.put(bucket, _composite(1, 1), b"x")
-    assert main(["clean", f"gs://{bucket}", "--older-than", "1s",
+    assert main(["clean", f"gs://{bucket}", "--older-than", "1h",
                  "--endpoint", emulator.endpoint]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"deleted gs://{bucket}/{_composite(1, 0)}"
-    assert out[1].startswith(f"skipped gs://{bucket}/{_composite(1, 1)}: ")
+    assert re.fullmatch(rf"skipped gs://{bucket}/{_composite(1, 1)}: [0-9]+s old, younger "
+                        r"than --older-than 1h \(may belong to a running process\)", out[1])
     assert out[2] == "1 composed objects, 0 multipart uploads, 1 skipped, 0 errors"
     assert emulator.store.bucket(bucket).names == [_composite(1, 1)]
 

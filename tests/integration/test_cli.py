@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -487,13 +488,29 @@ def test_emulator_is_quiet_when_clients_drop_connections() -> None:
             b"PUT /drops/cut HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n" + b"x" * 1000,
             b"GET /download/storage/v1/b/drops/o/big?alt=media HTTP/1.1\r\nHost: x\r\n\r\n",
         ]
+
+        def stats() -> dict[str, int]:  # the stats request itself is not counted
+            with urllib.request.urlopen(f"{endpoint}/_aioflux_stats", timeout=10) as resp:
+                counts: dict[str, int] = json.load(resp)
+                return counts
+
+        def until(done: Callable[[dict[str, int]], bool], what: str) -> None:
+            # Waits on the emulator's own counts, not on the clock: a loaded
+            # machine only takes longer; 30 s bounds a hang.
+            deadline = time.monotonic() + 30
+            while not done(got := stats()):
+                assert time.monotonic() < deadline, f"{what}: {got}"
+                time.sleep(0.01)
+
         for head in heads:
+            taken = stats()["requests"]
             with socket.create_connection((host, int(port))) as sock:
                 sock.sendall(head)
-                time.sleep(0.3)
-        with urllib.request.urlopen(f"{endpoint}/_aioflux_stats", timeout=10) as resp:
-            stats = json.load(resp)
-        assert stats["client_disconnects"] >= 2
+                # Dropped once the emulator is handling the request, so the
+                # drop lands mid-body, not before the request was read.
+                until(lambda s, taken=taken: s["requests"] > taken,
+                      "the emulator never took the request")
+        until(lambda s: s.get("client_disconnects", 0) >= 2, "the drops were not counted")
     finally:
         proc.terminate()
         assert proc.wait(10) == 0
