@@ -1,4 +1,4 @@
-"""``python -m perf setup|run|list|report``; see ``perf/README.md``."""
+"""``python -m perf setup|run|list|report|examples``; see ``perf/README.md``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import sys
 
-from perf import peers, scenarios
+from perf import examples, peers, scenarios
 from perf.harness import Options, run
 from perf.report import regenerate
 
@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     setup.add_argument("--force", action="store_true", help="rebuild even if up to date")
 
     sub.add_parser("list", help="list scenarios")
+    sub.add_parser("examples", help="run the examples' peer sides in the peers' environments "
+                                    "(perf/examples.py)")
 
     rep = sub.add_parser(
         "report",
@@ -70,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         for path in stale:
             print(f"{path}: {'out of date' if args.check else 'regenerated'}")
         return 1 if args.check and stale else 0
+    if args.command == "examples":
+        return examples.check_all()
     if args.command == "list":
         for name in scenarios.names():
             print(name)

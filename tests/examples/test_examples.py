@@ -14,12 +14,10 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from aioflux.testing import Emulator
-from tests.conftest import MotoS3
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -117,49 +115,6 @@ def test_from_s3torchconnector_aioflux_backend() -> None:
     ok(run("examples/from_s3torchconnector.py", "--backend", "aioflux", "--samples", "96"),
        r"from_s3torchconnector\[aioflux\]: 1 epoch over 96 samples .*checkpoint saved and "
        r"loaded back from s3://examples/from-s3torchconnector/model.pt")
-
-
-def _s3torchconnector_python() -> Path | None:
-    """A Python with s3torchconnector (the perf peer venv), if one is built:
-    ``AIOFLUX_S3TC_PYTHON``, else perf/.venvs/s3tc of this tree or of the
-    main checkout."""
-    candidates = [os.environ.get("AIOFLUX_S3TC_PYTHON", ""),
-                  str(ROOT / "perf/.venvs/s3tc/bin/python"),
-                  "/work/main/perf/.venvs/s3tc/bin/python"]
-    return next((Path(c) for c in candidates if c and Path(c).exists()), None)
-
-
-@pytest.mark.timeout(180)
-@pytest.mark.skipif(_s3torchconnector_python() is None,
-                    reason="no Python with s3torchconnector (perf/.venvs/s3tc) is built")
-def test_from_s3torchconnector_s3torchconnector_backend(moto_s3: MotoS3) -> None:
-    # The same script in an environment with only torch and s3torchconnector
-    # (no aioflux), against moto's server; the bucket is made here.
-    from aioflux._core.portal import call
-    from aioflux.s3 import S3Store
-
-    bucket = f"s3tc-{os.getpid()}"
-    store = S3Store(endpoint=moto_s3.endpoint)
-    call(store.create_bucket(bucket))
-    python = _s3torchconnector_python()
-    assert python is not None
-    proc = subprocess.run(
-        [str(python), "examples/from_s3torchconnector.py", "--backend", "s3torchconnector",
-         "--url", f"s3://{bucket}/run", "--endpoint", moto_s3.endpoint, "--region",
-         "us-east-1", "--samples", "64", "--workers", "0"],
-        cwd=ROOT, env=dict(os.environ), text=True, capture_output=True, timeout=170,
-        check=False)
-    ok(proc, r"from_s3torchconnector\[s3torchconnector\]: 1 epoch over 64 samples .*"
-             rf"checkpoint saved and loaded back from s3://{bucket}/run/model.pt")
-    # What s3torchconnector wrote, aioflux reads: the same bytes in the same bucket.
-    names = call(_names(store, bucket))
-    assert len([n for n in names if n.startswith("run/data/")]) == 64
-    assert "run/model.pt" in names
-    call(store.aclose())
-
-
-async def _names(store: Any, bucket: str) -> list[str]:
-    return [o.name async for o in store.list_objects(bucket)]
 
 
 @pytest.mark.timeout(180)
