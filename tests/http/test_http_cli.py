@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from aioflux.cli import main
+from tests.cli_calls import call
 from tests.nginx import Nginx, running_nginx
 from tests.torch._shards_util import make_samples, tar_shard
 
@@ -27,22 +27,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
         yield nginx
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse usage errors
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.mark.parametrize("argv", [["stat"], ["cat"], ["cp"], ["ls"], ["du"]])
 def test_a_missing_object_is_not_found(server: Nginx, tmp_path: Path, argv: list[str],
                                        capsys: pytest.CaptureFixture[str]) -> None:
     url = f"{server.endpoint}/nope.tar"
     more = [os.fspath(tmp_path / "copy")] if argv == ["cp"] else []
-    code, out, err = _run(capsys, *argv, url, *more)
+    code, out, err = call(capsys, *argv, url, *more)
     assert (code, out) == (1, "")
     # It asked a listing whether the name was a folder: "a web server has no listing".
     assert err == (f"aioflux {argv[0]}: stat {url} failed: HTTP 404: No such object on the "
@@ -53,8 +43,8 @@ def test_a_missing_object_is_not_found(server: Nginx, tmp_path: Path, argv: list
 def test_ls_and_du_of_an_object_show_it(server: Nginx,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     url = f"{server.endpoint}/train-0.tar"
-    assert _run(capsys, "ls", url) == (0, f"{url}\n", "")
-    code, out, err = _run(capsys, "du", url)
+    assert call(capsys, "ls", url) == (0, f"{url}\n", "")
+    code, out, err = call(capsys, "du", url)
     size = (server.root / "train-0.tar").stat().st_size
     assert (code, err) == (0, "")
     assert out.split("\t")[0::2] == [str(size), "1 objects"]
@@ -63,7 +53,7 @@ def test_ls_and_du_of_an_object_show_it(server: Nginx,
 def test_a_brace_pattern_given_to_cat_is_named(server: Nginx,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     url = f"{server.endpoint}/train-{{0..1}}.tar"
-    code, out, err = _run(capsys, "cat", url)
+    code, out, err = call(capsys, "cat", url)
     assert (code, out) == (1, "")
     assert err.startswith(f"aioflux cat: stat {url} failed: HTTP 404")
     assert err.endswith("(a brace pattern names several objects, which only aioflux shards "
@@ -74,13 +64,13 @@ def test_a_brace_pattern_given_to_cat_is_named(server: Nginx,
 def test_shards_ls_hints_at_counting_by_reading(server: Nginx,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     pattern = f"{server.endpoint}/train-{{0..1}}.tar"
-    code, out, err = _run(capsys, "shards", "ls", pattern)
+    code, out, err = call(capsys, "shards", "ls", pattern)
     assert (code, err) == (0, "")
     # It said "(aioflux shards index)", which a web server refuses.
     assert out.splitlines()[-1].endswith(
         "2 without a matching index: samples unknown (a web server takes no index beside "
         "its shards: aioflux shards verify counts them by reading)")
-    code, out, err = _run(capsys, "shards", "verify", pattern)
+    code, out, err = call(capsys, "shards", "verify", pattern)
     assert (code, err) == (0, "")
     assert out.splitlines()[-1] == (f"verified 2 shards, {sum(COUNTS)} samples in the good "
                                     "ones: all good")
@@ -89,7 +79,7 @@ def test_shards_ls_hints_at_counting_by_reading(server: Nginx,
 def test_shards_index_of_a_web_server_says_it_cannot(server: Nginx,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     pattern = f"{server.endpoint}/train-{{0..1}}.tar"
-    code, out, err = _run(capsys, "shards", "index", pattern)
+    code, out, err = call(capsys, "shards", "index", pattern)
     assert (code, out) == (2, "")
     assert err == (f"aioflux shards: error: {pattern}: a web server takes no writes, so its "
                    "shards cannot be indexed in place: aioflux shards verify counts their "

@@ -19,7 +19,6 @@ import fcntl as real
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,38 +27,16 @@ from aioflux import Client, ClientConfig, load_files
 from aioflux._core import rate_shared
 from aioflux._core.rate import pace_at
 from aioflux._core.rate_shared import SharedRate, Table, shared_rate
-from aioflux.cli import main
-from aioflux.testing import Emulator, EmulatorProfile, running_emulator
-from tests.conftest import unique_bucket
+from aioflux.testing import Emulator, EmulatorProfile
+from tests.cli_calls import call
+from tests.integration.conftest import OBJECTS
 
-OBJECTS = 60
 CAP = 20
 
 
-@pytest.fixture
-def dataset() -> Iterator[tuple[Emulator, str]]:
-    """An emulator of its own (a key of its own in the table), with
-    ``OBJECTS`` small objects under ``d/`` of a bucket."""
-    with running_emulator() as emu:
-        bucket = unique_bucket("cli-rate")
-        emu.create_bucket(bucket)
-        for i in range(OBJECTS):
-            emu.store.put(bucket, f"d/o{i}", f"object {i}".encode())
-        yield emu, bucket
-
-
-def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse usage errors
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
 
 def _keys(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict[str, object]]:
-    code, out, err = _cli(capsys, "rate", "show", "--json", *argv)
+    code, out, err = call(capsys, "rate", "show", "--json", *argv)
     assert code in (0, 1), err
     keys: list[dict[str, object]] = json.loads(out)["keys"]
     return keys
@@ -80,7 +57,7 @@ def test_show_lists_a_throttled_key_and_reset_frees_the_next_client(
     emu, bucket = dataset
     mine = ("--endpoint", emu.endpoint)
     emu.profile = EmulatorProfile(qps_limit=CAP)
-    code, _, err = _cli(capsys, "cp", "-r", "-j", str(OBJECTS), f"gs://{bucket}/d",
+    code, _, err = call(capsys, "cp", "-r", "-j", str(OBJECTS), f"gs://{bucket}/d",
                         str(tmp_path / "out"), *mine)
     assert code == 0, err
     assert emu.stats["throttled"] > 0
@@ -90,13 +67,13 @@ def test_show_lists_a_throttled_key_and_reset_frees_the_next_client(
     assert key["paced"] is True and key["times_paced"] == 1
     assert isinstance(key["rate"], float) and 0 < key["rate"] < OBJECTS
     assert key["throttled_seconds_ago"] is not None
-    code, out, _ = _cli(capsys, "rate", "show", f"gs://{bucket}/d/", *mine)
+    code, out, _ = call(capsys, "rate", "show", f"gs://{bucket}/d/", *mine)
     header, row = out.splitlines()
     assert header.split()[:5] == ["ENDPOINT", "BUCKET", "KIND", "PACED", "RATE"]
     assert code == 0 and row.split()[:4] == [emu.endpoint, bucket, "read", "yes"], out
 
     emu.profile = EmulatorProfile()  # the cap lifted
-    code, out, err = _cli(capsys, "rate", "reset", f"gs://{bucket}", *mine)
+    code, out, err = call(capsys, "rate", "reset", f"gs://{bucket}", *mine)
     assert code == 0, err
     assert out.splitlines() == [
         f"reset {emu.endpoint} {bucket} read (was paced at {key_rate(out)}/s)",
@@ -127,14 +104,14 @@ def test_a_url_or_endpoint_that_matches_nothing_fails(
         ("show", f"gs://{bucket}-typo", *mine), ("reset", f"s3://{bucket}-typo"),
         ("reset", f"gs://{bucket}", "--endpoint", "127.0.0.1:1")]
     for argv in nothing:
-        code, out, err = _cli(capsys, "rate", *argv)
+        code, out, err = call(capsys, "rate", *argv)
         assert (code, out) == (1, ""), argv
         assert err == f"aioflux rate: no request-rate state matches in " \
                       f"{rate_shared.state_dir()}\n"
     assert _keys(capsys, bucket, *mine)[0]["used_seconds_ago"] is not None
     usage: list[tuple[str, ...]] = [("show", "file:///tmp/x"), ("reset", "ftp://x/y"), ("forget",)]
     for argv in usage:
-        code, _, err = _cli(capsys, "rate", *argv)
+        code, _, err = call(capsys, "rate", *argv)
         assert code == 2, (argv, err)
 
 
@@ -158,7 +135,7 @@ def test_reset_without_a_url_resets_every_key(own_table: Table,
     old, idle = (SharedRate(f"http://h:1|{b}|read", own_table) for b in ("old", "idle"))
     with old.locked() as state:
         pace_at(state, now, 7.0)
-    code, out, _ = _cli(capsys, "rate", "show")
+    code, out, _ = call(capsys, "rate", "show")
     rows = [line.split() for line in out.splitlines()]
     assert code == 0 and rows[0][:3] == ["ENDPOINT", "BUCKET", "KIND"]
     assert [row[:7] for row in rows[1:3]] == [
@@ -168,7 +145,7 @@ def test_reset_without_a_url_resets_every_key(own_table: Table,
                            "7.0/s", "-"]
     assert out.splitlines()[4:] == ["1 more key(s) not recorded by name, not paced"]
 
-    code, out, _ = _cli(capsys, "rate", "reset")
+    code, out, _ = call(capsys, "rate", "reset")
     lines = out.splitlines()
     assert code == 0 and lines[:2] == ["reset http://h:1 a read (was paced at 5.0/s)",
                                        "reset http://h:1 b write (was paced at 5.0/s)"]
@@ -204,7 +181,7 @@ def test_reset_waits_for_the_table_lock(own_table: Table, capsys: pytest.Capture
     monkeypatch.setattr(rate_shared, "fcntl", Flock)
 
     def reset() -> None:
-        outcome.append(_cli(capsys, "rate", "reset", "a"))
+        outcome.append(call(capsys, "rate", "reset", "a"))
         done.set()
 
     thread = threading.Thread(target=reset)

@@ -9,7 +9,6 @@ emulator's count of the 429s it sent, whatever the machine's speed."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,26 +16,13 @@ import pytest
 from aioflux._core.metrics import RequestStats
 from aioflux.cli import main
 from aioflux.cli._progress import throttling
-from aioflux.testing import Emulator, EmulatorProfile, running_emulator
-from tests.conftest import unique_bucket
+from aioflux.testing import Emulator, EmulatorProfile
+from tests.integration.conftest import OBJECTS
 
-OBJECTS = 60
 # The emulator's bucket holds a second of its rate: cp's OBJECTS reads at
 # once (-j) against a cap of CAP/s find CAP tokens, and the rest are
 # refused at once, by construction, however fast the machine is.
 CAP = 20
-
-
-@pytest.fixture
-def dataset() -> Iterator[tuple[Emulator, str]]:
-    """An emulator of its own (its cap affects no other test), with
-    ``OBJECTS`` small objects under ``d/`` of a bucket."""
-    with running_emulator() as emu:
-        bucket = unique_bucket("cli-throttle")
-        emu.create_bucket(bucket)
-        for i in range(OBJECTS):
-            emu.store.put(bucket, f"d/o{i}", f"object {i}".encode())
-        yield emu, bucket
 
 
 def _cp(emu: Emulator, bucket: str, to: Path,
