@@ -1,0 +1,186 @@
+"""workers contenders: what a DataLoader worker spends a sample, and its threads.
+
+``--reader aioflux``: ``ShardDataset.from_prefix(file://DIR/, batch_size=B)``
+over tar shards (its indexes cached before the timer, in a folder of the
+data set's); ``--reader plain``: a ``tarfile`` loop over the shards split
+by worker (``shards[id::workers]``), grouping members by key as webdataset
+does. The data set (``--shards`` tar shards of ``--samples`` samples, each
+``KEY.jpg`` of ``--size`` random bytes and ``KEY.cls``) is made once into
+``$AIOFLUX_PERF_WORKERS_DIR`` (default ``/dev/shm/aioflux-perf-workers``),
+keyed by its shape, untimed.
+
+``--mode probe``: a DataLoader of ``--workers`` forked workers over a probe
+dataset whose worker iterates its share of the reader and yields one
+record: its CPU (``getrusage``: every thread of the worker), its
+samples, bytes, the reader's bytes read, and its threads by name
+(``threading.enumerate()``, and ``/proc/self/task`` for threads Python did
+not start), so no sample crosses to the main process. ``--mode loader``:
+the same readers through ``DataLoader(batch_size=B, collate_fn=list)``,
+every sample carried to the main process; the workers' CPU then comes from
+this process's reaped children.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import os
+import re
+import resource
+import sys
+import tarfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from _contender import Stopwatch, report
+
+HERE = Path(__file__).resolve().parent
+
+
+def data_dir(shards: int, samples: int, size: int) -> Path:
+    """The data set's folder, made once (untimed)."""
+    root = Path(os.environ.get("AIOFLUX_PERF_WORKERS_DIR", "/dev/shm/aioflux-perf-workers"))
+    folder = root / f"tar-{shards}-{samples}-{size}"
+    if (folder / "done").exists():
+        return folder / "data"
+    sys.path.insert(0, str(HERE.parent.parent))
+    from perf.seed import ShardSet, _pool
+
+    data = folder / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    shape = ShardSet("shard-", shards, samples, size)
+    pool = _pool()
+    for i, name in enumerate(shape.names()):
+        with open(data / name, "wb") as fh:
+            for piece in shape._data(i, pool):
+                fh.write(piece)
+            fh.write(b"\0" * (2 * tarfile.BLOCKSIZE))  # the archive's end
+    (folder / "done").write_text("")
+    return data
+
+
+def threads() -> dict[str, int]:
+    """This process's threads by name (a pool's numbered threads counted together)."""
+    names = collections.Counter(re.sub(r"_\d+$", "", t.name) for t in threading.enumerate())
+    names["(not Python's)"] = len(os.listdir("/proc/self/task")) - sum(names.values())
+    return {name: n for name, n in names.items() if n}
+
+
+def plain_samples(folder: str, worker: int, workers: int) -> Any:
+    """Samples of this worker's shards, members grouped by key (webdataset's rule)."""
+    for path in sorted(glob.glob(f"{folder}/*.tar"))[worker::workers]:
+        with tarfile.open(path) as archive:
+            key, sample = None, {}
+            for member in archive:
+                stem, _, field = member.name.partition(".")
+                data = archive.extractfile(member).read()  # type: ignore[union-attr]
+                if stem != key and sample:
+                    yield sample
+                    sample = {}
+                key = stem
+                sample[field] = data
+            if sample:
+                yield sample
+
+
+def reader(kind: str, folder: Path, batch: int) -> Any:
+    if kind == "plain":
+        return None
+    from aioflux.torch import ShardDataset
+
+    return ShardDataset.from_prefix(f"file://{folder}/", format="tar", batch_size=batch,
+                                    index_dir=str(folder.parent / "index"))
+
+
+def make_probe(kind: str, folder: Path, dataset: Any) -> Any:
+    import torch.utils.data
+
+    class Samples(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+        """A worker's share of the reader's samples."""
+
+        def __iter__(self) -> Any:
+            info = torch.utils.data.get_worker_info()
+            worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+            return iter(dataset) if dataset is not None else \
+                plain_samples(str(folder), worker, workers)
+
+    class Probe(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+        """Iterates a worker's share in the worker; yields one record of it."""
+
+        def __iter__(self) -> Any:
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            started = time.perf_counter()
+            count = nbytes = 0
+            for sample in Samples():
+                count += 1
+                nbytes += len(sample["jpg"]) + len(sample["cls"])
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            read = nbytes if dataset is None else \
+                dataset._shards.source.downloader.client.stats.bytes_received
+            yield {"samples": count, "bytes": nbytes, "read": read,
+                   "seconds": time.perf_counter() - started,
+                   "user": after.ru_utime - before.ru_utime,
+                   "system": after.ru_stime - before.ru_stime,
+                   "faults": after.ru_minflt - before.ru_minflt,
+                   "threads": threads()}
+
+    return Samples(), Probe()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("manifest")
+    parser.add_argument("--reader", choices=("aioflux", "plain"), required=True)
+    parser.add_argument("--mode", choices=("probe", "loader"), default="probe")
+    parser.add_argument("--workers", type=int, required=True)
+    parser.add_argument("--shards", type=int, default=64)
+    parser.add_argument("--samples", type=int, default=1024)
+    parser.add_argument("--size", type=int, default=16384)
+    parser.add_argument("--batch", type=int, default=1)
+    args = parser.parse_args()
+
+    import torch.utils.data
+
+    folder = data_dir(args.shards, args.samples, args.size)
+    dataset = reader(args.reader, folder, args.batch)  # indexes made here, untimed
+    samples, probe = make_probe(args.reader, folder, dataset)
+    total = args.shards * args.samples
+    if args.mode == "probe":
+        loader = torch.utils.data.DataLoader(probe, batch_size=None, num_workers=args.workers)
+        with Stopwatch() as watch:
+            records = list(loader)
+        got = sum(r["samples"] for r in records)
+        nbytes = sum(r["bytes"] for r in records)
+        cpu = sum(r["user"] + r["system"] for r in records)
+        per = max(1, got)
+        report(watch, nbytes=nbytes, items=got,
+               cpu_us_per_sample=round(cpu / per * 1e6, 1),
+               sys_us_per_sample=round(sum(r["system"] for r in records) / per * 1e6, 1),
+               faults_per_sample=round(sum(r["faults"] for r in records) / per, 2),
+               read_per_sample=round(sum(r["read"] for r in records) / per),
+               threads_per_worker=max(sum(r["threads"].values()) for r in records),
+               threads=", ".join(f"{name} {n}" for name, n in max(
+                   (r["threads"] for r in records), key=lambda t: sum(t.values())).items()),
+               samples_per_s=round(got / watch.seconds), worker_samples_per_s=round(
+                   sum(r["samples"] / r["seconds"] for r in records)),
+               load1=round(os.getloadavg()[0], 2), expected=total)
+        return
+    loader = torch.utils.data.DataLoader(samples, batch_size=args.batch, collate_fn=list,
+                                         num_workers=args.workers)
+    with Stopwatch() as watch:
+        got = nbytes = 0
+        for batch in loader:
+            got += len(batch)
+            nbytes += sum(len(s["jpg"]) + len(s["cls"]) for s in batch)
+    cpu = watch.cpu_user_s + watch.cpu_sys_s
+    report(watch, nbytes=nbytes, items=got,
+           cpu_us_per_sample=round(cpu / max(1, got) * 1e6, 1),
+           samples_per_s=round(got / watch.seconds), load1=round(os.getloadavg()[0], 2),
+           expected=total)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""workers: a DataLoader worker's CPU a sample and its threads, by worker count (issue 61).
+
+No emulator traffic: ``file://`` tar shards (64 x 1,024 samples of a
+16 KiB ``KEY.jpg`` and a ``KEY.cls``, 1.1 GiB) made once into
+``$AIOFLUX_PERF_WORKERS_DIR`` (default ``/dev/shm/aioflux-perf-workers``;
+remove it when done) with aioflux's indexes cached beside them, untimed.
+
+Probe rows (``<reader>-w<N>``): a DataLoader of N forked workers over a
+probe dataset: each worker iterates its share of the reader and yields one
+record (its CPU, samples, bytes read, threads), so the DataLoader's own
+transport costs nothing. Readers: aioflux's ``ShardDataset`` (its default
+``batch_size=1``: each worker takes every Nth sample of the epoch order,
+as with ``DataLoader(batch_size=None)``) and a plain ``tarfile`` loop over
+the shards split by worker. Loader rows (``<reader>-loader-w<N>``): the
+same readers through ``DataLoader(batch_size=64, collate_fn=list)``
+(``ShardDataset(batch_size=64)``), every sample carried to the main
+process; CPU there is the main process's and its workers'.
+
+Parameters: ``workers`` (``2,8,16``), ``loader_workers`` (``2,8``; empty
+for none), ``shards`` (64), ``samples`` (1,024 a shard), ``size``
+(16,384). ``--quick``: 8 shards.
+"""
+
+from __future__ import annotations
+
+from perf.availability import project_imports
+from perf.harness import Contender, Limit, Options, Plan
+
+__all__ = ["plan"]
+
+
+def _ready() -> str | None:
+    return project_imports("import aioflux.torch; aioflux.torch.ShardDataset")
+
+
+def plan(options: Options) -> Plan:
+    workers = [int(w) for w in options.params.get("workers", "2,8,16").split(",")]
+    loader_workers = [int(w) for w in options.params.get("loader_workers", "2,8").split(",")
+                      if w]
+    shards = options.get("shards", 8 if options.quick else 64)
+    samples = options.get("samples", 1024)
+    size = options.get("size", 16384)
+    shape = ("--shards", str(shards), "--samples", str(samples), "--size", str(size))
+    contenders: list[Contender] = []
+    for n in workers:
+        contenders += [
+            Contender(f"aioflux-w{n}", "workers_probe.py", None,
+                      ("--reader", "aioflux", "--workers", str(n), *shape), available=_ready,
+                      note=f"ShardDataset.from_prefix(file://DIR/, format='tar', index_dir="
+                           f"its cache, filled before the timer); {n} forked workers, each "
+                           "iterating its share in the worker (probe)"),
+            Contender(f"plain-w{n}", "workers_probe.py", None,
+                      ("--reader", "plain", "--workers", str(n), *shape), available=_ready,
+                      note=f"tarfile.open over shards[id::{n}], members grouped by key; "
+                           "the same probe"),
+        ]
+    for n in loader_workers:
+        contenders += [
+            Contender(f"aioflux-loader-w{n}", "workers_probe.py", None,
+                      ("--reader", "aioflux", "--mode", "loader", "--workers", str(n),
+                       "--batch", "64", *shape), available=_ready,
+                      note=f"ShardDataset(batch_size=64) through DataLoader(batch_size=64, "
+                           f"collate_fn=list, num_workers={n})"),
+            Contender(f"plain-loader-w{n}", "workers_probe.py", None,
+                      ("--reader", "plain", "--mode", "loader", "--workers", str(n),
+                       "--batch", "64", *shape), available=_ready,
+                      note=f"the tarfile loop through the same DataLoader, num_workers={n}"),
+        ]
+    limits: list[Limit] = []
+    for n in workers:
+        limits.append(Limit(f"aioflux-w{n}", "threads_per_worker", "<=", 8.0, "threads",
+                            "threads a worker"))
+    items = shards * samples
+    return Plan(
+        name="workers",
+        description=f"a DataLoader worker's CPU a sample and threads at "
+                    f"{', '.join(map(str, workers))} workers: ShardDataset against a plain "
+                    f"tarfile loop, file:// tar, {shards} x {samples} x {size // 1024} KiB",
+        bucket="perf-workers",
+        objects=[],
+        contenders=contenders,
+        baseline=f"aioflux-w{workers[0]}",
+        notes=["probe rows: CPU a sample is every thread of every worker (getrusage in the "
+               "worker, over its iteration) over the samples; threads are the most any "
+               "worker held at its end, by name; read B/sample is the bytes the reader "
+               "read (aioflux: its store's bytes_received) over the samples it yielded",
+               "the issue's bar: CPU a sample at 16 workers <= 1.2x at 2 workers",
+               "2 shared cores: 8 and 16 workers oversubscribe them, for both readers; "
+               "wall times move with the machine's load (load1 in each row)"],
+        timeout_s=600.0,
+        expect_items=items,
+        warm_read=False,
+        limits=limits,
+        figures=[("cpu_us_per_sample", "CPU us/sample"), ("sys_us_per_sample", "sys us/sample"),
+                 ("faults_per_sample", "faults/sample"), ("read_per_sample", "read B/sample"),
+                 ("threads_per_worker", "threads/worker"), ("samples_per_s", "samples/s")],
+    )
