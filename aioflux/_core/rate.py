@@ -7,85 +7,48 @@ functions drive the state every process of a node shares
 virtual-time simulation of the tests. Times are ``time.monotonic()``
 seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
 
-- Until the first throttle the state is not ``throttled`` and nothing is
-  paced: an unthrottled client sends as fast as it did before.
-- Throttles (429, S3 ``SlowDown``, Azure ``ServerBusy``) are counted
-  node-wide before pacing (:func:`alarm`, :func:`calm`): each adds one to
-  a debt, each success of any process while it is owed pays back
-  :data:`SWITCH_CREDIT`. A debt of :data:`SWITCH_COUNT` switches pacing on
-  (:func:`start`) at :data:`START_FRACTION` of the rate the processes
-  measured just before (each process adds its own share as it sees the
-  switch, while the first windows calibrate: :func:`join`). So the few throttles
-  each of many processes sees when they together overshoot a cap add up,
-  where one process's share of them never looked like more than a flaky
-  service; and a service refusing under 29% of requests at random
-  pays its debt back faster than it grows (a random walk drifting to
-  zero), and is not paced.
-- Paced, answers are counted in windows of :data:`DECREASE_WINDOW`: the
-  successes (:func:`answered`) and the throttles (:func:`throttle`) that
-  came back in it, not the tokens taken (a paced node reserves up to
-  :data:`AHEAD` of them at once, which thinned a window's throttled share
-  so that the first overshoot was not cut). A window with at least
-  :data:`CUT_LEAST` throttles, past :data:`THROTTLE_SHARE` of its answers
-  above the share the service refuses whatever the rate (``noise``), cuts
-  the rate to :data:`DECREASE` of what the service served of late (the
-  successes a second). So the burst of 429s one overshoot brings is one
-  cut, and the odd 429 is none. So does a throttled share past
-  :data:`STEADY_SHARE` above the noise over the last few windows
-  (``steady``): a rate a few percent over a cap, which no one window
-  shows; that cut is to :data:`STEADY_DECREASE`. A cut voids the
-  reservations made before it: their requests reserve again at the new
-  rate as their waits end
-  (:mod:`aioflux._net.throttle`), so a cut paces at once what was queued.
-- What was served is a moving average over the windows that asked for
-  about the rate (:data:`BUSY`: processes short of CPU, or waiting out
-  retries, send less, which says nothing of the service). The first
-  window after pacing starts (:data:`FIRST_WINDOW`, restarted by the
-  answers to requests sent before it) calibrates: served well under the
-  rate, the service is at its cap, and the rate and the rate it recovers
-  towards go to a little under what it served (:mod:`.rate_windows`). The
-  rate measured before the switch held the burst the service had saved
-  up (16 DataLoader workers measured 360 writes/s together against a cap
-  of 200/s, and paced at 250 until a cut).
-- Otherwise the cap is above the start, or unknown: the rate probes
-  (:data:`PROBING`), growing by :data:`PROBE_GROWTH` a second while the
-  windows ask for it (up to :data:`PROBE_REACH` of the rate measured
-  before pacing, fast only back to where the node was; past it by
-  :data:`PROBE_EXTEND` a window served in full, as that measure may
-  read low),
-  until a window asking for it is throttled beyond
-  the noise; then it goes to a little under what that window was served
-  (:mod:`.rate_windows`). Pacing starts low (half the measured rate) for this:
-  16 processes started at 0.7 of a rate measured under a cap, below it,
-  and grew at the documented pace, served 0.77-0.89 of the cap a run.
-- A cut is judged on the :data:`JUDGE_LEAST` answers after it (after one
-  more window, which still sees answers to requests sent before it), the
-  rate held meanwhile (:mod:`.rate_windows`). Under a cap, a cut either ends
-  the throttles or leaves as much served (what the cap admits): it
-  stands, and ``noise`` is 0. If instead the throttles went on while less
-  was served, they are not the rate's doing (a flaky service, refusing a
-  share of requests at any rate): slowing down only cost time, so the
-  rate recovers to where it was (or was heading, if it was recovering
-  from an earlier cut) and the share they had is ``noise``
-  (halving every :data:`NOISE_HALF_LIFE`, at most :data:`NOISE_MOST`).
-  One throttle among those answers proves nothing either way: the
-  judgment waits for :data:`JUDGE_HELPED`. Once found, the noise follows
-  the throttled share of late (``steady``) up: one judgment's few
-  throttles measure it poorly. A
-  node cannot tell this from other nodes keeping a shared cap overshot,
-  which costs the nodes' shares some evenness.
+- Unthrottled, nothing is paced. Throttles (429, S3 ``SlowDown``, Azure
+  ``ServerBusy``) are counted node-wide (:func:`alarm`, :func:`calm`): each
+  adds one to a debt, each success pays back :data:`SWITCH_CREDIT`. A debt
+  of :data:`SWITCH_COUNT` switches pacing on (:func:`start`): a cap
+  overshot refuses runs of requests across the processes, where a flaky
+  service refusing under 29% at random pays its debt back faster than it
+  grows.
+- Pacing starts at :data:`START_FRACTION` of the rate the processes
+  measured just before (each adds its share, :func:`join`). That measure
+  holds whatever burst the service had saved up, or next to nothing when
+  the service's burst is small and the first throttle came at once. The
+  first windows (:data:`FIRST_WINDOW`) calibrate: throttled and served
+  well under the rate, the rate goes to a little under what was served.
+  Served in full, the rate probes (:data:`PROBING`) until a window is
+  throttled past :data:`FOUND_SHARE`, and goes to a little under what that
+  window was served.
+- Paced, answers are counted in windows of :data:`DECREASE_WINDOW` (not
+  the tokens reserved, up to :data:`AHEAD` of them). A window with
+  :data:`CUT_LEAST` throttles or more, past :data:`THROTTLE_SHARE` of its
+  answers above the ``noise``, cuts the rate to :data:`DECREASE` of what
+  was served; a throttled share past :data:`STEADY_SHARE` over the last
+  few windows (``steady``) cuts it to :data:`STEADY_DECREASE`. A cut voids
+  the reservations made before it, and the throttles of requests sent
+  before it count towards no other.
+- A cut is judged on the :data:`JUDGE_LEAST` answers after it. Throttles
+  that go on while less is served are not the rate's doing (a flaky
+  service): the rate goes back and their share is ``noise``, only
+  throttles beyond it cut.
 - After a cut the rate recovers within :data:`RECOVER_SECONDS` to
-  :data:`RECOVER_TO` of the rate that served what was served when it cut
-  (a rate the service just took). Above that it grows with time: by
-  ``floor * ln 2 / doubling`` requests/s per second below ``floor``
-  (additive, which makes the controllers of several nodes converge to
-  equal shares), then by at most a doubling per ``doubling`` seconds (GCS
-  asks for no faster than double every 20 minutes on a real bucket).
+  :data:`RECOVER_TO` of what was served, then grows by :func:`grown`
+  (additive below :data:`RAMP_FLOOR`, a doubling per ``rate_doubling``
+  above). A rate asked for and served in full with no throttle for
+  :data:`REPROBE_AFTER` probes again, slowly near the rate found before
+  and faster away from it (:func:`aioflux._core.rate_state.probe_growth`):
+  a cap lifted is found again in seconds.
+- A client's first request of a key whose state had no throttle for
+  :data:`REPROBE_AFTER` restarts it (:func:`restart`): that state is an
+  earlier job's, no measure of the service now.
 - Requests take tokens; one that finds none reserves the next and waits
-  for it (the tokens go negative), up to :data:`AHEAD` seconds of them:
-  the order of waiting is mostly the order of asking, and a process that
-  dies holding reservations leaves at most that much time, which passes
-  anyway: there is no lease to expire.
+  for it (the tokens go negative), up to :data:`AHEAD` seconds of them: a
+  process that dies holding reservations leaves at most that much time,
+  which passes anyway: there is no lease to expire.
 """
 
 from __future__ import annotations
@@ -101,20 +64,24 @@ from .rate_state import (
     DECREASE,
     DECREASE_WINDOW,
     FIRST_WINDOW,
+    FOUND_SHARE,
     JOIN_WINDOW,
     JUDGE_HELPED,
     JUDGE_LEAST,
     MIN_RATE,
+    MOST_RATE,
     NOISE_HALF_LIFE,
     NOISE_MOST,
-    PROBE_EXTEND,
-    PROBE_GROWTH,
+    PROBE_CLIMB,
+    PROBE_FASTEST,
     PROBE_HELD,
-    PROBE_REACH,
+    PROBE_LEAD,
+    PROBE_SLOPE,
     PROBING,
     RAMP_FLOOR,
     RECOVER_SECONDS,
     RECOVER_TO,
+    REPROBE_AFTER,
     SERVED_WEIGHT,
     START_ANCHOR,
     START_FRACTION,
@@ -132,15 +99,16 @@ from .rate_state import (
 )
 from .rate_windows import judge
 
-__all__ = ["AHEAD", "BURST_SECONDS", "BUSY", "CALIBRATE_BELOW", "CALIBRATE_LEAST",
-           "CALIBRATING", "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "FIRST_WINDOW",
-           "JOIN_WINDOW", "JUDGE_HELPED", "JUDGE_LEAST", "MIN_RATE", "NOISE_HALF_LIFE",
-           "NOISE_MOST", "PROBE_EXTEND",
-           "PROBE_GROWTH", "PROBE_HELD", "PROBE_REACH", "PROBING", "RAMP_FLOOR",
-           "RECOVER_SECONDS", "RECOVER_TO", "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION",
-           "STEADY_DECREASE", "STEADY_SHARE", "STEADY_WEIGHT", "SWITCH_COUNT", "SWITCH_CREDIT",
-           "THROTTLE_SHARE", "USELESS_FALL", "RateState", "alarm", "answered", "calm", "grown",
-           "join", "noise", "pace_at", "relax", "reserve", "start", "throttle"]
+__all__ = ["AHEAD", "BURST_SECONDS", "BUSY", "CALIBRATE_BELOW", "CALIBRATE_LEAST", "CALIBRATING",
+           "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "FIRST_WINDOW", "FOUND_SHARE", "JOIN_WINDOW",
+           "JUDGE_HELPED", "JUDGE_LEAST", "MIN_RATE", "MOST_RATE", "NOISE_HALF_LIFE",
+           "NOISE_MOST", "PROBE_CLIMB", "PROBE_FASTEST", "PROBE_HELD", "PROBE_LEAD", "PROBE_SLOPE",
+           "PROBING", "RAMP_FLOOR", "RECOVER_SECONDS", "RECOVER_TO", "REPROBE_AFTER",
+           "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION", "STEADY_DECREASE",
+           "STEADY_SHARE", "STEADY_WEIGHT", "SWITCH_COUNT", "SWITCH_CREDIT",
+           "THROTTLE_SHARE", "USELESS_FALL", "alarm", "answered", "calm", "grown",
+           "join", "noise", "pace_at", "RateState", "relax", "reserve", "restart",
+           "start", "throttle"]
 
 
 def reserve(state: RateState, now: float, doubling: float,
@@ -266,9 +234,9 @@ def answered(state: RateState, now: float, doubling: float, ceiling: float | Non
 
 def _before_calibrating(state: RateState, now: float, sent_at: float | None) -> bool:
     """An answer to a request sent unpaced, before pacing started, in the
-    window that calibrates: it restarts the window (which is to count the
-    paced requests' answers alone: 16 workers' requests in flight at the
-    switch made a cap of 200/s look like 240)."""
+    window that calibrates: it restarts the window, which is to count the
+    paced requests' answers alone (those in flight at the switch would
+    make a cap look higher than it is)."""
     if state.judging != CALIBRATING or sent_at is None or sent_at >= state.started_at:
         return False
     state.window_at, state.ok, state.refused = now, 0, 0
@@ -309,10 +277,8 @@ def join(state: RateState, now: float, measured: float, ceiling: float | None = 
     Each process measures only its own requests: the node's rate before
     the throttle is the sum of what each adds. Late joiners (after
     :data:`JOIN_WINDOW`) add nothing; those after the windows that
-    calibrate add to the measure (``peak``: how far the probe reaches,
-    and what a useless cut goes back to), not to the rate (16 DataLoader
-    workers joining over 0.6 s lifted it from 200 to 226/s against a cap
-    of 200/s once those windows had passed).
+    calibrate add to the measure (``peak``: what a useless cut goes back
+    to), not to the rate, which those windows set from what was served.
 
     Args:
         state: the key's controller, pacing switched on by another process.
@@ -333,23 +299,52 @@ def join(state: RateState, now: float, measured: float, ceiling: float | None = 
     state.anchor = state.rate  # no recovery above the start (see start)
 
 
-def pace_at(state: RateState, now: float, rate: float) -> None:
+def pace_at(state: RateState, now: float, rate: float, again: bool = False) -> None:
     """Switch pacing on at a configured rate (before any throttle).
 
     Args:
         state: the key's controller.
         now: monotonic time.
         rate: requests/s.
+        again: also if pacing is on (whatever rate it had).
     """
-    if not state.throttled:
+    if again or not state.throttled:
         state.throttled = True
         state.rate = state.served = state.peak = rate
         state.anchor, state.judging = 0.0, 0
         state.tokens = max(1.0, rate * BURST_SECONDS)
         state.refilled_at = state.decreased_at = state.started_at = state.window_at = now
         state.ok = state.refused = 0
-        state.debt = 0.0
+        state.debt = state.steady = 0.0
         state.epoch += 1
+
+
+def restart(state: RateState, now: float, ceiling: float | None) -> bool:
+    """A client's first request of a key: a state not throttled for
+    :data:`REPROBE_AFTER` is what an earlier job left, and no measure of
+    the service now (TCP restarts its window after idle for the same
+    reason). Adaptive, pacing stops and the slow start is back; a
+    configured rate paces at that rate again.
+
+    Args:
+        state: the key's controller.
+        now: monotonic time.
+        ceiling: the configured requests/s, if any.
+
+    Returns:
+        True if the state was restarted.
+    """
+    if state.throttled and now - state.throttle_at < REPROBE_AFTER:
+        return False  # throttled of late: the service's measure stands
+    if ceiling is not None:
+        if state.throttled and state.rate == ceiling:
+            return False
+        pace_at(state, now, ceiling, again=True)
+        return True
+    if not state.throttled:
+        return False
+    state.throttled = state.opened = False
+    return True
 
 
 def relax(state: RateState, now: float, quiet: float) -> bool:

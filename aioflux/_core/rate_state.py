@@ -8,16 +8,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["AHEAD", "BURST_SECONDS", "BUSY", "CALIBRATE_BELOW", "CALIBRATE_LEAST",
-           "CALIBRATING", "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "FIRST_WINDOW",
-           "JOIN_WINDOW", "JUDGE_HELPED", "JUDGE_LEAST", "MIN_RATE", "NOISE_HALF_LIFE",
-           "NOISE_MOST",
-           "PROBE_EXTEND", "PROBE_GROWTH", "PROBE_HELD", "PROBE_REACH", "PROBING", "RAMP_FLOOR",
-           "REACHED", "RECOVER_SECONDS", "RECOVER_TO", "SERVED_WEIGHT", "START_ANCHOR",
-           "START_FRACTION",
-           "STEADY_DECREASE", "STEADY_SHARE", "STEADY_WEIGHT", "SWITCH_COUNT", "SWITCH_CREDIT",
-           "THROTTLE_SHARE", "USELESS_FALL", "RateState", "grown", "noise", "recovery_target",
-           "refill"]
+__all__ = ["AHEAD", "BURST_SECONDS", "BUSY", "CALIBRATE_BELOW", "CALIBRATE_LEAST", "CALIBRATING",
+           "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "FIRST_WINDOW", "FOUND_SHARE",
+           "JOIN_WINDOW", "JUDGE_HELPED", "JUDGE_LEAST", "MIN_RATE", "MOST_RATE",
+           "NOISE_HALF_LIFE", "NOISE_MOST", "PROBE_CLIMB", "PROBE_FASTEST",
+           "PROBE_HEAD", "PROBE_HELD", "PROBE_LEAD", "PROBE_SLOPE", "PROBING",
+           "RAMP_FLOOR", "RECOVER_SECONDS", "RECOVER_TO", "REPROBE_AFTER",
+           "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION", "STEADY_DECREASE",
+           "STEADY_SHARE", "STEADY_WEIGHT", "SWITCH_COUNT", "SWITCH_CREDIT",
+           "THROTTLE_SHARE", "USELESS_FALL", "grown", "noise", "probe_growth",
+           "RateState", "recovery_target", "refill"]
 
 #: the rate after a throttled window, as a fraction of the rate served of
 #: late (or of the rate, if less)
@@ -39,11 +39,10 @@ SERVED_WEIGHT = 0.4
 JUDGE_LEAST = 20
 #: ... and, with one throttle among them, on this many: one throttle in
 #: a few dozen answers is no proof that a cut helped (a service refusing
-#: 10% at random gives one in 34 answers a time in ten, and the noise
-#: was dropped and the rate left cut; one or none in 80, a time in 500).
-#: None is judged at JUDGE_LEAST: a cut below a cap ends the throttles,
-#: and holding every judgment longer held the nodes that send least
-#: longest (four groups' shares ended 1.4-4x apart, from 1.1-1.3x)
+#: 10% at random gives one in 34 answers a time in ten; one or none in
+#: 80, a time in 500). None is judged at JUDGE_LEAST: a cut below a cap
+#: ends the throttles, and holding every judgment longer holds the nodes
+#: that send least longest
 JUDGE_HELPED = 80
 #: a window calibrates on at least this many successes (and throttles
 #: that would cut)
@@ -75,43 +74,44 @@ CALIBRATING = 3
 #: is a guess, from a rate measured with the burst a service had saved
 #: up, and may overshoot
 FIRST_WINDOW = 0.25
-#: ``judging`` after windows that calibrated nothing: the rate pacing
-#: started from was served, and the cap is above it or unknown. Until a
-#: window is throttled beyond the noise, the rate grows by PROBE_GROWTH a
-#: second while the windows ask for it (:func:`_found` ends it)
+#: ``judging`` while the rate probes for the cap (:data:`PROBE_SLOPE`):
+#: after windows that calibrated nothing (the cap is above the start, or
+#: unknown), and after :data:`REPROBE_AFTER` without a throttle. It ends
+#: at a window throttled beyond the noise (:func:`_found`)
 PROBING = 5
 #: ``judging`` while probing after a window that asked for less than
 #: BUSY of the rate: the rate holds until one asks for it again
 PROBE_HELD = 6
-#: a window answered at least this share of the rate was sent at it (the
-#: probe grows the rate 14% within a window, and answers come a round
-#: trip late): its throttles say where the cap is. One asked for less
-#: says nothing of it (processes waiting out retries, or short of CPU:
-#: 16 of them sent 270/s while the probe took the rate to 320/s, and
-#: then all at once). At 0.85, half the windows of a probe read idle and
-#: held it; at 0.75, fewer did, and more probes overshot
+#: a window answered at least this share of the rate was sent at it: its
+#: throttles say where the cap is. One asked for less says nothing of it
+#: (processes waiting out retries, or short of CPU)
 BUSY = 0.8
-#: the probe goes up to this many times the rate measured before pacing
-PROBE_REACH = 1.25
-#: the probe's reach grows by this factor in each window at its reach that
-#: asked for the rate and was served it with no throttles: the rate
-#: measured before pacing may read low (throttles answered at once, and
-#: successes after the server's time), and a probe held below the cap by
-#: it grew only at ``rate_doubling`` (0.64 of a cap a whole run). About
-#: 10% a second, a third of PROBE_GROWTH: a burst a service saved up lets
-#: the rate past its cap for a second or two before the probe is throttled
-PROBE_EXTEND = 1.05
-#: a rate at this fraction of the probe's reach or more is at the reach
-REACHED = 0.99
-#: how much the rate grows a second while probing: from half a cap to all
-#: of it in 1.7 s
-PROBE_GROWTH = 1.3
+#: the probe's growth where it starts from the rate it recovers to (the
+#: cap found before), in ln(rate) a second: 10%/s, gentle next to a cap
+PROBE_SLOPE = 0.05
+#: ... plus this many times ln(rate / that rate): slow near it, fast away
+#: from it (1.1x in 0.55 s, 1.35x in a second, 1.9x in 1.3 s) ...
+PROBE_CLIMB = 0.7
+#: ... up to this: a doubling per window (DECREASE_WINDOW), the most a
+#: window found throttled overshot by
+PROBE_FASTEST = math.log(4.0)
+#: a probe's window throttled past this share of its answers (beyond the
+#: noise) found the cap: the odd few a small burst refuses below a cap,
+#: where requests leave a busy machine in clumps, are not it
+FOUND_SHARE = 0.05
+#: the probe's rate is at most this many times what its last window was
+#: served: a service that saved up a burst serves past its cap until the
+#: burst is spent, and a probe grown meanwhile overshoots by as much
+PROBE_LEAD = 1.5
+#: a rate paced this many seconds without a throttle, asked for and served
+#: in full, probes again: a cap lifted (or a state an earlier job left) is
+#: found again in seconds (as TCP validates its window after idle)
+REPROBE_AFTER = 3.0
 #: throttles past this share of the answers mean the rate is too high
 THROTTLE_SHARE = 0.1
 #: ... and so do throttles past this share of the answers of late
 #: (``steady``): a rate a few percent over a cap, where no one window has
-#: THROTTLE_SHARE of them (205/s against 200/s is 2.5%, and the growth
-#: after a cut takes half a minute to reach 10%)
+#: THROTTLE_SHARE of them (205/s against 200/s is 2.5%)
 STEADY_SHARE = 0.02
 #: the rate after a cut for the throttled share of late (``steady``), as
 #: a fraction of what was served
@@ -131,10 +131,8 @@ SWITCH_COUNT = 8
 #: of throttles)
 SWITCH_CREDIT = 0.4
 #: the paced rate starts at this fraction of the rate measured before it:
-#: that rate holds the burst the service had saved up (16 DataLoader
-#: workers measured 340 writes/s against a cap of 200/s). A start below
-#: the cap costs the probe (PROBE_GROWTH) a second or two; one above it,
-#: a run of throttles
+#: that rate holds the burst the service had saved up. A start below the
+#: cap costs the probe a second or two; one above it, a run of throttles
 START_FRACTION = 0.5
 #: what was served is first guessed at this fraction of the measured rate
 #: (``served``, until windows are counted)
@@ -145,6 +143,8 @@ START_ANCHOR = 0.8
 JOIN_WINDOW = 2.0
 #: requests/s the controller never goes below (a tight cap still moves)
 MIN_RATE = 1.0
+#: requests/s a probe that meets no throttle stops at
+MOST_RATE = 1e7
 #: below this many requests/s the rate grows additively (GCS starts a
 #: bucket's writes at 1,000/s; its doubling guidance is for rates above)
 RAMP_FLOOR = 1000.0
@@ -259,23 +259,45 @@ def _grown(state: RateState, seconds: float, doubling: float) -> float:
     """The state's rate after ``seconds``: held while a cut is judged, back
     towards the rate of the last cut within :data:`RECOVER_SECONDS`, then
     :func:`grown`; probing (:data:`PROBING`: the last window asked for
-    the rate), up by :data:`PROBE_GROWTH` a second."""
+    the rate and was served it), up by :func:`probe_growth`."""
     rate = state.rate
     if 0 < state.judging < CALIBRATING:
         return rate  # held where the cut put it until the cut is judged
     recovered = _recovered(state, seconds, doubling)
     if state.judging == PROBING:
-        # Back to about where the node was before pacing, no ramp-up past
-        # it: a service that saved up a burst while the rate was low
-        # admits past its cap until the burst is spent (4 processes
-        # probed from 190 to 390/s against a cap of 200/s before the
-        # first throttle). PROBE_REACH: the rate measured before pacing,
-        # over at least a second, reads low when the throttles came
-        # within the first one (0.8-1.3 of the cap it was served).
-        bound = PROBE_REACH * state.peak
-        if rate < bound:
-            return max(recovered, min(bound, rate * float(PROBE_GROWTH ** seconds)))
+        target = recovery_target(state)
+        above = math.log(rate / target) if rate > target > 0 else 0.0
+        return max(recovered, rate * probe_growth(above, seconds))
     return recovered
+
+
+def probe_growth(above: float, seconds: float) -> float:
+    """The factor the probe grows the rate by in ``seconds``, from ``above``
+    (ln of the rate over the rate it recovers to): ``d above / dt =
+    PROBE_SLOPE + PROBE_CLIMB * above``, at most :data:`PROBE_FASTEST`.
+
+    Args:
+        above: ln(rate / recovery rate), >= 0.
+        seconds: the time it grows (>= 0).
+
+    Returns:
+        The factor (>= 1).
+    """
+    a, b, fastest = PROBE_SLOPE, PROBE_CLIMB, PROBE_FASTEST
+    turn = (fastest - a) / b  # where the growth reaches its fastest
+    x = above
+    if x < turn:
+        to_turn = math.log((turn + a / b) / (x + a / b)) / b
+        if seconds <= to_turn:
+            return math.exp((x + a / b) * math.expm1(b * seconds))
+        seconds -= to_turn
+        x = turn
+    return math.exp(min(40.0, x - above + fastest * seconds))
+
+
+#: ln(rate / recovery rate) at which the probe grows at its fastest: where
+#: the probe after pacing starts begins (no cap is known)
+PROBE_HEAD = (PROBE_FASTEST - PROBE_SLOPE) / PROBE_CLIMB
 
 
 def recovery_target(state: RateState) -> float:
@@ -303,9 +325,7 @@ def refill(state: RateState, now: float, doubling: float, ceiling: float | None)
     elapsed = now - state.refilled_at
     if elapsed <= 0:
         return
-    rate = _grown(state, elapsed, doubling)
-    if ceiling is not None:
-        rate = min(rate, ceiling)
+    rate = min(_grown(state, elapsed, doubling), MOST_RATE if ceiling is None else ceiling)
     # The tokens of the interval at its mean rate (exact for the additive
     # part, close enough for the rest).
     state.tokens = min(max(1.0, rate * BURST_SECONDS),

@@ -5,6 +5,8 @@ throttled, its judgment, and the first windows' calibration and probe.
 
 from __future__ import annotations
 
+import math
+
 from .rate_state import (
     BUSY,
     CALIBRATE_BELOW,
@@ -14,16 +16,17 @@ from .rate_state import (
     DECREASE,
     DECREASE_WINDOW,
     FIRST_WINDOW,
+    FOUND_SHARE,
     JUDGE_HELPED,
     JUDGE_LEAST,
     MIN_RATE,
     NOISE_MOST,
-    PROBE_EXTEND,
+    PROBE_HEAD,
     PROBE_HELD,
-    PROBE_REACH,
+    PROBE_LEAD,
     PROBING,
-    REACHED,
     RECOVER_TO,
+    REPROBE_AFTER,
     SERVED_WEIGHT,
     STEADY_DECREASE,
     STEADY_SHARE,
@@ -67,17 +70,13 @@ def _calibrate(state: RateState, now: float, served: float, doubling: float,
     paced requests' answers) replaces the guesses pacing started from with
     what it was served.
 
-    The rate and the rate it recovers towards came from the rate measured
-    before the switch, which held the burst the service had saved up (16
-    DataLoader workers measured 360 writes/s together against a cap of
-    200/s, and paced at 250). A service that refused enough of the
-    window's paced requests to cut and served it well under the rate is
-    at its cap: the rate and the recovery go to a little under what it
-    served (not a cut to 0.7 of an average still holding the guess). One
-    that served about the rate took it, and one that refused few was
-    asked for less (processes waiting out their retries' backoff: 16
-    processes were held at 150/s a whole run against a cap of 200/s):
-    the guesses stand.
+    The guesses came from the rate measured before the switch, which holds
+    the burst the service had saved up. A service that refused enough of
+    the window's paced requests to cut and served it well under the rate
+    is at its cap: the rate and the recovery go to a little under what it
+    served. One that served about the rate took it, and one that refused
+    few was asked for less (processes waiting out their retries'
+    backoff): the guesses stand.
 
     Returns:
         Whether the rate was set from what was served.
@@ -88,6 +87,9 @@ def _calibrate(state: RateState, now: float, served: float, doubling: float,
         return False
     state.rate = max(MIN_RATE, RECOVER_TO * served)
     state.anchor = min(state.anchor, served)
+    # As after a cut: the reservations made at the guess are void.
+    state.tokens = 0.0
+    state.decreased_at = now
     return True
 
 
@@ -96,14 +98,37 @@ def _found(state: RateState, now: float, served: float, share: float, doubling: 
     """The probe found the cap: a window was throttled beyond the noise.
 
     The rate goes to a little under what that window was served (the
-    probe's last step crossed the cap) and recovers towards it after any
-    cut, as after a cut. A window throttled enough to cut cuts as well.
+    probe's last step crossed the cap) and recovers to it after any cut.
+    What it served may include a burst the service saved up while the
+    rate was below the cap: a rate found too high is cut as any other,
+    and one found too low probes again after :data:`REPROBE_AFTER`.
     """
     refill(state, now, doubling, ceiling)
     state.judging = 0
     state.steady = 0.0
-    state.anchor = served
+    # What the cap served: the average of late lags a probe's growth.
+    state.anchor = state.served = served
     state.rate = max(MIN_RATE, min(state.rate, RECOVER_TO * served / (1.0 - share)))
+    # As after a cut: the reservations made at the probe's rate are void.
+    state.tokens = 0.0
+    state.decreased_at = now
+
+
+def _grow_or_hold(state: RateState, now: float, ok: int, span: float, busy: bool,
+                  served: float, doubling: float, ceiling: float | None) -> None:
+    """A probe's window not throttled: the probe grows on if the window was
+    sent and served at about the rate, else it holds (processes that asked
+    for less, waiting out their retries' backoff or short of CPU; or a
+    service that served less, a cap hidden by a burst it saved up)."""
+    refill(state, now, doubling, ceiling)
+    if busy and PROBE_LEAD * served >= state.rate:
+        state.judging = PROBING
+    else:
+        state.judging = PROBE_HELD
+        if busy:
+            # Served less than it asked, unthrottled: resumed gently from
+            # what was served (the growth is fast only far from it).
+            state.anchor = max(state.anchor, served / RECOVER_TO)
 
 
 def judge(state: RateState, now: float, doubling: float, ceiling: float | None) -> bool:
@@ -115,6 +140,7 @@ def judge(state: RateState, now: float, doubling: float, ceiling: float | None) 
         return False
     ok, refused = state.ok, state.refused
     state.window_at, state.ok, state.refused = now, 0, 0
+    first = state.decreased_at == state.started_at  # no cut since pacing started
     served = min(ok / span, state.rate)
     busy = ok + refused >= BUSY * state.rate * span  # asked for the rate
     if calibrating:
@@ -124,12 +150,20 @@ def judge(state: RateState, now: float, doubling: float, ceiling: float | None) 
                 state, now, served, doubling, ceiling):
             state.judging = 0
             return False
-        state.judging = CALIBRATING + 1 if state.judging == CALIBRATING else PROBING
+        if state.judging == CALIBRATING:
+            state.judging = CALIBRATING + 1
+        else:
+            # Served what it asked for: the cap is above, and nothing says
+            # where. The probe starts at its fastest.
+            # The probe starts at its fastest: as if the rate it recovers
+            # to were well below.
+            refill(state, now, doubling, ceiling)
+            state.judging = PROBING
+            state.anchor = min(state.anchor, state.rate * math.exp(-PROBE_HEAD) / RECOVER_TO)
     elif busy:
         # Only windows that asked for the rate say what the service serves:
         # one in which the processes sent less (short of CPU, or waiting
-        # out retries) would drag what a cut recovers towards down (16
-        # processes stalled a second, and then paced at 0.85 of a cap).
+        # out retries) would drag what a cut recovers towards down.
         state.served += SERVED_WEIGHT * (served - state.served)
         if ok + refused >= CALIBRATE_LEAST:
             state.steady += STEADY_WEIGHT * (refused / (ok + refused) - state.steady)
@@ -139,8 +173,7 @@ def judge(state: RateState, now: float, doubling: float, ceiling: float | None) 
                 # rate, which one judgment's few throttles measure poorly
                 # (2 in 67, against 10% refused at random): the share of
                 # late is the better measure. Taken low, the steady share
-                # passed it and cut, and each cut's window set what the
-                # next recovered to: 16 processes went from 150 to 17/s.
+                # would pass it and cut, each cut lower than the last.
                 state.noise, state.noise_at = min(state.steady, NOISE_MOST), now
     if 0 < state.judging < CALIBRATING:
         useless = _useless(state, now, ok, refused)
@@ -158,46 +191,37 @@ def judge(state: RateState, now: float, doubling: float, ceiling: float | None) 
         return False  # no second cut before the first is judged
     share = noise(state, now)
     if state.judging in (PROBING, PROBE_HELD):
-        # Sent at about the rate: its throttles say where the cap is, and
-        # the probe may go on growing. Asked for less (processes waiting
-        # out their retries' backoff, or short of CPU to send as fast), it
-        # says nothing of the cap, and the rate waits for them.
-        if busy and refused >= CUT_LEAST and refused > share * (ok + refused):
-            _found(state, now, served, share, doubling, ceiling)
+        # Throttled beyond the noise, the probe found the cap (and a window
+        # throttled enough to cut cuts as well, below).
+        if busy and refused >= CUT_LEAST and refused > (FOUND_SHARE + share) * (ok + refused):
+            _found(state, now, min(ok / span, state.rate), share, doubling, ceiling)
         else:
-            state.judging = PROBING if busy else PROBE_HELD
-            if busy and refused < CUT_LEAST and served >= CALIBRATE_BELOW * state.rate \
-                    and state.rate >= REACHED * PROBE_REACH * state.peak:
-                # At its reach and served in full: the rate measured before
-                # pacing read low (a proxy refused at once while successes
-                # took the server's time: 16 processes measured 32/s in all
-                # against a cap of 100/s, and their probe stopped at 40/s).
-                # The reach moves up, slower than the probe grows.
-                state.peak *= PROBE_EXTEND
+            _grow_or_hold(state, now, ok, span, busy, served, doubling, ceiling)
+    elif (state.judging == 0 and busy and refused == 0 and now - state.throttle_at
+          >= REPROBE_AFTER and served >= CALIBRATE_BELOW * state.rate):
+        # Asked for and served in full, with no throttle for a while: the
+        # cap may have been lifted, or the rate left by an earlier job.
+        refill(state, now, doubling, ceiling)
+        state.judging = PROBING
     heavy = refused > (THROTTLE_SHARE + share) * (ok + refused)
     if refused < CUT_LEAST or (not heavy and state.steady <= STEADY_SHARE + share):
         return False
     refill(state, now, doubling, ceiling)
     # The rate a useless cut goes back to: the rate measured before pacing,
     # for the first cut since it started; after that, the rate a cut made
-    # while recovering was heading for. Only the rate at the cut, and a
-    # flaky service's random runs of throttles ratcheted it down: a cut at
-    # 90/s on the way back to 300/s was found useless and went back to
-    # 90/s, to end at 100/s where it had started at 150/s.
-    first = state.decreased_at == state.started_at
+    # while recovering was heading for (the rate at the cut alone would
+    # let a flaky service's random runs of throttles ratchet it down).
     state.peak = max(state.rate, state.peak if first else recovery_target(state))
     # What the cap admits: the least of what was served of late and what
     # this window was, if it asked for the rate and was served enough to
     # tell (a storm of refusals is no measure). The average still holds
     # the windows that drained a burst the service had saved up while the
-    # rate was low (a probe served 330/s against a cap of 200/s, and
-    # recovered to 280/s after its cut, to overshoot again).
+    # rate was low.
     told = busy and ok >= CALIBRATE_LEAST
     state.anchor = min(state.served, served) if told else state.served
     # A rate a few percent over the cap (``steady``) needs a few percent
-    # off, not a multiplicative cut: 16 processes cut to 0.7 paced under
-    # the cap for a second or two each time, which let the cap save up a
-    # burst that the recovery then overshot on.
+    # off, not a multiplicative cut, which would pace under the cap long
+    # enough for it to save up a burst the recovery then overshoots on.
     decrease = DECREASE if heavy else STEADY_DECREASE
     state.rate = max(MIN_RATE, decrease * min(state.rate, state.anchor))
     # Reservations made at the old rate are void: their requests reserve

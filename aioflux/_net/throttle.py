@@ -10,7 +10,11 @@ takes the lock only while the node owes one (another byte): the debt that
 switches pacing on (:func:`aioflux._core.rate.alarm`). Paced, a success
 takes the lock too: windows are judged on answers (:func:`aioflux._core.rate.answered`).
 Each gate measures its own successful requests per second, the share it
-adds when pacing starts (:func:`aioflux._core.rate.join`).
+adds when pacing starts (:func:`aioflux._core.rate.join`). A client's
+gate made on a state with no throttle for
+:data:`aioflux._core.rate.REPROBE_AFTER` restarts it
+(:func:`aioflux._core.rate.restart`): an earlier job's pace does not hold
+a new one.
 
 Before that, a slow start: a process's first contact with a key sends at
 most :data:`FIRST_WINDOW` attempts at once, :data:`GROWTH` more per
@@ -49,6 +53,7 @@ from .._core.rate import (
     pace_at,
     relax,
     reserve,
+    restart,
     start,
     throttle,
 )
@@ -62,14 +67,13 @@ log = logging.getLogger("aioflux.rate")
 # least a minute): by then the rate is far past what was refused.
 _QUIET_DOUBLINGS = 2.0
 _QUIET_LEAST = 60.0
-# The shortest span a measured rate is taken over: a first burst into a
-# fresh bucket's allowance is not the rate it will sustain (over half a
-# second, 16 DataLoader workers started pacing at 340 writes/s against a
-# cap of 200/s, and were throttled 8% of a run).
-_METER_LEAST = 1.0
+# The shortest span a measured rate is taken over: a process throttled at
+# once (a service with a small burst) has counted a few successes only,
+# and over a whole second they read as next to nothing.
+_METER_LEAST = 0.25
 # Seconds a process's asker waits at least before asking again while the
 # queue of reservations is full (a place frees every token's time: 5 ms at
-# 200/s, and 16 processes asking that often took a core).
+# 200/s, too often for many processes to ask each time).
 _ASK_EVERY = 0.02
 # Seconds between the marks a gate in use leaves on its slot.
 _TOUCH = 30.0
@@ -257,19 +261,25 @@ class Gate:
         self._touched = time.perf_counter()
         # One request of this process (per event loop) asks for a token at
         # a time: while a second of them is reserved, the asker retries as
-        # each place frees, and the rest wait their turn here. Every waiting
-        # request asking (a DataLoader's or a stream's hundreds) took the
-        # lock 450,000 times for 6,500 requests, most of two cores.
+        # each place frees, and the rest wait their turn here: every waiting
+        # request asking (a DataLoader's or a stream's hundreds) would take
+        # the lock hundreds of times per request sent.
         self._asking: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary())
+        if self._fixed or self.shared.paced:
+            with self.shared.locked() as state:
+                now = time.monotonic()
+                if restart(state, now, self._ceiling):
+                    log.info("%s: paced by an earlier job, unthrottled for %.1f s: %s",
+                             label, now - state.throttle_at,
+                             "restarted" if self._fixed else "no longer paced")
+                if self._ceiling is not None:
+                    pace_at(state, now, self._ceiling)
+                    self._epoch = state.epoch
         #: the slow start (None: opened, or a configured rate paces)
         self.window: Window | None = None
         if not self._fixed and not self.shared.opened and config.max_concurrency > FIRST_WINDOW:
             self.window = Window(self, FIRST_WINDOW, config.max_concurrency)
-        if self._ceiling is not None:
-            with self.shared.locked() as state:
-                pace_at(state, time.monotonic(), self._ceiling)
-                self._epoch = state.epoch
 
     async def admit(self) -> None:
         """Take a token, waiting for it (call when ``shared.paced``).
@@ -277,9 +287,7 @@ class Gate:
         A token reserved before a cut is void (the cut cleared the
         reservations): once its wait is over, another is reserved at the
         cut rate. The requests queued at the old rate would otherwise go
-        on overshooting for up to :data:`aioflux._core.rate.AHEAD` (a cut
-        from 230 to 140/s against a cap of 200/s: 15 more throttles in the
-        half second after it)."""
+        on overshooting for up to :data:`aioflux._core.rate.AHEAD`."""
         shared = self.shared
         loop = asyncio.get_running_loop()
         asking = self._asking.get(loop)
