@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from tests.raw_server import Listener
 
-__all__ = ["CappingProxy", "Dialect"]
+__all__ = ["BURST_SECONDS", "CappingProxy", "Dialect"]
 
 Dialect = Literal["gcs", "s3", "azure"]
 
@@ -38,6 +38,9 @@ _LENGTH = re.compile(rb"\r\ncontent-length: *(\d+)", re.IGNORECASE)
 _CHUNKED = re.compile(rb"\r\ntransfer-encoding: *[^\r]*chunked", re.IGNORECASE)
 _CLOSE = re.compile(rb"\r\nconnection: *close", re.IGNORECASE)
 _PIECE = 64 * 1024
+#: seconds of tokens the bucket holds by default: a service does not say
+#: how much burst it allows, and it is often small
+BURST_SECONDS = 0.1
 #: seconds the bucket waits at most for ``refill_when`` (clients that never
 #: pace fail the test on its counts, not by hanging)
 REFILL_MOST = 30.0
@@ -67,14 +70,15 @@ def _refusal(dialect: Dialect) -> tuple[str, dict[str, str], bytes]:
 
 class CappingProxy:
     """A token bucket of ``rate`` requests/s (holding ``burst`` tokens,
-    default a second's) in front of ``upstream``; use it as a context
-    manager, ``with CappingProxy(...) as endpoint``.
+    default :data:`BURST_SECONDS` of them) in front of ``upstream``; use it
+    as a context manager, ``with CappingProxy(...) as endpoint``.
 
     Args:
         upstream: the server's ``http://127.0.0.1:PORT``.
         rate: requests admitted per second.
         dialect: whose refusal to answer past the cap.
-        burst: tokens the bucket holds (default ``rate``).
+        burst: tokens the bucket holds (default ``rate * BURST_SECONDS``,
+            at least 1).
 
     ``refill_when``, if set (before the first request), keeps the bucket
     from refilling until it returns true (or for ``REFILL_MOST`` seconds
@@ -92,7 +96,7 @@ class CappingProxy:
         assert parts.scheme == "http" and parts.hostname and parts.port, upstream
         self._host, self._port = parts.hostname, parts.port
         self.rate = rate
-        self.burst = rate if burst is None else burst
+        self.burst = max(1.0, rate * BURST_SECONDS) if burst is None else burst
         self.stats: Counter[str] = Counter()
         status, headers, body = _refusal(dialect)
         lines = [f"HTTP/1.1 {status}", *(f"{k}: {v}" for k, v in headers.items()),
