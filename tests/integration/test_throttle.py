@@ -209,15 +209,12 @@ async def test_the_rate_follows_a_cap_that_falls_then_one_that_rises(capped: Emu
         finally:
             sampler.cancel()
     after = [(t, r) for t, r in samples if t > since]
-    # Followed up at the documented pace: a doubling per 60 s above
-    # 1,000/s, and as fast in requests/s below it (11.6/s a second), from
-    # 110/s to 175/s in the 5.7 s of 800 reads here.
+    # Followed up: at least at the documented pace (a doubling per 60 s
+    # above 1,000/s, and as fast in requests/s below it), and faster once
+    # no throttle came for a few seconds (a probe).
     end, rate_at_end = after[-1]
     assert rate_at_end >= max(1.5 * 80, 0.8 * grown(highest, end - since, doubling)), (
         highest, end - since, rate_at_end)
-    # ... and never faster.
-    assert all(r <= grown(highest, t - since, doubling) + 1e-6 for t, r in after), (
-        highest, [(t - since, r) for t, r in after if r > grown(highest, t - since, doubling)])
 
 
 async def test_writers_each_throttled_a_little_switch_the_node_on() -> None:
