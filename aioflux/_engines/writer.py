@@ -538,7 +538,12 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
             try:
                 while view:
                     take = min(len(view), self.part_size - self._fill)
-                    self._buffer[self._fill:self._fill + take] = view[:take]
+                    # Through a memoryview: a bytearray's own slice
+                    # assignment first copies any other buffer into a new
+                    # bytearray (CPython), a second copy of every byte into
+                    # fresh memory (ckpt_file: 1.5 GiB/s against 10).
+                    with memoryview(self._buffer) as into:
+                        into[self._fill:self._fill + take] = view[:take]
                     self._fill += take
                     view = view[take:]
                     if self._fill == self.part_size:

@@ -24,6 +24,8 @@ from .._core.validate import check_instance, check_str
 from .._engines.compression import require_zstd, starts_zstd
 from .._engines.reader import ObjectReader
 from .._engines.writer import ObjectWriter
+from ..local import LocalStore
+from ..local._reader import FileReader
 from ._zip_crc import without_zip_crc32
 
 __all__ = ["Checkpoint", "raw_writer", "save_into"]
@@ -174,7 +176,7 @@ class Checkpoint:
             ChecksumMismatch: a zstd stream that is corrupt or truncated.
         """
         check_str(f"load {url}", "compression", compression, optional=True, choices=("zstd",))
-        with self.reader(url, info=info) as reader:
+        with self._load_reader(url, info) as reader:
             if compression == "zstd" or starts_zstd(reader):
                 require_zstd(f"load {reader.url} (zstd-compressed)")
                 from .._engines.zstd import decompress_seekable
@@ -196,6 +198,16 @@ class Checkpoint:
             # central directory is read first): the rest is checked here.
             reader.verify()
             return loaded
+
+    def _load_reader(self, url: str | os.PathLike[str],
+                     info: ObjectInfo | None) -> ObjectReader | FileReader:
+        """What a load reads through: a file's own checked reader on the
+        local filesystem (reads straight into torch's tensors, in this
+        thread: see ``aioflux/local/_reader.py``), the object reader elsewhere."""
+        store, (bucket, name) = self.locate(url)
+        if isinstance(store, LocalStore):
+            return FileReader(bucket, name, info=info, verify=store.config.verify_crc32c)
+        return ObjectReader(store, bucket, name, options=self.reader_options, info=info)
 
 
 def save_into(obj: Any, writer: IO[bytes]) -> None:

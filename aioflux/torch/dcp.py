@@ -57,6 +57,8 @@ from .._core.types import ObjectInfo
 from .._core.urls import SCHEMES, StoreURL, format_url, parse_url
 from .._core.validate import check_instance, check_int
 from .._engines.reader import ObjectReader
+from ..local import LocalStore
+from ..local._reader import FileReader
 from ._dcp_crc import (
     ITEM_CRCS,
     CheckedStorageInfo,
@@ -70,7 +72,7 @@ from ._dcp_crc import (
     split_item_crcs,
     truncated,
 )
-from ._dcp_pins import PinnedFiles
+from ._dcp_pins import PinnedFiles, changed
 from ._zip_crc import without_zip_crc32
 
 __all__ = ["GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"]
@@ -169,6 +171,13 @@ class GcsFileSystem(FileSystemBase):
             self.written[os.fspath(path)] = writer.segments  # for the items' crc32c
         elif "r" in mode:
             info = None if self.pinned is None else self.pinned.info(store, bucket, name)
+            if isinstance(store, LocalStore):
+                # A file's own checked reader: items read straight into
+                # torch's tensors, in this thread (aioflux/local/_reader.py).
+                with FileReader(bucket, name, info=info,
+                                verify=store.config.verify_crc32c) as local:
+                    yield local
+                return
             with ObjectReader(store, bucket, name, info=info) as reader:
                 yield reader
         else:
@@ -482,6 +491,8 @@ class GcsStorageReader(FileSystemReader):
         self._queue: collections.deque[tuple[str, int, int]] = collections.deque()
         self._inflight: dict[tuple[str, int, int], Future[Fetched]] = {}
         self._handed: io.BytesIO | None = None
+        # The item of a local file being loaded, checked once DCP is done with it.
+        self._item: tuple[FileReader, Any] | None = None
         self._loading: str | None = None  # the data file of the item being loaded
         # Per data file read: its metadata, and the crc32c of each range.
         self._ranges: dict[str, tuple[ObjectInfo, dict[tuple[int, int], int]]] = {}
@@ -578,9 +589,13 @@ class GcsStorageReader(FileSystemReader):
                         self._loading)
                     self._pinned.check_whole_file(store, bucket, name)
                 raise
+            self._finish_item()
             check_tiled_files(self._ranges)
             return done
         finally:
+            if self._item is not None:
+                self._item[0].close()
+                self._item = None
             fs.pinned = None
             for future in self._inflight.values():
                 future.cancel()
@@ -617,7 +632,49 @@ class GcsStorageReader(FileSystemReader):
             self._handed.close()
             self._handed = None
 
+    def _finish_item(self) -> None:
+        """Check the local item DCP loaded last (see :meth:`_local_item`)."""
+        if self._item is None:
+            return
+        item, sinfo = self._item
+        self._item = None
+        try:
+            gone = item.modified()
+            if gone is not None:
+                raise changed(item.info, gone) from gone
+            crc = item.finish()
+        finally:
+            item.close()
+        if crc is None:
+            return  # verify_crc32c off
+        expected = self._item_crcs.get((sinfo.relative_path, sinfo.offset, sinfo.length))
+        if expected is not None and crc != expected:
+            raise item_mismatch(item.info, sinfo.offset, sinfo.length, crc, expected)
+        self._ranges.setdefault(item.url, (item.info, {}))[1][
+            (sinfo.offset, sinfo.length)] = crc
+
+    def _local_item(self, file: FileReader, sinfo: Any) -> IO[bytes]:
+        """An item of a local file: read by torch straight from the file,
+        its crc32c worked out as it is read and checked once DCP asks for
+        the next item (or the load ends), before ``dcp.load`` returns.
+        Nothing is fetched ahead: the kernel reads ahead on its own."""
+        self._finish_item()
+        info = file.info
+        gone = file.modified()
+        if gone is not None:
+            # Rewritten in place since the load opened it (a rename over it
+            # leaves the open file as it was): its items would be of two versions.
+            raise changed(info, gone) from gone
+        if sinfo.offset + sinfo.length > info.size:
+            raise truncated(info, sinfo.offset + sinfo.length, info.size)
+        self._loading = file.url
+        item = file.item(sinfo.offset, sinfo.length)
+        self._item = (item, sinfo)
+        return item  # type: ignore[return-value]
+
     def _slice_file(self, file: Any, sinfo: Any) -> IO[bytes]:
+        if isinstance(file, FileReader):
+            return self._local_item(file, sinfo)
         if not isinstance(file, ObjectReader):
             return super()._slice_file(file, sinfo)
         key = (file.url, sinfo.offset, sinfo.length)
