@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from .errors import BridgeError
+from .share import default_executor_threads
 
 __all__ = ["Portal", "call", "close_at_shutdown", "get_portal", "iterate", "submit"]
 
@@ -69,6 +70,10 @@ class Portal:
 
     def __init__(self) -> None:
         self._loop = _new_loop()
+        # asyncio.to_thread's pool, sized to this process's share of the
+        # machine (a DataLoader worker's), not min(32, cpus + 4) in each.
+        self._loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
+            default_executor_threads(), thread_name_prefix="aioflux-blocking"))
         self._pid = os.getpid()
         self._closed = False
         # Connections opened on this loop (clients nobody closed explicitly,

@@ -52,6 +52,7 @@ __all__ = [
     "open_file",
     "path_of",
     "read_file",
+    "read_ranges",
     "record_crc",
     "recorded_crc",
 ]
@@ -205,6 +206,38 @@ def file_info(bucket: str, name: str) -> ObjectInfo:
 
 
 # -- reads --------------------------------------------------------------------
+
+
+def read_ranges(bucket: str, name: str, ranges: list[tuple[int, int]],
+                generation: int | None) -> list[bytes]:
+    """Ranges ``[start, end)`` of one file, each whole, through one descriptor
+    (see ``LocalStore.read_ranges``)."""
+    where = describe("read", bucket, name, "file")
+    fd, st = open_file("read", bucket, name)
+    try:
+        if generation is not None and generation_of(st) != generation:
+            raise NotFound(f"{where} failed: generation {generation} is gone (now "
+                           f"{generation_of(st)})", operation="read", bucket=bucket, name=name)
+        out = []
+        for start, end in ranges:
+            if not 0 <= start <= end <= st.st_size:
+                raise InvalidRequest(f"{where} failed: range {start}-{end} is outside the file "
+                                     f"({st.st_size} bytes)", operation="read", bucket=bucket,
+                                     name=name, status=416)
+            data = os.pread(fd, end - start, start)
+            while len(data) < end - start:  # a short read: go on where it stopped
+                more = os.pread(fd, end - start - len(data), start + len(data))
+                if not more:
+                    raise ChecksumMismatch(f"{where} failed: the file ended at "
+                                           f"{start + len(data)} of {end} bytes (truncated "
+                                           "while reading)", operation="read", bucket=bucket,
+                                           name=name)
+                data += more
+            out.append(data)
+        check_unchanged(fd, st, "read", bucket, name)
+    finally:
+        os.close(fd)
+    return out
 
 
 def read_file(bucket: str, name: str, start: int, end: int | None, into: memoryview | None,

@@ -54,7 +54,7 @@ import itertools
 import os
 import time
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -62,6 +62,7 @@ from .._core.columns import ListedColumns
 from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument, NotFound, StorageError
 from .._core.metrics import Attempt, RequestStats
+from .._core.share import pool_threads
 from .._core.store import Fetched, StoreFeatures
 from .._core.store_base import StoreBase
 from .._core.types import ListPage, MultipartUploadInfo, ObjectInfo
@@ -162,9 +163,10 @@ class LocalStore(StoreBase):
         """Nothing stays open between calls; forget this loop's limiter."""
         self._limits.pop(asyncio.get_running_loop(), None)
 
-    async def _run(self, op: str, bucket: str, name: str, work: Callable[[], T]) -> T:
+    async def _run(self, op: str, bucket: str, name: str, work: Callable[[], T],
+                   received: Callable[[T], int] | None = None) -> T:
         """Run blocking filesystem ``work`` in a thread, errors mapped; its
-        latency and outcome go to ``stats``."""
+        latency and outcome (``received(result)`` bytes read) go to ``stats``."""
         loop = asyncio.get_running_loop()
         limit = self._limits.get(loop)
         if limit is None:
@@ -193,8 +195,9 @@ class LocalStore(StoreBase):
                 if failure is exc:
                     raise
                 raise failure from exc
-            received = result.count if isinstance(result, Fetched) else 0
-            stats.observe(Attempt(op, "", time.perf_counter() - started, "", received))
+            count = received(result) if received is not None else \
+                result.count if isinstance(result, Fetched) else 0
+            stats.observe(Attempt(op, "", time.perf_counter() - started, "", count))
             return result
 
     def _executor(self) -> ThreadPoolExecutor:
@@ -202,7 +205,8 @@ class LocalStore(StoreBase):
         parent's threads do not exist there)."""
         threads = self._threads
         if threads is None or threads[0] != os.getpid():
-            workers = min(self.config.max_concurrency, MAX_THREADS)
+            # A DataLoader worker's share of them (see _core/share.py).
+            workers = pool_threads(min(self.config.max_concurrency, MAX_THREADS))
             threads = self._threads = (os.getpid(), ThreadPoolExecutor(
                 workers, thread_name_prefix="aioflux-local"))
         return threads[1]
@@ -350,6 +354,16 @@ class LocalStore(StoreBase):
         verify = self.config.verify_crc32c
         return await self._run("read", bucket, name, lambda: _files.read_file(
             bucket, name, start, end, into, generation, size, crc, verify, want_crc))
+
+    async def read_ranges(self, bucket: str, name: str, ranges: Sequence[tuple[int, int]], *,
+                          generation: int | None = None) -> list[bytes]:
+        """Each ``(start, end)`` range of one file at ``generation``, in one
+        thread's turn, which costs more than a 16 KiB read from the page cache
+        (perf scenario ``workers``); raises as ``fetch`` does."""
+        check_name("read", bucket, name)
+        spans = [(int(start), int(end)) for start, end in ranges]
+        return await self._run("read", bucket, name, lambda: _files.read_ranges(
+            bucket, name, spans, generation), lambda got: sum(map(len, got)))
 
     # -- writes ---------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from ._order import DataProgress, RankBatches, dist_rank, track
 from ._rank_listing import Listing
 from ._shard_order import ShardOrder, iter_runs
 from ._shard_source import Decode, ShardSource, list_shards
+from ._source import share_in_worker
 
 __all__ = ["DEFAULT_READS_IN_FLIGHT", "DEFAULT_SHARD_PREFETCH_BYTES", "DEFAULT_SHUFFLE_WINDOW",
            "ShardDataset"]
@@ -305,6 +306,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     def __iter__(self) -> Iterator[Any]:
         info = torch.utils.data.get_worker_info()
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        share_in_worker()  # before this worker's first pool (its portal's, its store's)
         current = self._progress.begin(worker, workers)
         order = self._order(current.epoch)
         batches = RankBatches(order, current.start, self._progress.global_batch, self.rank,

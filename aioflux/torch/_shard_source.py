@@ -97,6 +97,12 @@ __all__ = ["DEFAULT_INDEX_BYTES", "Decode", "Listed", "ShardSource", "count_all"
 Decode = str | Callable[[Any], Any] | Mapping[str, Callable[[bytes], Any]] | None
 # Bytes one ranged read aims at when samples_per_read is not given.
 _READ_BYTES = 1 << 20
+# A DataLoader worker of N takes every Nth sample of a read unit (batch_size
+# 1): one read of the run's span would copy the other workers' samples too,
+# N times its own bytes (perf scenario workers: 112 KB read a 16 KiB sample
+# at 8 workers). On files a gap this large costs more to copy (and fault in)
+# than a read of its own in the same thread's turn (LocalStore.read_ranges).
+_FILE_GAP = 16 * 1024
 #: Most bytes of per-sample indexes a process holds (20 bytes a sample:
 #: the indexes of the shards it reads, about 3 million samples of them).
 DEFAULT_INDEX_BYTES = 64 * 1024 * 1024
@@ -328,6 +334,13 @@ class ShardSource:
         # portal: off the loop, in a thread.
         return found if found is not None else await asyncio.to_thread(indexes.get, k)
 
+    @property
+    def gap(self) -> int | None:
+        """Bytes between two samples of a run from which they are read apart
+        (``read_runs``' ``gap``): on files, where a read costs little more
+        than the bytes it copies; elsewhere one request a run."""
+        return _FILE_GAP if self.source.scheme == "file" else None
+
     def hedger(self, permits: int) -> Hedger | None:
         """This process's hedger (its budget and latencies carry across passes)."""
         if self.hedge_after is None:
@@ -344,7 +357,7 @@ class ShardSource:
         agen = read_runs(store, self.infos, self._index_on_loop, runs, limit=limit,
                          max_bytes=max_bytes,
                          unit=self.samples_per_read, cache=self.disk_cache,
-                         hedger=self.hedger(store.config.max_concurrency))
+                         hedger=self.hedger(store.config.max_concurrency), gap=self.gap)
         return iterate(agen, batch=8, nbytes=_run_bytes, max_bytes=max_bytes)
 
     def fetch(self, runs: Sequence[Run], *,
@@ -360,7 +373,7 @@ class ShardSource:
             agen = read_runs(store, self.infos, self._index_on_loop, runs, limit=limit,
                              max_bytes=everything,
                              unit=self.samples_per_read, cache=self.disk_cache,
-                             hedger=self.hedger(store.config.max_concurrency))
+                             hedger=self.hedger(store.config.max_concurrency), gap=self.gap)
             return [item async for item in agen]
 
         return get_portal().call(run())

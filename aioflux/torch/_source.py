@@ -24,6 +24,7 @@ from .._core.config import ClientConfig, RetryPolicy
 from .._core.errors import BridgeError, InvalidArgument, InvalidURL, NotFound
 from .._core.index import IndexBuilder, ObjectIndex
 from .._core.portal import get_portal
+from .._core.share import set_sharers
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.urls import folder_prefix, format_url, parse_url
@@ -55,7 +56,7 @@ else:
     Sample = TypeVar("Sample")
 
 __all__ = ["DatasetSource", "Sample", "Transform",
-           "build_source", "check_objects", "objects_scheme", "transformed"]
+           "build_source", "check_objects", "objects_scheme", "share_in_worker", "transformed"]
 
 # ``bytes -> sample``. Typed ``bytes`` so that ``def decode(data: bytes)``
 # type-checks; an object above the planner's ranged threshold (32 MiB)
@@ -91,6 +92,17 @@ def transformed(op: str, transform: Transform[Sample] | None, data: Data,
     except Exception as exc:
         exc.add_note(f"{op}: the transform raised this on {obj().url}")
         raise
+
+
+def share_in_worker() -> None:
+    """In a DataLoader worker, size this process's thread pools made from now
+    on to its share of the machine: one of ``num_workers`` processes
+    (``_core/share.py``), not a process that has the machine to itself."""
+    import torch.utils.data
+
+    info = torch.utils.data.get_worker_info()
+    if info is not None:
+        set_sharers(max(1, info.num_workers))
 
 
 class DatasetSource:
@@ -141,6 +153,7 @@ class DatasetSource:
         """This process's downloader (built on first use, again after fork)."""
         runtime = self._runtime
         if runtime is None or runtime[0] != os.getpid():
+            share_in_worker()
             store = self.store(self.download_retry)
             options = self.download_options
             if not store.features.compose:

@@ -73,7 +73,7 @@ def plain_samples(folder: str, worker: int, workers: int) -> Any:
     """Samples of this worker's shards, members grouped by key (webdataset's rule)."""
     for path in sorted(glob.glob(f"{folder}/*.tar"))[worker::workers]:
         with tarfile.open(path) as archive:
-            key, sample = None, {}
+            key, sample = None, dict[str, bytes]()
             for member in archive:
                 stem, _, field = member.name.partition(".")
                 data = archive.extractfile(member).read()  # type: ignore[union-attr]

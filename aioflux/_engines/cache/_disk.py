@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from ..._core.crc import crc32c
 from ..._core.errors import InvalidArgument, NotFound, PreconditionFailed
+from ..._core.share import pool_threads
 from ..._core.types import ObjectInfo
 from ..._core.validate import check_int
 from . import _files
@@ -123,7 +124,7 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
     with _pool_lock:
         if _pool_of is None or _pool_of[0] != os.getpid():
             _pool_of = (os.getpid(), concurrent.futures.ThreadPoolExecutor(
-                _IO_THREADS, thread_name_prefix="aioflux-cache"))
+                pool_threads(_IO_THREADS), thread_name_prefix="aioflux-cache"))
         return _pool_of[1]
 
 

@@ -2,7 +2,10 @@
 
 A *run* is a stretch of samples of one shard that a consumer wants
 together (a few consecutive samples of the epoch order); its read covers
-the bytes from its first sample's start to its last one's end. Each
+the bytes from its first sample's start to its last one's end, or, given
+a ``gap``, one piece a stretch of samples no ``gap`` bytes apart (a
+DataLoader worker's every Nth sample of a read unit), all in one call on
+a store that reads several ranges at once (:class:`RangesReader`). Each
 sample's bytes are checked against the crc32c its index recorded, and the
 read is pinned to the indexed version of the shard, so a shard rewritten
 since it was indexed fails instead of yielding other bytes.
@@ -39,6 +42,7 @@ import asyncio
 import collections
 import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Protocol, TypeVar, runtime_checkable
 
 from ..._core.crc import crc32c, crc32c_spans, encode_crc32c
 from ..._core.errors import ChecksumMismatch, NotFound, PreconditionFailed
@@ -50,7 +54,9 @@ from ..hedge import Hedger
 from ._compressed import Cursor, fits, unit_from_cache
 from ._index import ShardIndex
 
-__all__ = ["Run", "ShardsDone", "read_runs"]
+__all__ = ["RangesReader", "Run", "ShardsDone", "read_runs"]
+
+T = TypeVar("T")
 
 # From this length a sample's region is a view of its run's bytes, its
 # crc32c read in place (``crc32c_spans``); below it a bytes slice is as
@@ -97,17 +103,51 @@ def _retrieved(task: asyncio.Future[ShardIndex]) -> None:
         task.exception()
 
 
+@runtime_checkable
+class RangesReader(Protocol):
+    """A store that reads several ranges of one object in one call
+    (``LocalStore``: one thread's turn for them all)."""
+
+    async def read_ranges(self, bucket: str, name: str, ranges: Sequence[tuple[int, int]], *,
+                          generation: int | None = None) -> list[bytes]: ...
+
+
 async def _pinned_read(store: ObjectStore, info: ObjectInfo, version: int | None,
                        start: int, end: int, hedger: Hedger | None = None) -> bytes:
     def read() -> Awaitable[bytes]:
         return store.read(info.bucket, info.name, start=start, end=end, generation=version)
 
+    return await _pinned(info, read() if hedger is None else hedger.run(read))
+
+
+async def _pinned(info: ObjectInfo, reading: Awaitable[T]) -> T:
+    """``reading``'s result; a shard changed since it was indexed said so."""
     try:
-        return await (read() if hedger is None else hedger.run(read))
+        return await reading
     except (NotFound, PreconditionFailed) as exc:
         raise type(exc)(f"read {info.url}: the shard changed or was deleted since it was "
                         f"indexed ({exc}); index it again", operation="read",
                         bucket=info.bucket, name=info.name, status=exc.status) from None
+
+
+def _pieces(index: ShardIndex, samples: Sequence[int],
+            gap: int) -> list[tuple[int, int, list[int]]]:
+    """``(start, end, positions in samples)`` of the reads of ``samples``: by
+    offset, a new read where ``gap`` bytes or more separate a sample from
+    the ones before it."""
+    offsets, lengths = index.offsets, index.lengths
+    order = sorted(range(len(samples)), key=lambda j: offsets[samples[j]])
+    pieces: list[tuple[int, int, list[int]]] = []
+    for j in order:
+        k = samples[j]
+        start, end = offsets[k], offsets[k] + lengths[k]
+        if pieces and start - pieces[-1][1] < gap:
+            last = pieces[-1]
+            pieces[-1] = (last[0], max(last[1], end), last[2])
+            last[2].append(j)
+        else:
+            pieces.append((start, end, [j]))
+    return pieces
 
 
 def _checked(shard: _Shard, data: bytes, base: int,
@@ -153,7 +193,7 @@ async def read_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
                     index_of: Callable[[int], Awaitable[ShardIndex]],
                     runs: Iterable[Run | ShardsDone], *, limit: int, max_bytes: int,
                     unit: int = 1, cache: DiskCache | None = None,
-                    hedger: Hedger | None = None
+                    hedger: Hedger | None = None, gap: int | None = None
                     ) -> AsyncGenerator[tuple[Run, list[bytes | memoryview]], None]:
     """Read ``runs`` in order, a window of them in flight.
 
@@ -170,6 +210,10 @@ async def read_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         cache: a disk cache of read units (a compressed shard's only if it
             :func:`~._compressed.fits`: decompressed once into it).
         hedger: hedges slow ranged reads (None: never).
+        gap: a run's read of an uncompressed shard without a cache is split
+            where this many bytes or more lie between two of its samples
+            (the samples of the other workers of a read unit), one read a
+            piece; None: one read a run, whatever it spans.
 
     Yields:
         Each run with its samples' regions, in the run's order, checked: a
@@ -258,6 +302,10 @@ async def read_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         return await read(state[run.shard], run)
 
     async def read(shard: _Shard, run: Run) -> list[bytes | memoryview]:
+        if shard.index.compression is None and cache is None and gap is not None:
+            pieces = _pieces(shard.index, run.samples, gap)
+            if len(pieces) > 1:
+                return await _read_pieces(shard, run, pieces)
         start, end = span(run)
         if shard.index.compression is None:
             if cache is None:
@@ -284,6 +332,25 @@ async def read_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
                 shard.cursor = None
         return _checked(shard, data, start, run.samples)
 
+    async def _read_pieces(shard: _Shard, run: Run,
+                           pieces: list[tuple[int, int, list[int]]]
+                           ) -> list[bytes | memoryview]:
+        info, version = shard.info, shard.index.version
+        datas: Sequence[bytes]
+        if isinstance(store, RangesReader):
+            datas = await _pinned(info, store.read_ranges(
+                info.bucket, info.name, [(start, end) for start, end, _ in pieces],
+                generation=version))
+        else:
+            datas = await asyncio.gather(*(_pinned_read(store, info, version, start, end,
+                                                        hedger) for start, end, _ in pieces))
+        regions: list[bytes | memoryview | None] = [None] * len(run.samples)
+        for (start, _, at), data in zip(pieces, datas, strict=True):
+            got = _checked(shard, data, start, [run.samples[j] for j in at])
+            for j, region in zip(at, got, strict=True):
+                regions[j] = region
+        return regions  # type: ignore[return-value]  # every position is a piece's
+
     async def _cached(shard: _Shard, start: int, end: int) -> bytes:
         # The entry's name carries the range; size and version keep it to this shard's bytes.
         entry = shard.info._replace(name=f"{shard.info.name}#bytes={start}-{end}",
@@ -297,6 +364,9 @@ async def read_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         return bytes(await cache.get(entry, fetch))
 
     def nbytes(run: Run) -> int:
+        index = state[run.shard].index
+        if index.compression is None and cache is None and gap is not None:
+            return sum(end - start for start, end, _ in _pieces(index, run.samples, gap))
         start, end = span(run)
         return end - start
 
