@@ -401,7 +401,11 @@ class WriterBase(abc.ABC):
                                  if_generation_match)
         self._pid = os.getpid()
         self._opened = opening_site()
-        self._init_flow(max_in_flight)
+        # An upload whose parts land at memory speed (a file's, in the page
+        # cache) names how many in flight help: past that, parts only wait,
+        # each in a part buffer of fresh memory faulted in (ckpt_file).
+        cap = getattr(self._session.upload, "parts_in_flight", None)
+        self._init_flow(min(max_in_flight, cap) if cap else max_in_flight)
         self._number = 1
         self._crc = Crc32c()
         self._done = False

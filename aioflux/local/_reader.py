@@ -24,11 +24,15 @@ in place while it is read (size or modification time moved) fails
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
+import itertools
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .._core.crc import crc32c, encode_crc32c
+from .._core.crc import crc32c, crc32c_combine, encode_crc32c
 from .._core.errors import ChecksumMismatch, InvalidArgument, NotFound, describe
 from .._core.types import ObjectInfo
 from .._core.urls import format_url
@@ -42,6 +46,51 @@ __all__ = ["FileReader"]
 _PIECE = 256 * 1024
 # A read this close past the checked bytes reads the bytes between too.
 _GAP = 64 * 1024
+# From this size on, a read is cut into spans read side by side, one in the
+# caller's thread, the others in this module's: the copy into torch's fresh
+# tensor memory, and the page faults of that memory, spread over the cores
+# (torch.load reads a tensor in one thread). Each span is read and
+# checksummed in pieces of _SPAN_PIECE, whose crc32c runs without the GIL.
+_SPLIT_FROM = 8 * 1024 * 1024
+_SPAN_MIN = 4 * 1024 * 1024
+_SPAN_PIECE = 1024 * 1024
+_MOST_THREADS = 4
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+
+
+def _spare_threads() -> tuple[int, ThreadPoolExecutor | None]:
+    """How many spans a read may be cut into, and the threads reading all
+    but the first (this process's: a forked child makes its own)."""
+    global _pool
+    cores = min(_MOST_THREADS, len(os.sched_getaffinity(0)) if hasattr(
+        os, "sched_getaffinity") else (os.cpu_count() or 1))
+    if cores < 2:
+        return 1, None
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(cores - 1,
+                                                     thread_name_prefix="aioflux-file-read"))
+        return cores, _pool[1]
+
+
+def _read_span(fd: int, view: memoryview, offset: int, skip: int | None) -> tuple[int, int]:
+    """Read ``view``'s bytes from ``offset`` of the file.
+
+    Returns:
+        The bytes read (fewer at the file's end) and the crc32c of those
+        from index ``skip`` on (0 if ``skip`` is None).
+    """
+    crc, done = 0, 0
+    while done < len(view):
+        piece = view[done:done + _SPAN_PIECE]
+        got = os.preadv(fd, [piece], offset + done)
+        if got == 0:
+            break
+        if skip is not None and skip - done < got:
+            crc = crc32c(piece[max(skip - done, 0):got], crc)
+        done += got
+    return done, crc
 
 
 class FileReader(io.RawIOBase):
@@ -209,6 +258,9 @@ class FileReader(io.RawIOBase):
         count = max(0, min(len(out), self.size - start))
         if count and self._checked < start <= self._checked + _GAP:
             self._check_through(start)  # the bytes skipped: checked now, or never in order
+        spans, pool = _spare_threads() if count >= _SPLIT_FROM else (1, None)
+        if pool is not None:
+            return self._read_split(out[:count], start, min(spans, count // _SPAN_MIN), pool)
         done = 0
         try:
             while done < count:
@@ -224,6 +276,37 @@ class FileReader(io.RawIOBase):
             raise mapped(exc, "read", self.bucket, self.name) from exc
         self._pos = start + done
         return done
+
+    def _read_split(self, out: memoryview, start: int, spans: int,
+                    pool: ThreadPoolExecutor) -> int:
+        """``readinto`` of ``len(out)`` bytes as ``spans`` spans side by side."""
+        count = len(out)
+        edges = [count * i // spans // 4096 * 4096 for i in range(spans)] + [count]
+        checked = self._checked if self._want and start <= self._checked < start + count \
+            else None
+        ranges = list(itertools.pairwise(edges))
+        skips = [None if checked is None or start + hi <= checked
+                 else max(checked - start - lo, 0) for lo, hi in ranges]
+        futures = [pool.submit(_read_span, self._fd, out[lo:hi], self._base + start + lo, skip)
+                   for (lo, hi), skip in zip(ranges[1:], skips[1:], strict=True)]
+        try:
+            results = [_read_span(self._fd, out[:edges[1]], self._base + start, skips[0])]
+            results += [future.result() for future in futures]
+        except OSError as exc:
+            raise mapped(exc, "read", self.bucket, self.name) from exc
+        finally:
+            # ``out`` is the caller's: no thread may write into it after this returns.
+            concurrent.futures.wait(futures)
+        for (lo, hi), skip, (got, crc) in zip(ranges, skips, results, strict=True):
+            if got < hi - lo:
+                raise self._fail(f"the file ended at {self._base + start + lo + got} of "
+                                 f"{self._base + self.size} bytes (truncated while reading)")
+            if skip is not None:
+                self._crc = crc32c_combine(self._crc, crc, hi - lo - skip)
+                self._checked = start + hi
+        self._decide()
+        self._pos = start + count
+        return count
 
     def read(self, size: int | None = -1) -> bytes:
         """Up to ``size`` bytes from the position (the rest if negative)."""
@@ -299,6 +382,10 @@ class FileReader(io.RawIOBase):
             return
         self._crc = crc32c(piece[self._checked - at:], self._crc)
         self._checked = at + len(piece)
+        self._decide()
+
+    def _decide(self) -> None:
+        """Once every byte is accounted, hold the crc32c to the file's."""
         if self._checked == self.size and self._expected is not None:
             # (An item's reader has nothing to hold its bytes to: its
             # reader's owner compares the crc32c :meth:`finish` hands over.)

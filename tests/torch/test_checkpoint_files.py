@@ -224,3 +224,44 @@ def test_a_dcp_data_file_rewritten_in_place_mid_load_is_a_precondition_failure(
         dcp.load({"a": torch.zeros(1000), "b": torch.zeros(1000)},
                  storage_reader=GcsStorageReader(str(root)))
     assert PreconditionFailed.__name__ in repr(caught.value)
+
+
+def test_long_reads_split_across_threads_land_whole_and_are_checked(tmp_path: Path) -> None:
+    # Reads from 8 MiB on are cut into spans read side by side: every span
+    # lands where it belongs, and their crc32c combine in file order, from
+    # wherever the check stood (here inside the read, after an overlap).
+    path = tmp_path / "big"
+    body = os.urandom(21 * MiB + 12345)
+    call(LocalStore().write(*_bucket_name(path), body))
+    _needs_crc(path)
+    with FileReader(*_bucket_name(path)) as reader:
+        assert reader.read(100) == body[:100]
+        reader.seek(50)  # overlaps what was checked
+        buf = bytearray(20 * MiB)
+        assert reader.readinto(buf) == len(buf)
+        assert buf == body[50:50 + 20 * MiB]
+        assert reader.read() == body[50 + 20 * MiB:]
+        reader.verify()
+    state = {"w": torch.randn(6 * MiB), "b": torch.arange(10)}  # a 24 MiB tensor
+    Checkpoint().save(state, str(tmp_path / "ck.pt"))
+    loaded = Checkpoint().load(str(tmp_path / "ck.pt"))
+    assert _bits_equal(loaded["w"], state["w"]) and _bits_equal(loaded["b"], state["b"])
+    for at in (3 * MiB, 15 * MiB + 7, len(body) - 2):  # in the first span, a later one, the tail
+        bad = tmp_path / f"bad-{at}"
+        call(LocalStore().write(*_bucket_name(bad), body))
+        _flip(bad, at)
+        with FileReader(*_bucket_name(bad)) as reader, \
+                pytest.raises(ChecksumMismatch, match="crc32c"):
+            buf = bytearray(len(body))
+            reader.readinto(buf)  # the read reaches the end: the check decides there
+            reader.verify()
+
+
+def test_a_file_cut_short_while_read_fails_the_read(tmp_path: Path) -> None:
+    path = tmp_path / "big"
+    body = os.urandom(16 * MiB)
+    call(LocalStore().write(*_bucket_name(path), body))
+    with FileReader(*_bucket_name(path)) as reader:
+        os.truncate(path, 10 * MiB)
+        with pytest.raises(ChecksumMismatch, match="truncated while reading"):
+            reader.readinto(bytearray(16 * MiB))
