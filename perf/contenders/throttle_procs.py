@@ -7,7 +7,11 @@ settings; ``--rate off`` sets ``ClientConfig(request_rate='off')``),
 ``SlowDown``; the store is made before the go line, as the botocore
 clients are), ``aioflux-az`` (``AzureStore.stream`` of the folder on
 Azurite, through a capping proxy this process runs: 503 ``ServerBusy``;
-made before the go line too),
+made before the go line too). ``--burst SECONDS`` puts the tests' capping
+proxy (``tests/capping_proxy.py``, the GCS dialect: 429) at ``--cap``
+requests/s holding that many seconds of tokens in front of the emulator's
+JSON API, for ``aioflux`` (a service's burst is unknown and may be small;
+the emulator's own bucket holds a second), and the figures are its counts,
 ``gcsfs`` (``cat`` of the folder's paths), ``s3fs`` (the same on the S3
 face), ``botocore`` (GetObject per object, ``Config(retries={'mode':
 'adaptive'})``, 8 threads a process on one client; ``--threads`` runs all
@@ -30,6 +34,9 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 from _contender import Manifest, Stopwatch, load, report
 from _throttle import counted, emulator_counts, fresh_rate, gather, summarize, worker_main
 
+#: the environment variable naming the capping proxy's endpoint (``--burst``)
+_PROXIED = "AIOFLUX_THROTTLE_PROXY"
+
 
 def folder_names(manifest: Manifest, folder: str) -> list[str]:
     return [n for n in manifest.names if n.startswith(folder)]
@@ -45,10 +52,11 @@ def aioflux_work(manifest: Manifest, folder: str, rate: str):  # type: ignore[no
     from aioflux import AsyncClient, ClientConfig
 
     config = ClientConfig() if rate == "adaptive" else ClientConfig(request_rate="off")
+    endpoint = os.environ.get(_PROXIED, manifest.endpoint)
 
     def work() -> tuple[int, int]:
         async def go() -> tuple[int, int]:
-            async with AsyncClient(config, endpoint=manifest.endpoint) as client:
+            async with AsyncClient(config, endpoint=endpoint) as client:
                 items = nbytes = 0
                 async for item in client.stream(f"gs://{manifest.bucket}/{folder}"):
                     items += 1
@@ -206,8 +214,22 @@ def azure_capped(manifest: Manifest, cap: float) -> Any:
     return proxy
 
 
+def gcs_capped(manifest: Manifest, cap: float, burst: float) -> Any:
+    """The emulator's JSON API behind a capping proxy of ``cap`` requests/s
+    holding ``burst`` seconds of tokens (429 past it), run on a thread of
+    this process; the workers find it in the environment."""
+    from tests.capping_proxy import CappingProxy
+
+    proxy = CappingProxy(manifest.endpoint, cap, "gcs", burst=max(1.0, cap * burst))
+    os.environ[_PROXIED] = proxy.__enter__()
+    return proxy
+
+
 def main(manifest: Manifest, args: argparse.Namespace) -> None:
     proxy = azure_capped(manifest, args.cap) if args.client == "aioflux-az" else None
+    if args.burst is not None:
+        assert args.client == "aioflux", "--burst: the aioflux client on the JSON API"
+        proxy = gcs_capped(manifest, args.cap, args.burst)
     if args.client in ("aioflux", "aioflux-s3"):
         # Before any worker starts: the node meets the cap afresh, not at
         # the rate an earlier row or round left (the proxy's endpoint is
@@ -255,6 +277,7 @@ if __name__ == "__main__":
     p.add_argument("--cap", type=float, default=200.0)
     p.add_argument("--prefix", default="throttle/")
     p.add_argument("--threads", action="store_true")
+    p.add_argument("--burst", type=float, default=None, metavar="SECONDS")
     p.add_argument("--worker", type=int, default=None)
     args = p.parse_args(rest)
     if args.worker is None:
