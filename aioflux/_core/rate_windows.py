@@ -140,12 +140,15 @@ def judge(state: RateState, now: float, doubling: float, ceiling: float | None) 
         return False
     ok, refused = state.ok, state.refused
     state.window_at, state.ok, state.refused = now, 0, 0
+    probed = 0.0  # the rate a probe had when this window found the cap
     first = state.decreased_at == state.started_at  # no cut since pacing started
     served = min(ok / span, state.rate)
     busy = ok + refused >= BUSY * state.rate * span  # asked for the rate
     if calibrating:
+        # Twice a cut's share: a flaky service's refusals (a tenth, say)
+        # are left to the probe, whose cut is judged.
         throttled = refused >= CUT_LEAST and refused > (
-            THROTTLE_SHARE + noise(state, now)) * (ok + refused)
+            2 * THROTTLE_SHARE + noise(state, now)) * (ok + refused)
         if ok >= CALIBRATE_LEAST and throttled and _calibrate(
                 state, now, served, doubling, ceiling):
             state.judging = 0
@@ -194,6 +197,7 @@ def judge(state: RateState, now: float, doubling: float, ceiling: float | None) 
         # Throttled beyond the noise, the probe found the cap (and a window
         # throttled enough to cut cuts as well, below).
         if busy and refused >= CUT_LEAST and refused > (FOUND_SHARE + share) * (ok + refused):
+            probed = state.rate
             _found(state, now, min(ok / span, state.rate), share, doubling, ceiling)
         else:
             _grow_or_hold(state, now, ok, span, busy, served, doubling, ceiling)
@@ -211,7 +215,7 @@ def judge(state: RateState, now: float, doubling: float, ceiling: float | None) 
     # for the first cut since it started; after that, the rate a cut made
     # while recovering was heading for (the rate at the cut alone would
     # let a flaky service's random runs of throttles ratchet it down).
-    state.peak = max(state.rate, state.peak if first else recovery_target(state))
+    state.peak = max(state.rate, probed, state.peak if first else recovery_target(state))
     # What the cap admits: the least of what was served of late and what
     # this window was, if it asked for the rate and was served enough to
     # tell (a storm of refusals is no measure). The average still holds

@@ -76,8 +76,11 @@ def test_one_process_under_a_cap_does_not_fail(capped: Emulator) -> None:
     result = asyncio.run(_read_all(capped.endpoint, [f"o{i}" for i in range(400)], _config()))
     assert result["failures"] == [] and result["wrong"] == 0
     # The requests already in flight when the first 429s came back are
-    # throttled; the rest are paced (measured: 2-6% of 410-430 attempts).
-    assert result["throttled"] <= 0.12 * result["attempts"], result
+    # throttled, and the first paced window's: the rate a process measured
+    # over its first quarter second holds the emulator's second of burst,
+    # and pacing starts above the cap until that window calibrates it
+    # (measured: 10-13% of 430-460 attempts); the rest are paced.
+    assert result["throttled"] <= 0.16 * result["attempts"], result
     assert result["waited"] > 0 and f"{BUCKET} read" in result["rates"], result
 
 

@@ -81,7 +81,7 @@ def test_the_first_window_replaces_the_guesses_pacing_started_from() -> None:
     state = RateState()
     start(state, 0.0, 504.0)
     assert state.rate == pytest.approx(START_FRACTION * 504.0)
-    end = _answers(state, 0.0, rate.FIRST_WINDOW + 0.001, ok=50, refused=10)
+    end = _answers(state, 0.0, rate.FIRST_WINDOW + 0.001, ok=50, refused=20)
     assert state.window_at == end  # the 50th answer closed the window
     served = 50 / end
     assert state.rate == pytest.approx(RECOVER_TO * served)
@@ -105,7 +105,7 @@ def test_answers_to_requests_sent_before_the_start_restart_the_first_window() ->
         answered(state, now, DOUBLING, sent_at=-0.01)
     throttle(state, now, DOUBLING, sent_at=-0.01)
     assert state.window_at == now and state.ok == 0
-    end = _answers(state, now, rate.FIRST_WINDOW + 0.001, ok=50, refused=10)
+    end = _answers(state, now, rate.FIRST_WINDOW + 0.001, ok=50, refused=20)
     assert state.rate == pytest.approx(RECOVER_TO * 50 / (end - now)) and state.rate < guess
 
 
