@@ -11,10 +11,12 @@ record (its CPU, samples, bytes read, threads), so the DataLoader's own
 transport costs nothing. Readers: aioflux's ``ShardDataset`` (its default
 ``batch_size=1``: each worker takes every Nth sample of the epoch order,
 as with ``DataLoader(batch_size=None)``) and a plain ``tarfile`` loop over
-the shards split by worker. Loader rows (``<reader>-loader-w<N>``): the
-same readers through ``DataLoader(batch_size=64, collate_fn=list)``
-(``ShardDataset(batch_size=64)``), every sample carried to the main
-process; CPU there is the main process's and its workers'.
+the shards split by worker. ``aioflux-b64-w<N>``: the probe over
+``ShardDataset(batch_size=64)``, whose worker takes whole batches. Loader
+rows (``<reader>-loader-w<N>``): the same readers through
+``DataLoader(batch_size=64, collate_fn=list)`` (``ShardDataset(batch_size=64)``),
+every sample carried to the main process; CPU there is the main
+process's and its workers'.
 
 Parameters: ``workers`` (``2,8,16``), ``loader_workers`` (``2,8``; empty
 for none), ``shards`` (64), ``samples`` (1,024 a shard), ``size``
@@ -54,6 +56,14 @@ def plan(options: Options) -> Plan:
                       note=f"tarfile.open over shards[id::{n}], members grouped by key; "
                            "the same probe"),
         ]
+    for n in workers:
+        contenders.append(Contender(
+            f"aioflux-b64-w{n}", "workers_probe.py", None,
+            ("--reader", "aioflux", "--batch", "64", "--workers", str(n), *shape),
+            available=_ready,
+            note="the same probe over ShardDataset(batch_size=64): a worker's share is "
+                 "whole batches of 64 consecutive positions (about one read unit each), "
+                 "not every Nth sample"))
     for n in loader_workers:
         contenders += [
             Contender(f"aioflux-loader-w{n}", "workers_probe.py", None,
