@@ -357,9 +357,17 @@ class LocalStore(StoreBase):
 
     async def read_ranges(self, bucket: str, name: str, ranges: Sequence[tuple[int, int]], *,
                           generation: int | None = None) -> list[bytes]:
-        """Each ``(start, end)`` range of one file at ``generation``, in one
-        thread's turn, which costs more than a 16 KiB read from the page cache
-        (perf scenario ``workers``); raises as ``fetch`` does."""
+        """Several ranges of one file, read in one hand-off to a file thread.
+
+        Args:
+            bucket: the folder.
+            name: the file.
+            ranges: ``(start, end)`` byte ranges.
+            generation: the version the file must be at.
+
+        Returns:
+            Each range's bytes, in order; raises as ``fetch`` does.
+        """
         check_name("read", bucket, name)
         spans = [(int(start), int(end)) for start, end in ranges]
         return await self._run("read", bucket, name, lambda: _files.read_ranges(

@@ -461,11 +461,15 @@ class GcsStorageReader(FileSystemReader):
     """DCP ``StorageReader`` for ``gs://``, ``s3://``, ``file://`` and path checkpoint
     directories.
 
-    Each plan item is one ranged GET of exactly its bytes; up to
-    ``items_ahead`` of them are in flight ahead of the one being loaded, as
-    long as the items in flight (that one included) hold at most
-    ``bytes_ahead``. DCP's zstd stream extension is recognised from the
-    metadata.
+    From an object store, each plan item is one ranged GET of exactly its
+    bytes; up to ``items_ahead`` of them are in flight ahead of the one being
+    loaded, as long as the items in flight (that one included) hold at most
+    ``bytes_ahead``. From local files, torch reads each item straight from
+    the file (the kernel reads ahead), its crc32c worked out as it goes and
+    checked before the next item is read: a corrupt item fails the load
+    (``ChecksumMismatch``) after its bytes were copied into the state dict,
+    which a failed load leaves partly loaded in any case. DCP's zstd stream
+    extension is recognised from the metadata.
 
     Args:
         path: ``gs://bucket/prefix``, ``s3://bucket/prefix``, ``file:///dir`` or a path.

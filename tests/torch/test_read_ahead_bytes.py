@@ -20,7 +20,7 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
-from aioflux import DownloadOptions, InvalidArgument
+from aioflux import AsyncClient, Client, DownloadOptions, InvalidArgument
 from aioflux.local import LocalStore
 from aioflux.torch import IterableDataset
 from aioflux.torch.dcp import DEFAULT_BYTES_AHEAD, GcsStorageReader, GcsStorageWriter
@@ -30,8 +30,8 @@ MIB = 1024 * KIB
 
 
 class Reads:
-    """What ``LocalStore.read`` was asked for: reads and bytes started, and
-    the most reads inside it at once."""
+    """What a store's ``read`` (or ``fetch``) was asked for: reads and bytes
+    started, and the most reads inside it at once."""
 
     def __init__(self, delay: float = 0.0) -> None:
         self.started = self.bytes = self.inside = self.peak_inside = 0
@@ -39,11 +39,11 @@ class Reads:
         self._lock = threading.Lock()
 
     def patch(self, monkeypatch: pytest.MonkeyPatch, method: str = "read",
-              suffix: str = "") -> None:
-        real = getattr(LocalStore, method)
+              suffix: str = "", store_class: type = LocalStore) -> None:
+        real = getattr(store_class, method)
         reads = self
 
-        async def read(store: LocalStore, bucket: str, name: str, **kw: Any) -> Any:
+        async def read(store: Any, bucket: str, name: str, **kw: Any) -> Any:
             if not name.endswith(suffix):
                 return await real(store, bucket, name, **kw)
             with reads._lock:
@@ -58,7 +58,7 @@ class Reads:
                 with reads._lock:
                     reads.inside -= 1
 
-        monkeypatch.setattr(LocalStore, method, read)
+        monkeypatch.setattr(store_class, method, read)
 
 
 def write_files(root: Path, count: int, size: int) -> list[bytes]:
@@ -112,15 +112,18 @@ def _state(items: int, floats: int) -> dict[str, torch.Tensor]:
     (1, 8, 1),            # an item larger than the budget still loads, alone
     (DEFAULT_BYTES_AHEAD, 3, 4),  # the count bound still holds: 3 ahead and the one loading
 ])
-def test_dcp_reader_holds_at_most_bytes_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_dcp_reader_holds_at_most_bytes_ahead(sync_client: Client, bucket: str,
+                                              monkeypatch: pytest.MonkeyPatch,
                                               bytes_ahead: int, items_ahead: int,
                                               most_items: int) -> None:
-    root = str(tmp_path / "ckpt")
+    # An object store's: a local file's items are read by torch straight
+    # from the file, nothing fetched ahead (the kernel reads ahead).
+    root = f"gs://{bucket}/ckpt"
     state = _state(10, 256 * KIB)  # 10 items of 1 MiB of float32
-    dcp.save(state, storage_writer=GcsStorageWriter(root))
+    dcp.save(state, storage_writer=GcsStorageWriter(root, client=sync_client))
     reads = Reads()
     # The DCP reader fetches (it wants each range's crc32c); only data files count.
-    reads.patch(monkeypatch, "fetch", ".distcp")
+    reads.patch(monkeypatch, "fetch", ".distcp", AsyncClient)
     handed = 0
     most = 0
     real = GcsStorageReader._slice_file
@@ -134,7 +137,8 @@ def test_dcp_reader_holds_at_most_bytes_ahead(tmp_path: Path, monkeypatch: pytes
 
     monkeypatch.setattr(GcsStorageReader, "_slice_file", slice_file)
     target = {k: torch.zeros_like(v) for k, v in state.items()}
-    dcp.load(target, storage_reader=GcsStorageReader(root, bytes_ahead=bytes_ahead,
+    dcp.load(target, storage_reader=GcsStorageReader(root, client=sync_client,
+                                                     bytes_ahead=bytes_ahead,
                                                      items_ahead=items_ahead))
     assert all(torch.equal(target[k], state[k]) for k in state)
     item = 1 * MIB + 4 * KIB  # the tensor and torch.save's header
