@@ -105,12 +105,19 @@ def test_plan_caps_the_emulator_and_sets_the_targets_on_aioflux() -> None:
         assert {f"aioflux-p{n}", f"aioflux-off-p{n}", f"aioflux-dl-w{n}", f"aioflux-s3-p{n}",
                 f"gcsfs-p{n}", f"s3fs-p{n}", f"botocore-adaptive-p{n}",
                 f"botocore-adaptive-t{n}"} <= set(names)
-    assert sum(s.count for s in p.objects) == 16 * 400
+    # 16 folders of 400 for the whole-folder rows, 16 of 100 for the short job.
+    assert sum(s.count for s in p.objects) == 16 * 400 + 16 * 100
     goals = {(lim.contender, lim.key): (lim.op, lim.bound) for lim in p.limits}
     assert goals[("aioflux-p16", "goodput_of_cap")] == (">=", 0.9)
     assert goals[("aioflux-dl-w4", "slowest_fastest")] == ("<=", 1.3)
+    # The small bursts: 10% throttled allowed at 0.05 s, 5% at 0.1 s.
+    assert goals[("aioflux-p16-burst0.05", "throttled_pct")] == ("<=", 10.0)
+    assert goals[("aioflux-p16-short-burst0.1", "throttled_pct")] == ("<=", 5.0)
+    bursts = {f"aioflux-p{n}-burst{b}" for n in (4, 16) for b in ("0.05", "0.1")}
+    short = {f"aioflux-p16-short-burst{b}" for b in ("0.05", "0.1")}
     assert {c for c, _ in goals} == {"aioflux-p4", "aioflux-dl-w4", "aioflux-s3-p4",
-                                     "aioflux-p16", "aioflux-dl-w16", "aioflux-s3-p16"}
+                                     "aioflux-p16", "aioflux-dl-w16", "aioflux-s3-p16",
+                                     *bursts, *short}
 
 
 def test_the_azure_plan_caps_azurite_through_the_proxy_and_sets_the_targets() -> None:
