@@ -208,6 +208,14 @@ def file_info(bucket: str, name: str) -> ObjectInfo:
 # -- reads --------------------------------------------------------------------
 
 
+def _check_generation(where: str, bucket: str, name: str, st: os.stat_result,
+                      generation: int | None) -> None:
+    """A read of ``generation`` finds the file at it, or ``NotFound``."""
+    if generation is not None and generation_of(st) != generation:
+        raise NotFound(f"{where} failed: generation {generation} is gone (now "
+                       f"{generation_of(st)})", operation="read", bucket=bucket, name=name)
+
+
 def read_ranges(bucket: str, name: str, ranges: list[tuple[int, int]],
                 generation: int | None) -> list[bytes]:
     """Ranges ``[start, end)`` of one file, each whole, through one descriptor
@@ -215,9 +223,7 @@ def read_ranges(bucket: str, name: str, ranges: list[tuple[int, int]],
     where = describe("read", bucket, name, "file")
     fd, st = open_file("read", bucket, name)
     try:
-        if generation is not None and generation_of(st) != generation:
-            raise NotFound(f"{where} failed: generation {generation} is gone (now "
-                           f"{generation_of(st)})", operation="read", bucket=bucket, name=name)
+        _check_generation(where, bucket, name, st, generation)
         out = []
         for start, end in ranges:
             if not 0 <= start <= end <= st.st_size:
@@ -249,9 +255,7 @@ def read_file(bucket: str, name: str, start: int, end: int | None, into: memoryv
     # name, not the content this read sees.
     fd, st = open_file("read", bucket, name)
     try:
-        if generation is not None and generation_of(st) != generation:
-            raise NotFound(f"{where} failed: generation {generation} is gone (now "
-                           f"{generation_of(st)})", operation="read", bucket=bucket, name=name)
+        _check_generation(where, bucket, name, st, generation)
         if size is not None and size != st.st_size:
             raise ChecksumMismatch(f"{where} failed: {st.st_size} bytes, expected {size}",
                                    operation="read", bucket=bucket, name=name)
