@@ -34,6 +34,7 @@ from typing import Any
 
 from .._core.crc import crc32c, crc32c_combine, encode_crc32c
 from .._core.errors import ChecksumMismatch, InvalidArgument, NotFound, describe
+from .._core.share import cpus, pool_threads
 from .._core.types import ObjectInfo
 from .._core.urls import format_url
 from ._files import check_unchanged, generation_of, mapped, object_info, open_file, recorded_crc
@@ -63,8 +64,8 @@ def _spare_threads() -> tuple[int, ThreadPoolExecutor | None]:
     """How many spans a read may be cut into, and the threads reading all
     but the first (this process's: a forked child makes its own)."""
     global _pool
-    cores = min(_MOST_THREADS, len(os.sched_getaffinity(0)) if hasattr(
-        os, "sched_getaffinity") else (os.cpu_count() or 1))
+    # A DataLoader worker's share of the CPUs, as its other pools take.
+    cores = pool_threads(min(_MOST_THREADS, cpus()), least=1)
     if cores < 2:
         return 1, None
     with _pool_lock:
