@@ -38,9 +38,16 @@ class EmulatorProfile:
         ttfb: seconds slept before the response headers of every object
             request (downloads, uploads, list, compose, delete...).
         bandwidth: bytes/s cap per response body and per request body
-            (``None`` = unlimited). A download body is sent in chunks of
-            ~5 ms of data (16-256 KiB), each once its last byte is due; a
-            body of one chunk leaves together with the response head.
+            (``None`` = unlimited): one connection's stream. A download body
+            is sent in chunks of ~5 ms of data (16-256 KiB), each once its
+            last byte is due; a body of one chunk leaves together with the
+            response head.
+        host_bandwidth: bytes/s cap on the sum of every response body
+            (and apart from it of every request body) the emulator sends at
+            once: the host's NIC, full duplex (``None`` = unlimited). The
+            streams take turns a chunk at a time, so each gets an even
+            share; with ``bandwidth`` too, N parallel reads get at most
+            ``min(N * bandwidth, host_bandwidth)``.
         qps_limit: object reads/s, and apart from them object writes/s,
             above which the emulator answers 429 (a token bucket for each
             kind, as GCS and S3 limit reads and writes apart; ``None`` =
@@ -63,6 +70,7 @@ class EmulatorProfile:
 
     ttfb: float = 0.0
     bandwidth: float | None = None
+    host_bandwidth: float | None = None
     qps_limit: float | None = None
     tail_fraction: float = 0.0
     tail_delay: tuple[float, float] = (0.5, 2.0)
@@ -72,6 +80,7 @@ class EmulatorProfile:
     def __post_init__(self) -> None:
         _check_non_negative("ttfb", self.ttfb)
         _check_positive("bandwidth", self.bandwidth)
+        _check_positive("host_bandwidth", self.host_bandwidth)
         _check_positive("qps_limit", self.qps_limit)
         if not math.isfinite(self.qps_burst) or self.qps_burst <= 0:
             raise ValueError(f"qps_burst must be a finite number > 0, got {self.qps_burst!r}")
@@ -127,5 +136,6 @@ NO_PROFILE = EmulatorProfile()
 NO_FAULTS = Faults()
 """No faults."""
 
-GCS_LIKE_PROFILE = EmulatorProfile(ttfb=0.020, bandwidth=100e6)
-"""20 ms to first byte and 100 MB/s per connection, as the perf harness uses."""
+GCS_LIKE_PROFILE = EmulatorProfile(ttfb=0.020, bandwidth=100e6, host_bandwidth=800e6)
+"""20 ms to first byte, 100 MB/s per connection and 800 MB/s for the host
+(a NIC's sum), as the perf harness uses."""

@@ -5,6 +5,13 @@ bucket and the counters, and implements the three places where knobs act:
 admission (QPS cap, injected 429/503), request bodies (paced reads) and
 response bodies (paced writes, mid-body stalls and resets).
 
+Pacing has two caps: each body's own (``bandwidth``, one connection's
+stream) and the host's (``host_bandwidth``, a NIC each direction of which
+every body shares). A body's chunk leaves once both say it is due: its own
+stream's time for its bytes, and the end of the turn it took on the host's
+link (:class:`_Link`). Each stream asks for its next turn only once its
+last chunk is due, so the turns go round the streams sending at once.
+
 The QPS cap is two token buckets, each holding ``qps_burst`` seconds of
 tokens: one for object reads (GET and HEAD: downloads, metadata,
 listings) and one for writes (everything else: uploads, compose, copy,
@@ -17,6 +24,7 @@ read cap, which no such service does.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from collections import Counter
 from collections.abc import Mapping
@@ -46,6 +54,30 @@ READS = frozenset({
 })
 
 
+class _Link:
+    """One direction of the host's NIC: turns of ``bytes / rate`` seconds,
+    given in the order asked."""
+
+    def __init__(self) -> None:
+        self.free = -math.inf  # when the last turn given ends
+
+    def turn(self, size: int, rate: float, earliest: float) -> float:
+        """Take a turn for ``size`` bytes starting no sooner than
+        ``earliest``; returns when it ends (the bytes' due time)."""
+        self.free = max(self.free, earliest) + size / rate
+        return self.free
+
+
+def _due(link: _Link, size: int, after: float, bandwidth: float | None,
+         host_bandwidth: float | None) -> float:
+    """When ``size`` more bytes of a body whose last bytes were due at
+    ``after`` are due, under its own cap and the host's."""
+    due = after + size / bandwidth if bandwidth else after
+    if host_bandwidth:
+        due = max(due, link.turn(size, host_bandwidth, after))
+    return due
+
+
 class Runtime:
     """Store, knobs and counters shared by the JSON and XML handlers.
 
@@ -67,6 +99,8 @@ class Runtime:
         # (None: full at the next request)
         self._tokens = {"reads": 0.0, "writes": 0.0}
         self._token_time: dict[str, float | None] = {"reads": None, "writes": None}
+        self._nic_out = _Link()  # response bodies
+        self._nic_in = _Link()  # request bodies
 
     @property
     def profile(self) -> EmulatorProfile:
@@ -78,6 +112,7 @@ class Runtime:
         self._profile = value
         self._token_time = {"reads": None, "writes": None}  # restart the buckets full
         self._tail_rng = random.Random(value.tail_seed)
+        self._nic_out, self._nic_in = _Link(), _Link()
 
     @property
     def faults(self) -> Faults:
@@ -156,10 +191,10 @@ class Runtime:
             # (curl sends it for large bodies, then waits a second).
             await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         bandwidth = self._profile.bandwidth
+        host = self._profile.host_bandwidth
         loop = asyncio.get_running_loop()
-        start = loop.time()
+        due = loop.time()
         chunks: list[bytes] = []
-        received = 0
         # iter_chunks hands over the received buffers as they are; iter_any
         # would join them first.
         async for chunk, _ in request.content.iter_chunks():
@@ -168,9 +203,9 @@ class Runtime:
                     break  # an empty body's reader repeats (b"", True) forever
                 continue  # the end of one HTTP chunk of a chunked body
             chunks.append(chunk)
-            received += len(chunk)
-            if bandwidth:
-                delay = start + received / bandwidth - loop.time()
+            if bandwidth or host:
+                due = _due(self._nic_in, len(chunk), due, bandwidth, host)
+                delay = due - loop.time()
                 if delay > _MIN_SLEEP:
                     await asyncio.sleep(delay)
         return Rope(chunks)
@@ -247,18 +282,22 @@ class Runtime:
         reset = self._draw(f.p_reset) and size > 1
         stall = self._draw(f.p_stall) and size > 0
         bandwidth = self._profile.bandwidth
+        host = self._profile.host_bandwidth
+        paced = bool(bandwidth or host)
         pieces = body.pieces
-        if not (reset or stall or bandwidth or chunked) and len(pieces) <= 1 and (
+        if not (reset or stall or paced or chunked) and len(pieces) <= 1 and (
                 not pieces or isinstance(pieces[0], bytes)):
             return web.Response(status=status, headers=hdrs, body=bytes(body))
-        if bandwidth and not (reset or stall or chunked) and len(pieces) == 1 and (
-                size <= _chunk_size(bandwidth)):
+        if paced and not (reset or stall or chunked) and len(pieces) == 1 and (
+                size <= _chunk_size(bandwidth, host)):
             # A body that _stream would send as one paced chunk: wait until
             # its last byte is due and send head and body in one write. The
             # client sees the same completion time; the emulator saves a
             # streamed response's extra writes and timer, ~a fifth of its CPU
             # per 100 KiB read (which it takes from the client under test).
-            delay = size / bandwidth
+            loop = asyncio.get_running_loop()
+            now = loop.time()
+            delay = _due(self._nic_out, size, now, bandwidth, host) - now
             if delay > _MIN_SLEEP:
                 await asyncio.sleep(delay)
             return web.Response(status=status, headers=hdrs, body=pieces[0])
@@ -271,7 +310,7 @@ class Runtime:
         await resp.prepare(request)
         try:
             await self._stream(request, resp, body, reset=reset, stall=stall,
-                               bandwidth=bandwidth)
+                               bandwidth=bandwidth, host=host)
         except ConnectionResetError:
             # The client went away mid-body (cancelled read-ahead, a timeout,
             # a killed process): normal for a server, not worth a traceback.
@@ -280,23 +319,23 @@ class Runtime:
 
     async def _stream(self, request: web.BaseRequest, resp: web.StreamResponse,
                       body: Rope, *, reset: bool, stall: bool,
-                      bandwidth: float | None) -> None:
+                      bandwidth: float | None, host: float | None) -> None:
         f = self._faults
         half = body.size // 2
         chunk = _MAX_CHUNK
-        if bandwidth:
-            chunk = _chunk_size(bandwidth)
+        if bandwidth or host:
+            chunk = _chunk_size(bandwidth, host)
         elif not (reset or stall):
             chunk = body.size  # no pacing: hand each piece (or range of one) over as is
         loop = asyncio.get_running_loop()
-        start = loop.time()
-        paused = 0.0
+        due = loop.time()
         sent = 0
         for view in body.chunks(max(chunk, 1), split_at=half if reset or stall else None):
             end = sent + len(view)
-            if bandwidth:
-                # Pace before writing so the last byte leaves at size/bandwidth.
-                delay = start + paused + end / bandwidth - loop.time()
+            if bandwidth or host:
+                # Pace before writing so the last byte leaves when it is due.
+                due = _due(self._nic_out, len(view), due, bandwidth, host)
+                delay = due - loop.time()
                 if delay > _MIN_SLEEP:
                     await asyncio.sleep(delay)
             await resp.write(view)
@@ -311,13 +350,15 @@ class Runtime:
                 stall = False
                 self.stats["stalls"] += 1
                 await asyncio.sleep(f.stall_seconds)
-                paused += f.stall_seconds
+                due += f.stall_seconds
         await resp.write_eof()
 
 
-def _chunk_size(bandwidth: float) -> int:
-    # ~5 ms of data per write keeps the pacing smooth at low caps.
-    return int(min(_MAX_CHUNK, max(_MIN_CHUNK, bandwidth * 0.005)))
+def _chunk_size(bandwidth: float | None, host_bandwidth: float | None) -> int:
+    # ~5 ms of data per write (at the tighter cap) keeps the pacing smooth
+    # at low caps.
+    rate = min(r for r in (bandwidth, host_bandwidth, math.inf) if r)
+    return int(min(_MAX_CHUNK, max(_MIN_CHUNK, rate * 0.005)))
 
 
 def parse_range(header: str | None, size: int) -> tuple[int, int] | None:

@@ -67,10 +67,12 @@ def build_parser(prog: str = "aioflux emulator") -> argparse.ArgumentParser:
         "--profile",
         choices=("none", "gcs-like"),
         default="none",
-        help="gcs-like = 20 ms to first byte, 100 MB/s per connection",
+        help="gcs-like = 20 ms to first byte, 100 MB/s per connection, 800 MB/s per host",
     )
     p.add_argument("--ttfb-ms", type=float, help="time to first byte, milliseconds")
     p.add_argument("--bandwidth-mbps", type=float, help="per-connection cap, MB/s (1e6 B/s)")
+    p.add_argument("--host-bandwidth-mbps", type=float,
+                   help="the host's cap (a NIC's) on all connections together, each way, MB/s")
     p.add_argument("--qps", type=float,
                    help="object reads/s cap, and apart from it writes/s cap; excess "
                         "requests get 429")
@@ -98,6 +100,8 @@ def _knobs(args: argparse.Namespace) -> tuple[EmulatorProfile, Faults]:
     profile = EmulatorProfile(
         ttfb=base.ttfb if args.ttfb_ms is None else args.ttfb_ms / 1000.0,
         bandwidth=base.bandwidth if args.bandwidth_mbps is None else args.bandwidth_mbps * 1e6,
+        host_bandwidth=(base.host_bandwidth if args.host_bandwidth_mbps is None
+                        else args.host_bandwidth_mbps * 1e6),
         qps_limit=base.qps_limit if args.qps is None else args.qps,
         qps_burst=args.qps_burst,
         tail_fraction=args.tail_fraction,

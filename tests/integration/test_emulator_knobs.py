@@ -85,7 +85,7 @@ async def http(emu: Emulator) -> AsyncIterator[aiohttp.ClientSession]:
 
 
 def test_profile_and_faults_validation() -> None:
-    assert GCS_LIKE_PROFILE == EmulatorProfile(ttfb=0.020, bandwidth=100e6)
+    assert GCS_LIKE_PROFILE == EmulatorProfile(ttfb=0.020, bandwidth=100e6, host_bandwidth=800e6)
     for kwargs, field in [
         ({"ttfb": -1.0}, "ttfb"),
         ({"bandwidth": 0.0}, "bandwidth"),

@@ -444,7 +444,7 @@ def test_emulator_command_line_sets_the_tail() -> None:
     args = build_parser().parse_args(["--profile", "gcs-like", "--tail-fraction", "0.01",
                                       "--tail-delay-ms", "500", "2000", "--seed", "17"])
     profile, _ = _knobs(args)
-    assert profile == EmulatorProfile(ttfb=0.020, bandwidth=100e6, tail_fraction=0.01,
-                                      tail_delay=(0.5, 2.0), tail_seed=17)
+    assert profile == EmulatorProfile(ttfb=0.020, bandwidth=100e6, host_bandwidth=800e6,
+                                      tail_fraction=0.01, tail_delay=(0.5, 2.0), tail_seed=17)
     default, _ = _knobs(build_parser().parse_args([]))
     assert default.tail_fraction == 0.0
