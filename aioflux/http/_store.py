@@ -15,14 +15,14 @@ written: already percent-encoded); one store serves one scheme, so
   A generation it does not know (another process's: a DataLoader
   worker's store is its own) costs no HEAD: the read's first answer must
   state a version that hashes to it, else NotFound, before a byte is kept.
-- Reads are ranged GETs checked as ``_read.py`` says, pinned to the
+- Reads are ranged GETs checked as ``_net/web_read.py`` says, pinned to the
   version first seen (``If-Match``, or ``If-Range`` without a strong
   ETag): an object replaced while it is read is ``PreconditionFailed``,
   never bytes of two versions. A server that ignores ranges is served by
   slicing its whole answer. Ranged GETs go over the lean HTTP/1.1 client
   (``ClientConfig.lean_reads``) where they can, to the named URL; any
   answer but a 206 (or a 412 to the pin) is sent again through aiohttp.
-- Redirects are followed (at most ``_wire.MAX_REDIRECTS``; never from
+- Redirects are followed (at most ``_net.web.MAX_REDIRECTS``; never from
   https to http); the bearer token (``token=``, else
   ``$AIOFLUX_HTTP_TOKEN``) goes only to the origin the URL names, never to
   the host a redirect leads to. Where a URL led is remembered, and its
@@ -55,9 +55,9 @@ from .._core.types import ListPage, ObjectInfo
 from .._core.urls import WEB_SCHEMES
 from .._core.validate import check_instance, check_str
 from .._net.failures import Op
-from ._read import Read, check_whole
-from ._transport import WebTransport
-from ._wire import Locations, Pin, error_of, generation_of, pin_of, protocol, send, url_of
+from .._net.web import Locations, Pin, error_of, generation_of, pin_of, protocol, send, url_of
+from .._net.web_read import Read, check_whole
+from .._net.web_transport import WebTransport
 
 __all__ = ["TOKEN_ENV", "HttpStore"]
 
@@ -233,7 +233,7 @@ class HttpStore(StoreBase):
     async def _fetch(self, bucket: str, name: str, start: int, end: int | None,
                      into: memoryview | None, generation: int | None, size: int | None,
                      crc: int | None, want_crc: bool) -> Fetched:
-        """Ranged GETs, checked and pinned (``_read.py``)."""
+        """Ranged GETs, checked and pinned (``_net/web_read.py``)."""
         self._check_object("read", bucket, name)
         op = self._op("read", bucket, name)
         if size is not None and start >= size and not start == size == 0:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aioflux.http._wire import Pin, pin_of
+from aioflux._net.web import Pin, pin_of
 
 DATE = "Wed, 25 Nov 2026 10:00:00 GMT"
 

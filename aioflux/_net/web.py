@@ -1,5 +1,7 @@
-"""The wire half of the http(s) store: one request and the redirects it
-is sent on, the version an answer states, and the checks of a ranged body.
+"""The wire half of the read-only web stores (``http(s)://``, ``hf://``):
+one request and the redirects it is sent on, the version an answer
+states, and the typed error of an answer (a 429's wait from
+``Retry-After``, else from the ``RateLimit`` header's ``t=``, the Hub's).
 
 Credentials: the bearer token goes only with a request to the origin the
 caller named (scheme, host and port of the URL's bucket), never to
@@ -28,10 +30,11 @@ from .._core.errors import (
     error_for_status,
 )
 from .._core.errors import describe as _describe
-from .._net.failures import Op
+from .._core.retry import parse_retry_after
+from .failures import Op
 
 __all__ = ["MAX_REDIRECTS", "Locations", "Pin", "changed", "error_of", "generation_of", "gone",
-           "pin_of", "protocol", "send", "url_of"]
+           "pin_of", "protocol", "send", "url_of", "wait_of"]
 
 # Hops one request follows (curl's and requests' default is 30, browsers
 # 20; a CDN chain is one or two).
@@ -173,8 +176,30 @@ async def error_of(resp: aiohttp.ClientResponse, op: Op) -> StorageError:
         # A HEAD's 404 (stat) has no body, and a web page is dropped: say
         # what the status means, as the other stores' "No such object".
         detail = "No such object on the web server"
-    return error_for_status(resp.status, detail, operation=op.operation, bucket=op.bucket,
-                            name=op.name, scheme=op.scheme)
+    error = error_for_status(resp.status, detail, operation=op.operation, bucket=op.bucket,
+                             name=op.name, scheme=op.scheme)
+    wait = wait_of(resp.headers)
+    if wait is not None:
+        # Read by the retry loop and the rate controller (``_net/throttle.py``).
+        error.retry_after = wait  # type: ignore[attr-defined]
+    return error
+
+
+_RATELIMIT_RESET = re.compile(r"(?:^|;)\s*t\s*=\s*(\d+)")
+
+
+def wait_of(headers: Mapping[str, str]) -> float | None:
+    """Seconds an answer asks a client to wait: ``Retry-After``, else the
+    reset (``t=``) of an exhausted (``r=0``) IETF ``RateLimit`` header, as
+    the Hugging Face Hub sends (``"api";r=0;t=55``); None if neither."""
+    wait = parse_retry_after(headers.get("Retry-After"))
+    if wait is not None:
+        return wait
+    limit = headers.get("RateLimit", "")
+    if re.search(r"(?:^|;)\s*r\s*=\s*0\s*(?:;|$)", limit) is None:
+        return None
+    reset = _RATELIMIT_RESET.search(limit)
+    return None if reset is None else float(reset.group(1))
 
 
 def protocol(op: Op, what: str, status: int | None) -> ProtocolError:

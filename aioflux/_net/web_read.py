@@ -37,11 +37,10 @@ from .._core.errors import (
     describe,
 )
 from .._core.store import Fetched
-from .._net.failures import Op
-from .._net.http import MediaPool
-from .._net.loops import LoopState
-from ._transport import WebTransport
-from ._wire import (
+from .failures import Op
+from .http import MediaPool
+from .loops import LoopState
+from .web import (
     Locations,
     Pin,
     changed,
@@ -52,6 +51,7 @@ from ._wire import (
     protocol,
     send,
 )
+from .web_transport import WebTransport
 
 __all__ = ["Read", "check_whole"]
 
@@ -74,7 +74,7 @@ class Read:
             for it, or (``pin`` None) the first answer's version must hash to
             it (another version answered is NotFound: that one is gone).
         size: the object's size when the caller knows it.
-        locations: where the URL's redirects led before (``_wire.Locations``).
+        locations: where the URL's redirects led before (``web.Locations``).
     """
 
     def __init__(self, transport: WebTransport, op: Op, url: str, token: str | None, start: int,
@@ -135,7 +135,7 @@ class Read:
         412 to the pin, is checked here as :meth:`_answer` checks it; None
         for any other answer, which the attempt sends again through aiohttp
         (redirects, a server without ranges, errors: their rules are
-        :meth:`_answer`'s and :func:`~._wire.send`'s). Sent to the named URL
+        :meth:`_answer`'s and :func:`~.web.send`'s). Sent to the named URL
         only (never where a redirect led), so the token goes to its origin."""
         if self.token is not None:
             headers = {**headers, "Authorization": f"Bearer {self.token}"}

@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from .._core.auth import AuthRequest
-from .._net.failures import Op
-from .._net.loops import LoopState
-from .._net.transport import Transport
+from .failures import Op
+from .loops import LoopState
+from .transport import Transport
 
 __all__ = ["WebTransport"]
 
