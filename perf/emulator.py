@@ -3,8 +3,8 @@
 The emulator under test is aioflux's own (``python -m aioflux.testing``),
 run as a subprocess so its CPU shows up as a separate process and it never
 shares an event loop with a contender. fake-gcs-server is the fallback for
-when aioflux's emulator cannot start (it has no latency or bandwidth
-profile, so its numbers are not GCS-like, and the results say so).
+when aioflux's emulator cannot start; it has no latency or bandwidth
+profile of its own, so it is shaped by ``perf/shaper.py`` as Azurite is.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from perf.shaper import PROFILE_NOTES, shaped
+
 __all__ = ["PROFILES", "Emulator", "EmulatorError", "cpu_seconds", "project_env", "start"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +36,7 @@ _START_TIMEOUT_S = 30.0
 
 # What each named profile means; recorded in RESULTS.md next to the numbers.
 PROFILES: dict[str, str] = {
-    "gcs-like": "20 ms to first byte, 100 MB/s per connection",
+    "gcs-like": PROFILE_NOTES["gcs-like"],
     "none": "no added latency or bandwidth cap",
 }
 
@@ -55,6 +57,8 @@ class Emulator:
         s3_endpoint: the path-style S3 face over the same store, or None
             (fake-gcs-server has none).
         azure: Azurite's connection string (``kind`` ``"azurite"``), else None.
+        shape: the profile's name (``gcs-like``, ``none``), for the servers
+            a contender starts itself (nginx) to be shaped alike.
     """
 
     kind: str
@@ -63,6 +67,7 @@ class Emulator:
     pid: int
     s3_endpoint: str | None = None
     azure: str | None = None
+    shape: str = "none"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -122,7 +127,7 @@ def _aioflux(
         threading.Thread(target=_drain, args=(proc.stdout,), daemon=True).start()
         yield Emulator(
             "aioflux", endpoint, f"{profile} ({PROFILES.get(profile, 'custom')})", proc.pid,
-            s3_endpoint,
+            s3_endpoint, shape=profile,
         )
     finally:
         _stop(proc)
@@ -178,7 +183,7 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def _fake_gcs(buckets: Sequence[str]) -> Iterator[Emulator]:
+def _fake_gcs(buckets: Sequence[str], profile: str) -> Iterator[Emulator]:
     port = _free_port()
     cmd = [str(_fake_gcs_binary()), "-backend", "memory", "-scheme", "http"]
     cmd += ["-host", "127.0.0.1", "-port", str(port), "-log-level", "error"]
@@ -203,12 +208,10 @@ def _fake_gcs(buckets: Sequence[str]) -> Iterator[Emulator]:
                 method="POST",
             )
             urllib.request.urlopen(req, timeout=10).close()
-        yield Emulator(
-            "fake-gcs-server",
-            endpoint,
-            "none (fake-gcs-server has no latency/bandwidth shaping)",
-            proc.pid,
-        )
+        with shaped(endpoint, profile) as front:
+            yield Emulator("fake-gcs-server", front,
+                           f"{profile} ({PROFILE_NOTES.get(profile, 'custom')}) by perf/shaper.py",
+                           proc.pid, shape=profile)
     finally:
         _stop(proc)
 
@@ -253,21 +256,28 @@ def start(
                     flush=True,
                 )
         if emu is None:
-            emu = stack.enter_context(_fake_gcs(buckets))
+            emu = stack.enter_context(_fake_gcs(buckets, profile))
         yield emu
 
 
 @contextlib.contextmanager
-def azurite() -> Iterator[Emulator]:
+def azurite(profile: str = "gcs-like") -> Iterator[Emulator]:
     """Azurite's blob service (tests/azurite.py: npm-installed on first use,
-    unshaped, blobs on local disk) for the ``az_*`` scenarios.
+    blobs on local disk) for the ``az_*`` scenarios, behind the shaper
+    (``perf/shaper.py``: the emulator's network for ``profile``).
 
     Yields:
         It, as an Emulator of kind ``"azurite"`` (its connection string in ``azure``).
     """
+    from dataclasses import replace
+
     from tests.azurite import AZURITE_VERSION, running_azurite
 
     with running_azurite() as server:
-        yield Emulator("azurite", server.endpoint, f"Azurite {AZURITE_VERSION}, unshaped",
-                       server.pid, azure=server.connection_string)
+        root, _, account = server.endpoint.rpartition("/")
+        with shaped(root, profile) as front:
+            server = replace(server, endpoint=f"{front}/{account}")
+            shape = f"{profile} ({PROFILE_NOTES.get(profile, 'custom')}) by perf/shaper.py"
+            yield Emulator("azurite", server.endpoint, f"Azurite {AZURITE_VERSION}, {shape}",
+                           server.pid, azure=server.connection_string, shape=profile)
 

@@ -210,6 +210,10 @@ def _env(emu: emulator.Emulator, contender: Contender) -> dict[str, str]:
                      "AWS_ENDPOINT_URL_S3"):
             env.pop(name, None)
     env["PYTHONUNBUFFERED"] = "1"
+    # What a contender that starts its own server (nginx) shapes it with
+    # (perf/shaper.py, on the project's interpreter).
+    env["PERF_PROJECT_PYTHON"] = sys.executable
+    env["PERF_PROFILE"] = emu.shape
     return env
 
 
@@ -336,7 +340,7 @@ def run(
             print(f"[perf] skipping {out.contender.name}: {out.skipped}", flush=True)
     active = [o for o in outcomes if o.skipped is None]
 
-    server = emulator.azurite() if plan.azurite else emulator.start(
+    server = emulator.azurite(profile) if plan.azurite else emulator.start(
         [plan.bucket],
         kind=emulator_kind,
         profile=profile,

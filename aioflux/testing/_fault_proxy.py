@@ -1,10 +1,12 @@
-"""A TCP proxy that cuts connections at random points of the byte stream.
+"""A TCP proxy that cuts connections at random points of the byte stream,
+and shapes them as the emulator's network does.
 
 Put it in front of any HTTP server (our emulator, fake-gcs-server) to test
 what a client does when a connection dies mid-body: the server-side faults
 of :class:`~aioflux.testing.Faults` happen where the server decides, the
 proxy's cuts happen anywhere in the bytes, headers included, and work with
-a server we cannot instrument.
+a server we cannot instrument. With a ``profile`` it also gives such a
+server (Azurite, nginx, fake-gcs-server) the emulator's latency and caps.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from urllib.parse import urlsplit
 
+from aioflux.testing._profile import EmulatorProfile
+from aioflux.testing._runtime import Link, due_time
 from aioflux.testing._server import new_event_loop
 
 __all__ = ["CHUNK", "FaultProxy", "ProxyStats"]
@@ -88,6 +92,11 @@ class FaultProxy:
     by a per-64 KiB rate; this is the knob that tests idempotent retries of
     writes. Answers to pipelined requests count as one.
 
+    ``profile`` shapes what it relays as the emulator's network: ``ttfb``
+    before the first byte of each answer, ``bandwidth`` per connection and
+    ``host_bandwidth`` over all of them, each way (its other fields are
+    the server's business and ignored).
+
     A change of a knob takes effect on the next read of every connection,
     so the probabilities may be changed at any time from any thread (e.g. 0
     while seeding data).
@@ -105,6 +114,7 @@ class FaultProxy:
         p_cut_response: probability of a cut per 64 KiB relayed server -> client.
         p_cut_request: probability of a cut per 64 KiB relayed client -> server.
         p_cut_answer: probability of a cut before the first byte of an answer.
+        profile: latency and caps to add (``None``: relay as fast as it can).
         seed: seeds the cut decisions; each connection draws from its own
             generator seeded by ``(seed, connection number)``, so a run is
             reproducible up to the order in which connections are accepted.
@@ -116,7 +126,8 @@ class FaultProxy:
     """
 
     def __init__(self, upstream: str, *, p_cut_response: float = 0.0,
-                 p_cut_request: float = 0.0, p_cut_answer: float = 0.0, seed: int = 0,
+                 p_cut_request: float = 0.0, p_cut_answer: float = 0.0,
+                 profile: EmulatorProfile | None = None, seed: int = 0,
                  host: str = "127.0.0.1", port: int = 0) -> None:
         parts = urlsplit(upstream)
         if parts.hostname is None or parts.port is None:
@@ -125,6 +136,8 @@ class FaultProxy:
         self.p_cut_response = p_cut_response
         self.p_cut_request = p_cut_request
         self.p_cut_answer = p_cut_answer
+        self.profile = profile
+        self._links = {True: Link(), False: Link()}  # the host's, to the server and back
         self._seed = seed
         self._host = host
         self._port = port
@@ -279,14 +292,21 @@ class FaultProxy:
         rng = random.Random(seed)
         p = -1.0
         budget = math.inf  # bytes to relay before the next cut
+        due: float | None = None  # when the last bytes relayed were due (None: a new message)
         while data := await reader.read(CHUNK):
+            profile = self.profile
             if request:
+                if not turn.asked:
+                    due = None
                 turn.asked = True
             elif turn.asked:
                 turn.asked = False
+                due = None
                 if self._p_answer and rng.random() < self._p_answer:
                     self.stats.answer_cuts += 1
                     raise _Cut(reset=rng.random() < 0.5)
+                if profile is not None and profile.ttfb:
+                    await asyncio.sleep(profile.ttfb)
             now = self._p_request if request else self._p_response
             if now != p:
                 p, budget = now, _bytes_to_cut(rng, now)
@@ -296,6 +316,8 @@ class FaultProxy:
             else:
                 budget -= len(data)
             if data:
+                if profile is not None and (profile.bandwidth or profile.host_bandwidth):
+                    due = await self._pace(profile, len(data), due, request)
                 writer.write(data)
                 await writer.drain()
                 if request:
@@ -310,6 +332,17 @@ class FaultProxy:
                 raise _Cut(reset=rng.random() < 0.5)
         if writer.can_write_eof():
             writer.write_eof()
+
+
+    async def _pace(self, profile: EmulatorProfile, size: int, due: float | None,
+                    request: bool) -> float:
+        """Wait until ``size`` more bytes are due; returns when they were."""
+        now = asyncio.get_running_loop().time()
+        due = due_time(self._links[request], size, now if due is None else due,
+                       profile.bandwidth, profile.host_bandwidth)
+        if due - now > 0.001:
+            await asyncio.sleep(due - now)
+        return due
 
 
 def _bytes_to_cut(rng: random.Random, p: float) -> float:

@@ -9,7 +9,7 @@ Pacing has two caps: each body's own (``bandwidth``, one connection's
 stream) and the host's (``host_bandwidth``, a NIC each direction of which
 every body shares). A body's chunk leaves once both say it is due: its own
 stream's time for its bytes, and the end of the turn it took on the host's
-link (:class:`_Link`). Each stream asks for its next turn only once its
+link (:class:`Link`). Each stream asks for its next turn only once its
 last chunk is due, so the turns go round the streams sending at once.
 
 The QPS cap is two token buckets, each holding ``qps_burst`` seconds of
@@ -37,7 +37,7 @@ from aioflux.testing._rope import Rope
 from aioflux.testing._store import ObjectRecord, Store
 from aioflux.testing._util import TRANSCODED_HEADERS, transcoded
 
-__all__ = ["Runtime", "parse_range"]
+__all__ = ["Link", "Runtime", "due_time", "parse_range"]
 
 # Sleeps shorter than this are deferred and paid later in one go: timer
 # granularity would otherwise make many small sleeps cost far more than
@@ -54,7 +54,7 @@ READS = frozenset({
 })
 
 
-class _Link:
+class Link:
     """One direction of the host's NIC: turns of ``bytes / rate`` seconds,
     given in the order asked."""
 
@@ -68,7 +68,7 @@ class _Link:
         return self.free
 
 
-def _due(link: _Link, size: int, after: float, bandwidth: float | None,
+def due_time(link: Link, size: int, after: float, bandwidth: float | None,
          host_bandwidth: float | None) -> float:
     """When ``size`` more bytes of a body whose last bytes were due at
     ``after`` are due, under its own cap and the host's."""
@@ -99,8 +99,8 @@ class Runtime:
         # (None: full at the next request)
         self._tokens = {"reads": 0.0, "writes": 0.0}
         self._token_time: dict[str, float | None] = {"reads": None, "writes": None}
-        self._nic_out = _Link()  # response bodies
-        self._nic_in = _Link()  # request bodies
+        self._nic_out = Link()  # response bodies
+        self._nic_in = Link()  # request bodies
 
     @property
     def profile(self) -> EmulatorProfile:
@@ -112,7 +112,7 @@ class Runtime:
         self._profile = value
         self._token_time = {"reads": None, "writes": None}  # restart the buckets full
         self._tail_rng = random.Random(value.tail_seed)
-        self._nic_out, self._nic_in = _Link(), _Link()
+        self._nic_out, self._nic_in = Link(), Link()
 
     @property
     def faults(self) -> Faults:
@@ -204,7 +204,7 @@ class Runtime:
                 continue  # the end of one HTTP chunk of a chunked body
             chunks.append(chunk)
             if bandwidth or host:
-                due = _due(self._nic_in, len(chunk), due, bandwidth, host)
+                due = due_time(self._nic_in, len(chunk), due, bandwidth, host)
                 delay = due - loop.time()
                 if delay > _MIN_SLEEP:
                     await asyncio.sleep(delay)
@@ -297,7 +297,7 @@ class Runtime:
             # per 100 KiB read (which it takes from the client under test).
             loop = asyncio.get_running_loop()
             now = loop.time()
-            delay = _due(self._nic_out, size, now, bandwidth, host) - now
+            delay = due_time(self._nic_out, size, now, bandwidth, host) - now
             if delay > _MIN_SLEEP:
                 await asyncio.sleep(delay)
             return web.Response(status=status, headers=hdrs, body=pieces[0])
@@ -334,7 +334,7 @@ class Runtime:
             end = sent + len(view)
             if bandwidth or host:
                 # Pace before writing so the last byte leaves when it is due.
-                due = _due(self._nic_out, len(view), due, bandwidth, host)
+                due = due_time(self._nic_out, len(view), due, bandwidth, host)
                 delay = due - loop.time()
                 if delay > _MIN_SLEEP:
                     await asyncio.sleep(delay)

@@ -4,7 +4,10 @@ Mirrored from the emulator (its JSON API media GETs) once per machine into
 a temporary directory keyed by the bucket and the shards' names and sizes,
 under a file lock, untimed; then served by nginx (tests/nginx.py: Debian's
 binary, on loopback, a generated configuration) for the contender's
-lifetime. nginx serves static files with ranges and strong ETags.
+lifetime, behind ``perf/shaper.py`` (the emulator's network: its latency,
+per-connection and host caps, as the harness's ``PERF_PROFILE`` names;
+run on the project's interpreter, ``PERF_PROJECT_PYTHON``). nginx serves
+static files with ranges and strong ETags.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import os
 import tempfile
 import urllib.parse
 import urllib.request
@@ -20,6 +24,7 @@ from pathlib import Path
 
 from _contender import Manifest
 
+from perf.shaper import shaped
 from tests.nginx import running_nginx
 
 __all__ = ["served"]
@@ -56,5 +61,8 @@ def served(manifest: Manifest, prefix: str) -> Iterator[list[str]]:
     # One worker process a core, as Debian's nginx.conf has it: a single one
     # is a server the size of one core on the readers' own cores, and every
     # contender reads through it.
-    with running_nginx(root, workers="auto") as server:
-        yield [f"{server.endpoint}/{urllib.parse.quote(name)}" for name, _ in names]
+    with running_nginx(root, workers="auto") as server, shaped(
+        server.endpoint, os.environ.get("PERF_PROFILE", "gcs-like"),
+        python=os.environ.get("PERF_PROJECT_PYTHON"),
+    ) as front:
+        yield [f"{front}/{urllib.parse.quote(name)}" for name, _ in names]

@@ -1,8 +1,8 @@
 """The emulator's network: a cap per connection and a cap for the host
 (its NIC), which every body sent at once shares.
 
-The schedule is checked on the emulator's own pacing (``_runtime._due``
-over a :class:`_runtime._Link`, stepped on a clock the test keeps), and
+The schedule is checked on the emulator's own pacing (``_runtime.due_time``
+over a :class:`_runtime.Link`, stepped on a clock the test keeps), and
 against a running emulator only from below on wall time: a transfer
 takes at least its bytes over the caps however idle the machine, and load
 only lengthens it.
@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from aioflux.testing import GCS_LIKE_PROFILE, Emulator, EmulatorProfile, _runtime
+from aioflux.testing import GCS_LIKE_PROFILE, Emulator, EmulatorProfile, FaultProxy, _runtime
 
 MB = 1_000_000
 CHUNK = 50_000
@@ -31,13 +31,13 @@ def _finish_times(
     """When each of ``streams`` bodies of ``size`` bytes, started together at
     0, is sent, each stream asking for its next chunk once its last is due
     (as the emulator's writer does after its sleep)."""
-    link = _runtime._Link()
+    link = _runtime.Link()
     due = [0.0] * streams
     sent = [0] * streams
     asks = [(0.0, i) for i in range(streams)]
     while asks:
         _, i = heapq.heappop(asks)
-        due[i] = _runtime._due(link, CHUNK, due[i], bandwidth, host)
+        due[i] = _runtime.due_time(link, CHUNK, due[i], bandwidth, host)
         sent[i] += CHUNK
         if sent[i] < size:
             heapq.heappush(asks, (due[i], i))
@@ -67,17 +67,17 @@ def test_a_stream_that_waited_on_the_host_does_not_catch_up() -> None:
     # One stream shares the host's 200 MB/s with 3 others for its first
     # half (50 MB/s each), then is alone: its second half goes at its own
     # 100 MB/s, not faster to make up for the wait.
-    link = _runtime._Link()
+    link = _runtime.Link()
     due = 0.0
     others = [0.0] * 3
     for _ in range(10):  # 500 KB each, turn by turn
         for j in range(3):
-            others[j] = _runtime._due(link, CHUNK, others[j], 100 * MB, 200 * MB)
-        due = _runtime._due(link, CHUNK, due, 100 * MB, 200 * MB)
+            others[j] = _runtime.due_time(link, CHUNK, others[j], 100 * MB, 200 * MB)
+        due = _runtime.due_time(link, CHUNK, due, 100 * MB, 200 * MB)
     half = due
     assert half == pytest.approx(4 * 500_000 / (200 * MB))
     for _ in range(10):
-        due = _runtime._due(link, CHUNK, due, 100 * MB, 200 * MB)
+        due = _runtime.due_time(link, CHUNK, due, 100 * MB, 200 * MB)
     assert due == pytest.approx(half + 500_000 / (100 * MB))
 
 
@@ -138,3 +138,32 @@ async def test_parallel_uploads_share_the_host(emu: Emulator) -> None:
         took = time.monotonic() - start
     assert [len(bytes(emu.store.get("nic", f"up{i}").data)) for i in range(3)] == [500_000] * 3
     assert took >= 0.99 * 1.5 * MB / (10 * MB)
+
+
+@pytest.mark.asyncio
+async def test_the_proxy_shapes_a_server_that_has_no_profile(emu: Emulator) -> None:
+    # The perf harness puts FaultProxy with the emulator's profile in front
+    # of the servers that have none (Azurite, nginx): the same host cap,
+    # and the latency before each answer.
+    data = bytes(emu.store.get("nic", "big").data)
+    profile = EmulatorProfile(ttfb=0.05, bandwidth=100 * MB, host_bandwidth=10 * MB)
+    with FaultProxy(emu.endpoint, profile=profile) as proxy:
+        async with aiohttp.ClientSession(base_url=proxy.endpoint) as http:
+
+            async def ranged(first: int) -> bytes:
+                headers = {"Range": f"bytes={first}-{first + 499_999}"}
+                async with http.get("/nic/big", headers=headers) as r:
+                    assert r.status == 206
+                    return await r.read()
+
+            start = time.monotonic()
+            bodies = await asyncio.gather(*(ranged(first) for first in (0, 1, 2, 3)))
+            took = time.monotonic() - start
+            assert bodies == [data[i : i + 500_000] for i in (0, 1, 2, 3)]
+            assert took >= 0.99 * 2 * MB / (10 * MB)
+            start = time.monotonic()
+            for _ in range(3):  # one connection, three answers: each waits
+                async with http.get("/storage/v1/b/nic/o/big") as r:
+                    assert r.status == 200
+            assert time.monotonic() - start >= 3 * 0.05
+    assert proxy.stats.bytes_to_client >= 2 * MB
