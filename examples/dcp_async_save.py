@@ -1,6 +1,6 @@
 """``torch.distributed.checkpoint`` to gs://: ``dcp.async_save`` with
-``GcsStorageWriter`` while training goes on, then ``dcp.load`` with
-``GcsStorageReader`` into a fresh model and optimizer.
+``DcpWriter`` while training goes on, then ``dcp.load`` with
+``DcpReader`` into a fresh model and optimizer.
 
 ``dcp.async_save`` stages the state dict to CPU memory, returns a future
 and uploads in a background thread: each rank's data file is a streaming
@@ -48,7 +48,7 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from aioflux import Client, Conflict
-from aioflux.torch.dcp import GcsStorageReader, GcsStorageWriter
+from aioflux.torch.dcp import DcpReader, DcpWriter
 
 
 def make_model(width: int) -> tuple[nn.Module, torch.optim.Optimizer]:
@@ -77,7 +77,7 @@ def run(url: str, steps: int, save_every: int, width: int) -> str:
                 model_sd, optim_sd = get_state_dict(model, optimizer)
                 pending = dcp.async_save(
                     {"model": model_sd, "optim": optim_sd, "step": step},
-                    storage_writer=GcsStorageWriter(f"{root}/step-{step}", client=client))
+                    storage_writer=DcpWriter(f"{root}/step-{step}", client=client))
                 blocked += time.perf_counter() - t0
                 saves += 1
         assert pending is not None
@@ -88,7 +88,7 @@ def run(url: str, steps: int, save_every: int, width: int) -> str:
         fresh_model, fresh_optimizer = make_model(width)
         model_sd, optim_sd = get_state_dict(fresh_model, fresh_optimizer)
         state = {"model": model_sd, "optim": optim_sd, "step": 0}
-        dcp.load(state, storage_reader=GcsStorageReader(f"{root}/step-{steps}", client=client))
+        dcp.load(state, storage_reader=DcpReader(f"{root}/step-{steps}", client=client))
         set_state_dict(fresh_model, fresh_optimizer, model_state_dict=state["model"],
                        optim_state_dict=state["optim"])
     assert state["step"] == steps

@@ -175,7 +175,7 @@ def decode_item_crcs(raw: bytes, *, url: str, bucket: str, name: str, save_id: s
         save's file.
 
     Raises:
-        ChecksumMismatch: the file is not one a ``GcsStorageWriter`` writes.
+        ChecksumMismatch: the file is not one a ``DcpWriter`` writes.
     """
     try:
         doc = json.loads(raw)
@@ -186,7 +186,7 @@ def decode_item_crcs(raw: bytes, *, url: str, bucket: str, name: str, save_id: s
                 for offset, length in [key.split(":")]}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ChecksumMismatch(f"dcp.load {url} failed: not the items' crc32c a "
-                               f"GcsStorageWriter writes ({type(exc).__name__})",
+                               f"DcpWriter writes ({type(exc).__name__})",
                                operation="read", bucket=bucket, name=name) from exc
     if doc.get("save_id") is not None:
         # Another save's (see ITEM_CRCS): its crc32c are of bytes a

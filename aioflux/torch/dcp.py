@@ -1,7 +1,7 @@
 """``torch.distributed.checkpoint`` storage for ``gs://``, ``s3://``, ``file://`` and path
 checkpoints.
 
-:class:`GcsStorageWriter` and :class:`GcsStorageReader` plug aioflux's
+:class:`DcpWriter` and :class:`DcpReader` plug aioflux's
 streaming writer and ranged reads into DCP's file-system layout, so
 ``dcp.save``, ``dcp.async_save`` and ``dcp.load`` work with
 ``checkpoint_id="gs://bucket/run/step-100"`` (or ``file:///mnt/nfs/run``,
@@ -35,7 +35,7 @@ import os
 from collections.abc import Generator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from torch.distributed.checkpoint.filesystem import (
     FileSystemBase,
@@ -49,6 +49,7 @@ from torch.futures import Future as TorchFuture
 
 from .._api.stores import AnyClient, store_for_url
 from .._api.sync import Client
+from .._core.deprecation import warn_deprecated
 from .._core.errors import AiofluxError, InvalidArgument, InvalidURL, NotFound, StorageError
 from .._core.options import WriterOptions
 from .._core.portal import get_portal
@@ -73,9 +74,10 @@ from ._dcp_crc import (
     truncated,
 )
 from ._dcp_pins import PinnedFiles, changed
+from ._dcp_stage import cached_state, copy_into, staged_nbytes, wants_cache
 from ._zip_crc import without_zip_crc32
 
-__all__ = ["GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"]
+__all__ = ["DcpReader", "DcpWriter", "GcsFileSystem"]
 
 # Plan items fetched ahead of the one DCP is reading.
 DEFAULT_ITEMS_AHEAD = 8
@@ -109,14 +111,14 @@ class GcsFileSystem(FileSystemBase):
         check_instance("GcsFileSystem", "writer", writer, WriterOptions, optional=True)
         self.client = client
         self.writer_options = writer or WriterOptions()
-        # Data files written, by URL: their items' crc32c (GcsStorageWriter
+        # Data files written, by URL: their items' crc32c (DcpWriter
         # takes each out once the save's results name its items).
         self.written: dict[str, Segments] = {}
         # Why data files failed: DCP's writer threads past the first drop
-        # their exceptions (threading.excepthook), so GcsStorageWriter
+        # their exceptions (threading.excepthook), so DcpWriter
         # names them from here.
         self.failures: list[BaseException] = []
-        # While a load reads (GcsStorageReader.read_data): the version of
+        # While a load reads (DcpReader.read_data): the version of
         # each data file it reads, which opening one for reading takes.
         self.pinned: PinnedFiles | None = None
 
@@ -306,7 +308,7 @@ def _zstd_extensions(compression: str | None, extensions: Sequence[Any] | None) 
     return [*(extensions or ()), ZStandard()]
 
 
-class GcsStorageWriter(FileSystemWriter):
+class DcpWriter(FileSystemWriter):
     """DCP ``StorageWriter`` for ``gs://``, ``s3://``, ``file://`` and path checkpoint
     directories.
 
@@ -320,14 +322,18 @@ class GcsStorageWriter(FileSystemWriter):
         single_file_per_rank: one object per rank (else one per item).
         thread_count: DCP writer threads per rank.
         writer: part size and parts in flight per object.
-        **kwargs: passed to ``FileSystemWriter`` (e.g. ``_extensions``,
-            ``cache_staged_state_dict``, ``overwrite``).
+        cache_staged_state_dict: keep ``dcp.async_save``'s host copy between
+            saves, in pinned memory (``None``: for CUDA states). Its bytes:
+            :attr:`staged_nbytes`; :attr:`pin_error` says why it is pageable.
+        **kwargs: passed to ``FileSystemWriter`` (e.g. ``_extensions``, ``overwrite``).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, client: AnyClient | None = None,
                  compression: str | None = None, single_file_per_rank: bool = True,
                  thread_count: int = 1, writer: WriterOptions | None = None,
-                 **kwargs: Any) -> None:
+                 cache_staged_state_dict: bool | None = None, **kwargs: Any) -> None:
+        self._cache_choice = cache_staged_state_dict
+        self.pin_error: str | None = None
         kwargs["_extensions"] = _zstd_extensions(compression, kwargs.get("_extensions"))
         # No fsync by DCP: an object exists only once complete (the
         # filesystem store fsyncs each file before it renames it into place).
@@ -348,6 +354,30 @@ class GcsStorageWriter(FileSystemWriter):
             True for the URLs and paths :class:`GcsFileSystem` serves.
         """
         return GcsFileSystem.validate_checkpoint_id(checkpoint_id)
+
+    def stage(self, state_dict: dict[str, Any]) -> dict[str, Any]:
+        """``dcp.async_save``'s host copy of ``state_dict`` (see ``_dcp_stage``).
+
+        Args:
+            state_dict: the state being saved.
+
+        Returns:
+            The copy, complete.
+        """
+        self.per_thread_copy_ahead = 0  # the state is on the host by now (as torch's)
+        if not wants_cache(self._cache_choice, state_dict):
+            self.cache_staged_state_dict = False
+            self.state_dict_cache = None
+            return super().stage(state_dict)
+        self.cache_staged_state_dict = True
+        if self.state_dict_cache is None:
+            self.state_dict_cache, self.pin_error = cached_state(state_dict)
+        return copy_into(state_dict, self.state_dict_cache)
+
+    @property
+    def staged_nbytes(self) -> int:
+        """Host bytes the kept staged copy holds (0: none kept)."""
+        return staged_nbytes(self.state_dict_cache)
 
     # A save into an existing checkpoint replaces its data files one by one
     # and its metadata last: a save that dies in between would leave the old
@@ -457,7 +487,7 @@ class GcsStorageWriter(FileSystemWriter):
         super().finish(metadata, plain)
 
 
-class GcsStorageReader(FileSystemReader):
+class DcpReader(FileSystemReader):
     """DCP ``StorageReader`` for ``gs://``, ``s3://``, ``file://`` and path checkpoint
     directories.
 
@@ -486,7 +516,7 @@ class GcsStorageReader(FileSystemReader):
     def __init__(self, path: str | os.PathLike[str], *, client: AnyClient | None = None,
                  items_ahead: int = DEFAULT_ITEMS_AHEAD,
                  bytes_ahead: int = DEFAULT_BYTES_AHEAD, **kwargs: Any) -> None:
-        check_int("GcsStorageReader", "bytes_ahead", bytes_ahead, minimum=1)
+        check_int("DcpReader", "bytes_ahead", bytes_ahead, minimum=1)
         super().__init__(os.devnull, **kwargs)
         self.fs = GcsFileSystem(client)  # type: ignore[assignment]
         self.path = self.fs.init_path(path)  # type: ignore[assignment]
@@ -747,3 +777,18 @@ def _check_all_written(root: str, plan: SavePlan, written: list[WriteResult],
         f"save {root}: {len(missing)} of {len(plan.items)} items were not written (a data "
         f"file failed in one of DCP's writer threads{why}); no metadata is published",
         operation="save") from cause
+
+
+# The names from before DCP served every store: deprecated (docs/migration.md).
+_RENAMED = {"GcsStorageWriter": "DcpWriter", "GcsStorageReader": "DcpReader"}
+if TYPE_CHECKING:
+    GcsStorageWriter = DcpWriter
+    GcsStorageReader = DcpReader
+else:
+
+    def __getattr__(name: str) -> object:
+        new = _RENAMED.get(name)
+        if new is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        warn_deprecated(f"aioflux.torch.dcp.{name}", f"aioflux.torch.dcp.{new}")
+        return globals()[new]

@@ -25,7 +25,7 @@ def run(rank: int, world: int, port: int, endpoint: str, root: str) -> None:
     if endpoint:
         os.environ["AWS_ENDPOINT_URL_S3" if root.startswith("s3://")
                    else "STORAGE_EMULATOR_HOST"] = endpoint
-    from aioflux.torch.dcp import GcsStorageReader, GcsStorageWriter
+    from aioflux.torch.dcp import DcpReader, DcpWriter
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world)
@@ -41,14 +41,14 @@ def run(rank: int, world: int, port: int, endpoint: str, root: str) -> None:
             return sd
 
         # 1) blocking save / load
-        dcp.save(sharded(False), storage_writer=GcsStorageWriter(f"{root}/plain"))
+        dcp.save(sharded(False), storage_writer=DcpWriter(f"{root}/plain"))
         # 2) async save with DCP's zstd stream extension
         fut = dcp.async_save(sharded(False),
-                             storage_writer=GcsStorageWriter(f"{root}/zstd", compression="zstd"))
+                             storage_writer=DcpWriter(f"{root}/zstd", compression="zstd"))
         fut.result()
         for sub in ("plain", "zstd"):
             target = sharded(True)
-            dcp.load(target, storage_reader=GcsStorageReader(f"{root}/{sub}"))
+            dcp.load(target, storage_reader=DcpReader(f"{root}/{sub}"))
             assert target["step"] == 7, (sub, target["step"])
             for k, v in full.items():
                 t = target[k]

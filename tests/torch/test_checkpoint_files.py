@@ -18,7 +18,7 @@ from aioflux._core.portal import call
 from aioflux.local import LocalStore
 from aioflux.local._reader import FileReader
 from aioflux.torch import Checkpoint, CheckpointManager
-from aioflux.torch.dcp import GcsStorageReader, GcsStorageWriter
+from aioflux.torch.dcp import DcpReader, DcpWriter
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
 
@@ -90,10 +90,10 @@ def test_a_checkpoint_round_trips_bit_for_bit_through_files(tmp_path: Path) -> N
 def test_a_dcp_checkpoint_round_trips_bit_for_bit_through_files(tmp_path: Path) -> None:
     state = _state()
     root = str(tmp_path / "dcp")
-    dcp.save(state, storage_writer=GcsStorageWriter(root))
+    dcp.save(state, storage_writer=DcpWriter(root))
     target = {k: torch.zeros_like(v) if isinstance(v, torch.Tensor) else 0
               for k, v in state.items()}
-    dcp.load(target, storage_reader=GcsStorageReader(root))
+    dcp.load(target, storage_reader=DcpReader(root))
     assert all(_bits_equal(target[k], v) for k, v in state.items())
     # torch's own reader reads what aioflux's writer wrote, and the reverse.
     target = {k: torch.zeros_like(v) if isinstance(v, torch.Tensor) else 0
@@ -104,7 +104,7 @@ def test_a_dcp_checkpoint_round_trips_bit_for_bit_through_files(tmp_path: Path) 
     dcp.save(state, storage_writer=dcp.FileSystemWriter(theirs))
     target = {k: torch.zeros_like(v) if isinstance(v, torch.Tensor) else 0
               for k, v in state.items()}
-    dcp.load(target, storage_reader=GcsStorageReader(theirs))
+    dcp.load(target, storage_reader=DcpReader(theirs))
     assert all(_bits_equal(target[k], v) for k, v in state.items())
 
 
@@ -189,25 +189,25 @@ def test_a_partial_dcp_load_from_files_checks_the_items_it_reads(tmp_path: Path)
     # item's crc32c; a flipped byte in "o", never read, does not fail it.
     root = tmp_path / "dcp"
     state = {"w": torch.randn(1000), "o": torch.randn(1000)}
-    dcp.save(state, storage_writer=GcsStorageWriter(str(root)))
+    dcp.save(state, storage_writer=DcpWriter(str(root)))
     (data,) = [p for p in root.iterdir() if p.suffix == ".distcp"]
     raw = data.read_bytes()
     w_at = raw.index(state["w"].numpy().tobytes()[:64])
     o_at = raw.index(state["o"].numpy().tobytes()[:64])
     _flip(data, o_at + 100)
     target = {"w": torch.zeros(1000)}
-    dcp.load(target, storage_reader=GcsStorageReader(str(root)))
+    dcp.load(target, storage_reader=DcpReader(str(root)))
     assert torch.equal(target["w"], state["w"])
     _flip(data, w_at + 100)
     with pytest.raises(BaseException, match="the item was saved with"):  # DCP may wrap it
-        dcp.load({"w": torch.zeros(1000)}, storage_reader=GcsStorageReader(str(root)))
+        dcp.load({"w": torch.zeros(1000)}, storage_reader=DcpReader(str(root)))
 
 
 def test_a_dcp_data_file_rewritten_in_place_mid_load_is_a_precondition_failure(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "dcp"
     state = {"a": torch.randn(1000), "b": torch.randn(1000)}
-    dcp.save(state, storage_writer=GcsStorageWriter(str(root)))
+    dcp.save(state, storage_writer=DcpWriter(str(root)))
     (data,) = [p for p in root.iterdir() if p.suffix == ".distcp"]
     real = FileReader.item
     opened: list[int] = []
@@ -222,7 +222,7 @@ def test_a_dcp_data_file_rewritten_in_place_mid_load_is_a_precondition_failure(
     monkeypatch.setattr(FileReader, "item", item)
     with pytest.raises(BaseException, match="changed during the load") as caught:
         dcp.load({"a": torch.zeros(1000), "b": torch.zeros(1000)},
-                 storage_reader=GcsStorageReader(str(root)))
+                 storage_reader=DcpReader(str(root)))
     assert PreconditionFailed.__name__ in repr(caught.value)
 
 

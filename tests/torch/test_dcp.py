@@ -20,7 +20,7 @@ from aioflux._core.portal import call
 from aioflux._core.store import ObjectStore
 from aioflux.local import LocalStore
 from aioflux.local._store import TEMP_MARK
-from aioflux.torch.dcp import GcsFileSystem, GcsStorageReader, GcsStorageWriter
+from aioflux.torch.dcp import DcpReader, DcpWriter, GcsFileSystem
 from tests.torch._dcp_worker import run
 from tests.torch._forkserver import forkserver
 from tests.torch.conftest import Where
@@ -66,9 +66,9 @@ def test_two_rank_sharded_save_async_save_load(where: Where) -> None:
 def test_single_process_save_load_and_the_file_system(where: Where) -> None:
     # Without a process group DCP saves and loads in-process.
     state = {"w": torch.randn(300, 40), "b": torch.arange(17), "step": 3}
-    dcp.save(state, storage_writer=GcsStorageWriter(where.url("one"), client=where.client))
+    dcp.save(state, storage_writer=DcpWriter(where.url("one"), client=where.client))
     target = {"w": torch.zeros(300, 40), "b": torch.zeros(17, dtype=torch.long), "step": 0}
-    dcp.load(target, storage_reader=GcsStorageReader(where.url("one"), client=where.client))
+    dcp.load(target, storage_reader=DcpReader(where.url("one"), client=where.client))
     assert torch.equal(target["w"], state["w"]) and torch.equal(target["b"], state["b"])
     assert target["step"] == 3
     names = where.names("one")
@@ -106,7 +106,7 @@ def test_an_interrupted_resave_leaves_no_checkpoint_rather_than_a_mix(
     # one new and one old file (offsets line up, so that loads silently).
     root = where.url("again")
     old = {"a": torch.zeros(1000), "b": torch.zeros(1000)}
-    dcp.save(old, storage_writer=GcsStorageWriter(root, client=where.client, thread_count=2))
+    dcp.save(old, storage_writer=DcpWriter(root, client=where.client, thread_count=2))
     real = GcsFileSystem.create_stream
 
     def dies_at_the_second_file(self: GcsFileSystem, path: str, mode: str) -> object:
@@ -119,17 +119,17 @@ def test_an_interrupted_resave_leaves_no_checkpoint_rather_than_a_mix(
     # DCP's CheckpointException: the error itself where the caller's thread
     # met it, else (another writer thread's) the items it left unwritten.
     with pytest.raises(BaseException, match=r"preempted|1 of 2 items were not written"):
-        dcp.save(new, storage_writer=GcsStorageWriter(root, client=where.client, thread_count=2))
+        dcp.save(new, storage_writer=DcpWriter(root, client=where.client, thread_count=2))
     monkeypatch.setattr(GcsFileSystem, "create_stream", real)
     assert "again/__0_0.distcp" in where.names()  # the new first file did land
     assert "again/.metadata" not in where.names()
     with pytest.raises(BaseException, match="metadata"):  # no checkpoint: nothing loads
         dcp.load({"a": torch.empty(1000), "b": torch.empty(1000)},
-                 storage_reader=GcsStorageReader(root, client=where.client))
+                 storage_reader=DcpReader(root, client=where.client))
     # A save that completes makes it a checkpoint again.
-    dcp.save(new, storage_writer=GcsStorageWriter(root, client=where.client, thread_count=2))
+    dcp.save(new, storage_writer=DcpWriter(root, client=where.client, thread_count=2))
     got = {"a": torch.empty(1000), "b": torch.empty(1000)}
-    dcp.load(got, storage_reader=GcsStorageReader(root, client=where.client))
+    dcp.load(got, storage_reader=DcpReader(root, client=where.client))
     assert torch.equal(got["a"], new["a"]) and torch.equal(got["b"], new["b"])
 
 
@@ -154,7 +154,7 @@ def test_a_data_file_failing_in_a_writer_thread_fails_the_save(
     state = {"a": torch.ones(1000), "b": torch.ones(1000)}
     with pytest.raises(BaseException, match=r"1 of 2 items were not written \(a data file "
                                             r"failed in one of DCP's writer threads: preempted"):
-        dcp.save(state, storage_writer=GcsStorageWriter(root, client=where.client,
+        dcp.save(state, storage_writer=DcpWriter(root, client=where.client,
                                                         thread_count=2))
     assert not [n for n in where.names() if n.endswith("metadata")]
 
@@ -167,9 +167,9 @@ def test_a_full_load_is_held_to_each_data_file_s_crc32c(tmp_path: Path) -> None:
     # file, and their crc32c must combine into the file's.
     root = str(tmp_path / "ck")
     state = {"w": torch.randn(200, 50), "b": torch.arange(300), "step": 7}
-    dcp.save(state, storage_writer=GcsStorageWriter(root))
+    dcp.save(state, storage_writer=DcpWriter(root))
     target = {"w": torch.zeros(200, 50), "b": torch.zeros(300, dtype=torch.long), "step": 0}
-    dcp.load(target, storage_reader=GcsStorageReader(root))
+    dcp.load(target, storage_reader=DcpReader(root))
     assert torch.equal(target["w"], state["w"]) and target["step"] == 7
     (data,) = [p for p in Path(root).iterdir() if p.suffix == ".distcp"]
     if call(LocalStore().stat(*_bucket_name(data))).crc32c is None:
@@ -184,13 +184,13 @@ def test_a_full_load_is_held_to_each_data_file_s_crc32c(tmp_path: Path) -> None:
     # The item's own crc32c (.metadata.crc32c) catches it first...
     with pytest.raises(BaseException, match="the item was saved with"):  # DCP may wrap it
         dcp.load({"w": torch.zeros(200, 50), "b": torch.zeros(300, dtype=torch.long),
-                  "step": 0}, storage_reader=GcsStorageReader(root))
+                  "step": 0}, storage_reader=DcpReader(root))
     # ... and a checkpoint without it (torch's writer, an older aioflux) is
     # held to the whole file's.
     (Path(root) / ".metadata.crc32c").unlink()
     with pytest.raises(BaseException, match="ranges read have crc32c"):
         dcp.load({"w": torch.zeros(200, 50), "b": torch.zeros(300, dtype=torch.long),
-                  "step": 0}, storage_reader=GcsStorageReader(root))
+                  "step": 0}, storage_reader=DcpReader(root))
 
 
 def _bucket_name(path: Path) -> tuple[str, str]:

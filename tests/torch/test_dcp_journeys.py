@@ -15,7 +15,7 @@ from torch.distributed.checkpoint import FileSystemWriter
 
 from aioflux import ChecksumMismatch
 from aioflux._core.portal import call
-from aioflux.torch.dcp import GcsStorageReader, GcsStorageWriter
+from aioflux.torch.dcp import DcpReader, DcpWriter
 from tests.torch.conftest import Where
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
@@ -28,11 +28,11 @@ def _state() -> dict[str, torch.Tensor]:
 
 def _load(where: Where, root: str) -> None:
     dcp.load({"w": torch.zeros(200, 50), "b": torch.zeros(300, dtype=torch.long)},
-             storage_reader=GcsStorageReader(root, client=where.client))
+             storage_reader=DcpReader(root, client=where.client))
 
 
 def _damage(where: Where, root: str, change: object) -> str:
-    dcp.save(_state(), storage_writer=GcsStorageWriter(root, client=where.client))
+    dcp.save(_state(), storage_writer=DcpWriter(root, client=where.client))
     (name,) = [n for n in where.names() if n.endswith(".distcp")]
     body = bytes(call(where.store.read(where.bucket, where.base + name)))
     where.put(name, change(body))  # type: ignore[operator]  # stored anew: its crc32c matches
@@ -65,7 +65,7 @@ def test_a_byte_flipped_in_an_item_s_framing_is_a_checksum_mismatch(where: Where
     # crc32c check could run: an untyped RuntimeError ("failed finding
     # central directory" / "file not found") until the file is checked.
     root = where.url("flip")
-    dcp.save(_state(), storage_writer=GcsStorageWriter(root))
+    dcp.save(_state(), storage_writer=DcpWriter(root))
     (name,) = [n for n in where.names() if n.endswith(".distcp")]
     path = f"/{where.bucket}/{where.base}{name}"
     info = call(where.store.stat(where.bucket, where.base + name))
@@ -93,13 +93,13 @@ def test_a_partial_load_of_a_damaged_item_is_a_checksum_mismatch(where: Where,
     if compression == "zstd":
         pytest.importorskip("zstandard")
     root = where.url("partial")
-    dcp.save(_state(), storage_writer=GcsStorageWriter(root, client=where.client,
+    dcp.save(_state(), storage_writer=DcpWriter(root, client=where.client,
                                                         compression=compression))
     assert "partial/.metadata.crc32c" in where.names()
 
     def load_w() -> torch.Tensor:
         target = {"w": torch.zeros(200, 50)}
-        dcp.load(target, storage_reader=GcsStorageReader(root, client=where.client))
+        dcp.load(target, storage_reader=DcpReader(root, client=where.client))
         return target["w"]
 
     assert torch.equal(load_w(), _state()["w"])
@@ -115,10 +115,10 @@ def test_a_partial_load_of_a_damaged_item_is_a_checksum_mismatch(where: Where,
 def test_a_checkpoint_without_item_crcs_still_loads(where: Where) -> None:
     # Saved by torch's own writer or an older aioflux: no .metadata.crc32c.
     root = where.url("no-item-crcs")
-    dcp.save(_state(), storage_writer=GcsStorageWriter(root, client=where.client))
+    dcp.save(_state(), storage_writer=DcpWriter(root, client=where.client))
     call(where.store.delete(where.bucket, where.base + "no-item-crcs/.metadata.crc32c"))
     target = {"w": torch.zeros(200, 50)}
-    dcp.load(target, storage_reader=GcsStorageReader(root, client=where.client))
+    dcp.load(target, storage_reader=DcpReader(root, client=where.client))
     assert torch.equal(target["w"], _state()["w"])
 
 
@@ -141,10 +141,10 @@ def test_a_crc32c_file_left_by_an_earlier_save_is_not_held_against_a_later_one(
 
     def load(w_rows: int = 200) -> dict[str, torch.Tensor]:
         target = {"w": torch.zeros(w_rows, 50), "b": torch.zeros(300, dtype=torch.long)}
-        dcp.load(target, storage_reader=GcsStorageReader(str(root)))
+        dcp.load(target, storage_reader=DcpReader(str(root)))
         return target
 
-    dcp.save(_state(), storage_writer=GcsStorageWriter(str(root)))
+    dcp.save(_state(), storage_writer=DcpWriter(str(root)))
     assert torch.equal(load()["w"], _state()["w"])
     dcp.save(ones, storage_writer=FileSystemWriter(str(root), overwrite=True))
     assert crcs.exists()  # left there, and of the same layout
@@ -152,7 +152,7 @@ def test_a_crc32c_file_left_by_an_earlier_save_is_not_held_against_a_later_one(
     assert torch.equal(got["w"], ones["w"]) and torch.equal(got["b"], ones["b"])
     # A crc32c file written before the tie is still used when it lists the
     # metadata's items: a byte flipped in "w" is caught...
-    dcp.save(_state(), storage_writer=GcsStorageWriter(str(root)))
+    dcp.save(_state(), storage_writer=DcpWriter(str(root)))
     _untie(crcs)
     (data,) = root.glob("*.distcp")
     body = bytearray(data.read_bytes())
@@ -178,7 +178,7 @@ def test_a_partial_load_of_a_rank_local_checkpoint_checks_its_items(
     # without the optimizer) never tiled the data file either: a byte
     # flipped in "w" loaded as a wrong tensor.
     root = where.url("rank-local")
-    writer = GcsStorageWriter(root, client=where.client)
+    writer = DcpWriter(root, client=where.client)
     setup = writer.set_up_storage_writer
 
     def set_up_as_rank(is_coordinator: bool, *args: object, **kwargs: object) -> None:
@@ -191,7 +191,7 @@ def test_a_partial_load_of_a_rank_local_checkpoint_checks_its_items(
     assert f"__{rank}.metadata.crc32c" in names and ".metadata" not in names
 
     def load_w() -> torch.Tensor:
-        reader = GcsStorageReader(root, client=where.client)
+        reader = DcpReader(root, client=where.client)
         read_metadata, set_up = reader.read_metadata, reader.set_up_storage_reader
 
         def read_as_rank(*args: object, **kwargs: object) -> object:

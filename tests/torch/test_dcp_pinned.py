@@ -23,7 +23,7 @@ from torch.distributed.checkpoint import DefaultLoadPlanner, FileSystemWriter
 from aioflux import PreconditionFailed
 from aioflux._core.portal import call
 from aioflux.local import LocalStore
-from aioflux.torch.dcp import GcsStorageReader
+from aioflux.torch.dcp import DcpReader
 from tests.torch.conftest import Where
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
@@ -87,14 +87,14 @@ def test_a_data_file_replaced_during_a_load_is_a_precondition_failure(
     planner = _ReplaceAfterFirst(lambda: _replace(where, f"ck/{data}", newer[data]))
     target = {"a": torch.zeros(100, 50), "b": torch.zeros(100, 50)}
     # Nothing read ahead: b's read starts after the replacement.
-    reader = GcsStorageReader(where.url("ck"), client=where.client, bytes_ahead=1)
+    reader = DcpReader(where.url("ck"), client=where.client, bytes_ahead=1)
     with pytest.raises(BaseException, match=f"{data}.*changed during the load") as info:
         dcp.load(target, storage_reader=reader, planner=planner)
     assert PreconditionFailed.__name__ in repr(info.value)
     assert planner.loaded == ["a"]
     # Loaded again, the load reads the new version throughout.
     target = {"a": torch.zeros(100, 50), "b": torch.zeros(100, 50)}
-    dcp.load(target, storage_reader=GcsStorageReader(where.url("ck"), client=where.client))
+    dcp.load(target, storage_reader=DcpReader(where.url("ck"), client=where.client))
     assert torch.equal(target["a"], _state(10.0)["a"])
     assert torch.equal(target["b"], _state(10.0)["b"])
 
@@ -117,7 +117,7 @@ def test_reads_ahead_of_a_data_file_and_its_open_read_one_version(
 
     planner = _ReplaceAfterFirst(replace_all)
     target = {key: torch.zeros(100, 50) for key in "abc"}
-    reader = GcsStorageReader(where.url("ck"), client=where.client)
+    reader = DcpReader(where.url("ck"), client=where.client)
     try:
         dcp.load(target, storage_reader=reader, planner=planner)
     except BaseException as exc:  # DCP may wrap it
@@ -150,7 +150,7 @@ def test_a_load_stats_each_data_file_once_and_reads_its_items_from_the_file_open
     monkeypatch.setattr(LocalStore, "stat", counted_stat)
     monkeypatch.setattr(LocalStore, "fetch", counted_fetch)
     target = {key: torch.zeros(100, 50) for key in "abc"}
-    dcp.load(target, storage_reader=GcsStorageReader(str(root)))
+    dcp.load(target, storage_reader=DcpReader(str(root)))
     assert all(torch.equal(target[key], _state(1.0)[key]) for key in "abc")
     files = sorted(p.name for p in root.glob("*.distcp"))
     assert {name: stats[name] for name in files} == dict.fromkeys(files, 1)

@@ -23,7 +23,7 @@ import torch.distributed.checkpoint as dcp
 from aioflux import AsyncClient, Client, DownloadOptions, InvalidArgument
 from aioflux.local import LocalStore
 from aioflux.torch import IterableDataset
-from aioflux.torch.dcp import DEFAULT_BYTES_AHEAD, GcsStorageReader, GcsStorageWriter
+from aioflux.torch.dcp import DEFAULT_BYTES_AHEAD, DcpReader, DcpWriter
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -120,24 +120,24 @@ def test_dcp_reader_holds_at_most_bytes_ahead(sync_client: Client, bucket: str,
     # from the file, nothing fetched ahead (the kernel reads ahead).
     root = f"gs://{bucket}/ckpt"
     state = _state(10, 256 * KIB)  # 10 items of 1 MiB of float32
-    dcp.save(state, storage_writer=GcsStorageWriter(root, client=sync_client))
+    dcp.save(state, storage_writer=DcpWriter(root, client=sync_client))
     reads = Reads()
     # The DCP reader fetches (it wants each range's crc32c); only data files count.
     reads.patch(monkeypatch, "fetch", ".distcp", AsyncClient)
     handed = 0
     most = 0
-    real = GcsStorageReader._slice_file
+    real = DcpReader._slice_file
 
-    def slice_file(self: GcsStorageReader, file: Any, sinfo: Any) -> Any:
+    def slice_file(self: DcpReader, file: Any, sinfo: Any) -> Any:
         nonlocal handed, most
         got = real(self, file, sinfo)
         most = max(most, reads.bytes - handed)
         handed += sinfo.length
         return got
 
-    monkeypatch.setattr(GcsStorageReader, "_slice_file", slice_file)
+    monkeypatch.setattr(DcpReader, "_slice_file", slice_file)
     target = {k: torch.zeros_like(v) for k, v in state.items()}
-    dcp.load(target, storage_reader=GcsStorageReader(root, client=sync_client,
+    dcp.load(target, storage_reader=DcpReader(root, client=sync_client,
                                                      bytes_ahead=bytes_ahead,
                                                      items_ahead=items_ahead))
     assert all(torch.equal(target[k], state[k]) for k in state)
@@ -148,4 +148,4 @@ def test_dcp_reader_holds_at_most_bytes_ahead(sync_client: Client, bucket: str,
 
 def test_dcp_reader_checks_bytes_ahead(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="bytes_ahead"):
-        GcsStorageReader(str(tmp_path), bytes_ahead=0)
+        DcpReader(str(tmp_path), bytes_ahead=0)

@@ -22,7 +22,7 @@ from aioflux import ChecksumMismatch, WriterOptions
 from aioflux._core.portal import call
 from aioflux.torch import Checkpoint, CheckpointManager, _zip_crc
 from aioflux.torch._zip_crc import without_zip_crc32
-from aioflux.torch.dcp import GcsStorageReader, GcsStorageWriter
+from aioflux.torch.dcp import DcpReader, DcpWriter
 from tests.forking import in_fork
 from tests.torch.conftest import Where
 
@@ -108,10 +108,10 @@ def test_dcp_items_skip_it_and_load(where: Where, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(torch._C, "PyTorchFileWriter", recording)
     root = where.url("dcp")
     state = {"w": torch.randn(200, 50), "v": torch.arange(7)}
-    dcp.save(state, storage_writer=GcsStorageWriter(root, client=where.client))
+    dcp.save(state, storage_writer=DcpWriter(root, client=where.client))
     assert len(opened) >= 2 and not any(opened), opened
     target = {"w": torch.zeros(200, 50), "v": torch.zeros(7, dtype=torch.long)}
-    dcp.load(target, storage_reader=GcsStorageReader(root, client=where.client))
+    dcp.load(target, storage_reader=DcpReader(root, client=where.client))
     assert torch.equal(target["w"], state["w"]) and torch.equal(target["v"], state["v"])
     assert torch.serialization.get_crc32_options() is True
 

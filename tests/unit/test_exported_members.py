@@ -37,7 +37,7 @@ DOCUMENTED = {
     "aioflux.fsspec": {"AiofluxFileSystem", "TouchRefused", "register"},
     "aioflux.azure": {"AzureStore"},
     "aioflux.http": {"HttpStore"},
-    "aioflux.torch.dcp": {"GcsFileSystem", "GcsStorageReader", "GcsStorageWriter"},
+    "aioflux.torch.dcp": {"DcpReader", "DcpWriter", "GcsFileSystem"},
     "aioflux.torch.lightning": {"AsyncGcsCheckpointIO", "GcsCheckpointIO"},
     "aioflux.testing": {
         "ApiError", "Emulator", "EmulatorProfile", "FaultProxy", "Faults", "GCS_LIKE_PROFILE",
