@@ -26,6 +26,7 @@ from .._engines.reader import ObjectReader
 from .._engines.writer import ObjectWriter
 from ..local import LocalStore
 from ..local._reader import FileReader
+from ._device_load import DeviceStager, cuda_target
 from ._zip_crc import without_zip_crc32
 
 __all__ = ["Checkpoint", "raw_writer", "save_into"]
@@ -157,7 +158,9 @@ class Checkpoint:
 
         Args:
             url: an object URL (``gs://bucket/name``, ``file:///path``...) or path.
-            map_location: as for ``torch.load``.
+            map_location: as for ``torch.load``; a CUDA device's storages
+                go through pinned staging buffers, copied to the device
+                while the next are read.
             weights_only: as for ``torch.load``.
             compression: ``None``: found from the object's first bytes (a
                 zstd frame's magic number), so a compressed checkpoint loads
@@ -176,6 +179,14 @@ class Checkpoint:
             ChecksumMismatch: a zstd stream that is corrupt or truncated.
         """
         check_str(f"load {url}", "compression", compression, optional=True, choices=("zstd",))
+        device = cuda_target(map_location)
+        if device is not None:
+            stager = DeviceStager(device)
+            try:
+                return self.load(url, map_location=stager, weights_only=weights_only,
+                                 compression=compression, info=info)
+            finally:
+                stager.finish()
         with self._load_reader(url, info) as reader:
             if compression == "zstd" or starts_zstd(reader):
                 require_zstd(f"load {reader.url} (zstd-compressed)")

@@ -64,7 +64,7 @@ from ._publish import CheckpointPublishing
 from ._restore import CheckpointRestoring
 from ._retention import DATA_STATE, CheckpointStore, root_prefix
 from ._save_future import SaveFuture
-from ._snapshot import BufferPool, snapshot, state_nbytes
+from ._snapshot import accelerated, process_pool, snapshot, state_nbytes
 
 __all__ = ["DATA_STATE", "CheckpointManager", "SaveFuture"]
 
@@ -97,6 +97,14 @@ class CheckpointManager(CheckpointPublishing, CheckpointRestoring):
             next state into them (~3x less ``save_async`` blocking time, at
             the price of one state's worth of host memory between saves;
             released by ``close()`` or when ``memory_budget`` needs it).
+            The buffers are the process's pool (:attr:`buffers`: one
+            snapshot, shared by its managers), pinned for CUDA states.
+
+    Attributes:
+        buffers: the snapshot buffers' pool (``None`` without
+            ``reuse_buffers``): its ``nbytes`` and ``pinned_nbytes``, a cap
+            ``max_bytes``, ``pin`` (False: keep pageable buffers) and
+            ``pin_error`` (why pinning failed: pageable buffers are used).
 
     Raises:
         InvalidURL: bad root.
@@ -133,7 +141,7 @@ class CheckpointManager(CheckpointPublishing, CheckpointRestoring):
         self.max_pending = max_pending
         self.when_busy = when_busy
         self.memory_budget = memory_budget
-        self._buffers = BufferPool() if reuse_buffers else None
+        self.buffers = process_pool() if reuse_buffers else None
         self._ckpt = Checkpoint(store, writer=writer)
         self._client = store
         self._store = CheckpointStore(self._client, self.bucket, self.prefix)
@@ -281,11 +289,12 @@ class CheckpointManager(CheckpointPublishing, CheckpointRestoring):
                 self._cond.wait()
             self._pending[future] = (step, needed)
             self._marks[future] = mark = self._publications
-        if self._buffers is not None and self.memory_budget is not None and (
-                used + needed + self._buffers.nbytes > self.memory_budget):
-            self._buffers.clear()  # idle buffers count against the budget too
+        if self.buffers is not None and self.memory_budget is not None and (
+                used + needed + self.buffers.nbytes > self.memory_budget):
+            self.buffers.clear()  # idle buffers count against the budget too
         try:
-            copied = snapshot(state, self._buffers)
+            on_device = accelerated(state)
+            copied = snapshot(state, self.buffers)
             # The loader moves on at once: save where it stood at this step.
             data_copy = copy.deepcopy(dict(data_state)) if data_state is not None else None
         except BaseException:
@@ -295,8 +304,8 @@ class CheckpointManager(CheckpointPublishing, CheckpointRestoring):
         future.set_running_or_notify_cancel()
         try:
             # Handed over in a list _run empties (see _run).
-            self._pool.submit(self._run, future, [copied, data_copy], step, started,
-                              blocking, overwrite, mark)
+            self._pool.submit(self._run, future, [copied, data_copy, on_device], step,
+                              started, blocking, overwrite, mark)
         except BaseException:
             self._release(future)  # never started: nothing may wait for it
             raise
@@ -308,7 +317,7 @@ class CheckpointManager(CheckpointPublishing, CheckpointRestoring):
         # item holds: a failure's traceback keeps this frame, and through
         # it the work item's (its caller's, still linked), for as long as
         # the future is kept.
-        state, data_state = job
+        state, data_state, on_device = job
         job.clear()
         try:
             info = self._persist(state, step, started, blocking, overwrite, data_state, mark)
@@ -319,16 +328,16 @@ class CheckpointManager(CheckpointPublishing, CheckpointRestoring):
             # state in host memory that memory_budget no longer counts.
             # The frames lose their variables, not their lines.
             traceback.clear_frames(exc.__traceback__)
-            if self._buffers is not None:
-                self._buffers.refill(state)
+            if self.buffers is not None:
+                self.buffers.refill(state, pinned=on_device)
             state = data_state = None  # this frame is in the traceback too
             with self._cond:
                 self._failed.append(future)
             self._release(future)
             future.set_exception(exc)
             return
-        if self._buffers is not None:
-            self._buffers.refill(state)
+        if self.buffers is not None:
+            self.buffers.refill(state, pinned=on_device)
         self._release(future)
         future.set_result(info)
 
@@ -400,8 +409,8 @@ class CheckpointManager(CheckpointPublishing, CheckpointRestoring):
                 self._wait(last=True)
         finally:
             self._pool.shutdown(wait=True)
-            if self._buffers is not None:
-                self._buffers.clear()
+            if self.buffers is not None:
+                self.buffers.clear()
 
     def __enter__(self) -> CheckpointManager:
         return self

@@ -13,13 +13,14 @@ buffer are copied apart, compactly).
 from __future__ import annotations
 
 import copy
+import os
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-__all__ = ["BufferPool", "snapshot", "state_nbytes"]
+__all__ = ["BufferPool", "accelerated", "process_pool", "snapshot", "state_nbytes"]
 
 _Key = tuple[tuple[int, ...], torch.dtype]
 # A storage the state reaches through several tensors: (device, data
@@ -37,15 +38,33 @@ class BufferPool:
 
     Copying a state into memory that is already mapped skips the page
     faults of fresh allocations, most of such a copy's time, and that copy
-    is all of ``save_async``'s blocking time.
-    The pool holds at most one snapshot's tensors: each refill replaces the
-    previous content.
+    is all of ``save_async``'s blocking time. The pool holds at most one
+    snapshot's tensors (each refill replaces the previous content), and no
+    more than ``max_bytes`` of them.
+
+    A snapshot of accelerator (CUDA) tensors is refilled with pinned
+    (page-locked) buffers, allocated in the saver thread after its save,
+    so the next snapshot copies at the link's speed with ``non_blocking``
+    copies; pinning is done once per buffer, the pool keeps them. Where
+    pinning fails (a CPU-only build, a locked-memory limit) the pageable
+    buffers are kept, and :attr:`pin_error` says why.
+
+    Attributes:
+        nbytes: bytes of host memory the pool holds now.
+        pinned_nbytes: how many of them are pinned.
+        max_bytes: the most it keeps (``None``: one snapshot, whatever its size).
+        pin: pin the buffers of accelerator states (set False to keep pageable ones).
+        pin_error: why pinning last failed, or None.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int | None = None, *, pin: bool = True) -> None:
         self._free: dict[_Key, list[torch.Tensor]] = {}
         self._lock = threading.Lock()
         self.nbytes = 0
+        self.pinned_nbytes = 0
+        self.max_bytes = max_bytes
+        self.pin = pin
+        self.pin_error: str | None = None
 
     def take(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor | None:
         """A free buffer of this shape and dtype, or None.
@@ -62,27 +81,67 @@ class BufferPool:
             if not free:
                 return None
             buf = free.pop()
-            self.nbytes -= buf.numel() * buf.element_size()
+            size = _nbytes(buf)
+            self.nbytes -= size
+            if buf.is_pinned():
+                self.pinned_nbytes -= size
             return buf
 
-    def refill(self, state: Any) -> None:
+    def refill(self, state: Any, *, pinned: bool = False) -> None:
         """Keep the plain CPU tensors of a finished snapshot for reuse.
 
         Args:
             state: the snapshot (no one else may use its tensors any more).
+            pinned: the snapshot is of accelerator tensors: its pageable
+                buffers are replaced by pinned ones (if :attr:`pin`).
         """
         free: dict[_Key, list[torch.Tensor]] = {}
-        nbytes = 0
+        nbytes = pinned_nbytes = 0
         for tensor in _plain_tensors(state, set()):
+            size = _nbytes(tensor)
+            if self.max_bytes is not None and nbytes + size > self.max_bytes:
+                continue  # a smaller one may still fit
+            if pinned and self.pin and self.pin_error is None and not tensor.is_pinned():
+                tensor = self._pinned_like(tensor)
             free.setdefault((tuple(tensor.shape), tensor.dtype), []).append(tensor)
-            nbytes += tensor.numel() * tensor.element_size()
+            nbytes += size
+            pinned_nbytes += size if tensor.is_pinned() else 0
         with self._lock:
-            self._free, self.nbytes = free, nbytes
+            self._free, self.nbytes, self.pinned_nbytes = free, nbytes, pinned_nbytes
+
+    def _pinned_like(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A pinned buffer for ``tensor``'s shape, or ``tensor`` itself
+        where pinning fails (not tried again until :meth:`clear`)."""
+        try:
+            buf = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+        except RuntimeError as exc:
+            self.pin_error = str(exc)
+            return tensor
+        return buf
 
     def clear(self) -> None:
-        """Release every pooled buffer."""
+        """Release every pooled buffer (and try pinning again)."""
         with self._lock:
-            self._free, self.nbytes = {}, 0
+            self._free, self.nbytes, self.pinned_nbytes = {}, 0, 0
+            self.pin_error = None
+
+
+_process_pool: tuple[int, BufferPool] | None = None
+_process_pool_lock = threading.Lock()
+
+
+def process_pool() -> BufferPool:
+    """This process's pool (a forked child makes its own: pinned memory
+    and the parent's buffers are no child's)."""
+    global _process_pool
+    with _process_pool_lock:
+        if _process_pool is None or _process_pool[0] != os.getpid():
+            _process_pool = (os.getpid(), BufferPool())
+        return _process_pool[1]
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    return int(tensor.numel() * tensor.element_size())
 
 
 def _reusable(tensor: torch.Tensor) -> bool:
@@ -194,8 +253,20 @@ def state_nbytes(state: Any) -> int:
     return int(alone + sum(high - low for _, low, high in spans))
 
 
+def accelerated(state: Any) -> bool:
+    """Whether ``state`` holds a tensor on an accelerator (CUDA, not CPU or meta)."""
+    tensors: list[torch.Tensor] = []
+    _walk(state, set(), tensors)
+    return any(t.device.type not in ("cpu", "meta") for t in tensors)
+
+
 def snapshot(state: Any, pool: BufferPool | None = None) -> Any:
     """Copy ``state`` so later in-place updates of its tensors cannot leak in.
+
+    CUDA tensors are copied on a side stream of their device (after the
+    work queued on its current stream), ``non_blocking`` into the pool's
+    pinned buffers, and synchronised once at the end: when this returns,
+    every copy is done and the tensors may change.
 
     Args:
         state: nested dicts / lists / tuples of tensors and plain values.
@@ -207,14 +278,54 @@ def snapshot(state: Any, pool: BufferPool | None = None) -> Any:
     """
     tensors: list[torch.Tensor] = []
     _walk(state, set(), tensors)
-    return _copy(state, {}, pool, _Spans(_spans(tensors)))
+    copier = _Copier()
+    try:
+        return _copy(state, {}, pool, _Spans(_spans(tensors), copier), copier)
+    finally:
+        copier.finish()  # also on failure: no copy may still write a dropped buffer
+
+
+class _Copier:
+    """Copies of tensors into host memory; those of CUDA tensors queued on
+    one side stream per device, waited for together in :meth:`finish`."""
+
+    def __init__(self) -> None:
+        self._streams: dict[torch.device, Any] = {}
+
+    def to_host(self, source: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+        """``source`` copied into ``out`` (a fresh CPU tensor if None)."""
+        if source.device.type != "cuda":
+            return source.to("cpu", copy=True) if out is None else out.copy_(source)
+        with torch.cuda.stream(self._stream(source.device)):
+            if out is None:
+                return source.to("cpu", copy=True)
+            # Into pinned memory the copy is queued and this returns at
+            # once; into pageable memory CUDA copies before returning.
+            return out.copy_(source, non_blocking=out.is_pinned())
+
+    def _stream(self, device: torch.device) -> Any:
+        stream = self._streams.get(device)
+        if stream is None:
+            stream = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+            self._streams[device] = stream
+            # The tensors' last updates are queued on the current stream.
+            stream.wait_stream(torch.cuda.current_stream(device))
+        return stream
+
+    def finish(self) -> None:
+        """Wait until every queued copy is done."""
+        for stream in self._streams.values():
+            stream.synchronize()
+        self._streams.clear()
 
 
 class _Spans:
     """The copied spans of the storages several tensors of a state view."""
 
-    def __init__(self, shared: dict[int, tuple[_StorageKey, int, int]]) -> None:
+    def __init__(self, shared: dict[int, tuple[_StorageKey, int, int]],
+                 copier: _Copier) -> None:
         self.shared = shared
+        self._copier = copier
         self._copies: dict[tuple[_StorageKey, int, int], torch.Tensor] = {}
 
     def view(self, tensor: torch.Tensor) -> torch.Tensor | None:
@@ -227,14 +338,15 @@ class _Spans:
         if span is None:
             source = torch.empty(0, dtype=torch.uint8, device=tensor.device)
             source.set_(tensor.untyped_storage(), low, (high - low,), (1,))
-            span = self._copies[found] = source.to("cpu", copy=True)
+            span = self._copies[found] = self._copier.to_host(source, None)
         size = tensor.element_size()
         return torch.empty(0, dtype=tensor.dtype).set_(
             span.untyped_storage(), (tensor.storage_offset() * size - low) // size,
             tensor.shape, tensor.stride())
 
 
-def _copy(obj: Any, memo: dict[int, Any], pool: BufferPool | None, spans: _Spans) -> Any:
+def _copy(obj: Any, memo: dict[int, Any], pool: BufferPool | None, spans: _Spans,
+          copier: _Copier) -> Any:
     key = id(obj)
     if key in memo:
         return memo[key]
@@ -245,11 +357,8 @@ def _copy(obj: Any, memo: dict[int, Any], pool: BufferPool | None, spans: _Spans
         buf = None
         if pool is not None and type(obj) is torch.Tensor and obj.layout == torch.strided:
             buf = pool.take(tuple(obj.shape), obj.dtype)
-        if buf is not None:
-            result = buf.copy_(obj.detach())
-        else:
-            # detach + copy to CPU; a CPU tensor still gets its own storage.
-            result = obj.detach().to("cpu", copy=True)
+        # detach + copy to CPU; a CPU tensor still gets its own storage.
+        result = copier.to_host(obj.detach(), buf)
     elif isinstance(obj, dict):
         # A shallow copy keeps the type and what it holds beyond its items
         # (a defaultdict's default_factory: type(obj)(items) raised
@@ -257,17 +366,17 @@ def _copy(obj: Any, memo: dict[int, Any], pool: BufferPool | None, spans: _Spans
         # stored the defaultdict); then every value is copied in place.
         result = copy.copy(obj)
         for k, v in obj.items():
-            result[k] = _copy(v, memo, pool, spans)
+            result[k] = _copy(v, memo, pool, spans, copier)
     elif isinstance(obj, Mapping):
-        items = {k: _copy(v, memo, pool, spans) for k, v in obj.items()}
+        items = {k: _copy(v, memo, pool, spans, copier) for k, v in obj.items()}
         try:
             result = type(obj)(items)  # type: ignore[call-arg]
         except TypeError:
             result = items
     elif isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        result = type(obj)(*(_copy(v, memo, pool, spans) for v in obj))
+        result = type(obj)(*(_copy(v, memo, pool, spans, copier) for v in obj))
     elif isinstance(obj, (list, tuple)):
-        result = type(obj)(_copy(v, memo, pool, spans) for v in obj)
+        result = type(obj)(_copy(v, memo, pool, spans, copier) for v in obj)
     else:
         result = copy.deepcopy(obj)
     if type(obj) is torch.nn.Parameter:

@@ -30,7 +30,7 @@ from .._core.portal import get_portal
 from .._core.store import ObjectStore, delete_all
 from .._core.urls import folder_prefix
 from ._checkpoint import Checkpoint
-from ._snapshot import snapshot
+from ._snapshot import accelerated, process_pool, snapshot
 
 __all__ = ["AsyncGcsCheckpointIO", "GcsCheckpointIO"]
 
@@ -157,7 +157,9 @@ class GcsCheckpointIO(CheckpointIO):
 
 class AsyncGcsCheckpointIO(GcsCheckpointIO):
     """GcsCheckpointIO whose ``save_checkpoint`` returns after a host-memory
-    snapshot; one background save at a time.
+    snapshot; one background save at a time. The snapshot reuses the host
+    buffers of the last one (the process's pool, pinned for CUDA states:
+    see ``CheckpointManager.buffers``).
 
     Args:
         client: the store for paths of its scheme (default: the process-wide
@@ -196,7 +198,9 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
         """
         _check_storage_options(path, storage_options)
         self._wait()
-        copy = snapshot(checkpoint)
+        pool = process_pool()
+        on_device = accelerated(checkpoint)
+        copy = snapshot(checkpoint, pool)
         if self._pool is None:
             # Lightning tears plugins down after fit() but may save again later.
             self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="aioflux-pl")
@@ -210,9 +214,19 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
                 functools.partial(_finish_at_exit, weakref.ref(self), os.getpid()))
             self._exit_hook = True
         _, at = self._ckpt.locate(str(path))
-        self._pending = self._pool.submit(super().save_checkpoint, copy, path)
+        self._pending = self._pool.submit(self._save_then_pool, [copy], path, on_device)
         self._pending_path = str(path)
         self._pending_at = (at.scheme, at.bucket, at.name)
+
+    def _save_then_pool(self, job: list[Any], path: Any, on_device: bool) -> None:
+        # The snapshot in a list emptied here: a failure's traceback keeps
+        # this frame, and must not keep the buffers the pool now owns.
+        copy = job.pop()
+        try:
+            super().save_checkpoint(copy, path)
+        finally:
+            process_pool().refill(copy, pinned=on_device)
+            del copy
 
     def load_checkpoint(self, path: Any, map_location: Any | None = _on_cpu,
                         weights_only: bool | None = None) -> dict[str, Any]:
@@ -277,6 +291,7 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
             pool, self._pool = self._pool, None
             if pool is not None:
                 pool.shutdown(wait=True)
+            process_pool().clear()  # the snapshot buffers, till the next save
 
 
 def _finish_at_exit(ref: weakref.ref[AsyncGcsCheckpointIO], pid: int) -> None:
