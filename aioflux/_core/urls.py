@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .errors import InvalidURL
+from .store_plugins import plugin_scheme
+from .hub_paths import hub_repo, split_hub_url
 
 __all__ = [
     "GcsURL",
@@ -42,7 +44,7 @@ __all__ = [
 ]
 
 # The schemes a URL may name; a plain path means "file".
-SCHEMES = ("gs", "s3", "az", "file", "http", "https")
+SCHEMES = ("gs", "s3", "az", "file", "http", "https", "hf")
 # The read-only web schemes (``aioflux.http``).
 WEB_SCHEMES = ("http", "https")
 # adlfs's names for Azure Blob URLs: the same container and blob as az://.
@@ -92,6 +94,14 @@ def validate_bucket(bucket: str, *, arg: str = "bucket", scheme: str = "gs") -> 
     if scheme == "file":
         if not bucket or "/" in bucket or "\0" in bucket or bucket in (".", ".."):
             raise InvalidURL(f"{arg}: {bucket!r} is not a directory name")
+        return bucket
+    if scheme == "hf":
+        hub_repo(bucket)  # the Hub's repo ids (hub_paths.py)
+        return bucket
+    if scheme not in SCHEMES and scheme not in AZURE_ALIASES:
+        # Another package's backend (store_plugins.py) checks its own names.
+        if not bucket or "/" in bucket or not bucket.isprintable():
+            raise InvalidURL(f"{arg}: {bucket!r} is not a {scheme}:// bucket")
         return bucket
     if scheme in WEB_SCHEMES:
         if "@" in bucket:
@@ -312,12 +322,14 @@ def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> S
         scheme = "az"
     elif scheme.lower() in WEB_SCHEMES:
         scheme = scheme.lower()
-    elif scheme not in SCHEMES:
+    elif scheme not in SCHEMES and not plugin_scheme(scheme):
         raise InvalidURL(f"unknown scheme {scheme!r} in {url!r}: use gs://, s3://, az://, "
                          "file://, http(s):// or a path")
     bucket, _, name = rest.partition("/")
     if scheme in WEB_SCHEMES:
         bucket, name = _web_parts(url, bucket, name)
+    elif scheme == "hf":
+        bucket, name = split_hub_url(rest, url)
     account = ""
     if scheme == "az" and "@" in bucket:
         bucket, account = _azure_account(bucket, url)

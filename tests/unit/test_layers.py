@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("aioflux._core",),
     ("aioflux._net",),
     ("aioflux._engines",),
-    ("aioflux.gcs", "aioflux.local", "aioflux.s3", "aioflux.azure", "aioflux.http"),
+    ("aioflux.gcs", "aioflux.local", "aioflux.s3", "aioflux.azure", "aioflux.http", "aioflux.hf"),
     ("aioflux._api", "aioflux.otel"),
     ("aioflux.torch", "aioflux.fsspec"),
     ("aioflux.testing",),

@@ -1,0 +1,434 @@
+"""``HfStore``: the Hugging Face Hub's repos, read-only.
+
+A bucket is a repo at a revision (``datasets/org/name@rev``: see
+:mod:`aioflux._core.hub_paths`), a name the path of a file in it.
+
+- **One commit a job.** A bucket's revision (``main`` when none is named)
+  is resolved to its commit once, by the repo API, the first time the
+  store needs it; every later request names that commit, so a push while a
+  job reads mixes nothing. A store pickled to a DataLoader worker carries
+  the commits it resolved; a revision that is a commit sha costs no request.
+- **Listing** walks the tree API a folder at a time, its pages followed by
+  their ``Link`` headers, in name order (``_tree.py``).
+- **stat** is a HEAD of the file's ``resolve`` URL, redirects not followed:
+  the size is ``X-Linked-Size`` (an LFS file) or ``Content-Length``, the
+  generation stands for ``X-Linked-Etag`` or ``ETag`` (the content's id,
+  as the tree API's ``oid``), and where the redirect leads is remembered.
+- **Reads** are ranged GETs of the ``resolve`` URL at the commit, checked
+  and pinned as an http(s) store's are (``_net/web_read.py``): redirects to
+  the CDN followed, the token sent only to the Hub's origin, never to the
+  CDN; where a file's redirect led is remembered, so its next reads go to
+  the CDN at once. A read pinned to a generation the store has not seen
+  checks it by a HEAD first (a manifest from another job may name a
+  version the commit does not hold: NotFound, never its bytes).
+- **Rate**: the requests run under the client's retries and the rate
+  controller's gate of the repo, which a 429 feeds with its wait
+  (``Retry-After``, else the ``RateLimit`` header's ``t=``).
+- **Access**: a 401 or 403 is a PermissionDenied saying to set
+  ``HF_TOKEN``. With ``HF_HUB_OFFLINE`` set no request is sent: every
+  operation that needs one is an InvalidRequest saying so (what aioflux's
+  disk cache holds is read before the store is asked).
+- Writes, deletes, copies and composes are refused before any request.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import NoReturn, TypeVar
+from urllib.parse import quote
+
+import aiohttp
+import yarl
+
+from .._core.auth import AnonymousAuth
+from .._core.config import ClientConfig
+from .._core.counts import count_of
+from .._core.errors import (
+    InvalidRequest,
+    PermissionDenied,
+    describe,
+)
+from .._core.hub_paths import hub_repo
+from .._core.metrics import RequestStats
+from .._core.pages import ListingCheck
+from .._core.store import Fetched, PartUpload, SourceSpec, StoreFeatures
+from .._core.store_base import StoreBase
+from .._core.types import ListPage, ObjectInfo
+from .._core.validate import check_instance, check_str
+from .._net.failures import Op, read_metadata
+from .._net.loops import LoopState
+from .._net.web import Locations, error_of, gone, protocol, send
+from .._net.web_read import Read, check_whole
+from .._net.web_transport import WebTransport
+from . import _settings
+from ._tree import TreeListing, etag_generation
+
+__all__ = ["HfStore"]
+
+T = TypeVar("T")
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+_REDIRECTS = (301, 302, 303, 307, 308)
+# Generations remembered ((bucket, name) -> generation), at most.
+_KNOWN = 65_536
+
+
+class HfStore(StoreBase):
+    """The Hugging Face Hub's model, dataset and space repos as a read-only
+    ``ObjectStore`` (``hf://`` URLs).
+
+    Args:
+        config: settings (retries, timeouts, ``max_concurrency``, the rate
+            controller's ``request_rate``, as for every store).
+        endpoint: the Hub's root URL; default ``$HF_ENDPOINT``, else
+            ``https://huggingface.co``.
+        token: a Hugging Face token, sent only to the Hub's origin; default
+            ``$HF_TOKEN``, else ``huggingface_hub.get_token()`` where that
+            package is installed.
+
+    Raises:
+        InvalidArgument: a bad argument.
+    """
+
+    _kind = "the Hugging Face Hub"
+    _features = StoreFeatures(scheme="hf", start_offset=False)
+
+    def __init__(self, config: ClientConfig | None = None, *, endpoint: str | None = None,
+                 token: str | None = None) -> None:
+        check_instance("HfStore", "config", config, ClientConfig, optional=True)
+        check_str("HfStore", "endpoint", endpoint, optional=True)
+        check_str("HfStore", "token", token, optional=True)
+        self.config = config or ClientConfig()
+        self.endpoint = (endpoint or _settings.endpoint()).rstrip("/")
+        self._token = token if token is not None else _settings.token()
+        self._offline = _settings.offline()
+        self._commits: dict[str, str] = {}
+        self._known: dict[tuple[str, str], int] = {}
+        self._locations = Locations()
+        self._stats = RequestStats()
+        self._transport: WebTransport | None = None
+
+    def __repr__(self) -> str:
+        return f"HfStore(endpoint={self.endpoint!r})"  # never the token
+
+    def __getstate__(self) -> dict[str, object]:
+        # By settings, and the commits resolved: a worker reads the same ones.
+        return {"config": self.config, "endpoint": self.endpoint, "token": self._token,
+                "commits": dict(self._commits)}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__(state["config"], endpoint=state["endpoint"],  # type: ignore[misc,arg-type]
+                      token=state["token"])
+        self._commits.update(state["commits"])  # type: ignore[call-overload]
+
+    @property
+    def stats(self) -> RequestStats:
+        """What this store's requests did (``stats.summary()``)."""
+        return self._stats
+
+    async def aclose(self) -> None:
+        """Close this loop's connections."""
+        if self._transport is not None:
+            await self._transport.aclose()
+
+    def _wire(self) -> WebTransport:
+        transport = self._transport
+        if transport is None:
+            transport = WebTransport(self.config, AnonymousAuth(), endpoint=self.endpoint)
+            transport.stats = self._stats
+            self._transport = transport
+        return transport
+
+    # -- the commit ----------------------------------------------------------------------
+
+    async def commit(self, bucket: str) -> str:
+        """The commit every request of ``bucket`` names: its revision
+        resolved once (the first call asks the Hub, unless it is a sha).
+
+        Args:
+            bucket: ``datasets/org/name[@revision]``.
+
+        Returns:
+            The commit's sha.
+
+        Raises:
+            NotFound: no such repo or revision.
+            PermissionDenied: a gated or private repo without a token.
+        """
+        self._check_object("resolve", bucket, "x")
+        op = Op("resolve", bucket, "", "hf")
+        return await self._guarded(op, self._commit(op))
+
+    async def _commit(self, op: Op) -> str:
+        bucket = op.bucket
+        sha = self._commits.get(bucket)
+        if sha is not None:
+            return sha
+        repo = hub_repo(bucket)
+        revision = repo.revision or "main"
+        if _COMMIT.match(revision):
+            return self._commits.setdefault(bucket, revision)
+        self._check_online(op)
+        url = f"{self.endpoint}/api/{repo.api_path}/revision/{quote(revision, safe='')}"
+        info, _next = await self._json(Op("resolve", bucket, "", "hf"), url)
+        sha = info.get("sha") if isinstance(info, dict) else None
+        if not isinstance(sha, str) or not _COMMIT.match(sha):
+            raise protocol(op, f"the repo info of revision {revision!r} names no commit sha",
+                           200)
+        # The first resolution wins: every read of this store names one commit.
+        return self._commits.setdefault(bucket, sha)
+
+    def _resolve_url(self, bucket: str, commit: str, name: str) -> str:
+        return (f"{self.endpoint}/{hub_repo(bucket).web_path}/resolve/{commit}/"
+                f"{quote(name, safe='/')}")
+
+    # -- requests ------------------------------------------------------------------------
+
+    def _check_online(self, op: Op) -> None:
+        if self._offline:
+            raise InvalidRequest(f"{describe(op.operation, op.bucket, op.name, 'hf')} failed: "
+                                 "HF_HUB_OFFLINE is set, so nothing is asked of the Hub (only "
+                                 "what aioflux's disk cache holds can be read)",
+                                 operation=op.operation, bucket=op.bucket, name=op.name)
+
+    async def _guarded(self, op: Op, work: Awaitable[T]) -> T:
+        """``work``'s result; a refusal (401, 403) said as what to set."""
+        try:
+            return await work
+        except PermissionDenied as exc:
+            raise self._denied(op, exc) from None
+
+    def _denied(self, op: Op, exc: PermissionDenied) -> PermissionDenied:
+        sent = ("the token sent was refused or has no access" if self._token is not None
+                else "no token was sent")
+        return PermissionDenied(f"{describe(op.operation, op.bucket, op.name, 'hf')} failed: "
+                                f"the Hub refused it (HTTP {exc.status}, {sent}): "
+                                f"{_settings.TOKEN_HINT}", operation=op.operation,
+                                bucket=op.bucket, name=op.name, status=exc.status,
+                                reason=exc.reason)
+
+    async def _json(self, op: Op, url: str) -> tuple[object, str | None]:
+        """GET a Hub API URL: its JSON and the next page's URL (``Link``)."""
+
+        async def call(state: LoopState) -> tuple[object, str | None]:
+            resp = await send(state.session, op, "GET", url, {"Accept": "application/json"},
+                              self._token)
+            try:
+                if resp.status >= 300:
+                    raise await error_of(resp, op)
+                body = await read_metadata(resp, op)
+                link = _NEXT.search(resp.headers.get("Link", ""))
+            finally:
+                resp.release()
+            try:
+                value = json.loads(body)
+            except ValueError as exc:
+                raise protocol(op, f"the Hub answered JSON that does not parse ({exc})",
+                               resp.status) from None
+            return value, None if link is None else str(yarl.URL(url).join(
+                yarl.URL(link.group(1), encoded=True)))
+
+        return await self._wire().run_on(op, "GET", url, call)
+
+    # -- the wire calls ------------------------------------------------------------------
+
+    async def _stat(self, bucket: str, name: str) -> ObjectInfo:
+        """A HEAD of the file's ``resolve`` URL at the commit (see the module doc)."""
+        op = Op("stat", bucket, name, "hf")
+        return await self._guarded(op, self._head(op))
+
+    async def _head(self, op: Op) -> ObjectInfo:
+        commit = await self._commit(op)
+        self._check_online(op)
+        url = self._resolve_url(op.bucket, commit, op.name)
+        headers = {"Accept-Encoding": "identity"}
+
+        async def call(state: LoopState) -> ObjectInfo:
+            # Redirects within the Hub's origin are followed (a renamed
+            # repo's); one to another origin (the CDN) is where the file's
+            # reads go, its headers the file's metadata.
+            target = yarl.URL(url, encoded=True)
+            for _hop in range(8):
+                resp = await state.session.request(
+                    "HEAD", target, headers=self._authorized(headers, str(target)),
+                    allow_redirects=False)
+                try:
+                    if resp.status >= 400:
+                        raise await error_of(resp, op)
+                    where = resp.headers.get("Location")
+                    if resp.status in _REDIRECTS and where:
+                        following = target.join(yarl.URL(where, encoded=True))
+                        if _origin(following) == _origin(target):
+                            target = following
+                            continue
+                        self._locations.learn(url, following)
+                    elif resp.status != 200:
+                        raise protocol(op, f"unexpected HTTP {resp.status} to a HEAD",
+                                       resp.status)
+                    return self._info(op, resp)
+                finally:
+                    resp.release()
+            raise protocol(op, "too many redirects within the Hub", None)
+
+        return await self._wire().run_on(op, "HEAD", url, call)
+
+    def _authorized(self, headers: dict[str, str], url: str) -> dict[str, str]:
+        """``headers``, with the token only for the Hub's own origin."""
+        if self._token is None or _origin(yarl.URL(url, encoded=True)) != _origin(
+                yarl.URL(self.endpoint)):
+            return headers
+        return {**headers, "Authorization": f"Bearer {self._token}"}
+
+    def _info(self, op: Op, resp: aiohttp.ClientResponse) -> ObjectInfo:
+        linked = resp.headers.get("X-Linked-Size")
+        size = count_of(linked) if linked is not None else resp.content_length
+        if resp.status != 200 and linked is None:
+            size = None
+        etag = resp.headers.get("X-Linked-Etag") or resp.headers.get("ETag") or ""
+        if size is None:
+            raise protocol(op, "the Hub's answer to a HEAD states no size (X-Linked-Size, "
+                           "Content-Length)", resp.status)
+        generation = etag_generation(etag)
+        self._remember(op.bucket, op.name, generation)
+        return ObjectInfo(op.bucket, op.name, size, generation=generation, scheme="hf")
+
+    def _remember(self, bucket: str, name: str, generation: int) -> None:
+        known = self._known
+        if (bucket, name) not in known and len(known) >= _KNOWN:
+            del known[next(iter(known))]  # the oldest (dicts keep insertion order)
+        known[(bucket, name)] = generation
+
+    def _pages(self, bucket: str, prefix: str, delimiter: str | None,
+               start_offset: str | None, end_offset: str | None,
+               page_size: int) -> AsyncIterator[ListPage]:
+        """The tree API walked in name order (``_tree.py``), cut into pages."""
+        return self._listing(bucket, prefix, delimiter, start_offset, end_offset, page_size)
+
+    async def _listing(self, bucket: str, prefix: str, delimiter: str | None,
+                       start_offset: str | None, end_offset: str | None,
+                       page_size: int) -> AsyncIterator[ListPage]:
+        op = Op("list", bucket, prefix, "hf")
+        commit = await self._guarded(op, self._commit(op))
+        self._check_online(op)
+        api = f"{self.endpoint}/api/{hub_repo(bucket).api_path}/tree/{commit}"
+
+        def folder_url(folder: str) -> str:
+            path = f"/{quote(folder, safe='/')}" if folder else ""
+            return f"{api}{path}?recursive=false&expand=false"
+
+        async def fetch(url: str) -> tuple[list[object], str | None]:
+            records, following = await self._guarded(op, self._json(op, url))
+            if not isinstance(records, list):
+                raise protocol(op, "a tree page that is not a list", 200)
+            return records, following
+
+        check = ListingCheck("hf", bucket, prefix, start_offset, end_offset)
+        walk = TreeListing(op, folder_url, fetch, prefix, delimiter, start_offset, end_offset)
+        objects: list[ObjectInfo] = []
+        prefixes: list[str] = []
+        held: ListPage | None = None  # a full page, handed out once another name comes
+        async for entry, is_prefix in walk.names():
+            if held is not None:
+                yield check.page(ListPage(held.objects, held.prefixes, entry.key))
+                held = None
+            if is_prefix:
+                prefixes.append(entry.path)
+            else:
+                self._remember(bucket, entry.path, entry.generation)
+                objects.append(ObjectInfo(bucket, entry.path, entry.size,
+                                          generation=entry.generation, scheme="hf"))
+            if len(objects) + len(prefixes) >= page_size:
+                held, objects, prefixes = ListPage(objects, prefixes, None), [], []
+        if held is not None:
+            yield check.page(held)
+        else:
+            yield check.page(ListPage(objects, prefixes, None))
+
+    async def _fetch(self, bucket: str, name: str, start: int, end: int | None,
+                     into: memoryview | None, generation: int | None, size: int | None,
+                     crc: int | None, want_crc: bool) -> Fetched:
+        """Ranged GETs of the ``resolve`` URL at the commit, checked and pinned."""
+        self._check_object("read", bucket, name)
+        op = Op("read", bucket, name, "hf")
+        return await self._guarded(op, self._read(op, start, end, into, generation, size, crc,
+                                                  want_crc))
+
+    async def _read(self, op: Op, start: int, end: int | None, into: memoryview | None,
+                    generation: int | None, size: int | None, crc: int | None,
+                    want_crc: bool) -> Fetched:
+        bucket, name = op.bucket, op.name
+        if size is not None and start >= size and not start == size == 0:
+            raise InvalidRequest(f"{describe('read', bucket, name, 'hf')} failed: start "
+                                 f"{start} is at or past the object's end ({size} bytes)",
+                                 operation="read", bucket=bucket, name=name, status=416)
+        commit = await self._commit(op)
+        self._check_online(op)
+        if generation is not None:
+            known = self._known.get((bucket, name))
+            if known is None:
+                known = (await self._head(Op("stat", bucket, name, "hf"))).generation
+            if known != generation:
+                raise gone(op, generation, None)
+        transport = self._wire()
+        read = Read(transport, op, self._resolve_url(bucket, commit, name), self._token, start,
+                    end, into, None, None, size, self._locations)
+        async with transport.admit_read(op):
+            fetched = await read.run()
+        whole = start == 0 and fetched.size is not None and fetched.count == fetched.size
+        view = fetched.data if fetched.data is not None else (
+            into[:fetched.count] if into is not None else b"")
+        return check_whole(op, fetched, view, crc if whole else None, want_crc)
+
+    # -- refused: the Hub takes no writes here ---------------------------------------------
+
+    def _read_only(self, operation: str, bucket: str, name: str) -> NoReturn:
+        raise InvalidRequest(f"{describe(operation, bucket, name, 'hf')} failed: hf:// URLs "
+                             "are read-only (push to the Hub with huggingface_hub)",
+                             operation=operation, bucket=bucket, name=name)
+
+    async def _write(self, bucket: str, name: str, data: memoryview, content_type: str,
+                     if_generation_match: int | None, metadata: dict[str, str] | None,
+                     resumable: bool | None) -> ObjectInfo:
+        self._read_only("write", bucket, name)
+
+    def start_upload(self, bucket: str, name: str, *,
+                     content_type: str = "application/octet-stream",
+                     part_size: int = 8 * 1024 * 1024,
+                     metadata: dict[str, str] | None = None,
+                     if_generation_match: int | None = None) -> PartUpload:
+        """Refused: read-only.
+
+        Args:
+            bucket: the repo.
+            name: the path in it.
+            content_type: unused.
+            part_size: unused.
+            metadata: unused.
+            if_generation_match: unused.
+
+        Returns:
+            Never.
+
+        Raises:
+            InvalidRequest: always, before any request.
+        """
+        self._read_only("write", bucket, name)
+
+    async def _delete(self, bucket: str, name: str, generation: int | None,
+                      if_generation_match: int | None, missing_ok: bool) -> None:
+        self._read_only("delete", bucket, name)
+
+    async def _copy(self, bucket: str, name: str, dest_bucket: str,
+                    dest_name: str) -> ObjectInfo:
+        self._read_only("copy", dest_bucket, dest_name)
+
+    async def _compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec],
+                       if_generation_match: int | None, content_type: str) -> ObjectInfo:
+        self._read_only("compose", bucket, destination)
+
+
+def _origin(url: yarl.URL) -> tuple[str, str, int | None]:
+    return (url.scheme.lower(), (url.host or "").lower(), url.port)
