@@ -10,7 +10,9 @@ path-style S3 API over the same store, knobs and faults on a second port
 ListObjectsV2, multipart uploads, copy, batch delete, S3 error documents,
 ``aws-chunked`` bodies); and
 :class:`FaultProxy`, a TCP proxy that cuts connections at random points
-of the byte stream in front of any HTTP server (fake-gcs-server included).
+of the byte stream in front of any HTTP server (fake-gcs-server included);
+and :class:`FakeHub`, a Hugging Face Hub and its CDN that the real
+``huggingface_hub`` client and HF ``datasets`` streaming read from.
 
 Without any server: :class:`MemoryStore`, an in-memory object store (the
 ``ObjectStore`` protocol, with generations, preconditions, compose and
@@ -33,6 +35,7 @@ from __future__ import annotations
 from aioflux.testing._errors import ApiError
 from aioflux.testing._fake_gcs import fake_gcs_server
 from aioflux.testing._fault_proxy import FaultProxy, ProxyStats
+from aioflux.testing._hub import FakeHub, HubRequest
 from aioflux.testing._memory import MemoryStore
 from aioflux.testing._mock import MockRequest, MockResponse, MockTransport
 from aioflux.testing._profile import GCS_LIKE_PROFILE, EmulatorProfile, Faults
@@ -44,8 +47,10 @@ __all__ = [
     "ApiError",
     "Emulator",
     "EmulatorProfile",
+    "FakeHub",
     "FaultProxy",
     "Faults",
+    "HubRequest",
     "MemoryStore",
     "MockRequest",
     "MockResponse",
