@@ -30,6 +30,10 @@ from ._shard_order import ShardOrder, iter_runs
 from ._shard_source import Decode, ShardSource, list_shards
 from ._source import share_in_worker
 
+# pyarrow's ``filters`` form: (column, op, value) tuples, and-ed in a list,
+# or-ed as a list of such lists.
+Filters = Sequence[Any] | None
+
 __all__ = ["DEFAULT_READS_IN_FLIGHT", "DEFAULT_SHARD_PREFETCH_BYTES", "DEFAULT_SHUFFLE_WINDOW",
            "ShardDataset"]
 
@@ -53,7 +57,9 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     ``format`` below). Tar: WebDataset tar shards; members are grouped by
     key (the name up to the first dot of its basename), so ``000123.jpg`` and
     ``000123.cls`` make ``{"__key__": "000123", "__url__": shard URL,
-    "jpg": bytes, "cls": bytes}``. Lines: one sample per line
+    "jpg": bytes, "cls": bytes}``. Parquet: a sample is a row, a dict of
+    its columns, read a row group at a time (only the asked-for columns'
+    chunks, by ranged GETs; see the guide "Parquet"). Lines: one sample per line
     (JSONL, text; empty lines skipped), ``bytes`` unless decoded; a shard
     named ``*.gz``, ``*.zst``, ``*.bz2`` or ``*.xz`` is decompressed whole
     (and read front to back). Shards come from a prefix (:meth:`from_prefix`),
@@ -96,8 +102,9 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     Args:
         shards: a brace pattern or URL (several joined by ``::``, as
             webdataset takes them), or a list of URLs or ObjectInfo.
-        format: ``"tar"`` or ``"lines"``; None (default): the shards'
-            names say it, as ``aioflux shards`` reads them: ``.tar`` is tar,
+        format: ``"tar"``, ``"lines"`` or ``"parquet"``; None (default): the
+            shards' names say it, as ``aioflux shards`` reads them: ``.tar`` is tar,
+            ``.parquet`` Parquet,
             ``.jsonl``, ``.json``, ``.ndjson`` and ``.txt`` are lines, each
             also compressed (``.gz``, ``.zst``, ``.bz2``, ``.xz``; ``.tgz``).
             Shards of two formats, or a name of neither, are refused
@@ -152,6 +159,19 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             are then indexed by all the ranks, each its share, and the
             counts gathered: neither one rank nor every rank streams every
             shard. Default False: nothing is written to the store.
+        columns: (Parquet) the columns read; only their column chunks are
+            fetched. None: all.
+        filters: (Parquet) pyarrow's ``filters`` (``[("lang", "==",
+            "en")]``, or a list of such lists, or-ed): row groups whose
+            statistics rule every row out are left out of the dataset
+            (its counts, order and resume); the rows of a row group kept
+            are all read, the filter is not applied to them.
+        output: (Parquet) ``"rows"``: a dict a row; ``"columns"``: each
+            batch of ``batch_size`` rows as a dict of columns; ``"arrow"``:
+            as a pyarrow ``RecordBatch``. Batched, the DataLoader batches
+            nothing (``batch_size=None``) and ``transform`` gets the batch.
+        tensors: (Parquet) list columns as tensors (batched: numeric
+            columns too).
 
     Raises:
         InvalidArgument: a setting of the wrong type or value.
@@ -176,7 +196,9 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                  index_dir: str | os.PathLike[str] | None = None, cache_indexes: bool = True,
                  sidecars: bool = True, cache_dir: str | os.PathLike[str] | None = None,
                  cache_limit: int | None = None, hedge_after: HedgeAfter = None,
-                 listing: Listing = "each", publish_indexes: bool = False) -> None:
+                 listing: Listing = "each", publish_indexes: bool = False,
+                 columns: Sequence[str] | None = None, filters: Filters = None,
+                 output: str = "rows", tensors: bool = False) -> None:
         op = "ShardDataset"
         check_bool(op, "shuffle", shuffle)
         check_int(op, "seed", seed, minimum=None)
@@ -201,7 +223,8 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             samples_per_read=samples_per_read, config=config, endpoint=endpoint,
             credentials=credentials, index_dir=index_dir, cache_indexes=cache_indexes,
             sidecars=sidecars, cache_dir=cache_dir, cache_limit=cache_limit,
-            hedge_after=hedge_after, listing=listing, publish_indexes=publish_indexes)
+            hedge_after=hedge_after, listing=listing, publish_indexes=publish_indexes,
+            columns=columns, filters=filters, output=output, tensors=tensors)
         self.samples_per_read = self._shards.samples_per_read
         self._progress = DataProgress(op, self._shards.total, self._shards.fingerprint(),
                                       seed, batch_size, self.world_size, drop_last,
@@ -318,6 +341,10 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         runs = iter_runs(_chunks(batches, mine, self._compressed_ends(order), current.start,
                                  self._progress.global_batch),
                          self._shards.starts, self.samples_per_read)
+        parquet = self._shards.parquet
+        if parquet is not None and parquet.output != "rows":
+            yield from self._batches(current, batches, mine, runs)
+            return
         ends = iter(mine)
         j, left = -1, 0  # the batch the next sample belongs to, and its samples to come
         for run, regions in self._shards.reads(runs, limit=self.reads_in_flight,
@@ -330,6 +357,33 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                 if not left:
                     current.handed = j + 1  # before the yield: a state taken now has it
                 yield sample
+        self._progress.finish(current)
+
+    def _batches(self, current: Any, batches: RankBatches, mine: Iterable[int],
+                 runs: Iterable[Any]) -> Iterator[Any]:
+        """Parquet rows a batch at a time (``output="columns"`` or ``"arrow"``):
+        each of this worker's batches as one item, its rows in the epoch's order."""
+        parquet = self._shards.parquet
+        assert parquet is not None
+        ends = iter(mine)
+        pieces: list[Any] = []
+        j, left = -1, 0
+        for _, table in self._shards.reads(runs, limit=self.reads_in_flight,
+                                           max_bytes=self.prefetch_bytes):
+            at = 0
+            while at < table.num_rows:
+                if not left:
+                    j = next(ends)
+                    left = batches.share(j)
+                take = min(left, table.num_rows - at)
+                pieces.append(table.slice(at, take))
+                at += take
+                left -= take
+                if not left:
+                    batch = parquet.batch(pieces)
+                    pieces = []
+                    current.handed = j + 1  # before the yield: a state taken now has it
+                    yield batch if self.transform is None else self.transform(batch)
         self._progress.finish(current)
 
     def _compressed_ends(self, order: ShardOrder) -> list[tuple[int, int]]:

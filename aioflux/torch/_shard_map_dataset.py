@@ -35,7 +35,8 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
     :class:`ShardDataset`, which documents the settings. A compressed shard
     has no ranges to read: give ``cache_dir`` (it is then decompressed into
     the cache once per machine), or each access decompresses its shard up
-    to the sample.
+    to the sample. Parquet: ``ds[i]`` is row ``i`` as a dict, read with its
+    row group (the asked-for columns' chunks of it).
 
     Args:
         shards: a brace pattern or URL (several joined by ``::``, as
@@ -61,6 +62,10 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
         publish_indexes: write the sidecars of the shards indexed here and
             the manifest; under DDP with ``listing="rank0"``, the ranks share
             the indexing (as for :class:`ShardDataset`).
+        columns: (Parquet) the columns read (None: all).
+        filters: (Parquet) row groups left out by their statistics (as for
+            :class:`ShardDataset`).
+        tensors: (Parquet) list columns as tensors.
 
     Raises:
         InvalidArgument, InvalidURL, NotFound, ShardFormatError, Conflict: as for
@@ -78,7 +83,9 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
                  index_dir: str | os.PathLike[str] | None = None, cache_indexes: bool = True,
                  sidecars: bool = True, cache_dir: str | os.PathLike[str] | None = None,
                  cache_limit: int | None = None, hedge_after: HedgeAfter = None,
-                 listing: Listing = "each", publish_indexes: bool = False) -> None:
+                 listing: Listing = "each", publish_indexes: bool = False,
+                 columns: Sequence[str] | None = None, filters: Sequence[Any] | None = None,
+                 tensors: bool = False) -> None:
         op = "ShardMapDataset"
         check_int(op, "reads_in_flight", reads_in_flight, minimum=1)
         self.reads_in_flight = reads_in_flight
@@ -87,7 +94,8 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
             samples_per_read=samples_per_read, config=config, endpoint=endpoint,
             credentials=credentials, index_dir=index_dir, cache_indexes=cache_indexes,
             sidecars=sidecars, cache_dir=cache_dir, cache_limit=cache_limit,
-            hedge_after=hedge_after, listing=listing, publish_indexes=publish_indexes)
+            hedge_after=hedge_after, listing=listing, publish_indexes=publish_indexes,
+            columns=columns, filters=filters, tensors=tensors)
 
     @classmethod
     def from_prefix(cls, url: str, *, format: str | None = None,

@@ -89,6 +89,7 @@ from .._engines.shards._manifest import (
 from ._rank_listing import agreed, check_listing, gathered, objects_summary, shards_summary
 from ._rank_listing import world as rank_world
 from ._shard_list import ShardList, shard_record
+from ._shard_parquet import ParquetRows, check_parquet_settings
 from ._source import DatasetSource, objects_scheme
 
 __all__ = ["DEFAULT_INDEX_BYTES", "Decode", "Listed", "ShardSource", "count_all",
@@ -106,6 +107,9 @@ _FILE_GAP = 16 * 1024
 #: Most bytes of per-sample indexes a process holds (20 bytes a sample:
 #: the indexes of the shards it reads, about 3 million samples of them).
 DEFAULT_INDEX_BYTES = 64 * 1024 * 1024
+# The compressed bytes a map-style batch of Parquet row groups reads at once
+# (a row group past it is read a column at a time).
+DEFAULT_PARQUET_READ_BYTES = 64 * 1024 * 1024
 
 
 class ShardSource:
@@ -146,9 +150,13 @@ class ShardSource:
                  index_dir: str | os.PathLike[str] | None, cache_indexes: bool,
                  sidecars: bool, cache_dir: str | os.PathLike[str] | None,
                  cache_limit: int | None, hedge_after: HedgeAfter,
-                 listing: str = "each", publish_indexes: bool = False) -> None:
+                 listing: str = "each", publish_indexes: bool = False,
+                 columns: Sequence[str] | None = None, filters: object = None,
+                 output: str = "rows", tensors: bool = False) -> None:
         fixed = None if format is None else format_of(op, format)
         _check_decode(op, fixed, decode)
+        check_parquet_settings(op, fixed.name if fixed is not None else "parquet", columns,
+                               filters, output, tensors)
         if transform is not None and not callable(transform):
             raise InvalidArgument(f"{op}: transform must be callable, got "
                                   f"{type(transform).__name__}")
@@ -192,15 +200,33 @@ class ShardSource:
         def resolve() -> tuple[ObjectIndex, Counts]:
             infos = self._resolve(op, shards)
             named.append(fixed or _format_of(op, infos, target))
-            return infos, count_all(self.source.downloader.client, infos, named[0],
+            parquet = self._parquet_of(op, named[0], infos, columns, filters, output, tensors)
+            store = self.source.downloader.client
+            if parquet is not None:
+                found = count_shards(store, infos, named[0], cache=None, sidecars=sidecars,
+                                     manifests=shards.manifests
+                                     if isinstance(shards, Listed) else None)
+                missing = bool(found.missing())
+                found = parquet.count(store, infos, found)
+                if publish_indexes and missing:
+                    publish_manifest(store, infos, found, named[0])
+                return infos, found
+            return infos, count_all(store, infos, named[0],
                                     cache=self.index_cache, sidecars=sidecars,
                                     stream=not share, publish=publish_indexes,
                                     manifests=shards.manifests
                                     if isinstance(shards, Listed) else None)
 
+        self.parquet: ParquetRows | None = None
         infos, found = agreed(op, listing, target, resolve, shards_summary, "shards")
         # Where rank 0 resolved them, this rank reads the format off the same names.
         self.format = named[0] if named else fixed or _format_of(op, infos, target)
+        if self.format.name == "parquet" and self.parquet is None:
+            # Rank 0 counted: this rank needs the schema and read unit it saw.
+            self.parquet = self._parquet_of(op, self.format, infos, columns, filters, output,
+                                            tensors)
+            assert self.parquet is not None
+            self.parquet.count(self.source.downloader.client, infos, found)
         self.decode = _decoder(op, self.format.name, decode)
         # Where rank 0 resolved them, this rank's store is picked here.
         self.source.scheme = objects_scheme(op, (info.scheme for info in infos)) \
@@ -210,8 +236,27 @@ class ShardSource:
         assert not found.missing()
         self.shard_list = ShardList(infos, found.samples)
         data = int(found.data.sum())
-        self.samples_per_read = samples_per_read or max(
-            1, min(4096, _READ_BYTES // max(1, data // max(1, self.total))))
+        if self.parquet is not None:
+            # A read unit is a row group: a run's rows then come from one.
+            self.samples_per_read = samples_per_read or self.parquet.first_group_rows
+        else:
+            self.samples_per_read = samples_per_read or max(
+                1, min(4096, _READ_BYTES // max(1, data // max(1, self.total))))
+
+    def _parquet_of(self, op: str, fmt: ShardFormat, infos: ObjectIndex,
+                    columns: Sequence[str] | None, filters: object, output: str,
+                    tensors: bool) -> ParquetRows | None:
+        """The Parquet reader of these shards (None for another format)."""
+        check_parquet_settings(op, fmt.name, columns, filters, output, tensors)
+        if fmt.name != "parquet":
+            return None
+        if any(compression_of(name) for name in infos.names()):
+            raise InvalidArgument(f"{op}: a Parquet file is compressed inside (its pages); "
+                                  "a whole-file .gz or .zst of one cannot be read by range")
+        self.parquet = ParquetRows(op, columns=columns, filters=filters, output=output,
+                                   tensors=tensors,
+                                   footer_dir=self.index_cache.directory / "parquet-footers")
+        return self.parquet
 
     def _share(self, op: str, target: str, infos: Sequence[ObjectInfo],
                found: Counts) -> Counts:
@@ -350,20 +395,27 @@ class ShardSource:
         return self._hedger[1]
 
     def reads(self, runs: Iterable[Run | ShardsDone], *, limit: int,
-              max_bytes: int) -> Iterator[tuple[Run, list[bytes | memoryview]]]:
+              max_bytes: int) -> Iterator[tuple[Run, Any]]:
         """Read ``runs`` (taken as room frees) on this process's store, a window in flight
-        (see ``read_runs``)."""
+        (see ``read_runs``; Parquet: each run with a pyarrow Table of its rows)."""
         store = self.source.downloader.client
+        if self.parquet is not None:
+            return self.parquet.reads(store, self.infos, self.shard_list.count, runs,
+                                      limit=limit, max_bytes=max_bytes,
+                                      hedger=self.hedger(store.config.max_concurrency))
         agen = read_runs(store, self.infos, self._index_on_loop, runs, limit=limit,
                          max_bytes=max_bytes,
                          unit=self.samples_per_read, cache=self.disk_cache,
                          hedger=self.hedger(store.config.max_concurrency), gap=self.gap)
         return iterate(agen, batch=8, nbytes=_run_bytes, max_bytes=max_bytes)
 
-    def fetch(self, runs: Sequence[Run], *,
-              limit: int) -> list[tuple[Run, list[bytes | memoryview]]]:
+    def fetch(self, runs: Sequence[Run], *, limit: int) -> list[tuple[Run, Any]]:
         """Read ``runs`` concurrently and return them all (for map-style access)."""
         store = self.source.downloader.client
+        if self.parquet is not None:
+            return self.parquet.fetch(store, self.infos, self.shard_list.count, runs,
+                                      limit=limit, max_bytes=DEFAULT_PARQUET_READ_BYTES,
+                                      hedger=self.hedger(store.config.max_concurrency))
         # The batch is returned whole: its bytes bound nothing more, and a
         # smaller budget would read its runs one at a time. Measured here:
         # an index may have to be loaded, which the loop's thread cannot do.
@@ -384,8 +436,12 @@ class ShardSource:
         return max(index.offsets[k] + index.lengths[k] for k in run.samples) - \
             min(index.offsets[k] for k in run.samples)
 
-    def samples(self, run: Run, regions: list[bytes | memoryview]) -> Iterator[Any]:
-        """The decoded, transformed samples of a run's regions."""
+    def samples(self, run: Run, regions: Any) -> Iterator[Any]:
+        """The decoded, transformed samples of a run's regions (Parquet: of its Table)."""
+        if self.parquet is not None:
+            rows = self.parquet.rows(regions)
+            yield from rows if self.transform is None else map(self.transform, rows)
+            return
         info, index = self.infos[run.shard], self.index(run.shard)
         url = info.url
         for local, region in zip(run.samples, regions, strict=True):

@@ -90,7 +90,7 @@ def test_a_name_of_no_format_is_refused_until_format_says_it(where: Where,
     where.put("shard-0", tar_shard(make_samples("a/", 2)))
     with pytest.raises(InvalidArgument, match=r"cannot tell the format of file://.*/shard-0 "
                                               r"from its name \(\.tar, \.jsonl, .*\): pass "
-                                              r"format='lines' or 'tar'"):
+                                              r"format='lines' or 'parquet' or 'tar'"):
         ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx")
     assert ShardDataset.from_prefix(where.root, format="tar",
                                     index_dir=tmp_path / "idx").counts == [2]

@@ -359,7 +359,7 @@ def test_a_flipped_byte_under_the_same_version_is_a_checksum_mismatch(tmp_path: 
 def test_an_empty_folder_of_sidecars_and_bad_settings_are_refused(tmp_path: Path) -> None:
     where = Where("file", f"file://{tmp_path}/root", None)
     where.put("a.tar", tar_shard(make_samples("k", 2)))
-    with pytest.raises(InvalidArgument, match="format must be one of lines, tar"):
+    with pytest.raises(InvalidArgument, match="format must be one of lines, parquet, tar"):
         dataset(where, tmp_path, format="parquet")
     with pytest.raises(InvalidArgument, match="decode for format 'tar'"):
         dataset(where, tmp_path, decode="json")

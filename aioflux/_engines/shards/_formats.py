@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from ..._core.errors import InvalidArgument, ShardFormatError
 from ._lines import LinesFormat
+from ._parquet import ParquetFormat
 from ._tar import TarFormat
 
 __all__ = ["FORMATS", "ShardFormat", "compression_of", "decompressed", "format_of",
@@ -42,7 +43,8 @@ class ShardFormat(Protocol):
         ...
 
 
-FORMATS: dict[str, ShardFormat] = {"tar": TarFormat(), "lines": LinesFormat()}
+FORMATS: dict[str, ShardFormat] = {"tar": TarFormat(), "lines": LinesFormat(),
+                                   "parquet": ParquetFormat()}
 
 # .tgz: a gzip tar, as webdataset and tar read it. bzip2 and xz are read
 # (webdataset's tarfile opens .tar.bz2 and .tar.xz): read as not compressed,

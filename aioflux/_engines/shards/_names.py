@@ -4,7 +4,7 @@ and the shard datasets (no ``format=``) read it from.
 The suffix that names the format comes after any whole-shard compression
 suffix is taken off: ``train-0.jsonl.gz`` is lines, ``train-0.tar.zst`` and
 ``train-0.tgz`` are tar. A format added to :data:`FORMATS` is inferred by
-both once its suffixes are in :data:`FORMAT_SUFFIXES` (Parquet's would be
+both once its suffixes are in :data:`FORMAT_SUFFIXES` (Parquet's is
 ``".parquet"``).
 """
 
@@ -20,7 +20,8 @@ __all__ = ["FORMAT_SUFFIXES", "format_by_name", "format_of_shards", "plain_suffi
 #: The format each suffix names, compressed or not (``.gz``, ``.zst``,
 #: ``.bz2``, ``.xz``... as :func:`~._formats.compression_of` reads them).
 FORMAT_SUFFIXES: dict[str, str] = {".tar": "tar", ".jsonl": "lines", ".json": "lines",
-                                   ".ndjson": "lines", ".txt": "lines"}
+                                   ".ndjson": "lines", ".txt": "lines",
+                                   ".parquet": "parquet"}
 # One suffix for a compressed tar, as tar and webdataset read them.
 _TAR_SUFFIXES = frozenset({".tgz", ".tbz", ".tbz2", ".txz"})
 

@@ -1,0 +1,378 @@
+"""Reading Parquet shards: footers by range, row groups by their column chunks.
+
+A footer is fetched once per node (:class:`FooterCache`, beside the index
+cache: a read-only store's footers are its manifest there). A run of rows
+(:class:`~._spans.Run`, rows numbered among the row groups a ``filters=``
+keeps) is served from the row groups holding them: each row group's chunks
+of the asked-for columns are fetched as ranged GETs (neighbouring chunks
+coalesced), pinned to the listed version, each length checked, and handed
+to pyarrow through :class:`~._parquet.RangeFile`, page CRCs verified.
+
+The read unit is a row group. A row group whose asked-for chunks take more
+than the read budget is fetched and decoded one column at a time (a
+column's chunk bytes are let go before the next column is fetched): what
+it holds is its decoded columns, not its compressed bytes too. The last
+two decoded row groups are kept: consecutive runs of one row group (a
+DataLoader worker's share of it, an unshuffled pass) decode it once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import collections
+import dataclasses
+import hashlib
+import os
+import tempfile
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..._core.crc import crc32c
+from ..._core.errors import ChecksumMismatch, InvalidArgument, ShardFormatError
+from ..._core.store import ObjectStore
+from ..._core.types import ObjectInfo
+from ..._core.window import window
+from ..hedge import Hedger
+from ._parquet import TAIL, Footer, RangeFile, footer_of_tail, pyarrow_parquet
+from ._spans import Run, ShardsDone, _pinned_read
+
+__all__ = ["FooterCache", "Kept", "check_filters", "kept_groups", "read_footer",
+           "read_group", "read_row_runs"]
+
+# Chunks this close are fetched by one GET (the gap's bytes cost less than a request).
+_GAP = 4096
+# Decoded row groups a reader keeps for the next runs.
+_KEEP = 2
+_OPS = frozenset({"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in"})
+
+Filters = Sequence[Sequence[tuple[str, str, Any]]] | Sequence[tuple[str, str, Any]] | None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Kept:
+    """A shard's row groups that are read, and where each one's rows start.
+
+    Attributes:
+        footer: the file's footer.
+        groups: the row groups read, in file order.
+        starts: each one's first row among them, the total last.
+    """
+
+    footer: Footer
+    groups: tuple[int, ...]
+    starts: tuple[int, ...]
+
+    @property
+    def rows(self) -> int:
+        """Rows of the kept row groups."""
+        return self.starts[-1]
+
+    def where(self, row: int) -> tuple[int, int]:
+        """``(position in groups, row within it)`` of a row."""
+        j = bisect.bisect_right(self.starts, row) - 1
+        return j, row - self.starts[j]
+
+
+def check_filters(op: str, filters: object) -> list[list[tuple[str, str, Any]]] | None:
+    """``filters`` as pyarrow spells them, in disjunctive form (a list of
+    and-ed lists), or None.
+
+    Raises:
+        InvalidArgument: not pyarrow's form, or an operator it lacks.
+    """
+    if filters is None:
+        return None
+    if not isinstance(filters, (list, tuple)) or not filters:
+        raise InvalidArgument(f"{op}: filters must be a non-empty list of (column, op, "
+                              f"value) tuples or of lists of them, got {filters!r:.200}")
+    dnf = [filters] if isinstance(filters[0], tuple) else filters
+    out = []
+    for conj in dnf:
+        if not isinstance(conj, (list, tuple)) or not conj:
+            raise InvalidArgument(f"{op}: filters: {conj!r:.100} is not a list of "
+                                  "(column, op, value)")
+        terms = []
+        for term in conj:
+            if not (isinstance(term, tuple) and len(term) == 3 and isinstance(term[0], str)
+                    and term[1] in _OPS):
+                raise InvalidArgument(f"{op}: filters: {term!r:.100} is not (column, op, "
+                                      f"value) with op one of {', '.join(sorted(_OPS))}")
+            terms.append(term)
+        out.append(terms)
+    return out
+
+
+def _may_hold(op: str, value: Any, low: Any, high: Any) -> bool:
+    """Whether a value within ``[low, high]`` may satisfy ``x op value``."""
+    try:
+        if op in ("=", "=="):
+            return bool(low <= value <= high)
+        if op == "!=":
+            return not (low == high == value)
+        if op == "<":
+            return bool(low < value)
+        if op == "<=":
+            return bool(low <= value)
+        if op == ">":
+            return bool(high > value)
+        if op == ">=":
+            return bool(high >= value)
+        if op == "in":
+            return any(low <= v <= high for v in value)
+        return not (low == high and low in value)  # "not in"
+    except TypeError:
+        return True  # a value the statistics' type does not compare with: read it
+
+
+def kept_groups(footer: Footer, filters: list[list[tuple[str, str, Any]]] | None) -> Kept:
+    """The row groups whose statistics may hold rows ``filters`` keeps (every
+    row group without ``filters``, or where a column has no statistics)."""
+    md = footer.metadata
+    groups = []
+    for g in range(md.num_row_groups):
+        if filters is None or any(all(_term_may_hold(footer, g, t) for t in conj)
+                                  for conj in filters):
+            groups.append(g)
+    starts = [0]
+    for g in groups:
+        starts.append(starts[-1] + footer.rows[g])
+    return Kept(footer, tuple(groups), tuple(starts))
+
+
+def _term_may_hold(footer: Footer, group: int, term: tuple[str, str, Any]) -> bool:
+    name, op, value = term
+    leaves = footer.leaves.get(name)
+    if leaves is None or len(leaves) != 1:
+        return True  # nested, or not in this file: no statistics to go by
+    stats = footer.metadata.row_group(group).column(leaves[0]).statistics
+    if stats is None or not stats.has_min_max:
+        return True
+    return _may_hold(op, value, stats.min, stats.max)
+
+
+class FooterCache:
+    """Footers on local disk, keyed by the file's URL, version and size; each
+    entry its crc32c then the footer, written whole (renamed into place).
+
+    Args:
+        directory: where the entries live (created on first write).
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+
+    def _path(self, info: ObjectInfo) -> Path:
+        key = f"{info.url}\n{info.generation}\n{info.size}\nparquet-footer"
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return self.directory / f"{digest}.pqf"
+
+    def get(self, info: ObjectInfo) -> Footer | None:
+        """The cached footer of this version of the file, or None (a damaged
+        entry is dropped)."""
+        if not info.generation:
+            return None
+        path = self._path(info)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        raw = data[4:]
+        if len(data) < 12 or crc32c(raw).to_bytes(4, "little") != data[:4]:
+            path.unlink(missing_ok=True)
+            return None
+        return Footer(raw, info.size, info.url)
+
+    def put(self, info: ObjectInfo, footer: Footer) -> None:
+        """Keep ``footer`` for this version of the file (none for an unversioned one)."""
+        if not info.generation:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(crc32c(footer.raw).to_bytes(4, "little") + footer.raw)
+            os.replace(tmp, self._path(info))
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+async def _checked_read(store: ObjectStore, info: ObjectInfo, start: int, end: int,
+                        hedger: Hedger | None = None) -> bytes:
+    """``[start, end)`` of the listed version, its length checked."""
+    data = await _pinned_read(store, info, info.generation or None, start, end, hedger)
+    if len(data) != end - start:
+        raise ChecksumMismatch(f"read {info.url}: bytes {start}-{end} came back as "
+                               f"{len(data)} bytes", operation="read", bucket=info.bucket,
+                               name=info.name)
+    return bytes(data)
+
+
+async def read_footer(store: ObjectStore, info: ObjectInfo) -> Footer:
+    """The footer of the listed version of a Parquet file: its last
+    :data:`~._parquet.TAIL` bytes, then the rest of a longer footer.
+
+    Raises:
+        ShardFormatError: not a Parquet file.
+        NotFound, PreconditionFailed: it changed since it was listed.
+        ChecksumMismatch: a read came back short.
+        StorageError: a read failed.
+    """
+    start = max(0, info.size - TAIL)
+    tail = await _checked_read(store, info, start, info.size)
+    found = footer_of_tail(tail, info.size, info.url)
+    if isinstance(found, int):
+        rest = await _checked_read(store, info, info.size - found, start)
+        found = footer_of_tail(rest + tail, info.size, info.url)
+        assert not isinstance(found, int)
+    return found
+
+
+def _coalesced(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start - out[-1][1] <= _GAP:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _decode(info: ObjectInfo, footer: Footer, pieces: list[tuple[int, bytes]], group: int,
+            columns: Sequence[str] | None) -> Any:
+    pq = pyarrow_parquet(f"read {info.url}")
+    file = RangeFile(footer.size, footer.raw, pieces, info.url)
+    try:
+        reader = pq.ParquetFile(file, metadata=footer.metadata,
+                                page_checksum_verification=True)
+        return reader.read_row_group(group, columns=None if columns is None else list(columns),
+                                     use_threads=False)
+    except ShardFormatError:
+        raise
+    except (OSError, ValueError) as exc:
+        text = str(exc)
+        kind = ChecksumMismatch if "CRC" in text or "checksum" in text.lower() else None
+        message = f"read {info.url}: row group {group} does not decode ({text})"
+        if kind is not None:
+            raise kind(message, operation="read", bucket=info.bucket, name=info.name) from None
+        raise ShardFormatError(message) from None
+
+
+async def read_group(store: ObjectStore, info: ObjectInfo, footer: Footer, group: int,
+                     columns: Sequence[str] | None, *, budget: int,
+                     hedger: Hedger | None = None) -> Any:
+    """Row group ``group``'s ``columns`` (None: all) as a pyarrow Table.
+
+    Fetches only those columns' chunks (neighbours coalesced), one GET a
+    piece in parallel; past ``budget`` bytes, one column at a time.
+
+    Raises:
+        ChecksumMismatch: a page's CRC, or a read's length, is wrong.
+        ShardFormatError: the chunks do not decode.
+        NotFound, PreconditionFailed: the file changed since it was listed.
+        StorageError: a read failed.
+    """
+    names = list(footer.leaves) if columns is None else list(columns)
+    spans = footer.chunks(group, names)
+    total = sum(end - start for start, end in spans)
+    parts = [names] if total <= budget or len(names) < 2 else [[n] for n in names]
+    tables = []
+    for part in parts:
+        ranges = _coalesced(footer.chunks(group, part))
+        datas = await asyncio.gather(*(_checked_read(store, info, start, end, hedger)
+                                       for start, end in ranges))
+        pieces = [(start, data) for (start, _), data in zip(ranges, datas, strict=True)]
+        del datas
+        tables.append(await asyncio.to_thread(_decode, info, footer, pieces, group, part))
+        del pieces
+    if len(tables) == 1:
+        return tables[0]
+    import pyarrow as pa
+    return pa.Table.from_arrays([t.column(0) for t in tables], names=names)
+
+
+def group_bytes(footer: Footer, group: int, columns: Sequence[str] | None) -> int:
+    """Compressed bytes of ``columns``' chunks in row group ``group``."""
+    return sum(end - start for start, end in footer.chunks(group, columns))
+
+
+async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
+                        kept_of: Callable[[int], Awaitable[Kept]],
+                        runs: Iterable[Run | ShardsDone], *, columns: Sequence[str] | None,
+                        limit: int, max_bytes: int, hedger: Hedger | None = None
+                        ) -> AsyncGenerator[tuple[Run, Any], None]:
+    """Read ``runs`` of rows in order, a window of them in flight.
+
+    Args:
+        store: the shards' store.
+        shards: the shards (what :attr:`Run.shard` numbers).
+        kept_of: shard ``k``'s kept row groups (its footer loaded).
+        runs: the runs (rows numbered among the kept row groups), with
+            :class:`ShardsDone` markers (skipped).
+        columns: the columns read (None: all).
+        limit: runs in flight.
+        max_bytes: compressed bytes in flight (one run always reads); a row
+            group past it is read a column at a time.
+        hedger: hedges slow ranged reads (None: never).
+
+    Yields:
+        Each run with a pyarrow Table of its rows, in the run's order.
+
+    Raises:
+        ChecksumMismatch, ShardFormatError, NotFound, PreconditionFailed,
+        StorageError: as :func:`read_group`.
+    """
+    done: collections.OrderedDict[tuple[int, int], Any] = collections.OrderedDict()
+    flying: dict[tuple[int, int], asyncio.Future[Any]] = {}
+
+    async def group(k: int, kept: Kept, g: int) -> Any:
+        key = (k, g)
+        if key in done:
+            done.move_to_end(key)
+            return done[key]
+        if key not in flying:
+            flying[key] = asyncio.ensure_future(read_group(
+                store, shards[k], kept.footer, g, columns, budget=max_bytes, hedger=hedger))
+        try:
+            table = await asyncio.shield(flying[key])
+        finally:
+            if key in flying and flying[key].done():
+                del flying[key]
+        done[key] = table
+        while len(done) > _KEEP:
+            done.popitem(last=False)
+        return table
+
+    async def job(item: tuple[Run, Kept]) -> Any:
+        run, kept = item
+        wanted = [kept.where(row) for row in run.samples]
+        order = sorted({j for j, _ in wanted})
+        tables = [await group(run.shard, kept, kept.groups[j]) for j in order]
+        base = {j: 0 for j in order}
+        at = 0
+        for j, t in zip(order, tables, strict=True):
+            base[j] = at
+            at += t.num_rows
+        import pyarrow as pa
+        whole = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+        return whole.take(pa.array([base[j] + r for j, r in wanted], pa.int64()))
+
+    async def with_kept() -> AsyncIterator[tuple[Run, Kept]]:
+        for item in runs:
+            if isinstance(item, Run):
+                yield item, await kept_of(item.shard)
+
+    def nbytes(item: tuple[Run, Kept]) -> int:
+        run, kept = item
+        groups = {kept.where(row)[0] for row in run.samples}
+        return sum(group_bytes(kept.footer, kept.groups[j], columns) for j in groups)
+
+    try:
+        async for (run, _), table in window(with_kept(), job, limit=limit, ordered=True,
+                                            max_bytes=max_bytes, nbytes=nbytes):
+            yield run, table
+    finally:
+        for future in flying.values():
+            future.cancel()

@@ -1,0 +1,248 @@
+"""The Parquet side of the shard datasets: rows counted from footers, read by row group.
+
+A :class:`ParquetRows` rides in a :class:`~._shard_source.ShardSource` whose
+format is Parquet. When the dataset is made it counts the shards the
+manifest does not (every shard with ``filters=``: a count is of the row
+groups the statistics keep) from their footers, fetched by range and kept
+in the node's footer cache beside the index cache, and holds each file's
+schema to the first one's. In the process reading a shard it loads the
+shard's footer (the cache, else two ranged GETs at most) and reads runs of
+rows by their row groups (:mod:`aioflux._engines.shards._parquet_read`).
+
+A sample is a row: positions, resume and the rank split are the shard
+datasets' own, exact at a row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from .._core.errors import InvalidArgument, ShardFormatError
+from .._core.portal import get_portal, iterate
+from .._core.store import ObjectStore
+from .._core.types import ObjectInfo
+from .._core.window import gather_bounded
+from .._engines.hedge import Hedger
+from .._engines.shards import Run, ShardsDone
+from .._engines.shards._counts import Counts
+from .._engines.shards._parquet import Footer, pyarrow_parquet
+from .._engines.shards._parquet_read import (
+    FooterCache,
+    Kept,
+    check_filters,
+    kept_groups,
+    read_footer,
+    read_row_runs,
+)
+
+__all__ = ["OUTPUTS", "ParquetRows", "check_parquet_settings"]
+
+#: What ``ShardDataset(output=...)`` yields: a dict a row, or a batch of
+#: rows as a dict of columns or a pyarrow RecordBatch.
+OUTPUTS = ("rows", "columns", "arrow")
+# Footers fetched at once when counting (small ranged GETs: latency-bound).
+_FOOTERS_AT_ONCE = 32
+# Footers a reading process keeps (a few KiB each).
+_KEEP_FOOTERS = 64
+
+
+def check_parquet_settings(op: str, format_name: str, columns: object, filters: object,
+                           output: object, tensors: object) -> None:
+    """Refuse Parquet's settings on another format, or of the wrong type.
+
+    Raises:
+        InvalidArgument: a bad setting.
+    """
+    if output not in OUTPUTS:
+        raise InvalidArgument(f"{op}: output must be one of {', '.join(OUTPUTS)}, "
+                              f"got {output!r}")
+    if not isinstance(tensors, bool):
+        raise InvalidArgument(f"{op}: tensors must be a bool, got {tensors!r}")
+    if columns is not None and (isinstance(columns, str) or not isinstance(columns, Sequence)
+                                or not columns or not all(isinstance(c, str) for c in columns)):
+        raise InvalidArgument(f"{op}: columns must be a non-empty list of column names, "
+                              f"got {columns!r:.200}")
+    check_filters(op, filters)
+    given = [name for name, value in (("columns", columns), ("filters", filters),
+                                      ("tensors", tensors or None))
+             if value is not None] + (["output"] if output != "rows" else [])
+    if format_name != "parquet" and given:
+        raise InvalidArgument(f"{op}: {', '.join(given)} apply to Parquet shards only, "
+                              f"and these are {format_name}")
+
+
+class ParquetRows:
+    """Counting and reading Parquet shards for a :class:`ShardSource` (see the module).
+
+    Args:
+        op: the dataset, for messages.
+        columns: the columns read (None: all).
+        filters: pyarrow's ``filters`` form; row groups whose statistics
+            rule them out are left out of the dataset.
+        output: ``"rows"``, ``"columns"`` or ``"arrow"`` (:data:`OUTPUTS`).
+        tensors: list columns (and, batched, every numeric column) as tensors.
+        footer_dir: the footer cache's directory.
+    """
+
+    def __init__(self, op: str, *, columns: Sequence[str] | None, filters: object,
+                 output: str, tensors: bool, footer_dir: str | os.PathLike[str]) -> None:
+        pyarrow_parquet(op)
+        self.op = op
+        self.columns = None if columns is None else list(columns)
+        self.filters = check_filters(op, filters)
+        self.output, self.tensors = output, tensors
+        self.footers = FooterCache(footer_dir)
+        self.reference: tuple[str, Any] | None = None  # the first shard's URL and schema
+        self.first_group_rows = 1
+        self._kept: tuple[int, collections.OrderedDict[int, Kept]] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_kept"] = None  # footers are loaded where the shards are read
+        return state
+
+    async def footer(self, store: ObjectStore, info: ObjectInfo) -> Footer:
+        """The footer of the listed version of ``info`` (the cache, else fetched)."""
+        found = self.footers.get(info)
+        if found is None:
+            found = await read_footer(store, info)
+            await asyncio.to_thread(self.footers.put, info, found)
+        return found
+
+    def _held_to_reference(self, footer: Footer) -> None:
+        assert self.reference is not None
+        url, schema = self.reference
+        if not footer.arrow_schema.equals(schema):
+            raise ShardFormatError(
+                f"{self.op}: {footer.where} and {url} have different schemas ({footer.where}: "
+                f"{_schema_line(footer.arrow_schema)}; {url}: {_schema_line(schema)}); "
+                "a dataset reads files of one schema")
+
+    def count(self, store: ObjectStore, infos: Sequence[ObjectInfo], found: Counts) -> Counts:
+        """Count the shards ``found`` lacks (all of them with ``filters``) from
+        their footers; the first shard's footer sets the schema the others
+        are held to, and the default read unit (its first row group's rows).
+
+        Raises:
+            ShardFormatError: a file is not Parquet, or its schema is not the first's.
+            InvalidArgument: a column not in the files.
+            StorageError: a read failed.
+        """
+        first = get_portal().call(self.footer(store, infos[0]))
+        self.reference = (infos[0].url, first.arrow_schema)
+        first.check_columns(self.op, self.columns)
+        self.first_group_rows = max(1, first.rows[0]) if first.rows else 1
+        missing = list(range(len(infos))) if self.filters is not None else found.missing()
+
+        async def one(k: int) -> tuple[int, int]:
+            footer = first if k == 0 else await self.footer(store, infos[k])
+            self._held_to_reference(footer)
+            return kept_groups(footer, self.filters).rows, infos[k].size
+
+        counts = get_portal().call(gather_bounded((one(k) for k in missing), _FOOTERS_AT_ONCE))
+        for k, count in zip(missing, counts, strict=True):
+            found[k] = count
+        return found
+
+    async def kept(self, store: ObjectStore, infos: Sequence[ObjectInfo], k: int,
+                   count: int) -> Kept:
+        """Shard ``k``'s kept row groups, held to the schema and to ``count``
+        (the rows the dataset was made with)."""
+        if self._kept is None or self._kept[0] != os.getpid():
+            self._kept = (os.getpid(), collections.OrderedDict())
+        held = self._kept[1]
+        found = held.get(k)
+        if found is not None:
+            held.move_to_end(k)
+            return found
+        footer = await self.footer(store, infos[k])
+        self._held_to_reference(footer)
+        found = kept_groups(footer, self.filters)
+        if found.rows != count:
+            raise ShardFormatError(
+                f"read {infos[k].url}: {found.rows} rows, but the dataset was made with "
+                f"{count} (its manifest or a cached footer is of another version of the "
+                "file); make the dataset again")
+        held[k] = found
+        while len(held) > _KEEP_FOOTERS:
+            held.popitem(last=False)
+        return found
+
+    def reads(self, store: ObjectStore, infos: Sequence[ObjectInfo], counts: Any,
+              runs: Iterable[Run | ShardsDone], *, limit: int, max_bytes: int,
+              hedger: Hedger | None) -> Iterator[tuple[Run, Any]]:
+        """Each run with a pyarrow Table of its rows (see ``read_row_runs``)."""
+        async def kept_of(k: int) -> Kept:
+            return await self.kept(store, infos, k, counts(k))
+
+        agen = read_row_runs(store, infos, kept_of, runs, columns=self.columns, limit=limit,
+                             max_bytes=max_bytes, hedger=hedger)
+        return iterate(agen, batch=8, nbytes=lambda item: int(item[1].nbytes),
+                       max_bytes=max_bytes)
+
+    def fetch(self, store: ObjectStore, infos: Sequence[ObjectInfo], counts: Any,
+              runs: Sequence[Run], *, limit: int, max_bytes: int,
+              hedger: Hedger | None) -> list[tuple[Run, Any]]:
+        """Read ``runs`` and return them all (map-style access)."""
+        async def kept_of(k: int) -> Kept:
+            return await self.kept(store, infos, k, counts(k))
+
+        async def run() -> list[tuple[Run, Any]]:
+            return [item async for item in read_row_runs(
+                store, infos, kept_of, runs, columns=self.columns, limit=limit,
+                max_bytes=max_bytes, hedger=hedger)]
+
+        return get_portal().call(run())
+
+    def rows(self, table: Any) -> list[Any]:
+        """A Table's rows as dicts (list columns as lists, or tensors)."""
+        rows = table.to_pylist()
+        if self.tensors:
+            import torch
+            lists = [field.name for field in table.schema if _is_list(field.type)]
+            for row in rows:
+                for name in lists:
+                    if row[name] is not None:
+                        row[name] = torch.tensor(row[name])
+        return rows  # type: ignore[no-any-return]
+
+    def batch(self, pieces: list[Any]) -> Any:
+        """One batch of rows from Table ``pieces``: a RecordBatch (``"arrow"``)
+        or a dict of columns (lists; tensors where asked and numeric)."""
+        import pyarrow as pa
+        table = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
+        table = table.combine_chunks()
+        if self.output == "arrow":
+            batches = table.to_batches()
+            return batches[0] if batches else pa.RecordBatch.from_pylist([], table.schema)
+        out = table.to_pydict()
+        if self.tensors:
+            import torch
+            for field in table.schema:
+                if _is_numeric(field.type) and table.column(field.name).null_count == 0:
+                    # A copy: pyarrow's buffers are read-only, a tensor is not.
+                    out[field.name] = torch.tensor(table.column(field.name).to_numpy())
+                elif _is_list(field.type):
+                    out[field.name] = [None if v is None else torch.tensor(v)
+                                       for v in out[field.name]]
+        return out
+
+
+def _is_list(kind: Any) -> bool:
+    import pyarrow as pa
+    return bool(pa.types.is_list(kind) or pa.types.is_large_list(kind)
+                or pa.types.is_fixed_size_list(kind))
+
+
+def _is_numeric(kind: Any) -> bool:
+    import pyarrow as pa
+    return bool(pa.types.is_integer(kind) or pa.types.is_floating(kind)
+                or pa.types.is_boolean(kind))
+
+
+def _schema_line(schema: Any) -> str:
+    return ", ".join(f"{field.name}: {field.type}" for field in schema)

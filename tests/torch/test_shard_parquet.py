@@ -1,0 +1,272 @@
+"""ShardDataset and ShardMapDataset over Parquet shards on every store: rows
+and batches round trip, only the asked-for columns' chunks are fetched,
+resume is exact at a row inside a row group across world sizes, and a
+replaced file, another schema or a damaged page is a typed error."""
+
+from __future__ import annotations
+
+import collections
+import io
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+import torch.utils.data
+
+from aioflux import (
+    ChecksumMismatch,
+    InvalidArgument,
+    NotFound,
+    PreconditionFailed,
+    ShardFormatError,
+)
+from aioflux._engines.shards import _parquet_read
+from aioflux.torch import ShardDataset, ShardMapDataset
+from tests.torch.conftest import Where
+
+# Rows per file, in row groups of GROUP (the last one shorter).
+ROWS = (60, 60, 60)
+GROUP = 16
+
+
+def table(f: int, rows: int, *, extra: bool = False) -> pa.Table:
+    columns: dict[str, Any] = {
+        "id": [f * 1000 + i for i in range(rows)],
+        "text": [f"file {f} row {i} " * (3 + i % 5) for i in range(rows)],
+        "score": [i / 4 for i in range(rows)],
+        "lang": ["en" if i % 3 else "fr" for i in range(rows)],
+        "tokens": [list(range(i % 7)) for i in range(rows)],
+    }
+    if extra:
+        columns["more"] = list(range(rows))
+    return pa.table(columns)
+
+
+def parquet(t: pa.Table, **kw: Any) -> bytes:
+    out = io.BytesIO()
+    pq.write_table(t, out, row_group_size=GROUP, write_page_checksum=True, **kw)
+    return out.getvalue()
+
+
+def seed(where: Where, **kw: Any) -> dict[int, dict[str, Any]]:
+    expected = {}
+    for f, rows in enumerate(ROWS):
+        t = table(f, rows)
+        where.put(f"part-{f}.parquet", parquet(t, **kw))
+        expected.update((row["id"], row) for row in t.to_pylist())
+    return expected
+
+
+def dataset(where: Where, tmp_path: Path, **kw: Any) -> ShardDataset:
+    return ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx", **where.kwargs, **kw)
+
+
+class Fetched:
+    """Every ranged read of a Parquet shard: ``(name, start, end, bytes)``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.reads: list[tuple[str, int, int, int]] = []
+        real = _parquet_read._pinned_read
+
+        async def counted(store: Any, info: Any, version: Any, start: int, end: int,
+                          hedger: Any = None) -> bytes:
+            data = await real(store, info, version, start, end, hedger)
+            self.reads.append((info.name, start, end, len(data)))
+            return data
+
+        monkeypatch.setattr(_parquet_read, "_pinned_read", counted)
+
+
+
+def test_rows_round_trip_on_every_store(where: Where, tmp_path: Path) -> None:
+    expected = seed(where)
+    ds = dataset(where, tmp_path, batch_size=4)
+    assert ds.counts == list(ROWS) and ds.samples_per_read == GROUP
+    got = list(ds)
+    assert len(got) == sum(ROWS)
+    assert {row["id"]: row for row in got} == expected  # every row once, lists as lists
+    assert isinstance(got[0]["tokens"], list)
+    mapped = ShardMapDataset(f"{where.root}/part-{{0..2}}.parquet", index_dir=tmp_path / "idx",
+                             **where.kwargs)
+    assert len(mapped) == sum(ROWS)
+    assert mapped[0] == expected[0] and mapped[-1] == expected[2059]
+    assert mapped.__getitems__([61, 17, 59]) == [expected[1001], expected[17], expected[59]]
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_batches_as_columns_tensors_or_record_batches(where: Where, tmp_path: Path) -> None:
+    expected = seed(where)
+    ds = dataset(where, tmp_path, batch_size=7, shuffle=False, output="columns", tensors=True,
+                 columns=["id", "tokens"])
+    batches = list(ds)
+    assert [len(b["id"]) for b in batches] == [7] * 25 + [5]  # 180 rows; the last pads to 7
+    first = batches[0]
+    assert isinstance(first["id"], torch.Tensor) and first["id"].tolist() == list(range(7))
+    assert [t.tolist() for t in first["tokens"]] == [expected[i]["tokens"] for i in range(7)]
+    assert set(first) == {"id", "tokens"}
+    arrow = list(dataset(where, tmp_path, batch_size=32, output="arrow"))
+    assert all(isinstance(b, pa.RecordBatch) for b in arrow)
+    rows = [row for b in arrow for row in b.to_pylist()]
+    assert sorted(r["id"] for r in rows)[:sum(ROWS)] == sorted(expected)[:sum(ROWS)]
+    assert {r["id"]: r for r in rows} == expected
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_one_column_of_five_fetches_only_its_chunks(where: Where, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    seed(where)
+    fetched = Fetched(monkeypatch)
+    ds = dataset(where, tmp_path, columns=["score"], shuffle=False)
+    got = list(ds)
+    assert set(got[0]) == {"score"} and len(got) == sum(ROWS)
+    chunks, sizes = set(), {}
+    for f, rows in enumerate(ROWS):
+        data = parquet(table(f, rows))
+        name = f"{where.base}part-{f}.parquet"
+        sizes[name] = len(data)
+        md = pq.read_metadata(io.BytesIO(data))
+        for g in range(md.num_row_groups):
+            col = md.row_group(g).column(2)  # score, the third of five
+            start = col.dictionary_page_offset if col.has_dictionary_page else \
+                col.data_page_offset
+            chunks.add((name, start, start + col.total_compressed_size))
+    # Past the footers (a read of each file's end), the reads are the score
+    # column's chunks, each once, each length checked.
+    data_reads = [(name, start, end) for name, start, end, _ in fetched.reads
+                  if end != sizes[name]]
+    assert sorted(data_reads) == sorted(chunks)
+    assert all(n == end - start for _, start, end, n in fetched.reads)
+    assert len(fetched.reads) - len(data_reads) == len(ROWS)  # a footer a file
+
+
+def _consume(ds: ShardDataset, steps: int | None,
+             workers: int = 0) -> tuple[list[int], dict[str, Any]]:
+    loader = torch.utils.data.DataLoader(ds, batch_size=ds.batch_size, num_workers=workers,
+                                         collate_fn=list,
+                                         multiprocessing_context="fork" if workers else None)
+    out: list[int] = []
+    for step, batch in enumerate(ds.track(loader), 1):
+        out += [row["id"] for row in batch]
+        if step == steps:
+            return out, ds.state_dict()
+    return out, ds.state_dict()
+
+
+@pytest.mark.parametrize("stop", [1, 3])
+def test_resume_exact_at_a_row_across_two_three_and_one_ranks(tmp_path: Path,
+                                                              stop: int) -> None:
+    where = Where("file", f"file://{tmp_path}/root", None)
+    expected = seed(where)
+    opts: dict[str, Any] = {"batch_size": 2, "seed": 11, "shuffle_window": 40,
+                            "columns": ["id"]}
+    seen: list[int] = []
+    two = []
+    for rank in range(2):
+        ids, state = _consume(dataset(where, tmp_path, rank=rank, world_size=2, **opts), stop)
+        seen += ids
+        two.append(state)
+    assert two[0] == two[1] and two[0]["samples"] == stop * 4  # inside a row group of 16
+    three = []
+    for rank in range(3):
+        ds = dataset(where, tmp_path, rank=rank, world_size=3, **opts)
+        ds.load_state_dict(two[0])
+        ids, state = _consume(ds, 2, workers=2 if rank == 0 else 0)
+        seen += ids
+        three.append(state)
+    assert three[0] == three[1] == three[2] and three[0]["samples"] == stop * 4 + 12
+    ds = dataset(where, tmp_path, rank=0, world_size=1, **opts)
+    ds.load_state_dict(three[0])
+    seen += _consume(ds, None)[0]
+    # 180 rows: no padding at any of the three world sizes; each row exactly once.
+    assert collections.Counter(seen) == collections.Counter(list(expected))
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_a_file_replaced_mid_job_is_a_typed_error(where: Where, tmp_path: Path) -> None:
+    seed(where)
+    # One read in flight: part-2 is read only after part-0's first rows are taken.
+    ds = dataset(where, tmp_path, shuffle=False, batch_size=GROUP, reads_in_flight=1,
+                 prefetch_bytes=1)
+    rows = iter(ds)
+    first = [next(rows) for _ in range(GROUP)]
+    assert [r["id"] for r in first] == list(range(GROUP))
+    t = table(2, ROWS[2])
+    where.put("part-2.parquet", parquet(t.set_column(0, "id", pa.array(
+        [-1 - i for i in range(ROWS[2])]))))
+    ids = []
+    with pytest.raises((PreconditionFailed, NotFound), match=r"part-2\.parquet: the shard "
+                       r"changed"):
+        for row in rows:
+            ids.append(row["id"])
+    assert len(ids) >= ROWS[1] and all(i >= 0 for i in ids)  # never a row of the new version
+    # A dataset made after the change reads the new version.
+    again = sorted(r["id"] for r in dataset(where, tmp_path, columns=["id"]))
+    assert again[:2] == [-60, -59] and len(again) == sum(ROWS)
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_files_of_two_schemas_are_refused_naming_both(where: Where, tmp_path: Path) -> None:
+    where.put("a.parquet", parquet(table(0, 20)))
+    where.put("b.parquet", parquet(table(1, 20, extra=True)))
+    with pytest.raises(ShardFormatError, match=r"b\.parquet and .*a\.parquet have different "
+                       r"schemas"):
+        dataset(where, tmp_path)
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_filters_skip_row_groups_by_their_statistics(where: Where, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    seed(where)
+    fetched = Fetched(monkeypatch)
+    # ids 1020..1039 lie in part-1's row groups 1 (1016-1031) and 2 (1032-1047).
+    ds = dataset(where, tmp_path, filters=[("id", ">=", 1020), ("id", "<", 1040)],
+                 columns=["id"], shuffle=False)
+    assert ds.counts == [0, 2 * GROUP, 0]
+    assert [r["id"] for r in ds] == list(range(1016, 1048))
+    md = pq.read_metadata(io.BytesIO(parquet(table(1, ROWS[1]))))
+    kept = [md.row_group(g).column(0) for g in (1, 2)]
+    data = [r for r in fetched.reads if r[0].endswith("part-1.parquet")
+            and r[2] <= md.row_group(3).column(0).data_page_offset and r[2] - r[1] < 4096]
+    assert sorted((r[1], r[2]) for r in data) == sorted(
+        (c.dictionary_page_offset if c.has_dictionary_page else c.data_page_offset,
+         (c.dictionary_page_offset if c.has_dictionary_page else c.data_page_offset)
+         + c.total_compressed_size) for c in kept)
+    either = dataset(where, tmp_path, filters=[[("id", "<", 3)], [("id", "==", 2059)]],
+                     columns=["id"])
+    assert either.counts == [GROUP, 0, ROWS[2] - 3 * GROUP]
+    with pytest.raises(InvalidArgument, match="filters"):
+        dataset(where, tmp_path, filters=[("id", "~", 3)])
+
+
+def _flip_in_page(data: bytes, column: int) -> bytes:
+    """``data`` with a byte of row group 0's ``column`` values flipped."""
+    md = pq.read_metadata(io.BytesIO(data))
+    col = md.row_group(0).column(column)
+    at = col.data_page_offset + col.total_compressed_size - 3
+    return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_a_damaged_page_fails_its_crc(where: Where, tmp_path: Path) -> None:
+    good = parquet(table(0, 40), compression="none", use_dictionary=False)
+    where.put("a.parquet", _flip_in_page(good, 2))
+    with pytest.raises(ChecksumMismatch, match=r"a\.parquet: row group 0"):
+        list(dataset(where, tmp_path, columns=["score"]))
+    # Another column of the row group is read as it is.
+    assert len(list(dataset(where, tmp_path, columns=["id"]))) == 40
+
+
+def test_settings_of_parquet_on_other_formats_and_bad_columns_are_refused(
+        tmp_path: Path) -> None:
+    where = Where("file", f"file://{tmp_path}/root", None)
+    where.put("a.jsonl", b'{"a": 1}\n')
+    with pytest.raises(InvalidArgument, match="apply to Parquet shards only"):
+        dataset(where, tmp_path, columns=["a"])
+    where.put("p/a.parquet", parquet(table(0, 5)))
+    with pytest.raises(InvalidArgument, match="has no column 'nope'"):
+        ShardDataset.from_prefix(where.url("p"), index_dir=tmp_path / "idx", columns=["nope"])
+    with pytest.raises(InvalidArgument, match="output"):
+        ShardDataset.from_prefix(where.url("p"), index_dir=tmp_path / "idx", output="rows!")
