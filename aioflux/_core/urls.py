@@ -28,8 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .errors import InvalidURL
-from .store_plugins import plugin_scheme
 from .hub_paths import hub_repo, split_hub_url
+from .store_plugins import plugin_scheme
 
 __all__ = [
     "GcsURL",
@@ -97,11 +97,6 @@ def validate_bucket(bucket: str, *, arg: str = "bucket", scheme: str = "gs") -> 
         return bucket
     if scheme == "hf":
         hub_repo(bucket)  # the Hub's repo ids (hub_paths.py)
-        return bucket
-    if scheme not in SCHEMES and scheme not in AZURE_ALIASES:
-        # Another package's backend (store_plugins.py) checks its own names.
-        if not bucket or "/" in bucket or not bucket.isprintable():
-            raise InvalidURL(f"{arg}: {bucket!r} is not a {scheme}:// bucket")
         return bucket
     if scheme in WEB_SCHEMES:
         if "@" in bucket:
@@ -335,10 +330,15 @@ def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> S
         bucket, account = _azure_account(bucket, url)
     if scheme == "file":
         _check_local(url, bucket, name)
-    validate_bucket(bucket, arg=f"bucket of {url!r}", scheme=scheme)
-    if name:
-        validate_object_name(name, arg=f"name in {url!r}", scheme=scheme)
-    elif require_object:
+    if scheme not in SCHEMES:
+        # Another package's backend (store_plugins.py): its store checks its names.
+        if not bucket or not url.isprintable():
+            raise InvalidURL(f"{url!r} names no {scheme}:// bucket, or holds a control character")
+    else:
+        validate_bucket(bucket, arg=f"bucket of {url!r}", scheme=scheme)
+        if name:
+            validate_object_name(name, arg=f"name in {url!r}", scheme=scheme)
+    if not name and require_object:
         raise InvalidURL(f"URL names no object: {url!r}")
     return StoreURL(bucket, name, scheme, account)
 
