@@ -13,8 +13,15 @@ as charts: the SVG files of ``perf/charts.py`` in
 ``docs/images/performance/``) between the markers below from
 ``perf/results.jsonl``; each
 pair comes from the newest recorded run that measured both of its
-contenders (a later ``--only`` run of two contenders updates their pair and
-leaves the others' figures in place). ``--check`` fails if they differ.
+contenders in at least ``MIN_ROUNDS`` rounds (a later ``--only`` run of two
+contenders updates their pair and leaves the others' figures in place; a
+pair with fewer rounds is refused, shown nowhere). ``--check`` fails if they
+differ.
+
+Each table states the network model its rows ran under (``NETWORK``); a row
+from a run before the host cap is marked per-connection-only, one on a
+server no shaper stood in front of, unshaped. Each row names the commit
+its run measured.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ __all__ = [
     "Figure",
     "DOCS_PERFORMANCE",
     "HEADLINE",
+    "MIN_ROUNDS",
+    "NETWORK",
     "README",
     "RESULTS_MD",
     "Pair",
@@ -41,6 +50,7 @@ __all__ = [
     "current_figures",
     "current_pairs",
     "figures_of",
+    "network",
     "pairs",
     "peer_pairs",
     "ratio_stats",
@@ -63,12 +73,20 @@ README_MARKERS = ("<!-- perf:table:start (python -m perf report) -->", "<!-- per
 PEERS_MARKERS = ("<!-- perf:peers:start (python -m perf report) -->", "<!-- perf:peers:end -->")
 CHARTS_MARKERS = ("<!-- perf:charts:start (python -m perf report) -->",
                   "<!-- perf:charts:end -->")
+#: fewer paired rounds than this and a pair is not shown anywhere
+MIN_ROUNDS = 3
+#: the network model, stated above every table
+NETWORK = (
+    "Network model: 20 ms to first byte, 100 MB/s per connection and 800 MB/s for the "
+    "host (its NIC: every body at once, each way), in aioflux's emulator and, through "
+    "`perf/shaper.py`, in front of Azurite and nginx. A client reading one stream gets "
+    "100 MB/s and one reading many at most 800 MB/s, so bandwidth alone bounds a ratio "
+    "of parallel reads over a one-stream peer at 8x. Rows marked (per-connection only) "
+    "ran before the host cap, when N parallel streams got N x 100 MB/s; rows marked "
+    "(unshaped) ran on a server with no shaper in front."
+)
 # The README's few rows, in this order: (scenario, aioflux contender, other).
-# Every other pair and every figure goal is on the performance page. Both
-# are small objects, bound by requests, not bandwidth: the emulator gives
-# each connection its own bandwidth with no host-wide limit, so a ratio of
-# parallel ranges against one stream is what the network makes, not the
-# clients, until it is measured on a network with a NIC.
+# Every other pair and every figure goal is on the performance page.
 HEADLINE: tuple[tuple[str, str, str], ...] = (
     ("read_small", "aioflux", "aiohttp-bare"),
     ("loader_small", "aioflux-map-w0", "litdata-raw-w0"),
@@ -134,6 +152,28 @@ def _fmt_unit(value: float | None, unit: str) -> str:
     return f"{value:.2f} ms/item" if unit == "item" else f"{value:.2f} s/GiB"
 
 
+#: scenarios on ``file://`` alone, where no network model applies
+LOCAL_SCENARIOS = frozenset({"ckpt_file", "scale", "workers"})
+
+
+def network(run: Run) -> str:
+    """The network the run's rows measured: ``NIC``, ``per-connection only``,
+    ``unshaped``, or ``local`` (no network at all)."""
+    if run.info["scenario"] in LOCAL_SCENARIOS:
+        return "local"
+    profile = str(run.info.get("profile", ""))
+    if "per host" in profile:
+        return "NIC"
+    return "per-connection only" if "per connection" in profile else "unshaped"
+
+
+def _scenario_cell(run: Run) -> str:
+    """The scenario, its commit and, off the NIC model, the network it had."""
+    net = network(run)
+    mark = "" if net in ("NIC", "local") else f" ({net})"
+    return f"{run.info['scenario']}{mark} @{str(run.info['git'])[:7]}"
+
+
 def _fmt_ratio(stats: tuple[float, float, float, int] | None) -> str:
     if stats is None:
         return "-"
@@ -189,7 +229,10 @@ def current_pairs(runs: Sequence[Run]) -> list[Pair]:
             continue
         for pair in pairs(run):
             key = (run.info["scenario"], pair.mine, pair.other)
-            if pair.stats is None and pair.at_least is None:
+            stats = pair.stats
+            if stats is not None and stats[3] < MIN_ROUNDS:
+                continue  # refused: too few rounds to show a spread
+            if stats is None and pair.at_least is None:
                 continue
             # A measured pair wins over a newer run that left it out (a run
             # of some contenders only).
@@ -304,6 +347,8 @@ def _target_cell(pair: Pair) -> str:
 def render_summary(chosen: Sequence[Pair], figures: Sequence[Figure] = ()) -> str:
     """The summary table: every current pair, then every current figure goal."""
     lines = [
+        NETWORK,
+        "",
         "| scenario (run) | aioflux contender | vs | speed ratio, median of rounds (min-max) "
         "| target | CPU per unit: ours / theirs |",
         "|---|---|---|---:|---|---:|",
@@ -314,11 +359,11 @@ def render_summary(chosen: Sequence[Pair], figures: Sequence[Figure] = ()) -> st
         ours = _fmt_unit(cpu_per_unit(run.ok(pair.mine), unit), unit)
         theirs = _fmt_unit(cpu_per_unit(run.ok(pair.other), unit), unit)
         lines.append(
-            f"| {run.info['scenario']} ({run.info['stamp'][:16].replace('T', ' ')}) "
+            f"| {_scenario_cell(run)} ({run.info['stamp'][:16].replace('T', ' ')}) "
             f"| {pair.mine} | {pair.other} | {_fmt_ratio(pair.stats)} "
             f"| {_target_cell(pair)} | {ours} / {theirs} |"
         )
-    lines += [_figure_row(fig, f"{fig.run.info['scenario']} "
+    lines += [_figure_row(fig, f"{_scenario_cell(fig.run)} "
                                f"({fig.run.info['stamp'][:16].replace('T', ' ')})")
               for fig in figures]
     return "\n".join(lines)
@@ -326,7 +371,9 @@ def render_summary(chosen: Sequence[Pair], figures: Sequence[Figure] = ()) -> st
 
 def _peer_table(chosen: Sequence[Pair], figures: Sequence[Figure] = ()) -> str:
     lines = [
-        "| scenario | aioflux | vs | ratio (aioflux speed / theirs), median (min-max) "
+        NETWORK,
+        "",
+        "| scenario @commit | aioflux | vs | ratio (aioflux speed / theirs), median (min-max) "
         "| target | CPU per unit: aioflux / theirs |",
         "|---|---|---|---:|---|---:|",
     ]
@@ -334,9 +381,9 @@ def _peer_table(chosen: Sequence[Pair], figures: Sequence[Figure] = ()) -> str:
         unit = _unit(pair.run)
         ours = _fmt_unit(cpu_per_unit(pair.run.ok(pair.mine), unit), unit)
         theirs = _fmt_unit(cpu_per_unit(pair.run.ok(pair.other), unit), unit)
-        lines.append(f"| {pair.run.info['scenario']} | {pair.mine} | {pair.other} "
+        lines.append(f"| {_scenario_cell(pair.run)} | {pair.mine} | {pair.other} "
                      f"| {_fmt_ratio(pair.stats)} | {_target_cell(pair)} | {ours} / {theirs} |")
-    lines += [_figure_row(fig, fig.run.info["scenario"]) for fig in figures]
+    lines += [_figure_row(fig, _scenario_cell(fig.run)) for fig in figures]
     return "\n".join(lines)
 
 
@@ -459,7 +506,8 @@ def render_run(run: Run) -> str:
         "",
         info["description"],
         "",
-        f"- emulator: {info['emulator']}, profile {info['profile']}; parameters: {params}",
+        f"- emulator: {info['emulator']}, profile {info['profile']} (network: {network(run)})"
+        f"; parameters: {params}",
         f"- rounds: {info['rounds']}, interleaved in the order {', '.join(run.order)}",
         f"- {info['warm_up']}",
         f"- machine: {machine['nproc']} CPUs ({machine['cpu']}), {machine['system']}, "

@@ -1,7 +1,8 @@
 """az_read: N small blobs read concurrently from Azurite (``az://``).
 
-read_small's shape on Azurite, Microsoft's emulator (unshaped: a Node
-process on the same two cores, so its CPU is reported beside each figure):
+read_small's shape on Azurite, Microsoft's emulator (behind perf/shaper.py,
+the emulator's network; a Node process on the same two cores, so its CPU
+is reported beside each figure):
 aioflux's ``AzureStore.read`` against azure-storage-blob's asyncio client
 and adlfs. Parameters: ``count`` (4000; 400 with --quick), ``size``
 (102400), ``concurrency`` (64).
@@ -16,7 +17,8 @@ from perf.seed import ObjectSet
 __all__ = ["plan"]
 
 AZURITE = ("Azurite 3.35.0 (npm, tests/azurite.py), development account, account-key "
-           "credentials from its connection string; no latency or bandwidth shaping")
+           "credentials from its connection string; shaped by perf/shaper.py as the emulator's "
+           "network is (20 ms, 100 MB/s a connection, 800 MB/s the host)")
 
 
 def ready() -> str | None:

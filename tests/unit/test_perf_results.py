@@ -27,14 +27,23 @@ def _sample(run: str, contender: str, rnd: int, wall: float | None, *, items: in
                                  machine={"nproc": 2}, git="abc")
 
 
-def _run(run: str, targets: list[tuple[str, str, float]], names: list[str]) -> dict[str, Any]:
+def _rounds(run: str, contender: str, wall: float) -> list[dict[str, Any]]:
+    """The report's fewest rounds, each at ``wall`` seconds."""
+    return [_sample(run, contender, rnd, wall) for rnd in range(1, report.MIN_ROUNDS + 1)]
+
+
+NIC = "gcs-like (20 ms to first byte, 100 MB/s per connection, 800 MB/s per host)"
+
+
+def _run(run: str, targets: list[tuple[str, str, float]], names: list[str],
+         profile: str = NIC) -> dict[str, Any]:
     return results.run_record(
         run_id=run, stamp=dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.timezone.utc),
         scenario="read_small", description="1,000 x 100 KiB", params={"count": "1000"},
         quick=False, rounds=3, baseline="ours", targets=targets,
         contenders=[{"name": n, "note": f"{n} note", "venv": None, "versions": {},
                      "skipped": None} for n in names],
-        notes=["a note"], emulator="aioflux", profile="gcs-like", warm_up="warm-up: none",
+        notes=["a note"], emulator="aioflux", profile=profile, warm_up="warm-up: none",
         load=(1.0, 1.5), machine={"nproc": 2, "cpu": "x", "system": "Linux", "python": "3.11"},
         git="abc")
 
@@ -109,11 +118,11 @@ def test_sample_waits_and_untimed_conversions_are_in_the_notes(tmp_path: Path) -
 
 
 def test_each_pair_comes_from_the_newest_run_that_measured_it(tmp_path: Path) -> None:
-    old = [_run("r1", [], ["ours", "peer", "other"]), _sample("r1", "ours", 1, 1.0),
-           _sample("r1", "peer", 1, 5.0), _sample("r1", "other", 1, 7.0)]
+    old = [_run("r1", [], ["ours", "peer", "other"]), *_rounds("r1", "ours", 1.0),
+           *_rounds("r1", "peer", 5.0), *_rounds("r1", "other", 7.0)]
     # A later run of two contenders only (--only ours,peer).
-    new = [_run("r2", [], ["ours", "peer"]), _sample("r2", "ours", 1, 1.0),
-           _sample("r2", "peer", 1, 2.0)]
+    new = [_run("r2", [], ["ours", "peer"]), *_rounds("r2", "ours", 1.0),
+           *_rounds("r2", "peer", 2.0)]
     path = tmp_path / "results.jsonl"
     _write(path, old + new)
     md, readme, page = tmp_path / "RESULTS.md", tmp_path / "README.md", tmp_path / "perf.md"
@@ -136,12 +145,13 @@ def test_each_pair_comes_from_the_newest_run_that_measured_it(tmp_path: Path) ->
     assert "ours vs peer" in chart.read_text() and "2.00x (2.00-2.00)" in chart.read_text()
     assert "5.00x" not in chart.read_text()
     text = page.read_text()
-    assert "| read_small | ours | peer | 2.00x (2.00-2.00) |  | 0.60 ms/item / 0.60 ms/item |" in (
-        text)
-    assert "| read_small | ours | other | 7.00x (7.00-7.00) |  |" in text
+    row = "| read_small @abc | ours | peer | 2.00x (2.00-2.00) |  | 0.60 ms/item / 0.60 ms/item |"
+    assert row in text
+    assert "| read_small @abc | ours | other | 7.00x (7.00-7.00) |  |" in text
+    assert text.count(report.NETWORK) == 1  # the model, stated above the table
     assert "5.00x" not in text and text.endswith("<!-- perf:peers:end -->\nmore\n")
     # No targets: the README's headline table is its header alone.
-    assert "| read_small |" not in readme.read_text()
+    assert "| read_small" not in readme.read_text() and report.NETWORK in readme.read_text()
     assert readme.read_text().endswith(
         "|---|---|---|---:|---|---:|\n<!-- perf:table:end -->\nrest\n")
     assert "run r1" in md.read_text() and "run r2" in md.read_text()
@@ -150,11 +160,11 @@ def test_each_pair_comes_from_the_newest_run_that_measured_it(tmp_path: Path) ->
 
 def test_a_target_left_out_of_a_newer_run_keeps_its_last_measurement(tmp_path: Path) -> None:
     targets = [("ours", "peer", 3.0), ("ours", "bare", 0.85)]
-    old = [_run("r1", targets, ["ours", "peer", "bare"]), _sample("r1", "ours", 1, 1.0),
-           _sample("r1", "peer", 1, 5.0), _sample("r1", "bare", 1, 0.9)]
+    old = [_run("r1", targets, ["ours", "peer", "bare"]), *_rounds("r1", "ours", 1.0),
+           *_rounds("r1", "peer", 5.0), *_rounds("r1", "bare", 0.9)]
     # A later run without the (slow) peer: its target is still the older measurement.
-    new = [_run("r2", targets, ["ours", "bare"]), _sample("r2", "ours", 1, 1.0),
-           _sample("r2", "bare", 1, 0.8)]
+    new = [_run("r2", targets, ["ours", "bare"]), *_rounds("r2", "ours", 1.0),
+           *_rounds("r2", "bare", 0.8)]
     path = tmp_path / "results.jsonl"
     _write(path, old + new)
     chosen = report.current_pairs(results.group_runs(results.load(path)))
@@ -168,12 +178,12 @@ def test_the_tables_leave_untargeted_aioflux_variants_out(tmp_path: Path) -> Non
     names = ["ours", "aioflux-nolean", "aioflux-w2", "peer", "aioflux-cold"]
     targets = [("aioflux-w2", "peer", 1.0), ("ours", "peer", 2.0), ("ours", "aioflux-cold", 3.0)]
     records = [_run("r1", targets, names)]
-    records += [_sample("r1", n, 1, 1.0) for n in names]
+    records += [s for n in names for s in _rounds("r1", n, 1.0)]
     path = tmp_path / "results.jsonl"
     _write(path, records)
     chosen = report.current_pairs(results.group_runs(results.load(path)))
     peers = report.render_peers(chosen)
-    assert "| aioflux-w2 | peer |" in peers and "| ours | peer |" in peers
+    assert "@abc | aioflux-w2 | peer |" in peers and "@abc | ours | peer |" in peers
     assert "| ours | aioflux-cold |" in peers  # a target, though of two aioflux variants
     assert "aioflux-nolean" not in peers
     assert "| ours | aioflux-nolean |" in report.render_summary(chosen)
@@ -182,9 +192,30 @@ def test_the_tables_leave_untargeted_aioflux_variants_out(tmp_path: Path) -> Non
                                                     ("read_small", "ours", "peer"),
                                                     ("read_small", "ours", "unmeasured")])
     cpu = "0.60 ms/item / 0.60 ms/item"
-    assert headline.splitlines()[2:] == [
-        f"| read_small | ours | aioflux-cold | 1.00x (1.00-1.00) | >= 3x MISS | {cpu} |",
-        f"| read_small | ours | peer | 1.00x (1.00-1.00) | >= 2x MISS | {cpu} |"]
+    assert headline.splitlines()[4:] == [
+        f"| read_small @abc | ours | aioflux-cold | 1.00x (1.00-1.00) | >= 3x MISS | {cpu} |",
+        f"| read_small @abc | ours | peer | 1.00x (1.00-1.00) | >= 2x MISS | {cpu} |"]
+
+
+def test_a_pair_of_fewer_rounds_is_refused_and_the_network_is_named(tmp_path: Path) -> None:
+    # An older run of 3 rounds before the host cap, a newer one of 2 on the
+    # NIC model: the newer is refused (too few rounds to show a spread), the
+    # older is shown, marked as measured with no host cap.
+    old = [_run("r1", [("ours", "peer", 2.0)], ["ours", "peer"],
+                profile="gcs-like (20 ms to first byte, 100 MB/s per connection)"),
+           *_rounds("r1", "ours", 1.0), *_rounds("r1", "peer", 9.0)]
+    new = [_run("r2", [("ours", "peer", 2.0)], ["ours", "peer"]),
+           *(_sample("r2", n, rnd, wall) for n, wall in (("ours", 1.0), ("peer", 3.0))
+             for rnd in (1, 2))]
+    path = tmp_path / "results.jsonl"
+    _write(path, old + new)
+    runs = results.group_runs(results.load(path))
+    chosen = report.current_pairs(runs)
+    assert [(p.run.info["run"], p.stats) for p in chosen] == [("r1", (9.0, 9.0, 9.0, 3))]
+    assert "| read_small (per-connection only) @abc | ours | peer | 9.00x" in (
+        report.render_peers(chosen))
+    assert [report.network(run) for run in runs] == ["per-connection only", "NIC"]
+    assert "(network: NIC)" in report.render_run(runs[1])
 
 
 def test_a_sample_of_an_unknown_run_is_refused(tmp_path: Path) -> None:
