@@ -53,6 +53,8 @@ class Contender:
             with the repository importable.
         args: scenario arguments for the script.
         note: how this contender is configured, for the results notes.
+        caveat: a degraded path it ran that the tables name beside its row
+            (MSC's Python provider), in a few words.
         available: returns None when the contender can run, or why not.
     """
 
@@ -62,6 +64,7 @@ class Contender:
     args: tuple[str, ...] = ()
     note: str = ""
     available: Callable[[], str | None] | None = None
+    caveat: str = ""
 
     def python(self) -> str:
         return sys.executable if self.venv is None else str(peers.python_for(self.venv))
@@ -412,7 +415,8 @@ def _records(
     info = results.machine_info()
     git = results.git_revision()
     contenders = [
-        {"name": o.contender.name, "note": o.contender.note, "venv": o.contender.venv,
+        {"name": o.contender.name, "note": o.contender.note, "caveat": o.contender.caveat,
+         "venv": o.contender.venv,
          "versions": peers.versions(o.contender.venv) if o.contender.venv else {},
          "skipped": o.skipped}
         for o in outcomes

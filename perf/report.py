@@ -174,6 +174,13 @@ def _scenario_cell(run: Run) -> str:
     return f"{run.info['scenario']}{mark} @{str(run.info['git'])[:7]}"
 
 
+def _other_cell(pair: Pair) -> str:
+    """The peer, and the degraded path it ran if its plan named one."""
+    info = next((c for c in pair.run.info["contenders"] if c["name"] == pair.other), {})
+    caveat = info.get("caveat")
+    return f"{pair.other} ({caveat})" if caveat else pair.other
+
+
 def _fmt_ratio(stats: tuple[float, float, float, int] | None) -> str:
     if stats is None:
         return "-"
@@ -360,7 +367,7 @@ def render_summary(chosen: Sequence[Pair], figures: Sequence[Figure] = ()) -> st
         theirs = _fmt_unit(cpu_per_unit(run.ok(pair.other), unit), unit)
         lines.append(
             f"| {_scenario_cell(run)} ({run.info['stamp'][:16].replace('T', ' ')}) "
-            f"| {pair.mine} | {pair.other} | {_fmt_ratio(pair.stats)} "
+            f"| {pair.mine} | {_other_cell(pair)} | {_fmt_ratio(pair.stats)} "
             f"| {_target_cell(pair)} | {ours} / {theirs} |"
         )
     lines += [_figure_row(fig, f"{_scenario_cell(fig.run)} "
@@ -381,7 +388,7 @@ def _peer_table(chosen: Sequence[Pair], figures: Sequence[Figure] = ()) -> str:
         unit = _unit(pair.run)
         ours = _fmt_unit(cpu_per_unit(pair.run.ok(pair.mine), unit), unit)
         theirs = _fmt_unit(cpu_per_unit(pair.run.ok(pair.other), unit), unit)
-        lines.append(f"| {_scenario_cell(pair.run)} | {pair.mine} | {pair.other} "
+        lines.append(f"| {_scenario_cell(pair.run)} | {pair.mine} | {_other_cell(pair)} "
                      f"| {_fmt_ratio(pair.stats)} | {_target_cell(pair)} | {ours} / {theirs} |")
     lines += [_figure_row(fig, _scenario_cell(fig.run)) for fig in figures]
     return "\n".join(lines)

@@ -79,6 +79,7 @@ def plan(options: Options) -> Plan:
             "ckpt_load_msc.py",
             "msc",
             (),
+            caveat="its Python provider: a custom endpoint turns MSC's Rust client off",
             note=(
                 "multistorageclient.open(url, 'rb', prefetch_file=True) as msc.torch.load "
                 "opens it, then readinto an 8 MiB buffer until EOF; MSC's GCS provider with "

@@ -94,6 +94,7 @@ def plan(options: Options) -> Plan:
             "ckpt_save_msc.py",
             "msc",
             state,
+            caveat="its Python provider: a custom endpoint turns MSC's Rust client off",
             note=(
                 "multistorageclient.torch.save(state, 'msc://perf/...'): MSC's GCS provider "
                 "with endpoint_url=emulator, skip_signature=True (contenders/msc_common.py); "

@@ -5,7 +5,9 @@ per-request overhead decides throughput. Parameters (``--param k=v``):
 ``count`` (5000; 500 with --quick), ``size`` (102400 bytes),
 ``concurrency`` (128, aioflux's default: aioflux, bare aiohttp, obstore and gcsfs alike),
 ``threads``
-(16: the thread-pool peers), ``loop`` (uvloop or asyncio).
+(16: the thread-pool peers), ``loop`` (uvloop or asyncio). google-cloud-storage
+also runs at ``concurrency`` threads (``gcs-threads128``): its best setting
+here, as many requests in flight as aioflux.
 """
 
 from __future__ import annotations
@@ -88,6 +90,16 @@ def plan(options: Options) -> Plan:
             ),
         ),
         Contender(
+            f"gcs-threads{conc}",
+            "read_gcs.py",
+            "gcs",
+            ("--threads", str(conc)),
+            note=(
+                f"as gcs-threads{threads} with {conc} threads and a pool of {conc}: as many "
+                "requests in flight as aioflux (its best setting here)"
+            ),
+        ),
+        Contender(
             f"dataflux-threads{threads}",
             "read_dataflux.py",
             "dataflux",
@@ -122,7 +134,7 @@ def plan(options: Options) -> Plan:
         contenders=contenders,
         baseline="aioflux",
         targets=[Target(f"obstore-get{conc}", 1.0), Target("aiohttp-bare", 0.85),
-                 Target(f"gcs-threads{threads}", 3.0)],
+                 Target(f"gcs-threads{conc}", 3.0), Target(f"gcs-threads{threads}", None)],
         notes=[
             (
                 "aioflux, aiohttp-bare and obstore run on uvloop when importable (the loop "

@@ -300,3 +300,14 @@ def test_the_page_embeds_a_chart_of_every_charted_scenario() -> None:
     for name in drawn:
         assert f"]({report.CHARTS_FOLDER}/{name}.svg)" in page
         assert (report.DOCS_PERFORMANCE.parent / report.CHARTS_FOLDER / f"{name}.svg").is_file()
+
+
+def test_a_peer_that_ran_a_degraded_path_says_so_beside_its_row(tmp_path: Path) -> None:
+    record = _run("r1", [("ours", "msc", 1.5)], ["ours", "msc"])
+    record["contenders"][1]["caveat"] = "its Python provider"
+    path = tmp_path / "results.jsonl"
+    _write(path, [record, *_rounds("r1", "ours", 1.0), *_rounds("r1", "msc", 2.0)])
+    chosen = report.current_pairs(results.group_runs(results.load(path)))
+    assert "| read_small @abc | ours | msc (its Python provider) | 2.00x" in (
+        report.render_peers(chosen))
+    assert "| ours | msc (its Python provider) | 2.00x" in report.render_summary(chosen)
