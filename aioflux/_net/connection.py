@@ -9,13 +9,12 @@ arrive. The pool that opens, reuses and closes these is
 from __future__ import annotations
 
 import asyncio
-import io
 import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from .._core.buffers import unfilled_bytes
+from .._core.buffers import GrowingBytes
 from .heads import MalformedResponse, content_length, parse_head
 from .pace import Pace, SlowTransfer, timed_out_early
 
@@ -29,7 +28,8 @@ _MAX_HEAD = 64 * 1024
 # message); the connection is dropped when the body is longer.
 _MAX_ERROR_BODY = 64 * 1024
 # A body received into a buffer of our own starts at most this big and
-# doubles as bytes arrive: a declared length alone never allocates memory.
+# doubles as bytes arrive (in place: GrowingBytes): a declared length alone
+# never allocates memory.
 _FIRST_BODY_BUFFER = 1 << 20
 _OK = (200, 206)
 #: Interim (1xx) responses accepted before the final one. A server answers
@@ -91,10 +91,9 @@ class _Exchange:
     status: int = 0
     headers: dict[str, str] = field(default_factory=dict)
     dest: memoryview | None = None
-    body: bytearray | None = None
-    # A 2xx body known to fit the first buffer lands in the bytes object
-    # handed out (see _start_body); None: in ``body``.
-    sink: io.BytesIO | None = None
+    # A body not received into the caller's buffer: the bytes object
+    # handed out, received into in place (see _start_body).
+    body: GrowingBytes | None = None
     expected: int = 0  # the declared Content-Length
     want: int = 0  # body bytes to receive (an error body's may be cut short)
     got: int = 0
@@ -106,12 +105,11 @@ class _Exchange:
     coded: bool = False  # a content coding is the stored bytes' (see MediaPool.get)
 
 
-def _arrived(ex: _Exchange) -> bytearray | bytes | None:
-    """The body of a response cut short: what arrived (``ex.got`` bytes
-    of it count)."""
-    if ex.sink is not None and ex.dest is not None:
-        return bytes(ex.dest[:ex.got])
-    return ex.body
+def _arrived(ex: _Exchange) -> bytes | None:
+    """The body of a response cut short: what arrived (``ex.got`` bytes).
+    Called once the transport's reads are over: the body is taken."""
+    body, ex.body, ex.dest = ex.body, None, None
+    return None if body is None else body.take(ex.got)
 
 
 class _Connection(asyncio.BufferedProtocol):
@@ -137,6 +135,12 @@ class _Connection(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         ex = self._exchange
         if ex is not None and ex.dest is not None:
+            if ex.got == len(ex.dest) and ex.body is not None:
+                # Grown here, not in buffer_updated: the transport still
+                # holds the view it received into until that returns.
+                ex.dest = None
+                ex.body.grow(min(ex.want, 2 * ex.got))
+                ex.dest = ex.body.view()
             return ex.dest[ex.got:]
         if self._head_len == len(self._head):
             if len(self._head) >= _MAX_HEAD:
@@ -164,8 +168,6 @@ class _Connection(asyncio.BufferedProtocol):
                 return
         if ex.got >= ex.want:
             self._finish(ex)
-        elif ex.body is not None and ex.got == len(ex.body):
-            self._grow(ex)
 
     def eof_received(self) -> bool:
         return False  # close our side too; connection_lost follows
@@ -205,15 +207,19 @@ class _Connection(asyncio.BufferedProtocol):
         transport.write(request)
         try:
             response = await ex.waiter
+            if ex.body is not None and response is not None and response.body is None:
+                # Taken here, not in buffer_updated: the transport lets go of
+                # the view it received into only after that returns.
+                response.body = ex.body.take(ex.got)
         finally:
             ex.timer.cancel()
             self._exchange = None
             self.used = True
             self.idle_since = time.monotonic()
-        if ex.sink is not None and response is not None and response.body is None:
-            # Taken here, not in buffer_updated: the transport lets go of the
-            # view it received into only after that returns.
-            response.body = ex.sink.getvalue()
+            ex.dest = None
+            if ex.body is not None:
+                ex.body.close()  # not handed over: failed or cancelled
+                ex.body = None
         return response
 
     def _check_stall(self, ex: _Exchange) -> None:
@@ -316,39 +322,26 @@ class _Connection(asyncio.BufferedProtocol):
             self._fail(MalformedResponse(
                 f"{in_hand - length} bytes beyond the declared Content-Length {length}"))
             return False
-        if ex.dest is None and ex.status in _OK and ex.want <= _FIRST_BODY_BUFFER:
-            # Received straight into the bytes object the caller gets: a
-            # BytesIO over a bytes it alone holds lends that buffer, and
-            # getvalue() hands the same object back once no view of it is
-            # left (CPython; elsewhere it copies). A bytearray cost every
-            # small read a second allocation and a copy (cat of 100 KiB
-            # files: about 5% of the client's CPU).
-            # Not zero-filled: it is handed over only once all of it arrived
-            # (a body cut short is copied out up to what came, _arrived).
-            ex.sink = io.BytesIO(unfilled_bytes(ex.want))
-            ex.dest = ex.sink.getbuffer()
-        elif ex.dest is None:
-            ex.body = bytearray(min(ex.want, max(_FIRST_BODY_BUFFER, in_hand)))
-            ex.dest = memoryview(ex.body)
+        if ex.dest is None:
+            # Received straight into the bytes object the caller gets, never
+            # copied: a bytearray cost every small read a second allocation
+            # and a copy (cat of 100 KiB files: about 5% of the client's
+            # CPU), a large one three passes over its bytes (copies as it
+            # doubled, a zero fill, bytes() at the end). Not zero-filled: it
+            # is handed over only once all of it arrived (a body cut short,
+            # up to what came: _arrived).
+            ex.body = GrowingBytes(max(1, min(ex.want, max(_FIRST_BODY_BUFFER, in_hand))))
+            ex.dest = ex.body.view()
         got = min(in_hand, ex.want)
         ex.dest[:got] = self._head[start:start + got]
         ex.got = got
         return True
 
-    def _grow(self, ex: _Exchange) -> None:
-        old = ex.body
-        assert old is not None
-        body = bytearray(min(ex.want, 2 * len(old)))
-        body[:ex.got] = old
-        ex.body, ex.dest = body, memoryview(body)
-
     def _finish(self, ex: _Exchange) -> None:
         if not ex.keep_alive:
             self.reusable = False
-        body = ex.body
-        if ex.into is not None and ex.status in _OK:
-            body = None
-        self._resolve(ex, MediaResponse(ex.status, ex.headers, body, ex.got, ex.expected))
+        # A body of ours is taken by exchange() once the transport let go.
+        self._resolve(ex, MediaResponse(ex.status, ex.headers, None, ex.got, ex.expected))
 
     def _give_up(self, ex: _Exchange) -> bool:
         self.reusable = False
