@@ -18,6 +18,11 @@ contenders updates their pair and leaves the others' figures in place; a
 pair with fewer rounds is refused, shown nowhere). ``--check`` fails if they
 differ.
 
+A ratio written by hand in the README or the docs pages (two decimals and
+an x, the tables' own format, outside their markers) is refused by
+``--check`` (``unbacked_claims``): a figure there comes from a run, through
+a generated table, or is not given.
+
 Each table states the network model its rows ran under (``NETWORK``); a row
 from a run before the host cap is marked per-connection-only, one on a
 server no shaper stood in front of, unshaped. Each row names the commit
@@ -26,6 +31,7 @@ its run measured.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,6 +66,7 @@ __all__ = [
     "render_peers",
     "render_run",
     "render_summary",
+    "unbacked_claims",
 ]
 
 PERF_DIR = Path(__file__).resolve().parent
@@ -573,6 +580,29 @@ def render_run(run: Run) -> str:
                   for s in run.samples.get(c["name"], []) if s.get("error")]
     out += ["Notes:", *notes, ""]
     return "\n".join(out)
+
+
+_HAND_RATIO = re.compile(r"\b\d+\.\d\dx\b")
+_ALL_MARKERS = (SUMMARY_MARKERS, README_MARKERS, PEERS_MARKERS, CHARTS_MARKERS)
+
+
+def unbacked_claims(paths: Sequence[Path] | None = None) -> list[str]:
+    """``path:line: text`` of each ratio written by hand (``1.15x``) outside
+    the generated parts of ``paths`` (default: README.md and every page
+    under docs/)."""
+    if paths is None:
+        paths = [README, *sorted((README.parent / "docs").rglob("*.md"))]
+    found = []
+    for path in paths:
+        generated = False
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if any(line.startswith(start) for start, _ in _ALL_MARKERS):
+                generated = True
+            elif any(line.startswith(end) for _, end in _ALL_MARKERS):
+                generated = False
+            elif not generated and _HAND_RATIO.search(line):
+                found.append(f"{path}:{number}: {line.strip()}")
+    return found
 
 
 def _replace_between(text: str, markers: tuple[str, str], body: str, path: Path) -> str:

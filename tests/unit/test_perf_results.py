@@ -311,3 +311,18 @@ def test_a_peer_that_ran_a_degraded_path_says_so_beside_its_row(tmp_path: Path) 
     assert "| read_small @abc | ours | msc (its Python provider) | 2.00x" in (
         report.render_peers(chosen))
     assert "| ours | msc (its Python provider) | 2.00x" in report.render_summary(chosen)
+
+
+def test_a_ratio_written_by_hand_outside_the_tables_is_refused(tmp_path: Path) -> None:
+    page = tmp_path / "guide.md"
+    page.write_text("\n".join([
+        "Composed reads are 1.15x faster.",  # refused: no run behind it
+        "The target is 1.5x the name.",  # not the tables' format: a factor, not a figure
+        report.PEERS_MARKERS[0],
+        "| read_small | ours | peer | 2.00x (2.00-2.00) |",  # generated: fine
+        report.PEERS_MARKERS[1],
+    ]) + "\n")
+    assert report.unbacked_claims([page]) == [
+        f"{page}:1: Composed reads are 1.15x faster."]
+    # The repository's own README and docs pages have none.
+    assert report.unbacked_claims() == []
