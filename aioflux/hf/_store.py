@@ -33,6 +33,7 @@ A bucket is a repo at a revision (``datasets/org/name@rev``: see
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Sequence
@@ -87,7 +88,7 @@ class HfStore(StoreBase):
             ``https://huggingface.co``.
         token: a Hugging Face token, sent only to the Hub's origin; default
             ``$HF_TOKEN``, else ``huggingface_hub.get_token()`` where that
-            package is installed.
+            package is installed; ``""`` sends none.
 
     Raises:
         InvalidArgument: a bad argument.
@@ -103,7 +104,8 @@ class HfStore(StoreBase):
         check_str("HfStore", "token", token, optional=True)
         self.config = config or ClientConfig()
         self.endpoint = (endpoint or _settings.endpoint()).rstrip("/")
-        self._token = token if token is not None else _settings.token()
+        # token="": none, whatever the environment holds.
+        self._token = (token or None) if token is not None else _settings.token()
         self._offline = _settings.offline()
         self._commits: dict[str, str] = {}
         self._known: dict[tuple[str, str], int] = {}
@@ -137,7 +139,12 @@ class HfStore(StoreBase):
     def _wire(self) -> WebTransport:
         transport = self._transport
         if transport is None:
-            transport = WebTransport(self.config, AnonymousAuth(), endpoint=self.endpoint)
+            # aiohttp only: a file's first read is a 302 to the CDN (which the
+            # lean client leaves to aiohttp, a request wasted), and a 429 it
+            # met would be sent again at once, the wait and the rate
+            # controller never told.
+            config = dataclasses.replace(self.config, lean_reads=False)
+            transport = WebTransport(config, AnonymousAuth(), endpoint=self.endpoint)
             transport.stats = self._stats
             self._transport = transport
         return transport
@@ -203,7 +210,7 @@ class HfStore(StoreBase):
 
     def _denied(self, op: Op, exc: PermissionDenied) -> PermissionDenied:
         sent = ("the token sent was refused or has no access" if self._token is not None
-                else "no token was sent")
+                else "no token was sent; the Hub answers so for a repo that does not exist too")
         return PermissionDenied(f"{describe(op.operation, op.bucket, op.name, 'hf')} failed: "
                                 f"the Hub refused it (HTTP {exc.status}, {sent}): "
                                 f"{_settings.TOKEN_HINT}", operation=op.operation,
