@@ -406,6 +406,8 @@ async def test_delete(target: Target) -> None:
 
 
 async def test_delete_precondition(target: Target) -> None:
+    """On GCS only our emulator: fake-gcs-server ignores ``ifGenerationMatch``
+    on a delete (and deletes); moto and Azurite check theirs."""
     if target.kind == "fake-gcs":
         pytest.skip("fake-gcs-server ignores preconditions on delete")
     store, bucket, name = target.store, target.bucket, target.n("g")
@@ -537,6 +539,9 @@ async def test_writer_engine_round_trip(target: Target) -> None:
 
 @pytest.mark.parametrize("parts", [0, 2], ids=["single", "parts"])
 async def test_writer_engine_precondition(target: Target, backend: str, parts: int) -> None:
+    """A resumable upload's precondition, on GCS only against our emulator:
+    fake-gcs-server ignores ``ifGenerationMatch`` on resumable (and media)
+    uploads, and has no XML multipart at all."""
     # Checked by the publishing request (a single write, the multipart
     # completion, a resumable session's last request, a link), so a
     # precondition that fails publishes nothing and a later writer cannot lose.

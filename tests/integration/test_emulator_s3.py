@@ -139,6 +139,9 @@ def test_errors_are_s3_error_documents(s3: Any, bkt: str) -> None:
 
 
 def test_put_checksum_mismatch_is_bad_digest_and_stores_nothing(s3: Any, bkt: str) -> None:
+    """The emulator only: moto 5.2 echoes a sent ``x-amz-checksum-*`` without
+    checking it (a TODO in its ``_get_checksum``), and no other S3 server
+    runs in the tests."""
     with pytest.raises(botocore.exceptions.ClientError) as exc:
         s3.put_object(Bucket=bkt, Key="k", Body=b"data", ChecksumCRC32C=b64crc32c(b"other"))
     assert error_of(exc) == (400, "BadDigest")

@@ -4,6 +4,11 @@ was asked for (decompressive transcoding): a whole read is its
 decompressed bytes; a ranged one cannot be served, and says why instead of
 blaming the server ("sent the whole object instead of the range") or
 calling it a decompression bomb (the cap was taken from the range's length).
+
+Only our emulator can test it: fake-gcs-server (1.5x, the third-party GCS
+server the tests run) does no decompressive transcoding; it sends the
+stored gzip bytes with ``Content-Encoding: gzip`` whatever
+``Accept-Encoding`` asked (aioflux asks ``identity``).
 """
 
 from __future__ import annotations

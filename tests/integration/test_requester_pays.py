@@ -10,6 +10,11 @@ their environment variables) they all succeed. A GCS credential's quota
 project goes out as ``x-goog-user-project`` unless a user project is given
 (google-auth's ``credentials.apply``). moto, which has no requester-pays
 buckets, takes the S3 header as any other.
+
+No third-party server can test the refusals: moto 5.2 keeps a bucket's
+payer (always ``BucketOwner``) with no request to change it and checks
+nothing, and fake-gcs-server and Azurite have no billing at all; so they
+are tested against our emulator, and moto only takes the signed header.
 """
 
 from __future__ import annotations
