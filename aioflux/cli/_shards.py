@@ -5,7 +5,11 @@ sidecars), a brace pattern (``gs://b/train-{000..099}.tar``) or one shard.
 Each shard's format is ``--format``, else its name's, by the table the
 datasets read too (``_engines/shards/_names.py``): ``.tar`` is tar;
 ``.jsonl``, ``.json``, ``.ndjson`` and ``.txt`` are lines (each also
-compressed: ``.gz``, ``.zst``, ``.bz2``, ``.xz``; ``.tgz`` is a tar).
+compressed: ``.gz``, ``.zst``, ``.bz2``, ``.xz``; ``.tgz`` is a tar);
+``.parquet`` is Parquet, whose index is its footer: ``ls`` reads the
+footer (by range) for its row count, ``index`` puts the rows in the
+manifest (no sidecar), ``verify`` reads every row group, page CRCs
+verified, and holds its rows to the footer's.
 
 ``ls`` reads no shard: its sample counts are those of the sidecars that
 match their shard (size and crc32c; where the store keeps no crc32c for
@@ -65,6 +69,7 @@ from .._engines.shards._manifest import (
     manifest_folder,
     update_manifest,
 )
+from .._engines.shards._parquet_read import read_footer, verify_file
 from ._common import add_client_arguments, human, list_named, portal_store, url_arg
 from ._registry import UsageError, command
 from ._text import one_line, shell_quoted
@@ -81,6 +86,9 @@ _JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
 _SHARDS_AT_ONCE = 4
 # Sidecars read at once by ls (small objects: latency-bound).
 _SIDECARS_AT_ONCE = 32
+# Compressed bytes of a Parquet row group verify reads at once (past it, a
+# column at a time).
+_PARQUET_BUDGET = 64 * 1024 * 1024
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -168,6 +176,16 @@ async def _sidecar(store: ObjectStore, info: ObjectInfo, fmt: ShardFormat, *,
                     data_size=index.data_size)
 
 
+async def _footer(store: ObjectStore, info: ObjectInfo) -> _Sidecar:
+    """A Parquet file's index, its footer (read by range): ``footer`` with
+    its rows, or ``damaged``."""
+    try:
+        footer = await read_footer(store, info)
+        return _Sidecar("footer", sum(footer.rows), data_size=info.size)
+    except ShardFormatError as exc:
+        return _Sidecar("damaged", error=str(exc))
+
+
 def _identity(size: int, crc: int | None, version: int | None) -> str:
     return (f"{size} bytes, crc32c {'none' if crc is None else encode_crc32c(crc)}, "
             f"version {version or 'none'}")
@@ -185,6 +203,8 @@ async def _shards_and_sidecars(args: argparse.Namespace,
     before the last sidecar was read). The sidecars' columns are not kept."""
     async def side(info: ObjectInfo) -> tuple[ShardFormat, _Sidecar]:
         fmt = _format(info, args.format)
+        if fmt.name == "parquet":
+            return fmt, await _footer(store, info)
         return fmt, await _sidecar(store, info, fmt)
 
     async for info, (fmt, found) in window(_find(store, args.url), side,
@@ -262,7 +282,16 @@ def _index(args: argparse.Namespace, store: ObjectStore) -> int:
     entries: list[tuple[str, Entry]] = []  # (bucket, entry named in full)
 
     def build(item: _Found) -> int:
-        info, fmt, _ = item
+        info, fmt, side = item
+        if fmt.name == "parquet":  # the footer is the index: no sidecar
+            if side.state != "footer":
+                raise ShardFormatError(side.error)
+            assert side.samples is not None
+            entries.append((info.bucket, Entry(
+                name=info.name, size=info.size, crc32c=info.crc32c,
+                version=info.generation or None, format=fmt.name, compression=None,
+                samples=side.samples, data_size=info.size)))
+            return side.samples
         index = stream_index(store, info, fmt)
         get_portal().call(store.write(info.bucket, info.name + INDEX_SUFFIX,
                                       encode_index(index)))
@@ -376,7 +405,11 @@ def _verify(args: argparse.Namespace, store: ObjectStore) -> int:
     shards = bad = samples = 0
 
     def check(item: _Found) -> int:
-        info, fmt, _ = item
+        info, fmt, side = item
+        if fmt.name == "parquet":
+            if side.state == "damaged":
+                raise ShardFormatError(side.error)
+            return get_portal().call(verify_file(store, info, budget=_PARQUET_BUDGET))
         fresh = stream_index(store, info, _decoding(info, fmt, args.decode))
         _compare(info, fresh, get_portal().call(_sidecar(store, info, fmt, keep=True)))
         return len(fresh)
@@ -390,8 +423,8 @@ def _verify(args: argparse.Namespace, store: ObjectStore) -> int:
                 print(f"BAD  {shell_quoted(info.url)}: {one_line(str(result))}")
             else:
                 samples += result
-                print(f"ok   {result:>10}  {'indexed' if side.state == 'ok' else 'no index'}  "
-                      f"{shell_quoted(info.url)}")
+                state = {"ok": "indexed", "footer": "footer"}.get(side.state, "no index")
+                print(f"ok   {result:>10}  {state}  {shell_quoted(info.url)}")
 
     get_portal().call(run())
     print(f"verified {shards} shards, {samples} samples in the good ones: "

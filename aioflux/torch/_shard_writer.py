@@ -55,6 +55,7 @@ from .._engines.shards._manifest import (
     manifest_folder,
     update_manifest,
 )
+from .._engines.shards._parquet_write import DEFAULT_ROW_GROUP_BYTES, ParquetPacker
 from .._engines.writer import ObjectWriter
 
 if TYPE_CHECKING:
@@ -65,7 +66,8 @@ if TYPE_CHECKING:
 __all__ = ["ShardWriter"]
 
 _CONTENT_TYPES = {"tar": "application/x-tar", "gzip": "application/gzip",
-                  "zstd": "application/zstd", "lines": "text/plain; charset=utf-8"}
+                  "zstd": "application/zstd", "lines": "text/plain; charset=utf-8",
+                  "parquet": "application/vnd.apache.parquet"}
 
 
 @dataclasses.dataclass
@@ -76,7 +78,7 @@ class _Shard:
     parsed: StoreURL
     raw: ObjectWriter
     sink: Sink
-    packer: ShardPacker
+    packer: ShardPacker | ParquetPacker
 
 
 class ShardWriter:
@@ -89,7 +91,11 @@ class ShardWriter:
     them. ``format="lines"``: a sample is one line (a dict or list as JSON,
     a str as UTF-8, bytes as they are, without a newline); ``compression``
     (``"gzip"``, ``"zstd"``, else taken from the pattern's ``.gz`` / ``.zst``
-    suffix) compresses each shard whole.
+    suffix) compresses each shard whole. ``format="parquet"``: a sample is
+    a row, a dict of column to value; rows go into row groups of about
+    ``row_group_bytes`` (Arrow bytes), every page with its CRC, the schema
+    the first rows' (or ``schema``) for every shard; a shard is published
+    with its manifest entry (its footer is its index: no sidecar).
 
     A shard ends when the next sample would take it past ``max_count``
     samples or its data past ``max_size`` bytes (a tar's end blocks
@@ -113,8 +119,9 @@ class ShardWriter:
     Args:
         url_pattern: the shard URLs with one integer field:
             ``"gs://b/train-%06d.tar"`` or ``"s3://b/text-{:05d}.jsonl.gz"``.
-        format: ``"tar"`` or ``"lines"``.
-        max_size: most data bytes of a shard (before compression).
+        format: ``"tar"``, ``"lines"`` or ``"parquet"``.
+        max_size: most data bytes of a shard (before compression; Parquet:
+            a shard ends at the row group that takes it past this).
         max_count: most samples of a shard.
         compression: ``None``, ``"gzip"`` or ``"zstd"`` (lines only; it
             must agree with the pattern's suffix, which readers go by).
@@ -124,6 +131,8 @@ class ShardWriter:
         start_shard: the first shard's number.
         index: write each shard's ``<shard>.idx`` sidecar and the manifest.
         writer: part size and parts in flight of each shard's upload.
+        row_group_bytes: (Parquet) Arrow bytes of the rows of a row group.
+        schema: (Parquet) the rows' ``pyarrow.Schema`` (None: the first rows').
 
     Raises:
         InvalidArgument: a setting of the wrong type or value.
@@ -135,7 +144,8 @@ class ShardWriter:
                  compression: str | None = None, config: ClientConfig | None = None,
                  endpoint: str | None = None, credentials: Credentials = None,
                  start_shard: int = 0, index: bool = True,
-                 writer: WriterOptions | None = None) -> None:
+                 writer: WriterOptions | None = None,
+                 row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES, schema: Any = None) -> None:
         op = "ShardWriter"
         if isinstance(url_pattern, os.PathLike):
             url_pattern = os.fspath(url_pattern)
@@ -150,6 +160,10 @@ class ShardWriter:
         check_int(op, "start_shard", start_shard)
         check_bool(op, "index", index)
         check_instance(op, "writer", writer, WriterOptions, optional=True)
+        check_int(op, "row_group_bytes", row_group_bytes, minimum=1)
+        if self.format != "parquet" and schema is not None:
+            raise InvalidArgument(f"{op}: schema is for format 'parquet'")
+        self._row_group_bytes, self._schema = row_group_bytes, schema
         self._name = shard_namer(op, url_pattern)
         first = parse_url(self._name(start_shard), require_object=True)
         named = compression_of(first.name)
@@ -165,6 +179,10 @@ class ShardWriter:
             raise InvalidArgument(f"{op}: the shards are named {first.name!r}, which "
                                   f"readers read as {compression}; the writer writes gzip "
                                   "(.gz) or zstd (.zst)")
+        if self.format == "parquet" and (compression is not None or
+                                         not first.name.endswith(".parquet")):
+            raise InvalidArgument(f"{op}: Parquet shards are named *.parquet and compressed "
+                                  f"inside (their pages), got {first.name!r}")
         if compression is not None and self.format != "lines":
             raise InvalidArgument(f"{op}: compression is for format 'lines'; tar shards are "
                                   "written uncompressed (samples are read by ranged reads)")
@@ -218,19 +236,40 @@ class ShardWriter:
         if self._closed:
             raise InvalidArgument(f"ShardWriter: write after close ({len(self.shards)} "
                                   "shards written)")
+        if self.format == "parquet":
+            self._write_row(sample)
+            return
         shard = self._shard
         where = shard.url if shard is not None else self._name(self._next)
         encoded = encode_sample(self.format, sample, f"write {where} (sample {self.count})")
+        packer = shard.packer if shard is not None else None
+        assert packer is None or isinstance(packer, ShardPacker)
+        if packer is not None and (packer.count >= self.max_count
+                                   or packer.size_with(encoded) > self.max_size):
+            self._finish()
+            shard = packer = None
+        if shard is None or packer is None:
+            shard = self._start()
+            packer = shard.packer
+            assert isinstance(packer, ShardPacker)
+        else:
+            packer.check(encoded)  # refused before a byte is written: the shard goes on
+        try:
+            packer.add(encoded)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _write_row(self, row: Any) -> None:
+        shard = self._shard
         if shard is not None and (shard.packer.count >= self.max_count
-                                  or shard.packer.size_with(encoded) > self.max_size):
+                                  or shard.packer.size >= self.max_size):
             self._finish()
             shard = None
         if shard is None:
             shard = self._start()
-        else:
-            shard.packer.check(encoded)  # refused before a byte is written: the shard goes on
         try:
-            shard.packer.add(encoded)
+            shard.packer.add(row)
         except BaseException:
             self.abort()
             raise
@@ -248,7 +287,13 @@ class ShardWriter:
         raw: ObjectWriter = open_url(url, "wb", client=self._store,  # type: ignore[assignment]
                                      writer=self._writer, content_type=content_type)
         sink = compressing(raw, self.compression)
-        self._shard = _Shard(url, parsed, raw, sink, ShardPacker(self.format, url, sink.write))
+        packer: ShardPacker | ParquetPacker
+        if self.format == "parquet":
+            packer = ParquetPacker(url, sink.write, row_group_bytes=self._row_group_bytes,
+                                   schema=self._schema)
+        else:
+            packer = ShardPacker(self.format, url, sink.write)
+        self._shard = _Shard(url, parsed, raw, sink, packer)
         self._next += 1
         return self._shard
 
@@ -268,8 +313,17 @@ class ShardWriter:
         assert info is not None  # a successful close sets it
         self.shards.append(info.url)
         self._published += shard.packer.count
+        if isinstance(shard.packer, ParquetPacker):
+            self._schema = shard.packer.schema  # every shard of the writer has it
+            if self._index:  # the footer is the index: no sidecar
+                self._entries.append(Entry(
+                    name=info.name, size=info.size, crc32c=info.crc32c,
+                    version=info.generation or None, format="parquet", compression=None,
+                    samples=shard.packer.count, data_size=info.size))
+            return
         if self._index:
             assert self._store is not None
+            assert isinstance(shard.packer, ShardPacker)
             index = shard.packer.index(info, self.compression)
             get_portal().call(self._store.write(shard.parsed.bucket,
                                                 shard.parsed.name + INDEX_SUFFIX,

@@ -270,3 +270,100 @@ def test_settings_of_parquet_on_other_formats_and_bad_columns_are_refused(
         ShardDataset.from_prefix(where.url("p"), index_dir=tmp_path / "idx", columns=["nope"])
     with pytest.raises(InvalidArgument, match="output"):
         ShardDataset.from_prefix(where.url("p"), index_dir=tmp_path / "idx", output="rows!")
+
+
+def _rows(n: int, base: int = 0) -> list[dict[str, Any]]:
+    return [{"id": base + i, "text": "w" * (i % 40), "tokens": list(range(i % 6)),
+             "score": i / 2} for i in range(n)]
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_the_writer_packs_rows_into_row_groups_and_shards_with_manifest_entries(
+        where: Where, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from aioflux.torch import ShardWriter
+    rows = _rows(250)
+    with ShardWriter(f"{where.root}/w-%03d.parquet", format="parquet", max_count=100,
+                     row_group_bytes=1500, **where.kwargs) as writer:
+        for row in rows:
+            writer.write(row)
+    assert [u.rsplit("/", 1)[1] for u in writer.shards] == [f"w-{n:03d}.parquet"
+                                                          for n in range(3)]
+    names = where.names()
+    assert "_aioflux_manifest.jsonl" in names and not [n for n in names if n.endswith(".idx")]
+    for n, url in enumerate(writer.shards):
+        data = _object(where, url)
+        md = pq.read_metadata(io.BytesIO(data))
+        assert md.num_rows == (100, 100, 50)[n] and md.num_row_groups >= 2  # ~1500 B each
+        assert pq.read_table(io.BytesIO(data)).to_pylist() == rows[n * 100:n * 100 + md.num_rows]
+    reads: list[str] = []
+    real = _parquet_read.read_footer
+
+    async def footer(store: Any, info: Any) -> Any:
+        reads.append(info.name)
+        return await real(store, info)
+
+    monkeypatch.setattr("aioflux.torch._shard_parquet.read_footer", footer)
+    ds = dataset(where, tmp_path, columns=["id", "tokens"])
+    assert ds.counts == [100, 100, 50] and len(reads) == 1  # the manifest counted; one footer
+    assert sorted(r["id"] for r in ds) == list(range(250))
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_a_failed_write_publishes_nothing_of_its_shard(where: Where) -> None:
+    from aioflux.torch import ShardWriter
+    with pytest.raises(RuntimeError, match="boom"), \
+            ShardWriter(f"{where.root}/f-%d.parquet", format="parquet", max_count=10,
+                        **where.kwargs) as writer:
+        for row in _rows(15):
+            writer.write(row)
+        raise RuntimeError("boom")
+    assert [n for n in where.names() if n.endswith(".parquet")] == ["f-0.parquet"]
+    with pytest.raises(InvalidArgument, match="do not fit the schema"), \
+            ShardWriter(f"{where.root}/g-%d.parquet", format="parquet", **where.kwargs) as w:
+        for row in [*_rows(3), *[{"id": "not an int", "text": 1, "tokens": [], "score": 0}]
+                    * 20]:
+            w.write(row)
+
+
+def _object(where: Where, url: str) -> bytes:
+    name = url.split("/root/", 1)[1]
+    if where.scheme == "file":
+        return (Path(url[len("file://"):])).read_bytes()
+    assert where.emulator is not None
+    return bytes(where.emulator.store.get(where.bucket, where.base + name).data)
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_cli_ls_index_and_verify_cover_parquet(where: Where, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from aioflux.torch import ShardWriter
+    from tests.cli_calls import call
+
+    endpoint = ("--endpoint", where.kwargs["endpoint"]) if where.kwargs else ()
+    with ShardWriter(f"{where.root}/c-%d.parquet", format="parquet", max_count=40,
+                     index=False, **where.kwargs) as writer:
+        for row in _rows(100):
+            writer.write(row)
+    code, out, _ = call(capsys, "shards", "ls", where.root, *endpoint)
+    assert code == 0
+    lines = out.splitlines()
+    assert [line.split()[:1] + line.split()[2:3] for line in lines[:3]] == \
+        [["40", "footer"], ["40", "footer"], ["20", "footer"]]
+    assert lines[-1].split()[:1] == ["100"] and "3 shards" in lines[-1]
+    code, out, _ = call(capsys, "shards", "index", where.root, *endpoint)
+    assert code == 0 and "indexed 3 shards" in out
+    assert "_aioflux_manifest.jsonl" in where.names()
+    assert not [n for n in where.names() if n.endswith(".idx")]
+    code, out, _ = call(capsys, "shards", "verify", where.root, *endpoint)
+    assert code == 0 and out.splitlines()[-1] == \
+        "verified 3 shards, 100 samples in the good ones: all good"
+    # A flipped byte in a page the writer wrote: its CRC finds it.
+    good = _object(where, writer.shards[1])
+    where.put("c-1.parquet", _flip_in_page(good, 1))
+    code, out, _ = call(capsys, "shards", "verify", where.root, *endpoint)
+    bad = [line for line in out.splitlines() if line.startswith("BAD")]
+    assert code == 1 and len(bad) == 1 and "c-1.parquet: row group 0 does not decode" in bad[0]
+    assert "CRC" in bad[0] or "checksum" in bad[0].lower()
+    where.put("c-2.parquet", good[:-5])  # no footer
+    code, out, _ = call(capsys, "shards", "ls", where.root, *endpoint)
+    assert "damaged" in [line.split()[2] for line in out.splitlines()[:3]][2]

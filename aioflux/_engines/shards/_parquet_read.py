@@ -39,7 +39,7 @@ from ._parquet import TAIL, Footer, RangeFile, footer_of_tail, pyarrow_parquet
 from ._spans import Run, ShardsDone, _pinned_read
 
 __all__ = ["FooterCache", "Kept", "check_filters", "kept_groups", "read_footer",
-           "read_group", "read_row_runs"]
+           "read_group", "read_row_runs", "verify_file"]
 
 # Chunks this close are fetched by one GET (the gap's bytes cost less than a request).
 _GAP = 4096
@@ -376,3 +376,24 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
     finally:
         for future in flying.values():
             future.cancel()
+
+
+async def verify_file(store: ObjectStore, info: ObjectInfo, *, budget: int) -> int:
+    """Read every row group of a Parquet file (all columns, a row group at a
+    time, page CRCs verified) and hold each one's rows to its footer's.
+
+    Returns:
+        The file's rows.
+
+    Raises:
+        ShardFormatError: a row group decodes to other than its footer's rows.
+        ChecksumMismatch, NotFound, PreconditionFailed, StorageError: as
+            :func:`read_group`.
+    """
+    footer = await read_footer(store, info)
+    for g, rows in enumerate(footer.rows):
+        got = (await read_group(store, info, footer, g, None, budget=budget)).num_rows
+        if got != rows:
+            raise ShardFormatError(f"verify {info.url}: row group {g} holds {got} rows, its "
+                                   f"footer says {rows}")
+    return sum(footer.rows)

@@ -1,0 +1,156 @@
+"""Packing rows into a Parquet shard: row groups of a target size, page CRCs on.
+
+Rows (dicts) are taken a block at a time into Arrow, and a row group is
+written once the rows waiting take :data:`DEFAULT_ROW_GROUP_BYTES` of
+Arrow memory (or the shard ends): what the packer holds is one row group's
+rows, whatever the shard's size. pyarrow writes the file
+(``write_page_checksum=True`` always, so readers verify every page) into
+the shard's sink, the object writer that publishes it whole on close.
+
+The schema is the first rows' (or the one given) for every shard of the
+writer: readers refuse files of two schemas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..._core.errors import InvalidArgument
+from ._parquet import pyarrow_parquet
+
+__all__ = ["DEFAULT_ROW_GROUP_BYTES", "ParquetPacker"]
+
+#: Arrow bytes of a row group's rows (a reader holds a couple of row groups
+#: decoded per worker).
+DEFAULT_ROW_GROUP_BYTES = 32 * 1024 * 1024
+# Most rows turned into Arrow at once: fewer as a row group nears its
+# bytes, at the rows' size so far, so a row group ends near its target.
+_BLOCK = 1024
+
+
+class _Out:
+    """The sink as the file pyarrow writes to (it asks where it is)."""
+
+    def __init__(self, write: Callable[[Any], object]) -> None:
+        self._write = write
+        self.pos = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        n = memoryview(data).nbytes
+        self._write(bytes(data))
+        self.pos += n
+        return n
+
+    def tell(self) -> int:
+        return self.pos
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self.closed = True  # the sink publishes on its own close
+
+
+class ParquetPacker:
+    """One Parquet shard, row by row (see the module).
+
+    Args:
+        where: the shard's URL, for messages.
+        write: takes the file's bytes (its sink's ``write``).
+        row_group_bytes: Arrow bytes of rows that make a row group.
+        schema: the rows' pyarrow schema (None: the first rows').
+    """
+
+    def __init__(self, where: str, write: Callable[[Any], object], *, row_group_bytes: int,
+                 schema: Any = None) -> None:
+        self._pq = pyarrow_parquet(f"write {where}")
+        self.where = where
+        self.schema = schema
+        self.row_group_bytes = row_group_bytes
+        self._out = _Out(write)
+        self._writer: Any = None
+        self._rows: list[Mapping[str, Any]] = []  # not yet in Arrow
+        self._tables: list[Any] = []  # in Arrow, not yet written
+        self._pending = 0  # Arrow bytes of _tables
+        self.count = 0
+        self.row_groups = 0
+        self._block = 16  # rows to take before the next turn into Arrow
+        self._per_row = 1  # Arrow bytes a row, as the rows so far take
+
+    @property
+    def size(self) -> int:
+        """Bytes written, and the Arrow bytes of the rows waiting (an upper
+        bound of what they add, before encoding and compression)."""
+        return self._out.pos + self._pending
+
+    def add(self, row: object) -> None:
+        """Take one row.
+
+        Raises:
+            InvalidArgument: not a dict of str keys, or (when its block is
+                turned into Arrow) values that do not fit the schema.
+        """
+        if not isinstance(row, Mapping) or not all(isinstance(k, str) for k in row):
+            raise InvalidArgument(f"write {self.where} (row {self.count}): a Parquet row is "
+                                  f"a dict of column name to value, got {type(row).__name__}")
+        self._rows.append(row)
+        self.count += 1
+        if len(self._rows) >= self._block:
+            self._arrow()
+            if self._pending >= self.row_group_bytes:
+                self._row_group()
+
+    def _arrow(self) -> None:
+        if not self._rows:
+            return
+        import pyarrow as pa
+        first = self.count - len(self._rows)
+        try:
+            table = pa.Table.from_pylist(self._rows, schema=self.schema)
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise InvalidArgument(f"write {self.where} (rows {first}-{self.count - 1}): do "
+                                  f"not fit the schema ({exc})") from None
+        if self.schema is None:
+            self.schema = table.schema
+        elif set(table.column_names) != set(self.schema.names) or \
+                len(table.column_names) != len(self.schema):
+            raise InvalidArgument(f"write {self.where} (rows {first}-{self.count - 1}): "
+                                  f"columns {table.column_names}, not the schema's "
+                                  f"{self.schema.names}")
+        self._per_row = max(1, table.nbytes // max(1, table.num_rows))
+        self._rows = []
+        self._tables.append(table)
+        self._pending += table.nbytes
+        self._next_block()
+
+    def _next_block(self) -> None:
+        left = self.row_group_bytes - self._pending
+        self._block = min(_BLOCK, max(1, -(-left // self._per_row)))
+
+    def _row_group(self) -> None:
+        """Write the rows waiting as one row group."""
+        self._arrow()
+        if not self._tables:
+            return
+        import pyarrow as pa
+        table = pa.concat_tables(self._tables) if len(self._tables) > 1 else self._tables[0]
+        self._tables, self._pending = [], 0
+        if self._writer is None:
+            self._writer = self._pq.ParquetWriter(self._out, self.schema,
+                                                  write_page_checksum=True)
+        self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        self.row_groups += 1
+        self._next_block()
+
+    def finish(self) -> None:
+        """Write the last row group and the footer."""
+        self._row_group()
+        if self._writer is None:  # a shard of no rows: a file with the schema alone
+            if self.schema is None:
+                raise InvalidArgument(f"write {self.where}: no rows, and no schema to "
+                                      "write an empty file with")
+            self._writer = self._pq.ParquetWriter(self._out, self.schema,
+                                                  write_page_checksum=True)
+        self._writer.close()
