@@ -37,17 +37,18 @@ DOCUMENTED = {
     "aioflux.fsspec": {"AiofluxFileSystem", "TouchRefused", "register"},
     "aioflux.azure": {"AzureStore"},
     "aioflux.http": {"HttpStore"},
+    "aioflux.hf": {"HfStore"},
     "aioflux.torch.dcp": {"DcpReader", "DcpWriter", "GcsFileSystem"},
     "aioflux.torch.lightning": {"AsyncGcsCheckpointIO", "GcsCheckpointIO"},
     "aioflux.testing": {
-        "ApiError", "Emulator", "EmulatorProfile", "FaultProxy", "Faults", "GCS_LIKE_PROFILE",
-        "MemoryStore", "MockRequest", "MockResponse", "MockTransport",
-        "ProxyStats", "fake_gcs_server", "running_emulator", "serve_main",
+        "ApiError", "Emulator", "EmulatorProfile", "FakeHub", "FaultProxy", "Faults",
+        "GCS_LIKE_PROFILE", "HubRequest", "MemoryStore", "MockRequest", "MockResponse",
+        "MockTransport", "ProxyStats", "fake_gcs_server", "running_emulator", "serve_main",
     },
 }
 # Packages re-export only; modules (dcp, lightning) also hold their imports.
 PACKAGES = {"aioflux", "aioflux.torch", "aioflux.testing", "aioflux.fsspec", "aioflux.azure",
-            "aioflux.http"}
+            "aioflux.http", "aioflux.hf"}
 REMOVED_FROM_ROOT = {
     "call": "aioflux._core.portal",
     "submit": "aioflux._core.portal",
