@@ -96,7 +96,13 @@ NETWORK = (
 # Every other pair and every figure goal is on the performance page.
 HEADLINE: tuple[tuple[str, str, str], ...] = (
     ("read_small", "aioflux", "aiohttp-bare"),
+    ("read_small", "aioflux", "gcs-threads128"),
+    ("ckpt_load", "aioflux", "dataflux"),
+    ("ranged", "aioflux-ranged", "obstore-gather"),
     ("loader_small", "aioflux-map-w0", "litdata-raw-w0"),
+    # cold (the index built on the way) beside warm (index prebuilt)
+    ("http_shards", "aioflux-cold-w0", "webdataset-w0"),
+    ("http_shards", "aioflux-warm-w0", "webdataset-w0"),
 )
 # The charts' folder, relative to docs/performance.md: files the site copies
 # as they are, so its build draws nothing and fetches nothing.
@@ -402,12 +408,14 @@ def _peer_table(chosen: Sequence[Pair], figures: Sequence[Figure] = ()) -> str:
 
 
 def peer_pairs(chosen: Sequence[Pair]) -> list[Pair]:
-    """The docs' pairs: targets, and aioflux against every other client.
+    """The docs' pairs: the plans' targets (with a goal or not: a cold state
+    beside a warm one), and aioflux against every other client.
 
-    Pairs of two aioflux configurations without a target (lean reads off,
-    2 workers, ...) are left to RESULTS.md.
+    Other pairs of two aioflux configurations (lean reads off, 2 workers,
+    ...) are left to RESULTS.md.
     """
-    return [p for p in chosen if not (p.at_least is None and p.other.startswith("aioflux"))]
+    return [p for p in chosen if not (p.at_least is None and p.other.startswith("aioflux"))
+            or [p.mine, p.other, None] in p.run.info["targets"]]
 
 
 def render_peers(chosen: Sequence[Pair], figures: Sequence[Figure] = ()) -> str:
