@@ -136,6 +136,7 @@ def _parquet(first: int, rows: int) -> bytes:
     return out.getvalue()
 
 
+@pytest.mark.slow  # ~9-12 s on 2 busy cores: datasets' import and first load_dataset
 def test_datasets_streaming_of_parquet_and_jsonl(hub: FakeHub, hub_environment: Path) -> None:
     hub.create_repo("org/pq")
     hub.push("org/pq", {f"data/train-{n:05d}-of-00003.parquet": _parquet(n * 20, 20)
