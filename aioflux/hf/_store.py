@@ -179,7 +179,9 @@ class HfStore(StoreBase):
         if _COMMIT.match(revision):
             return self._commits.setdefault(bucket, revision)
         self._check_online(op)
-        url = f"{self.endpoint}/api/{repo.api_path}/revision/{quote(revision, safe='')}"
+        # expand=sha: the commit alone, not the list of every file in the repo.
+        url = (f"{self.endpoint}/api/{repo.api_path}/revision/{quote(revision, safe='')}"
+               "?expand=sha")
         info, _next = await self._json(Op("resolve", bucket, "", "hf"), url)
         sha = info.get("sha") if isinstance(info, dict) else None
         if not isinstance(sha, str) or not _COMMIT.match(sha):
