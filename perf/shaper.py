@@ -73,6 +73,8 @@ def shaped(upstream: str, profile: str = "gcs-like", *,
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
 
 
 def main(argv: list[str] | None = None) -> None:
