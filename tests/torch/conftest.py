@@ -58,6 +58,7 @@ S3_TESTS = frozenset({
     "test_a_partial_load_of_a_damaged_item_is_a_checksum_mismatch",
     "test_checkpoint_save_skips_the_zip_crc_and_loads",
     "test_tar_shards_every_sample_once_grouped_and_byte_exact",
+    "test_rows_round_trip_on_every_store",
 })
 
 
@@ -75,6 +76,7 @@ AZ_TESTS = frozenset({
     "test_iterable_dataset_through_dataloader",
     "test_every_sample_once_across_a_crash_at_random_steps",
     "test_tar_shards_every_sample_once_grouped_and_byte_exact",
+    "test_rows_round_trip_on_every_store",
 })
 _ONLY = {"s3": S3_TESTS, "az": AZ_TESTS}
 

@@ -367,3 +367,19 @@ def test_cli_ls_index_and_verify_cover_parquet(where: Where, tmp_path: Path,
     where.put("c-2.parquet", good[:-5])  # no footer
     code, out, _ = call(capsys, "shards", "ls", where.root, *endpoint)
     assert "damaged" in [line.split()[2] for line in out.splitlines()[:3]][2]
+
+
+def test_a_manifest_entry_of_another_row_count_fails_the_read(tmp_path: Path) -> None:
+    from aioflux.torch import ShardWriter
+    where = Where("file", f"file://{tmp_path}/root", None)
+    with ShardWriter(f"{where.root}/m-%d.parquet", format="parquet", max_count=20) as writer:
+        for row in _rows(30):
+            writer.write(row)
+    manifest = Path(f"{tmp_path}/root/_aioflux_manifest.jsonl")
+    # An entry of the same size that counts one row more (a stale manifest).
+    manifest.write_text(manifest.read_text().replace('"samples":10', '"samples":11'))
+    ds = dataset(where, tmp_path, shuffle=False)
+    assert ds.counts == [20, 11]
+    with pytest.raises(ShardFormatError, match=r"m-1\.parquet: 10 rows, but the dataset was "
+                       r"made with 11"):
+        list(ds)

@@ -293,6 +293,11 @@ async def read_group(store: ObjectStore, info: ObjectInfo, footer: Footer, group
     return pa.Table.from_arrays([t.column(0) for t in tables], names=names)
 
 
+def _retrieved(task: asyncio.Future[Kept]) -> None:
+    if not task.cancelled():
+        task.exception()  # the run that wanted it is no longer read: not "never retrieved"
+
+
 def group_bytes(footer: Footer, group: int, columns: Sequence[str] | None) -> int:
     """Compressed bytes of ``columns``' chunks in row group ``group``."""
     return sum(end - start for start, end in footer.chunks(group, columns))
@@ -360,9 +365,32 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         return whole.take(pa.array([base[j] + r for j, r in wanted], pa.int64()))
 
     async def with_kept() -> AsyncIterator[tuple[Run, Kept]]:
-        for item in runs:
-            if isinstance(item, Run):
-                yield item, await kept_of(item.shard)
+        # The footers of the shards of the next ``limit`` runs are asked for
+        # together: one at a time, each shard's first run would wait a round
+        # trip with no read in flight behind it.
+        source = (item for item in runs if isinstance(item, Run))
+        ahead: collections.deque[Run] = collections.deque()
+        loading: dict[int, asyncio.Future[Kept]] = {}
+        try:
+            while True:
+                while len(ahead) < limit:
+                    item = next(source, None)
+                    if item is None:
+                        break
+                    ahead.append(item)
+                    if item.shard not in loading:
+                        loading[item.shard] = asyncio.ensure_future(kept_of(item.shard))
+                if not ahead:
+                    return
+                run = ahead.popleft()
+                kept = await loading[run.shard]
+                if all(r.shard != run.shard for r in ahead):
+                    del loading[run.shard]  # asked for again if a later run reads it
+                yield run, kept
+        finally:
+            for task in loading.values():
+                task.cancel()
+                task.add_done_callback(_retrieved)
 
     def nbytes(item: tuple[Run, Kept]) -> int:
         run, kept = item
