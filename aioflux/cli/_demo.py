@@ -1,7 +1,7 @@
 """``aioflux demo``: the library's main job, end to end, in under two minutes.
 
 On the bundled emulator (GCS-like profile: 20 ms to first byte, 100 MB/s per
-connection, 1% injected 503s and 0.5% 429s) or a real bucket (``--url``):
+connection, 800 MB/s per host, 1% injected 503s and 0.5% 429s) or a real bucket (``--url``):
 write a synthetic dataset, train a small model reading it through
 ``IterableDataset`` with DataLoader workers, checkpoint with
 ``CheckpointManager.save_async`` (the dataset's position travels with each
