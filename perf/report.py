@@ -103,6 +103,9 @@ HEADLINE: tuple[tuple[str, str, str], ...] = (
     # cold (the index built on the way) beside warm (index prebuilt)
     ("http_shards", "aioflux-cold-w0", "webdataset-w0"),
     ("http_shards", "aioflux-warm-w0", "webdataset-w0"),
+    # a first epoch filling the disk cache beside the next, reading it
+    ("cache_epochs", "aioflux-cache-cold", "aioflux-nocache"),
+    ("cache_epochs", "aioflux-cache-warm", "aioflux-nocache"),
 )
 # The charts' folder, relative to docs/performance.md: files the site copies
 # as they are, so its build draws nothing and fetches nothing.
