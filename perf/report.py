@@ -445,10 +445,12 @@ def render_headline(chosen: Sequence[Pair],
                     rows: Sequence[tuple[str, str, str]] = HEADLINE) -> str:
     """The README's table: the pairs ``rows`` names, in its order.
 
-    A named pair nobody measured is left out; the figure goals and the other
-    pairs are on the performance page (``render_peers``).
+    A named pair nobody measured, or measured only on another network than
+    the NIC model, is left out; the figure goals and the other pairs are on
+    the performance page (``render_peers``), older networks marked.
     """
-    by_key = {(p.run.info["scenario"], p.mine, p.other): p for p in chosen}
+    by_key = {(p.run.info["scenario"], p.mine, p.other): p for p in chosen
+              if network(p.run) in ("NIC", "local")}
     return _peer_table([by_key[key] for key in rows if key in by_key])
 
 

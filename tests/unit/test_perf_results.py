@@ -215,6 +215,9 @@ def test_a_pair_of_fewer_rounds_is_refused_and_the_network_is_named(tmp_path: Pa
     assert "| read_small (per-connection only) @abc | ours | peer | 9.00x" in (
         report.render_peers(chosen))
     assert [report.network(run) for run in runs] == ["per-connection only", "NIC"]
+    # The README's headline shows the NIC model's pairs alone.
+    headline = report.render_headline(chosen, rows=[("read_small", "ours", "peer")])
+    assert "| read_small" not in headline
     assert "(network: NIC)" in report.render_run(runs[1])
 
 
