@@ -69,7 +69,7 @@ class Link:
 
 
 def due_time(link: Link, size: int, after: float, bandwidth: float | None,
-         host_bandwidth: float | None) -> float:
+             host_bandwidth: float | None) -> float:
     """When ``size`` more bytes of a body whose last bytes were due at
     ``after`` are due, under its own cap and the host's."""
     due = after + size / bandwidth if bandwidth else after
