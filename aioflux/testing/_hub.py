@@ -20,7 +20,8 @@ path segment: ``refs%2Fconvert%2Fparquet``):
 - ``GET /api/whoami-v2``: who a token is (401 without a known one).
 
 A private repo answers 401 (``X-Error-Code: RepoNotFound``) without a
-valid token; a gated repo's files 401 (``GatedRepo``). ``throttle(n)``
+valid token; a gated repo's files 401 (``GatedRepo``) without one, 403
+to a token not granted access (``grant``). ``throttle(n)``
 answers the next ``n`` requests 429 with ``Retry-After`` and the Hub's
 ``RateLimit`` headers.
 """
@@ -100,6 +101,16 @@ class FakeHub:
                     gated: bool = False) -> None:
         """A new empty repo (its ``main`` one empty commit)."""
         self.repos.create(repo_id, repo_type=repo_type, private=private, gated=gated)
+
+    def grant(self, repo_id: str, tokens: tuple[str, ...], *,
+              repo_type: str = "dataset") -> None:
+        """Only ``tokens`` may read a gated repo's files (by default every
+        token the Hub knows may: its terms accepted)."""
+        repo = self.repos.get(repo_type, repo_id)
+        if repo is None:
+            raise KeyError(f"{repo_type} {repo_id}")
+        with self.repos.lock:
+            repo.granted = set(tokens)
 
     def push(self, repo_id: str, files: Mapping[str, bytes | None], *,
              repo_type: str = "dataset", branch: str = "main") -> str:
@@ -245,6 +256,12 @@ class FakeHub:
             raise _Refusal(401 if not authorized else 404, "Repository Not Found for url: "
                            f"{request.url}. Please make sure you specified the correct "
                            "`repo_id` and `repo_type`.", "RepoNotFound")
+        granted = repo.granted
+        if repo.gated and files and authorized and granted is not None \
+                and _token(request) not in granted:
+            raise _Refusal(403, f"Access to {repo_type} {repo_id} is restricted and you are "
+                           "not in the authorized list. Visit the repo to ask for access.",
+                           "GatedRepo")
         if repo.gated and files and not authorized:
             raise _Refusal(401, f"Access to {repo_type} {repo_id} is restricted. You must "
                            "have access to it and be authenticated to access it.", "GatedRepo")

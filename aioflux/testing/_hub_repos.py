@@ -57,13 +57,15 @@ class Blob:
 class Repo:
     """A repository: its commits (sha -> files) and branches (name -> sha).
 
-    ``private``: unseen without a token; ``gated``: its files need a token.
+    ``private``: unseen without a token; ``gated``: its files need a token,
+    one of ``granted`` if that is not None.
     """
 
     type: str
     id: str
     private: bool = False
     gated: bool = False
+    granted: set[str] | None = None
     commits: dict[str, dict[str, Blob]] = field(default_factory=dict)
     branches: dict[str, str] = field(default_factory=dict)
 

@@ -187,6 +187,13 @@ async def test_gated_and_private_repos_say_to_set_hf_token(hub: FakeHub) -> None
             await wrong.read("datasets/org/gated", "w.bin")
     async with _store(hub, TOKEN) as allowed:
         assert await allowed.read("datasets/org/gated", "w.bin") == b"g" * 100
+    hub.grant("org/gated", ("hf_someone_else",))
+    async with _store(hub, TOKEN) as not_granted:
+        with pytest.raises(PermissionDenied, match="has no access") as refused:
+            await not_granted.read("datasets/org/gated", "w.bin", start=1)
+        assert refused.value.status == 403
+    hub.grant("org/gated", (TOKEN,))
+    async with _store(hub, TOKEN) as allowed:
         assert await _names_of(allowed, "models/org/private") == ["m.safetensors"]
         assert await allowed.read("models/org/private", "m.safetensors") == b"p" * 10
 
@@ -204,6 +211,18 @@ async def test_the_token_comes_from_hf_token(hub: FakeHub, monkeypatch: pytest.M
     async with HfStore(FAST) as store:
         assert store.endpoint == hub.endpoint
         assert await store.read("datasets/org/gated", "w.bin", start=90) == b"g" * 10
+
+
+async def test_the_token_comes_from_huggingface_hub_where_installed(
+        hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub
+
+    hub.create_repo("org/gated", gated=True)
+    hub.push("org/gated", {"w.bin": b"g" * 100})
+    # What `hf auth login` saved, as huggingface_hub finds it.
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: TOKEN)
+    async with HfStore(FAST, endpoint=hub.endpoint) as store:
+        assert await store.read("datasets/org/gated", "w.bin", end=2) == b"gg"
 
 
 async def test_offline_sends_nothing(hub: FakeHub, files: dict[str, bytes],
