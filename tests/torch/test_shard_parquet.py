@@ -383,3 +383,29 @@ def test_a_manifest_entry_of_another_row_count_fails_the_read(tmp_path: Path) ->
     with pytest.raises(ShardFormatError, match=r"m-1\.parquet: 10 rows, but the dataset was "
                        r"made with 11"):
         list(ds)
+
+
+@pytest.mark.parametrize("between", [100, 3000, 6000, 12000])
+def test_columns_apart_by_any_gap_read_only_their_chunks(tmp_path: Path, between: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # The chunk between the two asked for takes about ``between`` bytes: both
+    # sides of the 4 KiB the reads coalesce over, and of pyarrow's own 8 KiB.
+    where = Where("file", f"file://{tmp_path}/root", None)
+    rng = __import__("random").Random(between)
+    t = pa.table({"a": list(range(50)),
+                  "middle": [rng.randbytes(max(1, between // 50)) for _ in range(50)],
+                  "b": [[i, -i] for i in range(50)]})
+    where.put("gap.parquet", parquet(t, compression="none"))
+    fetched = Fetched(monkeypatch)
+    got = list(dataset(where, tmp_path, columns=["a", "b"], shuffle=False))
+    assert got == [{"a": i, "b": [i, -i]} for i in range(50)]
+    size = len(parquet(t, compression="none"))
+    md = pq.read_metadata(io.BytesIO(parquet(t, compression="none")))
+    middle = md.row_group(0).column(1)
+    lo = middle.dictionary_page_offset if middle.has_dictionary_page else \
+        middle.data_page_offset
+    hi = lo + middle.total_compressed_size
+    spans = [(s, e) for _, s, e, _ in fetched.reads if e != size]
+    # Row group 0's middle chunk is fetched only where it is small enough to
+    # ride along between its neighbours (a gap of 4 KiB at most).
+    assert any(s < hi and lo < e for s, e in spans) == (hi - lo <= 4096)

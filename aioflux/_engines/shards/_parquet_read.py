@@ -245,7 +245,9 @@ def _decode(info: ObjectInfo, footer: Footer, pieces: list[tuple[int, bytes]], g
     pq = pyarrow_parquet(f"read {info.url}")
     file = RangeFile(footer.size, footer.raw, pieces, info.url)
     try:
-        reader = pq.ParquetFile(file, metadata=footer.metadata,
+        # pre_buffer off: pyarrow's own coalescing would read across the
+        # other columns' chunks (holes up to 8 KiB), which were not fetched.
+        reader = pq.ParquetFile(file, metadata=footer.metadata, pre_buffer=False,
                                 page_checksum_verification=True)
         return reader.read_row_group(group, columns=None if columns is None else list(columns),
                                      use_threads=False)
