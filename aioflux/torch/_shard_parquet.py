@@ -26,6 +26,7 @@ from .._core.portal import get_portal, iterate
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
 from .._core.window import gather_bounded
+from .._engines.cache import DiskCache
 from .._engines.hedge import Hedger
 from .._engines.shards import Run, ShardsDone
 from .._engines.shards._counts import Counts
@@ -174,19 +175,19 @@ class ParquetRows:
 
     def reads(self, store: ObjectStore, infos: Sequence[ObjectInfo], counts: Any,
               runs: Iterable[Run | ShardsDone], *, limit: int, max_bytes: int,
-              hedger: Hedger | None) -> Iterator[tuple[Run, Any]]:
+              hedger: Hedger | None, cache: DiskCache | None) -> Iterator[tuple[Run, Any]]:
         """Each run with a pyarrow Table of its rows (see ``read_row_runs``)."""
         async def kept_of(k: int) -> Kept:
             return await self.kept(store, infos, k, counts(k))
 
         agen = read_row_runs(store, infos, kept_of, runs, columns=self.columns, limit=limit,
-                             max_bytes=max_bytes, hedger=hedger)
+                             max_bytes=max_bytes, hedger=hedger, cache=cache)
         return iterate(agen, batch=8, nbytes=lambda item: int(item[1].nbytes),
                        max_bytes=max_bytes)
 
     def fetch(self, store: ObjectStore, infos: Sequence[ObjectInfo], counts: Any,
               runs: Sequence[Run], *, limit: int, max_bytes: int,
-              hedger: Hedger | None) -> list[tuple[Run, Any]]:
+              hedger: Hedger | None, cache: DiskCache | None) -> list[tuple[Run, Any]]:
         """Read ``runs`` and return them all (map-style access)."""
         async def kept_of(k: int) -> Kept:
             return await self.kept(store, infos, k, counts(k))
@@ -194,7 +195,7 @@ class ParquetRows:
         async def run() -> list[tuple[Run, Any]]:
             return [item async for item in read_row_runs(
                 store, infos, kept_of, runs, columns=self.columns, limit=limit,
-                max_bytes=max_bytes, hedger=hedger)]
+                max_bytes=max_bytes, hedger=hedger, cache=cache)]
 
         return get_portal().call(run())
 

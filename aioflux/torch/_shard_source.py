@@ -402,7 +402,8 @@ class ShardSource:
         if self.parquet is not None:
             return self.parquet.reads(store, self.infos, self.shard_list.count, runs,
                                       limit=limit, max_bytes=max_bytes,
-                                      hedger=self.hedger(store.config.max_concurrency))
+                                      hedger=self.hedger(store.config.max_concurrency),
+                                      cache=self.disk_cache)
         agen = read_runs(store, self.infos, self._index_on_loop, runs, limit=limit,
                          max_bytes=max_bytes,
                          unit=self.samples_per_read, cache=self.disk_cache,
@@ -415,7 +416,8 @@ class ShardSource:
         if self.parquet is not None:
             return self.parquet.fetch(store, self.infos, self.shard_list.count, runs,
                                       limit=limit, max_bytes=DEFAULT_PARQUET_READ_BYTES,
-                                      hedger=self.hedger(store.config.max_concurrency))
+                                      hedger=self.hedger(store.config.max_concurrency),
+                                      cache=self.disk_cache)
         # The batch is returned whole: its bytes bound nothing more, and a
         # smaller budget would read its runs one at a time. Measured here:
         # an index may have to be loaded, which the loop's thread cannot do.

@@ -409,3 +409,19 @@ def test_columns_apart_by_any_gap_read_only_their_chunks(tmp_path: Path, between
     # Row group 0's middle chunk is fetched only where it is small enough to
     # ride along between its neighbours (a gap of 4 KiB at most).
     assert any(s < hi and lo < e for s, e in spans) == (hi - lo <= 4096)
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_the_disk_cache_serves_later_epochs(where: Where, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = seed(where)
+    fetched = Fetched(monkeypatch)
+    ds = dataset(where, tmp_path, columns=["id", "tokens"], cache_dir=tmp_path / "cache")
+    first = [r["id"] for r in ds]
+    reads = len(fetched.reads)
+    assert sorted(first) == sorted(expected) and reads > len(ROWS)
+    ds.set_epoch(1)
+    again = dataset(where, tmp_path, columns=["id", "tokens"], cache_dir=tmp_path / "cache")
+    again.set_epoch(1)
+    assert sorted(r["id"] for r in again) == sorted(expected)
+    assert len(fetched.reads) == reads  # every chunk from the cache, every footer from the node's

@@ -34,6 +34,7 @@ from ..._core.errors import ChecksumMismatch, InvalidArgument, ShardFormatError
 from ..._core.store import ObjectStore
 from ..._core.types import ObjectInfo
 from ..._core.window import window
+from ..cache import DiskCache
 from ..hedge import Hedger
 from ._parquet import TAIL, Footer, RangeFile, footer_of_tail, pyarrow_parquet
 from ._spans import Run, ShardsDone, _pinned_read
@@ -264,11 +265,13 @@ def _decode(info: ObjectInfo, footer: Footer, pieces: list[tuple[int, bytes]], g
 
 async def read_group(store: ObjectStore, info: ObjectInfo, footer: Footer, group: int,
                      columns: Sequence[str] | None, *, budget: int,
-                     hedger: Hedger | None = None) -> Any:
+                     hedger: Hedger | None = None, cache: DiskCache | None = None) -> Any:
     """Row group ``group``'s ``columns`` (None: all) as a pyarrow Table.
 
     Fetches only those columns' chunks (neighbours coalesced), one GET a
-    piece in parallel; past ``budget`` bytes, one column at a time.
+    piece in parallel; past ``budget`` bytes, one column at a time. With a
+    disk cache, each piece is an entry keyed by the file's version and the
+    piece's range, shared by the machine's workers and later epochs.
 
     Raises:
         ChecksumMismatch: a page's CRC, or a read's length, is wrong.
@@ -283,7 +286,7 @@ async def read_group(store: ObjectStore, info: ObjectInfo, footer: Footer, group
     tables = []
     for part in parts:
         ranges = _coalesced(footer.chunks(group, part))
-        datas = await asyncio.gather(*(_checked_read(store, info, start, end, hedger)
+        datas = await asyncio.gather(*(_piece(store, info, start, end, hedger, cache)
                                        for start, end in ranges))
         pieces = [(start, data) for (start, _), data in zip(ranges, datas, strict=True)]
         del datas
@@ -293,6 +296,25 @@ async def read_group(store: ObjectStore, info: ObjectInfo, footer: Footer, group
         return tables[0]
     import pyarrow as pa
     return pa.Table.from_arrays([t.column(0) for t in tables], names=names)
+
+
+async def _piece(store: ObjectStore, info: ObjectInfo, start: int, end: int,
+                 hedger: Hedger | None, cache: DiskCache | None) -> bytes:
+    if cache is None:
+        return await _checked_read(store, info, start, end, hedger)
+    # The entry's name carries the range; size and version keep it to these bytes.
+    entry = info._replace(name=f"{info.name}#bytes={start}-{end}", size=end - start,
+                          crc32c=None, md5=None)
+
+    async def fetch(objects: list[ObjectInfo]) -> list[bytes | bytearray]:
+        return [await _checked_read(store, info, start, end, hedger) for _ in objects]
+
+    data = bytes(await cache.get(entry, fetch))
+    if len(data) != end - start:
+        raise ChecksumMismatch(f"read {info.url}: the cached bytes {start}-{end} are "
+                               f"{len(data)} bytes", operation="read", bucket=info.bucket,
+                               name=info.name)
+    return data
 
 
 def _retrieved(task: asyncio.Future[Kept]) -> None:
@@ -308,7 +330,8 @@ def group_bytes(footer: Footer, group: int, columns: Sequence[str] | None) -> in
 async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
                         kept_of: Callable[[int], Awaitable[Kept]],
                         runs: Iterable[Run | ShardsDone], *, columns: Sequence[str] | None,
-                        limit: int, max_bytes: int, hedger: Hedger | None = None
+                        limit: int, max_bytes: int, hedger: Hedger | None = None,
+                        cache: DiskCache | None = None
                         ) -> AsyncGenerator[tuple[Run, Any], None]:
     """Read ``runs`` of rows in order, a window of them in flight.
 
@@ -323,6 +346,7 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         max_bytes: compressed bytes in flight (one run always reads); a row
             group past it is read a column at a time.
         hedger: hedges slow ranged reads (None: never).
+        cache: a disk cache of the fetched chunks (None: none).
 
     Yields:
         Each run with a pyarrow Table of its rows, in the run's order.
@@ -341,7 +365,8 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
             return done[key]
         if key not in flying:
             flying[key] = asyncio.ensure_future(read_group(
-                store, shards[k], kept.footer, g, columns, budget=max_bytes, hedger=hedger))
+                store, shards[k], kept.footer, g, columns, budget=max_bytes, hedger=hedger,
+                cache=cache))
         try:
             table = await asyncio.shield(flying[key])
         finally:
