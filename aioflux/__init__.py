@@ -2,10 +2,13 @@
 
 Public API (everything else lives in private modules and may change):
 
-- stores: :class:`AsyncClient` (GCS, ``gs://``) and its blocking twin
-  :class:`Client`; :class:`S3Store` (``s3://``, and S3-compatible stores;
-  needs ``aioflux-storage[s3]``); :class:`LocalStore` (``file://`` and plain paths); the
-  :class:`ObjectStore` protocol they share;
+- stores, async: :class:`GcsStore` (``gs://``; ``AsyncClient`` is another
+  name for it), :class:`S3Store` (``s3://`` and S3-compatible stores; the
+  ``s3`` extra), :class:`AzureStore` (``az://``; the ``azure`` extra),
+  :class:`LocalStore` (``file://`` and plain paths), :class:`HttpStore`
+  (read-only ``http(s)://``); the :class:`ObjectStore` protocol they share;
+- the blocking face of any store, :class:`SyncStore`; GCS's, built from its
+  settings, :class:`Client`;
 - settings: :class:`ClientConfig`, :class:`RetryPolicy`, :class:`Timeouts`,
   :class:`WriterOptions`, :class:`ReaderOptions`;
 - records: :class:`ObjectInfo`, :class:`ListPage`, :class:`PartInfo`,
@@ -13,8 +16,8 @@ Public API (everything else lives in private modules and may change):
 - files and URLs: :func:`open`, :func:`parse_url`;
 - iterables: :func:`list_files`, :func:`load_files` and the async
   :func:`alist_files`, :func:`aload_files`;
-- the download planner: :func:`download_many`, :class:`Downloader`,
-  :class:`DownloadOptions`, :class:`DownloadStats`;
+- the download planner: :class:`Downloader`, :class:`DownloadOptions`,
+  :class:`DownloadStats`;
 - errors: :class:`AiofluxError` and its subclasses; the warning a writer
   dropped unclosed gives, :class:`UnclosedWriterWarning`.
 
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
     from ._api.iterables import alist_files, aload_files, list_files, load_files
     from ._api.open import open
     from ._api.sync import Client
+    from ._api.sync_store import SyncStore
     from ._core.config import ClientConfig, RetryPolicy, Timeouts
     from ._core.errors import (
         AiofluxError,
@@ -55,18 +59,24 @@ if TYPE_CHECKING:
     from ._core.options import ReaderOptions, WriterOptions
     from ._core.store import ObjectStore
     from ._core.types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
-    from ._core.urls import GcsURL, StoreURL, parse_url
-    from ._engines.download import Downloader, DownloadOptions, DownloadStats, download_many
+    from ._core.urls import StoreURL, parse_url
+    from ._engines.download import Downloader, DownloadOptions, DownloadStats
+    from ._engines.download import download_many as download_many  # deprecated
     from ._engines.iterables import StreamItem
     from ._engines.writer import UnclosedWriterWarning
     from ._version import __version__
-    from .gcs._client import AsyncClient
+    from .azure import AzureStore
+    from .gcs._client import AsyncClient as AsyncClient  # GcsStore's other name (_ALIASES)
+    from .gcs._client import GcsStore
+    from .http import HttpStore
     from .local import LocalStore
     from .s3 import S3Store
 
+    GcsURL = StoreURL  # deprecated (_DEPRECATED below), typed as what replaces it
+
 __all__ = [
     "AiofluxError",
-    "AsyncClient",
+    "AzureStore",
     "BridgeError",
     "ChecksumMismatch",
     "Client",
@@ -75,7 +85,8 @@ __all__ = [
     "DownloadOptions",
     "DownloadStats",
     "Downloader",
-    "GcsURL",
+    "GcsStore",
+    "HttpStore",
     "InvalidArgument",
     "InvalidRequest",
     "InvalidURL",
@@ -98,6 +109,7 @@ __all__ = [
     "StorageError",
     "StoreURL",
     "StreamItem",
+    "SyncStore",
     "TLSError",
     "Timeouts",
     "TransportError",
@@ -106,7 +118,6 @@ __all__ = [
     "__version__",
     "alist_files",
     "aload_files",
-    "download_many",
     "list_files",
     "load_files",
     "open",
@@ -118,7 +129,7 @@ __all__ = [
 # what mypy and IDEs read.
 _HOMES = {
     "AiofluxError": "._core.errors",
-    "AsyncClient": ".gcs._client",
+    "AzureStore": ".azure",
     "BridgeError": "._core.errors",
     "ChecksumMismatch": "._core.errors",
     "Client": "._api.sync",
@@ -127,7 +138,8 @@ _HOMES = {
     "DownloadOptions": "._engines.download",
     "DownloadStats": "._engines.download",
     "Downloader": "._engines.download",
-    "GcsURL": "._core.urls",
+    "GcsStore": ".gcs._client",
+    "HttpStore": ".http",
     "InvalidArgument": "._core.errors",
     "InvalidRequest": "._core.errors",
     "InvalidURL": "._core.errors",
@@ -150,6 +162,7 @@ _HOMES = {
     "StorageError": "._core.errors",
     "StoreURL": "._core.urls",
     "StreamItem": "._engines.iterables",
+    "SyncStore": "._api.sync_store",
     "TLSError": "._core.errors",
     "Timeouts": "._core.config",
     "TransportError": "._core.errors",
@@ -158,22 +171,42 @@ _HOMES = {
     "__version__": "._version",
     "alist_files": "._api.iterables",
     "aload_files": "._api.iterables",
-    "download_many": "._engines.download",
     "list_files": "._api.iterables",
     "load_files": "._api.iterables",
     "open": "._api.open",
     "parse_url": "._core.urls",
 }
 
+# Other names of public ones, kept for good: not in __all__ (help() and
+# the API reference show each class once, under its own name).
+_ALIASES = {"AsyncClient": ("GcsStore", ".gcs._client")}
+
+# Names on their way out (docs/migration/deprecations.md): each use warns, naming what
+# replaces it. Not cached, not in __all__: each use is seen.
+_DEPRECATED = {
+    "GcsURL": ("._core.urls", "StoreURL", "aioflux.StoreURL"),
+    "download_many": ("._engines.download", "download_many",
+                      "aioflux.Downloader(store, options).download_many(objects)"),
+}
+
 
 if not TYPE_CHECKING:  # mypy reads the imports above, and refuses a misspelt name
 
     def __getattr__(name: str) -> object:
-        home = _HOMES.get(name)
-        if home is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         from importlib import import_module
 
+        home = _HOMES.get(name)
+        if home is None:
+            if name in _ALIASES:
+                attr, home = _ALIASES[name]
+                return getattr(import_module(home, __name__), attr)
+            if name not in _DEPRECATED:
+                raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+            home, attr, new = _DEPRECATED[name]
+            from ._core.deprecation import warn_deprecated
+
+            warn_deprecated(f"aioflux.{name}", new)
+            return getattr(import_module(home, __name__), attr)
         value = getattr(import_module(home, __name__), name)
         globals()[name] = value  # later uses find it without this call
         return value

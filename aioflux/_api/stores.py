@@ -19,23 +19,35 @@ instance-metadata lookup does not freeze the loop.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import threading
 
 from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument, InvalidURL, PermissionDenied
 from .._core.store import ObjectStore
+from .._core.store_plugins import StoreBuilder, plugin_builder
 from .._core.urls import StoreURL, parse_url
 from .._core.validate import Credentials
 from .._net.failures import Op, auth_failure
 from ..azure._store import AzureStore
-from ..gcs._client import AsyncClient
+from ..gcs._client import GcsStore
+from ..hf import HfStore
 from ..http._store import HttpStore
 from ..local._store import LocalStore
 from ..s3._store import S3Store
 from .sync import Client
+from .sync_store import SyncStore
 
-__all__ = ["AnyClient", "default_store", "new_store", "resolve_store", "store_for_url"]
+__all__ = [
+    "BACKENDS",
+    "AnyClient",
+    "builder_of",
+    "default_store",
+    "new_store",
+    "resolve_store",
+    "store_for_url",
+]
 
 # What public functions accept as ``client=``.
 AnyClient = ObjectStore | Client
@@ -73,6 +85,83 @@ def default_store(scheme: str) -> ObjectStore:
         return known[1]
 
 
+def _gcs(scheme: str, config: ClientConfig | None, *, endpoint: str | None = None,
+         credentials: Credentials = None, user_project: str | None = None) -> ObjectStore:
+    return GcsStore(config, endpoint=endpoint, credentials=credentials,
+                    user_project=user_project)
+
+
+def _s3(scheme: str, config: ClientConfig | None, *, endpoint: str | None = None,
+        region: str | None = None, requester_pays: bool | None = None) -> ObjectStore:
+    return S3Store(config, endpoint=endpoint, region=region,
+                   defer_credentials=_on_event_loop(), requester_pays=bool(requester_pays))
+
+
+def _azure(scheme: str, config: ClientConfig | None, *,
+           endpoint: str | None = None) -> ObjectStore:
+    # The Azure settings of the environment (AZURE_STORAGE_CONNECTION_STRING...).
+    return AzureStore(config, endpoint=endpoint)
+
+
+def _local(scheme: str, config: ClientConfig | None) -> ObjectStore:
+    return LocalStore(config)
+
+
+def _hub(scheme: str, config: ClientConfig | None, *,
+         endpoint: str | None = None) -> ObjectStore:
+    # Read-only; the endpoint and token from $HF_ENDPOINT and $HF_TOKEN.
+    return HfStore(config, endpoint=endpoint)
+
+
+def _web(scheme: str, config: ClientConfig | None) -> ObjectStore:
+    # Read-only; a bearer token from $AIOFLUX_HTTP_TOKEN.
+    return HttpStore(config, scheme=scheme)
+
+
+# The one table of schemes and the stores that serve them: open, the
+# iterables, the datasets, checkpoints, fsspec and the CLI all build
+# through new_store. Another package's schemes come from its
+# ``aioflux.stores`` entry point (_core/store_plugins.py).
+BACKENDS: dict[str, StoreBuilder] = {
+    "gs": _gcs, "s3": _s3, "az": _azure, "file": _local, "http": _web, "https": _web,
+    "hf": _hub,
+}
+
+# What to say of a setting the scheme's store does not take.
+_ELSEWHERE = {
+    "user_project": "a GCS setting (on S3, requester_pays=True accepts a requester-pays "
+                    "bucket's charges)",
+    "requester_pays": "an S3 setting (on GCS, user_project= names the project to bill)",
+    "region": "an S3 setting",
+    "credentials": "not taken here: S3 takes the AWS chain (environment, profile, instance "
+                   "metadata); Azure its settings (connection string, account key, SAS or "
+                   "Entra ID); a web URL's bearer token comes from $AIOFLUX_HTTP_TOKEN",
+    "endpoint": "not taken here: a web URL names its own server",
+}
+
+
+def builder_of(scheme: str) -> StoreBuilder:
+    """The builder of ``scheme``'s stores: aioflux's own, else an installed
+    package's (its ``aioflux.stores`` entry point, imported now).
+
+    Args:
+        scheme: a URL scheme.
+
+    Returns:
+        ``builder(scheme, config, **settings)``.
+
+    Raises:
+        InvalidArgument: no backend serves ``scheme``.
+    """
+    builder = BACKENDS.get(scheme) or plugin_builder(scheme)
+    if builder is None:
+        raise InvalidArgument(f"no storage backend serves {scheme}:// URLs in this version of "
+                              "aioflux (gs://, s3://, az://, http(s)://, file:// and plain "
+                              "paths do; a package can add one: the aioflux.stores entry "
+                              "points)")
+    return builder
+
+
 def new_store(scheme: str, config: ClientConfig | None = None, *,
               endpoint: str | None = None, credentials: Credentials = None,
               region: str | None = None, user_project: str | None = None,
@@ -80,10 +169,12 @@ def new_store(scheme: str, config: ClientConfig | None = None, *,
     """A new store for ``scheme``'s URLs, owned by the caller.
 
     Args:
-        scheme: ``gs``, ``s3``, ``az``, ``http``, ``https`` (read-only) or ``file``.
+        scheme: ``gs``, ``s3``, ``az``, ``http``, ``https``, ``hf``
+            (read-only), ``file``, or one an installed package serves.
         config: its settings (default: ``ClientConfig()``).
         endpoint: the API root (``gs``: default the environment's; ``s3``: an
-            S3-compatible store, default ``AWS_ENDPOINT_URL_S3`` or AWS).
+            S3-compatible store, default ``AWS_ENDPOINT_URL_S3`` or AWS;
+            ``az``: default the account's).
         credentials: GCS credentials (``gs`` only; S3 takes the AWS chain).
         region: the S3 region (``s3`` only; default the environment's, else
             discovered per bucket).
@@ -99,41 +190,22 @@ def new_store(scheme: str, config: ClientConfig | None = None, *,
         InvalidArgument: no backend serves ``scheme``, a setting its
             backend does not take, or (``s3``) botocore is not installed.
     """
-    if scheme != "gs" and user_project is not None:
-        raise InvalidArgument(f"new_store({scheme!r}): user_project is a GCS setting (on S3, "
-                              "requester_pays=True accepts a requester-pays bucket's charges)")
-    if scheme != "s3" and requester_pays is not None:
-        raise InvalidArgument(f"new_store({scheme!r}): requester_pays is an S3 setting (on "
-                              "GCS, user_project= names the project to bill)")
-    if scheme == "gs":
-        if region is not None:
-            raise InvalidArgument("new_store('gs'): region is an S3 setting")
-        return AsyncClient(config, endpoint=endpoint, credentials=credentials,
-                           user_project=user_project)
-    if scheme == "s3":
-        if credentials is not None:
-            raise InvalidArgument("new_store('s3'): credentials come from the AWS chain "
-                                  "(environment, profile, instance metadata), not credentials=")
-        return S3Store(config, endpoint=endpoint, region=region,
-                       defer_credentials=_on_event_loop(),
-                       requester_pays=bool(requester_pays))
-    if scheme == "az":
-        if credentials is not None or region is not None:
-            raise InvalidArgument("new_store('az'): credentials come from the Azure settings "
-                                  "(connection string, account key, SAS or Entra ID), and "
-                                  "there are no regions; build an AzureStore for others")
-        return AzureStore(config, endpoint=endpoint)
-    if scheme == "file":
-        return LocalStore(config)
-    if scheme in ("http", "https"):
-        if credentials is not None or region is not None or endpoint is not None:
-            raise InvalidArgument(f"new_store({scheme!r}): a web URL names its own server; "
-                                  "a bearer token comes from $AIOFLUX_HTTP_TOKEN (or "
-                                  "HttpStore(token=...))")
-        return HttpStore(config, scheme=scheme)
-    raise InvalidArgument(f"no storage backend serves {scheme}:// URLs in this version of "
-                          "aioflux (gs://, s3://, az://, http(s)://, file:// and plain paths "
-                          "do)")
+    given = {key: value for key, value in (
+        ("endpoint", endpoint), ("credentials", credentials), ("region", region),
+        ("user_project", user_project), ("requester_pays", requester_pays))
+        if value is not None}
+    builder = builder_of(scheme)
+    taken = inspect.signature(builder).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in taken.values()):
+        for key in given:
+            if key not in taken:
+                raise InvalidArgument(f"new_store({scheme!r}): {key} is "
+                                      f"{_ELSEWHERE.get(key, 'not taken here')}")
+    store = builder(scheme, config, **given)
+    if not isinstance(store, ObjectStore):
+        raise InvalidArgument(f"the {scheme}:// backend built a {type(store).__name__}, "
+                              "not a store (aioflux.ObjectStore)")
+    return store
 
 
 def _on_event_loop() -> bool:
@@ -148,8 +220,8 @@ def resolve_store(client: AnyClient | None, scheme: str = "gs") -> ObjectStore:
     """The store that serves ``scheme`` given the caller's ``client``.
 
     Args:
-        client: a store (``AsyncClient``, ``LocalStore``...), a sync
-            ``Client``, or None for the default store of ``scheme``.
+        client: a store (``GcsStore``, ``LocalStore``...), a blocking one
+            (``SyncStore``, ``Client``), or None for the default store of ``scheme``.
         scheme: the URL's scheme.
 
     Returns:
@@ -159,7 +231,7 @@ def resolve_store(client: AnyClient | None, scheme: str = "gs") -> ObjectStore:
         InvalidArgument: ``client`` serves another scheme than a ``gs://``
             or ``s3://`` URL's.
     """
-    store = client.aio if isinstance(client, Client) else client
+    store = client.aio if isinstance(client, SyncStore) else client
     if store is None:
         return default_store(scheme)
     if store.features.scheme == scheme:

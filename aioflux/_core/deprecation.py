@@ -1,5 +1,5 @@
 """Names on their way out: a use warns, naming the replacement and the
-release that removes the old name (docs/migration.md lists them all)."""
+release that removes the old name (docs/migration/deprecations.md lists them all)."""
 
 from __future__ import annotations
 

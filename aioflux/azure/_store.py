@@ -64,7 +64,7 @@ FEATURES = StoreFeatures(scheme="az", compose=0, end_offset=False, multipart=Fal
 
 
 class AzureStore(BlobService, StreamingStore):
-    """Azure Blob Storage as an :class:`~aioflux._core.store.ObjectStore`.
+    """Azure Blob Storage as an ``ObjectStore``.
 
     Containers are the buckets; the account comes from the settings.
 

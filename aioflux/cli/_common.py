@@ -39,23 +39,19 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._api.stores import store_for_url
+from .._api.stores import BACKENDS, builder_of, new_store, store_for_url
 from .._api.sync import Client
 from .._core.config import DEFAULT_MAX_CONCURRENCY, ClientConfig
 from .._core.errors import InvalidArgument, NotFound
 from .._core.metrics import RequestStats
 from .._core.portal import get_portal
 from .._core.store import ObjectStore
+from .._core.store_plugins import plugin_scheme
 from .._core.types import ObjectInfo
-from .._core.urls import WEB_SCHEMES, StoreURL, folder_prefix, parse_url
-from ..azure._store import AzureStore
-from ..gcs._client import AsyncClient
+from .._core.urls import AZURE_ALIASES, WEB_SCHEMES, StoreURL, folder_prefix, parse_url
 from ..gcs._service import user_project_of
-from ..http._store import HttpStore
 from ..local._files import path_of
-from ..local._store import LocalStore
 from ..s3._endpoints import check_region
-from ..s3._store import S3Store
 
 __all__ = ["SERVED_SCHEMES", "Stores", "add_client_arguments", "emit_json",
            "endpoint_arg", "first_under", "folder_not_object", "gs_url_arg", "has_folders", "human",
@@ -65,7 +61,8 @@ __all__ = ["SERVED_SCHEMES", "Stores", "add_client_arguments", "emit_json",
 
 # Schemes with a backend in this version (aioflux._api.stores builds one for
 # each): every one of SCHEMES.
-SERVED_SCHEMES = ("gs", "s3", "az", "abfs", "abfss", "file", "http", "https")
+# new_store's table of schemes, and adlfs's names of Azure's.
+SERVED_SCHEMES = (*BACKENDS, *AZURE_ALIASES)
 _USE = "use gs://, s3://, az://, http(s):// (read only), file:// or a local path"
 
 # "s3://x", "https://x": a URL with a scheme, as opposed to a local path.
@@ -186,20 +183,18 @@ def _config(args: argparse.Namespace) -> ClientConfig:
 def _own_store(args: argparse.Namespace, scheme: str) -> ObjectStore | None:
     """The store the common flags make for ``scheme`` (None: no backend, so
     that :func:`store_for_url` names what is missing)."""
+    try:
+        builder_of(scheme)
+    except InvalidArgument:
+        return None
+    # Which flags are which scheme's: the stores themselves are new_store's.
+    settings: dict[str, Any] = {}
     if scheme == "gs":
-        return AsyncClient(_config(args), endpoint=args.endpoint, user_project=args.user_project)
-    if scheme == "s3":
-        return S3Store(_config(args), endpoint=args.s3_endpoint, region=args.region,
-                       requester_pays=args.requester_pays)
-    if scheme == "az":
-        # The Azure settings of the environment (AZURE_STORAGE_CONNECTION_STRING...).
-        return AzureStore(_config(args))
-    if scheme == "file":
-        return LocalStore(_config(args))
-    if scheme in ("http", "https"):
-        # Read-only; a bearer token from $AIOFLUX_HTTP_TOKEN.
-        return HttpStore(_config(args), scheme=scheme)
-    return None
+        settings = {"endpoint": args.endpoint, "user_project": args.user_project}
+    elif scheme == "s3":
+        settings = {"endpoint": args.s3_endpoint, "region": args.region,
+                    "requester_pays": args.requester_pays or None}
+    return new_store(scheme, _config(args), **settings)
 
 
 class Stores:
@@ -277,7 +272,7 @@ def url_arg(value: str) -> StoreURL:
     anything else is a usage error
     (exit 2)."""
     scheme = scheme_of(value)
-    if scheme is not None and scheme not in SERVED_SCHEMES:
+    if scheme is not None and scheme not in SERVED_SCHEMES and not plugin_scheme(scheme):
         raise argparse.ArgumentTypeError(f"{value!r}: unknown URL scheme {scheme}:// ({_USE})")
     try:
         return parse_url(value)

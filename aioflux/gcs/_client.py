@@ -1,4 +1,4 @@
-"""``AsyncClient``: the GCS backend (JSON API, XML multipart, resumable uploads).
+"""``GcsStore`` (``AsyncClient``): the GCS backend (JSON API, XML multipart, resumable uploads).
 
 :class:`~._service.GcsService`, which the client builds on, holds the
 endpoint and the authenticated transport with the objects' URLs, their
@@ -41,15 +41,16 @@ from ._write import compose_object, write_object
 from ._xml import MAX_PARTS, MIN_PART_SIZE, XmlMultipart
 from ._xml_calls import XmlMultipartCalls
 
-__all__ = ["AsyncClient", "FEATURES"]
+__all__ = ["AsyncClient", "FEATURES", "GcsStore"]
 
 FEATURES = StoreFeatures(scheme="gs", compose=MAX_COMPOSE_SOURCES, end_offset=True,
                          multipart=True, min_part_size=MIN_PART_SIZE,
                          part_granularity=CHUNK_GRANULARITY, max_parts=MAX_PARTS)
 
 
-class AsyncClient(GcsService, XmlMultipartCalls, StreamingStore):
-    """Asynchronous GCS client. One instance can serve many concurrent tasks.
+class GcsStore(GcsService, XmlMultipartCalls, StreamingStore):
+    """The GCS store (``gs://``), asynchronous. One instance can serve many
+    concurrent tasks; ``AsyncClient`` is another name for it, kept for good.
 
     Every request goes through one semaphore of ``config.max_concurrency``
     permits and is retried per ``config.retry``.
@@ -101,11 +102,11 @@ class AsyncClient(GcsService, XmlMultipartCalls, StreamingStore):
         project: str = "aioflux",
         user_project: str | None = None,
     ) -> None:
-        check_instance("AsyncClient", "config", config, ClientConfig, optional=True)
-        endpoint = endpoint_url("AsyncClient", endpoint)
-        check_credentials("AsyncClient", credentials)
-        check_str("AsyncClient", "project", project)
-        user_project = user_project_of("AsyncClient", user_project)
+        check_instance("GcsStore", "config", config, ClientConfig, optional=True)
+        endpoint = endpoint_url("GcsStore", endpoint)
+        check_credentials("GcsStore", credentials)
+        check_str("GcsStore", "project", project)
+        user_project = user_project_of("GcsStore", user_project)
         super().__init__(config, endpoint, credentials, transport, user_project)
         self.project = project
         self._xml = XmlMultipart(self._transport, self.endpoint, user_project)
@@ -284,3 +285,7 @@ class AsyncClient(GcsService, XmlMultipartCalls, StreamingStore):
             params={"project": self.project, **self._billing},
             headers={"Content-Type": "application/json"},
             data=json.dumps({"name": bucket}).encode())
+
+
+# The name from before the other stores: kept for good (too much code uses it).
+AsyncClient = GcsStore

@@ -27,7 +27,7 @@ __all__ = ["XmlMultipartCalls"]
 
 
 class XmlMultipartCalls:
-    """What :class:`~._client.AsyncClient` offers of XML multipart uploads."""
+    """What :class:`~._client.GcsStore` offers of XML multipart uploads."""
 
     _xml: XmlMultipart
 
@@ -65,7 +65,7 @@ class XmlMultipartCalls:
         Args:
             bucket: bucket name.
             name: object name.
-            upload_id: from :meth:`initiate_multipart`.
+            upload_id: from ``initiate_multipart``.
             part_number: 1..10000.
             data: the part (>= 5 MiB unless it is the last).
             checksum: the part's crc32c if the caller knows it already (a

@@ -12,7 +12,6 @@ except ImportError as exc:
     raise ModuleNotFoundError(f"aioflux.torch computes its epoch orders with numpy, which did "
                               f"not import ({exc}): `pip install numpy`", name="numpy") from exc
 
-from .._api.iterables import list_files, load_files
 from ._checkpoint import Checkpoint
 from ._history import CheckpointInfo, SaveRecord
 from ._iterable_dataset import IterableDataset
@@ -36,6 +35,25 @@ __all__ = [
     "ShardDataset",
     "ShardMapDataset",
     "ShardWriter",
-    "list_files",
-    "load_files",
 ]
+
+# aioflux's own list_files and load_files, once also exported here:
+# deprecated (docs/migration/deprecations.md).
+_MOVED = ("list_files", "load_files")
+# Not typing's: not a public name of this package (mypy reads any
+# TYPE_CHECKING as its flag).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .._api.iterables import list_files as list_files
+    from .._api.iterables import load_files as load_files
+else:
+
+    def __getattr__(name: str) -> object:
+        if name not in _MOVED:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from .._api import iterables
+        from .._core.deprecation import warn_deprecated
+
+        warn_deprecated(f"aioflux.torch.{name}", f"aioflux.{name}")
+        return getattr(iterables, name)
+del TYPE_CHECKING

@@ -779,7 +779,7 @@ def _check_all_written(root: str, plan: SavePlan, written: list[WriteResult],
         operation="save") from cause
 
 
-# The names from before DCP served every store: deprecated (docs/migration.md).
+# The names from before DCP served every store: deprecated (docs/migration/deprecations.md).
 _RENAMED = {"GcsStorageWriter": "DcpWriter", "GcsStorageReader": "DcpReader"}
 if TYPE_CHECKING:
     GcsStorageWriter = DcpWriter

@@ -5,13 +5,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aioflux import ClientConfig, GcsURL, InvalidURL, RetryPolicy, Timeouts, parse_url
+from aioflux import ClientConfig, InvalidURL, RetryPolicy, StoreURL, Timeouts, parse_url
 
 
 def test_parse_url() -> None:
-    assert parse_url("gs://my-bucket/a/b c.txt") == GcsURL("my-bucket", "a/b c.txt")
-    assert parse_url("gs://my-bucket") == GcsURL("my-bucket", "")
-    assert str(GcsURL("bkt", "x").join("y/", "/z")) == "gs://bkt/x/y/z"
+    assert parse_url("gs://my-bucket/a/b c.txt") == StoreURL("my-bucket", "a/b c.txt")
+    assert parse_url("gs://my-bucket") == StoreURL("my-bucket", "")
+    assert str(StoreURL("bkt", "x").join("y/", "/z")) == "gs://bkt/x/y/z"
 
 
 @pytest.mark.parametrize("url", ["s3://b/o", "gs://", "gs://A/o", "gs://ab/o", "gs://-bad/o",
@@ -76,14 +76,14 @@ def test_a_local_directory_named_like_a_scheme_is_written_with_dot_slash() -> No
 
 def test_file_urls_take_three_slashes_or_localhost() -> None:
     assert parse_url("file:///tmp/x") == parse_url("file://localhost/tmp/x") \
-        == parse_url("/tmp/x") == GcsURL("tmp", "x", "file")
+        == parse_url("/tmp/x") == StoreURL("tmp", "x", "file")
     with pytest.raises(InvalidURL, match="file:///path"):
         parse_url("file://tmp/x")
 
 
 def test_paths_are_accepted() -> None:
     assert parse_url(Path("/tmp/run1/x")) == parse_url("/tmp/run1/x") \
-        == GcsURL("tmp", "run1/x", "file")
+        == StoreURL("tmp", "run1/x", "file")
     assert parse_url(Path("rel/x")) == parse_url("rel/x")
     with pytest.raises(InvalidURL, match="got bytes"):
         parse_url(b"/tmp/x")  # type: ignore[arg-type]

@@ -1,10 +1,11 @@
 """Every renamed or retired name still works for a release, with a
 DeprecationWarning that names its replacement and the release it goes in
-(docs/migration.md lists them)."""
+(docs/migration/deprecations.md lists them)."""
 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,11 @@ from aioflux._core.deprecation import REMOVED_IN
 
 # (module, old name, the new name the warning must give, the object it is)
 RENAMED = [
+    ("aioflux.torch", "list_files", "aioflux.list_files", ("aioflux", "list_files")),
+    ("aioflux.torch", "load_files", "aioflux.load_files", ("aioflux", "load_files")),
+    ("aioflux", "GcsURL", "aioflux.StoreURL", ("aioflux", "StoreURL")),
+    ("aioflux", "download_many", "aioflux.Downloader(store, options).download_many(objects)",
+     ("aioflux._engines.download", "download_many")),
     ("aioflux.torch.dcp", "GcsStorageWriter", "aioflux.torch.dcp.DcpWriter",
      ("aioflux.torch.dcp", "DcpWriter")),
     ("aioflux.torch.dcp", "GcsStorageReader", "aioflux.torch.dcp.DcpReader",
@@ -39,3 +45,19 @@ def test_removal_is_two_minor_releases_on() -> None:
     major, minor = (int(p) for p in __version__.split(".")[:2])
     removed = tuple(int(p) for p in REMOVED_IN.split(".")[:2])
     assert removed >= (major, minor + 2)
+
+
+def test_every_deprecated_name_is_tested_and_on_the_migration_page() -> None:
+    import aioflux
+    import aioflux.torch
+    import aioflux.torch.dcp
+
+    declared = {("aioflux", n) for n in aioflux._DEPRECATED} | {
+        ("aioflux.torch", n) for n in aioflux.torch._MOVED} | {
+        ("aioflux.torch.dcp", n) for n in aioflux.torch.dcp._RENAMED}
+    assert declared == {(module, old) for module, old, _, _ in RENAMED}
+    page = Path(__file__).resolve().parents[2] / "docs" / "migration" / "deprecations.md"
+    rows = page.read_text().splitlines()
+    for module, old, _, _ in RENAMED:
+        (row,) = [r for r in rows if r.startswith("|") and f"`{module}.{old}" in r]
+        assert REMOVED_IN in row, row

@@ -16,22 +16,21 @@ DOCUMENTED = {
     # (``call``, ``submit``, ``get_portal``, writers, readers, the listing
     # engine, clean-up) stay importable from their private modules only.
     "aioflux": {
-        "AiofluxError", "AsyncClient", "BridgeError", "ChecksumMismatch", "Client",
-        "ClientConfig", "Conflict", "DownloadOptions", "DownloadStats", "Downloader", "GcsURL",
-        "InvalidArgument", "InvalidRequest", "InvalidURL", "ListPage", "LocalStore",
-        "MultipartUploadInfo", "NotFound", "ObjectInfo", "ObjectStore", "PartInfo",
+        "AiofluxError", "AzureStore", "BridgeError", "ChecksumMismatch", "Client",
+        "ClientConfig", "Conflict", "DownloadOptions", "DownloadStats", "Downloader",
+        "GcsStore", "HttpStore", "InvalidArgument", "InvalidRequest", "InvalidURL", "ListPage",
+        "LocalStore", "MultipartUploadInfo", "NotFound", "ObjectInfo", "ObjectStore", "PartInfo",
         "PermissionDenied", "PreconditionFailed",
         "ProtocolError", "RateLimited", "ReaderOptions", "RetryPolicy", "S3Store", "ServerError",
         "ShardFormatError",
-        "StorageError", "StoreURL", "StreamItem", "TLSError", "Timeouts", "TransportError",
-        "UnclosedWriterWarning", "WriterOptions", "__version__", "alist_files", "aload_files",
-        "download_many",
-        "list_files", "load_files", "open", "parse_url",
+        "StorageError", "StoreURL", "StreamItem", "SyncStore", "TLSError", "Timeouts",
+        "TransportError", "UnclosedWriterWarning", "WriterOptions", "__version__", "alist_files",
+        "aload_files", "list_files", "load_files", "open", "parse_url",
     },
     "aioflux.torch": {
         "Checkpoint", "CheckpointInfo", "CheckpointManager", "IterableDataset", "MapDataset",
         "ResumableBatchSampler", "ResumableSampler", "SaveFuture", "SaveRecord", "ShardDataset",
-        "ShardMapDataset", "ShardWriter", "list_files", "load_files",
+        "ShardMapDataset", "ShardWriter",
     },
     "aioflux.otel": {"instrument"},
     "aioflux.fsspec": {"AiofluxFileSystem", "TouchRefused", "register"},
@@ -80,8 +79,13 @@ REMOVED_FROM_ROOT = {
 # StoreBase's copies said besides: InvalidURL, "replaced while it was read"...)
 # ~5,120; with DownloadOptions.min_sources (the fewest sources worth a
 # composite) ~5,142; with LocalStore.read_ranges (a DataLoader worker's
-# samples of a file in one hand-off) ~5,153. A new export shows up here.
-HELP_LINES_MAX = 5_160
+# samples of a file in one hand-off) ~5,153; with the stores named and
+# exported alike (GcsStore for AsyncClient, now an alias outside __all__;
+# AzureStore and HttpStore at the root, ~860) and the one blocking face of
+# every store (SyncStore, ~370, its methods' docstrings the protocol's; the
+# hand-written Client twin replaced by SyncStore's GCS face), less GcsURL
+# and download_many (deprecated), ~6,432. A new export shows up here.
+HELP_LINES_MAX = 6_440
 
 
 @pytest.mark.parametrize("module_name", sorted(DOCUMENTED))

@@ -1,7 +1,8 @@
-"""``Client`` follows ``AsyncClient`` method for method (httpcore's unasync check).
+"""``Client`` follows ``GcsStore`` method for method (httpcore's unasync check).
 
-Every public AsyncClient method has a Client twin with the same parameters:
-names, kinds, defaults and annotations; only the return type differs (a
+Client is SyncStore's face of GCS, generated from the async methods: every
+public one has a blocking twin with the same parameters (names, kinds,
+defaults and annotations) and docstring; only the return type differs (a
 coroutine or async iterator against a value or iterator).
 """
 
@@ -13,12 +14,8 @@ import pytest
 
 from aioflux import AsyncClient, Client
 
-# Methods that only make sense on one side, each with the reason.
-# aclose: Client.close() is its twin (the sync name). fetch and start_upload
-# are the storage protocol's engine-facing calls (the writer and the
-# download planner use them on the loop); users read and write through
-# read/write/open.
-ASYNC_ONLY = {"aclose", "fetch", "start_upload"}
+# aclose's twin is close (the sync name).
+ASYNC_ONLY = {"aclose"}
 SYNC_ONLY = {"close"}
 
 
