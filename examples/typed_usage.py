@@ -1,5 +1,6 @@
-"""A user's script: the client, both datasets and the checkpoint manager,
-written the way a user writes them, with type annotations.
+"""A user's script: the client, a store's blocking face, both datasets and
+the checkpoint manager, written the way a user writes them, with type
+annotations.
 
 CI (``.ci/run``) type-checks this file with ``mypy --strict`` from a
 directory outside the checkout, against the package installed by
@@ -13,12 +14,13 @@ typed and that an editable install is visible to type checkers.
 from __future__ import annotations
 
 import os
+import tempfile
 
 import torch
 from torch.utils.data import DataLoader
 
 import aioflux
-from aioflux import Client, ObjectInfo
+from aioflux import Client, ListPage, LocalStore, ObjectInfo, SyncStore
 from aioflux.testing import running_emulator
 from aioflux.torch import CheckpointInfo, CheckpointManager, IterableDataset, MapDataset
 
@@ -47,6 +49,20 @@ def check_client(client: Client) -> str:
     names: list[str] = [obj.name for obj in client.list_objects(BUCKET, "data/")]
     assert len(names) == SAMPLES, names
     return greeting
+
+
+def check_sync_store(folder: str) -> int:
+    """Any store's blocking face (here the filesystem's), typed as its store's
+    methods are; returns the bytes read back into a buffer."""
+    bucket, _, prefix = folder.strip("/").partition("/")
+    with SyncStore(LocalStore()) as files:
+        written: ObjectInfo = files.write(bucket, f"{prefix}/a.bin", b"0123456789")
+        buffer = bytearray(written.size)
+        count: int = files.read(bucket, f"{prefix}/a.bin", into=buffer)
+        pages: list[ListPage] = list(files.list(bucket, f"{prefix}/", delimiter="/"))
+        assert [o.name for page in pages for o in page.objects] == [f"{prefix}/a.bin"]
+        files.delete(bucket, f"{prefix}/a.bin")
+        return count
 
 
 def check_datasets() -> int:
@@ -92,6 +108,8 @@ def main() -> None:
         with Client() as client:
             write_samples(client)
             greeting = check_client(client)
+        with tempfile.TemporaryDirectory() as folder:
+            assert check_sync_store(folder) == 10
         seen = check_datasets()
         step = check_checkpoints()
     print(f"typed_usage: aioflux {aioflux.__version__}: read {greeting!r}, "
