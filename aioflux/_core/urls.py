@@ -32,7 +32,6 @@ from .hub_paths import hub_repo, split_hub_url
 from .store_plugins import plugin_scheme
 
 __all__ = [
-    "GcsURL",
     "SCHEMES",
     "StoreURL",
     "WEB_SCHEMES",
@@ -258,10 +257,6 @@ class StoreURL:
         """
         name = "/".join(p.strip("/") for p in (self.name, *parts) if p.strip("/"))
         return StoreURL(self.bucket, name, self.scheme, self.account)
-
-
-GcsURL = StoreURL
-"""StoreURL's name from before other stores (the same class)."""
 
 
 def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> StoreURL:
