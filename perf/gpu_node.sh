@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The gpu_node scenario on a GPU machine that has its own Python and torch
+# but no network: what it lacks travels as wheels.
+#
+#   perf/gpu_node.sh prepare   # here: aioflux's wheel and its dependencies'
+#                              # (CPython 3.12, manylinux x86_64) into
+#                              # dist/gpu-node-wheels/ (~30 MB; torch not included)
+#   perf/gpu_node.sh run       # there, from the repository root: installs
+#                              # them with pip --no-index, runs the scenario
+#                              # (1 round), writes gpu_node.txt (its table),
+#                              # gpu_node.jsonl (its samples) and
+#                              # environment.txt under $OUT (default ./gpu-node-out)
+#
+# Extra arguments of `run` go to `python -m perf run gpu_node` (e.g.
+# --param gib=2, --quick). Without CUDA the GPU rows are skipped and the
+# DataLoader rows run on the CPU: `run --quick` checks the runner anywhere.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+wheels=${WHEELS:-$here/dist/gpu-node-wheels}
+python=${PYTHON:-python3}
+pyver=${PYVER:-3.12}  # the GPU machine's Python
+# aioflux's dependencies besides torch (pyproject.toml), and their own.
+deps='aiohttp google-auth[requests] google-crc32c httptools uvloop numpy'
+
+prepare() {
+    rm -rf "$wheels"
+    mkdir -p "$wheels"
+    "$python" -m pip wheel "$here" --no-deps -w "$wheels" -q
+    "$python" -m pip download -q --only-binary=:all: --python-version "$pyver" \
+        --implementation cp --abi "cp${pyver/./}" --platform manylinux_2_28_x86_64 \
+        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any \
+        -d "$wheels" $deps
+    du -sh "$wheels"
+}
+
+run() {
+    local out=${OUT:-$here/gpu-node-out}
+    mkdir -p "$out"
+    local started=$SECONDS
+    # Into the machine's own environment (its torch stays): the wheels
+    # here, nothing from an index; the dependencies it has already stay.
+    # aioflux without its dependencies (torch's own would be resolved
+    # again: setuptools, sympy...), then those it needs beyond torch.
+    "$python" -m pip install -q --no-index --no-deps "$wheels"/aioflux_storage-*.whl
+    "$python" -m pip install -q --no-index --find-links "$wheels" $deps
+    {
+        "$python" -c "import sys, torch, aioflux; print(sys.version); print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available()); print('aioflux', aioflux.__version__, aioflux.__file__)"
+        nproc
+        free -g | head -2
+        nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null || echo "no nvidia-smi"
+        df -h /dev/shm | tail -1
+    } > "$out/environment.txt" 2>&1
+    echo "installed in $((SECONDS - started)) s"
+    cat "$out/environment.txt"
+    # The harness runs from the repository root, so its contenders import
+    # aioflux from the source folder: the commit the wheel was built from.
+    cd "$here"
+    local status=0
+    "$python" -m perf run gpu_node --rounds 1 "$@" 2>&1 | tee "$out/gpu_node.txt" || status=$?
+    grep -F '"scenario": "gpu_node"' perf/results.jsonl > "$out/gpu_node.jsonl" || true
+    echo "gpu_node done in $((SECONDS - started)) s (exit $status); results under $out"
+    return "$status"
+}
+
+case "${1:-}" in
+    prepare) prepare ;;
+    run) shift; run "$@" ;;
+    *) echo "usage: $0 prepare | run [python -m perf run options]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,110 @@
+"""gpu_node: issue 61's rows on a CUDA machine, with their physical references.
+
+Run it where there is a GPU (``perf/gpu_node.sh`` installs what the
+machine lacks from wheels and runs it; see there). Every row is a fresh
+process (``contenders/gpu_node.py``), each state built untimed on
+``cuda:0``: ``gib`` GiB of bf16 in ``count`` tensors, files on
+``/dev/shm``.
+
+- references: host copies of the state, pinned and pageable (reused
+  buffers), a fresh ``.to("cpu")``, and copies back to the device;
+- ``save_async``'s blocking time, first save and the pool's (target: the
+  pool's <= 1.5x ``ref-d2h-pinned``, the first <= ``ref-d2h-fresh``);
+- save / load (``map_location="cuda"``) and DCP save / load / async save,
+  aioflux against torch's own;
+- DataLoader rows, 16 KiB samples in tar shards: ``ShardDataset``, a plain
+  ``tarfile`` loop (shards split by worker) and the same DataLoader with
+  no I/O at all, at ``workers`` (0, 4, 8, 16), batches of 64 pinned and
+  moved to the GPU.
+
+Without CUDA the CUDA rows are unavailable (the harness skips them) and
+the DataLoader rows run on the CPU, batches staying there: the scenario
+then checks the runner, not the GPU targets. Parameters: ``gib`` (4; 0.25
+with --quick), ``count`` (64), ``workers`` (``0,4,8,16``; ``0,2`` with
+--quick), ``samples`` per shard (512 of 64 shards; 64 with --quick).
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+
+from perf.availability import project_imports
+from perf.harness import Contender, Options, Plan, Target
+
+__all__ = ["plan"]
+
+_REFS = ("d2h-pinned", "d2h-pageable", "d2h-fresh", "h2d-pinned", "h2d-pageable")
+_PAIRS = ("save", "load", "dcp-save", "dcp-load", "dcp-async")
+
+
+@functools.cache
+def _cuda() -> str | None:
+    probe = subprocess.run([sys.executable, "-c",
+                            "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)"],
+                           capture_output=True, text=True, check=False)
+    if probe.returncode == 0:
+        return None
+    return "no CUDA device here (a GPU-node row)" if probe.returncode == 3 else \
+        f"torch did not import: {probe.stderr.strip()[-200:]}"
+
+
+def _ready() -> str | None:
+    return _cuda() or project_imports("import aioflux.torch.dcp")
+
+
+def plan(options: Options) -> Plan:
+    gib = float(options.params.get("gib", 0.25 if options.quick else 4))
+    count = options.get("count", 64)
+    workers = [int(n) for n in options.params.get(
+        "workers", "0,2" if options.quick else "0,4,8,16").split(",")]
+    samples = options.get("samples", 64 if options.quick else 512)
+    state = ("--gib", str(gib), "--count", str(count))
+    contenders: list[Contender] = []
+
+    def add(name: str, *args: str, cuda: bool = True, note: str = "") -> None:
+        contenders.append(Contender(name, "gpu_node.py", None, (*args, "--name", name),
+                                    available=_ready if cuda else None, note=note))
+
+    for row in _REFS:
+        add(f"ref-{row}", "--row", row, *state, note=f"physical reference: {row}")
+    for row in ("async-first", "async-pool"):
+        add(f"aioflux-{row}", "--row", row, *state,
+            note="CheckpointManager.save_async: seconds = blocking time, done_s = whole save")
+    for row in _PAIRS:
+        for impl in ("torch", "aioflux"):
+            add(f"{impl}-{row}", "--row", row, "--impl", impl, *state)
+    for n in workers:
+        for impl in ("aioflux", "plain", "noio"):
+            add(f"loader-{impl}-w{n}", "--row", "loader", "--impl", impl, "--workers", str(n),
+                "--samples", str(samples), cuda=False,
+                note=f"DataLoader, {n} workers, 64 x {samples} samples of 16 KiB")
+    targets = [Target(f"torch-{row}", 1.0, f"aioflux-{row}") for row in _PAIRS]
+    targets += [Target(f"loader-plain-w{n}", 1.0, f"loader-aioflux-w{n}") for n in workers]
+    targets += [Target(f"loader-noio-w{n}", 0.9, f"loader-aioflux-w{n}")
+                for n in workers if n >= 8]
+    # Same bytes: throughput ratios are inverse time ratios (1 / 1.5).
+    targets += [Target("ref-d2h-pinned", 1 / 1.5, "aioflux-async-pool"),
+                Target("ref-d2h-fresh", 1.0, "aioflux-async-first")]
+    return Plan(
+        name="gpu_node",
+        description=(f"A GPU node: {gib:g} GiB bf16 state on cuda:0, files on /dev/shm; "
+                     "save_async blocking, save/load and DCP against torch's own, "
+                     "DataLoader rows, with the physical references"),
+        bucket="perf-gpu-node",
+        objects=[],
+        contenders=contenders,
+        baseline="ref-d2h-pinned",
+        targets=targets,
+        figures=[("gib_per_s", "GiB/s"), ("done_s", "done (s)"),
+                 ("samples_per_s", "samples/s"), ("pinned_bytes", "pinned bytes")],
+        notes=[
+            "needs CUDA: without it the CUDA rows are skipped and the DataLoader rows run "
+            "on the CPU (a check of the runner, not of the GPU targets)",
+            "save_async targets (issue 61): the pool's blocking <= 1.5x ref-d2h-pinned; the "
+            "first save's <= ref-d2h-fresh",
+        ],
+        timeout_s=240.0,
+        warm_read=False,
+    )
