@@ -16,13 +16,16 @@ seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
   grows.
 - Pacing starts at :data:`START_FRACTION` of the rate the processes
   measured just before (each adds its share, :func:`join`). That measure
-  holds whatever burst the service had saved up, or next to nothing when
-  the service's burst is small and the first throttle came at once. The
-  first windows (:data:`FIRST_WINDOW`) calibrate: throttled and served
-  well under the rate, the rate goes to a little under what was served.
-  Served in full, the rate probes (:data:`PROBING`) until a window is
-  throttled past :data:`FOUND_SHARE`, and goes to a little under what that
-  window was served.
+  holds whatever burst the service had saved up. The first windows
+  (:data:`FIRST_WINDOW`) calibrate: throttled and served well under the
+  rate, the rate goes to a little under what was served. Served in full,
+  the rate probes (:data:`PROBING`) until a window is throttled past
+  :data:`FOUND_SHARE`, and goes to a little under what that window was
+  served; the window after (:data:`CHECKING`) calibrates that find, which
+  a burst the service saved up may have lifted. A measure of fewer than
+  :data:`MEASURE_LEAST` successes (a small burst, throttled at once) is
+  of the attempts, and the probe starts at once. A window of the probe or
+  of the calibration throttled past doubt closes before its end.
 - Paced, answers are counted in windows of :data:`DECREASE_WINDOW` (not
   the tokens reserved, up to :data:`AHEAD` of them). A window with
   :data:`CUT_LEAST` throttles or more, past :data:`THROTTLE_SHARE` of its
@@ -53,6 +56,8 @@ seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
 
 from __future__ import annotations
 
+import math
+
 from .rate_state import (
     AHEAD,
     BURST_SECONDS,
@@ -60,6 +65,7 @@ from .rate_state import (
     CALIBRATE_BELOW,
     CALIBRATE_LEAST,
     CALIBRATING,
+    CHECKING,
     CUT_LEAST,
     DECREASE,
     DECREASE_WINDOW,
@@ -68,12 +74,14 @@ from .rate_state import (
     JOIN_WINDOW,
     JUDGE_HELPED,
     JUDGE_LEAST,
+    MEASURE_LEAST,
     MIN_RATE,
     MOST_RATE,
     NOISE_HALF_LIFE,
     NOISE_MOST,
     PROBE_CLIMB,
     PROBE_FASTEST,
+    PROBE_HEAD,
     PROBE_HELD,
     PROBE_LEAD,
     PROBE_SLOPE,
@@ -100,10 +108,11 @@ from .rate_state import (
 from .rate_windows import judge
 
 __all__ = ["AHEAD", "BURST_SECONDS", "BUSY", "CALIBRATE_BELOW", "CALIBRATE_LEAST", "CALIBRATING",
-           "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "FIRST_WINDOW", "FOUND_SHARE", "JOIN_WINDOW",
-           "JUDGE_HELPED", "JUDGE_LEAST", "MIN_RATE", "MOST_RATE", "NOISE_HALF_LIFE",
-           "NOISE_MOST", "PROBE_CLIMB", "PROBE_FASTEST", "PROBE_HELD", "PROBE_LEAD", "PROBE_SLOPE",
-           "PROBING", "RAMP_FLOOR", "RECOVER_SECONDS", "RECOVER_TO", "REPROBE_AFTER",
+           "CHECKING", "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "FIRST_WINDOW", "FOUND_SHARE",
+           "JOIN_WINDOW", "JUDGE_HELPED", "JUDGE_LEAST", "MEASURE_LEAST", "MIN_RATE", "MOST_RATE",
+           "NOISE_HALF_LIFE", "NOISE_MOST", "PROBE_CLIMB", "PROBE_FASTEST", "PROBE_HELD",
+           "PROBE_LEAD", "PROBE_SLOPE", "PROBING", "RAMP_FLOOR", "RECOVER_SECONDS", "RECOVER_TO",
+           "REPROBE_AFTER",
            "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION", "STEADY_DECREASE",
            "STEADY_SHARE", "STEADY_WEIGHT", "SWITCH_COUNT", "SWITCH_CREDIT",
            "THROTTLE_SHARE", "USELESS_FALL", "alarm", "answered", "calm", "grown",
@@ -140,7 +149,7 @@ def reserve(state: RateState, now: float, doubling: float,
 
 
 def start(state: RateState, now: float, measured: float, retry_after: float | None = None,
-          ceiling: float | None = None) -> None:
+          ceiling: float | None = None, thin: bool = False) -> None:
     """Switch pacing on after throttles, at a fraction of the measured rate.
 
     Args:
@@ -149,6 +158,9 @@ def start(state: RateState, now: float, measured: float, retry_after: float | No
         measured: this process's successful requests/s just before.
         retry_after: seconds the server asked to wait, if it did.
         ceiling: the most requests/s allowed (a configured rate).
+        thin: the measure counted fewer than :data:`MEASURE_LEAST`
+            successes (a small burst, throttled at once): no measure of
+            the cap, which the probe looks for at once, from below.
     """
     rate = max(MIN_RATE, START_FRACTION * measured)
     state.throttled = True
@@ -167,8 +179,11 @@ def start(state: RateState, now: float, measured: float, retry_after: float | No
     # The first window calibrates, then cuts as any other: the rate paced
     # at first may still be far too high.
     state.judging = CALIBRATING
+    if thin:
+        _probe_from(state, state.rate)
     state.tokens = 0.0
     state.refilled_at = state.decreased_at = state.started_at = state.window_at = now
+    state.window_rate = state.rate
     state.ok = state.refused = 0
     state.steady = 0.0
     state.throttle_at = now
@@ -240,6 +255,7 @@ def _before_calibrating(state: RateState, now: float, sent_at: float | None) -> 
     if state.judging != CALIBRATING or sent_at is None or sent_at >= state.started_at:
         return False
     state.window_at, state.ok, state.refused = now, 0, 0
+    state.window_rate = state.rate
     return True
 
 
@@ -289,14 +305,26 @@ def join(state: RateState, now: float, measured: float, ceiling: float | None = 
     if not state.throttled or now - state.started_at > JOIN_WINDOW:
         return
     state.peak += measured
-    if state.judging not in (CALIBRATING, CALIBRATING + 1):
+    # A thin start probes at once: the processes' shares still add up in
+    # its first window.
+    thin = state.judging == PROBING and now - state.started_at < FIRST_WINDOW
+    if state.judging not in (CALIBRATING, CALIBRATING + 1) and not thin:
         # The windows that calibrate are over: what they were served is
         # the measure now, and the probe after them raises the rate.
         return
     rate = state.rate + START_FRACTION * measured
     state.rate = rate if ceiling is None else min(rate, ceiling)
     state.served += START_ANCHOR * measured
-    state.anchor = state.rate  # no recovery above the start (see start)
+    if thin:
+        _probe_from(state, state.rate)
+    else:
+        state.anchor = state.rate  # no recovery above the start (see start)
+
+
+def _probe_from(state: RateState, rate: float) -> None:
+    """Probe from ``rate`` at the fastest growth: no cap is known."""
+    state.judging = PROBING
+    state.anchor = rate * math.exp(-PROBE_HEAD) / RECOVER_TO
 
 
 def pace_at(state: RateState, now: float, rate: float, again: bool = False) -> None:
@@ -314,6 +342,8 @@ def pace_at(state: RateState, now: float, rate: float, again: bool = False) -> N
         state.anchor, state.judging = 0.0, 0
         state.tokens = max(1.0, rate * BURST_SECONDS)
         state.refilled_at = state.decreased_at = state.started_at = state.window_at = now
+        state.window_rate = rate
+        state.reprobe_after = 0.0
         state.ok = state.refused = 0
         state.debt = state.steady = 0.0
         state.epoch += 1

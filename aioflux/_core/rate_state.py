@@ -9,8 +9,8 @@ import math
 from dataclasses import dataclass
 
 __all__ = ["AHEAD", "BURST_SECONDS", "BUSY", "CALIBRATE_BELOW", "CALIBRATE_LEAST", "CALIBRATING",
-           "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "FIRST_WINDOW", "FOUND_SHARE",
-           "JOIN_WINDOW", "JUDGE_HELPED", "JUDGE_LEAST", "MIN_RATE", "MOST_RATE",
+           "CHECKING", "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "FIRST_WINDOW", "FOUND_SHARE",
+           "JOIN_WINDOW", "JUDGE_HELPED", "JUDGE_LEAST", "MEASURE_LEAST", "MIN_RATE", "MOST_RATE",
            "NOISE_HALF_LIFE", "NOISE_MOST", "PROBE_CLIMB", "PROBE_FASTEST",
            "PROBE_HEAD", "PROBE_HELD", "PROBE_LEAD", "PROBE_SLOPE", "PROBING",
            "RAMP_FLOOR", "RECOVER_SECONDS", "RECOVER_TO", "REPROBE_AFTER",
@@ -82,6 +82,10 @@ PROBING = 5
 #: ``judging`` while probing after a window that asked for less than
 #: BUSY of the rate: the rate holds until one asks for it again
 PROBE_HELD = 6
+#: ``judging`` in the window after the probe found the cap: what it found
+#: may hold a burst the service saved up, and this window calibrates as
+#: the first ones do
+CHECKING = 7
 #: a window answered at least this share of the rate was sent at it: its
 #: throttles say where the cap is. One asked for less says nothing of it
 #: (processes waiting out retries, or short of CPU)
@@ -92,9 +96,10 @@ PROBE_SLOPE = 0.05
 #: ... plus this many times ln(rate / that rate): slow near it, fast away
 #: from it (1.1x in 0.55 s, 1.35x in a second, 1.9x in 1.3 s) ...
 PROBE_CLIMB = 0.7
-#: ... up to this: a doubling per window (DECREASE_WINDOW), the most a
-#: window found throttled overshot by
-PROBE_FASTEST = math.log(4.0)
+#: ... up to this: a doubling per window of the probe (FIRST_WINDOW); a
+#: window throttled past doubt ends early, and the window after a find
+#: checks it
+PROBE_FASTEST = math.log(16.0)
 #: a probe's window throttled past this share of its answers (beyond the
 #: noise) found the cap: the odd few a small burst refuses below a cap,
 #: where requests leave a busy machine in clumps, are not it
@@ -134,6 +139,10 @@ SWITCH_CREDIT = 0.4
 #: that rate holds the burst the service had saved up. A start below the
 #: cap costs the probe a second or two; one above it, a run of throttles
 START_FRACTION = 0.5
+#: a rate measured before pacing on fewer successes than this is no
+#: measure of the cap (a small burst throttled at once): the probe looks
+#: for it at once, from below, at its fastest
+MEASURE_LEAST = 20
 #: what was served is first guessed at this fraction of the measured rate
 #: (``served``, until windows are counted)
 START_ANCHOR = 0.8
@@ -148,8 +157,10 @@ MOST_RATE = 1e7
 #: below this many requests/s the rate grows additively (GCS starts a
 #: bucket's writes at 1,000/s; its doubling guidance is for rates above)
 RAMP_FLOOR = 1000.0
-#: most seconds of tokens reserved ahead, by all processes together
-AHEAD = 1.0
+#: most seconds of tokens reserved ahead, by all processes together: the
+#: requests a rate sends go out this long after it is set, so a probe's
+#: windows see its growth this late
+AHEAD = 0.25
 #: most tokens saved up, in seconds of the rate: a small burst, so that
 #: processes that all wake at once do not overshoot together
 BURST_SECONDS = 0.05
@@ -199,6 +210,15 @@ class RateState:
         steady: the throttled share of the answers of late: a moving
             average over the windows with :data:`CALIBRATE_LEAST` answers
             or more, since the last cut (or the probe's end).
+        window_rate: the rate when the current window began (what its
+            answers are measured against while the rate grows within it).
+        reprobe_after: seconds without a throttle before the next probe
+            (0: :data:`REPROBE_AFTER`); doubled by each probe that finds the
+            cap where the last one did.
+        starting: the node's processes whose slow starts on the key began
+            together (:mod:`aioflux._net.throttle`: they share the first
+            wave).
+        starting_at: when the last of them began.
     """
 
     throttled: bool = False
@@ -227,6 +247,10 @@ class RateState:
     owed_at: float = 0.0
     owed_ok: int = 0
     steady: float = 0.0
+    window_rate: float = 0.0
+    reprobe_after: float = 0.0
+    starting: float = 0.0
+    starting_at: float = 0.0
 
 
 def grown(rate: float, seconds: float, doubling: float, floor: float = RAMP_FLOOR) -> float:
@@ -261,8 +285,8 @@ def _grown(state: RateState, seconds: float, doubling: float) -> float:
     :func:`grown`; probing (:data:`PROBING`: the last window asked for
     the rate and was served it), up by :func:`probe_growth`."""
     rate = state.rate
-    if 0 < state.judging < CALIBRATING:
-        return rate  # held where the cut put it until the cut is judged
+    if 0 < state.judging < CALIBRATING or state.judging == CHECKING:
+        return rate  # held where the cut (or find) put it until it is judged
     recovered = _recovered(state, seconds, doubling)
     if state.judging == PROBING:
         target = recovery_target(state)

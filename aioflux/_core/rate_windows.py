@@ -12,6 +12,7 @@ from .rate_state import (
     CALIBRATE_BELOW,
     CALIBRATE_LEAST,
     CALIBRATING,
+    CHECKING,
     CUT_LEAST,
     DECREASE,
     DECREASE_WINDOW,
@@ -65,7 +66,7 @@ def _useless(state: RateState, now: float, ok: int, refused: int) -> bool | None
 
 
 def _calibrate(state: RateState, now: float, served: float, doubling: float,
-               ceiling: float | None) -> bool:
+               ceiling: float | None, below: float) -> bool:
     """A window that calibrates (the first two after pacing started: its
     paced requests' answers) replaces the guesses pacing started from with
     what it was served.
@@ -83,7 +84,7 @@ def _calibrate(state: RateState, now: float, served: float, doubling: float,
     """
     state.served = served
     refill(state, now, doubling, ceiling)
-    if served >= CALIBRATE_BELOW * state.rate:
+    if served >= below * state.rate:
         return False
     state.rate = max(MIN_RATE, RECOVER_TO * served)
     state.anchor = min(state.anchor, served)
@@ -100,11 +101,12 @@ def _found(state: RateState, now: float, served: float, share: float, doubling: 
     The rate goes to a little under what that window was served (the
     probe's last step crossed the cap) and recovers to it after any cut.
     What it served may include a burst the service saved up while the
-    rate was below the cap: a rate found too high is cut as any other,
-    and one found too low probes again after :data:`REPROBE_AFTER`.
+    rate was below the cap: the window after (:data:`CHECKING`) calibrates
+    a rate found too high, as the first windows do, and one found too low
+    probes again after :data:`REPROBE_AFTER`.
     """
     refill(state, now, doubling, ceiling)
-    state.judging = 0
+    state.judging = CHECKING
     state.steady = 0.0
     # What the cap served: the average of late lags a probe's growth.
     state.anchor = state.served = served
@@ -114,14 +116,23 @@ def _found(state: RateState, now: float, served: float, share: float, doubling: 
     state.decreased_at = now
 
 
-def _grow_or_hold(state: RateState, now: float, ok: int, span: float, busy: bool,
-                  served: float, doubling: float, ceiling: float | None) -> None:
+def _overshot(state: RateState, now: float, share: float) -> bool:
+    """A window of the probe or of those that calibrate throttled past doubt
+    (``share`` of its answers beyond the noise) before its end: each
+    moment more at that rate overshoots further."""
+    answers = state.ok + state.refused
+    return (state.ok >= CALIBRATE_LEAST and state.refused >= 2 * CUT_LEAST
+            and state.refused > (share + noise(state, now)) * answers)
+
+
+def _grow_or_hold(state: RateState, now: float, busy: bool, served: float, asked: float,
+                  doubling: float, ceiling: float | None) -> None:
     """A probe's window not throttled: the probe grows on if the window was
     sent and served at about the rate, else it holds (processes that asked
     for less, waiting out their retries' backoff or short of CPU; or a
     service that served less, a cap hidden by a burst it saved up)."""
     refill(state, now, doubling, ceiling)
-    if busy and PROBE_LEAD * served >= state.rate:
+    if busy and PROBE_LEAD * served >= asked:
         state.judging = PROBING
     else:
         state.judging = PROBE_HELD
@@ -135,26 +146,47 @@ def judge(state: RateState, now: float, doubling: float, ceiling: float | None) 
     """Close the window if it is over: judge the last cut, or cut the rate
     if the window was throttled."""
     span = now - state.window_at
-    calibrating = state.judging in (CALIBRATING, CALIBRATING + 1)
-    if span < (FIRST_WINDOW if calibrating else DECREASE_WINDOW):
+    calibrating = state.judging in (CALIBRATING, CALIBRATING + 1, CHECKING)
+    probing = state.judging in (PROBING, PROBE_HELD)
+    # The probe's windows are short too: it grows fast, and the window
+    # that finds the cap ends its overshoot.
+    if span < (FIRST_WINDOW if calibrating or probing else DECREASE_WINDOW) and not (
+            (calibrating or probing) and span >= FIRST_WINDOW / 4 and _overshot(
+                state, now, 2 * (FOUND_SHARE if probing else THROTTLE_SHARE))):
         return False
+    cut = _close(state, now, span, calibrating, doubling, ceiling)
+    state.window_rate = state.rate
+    return cut
+
+
+def _close(state: RateState, now: float, span: float, calibrating: bool, doubling: float,
+           ceiling: float | None) -> bool:
     ok, refused = state.ok, state.refused
     state.window_at, state.ok, state.refused = now, 0, 0
-    probed = 0.0  # the rate a probe had when this window found the cap
-    first = state.decreased_at == state.started_at  # no cut since pacing started
+    # No cut since pacing started (a find is none: the window after it
+    # checks it, and may cut as a first cut would).
+    first = state.decreased_at == state.started_at or state.judging == CHECKING
     served = min(ok / span, state.rate)
-    busy = ok + refused >= BUSY * state.rate * span  # asked for the rate
+    # Asked for the rate: the rate it began with (a growing rate's requests
+    # go out a little behind it, reserved up to AHEAD before).
+    asked = min(state.rate, state.window_rate) if state.window_rate > 0 else state.rate
+    busy = ok + refused >= BUSY * asked * span
     if calibrating:
         # Twice a cut's share: a flaky service's refusals (a tenth, say)
-        # are left to the probe, whose cut is judged.
+        # are left to the probe, whose cut is judged. After a find, the
+        # probe's share: the window sent at what was found, which held any
+        # burst the service saved up.
+        checking = state.judging == CHECKING
         throttled = refused >= CUT_LEAST and refused > (
-            2 * THROTTLE_SHARE + noise(state, now)) * (ok + refused)
+            (FOUND_SHARE if checking else 2 * THROTTLE_SHARE) + noise(state, now)) * (ok + refused)
         if ok >= CALIBRATE_LEAST and throttled and _calibrate(
-                state, now, served, doubling, ceiling):
+                state, now, served, doubling, ceiling, 1.0 if checking else CALIBRATE_BELOW):
             state.judging = 0
             return False
         if state.judging == CALIBRATING:
             state.judging = CALIBRATING + 1
+        elif state.judging == CHECKING:
+            state.judging = 0  # what the probe found stands
         else:
             # Served what it asked for: the cap is above, and nothing says
             # where. The probe starts at its fastest.
@@ -194,13 +226,15 @@ def judge(state: RateState, now: float, doubling: float, ceiling: float | None) 
         return False  # no second cut before the first is judged
     share = noise(state, now)
     if state.judging in (PROBING, PROBE_HELD):
-        # Throttled beyond the noise, the probe found the cap (and a window
-        # throttled enough to cut cuts as well, below).
+        # Throttled beyond the noise, the probe found the cap; the window
+        # after checks what it found (no cut before that).
         if busy and refused >= CUT_LEAST and refused > (FOUND_SHARE + share) * (ok + refused):
-            probed = state.rate
+            if not first:
+                state.peak = state.rate  # where a useless cut after it goes back to
             _found(state, now, min(ok / span, state.rate), share, doubling, ceiling)
+            return False
         else:
-            _grow_or_hold(state, now, ok, span, busy, served, doubling, ceiling)
+            _grow_or_hold(state, now, busy, served, asked, doubling, ceiling)
     elif (state.judging == 0 and busy and refused == 0 and now - state.throttle_at
           >= REPROBE_AFTER and served >= CALIBRATE_BELOW * state.rate):
         # Asked for and served in full, with no throttle for a while: the
@@ -215,7 +249,7 @@ def judge(state: RateState, now: float, doubling: float, ceiling: float | None) 
     # for the first cut since it started; after that, the rate a cut made
     # while recovering was heading for (the rate at the cut alone would
     # let a flaky service's random runs of throttles ratchet it down).
-    state.peak = max(state.rate, probed, state.peak if first else recovery_target(state))
+    state.peak = max(state.rate, state.peak if first else recovery_target(state))
     # What the cap admits: the least of what was served of late and what
     # this window was, if it asked for the rate and was served enough to
     # tell (a storm of refusals is no measure). The average still holds

@@ -19,19 +19,21 @@ a new one.
 Before that, a slow start: a process's first contact with a key sends at
 most :data:`FIRST_WINDOW` attempts at once, :data:`GROWTH` more per
 success (1.25 times per round trip: TCP's slow start doubles, which has
-half of what a cap's burst admits in flight when its first throttle comes
-back, all of it refused), halved at the first throttle. So N processes
-meeting a cap send a first wave of N x :data:`FIRST_WINDOW`, not N x
-``max_concurrency``, and few are in flight when the throttles that switch
-pacing on come back. Once the window reaches ``max_concurrency`` it is
-gone (an attribute read per success, nothing per attempt), and the key's
-slot says so: the node's processes that start after it, a DataLoader's
-workers, begin without it. On a server without a cap it costs the first
-process of the node about 12 round trips of a smaller window (8 to 128
-in flight), once per key: a few hundred milliseconds at a 25 ms round
-trip. A process costs the node nothing more than before: the window is
-the process's own (a few numbers and a queue of waiters), and the node
-shares one flag byte per key.
+half of what a cap's burst admits in flight when its first throttle
+comes back, all of it refused), halved at the first throttle. Processes
+whose slow starts begin together share the first wave (the k-th starts
+at :data:`FIRST_WINDOW` / k, at least one): N processes meeting a cap
+send about 8 (1 + ln N) of them, not N x ``max_concurrency``, and few
+are in flight when the throttles that switch pacing on come back. Once
+the window reaches ``max_concurrency`` it is gone (an attribute read per
+success, nothing per attempt), and the key's slot says so: the node's
+processes that start after it, a DataLoader's workers, begin without it,
+and those in their slow start leave it. On a server without a cap it
+costs the first process of the node about 12 round trips of a smaller
+window (8 to 128 in flight), once per key: a few hundred milliseconds at
+a 25 ms round trip. A process costs the node nothing more than before:
+the window is the process's own (a few numbers and a queue of waiters),
+and the node shares one flag byte per key.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import weakref
 from .._core.config import ClientConfig
 from .._core.metrics import RequestStats
 from .._core.rate import (
+    MEASURE_LEAST,
     alarm,
     answered,
     calm,
@@ -75,6 +78,9 @@ _METER_LEAST = 0.25
 # queue of reservations is full (a place frees every token's time: 5 ms at
 # 200/s, too often for many processes to ask each time).
 _ASK_EVERY = 0.02
+# Processes whose slow starts on a key begin within this many seconds of
+# the last one's share the first wave (``Gate._first_window``).
+_STARTING = 1.0
 # Seconds between the marks a gate in use leaves on its slot.
 _TOUCH = 30.0
 #: attempts a process has in flight at first on a key its node has not
@@ -129,10 +135,15 @@ class _Meter:
             ok, refused, span = ok + self.previous[0], refused + self.previous[1], span + 1.0
         return ok, refused, span
 
-    def rate(self, now: float) -> float:
-        """Successful requests/s."""
-        ok, _, span = self._counts(now)
-        return ok / max(span, _METER_LEAST)
+    def rate(self, now: float) -> tuple[float, bool]:
+        """Successful requests/s, and whether they were too few to measure
+        the cap (a small burst, throttled at once): then the attempts/s,
+        throttled or not, what the process asked of the service (the
+        controller's probe starts from a fraction of it)."""
+        ok, refused, span = self._counts(now)
+        if ok < MEASURE_LEAST:
+            return (ok + refused) / max(span, _METER_LEAST), True
+        return ok / max(span, _METER_LEAST), False
 
 
 class Window:
@@ -279,10 +290,31 @@ class Gate:
         #: the slow start (None: opened, or a configured rate paces)
         self.window: Window | None = None
         if not self._fixed and not self.shared.opened and config.max_concurrency > FIRST_WINDOW:
-            self.window = Window(self, FIRST_WINDOW, config.max_concurrency)
+            self.window = Window(self, self._first_window(), config.max_concurrency)
+
+    def _first_window(self) -> float:
+        """The attempts this process has in flight at first: the node's
+        processes that begin their slow start on the key together share
+        the first wave (the k-th of them :data:`FIRST_WINDOW` / k), so 16
+        DataLoader workers send ~27 at first, not 128 (a small burst
+        refuses most of 128)."""
+        now = time.monotonic()
+        with self.shared.locked() as state:
+            if now - state.starting_at > _STARTING:
+                state.starting = 0.0
+            state.starting += 1.0
+            state.starting_at = now
+            return max(1.0, FIRST_WINDOW / state.starting)
+
+    @property
+    def fixed(self) -> bool:
+        """A configured rate paces: every attempt takes a token, also once
+        the node's state was reset (``aioflux rate reset``) under it."""
+        return self._fixed
 
     async def admit(self) -> None:
-        """Take a token, waiting for it (call when ``shared.paced``).
+        """Take a token, waiting for it (call when ``shared.paced`` or
+        :attr:`fixed`).
 
         A token reserved before a cut is void (the cut cleared the
         reservations): once its wait is over, another is reserved at the
@@ -324,7 +356,7 @@ class Gate:
                 if self._fixed and not state.throttled:
                     pace_at(state, now, self._ceiling)  # type: ignore[arg-type]
                 if state.epoch != self._epoch:
-                    join(state, now, self._meter.rate(time.perf_counter()), self._ceiling)
+                    join(state, now, self._meter.rate(time.perf_counter())[0], self._ceiling)
                     self._epoch = state.epoch
                 taken, wait = reserve(state, now, self._doubling, self._ceiling)
                 rate, cut_at = state.rate, state.decreased_at
@@ -372,8 +404,8 @@ class Gate:
         window = self.window
         if window is not None:
             window.grow()
-            if window.limit >= window.most:
-                self.open()
+            if window.limit >= window.most or shared.opened:
+                self.open()  # (another process of the node opened the key)
             else:
                 window.wake()
 
@@ -408,14 +440,14 @@ class Gate:
         window = self.window
         if window is not None:
             window.halve()
-        measured = meter.rate(clock)
+        measured, thin = meter.rate(clock)
         now = time.monotonic()
         with self.shared.locked() as state:
             first = not state.throttled
             if first:
                 if not alarm(state, now):
                     return  # a throttle owed: its retry's backoff is enough for now
-                start(state, now, measured, retry_after, self._ceiling)
+                start(state, now, measured, retry_after, self._ceiling, thin)
                 changed = True
             else:
                 if state.epoch != self._epoch:

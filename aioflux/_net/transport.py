@@ -221,7 +221,7 @@ class Transport(LoopSessions):
             write = request.method not in _READ_METHODS
             gate = gates.get((op.bucket, write)) or self._gate(op.bucket, write)
             shared = gate.shared
-            if shared.memory[shared.at]:  # the pacing flag: one byte
+            if shared.memory[shared.at] or gate.fixed:  # the pacing flag: one byte
                 # Before the permit: a request waiting for budget must not
                 # hold one another bucket's request could use.
                 await gate.admit()

@@ -135,12 +135,13 @@ def test_rate_never_below_the_least() -> None:
 def test_tokens_pace_reservations_in_order() -> None:
     state = RateState()
     pace_at(state, 0.0, 10.0)
-    taken = [reserve(state, 0.0, DOUBLING, ceiling=10.0) for _ in range(12)]
+    ahead = int(10.0 * rate.AHEAD)  # tokens of AHEAD at 10/s
+    taken = [reserve(state, 0.0, DOUBLING, ceiling=10.0) for _ in range(ahead + 2)]
     # One token saved (a burst of at least one), then one every 0.1 s, up
-    # to a second of them reserved ahead: the 12th asks again later.
-    assert [t for t, _ in taken] == [True] * 11 + [False]
-    assert [w for _, w in taken[:11]] == pytest.approx([k / 10 for k in range(11)])
-    assert taken[11][1] == pytest.approx(0.1)
+    # to AHEAD of them reserved ahead: the next asks again once one frees.
+    assert [t for t, _ in taken] == [True] * (ahead + 1) + [False]
+    assert [w for _, w in taken[:-1]] == pytest.approx([k / 10 for k in range(ahead + 1)])
+    assert taken[-1][1] == pytest.approx((ahead + 1 - 10.0 * rate.AHEAD) / 10.0)
     # Time pays the reservations back: 2 s later the bucket holds tokens again.
     assert reserve(state, 2.0, DOUBLING, ceiling=10.0) == (True, 0.0)
 

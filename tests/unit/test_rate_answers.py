@@ -82,10 +82,12 @@ def test_the_first_window_replaces_the_guesses_pacing_started_from() -> None:
     start(state, 0.0, 504.0)
     assert state.rate == pytest.approx(START_FRACTION * 504.0)
     end = _answers(state, 0.0, rate.FIRST_WINDOW + 0.001, ok=50, refused=20)
-    assert state.window_at == end  # the 50th answer closed the window
+    # Throttled past doubt (20 successes, more than a fifth refused), the
+    # window closed before its end: each moment more overshoots.
+    assert 0.0 < state.window_at < end
     served = 50 / end
-    assert state.rate == pytest.approx(RECOVER_TO * served)
-    assert state.anchor == pytest.approx(served)
+    assert state.rate == pytest.approx(RECOVER_TO * served, rel=0.1)
+    assert state.anchor == pytest.approx(served, rel=0.1)
     later = end + rate.RECOVER_SECONDS + 1.0
     reserve(state, later, DOUBLING)
     assert state.rate < 200.0  # recovered to under the cap, not to 256
@@ -106,7 +108,8 @@ def test_answers_to_requests_sent_before_the_start_restart_the_first_window() ->
     throttle(state, now, DOUBLING, sent_at=-0.01)
     assert state.window_at == now and state.ok == 0
     end = _answers(state, now, rate.FIRST_WINDOW + 0.001, ok=50, refused=20)
-    assert state.rate == pytest.approx(RECOVER_TO * 50 / (end - now)) and state.rate < guess
+    assert state.rate == pytest.approx(RECOVER_TO * 50 / (end - now), rel=0.1)
+    assert state.rate < guess
 
 
 def test_a_window_asked_for_less_than_the_rate_does_not_calibrate() -> None:
@@ -173,12 +176,11 @@ def test_a_start_below_the_cap_probes_up_to_it() -> None:
     start(state, 0.0, 240.0)
     assert state.rate == pytest.approx(START_FRACTION * 240.0)
     now, _, refused = _capped(state, 200.0, 0.0, 1.5)
-    assert state.judging in (PROBING, rate.PROBE_HELD)
-    assert state.rate > START_FRACTION * 240.0 * 1.2
-    assert refused <= 0.05 * 200.0 * 1.5
-    now, _, refused = _capped(state, 200.0, now, 3.0)
-    assert state.judging != PROBING, state  # the cap found
-    assert refused <= 0.05 * 200.0 * 3.0
+    assert state.judging not in (PROBING, rate.PROBE_HELD), state  # the cap found
+    assert 0.85 * 200.0 <= state.rate <= 200.0
+    # The probe's last step over the cap, and the window after its find,
+    # which the cap's saved-up burst had lifted.
+    assert refused <= 0.06 * 200.0 * 1.5
     # Then served near the cap, a few throttles at most (a rate a little
     # over it is cut by the throttled share of late, ``steady``).
     # It probes again after REPROBE_AFTER without a throttle (a cap may
@@ -362,7 +364,7 @@ def _frozen(monkeypatch: pytest.MonkeyPatch) -> float:
 
 async def test_a_token_reserved_before_a_cut_is_reserved_again_at_the_cut_rate(
         tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
-    # 100 tokens reserved at 250/s: the last waits 0.4 s. A cut to 125/s
+    # 50 tokens reserved at 250/s: the last waits 0.2 s. A cut to 125/s
     # while it waits voids the reservations: it reserves again at the cut
     # rate when its wait ends (the queue at the old rate went on
     # overshooting the cap for up to AHEAD), in the order the requests
@@ -374,7 +376,7 @@ async def test_a_token_reserved_before_a_cut_is_reserved_again_at_the_cut_rate(
     now = _frozen(monkeypatch)
     with shared.locked() as state:
         rate.pace_at(state, now, 250.0)
-        state.tokens = -99.0
+        state.tokens = -49.0
         gate._epoch = state.epoch
 
     def cut() -> None:
@@ -387,7 +389,7 @@ async def test_a_token_reserved_before_a_cut_is_reserved_again_at_the_cut_rate(
     slept = _sleeps(monkeypatch, [cut])
     await gate.admit()
     assert len(slept) == 2
-    assert slept[0] == pytest.approx(100 / 250.0)
+    assert slept[0] == pytest.approx(50 / 250.0)
     assert slept[1] == pytest.approx(1 / 125.0)  # first of the new queue, at the cut rate
     with shared.locked() as state:
         assert state.tokens == pytest.approx(-1.0)  # one token taken, the void one not counted

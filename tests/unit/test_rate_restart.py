@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import time
 
+from aioflux._core.auth import AnonymousAuth, AuthRequest
 from aioflux._core.config import ClientConfig
 from aioflux._core.metrics import RequestStats
 from aioflux._core.rate import RateState, answered, reserve, start, throttle
-from aioflux._core.rate_shared import SharedRate, Table
-from aioflux._net.throttle import Gate
+from aioflux._core.rate_shared import SharedRate, Table, reset
+from aioflux._net.throttle import Gate, gate_key
+from aioflux._net.transport import Op, Transport
 
 KEY = "http://x|b|read"
 DOUBLING = 1200.0
@@ -102,5 +104,35 @@ def test_a_paced_rate_no_longer_throttled_finds_the_service_again_in_seconds() -
     state.judging, state.rate, state.anchor, state.throttle_at = 0, 14.6, 15.4, 0.0
     now = _unthrottled(state, 0.0, 2.5)
     assert state.rate < 20.0  # no throttle for under 3 s: the rate holds
-    _unthrottled(state, now, 10.0)
+    end = now + 10.0
+    while state.rate < 1000.0 and now < end:
+        now = _unthrottled(state, now, 0.5)
     assert state.rate >= 1000.0, state
+
+
+async def test_a_configured_rate_paces_on_after_the_state_is_reset(tmp_path: object) -> None:
+    # ``aioflux rate reset`` while a request_rate=N job ran: its attempts
+    # read the slot's pacing flag, cleared, and went out unpaced until a
+    # throttle switched pacing on again.
+    config = ClientConfig(max_concurrency=8, request_rate=50)
+    transport = Transport(config, AnonymousAuth(), endpoint="http://127.0.0.1:9")
+    key = gate_key(transport.endpoint, "bkt", False)
+    table = Table(str(tmp_path))
+    gate = Gate(key, "bkt read", config, transport.stats, SharedRate(key, table))
+    assert transport._gates is not None
+    transport._gates[("bkt", False)] = gate
+    assert gate.shared.paced
+    assert len(reset(lambda entry: True, table)) == 1
+    assert not gate.shared.paced
+
+    async def send(state: object, headers: object) -> bytes:
+        return b""
+
+    try:
+        await transport._attempt(Op("read", "bkt", "o"), AuthRequest(
+            "GET", f"{transport.endpoint}/bkt/o", {}, {}), send)
+    finally:
+        await transport.aclose()
+    assert gate.shared.paced  # the attempt took a token: paced at its number again
+    with gate.shared.locked() as state:
+        assert state.rate == 50.0 and state.tokens < state.rate * 0.05
