@@ -343,7 +343,6 @@ def pace_at(state: RateState, now: float, rate: float, again: bool = False) -> N
         state.tokens = max(1.0, rate * BURST_SECONDS)
         state.refilled_at = state.decreased_at = state.started_at = state.window_at = now
         state.window_rate = rate
-        state.reprobe_after = 0.0
         state.ok = state.refused = 0
         state.debt = state.steady = 0.0
         state.epoch += 1

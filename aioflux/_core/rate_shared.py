@@ -51,7 +51,7 @@ log = logging.getLogger("aioflux.rate")
 
 # pacing flag, opened flag, owed flag, magic, version, epoch, then the
 # times, rates and counts (see RateState).
-_STATE = struct.Struct("<BBBxIQq8dqq6d3q2dqd4d")
+_STATE = struct.Struct("<BBBxIQq8dqq6d3q2dqd3d")
 _MAGIC = 0xA10F1005
 #: the byte of a slot that says the node owes throttles (``debt`` > 0)
 OWED = 2
@@ -65,11 +65,11 @@ _DIGEST_AT = _STATE.size
 _DIGEST = 16
 _USED = struct.Struct("<d")
 _USED_AT = _DIGEST_AT + _DIGEST
-SLOT = 264
+SLOT = 256
 # The file's name carries its layout's version: a machine running an older
 # aioflux too keeps that one's states apart (in ``rates``, ``rates-2`` to ``rates-4``).
 _FILE = "rates-5"
-#: slots in the table (66 KiB)
+#: slots in the table (64 KiB)
 SLOTS = 256
 #: slots a key may take, from the one its hash names
 PROBES = 16
@@ -204,13 +204,13 @@ class Table:
         (flag, opened, _owed, magic, version, epoch, rate, tokens, refilled, decreased, throttle,
          started, resume, window, ok, refused, served, anchor, peak, noise, noise_at,
          judged_at, judging, judged_ok, judged_refused, debt, owed_at,
-         owed_ok, steady, window_rate, reprobe_after, starting,
+         owed_ok, steady, window_rate, starting,
          starting_at) = _STATE.unpack_from(self.memory, slot * SLOT)
         state = RateState(bool(flag), bool(opened), rate, tokens, refilled, decreased, throttle,
                           started, epoch, resume, window, ok, refused, served, anchor, peak,
                           noise, noise_at, judging, judged_at, judged_ok, judged_refused,
-                          debt, owed_at, owed_ok, steady, window_rate, reprobe_after,
-                          starting, starting_at)
+                          debt, owed_at, owed_ok, steady, window_rate, starting,
+                          starting_at)
         if magic != _MAGIC or max(refilled, decreased, throttle, started, window, noise_at,
                                   judged_at, owed_at, starting_at) > now + 1.0:
             # A slot never written, or of a previous boot (a temporary
@@ -229,8 +229,8 @@ class Table:
                          state.anchor, state.peak, state.noise, state.noise_at,
                          state.judged_at, state.judging, state.judged_ok,
                          state.judged_refused, state.debt, state.owed_at, state.owed_ok,
-                         state.steady, state.window_rate, state.reprobe_after,
-                         state.starting, state.starting_at)
+                         state.steady, state.window_rate, state.starting,
+                         state.starting_at)
         _USED.pack_into(self.memory, at + _USED_AT, now)
 
 

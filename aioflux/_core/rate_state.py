@@ -212,9 +212,6 @@ class RateState:
             or more, since the last cut (or the probe's end).
         window_rate: the rate when the current window began (what its
             answers are measured against while the rate grows within it).
-        reprobe_after: seconds without a throttle before the next probe
-            (0: :data:`REPROBE_AFTER`); doubled by each probe that finds the
-            cap where the last one did.
         starting: the node's processes whose slow starts on the key began
             together (:mod:`aioflux._net.throttle`: they share the first
             wave).
@@ -248,7 +245,6 @@ class RateState:
     owed_ok: int = 0
     steady: float = 0.0
     window_rate: float = 0.0
-    reprobe_after: float = 0.0
     starting: float = 0.0
     starting_at: float = 0.0
 
