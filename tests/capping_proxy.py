@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import threading
 from collections import Counter
@@ -41,6 +42,8 @@ _PIECE = 64 * 1024
 #: seconds of tokens the bucket holds by default: a service does not say
 #: how much burst it allows, and it is often small
 BURST_SECONDS = 0.1
+# The proxy's record of the requests it admitted: per this many seconds.
+_BIN = 0.1
 #: seconds the bucket waits at most for ``refill_when`` (clients that never
 #: pace fail the test on its counts, not by hanging)
 REFILL_MOST = 30.0
@@ -87,7 +90,8 @@ class CappingProxy:
     could trickle in under the cap, and nothing would be refused).
 
     ``stats`` counts ``requests`` (all received), ``relayed`` and
-    ``throttled``; read it once the requests are done.
+    ``throttled``; read it once the requests are done, as
+    :meth:`served_after_throttle`.
     """
 
     def __init__(self, upstream: str, rate: float, dialect: Dialect,
@@ -107,6 +111,9 @@ class CappingProxy:
         self._filled_at: float | None = None
         self.refill_when: Callable[[], bool] | None = None
         self._first = 0.0  # when the first request came
+        self._throttled_at: float | None = None  # when the first refusal came
+        # Requests admitted per _BIN seconds since the first request.
+        self._admitted: Counter[int] = Counter()
         self._loop = asyncio.new_event_loop()
         self._listener = Listener(self._serve)
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
@@ -132,8 +139,23 @@ class CappingProxy:
         self._filled_at = now
         if self._tokens >= 1.0:
             self._tokens -= 1.0
+            self._admitted[int((now - self._first) / _BIN)] += 1
             return True
+        if self._throttled_at is None:
+            self._throttled_at = now - self._first
         return False
+
+    def served_after_throttle(self, start: float, end: float) -> float | None:
+        """Requests admitted a second from ``start`` to ``end`` seconds after
+        the first refusal (None: none came, or the clients ended before
+        ``end``); read it once the requests are done."""
+        if self._throttled_at is None or not self._admitted:
+            return None
+        first = math.ceil((self._throttled_at + start) / _BIN - 1e-9)
+        last = math.ceil((self._throttled_at + end) / _BIN - 1e-9)
+        if max(self._admitted) < last:
+            return None
+        return sum(self._admitted[k] for k in range(first, last)) / ((last - first) * _BIN)
 
     def _refills(self, now: float) -> bool:
         when = self.refill_when

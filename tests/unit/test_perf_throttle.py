@@ -113,8 +113,10 @@ def test_plan_caps_the_emulator_and_sets_the_targets_on_aioflux() -> None:
     # The small bursts: 10% throttled allowed at 0.05 s, 5% at 0.1 s.
     assert goals[("aioflux-p16-burst0.05", "throttled_pct")] == ("<=", 10.0)
     assert goals[("aioflux-p16-short-burst0.1", "throttled_pct")] == ("<=", 5.0)
-    bursts = {f"aioflux-p{n}-burst{b}" for n in (4, 16) for b in ("0.05", "0.1")}
-    short = {f"aioflux-p16-short-burst{b}" for b in ("0.05", "0.1")}
+    # The proxy's rows: served 0.85 of the cap within 3 s of the first throttle.
+    assert goals[("aioflux-p4-burst1", "served_3s_of_cap")] == (">=", 0.85)
+    bursts = {f"aioflux-p{n}-burst{b}" for n in (4, 16) for b in ("0.05", "0.1", "1")}
+    short = {f"aioflux-p16-short-burst{b}" for b in ("0.05", "0.1", "1")}
     assert {c for c, _ in goals} == {"aioflux-p4", "aioflux-dl-w4", "aioflux-s3-p4",
                                      "aioflux-p16", "aioflux-dl-w16", "aioflux-s3-p16",
                                      *bursts, *short}
