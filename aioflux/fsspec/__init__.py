@@ -19,6 +19,7 @@ except ImportError:  # pragma: no cover - the message names the extra
     raise ImportError("aioflux.fsspec needs fsspec: pip install 'aioflux-storage[fsspec]'") \
         from None
 
+from .._core.store_plugins import plugin_scheme as _plugin_scheme
 from ._filesystem import AiofluxFileSystem
 from ._filesystem import protocol_class as _protocol_class
 from ._paths import SCHEME_OF as _SCHEME_OF
@@ -66,7 +67,8 @@ def register(protocols: Iterable[str] = ("gs", "s3")) -> None:
     if isinstance(protocols, str):
         protocols = [protocols]
     for name in protocols:
-        scheme = _SCHEME_OF.get(name)
+        # A scheme another package serves (an aioflux.stores entry point) is its own.
+        scheme = _SCHEME_OF.get(name) or (name if _plugin_scheme(name) else None)
         if scheme is None:
             raise InvalidArgument(f"aioflux.fsspec.register: aioflux serves "
                                   f"{', '.join(sorted(_SCHEME_OF))}, not {name!r}")

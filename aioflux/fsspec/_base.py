@@ -23,6 +23,7 @@ from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument
 from .._core.portal import close_soon, get_portal
 from .._core.store import ObjectStore
+from .._core.store_plugins import plugin_scheme
 from .._core.validate import Credentials
 from .._core.window import LoopSemaphore
 from ._options import settings_of
@@ -78,7 +79,7 @@ class FileSystemBase(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
                  region: str | None = None, asynchronous: bool = False, loop: Any = None,
                  **storage_options: Any) -> None:
         scheme = scheme or type(self).default_scheme
-        if scheme not in SCHEMES:
+        if scheme not in SCHEMES and not plugin_scheme(scheme):
             raise InvalidArgument(f"AiofluxFileSystem: scheme must be one of "
                                   f"{', '.join(SCHEMES)}, got {scheme!r}")
         settings = settings_of(scheme, endpoint, credentials, region, storage_options)

@@ -42,7 +42,7 @@ def strip_protocol(path: str, *, local: bool = False, scheme: str | None = None)
     """
     found = _PROTOCOL.match(path)
     given = found[1].lower().removeprefix("aioflux-") if found else None
-    if given is not None and scheme is not None and SCHEME_OF.get(given) != scheme:
+    if given is not None and scheme is not None and SCHEME_OF.get(given, given) != scheme:
         raise InvalidURL(f"{path}: not a path of this filesystem's store ({scheme}://); "
                          f"open it with fsspec.url_to_fs or a filesystem of its own")
     local = local or (given is not None and SCHEME_OF.get(given) == "file")

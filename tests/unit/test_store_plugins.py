@@ -105,3 +105,18 @@ def test_aioflux_schemes_refuse_settings_of_other_stores() -> None:
         stores.new_store("gs", region="us-east-1")
     with pytest.raises(InvalidArgument, match="credentials is not taken here"):
         stores.new_store("file", credentials="anonymous")
+
+
+def test_fsspec_serves_a_packages_scheme(fake_distribution: Path) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    from aioflux.fsspec import AiofluxFileSystem, register
+
+    fs = AiofluxFileSystem("fake")
+    fs.pipe("fake://bkt/f/x.bin", b"through fsspec")
+    assert fs.cat("bkt/f/x.bin") == b"through fsspec"
+    register(["fake"])
+    registered = fsspec.filesystem("fake")  # the instance fsspec.open finds again
+    registered.pipe("fake://bkt/f/y.bin", b"registered")
+    with fsspec.open("fake://bkt/f/y.bin", "rb") as src:
+        assert src.read() == b"registered"
+    assert sys.modules["fake_aioflux_backend"].BUILT[0][0] == "fake"
