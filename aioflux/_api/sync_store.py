@@ -26,6 +26,7 @@ from .._core.config import ClientConfig
 from .._core.portal import get_portal, iterate
 from .._core.store import ObjectStore, PartUpload, StoreFeatures
 from .._core.types import ObjectInfo
+from .._engines.download import DEFAULT_PREFETCH_BYTES
 
 __all__ = ["SyncPartUpload", "SyncStore", "blocking"]
 
@@ -40,9 +41,6 @@ _SYNC_NAMES = {"aclose": "close"}
 # time (a page holds up to 1000 objects); anything else in batches.
 _BATCH = {"list": 1}
 _DEFAULT_BATCH = 64
-# Held ahead of a slow consumer of ``stream``: a quarter of its options'
-# prefetch_bytes (as IterableDataset's hand-off), else of the default's.
-_STREAM_BYTES = 64 * 1024 * 1024
 
 
 class SyncPartUpload(Protocol):
@@ -118,8 +116,9 @@ def _run(name: str, bound: Callable[..., Any], args: tuple[Any, ...],
     if isinstance(result, AsyncIterator):
         if name == "stream":
             # What the stream downloaded ahead waits here for a slow consumer:
-            # bounded by bytes, not by a count of objects of any size.
-            budget = getattr(kwargs.get("options"), "prefetch_bytes", _STREAM_BYTES)
+            # a quarter of its prefetch_bytes (as IterableDataset's hand-off),
+            # not a count of objects of any size.
+            budget = getattr(kwargs.get("options"), "prefetch_bytes", DEFAULT_PREFETCH_BYTES)
             return iterate(result, batch=_DEFAULT_BATCH, nbytes=_item_bytes,
                            max_bytes=max(1, budget // 4))
         return iterate(result, batch=_BATCH.get(name, _DEFAULT_BATCH))
