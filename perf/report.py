@@ -96,6 +96,7 @@ NETWORK = (
 # Every other pair and every figure goal is on the performance page.
 HEADLINE: tuple[tuple[str, str, str], ...] = (
     ("read_small", "aioflux", "aiohttp-bare"),
+    ("read_small", "aioflux", "obstore-get128"),
     ("read_small", "aioflux", "gcs-threads16"),
     ("read_small", "aioflux", "gcs-threads128"),
     ("ckpt_load", "aioflux", "dataflux"),
