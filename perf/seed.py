@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-__all__ = ["ObjectSet", "ParquetSet", "Seeded", "ShardSet", "read_all", "seed"]
+__all__ = ["ObjectSet", "ParquetRows", "ParquetSet", "Seeded", "ShardSet", "read_all", "seed"]
 
 # Object bodies are windows into one random pool: distinct per object,
 # incompressible, and cheap to make for hundreds of MB.
@@ -190,6 +190,69 @@ class ParquetSet:
         return sum(self.sizes())
 
 
+@dataclass(frozen=True)
+class ParquetRows:
+    """``count`` Parquet files named ``{prefix}{i:06d}.parquet`` of text rows,
+    as the Hub's data sets hold them: ``id`` (int64), ``text`` (``text_min``
+    to ``text_max`` characters of words), ``score`` (float64), ``lang`` (one
+    of five) and ``tokens`` (a list of int32), ``groups`` row groups of
+    ``rows`` rows each, snappy, page CRCs written; the same bytes every run.
+
+    Made with pyarrow (the project's test extra) on first use and kept.
+    """
+
+    prefix: str
+    count: int
+    groups: int
+    rows: int
+    text_min: int = 200
+    text_max: int = 2000
+
+    def names(self) -> list[str]:
+        return [f"{self.prefix}{i:06d}.parquet" for i in range(self.count)]
+
+    @functools.cached_property
+    def files(self) -> tuple[bytes, ...]:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        words = [f"w{k:x}" for k in range(4096)]
+        out = []
+        for i in range(self.count):
+            rng = np.random.default_rng(1000 + i)
+            n = self.groups * self.rows
+            lengths = rng.integers(self.text_min, self.text_max + 1, n)
+            picks = rng.integers(0, len(words), int(lengths.sum()) // 4 + n)
+            text, at = [], 0
+            for length in lengths.tolist():
+                k = length // 4 + 1
+                text.append(" ".join(words[j] for j in picks[at:at + k].tolist())[:length])
+                at += k
+            ntok = rng.integers(8, 64, n)
+            flat = rng.integers(0, 50_000, int(ntok.sum()), dtype=np.int32)
+            offsets = np.concatenate([[0], np.cumsum(ntok)]).astype(np.int32)
+            table = pa.table({
+                "id": np.arange(i * n, (i + 1) * n, dtype=np.int64),
+                "text": text,
+                "score": rng.random(n),
+                "lang": pa.array(np.array(["en", "de", "fr", "es", "zh"])[rng.integers(0, 5, n)]),
+                "tokens": pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat)),
+            })
+            sink = pa.BufferOutputStream()
+            pq.write_table(table, sink, row_group_size=self.rows, compression="snappy",
+                           write_page_checksum=True)
+            out.append(sink.getvalue().to_pybytes())
+        return tuple(out)
+
+    def sizes(self) -> list[int]:
+        return [len(f) for f in self.files]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.sizes())
+
+
 def _bodies(obj: ObjectSet, pool: bytes) -> list[tuple[str, memoryview]]:
     view = memoryview(pool)
     span = len(pool) - obj.size
@@ -229,14 +292,14 @@ def _pieces(make: Callable[[], Iterator[bytes]]) -> AsyncIterator[bytes]:
 Body = Callable[[], bytes | AsyncIterator[bytes]]
 
 
-Seeded = ObjectSet | ShardSet | ParquetSet
+Seeded = ObjectSet | ShardSet | ParquetSet | ParquetRows
 
 
 def _makers(sets: Sequence[Seeded], pool: bytes) -> list[tuple[str, Body]]:
     """Each object's name and what makes its body afresh (once per attempt)."""
     out: list[tuple[str, Body]] = []
     for s in sets:
-        if isinstance(s, ParquetSet):
+        if isinstance(s, (ParquetSet, ParquetRows)):
             out += [(name, functools.partial(bytes, body))
                     for name, body in zip(s.names(), s.files, strict=True)]
         elif isinstance(s, ShardSet):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -31,6 +32,7 @@ from typing import Any
 
 from ..._core.crc import crc32c
 from ..._core.errors import ChecksumMismatch, InvalidArgument, ShardFormatError
+from ..._core.share import cpus, sharers
 from ..._core.store import ObjectStore
 from ..._core.types import ObjectInfo
 from ..._core.window import window
@@ -265,13 +267,15 @@ def _decode(info: ObjectInfo, footer: Footer, pieces: list[tuple[int, bytes]], g
 
 async def read_group(store: ObjectStore, info: ObjectInfo, footer: Footer, group: int,
                      columns: Sequence[str] | None, *, budget: int,
-                     hedger: Hedger | None = None, cache: DiskCache | None = None) -> Any:
+                     hedger: Hedger | None = None, cache: DiskCache | None = None,
+                     decoding: asyncio.Semaphore | None = None) -> Any:
     """Row group ``group``'s ``columns`` (None: all) as a pyarrow Table.
 
     Fetches only those columns' chunks (neighbours coalesced), one GET a
     piece in parallel; past ``budget`` bytes, one column at a time. With a
     disk cache, each piece is an entry keyed by the file's version and the
     piece's range, shared by the machine's workers and later epochs.
+    ``decoding`` bounds the decodes running at once (each a thread's).
 
     Raises:
         ChecksumMismatch: a page's CRC, or a read's length, is wrong.
@@ -290,7 +294,8 @@ async def read_group(store: ObjectStore, info: ObjectInfo, footer: Footer, group
                                        for start, end in ranges))
         pieces = [(start, data) for (start, _), data in zip(ranges, datas, strict=True)]
         del datas
-        tables.append(await asyncio.to_thread(_decode, info, footer, pieces, group, part))
+        async with decoding or contextlib.nullcontext():
+            tables.append(await asyncio.to_thread(_decode, info, footer, pieces, group, part))
         del pieces
     if len(tables) == 1:
         return tables[0]
@@ -357,6 +362,10 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
     """
     done: collections.OrderedDict[tuple[int, int], Any] = collections.OrderedDict()
     flying: dict[tuple[int, int], asyncio.Future[Any]] = {}
+    # Decodes at once: this process's share of the CPUs. More only queue up
+    # on the cores, and held the ranged reads' own CPU (and a shaper's or a
+    # server's on the same machine) back behind them.
+    decoding = asyncio.Semaphore(max(1, cpus() // sharers()))
 
     async def group(k: int, kept: Kept, g: int) -> Any:
         key = (k, g)
@@ -366,7 +375,7 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         if key not in flying:
             flying[key] = asyncio.ensure_future(read_group(
                 store, shards[k], kept.footer, g, columns, budget=max_bytes, hedger=hedger,
-                cache=cache))
+                cache=cache, decoding=decoding))
         try:
             table = await asyncio.shield(flying[key])
         finally:
