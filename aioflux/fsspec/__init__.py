@@ -1,8 +1,9 @@
 """fsspec filesystem over aioflux's stores (``pip install fsspec``).
 
 ``AiofluxFileSystem`` serves ``aioflux-gs://``, ``aioflux-s3://``,
-``aioflux-az://``, ``aioflux-file://`` and the read-only ``aioflux-http://``
-and ``aioflux-https://`` URLs, which installing aioflux registers with fsspec
+``aioflux-az://``, ``aioflux-file://`` and the read-only ``aioflux-http://``,
+``aioflux-https://`` and ``aioflux-hf://`` (the Hugging Face Hub) URLs,
+which installing aioflux registers with fsspec
 (and nothing else: gcsfs and s3fs keep ``gs://`` and ``s3://``).
 :func:`register` makes chosen protocols (``gs``, ``s3``...) go through
 aioflux for this process, for tools that only take those URLs (pandas,
@@ -41,6 +42,8 @@ _aioflux_file = _protocol_class("aioflux-file", "file")
 # Read-only web servers (writes and listings refused by the store).
 _aioflux_http = _protocol_class("aioflux-http", "http")
 _aioflux_https = _protocol_class("aioflux-https", "https")
+# The Hugging Face Hub, read-only (huggingface_hub's HfFileSystem keeps hf://).
+_aioflux_hf = _protocol_class("aioflux-hf", "hf")
 
 
 
@@ -55,7 +58,8 @@ def register(protocols: Iterable[str] = ("gs", "s3")) -> None:
 
     Args:
         protocols: among ``gs``, ``gcs``, ``s3``, ``s3a``, ``az``, ``abfs``,
-            ``abfss``, ``file``, ``local``, ``http``, ``https`` (read-only).
+            ``abfss``, ``file``, ``local``, ``http``, ``https``, ``hf`` (read-only;
+            ``hf`` then replaces ``huggingface_hub``'s ``HfFileSystem``).
 
     Raises:
         InvalidArgument: a protocol aioflux does not serve.

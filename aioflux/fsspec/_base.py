@@ -34,7 +34,7 @@ from ._transfers import STREAMING_PUTS, TRANSFER_BLOCKS
 __all__ = ["SCHEMES", "FileSystemBase"]
 
 #: The stores a filesystem serves.
-SCHEMES = ("gs", "s3", "az", "file", "http", "https")
+SCHEMES = ("gs", "s3", "az", "file", "http", "https", "hf")
 _store_lock = threading.Lock()
 
 

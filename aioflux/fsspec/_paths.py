@@ -17,7 +17,8 @@ __all__ = ["SCHEME_OF", "join", "local_path", "split", "strip_protocol"]
 
 #: the store each protocol aioflux serves is (``aioflux-<scheme>`` aside)
 SCHEME_OF = {"gs": "gs", "gcs": "gs", "s3": "s3", "s3a": "s3", "az": "az", "abfs": "az",
-             "abfss": "az", "file": "file", "local": "file", "http": "http", "https": "https"}
+             "abfss": "az", "file": "file", "local": "file", "http": "http", "https": "https",
+             "hf": "hf"}
 
 _PROTOCOL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 
