@@ -111,7 +111,8 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             (``InvalidArgument``): a dataset reads one format.
         decode: ``lines``: ``"utf-8"``, ``"json"`` or a callable on the
             line's bytes; ``tar``: a mapping of field to callable (``{"cls":
-            int}``) or a callable on the sample dict. None: raw bytes.
+            int}``) or a callable on the sample dict; ``parquet``: likewise,
+            on a row's columns (rows only, not batches). None: raw bytes.
         transform: a callable applied to each (decoded) sample.
         shuffle: shuffle each epoch (else shard-list order).
         seed: base seed of the order.

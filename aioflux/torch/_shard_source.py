@@ -228,6 +228,9 @@ class ShardSource:
             assert self.parquet is not None
             self.parquet.count(self.source.downloader.client, infos, found)
         self.decode = _decoder(op, self.format.name, decode)
+        if self.parquet is not None and self.parquet.output != "rows" and decode is not None:
+            raise InvalidArgument(f"{op}: decode applies to rows; with output="
+                                  f"{self.parquet.output!r} a batch goes to transform")
         # Where rank 0 resolved them, this rank's store is picked here.
         self.source.scheme = objects_scheme(op, (info.scheme for info in infos)) \
             or self.source.scheme
@@ -441,8 +444,11 @@ class ShardSource:
     def samples(self, run: Run, regions: Any) -> Iterator[Any]:
         """The decoded, transformed samples of a run's regions (Parquet: of its Table)."""
         if self.parquet is not None:
-            rows = self.parquet.rows(regions)
-            yield from rows if self.transform is None else map(self.transform, rows)
+            url = self.infos[run.shard].url
+            for row in self.parquet.rows(regions):
+                if self.decode is not None:
+                    row = self.decode(row, url, 0)
+                yield row if self.transform is None else self.transform(row)
             return
         info, index = self.infos[run.shard], self.index(run.shard)
         url = info.url
@@ -660,7 +666,7 @@ def _decoder(op: str, fmt: str, decode: Decode) -> Callable[[Any, str, int], Any
         return None
     if fmt == "lines" and decode in ("utf-8", "json"):
         return _Text(str(decode))
-    if fmt == "tar" and isinstance(decode, Mapping):
+    if fmt in ("tar", "parquet") and isinstance(decode, Mapping):
         fields = dict(decode)
         for field, fn in fields.items():
             if not callable(fn):

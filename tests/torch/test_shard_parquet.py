@@ -425,3 +425,37 @@ def test_the_disk_cache_serves_later_epochs(where: Where, tmp_path: Path,
     again.set_epoch(1)
     assert sorted(r["id"] for r in again) == sorted(expected)
     assert len(fetched.reads) == reads  # every chunk from the cache, every footer from the node's
+
+
+def test_spawned_workers_read_every_row_once_decoded(tmp_path: Path) -> None:
+    where = Where("file", f"file://{tmp_path}/root", None)
+    expected = seed(where)
+    ds = dataset(where, tmp_path, columns=["id", "lang"], batch_size=5,
+                 decode={"lang": str.upper})
+    loader = torch.utils.data.DataLoader(ds, batch_size=5, num_workers=2, collate_fn=list,
+                                         multiprocessing_context="spawn")
+    rows = [row for batch in loader for row in batch]
+    assert sorted(r["id"] for r in rows) == sorted(expected)
+    assert all(r["lang"] == expected[r["id"]]["lang"].upper() for r in rows)
+    with pytest.raises(InvalidArgument, match="decode applies to rows"):
+        dataset(where, tmp_path, output="columns", decode=dict)
+
+
+def test_publish_indexes_writes_the_rows_into_the_manifest(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    where = Where("file", f"file://{tmp_path}/root", None)
+    seed(where)
+    dataset(where, tmp_path, publish_indexes=True)
+    manifest = Path(f"{tmp_path}/root/_aioflux_manifest.jsonl").read_text().splitlines()
+    assert len(manifest) == 4 and all('"format":"parquet"' in line for line in manifest[1:])
+    reads: list[str] = []
+    real = _parquet_read.read_footer
+
+    async def footer(store: Any, info: Any) -> Any:
+        reads.append(info.name)
+        return await real(store, info)
+
+    monkeypatch.setattr("aioflux.torch._shard_parquet.read_footer", footer)
+    again = dataset(where, tmp_path / "other")  # another node: no footer cached
+    assert again.counts == list(ROWS) and len(reads) == 1
