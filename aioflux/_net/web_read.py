@@ -38,7 +38,7 @@ from .._core.errors import (
 )
 from .._core.store import Fetched
 from .failures import Op
-from .http import MediaPool
+from .http import BodyTruncated, MediaPool
 from .loops import LoopState
 from .web import (
     Locations,
@@ -114,9 +114,9 @@ class Read:
                 headers["Range"] = f"bytes={pos}-{'' if self.end is None else self.end - 1}"
             if self.pin is not None:
                 headers.update(self.pin.request_headers(ranged))
-            if ranged and state.media is not None and (
+            if state.media is not None and (
                     self.locations is None or self.locations.get(self.url) is None):
-                done = await self._lean(state.media, headers, pos)
+                done = await self._lean(state.media, headers, pos, ranged)
                 if done is not None:
                     return done
             resp = await send(state.session, self.op, "GET", self.url, headers, self.token,
@@ -128,15 +128,17 @@ class Read:
 
         return await self.transport.run_on(self.op, "GET", self.url, call)
 
-    async def _lean(self, media: MediaPool, headers: dict[str, str], pos: int
+    async def _lean(self, media: MediaPool, headers: dict[str, str], pos: int, ranged: bool
                     ) -> Fetched | None:
-        """A ranged attempt over the lean client (about a third of aiohttp's
-        CPU a request, the body landing in its final buffer): a 206, or a
-        412 to the pin, is checked here as :meth:`_answer` checks it; None
-        for any other answer, which the attempt sends again through aiohttp
-        (redirects, a server without ranges, errors: their rules are
-        :meth:`_answer`'s and :func:`~.web.send`'s). Sent to the named URL
-        only (never where a redirect led), so the token goes to its origin."""
+        """An attempt over the lean client (about a third of aiohttp's CPU a
+        request, the body landing in its final buffer, a whole object's in
+        the bytes handed out): a 206 to a range, a 200 to a read of the
+        whole object, or a 412 to the pin, is checked here as
+        :meth:`_answer` checks it; None for any other answer, which the
+        attempt sends again through aiohttp (redirects, a server without
+        ranges, errors: their rules are :meth:`_answer`'s and
+        :func:`~.web.send`'s). Sent to the named URL only (never where a
+        redirect led), so the token goes to its origin."""
         if self.token is not None:
             headers = {**headers, "Authorization": f"Bearer {self.token}"}
         stop = self.end
@@ -145,25 +147,46 @@ class Read:
         dest = None if self.into is None else self.into[self.got:]
         # coded: a coded body is handed over as it came, for the check below
         # to refuse (not left to aiohttp, which would ask again to refuse it).
-        resp = await media.get(self.url, headers, dest,
-                               limit=None if stop is None else max(0, stop - pos), coded=True)
+        try:
+            resp = await media.get(self.url, headers, dest,
+                                   limit=None if stop is None else max(0, stop - pos),
+                                   coded=True)
+        except BodyTruncated as exc:
+            # Its head is checked as a whole answer's, and what arrived is
+            # kept: the next attempt asks for the rest, under its version.
+            if exc.response is None:
+                raise
+            resp = exc.response
         if resp is None:
             return None
         status = resp.status
         if status == 412 and self.pin is not None:
             raise changed(self.op, self.pin, None, status, self.generation)
-        if status != 206:
+        if status != (206 if ranged else 200):
             return None
         self._check_version(resp.headers, status)
-        end = self._check_range(resp.headers, status, resp.expected, pos)
+        if ranged:
+            end = self._check_range(resp.headers, status, resp.expected, pos)
+        else:
+            # The whole object: its Content-Length (which the lean client
+            # reads every body by) is its size.
+            assert resp.expected is not None
+            self._learn(resp.expected, status)
+            end = resp.expected
         self._check_fits(end)
         if resp.received < end - pos:
-            # Short of its Content-Length (the client hands such a body over
-            # only cut short): asked for again whole, nothing of it kept.
-            raise TransportError(f"{self.where} failed: response body cut short at byte "
+            # Cut short: what arrived is kept (in the caller's buffer
+            # already, else added to ``data``), the rest asked for again.
+            if self.into is None:
+                assert self.data is not None
+                self.data += memoryview(resp.body or b"")[:resp.received]
+            self.got = pos + resp.received - self.start
+            cut = TransportError(f"{self.where} failed: response body cut short at byte "
                                  f"{pos + resp.received} of [{self.start}, {end})",
                                  operation=self.op.operation, bucket=self.op.bucket,
                                  name=self.op.name)
+            cut.slow = resp.slow  # type: ignore[attr-defined]
+            raise cut
         self.transport.stats.lean_reads += 1
         body = resp.body
         if self.into is None:
