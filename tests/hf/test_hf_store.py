@@ -13,6 +13,7 @@ import pytest
 
 from aioflux import ClientConfig, InvalidRequest, NotFound, PermissionDenied, RetryPolicy
 from aioflux._core.crc import crc32c
+from aioflux._core.rate_state import SWITCH_COUNT
 from aioflux.hf import HfStore
 from aioflux.testing import FakeHub
 from tests.hf.conftest import TOKEN
@@ -164,6 +165,14 @@ async def test_a_429_is_waited_out_as_retry_after_says(
         hub.throttle(2, retry_after=0, origin="cdn")
         assert await store.read(BUCKET, name, start=7) == files[name][7:]
         assert store.stats.throttled == 3
+        # The 429s reach the node-shared rate controller: a run of them past
+        # its count makes it pace the repo's reads.
+        hub.throttle(SWITCH_COUNT, retry_after=0, origin="cdn")
+        assert await store.read(BUCKET, name, start=9) == files[name][9:]
+        gates = store._wire()._gates
+        assert gates is not None
+        gate = gates[(BUCKET, False)]
+        assert gate.shared.memory[gate.shared.at]  # its pacing flag
     statuses = [r.path for r in hub.sent("cdn")]
     assert len(statuses) >= 3
 
