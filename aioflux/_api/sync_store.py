@@ -279,6 +279,14 @@ class SyncStore(Generic[S]):
     def __repr__(self) -> str:
         return f"SyncStore({self.aio!r})"
 
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        # A face's class is made at run time, so it pickles as the call that
+        # makes it (its store pickling as that store does); a class of its
+        # own (Client) as any class does.
+        if type(self) in _faces.values():
+            return SyncStore, (self.aio,)
+        return super().__reduce__()
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         _own_methods(cls)

@@ -5,11 +5,22 @@ thread refused, and the errors of the async methods as they were."""
 from __future__ import annotations
 
 import functools
+import pickle
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from aioflux import BridgeError, DownloadOptions, InvalidArgument, NotFound, SyncStore
+from aioflux import (
+    BridgeError,
+    Client,
+    DownloadOptions,
+    InvalidArgument,
+    LocalStore,
+    NotFound,
+    SyncStore,
+    parse_url,
+)
 from aioflux._api import sync_store
 from aioflux._core.portal import get_portal
 from aioflux._engines.download import DEFAULT_PREFETCH_BYTES
@@ -78,3 +89,19 @@ def test_an_upload_comes_back_with_a_blocking_face() -> None:
     assert upload.mode == upload.aio.mode  # its other attributes read through
     upload.abort()
     assert not face.exists("bkt", "u")
+
+
+def test_a_face_pickles_as_its_store_does(tmp_path: Path) -> None:
+    (tmp_path / "x").write_bytes(b"x")
+    face = SyncStore(LocalStore())
+    again = pickle.loads(pickle.dumps(face))
+    assert type(again) is type(face) and again is not face
+    url = parse_url(str(tmp_path / "x"))
+    assert again.read(url.bucket, url.name) == b"x"
+    client = Client(endpoint="http://127.0.0.1:9")
+    try:
+        revived = pickle.loads(pickle.dumps(client))
+        assert type(revived) is Client and revived.aio.endpoint == client.aio.endpoint
+        revived.close()
+    finally:
+        client.close()
