@@ -55,8 +55,13 @@ class SyncPartUpload(Protocol):
         """Store part ``number``; ``checksum`` is its crc32c if known."""
         ...
 
-    def finish(self, last_number: int, tail: memoryview | None, expected: Any,
-               tail_checksum: int | None = None) -> ObjectInfo:
+    def finish(
+        self,
+        last_number: int,
+        tail: memoryview | None,
+        expected: Any,
+        tail_checksum: int | None = None,
+    ) -> ObjectInfo:
         """Publish the object (see ``PartUpload.finish``)."""
         ...
 
@@ -66,18 +71,21 @@ class SyncPartUpload(Protocol):
 
 
 @overload
-def blocking(func: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]
-             ) -> Callable[Concatenate[Any, P], T]: ...
+def blocking(
+    func: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[Any, P], T]: ...
 
 
 @overload
-def blocking(func: Callable[Concatenate[Any, P], AsyncIterator[T]]
-             ) -> Callable[Concatenate[Any, P], Iterator[T]]: ...
+def blocking(
+    func: Callable[Concatenate[Any, P], AsyncIterator[T]],
+) -> Callable[Concatenate[Any, P], Iterator[T]]: ...
 
 
 @overload
-def blocking(func: Callable[Concatenate[Any, P], PartUpload]
-             ) -> Callable[Concatenate[Any, P], SyncPartUpload]: ...
+def blocking(
+    func: Callable[Concatenate[Any, P], PartUpload],
+) -> Callable[Concatenate[Any, P], SyncPartUpload]: ...
 
 
 def blocking(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -103,13 +111,15 @@ def blocking(func: Callable[..., Any]) -> Callable[..., Any]:
     returns = signature.return_annotation
     if isinstance(returns, str):  # ``from __future__ import annotations``
         returns = returns.replace("AsyncIterator[", "Iterator[").replace(
-            "AsyncGenerator[", "Iterator[")
+            "AsyncGenerator[", "Iterator["
+        )
     method.__signature__ = signature.replace(return_annotation=returns)  # type: ignore[attr-defined]
     return method
 
 
-def _run(name: str, bound: Callable[..., Any], args: tuple[Any, ...],
-         kwargs: dict[str, Any]) -> Any:
+def _run(
+    name: str, bound: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     # A read into the caller's buffer waits, if interrupted, until the read
     # has stopped writing into it.
     result = get_portal().call(_start(bound, args, kwargs), settled="into" in kwargs)
@@ -119,16 +129,16 @@ def _run(name: str, bound: Callable[..., Any], args: tuple[Any, ...],
             # a quarter of its prefetch_bytes (as IterableDataset's hand-off),
             # not a count of objects of any size.
             budget = getattr(kwargs.get("options"), "prefetch_bytes", DEFAULT_PREFETCH_BYTES)
-            return iterate(result, batch=_DEFAULT_BATCH, nbytes=_item_bytes,
-                           max_bytes=max(1, budget // 4))
+            return iterate(
+                result, batch=_DEFAULT_BATCH, nbytes=_item_bytes, max_bytes=max(1, budget // 4)
+            )
         return iterate(result, batch=_BATCH.get(name, _DEFAULT_BATCH))
     if _async_methods(type(result)):
         return _face_class(_ObjectFace, type(result))(result)
     return result
 
 
-async def _start(bound: Callable[..., Any], args: tuple[Any, ...],
-                 kwargs: dict[str, Any]) -> Any:
+async def _start(bound: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     # On the loop: a method that is not a coroutine (list, start_upload)
     # may still make loop-bound state as it is called.
     result = bound(*args, **kwargs)
@@ -144,7 +154,9 @@ def _async_methods(cls: type) -> bool:
     if known is None:
         known = _has_async[cls] = any(
             inspect.iscoroutinefunction(getattr(cls, name, None))
-            for name in dir(cls) if not name.startswith("_"))
+            for name in dir(cls)
+            if not name.startswith("_")
+        )
     return known
 
 
@@ -216,8 +228,7 @@ def _own_methods(face: type) -> None:
 
 
 def _same(a: Callable[..., Any], b: Callable[..., Any]) -> bool:
-    return a is b or (a.__doc__ == b.__doc__
-                      and inspect.signature(a) == inspect.signature(b))
+    return a is b or (a.__doc__ == b.__doc__ and inspect.signature(a) == inspect.signature(b))
 
 
 def _forwarded(name: str, prop: property) -> property:

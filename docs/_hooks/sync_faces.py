@@ -17,8 +17,10 @@ import griffe
 
 # Each face, and the store whose docstrings its methods spelt out for mypy
 # (``if TYPE_CHECKING: def list(...)``, undocumented) take.
-FACES = {"aioflux._api.sync_store.SyncStore": "aioflux._core.store.ObjectStore",
-         "aioflux._api.sync.Client": "aioflux.gcs._client.GcsStore"}
+FACES = {
+    "aioflux._api.sync_store.SyncStore": "aioflux._core.store.ObjectStore",
+    "aioflux._api.sync.Client": "aioflux.gcs._client.GcsStore",
+}
 _MADE = re.compile(r"^blocking\((\w+)\.(\w+)\)$")
 
 
@@ -30,13 +32,20 @@ def _method(attribute: griffe.Attribute, source: griffe.Function) -> griffe.Func
     returns = source.returns
     if returns is not None:
         returns = re.sub(r"^Async(Iterator|Generator)\[", "Iterator[", str(returns))
-    made = griffe.Function(attribute.name, lineno=attribute.lineno,
-                           endlineno=attribute.endlineno, parameters=source.parameters,
-                           returns=returns)
+    made = griffe.Function(
+        attribute.name,
+        lineno=attribute.lineno,
+        endlineno=attribute.endlineno,
+        parameters=source.parameters,
+        returns=returns,
+    )
     if source.docstring is not None:
-        made.docstring = griffe.Docstring(source.docstring.value, parent=made,
-                                          parser=source.docstring.parser,
-                                          parser_options=source.docstring.parser_options)
+        made.docstring = griffe.Docstring(
+            source.docstring.value,
+            parent=made,
+            parser=source.docstring.parser,
+            parser_options=source.docstring.parser_options,
+        )
     return made
 
 
@@ -56,8 +65,11 @@ class SyncFaces(griffe.Extension):
                     if twin is not None and _target(twin).docstring is not None:
                         doc = _target(twin).docstring
                         member.docstring = griffe.Docstring(
-                            doc.value, parent=member, parser=doc.parser,
-                            parser_options=doc.parser_options)
+                            doc.value,
+                            parent=member,
+                            parser=doc.parser,
+                            parser_options=doc.parser_options,
+                        )
                 if member.is_alias or not isinstance(member, griffe.Attribute):
                     continue
                 made = _MADE.match(str(member.value))

@@ -46,8 +46,7 @@ def _store(request: pytest.FixtureRequest, backend: str) -> ObjectStore:
         return AzureStore(CONFIG, connection_string=server.connection_string)
     if backend in ("s3", "s3-emulator"):
         server = request.getfixturevalue("moto_s3" if backend == "s3" else "emulator")
-        return S3Store(CONFIG, endpoint=server.endpoint if backend == "s3"
-                       else server.s3_endpoint)
+        return S3Store(CONFIG, endpoint=server.endpoint if backend == "s3" else server.s3_endpoint)
     server = request.getfixturevalue("emulator" if backend == "emulator" else "fake_gcs")
     return GcsStore(CONFIG, endpoint=server.endpoint)
 
@@ -67,14 +66,20 @@ def face(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Face]:
 
 
 def _async_names(cls: type) -> set[str]:
-    return {"close" if name == "aclose" else name for name in dir(cls)
-            if not name.startswith("_") and inspect.isfunction(inspect.getattr_static(cls, name))}
+    return {
+        "close" if name == "aclose" else name
+        for name in dir(cls)
+        if not name.startswith("_") and inspect.isfunction(inspect.getattr_static(cls, name))
+    }
 
 
 def _sync_names(face: SyncStore[Any]) -> set[str]:
     cls = type(face)
-    return {name for name in dir(cls)
-            if not name.startswith("_") and inspect.isfunction(inspect.getattr_static(cls, name))}
+    return {
+        name
+        for name in dir(cls)
+        if not name.startswith("_") and inspect.isfunction(inspect.getattr_static(cls, name))
+    }
 
 
 def test_the_face_has_every_method_of_its_store(face: Face) -> None:
@@ -86,7 +91,8 @@ def test_the_face_has_every_method_of_its_store(face: Face) -> None:
         # One docstring, the async method's, and its parameters.
         assert sync_doc == inspect.getdoc(async_method), name
         assert list(inspect.signature(sync).parameters) == list(
-            inspect.signature(async_method).parameters), name
+            inspect.signature(async_method).parameters
+        ), name
 
 
 def test_the_face_runs_every_kind_of_method(face: Face) -> None:
@@ -107,17 +113,22 @@ def test_the_face_runs_every_kind_of_method(face: Face) -> None:
     assert [o.name for p in pages for o in p.objects] == [prefix + "a/x"]
     assert [p for page in pages for p in page.prefixes] == [prefix + "a/y/"]
     assert [o.name for o in store.list_objects(bucket, prefix + "a/")] == [
-        prefix + "a/x", prefix + "a/y/z"]
+        prefix + "a/x",
+        prefix + "a/y/z",
+    ]
     if hasattr(store, "stream"):
         assert {i.name: i.data for i in store.stream(bucket, prefix + "a/")} == {
-            prefix + "a/x": data, prefix + "a/y/z": b"z"}
+            prefix + "a/x": data,
+            prefix + "a/y/z": b"z",
+        }
     # An object with async methods of its own comes back with a face too.
     features = store.features
     part = max(features.min_part_size, 5 * 1024 * 1024)
     part += -part % features.part_granularity
     body = os.urandom(part + 10)
-    upload = store.start_upload(bucket, prefix + "b", content_type="application/x-test",
-                                part_size=part)
+    upload = store.start_upload(
+        bucket, prefix + "b", content_type="application/x-test", part_size=part
+    )
     upload.put(1, memoryview(body)[:part])
     published = upload.finish(2, memoryview(body)[part:], _crc(body))
     assert published.size == len(body) and store.read(bucket, prefix + "b") == body

@@ -16,19 +16,33 @@ RENAMED = [
     ("aioflux.torch", "list_files", "aioflux.list_files", ("aioflux", "list_files")),
     ("aioflux.torch", "load_files", "aioflux.load_files", ("aioflux", "load_files")),
     ("aioflux", "GcsURL", "aioflux.StoreURL", ("aioflux", "StoreURL")),
-    ("aioflux", "download_many", "aioflux.Downloader(store, options).download_many(objects)",
-     ("aioflux._engines.download", "download_many")),
-    ("aioflux.torch.dcp", "GcsStorageWriter", "aioflux.torch.dcp.DcpWriter",
-     ("aioflux.torch.dcp", "DcpWriter")),
-    ("aioflux.torch.dcp", "GcsStorageReader", "aioflux.torch.dcp.DcpReader",
-     ("aioflux.torch.dcp", "DcpReader")),
+    (
+        "aioflux",
+        "download_many",
+        "aioflux.Downloader(store, options).download_many(objects)",
+        ("aioflux._engines.download", "download_many"),
+    ),
+    (
+        "aioflux.torch.dcp",
+        "GcsStorageWriter",
+        "aioflux.torch.dcp.DcpWriter",
+        ("aioflux.torch.dcp", "DcpWriter"),
+    ),
+    (
+        "aioflux.torch.dcp",
+        "GcsStorageReader",
+        "aioflux.torch.dcp.DcpReader",
+        ("aioflux.torch.dcp", "DcpReader"),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("module", "old", "new", "target"), RENAMED,
-                         ids=[f"{m}.{o}" for m, o, _, _ in RENAMED])
-def test_an_old_name_warns_and_is_its_replacement(module: str, old: str, new: str,
-                                                   target: tuple[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("module", "old", "new", "target"), RENAMED, ids=[f"{m}.{o}" for m, o, _, _ in RENAMED]
+)
+def test_an_old_name_warns_and_is_its_replacement(
+    module: str, old: str, new: str, target: tuple[str, str]
+) -> None:
     mod = importlib.import_module(module)
     with pytest.warns(DeprecationWarning) as caught:
         value = getattr(mod, old)
@@ -52,9 +66,11 @@ def test_every_deprecated_name_is_tested_and_on_the_migration_page() -> None:
     import aioflux.torch
     import aioflux.torch.dcp
 
-    declared = {("aioflux", n) for n in aioflux._DEPRECATED} | {
-        ("aioflux.torch", n) for n in aioflux.torch._MOVED} | {
-        ("aioflux.torch.dcp", n) for n in aioflux.torch.dcp._RENAMED}
+    declared = (
+        {("aioflux", n) for n in aioflux._DEPRECATED}
+        | {("aioflux.torch", n) for n in aioflux.torch._MOVED}
+        | {("aioflux.torch.dcp", n) for n in aioflux.torch.dcp._RENAMED}
+    )
     assert declared == {(module, old) for module, old, _, _ in RENAMED}
     page = Path(__file__).resolve().parents[2] / "docs" / "migration" / "deprecations.md"
     rows = page.read_text().splitlines()

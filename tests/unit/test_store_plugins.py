@@ -18,7 +18,7 @@ from aioflux._api import stores
 from aioflux._core import store_plugins
 from aioflux.cli import main
 
-PLUGIN = '''
+PLUGIN = """
 from dataclasses import replace
 
 from aioflux.testing import MemoryStore
@@ -35,7 +35,7 @@ class FakeStore(MemoryStore):
 def build(scheme, config, **settings):
     BUILT.append((scheme, settings))
     return FakeStore(buckets=["bkt"])
-'''
+"""
 
 
 @pytest.fixture
@@ -43,12 +43,15 @@ def fake_distribution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
     (tmp_path / "fake_aioflux_backend.py").write_text(PLUGIN)
     info = tmp_path / "fake_aioflux_backend-1.0.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-aioflux-backend\n"
-                                   "Version: 1.0\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent("""\
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: fake-aioflux-backend\nVersion: 1.0\n"
+    )
+    (info / "entry_points.txt").write_text(
+        textwrap.dedent("""\
         [aioflux.stores]
         fake = fake_aioflux_backend:build
-        """))
+        """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
     stores._defaults.pop("fake", None)
@@ -78,11 +81,13 @@ def test_a_packages_scheme_serves_open_and_the_iterables(fake_distribution: Path
 
 
 def test_new_store_hands_the_settings_given_to_the_packages_builder(
-        fake_distribution: Path) -> None:
+    fake_distribution: Path,
+) -> None:
     store = stores.new_store("fake", endpoint="http://127.0.0.1:9")
     assert isinstance(store, aioflux.ObjectStore)
     assert sys.modules["fake_aioflux_backend"].BUILT == [
-        ("fake", {"endpoint": "http://127.0.0.1:9"})]
+        ("fake", {"endpoint": "http://127.0.0.1:9"})
+    ]
 
 
 def test_the_cli_builds_a_packages_store(fake_distribution: Path, tmp_path: Path) -> None:
@@ -91,8 +96,9 @@ def test_the_cli_builds_a_packages_store(fake_distribution: Path, tmp_path: Path
     assert sys.modules["fake_aioflux_backend"].BUILT == [("fake", {})]
 
 
-def test_a_builder_must_build_a_store(fake_distribution: Path,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_builder_must_build_a_store(
+    fake_distribution: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(store_plugins._loaded, "fake", lambda scheme, config: object())
     with pytest.raises(InvalidArgument, match="built a object, not a store"):
         stores.new_store("fake")

@@ -38,12 +38,16 @@ def test_one_face_class_per_store_class() -> None:
     assert type(a).initiate_multipart.__doc__ == MemoryStore.initiate_multipart.__doc__
 
 
-@pytest.mark.parametrize(("options", "most"), [
-    (None, DEFAULT_PREFETCH_BYTES // 4),
-    (DownloadOptions(prefetch_bytes=4096), 1024),
-])
+@pytest.mark.parametrize(
+    ("options", "most"),
+    [
+        (None, DEFAULT_PREFETCH_BYTES // 4),
+        (DownloadOptions(prefetch_bytes=4096), 1024),
+    ],
+)
 def test_a_streams_hand_off_holds_a_quarter_of_its_prefetch_bytes(
-        monkeypatch: pytest.MonkeyPatch, options: DownloadOptions | None, most: int) -> None:
+    monkeypatch: pytest.MonkeyPatch, options: DownloadOptions | None, most: int
+) -> None:
     seen: list[dict[str, Any]] = []
     real = sync_store.iterate
 
@@ -58,8 +62,9 @@ def test_a_streams_hand_off_holds_a_quarter_of_its_prefetch_bytes(
         face.write("bkt", f"p/{i}", bytes(100))
     # The memory store has no stream method of its own: the stream engine
     # over it, through the face's rule for a method named "stream".
-    items = sync_store._run("stream", functools.partial(stream, store, "bkt", "p/"), (),
-                            {"options": options})
+    items = sync_store._run(
+        "stream", functools.partial(stream, store, "bkt", "p/"), (), {"options": options}
+    )
     assert sorted(i.name for i in items) == ["p/0", "p/1", "p/2"]
     (kwargs,) = seen
     assert kwargs["max_bytes"] == most and kwargs["nbytes"] is sync_store._item_bytes
