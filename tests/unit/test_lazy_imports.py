@@ -92,3 +92,12 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="has no attribute 'Cilent'"):
         aioflux.Cilent  # type: ignore[attr-defined]  # noqa: B018
     assert not hasattr(aioflux, "TYPE_CHECKING")
+
+
+def test_the_stores_classes_import_no_extra() -> None:
+    # The s3 and azure extras are imported when a store is built, not when
+    # its class is named.
+    imported = _imported("import aioflux\nfor name in ('GcsStore', 'S3Store', 'AzureStore', "
+                         "'LocalStore', 'HttpStore', 'SyncStore', 'Client'):\n"
+                         "    getattr(aioflux, name)")
+    assert not [m for m in imported if m.startswith(("botocore", "azure", "torch"))], imported
