@@ -8,7 +8,7 @@ datasets read too (``_engines/shards/_names.py``): ``.tar`` is tar;
 compressed: ``.gz``, ``.zst``, ``.bz2``, ``.xz``; ``.tgz`` is a tar);
 ``.parquet`` is Parquet, whose index is its footer: ``ls`` reads the
 footer (by range) for its row count, ``index`` puts the rows in the
-manifest (no sidecar), ``verify`` reads every row group, page CRCs
+manifest and the footers in the footers object beside it (no sidecar), ``verify`` reads every row group, page CRCs
 verified, and holds its rows to the footer's.
 
 ``ls`` reads no shard: its sample counts are those of the sidecars that
@@ -69,6 +69,7 @@ from .._engines.shards._manifest import (
     manifest_folder,
     update_manifest,
 )
+from .._engines.shards._parquet_footers import FOOTERS_NAME, FooterEntry, update_footers
 from .._engines.shards._parquet_read import read_footer, verify_file
 from ._common import add_client_arguments, human, list_named, portal_store, url_arg
 from ._registry import UsageError, command
@@ -150,9 +151,10 @@ class _Sidecar:
     only where it was asked to be kept."""
 
     def __init__(self, state: str, samples: int | None = None, error: str = "",
-                 index: ShardIndex | None = None, data_size: int | None = None) -> None:
+                 index: ShardIndex | None = None, data_size: int | None = None,
+                 footer: bytes | None = None) -> None:
         self.state, self.samples, self.error, self.index = state, samples, error, index
-        self.data_size = data_size
+        self.data_size, self.footer = data_size, footer
 
 
 async def _sidecar(store: ObjectStore, info: ObjectInfo, fmt: ShardFormat, *,
@@ -181,7 +183,7 @@ async def _footer(store: ObjectStore, info: ObjectInfo) -> _Sidecar:
     its rows, or ``damaged``."""
     try:
         footer = await read_footer(store, info)
-        return _Sidecar("footer", sum(footer.rows), data_size=info.size)
+        return _Sidecar("footer", sum(footer.rows), data_size=info.size, footer=footer.raw)
     except ShardFormatError as exc:
         return _Sidecar("damaged", error=str(exc))
 
@@ -280,13 +282,16 @@ def _index(args: argparse.Namespace, store: ObjectStore) -> int:
                          "(index_dir)")
     kept = done = failed = 0
     entries: list[tuple[str, Entry]] = []  # (bucket, entry named in full)
+    footers: list[tuple[str, FooterEntry]] = []  # (bucket, Parquet footer named in full)
 
     def build(item: _Found) -> int:
         info, fmt, side = item
         if fmt.name == "parquet":  # the footer is the index: no sidecar
             if side.state != "footer":
                 raise ShardFormatError(side.error)
-            assert side.samples is not None
+            assert side.samples is not None and side.footer is not None
+            footers.append((info.bucket, FooterEntry(info.name, info.size, info.crc32c,
+                                                     info.generation or None, side.footer)))
             entries.append((info.bucket, Entry(
                 name=info.name, size=info.size, crc32c=info.crc32c,
                 version=info.generation or None, format=fmt.name, compression=None,
@@ -327,16 +332,24 @@ def _index(args: argparse.Namespace, store: ObjectStore) -> int:
     print(f"indexed {done} shards, {kept} already indexed"
           + (f", {failed} failed" if failed else ""))
     if entries:
-        _write_manifest(store, args.url.scheme, entries)
+        _write_manifest(store, args.url.scheme, entries, footers)
     return 1 if failed else 0
 
 
-def _write_manifest(store: ObjectStore, scheme: str, entries: list[tuple[str, Entry]]) -> None:
+def _write_manifest(store: ObjectStore, scheme: str, entries: list[tuple[str, Entry]],
+                    footers: list[tuple[str, FooterEntry]]) -> None:
     """Add the indexed shards to the manifest of their folder (one folder
-    per bucket: a pattern names shards of one bucket)."""
+    per bucket: a pattern names shards of one bucket), and the Parquet
+    files' footers to the footers object beside it (first: a reader that
+    finds the manifest's entries finds their footers too)."""
     bucket = entries[0][0]
     mine = [e for b, e in entries if b == bucket]
     folder = manifest_folder(e.name for e in mine)
+    pq = [f for b, f in footers if b == bucket]
+    if pq:
+        get_portal().call(update_footers(
+            store, bucket, folder, format_url(scheme, bucket, folder + FOOTERS_NAME),
+            [dataclasses.replace(f, name=f.name[len(folder):]) for f in pq]))
     url = format_url(scheme, bucket, folder + MANIFEST_NAME)
     get_portal().call(update_manifest(
         store, bucket, folder, url,

@@ -18,19 +18,22 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 from .._core.errors import InvalidArgument, ShardFormatError
 from .._core.portal import get_portal, iterate
 from .._core.store import ObjectStore
 from .._core.types import ObjectInfo
+from .._core.urls import format_url
 from .._core.window import gather_bounded
 from .._engines.cache import DiskCache
 from .._engines.hedge import Hedger
 from .._engines.shards import Run, ShardsDone
 from .._engines.shards._counts import Counts
+from .._engines.shards._manifest import manifest_folder
 from .._engines.shards._parquet import Footer, pyarrow_parquet
+from .._engines.shards._parquet_footers import FOOTERS_NAME, read_footers
 from .._engines.shards._parquet_read import (
     FooterCache,
     Kept,
@@ -122,6 +125,44 @@ class ParquetRows:
                 f"{self.op}: {footer.where} and {url} have different schemas ({footer.where}: "
                 f"{_schema_line(footer.arrow_schema)}; {url}: {_schema_line(schema)}); "
                 "a dataset reads files of one schema")
+
+    def take_footers(self, store: ObjectStore, infos: Sequence[ObjectInfo],
+                     listed: Collection[str] | None) -> int:
+        """Put the footers of the folder's footers object (one GET) that are of
+        the files as they are now into the node's footer cache, where any
+        file's is missing; the files' footers are then not fetched by range.
+
+        Args:
+            store: the files' store.
+            infos: the files.
+            listed: the manifests and footers objects a listing of the folder
+                held (None: not listed; the object is asked for).
+
+        Returns:
+            The footers taken.
+
+        Raises:
+            ShardFormatError: the footers object is damaged.
+            StorageError: its read failed.
+        """
+        if not infos or all(map(self.footers.has, infos)):
+            return 0
+        first = infos[0]
+        names = [info.name for info in infos]
+        if any(info.bucket != first.bucket for info in infos):
+            return 0  # one folder's object names one bucket's files
+        folder = manifest_folder(names)
+        if listed is not None and folder + FOOTERS_NAME not in listed:
+            return 0
+        url = format_url(first.scheme, first.bucket, folder + FOOTERS_NAME)
+        found = get_portal().call(read_footers(store, first.bucket, folder, url))
+        taken = 0
+        for info, name in zip(infos, names, strict=True):
+            entry = (found or {}).get(name[len(folder):])
+            if entry is not None and entry.matches(info) and not self.footers.has(info):
+                self.footers.put(info, Footer(entry.footer, info.size, info.url))
+                taken += 1
+        return taken
 
     def count(self, store: ObjectStore, infos: Sequence[ObjectInfo], found: Counts) -> Counts:
         """Count the shards ``found`` lacks (all of them with ``filters``) from

@@ -203,9 +203,11 @@ class ShardSource:
             parquet = self._parquet_of(op, named[0], infos, columns, filters, output, tensors)
             store = self.source.downloader.client
             if parquet is not None:
+                listed = shards.manifests if isinstance(shards, Listed) else None
                 found = count_shards(store, infos, named[0], cache=None, sidecars=sidecars,
-                                     manifests=shards.manifests
-                                     if isinstance(shards, Listed) else None)
+                                     manifests=listed)
+                if sidecars:
+                    parquet.take_footers(store, infos, listed)
                 missing = bool(found.missing())
                 found = parquet.count(store, infos, found)
                 if publish_indexes and missing:

@@ -55,6 +55,7 @@ from .._engines.shards._manifest import (
     manifest_folder,
     update_manifest,
 )
+from .._engines.shards._parquet_footers import FOOTERS_NAME, FooterEntry, update_footers
 from .._engines.shards._parquet_write import DEFAULT_ROW_GROUP_BYTES, ParquetPacker
 from .._engines.writer import ObjectWriter
 
@@ -95,7 +96,8 @@ class ShardWriter:
     a row, a dict of column to value; rows go into row groups of about
     ``row_group_bytes`` (Arrow bytes), every page with its CRC, the schema
     the first rows' (or ``schema``) for every shard; a shard is published
-    with its manifest entry (its footer is its index: no sidecar).
+    with its manifest entry and its footer in the folder's footers object
+    (``_aioflux_parquet_footers.bin``: its footer is its index, no sidecar).
 
     A shard ends when the next sample would take it past ``max_count``
     samples or its data past ``max_size`` bytes (a tar's end blocks
@@ -203,6 +205,8 @@ class ShardWriter:
         # Each published shard's manifest entry, named in full (the folder is
         # cut off when the manifest is written: it is the shards' common one).
         self._entries: list[Entry] = []
+        # Each published Parquet shard's footer, likewise (the footers object).
+        self._footers: list[FooterEntry] = []
 
     @property
     def count(self) -> int:
@@ -320,6 +324,10 @@ class ShardWriter:
                     name=info.name, size=info.size, crc32c=info.crc32c,
                     version=info.generation or None, format="parquet", compression=None,
                     samples=shard.packer.count, data_size=info.size))
+                if shard.packer.footer is not None:
+                    self._footers.append(FooterEntry(info.name, info.size, info.crc32c,
+                                                     info.generation or None,
+                                                     shard.packer.footer))
             return
         if self._index:
             assert self._store is not None
@@ -333,11 +341,19 @@ class ShardWriter:
     def _write_manifest(self) -> None:
         """Add the published shards to their folder's manifest."""
         entries, self._entries = self._entries, []
+        footers, self._footers = self._footers, []
         if not entries:
             return
         assert self._store is not None
         bucket = parse_url(self.shards[0], require_object=True).bucket
         folder = manifest_folder(e.name for e in entries)
+        if footers:
+            # Before the manifest: a reader that finds the manifest's entries
+            # then finds their footers too.
+            get_portal().call(update_footers(
+                self._store, bucket, folder, format_url(self._scheme, bucket,
+                                                        folder + FOOTERS_NAME),
+                [dataclasses.replace(e, name=e.name[len(folder):]) for e in footers]))
         url = format_url(self._scheme, bucket, folder + MANIFEST_NAME)
         get_portal().call(update_manifest(
             self._store, bucket, folder, url,

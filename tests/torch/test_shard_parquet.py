@@ -289,7 +289,8 @@ def test_the_writer_packs_rows_into_row_groups_and_shards_with_manifest_entries(
     assert [u.rsplit("/", 1)[1] for u in writer.shards] == [f"w-{n:03d}.parquet"
                                                           for n in range(3)]
     names = where.names()
-    assert "_aioflux_manifest.jsonl" in names and not [n for n in names if n.endswith(".idx")]
+    assert {"_aioflux_manifest.jsonl", "_aioflux_parquet_footers.bin"} <= set(names)
+    assert not [n for n in names if n.endswith(".idx")]
     for n, url in enumerate(writer.shards):
         data = _object(where, url)
         md = pq.read_metadata(io.BytesIO(data))
@@ -304,8 +305,11 @@ def test_the_writer_packs_rows_into_row_groups_and_shards_with_manifest_entries(
 
     monkeypatch.setattr("aioflux.torch._shard_parquet.read_footer", footer)
     ds = dataset(where, tmp_path, columns=["id", "tokens"])
-    assert ds.counts == [100, 100, 50] and len(reads) == 1  # the manifest counted; one footer
+    # The manifest counted the rows, the footers object gave every footer:
+    # two GETs, no file's end read.
+    assert ds.counts == [100, 100, 50] and reads == []
     assert sorted(r["id"] for r in ds) == list(range(250))
+    assert _reads(ds) == []
 
 
 @pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
@@ -352,8 +356,10 @@ def test_cli_ls_index_and_verify_cover_parquet(where: Where, tmp_path: Path,
     assert lines[-1].split()[:1] == ["100"] and "3 shards" in lines[-1]
     code, out, _ = call(capsys, "shards", "index", where.root, *endpoint)
     assert code == 0 and "indexed 3 shards" in out
-    assert "_aioflux_manifest.jsonl" in where.names()
+    assert {"_aioflux_manifest.jsonl", "_aioflux_parquet_footers.bin"} <= set(where.names())
     assert not [n for n in where.names() if n.endswith(".idx")]
+    code, out, _ = call(capsys, "shards", "ls", where.root, *endpoint)
+    assert "3 shards" in out.splitlines()[-1]  # the footers object is no shard
     code, out, _ = call(capsys, "shards", "verify", where.root, *endpoint)
     assert code == 0 and out.splitlines()[-1] == \
         "verified 3 shards, 100 samples in the good ones: all good"
@@ -459,3 +465,35 @@ def test_publish_indexes_writes_the_rows_into_the_manifest(tmp_path: Path,
     monkeypatch.setattr("aioflux.torch._shard_parquet.read_footer", footer)
     again = dataset(where, tmp_path / "other")  # another node: no footer cached
     assert again.counts == list(ROWS) and len(reads) == 1
+
+
+def _reads(ds: ShardDataset) -> list[Any]:
+    """No read of a file's end (a footer) went to the store: the footer cache
+    holds every shard's (taken from the footers object)."""
+    cache = ds._shards.parquet.footers  # type: ignore[union-attr]
+    return [info.name for info in ds.shards if not cache.has(info)]
+
+
+def test_a_stale_footer_in_the_footers_object_is_not_taken(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    from aioflux.torch import ShardWriter
+    where = Where("file", f"file://{tmp_path}/root", None)
+    with ShardWriter(f"{where.root}/s-%d.parquet", format="parquet", max_count=20) as writer:
+        for row in _rows(40):
+            writer.write(row)
+    # s-1 rewritten by another tool: other bytes, other footer; the objects stay.
+    other = pa.table({"id": list(range(100, 120)), "text": ["x"] * 20,
+                      "tokens": [[1]] * 20, "score": [0.5] * 20})
+    where.put("s-1.parquet", parquet(other), foreign=True)
+    reads: list[str] = []
+    real = _parquet_read.read_footer
+
+    async def footer(store: Any, info: Any) -> Any:
+        reads.append(info.name.rsplit("/", 1)[1])
+        return await real(store, info)
+
+    monkeypatch.setattr("aioflux.torch._shard_parquet.read_footer", footer)
+    ds = dataset(where, tmp_path, shuffle=False, columns=["id"])
+    assert reads == ["s-1.parquet"]  # its footer by range; s-0's from the footers object
+    assert [r["id"] for r in ds] == [*range(20), *range(100, 120)]

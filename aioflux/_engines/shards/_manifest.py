@@ -33,6 +33,7 @@ from ..._core.store import ObjectStore
 from ..._core.types import ObjectInfo
 from ._index import ShardIndex
 from ._manifest_parse import KIND, VERSION, parse_columns, parse_rows
+from ._parquet_footers import FOOTERS_NAME
 
 __all__ = ["MANIFEST_NAME", "Entry", "Table", "decode_manifest", "encode_manifest", "entry_of",
            "is_manifest", "manifest_folder", "read_manifest", "update_manifest"]
@@ -80,8 +81,9 @@ class Entry:
 
 
 def is_manifest(name: str) -> bool:
-    """Whether an object name is a manifest (not a shard)."""
-    return name.rsplit("/", 1)[-1] == MANIFEST_NAME
+    """Whether an object name is a manifest, or the Parquet footers beside
+    one (:mod:`._parquet_footers`): not a shard."""
+    return name.rsplit("/", 1)[-1] in (MANIFEST_NAME, FOOTERS_NAME)
 
 
 def manifest_folder(names: Iterable[str]) -> str:

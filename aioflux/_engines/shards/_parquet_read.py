@@ -171,6 +171,10 @@ class FooterCache:
         digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
         return self.directory / f"{digest}.pqf"
 
+    def has(self, info: ObjectInfo) -> bool:
+        """Whether an entry of this version of the file is there (unchecked)."""
+        return bool(info.generation) and self._path(info).is_file()
+
     def get(self, info: ObjectInfo) -> Footer | None:
         """The cached footer of this version of the file, or None (a damaged
         entry is dropped)."""

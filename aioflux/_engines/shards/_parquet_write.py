@@ -36,10 +36,13 @@ class _Out:
         self._write = write
         self.pos = 0
         self.closed = False
+        self.capture: bytearray | None = None  # what is written from now on, kept
 
     def write(self, data: Any) -> int:
         n = memoryview(data).nbytes
         self._write(bytes(data))
+        if self.capture is not None:
+            self.capture += data
         self.pos += n
         return n
 
@@ -76,6 +79,9 @@ class ParquetPacker:
         self._pending = 0  # Arrow bytes of _tables
         self.count = 0
         self.row_groups = 0
+        #: The footer as the file ends (after :meth:`finish`; None if it was
+        #: not seen whole): what the folder's footers object keeps.
+        self.footer: bytes | None = None
         self._block = 16  # rows to take before the next turn into Arrow
         self._per_row = 1  # Arrow bytes a row, as the rows so far take
 
@@ -153,4 +159,11 @@ class ParquetPacker:
                                       "write an empty file with")
             self._writer = self._pq.ParquetWriter(self._out, self.schema,
                                                   write_page_checksum=True)
+        # What closing writes is the footer (metadata, length, PAR1), after
+        # any page pyarrow still held: its length says where it starts.
+        self._out.capture = bytearray()
         self._writer.close()
+        tail, self._out.capture = bytes(self._out.capture), None
+        length = int.from_bytes(tail[-8:-4], "little") + 8 if len(tail) >= 8 else 0
+        if tail[-4:] == b"PAR1" and 8 < length <= len(tail):
+            self.footer = tail[-length:]
