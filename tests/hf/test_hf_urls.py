@@ -87,3 +87,26 @@ def test_the_cli_says_to_set_hf_token(hub: FakeHub, files: dict[str, bytes],
     code, out, err = call(capsys, "cat", f"{ROOT}/data/part-0.bin")
     assert (code, out) == (1, "")
     assert "set HF_TOKEN" in err
+
+
+def test_shards_over_hf(hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                        capsys: pytest.CaptureFixture[str]) -> None:
+    from aioflux.torch import ShardDataset
+    from tests.torch._shards_util import make_samples, tar_shard
+
+    shards = {f"shards/train-{n}.tar": make_samples(f"s{n}/", 3 + n) for n in range(3)}
+    hub.create_repo("org/sh")
+    commit = hub.push("org/sh", {name: tar_shard(samples) for name, samples in shards.items()})
+    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+    expected = {key: fields for samples in shards.values() for key, fields in samples}
+    # The index of a read-only store's shards goes to the local cache.
+    dataset = ShardDataset.from_prefix("hf://datasets/org/sh/shards/",
+                                       index_dir=tmp_path / "idx")
+    got = list(dataset)
+    assert sorted(s["__key__"] for s in got) == sorted(expected)
+    assert all(s["jpg"] == expected[s["__key__"]]["jpg"] for s in got)
+    resolves = [r.path for r in hub.sent("hub") if "/resolve/" in r.path]
+    assert resolves and all(f"/resolve/{commit}/" in p for p in resolves)
+    code, out, err = call(capsys, "shards", "verify", "hf://datasets/org/sh/shards/")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-1] == "verified 3 shards, 12 samples in the good ones: all good"
