@@ -57,6 +57,7 @@ from .._core.pages import ListingCheck
 from .._core.store import Fetched, PartUpload, SourceSpec, StoreFeatures
 from .._core.store_base import StoreBase
 from .._core.types import ListPage, ObjectInfo
+from .._core.urls import validate_bucket
 from .._core.validate import check_instance, check_str
 from .._net.failures import Op, read_metadata
 from .._net.loops import LoopState
@@ -162,10 +163,11 @@ class HfStore(StoreBase):
             The commit's sha.
 
         Raises:
+            InvalidURL: not a Hub repo's bucket.
             NotFound: no such repo or revision.
             PermissionDenied: a gated or private repo without a token.
         """
-        self._check_object("resolve", bucket, "x")
+        validate_bucket(bucket, scheme="hf")
         op = Op("resolve", bucket, "", "hf")
         return await self._guarded(op, self._commit(op))
 
