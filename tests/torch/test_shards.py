@@ -360,6 +360,8 @@ def test_an_empty_folder_of_sidecars_and_bad_settings_are_refused(tmp_path: Path
     where = Where("file", f"file://{tmp_path}/root", None)
     where.put("a.tar", tar_shard(make_samples("k", 2)))
     with pytest.raises(InvalidArgument, match="format must be one of lines, parquet, tar"):
+        dataset(where, tmp_path, format="orc")
+    with pytest.raises(ShardFormatError, match=r"a\.tar: not a Parquet file"):
         dataset(where, tmp_path, format="parquet")
     with pytest.raises(InvalidArgument, match="decode for format 'tar'"):
         dataset(where, tmp_path, decode="json")
