@@ -33,9 +33,11 @@ A bucket is a repo at a revision (``datasets/org/name@rev``: see
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import re
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import NoReturn, TypeVar
 from urllib.parse import quote
@@ -109,6 +111,9 @@ class HfStore(StoreBase):
         self._token = (token or None) if token is not None else _settings.token()
         self._offline = _settings.offline()
         self._commits: dict[str, str] = {}
+        # Per loop (a lock is its loop's), per bucket: the resolution under way.
+        self._resolving: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = weakref.WeakKeyDictionary()
         self._known: dict[tuple[str, str], int] = {}
         self._locations = Locations()
         self._stats = RequestStats()
@@ -181,16 +186,22 @@ class HfStore(StoreBase):
         if _COMMIT.match(revision):
             return self._commits.setdefault(bucket, revision)
         self._check_online(op)
-        # expand=sha: the commit alone, not the list of every file in the repo.
-        url = (f"{self.endpoint}/api/{repo.api_path}/revision/{quote(revision, safe='')}"
-               "?expand=sha")
-        info, _next = await self._json(Op("resolve", bucket, "", "hf"), url)
-        sha = info.get("sha") if isinstance(info, dict) else None
-        if not isinstance(sha, str) or not _COMMIT.match(sha):
-            raise protocol(op, f"the repo info of revision {revision!r} names no commit sha",
-                           200)
-        # The first resolution wins: every read of this store names one commit.
-        return self._commits.setdefault(bucket, sha)
+        # One request, whatever number of reads start at once on this loop.
+        locks = self._resolving.setdefault(asyncio.get_running_loop(), {})
+        async with locks.setdefault(bucket, asyncio.Lock()):
+            sha = self._commits.get(bucket)
+            if sha is not None:
+                return sha
+            # expand=sha: the commit alone, not the list of every file in the repo.
+            url = (f"{self.endpoint}/api/{repo.api_path}/revision/"
+                   f"{quote(revision, safe='')}?expand=sha")
+            info, _next = await self._json(Op("resolve", bucket, "", "hf"), url)
+            sha = info.get("sha") if isinstance(info, dict) else None
+            if not isinstance(sha, str) or not _COMMIT.match(sha):
+                raise protocol(op, f"the repo info of revision {revision!r} names no commit "
+                               "sha", 200)
+            # The first resolution wins: every read of this store names one commit.
+            return self._commits.setdefault(bucket, sha)
 
     def _resolve_url(self, bucket: str, commit: str, name: str) -> str:
         return (f"{self.endpoint}/{hub_repo(bucket).web_path}/resolve/{commit}/"

@@ -5,6 +5,7 @@ HF_TOKEN, offline mode and writes refused."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pickle
 import time
@@ -135,6 +136,15 @@ async def test_a_push_mid_job_changes_nothing_the_job_reads(
     # Given as a commit sha, the old version stays readable.
     async with _store(hub) as pinned:
         assert await pinned.read(f"{BUCKET}@{commit}", name) == files[name]
+
+
+async def test_reads_that_start_together_resolve_the_revision_once(
+        hub: FakeHub, files: dict[str, bytes]) -> None:
+    names = sorted(n for n in files if n.startswith("data/train"))
+    async with _store(hub) as store:
+        got = await asyncio.gather(*(store.read(BUCKET, n) for n in names * 3))
+    assert got == [files[n] for n in names * 3]
+    assert sum("/revision/" in r.path for r in hub.sent("hub")) == 1
 
 
 async def test_the_token_goes_to_the_hub_never_to_the_cdn(
