@@ -233,11 +233,14 @@ class HfStore(StoreBase):
                                 reason=exc.reason)
 
     async def _json(self, op: Op, url: str) -> tuple[object, str | None]:
-        """GET a Hub API URL: its JSON and the next page's URL (``Link``)."""
+        """GET a Hub API URL: its JSON and the next page's URL (``Link``).
+        The token goes only to the Hub's origin: a next page named elsewhere
+        is asked for without it."""
+        token = self._token if self._on_hub(url) else None
 
         async def call(state: LoopState) -> tuple[object, str | None]:
             resp = await send(state.session, op, "GET", url, {"Accept": "application/json"},
-                              self._token)
+                              token)
             try:
                 if resp.status >= 300:
                     raise await error_of(resp, op)
@@ -297,10 +300,13 @@ class HfStore(StoreBase):
 
         return await self._wire().run_on(op, "HEAD", url, call)
 
+    def _on_hub(self, url: str) -> bool:
+        """Whether ``url`` is on the Hub's origin (the token's only one)."""
+        return _origin(yarl.URL(url, encoded=True)) == _origin(yarl.URL(self.endpoint))
+
     def _authorized(self, headers: dict[str, str], url: str) -> dict[str, str]:
         """``headers``, with the token only for the Hub's own origin."""
-        if self._token is None or _origin(yarl.URL(url, encoded=True)) != _origin(
-                yarl.URL(self.endpoint)):
+        if self._token is None or not self._on_hub(url):
             return headers
         return {**headers, "Authorization": f"Bearer {self._token}"}
 

@@ -291,3 +291,27 @@ async def test_revisions_and_models(hub: FakeHub) -> None:
             await store.commit("datasets/org/none")
     resolves = [r.path for r in hub.sent("hub") if "/resolve/" in r.path]
     assert any(p.startswith("/org/model/resolve/") for p in resolves)
+
+
+async def test_a_tree_page_linked_on_another_origin_gets_no_token() -> None:
+    from aiohttp import web
+
+    from tests.web_server import Served, Server
+
+    seen: list[str | None] = []
+
+    async def elsewhere(request: web.Request, _served: Served) -> web.StreamResponse:
+        seen.append(request.headers.get("Authorization"))
+        return web.json_response([{"type": "file", "path": "b.txt", "size": 1, "oid": "b"}])
+
+    async with Server(elsewhere) as (other, _):
+        async def hub(request: web.Request, _served: Served) -> web.StreamResponse:
+            if "/revision/" in request.path:
+                return web.json_response({"sha": "a" * 40})
+            return web.json_response([{"type": "file", "path": "a.txt", "size": 1, "oid": "a"}],
+                                     headers={"Link": f'<{other}/page2>; rel="next"'})
+
+        async with Server(hub) as (endpoint, _), \
+                HfStore(FAST, endpoint=endpoint, token=TOKEN) as store:
+            assert await _names_of(store, BUCKET) == ["a.txt", "b.txt"]
+    assert seen == [None]
