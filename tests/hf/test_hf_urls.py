@@ -45,6 +45,11 @@ def _open_list_and_load(hub: FakeHub, files: dict[str, bytes], store: HfStore) -
     assert sorted(listed) == sorted(f"{ROOT}/{n}" for n in files if n.startswith("data/"))
     loaded = dict(aioflux.load_files(listed, client=store))
     assert loaded == {f"{ROOT}/{n}": files[n] for n in files if n.startswith("data/")}
+    # HfFileSystem's form of a model: hf://org/name.
+    hub.create_repo("org/model", repo_type="model")
+    hub.push("org/model", {"config.json": b'{"a": 1}'}, repo_type="model")
+    with aioflux.open("hf://org/model/config.json", "rb", client=store) as f:
+        assert f.read() == b'{"a": 1}'
     with pytest.raises(aioflux.InvalidRequest, match="read-only"):
         with aioflux.open(f"{ROOT}/new.bin", "wb", client=store) as out:
             out.write(b"x")
