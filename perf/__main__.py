@@ -8,7 +8,7 @@ import sys
 
 from perf import examples, peers, scenarios
 from perf.harness import Options, run
-from perf.report import regenerate, unbacked_claims
+from perf.report import MIN_ROUNDS, regenerate, unbacked_claims
 
 
 def _params(pairs: list[str]) -> dict[str, str]:
@@ -96,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
     record_it = args.record if args.record is not None else not args.quick
+    if record_it and rounds < MIN_ROUNDS:
+        print(f"[perf] {rounds} round(s): recorded, but the tables show no pair of fewer "
+              f"than {MIN_ROUNDS}", flush=True)
     outcomes = run(
         plan,
         rounds=rounds,
