@@ -136,7 +136,7 @@ CLI_CALLS: dict[str, list[Call]] = {
         Call("rate show --json gs://{b}", r'"bucket": "{b}", "endpoint": "http://127'),
         Call("rate reset gs://{b}", r"(?m)^reset \d+ key\(s\) in "),
     ],
-    "aioflux shards ls|index|verify [--format tar|lines] [--json] [--force] "
+    "aioflux shards ls|index|verify [--format tar|lines|parquet] [--json] [--force] "
     "[--decode json|utf-8|none] URL": [
         # Five samples in three tar shards written without sidecars, and a lines shard.
         Call("shards ls gs://{b}/shards/", r"(?m)^ *- +10240  none +gs://{b}/shards/s-00\.tar$"),
