@@ -144,6 +144,9 @@ CLI_CALLS: dict[str, list[Call]] = {
         Call("shards ls --format tar --json gs://{b}/shards/s-{{00..02}}.tar",
              r'"total": \{{"bytes": 30720, "indexed": 3, "samples": 5, "shards": 3\}}'),
         Call("shards index --force gs://{b}/shards/s-01.tar", r"indexed 1 shards, 0 already"),
+        # A tar read as Parquet: its end is no footer.
+        Call("shards ls --format parquet gs://{b}/shards/s-00.tar",
+             r"(?m)^ *- +10240  damaged  gs://{b}/shards/s-00\.tar$"),
         Call("shards verify --format lines gs://{b}/text/", r"(?s)^ok +2 +indexed .*all good$"),
         Call("shards verify --decode utf-8 gs://{b}/text/", r"(?s)^ok +2 +indexed .*all good$"),
         Call("shards verify --decode json gs://{b}/text/t-0.jsonl", r"(?s)^ok +2 .*all good$"),
