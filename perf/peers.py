@@ -164,6 +164,15 @@ PEERS: dict[str, PeerEnv] = {
             requirements=("gcsfs", "pyarrow"),
             probe=("gcsfs", "fsspec", "aiohttp", "pyarrow"),
         ),
+        # parquet: litdata's Parquet path (index_parquet_dataset, ParquetLoader)
+        # over hf:// needs polars, pyarrow and huggingface_hub beside it; an
+        # environment of its own so the litdata one is not rebuilt.
+        PeerEnv(
+            name="litdata-parquet",
+            first=(_TORCH,),
+            requirements=("litdata", "polars", "pyarrow", "huggingface_hub"),
+            probe=("litdata", "polars", "pyarrow", "huggingface_hub", "fsspec", "torch"),
+        ),
         PeerEnv(
             name="s3fs-pyarrow",
             first=(),
