@@ -59,7 +59,14 @@ CONCURRENCY = 16
 # cut there costs at most the reads in flight. The bound is the one set
 # before the slow start (which only sends fewer at first): 0.3 of the
 # attempts. Without the controller it was 76% (issue 50's measure: 4
-# processes, a 200/s cap in front of fake-gcs-server).
+# processes, a 200/s cap in front of fake-gcs-server). Counts bound it,
+# not this machine's speed: before the switch, the refused are the
+# windows' reads in flight (a shared first wave of 8 + 4 + 2.7, a quarter
+# more per success) and the 8 the node owes, however slowly they come
+# (the bucket does not refill); paced, a start of fewer than 20 successes
+# is half the attempts over at least 0.25 s, and the probe's or the
+# calibration's window ends once past 4 refused and a tenth (a fifth) of
+# its answers; cuts come after windows past 10%. Of 360 reads and more.
 _SHARE = 0.3
 
 
