@@ -19,6 +19,7 @@ from aioflux._net.throttle import gate_key
 from aioflux._net.transport import Transport
 from perf.harness import Options
 from perf.scenarios import az_throttle, throttle
+from tests.capping_proxy import CappingProxy
 
 _HELPERS = Path(__file__).resolve().parents[2] / "perf" / "contenders" / "_throttle.py"
 
@@ -161,3 +162,22 @@ async def test_each_row_starts_from_a_fresh_node_rate_state(tmp_path: Path) -> N
         assert not shared.paced and not shared.owed and not shared.opened
         with shared.locked() as state:
             assert state == RateState(epoch=1)
+
+
+def test_the_proxy_tells_what_it_served_after_its_first_refusal() -> None:
+    # Its clock set, never waited: the bucket of 100/s holding 10 admits
+    # its burst, refuses the 11th (the first refusal, at 0.5 s), then
+    # admits 100/s of requests sent every 5 ms.
+    proxy = CappingProxy("http://127.0.0.1:9", 100.0, "gcs", burst=10.0)
+    now = [0.5]
+    proxy._loop.time = lambda: now[0]  # type: ignore[method-assign]
+    try:
+        assert [proxy._admit() for _ in range(11)] == [True] * 10 + [False]
+        assert proxy.served_after_throttle(2.0, 3.0) is None  # not that far yet
+        for _ in range(800):
+            now[0] += 0.005
+            proxy._admit()
+        assert proxy.served_after_throttle(2.0, 3.0) == pytest.approx(100.0, rel=0.05)
+        assert proxy.served_after_throttle(2.0, 5.0) is None  # the clients ended before
+    finally:
+        proxy._loop.close()
