@@ -22,14 +22,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _contender import Manifest
-from _http_served import _mirror
 
-from perf.shaper import shaped
+# A peer's environment has no PYTHONPATH: the repository goes last on the
+# path, for the shaper and the mirror (standard library only on this side).
+_HERE = Path(__file__).resolve().parent
+if str(_HERE.parent.parent) not in sys.path:
+    sys.path.append(str(_HERE.parent.parent))
+
+from _http_served import _mirror  # noqa: E402
+
+from perf.shaper import shaped  # noqa: E402
 
 __all__ = ["REPO", "Hub", "served_hub"]
 
 REPO = "perf/parquet"
-_HERE = Path(__file__).resolve().parent
 
 
 @dataclass
