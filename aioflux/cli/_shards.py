@@ -8,8 +8,9 @@ datasets read too (``_engines/shards/_names.py``): ``.tar`` is tar;
 compressed: ``.gz``, ``.zst``, ``.bz2``, ``.xz``; ``.tgz`` is a tar);
 ``.parquet`` is Parquet, whose index is its footer: ``ls`` reads the
 footer (by range) for its row count, ``index`` puts the rows in the
-manifest and the footers in the footers object beside it (no sidecar), ``verify`` reads every row group, page CRCs
-verified, and holds its rows to the footer's.
+manifest and the footers in the footers object beside it (no sidecar),
+``verify`` reads every row group, page CRCs verified, and holds its rows
+to the footer's.
 
 ``ls`` reads no shard: its sample counts are those of the sidecars that
 match their shard (size and crc32c; where the store keeps no crc32c for

@@ -174,20 +174,20 @@ class ParquetRows:
             InvalidArgument: a column not in the files.
             StorageError: a read failed.
         """
-        first = get_portal().call(self.footer(store, infos[0]))
+        missing = list(range(len(infos))) if self.filters is not None else found.missing()
+        wanted = missing if missing[:1] == [0] else [0, *missing]
+        # All at once, the first file's too: its schema is held to the others after.
+        footers = get_portal().call(gather_bounded(
+            (self.footer(store, infos[k]) for k in wanted), _FOOTERS_AT_ONCE))
+        first = footers[0]
         self.reference = (infos[0].url, first.arrow_schema)
         first.check_columns(self.op, self.columns)
         self.first_group_rows = max(1, first.rows[0]) if first.rows else 1
-        missing = list(range(len(infos))) if self.filters is not None else found.missing()
-
-        async def one(k: int) -> tuple[int, int]:
-            footer = first if k == 0 else await self.footer(store, infos[k])
+        counted = wanted if wanted is missing else wanted[1:]  # the manifest counted file 0
+        for footer in footers:
             self._held_to_reference(footer)
-            return kept_groups(footer, self.filters).rows, infos[k].size
-
-        counts = get_portal().call(gather_bounded((one(k) for k in missing), _FOOTERS_AT_ONCE))
-        for k, count in zip(missing, counts, strict=True):
-            found[k] = count
+        for k, footer in zip(counted, footers[len(wanted) - len(counted):], strict=True):
+            found[k] = kept_groups(footer, self.filters).rows, infos[k].size
         return found
 
     async def kept(self, store: ObjectStore, infos: Sequence[ObjectInfo], k: int,

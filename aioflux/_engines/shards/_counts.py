@@ -133,7 +133,8 @@ def count_shards(store: ObjectStore, shards: Sequence[ObjectInfo], fmt: ShardFor
             if count is not None:
                 found[k] = count
         missing = found.missing()
-    if sidecars and missing:
+    # A Parquet file has no sidecar (its footer is its index): none asked for.
+    if sidecars and missing and fmt.name != "parquet":
         async def side(k: int) -> Count | None:
             index = await _sidecar(store, shards[k], fmt)
             if index is None:
