@@ -271,7 +271,7 @@ class Gate:
         self._epoch = -1
         self._touched = time.perf_counter()
         # One request of this process (per event loop) asks for a token at
-        # a time: while a second of them is reserved, the asker retries as
+        # a time: while AHEAD of them are reserved, the asker retries as
         # each place frees, and the rest wait their turn here: every waiting
         # request asking (a DataLoader's or a stream's hundreds) would take
         # the lock hundreds of times per request sent.
