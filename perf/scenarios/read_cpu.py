@@ -9,6 +9,10 @@ the servers (nginx, the emulator) run in other processes, whose CPU is
 not counted. The floor: a blocking socket's ``recv_into`` of nginx's
 answer into one fresh buffer of the object's size, and the same plus one
 crc32c over it. Target: every path at most 1.15x the floor plus crc32c.
+Both servers run unshaped (the emulator with no latency or caps, nginx
+with no shaper in front, whatever ``--profile`` says): a shaped stream's
+pace would be measured, not the reader's cost; record it with
+``python -m perf run read_cpu --profile none``.
 """
 
 from __future__ import annotations
