@@ -23,7 +23,7 @@ from typing import Protocol, cast, overload, runtime_checkable
 from .config import ClientConfig
 from .crc import Crc32c, crc32c_combine
 from .errors import NotFound, PreconditionFailed
-from .types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
+from .types import LIST_FIELDS, ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from .window import gather_bounded
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "SourceSpec",
     "StoreFeatures",
     "BatchDelete",
+    "MultipartStore",
     "composite_of",
     "copy_differs",
     "delete_all",
@@ -58,22 +59,26 @@ class StoreFeatures:
             every object directly).
         end_offset: a listing stops at ``end_offset`` on the server (else
             parallel listers stop themselves at their range's end).
-        multipart: the XML-multipart primitives (``initiate_multipart``,
-            ``upload_part``, ``complete_multipart``, ``abort_multipart``,
-            ``list_parts``, ``list_multipart_uploads``) are offered.
+        multipart: streaming uploads are multipart uploads that stay open
+            until completed or aborted: ``list_multipart_uploads`` lists
+            them, ``abort_multipart`` and ``list_parts`` take them. The
+            primitives themselves are ``MultipartStore``'s, which only
+            some such stores offer (GCS, the memory store; not S3).
         min_part_size: smallest part a streaming upload may send (the last
             one excepted).
         part_granularity: part sizes must be multiples of this.
         max_parts: most parts of one streaming upload.
         batch_delete: most keys one batch delete request takes (the store
-            then offers :class:`BatchDelete`'s ``delete_many``); 0 when
+            then offers ``BatchDelete``'s ``delete_many``); 0 when
             objects are deleted one by one.
-        copy_limit: largest object :meth:`ObjectStore.copy` copies (S3's
+        copy_limit: largest object ``copy`` copies (S3's
             CopyObject alone would be 5 GiB: S3Store copies larger ones in
             parts, so it declares none); 0 for no limit.
         start_offset: a listing starts at ``start_offset`` on the server
             (Azure's List Blobs cannot: it pages from the prefix, so
             parallel listers do not split such a store's key range).
+        read_only: writes, uploads, deletes, copies and composes are
+            refused (a web server, the Hub), after their arguments are checked.
     """
 
     scheme: str
@@ -86,6 +91,7 @@ class StoreFeatures:
     batch_delete: int = 0
     copy_limit: int = 0
     start_offset: bool = True
+    read_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +190,8 @@ class ObjectStore(Protocol):
 
     def list(self, bucket: str, prefix: str = "", *, delimiter: str | None = None,
              start_offset: str | None = None, end_offset: str | None = None,
-             page_size: int = 1000) -> AsyncIterator[ListPage]:
+             page_size: int = 1000,
+             fields: str | None = LIST_FIELDS) -> AsyncIterator[ListPage]:
         """Pages of objects under ``prefix``, sorted by name.
 
         Each page is checked: every name once, in order, under ``prefix``
@@ -198,6 +205,7 @@ class ObjectStore(Protocol):
             start_offset: first name to list (inclusive); None: from the start.
             end_offset: name to stop before (exclusive); None: to the end.
             page_size: most objects a page (servers cap it: GCS and S3 at 1000).
+            fields: GCS's JSON ``fields`` selector (None: all); others ignore it.
 
         Returns:
             An async iterator of pages, fetched as it is consumed.
@@ -213,7 +221,8 @@ class ObjectStore(Protocol):
         ...
 
     def list_objects(self, bucket: str, prefix: str = "", *, start_offset: str | None = None,
-                     end_offset: str | None = None) -> AsyncIterator[ObjectInfo]:
+                     end_offset: str | None = None,
+                     fields: str | None = LIST_FIELDS) -> AsyncIterator[ObjectInfo]:
         """The objects of ``list``, one by one.
 
         Args:
@@ -221,6 +230,7 @@ class ObjectStore(Protocol):
             prefix: only names starting with it.
             start_offset: first name to list (inclusive); None: from the start.
             end_offset: name to stop before (exclusive); None: to the end.
+            fields: GCS's JSON ``fields`` selector, as for ``list``.
 
         Returns:
             An async iterator of the objects, sorted by name.
@@ -351,12 +361,14 @@ class ObjectStore(Protocol):
             part_size: bytes per part (every part but the last).
             metadata: custom metadata the object is published with.
             if_generation_match: publish only if the object is then this
-                generation (``0``: absent), checked by the publishing
-                request itself; None: unconditionally.
+                generation (``0``: absent); None: unconditionally.
 
         Returns:
-            The upload: parts go in, ``finish`` publishes, ``abort`` drops;
-            nothing is sent before its first part.
+            The upload; nothing is sent before its first part.
+
+        Raises:
+            InvalidArgument: a bad argument, or one the store cannot take.
+            InvalidRequest: the store is read-only.
         """
         ...
 
@@ -433,11 +445,8 @@ class ObjectStore(Protocol):
 
     async def list_multipart_uploads(self, bucket: str,
                                      prefix: str = "") -> builtins.list[MultipartUploadInfo]:
-        """Open streaming uploads: what ``aioflux clean`` may abort.
-
-        XML multipart uploads where ``features.multipart``, else the
-        store's own leftovers of writes that never finished (the local
-        store's temporary files), or none (the default).
+        """Open streaming uploads (multipart uploads, a file store's
+        temporary files): what ``aioflux clean`` may abort.
 
         Args:
             bucket: bucket name.
@@ -495,6 +504,80 @@ class BatchDelete(Protocol):
 
     async def delete_many(self, bucket: str, names: Sequence[str]) -> None:
         """Delete ``names`` (those already gone count as deleted)."""
+        ...
+
+
+@runtime_checkable
+class MultipartStore(Protocol):
+    """The multipart primitives themselves, beside :class:`ObjectStore`
+    (GCS's XML API, the memory store: ``isinstance(store, MultipartStore)``).
+    Nothing is visible before ``complete_multipart``; ``abort_multipart``
+    drops the upload."""
+
+    async def initiate_multipart(self, bucket: str, name: str, *,
+                                 content_type: str = "application/octet-stream",
+                                 metadata: dict[str, str] | None = None) -> str:
+        """Start a multipart upload; nothing is visible until completion.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            content_type: Content-Type of the final object.
+            metadata: custom metadata of the final object.
+
+        Returns:
+            The upload id.
+
+        Raises:
+            InvalidArgument: a content type or metadata the store cannot carry.
+            StorageError: the server refused.
+        """
+        ...
+
+    async def upload_part(self, bucket: str, name: str, upload_id: str, part_number: int,
+                          data: bytes | bytearray | memoryview,
+                          checksum: int | None = None) -> PartInfo:
+        """Upload one part, its crc32c checked by the server.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            upload_id: from ``initiate_multipart``.
+            part_number: 1..``features.max_parts``.
+            data: the part (>= ``features.min_part_size`` unless the last).
+            checksum: its crc32c if known (else computed).
+
+        Returns:
+            PartInfo with the part's ETag.
+
+        Raises:
+            InvalidArgument: part number out of range, or an argument of
+                the wrong type.
+            ChecksumMismatch: the server reports storing other bytes, on
+                every attempt.
+            StorageError: the upload failed.
+        """
+        ...
+
+    async def complete_multipart(self, bucket: str, name: str, upload_id: str,
+                                 parts: Sequence[PartInfo]) -> dict[str, str]:
+        """Publish the object from its parts, in part-number order.
+
+        Args:
+            bucket: bucket name.
+            name: object name.
+            upload_id: the upload.
+            parts: every uploaded part.
+
+        Returns:
+            Response headers of interest (``x-goog-hash``, ``x-goog-generation``
+            when the server sends them).
+
+        Raises:
+            InvalidArgument: ``parts`` is not a list of PartInfo.
+            InvalidRequest: parts missing, out of order, or too small.
+            StorageError: any other failure.
+        """
         ...
 
 

@@ -9,30 +9,36 @@ arguments already checked.
 
 What a backend implements:
 
-- ``_features``: its :class:`~.store.StoreFeatures` (capabilities are
-  data), or a ``features`` property of its own; ``features.scheme`` names
-  its URLs in messages; ``_kind`` names the store in the messages of what
-  it does not offer ("S3").
+- ``features``: its :class:`~.store.StoreFeatures`, as data (a class
+  attribute, or an instance's where it depends on the instance, as
+  ``HttpStore``'s scheme); ``features.scheme`` names its URLs in messages,
+  ``features.read_only`` refuses every write here, after its arguments
+  are checked; ``_kind`` names the store in the messages of what it does
+  not offer ("S3"), ``_read_only_why`` says why it is read-only.
 - ``_stat``: one object's ObjectInfo, or ``NotFound``.
 - ``_pages``: the listing's pages, each checked (``_core/pages.py``),
   fetched as consumed; a store that cannot list refuses here (at once if
-  it likes: ``list`` returns what this returns).
+  it likes: ``list`` returns what this returns). ``fields`` is GCS's
+  selector; the other stores ignore it.
 - ``_fetch``: the checked read of ``[start, end)`` behind ``read`` and
   ``fetch`` (status, range, length, crc32c). The hot path: keep it direct.
-- ``_write``: all or nothing, ``data`` a byte ``memoryview``.
-- ``start_upload``: the writer engine's upload, with the backend's own
-  part-size rules, default and checks (abstract here).
-- ``_delete``, ``_copy``, ``_compose`` (only where ``features.compose``)
-  and ``aclose``.
+- ``aclose``; unless read-only: ``_write`` (all or nothing, ``data`` a
+  byte ``memoryview``), ``_start_upload`` (the writer engine's upload:
+  arguments checked, the backend's own part-size range and metadata rules
+  left to it), ``_delete``, ``_copy``, and ``_compose`` where
+  ``features.compose``.
+- The open uploads, where it has any: ``_list_uploads`` (by default none),
+  ``_abort_upload`` and ``_list_parts`` (by default refused); a store with
+  ``features.multipart`` also takes :class:`MultipartCalls` and its
+  ``_initiate_multipart``, ``_upload_part`` and ``_complete_multipart``.
+  A mixin giving them must come before this class in the method
+  resolution order (``S3Store(S3Service, S3Uploads, StreamingStore)``:
+  ``StreamingStore``, listed last, puts the base after it).
 
-Their signatures are the abstract methods at the end of this class.
+Their signatures are the wire calls at the end of this class.
 
 What it may override: ``_check_object`` (a stricter rule for names, as the
-local store's paths), and the open-upload calls (``list_multipart_uploads``,
-``abort_multipart``, ``list_parts``), which by default report none and
-refuse the rest; a mixin offering them must come before this class in the
-method resolution order (``S3Store(S3Service, MultipartCalls,
-StreamingStore)``: ``StreamingStore``, listed last, puts the base after it).
+local store's paths).
 
 The operations' docstrings are :class:`~.store.ObjectStore`'s, written
 once there (the public contract, which the docs render from the source)
@@ -49,24 +55,30 @@ from __future__ import annotations
 
 import abc
 import builtins
-from collections.abc import AsyncIterator, Sequence
-from typing import ClassVar, TypeVar, overload
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import ClassVar, NoReturn, TypeVar, overload
 
 from .config import ClientConfig
 from .errors import InvalidArgument, InvalidRequest, NotFound, describe
 from .store import (
     Buffer,
     Fetched,
+    MultipartStore,
     ObjectStore,
     PartUpload,
     SourceSpec,
     StoreFeatures,
     objects_of,
 )
-from .types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
-from .urls import validate_bucket
+from .types import LIST_FIELDS, ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
 from .validate import (
+    check_bytes,
+    check_content_type,
+    check_instance,
+    check_int,
+    check_metadata,
     check_object,
+    check_str,
     compose_args,
     delete_args,
     list_args,
@@ -74,7 +86,11 @@ from .validate import (
     write_args,
 )
 
-__all__ = ["StoreBase"]
+__all__ = ["MultipartCalls", "StoreBase"]
+
+#: A streaming upload's parts where neither the caller nor the store's
+#: smallest part says otherwise.
+DEFAULT_PART_SIZE = 8 * 1024 * 1024
 
 _S = TypeVar("_S", bound="StoreBase")
 
@@ -90,15 +106,13 @@ class StoreBase(abc.ABC):
     """
 
     config: ClientConfig
-    #: What the backend can do beyond the common operations, unless it
-    #: overrides :attr:`features`.
-    _features: ClassVar[StoreFeatures]
+    #: What the backend can do beyond the common operations: data, the
+    #: class's (or an instance's of its own, as ``HttpStore``'s scheme).
+    features: StoreFeatures
     #: How messages name the backend ("S3", "Azure", "the filesystem").
     _kind: ClassVar[str] = "this store"
-
-    @property
-    def features(self) -> StoreFeatures:
-        return self._features
+    #: Why a ``features.read_only`` store takes no writes, for its refusals.
+    _read_only_why: ClassVar[str] = "it takes no writes"
 
     async def __aenter__(self: _S) -> _S:
         return self
@@ -133,15 +147,19 @@ class StoreBase(abc.ABC):
 
     def list(self, bucket: str, prefix: str = "", *, delimiter: str | None = None,
              start_offset: str | None = None, end_offset: str | None = None,
-             page_size: int = 1000) -> AsyncIterator[ListPage]:
+             page_size: int = 1000,
+             fields: str | None = LIST_FIELDS) -> AsyncIterator[ListPage]:
         list_args("list", bucket, prefix, delimiter=delimiter, start_offset=start_offset,
-                  end_offset=end_offset, page_size=page_size, scheme=self.features.scheme)
-        return self._pages(bucket, prefix, delimiter, start_offset, end_offset, page_size)
+                  end_offset=end_offset, page_size=page_size, fields=fields,
+                  scheme=self.features.scheme)
+        return self._pages(bucket, prefix, delimiter, start_offset, end_offset, page_size,
+                           fields)
 
     def list_objects(self, bucket: str, prefix: str = "", *, start_offset: str | None = None,
-                     end_offset: str | None = None) -> AsyncIterator[ObjectInfo]:
+                     end_offset: str | None = None,
+                     fields: str | None = LIST_FIELDS) -> AsyncIterator[ObjectInfo]:
         return objects_of(self.list(bucket, prefix, start_offset=start_offset,
-                                    end_offset=end_offset))
+                                    end_offset=end_offset, fields=fields))
 
     # -- reads -----------------------------------------------------------------
 
@@ -179,16 +197,27 @@ class StoreBase(abc.ABC):
                     resumable: bool | None = None) -> ObjectInfo:
         write_args(bucket, name, data, content_type, if_generation_match, metadata, resumable,
                    scheme=self.features.scheme)
+        self._writable("write", bucket, name)
         return await self._write(bucket, name, memoryview(data).cast("B"), content_type,
                                  if_generation_match, metadata, resumable)
 
-    @abc.abstractmethod
     def start_upload(self, bucket: str, name: str, *,
                      content_type: str = "application/octet-stream",
-                     part_size: int = 8 * 1024 * 1024,
+                     part_size: int | None = None,
                      metadata: dict[str, str] | None = None,
                      if_generation_match: int | None = None) -> PartUpload:
-        ...
+        op = "start_upload"
+        self._check_object(op, bucket, name)
+        check_content_type(op, content_type)
+        if part_size is None:  # the store's smallest part, where it has one above a byte
+            least = self.features.min_part_size
+            part_size = least if least > 1 else DEFAULT_PART_SIZE
+        check_int(op, "part_size", part_size, minimum=1)
+        check_metadata(op, "metadata", metadata)
+        check_int(op, "if_generation_match", if_generation_match, optional=True)
+        self._writable("write", bucket, name)
+        return self._start_upload(bucket, name, content_type, part_size, metadata,
+                                  if_generation_match)
 
     # -- deletes, copies, composes ------------------------------------------------
 
@@ -196,6 +225,7 @@ class StoreBase(abc.ABC):
                      if_generation_match: int | None = None, missing_ok: bool = False) -> None:
         delete_args(bucket, name, generation, if_generation_match, missing_ok,
                     scheme=self.features.scheme)
+        self._writable("delete", bucket, name)
         await self._delete(bucket, name, generation, if_generation_match, missing_ok)
 
     async def copy(self, bucket: str, name: str, dest_bucket: str,
@@ -203,6 +233,7 @@ class StoreBase(abc.ABC):
         self._check_object("copy", bucket, name)
         self._check_object("copy", dest_bucket, dest_name, bucket_arg="dest_bucket",
                            name_arg="dest_name")
+        self._writable("copy", dest_bucket, dest_name)
         return await self._copy(bucket, name, dest_bucket, dest_name)
 
     async def compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec], *,
@@ -217,30 +248,39 @@ class StoreBase(abc.ABC):
         if not 1 <= len(sources) <= most:
             where = describe("compose", bucket, destination, self.features.scheme)
             raise InvalidArgument(f"{where}: needs 1-{most} sources, got {len(sources)}")
+        self._writable("compose", bucket, destination)
         return await self._compose(bucket, destination, sources, if_generation_match,
                                    content_type)
 
-    # -- open uploads: by default none --------------------------------------------
+    # -- open uploads ------------------------------------------------------------------
 
     async def list_multipart_uploads(self, bucket: str,
                                      prefix: str = "") -> builtins.list[MultipartUploadInfo]:
-        validate_bucket(bucket, scheme=self.features.scheme)
-        return []
+        list_args("list multipart uploads", bucket, prefix, scheme=self.features.scheme)
+        return await self._list_uploads(bucket, prefix)
 
     async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
-        raise self._unsupported("abort multipart upload", bucket, name,
-                                f"{self._kind} has no multipart uploads "
-                                "(features.multipart is False)")
+        self._upload_args("abort multipart upload", bucket, name, upload_id)
+        await self._abort_upload(bucket, name, upload_id)
 
     async def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
-        raise self._unsupported("list parts", bucket, name,
-                                f"{self._kind} has no multipart uploads "
-                                "(features.multipart is False)")
+        self._upload_args("list parts", bucket, name, upload_id)
+        return await self._list_parts(bucket, name, upload_id)
+
+    def _upload_args(self, op: str, bucket: str, name: str, upload_id: str) -> None:
+        self._check_object(op, bucket, name)
+        check_str(op, "upload_id", upload_id)
 
     def _unsupported(self, op: str, bucket: str, name: str, why: str) -> InvalidRequest:
         """The typed error of an operation this store does not offer."""
         return InvalidRequest(f"{describe(op, bucket, name, self.features.scheme)}: {why}",
                               operation=op, bucket=bucket, name=name, reason="unsupported")
+
+    def _writable(self, op: str, bucket: str, name: str) -> None:
+        """Refuse a write of a read-only store (its arguments checked already)."""
+        if self.features.read_only:
+            raise self._unsupported(op, bucket, name, f"{self.features.scheme}:// URLs are "
+                                    f"read-only ({self._read_only_why})")
 
     # -- the wire calls --------------------------------------------------------------
 
@@ -250,9 +290,9 @@ class StoreBase(abc.ABC):
 
     @abc.abstractmethod
     def _pages(self, bucket: str, prefix: str, delimiter: str | None,
-               start_offset: str | None, end_offset: str | None,
-               page_size: int) -> AsyncIterator[ListPage]:
-        """The listing's checked pages (arguments checked)."""
+               start_offset: str | None, end_offset: str | None, page_size: int,
+               fields: str | None) -> AsyncIterator[ListPage]:
+        """The listing's checked pages (arguments checked; ``fields``: GCS's)."""
 
     @abc.abstractmethod
     async def _fetch(self, bucket: str, name: str, start: int, end: int | None,
@@ -260,30 +300,116 @@ class StoreBase(abc.ABC):
                      crc: int | None, want_crc: bool) -> Fetched:
         """The checked read of ``[start, end)`` (see :meth:`fetch`)."""
 
-    @abc.abstractmethod
+    # A read-only store has none of the writes: the base never calls them.
+
     async def _write(self, bucket: str, name: str, data: memoryview, content_type: str,
                      if_generation_match: int | None, metadata: dict[str, str] | None,
                      resumable: bool | None) -> ObjectInfo:
         """Publish ``data`` whole, checked (arguments checked)."""
+        self._missing("_write")
 
-    @abc.abstractmethod
+    def _start_upload(self, bucket: str, name: str, content_type: str, part_size: int,
+                      metadata: dict[str, str] | None,
+                      if_generation_match: int | None) -> PartUpload:
+        """The streaming upload (arguments checked; the part-size range and
+        what metadata the store keeps are the backend's to check)."""
+        self._missing("_start_upload")
+
     async def _delete(self, bucket: str, name: str, generation: int | None,
                       if_generation_match: int | None, missing_ok: bool) -> None:
         """Delete the object (arguments checked)."""
+        self._missing("_delete")
 
-    @abc.abstractmethod
     async def _copy(self, bucket: str, name: str, dest_bucket: str,
                     dest_name: str) -> ObjectInfo:
         """Copy the object, checked (names checked)."""
+        self._missing("_copy")
 
     async def _compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec],
                        if_generation_match: int | None, content_type: str) -> ObjectInfo:
         """Concatenate ``sources`` (only where ``features.compose``)."""
-        raise NotImplementedError(f"{type(self).__name__} declares compose but has no _compose")
+        self._missing("_compose")
+
+    async def _list_uploads(self, bucket: str,
+                            prefix: str) -> builtins.list[MultipartUploadInfo]:
+        """The open uploads (arguments checked): by default none."""
+        return []
+
+    async def _abort_upload(self, bucket: str, name: str, upload_id: str) -> None:
+        """Drop an open upload (arguments checked): by default refused."""
+        raise self._unsupported("abort multipart upload", bucket, name,
+                                f"{self._kind} has no multipart uploads "
+                                "(features.multipart is False)")
+
+    async def _list_parts(self, bucket: str, name: str,
+                          upload_id: str) -> builtins.list[PartInfo]:
+        """An open upload's parts (arguments checked): by default refused."""
+        raise self._unsupported("list parts", bucket, name,
+                                f"{self._kind} has no multipart uploads "
+                                "(features.multipart is False)")
+
+    def _missing(self, call: str) -> NoReturn:
+        raise NotImplementedError(f"{type(self).__name__} is not read-only but has no {call}")
+
+
+class MultipartCalls(abc.ABC):
+    """:class:`~.store.MultipartStore`'s primitives, checked once, over a
+    backend's ``_initiate_multipart``, ``_upload_part`` and
+    ``_complete_multipart``; for a store with ``features.multipart``,
+    listed before :class:`StoreBase`."""
+
+    # StoreBase's, which comes after this class in a store's bases.
+    _check_object: Callable[..., None]
+
+    async def initiate_multipart(self, bucket: str, name: str, *,
+                                 content_type: str = "application/octet-stream",
+                                 metadata: dict[str, str] | None = None) -> str:
+        op = "initiate multipart upload"
+        self._check_object(op, bucket, name)
+        check_content_type(op, content_type)
+        check_metadata(op, "metadata", metadata)
+        return await self._initiate_multipart(bucket, name, content_type, metadata)
+
+    async def upload_part(self, bucket: str, name: str, upload_id: str, part_number: int,
+                          data: bytes | bytearray | memoryview,
+                          checksum: int | None = None) -> PartInfo:
+        op = "upload part"
+        self._check_object(op, bucket, name)
+        check_str(op, "upload_id", upload_id)
+        check_int(op, "part_number", part_number, minimum=None)  # the range: the backend's
+        check_bytes(op, "data", data)
+        check_int(op, "checksum", checksum, optional=True)
+        return await self._upload_part(bucket, name, upload_id, part_number,
+                                       memoryview(data).cast("B"), checksum)
+
+    async def complete_multipart(self, bucket: str, name: str, upload_id: str,
+                                 parts: Sequence[PartInfo]) -> dict[str, str]:
+        op = "complete multipart upload"
+        self._check_object(op, bucket, name)
+        check_str(op, "upload_id", upload_id)
+        check_instance(op, "parts", parts, (list, tuple))
+        for part in parts:
+            check_instance(op, "parts[...]", part, PartInfo)
+        return await self._complete_multipart(bucket, name, upload_id, parts)
+
+    @abc.abstractmethod
+    async def _initiate_multipart(self, bucket: str, name: str, content_type: str,
+                                  metadata: dict[str, str] | None) -> str:
+        """Start the upload (arguments checked); its id."""
+
+    @abc.abstractmethod
+    async def _upload_part(self, bucket: str, name: str, upload_id: str, part_number: int,
+                           data: memoryview, checksum: int | None) -> PartInfo:
+        """Send one part (types checked; its number's range is the backend's)."""
+
+    @abc.abstractmethod
+    async def _complete_multipart(self, bucket: str, name: str, upload_id: str,
+                                  parts: Sequence[PartInfo]) -> dict[str, str]:
+        """Publish the parts (arguments checked); the answer's headers of interest."""
 
 
 #: The operations whose docstrings are the protocol's (``_take_docs``).
-DOCUMENTED = ("features", "aclose", "stat", "exists", "list", "list_objects", "read", "fetch",
+DOCUMENTED = ("aclose", "stat", "exists", "list", "list_objects", "read", "fetch",
               "write", "start_upload", "delete", "copy", "compose", "list_multipart_uploads",
               "abort_multipart", "list_parts")
 
@@ -310,3 +436,5 @@ def _take_docs(cls: type, protocol: type, names: Sequence[str]) -> None:
 
 
 _take_docs(StoreBase, ObjectStore, DOCUMENTED)
+_take_docs(MultipartCalls, MultipartStore,
+           ("initiate_multipart", "upload_part", "complete_multipart"))

@@ -36,11 +36,7 @@ from .._core.types import ListPage, ObjectInfo
 from .._core.urls import validate_bucket
 from .._core.validate import (
     check_bool,
-    check_content_type,
     check_instance,
-    check_int,
-    check_metadata,
-    check_object,
     check_str,
     endpoint_url,
 )
@@ -96,11 +92,7 @@ class AzureStore(BlobService, StreamingStore):
     """
 
     _kind = "Azure"
-
-    @property
-    def features(self) -> StoreFeatures:
-        """Block uploads; no compose, no server-side offsets, no batch delete."""
-        return FEATURES
+    features = FEATURES
 
     def __init__(self, config: ClientConfig | None = None, *, account: str | None = None,
                  endpoint: str | None = None, connection_string: str | None = None,
@@ -162,7 +154,7 @@ class AzureStore(BlobService, StreamingStore):
 
     def _pages(self, bucket: str, prefix: str, delimiter: str | None,
                start_offset: str | None, end_offset: str | None,
-               page_size: int) -> AsyncIterator[ListPage]:
+               page_size: int, fields: str | None) -> AsyncIterator[ListPage]:
         # List Blobs, in Azure's order (UTF-16 code units, or a hierarchical
         # namespace's paths: not Python's). No offsets on the server: the
         # listing pages from the prefix and drops what is outside them.
@@ -194,38 +186,12 @@ class AzureStore(BlobService, StreamingStore):
         return await put_blob(self, bucket, name, data, content_type, if_generation_match,
                               metadata)
 
-    def start_upload(self, bucket: str, name: str, *,
-                     content_type: str = "application/octet-stream",
-                     part_size: int = 8 * 1024 * 1024,
-                     metadata: dict[str, str] | None = None,
-                     if_generation_match: int | None = None) -> AzureUpload:
-        """A streaming upload in blocks, for the writer engine.
-
-        Args:
-            bucket: container name.
-            name: blob name.
-            content_type: Content-Type of the final blob.
-            part_size: size of every block but the last (at most 4,000 MiB).
-            metadata: custom metadata of the final blob.
-            if_generation_match: publish only if the blob is then this
-                generation (``0``: absent), checked by the Put Block List
-                (or single Put Blob) itself.
-
-        Returns:
-            The upload; nothing is sent before its first block.
-
-        Raises:
-            InvalidArgument: ``part_size`` outside 1 byte to 4,000 MiB,
-                ``metadata`` Azure cannot keep, or an argument of the wrong type.
-        """
-        check_object("start_upload", bucket, name, scheme="az")
-        # Checked here, not left to the commit: a generation or content type
-        # of the wrong kind would fail there, untyped, after every block was sent.
-        check_content_type("start_upload", content_type)
-        check_int("start_upload", "part_size", part_size, minimum=None)
-        check_metadata("start_upload", "metadata", metadata)
-        check_int("start_upload", "if_generation_match", if_generation_match, optional=True)
-        metadata_headers("start_upload", bucket, name, metadata)  # refused now, not at a block
+    def _start_upload(self, bucket: str, name: str, content_type: str, part_size: int,
+                      metadata: dict[str, str] | None,
+                      if_generation_match: int | None) -> AzureUpload:
+        # Metadata Azure cannot keep, and a block size past its largest,
+        # are refused now, not at a block.
+        metadata_headers("start_upload", bucket, name, metadata)
         if not 1 <= part_size <= MAX_BLOCK_SIZE:
             raise InvalidArgument(f"start_upload az://{bucket}/{name}: part_size {part_size} "
                                   f"is outside Azure's 1..{MAX_BLOCK_SIZE} bytes")

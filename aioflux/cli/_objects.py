@@ -22,7 +22,6 @@ from .._core.store import ObjectStore, delete_all
 from .._core.types import ListPage, ObjectInfo
 from .._core.urls import StoreURL, folder_prefix, format_url
 from .._core.window import window
-from ..gcs._client import AsyncClient
 from ..s3._store import S3Store
 from ._common import (
     Stores,
@@ -99,10 +98,8 @@ def _row(store: ObjectStore, o: ObjectInfo) -> dict[str, object]:
 
 def _pages(store: ObjectStore, bucket: str, prefix: str,
            delimiter: str | None) -> AsyncIterator[ListPage]:
-    if isinstance(store, AsyncClient):
-        # GCS lists lean fields unless asked: -l and --json show ``updated`` too.
-        return store.list(bucket, prefix, delimiter=delimiter, fields=_LS_FIELDS)
-    return store.list(bucket, prefix, delimiter=delimiter)
+    # GCS lists lean fields unless asked: -l and --json show ``updated`` too.
+    return store.list(bucket, prefix, delimiter=delimiter, fields=_LS_FIELDS)
 
 
 async def _ls_pages(store: ObjectStore, url: StoreURL,

@@ -14,18 +14,15 @@ from collections.abc import AsyncIterator, Sequence
 
 from .._core.config import ClientConfig
 from .._core.errors import InvalidURL
-from .._core.store import Fetched, SourceSpec, StoreFeatures, objects_of
-from .._core.types import LIST_FIELDS, ListPage, ObjectInfo
+from .._core.store import Fetched, SourceSpec, StoreFeatures
+from .._core.types import ListPage, ObjectInfo
 from .._core.urls import validate_bucket
 from .._core.validate import (
     Credentials,
     check_credentials,
     check_instance,
-    check_int,
-    check_metadata,
     check_str,
     endpoint_url,
-    list_args,
 )
 from .._engines.compose import MAX_COMPOSE_SOURCES, delete_leftovers
 from .._engines.store_stream import StreamingStore
@@ -85,12 +82,7 @@ class GcsStore(GcsService, XmlMultipartCalls, StreamingStore):
     """
 
     _kind = "GCS"
-
-    @property
-    def features(self) -> StoreFeatures:
-        """What GCS offers beyond the common operations (compose, server-side
-        end offsets, XML multipart uploads)."""
-        return FEATURES
+    features = FEATURES
 
     def __init__(
         self,
@@ -123,79 +115,14 @@ class GcsStore(GcsService, XmlMultipartCalls, StreamingStore):
             await delete_leftovers(self)  # the exit clean-up cannot use a closed client
         await self._transport.aclose(owner="client")
 
-    # -- listing: GCS's own list and list_objects, which also take the JSON
-    # API's ``fields`` selector -----------------------------------------------
-
-    def list(
-        self,
-        bucket: str,
-        prefix: str = "",
-        *,
-        delimiter: str | None = None,
-        start_offset: str | None = None,
-        end_offset: str | None = None,
-        page_size: int = 1000,
-        fields: str | None = LIST_FIELDS,
-    ) -> AsyncIterator[ListPage]:
-        """List objects page by page.
-
-        Args:
-            bucket: bucket name.
-            prefix: only names starting with this.
-            delimiter: group names by this (``"/"``), reported as prefixes.
-            start_offset: first name (inclusive) of a half-open range.
-            end_offset: end (exclusive) of the range.
-            page_size: items per page (GCS caps it at 1000).
-            fields: JSON ``fields`` selector; ``None`` returns full resources.
-
-        Returns:
-            An async iterator of ListPage, fetched as it is consumed.
-
-        Raises:
-            InvalidURL: a malformed bucket (at once).
-            InvalidArgument: a setting of the wrong type (at once).
-            NotFound: no such bucket (while iterating).
-            StorageError: any other failure (while iterating).
-        """
-        list_args("list", bucket, prefix, delimiter=delimiter, start_offset=start_offset,
-                  end_offset=end_offset, page_size=page_size, fields=fields)
-        return self._pages(bucket, prefix, delimiter, start_offset, end_offset, page_size,
-                           fields)
+    # -- listing ------------------------------------------------------------------
 
     def _pages(self, bucket: str, prefix: str, delimiter: str | None,
                start_offset: str | None, end_offset: str | None, page_size: int,
-               fields: str | None = LIST_FIELDS) -> AsyncIterator[ListPage]:
+               fields: str | None) -> AsyncIterator[ListPage]:
+        # The JSON API's ``fields`` selector: LIST_FIELDS unless asked.
         return list_pages(self._transport, self._json_url(bucket), bucket, prefix, delimiter,
                           start_offset, end_offset, page_size, fields, self._json_params)
-
-    def list_objects(
-        self,
-        bucket: str,
-        prefix: str = "",
-        *,
-        start_offset: str | None = None,
-        end_offset: str | None = None,
-        fields: str | None = LIST_FIELDS,
-    ) -> AsyncIterator[ObjectInfo]:
-        """List objects one by one (all pages, no delimiter).
-
-        Args:
-            bucket: bucket name.
-            prefix: only names starting with this.
-            start_offset: first name (inclusive).
-            end_offset: end (exclusive).
-            fields: JSON ``fields`` selector.
-
-        Returns:
-            An async iterator of ObjectInfo in lexicographic name order.
-
-        Raises:
-            InvalidURL: a malformed bucket (at once).
-            InvalidArgument: a setting of the wrong type (at once).
-            StorageError: listing failed (while iterating).
-        """
-        return objects_of(self.list(bucket, prefix, start_offset=start_offset,
-                                  end_offset=end_offset, fields=fields))
 
     # -- reads ----------------------------------------------------------------
 
@@ -223,32 +150,11 @@ class GcsStore(GcsService, XmlMultipartCalls, StreamingStore):
         return await write_object(self, bucket, name, data, content_type, if_generation_match,
                                   metadata, resumable)
 
-    def start_upload(self, bucket: str, name: str, *,
-                     content_type: str = "application/octet-stream",
-                     part_size: int = MIN_PART_SIZE,
-                     metadata: dict[str, str] | None = None,
-                     if_generation_match: int | None = None) -> GcsUpload:
-        """A streaming upload in parts, for the writer engine (XML multipart,
-        or a resumable session where the server has none or a precondition
-        is set: XML multipart uploads take no preconditions).
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            content_type: Content-Type of the final object.
-            part_size: size of every part but the last.
-            metadata: custom metadata of the final object.
-            if_generation_match: publish only if the object is then this
-                generation (0: absent), checked by the publishing request.
-
-        Returns:
-            The upload; nothing is sent before its first part.
-
-        Raises:
-            InvalidArgument: ``metadata`` is not a ``dict[str, str]``.
-        """
-        check_metadata("start_upload", "metadata", metadata)
-        check_int("start_upload", "if_generation_match", if_generation_match, optional=True)
+    def _start_upload(self, bucket: str, name: str, content_type: str, part_size: int,
+                      metadata: dict[str, str] | None,
+                      if_generation_match: int | None) -> GcsUpload:
+        # XML multipart, or a resumable session where the server has none
+        # or a precondition is set (XML multipart uploads take none).
         return GcsUpload(self, bucket, name, content_type, part_size, metadata,
                          if_generation_match)
 

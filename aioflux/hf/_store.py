@@ -38,8 +38,8 @@ import dataclasses
 import json
 import re
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Sequence
-from typing import NoReturn, TypeVar
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
 from urllib.parse import quote
 
 import aiohttp
@@ -56,7 +56,7 @@ from .._core.errors import (
 from .._core.hub_paths import hub_repo
 from .._core.metrics import RequestStats
 from .._core.pages import ListingCheck
-from .._core.store import Fetched, PartUpload, SourceSpec, StoreFeatures
+from .._core.store import Fetched, StoreFeatures
 from .._core.store_base import StoreBase
 from .._core.types import ListPage, ObjectInfo
 from .._core.urls import validate_bucket
@@ -98,7 +98,8 @@ class HfStore(StoreBase):
     """
 
     _kind = "the Hugging Face Hub"
-    _features = StoreFeatures(scheme="hf", start_offset=False)
+    features = StoreFeatures(scheme="hf", start_offset=False, read_only=True)
+    _read_only_why = "push to the Hub with huggingface_hub"
 
     def __init__(self, config: ClientConfig | None = None, *, endpoint: str | None = None,
                  token: str | None = None) -> None:
@@ -331,7 +332,7 @@ class HfStore(StoreBase):
 
     def _pages(self, bucket: str, prefix: str, delimiter: str | None,
                start_offset: str | None, end_offset: str | None,
-               page_size: int) -> AsyncIterator[ListPage]:
+               page_size: int, fields: str | None) -> AsyncIterator[ListPage]:
         """The tree API walked in name order (``_tree.py``), cut into pages."""
         return self._listing(bucket, prefix, delimiter, start_offset, end_offset, page_size)
 
@@ -409,53 +410,6 @@ class HfStore(StoreBase):
         view = fetched.data if fetched.data is not None else (
             into[:fetched.count] if into is not None else b"")
         return check_whole(op, fetched, view, crc if whole else None, want_crc)
-
-    # -- refused: the Hub takes no writes here ---------------------------------------------
-
-    def _read_only(self, operation: str, bucket: str, name: str) -> NoReturn:
-        raise InvalidRequest(f"{describe(operation, bucket, name, 'hf')} failed: hf:// URLs "
-                             "are read-only (push to the Hub with huggingface_hub)",
-                             operation=operation, bucket=bucket, name=name)
-
-    async def _write(self, bucket: str, name: str, data: memoryview, content_type: str,
-                     if_generation_match: int | None, metadata: dict[str, str] | None,
-                     resumable: bool | None) -> ObjectInfo:
-        self._read_only("write", bucket, name)
-
-    def start_upload(self, bucket: str, name: str, *,
-                     content_type: str = "application/octet-stream",
-                     part_size: int = 8 * 1024 * 1024,
-                     metadata: dict[str, str] | None = None,
-                     if_generation_match: int | None = None) -> PartUpload:
-        """Refused: read-only.
-
-        Args:
-            bucket: the repo.
-            name: the path in it.
-            content_type: unused.
-            part_size: unused.
-            metadata: unused.
-            if_generation_match: unused.
-
-        Returns:
-            Never.
-
-        Raises:
-            InvalidRequest: always, before any request.
-        """
-        self._read_only("write", bucket, name)
-
-    async def _delete(self, bucket: str, name: str, generation: int | None,
-                      if_generation_match: int | None, missing_ok: bool) -> None:
-        self._read_only("delete", bucket, name)
-
-    async def _copy(self, bucket: str, name: str, dest_bucket: str,
-                    dest_name: str) -> ObjectInfo:
-        self._read_only("copy", dest_bucket, dest_name)
-
-    async def _compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec],
-                       if_generation_match: int | None, content_type: str) -> ObjectInfo:
-        self._read_only("compose", bucket, destination)
 
 
 def _origin(url: yarl.URL) -> tuple[str, str, int | None]:

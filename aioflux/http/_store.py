@@ -39,9 +39,8 @@ wire calls (``_stat``, ``_fetch``) and the refusals.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from email.utils import parsedate_to_datetime
-from typing import NoReturn
 
 import aiohttp
 
@@ -49,7 +48,7 @@ from .._core.auth import AnonymousAuth
 from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument, InvalidRequest, describe
 from .._core.metrics import RequestStats
-from .._core.store import Fetched, PartUpload, SourceSpec, StoreFeatures
+from .._core.store import Fetched, StoreFeatures
 from .._core.store_base import StoreBase
 from .._core.types import ListPage, ObjectInfo
 from .._core.urls import WEB_SCHEMES
@@ -93,6 +92,7 @@ class HttpStore(StoreBase):
     """
 
     _kind = "a web server"
+    _read_only_why = "a web server takes no writes"
 
     def __init__(self, config: ClientConfig | None = None, *, scheme: str = "https",
                  token: str | None = None) -> None:
@@ -104,7 +104,7 @@ class HttpStore(StoreBase):
         self.scheme = scheme
         # One class for both schemes: the features (whose scheme names the
         # URLs in messages) are this instance's.
-        self._web_features = StoreFeatures(scheme=scheme, start_offset=False)
+        self.features = StoreFeatures(scheme=scheme, start_offset=False, read_only=True)
         self._token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
         self._transports: dict[str, WebTransport] = {}
         self._pins: dict[int, Pin] = {}
@@ -121,11 +121,6 @@ class HttpStore(StoreBase):
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__init__(state["config"], scheme=state["scheme"],  # type: ignore[misc,arg-type]
                       token=state["token"])
-
-    @property
-    def features(self) -> StoreFeatures:
-        """No compose, no multipart, no listing, no writes: read-only."""
-        return self._web_features
 
     @property
     def stats(self) -> RequestStats:
@@ -226,7 +221,7 @@ class HttpStore(StoreBase):
 
     def _pages(self, bucket: str, prefix: str, delimiter: str | None,
                start_offset: str | None, end_offset: str | None,
-               page_size: int) -> AsyncIterator[ListPage]:
+               page_size: int, fields: str | None) -> AsyncIterator[ListPage]:
         """Refused at once: a web server has no listing."""
         raise self._unsupported("list", bucket, prefix, _NO_LISTING.format(scheme=self.scheme))
 
@@ -255,49 +250,3 @@ class HttpStore(StoreBase):
         view = fetched.data if fetched.data is not None else (
             into[:fetched.count] if into is not None else b"")
         return check_whole(op, fetched, view, crc if whole else None, want_crc)
-
-    # -- refused: a web server takes no writes ----------------------------------------
-
-    def _read_only(self, operation: str, bucket: str, name: str) -> NoReturn:
-        raise self._unsupported(operation, bucket, name, f"{self.scheme}:// URLs are read-only "
-                                f"(a web server takes no {operation})")
-
-    async def _write(self, bucket: str, name: str, data: memoryview, content_type: str,
-                     if_generation_match: int | None, metadata: dict[str, str] | None,
-                     resumable: bool | None) -> ObjectInfo:
-        self._read_only("write", bucket, name)
-
-    def start_upload(self, bucket: str, name: str, *,
-                     content_type: str = "application/octet-stream",
-                     part_size: int = 8 * 1024 * 1024,
-                     metadata: dict[str, str] | None = None,
-                     if_generation_match: int | None = None) -> PartUpload:
-        """Refused: read-only.
-
-        Args:
-            bucket: the origin's ``host[:port]``.
-            name: the path after it.
-            content_type: unused.
-            part_size: unused.
-            metadata: unused.
-            if_generation_match: unused.
-
-        Returns:
-            Never.
-
-        Raises:
-            InvalidRequest: always, before any request.
-        """
-        self._read_only("write", bucket, name)
-
-    async def _delete(self, bucket: str, name: str, generation: int | None,
-                      if_generation_match: int | None, missing_ok: bool) -> None:
-        self._read_only("delete", bucket, name)
-
-    async def _copy(self, bucket: str, name: str, dest_bucket: str,
-                    dest_name: str) -> ObjectInfo:
-        self._read_only("copy", dest_bucket, dest_name)
-
-    async def _compose(self, bucket: str, destination: str, sources: Sequence[SourceSpec],
-                       if_generation_match: int | None, content_type: str) -> ObjectInfo:
-        self._read_only("compose", bucket, destination)

@@ -69,9 +69,6 @@ from .._core.types import ListPage, MultipartUploadInfo, ObjectInfo
 from .._core.urls import format_url
 from .._core.validate import (
     check_instance,
-    check_int,
-    check_object,
-    delete_args,
     list_args,
 )
 from .._core.window import gather_bounded
@@ -124,11 +121,7 @@ class LocalStore(StoreBase):
     """
 
     _kind = "the filesystem"
-
-    @property
-    def features(self) -> StoreFeatures:
-        """Files offer no compose, no multipart primitives and no server."""
-        return FEATURES
+    features = FEATURES
 
     def __init__(self, config: ClientConfig | None = None) -> None:
         check_instance("LocalStore", "config", config, ClientConfig, optional=True)
@@ -226,7 +219,7 @@ class LocalStore(StoreBase):
 
     def _pages(self, bucket: str, prefix: str, delimiter: str | None,
                start_offset: str | None, end_offset: str | None,
-               page_size: int) -> AsyncIterator[ListPage]:
+               page_size: int, fields: str | None) -> AsyncIterator[ListPage]:
         check_prefix("list", bucket, prefix)  # at once, before any walk
         return self._walk_pages(bucket, prefix, delimiter, start_offset, end_offset,
                                 max(1, page_size))
@@ -386,35 +379,14 @@ class LocalStore(StoreBase):
         return await self._run("write", bucket, name, lambda: _writes.write_whole(
             bucket, name, data, if_generation_match))
 
-    def start_upload(self, bucket: str, name: str, *,
-                     content_type: str = "application/octet-stream",
-                     part_size: int = 8 * 1024 * 1024,
-                     metadata: dict[str, str] | None = None,
-                     if_generation_match: int | None = None) -> LocalUpload:
-        """A streaming upload into a temporary file, renamed on finish.
-
-        Args:
-            bucket: the first directory of the path.
-            name: the rest of the path.
-            content_type: not stored.
-            part_size: size of every part but the last.
-            metadata: not supported (files have none): must be empty.
-            if_generation_match: publish only if the file is then this
-                generation (0: absent: a hard link, which never replaces).
-
-        Returns:
-            The upload (nothing is created before its first part).
-
-        Raises:
-            InvalidURL: a bad bucket or name.
-            InvalidArgument: a name reserved for temporary files, or
-                ``metadata`` given.
-        """
-        check_object("write", bucket, name, scheme="file")
+    def _start_upload(self, bucket: str, name: str, content_type: str, part_size: int,
+                      metadata: dict[str, str] | None,
+                      if_generation_match: int | None) -> LocalUpload:
+        # A temporary file, renamed on finish; files keep no content type
+        # and no metadata.
         _check_writable_name("write", bucket, name)
         if metadata:
             raise InvalidArgument(f"write {_url(bucket, name)}: files have no custom metadata")
-        check_int("write", "if_generation_match", if_generation_match, optional=True)
         return LocalUpload(self, bucket, name, part_size, if_generation_match)
 
     async def _delete(self, bucket: str, name: str, generation: int | None,
@@ -437,43 +409,19 @@ class LocalStore(StoreBase):
 
     # -- open uploads (temporary files of writers that did not finish) --------
 
-    async def list_multipart_uploads(self, bucket: str,
-                                     prefix: str = "") -> builtins.list[MultipartUploadInfo]:
-        """Temporary files left by writers that did not finish (killed, or
-        still running), as open uploads; ``upload_id`` is the file's name.
-
-        Args:
-            bucket: the first directory of the path.
-            prefix: only targets whose names start with this.
-
-        Returns:
-            MultipartUploadInfo per temporary file (``initiated``: its
-            modification time, RFC 3339).
-
-        Raises:
-            InvalidURL: a bad bucket or prefix (as ``list``).
-        """
-        list_args("list uploads", bucket, prefix, scheme="file")
+    async def _list_uploads(self, bucket: str,
+                            prefix: str) -> builtins.list[MultipartUploadInfo]:
+        # Temporary files left by writers that did not finish (killed, or
+        # still running); ``upload_id`` is the file's name, ``initiated``
+        # its modification time.
         check_prefix("list uploads", bucket, prefix)
         return await self._run("list uploads", bucket, prefix,
                                lambda: _listing.temporaries(bucket, prefix))
 
-    async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
-        """Remove a temporary file listed by ``list_multipart_uploads``.
-
-        Args:
-            bucket: the first directory of the path.
-            name: the target's path below it.
-            upload_id: the temporary file's name.
-
-        Raises:
-            InvalidURL: a bad bucket or name.
-            InvalidArgument: ``upload_id`` is not a temporary file of ``name``.
-        """
-        delete_args(bucket, name, None, None, False, scheme="file")
+    async def _abort_upload(self, bucket: str, name: str, upload_id: str) -> None:
+        # Removes a temporary file ``list_multipart_uploads`` listed.
         directory, _, base = name.rpartition("/")
-        if not (isinstance(upload_id, str) and "/" not in upload_id
-                and upload_id.startswith(f".{base}{TEMP_MARK}")):
+        if "/" in upload_id or not upload_id.startswith(f".{base}{TEMP_MARK}"):
             raise InvalidArgument(f"abort {_url(bucket, name)}: {upload_id!r} is not one of "
                                   "its temporary files")
         path = _files.path_of(bucket, f"{directory}/{upload_id}" if directory else upload_id)

@@ -42,8 +42,6 @@ from .._core.validate import (
     check_bool,
     check_endpoint,
     check_instance,
-    check_int,
-    check_metadata,
     check_object,
     check_str,
     endpoint_url,
@@ -57,7 +55,7 @@ from ._copy import copy_object
 from ._endpoints import DEFAULT_REGION, Addressing, Endpoints, check_region
 from ._listing import list_pages
 from ._multipart import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE, Multipart
-from ._multipart_calls import MultipartCalls
+from ._multipart_calls import S3MultipartCalls
 from ._page import require_lxml
 from ._put import metadata_headers, put_object
 from ._service import S3Service
@@ -71,7 +69,7 @@ FEATURES = StoreFeatures(scheme="s3", compose=0, end_offset=False, multipart=Tru
                          batch_delete=1000)
 
 
-class S3Store(S3Service, MultipartCalls, StreamingStore):
+class S3Store(S3Service, S3MultipartCalls, StreamingStore):
     """Amazon S3 (or an S3-compatible store) as an
     ``ObjectStore``.
 
@@ -114,11 +112,7 @@ class S3Store(S3Service, MultipartCalls, StreamingStore):
     """
 
     _kind = "S3"
-
-    @property
-    def features(self) -> StoreFeatures:
-        """Multipart uploads, no compose, no server-side end offset."""
-        return FEATURES
+    features = FEATURES
 
     def __init__(self, config: ClientConfig | None = None, *, region: str | None = None,
                  endpoint: str | None = None, addressing: Addressing = "auto",
@@ -199,7 +193,7 @@ class S3Store(S3Service, MultipartCalls, StreamingStore):
 
     def _pages(self, bucket: str, prefix: str, delimiter: str | None,
                start_offset: str | None, end_offset: str | None,
-               page_size: int) -> AsyncIterator[ListPage]:
+               page_size: int, fields: str | None) -> AsyncIterator[ListPage]:
         # ListObjectsV2: S3 has no end offset, so the listing stops itself.
         return list_pages(self, bucket, prefix, delimiter, start_offset, end_offset, page_size)
 
@@ -232,34 +226,12 @@ class S3Store(S3Service, MultipartCalls, StreamingStore):
         return await put_object(self, bucket, name, data, content_type, if_generation_match,
                                 metadata)
 
-    def start_upload(self, bucket: str, name: str, *,
-                     content_type: str = "application/octet-stream",
-                     part_size: int = MIN_PART_SIZE,
-                     metadata: dict[str, str] | None = None,
-                     if_generation_match: int | None = None) -> S3Upload:
-        """A streaming multipart upload, for the writer engine.
-
-        Args:
-            bucket: bucket name.
-            name: object key.
-            content_type: Content-Type of the final object.
-            part_size: size of every part but the last (5 MiB to 5 GiB).
-            metadata: custom metadata of the final object (``x-amz-meta-*``).
-            if_generation_match: publish only if the object is then this
-                generation: ``If-None-Match: *`` (0) or ``If-Match`` on the
-                CompleteMultipartUpload (or the single PUT).
-
-        Returns:
-            The upload; nothing is sent before its first part.
-
-        Raises:
-            InvalidArgument: ``part_size`` outside S3's 5 MiB to 5 GiB, or
-                ``metadata`` not a ``dict[str, str]`` an HTTP header can carry.
-        """
-        check_object("start_upload", bucket, name, scheme="s3")
-        check_metadata("start_upload", "metadata", metadata)
-        check_int("start_upload", "if_generation_match", if_generation_match, optional=True)
-        metadata_headers("start_upload", bucket, name, metadata)  # refused now, not at a part
+    def _start_upload(self, bucket: str, name: str, content_type: str, part_size: int,
+                      metadata: dict[str, str] | None,
+                      if_generation_match: int | None) -> S3Upload:
+        # Metadata S3 cannot carry, and a part size outside its range, are
+        # refused now, not at a part.
+        metadata_headers("start_upload", bucket, name, metadata)
         if not MIN_PART_SIZE <= part_size <= MAX_PART_SIZE:
             raise InvalidArgument(f"start_upload s3://{bucket}/{name}: part_size {part_size} "
                                   f"is outside S3's {MIN_PART_SIZE}..{MAX_PART_SIZE} bytes")

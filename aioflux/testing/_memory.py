@@ -57,7 +57,7 @@ from aioflux._core.store import (
     composite_of,
     source_of,
 )
-from aioflux._core.store_base import StoreBase, _take_docs
+from aioflux._core.store_base import StoreBase
 from aioflux._core.types import NO_METADATA, ListPage, ObjectInfo
 from aioflux._core.urls import validate_bucket
 from aioflux._core.validate import check_instance
@@ -102,11 +102,7 @@ class MemoryStore(MemoryMultipart, StoreBase):
     """
 
     _kind = "the memory store"
-
-    @property
-    def features(self) -> StoreFeatures:
-        """Compose, store-side end offsets and the multipart primitives."""
-        return FEATURES
+    features = FEATURES
 
     def __init__(self, config: ClientConfig | None = None, *,
                  buckets: Iterable[str] = ()) -> None:
@@ -201,7 +197,7 @@ class MemoryStore(MemoryMultipart, StoreBase):
 
     async def _pages(self, bucket: str, prefix: str, delimiter: str | None,
                      start_offset: str | None, end_offset: str | None,
-                     page_size: int) -> AsyncIterator[ListPage]:
+                     page_size: int, fields: str | None) -> AsyncIterator[ListPage]:
         # Each page is read when asked for, so objects written meanwhile
         # after the last name seen appear.
         delimiter = delimiter or None
@@ -304,13 +300,10 @@ class MemoryStore(MemoryMultipart, StoreBase):
         return self._publish("write", bucket, name, content, crc32c(content), content_type,
                              metadata)
 
-    def start_upload(self, bucket: str, name: str, *,
-                     content_type: str = "application/octet-stream",
-                     part_size: int = 8 * 1024 * 1024,
-                     metadata: dict[str, str] | None = None,
-                     if_generation_match: int | None = None) -> MemoryUpload:
-        # Documented by ObjectStore.start_upload; here a multipart upload,
-        # listed (list_multipart_uploads) while it is open.
+    def _start_upload(self, bucket: str, name: str, content_type: str, part_size: int,
+                      metadata: dict[str, str] | None,
+                      if_generation_match: int | None) -> MemoryUpload:
+        # A multipart upload, listed (list_multipart_uploads) while it is open.
         return MemoryUpload(self, bucket, name, content_type, part_size, metadata,
                             if_generation_match)
 
@@ -369,9 +362,6 @@ def _info(bucket: str, name: str, obj: _Object) -> ObjectInfo:
                       metadata=dict(obj.metadata) if obj.metadata else NO_METADATA,
                       scheme=SCHEME)
 
-
-# Its own start_upload (a listed multipart upload) says what ObjectStore's does.
-_take_docs(MemoryStore, ObjectStore, ("start_upload",))
 
 if TYPE_CHECKING:
     def _conforms(store: MemoryStore, upload: MemoryUpload) -> tuple[ObjectStore, PartUpload]:

@@ -23,8 +23,8 @@ from aioflux._core.errors import (
     NotFound,
     describe,
 )
+from aioflux._core.store_base import MultipartCalls
 from aioflux._core.types import MultipartUploadInfo, ObjectInfo, PartInfo
-from aioflux._core.validate import check_int, list_args, read_args
 
 if TYPE_CHECKING:
     from ._memory import _Bucket
@@ -45,9 +45,9 @@ class _Upload:
     parts: dict[int, tuple[bytes, str]] = field(default_factory=dict)
 
 
-class MemoryMultipart:
+class MemoryMultipart(MultipartCalls):
     """The multipart primitives of :class:`~._memory.MemoryStore`
-    (``features.multipart``)."""
+    (``features.multipart``): the wire calls behind the base's checked ones."""
 
     _uploads: dict[str, _Upload]
     # The store's own: the bucket (NotFound if missing), and the one place
@@ -56,24 +56,8 @@ class MemoryMultipart:
     _publish: Callable[..., ObjectInfo]
     _check_precondition: Callable[[str, str, str, int | None], None]
 
-    async def initiate_multipart(self, bucket: str, name: str, *,
-                                 content_type: str = "application/octet-stream",
-                                 metadata: dict[str, str] | None = None) -> str:
-        """Open a multipart upload; nothing is visible until completion.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            content_type: Content-Type of the final object.
-            metadata: custom metadata of the final object.
-
-        Returns:
-            The upload id.
-
-        Raises:
-            NotFound: no such bucket.
-        """
-        read_args(bucket, name, 0, None, None, None, scheme=SCHEME)
+    async def _initiate_multipart(self, bucket: str, name: str, content_type: str,
+                                  metadata: dict[str, str] | None) -> str:
         await asyncio.sleep(0)
         return self._initiate(bucket, name, content_type, metadata)
 
@@ -92,29 +76,9 @@ class MemoryMultipart:
                            status=404, reason="NoSuchUpload")
         return upload
 
-    async def upload_part(self, bucket: str, name: str, upload_id: str, part_number: int,
-                          data: bytes | bytearray | memoryview,
-                          checksum: int | None = None) -> PartInfo:
-        """Store one part (replacing an earlier one of the same number).
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            upload_id: from :meth:`initiate_multipart`.
-            part_number: 1..10000.
-            data: the part (copied).
-            checksum: its crc32c, checked if given.
-
-        Returns:
-            PartInfo with the part's ETag.
-
-        Raises:
-            InvalidArgument: part number out of range.
-            ChecksumMismatch: ``checksum`` is not the data's crc32c.
-            NotFound: no such upload.
-        """
-        check_int("upload part", "part_number", part_number, minimum=1)
-        content = bytes(data)
+    async def _upload_part(self, bucket: str, name: str, upload_id: str, part_number: int,
+                           data: memoryview, checksum: int | None) -> PartInfo:
+        content = bytes(data)  # copied: the caller may reuse its buffer
         await asyncio.sleep(0)
         return self._put_part("upload part", bucket, name, upload_id, part_number, content,
                               checksum)
@@ -136,23 +100,9 @@ class MemoryMultipart:
         upload.parts[number] = (content, etag)
         return PartInfo(number, etag, len(content))
 
-    async def complete_multipart(self, bucket: str, name: str, upload_id: str,
-                                 parts: Sequence[PartInfo]) -> dict[str, str]:
-        """Publish the object from the parts listed, in part-number order.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            upload_id: the upload.
-            parts: the parts to join (number and ETag as uploaded).
-
-        Returns:
-            ``x-goog-hash`` and ``x-goog-generation``, as the GCS client returns.
-
-        Raises:
-            NotFound: no such upload.
-            InvalidRequest: no parts, parts out of order, or one not uploaded.
-        """
+    async def _complete_multipart(self, bucket: str, name: str, upload_id: str,
+                                  parts: Sequence[PartInfo]) -> dict[str, str]:
+        # The headers the GCS client returns: x-goog-hash, x-goog-generation.
         await asyncio.sleep(0)
         upload = self._upload("complete multipart", bucket, name, upload_id)
         data = self._assemble("complete multipart", upload, parts)
@@ -188,55 +138,20 @@ class MemoryMultipart:
         del self._uploads[upload_id]
         return info
 
-    async def abort_multipart(self, bucket: str, name: str, upload_id: str) -> None:
-        """Drop an open upload and its parts.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            upload_id: the upload.
-
-        Raises:
-            NotFound: no such upload.
-        """
+    async def _abort_upload(self, bucket: str, name: str, upload_id: str) -> None:
         await asyncio.sleep(0)
         self._upload("abort multipart", bucket, name, upload_id)
         del self._uploads[upload_id]
 
-    async def list_parts(self, bucket: str, name: str, upload_id: str) -> builtins.list[PartInfo]:
-        """The parts uploaded so far.
-
-        Args:
-            bucket: bucket name.
-            name: object name.
-            upload_id: the upload.
-
-        Returns:
-            PartInfo in part-number order.
-
-        Raises:
-            NotFound: no such upload.
-        """
+    async def _list_parts(self, bucket: str, name: str,
+                          upload_id: str) -> builtins.list[PartInfo]:
         await asyncio.sleep(0)
         upload = self._upload("list parts", bucket, name, upload_id)
         return [PartInfo(number, etag, len(data))
                 for number, (data, etag) in sorted(upload.parts.items())]
 
-    async def list_multipart_uploads(self, bucket: str,
-                                     prefix: str = "") -> builtins.list[MultipartUploadInfo]:
-        """Open uploads (for cleaning up after killed writers).
-
-        Args:
-            bucket: bucket name.
-            prefix: only uploads of names starting with this.
-
-        Returns:
-            MultipartUploadInfo per open upload, by name.
-
-        Raises:
-            NotFound: no such bucket.
-        """
-        list_args("list uploads", bucket, prefix, scheme=SCHEME)
+    async def _list_uploads(self, bucket: str,
+                            prefix: str) -> builtins.list[MultipartUploadInfo]:
         await asyncio.sleep(0)
         self._bucket("list uploads", bucket, prefix)
         found = [MultipartUploadInfo(u.bucket, u.name, upload_id, u.initiated)

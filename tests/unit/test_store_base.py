@@ -11,32 +11,44 @@ from __future__ import annotations
 import inspect
 import pydoc
 from collections.abc import AsyncIterator
+from typing import cast
 
 import pytest
 
-from aioflux import AsyncClient, LocalStore, S3Store
-from aioflux._core.errors import InvalidRequest, InvalidURL
-from aioflux._core.store import Fetched, ObjectStore, PartUpload, StoreFeatures
-from aioflux._core.store_base import DOCUMENTED, StoreBase, _take_docs
+from aioflux import AsyncClient, HttpStore, LocalStore, S3Store
+from aioflux._core.errors import InvalidArgument, InvalidRequest, InvalidURL
+from aioflux._core.store import Fetched, MultipartStore, ObjectStore, PartUpload, StoreFeatures
+from aioflux._core.store_base import DOCUMENTED, MultipartCalls, StoreBase, _take_docs
 from aioflux._core.types import ListPage, ObjectInfo
 from aioflux._engines.store_stream import StreamingStore
 from aioflux.azure import AzureStore
+from aioflux.hf import HfStore
 from aioflux.testing import MemoryStore
 
-BACKENDS = [AsyncClient, S3Store, AzureStore, LocalStore, MemoryStore]
-# Written once in the base; GCS's list and list_objects take ``fields`` too.
-SHARED = ["stat", "exists", "list", "list_objects", "read", "fetch", "write", "delete", "copy",
-          "compose"]
-OWN = {(AsyncClient, "list"), (AsyncClient, "list_objects")}
+BACKENDS = [AsyncClient, S3Store, AzureStore, LocalStore, MemoryStore, HttpStore, HfStore]
+# Written once in the base, GCS's ``fields`` and the open uploads included.
+SHARED = ["stat", "exists", "list", "list_objects", "read", "fetch", "write", "start_upload",
+          "delete", "copy", "compose", "list_multipart_uploads", "abort_multipart",
+          "list_parts"]
+PRIMITIVES = ["initiate_multipart", "upload_part", "complete_multipart"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
 @pytest.mark.parametrize("method", SHARED)
 def test_the_operations_are_the_bases(backend: type, method: str) -> None:
-    if (backend, method) in OWN:
-        return
     assert getattr(backend, method) is getattr(StoreBase, method), \
         f"{backend.__name__}.{method} is written again"
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.__name__)
+def test_features_are_data_and_the_multipart_primitives_written_once(backend: type) -> None:
+    # A class attribute (HttpStore's is its instance's: the scheme is).
+    assert "features" not in vars(backend) or isinstance(vars(backend)["features"],
+                                                         StoreFeatures)
+    offers = backend in (AsyncClient, MemoryStore)
+    assert issubclass(backend, MultipartStore) is offers
+    for method in PRIMITIVES if offers else ():
+        assert getattr(backend, method) is getattr(MultipartCalls, method), method
 
 
 @pytest.mark.parametrize("backend", [AsyncClient, S3Store, AzureStore], ids=lambda b: b.__name__)
@@ -47,7 +59,7 @@ def test_object_stores_stream_through_the_engine_mixin(backend: type) -> None:
 class _Half(StoreBase):
     """A backend with its features and a stat, and nothing else."""
 
-    _features = StoreFeatures(scheme="gs")
+    features = StoreFeatures(scheme="gs")
 
     async def _stat(self, bucket: str, name: str) -> ObjectInfo:
         return ObjectInfo(bucket, name, 0, 1, None)
@@ -60,8 +72,8 @@ class _Whole(_Half):
         return None
 
     def _pages(self, bucket: str, prefix: str, delimiter: str | None,
-               start_offset: str | None, end_offset: str | None,
-               page_size: int) -> AsyncIterator[ListPage]:
+               start_offset: str | None, end_offset: str | None, page_size: int,
+               fields: str | None) -> AsyncIterator[ListPage]:
         raise AssertionError("no listing here")
 
     async def _fetch(self, bucket: str, name: str, start: int, end: int | None,
@@ -74,12 +86,11 @@ class _Whole(_Half):
                      resumable: bool | None) -> ObjectInfo:
         raise AssertionError("no write here")
 
-    def start_upload(self, bucket: str, name: str, *,
-                     content_type: str = "application/octet-stream",
-                     part_size: int = 8 * 1024 * 1024,
-                     metadata: dict[str, str] | None = None,
-                     if_generation_match: int | None = None) -> PartUpload:
-        raise AssertionError("no upload here")
+    def _start_upload(self, bucket: str, name: str, content_type: str, part_size: int,
+                      metadata: dict[str, str] | None,
+                      if_generation_match: int | None) -> PartUpload:
+        self.started = (bucket, name, content_type, part_size, metadata, if_generation_match)
+        return cast(PartUpload, None)
 
     async def _delete(self, bucket: str, name: str, generation: int | None,
                       if_generation_match: int | None, missing_ok: bool) -> None:
@@ -108,6 +119,56 @@ async def test_the_base_checks_arguments_before_any_wire_call() -> None:
         await store.delete("bkt", "")
 
 
+def test_start_upload_is_checked_in_the_base() -> None:
+    store = _Whole()
+    store.start_upload("bkt", "obj")
+    # No part size: the store's smallest where it has one, else 8 MiB.
+    assert store.started == ("bkt", "obj", "application/octet-stream", 8 << 20, None, None)
+    with pytest.raises(InvalidURL):
+        store.start_upload("bkt", "")
+    for bad in ({"content_type": 3}, {"part_size": 0}, {"part_size": "8"},
+                {"metadata": {"k": 1}}, {"if_generation_match": "0"}):
+        with pytest.raises(InvalidArgument):
+            store.start_upload("bkt", "obj", **bad)  # type: ignore[arg-type]
+
+
+class _ReadOnly(_Half):
+    """A read-only store: no write wire call at all."""
+
+    features = StoreFeatures(scheme="https", read_only=True)
+    _read_only_why = "a test says so"
+
+    async def aclose(self) -> None:
+        return None
+
+    def _pages(self, bucket: str, prefix: str, delimiter: str | None,
+               start_offset: str | None, end_offset: str | None, page_size: int,
+               fields: str | None) -> AsyncIterator[ListPage]:
+        raise AssertionError("no listing here")
+
+    async def _fetch(self, bucket: str, name: str, start: int, end: int | None,
+                     into: memoryview | None, generation: int | None, size: int | None,
+                     crc: int | None, want_crc: bool) -> Fetched:
+        raise AssertionError("no read here")
+
+
+async def test_a_read_only_store_refuses_every_write_after_checking_it() -> None:
+    store = _ReadOnly()
+    with pytest.raises(InvalidURL):  # the arguments first, as on every store
+        await store.write("host", "", b"x")
+    with pytest.raises(InvalidRequest, match=r"https://host/o: https:// URLs are read-only "
+                                             r"\(a test says so\)") as info:
+        await store.write("host", "o", b"x")
+    assert info.value.reason == "unsupported"
+    for refused in (lambda: store.start_upload("host", "o"),
+                    lambda: store.delete("host", "o"),
+                    lambda: store.copy("host", "o", "host", "p")):
+        with pytest.raises(InvalidRequest, match="read-only"):
+            call = refused()
+            if inspect.isawaitable(call):
+                await call
+
+
 async def test_what_a_store_does_not_offer_is_one_typed_refusal() -> None:
     store = _Whole()
     for call in (store.compose("bkt", "dst", ["a"]), store.abort_multipart("bkt", "o", "id"),
@@ -116,6 +177,10 @@ async def test_what_a_store_does_not_offer_is_one_typed_refusal() -> None:
             await call
         assert info.value.reason == "unsupported"
     assert await store.list_multipart_uploads("bkt") == []
+    with pytest.raises(InvalidArgument):  # checked before the refusal, as where offered
+        await store.abort_multipart("bkt", "o", 7)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        await store.list_multipart_uploads("bkt", prefix=7)  # type: ignore[arg-type]
 
 
 def test_every_operation_is_documented_once_by_the_protocol() -> None:
