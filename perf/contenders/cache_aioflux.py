@@ -45,9 +45,8 @@ def main(manifest: Manifest,
         hits0 = source_cache.stats.hits if source_cache is not None else 0
         misses0 = source_cache.stats.misses if source_cache is not None else 0
         gets0 = object_gets(manifest.endpoint)
-        # The contenders before wrote (and removed) a GiB of cache files each;
-        # their write-back landed in the next timed epoch, so cold rounds
-        # grew run after run. Each epoch now starts on a quiet disk.
+        # The contenders before wrote (and removed) a GiB of cache files
+        # each: none of their write-back lands in this epoch.
         os.sync()
         with Stopwatch() as watch:
             nbytes = epoch(loader)
