@@ -61,7 +61,7 @@ def plan(options: Options) -> Plan:
                "run, removed afterwards",
                "each contender calls os.sync() before its timed epoch (untimed), so no "
                "earlier contender's write-back lands in it; the cold epoch still slows "
-               "after the first round (8.8, 16.6, 13.9 s in 20261127T071650, as 5.1, "
+               "after the first round (8.8, 16.6, 13.9 s in 20261127T071543, as 5.1, "
                "10.7, 12.1 s before): its user CPU stays at 4.1-4.4 s, its system CPU "
                "goes 2.1, 9.7, 7.1 s, the kernel's cost of writing 10,000 new files "
                "after the rounds before deleted 2-3 GiB of them (the disk is ext4 "
