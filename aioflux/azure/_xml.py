@@ -20,24 +20,22 @@ server's entity bomb is refused as unparsable, never expanded.
 from __future__ import annotations
 
 import base64
-import email.utils
-import functools
 import hashlib
 import re
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import Any
 
 from .._core.crc import decode_crc32c
 from .._core.errors import (
     InvalidArgument,
     NotFound,
     PreconditionFailed,
-    StorageError,
     describe,
 )
 from .._net.failures import Op
 from .._net.media import Answers
 from .._net.pinned import gone as pinned_gone
+from .._net.xml_answers import fail, lxml_etree, rfc3339
 
 __all__ = [
     "ANSWERS",
@@ -89,13 +87,8 @@ def require_lxml() -> None:
     _lxml()
 
 
-@functools.cache
 def _lxml() -> Any:
-    try:
-        from lxml import etree
-    except ImportError as exc:
-        raise missing_extra("lxml", "reading Azure's XML answers") from exc
-    return etree
+    return lxml_etree(lambda: missing_extra("lxml", "reading Azure's XML answers"))
 
 
 def generation_of(etag: str) -> int:
@@ -198,23 +191,6 @@ def parse(raw: bytes, op: Op) -> Any:
         # An entity left unexpanded is a document no Azure server sends.
         fail(op, "an XML response declaring entities")
     return root
-
-
-def fail(op: Op, what: str, cause: BaseException | None = None) -> NoReturn:
-    """Raise a StorageError saying what was wrong with ``op``'s answer."""
-    raise StorageError(f"{describe(op.operation, op.bucket, op.name, 'az')} failed: {what}",
-                       operation=op.operation, bucket=op.bucket, name=op.name) from cause
-
-
-def rfc3339(http_date: str | None) -> str | None:
-    """``Last-Modified`` (an HTTP date) as an RFC 3339 time."""
-    if not http_date:
-        return None
-    try:
-        when = email.utils.parsedate_to_datetime(http_date)
-    except (TypeError, ValueError, IndexError):
-        return None
-    return when.strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
 def gone(op: Op, generation: int) -> NotFound:

@@ -20,6 +20,7 @@ from .._core.counts import count_of
 from .._core.errors import ProtocolError, describe
 from .._core.types import NO_METADATA, ListPage, ObjectInfo
 from .._net.transport import Op
+from .._net.xml_answers import lxml_etree
 from ._auth import missing_extra
 from ._xml import fail, raise_if_error
 
@@ -40,14 +41,9 @@ def require_lxml() -> None:
     _lxml()
 
 
-@functools.cache
 def _lxml() -> Any:
-    try:
-        from lxml import etree
-    except ImportError as exc:
-        # Checked when a store is made, whatever it is then used for.
-        raise missing_extra("lxml", "reading S3's XML answers") from exc
-    return etree
+    # Checked when a store is made, whatever it is then used for.
+    return lxml_etree(lambda: missing_extra("lxml", "reading S3's XML answers"))
 
 
 @functools.lru_cache(maxsize=8)

@@ -15,12 +15,11 @@ ETag.
 from __future__ import annotations
 
 import base64
-import email.utils
 import hashlib
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import Any
 from urllib.parse import quote
 
 from .._core.counts import count_of
@@ -37,6 +36,7 @@ from .._core.errors import (
 from .._net.failures import Op
 from .._net.media import Answers
 from .._net.pinned import gone as pinned_gone
+from .._net.xml_answers import fail, rfc3339
 from .._net.xml_doctype import refuse_doctype
 
 __all__ = [
@@ -263,23 +263,6 @@ def error_of(code: str, message: str, op: Op, name: str | None = None) -> Storag
     return error_for_status(_STATUS_OF_CODE.get(code, 400), message, operation=op.operation,
                             bucket=op.bucket, name=op.name if name is None else name,
                             reason=code, scheme="s3")
-
-
-def fail(op: Op, what: str, cause: BaseException | None = None) -> NoReturn:
-    """Raise a StorageError saying what was wrong with ``op``'s answer."""
-    raise StorageError(f"{describe(op.operation, op.bucket, op.name, 's3')} failed: {what}",
-                       operation=op.operation, bucket=op.bucket, name=op.name) from cause
-
-
-def rfc3339(http_date: str | None) -> str | None:
-    """``Last-Modified`` (an HTTP date) as the RFC 3339 time a listing gives."""
-    if not http_date:
-        return None
-    try:
-        when = email.utils.parsedate_to_datetime(http_date)
-    except (TypeError, ValueError, IndexError):
-        return None
-    return when.strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
 def pin(headers: Mapping[str, str]) -> dict[str, str]:

@@ -259,7 +259,7 @@ def test_cp_streams_what_a_store_declares_it_cannot_copy(s3run, s3: S3Bucket,  #
     # A store declaring a copy limit (S3 declares none: past CopyObject's
     # 5 GiB it copies in parts): with the limit at 1 MiB here, a 17 MiB
     # object streams (ranged reads into a multipart upload) instead.
-    monkeypatch.setattr(_store, "FEATURES",
+    monkeypatch.setattr(_S3Store, "features",
                         dataclasses.replace(_store.FEATURES, copy_limit=1024 * 1024))
     copied: list[str] = []
     copy = _S3Store.copy

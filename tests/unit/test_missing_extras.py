@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from aioflux import InvalidArgument
-from aioflux.s3 import S3Store, _page
+from aioflux._net import xml_answers
+from aioflux.s3 import S3Store
 
 HINT = 'pip install "aioflux-storage[s3]"'
 
@@ -24,12 +25,12 @@ def test_a_missing_package_of_the_s3_extra_is_named(monkeypatch: pytest.MonkeyPa
                                                     package: str) -> None:
     for module in modules:
         monkeypatch.setitem(sys.modules, module, None)  # import raises ImportError
-    _page._lxml.cache_clear()
+    xml_answers._etree.cache_clear()
     try:
         with pytest.raises(InvalidArgument) as info:
             S3Store(endpoint="http://127.0.0.1:9", region="us-east-1")
     finally:
-        _page._lxml.cache_clear()
+        xml_answers._etree.cache_clear()
     message = str(info.value)
     assert f"{package}, for " in message and "s3 extra" in message and HINT in message
     # A store is made before any use: it must not claim to be about listings.
@@ -46,16 +47,16 @@ def test_a_missing_package_of_the_s3_extra_is_named(monkeypatch: pytest.MonkeyPa
 def test_a_missing_package_of_the_azure_extra_is_named(monkeypatch: pytest.MonkeyPatch,
                                                        modules: tuple[str, ...], package: str,
                                                        settings: dict[str, str]) -> None:
-    from aioflux.azure import AzureStore, _xml
+    from aioflux.azure import AzureStore
 
     for module in modules:
         monkeypatch.setitem(sys.modules, module, None)  # import raises ImportError
-    _xml._lxml.cache_clear()
+    xml_answers._etree.cache_clear()
     try:
         with pytest.raises(InvalidArgument) as info:
             AzureStore(endpoint="https://acct.blob.core.windows.net", **settings)
     finally:
-        _xml._lxml.cache_clear()
+        xml_answers._etree.cache_clear()
     message = str(info.value)
     assert f"{package}, for " in message and "azure extra" in message
     assert 'pip install "aioflux-storage[azure]"' in message
