@@ -2,8 +2,8 @@
 
 ``stream`` is the stream engine (:mod:`.iterables`) over the store itself,
 so it lives a layer above the base: the object stores (GCS, S3, Azure)
-build on this class; a store whose listing is not worth streaming (the
-in-memory one, a read-only HTTP one) on the base alone.
+and the filesystem build on this class; a store whose listing is not worth
+streaming (the in-memory one, a read-only web one) on the base alone.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ class StreamingStore(StoreBase):
         """List ``prefix`` in parallel and download each object as it is listed.
 
         Args:
-            bucket: bucket name, or a URL of the store (``gs://bucket/prefix``;
-                ``prefix`` then empty).
+            bucket: bucket name, or a URL of the store (``prefix`` then empty).
             prefix: only names starting with this.
             concurrency: downloads in flight (``None``: 64).
             ordered: yield in listing order (name order); else as downloads complete.

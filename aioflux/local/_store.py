@@ -64,7 +64,6 @@ from .._core.errors import InvalidArgument, NotFound, StorageError
 from .._core.metrics import Attempt, RequestStats
 from .._core.share import pool_threads
 from .._core.store import Fetched, StoreFeatures
-from .._core.store_base import StoreBase
 from .._core.types import ListPage, MultipartUploadInfo, ObjectInfo
 from .._core.urls import format_url
 from .._core.validate import (
@@ -72,8 +71,7 @@ from .._core.validate import (
     list_args,
 )
 from .._core.window import gather_bounded
-from .._engines.cache import cache_from_args
-from .._engines.iterables import StreamItem, stream, stream_args
+from .._engines.store_stream import StreamingStore
 from . import _files, _listing, _writes
 from ._files import TEMP_MARK
 from ._paths import check_name, check_prefix
@@ -109,7 +107,7 @@ _WAITING_STAT = 100e-6
 _COLUMN_PAGE = 4096
 
 
-class LocalStore(StoreBase):
+class LocalStore(StreamingStore):
     """The local filesystem as an ``ObjectStore``.
 
     Args:
@@ -311,32 +309,6 @@ class LocalStore(StoreBase):
             took = (time.perf_counter() - started) * len(pieces) / len(files)
             self._stats_wait = took > _WAITING_STAT
         return _listing.stated(stated) if stated else _listing.Stated([], [], [], [])
-
-    def stream(self, bucket: str, prefix: str = "", *, concurrency: int | None = None,
-               ordered: bool = False, list_concurrency: int | None = None,
-               cache_dir: str | os.PathLike[str] | None = None,
-               cache_limit: int | None = None) -> AsyncIterator[StreamItem]:
-        """List ``prefix`` and read each file as it is listed (see
-        ``aioflux.AsyncClient.stream``).
-
-        Args:
-            bucket: the first directory, or a ``file://`` URL.
-            prefix: only names starting with this.
-            concurrency: reads in flight (``None``: 64).
-            ordered: yield in listing order; else as reads complete.
-            list_concurrency: parallel listers (``None``: 16).
-            cache_dir: a local disk cache across passes: each listed object
-                is looked up there first (keyed by its listed version, no
-                extra request) and what is downloaded is stored.
-            cache_limit: most bytes in ``cache_dir`` (LRU eviction); None: no limit.
-
-        Returns:
-            An async iterator of StreamItem.
-        """
-        stream_args("stream", bucket, prefix, concurrency, ordered, list_concurrency, None)
-        cache = cache_from_args("stream", cache_dir, cache_limit)
-        return stream(self, bucket, prefix, concurrency=concurrency, ordered=ordered,
-                      list_concurrency=list_concurrency, cache=cache)
 
     # -- reads ----------------------------------------------------------------
 

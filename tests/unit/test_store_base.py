@@ -51,7 +51,8 @@ def test_features_are_data_and_the_multipart_primitives_written_once(backend: ty
         assert getattr(backend, method) is getattr(MultipartCalls, method), method
 
 
-@pytest.mark.parametrize("backend", [AsyncClient, S3Store, AzureStore], ids=lambda b: b.__name__)
+@pytest.mark.parametrize("backend", [AsyncClient, S3Store, AzureStore, LocalStore],
+                         ids=lambda b: b.__name__)
 def test_object_stores_stream_through_the_engine_mixin(backend: type) -> None:
     assert backend.stream is StreamingStore.stream
 
