@@ -35,6 +35,7 @@ def main(manifest: Manifest, args: argparse.Namespace) -> dict[str, Any]:
     os.environ["HF_HOME"] = os.path.join(home, "hf")
     os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
     cache = os.path.join(home, "cache")
+    os.makedirs(cache)
     try:
         with served_hub(manifest, args.prefix):
             # imported here: huggingface_hub reads HF_ENDPOINT at import

@@ -62,7 +62,7 @@ def plan(options: Options) -> Plan:
             "index_dir=fresh)")
     aioflux = lambda: _ready("aioflux.torch", "pyarrow.parquet")  # noqa: E731
     hf = lambda: _ready("datasets", "torch")  # noqa: E731
-    arrow = lambda: _ready("fsspec", "pyarrow.dataset")  # noqa: E731
+    arrow = lambda: _ready("aioflux.fsspec", "pyarrow.dataset")  # noqa: E731
     contenders = [
         Contender(f"aioflux-w{w}", "parquet_hub_aioflux.py", None, ("--workers", w, *common),
                   note=f"{made}, every column, DataLoader(num_workers={w})", available=aioflux)
@@ -94,7 +94,7 @@ def plan(options: Options) -> Plan:
     contenders.append(Contender(
         "pyarrow-aioflux-hf", "parquet_hub_pyarrow.py", None, common,
         note="pyarrow.dataset.dataset('datasets/perf/parquet/data/', filesystem=PyFileSystem("
-             "FSSpecHandler(fsspec.filesystem('aioflux-hf'))), format='parquet')"
+             "FSSpecHandler(AiofluxFileSystem('hf'))), format='parquet')"
              f".to_batches(batch_size={batch}), each batch's to_pylist(): every column",
         available=arrow))
     contenders.append(Contender(
