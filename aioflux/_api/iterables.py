@@ -33,8 +33,8 @@ from .._engines.download import Data
 from .._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, Hedger, check_hedge
 from .._engines.iterables import DEFAULT_LOAD_CONCURRENCY
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY, iter_objects
-from .stores import AnyClient, store_for_url
-from .sync import Client
+from .stores import AnyStore, store_for_url
+from .sync_store import SyncStore
 
 __all__ = ["alist_files", "aload_files", "list_files", "load_files"]
 
@@ -68,7 +68,7 @@ def _check_urls(op: str, urls: object) -> None:
                               f"{type(urls).__name__}")
 
 
-async def alist_files(url: _URLs, *, client: AnyClient | None = None,
+async def alist_files(url: _URLs, *, client: AnyStore | None = None,
                       concurrency: int = DEFAULT_LIST_CONCURRENCY,
                       ordered: bool = False) -> AsyncGenerator[str, None]:
     """Yield the URL of every object under each prefix URL.
@@ -82,7 +82,7 @@ async def alist_files(url: _URLs, *, client: AnyClient | None = None,
             ``az://container/prefix``, ``file:///dir/``, a path as ``str`` or
             ``os.PathLike``) or several.
         client: the store that serves the URLs' scheme (an ``AsyncClient``,
-            ``S3Store``, ``AzureStore``..., or a ``Client``); default: a
+            ``S3Store``, ``AzureStore``..., or a blocking ``SyncStore``); default: a
             process-wide store per scheme, from the environment. Files need none.
         concurrency: parallel listers per prefix.
         ordered: each prefix's URLs in name order, the same every run (the
@@ -107,7 +107,7 @@ async def alist_files(url: _URLs, *, client: AnyClient | None = None,
                 yield obj.url
 
 
-def list_files(url: _URLs, *, client: AnyClient | None = None,
+def list_files(url: _URLs, *, client: AnyStore | None = None,
                concurrency: int = DEFAULT_LIST_CONCURRENCY,
                ordered: bool = False) -> Iterator[str]:
     """Blocking ``alist_files``: the URL of every object under each prefix URL.
@@ -120,7 +120,7 @@ def list_files(url: _URLs, *, client: AnyClient | None = None,
             ``az://container/prefix``, ``file:///dir/``, a path as ``str`` or
             ``os.PathLike``) or several.
         client: the store that serves the URLs' scheme (an ``AsyncClient``,
-            ``S3Store``, ``AzureStore``..., or a ``Client``); default: a
+            ``S3Store``, ``AzureStore``..., or a blocking ``SyncStore``); default: a
             process-wide store per scheme, from the environment. Files need none.
         concurrency: parallel listers per prefix.
         ordered: each prefix's URLs in name order (see ``alist_files``).
@@ -135,7 +135,7 @@ def list_files(url: _URLs, *, client: AnyClient | None = None,
     """
     for one in _urls(url):
         parse_url(one)
-    check_instance("list_files", "client", client, (ObjectStore, Client), optional=True)
+    check_instance("list_files", "client", client, (ObjectStore, SyncStore), optional=True)
     check_int("list_files", "concurrency", concurrency, minimum=1)
     check_bool("list_files", "ordered", ordered)
     # The portal's pump: Ctrl-C cancels the listing and waits for it before
@@ -145,7 +145,7 @@ def list_files(url: _URLs, *, client: AnyClient | None = None,
                    batch=_LIST_BATCH)
 
 
-async def _read(url: str, client: AnyClient | None, cache: DiskCache | None,
+async def _read(url: str, client: AnyStore | None, cache: DiskCache | None,
                 hedger: Hedger | None) -> bytes:
     store, parsed = store_for_url(url, client, require_object=True)
 
@@ -187,7 +187,7 @@ def _hedger(op: str, hedge_after: HedgeAfter) -> Hedger | None:
 
 
 async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
-                      client: AnyClient | None = None,
+                      client: AnyStore | None = None,
                       concurrency: int = DEFAULT_LOAD_CONCURRENCY,
                       ordered: bool = True,
                       cache_dir: str | os.PathLike[str] | None = None,
@@ -199,7 +199,7 @@ async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
         urls: object URLs (``gs://``, ``s3://``, ``az://``, ``file://`` or
             paths; a sync or async iterable, read lazily).
         client: the store that serves the URLs' scheme (an ``AsyncClient``,
-            ``S3Store``, ``AzureStore``..., or a ``Client``); default: a
+            ``S3Store``, ``AzureStore``..., or a blocking ``SyncStore``); default: a
             process-wide store per scheme, from the environment. Files need none.
         concurrency: downloads in flight.
         ordered: yield in input order; else as downloads complete.
@@ -229,7 +229,7 @@ async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
             yield pair
 
 
-def load_files(urls: Iterable[str], *, client: AnyClient | None = None,
+def load_files(urls: Iterable[str], *, client: AnyStore | None = None,
                concurrency: int = DEFAULT_LOAD_CONCURRENCY,
                ordered: bool = True, cache_dir: str | os.PathLike[str] | None = None,
                cache_limit: int | None = None,
@@ -241,7 +241,7 @@ def load_files(urls: Iterable[str], *, client: AnyClient | None = None,
         urls: object URLs (``gs://``, ``s3://``, ``az://``, ``file://`` or
             paths; e.g. from ``list_files``).
         client: the store that serves the URLs' scheme (an ``AsyncClient``,
-            ``S3Store``, ``AzureStore``..., or a ``Client``); default: a
+            ``S3Store``, ``AzureStore``..., or a blocking ``SyncStore``); default: a
             process-wide store per scheme, from the environment. Files need none.
         concurrency: downloads in flight.
         ordered: yield in input order; else as downloads complete.
@@ -259,7 +259,7 @@ def load_files(urls: Iterable[str], *, client: AnyClient | None = None,
         StorageError: a download failed (pending ones are cancelled first).
     """
     _check_urls("load_files", urls)
-    check_instance("load_files", "client", client, (ObjectStore, Client), optional=True)
+    check_instance("load_files", "client", client, (ObjectStore, SyncStore), optional=True)
     check_int("load_files", "concurrency", concurrency, minimum=1)
     check_bool("load_files", "ordered", ordered)
     cache = cache_from_args("load_files", cache_dir, cache_limit)

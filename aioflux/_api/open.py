@@ -29,8 +29,8 @@ from .._core.validate import check_instance, check_metadata, check_str
 from .._engines.compression import require_zstd, starts_zstd
 from .._engines.reader import ObjectReader
 from .._engines.writer import ObjectWriter, PublishOnExit
-from .stores import AnyClient, store_for_url
-from .sync import Client
+from .stores import AnyStore, store_for_url
+from .sync_store import SyncStore
 
 __all__ = ["DEFAULT_ENCODING", "TextWriter", "open"]
 
@@ -126,7 +126,7 @@ def open(
     url: str | os.PathLike[str],
     mode: _TextMode,
     *,
-    client: AnyClient | None = None,
+    client: AnyStore | None = None,
     writer: WriterOptions | None = None,
     reader: ReaderOptions | None = None,
     compression: str | None = None,
@@ -143,7 +143,7 @@ def open(
     url: str | os.PathLike[str],
     mode: _BinaryMode = "rb",
     *,
-    client: AnyClient | None = None,
+    client: AnyStore | None = None,
     writer: WriterOptions | None = None,
     reader: ReaderOptions | None = None,
     compression: str | None = None,
@@ -160,7 +160,7 @@ def open(  # a mode only known at run time
     url: str | os.PathLike[str],
     mode: str,
     *,
-    client: AnyClient | None = None,
+    client: AnyStore | None = None,
     writer: WriterOptions | None = None,
     reader: ReaderOptions | None = None,
     compression: str | None = None,
@@ -176,7 +176,7 @@ def open(
     url: str | os.PathLike[str],
     mode: str = "rb",
     *,
-    client: AnyClient | None = None,
+    client: AnyStore | None = None,
     writer: WriterOptions | None = None,
     reader: ReaderOptions | None = None,
     compression: str | None = None,
@@ -197,7 +197,7 @@ def open(
         mode: ``"rb"`` or ``"wb"`` (binary); ``"r"`` or ``"w"`` (text, also
             spelled ``"rt"`` / ``"wt"``).
         client: the store that serves the URL's scheme (an ``AsyncClient``,
-            ``S3Store``, ``AzureStore``..., or a ``Client``); default: a
+            ``S3Store``, ``AzureStore``..., or a blocking ``SyncStore``); default: a
             process-wide store per scheme, configured from the environment.
             Files need none: a ``file://`` URL or path is served whatever
             client is given.
@@ -247,7 +247,7 @@ def open(
     if isinstance(url, os.PathLike):
         url = os.fspath(url)
     op = f"open {url}"
-    check_instance(op, "client", client, (ObjectStore, Client), optional=True)
+    check_instance(op, "client", client, (ObjectStore, SyncStore), optional=True)
     check_str(op, "mode", mode, choices=_WRITE_MODES + _READ_MODES)
     writing = mode in _WRITE_MODES
     store, (bucket, name) = store_for_url(url, client, require_object=True, writing=writing)

@@ -22,6 +22,7 @@ import asyncio
 import inspect
 import os
 import threading
+from typing import Any
 
 from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument, InvalidURL, PermissionDenied
@@ -42,6 +43,7 @@ from .sync_store import SyncStore
 __all__ = [
     "BACKENDS",
     "AnyClient",
+    "AnyStore",
     "builder_of",
     "default_store",
     "new_store",
@@ -49,7 +51,9 @@ __all__ = [
     "store_for_url",
 ]
 
-# What public functions accept as ``client=``.
+# What public functions accept as ``client=``: a store, or any store's
+# blocking face (``Client`` is GCS's). AnyClient: what the torch ones do.
+AnyStore = ObjectStore | SyncStore[Any]
 AnyClient = ObjectStore | Client
 
 _lock = threading.Lock()
@@ -216,7 +220,7 @@ def _on_event_loop() -> bool:
     return True
 
 
-def resolve_store(client: AnyClient | None, scheme: str = "gs") -> ObjectStore:
+def resolve_store(client: AnyStore | None, scheme: str = "gs") -> ObjectStore:
     """The store that serves ``scheme`` given the caller's ``client``.
 
     Args:
@@ -242,7 +246,7 @@ def resolve_store(client: AnyClient | None, scheme: str = "gs") -> ObjectStore:
                           f"not {scheme}://")
 
 
-def store_for_url(url: str | os.PathLike[str], client: AnyClient | None = None, *,
+def store_for_url(url: str | os.PathLike[str], client: AnyStore | None = None, *,
                   require_object: bool = False,
                   writing: bool = False) -> tuple[ObjectStore, StoreURL]:
     """Parse ``url`` and pick its store.

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import aioflux
 from aioflux import (
     AzureStore,
     ClientConfig,
@@ -26,7 +27,7 @@ from aioflux import (
     SyncStore,
 )
 from aioflux._core.crc import Crc32c, crc32c
-from aioflux._core.urls import parse_url
+from aioflux._core.urls import format_url, parse_url
 from aioflux.testing import MemoryStore
 from tests.conftest import FAST_RETRY, unique_bucket
 from tests.integration.test_client_conformance import BACKENDS
@@ -176,3 +177,21 @@ def test_a_web_servers_face(nginx: Nginx) -> None:
             store.read(bucket, "none.bin")
         with pytest.raises(InvalidRequest):  # read-only: refused before any request
             store.write(bucket, "w.bin", b"x")
+
+
+def test_the_url_functions_take_any_stores_face(face: Face) -> None:
+    # client= is a store or any store's blocking face, not only GCS's Client.
+    store, bucket, prefix, kind = face
+    if kind == "memory":
+        return  # no URL scheme reaches a MemoryStore
+    scheme = store.features.scheme
+    base = format_url(scheme, bucket, prefix + "urls/")
+    store.write(bucket, prefix + "urls/a", b"first")
+    with aioflux.open(base + "b", "wb", client=store) as out:
+        out.write(b"second")
+    with aioflux.open(base + "a", "rb", client=store) as got:
+        assert got.read() == b"first"
+    listed = sorted(aioflux.list_files(base, client=store))
+    assert listed == [base + "a", base + "b"]
+    assert dict(aioflux.load_files(listed, client=store)) == {base + "a": b"first",
+                                                              base + "b": b"second"}
