@@ -3,8 +3,8 @@ the Hub (``aioflux-hf://``, the fake Hub of ``_hub_served``):
 ``pyarrow.dataset.dataset("datasets/perf/parquet/data/",
 filesystem=PyFileSystem(FSSpecHandler(AiofluxFileSystem("hf"))),
 format="parquet")`` (the class ``fsspec.filesystem("aioflux-hf")`` makes,
-named directly: an editable install made before the entry point has none), rows as dicts (``RecordBatch.to_pylist``) a batch at
-a time, in the order pyarrow reads them (its own threads and read-ahead;
+named directly: an editable install made before the entry point has none),
+rows as dicts (``RecordBatch.to_pylist``) a batch at a time, in the order pyarrow reads them (its own threads and read-ahead;
 no shuffle, resume or rank split).
 
 The clock runs from making the filesystem and the dataset (the listing,
