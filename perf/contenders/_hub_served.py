@@ -69,17 +69,24 @@ def served_hub(manifest: Manifest, prefix: str) -> Iterator[Hub]:
             os.symlink(mirrored / name, root / "data" / Path(name).name)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(_HERE.parent.parent), env.get("PYTHONPATH")) if p)
-        proc = subprocess.Popen([python, str(_HERE / "_hub_server.py"), str(root), REPO],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                env=env)
+            p for p in (str(_HERE.parent.parent), env.get("PYTHONPATH")) if p
+        )
+        proc = subprocess.Popen(
+            [python, str(_HERE / "_hub_server.py"), str(root), REPO],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         assert proc.stdin is not None and proc.stdout is not None
         try:
             line = proc.stdout.readline().split()
             if not line or line[0] != "hub":
                 raise RuntimeError(f"the fake Hub did not start: {line}")
-            with shaped(line[1], profile, python=python) as hub, \
-                    shaped(line[2], profile, python=python) as cdn:
+            with (
+                shaped(line[1], profile, python=python) as hub,
+                shaped(line[2], profile, python=python) as cdn,
+            ):
                 proc.stdin.write(f"cdn {cdn}\n")
                 proc.stdin.flush()
                 proc.stdout.readline()

@@ -40,14 +40,18 @@ def _answered(request: HubRequest, size: int) -> int:
 
 
 def _cdn_bytes(hub: FakeHub, sizes: dict[str, int]) -> int:
-    return sum(_answered(r, sizes.get(r.path.split("?", 1)[0].strip("/"), 0))
-               for r in hub.sent("cdn"))
+    return sum(
+        _answered(r, sizes.get(r.path.split("?", 1)[0].strip("/"), 0)) for r in hub.sent("cdn")
+    )
 
 
 def main() -> int:
     root, repo = Path(sys.argv[1]), sys.argv[2]
-    files = {str(p.relative_to(root)): p.read_bytes()
-             for p in sorted(root.rglob("*")) if p.is_file() and not p.name.startswith(".")}
+    files = {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.startswith(".")
+    }
     with FakeHub(lfs_threshold=1024) as hub:
         hub.create_repo(repo)
         hub.push(repo, files)

@@ -63,25 +63,39 @@ def epoch(hub: Hub, args: argparse.Namespace, index_dir: str) -> dict[str, Any]:
     before = hub.cdn_bytes()
     with Stopwatch() as watch:
         start = time.perf_counter()
-        ds = ShardDataset.from_prefix(URL, format="parquet", batch_size=args.batch,
-                                      index_dir=index_dir, columns=columns, seed=1)
+        ds = ShardDataset.from_prefix(
+            URL,
+            format="parquet",
+            batch_size=args.batch,
+            index_dir=index_dir,
+            columns=columns,
+            seed=1,
+        )
         made_s = time.perf_counter() - start
         made = hub.cdn_bytes() if columns else 0
-        loader = torch.utils.data.DataLoader(ds, batch_size=args.batch,
-                                             num_workers=args.workers, collate_fn=rows_of)
+        loader = torch.utils.data.DataLoader(
+            ds, batch_size=args.batch, num_workers=args.workers, collate_fn=rows_of
+        )
         for count in loader:
             if first is None:
                 first = time.perf_counter() - start
             items += count
-    out: dict[str, Any] = {"watch": watch, "items": items,
-                           "first_row_s": round(first or 0.0, 4),
-                           "first_after_made_s": round((first or 0.0) - made_s, 4)}
+    out: dict[str, Any] = {
+        "watch": watch,
+        "items": items,
+        "first_row_s": round(first or 0.0, 4),
+        "first_after_made_s": round((first or 0.0) - made_s, 4),
+    }
     if columns and args.workers == 0:
         fetched = hub.cdn_bytes() - before
         footer = made - before
         chunks = column_bytes(ds, columns)
-        out.update(fetched_bytes=fetched, footer_bytes=footer, column_bytes=chunks,
-                   bytes_ratio=round((fetched - footer) / max(1, chunks), 3))
+        out.update(
+            fetched_bytes=fetched,
+            footer_bytes=footer,
+            column_bytes=chunks,
+            bytes_ratio=round((fetched - footer) / max(1, chunks), 3),
+        )
     ds.close()
     return out
 
@@ -105,9 +119,12 @@ def random_rows(args: argparse.Namespace, index_dir: str) -> dict[str, Any]:
             took.append(time.perf_counter() - t0)
     ds.close()
     deciles = statistics.quantiles(took, n=10)
-    return {"watch": watch, "items": len(picks),
-            "random_p50_ms": round(statistics.median(took) * 1000, 2),
-            "random_p90_ms": round(deciles[8] * 1000, 2)}
+    return {
+        "watch": watch,
+        "items": len(picks),
+        "random_p50_ms": round(statistics.median(took) * 1000, 2),
+        "random_p90_ms": round(deciles[8] * 1000, 2),
+    }
 
 
 def main(manifest: Manifest, args: argparse.Namespace) -> dict[str, Any]:

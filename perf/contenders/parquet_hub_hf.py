@@ -40,9 +40,9 @@ def main(manifest: Manifest, args: argparse.Namespace) -> dict[str, Any]:
             with Stopwatch() as watch:
                 start = time.perf_counter()
                 ds = load_dataset(REPO, split="train", streaming=True)
-                loader = torch.utils.data.DataLoader(ds, batch_size=args.batch,
-                                                     num_workers=args.workers,
-                                                     collate_fn=rows_of)
+                loader = torch.utils.data.DataLoader(
+                    ds, batch_size=args.batch, num_workers=args.workers, collate_fn=rows_of
+                )
                 for count in loader:
                     if first is None:
                         first = time.perf_counter() - start

@@ -50,11 +50,15 @@ def main(manifest: Manifest, args: argparse.Namespace) -> dict[str, Any]:
             with Stopwatch() as watch:
                 start = time.perf_counter()
                 index_parquet_dataset(URL, cache_dir=cache)
-                ds = StreamingDataset(URL, item_loader=ParquetLoader(), index_path=cache,
-                                      cache_dir=os.path.join(home, "chunks"))
-                loader = StreamingDataLoader(ds, batch_size=args.batch,
-                                             num_workers=args.workers, collate_fn=rows_of,
-                                             **extra)
+                ds = StreamingDataset(
+                    URL,
+                    item_loader=ParquetLoader(),
+                    index_path=cache,
+                    cache_dir=os.path.join(home, "chunks"),
+                )
+                loader = StreamingDataLoader(
+                    ds, batch_size=args.batch, num_workers=args.workers, collate_fn=rows_of, **extra
+                )
                 for count in loader:
                     if first is None:
                         first = time.perf_counter() - start

@@ -4,8 +4,9 @@ the Hub (``aioflux-hf://``, the fake Hub of ``_hub_served``):
 filesystem=PyFileSystem(FSSpecHandler(AiofluxFileSystem("hf"))),
 format="parquet")`` (the class ``fsspec.filesystem("aioflux-hf")`` makes,
 named directly: an editable install made before the entry point has none),
-rows as dicts (``RecordBatch.to_pylist``) a batch at a time, in the order pyarrow reads them (its own threads and read-ahead;
-no shuffle, resume or rank split).
+rows as dicts (``RecordBatch.to_pylist``) a batch at a time, in the order
+pyarrow reads them (its own threads and read-ahead; no shuffle, resume or
+rank split).
 
 The clock runs from making the filesystem and the dataset (the listing,
 pyarrow's footer reads) to the last row. ``--columns`` reads only those
@@ -36,8 +37,7 @@ def main(manifest: Manifest, args: argparse.Namespace) -> dict[str, Any]:
         before = hub.cdn_bytes()
         with Stopwatch() as watch:
             start = time.perf_counter()
-            fs = PyFileSystem(FSSpecHandler(
-                AiofluxFileSystem("hf", skip_instance_cache=True)))
+            fs = PyFileSystem(FSSpecHandler(AiofluxFileSystem("hf", skip_instance_cache=True)))
             data = pads.dataset(f"datasets/{REPO}/data/", filesystem=fs, format="parquet")
             for batch in data.to_batches(columns=columns, batch_size=args.batch):
                 rows = batch.to_pylist()
@@ -45,8 +45,12 @@ def main(manifest: Manifest, args: argparse.Namespace) -> dict[str, Any]:
                     first = time.perf_counter() - start
                 items += len(rows)
         fetched = hub.cdn_bytes() - before
-    return {"watch": watch, "items": items, "first_row_s": round(first or 0.0, 4),
-            "fetched_bytes": fetched}
+    return {
+        "watch": watch,
+        "items": items,
+        "first_row_s": round(first or 0.0, 4),
+        "fetched_bytes": fetched,
+    }
 
 
 if __name__ == "__main__":
