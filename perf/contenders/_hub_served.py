@@ -13,6 +13,7 @@ is set to the shaped Hub for the block, as a user points
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -46,12 +47,20 @@ class Hub:
     files: list[str]
     _proc: subprocess.Popen[str]
 
+    def _ask(self, word: str) -> str:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(f"{word}\n")
+        self._proc.stdin.flush()
+        return self._proc.stdout.readline()
+
     def cdn_bytes(self) -> int:
         """The file bytes the CDN has answered with so far."""
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        self._proc.stdin.write("bytes\n")
-        self._proc.stdin.flush()
-        return int(self._proc.stdout.readline().split()[1])
+        return int(self._ask("bytes").split()[1])
+
+    def requests(self) -> list[list[str]]:
+        """Every request either origin received, ``[origin, method, path, range]``."""
+        found: list[list[str]] = json.loads(self._ask("requests"))
+        return found
 
 
 @contextlib.contextmanager

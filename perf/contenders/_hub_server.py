@@ -20,6 +20,7 @@ It exits at the end of stdin.
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -62,6 +63,21 @@ def main() -> int:
             if word == "cdn":
                 hub.cdn_endpoint = rest
                 print("ok", flush=True)
+            elif word == "requests":  # what each origin was asked, in order: one JSON line
+                print(
+                    json.dumps(
+                        [
+                            [
+                                r.origin,
+                                r.method,
+                                r.path.split("?", 1)[0],
+                                r.headers.get("Range", ""),
+                            ]
+                            for r in hub.requests
+                        ]
+                    ),
+                    flush=True,
+                )
             elif word == "bytes":
                 print(f"bytes {_cdn_bytes(hub, sizes)}", flush=True)
     return 0
