@@ -27,6 +27,7 @@ from .._engines.writer import ObjectWriter
 from ..local import LocalStore
 from ..local._reader import FileReader
 from ._device_load import DeviceStager, cuda_target
+from ._safetensors import load_safetensors
 from ._zip_crc import without_zip_crc32
 
 __all__ = ["Checkpoint", "raw_writer", "save_into"]
@@ -154,14 +155,15 @@ class Checkpoint:
     def load(self, url: str | os.PathLike[str], *, map_location: Any = None,
              weights_only: bool = True, compression: str | None = None,
              info: ObjectInfo | None = None) -> Any:
-        """``torch.load`` from ``url``.
+        """``torch.load`` from ``url``; a ``*.safetensors`` object's tensors
+        as a dict of name to tensor (``safetensors.torch.load_file``'s).
 
         Args:
             url: an object URL (``gs://bucket/name``, ``file:///path``...) or path.
             map_location: as for ``torch.load``; a CUDA device's storages
                 go through pinned staging buffers, copied to the device
-                while the next are read.
-            weights_only: as for ``torch.load``.
+                while the next are read. For safetensors: a device or its name.
+            weights_only: as for ``torch.load`` (safetensors hold no code).
             compression: ``None``: found from the object's first bytes (a
                 zstd frame's magic number), so a compressed checkpoint loads
                 without being told; ``"zstd"``: the object must be zstd. A
@@ -176,9 +178,12 @@ class Checkpoint:
             NotFound: no such object.
             InvalidArgument: an unknown ``compression``, or a zstd object
                 without the zstandard package (the message names the extra).
-            ChecksumMismatch: a zstd stream that is corrupt or truncated.
+            ChecksumMismatch: a zstd stream that is corrupt or truncated; a
+                safetensors header that does not describe the file.
         """
         check_str(f"load {url}", "compression", compression, optional=True, choices=("zstd",))
+        if os.fspath(url).endswith(".safetensors"):
+            return self._load_safetensors(url, map_location, info)
         device = cuda_target(map_location)
         if device is not None:
             stager = DeviceStager(device)
@@ -209,6 +214,14 @@ class Checkpoint:
             # central directory is read first): the rest is checked here.
             reader.verify()
             return loaded
+
+    def _load_safetensors(self, url: str | os.PathLike[str], map_location: Any,
+                          info: ObjectInfo | None) -> dict[str, torch.Tensor]:
+        with self._load_reader(url, info) as reader:
+            tensors = load_safetensors(reader, reader.url, reader.bucket,
+                                       reader.name, map_location)
+            reader.verify()  # the bytes the header did not cover, and the crc32c
+            return tensors
 
     def _load_reader(self, url: str | os.PathLike[str],
                      info: ObjectInfo | None) -> ObjectReader | FileReader:
