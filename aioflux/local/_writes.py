@@ -50,6 +50,7 @@ __all__ = [
     "delete_file",
     "finish_temp",
     "open_temp",
+    "publish_checked",
     "unlink_quietly",
     "write_at",
     "write_whole",
@@ -208,13 +209,18 @@ def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
 
 
 def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: int,
-             if_generation_match: int | None, op: str = "write") -> ObjectInfo:
-    """Check the temporary file, fsync it, and move it into place."""
+             if_generation_match: int | None, op: str = "write", *,
+             read_back: bool = True) -> ObjectInfo:
+    """Check the temporary file, fsync it, and move it into place
+    (``read_back=False``: its bytes were read back and checked as they
+    were written, see ``_file_writer``; its size is checked here)."""
     where = describe(op, bucket, name, "file")
     check = Crc32c()
-    block = bytearray(min(_CHECK_BLOCK, max(length, 1)))
+    if not read_back:
+        check.value, check.length = expected, length
+    block = bytearray(min(_CHECK_BLOCK, max(length, 1)) if read_back else 0)
     offset = 0
-    while offset < length:
+    while read_back and offset < length:
         got = os.preadv(fd, [memoryview(block)[:length - offset]], offset)
         if got == 0:
             break
@@ -423,6 +429,14 @@ def finish_temp(temp: str, bucket: str, name: str, tail: memoryview | None, offs
     finally:
         os.close(fd)
         unlink_quietly(temp)
+
+
+def publish_checked(fd: int, temp: str, bucket: str, name: str,
+                    written: Crc32c) -> ObjectInfo:
+    """Publish a temporary file whose every byte was read back and checked
+    against ``written`` as it was written: its size checked, fsync, rename."""
+    return _publish(fd, temp, bucket, name, written.length, written.value, None,
+                    read_back=False)
 
 
 def copy_file(bucket: str, name: str, dest_bucket: str, dest_name: str) -> ObjectInfo:

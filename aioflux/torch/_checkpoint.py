@@ -25,6 +25,7 @@ from .._engines.compression import require_zstd, starts_zstd
 from .._engines.reader import ObjectReader
 from .._engines.writer import ObjectWriter
 from ..local import LocalStore
+from ..local._file_writer import FileWriter
 from ..local._reader import FileReader
 from ._device_load import DeviceStager, cuda_target
 from ._safetensors import load_safetensors
@@ -33,16 +34,18 @@ from ._zip_crc import without_zip_crc32
 __all__ = ["Checkpoint", "raw_writer", "save_into"]
 
 
-def raw_writer(writer: Any) -> ObjectWriter:
-    """The ObjectWriter under a (possibly compressing) writer.
+def raw_writer(writer: Any) -> ObjectWriter | FileWriter:
+    """The ObjectWriter (or a file's FileWriter) under a (possibly compressing) writer.
 
     Args:
         writer: what :meth:`Checkpoint.writer` returned.
 
     Returns:
-        The ObjectWriter.
+        The writer that stores the bytes.
     """
-    return writer if isinstance(writer, ObjectWriter) else writer.raw  # type: ignore[no-any-return]
+    if isinstance(writer, (ObjectWriter, FileWriter)):
+        return writer
+    return writer.raw  # type: ignore[no-any-return]
 
 
 class Checkpoint:
@@ -106,6 +109,9 @@ class Checkpoint:
         if compression is not None:
             check_str(f"save {url}", "compression", compression, choices=("zstd",))
             require_zstd(f"save {url}")
+        if compression is None and isinstance(store, LocalStore):
+            # Straight into the file, in this thread (see local/_file_writer.py).
+            return FileWriter(bucket, name)  # type: ignore[return-value]
         raw = ObjectWriter(store, bucket, name, options=self.writer_options)
         if compression is None:
             return raw  # type: ignore[return-value]

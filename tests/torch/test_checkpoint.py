@@ -323,9 +323,9 @@ def test_a_failed_upload_raises_its_storage_error_not_torchs(
     write_all = local_writes._pwrite_all
 
     def disk_full(fd: int, data: memoryview, offset: int) -> None:
-        # The state's parts find the disk full; the small claim and
+        # The state's writes find the disk full; the small claim and
         # history line still fit.
-        if len(data) < MiB:
+        if len(data) < 16 * 1024:
             return write_all(fd, data, offset)
         raise OSError(errno.ENOSPC, "No space left on device (injected)")
 

@@ -1,0 +1,184 @@
+"""``FileWriter``: a streaming write straight into one local file.
+
+What ``torch.save`` to ``file://`` writes through. The object writer's
+parts exist to keep uploads in flight; on a file they cost a copy of every
+byte into part memory, a checksum pass over it there, a hop to the loop
+and a worker thread per part, and a second read of the whole file before
+it is published. Here each write goes from the caller's buffer into the
+temporary file (``pwrite``), in the caller's thread, a piece at a time,
+and each piece is read back right after it is written: the crc32c of the
+caller's bytes and of the file's bytes read back, both taken while the
+piece is in the core's cache, must agree. When the writer closes, the
+file holds every byte written, each checked once: publishing it (its
+size checked, fsync, rename) reads nothing again.
+
+All or nothing as every local write: nothing is visible under the name
+before the rename; a failure, an abort or a close after an error removes
+the temporary file.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Any
+
+from .._core.crc import Crc32c, crc32c, encode_crc32c
+from .._core.errors import ChecksumMismatch, InvalidArgument, describe
+from .._core.types import ObjectInfo
+from .._core.urls import format_url
+from . import _writes
+from ._files import mapped
+
+__all__ = ["FileWriter"]
+
+# Bytes written and read back at a time: within a core's cache, so the
+# read-back and both checksums run there.
+_PIECE = 256 * 1024
+# Writes smaller than this are gathered first (a zip's headers and names:
+# one write and read-back for many of them).
+_SMALL = 64 * 1024
+
+
+class FileWriter(io.RawIOBase):
+    """A write-only file for ``/bucket/name``: published on :meth:`close`,
+    removed on :meth:`abort` or an error in a ``with`` block.
+
+    Args:
+        bucket: the first directory of the path.
+        name: the rest of the path.
+
+    Raises:
+        StorageError: the temporary file could not be made.
+    """
+
+    def __init__(self, bucket: str, name: str) -> None:
+        super().__init__()
+        self.bucket = bucket
+        self.name = name
+        self.url = format_url("file", bucket, name)
+        #: The published file's metadata, once closed.
+        self.info: ObjectInfo | None = None
+        self._crc = Crc32c()
+        self._gathered = bytearray()
+        self._back = bytearray(_PIECE)
+        self._failed = False
+        try:
+            self._temp, self._fd = _writes.open_temp(bucket, name)
+        except OSError as exc:
+            raise mapped(exc, "write", bucket, name) from exc
+        self._open = True
+
+    def writable(self) -> bool:
+        """Always True."""
+        return True
+
+    def tell(self) -> int:
+        """Bytes written so far."""
+        return self._crc.length + len(self._gathered)
+
+    def write(self, data: Any) -> int:
+        """Write ``data`` (any bytes-like) at the end.
+
+        Args:
+            data: the bytes.
+
+        Returns:
+            Their count.
+
+        Raises:
+            InvalidArgument: the writer is closed.
+            ChecksumMismatch: a piece read back differs from what was written.
+            StorageError: the filesystem refused (full, read-only...).
+        """
+        if not self._open:
+            raise InvalidArgument(f"write to closed writer {self.url}")
+        with memoryview(data) as view, view.cast("B") as flat:
+            size = len(flat)
+            if size < _SMALL:
+                self._gathered += flat
+                if len(self._gathered) >= _PIECE:
+                    self._flush_gathered()
+                return size
+            self._flush_gathered()
+            for start in range(0, size, _PIECE):
+                self._write_piece(flat[start:start + _PIECE])
+        return size
+
+    def _flush_gathered(self) -> None:
+        if self._gathered:
+            with memoryview(self._gathered) as gathered:
+                for start in range(0, len(gathered), _PIECE):
+                    self._write_piece(gathered[start:start + _PIECE])
+            self._gathered = bytearray()
+
+    def _write_piece(self, piece: memoryview) -> None:
+        """Write ``piece`` at the end, read it back, and check it."""
+        offset, before = self._crc.length, self._crc.value
+        wrote = crc32c(piece, before)
+        try:
+            _writes._pwrite_all(self._fd, piece, offset)
+            back = memoryview(self._back)[:len(piece)]
+            got = os.preadv(self._fd, [back], offset)
+        except OSError as exc:
+            self._failed = True
+            raise mapped(exc, "write", self.bucket, self.name) from exc
+        read = crc32c(back[:got], before)
+        if got != len(piece) or read != wrote:
+            self._failed = True
+            raise ChecksumMismatch(
+                f"{describe('write', self.bucket, self.name, 'file')} failed: {len(piece)} "
+                f"bytes written at {offset} read back as {got} with crc32c "
+                f"{encode_crc32c(read)}, written {encode_crc32c(wrote)}; nothing was published",
+                operation="write", bucket=self.bucket, name=self.name)
+        self._crc.value, self._crc.length = wrote, offset + len(piece)
+
+    def close(self) -> None:
+        """Publish the file (every byte was checked as it was written).
+
+        Raises:
+            ChecksumMismatch: the file's size is not what was written.
+            StorageError: the fsync or the rename failed (nothing published).
+        """
+        if not self._open:
+            return
+        if self._failed:
+            self.abort()
+            return
+        try:
+            self._flush_gathered()
+            self.info = _writes.publish_checked(self._fd, self._temp, self.bucket, self.name,
+                                                self._crc)
+        except OSError as exc:
+            self.abort()
+            raise mapped(exc, "write", self.bucket, self.name) from exc
+        except BaseException:
+            self.abort()
+            raise
+        self._release()
+
+    def abort(self) -> None:
+        """Remove the temporary file; nothing is published. Safe to call twice."""
+        if self._open:
+            self._release()
+            _writes.unlink_quietly(self._temp)
+
+    def _release(self) -> None:
+        self._open = False
+        os.close(self._fd)
+        super().close()
+
+    def __del__(self) -> None:
+        # Dropped unclosed: never published (io's own __del__ would close,
+        # i.e. publish, whatever was written so far).
+        if getattr(self, "_open", False):
+            self.abort()
+
+    def __enter__(self) -> FileWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
