@@ -150,4 +150,6 @@ if __name__ == "__main__":
     found = main(manifest, args)
     watch = found.pop("watch")
     items = found.pop("items")
+    if not args.random:
+        found["rows_s"] = round(items / watch.seconds) if watch.seconds else 0
     report(watch, nbytes=0, items=items, workers=args.workers, **found)

@@ -62,4 +62,5 @@ if __name__ == "__main__":
     found = main(manifest, args)
     watch = found.pop("watch")
     items = found.pop("items")
-    report(watch, nbytes=0, items=items, workers=args.workers, **found)
+    rate = round(items / watch.seconds) if watch.seconds else 0
+    report(watch, nbytes=0, items=items, workers=args.workers, rows_s=rate, **found)

@@ -199,6 +199,7 @@ def plan(options: Options) -> Plan:
             ),
         ],
         figures=[
+            ("rows_s", "rows/s"),
             ("first_row_s", "first row (s)"),
             ("first_after_made_s", "first row after made (s)"),
             ("fetched_bytes", "CDN bytes"),
