@@ -131,7 +131,10 @@ def main(manifest: Manifest, args: argparse.Namespace) -> dict[str, Any]:
     index_dir = tempfile.mkdtemp(prefix="aioflux-parquet-index-")
     try:
         with served_hub(manifest, args.prefix) as hub:
-            import aioflux.torch  # noqa: F401  (imports untimed)
+            # imports untimed: pyarrow's too, which aioflux makes at the first decode
+            import pyarrow.parquet  # noqa: F401
+
+            import aioflux.torch  # noqa: F401
 
             return random_rows(args, index_dir) if args.random else epoch(hub, args, index_dir)
     finally:
