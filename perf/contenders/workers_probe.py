@@ -9,6 +9,14 @@ does. The data set (``--shards`` tar shards of ``--samples`` samples, each
 ``$AIOFLUX_PERF_WORKERS_DIR`` (default ``/dev/shm/aioflux-perf-workers``),
 keyed by its shape, untimed.
 
+``--reader map``: ``MapDataset.from_prefix(file://DIR/)`` over one file a
+sample (``--shards`` x ``--samples`` files of ``--size`` random bytes, made
+once beside the shards), a worker's share read ``--batch`` indices a call
+(``__getitems__``), every Nth batch as a DataLoader hands them out;
+``--reader mapplain``: the same files, each read by ``open().read()``.
+``--reader none`` (loader mode): no I/O, each sample a fresh copy of
+``--size`` bytes of one buffer, the DataLoader's own ceiling.
+
 ``--mode probe``: a DataLoader of ``--workers`` forked workers over a probe
 dataset whose worker iterates its share of the reader and yields one
 record: its CPU (``getrusage``: every thread of the worker), its
@@ -62,6 +70,22 @@ def data_dir(shards: int, samples: int, size: int) -> Path:
     return data
 
 
+def map_dir(count: int, size: int) -> Path:
+    """A folder of ``count`` files of ``size`` random bytes, made once (untimed)."""
+    root = Path(os.environ.get("AIOFLUX_PERF_WORKERS_DIR", "/dev/shm/aioflux-perf-workers"))
+    folder = root / f"map-{count}-{size}"
+    if (folder / "done").exists():
+        return folder / "data"
+    data = folder / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    pool = os.urandom(size + 4096)
+    for i in range(count):
+        at = (i * 64) % 4096
+        (data / f"{i:07d}.jpg").write_bytes(pool[at:at + size])
+    (folder / "done").write_text("")
+    return data
+
+
 def threads() -> dict[str, int]:
     """This process's threads by name (a pool's numbered threads counted together)."""
     names = collections.Counter(re.sub(r"_\d+$", "", t.name) for t in threading.enumerate())
@@ -87,12 +111,83 @@ def plain_samples(folder: str, worker: int, workers: int) -> Any:
 
 
 def reader(kind: str, folder: Path, batch: int) -> Any:
-    if kind == "plain":
+    if kind in ("plain", "mapplain", "none"):
         return None
+    if kind == "map":
+        from aioflux.torch import MapDataset
+
+        return MapDataset.from_prefix(f"file://{folder}/")
     from aioflux.torch import ShardDataset
 
     return ShardDataset.from_prefix(f"file://{folder}/", format="tar", batch_size=batch,
                                     index_dir=str(folder.parent / "index"))
+
+
+def map_batches(total: int, batch: int, worker: int, workers: int) -> Any:
+    """The batches of indices a DataLoader hands worker ``worker`` (a
+    sequential sampler: batch ``j`` to worker ``j % workers``)."""
+    for start in range(worker * batch, total, workers * batch):
+        yield list(range(start, min(total, start + batch)))
+
+
+class PlainFiles:
+    """``open().read()`` of each file, one at a time: the plain map-style loop."""
+
+    def __init__(self, folder: Path, total: int) -> None:
+        self.paths = [str(folder / f"{i:07d}.jpg") for i in range(total)]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int) -> bytes:
+        with open(self.paths[i], "rb") as fh:
+            return fh.read()
+
+
+class NoIO:
+    """A worker's share of ``total`` samples, each a fresh copy of ``size``
+    bytes: what the DataLoader alone costs."""
+
+    def __init__(self, total: int, size: int) -> None:
+        self.total, self.size = total, size
+
+    def __call__(self, worker: int, workers: int) -> Any:
+        pool = os.urandom(self.size + 4096)
+        for i in range(worker, self.total, workers):
+            at = (i * 64) % 4096
+            yield {"jpg": pool[at:at + self.size], "cls": b"7"}
+
+
+def make_map_probe(kind: str, folder: Path, dataset: Any, total: int, batch: int) -> Any:
+    import torch.utils.data
+
+    files = dataset if dataset is not None else PlainFiles(folder, total)
+
+    class Probe(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+        """Reads a worker's share of the objects in the worker; yields one record of it."""
+
+        def __iter__(self) -> Any:
+            info = torch.utils.data.get_worker_info()
+            worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            started = time.perf_counter()
+            count = nbytes = 0
+            for indices in map_batches(total, batch, worker, workers):
+                got = dataset.__getitems__(indices) if dataset is not None else \
+                    [files[i] for i in indices]
+                count += len(got)
+                nbytes += sum(map(len, got))
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            read = nbytes if dataset is None else \
+                dataset._source.downloader.client.stats.bytes_received
+            yield {"samples": count, "bytes": nbytes, "read": read,
+                   "seconds": time.perf_counter() - started,
+                   "user": after.ru_utime - before.ru_utime,
+                   "system": after.ru_stime - before.ru_stime,
+                   "faults": after.ru_minflt - before.ru_minflt,
+                   "threads": threads()}
+
+    return files, Probe()
 
 
 def make_probe(kind: str, folder: Path, dataset: Any) -> Any:
@@ -133,7 +228,8 @@ def make_probe(kind: str, folder: Path, dataset: Any) -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("manifest")
-    parser.add_argument("--reader", choices=("aioflux", "plain"), required=True)
+    parser.add_argument("--reader", choices=("aioflux", "plain", "map", "mapplain", "none"),
+                        required=True)
     parser.add_argument("--mode", choices=("probe", "loader"), default="probe")
     parser.add_argument("--workers", type=int, required=True)
     parser.add_argument("--shards", type=int, default=64)
@@ -144,10 +240,24 @@ def main() -> None:
 
     import torch.utils.data
 
-    folder = data_dir(args.shards, args.samples, args.size)
-    dataset = reader(args.reader, folder, args.batch)  # indexes made here, untimed
-    samples, probe = make_probe(args.reader, folder, dataset)
     total = args.shards * args.samples
+    mapped = args.reader in ("map", "mapplain")
+    folder = map_dir(total, args.size) if mapped else \
+        data_dir(args.shards, args.samples, args.size)
+    dataset = reader(args.reader, folder, args.batch)  # indexes made here, untimed
+    if mapped:
+        samples, probe = make_map_probe(args.reader, folder, dataset, total, args.batch)
+    else:
+        samples, probe = make_probe(args.reader, folder, dataset)
+    if args.reader == "none":
+        noio = NoIO(total, args.size)
+
+        class Ceiling(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+            def __iter__(self) -> Any:
+                info = torch.utils.data.get_worker_info()
+                return noio(*((0, 1) if info is None else (info.id, info.num_workers)))
+
+        samples = Ceiling()
     if args.mode == "probe":
         loader = torch.utils.data.DataLoader(probe, batch_size=None, num_workers=args.workers)
         with Stopwatch() as watch:
@@ -174,7 +284,8 @@ def main() -> None:
         got = nbytes = 0
         for batch in loader:
             got += len(batch)
-            nbytes += sum(len(s["jpg"]) + len(s["cls"]) for s in batch)
+            nbytes += sum(len(s) if not isinstance(s, dict) else len(s["jpg"]) + len(s["cls"])
+                          for s in batch)
     cpu = watch.cpu_user_s + watch.cpu_sys_s
     report(watch, nbytes=nbytes, items=got,
            cpu_us_per_sample=round(cpu / max(1, got) * 1e6, 1),

@@ -16,9 +16,17 @@ the shards split by worker. ``aioflux-b64-w<N>``: the probe over
 rows (``<reader>-loader-w<N>``): the same readers through
 ``DataLoader(batch_size=64, collate_fn=list)`` (``ShardDataset(batch_size=64)``),
 every sample carried to the main process; CPU there is the main
-process's and its workers'.
+process's and its workers'. ``none-loader-w<N>``: the same DataLoader
+over samples made in the worker with no I/O (a fresh copy of 16 KiB of
+one buffer each), its ceiling.
 
-Parameters: ``workers`` (``2,8,16``), ``loader_workers`` (``2,8``; empty
+MapDataset rows: ``map-w<N>`` (probe) and ``map-loader-w<N>`` read one
+file a sample (as many 16 KiB files as the shards' samples, made once
+beside them) through ``MapDataset.from_prefix(file://...)``, 64 indices a
+``__getitems__``; ``mapplain-*``: the same files, ``open().read()`` one by
+one.
+
+Parameters: ``workers`` (``2,8,16``), ``loader_workers`` (``8,16``; empty
 for none), ``shards`` (64), ``samples`` (1,024 a shard), ``size``
 (16,384). ``--quick``: 8 shards.
 """
@@ -37,7 +45,7 @@ def _ready() -> str | None:
 
 def plan(options: Options) -> Plan:
     workers = [int(w) for w in options.params.get("workers", "2,8,16").split(",")]
-    loader_workers = [int(w) for w in options.params.get("loader_workers", "2,8").split(",")
+    loader_workers = [int(w) for w in options.params.get("loader_workers", "8,16").split(",")
                       if w]
     shards = options.get("shards", 8 if options.quick else 64)
     samples = options.get("samples", 1024)
@@ -64,6 +72,21 @@ def plan(options: Options) -> Plan:
             note="the same probe over ShardDataset(batch_size=64): a worker's share is "
                  "whole batches of 64 consecutive positions (about one read unit each), "
                  "not every Nth sample"))
+    for n in workers:
+        contenders += [
+            Contender(f"map-w{n}", "workers_probe.py", None,
+                      ("--reader", "map", "--batch", "64", "--workers", str(n), *shape),
+                      available=_ready,
+                      note=f"MapDataset.from_prefix(file://DIR/) over one 16 KiB file a "
+                           f"sample; {n} forked workers, each reading its share 64 "
+                           "indices a __getitems__ (every Nth batch, as a DataLoader hands "
+                           "them out) in the worker (probe)"),
+            Contender(f"mapplain-w{n}", "workers_probe.py", None,
+                      ("--reader", "mapplain", "--batch", "64", "--workers", str(n),
+                       *shape), available=_ready,
+                      note="the same files and share, each open().read() one by one; "
+                           "the same probe"),
+        ]
     for n in loader_workers:
         contenders += [
             Contender(f"aioflux-loader-w{n}", "workers_probe.py", None,
@@ -75,6 +98,22 @@ def plan(options: Options) -> Plan:
                       ("--reader", "plain", "--mode", "loader", "--workers", str(n),
                        "--batch", "64", *shape), available=_ready,
                       note=f"the tarfile loop through the same DataLoader, num_workers={n}"),
+            Contender(f"none-loader-w{n}", "workers_probe.py", None,
+                      ("--reader", "none", "--mode", "loader", "--workers", str(n),
+                       "--batch", "64", *shape), available=_ready,
+                      note=f"no I/O: each worker yields its share of samples, each a fresh "
+                           f"copy of 16 KiB of one buffer; the same DataLoader, "
+                           f"num_workers={n} (the ceiling)"),
+            Contender(f"map-loader-w{n}", "workers_probe.py", None,
+                      ("--reader", "map", "--mode", "loader", "--workers", str(n),
+                       "--batch", "64", *shape), available=_ready,
+                      note=f"MapDataset through DataLoader(batch_size=64, collate_fn=list, "
+                           f"num_workers={n}): __getitems__ a batch"),
+            Contender(f"mapplain-loader-w{n}", "workers_probe.py", None,
+                      ("--reader", "mapplain", "--mode", "loader", "--workers", str(n),
+                       "--batch", "64", *shape), available=_ready,
+                      note=f"open().read() a file a sample through the same DataLoader, "
+                           f"num_workers={n}"),
         ]
     limits: list[Limit] = []
     for n in workers:
@@ -85,7 +124,9 @@ def plan(options: Options) -> Plan:
         name="workers",
         description=f"a DataLoader worker's CPU a sample and threads at "
                     f"{', '.join(map(str, workers))} workers: ShardDataset against a plain "
-                    f"tarfile loop, file:// tar, {shards} x {samples} x {size // 1024} KiB",
+                    f"tarfile loop, file:// tar, {shards} x {samples} x {size // 1024} KiB; "
+                    f"MapDataset against open() a file, as many files; DataLoader rows "
+                    f"against a no-I/O ceiling",
         bucket="perf-workers",
         objects=[],
         contenders=contenders,
