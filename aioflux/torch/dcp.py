@@ -73,6 +73,7 @@ from ._dcp_crc import (
     split_item_crcs,
     truncated,
 )
+from ._dcp_file import RecordingFileWriter
 from ._dcp_pins import PinnedFiles, changed
 from ._dcp_stage import cached_state, copy_into, staged_nbytes, wants_cache
 from ._zip_crc import without_zip_crc32
@@ -163,7 +164,10 @@ class GcsFileSystem(FileSystemBase):
         """
         store, (bucket, name) = self.locate(path)
         if "w" in mode:
-            writer = RecordingWriter(store, bucket, name, options=self.writer_options)
+            # A file: written straight into it, in this thread (_dcp_file.py).
+            writer: RecordingWriter | RecordingFileWriter = (
+                RecordingFileWriter(bucket, name) if isinstance(store, LocalStore)
+                else RecordingWriter(store, bucket, name, options=self.writer_options))
             try:
                 with writer:  # aborts, publishing nothing, if the body raises
                     yield writer

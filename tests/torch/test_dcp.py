@@ -140,16 +140,17 @@ def test_a_data_file_failing_in_a_writer_thread_fails_the_save(
     # DCP writes a rank's files from thread_count threads; an exception in
     # any but the caller's thread ended that thread unseen: the save
     # returned normally and published metadata without its items.
-    from aioflux.torch import _dcp_crc
+    from aioflux.torch import _dcp_crc, _dcp_file
 
-    real = _dcp_crc.RecordingWriter.write
+    # The object writer, and a file's own (see _dcp_file.py).
+    for writer in (_dcp_crc.RecordingWriter, _dcp_file.RecordingFileWriter):
 
-    def fails_off_the_main_thread(self: Any, data: Any) -> Any:
-        if threading.current_thread() is not threading.main_thread():
-            raise ConnectionError("preempted in a writer thread")
-        return real(self, data)
+        def fails_off_the_main_thread(self: Any, data: Any, real: Any = writer.write) -> Any:
+            if threading.current_thread() is not threading.main_thread():
+                raise ConnectionError("preempted in a writer thread")
+            return real(self, data)
 
-    monkeypatch.setattr(_dcp_crc.RecordingWriter, "write", fails_off_the_main_thread)
+        monkeypatch.setattr(writer, "write", fails_off_the_main_thread)
     root = where.url("threads")
     state = {"a": torch.ones(1000), "b": torch.ones(1000)}
     with pytest.raises(BaseException, match=r"1 of 2 items were not written \(a data file "
