@@ -5,6 +5,7 @@ not the read unit's others' (issue 61, perf scenario ``workers``)."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import math
 import tarfile
 import threading
@@ -139,3 +140,23 @@ def test_each_worker_reads_its_own_samples_not_the_read_unit_s(tmp_path: Path) -
     # its worker: the shards' bytes less their ends, and no more.
     read = sum(r["read"] for r in records)
     assert sum(r["bytes"] for r in records) < read <= data
+
+
+def test_a_run_s_pieces_are_cut_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A worker of N reads a run every samples_per_read / N samples: what a
+    # run costs is paid N times as often a sample. Its pieces were cut three
+    # times (as the window took it, for its read, as the window let it go).
+    from aioflux._engines.shards import _spans
+
+    cut: collections.Counter[tuple[int, ...]] = collections.Counter()
+    pieces = _spans._pieces
+
+    def counted(index: Any, samples: Any, gap: int) -> Any:
+        cut[tuple(samples)] += 1
+        return pieces(index, samples, gap)
+
+    monkeypatch.setattr(_spans, "_pieces", counted)
+    ds = _dataset(tmp_path)
+    assert sum(1 for _ in ds) == SHARDS * PER_SHARD
+    assert sum(cut.values()) == SHARDS * PER_SHARD // 32  # one run a read unit, alone
+    assert set(cut.values()) == {1}

@@ -226,6 +226,13 @@ async def read_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         StorageError: a read failed after retries.
     """
     state: dict[int, _Shard] = {}
+    # A run's pieces, cut once, by the run's id until it is yielded: its
+    # bytes are asked for as the window takes it and as it lets it go, and
+    # its read needs them (a DataLoader worker of N reads a run every
+    # samples_per_read / N samples, so what a run costs grows with N).
+    split: dict[int, tuple[Run, list[tuple[int, int, list[int]]]]] = {}
+    # A Protocol's isinstance looks up each of its attributes: once, not a run.
+    ranges = store if isinstance(store, RangesReader) else None
 
     def cached(index: ShardIndex) -> bool:
         return cache is not None and (index.compression is None or fits(cache, index))
@@ -303,7 +310,7 @@ async def read_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
 
     async def read(shard: _Shard, run: Run) -> list[bytes | memoryview]:
         if shard.index.compression is None and cache is None and gap is not None:
-            pieces = _pieces(shard.index, run.samples, gap)
+            pieces = pieces_of(shard.index, run)
             if len(pieces) > 1:
                 return await _read_pieces(shard, run, pieces)
         start, end = span(run)
@@ -337,8 +344,8 @@ async def read_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
                            ) -> list[bytes | memoryview]:
         info, version = shard.info, shard.index.version
         datas: Sequence[bytes]
-        if isinstance(store, RangesReader):
-            datas = await _pinned(info, store.read_ranges(
+        if ranges is not None:
+            datas = await _pinned(info, ranges.read_ranges(
                 info.bucket, info.name, [(start, end) for start, end, _ in pieces],
                 generation=version))
         else:
@@ -363,10 +370,16 @@ async def read_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         assert cache is not None
         return bytes(await cache.get(entry, fetch))
 
+    def pieces_of(index: ShardIndex, run: Run) -> list[tuple[int, int, list[int]]]:
+        found = split.get(id(run))
+        if found is None:
+            found = split[id(run)] = (run, _pieces(index, run.samples, gap or 0))
+        return found[1]
+
     def nbytes(run: Run) -> int:
         index = state[run.shard].index
         if index.compression is None and cache is None and gap is not None:
-            return sum(end - start for start, end, _ in _pieces(index, run.samples, gap))
+            return sum(end - start for start, end, _ in pieces_of(index, run))
         start, end = span(run)
         return end - start
 
@@ -376,4 +389,5 @@ async def read_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         # the shard's index until then).
         state[run.shard].runs -= 1
         release(run.shard)
+        split.pop(id(run), None)
         yield run, regions
