@@ -107,7 +107,11 @@ def _azure(scheme: str, config: ClientConfig | None, *,
     return AzureStore(config, endpoint=endpoint)
 
 
-def _local(scheme: str, config: ClientConfig | None) -> ObjectStore:
+def _local(scheme: str, config: ClientConfig | None, *, endpoint: str | None = None,
+           credentials: Credentials = None, region: str | None = None) -> ObjectStore:
+    # Files have no server, account or region: the settings a job gives all
+    # its stores (an emulator's endpoint for its gs:// URLs) pass them by.
+    del endpoint, credentials, region
     return LocalStore(config)
 
 

@@ -110,7 +110,15 @@ def test_aioflux_schemes_refuse_settings_of_other_stores() -> None:
     with pytest.raises(InvalidArgument, match="region is an S3 setting"):
         stores.new_store("gs", region="us-east-1")
     with pytest.raises(InvalidArgument, match="credentials is not taken here"):
-        stores.new_store("file", credentials="anonymous")
+        stores.new_store("https", credentials="anonymous")
+
+
+def test_files_pass_by_the_settings_a_job_gives_every_store() -> None:
+    # A CLI or dataset given an emulator's endpoint for its gs:// URLs reads
+    # file:// URLs as well.
+    store = stores.new_store("file", endpoint="http://127.0.0.1:1", credentials="anonymous",
+                             region="us-east-1")
+    assert store.features.scheme == "file"
 
 
 def test_fsspec_serves_a_packages_scheme(fake_distribution: Path) -> None:
