@@ -66,8 +66,8 @@ class _Half(StoreBase):
         return ObjectInfo(bucket, name, 0, 1, None)
 
 
-class _Whole(_Half):
-    """Every wire call, none of them reached by these tests."""
+class _Readable(_Half):
+    """Every wire call a read-only store gives, none of them reached here."""
 
     async def aclose(self) -> None:
         return None
@@ -81,6 +81,10 @@ class _Whole(_Half):
                      into: memoryview | None, generation: int | None, size: int | None,
                      crc: int | None, want_crc: bool) -> Fetched:
         raise AssertionError("no read here")
+
+
+class _Whole(_Readable):
+    """Every wire call, none of them reached by these tests."""
 
     async def _write(self, bucket: str, name: str, data: memoryview, content_type: str,
                      if_generation_match: int | None, metadata: dict[str, str] | None,
@@ -133,24 +137,11 @@ def test_start_upload_is_checked_in_the_base() -> None:
             store.start_upload("bkt", "obj", **bad)  # type: ignore[arg-type]
 
 
-class _ReadOnly(_Half):
+class _ReadOnly(_Readable):
     """A read-only store: no write wire call at all."""
 
     features = StoreFeatures(scheme="https", read_only=True)
     _read_only_why = "a test says so"
-
-    async def aclose(self) -> None:
-        return None
-
-    def _pages(self, bucket: str, prefix: str, delimiter: str | None,
-               start_offset: str | None, end_offset: str | None, page_size: int,
-               fields: str | None) -> AsyncIterator[ListPage]:
-        raise AssertionError("no listing here")
-
-    async def _fetch(self, bucket: str, name: str, start: int, end: int | None,
-                     into: memoryview | None, generation: int | None, size: int | None,
-                     crc: int | None, want_crc: bool) -> Fetched:
-        raise AssertionError("no read here")
 
 
 async def test_a_read_only_store_refuses_every_write_after_checking_it() -> None:
