@@ -48,7 +48,14 @@ _API_TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
 
 @dataclass(frozen=True, slots=True)
 class HubRequest:
-    """One request either origin received (``origin``: ``hub`` or ``cdn``)."""
+    """One request either origin received.
+
+    Attributes:
+        origin: ``hub`` or ``cdn``.
+        method: the HTTP method.
+        path: the path and query string.
+        headers: the request's headers.
+    """
 
     origin: str
     method: str
@@ -99,13 +106,33 @@ class FakeHub:
 
     def create_repo(self, repo_id: str, *, repo_type: str = "dataset", private: bool = False,
                     gated: bool = False) -> None:
-        """A new empty repo (its ``main`` one empty commit)."""
+        """A new empty repo (its ``main`` one empty commit).
+
+        Args:
+            repo_id: ``org/name``.
+            repo_type: ``dataset``, ``model`` or ``space``.
+            private: only a token the Hub knows reads it (401 otherwise).
+            gated: its files need a token granted access (see ``grant``).
+
+        Raises:
+            ValueError: ``repo_type`` is none of the three, or ``repo_id`` is
+                not ``org/name``.
+        """
         self.repos.create(repo_id, repo_type=repo_type, private=private, gated=gated)
 
     def grant(self, repo_id: str, tokens: tuple[str, ...], *,
               repo_type: str = "dataset") -> None:
         """Only ``tokens`` may read a gated repo's files (by default every
-        token the Hub knows may: its terms accepted)."""
+        token the Hub knows may: its terms accepted).
+
+        Args:
+            repo_id: ``org/name`` of a gated repo.
+            tokens: the tokens granted access; any other known token gets 403.
+            repo_type: ``dataset``, ``model`` or ``space``.
+
+        Raises:
+            KeyError: no such repo.
+        """
         repo = self.repos.get(repo_type, repo_id)
         if repo is None:
             raise KeyError(f"{repo_type} {repo_id}")
@@ -114,11 +141,36 @@ class FakeHub:
 
     def push(self, repo_id: str, files: Mapping[str, bytes | None], *,
              repo_type: str = "dataset", branch: str = "main") -> str:
-        """Commit ``files`` (None deletes one) on ``branch``; its commit sha."""
+        """Commit ``files`` on ``branch``.
+
+        Args:
+            repo_id: ``org/name`` of a repo made by ``create_repo``.
+            files: path in the repo -> its bytes (None deletes the file).
+            repo_type: ``dataset``, ``model`` or ``space``.
+            branch: the branch the commit goes on (made from ``main`` if new).
+
+        Returns:
+            The new commit's sha.
+
+        Raises:
+            KeyError: no such repo.
+        """
         return self.repos.push(repo_id, files, repo_type=repo_type, branch=branch)
 
     def commit(self, repo_id: str, revision: str = "main", *, repo_type: str = "dataset") -> str:
-        """The commit ``revision`` names now."""
+        """The commit ``revision`` names now.
+
+        Args:
+            repo_id: ``org/name``.
+            revision: a branch or a commit.
+            repo_type: ``dataset``, ``model`` or ``space``.
+
+        Returns:
+            The commit's sha.
+
+        Raises:
+            KeyError: no such repo or revision.
+        """
         repo = self.repos.get(repo_type, repo_id)
         sha = None if repo is None else repo.commit_of(revision)
         if sha is None:
@@ -126,14 +178,27 @@ class FakeHub:
         return sha
 
     def throttle(self, count: int, *, retry_after: int = 1, origin: str = "hub") -> None:
-        """Answer the next ``count`` requests to ``origin`` (``hub`` or
-        ``cdn``) 429, asking for ``retry_after`` seconds."""
+        """Answer the next ``count`` requests to ``origin`` 429.
+
+        Args:
+            count: how many requests are refused.
+            retry_after: the seconds each refusal asks for (``Retry-After``
+                and the ``t=`` of ``RateLimit``).
+            origin: ``hub`` or ``cdn``.
+        """
         with self.repos.lock:
             self._throttled[origin] = count
             self._retry_after = retry_after
 
     def sent(self, origin: str) -> list[HubRequest]:
-        """The requests ``origin`` received."""
+        """The requests one origin received, in order.
+
+        Args:
+            origin: ``hub`` or ``cdn``.
+
+        Returns:
+            Its ``HubRequest`` records.
+        """
         with self.repos.lock:
             return [r for r in self.requests if r.origin == origin]
 
