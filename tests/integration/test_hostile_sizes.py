@@ -2,7 +2,7 @@
 
 A scripted server (tests/raw_server.py) declares an object of 512 MiB (or
 2**60 bytes) in its HEAD, object resource and listing, and serves its 10
-real bytes. ``aioflux.open(...).read()``, ``download_many``, ``ObjectReader``
+real bytes. ``aioflux.open(...).read()``, ``Downloader.download_many``, ``ObjectReader``
 and the datasets must fail with a typed error naming the object, having
 allocated at most the read-ahead or one wave of ranges (measured with
 tracemalloc, which counts what the process allocated, however fast the
@@ -34,13 +34,13 @@ from aioflux import (
     AsyncClient,
     ChecksumMismatch,
     ClientConfig,
+    Downloader,
     DownloadOptions,
     ObjectInfo,
     ProtocolError,
     ReaderOptions,
     RetryPolicy,
     StorageError,
-    download_many,
 )
 from aioflux._core.crc import crc32c, encode_crc32c
 from aioflux._core.portal import get_portal
@@ -225,7 +225,7 @@ def test_download_many_allocates_one_wave_not_the_claim(liar: Liar, declared: in
     scheme = store.features.scheme
     objects = _listed(store)
     assert [o.size for o in objects] == [declared]
-    error, peak = _peak(lambda: get_portal().call(download_many(store, objects, options=RANGES)))
+    error, peak = _peak(lambda: get_portal().call(Downloader(store, RANGES).download_many(objects)))
     _typed(error, scheme)
     assert peak < BOUND, peak >> 20
     # Only the first wave's ranges were asked for (and refused at once).
@@ -280,8 +280,8 @@ def test_a_local_listing_that_claims_more_than_the_file(
     # With its crc32c: else the planner stats the file for one, and reads
     # the size the stat tells.
     listed = info.replace(size=declared, crc32c=crc32c(BODY))
-    error, peak = _peak(lambda: get_portal().call(download_many(store, [listed],
-                                                                options=RANGES)))
+    error, peak = _peak(lambda: get_portal().call(
+        Downloader(store, RANGES).download_many([listed])))
     _local_typed(error, info)
     assert isinstance(error, ChecksumMismatch) and f"expected {declared}" in str(error)
     assert peak < BOUND, peak >> 20
