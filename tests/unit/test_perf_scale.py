@@ -134,10 +134,10 @@ def test_figure_goals_pass_on_the_median_and_show_in_every_table(tmp_path: Path)
         in section
     assert "| aioflux-1e7 | 184 | 4.0 |" in section
     page = report.render_peers(report.current_pairs(runs), figures)
-    assert "| scale | aioflux-1e7 | construction | 2 s (load 4.0) | <= 5 s PASS | - |" in page
-    assert "| scale | aioflux-1e7 | absent | - | <= 1 B not measured | - |" in page
+    assert "| scale @abc | aioflux-1e7 | construction | 2 s (load 4.0) | <= 5 s PASS | - |" in page
+    assert "| scale @abc | aioflux-1e7 | absent | - | <= 1 B not measured | - |" in page
     # The README's short table carries no figure goals.
-    assert "| scale |" not in report.render_headline(report.current_pairs(runs))
+    assert "| scale " not in report.render_headline(report.current_pairs(runs))
 
 
 def test_a_quick_run_never_replaces_the_figures_and_other_runs_read_as_before(
