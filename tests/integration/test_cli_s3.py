@@ -229,21 +229,23 @@ def test_a_bucket_name_s3_refuses_is_a_usage_error(s3run) -> None:  # type: igno
 
 def test_region_and_endpoint_flags_reach_the_s3_store(s3run, s3: S3Bucket,  # type: ignore[no-untyped-def]
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from aioflux.cli import _common
+    from aioflux._api import stores
 
-    made: list[S3Store] = []
+    made: list[Any] = []
+    build = stores.BACKENDS["s3"]
 
-    def recording(*args: Any, **kwargs: Any) -> S3Store:
-        store = S3Store(*args, **kwargs)
-        made.append(store)
-        return store
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        made.append(build(*args, **kwargs))
+        return made[-1]
 
-    monkeypatch.setattr(_common, "S3Store", recording)
+    # The scheme table builds every s3:// store the command line makes.
+    monkeypatch.setitem(stores.BACKENDS, "s3", recording)
     s3.put("k", b"v")
     code, out, _ = s3run("ls", "--region", "eu-central-1", "--concurrency", "3",
                          f"s3://{s3.name}")
     assert (code, out) == (0, f"s3://{s3.name}/k\n")
     (store,) = made
+    assert isinstance(store, S3Store)
     assert (store.region, store.endpoint, store.config.max_concurrency) == (
         "eu-central-1", s3.endpoint, 3)
     # Requests are signed for the region given, not the environment's.
