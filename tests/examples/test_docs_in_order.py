@@ -21,7 +21,9 @@ not create. This test does what the user does:
 - a folder or brace pattern of ``my-bucket`` that a block reads (a URL
   ending in ``/``, or one with a ``{a..b}`` range) holds no object another
   block wrote: each example writes under its own prefix, as Getting
-  started says.
+  started says;
+- the Hub's pages read ``hf://`` repos from a fake Hub (``HF_ENDPOINT``
+  pointed at it) that holds the repos and Parquet files they name.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from aioflux import Client
@@ -44,6 +48,7 @@ from aioflux._api import stores
 from aioflux._core.portal import call
 from aioflux._engines.shards import expand_braces
 from aioflux.cli import main as cli_main
+from aioflux.testing import FakeHub
 from aioflux.testing._serve import S3_READY_PREFIX
 from tests.examples.test_readme import Block, python_blocks
 
@@ -179,6 +184,33 @@ def documented_emulator(tmp_path: Path,
         emulator.stop()
 
 
+# The Hub repos and files the pages' blocks read (docs/guides/hub.md).
+HUB_FILES = {"HuggingFaceFW/fineweb-edu": ["sample/10BT/000_00000.parquet",
+                                           "sample/10BT/001_00000.parquet"],
+             "org/name": ["data/train-00000.parquet"]}
+
+
+def parquet_file(rows: int) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"id": list(range(rows)), "text": [f"row {i}" for i in range(rows)]}),
+                   sink)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+@pytest.fixture
+def fake_hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    """A fake Hub holding ``HUB_FILES`` (Parquet, large enough to be LFS
+    files on its CDN), ``HF_ENDPOINT`` pointed at it, no token."""
+    with FakeHub() as hub:
+        for repo_id, paths in HUB_FILES.items():
+            hub.create_repo(repo_id)
+            hub.push(repo_id, {path: parquet_file(1000 + i) for i, path in enumerate(paths)})
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        yield hub
+
+
 def ordered_blocks() -> list[Block]:
     return [block for page in reading_order(MKDOCS.read_text())
             for block in python_blocks((ROOT / page).read_text(), page)
@@ -253,7 +285,7 @@ def objects(endpoint: str) -> dict[str, int]:
 
 @pytest.mark.timeout(600)
 def test_the_pages_run_in_reading_order_against_one_emulator(
-        documented_emulator: DocumentedEmulator, tmp_path: Path) -> None:
+        documented_emulator: DocumentedEmulator, fake_hub: FakeHub, tmp_path: Path) -> None:
     blocks = ordered_blocks()
     assert len(blocks) >= 30
     scripts = tmp_path / "blocks"
@@ -285,5 +317,8 @@ def test_the_pages_run_in_reading_order_against_one_emulator(
             if others:
                 failures.append(f"{block.page} line {block.line} ({block.section}) reads "
                                 f"gs://{BUCKET}/{prefix}, where other blocks write: {others}")
+    asked = " ".join(r.path for r in fake_hub.sent("hub"))
+    failures += [f"no block read the fake Hub's {repo_id}" for repo_id in HUB_FILES
+                 if f"/{repo_id}/" not in asked]
     assert not failures, (f"{len(failures)} failures of {len(blocks)} blocks run twice in "
                           "reading order against one emulator:\n\n" + "\n\n".join(failures))
