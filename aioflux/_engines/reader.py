@@ -27,7 +27,6 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from .._core.buffers import unfilled_bytes
 from .._core.errors import InvalidArgument, ProtocolError, out_of_memory
 from .._core.options import ReaderOptions
 from .._core.portal import get_portal
@@ -400,33 +399,27 @@ class ObjectReader(DirectReads):
                     # version is longer, and its rest is read too.
                     return data + self.read(-1)
                 return data
-            # Received straight into the bytes handed out: the blocks it spans
-            # whole are fetched into it at once, each checked as it lands
-            # (_across), where copying them out of blocks into a growing
-            # buffer touched every byte twice more (1 GiB: 1.6 s of CPU a
-            # GiB against 0.9 for the socket's own copy and the crc32c).
-            # The size is the server's claim (a HEAD, a listing): the object
-            # is never written before its bytes arrive, so the claim costs
-            # address space, not memory, until they do. BytesIO lends the
-            # object's own memory and getvalue() hands that object back once
-            # no view of it is left (CPython; elsewhere, or with a view kept
-            # alive by a failed GET's traceback, it copies).
+            # The size is the server's claim (a HEAD, a listing): grown by the
+            # blocks as they arrive, never zero-filled to it up front. Handed
+            # over as is: BytesIO.getvalue() returns its own buffer once no
+            # view of it is left (CPython), so reading a whole object peaks at
+            # its size (its growth reserves up to an eighth more, untouched)
+            # and the read-ahead, where bytes(bytearray) would take twice that.
+            out = io.BytesIO()
+            start, last_end = self._pos, self._last_end
             try:
-                sink = io.BytesIO(unfilled_bytes(n))
-            except MemoryError as exc:
-                raise out_of_memory("read", self.bucket, self.name,
-                                    self._client.features.scheme, n) from exc
-            view = sink.getbuffer()
-            try:
-                got = self._readinto(view)  # nothing consumed if it raises
-            finally:
-                del view
-            if got < n:
-                sink.truncate(got)  # the stale cached size found longer than the object
-            data = sink.getvalue()
-            if limit < 0 and self._pos < self.size:  # as above: a longer current version
-                return data + self.read(-1)
-            return data
+                for piece in self._pieces(n):
+                    out.write(piece)
+                if limit < 0 and self._pos < self.size:  # as above: a longer current version
+                    for piece in self._pieces(self.size - self._pos):
+                        out.write(piece)
+            except BaseException as exc:
+                self._pos, self._last_end = start, last_end  # as _readinto: nothing consumed
+                if isinstance(exc, MemoryError):
+                    raise out_of_memory("read", self.bucket, self.name,
+                                        self._client.features.scheme, n) from exc
+                raise
+            return out.getvalue()
 
     def readall(self) -> bytes:
         return self.read(-1)

@@ -23,11 +23,11 @@ from aioflux import (
     ChecksumMismatch,
     ClientConfig,
     DownloadOptions,
+    Downloader,
     ObjectInfo,
     ProtocolError,
     ReaderOptions,
     S3Store,
-    download_many,
 )
 from aioflux._core.portal import get_portal
 from aioflux._engines.reader import ObjectReader
@@ -132,5 +132,5 @@ def test_the_planner_keeps_its_error_for_a_shrunk_object(
     assert info.crc32c is not None  # else the planner stats it again
     _shrink_in_place(emulator, bucket, b"", monkeypatch)
     with pytest.raises(ProtocolError) as caught:
-        get_portal().call(download_many(store, [info], options=RANGES))
+        get_portal().call(Downloader(store, RANGES).download_many([info]))
     _names_the_size(caught.value, info)
