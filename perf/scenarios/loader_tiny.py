@@ -2,7 +2,8 @@
 
 Decides ``DEFAULT_COMPOSE_THRESHOLD`` in ``aioflux/_download.py``: the
 MapDataset with compose off and on (objects up to 64 KiB composed 32 at a
-time), DataLoader batch 64, 0 workers. Parameters: ``count`` (10000),
+time), DataLoader batch 64, 0 workers, against dataflux's map-style dataset
+at 0 workers (its default) and 2 (its best here). Parameters: ``count`` (10000),
 ``size`` (8192), ``concurrency`` (64; the default was measured at 128 and
 sizes 8, 32 and 64 KiB with ``--param``).
 """
@@ -30,6 +31,8 @@ def plan(options: Options) -> Plan:
     size = options.get("size", 8 * 1024)
     conc = str(options.get("concurrency", 64))
     common = ("--kind", "map", "--concurrency", conc, "--prefix", FOLDER)
+    # A run with other parameters gets its own rows (the tables key rows by name).
+    variant = "".join(f"-{k}{v}" for k, v in sorted(options.params.items()))
     return Plan(
         name="loader_tiny",
         description=f"one epoch of {count:,} x {size / 1024:g} KiB, MapDataset batch 64: "
@@ -37,16 +40,21 @@ def plan(options: Options) -> Plan:
         bucket="perf-loader-tiny",
         objects=[ObjectSet(PREFIX, count, size)],
         contenders=[
-            Contender("aioflux-direct", "loader_aioflux.py", None,
+            Contender(f"aioflux-direct{variant}", "loader_aioflux.py", None,
                       (*common, "--compose-threshold", "0"),
                       note="compose off (compose_threshold=0)", available=_ready),
-            Contender("aioflux-composed", "loader_aioflux.py", None,
+            Contender(f"aioflux-composed{variant}", "loader_aioflux.py", None,
                       (*common, "--compose-threshold", str(64 * 1024)),
                       note="compose_threshold=64 KiB: a batch of 64 is two composites",
                       available=_ready),
-            Contender("dataflux-map-w0", "loader_dataflux.py", "dataflux",
-                      ("--kind", "map", "--prefix", FOLDER), note="DataFluxMapStyleDataset"),
+            Contender(f"dataflux-map-w0{variant}", "loader_dataflux.py", "dataflux",
+                      ("--kind", "map", "--prefix", FOLDER),
+                      note="DataFluxMapStyleDataset (compose at its defaults), num_workers=0"),
+            # Its one knob here: DataLoader workers (no concurrency setting).
+            Contender(f"dataflux-map-w2{variant}", "loader_dataflux.py", "dataflux",
+                      ("--kind", "map", "--workers", "2", "--prefix", FOLDER),
+                      note="DataFluxMapStyleDataset, num_workers=2 (its best on 2 cores)"),
         ],
-        baseline="aioflux-direct",
+        baseline=f"aioflux-direct{variant}",
         timeout_s=900.0,
     )
