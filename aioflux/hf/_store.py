@@ -18,8 +18,9 @@ A bucket is a repo at a revision (``datasets/org/name@rev``: see
   and pinned as an http(s) store's are (``_net/web_read.py``): redirects to
   the CDN followed, the token sent only to the Hub's origin, never to the
   CDN; where a file's redirect led is remembered, so its next reads go to
-  the CDN at once. A read pinned to a generation the store has not seen
-  checks it by a HEAD first (a manifest from another job may name a
+  the CDN at once. A read pinned to a generation checks it against the
+  file's at the commit, as a listing or a HEAD by any store of the process
+  learned it, else by a HEAD first (a manifest from another job may name a
   version the commit does not hold: NotFound, never its bytes).
 - **Rate**: the requests run under the client's retries and the rate
   controller's gate of the repo, which a 429 feeds with its wait
@@ -76,8 +77,13 @@ T = TypeVar("T")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 _REDIRECTS = (301, 302, 303, 307, 308)
-# Generations remembered ((bucket, name) -> generation), at most.
+# Generations remembered, at most.
 _KNOWN = 65_536
+# A file's generation at a commit, as any store of this process learned it
+# ((endpoint, repo, commit, path) -> generation): a commit never changes, so
+# the listing's store spares the reading stores a HEAD a file. Not the
+# redirects' targets: signed for one token's access.
+_AT_COMMIT: dict[tuple[str, str, str, str], int] = {}
 
 
 class HfStore(StoreBase):
@@ -115,7 +121,6 @@ class HfStore(StoreBase):
         # Per loop (a lock is its loop's), per bucket: the resolution under way.
         self._resolving: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = weakref.WeakKeyDictionary()
-        self._known: dict[tuple[str, str], int] = {}
         self._locations = Locations()
         self._stats = RequestStats()
         self._transport: WebTransport | None = None
@@ -294,7 +299,7 @@ class HfStore(StoreBase):
                     elif resp.status != 200:
                         raise protocol(op, f"unexpected HTTP {resp.status} to a HEAD",
                                        resp.status)
-                    return self._info(op, resp)
+                    return self._info(op, commit, resp)
                 finally:
                     resp.release()
             raise protocol(op, "too many redirects within the Hub", None)
@@ -311,7 +316,7 @@ class HfStore(StoreBase):
             return headers
         return {**headers, "Authorization": f"Bearer {self._token}"}
 
-    def _info(self, op: Op, resp: aiohttp.ClientResponse) -> ObjectInfo:
+    def _info(self, op: Op, commit: str, resp: aiohttp.ClientResponse) -> ObjectInfo:
         linked = resp.headers.get("X-Linked-Size")
         size = count_of(linked) if linked is not None else resp.content_length
         if resp.status != 200 and linked is None:
@@ -321,14 +326,19 @@ class HfStore(StoreBase):
             raise protocol(op, "the Hub's answer to a HEAD states no size (X-Linked-Size, "
                            "Content-Length)", resp.status)
         generation = etag_generation(etag)
-        self._remember(op.bucket, op.name, generation)
+        self._remember(commit, op.bucket, op.name, generation)
         return ObjectInfo(op.bucket, op.name, size, generation=generation, scheme="hf")
 
-    def _remember(self, bucket: str, name: str, generation: int) -> None:
-        known = self._known
-        if (bucket, name) not in known and len(known) >= _KNOWN:
-            del known[next(iter(known))]  # the oldest (dicts keep insertion order)
-        known[(bucket, name)] = generation
+    def _key(self, commit: str, bucket: str, name: str) -> tuple[str, str, str, str]:
+        return (self.endpoint, bucket.partition("@")[0], commit, name)
+
+    def _remember(self, commit: str, bucket: str, name: str, generation: int) -> None:
+        key = self._key(commit, bucket, name)
+        if key not in _AT_COMMIT and len(_AT_COMMIT) >= _KNOWN:
+            # The oldest (dicts keep insertion order); another thread may
+            # have taken it first.
+            _AT_COMMIT.pop(next(iter(_AT_COMMIT), key), None)
+        _AT_COMMIT[key] = generation
 
     def _pages(self, bucket: str, prefix: str, delimiter: str | None,
                start_offset: str | None, end_offset: str | None,
@@ -366,7 +376,7 @@ class HfStore(StoreBase):
             if is_prefix:
                 prefixes.append(entry.path)
             else:
-                self._remember(bucket, entry.path, entry.generation)
+                self._remember(commit, bucket, entry.path, entry.generation)
                 objects.append(ObjectInfo(bucket, entry.path, entry.size,
                                           generation=entry.generation, scheme="hf"))
             if len(objects) + len(prefixes) >= page_size:
@@ -396,7 +406,7 @@ class HfStore(StoreBase):
         commit = await self._commit(op)
         self._check_online(op)
         if generation is not None:
-            known = self._known.get((bucket, name))
+            known = _AT_COMMIT.get(self._key(commit, bucket, name))
             if known is None:
                 known = (await self._head(Op("stat", bucket, name, "hf"))).generation
             if known != generation:

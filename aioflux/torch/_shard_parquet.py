@@ -7,7 +7,10 @@ groups the statistics keep) from their footers, fetched by range and kept
 in the node's footer cache beside the index cache, and holds each file's
 schema to the first one's. In the process reading a shard it loads the
 shard's footer (the cache, else two ranged GETs at most) and reads runs of
-rows by their row groups (:mod:`aioflux._engines.shards._parquet_read`).
+rows by their row groups (:mod:`aioflux._engines.shards._parquet_read`);
+DataLoader workers share the row groups they decode through a directory
+of the dataset's (on ``/dev/shm``), since their batches hold rows of the
+same row groups at once.
 
 A sample is a row: positions, resume and the rank split are the shard
 datasets' own, exact at a row.
@@ -18,6 +21,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
+import shutil
+import tempfile
+import weakref
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -42,6 +48,7 @@ from .._engines.shards._parquet_read import (
     read_footer,
     read_row_runs,
 )
+from .._engines.shards._parquet_shared import SharedGroups, shared_base
 
 __all__ = ["OUTPUTS", "ParquetRows", "check_parquet_settings"]
 
@@ -52,6 +59,8 @@ OUTPUTS = ("rows", "columns", "arrow")
 _FOOTERS_AT_ONCE = 32
 # Footers a reading process keeps (a few KiB each).
 _KEEP_FOOTERS = 64
+# Decoded row groups the workers share, per worker (see _parquet_shared).
+_SHARED_PER_WORKER = 4
 
 
 def check_parquet_settings(op: str, format_name: str, columns: object, filters: object,
@@ -103,6 +112,10 @@ class ParquetRows:
         self.reference: tuple[str, Any] | None = None  # the first shard's URL and schema
         self.first_group_rows = 1
         self._kept: tuple[int, collections.OrderedDict[int, Kept]] | None = None
+        # The DataLoader workers' shared row groups: a directory of this
+        # process's, removed when the dataset is collected or the process exits.
+        self.shared_dir = tempfile.mkdtemp(prefix="aioflux-row-groups-", dir=shared_base())
+        weakref.finalize(self, _remove_dir, self.shared_dir, os.getpid())
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -222,9 +235,23 @@ class ParquetRows:
             return await self.kept(store, infos, k, counts(k))
 
         agen = read_row_runs(store, infos, kept_of, runs, columns=self.columns, limit=limit,
-                             max_bytes=max_bytes, hedger=hedger, cache=cache)
+                             max_bytes=max_bytes, hedger=hedger, cache=cache,
+                             shared=self._shared(max_bytes))
         return iterate(agen, batch=8, nbytes=lambda item: int(item[1].nbytes),
                        max_bytes=max_bytes)
+
+    def _shared(self, max_bytes: int) -> SharedGroups | None:
+        """The row groups this DataLoader worker shares with the others (None
+        outside workers, or with one)."""
+        import torch.utils.data
+
+        info = torch.utils.data.get_worker_info()
+        if info is None or info.num_workers < 2:
+            return None
+        # The workers' batches hold rows of the same few row groups at once:
+        # a few each, and at most the read budget twice over.
+        return SharedGroups(self.shared_dir, keep=_SHARED_PER_WORKER * info.num_workers,
+                            max_bytes=2 * max_bytes)
 
     def fetch(self, store: ObjectStore, infos: Sequence[ObjectInfo], counts: Any,
               runs: Sequence[Run], *, limit: int, max_bytes: int,
@@ -272,6 +299,11 @@ class ParquetRows:
                     out[field.name] = [None if v is None else torch.tensor(v)
                                        for v in out[field.name]]
         return out
+
+
+def _remove_dir(path: str, owner: int) -> None:
+    if os.getpid() == owner:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _is_list(kind: Any) -> bool:

@@ -11,6 +11,7 @@ DataLoader workers never list.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import weakref
@@ -209,28 +210,43 @@ class DatasetSource:
 
         async def run() -> None:
             store = self.store(self.list_retry)
-            try:
-                if folder != parsed.name:
+            # ``gs://b/data`` names the folder ``data/`` and the object
+            # ``data`` itself, as the CLI does: not ``data2/``. "data" sorts
+            # before "data/...", so it is added first; it is asked for
+            # beside the listing's first page, not a round trip before it.
+            itself = (asyncio.ensure_future(store.stat(parsed.bucket, parsed.name))
+                      if folder != parsed.name else None)
+
+            async def add_itself() -> None:
+                nonlocal itself
+                if itself is not None:
                     try:
-                        # ``gs://b/data`` names the folder ``data/`` and the
-                        # object ``data`` itself, as the CLI does: not
-                        # ``data2/``. "data" sorts before "data/...".
-                        add([await store.stat(parsed.bucket, parsed.name)])
+                        add([await itself])
                     except NotFound:
                         pass
+                    itself = None
+
+            try:
                 if isinstance(store, ListsColumns):
                     # Files: each page as columns, no ObjectInfo a file
                     # (most of a listing's Python time).
                     columns = store.list_columns(parsed.bucket, folder)
                     async with aclosing(columns):
                         async for listed in columns:
+                            await add_itself()
                             add_columns(listed)
+                    await add_itself()
                     return
                 pages = iter_pages(store, parsed.bucket, folder, concurrency=concurrency)
                 async with aclosing(pages):
                     async for page in pages:
+                        await add_itself()
                         add(page)
+                await add_itself()
             finally:
+                if itself is not None:
+                    itself.cancel()
+                    await asyncio.gather(itself, return_exceptions=True)
                 await store.aclose()
 
         get_portal().call(run())

@@ -13,7 +13,11 @@ than the read budget is fetched and decoded one column at a time (a
 column's chunk bytes are let go before the next column is fetched): what
 it holds is its decoded columns, not its compressed bytes too. The last
 two decoded row groups are kept: consecutive runs of one row group (a
-DataLoader worker's share of it, an unshuffled pass) decode it once.
+DataLoader worker's share of it, an unshuffled pass) decode it once; the
+processes of a node that read the same row groups together (DataLoader
+workers) share them decoded (:mod:`._parquet_shared`). A pass's first run
+is read alone, the window's other reads after it: the first rows wait on
+one row group, not on a window of them sharing the links and the cores.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from ..._core.window import window
 from ..cache import DiskCache
 from ..hedge import Hedger
 from ._parquet import TAIL, Footer, RangeFile, footer_of_tail, pyarrow_parquet
+from ._parquet_shared import SharedGroups
 from ._spans import Run, ShardsDone, _pinned_read
 
 __all__ = ["FooterCache", "Kept", "check_filters", "kept_groups", "read_footer",
@@ -340,7 +345,7 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
                         kept_of: Callable[[int], Awaitable[Kept]],
                         runs: Iterable[Run | ShardsDone], *, columns: Sequence[str] | None,
                         limit: int, max_bytes: int, hedger: Hedger | None = None,
-                        cache: DiskCache | None = None
+                        cache: DiskCache | None = None, shared: SharedGroups | None = None
                         ) -> AsyncGenerator[tuple[Run, Any], None]:
     """Read ``runs`` of rows in order, a window of them in flight.
 
@@ -356,6 +361,8 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
             group past it is read a column at a time.
         hedger: hedges slow ranged reads (None: never).
         cache: a disk cache of the fetched chunks (None: none).
+        shared: decoded row groups shared with the node's other readers
+            (None: read alone).
 
     Yields:
         Each run with a pyarrow Table of its rows, in the run's order.
@@ -377,24 +384,39 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
             done.move_to_end(key)
             return done[key]
         if key not in flying:
-            flying[key] = asyncio.ensure_future(read_group(
-                store, shards[k], kept.footer, g, columns, budget=max_bytes, hedger=hedger,
-                cache=cache, decoding=decoding))
+            info = shards[k]
+
+            def read() -> Awaitable[Any]:
+                return read_group(store, info, kept.footer, g, columns, budget=max_bytes,
+                                  hedger=hedger, cache=cache, decoding=decoding)
+
+            flying[key] = asyncio.ensure_future(read() if shared is None else shared.get(
+                f"{info.url}\n{info.generation}\n{info.size}\n{g}\n{columns!r}", read))
         try:
             table = await asyncio.shield(flying[key])
         finally:
             if key in flying and flying[key].done():
                 del flying[key]
+        if table.num_rows != kept.footer.rows[g]:
+            raise ShardFormatError(f"read {shards[k].url}: row group {g} holds {table.num_rows} "
+                                   f"rows, its footer says {kept.footer.rows[g]}")
         done[key] = table
         while len(done) > _KEEP:
             done.popitem(last=False)
         return table
 
+    # The first run's row groups are fetched alone: the first row waits on
+    # them, not on a window of reads sharing the links and the cores.
+    opened = asyncio.Event()
+
     async def job(item: tuple[Run, Kept]) -> Any:
         run, kept = item
         wanted = [kept.where(row) for row in run.samples]
         order = sorted({j for j, _ in wanted})
-        tables = [await group(run.shard, kept, kept.groups[j]) for j in order]
+        try:
+            tables = [await group(run.shard, kept, kept.groups[j]) for j in order]
+        finally:
+            opened.set()
         base = {j: 0 for j in order}
         at = 0
         for j, t in zip(order, tables, strict=True):
@@ -427,6 +449,7 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
                 if all(r.shard != run.shard for r in ahead):
                     del loading[run.shard]  # asked for again if a later run reads it
                 yield run, kept
+                await opened.wait()
         finally:
             for task in loading.values():
                 task.cancel()

@@ -1,0 +1,173 @@
+"""Row groups decoded once for the processes of a node that read them together.
+
+DataLoader workers take the global batches in turn, so a row group of more
+rows than a batch holds rows of several workers' batches, which want it at
+about the same time: read by each, it is fetched and decoded once a worker.
+Shared, the first worker to ask for it takes its lock (a file lock, let go
+if the process dies), reads it as ever (fetched, lengths and page CRCs
+checked, decoded) and writes the decoded table into the directory as an
+Arrow IPC file, its crc32c after it, renamed into place whole; the others
+wait for the lock and read the file (its crc32c checked: a damaged one is
+removed and the row group read again).
+
+The directory (on ``/dev/shm`` where there is one) holds the latest
+``keep`` row groups within ``max_bytes``, the oldest removed as new ones
+come: a worker that comes to a row group after it went reads it again.
+Where a write fails (a full ``/dev/shm``), the row group is used unshared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from ..._core.crc import crc32c
+
+__all__ = ["SharedGroups", "shared_base"]
+
+# A waiter's first look at a lock held by another process, and its longest wait between.
+_FIRST_WAIT_S = 0.001
+_LONGEST_WAIT_S = 0.016
+_SUFFIX = ".arrow"
+
+
+def shared_base() -> str:
+    """Where shared row groups go: ``/dev/shm`` (memory) where there is one."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+
+
+class SharedGroups:
+    """Decoded row groups shared through a directory (see the module).
+
+    Args:
+        directory: the directory (created on first use).
+        keep: most row groups it holds.
+        max_bytes: most bytes it holds (the newest row group always stays).
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, keep: int, max_bytes: int) -> None:
+        self.directory = Path(directory)
+        self.keep, self.max_bytes = max(1, keep), max_bytes
+        self.made = self.taken = 0  # row groups this process read, and took from others
+
+    def _path(self, key: str) -> Path:
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return self.directory / f"{digest}{_SUFFIX}"
+
+    async def get(self, key: str, make: Callable[[], Awaitable[Any]]) -> Any:
+        """The table ``key`` names: another process's, else ``make()``'s (then shared).
+
+        Args:
+            key: what identifies the row group (file, version, row group, columns).
+            make: reads it.
+
+        Returns:
+            A pyarrow Table.
+
+        Raises:
+            Exception: what ``make`` raises.
+        """
+        path = self._path(key)
+        found = await asyncio.to_thread(_load, path)
+        if found is not None:
+            self.taken += 1
+            return found
+        lock = await asyncio.to_thread(self._lock, path)
+        try:
+            if lock is not None:
+                await self._hold(lock)
+                found = await asyncio.to_thread(_load, path)
+                if found is not None:
+                    self.taken += 1
+                    return found
+            table = await make()
+            self.made += 1
+            if lock is not None:
+                await asyncio.to_thread(self._store, path, table)
+            return table
+        finally:
+            if lock is not None:
+                os.close(lock)  # lets the lock go
+
+    def _lock(self, path: Path) -> int | None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            return os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return None  # nowhere to share: read alone
+
+    @staticmethod
+    async def _hold(fd: int) -> None:
+        # Polled, not a blocking flock in a thread: a thread pool full of
+        # waiters would leave the holder no thread to decode with.
+        wait = _FIRST_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+            await asyncio.sleep(wait)
+            wait = min(_LONGEST_WAIT_S, wait * 2)
+
+    def _store(self, path: Path, table: Any) -> None:
+        import pyarrow as pa
+
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        data = memoryview(sink.getvalue())
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+                out.write(crc32c(data).to_bytes(4, "little"))
+            os.replace(tmp, path)
+        except OSError:
+            Path(tmp).unlink(missing_ok=True)
+            return  # a full /dev/shm: this row group goes unshared
+        self._evict(path)
+
+    def _evict(self, newest: Path) -> None:
+        entries = []
+        for entry in os.scandir(self.directory):
+            if entry.name.endswith(_SUFFIX) and entry.path != str(newest):
+                with contextlib.suppress(OSError):
+                    stat = entry.stat()
+                    entries.append((stat.st_mtime_ns, stat.st_size, Path(entry.path)))
+        entries.sort(reverse=True)  # newest first
+        held = newest.stat().st_size if newest.exists() else 0
+        for k, (_, size, path) in enumerate(entries):
+            held += size
+            if k + 1 >= self.keep or held > self.max_bytes:
+                path.unlink(missing_ok=True)
+                path.with_suffix(".lock").unlink(missing_ok=True)
+
+
+def _load(path: Path) -> Any:
+    """The table in ``path``, or None (none there, or damaged: then removed)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    import pyarrow as pa
+
+    body = memoryview(data)[:-4]
+    if len(data) < 4 or crc32c(body).to_bytes(4, "little") != data[-4:]:
+        path.unlink(missing_ok=True)
+        return None
+    try:
+        return pa.ipc.open_file(pa.py_buffer(body)).read_all()
+    except (OSError, ValueError):
+        path.unlink(missing_ok=True)
+        return None
