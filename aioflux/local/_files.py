@@ -19,6 +19,7 @@ import io
 import os
 import stat as stat_mod
 import struct
+from collections.abc import Callable
 
 from .._core.columns import rfc3339
 from .._core.crc import crc32c, encode_crc32c
@@ -35,6 +36,7 @@ from .._core.errors import (
 )
 from .._core.store import Fetched
 from .._core.types import NO_METADATA, ObjectInfo
+from ._inline import INLINE_MAX, WouldWait, pread_nowait
 from ._paths import path_of
 
 __all__ = [
@@ -161,19 +163,22 @@ def not_a_file(op: str, bucket: str, name: str) -> NotFound:
                     operation=op, bucket=bucket, name=name)
 
 
-def open_file(op: str, bucket: str, name: str) -> tuple[int, os.stat_result]:
+def open_file(op: str, bucket: str, name: str, *, path: str | None = None,
+              restore: bool = True) -> tuple[int, os.stat_result]:
     """Open a regular file for reading: ``(fd, its stat)``.
 
     Opened non-blocking: opening a named pipe for reading otherwise waits
     for a writer, forever, holding a worker thread that cannot be
-    cancelled. Blocking reads are restored once it is known to be a file.
+    cancelled. Blocking reads are restored once it is known to be a file
+    (``restore``; a local filesystem's regular file ignores the flag).
     """
-    fd = os.open(path_of(bucket, name, op=op), os.O_RDONLY | os.O_NONBLOCK | CLOEXEC)
+    fd = os.open(path or path_of(bucket, name, op=op), os.O_RDONLY | os.O_NONBLOCK | CLOEXEC)
     try:
         st = os.fstat(fd)
         if not stat_mod.S_ISREG(st.st_mode):
             raise not_a_file(op, bucket, name)
-        os.set_blocking(fd, True)
+        if restore:
+            os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
@@ -208,6 +213,30 @@ def file_info(bucket: str, name: str) -> ObjectInfo:
 # -- reads --------------------------------------------------------------------
 
 
+def _pread_here(fd: int, st: os.stat_result, here: tuple[str, str, int], start: int,
+                end: int | None) -> Callable[[int, list[memoryview], int], int]:
+    """The read call of a read done in the calling thread, or
+    :class:`WouldWait` (the descriptor closed) where it could wait."""
+    _, kind, device = here
+    stop = st.st_size if end is None else min(end, st.st_size)
+    if st.st_dev != device or stop - start > INLINE_MAX:
+        os.close(fd)  # a mount on the file itself, or a long read
+        raise WouldWait
+    return os.preadv if kind == "memory" else _nowait
+
+
+def _nowait(fd: int, views: list[memoryview], at: int) -> int:
+    return pread_nowait(fd, views[0], at)
+
+
+def _bytes_nowait(fd: int, count: int, at: int) -> bytes:
+    buf = bytearray(count)
+    with memoryview(buf) as view:
+        got = pread_nowait(fd, view, at)
+    del buf[got:]
+    return bytes(buf)
+
+
 def _check_generation(where: str, bucket: str, name: str, st: os.stat_result,
                       generation: int | None) -> None:
     """A read of ``generation`` finds the file at it, or ``NotFound``."""
@@ -217,11 +246,17 @@ def _check_generation(where: str, bucket: str, name: str, st: os.stat_result,
 
 
 def read_ranges(bucket: str, name: str, ranges: list[tuple[int, int]],
-                generation: int | None) -> list[bytes]:
+                generation: int | None, here: tuple[str, str, int] | None = None) -> list[bytes]:
     """Ranges ``[start, end)`` of one file, each whole, through one descriptor
-    (see ``LocalStore.read_ranges``)."""
+    (see ``LocalStore.read_ranges``; ``here`` as for :func:`read_file`)."""
     where = describe("read", bucket, name, "file")
-    fd, st = open_file("read", bucket, name)
+    if here is None:
+        fd, st = open_file("read", bucket, name)
+        pread = os.pread
+    else:
+        fd, st = open_file("read", bucket, name, path=here[0], restore=False)
+        reader = _pread_here(fd, st, here, 0, sum(end - start for start, end in ranges))
+        pread = os.pread if reader is os.preadv else _bytes_nowait
     try:
         _check_generation(where, bucket, name, st, generation)
         out = []
@@ -230,9 +265,9 @@ def read_ranges(bucket: str, name: str, ranges: list[tuple[int, int]],
                 raise InvalidRequest(f"{where} failed: range {start}-{end} is outside the file "
                                      f"({st.st_size} bytes)", operation="read", bucket=bucket,
                                      name=name, status=416)
-            data = os.pread(fd, end - start, start)
+            data = pread(fd, end - start, start)
             while len(data) < end - start:  # a short read: go on where it stopped
-                more = os.pread(fd, end - start - len(data), start + len(data))
+                more = pread(fd, end - start - len(data), start + len(data))
                 if not more:
                     raise ChecksumMismatch(f"{where} failed: the file ended at "
                                            f"{start + len(data)} of {end} bytes (truncated "
@@ -248,12 +283,22 @@ def read_ranges(bucket: str, name: str, ranges: list[tuple[int, int]],
 
 def read_file(bucket: str, name: str, start: int, end: int | None, into: memoryview | None,
               generation: int | None, size: int | None, crc: int | None, verify: bool,
-              want_crc: bool) -> Fetched:
-    """Read ``[start, end)`` of a file, checked (see ``LocalStore.fetch``)."""
+              want_crc: bool, here: tuple[str, str, int] | None = None) -> Fetched:
+    """Read ``[start, end)`` of a file, checked (see ``LocalStore.fetch``).
+
+    ``here``: ``(path, kind, device)`` of a read done in the calling thread
+    (see :mod:`._inline`), which raises :class:`WouldWait` before it waits.
+    """
     where = describe("read", bucket, name, "file")
     # One descriptor for the whole read: a concurrent rename replaces the
     # name, not the content this read sees.
-    fd, st = open_file("read", bucket, name)
+    pread: Callable[[int, list[memoryview], int], int]
+    if here is None:
+        fd, st = open_file("read", bucket, name)
+        pread = os.preadv
+    else:
+        fd, st = open_file("read", bucket, name, path=here[0], restore=False)
+        pread = _pread_here(fd, st, here, start, end)
     try:
         _check_generation(where, bucket, name, st, generation)
         if size is not None and size != st.st_size:
@@ -287,7 +332,7 @@ def read_file(bucket: str, name: str, start: int, end: int | None, into: memoryv
             raise out_of_memory("read", bucket, name, "file", count) from exc
         done = 0
         while done < count:
-            got = os.preadv(fd, [view[done:done + READ_BLOCK]], start + done)
+            got = pread(fd, [view[done:done + READ_BLOCK]], start + done)
             if got == 0:
                 raise ChecksumMismatch(f"{where} failed: the file ended at {start + done} "
                                        f"of {stop} bytes (truncated while reading)",

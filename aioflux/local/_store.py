@@ -74,10 +74,11 @@ from .._core.window import gather_bounded
 from .._engines.store_stream import StreamingStore
 from . import _files, _listing, _writes
 from ._files import TEMP_MARK
-from ._paths import check_name, check_prefix
+from ._inline import Placement, WouldWait
+from ._paths import check_name, check_prefix, path_of
 from ._upload import LocalUpload
 
-__all__ = ["FEATURES", "MAX_THREADS", "LocalStore"]
+__all__ = ["FEATURES", "MAX_THREADS", "LocalStore", "read_small", "reads_here"]
 
 T = TypeVar("T")
 
@@ -130,6 +131,10 @@ class LocalStore(StreamingStore):
         self._threads: tuple[int, ThreadPoolExecutor] | None = None
         self._stats = RequestStats()
         self._stats_wait = False  # the last page's stats waited (see _WAITING_STAT)
+        self._placement = Placement()
+        #: Reads tried in the calling thread that went to a thread (their
+        #: bytes not in the page cache, or long).
+        self.waits = 0
 
     def __repr__(self) -> str:
         return "LocalStore()"
@@ -178,11 +183,7 @@ class LocalStore(StreamingStore):
                     future.exception()  # seen: no "exception never retrieved" log
                 raise
             except Exception as exc:
-                failure = exc if isinstance(exc, StorageError) or not isinstance(
-                    exc, OSError) else _files.mapped(exc, op, bucket, name)
-                stats.failures += 1
-                stats.observe(Attempt(op, "", time.perf_counter() - started,
-                                      type(failure).__name__))
+                failure = self._failed(exc, op, bucket, name, started)
                 if failure is exc:
                     raise
                 raise failure from exc
@@ -190,6 +191,50 @@ class LocalStore(StreamingStore):
                 result.count if isinstance(result, Fetched) else 0
             stats.observe(Attempt(op, "", time.perf_counter() - started, "", count))
             return result
+
+    def _failed(self, exc: Exception, op: str, bucket: str, name: str,
+                started: float) -> Exception:
+        """The error ``exc`` stands for (an ``OSError`` mapped), counted."""
+        failure = exc if isinstance(exc, StorageError) or not isinstance(
+            exc, OSError) else _files.mapped(exc, op, bucket, name)
+        self.stats.failures += 1
+        self.stats.observe(Attempt(op, "", time.perf_counter() - started,
+                                   type(failure).__name__))
+        return failure
+
+    def _here(self, bucket: str, name: str, work: Callable[[tuple[str, str, int]], T],
+              received: Callable[[T], int]) -> T | None:
+        """``work(here)`` done in the calling thread (see ``_inline.py``),
+        checked as in a thread, or None where it could wait: then it is to
+        be done in a thread."""
+        path = path_of(bucket, name, op="read")
+        kind, device = self._placement.of(path)
+        if kind == "thread":
+            return None
+        stats = self.stats
+        started = time.perf_counter()
+        try:
+            result = work((path, kind, device))
+        except WouldWait:
+            self.waits += 1
+            return None
+        except Exception as exc:
+            stats.requests += 1
+            failure = self._failed(exc, "read", bucket, name, started)
+            if failure is exc:
+                raise
+            raise failure from exc
+        stats.requests += 1
+        stats.observe(Attempt("read", "", time.perf_counter() - started, "", received(result)))
+        return result
+
+    def _read_here(self, bucket: str, name: str, start: int, end: int | None,
+                   into: memoryview | None, generation: int | None, size: int | None,
+                   crc: int | None, want_crc: bool) -> Fetched | None:
+        verify = self.config.verify_crc32c
+        return self._here(bucket, name, lambda here: _files.read_file(
+            bucket, name, start, end, into, generation, size, crc, verify, want_crc, here),
+            _counted)
 
     def _executor(self) -> ThreadPoolExecutor:
         """This process's worker threads (a forked child makes its own: the
@@ -315,7 +360,10 @@ class LocalStore(StreamingStore):
     async def _fetch(self, bucket: str, name: str, start: int, end: int | None,
                      into: memoryview | None, generation: int | None, size: int | None,
                      crc: int | None, want_crc: bool) -> Fetched:
-        check_name("read", bucket, name)  # fetch is public: its names are checked too
+        # fetch is public: its names are checked too (path_of)
+        here = self._read_here(bucket, name, start, end, into, generation, size, crc, want_crc)
+        if here is not None:
+            return here
         verify = self.config.verify_crc32c
         return await self._run("read", bucket, name, lambda: _files.read_file(
             bucket, name, start, end, into, generation, size, crc, verify, want_crc))
@@ -333,10 +381,13 @@ class LocalStore(StreamingStore):
         Returns:
             Each range's bytes, in order; raises as ``fetch`` does.
         """
-        check_name("read", bucket, name)
         spans = [(int(start), int(end)) for start, end in ranges]
+        got = self._here(bucket, name, lambda here: _files.read_ranges(
+            bucket, name, spans, generation, here), _total)
+        if got is not None:
+            return got
         return await self._run("read", bucket, name, lambda: _files.read_ranges(
-            bucket, name, spans, generation), lambda got: sum(map(len, got)))
+            bucket, name, spans, generation), _total)
 
     # -- writes ---------------------------------------------------------------
 
@@ -398,6 +449,37 @@ class LocalStore(StreamingStore):
                                   "its temporary files")
         path = _files.path_of(bucket, f"{directory}/{upload_id}" if directory else upload_id)
         await self._run("abort upload", bucket, name, lambda: _writes.unlink_quietly(path))
+
+
+def reads_here(store: LocalStore, bucket: str, name: str) -> bool:
+    """Whether :func:`read_small` reads this file (its filesystem is memory or
+    a local disk's), rather than always answering None (NFS, FUSE...).
+
+    Raises:
+        InvalidURL: not a name of the store.
+    """
+    return store._placement.of(path_of(bucket, name, op="read"))[0] != "thread"
+
+
+def read_small(store: LocalStore, bucket: str, name: str) -> bytes | None:
+    """A whole file read in the calling thread, as ``store.read`` reads it
+    (its length, modification and the crc32c aioflux recorded checked), or
+    None where the read could wait: a network filesystem, bytes not in the
+    page cache, a file over ``_inline.INLINE_MAX`` bytes. Then ``read`` it.
+
+    Raises:
+        StorageError: as ``read`` raises.
+    """
+    fetched = store._read_here(bucket, name, 0, None, None, None, None, None, False)
+    return None if fetched is None else fetched.data
+
+
+def _counted(fetched: Fetched) -> int:
+    return fetched.count
+
+
+def _total(pieces: list[bytes]) -> int:
+    return sum(map(len, pieces))
 
 
 def _url(bucket: str, name: str) -> str:

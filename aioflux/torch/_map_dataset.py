@@ -27,6 +27,8 @@ from .._core.validate import Credentials, as_int, check_int
 from .._engines.download import Data, DownloadOptions, DownloadStats
 from .._engines.hedge import HedgeAfter
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY
+from ..local import LocalStore
+from ..local._store import read_small, reads_here
 from ._rank_listing import Listing, agreed, check_listing, objects_summary, objects_target
 from ._source import (
     Sample,
@@ -336,6 +338,9 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
             Exception: what ``transform`` raised, with a note naming the object.
         """
         index = _position(index)
+        here = self._read_here([index])
+        if here is not None:
+            return self._apply(here[0], index)
         obj = self.objects[index]
         return self._apply(get_portal().call(self._source.downloader.download(obj)), index)
 
@@ -378,6 +383,10 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         if self._prefetch_pid != os.getpid():
             self._prefetched, self._prefetch_pid = [], os.getpid()  # a forked copy
         queue = self._prefetched
+        here = None if queue else self._read_here(wanted)
+        if here is not None:
+            self.stats.record(time.perf_counter() - started, len(here))
+            return [self._apply(d, i) for d, i in zip(here, wanted, strict=True)]
         current = queue.pop(0).future if queue and queue[0].indices == wanted else None
         if current is None:
             current = self._submit(portal, wanted)
@@ -398,6 +407,38 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         datas = current.result()
         self.stats.record(time.perf_counter() - started, len(datas))
         return [self._apply(d, i) for d, i in zip(datas, wanted, strict=True)]
+
+    def _read_here(self, wanted: list[int]) -> list[Data] | None:
+        """The objects at ``wanted`` read in this thread, where their store
+        reads small files whose bytes are in memory so (``LocalStore``: no
+        hand-off to a thread and back a file, nothing to read ahead); those
+        it cannot are downloaded together. None: not such a store, or a
+        filesystem (NFS) whose reads it leaves to threads."""
+        store = self._source.downloader.client
+        objects = self._objects
+        if not wanted or not isinstance(store, LocalStore) or not reads_here(
+                store, objects[wanted[0]].bucket, objects[wanted[0]].name):
+            return None  # threads, and batches read ahead, overlap a server's waits
+        datas: list[Data] = []
+        missed: list[int] = []
+        nbytes = 0
+        for position, i in enumerate(wanted):
+            obj = objects[i]
+            data = read_small(store, obj.bucket, obj.name)
+            if data is None:
+                missed.append(position)
+            else:
+                nbytes += len(data)
+            datas.append(data or b"")
+        downloads = self._source.downloader.stats
+        downloads.direct += len(wanted) - len(missed)
+        downloads.bytes += nbytes
+        if missed:
+            got = get_portal().call(self._source.downloader.download_many(
+                [objects[wanted[p]] for p in missed]))
+            for position, fetched in zip(missed, got, strict=True):
+                datas[position] = fetched
+        return datas
 
     def _readahead(self, wanted: list[int]) -> list[list[int]]:
         """Predict the next batches of a strided scan of contiguous runs.
@@ -516,6 +557,8 @@ def _position(index: object) -> int:
     integers, a 0-d tensor from a sampler); anything else (``ds["a"]``) is
     named, not a ``TypeError`` from comparing it deep inside. Out of range
     stays an IndexError, as in a list (iteration by index stops on it)."""
+    if type(index) is int:  # most are: as_int's protocol check is ~2 us
+        return index
     return as_int("MapDataset[]", "index", index, minimum=None)
 
 

@@ -1,0 +1,172 @@
+"""Small reads of files whose bytes are in memory, done in the calling thread
+(``local/_inline.py``): no hand-off to a thread, the same checks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aioflux import ChecksumMismatch, NotFound
+from aioflux.local import LocalStore, _files, _inline
+from aioflux.local._inline import Placement, WouldWait, filesystems
+from aioflux.local._store import read_small
+
+MOUNTINFO = """\
+22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw
+25 22 0:23 / /dev/shm rw,nosuid,nodev shared:3 - tmpfs tmpfs rw,size=24684084k
+30 22 0:45 / /mnt/data rw,relatime shared:9 - nfs4 server:/export rw,vers=4.2
+"""
+
+
+def _where(path: Path) -> tuple[str, str]:
+    bucket, _, name = str(path).lstrip("/").partition("/")
+    return bucket, name
+
+
+def _store(tmp_path: Path, fstype: str) -> LocalStore:
+    """A store that takes ``tmp_path``'s filesystem for ``fstype``, and counts
+    its reads handed to a thread in ``store.handed``."""
+    store = LocalStore()
+    store._placement = Placement({os.stat(tmp_path).st_dev: fstype})
+    handed: list[str] = []
+    run = store._run
+
+    async def counted(op: str, bucket: str, name: str, work: Callable[[], Any],
+                      received: Callable[[Any], int] | None = None) -> Any:
+        handed.append(name)
+        return await run(op, bucket, name, work, received)
+
+    store._run = counted  # type: ignore[method-assign]
+    store.handed = handed  # type: ignore[attr-defined]
+    return store
+
+
+def test_mountinfo_gives_each_device_its_filesystem() -> None:
+    kinds = filesystems(MOUNTINFO + "garbage line\n")
+    assert kinds == {os.makedev(259, 2): "ext4", os.makedev(0, 23): "tmpfs",
+                     os.makedev(0, 45): "nfs4"}
+    folders = Placement(kinds)
+    assert Placement({}).of("/nowhere/at/all/f")[0] == "thread"
+    assert folders.of("/nowhere/at/all/f") == ("thread", -1)
+
+
+def test_small_reads_on_a_memory_filesystem_take_no_thread(tmp_path: Path) -> None:
+    data = os.urandom(5000)
+    (tmp_path / "f.bin").write_bytes(data)
+    bucket, name = _where(tmp_path / "f.bin")
+    store = _store(tmp_path, "tmpfs")
+
+    async def run() -> None:
+        assert await store.read(bucket, name) == data
+        assert await store.read(bucket, name, start=10, end=20) == data[10:20]
+        got = await store.fetch(bucket, name, size=len(data), want_crc=True)
+        assert got.data == data and got.crc is not None
+        assert await store.read_ranges(bucket, name, [(0, 3), (4000, 5000)]) == \
+            [data[:3], data[4000:]]
+        with pytest.raises(ChecksumMismatch, match="expected 4999"):
+            await store.fetch(bucket, name, size=4999)
+        with pytest.raises(NotFound, match=name):
+            await store.read(bucket, name + ".gone")
+
+    asyncio.run(run())
+    assert read_small(store, bucket, name) == data
+    assert store.handed == []  # type: ignore[attr-defined]
+    assert store._threads is None  # no thread was ever started
+    assert store.stats.requests == 7 and store.stats.failures == 2
+    assert store.stats.bytes_received == 3 * len(data) + 10 + 3 + 1000
+
+
+def test_a_read_that_would_wait_goes_to_a_thread(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    data = os.urandom(3000)
+    (tmp_path / "f.bin").write_bytes(data)
+    bucket, name = _where(tmp_path / "f.bin")
+    store = _store(tmp_path, "ext4")
+
+    def not_cached(fd: int, view: memoryview, at: int) -> int:
+        raise WouldWait
+
+    monkeypatch.setattr(_files, "pread_nowait", not_cached)
+    assert read_small(store, bucket, name) is None
+    assert asyncio.run(store.read(bucket, name)) == data
+    assert asyncio.run(store.read_ranges(bucket, name, [(1, 2)])) == [data[1:2]]
+    assert store.handed == [name, name]  # type: ignore[attr-defined]
+    assert store.waits == 3
+    monkeypatch.undo()
+    monkeypatch.setattr(_files, "INLINE_MAX", 100)  # a long read: a thread's too
+    store = _store(tmp_path, "tmpfs")
+    assert asyncio.run(store.read(bucket, name, end=100)) == data[:100]
+    assert asyncio.run(store.read(bucket, name)) == data
+    assert store.handed == [name]  # type: ignore[attr-defined]
+    nfs = _store(tmp_path, "nfs4")
+    assert read_small(nfs, bucket, name) is None and nfs.waits == 0
+
+
+def test_a_file_changed_in_place_fails_as_in_a_thread(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "f.bin"
+    bucket, name = _where(path)
+    asyncio.run(LocalStore().write(bucket, name, b"a" * 4096))  # its crc32c recorded
+    st = os.stat(path)
+    with open(path, "r+b") as fh:  # rewritten in place, its time put back
+        fh.write(b"b")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    store = _store(tmp_path, "tmpfs")
+    with pytest.raises(ChecksumMismatch, match="recorded") as caught:
+        read_small(store, bucket, name)
+    assert caught.value.name == name and caught.value.bucket == bucket
+    preadv = os.preadv
+
+    def growing(fd: int, views: list[memoryview], at: int, *flags: int) -> int:
+        got = preadv(fd, views, at, *flags)
+        with open(path, "ab") as fh:  # appended to while it is read
+            fh.write(b"c")
+        return got
+
+    monkeypatch.setattr(os, "preadv", growing)
+    with pytest.raises(ChecksumMismatch, match="modified while it was read"):
+        read_small(store, bucket, name)
+    assert store.handed == []  # type: ignore[attr-defined]
+    assert store.stats.failures == 2
+
+
+def test_nowait_reads_of_cached_bytes_take_no_thread(tmp_path: Path) -> None:
+    data = os.urandom(20000)
+    (tmp_path / "f.bin").write_bytes(data)
+    bucket, name = _where(tmp_path / "f.bin")
+    store = _store(tmp_path, "ext4")
+    try:
+        with open(tmp_path / "f.bin", "rb") as fh:
+            _inline.pread_nowait(fh.fileno(), memoryview(bytearray(1)), 0)
+    except WouldWait:
+        # tmp_path's filesystem has no RWF_NOWAIT: every read goes to a thread
+        assert read_small(store, bucket, name) is None and store.waits == 1
+        return
+    assert read_small(store, bucket, name) == data  # just written: in the page cache
+    assert store.waits == 0 and store.handed == []  # type: ignore[attr-defined]
+
+
+def test_map_dataset_reads_a_batch_in_the_calling_thread(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from aioflux.torch import MapDataset
+
+    datas = [os.urandom(100 + i) for i in range(6)]
+    for i, data in enumerate(datas):
+        (tmp_path / f"{i}.bin").write_bytes(data)
+    dataset = MapDataset.from_prefix(f"file://{tmp_path}/")
+    store = _store(tmp_path, "tmpfs")
+    dataset._source.downloader.client = store
+    assert dataset.__getitems__([4, 0, 2]) == [datas[4], datas[0], datas[2]]
+    assert dataset[5] == datas[5]
+    assert store.handed == []  # type: ignore[attr-defined]
+    assert dataset.download_stats.direct == 4
+    monkeypatch.setattr(_files, "INLINE_MAX", 103)  # 4.bin and 5.bin are longer
+    assert dataset.__getitems__([5, 1, 4]) == [datas[5], datas[1], datas[4]]
+    assert sorted(store.handed) == sorted(dataset.objects[i].name  # type: ignore[attr-defined]
+                                          for i in (4, 5))
+    assert dataset.download_stats.direct == 7
