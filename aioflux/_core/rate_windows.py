@@ -228,10 +228,16 @@ def _close(state: RateState, now: float, span: float, calibrating: bool, doublin
     if state.judging in (PROBING, PROBE_HELD):
         # Throttled beyond the noise, the probe found the cap; the window
         # after checks what it found (no cut before that).
-        if busy and refused >= CUT_LEAST and refused > (FOUND_SHARE + share) * (ok + refused):
+        # A window that asked for less (a loaded machine sends in clumps,
+        # short of the rate) and was throttled as for a cut crossed the cap
+        # too: what it was served measures the cap, which the average of
+        # late, lagging the probe, does not.
+        found = FOUND_SHARE if busy else THROTTLE_SHARE
+        if refused >= CUT_LEAST and refused > (found + share) * (ok + refused):
             if not first:
                 state.peak = state.rate  # where a useless cut after it goes back to
-            _found(state, now, min(ok / span, state.rate), share, doubling, ceiling)
+            served = ok / span if busy or ok >= CALIBRATE_LEAST else max(ok / span, state.served)
+            _found(state, now, min(served, state.rate), share, doubling, ceiling)
             return False
         else:
             _grow_or_hold(state, now, busy, served, asked, doubling, ceiling)

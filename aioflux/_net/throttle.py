@@ -163,14 +163,14 @@ class Window:
         most: the limit at which the window opens (``max_concurrency``).
     """
 
-    __slots__ = ("gate", "halved", "inflight", "limit", "loop", "most", "waiters")
+    __slots__ = ("gate", "halved", "inflight", "leveled", "limit", "loop", "most", "waiters")
 
     def __init__(self, gate: Gate, limit: float, most: int) -> None:
         self.gate = gate
         self.limit = float(limit)
         self.most = most
         self.inflight = 0
-        self.halved = False
+        self.halved = self.leveled = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
@@ -306,6 +306,17 @@ class Gate:
             state.starting_at = now
             return max(1.0, FIRST_WINDOW / state.starting)
 
+    def _first_share(self) -> float:
+        """At a process's first success, the first wave's share of each of
+        the processes that began with it (:data:`FIRST_WINDOW` / their
+        number): those that began first would otherwise keep the larger
+        window, grow it faster and take most of a burst (a short job's
+        first process finished in half the last one's time)."""
+        with self.shared.locked() as state:
+            if time.monotonic() - state.starting_at > _STARTING:
+                return float("inf")  # began alone
+            return max(1.0, FIRST_WINDOW / max(1.0, state.starting))
+
     @property
     def fixed(self) -> bool:
         """A configured rate paces: every attempt takes a token, also once
@@ -403,6 +414,9 @@ class Gate:
                     calm(state)
         window = self.window
         if window is not None:
+            if not window.leveled:
+                window.leveled = True
+                window.limit = min(window.limit, self._first_share())
             window.grow()
             if window.limit >= window.most or shared.opened:
                 self.open()  # (another process of the node opened the key)

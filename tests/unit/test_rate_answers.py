@@ -213,6 +213,24 @@ def test_a_probe_held_low_by_a_low_measure_reaches_the_cap() -> None:
     assert ok >= 0.9 * 100 * 10 and refused <= 0.05 * (ok + refused), (ok, refused)
 
 
+def test_a_probe_past_the_cap_that_could_not_send_its_rate_finds_the_cap() -> None:
+    # 4 processes on a loaded machine (load ~10 on 2 cores) probing at
+    # 460/s against 200/s: their answers came in clumps, short of the rate,
+    # and the window that crossed the cap (20 served, 4 refused in 82 ms)
+    # was not "busy". It was cut as a steady window is, to 0.7 of the
+    # average of late (111/s, lagging the probe): 78/s, 0.3-0.4 of the cap
+    # from 2 to 3 s after the first throttle, and a job of 8 s at 0.62.
+    state = RateState()
+    start(state, 0.0, 16.0, thin=True)
+    assert state.judging == PROBING
+    state.rate = state.window_rate = 460.0
+    state.served, state.window_at = 111.0, 1.0
+    state.refilled_at = 1.0
+    end = _answers(state, 1.0, 0.082, ok=20, refused=4)
+    assert state.judging == rate.CHECKING, state  # a find, checked by the next window
+    assert state.rate >= RECOVER_TO * 20 / (end - 1.0) * 0.95, state
+
+
 def test_a_rate_a_little_over_a_cap_is_cut() -> None:
     # 3% over the cap: no window holds a tenth of throttles, and the rate
     # sat there for a whole run. The share of late does.
