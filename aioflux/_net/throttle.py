@@ -24,7 +24,9 @@ comes back, all of it refused), halved at the first throttle. Processes
 whose slow starts begin together share the first wave (the k-th starts
 at :data:`FIRST_WINDOW` / k, at least one): N processes meeting a cap
 send about 8 (1 + ln N) of them, not N x ``max_concurrency``, and few
-are in flight when the throttles that switch pacing on come back. Once
+are in flight when the throttles that switch pacing on come back. At its
+first success each keeps at most :data:`FIRST_WINDOW` / N (the first
+would otherwise take most of a burst, and finish a short job first). Once
 the window reaches ``max_concurrency`` it is gone (an attribute read per
 success, nothing per attempt), and the key's slot says so: the node's
 processes that start after it, a DataLoader's workers, begin without it,
