@@ -10,7 +10,11 @@ and each piece is read back right after it is written: the crc32c of the
 caller's bytes and of the file's bytes read back, both taken while the
 piece is in the core's cache, must agree. When the writer closes, the
 file holds every byte written, each checked once: publishing it (its
-size checked, fsync, rename) reads nothing again.
+size checked, fsync, rename) reads nothing again. A large write is cut
+into spans written side by side, one in the caller's thread, the others
+in the file reader's threads: the copy into the page cache and both
+checksums spread over the cores (``torch.save`` writes a tensor in one
+thread), each span's crc32c combined into the file's.
 
 All or nothing as every local write: nothing is visible under the name
 before the rename; a failure, an abort or a close after an error removes
@@ -19,16 +23,19 @@ the temporary file.
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
+import itertools
 import os
 from typing import Any
 
-from .._core.crc import Crc32c, crc32c, encode_crc32c
+from .._core.crc import Crc32c, crc32c, crc32c_combine, encode_crc32c
 from .._core.errors import ChecksumMismatch, InvalidArgument, describe
 from .._core.types import ObjectInfo
 from .._core.urls import format_url
 from . import _writes
 from ._files import mapped
+from ._reader import _spare_threads
 
 __all__ = ["FileWriter"]
 
@@ -38,6 +45,31 @@ _PIECE = 256 * 1024
 # Writes smaller than this are gathered first (a zip's headers and names:
 # one write and read-back for many of them).
 _SMALL = 64 * 1024
+# From this size on, a write is cut into spans written side by side, each
+# in pieces of _SPAN_PIECE, whose crc32c runs without the GIL.
+_SPLIT_FROM = 8 * 1024 * 1024
+_SPAN_PIECE = 1024 * 1024
+
+
+def _write_span(fd: int, view: memoryview, offset: int) -> tuple[int, int, int]:
+    """Write ``view`` at ``offset`` of the file, reading each piece back.
+
+    Returns:
+        The crc32c of ``view``, that of the bytes read back, and their
+        count (short if the file gave back fewer: it stops there).
+    """
+    wrote = read = done = 0
+    back = bytearray(min(_SPAN_PIECE, len(view)))
+    while done < len(view):
+        piece = view[done:done + _SPAN_PIECE]
+        wrote = crc32c(piece, wrote)
+        _writes._pwrite_all(fd, piece, offset + done)
+        got = os.preadv(fd, [memoryview(back)[:len(piece)]], offset + done)
+        read = crc32c(memoryview(back)[:got], read)
+        done += got
+        if got != len(piece):
+            break
+    return wrote, read, done
 
 
 class FileWriter(io.RawIOBase):
@@ -101,9 +133,41 @@ class FileWriter(io.RawIOBase):
                     self._flush_gathered()
                 return size
             self._flush_gathered()
+            spans, pool = _spare_threads() if size >= _SPLIT_FROM else (1, None)
+            if pool is not None:
+                self._write_split(flat, spans, pool)
+                return size
             for start in range(0, size, _PIECE):
                 self._write_piece(flat[start:start + _PIECE])
         return size
+
+    def _write_split(self, flat: memoryview, spans: int,
+                     pool: concurrent.futures.ThreadPoolExecutor) -> None:
+        """Write ``flat`` at the end as ``spans`` spans side by side, each checked."""
+        offset, size = self._crc.length, len(flat)
+        edges = [size * i // spans // 4096 * 4096 for i in range(spans)] + [size]
+        ranges = list(itertools.pairwise(edges))
+        futures = [pool.submit(_write_span, self._fd, flat[lo:hi], offset + lo)
+                   for lo, hi in ranges[1:]]
+        try:
+            results = [_write_span(self._fd, flat[:edges[1]], offset)]
+            results += [future.result() for future in futures]
+        except OSError as exc:
+            self._failed = True
+            raise mapped(exc, "write", self.bucket, self.name) from exc
+        except BaseException:
+            self._failed = True
+            raise
+        finally:
+            # ``flat`` is the caller's: no thread may read it after this returns.
+            concurrent.futures.wait(futures)
+        crc = self._crc.value
+        for (lo, hi), (wrote, read, got) in zip(ranges, results, strict=True):
+            if got != hi - lo or read != wrote:
+                self._failed = True
+                raise self._mismatch(hi - lo, offset + lo, got, read, wrote)
+            crc = crc32c_combine(crc, wrote, hi - lo)
+        self._crc.value, self._crc.length = crc, offset + size
 
     def _flush_gathered(self) -> None:
         if self._gathered:
@@ -126,12 +190,17 @@ class FileWriter(io.RawIOBase):
         read = crc32c(back[:got], before)
         if got != len(piece) or read != wrote:
             self._failed = True
-            raise ChecksumMismatch(
-                f"{describe('write', self.bucket, self.name, 'file')} failed: {len(piece)} "
-                f"bytes written at {offset} read back as {got} with crc32c "
-                f"{encode_crc32c(read)}, written {encode_crc32c(wrote)}; nothing was published",
-                operation="write", bucket=self.bucket, name=self.name)
+            raise self._mismatch(len(piece), offset, got, read, wrote)
         self._crc.value, self._crc.length = wrote, offset + len(piece)
+
+    def _mismatch(self, size: int, offset: int, got: int, read: int,
+                  wrote: int) -> ChecksumMismatch:
+        """The error of ``size`` bytes at ``offset`` read back other than written."""
+        return ChecksumMismatch(
+            f"{describe('write', self.bucket, self.name, 'file')} failed: {size} "
+            f"bytes written at {offset} read back as {got} with crc32c "
+            f"{encode_crc32c(read)}, written {encode_crc32c(wrote)}; nothing was published",
+            operation="write", bucket=self.bucket, name=self.name)
 
     def close(self) -> None:
         """Publish the file (every byte was checked as it was written).

@@ -4,15 +4,18 @@ written, published all or nothing."""
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from aioflux import ChecksumMismatch, InvalidArgument, NotFound
+from aioflux import ChecksumMismatch, InvalidArgument, NotFound, StorageError
 from aioflux._core.crc import crc32c
 from aioflux._core.portal import call
 from aioflux.local import LocalStore, _file_writer
@@ -109,4 +112,68 @@ def test_a_piece_read_back_wrong_fails_the_write(tmp_path: Path,
     state = {"w": torch.randn(MiB)}
     with pytest.raises(ChecksumMismatch, match="read back"):
         Checkpoint().save(state, "file://" + os.fspath(tmp_path / "state.pt"))
+    assert _left(tmp_path) == []
+
+
+def _three_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large writes cut into three spans, whatever this machine's CPUs."""
+    pool = ThreadPoolExecutor(2, thread_name_prefix="test-spans")
+    monkeypatch.setattr(_file_writer, "_spare_threads", lambda: (3, pool))
+
+
+def test_a_large_write_is_written_side_by_side_bit_for_bit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _three_spans(monkeypatch)
+    pwrite, threads = os.pwrite, set()
+
+    def counting(fd: int, data: Any, offset: int) -> int:
+        threads.add(threading.get_ident())
+        return pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", counting)
+    chunks = [os.urandom(100), os.urandom(9 * MiB + 4097), os.urandom(5), os.urandom(8 * MiB)]
+    with FileWriter(*_bucket_name(tmp_path / "f")) as writer:
+        for chunk in chunks:
+            writer.write(chunk)
+        assert writer.tell() == sum(map(len, chunks))
+    whole = b"".join(chunks)
+    assert (tmp_path / "f").read_bytes() == whole
+    assert writer.info is not None and writer.info.crc32c == crc32c(whole)
+    assert len(threads) == 3
+    assert _left(tmp_path) == ["f"]
+
+
+def test_a_span_read_back_wrong_in_another_thread_fails_the_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _three_spans(monkeypatch)
+    preadv, caller = os.preadv, threading.get_ident()
+
+    def flipping(fd: int, buffers: list[memoryview], offset: int) -> int:
+        got = preadv(fd, buffers, offset)
+        if threading.get_ident() != caller and offset > 9 * MiB:
+            buffers[0][3] ^= 0x01
+        return got
+
+    monkeypatch.setattr(_file_writer.os, "preadv", flipping)
+    writer = FileWriter(*_bucket_name(tmp_path / "f"))
+    with pytest.raises(ChecksumMismatch, match="read back"):
+        writer.write(os.urandom(12 * MiB))
+    writer.close()  # after a failed write: removes the file, publishes nothing
+    assert _left(tmp_path) == []
+
+
+def test_a_span_the_disk_refuses_is_a_storage_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _three_spans(monkeypatch)
+    pwrite, caller = os.pwrite, threading.get_ident()
+
+    def full(fd: int, data: Any, offset: int) -> int:
+        if threading.get_ident() != caller:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", full)
+    with pytest.raises(StorageError, match="f") as caught:
+        Checkpoint().save({"w": torch.randn(4 * MiB)}, "file://" + os.fspath(tmp_path / "f"))
+    assert caught.value.name.endswith("f")
     assert _left(tmp_path) == []
