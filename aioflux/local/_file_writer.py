@@ -10,7 +10,9 @@ and each piece is read back right after it is written: the crc32c of the
 caller's bytes and of the file's bytes read back, both taken while the
 piece is in the core's cache, must agree. When the writer closes, the
 file holds every byte written, each checked once: publishing it (its
-size checked, fsync, rename) reads nothing again. A large write is cut
+size checked, fsync, rename) reads nothing again. The pages written are
+handed to the disk as the writer goes (``sync_file_range``), so the
+fsync before publishing waits for the last few only. A large write is cut
 into spans written side by side, one in the caller's thread, the others
 in the file reader's threads: the copy into the page cache and both
 checksums spread over the cores (``torch.save`` writes a tensor in one
@@ -24,6 +26,8 @@ the temporary file.
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
+import ctypes.util
 import io
 import itertools
 import os
@@ -51,6 +55,35 @@ _SPLIT_FROM = 8 * 1024 * 1024
 _SPAN_PIECE = 1024 * 1024
 
 
+# Written bytes are handed to the disk every this many (see _start_writeback).
+_WRITEBACK_EVERY = 8 * 1024 * 1024
+_SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback, do not wait
+
+
+def _sync_file_range() -> Any:
+    try:
+        function = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).sync_file_range
+    except (OSError, AttributeError, TypeError):  # not Linux
+        return None
+    function.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+    function.restype = ctypes.c_int
+    return function
+
+
+_SYNC_RANGE = _sync_file_range()
+
+
+def _start_writeback(fd: int, offset: int, length: int) -> None:
+    """Start writing ``length`` bytes at ``offset`` to the disk, not waiting.
+
+    Only a head start for the fsync before publishing, which reports any
+    error of these writes: a failure here is not one (tmpfs, a FUSE mount
+    that has no such call).
+    """
+    if _SYNC_RANGE is not None:
+        _SYNC_RANGE(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
+
+
 def _write_span(fd: int, view: memoryview, offset: int) -> tuple[int, int, int]:
     """Write ``view`` at ``offset`` of the file, reading each piece back.
 
@@ -58,7 +91,7 @@ def _write_span(fd: int, view: memoryview, offset: int) -> tuple[int, int, int]:
         The crc32c of ``view``, that of the bytes read back, and their
         count (short if the file gave back fewer: it stops there).
     """
-    wrote = read = done = 0
+    wrote = read = done = handed = 0
     back = bytearray(min(_SPAN_PIECE, len(view)))
     while done < len(view):
         piece = view[done:done + _SPAN_PIECE]
@@ -69,6 +102,11 @@ def _write_span(fd: int, view: memoryview, offset: int) -> tuple[int, int, int]:
         done += got
         if got != len(piece):
             break
+        if done - handed >= _WRITEBACK_EVERY:
+            _start_writeback(fd, offset + handed, done - handed)
+            handed = done
+    if done > handed:
+        _start_writeback(fd, offset + handed, done - handed)
     return wrote, read, done
 
 
@@ -192,6 +230,9 @@ class FileWriter(io.RawIOBase):
             self._failed = True
             raise self._mismatch(len(piece), offset, got, read, wrote)
         self._crc.value, self._crc.length = wrote, offset + len(piece)
+        if (offset + len(piece)) // _WRITEBACK_EVERY != offset // _WRITEBACK_EVERY:
+            end = (offset + len(piece)) // _WRITEBACK_EVERY * _WRITEBACK_EVERY
+            _start_writeback(self._fd, end - _WRITEBACK_EVERY, _WRITEBACK_EVERY)
 
     def _mismatch(self, size: int, offset: int, got: int, read: int,
                   wrote: int) -> ChecksumMismatch:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import gc
+import itertools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -177,3 +178,27 @@ def test_a_span_the_disk_refuses_is_a_storage_error(
         Checkpoint().save({"w": torch.randn(4 * MiB)}, "file://" + os.fspath(tmp_path / "f"))
     assert caught.value.name.endswith("f")
     assert _left(tmp_path) == []
+
+
+def test_written_bytes_are_handed_to_the_disk_as_the_writer_goes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _three_spans(monkeypatch)
+    handed: list[tuple[int, int]] = []
+
+    def recording(fd: int, offset: int, length: int, flags: int) -> int:
+        handed.append((offset, offset + length))
+        return -1  # refused (tmpfs, FUSE): only a head start, the fsync decides
+
+    monkeypatch.setattr(_file_writer, "_SYNC_RANGE", recording)
+    small = [os.urandom(300_000) for _ in range(30)]  # 9 MB, piece by piece
+    large = os.urandom(20 * MiB + 3)  # three spans
+    with FileWriter(*_bucket_name(tmp_path / "f")) as writer:
+        for chunk in small:
+            writer.write(chunk)
+        writer.write(large)
+    assert (tmp_path / "f").read_bytes() == b"".join(small) + large
+    assert (0, 8 * MiB) in handed
+    start, end = 9_000_000, 9_000_000 + len(large)
+    covered = sorted(r for r in handed if r[0] >= start)
+    assert covered[0][0] == start and covered[-1][1] == end
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(covered))
