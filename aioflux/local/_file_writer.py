@@ -53,16 +53,15 @@ _SMALL = 64 * 1024
 # in pieces of _SPAN_PIECE, whose crc32c runs without the GIL.
 _SPLIT_FROM = 8 * 1024 * 1024
 _SPAN_PIECE = 1024 * 1024
-
-
 # Written bytes are handed to the disk every this many (see _start_writeback).
 _WRITEBACK_EVERY = 8 * 1024 * 1024
 _SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback, do not wait
 
 
 def _sync_file_range() -> Any:
+    """libc's ``sync_file_range`` (Python has none), or None where there is none."""
     try:
-        function = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).sync_file_range
+        function = ctypes.CDLL(ctypes.util.find_library("c")).sync_file_range
     except (OSError, AttributeError, TypeError):  # not Linux
         return None
     function.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
