@@ -59,6 +59,8 @@ OUTPUTS = ("rows", "columns", "arrow")
 _FOOTERS_AT_ONCE = 32
 # Footers a reading process keeps (a few KiB each).
 _KEEP_FOOTERS = 64
+# Rows made into dicts at once (pyarrow's per-call cost is small beside 256 rows').
+_ROWS_AT_ONCE = 256
 # Decoded row groups the workers share, per worker (see _parquet_shared).
 _SHARED_PER_WORKER = 4
 
@@ -267,17 +269,19 @@ class ParquetRows:
 
         return get_portal().call(run())
 
-    def rows(self, table: Any) -> list[Any]:
-        """A Table's rows as dicts (list columns as lists, or tensors)."""
-        rows = table.to_pylist()
-        if self.tensors:
-            import torch
-            lists = [field.name for field in table.schema if _is_list(field.type)]
-            for row in rows:
-                for name in lists:
-                    if row[name] is not None:
-                        row[name] = torch.tensor(row[name])
-        return rows  # type: ignore[no-any-return]
+    def rows(self, table: Any) -> Iterator[Any]:
+        """A Table's rows as dicts (list columns as lists, or tensors), made
+        a slice at a time: the first rows go out before the rest are made."""
+        lists = [field.name for field in table.schema if _is_list(field.type)]
+        for at in range(0, table.num_rows, _ROWS_AT_ONCE):
+            rows = table.slice(at, _ROWS_AT_ONCE).to_pylist()
+            if self.tensors:
+                import torch
+                for row in rows:
+                    for name in lists:
+                        if row[name] is not None:
+                            row[name] = torch.tensor(row[name])
+            yield from rows
 
     def batch(self, pieces: list[Any]) -> Any:
         """One batch of rows from Table ``pieces``: a RecordBatch (``"arrow"``)

@@ -30,7 +30,7 @@ import dataclasses
 import hashlib
 import os
 import tempfile
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -405,18 +405,11 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
             done.popitem(last=False)
         return table
 
-    # The first run's row groups are fetched alone: the first row waits on
-    # them, not on a window of reads sharing the links and the cores.
-    opened = asyncio.Event()
-
     async def job(item: tuple[Run, Kept]) -> Any:
         run, kept = item
         wanted = [kept.where(row) for row in run.samples]
         order = sorted({j for j, _ in wanted})
-        try:
-            tables = [await group(run.shard, kept, kept.groups[j]) for j in order]
-        finally:
-            opened.set()
+        tables = [await group(run.shard, kept, kept.groups[j]) for j in order]
         base = {j: 0 for j in order}
         at = 0
         for j, t in zip(order, tables, strict=True):
@@ -426,22 +419,27 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         whole = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
         return whole.take(pa.array([base[j] + r for j, r in wanted], pa.int64()))
 
-    async def with_kept() -> AsyncIterator[tuple[Run, Kept]]:
+    async def with_kept() -> AsyncGenerator[tuple[Run, Kept], None]:
         # The footers of the shards of the next ``limit`` runs are asked for
         # together: one at a time, each shard's first run would wait a round
         # trip with no read in flight behind it.
         source = (item for item in runs if isinstance(item, Run))
         ahead: collections.deque[Run] = collections.deque()
         loading: dict[int, asyncio.Future[Kept]] = {}
+        looked = 1  # the first run goes without waiting for the others to be cut
         try:
             while True:
-                while len(ahead) < limit:
+                while len(ahead) < looked:
                     item = next(source, None)
                     if item is None:
                         break
                     ahead.append(item)
                     if item.shard not in loading:
                         loading[item.shard] = asyncio.ensure_future(kept_of(item.shard))
+                    # Cutting runs from the epoch order is CPU on the loop: the
+                    # reads' and the consumer's callbacks run between them.
+                    await asyncio.sleep(0)
+                looked = limit
                 if not ahead:
                     return
                 run = ahead.popleft()
@@ -449,7 +447,6 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
                 if all(r.shard != run.shard for r in ahead):
                     del loading[run.shard]  # asked for again if a later run reads it
                 yield run, kept
-                await opened.wait()
         finally:
             for task in loading.values():
                 task.cancel()
@@ -460,11 +457,20 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         groups = {kept.where(row)[0] for row in run.samples}
         return sum(group_bytes(kept.footer, kept.groups[j], columns) for j in groups)
 
+    items = with_kept()
     try:
-        async for (run, _), table in window(with_kept(), job, limit=limit, ordered=True,
+        first = await anext(items, None)
+        if first is None:
+            return
+        # The first run is read alone and handed out at once: the first rows
+        # wait on its row groups, not on a window's worth of reads sharing
+        # the links and the cores, nor on the window filling up.
+        yield first[0], await job(first)
+        async for (run, _), table in window(items, job, limit=limit, ordered=True,
                                             max_bytes=max_bytes, nbytes=nbytes):
             yield run, table
     finally:
+        await items.aclose()
         for future in flying.values():
             future.cancel()
 
