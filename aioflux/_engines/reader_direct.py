@@ -27,17 +27,29 @@ class DirectReads(VersionedReads):
 
     async def _fill(self, out: memoryview, base: int,
                     ranges: list[tuple[int, int]]) -> list[int | None]:
-        """``ranges`` fetched at once into ``out`` (which starts at ``base``).
-        Returns only once no GET is left writing into it: on an error, the
-        others are cancelled and waited for (``out`` is the caller's)."""
-        tasks = [asyncio.ensure_future(self._fetch_into(out[s - base:e - base], s, e))
-                 for s, e in ranges]
+        """``ranges`` fetched into ``out`` (which starts at ``base``), at most
+        ``read_ahead`` GETs at once: a read of a long rest at once ran a
+        GET a block (256 for 1 GiB), and that many connections' small
+        interleaved receives cost the CPU the direct fetch saved. Returns
+        each range's crc32c, only once no GET is left writing into ``out``:
+        on an error, the others are cancelled and waited for (``out`` is the
+        caller's)."""
+        crcs: list[int | None] = [None] * len(ranges)
+        queue = iter(enumerate(ranges))
+
+        async def drain() -> None:
+            for k, (s, e) in queue:  # one iterator, shared by the GETs' loops
+                crcs[k] = await self._fetch_into(out[s - base:e - base], s, e)
+
+        tasks = [asyncio.ensure_future(drain()) for _ in range(min(self.read_ahead, len(ranges)))]
         try:
-            return await asyncio.gather(*tasks)
+            await asyncio.gather(*tasks)
         finally:
             for task in tasks:
                 task.cancel()
-            await asyncio.wait(tasks)
+            if tasks:
+                await asyncio.wait(tasks)
+        return crcs
 
     def _exact(self, count: int) -> bytearray | None:
         """A small read away from where the last one ended, of bytes no
@@ -73,12 +85,14 @@ class DirectReads(VersionedReads):
         self._recent = False
         return buf
 
-    def _across(self, out: memoryview) -> int | None:
+    def _across(self, out: memoryview, ahead_too: bool = True) -> int | None:
         """A read spanning whole blocks that no read-ahead holds: those go
-        straight into ``out``, all at once; an unheld block it ends inside is
-        fetched as a block (the next read goes on in it). A Parquet reader's
-        32 MiB row group was fetched into blocks, then copied: twice the
-        memory touched, every page of it a fault. None: read by blocks."""
+        straight into ``out``; an unheld block it ends inside is fetched as
+        a block (the next read goes on in it). A Parquet reader's 32 MiB row
+        group was fetched into blocks, then copied: twice the memory
+        touched, every page of it a fault. ``ahead_too`` False: no read-ahead
+        past it (a piece of a longer read, whose next piece goes straight
+        into memory too). None: read by blocks."""
         if self._corrupt is not None:
             raise self._corrupt
         self._confirm_end(len(out))
@@ -107,8 +121,9 @@ class DirectReads(VersionedReads):
             # bound has no room to keep it (the next read fetches it whole).
             if i not in self._blocks and (e <= end or room <= 0):
                 direct[i] = (max(s, start), min(e, end))
-        for i in range(ahead, min(ahead + room, (self.size - 1) // bs + 1)):
-            self._fetch(i)
+        if ahead_too:
+            for i in range(ahead, min(ahead + room, (self.size - 1) // bs + 1)):
+                self._fetch(i)
         try:
             crcs = dict(zip(direct, self._portal.call(
                 self._fill(out, start, list(direct.values())), settled=True), strict=True))
@@ -134,5 +149,6 @@ class DirectReads(VersionedReads):
             if i in held or (s >= start and e <= end):  # the whole block: its crc32c counts
                 self._account(i, *(held[i] if i in held else (out[s - start:e - start], crcs[i])))
         self._pos = self._last_end = end
-        self._schedule(ahead)
+        if ahead_too:
+            self._schedule(ahead)
         return end - start
