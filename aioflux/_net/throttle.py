@@ -50,6 +50,7 @@ import weakref
 from .._core.config import ClientConfig
 from .._core.metrics import RequestStats
 from .._core.rate import (
+    AHEAD,
     MEASURE_LEAST,
     alarm,
     answered,
@@ -256,8 +257,8 @@ class Gate:
         shared: the state (default: the process's one for ``key``).
     """
 
-    __slots__ = ("_asking", "_ceiling", "_doubling", "_epoch", "_fixed", "_meter", "_quiet",
-                 "_touched", "label", "shared", "stats", "window")
+    __slots__ = ("_asking", "_ceiling", "_doubling", "_epoch", "_fixed", "_held", "_meter",
+                 "_quiet", "_touched", "label", "shared", "stats", "window")
 
     def __init__(self, key: str, label: str, config: ClientConfig, stats: RequestStats,
                  shared: SharedRate | None = None) -> None:
@@ -271,6 +272,8 @@ class Gate:
         self._quiet = max(_QUIET_LEAST, _QUIET_DOUBLINGS * config.rate_doubling)
         self._meter = _Meter()
         self._epoch = -1
+        #: when the tokens this gate reserved and waits for are due (monotonic)
+        self._held: collections.deque[float] = collections.deque()
         self._touched = time.perf_counter()
         # One request of this process (per event loop) asks for a token at
         # a time: while AHEAD of them are reserved, the asker retries as
@@ -346,7 +349,12 @@ class Gate:
             wait, cut_at = reserved
             if wait > 0:
                 self.stats.budget_wait += wait
-                await asyncio.sleep(wait)
+                due = time.monotonic() + wait
+                self._held.append(due)
+                try:
+                    await asyncio.sleep(wait)
+                finally:
+                    self._held.remove(due)
                 if shared.cut_at != cut_at and shared.paced:
                     continue  # reserved before a cut: void
             return
@@ -371,14 +379,25 @@ class Gate:
                 if state.epoch != self._epoch:
                     join(state, now, self._meter.rate(time.perf_counter())[0], self._ceiling)
                     self._epoch = state.epoch
-                taken, wait = reserve(state, now, self._doubling, self._ceiling)
+                held, together = self._held, state.starting
+                if together > 1.0 and held and len(held) >= AHEAD * state.rate / together:
+                    # Its share of the queue (the processes that began
+                    # together share it) held: the others' turn until its
+                    # next token is due. The first to ask as a place freed
+                    # took it, and a short job's luckiest process finished
+                    # in 0.6 of the others' time.
+                    taken, wait, turn = False, max(0.0, min(held) - now), True
+                else:
+                    taken, wait = reserve(state, now, self._doubling, self._ceiling)
+                    turn = False
                 rate, cut_at = state.rate, state.decreased_at
             self.stats.rates[self.label] = rate
             if taken:
                 return wait, cut_at
-            # Jittered: processes asking in step, the same one came first
-            # after each place freed, and took it every time.
-            wait = max(wait, _ASK_EVERY * random.uniform(0.5, 1.5))
+            if not turn:
+                # Jittered: processes asking in step, the same one came first
+                # after each place freed, and took it every time.
+                wait = max(wait, _ASK_EVERY * random.uniform(0.5, 1.5))
             self.stats.budget_wait += wait
             await asyncio.sleep(wait)
 
