@@ -22,8 +22,9 @@ A bucket is a repo at a revision (``datasets/org/name@rev``: see
   file's at the commit, as a listing or a HEAD by any store of the process
   learned it, else by a HEAD first (a manifest from another job may name a
   version the commit does not hold: NotFound, never its bytes).
-- **Rate**: the requests run under the client's retries and the rate
-  controller's gate of the repo, which a 429 feeds with its wait
+- **Rate**: the requests run under the client's retries and one gate of
+  the rate controller for all the repos of the token's account (of the
+  address, without a token), as the Hub counts them; a 429 feeds it its wait
   (``Retry-After``, else the ``RateLimit`` header's ``t=``).
 - **Access**: a 401 or 403 is a PermissionDenied saying to set
   ``HF_TOKEN``. With ``HF_HUB_OFFLINE`` set no request is sent: every
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import re
 import weakref
@@ -64,6 +66,7 @@ from .._core.urls import validate_bucket
 from .._core.validate import check_instance, check_str
 from .._net.failures import Op, read_metadata
 from .._net.loops import LoopState
+from .._net.throttle import Gate
 from .._net.web import Locations, error_of, gone, protocol, send
 from .._net.web_read import Read, check_whole
 from .._net.web_transport import WebTransport
@@ -77,6 +80,8 @@ T = TypeVar("T")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 _REDIRECTS = (301, 302, 303, 307, 308)
+# The rate gate of requests without a token (the Hub counts them by address).
+_ANONYMOUS = "hub anonymous"
 # Generations remembered, at most.
 _KNOWN = 65_536
 # A file's generation at a commit, as any store of this process learned it
@@ -156,7 +161,8 @@ class HfStore(StoreBase):
             # met would be sent again at once, the wait and the rate
             # controller never told.
             config = dataclasses.replace(self.config, lean_reads=False)
-            transport = WebTransport(config, AnonymousAuth(), endpoint=self.endpoint)
+            transport = _HubTransport(config, AnonymousAuth(), endpoint=self.endpoint)
+            transport.account = _account(self._token)
             transport.stats = self._stats
             self._transport = transport
         return transport
@@ -420,6 +426,25 @@ class HfStore(StoreBase):
         view = fetched.data if fetched.data is not None else (
             into[:fetched.count] if into is not None else b"")
         return check_whole(op, fetched, view, crc if whole else None, want_crc)
+
+
+class _HubTransport(WebTransport):
+    """A transport whose rate gate is the account's, whatever the repo: the
+    Hub counts an account's (or an address's) requests over all its repos."""
+
+    account = _ANONYMOUS
+
+    def _gate(self, bucket: str, write: bool) -> Gate:
+        gate = super()._gate(self.account, write)
+        assert self._gates is not None
+        return self._gates.setdefault((bucket, write), gate)
+
+
+def _account(token: str | None) -> str:
+    """The gate's name for a token's account (a digest: never the token)."""
+    if token is None:
+        return _ANONYMOUS
+    return "hub account " + hashlib.sha256(token.encode()).hexdigest()[:16]
 
 
 def _origin(url: yarl.URL) -> tuple[str, str, int | None]:

@@ -187,6 +187,31 @@ async def test_a_429_is_waited_out_as_retry_after_says(
     assert len(statuses) >= 3
 
 
+async def test_the_rate_gate_is_the_accounts_across_its_repos(
+        hub: FakeHub, files: dict[str, bytes]) -> None:
+    hub.create_repo("org/other")
+    hub.push("org/other", {"w.bin": b"w" * 300})
+    other = "datasets/org/other"
+    config = ClientConfig(retry=RetryPolicy(max_attempts=SWITCH_COUNT + 2, initial_delay=0.0,
+                                            max_delay=0.1))
+    async with _store(hub, TOKEN, config) as store, _store(hub, "", config) as anonymous:
+        assert await store.read(other, "w.bin") == b"w" * 300
+        # The Hub throttles the account: a run of 429s on one repo's reads
+        # paces the account's gate, which the other repo's reads go through.
+        hub.throttle(SWITCH_COUNT, retry_after=0, origin="cdn")
+        name = "data/train-00.bin"
+        assert await store.read(BUCKET, name) == files[name]
+        gates = store._wire()._gates
+        assert gates is not None and gates[(BUCKET, False)] is gates[(other, False)]
+        assert gates[(other, False)].shared.memory[gates[(other, False)].shared.at]
+        assert TOKEN not in gates[(other, False)].label  # a digest names the account
+        # Without a token the gate is another one (the Hub counts an address).
+        assert await anonymous.read(other, "w.bin") == b"w" * 300
+        free = anonymous._wire()._gates
+        assert free is not None and free[(other, False)].shared is not \
+            gates[(other, False)].shared
+
+
 async def test_gated_and_private_repos_say_to_set_hf_token(hub: FakeHub) -> None:
     hub.create_repo("org/gated", gated=True)
     hub.push("org/gated", {"w.bin": b"g" * 100}, repo_type="dataset")
