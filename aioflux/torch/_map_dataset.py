@@ -385,6 +385,7 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         queue = self._prefetched
         here = None if queue else self._read_here(wanted)
         if here is not None:
+            self._announced = None  # nothing is read ahead here
             self.stats.record(time.perf_counter() - started, len(here))
             return [self._apply(d, i) for d, i in zip(here, wanted, strict=True)]
         current = queue.pop(0).future if queue and queue[0].indices == wanted else None
