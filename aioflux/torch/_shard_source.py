@@ -223,6 +223,10 @@ class ShardSource:
         infos, found = agreed(op, listing, target, resolve, shards_summary, "shards")
         # Where rank 0 resolved them, this rank reads the format off the same names.
         self.format = named[0] if named else fixed or _format_of(op, infos, target)
+        # Where rank 0 resolved them, this rank's store is picked here (before
+        # it reads a footer below).
+        self.source.scheme = objects_scheme(op, (info.scheme for info in infos)) \
+            or self.source.scheme
         if self.format.name == "parquet" and self.parquet is None:
             # Rank 0 counted: this rank needs the schema and read unit it saw.
             self.parquet = self._parquet_of(op, self.format, infos, columns, filters, output,
@@ -233,9 +237,6 @@ class ShardSource:
         if self.parquet is not None and self.parquet.output != "rows" and decode is not None:
             raise InvalidArgument(f"{op}: decode applies to rows; with output="
                                   f"{self.parquet.output!r} a batch goes to transform")
-        # Where rank 0 resolved them, this rank's store is picked here.
-        self.source.scheme = objects_scheme(op, (info.scheme for info in infos)) \
-            or self.source.scheme
         if share and found.missing():
             found = self._share(op, target, infos, found)
         assert not found.missing()
