@@ -27,9 +27,11 @@ A bucket is a repo at a revision (``datasets/org/name@rev``: see
   address, without a token), as the Hub counts them; a 429 feeds it its wait
   (``Retry-After``, else the ``RateLimit`` header's ``t=``).
 - **Access**: a 401 or 403 is a PermissionDenied saying to set
-  ``HF_TOKEN``. With ``HF_HUB_OFFLINE`` set no request is sent: every
-  operation that needs one is an InvalidRequest saying so (what aioflux's
-  disk cache holds is read before the store is asked).
+  ``HF_TOKEN``. With ``HF_HUB_OFFLINE`` set no request is sent: what
+  ``huggingface_hub``'s cache holds is read (``_offline.py``: a revision by
+  its ref, the files of the commit's snapshot), anything else is an
+  InvalidRequest or NotFound saying so (what aioflux's disk cache holds is
+  read before the store is asked).
 - Writes, deletes, copies and composes are refused before any request.
 """
 
@@ -41,7 +43,7 @@ import hashlib
 import json
 import re
 import weakref
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import TypeVar
 from urllib.parse import quote
 
@@ -71,6 +73,7 @@ from .._net.web import Locations, error_of, gone, protocol, send
 from .._net.web_read import Read, check_whole
 from .._net.web_transport import WebTransport
 from . import _settings
+from ._offline import HubCache, cache_dir
 from ._tree import TreeListing, etag_generation
 
 __all__ = ["HfStore"]
@@ -121,7 +124,8 @@ class HfStore(StoreBase):
         self.endpoint = (endpoint or _settings.endpoint()).rstrip("/")
         # token="": none, whatever the environment holds.
         self._token = (token or None) if token is not None else _settings.token()
-        self._offline = _settings.offline()
+        # Offline: huggingface_hub's cache is read, never the Hub.
+        self._cache = HubCache(cache_dir()) if _settings.offline() else None
         self._commits: dict[str, str] = {}
         # Per loop (a lock is its loop's), per bucket: the resolution under way.
         self._resolving: weakref.WeakKeyDictionary[
@@ -197,7 +201,8 @@ class HfStore(StoreBase):
         revision = repo.revision or "main"
         if _COMMIT.match(revision):
             return self._commits.setdefault(bucket, revision)
-        self._check_online(op)
+        if self._cache is not None:
+            return self._commits.setdefault(bucket, self._cache.commit(bucket, repo, revision))
         # One request, whatever number of reads start at once on this loop.
         locks = self._resolving.setdefault(asyncio.get_running_loop(), {})
         async with locks.setdefault(bucket, asyncio.Lock()):
@@ -220,13 +225,6 @@ class HfStore(StoreBase):
                 f"{quote(name, safe='/')}")
 
     # -- requests ------------------------------------------------------------------------
-
-    def _check_online(self, op: Op) -> None:
-        if self._offline:
-            raise InvalidRequest(f"{describe(op.operation, op.bucket, op.name, 'hf')} failed: "
-                                 "HF_HUB_OFFLINE is set, so nothing is asked of the Hub (only "
-                                 "what aioflux's disk cache holds can be read)",
-                                 operation=op.operation, bucket=op.bucket, name=op.name)
 
     async def _guarded(self, op: Op, work: Awaitable[T]) -> T:
         """``work``'s result; a refusal (401, 403) said as what to set."""
@@ -279,7 +277,10 @@ class HfStore(StoreBase):
 
     async def _head(self, op: Op) -> ObjectInfo:
         commit = await self._commit(op)
-        self._check_online(op)
+        if self._cache is not None:
+            info = self._cache.stat(op.bucket, hub_repo(op.bucket), commit, op.name)
+            self._remember(commit, op.bucket, op.name, info.generation)
+            return info
         url = self._resolve_url(op.bucket, commit, op.name)
         headers = {"Accept-Encoding": "identity"}
 
@@ -357,7 +358,13 @@ class HfStore(StoreBase):
                        page_size: int) -> AsyncIterator[ListPage]:
         op = Op("list", bucket, prefix, "hf")
         commit = await self._guarded(op, self._commit(op))
-        self._check_online(op)
+        if self._cache is not None:
+            for page in _cached_pages(self._cache, bucket, commit, prefix, delimiter,
+                                      start_offset, end_offset, page_size):
+                for info in page.objects:
+                    self._remember(commit, bucket, info.name, info.generation)
+                yield page
+            return
         api = f"{self.endpoint}/api/{hub_repo(bucket).api_path}/tree/{commit}"
 
         def folder_url(folder: str) -> str:
@@ -401,6 +408,31 @@ class HfStore(StoreBase):
         return await self._guarded(op, self._read(op, start, end, into, generation, size, crc,
                                                   want_crc))
 
+    def _cached_read(self, op: Op, commit: str, start: int, end: int | None,
+                     into: memoryview | None, generation: int | None, crc: int | None,
+                     want_crc: bool) -> Fetched:
+        """A read of ``huggingface_hub``'s cache (offline): the snapshot's file
+        at the commit, its version held to ``generation``."""
+        assert self._cache is not None
+        data, size, found = self._cache.read(op.bucket, hub_repo(op.bucket), commit, op.name,
+                                             start, end)
+        if generation is not None and found != generation:
+            raise gone(op, generation, None)
+        if start > size or (start == size and size):
+            raise InvalidRequest(f"{describe('read', op.bucket, op.name, 'hf')} failed: start "
+                                 f"{start} is at or past the object's end ({size} bytes)",
+                                 operation="read", bucket=op.bucket, name=op.name, status=416)
+        expected = (size if end is None else min(end, size)) - start
+        if len(data) != expected:  # the file changed under the read
+            raise gone(op, found, None)
+        if into is not None:
+            into[:len(data)] = data
+            fetched = Fetched(None, len(data), None, size)
+        else:
+            fetched = Fetched(data, len(data), None, size)
+        whole = start == 0 and len(data) == size
+        return check_whole(op, fetched, data, crc if whole else None, want_crc)
+
     async def _read(self, op: Op, start: int, end: int | None, into: memoryview | None,
                     generation: int | None, size: int | None, crc: int | None,
                     want_crc: bool) -> Fetched:
@@ -410,7 +442,8 @@ class HfStore(StoreBase):
                                  f"{start} is at or past the object's end ({size} bytes)",
                                  operation="read", bucket=bucket, name=name, status=416)
         commit = await self._commit(op)
-        self._check_online(op)
+        if self._cache is not None:
+            return self._cached_read(op, commit, start, end, into, generation, crc, want_crc)
         if generation is not None:
             known = _AT_COMMIT.get(self._key(commit, bucket, name))
             if known is None:
@@ -445,6 +478,33 @@ def _account(token: str | None) -> str:
     if token is None:
         return _ANONYMOUS
     return "hub account " + hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
+def _cached_pages(cache: HubCache, bucket: str, commit: str, prefix: str,
+                  delimiter: str | None, start_offset: str | None, end_offset: str | None,
+                  page_size: int) -> Iterator[ListPage]:
+    """A listing of the commit's cached files, in name order, a page at a time."""
+    objects: list[ObjectInfo] = []
+    prefixes: list[str] = []
+    last = None  # the last prefix handed out, whatever page it went in
+    for info in cache.names(bucket, hub_repo(bucket), commit, prefix):
+        name = info.name
+        if (start_offset is not None and name < start_offset) or \
+                (end_offset is not None and name >= end_offset):
+            continue
+        cut = name.find(delimiter, len(prefix)) if delimiter else -1
+        if cut != -1:
+            common = name[:cut + len(delimiter or "")]
+            if common == last:
+                continue
+            prefixes.append(common)
+            last = common
+        else:
+            objects.append(info)
+        if len(objects) + len(prefixes) >= page_size:
+            yield ListPage(objects, prefixes, name)
+            objects, prefixes = [], []
+    yield ListPage(objects, prefixes, None)
 
 
 def _origin(url: yarl.URL) -> tuple[str, str, int | None]:

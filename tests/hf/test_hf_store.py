@@ -9,6 +9,7 @@ import asyncio
 import os
 import pickle
 import time
+from pathlib import Path
 
 import pytest
 
@@ -278,6 +279,41 @@ async def test_offline_sends_nothing(hub: FakeHub, files: dict[str, bytes],
             with pytest.raises(InvalidRequest, match="HF_HUB_OFFLINE"):
                 await call
     assert hub.requests == []
+
+
+async def test_offline_reads_what_huggingface_hubs_cache_holds(
+        hub: FakeHub, files: dict[str, bytes], hub_environment: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.hf.test_hub_clients import _run
+
+    cached = ["z.txt", "data/train-01.bin", "data/sub/deep.txt"]  # train-01: an LFS file
+    _run(hub, hub_environment, f"""
+        import json
+        from huggingface_hub import hf_hub_download
+        for name in {cached!r}:
+            hf_hub_download("org/ds", name, repo_type="dataset")
+        print(json.dumps("ok"))
+    """)
+    async with _store(hub) as online:
+        versions = {name: (await online.stat(BUCKET, name)).generation for name in cached}
+    sent = len(hub.requests)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    async with _store(hub) as store:
+        assert await store.commit(BUCKET) == hub.commit("org/ds")  # its ref in the cache
+        for name in cached:
+            info = await store.stat(BUCKET, name)
+            assert (info.size, info.generation) == (len(files[name]), versions[name])
+            assert await store.read(BUCKET, name) == files[name]
+        name = "data/train-01.bin"
+        assert await store.read(BUCKET, name, start=5, end=50) == files[name][5:50]
+        assert (await _names(store))[0] == sorted(cached)  # only what is cached
+        assert (await _names(store, "data/", delimiter="/"))[:2] == (
+            ["data/train-01.bin"], ["data/sub/"])
+        with pytest.raises(NotFound, match="HF_HUB_OFFLINE"):
+            await store.read(BUCKET, "data/train-02.bin")
+        with pytest.raises(InvalidRequest, match="HF_HUB_OFFLINE"):
+            await store.commit("datasets/org/ds@other")
+    assert len(hub.requests) == sent  # nothing asked of the Hub
 
 
 async def test_writes_are_refused_before_any_request(hub: FakeHub) -> None:
