@@ -57,7 +57,6 @@ class SharedGroups:
     def __init__(self, directory: str | os.PathLike[str], *, keep: int, max_bytes: int) -> None:
         self.directory = Path(directory)
         self.keep, self.max_bytes = max(1, keep), max_bytes
-        self.made = self.taken = 0  # row groups this process read, and took from others
 
     def _path(self, key: str) -> Path:
         digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
@@ -79,7 +78,6 @@ class SharedGroups:
         path = self._path(key)
         found = await asyncio.to_thread(_load, path)
         if found is not None:
-            self.taken += 1
             return found
         lock = await asyncio.to_thread(self._lock, path)
         try:
@@ -87,10 +85,8 @@ class SharedGroups:
                 await self._hold(lock)
                 found = await asyncio.to_thread(_load, path)
                 if found is not None:
-                    self.taken += 1
                     return found
             table = await make()
-            self.made += 1
             if lock is not None:
                 await asyncio.to_thread(self._store, path, table)
             return table
