@@ -1,7 +1,7 @@
 """az_* contender: adlfs (fsspec's Azure filesystem) on Azurite.
 
 ``--task read``: ``fs.cat(paths)`` (fsspec's batched async cat, its default
-batch size). ``--task epoch``: a map-style Dataset whose ``__getitems__``
+batch size, or ``--batch-size``). ``--task epoch``: a map-style Dataset whose ``__getitems__``
 is ``fs.cat`` of the batch; listing (``fs.find``) untimed. ``--task
 save``: ``torch.save(state, fs.open(path, "wb"))``. ``--task load``:
 ``fs.open(path, "rb")``, ``readinto`` 8 MiB front to back.
@@ -21,10 +21,10 @@ from ckpt_common import add_state_args, build_state
 FS = AzureBlobFileSystem(connection_string=os.environ["AZURE_STORAGE_CONNECTION_STRING"])
 
 
-def read(manifest: Manifest) -> tuple[Stopwatch, int, int]:
+def read(manifest: Manifest, batch_size: int | None) -> tuple[Stopwatch, int, int]:
     paths = [f"{manifest.bucket}/{name}" for name in manifest.names]
     with Stopwatch() as watch:
-        got = FS.cat(paths)
+        got = FS.cat(paths, batch_size=batch_size)
         sizes = [len(v) for v in got.values()]
     return watch, sum(sizes), len(sizes)
 
@@ -84,12 +84,13 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--task", choices=["read", "epoch", "save", "load"], required=True)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--prefix", default="")
     p.add_argument("--object", default="")
     add_state_args(p)
     args = p.parse_args(rest)
     if args.task == "read":
-        watch, nbytes, items = read(manifest)
+        watch, nbytes, items = read(manifest, args.batch_size)
         report(watch, nbytes=nbytes, items=items)
     elif args.task == "epoch":
         watch, nbytes, items = epoch(manifest, args)

@@ -1,4 +1,4 @@
-"""listing contender: dataflux_core's fast listing (one process per CPU)."""
+"""listing contender: dataflux_core's fast listing (``--processes``, default one per CPU)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ if __name__ == "__main__":
     manifest, rest = load()
     p = argparse.ArgumentParser()
     p.add_argument("--prefix", default="")
+    p.add_argument("--processes", type=int, default=os.cpu_count() or 1)
     args = p.parse_args(rest)
     with Stopwatch() as watch:
-        found = fast_list.ListingController(os.cpu_count() or 1, "perf", manifest.bucket,
+        found = fast_list.ListingController(args.processes, "perf", manifest.bucket,
                                             prefix=args.prefix).run()
     assert len(found) == len(manifest.objects), (len(found), len(manifest.objects))
-    report(watch, nbytes=0, items=len(found), processes=os.cpu_count())
+    report(watch, nbytes=0, items=len(found), processes=args.processes)

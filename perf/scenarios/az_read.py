@@ -48,6 +48,10 @@ def plan(options: Options) -> Plan:
             Contender("adlfs", "az_adlfs.py", "adlfs", ("--task", "read"),
                       note="AzureBlobFileSystem(connection_string=...).cat(paths) (fsspec's "
                            "batched async cat at its default batch size)"),
+            Contender(f"adlfs-batch{conc}", "az_adlfs.py", "adlfs",
+                      ("--task", "read", "--batch-size", conc),
+                      note=f"the same with cat(paths, batch_size={conc}): aioflux's "
+                           "requests in flight"),
         ],
         baseline="aioflux-az",
         targets=[Target("azure-blob-aio", 2.0), Target("adlfs", 2.0)],

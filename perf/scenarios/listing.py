@@ -40,6 +40,10 @@ def plan(options: Options) -> Plan:
             Contender("dataflux-fast-list", "listing_dataflux.py", "dataflux",
                       ("--prefix", PREFIX),
                       note="dataflux_core.fast_list.ListingController(os.cpu_count()).run()"),
+            Contender(f"dataflux-fast-list-p{conc}", "listing_dataflux.py", "dataflux",
+                      ("--prefix", PREFIX, "--processes", conc),
+                      note=f"the same with ListingController({conc}): as many listers as "
+                           "aioflux's, each a process"),
         ],
         baseline="aioflux-parallel",
         targets=[Target("aioflux-sequential", 5.0), Target("dataflux-fast-list", 3.0)],

@@ -12,7 +12,7 @@ import pytest
 
 from perf import charts, report, results
 from perf.harness import Options
-from perf.scenarios import fsspec
+from perf.scenarios import az_read, fsspec, listing, loader_tiny
 
 
 def _sample(run: str, contender: str, rnd: int, wall: float | None, *, items: int = 1000,
@@ -244,6 +244,28 @@ def test_an_fsspec_run_on_another_data_set_has_contenders_of_its_own() -> None:
     assert not {c.name for c in own.contenders} & {c.name for c in other.contenders}
     assert {t.mine for t in other.targets} == {other.baseline,
                                                "aioflux-s3-parquet-files64-rows32768"}
+
+
+def test_a_loader_tiny_run_with_parameters_has_contenders_of_its_own() -> None:
+    # The compose threshold's runs (--param size=, concurrency=) must not
+    # stand in for the default run's rows, which carry dataflux at its default
+    # and at its best (DataLoader workers, its only knob here).
+    own = loader_tiny.plan(Options())
+    other = loader_tiny.plan(Options(params={"size": "32768", "concurrency": "128"}))
+    assert [c.name for c in own.contenders] == [
+        "aioflux-direct", "aioflux-composed", "dataflux-map-w0", "dataflux-map-w2"]
+    assert other.baseline == "aioflux-direct-concurrency128-size32768"
+    assert not {c.name for c in own.contenders} & {c.name for c in other.contenders}
+
+
+def test_the_peers_best_setting_runs_beside_their_default() -> None:
+    # Same requests in flight as aioflux where the peer has a knob.
+    read = {c.name: c.args for c in az_read.plan(Options()).contenders}
+    assert "--batch-size" not in read["adlfs"]
+    assert read["adlfs-batch64"][-2:] == ("--batch-size", "64")
+    lists = {c.name: c.args for c in listing.plan(Options()).contenders}
+    assert "--processes" not in lists["dataflux-fast-list"]
+    assert lists["dataflux-fast-list-p16"][-2:] == ("--processes", "16")
 
 
 SVG = "{http://www.w3.org/2000/svg}"
