@@ -7,10 +7,13 @@ for its CPU seconds per GiB.
 (``AsyncClient.fetch`` with the size and crc32c a listing gave),
 ``gcs-open`` (``aioflux.open(gs URL).read()``, the reader engine),
 ``s3-read`` (``S3Store.read`` from the emulator's S3 face),
-``download-many`` (``Downloader.download_many`` of the stat'ed objects) and
-``stream`` (``AsyncClient.stream`` of their folder). The GCS and S3 paths
-read from aioflux's emulator, another process, whose CPU is not this
-one's. Every path checks what it reads as it always does (length,
+``download-many`` (``Downloader.download_many`` of the stat'ed objects),
+``stream`` (``AsyncClient.stream`` of their folder), ``az-read``
+(``AzureStore.read`` from Azurite, started here), ``local-read``
+(``LocalStore.read`` of nginx's copy of the file) and ``local-open``
+(``aioflux.open(file URL).read()``: checkpoint and DCP loads' reads of a
+file). The GCS and S3 paths read from aioflux's emulator, another
+process, whose CPU is not this one's. Every path checks what it reads as it always does (length,
 crc32c, version); the figure is this process's CPU, its threads
 included, over the timed reads.
 """
@@ -19,13 +22,17 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 from typing import Any
 
 from _contender import Manifest, Stopwatch, load, report, run
 
 import aioflux
 from aioflux import AsyncClient, Client
+from aioflux._core.urls import parse_url
+from aioflux.azure import AzureStore
 from aioflux.http import HttpStore
+from aioflux.local import LocalStore
 
 
 async def _gcs(manifest: Manifest, names: list[str]) -> tuple[Stopwatch, int]:
@@ -62,6 +69,56 @@ async def _s3(manifest: Manifest, names: list[str]) -> tuple[Stopwatch, int]:
         with Stopwatch() as watch:
             for name in names:
                 nbytes += len(await s3.read(manifest.bucket, name))
+    return watch, nbytes
+
+
+def _cached(path: Path) -> Path:
+    """``path``, read through once untimed: in the page cache, as nginx's
+    sendfile finds the floor's copy."""
+    chunk = bytearray(16 << 20)
+    with open(path, "rb", buffering=0) as fh:
+        while fh.readinto(chunk):
+            pass
+    return path
+
+
+async def _azure(paths: list[Path]) -> tuple[Stopwatch, int]:
+    """AzureStore.read from Azurite, started here: a plan runs one emulator,
+    and the floor reads nginx in the same run. The blobs are nginx's files,
+    uploaded untimed (Azurite's CPU is its own process's)."""
+    from tests.azurite import running_azurite
+
+    nbytes = 0
+    with running_azurite() as server:
+        async with AzureStore(connection_string=server.connection_string) as store:
+            await store.create_bucket("read-cpu")
+            for path in paths:
+                await store.write("read-cpu", path.name, path.read_bytes())
+            await store.stat("read-cpu", paths[0].name)  # a connection, untimed
+            with Stopwatch() as watch:
+                for path in paths:
+                    nbytes += len(await store.read("read-cpu", path.name))
+    return watch, nbytes
+
+
+async def _local(paths: list[Path]) -> tuple[Stopwatch, int]:
+    nbytes = 0
+    async with LocalStore() as store:
+        with Stopwatch() as watch:
+            for path in paths:
+                where = parse_url(path)
+                nbytes += len(await store.read(where.bucket, where.name))
+    return watch, nbytes
+
+
+def _local_open(paths: list[Path]) -> tuple[Stopwatch, int]:
+    nbytes = 0
+    with aioflux.open(paths[0].as_uri()) as fh:  # the portal and its loop up, untimed
+        fh.read(1)
+    with Stopwatch() as watch:
+        for path in paths:
+            with aioflux.open(path.as_uri()) as fh:
+                nbytes += len(fh.read())
     return watch, nbytes
 
 
@@ -111,6 +168,18 @@ def main(manifest: Manifest) -> tuple[Stopwatch, int, int]:
         with served(manifest, ARGS.prefix) as urls:
             result = (run(_http(urls), ARGS.loop)[0] if ARGS.path == "http-read"
                       else _http_open(urls))
+    elif ARGS.path.startswith(("az-", "local-")):
+        from _http_served import _mirror
+
+        # The files nginx serves the floor, mirrored from the emulator.
+        root = _mirror(manifest, [(n, s) for n, s in manifest.objects if n in names])
+        paths = [_cached(root / name) for name in names]
+        if ARGS.path == "az-read":
+            result = run(_azure(paths), ARGS.loop)[0]
+        elif ARGS.path == "local-read":
+            result = run(_local(paths), ARGS.loop)[0]
+        else:
+            result = _local_open(paths)
     elif ARGS.path in ("sync-read", "gcs-open"):
         result = _sync(manifest, names)
     elif ARGS.path == "s3-read":

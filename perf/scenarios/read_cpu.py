@@ -5,8 +5,9 @@ One object of 1 GiB (``size``; 64 MiB with --quick) and 16 of 64 MiB
 (``parts``, ``part_size``; 4 with --quick), read whole, each contender in
 its own process; the figure is that process's CPU (all its threads) over
 its reads, a GiB: CPU is what a shared machine's load moves least, and
-the servers (nginx, the emulator) run in other processes, whose CPU is
-not counted. The floor: a blocking socket's ``recv_into`` of nginx's
+the servers (nginx, the emulator, Azurite) run in other processes, whose
+CPU is not counted; the file reads (LocalStore, ``open(file URL)``) read
+nginx's copy from the page cache. The floor: a blocking socket's ``recv_into`` of nginx's
 answer into one fresh buffer of the object's size, and the same plus one
 crc32c over it. Target: every path at most 1.15x the floor plus crc32c.
 Both servers run unshaped (the emulator with no latency or caps, nginx
@@ -33,6 +34,10 @@ def _nginx_ready() -> str | None:
     return project_imports("import aioflux, tests.nginx; tests.nginx.install_nginx()")
 
 
+def _azurite_ready() -> str | None:
+    return project_imports("import aioflux.azure, tests.azurite; tests.azurite.install_azurite()")
+
+
 def _aioflux_ready() -> str | None:
     return project_imports("import aioflux")
 
@@ -49,6 +54,12 @@ _PATHS = (
     ("gcs-open", BIG, "aioflux.open(gs URL, client=Client).read(): the reader engine, as "
                       "checkpoint and DCP loads read an object"),
     ("s3-read", BIG, "S3Store.read(bucket, name) from the emulator's S3 face"),
+    ("az-read", BIG, "AzureStore.read(container, name) from Azurite, started by the "
+                     "contender (the blob nginx's file, uploaded untimed)"),
+    ("local-read", BIG, "LocalStore.read(folder, name) of nginx's copy of the file (in the "
+                        "page cache)"),
+    ("local-open", BIG, "aioflux.open(file URL).read(): the file reader, as checkpoint and "
+                        "DCP loads read a file"),
     ("download-many", PARTS, "aioflux.Downloader(client).download_many(the parts' stats)"),
     ("stream", PARTS, "AsyncClient.stream(bucket, the parts' prefix), the listing included"),
 )
@@ -69,7 +80,8 @@ def plan(options: Options) -> Plan:
                   available=_nginx_ready),
     ]
     for name, prefix, note in _PATHS:
-        ready = _nginx_ready if name.startswith("http-") else _aioflux_ready
+        ready = {"http-": _nginx_ready, "az-": _azurite_ready}.get(name[:name.find("-") + 1],
+                                                                  _aioflux_ready)
         contenders.append(Contender(name, "read_cpu_aioflux.py", None,
                                     ("--path", name, "--prefix", prefix), note=note,
                                     available=ready))
@@ -92,6 +104,10 @@ def plan(options: Options) -> Plan:
                "the figure is the reader's own CPU (user + system, its threads included) "
                "over its timed reads, a GiB: neither server's; the target is every path "
                f"at most {TARGET}x the floor + crc32c's median in the same run",
+               "az-read starts Azurite (Node, another process) in its contender and "
+               "uploads nginx's file to it untimed; local-read and local-open read nginx's "
+               "copy of the file, read through once untimed (in the page cache, as "
+               "sendfile finds it)",
                "every aioflux path checks what it reads as it always does: the length, "
                "the crc32c (GCS, S3: the server's; fetch, download_many, stream and the "
                "reader: a listing's or stat's too), the version answering; an http "
