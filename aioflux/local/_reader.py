@@ -183,20 +183,6 @@ class FileReader(io.RawIOBase):
         item._want = self._verify
         return item
 
-    def read_ahead(self, offset: int, length: int) -> None:
-        """Have the kernel read bytes ``[offset, offset + length)`` of the
-        file into its cache in the background (a hint: a refusal is none).
-
-        Args:
-            offset: where in the file.
-            length: how many bytes.
-        """
-        self._check_open()
-        try:
-            os.posix_fadvise(self._fd, offset, length, os.POSIX_FADV_WILLNEED)
-        except (OSError, AttributeError):  # not Linux, or a filesystem without it
-            return
-
     def modified(self) -> NotFound | None:
         """Whether the file was rewritten in place since it was opened (its
         size or modification time moved; a rename over its name is not:

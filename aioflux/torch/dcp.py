@@ -499,9 +499,8 @@ class DcpReader(FileSystemReader):
     bytes; up to ``items_ahead`` of them are in flight ahead of the one being
     loaded, as long as the items in flight (that one included) hold at most
     ``bytes_ahead``. From local files, torch reads each item straight from
-    the file (the kernel asked to read the plan's items up to
-    ``bytes_ahead`` ahead), its crc32c worked out as it goes and checked
-    before the next item is read: a corrupt item fails the load
+    the file (the kernel reads ahead), its crc32c worked out as it goes and
+    checked before the next item is read: a corrupt item fails the load
     (``ChecksumMismatch``) after its bytes were copied into the state dict,
     which a failed load leaves partly loaded in any case. DCP's zstd stream
     extension is recognised from the metadata.
@@ -533,9 +532,6 @@ class DcpReader(FileSystemReader):
         # The item of a local file being loaded, checked once DCP is done with it.
         self._item: tuple[FileReader, Any] | None = None
         self._loading: str | None = None  # the data file of the item being loaded
-        # Per data file (relative path), the (start, end) of the plan's
-        # items the kernel was not yet asked to read ahead, in load order.
-        self._unhinted: dict[str, collections.deque[tuple[int, int]]] = {}
         # Per data file read: its metadata, and the crc32c of each range.
         self._ranges: dict[str, tuple[ObjectInfo, dict[tuple[int, int], int]]] = {}
         # (relative path, offset, length) -> crc32c, from ``.metadata.crc32c``
@@ -613,8 +609,6 @@ class DcpReader(FileSystemReader):
         self._queue = collections.deque(k for keys in per_file.values() for k in keys)
         self._ranges = {}
         self._loading = None
-        self._unhinted = {rel: collections.deque((o, o + n) for _, o, n in keys)
-                          for rel, keys in per_file.items()}
         self._item_crcs = self._read_item_crcs()
         fs: GcsFileSystem = self.fs  # type: ignore[assignment]
         fs.pinned = self._pinned  # DCP's opens of the data files: at the load's versions
@@ -647,7 +641,6 @@ class DcpReader(FileSystemReader):
             self._pinned.clear()
             self._queue.clear()
             self._ranges = {}
-            self._unhinted = {}
             self._release()
 
     def _read_item_crcs(self) -> dict[tuple[str, int, int], int]:
@@ -702,7 +695,7 @@ class DcpReader(FileSystemReader):
         """An item of a local file: read by torch straight from the file,
         its crc32c worked out as it is read and checked once DCP asks for
         the next item (or the load ends), before ``dcp.load`` returns.
-        The kernel is asked to read the next items ahead (:meth:`_hint`)."""
+        Nothing is fetched ahead: the kernel reads ahead on its own."""
         self._finish_item()
         info = file.info
         gone = file.modified()
@@ -715,26 +708,7 @@ class DcpReader(FileSystemReader):
         self._loading = file.url
         item = file.item(sinfo.offset, sinfo.length)
         self._item = (item, sinfo)
-        self._hint(file, sinfo)
         return item  # type: ignore[return-value]
-
-    def _hint(self, file: FileReader, sinfo: Any) -> None:
-        """Have the kernel read the plan's items of this file from this one
-        to ``bytes_ahead`` past it in the background (a disk's reads overlap
-        torch's copies), adjacent items in one call."""
-        unhinted = self._unhinted.get(sinfo.relative_path)
-        limit = sinfo.offset + sinfo.length + self.bytes_ahead
-        start = end = -1
-        while unhinted and unhinted[0][0] < limit:
-            lo, hi = unhinted.popleft()
-            if lo != end and start >= 0:
-                file.read_ahead(start, end - start)
-                start = -1
-            if start < 0:
-                start = lo
-            end = hi
-        if start >= 0:
-            file.read_ahead(start, end - start)
 
     def _slice_file(self, file: Any, sinfo: Any) -> IO[bytes]:
         if isinstance(file, FileReader):
