@@ -6,11 +6,9 @@ about the same time: read by each, it is fetched and decoded once a worker.
 Shared, the first worker to ask for it takes its lock (a file lock, let go
 if the process dies), reads it as ever (fetched, lengths and page CRCs
 checked, decoded) and writes the decoded table into the directory as an
-Arrow IPC file, its CRC-32 after it, renamed into place whole; the others
-wait for the lock and read the file (its CRC-32 checked: a damaged one is
-removed and the row group read again). The copy is local and was checked
-as it was fetched (lengths, page CRCs): zlib's CRC-32 guards it, at ten
-times crc32c's speed here (each reader checks the whole row group).
+Arrow IPC file, its crc32c after it, renamed into place whole; the others
+wait for the lock and read the file (its crc32c checked: a damaged one is
+removed and the row group read again).
 
 The directory (on ``/dev/shm`` where there is one) holds the latest
 ``keep`` row groups within ``max_bytes``, the oldest removed as new ones
@@ -27,10 +25,11 @@ import fcntl
 import hashlib
 import os
 import tempfile
-import zlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+from ..._core.crc import crc32c
 
 __all__ = ["SharedGroups", "shared_base"]
 
@@ -128,7 +127,7 @@ class SharedGroups:
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
-                out.write(zlib.crc32(data).to_bytes(4, "little"))
+                out.write(crc32c(data).to_bytes(4, "little"))
             os.replace(tmp, path)
         except OSError:
             Path(tmp).unlink(missing_ok=True)
@@ -160,7 +159,7 @@ def _load(path: Path) -> Any:
     import pyarrow as pa
 
     body = memoryview(data)[:-4]
-    if len(data) < 4 or zlib.crc32(body).to_bytes(4, "little") != data[-4:]:
+    if len(data) < 4 or crc32c(body).to_bytes(4, "little") != data[-4:]:
         path.unlink(missing_ok=True)
         return None
     try:
