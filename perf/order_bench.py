@@ -20,7 +20,7 @@ needs only the counts):
   CPython 3.11; a shared machine's figures scale with it).
 
 :func:`measure` is what a ``scale`` scenario calls; figures, not a timed
-test (``tests/unit/test_shard_order_lazy.py`` checks the memory and work
+test (``tests/torch/data/test_shard_order_lazy.py`` checks the memory and work
 proxies instead).
 """
 

@@ -21,7 +21,7 @@ Every function has a scalar twin on Python ints (one position in a few
 microseconds, where numpy's per-call cost would take a hundred) and a
 numpy twin over ``uint64`` arrays, with the domain and key given per element
 or once (a block of 64K positions at a time, tens of millions a second).
-The two compute the same numbers (``tests/unit/test_permutation.py``).
+The two compute the same numbers (``tests/torch/data/test_permutation.py``).
 """
 
 from __future__ import annotations
