@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from aioflux import Client, ClientConfig, load_files
-from aioflux._core import rate_shared
-from aioflux._core.rate import pace_at
-from aioflux._core.rate_shared import SharedRate, Table, shared_rate
+from aioflux._core.rate import shared_table as rate_shared
+from aioflux._core.rate.controller import pace_at
+from aioflux._core.rate.shared_table import SharedRate, Table, shared_rate
 from aioflux.testing import Emulator, EmulatorProfile
 from tests.cli.calls import call
 from tests.cli.conftest import OBJECTS

@@ -13,8 +13,8 @@ import pytest
 
 from aioflux._core.auth import AnonymousAuth
 from aioflux._core.config import ClientConfig
-from aioflux._core.rate import RateState, alarm, start
-from aioflux._core.rate_shared import SharedRate, Table
+from aioflux._core.rate.controller import RateState, alarm, start
+from aioflux._core.rate.shared_table import SharedRate, Table
 from aioflux._net.throttle import gate_key
 from aioflux._net.transport import Transport
 from perf.harness import Options

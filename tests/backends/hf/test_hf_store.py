@@ -14,7 +14,7 @@ import pytest
 
 from aioflux import ClientConfig, InvalidRequest, NotFound, PermissionDenied, RetryPolicy
 from aioflux._core.crc import crc32c
-from aioflux._core.rate_state import SWITCH_COUNT
+from aioflux._core.rate.state import SWITCH_COUNT
 from aioflux.hf import HfStore
 from aioflux.testing import FakeHub
 from tests.backends.hf.conftest import TOKEN

@@ -12,10 +12,10 @@ from collections.abc import Callable
 
 import pytest
 
-from aioflux._core import rate
 from aioflux._core.config import ClientConfig
 from aioflux._core.errors import InvalidArgument
-from aioflux._core.rate import (
+from aioflux._core.rate import controller as rate
+from aioflux._core.rate.controller import (
     DECREASE,
     MIN_RATE,
     RAMP_FLOOR,
@@ -30,7 +30,7 @@ from aioflux._core.rate import (
     start,
     throttle,
 )
-from aioflux._core.rate_shared import PROBES, SLOT, SLOTS, SharedRate, Table
+from aioflux._core.rate.shared_table import PROBES, SLOT, SLOTS, SharedRate, Table
 
 DOUBLING = 10.0
 # The simulated cap's burst, in seconds of it (GCS and S3 absorb short

@@ -13,10 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from aioflux._core import rate
 from aioflux._core.config import ClientConfig
 from aioflux._core.metrics import RequestStats
-from aioflux._core.rate import (
+from aioflux._core.rate import controller as rate
+from aioflux._core.rate.controller import (
     PROBING,
     RECOVER_TO,
     START_FRACTION,
@@ -28,8 +28,8 @@ from aioflux._core.rate import (
     start,
     throttle,
 )
-from aioflux._core.rate_shared import SharedRate, Table
-from aioflux._core.rate_state import recovery_target
+from aioflux._core.rate.shared_table import SharedRate, Table
+from aioflux._core.rate.state import recovery_target
 from aioflux._net import throttle as gates
 from aioflux._net.throttle import Gate
 

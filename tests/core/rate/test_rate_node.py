@@ -1,5 +1,5 @@
 """Pacing switched on by the throttles of a node's processes together
-(:func:`aioflux._core.rate.alarm`, :func:`aioflux._core.rate.calm`): many
+(:func:`aioflux._core.rate.controller.alarm`, :func:`aioflux._core.rate.controller.calm`): many
 processes each seeing a few throttles when together they overshoot a cap,
 which none of them alone could tell from a flaky service.
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import random
 
-from aioflux._core import rate
 from aioflux._core.config import ClientConfig
 from aioflux._core.metrics import RequestStats
-from aioflux._core.rate import SWITCH_COUNT, SWITCH_CREDIT, RateState, alarm, calm
-from aioflux._core.rate_shared import SharedRate, Table
+from aioflux._core.rate import controller as rate
+from aioflux._core.rate.controller import SWITCH_COUNT, SWITCH_CREDIT, RateState, alarm, calm
+from aioflux._core.rate.shared_table import SharedRate, Table
 from aioflux._net.throttle import Gate
 
 KEY = "http://x|b|write"

@@ -23,7 +23,7 @@ import pytest
 
 from aioflux._core.config import ClientConfig
 from aioflux._core.metrics import RequestStats
-from aioflux._core.rate_shared import SharedRate, Table
+from aioflux._core.rate.shared_table import SharedRate, Table
 from aioflux._net import throttle as gates
 from aioflux._net.throttle import Gate
 

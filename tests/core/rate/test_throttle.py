@@ -23,9 +23,9 @@ import pytest
 
 from aioflux import AsyncClient, ClientConfig, RateLimited, RetryPolicy, S3Store
 from aioflux._core.auth import AnonymousAuth
-from aioflux._core.rate import AHEAD, SWITCH_COUNT, grown
-from aioflux._core.rate_shared import SharedRate, shared_rate
-from aioflux._core.rate_state import recovery_target
+from aioflux._core.rate.controller import AHEAD, SWITCH_COUNT, grown
+from aioflux._core.rate.shared_table import SharedRate, shared_rate
+from aioflux._core.rate.state import recovery_target
 from aioflux._net.throttle import gate_key
 from aioflux._net.transport import Op, Transport
 from aioflux.s3._xml import raise_if_error

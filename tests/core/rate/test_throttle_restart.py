@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from aioflux import AsyncClient, ClientConfig
-from aioflux._core.rate_shared import SharedRate
+from aioflux._core.rate.shared_table import SharedRate
 from aioflux._net.throttle import gate_key
 from aioflux.testing import running_emulator
 from tests.conftest import unique_bucket

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from aioflux._core.rate_shared import SharedRate
+from aioflux._core.rate.shared_table import SharedRate
 from aioflux._net.throttle import gate_key
 from tests.conftest import MotoS3, unique_bucket
 from tests.servers.azurite import ACCOUNT, Azurite

@@ -1,13 +1,13 @@
 """The request-rate controller's windows of answers: a cut when one is
 throttled, its judgment, and the first windows' calibration and probe.
-:mod:`aioflux._core.rate` tells how they fit together.
+:mod:`aioflux._core.rate.controller` tells how they fit together.
 """
 
 from __future__ import annotations
 
 import math
 
-from .rate_state import (
+from .state import (
     BUSY,
     CALIBRATE_BELOW,
     CALIBRATE_LEAST,

@@ -1,6 +1,6 @@
 """The request-rate controller's numbers: its settings, its state (one
 :class:`RateState` per endpoint, bucket and kind), and how the rate grows
-with time. :mod:`aioflux._core.rate` tells how they fit together.
+with time. :mod:`aioflux._core.rate.controller` tells how they fit together.
 """
 
 from __future__ import annotations

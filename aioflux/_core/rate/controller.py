@@ -3,7 +3,7 @@
 One :class:`RateState` per (endpoint, bucket, kind), ``kind`` being reads
 or writes (a bucket limits them apart). It is plain numbers, so the same
 functions drive the state every process of a node shares
-(:mod:`aioflux._core.rate_shared` keeps it in a small mapped file) and the
+(:mod:`aioflux._core.rate.shared_table` keeps it in a small mapped file) and the
 virtual-time simulation of the tests. Times are ``time.monotonic()``
 seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
 
@@ -43,7 +43,7 @@ seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
   (additive below :data:`RAMP_FLOOR`, a doubling per ``rate_doubling``
   above). A rate asked for and served in full with no throttle for
   :data:`REPROBE_AFTER` probes again, slowly near the rate found before
-  and faster away from it (:func:`aioflux._core.rate_state.probe_growth`):
+  and faster away from it (:func:`aioflux._core.rate.state.probe_growth`):
   a cap lifted is found again in seconds.
 - A client's first request of a key whose state had no throttle for
   :data:`REPROBE_AFTER` restarts it (:func:`restart`): that state is an
@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import math
 
-from .rate_state import (
+from .state import (
     AHEAD,
     BURST_SECONDS,
     BUSY,
@@ -105,7 +105,7 @@ from .rate_state import (
     noise,
     refill,
 )
-from .rate_windows import judge
+from .windows import judge
 
 __all__ = ["AHEAD", "BURST_SECONDS", "BUSY", "CALIBRATE_BELOW", "CALIBRATE_LEAST", "CALIBRATING",
            "CHECKING", "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "FIRST_WINDOW", "FOUND_SHARE",

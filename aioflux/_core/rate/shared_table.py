@@ -11,7 +11,7 @@ ports each run) it has seen.
 
 Every process maps the file (``mmap``, shared) and changes it under
 ``flock``: there is no server process to start or to outlive. A slot holds
-numbers only (:class:`aioflux._core.rate.RateState`), no lease and no
+numbers only (:class:`aioflux._core.rate.controller.RateState`), no lease and no
 process id, so a process killed at any point leaves nothing to expire.
 
 A slot's first byte is its "pacing on" flag, read without the lock on
@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .rate import RateState
+from .controller import RateState
 
 try:
     import fcntl
