@@ -24,10 +24,12 @@ PACKAGE = Path(aioflux.__file__).parent
 LAYERS: list[tuple[str, ...]] = [
     ("aioflux._version",),
     ("aioflux._core",),
+    ("aioflux._core.rate",),
     ("aioflux._net",),
     ("aioflux._engines",),
     ("aioflux.gcs", "aioflux.local", "aioflux.s3", "aioflux.azure", "aioflux.http", "aioflux.hf"),
     ("aioflux._api", "aioflux.otel"),
+    ("aioflux.torch.data", "aioflux.torch.checkpoint"),
     ("aioflux.torch", "aioflux.fsspec"),
     ("aioflux.testing",),
     ("aioflux.cli",),

@@ -66,7 +66,7 @@ class Footers:
             self.reads.append((info.name, start, end))
             return await real_read(store, info, version, start, end, hedger)
 
-        monkeypatch.setattr("aioflux.torch._shard_parquet.read_footer", footer)
+        monkeypatch.setattr("aioflux.torch.data._shard_parquet.read_footer", footer)
         monkeypatch.setattr(_parquet_read, "_pinned_read", read)
 
 

@@ -14,7 +14,7 @@ import torch
 from aioflux import BridgeError, Client, InvalidArgument, WriterOptions
 from aioflux.testing import Emulator, Faults
 from aioflux.torch import CheckpointManager
-from aioflux.torch._checkpoint import save_into
+from aioflux.torch.checkpoint._checkpoint import save_into
 from tests.servers.forking import in_fork
 from tests.torch.conftest import HeldBack, Where, a_fork_worker_ends
 

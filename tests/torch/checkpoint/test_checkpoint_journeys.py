@@ -172,7 +172,7 @@ def test_manifests_are_read_concurrently(where: Where, monkeypatch: pytest.Monke
     # Without keep_last every retention pass (and every list()) reads every
     # step's manifest: one after another, a root of a thousand checkpoints
     # took 20 s a pass at 20 ms a read.
-    from aioflux.torch._retention import CheckpointStore
+    from aioflux.torch.checkpoint._retention import CheckpointStore
 
     check = CheckpointStore._complete
     running = peak = 0

@@ -20,7 +20,7 @@ from aioflux import AsyncClient, ServerError
 from aioflux._core.portal import call
 from aioflux.local import LocalStore
 from aioflux.torch import CheckpointManager
-from aioflux.torch import _manager as manager_module
+from aioflux.torch.checkpoint import _manager as manager_module
 from tests.torch.conftest import Where
 
 

@@ -140,7 +140,7 @@ def test_a_data_file_failing_in_a_writer_thread_fails_the_save(
     # DCP writes a rank's files from thread_count threads; an exception in
     # any but the caller's thread ended that thread unseen: the save
     # returned normally and published metadata without its items.
-    from aioflux.torch import _dcp_crc, _dcp_file
+    from aioflux.torch.checkpoint import _dcp_crc, _dcp_file
 
     # The object writer, and a file's own (see _dcp_file.py).
     for writer in (_dcp_crc.RecordingWriter, _dcp_file.RecordingFileWriter):

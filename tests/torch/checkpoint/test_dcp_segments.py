@@ -13,7 +13,7 @@ from aioflux import WriterOptions
 from aioflux._core.crc import crc32c
 from aioflux._core.portal import call
 from aioflux.testing import MemoryStore
-from aioflux.torch._dcp_crc import RecordingWriter
+from aioflux.torch.checkpoint._dcp_crc import RecordingWriter
 
 MiB = 1024 * 1024
 SIZES = [0, 1, 100, 70_000, MiB - 1, MiB, MiB + 1, 2 * MiB + 3]

@@ -18,8 +18,8 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from aioflux.torch import Checkpoint, CheckpointManager
-from aioflux.torch._device_load import DeviceStager, cuda_target
-from aioflux.torch._snapshot import BufferPool, accelerated, process_pool, snapshot
+from aioflux.torch.checkpoint._device_load import DeviceStager, cuda_target
+from aioflux.torch.checkpoint._snapshot import BufferPool, accelerated, process_pool, snapshot
 from aioflux.torch.dcp import DcpReader, DcpWriter
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aioflux.torch._retention import steps_to_delete
+from aioflux.torch.checkpoint._retention import steps_to_delete
 
 
 def test_keeps_last_complete_and_busy_and_newer() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from aioflux.torch._snapshot import BufferPool, snapshot, state_nbytes
+from aioflux.torch.checkpoint._snapshot import BufferPool, snapshot, state_nbytes
 
 
 def test_snapshot_is_a_copy_and_keeps_sharing() -> None:

@@ -2,7 +2,7 @@
 
 ``torch.save`` spends ~0.65 s of CPU per GiB on a CRC32 of each zip record
 that ``torch.load`` never reads; aioflux checksums the same bytes with
-crc32c end to end (``aioflux/torch/_zip_crc.py``).
+crc32c end to end (``aioflux/torch/checkpoint/_zip_crc.py``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import torch.distributed.checkpoint as dcp
 
 from aioflux import ChecksumMismatch, WriterOptions
 from aioflux._core.portal import call
-from aioflux.torch import Checkpoint, CheckpointManager, _zip_crc
-from aioflux.torch._zip_crc import without_zip_crc32
+from aioflux.torch import Checkpoint, CheckpointManager
+from aioflux.torch.checkpoint import _zip_crc
+from aioflux.torch.checkpoint._zip_crc import without_zip_crc32
 from aioflux.torch.dcp import DcpReader, DcpWriter
 from tests.servers.forking import in_fork
 from tests.torch.conftest import Where

@@ -18,7 +18,8 @@ from aioflux._core.portal import call
 from aioflux._core.types import ObjectInfo
 from aioflux._engines import listing
 from aioflux.local import LocalStore
-from aioflux.torch import IterableDataset, MapDataset, _source
+from aioflux.torch import IterableDataset, MapDataset
+from aioflux.torch.data import _source
 
 SKIP = "aioflux-composed/"
 

@@ -183,7 +183,7 @@ def test_batch_sampler_keeps_ahead_batches_downloading(emulator: Emulator, bucke
 
 def test_readahead_follows_a_strided_scan(emulator: Emulator, bucket: str,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    import aioflux.torch._map_dataset as datasets_mod
+    import aioflux.torch.data._map_dataset as datasets_mod
 
     data = seed(emulator, bucket, 60, 100)
     ds = map_dataset(emulator, bucket, config=ClientConfig(max_concurrency=8), **DIRECT)
@@ -441,7 +441,7 @@ def test_objects_set_on_a_dataset_are_read_from_their_store(emulator: Emulator, 
 def test_map_dataset_reads_ahead_within_its_bytes(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch,
                                                   kind: str) -> None:
-    import aioflux.torch._map_dataset as datasets_mod
+    import aioflux.torch.data._map_dataset as datasets_mod
 
     # The default ahead was sized on one batch (the samplers' first, the
     # readahead's second): a 1-byte file there made it 128 permits + 1

@@ -19,7 +19,7 @@ import torch.multiprocessing as mp
 import torch.utils.data
 
 from aioflux.torch import IterableDataset, MapDataset, ResumableBatchSampler, ResumableSampler
-from aioflux.torch._order import epoch_order
+from aioflux.torch.data._order import epoch_order
 from tests.torch._forkserver import forkserver
 from tests.torch._resume_util import objects_of, parts, run, seed_data, to_bytes
 from tests.torch.conftest import Where

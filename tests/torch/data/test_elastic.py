@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aioflux.torch._order import RankBatches, epoch_order
+from aioflux.torch.data._order import RankBatches, epoch_order
 from tests.torch._resume_util import expected, objects_of, parts, run, seed_data
 from tests.torch.conftest import Where
 

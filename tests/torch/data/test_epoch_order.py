@@ -1,5 +1,5 @@
 """The per-object epoch order and the rank batches cut from it: the same
-samples as the rule of aioflux.torch._order, in memory that does not grow
+samples as the rule of aioflux.torch.data._order, in memory that does not grow
 with a copy of the epoch per process."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from aioflux.torch._order import ORDER_VERSION, RankBatches, epoch_order, pass_samples
-from aioflux.torch._shard_order import shard_epoch_order
+from aioflux.torch.data._order import ORDER_VERSION, RankBatches, epoch_order, pass_samples
+from aioflux.torch.data._shard_order import shard_epoch_order
 
 
 def _rule(order: Sequence[int], start: int, global_batch: int, rank: int, world: int,

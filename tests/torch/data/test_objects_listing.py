@@ -19,7 +19,7 @@ from aioflux import Conflict, InvalidArgument, NotFound, ObjectInfo
 from aioflux._core.portal import call
 from aioflux.local import LocalStore
 from aioflux.torch import MapDataset
-from aioflux.torch._rank_listing import Listing, _mismatch, objects_summary, objects_target
+from aioflux.torch.data._rank_listing import Listing, _mismatch, objects_summary, objects_target
 from tests.torch._objects_listing_worker import NAMES
 from tests.torch._two_ranks import Ranks, run_job
 

@@ -9,7 +9,7 @@ import pytest
 
 from aioflux import InvalidArgument
 from aioflux.torch import ResumableBatchSampler
-from aioflux.torch._order import ORDER_VERSION, epoch_order
+from aioflux.torch.data._order import ORDER_VERSION, epoch_order
 
 COUNT, BATCH = 40, 4
 

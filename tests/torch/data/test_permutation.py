@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aioflux.torch._permutation import (
+from aioflux.torch.data._permutation import (
     Permutation,
     order_key,
     permute,

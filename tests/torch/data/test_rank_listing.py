@@ -19,7 +19,7 @@ from aioflux import Conflict, InvalidArgument, NotFound, ObjectInfo
 from aioflux._core.portal import call
 from aioflux.local import LocalStore
 from aioflux.torch import IterableDataset, MapDataset, ShardDataset, ShardMapDataset
-from aioflux.torch._rank_listing import Listing, _mismatch, objects_summary
+from aioflux.torch.data._rank_listing import Listing, _mismatch, objects_summary
 from tests.torch._two_ranks import Ranks, run_job
 from tests.torch.conftest import Where
 

@@ -23,7 +23,7 @@ from aioflux.torch import (
     ResumableBatchSampler,
     ResumableSampler,
 )
-from aioflux.torch._order import RankBatches, epoch_order
+from aioflux.torch.data._order import RankBatches, epoch_order
 from tests.torch._forkserver import forkserver
 from tests.torch._resume_util import expected, objects_of, parts, run, seed_data, to_bytes
 from tests.torch.conftest import Where

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from aioflux._engines.shards import Run, ShardsDone
-from aioflux.torch._shard_order import ShardOrder, iter_runs, runs_of, shard_epoch_order
+from aioflux.torch.data._shard_order import ShardOrder, iter_runs, runs_of, shard_epoch_order
 
 
 def _order(counts: list[int], sequential: list[bool] | None = None,

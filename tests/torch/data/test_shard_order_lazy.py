@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import aioflux.torch._permutation as permutation
-from aioflux.torch._cumulative import Cumulative
-from aioflux.torch._order import RankBatches
-from aioflux.torch._shard_order import ShardOrder
+import aioflux.torch.data._permutation as permutation
+from aioflux.torch.data._cumulative import Cumulative
+from aioflux.torch.data._order import RankBatches
+from aioflux.torch.data._shard_order import ShardOrder
 
 COUNTS = st.lists(st.one_of(st.just(0), st.integers(min_value=1, max_value=4),
                             st.integers(min_value=0, max_value=90)), max_size=9)

@@ -10,7 +10,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from aioflux.torch._shard_order import ShardOrder
+from aioflux.torch.data._shard_order import ShardOrder
 
 
 def _counts(seed: int, shards: int, most: int) -> list[int]:

@@ -303,7 +303,7 @@ def test_the_writer_packs_rows_into_row_groups_and_shards_with_manifest_entries(
         reads.append(info.name)
         return await real(store, info)
 
-    monkeypatch.setattr("aioflux.torch._shard_parquet.read_footer", footer)
+    monkeypatch.setattr("aioflux.torch.data._shard_parquet.read_footer", footer)
     ds = dataset(where, tmp_path, columns=["id", "tokens"])
     # The manifest counted the rows, the footers object gave every footer:
     # two GETs, no file's end read.
@@ -462,7 +462,7 @@ def test_publish_indexes_writes_the_rows_into_the_manifest(tmp_path: Path,
         reads.append(info.name)
         return await real(store, info)
 
-    monkeypatch.setattr("aioflux.torch._shard_parquet.read_footer", footer)
+    monkeypatch.setattr("aioflux.torch.data._shard_parquet.read_footer", footer)
     again = dataset(where, tmp_path / "other")  # another node: no footer cached
     assert again.counts == list(ROWS) and len(reads) == 1
 
@@ -493,7 +493,7 @@ def test_a_stale_footer_in_the_footers_object_is_not_taken(tmp_path: Path,
         reads.append(info.name.rsplit("/", 1)[1])
         return await real(store, info)
 
-    monkeypatch.setattr("aioflux.torch._shard_parquet.read_footer", footer)
+    monkeypatch.setattr("aioflux.torch.data._shard_parquet.read_footer", footer)
     ds = dataset(where, tmp_path, shuffle=False, columns=["id"])
     assert reads == ["s-1.parquet"]  # its footer by range; s-0's from the footers object
     assert [r["id"] for r in ds] == [*range(20), *range(100, 120)]

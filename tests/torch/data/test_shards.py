@@ -26,7 +26,7 @@ from aioflux import (
 from aioflux._engines.shards import _build
 from aioflux.testing import FaultProxy
 from aioflux.torch import ShardDataset
-from aioflux.torch._order import pass_samples
+from aioflux.torch.data._order import pass_samples
 from tests.conftest import FAST_RETRY, unique_bucket
 from tests.torch._forkserver import forkserver
 from tests.torch._shards_util import expected_of, gz, jsonl, make_samples, tar_shard, zst

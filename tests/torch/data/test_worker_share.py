@@ -8,9 +8,9 @@ import tracemalloc
 
 import pytest
 
-from aioflux.torch._order import epoch_order
-from aioflux.torch._rank_batches import RankBatches
-from aioflux.torch._worker_share import SPAN, WorkerShare
+from aioflux.torch.data._order import epoch_order
+from aioflux.torch.data._rank_batches import RankBatches
+from aioflux.torch.data._worker_share import SPAN, WorkerShare
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -21,20 +21,20 @@ import os
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
-from .._core.errors import InvalidArgument, ShardFormatError
-from .._core.portal import get_portal, iterate
-from .._core.store import ObjectStore
-from .._core.types import ObjectInfo
-from .._core.urls import format_url
-from .._core.window import gather_bounded
-from .._engines.cache import DiskCache
-from .._engines.hedge import Hedger
-from .._engines.shards import Run, ShardsDone
-from .._engines.shards._counts import Counts
-from .._engines.shards._manifest import manifest_folder
-from .._engines.shards._parquet import Footer, pyarrow_parquet
-from .._engines.shards._parquet_footers import FOOTERS_NAME, read_footers
-from .._engines.shards._parquet_read import (
+from ..._core.errors import InvalidArgument, ShardFormatError
+from ..._core.portal import get_portal, iterate
+from ..._core.store import ObjectStore
+from ..._core.types import ObjectInfo
+from ..._core.urls import format_url
+from ..._core.window import gather_bounded
+from ..._engines.cache import DiskCache
+from ..._engines.hedge import Hedger
+from ..._engines.shards import Run, ShardsDone
+from ..._engines.shards._counts import Counts
+from ..._engines.shards._manifest import manifest_folder
+from ..._engines.shards._parquet import Footer, pyarrow_parquet
+from ..._engines.shards._parquet_footers import FOOTERS_NAME, read_footers
+from ..._engines.shards._parquet_read import (
     FooterCache,
     Kept,
     check_filters,

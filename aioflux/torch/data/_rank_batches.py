@@ -1,5 +1,5 @@
 """One rank's share of each global batch of an epoch order (the rule of
-:mod:`aioflux.torch._order`), made a block of batches at a time."""
+:mod:`aioflux.torch.data._order`), made a block of batches at a time."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """``ShardDataset``: samples packed in shards (WebDataset tar, JSONL/text), read as they are.
 
 The dataset indexes its shards when it is made (see
-:mod:`aioflux.torch._shard_source`), so the sample count is known before
-the first step; the epoch order (:mod:`aioflux.torch._shard_order`) is then
+:mod:`aioflux.torch.data._shard_source`), so the sample count is known before
+the first step; the epoch order (:mod:`aioflux.torch.data._shard_order`) is then
 a permutation of the samples, and everything the per-object datasets
 promise holds here: equal batches on every rank, resume at any world size
 and worker count with each sample once, checked bytes.
@@ -17,13 +17,13 @@ from typing import Any, TypeVar
 import numpy as np
 import torch.utils.data
 
-from .._core.config import ClientConfig
-from .._core.errors import InvalidArgument
-from .._core.types import ObjectInfo
-from .._core.validate import Credentials, check_bool, check_int
-from .._engines.hedge import HedgeAfter
-from .._engines.listing import DEFAULT_LIST_CONCURRENCY
-from .._engines.shards import ShardsDone
+from ..._core.config import ClientConfig
+from ..._core.errors import InvalidArgument
+from ..._core.types import ObjectInfo
+from ..._core.validate import Credentials, check_bool, check_int
+from ..._engines.hedge import HedgeAfter
+from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
+from ..._engines.shards import ShardsDone
 from ._order import DataProgress, RankBatches, dist_rank, track
 from ._rank_listing import Listing
 from ._shard_order import ShardOrder, iter_runs

@@ -9,12 +9,12 @@ from typing import Any
 
 import torch.utils.data
 
-from .._core.config import ClientConfig
-from .._core.errors import InvalidArgument
-from .._core.types import ObjectInfo
-from .._core.validate import Credentials, check_int
-from .._engines.hedge import HedgeAfter
-from .._engines.listing import DEFAULT_LIST_CONCURRENCY
+from ..._core.config import ClientConfig
+from ..._core.errors import InvalidArgument
+from ..._core.types import ObjectInfo
+from ..._core.validate import Credentials, check_int
+from ..._engines.hedge import HedgeAfter
+from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._rank_listing import Listing
 from ._shard_dataset import DEFAULT_READS_IN_FLIGHT
 from ._shard_order import runs_of

@@ -2,7 +2,7 @@
 
 Samples are numbered across the shards in list order (shard ``i``'s sample
 ``k`` is ``starts[i] + k``). An epoch's order (order version 2, see
-:data:`aioflux.torch._order.ORDER_VERSION`):
+:data:`aioflux.torch.data._order.ORDER_VERSION`):
 
 1. the shards, permuted;
 2. each shard cut into *reads* of ``samples_per_read`` consecutive samples
@@ -19,17 +19,17 @@ Samples are numbered across the shards in list order (shard ``i``'s sample
 4. the samples of each read permuted among themselves.
 
 The result is a permutation of every sample, so the global batches, rank
-shares, padding and resume of :mod:`aioflux.torch._order` apply unchanged:
+shares, padding and resume of :mod:`aioflux.torch.data._order` apply unchanged:
 a position is a count of samples of this order, valid at any world size
 and worker count. The shuffle costs no sample memory (reads are ranged);
 the window bounds how many shards an epoch reads from at once.
 
 No part of the order is made whole: :class:`ShardOrder` computes a
 position's sample when it is asked for, each permutation a keyed Feistel
-network (:mod:`aioflux.torch._permutation`). What it holds is three running
+network (:mod:`aioflux.torch.data._permutation`). What it holds is three running
 sums over the shards (the shards' first samples in list order; samples and
 full reads over the permuted shards), made at the epoch's start in one numpy
-pass, each a :class:`~aioflux.torch._cumulative.Cumulative` of 2 or 4 bytes
+pass, each a :class:`~aioflux.torch.data._cumulative.Cumulative` of 2 or 4 bytes
 a shard (8 only past 2**32 samples in 64 shards): 6 bytes a shard at 1e6
 shards of 1,000 samples, 10 at 1e5 of 10,000, at most 12.4. The permuted
 shards are permuted again when asked for, and a shard's short read's
@@ -54,7 +54,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from .._engines.shards import Run, ShardsDone
+from ..._engines.shards import Run, ShardsDone
 from ._cumulative import SHIFT, SPAN, WHOLE_PER_VALUE, Cumulative, gallop
 from ._permutation import (
     BLOCK,

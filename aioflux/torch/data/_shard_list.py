@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._core.index import ObjectIndex
-from .._core.shared_columns import Block, new_block
-from .._core.types import ObjectInfo
-from .._engines.shards import compression_of
+from ..._core.index import ObjectIndex
+from ..._core.shared_columns import Block, new_block
+from ..._core.types import ObjectInfo
+from ..._engines.shards import compression_of
 
 __all__ = ["ShardList", "shard_record"]
 

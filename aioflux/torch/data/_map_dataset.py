@@ -1,7 +1,7 @@
 """``MapDataset``: one sample per object, indexable, batches downloaded ahead.
 
 Objects may be on any store (``gs://``, ``file://`` or a path); see
-:mod:`aioflux.torch._source` for the per-process store.
+:mod:`aioflux.torch.data._source` for the per-process store.
 """
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ from typing import Any
 
 import torch.utils.data
 
-from .._core.config import ClientConfig, RetryPolicy
-from .._core.errors import InvalidArgument
-from .._core.index import ObjectIndex
-from .._core.metrics import BatchStats
-from .._core.portal import Portal, get_portal
-from .._core.types import ObjectInfo
-from .._core.urls import parse_url
-from .._core.validate import Credentials, as_int, check_int
-from .._engines.download import Data, DownloadOptions, DownloadStats
-from .._engines.hedge import HedgeAfter
-from .._engines.listing import DEFAULT_LIST_CONCURRENCY
+from ..._core.config import ClientConfig, RetryPolicy
+from ..._core.errors import InvalidArgument
+from ..._core.index import ObjectIndex
+from ..._core.metrics import BatchStats
+from ..._core.portal import Portal, get_portal
+from ..._core.types import ObjectInfo
+from ..._core.urls import parse_url
+from ..._core.validate import Credentials, as_int, check_int
+from ..._engines.download import Data, DownloadOptions, DownloadStats
+from ..._engines.hedge import HedgeAfter
+from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._rank_listing import Listing, agreed, check_listing, objects_summary, objects_target
 from ._source import (
     Sample,

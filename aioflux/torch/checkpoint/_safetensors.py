@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import torch
 
-from .._core.errors import ChecksumMismatch, InvalidArgument
+from ..._core.errors import ChecksumMismatch, InvalidArgument
 
 __all__ = ["load_safetensors"]
 

@@ -30,7 +30,7 @@ state taken when it was made, so what it saves is consistent too.
 
 The order is never made whole: :func:`epoch_order` computes a position's
 index when it is asked for (a keyed Feistel permutation,
-:mod:`aioflux.torch._permutation`), and :class:`RankBatches` asks for a
+:mod:`aioflux.torch.data._permutation`), and :class:`RankBatches` asks for a
 block of batches at a time. A position only means something under the order
 it was counted in, so a state names it: its ``"fingerprint"`` (of the
 object list) ends in ``/order-v2`` (:data:`ORDER_VERSION`). Version 1,
@@ -52,9 +52,9 @@ from typing import Any, TypeVar
 import torch.distributed as dist
 import torch.utils.data
 
-from .._core.errors import InvalidArgument
-from .._core.index import ObjectIndex
-from .._core.types import ObjectInfo
+from ..._core.errors import InvalidArgument
+from ..._core.index import ObjectIndex
+from ..._core.types import ObjectInfo
 from ._permutation import Permutation, order_key
 from ._rank_batches import RankBatches, pass_samples
 

@@ -12,12 +12,12 @@ shard's per-sample index (offset, length, crc32c) is loaded when the
 shard is read, in the process reading it, and kept in a bounded LRU
 (:data:`DEFAULT_INDEX_BYTES`); a cached index is memory-mapped, shared by
 the machine's processes. Its store is rebuilt lazily in each process
-(:class:`~aioflux.torch._source.DatasetSource`).
+(:class:`~aioflux.torch.data._source.DatasetSource`).
 
 Under DDP the ranks must hold the same shards and counts (the epoch order
 is a function of them): ``listing="rank0"`` resolves and counts on rank 0
 and broadcasts them, so the other ranks neither list, stat nor index;
-``listing="check"`` compares the ranks' (see :mod:`aioflux.torch._rank_listing`).
+``listing="check"`` compares the ranks' (see :mod:`aioflux.torch.data._rank_listing`).
 With ``publish_indexes``, the shards rank 0 could not count are indexed
 by all the ranks, each its share, which publish the sidecars; the counts
 are gathered, and rank 0 writes the manifest.
@@ -38,14 +38,14 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from .._core.config import ClientConfig
-from .._core.errors import AiofluxError, InvalidArgument
-from .._core.index import ObjectIndex
-from .._core.portal import get_portal, iterate
-from .._core.store import ObjectStore
-from .._core.types import ObjectInfo
-from .._core.urls import format_url, parse_url
-from .._core.validate import (
+from ..._core.config import ClientConfig
+from ..._core.errors import AiofluxError, InvalidArgument
+from ..._core.index import ObjectIndex
+from ..._core.portal import get_portal, iterate
+from ..._core.store import ObjectStore
+from ..._core.types import ObjectInfo
+from ..._core.urls import format_url, parse_url
+from ..._core.validate import (
     Credentials,
     check_bool,
     check_credentials,
@@ -53,10 +53,10 @@ from .._core.validate import (
     check_instance,
     check_int,
 )
-from .._engines.cache import cache_from_args
-from .._engines.download import DownloadOptions
-from .._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, Hedger, check_hedge
-from .._engines.shards import (
+from ..._engines.cache import cache_from_args
+from ..._engines.download import DownloadOptions
+from ..._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, Hedger, check_hedge
+from ..._engines.shards import (
     IndexCache,
     Run,
     ShardFormat,
@@ -70,7 +70,7 @@ from .._engines.shards import (
     is_sidecar,
     read_runs,
 )
-from .._engines.shards._counts import (
+from ..._engines.shards._counts import (
     Count,
     Counts,
     IndexLRU,
@@ -78,8 +78,8 @@ from .._engines.shards._counts import (
     load_index,
     stream_counts,
 )
-from .._engines.shards._decode import decode_line
-from .._engines.shards._manifest import (
+from ..._engines.shards._decode import decode_line
+from ..._engines.shards._manifest import (
     MANIFEST_NAME,
     Entry,
     is_manifest,

@@ -18,15 +18,15 @@ import os
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from .._api.open import open as open_url
-from .._api.stores import new_store
-from .._core.config import ClientConfig
-from .._core.errors import AiofluxError, InvalidArgument
-from .._core.options import WriterOptions
-from .._core.portal import get_portal
-from .._core.store import ObjectStore
-from .._core.urls import StoreURL, format_url, parse_url
-from .._core.validate import (
+from ..._api.open import open as open_url
+from ..._api.stores import new_store
+from ..._core.config import ClientConfig
+from ..._core.errors import AiofluxError, InvalidArgument
+from ..._core.options import WriterOptions
+from ..._core.portal import get_portal
+from ..._core.store import ObjectStore
+from ..._core.urls import StoreURL, format_url, parse_url
+from ..._core.validate import (
     Credentials,
     check_bool,
     check_credentials,
@@ -35,7 +35,7 @@ from .._core.validate import (
     check_int,
     check_str,
 )
-from .._engines.shards import (
+from ..._engines.shards import (
     DEFAULT_MAX_COUNT,
     DEFAULT_MAX_SIZE,
     INDEX_SUFFIX,
@@ -48,21 +48,21 @@ from .._engines.shards import (
     format_of,
     shard_namer,
 )
-from .._engines.shards._manifest import (
+from ..._engines.shards._manifest import (
     MANIFEST_NAME,
     Entry,
     entry_of,
     manifest_folder,
     update_manifest,
 )
-from .._engines.shards._parquet_footers import FOOTERS_NAME, FooterEntry, update_footers
-from .._engines.shards._parquet_write import DEFAULT_ROW_GROUP_BYTES, ParquetPacker
-from .._engines.writer import ObjectWriter
+from ..._engines.shards._parquet_footers import FOOTERS_NAME, FooterEntry, update_footers
+from ..._engines.shards._parquet_write import DEFAULT_ROW_GROUP_BYTES, ParquetPacker
+from ..._engines.writer import ObjectWriter
 
 if TYPE_CHECKING:
     from typing import Self
 
-    from .._engines.shards._writer import Sink
+    from ..._engines.shards._writer import Sink
 
 __all__ = ["ShardWriter"]
 

@@ -18,17 +18,17 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
-from .._api.stores import new_store
-from .._core.columns import ListedColumns, ListsColumns
-from .._core.config import ClientConfig, RetryPolicy
-from .._core.errors import BridgeError, InvalidArgument, InvalidURL, NotFound
-from .._core.index import IndexBuilder, ObjectIndex
-from .._core.portal import get_portal
-from .._core.share import set_sharers
-from .._core.store import ObjectStore
-from .._core.types import ObjectInfo
-from .._core.urls import folder_prefix, format_url, parse_url
-from .._core.validate import (
+from ..._api.stores import new_store
+from ..._core.columns import ListedColumns, ListsColumns
+from ..._core.config import ClientConfig, RetryPolicy
+from ..._core.errors import BridgeError, InvalidArgument, InvalidURL, NotFound
+from ..._core.index import IndexBuilder, ObjectIndex
+from ..._core.portal import get_portal
+from ..._core.share import set_sharers
+from ..._core.store import ObjectStore
+from ..._core.types import ObjectInfo
+from ..._core.urls import folder_prefix, format_url, parse_url
+from ..._core.validate import (
     Credentials,
     check_bool,
     check_credentials,
@@ -36,12 +36,12 @@ from .._core.validate import (
     check_int,
     endpoint_url,
 )
-from .._core.window import gather_bounded
-from .._engines.cache import CachedDownloader, DiskCache, cache_from_args
-from .._engines.compose import COMPOSED_PREFIX
-from .._engines.download import Data, Downloader, DownloadOptions
-from .._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, check_hedge
-from .._engines.listing import iter_pages
+from ..._core.window import gather_bounded
+from ..._engines.cache import CachedDownloader, DiskCache, cache_from_args
+from ..._engines.compose import COMPOSED_PREFIX
+from ..._engines.download import Data, Downloader, DownloadOptions
+from ..._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, check_hedge
+from ..._engines.listing import iter_pages
 
 if TYPE_CHECKING:
     # A default for the sample type (PEP 696): ``MapDataset(objs)[0]`` is

@@ -1,7 +1,7 @@
 """``IterableDataset``: every object once per epoch across ranks and workers.
 
 Objects may be on any store (``gs://``, ``file://`` or a path); see
-:mod:`aioflux.torch._source` for the per-process store.
+:mod:`aioflux.torch.data._source` for the per-process store.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from typing import Any, TypeVar
 
 import torch.utils.data
 
-from .._core.config import DEFAULT_MAX_CONCURRENCY, ClientConfig, RetryPolicy
-from .._core.errors import InvalidArgument
-from .._core.metrics import BatchStats
-from .._core.portal import iterate
-from .._core.types import ObjectInfo
-from .._core.validate import Credentials, check_bool, check_int
-from .._engines.download import Data, DownloadOptions
-from .._engines.hedge import HedgeAfter
-from .._engines.listing import DEFAULT_LIST_CONCURRENCY
+from ..._core.config import DEFAULT_MAX_CONCURRENCY, ClientConfig, RetryPolicy
+from ..._core.errors import InvalidArgument
+from ..._core.metrics import BatchStats
+from ..._core.portal import iterate
+from ..._core.types import ObjectInfo
+from ..._core.validate import Credentials, check_bool, check_int
+from ..._engines.download import Data, DownloadOptions
+from ..._engines.hedge import HedgeAfter
+from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._order import DataProgress, Pass, RankBatches, dist_rank, epoch_order, fingerprint, track
 from ._rank_listing import Listing, agreed, check_listing, objects_summary
 from ._source import Sample, Transform, build_source, check_objects, transformed
@@ -48,7 +48,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
     samples), and DataLoader worker ``k`` of ``n`` the ``j``-th of those with
     ``j % n == k``, which is the order the DataLoader hands batches out in
     when its ``batch_size`` is this ``batch_size`` (see
-    :mod:`aioflux.torch._order`). Every rank yields the same number of
+    :mod:`aioflux.torch.data._order`). Every rank yields the same number of
     samples and batches, so DDP's per-step all-reduce never waits on a rank
     that ran out (given the same objects on every rank: see ``listing`` in
     :meth:`from_prefix`): as with ``DistributedSampler``, a short last global batch

@@ -13,20 +13,20 @@ from typing import IO, Any
 
 import torch
 
-from .._api.stores import AnyClient, store_for_url
-from .._api.sync import Client
-from .._core.errors import AiofluxError
-from .._core.options import ReaderOptions, WriterOptions
-from .._core.store import ObjectStore
-from .._core.types import ObjectInfo
-from .._core.urls import StoreURL
-from .._core.validate import check_instance, check_str
-from .._engines.compression import require_zstd, starts_zstd
-from .._engines.reader import ObjectReader
-from .._engines.writer import ObjectWriter
-from ..local import LocalStore
-from ..local._file_writer import FileWriter
-from ..local._reader import FileReader
+from ..._api.stores import AnyClient, store_for_url
+from ..._api.sync import Client
+from ..._core.errors import AiofluxError
+from ..._core.options import ReaderOptions, WriterOptions
+from ..._core.store import ObjectStore
+from ..._core.types import ObjectInfo
+from ..._core.urls import StoreURL
+from ..._core.validate import check_instance, check_str
+from ..._engines.compression import require_zstd, starts_zstd
+from ..._engines.reader import ObjectReader
+from ..._engines.writer import ObjectWriter
+from ...local import LocalStore
+from ...local._file_writer import FileWriter
+from ...local._reader import FileReader
 from ._device_load import DeviceStager, cuda_target
 from ._safetensors import load_safetensors
 from ._zip_crc import without_zip_crc32
@@ -115,7 +115,7 @@ class Checkpoint:
         raw = ObjectWriter(store, bucket, name, options=self.writer_options)
         if compression is None:
             return raw  # type: ignore[return-value]
-        from .._engines.zstd import compress_writer
+        from ..._engines.zstd import compress_writer
 
         return compress_writer(raw)  # type: ignore[return-value]
 
@@ -201,7 +201,7 @@ class Checkpoint:
         with self._load_reader(url, info) as reader:
             if compression == "zstd" or starts_zstd(reader):
                 require_zstd(f"load {reader.url} (zstd-compressed)")
-                from .._engines.zstd import decompress_seekable
+                from ..._engines.zstd import decompress_seekable
 
                 with decompress_seekable(reader) as plain:
                     return torch.load(plain, map_location=map_location,

@@ -11,8 +11,8 @@ the running value then shifted over them. No byte is checksummed twice.
 
 from __future__ import annotations
 
-from .._core.crc import crc32c_combine
-from ..local._file_writer import FileWriter
+from ..._core.crc import crc32c_combine
+from ...local._file_writer import FileWriter
 from ._dcp_crc import Segments
 
 __all__ = ["RecordingFileWriter"]

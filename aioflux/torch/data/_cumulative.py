@@ -1,6 +1,6 @@
 """Running sums over shards in a few bytes an entry, searched as fast as a plain array.
 
-The shard epoch order (:mod:`aioflux.torch._shard_order`) searches running
+The shard epoch order (:mod:`aioflux.torch.data._shard_order`) searches running
 sums over every shard (samples, full reads) in every process that iterates:
 a DataLoader worker, a rank: as int64 they would take 8 bytes a shard each
 (at 1e6 shards, 8 MB a sum in each of a node's 64 processes). A :class:`Cumulative`

@@ -2,7 +2,7 @@
 
 ``ResumableBatchSampler`` (``batch_sampler=``) and ``ResumableSampler``
 (``sampler=``, like ``DistributedSampler``) hand out the same indices in
-the same order; see :mod:`aioflux.torch._order` for the rule.
+the same order; see :mod:`aioflux.torch.data._order` for the rule.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 
 import torch.utils.data
 
-from .._core.errors import InvalidArgument
-from .._core.validate import check_bool, check_int
+from ..._core.errors import InvalidArgument
+from ..._core.validate import check_bool, check_int
 from ._map_dataset import MapDataset, _ahead
 from ._order import DataProgress, Pass, RankBatches, dist_rank, epoch_order, fingerprint, track
 
@@ -128,7 +128,7 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
     The epoch's global order depends only on ``(seed, epoch)`` and the
     dataset's object list; it is cut into global batches of ``batch_size *
     world_size`` and this rank's batch is its contiguous share of each (see
-    :mod:`aioflux.torch._order`). DataLoader workers get whole batches, as
+    :mod:`aioflux.torch.data._order`). DataLoader workers get whole batches, as
     for any batch sampler. Every rank gets the same number of batches, so
     DDP's per-step all-reduce never waits on a rank that ran out: as with
     ``DistributedSampler``, a short last global batch is padded with the

@@ -21,12 +21,12 @@ from typing import Any
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.storage import WriteResult
 
-from .._core.crc import crc32c_combine, decode_crc32c, encode_crc32c
-from .._core.errors import ChecksumMismatch
-from .._core.store import ObjectStore
-from .._core.types import ObjectInfo
-from .._engines.reader import ObjectReader
-from .._engines.writer import ObjectWriter
+from ..._core.crc import crc32c_combine, decode_crc32c, encode_crc32c
+from ..._core.errors import ChecksumMismatch
+from ..._core.store import ObjectStore
+from ..._core.types import ObjectInfo
+from ..._engines.reader import ObjectReader
+from ..._engines.writer import ObjectWriter
 
 __all__ = ["ITEM_CRCS", "CheckedStorageInfo", "RecordingWriter", "Segments", "check_tiled_files",
            "check_whole_file", "decode_item_crcs", "encode_item_crcs", "item_mismatch",
