@@ -106,7 +106,7 @@ async def test_attempts_with_progress_do_not_count() -> None:
 
 
 async def test_a_slow_attempt_is_no_progress_whatever_it_moved() -> None:
-    # A drip moves a few bytes an attempt (aioflux._net.pace): resumed
+    # A drip moves a few bytes an attempt (aioflux._net.slow_drip): resumed
     # forever if those counted, it gives up at max_attempts.
     done = [0]
 

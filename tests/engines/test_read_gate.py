@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import aioflux._net.media as media
+import aioflux._net.checked_reads as checked_reads
 from aioflux import AsyncClient, ClientConfig, S3Store
 from aioflux._core.store import ObjectStore
 from aioflux.testing import Emulator
@@ -33,12 +33,12 @@ async def test_reads_past_the_permits_wait_before_anything_is_built(
         emulator.store.put(bucket, name, body)
     built: list[str] = []
 
-    class Counted(media._Read):
+    class Counted(checked_reads._Read):
         def __init__(self, *args: Any) -> None:
             built.append(args[2])
             super().__init__(*args)
 
-    monkeypatch.setattr(media, "_Read", Counted)
+    monkeypatch.setattr(checked_reads, "_Read", Counted)
     async with _store(emulator, scheme) as store:
         reads = asyncio.gather(*(store.read(bucket, name) for name in data))
         # One turn of the loop: every read ran up to its first wait, and no

@@ -2,7 +2,7 @@
 
 The read-stall timeout catches a silent socket; these servers send (or
 read) a byte every 20-50 ms, far inside it, so without the pace rule
-(aioflux._net.pace: 16 KiB a window) a listing, a read or an upload would
+(aioflux._net.slow_drip: 16 KiB a window) a listing, a read or an upload would
 hang for days. The window is lowered to 0.3 s here; every call must fail
 as a TransportError that says it was too slow, after max_attempts
 attempts, the few bytes moved counting as no progress. No server here
@@ -19,7 +19,7 @@ from aiohttp import web
 
 from aioflux import AsyncClient, ClientConfig, RetryPolicy, Timeouts, TransportError
 from aioflux._core.types import PartInfo
-from aioflux._net import pace
+from aioflux._net import slow_drip
 from aioflux.s3 import S3Store
 from aioflux.s3._multipart import Multipart
 from tests.servers.raw_server import dripping, serving
@@ -35,14 +35,14 @@ HANG = 30.0
 
 @pytest.fixture(autouse=True)
 def _short_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pace, "WINDOW", WINDOW)
+    monkeypatch.setattr(slow_drip, "WINDOW", WINDOW)
 
 
 @pytest.fixture
 def _read_stall_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """The pace rule's fixed window closes never: a call that ends was cut
     by a window of the client's read_stall."""
-    monkeypatch.setattr(pace, "WINDOW", NEVER)
+    monkeypatch.setattr(slow_drip, "WINDOW", NEVER)
 
 
 async def _drip_body(request: web.Request, served: Served) -> web.StreamResponse:

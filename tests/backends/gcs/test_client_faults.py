@@ -142,7 +142,7 @@ async def test_no_token_in_errors_or_repr(emulator: Emulator, bucket: str) -> No
 
 async def test_crc_mismatch_is_retried_then_raised(client: AsyncClient, bucket: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    import aioflux._net.media as client_mod
+    import aioflux._net.checked_reads as client_mod
     from aioflux import ChecksumMismatch
 
     await client.write(bucket, "c", b"payload")

@@ -41,7 +41,7 @@ from .._core.errors import (
 from .._core.md5 import md5_digest
 from .._core.store import Fetched
 from .http import MediaResponse
-from .pace import MIN_PROGRESS
+from .slow_drip import MIN_PROGRESS
 from .transport import Op, Transport
 
 __all__ = ["Answers", "GCS_ANSWERS", "header_crc32c", "read_media"]
@@ -417,7 +417,7 @@ class _Read:
                     f"response body truncated after {got} of {length} bytes")
             cut = TransportError(f"{self.where} failed: {what}", operation=self.op.operation,
                                  bucket=self.op.bucket, name=self.op.name)
-            # A drip's few bytes are no progress (see aioflux._net.pace).
+            # A drip's few bytes are no progress (see aioflux._net.slow_drip).
             cut.slow = resp.slow  # type: ignore[attr-defined]
             raise cut
         stop = self.stop
