@@ -122,3 +122,32 @@ def test_a_history_record_of_wrong_field_types_is_one_line(  # type: ignore[no-u
         '"total_seconds":1,"mb_per_s":1,"created":"t"}\n')
     code, _, err = run("ckpt", "history", str(root))
     assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+# A failed save's multi-line error in ``ckpt history`` stays on its row.
+
+
+class _Unpicklable:
+    def __reduce__(self) -> tuple[object, ...]:
+        raise RuntimeError("first line of the failure\nsecond line of the failure")
+
+
+def test_ckpt_history_shows_a_multi_line_error_on_its_row(  # type: ignore[no-untyped-def]
+        run, sync_client: Client, bucket: str) -> None:
+    # The ERROR cell is the failed save's exception text; printed raw, its
+    # line break would split the record over two lines of the table.
+    url = f"gs://{bucket}/runs/m"
+    with CheckpointManager(url, client=sync_client) as manager:
+        manager.save({"w": torch.arange(4.0)}, step=1)
+        with pytest.raises(RuntimeError):
+            manager.save({"bad": _Unpicklable()}, step=2)
+    code, out, err = run("ckpt", "history", url)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 3, out  # the header and one row per save
+    assert lines[2].split()[:2] == ["2", "FAILED"]
+    assert lines[2].endswith("RuntimeError: first line of the failure\\nsecond line of the "
+                             "failure")
+    # --json keeps the text as it is.
+    code, out, _ = run("ckpt", "history", "--json", url)
+    assert code == 0 and "first line of the failure\\nsecond line" in out

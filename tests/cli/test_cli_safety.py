@@ -685,3 +685,47 @@ def test_cp_r_of_a_folder_url_ending_in_a_slash_takes_its_placeholder_for_the_fo
     names = list(emulator.store.bucket(bucket).names)
     assert "efdir/" in names and "efdir" not in names
     assert "pfc/" in names and "pfc/kid" in names
+
+
+# ``aioflux rm`` refuses '.' and '..' and deletes nothing.
+
+
+def _files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("operand", ["d/..", "d/../", ".", "./", "d/.", "d/sub/.."])
+def test_rm_refuses_dot_and_dot_dot(run, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                    monkeypatch: pytest.MonkeyPatch, operand: str) -> None:
+    # A path is made absolute before it is a URL, so "rm -r d/.." would name
+    # the current directory and delete every file in it, "keep" included;
+    # POSIX and GNU rm refuse '.' and '..' and delete nothing, as this does.
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    for name in ("keep", "d/x", "d/sub/y"):
+        (tmp_path / name).write_bytes(b"data")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run("rm", "-r", operand)
+    assert (code, out) == (2, ""), err
+    assert "refuses to remove '.' or '..'" in err and len(err.splitlines()) == 1
+    assert _files(tmp_path) == ["d/sub/y", "d/x", "keep"]
+    # Nothing else was named: the other operands of the command are not deleted either.
+    assert run("rm", "-r", "d/x", operand)[0] == 2
+    assert (tmp_path / "d" / "x").exists()
+    # A name that only starts with dots is a name.
+    (tmp_path / "...").write_bytes(b"dots")
+    assert run("rm", "...")[:2] == (0, "removed 1 object(s)\n")
+
+
+@pytest.mark.parametrize("operand", ["d/..", "d/../", "d/.", "d/sub/.."])
+def test_rm_refuses_dot_and_dot_dot_in_a_file_url(run, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                  operand: str) -> None:
+    # A file:// URL's ".." is resolved as a path's, so
+    # "rm -r file:///.../d/.." would name the directory above d.
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    for name in ("keep", "d/x", "d/sub/y"):
+        (tmp_path / name).write_bytes(b"data")
+    for url in (f"file://{tmp_path}/{operand}", f"file://localhost{tmp_path}/{operand}"):
+        code, out, err = run("rm", "-r", url)
+        assert (code, out) == (2, ""), err
+        assert "refuses to remove '.' or '..'" in err and len(err.splitlines()) == 1
+    assert _files(tmp_path) == ["d/sub/y", "d/x", "keep"]

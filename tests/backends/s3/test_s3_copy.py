@@ -12,12 +12,21 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from aiohttp import web
 
-from aioflux import ChecksumMismatch, ClientConfig, NotFound, PreconditionFailed, S3Store
+from aioflux import (
+    ChecksumMismatch,
+    ClientConfig,
+    NotFound,
+    PreconditionFailed,
+    RetryPolicy,
+    S3Store,
+)
 from aioflux._core.crc import crc32c
 from aioflux._core.types import PartInfo
 from aioflux.s3 import _copy
 from tests.conftest import FAST_RETRY, unique_bucket
+from tests.servers.web_server import Served, Server
 
 MIB = 1024 * 1024
 
@@ -196,3 +205,57 @@ async def test_an_upload_deleted_before_its_check_is_the_writes_not_found(
     with pytest.raises(NotFound, match=rf"^write s3://{bucket}/up") as gone:
         await upload.finish(2, memoryview(data)[5 * MIB:], running)
     assert gone.value.operation == "write"
+
+
+# A copy in parts cancelled while its multipart upload is being created
+# leaves no upload open. S3 creates the upload when the request arrives; its
+# id is known only once the answer is read, so a copy cancelled in between
+# (Ctrl-C during ``aioflux cp`` of an object past 5 GiB) waits for that answer
+# and aborts, as the writer's uploads do; a dropped answer would leave an
+# upload no abort can name. The server is scripted
+# (tests/servers/web_server.py): it holds the answer to the creation until
+# the test has cancelled the copy.
+
+
+NS = 'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
+
+
+class SlowCreation:
+    """A source of 7 MiB; the creation of an upload answered once released."""
+
+    def __init__(self) -> None:
+        self.creating = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def answer(self, request: web.Request, served: Served) -> web.Response:
+        if request.method == "HEAD":
+            return web.Response(headers={"Content-Length": str(7 * MIB),
+                                         "ETag": '"0123456789abcdef0123456789abcdef"'})
+        if request.method == "POST" and "uploads" in request.query:
+            self.creating.set()
+            await self.release.wait()
+            return web.Response(body=f'<?xml version="1.0"?><InitiateMultipartUploadResult '
+                                     f"{NS}><UploadId>U1</UploadId>"
+                                     "</InitiateMultipartUploadResult>".encode(),
+                                content_type="application/xml")
+        if request.method == "DELETE":
+            return web.Response(status=204)
+        return web.Response(status=500)  # no part copy gets this far
+
+
+async def test_a_copy_cancelled_while_its_upload_is_created_aborts_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_copy, "SINGLE_COPY_LIMIT", 6 * MIB)
+    monkeypatch.setattr(_copy, "COPY_PART_SIZE", 5 * MIB)
+    server = SlowCreation()
+    async with Server(server.answer) as (endpoint, served), S3Store(
+            ClientConfig(retry=RetryPolicy(max_attempts=1)), endpoint=endpoint,
+            region="us-east-1", addressing="path", anonymous=True) as store:
+        task = asyncio.create_task(store.copy("bkt", "src", "bkt", "dst"))
+        await server.creating.wait()
+        task.cancel()  # lands before the held answer can arrive
+        server.release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert [p for p in served.paths if not p.startswith("HEAD")] == [
+            "POST /bkt/dst?uploads", "DELETE /bkt/dst?uploadId=U1"]

@@ -1009,3 +1009,21 @@ async def test_a_completion_whose_answer_was_lost_is_ours_by_the_parts_etag(
     else:
         info = await up.finish(2, memoryview(tail), running)
         assert info.size == len(first + tail) and stored["big"] == first + tail
+
+
+# ``delete_many`` given one key as a str deletes nothing: a str is a
+# sequence of its characters, and ``delete_many(bucket, "abc")`` would delete
+# the keys ``a``, ``b`` and ``c`` (other objects) and leave ``abc``.
+
+
+async def test_one_key_as_a_str_is_refused_and_deletes_nothing(moto_s3: MotoS3) -> None:
+    async with S3Store(ClientConfig(retry=FAST_RETRY), endpoint=moto_s3.endpoint) as store:
+        bucket = unique_bucket("s3")
+        await store.create_bucket(bucket)
+        for name in ("a", "b", "c", "abc"):
+            await store.write(bucket, name, b"x")
+        with pytest.raises(InvalidArgument, match=r"delete_many s3://.*sequence of keys"):
+            await store.delete_many(bucket, "abc")
+        assert [o.name async for o in store.list_objects(bucket)] == ["a", "abc", "b", "c"]
+        await store.delete_many(bucket, ["abc"])
+        assert [o.name async for o in store.list_objects(bucket)] == ["a", "b", "c"]
