@@ -125,7 +125,7 @@ __all__ = [
 ]
 
 # Where each name lives: __getattr__ imports it from there on first use.
-# tests/unit/test_lazy_imports.py holds it to the imports above, which are
+# tests/api/test_lazy_imports.py holds it to the imports above, which are
 # what mypy and IDEs read.
 _HOMES = {
     "AiofluxError": "._core.errors",

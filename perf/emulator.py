@@ -262,7 +262,7 @@ def start(
 
 @contextlib.contextmanager
 def azurite(profile: str = "gcs-like") -> Iterator[Emulator]:
-    """Azurite's blob service (tests/azurite.py: npm-installed on first use,
+    """Azurite's blob service (tests/servers/azurite.py: npm-installed on first use,
     blobs on local disk) for the ``az_*`` scenarios, behind the shaper
     (``perf/shaper.py``: the emulator's network for ``profile``).
 
@@ -271,7 +271,7 @@ def azurite(profile: str = "gcs-like") -> Iterator[Emulator]:
     """
     from dataclasses import replace
 
-    from tests.azurite import AZURITE_VERSION, running_azurite
+    from tests.servers.azurite import AZURITE_VERSION, running_azurite
 
     with running_azurite() as server:
         root, _, account = server.endpoint.rpartition("/")

@@ -19,7 +19,7 @@ webdataset's ``TarWriter`` and ``ShardWriter`` lay it out: per sample
 ``KEY.jpg`` (``--jpg`` random bytes) then ``KEY.cls`` (three digits), a
 ustar header each. The lines shard holds ``--lines`` lines of ``--line``
 bytes with their newline. :func:`measure` is what a ``scale`` scenario
-calls; figures, not a timed test (``tests/unit/test_shard_index_fast.py``
+calls; figures, not a timed test (``tests/engines/shards/test_shard_index_fast.py``
 checks the fast paths against simple references instead).
 """
 

@@ -20,7 +20,7 @@ needs only the counts):
   CPython 3.11; a shared machine's figures scale with it).
 
 :func:`measure` is what a ``scale`` scenario calls; figures, not a timed
-test (``tests/unit/test_shard_order_lazy.py`` checks the memory and work
+test (``tests/torch/data/test_shard_order_lazy.py`` checks the memory and work
 proxies instead).
 """
 
@@ -50,9 +50,9 @@ def measure(shards: int = 100_000, per_shard: int = 10_000, samples_per_read: in
             shuffle_window: int = 8192, world: int = 8, batch: int = 256,
             batches: int = 2000) -> dict[str, Any]:
     """Figures of the shard and object orders at ``shards * per_shard`` samples."""
-    from aioflux.torch._order import epoch_order
-    from aioflux.torch._rank_batches import RankBatches
-    from aioflux.torch._shard_order import ShardOrder
+    from aioflux.torch.data._order import epoch_order
+    from aioflux.torch.data._rank_batches import RankBatches
+    from aioflux.torch.data._shard_order import ShardOrder
 
     def make() -> ShardOrder:
         return ShardOrder([per_shard] * shards, seed=1, epoch=1, shuffle=True,

@@ -60,8 +60,8 @@ ALLOWED: dict[str, str] = {
     r"Azure's uncommitted blocks are no upload to list or drop .*": "the other backends run",
     r"moto does not honour x-amz-copy-source-if-match": "our emulator's S3 face runs",
     r"\w+:// declares no compose": "the stores with compose run",
-    r"a file name's limit is the filesystem's \(test_local_hostile\)":
-        "tests/integration/test_local_hostile.py tests it",
+    r"a file name's limit is the filesystem's \(test_local_races_and_pipes\)":
+        "tests/backends/local/test_local_races_and_pipes.py tests it",
     r"no URL scheme reaches a MemoryStore": "the stores with a scheme run",
     r"a file system's root is a folder like any other": "the object stores run",
     r"a missing folder is made, not missing": "the object stores run",

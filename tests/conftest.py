@@ -1,5 +1,5 @@
 """Shared fixtures: our emulator, fake-gcs-server, moto's S3 server and
-Azurite (tests/azurite.py), one per test session.
+Azurite (tests/servers/azurite.py), one per test session.
 
 Servers bind 127.0.0.1 on an ephemeral port; each test gets a fresh bucket
 so tests never see each other's objects.
@@ -28,7 +28,8 @@ from tests._allowed_skips import (  # noqa: F401  (hooks: a skip outside the lis
     pytest_terminal_summary,
 )
 from tests._hang_report import pytest_configure, pytest_runtest_call  # noqa: F401  (hooks)
-from tests.azurite import Azurite, running_azurite
+from tests.cli.calls import call
+from tests.servers.azurite import Azurite, running_azurite
 
 # Bytecode is written for this run (Python's default): with
 # PYTHONDONTWRITEBYTECODE set, as on some CI machines, every subprocess the
@@ -45,7 +46,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Freeze what collection made (the test modules, torch's ~180,000
     objects, numpy's...): it lives for the whole session, and every full
     collection walked it again, 0.1-0.9 s each on this machine. A worker of
-    ``-n 2`` spent ~50 s of tests/integration's run in full collections
+    ``-n 2`` spent ~50 s of the server tests' run in full collections
     before; objects made by tests are collected as before."""
     del session
     gc.collect()
@@ -198,3 +199,14 @@ async def client(emulator: Emulator, config: ClientConfig) -> AsyncIterator[Asyn
 def sync_client(emulator: Emulator, config: ClientConfig) -> Iterator[Client]:
     with Client(config, endpoint=emulator.endpoint) as c:
         yield c
+
+
+@pytest.fixture
+def run(emulator: Emulator, capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+    """Call the CLI against the emulator: ``run(*argv)`` gives
+    ``(exit code, stdout, stderr)``."""
+
+    def invoke(*argv: str) -> tuple[int, str, str]:
+        return call(capsys, *argv, "--endpoint", emulator.endpoint)
+
+    return invoke

@@ -171,7 +171,7 @@ async def retry_async(
                     _note_throttled(exc, attempt, now - since, throttle_deadline)
                     raise
             else:
-                # A transfer cut for moving too little (aioflux._net.pace)
+                # A transfer cut for moving too little (aioflux._net.slow_drip)
                 # moved a few bytes: not progress, or a drip would be read forever.
                 moved = (progress is not None and progress() > before
                          and not getattr(exc, "slow", False))

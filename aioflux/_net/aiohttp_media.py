@@ -18,7 +18,7 @@ import yarl
 from .._core.errors import ProtocolError, describe
 from .failures import Op, error_from_response
 from .http import MediaResponse
-from .pace import Pace, SlowTransfer, timed_out_early
+from .slow_drip import Pace, SlowTransfer, timed_out_early
 
 __all__ = ["get_with_aiohttp"]
 

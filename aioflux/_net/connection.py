@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from .._core.buffers import GrowingBytes
 from .heads import MalformedResponse, content_length, parse_head
-from .pace import Pace, SlowTransfer, timed_out_early
+from .slow_drip import Pace, SlowTransfer, timed_out_early
 
 __all__ = ["MAX_INTERIM_RESPONSES", "BodyTruncated", "MediaResponse"]
 
@@ -65,7 +65,7 @@ class MediaResponse:
         received: body bytes received.
         expected: ``Content-Length``, when the server sent one.
         slow: the body was cut for moving too little
-            (:mod:`aioflux._net.pace`), not for silence or a closed
+            (:mod:`aioflux._net.slow_drip`), not for silence or a closed
             connection: the few bytes it moved are no progress to retry on.
     """
 

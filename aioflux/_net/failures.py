@@ -32,11 +32,11 @@ from .._core.errors import (
 )
 from .._core.retry import parse_retry_after
 from .._core.secrets import scrub
-from . import pace
+from . import slow_drip
 from .http import BodyTruncated, MediaResponse
-from .pace import Pace, SlowTransfer
 from .proxies import proxy_note
 from .responses import HttpResponse
+from .slow_drip import Pace, SlowTransfer
 
 __all__ = ["MAX_METADATA_BODY", "Op", "Redirected", "auth_failure", "drain",
            "error_from_media", "error_from_response", "map_exception", "not_found_detail",
@@ -208,7 +208,7 @@ async def read_metadata(resp: HttpResponse, op: Op, limit: int | None = None, *,
         ProtocolError: the body is longer than ``limit`` (not retried: the
             same server answers the same way).
         SlowTransfer: less than 16 KiB arrived in a window of a minute
-            (:mod:`aioflux._net.pace`; retried as a ``TransportError``).
+            (:mod:`aioflux._net.slow_drip`; retried as a ``TransportError``).
     """
     cap = MAX_METADATA_BODY if limit is None else limit
     announced = resp.content_length
@@ -218,7 +218,7 @@ async def read_metadata(resp: HttpResponse, op: Op, limit: int | None = None, *,
     received = 0
     clock = asyncio.get_running_loop().time
     started = clock()
-    speed = None if kept_alive else Pace(pace.WINDOW, started)
+    speed = None if kept_alive else Pace(slow_drip.WINDOW, started)
     while True:
         # One byte past the cap is enough to know the body is too long.
         chunk = await resp.content.read(min(cap + 1 - received, _READ_PIECE))
@@ -268,7 +268,7 @@ async def _read_capped(resp: HttpResponse, cap: int, chunks: list[bytes]) -> Non
     """
     received = 0
     clock = asyncio.get_running_loop().time
-    speed = Pace(pace.WINDOW, clock())
+    speed = Pace(slow_drip.WINDOW, clock())
     while received < cap:
         chunk = await resp.content.read(min(cap - received, _READ_PIECE))
         if not chunk:

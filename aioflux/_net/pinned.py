@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from .._core.errors import NotFound, PreconditionFailed, describe
 from .._core.store import Fetched
-from .media import Answers, read_media
+from .checked_reads import Answers, read_media
 from .transport import Op, Transport
 
 __all__ = ["gone", "read_pinned"]

@@ -17,11 +17,11 @@ from aiohttp.client_proto import ResponseHandler as AiohttpProtocol
 from aiohttp.http import RawResponseMessage
 
 from .._core.config import ClientConfig
-from . import pace
+from . import slow_drip
 from .failures import Redirected
 from .heads import MalformedResponse
 from .http import MAX_INTERIM_RESPONSES
-from .pace import SlowTransfer
+from .slow_drip import SlowTransfer
 
 __all__ = ["forbid_redirects", "new_session", "request_body"]
 
@@ -50,7 +50,7 @@ class _SlicedPayload(aiohttp.BytesPayload):
 async def _send_paced(writer: Any, piece: memoryview, window: float, sent: int) -> None:
     """Hand ``piece`` to the connection, then wait for it to leave, as long
     as the bytes queued in the transport shrink by the pace rule's
-    :data:`~aioflux._net.pace.MIN_PROGRESS` each ``window``: no read timeout
+    :data:`~aioflux._net.slow_drip.MIN_PROGRESS` each ``window``: no read timeout
     runs while a body is sent, so a server that stops reading it, or reads a
     byte now and then, would otherwise hold the request for good. (The
     kernel's socket buffers take a few MB before that shows.)"""
@@ -60,8 +60,9 @@ async def _send_paced(writer: Any, piece: memoryview, window: float, sent: int) 
     try:
         while not (await asyncio.wait({sending}, timeout=window))[0]:
             left = transport.get_write_buffer_size() if transport is not None else 0
-            if queued is not None and queued - left < pace.MIN_PROGRESS:
-                raise SlowTransfer(f"the server took less than {pace.MIN_PROGRESS >> 10} KiB of "
+            if queued is not None and queued - left < slow_drip.MIN_PROGRESS:
+                least = slow_drip.MIN_PROGRESS >> 10
+                raise SlowTransfer(f"the server took less than {least} KiB of "
                                    f"the request body in {window:g} s, after about "
                                    f"{sent + len(piece) - left} bytes")
             queued = left
@@ -77,7 +78,7 @@ def request_body(data: bytes | bytearray | memoryview | None, *,
     Args:
         data: the body, or None.
         window: the pace rule's window for sending it: the client's
-            ``read_stall`` (default :data:`aioflux._net.pace.WINDOW`).
+            ``read_stall`` (default :data:`aioflux._net.slow_drip.WINDOW`).
 
     Returns:
         The payload, or None.
@@ -89,7 +90,7 @@ def request_body(data: bytes | bytearray | memoryview | None, *,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
         if len(data) > _BODY_SLICE:
-            return _SlicedPayload(data, pace.WINDOW if window is None else window)
+            return _SlicedPayload(data, slow_drip.WINDOW if window is None else window)
         return aiohttp.BytesPayload(data)
 
 
@@ -127,10 +128,10 @@ class _NoStrayResponses(AiohttpProtocol):
     which at most :data:`~aioflux._net.http.MAX_INTERIM_RESPONSES` are
     taken: aiohttp's read timeout restarts on every byte, so a head sent a
     byte at a time, or 1xx heads without end, were never cut (see
-    :mod:`aioflux._net.pace`; bodies are paced where they are read).
+    :mod:`aioflux._net.slow_drip`; bodies are paced where they are read).
     """
 
-    def __init__(self, *args: Any, head_window: float = pace.WINDOW, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, head_window: float = slow_drip.WINDOW, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_window = head_window
         self._head_started: float | None = None

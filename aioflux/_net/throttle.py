@@ -2,18 +2,18 @@
 per (bucket, kind) of a client.
 
 Every attempt reads the gate's pacing flag (a byte of the state the node's
-processes share, :mod:`aioflux._core.rate_shared`); only once the service
+processes share, :mod:`aioflux._core.rate.shared_table`); only once the service
 has throttled that key does an attempt take the lock, a token, and wait
 for it (one attempt of the process asking at a time while the queue of
 reservations is full). Before that, every throttle is counted node-wide, and a success
 takes the lock only while the node owes one (another byte): the debt that
-switches pacing on (:func:`aioflux._core.rate.alarm`). Paced, a success
-takes the lock too: windows are judged on answers (:func:`aioflux._core.rate.answered`).
+switches pacing on (:func:`aioflux._core.rate.controller.alarm`). Paced, a success
+takes the lock too: windows are judged on answers (:func:`aioflux._core.rate.controller.answered`).
 Each gate measures its own successful requests per second, the share it
-adds when pacing starts (:func:`aioflux._core.rate.join`). A client's
+adds when pacing starts (:func:`aioflux._core.rate.controller.join`). A client's
 gate made on a state with no throttle for
-:data:`aioflux._core.rate.REPROBE_AFTER` restarts it
-(:func:`aioflux._core.rate.restart`): an earlier job's pace does not hold
+:data:`aioflux._core.rate.controller.REPROBE_AFTER` restarts it
+(:func:`aioflux._core.rate.controller.restart`): an earlier job's pace does not hold
 a new one.
 
 Before that, a slow start: a process's first contact with a key sends at
@@ -49,7 +49,7 @@ import weakref
 
 from .._core.config import ClientConfig
 from .._core.metrics import RequestStats
-from .._core.rate import (
+from .._core.rate.controller import (
     AHEAD,
     MEASURE_LEAST,
     alarm,
@@ -63,7 +63,7 @@ from .._core.rate import (
     start,
     throttle,
 )
-from .._core.rate_shared import SharedRate, shared_rate
+from .._core.rate.shared_table import SharedRate, shared_rate
 
 __all__ = ["FIRST_WINDOW", "GROWTH", "Gate", "Window", "gate_key"]
 
@@ -335,7 +335,7 @@ class Gate:
         A token reserved before a cut is void (the cut cleared the
         reservations): once its wait is over, another is reserved at the
         cut rate. The requests queued at the old rate would otherwise go
-        on overshooting for up to :data:`aioflux._core.rate.AHEAD`."""
+        on overshooting for up to :data:`aioflux._core.rate.controller.AHEAD`."""
         shared = self.shared
         loop = asyncio.get_running_loop()
         asking = self._asking.get(loop)
@@ -458,7 +458,7 @@ class Gate:
 
     def throttled(self, retry_after: float | None, sent: float | None = None) -> None:
         """Record a throttled attempt: counted towards the node's debt (pacing
-        on once it reaches :data:`aioflux._core.rate.SWITCH_COUNT`), or,
+        on once it reaches :data:`aioflux._core.rate.controller.SWITCH_COUNT`), or,
         paced, towards a cut.
 
         A throttled attempt does not grow the slow start's window.

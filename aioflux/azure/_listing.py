@@ -26,10 +26,10 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 from urllib.parse import quote, unquote
 
-from .._core.counts import count_of
 from .._core.crc import decode_crc32c
 from .._core.errors import ProtocolError, describe
 from .._core.pages import ListingCheck
+from .._core.stated_counts import count_of
 from .._core.types import NO_METADATA, ListPage, ObjectInfo
 from .._net.failures import read_metadata
 from .._net.transport import HttpResponse, Op, Transport

@@ -17,10 +17,10 @@ from urllib.parse import quote
 
 from .._core.auth import AnonymousAuth, Auth
 from .._core.config import ClientConfig
-from .._core.counts import count_of
 from .._core.errors import InvalidArgument, ProtocolError, describe
 from .._core.etags import EtagMemory
 from .._core.metrics import RequestStats
+from .._core.stated_counts import count_of
 from .._core.store_base import StoreBase
 from .._core.types import NO_METADATA, ObjectInfo
 from .._core.validate import check_object

@@ -32,8 +32,8 @@ from .._core.errors import (
     PreconditionFailed,
     describe,
 )
+from .._net.checked_reads import Answers
 from .._net.failures import Op
-from .._net.media import Answers
 from .._net.pinned import gone as pinned_gone
 from .._net.xml_answers import fail, lxml_etree, rfc3339
 
@@ -166,7 +166,7 @@ def _pin(headers: Mapping[str, str]) -> dict[str, str]:
     return {"If-Match": etag} if etag else {}
 
 
-#: How a Get Blob's answers are read (aioflux._net.media).
+#: How a Get Blob's answers are read (aioflux._net.checked_reads).
 ANSWERS = Answers(crc32c=stored_crc32c, md5=blob_md5, version=_answered_version, pin=_pin,
                   md5_source="Content-MD5")
 

@@ -111,7 +111,7 @@ def _history(store: Any, as_json: bool) -> None:
 
 @command("ckpt", _ckpt_args)
 def _ckpt(args: argparse.Namespace) -> int:
-    from ..torch._retention import CheckpointStore, root_prefix
+    from ..torch.checkpoint._retention import CheckpointStore, root_prefix
 
     bucket, prefix = args.root
     prefix = root_prefix(str(args.root), prefix)

@@ -1,5 +1,5 @@
 """``aioflux rate show|reset [URL]``: the request-rate state this machine's
-processes share (:mod:`aioflux._core.rate_shared`).
+processes share (:mod:`aioflux._core.rate.shared_table`).
 
 A key is an endpoint, a bucket and a kind (reads or writes). ``show``
 lists each key a client of this user used: whether its requests are paced,
@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from .._core.errors import InvalidURL
-from .._core.rate_shared import Entry, entries, reset, state_dir
+from .._core.rate.shared_table import Entry, entries, reset, state_dir
 from .._core.urls import parse_url
 from ._registry import command
 from ._text import one_line

@@ -26,8 +26,8 @@ from .._core.validate import (
 )
 from .._engines.compose import MAX_COMPOSE_SOURCES, delete_leftovers
 from .._engines.store_stream import StreamingStore
+from .._net.checked_reads import read_media
 from .._net.failures import drain
-from .._net.media import read_media
 from .._net.transport import Op, Transport
 from ._copy import rewrite_object
 from ._listing import list_pages

@@ -11,8 +11,8 @@ from operator import itemgetter
 from typing import Any
 from urllib.parse import quote
 
-from .._core.counts import MOST_DIGITS, count_of
 from .._core.errors import ProtocolError, describe
+from .._core.stated_counts import MOST_DIGITS, count_of
 from .._core.store import SourceSpec, source_of
 from .._core.types import ObjectInfo, objects_from_json
 from .._net.failures import read_metadata

@@ -24,9 +24,9 @@ import re
 from typing import TYPE_CHECKING
 
 from .._core.cleanup import to_the_end
-from .._core.counts import count_of
 from .._core.crc import Crc32c
 from .._core.errors import InvalidRequest, NotFound, StorageError
+from .._core.stated_counts import count_of
 from .._core.store import published_before
 from .._core.types import NO_METADATA, ObjectInfo, PartInfo
 from .._core.window import shared_task

@@ -15,7 +15,6 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from .._core.counts import count_of
 from .._core.crc import crc32c, decode_crc32c, encode_crc32c
 from .._core.errors import (
     ChecksumMismatch,
@@ -26,6 +25,7 @@ from .._core.errors import (
     describe,
 )
 from .._core.pages import PartListingCheck, UploadListingCheck
+from .._core.stated_counts import count_of
 from .._core.types import MultipartUploadInfo, PartInfo
 from .._core.urls import validate_bucket, validate_object_name
 from .._net.failures import drain, read_metadata

@@ -52,7 +52,6 @@ import yarl
 
 from .._core.auth import AnonymousAuth
 from .._core.config import ClientConfig
-from .._core.counts import count_of
 from .._core.errors import (
     InvalidRequest,
     PermissionDenied,
@@ -61,6 +60,7 @@ from .._core.errors import (
 from .._core.hub_paths import hub_repo
 from .._core.metrics import RequestStats
 from .._core.pages import ListingCheck
+from .._core.stated_counts import count_of
 from .._core.store import Fetched, StoreFeatures
 from .._core.store_base import StoreBase
 from .._core.types import ListPage, ObjectInfo

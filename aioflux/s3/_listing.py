@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from .._core.collector import collector_paused
+from .._core.gc_pause import collector_paused
 from .._core.pages import ListingCheck
 from .._core.types import ListPage
 from .._net.failures import read_metadata

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote_plus
 from xml.sax.saxutils import escape
 
-from .._core.counts import count_of
 from .._core.crc import crc32c, decode_crc32c, encode_crc32c
 from .._core.errors import (
     ChecksumMismatch,
@@ -28,6 +27,7 @@ from .._core.errors import (
 )
 from .._core.md5 import md5_digest
 from .._core.pages import PartListingCheck, UploadListingCheck
+from .._core.stated_counts import count_of
 from .._core.types import MultipartUploadInfo, PartInfo
 from .._net.failures import drain, read_metadata
 from .._net.transport import HttpResponse, Op

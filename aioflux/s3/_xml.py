@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from .._core.counts import count_of
 from .._core.crc import decode_crc32c
 from .._core.errors import (
     NotFound,
@@ -33,8 +32,9 @@ from .._core.errors import (
     describe,
     error_for_status,
 )
+from .._core.stated_counts import count_of
+from .._net.checked_reads import Answers
 from .._net.failures import Op
-from .._net.media import Answers
 from .._net.pinned import gone as pinned_gone
 from .._net.xml_answers import fail, rfc3339
 from .._net.xml_doctype import refuse_doctype
@@ -296,7 +296,7 @@ def answered_version(headers: Mapping[str, str]) -> int | None:
     return generation_of(headers.get("etag", "")) or None
 
 
-#: How a GET's answers are read (aioflux._net.media).
+#: How a GET's answers are read (aioflux._net.checked_reads).
 ANSWERS = Answers(crc32c=full_object_crc32c, md5=content_md5, version=answered_version,
                   pin=pin)
 

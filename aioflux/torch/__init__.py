@@ -12,15 +12,15 @@ except ImportError as exc:
     raise ModuleNotFoundError(f"aioflux.torch computes its epoch orders with numpy, which did "
                               f"not import ({exc}): `pip install numpy`", name="numpy") from exc
 
-from ._checkpoint import Checkpoint
-from ._history import CheckpointInfo, SaveRecord
-from ._iterable_dataset import IterableDataset
-from ._manager import CheckpointManager, SaveFuture
-from ._map_dataset import MapDataset
-from ._sampler import ResumableBatchSampler, ResumableSampler
-from ._shard_dataset import ShardDataset
-from ._shard_map_dataset import ShardMapDataset
-from ._shard_writer import ShardWriter
+from .checkpoint._checkpoint import Checkpoint
+from .checkpoint._history import CheckpointInfo, SaveRecord
+from .checkpoint._manager import CheckpointManager, SaveFuture
+from .data._iterable_dataset import IterableDataset
+from .data._map_dataset import MapDataset
+from .data._sampler import ResumableBatchSampler, ResumableSampler
+from .data._shard_dataset import ShardDataset
+from .data._shard_map_dataset import ShardMapDataset
+from .data._shard_writer import ShardWriter
 
 __all__ = [
     "Checkpoint",

@@ -60,7 +60,7 @@ from .._core.validate import check_instance, check_int
 from .._engines.reader import ObjectReader
 from ..local import LocalStore
 from ..local._reader import FileReader
-from ._dcp_crc import (
+from .checkpoint._dcp_crc import (
     ITEM_CRCS,
     CheckedStorageInfo,
     RecordingWriter,
@@ -73,10 +73,10 @@ from ._dcp_crc import (
     split_item_crcs,
     truncated,
 )
-from ._dcp_file import RecordingFileWriter
-from ._dcp_pins import PinnedFiles, changed
-from ._dcp_stage import cached_state, copy_into, staged_nbytes, wants_cache
-from ._zip_crc import without_zip_crc32
+from .checkpoint._dcp_file import RecordingFileWriter
+from .checkpoint._dcp_pins import PinnedFiles, changed
+from .checkpoint._dcp_stage import cached_state, copy_into, staged_nbytes, wants_cache
+from .checkpoint._zip_crc import without_zip_crc32
 
 __all__ = ["DcpReader", "DcpWriter", "GcsFileSystem"]
 

@@ -29,8 +29,8 @@ from .._core.options import WriterOptions
 from .._core.portal import get_portal
 from .._core.store import ObjectStore, delete_all
 from .._core.urls import folder_prefix
-from ._checkpoint import Checkpoint
-from ._snapshot import accelerated, process_pool, snapshot
+from .checkpoint._checkpoint import Checkpoint
+from .checkpoint._snapshot import accelerated, process_pool, snapshot
 
 __all__ = ["AsyncGcsCheckpointIO", "GcsCheckpointIO"]
 

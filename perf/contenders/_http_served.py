@@ -2,7 +2,7 @@
 
 Mirrored from the emulator (its JSON API media GETs) once per machine into
 a temporary directory keyed by the bucket and the shards' names and sizes,
-under a file lock, untimed; then served by nginx (tests/nginx.py: Debian's
+under a file lock, untimed; then served by nginx (tests/servers/nginx.py: Debian's
 binary, on loopback, a generated configuration) for the contender's
 lifetime, behind ``perf/shaper.py`` (the emulator's network: its latency,
 per-connection and host caps, as the harness's ``PERF_PROFILE`` names;
@@ -25,7 +25,7 @@ from pathlib import Path
 from _contender import Manifest
 
 from perf.shaper import shaped
-from tests.nginx import running_nginx
+from tests.servers.nginx import running_nginx
 
 __all__ = ["served"]
 

@@ -94,13 +94,13 @@ def fresh_rate(endpoint: str, bucket: str, table: Any = None) -> None:
     Args:
         endpoint: the API root the clients are given.
         bucket: the bucket.
-        table: a :class:`aioflux._core.rate_shared.Table` (default: the
+        table: a :class:`aioflux._core.rate.shared_table.Table` (default: the
             process's, on the machine's shared file).
     """
     from dataclasses import fields
 
-    from aioflux._core.rate import RateState
-    from aioflux._core.rate_shared import SharedRate, shared_rate
+    from aioflux._core.rate.controller import RateState
+    from aioflux._core.rate.shared_table import SharedRate, shared_rate
     from aioflux._net.throttle import gate_key
 
     for write in (False, True):

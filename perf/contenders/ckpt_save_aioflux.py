@@ -4,7 +4,7 @@
 streaming multipart writer (``--compression zstd`` wraps it in the
 multithreaded zstd writer). ``--mode checkpoint``:
 ``Checkpoint(client).save(state, url)``, the same writer without torch's
-zip CRC32 (``aioflux/torch/_zip_crc.py``). ``--mode manager``: ``CheckpointManager.save``
+zip CRC32 (``aioflux/torch/checkpoint/_zip_crc.py``). ``--mode manager``: ``CheckpointManager.save``
 (blocking: writer + manifest + history + retention). ``--mode async``:
 ``CheckpointManager.save_async``; the timed region is only the blocking
 part (snapshot to host memory), the total until the future resolves is

@@ -4,7 +4,7 @@
 aioflux's one-call save: ``torch.save`` into the streaming multipart writer
 (parts with ``x-amz-checksum-crc32c`` leave while it still writes), without
 torch's zip CRC32, which the writer's crc32c makes redundant
-(``aioflux/torch/_zip_crc.py``). ``--mode open``:
+(``aioflux/torch/checkpoint/_zip_crc.py``). ``--mode open``:
 ``torch.save(state, aioflux.open(url, "wb"))``, the same writer with torch's
 defaults, the CRC32 included.
 """

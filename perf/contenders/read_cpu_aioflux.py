@@ -86,7 +86,7 @@ async def _azure(paths: list[Path]) -> tuple[Stopwatch, int]:
     """AzureStore.read from Azurite, started here: a plan runs one emulator,
     and the floor reads nginx in the same run. The blobs are nginx's files,
     uploaded untimed (Azurite's CPU is its own process's)."""
-    from tests.azurite import running_azurite
+    from tests.servers.azurite import running_azurite
 
     nbytes = 0
     with running_azurite() as server:

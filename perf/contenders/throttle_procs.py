@@ -8,7 +8,7 @@ settings; ``--rate off`` sets ``ClientConfig(request_rate='off')``),
 clients are), ``aioflux-az`` (``AzureStore.stream`` of the folder on
 Azurite, through a capping proxy this process runs: 503 ``ServerBusy``;
 made before the go line too). ``--burst SECONDS`` puts the tests' capping
-proxy (``tests/capping_proxy.py``, the GCS dialect: 429) at ``--cap``
+proxy (``tests/servers/capping_proxy.py``, the GCS dialect: 429) at ``--cap``
 requests/s holding that many seconds of tokens in front of the emulator's
 JSON API, for ``aioflux`` (a service's burst is unknown and may be small;
 the emulator's own bucket holds a second), and the figures are its counts,
@@ -203,7 +203,7 @@ def azure_capped(manifest: Manifest, cap: float) -> Any:
     ``ServerBusy`` past it), run on a thread of this process for the
     workers: their connection string names the proxy. Azurite has no cap
     of its own; the proxy is the one the tests put in front of it."""
-    from tests.capping_proxy import CappingProxy
+    from tests.servers.capping_proxy import CappingProxy
 
     assert manifest.azure is not None, "an Azurite scenario gives its connection string"
     parts = urlsplit(manifest.endpoint)  # http://127.0.0.1:PORT/devstoreaccount1
@@ -219,7 +219,7 @@ def gcs_capped(manifest: Manifest, cap: float, burst: float) -> Any:
     """The emulator's JSON API behind a capping proxy of ``cap`` requests/s
     holding ``burst`` seconds of tokens (429 past it), run on a thread of
     this process; the workers find it in the environment."""
-    from tests.capping_proxy import CappingProxy
+    from tests.servers.capping_proxy import CappingProxy
 
     proxy = CappingProxy(manifest.endpoint, cap, "gcs", burst=max(1.0, cap * burst))
     os.environ[_PROXIED] = proxy.__enter__()

@@ -16,7 +16,7 @@ from perf.seed import ObjectSet
 
 __all__ = ["plan"]
 
-AZURITE = ("Azurite 3.35.0 (npm, tests/azurite.py), development account, account-key "
+AZURITE = ("Azurite 3.35.0 (npm, tests/servers/azurite.py), development account, account-key "
            "credentials from its connection string; shaped by perf/shaper.py as the emulator's "
            "network is (20 ms, 100 MB/s a connection, 800 MB/s the host)")
 

@@ -3,7 +3,7 @@ one node reading one container through a request-rate cap answered
 503 ``ServerBusy``.
 
 Azurite has no cap of its own, so the contender runs the capping proxy
-the tests put in front of it (``tests/capping_proxy.py``: a token bucket
+the tests put in front of it (``tests/servers/capping_proxy.py``: a token bucket
 of ``cap`` requests a second, a second's burst, every request counted,
 answering Azure's ``ServerBusy`` past it) on a thread of its own
 process, for the duration of a row, and hands its workers a connection
@@ -72,8 +72,8 @@ def plan(options: Options) -> Plan:
         contenders=contenders,
         baseline=f"aioflux-az-p{procs[0]}",
         notes=[AZURITE,
-               f"tests/capping_proxy.py in the contender's process: a token bucket of {cap} "
-               f"requests and {cap}/s over every request (listings included), 503 "
+               "tests/servers/capping_proxy.py in the contender's process: a token bucket "
+               f"of {cap} requests and {cap}/s over every request (listings included), 503 "
                "ServerBusy past it; figures from its counters around each row's timed region",
                "separate processes build their stores untimed and start on one signal",
                "each row's proxy listens on a port of its own: a key the node's rate "

@@ -105,7 +105,7 @@ def plan(options: Options) -> Plan:
                 "composed into one object server-side (one JSON compose request, stdlib, "
                 "untimed, by the first contender to run), so a bug in aioflux cannot shape "
                 "it; the reader is exercised with torch.load itself in "
-                "tests/torch/test_checkpoint*.py"
+                "tests/torch/checkpoint/test_checkpoint*.py"
             ),
             (
                 "'RSS growth' of dataflux includes its BytesIO (the whole object); "

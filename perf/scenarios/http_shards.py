@@ -3,7 +3,7 @@
 The tar shards of ``shards_tar`` (32 shards of 320 samples, ``KEY.jpg``
 100 KiB random and ``KEY.cls``; 4 x 40 with --quick), mirrored from the
 emulator into a local directory once (untimed) and served by nginx
-(Debian's binary, see tests/nginx.py) on loopback; read with 0 and 2
+(Debian's binary, see tests/servers/nginx.py) on loopback; read with 0 and 2
 DataLoader workers by aioflux's ``ShardDataset`` over the list of URLs
 and by webdataset's ``WebDataset`` over the same URLs with its own http
 handler (curl). aioflux runs twice: ``cold`` (the first run on a machine:
@@ -27,13 +27,17 @@ FOLDER = "shards_tar/"
 
 
 def _aioflux_ready() -> str | None:
-    return project_imports("import aioflux.torch, tests.nginx; tests.nginx.install_nginx()")
+    return project_imports(
+        "import aioflux.torch, tests.servers.nginx; tests.servers.nginx.install_nginx()"
+    )
 
 
 def _wds_ready() -> str | None:
     if shutil.which("curl") is None:
         return "webdataset opens http URLs with curl, which is not installed"
-    return project_imports("import webdataset, tests.nginx; tests.nginx.install_nginx()")
+    return project_imports(
+        "import webdataset, tests.servers.nginx; tests.servers.nginx.install_nginx()"
+    )
 
 
 def plan(options: Options) -> Plan:

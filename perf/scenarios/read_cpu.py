@@ -31,7 +31,9 @@ TARGET = 1.15
 
 
 def _nginx_ready() -> str | None:
-    return project_imports("import aioflux, tests.nginx; tests.nginx.install_nginx()")
+    return project_imports(
+        "import aioflux, tests.servers.nginx; tests.servers.nginx.install_nginx()"
+    )
 
 
 def _azurite_ready() -> str | None:

@@ -120,7 +120,7 @@ def burst_contenders(n: int, cap: int, bursts: list[float], short: int) -> list[
         common = ("--client", "aioflux", "--procs", str(n), "--cap", str(cap),
                   "--burst", f"{burst:g}")
         note = (f"{n} processes, AsyncClient.stream of its folder, default settings, through "
-                f"tests/capping_proxy.py at {cap}/s holding {burst:g} s of tokens (429)")
+                f"tests/servers/capping_proxy.py at {cap}/s holding {burst:g} s of tokens (429)")
         rows.append(Contender(f"aioflux-p{n}-burst{burst:g}", "throttle_procs.py", None,
                               (*common, "--prefix", PREFIX), note=note, available=_ready))
         if n >= 16:
@@ -170,7 +170,8 @@ def plan(options: Options) -> Plan:
                f"DataLoader workers start by {start}; a worker's time is the arrival of "
                "its last batch from the epoch's start",
                "separate processes build their clients untimed and start on one signal",
-               f"the burst rows: tests/capping_proxy.py in the contender's process at {cap}/s "
+               "the burst rows: tests/servers/capping_proxy.py in the contender's process at "
+               f"{cap}/s "
                f"holding {', '.join(f'{b:g}' for b in bursts)} s of tokens in front of the "
                "emulator (its own bucket, a second's, behind it), figures from the proxy's "
                "counters; each row's proxy listens on a port of its own",

@@ -5,7 +5,7 @@ objects: ``CLI_CALLS`` turns each synopsis into concrete calls, and a
 synopsis without calls, or a documented flag no call uses, fails. The
 page's exit codes are the command's own (its ``--help``), and the failures
 a user meets first exit as the table says (the signals' and a closed
-pipe's codes are tested in tests/integration/test_cli*.py).
+pipe's codes are tested in tests/cli/test_cli*.py).
 
 The lines run in this interpreter through the console script's own entry
 point (``aioflux.cli.main``, :func:`run_in_process`): a process per line

@@ -12,7 +12,7 @@ from pathlib import Path
 import aioflux
 from aioflux import ClientConfig
 from aioflux._core.metrics import RequestStats
-from aioflux._core.rate_shared import state_dir
+from aioflux._core.rate.shared_table import state_dir
 from aioflux.cli._main import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]

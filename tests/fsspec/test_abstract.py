@@ -7,7 +7,7 @@ listing and transfer calls: the same code for every store, so they run on
 one object store (our emulator) and on the local filesystem, whose
 folders really exist. What a store itself does with those calls is the
 conformance suite's, on every backend
-(tests/integration/test_client_conformance.py). Run on moto, Azurite and
+(tests/backends/test_client_conformance.py). Run on moto, Azurite and
 fake-gcs-server too, they proved nothing more at a high price: moto's and
 Azurite's runs took about 2.5 minutes each, against the emulator's 45 s.
 

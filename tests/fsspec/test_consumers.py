@@ -36,9 +36,9 @@ from aioflux._api import stores
 from aioflux._core.portal import call
 from aioflux.fsspec import AiofluxFileSystem, _base
 from aioflux.fsspec._paths import split
-from tests.forking import in_fork
 from tests.fsspec._files_dataset import FilesDataset
 from tests.fsspec.conftest import CONFIG, Site
+from tests.servers.forking import in_fork
 
 OBJECT_SITES = pytest.mark.parametrize("site", ["gs", "s3"], indirect=True)
 # Where stored bytes can be made to disagree with the checksum the store

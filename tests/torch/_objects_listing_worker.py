@@ -21,7 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from aioflux import PermissionDenied, StorageError
-from aioflux.torch import MapDataset, _source
+from aioflux.torch import MapDataset
+from aioflux.torch.data import _source
 from tests.torch import _rank_listing_worker as base
 from tests.torch._two_ranks import rank_main
 

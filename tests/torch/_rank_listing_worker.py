@@ -34,14 +34,8 @@ import torch.distributed as dist
 from aioflux import PermissionDenied
 from aioflux._core.portal import call
 from aioflux.local import LocalStore
-from aioflux.torch import (
-    IterableDataset,
-    MapDataset,
-    ShardDataset,
-    ShardMapDataset,
-    _shard_source,
-    _source,
-)
+from aioflux.torch import IterableDataset, MapDataset, ShardDataset, ShardMapDataset
+from aioflux.torch.data import _shard_source, _source
 from tests.torch._two_ranks import rank_main
 
 # Store requests (LocalStore operations) this process made, by kind.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch.utils.data
 
 from aioflux.torch import IterableDataset, MapDataset, ResumableBatchSampler, ResumableSampler
-from aioflux.torch._order import epoch_order
+from aioflux.torch.data._order import epoch_order
 
 if TYPE_CHECKING:
     # Not at run time: a spawned DataLoader worker imports this module to

@@ -33,8 +33,8 @@ from aioflux.azure import AzureStore
 from aioflux.local import LocalStore
 from aioflux.s3 import S3Store
 from aioflux.testing import Emulator
-from tests.azurite import Azurite
 from tests.conftest import FAST_RETRY, MotoS3, unique_bucket
+from tests.servers.azurite import Azurite
 
 # The tests of the other backends that also run on s3 (by function name):
 # CheckpointManager save/latest/load with its manifest-last rule and

@@ -1,0 +1,396 @@
+"""The request-rate controller's arithmetic: AIMD over a token bucket.
+
+One :class:`RateState` per (endpoint, bucket, kind), ``kind`` being reads
+or writes (a bucket limits them apart). It is plain numbers, so the same
+functions drive the state every process of a node shares
+(:mod:`aioflux._core.rate.shared_table` keeps it in a small mapped file) and the
+virtual-time simulation of the tests. Times are ``time.monotonic()``
+seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
+
+- Unthrottled, nothing is paced. Throttles (429, S3 ``SlowDown``, Azure
+  ``ServerBusy``) are counted node-wide (:func:`alarm`, :func:`calm`): each
+  adds one to a debt, each success pays back :data:`SWITCH_CREDIT`. A debt
+  of :data:`SWITCH_COUNT` switches pacing on (:func:`start`): a cap
+  overshot refuses runs of requests across the processes, where a flaky
+  service refusing under 29% at random pays its debt back faster than it
+  grows.
+- Pacing starts at :data:`START_FRACTION` of the rate the processes
+  measured just before (each adds its share, :func:`join`). That measure
+  holds whatever burst the service had saved up. The first windows
+  (:data:`FIRST_WINDOW`) calibrate: throttled and served well under the
+  rate, the rate goes to a little under what was served. Served in full,
+  the rate probes (:data:`PROBING`) until a window is throttled past
+  :data:`FOUND_SHARE`, and goes to a little under what that window was
+  served; the window after (:data:`CHECKING`) calibrates that find, which
+  a burst the service saved up may have lifted. A measure of fewer than
+  :data:`MEASURE_LEAST` successes (a small burst, throttled at once) is
+  of the attempts, and the probe starts at once. A window of the probe or
+  of the calibration throttled past doubt closes before its end.
+- Paced, answers are counted in windows of :data:`DECREASE_WINDOW` (not
+  the tokens reserved, up to :data:`AHEAD` of them). A window with
+  :data:`CUT_LEAST` throttles or more, past :data:`THROTTLE_SHARE` of its
+  answers above the ``noise``, cuts the rate to :data:`DECREASE` of what
+  was served; a throttled share past :data:`STEADY_SHARE` over the last
+  few windows (``steady``) cuts it to :data:`STEADY_DECREASE`. A cut voids
+  the reservations made before it, and the throttles of requests sent
+  before it count towards no other.
+- A cut is judged on the :data:`JUDGE_LEAST` answers after it. Throttles
+  that go on while less is served are not the rate's doing (a flaky
+  service): the rate goes back and their share is ``noise``, only
+  throttles beyond it cut.
+- After a cut the rate recovers within :data:`RECOVER_SECONDS` to
+  :data:`RECOVER_TO` of what was served, then grows by :func:`grown`
+  (additive below :data:`RAMP_FLOOR`, a doubling per ``rate_doubling``
+  above). A rate asked for and served in full with no throttle for
+  :data:`REPROBE_AFTER` probes again, slowly near the rate found before
+  and faster away from it (:func:`aioflux._core.rate.state.probe_growth`):
+  a cap lifted is found again in seconds.
+- A client's first request of a key whose state had no throttle for
+  :data:`REPROBE_AFTER` restarts it (:func:`restart`): that state is an
+  earlier job's, no measure of the service now.
+- Requests take tokens; one that finds none reserves the next and waits
+  for it (the tokens go negative), up to :data:`AHEAD` seconds of them: a
+  process that dies holding reservations leaves at most that much time,
+  which passes anyway: there is no lease to expire.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .state import (
+    AHEAD,
+    BURST_SECONDS,
+    BUSY,
+    CALIBRATE_BELOW,
+    CALIBRATE_LEAST,
+    CALIBRATING,
+    CHECKING,
+    CUT_LEAST,
+    DECREASE,
+    DECREASE_WINDOW,
+    FIRST_WINDOW,
+    FOUND_SHARE,
+    JOIN_WINDOW,
+    JUDGE_HELPED,
+    JUDGE_LEAST,
+    MEASURE_LEAST,
+    MIN_RATE,
+    MOST_RATE,
+    NOISE_HALF_LIFE,
+    NOISE_MOST,
+    PROBE_CLIMB,
+    PROBE_FASTEST,
+    PROBE_HEAD,
+    PROBE_HELD,
+    PROBE_LEAD,
+    PROBE_SLOPE,
+    PROBING,
+    RAMP_FLOOR,
+    RECOVER_SECONDS,
+    RECOVER_TO,
+    REPROBE_AFTER,
+    SERVED_WEIGHT,
+    START_ANCHOR,
+    START_FRACTION,
+    STEADY_DECREASE,
+    STEADY_SHARE,
+    STEADY_WEIGHT,
+    SWITCH_COUNT,
+    SWITCH_CREDIT,
+    THROTTLE_SHARE,
+    USELESS_FALL,
+    RateState,
+    grown,
+    noise,
+    refill,
+)
+from .windows import judge
+
+__all__ = ["AHEAD", "BURST_SECONDS", "BUSY", "CALIBRATE_BELOW", "CALIBRATE_LEAST", "CALIBRATING",
+           "CHECKING", "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "FIRST_WINDOW", "FOUND_SHARE",
+           "JOIN_WINDOW", "JUDGE_HELPED", "JUDGE_LEAST", "MEASURE_LEAST", "MIN_RATE", "MOST_RATE",
+           "NOISE_HALF_LIFE", "NOISE_MOST", "PROBE_CLIMB", "PROBE_FASTEST", "PROBE_HELD",
+           "PROBE_LEAD", "PROBE_SLOPE", "PROBING", "RAMP_FLOOR", "RECOVER_SECONDS", "RECOVER_TO",
+           "REPROBE_AFTER",
+           "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION", "STEADY_DECREASE",
+           "STEADY_SHARE", "STEADY_WEIGHT", "SWITCH_COUNT", "SWITCH_CREDIT",
+           "THROTTLE_SHARE", "USELESS_FALL", "alarm", "answered", "calm", "grown",
+           "join", "noise", "pace_at", "RateState", "relax", "reserve", "restart",
+           "start", "throttle"]
+
+
+def reserve(state: RateState, now: float, doubling: float,
+            ceiling: float | None = None) -> tuple[bool, float]:
+    """Take a token for one request, reserving it when there is none, unless
+    :data:`AHEAD` seconds of tokens are reserved already.
+
+    The bound is what a process killed while holding reservations costs
+    the others: the time it had reserved, at most :data:`AHEAD`.
+
+    Args:
+        state: the key's controller, pacing on.
+        now: monotonic time.
+        doubling: see :func:`grown`.
+        ceiling: the most requests/s allowed (a configured rate).
+
+    Returns:
+        Whether a token was taken, and the seconds to wait: before sending
+        if it was, before asking again if not.
+    """
+    judge(state, now, doubling, ceiling)
+    refill(state, now, doubling, ceiling)
+    hold = state.resume_at - now
+    if state.tokens - 1.0 < -state.rate * AHEAD:
+        return False, max(hold, (-state.rate * AHEAD - state.tokens + 1.0) / state.rate)
+    state.tokens -= 1.0
+    wait = 0.0 if state.tokens >= 0 else -state.tokens / state.rate
+    return True, max(wait, hold)
+
+
+def start(state: RateState, now: float, measured: float, retry_after: float | None = None,
+          ceiling: float | None = None, thin: bool = False) -> None:
+    """Switch pacing on after throttles, at a fraction of the measured rate.
+
+    Args:
+        state: the key's controller, not paced.
+        now: monotonic time.
+        measured: this process's successful requests/s just before.
+        retry_after: seconds the server asked to wait, if it did.
+        ceiling: the most requests/s allowed (a configured rate).
+        thin: the measure counted fewer than :data:`MEASURE_LEAST`
+            successes (a small burst, throttled at once): no measure of
+            the cap, which the probe looks for at once, from below.
+    """
+    rate = max(MIN_RATE, START_FRACTION * measured)
+    state.throttled = True
+    # A cap was found: processes starting after it (once pacing stops)
+    # begin with a small window again.
+    state.opened = False
+    state.rate = rate if ceiling is None else min(rate, ceiling)
+    # No recovery above the start: what a service admits at first includes
+    # the burst it had saved up (a second of its rate, on the emulator),
+    # more than it sustains. The probe raises the rate on answers served
+    # at it; a first cut found useless (a flaky service) goes back to the
+    # whole of the measured rate.
+    state.served = START_ANCHOR * measured
+    state.anchor = state.rate
+    state.peak = measured
+    # The first window calibrates, then cuts as any other: the rate paced
+    # at first may still be far too high.
+    state.judging = CALIBRATING
+    if thin:
+        _probe_from(state, state.rate)
+    state.tokens = 0.0
+    state.refilled_at = state.decreased_at = state.started_at = state.window_at = now
+    state.window_rate = state.rate
+    state.ok = state.refused = 0
+    state.steady = 0.0
+    state.throttle_at = now
+    state.debt = 0.0  # paced: the successes are no longer counted against it
+    state.epoch += 1
+    if retry_after is not None:
+        state.resume_at = max(state.resume_at, now + retry_after)
+
+
+def throttle(state: RateState, now: float, doubling: float, retry_after: float | None = None,
+             ceiling: float | None = None, sent_at: float | None = None) -> bool:
+    """Count a throttle of a paced request; cut the rate if its window is over
+    and was throttled.
+
+    A request sent before the last cut (or the start of pacing) was sent
+    at the rate that cut already answered: its throttle is not counted
+    towards another (the burst of 429s an overshoot brings back, 20 ms
+    and more after the first, is one cut, as TCP cuts once per window of
+    data).
+
+    Args:
+        state: the key's controller, pacing on.
+        now: monotonic time.
+        doubling: see :func:`grown`.
+        retry_after: seconds the server asked to wait, if it did: no
+            request of any process goes before then.
+        ceiling: the most requests/s allowed (a configured rate).
+        sent_at: when the throttled request was sent (monotonic), if known.
+
+    Returns:
+        True if the rate was cut.
+    """
+    state.throttle_at = now
+    if retry_after is not None:
+        state.resume_at = max(state.resume_at, now + retry_after)
+    if sent_at is not None and sent_at < state.decreased_at:
+        _before_calibrating(state, now, sent_at)
+        return False
+    state.refused += 1
+    return judge(state, now, doubling, ceiling)
+
+
+def answered(state: RateState, now: float, doubling: float, ceiling: float | None = None,
+             sent_at: float | None = None) -> bool:
+    """Count a success of a paced request; cut the rate if its window is over
+    and was throttled.
+
+    Args:
+        state: the key's controller, pacing on.
+        now: monotonic time.
+        doubling: see :func:`grown`.
+        ceiling: the most requests/s allowed (a configured rate).
+        sent_at: when the request was sent (monotonic), if known.
+
+    Returns:
+        True if the rate was cut.
+    """
+    if _before_calibrating(state, now, sent_at):
+        return False
+    state.ok += 1
+    return judge(state, now, doubling, ceiling)
+
+
+def _before_calibrating(state: RateState, now: float, sent_at: float | None) -> bool:
+    """An answer to a request sent unpaced, before pacing started, in the
+    window that calibrates: it restarts the window, which is to count the
+    paced requests' answers alone (those in flight at the switch would
+    make a cap look higher than it is)."""
+    if state.judging != CALIBRATING or sent_at is None or sent_at >= state.started_at:
+        return False
+    state.window_at, state.ok, state.refused = now, 0, 0
+    state.window_rate = state.rate
+    return True
+
+
+def alarm(state: RateState, now: float) -> bool:
+    """Count a throttle of an unpaced request of any of the node's processes.
+
+    Args:
+        state: the key's controller, not paced.
+        now: monotonic time.
+
+    Returns:
+        Whether the node's debt of throttles reached :data:`SWITCH_COUNT`:
+        pacing is to start.
+    """
+    if state.debt <= 0.0:
+        state.owed_at, state.owed_ok = now, 0
+    state.debt += 1.0
+    return state.debt >= SWITCH_COUNT
+
+
+
+def calm(state: RateState) -> None:
+    """Count a success of an unpaced request while the node owes throttles.
+
+    Args:
+        state: the key's controller, not paced.
+    """
+    state.owed_ok += 1
+    state.debt = max(0.0, state.debt - SWITCH_CREDIT)
+
+
+def join(state: RateState, now: float, measured: float, ceiling: float | None = None) -> None:
+    """Add a process's measured rate to a start another process made.
+
+    Each process measures only its own requests: the node's rate before
+    the throttle is the sum of what each adds. Late joiners (after
+    :data:`JOIN_WINDOW`) add nothing; those after the windows that
+    calibrate add to the measure (``peak``: what a useless cut goes back
+    to), not to the rate, which those windows set from what was served.
+
+    Args:
+        state: the key's controller, pacing switched on by another process.
+        now: monotonic time.
+        measured: this process's requests/s before it saw the switch.
+        ceiling: the most requests/s allowed.
+    """
+    if not state.throttled or now - state.started_at > JOIN_WINDOW:
+        return
+    state.peak += measured
+    # A thin start probes at once: the processes' shares still add up in
+    # its first window.
+    thin = state.judging == PROBING and now - state.started_at < FIRST_WINDOW
+    if state.judging not in (CALIBRATING, CALIBRATING + 1) and not thin:
+        # The windows that calibrate are over: what they were served is
+        # the measure now, and the probe after them raises the rate.
+        return
+    rate = state.rate + START_FRACTION * measured
+    state.rate = rate if ceiling is None else min(rate, ceiling)
+    state.served += START_ANCHOR * measured
+    if thin:
+        _probe_from(state, state.rate)
+    else:
+        state.anchor = state.rate  # no recovery above the start (see start)
+
+
+def _probe_from(state: RateState, rate: float) -> None:
+    """Probe from ``rate`` at the fastest growth: no cap is known."""
+    state.judging = PROBING
+    state.anchor = rate * math.exp(-PROBE_HEAD) / RECOVER_TO
+
+
+def pace_at(state: RateState, now: float, rate: float, again: bool = False) -> None:
+    """Switch pacing on at a configured rate (before any throttle).
+
+    Args:
+        state: the key's controller.
+        now: monotonic time.
+        rate: requests/s.
+        again: also if pacing is on (whatever rate it had).
+    """
+    if again or not state.throttled:
+        state.throttled = True
+        state.rate = state.served = state.peak = rate
+        state.anchor, state.judging = 0.0, 0
+        state.tokens = max(1.0, rate * BURST_SECONDS)
+        state.refilled_at = state.decreased_at = state.started_at = state.window_at = now
+        state.window_rate = rate
+        state.ok = state.refused = 0
+        state.debt = state.steady = 0.0
+        state.epoch += 1
+
+
+def restart(state: RateState, now: float, ceiling: float | None) -> bool:
+    """A client's first request of a key: a state not throttled for
+    :data:`REPROBE_AFTER` is what an earlier job left, and no measure of
+    the service now (TCP restarts its window after idle for the same
+    reason). Adaptive, pacing stops and the slow start is back; a
+    configured rate paces at that rate again.
+
+    Args:
+        state: the key's controller.
+        now: monotonic time.
+        ceiling: the configured requests/s, if any.
+
+    Returns:
+        True if the state was restarted.
+    """
+    if state.throttled and now - state.throttle_at < REPROBE_AFTER:
+        return False  # throttled of late: the service's measure stands
+    if ceiling is not None:
+        if state.throttled and state.rate == ceiling:
+            return False
+        pace_at(state, now, ceiling, again=True)
+        return True
+    if not state.throttled:
+        return False
+    state.throttled = state.opened = False
+    return True
+
+
+def relax(state: RateState, now: float, quiet: float) -> bool:
+    """Switch pacing off after ``quiet`` seconds without a throttle.
+
+    A day-old state (the next job's, on the same bucket) or a cap long
+    since lifted would otherwise pace forever at whatever it reached.
+
+    Args:
+        state: the key's controller.
+        now: monotonic time.
+        quiet: seconds without a throttle after which pacing stops.
+
+    Returns:
+        True if pacing was switched off.
+    """
+    if state.throttled and now - state.throttle_at > quiet and state.tokens >= 0:
+        state.throttled = False
+        return True
+    return False

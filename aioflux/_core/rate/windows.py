@@ -1,0 +1,281 @@
+"""The request-rate controller's windows of answers: a cut when one is
+throttled, its judgment, and the first windows' calibration and probe.
+:mod:`aioflux._core.rate.controller` tells how they fit together.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .state import (
+    BUSY,
+    CALIBRATE_BELOW,
+    CALIBRATE_LEAST,
+    CALIBRATING,
+    CHECKING,
+    CUT_LEAST,
+    DECREASE,
+    DECREASE_WINDOW,
+    FIRST_WINDOW,
+    FOUND_SHARE,
+    JUDGE_HELPED,
+    JUDGE_LEAST,
+    MIN_RATE,
+    NOISE_MOST,
+    PROBE_HEAD,
+    PROBE_HELD,
+    PROBE_LEAD,
+    PROBING,
+    RECOVER_TO,
+    REPROBE_AFTER,
+    SERVED_WEIGHT,
+    STEADY_DECREASE,
+    STEADY_SHARE,
+    STEADY_WEIGHT,
+    THROTTLE_SHARE,
+    USELESS_FALL,
+    RateState,
+    noise,
+    recovery_target,
+    refill,
+)
+
+__all__ = ["judge"]
+
+
+def _useless(state: RateState, now: float, ok: int, refused: int) -> bool | None:
+    """Count a closed window towards the judgment of the last cut.
+
+    Returns:
+        None while still counting, else whether the cut was useless.
+    """
+    if state.judging == 2:  # answers to requests sent before the cut
+        state.judging, state.judged_at = 1, now
+        state.judged_ok = state.judged_refused = 0
+        return None
+    state.judged_ok += ok
+    state.judged_refused += refused
+    answers = state.judged_ok + state.judged_refused
+    if answers < (JUDGE_HELPED if state.judged_refused == 1 else JUDGE_LEAST):
+        return None
+    state.judging = 0
+    share = state.judged_refused / answers
+    served = state.judged_ok / max(now - state.judged_at, 1e-9)
+    return (state.judged_refused >= CUT_LEAST and share <= NOISE_MOST
+            and served < USELESS_FALL * state.anchor)
+
+
+def _calibrate(state: RateState, now: float, served: float, doubling: float,
+               ceiling: float | None, below: float) -> bool:
+    """A window that calibrates (the first two after pacing started: its
+    paced requests' answers) replaces the guesses pacing started from with
+    what it was served.
+
+    The guesses came from the rate measured before the switch, which holds
+    the burst the service had saved up. A service that refused enough of
+    the window's paced requests to cut and served it well under the rate
+    is at its cap: the rate and the recovery go to a little under what it
+    served. One that served about the rate took it, and one that refused
+    few was asked for less (processes waiting out their retries'
+    backoff): the guesses stand.
+
+    Returns:
+        Whether the rate was set from what was served.
+    """
+    state.served = served
+    refill(state, now, doubling, ceiling)
+    if served >= below * state.rate:
+        return False
+    state.rate = max(MIN_RATE, RECOVER_TO * served)
+    state.anchor = min(state.anchor, served)
+    # As after a cut: the reservations made at the guess are void.
+    state.tokens = 0.0
+    state.decreased_at = now
+    return True
+
+
+def _found(state: RateState, now: float, served: float, share: float, doubling: float,
+           ceiling: float | None) -> None:
+    """The probe found the cap: a window was throttled beyond the noise.
+
+    The rate goes to a little under what that window was served (the
+    probe's last step crossed the cap) and recovers to it after any cut.
+    What it served may include a burst the service saved up while the
+    rate was below the cap: the window after (:data:`CHECKING`) calibrates
+    a rate found too high, as the first windows do, and one found too low
+    probes again after :data:`REPROBE_AFTER`.
+    """
+    refill(state, now, doubling, ceiling)
+    state.judging = CHECKING
+    state.steady = 0.0
+    # What the cap served: the average of late lags a probe's growth.
+    state.anchor = state.served = served
+    state.rate = max(MIN_RATE, min(state.rate, RECOVER_TO * served / (1.0 - share)))
+    # As after a cut: the reservations made at the probe's rate are void.
+    state.tokens = 0.0
+    state.decreased_at = now
+
+
+def _overshot(state: RateState, now: float, share: float) -> bool:
+    """A window of the probe or of those that calibrate throttled past doubt
+    (``share`` of its answers beyond the noise) before its end: each
+    moment more at that rate overshoots further."""
+    answers = state.ok + state.refused
+    return (state.ok >= CALIBRATE_LEAST and state.refused >= 2 * CUT_LEAST
+            and state.refused > (share + noise(state, now)) * answers)
+
+
+def _grow_or_hold(state: RateState, now: float, busy: bool, served: float, asked: float,
+                  doubling: float, ceiling: float | None) -> None:
+    """A probe's window not throttled: the probe grows on if the window was
+    sent and served at about the rate, else it holds (processes that asked
+    for less, waiting out their retries' backoff or short of CPU; or a
+    service that served less, a cap hidden by a burst it saved up)."""
+    refill(state, now, doubling, ceiling)
+    if busy and PROBE_LEAD * served >= asked:
+        state.judging = PROBING
+    else:
+        state.judging = PROBE_HELD
+        if busy:
+            # Served less than it asked, unthrottled: resumed gently from
+            # what was served (the growth is fast only far from it).
+            state.anchor = max(state.anchor, served / RECOVER_TO)
+
+
+def judge(state: RateState, now: float, doubling: float, ceiling: float | None) -> bool:
+    """Close the window if it is over: judge the last cut, or cut the rate
+    if the window was throttled."""
+    span = now - state.window_at
+    calibrating = state.judging in (CALIBRATING, CALIBRATING + 1, CHECKING)
+    probing = state.judging in (PROBING, PROBE_HELD)
+    # The probe's windows are short too: it grows fast, and the window
+    # that finds the cap ends its overshoot.
+    if span < (FIRST_WINDOW if calibrating or probing else DECREASE_WINDOW) and not (
+            (calibrating or probing) and span >= FIRST_WINDOW / 4 and _overshot(
+                state, now, 2 * (FOUND_SHARE if probing else THROTTLE_SHARE))):
+        return False
+    cut = _close(state, now, span, calibrating, doubling, ceiling)
+    state.window_rate = state.rate
+    return cut
+
+
+def _close(state: RateState, now: float, span: float, calibrating: bool, doubling: float,
+           ceiling: float | None) -> bool:
+    ok, refused = state.ok, state.refused
+    state.window_at, state.ok, state.refused = now, 0, 0
+    # No cut since pacing started (a find is none: the window after it
+    # checks it, and may cut as a first cut would).
+    first = state.decreased_at == state.started_at or state.judging == CHECKING
+    served = min(ok / span, state.rate)
+    # Asked for the rate: the rate it began with (a growing rate's requests
+    # go out a little behind it, reserved up to AHEAD before).
+    asked = min(state.rate, state.window_rate) if state.window_rate > 0 else state.rate
+    busy = ok + refused >= BUSY * asked * span
+    if calibrating:
+        # Twice a cut's share: a flaky service's refusals (a tenth, say)
+        # are left to the probe, whose cut is judged. After a find, the
+        # probe's share: the window sent at what was found, which held any
+        # burst the service saved up.
+        checking = state.judging == CHECKING
+        throttled = refused >= CUT_LEAST and refused > (
+            (FOUND_SHARE if checking else 2 * THROTTLE_SHARE) + noise(state, now)) * (ok + refused)
+        if ok >= CALIBRATE_LEAST and throttled and _calibrate(
+                state, now, served, doubling, ceiling, 1.0 if checking else CALIBRATE_BELOW):
+            state.judging = 0
+            return False
+        if state.judging == CALIBRATING:
+            state.judging = CALIBRATING + 1
+        elif state.judging == CHECKING:
+            state.judging = 0  # what the probe found stands
+        else:
+            # Served what it asked for: the cap is above, and nothing says
+            # where. The probe starts at its fastest.
+            # The probe starts at its fastest: as if the rate it recovers
+            # to were well below.
+            refill(state, now, doubling, ceiling)
+            state.judging = PROBING
+            state.anchor = min(state.anchor, state.rate * math.exp(-PROBE_HEAD) / RECOVER_TO)
+    elif busy:
+        # Only windows that asked for the rate say what the service serves:
+        # one in which the processes sent less (short of CPU, or waiting
+        # out retries) would drag what a cut recovers towards down.
+        state.served += SERVED_WEIGHT * (served - state.served)
+        if ok + refused >= CALIBRATE_LEAST:
+            state.steady += STEADY_WEIGHT * (refused / (ok + refused) - state.steady)
+            learnt = noise(state, now)
+            if 0.0 < learnt < state.steady:
+                # A service found flaky refuses a steady share whatever the
+                # rate, which one judgment's few throttles measure poorly
+                # (2 in 67, against 10% refused at random): the share of
+                # late is the better measure. Taken low, the steady share
+                # would pass it and cut, each cut lower than the last.
+                state.noise, state.noise_at = min(state.steady, NOISE_MOST), now
+    if 0 < state.judging < CALIBRATING:
+        useless = _useless(state, now, ok, refused)
+        if useless:
+            # Throttled alike at the lower rate while less was served: that
+            # share is noise (the rate recovers past it, and only throttles
+            # beyond it cut).
+            state.noise = max(noise(state, now),
+                              state.judged_refused / (state.judged_ok + state.judged_refused))
+            state.noise_at = now
+            # Back to the rate before the cut, within RECOVER_SECONDS.
+            state.anchor = state.peak * (1.0 - state.noise) / RECOVER_TO
+        elif useless is not None:
+            state.noise = 0.0  # a cut that helped: the throttles were the rate's
+        return False  # no second cut before the first is judged
+    share = noise(state, now)
+    if state.judging in (PROBING, PROBE_HELD):
+        # Throttled beyond the noise, the probe found the cap; the window
+        # after checks what it found (no cut before that).
+        # A window that asked for less (a loaded machine sends in clumps,
+        # short of the rate) and was throttled as for a cut crossed the cap
+        # too: what it was served measures the cap, which the average of
+        # late, lagging the probe, does not.
+        found = FOUND_SHARE if busy else THROTTLE_SHARE
+        if refused >= CUT_LEAST and refused > (found + share) * (ok + refused):
+            if not first:
+                state.peak = state.rate  # where a useless cut after it goes back to
+            served = ok / span if busy or ok >= CALIBRATE_LEAST else max(ok / span, state.served)
+            _found(state, now, min(served, state.rate), share, doubling, ceiling)
+            return False
+        else:
+            _grow_or_hold(state, now, busy, served, asked, doubling, ceiling)
+    elif (state.judging == 0 and busy and refused == 0 and now - state.throttle_at
+          >= REPROBE_AFTER and served >= CALIBRATE_BELOW * state.rate):
+        # Asked for and served in full, with no throttle for a while: the
+        # cap may have been lifted, or the rate left by an earlier job.
+        refill(state, now, doubling, ceiling)
+        state.judging = PROBING
+    heavy = refused > (THROTTLE_SHARE + share) * (ok + refused)
+    if refused < CUT_LEAST or (not heavy and state.steady <= STEADY_SHARE + share):
+        return False
+    refill(state, now, doubling, ceiling)
+    # The rate a useless cut goes back to: the rate measured before pacing,
+    # for the first cut since it started; after that, the rate a cut made
+    # while recovering was heading for (the rate at the cut alone would
+    # let a flaky service's random runs of throttles ratchet it down).
+    state.peak = max(state.rate, state.peak if first else recovery_target(state))
+    # What the cap admits: the least of what was served of late and what
+    # this window was, if it asked for the rate and was served enough to
+    # tell (a storm of refusals is no measure). The average still holds
+    # the windows that drained a burst the service had saved up while the
+    # rate was low.
+    told = busy and ok >= CALIBRATE_LEAST
+    state.anchor = min(state.served, served) if told else state.served
+    # A rate a few percent over the cap (``steady``) needs a few percent
+    # off, not a multiplicative cut, which would pace under the cap long
+    # enough for it to save up a burst the recovery then overshoots on.
+    decrease = DECREASE if heavy else STEADY_DECREASE
+    state.rate = max(MIN_RATE, decrease * min(state.rate, state.anchor))
+    # Reservations made at the old rate are void: their requests reserve
+    # again as their waits end (:mod:`aioflux._net.throttle`), in the order
+    # they were to go, at the cut rate. Kept, each would reserve behind
+    # all of them, and the node sent next to nothing for a second after
+    # every cut (then the cap's saved-up burst at once). Nothing saved up
+    # crosses a cut either.
+    state.tokens = 0.0
+    state.decreased_at = now
+    state.judging = 2
+    state.steady = 0.0
+    return True

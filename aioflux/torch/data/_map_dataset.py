@@ -1,0 +1,607 @@
+"""``MapDataset``: one sample per object, indexable, batches downloaded ahead.
+
+Objects may be on any store (``gs://``, ``file://`` or a path); see
+:mod:`aioflux.torch.data._source` for the per-process store.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import itertools
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import torch.utils.data
+
+from ..._core.config import ClientConfig, RetryPolicy
+from ..._core.errors import InvalidArgument
+from ..._core.index import ObjectIndex
+from ..._core.metrics import BatchStats
+from ..._core.portal import Portal, get_portal
+from ..._core.types import ObjectInfo
+from ..._core.urls import parse_url
+from ..._core.validate import Credentials, as_int, check_int
+from ..._engines.download import Data, DownloadOptions, DownloadStats
+from ..._engines.hedge import HedgeAfter
+from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
+from ...local import LocalStore
+from ...local._store import read_small, reads_here
+from ._rank_listing import Listing, agreed, check_listing, objects_summary, objects_target
+from ._source import (
+    Sample,
+    Transform,
+    build_source,
+    check_objects,
+    objects_scheme,
+    transformed,
+)
+
+__all__ = ["PREFETCH_BYTES", "MapDataset", "PrefetchBatchSampler"]
+
+# Most bytes a MapDataset downloads ahead of the batch being consumed
+# (readahead and the samplers' default ``ahead``), by the listed sizes of
+# the very batches announced: 3 batches of 64 x 100 KiB fit many times over,
+# 64 x 100 MB objects do not get a second batch in memory.
+PREFETCH_BYTES = 256 * 1024 * 1024
+
+
+class MapDataset(torch.utils.data.Dataset[Sample]):
+    """A map-style dataset: one sample per object, indexable.
+
+    The objects may be on any store: their URL scheme picks the store each
+    process builds (``gs://``: an ``AsyncClient`` from ``config``,
+    ``endpoint`` and ``credentials``; ``file://`` or a path: a ``LocalStore``).
+
+    ``__getitems__`` downloads a whole DataLoader batch concurrently (the
+    DataLoader calls it when present).
+
+    To resume mid-epoch, or train the same epoch order at any world size,
+    use ``batch_sampler=ResumableBatchSampler(ds, batch_size)`` or
+    ``sampler=ResumableSampler(ds, batch_size)``
+    (:class:`~aioflux.torch.ResumableBatchSampler`).
+
+    Args:
+        objects: the objects, one sample each (see also :meth:`from_prefix`).
+        transform: ``bytes -> sample`` (dataflux calls it ``data_format_fn``,
+            also accepted); default returns the bytes.
+        data_format_fn: dataflux's name of ``transform`` (give one of the two).
+        config: ClientConfig (concurrency, timeouts) of the per-process client.
+        endpoint: GCS API root (default ``STORAGE_EMULATOR_HOST`` or GCS).
+        credentials: as for :class:`~aioflux.AsyncClient` (must pickle for spawn).
+        list_retry: retry policy for listing (default ``config.retry``).
+        download_retry: retry policy for downloads (default ``config.retry``).
+        download_options: planner settings.
+        disable_compose: override of ``download_options.disable_compose``.
+        max_composite_object_size: override of that planner field.
+        compose_threshold: override of that planner field.
+        cache_dir: a local disk cache across epochs, shared by every worker
+            and rank on the machine (entries keyed by object version,
+            crc32c-checked); None: no cache.
+        cache_limit: most bytes in ``cache_dir`` (least recently used
+            entries are evicted); None: no limit.
+        hedge_after: a second GET for an object read not done after this
+            many seconds, or ``"auto"`` (this dataset's p95 read latency once
+            20 reads are in), the first checked answer winning; at most 5%
+            more requests. None (default): no hedging.
+
+    Raises:
+        InvalidArgument: a setting of the wrong type (checked at once).
+        InvalidURL: a malformed ``endpoint``.
+    """
+
+    def __init__(self, objects: Sequence[ObjectInfo], *, transform: Transform[Sample] | None = None,
+                 data_format_fn: Transform[Sample] | None = None,
+                 config: ClientConfig | None = None, endpoint: str | None = None,
+                 credentials: Credentials = None, list_retry: RetryPolicy | None = None,
+                 download_retry: RetryPolicy | None = None,
+                 download_options: DownloadOptions | None = None,
+                 disable_compose: bool | None = None,
+                 max_composite_object_size: int | None = None,
+                 compose_threshold: int | None = None,
+                 cache_dir: str | os.PathLike[str] | None = None,
+                 cache_limit: int | None = None,
+                 hedge_after: HedgeAfter = None) -> None:
+        self._transform: Transform[Sample] | None
+        self._source, self._transform = build_source(
+            "MapDataset", objects, transform, data_format_fn, config, endpoint, credentials,
+            list_retry, download_retry, download_options, disable_compose,
+            max_composite_object_size, compose_threshold, cache_dir=cache_dir,
+            cache_limit=cache_limit, hedge_after=hedge_after)
+        self.objects = objects
+        # Set by PrefetchBatchSampler: the batches that follow the one it is
+        # handing out. Downloads started for them, in order, with this pid.
+        self._announced: list[list[int]] | None = None
+        self._prefetched: list[_Prefetch] = []
+        self._prefetch_pid = os.getpid()
+        self._last_run: tuple[int, int] | None = None  # (start, length) of the last batch
+        # Set by a resumable sampler (num_workers=0): the batch it just
+        # counted as consumed, and how to take that back (see __getitems__).
+        self._handing: tuple[int, list[int], Callable[[], None]] | None = None
+        self._batch_stats = (os.getpid(), BatchStats())
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        # Hints and downloads in flight belong to this process's loop.
+        state["_announced"] = state["_last_run"] = state["_handing"] = None
+        state["_prefetched"] = []
+        return state
+
+    @classmethod
+    def from_prefix(cls, url: str, *, list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
+                    transform: Transform[Sample] | None = None,
+                    data_format_fn: Transform[Sample] | None = None,
+                    config: ClientConfig | None = None, endpoint: str | None = None,
+                    credentials: Credentials = None, list_retry: RetryPolicy | None = None,
+                    download_retry: RetryPolicy | None = None,
+                    download_options: DownloadOptions | None = None,
+                    disable_compose: bool | None = None,
+                    max_composite_object_size: int | None = None,
+                    compose_threshold: int | None = None,
+                    cache_dir: str | os.PathLike[str] | None = None,
+                    cache_limit: int | None = None,
+                    hedge_after: HedgeAfter = None,
+                    listing: Listing = "each") -> MapDataset[Sample]:
+        """List a folder in parallel (sorted by name) and wrap its objects.
+
+        ``gs://b/data`` and ``gs://b/data/`` both mean the folder ``data/``
+        (plus an object named exactly ``data``, as the CLI reads it), never
+        ``data2/``; ``gs://b`` is the whole bucket.
+
+        Under DDP every rank must hold the same listing (a sampler splits one
+        order of it). ``listing="each"`` (the default) lists on every rank,
+        with no collective: a folder written to while the ranks list can
+        give them different listings. ``"rank0"`` lists on rank 0 only and
+        broadcasts its listing (or its error) to the others; ``"check"``
+        lists on every rank and compares the listings (one small
+        all-gather). Both are collectives: every rank of the default
+        process group must call this, or those that did wait until the
+        group's timeout. Without an initialized process group both just list.
+
+        Args:
+            url: ``gs://bucket[/folder]``, ``file:///dir`` or a path.
+            list_concurrency: parallel listers.
+            transform: see the class docstring; so are the other settings.
+            data_format_fn: dataflux's name of ``transform``.
+            config: ClientConfig of the per-process client.
+            endpoint: API root.
+            credentials: as for :class:`~aioflux.AsyncClient`.
+            list_retry: retry policy for listing.
+            download_retry: retry policy for downloads.
+            download_options: planner settings.
+            disable_compose: planner override.
+            max_composite_object_size: planner override.
+            compose_threshold: planner override.
+            cache_dir: local disk cache directory.
+            cache_limit: most bytes in the cache.
+            hedge_after: hedged reads (see the class).
+            listing: ``"each"``, ``"rank0"`` or ``"check"`` (above).
+
+        Returns:
+            The dataset.
+
+        Raises:
+            InvalidURL: a malformed URL.
+            InvalidArgument: a setting of the wrong type.
+            NotFound: the folder holds no objects.
+            StorageError: listing failed (with ``"rank0"``, on rank 0: every
+                rank raises it).
+            Conflict: (``"check"``) the ranks listed different objects.
+        """
+        op = "MapDataset.from_prefix"
+        check_int(op, "list_concurrency", list_concurrency, minimum=1)
+        check_listing(op, listing)
+        self = cls([], transform=transform, data_format_fn=data_format_fn, config=config,
+                   endpoint=endpoint, credentials=credentials, list_retry=list_retry,
+                   download_retry=download_retry, download_options=download_options,
+                   disable_compose=disable_compose,
+                   max_composite_object_size=max_composite_object_size,
+                   compose_threshold=compose_threshold, cache_dir=cache_dir,
+                   cache_limit=cache_limit, hedge_after=hedge_after)
+        self.objects = agreed(
+            op, listing, str(url),
+            lambda: self._source.list_prefix(url, list_concurrency),
+            objects_summary)
+        return self
+
+    @classmethod
+    def from_objects(cls, objects: Iterable[str | ObjectInfo], *,
+                     transform: Transform[Sample] | None = None,
+                     data_format_fn: Transform[Sample] | None = None,
+                     config: ClientConfig | None = None, endpoint: str | None = None,
+                     credentials: Credentials = None, list_retry: RetryPolicy | None = None,
+                     download_retry: RetryPolicy | None = None,
+                     download_options: DownloadOptions | None = None,
+                     disable_compose: bool | None = None,
+                     max_composite_object_size: int | None = None,
+                     compose_threshold: int | None = None,
+                     cache_dir: str | os.PathLike[str] | None = None,
+                     cache_limit: int | None = None,
+                     hedge_after: HedgeAfter = None,
+                     listing: Listing = "each") -> MapDataset[Sample]:
+        """Wrap given objects; URLs are ``stat``-ed concurrently for their sizes.
+
+        Under DDP every rank must hold the same objects, at the same
+        versions and sizes (a sampler splits one order of them, and the
+        cache and large ranged reads are keyed to the version found). ``listing="each"``
+        (the default) stats every URL on every rank, with no collective:
+        ranks x URLs requests, and an object replaced between two ranks'
+        stats gives them different versions and sizes. ``"rank0"`` stats on
+        rank 0 only and broadcasts what it found (or its error) to the
+        others, which make no request; ``"check"`` stats on every rank and
+        compares the results (one small all-gather). Both are collectives:
+        every rank of the default process group must call this, or those
+        that did wait until the group's timeout. Without an initialized
+        process group both just stat. ObjectInfo given are kept as they are.
+
+        Args:
+            objects: object URLs (``gs://``, ``file://``, paths; all on one
+                store) or ObjectInfo.
+            transform: see the class docstring; so are the other settings.
+            data_format_fn: dataflux's name of ``transform``.
+            config: ClientConfig of the per-process client.
+            endpoint: API root.
+            credentials: as for :class:`~aioflux.AsyncClient`.
+            list_retry: retry policy for the stats.
+            download_retry: retry policy for downloads.
+            download_options: planner settings.
+            disable_compose: planner override.
+            max_composite_object_size: planner override.
+            compose_threshold: planner override.
+            cache_dir: local disk cache directory.
+            cache_limit: most bytes in the cache.
+            hedge_after: hedged reads (see the class).
+            listing: ``"each"``, ``"rank0"`` or ``"check"`` (above).
+
+        Returns:
+            The dataset.
+
+        Raises:
+            InvalidURL: a malformed URL.
+            InvalidArgument: a setting of the wrong type, or objects on
+                more than one store.
+            NotFound: a URL names no object (with ``"rank0"``, on rank 0: every rank raises it).
+            StorageError: a stat failed (with ``"rank0"``, on rank 0: every rank raises it).
+            Conflict: (``"check"``) the ranks found different versions or sizes.
+        """
+        op = "MapDataset.from_objects"
+        check_listing(op, listing)
+        self = cls([], transform=transform, data_format_fn=data_format_fn, config=config,
+                   endpoint=endpoint, credentials=credentials, list_retry=list_retry,
+                   download_retry=download_retry, download_options=download_options,
+                   disable_compose=disable_compose,
+                   max_composite_object_size=max_composite_object_size,
+                   compose_threshold=compose_threshold, cache_dir=cache_dir,
+                   cache_limit=cache_limit, hedge_after=hedge_after)
+        items = list(objects)
+        schemes, places = [], []
+        for item in items:
+            if isinstance(item, str):
+                # every URL, before any request
+                parsed = parse_url(item, require_object=True)
+                schemes.append(parsed.scheme)
+                places.append((parsed.bucket, parsed.name))
+            elif isinstance(item, ObjectInfo):
+                schemes.append(item.scheme)
+                places.append((item.bucket, item.name))
+            else:
+                raise InvalidArgument(f"{op}: objects must be object URLs "
+                                      f"or ObjectInfo, got {type(item).__name__}")
+        scheme = self._source.scheme = objects_scheme(op, schemes) or "gs"
+        urls = [o for o in items if isinstance(o, str)]
+
+        def stat() -> ObjectIndex:
+            stats = iter(self._source.stat_all(urls) if urls else [])
+            return ObjectIndex([next(stats) if isinstance(o, str) else o for o in items])
+
+        self.objects = agreed(op, listing, objects_target(scheme, places), stat,
+                              objects_summary, operation="stat")
+        return self
+
+    @property
+    def objects(self) -> Sequence[ObjectInfo]:
+        """The objects, one sample each: a read-only sequence kept in columns
+        that forked DataLoader workers share instead of copying (see
+        :class:`~aioflux._core.index.ObjectIndex`). Setting them checks them
+        as the constructor does, and their scheme picks the store read.
+
+        Raises:
+            InvalidArgument: (setting) not ObjectInfo, or on more than one store.
+        """
+        return self._objects
+
+    @objects.setter
+    def objects(self, objects: Sequence[ObjectInfo]) -> None:
+        self._objects = check_objects("MapDataset", self._source, objects)
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def _apply(self, data: Data, index: int) -> Sample:
+        return transformed("MapDataset", self._transform, data, lambda: self._objects[index])
+
+    def __getitem__(self, index: int) -> Sample:
+        """Download one sample.
+
+        Args:
+            index: its position (negative counts from the end, as in a list).
+
+        Returns:
+            The sample.
+
+        Raises:
+            InvalidArgument: ``index`` is not an integer.
+            IndexError: ``index`` is out of range.
+            StorageError: the download failed.
+            Exception: what ``transform`` raised, with a note naming the object.
+        """
+        index = _position(index)
+        here = self._read_here([index])
+        if here is not None:
+            return self._apply(here[0], index)
+        obj = self.objects[index]
+        return self._apply(get_portal().call(self._source.downloader.download(obj)), index)
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Sample]:
+        """Download a batch concurrently (composed, direct or ranged per object).
+
+        Args:
+            indices: dataset indices.
+
+        Returns:
+            Samples in ``indices`` order.
+
+        Raises:
+            InvalidArgument: an index is not an integer.
+            IndexError: an index is out of range.
+            StorageError: a download failed.
+            Exception: what ``transform`` raised, with a note naming the object.
+        """
+        handing, self._handing = self._handing, None
+        try:
+            return self._read_batch(indices)
+        except BaseException:
+            # The sampler counted this batch when it handed it out, and the
+            # loop never gets it: a state saved in an ``except`` would point
+            # past it, and a resume would skip it.
+            if handing is not None and handing[0] == os.getpid() and \
+                    handing[1] == list(indices):
+                handing[2]()
+            raise
+
+    def _handed(self, indices: list[int], undo: Callable[[], None]) -> None:
+        """A sampler in this process handed ``indices`` out as a batch and
+        counted it; ``undo`` un-counts it should its read here fail."""
+        self._handing = (os.getpid(), indices, undo)
+
+    def _read_batch(self, indices: Sequence[int]) -> list[Sample]:
+        started = time.perf_counter()
+        portal = get_portal()
+        wanted = [_position(i) for i in indices]
+        if self._prefetch_pid != os.getpid():
+            self._prefetched, self._prefetch_pid = [], os.getpid()  # a forked copy
+        queue = self._prefetched
+        here = None if queue else self._read_here(wanted)
+        if here is not None:
+            self._announced = None  # nothing is read ahead here
+            self.stats.record(time.perf_counter() - started, len(here))
+            return [self._apply(d, i) for d, i in zip(here, wanted, strict=True)]
+        current = queue.pop(0).future if queue and queue[0].indices == wanted else None
+        if current is None:
+            current = self._submit(portal, wanted)
+        # Start the batches the sampler announced (or that a strided scan
+        # predicts) before waiting for this one, so they download while the
+        # caller trains on this one.
+        announced, self._announced = self._announced, None
+        if announced is None:
+            announced = self._readahead(wanted)
+        self._prefetched = []
+        for upcoming in announced or ():
+            if queue and queue[0].indices == upcoming:
+                self._prefetched.append(queue.pop(0))
+            else:
+                self._prefetched.append(_Prefetch(upcoming, self._submit(portal, upcoming)))
+        for wrong in queue:
+            wrong.future.cancel()  # a hint that did not come true
+        datas = current.result()
+        self.stats.record(time.perf_counter() - started, len(datas))
+        return [self._apply(d, i) for d, i in zip(datas, wanted, strict=True)]
+
+    def _read_here(self, wanted: list[int]) -> list[Data] | None:
+        """The objects at ``wanted`` read in this thread, where their store
+        reads small files whose bytes are in memory so (``LocalStore``: no
+        hand-off to a thread and back a file, nothing to read ahead); those
+        it cannot are downloaded together. None: not such a store, or a
+        filesystem (NFS) whose reads it leaves to threads."""
+        store = self._source.downloader.client
+        objects = self._objects
+        if not wanted or not isinstance(store, LocalStore) or not reads_here(
+                store, objects[wanted[0]].bucket, objects[wanted[0]].name):
+            return None  # threads, and batches read ahead, overlap a server's waits
+        datas: list[Data] = []
+        missed: list[int] = []
+        nbytes = 0
+        for position, i in enumerate(wanted):
+            obj = objects[i]
+            data = read_small(store, obj.bucket, obj.name)
+            if data is None:
+                missed.append(position)
+            else:
+                nbytes += len(data)
+            datas.append(data or b"")
+        downloads = self._source.downloader.stats
+        downloads.direct += len(wanted) - len(missed)
+        downloads.bytes += nbytes
+        if missed:
+            got = get_portal().call(self._source.downloader.download_many(
+                [objects[wanted[p]] for p in missed]))
+            for position, fetched in zip(missed, got, strict=True):
+                datas[position] = fetched
+        return datas
+
+    def _readahead(self, wanted: list[int]) -> list[list[int]]:
+        """Predict the next batches of a strided scan of contiguous runs.
+
+        A DataLoader without shuffle asks for [0, 64), [64, 128), ... (with
+        ``num_workers=N`` each worker gets every Nth run). Once two runs of
+        the same length follow each other at a fixed forward step, the next
+        ones are predicted like an OS readahead; anything else (a shuffled
+        sampler) predicts nothing, and a wrong guess is cancelled.
+        """
+        run = (wanted[0], len(wanted)) if wanted and \
+            wanted == list(range(wanted[0], wanted[0] + len(wanted))) else None
+        previous, self._last_run = self._last_run, run
+        if run is None or previous is None or previous[1] != run[1]:
+            return []
+        (start, length), step = run, run[0] - previous[0]
+        if step < length:
+            return []
+        ahead = _ahead(self._source.config, length)
+        starts = range(start + step, min(len(self.objects), start + step * (ahead + 1)), step)
+        return self._fitting([list(range(s, min(s + length, len(self.objects))))
+                              for s in starts])
+
+    def _fitting(self, batches: list[list[int]]) -> list[list[int]]:
+        """The leading ``batches`` whose listed bytes fit PREFETCH_BYTES (at
+        least one), as a new list.
+
+        Counted on the batches themselves: an ``ahead`` sized once on the
+        first batch (a 1-byte file, then 4 MiB ones) put 512 MiB in flight.
+        """
+        total = 0
+        for n, batch in enumerate(batches):
+            total += sum(map(self._objects.size, batch))
+            if n and total > PREFETCH_BYTES:
+                return batches[:n]
+        return list(batches)
+
+    def _submit(self, portal: Portal, indices: list[int]) -> concurrent.futures.Future[list[Data]]:
+        objs = [self.objects[i] for i in indices]
+        return portal.submit(self._source.downloader.download_many(objs))
+
+    def batch_sampler(self, batch_size: int, *, shuffle: bool = False, drop_last: bool = False,
+                      generator: torch.Generator | None = None,
+                      ahead: int | None = None) -> PrefetchBatchSampler:
+        """A ``batch_sampler`` for ``DataLoader`` that downloads batches ahead.
+
+        ``DataLoader(ds, batch_sampler=ds.batch_sampler(64, shuffle=True))``.
+        With ``num_workers=0`` each batch waits for its slowest object; this
+        sampler tells the dataset the next batches' indices as it hands out
+        the current one, so ``__getitems__`` starts those downloads before
+        waiting on its own. With workers the DataLoader already keeps
+        ``prefetch_factor`` batches per worker in flight and the hints are
+        never used (they only reach the main process's copy).
+
+        Args:
+            batch_size: samples per batch.
+            shuffle: a new random order every epoch (``RandomSampler``).
+            drop_last: drop a last, incomplete batch.
+            generator: RNG of the shuffle.
+            ahead: batches downloading ahead of the current one; default
+                enough to keep the client's concurrency busy, and of those
+                only the next ones whose listed bytes fit ``PREFETCH_BYTES``
+                (at least 1). Each holds a batch in memory.
+
+        Returns:
+            The batch sampler.
+
+        Raises:
+            ValueError: ``batch_size`` or ``ahead`` below 1.
+        """
+        if batch_size < 1 or (ahead is not None and ahead < 1):
+            raise ValueError(f"batch_sampler: batch_size ({batch_size}) and ahead ({ahead}) "
+                             "must be >= 1")
+        bounded = ahead is None
+        if ahead is None:
+            ahead = _ahead(self._source.config, batch_size)
+        sampler: torch.utils.data.Sampler[int] = (
+            torch.utils.data.RandomSampler(self, generator=generator) if shuffle
+            else torch.utils.data.SequentialSampler(self))
+        return PrefetchBatchSampler(self, sampler, batch_size, drop_last, ahead=ahead,
+                                    bounded=bounded)
+
+    def close(self) -> None:
+        """Close this process's connections (reopened on next use)."""
+        prefetched, self._prefetched = self._prefetched, []
+        for batch in prefetched:
+            batch.future.cancel()
+        self._source.close()
+
+    @property
+    def download_stats(self) -> DownloadStats:
+        """This process's planner counters."""
+        return self._source.downloader.stats
+
+    @property
+    def stats(self) -> BatchStats:
+        """This process's batch latencies (``stats.summary()``: p50/p95/p99):
+        each ``__getitems__`` from its call until its bytes are ready. Each
+        DataLoader worker keeps its own (BatchStats in aioflux._core.metrics)."""
+        pid, stats = self._batch_stats
+        if pid != os.getpid():  # a worker's copy starts empty
+            stats = BatchStats()
+            self._batch_stats = (os.getpid(), stats)
+        return stats
+
+
+def _ahead(config: ClientConfig, batch_len: int) -> int:
+    """Batches to download ahead: enough to keep every permit busy (one more
+    than fill them, so they stay full while the consumer takes a batch).
+    Bytes bound them as they are announced (:meth:`MapDataset._fitting`)."""
+    return config.max_concurrency // max(1, batch_len) + 1
+
+
+def _position(index: object) -> int:
+    """A dataset index as an int: what stands for one is taken (numpy's
+    integers, a 0-d tensor from a sampler); anything else (``ds["a"]``) is
+    named, not a ``TypeError`` from comparing it deep inside. Out of range
+    stays an IndexError, as in a list (iteration by index stops on it)."""
+    if type(index) is int:  # most are: as_int's protocol check is ~2 us
+        return index
+    return as_int("MapDataset[]", "index", index, minimum=None)
+
+
+@dataclasses.dataclass
+class _Prefetch:
+    indices: list[int]
+    future: concurrent.futures.Future[list[Data]]
+
+
+class PrefetchBatchSampler(torch.utils.data.Sampler[list[int]]):
+    """Batches of ``sampler``'s indices; announces the next ``ahead`` batches
+    to the dataset before handing out each one (see :meth:`MapDataset.batch_sampler`).
+
+    Args:
+        dataset: the MapDataset to announce batches to.
+        sampler: the index order.
+        batch_size: samples per batch.
+        drop_last: drop a last, incomplete batch.
+        ahead: batches announced ahead of the current one.
+        bounded: announce only the next of them whose listed bytes fit
+            ``PREFETCH_BYTES`` (at least one), as the default ``ahead`` does.
+    """
+
+    def __init__(self, dataset: MapDataset[Any], sampler: torch.utils.data.Sampler[int],
+                 batch_size: int, drop_last: bool = False, *, ahead: int = 1,
+                 bounded: bool = False) -> None:
+        self.dataset = dataset
+        self.batches = torch.utils.data.BatchSampler(sampler, batch_size, drop_last)
+        self.ahead = ahead
+        self.bounded = bounded
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        it = iter(self.batches)
+        window = list(itertools.islice(it, self.ahead + 1))
+        while window:
+            current = window.pop(0)
+            self.dataset._announced = (self.dataset._fitting(window) if self.bounded
+                                       else list(window))
+            yield current
+            window.extend(itertools.islice(it, self.ahead + 1 - len(window)))
+
+

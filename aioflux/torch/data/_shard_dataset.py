@@ -1,0 +1,491 @@
+"""``ShardDataset``: samples packed in shards (WebDataset tar, JSONL/text), read as they are.
+
+The dataset indexes its shards when it is made (see
+:mod:`aioflux.torch.data._shard_source`), so the sample count is known before
+the first step; the epoch order (:mod:`aioflux.torch.data._shard_order`) is then
+a permutation of the samples, and everything the per-object datasets
+promise holds here: equal batches on every rank, resume at any world size
+and worker count with each sample once, checked bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import torch.utils.data
+
+from ..._core.config import ClientConfig
+from ..._core.errors import InvalidArgument
+from ..._core.types import ObjectInfo
+from ..._core.validate import Credentials, check_bool, check_int
+from ..._engines.hedge import HedgeAfter
+from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
+from ..._engines.shards import ShardsDone
+from ._order import DataProgress, RankBatches, dist_rank, track
+from ._rank_listing import Listing
+from ._shard_order import ShardOrder, iter_runs
+from ._shard_source import Decode, ShardSource, list_shards
+from ._source import share_in_worker
+
+# pyarrow's ``filters`` form: (column, op, value) tuples, and-ed in a list,
+# or-ed as a list of such lists.
+Filters = Sequence[Any] | None
+
+__all__ = ["DEFAULT_READS_IN_FLIGHT", "DEFAULT_SHARD_PREFETCH_BYTES", "DEFAULT_SHUFFLE_WINDOW",
+           "ShardDataset"]
+
+T = TypeVar("T")
+
+# Samples whose reads are permuted together (see _shard_order).
+DEFAULT_SHUFFLE_WINDOW = 8192
+# Ranged reads in flight per iterator, and the bytes they and the samples
+# waiting for the consumer may hold.
+DEFAULT_READS_IN_FLIGHT = 32
+DEFAULT_SHARD_PREFETCH_BYTES = 64 * 1024 * 1024
+# Samples of a worker's batches cut into runs at once (their list, and
+# numpy's arrays over it, are what the cutting holds).
+_CHUNK_SAMPLES = 4096
+
+
+class ShardDataset(torch.utils.data.IterableDataset[Any]):
+    """Samples of shards on any store, every sample once per epoch across ranks and workers.
+
+    The format is the shards' names' unless ``format=`` says it (see
+    ``format`` below). Tar: WebDataset tar shards; members are grouped by
+    key (the name up to the first dot of its basename), so ``000123.jpg`` and
+    ``000123.cls`` make ``{"__key__": "000123", "__url__": shard URL,
+    "jpg": bytes, "cls": bytes}``. Parquet: a sample is a row, a dict of
+    its columns, read a row group at a time (only the asked-for columns'
+    chunks, by ranged GETs; see the guide "Parquet"). Lines: one sample per line
+    (JSONL, text; empty lines skipped), ``bytes`` unless decoded; a shard
+    named ``*.gz``, ``*.zst``, ``*.bz2`` or ``*.xz`` is decompressed whole
+    (and read front to back). Shards come from a prefix (:meth:`from_prefix`),
+    a brace pattern (``"gs://b/train-{000000..000099}.tar"``, expanded as
+    webdataset expands it), or a list of URLs or :class:`~aioflux.ObjectInfo`.
+
+    Each shard's sample count is known when the dataset is made: from the
+    folder's manifest (``_aioflux_manifest.jsonl``, written by
+    :class:`ShardWriter` and ``aioflux shards index``; one GET for every
+    shard), the local index cache (keyed by the object's version), its
+    ``<shard>.idx`` sidecar (taken when it is of the shard as it is: the
+    same crc32c, or where the store keeps none the same version), or one
+    streamed pass checked against the shard's crc32c. A shard's index
+    (each sample's offset, length and crc32c) is loaded from the same
+    places when the shard is read, in the process reading it: samples are
+    fetched by ranged reads of ``samples_per_read`` consecutive samples,
+    pinned to the indexed version of the shard, and each sample's bytes are checked
+    against its crc32c. A shard changed since it was indexed, or bytes that
+    do not match, raise a typed error naming the shard and the byte offset;
+    never fewer samples.
+
+    Order, splitting and resume are those of :class:`IterableDataset`: an
+    epoch's global order is a pure function of ``(seed, epoch)`` and the
+    shard list (shards permuted, reads permuted within ``shuffle_window``
+    samples, samples permuted within a read), cut into global batches of
+    ``batch_size * world_size``; every rank gets the same number of samples
+    and batches (padded, or ``drop_last``; given the same shards on every
+    rank: see ``listing``), ``state_dict()`` is a few
+    integers and resumes at any world size and worker count with every
+    sample once. Use ``ds.track(loader)`` or torchdata's
+    ``StatefulDataLoader`` with workers, as for :class:`IterableDataset`.
+
+    Memory: at most ``prefetch_bytes`` of reads in flight or waiting per
+    iterator; the shards and their counts (a few dozen bytes a shard); the
+    indexes of the shards being read (20 bytes a sample, at most 64 MiB a
+    process; cached ones are memory-mapped, shared by the machine's
+    processes); and the epoch order. A ``spawn`` worker gets the shards and
+    counts, never per-sample data. See the guide "What each process holds".
+
+    Args:
+        shards: a brace pattern or URL (several joined by ``::``, as
+            webdataset takes them), or a list of URLs or ObjectInfo.
+        format: ``"tar"``, ``"lines"`` or ``"parquet"``; None (default): the
+            shards' names say it, as ``aioflux shards`` reads them: ``.tar`` is tar,
+            ``.parquet`` Parquet,
+            ``.jsonl``, ``.json``, ``.ndjson`` and ``.txt`` are lines, each
+            also compressed (``.gz``, ``.zst``, ``.bz2``, ``.xz``; ``.tgz``).
+            Shards of two formats, or a name of neither, are refused
+            (``InvalidArgument``): a dataset reads one format.
+        decode: ``lines``: ``"utf-8"``, ``"json"`` or a callable on the
+            line's bytes; ``tar``: a mapping of field to callable (``{"cls":
+            int}``) or a callable on the sample dict; ``parquet``: likewise,
+            on a row's columns (rows only, not batches). None: raw bytes.
+        transform: a callable applied to each (decoded) sample.
+        shuffle: shuffle each epoch (else shard-list order).
+        seed: base seed of the order.
+        shuffle_window: samples whose reads are permuted together.
+        samples_per_read: consecutive samples per ranged read (None: about
+            1 MiB of them).
+        batch_size: samples per rank per step (the DataLoader's).
+        drop_last: leave out a short last global batch (else pad it).
+        rank: DDP rank (default torch.distributed, else ``$RANK``, else 0).
+        world_size: DDP world size (same defaults).
+        prefetch_bytes: most bytes read ahead of the consumer per iterator.
+        reads_in_flight: ranged reads in flight per iterator.
+        config: ClientConfig of the per-process store.
+        endpoint: API root (``gs``, ``s3``).
+        credentials: as for :class:`~aioflux.AsyncClient`.
+        index_dir: the local index cache (default
+            ``~/.cache/aioflux/shard-index``); ``cache_indexes=False`` keeps none.
+        cache_indexes: keep indexes built by streaming in ``index_dir``.
+        sidecars: read ``<shard>.idx`` sidecars.
+        cache_dir: a local disk cache of the shards' read units (each
+            ``samples_per_read`` samples, keyed by the shard's version and the
+            unit's range), shared by every worker and rank on the machine. A
+            compressed shard whose data takes at most a quarter of ``cache_limit``
+            is decompressed once per machine into it (by the first process
+            that wants it; the others wait for its units), not once per
+            worker and rank. None: no cache.
+        cache_limit: most bytes in ``cache_dir`` (least recently used evicted).
+        hedge_after: a second ranged GET for a read not done after this many
+            seconds, or ``"auto"`` (as for :class:`IterableDataset`); None: never.
+        listing: under DDP, which ranks resolve (list, stat) and index the
+            shards, which every rank must hold alike (the epoch order and the
+            batch counts are functions of them). ``"each"`` (default): every
+            rank, with no collective; shards written while the ranks start
+            can leave them with different lists. ``"rank0"``: rank 0, which
+            broadcasts the shards and their indexes (or its error, which
+            every rank then raises) to the others. ``"check"``: every rank,
+            then one small all-gather compares them and every rank raises
+            :class:`~aioflux.Conflict` on a difference. Both are collectives
+            of the default process group: every rank must make the dataset.
+            Without an initialized process group they are ``"each"``.
+        publish_indexes: write, beside the shards, the sidecars of the
+            shards this process indexes by streaming and the folder's
+            manifest (a failure to write the manifest is a warning). With
+            ``listing="rank0"`` under DDP, the shards rank 0 cannot count
+            are then indexed by all the ranks, each its share, and the
+            counts gathered: neither one rank nor every rank streams every
+            shard. Default False: nothing is written to the store.
+        columns: (Parquet) the columns read; only their column chunks are
+            fetched. None: all.
+        filters: (Parquet) pyarrow's ``filters`` (``[("lang", "==",
+            "en")]``, or a list of such lists, or-ed): row groups whose
+            statistics rule every row out are left out of the dataset
+            (its counts, order and resume); the rows of a row group kept
+            are all read, the filter is not applied to them.
+        output: (Parquet) ``"rows"``: a dict a row; ``"columns"``: each
+            batch of ``batch_size`` rows as a dict of columns; ``"arrow"``:
+            as a pyarrow ``RecordBatch``. Batched, the DataLoader batches
+            nothing (``batch_size=None``) and ``transform`` gets the batch.
+        tensors: (Parquet) list columns as tensors (batched: numeric
+            columns too).
+
+    Raises:
+        InvalidArgument: a setting of the wrong type or value.
+        InvalidURL: a malformed URL.
+        NotFound: a shard does not exist, or a prefix holds none.
+        ShardFormatError: a shard is not its format.
+        StorageError: listing, stat or indexing failed.
+        Conflict: (``listing="check"``) the ranks' shards differ.
+    """
+
+    def __init__(self, shards: str | Sequence[str] | Sequence[ObjectInfo], *,
+                 format: str | None = None, decode: Decode = None,
+                 transform: Callable[[Any], Any] | None = None, shuffle: bool = True,
+                 seed: int = 0, shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
+                 samples_per_read: int | None = None, batch_size: int = 1,
+                 drop_last: bool = False, rank: int | None = None,
+                 world_size: int | None = None,
+                 prefetch_bytes: int = DEFAULT_SHARD_PREFETCH_BYTES,
+                 reads_in_flight: int = DEFAULT_READS_IN_FLIGHT,
+                 config: ClientConfig | None = None, endpoint: str | None = None,
+                 credentials: Credentials = None,
+                 index_dir: str | os.PathLike[str] | None = None, cache_indexes: bool = True,
+                 sidecars: bool = True, cache_dir: str | os.PathLike[str] | None = None,
+                 cache_limit: int | None = None, hedge_after: HedgeAfter = None,
+                 listing: Listing = "each", publish_indexes: bool = False,
+                 columns: Sequence[str] | None = None, filters: Filters = None,
+                 output: str = "rows", tensors: bool = False) -> None:
+        op = "ShardDataset"
+        check_bool(op, "shuffle", shuffle)
+        check_int(op, "seed", seed, minimum=None)
+        check_int(op, "shuffle_window", shuffle_window, minimum=1)
+        check_int(op, "batch_size", batch_size, minimum=1)
+        check_bool(op, "drop_last", drop_last)
+        check_int(op, "rank", rank, optional=True)
+        check_int(op, "world_size", world_size, minimum=1, optional=True)
+        check_int(op, "prefetch_bytes", prefetch_bytes, minimum=1)
+        check_int(op, "reads_in_flight", reads_in_flight, minimum=1)
+        self.shuffle, self.seed, self.shuffle_window = shuffle, seed, shuffle_window
+        self.batch_size, self.drop_last = batch_size, drop_last
+        self.prefetch_bytes, self.reads_in_flight = prefetch_bytes, reads_in_flight
+        auto_rank, auto_world = dist_rank()
+        self.rank = auto_rank if rank is None else rank
+        self.world_size = auto_world if world_size is None else world_size
+        if not 0 <= self.rank < self.world_size:
+            raise InvalidArgument(f"{op}: rank {self.rank} outside world size "
+                                  f"{self.world_size}")
+        self._shards = ShardSource(
+            op, shards, format=format, decode=decode, transform=transform,
+            samples_per_read=samples_per_read, config=config, endpoint=endpoint,
+            credentials=credentials, index_dir=index_dir, cache_indexes=cache_indexes,
+            sidecars=sidecars, cache_dir=cache_dir, cache_limit=cache_limit,
+            hedge_after=hedge_after, listing=listing, publish_indexes=publish_indexes,
+            columns=columns, filters=filters, output=output, tensors=tensors)
+        self.samples_per_read = self._shards.samples_per_read
+        self._progress = DataProgress(op, self._shards.total, self._shards.fingerprint(),
+                                      seed, batch_size, self.world_size, drop_last,
+                                      shuffle=shuffle)
+
+    @classmethod
+    def from_prefix(cls, url: str, *, format: str | None = None,
+                    list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
+                    listing: Listing = "each", **settings: Any) -> ShardDataset:
+        """Every object in a folder (sorted by name), ``.idx`` sidecars left out.
+
+        The format is the objects' names' unless ``format=`` says it: a
+        folder of ``.jsonl`` files is read as lines, of ``.tar`` (or
+        ``.tar.gz``...) files as tar; a folder holding both, or an object
+        whose name says neither (a ``README.md``), is refused
+        (``InvalidArgument``) before any shard is read.
+
+        With ``listing="rank0"`` rank 0 lists the folder and indexes the
+        shards, and the other ranks get both from it (two broadcasts);
+        ``"check"`` compares the ranks' listings, then their indexes (see
+        the constructor's ``listing``).
+
+        Args:
+            url: ``gs://bucket/folder``, ``s3://...``, ``file:///dir`` or a path.
+            format: ``"tar"`` or ``"lines"``; None (default): by the names.
+            list_concurrency: parallel listers.
+            listing: ``"each"``, ``"rank0"`` or ``"check"`` (the constructor's).
+            **settings: the constructor's other settings.
+
+        Returns:
+            The dataset.
+
+        Raises:
+            NotFound: the folder holds no objects.
+            InvalidArgument: shards of two formats, or a name of neither,
+                without ``format=``; as for the constructor.
+            InvalidURL, ShardFormatError, StorageError: as for the constructor.
+        """
+        shards = list_shards("ShardDataset.from_prefix", url, list_concurrency, settings, listing)
+        return cls(shards, format=format, listing=listing, **settings)
+
+    @property
+    def shards(self) -> list[ObjectInfo]:
+        """The shards, in list order: each record with what the reads use (bucket,
+        name, size, version, crc32c, and the MD5 only without a crc32c; no
+        ``updated`` time, content type or metadata)."""
+        return list(self._shards.infos)
+
+    @property
+    def counts(self) -> list[int]:
+        """Samples per shard, in list order."""
+        return self._shards.counts
+
+    @property
+    def total_samples(self) -> int:
+        """Samples in all shards (one epoch before padding)."""
+        return self._shards.total
+
+    @property
+    def transform(self) -> Callable[[Any], Any] | None:
+        """The callable applied to each decoded sample."""
+        return self._shards.transform
+
+    def __len__(self) -> int:
+        """This rank's samples in the pass under way, else the next (equal on every rank)."""
+        return self._progress.rank_samples()
+
+    @property
+    def epoch(self) -> int:
+        """Epoch of the next ``iter()`` in this process."""
+        return self._progress.peek().epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch of the next ``iter()`` (a restored position of it is kept).
+
+        Args:
+            epoch: epoch number.
+        """
+        self._progress.set_epoch(epoch)
+
+    def close(self) -> None:
+        """Close this process's connections (reopened on next use)."""
+        self._shards.close()
+
+    def epoch_order(self, epoch: int) -> list[int]:
+        """The global order of ``epoch``: sample numbers (shard-list order numbering).
+
+        Args:
+            epoch: epoch number.
+
+        Returns:
+            Every sample's number once.
+        """
+        return list(self._order(epoch))
+
+    def _order(self, epoch: int) -> ShardOrder:
+        return ShardOrder(
+            self._shards.shard_list.sizes(), seed=self.seed, epoch=epoch, shuffle=self.shuffle,
+            samples_per_read=self.samples_per_read, shuffle_window=self.shuffle_window,
+            sequential=self._shards.compressed)
+
+    def __iter__(self) -> Iterator[Any]:
+        info = torch.utils.data.get_worker_info()
+        worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        share_in_worker()  # before this worker's first pool (its portal's, its store's)
+        current = self._progress.begin(worker, workers)
+        order = self._order(current.epoch)
+        batches = RankBatches(order, current.start, self._progress.global_batch, self.rank,
+                              self.world_size, self.drop_last)
+        mine = batches.of_worker(worker, workers, current.skip)
+        # The runs are cut as the reads get to them (on the portal's loop),
+        # a chunk of batches at a time: the worker's samples of the epoch are
+        # never held whole (90 to 190 bytes a sample).
+        runs = iter_runs(_chunks(batches, mine, self._compressed_ends(order), current.start,
+                                 self._progress.global_batch),
+                         self._shards.starts, self.samples_per_read)
+        parquet = self._shards.parquet
+        if parquet is not None and parquet.output != "rows":
+            yield from self._batches(current, batches, mine, runs)
+            return
+        ends = iter(mine)
+        j, left = -1, 0  # the batch the next sample belongs to, and its samples to come
+        for run, regions in self._shards.reads(runs, limit=self.reads_in_flight,
+                                               max_bytes=self.prefetch_bytes):
+            for sample in self._shards.samples(run, regions):
+                if not left:
+                    j = next(ends)
+                    left = batches.share(j)
+                left -= 1
+                if not left:
+                    current.handed = j + 1  # before the yield: a state taken now has it
+                yield sample
+        self._progress.finish(current)
+
+    def _batches(self, current: Any, batches: RankBatches, mine: Iterable[int],
+                 runs: Iterable[Any]) -> Iterator[Any]:
+        """Parquet rows a batch at a time (``output="columns"`` or ``"arrow"``):
+        each of this worker's batches as one item, its rows in the epoch's order."""
+        parquet = self._shards.parquet
+        assert parquet is not None
+        ends = iter(mine)
+        pieces: list[Any] = []
+        j, left = -1, 0
+        for _, table in self._shards.reads(runs, limit=self.reads_in_flight,
+                                           max_bytes=self.prefetch_bytes):
+            at = 0
+            while at < table.num_rows:
+                if not left:
+                    j = next(ends)
+                    left = batches.share(j)
+                take = min(left, table.num_rows - at)
+                pieces.append(table.slice(at, take))
+                at += take
+                left -= take
+                if not left:
+                    batch = parquet.batch(pieces)
+                    pieces = []
+                    current.handed = j + 1  # before the yield: a state taken now has it
+                    yield batch if self.transform is None else self.transform(batch)
+        self._progress.finish(current)
+
+    def _compressed_ends(self, order: ShardOrder) -> list[tuple[int, int]]:
+        """``(position of its last sample in order, shard)`` of each compressed
+        shard, by position: where the reads may let its cursor go."""
+        compressed = np.flatnonzero(self._shards.compressed).tolist()
+        if not compressed:
+            return []
+        last = order.ends(compressed)  # per shard: the order is never made whole
+        return sorted((at, k) for at, k in zip(last, compressed, strict=True) if at >= 0)
+
+    def track(self, loader: Iterable[T]) -> Iterator[T]:
+        """Iterate ``loader`` (a DataLoader over this dataset), counting what the loop takes.
+
+        Args:
+            loader: the DataLoader (``batch_size`` = this dataset's).
+
+        Returns:
+            The loader's batches.
+        """
+        return track(self._progress, loader)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Epoch, seed, samples consumed (global), global batch size, fingerprint,
+        and the settings that shape the epoch order (``"order"``).
+
+        Returns:
+            A plain dict (``torch.save``-able, JSON-able).
+        """
+        state = self._progress.state_dict()
+        state["order"] = self._order_settings()
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue the saved epoch from the saved position on the next ``iter()``.
+
+        Args:
+            state: a :meth:`state_dict` over the same shards and order
+                settings, from any world size and worker count.
+
+        Raises:
+            InvalidArgument: not such a state, another seed, another shard
+                list, or another ``shuffle``, ``samples_per_read`` or
+                ``shuffle_window``.
+        """
+        if isinstance(state, Mapping) and "order" in state and \
+                state.get("fingerprint") == self._progress.fingerprint:
+            # A state over another shard list is refused as such by the
+            # fingerprint check, not for the automatic read size it changes.
+            self._check_order(state["order"])
+        self._progress.load_state_dict(state)
+
+    def _order_settings(self) -> dict[str, Any]:
+        return {"shuffle": self.shuffle, "samples_per_read": self.samples_per_read,
+                "shuffle_window": self.shuffle_window}
+
+    def _check_order(self, saved: object) -> None:
+        # A position is a count of samples of the epoch order, and these
+        # settings reshape that order: under another, the same count covers
+        # other samples, so the rest of the epoch repeats some and drops
+        # others in silence. Unshuffled, the order is the shard-list order
+        # whatever the read size and window. A state saved before the
+        # settings were recorded has no "order" and is taken as it is.
+        op = "ShardDataset.load_state_dict"
+        if not isinstance(saved, Mapping):
+            raise InvalidArgument(f"{op}: the state's \"order\" must be a dict of the "
+                                  f"order's settings, got {saved!r:.200}")
+        mine = self._order_settings()
+        for name in ("shuffle", "samples_per_read", "shuffle_window") if self.shuffle \
+                else ("shuffle",):
+            value = mine[name]
+            if name in saved and saved[name] != value:
+                raise InvalidArgument(
+                    f"{op}: the state was saved with {name}={saved[name]!r}, this dataset "
+                    f"has {name}={value!r}; the epoch order depends on it, so {name} must "
+                    "stay fixed across a resume (a position under another order would "
+                    "repeat some samples and skip others)")
+
+
+def _chunks(batches: RankBatches, mine: Iterable[int], ends: Sequence[tuple[int, int]],
+            start: int, global_batch: int) -> Iterator[list[int] | ShardsDone]:
+    """The samples of batches ``mine``, about :data:`_CHUNK_SAMPLES` at a time,
+    and before each batch, the shards of ``ends`` (``(last position, shard)``,
+    by position) that no sample from there on is of."""
+    group: list[int] = []  # batches of the chunk, made together (the order is lazy)
+    held = k = 0
+    for j in mine:
+        reached = start + j * global_batch  # where global batch j starts in the order
+        done = k
+        while done < len(ends) and ends[done][0] < reached:
+            done += 1
+        if done > k:
+            if group:
+                yield batches.flat(group)
+                group, held = [], 0
+            yield ShardsDone(tuple(shard for _, shard in ends[k:done]))
+            k = done
+        group.append(j)
+        held += batches.share(j)
+        if held >= _CHUNK_SAMPLES:
+            yield batches.flat(group)
+            group, held = [], 0
+    if group:
+        yield batches.flat(group)

@@ -1,0 +1,453 @@
+"""What both datasets share: settings, the per-process store, listing.
+
+A dataset lists at construction (parallel listing, once, in the process
+that builds it) and holds only settings and the object list, so it pickles
+for ``spawn`` workers. Its :class:`DatasetSource` rebuilds the store for
+the objects' URL scheme lazily in each process (``AsyncClient`` from
+config/endpoint/credentials for ``gs``, ``LocalStore(config)`` for
+``file``), through the process's portal (rebuilt after ``fork``), so
+DataLoader workers never list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any
+
+from ..._api.stores import new_store
+from ..._core.columns import ListedColumns, ListsColumns
+from ..._core.config import ClientConfig, RetryPolicy
+from ..._core.errors import BridgeError, InvalidArgument, InvalidURL, NotFound
+from ..._core.index import IndexBuilder, ObjectIndex
+from ..._core.portal import get_portal
+from ..._core.share import set_sharers
+from ..._core.store import ObjectStore
+from ..._core.types import ObjectInfo
+from ..._core.urls import folder_prefix, format_url, parse_url
+from ..._core.validate import (
+    Credentials,
+    check_bool,
+    check_credentials,
+    check_instance,
+    check_int,
+    endpoint_url,
+)
+from ..._core.window import gather_bounded
+from ..._engines.cache import CachedDownloader, DiskCache, cache_from_args
+from ..._engines.compose import COMPOSED_PREFIX
+from ..._engines.download import Data, Downloader, DownloadOptions
+from ..._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, check_hedge
+from ..._engines.listing import iter_pages
+
+if TYPE_CHECKING:
+    # A default for the sample type (PEP 696): ``MapDataset(objs)[0]`` is
+    # ``bytes``, ``MapDataset(objs, transform=f)[0]`` is what ``f`` returns.
+    # typing_extensions is for the type checker only.
+    from typing_extensions import TypeVar
+
+    Sample = TypeVar("Sample", default=bytes)
+else:
+    from typing import TypeVar
+
+    Sample = TypeVar("Sample")
+
+__all__ = ["DatasetSource", "Sample", "Transform",
+           "build_source", "check_objects", "objects_scheme", "share_in_worker", "transformed"]
+
+# ``bytes -> sample``. Typed ``bytes`` so that ``def decode(data: bytes)``
+# type-checks; an object above the planner's ranged threshold (32 MiB)
+# arrives as the bytearray it was downloaded into (same read API, buffer
+# protocol), since copying it to bytes would double its peak memory.
+Transform = Callable[[bytes], Sample]
+
+
+def transformed(op: str, transform: Transform[Sample] | None, data: Data,
+                obj: Callable[[], ObjectInfo]) -> Sample:
+    """``transform(data)`` (``data`` itself without one), its error noted
+    with the object ``data`` is.
+
+    Args:
+        op: the dataset class, for the note.
+        transform: ``bytes -> sample``, or None.
+        data: the object's bytes.
+        obj: the object (called only on an error).
+
+    Returns:
+        The sample.
+
+    Raises:
+        Exception: what ``transform`` raised, its type kept (a loop's
+            ``except`` of it still matches) and a note naming the object:
+            a decoder's own error ("cannot identify image file") names none,
+            and among a million objects the one to look at was unknown.
+    """
+    if transform is None:
+        return data  # type: ignore[return-value]  # Sample defaults to Data
+    try:
+        return transform(data)  # type: ignore[arg-type]  # see Transform
+    except Exception as exc:
+        exc.add_note(f"{op}: the transform raised this on {obj().url}")
+        raise
+
+
+def share_in_worker() -> None:
+    """In a DataLoader worker, size this process's thread pools made from now
+    on to its share of the machine: one of ``num_workers`` processes
+    (``_core/share.py``), not a process that has the machine to itself."""
+    import torch.utils.data
+
+    info = torch.utils.data.get_worker_info()
+    if info is not None:
+        set_sharers(max(1, info.num_workers))
+
+
+class DatasetSource:
+    """Picklable settings; a store and downloader built lazily per process.
+
+    ``scheme`` is the URL scheme of the dataset's objects: it picks the
+    store each process builds. With a ``cache`` every read looks the
+    object up on disk first (keyed by the listed version, so the listing or
+    stat the dataset already made costs no extra request) and only the
+    misses reach the download planner.
+    """
+
+    def __init__(self, *, config: ClientConfig | None, endpoint: str | None,
+                 credentials: Credentials,
+                 list_retry: RetryPolicy | None, download_retry: RetryPolicy | None,
+                 download_options: DownloadOptions, scheme: str = "gs",
+                 cache: DiskCache | None = None) -> None:
+        self.config = config or ClientConfig()
+        self.endpoint = endpoint
+        self.credentials = credentials
+        self.list_retry = list_retry
+        self.download_retry = download_retry
+        self.download_options = download_options
+        self.scheme = scheme
+        self.cache = cache
+        self._runtime: tuple[int, Downloader] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_runtime"] = None  # sessions belong to one process
+        return state
+
+    def store(self, retry: RetryPolicy | None) -> ObjectStore:
+        """A new store of this source's scheme (the caller closes it).
+
+        Args:
+            retry: the retry policy (default ``config.retry``).
+
+        Returns:
+            The store.
+        """
+        config = self.config if retry is None else self.config.replace(retry=retry)
+        return new_store(self.scheme, config, endpoint=self.endpoint,
+                         credentials=self.credentials)
+
+    @property
+    def downloader(self) -> Downloader:
+        """This process's downloader (built on first use, again after fork)."""
+        runtime = self._runtime
+        if runtime is None or runtime[0] != os.getpid():
+            share_in_worker()
+            store = self.store(self.download_retry)
+            options = self.download_options
+            if not store.features.compose:
+                # Nothing to compose on this store: every object is read directly.
+                options = dataclasses.replace(options, disable_compose=True)
+            downloader = (Downloader(store, options) if self.cache is None
+                          else CachedDownloader(store, options, cache=self.cache))
+            runtime = (os.getpid(), downloader)
+            self._runtime = runtime
+            # The dataset has no close(): its session closes when it is collected.
+            weakref.finalize(self, _close_later, store, os.getpid())
+        return runtime[1]
+
+    def close(self) -> None:
+        """Close this process's store now (it is rebuilt on next use)."""
+        runtime, self._runtime = self._runtime, None
+        if runtime is not None and runtime[0] == os.getpid():
+            get_portal().call(runtime[1].client.aclose())
+
+    def list_prefix(self, url: str, concurrency: int) -> ObjectIndex:
+        """List the folder ``url`` names (sorted); it becomes this source's scheme.
+
+        The listing goes into the index's columns a page at a time, never
+        into a list of records (~640 bytes an object at its peak did).
+
+        Args:
+            url: ``gs://bucket[/folder]``, ``file:///dir`` or a path.
+            concurrency: parallel listers.
+
+        Returns:
+            The objects.
+
+        Raises:
+            InvalidURL: a malformed URL.
+            NotFound: the folder holds no objects.
+        """
+        parsed = parse_url(url)
+        self.scheme = parsed.scheme
+        folder = folder_prefix(parsed.name)
+        builder = IndexBuilder()
+
+        def add(page: list[ObjectInfo]) -> None:
+            if parsed.scheme == "file":
+                _refuse_unreadable_names(parsed.bucket, [obj.name for obj in page])
+            builder.add(page)
+
+        def add_columns(page: ListedColumns) -> None:
+            # What iter_pages leaves out (a file's name never ends in "/").
+            page = page.without(COMPOSED_PREFIX)
+            if parsed.scheme == "file":
+                _refuse_unreadable_names(parsed.bucket, page.names)
+            builder.add_columns(page)
+
+        async def run() -> None:
+            store = self.store(self.list_retry)
+            # ``gs://b/data`` names the folder ``data/`` and the object
+            # ``data`` itself, as the CLI does: not ``data2/``. "data" sorts
+            # before "data/...", so it is added first; it is asked for
+            # beside the listing's first page, not a round trip before it.
+            itself = (asyncio.ensure_future(store.stat(parsed.bucket, parsed.name))
+                      if folder != parsed.name else None)
+
+            async def add_itself() -> None:
+                nonlocal itself
+                if itself is not None:
+                    try:
+                        add([await itself])
+                    except NotFound:
+                        pass
+                    itself = None
+
+            try:
+                if isinstance(store, ListsColumns):
+                    # Files: each page as columns, no ObjectInfo a file
+                    # (most of a listing's Python time).
+                    columns = store.list_columns(parsed.bucket, folder)
+                    async with aclosing(columns):
+                        async for listed in columns:
+                            await add_itself()
+                            add_columns(listed)
+                    await add_itself()
+                    return
+                pages = iter_pages(store, parsed.bucket, folder, concurrency=concurrency)
+                async with aclosing(pages):
+                    async for page in pages:
+                        await add_itself()
+                        add(page)
+                await add_itself()
+            finally:
+                if itself is not None:
+                    itself.cancel()
+                    await asyncio.gather(itself, return_exceptions=True)
+                await store.aclose()
+
+        get_portal().call(run())
+        if not builder.count:
+            # Silence here would train on nothing: say what was looked for
+            # (a raw name prefix such as gs://b/train/shard- names a folder).
+            where = format_url(parsed.scheme, parsed.bucket, folder)
+            raise NotFound(f"list {where}: no objects in that folder "
+                           f"(a dataset URL names a folder, not a name prefix)",
+                           operation="list", bucket=parsed.bucket, name=folder)
+        ordered = builder.ordered
+        index = builder.finish()
+        if not ordered:
+            # A store's own order that is not the names' (Azure's UTF-16
+            # code units, past the BMP): sorted as every store's listing is.
+            index = ObjectIndex(sorted(index, key=_name_of))
+        return index
+
+    def stat_all(self, urls: Sequence[str]) -> list[ObjectInfo]:
+        """Stat object URLs concurrently (all of this source's scheme).
+
+        Args:
+            urls: object URLs.
+
+        Returns:
+            ObjectInfo per URL, in order.
+
+        Raises:
+            NotFound: a URL names no object.
+        """
+        parsed = [parse_url(u, require_object=True) for u in urls]
+
+        async def run() -> list[ObjectInfo]:
+            store = self.store(self.list_retry)
+            try:
+                return await gather_bounded(store.stat(p.bucket, p.name) for p in parsed)
+            finally:
+                await store.aclose()
+
+        return get_portal().call(run())
+
+
+def _name_of(obj: ObjectInfo) -> str:
+    return obj.name
+
+
+def _close_later(store: ObjectStore, pid: int) -> None:
+    if pid == os.getpid():
+        try:
+            get_portal().submit(store.aclose())
+        except BridgeError:
+            pass  # interpreter exit: the portal is gone and so is the socket
+
+
+def objects_scheme(op: str, schemes: Iterable[str]) -> str | None:
+    """The one scheme a dataset's objects are on (None for no objects).
+
+    Args:
+        op: the operation, for the message.
+        schemes: the scheme of every object or URL.
+
+    Returns:
+        The scheme.
+
+    Raises:
+        InvalidArgument: objects on more than one store.
+    """
+    found = sorted(set(schemes))
+    if len(found) > 1:
+        raise InvalidArgument(f"{op}: objects must all be on one store, got "
+                              f"{', '.join(s + '://' for s in found)}")
+    return found[0] if found else None
+
+
+def build_source(op: str, objects: object, transform: Transform[Any] | None,
+                 data_format_fn: Transform[Any] | None, config: ClientConfig | None,
+                 endpoint: str | None, credentials: Credentials,
+                 list_retry: RetryPolicy | None, download_retry: RetryPolicy | None,
+                 download_options: DownloadOptions | None, disable_compose: bool | None,
+                 max_composite_object_size: int | None,
+                 compose_threshold: int | None, *, cache_dir: str | os.PathLike[str] | None = None,
+                 cache_limit: int | None = None, hedge_after: HedgeAfter = None
+                 ) -> tuple[DatasetSource, Transform[Any] | None]:
+    """Check a dataset's settings (before any request) and build its source.
+
+    Args:
+        op: the dataset class, for messages.
+        objects: the objects given to the constructor.
+        transform: ``bytes -> sample``.
+        data_format_fn: dataflux's name of ``transform``.
+        config: ClientConfig of the per-process store.
+        endpoint: API root (``gs`` only).
+        credentials: GCS credentials (``gs`` only).
+        list_retry: retry policy of listing.
+        download_retry: retry policy of downloads.
+        download_options: planner settings.
+        disable_compose: planner override.
+        max_composite_object_size: planner override.
+        compose_threshold: planner override.
+        cache_dir: a local disk cache shared by every worker and rank of
+            the machine (see :class:`~aioflux._engines.cache.DiskCache`).
+        cache_limit: most bytes the cache holds (least recently used
+            entries are evicted beyond it); None: no limit.
+        hedge_after: planner override (``DownloadOptions.hedge_after``).
+
+    Returns:
+        ``(source, transform)``.
+
+    Raises:
+        InvalidArgument: a setting of the wrong type.
+        InvalidURL: a malformed endpoint.
+    """
+    if isinstance(objects, (str, bytes)) or not isinstance(objects, Iterable):
+        raise InvalidArgument(f"{op}: objects must be a sequence of ObjectInfo, got "
+                              f"{type(objects).__name__} (use from_prefix or from_objects "
+                              "for URLs)")
+    for name, fn in (("transform", transform), ("data_format_fn", data_format_fn)):
+        if fn is not None and not callable(fn):
+            raise InvalidArgument(f"{op}: {name} must be callable, got {type(fn).__name__}")
+    if transform is not None and data_format_fn is not None:
+        raise InvalidArgument(f"{op}: pass transform or data_format_fn (its dataflux name), "
+                              "not both")
+    check_instance(op, "config", config, ClientConfig, optional=True)
+    endpoint = endpoint_url(op, endpoint)
+    check_credentials(op, credentials)
+    check_instance(op, "list_retry", list_retry, RetryPolicy, optional=True)
+    check_instance(op, "download_retry", download_retry, RetryPolicy, optional=True)
+    check_instance(op, "download_options", download_options, DownloadOptions, optional=True)
+    check_bool(op, "disable_compose", disable_compose, optional=True)
+    check_int(op, "max_composite_object_size", max_composite_object_size, optional=True)
+    check_int(op, "compose_threshold", compose_threshold, optional=True)
+    try:
+        check_hedge(op, hedge_after, DEFAULT_HEDGE_BUDGET)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+    cache = cache_from_args(op, cache_dir, cache_limit)
+    options = download_options or DownloadOptions()
+    overrides = {k: v for k, v in (("disable_compose", disable_compose),
+                                   ("max_composite_object_size", max_composite_object_size),
+                                   ("compose_threshold", compose_threshold),
+                                   ("hedge_after", hedge_after)) if v is not None}
+    if overrides:
+        options = dataclasses.replace(options, **overrides)  # type: ignore[arg-type]
+    source = DatasetSource(config=config, endpoint=endpoint, credentials=credentials,
+                           list_retry=list_retry, download_retry=download_retry,
+                           download_options=options, cache=cache)
+    return source, transform or data_format_fn
+
+
+def _refuse_unreadable_names(bucket: str, names: Sequence[str]) -> None:
+    """Refuse a listed file whose name is not UTF-8 (``os.fsdecode`` escapes
+    its bytes): object names are UTF-8, so no read could name it, and an
+    epoch would fail at that sample; better at the listing, naming it."""
+    try:
+        "".join(names).encode()
+        return  # one check a page; the name it fails on is found below
+    except UnicodeEncodeError:
+        pass
+    for name in names:
+        try:
+            name.encode()
+        except UnicodeEncodeError:
+            raise InvalidURL(f"list {format_url('file', bucket, name)!r}: the file name is "
+                             "not valid UTF-8, and object names are; rename the file or move "
+                             "it out of the dataset's folder") from None
+
+
+def check_objects(op: str, source: DatasetSource, objects: object) -> ObjectIndex:
+    """Check that ``objects`` are ObjectInfo on one store; ``source`` reads that store.
+
+    The constructors and the ``objects`` setters both go through here: objects
+    set on a dataset built for another store are read from theirs.
+
+    Args:
+        op: the dataset class, for messages.
+        source: the dataset's source (its scheme is set from the objects).
+        objects: the objects (an :class:`ObjectIndex` is kept as it is).
+
+    Returns:
+        The objects as an ObjectIndex.
+
+    Raises:
+        InvalidArgument: not a sequence of ObjectInfo, or they span stores.
+    """
+    if isinstance(objects, ObjectIndex):
+        # Every record is an ObjectInfo; they are built one at a time for
+        # their scheme, never as a list (200 bytes an object).
+        index = objects
+    else:
+        if isinstance(objects, (str, bytes)) or not isinstance(objects, Iterable):
+            raise InvalidArgument(f"{op}: objects must be a sequence of ObjectInfo, got "
+                                  f"{type(objects).__name__}")
+        items = list(objects)
+        for obj in items:
+            if not isinstance(obj, ObjectInfo):
+                raise InvalidArgument(f"{op}: objects must hold ObjectInfo, got "
+                                      f"{type(obj).__name__} {obj!r:.60} "
+                                      "(from_objects takes URLs)")
+        index = ObjectIndex(items)
+    scheme = objects_scheme(op, index.schemes())
+    if scheme is not None and scheme != source.scheme:
+        source.close()  # this process's store reads the old scheme's objects
+        source.scheme = scheme
+    return index

@@ -1,0 +1,205 @@
+"""Pinned snapshots and staged loads (issue 61, items 1 and 2).
+
+The snapshot pool's accounting, reuse, cap and pinning fallback; DCP's
+kept staged copy; loads through the staging ring. On a machine without
+CUDA, pinning fails (a CPU-only build has no pinned allocator) and the
+fallback is what runs; with CUDA the same tests check the pinned path and
+round trips of CUDA states.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+
+from aioflux.torch import Checkpoint, CheckpointManager
+from aioflux.torch.checkpoint._device_load import DeviceStager, cuda_target
+from aioflux.torch.checkpoint._snapshot import BufferPool, accelerated, process_pool, snapshot
+from aioflux.torch.dcp import DcpReader, DcpWriter
+
+pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
+
+CUDA = torch.cuda.is_available()
+DEVICES = ["cpu", "cuda"] if CUDA else ["cpu"]
+
+
+def _state(device: str = "cpu") -> dict[str, Any]:
+    torch.manual_seed(7)
+    return {"w": torch.randn(64, 32, device=device),
+            "b": torch.randn(1000, device=device).to(torch.bfloat16),
+            "i": torch.randint(0, 9, (77,), device=device),
+            "nested": {"m": torch.randn(5, 3, device=device)[:, 1]}, "step": 3}
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor):
+        return a.dtype == b.dtype and torch.equal(a.cpu(), b.cpu())
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+def _nbytes(state: dict[str, Any]) -> int:
+    return sum(t.numel() * t.element_size() for t in (state["w"], state["b"], state["i"]))
+
+
+def test_a_refill_of_a_device_state_pins_or_falls_back_to_pageable() -> None:
+    pool = BufferPool()
+    first = snapshot(_state(), pool)
+    pool.refill(first, pinned=True)
+    # w, b and i are whole storages; the strided view's copy is one too.
+    assert pool.nbytes == _nbytes(first) + 5 * 4
+    if CUDA:
+        assert pool.pinned_nbytes == pool.nbytes and pool.pin_error is None
+    else:
+        # A CPU-only build cannot pin: the pageable buffers are kept and reused.
+        assert pool.pinned_nbytes == 0 and "pin" in (pool.pin_error or "").lower()
+    held = {t.data_ptr() for t in (pool.take((64, 32), torch.float32),) if t is not None}
+    assert len(held) == 1 and pool.nbytes == _nbytes(first) + 5 * 4 - 64 * 32 * 4
+    pool.refill(first, pinned=True)
+    again = _state()
+    again["w"].add_(1)
+    second = snapshot(again, pool)
+    assert _equal(second, again)
+    assert pool.nbytes == 0 and pool.pinned_nbytes == 0  # all taken
+    pool.clear()
+    assert pool.pin_error is None  # tried again after a clear
+
+
+def test_a_refill_of_a_host_state_never_pins() -> None:
+    pool = BufferPool()
+    pool.refill(snapshot(_state(), pool), pinned=False)
+    assert pool.pinned_nbytes == 0 and pool.pin_error is None and pool.nbytes > 0
+
+
+def test_pinning_can_be_turned_off() -> None:
+    pool = BufferPool(pin=False)
+    pool.refill(snapshot(_state(), pool), pinned=True)
+    assert pool.pinned_nbytes == 0 and pool.pin_error is None and pool.nbytes > 0
+
+
+def test_the_pool_keeps_no_more_than_its_cap() -> None:
+    state = {"a": torch.ones(1000), "b": torch.ones(100), "c": torch.ones(2000)}
+    pool = BufferPool(max_bytes=4400)
+    first = snapshot(state, pool)
+    pool.refill(first, pinned=True)
+    assert pool.nbytes == 4400  # a and b; c would pass the cap
+    assert pool.take((2000,), torch.float32) is None
+    second = snapshot(state, pool)
+    assert second["a"].data_ptr() == first["a"].data_ptr()  # reused
+    assert second["c"].data_ptr() != first["c"].data_ptr()  # fresh
+    assert _equal(second, state)
+    pool.max_bytes = 0
+    pool.refill(second, pinned=True)
+    assert pool.nbytes == 0
+
+
+def test_managers_share_the_process_pool_and_can_opt_out(tmp_path: Path) -> None:
+    state = _state()
+    with CheckpointManager(tmp_path / "a") as first, CheckpointManager(tmp_path / "b") as second:
+        assert first.buffers is second.buffers is process_pool()
+        first.save_async(state, 1).result()
+        # One snapshot's buffers, held between saves.
+        assert process_pool().nbytes == _nbytes(state) + 5 * 4
+        second.save_async(state, 1).result()
+        assert process_pool().nbytes == _nbytes(state) + 5 * 4
+        assert _equal(second.load(1), state)
+    assert process_pool().nbytes == 0  # close() released them
+    with CheckpointManager(tmp_path / "c", reuse_buffers=False) as alone:
+        assert alone.buffers is None
+        alone.save_async(state, 1).result()
+        assert process_pool().nbytes == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_save_async_round_trips_bit_for_bit(tmp_path: Path, device: str) -> None:
+    state = _state(device)
+    assert accelerated(state) == (device == "cuda")
+    with CheckpointManager(tmp_path / "run") as manager:
+        for step in (1, 2, 3):  # fresh buffers, then the pool's
+            kept = state["w"].clone()
+            future = manager.save_async(state, step)
+            state["w"].add_(1)  # after save_async returned: not in the checkpoint
+            future.result()
+            state["w"].copy_(kept)
+            assert _equal(manager.load(step), state)
+            if device == "cuda":
+                assert manager.buffers is not None
+                assert manager.buffers.pinned_nbytes == manager.buffers.nbytes > 0
+        on_device = manager.load(3, map_location=device)
+    assert _equal(on_device, state)
+    assert on_device["w"].device.type == device
+
+
+def test_meta_tensors_are_no_accelerator_state() -> None:
+    assert not accelerated({"w": torch.empty(3, device="meta"), "x": 1})
+
+
+@pytest.mark.parametrize("choice", [None, True, False])
+def test_dcp_keeps_its_staged_copy_for_device_states_or_when_asked(
+        tmp_path: Path, choice: bool | None) -> None:
+    for device in DEVICES:
+        state = _state(device)
+        del state["nested"]  # DCP takes no views of other storages' bytes
+        writer = DcpWriter(tmp_path / f"{device}-{choice}", cache_staged_state_dict=choice)
+        dcp.async_save(state, storage_writer=writer).result()
+        kept = choice if choice is not None else device == "cuda"
+        assert writer.staged_nbytes == (_nbytes(state) if kept else 0)
+        if kept:
+            cached = writer.state_dict_cache
+            assert cached is not None
+            pointer = cached["w"].data_ptr()
+            state["w"].add_(2)
+            dcp.async_save(state, storage_writer=writer,
+                           checkpoint_id=tmp_path / f"{device}-{choice}-2").result()
+            assert writer.state_dict_cache["w"].data_ptr() == pointer  # torch's cache, reused
+            assert (writer.pin_error is None) == CUDA
+            assert cached["w"].is_pinned() == CUDA
+        target = {k: torch.zeros_like(v) if isinstance(v, torch.Tensor) else 0
+                  for k, v in state.items()}
+        where = tmp_path / (f"{device}-{choice}-2" if kept else f"{device}-{choice}")
+        dcp.load(target, storage_reader=DcpReader(where))
+        assert _equal(target, state)
+
+
+def _saved(tmp_path: Path) -> tuple[str, dict[str, Any]]:
+    state = _state()
+    state["big"] = torch.randn(300_001)  # several staging pieces
+    state["empty"] = torch.zeros(0, 3)
+    url = "file://" + os.fspath(tmp_path / "state.pt")
+    Checkpoint().save(state, url)
+    return url, state
+
+
+def test_a_staged_load_is_bit_identical(tmp_path: Path) -> None:
+    url, state = _saved(tmp_path)
+    stager = DeviceStager(torch.device("cpu"), piece=64 * 1024)
+    try:
+        loaded = Checkpoint().load(url, map_location=stager)
+    finally:
+        stager.finish()
+    assert _equal(loaded, state)
+    assert stager.nbytes >= 300_001 * 4 and stager.pin_error is None
+    # Each tensor owns storage of its own, not the staging ring's.
+    assert loaded["big"].untyped_storage().nbytes() == 300_001 * 4
+
+
+def test_only_a_cuda_map_location_is_staged() -> None:
+    assert cuda_target("cuda") == torch.device("cuda")
+    assert cuda_target(torch.device("cuda", 1)) == torch.device("cuda", 1)
+    for other in (None, "cpu", torch.device("cpu"), {"cuda:0": "cpu"}, "not a device",
+                  lambda storage, location: storage):
+        assert cuda_target(other) is None
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_load_onto_a_device_matches_torch_load(tmp_path: Path, device: str) -> None:
+    url, state = _saved(tmp_path)
+    loaded = Checkpoint().load(url, map_location=device)
+    assert _equal(loaded, state)
+    assert {t.device.type for t in loaded.values() if isinstance(t, torch.Tensor)} == {device}
