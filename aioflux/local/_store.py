@@ -461,16 +461,19 @@ def reads_here(store: LocalStore, bucket: str, name: str) -> bool:
     return store._placement.of(path_of(bucket, name, op="read"))[0] != "thread"
 
 
-def read_small(store: LocalStore, bucket: str, name: str) -> bytes | None:
-    """A whole file read in the calling thread, as ``store.read`` reads it
-    (its length, modification and the crc32c aioflux recorded checked), or
-    None where the read could wait: a network filesystem, bytes not in the
-    page cache, a file over ``_inline.INLINE_MAX`` bytes. Then ``read`` it.
+def read_small(store: LocalStore, info: ObjectInfo) -> bytes | None:
+    """A listed file read whole in the calling thread, as the download
+    planner reads it (pinned to the listed version and size; its length,
+    modification and the crc32c aioflux recorded checked), or None where the
+    read could wait: a network filesystem, bytes not in the page cache, a
+    file over ``_inline.INLINE_MAX`` bytes. Then download it.
 
     Raises:
-        StorageError: as ``read`` raises.
+        StorageError: as ``read`` raises (a file changed since it was listed:
+            ChecksumMismatch or PreconditionFailed).
     """
-    fetched = store._read_here(bucket, name, 0, None, None, None, None, None, False)
+    fetched = store._read_here(info.bucket, info.name, 0, None, None, info.generation or None,
+                               info.size, None, False)
     return None if fetched is None else fetched.data
 
 

@@ -425,7 +425,7 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         nbytes = 0
         for position, i in enumerate(wanted):
             obj = objects[i]
-            data = read_small(store, obj.bucket, obj.name)
+            data = read_small(store, obj)
             if data is None:
                 missed.append(position)
             else:

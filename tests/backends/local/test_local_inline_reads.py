@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from aioflux import ChecksumMismatch, NotFound
+from aioflux import ChecksumMismatch, NotFound, ObjectInfo
 from aioflux.local import LocalStore, _files, _inline
 from aioflux.local._inline import Placement, WouldWait, filesystems
 from aioflux.local._store import read_small
@@ -26,6 +26,12 @@ MOUNTINFO = """\
 def _where(path: Path) -> tuple[str, str]:
     bucket, _, name = str(path).lstrip("/").partition("/")
     return bucket, name
+
+
+def _listed(bucket: str, name: str) -> ObjectInfo:
+    """The file as a listing gives it (stat-ed by a store of its own, which
+    counts nothing in the store under test)."""
+    return asyncio.run(LocalStore().stat(bucket, name))
 
 
 def _store(tmp_path: Path, fstype: str) -> LocalStore:
@@ -74,7 +80,7 @@ def test_small_reads_on_a_memory_filesystem_take_no_thread(tmp_path: Path) -> No
             await store.read(bucket, name + ".gone")
 
     asyncio.run(run())
-    assert read_small(store, bucket, name) == data
+    assert read_small(store, _listed(bucket, name)) == data
     assert store.handed == []  # type: ignore[attr-defined]
     assert store._threads is None  # no thread was ever started
     assert store.stats.requests == 7 and store.stats.failures == 2
@@ -92,7 +98,7 @@ def test_a_read_that_would_wait_goes_to_a_thread(tmp_path: Path,
         raise WouldWait
 
     monkeypatch.setattr(_files, "pread_nowait", not_cached)
-    assert read_small(store, bucket, name) is None
+    assert read_small(store, _listed(bucket, name)) is None
     assert asyncio.run(store.read(bucket, name)) == data
     assert asyncio.run(store.read_ranges(bucket, name, [(1, 2)])) == [data[1:2]]
     assert store.handed == [name, name]  # type: ignore[attr-defined]
@@ -104,7 +110,7 @@ def test_a_read_that_would_wait_goes_to_a_thread(tmp_path: Path,
     assert asyncio.run(store.read(bucket, name)) == data
     assert store.handed == [name]  # type: ignore[attr-defined]
     nfs = _store(tmp_path, "nfs4")
-    assert read_small(nfs, bucket, name) is None and nfs.waits == 0
+    assert read_small(nfs, _listed(bucket, name)) is None and nfs.waits == 0
 
 
 def test_a_file_changed_in_place_fails_as_in_a_thread(tmp_path: Path,
@@ -112,13 +118,14 @@ def test_a_file_changed_in_place_fails_as_in_a_thread(tmp_path: Path,
     path = tmp_path / "f.bin"
     bucket, name = _where(path)
     asyncio.run(LocalStore().write(bucket, name, b"a" * 4096))  # its crc32c recorded
+    listed = _listed(bucket, name)
     st = os.stat(path)
     with open(path, "r+b") as fh:  # rewritten in place, its time put back
         fh.write(b"b")
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     store = _store(tmp_path, "tmpfs")
     with pytest.raises(ChecksumMismatch, match="recorded") as caught:
-        read_small(store, bucket, name)
+        read_small(store, listed)
     assert caught.value.name == name and caught.value.bucket == bucket
     preadv = os.preadv
 
@@ -130,9 +137,23 @@ def test_a_file_changed_in_place_fails_as_in_a_thread(tmp_path: Path,
 
     monkeypatch.setattr(os, "preadv", growing)
     with pytest.raises(ChecksumMismatch, match="modified while it was read"):
-        read_small(store, bucket, name)
+        read_small(store, listed)
     assert store.handed == []  # type: ignore[attr-defined]
     assert store.stats.failures == 2
+
+
+def test_a_file_changed_since_its_listing_fails(tmp_path: Path) -> None:
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"a" * 4096)
+    bucket, name = _where(path)
+    listed = _listed(bucket, name)
+    path.write_bytes(b"b" * 10)  # replaced after the listing: another size and time
+    store = _store(tmp_path, "tmpfs")
+    with pytest.raises(NotFound, match=r"generation \d+ is gone") as caught:
+        read_small(store, listed)  # as a planner's read pinned to the listed generation
+    assert caught.value.name == name and caught.value.bucket == bucket
+    assert read_small(store, _listed(bucket, name)) == b"b" * 10
+    assert store.handed == []  # type: ignore[attr-defined]
 
 
 def test_nowait_reads_of_cached_bytes_take_no_thread(tmp_path: Path) -> None:
@@ -145,9 +166,9 @@ def test_nowait_reads_of_cached_bytes_take_no_thread(tmp_path: Path) -> None:
             _inline.pread_nowait(fh.fileno(), memoryview(bytearray(1)), 0)
     except WouldWait:
         # tmp_path's filesystem has no RWF_NOWAIT: every read goes to a thread
-        assert read_small(store, bucket, name) is None and store.waits == 1
+        assert read_small(store, _listed(bucket, name)) is None and store.waits == 1
         return
-    assert read_small(store, bucket, name) == data  # just written: in the page cache
+    assert read_small(store, _listed(bucket, name)) == data  # just written: in the page cache
     assert store.waits == 0 and store.handed == []  # type: ignore[attr-defined]
 
 
