@@ -441,33 +441,6 @@ async def test_a_flaky_service_does_not_switch_pacing_on() -> None:
         assert stats.rates == {} and stats.budget_wait == 0.0, (stats.rates, stats.budget_wait)
 
 
-async def test_paced_a_flaky_service_is_not_cut_to_a_crawl() -> None:
-    # Pacing on (a run of 429s, as an overshoot brings), then 10% refused at
-    # random: the cuts that do not lower the share are found useless, the
-    # rate goes back, and the paced rate ends no lower than it started
-    # (the old controller cut it by 30% a window, to a tenth and less).
-    config = ClientConfig(max_concurrency=8, retry=RetryPolicy(initial_delay=0.001),
-                          rate_doubling=1200.0)
-    first = [_HELLO] * 300 + [_throttle_answer(None)] * 12
-    async with RawServer(_flaky(0.1, seed=5, first=first)) as base, \
-            AsyncClient(config, endpoint=base) as client:
-        await asyncio.gather(*(client.read("bkt", f"a{i}") for i in range(300)))
-        started: list[float] = []
-
-        async def note_start() -> None:
-            while not client.transport.stats.rates:
-                await asyncio.sleep(0.001)
-            started.append(client.transport.stats.rates["bkt read"])
-
-        watcher = asyncio.create_task(note_start())
-        got = await asyncio.gather(*(client.read("bkt", f"o{i}") for i in range(1200)))
-        await watcher
-        assert got == [b"hello"] * 1200
-        (start,) = started
-        end = client.transport.stats.rates["bkt read"]
-        assert end >= start, (start, end)
-
-
 async def test_s3_throttling_a_head_without_a_body_is_a_throttle(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # S3 answers a HEAD it throttles "503 Slow Down" with no body (a HEAD
