@@ -203,14 +203,22 @@ class _StreamServer:
 
 
 class _UnsolicitedServer(_StreamServer):
-    """Answers each request, then sends a stray response nobody asked for."""
+    """Answers each request, then, when the test says so, sends a stray
+    response nobody asked for (``strayed`` is set once it is sent)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stray_now = asyncio.Event()
+        self.strayed = asyncio.Event()
 
     async def answer(self, writer: asyncio.StreamWriter) -> None:
         writer.write(OK)
         await writer.drain()
-        await asyncio.sleep(0.05)
+        await self.stray_now.wait()
+        self.stray_now.clear()
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nWRONG")
         await writer.drain()
+        self.strayed.set()
 
 
 @pytest.mark.parametrize("lean", [True, False], ids=["lean", "aiohttp"])
@@ -219,10 +227,15 @@ async def test_unsolicited_bytes_between_responses(lean: bool) -> None:
     async with server as base, AsyncClient(_read_config(lean), endpoint=base) as client:
         for _ in range(3):
             assert await client.read("bkt", "obj") == BODY
-            await asyncio.sleep(0.15)  # the stray response arrives while idle
+            server.stray_now.set()  # the stray response arrives while idle
+            await server.strayed.wait()
+            server.strayed.clear()
+            # On loopback the sent bytes are readable at once: the client's
+            # side sees them in its next turns of the loop.
+            for _ in range(10):
+                await asyncio.sleep(0)
     # a connection that spoke out of turn is never reused
     assert server.connections == 3
-
 
 
 @pytest.mark.parametrize("method", ["DELETE", "POST"])

@@ -156,9 +156,13 @@ def test_forked_workers_share_the_budget_the_parent_mapped(capped: Emulator) -> 
     throttled = sum(r["throttled"] for r in results)
     assert throttled <= _THROTTLED_MOST * attempts, results
     assert sum(1 for r in results if r["waited"] > 0) >= 2, results
-    # One budget: every worker was paced, the node switched pacing on once
-    # (not once a worker), and the parent's own mapping sees it.
-    assert all(f"{BUCKET} read" in r["rates"] for r in results), results
+    # One budget: the node switched pacing on once (not once a worker), and
+    # the parent's own mapping sees it. Not every worker need have been
+    # paced: on a loaded machine a worker may read its 150 before the others
+    # run, or its pacing end after a quiet spell (its rate then leaves
+    # stats.rates); two at least were (the waits above).
+    assert sum(1 for r in results if f"{BUCKET} read" in r["rates"] or r["waited"] > 0) >= 2, \
+        results
     with parent.locked() as state:
         assert state.throttled and state.epoch == 1, state
 
