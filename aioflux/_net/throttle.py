@@ -7,12 +7,12 @@ has throttled that key does an attempt take the lock, a token, and wait
 for it (one attempt of the process asking at a time while the queue of
 reservations is full). Before that, every throttle is counted node-wide, and a success
 takes the lock only while the node owes one (another byte): the debt that
-switches pacing on (:func:`aioflux._core.rate.controller.alarm`). Paced, a success
+switches pacing on (:func:`aioflux._core.rate.controller.count_unpaced_throttle`). Paced, a success
 takes the lock too: windows are judged on answers (:func:`aioflux._core.rate.controller.answered`).
 Each gate measures its own successful requests per second, the share it
-adds when pacing starts (:func:`aioflux._core.rate.controller.join`). A client's
+adds when pacing starts (:func:`aioflux._core.rate.controller.add_joining_measure`). A client's
 gate made on a state with no throttle for
-:data:`aioflux._core.rate.controller.REPROBE_AFTER` restarts it
+:data:`aioflux._core.rate.controller.REPROBE_QUIET_SECONDS` restarts it
 (:func:`aioflux._core.rate.controller.restart`): an earlier job's pace does not hold
 a new one.
 
@@ -50,17 +50,17 @@ import weakref
 from .._core.config import ClientConfig
 from .._core.metrics import RequestStats
 from .._core.rate.controller import (
-    AHEAD,
-    MEASURE_LEAST,
-    alarm,
+    MAX_RESERVED_SECONDS,
+    MIN_MEASURE_SUCCESSES,
+    add_joining_measure,
     answered,
-    calm,
-    join,
+    count_unpaced_success,
+    count_unpaced_throttle,
     pace_at,
-    relax,
     reserve,
     restart,
     start,
+    stop_pacing_after_quiet,
     throttle,
 )
 from .._core.rate.shared_table import SharedRate, shared_rate
@@ -144,7 +144,7 @@ class _Meter:
         throttled or not, what the process asked of the service (the
         controller's probe starts from a fraction of it)."""
         ok, refused, span = self._counts(now)
-        if ok < MEASURE_LEAST:
+        if ok < MIN_MEASURE_SUCCESSES:
             return (ok + refused) / max(span, _METER_LEAST), True
         return ok / max(span, _METER_LEAST), False
 
@@ -276,7 +276,7 @@ class Gate:
         self._held: collections.deque[float] = collections.deque()
         self._touched = time.perf_counter()
         # One request of this process (per event loop) asks for a token at
-        # a time: while AHEAD of them are reserved, the asker retries as
+        # a time: while MAX_RESERVED_SECONDS of tokens are reserved, the asker retries as
         # each place frees, and the rest wait their turn here: every waiting
         # request asking (a DataLoader's or a stream's hundreds) would take
         # the lock hundreds of times per request sent.
@@ -335,7 +335,7 @@ class Gate:
         A token reserved before a cut is void (the cut cleared the
         reservations): once its wait is over, another is reserved at the
         cut rate. The requests queued at the old rate would otherwise go
-        on overshooting for up to :data:`aioflux._core.rate.controller.AHEAD`."""
+        on overshooting for up to :data:`aioflux._core.rate.controller.MAX_RESERVED_SECONDS`."""
         shared = self.shared
         loop = asyncio.get_running_loop()
         asking = self._asking.get(loop)
@@ -369,7 +369,7 @@ class Gate:
         while True:
             now = time.monotonic()
             with self.shared.locked() as state:
-                if not self._fixed and relax(state, now, self._quiet):
+                if not self._fixed and stop_pacing_after_quiet(state, now, self._quiet):
                     self.stats.rates.pop(self.label, None)
                     log.info("%s: no throttle for %.0f s, requests no longer paced",
                              self.label, self._quiet)
@@ -377,10 +377,12 @@ class Gate:
                 if self._fixed and not state.throttled:
                     pace_at(state, now, self._ceiling)  # type: ignore[arg-type]
                 if state.epoch != self._epoch:
-                    join(state, now, self._meter.rate(time.perf_counter())[0], self._ceiling)
+                    measured = self._meter.rate(time.perf_counter())[0]
+                    add_joining_measure(state, now, measured, self._ceiling)
                     self._epoch = state.epoch
                 held, together = self._held, state.starting
-                if together > 1.0 and held and len(held) >= AHEAD * state.rate / together:
+                if together > 1.0 and held and (
+                        len(held) >= MAX_RESERVED_SECONDS * state.rate / together):
                     # Its share of the queue (the processes that began
                     # together share it) held: the others' turn until its
                     # next token is due. The first to ask as a place freed
@@ -432,7 +434,7 @@ class Gate:
                     answered(state, clock, self._doubling, self._ceiling,
                              None if sent is None else clock - (now - sent))
                 elif state.debt > 0.0:
-                    calm(state)
+                    count_unpaced_success(state)
         window = self.window
         if window is not None:
             if not window.leveled:
@@ -458,7 +460,7 @@ class Gate:
 
     def throttled(self, retry_after: float | None, sent: float | None = None) -> None:
         """Record a throttled attempt: counted towards the node's debt (pacing
-        on once it reaches :data:`aioflux._core.rate.controller.SWITCH_COUNT`), or,
+        on once it reaches :data:`aioflux._core.rate.controller.PACING_SWITCH_DEBT`), or,
         paced, towards a cut.
 
         A throttled attempt does not grow the slow start's window.
@@ -480,13 +482,13 @@ class Gate:
         with self.shared.locked() as state:
             first = not state.throttled
             if first:
-                if not alarm(state, now):
+                if not count_unpaced_throttle(state, now):
                     return  # a throttle owed: its retry's backoff is enough for now
                 start(state, now, measured, retry_after, self._ceiling, thin)
                 changed = True
             else:
                 if state.epoch != self._epoch:
-                    join(state, now, measured, self._ceiling)
+                    add_joining_measure(state, now, measured, self._ceiling)
                 changed = throttle(state, now, self._doubling, retry_after, self._ceiling,
                                    None if sent is None else now - (clock - sent))
             self._epoch = state.epoch

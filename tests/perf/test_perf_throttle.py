@@ -13,7 +13,7 @@ import pytest
 
 from aioflux._core.auth import AnonymousAuth
 from aioflux._core.config import ClientConfig
-from aioflux._core.rate.controller import RateState, alarm, start
+from aioflux._core.rate.controller import RateState, count_unpaced_throttle, start
 from aioflux._core.rate.shared_table import SharedRate, Table
 from aioflux._net.throttle import gate_key
 from aioflux._net.transport import Transport
@@ -155,7 +155,7 @@ async def test_each_row_starts_from_a_fresh_node_rate_state(tmp_path: Path) -> N
             start(state, 1.0, 300.0)
             state.opened = True
             state.throttled = False
-            alarm(state, 2.0)
+            count_unpaced_throttle(state, 2.0)
     _helpers().fresh_rate(endpoint, "b", table)
     for key in keys:
         shared = SharedRate(key, table)

@@ -8,48 +8,49 @@ virtual-time simulation of the tests. Times are ``time.monotonic()``
 seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
 
 - Unthrottled, nothing is paced. Throttles (429, S3 ``SlowDown``, Azure
-  ``ServerBusy``) are counted node-wide (:func:`alarm`, :func:`calm`): each
-  adds one to a debt, each success pays back :data:`SWITCH_CREDIT`. A debt
-  of :data:`SWITCH_COUNT` switches pacing on (:func:`start`): a cap
+  ``ServerBusy``) are counted node-wide (:func:`count_unpaced_throttle`,
+  :func:`count_unpaced_success`): each adds one to a debt, each success
+  pays back :data:`DEBT_PAID_PER_SUCCESS`. A debt of
+  :data:`PACING_SWITCH_DEBT` switches pacing on (:func:`start`): a cap
   overshot refuses runs of requests across the processes, where a flaky
   service refusing under 29% at random pays its debt back faster than it
   grows.
-- Pacing starts at :data:`START_FRACTION` of the rate the processes
-  measured just before (each adds its share, :func:`join`). That measure
+- Pacing starts at :data:`START_RATE_SHARE` of the rate the processes
+  measured just before (each adds its share, :func:`add_joining_measure`). That measure
   holds whatever burst the service had saved up. The first windows
-  (:data:`FIRST_WINDOW`) calibrate: throttled and served well under the
+  (:data:`SHORT_WINDOW_SECONDS`) calibrate: throttled and served well under the
   rate, the rate goes to a little under what was served. Served in full,
-  the rate probes (:data:`PROBING`) until a window is throttled past
-  :data:`FOUND_SHARE`, and goes to a little under what that window was
-  served; the window after (:data:`CHECKING`) calibrates that find, which
+  the rate probes (:data:`JUDGING_PROBE`) until a window is throttled past
+  :data:`PROBE_FOUND_SHARE`, and goes to a little under what that window was
+  served; the window after (:data:`JUDGING_CHECK_FIND`) calibrates that find, which
   a burst the service saved up may have lifted. A measure of fewer than
-  :data:`MEASURE_LEAST` successes (a small burst, throttled at once) is
+  :data:`MIN_MEASURE_SUCCESSES` successes (a small burst, throttled at once) is
   of the attempts, and the probe starts at once. A window of the probe or
   of the calibration throttled past doubt closes before its end.
-- Paced, answers are counted in windows of :data:`DECREASE_WINDOW` (not
-  the tokens reserved, up to :data:`AHEAD` of them). A window with
-  :data:`CUT_LEAST` throttles or more, past :data:`THROTTLE_SHARE` of its
-  answers above the ``noise``, cuts the rate to :data:`DECREASE` of what
-  was served; a throttled share past :data:`STEADY_SHARE` over the last
-  few windows (``steady``) cuts it to :data:`STEADY_DECREASE`. A cut voids
+- Paced, answers are counted in windows of :data:`WINDOW_SECONDS` (not
+  the tokens reserved, up to :data:`MAX_RESERVED_SECONDS` of them). A window with
+  :data:`MIN_CUT_THROTTLES` throttles or more, past :data:`CUT_SHARE` of its
+  answers above the ``noise``, cuts the rate to :data:`CUT_TO` of what
+  was served; a throttled share past :data:`STEADY_CUT_SHARE` over the last
+  few windows (``steady``) cuts it to :data:`STEADY_CUT_TO`. A cut voids
   the reservations made before it, and the throttles of requests sent
   before it count towards no other.
-- A cut is judged on the :data:`JUDGE_LEAST` answers after it. Throttles
+- A cut is judged on the :data:`JUDGE_ANSWERS` answers after it. Throttles
   that go on while less is served are not the rate's doing (a flaky
   service): the rate goes back and their share is ``noise``, only
   throttles beyond it cut.
 - After a cut the rate recovers within :data:`RECOVER_SECONDS` to
-  :data:`RECOVER_TO` of what was served, then grows by :func:`grown`
-  (additive below :data:`RAMP_FLOOR`, a doubling per ``rate_doubling``
+  :data:`RECOVER_SHARE` of what was served, then grows by :func:`grown`
+  (additive below :data:`ADDITIVE_BELOW_RATE`, a doubling per ``rate_doubling``
   above). A rate asked for and served in full with no throttle for
-  :data:`REPROBE_AFTER` probes again, slowly near the rate found before
+  :data:`REPROBE_QUIET_SECONDS` probes again, slowly near the rate found before
   and faster away from it (:func:`aioflux._core.rate.state.probe_growth`):
   a cap lifted is found again in seconds.
 - A client's first request of a key whose state had no throttle for
-  :data:`REPROBE_AFTER` restarts it (:func:`restart`): that state is an
+  :data:`REPROBE_QUIET_SECONDS` restarts it (:func:`restart`): that state is an
   earlier job's, no measure of the service now.
 - Requests take tokens; one that finds none reserves the next and waits
-  for it (the tokens go negative), up to :data:`AHEAD` seconds of them: a
+  for it (the tokens go negative), up to :data:`MAX_RESERVED_SECONDS` of them: a
   process that dies holding reservations leaves at most that much time,
   which passes anyway: there is no lease to expire.
 """
@@ -59,47 +60,47 @@ from __future__ import annotations
 import math
 
 from .state import (
-    AHEAD,
-    BURST_SECONDS,
-    BUSY,
-    CALIBRATE_BELOW,
-    CALIBRATE_LEAST,
-    CALIBRATING,
-    CHECKING,
-    CUT_LEAST,
-    DECREASE,
-    DECREASE_WINDOW,
-    FIRST_WINDOW,
-    FOUND_SHARE,
-    JOIN_WINDOW,
-    JUDGE_HELPED,
-    JUDGE_LEAST,
-    MEASURE_LEAST,
+    ADDITIVE_BELOW_RATE,
+    AT_CAP_SERVED_SHARE,
+    BUSY_SHARE,
+    CUT_SHARE,
+    CUT_TO,
+    DEBT_PAID_PER_SUCCESS,
+    JOIN_SECONDS,
+    JUDGE_ANSWERS,
+    JUDGE_ANSWERS_ONE_THROTTLE,
+    JUDGING_CALIBRATE,
+    JUDGING_CHECK_FIND,
+    JUDGING_PROBE,
+    JUDGING_PROBE_HELD,
+    MAX_NOISE_SHARE,
+    MAX_RATE,
+    MAX_RESERVED_SECONDS,
+    MAX_SAVED_SECONDS,
+    MIN_CUT_THROTTLES,
+    MIN_MEASURE_SUCCESSES,
     MIN_RATE,
-    MOST_RATE,
+    MIN_WINDOW_SUCCESSES,
     NOISE_HALF_LIFE,
-    NOISE_MOST,
-    PROBE_CLIMB,
-    PROBE_FASTEST,
-    PROBE_HEAD,
-    PROBE_HELD,
-    PROBE_LEAD,
-    PROBE_SLOPE,
-    PROBING,
-    RAMP_FLOOR,
+    PACING_SWITCH_DEBT,
+    PROBE_BASE_GROWTH,
+    PROBE_FOUND_SHARE,
+    PROBE_GROWTH_PER_LOG,
+    PROBE_MAX_GROWTH,
+    PROBE_MAX_OVER_SERVED,
+    PROBE_START_LOG,
     RECOVER_SECONDS,
-    RECOVER_TO,
-    REPROBE_AFTER,
-    SERVED_WEIGHT,
-    START_ANCHOR,
-    START_FRACTION,
-    STEADY_DECREASE,
-    STEADY_SHARE,
-    STEADY_WEIGHT,
-    SWITCH_COUNT,
-    SWITCH_CREDIT,
-    THROTTLE_SHARE,
-    USELESS_FALL,
+    RECOVER_SHARE,
+    REPROBE_QUIET_SECONDS,
+    SERVED_AVERAGE_WEIGHT,
+    SHORT_WINDOW_SECONDS,
+    START_RATE_SHARE,
+    START_SERVED_SHARE,
+    STEADY_AVERAGE_WEIGHT,
+    STEADY_CUT_SHARE,
+    STEADY_CUT_TO,
+    USELESS_CUT_SERVED_SHARE,
+    WINDOW_SECONDS,
     RateState,
     grown,
     noise,
@@ -107,26 +108,28 @@ from .state import (
 )
 from .windows import judge
 
-__all__ = ["AHEAD", "BURST_SECONDS", "BUSY", "CALIBRATE_BELOW", "CALIBRATE_LEAST", "CALIBRATING",
-           "CHECKING", "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "FIRST_WINDOW", "FOUND_SHARE",
-           "JOIN_WINDOW", "JUDGE_HELPED", "JUDGE_LEAST", "MEASURE_LEAST", "MIN_RATE", "MOST_RATE",
-           "NOISE_HALF_LIFE", "NOISE_MOST", "PROBE_CLIMB", "PROBE_FASTEST", "PROBE_HELD",
-           "PROBE_LEAD", "PROBE_SLOPE", "PROBING", "RAMP_FLOOR", "RECOVER_SECONDS", "RECOVER_TO",
-           "REPROBE_AFTER",
-           "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION", "STEADY_DECREASE",
-           "STEADY_SHARE", "STEADY_WEIGHT", "SWITCH_COUNT", "SWITCH_CREDIT",
-           "THROTTLE_SHARE", "USELESS_FALL", "alarm", "answered", "calm", "grown",
-           "join", "noise", "pace_at", "RateState", "relax", "reserve", "restart",
-           "start", "throttle"]
+__all__ = ["ADDITIVE_BELOW_RATE", "AT_CAP_SERVED_SHARE", "BUSY_SHARE", "CUT_SHARE", "CUT_TO",
+           "DEBT_PAID_PER_SUCCESS", "JOIN_SECONDS", "JUDGE_ANSWERS", "JUDGE_ANSWERS_ONE_THROTTLE",
+           "JUDGING_CALIBRATE", "JUDGING_CHECK_FIND", "JUDGING_PROBE", "JUDGING_PROBE_HELD",
+           "MAX_NOISE_SHARE", "MAX_RATE", "MAX_RESERVED_SECONDS", "MAX_SAVED_SECONDS",
+           "MIN_CUT_THROTTLES", "MIN_MEASURE_SUCCESSES", "MIN_RATE", "MIN_WINDOW_SUCCESSES",
+           "NOISE_HALF_LIFE", "PACING_SWITCH_DEBT", "PROBE_BASE_GROWTH", "PROBE_FOUND_SHARE",
+           "PROBE_GROWTH_PER_LOG", "PROBE_MAX_GROWTH", "PROBE_MAX_OVER_SERVED", "RECOVER_SECONDS",
+           "RECOVER_SHARE", "REPROBE_QUIET_SECONDS", "SERVED_AVERAGE_WEIGHT",
+           "SHORT_WINDOW_SECONDS", "START_RATE_SHARE", "START_SERVED_SHARE",
+           "STEADY_AVERAGE_WEIGHT", "STEADY_CUT_SHARE", "STEADY_CUT_TO", "USELESS_CUT_SERVED_SHARE",
+           "WINDOW_SECONDS", "add_joining_measure", "answered", "count_unpaced_success",
+           "count_unpaced_throttle", "grown", "noise", "pace_at", "RateState", "reserve", "restart",
+           "start", "stop_pacing_after_quiet", "throttle"]
 
 
 def reserve(state: RateState, now: float, doubling: float,
             ceiling: float | None = None) -> tuple[bool, float]:
     """Take a token for one request, reserving it when there is none, unless
-    :data:`AHEAD` seconds of tokens are reserved already.
+    :data:`MAX_RESERVED_SECONDS` seconds of tokens are reserved already.
 
     The bound is what a process killed while holding reservations costs
-    the others: the time it had reserved, at most :data:`AHEAD`.
+    the others: the time it had reserved, at most :data:`MAX_RESERVED_SECONDS`.
 
     Args:
         state: the key's controller, pacing on.
@@ -141,8 +144,9 @@ def reserve(state: RateState, now: float, doubling: float,
     judge(state, now, doubling, ceiling)
     refill(state, now, doubling, ceiling)
     hold = state.resume_at - now
-    if state.tokens - 1.0 < -state.rate * AHEAD:
-        return False, max(hold, (-state.rate * AHEAD - state.tokens + 1.0) / state.rate)
+    if state.tokens - 1.0 < -state.rate * MAX_RESERVED_SECONDS:
+        most = -state.rate * MAX_RESERVED_SECONDS
+        return False, max(hold, (most - state.tokens + 1.0) / state.rate)
     state.tokens -= 1.0
     wait = 0.0 if state.tokens >= 0 else -state.tokens / state.rate
     return True, max(wait, hold)
@@ -158,11 +162,11 @@ def start(state: RateState, now: float, measured: float, retry_after: float | No
         measured: this process's successful requests/s just before.
         retry_after: seconds the server asked to wait, if it did.
         ceiling: the most requests/s allowed (a configured rate).
-        thin: the measure counted fewer than :data:`MEASURE_LEAST`
+        thin: the measure counted fewer than :data:`MIN_MEASURE_SUCCESSES`
             successes (a small burst, throttled at once): no measure of
             the cap, which the probe looks for at once, from below.
     """
-    rate = max(MIN_RATE, START_FRACTION * measured)
+    rate = max(MIN_RATE, START_RATE_SHARE * measured)
     state.throttled = True
     # A cap was found: processes starting after it (once pacing stops)
     # begin with a small window again.
@@ -173,12 +177,12 @@ def start(state: RateState, now: float, measured: float, retry_after: float | No
     # more than it sustains. The probe raises the rate on answers served
     # at it; a first cut found useless (a flaky service) goes back to the
     # whole of the measured rate.
-    state.served = START_ANCHOR * measured
+    state.served = START_SERVED_SHARE * measured
     state.anchor = state.rate
     state.peak = measured
     # The first window calibrates, then cuts as any other: the rate paced
     # at first may still be far too high.
-    state.judging = CALIBRATING
+    state.judging = JUDGING_CALIBRATE
     if thin:
         _probe_from(state, state.rate)
     state.tokens = 0.0
@@ -252,14 +256,14 @@ def _before_calibrating(state: RateState, now: float, sent_at: float | None) -> 
     window that calibrates: it restarts the window, which is to count the
     paced requests' answers alone (those in flight at the switch would
     make a cap look higher than it is)."""
-    if state.judging != CALIBRATING or sent_at is None or sent_at >= state.started_at:
+    if state.judging != JUDGING_CALIBRATE or sent_at is None or sent_at >= state.started_at:
         return False
     state.window_at, state.ok, state.refused = now, 0, 0
     state.window_rate = state.rate
     return True
 
 
-def alarm(state: RateState, now: float) -> bool:
+def count_unpaced_throttle(state: RateState, now: float) -> bool:
     """Count a throttle of an unpaced request of any of the node's processes.
 
     Args:
@@ -267,32 +271,33 @@ def alarm(state: RateState, now: float) -> bool:
         now: monotonic time.
 
     Returns:
-        Whether the node's debt of throttles reached :data:`SWITCH_COUNT`:
+        Whether the node's debt of throttles reached :data:`PACING_SWITCH_DEBT`:
         pacing is to start.
     """
     if state.debt <= 0.0:
         state.owed_at, state.owed_ok = now, 0
     state.debt += 1.0
-    return state.debt >= SWITCH_COUNT
+    return state.debt >= PACING_SWITCH_DEBT
 
 
 
-def calm(state: RateState) -> None:
+def count_unpaced_success(state: RateState) -> None:
     """Count a success of an unpaced request while the node owes throttles.
 
     Args:
         state: the key's controller, not paced.
     """
     state.owed_ok += 1
-    state.debt = max(0.0, state.debt - SWITCH_CREDIT)
+    state.debt = max(0.0, state.debt - DEBT_PAID_PER_SUCCESS)
 
 
-def join(state: RateState, now: float, measured: float, ceiling: float | None = None) -> None:
+def add_joining_measure(state: RateState, now: float, measured: float,
+                        ceiling: float | None = None) -> None:
     """Add a process's measured rate to a start another process made.
 
     Each process measures only its own requests: the node's rate before
     the throttle is the sum of what each adds. Late joiners (after
-    :data:`JOIN_WINDOW`) add nothing; those after the windows that
+    :data:`JOIN_SECONDS`) add nothing; those after the windows that
     calibrate add to the measure (``peak``: what a useless cut goes back
     to), not to the rate, which those windows set from what was served.
 
@@ -302,19 +307,19 @@ def join(state: RateState, now: float, measured: float, ceiling: float | None = 
         measured: this process's requests/s before it saw the switch.
         ceiling: the most requests/s allowed.
     """
-    if not state.throttled or now - state.started_at > JOIN_WINDOW:
+    if not state.throttled or now - state.started_at > JOIN_SECONDS:
         return
     state.peak += measured
     # A thin start probes at once: the processes' shares still add up in
     # its first window.
-    thin = state.judging == PROBING and now - state.started_at < FIRST_WINDOW
-    if state.judging not in (CALIBRATING, CALIBRATING + 1) and not thin:
+    thin = state.judging == JUDGING_PROBE and now - state.started_at < SHORT_WINDOW_SECONDS
+    if state.judging not in (JUDGING_CALIBRATE, JUDGING_CALIBRATE + 1) and not thin:
         # The windows that calibrate are over: what they were served is
         # the measure now, and the probe after them raises the rate.
         return
-    rate = state.rate + START_FRACTION * measured
+    rate = state.rate + START_RATE_SHARE * measured
     state.rate = rate if ceiling is None else min(rate, ceiling)
-    state.served += START_ANCHOR * measured
+    state.served += START_SERVED_SHARE * measured
     if thin:
         _probe_from(state, state.rate)
     else:
@@ -323,8 +328,8 @@ def join(state: RateState, now: float, measured: float, ceiling: float | None = 
 
 def _probe_from(state: RateState, rate: float) -> None:
     """Probe from ``rate`` at the fastest growth: no cap is known."""
-    state.judging = PROBING
-    state.anchor = rate * math.exp(-PROBE_HEAD) / RECOVER_TO
+    state.judging = JUDGING_PROBE
+    state.anchor = rate * math.exp(-PROBE_START_LOG) / RECOVER_SHARE
 
 
 def pace_at(state: RateState, now: float, rate: float, again: bool = False) -> None:
@@ -340,7 +345,7 @@ def pace_at(state: RateState, now: float, rate: float, again: bool = False) -> N
         state.throttled = True
         state.rate = state.served = state.peak = rate
         state.anchor, state.judging = 0.0, 0
-        state.tokens = max(1.0, rate * BURST_SECONDS)
+        state.tokens = max(1.0, rate * MAX_SAVED_SECONDS)
         state.refilled_at = state.decreased_at = state.started_at = state.window_at = now
         state.window_rate = rate
         state.ok = state.refused = 0
@@ -350,7 +355,7 @@ def pace_at(state: RateState, now: float, rate: float, again: bool = False) -> N
 
 def restart(state: RateState, now: float, ceiling: float | None) -> bool:
     """A client's first request of a key: a state not throttled for
-    :data:`REPROBE_AFTER` is what an earlier job left, and no measure of
+    :data:`REPROBE_QUIET_SECONDS` is what an earlier job left, and no measure of
     the service now (TCP restarts its window after idle for the same
     reason). Adaptive, pacing stops and the slow start is back; a
     configured rate paces at that rate again.
@@ -363,7 +368,7 @@ def restart(state: RateState, now: float, ceiling: float | None) -> bool:
     Returns:
         True if the state was restarted.
     """
-    if state.throttled and now - state.throttle_at < REPROBE_AFTER:
+    if state.throttled and now - state.throttle_at < REPROBE_QUIET_SECONDS:
         return False  # throttled of late: the service's measure stands
     if ceiling is not None:
         if state.throttled and state.rate == ceiling:
@@ -376,7 +381,7 @@ def restart(state: RateState, now: float, ceiling: float | None) -> bool:
     return True
 
 
-def relax(state: RateState, now: float, quiet: float) -> bool:
+def stop_pacing_after_quiet(state: RateState, now: float, quiet: float) -> bool:
     """Switch pacing off after ``quiet`` seconds without a throttle.
 
     A day-old state (the next job's, on the same bucket) or a cap long

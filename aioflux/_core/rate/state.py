@@ -8,162 +8,164 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["AHEAD", "BURST_SECONDS", "BUSY", "CALIBRATE_BELOW", "CALIBRATE_LEAST", "CALIBRATING",
-           "CHECKING", "CUT_LEAST", "DECREASE", "DECREASE_WINDOW", "FIRST_WINDOW", "FOUND_SHARE",
-           "JOIN_WINDOW", "JUDGE_HELPED", "JUDGE_LEAST", "MEASURE_LEAST", "MIN_RATE", "MOST_RATE",
-           "NOISE_HALF_LIFE", "NOISE_MOST", "PROBE_CLIMB", "PROBE_FASTEST",
-           "PROBE_HEAD", "PROBE_HELD", "PROBE_LEAD", "PROBE_SLOPE", "PROBING",
-           "RAMP_FLOOR", "RECOVER_SECONDS", "RECOVER_TO", "REPROBE_AFTER",
-           "SERVED_WEIGHT", "START_ANCHOR", "START_FRACTION", "STEADY_DECREASE",
-           "STEADY_SHARE", "STEADY_WEIGHT", "SWITCH_COUNT", "SWITCH_CREDIT",
-           "THROTTLE_SHARE", "USELESS_FALL", "grown", "noise", "probe_growth",
-           "RateState", "recovery_target", "refill"]
+__all__ = ["ADDITIVE_BELOW_RATE", "AT_CAP_SERVED_SHARE", "BUSY_SHARE", "CUT_SHARE", "CUT_TO",
+           "DEBT_PAID_PER_SUCCESS", "JOIN_SECONDS", "JUDGE_ANSWERS", "JUDGE_ANSWERS_ONE_THROTTLE",
+           "JUDGING_CALIBRATE", "JUDGING_CHECK_FIND", "JUDGING_PROBE", "JUDGING_PROBE_HELD",
+           "MAX_NOISE_SHARE", "MAX_RATE", "MAX_RESERVED_SECONDS", "MAX_SAVED_SECONDS",
+           "MIN_CUT_THROTTLES", "MIN_MEASURE_SUCCESSES", "MIN_RATE", "MIN_WINDOW_SUCCESSES",
+           "NOISE_HALF_LIFE", "PACING_SWITCH_DEBT", "PROBE_BASE_GROWTH", "PROBE_FOUND_SHARE",
+           "PROBE_GROWTH_PER_LOG", "PROBE_MAX_GROWTH", "PROBE_MAX_OVER_SERVED", "PROBE_START_LOG",
+           "RECOVER_SECONDS", "RECOVER_SHARE", "REPROBE_QUIET_SECONDS", "SERVED_AVERAGE_WEIGHT",
+           "SHORT_WINDOW_SECONDS", "START_RATE_SHARE", "START_SERVED_SHARE",
+           "STEADY_AVERAGE_WEIGHT", "STEADY_CUT_SHARE", "STEADY_CUT_TO", "USELESS_CUT_SERVED_SHARE",
+           "WINDOW_SECONDS", "grown", "noise", "probe_growth", "RateState", "recovery_target",
+           "refill"]
 
 #: the rate after a throttled window, as a fraction of the rate served of
 #: late (or of the rate, if less)
-DECREASE = 0.7
+CUT_TO = 0.7
 #: a window cuts only with at least this many throttles: one alone is the
 #: odd 429, whatever share of a slow window's requests it is
-CUT_LEAST = 2
+MIN_CUT_THROTTLES = 2
 #: after a cut the rate recovers to this fraction of the rate that served
 #: what was served when it cut ...
-RECOVER_TO = 0.95
+RECOVER_SHARE = 0.95
 #: ... within this many seconds
 RECOVER_SECONDS = 2.0
 #: the weight of a window's served rate in ``served``, a moving average
 #: (about the last four windows: two seconds)
-SERVED_WEIGHT = 0.4
+SERVED_AVERAGE_WEIGHT = 0.4
 #: a cut is judged on at least this many answers after it (after the
 #: window that follows it, which still sees answers to requests sent
 #: before it)
-JUDGE_LEAST = 20
+JUDGE_ANSWERS = 20
 #: ... and, with one throttle among them, on this many: one throttle in
 #: a few dozen answers is no proof that a cut helped (a service refusing
 #: 10% at random gives one in 34 answers a time in ten; one or none in
-#: 80, a time in 500). None is judged at JUDGE_LEAST: a cut below a cap
+#: 80, a time in 500). None is judged at JUDGE_ANSWERS: a cut below a cap
 #: ends the throttles, and holding every judgment longer holds the nodes
 #: that send least longest
-JUDGE_HELPED = 80
+JUDGE_ANSWERS_ONE_THROTTLE = 80
 #: a window calibrates on at least this many successes (and throttles
 #: that would cut)
-CALIBRATE_LEAST = 20
-#: a cut was useless if, throttles going on (CUT_LEAST of them, at most
-#: NOISE_MOST of the requests), what was served fell below this fraction
+MIN_WINDOW_SUCCESSES = 20
+#: a cut was useless if, throttles going on (MIN_CUT_THROTTLES of them, at most
+#: MAX_NOISE_SHARE of the requests), what was served fell below this fraction
 #: of what was served before it
-USELESS_FALL = 0.85
+USELESS_CUT_SERVED_SHARE = 0.85
 #: a share of throttles learnt as noise halves every this many seconds
 NOISE_HALF_LIFE = 60.0
 #: the most noise believed: a service refusing more whatever the rate is
 #: down rather than flaky, and is paced down as a cap is
-NOISE_MOST = 0.2
+MAX_NOISE_SHARE = 0.2
 #: requests and throttles are judged per this many seconds: the 429s of
 #: one overshoot arrive together (requests already sent when the first
 #: came back)
-DECREASE_WINDOW = 0.5
+WINDOW_SECONDS = 0.5
 #: a window that calibrates, throttled as for a cut and served less than
 #: this fraction of the rate, was at the service's cap (timing alone moves it a few
 #: percent, a flaky service's refusals a few more)
-CALIBRATE_BELOW = 0.85
+AT_CAP_SERVED_SHARE = 0.85
 #: ``judging`` in the first window after pacing starts (the answers to
-#: requests sent before it restart it), and CALIBRATING + 1 in the second:
+#: requests sent before it restart it), and JUDGING_CALIBRATE + 1 in the second:
 #: what either is served may replace the guesses pacing started from
 #: (:func:`_calibrate`). Two: a lull around the switch lets a service's
 #: bucket save up again, which the first window spends
-CALIBRATING = 3
+JUDGING_CALIBRATE = 3
 #: the windows that calibrate are this short: the rate pacing starts at
 #: is a guess, from a rate measured with the burst a service had saved
 #: up, and may overshoot
-FIRST_WINDOW = 0.25
-#: ``judging`` while the rate probes for the cap (:data:`PROBE_SLOPE`):
+SHORT_WINDOW_SECONDS = 0.25
+#: ``judging`` while the rate probes for the cap (:data:`PROBE_BASE_GROWTH`):
 #: after windows that calibrated nothing (the cap is above the start, or
-#: unknown), and after :data:`REPROBE_AFTER` without a throttle. It ends
+#: unknown), and after :data:`REPROBE_QUIET_SECONDS` without a throttle. It ends
 #: at a window throttled beyond the noise (:func:`_found`)
-PROBING = 5
+JUDGING_PROBE = 5
 #: ``judging`` while probing after a window that asked for less than
-#: BUSY of the rate: the rate holds until one asks for it again
-PROBE_HELD = 6
+#: BUSY_SHARE of the rate: the rate holds until one asks for it again
+JUDGING_PROBE_HELD = 6
 #: ``judging`` in the window after the probe found the cap: what it found
 #: may hold a burst the service saved up, and this window calibrates as
 #: the first ones do
-CHECKING = 7
+JUDGING_CHECK_FIND = 7
 #: a window answered at least this share of the rate was sent at it: its
 #: throttles say where the cap is. One asked for less says nothing of it
 #: (processes waiting out retries, or short of CPU)
-BUSY = 0.8
+BUSY_SHARE = 0.8
 #: the probe's growth where it starts from the rate it recovers to (the
 #: cap found before), in ln(rate) a second: 10%/s, gentle next to a cap
-PROBE_SLOPE = 0.05
+PROBE_BASE_GROWTH = 0.05
 #: ... plus this many times ln(rate / that rate): slow near it, fast away
 #: from it (1.1x in 0.55 s, 1.35x in a second, 1.9x in 1.3 s) ...
-PROBE_CLIMB = 0.7
-#: ... up to this: a doubling per window of the probe (FIRST_WINDOW); a
+PROBE_GROWTH_PER_LOG = 0.7
+#: ... up to this: a doubling per window of the probe (SHORT_WINDOW_SECONDS); a
 #: window throttled past doubt ends early, and the window after a find
 #: checks it
-PROBE_FASTEST = math.log(16.0)
+PROBE_MAX_GROWTH = math.log(16.0)
 #: a probe's window throttled past this share of its answers (beyond the
 #: noise) found the cap: the odd few a small burst refuses below a cap,
 #: where requests leave a busy machine in clumps, are not it
-FOUND_SHARE = 0.05
+PROBE_FOUND_SHARE = 0.05
 #: the probe's rate is at most this many times what its last window was
 #: served: a service that saved up a burst serves past its cap until the
 #: burst is spent, and a probe grown meanwhile overshoots by as much
-PROBE_LEAD = 1.5
+PROBE_MAX_OVER_SERVED = 1.5
 #: a rate paced this many seconds without a throttle, asked for and served
 #: in full, probes again: a cap lifted (or a state an earlier job left) is
 #: found again in seconds (as TCP validates its window after idle)
-REPROBE_AFTER = 3.0
+REPROBE_QUIET_SECONDS = 3.0
 #: throttles past this share of the answers mean the rate is too high
-THROTTLE_SHARE = 0.1
+CUT_SHARE = 0.1
 #: ... and so do throttles past this share of the answers of late
 #: (``steady``): a rate a few percent over a cap, where no one window has
-#: THROTTLE_SHARE of them (205/s against 200/s is 2.5%)
-STEADY_SHARE = 0.02
+#: CUT_SHARE of them (205/s against 200/s is 2.5%)
+STEADY_CUT_SHARE = 0.02
 #: the rate after a cut for the throttled share of late (``steady``), as
 #: a fraction of what was served
-STEADY_DECREASE = 0.9
+STEADY_CUT_TO = 0.9
 #: the weight of a window's throttled share in ``steady`` (about the last
 #: five windows: a flaky service's share, learnt as noise, passes the
-#: noise by STEADY_SHARE in a window in 50 or so at 100 answers a window)
-STEADY_WEIGHT = 0.2
-#: a node's unpaced throttles, less SWITCH_CREDIT per success in between,
+#: noise by STEADY_CUT_SHARE in a window in 50 or so at 100 answers a window)
+STEADY_AVERAGE_WEIGHT = 0.2
+#: a node's unpaced throttles, less DEBT_PAID_PER_SUCCESS per success in between,
 #: that switch pacing on: a cap overshot refuses runs of requests across
 #: the node's processes, and this many is a few per process of a
 #: DataLoader's workers
-SWITCH_COUNT = 8
+PACING_SWITCH_DEBT = 8
 #: the throttles one success pays back: a service refusing a share below
-#: SWITCH_CREDIT / (1 + SWITCH_CREDIT), 29%, at random never owes for
-#: long (at 10%, reaching SWITCH_COUNT is a chance of about 1e-6 per run
+#: DEBT_PAID_PER_SUCCESS / (1 + DEBT_PAID_PER_SUCCESS), 29%, at random never owes for
+#: long (at 10%, reaching PACING_SWITCH_DEBT is a chance of about 1e-6 per run
 #: of throttles)
-SWITCH_CREDIT = 0.4
+DEBT_PAID_PER_SUCCESS = 0.4
 #: the paced rate starts at this fraction of the rate measured before it:
 #: that rate holds the burst the service had saved up. A start below the
 #: cap costs the probe a second or two; one above it, a run of throttles
-START_FRACTION = 0.5
+START_RATE_SHARE = 0.5
 #: a rate measured before pacing on fewer successes than this is no
 #: measure of the cap (a small burst throttled at once): the probe looks
 #: for it at once, from below, at its fastest
-MEASURE_LEAST = 20
+MIN_MEASURE_SUCCESSES = 20
 #: what was served is first guessed at this fraction of the measured rate
 #: (``served``, until windows are counted)
-START_ANCHOR = 0.8
+START_SERVED_SHARE = 0.8
 #: processes that see pacing switched on within this many seconds, while
 #: the first windows calibrate, add their measured rate to the starting
 #: rate
-JOIN_WINDOW = 2.0
+JOIN_SECONDS = 2.0
 #: requests/s the controller never goes below (a tight cap still moves)
 MIN_RATE = 1.0
 #: requests/s a probe that meets no throttle stops at
-MOST_RATE = 1e7
+MAX_RATE = 1e7
 #: below this many requests/s the rate grows additively (GCS starts a
 #: bucket's writes at 1,000/s; its doubling guidance is for rates above)
-RAMP_FLOOR = 1000.0
+ADDITIVE_BELOW_RATE = 1000.0
 #: most seconds of tokens reserved ahead, by all processes together: the
 #: requests a rate sends go out this long after it is set, so a probe's
 #: windows see its growth this late
-AHEAD = 0.25
+MAX_RESERVED_SECONDS = 0.25
 #: most tokens saved up, in seconds of the rate: a small burst, so that
 #: processes that all wake at once do not overshoot together
-BURST_SECONDS = 0.05
+MAX_SAVED_SECONDS = 0.05
 
 
 @dataclass
@@ -195,7 +197,7 @@ class RateState:
             cut, or the rate it was recovering towards, if higher.
         noise: the share of requests found refused whatever the rate.
         noise_at: when ``noise`` was found.
-        judging: :data:`CALIBRATING` (and one more) in the first (and
+        judging: :data:`JUDGING_CALIBRATE` (and one more) in the first (and
             second) window after pacing starts; the last cut is being
             judged: 2 while the window after it runs, 1 while the requests
             after that are counted; 0 judged.
@@ -203,12 +205,12 @@ class RateState:
         judged_ok: successes since then.
         judged_refused: throttles since then.
         debt: unpaced throttles of the node's processes, less
-            :data:`SWITCH_CREDIT` per success since the first (0: none
+            :data:`DEBT_PAID_PER_SUCCESS` per success since the first (0: none
             owed; successes are then not counted).
         owed_at: when the debt began (its first throttle).
         owed_ok: the node's successes since then.
         steady: the throttled share of the answers of late: a moving
-            average over the windows with :data:`CALIBRATE_LEAST` answers
+            average over the windows with :data:`MIN_WINDOW_SUCCESSES` answers
             or more, since the last cut (or the probe's end).
         window_rate: the rate when the current window began (what its
             answers are measured against while the rate grows within it).
@@ -249,7 +251,8 @@ class RateState:
     starting_at: float = 0.0
 
 
-def grown(rate: float, seconds: float, doubling: float, floor: float = RAMP_FLOOR) -> float:
+def grown(rate: float, seconds: float, doubling: float,
+          floor: float = ADDITIVE_BELOW_RATE) -> float:
     """``rate`` after ``seconds`` of growth without a throttle.
 
     The solution of ``dr/dt = ln 2 / doubling * max(r, floor)``: additive
@@ -278,13 +281,13 @@ def grown(rate: float, seconds: float, doubling: float, floor: float = RAMP_FLOO
 def _grown(state: RateState, seconds: float, doubling: float) -> float:
     """The state's rate after ``seconds``: held while a cut is judged, back
     towards the rate of the last cut within :data:`RECOVER_SECONDS`, then
-    :func:`grown`; probing (:data:`PROBING`: the last window asked for
+    :func:`grown`; probing (:data:`JUDGING_PROBE`: the last window asked for
     the rate and was served it), up by :func:`probe_growth`."""
     rate = state.rate
-    if 0 < state.judging < CALIBRATING or state.judging == CHECKING:
+    if 0 < state.judging < JUDGING_CALIBRATE or state.judging == JUDGING_CHECK_FIND:
         return rate  # held where the cut (or find) put it until it is judged
     recovered = _recovered(state, seconds, doubling)
-    if state.judging == PROBING:
+    if state.judging == JUDGING_PROBE:
         target = recovery_target(state)
         above = math.log(rate / target) if rate > target > 0 else 0.0
         return max(recovered, rate * probe_growth(above, seconds))
@@ -294,7 +297,7 @@ def _grown(state: RateState, seconds: float, doubling: float) -> float:
 def probe_growth(above: float, seconds: float) -> float:
     """The factor the probe grows the rate by in ``seconds``, from ``above``
     (ln of the rate over the rate it recovers to): ``d above / dt =
-    PROBE_SLOPE + PROBE_CLIMB * above``, at most :data:`PROBE_FASTEST`.
+    PROBE_BASE_GROWTH + PROBE_GROWTH_PER_LOG * above``, at most :data:`PROBE_MAX_GROWTH`.
 
     Args:
         above: ln(rate / recovery rate), >= 0.
@@ -303,7 +306,7 @@ def probe_growth(above: float, seconds: float) -> float:
     Returns:
         The factor (>= 1).
     """
-    a, b, fastest = PROBE_SLOPE, PROBE_CLIMB, PROBE_FASTEST
+    a, b, fastest = PROBE_BASE_GROWTH, PROBE_GROWTH_PER_LOG, PROBE_MAX_GROWTH
     turn = (fastest - a) / b  # where the growth reaches its fastest
     x = above
     if x < turn:
@@ -317,13 +320,13 @@ def probe_growth(above: float, seconds: float) -> float:
 
 #: ln(rate / recovery rate) at which the probe grows at its fastest: where
 #: the probe after pacing starts begins (no cap is known)
-PROBE_HEAD = (PROBE_FASTEST - PROBE_SLOPE) / PROBE_CLIMB
+PROBE_START_LOG = (PROBE_MAX_GROWTH - PROBE_BASE_GROWTH) / PROBE_GROWTH_PER_LOG
 
 
 def recovery_target(state: RateState) -> float:
     """The rate a cut recovers towards: the rate that served what was served
     when it cut (``anchor``), throttles of the noise included."""
-    return RECOVER_TO * state.anchor / (1.0 - min(state.noise, NOISE_MOST))
+    return RECOVER_SHARE * state.anchor / (1.0 - min(state.noise, MAX_NOISE_SHARE))
 
 
 def _recovered(state: RateState, seconds: float, doubling: float) -> float:
@@ -332,7 +335,7 @@ def _recovered(state: RateState, seconds: float, doubling: float) -> float:
     rate = state.rate
     target = recovery_target(state)
     if rate < target:
-        slope = (1.0 - DECREASE) * target / RECOVER_SECONDS
+        slope = (1.0 - CUT_TO) * target / RECOVER_SECONDS
         to_target = (target - rate) / slope
         if seconds <= to_target:
             return max(rate + slope * seconds, grown(rate, seconds, doubling))
@@ -345,10 +348,10 @@ def refill(state: RateState, now: float, doubling: float, ceiling: float | None)
     elapsed = now - state.refilled_at
     if elapsed <= 0:
         return
-    rate = min(_grown(state, elapsed, doubling), MOST_RATE if ceiling is None else ceiling)
+    rate = min(_grown(state, elapsed, doubling), MAX_RATE if ceiling is None else ceiling)
     # The tokens of the interval at its mean rate (exact for the additive
     # part, close enough for the rest).
-    state.tokens = min(max(1.0, rate * BURST_SECONDS),
+    state.tokens = min(max(1.0, rate * MAX_SAVED_SECONDS),
                        state.tokens + elapsed * (state.rate + rate) / 2)
     state.rate = rate
     state.refilled_at = now

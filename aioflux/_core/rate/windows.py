@@ -8,32 +8,32 @@ from __future__ import annotations
 import math
 
 from .state import (
-    BUSY,
-    CALIBRATE_BELOW,
-    CALIBRATE_LEAST,
-    CALIBRATING,
-    CHECKING,
-    CUT_LEAST,
-    DECREASE,
-    DECREASE_WINDOW,
-    FIRST_WINDOW,
-    FOUND_SHARE,
-    JUDGE_HELPED,
-    JUDGE_LEAST,
+    AT_CAP_SERVED_SHARE,
+    BUSY_SHARE,
+    CUT_SHARE,
+    CUT_TO,
+    JUDGE_ANSWERS,
+    JUDGE_ANSWERS_ONE_THROTTLE,
+    JUDGING_CALIBRATE,
+    JUDGING_CHECK_FIND,
+    JUDGING_PROBE,
+    JUDGING_PROBE_HELD,
+    MAX_NOISE_SHARE,
+    MIN_CUT_THROTTLES,
     MIN_RATE,
-    NOISE_MOST,
-    PROBE_HEAD,
-    PROBE_HELD,
-    PROBE_LEAD,
-    PROBING,
-    RECOVER_TO,
-    REPROBE_AFTER,
-    SERVED_WEIGHT,
-    STEADY_DECREASE,
-    STEADY_SHARE,
-    STEADY_WEIGHT,
-    THROTTLE_SHARE,
-    USELESS_FALL,
+    MIN_WINDOW_SUCCESSES,
+    PROBE_FOUND_SHARE,
+    PROBE_MAX_OVER_SERVED,
+    PROBE_START_LOG,
+    RECOVER_SHARE,
+    REPROBE_QUIET_SECONDS,
+    SERVED_AVERAGE_WEIGHT,
+    SHORT_WINDOW_SECONDS,
+    STEADY_AVERAGE_WEIGHT,
+    STEADY_CUT_SHARE,
+    STEADY_CUT_TO,
+    USELESS_CUT_SERVED_SHARE,
+    WINDOW_SECONDS,
     RateState,
     noise,
     recovery_target,
@@ -56,13 +56,13 @@ def _useless(state: RateState, now: float, ok: int, refused: int) -> bool | None
     state.judged_ok += ok
     state.judged_refused += refused
     answers = state.judged_ok + state.judged_refused
-    if answers < (JUDGE_HELPED if state.judged_refused == 1 else JUDGE_LEAST):
+    if answers < (JUDGE_ANSWERS_ONE_THROTTLE if state.judged_refused == 1 else JUDGE_ANSWERS):
         return None
     state.judging = 0
     share = state.judged_refused / answers
     served = state.judged_ok / max(now - state.judged_at, 1e-9)
-    return (state.judged_refused >= CUT_LEAST and share <= NOISE_MOST
-            and served < USELESS_FALL * state.anchor)
+    return (state.judged_refused >= MIN_CUT_THROTTLES and share <= MAX_NOISE_SHARE
+            and served < USELESS_CUT_SERVED_SHARE * state.anchor)
 
 
 def _calibrate(state: RateState, now: float, served: float, doubling: float,
@@ -86,7 +86,7 @@ def _calibrate(state: RateState, now: float, served: float, doubling: float,
     refill(state, now, doubling, ceiling)
     if served >= below * state.rate:
         return False
-    state.rate = max(MIN_RATE, RECOVER_TO * served)
+    state.rate = max(MIN_RATE, RECOVER_SHARE * served)
     state.anchor = min(state.anchor, served)
     # As after a cut: the reservations made at the guess are void.
     state.tokens = 0.0
@@ -101,16 +101,16 @@ def _found(state: RateState, now: float, served: float, share: float, doubling: 
     The rate goes to a little under what that window was served (the
     probe's last step crossed the cap) and recovers to it after any cut.
     What it served may include a burst the service saved up while the
-    rate was below the cap: the window after (:data:`CHECKING`) calibrates
+    rate was below the cap: the window after (:data:`JUDGING_CHECK_FIND`) calibrates
     a rate found too high, as the first windows do, and one found too low
-    probes again after :data:`REPROBE_AFTER`.
+    probes again after :data:`REPROBE_QUIET_SECONDS`.
     """
     refill(state, now, doubling, ceiling)
-    state.judging = CHECKING
+    state.judging = JUDGING_CHECK_FIND
     state.steady = 0.0
     # What the cap served: the average of late lags a probe's growth.
     state.anchor = state.served = served
-    state.rate = max(MIN_RATE, min(state.rate, RECOVER_TO * served / (1.0 - share)))
+    state.rate = max(MIN_RATE, min(state.rate, RECOVER_SHARE * served / (1.0 - share)))
     # As after a cut: the reservations made at the probe's rate are void.
     state.tokens = 0.0
     state.decreased_at = now
@@ -121,7 +121,7 @@ def _overshot(state: RateState, now: float, share: float) -> bool:
     (``share`` of its answers beyond the noise) before its end: each
     moment more at that rate overshoots further."""
     answers = state.ok + state.refused
-    return (state.ok >= CALIBRATE_LEAST and state.refused >= 2 * CUT_LEAST
+    return (state.ok >= MIN_WINDOW_SUCCESSES and state.refused >= 2 * MIN_CUT_THROTTLES
             and state.refused > (share + noise(state, now)) * answers)
 
 
@@ -132,27 +132,27 @@ def _grow_or_hold(state: RateState, now: float, busy: bool, served: float, asked
     for less, waiting out their retries' backoff or short of CPU; or a
     service that served less, a cap hidden by a burst it saved up)."""
     refill(state, now, doubling, ceiling)
-    if busy and PROBE_LEAD * served >= asked:
-        state.judging = PROBING
+    if busy and PROBE_MAX_OVER_SERVED * served >= asked:
+        state.judging = JUDGING_PROBE
     else:
-        state.judging = PROBE_HELD
+        state.judging = JUDGING_PROBE_HELD
         if busy:
             # Served less than it asked, unthrottled: resumed gently from
             # what was served (the growth is fast only far from it).
-            state.anchor = max(state.anchor, served / RECOVER_TO)
+            state.anchor = max(state.anchor, served / RECOVER_SHARE)
 
 
 def judge(state: RateState, now: float, doubling: float, ceiling: float | None) -> bool:
     """Close the window if it is over: judge the last cut, or cut the rate
     if the window was throttled."""
     span = now - state.window_at
-    calibrating = state.judging in (CALIBRATING, CALIBRATING + 1, CHECKING)
-    probing = state.judging in (PROBING, PROBE_HELD)
+    calibrating = state.judging in (JUDGING_CALIBRATE, JUDGING_CALIBRATE + 1, JUDGING_CHECK_FIND)
+    probing = state.judging in (JUDGING_PROBE, JUDGING_PROBE_HELD)
     # The probe's windows are short too: it grows fast, and the window
     # that finds the cap ends its overshoot.
-    if span < (FIRST_WINDOW if calibrating or probing else DECREASE_WINDOW) and not (
-            (calibrating or probing) and span >= FIRST_WINDOW / 4 and _overshot(
-                state, now, 2 * (FOUND_SHARE if probing else THROTTLE_SHARE))):
+    if span < (SHORT_WINDOW_SECONDS if calibrating or probing else WINDOW_SECONDS) and not (
+            (calibrating or probing) and span >= SHORT_WINDOW_SECONDS / 4 and _overshot(
+                state, now, 2 * (PROBE_FOUND_SHARE if probing else CUT_SHARE))):
         return False
     cut = _close(state, now, span, calibrating, doubling, ceiling)
     state.window_rate = state.rate
@@ -165,27 +165,27 @@ def _close(state: RateState, now: float, span: float, calibrating: bool, doublin
     state.window_at, state.ok, state.refused = now, 0, 0
     # No cut since pacing started (a find is none: the window after it
     # checks it, and may cut as a first cut would).
-    first = state.decreased_at == state.started_at or state.judging == CHECKING
+    first = state.decreased_at == state.started_at or state.judging == JUDGING_CHECK_FIND
     served = min(ok / span, state.rate)
     # Asked for the rate: the rate it began with (a growing rate's requests
-    # go out a little behind it, reserved up to AHEAD before).
+    # go out a little behind it, reserved up to MAX_RESERVED_SECONDS before).
     asked = min(state.rate, state.window_rate) if state.window_rate > 0 else state.rate
-    busy = ok + refused >= BUSY * asked * span
+    busy = ok + refused >= BUSY_SHARE * asked * span
     if calibrating:
         # Twice a cut's share: a flaky service's refusals (a tenth, say)
         # are left to the probe, whose cut is judged. After a find, the
         # probe's share: the window sent at what was found, which held any
         # burst the service saved up.
-        checking = state.judging == CHECKING
-        throttled = refused >= CUT_LEAST and refused > (
-            (FOUND_SHARE if checking else 2 * THROTTLE_SHARE) + noise(state, now)) * (ok + refused)
-        if ok >= CALIBRATE_LEAST and throttled and _calibrate(
-                state, now, served, doubling, ceiling, 1.0 if checking else CALIBRATE_BELOW):
+        checking = state.judging == JUDGING_CHECK_FIND
+        throttled = refused >= MIN_CUT_THROTTLES and refused > (
+            (PROBE_FOUND_SHARE if checking else 2 * CUT_SHARE) + noise(state, now)) * (ok + refused)
+        if ok >= MIN_WINDOW_SUCCESSES and throttled and _calibrate(
+                state, now, served, doubling, ceiling, 1.0 if checking else AT_CAP_SERVED_SHARE):
             state.judging = 0
             return False
-        if state.judging == CALIBRATING:
-            state.judging = CALIBRATING + 1
-        elif state.judging == CHECKING:
+        if state.judging == JUDGING_CALIBRATE:
+            state.judging = JUDGING_CALIBRATE + 1
+        elif state.judging == JUDGING_CHECK_FIND:
             state.judging = 0  # what the probe found stands
         else:
             # Served what it asked for: the cap is above, and nothing says
@@ -193,15 +193,16 @@ def _close(state: RateState, now: float, span: float, calibrating: bool, doublin
             # The probe starts at its fastest: as if the rate it recovers
             # to were well below.
             refill(state, now, doubling, ceiling)
-            state.judging = PROBING
-            state.anchor = min(state.anchor, state.rate * math.exp(-PROBE_HEAD) / RECOVER_TO)
+            state.judging = JUDGING_PROBE
+            state.anchor = min(state.anchor,
+                               state.rate * math.exp(-PROBE_START_LOG) / RECOVER_SHARE)
     elif busy:
         # Only windows that asked for the rate say what the service serves:
         # one in which the processes sent less (short of CPU, or waiting
         # out retries) would drag what a cut recovers towards down.
-        state.served += SERVED_WEIGHT * (served - state.served)
-        if ok + refused >= CALIBRATE_LEAST:
-            state.steady += STEADY_WEIGHT * (refused / (ok + refused) - state.steady)
+        state.served += SERVED_AVERAGE_WEIGHT * (served - state.served)
+        if ok + refused >= MIN_WINDOW_SUCCESSES:
+            state.steady += STEADY_AVERAGE_WEIGHT * (refused / (ok + refused) - state.steady)
             learnt = noise(state, now)
             if 0.0 < learnt < state.steady:
                 # A service found flaky refuses a steady share whatever the
@@ -209,8 +210,8 @@ def _close(state: RateState, now: float, span: float, calibrating: bool, doublin
                 # (2 in 67, against 10% refused at random): the share of
                 # late is the better measure. Taken low, the steady share
                 # would pass it and cut, each cut lower than the last.
-                state.noise, state.noise_at = min(state.steady, NOISE_MOST), now
-    if 0 < state.judging < CALIBRATING:
+                state.noise, state.noise_at = min(state.steady, MAX_NOISE_SHARE), now
+    if 0 < state.judging < JUDGING_CALIBRATE:
         useless = _useless(state, now, ok, refused)
         if useless:
             # Throttled alike at the lower rate while less was served: that
@@ -220,35 +221,36 @@ def _close(state: RateState, now: float, span: float, calibrating: bool, doublin
                               state.judged_refused / (state.judged_ok + state.judged_refused))
             state.noise_at = now
             # Back to the rate before the cut, within RECOVER_SECONDS.
-            state.anchor = state.peak * (1.0 - state.noise) / RECOVER_TO
+            state.anchor = state.peak * (1.0 - state.noise) / RECOVER_SHARE
         elif useless is not None:
             state.noise = 0.0  # a cut that helped: the throttles were the rate's
         return False  # no second cut before the first is judged
     share = noise(state, now)
-    if state.judging in (PROBING, PROBE_HELD):
+    if state.judging in (JUDGING_PROBE, JUDGING_PROBE_HELD):
         # Throttled beyond the noise, the probe found the cap; the window
         # after checks what it found (no cut before that).
         # A window that asked for less (a loaded machine sends in clumps,
         # short of the rate) and was throttled as for a cut crossed the cap
         # too: what it was served measures the cap, which the average of
         # late, lagging the probe, does not.
-        found = FOUND_SHARE if busy else THROTTLE_SHARE
-        if refused >= CUT_LEAST and refused > (found + share) * (ok + refused):
+        found = PROBE_FOUND_SHARE if busy else CUT_SHARE
+        if refused >= MIN_CUT_THROTTLES and refused > (found + share) * (ok + refused):
             if not first:
                 state.peak = state.rate  # where a useless cut after it goes back to
-            served = ok / span if busy or ok >= CALIBRATE_LEAST else max(ok / span, state.served)
+            told = busy or ok >= MIN_WINDOW_SUCCESSES
+            served = ok / span if told else max(ok / span, state.served)
             _found(state, now, min(served, state.rate), share, doubling, ceiling)
             return False
         else:
             _grow_or_hold(state, now, busy, served, asked, doubling, ceiling)
     elif (state.judging == 0 and busy and refused == 0 and now - state.throttle_at
-          >= REPROBE_AFTER and served >= CALIBRATE_BELOW * state.rate):
+          >= REPROBE_QUIET_SECONDS and served >= AT_CAP_SERVED_SHARE * state.rate):
         # Asked for and served in full, with no throttle for a while: the
         # cap may have been lifted, or the rate left by an earlier job.
         refill(state, now, doubling, ceiling)
-        state.judging = PROBING
-    heavy = refused > (THROTTLE_SHARE + share) * (ok + refused)
-    if refused < CUT_LEAST or (not heavy and state.steady <= STEADY_SHARE + share):
+        state.judging = JUDGING_PROBE
+    heavy = refused > (CUT_SHARE + share) * (ok + refused)
+    if refused < MIN_CUT_THROTTLES or (not heavy and state.steady <= STEADY_CUT_SHARE + share):
         return False
     refill(state, now, doubling, ceiling)
     # The rate a useless cut goes back to: the rate measured before pacing,
@@ -261,12 +263,12 @@ def _close(state: RateState, now: float, span: float, calibrating: bool, doublin
     # tell (a storm of refusals is no measure). The average still holds
     # the windows that drained a burst the service had saved up while the
     # rate was low.
-    told = busy and ok >= CALIBRATE_LEAST
+    told = busy and ok >= MIN_WINDOW_SUCCESSES
     state.anchor = min(state.served, served) if told else state.served
     # A rate a few percent over the cap (``steady``) needs a few percent
     # off, not a multiplicative cut, which would pace under the cap long
     # enough for it to save up a burst the recovery then overshoots on.
-    decrease = DECREASE if heavy else STEADY_DECREASE
+    decrease = CUT_TO if heavy else STEADY_CUT_TO
     state.rate = max(MIN_RATE, decrease * min(state.rate, state.anchor))
     # Reservations made at the old rate are void: their requests reserve
     # again as their waits end (:mod:`aioflux._net.throttle`), in the order

@@ -15,7 +15,7 @@ import pytest
 
 from aioflux import ClientConfig, InvalidRequest, NotFound, PermissionDenied, RetryPolicy
 from aioflux._core.crc import crc32c
-from aioflux._core.rate.state import SWITCH_COUNT
+from aioflux._core.rate.state import PACING_SWITCH_DEBT
 from aioflux.hf import HfStore
 from aioflux.testing import FakeHub
 from tests.backends.hf.conftest import TOKEN
@@ -178,7 +178,7 @@ async def test_a_429_is_waited_out_as_retry_after_says(
         assert store.stats.throttled == 3
         # The 429s reach the node-shared rate controller: a run of them past
         # its count makes it pace the repo's reads.
-        hub.throttle(SWITCH_COUNT, retry_after=0, origin="cdn")
+        hub.throttle(PACING_SWITCH_DEBT, retry_after=0, origin="cdn")
         assert await store.read(BUCKET, name, start=9) == files[name][9:]
         gates = store._wire()._gates
         assert gates is not None
@@ -193,13 +193,13 @@ async def test_the_rate_gate_is_the_accounts_across_its_repos(
     hub.create_repo("org/other")
     hub.push("org/other", {"w.bin": b"w" * 300})
     other = "datasets/org/other"
-    config = ClientConfig(retry=RetryPolicy(max_attempts=SWITCH_COUNT + 2, initial_delay=0.0,
+    config = ClientConfig(retry=RetryPolicy(max_attempts=PACING_SWITCH_DEBT + 2, initial_delay=0.0,
                                             max_delay=0.1))
     async with _store(hub, TOKEN, config) as store, _store(hub, "", config) as anonymous:
         assert await store.read(other, "w.bin") == b"w" * 300
         # The Hub throttles the account: a run of 429s on one repo's reads
         # paces the account's gate, which the other repo's reads go through.
-        hub.throttle(SWITCH_COUNT, retry_after=0, origin="cdn")
+        hub.throttle(PACING_SWITCH_DEBT, retry_after=0, origin="cdn")
         name = "data/train-00.bin"
         assert await store.read(BUCKET, name) == files[name]
         gates = store._wire()._gates

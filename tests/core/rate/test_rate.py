@@ -16,18 +16,18 @@ from aioflux._core.config import ClientConfig
 from aioflux._core.errors import InvalidArgument
 from aioflux._core.rate import controller as rate
 from aioflux._core.rate.controller import (
-    DECREASE,
+    ADDITIVE_BELOW_RATE,
+    CUT_TO,
     MIN_RATE,
-    RAMP_FLOOR,
-    START_FRACTION,
+    START_RATE_SHARE,
     RateState,
+    add_joining_measure,
     answered,
     grown,
-    join,
     pace_at,
-    relax,
     reserve,
     start,
+    stop_pacing_after_quiet,
     throttle,
 )
 from aioflux._core.rate.shared_table import PROBES, SLOT, SLOTS, SharedRate, Table
@@ -39,14 +39,15 @@ BURST = 0.25
 
 
 def test_growth_is_additive_below_the_floor_then_doubles_per_period() -> None:
-    slope = RAMP_FLOOR * math.log(2) / DOUBLING
+    slope = ADDITIVE_BELOW_RATE * math.log(2) / DOUBLING
     assert grown(100.0, 1.0, DOUBLING) == pytest.approx(100.0 + slope)
     assert grown(100.0, 2.0, DOUBLING) - grown(100.0, 1.0, DOUBLING) == pytest.approx(slope)
     # Above the floor a period doubles it, and never more.
     assert grown(2000.0, DOUBLING, DOUBLING) == pytest.approx(4000.0)
-    assert grown(RAMP_FLOOR, DOUBLING / 2, DOUBLING) == pytest.approx(RAMP_FLOOR * 2 ** 0.5)
+    floor = ADDITIVE_BELOW_RATE
+    assert grown(floor, DOUBLING / 2, DOUBLING) == pytest.approx(floor * 2 ** 0.5)
     # Continuous across the floor: growing in two steps is growing once.
-    across = (RAMP_FLOOR - 100.0) / slope + 3.0
+    across = (ADDITIVE_BELOW_RATE - 100.0) / slope + 3.0
     assert grown(grown(100.0, across - 3.0, DOUBLING), 3.0, DOUBLING) == pytest.approx(
         grown(100.0, across, DOUBLING))
     assert grown(100.0, 0.0, DOUBLING) == 100.0
@@ -67,7 +68,7 @@ def _started(now: float = 100.0, measured: float = 200.0) -> RateState:
 def test_start_paces_at_a_fraction_of_the_measured_rate() -> None:
     state = _started(measured=200.0)
     assert state.throttled and state.epoch == 1
-    assert state.rate == pytest.approx(START_FRACTION * 200.0)
+    assert state.rate == pytest.approx(START_RATE_SHARE * 200.0)
     assert _started(measured=0.0).rate == MIN_RATE  # a tight cap still moves
 
 
@@ -80,13 +81,13 @@ def test_a_burst_of_throttles_is_one_decrease() -> None:
         reserve(state, now, DOUBLING)
         throttle(state, now, DOUBLING)
     assert state.rate >= before  # not cut yet: the window is open
-    closed = 100.0 + rate.FIRST_WINDOW
+    closed = 100.0 + rate.SHORT_WINDOW_SECONDS
     assert throttle(state, closed, DOUBLING)  # the window closes: one cut
     # No success answered: what was served is still the guess pacing
-    # started from (START_ANCHOR of the measured 200/s).
-    assert state.anchor == pytest.approx(rate.START_ANCHOR * 200.0)
-    # DECREASE of the rate, recovered a little towards that guess meanwhile.
-    assert DECREASE * before <= state.rate < before
+    # started from (START_SERVED_SHARE of the measured 200/s).
+    assert state.anchor == pytest.approx(rate.START_SERVED_SHARE * 200.0)
+    # CUT_TO of the rate, recovered a little towards that guess meanwhile.
+    assert CUT_TO * before <= state.rate < before
     assert state.decreased_at == closed
     for _ in range(40):  # the rest of the burst: judged, not cut again
         now = closed + 0.01
@@ -98,10 +99,10 @@ def test_the_rate_recovers_to_what_was_served_then_grows_at_the_documented_pace(
     state = RateState()
     pace_at(state, 0.0, 100.0)
     state.anchor = 100.0  # as a cut leaves it
-    state.rate = DECREASE * 100.0
+    state.rate = CUT_TO * 100.0
     slow = 1200.0  # the default doubling: far slower than the recovery
     reserve(state, rate.RECOVER_SECONDS, slow)  # within it: back, and a little more
-    assert rate.RECOVER_TO * 100.0 <= state.rate <= grown(rate.RECOVER_TO * 100.0, 1.0, slow)
+    assert rate.RECOVER_SHARE * 100.0 <= state.rate <= grown(rate.RECOVER_SHARE * 100.0, 1.0, slow)
     before = state.rate
     reserve(state, rate.RECOVER_SECONDS + 1.0, slow)
     assert state.rate == pytest.approx(grown(before, 1.0, slow))
@@ -118,7 +119,7 @@ def test_the_odd_throttle_does_not_cut() -> None:
         else:
             answered(state, now, DOUBLING)
     assert state.decreased_at == 100.0
-    assert state.rate > START_FRACTION * 200.0
+    assert state.rate > START_RATE_SHARE * 200.0
 
 
 def test_rate_never_below_the_least() -> None:
@@ -135,13 +136,13 @@ def test_rate_never_below_the_least() -> None:
 def test_tokens_pace_reservations_in_order() -> None:
     state = RateState()
     pace_at(state, 0.0, 10.0)
-    ahead = int(10.0 * rate.AHEAD)  # tokens of AHEAD at 10/s
+    ahead = int(10.0 * rate.MAX_RESERVED_SECONDS)  # tokens of MAX_RESERVED_SECONDS at 10/s
     taken = [reserve(state, 0.0, DOUBLING, ceiling=10.0) for _ in range(ahead + 2)]
     # One token saved (a burst of at least one), then one every 0.1 s, up
-    # to AHEAD of them reserved ahead: the next asks again once one frees.
+    # to MAX_RESERVED_SECONDS of them reserved ahead: the next asks again once one frees.
     assert [t for t, _ in taken] == [True] * (ahead + 1) + [False]
     assert [w for _, w in taken[:-1]] == pytest.approx([k / 10 for k in range(ahead + 1)])
-    assert taken[-1][1] == pytest.approx((ahead + 1 - 10.0 * rate.AHEAD) / 10.0)
+    assert taken[-1][1] == pytest.approx((ahead + 1 - 10.0 * rate.MAX_RESERVED_SECONDS) / 10.0)
     # Time pays the reservations back: 2 s later the bucket holds tokens again.
     assert reserve(state, 2.0, DOUBLING, ceiling=10.0) == (True, 0.0)
 
@@ -161,17 +162,18 @@ def test_retry_after_holds_every_request() -> None:
 
 def test_processes_join_the_start_with_their_share() -> None:
     state = _started(now=10.0, measured=100.0)
-    join(state, 10.5, 60.0)
-    assert state.rate == pytest.approx(START_FRACTION * 160.0)
-    join(state, 10.0 + rate.JOIN_WINDOW + 1, 60.0)  # too late: measured after the cuts
-    assert state.rate == pytest.approx(START_FRACTION * 160.0)
+    add_joining_measure(state, 10.5, 60.0)
+    assert state.rate == pytest.approx(START_RATE_SHARE * 160.0)
+    # Too late: measured after the cuts.
+    add_joining_measure(state, 10.0 + rate.JOIN_SECONDS + 1, 60.0)
+    assert state.rate == pytest.approx(START_RATE_SHARE * 160.0)
 
 
 def test_relax_after_quiet() -> None:
     state = _started(now=10.0)
-    assert not relax(state, 50.0, quiet=60.0)
+    assert not stop_pacing_after_quiet(state, 50.0, quiet=60.0)
     state.tokens = 0.0
-    assert relax(state, 71.0, quiet=60.0)
+    assert stop_pacing_after_quiet(state, 71.0, quiet=60.0)
     assert not state.throttled
 
 
@@ -252,8 +254,8 @@ def test_the_rates_follow_a_cap_that_falls() -> None:
 def test_the_rates_find_a_cap_that_rises_within_seconds() -> None:
     # Paced a while below a cap of 200/s, then the cap is 4,000/s: a paced
     # rate asked for more and no longer throttled probes (after
-    # REPROBE_AFTER), and the rates find the new cap in seconds, where
-    # the additive growth below RAMP_FLOOR took minutes.
+    # REPROBE_QUIET_SECONDS), and the rates find the new cap in seconds, where
+    # the additive growth below ADDITIVE_BELOW_RATE took minutes.
     history = _simulate([50.0] * 4, lambda now: 200.0 if now < 40 else 4000.0, seconds=60.0)
     assert max(sum(h) for h in history[20:40]) < 2.5 * 200
     assert max(sum(h) for h in history[40:50]) >= 0.85 * 4000, history[40:50]
@@ -290,7 +292,7 @@ def test_shared_state_is_one_for_two_handles(tmp_path: object) -> None:
         start(state, 1.0, 100.0)  # an old time: still in the past
     assert b.paced and not other.paced
     with b.locked() as state:
-        assert state.throttled and state.rate == pytest.approx(START_FRACTION * 100.0)
+        assert state.throttled and state.rate == pytest.approx(START_RATE_SHARE * 100.0)
         state.rate = 42.0
     with a.locked() as state:
         assert state.rate == 42.0

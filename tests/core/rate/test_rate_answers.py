@@ -17,12 +17,12 @@ from aioflux._core.config import ClientConfig
 from aioflux._core.metrics import RequestStats
 from aioflux._core.rate import controller as rate
 from aioflux._core.rate.controller import (
-    PROBING,
-    RECOVER_TO,
-    START_FRACTION,
+    JUDGING_PROBE,
+    RECOVER_SHARE,
+    START_RATE_SHARE,
     RateState,
+    add_joining_measure,
     answered,
-    join,
     pace_at,
     reserve,
     start,
@@ -65,7 +65,7 @@ def test_a_window_is_judged_on_answers_not_tokens_reserved() -> None:
     for _ in range(150):
         reserve(state, 0.001, DOUBLING)
     before = state.rate
-    end = _answers(state, 0.0, rate.DECREASE_WINDOW, ok=85, refused=15)
+    end = _answers(state, 0.0, rate.WINDOW_SECONDS, ok=85, refused=15)
     answered(state, end + 0.01, DOUBLING)  # closes the window
     assert state.rate < before and state.judging
     # The cut voids the 150 reservations: their requests reserve again
@@ -80,13 +80,13 @@ def test_the_first_window_replaces_the_guesses_pacing_started_from() -> None:
     # rate and the rate it recovers towards go to a little under that.
     state = RateState()
     start(state, 0.0, 504.0)
-    assert state.rate == pytest.approx(START_FRACTION * 504.0)
-    end = _answers(state, 0.0, rate.FIRST_WINDOW + 0.001, ok=50, refused=20)
+    assert state.rate == pytest.approx(START_RATE_SHARE * 504.0)
+    end = _answers(state, 0.0, rate.SHORT_WINDOW_SECONDS + 0.001, ok=50, refused=20)
     # Throttled past doubt (20 successes, more than a fifth refused), the
     # window closed before its end: each moment more overshoots.
     assert 0.0 < state.window_at < end
     served = 50 / end
-    assert state.rate == pytest.approx(RECOVER_TO * served, rel=0.1)
+    assert state.rate == pytest.approx(RECOVER_SHARE * served, rel=0.1)
     assert state.anchor == pytest.approx(served, rel=0.1)
     later = end + rate.RECOVER_SECONDS + 1.0
     reserve(state, later, DOUBLING)
@@ -107,8 +107,8 @@ def test_answers_to_requests_sent_before_the_start_restart_the_first_window() ->
         answered(state, now, DOUBLING, sent_at=-0.01)
     throttle(state, now, DOUBLING, sent_at=-0.01)
     assert state.window_at == now and state.ok == 0
-    end = _answers(state, now, rate.FIRST_WINDOW + 0.001, ok=50, refused=20)
-    assert state.rate == pytest.approx(RECOVER_TO * 50 / (end - now), rel=0.1)
+    end = _answers(state, now, rate.SHORT_WINDOW_SECONDS + 0.001, ok=50, refused=20)
+    assert state.rate == pytest.approx(RECOVER_SHARE * 50 / (end - now), rel=0.1)
     assert state.rate < guess
 
 
@@ -121,12 +121,13 @@ def test_a_window_asked_for_less_than_the_rate_does_not_calibrate() -> None:
     start(state, 0.0, 360.0)
     guess, anchor = state.rate, state.anchor
     for refused in (0, 2):  # both windows that calibrate
-        _answers(state, state.window_at, rate.FIRST_WINDOW + 0.001, ok=30, refused=refused)
+        _answers(state, state.window_at, rate.SHORT_WINDOW_SECONDS + 0.001, ok=30, refused=refused)
     # Nor does the probe after them find the cap there: it holds, until
     # a window asks for the rate.
-    assert state.rate >= guess and state.anchor <= anchor and state.judging == rate.PROBE_HELD
-    _answers(state, state.window_at, rate.DECREASE_WINDOW + 0.001, ok=60, refused=3)
-    assert state.rate >= guess and state.judging == rate.PROBE_HELD
+    assert state.rate >= guess and state.anchor <= anchor
+    assert state.judging == rate.JUDGING_PROBE_HELD
+    _answers(state, state.window_at, rate.WINDOW_SECONDS + 0.001, ok=60, refused=3)
+    assert state.rate >= guess and state.judging == rate.JUDGING_PROBE_HELD
 
 
 def test_a_rate_the_first_window_was_served_stands() -> None:
@@ -135,7 +136,8 @@ def test_a_rate_the_first_window_was_served_stands() -> None:
     state = RateState()
     start(state, 0.0, 200.0)
     before, anchor = state.rate, state.anchor
-    end = _answers(state, 0.0, rate.FIRST_WINDOW, ok=int(before * rate.FIRST_WINDOW), refused=0)
+    short = rate.SHORT_WINDOW_SECONDS
+    end = _answers(state, 0.0, short, ok=int(before * short), refused=0)
     answered(state, end + 0.01, DOUBLING)
     assert state.rate >= before and state.anchor == anchor
 
@@ -174,16 +176,16 @@ def test_a_start_below_the_cap_probes_up_to_it() -> None:
     # is throttled: the rate goes to a little under what it was served.
     state = RateState()
     start(state, 0.0, 240.0)
-    assert state.rate == pytest.approx(START_FRACTION * 240.0)
+    assert state.rate == pytest.approx(START_RATE_SHARE * 240.0)
     now, _, refused = _capped(state, 200.0, 0.0, 1.5)
-    assert state.judging not in (PROBING, rate.PROBE_HELD), state  # the cap found
+    assert state.judging not in (JUDGING_PROBE, rate.JUDGING_PROBE_HELD), state  # the cap found
     assert 0.85 * 200.0 <= state.rate <= 200.0
     # The probe's last step over the cap, and the window after its find,
     # which the cap's saved-up burst had lifted.
     assert refused <= 0.06 * 200.0 * 1.5
     # Then served near the cap, a few throttles at most (a rate a little
     # over it is cut by the throttled share of late, ``steady``).
-    # It probes again after REPROBE_AFTER without a throttle (a cap may
+    # It probes again after REPROBE_QUIET_SECONDS without a throttle (a cap may
     # have been lifted), which costs a few throttles each time.
     now, ok, more = _capped(state, 200.0, now, 20.0)
     assert ok >= 0.85 * 200.0 * 20.0 and more <= 0.04 * (ok + more), (ok, more, state)
@@ -196,7 +198,7 @@ def test_a_cut_recovers_towards_what_its_window_was_served() -> None:
     state = RateState()
     start(state, 0.0, 400.0)
     state.judging, state.served, state.rate = 0, 330.0, 340.0
-    end = _answers(state, 0.0, rate.DECREASE_WINDOW, ok=100, refused=70)
+    end = _answers(state, 0.0, rate.WINDOW_SECONDS, ok=100, refused=70)
     answered(state, end + 0.01, DOUBLING)  # closes the window: a cut
     assert state.judging == 2
     assert state.anchor == pytest.approx(101 / (end + 0.01), rel=0.02)  # ~200/s, not 330
@@ -222,13 +224,13 @@ def test_a_probe_past_the_cap_that_could_not_send_its_rate_finds_the_cap() -> No
     # from 2 to 3 s after the first throttle, and a job of 8 s at 0.62.
     state = RateState()
     start(state, 0.0, 16.0, thin=True)
-    assert state.judging == PROBING
+    assert state.judging == JUDGING_PROBE
     state.rate = state.window_rate = 460.0
     state.served, state.window_at = 111.0, 1.0
     state.refilled_at = 1.0
     end = _answers(state, 1.0, 0.082, ok=20, refused=4)
-    assert state.judging == rate.CHECKING, state  # a find, checked by the next window
-    assert state.rate >= RECOVER_TO * 20 / (end - 1.0) * 0.95, state
+    assert state.judging == rate.JUDGING_CHECK_FIND, state  # a find, checked by the next window
+    assert state.rate >= RECOVER_SHARE * 20 / (end - 1.0) * 0.95, state
 
 
 def test_a_rate_a_little_over_a_cap_is_cut() -> None:
@@ -253,7 +255,7 @@ def test_a_flaky_service_is_measured_by_its_share_of_late() -> None:
     state.noise, state.noise_at = 0.03, 0.0
     now = 0.0
     for _ in range(20):
-        now = _answers(state, now, rate.DECREASE_WINDOW, ok=90, refused=10)
+        now = _answers(state, now, rate.WINDOW_SECONDS, ok=90, refused=10)
     answered(state, now + 0.01, DOUBLING)
     assert state.decreased_at == 0.0, state  # never cut
     assert 0.08 <= rate.noise(state, now) <= 0.12, state
@@ -263,24 +265,24 @@ def test_a_flaky_service_is_measured_by_its_share_of_late() -> None:
 def test_one_throttle_after_a_cut_is_no_proof_that_it_helped() -> None:
     # A service refusing 10% at random shows one throttle in 34 answers
     # once in eight: judged then, the cut "helped", the noise was dropped,
-    # and the rate stayed cut. One throttle waits for JUDGE_HELPED answers.
+    # and the rate stayed cut. One throttle waits for JUDGE_ANSWERS_ONE_THROTTLE answers.
     state = RateState()
     pace_at(state, 0.0, 150.0)
     state.judging, state.served, state.anchor = 0, 135.0, 135.0
-    now = _answers(state, 0.0, rate.DECREASE_WINDOW, ok=60, refused=12)
+    now = _answers(state, 0.0, rate.WINDOW_SECONDS, ok=60, refused=12)
     answered(state, now + 0.001, DOUBLING)  # closes the window: a cut
     assert state.judging == 2
     cut, peak = state.rate, state.peak
-    now = _answers(state, now + 0.001, rate.DECREASE_WINDOW, ok=36, refused=4)  # sent before it
-    now = _answers(state, now, rate.DECREASE_WINDOW, ok=33, refused=1)
+    now = _answers(state, now + 0.001, rate.WINDOW_SECONDS, ok=36, refused=4)  # sent before it
+    now = _answers(state, now, rate.WINDOW_SECONDS, ok=33, refused=1)
     answered(state, now + 0.001, DOUBLING)
     assert state.judging == 1 and state.rate == cut  # still judging, the rate held
-    now = _answers(state, now + 0.001, rate.DECREASE_WINDOW, ok=31, refused=4)
+    now = _answers(state, now + 0.001, rate.WINDOW_SECONDS, ok=31, refused=4)
     answered(state, now + 0.1, DOUBLING)
     # Throttled alike at the lower rate: useless, the noise learnt, the
     # rate recovering to where it was.
     assert state.judging == 0 and rate.noise(state, now) > 0.05, state
-    assert state.anchor == pytest.approx(peak * (1 - state.noise) / RECOVER_TO)
+    assert state.anchor == pytest.approx(peak * (1 - state.noise) / RECOVER_SHARE)
 
 
 def test_a_useless_cut_goes_back_to_where_the_rate_was_heading() -> None:
@@ -292,15 +294,15 @@ def test_a_useless_cut_goes_back_to_where_the_rate_was_heading() -> None:
     state = RateState()
     pace_at(state, 0.0, 300.0)
     state.judging, state.served, state.noise = 0, 70.0, 0.03
-    state.anchor = 300.0 * (1 - state.noise) / RECOVER_TO
+    state.anchor = 300.0 * (1 - state.noise) / RECOVER_SHARE
     heading = recovery_target(state)
     assert heading == pytest.approx(300.0)
     state.rate, state.decreased_at = 90.0, -1.0  # recovering, a second after the first cut
-    now = _answers(state, 0.0, rate.DECREASE_WINDOW, ok=33, refused=7)
+    now = _answers(state, 0.0, rate.WINDOW_SECONDS, ok=33, refused=7)
     answered(state, now + 0.001, DOUBLING)
     assert state.judging == 2 and state.rate < 90.0  # cut
     for _ in range(3):  # one still answering requests sent before the cut
-        now = _answers(state, now + 0.001, rate.DECREASE_WINDOW, ok=22, refused=1)
+        now = _answers(state, now + 0.001, rate.WINDOW_SECONDS, ok=22, refused=1)
     answered(state, now + 0.1, DOUBLING)
     assert state.judging == 0 and rate.noise(state, now) > 0.03, state  # useless
     assert recovery_target(state) == pytest.approx(heading, rel=0.02), state
@@ -309,19 +311,19 @@ def test_a_useless_cut_goes_back_to_where_the_rate_was_heading() -> None:
 def test_the_probe_grows_only_while_the_rate_is_asked_for() -> None:
     # Processes short of CPU sent 270/s while the probe took the rate to
     # 320/s, and then all at once. A window that asked for less than
-    # BUSY of the rate holds the probe, and is not what the service serves.
+    # BUSY_SHARE of the rate holds the probe, and is not what the service serves.
     state = RateState()
     start(state, 0.0, 140.0)  # paced at 70/s
     now = _answers(state, 0.0, 0.3, ok=21, refused=0)
     now = _answers(state, now, 0.3, ok=21, refused=0)
-    assert state.judging == PROBING
+    assert state.judging == JUDGING_PROBE
     served = state.served
     now = _answers(state, now, 0.55, ok=20, refused=0)  # 36/s asked of 70/s
     reserve(state, now, DOUBLING)
     held = state.rate
     now = _answers(state, now, 0.55, ok=20, refused=0)
     reserve(state, now, DOUBLING)
-    assert state.judging == rate.PROBE_HELD and state.served == served
+    assert state.judging == rate.JUDGING_PROBE_HELD and state.served == served
     assert state.rate == pytest.approx(held, rel=0.01)
     now = _answers(state, now, 0.55, ok=int(0.55 * state.rate) + 1, refused=0)
     reserve(state, now, DOUBLING)
@@ -339,13 +341,13 @@ def test_processes_joining_after_the_windows_that_calibrate_leave_the_rate() -> 
     # the late shares, raises it.
     state = RateState()
     start(state, 0.0, 200.0)
-    join(state, 0.1, 60.0)  # while the first window calibrates
-    assert state.rate == pytest.approx(START_FRACTION * 260.0)
+    add_joining_measure(state, 0.1, 60.0)  # while the first window calibrates
+    assert state.rate == pytest.approx(START_RATE_SHARE * 260.0)
     _answers(state, 0.1, 0.3, ok=50, refused=0)
     _answers(state, 0.4, 0.3, ok=50, refused=0)
-    assert state.judging == PROBING
+    assert state.judging == JUDGING_PROBE
     rate_before = state.rate
-    join(state, 0.8, 60.0)
+    add_joining_measure(state, 0.8, 60.0)
     assert state.rate == rate_before
 
 
@@ -385,7 +387,7 @@ async def test_a_token_reserved_before_a_cut_is_reserved_again_at_the_cut_rate(
     # 50 tokens reserved at 250/s: the last waits 0.2 s. A cut to 125/s
     # while it waits voids the reservations: it reserves again at the cut
     # rate when its wait ends (the queue at the old rate went on
-    # overshooting the cap for up to AHEAD), in the order the requests
+    # overshooting the cap for up to MAX_RESERVED_SECONDS), in the order the requests
     # wake, not behind the whole of the old queue (which stalled the node
     # for a second after every cut).
     table = Table(str(tmp_path))

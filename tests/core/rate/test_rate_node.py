@@ -1,5 +1,6 @@
 """Pacing switched on by the throttles of a node's processes together
-(:func:`aioflux._core.rate.controller.alarm`, :func:`aioflux._core.rate.controller.calm`): many
+(:func:`aioflux._core.rate.controller.count_unpaced_throttle`,
+:func:`aioflux._core.rate.controller.count_unpaced_success`): many
 processes each seeing a few throttles when together they overshoot a cap,
 which none of them alone could tell from a flaky service.
 
@@ -13,7 +14,13 @@ import random
 from aioflux._core.config import ClientConfig
 from aioflux._core.metrics import RequestStats
 from aioflux._core.rate import controller as rate
-from aioflux._core.rate.controller import SWITCH_COUNT, SWITCH_CREDIT, RateState, alarm, calm
+from aioflux._core.rate.controller import (
+    DEBT_PAID_PER_SUCCESS,
+    PACING_SWITCH_DEBT,
+    RateState,
+    count_unpaced_success,
+    count_unpaced_throttle,
+)
 from aioflux._core.rate.shared_table import SharedRate, Table
 from aioflux._net.throttle import Gate
 
@@ -31,7 +38,7 @@ def test_a_few_throttles_in_each_of_many_processes_switch_pacing_on(tmp_path: ob
     # has a write or two refused (the old rule, a third of a process's own
     # recent requests, never switched pacing on for any of them: it took
     # about 60 throttles and 2.7 s of retries before one did). The node's
-    # count switches it on at its SWITCH_COUNT-th throttle.
+    # count switches it on at its PACING_SWITCH_DEBT-th throttle.
     gates = _processes(tmp_path, 16)
     for gate in gates:
         for _ in range(20):
@@ -43,13 +50,13 @@ def test_a_few_throttles_in_each_of_many_processes_switch_pacing_on(tmp_path: ob
         refused += 1
         if shared.paced:
             break
-    assert shared.paced and refused == SWITCH_COUNT
+    assert shared.paced and refused == PACING_SWITCH_DEBT
 
 
 def test_successes_between_throttles_pay_the_debt_back(tmp_path: object) -> None:
     # A service refusing one request in ten at random (flaky, not capped)
-    # across 4 processes: each success pays back SWITCH_CREDIT of a
-    # throttle, so the debt never nears SWITCH_COUNT and nothing is paced.
+    # across 4 processes: each success pays back DEBT_PAID_PER_SUCCESS of a
+    # throttle, so the debt never nears PACING_SWITCH_DEBT and nothing is paced.
     gates = _processes(tmp_path, 4)
     rng = random.Random(3)
     for i in range(4000):
@@ -61,7 +68,7 @@ def test_successes_between_throttles_pay_the_debt_back(tmp_path: object) -> None
     shared = gates[0].shared
     assert not shared.paced
     with shared.locked() as state:
-        assert state.debt < SWITCH_COUNT / 2
+        assert state.debt < PACING_SWITCH_DEBT / 2
 
 
 def test_an_unthrottled_node_takes_no_lock_per_success(tmp_path: object) -> None:
@@ -77,13 +84,13 @@ def test_an_unthrottled_node_takes_no_lock_per_success(tmp_path: object) -> None
 
 def test_the_debt_random_walk() -> None:
     state = RateState()
-    assert not any(alarm(state, 1.0) for _ in range(SWITCH_COUNT - 1))
-    assert state.owed_at == 1.0 and state.debt == SWITCH_COUNT - 1
-    calm(state)
-    assert state.owed_ok == 1 and state.debt == SWITCH_COUNT - 1 - SWITCH_CREDIT
+    assert not any(count_unpaced_throttle(state, 1.0) for _ in range(PACING_SWITCH_DEBT - 1))
+    assert state.owed_at == 1.0 and state.debt == PACING_SWITCH_DEBT - 1
+    count_unpaced_success(state)
+    assert state.owed_ok == 1 and state.debt == PACING_SWITCH_DEBT - 1 - DEBT_PAID_PER_SUCCESS
     for _ in range(100):
-        calm(state)
+        count_unpaced_success(state)
     assert state.debt == 0.0  # never below nothing owed
-    assert not alarm(state, 2.0) and state.owed_at == 2.0 and state.owed_ok == 0
+    assert not count_unpaced_throttle(state, 2.0) and state.owed_at == 2.0 and state.owed_ok == 0
     rate.start(state, 3.0, 100.0)
     assert state.debt == 0.0  # paced: the debt is settled

@@ -21,7 +21,7 @@ from aioflux._net.transport import Op, Transport
 KEY = "http://x|b|read"
 DOUBLING = 1200.0
 #: seconds without a throttle after which a state is an earlier job's (the
-#: controller's REPROBE_AFTER is 3)
+#: controller's REPROBE_QUIET_SECONDS is 3)
 QUIET = 10.0
 
 
@@ -97,7 +97,7 @@ def _unthrottled(state: RateState, since: float, seconds: float,
 
 def test_a_paced_rate_no_longer_throttled_finds_the_service_again_in_seconds() -> None:
     # Paced at 14.6/s by a cap of 20/s that is then lifted: at the growth
-    # below RAMP_FLOOR (a doubling per rate_doubling), 0.6 requests/s a
+    # below ADDITIVE_BELOW_RATE (a doubling per rate_doubling), 0.6 requests/s a
     # second, the rate took minutes to come back.
     state = RateState()
     start(state, 0.0, 30.0)

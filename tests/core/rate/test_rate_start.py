@@ -188,10 +188,10 @@ def test_pacing_holds_its_start_until_answers_raise_it() -> None:
     # growth, until windows served at the rate let the probe raise it.
     state = RateState()
     start(state, 0.0, 300.0)
-    assert state.rate == pytest.approx(rate.START_FRACTION * 300.0)
+    assert state.rate == pytest.approx(rate.START_RATE_SHARE * 300.0)
     later = rate.RECOVER_SECONDS + 1.0
     reserve(state, later, 1200.0)
-    first = rate.START_FRACTION * 300.0
+    first = rate.START_RATE_SHARE * 300.0
     assert first <= state.rate <= rate.grown(first, later, 1200.0)
 
 
@@ -201,9 +201,9 @@ def test_reservations_ahead_are_not_counted_as_served() -> None:
     state = RateState()
     start(state, 0.0, 100.0)
     now = 0.0
-    for _ in range(int(state.rate * rate.AHEAD)):
+    for _ in range(int(state.rate * rate.MAX_RESERVED_SECONDS)):
         reserve(state, now, DOUBLING)
-    reserve(state, now + rate.DECREASE_WINDOW, DOUBLING)
+    reserve(state, now + rate.WINDOW_SECONDS, DOUBLING)
     assert state.served <= state.rate + 1e-9
 
 

@@ -23,7 +23,7 @@ import pytest
 
 from aioflux import AsyncClient, ClientConfig, RateLimited, RetryPolicy, S3Store
 from aioflux._core.auth import AnonymousAuth
-from aioflux._core.rate.controller import AHEAD, SWITCH_COUNT, grown
+from aioflux._core.rate.controller import MAX_RESERVED_SECONDS, PACING_SWITCH_DEBT, grown
 from aioflux._core.rate.shared_table import SharedRate, shared_rate
 from aioflux._core.rate.state import recovery_target
 from aioflux._net.throttle import gate_key
@@ -252,7 +252,7 @@ async def test_writers_each_throttled_a_little_switch_the_node_on() -> None:
     # and sends again after a short backoff: none alone sees the third of
     # its requests refused that the old rule needed before it paced (it
     # took about 7 refusals in a row in one of them: some 50 in all). The
-    # node counts them together: pacing is on at its SWITCH_COUNT-th
+    # node counts them together: pacing is on at its PACING_SWITCH_DEBT-th
     # throttle, and the others then in flight (one a writer, at most).
     writers = 8
     bucket = unique_bucket("owed")  # a slot of its own in the node's table
@@ -280,7 +280,7 @@ async def test_writers_each_throttled_a_little_switch_the_node_on() -> None:
             for client in clients:
                 await client.aclose()
     # A success between the throttles (one token a second) pays back 0.4.
-    assert before <= SWITCH_COUNT + writers + ok, (before, ok)
+    assert before <= PACING_SWITCH_DEBT + writers + ok, (before, ok)
 
 
 def _throttle_answer(retry_after: str | None) -> bytes:
@@ -346,7 +346,7 @@ def _hog(endpoint: str, conn: Any) -> None:
         async with AsyncClient(config, endpoint=endpoint) as client:
             tasks = [asyncio.ensure_future(client.read(BUCKET, f"o{i}")) for i in range(100)]
             stats = client.transport.stats
-            while stats.budget_wait < 5:  # reservations up to AHEAD ahead
+            while stats.budget_wait < 5:  # reservations up to MAX_RESERVED_SECONDS ahead
                 await asyncio.sleep(0.01)
             conn.send("holding")
             await asyncio.gather(*tasks)
@@ -366,9 +366,9 @@ def test_a_killed_process_leaves_at_most_its_reservations_ahead(capped: Emulator
     assert hog.exitcode == -signal.SIGKILL
     shared = SharedRate(gate_key(capped.endpoint, BUCKET, False))
     with shared.locked() as state:
-        # What the dead process held: at most AHEAD at the rate.
+        # What the dead process held: at most MAX_RESERVED_SECONDS at the rate.
         assert state.throttled and state.rate == 20.0
-        assert state.tokens >= -state.rate * AHEAD - 1
+        assert state.tokens >= -state.rate * MAX_RESERVED_SECONDS - 1
     # The others go on: all their reads at the configured rate.
     result = asyncio.run(_read_all(capped.endpoint, [f"o{i}" for i in range(40)],
                                    _config(request_rate=20.0)))

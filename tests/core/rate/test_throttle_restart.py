@@ -27,7 +27,7 @@ from tests.servers.capping_proxy import CappingProxy
 
 PAYLOAD = b"x" * 100
 #: seconds the test sets the node's last throttle back by (the controller
-#: restarts a state with none for REPROBE_AFTER = 3)
+#: restarts a state with none for REPROBE_QUIET_SECONDS = 3)
 AGED = 30.0
 
 
