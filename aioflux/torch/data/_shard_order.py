@@ -105,9 +105,9 @@ class ShardOrder(LazyOrder):
         key = order_key("aioflux-shards-v2", seed, epoch)
         self._shard_key, self._window_key, self._read_key = (sub_key(key, k) for k in (1, 2, 3))
         # Running samples and full reads over the shards in the epoch's order.
-        # The j-th shard (:meth:`_shard_at`) is permuted again when asked for,
-        # and a shard's short read's samples are its samples less its full
-        # reads': neither is held (12 of 36 bytes a shard).
+        # The shard at each place of it (:meth:`_shard_at`) is permuted again
+        # when asked for, and a shard's short read's samples are its samples
+        # less its full reads': neither is held (12 of 36 bytes a shard).
         permuted = np.empty(shards, dtype=np.int64)
         for lo in range(0, shards, BLOCK):  # a block's temporaries at a time
             hi = min(shards, lo + BLOCK)
@@ -127,87 +127,93 @@ class ShardOrder(LazyOrder):
         if not self._shuffled:
             return p.copy()
         read, samples, fulls = self._read, self._samples, self._fulls
-        j = samples.find(p)
-        local = p - samples.take(j)
-        first_full, end_full = fulls.take(j), fulls.take(j + 1)
+        place = samples.find(p)
+        local = p - samples.take(place)
+        first_full, end_full = fulls.take(place), fulls.take(place + 1)
         in_full = local < (end_full - first_full) * read
         # The window: its full read's, or for a short read its last full read's.
-        w = _div(np.where(in_full, first_full + _div(local, read), np.maximum(end_full - 1, 0)),
-                 self._window)
+        full_read = np.where(in_full, first_full + _div(local, read), np.maximum(end_full - 1, 0))
+        window = _div(full_read, self._window)
         # A block's positions fall in a few windows: each one's geometry and
         # key are made once.
-        windows, which = _units(w)
-        first, start, shorts_before, reads = (v[which] for v in self._windows(windows))
-        keys = unit_keys(self._window_key, windows)[which]
+        distinct, which = _units(window)
+        geometry = self._window_geometry(distinct)
+        first, start, shorts_before, reads = (column[which] for column in geometry)
+        keys = unit_keys(self._window_key, distinct)[which]
         offset = p - start
-        slot = offset < reads * read
-        k = np.flatnonzero(slot)
-        if k.size == p.size:  # the usual block: no short read (no gathers)
-            return self._in_reads(offset, w, keys, first, reads)
+        in_window_reads = offset < reads * read
+        picked = np.flatnonzero(in_window_reads)
+        if picked.size == p.size:  # the usual block: no short read (no gathers)
+            return self._sample_in_full_reads(offset, window, keys, first, reads)
         out = np.empty_like(p)
-        if k.size:
-            out[k] = self._in_reads(offset[k], w[k], keys[k], first[k], reads[k])
-        k = np.flatnonzero(~slot)
-        out[k] = self._in_shorts(shorts_before[k] + offset[k] - reads[k] * read)
+        if picked.size:
+            out[picked] = self._sample_in_full_reads(
+                offset[picked], window[picked], keys[picked], first[picked], reads[picked])
+        picked = np.flatnonzero(~in_window_reads)
+        out[picked] = self._sample_in_short_reads(
+            shorts_before[picked] + offset[picked] - reads[picked] * read)
         return out
 
-    def _shard_at(self, j: I64) -> I64:
-        """The shard (list order) that is the epoch's ``j``-th, of each of ``j``."""
-        if not j.size:
-            return j.copy()
-        lo, hi = int(j.min()), int(j.max()) + 1
-        if hi - lo < j.size:
+    def _shard_at(self, place: I64) -> I64:
+        """The shard (list order) at each ``place`` of the epoch's shard order."""
+        if not place.size:
+            return place.copy()
+        lo, hi = int(place.min()), int(place.max()) + 1
+        if hi - lo < place.size:
             # A block's reads are of a few shards next to each other in the
             # epoch: each is permuted once.
-            shards: I64 = permute(np.arange(lo, hi), self._shards, self._shard_key)[j - lo]
+            shards: I64 = permute(np.arange(lo, hi), self._shards, self._shard_key)[place - lo]
             return shards
-        return permute(j, self._shards, self._shard_key)
+        return permute(place, self._shards, self._shard_key)
 
-    def _short(self, j: int) -> int:
-        """The samples of the short reads of the epoch's first ``j`` shards."""
-        return self._samples.get(j) - self._fulls.get(j) * self._read
+    def _short(self, place: int) -> int:
+        """The samples of the short reads of the epoch's first ``place`` shards."""
+        return self._samples.get(place) - self._fulls.get(place) * self._read
 
     def _seek_short(self, value: int, guess: int) -> int:
-        """The last ``j`` with ``_short(j) <= value``, searched out from ``guess``."""
+        """The last ``place`` with ``_short(place) <= value``, searched out from ``guess``."""
         lo, hi = gallop(self._short, self._shards + 1, value, guess)
         return bisect_right(range(hi), value, lo, hi, key=self._short) - 1
 
-    def _windows(self, w: I64) -> tuple[I64, I64, I64, I64]:
-        """Of windows ``w``: the first full read, the first position, the short
+    def _window_geometry(self, window: I64) -> tuple[I64, I64, I64, I64]:
+        """Of each ``window``: the first full read, the first position, the short
         reads' samples before it, and its full reads."""
-        first = w * self._window
+        first = window * self._window
         # The shard that holds full read ``first`` (a window's first position
         # is that read's place in the shards' own order).
-        j = self._fulls.find(first)
-        head = w > 0
-        fulls, samples = self._fulls.take(j), self._samples.take(j)
+        place = self._fulls.find(first)
+        head = window > 0
+        fulls, samples = self._fulls.take(place), self._samples.take(place)
         start = np.where(head, samples + (first - fulls) * self._read, 0)
         shorts_before = np.where(head, samples - fulls * self._read, 0)
         reads = np.clip(self._all_fulls - first, 0, self._window)
         return first, start, shorts_before, reads
 
-    def _in_reads(self, offset: I64, w: I64, keys: U64, first: I64, reads: I64) -> I64:
+    def _sample_in_full_reads(self, offset: I64, window: I64, keys: U64, first: I64,
+                              reads: I64) -> I64:
         read = self._read
         slot = _div(offset, read)
         inner = offset - slot * read
         full = first + permute(slot, reads, keys)
-        j = self._fulls.find(full)
-        shard = self._shard_at(j)
+        place = self._fulls.find(full)
+        shard = self._shard_at(place)
         if self._sequential is not None:
             seq = np.flatnonzero(self._sequential[shard])
             if seq.size:
-                full[seq] = self._ascending(slot[seq], w[seq], first[seq], reads[seq], j[seq])
-        number = full - self._fulls.take(j)
+                full[seq] = self._ascending(slot[seq], window[seq], first[seq], reads[seq],
+                                            place[seq])
+        number = full - self._fulls.take(place)
         keys = pair_keys(self._read_key, shard, number)
         return self._starts.take(shard) + number * read + permute(inner, read, keys)
 
-    def _ascending(self, slot: I64, w: I64, first: I64, reads: I64, j: I64) -> I64:
-        """The full read each of ``slot`` holds when shard ``j``'s reads in
-        window ``w`` are put in ascending order on the slots they were given."""
-        lo = np.maximum(self._fulls.take(j), first)
-        hi = np.minimum(self._fulls.take(j + 1), first + reads)
+    def _ascending(self, slot: I64, window: I64, first: I64, reads: I64, place: I64) -> I64:
+        """The full read each of ``slot`` holds when the reads of the shard at
+        ``place`` in ``window`` are put in ascending order on the slots they
+        were given."""
+        lo = np.maximum(self._fulls.take(place), first)
+        hi = np.minimum(self._fulls.take(place + 1), first + reads)
         # One row per (window, shard): its reads' slots, sorted.
-        pairs, where = _units(w * (self._shards + 1) + j)
+        pairs, where = _units(window * (self._shards + 1) + place)
         pick = np.zeros(len(pairs), dtype=np.int64)
         pick[where] = np.arange(len(where))
         seg_lo, seg_hi = lo[pick], hi[pick]
@@ -215,7 +221,7 @@ class ShardOrder(LazyOrder):
         before = np.cumsum(sizes) - sizes
         row = np.repeat(np.arange(len(sizes)), sizes)
         reads_of = np.repeat(seg_lo, sizes) + np.arange(int(sizes.sum())) - before[row]
-        win = w[pick][row]
+        win = window[pick][row]
         slots = permute(reads_of - win * self._window, reads[pick][row],
                         unit_keys(self._window_key, win), inverse=True)
         ranked = np.sort(row * self._window + slots)
@@ -223,34 +229,37 @@ class ShardOrder(LazyOrder):
         result: I64 = seg_lo[where] + rank
         return result
 
-    def _in_shorts(self, v: I64) -> I64:
+    def _sample_in_short_reads(self, short_sample: I64) -> I64:
         read = self._read
-        j = self._find_short(v)
-        fulls, end_fulls = self._fulls.take(j), self._fulls.take(j + 1)
-        shorts = self._samples.take(j) - fulls * read
-        width = self._samples.take(j + 1) - end_fulls * read - shorts
+        place = self._find_short(short_sample)
+        fulls, end_fulls = self._fulls.take(place), self._fulls.take(place + 1)
+        shorts = self._samples.take(place) - fulls * read
+        width = self._samples.take(place + 1) - end_fulls * read - shorts
         number = end_fulls - fulls
-        shard = self._shard_at(j)
+        shard = self._shard_at(place)
         keys = pair_keys(self._read_key, shard, number)
-        return self._starts.take(shard) + number * read + permute(v - shorts, width, keys)
+        inner = permute(short_sample - shorts, width, keys)
+        return self._starts.take(shard) + number * read + inner
 
-    def _find_short(self, v: I64) -> I64:
-        """Per short-read sample ``v``, the last ``j`` with ``_short(j) <= v``."""
-        lo = self._seek_short(int(v.min()), 0)
-        hi = self._seek_short(int(v.max()), lo) + 1
-        if hi - lo <= WHOLE_PER_VALUE * v.size + SPAN:
+    def _find_short(self, short_sample: I64) -> I64:
+        """Per sample of the short reads (numbered across them), the last
+        ``place`` with ``_short(place) <= short_sample``."""
+        lo = self._seek_short(int(short_sample.min()), 0)
+        hi = self._seek_short(int(short_sample.max()), lo) + 1
+        if hi - lo <= WHOLE_PER_VALUE * short_sample.size + SPAN:
             # A block's short reads are of a few windows' shards: made whole.
             shorts = self._samples.whole(lo, hi) - self._fulls.whole(lo, hi) * self._read
-            found: I64 = shorts.searchsorted(v, "right") + (lo - 1)
+            found: I64 = shorts.searchsorted(short_sample, "right") + (lo - 1)
             return found
         # Spread wide: a binary search per value, a pass per halving
-        # (``_short(at) <= v < _short(end)`` throughout).
-        at, end = np.full(v.shape, lo), np.full(v.shape, hi)
+        # (``_short(at) <= short_sample < _short(end)`` throughout).
+        at, end = np.full(short_sample.shape, lo), np.full(short_sample.shape, hi)
         while True:
             middle = (at + end) >> 1
             if not (middle > at).any():
                 return at
-            below = self._samples.take(middle) - self._fulls.take(middle) * self._read <= v
+            shorts = self._samples.take(middle) - self._fulls.take(middle) * self._read
+            below = shorts <= short_sample
             at, end = np.where(below, middle, at), np.where(below, end, middle)
 
     def one(self, position: int) -> int:
@@ -265,58 +274,58 @@ class ShardOrder(LazyOrder):
         # Shards of about the same samples (the usual dataset) put the
         # position's shard at its share of the samples, or next to it; each
         # search checks its guess before it calls (a call costs as much).
-        j = position * self._shards // self._count
-        here = s_heads[j >> SHIFT] + s_excess[j]
-        if not here <= position < s_heads[(j + 1) >> SHIFT] + s_excess[j + 1]:
-            j = samples.seek(position, j)
-            here = s_heads[j >> SHIFT] + s_excess[j]
+        place = position * self._shards // self._count
+        here = s_heads[place >> SHIFT] + s_excess[place]
+        if not here <= position < s_heads[(place + 1) >> SHIFT] + s_excess[place + 1]:
+            place = samples.seek(position, place)
+            here = s_heads[place >> SHIFT] + s_excess[place]
         local = position - here
-        lo_full = f_heads[j >> SHIFT] + f_excess[j]
-        hi_full = f_heads[(j + 1) >> SHIFT] + f_excess[j + 1]
+        lo_full = f_heads[place >> SHIFT] + f_excess[place]
+        hi_full = f_heads[(place + 1) >> SHIFT] + f_excess[place + 1]
         if local < (hi_full - lo_full) * read:
-            w = (lo_full + local // read) // size
+            window = (lo_full + local // read) // size
         else:
-            w = max(hi_full - 1, 0) // size
-        first = w * size
+            window = max(hi_full - 1, 0) // size
+        first = window * size
         start = shorts_before = 0
         # The window's shards are near position's own (a window holds a
         # few): each is looked for from the one before it.
-        if w:
+        if window:
             if not lo_full <= first < hi_full:
-                j = fulls.seek(first, j)
-                lo_full = f_heads[j >> SHIFT] + f_excess[j]
-                hi_full = f_heads[(j + 1) >> SHIFT] + f_excess[j + 1]
-                here = s_heads[j >> SHIFT] + s_excess[j]
+                place = fulls.seek(first, place)
+                lo_full = f_heads[place >> SHIFT] + f_excess[place]
+                hi_full = f_heads[(place + 1) >> SHIFT] + f_excess[place + 1]
+                here = s_heads[place >> SHIFT] + s_excess[place]
             start = here + (first - lo_full) * read
             shorts_before = here - lo_full * read
-        near = j
+        near = place
         reads = min(max(self._all_fulls - first, 0), size)
         offset = position - start
         if offset < reads * read:
             slot, inner = divmod(offset, read)
-            full = first + permute_one(slot, reads, unit_key(self._window_key, w))
+            full = first + permute_one(slot, reads, unit_key(self._window_key, window))
             if not lo_full <= full < hi_full:
-                j = fulls.seek(full, near)
-                lo_full = f_heads[j >> SHIFT] + f_excess[j]
-                hi_full = f_heads[(j + 1) >> SHIFT] + f_excess[j + 1]
-            shard = permute_one(j, self._shards, self._shard_key)
+                place = fulls.seek(full, near)
+                lo_full = f_heads[place >> SHIFT] + f_excess[place]
+                hi_full = f_heads[(place + 1) >> SHIFT] + f_excess[place + 1]
+            shard = permute_one(place, self._shards, self._shard_key)
             sequential = self._sequential_view
             if sequential is not None and sequential[shard]:
                 lo = max(lo_full, first)
                 hi = min(hi_full, first + reads)
                 slots = permute(np.arange(lo - first, hi - first), reads,
-                                unit_key(self._window_key, w), inverse=True)
+                                unit_key(self._window_key, window), inverse=True)
                 full = lo + int(np.count_nonzero(slots < slot))
             number, width = full - lo_full, read
         else:
-            v = shorts_before + offset - reads * read
+            short_sample = shorts_before + offset - reads * read
             short = self._short
-            if not short(j) <= v < short(j + 1):
-                j = self._seek_short(v, near)
-            lo_short = short(j)
-            number = fulls.get(j + 1) - fulls.get(j)
-            inner, width = v - lo_short, short(j + 1) - lo_short
-            shard = permute_one(j, self._shards, self._shard_key)
+            if not short(place) <= short_sample < short(place + 1):
+                place = self._seek_short(short_sample, near)
+            lo_short = short(place)
+            number = fulls.get(place + 1) - fulls.get(place)
+            inner, width = short_sample - lo_short, short(place + 1) - lo_short
+            shard = permute_one(place, self._shards, self._shard_key)
         heads, excess = self._starts.views
         first_sample = heads[shard >> SHIFT] + excess[shard]
         key = pair_key(self._read_key, shard, number)
@@ -337,12 +346,12 @@ class ShardOrder(LazyOrder):
             lo, hi = self._starts.take(k), self._starts.take(k + 1)
             return [int(x) for x in np.where(hi > lo, hi - 1, -1).tolist()]
         read = self._read
-        j = permute(k, self._shards, self._shard_key, inverse=True)
-        fulls, end_fulls = self._fulls.take(j), self._fulls.take(j + 1)
-        samples, end_samples = self._samples.take(j), self._samples.take(j + 1)
+        place = permute(k, self._shards, self._shard_key, inverse=True)
+        fulls, end_fulls = self._fulls.take(place), self._fulls.take(place + 1)
+        samples, end_samples = self._samples.take(place), self._samples.take(place + 1)
         shorts, end_shorts = samples - fulls * read, end_samples - end_fulls * read
-        w = np.maximum(end_fulls - 1, 0) // self._window
-        first, start, shorts_before, reads = self._windows(w)
+        window = np.maximum(end_fulls - 1, 0) // self._window
+        first, start, shorts_before, reads = self._window_geometry(window)
         # A short last read ends its share of the window's tail.
         out = start + reads * read + end_shorts - shorts_before - 1
         # Else the shard's last read is the one at the latest of its slots.
@@ -354,7 +363,7 @@ class ShardOrder(LazyOrder):
             row = np.repeat(np.arange(len(sizes)), sizes)
             slots = permute(np.repeat(lo, sizes) + np.arange(int(sizes.sum())) - before[row],
                             np.repeat(reads[whole], sizes),
-                            unit_keys(self._window_key, np.repeat(w[whole], sizes)),
+                            unit_keys(self._window_key, np.repeat(window[whole], sizes)),
                             inverse=True)
             last = np.maximum.reduceat(slots, before)
             out[whole] = start[whole] + (last + 1) * read - 1
@@ -369,15 +378,15 @@ def _div(values: I64, by: int) -> I64:
     return quotient
 
 
-def _units(w: I64) -> tuple[I64, I64]:
-    """The distinct values of ``w`` and, per element, which one it is."""
-    if w.size and bool((w[1:] >= w[:-1]).all()):
+def _units(values: I64) -> tuple[I64, I64]:
+    """The distinct values of ``values`` and, per element, which one it is."""
+    if values.size and bool((values[1:] >= values[:-1]).all()):
         # Sorted (the usual block): no sort needed.
-        change = np.flatnonzero(w[1:] != w[:-1]) + 1
-        which = np.zeros(w.size, dtype=np.int64)
+        change = np.flatnonzero(values[1:] != values[:-1]) + 1
+        which = np.zeros(values.size, dtype=np.int64)
         which[change] = 1
-        return w[np.r_[0, change]], np.cumsum(which)
-    distinct, which = np.unique(w, return_inverse=True)
+        return values[np.r_[0, change]], np.cumsum(which)
+    distinct, which = np.unique(values, return_inverse=True)
     return distinct, which.reshape(-1)
 
 
