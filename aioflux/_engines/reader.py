@@ -34,6 +34,7 @@ from .._core.portal import get_portal
 from .._core.types import ObjectInfo
 from .._core.urls import format_url
 from .._core.validate import check_contiguous
+from .reader_check import FrontToBackCheck
 from .reader_direct import DirectReads
 
 if TYPE_CHECKING:
@@ -102,9 +103,9 @@ class ObjectReader(DirectReads):
         # ProtocolError), or account a block's crc32c twice (a false
         # ChecksumMismatch).
         self._lock = threading.RLock()
-        # Set once the bytes read did not match: every later read raises it,
-        # so a retry on this reader is never served the unchecked last block.
-        self._corrupt = None
+        # Its ``corrupt``, set once the bytes read did not match, is raised by
+        # every later read: a retry is never served the unchecked last block.
+        self._check = FrontToBackCheck(self.url, bucket, name, self.block_size)
         # The stat whose checksums the bytes read so far await (stat_beside).
         self._stat = None
         if stat_beside and info is not None:
@@ -211,8 +212,8 @@ class ObjectReader(DirectReads):
         as ``read``."""
         most = max(operator.index(size), io.DEFAULT_BUFFER_SIZE)
         with self._reading():
-            if self._corrupt is not None:
-                raise self._corrupt
+            if self._check.corrupt is not None:
+                raise self._check.corrupt
             self._confirm_end(1)
             if self._pos >= self.size:
                 return b""
@@ -222,7 +223,7 @@ class ObjectReader(DirectReads):
             if self._pos >= self.size:
                 return b""  # a recent info was stale: the current version ends before here
             offset = self._pos - index * self.block_size
-            self._account(index, data, crc)  # held whole: counts if it is the next
+            self._check.account(index, data, crc)  # held whole: counts if it is the next
             return bytes(memoryview(data)[offset:offset + most])
 
     def read1(self, size: int | None = -1) -> bytes:
@@ -260,8 +261,8 @@ class ObjectReader(DirectReads):
     def _pieces(self, count: int) -> Iterator[memoryview]:
         """Up to ``count`` bytes from the position, as views of the blocks
         holding them; the position passes each piece once it was taken."""
-        if self._corrupt is not None:
-            raise self._corrupt
+        if self._check.corrupt is not None:
+            raise self._check.corrupt
         self._confirm_end(count)
         exact = self._exact(count)
         if exact is not None:
@@ -287,7 +288,7 @@ class ObjectReader(DirectReads):
             # block, and the next read goes on from inside it (counted only
             # from its start, the check would stop there and every later block
             # be read again by verify(), or never checked).
-            self._account(index, data, crc)
+            self._check.account(index, data, crc)
             yield memoryview(data)[offset:offset + take]
             count -= take
             self._pos += take
@@ -348,7 +349,7 @@ class ObjectReader(DirectReads):
         them out); else None: read through :meth:`_block`."""
         block = self._blocks.get(index)
         if block is None or not block.done() or self._recent or self._stat is not None \
-                or self._corrupt is not None:
+                or self._check.corrupt is not None:
             return None
         outcome = block.result()
         return None if isinstance(outcome, Exception) else outcome[0]
@@ -465,19 +466,19 @@ class ObjectReader(DirectReads):
             StorageError: a read failed.
         """
         with self._reading():
-            if self._corrupt is not None:
-                raise self._corrupt
-            if not (self._verify or self._md5 is not None):
+            if self._check.corrupt is not None:
+                raise self._check.corrupt
+            if not self._check.active:
                 return
             if self.size == 0:
                 self._confirm_end(-1)  # no block to account: see there
             try:
-                while self._crc_next * self.block_size < self.size:
-                    index = self._crc_next
+                while self._check.next * self.block_size < self.size:
+                    index = self._check.next
                     data, crc = self._block(index)
                     if not data:
                         break  # the version read is gone: reads say so
-                    self._account(index, data, crc)
+                    self._check.account(index, data, crc)
             finally:
                 self._drop_blocks()
 

@@ -22,6 +22,7 @@ from .._core.types import ObjectInfo
 
 if TYPE_CHECKING:
     from .._core.store import ObjectStore
+    from .reader_check import FrontToBackCheck
 
 __all__ = ["Block", "BlockWindow", "Outcome"]
 
@@ -66,9 +67,8 @@ class BlockWindow(io.RawIOBase):
     _pos: int
     _last_end: int
     # Whether a GET works out its bytes' crc32c, and the next block the
-    # check accounts (the check's: reader_check).
-    _want_crc: bool
-    _crc_next: int
+    # check accounts.
+    _check: FrontToBackCheck
 
     def _check_open(self) -> None:
         if self.closed:
@@ -107,7 +107,7 @@ class BlockWindow(io.RawIOBase):
         # than the object) fails at once instead of looping on short blocks.
         fetched = await self._client.fetch(
             self.bucket, self.name, start=start, end=end, into=view,
-            generation=self.info.generation or None, size=self.size, want_crc=self._want_crc)
+            generation=self.info.generation or None, size=self.size, want_crc=self._check.want_crc)
         if fetched.count != end - start:
             raise ProtocolError(f"read {self.url} failed: bytes [{start}, "
                                 f"{end}) came back as {fetched.count} bytes",
@@ -138,7 +138,8 @@ class BlockWindow(io.RawIOBase):
         excess = len(outside) + len(window) - self.read_ahead
         if excess <= 0:
             return
-        outside.sort(key=lambda i: (i < self._crc_next, abs(i - self._crc_next)), reverse=True)
+        after = self._check.next
+        outside.sort(key=lambda i: (i < after, abs(i - after)), reverse=True)
         for old in outside[:excess]:
             self._blocks.pop(old).cancel()
 

@@ -68,7 +68,7 @@ class DirectReads(VersionedReads):
         first, last = start // self.block_size, (end - 1) // self.block_size
         if start >= end or any(i in self._blocks for i in range(first, last + 1)):
             return None
-        if first == self._crc_next and start == first * self.block_size:
+        if first == self._check.next and start == first * self.block_size:
             # The block the front-to-back crc32c needs next, from its start
             # (torch.load seeks back to 0 for a zip's first header): read by
             # blocks, so the whole read is still checked.
@@ -93,8 +93,8 @@ class DirectReads(VersionedReads):
         touched, every page of it a fault. ``ahead_too`` False: no read-ahead
         past it (a piece of a longer read, whose next piece goes straight
         into memory too). None: read by blocks."""
-        if self._corrupt is not None:
-            raise self._corrupt
+        if self._check.corrupt is not None:
+            raise self._check.corrupt
         self._confirm_end(len(out))
         bs, start = self.block_size, self._pos
         end = min(self.size, start + len(out))
@@ -147,7 +147,8 @@ class DirectReads(VersionedReads):
                 lo, hi = max(s, start), min(e, end)
                 out[lo - start:hi - start] = memoryview(held[i][0])[lo - s:hi - s]
             if i in held or (s >= start and e <= end):  # the whole block: its crc32c counts
-                self._account(i, *(held[i] if i in held else (out[s - start:e - start], crcs[i])))
+                whole = held[i] if i in held else (out[s - start:e - start], crcs[i])
+                self._check.account(i, *whole)
         self._pos = self._last_end = end
         if ahead_too:
             self._schedule(ahead)

@@ -12,12 +12,11 @@ from __future__ import annotations
 from .._core.errors import ChecksumMismatch, NotFound, PreconditionFailed, ProtocolError
 from .._core.types import ObjectInfo
 from .reader_blocks import BlockWindow
-from .reader_check import FrontToBackCheck
 
 __all__ = ["VersionedReads"]
 
 
-class VersionedReads(BlockWindow, FrontToBackCheck):
+class VersionedReads(BlockWindow):
     """Blocks of the version being read, and the switch to another."""
 
     # ``info`` came from a cache and no read has confirmed it yet.
@@ -29,7 +28,7 @@ class VersionedReads(BlockWindow, FrontToBackCheck):
         """Read the version ``info`` names (at open, or after a stale one)."""
         self.info = info
         self.size = info.size
-        self._start_check(info, self._client.config.verify_crc32c, self._stat is not None)
+        self._check.start(info, self._client.config.verify_crc32c, self._stat is not None)
 
     def _block(self, index: int) -> tuple[bytearray, int | None]:
         """Block ``index`` (waited for), with read-ahead scheduled past it.
@@ -67,7 +66,7 @@ class VersionedReads(BlockWindow, FrontToBackCheck):
         if self.size == 0:
             self._settle()  # the checksums a stat beside gives, or its other version
             if self.size == 0:
-                self._check_whole()
+                self._check.check_whole()
 
     def _recover(self, exc: Exception) -> bool:
         """Whether ``exc``, the first read's, says the version a recent info
@@ -145,7 +144,7 @@ class VersionedReads(BlockWindow, FrontToBackCheck):
         if current.generation == self.info.generation and current.size == self.size:
             # Nothing was handed out, so nothing accounted: adopting starts
             # the front-to-back check on the bytes already fetched (their
-            # crc32c worked out, see _want_crc).
+            # crc32c worked out, see FrontToBackCheck.want_crc).
             self._adopt(current)
             return True
         self._drop_blocks()

@@ -172,7 +172,7 @@ def test_reading_back_from_the_front_after_a_footer_is_still_checked(
         assert r.read(30) == blob[:30]
         assert seen[1] == (0, 100 * KiB)  # block 0 from its start: the crc32c goes on
         assert r.read() == blob[30:]
-        assert r._crc_next * r.block_size >= len(blob) and r._corrupt is None
+        assert r._check.next * r.block_size >= len(blob) and r._check.corrupt is None
 
 
 def test_a_stale_recent_info_reads_the_current_version(
@@ -280,7 +280,7 @@ def test_a_long_read_from_the_front_is_still_checked(
     with ObjectReader(sync_client.aio, bucket, "blob", options=options) as r:
         buf = bytearray(len(blob))
         assert r.readinto(buf) == len(blob) and bytes(buf) == blob
-        assert r._crc_next * r.block_size >= len(blob) and r._corrupt is None
+        assert r._check.next * r.block_size >= len(blob) and r._check.corrupt is None
     bad = bytearray(blob)
     bad[-1] ^= 1  # in the last block, which is read as a block
     emulator.store.put(bucket, "bad", bytes(bad), crc32c=google_crc32c.value(blob))
@@ -325,7 +325,7 @@ def test_reads_going_on_inside_a_block_are_still_checked(
                     on()
             else:
                 assert on() == body[350 * KiB:]
-                assert r._crc_next * r.block_size >= len(body) and r._corrupt is None
+                assert r._check.next * r.block_size >= len(body) and r._check.corrupt is None
 
 
 def test_a_long_read_failing_stops_every_get_and_can_be_read_again(
@@ -491,7 +491,7 @@ def test_lines_read_front_to_back_are_checked_and_are_io_s(
 
     with reader("lines") as r:
         assert list(r) == io.BytesIO(data).readlines()
-        assert r._crc_next * r.block_size >= len(data) and r._corrupt is None
+        assert r._check.next * r.block_size >= len(data) and r._check.corrupt is None
     with reader("lines") as r:
         ref = io.BytesIO(data)
         for size in [7, 1, 0, 500, -1] * 2000:

@@ -67,7 +67,7 @@ def test_a_whole_read_allocates_its_bytes_and_no_blocks(
             tracemalloc.stop()
         assert type(out) is bytes and out == DATA
         # Checked front to back, to the last block.
-        assert r._crc_next * r.block_size >= len(DATA) and r._corrupt is None
+        assert r._check.next * r.block_size >= len(DATA) and r._check.corrupt is None
     # No block of its own, and the bytes returned with less than the
     # read-ahead's 1 MiB beside them (the emulator, in this process, is
     # counted too): blocks fetched and copied out took that 1 MiB more.
@@ -87,7 +87,7 @@ def test_a_rest_after_held_blocks_is_whole_and_checked(
         assert r.read(5 * MiB) == DATA[1000:1000 + 5 * MiB]
         assert r.read() == DATA[1000 + 5 * MiB:]
         assert r.read() == b""
-        assert r._crc_next * r.block_size >= len(DATA) and r._corrupt is None
+        assert r._check.next * r.block_size >= len(DATA) and r._check.corrupt is None
     bad = bytearray(DATA)
     bad[len(DATA) - 100] ^= 1  # in the last piece's last block
     emulator.store.put(bucket, "bad", bytes(bad), crc32c=google_crc32c.value(DATA))

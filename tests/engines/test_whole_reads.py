@@ -120,7 +120,7 @@ def test_the_readers_read_of_the_rest_is_the_object_checked(
         assert r.read(10) == BIG[:10]
         rest = r.read()
         assert type(rest) is bytes and rest == BIG[10:]
-        assert r._crc_next * r.block_size >= len(BIG) and r._corrupt is None
+        assert r._check.next * r.block_size >= len(BIG) and r._check.corrupt is None
     with ObjectReader(sync_client.aio, bucket, "big", options=options) as r:
         assert r.read() == BIG
     bad = bytearray(BIG)
