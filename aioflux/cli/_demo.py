@@ -3,7 +3,7 @@
 On the bundled emulator (GCS-like profile: 20 ms to first byte, 100 MB/s per
 connection, 800 MB/s per host, 1% injected 503s and 0.5% 429s) or a real bucket (``--url``):
 write a synthetic dataset, train a small model reading it through
-``IterableDataset`` with DataLoader workers, checkpoint with
+``ObjectIterableDataset`` with DataLoader workers, checkpoint with
 ``CheckpointManager.save_async`` (the dataset's position travels with each
 checkpoint as ``data_state``), crash (SIGKILL) while a save is in flight,
 resume model and data from ``latest()`` in the middle of the epoch, check

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..torch import CheckpointManager, IterableDataset
+from ..torch import CheckpointManager, DatasetSettings, ObjectIterableDataset
 
 __all__ = ["FEATURES", "TrainPlan", "decode_sample", "encode_sample", "main", "train"]
 
@@ -102,9 +102,9 @@ def train(plan: TrainPlan, phase: str) -> None:
     step = 0
     # batch_size: the global order is cut into batches of this size (one
     # rank), which is what makes the saved position exact.
-    dataset = IterableDataset.from_prefix(plan.data_url, transform=decode_sample,
-                                          endpoint=plan.endpoint, seed=1,
-                                          batch_size=plan.batch_size)
+    dataset = ObjectIterableDataset.from_prefix(
+        plan.data_url, transform=decode_sample,
+        settings=DatasetSettings(endpoint=plan.endpoint), seed=1, batch_size=plan.batch_size)
     _emit(plan.events, kind="listed", phase=phase, objects=len(dataset.objects))
     latest = manager.latest()
     if latest is not None:

@@ -17,6 +17,18 @@ RENAMED = [
     ("aioflux.torch", "load_files", "aioflux.load_files", ("aioflux", "load_files")),
     ("aioflux", "GcsURL", "aioflux.StoreURL", ("aioflux", "StoreURL")),
     (
+        "aioflux.torch",
+        "MapDataset",
+        "aioflux.torch.ObjectMapDataset",
+        ("aioflux.torch", "ObjectMapDataset"),
+    ),
+    (
+        "aioflux.torch",
+        "IterableDataset",
+        "aioflux.torch.ObjectIterableDataset",
+        ("aioflux.torch", "ObjectIterableDataset"),
+    ),
+    (
         "aioflux",
         "download_many",
         "aioflux.Downloader(store, options).download_many(objects)",
@@ -68,7 +80,7 @@ def test_every_deprecated_name_is_tested_and_on_the_migration_page() -> None:
 
     declared = (
         {("aioflux", n) for n in aioflux._DEPRECATED}
-        | {("aioflux.torch", n) for n in aioflux.torch._MOVED}
+        | {("aioflux.torch", n) for n in aioflux.torch._DEPRECATED}
         | {("aioflux.torch.dcp", n) for n in aioflux.torch.dcp._RENAMED}
     )
     assert declared == {(module, old) for module, old, _, _ in RENAMED}

@@ -28,9 +28,9 @@ DOCUMENTED = {
         "aload_files", "list_files", "load_files", "open", "parse_url",
     },
     "aioflux.torch": {
-        "Checkpoint", "CheckpointInfo", "CheckpointManager", "IterableDataset", "MapDataset",
-        "ResumableBatchSampler", "ResumableSampler", "SaveFuture", "SaveRecord", "ShardDataset",
-        "ShardMapDataset", "ShardWriter",
+        "Checkpoint", "CheckpointInfo", "CheckpointManager", "DatasetSettings",
+        "ObjectIterableDataset", "ObjectMapDataset", "ResumableBatchSampler", "ResumableSampler",
+        "SaveFuture", "SaveRecord", "ShardDataset", "ShardMapDataset", "ShardWriter",
     },
     "aioflux.otel": {"instrument"},
     "aioflux.fsspec": {"AiofluxFileSystem", "TouchRefused", "register"},

@@ -1,4 +1,4 @@
-"""``IterableDataset``: every object once per epoch across ranks and workers.
+"""``ObjectIterableDataset``: every object once per epoch across ranks and workers.
 
 Objects may be on any store (``gs://``, ``file://`` or a path); see
 :mod:`aioflux.torch.data._source` for the per-process store.
@@ -13,21 +13,21 @@ from typing import Any, TypeVar
 
 import torch.utils.data
 
-from ..._core.config import DEFAULT_MAX_CONCURRENCY, ClientConfig, RetryPolicy
+from ..._core.config import DEFAULT_MAX_CONCURRENCY
 from ..._core.errors import InvalidArgument
 from ..._core.metrics import BatchStats
 from ..._core.portal import iterate
 from ..._core.types import ObjectInfo
-from ..._core.validate import Credentials, check_bool, check_int
-from ..._engines.download import Data, DownloadOptions
-from ..._engines.hedge import HedgeAfter
+from ..._core.validate import check_bool, check_int
+from ..._engines.download import Data
 from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._order import DataProgress, Pass, RankBatches, dist_rank, epoch_order, fingerprint, track
 from ._rank_listing import Listing, agreed, check_listing, objects_summary
+from ._settings import DatasetSettings, object_settings
 from ._source import Sample, Transform, build_source, check_objects, transformed
 from ._worker_share import WorkerShare
 
-__all__ = ["DEFAULT_PREFETCH", "IterableDataset"]
+__all__ = ["DEFAULT_PREFETCH", "ObjectIterableDataset"]
 
 T = TypeVar("T")
 
@@ -36,8 +36,8 @@ T = TypeVar("T")
 DEFAULT_PREFETCH = DEFAULT_MAX_CONCURRENCY
 
 
-class IterableDataset(torch.utils.data.IterableDataset[Sample]):
-    """An iterable dataset (objects on any store, as for :class:`MapDataset`):
+class ObjectIterableDataset(torch.utils.data.IterableDataset[Sample]):
+    """An iterable dataset (objects on any store, as for :class:`ObjectMapDataset`):
     each epoch yields every object once across all
     DDP ranks and DataLoader workers, shuffled per epoch, with a window of
     downloads in flight.
@@ -76,18 +76,9 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
 
     Args:
         objects: the objects, one sample each (see also :meth:`from_prefix`).
-        transform: ``bytes -> sample`` (dataflux calls it ``data_format_fn``,
-            also accepted); default returns the bytes.
-        data_format_fn: dataflux's name of ``transform`` (give one of the two).
-        config: ClientConfig (concurrency, timeouts) of the per-process client.
-        endpoint: GCS API root (default ``STORAGE_EMULATOR_HOST`` or GCS).
-        credentials: as for :class:`~aioflux.AsyncClient` (must pickle for spawn).
-        list_retry: retry policy for listing (default ``config.retry``).
-        download_retry: retry policy for downloads (default ``config.retry``).
-        download_options: planner settings.
-        disable_compose: override of ``download_options.disable_compose``.
-        max_composite_object_size: override of that planner field.
-        compose_threshold: override of that planner field.
+        transform: ``bytes -> sample``; default returns the bytes.
+        settings: the store, download planner, hedging and disk cache
+            (:class:`~aioflux.torch.DatasetSettings`; default: all defaults).
         shuffle: shuffle each epoch (else listing order).
         seed: base seed of the shuffle.
         prefetch: objects downloading ahead of the consumer.
@@ -95,18 +86,14 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         rank: DDP rank (default: torch.distributed, else ``$RANK``, else 0),
             resolved at construction because workers have no process group.
         world_size: DDP world size (same defaults).
-        cache_dir: a local disk cache across epochs, shared by every worker
-            and rank on the machine (entries keyed by object version,
-            crc32c-checked); None: no cache.
-        cache_limit: most bytes in ``cache_dir`` (least recently used
-            entries are evicted); None: no limit.
-        hedge_after: a second GET for an object read not done after this
-            many seconds, or ``"auto"`` (this dataset's p95 read latency once
-            20 reads are in), the first checked answer winning; at most 5%
-            more requests. None (default): no hedging.
         batch_size: samples per rank per step: the DataLoader's
             ``batch_size`` (it sets the global batches, above).
         drop_last: leave out a short last global batch (else pad it, above).
+        **deprecated: the settings' fields as keywords (``endpoint=``,
+            ``cache_dir=``...), the planner's ``disable_compose``,
+            ``max_composite_object_size`` and ``compose_threshold``, and
+            ``data_format_fn`` (dataflux's ``transform``): each warns and
+            goes in aioflux 0.3.0.
 
     Raises:
         InvalidArgument: a setting of the wrong type, or ``rank`` outside
@@ -115,27 +102,14 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
     """
 
     def __init__(self, objects: Sequence[ObjectInfo], *, transform: Transform[Sample] | None = None,
-                 data_format_fn: Transform[Sample] | None = None,
-                 config: ClientConfig | None = None, endpoint: str | None = None,
-                 credentials: Credentials = None, list_retry: RetryPolicy | None = None,
-                 download_retry: RetryPolicy | None = None,
-                 download_options: DownloadOptions | None = None,
-                 disable_compose: bool | None = None,
-                 max_composite_object_size: int | None = None,
-                 compose_threshold: int | None = None, shuffle: bool = True, seed: int = 0,
+                 settings: DatasetSettings | None = None, shuffle: bool = True, seed: int = 0,
                  prefetch: int = DEFAULT_PREFETCH, ordered: bool = True,
                  rank: int | None = None, world_size: int | None = None,
-                 cache_dir: str | os.PathLike[str] | None = None,
-                 cache_limit: int | None = None,
-                 hedge_after: HedgeAfter = None,
-                 batch_size: int = 1, drop_last: bool = False) -> None:
-        op = "IterableDataset"
+                 batch_size: int = 1, drop_last: bool = False, **deprecated: Any) -> None:
+        op = "ObjectIterableDataset"
         self._transform: Transform[Sample] | None
-        self._source, self._transform = build_source(
-            op, objects, transform, data_format_fn, config, endpoint, credentials, list_retry,
-            download_retry, download_options, disable_compose, max_composite_object_size,
-            compose_threshold, cache_dir=cache_dir, cache_limit=cache_limit,
-            hedge_after=hedge_after)
+        settings, self._transform = object_settings(op, settings, transform, deprecated)
+        self._source = build_source(op, objects, settings)
         check_bool(op, "shuffle", shuffle)
         check_int(op, "seed", seed, minimum=None)
         check_int(op, "prefetch", prefetch, minimum=1)
@@ -162,23 +136,11 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
     @classmethod
     def from_prefix(cls, url: str, *, list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
                     transform: Transform[Sample] | None = None,
-                    data_format_fn: Transform[Sample] | None = None,
-                    config: ClientConfig | None = None, endpoint: str | None = None,
-                    credentials: Credentials = None, list_retry: RetryPolicy | None = None,
-                    download_retry: RetryPolicy | None = None,
-                    download_options: DownloadOptions | None = None,
-                    disable_compose: bool | None = None,
-                    max_composite_object_size: int | None = None,
-                    compose_threshold: int | None = None, shuffle: bool = True, seed: int = 0,
-                    prefetch: int = DEFAULT_PREFETCH, ordered: bool = True,
-                    rank: int | None = None,
-                    world_size: int | None = None,
-                    cache_dir: str | os.PathLike[str] | None = None,
-                    cache_limit: int | None = None,
-                    hedge_after: HedgeAfter = None,
-                    batch_size: int = 1,
-                    drop_last: bool = False,
-                    listing: Listing = "each") -> IterableDataset[Sample]:
+                    settings: DatasetSettings | None = None, shuffle: bool = True,
+                    seed: int = 0, prefetch: int = DEFAULT_PREFETCH, ordered: bool = True,
+                    rank: int | None = None, world_size: int | None = None,
+                    batch_size: int = 1, drop_last: bool = False, listing: Listing = "each",
+                    **deprecated: Any) -> ObjectIterableDataset[Sample]:
         """List a folder in parallel (sorted by name) and wrap its objects.
 
         ``gs://b/data`` and ``gs://b/data/`` both mean the folder ``data/``
@@ -199,29 +161,18 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
         Args:
             url: ``gs://bucket[/folder]``, ``file:///dir`` or a path.
             list_concurrency: parallel listers.
-            transform: see the class docstring; so are the other settings.
-            data_format_fn: dataflux's name of ``transform``.
-            config: ClientConfig of the per-process client.
-            endpoint: API root.
-            credentials: as for :class:`~aioflux.AsyncClient`.
-            list_retry: retry policy for listing.
-            download_retry: retry policy for downloads.
-            download_options: planner settings.
-            disable_compose: planner override.
-            max_composite_object_size: planner override.
-            compose_threshold: planner override.
+            transform: ``bytes -> sample``.
+            settings: see the class docstring.
             shuffle: shuffle each epoch.
             seed: base seed of the shuffle.
             prefetch: objects downloading ahead of the consumer.
             ordered: yield in shuffled order; ``False`` yields as completed.
             rank: DDP rank.
             world_size: DDP world size.
-            cache_dir: local disk cache directory.
-            cache_limit: most bytes in the cache.
-            hedge_after: hedged reads (see the class).
             batch_size: samples per rank per step (the DataLoader's).
             drop_last: leave out a short last global batch (else pad it).
             listing: ``"each"``, ``"rank0"`` or ``"check"`` (above).
+            **deprecated: the old keywords (see the class docstring).
 
         Returns:
             The dataset.
@@ -234,17 +185,12 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
                 rank raises it).
             Conflict: (``"check"``) the ranks listed different objects.
         """
-        op = "IterableDataset.from_prefix"
+        op = "ObjectIterableDataset.from_prefix"
         check_int(op, "list_concurrency", list_concurrency, minimum=1)
         check_listing(op, listing)
-        self = cls([], transform=transform, data_format_fn=data_format_fn, config=config,
-                   endpoint=endpoint, credentials=credentials, list_retry=list_retry,
-                   download_retry=download_retry, download_options=download_options,
-                   disable_compose=disable_compose,
-                   max_composite_object_size=max_composite_object_size,
-                   compose_threshold=compose_threshold, shuffle=shuffle, seed=seed,
+        settings, transform = object_settings(op, settings, transform, deprecated)
+        self = cls([], transform=transform, settings=settings, shuffle=shuffle, seed=seed,
                    prefetch=prefetch, ordered=ordered, rank=rank, world_size=world_size,
-                   cache_dir=cache_dir, cache_limit=cache_limit, hedge_after=hedge_after,
                    batch_size=batch_size, drop_last=drop_last)
         self.objects = agreed(
             op, listing, str(url),
@@ -271,11 +217,11 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
 
     @objects.setter
     def objects(self, objects: Sequence[ObjectInfo]) -> None:
-        self._objects = check_objects("IterableDataset", self._source, objects)
+        self._objects = check_objects("ObjectIterableDataset", self._source, objects)
         self._progress = self._new_progress()
 
     def _new_progress(self) -> DataProgress:
-        return DataProgress("IterableDataset", len(self._objects), fingerprint(self._objects),
+        return DataProgress("ObjectIterableDataset", len(self._objects), fingerprint(self._objects),
                             self.seed, self.batch_size, self.world_size, self.drop_last,
                             shuffle=self.shuffle)
 
@@ -374,7 +320,7 @@ class IterableDataset(torch.utils.data.IterableDataset[Sample]):
                 # The transform first: a batch whose last sample it refused was
                 # never handed out, and a state taken after the error (a save
                 # in an ``except``) must not count it, or a resume skips it.
-                sample: Sample = transformed("IterableDataset", self._transform, data,
+                sample: Sample = transformed("ObjectIterableDataset", self._transform, data,
                                              lambda: obj)  # noqa: B023  # called at once
                 if count == end:
                     current.handed = after  # before the yield: a state taken now includes it

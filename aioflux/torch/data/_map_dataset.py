@@ -1,4 +1,4 @@
-"""``MapDataset``: one sample per object, indexable, batches downloaded ahead.
+"""``ObjectMapDataset``: one sample per object, indexable, batches downloaded ahead.
 
 Objects may be on any store (``gs://``, ``file://`` or a path); see
 :mod:`aioflux.torch.data._source` for the per-process store.
@@ -16,20 +16,20 @@ from typing import Any
 
 import torch.utils.data
 
-from ..._core.config import ClientConfig, RetryPolicy
+from ..._core.config import ClientConfig
 from ..._core.errors import InvalidArgument
 from ..._core.index import ObjectIndex
 from ..._core.metrics import BatchStats
 from ..._core.portal import Portal, get_portal
 from ..._core.types import ObjectInfo
 from ..._core.urls import parse_url
-from ..._core.validate import Credentials, as_int, check_int
-from ..._engines.download import Data, DownloadOptions, DownloadStats
-from ..._engines.hedge import HedgeAfter
+from ..._core.validate import as_int, check_int
+from ..._engines.download import Data, DownloadStats
 from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ...local import LocalStore
 from ...local._store import read_small, reads_here
 from ._rank_listing import Listing, agreed, check_listing, objects_summary, objects_target
+from ._settings import DatasetSettings, object_settings
 from ._source import (
     Sample,
     Transform,
@@ -39,21 +39,21 @@ from ._source import (
     transformed,
 )
 
-__all__ = ["PREFETCH_BYTES", "MapDataset", "PrefetchBatchSampler"]
+__all__ = ["PREFETCH_BYTES", "ObjectMapDataset", "PrefetchBatchSampler"]
 
-# Most bytes a MapDataset downloads ahead of the batch being consumed
+# Most bytes an ObjectMapDataset downloads ahead of the batch being consumed
 # (readahead and the samplers' default ``ahead``), by the listed sizes of
 # the very batches announced: 3 batches of 64 x 100 KiB fit many times over,
 # 64 x 100 MB objects do not get a second batch in memory.
 PREFETCH_BYTES = 256 * 1024 * 1024
 
 
-class MapDataset(torch.utils.data.Dataset[Sample]):
+class ObjectMapDataset(torch.utils.data.Dataset[Sample]):
     """A map-style dataset: one sample per object, indexable.
 
     The objects may be on any store: their URL scheme picks the store each
-    process builds (``gs://``: an ``AsyncClient`` from ``config``,
-    ``endpoint`` and ``credentials``; ``file://`` or a path: a ``LocalStore``).
+    process builds from ``settings`` (``gs://``: a ``GcsStore``; ``file://``
+    or a path: a ``LocalStore``).
 
     ``__getitems__`` downloads a whole DataLoader batch concurrently (the
     DataLoader calls it when present).
@@ -65,27 +65,14 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
 
     Args:
         objects: the objects, one sample each (see also :meth:`from_prefix`).
-        transform: ``bytes -> sample`` (dataflux calls it ``data_format_fn``,
-            also accepted); default returns the bytes.
-        data_format_fn: dataflux's name of ``transform`` (give one of the two).
-        config: ClientConfig (concurrency, timeouts) of the per-process client.
-        endpoint: GCS API root (default ``STORAGE_EMULATOR_HOST`` or GCS).
-        credentials: as for :class:`~aioflux.AsyncClient` (must pickle for spawn).
-        list_retry: retry policy for listing (default ``config.retry``).
-        download_retry: retry policy for downloads (default ``config.retry``).
-        download_options: planner settings.
-        disable_compose: override of ``download_options.disable_compose``.
-        max_composite_object_size: override of that planner field.
-        compose_threshold: override of that planner field.
-        cache_dir: a local disk cache across epochs, shared by every worker
-            and rank on the machine (entries keyed by object version,
-            crc32c-checked); None: no cache.
-        cache_limit: most bytes in ``cache_dir`` (least recently used
-            entries are evicted); None: no limit.
-        hedge_after: a second GET for an object read not done after this
-            many seconds, or ``"auto"`` (this dataset's p95 read latency once
-            20 reads are in), the first checked answer winning; at most 5%
-            more requests. None (default): no hedging.
+        transform: ``bytes -> sample``; default returns the bytes.
+        settings: the store, download planner, hedging and disk cache
+            (:class:`~aioflux.torch.DatasetSettings`; default: all defaults).
+        **deprecated: the settings' fields as keywords (``endpoint=``,
+            ``cache_dir=``...), the planner's ``disable_compose``,
+            ``max_composite_object_size`` and ``compose_threshold``, and
+            ``data_format_fn`` (dataflux's ``transform``): each warns and
+            goes in aioflux 0.3.0.
 
     Raises:
         InvalidArgument: a setting of the wrong type (checked at once).
@@ -93,23 +80,11 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
     """
 
     def __init__(self, objects: Sequence[ObjectInfo], *, transform: Transform[Sample] | None = None,
-                 data_format_fn: Transform[Sample] | None = None,
-                 config: ClientConfig | None = None, endpoint: str | None = None,
-                 credentials: Credentials = None, list_retry: RetryPolicy | None = None,
-                 download_retry: RetryPolicy | None = None,
-                 download_options: DownloadOptions | None = None,
-                 disable_compose: bool | None = None,
-                 max_composite_object_size: int | None = None,
-                 compose_threshold: int | None = None,
-                 cache_dir: str | os.PathLike[str] | None = None,
-                 cache_limit: int | None = None,
-                 hedge_after: HedgeAfter = None) -> None:
+                 settings: DatasetSettings | None = None, **deprecated: Any) -> None:
         self._transform: Transform[Sample] | None
-        self._source, self._transform = build_source(
-            "MapDataset", objects, transform, data_format_fn, config, endpoint, credentials,
-            list_retry, download_retry, download_options, disable_compose,
-            max_composite_object_size, compose_threshold, cache_dir=cache_dir,
-            cache_limit=cache_limit, hedge_after=hedge_after)
+        settings, self._transform = object_settings("ObjectMapDataset", settings, transform,
+                                                    deprecated)
+        self._source = build_source("ObjectMapDataset", objects, settings)
         self.objects = objects
         # Set by PrefetchBatchSampler: the batches that follow the one it is
         # handing out. Downloads started for them, in order, with this pid.
@@ -132,18 +107,8 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
     @classmethod
     def from_prefix(cls, url: str, *, list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
                     transform: Transform[Sample] | None = None,
-                    data_format_fn: Transform[Sample] | None = None,
-                    config: ClientConfig | None = None, endpoint: str | None = None,
-                    credentials: Credentials = None, list_retry: RetryPolicy | None = None,
-                    download_retry: RetryPolicy | None = None,
-                    download_options: DownloadOptions | None = None,
-                    disable_compose: bool | None = None,
-                    max_composite_object_size: int | None = None,
-                    compose_threshold: int | None = None,
-                    cache_dir: str | os.PathLike[str] | None = None,
-                    cache_limit: int | None = None,
-                    hedge_after: HedgeAfter = None,
-                    listing: Listing = "each") -> MapDataset[Sample]:
+                    settings: DatasetSettings | None = None, listing: Listing = "each",
+                    **deprecated: Any) -> ObjectMapDataset[Sample]:
         """List a folder in parallel (sorted by name) and wrap its objects.
 
         ``gs://b/data`` and ``gs://b/data/`` both mean the folder ``data/``
@@ -163,21 +128,10 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         Args:
             url: ``gs://bucket[/folder]``, ``file:///dir`` or a path.
             list_concurrency: parallel listers.
-            transform: see the class docstring; so are the other settings.
-            data_format_fn: dataflux's name of ``transform``.
-            config: ClientConfig of the per-process client.
-            endpoint: API root.
-            credentials: as for :class:`~aioflux.AsyncClient`.
-            list_retry: retry policy for listing.
-            download_retry: retry policy for downloads.
-            download_options: planner settings.
-            disable_compose: planner override.
-            max_composite_object_size: planner override.
-            compose_threshold: planner override.
-            cache_dir: local disk cache directory.
-            cache_limit: most bytes in the cache.
-            hedge_after: hedged reads (see the class).
+            transform: ``bytes -> sample``.
+            settings: see the class docstring.
             listing: ``"each"``, ``"rank0"`` or ``"check"`` (above).
+            **deprecated: the old keywords (see the class docstring).
 
         Returns:
             The dataset.
@@ -190,16 +144,11 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
                 rank raises it).
             Conflict: (``"check"``) the ranks listed different objects.
         """
-        op = "MapDataset.from_prefix"
+        op = "ObjectMapDataset.from_prefix"
         check_int(op, "list_concurrency", list_concurrency, minimum=1)
         check_listing(op, listing)
-        self = cls([], transform=transform, data_format_fn=data_format_fn, config=config,
-                   endpoint=endpoint, credentials=credentials, list_retry=list_retry,
-                   download_retry=download_retry, download_options=download_options,
-                   disable_compose=disable_compose,
-                   max_composite_object_size=max_composite_object_size,
-                   compose_threshold=compose_threshold, cache_dir=cache_dir,
-                   cache_limit=cache_limit, hedge_after=hedge_after)
+        settings, transform = object_settings(op, settings, transform, deprecated)
+        self = cls([], transform=transform, settings=settings)
         self.objects = agreed(
             op, listing, str(url),
             lambda: self._source.list_prefix(url, list_concurrency),
@@ -209,18 +158,8 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
     @classmethod
     def from_objects(cls, objects: Iterable[str | ObjectInfo], *,
                      transform: Transform[Sample] | None = None,
-                     data_format_fn: Transform[Sample] | None = None,
-                     config: ClientConfig | None = None, endpoint: str | None = None,
-                     credentials: Credentials = None, list_retry: RetryPolicy | None = None,
-                     download_retry: RetryPolicy | None = None,
-                     download_options: DownloadOptions | None = None,
-                     disable_compose: bool | None = None,
-                     max_composite_object_size: int | None = None,
-                     compose_threshold: int | None = None,
-                     cache_dir: str | os.PathLike[str] | None = None,
-                     cache_limit: int | None = None,
-                     hedge_after: HedgeAfter = None,
-                     listing: Listing = "each") -> MapDataset[Sample]:
+                     settings: DatasetSettings | None = None, listing: Listing = "each",
+                     **deprecated: Any) -> ObjectMapDataset[Sample]:
         """Wrap given objects; URLs are ``stat``-ed concurrently for their sizes.
 
         Under DDP every rank must hold the same objects, at the same
@@ -239,21 +178,10 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
         Args:
             objects: object URLs (``gs://``, ``file://``, paths; all on one
                 store) or ObjectInfo.
-            transform: see the class docstring; so are the other settings.
-            data_format_fn: dataflux's name of ``transform``.
-            config: ClientConfig of the per-process client.
-            endpoint: API root.
-            credentials: as for :class:`~aioflux.AsyncClient`.
-            list_retry: retry policy for the stats.
-            download_retry: retry policy for downloads.
-            download_options: planner settings.
-            disable_compose: planner override.
-            max_composite_object_size: planner override.
-            compose_threshold: planner override.
-            cache_dir: local disk cache directory.
-            cache_limit: most bytes in the cache.
-            hedge_after: hedged reads (see the class).
+            transform: ``bytes -> sample``.
+            settings: see the class docstring.
             listing: ``"each"``, ``"rank0"`` or ``"check"`` (above).
+            **deprecated: the old keywords (see the class docstring).
 
         Returns:
             The dataset.
@@ -266,15 +194,10 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
             StorageError: a stat failed (with ``"rank0"``, on rank 0: every rank raises it).
             Conflict: (``"check"``) the ranks found different versions or sizes.
         """
-        op = "MapDataset.from_objects"
+        op = "ObjectMapDataset.from_objects"
         check_listing(op, listing)
-        self = cls([], transform=transform, data_format_fn=data_format_fn, config=config,
-                   endpoint=endpoint, credentials=credentials, list_retry=list_retry,
-                   download_retry=download_retry, download_options=download_options,
-                   disable_compose=disable_compose,
-                   max_composite_object_size=max_composite_object_size,
-                   compose_threshold=compose_threshold, cache_dir=cache_dir,
-                   cache_limit=cache_limit, hedge_after=hedge_after)
+        settings, transform = object_settings(op, settings, transform, deprecated)
+        self = cls([], transform=transform, settings=settings)
         items = list(objects)
         schemes, places = [], []
         for item in items:
@@ -314,13 +237,13 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
 
     @objects.setter
     def objects(self, objects: Sequence[ObjectInfo]) -> None:
-        self._objects = check_objects("MapDataset", self._source, objects)
+        self._objects = check_objects("ObjectMapDataset", self._source, objects)
 
     def __len__(self) -> int:
         return len(self._objects)
 
     def _apply(self, data: Data, index: int) -> Sample:
-        return transformed("MapDataset", self._transform, data, lambda: self._objects[index])
+        return transformed("ObjectMapDataset", self._transform, data, lambda: self._objects[index])
 
     def __getitem__(self, index: int) -> Sample:
         """Download one sample.
@@ -549,7 +472,7 @@ class MapDataset(torch.utils.data.Dataset[Sample]):
 def _ahead(config: ClientConfig, batch_len: int) -> int:
     """Batches to download ahead: enough to keep every permit busy (one more
     than fill them, so they stay full while the consumer takes a batch).
-    Bytes bound them as they are announced (:meth:`MapDataset._fitting`)."""
+    Bytes bound them as they are announced (:meth:`ObjectMapDataset._fitting`)."""
     return config.max_concurrency // max(1, batch_len) + 1
 
 
@@ -560,7 +483,7 @@ def _position(index: object) -> int:
     stays an IndexError, as in a list (iteration by index stops on it)."""
     if type(index) is int:  # most are: as_int's protocol check is ~2 us
         return index
-    return as_int("MapDataset[]", "index", index, minimum=None)
+    return as_int("ObjectMapDataset[]", "index", index, minimum=None)
 
 
 @dataclasses.dataclass
@@ -571,10 +494,10 @@ class _Prefetch:
 
 class PrefetchBatchSampler(torch.utils.data.Sampler[list[int]]):
     """Batches of ``sampler``'s indices; announces the next ``ahead`` batches
-    to the dataset before handing out each one (see :meth:`MapDataset.batch_sampler`).
+    to the dataset before handing out each one (see :meth:`ObjectMapDataset.batch_sampler`).
 
     Args:
-        dataset: the MapDataset to announce batches to.
+        dataset: the ObjectMapDataset to announce batches to.
         sampler: the index order.
         batch_size: samples per batch.
         drop_last: drop a last, incomplete batch.
@@ -583,7 +506,7 @@ class PrefetchBatchSampler(torch.utils.data.Sampler[list[int]]):
             ``PREFETCH_BYTES`` (at least one), as the default ``ahead`` does.
     """
 
-    def __init__(self, dataset: MapDataset[Any], sampler: torch.utils.data.Sampler[int],
+    def __init__(self, dataset: ObjectMapDataset[Any], sampler: torch.utils.data.Sampler[int],
                  batch_size: int, drop_last: bool = False, *, ahead: int = 1,
                  bounded: bool = False) -> None:
         self.dataset = dataset

@@ -16,7 +16,7 @@ import torch.utils.data
 
 from ..._core.errors import InvalidArgument
 from ..._core.validate import check_bool, check_int
-from ._map_dataset import MapDataset, _ahead
+from ._map_dataset import ObjectMapDataset, _ahead
 from ._order import DataProgress, Pass, RankBatches, dist_rank, epoch_order, fingerprint, track
 
 __all__ = ["ResumableBatchSampler", "ResumableSampler"]
@@ -111,7 +111,7 @@ class _Resumable:
 
         Args:
             state: a ``state_dict()`` of either sampler or of an
-                :class:`IterableDataset` over the same objects, saved at any
+                :class:`ObjectIterableDataset` over the same objects, saved at any
                 world size and worker count.
 
         Raises:
@@ -144,7 +144,7 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
     batches.
 
     Counting: with ``num_workers=0`` the sampler counts the batches it hands
-    out, which is what the loop took (on a :class:`MapDataset`, a batch whose
+    out, which is what the loop took (on a :class:`ObjectMapDataset`, a batch whose
     download or transform failed is not counted). A DataLoader with workers asks for
     batches ahead, so iterate ``sampler.track(loader)`` (it counts what the
     loop took), or use torchdata's ``StatefulDataLoader`` (without
@@ -152,12 +152,12 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
     ``state_dict()`` carries this sampler's state, taken in step with its
     batches; it restores the same worker count only.
 
-    On a :class:`MapDataset` with ``num_workers=0`` it also announces the
+    On a :class:`ObjectMapDataset` with ``num_workers=0`` it also announces the
     next ``ahead`` batches so they download while this one trains (as
-    :meth:`MapDataset.batch_sampler` does).
+    :meth:`ObjectMapDataset.batch_sampler` does).
 
     Args:
-        dataset: the dataset (a MapDataset, or anything with a length).
+        dataset: the dataset (an ObjectMapDataset, or anything with a length).
         batch_size: samples per rank per step.
         shuffle: shuffle each epoch (else the dataset's order).
         seed: base seed of the shuffle.
@@ -182,7 +182,7 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
         self._bounded = ahead is None
         if ahead is None:
             ahead = 0
-            if isinstance(dataset, MapDataset) and len(dataset):
+            if isinstance(dataset, ObjectMapDataset) and len(dataset):
                 ahead = _ahead(dataset._source.config, batch_size)
         self.ahead = ahead
 
@@ -191,7 +191,7 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
 
     def __iter__(self) -> Iterator[list[int]]:
         batches, current = self._pass_batches()
-        dataset = self.dataset if isinstance(self.dataset, MapDataset) else None
+        dataset = self.dataset if isinstance(self.dataset, ObjectMapDataset) else None
         announce = dataset if self.ahead else None
         handed = current.handed
         window = list(itertools.islice(batches, self.ahead + 1))
@@ -222,7 +222,7 @@ class ResumableSampler(_Resumable, torch.utils.data.Sampler[int]):
     sampler asks this one for its state.
 
     Args:
-        dataset: the dataset (a MapDataset, or anything with a length).
+        dataset: the dataset (an ObjectMapDataset, or anything with a length).
         batch_size: samples per rank per step: the DataLoader's ``batch_size``.
         shuffle: shuffle each epoch (else the dataset's order).
         seed: base seed of the shuffle.
@@ -245,7 +245,7 @@ class ResumableSampler(_Resumable, torch.utils.data.Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         batches, current = self._pass_batches()
-        dataset = self.dataset if isinstance(self.dataset, MapDataset) else None
+        dataset = self.dataset if isinstance(self.dataset, ObjectMapDataset) else None
         handed = current.handed
         for share in batches:
             for i, index in enumerate(share, 1):

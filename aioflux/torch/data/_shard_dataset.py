@@ -17,15 +17,14 @@ from typing import Any, TypeVar
 import numpy as np
 import torch.utils.data
 
-from ..._core.config import ClientConfig
 from ..._core.errors import InvalidArgument
 from ..._core.types import ObjectInfo
-from ..._core.validate import Credentials, check_bool, check_int
-from ..._engines.hedge import HedgeAfter
+from ..._core.validate import check_bool, check_int
 from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ..._engines.shards import ShardsDone
 from ._order import DataProgress, RankBatches, dist_rank, track
 from ._rank_listing import Listing
+from ._settings import SHARD_KEYWORDS, DatasetSettings, refuse_unknown, resolve_settings
 from ._shard_order import ShardOrder, iter_runs
 from ._shard_source import Decode, ShardSource, list_shards
 from ._source import share_in_worker
@@ -125,23 +124,20 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         world_size: DDP world size (same defaults).
         prefetch_bytes: most bytes read ahead of the consumer per iterator.
         reads_in_flight: ranged reads in flight per iterator.
-        config: ClientConfig of the per-process store.
-        endpoint: API root (``gs``, ``s3``).
-        credentials: as for :class:`~aioflux.AsyncClient`.
+        settings: the store, hedging and disk cache
+            (:class:`~aioflux.torch.DatasetSettings`; its ``list_retry``,
+            ``download_retry`` and ``download_options`` are refused). Here
+            ``cache_dir`` caches the shards' read units (each
+            ``samples_per_read`` samples, keyed by the shard's version and the
+            unit's range); a compressed shard whose data takes at most a
+            quarter of ``cache_limit`` is decompressed once per machine into
+            it (by the first process that wants it; the others wait for its
+            units), not once per worker and rank. ``hedge_after`` hedges
+            ranged GETs.
         index_dir: the local index cache (default
             ``~/.cache/aioflux/shard-index``); ``cache_indexes=False`` keeps none.
         cache_indexes: keep indexes built by streaming in ``index_dir``.
         sidecars: read ``<shard>.idx`` sidecars.
-        cache_dir: a local disk cache of the shards' read units (each
-            ``samples_per_read`` samples, keyed by the shard's version and the
-            unit's range), shared by every worker and rank on the machine. A
-            compressed shard whose data takes at most a quarter of ``cache_limit``
-            is decompressed once per machine into it (by the first process
-            that wants it; the others wait for its units), not once per
-            worker and rank. None: no cache.
-        cache_limit: most bytes in ``cache_dir`` (least recently used evicted).
-        hedge_after: a second ranged GET for a read not done after this many
-            seconds, or ``"auto"`` (as for :class:`IterableDataset`); None: never.
         listing: under DDP, which ranks resolve (list, stat) and index the
             shards, which every rank must hold alike (the epoch order and the
             batch counts are functions of them). ``"each"`` (default): every
@@ -173,8 +169,11 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             nothing (``batch_size=None``) and ``transform`` gets the batch.
         tensors: (Parquet) list columns as tensors (batched: numeric
             columns too).
+        **deprecated: ``settings``' fields as keywords (``endpoint=``,
+            ``cache_dir=``...): each warns and goes in aioflux 0.3.0.
 
     Raises:
+        TypeError: an unknown keyword.
         InvalidArgument: a setting of the wrong type or value.
         InvalidURL: a malformed URL.
         NotFound: a shard does not exist, or a prefix holds none.
@@ -192,15 +191,14 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                  world_size: int | None = None,
                  prefetch_bytes: int = DEFAULT_SHARD_PREFETCH_BYTES,
                  reads_in_flight: int = DEFAULT_READS_IN_FLIGHT,
-                 config: ClientConfig | None = None, endpoint: str | None = None,
-                 credentials: Credentials = None,
+                 settings: DatasetSettings | None = None,
                  index_dir: str | os.PathLike[str] | None = None, cache_indexes: bool = True,
-                 sidecars: bool = True, cache_dir: str | os.PathLike[str] | None = None,
-                 cache_limit: int | None = None, hedge_after: HedgeAfter = None,
-                 listing: Listing = "each", publish_indexes: bool = False,
+                 sidecars: bool = True, listing: Listing = "each", publish_indexes: bool = False,
                  columns: Sequence[str] | None = None, filters: Filters = None,
-                 output: str = "rows", tensors: bool = False) -> None:
+                 output: str = "rows", tensors: bool = False, **deprecated: Any) -> None:
         op = "ShardDataset"
+        settings = resolve_settings(op, settings, deprecated, SHARD_KEYWORDS)
+        refuse_unknown(op, deprecated)
         check_bool(op, "shuffle", shuffle)
         check_int(op, "seed", seed, minimum=None)
         check_int(op, "shuffle_window", shuffle_window, minimum=1)
@@ -221,10 +219,9 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                                   f"{self.world_size}")
         self._shards = ShardSource(
             op, shards, format=format, decode=decode, transform=transform,
-            samples_per_read=samples_per_read, config=config, endpoint=endpoint,
-            credentials=credentials, index_dir=index_dir, cache_indexes=cache_indexes,
-            sidecars=sidecars, cache_dir=cache_dir, cache_limit=cache_limit,
-            hedge_after=hedge_after, listing=listing, publish_indexes=publish_indexes,
+            samples_per_read=samples_per_read, settings=settings, index_dir=index_dir,
+            cache_indexes=cache_indexes, sidecars=sidecars, listing=listing,
+            publish_indexes=publish_indexes,
             columns=columns, filters=filters, output=output, tensors=tensors)
         self.samples_per_read = self._shards.samples_per_read
         self._progress = DataProgress(op, self._shards.total, self._shards.fingerprint(),
@@ -234,7 +231,8 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     @classmethod
     def from_prefix(cls, url: str, *, format: str | None = None,
                     list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
-                    listing: Listing = "each", **settings: Any) -> ShardDataset:
+                    listing: Listing = "each", settings: DatasetSettings | None = None,
+                    **options: Any) -> ShardDataset:
         """Every object in a folder (sorted by name), ``.idx`` sidecars left out.
 
         The format is the objects' names' unless ``format=`` says it: a
@@ -253,7 +251,8 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             format: ``"tar"`` or ``"lines"``; None (default): by the names.
             list_concurrency: parallel listers.
             listing: ``"each"``, ``"rank0"`` or ``"check"`` (the constructor's).
-            **settings: the constructor's other settings.
+            settings: the store, hedging and disk cache (the constructor's).
+            **options: the constructor's other keywords.
 
         Returns:
             The dataset.
@@ -264,8 +263,11 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                 without ``format=``; as for the constructor.
             InvalidURL, ShardFormatError, StorageError: as for the constructor.
         """
-        shards = list_shards("ShardDataset.from_prefix", url, list_concurrency, settings, listing)
-        return cls(shards, format=format, listing=listing, **settings)
+        op = "ShardDataset.from_prefix"
+        settings = resolve_settings(op, settings, options, SHARD_KEYWORDS)
+        settings.check(op, shards=True)
+        shards = list_shards(op, url, list_concurrency, settings, listing)
+        return cls(shards, format=format, listing=listing, settings=settings, **options)
 
     @property
     def shards(self) -> list[ObjectInfo]:

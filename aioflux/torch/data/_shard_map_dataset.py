@@ -9,13 +9,12 @@ from typing import Any
 
 import torch.utils.data
 
-from ..._core.config import ClientConfig
 from ..._core.errors import InvalidArgument
 from ..._core.types import ObjectInfo
-from ..._core.validate import Credentials, check_int
-from ..._engines.hedge import HedgeAfter
+from ..._core.validate import check_int
 from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._rank_listing import Listing
+from ._settings import SHARD_KEYWORDS, DatasetSettings, refuse_unknown, resolve_settings
 from ._shard_dataset import DEFAULT_READS_IN_FLIGHT
 from ._shard_order import runs_of
 from ._shard_source import Decode, ShardSource, list_shards
@@ -47,16 +46,12 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
         transform: a callable applied to each decoded sample.
         samples_per_read: samples per cache entry (None: ~1 MiB of them).
         reads_in_flight: ranged reads in flight for one batch.
-        config: ClientConfig of the per-process store.
-        endpoint: API root.
-        credentials: as for :class:`~aioflux.AsyncClient`.
+        settings: the store, hedging and disk cache (as for
+            :class:`ShardDataset`; a compressed shard is decompressed into
+            ``cache_dir`` once per machine).
         index_dir: the local index cache (default ``~/.cache/aioflux/shard-index``).
         cache_indexes: keep streamed indexes in ``index_dir``.
         sidecars: read ``<shard>.idx`` sidecars.
-        cache_dir: a disk cache of read units, compressed shards decompressed
-            into it once per machine (as for :class:`ShardDataset`; None: none).
-        cache_limit: most bytes in ``cache_dir``.
-        hedge_after: hedged ranged reads (None: none).
         listing: ``"each"``, ``"rank0"`` or ``"check"``: which DDP ranks
             resolve and index the shards (as for :class:`ShardDataset`).
         publish_indexes: write the sidecars of the shards indexed here and
@@ -66,8 +61,11 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
         filters: (Parquet) row groups left out by their statistics (as for
             :class:`ShardDataset`).
         tensors: (Parquet) list columns as tensors.
+        **deprecated: ``settings``' fields as keywords: each warns and goes
+            in aioflux 0.3.0.
 
     Raises:
+        TypeError: an unknown keyword.
         InvalidArgument, InvalidURL, NotFound, ShardFormatError, Conflict: as for
             :class:`ShardDataset`.
         StorageError: likewise.
@@ -78,29 +76,28 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
                  transform: Callable[[Any], Any] | None = None,
                  samples_per_read: int | None = None,
                  reads_in_flight: int = DEFAULT_READS_IN_FLIGHT,
-                 config: ClientConfig | None = None, endpoint: str | None = None,
-                 credentials: Credentials = None,
+                 settings: DatasetSettings | None = None,
                  index_dir: str | os.PathLike[str] | None = None, cache_indexes: bool = True,
-                 sidecars: bool = True, cache_dir: str | os.PathLike[str] | None = None,
-                 cache_limit: int | None = None, hedge_after: HedgeAfter = None,
-                 listing: Listing = "each", publish_indexes: bool = False,
+                 sidecars: bool = True, listing: Listing = "each", publish_indexes: bool = False,
                  columns: Sequence[str] | None = None, filters: Sequence[Any] | None = None,
-                 tensors: bool = False) -> None:
+                 tensors: bool = False, **deprecated: Any) -> None:
         op = "ShardMapDataset"
+        settings = resolve_settings(op, settings, deprecated, SHARD_KEYWORDS)
+        refuse_unknown(op, deprecated)
         check_int(op, "reads_in_flight", reads_in_flight, minimum=1)
         self.reads_in_flight = reads_in_flight
         self._shards = ShardSource(
             op, shards, format=format, decode=decode, transform=transform,
-            samples_per_read=samples_per_read, config=config, endpoint=endpoint,
-            credentials=credentials, index_dir=index_dir, cache_indexes=cache_indexes,
-            sidecars=sidecars, cache_dir=cache_dir, cache_limit=cache_limit,
-            hedge_after=hedge_after, listing=listing, publish_indexes=publish_indexes,
+            samples_per_read=samples_per_read, settings=settings, index_dir=index_dir,
+            cache_indexes=cache_indexes, sidecars=sidecars, listing=listing,
+            publish_indexes=publish_indexes,
             columns=columns, filters=filters, tensors=tensors)
 
     @classmethod
     def from_prefix(cls, url: str, *, format: str | None = None,
                     list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
-                    listing: Listing = "each", **settings: Any) -> ShardMapDataset:
+                    listing: Listing = "each", settings: DatasetSettings | None = None,
+                    **options: Any) -> ShardMapDataset:
         """Every object in a folder (sorted by name), ``.idx`` sidecars left out.
 
         The format is the objects' names' unless ``format=`` says it (as
@@ -117,7 +114,8 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
             format: ``"tar"`` or ``"lines"``; None (default): by the names.
             list_concurrency: parallel listers.
             listing: ``"each"``, ``"rank0"`` or ``"check"`` (the constructor's).
-            **settings: the constructor's other settings.
+            settings: the store, hedging and disk cache (the constructor's).
+            **options: the constructor's other keywords.
 
         Returns:
             The dataset.
@@ -127,9 +125,12 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
             InvalidArgument: shards of two formats, or a name of neither,
                 without ``format=``.
         """
-        shards = list_shards("ShardMapDataset.from_prefix", url, list_concurrency, settings,
+        op = "ShardMapDataset.from_prefix"
+        settings = resolve_settings(op, settings, options, SHARD_KEYWORDS)
+        settings.check(op, shards=True)
+        shards = list_shards(op, url, list_concurrency, settings,
                              listing)
-        return cls(shards, format=format, listing=listing, **settings)
+        return cls(shards, format=format, listing=listing, settings=settings, **options)
 
     @property
     def counts(self) -> list[int]:

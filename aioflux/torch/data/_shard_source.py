@@ -38,7 +38,6 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from ..._core.config import ClientConfig
 from ..._core.errors import AiofluxError, InvalidArgument
 from ..._core.index import ObjectIndex
 from ..._core.portal import get_portal, iterate
@@ -46,16 +45,14 @@ from ..._core.store import ObjectStore
 from ..._core.types import ObjectInfo
 from ..._core.urls import format_url, parse_url
 from ..._core.validate import (
-    Credentials,
     check_bool,
     check_credentials,
     check_endpoint,
-    check_instance,
     check_int,
 )
 from ..._engines.cache import cache_from_args
 from ..._engines.download import DownloadOptions
-from ..._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, Hedger, check_hedge
+from ..._engines.hedge import Hedger
 from ..._engines.shards import (
     IndexCache,
     Run,
@@ -90,6 +87,7 @@ from ._rank_listing import agreed, check_listing, gathered, objects_summary, sha
 from ._rank_listing import world as rank_world
 from ._shard_list import ShardList, shard_record
 from ._shard_parquet import ParquetRows, check_parquet_settings
+from ._settings import DatasetSettings
 from ._source import DatasetSource, objects_scheme
 
 __all__ = ["DEFAULT_INDEX_BYTES", "Decode", "Listed", "ShardSource", "count_all",
@@ -123,16 +121,11 @@ class ShardSource:
         decode: see :class:`~aioflux.torch.ShardDataset`.
         transform: a callable applied to each decoded sample.
         samples_per_read: consecutive samples per ranged read (None: ~1 MiB).
-        config: ClientConfig of the per-process store.
-        endpoint: API root.
-        credentials: as for :class:`~aioflux.AsyncClient`.
+        settings: the store, hedging and disk cache (checked here).
         index_dir: the local index cache (None: the default directory).
         cache_indexes: keep streamed indexes in ``index_dir`` (else in a
             temporary directory of this source's, removed with it).
         sidecars: read ``<shard>.idx`` sidecars.
-        cache_dir: a disk cache of read units (None: none).
-        cache_limit: most bytes in ``cache_dir``.
-        hedge_after: hedged ranged reads (None: none).
         listing: who resolves and indexes the shards under DDP: ``"each"``
             rank, ``"rank0"`` for all, or each then ``"check"``-ed.
         publish_indexes: write the sidecars of the shards this process
@@ -146,11 +139,9 @@ class ShardSource:
 
     def __init__(self, op: str, shards: object, *, format: str | None, decode: Decode,
                  transform: Callable[[Any], Any] | None, samples_per_read: int | None,
-                 config: ClientConfig | None, endpoint: str | None, credentials: Credentials,
+                 settings: DatasetSettings,
                  index_dir: str | os.PathLike[str] | None, cache_indexes: bool,
-                 sidecars: bool, cache_dir: str | os.PathLike[str] | None,
-                 cache_limit: int | None, hedge_after: HedgeAfter,
-                 listing: str = "each", publish_indexes: bool = False,
+                 sidecars: bool, listing: str = "each", publish_indexes: bool = False,
                  columns: Sequence[str] | None = None, filters: object = None,
                  output: str = "rows", tensors: bool = False) -> None:
         fixed = None if format is None else format_of(op, format)
@@ -161,22 +152,19 @@ class ShardSource:
             raise InvalidArgument(f"{op}: transform must be callable, got "
                                   f"{type(transform).__name__}")
         check_int(op, "samples_per_read", samples_per_read, minimum=1, optional=True)
-        check_instance(op, "config", config, ClientConfig, optional=True)
-        check_endpoint(op, endpoint)
-        check_credentials(op, credentials)
+        settings.check(op, shards=True)
+        check_endpoint(op, settings.endpoint)
+        check_credentials(op, settings.credentials)
         check_bool(op, "cache_indexes", cache_indexes)
         check_bool(op, "sidecars", sidecars)
         check_bool(op, "publish_indexes", publish_indexes)
         check_listing(op, listing)
-        try:
-            check_hedge(op, hedge_after, DEFAULT_HEDGE_BUDGET)
-        except ValueError as exc:
-            raise InvalidArgument(str(exc)) from None
         self.transform = transform
-        self.disk_cache = cache_from_args(op, cache_dir, cache_limit)
-        self.hedge_after = hedge_after
+        self.disk_cache = cache_from_args(op, settings.cache_dir, settings.cache_limit)
+        self.hedge_after = settings.hedge_after
         self._hedger: tuple[int, Hedger] | None = None
-        self.source = DatasetSource(config=config, endpoint=endpoint, credentials=credentials,
+        self.source = DatasetSource(config=settings.config, endpoint=settings.endpoint,
+                                    credentials=settings.credentials,
                                     list_retry=None, download_retry=None,
                                     download_options=DownloadOptions())
         # Without a kept cache, the indexes streamed here still go to a
@@ -493,7 +481,7 @@ class Listed(Sequence[ObjectInfo]):
         return self.shards[k]
 
 
-def list_shards(op: str, url: str, concurrency: int, settings: Mapping[str, Any],
+def list_shards(op: str, url: str, concurrency: int, settings: DatasetSettings,
                 listing: str = "each") -> Listed:
     """Every object in a folder (sorted), ``.idx`` sidecars and manifests left out
     (the manifests' names kept beside), made to agree across the DDP ranks as
@@ -508,8 +496,8 @@ def list_shards(op: str, url: str, concurrency: int, settings: Mapping[str, Any]
     check_listing(op, listing)
 
     def listed() -> Listed:
-        source = DatasetSource(config=settings.get("config"), endpoint=settings.get("endpoint"),
-                               credentials=settings.get("credentials"), list_retry=None,
+        source = DatasetSource(config=settings.config, endpoint=settings.endpoint,
+                               credentials=settings.credentials, list_retry=None,
                                download_retry=None, download_options=DownloadOptions())
         manifests: list[str] = []
 

@@ -29,20 +29,13 @@ from ..._core.share import set_sharers
 from ..._core.store import ObjectStore
 from ..._core.types import ObjectInfo
 from ..._core.urls import folder_prefix, format_url, parse_url
-from ..._core.validate import (
-    Credentials,
-    check_bool,
-    check_credentials,
-    check_instance,
-    check_int,
-    endpoint_url,
-)
+from ..._core.validate import Credentials, check_credentials, endpoint_url
 from ..._core.window import gather_bounded
 from ..._engines.cache import CachedDownloader, DiskCache, cache_from_args
 from ..._engines.compose import COMPOSED_PREFIX
 from ..._engines.download import Data, Downloader, DownloadOptions
-from ..._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, check_hedge
 from ..._engines.listing import iter_pages
+from ._settings import DatasetSettings
 
 if TYPE_CHECKING:
     # A default for the sample type (PEP 696): ``MapDataset(objs)[0]`` is
@@ -321,39 +314,16 @@ def objects_scheme(op: str, schemes: Iterable[str]) -> str | None:
     return found[0] if found else None
 
 
-def build_source(op: str, objects: object, transform: Transform[Any] | None,
-                 data_format_fn: Transform[Any] | None, config: ClientConfig | None,
-                 endpoint: str | None, credentials: Credentials,
-                 list_retry: RetryPolicy | None, download_retry: RetryPolicy | None,
-                 download_options: DownloadOptions | None, disable_compose: bool | None,
-                 max_composite_object_size: int | None,
-                 compose_threshold: int | None, *, cache_dir: str | os.PathLike[str] | None = None,
-                 cache_limit: int | None = None, hedge_after: HedgeAfter = None
-                 ) -> tuple[DatasetSource, Transform[Any] | None]:
-    """Check a dataset's settings (before any request) and build its source.
+def build_source(op: str, objects: object, settings: DatasetSettings) -> DatasetSource:
+    """Check a per-object dataset's settings (before any request) and build its source.
 
     Args:
         op: the dataset class, for messages.
         objects: the objects given to the constructor.
-        transform: ``bytes -> sample``.
-        data_format_fn: dataflux's name of ``transform``.
-        config: ClientConfig of the per-process store.
-        endpoint: API root (``gs`` only).
-        credentials: GCS credentials (``gs`` only).
-        list_retry: retry policy of listing.
-        download_retry: retry policy of downloads.
-        download_options: planner settings.
-        disable_compose: planner override.
-        max_composite_object_size: planner override.
-        compose_threshold: planner override.
-        cache_dir: a local disk cache shared by every worker and rank of
-            the machine (see :class:`~aioflux._engines.cache.DiskCache`).
-        cache_limit: most bytes the cache holds (least recently used
-            entries are evicted beyond it); None: no limit.
-        hedge_after: planner override (``DownloadOptions.hedge_after``).
+        settings: the dataset's settings.
 
     Returns:
-        ``(source, transform)``.
+        The source.
 
     Raises:
         InvalidArgument: a setting of the wrong type.
@@ -363,37 +333,17 @@ def build_source(op: str, objects: object, transform: Transform[Any] | None,
         raise InvalidArgument(f"{op}: objects must be a sequence of ObjectInfo, got "
                               f"{type(objects).__name__} (use from_prefix or from_objects "
                               "for URLs)")
-    for name, fn in (("transform", transform), ("data_format_fn", data_format_fn)):
-        if fn is not None and not callable(fn):
-            raise InvalidArgument(f"{op}: {name} must be callable, got {type(fn).__name__}")
-    if transform is not None and data_format_fn is not None:
-        raise InvalidArgument(f"{op}: pass transform or data_format_fn (its dataflux name), "
-                              "not both")
-    check_instance(op, "config", config, ClientConfig, optional=True)
-    endpoint = endpoint_url(op, endpoint)
-    check_credentials(op, credentials)
-    check_instance(op, "list_retry", list_retry, RetryPolicy, optional=True)
-    check_instance(op, "download_retry", download_retry, RetryPolicy, optional=True)
-    check_instance(op, "download_options", download_options, DownloadOptions, optional=True)
-    check_bool(op, "disable_compose", disable_compose, optional=True)
-    check_int(op, "max_composite_object_size", max_composite_object_size, optional=True)
-    check_int(op, "compose_threshold", compose_threshold, optional=True)
-    try:
-        check_hedge(op, hedge_after, DEFAULT_HEDGE_BUDGET)
-    except ValueError as exc:
-        raise InvalidArgument(str(exc)) from None
-    cache = cache_from_args(op, cache_dir, cache_limit)
-    options = download_options or DownloadOptions()
-    overrides = {k: v for k, v in (("disable_compose", disable_compose),
-                                   ("max_composite_object_size", max_composite_object_size),
-                                   ("compose_threshold", compose_threshold),
-                                   ("hedge_after", hedge_after)) if v is not None}
-    if overrides:
-        options = dataclasses.replace(options, **overrides)  # type: ignore[arg-type]
-    source = DatasetSource(config=config, endpoint=endpoint, credentials=credentials,
-                           list_retry=list_retry, download_retry=download_retry,
-                           download_options=options, cache=cache)
-    return source, transform or data_format_fn
+    settings.check(op)
+    endpoint = endpoint_url(op, settings.endpoint)
+    check_credentials(op, settings.credentials)
+    cache = cache_from_args(op, settings.cache_dir, settings.cache_limit)
+    options = settings.download_options or DownloadOptions()
+    if settings.hedge_after is not None:
+        options = dataclasses.replace(options, hedge_after=settings.hedge_after)
+    return DatasetSource(config=settings.config, endpoint=endpoint,
+                         credentials=settings.credentials, list_retry=settings.list_retry,
+                         download_retry=settings.download_retry, download_options=options,
+                         cache=cache)
 
 
 def _refuse_unreadable_names(bucket: str, names: Sequence[str]) -> None:

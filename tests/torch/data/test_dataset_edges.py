@@ -95,7 +95,8 @@ def test_an_error_stops_the_downloads_before_it_reaches_the_caller(where: Where)
 
 def test_a_rank_outside_the_world_names_the_dataset() -> None:
     objects = [ObjectInfo("bucket", "x", 1, 1, scheme="file")]
-    with pytest.raises(InvalidArgument, match=r"^IterableDataset: rank 2 outside world size 2"):
+    with pytest.raises(InvalidArgument,
+                       match=r"^ObjectIterableDataset: rank 2 outside world size 2"):
         IterableDataset(objects, rank=2, world_size=2)
 
 

@@ -148,8 +148,8 @@ def test_track_refuses_a_dataloader_of_another_batch_size(where: Where) -> None:
     seed_data(where, 12)
     stream = IterableDataset.from_prefix(where.url("d/"), seed=0)
     with pytest.raises(InvalidArgument, match=re.escape(
-            "IterableDataset.track: the DataLoader's batch_size is 4 but this "
-            "IterableDataset's is 1")) as caught:
+            "ObjectIterableDataset.track: the DataLoader's batch_size is 4 but this "
+            "ObjectIterableDataset's is 1")) as caught:
         stream.track(torch.utils.data.DataLoader(stream, batch_size=4))
     assert "DataLoader(..., batch_size=1)" in str(caught.value)
     assert "IterableDataset with batch_size=4" in str(caught.value)
