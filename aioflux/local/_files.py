@@ -229,7 +229,7 @@ def _nowait(fd: int, views: list[memoryview], at: int) -> int:
     return pread_nowait(fd, views[0], at)
 
 
-def _bytes_nowait(fd: int, count: int, at: int) -> bytes:
+def bytes_nowait(fd: int, count: int, at: int) -> bytes:
     buf = bytearray(count)
     with memoryview(buf) as view:
         got = pread_nowait(fd, view, at)
@@ -237,7 +237,7 @@ def _bytes_nowait(fd: int, count: int, at: int) -> bytes:
     return bytes(buf)
 
 
-def _check_generation(where: str, bucket: str, name: str, st: os.stat_result,
+def check_generation(where: str, bucket: str, name: str, st: os.stat_result,
                       generation: int | None) -> None:
     """A read of ``generation`` finds the file at it, or ``NotFound``."""
     if generation is not None and generation_of(st) != generation:
@@ -256,28 +256,36 @@ def read_ranges(bucket: str, name: str, ranges: list[tuple[int, int]],
     else:
         fd, st = open_file("read", bucket, name, path=here[0], restore=False)
         reader = _pread_here(fd, st, here, 0, sum(end - start for start, end in ranges))
-        pread = os.pread if reader is os.preadv else _bytes_nowait
+        pread = os.pread if reader is os.preadv else bytes_nowait
     try:
-        _check_generation(where, bucket, name, st, generation)
-        out = []
-        for start, end in ranges:
-            if not 0 <= start <= end <= st.st_size:
-                raise InvalidRequest(f"{where} failed: range {start}-{end} is outside the file "
-                                     f"({st.st_size} bytes)", operation="read", bucket=bucket,
-                                     name=name, status=416)
-            data = pread(fd, end - start, start)
-            while len(data) < end - start:  # a short read: go on where it stopped
-                more = pread(fd, end - start - len(data), start + len(data))
-                if not more:
-                    raise ChecksumMismatch(f"{where} failed: the file ended at "
-                                           f"{start + len(data)} of {end} bytes (truncated "
-                                           "while reading)", operation="read", bucket=bucket,
-                                           name=name)
-                data += more
-            out.append(data)
-        check_unchanged(fd, st, "read", bucket, name)
+        check_generation(where, bucket, name, st, generation)
+        return read_spans(fd, st, ranges, pread, bucket, name)
     finally:
         os.close(fd)
+
+
+def read_spans(fd: int, st: os.stat_result, ranges: list[tuple[int, int]],
+               pread: Callable[[int, int, int], bytes], bucket: str,
+               name: str) -> list[bytes]:
+    """Ranges of the open file ``fd`` (stat ``st``), each whole, then checked
+    unchanged by a write in place."""
+    out = []
+    for start, end in ranges:
+        if not 0 <= start <= end <= st.st_size:
+            raise InvalidRequest(f"{describe('read', bucket, name, 'file')} failed: range "
+                                 f"{start}-{end} is outside the file ({st.st_size} bytes)",
+                                 operation="read", bucket=bucket, name=name, status=416)
+        data = pread(fd, end - start, start)
+        while len(data) < end - start:  # a short read: go on where it stopped
+            more = pread(fd, end - start - len(data), start + len(data))
+            if not more:
+                raise ChecksumMismatch(f"{describe('read', bucket, name, 'file')} failed: the "
+                                       f"file ended at {start + len(data)} of {end} bytes "
+                                       "(truncated while reading)", operation="read",
+                                       bucket=bucket, name=name)
+            data += more
+        out.append(data)
+    check_unchanged(fd, st, "read", bucket, name)
     return out
 
 
@@ -300,7 +308,7 @@ def read_file(bucket: str, name: str, start: int, end: int | None, into: memoryv
         fd, st = open_file("read", bucket, name, path=here[0], restore=False)
         pread = _pread_here(fd, st, here, start, end)
     try:
-        _check_generation(where, bucket, name, st, generation)
+        check_generation(where, bucket, name, st, generation)
         if size is not None and size != st.st_size:
             raise ChecksumMismatch(f"{where} failed: {st.st_size} bytes, expected {size}",
                                    operation="read", bucket=bucket, name=name)

@@ -74,6 +74,7 @@ from .._core.window import gather_bounded
 from .._engines.store_stream import StreamingStore
 from . import _files, _listing, _writes
 from ._files import TEMP_MARK
+from ._held import HeldFiles
 from ._inline import Placement, WouldWait
 from ._paths import check_name, check_prefix, path_of
 from ._upload import LocalUpload
@@ -211,10 +212,17 @@ class LocalStore(StreamingStore):
         kind, device = self._placement.of(path)
         if kind == "thread":
             return None
+        return self._read_held(bucket, name, lambda: work((path, kind, device)), received)
+
+    def _read_held(self, bucket: str, name: str, work: Callable[[], T],
+                   received: Callable[[T], int]) -> T | None:
+        """``work()``, a read in the calling thread of a file already found
+        (``_here``, ``HeldFiles``), counted and its errors mapped; None where
+        it could wait."""
         stats = self.stats
         started = time.perf_counter()
         try:
-            result = work((path, kind, device))
+            result = work()
         except WouldWait:
             self.waits += 1
             return None
@@ -388,6 +396,10 @@ class LocalStore(StreamingStore):
             return got
         return await self._run("read", bucket, name, lambda: _files.read_ranges(
             bucket, name, spans, generation), _total)
+
+    def _held_files(self) -> HeldFiles:
+        """Files one reader keeps open for its reads in its thread (``_held.py``)."""
+        return HeldFiles(self)
 
     # -- writes ---------------------------------------------------------------
 

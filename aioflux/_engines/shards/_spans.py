@@ -45,7 +45,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from typing import Protocol, TypeVar, runtime_checkable
 
 from ..._core.crc import crc32c, crc32c_spans, encode_crc32c
-from ..._core.errors import ChecksumMismatch, NotFound, PreconditionFailed
+from ..._core.errors import ChecksumMismatch, NotFound, PreconditionFailed, StorageError
 from ..._core.store import ObjectStore
 from ..._core.types import ObjectInfo
 from ..._core.window import window
@@ -125,9 +125,13 @@ async def _pinned(info: ObjectInfo, reading: Awaitable[T]) -> T:
     try:
         return await reading
     except (NotFound, PreconditionFailed) as exc:
-        raise type(exc)(f"read {info.url}: the shard changed or was deleted since it was "
-                        f"indexed ({exc}); index it again", operation="read",
-                        bucket=info.bucket, name=info.name, status=exc.status) from None
+        raise _changed(info, exc) from None
+
+
+def _changed(info: ObjectInfo, exc: NotFound | PreconditionFailed) -> StorageError:
+    return type(exc)(f"read {info.url}: the shard changed or was deleted since it was "
+                     f"indexed ({exc}); index it again", operation="read",
+                     bucket=info.bucket, name=info.name, status=exc.status)
 
 
 def _pieces(index: ShardIndex, samples: Sequence[int],
@@ -150,9 +154,8 @@ def _pieces(index: ShardIndex, samples: Sequence[int],
     return pieces
 
 
-def _checked(shard: _Shard, data: bytes, base: int,
+def _checked(info: ObjectInfo, index: ShardIndex, data: bytes, base: int,
              samples: Sequence[int]) -> list[bytes | memoryview]:
-    index = shard.index
     if not isinstance(data, bytes):
         data = bytes(data)  # the views below must be of bytes that nothing writes again
     view = memoryview(data)
@@ -182,10 +185,10 @@ def _checked(shard: _Shard, data: bytes, base: int,
         if len(region) != length or crc != index.crcs[k]:
             offset = index.offsets[k]
             raise ChecksumMismatch(
-                f"read {shard.info.url}: sample {k} at byte {offset} does not match its index "
+                f"read {info.url}: sample {k} at byte {offset} does not match its index "
                 f"(crc32c {encode_crc32c(crc)} != {encode_crc32c(index.crcs[k])}, "
                 f"{len(region)} of {length} bytes)", operation="read",
-                bucket=shard.info.bucket, name=shard.info.name)
+                bucket=info.bucket, name=info.name)
     return regions
 
 
@@ -320,7 +323,7 @@ async def read_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
                                           hedger)
             else:
                 data = await _cached(shard, start, end)
-            return _checked(shard, data, start, run.samples)
+            return _checked(shard.info, shard.index, data, start, run.samples)
         # One unit of a compressed shard at a time, in the order asked (the
         # lock is first come, first served): a cursor never passes a unit
         # that a job asked for earlier still wants, and a fill goes on ahead
@@ -331,13 +334,13 @@ async def read_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
                 found = await unit_from_cache(cache, shard.info, shard.index, unit, start,
                                               end, lambda: cursor(shard))
                 if found is not None:
-                    return _checked(shard, found, start, run.samples)
+                    return _checked(shard.info, shard.index, found, start, run.samples)
             if shard.cursor is None or shard.cursor.data_pos > start:
                 shard.cursor = cursor(shard)
             data = await shard.cursor.take(start, end)
             if shard.cursor.data_pos >= shard.index.data_size:
                 shard.cursor = None
-        return _checked(shard, data, start, run.samples)
+        return _checked(shard.info, shard.index, data, start, run.samples)
 
     async def _read_pieces(shard: _Shard, run: Run,
                            pieces: list[tuple[int, int, list[int]]]
@@ -353,7 +356,7 @@ async def read_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
                                                         hedger) for start, end, _ in pieces))
         regions: list[bytes | memoryview | None] = [None] * len(run.samples)
         for (start, _, at), data in zip(pieces, datas, strict=True):
-            got = _checked(shard, data, start, [run.samples[j] for j in at])
+            got = _checked(shard.info, shard.index, data, start, [run.samples[j] for j in at])
             for j, region in zip(at, got, strict=True):
                 regions[j] = region
         return regions  # type: ignore[return-value]  # every position is a piece's

@@ -83,11 +83,12 @@ from ..._engines.shards._manifest import (
     manifest_folder,
     update_manifest,
 )
+from ..._engines.shards._spans_here import RangesHere, read_runs_here
 from ._rank_listing import agreed, check_listing, gathered, objects_summary, shards_summary
 from ._rank_listing import world as rank_world
+from ._settings import DatasetSettings
 from ._shard_list import ShardList, shard_record
 from ._shard_parquet import ParquetRows, check_parquet_settings
-from ._settings import DatasetSettings
 from ._source import DatasetSource, objects_scheme
 
 __all__ = ["DEFAULT_INDEX_BYTES", "Decode", "Listed", "ShardSource", "count_all",
@@ -398,10 +399,17 @@ class ShardSource:
                                       limit=limit, max_bytes=max_bytes,
                                       hedger=self.hedger(store.config.max_concurrency),
                                       cache=self.disk_cache)
+        gap = self.gap
+        if gap is not None and isinstance(store, RangesHere) and self.disk_cache is None \
+                and self.hedge_after is None and not self.compressed.any():
+            # Files in memory: each run read in this thread as it is wanted
+            # (see _spans_here), no loop, window or hand-off between threads.
+            return read_runs_here(store, self.infos, self.index, runs, gap=gap,
+                                  call=get_portal().call)
         agen = read_runs(store, self.infos, self._index_on_loop, runs, limit=limit,
                          max_bytes=max_bytes,
                          unit=self.samples_per_read, cache=self.disk_cache,
-                         hedger=self.hedger(store.config.max_concurrency), gap=self.gap)
+                         hedger=self.hedger(store.config.max_concurrency), gap=gap)
         return iterate(agen, batch=8, nbytes=_run_bytes, max_bytes=max_bytes)
 
     def fetch(self, runs: Sequence[Run], *, limit: int) -> list[tuple[Run, Any]]:

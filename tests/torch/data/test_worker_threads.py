@@ -145,7 +145,7 @@ def test_a_run_s_pieces_are_cut_once(tmp_path: Path, monkeypatch: pytest.MonkeyP
     # A worker of N reads a run every samples_per_read / N samples: what a
     # run costs is paid N times as often a sample. Its pieces were cut three
     # times (as the window took it, for its read, as the window let it go).
-    from aioflux._engines.shards import _spans
+    from aioflux._engines.shards import _spans, _spans_here
 
     cut: collections.Counter[tuple[int, ...]] = collections.Counter()
     pieces = _spans._pieces
@@ -154,7 +154,9 @@ def test_a_run_s_pieces_are_cut_once(tmp_path: Path, monkeypatch: pytest.MonkeyP
         cut[tuple(samples)] += 1
         return pieces(index, samples, gap)
 
+    # Files in memory are read in the caller's thread (_spans_here), others by the window.
     monkeypatch.setattr(_spans, "_pieces", counted)
+    monkeypatch.setattr(_spans_here, "_pieces", counted)
     ds = _dataset(tmp_path)
     assert sum(1 for _ in ds) == SHARDS * PER_SHARD
     assert sum(cut.values()) == SHARDS * PER_SHARD // 32  # one run a read unit, alone

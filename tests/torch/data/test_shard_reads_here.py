@@ -1,0 +1,197 @@
+"""``file://`` shards in memory (tmpfs, or the page cache) are read in the
+iterating thread, their files kept open across runs (issue 61, item 4):
+a DataLoader worker of N pays per run what a run costs, not an event
+loop's hand-offs; each shard is opened once a pass; a file replaced or
+written while it is held is a typed error, never its old bytes."""
+
+from __future__ import annotations
+
+import os
+import tarfile
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch.utils.data
+
+from aioflux import NotFound
+from aioflux._core import share
+from aioflux._core.portal import get_portal
+from aioflux.local import LocalStore, _held
+from aioflux.torch import ShardDataset
+from tests.torch._shards_util import tar_shard
+
+SHARDS, PER_SHARD, UNIT, JPG = 4, 64, 32, 16 * 1024
+
+
+def _shards(folder: Path, shards: int = SHARDS) -> None:
+    for s in range(shards):
+        samples = [(f"s{s}-{i:04d}", {"jpg": bytes([(s * 7 + i) % 256]) * JPG, "cls": b"7"})
+                   for i in range(PER_SHARD)]
+        (folder / f"shard-{s}.tar").write_bytes(tar_shard(samples, fmt=tarfile.USTAR_FORMAT))
+
+
+def _dataset(folder: Path) -> ShardDataset:
+    return ShardDataset.from_prefix(f"file://{folder}/", samples_per_read=UNIT,
+                                    index_dir=str(folder.parent / "index"))
+
+
+@pytest.fixture(autouse=True)
+def _alone_after() -> Iterator[None]:
+    # A faked worker shares this process's pools as a DataLoader worker does.
+    yield
+    share.set_sharers(1)
+
+
+def _as_worker(monkeypatch: pytest.MonkeyPatch, worker: int, workers: int) -> None:
+    info = types.SimpleNamespace(id=worker, num_workers=workers, seed=0, dataset=None)
+    monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: info)
+
+
+@pytest.fixture
+def opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Paths of the files the held-file reads opened, in order."""
+    opened: list[str] = []
+    held = _held._Held
+
+    class Counted(held):  # type: ignore[misc,valid-type]
+        def __init__(self, bucket: str, name: str, here: Any, generation: Any) -> None:
+            super().__init__(bucket, name, here, generation)
+            opened.append(name)
+
+    monkeypatch.setattr(_held, "_Held", Counted)
+    return opened
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4, 8])
+def test_a_worker_reads_its_runs_in_its_thread_its_bytes_a_share(tmp_path: Path,
+                                                                 workers: int) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    _shards(data)
+    ds = _dataset(data)
+    store = ds._shards.source.downloader.client
+    assert isinstance(store, LocalStore)
+    units = SHARDS * PER_SHARD // UNIT
+    seen: dict[str, bytes] = {}
+    handed_off = 0
+    call = get_portal().call
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal handed_off
+        handed_off += 1
+        return call(*args, **kwargs)
+
+    for worker in range(workers):
+        before = store.stats.bytes_received, store.stats.requests, store.waits
+        with pytest.MonkeyPatch.context() as mp:
+            _as_worker(mp, worker, workers)
+            mp.setattr(get_portal(), "call", counted)
+            ds.set_epoch(0)  # each worker's pass is of the same epoch, as in a DataLoader
+            mine = list(ds)
+        assert len(mine) == SHARDS * PER_SHARD // workers
+        for sample in mine:
+            assert sample["__key__"] not in seen
+            seen[sample["__key__"]] = sample["jpg"]
+        # One read a read unit (each holds ~UNIT / workers of its samples),
+        # done here: none handed to a thread or the loop.
+        assert store.stats.requests - before[1] == units
+        assert store.waits == before[2]
+        assert handed_off == 0
+        # Its own samples' bytes (and their tar headers): 1/workers of the shards'.
+        read = store.stats.bytes_received - before[0]
+        assert len(mine) * JPG < read < len(mine) * (JPG + 2048)
+    assert len(seen) == SHARDS * PER_SHARD
+    for key, jpg in seen.items():
+        s, i = (int(part) for part in key[1:].split("-"))
+        assert jpg == bytes([(s * 7 + i) % 256]) * JPG
+
+
+def test_each_shard_is_opened_once_a_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         opens: list[str]) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    _shards(data)
+    ds = _dataset(data)
+    _as_worker(monkeypatch, 1, 4)
+    assert len(list(ds)) == SHARDS * PER_SHARD // 4
+    assert sorted(opens) == sorted({name for name in opens})  # none twice
+    assert len(opens) == SHARDS
+
+
+@pytest.mark.parametrize("change", ["replaced", "written"])
+def test_a_shard_changed_while_held_is_a_typed_error(tmp_path: Path, change: str) -> None:
+    # One shard, two read units: its file is held open after the first, and
+    # changed before the second. Replaced by a file of the same size and
+    # modification time (another inode), or written in place: either way
+    # NotFound naming the shard, not the bytes it had.
+    data = tmp_path / "data"
+    data.mkdir()
+    _shards(data, shards=1)
+    path = data / "shard-0.tar"
+    ds = _dataset(data)
+    it = iter(ds)
+    first = next(it)
+    assert first["__url__"].endswith("shard-0.tar")
+    st = path.stat()
+    body = bytearray(path.read_bytes())
+    body[-1] ^= 1  # in the archive's end: no sample differs, the file does
+    if change == "replaced":
+        fresh = data / "fresh"
+        fresh.write_bytes(body)
+        os.utime(fresh, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.replace(fresh, path)
+    else:
+        with open(path, "r+b") as fh:
+            fh.write(bytes(body))
+    with pytest.raises(NotFound, match=r"shard-0\.tar.*changed or was deleted since "
+                                       r"it was indexed") as caught:
+        for _ in range(PER_SHARD):
+            next(it)
+    assert caught.value.name.endswith("shard-0.tar")
+    assert caught.value.operation == "read"
+
+
+def test_a_shard_deleted_while_held_is_not_found(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    _shards(data, shards=1)
+    ds = _dataset(data)
+    it = iter(ds)
+    next(it)
+    (data / "shard-0.tar").unlink()
+    with pytest.raises(NotFound, match=r"shard-0\.tar"):
+        for _ in range(PER_SHARD):
+            next(it)
+
+
+def test_a_read_that_could_wait_goes_to_a_thread(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # A file whose bytes may not be in memory (NFS, a disk): each run is
+    # read by the store's threads, through the portal, with the same checks.
+    data = tmp_path / "data"
+    data.mkdir()
+    _shards(data)
+    ds = _dataset(data)
+    store = ds._shards.source.downloader.client
+    assert isinstance(store, LocalStore)
+    monkeypatch.setattr(store._placement, "of", lambda path: ("thread", -1))
+    handed_off = 0
+    call = get_portal().call
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal handed_off
+        handed_off += 1
+        return call(*args, **kwargs)
+
+    monkeypatch.setattr(get_portal(), "call", counted)
+    _as_worker(monkeypatch, 0, 2)
+    before = store.stats.requests
+    mine = list(ds)
+    assert len(mine) == SHARDS * PER_SHARD // 2
+    assert handed_off == store.stats.requests - before == SHARDS * PER_SHARD // UNIT
+    for sample in mine:
+        s, i = (int(part) for part in sample["__key__"][1:].split("-"))
+        assert sample["jpg"] == bytes([(s * 7 + i) % 256]) * JPG
