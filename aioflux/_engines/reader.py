@@ -10,12 +10,12 @@ to the end and back (a zip's central directory) fetches nothing twice.
 The generation is pinned at open, so an overwrite mid-read fails instead of
 mixing two versions.
 
-The reader is a stack of layers, one idea each: the blocks and their
-window (:mod:`.reader_blocks`), the front-to-back crc32c of the bytes
-consumed (:mod:`.reader_check`), which version is read
-(:mod:`.reader_versions`: a recent info gone stale, a stat beside), the
-reads that skip the blocks (:mod:`.reader_direct`), and here the io
-methods on top.
+The reader holds two parts with state of their own: the blocks and their
+window (:mod:`.reader_blocks`, ``_window``) and the front-to-back crc32c
+of the bytes consumed (:mod:`.reader_check`, ``_check``). Its classes add
+which version is read (:mod:`.reader_versions`: a recent info gone stale,
+a stat beside), the reads that skip the blocks (:mod:`.reader_direct`),
+and here the io methods on top.
 """
 
 from __future__ import annotations
@@ -24,16 +24,17 @@ import io
 import operator
 import os
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .._core.buffers import GrowingBytes
 from .._core.errors import InvalidArgument, ProtocolError, out_of_memory
 from .._core.options import ReaderOptions
-from .._core.portal import get_portal
 from .._core.types import ObjectInfo
 from .._core.urls import format_url
 from .._core.validate import check_contiguous
+from .reader_blocks import BlockWindow
 from .reader_check import FrontToBackCheck
 from .reader_direct import DirectReads
 
@@ -83,8 +84,6 @@ class ObjectReader(DirectReads):
         super().__init__()
         options = options or ReaderOptions()
         self._client = client
-        self._portal = get_portal()
-        self._pid = os.getpid()
         self.bucket = bucket
         self.name = name
         self.url = format_url(client.features.scheme, bucket, name)
@@ -94,23 +93,19 @@ class ObjectReader(DirectReads):
         # Where the last read ended: a read starting elsewhere follows a seek.
         self._last_end = 0
         self._recent = recent and info is not None
-        # Before the stat, which may fail (NotFound): the half-built reader's
-        # finalizer closes it, and close() needs these.
-        self._blocks = {}
-        # Reads, seeks and close from several threads go one at a time, as
-        # on io.BufferedReader: unlocked, two reads could take the same
-        # position and drop each other's blocks (a false "no bytes at offset"
-        # ProtocolError), or account a block's crc32c twice (a false
-        # ChecksumMismatch).
-        self._lock = threading.RLock()
         # Its ``corrupt``, set once the bytes read did not match, is raised by
         # every later read: a retry is never served the unchecked last block.
         self._check = FrontToBackCheck(self.url, bucket, name, self.block_size)
+        # Before the stat, which may fail (NotFound): the half-built reader's
+        # finalizer closes it, and close() needs the window.
+        self._window = BlockWindow(client, bucket, name, self.url, block_size=self.block_size,
+                                   read_ahead=self.read_ahead, check=self._check,
+                                   on_fork=weakref.WeakMethod(self._after_fork))
         # The stat whose checksums the bytes read so far await (stat_beside).
         self._stat = None
         if stat_beside and info is not None:
-            self._stat = self._portal.submit(client.stat(bucket, name))
-        self._adopt(info or self._portal.call(client.stat(bucket, name)))
+            self._stat = self._window.portal.submit(client.stat(bucket, name))
+        self._adopt(info or self._window.portal.call(client.stat(bucket, name)))
 
     def readable(self) -> bool:
         self._check_open()
@@ -141,7 +136,7 @@ class ObjectReader(DirectReads):
         """
         self._check_open()
         offset = operator.index(offset)
-        with self._locked():
+        with self._window.locked():
             base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}.get(whence)
             if whence == os.SEEK_END:
                 self._size_told = True  # the caller's offsets may rest on it now
@@ -163,7 +158,7 @@ class ObjectReader(DirectReads):
             # Confirmed (a stat at open, or a read): nothing to hold to, and
             # no wait for a read another thread has under way.
             return self.size
-        with self._locked():
+        with self._window.locked():
             self._size_told = True
             return self.size
 
@@ -347,7 +342,7 @@ class ObjectReader(DirectReads):
         """Block ``index``'s bytes if the window holds them fetched and the
         version read is settled (nothing to check or adopt before handing
         them out); else None: read through :meth:`_block`."""
-        block = self._blocks.get(index)
+        block = self._window.blocks.get(index)
         if block is None or not block.done() or self._recent or self._stat is not None \
                 or self._check.corrupt is not None:
             return None
@@ -365,8 +360,8 @@ class ObjectReader(DirectReads):
                 waiting for that loop).
         """
         self._check_open()
-        self._portal.refuse_loop_thread(f"read {self.url}")
-        return self._locked()
+        self._window.portal.refuse_loop_thread(f"read {self.url}")
+        return self._window.locked()
 
     def read(self, size: int | None = -1) -> bytes:
         """Read up to ``size`` bytes (all remaining if negative or None).
@@ -480,15 +475,16 @@ class ObjectReader(DirectReads):
                         break  # the version read is gone: reads say so
                     self._check.account(index, data, crc)
             finally:
-                self._drop_blocks()
+                self._window.drop()
 
     def close(self) -> None:
         """Cancel read-ahead and release buffers."""
         # One step under the lock: a read on another thread that takes the
         # lock after the blocks were dropped finds the reader closed (see
-        # _fetch), never open and empty.
-        with self._locked():
-            self._drop_blocks()
+        # BlockWindow.fetch), never open and empty.
+        with self._window.locked():
+            self._window.drop()
+            self._window.closed = True
             if self._stat is not None:
                 self._stat.cancel()
             super().close()

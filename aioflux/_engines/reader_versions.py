@@ -9,15 +9,51 @@ and the front-to-back check starts over on the new one.
 
 from __future__ import annotations
 
-from .._core.errors import ChecksumMismatch, NotFound, PreconditionFailed, ProtocolError
+import concurrent.futures
+import io
+from typing import TYPE_CHECKING
+
+from .._core.errors import (
+    ChecksumMismatch,
+    InvalidArgument,
+    NotFound,
+    PreconditionFailed,
+    ProtocolError,
+)
 from .._core.types import ObjectInfo
 from .reader_blocks import BlockWindow
+from .reader_check import FrontToBackCheck
+
+if TYPE_CHECKING:
+    from .._core.store import ObjectStore
 
 __all__ = ["VersionedReads"]
 
 
-class VersionedReads(BlockWindow):
-    """Blocks of the version being read, and the switch to another."""
+class VersionedReads(io.RawIOBase):
+    """Blocks of the version being read, and the switch to another.
+
+    The reader's base: the attributes below are set by ``ObjectReader``.
+    """
+
+    _client: ObjectStore
+    bucket: str
+    name: str
+    url: str
+    block_size: int
+    read_ahead: int
+    # The version read (:meth:`_adopt`).
+    info: ObjectInfo
+    size: int
+    # The parts: the blocks held and fetched, and the front-to-back check.
+    _window: BlockWindow
+    _check: FrontToBackCheck
+    # The stat whose checksums the bytes read so far await (stat_beside).
+    _stat: concurrent.futures.Future[ObjectInfo] | None
+    # The position, and where the last read ended (a read starting
+    # elsewhere follows a seek).
+    _pos: int
+    _last_end: int
 
     # ``info`` came from a cache and no read has confirmed it yet.
     _recent: bool
@@ -28,7 +64,17 @@ class VersionedReads(BlockWindow):
         """Read the version ``info`` names (at open, or after a stale one)."""
         self.info = info
         self.size = info.size
+        self._window.adopt(info)
         self._check.start(info, self._client.config.verify_crc32c, self._stat is not None)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise InvalidArgument(f"read from closed reader {self.url}")
+
+    def _after_fork(self) -> None:
+        """A forked child's copy: the parent's stat never completes here."""
+        if self._stat is not None:
+            self._stat = self._window.portal.submit(self._client.stat(self.bucket, self.name))
 
     def _block(self, index: int) -> tuple[bytearray, int | None]:
         """Block ``index`` (waited for), with read-ahead scheduled past it.
@@ -36,13 +82,13 @@ class VersionedReads(BlockWindow):
         After a stale recent info, the current version may end before the
         block: then it is empty and the position is past the (new) size.
         """
-        self._schedule(index)
-        outcome = self._fetch(index).result()
+        self._window.schedule(index)
+        outcome = self._window.fetch(index).result()
         if isinstance(outcome, Exception):
             # The read-ahead is dropped (blocks ahead may fail alike, or be
             # failing now), so that reading again once the store is back
             # fetches anew instead of raising this error forever.
-            self._drop_blocks()
+            self._window.drop()
             if not self._recover(outcome):
                 raise outcome
         elif self._settle():
@@ -88,14 +134,14 @@ class VersionedReads(BlockWindow):
         if not self._recent:
             return False
         if isinstance(exc, NotFound | PreconditionFailed):
-            self._drop_blocks()
+            self._window.drop()
             self._restat()
             return True
         if not isinstance(exc, ProtocolError | ChecksumMismatch):
             return False
-        self._drop_blocks()
+        self._window.drop()
         self._recent = False  # asked once: a second error is the read's own
-        current = self._portal.call(self._client.stat(self.bucket, self.name))
+        current = self._window.portal.call(self._client.stat(self.bucket, self.name))
         if current.generation == self.info.generation and current.size == self.size:
             return False
         self._restat(current)
@@ -115,7 +161,7 @@ class VersionedReads(BlockWindow):
             self._stat.cancel()  # asked before the version changed, perhaps
             self._stat = None
         told = self.size if self._size_told else None
-        self._adopt(current or self._portal.call(self._client.stat(self.bucket, self.name)))
+        self._adopt(current or self._window.portal.call(self._client.stat(self.bucket, self.name)))
         if told is not None and told != self.size:
             self._size_told = False  # reads go on at the current version, once said
             raise PreconditionFailed(
@@ -137,8 +183,8 @@ class VersionedReads(BlockWindow):
             current = pending.result()
         except Exception:
             # Asked again by the next read: no byte goes out unchecked.
-            self._stat = self._portal.submit(self._client.stat(self.bucket, self.name))
-            self._drop_blocks()
+            self._stat = self._window.portal.submit(self._client.stat(self.bucket, self.name))
+            self._window.drop()
             raise
         self._stat = None
         if current.generation == self.info.generation and current.size == self.size:
@@ -147,6 +193,6 @@ class VersionedReads(BlockWindow):
             # crc32c worked out, see FrontToBackCheck.want_crc).
             self._adopt(current)
             return True
-        self._drop_blocks()
+        self._window.drop()
         self._restat(current)
         return False

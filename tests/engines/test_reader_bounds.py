@@ -59,7 +59,7 @@ def test_a_long_read_after_a_seek_holds_at_most_read_ahead_blocks(
     # top of the two (three blocks with a read-ahead of 2).
     with ObjectReader(sync_client.aio, bucket, "blob",
                       options=ReaderOptions(block_size=BLOCK, read_ahead=2)) as r:
-        r._blocks = table = _Counting()
+        r._window.blocks = table = _Counting()
         assert r.read(10) == blob[:10]
         assert table.most == 2
         r.seek(250 * KiB)
@@ -103,7 +103,7 @@ def test_a_read_that_waited_out_a_close_fetches_nothing(
     seen = _script_fetch(monkeypatch, sync_client, lambda kwargs: None)
     r = ObjectReader(sync_client.aio, bucket, "blob",
                      options=ReaderOptions(block_size=BLOCK, read_ahead=2))
-    portal = r._portal
+    portal = r._window.portal
     checked, closed = threading.Event(), threading.Event()
     refuse = portal.refuse_loop_thread
 
@@ -131,7 +131,7 @@ def test_a_read_that_waited_out_a_close_fetches_nothing(
     worker.join(60)
     assert isinstance(outcome[0], InvalidArgument), outcome
     assert "closed" in str(outcome[0])
-    assert seen == [] and r._blocks == {}
+    assert seen == [] and r._window.blocks == {}
 
 
 def test_threads_of_a_forked_child_adopt_its_copy_once(
@@ -145,7 +145,7 @@ def test_threads_of_a_forked_child_adopt_its_copy_once(
 
     reader = ObjectReader(sync_client.aio, bucket, "blob",
                           options=ReaderOptions(block_size=BLOCK, read_ahead=2))
-    reader._pid = -1
+    reader._window.pid = -1
     both = threading.Barrier(2)
     portal = reader_blocks.get_portal
 
@@ -160,14 +160,14 @@ def test_threads_of_a_forked_child_adopt_its_copy_once(
 
     monkeypatch.setattr(reader_blocks, "get_portal", meeting)
     locks: list[Any] = []
-    threads = [threading.Thread(target=lambda: locks.append(reader._locked()))
+    threads = [threading.Thread(target=lambda: locks.append(reader._window.locked()))
                for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     monkeypatch.setattr(reader_blocks, "get_portal", portal)
-    assert len(locks) == 2 and locks[0] is locks[1] is reader._lock
-    assert reader._pid == os.getpid()
+    assert len(locks) == 2 and locks[0] is locks[1] is reader._window.lock
+    assert reader._window.pid == os.getpid()
     assert reader.read() == blob
     reader.close()

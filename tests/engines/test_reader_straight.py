@@ -50,13 +50,13 @@ def test_a_whole_read_allocates_its_bytes_and_no_blocks(
     with ObjectReader(sync_client.aio, bucket, "o", options=OPTIONS) as r:
         seen = _counting_fetch(monkeypatch, sync_client)
         blocks: list[tuple[int, int]] = []
-        fetch_block = r._fetch_block
+        fetch_block = r._window.fetch_block
 
         async def block(start: int, end: int) -> Any:
             blocks.append((start, end))
             return await fetch_block(start, end)
 
-        monkeypatch.setattr(r, "_fetch_block", block)
+        monkeypatch.setattr(r._window, "fetch_block", block)
         tracemalloc.start()
         try:
             base = tracemalloc.get_traced_memory()[0]
