@@ -39,7 +39,7 @@ class DirectReads(VersionedReads):
 
         async def drain() -> None:
             for k, (s, e) in queue:  # one iterator, shared by the GETs' loops
-                crcs[k] = await self._fetch_into(out[s - base:e - base], s, e)
+                crcs[k] = await self._window.fetch_into(out[s - base:e - base], s, e)
 
         tasks = [asyncio.ensure_future(drain()) for _ in range(min(self.read_ahead, len(ranges)))]
         try:
@@ -66,7 +66,7 @@ class DirectReads(VersionedReads):
             return None
         end = min(self.size, start + count)
         first, last = start // self.block_size, (end - 1) // self.block_size
-        if start >= end or any(i in self._blocks for i in range(first, last + 1)):
+        if start >= end or any(i in self._window.blocks for i in range(first, last + 1)):
             return None
         if first == self._check.next and start == first * self.block_size:
             # The block the front-to-back crc32c needs next, from its start
@@ -75,7 +75,7 @@ class DirectReads(VersionedReads):
             return None
         self._check_open()  # as _fetch: a read that waited out a close()
         try:
-            buf, _ = self._portal.call(self._fetch_block(start, end))
+            buf, _ = self._window.portal.call(self._window.fetch_block(start, end))
         except _STALE as exc:
             if not self._recover(exc):
                 raise
@@ -102,7 +102,7 @@ class DirectReads(VersionedReads):
             return None
         first, last = start // bs, (end - 1) // bs
         spans = [(i, i * bs, min(i * bs + bs, self.size)) for i in range(first, last + 1)]
-        if not any(s >= start and e <= end and i not in self._blocks for i, s, e in spans):
+        if not any(s >= start and e <= end and i not in self._window.blocks for i, s, e in spans):
             return None
         self._check_open()  # as _fetch: a read that waited out a close()
         # The read-ahead past the read (from the block it ends inside) starts
@@ -112,30 +112,30 @@ class DirectReads(VersionedReads):
         # keeps (behind it, from before a seek) go first, or they would take
         # that room and the block the read ends inside come on top of the bound.
         ahead = end // bs if end < self.size else last + 1
-        for old in [i for i in self._blocks if i < first or i >= ahead + self.read_ahead]:
-            self._blocks.pop(old).cancel()
-        room = self.read_ahead - len(self._blocks)
+        for old in [i for i in self._window.blocks if i < first or i >= ahead + self.read_ahead]:
+            self._window.blocks.pop(old).cancel()
+        room = self.read_ahead - len(self._window.blocks)
         direct: dict[int, tuple[int, int]] = {}  # block -> range fetched into out
         for i, s, e in spans:
             # The block the read ends inside goes into ``out`` too when the
             # bound has no room to keep it (the next read fetches it whole).
-            if i not in self._blocks and (e <= end or room <= 0):
+            if i not in self._window.blocks and (e <= end or room <= 0):
                 direct[i] = (max(s, start), min(e, end))
         if ahead_too:
             for i in range(ahead, min(ahead + room, (self.size - 1) // bs + 1)):
-                self._fetch(i)
+                self._window.fetch(i)
         try:
-            crcs = dict(zip(direct, self._portal.call(
+            crcs = dict(zip(direct, self._window.portal.call(
                 self._fill(out, start, list(direct.values())), settled=True), strict=True))
             held: dict[int, tuple[bytearray, int | None]] = {}
             for i, _, _ in spans:
                 if i not in direct:
-                    outcome = self._fetch(i).result()
+                    outcome = self._window.fetch(i).result()
                     if isinstance(outcome, Exception):
                         raise outcome
                     held[i] = outcome
         except Exception as exc:
-            self._drop_blocks()  # as _block does: reading again fetches anew
+            self._window.drop()  # as _block does: reading again fetches anew
             if self._recover(exc):
                 return None  # nothing handed out: read the current version by blocks
             raise
@@ -151,5 +151,5 @@ class DirectReads(VersionedReads):
                 self._check.account(i, *whole)
         self._pos = self._last_end = end
         if ahead_too:
-            self._schedule(ahead)
+            self._window.schedule(ahead)
         return end - start
