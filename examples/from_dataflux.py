@@ -2,13 +2,14 @@
 script, ``--backend dataflux`` or ``--backend aioflux``.
 
 Only the dataset and checkpoint constructors change; the DataLoader, the
-training loop, ``data_format_fn`` and ``torch.save`` / ``torch.load`` stay::
+training loop, the decoding function (``transform=`` here) and
+``torch.save`` / ``torch.load`` stay::
 
     dataflux                                          aioflux
     ------------------------------------------------  ---------------------------------------
-    DataFluxMapStyleDataset(project, bucket,          MapDataset.from_prefix(
+    DataFluxMapStyleDataset(project, bucket,          ObjectMapDataset.from_prefix(
         config=Config(prefix=prefix),                     f"gs://{bucket}/{prefix}",
-        data_format_fn=fn)                                data_format_fn=fn)
+        data_format_fn=fn)                                transform=fn)
     DatafluxCheckpoint(project, bucket)               Checkpoint()
         .writer(name) / .reader(name)                     .writer(url) / .reader(url)
     (none)                                            CheckpointManager(root): save_async,
@@ -80,9 +81,9 @@ def make_dataset(backend: str, project: str, bucket: str, prefix: str) -> Any:
         return mapstyle.DataFluxMapStyleDataset(
             project_name=project, bucket_name=bucket,
             config=mapstyle.Config(prefix=prefix), data_format_fn=data_format_fn)
-    from aioflux.torch import MapDataset
+    from aioflux.torch import ObjectMapDataset
 
-    return MapDataset.from_prefix(f"gs://{bucket}/{prefix}", data_format_fn=data_format_fn)
+    return ObjectMapDataset.from_prefix(f"gs://{bucket}/{prefix}", transform=data_format_fn)
 
 
 def save_checkpoint(backend: str, project: str, bucket: str, name: str, state: Any,

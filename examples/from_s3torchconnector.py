@@ -6,9 +6,10 @@ training loop and ``torch.save`` / ``torch.load`` stay::
 
     s3torchconnector                                  aioflux
     ------------------------------------------------  ---------------------------------------
-    S3MapDataset.from_prefix(uri, region=r,           MapDataset.from_prefix(uri,
-        endpoint=e, transform=fn)                         endpoint=e, transform=fn)
-    S3IterableDataset.from_prefix(uri, region=r)      IterableDataset.from_prefix(uri)
+    S3MapDataset.from_prefix(uri, region=r,           ObjectMapDataset.from_prefix(uri,
+        endpoint=e, transform=fn)                         transform=fn, settings=
+                                                          DatasetSettings(endpoint=e))
+    S3IterableDataset.from_prefix(uri, region=r)      ObjectIterableDataset.from_prefix(uri)
     S3Checkpoint(region=r, endpoint=e)                Checkpoint()
         .writer(uri) / .reader(uri)                       .writer(uri) / .reader(uri)
     list_files_by_s3 / load_files_by_s3 (DataPipes)   list_files(uri) / load_files(urls)
@@ -18,7 +19,7 @@ training loop and ``torch.save`` / ``torch.load`` stay::
 Differences to know: s3torchconnector's ``transform`` gets an ``S3Reader``
 (call ``.read()``), aioflux's gets the object's bytes. aioflux needs no
 ``region=``: it takes ``AWS_REGION`` / the profile's, else asks the bucket
-(and corrects a wrong one, as boto3 does); ``endpoint=`` (or
+(and corrects a wrong one, as boto3 does); the settings' ``endpoint`` (or
 ``AWS_ENDPOINT_URL_S3``) points both at an S3-compatible store. aioflux's
 datasets read a batch's objects concurrently (s3torchconnector reads each
 one sequentially per worker), and every read is checked by crc32c.
@@ -100,9 +101,10 @@ def make_dataset(backend: str, uri: str, region: str, endpoint: str | None) -> A
         return s3tc.S3MapDataset.from_prefix(uri, region=region, endpoint=endpoint,
                                              transform=s3tc_decode,
                                              s3client_config=s3tc_config(endpoint))
-    from aioflux.torch import MapDataset
+    from aioflux.torch import DatasetSettings, ObjectMapDataset
 
-    return MapDataset.from_prefix(uri, endpoint=endpoint, transform=decode)
+    return ObjectMapDataset.from_prefix(uri, transform=decode,
+                                        settings=DatasetSettings(endpoint=endpoint))
 
 
 def checkpoint(backend: str, region: str, endpoint: str | None) -> Any:

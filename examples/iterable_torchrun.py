@@ -1,8 +1,8 @@
-"""Iterable streaming under ``torchrun``: ``IterableDataset.from_prefix`` with
+"""Iterable streaming under ``torchrun``: ``ObjectIterableDataset.from_prefix`` with
 DDP on gloo, each sample seen once per epoch across all ranks, and every rank
 training as many steps.
 
-``IterableDataset`` shuffles the object list per epoch (seeded by
+``ObjectIterableDataset`` shuffles the object list per epoch (seeded by
 ``seed`` and the epoch, so every rank computes the same permutation), gives
 rank ``r`` every ``world_size``-th object, and splits that among the
 DataLoader workers of the rank; ``set_epoch`` selects the epoch. At the end
@@ -53,7 +53,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from aioflux import AsyncClient, Conflict, parse_url
-from aioflux.torch import IterableDataset
+from aioflux.torch import ObjectIterableDataset
 
 FEATURES, CLASSES = 8, 3
 
@@ -95,7 +95,7 @@ def train(url: str, samples: int, epochs: int, batch_size: int, workers: int) ->
 
     # Rank and world size come from the process group, here, at construction:
     # DataLoader workers have no process group of their own.
-    dataset = IterableDataset.from_prefix(data_url, transform=decode, seed=0)
+    dataset = ObjectIterableDataset.from_prefix(data_url, transform=decode, seed=0)
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=workers)
     torch.manual_seed(0)  # the same initial weights on every rank
     model = DistributedDataParallel(nn.Linear(FEATURES, CLASSES))

@@ -1,7 +1,7 @@
-"""Map-style training: ``MapDataset.from_prefix`` + a shuffling DataLoader,
+"""Map-style training: ``ObjectMapDataset.from_prefix`` + a shuffling DataLoader,
 checkpointed with ``CheckpointManager``.
 
-``MapDataset.from_prefix`` lists the prefix once (in parallel) and serves
+``ObjectMapDataset.from_prefix`` lists the prefix once (in parallel) and serves
 ``dataset[i]``; the DataLoader's workers each build their own connection
 pool, and every batch of small objects is fetched concurrently (composed
 server-side into one download when that is faster). The model is a tiny
@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from aioflux import AsyncClient, Client, Conflict, parse_url
-from aioflux.torch import CheckpointManager, MapDataset
+from aioflux.torch import CheckpointManager, ObjectMapDataset
 
 FEATURES, CLASSES = 16, 4
 
@@ -63,7 +63,7 @@ def train(url: str, samples: int, epochs: int, batch_size: int, workers: int) ->
     asyncio.run(write_dataset(data_url, samples))
 
     # Lists once, here; workers get the object list with the pickled dataset.
-    dataset = MapDataset.from_prefix(data_url, transform=decode)
+    dataset = ObjectMapDataset.from_prefix(data_url, transform=decode)
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True,
                                          num_workers=workers, persistent_workers=workers > 0)
     torch.manual_seed(0)

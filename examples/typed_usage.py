@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader
 import aioflux
 from aioflux import Client, ListPage, LocalStore, ObjectInfo, SyncStore
 from aioflux.testing import running_emulator
-from aioflux.torch import CheckpointInfo, CheckpointManager, IterableDataset, MapDataset
+from aioflux.torch import CheckpointInfo, CheckpointManager, ObjectIterableDataset, ObjectMapDataset
 
 BUCKET = "typed-usage"
 SAMPLES = 12
@@ -67,13 +67,13 @@ def check_sync_store(folder: str) -> int:
 
 def check_datasets() -> int:
     """One pass over each dataset; returns the bytes seen by the map-style one."""
-    train = MapDataset.from_prefix(f"gs://{BUCKET}/data/", transform=decode)
+    train = ObjectMapDataset.from_prefix(f"gs://{BUCKET}/data/", transform=decode)
     first: torch.Tensor = train[0]
     assert first.tolist() == [0] * 16
     seen = 0
     for batch in DataLoader(train, batch_size=4):
         seen += batch.numel()
-    stream = IterableDataset.from_prefix(f"gs://{BUCKET}/data/", transform=decode, seed=0)
+    stream = ObjectIterableDataset.from_prefix(f"gs://{BUCKET}/data/", transform=decode, seed=0)
     stream.set_epoch(0)
     sums = sorted(int(sample.sum()) for sample in stream)
     assert sums == [16 * i for i in range(SAMPLES)], sums
@@ -113,7 +113,7 @@ def main() -> None:
         seen = check_datasets()
         step = check_checkpoints()
     print(f"typed_usage: aioflux {aioflux.__version__}: read {greeting!r}, "
-          f"{seen} bytes through MapDataset, latest checkpoint step {step}")
+          f"{seen} bytes through ObjectMapDataset, latest checkpoint step {step}")
 
 
 if __name__ == "__main__":

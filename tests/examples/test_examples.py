@@ -149,7 +149,7 @@ def test_typed_usage() -> None:
     # The script .ci/run type-checks with mypy --strict; here it must also run.
     ok(run("examples/typed_usage.py"),
        r"typed_usage: aioflux \d+\.\d+\.\d+\S*: read 'hello, typed world', 192 bytes through "
-       r"MapDataset, latest checkpoint step 2")
+       r"ObjectMapDataset, latest checkpoint step 2")
 
 
 def without(tmp_path: Path, module: str) -> dict[str, str]:
