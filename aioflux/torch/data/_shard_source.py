@@ -40,6 +40,7 @@ import numpy.typing as npt
 
 from ..._core.errors import AiofluxError, InvalidArgument
 from ..._core.index import ObjectIndex
+from ..._core.portal import call as portal_call
 from ..._core.portal import get_portal, iterate
 from ..._core.store import ObjectStore
 from ..._core.types import ObjectInfo
@@ -410,8 +411,9 @@ class ShardSource:
                 and self.hedge_after is None and not self.compressed.any():
             # Files in memory: each run read in this thread as it is wanted
             # (see _spans_here), no loop, window or hand-off between threads.
+            # The portal (its loop's thread) is started only if a read must wait.
             return read_runs_here(store, self.infos, self.index, runs, gap=gap,
-                                  call=get_portal().call)
+                                  call=portal_call)
         agen = read_runs(store, self.infos, self._index_on_loop, runs, limit=limit,
                          max_bytes=max_bytes,
                          unit=self.samples_per_read, cache=self.disk_cache,
