@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tarfile
+import threading
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -195,3 +196,32 @@ def test_a_read_that_could_wait_goes_to_a_thread(tmp_path: Path,
     for sample in mine:
         s, i = (int(part) for part in sample["__key__"][1:].split("-"))
         assert sample["jpg"] == bytes([(s * 7 + i) % 256]) * JPG
+
+
+class _Threads(torch.utils.data.IterableDataset[tuple[int, int, list[str]]]):
+    """A worker's samples, the reads that had to wait, and its threads at the end."""
+
+    def __init__(self, ds: ShardDataset) -> None:
+        self.ds = ds
+
+    def __iter__(self) -> Iterator[tuple[int, int, list[str]]]:
+        samples = sum(1 for _ in self.ds)
+        store = self.ds._shards.source.downloader.client
+        assert isinstance(store, LocalStore)
+        yield samples, store.waits, sorted(t.name for t in threading.enumerate())
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
+def test_a_worker_reading_files_in_memory_runs_one_thread(tmp_path: Path) -> None:
+    # As a plain tarfile loop: no event loop's thread, no pool, unless a
+    # read has to wait (bytes not in the page cache).
+    data = tmp_path / "data"
+    data.mkdir()
+    _shards(data)
+    loader = torch.utils.data.DataLoader(_Threads(_dataset(data)), batch_size=None,
+                                         num_workers=2, multiprocessing_context="fork")
+    records = list(loader)
+    assert sum(samples for samples, _, _ in records) == SHARDS * PER_SHARD
+    for _, waits, names in records:
+        if not waits:
+            assert names == ["MainThread"]
