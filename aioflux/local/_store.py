@@ -475,17 +475,16 @@ def reads_here(store: LocalStore, bucket: str, name: str) -> bool:
 
 def read_small(store: LocalStore, info: ObjectInfo) -> bytes | None:
     """A listed file read whole in the calling thread, as the download
-    planner reads it (pinned to the listed version and size; its length,
-    modification and the crc32c aioflux recorded checked), or None where the
-    read could wait: a network filesystem, bytes not in the page cache, a
-    file over ``_inline.INLINE_MAX`` bytes. Then download it.
+    planner reads a small object directly: what is there now (its length,
+    modification and the crc32c aioflux recorded checked), not pinned to
+    the listing. None where the read could wait: a network filesystem, bytes
+    not in the page cache, a file over ``_inline.INLINE_MAX`` bytes. Then
+    download it.
 
     Raises:
-        StorageError: as ``read`` raises (a file changed since it was listed:
-            ChecksumMismatch or PreconditionFailed).
+        StorageError: as ``read`` raises.
     """
-    fetched = store._read_here(info.bucket, info.name, 0, None, None, info.generation or None,
-                               info.size, None, False)
+    fetched = store._read_here(info.bucket, info.name, 0, None, None, None, None, None, False)
     return None if fetched is None else fetched.data
 
 

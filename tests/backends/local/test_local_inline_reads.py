@@ -142,20 +142,6 @@ def test_a_file_changed_in_place_fails_as_in_a_thread(tmp_path: Path,
     assert store.stats.failures == 2
 
 
-def test_a_file_changed_since_its_listing_fails(tmp_path: Path) -> None:
-    path = tmp_path / "f.bin"
-    path.write_bytes(b"a" * 4096)
-    bucket, name = _where(path)
-    listed = _listed(bucket, name)
-    path.write_bytes(b"b" * 10)  # replaced after the listing: another size and time
-    store = _store(tmp_path, "tmpfs")
-    with pytest.raises(NotFound, match=r"generation \d+ is gone") as caught:
-        read_small(store, listed)  # as a planner's read pinned to the listed generation
-    assert caught.value.name == name and caught.value.bucket == bucket
-    assert read_small(store, _listed(bucket, name)) == b"b" * 10
-    assert store.handed == []  # type: ignore[attr-defined]
-
-
 def test_nowait_reads_of_cached_bytes_take_no_thread(tmp_path: Path) -> None:
     data = os.urandom(20000)
     (tmp_path / "f.bin").write_bytes(data)
