@@ -65,16 +65,16 @@ def _instrument() -> None:
         return await run(self, op, bucket, name, work)
 
     LocalStore._run = counted  # type: ignore[method-assign]
-    here = LocalStore._here
+    held = LocalStore._read_held
 
-    def counted_here(self: LocalStore, bucket: str, name: str, work: Any, received: Any) -> Any:
+    def counted_held(self: LocalStore, bucket: str, name: str, work: Any, received: Any) -> Any:
         # A read done in the calling thread (page-cached bytes) is a request too.
         if FORBIDDEN:
             raise AssertionError(f"this rank made a 'read' request for {name!r}")
         REQUESTS["read"] += 1
-        return here(self, bucket, name, work, received)
+        return held(self, bucket, name, work, received)
 
-    LocalStore._here = counted_here  # type: ignore[method-assign]
+    LocalStore._read_held = counted_held  # type: ignore[method-assign]
 
     pager = _source.iter_pages  # type: ignore[attr-defined]
 

@@ -1,7 +1,8 @@
 """Counts up front, per-sample indexes on demand, the manifest, small pickles.
 
 On local files; every store request a dataset makes is counted by
-wrapping ``LocalStore._run`` (the one door of every LocalStore operation).
+wrapping ``LocalStore._run`` (the door of every LocalStore operation done
+in a thread) and ``LocalStore._read_held`` (of reads done in the caller's).
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ def requests(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
         return await run(self, op, bucket, name, work)
 
     monkeypatch.setattr(LocalStore, "_run", counted)
+    held = LocalStore._read_held
+
+    def counted_held(self: LocalStore, bucket: str, name: str, work: Any, received: Any) -> Any:
+        seen["read"] += 1
+        return held(self, bucket, name, work, received)
+
+    monkeypatch.setattr(LocalStore, "_read_held", counted_held)
     return seen
 
 
