@@ -340,9 +340,11 @@ class ObjectMapDataset(torch.utils.data.Dataset[Sample]):
         filesystem (NFS) whose reads it leaves to threads."""
         store = self._source.downloader.client
         objects = self._objects
-        if not wanted or not isinstance(store, LocalStore) or not reads_here(
-                store, objects[wanted[0]].bucket, objects[wanted[0]].name):
-            return None  # threads, and batches read ahead, overlap a server's waits
+        if not wanted or self._source.cache is not None or not isinstance(store, LocalStore) \
+                or not reads_here(store, objects[wanted[0]].bucket, objects[wanted[0]].name):
+            # Threads, and batches read ahead, overlap a server's waits; a
+            # cache the user asked for is read and filled by the planner.
+            return None
         datas: list[Data] = []
         missed: list[int] = []
         nbytes = 0
