@@ -139,10 +139,6 @@ class ShardSource:
             as the datasets document.
     """
 
-    # The shard the last run handed to samples() was of: its URL and index
-    # (a DataLoader worker of N gets a run every samples_per_read/N samples).
-    _last: tuple[int, str, ShardIndex] | None = None
-
     def __init__(self, op: str, shards: object, *, format: str | None, decode: Decode,
                  transform: Callable[[Any], Any] | None, samples_per_read: int | None,
                  settings: DatasetSettings,
@@ -284,7 +280,6 @@ class ShardSource:
         state = dict(self.__dict__)
         state["_hedger"] = None  # its gate belongs to this process's loop
         state["_lru"] = None  # indexes are loaded where the shards are read
-        state.pop("_last", None)
         return state
 
     def _resolve(self, op: str, shards: object) -> ObjectIndex:
@@ -457,10 +452,8 @@ class ShardSource:
                     row = self.decode(row, url, 0)
                 yield row if self.transform is None else self.transform(row)
             return
-        last = self._last
-        if last is None or last[0] != run.shard:
-            last = self._last = (run.shard, self.infos[run.shard].url, self.index(run.shard))
-        _, url, index = last
+        info, index = self.infos[run.shard], self.index(run.shard)
+        url = info.url
         for local, region in zip(run.samples, regions, strict=True):
             offset = index.offsets[local]
             sample = self.format.sample(region, url, offset)
