@@ -140,7 +140,9 @@ def test_a_large_write_is_written_side_by_side_bit_for_bit(
     whole = b"".join(chunks)
     assert (tmp_path / "f").read_bytes() == whole
     assert writer.info is not None and writer.info.crc32c == crc32c(whole)
-    assert len(threads) == 3
+    # The caller's span and the pool's: a pool thread that finished its span
+    # before the next was handed over may take that one too (2 or 3 threads).
+    assert threading.get_ident() in threads and len(threads) >= 2, threads
     assert _left(tmp_path) == ["f"]
 
 
