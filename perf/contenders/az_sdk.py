@@ -5,8 +5,9 @@ manifest blob, at most C at once (an ``asyncio.Semaphore``), one client.
 ``--task epoch``: a map-style Dataset whose ``__getitems__`` downloads a
 batch concurrently on one event loop kept for the epoch; listing untimed.
 ``--task save``: ``torch.save`` into memory, then ``upload_blob(...,
-max_concurrency=8)`` (its block upload). ``--task load``:
-``download_blob(max_concurrency=8).readinto`` a sink. The client comes from
+max_concurrency=M)`` (its block upload). ``--task load``:
+``download_blob(max_concurrency=M).readinto`` a sink (``--max-concurrency``
+M, 8 unless given). The client comes from
 ``BlobServiceClient.from_connection_string`` (Azurite's, account key).
 """
 
@@ -113,7 +114,7 @@ class Sink(io.RawIOBase):
         return n
 
 
-async def save(manifest: Manifest, state: Any) -> tuple[Stopwatch, int]:
+async def save(manifest: Manifest, state: Any, in_flight: int) -> tuple[Stopwatch, int]:
     import torch
 
     async with BlobServiceClient.from_connection_string(CONN) as service:
@@ -123,16 +124,16 @@ async def save(manifest: Manifest, state: Any) -> tuple[Stopwatch, int]:
             torch.save(state, buf)
             size = buf.tell()
             buf.seek(0)
-            await blob.upload_blob(buf, length=size, overwrite=True, max_concurrency=8)
+            await blob.upload_blob(buf, length=size, overwrite=True, max_concurrency=in_flight)
     return watch, size
 
 
-async def load_blob(manifest: Manifest, name: str) -> tuple[Stopwatch, int]:
+async def load_blob(manifest: Manifest, name: str, in_flight: int) -> tuple[Stopwatch, int]:
     async with BlobServiceClient.from_connection_string(CONN) as service:
         blob = service.get_blob_client(manifest.bucket, name)
         sink = Sink()
         with Stopwatch() as watch:
-            downloader = await blob.download_blob(max_concurrency=8)
+            downloader = await blob.download_blob(max_concurrency=in_flight)
             await downloader.readinto(sink)
     return watch, sink.count
 
@@ -145,6 +146,7 @@ if __name__ == "__main__":
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--prefix", default="")
     p.add_argument("--object", default="")
+    p.add_argument("--max-concurrency", type=int, default=8)
     add_state_args(p)
     args = p.parse_args(rest)
     if args.task == "read":
@@ -156,8 +158,8 @@ if __name__ == "__main__":
     elif args.task == "save":
         state = build_state(args)
         rss_state = rss_mb()
-        (watch, nbytes), _ = run(save(manifest, state))
+        (watch, nbytes), _ = run(save(manifest, state, args.max_concurrency))
         report(watch, nbytes=nbytes, items=1, rss_state_mb=round(rss_state, 1))
     else:
-        (watch, nbytes), _ = run(load_blob(manifest, args.object))
+        (watch, nbytes), _ = run(load_blob(manifest, args.object, args.max_concurrency))
         report(watch, nbytes=nbytes, items=1)

@@ -10,8 +10,10 @@ is written, items without torch's zip CRC32 (the crc32c covers them),
 token="anon", endpoint_url=emulator)``, the way to a bucket that torch
 ships, with gcsfs underneath (its default block size; items with torch's
 zip CRC32; ``sync_files=False``: fsspec's files have no descriptor to
-fsync). Runs under the gcsfs venv, with the plain ``GCSFileSystem``
-(``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false``, as in ``ckpt_save_gcsfs.py``).
+fsync; ``--threads N``: its ``thread_count=N``, N data files written at
+once, 1 unless given). Runs under the gcsfs venv, with the plain
+``GCSFileSystem`` (``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false``, as in
+``ckpt_save_gcsfs.py``).
 
 No process group: DCP's single-process save.
 """
@@ -31,7 +33,7 @@ from _contender import Manifest, Stopwatch, load, report, rss_mb
 from ckpt_common import add_state_args, build_state, state_bytes
 
 
-def _writer(kind: str, manifest: Manifest) -> Any:
+def _writer(kind: str, manifest: Manifest, threads: int) -> Any:
     root = f"gs://{manifest.bucket}/dcp_save/{kind}"
     if kind == "aioflux":
         from aioflux import AsyncClient
@@ -40,8 +42,8 @@ def _writer(kind: str, manifest: Manifest) -> Any:
         return GcsStorageWriter(root, client=AsyncClient(endpoint=manifest.endpoint))
     from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
 
-    return FsspecWriter(root, sync_files=False, token="anon", project="perf",
-                        endpoint_url=manifest.endpoint)
+    return FsspecWriter(root, sync_files=False, thread_count=threads, token="anon",
+                        project="perf", endpoint_url=manifest.endpoint)
 
 
 if __name__ == "__main__":
@@ -50,8 +52,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     add_state_args(parser)
     parser.add_argument("--writer", choices=["aioflux", "fsspec"], required=True)
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(rest)
-    writer = _writer(args.writer, manifest)
+    writer = _writer(args.writer, manifest, args.threads)
     state = build_state(args)
     rss_state = rss_mb()
     with Stopwatch() as watch:

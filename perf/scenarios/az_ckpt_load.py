@@ -3,9 +3,9 @@
 Random bytes seeded as one blob (azure-storage-blob, untimed), read front
 to back: aioflux's ranged reader (``aioflux.open(url, "rb")``, readinto
 8 MiB) against azure-storage-blob's aio ``download_blob(max_concurrency=8)``
-and an adlfs file (readinto 8 MiB). Raw bytes: torch.load's
-deserialisation is not timed for anyone. Parameters: ``size_mib`` (1024;
-128 with --quick).
+(and with 32, aioflux's reads in flight) and an adlfs file
+(readinto 8 MiB). Raw bytes: torch.load's deserialisation is not timed for
+anyone. Parameters: ``size_mib`` (1024; 128 with --quick).
 """
 
 from __future__ import annotations
@@ -38,6 +38,10 @@ def plan(options: Options) -> Plan:
                       available=ready),
             Contender("azure-blob-aio", "az_sdk.py", "azblob", target,
                       note="aio download_blob(max_concurrency=8).readinto(a counting sink)"),
+            Contender(f"azure-blob-aio-c{_READ_AHEAD}", "az_sdk.py", "azblob",
+                      (*target, "--max-concurrency", str(_READ_AHEAD)),
+                      note=f"the same with max_concurrency={_READ_AHEAD}: aioflux's reads in "
+                           "flight"),
             Contender("adlfs", "az_adlfs.py", "adlfs", target,
                       note="fs.open(path, 'rb') at adlfs's defaults, readinto 8 MiB"),
         ],

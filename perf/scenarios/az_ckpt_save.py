@@ -3,7 +3,8 @@
 ckpt_save's shape (64 fp32 tensors of 16 MiB, built untimed inside each
 contender): aioflux's ``Checkpoint(store).save`` (torch.save into the
 streaming block writer) against torch.save into memory then
-azure-storage-blob's aio ``upload_blob(max_concurrency=8)``, and
+azure-storage-blob's aio ``upload_blob(max_concurrency=8)`` (and at
+aioflux's 16 blocks in flight), and
 ``torch.save`` into an adlfs file. Parameters: ``count`` (64; 8 with
 --quick), ``tensor_mib`` (16), ``kind``.
 """
@@ -39,6 +40,10 @@ def plan(options: Options) -> Plan:
             Contender("azure-blob-aio", "az_sdk.py", "azblob", state,
                       note="torch.save into BytesIO, then aio upload_blob(max_concurrency=8) "
                            "(its block upload, no MD5s)"),
+            Contender(f"azure-blob-aio-c{_IN_FLIGHT}", "az_sdk.py", "azblob",
+                      (*state, "--max-concurrency", str(_IN_FLIGHT)),
+                      note=f"the same with max_concurrency={_IN_FLIGHT}: aioflux's blocks in "
+                           "flight"),
             Contender("adlfs", "az_adlfs.py", "adlfs", state,
                       note="torch.save(state, fs.open(path, 'wb')) at adlfs's defaults"),
         ],

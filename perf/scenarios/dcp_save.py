@@ -3,14 +3,16 @@
 ckpt_save's state (64 fp32 tensors of 16 MiB, built untimed inside each
 contender) saved by DCP in one process, no process group: aioflux's
 ``GcsStorageWriter`` against torch's own ``FsspecWriter`` over gcsfs (the
-way to a bucket torch ships). The table's MB/s is the state's tensor bytes
-per second. Parameters: ``count`` (64; 8 with --quick), ``tensor_mib`` (16).
+way to a bucket torch ships), at its defaults and with as many writer
+threads as aioflux has parts in flight. The table's MB/s is the state's
+tensor bytes per second. Parameters: ``count`` (64; 8 with --quick), ``tensor_mib`` (16).
 """
 
 from __future__ import annotations
 
 from perf.availability import project_imports
 from perf.harness import Contender, Options, Plan
+from perf.scenarios.ckpt_save import _IN_FLIGHT
 
 __all__ = ["plan"]
 
@@ -38,6 +40,10 @@ def plan(options: Options) -> Plan:
             Contender("fsspec-gcsfs", "dcp_save.py", "gcsfs", (*state, "--writer", "fsspec"),
                       note="torch's FsspecWriter('gs://...', token='anon', endpoint_url=...) "
                            "over gcsfs at its defaults, sync_files=False"),
+            Contender(f"fsspec-gcsfs-t{_IN_FLIGHT}", "dcp_save.py", "gcsfs",
+                      (*state, "--writer", "fsspec", "--threads", str(_IN_FLIGHT)),
+                      note=f"the same with thread_count={_IN_FLIGHT} ({_IN_FLIGHT} data files "
+                           "written at once): aioflux's parts in flight"),
         ],
         baseline="aioflux",
         targets=[],

@@ -12,7 +12,15 @@ import pytest
 
 from perf import charts, report, results
 from perf.harness import Options
-from perf.scenarios import az_read, fsspec, listing, loader_tiny
+from perf.scenarios import (
+    az_ckpt_load,
+    az_ckpt_save,
+    az_read,
+    dcp_save,
+    fsspec,
+    listing,
+    loader_tiny,
+)
 
 
 def _sample(run: str, contender: str, rnd: int, wall: float | None, *, items: int = 1000,
@@ -266,6 +274,16 @@ def test_the_peers_best_setting_runs_beside_their_default() -> None:
     lists = {c.name: c.args for c in listing.plan(Options()).contenders}
     assert "--processes" not in lists["dataflux-fast-list"]
     assert lists["dataflux-fast-list-p16"][-2:] == ("--processes", "16")
+    # The Azure SDK's transfers at aioflux's 32 reads / 16 blocks in flight,
+    # DCP's fsspec writer with as many threads as aioflux's parts in flight.
+    for plan, peer, best, knob in (
+        (az_ckpt_load.plan(Options()), "azure-blob-aio", "c32", ("--max-concurrency", "32")),
+        (az_ckpt_save.plan(Options()), "azure-blob-aio", "c16", ("--max-concurrency", "16")),
+        (dcp_save.plan(Options()), "fsspec-gcsfs", "t16", ("--threads", "16")),
+    ):
+        args = {c.name: c.args for c in plan.contenders}
+        assert knob[0] not in args[peer]
+        assert args[f"{peer}-{best}"][-2:] == knob
 
 
 SVG = "{http://www.w3.org/2000/svg}"
