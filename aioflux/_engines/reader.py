@@ -10,12 +10,12 @@ to the end and back (a zip's central directory) fetches nothing twice.
 The generation is pinned at open, so an overwrite mid-read fails instead of
 mixing two versions.
 
-The reader holds two parts with state of their own: the blocks and their
-window (:mod:`.reader_blocks`, ``_window``) and the front-to-back crc32c
-of the bytes consumed (:mod:`.reader_check`, ``_check``). Its classes add
-which version is read (:mod:`.reader_versions`: a recent info gone stale,
-a stat beside), the reads that skip the blocks (:mod:`.reader_direct`),
-and here the io methods on top.
+The reader is the io methods over three parts with state of their own:
+the blocks and their window (:mod:`.reader_blocks`, ``_window``), the
+front-to-back crc32c of the bytes consumed (:mod:`.reader_check`,
+``_check``) and the version read (:mod:`.reader_versions`, ``_version``:
+a recent info gone stale, a stat beside). The reads that skip the blocks
+are functions of those parts (:mod:`.reader_direct`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from .._core.urls import format_url
 from .._core.validate import check_contiguous
 from .reader_blocks import BlockWindow
 from .reader_check import FrontToBackCheck
-from .reader_direct import DirectReads
+from .reader_direct import across, exact
+from .reader_versions import PinnedVersion
 
 if TYPE_CHECKING:
     from .._core.store import ObjectStore
@@ -47,7 +48,7 @@ __all__ = ["ObjectReader"]
 _GROWN = 1 << 20
 
 
-class ObjectReader(DirectReads):
+class ObjectReader(io.RawIOBase):
     """Blocking, seekable, read-only file object over ``gs://bucket/name``.
 
     Its io methods are those of Python's ``open(path, "rb")`` (an
@@ -92,7 +93,6 @@ class ObjectReader(DirectReads):
         self._pos = 0
         # Where the last read ended: a read starting elsewhere follows a seek.
         self._last_end = 0
-        self._recent = recent and info is not None
         # Its ``corrupt``, set once the bytes read did not match, is raised by
         # every later read: a retry is never served the unchecked last block.
         self._check = FrontToBackCheck(self.url, bucket, name, self.block_size)
@@ -101,11 +101,25 @@ class ObjectReader(DirectReads):
         self._window = BlockWindow(client, bucket, name, self.url, block_size=self.block_size,
                                    read_ahead=self.read_ahead, check=self._check,
                                    on_fork=weakref.WeakMethod(self._after_fork))
-        # The stat whose checksums the bytes read so far await (stat_beside).
-        self._stat = None
-        if stat_beside and info is not None:
-            self._stat = self._window.portal.submit(client.stat(bucket, name))
-        self._adopt(info or self._window.portal.call(client.stat(bucket, name)))
+        self._version = PinnedVersion(client, self._window, self._check)
+        self._version.open(info, recent=recent, stat_beside=stat_beside)
+
+    @property
+    def info(self) -> ObjectInfo:
+        """The version read."""
+        return self._version.info
+
+    @property
+    def size(self) -> int:
+        """Its size."""
+        return self._version.size
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise InvalidArgument(f"read from closed reader {self.url}")
+
+    def _after_fork(self) -> None:
+        self._version.after_fork()
 
     def readable(self) -> bool:
         self._check_open()
@@ -137,9 +151,10 @@ class ObjectReader(DirectReads):
         self._check_open()
         offset = operator.index(offset)
         with self._window.locked():
-            base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}.get(whence)
+            version = self._version
+            base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: version.size}.get(whence)
             if whence == os.SEEK_END:
-                self._size_told = True  # the caller's offsets may rest on it now
+                version.size_told = True  # the caller's offsets may rest on it now
             if base is None or base + offset < 0:
                 raise InvalidArgument(f"seek {self.url}: bad offset "
                                       f"{offset} from whence {whence}")
@@ -154,13 +169,14 @@ class ObjectReader(DirectReads):
         Returns:
             The size.
         """
-        if not self._recent:
+        version = self._version
+        if not version.recent:
             # Confirmed (a stat at open, or a read): nothing to hold to, and
             # no wait for a read another thread has under way.
-            return self.size
+            return version.size
         with self._window.locked():
-            self._size_told = True
-            return self.size
+            version.size_told = True
+            return version.size
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         """Read into ``buffer`` from the current position.
@@ -209,13 +225,14 @@ class ObjectReader(DirectReads):
         with self._reading():
             if self._check.corrupt is not None:
                 raise self._check.corrupt
-            self._confirm_end(1)
-            if self._pos >= self.size:
+            version = self._version
+            version.confirm_end(1, self._pos)
+            if self._pos >= version.size:
                 return b""
             index = self._pos // self.block_size
             # The block, held: the read that follows hands out these bytes.
-            data, crc = self._block(index)
-            if self._pos >= self.size:
+            data, crc = version.block(index, self._pos)
+            if self._pos >= version.size:
                 return b""  # a recent info was stale: the current version ends before here
             offset = self._pos - index * self.block_size
             self._check.account(index, data, crc)  # held whole: counts if it is the next
@@ -236,9 +253,10 @@ class ObjectReader(DirectReads):
 
     def _readinto(self, buffer: bytearray | memoryview, ahead_too: bool = True) -> int:
         out = memoryview(buffer).cast("B")
-        across = self._across(out, ahead_too)
-        if across is not None:
-            return across
+        got = across(self._window, self._check, self._version, self._pos, out, ahead_too)
+        if got is not None:
+            self._pos = self._last_end = self._pos + got
+            return got
         done = 0
         start, last_end = self._pos, self._last_end
         try:
@@ -247,7 +265,7 @@ class ObjectReader(DirectReads):
                 done += len(piece)
         except BaseException:
             # A read that fails partway (a GET, the check, Ctrl-C) returns
-            # no count, so it consumes nothing, as _across: the blocks it had
+            # no count, so it consumes nothing, as across(): the blocks it had
             # taken moved the position on, and reading again skipped them.
             self._pos, self._last_end = start, last_end
             raise
@@ -258,22 +276,23 @@ class ObjectReader(DirectReads):
         holding them; the position passes each piece once it was taken."""
         if self._check.corrupt is not None:
             raise self._check.corrupt
-        self._confirm_end(count)
-        exact = self._exact(count)
-        if exact is not None:
-            yield memoryview(exact)
-            self._pos += len(exact)
+        version = self._version
+        version.confirm_end(count, self._pos)
+        alone = exact(self._window, self._check, version, self._pos, self._last_end, count)
+        if alone is not None:
+            yield memoryview(alone)
+            self._pos += len(alone)
             self._last_end = self._pos
             return
-        while count > 0 and self._pos < self.size:
+        while count > 0 and self._pos < version.size:
             index = self._pos // self.block_size
-            data, crc = self._block(index)
-            if self._pos >= self.size:
+            data, crc = version.block(index, self._pos)
+            if self._pos >= version.size:
                 break  # a recent info was stale: the current version ends before here
             offset = self._pos - index * self.block_size
             take = min(count, len(data) - offset)
             if take <= 0:
-                # Never spin on a block shorter than its range (_read_block
+                # Never spin on a block shorter than its range (its fetch
                 # rejects those; this guards the invariant).
                 raise ProtocolError(f"read {self.url} failed: no bytes at "
                                     f"offset {self._pos}", operation="read",
@@ -307,15 +326,16 @@ class ObjectReader(DirectReads):
         pieces: list[bytes] = []
         got = 0
         with self._reading():
-            self._confirm_end(limit)
+            version = self._version
+            version.confirm_end(limit, self._pos)
             start, last_end = self._pos, self._last_end
             try:
-                while self._pos < self.size and (limit < 0 or got < limit):
+                while self._pos < version.size and (limit < 0 or got < limit):
                     index = self._pos // self.block_size
                     offset = self._pos - index * self.block_size
                     held = self._held(index) if offset else None
-                    data = held if held is not None else self._block(index)[0]
-                    if self._pos >= self.size:
+                    data = held if held is not None else version.block(index, self._pos)[0]
+                    if self._pos >= version.size:
                         break  # a recent info was stale: the current version ends before here
                     stop = len(data) if limit < 0 else min(len(data), offset + limit - got)
                     newline = data.find(b"\n", offset, stop)
@@ -341,9 +361,10 @@ class ObjectReader(DirectReads):
     def _held(self, index: int) -> bytearray | None:
         """Block ``index``'s bytes if the window holds them fetched and the
         version read is settled (nothing to check or adopt before handing
-        them out); else None: read through :meth:`_block`."""
+        them out); else None: read through ``PinnedVersion.block``."""
         block = self._window.blocks.get(index)
-        if block is None or not block.done() or self._recent or self._stat is not None \
+        version = self._version
+        if block is None or not block.done() or version.recent or version.stat is not None \
                 or self._check.corrupt is not None:
             return None
         outcome = block.result()
@@ -381,8 +402,9 @@ class ObjectReader(DirectReads):
         """
         limit = -1 if size is None else operator.index(size)
         with self._reading():
-            self._confirm_end(limit)
-            remaining = max(self.size - self._pos, 0)
+            version = self._version
+            version.confirm_end(limit, self._pos)
+            remaining = max(version.size - self._pos, 0)
             n = remaining if limit < 0 else min(limit, remaining)
             if n < _GROWN:
                 buf = bytearray(n)
@@ -390,7 +412,7 @@ class ObjectReader(DirectReads):
                 # Sliced, not resized: after a failed GET, views of ``buf``
                 # may live on in its traceback until collected.
                 data = bytes(memoryview(buf)[:got])
-                if limit < 0 and self._pos < self.size:
+                if limit < 0 and self._pos < version.size:
                     # "The rest" was sized by a cached size that the read
                     # found stale, before handing out a byte: the current
                     # version is longer, and its rest is read too.
@@ -413,12 +435,13 @@ class ObjectReader(DirectReads):
         bs = self.block_size
         window = bs * self.read_ahead
         start, last_end = self._pos, self._last_end
+        version = self._version
         got = 0
         sink: GrowingBytes | None = None
         try:
             sink = GrowingBytes(min(n, window))
             while True:
-                rest = max(self.size - self._pos, 0)
+                rest = max(version.size - self._pos, 0)
                 # "The rest" rests on the size: a stale cached one found
                 # shorter than the current version reads on to its end.
                 want = rest if limit < 0 else min(limit - got, rest)
@@ -465,12 +488,13 @@ class ObjectReader(DirectReads):
                 raise self._check.corrupt
             if not self._check.active:
                 return
-            if self.size == 0:
-                self._confirm_end(-1)  # no block to account: see there
+            version = self._version
+            if version.size == 0:
+                version.confirm_end(-1, self._pos)  # no block to account: see there
             try:
-                while self._check.next * self.block_size < self.size:
+                while self._check.next * self.block_size < version.size:
                     index = self._check.next
-                    data, crc = self._block(index)
+                    data, crc = version.block(index, self._pos)
                     if not data:
                         break  # the version read is gone: reads say so
                     self._check.account(index, data, crc)
@@ -485,8 +509,7 @@ class ObjectReader(DirectReads):
         with self._window.locked():
             self._window.drop()
             self._window.closed = True
-            if self._stat is not None:
-                self._stat.cancel()
+            self._version.close()
             super().close()
 
     def __enter__(self) -> ObjectReader:

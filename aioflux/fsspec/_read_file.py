@@ -76,7 +76,8 @@ class FileReader(ObjectReader):
             self._found_stale()
             raise
         finally:
-            if (self.info.generation, self.info.size) != self._opened:
+            info = self._version.info  # not the property: a call less each read
+            if (info.generation, info.size) != self._opened:
                 self._found_stale()  # a stale entry's version was gone: the current one read
 
     def _found_stale(self) -> None:
