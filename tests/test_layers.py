@@ -8,6 +8,7 @@ run time shows up here too. ARCHITECTURE.md explains the layers.
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -147,6 +148,81 @@ def test_the_walk_sees_lazy_and_type_checking_imports() -> None:
     assert "aioflux._core.portal" in _imports(source)
     graph = _graph()
     assert any("aioflux._engines.zstd" in deps for deps in graph.values())
+
+
+BACKENDS = LAYERS[5]
+
+
+def _store_class(path: str) -> bool:
+    """Whether the dotted ``path`` (``aioflux.s3._store.S3Store``) names a store's class."""
+    from aioflux._core.store_base import StoreBase
+
+    module, _, name = path.rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return False
+    return isinstance(found, type) and issubclass(found, StoreBase)
+
+
+def _backend_type_checks(source: str, module: str) -> list[str]:
+    """The ``isinstance``/``issubclass`` calls of ``source`` (the module
+    ``module``) that ask for a store class of a backend."""
+    package = module.rpartition(".")[0]
+    tree = ast.parse(source)
+    bound: dict[str, str] = {}  # local name -> the backend's class or module it names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] \
+                if node.level else []
+            where = ".".join(base + ([node.module] if node.module else []))
+            names = [(where + "." + a.name, a.asname or a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [(a.name, a.asname) if a.asname else (a.name.split(".")[0],) * 2
+                     for a in node.names]
+        else:
+            continue
+        bound.update((local, full) for full, local in names if full.split(".")[0] == "aioflux")
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ("isinstance", "issubclass") and len(node.args) == 2:
+            for named in ast.walk(node.args[1]):
+                if not isinstance(named, ast.Name | ast.Attribute):
+                    continue
+                first, _, rest = ast.unparse(named).partition(".")
+                if first in bound and any(
+                        (bound[first] + "." + rest).startswith(b + ".") for b in BACKENDS) \
+                        and _store_class(f"{bound[first]}.{rest}".rstrip(".")):
+                    found.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+                    break
+    return found
+
+
+def test_nothing_above_the_stores_asks_a_stores_class() -> None:
+    # What a store can do is its word (StoreFeatures, or a protocol such as
+    # ReadsHere): a store of another package, or one wrapping aioflux's,
+    # gets what it offers, and one declaring less is taken at its word.
+    above = len(LAYERS) - LAYERS[::-1].index(BACKENDS)
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = _module_name(path)
+        if _group(module)[0] >= above:
+            found += _backend_type_checks(path.read_text(), module)
+    assert not found, "type checks on a backend's class:\n" + "\n".join(found)
+
+
+def test_the_type_check_walk_sees_each_way_of_naming_a_backend() -> None:
+    source = ("from ..local import LocalStore\n"
+              "from aioflux.s3._store import S3Store as S3\n"
+              "import aioflux.azure\n"
+              "from .._core.store import ReadsHere\n"
+              "from ..local._reader import FileReader\n"
+              "isinstance(a, LocalStore); isinstance(b, (int, S3))\n"
+              "issubclass(c, aioflux.azure.AzureStore); isinstance(d, ReadsHere)\n"
+              "isinstance(e, FileReader)\n")  # a backend's file, not its store
+    found = _backend_type_checks(source, "aioflux.torch.dcp")
+    assert [f.split(":")[1] for f in found] == ["6", "6", "7"]
 
 
 @pytest.mark.parametrize("code", [

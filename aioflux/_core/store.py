@@ -35,6 +35,8 @@ __all__ = [
     "StoreFeatures",
     "BatchDelete",
     "MultipartStore",
+    "ReadsHere",
+    "ShownEtags",
     "composite_of",
     "copy_differs",
     "delete_all",
@@ -79,6 +81,9 @@ class StoreFeatures:
             parallel listers do not split such a store's key range).
         read_only: writes, uploads, deletes, copies and composes are
             refused (a web server, the Hub), after their arguments are checked.
+        local_files: objects are this machine's files at ``/<bucket>/<name>``:
+            checkpoint and DCP loads and saves open them directly
+            (``local.FileReader``, ``local.FileWriter``), in the caller's thread.
     """
 
     scheme: str
@@ -92,6 +97,7 @@ class StoreFeatures:
     copy_limit: int = 0
     start_offset: bool = True
     read_only: bool = False
+    local_files: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -504,6 +510,35 @@ class BatchDelete(Protocol):
 
     async def delete_many(self, bucket: str, names: Sequence[str]) -> None:
         """Delete ``names`` (those already gone count as deleted)."""
+        ...
+
+
+@runtime_checkable
+class ReadsHere(Protocol):
+    """What a store whose small reads may end in the calling thread offers
+    besides :class:`ObjectStore` (files whose bytes are in memory): a map
+    dataset reads a batch of them in its own thread, no hand-off a file
+    (``isinstance(store, ReadsHere)``)."""
+
+    def _reads_here(self, bucket: str, name: str) -> bool:
+        """Whether :meth:`_read_small` may read this object (else it always
+        answers None: a network filesystem)."""
+        ...
+
+    def _read_small(self, info: ObjectInfo) -> bytes | None:
+        """The listed object read whole in this thread, checked as ``read``
+        checks it; None where the read could wait: download it instead."""
+        ...
+
+
+@runtime_checkable
+class ShownEtags(Protocol):
+    """What a store whose generations stand for ETags (S3's) offers besides
+    :class:`ObjectStore`: the ETag a generation names, as the store sent it
+    (``isinstance(store, ShownEtags)``; ``aioflux ls`` shows them)."""
+
+    def _known_etag(self, generation: int) -> str | None:
+        """The ETag behind ``generation``; None if it is not known."""
         ...
 
 

@@ -18,11 +18,10 @@ from dataclasses import dataclass
 
 from .._core.errors import InvalidArgument, NotFound, PreconditionFailed
 from .._core.portal import get_portal
-from .._core.store import ObjectStore, delete_all
+from .._core.store import ObjectStore, ShownEtags, delete_all
 from .._core.types import ListPage, ObjectInfo
 from .._core.urls import StoreURL, folder_prefix, format_url
 from .._core.window import window
-from ..s3._store import S3Store
 from ._common import (
     Stores,
     add_client_arguments,
@@ -81,7 +80,7 @@ def _etag(store: ObjectStore, info: ObjectInfo) -> str | None:
     shows; an MD5 ETag is decoded from it, any other the store recalls from
     the listing or stat that returned it.
     """
-    if not isinstance(store, S3Store):
+    if not isinstance(store, ShownEtags):
         return None
     etag = store._known_etag(info.generation)
     return etag.strip('"') if etag else None

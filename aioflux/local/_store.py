@@ -79,7 +79,7 @@ from ._inline import Placement, WouldWait
 from ._paths import check_name, check_prefix, path_of
 from ._upload import LocalUpload
 
-__all__ = ["FEATURES", "MAX_THREADS", "LocalStore", "read_small", "reads_here"]
+__all__ = ["FEATURES", "MAX_THREADS", "LocalStore"]
 
 T = TypeVar("T")
 
@@ -88,7 +88,8 @@ T = TypeVar("T")
 # listing walks the prefix's whole tree, wherever it starts (names are
 # sorted only once all are found): split ranges would each walk it again
 # from their cursor, so the parallel listers keep to one.
-FEATURES = StoreFeatures(scheme="file", end_offset=True, max_parts=2**62, start_offset=False)
+FEATURES = StoreFeatures(scheme="file", end_offset=True, max_parts=2**62, start_offset=False,
+                         local_files=True)
 # Filesystem calls wait on a disk or an NFS/Lustre server, so the store
 # has threads of its own: the loop's default executor has min(32, cpus + 4)
 # (6 on 2 cores), which would cap the reads in flight at 6 and make DNS
@@ -401,6 +402,30 @@ class LocalStore(StreamingStore):
         """Files one reader keeps open for its reads in its thread (``_held.py``)."""
         return HeldFiles(self)
 
+    def _reads_here(self, bucket: str, name: str) -> bool:
+        """Whether :meth:`_read_small` reads this file (its filesystem is
+        memory or a local disk's), rather than always answering None (NFS,
+        FUSE...): ``ReadsHere``.
+
+        Raises:
+            InvalidURL: not a name of the store.
+        """
+        return self._placement.of(path_of(bucket, name, op="read"))[0] != "thread"
+
+    def _read_small(self, info: ObjectInfo) -> bytes | None:
+        """A listed file read whole in the calling thread, as the download
+        planner reads a small object directly: what is there now (its length,
+        modification and the crc32c aioflux recorded checked), not pinned to
+        the listing. None where the read could wait: a network filesystem, bytes
+        not in the page cache, a file over ``_inline.INLINE_MAX`` bytes. Then
+        download it (``ReadsHere``).
+
+        Raises:
+            StorageError: as ``read`` raises.
+        """
+        fetched = self._read_here(info.bucket, info.name, 0, None, None, None, None, None, False)
+        return None if fetched is None else fetched.data
+
     # -- writes ---------------------------------------------------------------
 
     async def _write(self, bucket: str, name: str, data: memoryview, content_type: str,
@@ -461,31 +486,6 @@ class LocalStore(StreamingStore):
                                   "its temporary files")
         path = _files.path_of(bucket, f"{directory}/{upload_id}" if directory else upload_id)
         await self._run("abort upload", bucket, name, lambda: _writes.unlink_quietly(path))
-
-
-def reads_here(store: LocalStore, bucket: str, name: str) -> bool:
-    """Whether :func:`read_small` reads this file (its filesystem is memory or
-    a local disk's), rather than always answering None (NFS, FUSE...).
-
-    Raises:
-        InvalidURL: not a name of the store.
-    """
-    return store._placement.of(path_of(bucket, name, op="read"))[0] != "thread"
-
-
-def read_small(store: LocalStore, info: ObjectInfo) -> bytes | None:
-    """A listed file read whole in the calling thread, as the download
-    planner reads a small object directly: what is there now (its length,
-    modification and the crc32c aioflux recorded checked), not pinned to
-    the listing. None where the read could wait: a network filesystem, bytes
-    not in the page cache, a file over ``_inline.INLINE_MAX`` bytes. Then
-    download it.
-
-    Raises:
-        StorageError: as ``read`` raises.
-    """
-    fetched = store._read_here(info.bucket, info.name, 0, None, None, None, None, None, False)
-    return None if fetched is None else fetched.data
 
 
 def _counted(fetched: Fetched) -> int:

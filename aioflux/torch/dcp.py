@@ -58,7 +58,6 @@ from .._core.types import ObjectInfo
 from .._core.urls import SCHEMES, StoreURL, format_url, parse_url
 from .._core.validate import check_instance, check_int
 from .._engines.reader import ObjectReader
-from ..local import LocalStore
 from ..local._reader import FileReader
 from .checkpoint._dcp_crc import (
     ITEM_CRCS,
@@ -166,7 +165,7 @@ class GcsFileSystem(FileSystemBase):
         if "w" in mode:
             # A file: written straight into it, in this thread (_dcp_file.py).
             writer: RecordingWriter | RecordingFileWriter = (
-                RecordingFileWriter(bucket, name) if isinstance(store, LocalStore)
+                RecordingFileWriter(bucket, name) if store.features.local_files
                 else RecordingWriter(store, bucket, name, options=self.writer_options))
             try:
                 with writer:  # aborts, publishing nothing, if the body raises
@@ -177,7 +176,7 @@ class GcsFileSystem(FileSystemBase):
             self.written[os.fspath(path)] = writer.segments  # for the items' crc32c
         elif "r" in mode:
             info = None if self.pinned is None else self.pinned.info(store, bucket, name)
-            if isinstance(store, LocalStore):
+            if store.features.local_files:
                 # A file's own checked reader: items read straight into
                 # torch's tensors, in this thread (aioflux/local/_reader.py).
                 with FileReader(bucket, name, info=info,

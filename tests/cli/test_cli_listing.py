@@ -193,3 +193,23 @@ def test_ls_long_keeps_the_etag_column_across_pages_on_s3(  # type: ignore[no-un
     lines = out.splitlines()
     assert len(lines) == 1500 and lines[-1].split()[1].endswith("-10000")
     assert len({line.index("s3://") for line in lines}) == 1
+
+
+# The ETag column is the store's word (``ShownEtags``), not its class: a
+# store of another package with ETags behind its generations shows them.
+def test_a_listing_shows_etags_of_any_store_that_knows_them() -> None:
+    from aioflux._core.portal import call
+    from aioflux._core.store import ShownEtags
+    from aioflux.cli._objects import _row
+    from aioflux.testing import MemoryStore
+
+    class EtagStore(MemoryStore):
+        def _known_etag(self, generation: int) -> str | None:
+            return f'"etag-{generation}"'
+
+    for store, etag in [(MemoryStore(buckets=["bkt"]), None),
+                        (EtagStore(buckets=["bkt"]), "etag-{}")]:
+        info = call(store.write("bkt", "o", b"body"))
+        assert isinstance(store, ShownEtags) is (etag is not None)
+        row = _row(store, info)
+        assert row.get("etag") == (etag and etag.format(info.generation))

@@ -24,7 +24,6 @@ from ..._core.validate import check_instance, check_str
 from ..._engines.compression import require_zstd, starts_zstd
 from ..._engines.reader import ObjectReader
 from ..._engines.writer import ObjectWriter
-from ...local import LocalStore
 from ...local._file_writer import FileWriter
 from ...local._reader import FileReader
 from ._device_load import DeviceStager, cuda_target
@@ -109,7 +108,7 @@ class Checkpoint:
         if compression is not None:
             check_str(f"save {url}", "compression", compression, choices=("zstd",))
             require_zstd(f"save {url}")
-        if compression is None and isinstance(store, LocalStore):
+        if compression is None and store.features.local_files:
             # Straight into the file, in this thread (see local/_file_writer.py).
             return FileWriter(bucket, name)  # type: ignore[return-value]
         raw = ObjectWriter(store, bucket, name, options=self.writer_options)
@@ -235,7 +234,7 @@ class Checkpoint:
         local filesystem (reads straight into torch's tensors, in this
         thread: see ``aioflux/local/_reader.py``), the object reader elsewhere."""
         store, (bucket, name) = self.locate(url)
-        if isinstance(store, LocalStore):
+        if store.features.local_files:
             return FileReader(bucket, name, info=info, verify=store.config.verify_crc32c)
         return ObjectReader(store, bucket, name, options=self.reader_options, info=info)
 

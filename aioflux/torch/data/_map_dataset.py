@@ -21,13 +21,12 @@ from ..._core.errors import InvalidArgument
 from ..._core.index import ObjectIndex
 from ..._core.metrics import BatchStats
 from ..._core.portal import Portal, get_portal
+from ..._core.store import ReadsHere
 from ..._core.types import ObjectInfo
 from ..._core.urls import parse_url
 from ..._core.validate import as_int, check_int
 from ..._engines.download import Data, DownloadStats
 from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
-from ...local import LocalStore
-from ...local._store import read_small, reads_here
 from ._rank_listing import Listing, agreed, check_listing, objects_summary, objects_target
 from ._settings import DatasetSettings, object_settings
 from ._source import (
@@ -334,14 +333,14 @@ class ObjectMapDataset(torch.utils.data.Dataset[Sample]):
 
     def _read_here(self, wanted: list[int]) -> list[Data] | None:
         """The objects at ``wanted`` read in this thread, where their store
-        reads small files whose bytes are in memory so (``LocalStore``: no
+        reads small files whose bytes are in memory so (``ReadsHere``: no
         hand-off to a thread and back a file, nothing to read ahead); those
         it cannot are downloaded together. None: not such a store, or a
         filesystem (NFS) whose reads it leaves to threads."""
         store = self._source.downloader.client
         objects = self._objects
-        if not wanted or self._source.cache is not None or not isinstance(store, LocalStore) \
-                or not reads_here(store, objects[wanted[0]].bucket, objects[wanted[0]].name):
+        if not wanted or self._source.cache is not None or not isinstance(store, ReadsHere) \
+                or not store._reads_here(objects[wanted[0]].bucket, objects[wanted[0]].name):
             # Threads, and batches read ahead, overlap a server's waits; a
             # cache the user asked for is read and filled by the planner.
             return None
@@ -353,7 +352,7 @@ class ObjectMapDataset(torch.utils.data.Dataset[Sample]):
         ranged = self._source.downloader.options.ranged_threshold
         for position, i in enumerate(wanted):
             obj = objects[i]
-            data = None if ranged and obj.size >= ranged else read_small(store, obj)
+            data = None if ranged and obj.size >= ranged else store._read_small(obj)
             if data is None:
                 missed.append(position)
             else:

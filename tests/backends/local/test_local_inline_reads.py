@@ -14,7 +14,6 @@ import pytest
 from aioflux import ChecksumMismatch, NotFound, ObjectInfo
 from aioflux.local import LocalStore, _files, _inline
 from aioflux.local._inline import Placement, WouldWait, filesystems
-from aioflux.local._store import read_small
 
 MOUNTINFO = """\
 22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw
@@ -80,7 +79,7 @@ def test_small_reads_on_a_memory_filesystem_take_no_thread(tmp_path: Path) -> No
             await store.read(bucket, name + ".gone")
 
     asyncio.run(run())
-    assert read_small(store, _listed(bucket, name)) == data
+    assert store._read_small(_listed(bucket, name)) == data
     assert store.handed == []  # type: ignore[attr-defined]
     assert store._threads is None  # no thread was ever started
     assert store.stats.requests == 7 and store.stats.failures == 2
@@ -98,7 +97,7 @@ def test_a_read_that_would_wait_goes_to_a_thread(tmp_path: Path,
         raise WouldWait
 
     monkeypatch.setattr(_files, "pread_nowait", not_cached)
-    assert read_small(store, _listed(bucket, name)) is None
+    assert store._read_small(_listed(bucket, name)) is None
     assert asyncio.run(store.read(bucket, name)) == data
     assert asyncio.run(store.read_ranges(bucket, name, [(1, 2)])) == [data[1:2]]
     assert store.handed == [name, name]  # type: ignore[attr-defined]
@@ -110,7 +109,7 @@ def test_a_read_that_would_wait_goes_to_a_thread(tmp_path: Path,
     assert asyncio.run(store.read(bucket, name)) == data
     assert store.handed == [name]  # type: ignore[attr-defined]
     nfs = _store(tmp_path, "nfs4")
-    assert read_small(nfs, _listed(bucket, name)) is None and nfs.waits == 0
+    assert nfs._read_small(_listed(bucket, name)) is None and nfs.waits == 0
 
 
 def test_a_file_changed_in_place_fails_as_in_a_thread(tmp_path: Path,
@@ -125,7 +124,7 @@ def test_a_file_changed_in_place_fails_as_in_a_thread(tmp_path: Path,
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     store = _store(tmp_path, "tmpfs")
     with pytest.raises(ChecksumMismatch, match="recorded") as caught:
-        read_small(store, listed)
+        store._read_small(listed)
     assert caught.value.name == name and caught.value.bucket == bucket
     preadv = os.preadv
 
@@ -137,7 +136,7 @@ def test_a_file_changed_in_place_fails_as_in_a_thread(tmp_path: Path,
 
     monkeypatch.setattr(os, "preadv", growing)
     with pytest.raises(ChecksumMismatch, match="modified while it was read"):
-        read_small(store, listed)
+        store._read_small(listed)
     assert store.handed == []  # type: ignore[attr-defined]
     assert store.stats.failures == 2
 
@@ -152,9 +151,9 @@ def test_nowait_reads_of_cached_bytes_take_no_thread(tmp_path: Path) -> None:
             _inline.pread_nowait(fh.fileno(), memoryview(bytearray(1)), 0)
     except WouldWait:
         # tmp_path's filesystem has no RWF_NOWAIT: every read goes to a thread
-        assert read_small(store, _listed(bucket, name)) is None and store.waits == 1
+        assert store._read_small(_listed(bucket, name)) is None and store.waits == 1
         return
-    assert read_small(store, _listed(bucket, name)) == data  # just written: in the page cache
+    assert store._read_small(_listed(bucket, name)) == data  # just written: in the page cache
     assert store.waits == 0 and store.handed == []  # type: ignore[attr-defined]
 
 

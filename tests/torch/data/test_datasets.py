@@ -464,7 +464,7 @@ def test_map_dataset_reads_ahead_within_its_bytes(tmp_path: Path,
 
     monkeypatch.setattr(LocalStore, "read", read)
     # As on NFS, where batches are read ahead (see local/_inline.py).
-    monkeypatch.setattr(datasets_mod, "reads_here", lambda *args: False)
+    monkeypatch.setattr(LocalStore, "_reads_here", lambda *args: False)
     ds = MapDataset.from_prefix(str(tmp_path / "d"), transform=to_bytes)
     loader: torch.utils.data.DataLoader[list[bytes]]
     if kind == "resumable":

@@ -1,0 +1,61 @@
+"""A map dataset reads a batch in its own thread where its store offers
+``ReadsHere`` (small reads that may end in the calling thread), whatever the
+store's class: a store of another package wrapping the local one does too,
+and a store without it has every object downloaded."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from aioflux._core.store import ReadsHere
+from aioflux._core.types import ObjectInfo
+from aioflux.local import LocalStore
+from aioflux.local._inline import Placement
+from aioflux.testing import MemoryStore
+from aioflux.torch import MapDataset
+
+
+class Wrapping:
+    """A store of another package over the local one: no ``LocalStore``,
+    every attribute its inner store's, the small reads counted."""
+
+    def __init__(self, inner: LocalStore) -> None:
+        self._inner = inner
+        self.small_reads = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def _read_small(self, info: ObjectInfo) -> bytes | None:
+        self.small_reads += 1
+        return self._inner._read_small(info)
+
+
+def _dataset(tmp_path: Path) -> tuple[MapDataset[bytes], list[bytes]]:
+    (tmp_path / "d").mkdir()
+    bodies = [b"first", b"second one", b"third"]
+    for i, body in enumerate(bodies):
+        (tmp_path / "d" / f"{i}").write_bytes(body)
+    return MapDataset.from_prefix(str(tmp_path / "d"), transform=bytes), bodies
+
+
+def test_a_store_offering_reads_here_is_read_in_the_callers_thread(tmp_path: Path) -> None:
+    ds, bodies = _dataset(tmp_path)
+    local = ds._source.downloader.client
+    assert isinstance(local, LocalStore) and isinstance(local, ReadsHere)
+    # Whatever filesystem holds tmp_path, the store takes it for memory.
+    local._placement = Placement({os.stat(tmp_path).st_dev: "tmpfs"})
+    wrapped = Wrapping(local)
+    assert not isinstance(wrapped, LocalStore) and isinstance(wrapped, ReadsHere)
+    ds._source.downloader.client = wrapped  # type: ignore[assignment]
+    assert ds._read_here([0, 1, 2]) == bodies
+    assert wrapped.small_reads == 3
+
+
+def test_a_store_without_reads_here_downloads_every_object(tmp_path: Path) -> None:
+    ds, _ = _dataset(tmp_path)
+    assert not isinstance(MemoryStore(), ReadsHere)
+    ds._source.downloader.client = MemoryStore()
+    assert ds._read_here([0, 1, 2]) is None  # left to the planner
