@@ -1,10 +1,10 @@
-"""Memory a MapDataset's listing takes per object, per process and per node.
+"""Memory an ObjectMapDataset's listing takes per object, per process and per node.
 
     python -m perf.object_index_memory [--count 1000000] [--dir DIR]
 
 Lists ``count`` tiny files (made in a temporary directory and removed
 afterwards, unless ``--dir`` names a folder of files to list) with
-``MapDataset.from_prefix`` in this process, then reads one batch through
+``ObjectMapDataset.from_prefix`` in this process, then reads one batch through
 a DataLoader of 2 spawn workers. It prints, per object: the names' UTF-8
 bytes, the bytes the columns hold, the listing's peak and held growth of
 this process's resident memory, and for each worker the listing's pages
@@ -85,7 +85,7 @@ def main() -> None:
 
     import torch.utils.data
 
-    from aioflux.torch import MapDataset
+    from aioflux.torch import ObjectMapDataset
 
     made = None
     root = args.dir
@@ -97,7 +97,7 @@ def main() -> None:
         gc.collect()
         before = _status("VmRSS")
         started = time.perf_counter()
-        ds: Any = MapDataset.from_prefix(f"file://{os.path.abspath(root)}")
+        ds: Any = ObjectMapDataset.from_prefix(f"file://{os.path.abspath(root)}")
         listed = time.perf_counter() - started
         peak = _status("VmHWM") - before
         gc.collect()

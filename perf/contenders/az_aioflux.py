@@ -2,7 +2,7 @@
 
 ``--task read``: ``AzureStore.read`` of every manifest blob, all submitted
 at once (the store's ``max_concurrency`` bounds them). ``--task epoch``:
-``MapDataset.from_prefix('az://...')`` (listing untimed) through a
+``ObjectMapDataset.from_prefix('az://...')`` (listing untimed) through a
 DataLoader. ``--task save``: ``Checkpoint(store).save(state, url)``.
 ``--task load``: ``aioflux.open(url, "rb")``, ``readinto`` 8 MiB front to
 back. The store comes from ``AZURE_STORAGE_CONNECTION_STRING`` (Azurite's
@@ -20,6 +20,7 @@ from ckpt_common import add_state_args, build_state
 import aioflux
 from aioflux import ClientConfig, ReaderOptions, WriterOptions
 from aioflux.azure import AzureStore
+from aioflux.torch import DatasetSettings
 
 
 async def read(manifest: Manifest, concurrency: int) -> tuple[Stopwatch, int, int]:
@@ -35,10 +36,10 @@ async def read(manifest: Manifest, concurrency: int) -> tuple[Stopwatch, int, in
 def epoch(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, int]:
     import torch.utils.data
 
-    from aioflux.torch import MapDataset
+    from aioflux.torch import ObjectMapDataset
 
-    ds = MapDataset.from_prefix(f"az://{manifest.bucket}/{args.prefix}",
-                                config=ClientConfig(max_concurrency=args.concurrency))
+    ds = ObjectMapDataset.from_prefix(f"az://{manifest.bucket}/{args.prefix}",
+                                      settings=DatasetSettings(config=ClientConfig(max_concurrency=args.concurrency)))
     loader = torch.utils.data.DataLoader(ds, batch_size=args.batch, num_workers=args.workers,
                                          collate_fn=lambda b: sum(map(len, b)))
     nbytes = 0

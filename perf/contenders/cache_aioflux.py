@@ -1,4 +1,4 @@
-"""cache_epochs contender: a MapDataset epoch with no cache, a cold or a warm one.
+"""cache_epochs contender: an ObjectMapDataset epoch with no cache, a cold or a warm one.
 
 ``--mode none|cold|warm`` (warm: one untimed epoch first); ``--limit`` sets
 ``cache_limit=``. Only one epoch is timed; the result line adds the
@@ -17,7 +17,7 @@ import torch.utils.data
 from _contender import Manifest, Stopwatch, load, object_gets, report
 
 from aioflux import ClientConfig
-from aioflux.torch import MapDataset
+from aioflux.torch import DatasetSettings, ObjectMapDataset
 
 
 def total_len(batch: list[bytes]) -> int:
@@ -33,10 +33,12 @@ def main(manifest: Manifest,
     url = f"gs://{manifest.bucket}/{args.prefix}"
     where = tempfile.mkdtemp(prefix="aioflux-perf-cache-")
     try:
-        cache = {} if args.mode == "none" else {"cache_dir": where, "cache_limit": args.limit}
-        ds = MapDataset.from_prefix(url, endpoint=manifest.endpoint,
-                                    config=ClientConfig(max_concurrency=args.concurrency),
-                                    **cache)  # type: ignore[arg-type]
+        cached = args.mode != "none"
+        settings = DatasetSettings(endpoint=manifest.endpoint,
+                                   config=ClientConfig(max_concurrency=args.concurrency),
+                                   cache_dir=where if cached else None,
+                                   cache_limit=args.limit if cached else None)
+        ds = ObjectMapDataset.from_prefix(url, settings=settings)
         loader = torch.utils.data.DataLoader(ds, batch_size=args.batch, num_workers=0,
                                              collate_fn=total_len)
         if args.mode == "warm":

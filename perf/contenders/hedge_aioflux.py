@@ -1,4 +1,4 @@
-"""hedge_tail contender: a MapDataset epoch through a DataLoader, hedged or not.
+"""hedge_tail contender: an ObjectMapDataset epoch through a DataLoader, hedged or not.
 
 ``--hedge-after auto|SECONDS`` sets ``DownloadOptions(hedge_after=...)``;
 without it nothing is hedged. Only the epoch is timed; the result line adds
@@ -15,7 +15,7 @@ import torch.utils.data
 from _contender import Manifest, Stopwatch, load, report
 
 from aioflux import ClientConfig, DownloadOptions
-from aioflux.torch import MapDataset
+from aioflux.torch import DatasetSettings, ObjectMapDataset
 
 
 def total_len(batch: list[bytes]) -> int:
@@ -28,9 +28,10 @@ def main(manifest: Manifest,
     hedge: float | str | None = None
     if args.hedge_after is not None:
         hedge = args.hedge_after if args.hedge_after == "auto" else float(args.hedge_after)
-    ds = MapDataset.from_prefix(url, endpoint=manifest.endpoint,
-                                config=ClientConfig(max_concurrency=args.concurrency),
-                                download_options=DownloadOptions(hedge_after=hedge))
+    settings = DatasetSettings(endpoint=manifest.endpoint,
+                               config=ClientConfig(max_concurrency=args.concurrency),
+                               download_options=DownloadOptions(hedge_after=hedge))
+    ds = ObjectMapDataset.from_prefix(url, settings=settings)
     loader = torch.utils.data.DataLoader(ds, batch_size=args.batch, num_workers=0,
                                          collate_fn=total_len)
     nbytes = 0

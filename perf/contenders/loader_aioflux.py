@@ -1,8 +1,8 @@
 """loader contenders: aioflux datasets through a torch DataLoader.
 
-``--kind map``: ``MapDataset.from_prefix`` (listing untimed), DataLoader
+``--kind map``: ``ObjectMapDataset.from_prefix`` (listing untimed), DataLoader
 batches of ``--batch`` whose ``__getitems__`` downloads each batch at once;
-``--kind iter``: ``IterableDataset.from_prefix`` with a prefetch window;
+``--kind iter``: ``ObjectIterableDataset.from_prefix`` with a prefetch window;
 ``--batch-sampler``: the map dataset's own batch sampler, batches ahead.
 Only the epoch is timed; bodies are reduced to their lengths in collate.
 """
@@ -14,8 +14,8 @@ import argparse
 import torch.utils.data
 from _contender import Manifest, Stopwatch, load, report
 
-from aioflux import ClientConfig
-from aioflux.torch import IterableDataset, MapDataset
+from aioflux import ClientConfig, DownloadOptions
+from aioflux.torch import DatasetSettings, ObjectIterableDataset, ObjectMapDataset
 
 
 def total_len(batch: list[bytes]) -> int:
@@ -24,19 +24,22 @@ def total_len(batch: list[bytes]) -> int:
 
 def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, int]:
     url = f"gs://{manifest.bucket}/{args.prefix}"
-    kw: dict[str, object] = dict(endpoint=manifest.endpoint,
-                                 config=ClientConfig(max_concurrency=args.concurrency,
-                                                     lean_reads=args.lean))
+    options = None
     if args.compose_threshold is not None:  # else the library's default
-        kw["compose_threshold"] = args.compose_threshold
+        options = DownloadOptions(compose_threshold=args.compose_threshold)
+    settings = DatasetSettings(endpoint=manifest.endpoint,
+                               config=ClientConfig(max_concurrency=args.concurrency,
+                                                   lean_reads=args.lean),
+                               download_options=options)
     ds: torch.utils.data.Dataset[bytes]
     if args.kind == "map":
-        ds = MapDataset.from_prefix(url, **kw)
+        ds = ObjectMapDataset.from_prefix(url, settings=settings)
     else:
-        ds = IterableDataset.from_prefix(url, prefetch=args.concurrency, shuffle=False, **kw)
+        ds = ObjectIterableDataset.from_prefix(url, prefetch=args.concurrency, shuffle=False,
+                                               settings=settings)
     loader: torch.utils.data.DataLoader[bytes]
     if args.batch_sampler:
-        assert isinstance(ds, MapDataset)
+        assert isinstance(ds, ObjectMapDataset)
         loader = torch.utils.data.DataLoader(ds, batch_sampler=ds.batch_sampler(args.batch),
                                              num_workers=args.workers, collate_fn=total_len)
     else:
@@ -59,7 +62,7 @@ if __name__ == "__main__":
     p.add_argument("--concurrency", type=int, default=128)
     p.add_argument("--compose-threshold", type=int, default=None)
     p.add_argument("--batch-sampler", action="store_true",
-                   help="MapDataset.batch_sampler: download batches ahead")
+                   help="ObjectMapDataset.batch_sampler: download batches ahead")
     p.add_argument("--prefix", default="")
     p.add_argument("--no-lean", dest="lean", action="store_false",
                    help="ClientConfig(lean_reads=False): bodies through aiohttp")

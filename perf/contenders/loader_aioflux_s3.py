@@ -2,9 +2,9 @@
 
 The same shapes as
 ``loader_aioflux.py`` on ``gs://``: ``--kind map`` is
-``MapDataset.from_prefix`` (listing untimed), DataLoader batches whose
+``ObjectMapDataset.from_prefix`` (listing untimed), DataLoader batches whose
 ``__getitems__`` downloads each batch at once; ``--kind iter`` is
-``IterableDataset.from_prefix`` with a prefetch window. Only the epoch is
+``ObjectIterableDataset.from_prefix`` with a prefetch window. Only the epoch is
 timed; bodies are reduced to their lengths in collate.
 """
 
@@ -16,7 +16,7 @@ import torch.utils.data
 from _contender import Manifest, Stopwatch, load, report
 
 from aioflux import ClientConfig
-from aioflux.torch import IterableDataset, MapDataset
+from aioflux.torch import DatasetSettings, ObjectIterableDataset, ObjectMapDataset
 
 
 def total_len(batch: list[bytes]) -> int:
@@ -28,10 +28,14 @@ def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, 
     config = ClientConfig(max_concurrency=args.concurrency)
     ds: torch.utils.data.Dataset[bytes]
     if args.kind == "map":
-        ds = MapDataset.from_prefix(url, endpoint=manifest.s3, config=config)
+        ds = ObjectMapDataset.from_prefix(url,
+                                          settings=DatasetSettings(endpoint=manifest.s3,
+                                                                   config=config))
     else:
-        ds = IterableDataset.from_prefix(url, endpoint=manifest.s3, config=config,
-                                         prefetch=args.concurrency, shuffle=False)
+        ds = ObjectIterableDataset.from_prefix(url,
+                                               settings=DatasetSettings(endpoint=manifest.s3,
+                                                                        config=config),
+                                               prefetch=args.concurrency, shuffle=False)
     loader = torch.utils.data.DataLoader(ds, batch_size=args.batch, num_workers=args.workers,
                                          collate_fn=total_len)
     nbytes = 0

@@ -17,7 +17,7 @@ pickled ``state_dict()`` (``state_bytes``).
 ``--mode order``: ``perf.order_bench.measure`` at 1e9 samples (synthetic
 counts, no data): ``one_us``, ``rank_positions_per_s``.
 
-``--mode objects``: ``MapDataset.from_prefix`` over ``--count`` one-byte
+``--mode objects``: ``ObjectMapDataset.from_prefix`` over ``--count`` one-byte
 files on ``file://`` (made once); this process's held RSS growth after
 listing, plus each of 2 spawn DataLoader workers' growth of private memory
 (copy-on-read) while it reads every object's record: ``node_b_per_object``
@@ -167,7 +167,7 @@ def _touch_every_record(_: int) -> None:
 def objects(count: int) -> None:
     import torch.utils.data
 
-    from aioflux.torch import MapDataset
+    from aioflux.torch import ObjectMapDataset
 
     data, name_bytes, made = _objects_folder(count)
     out = tempfile.mkdtemp(prefix="aioflux-scale-objects-")
@@ -176,7 +176,7 @@ def objects(count: int) -> None:
         gc.collect()
         rss0 = status_mib("VmRSS") or 0.0
         with Stopwatch() as watch:
-            ds: Any = MapDataset.from_prefix(f"file://{data}/")
+            ds: Any = ObjectMapDataset.from_prefix(f"file://{data}/")
         peak = (status_mib("VmHWM") or 0.0) - rss0
         gc.collect()
         held = (status_mib("VmRSS") or 0.0) - rss0

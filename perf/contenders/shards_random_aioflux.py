@@ -25,14 +25,15 @@ import time
 
 from _contender import Manifest, Stopwatch, load, report
 
-from aioflux.torch import ShardDataset
+from aioflux.torch import DatasetSettings, ShardDataset
 
 
 def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, list[float]]:
     url = f"gs://{manifest.bucket}/{args.prefix}"
     index_dir = tempfile.mkdtemp(prefix="aioflux-shard-index-")
     try:
-        ds = ShardDataset.from_prefix(url, format="tar", endpoint=manifest.endpoint,
+        ds = ShardDataset.from_prefix(url, format="tar",
+                                      settings=DatasetSettings(endpoint=manifest.endpoint),
                                       samples_per_read=1, reads_in_flight=args.in_flight,
                                       shuffle=True, index_dir=index_dir)
         waits: list[float] = []

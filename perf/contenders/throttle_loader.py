@@ -1,4 +1,4 @@
-"""throttle contender: one MapDataset epoch through a DataLoader whose N
+"""throttle contender: one ObjectMapDataset epoch through a DataLoader whose N
 workers share the capped server.
 
 The dataset lists the scenario's folder (untimed, at construction); a
@@ -20,7 +20,7 @@ from _contender import Manifest, Stopwatch, load, report
 from _throttle import counted, emulator_counts, fresh_rate, summarize
 
 from aioflux import ClientConfig
-from aioflux.torch import MapDataset
+from aioflux.torch import DatasetSettings, ObjectMapDataset
 
 
 def stamp(batch: list[bytes]) -> tuple[int, float, int, int]:
@@ -30,8 +30,9 @@ def stamp(batch: list[bytes]) -> tuple[int, float, int, int]:
 
 def main(manifest: Manifest, args: argparse.Namespace) -> None:
     config = ClientConfig() if args.rate == "adaptive" else ClientConfig(request_rate="off")
-    ds = MapDataset.from_prefix(f"gs://{manifest.bucket}/{args.prefix}",
-                                endpoint=manifest.endpoint, config=config)
+    ds = ObjectMapDataset.from_prefix(f"gs://{manifest.bucket}/{args.prefix}",
+                                      settings=DatasetSettings(endpoint=manifest.endpoint,
+                                                               config=config))
     subset = torch.utils.data.Subset(ds, range(min(len(ds), args.workers * args.per_worker)))
     loader = torch.utils.data.DataLoader(subset, batch_size=args.batch, num_workers=args.workers,
                                          collate_fn=stamp, multiprocessing_context=args.start)

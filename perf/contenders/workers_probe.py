@@ -9,7 +9,7 @@ does. The data set (``--shards`` tar shards of ``--samples`` samples, each
 ``$AIOFLUX_PERF_WORKERS_DIR`` (default ``/dev/shm/aioflux-perf-workers``),
 keyed by its shape, untimed.
 
-``--reader map``: ``MapDataset.from_prefix(file://DIR/)`` over one file a
+``--reader map``: ``ObjectMapDataset.from_prefix(file://DIR/)`` over one file a
 sample (``--shards`` x ``--samples`` files of ``--size`` random bytes, made
 once beside the shards), a worker's share read ``--batch`` indices a call
 (``__getitems__``), every Nth batch as a DataLoader hands them out;
@@ -114,9 +114,9 @@ def reader(kind: str, folder: Path, batch: int) -> Any:
     if kind in ("plain", "mapplain", "none"):
         return None
     if kind == "map":
-        from aioflux.torch import MapDataset
+        from aioflux.torch import ObjectMapDataset
 
-        return MapDataset.from_prefix(f"file://{folder}/")
+        return ObjectMapDataset.from_prefix(f"file://{folder}/")
     from aioflux.torch import ShardDataset
 
     return ShardDataset.from_prefix(f"file://{folder}/", format="tar", batch_size=batch,

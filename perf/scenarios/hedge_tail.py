@@ -1,6 +1,6 @@
 """hedge_tail: a map-style epoch against a heavy tail, with and without hedged reads.
 
-2,000 x 100 KiB (1,000 with --quick) through ``DataLoader(MapDataset,
+2,000 x 100 KiB (1,000 with --quick) through ``DataLoader(ObjectMapDataset,
 batch 32, num_workers=0)`` under the GCS-like profile plus the emulator's
 tail knob: 1% of media GETs held back 0.5-2 s before their first byte
 (``--tail-fraction 0.01 --tail-delay-ms 500 2000``, seeded). Contenders:
@@ -30,7 +30,7 @@ FOLDER = "hedge_tail/"
 
 
 def _ready() -> str | None:
-    return project_imports("import aioflux.torch; aioflux.torch.MapDataset")
+    return project_imports("import aioflux.torch; aioflux.torch.ObjectMapDataset")
 
 
 def plan(options: Options) -> Plan:
@@ -41,7 +41,7 @@ def plan(options: Options) -> Plan:
     common = ("--batch", batch, "--prefix", FOLDER)
     contenders = [
         Contender("aioflux-nohedge", "hedge_aioflux.py", None, common,
-                  note="MapDataset.from_prefix, DataLoader(batch, num_workers=0), no hedging",
+                  note="ObjectMapDataset.from_prefix, DataLoader(batch, num_workers=0), no hedging",
                   available=_ready),
         Contender("aioflux-hedge-auto", "hedge_aioflux.py", None,
                   ("--hedge-after", "auto", *common),

@@ -1,6 +1,6 @@
 """loader_small: one epoch of 10,000 x 100 KiB through a DataLoader (batch 64).
 
-aioflux's MapDataset (0 and 2 workers) and IterableDataset against
+aioflux's ObjectMapDataset (0 and 2 workers) and ObjectIterableDataset against
 gcs-torch-dataflux's map and iterable datasets, LitData's
 StreamingRawDataset (0 and 2 workers), an obstore loader-like loop and the
 bare aiohttp loop at the same concurrency. Parameters: ``count`` (10000; 500 with --quick),
@@ -22,7 +22,7 @@ FOLDER = "loader_small/"
 
 
 def _ready() -> str | None:
-    return project_imports("import aioflux.torch; aioflux.torch.MapDataset")
+    return project_imports("import aioflux.torch; aioflux.torch.ObjectMapDataset")
 
 
 def plan(options: Options) -> Plan:
@@ -34,24 +34,24 @@ def plan(options: Options) -> Plan:
     ours = ("--concurrency", str(conc), *common)
     contenders = [
         Contender("aioflux-map-w0", "loader_aioflux.py", None, ("--kind", "map", *ours),
-                  note="MapDataset.from_prefix, DataLoader(batch, num_workers=0)",
+                  note="ObjectMapDataset.from_prefix, DataLoader(batch, num_workers=0)",
                   available=_ready),
         Contender("aioflux-map-w2", "loader_aioflux.py", None,
                   ("--kind", "map", "--workers", "2", *ours),
-                  note="MapDataset.from_prefix, DataLoader(batch, num_workers=2, fork)",
+                  note="ObjectMapDataset.from_prefix, DataLoader(batch, num_workers=2, fork)",
                   available=_ready),
         Contender("aioflux-map-w0-ahead", "loader_aioflux.py", None,
                   ("--kind", "map", "--batch-sampler", *ours),
-                  note="MapDataset.from_prefix, DataLoader(batch_sampler=ds.batch_sampler(batch)"
-                       "), num_workers=0: the next batches (concurrency / batch) download "
-                       "during this one",
+                  note="ObjectMapDataset.from_prefix, DataLoader(batch_sampler="
+                       "ds.batch_sampler(batch)), num_workers=0: the next batches "
+                       "(concurrency / batch) download during this one",
                   available=_ready),
         Contender("aioflux-map-w0-nolean", "loader_aioflux.py", None,
                   ("--kind", "map", "--no-lean", *ours),
                   note="as aioflux-map-w0 with ClientConfig(lean_reads=False)",
                   available=_ready),
         Contender("aioflux-iter-w0", "loader_aioflux.py", None, ("--kind", "iter", *ours),
-                  note=f"IterableDataset.from_prefix(prefetch={conc}, shuffle=False)",
+                  note=f"ObjectIterableDataset.from_prefix(prefetch={conc}, shuffle=False)",
                   available=_ready),
         Contender("aiohttp-bare", "read_aiohttp.py", None, ("--concurrency", str(conc)),
                   note=f"one session, Semaphore({conc}), media GET per object, no checks"),

@@ -1,7 +1,7 @@
 """loader_tiny: 10,000 x 8 KiB, composed batches vs direct GETs.
 
 Decides ``DEFAULT_COMPOSE_THRESHOLD`` in ``aioflux/_download.py``: the
-MapDataset with compose off and on (objects up to 64 KiB composed 32 at a
+ObjectMapDataset with compose off and on (objects up to 64 KiB composed 32 at a
 time), DataLoader batch 64, 0 workers, against dataflux's map-style dataset
 at 0 workers (its default) and 2 (its best here). Parameters: ``count`` (10000),
 ``size`` (8192), ``concurrency`` (64; the default was measured at 128 and
@@ -23,7 +23,7 @@ FOLDER = "loader_tiny/"
 
 
 def _ready() -> str | None:
-    return project_imports("import aioflux.torch; aioflux.torch.MapDataset")
+    return project_imports("import aioflux.torch; aioflux.torch.ObjectMapDataset")
 
 
 def plan(options: Options) -> Plan:
@@ -35,7 +35,7 @@ def plan(options: Options) -> Plan:
     variant = "".join(f"-{k}{v}" for k, v in sorted(options.params.items()))
     return Plan(
         name="loader_tiny",
-        description=f"one epoch of {count:,} x {size / 1024:g} KiB, MapDataset batch 64: "
+        description=f"one epoch of {count:,} x {size / 1024:g} KiB, ObjectMapDataset batch 64: "
                     "direct GETs vs composed batches",
         bucket="perf-loader-tiny",
         objects=[ObjectSet(PREFIX, count, size)],

@@ -2,7 +2,7 @@
 
 loader_small's shape on the emulator's S3 face (same store, GCS-like
 profile: 20 ms to first byte, 100 MB/s per connection): aioflux's
-MapDataset / IterableDataset on ``s3://`` against s3torchconnector 1.5's
+ObjectMapDataset / ObjectIterableDataset on ``s3://`` against s3torchconnector 1.5's
 S3MapDataset / S3IterableDataset, and a bare aiohttp GetObject loop at the
 same concurrency. Parameters: ``count`` (10000; 500 with --quick), ``size``
 (102400), ``concurrency`` (aioflux's default, 128), ``batch`` (64).
@@ -24,7 +24,7 @@ _S3TC = ("s3torchconnector 1.5 on the emulator's S3 face over plain http: endpoi
 
 
 def _ready() -> str | None:
-    return project_imports("import aioflux.s3, aioflux.torch; aioflux.torch.MapDataset")
+    return project_imports("import aioflux.s3, aioflux.torch; aioflux.torch.ObjectMapDataset")
 
 
 def plan(options: Options) -> Plan:
@@ -36,13 +36,13 @@ def plan(options: Options) -> Plan:
     ours = ("--concurrency", str(conc), *common)
     contenders = [
         Contender("aioflux-s3-map-w0", "loader_aioflux_s3.py", None, ("--kind", "map", *ours),
-                  note="MapDataset.from_prefix('s3://B/FOLDER/', endpoint=S3 face), "
+                  note="ObjectMapDataset.from_prefix('s3://B/FOLDER/', endpoint=S3 face), "
                        "DataLoader(batch, num_workers=0)", available=_ready),
         Contender("aioflux-s3-map-w2", "loader_aioflux_s3.py", None,
                   ("--kind", "map", "--workers", "2", *ours),
                   note="the same with num_workers=2 (fork)", available=_ready),
         Contender("aioflux-s3-iter-w0", "loader_aioflux_s3.py", None, ("--kind", "iter", *ours),
-                  note=f"IterableDataset.from_prefix(prefetch={conc}, shuffle=False)",
+                  note=f"ObjectIterableDataset.from_prefix(prefetch={conc}, shuffle=False)",
                   available=_ready),
         Contender("aiohttp-s3-bare", "read_s3_aiohttp.py", None, ("--concurrency", str(conc)),
                   note=f"one session, Semaphore({conc}), unsigned path-style GetObject per "

@@ -6,7 +6,7 @@ writes apart at ``cap`` too, as GCS limits a bucket's reads and writes
 apart (``--qps``; a token bucket of one second's burst per kind, answering
 429 on the JSON API and 503 ``SlowDown`` on the S3 face,
 ``aioflux/testing/_runtime.py`` and ``_s3_common.py``). The streams read
-only; a ``MapDataset`` batch of small objects is a compose and a delete
+only; an ``ObjectMapDataset`` batch of small objects is a compose and a delete
 (writes) and one GET, so its writes meet their cap first.
 
 For each process count (``procs``, "4,16"), each process reads its own
@@ -16,7 +16,7 @@ folder of ``per`` (400) objects of ``size`` (4 KiB):
   default settings (the node-wide adaptive rate), and with
   ``request_rate='off'``; ``S3Store.stream`` on the S3 face (503
   ``SlowDown``) at default settings;
-- aioflux, DataLoader workers: ``MapDataset`` with ``num_workers=N``
+- aioflux, DataLoader workers: ``ObjectMapDataset`` with ``num_workers=N``
   (``start``: fork, or spawn with ``--param spawn=1``), adaptive and off;
 - aioflux, separate processes, through the tests' capping proxy holding
   ``bursts`` (0.05, 0.1 and 1) seconds of tokens in front of the emulator
@@ -59,7 +59,7 @@ def _ready() -> str | None:
 
 
 def _ready_torch() -> str | None:
-    return project_imports("import aioflux.torch; aioflux.torch.MapDataset")
+    return project_imports("import aioflux.torch; aioflux.torch.ObjectMapDataset")
 
 
 def goals(name: str, throttled: float = 5.0) -> list[Limit]:
@@ -90,7 +90,7 @@ def contenders_for(n: int, cap: int, per: int, start: str) -> list[Contender]:
                        f"the store made before the start (as botocore's clients are), {s3}",
                   available=_ready),
         Contender(f"aioflux-dl-w{n}", "throttle_loader.py", None, loader,
-                  note=f"MapDataset.from_prefix, Subset of {n} x {per}, DataLoader("
+                  note=f"ObjectMapDataset.from_prefix, Subset of {n} x {per}, DataLoader("
                        f"batch 16, num_workers={n}, {start})", available=_ready_torch),
         Contender(f"aioflux-dl-off-w{n}", "throttle_loader.py", None,
                   ("--rate", "off", *loader),

@@ -18,7 +18,7 @@ import pytest
 from aioflux import AsyncClient, Client, InvalidURL, S3Store
 from aioflux.cli._common import endpoint_arg
 from aioflux.testing import Emulator
-from aioflux.torch import MapDataset
+from aioflux.torch import DatasetSettings, ObjectMapDataset
 
 ACCEPTED = {
     "127.0.0.1:9023": "http://127.0.0.1:9023",
@@ -54,7 +54,7 @@ def _s3(value: str) -> str:
 
 
 def _dataset(value: str) -> str:
-    endpoint = MapDataset([], endpoint=value)._source.endpoint
+    endpoint = ObjectMapDataset([], settings=DatasetSettings(endpoint=value))._source.endpoint
     assert endpoint is not None
     return endpoint
 
@@ -70,7 +70,7 @@ def _cli(value: str) -> str:
 
 WAYS: dict[str, Callable[[str], str]] = {
     "AsyncClient": _gcs, "Client": _sync, "STORAGE_EMULATOR_HOST": _env, "S3Store": _s3,
-    "MapDataset": _dataset, "--endpoint": _cli,
+    "ObjectMapDataset": _dataset, "--endpoint": _cli,
 }
 
 
@@ -95,7 +95,8 @@ def test_host_and_port_reach_the_emulator(emulator: Emulator, bucket: str) -> No
     with Client(endpoint=gcs) as client:
         client.write(bucket, "forms/a", b"by host:port")
         assert client.read(bucket, "forms/a") == b"by host:port"
-    ds = MapDataset.from_prefix(f"gs://{bucket}/forms/", endpoint=gcs, data_format_fn=bytes)
+    ds = ObjectMapDataset.from_prefix(f"gs://{bucket}/forms/",
+                                      settings=DatasetSettings(endpoint=gcs), transform=bytes)
     assert [ds[0]] == [b"by host:port"]
 
 

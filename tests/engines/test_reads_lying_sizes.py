@@ -49,7 +49,7 @@ from aioflux._engines.download import WAVE_RANGES
 from aioflux._engines.reader import ObjectReader
 from aioflux.local import LocalStore
 from aioflux.s3 import S3Store
-from aioflux.torch import IterableDataset, MapDataset
+from aioflux.torch import DatasetSettings, ObjectIterableDataset, ObjectMapDataset
 from tests.servers.raw_server import RawServer
 
 BODY = b"0123456789"
@@ -238,17 +238,14 @@ def test_datasets_allocate_one_wave_not_the_listed_claim(liar: Liar, kind: str) 
     # for objects of 32 MiB or more.
     _, endpoint, store = liar(LIE)
     scheme = store.features.scheme
-    settings: dict[str, Any] = {"endpoint": endpoint, "download_options": RANGES,
-                                "download_retry": RETRY}
-    if scheme == "gs":
-        settings["credentials"] = None
-    dataset: MapDataset[Any] | IterableDataset[Any]
+    settings = DatasetSettings(endpoint=endpoint, download_options=RANGES, download_retry=RETRY)
+    dataset: ObjectMapDataset[Any] | ObjectIterableDataset[Any]
     if kind == "map":
-        dataset = MapDataset.from_prefix(f"{scheme}://bkt/d/", **settings)
+        dataset = ObjectMapDataset.from_prefix(f"{scheme}://bkt/d/", settings=settings)
         assert [o.size for o in dataset.objects] == [LIE]
         error, peak = _peak(lambda: dataset[0])
     else:
-        dataset = IterableDataset.from_prefix(f"{scheme}://bkt/d/", **settings)
+        dataset = ObjectIterableDataset.from_prefix(f"{scheme}://bkt/d/", settings=settings)
         error, peak = _peak(lambda: next(iter(dataset)))
     _typed(error, scheme)
     assert peak < BOUND, peak >> 20
@@ -310,9 +307,9 @@ def test_a_file_truncated_after_its_listing(tmp_path: Path, kind: str) -> None:
     else:
         # No crc32c checks: else the planner stats a file that has no recorded
         # crc32c, and reads the size the stat tells.
-        dataset = MapDataset.from_prefix((tmp_path / "d").as_uri(), download_options=RANGES,
-                                         download_retry=RETRY,
-                                         config=ClientConfig(verify_crc32c=False))
+        unchecked = DatasetSettings(download_options=RANGES, download_retry=RETRY,
+                                    config=ClientConfig(verify_crc32c=False))
+        dataset = ObjectMapDataset.from_prefix((tmp_path / "d").as_uri(), settings=unchecked)
         assert [o.size for o in dataset.objects] == [LIE]
         path.write_bytes(BODY)
         error, peak = _peak(lambda: dataset[0])

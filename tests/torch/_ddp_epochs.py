@@ -1,4 +1,4 @@
-"""A DDP rank of test_datasets_ddp: EPOCHS epochs of an IterableDataset
+"""A DDP rank of test_datasets_ddp: EPOCHS epochs of an ObjectIterableDataset
 through 2 DataLoader workers, what it got written to ``OUT/<rank>.json``.
 
 Apart from the test module so a rank (started from the tests' forkserver)
@@ -15,7 +15,8 @@ from pathlib import Path
 import torch.distributed as dist
 import torch.utils.data
 
-from aioflux.torch import IterableDataset
+from aioflux import DownloadOptions
+from aioflux.torch import DatasetSettings, ObjectIterableDataset
 
 EPOCHS = 2
 
@@ -29,9 +30,10 @@ def rank_main(rank: int, world: int, init: str, kwargs: dict[str, str], root: st
     dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=world)
     try:
         # The rank comes from the process group; workers inherit it with the dataset.
-        ds = IterableDataset.from_prefix(f"{root}/d/", **kwargs, seed=11,
-                                         transform=digest, prefetch=16,
-                                         compose_threshold=64 * 1024)
+        compose = DownloadOptions(compose_threshold=64 * 1024)
+        ds = ObjectIterableDataset.from_prefix(
+            f"{root}/d/", seed=11, transform=digest, prefetch=16,
+            settings=DatasetSettings(**kwargs, download_options=compose))
         loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2,
                                              multiprocessing_context=ctx,
                                              persistent_workers=ctx == "spawn")

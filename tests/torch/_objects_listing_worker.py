@@ -1,4 +1,4 @@
-"""Rank body of the ``MapDataset.from_objects(listing=...)`` tests: 2 processes,
+"""Rank body of the ``ObjectMapDataset.from_objects(listing=...)`` tests: 2 processes,
 gloo on CPU, file:// objects.
 
 ``python -m tests.torch._objects_listing_worker RANK WORLD INIT_FILE ROOT OUT``
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aioflux import PermissionDenied, StorageError
-from aioflux.torch import MapDataset
+from aioflux.torch import ObjectMapDataset
 from aioflux.torch.data import _source
 from tests.torch import _rank_listing_worker as base
 from tests.torch._two_ranks import rank_main
@@ -42,13 +42,13 @@ def _instrument() -> None:
 
 
 class Scenario(base.Scenario):
-    def made(self, name: str, make: Callable[[], MapDataset[Any]], **kwargs: Any
+    def made(self, name: str, make: Callable[[], ObjectMapDataset[Any]], **kwargs: Any
              ) -> dict[str, Any]:
         """``run``, also recording the objects' sizes and versions and the error's place."""
-        held: list[MapDataset[Any]] = []
+        held: list[ObjectMapDataset[Any]] = []
         where: dict[str, Any] = {}
 
-        def recorded() -> MapDataset[Any]:
+        def recorded() -> ObjectMapDataset[Any]:
             try:
                 ds = make()
             except StorageError as exc:
@@ -78,23 +78,23 @@ def scenarios(s: Scenario) -> dict[str, Callable[[], dict[str, Any]]]:
     return {
         # The defect, on the default path: rank 1 stats a replaced object.
         "objects_each": lambda: s.made(
-            "objects_each", lambda: MapDataset.from_objects(urls),
+            "objects_each", lambda: ObjectMapDataset.from_objects(urls),
             change=replace("003", 30), forbid=False),
         "objects_rank0": lambda: s.made(
-            "objects_rank0", lambda: MapDataset.from_objects(urls, listing="rank0"),
+            "objects_rank0", lambda: ObjectMapDataset.from_objects(urls, listing="rank0"),
             change=replace("004", 40), forbid=True, read=True),
         "objects_check": lambda: s.made(
-            "objects_check", lambda: MapDataset.from_objects(urls, listing="check"),
+            "objects_check", lambda: ObjectMapDataset.from_objects(urls, listing="check"),
             change=replace("005", 50), forbid=False),
         "objects_check_unchanged": lambda: s.made(
-            "objects_check_unchanged", lambda: MapDataset.from_objects(urls, listing="check"),
+            "objects_check_unchanged", lambda: ObjectMapDataset.from_objects(urls, listing="check"),
             change=None, forbid=False),
         "objects_rank0_missing": lambda: s.made(
-            "objects_rank0_missing", lambda: MapDataset.from_objects(
+            "objects_rank0_missing", lambda: ObjectMapDataset.from_objects(
                 [*urls, f"file://{root}/o/missing"], listing="rank0"),
             change=None, forbid=True),
         "objects_check_rank1_denied": lambda: s.made(
-            "objects_check_rank1_denied", lambda: MapDataset.from_objects(
+            "objects_check_rank1_denied", lambda: ObjectMapDataset.from_objects(
                 urls, listing="check"),
             change=None, rank1_fails=denied, forbid=False),
     }

@@ -34,7 +34,7 @@ import torch.distributed as dist
 from aioflux import PermissionDenied
 from aioflux._core.portal import call
 from aioflux.local import LocalStore
-from aioflux.torch import IterableDataset, MapDataset, ShardDataset, ShardMapDataset
+from aioflux.torch import ObjectIterableDataset, ObjectMapDataset, ShardDataset, ShardMapDataset
 from aioflux.torch.data import _shard_source, _source
 from tests.torch._two_ranks import rank_main
 
@@ -165,7 +165,7 @@ class Scenario:
                              "notes": list(getattr(exc, "__notes__", []))}
         else:
             seen["len"] = len(ds)
-            if isinstance(ds, (MapDataset, IterableDataset)):
+            if isinstance(ds, (ObjectMapDataset, ObjectIterableDataset)):
                 seen["names"] = [o.name for o in ds.objects]
             else:
                 seen["counts"] = ds.counts
@@ -197,34 +197,35 @@ def scenarios(s: Scenario) -> dict[str, Callable[[], dict[str, Any]]]:
     return {
         # The defect, on the default path: rank 1 lists a changed folder.
         "iterable_each": lambda: s.run(
-            "iterable_each", lambda: IterableDataset.from_prefix(objects, batch_size=1),
+            "iterable_each", lambda: ObjectIterableDataset.from_prefix(objects, batch_size=1),
             change=add("iterable_each"), forbid=False),
         "iterable_rank0": lambda: s.run(
-            "iterable_rank0", lambda: IterableDataset.from_prefix(
+            "iterable_rank0", lambda: ObjectIterableDataset.from_prefix(
                 objects, batch_size=1, listing="rank0"),
             change=add("iterable_rank0"), forbid=True),
         "map_rank0": lambda: s.run(
-            "map_rank0", lambda: MapDataset.from_prefix(
+            "map_rank0", lambda: ObjectMapDataset.from_prefix(
                 objects, listing="rank0", transform=bytes),
             change=add("map_rank0"), forbid=True, read=True),
         "map_check": lambda: s.run(
-            "map_check", lambda: MapDataset.from_prefix(objects, listing="check"),
+            "map_check", lambda: ObjectMapDataset.from_prefix(objects, listing="check"),
             change=add("map_check"), forbid=False),
         "map_check_unchanged": lambda: s.run(
-            "map_check_unchanged", lambda: MapDataset.from_prefix(objects, listing="check"),
+            "map_check_unchanged", lambda: ObjectMapDataset.from_prefix(objects, listing="check"),
             change=None, forbid=False),
         "map_rank0_denied": lambda: s.run(
-            "map_rank0_denied", lambda: MapDataset.from_prefix(objects, listing="rank0"),
+            "map_rank0_denied", lambda: ObjectMapDataset.from_prefix(objects, listing="rank0"),
             change=None, rank0_fails=denied, forbid=True),
         "map_rank0_unpicklable": lambda: s.run(
-            "map_rank0_unpicklable", lambda: MapDataset.from_prefix(objects, listing="rank0"),
+            "map_rank0_unpicklable", lambda: ObjectMapDataset.from_prefix(objects, listing="rank0"),
             change=None, rank0_fails=Unpicklable("odd failure", "detail"), forbid=True),
         "iterable_rank0_empty": lambda: s.run(
-            "iterable_rank0_empty", lambda: IterableDataset.from_prefix(
+            "iterable_rank0_empty", lambda: ObjectIterableDataset.from_prefix(
                 f"file://{root}/empty/", listing="rank0"),
             change=None, forbid=True),
         "map_check_rank1_denied": lambda: s.run(
-            "map_check_rank1_denied", lambda: MapDataset.from_prefix(objects, listing="check"),
+            "map_check_rank1_denied", lambda: ObjectMapDataset.from_prefix(objects,
+                                                                           listing="check"),
             change=None, rank1_fails=denied, forbid=False),
         "shards_each": lambda: s.run(
             "shards_each", lambda: ShardDataset.from_prefix(

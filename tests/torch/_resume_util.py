@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch.utils.data
 
-from aioflux.torch import IterableDataset, MapDataset, ResumableBatchSampler, ResumableSampler
+from aioflux import DownloadOptions
+from aioflux.torch import (
+    ObjectIterableDataset,
+    ObjectMapDataset,
+    ResumableBatchSampler,
+    ResumableSampler,
+)
 from aioflux.torch.data._order import epoch_order
 
 if TYPE_CHECKING:
@@ -21,7 +27,8 @@ if TYPE_CHECKING:
     # backend and the emulator (~0.4 s of CPU a worker).
     from tests.torch.conftest import Where
 
-Owner = ResumableBatchSampler | ResumableSampler | IterableDataset[bytes]
+NO_COMPOSE = DownloadOptions(disable_compose=True)
+Owner = ResumableBatchSampler | ResumableSampler | ObjectIterableDataset[bytes]
 Part = tuple[Owner, torch.utils.data.DataLoader[Any]]
 
 
@@ -48,20 +55,19 @@ def parts(where: Where, kind: str, ranks: int, workers: int, batch: int, seed: i
             "multiprocessing_context": ctx if workers else None}
         owner: Owner
         if kind == "map":
-            ds = MapDataset.from_prefix(where.url("d/"), transform=to_bytes,
-                                        disable_compose=True, **where.kwargs)
+            ds = ObjectMapDataset.from_prefix(where.url("d/"), transform=to_bytes,
+                                              settings=where.settings(download_options=NO_COMPOSE))
             owner = ResumableBatchSampler(ds, batch, seed=seed, rank=rank, world_size=ranks)
             loader = torch.utils.data.DataLoader(ds, batch_sampler=owner, **options)
         elif kind == "sampler":  # the per-sample sampler under the DataLoader's batching
-            ds = MapDataset.from_prefix(where.url("d/"), transform=to_bytes,
-                                        disable_compose=True, **where.kwargs)
+            ds = ObjectMapDataset.from_prefix(where.url("d/"), transform=to_bytes,
+                                              settings=where.settings(download_options=NO_COMPOSE))
             owner = ResumableSampler(ds, batch, seed=seed, rank=rank, world_size=ranks)
             loader = torch.utils.data.DataLoader(ds, sampler=owner, batch_size=batch, **options)
         else:
-            owner = IterableDataset.from_prefix(where.url("d/"), transform=to_bytes, seed=seed,
-                                                rank=rank, world_size=ranks, batch_size=batch,
-                                                prefetch=8, disable_compose=True,
-                                                **where.kwargs)
+            owner = ObjectIterableDataset.from_prefix(
+                where.url("d/"), transform=to_bytes, seed=seed, rank=rank, world_size=ranks,
+                batch_size=batch, prefetch=8, settings=where.settings(download_options=NO_COMPOSE))
             loader = torch.utils.data.DataLoader(owner, batch_size=batch, **options)
         out.append((owner, loader))
     return out
@@ -99,7 +105,7 @@ def run(job: list[Part], *, stop: int | None = None,
 
 def objects_of(owner: Owner) -> list[Any]:
     """The dataset's objects, whichever kind of owner."""
-    return owner.objects if isinstance(owner, IterableDataset) else \
+    return owner.objects if isinstance(owner, ObjectIterableDataset) else \
         owner.dataset.objects  # type: ignore[attr-defined]
 
 

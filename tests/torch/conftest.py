@@ -33,6 +33,7 @@ from aioflux.azure import AzureStore
 from aioflux.local import LocalStore
 from aioflux.s3 import S3Store
 from aioflux.testing import Emulator
+from aioflux.torch import DatasetSettings
 from tests.conftest import FAST_RETRY, MotoS3, unique_bucket
 from tests.servers.azurite import Azurite
 
@@ -116,6 +117,10 @@ class Where:
     kwargs: dict[str, Any] = field(default_factory=dict)
     emulator: Emulator | None = None
     s3: ObjectStore | None = None
+
+    def settings(self, **fields: Any) -> DatasetSettings:
+        """The datasets' settings reaching the store, with ``fields`` added."""
+        return DatasetSettings(**self.kwargs, **fields)
 
     @property
     def bucket(self) -> str:

@@ -37,7 +37,12 @@ from aioflux._core.portal import get_portal
 from aioflux._core.window import gather_bounded
 from aioflux._engines.compose import COMPOSED_PREFIX
 from aioflux.testing import Emulator, FaultProxy, running_emulator
-from aioflux.torch import CheckpointManager, IterableDataset, MapDataset
+from aioflux.torch import (
+    CheckpointManager,
+    DatasetSettings,
+    ObjectIterableDataset,
+    ObjectMapDataset,
+)
 from tests.conftest import unique_bucket
 
 P_CUT = 0.02
@@ -153,20 +158,24 @@ def test_datasets_lose_nothing_under_cuts(seeded: Seeded, fake_gcs: Any, kind: s
     proxy = seeded.proxy
     cuts_before = proxy.stats.response_cuts, proxy.stats.answer_cuts
     url = f"gs://{seeded.bucket}/d/"
-    ds: MapDataset | IterableDataset
+    ds: ObjectMapDataset | ObjectIterableDataset
     if kind == "map":
-        ds = MapDataset.from_prefix(url, endpoint=proxy.endpoint, config=CHAOS_CONFIG,
-                                    transform=inspect_sample)
+        ds = ObjectMapDataset.from_prefix(url,
+                                          settings=DatasetSettings(endpoint=proxy.endpoint,
+                                                                   config=CHAOS_CONFIG),
+                                          transform=inspect_sample)
     else:
-        ds = IterableDataset.from_prefix(url, endpoint=proxy.endpoint, config=CHAOS_CONFIG,
-                                         transform=inspect_sample, seed=3)
+        ds = ObjectIterableDataset.from_prefix(url,
+                                               settings=DatasetSettings(endpoint=proxy.endpoint,
+                                                                        config=CHAOS_CONFIG),
+                                               transform=inspect_sample, seed=3)
     assert len(ds.objects) == OBJECTS
     tallies = []
     started = time.monotonic()
     context = "fork" if workers else None
     for epoch in range(EPOCHS):
         loader: torch.utils.data.DataLoader[Any]
-        if isinstance(ds, IterableDataset):
+        if isinstance(ds, ObjectIterableDataset):
             ds.set_epoch(epoch)
             loader = torch.utils.data.DataLoader(ds, batch_size=32, num_workers=workers,
                                                  collate_fn=list, multiprocessing_context=context)

@@ -29,7 +29,7 @@ from aioflux._engines.clean import clean_bucket
 from aioflux._net.sessions import request_body
 from aioflux.s3 import S3Store
 from aioflux.testing import FaultProxy
-from aioflux.torch import CheckpointManager, MapDataset
+from aioflux.torch import CheckpointManager, DatasetSettings, ObjectMapDataset
 from tests.conftest import MotoS3
 from tests.torch.conftest import Where
 
@@ -157,9 +157,10 @@ def test_a_dataset_epoch_through_faults_loses_and_corrupts_nothing(
     # At the fixture's ~6 MiB, CI once saw none, and the test that every
     # fault kind happened failed (a chance of about one in seven).
     proxy.p_cut_response = 0.05
-    ds = MapDataset.from_prefix(s3_where.url("d/"), transform=_to_bytes,
-                                endpoint=proxy.endpoint,
-                                config=ClientConfig(max_concurrency=16, retry=RETRY))
+    config = ClientConfig(max_concurrency=16, retry=RETRY)
+    ds = ObjectMapDataset.from_prefix(s3_where.url("d/"), transform=_to_bytes,
+                                      settings=DatasetSettings(endpoint=proxy.endpoint,
+                                                               config=config))
     loader = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=2, collate_fn=list,
                                          multiprocessing_context="fork")
     got = [sample for batch in loader for sample in batch]

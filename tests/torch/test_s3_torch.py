@@ -2,7 +2,7 @@
 
 The checkpoint, DCP, Lightning and SIGKILL tests run on s3 through the
 ``where`` fixture (see ``conftest.S3_TESTS``); these are the dataset and
-IO paths: ``MapDataset`` / ``IterableDataset.from_prefix`` with 0 and 2
+IO paths: ``ObjectMapDataset`` / ``ObjectIterableDataset.from_prefix`` with 0 and 2
 DataLoader workers, ``list_files`` / ``load_files``, ``stream`` and
 ``aioflux.open``.
 """
@@ -19,7 +19,7 @@ import torch
 import aioflux
 from aioflux import WriterOptions, list_files, load_files
 from aioflux._core.portal import call
-from aioflux.torch import IterableDataset, MapDataset
+from aioflux.torch import DatasetSettings, ObjectIterableDataset, ObjectMapDataset
 from tests.conftest import MotoS3
 from tests.torch._forkserver import forkserver, with_environment
 from tests.torch.conftest import Where
@@ -49,17 +49,17 @@ def test_from_prefix_datasets_on_s3(s3_where: Where, moto_s3: MotoS3,
     data = _seed(where, 40)
     # Explicit endpoint=, as a job would give it: the environment's is gone.
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3")
-    ds: MapDataset | IterableDataset
+    ds: ObjectMapDataset | ObjectIterableDataset
     if kind == "map":
-        ds = MapDataset.from_prefix(where.url("d"), transform=bytes,
-                                    endpoint=moto_s3.endpoint)
+        ds = ObjectMapDataset.from_prefix(where.url("d"), transform=bytes,
+                                          settings=DatasetSettings(endpoint=moto_s3.endpoint))
         assert len(ds) == len(data)
         assert [where.rel(o.name) for o in ds.objects] == sorted(data)
         assert {o.scheme for o in ds.objects} == {"s3"}
         assert ds[3] == data["d/0003"]
     else:
-        ds = IterableDataset.from_prefix(where.url("d/"), transform=bytes,
-                                         endpoint=moto_s3.endpoint)
+        ds = ObjectIterableDataset.from_prefix(where.url("d/"), transform=bytes,
+                                               settings=DatasetSettings(endpoint=moto_s3.endpoint))
     # A forkserver's worker unpickles the dataset, as a spawned one does, and
     # builds its own S3 store from its settings (the endpoint given here; the
     # server runs without the endpoint variables, tests/torch/_forkserver.py),

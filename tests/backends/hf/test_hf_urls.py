@@ -1,5 +1,5 @@
 """``hf://`` URLs through the URL-level API and the CLI: ``aioflux.open``,
-``list_files`` / ``load_files``, ``MapDataset.from_prefix`` and
+``list_files`` / ``load_files``, ``ObjectMapDataset.from_prefix`` and
 ``aioflux cat|ls|stat|cp``, against the fake Hub."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import pytest
 import aioflux
 from aioflux.hf import HfStore
 from aioflux.testing import FakeHub
+from aioflux.torch import DatasetSettings
 from tests.backends.hf.conftest import TOKEN
 from tests.cli.calls import call
 
@@ -57,9 +58,10 @@ def _open_list_and_load(hub: FakeHub, files: dict[str, bytes], store: HfStore) -
 
 
 def test_map_dataset_from_prefix(hub: FakeHub, files: dict[str, bytes]) -> None:
-    from aioflux.torch import MapDataset
+    from aioflux.torch import ObjectMapDataset
 
-    dataset = MapDataset.from_prefix(f"{ROOT}/data/", endpoint=hub.endpoint)
+    dataset = ObjectMapDataset.from_prefix(f"{ROOT}/data/",
+                                           settings=DatasetSettings(endpoint=hub.endpoint))
     try:
         got = {dataset.objects[i].name: dataset[i] for i in range(len(dataset))}
     finally:

@@ -1,6 +1,6 @@
 """The datasets over http(s) URLs served by nginx: ShardDataset over a
 brace pattern of tar shards (every sample once, byte-exact; a mid-epoch
-resume at another worker count), MapDataset over a list of URLs, and the
+resume at another worker count), ObjectMapDataset over a list of URLs, and the
 CLI's cat / stat / cp from http (issue 51)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch.utils.data
 
 from aioflux import ClientConfig, RetryPolicy
 from aioflux.cli import main
-from aioflux.torch import MapDataset, ShardDataset
+from aioflux.torch import DatasetSettings, ObjectMapDataset, ShardDataset
 from tests.servers.nginx import Nginx, running_nginx
 from tests.torch._shards_util import make_samples, tar_shard
 
@@ -43,7 +43,8 @@ def served(tmp_path_factory: pytest.TempPathFactory
 
 def _dataset(server: Nginx, tmp_path: Path, **kw: Any) -> ShardDataset:
     return ShardDataset(f"{server.endpoint}/shards/train-{{000..002}}.tar",
-                        config=ClientConfig(retry=FAST), index_dir=tmp_path / "idx", **kw)
+                        settings=DatasetSettings(config=ClientConfig(retry=FAST)),
+                        index_dir=tmp_path / "idx", **kw)
 
 
 def _keys(batches: list[list[dict[str, Any]]]) -> list[str]:
@@ -90,7 +91,8 @@ def test_map_dataset_over_a_list_of_urls(served: tuple[Nginx, dict[str, dict[str
                                          ) -> None:
     server = served[0]
     urls = [f"{server.endpoint}/files/f{n}.bin" for n in range(6)]
-    ds = MapDataset.from_objects(urls, config=ClientConfig(retry=FAST))
+    ds = ObjectMapDataset.from_objects(urls,
+                                       settings=DatasetSettings(config=ClientConfig(retry=FAST)))
     assert len(ds) == 6
     for n in range(6):
         sample = ds[n]
@@ -125,8 +127,10 @@ def test_map_dataset_with_a_disk_cache_and_hedged_reads(
     for n, data in enumerate(want):
         (folder / f"c{n}.bin").write_bytes(data)
     urls = [f"{server.endpoint}/cached/c{n}.bin" for n in range(4)]
-    ds = MapDataset.from_objects(urls, config=ClientConfig(retry=FAST),
-                                 cache_dir=tmp_path / "cache", hedge_after=1e-6)
+    ds = ObjectMapDataset.from_objects(urls,
+                                       settings=DatasetSettings(config=ClientConfig(retry=FAST),
+                                                                cache_dir=tmp_path / "cache",
+                                                                hedge_after=1e-6))
     first = [ds[n] for n in range(4)]
     for path in folder.iterdir():
         path.unlink()

@@ -136,10 +136,13 @@ async def test_second_process_waits_for_the_first_fill(emulator: Emulator, bucke
 
 TWO_PROCESSES = textwrap.dedent("""
     import os, random, sys, time
-    from aioflux.torch import MapDataset
+    from aioflux import DownloadOptions
+    from aioflux.torch import DatasetSettings, ObjectMapDataset
 
     url, endpoint, root, go = sys.argv[1:5]
-    ds = MapDataset.from_prefix(url, endpoint=endpoint, disable_compose=True, cache_dir=root)
+    settings = DatasetSettings(endpoint=endpoint, cache_dir=root,
+                               download_options=DownloadOptions(disable_compose=True))
+    ds = ObjectMapDataset.from_prefix(url, settings=settings)
     order = list(range(len(ds)))
     random.Random(7).shuffle(order)  # the same order in both: they want the same batches
     print("ready", flush=True)

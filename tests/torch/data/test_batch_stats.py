@@ -12,7 +12,7 @@ import torch.utils.data
 
 from aioflux import DownloadOptions, InvalidArgument
 from aioflux.testing import Emulator, EmulatorProfile, running_emulator
-from aioflux.torch import IterableDataset, MapDataset
+from aioflux.torch import DatasetSettings, ObjectIterableDataset, ObjectMapDataset
 
 COUNT = 96
 SIZE = 40 * 1024  # above the compose threshold: direct reads, the hedged kind
@@ -38,7 +38,8 @@ def _keep(batch: list[bytes]) -> list[bytes]:
 
 def test_map_dataset_records_each_batch(emu: Emulator) -> None:
     emu.profile = EmulatorProfile(ttfb=0.01)
-    ds = MapDataset.from_prefix("gs://batches/d", endpoint=emu.endpoint)
+    ds = ObjectMapDataset.from_prefix("gs://batches/d",
+                                      settings=DatasetSettings(endpoint=emu.endpoint))
     loader = torch.utils.data.DataLoader(ds, batch_size=32, collate_fn=_keep)
     got = [b for batch in loader for b in batch]
     assert got == [_body(i) for i in range(COUNT)]
@@ -50,8 +51,9 @@ def test_map_dataset_records_each_batch(emu: Emulator) -> None:
 
 
 def test_iterable_dataset_records_its_hand_offs(emu: Emulator) -> None:
-    ds = IterableDataset.from_prefix("gs://batches/d", endpoint=emu.endpoint, shuffle=False,
-                                     prefetch=16)
+    ds = ObjectIterableDataset.from_prefix("gs://batches/d",
+                                           settings=DatasetSettings(endpoint=emu.endpoint),
+                                           shuffle=False, prefetch=16)
     assert sorted(bytes(b) for b in ds) == sorted(_body(i) for i in range(COUNT))
     summary = ds.stats.summary()
     # Hand-offs of min(64, prefetch) = 16 samples each.
@@ -62,9 +64,10 @@ def test_iterable_dataset_records_its_hand_offs(emu: Emulator) -> None:
 def test_hedged_map_dataset_overtakes_the_tail_and_counts_once(emu: Emulator) -> None:
     emu.profile = EmulatorProfile(ttfb=0.005, tail_fraction=0.05, tail_delay=(1.5, 1.5),
                                   tail_seed=3)
-    ds = MapDataset.from_prefix(
-        "gs://batches/d", endpoint=emu.endpoint,
-        download_options=DownloadOptions(hedge_after=0.1, hedge_budget=0.5))
+    options = DownloadOptions(hedge_after=0.1, hedge_budget=0.5)
+    ds = ObjectMapDataset.from_prefix(
+        "gs://batches/d",
+        settings=DatasetSettings(endpoint=emu.endpoint, download_options=options))
     loader = torch.utils.data.DataLoader(ds, batch_size=32, collate_fn=_keep)
     got = [b for batch in loader for b in batch]
     assert got == [_body(i) for i in range(COUNT)]  # every sample once, bytes intact
@@ -84,15 +87,20 @@ def test_hedge_after_keyword_on_both_datasets(emu: Emulator) -> None:
     # few duplicates, enough to overtake the tail's 1.5 s reads.
     emu.profile = EmulatorProfile(ttfb=0.005, tail_fraction=0.03, tail_delay=(1.5, 1.5),
                                   tail_seed=3)
-    ds = MapDataset.from_prefix("gs://batches/d", endpoint=emu.endpoint, hedge_after=0.1)
+    ds = ObjectMapDataset.from_prefix("gs://batches/d",
+                                      settings=DatasetSettings(endpoint=emu.endpoint,
+                                                               hedge_after=0.1))
     loader = torch.utils.data.DataLoader(ds, batch_size=32, collate_fn=_keep)
     assert [b for batch in loader for b in batch] == [_body(i) for i in range(COUNT)]
     assert ds.download_stats.hedge.sent >= 1
     ds.close()
-    it = IterableDataset.from_prefix("gs://batches/d", endpoint=emu.endpoint, shuffle=False,
-                                     hedge_after="auto")
+    it = ObjectIterableDataset.from_prefix("gs://batches/d",
+                                           settings=DatasetSettings(endpoint=emu.endpoint,
+                                                                    hedge_after="auto"),
+                                           shuffle=False)
     assert sorted(bytes(b) for b in it) == sorted(_body(i) for i in range(COUNT))
     it.close()
     for bad in (0, -1.0, "fast", float("nan")):
         with pytest.raises(InvalidArgument, match="hedge_after"):
-            MapDataset([], hedge_after=bad)  # type: ignore[arg-type]
+            ObjectMapDataset([],
+                             settings=DatasetSettings(hedge_after=bad))  # type: ignore[arg-type]

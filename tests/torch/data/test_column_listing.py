@@ -18,7 +18,7 @@ from aioflux._core.portal import call
 from aioflux._core.types import ObjectInfo
 from aioflux._engines import listing
 from aioflux.local import LocalStore
-from aioflux.torch import IterableDataset, MapDataset
+from aioflux.torch import ObjectIterableDataset, ObjectMapDataset
 from aioflux.torch.data import _source
 
 SKIP = "aioflux-composed/"
@@ -61,7 +61,7 @@ def _folder(root: Path) -> Path:
 
 
 def _listed(monkeypatch: pytest.MonkeyPatch, url: str, skip: str, *, columns: bool,
-            cls: type[MapDataset[bytes]] = MapDataset) -> tuple[list[ObjectInfo], int]:
+            cls: type[ObjectMapDataset[bytes]] = ObjectMapDataset) -> tuple[list[ObjectInfo], int]:
     """The dataset's records and index bytes, listed as columns or not; names
     under ``skip`` left out (in place of the bucket's ``aioflux-composed/``)."""
     taken: list[int] = []
@@ -113,9 +113,10 @@ def test_columns_hold_what_the_generic_listing_holds(tmp_path: Path,
     assert len(unskipped) == len(columns) + 2
 
 
-@pytest.mark.parametrize("cls", [MapDataset, IterableDataset])
+@pytest.mark.parametrize("cls", [ObjectMapDataset, ObjectIterableDataset])
 def test_a_name_that_is_not_utf8_is_refused_as_by_the_generic_listing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cls: type[MapDataset[bytes]]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        cls: type[ObjectMapDataset[bytes]]) -> None:
     data = _folder(tmp_path)
     with open(os.fsencode(data) + b"/a/b/bad-\xff.bin", "wb") as f:
         f.write(b"y")

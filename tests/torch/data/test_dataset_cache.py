@@ -16,12 +16,14 @@ from typing import Any
 import pytest
 import torch.utils.data
 
-from aioflux import InvalidArgument
+from aioflux import DownloadOptions, InvalidArgument
 from aioflux._engines.cache import info
 from aioflux.testing import Emulator, EmulatorProfile
-from aioflux.torch import IterableDataset, MapDataset
+from aioflux.torch import DatasetSettings, ObjectIterableDataset, ObjectMapDataset
 from tests.torch._forkserver import forkserver
 from tests.torch.conftest import Where
+
+NO_COMPOSE = DownloadOptions(disable_compose=True)
 
 
 def seed(emulator: Emulator, bucket: str, count: int, size: int) -> dict[str, bytes]:
@@ -41,7 +43,7 @@ def identity(batch: list[bytes]) -> list[bytes]:
 
 def epoch(ds: Any, **loader: Any) -> list[bytes]:
     """Every sample of one epoch through a DataLoader."""
-    if isinstance(ds, MapDataset):
+    if isinstance(ds, ObjectMapDataset):
         loader.setdefault("batch_size", 16)
     out: list[bytes] = []
     for batch in torch.utils.data.DataLoader(ds, collate_fn=identity, **loader):
@@ -59,9 +61,10 @@ def test_second_epoch_served_from_cache_sends_no_request(
     # 2 KiB objects: the first epoch's misses are composed (the planner
     # still plans them), the second epoch reads them from disk.
     data = seed(emulator, bucket, 48, 2048)
-    cls = MapDataset if kind == "map" else IterableDataset
-    ds = cls.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint, transform=to_bytes,
-                         cache_dir=tmp_path / "cache")
+    cls = ObjectMapDataset if kind == "map" else ObjectIterableDataset
+    ds = cls.from_prefix(f"gs://{bucket}/d/", transform=to_bytes,
+                         settings=DatasetSettings(endpoint=emulator.endpoint,
+                                                  cache_dir=tmp_path / "cache"))
     before = requests(emulator)
     first = epoch(ds)
     fetched = requests(emulator) - before
@@ -82,9 +85,9 @@ def test_second_epoch_served_from_cache_sends_no_request(
 def test_two_dataloader_workers_share_the_cache(emulator: Emulator, bucket: str,
                                                 tmp_path: Path) -> None:
     data = seed(emulator, bucket, 40, 4096)
-    ds = MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                                transform=to_bytes, disable_compose=True,
-                                cache_dir=tmp_path / "cache", cache_limit=10 << 20)
+    settings = DatasetSettings(endpoint=emulator.endpoint, cache_dir=tmp_path / "cache",
+                               cache_limit=10 << 20, download_options=NO_COMPOSE)
+    ds = ObjectMapDataset.from_prefix(f"gs://{bucket}/d/", transform=to_bytes, settings=settings)
     # forkserver: new worker processes that get the dataset by pickle, as
     # spawn's, without importing torch anew in each.
     for ctx in ("fork", forkserver()):
@@ -99,13 +102,14 @@ def test_two_dataloader_workers_share_the_cache(emulator: Emulator, bucket: str,
 
 def test_changed_object_is_refetched(emulator: Emulator, bucket: str, tmp_path: Path) -> None:
     data = seed(emulator, bucket, 8, 1024)
-    kwargs: dict[str, Any] = {"endpoint": emulator.endpoint, "transform": to_bytes,
-                              "disable_compose": True, "cache_dir": tmp_path / "cache"}
-    ds = MapDataset.from_prefix(f"gs://{bucket}/d/", **kwargs)
+    settings = DatasetSettings(endpoint=emulator.endpoint, cache_dir=tmp_path / "cache",
+                               download_options=NO_COMPOSE)
+    ds = ObjectMapDataset.from_prefix(f"gs://{bucket}/d/", transform=to_bytes, settings=settings)
     assert [ds[i] for i in range(8)] == list(data.values())
     new = os.urandom(1024)  # same size: only the generation tells them apart
     emulator.store.put(bucket, "d/0003", new)
-    relisted = MapDataset.from_prefix(f"gs://{bucket}/d/", **kwargs)
+    relisted = ObjectMapDataset.from_prefix(f"gs://{bucket}/d/", transform=to_bytes,
+                                            settings=settings)
     before = requests(emulator)
     got = [relisted[i] for i in range(8)]
     assert got[3] == new and got[:3] + got[4:] == [data[f"d/{i:04d}"] for i in (0, 1, 2, 4, 5,
@@ -119,9 +123,9 @@ def test_changed_object_is_refetched(emulator: Emulator, bucket: str, tmp_path: 
 def test_corrupt_entry_is_dropped_refetched_and_counted(emulator: Emulator, bucket: str,
                                                         tmp_path: Path) -> None:
     data = seed(emulator, bucket, 6, 4096)
-    ds = MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                                transform=to_bytes, disable_compose=True,
-                                cache_dir=tmp_path / "cache")
+    settings = DatasetSettings(endpoint=emulator.endpoint, cache_dir=tmp_path / "cache",
+                               download_options=NO_COMPOSE)
+    ds = ObjectMapDataset.from_prefix(f"gs://{bucket}/d/", transform=to_bytes, settings=settings)
     epoch(ds)
     cache = ds._source.cache
     digest, _ = cache.key(ds.objects[2])
@@ -144,9 +148,10 @@ def test_cache_smaller_than_an_epoch(emulator: Emulator, bucket: str, tmp_path: 
                                      kind: str) -> None:
     data = seed(emulator, bucket, 60, 8192)
     limit = 20 * 8192  # a third of the epoch
-    cls = MapDataset if kind == "map" else IterableDataset
-    ds = cls.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint, transform=to_bytes,
-                         cache_dir=tmp_path / "cache", cache_limit=limit)
+    cls = ObjectMapDataset if kind == "map" else ObjectIterableDataset
+    ds = cls.from_prefix(f"gs://{bucket}/d/", transform=to_bytes,
+                         settings=DatasetSettings(endpoint=emulator.endpoint,
+                                                  cache_dir=tmp_path / "cache", cache_limit=limit))
     for _ in range(3):
         got = epoch(ds)
         assert len(got) == 60 and sorted(got) == sorted(data.values())  # each exactly once
@@ -159,8 +164,8 @@ def test_file_dataset_cache(where: Where, tmp_path: Path) -> None:
     data = {f"d/{i:02d}": os.urandom(3000) for i in range(12)}
     for name, body in data.items():
         where.put(name, body, foreign=name.endswith("5"))  # no recorded crc32c: still cached
-    ds = IterableDataset.from_prefix(where.url("d/"), transform=to_bytes, shuffle=False,
-                                     cache_dir=tmp_path / "cache", **where.kwargs)
+    ds = ObjectIterableDataset.from_prefix(where.url("d/"), transform=to_bytes, shuffle=False,
+                                           settings=where.settings(cache_dir=tmp_path / "cache"))
     assert epoch(ds) == list(data.values())
     assert epoch(ds) == list(data.values())
     stats = ds._source.cache.stats
@@ -170,20 +175,22 @@ def test_file_dataset_cache(where: Where, tmp_path: Path) -> None:
 def test_cache_arguments_are_checked(emulator: Emulator, bucket: str, tmp_path: Path) -> None:
     seed(emulator, bucket, 1, 10)
     with pytest.raises(InvalidArgument, match="cache_limit needs a cache_dir"):
-        MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                               cache_limit=100)
-    with pytest.raises(InvalidArgument, match="IterableDataset: cache_limit"):
-        IterableDataset([], cache_dir=tmp_path, cache_limit=0)
-    with pytest.raises(InvalidArgument, match="MapDataset: cache_dir must be a directory"):
-        MapDataset([], cache_dir=3)  # type: ignore[arg-type]
+        ObjectMapDataset.from_prefix(f"gs://{bucket}/d/",
+                                     settings=DatasetSettings(endpoint=emulator.endpoint,
+                                                              cache_limit=100))
+    with pytest.raises(InvalidArgument, match="ObjectIterableDataset: cache_limit"):
+        ObjectIterableDataset([], settings=DatasetSettings(cache_dir=tmp_path, cache_limit=0))
+    with pytest.raises(InvalidArgument, match="ObjectMapDataset: cache_dir must be a directory"):
+        ObjectMapDataset([], settings=DatasetSettings(cache_dir=3))  # type: ignore[arg-type]
 
 
 def test_leaving_an_epoch_early_strands_no_lock(emulator: Emulator, bucket: str,
                                                 tmp_path: Path) -> None:
     data = seed(emulator, bucket, 200, 4096)
-    ds = IterableDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                                     transform=to_bytes, shuffle=False, prefetch=64,
-                                     cache_dir=tmp_path / "cache")
+    ds = ObjectIterableDataset.from_prefix(f"gs://{bucket}/d/",
+                                           settings=DatasetSettings(endpoint=emulator.endpoint,
+                                                                    cache_dir=tmp_path / "cache"),
+                                           transform=to_bytes, shuffle=False, prefetch=64)
     emulator.profile = EmulatorProfile(ttfb=0.05)  # reads still in flight when we leave
     try:
         it = iter(ds)
@@ -197,8 +204,11 @@ def test_leaving_an_epoch_early_strands_no_lock(emulator: Emulator, bucket: str,
         time.sleep(0.01)  # entries being written when cancelled finish, then unlock
     assert os.listdir(locks) == []
     # Nothing left locked: a new reader fills the rest without waiting.
-    fresh = IterableDataset(ds.objects, endpoint=emulator.endpoint, transform=to_bytes,
-                            shuffle=False, cache_dir=tmp_path / "cache")
+    fresh = ObjectIterableDataset(ds.objects,
+                                  settings=DatasetSettings(endpoint=emulator.endpoint,
+                                                           cache_dir=tmp_path / "cache"),
+                                  transform=to_bytes,
+                                  shuffle=False)
     assert list(fresh) == list(data.values())
     assert fresh._source.cache.stats.waits == 0
 
@@ -214,7 +224,8 @@ def test_an_object_replaced_after_its_listing_is_never_cached_as_the_listed_vers
     root.mkdir()
     for i in range(4):
         (root / f"{i}.bin").write_bytes(bytes([i]) * 100)
-    ds = MapDataset.from_prefix(str(root), transform=to_bytes, cache_dir=tmp_path / "cache")
+    ds = ObjectMapDataset.from_prefix(str(root), transform=to_bytes,
+                                      settings=DatasetSettings(cache_dir=tmp_path / "cache"))
     assert ds.objects[1].crc32c is None
     cache = ds._source.cache
     assert cache is not None
@@ -230,8 +241,8 @@ def test_an_object_replaced_after_its_listing_is_never_cached_as_the_listed_vers
     assert (cache.stats.misses, cache.stats.stored) == (4, 3)  # not under the listed version
     rewrite(b"v3" * 50)
     assert ds[1] == b"v3" * 50 and cache.stats.hits == 0
-    relisted = MapDataset.from_prefix(str(root), transform=to_bytes,
-                                      cache_dir=tmp_path / "cache")
+    relisted = ObjectMapDataset.from_prefix(str(root), transform=to_bytes,
+                                            settings=DatasetSettings(cache_dir=tmp_path / "cache"))
     assert [relisted[i] for i in range(4)] == [ds[0], b"v3" * 50, ds[2], ds[3]]
     assert relisted._source.cache.stats.stored == 1  # the version listed now is cached
     assert relisted[1] == b"v3" * 50 and relisted._source.cache.stats.hits == 4

@@ -1,4 +1,4 @@
-"""MapDataset / IterableDataset at their edges, as a training loop meets them:
+"""ObjectMapDataset / ObjectIterableDataset at their edges, as a training loop meets them:
 a transform that raises mid-batch, then a save and a resume; the downloads
 an error leaves behind; settings named in their errors.
 
@@ -16,7 +16,12 @@ import pytest
 import torch.utils.data
 
 from aioflux import InvalidArgument, ObjectInfo
-from aioflux.torch import IterableDataset, MapDataset, ResumableBatchSampler, ResumableSampler
+from aioflux.torch import (
+    ObjectIterableDataset,
+    ObjectMapDataset,
+    ResumableBatchSampler,
+    ResumableSampler,
+)
 from tests.torch.conftest import Where
 
 COUNT = 10
@@ -29,9 +34,10 @@ def seed(where: Where) -> dict[str, bytes]:
     return data
 
 
-def stream_of(where: Where, **kwargs: Any) -> IterableDataset[Any]:
-    return IterableDataset.from_prefix(where.url("d/"), shuffle=False, **where.kwargs,
-                                       **kwargs)
+def stream_of(where: Where, **kwargs: Any) -> ObjectIterableDataset[Any]:
+    return ObjectIterableDataset.from_prefix(where.url("d/"), shuffle=False,
+                                             settings=where.settings(),
+                                             **kwargs)
 
 
 class Refuses:
@@ -97,7 +103,7 @@ def test_a_rank_outside_the_world_names_the_dataset() -> None:
     objects = [ObjectInfo("bucket", "x", 1, 1, scheme="file")]
     with pytest.raises(InvalidArgument,
                        match=r"^ObjectIterableDataset: rank 2 outside world size 2"):
-        IterableDataset(objects, rank=2, world_size=2)
+        ObjectIterableDataset(objects, rank=2, world_size=2)
 
 
 # torchdata 0.11 touches torch.set_vital at import, which torch 2.13 deprecates.
@@ -132,7 +138,8 @@ def test_a_workers_state_at_another_global_batch_size_is_refused(where: Where) -
 
 
 def _map_loader(where: Where, kind: str, transform: Any) -> tuple[Any, Any]:
-    ds = MapDataset.from_prefix(where.url("d/"), transform=transform, **where.kwargs)
+    ds = ObjectMapDataset.from_prefix(where.url("d/"), transform=transform,
+                                      settings=where.settings())
     if kind == "batch_sampler":
         owner: Any = ResumableBatchSampler(ds, 2, shuffle=False)
         return owner, torch.utils.data.DataLoader(ds, batch_sampler=owner, collate_fn=list)
@@ -186,10 +193,12 @@ def test_a_transform_error_names_the_object_it_was_given(where: Where, how: str)
         return bytes(data)
 
     if how == "item":
-        ds: Any = MapDataset.from_prefix(where.url("d/"), transform=refuses_03, **where.kwargs)
+        ds: Any = ObjectMapDataset.from_prefix(where.url("d/"), transform=refuses_03,
+                                               settings=where.settings())
         run = lambda: ds[3]  # noqa: E731
     elif how == "batch":
-        ds = MapDataset.from_prefix(where.url("d/"), transform=refuses_03, **where.kwargs)
+        ds = ObjectMapDataset.from_prefix(where.url("d/"), transform=refuses_03,
+                                          settings=where.settings())
         run = lambda: ds.__getitems__([1, 2, 3, 4])  # noqa: E731
     else:
         ds = stream_of(where, transform=refuses_03)

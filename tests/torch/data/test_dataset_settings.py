@@ -146,6 +146,13 @@ def test_data_format_fn_warns_and_is_the_transform(emulator: Emulator, bucket: s
         cls([], transform=len, data_format_fn=len)
 
 
+@pytest.mark.parametrize("cls", [ObjectMapDataset, ObjectIterableDataset])
+def test_an_old_planner_keyword_of_the_wrong_type_is_refused(cls: Any) -> None:
+    with pytest.warns(DeprecationWarning, match=r"disable_compose=\.\.\.\) is deprecated"), \
+            pytest.raises(InvalidArgument, match="disable_compose"):
+        cls([], disable_compose="yes")
+
+
 @pytest.mark.parametrize("cls", [ObjectMapDataset, ObjectIterableDataset, ShardDataset,
                                  ShardMapDataset])
 def test_an_unknown_keyword_or_settings_of_another_type_are_refused(cls: Any) -> None:

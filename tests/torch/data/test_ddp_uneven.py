@@ -18,7 +18,12 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.utils.data
 
-from aioflux.torch import IterableDataset, MapDataset, ResumableBatchSampler, ResumableSampler
+from aioflux.torch import (
+    ObjectIterableDataset,
+    ObjectMapDataset,
+    ResumableBatchSampler,
+    ResumableSampler,
+)
 from aioflux.torch.data._order import epoch_order
 from tests.torch._forkserver import forkserver
 from tests.torch._resume_util import objects_of, parts, run, seed_data, to_bytes
@@ -90,9 +95,9 @@ def test_iterable_dataset_ranks_and_workers_yield_as_many_batches(where: Where,
         case = (world, batch, workers)
         ranks = []
         for rank in range(world):
-            ds = IterableDataset.from_prefix(where.url("d/"), transform=to_bytes, seed=5,
-                                             rank=rank, world_size=world, batch_size=batch,
-                                             drop_last=drop_last, prefetch=4)
+            ds = ObjectIterableDataset.from_prefix(where.url("d/"), transform=to_bytes, seed=5,
+                                                   rank=rank, world_size=world, batch_size=batch,
+                                                   drop_last=drop_last, prefetch=4)
             objects = ds.objects
             loader = torch.utils.data.DataLoader(
                 ds, batch_size=batch, collate_fn=list, num_workers=workers,
@@ -119,8 +124,8 @@ def test_padding_repeats_objects_in_a_composed_download(where: Where) -> None:
     data = seed_data(where, 5)
     ranks = []
     for rank in range(4):
-        ds = IterableDataset.from_prefix(where.url("d/"), transform=to_bytes, seed=2,
-                                         rank=rank, world_size=4, **where.kwargs)
+        ds = ObjectIterableDataset.from_prefix(where.url("d/"), transform=to_bytes, seed=2,
+                                               rank=rank, world_size=4, settings=where.settings())
         ranks.append(list(ds))
         objects = ds.objects
     order = [data[where.rel(objects[i].name)] for i in epoch_order(5, 2, 0, True)]
@@ -167,14 +172,14 @@ def _gloo_rank(rank: int, world: int, init: str, root: str, out: str) -> None:
             return [promised, done]
 
         root_ = f"{root}/d/"
-        iterable = IterableDataset.from_prefix(root_, transform=to_bytes, batch_size=4)
+        iterable = ObjectIterableDataset.from_prefix(root_, transform=to_bytes, batch_size=4)
         report = [steps(torch.utils.data.DataLoader(iterable, batch_size=4, collate_fn=list))]
-        dropping = IterableDataset.from_prefix(root_, transform=to_bytes, batch_size=4,
-                                               drop_last=True)
+        dropping = ObjectIterableDataset.from_prefix(root_, transform=to_bytes, batch_size=4,
+                                                     drop_last=True)
         report.append(steps(torch.utils.data.DataLoader(
             dropping, batch_size=4, collate_fn=list, num_workers=2,
             multiprocessing_context="fork")))
-        mapped = MapDataset.from_prefix(root_, transform=to_bytes)
+        mapped = ObjectMapDataset.from_prefix(root_, transform=to_bytes)
         report.append(steps(torch.utils.data.DataLoader(
             mapped, collate_fn=list, batch_sampler=ResumableBatchSampler(mapped, 4))))
         Path(out, f"{rank}.json").write_text(json.dumps(report))

@@ -16,7 +16,7 @@ import torch.utils.data
 
 import aioflux
 from aioflux._engines.writer import UnclosedWriterWarning
-from aioflux.torch import MapDataset
+from aioflux.torch import ObjectMapDataset
 from tests._hang_report import dump_forked_children
 from tests.torch._resume_util import seed_data, to_bytes
 from tests.torch.conftest import Where
@@ -45,7 +45,8 @@ def test_an_epoch_of_fork_workers_beside_the_parents_garbage(where: Where) -> No
             holder: list[object] = [names]
             holder.append(holder)
             del writer, names, holder
-            ds = MapDataset.from_prefix(where.url("d/"), transform=to_bytes, **where.kwargs)
+            ds = ObjectMapDataset.from_prefix(where.url("d/"), transform=to_bytes,
+                                              settings=where.settings())
             loader = torch.utils.data.DataLoader(
                 ds, batch_size=4, num_workers=2, multiprocessing_context="fork",
                 collate_fn=list, worker_init_fn=_collect, timeout=30)

@@ -1,4 +1,4 @@
-"""``MapDataset.from_objects(listing=...)``: every DDP rank holds the same given
+"""``ObjectMapDataset.from_objects(listing=...)``: every DDP rank holds the same given
 objects at the same versions (rank 0's stats, or checked), with a real
 2-process gloo group; without a process group the option just stats.
 
@@ -18,7 +18,7 @@ import pytest
 from aioflux import Conflict, InvalidArgument, NotFound, ObjectInfo
 from aioflux._core.portal import call
 from aioflux.local import LocalStore
-from aioflux.torch import MapDataset
+from aioflux.torch import ObjectMapDataset
 from aioflux.torch.data._rank_listing import Listing, _mismatch, objects_summary, objects_target
 from tests.torch._objects_listing_worker import NAMES
 from tests.torch._two_ranks import Ranks, run_job
@@ -109,12 +109,12 @@ def test_without_a_process_group_the_option_stats_as_the_default(
         (tmp_path / f"{i}").write_bytes(bytes([i]) * (i + 1))
     given = ObjectInfo("given", "x", 7, 1, scheme="file")
     urls: list[str | ObjectInfo] = [str(tmp_path / f"{i}") for i in range(4)]
-    ds = MapDataset.from_objects([*urls[:2], given, *urls[2:]], listing=listing)
+    ds = ObjectMapDataset.from_objects([*urls[:2], given, *urls[2:]], listing=listing)
     assert [o.size for o in ds.objects] == [1, 2, 7, 3, 4]
     assert ds.objects[2] == given  # kept as given, never stat-ed
     assert [ds[i] for i in (0, 1, 3, 4)] == [bytes([i]) * (i + 1) for i in range(4)]
     with pytest.raises(NotFound):
-        MapDataset.from_objects([str(tmp_path / "missing")], listing=listing)
+        ObjectMapDataset.from_objects([str(tmp_path / "missing")], listing=listing)
 
 
 @pytest.mark.usefixtures("no_world")
@@ -122,7 +122,7 @@ def test_without_a_process_group_the_option_stats_as_the_default(
 def test_another_listing_is_refused_before_any_request(tmp_path: Path, bad: object) -> None:
     missing = str(tmp_path / "nothing")  # a request would be NotFound
     with pytest.raises(InvalidArgument, match="listing must be 'each', 'rank0' or 'check'"):
-        MapDataset.from_objects([missing], listing=bad)  # type: ignore[arg-type]
+        ObjectMapDataset.from_objects([missing], listing=bad)  # type: ignore[arg-type]
 
 
 def test_a_stat_mismatch_names_the_operation_and_the_objects_folder() -> None:
@@ -131,10 +131,10 @@ def test_a_stat_mismatch_names_the_operation_and_the_objects_folder() -> None:
     rewritten = objects_summary([*objects[:2], objects[2]._replace(size=9)])
     target = objects_target("gs", [(o.bucket, o.name) for o in objects])
     assert target == "gs://my-bucket/train/"
-    error = _mismatch("MapDataset.from_objects", target, [same, rewritten], "objects",
+    error = _mismatch("ObjectMapDataset.from_objects", target, [same, rewritten], "objects",
                       operation="stat")
     assert (error.operation, error.bucket, error.name) == ("stat", "my-bucket", "train/")
-    assert str(error).startswith("stat gs://my-bucket/train/: MapDataset.from_objects: the "
+    assert str(error).startswith("stat gs://my-bucket/train/: ObjectMapDataset.from_objects: the "
                                  "ranks found different versions or sizes")
 
 

@@ -18,7 +18,7 @@ import pytest
 from aioflux import Conflict, InvalidArgument, NotFound, ObjectInfo
 from aioflux._core.portal import call
 from aioflux.local import LocalStore
-from aioflux.torch import IterableDataset, MapDataset, ShardDataset, ShardMapDataset
+from aioflux.torch import ObjectIterableDataset, ObjectMapDataset, ShardDataset, ShardMapDataset
 from aioflux.torch.data._rank_listing import Listing, _mismatch, objects_summary
 from tests.torch._two_ranks import Ranks, run_job
 from tests.torch.conftest import Where
@@ -152,26 +152,26 @@ def test_without_a_process_group_the_option_lists_as_the_default(
         where.put(f"d/{i}", bytes([i]) * (i + 1))
     for n in range(2):
         where.put(f"s/p-{n}.jsonl", b'"a"\n' * (n + 2))
-    folder, kwargs = where.url("d/"), where.kwargs
-    default = MapDataset.from_prefix(folder, **kwargs)
-    chosen = MapDataset.from_prefix(folder, listing=listing, **kwargs)
+    folder, settings = where.url("d/"), where.settings()
+    default = ObjectMapDataset.from_prefix(folder, settings=settings)
+    chosen = ObjectMapDataset.from_prefix(folder, listing=listing, settings=settings)
     assert list(chosen.objects) == list(default.objects)
     assert [chosen[i] for i in range(6)] == [bytes([i]) * (i + 1) for i in range(6)]
-    stream = IterableDataset.from_prefix(folder, listing=listing, **kwargs)
+    stream = ObjectIterableDataset.from_prefix(folder, listing=listing, settings=settings)
     assert list(stream.objects) == list(default.objects)
     assert sorted(stream) == sorted(chosen[i] for i in range(6))
     shards = ShardDataset.from_prefix(where.url("s/"), format="lines", decode="json",
-                                      cache_indexes=False, listing=listing, **kwargs)
+                                      cache_indexes=False, listing=listing, settings=settings)
     assert shards.counts == [2, 3] and sorted(shards) == ["a"] * 5
     table = ShardMapDataset(where.url("s/p-{0..1}.jsonl"), format="lines", decode="json",
-                            cache_indexes=False, listing=listing, **kwargs)
+                            cache_indexes=False, listing=listing, settings=settings)
     assert table.counts == [2, 3] and table[4] == "a"
 
 
 @pytest.mark.usefixtures("no_world")
 def test_without_a_process_group_a_listing_error_is_raised_as_it_is(tmp_path: Path) -> None:
     with pytest.raises(NotFound, match="no objects in that folder"):
-        MapDataset.from_prefix(str(tmp_path / "nothing"), listing="rank0")
+        ObjectMapDataset.from_prefix(str(tmp_path / "nothing"), listing="rank0")
 
 
 def test_a_world_in_the_environment_without_a_process_group_warns(
@@ -181,7 +181,7 @@ def test_a_world_in_the_environment_without_a_process_group_warns(
     monkeypatch.setenv("WORLD_SIZE", "2")
     (tmp_path / "a").write_bytes(b"x")
     with pytest.warns(RuntimeWarning, match="needs torch.distributed initialized"):
-        ds = MapDataset.from_prefix(str(tmp_path), listing="rank0")
+        ds = ObjectMapDataset.from_prefix(str(tmp_path), listing="rank0")
     assert len(ds) == 1
 
 
@@ -190,8 +190,8 @@ def test_a_world_in_the_environment_without_a_process_group_warns(
 def test_another_listing_is_refused_before_any_request(tmp_path: Path, bad: object) -> None:
     missing = str(tmp_path / "nothing")  # a request would be NotFound
     makers = [
-        lambda: MapDataset.from_prefix(missing, listing=bad),  # type: ignore[arg-type]
-        lambda: IterableDataset.from_prefix(missing, listing=bad),  # type: ignore[arg-type]
+        lambda: ObjectMapDataset.from_prefix(missing, listing=bad),  # type: ignore[arg-type]
+        lambda: ObjectIterableDataset.from_prefix(missing, listing=bad),  # type: ignore[arg-type]
         lambda: ShardDataset.from_prefix(missing, listing=bad),  # type: ignore[arg-type]
         lambda: ShardMapDataset.from_prefix(missing, listing=bad),  # type: ignore[arg-type]
         lambda: ShardDataset(missing + "/x.tar", listing=bad),  # type: ignore[arg-type]
@@ -207,7 +207,7 @@ def test_a_mismatch_groups_the_ranks_and_names_the_folder() -> None:
     same, other = objects_summary(objects), objects_summary(objects[:2])
     rewritten = objects_summary([*objects[:2], objects[2]._replace(generation=7)])
     assert rewritten[0] == same[0] and rewritten != same  # a new version counts too
-    error = _mismatch("MapDataset.from_prefix", "gs://my-bucket/train/",
+    error = _mismatch("ObjectMapDataset.from_prefix", "gs://my-bucket/train/",
                       [same, same, other, same, same, rewritten], "objects")
     assert isinstance(error, Conflict)
     assert (error.operation, error.bucket, error.name) == ("list", "my-bucket", "train/")

@@ -34,13 +34,13 @@ def test_bzip2_and_xz_shards_are_decompressed(where: Where, tmp_path: Path) -> N
         pack = bz2.compress if "b" in name.split(".", 1)[1] else lzma.compress
         where.put(name, pack(data[:half]) + pack(data[half:]))
     ds = ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx", samples_per_read=4,
-                                  **where.kwargs)
+                                  settings=where.settings())
     assert ds.counts == [40, 40, 40, 40]
     got = list(ds)
     assert len(got) == 160
     assert _byte_exact(got) == expected_of(shards)
     table = ShardMapDataset.from_prefix(where.root, index_dir=tmp_path / "idx",
-                                        cache_dir=tmp_path / "cache", **where.kwargs)
+                                        settings=where.settings(cache_dir=tmp_path / "cache"))
     assert _byte_exact([table[i] for i in (0, 79, 159)]) == {
         k: v for k, v in expected_of(shards).items() if k in ("a/00000", "b/00039", "d/00039")}
 
@@ -52,7 +52,7 @@ def test_bzip2_and_xz_lines_are_lines_not_compressed_bytes(where: Where,
     where.put("a.jsonl.bz2", bz2.compress(jsonl(rows[:120])))
     where.put("b.jsonl.xz", lzma.compress(jsonl(rows[120:], crlf=True)))
     ds = ShardDataset.from_prefix(where.root, format="lines", index_dir=tmp_path / "idx",
-                                  shuffle=False, **where.kwargs)
+                                  shuffle=False, settings=where.settings())
     assert ds.counts == [120, 80]
     assert list(ds) == [jsonl([row]).rstrip(b"\n") for row in rows]
 

@@ -47,11 +47,11 @@ def test_from_prefix_reads_a_folder_of_lines_shards_as_lines(
     for n, body in enumerate(data):
         where.put(f"part-{n}{suffix}", pack(body))
     ds = ShardDataset.from_prefix(where.root, shuffle=False, index_dir=tmp_path / "idx",
-                                  **where.kwargs)
+                                  settings=where.settings())
     assert ds.counts == [4, 3]
     assert [json.loads(s) for s in ds] == RECORDS
     table = ShardMapDataset.from_prefix(where.root, decode="json",
-                                        index_dir=tmp_path / "idx", **where.kwargs)
+                                        index_dir=tmp_path / "idx", settings=where.settings())
     assert [table[k] for k in range(len(table))] == RECORDS
 
 
@@ -72,7 +72,7 @@ def test_a_folder_of_two_formats_is_refused(where: Where, tmp_path: Path) -> Non
     where.put("a.tar", tar_shard(make_samples("a/", 2)))
     where.put("b.jsonl", jsonl(RECORDS))
     with pytest.raises(InvalidArgument) as exc:
-        ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx", **where.kwargs)
+        ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx", settings=where.settings())
     assert str(exc.value) == (
         f"ShardDataset: {where.root} holds shards of two formats, tar ({where.url('a.tar')}) "
         f"and lines ({where.url('b.jsonl')}); a dataset reads one: name the shards of one "
@@ -80,7 +80,7 @@ def test_a_folder_of_two_formats_is_refused(where: Where, tmp_path: Path) -> Non
     assert not (tmp_path / "idx").exists() or not any((tmp_path / "idx").iterdir())
     # The format given decides, as --format does for the CLI.
     only = ShardDataset(where.url("b.jsonl"), format="lines", index_dir=tmp_path / "idx",
-                        **where.kwargs)
+                        settings=where.settings())
     assert only.counts == [len(RECORDS)]
 
 

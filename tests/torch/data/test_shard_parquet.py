@@ -24,7 +24,7 @@ from aioflux import (
     ShardFormatError,
 )
 from aioflux._engines.shards import _parquet_read
-from aioflux.torch import ShardDataset, ShardMapDataset
+from aioflux.torch import DatasetSettings, ShardDataset, ShardMapDataset
 from tests.torch.conftest import Where
 
 # Rows per file, in row groups of GROUP (the last one shorter).
@@ -60,8 +60,10 @@ def seed(where: Where, **kw: Any) -> dict[int, dict[str, Any]]:
     return expected
 
 
-def dataset(where: Where, tmp_path: Path, **kw: Any) -> ShardDataset:
-    return ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx", **where.kwargs, **kw)
+def dataset(where: Where, tmp_path: Path, *, settings: DatasetSettings | None = None,
+            **kw: Any) -> ShardDataset:
+    return ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx",
+                                    settings=settings or where.settings(), **kw)
 
 
 class Fetched:
@@ -90,7 +92,7 @@ def test_rows_round_trip_on_every_store(where: Where, tmp_path: Path) -> None:
     assert {row["id"]: row for row in got} == expected  # every row once, lists as lists
     assert isinstance(got[0]["tokens"], list)
     mapped = ShardMapDataset(f"{where.root}/part-{{0..2}}.parquet", index_dir=tmp_path / "idx",
-                             **where.kwargs)
+                             settings=where.settings())
     assert len(mapped) == sum(ROWS)
     assert mapped[0] == expected[0] and mapped[-1] == expected[2059]
     assert mapped.__getitems__([61, 17, 59]) == [expected[1001], expected[17], expected[59]]
@@ -422,12 +424,14 @@ def test_the_disk_cache_serves_later_epochs(where: Where, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     expected = seed(where)
     fetched = Fetched(monkeypatch)
-    ds = dataset(where, tmp_path, columns=["id", "tokens"], cache_dir=tmp_path / "cache")
+    ds = dataset(where, tmp_path, columns=["id", "tokens"],
+                 settings=where.settings(cache_dir=tmp_path / "cache"))
     first = [r["id"] for r in ds]
     reads = len(fetched.reads)
     assert sorted(first) == sorted(expected) and reads > len(ROWS)
     ds.set_epoch(1)
-    again = dataset(where, tmp_path, columns=["id", "tokens"], cache_dir=tmp_path / "cache")
+    again = dataset(where, tmp_path, columns=["id", "tokens"],
+                    settings=where.settings(cache_dir=tmp_path / "cache"))
     again.set_epoch(1)
     assert sorted(r["id"] for r in again) == sorted(expected)
     assert len(fetched.reads) == reads  # every chunk from the cache, every footer from the node's

@@ -80,7 +80,7 @@ def rewrite(where: Where, name: str, data: bytes) -> None:
 
 def dataset(where: Where, tmp_path: Path) -> ShardDataset:
     return ShardDataset.from_prefix(where.root, shuffle=False, index_dir=tmp_path / "idx",
-                                    **where.kwargs)
+                                    settings=where.settings())
 
 
 def keys_and_bytes(ds: ShardDataset) -> list[tuple[str, bytes]]:
@@ -106,7 +106,8 @@ def test_a_shard_repacked_to_its_size_is_indexed_again_not_cut_by_its_sidecar(
     assert keys_and_bytes(dataset(face, tmp_path)) == expected([3, 2, 1, 0])
     assert streamed == ["a-0.tar"]
     # Indexed once: the map-style dataset takes the cache.
-    table = ShardMapDataset.from_prefix(face.root, index_dir=tmp_path / "idx", **face.kwargs)
+    table = ShardMapDataset.from_prefix(face.root, index_dir=tmp_path / "idx",
+                                        settings=face.settings())
     assert [table[i]["__key__"] for i in range(4)] == REVERSED
     assert streamed == ["a-0.tar"]
 

@@ -108,7 +108,7 @@ def test_tar_round_trip_on_every_store(backend: Where) -> None:
                                                        for s in ("", INDEX_SUFFIX))])
     for url in w.shards:
         sidecar_matches_streaming(backend.store, url, "tar")
-    ds = ShardDataset(w.shards, **SHARD_SETTINGS, **backend.kwargs)
+    ds = ShardDataset(w.shards, **SHARD_SETTINGS, settings=backend.settings())
     assert ds.counts == [10, 10, 3]
     got = list(ds)
     expected = [as_read(s, w.shards[i // 10]) for i, s in enumerate(samples)]
@@ -182,7 +182,7 @@ def test_lines_round_trip_on_every_store(backend: Where) -> None:
     for url in w.shards:
         sidecar_matches_streaming(backend.store, url, "lines")
     ds = ShardDataset(w.shards, format="lines", decode="json", **SHARD_SETTINGS,
-                      **backend.kwargs)
+                      settings=backend.settings())
     assert list(ds) == [{"i": i} for i in range(12)]
 
 

@@ -25,7 +25,7 @@ from aioflux import (
 )
 from aioflux._engines.shards import _build
 from aioflux.testing import FaultProxy
-from aioflux.torch import ShardDataset
+from aioflux.torch import DatasetSettings, ShardDataset
 from aioflux.torch.data._order import pass_samples
 from tests.conftest import FAST_RETRY, unique_bucket
 from tests.torch._forkserver import forkserver
@@ -51,8 +51,10 @@ def keys_of(samples: list[dict[str, Any]]) -> list[str]:
     return [s["__key__"] for s in samples]
 
 
-def dataset(where: Where, tmp_path: Path, **kw: Any) -> ShardDataset:
-    return ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx", **where.kwargs, **kw)
+def dataset(where: Where, tmp_path: Path, *, settings: DatasetSettings | None = None,
+            **kw: Any) -> ShardDataset:
+    return ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx",
+                                    settings=settings or where.settings(), **kw)
 
 
 def test_tar_shards_every_sample_once_grouped_and_byte_exact(where: Where,
@@ -84,13 +86,13 @@ def test_jsonl_shards_plain_gzip_and_zstd(where: Where, tmp_path: Path) -> None:
     where.put("c.jsonl.zst", zst(jsonl(rows[220:])))
     ds = ShardDataset.from_prefix(where.root, format="lines", decode="json",
                                   index_dir=tmp_path / "idx", shuffle_window=64,
-                                  samples_per_read=16, **where.kwargs)
+                                  samples_per_read=16, settings=where.settings())
     assert ds.counts == [100, 120, 80]
     got = list(ds)
     assert sorted(r["id"] for r in got) == list(range(300))
     assert all(r == rows[r["id"]] for r in got)
     raw = ShardDataset.from_prefix(where.root, format="lines", shuffle=False,
-                                   index_dir=tmp_path / "idx", **where.kwargs)
+                                   index_dir=tmp_path / "idx", settings=where.settings())
     lines = list(raw)
     assert lines[0] == b'{"id": 0, "text": ""}'
 
@@ -108,7 +110,8 @@ def test_decoders_pickle_for_spawned_workers(tmp_path: Path) -> None:
     where.put("a.jsonl.gz", gz(jsonl(rows[:25])))
     where.put("b.jsonl", jsonl(rows[25:]))
     ds = ShardDataset.from_prefix(where.root, format="lines", decode="json", batch_size=4,
-                                  index_dir=tmp_path / "idx", cache_dir=tmp_path / "cache")
+                                  index_dir=tmp_path / "idx",
+                                  settings=DatasetSettings(cache_dir=tmp_path / "cache"))
     loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=2,
                                          multiprocessing_context="spawn", collate_fn=list)
     assert sorted(r["id"] for batch in loader for r in batch) == list(range(40))
@@ -380,8 +383,10 @@ def test_cuts_mid_shard_lose_nothing_on_fake_gcs_server(fake_gcs: Any, tmp_path:
             client.write(bucket, name, tar_shard(samples))
     expected = expected_of(shards)
     with FaultProxy(fake_gcs.endpoint, p_cut_response=0.05, seed=3) as proxy:
-        ds = ShardDataset.from_prefix(f"gs://{bucket}/d/", endpoint=proxy.endpoint,
-                                      config=config, index_dir=tmp_path / "idx",
+        ds = ShardDataset.from_prefix(f"gs://{bucket}/d/",
+                                      settings=DatasetSettings(endpoint=proxy.endpoint,
+                                                               config=config),
+                                      index_dir=tmp_path / "idx",
                                       samples_per_read=5)
         for _ in range(2):
             got = list(ds)
@@ -532,8 +537,8 @@ def test_gloo_ranks_step_together_over_uneven_shards(tmp_path: Path, world: int)
 def test_the_disk_cache_serves_later_epochs_and_other_workers(where: Where,
                                                              tmp_path: Path) -> None:
     expected = seed_tars(where)
-    ds = dataset(where, tmp_path, samples_per_read=3, cache_dir=tmp_path / "cache",
-                 cache_limit=1 << 30)
+    ds = dataset(where, tmp_path, samples_per_read=3,
+                 settings=where.settings(cache_dir=tmp_path / "cache", cache_limit=1 << 30))
     cache = ds._shards.disk_cache
     assert cache is not None
     first = list(ds)
@@ -546,7 +551,8 @@ def test_the_disk_cache_serves_later_epochs_and_other_workers(where: Where,
                    == expected[s["__key__"]] for s in got)
     assert cache.stats.misses == filled
     # A second dataset on the same cache (another worker or rank) reads no shard.
-    other = dataset(where, tmp_path, samples_per_read=3, cache_dir=tmp_path / "cache", seed=4)
+    other = dataset(where, tmp_path, samples_per_read=3,
+                    settings=where.settings(cache_dir=tmp_path / "cache"), seed=4)
     assert sorted(keys_of(list(other))) == sorted(expected)
     assert other._shards.disk_cache is not None and other._shards.disk_cache.stats.misses == 0
 
@@ -557,9 +563,10 @@ def test_hedged_reads_answer_for_a_held_back_shard_read(emulator: Any, bucket: s
 
     samples = make_samples("h", 60, size=2000)
     emulator.store.put(bucket, "d/a.tar", tar_shard(samples))
-    ds = ShardDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                                  index_dir=tmp_path / "idx", samples_per_read=1,
-                                  hedge_after=0.05, reads_in_flight=4)
+    ds = ShardDataset.from_prefix(f"gs://{bucket}/d/",
+                                  settings=DatasetSettings(endpoint=emulator.endpoint,
+                                                           hedge_after=0.05),
+                                  index_dir=tmp_path / "idx", samples_per_read=1, reads_in_flight=4)
     before = emulator.stats["get_media"]
     # The budget allows a duplicate per 20 reads: the later held-back reads get
     # one. A held read waits 8x hedge_after (the reads past the budget wait it
@@ -581,7 +588,8 @@ def test_the_map_style_sibling_reads_any_sample_by_number(where: Where, tmp_path
 
     expected = seed_tars(where)
     keys = list(expected)  # shard-list order numbering
-    ds = ShardMapDataset.from_prefix(where.root, index_dir=tmp_path / "idx", **where.kwargs)
+    ds = ShardMapDataset.from_prefix(where.root, index_dir=tmp_path / "idx",
+                                     settings=where.settings())
     assert len(ds) == 24 and ds.counts == list(SIZES.values())
     assert ds[0]["__key__"] == keys[0] and ds[-1]["__key__"] == keys[-1]
     assert [s["__key__"] for s in ds.__getitems__([5, 6, 7, 23, 0])] == \
@@ -613,7 +621,7 @@ def test_a_shard_that_packs_hundreds_to_one_is_read_in_bounded_memory(
     try:
         ds = ShardDataset.from_prefix(where.root, format="lines", index_dir=tmp_path / "idx",
                                       samples_per_read=256, prefetch_bytes=4 << 20,
-                                      **where.kwargs)
+                                      settings=where.settings())
         seen = 0
         for sample in ds:
             assert sample == line[:-1]
@@ -633,5 +641,6 @@ def test_gzip_tar_shards_by_either_suffix(where: Where, tmp_path: Path) -> None:
     shards = {"a.tgz": make_samples("a/", 5), "b.tar.gz": make_samples("b/", 4)}
     for name, samples in shards.items():
         where.put(name, gz(tar_shard(samples)))
-    got = list(dataset(where, tmp_path, format="tar", cache_dir=tmp_path / "cache"))
+    got = list(dataset(where, tmp_path, format="tar",
+                       settings=where.settings(cache_dir=tmp_path / "cache")))
     assert sorted(keys_of(got)) == sorted(expected_of(shards))

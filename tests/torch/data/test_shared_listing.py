@@ -1,4 +1,4 @@
-"""A MapDataset's listing, shared by its DataLoader workers (fork and spawn)
+"""An ObjectMapDataset's listing, shared by its DataLoader workers (fork and spawn)
 instead of copied to each, and a pickled dataset that does not grow with
 its objects."""
 
@@ -17,7 +17,7 @@ import torch.utils.data
 from aioflux._core import shared_columns
 from aioflux._core.index import ObjectIndex
 from aioflux._core.types import ObjectInfo
-from aioflux.torch import MapDataset
+from aioflux.torch import ObjectMapDataset
 from tests.torch._forkserver import forkserver
 
 
@@ -46,7 +46,7 @@ def test_workers_read_through_the_shared_listing(tmp_path: Path,
     data = {f"{i:03d}": os.urandom(50 + i) for i in range(30)}
     for name, body in data.items():
         (tmp_path / name).write_bytes(body)
-    ds = MapDataset.from_prefix(f"file://{tmp_path}", transform=to_bytes)
+    ds = ObjectMapDataset.from_prefix(f"file://{tmp_path}", transform=to_bytes)
     assert isinstance(ds.objects, ObjectIndex) and ds.objects.shared
     loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=list,
                                          multiprocessing_context=(
@@ -77,7 +77,7 @@ def test_a_pickled_dataset_does_not_grow_with_its_objects() -> None:
         objects = [ObjectInfo("b", f"train/{i:09d}.jpg", 1000 + i, 1_700_000_000 + i)
                    for i in range(count)]
         index = ObjectIndex(objects)
-        ds: MapDataset[bytes] = MapDataset(index)
+        ds: ObjectMapDataset[bytes] = ObjectMapDataset(index)
         assert ds.objects is index and index.nbytes() > shared_columns.SHARE_MIN
         sizes[count] = pickled_for_spawn(ds)
     # The same few hundred bytes, but for the digits of a count or a length.
@@ -103,7 +103,7 @@ def test_a_listing_goes_into_columns_a_page_at_a_time(tmp_path: Path) -> None:
     tracemalloc.start()
     try:
         growing.reset_mapped()
-        ds = MapDataset.from_prefix(f"file://{tmp_path}")
+        ds = ObjectMapDataset.from_prefix(f"file://{tmp_path}")
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

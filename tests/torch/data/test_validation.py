@@ -132,6 +132,15 @@ def _torch(name: str) -> Any:
     return getattr(aioflux.torch, name)
 
 
+def _settings(**fields: Any) -> Any:
+    return _torch("DatasetSettings")(**fields)
+
+
+def _map_with(**fields: Any) -> Callable[[], Any]:
+    """An empty ObjectMapDataset built with these settings."""
+    return lambda: _torch("ObjectMapDataset")([], settings=_settings(**fields))
+
+
 STATE = {"w": 1}
 # (label, call, error class, text the message must contain)
 CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
@@ -172,40 +181,41 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
      "overwrite"),
     ("save_async step float", _save("save_async", STATE, 1.5), InvalidArgument, "step"),
     ("load step str", _save("load", "3"), InvalidArgument, "step"),
-    ("MapDataset URLs", lambda: _torch("MapDataset")([f"gs://{B}/o"]), InvalidArgument,
-     "objects"),
-    ("MapDataset str", lambda: _torch("MapDataset")(f"gs://{B}/o"), InvalidArgument, "objects"),
-    ("MapDataset transform", lambda: _torch("MapDataset")([], transform=5), InvalidArgument,
-     "transform"),
-    ("MapDataset config", lambda: _torch("MapDataset")([], config="x"), InvalidArgument,
-     "config"),
-    ("MapDataset credentials", lambda: _torch("MapDataset")([], credentials=123),
-     InvalidArgument, "credentials"),
-    ("MapDataset endpoint", lambda: _torch("MapDataset")([], endpoint="nope"), InvalidURL,
-     "endpoint"),
-    ("MapDataset disable_compose", lambda: _torch("MapDataset")([], disable_compose="yes"),
-     InvalidArgument, "disable_compose"),
-    ("MapDataset download_retry", lambda: _torch("MapDataset")([], download_retry=3),
-     InvalidArgument, "download_retry"),
+    ("ObjectMapDataset URLs", lambda: _torch("ObjectMapDataset")([f"gs://{B}/o"]),
+     InvalidArgument, "objects"),
+    ("ObjectMapDataset str", lambda: _torch("ObjectMapDataset")(f"gs://{B}/o"),
+     InvalidArgument, "objects"),
+    ("ObjectMapDataset transform", lambda: _torch("ObjectMapDataset")([], transform=5),
+     InvalidArgument, "transform"),
+    ("ObjectMapDataset config", _map_with(config="x"), InvalidArgument, "config"),
+    ("ObjectMapDataset credentials", _map_with(credentials=123), InvalidArgument,
+     "credentials"),
+    ("ObjectMapDataset endpoint", _map_with(endpoint="nope"), InvalidURL, "endpoint"),
+    ("ObjectMapDataset download_retry", _map_with(download_retry=3), InvalidArgument,
+     "download_retry"),
     ("from_prefix list_concurrency",
-     lambda: _torch("MapDataset").from_prefix(f"gs://{B}/p", endpoint=CLOSED,
-                                              list_concurrency=0),
+     lambda: _torch("ObjectMapDataset").from_prefix(f"gs://{B}/p", list_concurrency=0,
+                                                    settings=_settings(endpoint=CLOSED)),
      InvalidArgument, "list_concurrency"),
-    ("from_prefix url", lambda: _torch("MapDataset").from_prefix("ftp://b/p", endpoint=CLOSED),
+    ("from_prefix url",
+     lambda: _torch("ObjectMapDataset").from_prefix("ftp://b/p",
+                                                    settings=_settings(endpoint=CLOSED)),
      InvalidURL, "scheme"),
     ("from_objects surrogate",
-     lambda: _torch("MapDataset").from_objects([f"gs://{B}/\ud800"], endpoint=CLOSED),
+     lambda: _torch("ObjectMapDataset").from_objects([f"gs://{B}/\ud800"],
+                                                     settings=_settings(endpoint=CLOSED)),
      InvalidURL, "name"),
-    ("from_objects int", lambda: _torch("MapDataset").from_objects([5], endpoint=CLOSED),
+    ("from_objects int",
+     lambda: _torch("ObjectMapDataset").from_objects([5], settings=_settings(endpoint=CLOSED)),
      InvalidArgument, "objects"),
-    ("IterableDataset prefetch", lambda: _torch("IterableDataset")([], prefetch=0),
+    ("ObjectIterableDataset prefetch", lambda: _torch("ObjectIterableDataset")([], prefetch=0),
      InvalidArgument, "prefetch"),
-    ("IterableDataset shuffle", lambda: _torch("IterableDataset")([], shuffle="yes"),
-     InvalidArgument, "shuffle"),
-    ("IterableDataset rank", lambda: _torch("IterableDataset")([], rank="0"), InvalidArgument,
-     "rank"),
-    ("IterableDataset rank range",
-     lambda: _torch("IterableDataset")([], rank=2, world_size=2), InvalidArgument, "rank"),
+    ("ObjectIterableDataset shuffle",
+     lambda: _torch("ObjectIterableDataset")([], shuffle="yes"), InvalidArgument, "shuffle"),
+    ("ObjectIterableDataset rank", lambda: _torch("ObjectIterableDataset")([], rank="0"),
+     InvalidArgument, "rank"),
+    ("ObjectIterableDataset rank range",
+     lambda: _torch("ObjectIterableDataset")([], rank=2, world_size=2), InvalidArgument, "rank"),
     ("open mode", lambda: aioflux.open(f"gs://{B}/o", "a"), InvalidArgument, "mode"),
     ("open binary encoding", lambda: aioflux.open(f"gs://{B}/o", "wb", encoding="utf-8"),
      InvalidArgument, "encoding"),

@@ -1,4 +1,4 @@
-"""An IterableDataset worker's memory does not grow with its share: it reads
+"""An ObjectIterableDataset worker's memory does not grow with its share: it reads
 the positions of the epoch order a block at a time (issue 49)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import tracemalloc
 from pathlib import Path
 
 from aioflux._core.index import ObjectIndex
-from aioflux.torch import IterableDataset, MapDataset
+from aioflux.torch import ObjectIterableDataset, ObjectMapDataset
 
 
 def test_a_worker_s_first_sample_costs_no_memory_a_sample_of_its_share(tmp_path: Path) -> None:
@@ -19,12 +19,12 @@ def test_a_worker_s_first_sample_costs_no_memory_a_sample_of_its_share(tmp_path:
     # 4.8 MB here, 24 GB for a worker's 1e9.
     for i in range(64):
         (tmp_path / f"a{i:02d}").write_bytes(b"x" * 10)
-    real = list(MapDataset.from_prefix(f"file://{tmp_path}").objects)
+    real = list(ObjectMapDataset.from_prefix(f"file://{tmp_path}").objects)
     template = real[-1]
     fake = (template.replace(name=template.name[:-3] + f"b{i:07d}") for i in range(200_000))
     index = ObjectIndex([*real, *fake])
-    ds: IterableDataset[bytes] = IterableDataset(index, batch_size=1, shuffle=False,
-                                                 prefetch=4)
+    ds: ObjectIterableDataset[bytes] = ObjectIterableDataset(index, batch_size=1, shuffle=False,
+                                                             prefetch=4)
     assert len(ds) == 200_064
     gc.collect()
     tracemalloc.start()
