@@ -116,15 +116,18 @@ class FileWriter(io.RawIOBase):
     Args:
         bucket: the first directory of the path.
         name: the rest of the path.
+        sync_directory: fsync the directory once the file is renamed into
+            it (False: a later write there does, see ``publish_checked``).
 
     Raises:
         StorageError: the temporary file could not be made.
     """
 
-    def __init__(self, bucket: str, name: str) -> None:
+    def __init__(self, bucket: str, name: str, *, sync_directory: bool = True) -> None:
         super().__init__()
         self.bucket = bucket
         self.name = name
+        self._sync_directory = sync_directory
         self.url = format_url("file", bucket, name)
         #: The published file's metadata, once closed.
         self.info: ObjectInfo | None = None
@@ -257,7 +260,7 @@ class FileWriter(io.RawIOBase):
         try:
             self._flush_gathered()
             self.info = _writes.publish_checked(self._fd, self._temp, self.bucket, self.name,
-                                                self._crc)
+                                                self._crc, sync_directory=self._sync_directory)
         except OSError as exc:
             self.abort()
             raise mapped(exc, "write", self.bucket, self.name) from exc

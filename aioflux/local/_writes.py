@@ -210,10 +210,12 @@ def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
 
 def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: int,
              if_generation_match: int | None, op: str = "write", *,
-             read_back: bool = True) -> ObjectInfo:
+             read_back: bool = True, sync_directory: bool = True) -> ObjectInfo:
     """Check the temporary file, fsync it, and move it into place
     (``read_back=False``: its bytes were read back and checked as they
-    were written, see ``_file_writer``; its size is checked here)."""
+    were written, see ``_file_writer``; its size is checked here;
+    ``sync_directory=False``: the new name is made durable by a later
+    write's fsync of the same directory, see :func:`publish_checked`)."""
     where = describe(op, bucket, name, "file")
     check = Crc32c()
     if not read_back:
@@ -254,6 +256,8 @@ def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: 
                 _check_generation(op, bucket, name, path, if_generation_match)
             st = _distinct_generation(fd, path, st, expected)
             os.replace(temp, path)
+    if not sync_directory:
+        return object_info(bucket, name, st, expected)
     try:
         _fsync_directory(path.rpartition("/")[0])
     except OSError as exc:
@@ -431,12 +435,21 @@ def finish_temp(temp: str, bucket: str, name: str, tail: memoryview | None, offs
         unlink_quietly(temp)
 
 
-def publish_checked(fd: int, temp: str, bucket: str, name: str,
-                    written: Crc32c) -> ObjectInfo:
+def publish_checked(fd: int, temp: str, bucket: str, name: str, written: Crc32c, *,
+                    sync_directory: bool = True) -> ObjectInfo:
     """Publish a temporary file whose every byte was read back and checked
-    against ``written`` as it was written: its size checked, fsync, rename."""
+    against ``written`` as it was written: its size checked, fsync, rename,
+    and (``sync_directory``) an fsync of its directory.
+
+    Without that last fsync the file is still all or nothing (its bytes
+    are durable before the rename), but a power loss may take back its
+    name until a later write's fsync of the same directory, whose entries
+    it makes durable up to then: the files of one commit, a DCP
+    checkpoint's, sync their directory once, with the file that commits
+    them (its metadata, written last).
+    """
     return _publish(fd, temp, bucket, name, written.length, written.value, None,
-                    read_back=False)
+                    read_back=False, sync_directory=sync_directory)
 
 
 def copy_file(bucket: str, name: str, dest_bucket: str, dest_name: str) -> ObjectInfo:

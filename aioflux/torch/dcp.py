@@ -32,12 +32,14 @@ import collections
 import io
 import itertools
 import os
+import pickle
 from collections.abc import Generator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any
 
 from torch.distributed.checkpoint.filesystem import (
+    CURRENT_DCP_VERSION,
     FileSystemBase,
     FileSystemReader,
     FileSystemWriter,
@@ -428,8 +430,16 @@ class DcpWriter(FileSystemWriter):
         return super().prepare_global_plan(plans)
 
     def _forget_metadata(self, filename: str) -> None:
-        for name in (filename, filename + ITEM_CRCS):  # none there is fine
-            self.fs.rm_file(self.fs.concat_path(self.path, name))
+        fs: GcsFileSystem = self.fs  # type: ignore[assignment]
+        store, (bucket, name) = fs.locate(fs.concat_path(self.path, filename))
+
+        async def forget() -> None:
+            # The metadata first: gone, it leaves no checkpoint to vouch
+            # for, whatever happens to its items' crc32c. None there is fine.
+            for each in (name, name + ITEM_CRCS):
+                await store.delete(bucket, each, missing_ok=True)
+
+        get_portal().call(forget())  # one hop to the loop, not one a file
 
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> TorchFuture[list[WriteResult]]:
         """DCP's ``write_data``, each result carrying its item's crc32c.
@@ -481,13 +491,22 @@ class DcpWriter(FileSystemWriter):
             StorageError: a metadata object could not be written.
         """
         crcs, plain = split_item_crcs(results)
-        name = metadata_name(*_rank_of(self)) + ITEM_CRCS
-        # The save_id super().finish() puts in the metadata's storage_meta
-        # (a new one per save: DCP resets the writer before each).
+        name = metadata_name(*_rank_of(self))
+        # The save_id of the metadata's storage_meta (a new one per save:
+        # DCP resets the writer before each).
         save_id = getattr(self, "save_id", None)
-        with self.fs.create_stream(self.fs.concat_path(self.path, name), "wb") as out:
+        with self.fs.create_stream(self.fs.concat_path(self.path, name + ITEM_CRCS),
+                                   "wb") as out:
             out.write(encode_item_crcs(save_id, crcs))
-        super().finish(metadata, plain)
+        # What FileSystemWriter.finish puts in the metadata. It writes it
+        # under a temporary name and renames it (a copy and a delete here);
+        # every object written here is published only once complete, so
+        # the metadata goes straight to its own name.
+        metadata.version = CURRENT_DCP_VERSION
+        metadata.storage_data = {r.index: r.storage_data for ranks in plain for r in ranks}
+        metadata.storage_meta = self.storage_meta()
+        with self.fs.create_stream(self.fs.concat_path(self.path, name), "wb") as out:
+            pickle.dump(metadata, out)
 
 
 class DcpReader(FileSystemReader):

@@ -7,15 +7,23 @@ between the positions DCP asks for (``tell()``, at each item's start and
 end) are kept as :class:`Segments`, from the writer's running crc32c: the
 crc32c of the bytes since the last mark is the running value now, less
 the running value then shifted over them. No byte is checksummed twice.
+
+A checkpoint's data files and its items' crc32c are renamed into place
+without an fsync of their directory: its metadata, written last into the
+same directory, syncs it once for all of them (``publish_checked``).
+Every other file syncs its directory as it is published.
 """
 
 from __future__ import annotations
 
 from ..._core.crc import crc32c_combine
 from ...local._file_writer import FileWriter
-from ._dcp_crc import Segments
+from ._dcp_crc import ITEM_CRCS, Segments
 
 __all__ = ["RecordingFileWriter"]
+
+# Names of the files a checkpoint's metadata commits (see above).
+_COMMITTED_BY_METADATA = (".distcp", ITEM_CRCS)
 
 
 class RecordingFileWriter(FileWriter):
@@ -27,7 +35,8 @@ class RecordingFileWriter(FileWriter):
     """
 
     def __init__(self, bucket: str, name: str) -> None:
-        super().__init__(bucket, name)
+        super().__init__(bucket, name,
+                         sync_directory=not name.endswith(_COMMITTED_BY_METADATA))
         self.segments = Segments()
         self._marked = (0, 0)  # (position, running crc32c there)
 

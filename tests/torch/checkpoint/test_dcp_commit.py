@@ -1,0 +1,69 @@
+"""A DCP save to files commits once: data files and the items' crc32c are
+renamed into place, the metadata last, and the checkpoint's directory is
+fsynced once, after the metadata's rename (it makes every name durable).
+A re-save removes the old metadata before any new file takes its name."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+
+from aioflux.local import _writes
+from aioflux.torch.dcp import DcpReader, DcpWriter
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Record renames, unlinks (by file name) and directory fsyncs (by path)."""
+    events: list[tuple[str, str]] = []
+    replace, unlink, sync = os.replace, os.unlink, _writes._fsync_directory
+
+    def renamed(src: str, dst: str) -> None:
+        replace(src, dst)
+        events.append(("rename", os.path.basename(dst)))
+
+    def unlinked(path: str) -> None:
+        unlink(path)
+        events.append(("unlink", os.path.basename(path)))
+
+    def synced(directory: str) -> None:
+        sync(directory)
+        events.append(("sync", directory))
+
+    monkeypatch.setattr(os, "replace", renamed)
+    monkeypatch.setattr(os, "unlink", unlinked)
+    monkeypatch.setattr(_writes, "_fsync_directory", synced)
+    return events
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_file_save_syncs_its_directory_once_after_the_metadata(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = str(tmp_path / "ckpt")
+    os.mkdir(root)
+    events = _spy(monkeypatch)
+    first = {"a": torch.randn(1000), "b": torch.randn(1000), "step": 1}
+    dcp.save(first, storage_writer=DcpWriter(root, thread_count=2))
+    renamed = [name for kind, name in events if kind == "rename"]
+    # No temporary metadata renamed (or copied) over: written once, last.
+    assert sorted(renamed) == [".metadata", ".metadata.crc32c", "__0_0.distcp", "__0_1.distcp"]
+    assert renamed[-1] == ".metadata"
+    syncs = [i for i, (kind, name) in enumerate(events) if kind == "sync" and name == root]
+    assert syncs == [len(events) - 1]
+
+    events.clear()
+    second = {"a": torch.randn(1000), "b": torch.randn(1000), "step": 2}
+    dcp.save(second, storage_writer=DcpWriter(root, thread_count=2))
+    order = [(kind, name) for kind, name in events if kind != "sync"]
+    assert order.index(("unlink", ".metadata")) < order.index(("rename", "__0_0.distcp"))
+    assert order.index(("unlink", ".metadata")) < order.index(("rename", "__0_1.distcp"))
+    assert [e for e in events if e[0] == "sync" and e[1] == root] == [events[-1]]
+    assert events[-2] == ("rename", ".metadata")
+
+    got = {"a": torch.empty(1000), "b": torch.empty(1000), "step": 0}
+    dcp.load(got, storage_reader=DcpReader(root))
+    assert torch.equal(got["a"], second["a"]) and torch.equal(got["b"], second["b"])
+    assert got["step"] == 2
