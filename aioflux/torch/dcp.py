@@ -7,10 +7,11 @@ streaming writer and ranged reads into DCP's file-system layout, so
 ``checkpoint_id="gs://bucket/run/step-100"`` (or ``file:///mnt/nfs/run``,
 or a path: each path's scheme picks its store). Each data file is a
 streaming upload, published only when complete; the ``.metadata`` file is
-written last, and a save into an existing checkpoint deletes the old one
-first, so an interrupted re-save leaves no checkpoint rather than a mix of
-two (DCP writes a temporary name and renames it: on a store with
-compose a single-source compose plus a delete, else a copy plus a delete).
+written last, straight to its name (not DCP's temporary name and rename:
+a copy and a delete on a store), and a save into an existing checkpoint
+deletes the old one first, so an interrupted re-save leaves no checkpoint
+rather than a mix of two. On files, the metadata's publish fsyncs the
+directory once for every file of the save (``_dcp_file``).
 Reads fetch exactly each plan item's
 byte range, several items ahead within a byte budget, instead of streaming
 whole files, each at the version of its file the load's one stat of it
