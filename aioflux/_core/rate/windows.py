@@ -179,6 +179,15 @@ def _close(state: RateState, now: float, span: float, calibrating: bool, doublin
         checking = state.judging == JUDGING_CHECK_FIND
         throttled = refused >= MIN_CUT_THROTTLES and refused > (
             (PROBE_FOUND_SHARE if checking else 2 * CUT_SHARE) + noise(state, now)) * (ok + refused)
+        if checking and throttled and not busy:
+            # Sent in clumps (a loaded machine's processes), the check was
+            # served what the node sent, no measure of the cap, and its
+            # throttles say the find is high: a little lower, checked again.
+            refill(state, now, doubling, ceiling)
+            state.rate = max(MIN_RATE, STEADY_CUT_TO * state.rate)
+            state.tokens = 0.0
+            state.decreased_at = now
+            return False
         if ok >= MIN_WINDOW_SUCCESSES and throttled and _calibrate(
                 state, now, served, doubling, ceiling, 1.0 if checking else AT_CAP_SERVED_SHARE):
             state.judging = 0

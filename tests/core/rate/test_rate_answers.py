@@ -233,6 +233,30 @@ def test_a_probe_past_the_cap_that_could_not_send_its_rate_finds_the_cap() -> No
     assert state.rate >= RECOVER_SHARE * 20 / (end - 1.0) * 0.95, state
 
 
+def test_a_check_sent_in_clumps_steps_down_and_checks_again() -> None:
+    # 16 processes on a loaded machine: the probe found 237/s against a
+    # 200/s cap, and the window that checks it sent in clumps (40 answers
+    # in a quarter second, 6 refused). Calibrated to what it was served,
+    # 136/s (what the node sent, not the cap), the rate stayed there until
+    # it had been quiet for REPROBE_QUIET_SECONDS: the node was served
+    # 0.65-0.75 of the cap in the third second after the first throttle.
+    state = RateState()
+    start(state, 0.0, 16.0, thin=True)
+    state.rate = state.window_rate = 460.0
+    state.served, state.window_at = 111.0, 1.0
+    state.refilled_at = 1.0
+    end = _answers(state, 1.0, 0.1, ok=25, refused=5)
+    assert state.judging == rate.JUDGING_CHECK_FIND, state
+    found = state.rate
+    end = _answers(state, end, 0.25, ok=34, refused=6)
+    assert state.judging == rate.JUDGING_CHECK_FIND, state
+    assert rate.STEADY_CUT_TO * found * 0.99 <= state.rate < found, (found, state)
+    # Sent at the rate this time: what it was served is the cap.
+    _answers(state, end, 0.25, ok=50, refused=4)
+    assert state.judging == 0, state
+    assert 0.9 * 200.0 <= state.rate <= 200.0, state
+
+
 def test_a_rate_a_little_over_a_cap_is_cut() -> None:
     # 3% over the cap: no window holds a tenth of throttles, and the rate
     # sat there for a whole run. The share of late does.
