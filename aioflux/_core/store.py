@@ -16,7 +16,7 @@ the backend's wire calls.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, cast, overload, runtime_checkable
 
@@ -35,6 +35,7 @@ __all__ = [
     "StoreFeatures",
     "BatchDelete",
     "MultipartStore",
+    "PinsRevisions",
     "ReadsHere",
     "ShownEtags",
     "composite_of",
@@ -528,6 +529,25 @@ class ReadsHere(Protocol):
     def _read_small(self, info: ObjectInfo) -> bytes | None:
         """The listed object read whole in this thread, checked as ``read``
         checks it; None where the read could wait: download it instead."""
+        ...
+
+
+@runtime_checkable
+class PinsRevisions(Protocol):
+    """What a store that pins a bucket's named revision to one version for
+    its life offers besides :class:`ObjectStore` (the Hub's: a branch
+    resolved to a commit): the pins it holds, and pins another store of the
+    same dataset made, so that a dataset resolves each revision once and
+    every store that reads it (a DataLoader worker's too) reads that version
+    (``isinstance(store, PinsRevisions)``)."""
+
+    def _pins(self) -> dict[tuple[str, str], str]:
+        """The pins this store holds: ``(store's endpoint, bucket) -> version``."""
+        ...
+
+    def _adopt_pins(self, pins: Mapping[tuple[str, str], str]) -> None:
+        """Read the buckets ``pins`` names at those versions (those of
+        another endpoint, or already pinned here, are left alone)."""
         ...
 
 

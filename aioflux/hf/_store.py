@@ -7,7 +7,9 @@ A bucket is a repo at a revision (``datasets/org/name@rev``: see
   is resolved to its commit once, by the repo API, the first time the
   store needs it; every later request names that commit, so a push while a
   job reads mixes nothing. A store pickled to a DataLoader worker carries
-  the commits it resolved; a revision that is a commit sha costs no request.
+  the commits it resolved, and a dataset hands its listing's commits to
+  the stores that read it (``PinsRevisions``): one resolution a dataset;
+  a revision that is a commit sha costs no request.
 - **Listing** walks the tree API a folder at a time, its pages followed by
   their ``Link`` headers, in name order (``_tree.py``).
 - **stat** is a HEAD of the file's ``resolve`` URL, redirects not followed:
@@ -43,7 +45,7 @@ import hashlib
 import json
 import re
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
 from typing import TypeVar
 from urllib.parse import quote
 
@@ -172,6 +174,18 @@ class HfStore(StoreBase):
         return transport
 
     # -- the commit ----------------------------------------------------------------------
+
+    def _pins(self) -> dict[tuple[str, str], str]:
+        """The commits resolved here, by (endpoint, bucket) (``PinsRevisions``)."""
+        return {(self.endpoint, bucket): sha for bucket, sha in self._commits.items()}
+
+    def _adopt_pins(self, pins: Mapping[tuple[str, str], str]) -> None:
+        """Read at the commits another store of this endpoint resolved
+        (``PinsRevisions``): a commit never changes, so its reads are the
+        same as if this store had resolved the revision then."""
+        for (endpoint, bucket), sha in pins.items():
+            if endpoint == self.endpoint and _COMMIT.match(sha):
+                self._commits.setdefault(bucket, sha)
 
     async def commit(self, bucket: str) -> str:
         """The commit every request of ``bucket`` names: its revision

@@ -52,6 +52,10 @@ def pyarrow_parquet(op: str) -> Any:
         InvalidArgument: pyarrow is not installed.
     """
     try:
+        # pyarrow.compute too: a run's rows are taken from their row group
+        # with it, and its import (60 ms here, several times that on a busy
+        # host) would fall on the first row's path.
+        import pyarrow.compute
         import pyarrow.parquet
     except ImportError:
         raise InvalidArgument(f"{op}: Parquet shards need pyarrow: "

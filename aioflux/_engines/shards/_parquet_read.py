@@ -30,6 +30,7 @@ import dataclasses
 import hashlib
 import os
 import tempfile
+from array import array
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -331,6 +332,15 @@ async def _piece(store: ObjectStore, info: ObjectInfo, start: int, end: int,
     return data
 
 
+def _indices(rows: list[int]) -> Any:
+    """``rows`` as an Arrow int64 array, from its buffer: ``pa.array`` of a
+    list (or of a numpy array) looks for pandas first, and a process's first
+    look imports it (0.8 s of CPU here, on the first row's path and in each
+    DataLoader worker)."""
+    import pyarrow as pa
+    return pa.Array.from_buffers(pa.int64(), len(rows), [None, pa.py_buffer(array("q", rows))])
+
+
 def _retrieved(task: asyncio.Future[Kept]) -> None:
     if not task.cancelled():
         task.exception()  # the run that wanted it is no longer read: not "never retrieved"
@@ -417,7 +427,7 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
             at += t.num_rows
         import pyarrow as pa
         whole = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        return whole.take(pa.array([base[j] + r for j, r in wanted], pa.int64()))
+        return whole.take(_indices([base[j] + r for j, r in wanted]))
 
     async def with_kept() -> AsyncGenerator[tuple[Run, Kept], None]:
         # The footers of the shards of the next ``limit`` runs are asked for

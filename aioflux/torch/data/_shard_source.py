@@ -169,6 +169,9 @@ class ShardSource:
                                     credentials=settings.credentials,
                                     list_retry=None, download_retry=None,
                                     download_options=DownloadOptions())
+        if isinstance(shards, Listed):
+            # Before this process's store is built: it reads what was listed.
+            self.source.pins.update(shards.pins)
         # Without a kept cache, the indexes streamed here still go to a
         # directory of this dataset's (removed with it): a shard's
         # per-sample index is dropped once counted and loaded again when the
@@ -474,10 +477,14 @@ class Listed(Sequence[ObjectInfo]):
         shards: the shards.
         manifests: the manifests' names.
         where: the folder listed, for messages.
+        pins: the revisions the listing read (``DatasetSource.pins``): the
+            dataset reads them too.
     """
 
-    def __init__(self, shards: ObjectIndex, manifests: frozenset[str], where: str = "") -> None:
+    def __init__(self, shards: ObjectIndex, manifests: frozenset[str], where: str = "",
+                 pins: Mapping[tuple[str, str], str] | None = None) -> None:
         self.shards, self.manifests, self.where = shards, manifests, where
+        self.pins = dict(pins or {})
 
     def __len__(self) -> int:
         return len(self.shards)
@@ -523,7 +530,7 @@ def list_shards(op: str, url: str, concurrency: int, settings: DatasetSettings,
         shards = ObjectIndex(shards_of(source.list_prefix(url, concurrency)))
         if not shards:
             raise InvalidArgument(f"{op}: {url} holds only index sidecars")
-        return Listed(shards, frozenset(manifests), os.fspath(url))
+        return Listed(shards, frozenset(manifests), os.fspath(url), source.pins)
 
     return agreed(op, listing, str(url), listed, lambda found: objects_summary(found.shards))
 

@@ -26,7 +26,7 @@ from ..._core.errors import BridgeError, InvalidArgument, InvalidURL, NotFound
 from ..._core.index import IndexBuilder, ObjectIndex
 from ..._core.portal import get_portal
 from ..._core.share import set_sharers
-from ..._core.store import ObjectStore
+from ..._core.store import ObjectStore, PinsRevisions
 from ..._core.types import ObjectInfo
 from ..._core.urls import folder_prefix, format_url, parse_url
 from ..._core.validate import Credentials, check_credentials, endpoint_url
@@ -122,6 +122,9 @@ class DatasetSource:
         self.download_options = download_options
         self.scheme = scheme
         self.cache = cache
+        #: the revisions the listing pinned (the Hub's commits): every store
+        #: built here reads them, a DataLoader worker's too (``PinsRevisions``)
+        self.pins: dict[tuple[str, str], str] = {}
         self._runtime: tuple[int, Downloader] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -139,8 +142,11 @@ class DatasetSource:
             The store.
         """
         config = self.config if retry is None else self.config.replace(retry=retry)
-        return new_store(self.scheme, config, endpoint=self.endpoint,
-                         credentials=self.credentials)
+        store = new_store(self.scheme, config, endpoint=self.endpoint,
+                          credentials=self.credentials)
+        if self.pins and isinstance(store, PinsRevisions):
+            store._adopt_pins(self.pins)
+        return store
 
     @property
     def downloader(self) -> Downloader:
@@ -240,6 +246,9 @@ class DatasetSource:
                 if itself is not None:
                     itself.cancel()
                     await asyncio.gather(itself, return_exceptions=True)
+                if isinstance(store, PinsRevisions):
+                    # What was listed is of these revisions: the reads are too.
+                    self.pins.update(store._pins())
                 await store.aclose()
 
         get_portal().call(run())

@@ -103,3 +103,53 @@ def test_workers_sharing_row_groups_fetch_each_once(
     assert sorted(rows) == [f * 1000 + i for f in range(FILES) for i in range(ROWS)]
     reads = _chunk_reads(hub, made)
     assert len(reads) == len(set(reads)) == FILES * ROWS // GROUP
+
+
+def _revisions(hub: FakeHub) -> int:
+    return sum("/revision/" in r.path for r in hub.sent("hub"))
+
+
+def test_the_first_row_after_one_resolution_and_one_round_trip(
+    hub: FakeHub, repo: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The requests sent by the time the first row group is in hand: the
+    # first run is read alone, so none of the window's are among them.
+    by_first: list[int] = []
+    real = _parquet_read.read_group
+
+    async def traced(*args: Any, **kw: Any) -> Any:
+        table = await real(*args, **kw)
+        if not by_first:
+            by_first.append(len(hub.requests))
+        return table
+
+    monkeypatch.setattr(_parquet_read, "read_group", traced)
+    ds = ShardDataset.from_prefix(URL, format="parquet", index_dir=tmp_path / "idx", seed=5)
+    made = len(hub.requests)
+    first = next(iter(ds))
+    assert first["id"] in {f * 1000 + i for f in range(FILES) for i in range(ROWS)}
+    # The listing's store resolved the revision; the reading store reads at
+    # that commit without asking again.
+    assert _revisions(hub) == 1
+    # After the dataset is made (its footers in hand, each file's redirect
+    # known): the row group's one ranged GET at the CDN, nothing at the Hub.
+    assert [(r.origin, r.method) for r in hub.requests[made : by_first[0]]] == [("cdn", "GET")]
+
+
+def test_workers_read_at_the_commit_the_listing_resolved(
+    hub: FakeHub, repo: str, tmp_path: Path
+) -> None:
+    ds = ShardDataset.from_prefix(URL, format="parquet", index_dir=tmp_path / "idx", seed=3)
+    # A push after the dataset was made: its workers still read the listed commit.
+    hub.push("org/pq", {"data/part-0.parquet": _parquet(7)})
+    loader = torch.utils.data.DataLoader(
+        ds,
+        batch_size=4,
+        num_workers=2,
+        collate_fn=list,
+        multiprocessing_context=multiprocessing.get_context("fork"),
+    )
+    rows = [row["id"] for batch in loader for row in batch]
+    assert sorted(rows) == [f * 1000 + i for f in range(FILES) for i in range(ROWS)]
+    assert _revisions(hub) == 1
+    assert all(f"/resolve/{repo}/" in r.path for r in hub.sent("hub") if "/resolve/" in r.path)
