@@ -159,12 +159,12 @@ def test_nowait_reads_of_cached_bytes_take_no_thread(tmp_path: Path) -> None:
 
 def test_map_dataset_reads_a_batch_in_the_calling_thread(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from aioflux.torch import MapDataset
+    from aioflux.torch import ObjectMapDataset
 
     datas = [os.urandom(100 + i) for i in range(6)]
     for i, data in enumerate(datas):
         (tmp_path / f"{i}.bin").write_bytes(data)
-    dataset = MapDataset.from_prefix(f"file://{tmp_path}/")
+    dataset = ObjectMapDataset.from_prefix(f"file://{tmp_path}/")
     store = _store(tmp_path, "tmpfs")
     dataset._source.downloader.client = store
     assert dataset.__getitems__([4, 0, 2]) == [datas[4], datas[0], datas[2]]

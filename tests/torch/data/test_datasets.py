@@ -1,4 +1,4 @@
-"""MapDataset / IterableDataset through DataLoaders, bytes checked.
+"""ObjectMapDataset / ObjectIterableDataset through DataLoaders, bytes checked.
 
 The tests that do not count composes run on both backends (``where``: our
 emulator and the local filesystem, see tests/torch/conftest.py).
@@ -16,18 +16,30 @@ from typing import Any
 import pytest
 import torch.utils.data
 
-from aioflux import AsyncClient, ClientConfig, InvalidArgument, InvalidURL, NotFound
+from aioflux import (
+    AsyncClient,
+    ClientConfig,
+    DownloadOptions,
+    InvalidArgument,
+    InvalidURL,
+    NotFound,
+)
 from aioflux._engines.clean import clean_bucket
 from aioflux._engines.compose import COMPOSED_PREFIX
 from aioflux.local import LocalStore
 from aioflux.testing import Emulator
-from aioflux.torch import IterableDataset, MapDataset, ResumableBatchSampler
+from aioflux.torch import (
+    DatasetSettings,
+    ObjectIterableDataset,
+    ObjectMapDataset,
+    ResumableBatchSampler,
+)
 from tests.torch._forkserver import ENDPOINT_VARIABLES, forkserver, with_environment
 from tests.torch.conftest import Where
 
-COMPOSE: dict[str, Any] = {"compose_threshold": 64 * 1024}
+COMPOSE = DownloadOptions(compose_threshold=64 * 1024)
 # Tests that count direct GETs and prefetches: tiny objects would be composed by default.
-DIRECT: dict[str, Any] = {"disable_compose": True}
+DIRECT = DownloadOptions(disable_compose=True)
 
 
 def seed(emulator: Emulator, bucket: str, count: int, size: int) -> dict[str, bytes]:
@@ -42,10 +54,11 @@ def to_bytes(data: bytes | bytearray) -> bytes:
     return bytes(data)
 
 
-def map_dataset(emulator: Emulator, bucket: str, **kwargs: Any) -> MapDataset:
-    """The MapDataset over what ``seed`` wrote, samples as bytes."""
-    return MapDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                                  transform=to_bytes, **kwargs)
+def map_dataset(emulator: Emulator, bucket: str, **settings: Any) -> ObjectMapDataset:
+    """The ObjectMapDataset over what ``seed`` wrote, samples as bytes."""
+    return ObjectMapDataset.from_prefix(
+        f"gs://{bucket}/d/", transform=to_bytes,
+        settings=DatasetSettings(endpoint=emulator.endpoint, **settings))
 
 
 def seed_at(where: Where, count: int, size: int) -> dict[str, bytes]:
@@ -58,10 +71,10 @@ def seed_at(where: Where, count: int, size: int) -> dict[str, bytes]:
     return data
 
 
-def dataset_at(where: Where, **kwargs: Any) -> MapDataset:
-    """The MapDataset over what ``seed_at`` wrote, samples as bytes."""
-    return MapDataset.from_prefix(where.url("d/"), transform=to_bytes,
-                                  **where.kwargs, **kwargs)
+def dataset_at(where: Where, **settings: Any) -> ObjectMapDataset:
+    """The ObjectMapDataset over what ``seed_at`` wrote, samples as bytes."""
+    return ObjectMapDataset.from_prefix(where.url("d/"), transform=to_bytes,
+                                        settings=where.settings(**settings))
 
 
 async def composites(client: AsyncClient, bucket: str) -> list[str]:
@@ -71,7 +84,7 @@ async def composites(client: AsyncClient, bucket: str) -> list[str]:
 @pytest.mark.parametrize("workers", [0, 2])
 def test_map_dataset_batches_through_dataloader(where: Where, workers: int) -> None:
     data = seed_at(where, 90, 1500)
-    ds = dataset_at(where, **COMPOSE)
+    ds = dataset_at(where, download_options=COMPOSE)
     assert len(ds) == 90 and where.rel(ds.objects[0].name) == "d/0000"
     assert {o.scheme for o in ds.objects} == {where.scheme}
     assert ds.objects[0].crc32c is not None  # so the planner would compose it on GCS
@@ -104,11 +117,12 @@ def test_spawned_workers_rebuild_the_store_of_the_scheme(where: Where, kind: str
     context: Any = "spawn" if spawn else forkserver()
     init = None if spawn else with_environment(ENDPOINT_VARIABLES)
     data = seed_at(where, 24, 300)
-    ds: MapDataset | IterableDataset
+    ds: ObjectMapDataset | ObjectIterableDataset
     if kind == "map":
         ds = dataset_at(where)
     else:
-        ds = IterableDataset.from_prefix(where.url("d"), transform=to_bytes, **where.kwargs)
+        ds = ObjectIterableDataset.from_prefix(where.url("d"), transform=to_bytes,
+                                               settings=where.settings())
     loader = torch.utils.data.DataLoader(ds, batch_size=5, num_workers=2, collate_fn=list,
                                          multiprocessing_context=context, worker_init_fn=init)
     got = [sample for batch in loader for sample in batch]
@@ -123,7 +137,7 @@ def test_an_error_in_a_spawned_worker_reaches_the_parent_by_its_public_name(
     # as users import it (once aioflux._core.errors.NotFound).
     for i in range(3):
         (tmp_path / f"{i}.bin").write_bytes(b"x")
-    ds = MapDataset.from_prefix(str(tmp_path), transform=to_bytes)
+    ds = ObjectMapDataset.from_prefix(str(tmp_path), transform=to_bytes)
     (tmp_path / "1.bin").unlink()  # listed, then gone
     loader = torch.utils.data.DataLoader(ds, batch_size=3, num_workers=1, collate_fn=list,
                                          multiprocessing_context="spawn")
@@ -137,7 +151,7 @@ def test_an_error_in_a_spawned_worker_reaches_the_parent_by_its_public_name(
 @pytest.mark.parametrize("workers", [0, 2])
 def test_map_dataset_batch_sampler_prefetches_next_batch(where: Where, workers: int) -> None:
     data = seed_at(where, 50, 700)
-    ds = dataset_at(where, **DIRECT)
+    ds = dataset_at(where, download_options=DIRECT)
     sampler = ds.batch_sampler(8, shuffle=True, generator=torch.Generator().manual_seed(3))
     assert len(sampler) == 7
     loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, num_workers=workers,
@@ -163,7 +177,7 @@ def test_map_dataset_batch_sampler_prefetches_next_batch(where: Where, workers: 
 def test_batch_sampler_keeps_ahead_batches_downloading(emulator: Emulator, bucket: str,
                                                        ahead: int) -> None:
     data = seed(emulator, bucket, 40, 100)
-    ds = map_dataset(emulator, bucket, **DIRECT)
+    ds = map_dataset(emulator, bucket, download_options=DIRECT)
     sampler = ds.batch_sampler(4, ahead=ahead)
     in_flight = []
     got = []
@@ -186,7 +200,8 @@ def test_readahead_follows_a_strided_scan(emulator: Emulator, bucket: str,
     import aioflux.torch.data._map_dataset as datasets_mod
 
     data = seed(emulator, bucket, 60, 100)
-    ds = map_dataset(emulator, bucket, config=ClientConfig(max_concurrency=8), **DIRECT)
+    ds = map_dataset(emulator, bucket, config=ClientConfig(max_concurrency=8),
+                     download_options=DIRECT)
     expect = [data[o.name] for o in ds.objects]
 
     def run(start: int, length: int = 4) -> list[list[int]]:
@@ -216,7 +231,7 @@ def test_readahead_follows_a_strided_scan(emulator: Emulator, bucket: str,
 
 def test_plain_dataloader_without_shuffle_reads_ahead(emulator: Emulator, bucket: str) -> None:
     data = seed(emulator, bucket, 50, 300)
-    ds = map_dataset(emulator, bucket, **DIRECT)
+    ds = map_dataset(emulator, bucket, download_options=DIRECT)
     loader = torch.utils.data.DataLoader(ds, batch_size=8, collate_fn=list)
     for _ in range(2):
         assert [s for batch in loader for s in batch] == [data[o.name] for o in ds.objects]
@@ -229,17 +244,17 @@ def test_map_dataset_from_objects_and_pickle(where: Where) -> None:
     data["d/0001"] = b"longer sample"
     where.put("d/0001", data["d/0001"])
     urls = [where.url("d/0003"), where.url("d/0001")]
-    ds = MapDataset.from_objects(urls, data_format_fn=bytes, **where.kwargs)
+    ds = ObjectMapDataset.from_objects(urls, transform=bytes, settings=where.settings())
     assert [o.size for o in ds.objects] == [10, 13]
     clone = pickle.loads(pickle.dumps(ds))
     assert clone.__getitems__([0, 1]) == [data["d/0003"], data["d/0001"]]
     # ObjectInfo from a listing work too; objects on two stores do not.
-    again = MapDataset.from_objects([*ds.objects], data_format_fn=bytes, **where.kwargs)
+    again = ObjectMapDataset.from_objects([*ds.objects], transform=bytes, settings=where.settings())
     assert again[1] == data["d/0001"]
     with pytest.raises(InvalidArgument, match=r"one store, got file://, gs://"):
-        MapDataset.from_objects(["gs://some-bucket/x", "file:///tmp/x"])
+        ObjectMapDataset.from_objects(["gs://some-bucket/x", "file:///tmp/x"])
     with pytest.raises(NotFound, match=re.escape(where.url("d/0099"))):
-        MapDataset.from_objects([where.url("d/0099")], **where.kwargs)
+        ObjectMapDataset.from_objects([where.url("d/0099")], settings=where.settings())
 
 
 def test_a_map_dataset_index_that_is_no_integer_is_named(where: Where) -> None:
@@ -247,9 +262,9 @@ def test_a_map_dataset_index_that_is_no_integer_is_named(where: Where) -> None:
     ds = dataset_at(where)
     # Was TypeError: '<' not supported between instances of 'str' and 'int'.
     for wrong in ("a", 1.0, None, slice(0, 2), True):
-        with pytest.raises(InvalidArgument, match=r"MapDataset\[\]: index must be an int"):
+        with pytest.raises(InvalidArgument, match=r"ObjectMapDataset\[\]: index must be an int"):
             ds[wrong]  # type: ignore[index]
-        with pytest.raises(InvalidArgument, match=r"MapDataset\[\]: index must be an int"):
+        with pytest.raises(InvalidArgument, match=r"ObjectMapDataset\[\]: index must be an int"):
             ds.__getitems__([0, wrong])  # type: ignore[list-item]
     # What stands for an integer is one; a list's bounds still hold.
     np = pytest.importorskip("numpy")
@@ -263,8 +278,8 @@ def test_a_map_dataset_index_that_is_no_integer_is_named(where: Where) -> None:
 
 def test_iterable_dataset_shuffles_per_epoch_and_shards(where: Where) -> None:
     seed_at(where, 40, 10)
-    parts = [IterableDataset.from_prefix(where.url("d/"), rank=r, world_size=2, seed=1,
-                                         **where.kwargs) for r in range(2)]
+    parts = [ObjectIterableDataset.from_prefix(where.url("d/"), rank=r, world_size=2, seed=1,
+                                               settings=where.settings()) for r in range(2)]
     e0 = [o.name for p in parts for w in range(3) for o in p.shard(0, w, 3)]
     e1 = [o.name for p in parts for w in range(3) for o in p.shard(1, w, 3)]
     assert sorted(e0) == sorted(e1) == sorted(o.name for o in parts[0].objects)
@@ -275,8 +290,8 @@ def test_iterable_dataset_shuffles_per_epoch_and_shards(where: Where) -> None:
 @pytest.mark.parametrize("workers", [0, 2])
 def test_iterable_dataset_through_dataloader(where: Where, workers: int) -> None:
     data = seed_at(where, 60, 900)
-    ds = IterableDataset.from_prefix(where.url("d"), transform=to_bytes, seed=5,
-                                     **where.kwargs, **COMPOSE)
+    ds = ObjectIterableDataset.from_prefix(where.url("d"), transform=to_bytes, seed=5,
+                                           settings=where.settings(download_options=COMPOSE))
     loader = torch.utils.data.DataLoader(ds, batch_size=7, num_workers=workers,
                                          collate_fn=list,
                                          multiprocessing_context="fork" if workers else None)
@@ -290,8 +305,9 @@ def test_iterable_dataset_through_dataloader(where: Where, workers: int) -> None
 async def test_iterable_early_break_and_transform_error_leave_nothing(
         emulator: Emulator, bucket: str, client: AsyncClient) -> None:
     seed(emulator, bucket, 200, 500)
-    ds = IterableDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                                     prefetch=96, **COMPOSE)
+    ds = ObjectIterableDataset.from_prefix(
+        f"gs://{bucket}/d/", prefetch=96,
+        settings=DatasetSettings(endpoint=emulator.endpoint, download_options=COMPOSE))
     for _ in ds:
         break  # the generator is closed here: in-flight composites are deleted
     calls = 0
@@ -312,8 +328,9 @@ async def test_iterable_early_break_and_transform_error_leave_nothing(
 async def test_worker_shutdown_mid_epoch_leaves_nothing_after_clean(
         emulator: Emulator, bucket: str, client: AsyncClient) -> None:
     seed(emulator, bucket, 300, 500)
-    ds = IterableDataset.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint,
-                                     prefetch=96, **COMPOSE)
+    ds = ObjectIterableDataset.from_prefix(
+        f"gs://{bucket}/d/", prefetch=96,
+        settings=DatasetSettings(endpoint=emulator.endpoint, download_options=COMPOSE))
     loader = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=2,
                                          multiprocessing_context="fork")
     it = iter(loader)
@@ -324,7 +341,7 @@ async def test_worker_shutdown_mid_epoch_leaves_nothing_after_clean(
     assert len(report.composites) <= 2  # at most a compose racing the exit per worker
 
 
-@pytest.mark.parametrize("cls", [MapDataset, IterableDataset])
+@pytest.mark.parametrize("cls", [ObjectMapDataset, ObjectIterableDataset])
 @pytest.mark.parametrize("suffix", ["", "/"])
 def test_from_prefix_means_the_folder_not_a_name_prefix(where: Where, cls: Any,
                                                         suffix: str) -> None:
@@ -333,8 +350,8 @@ def test_from_prefix_means_the_folder_not_a_name_prefix(where: Where, cls: Any,
     blobs = {"data/a": b"A", "data/b/c": b"BC", "data2/x": b"X", "data.txt": b"T"}
     for name, body in blobs.items():
         where.put(name, body)
-    ds = cls.from_prefix(where.url(f"data{suffix}"), transform=to_bytes, **where.kwargs,
-                         **DIRECT)
+    ds = cls.from_prefix(where.url(f"data{suffix}"), transform=to_bytes,
+                         settings=where.settings(download_options=DIRECT))
     assert [where.rel(o.name) for o in ds.objects] == ["data/a", "data/b/c"]
     if where.scheme == "gs":
         top = ""
@@ -348,13 +365,14 @@ def test_from_prefix_means_the_folder_not_a_name_prefix(where: Where, cls: Any,
         expected = [] if suffix else ["top/data"]
         if suffix:
             with pytest.raises(NotFound, match="top/data/: no objects"):
-                cls.from_prefix(where.url(f"{top}data{suffix}"), **where.kwargs)
+                cls.from_prefix(where.url(f"{top}data{suffix}"), settings=where.settings())
     if expected:
-        ds = cls.from_prefix(where.url(f"{top}data{suffix}"), **where.kwargs, **DIRECT)
+        ds = cls.from_prefix(where.url(f"{top}data{suffix}"),
+                             settings=where.settings(download_options=DIRECT))
         assert [where.rel(o.name) for o in ds.objects] == expected
-    whole = cls.from_prefix(where.url(top), **where.kwargs)
+    whole = cls.from_prefix(where.url(top), settings=where.settings())
     assert len(whole.objects) == (5 if where.scheme == "gs" else 4)
-    if cls is MapDataset:
+    if cls is ObjectMapDataset:
         assert [bytes(ds[i]) for i in range(len(ds))] == [
             blobs.get(where.rel(o.name).removeprefix(top), b"exact") for o in ds.objects]
     ds.close()
@@ -367,10 +385,12 @@ def test_samples_are_typed_by_the_transform(emulator: Emulator, bucket: str) -> 
     def length(data: bytes) -> int:
         return len(data)
 
-    sized: MapDataset[int] = MapDataset.from_prefix(f"gs://{bucket}/t", transform=length,
-                                                    endpoint=emulator.endpoint)
-    raw: MapDataset[bytes] = MapDataset.from_prefix(f"gs://{bucket}/t",
-                                                    endpoint=emulator.endpoint)
+    settings = DatasetSettings(endpoint=emulator.endpoint)
+    sized: ObjectMapDataset[int] = ObjectMapDataset.from_prefix(f"gs://{bucket}/t",
+                                                                transform=length,
+                                                                settings=settings)
+    raw: ObjectMapDataset[bytes] = ObjectMapDataset.from_prefix(f"gs://{bucket}/t",
+                                                                settings=settings)
     assert sized[0] == 5 and raw[0] == b"12345"
     sized.close()
     raw.close()
@@ -382,22 +402,22 @@ def test_from_prefix_of_an_empty_folder_says_so(where: Where, kind: str) -> None
     # train/shard-/: an empty dataset would train on nothing without a word.
     where.put("train/shard-000", b"x")
     where.put("empty/", b"")
-    cls = MapDataset if kind == "map" else IterableDataset
+    cls = ObjectMapDataset if kind == "map" else ObjectIterableDataset
     for folder in ("train/shard-", "empty", "missing/"):
         want = folder.rstrip("/") + "/"
         with pytest.raises(NotFound, match=re.escape(where.url(want)) +
                            ": no objects in that folder") as caught:
-            cls.from_prefix(where.url(folder), **where.kwargs)
+            cls.from_prefix(where.url(folder), settings=where.settings())
         assert caught.value.bucket == where.bucket
         assert caught.value.name == where.base + want
-    assert list(cls.from_prefix(where.url("train"), **where.kwargs)) == [b"x"]
+    assert list(cls.from_prefix(where.url("train"), settings=where.settings())) == [b"x"]
 
 
-@pytest.mark.parametrize("cls", [MapDataset, IterableDataset])
+@pytest.mark.parametrize("cls", [ObjectMapDataset, ObjectIterableDataset])
 def test_a_file_name_that_is_not_utf8_is_named_at_the_listing(tmp_path: Path,
                                                                cls: type[Any]) -> None:
     # No read can name it (object names are UTF-8): an epoch would fail at
-    # that sample (IterableDataset failed at once with a raw UnicodeEncodeError).
+    # that sample (ObjectIterableDataset failed at once with a raw UnicodeEncodeError).
     (tmp_path / "ok.bin").write_bytes(b"x")
     with open(os.fsencode(tmp_path) + b"/bad-\xff.bin", "wb") as f:
         f.write(b"y")
@@ -407,25 +427,26 @@ def test_a_file_name_that_is_not_utf8_is_named_at_the_listing(tmp_path: Path,
 
 
 
-@pytest.mark.parametrize("cls", [MapDataset, IterableDataset])
+@pytest.mark.parametrize("cls", [ObjectMapDataset, ObjectIterableDataset])
 def test_objects_set_on_a_dataset_are_read_from_their_store(emulator: Emulator, bucket: str,
                                                              tmp_path: Path,
                                                              cls: type[Any]) -> None:
     # The setter ignored the objects' scheme: files set on a dataset of
     # gs:// objects were read as gs://<dir>/<file> from the emulator.
     data = seed(emulator, bucket, 3, 40)
-    ds = cls.from_prefix(f"gs://{bucket}/d/", endpoint=emulator.endpoint, transform=to_bytes)
+    ds = cls.from_prefix(f"gs://{bucket}/d/", transform=to_bytes,
+                         settings=DatasetSettings(endpoint=emulator.endpoint))
     remote = list(ds.objects)
 
     def samples() -> list[bytes]:
-        return sorted([ds[i] for i in range(3)] if cls is MapDataset else ds)
+        return sorted([ds[i] for i in range(3)] if cls is ObjectMapDataset else ds)
 
     assert samples() == sorted(data.values())  # this process's gs store is built
     (tmp_path / "f").mkdir()
     files = [os.urandom(20) for _ in range(3)]
     for i, body in enumerate(files):
         (tmp_path / "f" / f"{i}.bin").write_bytes(body)
-    local = MapDataset.from_prefix(str(tmp_path / "f")).objects
+    local = ObjectMapDataset.from_prefix(str(tmp_path / "f")).objects
     ds.objects = local
     assert samples() == sorted(files)
     assert isinstance(ds._source.downloader.client, LocalStore)
@@ -465,7 +486,7 @@ def test_map_dataset_reads_ahead_within_its_bytes(tmp_path: Path,
     monkeypatch.setattr(LocalStore, "read", read)
     # As on NFS, where batches are read ahead (see local/_inline.py).
     monkeypatch.setattr(LocalStore, "_reads_here", lambda *args: False)
-    ds = MapDataset.from_prefix(str(tmp_path / "d"), transform=to_bytes)
+    ds = ObjectMapDataset.from_prefix(str(tmp_path / "d"), transform=to_bytes)
     loader: torch.utils.data.DataLoader[list[bytes]]
     if kind == "resumable":
         sampler = ResumableBatchSampler(ds, 1, shuffle=False)
@@ -501,10 +522,11 @@ def test_an_iterable_pass_holds_bytes_per_sample_not_records(tmp_path: Path,
 
     (tmp_path / "one").mkdir()
     (tmp_path / "one" / "x").write_bytes(b"x" * 100)
-    one = MapDataset.from_prefix(f"file://{tmp_path}/one/").objects[0]
+    one = ObjectMapDataset.from_prefix(f"file://{tmp_path}/one/").objects[0]
     count = 200_000
-    settings: dict[str, Any] = {"cache_dir": tmp_path / "cache"} if cached else {}
-    ds = IterableDataset(ObjectIndex([one] * count), batch_size=1, prefetch=8, **settings)
+    settings = DatasetSettings(cache_dir=tmp_path / "cache" if cached else None)
+    ds = ObjectIterableDataset(ObjectIndex([one] * count), batch_size=1, prefetch=8,
+                               settings=settings)
     gc.collect()
     tracemalloc.start()
     try:
@@ -541,8 +563,9 @@ def test_an_iterable_pass_holds_its_prefetch_bytes_whatever_the_sizes(
         return await real(store, bucket, name, **kw)
 
     monkeypatch.setattr(LocalStore, "read", read)
-    ds = IterableDataset.from_prefix(str(tmp_path / "d"), shuffle=False,
-                                     download_options=DownloadOptions(prefetch_bytes=2 * mib))
+    options = DownloadOptions(prefetch_bytes=2 * mib)
+    ds = ObjectIterableDataset.from_prefix(str(tmp_path / "d"), shuffle=False,
+                                           settings=DatasetSettings(download_options=options))
     taken = most = 0
     for sample in ds:
         most = max(most, started - taken)

@@ -14,7 +14,7 @@ from aioflux._core.types import ObjectInfo
 from aioflux.local import LocalStore
 from aioflux.local._inline import Placement
 from aioflux.testing import MemoryStore
-from aioflux.torch import MapDataset
+from aioflux.torch import ObjectMapDataset
 
 
 class Wrapping:
@@ -33,12 +33,12 @@ class Wrapping:
         return self._inner._read_small(info)
 
 
-def _dataset(tmp_path: Path) -> tuple[MapDataset[bytes], list[bytes]]:
+def _dataset(tmp_path: Path) -> tuple[ObjectMapDataset[bytes], list[bytes]]:
     (tmp_path / "d").mkdir()
     bodies = [b"first", b"second one", b"third"]
     for i, body in enumerate(bodies):
         (tmp_path / "d" / f"{i}").write_bytes(body)
-    return MapDataset.from_prefix(str(tmp_path / "d"), transform=bytes), bodies
+    return ObjectMapDataset.from_prefix(str(tmp_path / "d"), transform=bytes), bodies
 
 
 def test_a_store_offering_reads_here_is_read_in_the_callers_thread(tmp_path: Path) -> None:
