@@ -31,7 +31,10 @@ def epoch(loader: torch.utils.data.DataLoader[int]) -> int:
 def main(manifest: Manifest,
          args: argparse.Namespace) -> tuple[Stopwatch, int, int, dict[str, object]]:
     url = f"gs://{manifest.bucket}/{args.prefix}"
-    where = tempfile.mkdtemp(prefix="aioflux-perf-cache-")
+    # In the run's scratch folder, removed when the run ends (see
+    # perf.harness.run_scratch); alone, in a folder of its own.
+    scratch = os.environ.get("PERF_SCRATCH")
+    where = tempfile.mkdtemp(prefix="aioflux-perf-cache-", dir=scratch)
     try:
         cached = args.mode != "none"
         settings = DatasetSettings(endpoint=manifest.endpoint,
@@ -62,7 +65,8 @@ def main(manifest: Manifest,
         ds.close()
         return watch, nbytes, len(ds), extra
     finally:
-        shutil.rmtree(where, ignore_errors=True)
+        if scratch is None:
+            shutil.rmtree(where, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,7 @@ from perf.harness import Options
 from perf.scenarios import (
     az_ckpt_load,
     az_ckpt_save,
+    az_loader,
     az_read,
     dcp_save,
     fsspec,
@@ -280,6 +284,7 @@ def test_the_peers_best_setting_runs_beside_their_default() -> None:
         (az_ckpt_load.plan(Options()), "azure-blob-aio", "c32", ("--max-concurrency", "32")),
         (az_ckpt_save.plan(Options()), "azure-blob-aio", "c16", ("--max-concurrency", "16")),
         (dcp_save.plan(Options()), "fsspec-gcsfs", "t16", ("--threads", "16")),
+        (az_loader.plan(Options()), "adlfs-map", "batch64", ("--batch-size", "64")),
     ):
         args = {c.name: c.args for c in plan.contenders}
         assert knob[0] not in args[peer]
@@ -369,3 +374,19 @@ def test_a_ratio_written_by_hand_outside_the_tables_is_refused(tmp_path: Path) -
         f"{page}:1: Composed reads are 1.15x faster."]
     # The repository's own README and docs pages have none.
     assert report.unbacked_claims() == []
+
+
+def test_a_run_scratch_folder_outlives_its_rounds_and_not_the_run() -> None:
+    from perf.emulator import project_env
+    from perf.harness import SCRATCH_ENV, run_scratch
+
+    before = os.environ.get(SCRATCH_ENV)
+    write = ("import os, pathlib; d = pathlib.Path(os.environ['PERF_SCRATCH']) / 'round-1'; "
+             "d.mkdir(); (d / 'cache.bin').write_bytes(b'x' * 4096)")
+    with run_scratch("probe") as folder:
+        # A contender (a process of its own, in the harness's environment)
+        # keeps its files there after it exits, for the run's length.
+        subprocess.run([sys.executable, "-c", write], env=project_env(), check=True)
+        assert (folder / "round-1" / "cache.bin").stat().st_size == 4096
+    assert not folder.exists()
+    assert os.environ.get(SCRATCH_ENV) == before
