@@ -246,9 +246,7 @@ class DatasetSource:
                 if itself is not None:
                     itself.cancel()
                     await asyncio.gather(itself, return_exceptions=True)
-                if isinstance(store, PinsRevisions):
-                    # What was listed is of these revisions: the reads are too.
-                    self.pins.update(store._pins())
+                self._keep_pins(store)
                 await store.aclose()
 
         get_portal().call(run())
@@ -286,9 +284,16 @@ class DatasetSource:
             try:
                 return await gather_bounded(store.stat(p.bucket, p.name) for p in parsed)
             finally:
+                self._keep_pins(store)
                 await store.aclose()
 
         return get_portal().call(run())
+
+    def _keep_pins(self, store: ObjectStore) -> None:
+        """Keep the revisions ``store`` read at: what it listed or stated is of
+        them, so the dataset's reads are too."""
+        if isinstance(store, PinsRevisions):
+            self.pins.update(store._pins())
 
 
 def _name_of(obj: ObjectInfo) -> str:

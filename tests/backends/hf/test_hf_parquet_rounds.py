@@ -153,3 +153,13 @@ def test_workers_read_at_the_commit_the_listing_resolved(
     assert sorted(rows) == [f * 1000 + i for f in range(FILES) for i in range(ROWS)]
     assert _revisions(hub) == 1
     assert all(f"/resolve/{repo}/" in r.path for r in hub.sent("hub") if "/resolve/" in r.path)
+
+
+def test_named_files_are_read_at_the_commit_their_stats_resolved(
+    hub: FakeHub, repo: str, tmp_path: Path
+) -> None:
+    urls = [f"hf://datasets/org/pq/data/part-{f}.parquet" for f in range(FILES)]
+    ds = ShardDataset(urls, format="parquet", index_dir=tmp_path / "idx", shuffle=False)
+    rows = [row["id"] for row in ds]
+    assert rows == [f * 1000 + i for f in range(FILES) for i in range(ROWS)]
+    assert _revisions(hub) == 1
