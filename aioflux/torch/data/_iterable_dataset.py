@@ -151,12 +151,8 @@ class ObjectIterableDataset(torch.utils.data.IterableDataset[Sample]):
         default) lists on every rank, with no collective: a folder written
         to while the ranks list can give them different listings (samples
         repeated or skipped, and a DDP all-reduce waiting forever when
-        their batch counts differ). ``"rank0"`` lists on rank 0 only and
-        broadcasts its listing (or its error) to the others; ``"check"``
-        lists on every rank and compares the listings (one small
-        all-gather). Both are collectives: every rank of the default
-        process group must call this, or those that did wait until the
-        group's timeout. Without an initialized process group both just list.
+        their batch counts differ). ``"rank0"`` and ``"check"`` make the
+        ranks agree, as for :meth:`ObjectMapDataset.from_prefix`.
 
         Args:
             url: ``gs://bucket[/folder]``, ``file:///dir`` or a path.
@@ -178,12 +174,8 @@ class ObjectIterableDataset(torch.utils.data.IterableDataset[Sample]):
             The dataset.
 
         Raises:
-            InvalidURL: a malformed URL.
-            InvalidArgument: a setting of the wrong type.
-            NotFound: the folder holds no objects.
-            StorageError: listing failed (with ``"rank0"``, on rank 0: every
-                rank raises it).
-            Conflict: (``"check"``) the ranks listed different objects.
+            InvalidURL, InvalidArgument, NotFound, StorageError, Conflict: as
+                for :meth:`ObjectMapDataset.from_prefix`.
         """
         op = "ObjectIterableDataset.from_prefix"
         check_int(op, "list_concurrency", list_concurrency, minimum=1)

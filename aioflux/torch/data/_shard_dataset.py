@@ -26,7 +26,7 @@ from ._order import DataProgress, RankBatches, dist_rank, track
 from ._rank_listing import Listing
 from ._settings import SHARD_KEYWORDS, DatasetSettings, refuse_unknown, resolve_settings
 from ._shard_order import ShardOrder, iter_runs
-from ._shard_source import Decode, ShardSource, list_shards
+from ._shard_source import Decode, ShardSource, prefix_shards
 from ._source import share_in_worker
 
 # pyarrow's ``filters`` form: (column, op, value) tuples, and-ed in a list,
@@ -80,7 +80,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     do not match, raise a typed error naming the shard and the byte offset;
     never fewer samples.
 
-    Order, splitting and resume are those of :class:`IterableDataset`: an
+    Order, splitting and resume are those of :class:`ObjectIterableDataset`: an
     epoch's global order is a pure function of ``(seed, epoch)`` and the
     shard list (shards permuted, reads permuted within ``shuffle_window``
     samples, samples permuted within a read), cut into global batches of
@@ -89,7 +89,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     rank: see ``listing``), ``state_dict()`` is a few
     integers and resumes at any world size and worker count with every
     sample once. Use ``ds.track(loader)`` or torchdata's
-    ``StatefulDataLoader`` with workers, as for :class:`IterableDataset`.
+    ``StatefulDataLoader`` with workers, as for :class:`ObjectIterableDataset`.
 
     Memory: at most ``prefetch_bytes`` of reads in flight or waiting per
     iterator; the shards and their counts (a few dozen bytes a shard); the
@@ -263,10 +263,8 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                 without ``format=``; as for the constructor.
             InvalidURL, ShardFormatError, StorageError: as for the constructor.
         """
-        op = "ShardDataset.from_prefix"
-        settings = resolve_settings(op, settings, options, SHARD_KEYWORDS)
-        settings.check(op, shards=True)
-        shards = list_shards(op, url, list_concurrency, settings, listing)
+        shards, settings = prefix_shards("ShardDataset.from_prefix", url, list_concurrency,
+                                         listing, settings, options)
         return cls(shards, format=format, listing=listing, settings=settings, **options)
 
     @property

@@ -17,7 +17,7 @@ from ._rank_listing import Listing
 from ._settings import SHARD_KEYWORDS, DatasetSettings, refuse_unknown, resolve_settings
 from ._shard_dataset import DEFAULT_READS_IN_FLIGHT
 from ._shard_order import runs_of
-from ._shard_source import Decode, ShardSource, list_shards
+from ._shard_source import Decode, ShardSource, prefix_shards
 
 __all__ = ["ShardMapDataset"]
 
@@ -98,38 +98,27 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
                     list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
                     listing: Listing = "each", settings: DatasetSettings | None = None,
                     **options: Any) -> ShardMapDataset:
-        """Every object in a folder (sorted by name), ``.idx`` sidecars left out.
-
-        The format is the objects' names' unless ``format=`` says it (as
-        for :meth:`ShardDataset.from_prefix`: a folder of two formats is
-        refused).
-
-        With ``listing="rank0"`` rank 0 lists the folder and indexes the
-        shards, and the other ranks get both from it (two broadcasts);
-        ``"check"`` compares the ranks' listings, then their indexes (see
-        the constructor's ``listing``).
+        """Every object in a folder, as :meth:`ShardDataset.from_prefix` lists,
+        names the format of and indexes them, in one map-style dataset.
 
         Args:
-            url: ``gs://bucket/folder``, ``s3://...``, ``file:///dir`` or a path.
-            format: ``"tar"`` or ``"lines"``; None (default): by the names.
+            url: the folder (``gs://bucket/folder``, ``s3://...``,
+                ``file:///dir`` or a path).
+            format: the shards' format; None (default): by their names.
             list_concurrency: parallel listers.
-            listing: ``"each"``, ``"rank0"`` or ``"check"`` (the constructor's).
-            settings: the store, hedging and disk cache (the constructor's).
+            listing: which ranks list and index (the constructor's).
+            settings: the constructor's.
             **options: the constructor's other keywords.
 
         Returns:
             The dataset.
 
         Raises:
-            NotFound: the folder holds no objects.
-            InvalidArgument: shards of two formats, or a name of neither,
-                without ``format=``.
+            NotFound, InvalidArgument, InvalidURL, ShardFormatError, StorageError:
+                as for :meth:`ShardDataset.from_prefix`.
         """
-        op = "ShardMapDataset.from_prefix"
-        settings = resolve_settings(op, settings, options, SHARD_KEYWORDS)
-        settings.check(op, shards=True)
-        shards = list_shards(op, url, list_concurrency, settings,
-                             listing)
+        shards, settings = prefix_shards("ShardMapDataset.from_prefix", url, list_concurrency,
+                                         listing, settings, options)
         return cls(shards, format=format, listing=listing, settings=settings, **options)
 
     @property

@@ -87,13 +87,13 @@ from ..._engines.shards._manifest import (
 from ..._engines.shards._spans_here import RangesHere, read_runs_here
 from ._rank_listing import agreed, check_listing, gathered, objects_summary, shards_summary
 from ._rank_listing import world as rank_world
-from ._settings import DatasetSettings
+from ._settings import SHARD_KEYWORDS, DatasetSettings, resolve_settings
 from ._shard_list import ShardList, shard_record
 from ._shard_parquet import ParquetRows, check_parquet_settings
 from ._source import DatasetSource, objects_scheme
 
 __all__ = ["DEFAULT_INDEX_BYTES", "Decode", "Listed", "ShardSource", "count_all",
-           "list_shards"]
+           "list_shards", "prefix_shards"]
 
 Decode = str | Callable[[Any], Any] | Mapping[str, Callable[[bytes], Any]] | None
 # Bytes one ranged read aims at when samples_per_read is not given.
@@ -533,6 +533,24 @@ def list_shards(op: str, url: str, concurrency: int, settings: DatasetSettings,
         return Listed(shards, frozenset(manifests), os.fspath(url), source.pins)
 
     return agreed(op, listing, str(url), listed, lambda found: objects_summary(found.shards))
+
+
+def prefix_shards(op: str, url: str, concurrency: int, listing: str,
+                  settings: DatasetSettings | None,
+                  options: dict[str, Any]) -> tuple[Listed, DatasetSettings]:
+    """A shard dataset's ``from_prefix`` before the dataset: its settings
+    (the old keywords in ``options`` taken out, each warning) and its
+    folder's shards (:func:`list_shards`).
+
+    Raises:
+        InvalidArgument: a setting the shard datasets do not take, or as
+            :func:`list_shards`.
+        NotFound: the folder is empty.
+    """
+    # The warnings name the frame calling from_prefix.
+    settings = resolve_settings(op, settings, options, SHARD_KEYWORDS, stacklevel=5)
+    settings.check(op, shards=True)
+    return list_shards(op, url, concurrency, settings, listing), settings
 
 
 def _private_index_dir(owner: object) -> str:
