@@ -3,7 +3,8 @@
 aioflux's ``MapDataset.from_prefix('az://...')`` against map-style datasets
 a user would write over azure-storage-blob's asyncio client (a batch
 fetched concurrently by ``__getitems__``) and over adlfs (``fs.cat`` of
-the batch); batch 64, no workers; listing untimed for everyone.
+the batch, and its async ``_cat_file`` of the batch gathered); batch 64,
+no workers; listing untimed for everyone.
 Parameters: ``count`` (4000; 400 with --quick), ``size`` (102400),
 ``batch`` (64), ``concurrency`` (aioflux's, 128).
 """
@@ -40,7 +41,12 @@ def plan(options: Options) -> Plan:
                       note="Dataset.__getitems__ gathering download_blob().readall() of the "
                            "batch on one event loop kept for the epoch"),
             Contender("adlfs-map", "az_adlfs.py", "adlfs", common,
-                      note="Dataset.__getitems__ = fs.cat(batch paths) (fsspec's async cat)"),
+                      note="Dataset.__getitems__ = fs.cat(batch paths): adlfs's own cat of a "
+                           "list, one blob after another"),
+            Contender(f"adlfs-map-batch{batch}", "az_adlfs.py", "adlfs",
+                      (*common, "--batch-size", batch),
+                      note="Dataset.__getitems__ gathering the filesystem's async _cat_file "
+                           "of the batch at once on its loop"),
         ],
         baseline="aioflux-az-map",
         targets=[Target("azure-blob-aio-map", 2.0), Target("adlfs-map", 2.0)],

@@ -46,12 +46,13 @@ def plan(options: Options) -> Plan:
                       note=f"azure-storage-blob's aio ContainerClient.download_blob(name)"
                            f".readall(), Semaphore({conc})"),
             Contender("adlfs", "az_adlfs.py", "adlfs", ("--task", "read"),
-                      note="AzureBlobFileSystem(connection_string=...).cat(paths) (fsspec's "
-                           "batched async cat at its default batch size)"),
+                      note="AzureBlobFileSystem(connection_string=...).cat(paths): adlfs's "
+                           "own cat of a list, one blob after another"),
             Contender(f"adlfs-batch{conc}", "az_adlfs.py", "adlfs",
                       ("--task", "read", "--batch-size", conc),
-                      note=f"the same with cat(paths, batch_size={conc}): aioflux's "
-                           "requests in flight"),
+                      note=f"the filesystem's async _cat_file per blob, {conc} at once on its "
+                           "loop (aioflux's requests in flight; cat takes no batch size and "
+                           "the async _cat checks each path first, one after another)"),
         ],
         baseline="aioflux-az",
         targets=[Target("azure-blob-aio", 2.0), Target("adlfs", 2.0)],
