@@ -126,7 +126,7 @@ def _run(
     if isinstance(result, AsyncIterator):
         if name == "stream":
             # What the stream downloaded ahead waits here for a slow consumer:
-            # a quarter of its prefetch_bytes (as IterableDataset's hand-off),
+            # a quarter of its prefetch_bytes (as ObjectIterableDataset's hand-off),
             # not a count of objects of any size.
             budget = getattr(kwargs.get("options"), "prefetch_bytes", DEFAULT_PREFETCH_BYTES)
             return iterate(

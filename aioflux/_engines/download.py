@@ -75,7 +75,7 @@ DEFAULT_COMPOSE_THRESHOLD = 32 * 1024
 # compose, its GET, its delete), and two of them are writes: a bucket allows
 # ~5x fewer writes than reads (GCS starts at 1,000 writes/s against 5,000
 # reads/s) and bills a compose as a Class A operation. A run of fewer small
-# objects is read by direct GETs: an in-order stream (IterableDataset) of
+# objects is read by direct GETs: an in-order stream (ObjectIterableDataset) of
 # mixed sizes cut its runs into composites of 3.6 sources on average, which
 # cost as many requests as they saved and twice the writes of the objects.
 MIN_COMPOSE_SOURCES = 8
@@ -97,11 +97,11 @@ DEFAULT_RANGED_THRESHOLD = 32 * 1024 * 1024
 # 16 MiB chunks: 16 streams on a 256 MiB object, each long enough (~160 ms
 # at 100 MB/s) that the 20 ms TTFB costs ~10%.
 RANGE_SIZE = 16 * 1024 * 1024
-# What a stream holds ahead of its consumer, as MapDataset's PREFETCH_BYTES:
+# What a stream holds ahead of its consumer, as ObjectMapDataset's PREFETCH_BYTES:
 # 128 x 100 KiB (12.5 MiB) stay bound by the object count, while 8 MiB
-# objects get 32 in flight instead of the whole data set. An IterableDataset
+# objects get 32 in flight instead of the whole data set. An ObjectIterableDataset
 # streaming 160 x 8 MiB files to a slow consumer (one process) grew peak RSS
-# by 1491 MiB by count alone, 546-570 MiB within this (MapDataset: 469 MiB).
+# by 1491 MiB by count alone, 546-570 MiB within this (ObjectMapDataset: 469 MiB).
 DEFAULT_PREFETCH_BYTES = 256 * 1024 * 1024
 # Objects a stream plans at once (composites are cut at its edges).
 PLAN_CHUNK = 4096
@@ -129,7 +129,7 @@ class DownloadOptions:
             None (default): never. See ``aioflux._engines.hedge``.
         hedge_budget: duplicates per read, at most (default 0.05).
         prefetch_bytes: most bytes a stream (``Downloader.stream``,
-            ``AsyncClient.stream``, ``IterableDataset``) holds downloading or
+            ``AsyncClient.stream``, ``ObjectIterableDataset``) holds downloading or
             downloaded ahead of its consumer, by listed size (default
             256 MiB); one object always downloads, however large.
 

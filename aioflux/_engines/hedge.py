@@ -29,7 +29,7 @@ permits is not slow to answer, and its duplicate would only queue behind
 it. So the first GETs pass a gate of their own that leaves the budget's
 share of the store's permits (``ceil(max_concurrency x budget)``, at most
 half) to duplicates, and a read's clock (its delay, its latency sample)
-starts when it passes the gate. In the hedge_tail contender (MapDataset,
+starts when it passes the gate. In the hedge_tail contender (ObjectMapDataset,
 batch 32, 128 permits; 400 x 100 KiB, GCS-like profile, 1% tail) the
 dataset keeps 5 batches ahead: timed from the call, 196 of 400 reads
 looked slow, the budget went on queueing and the p99 batch stayed at 1.6 s.

@@ -38,8 +38,8 @@ from ..._engines.listing import iter_pages
 from ._settings import DatasetSettings
 
 if TYPE_CHECKING:
-    # A default for the sample type (PEP 696): ``MapDataset(objs)[0]`` is
-    # ``bytes``, ``MapDataset(objs, transform=f)[0]`` is what ``f`` returns.
+    # A default for the sample type (PEP 696): ``ObjectMapDataset(objs)[0]`` is
+    # ``bytes``, ``ObjectMapDataset(objs, transform=f)[0]`` is what ``f`` returns.
     # typing_extensions is for the type checker only.
     from typing_extensions import TypeVar
 
