@@ -33,6 +33,7 @@ __all__ = [
     "PartUpload",
     "SourceSpec",
     "StoreFeatures",
+    "UploadTarget",
     "BatchDelete",
     "MultipartStore",
     "PinsRevisions",
@@ -144,6 +145,22 @@ class PartUpload(Protocol):
     async def abort(self) -> None:
         """Drop the upload; nothing is published. Safe to call twice."""
         ...
+
+
+class UploadTarget:
+    """What a store's :class:`PartUpload` keeps of the object it publishes,
+    the base of the backends' uploads; ``mode`` stays empty until the first
+    part or the finish decides how the bytes go up."""
+
+    def __init__(self, bucket: str, name: str, content_type: str,
+                 metadata: dict[str, str] | None = None,
+                 if_generation_match: int | None = None) -> None:
+        self.bucket = bucket
+        self.name = name
+        self.content_type = content_type
+        self.metadata = metadata
+        self.if_generation_match = if_generation_match
+        self.mode = ""
 
 
 @runtime_checkable

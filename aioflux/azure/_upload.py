@@ -44,6 +44,7 @@ from .._core.errors import (
     describe,
 )
 from .._core.md5 import md5_base64
+from .._core.store import UploadTarget
 from .._core.types import ObjectInfo
 from .._net.failures import drain
 from .._net.transport import HttpResponse, Op
@@ -68,19 +69,15 @@ class Store(Writes, Protocol):
         ...
 
 
-class AzureUpload:
-    """One streaming upload (:class:`~aioflux._core.store.PartUpload`)."""
+class AzureUpload(UploadTarget):
+    """One streaming upload (:class:`~aioflux._core.store.PartUpload`) into
+    container ``bucket``."""
 
     def __init__(self, store: Store, container: str, name: str, content_type: str,
                  metadata: dict[str, str] | None = None,
                  if_generation_match: int | None = None) -> None:
+        super().__init__(container, name, content_type, metadata, if_generation_match)
         self.store = store
-        self.if_generation_match = if_generation_match
-        self.container = container
-        self.name = name
-        self.content_type = content_type
-        self.metadata = metadata
-        self.mode = ""
         self._tag = secrets.token_hex(8)
         self._sizes: dict[int, int] = {}
 
@@ -92,14 +89,14 @@ class AzureUpload:
         """Put Block ``number`` (1-based) with its MD5; ``checksum`` is unused
         (Azure checks an MD5 of a block, not a crc32c)."""
         if not 1 <= number <= MAX_BLOCKS:
-            raise InvalidArgument(f"upload part az://{self.container}/{self.name}: part "
+            raise InvalidArgument(f"upload part az://{self.bucket}/{self.name}: part "
                                   f"number must be 1..{MAX_BLOCKS}, got {number}")
         # "multipart" as the writer engine's stats name a part-by-part
         # upload (it counts the tail part of that mode only).
         self.mode = "multipart"
         view = data.cast("B") if data.format != "B" else data
-        op = Op(f"upload part {number}", self.container, self.name, "az")
-        url = (f"{self.store.blob_url(self.container, self.name)}?comp=block"
+        op = Op(f"upload part {number}", self.bucket, self.name, "az")
+        url = (f"{self.store.blob_url(self.bucket, self.name)}?comp=block"
                f"&blockid={quote(self.block_id(number), safe='')}")
         try:
             await self.store.transport.request(
@@ -119,7 +116,7 @@ class AzureUpload:
         Blob if no block was sent), then the block list, checked."""
         if last_number == 1 and not self._sizes:
             self.mode = "single"
-            return await self.store.write(self.container, self.name, tail or b"",
+            return await self.store.write(self.bucket, self.name, tail or b"",
                                           content_type=self.content_type,
                                           metadata=self.metadata,
                                           if_generation_match=self.if_generation_match)
@@ -127,16 +124,16 @@ class AzureUpload:
             await self.put(last_number, tail)
         numbers = sorted(self._sizes)
         if numbers != list(range(1, len(numbers) + 1)):
-            raise InvalidArgument(f"finish az://{self.container}/{self.name}: parts "
+            raise InvalidArgument(f"finish az://{self.bucket}/{self.name}: parts "
                                   f"{numbers[:5]}... are not 1..{len(numbers)}")
-        op = Op("commit block list", self.container, self.name, "az")
+        op = Op("commit block list", self.bucket, self.name, "az")
         body = ('<?xml version="1.0" encoding="utf-8"?><BlockList>' + "".join(
             f"<Latest>{escape(self.block_id(n))}</Latest>" for n in numbers) +
             "</BlockList>").encode()
         headers = {"Content-Type": "application/xml",
                    "x-ms-blob-content-type": self.content_type,
                    f"x-ms-meta-{CRC_KEY}": encode_crc32c(expected.value)}
-        headers.update(metadata_headers("write", self.container, self.name, self.metadata))
+        headers.update(metadata_headers("write", self.bucket, self.name, self.metadata))
         headers.update(await precondition_headers(self.store, op, self.if_generation_match))
 
         async def handle(resp: HttpResponse) -> str:
@@ -145,7 +142,7 @@ class AzureUpload:
 
         try:
             etag = await self.store.transport.request(
-                op, "PUT", f"{self.store.blob_url(self.container, self.name)}?comp=blocklist",
+                op, "PUT", f"{self.store.blob_url(self.bucket, self.name)}?comp=blocklist",
                 handle, headers=headers, data=body, ok=(201,))
         except (PreconditionFailed, Conflict, NotFound) as exc:
             return await precondition_outcome(self.store, op, exc, self.if_generation_match,
@@ -159,14 +156,14 @@ class AzureUpload:
         return await self._checked(etag, expected)
 
     async def _checked(self, etag: str, expected: Crc32c) -> ObjectInfo:
-        op = Op("write", self.container, self.name, "az")
+        op = Op("write", self.bucket, self.name, "az")
         try:
-            info = await self.store.stat(self.container, self.name)
+            info = await self.store.stat(self.bucket, self.name)
         except NotFound as exc:  # deleted since by another client
             raise as_operation(exc, "write") from None
         if etag and self.store.remember(etag) != info.generation:
             # Replaced since: another writer's blob is not ours to check.
-            return self.store.info(self.container, self.name, size=expected.length, etag=etag,
+            return self.store.info(self.bucket, self.name, size=expected.length, etag=etag,
                                    crc=expected.value, content_type=self.content_type,
                                    metadata=self.metadata)
         if info.size != expected.length or info.crc32c != expected.value:
@@ -182,7 +179,7 @@ class AzureUpload:
         await asyncio.sleep(0)
 
     def __repr__(self) -> str:
-        return f"AzureUpload({describe('upload', self.container, self.name, 'az')!r})"
+        return f"AzureUpload({describe('upload', self.bucket, self.name, 'az')!r})"
 
 
 def _conflict(op: Op, exc: InvalidRequest, cause: str) -> Conflict:

@@ -27,7 +27,7 @@ from .._core.cleanup import to_the_end
 from .._core.crc import Crc32c
 from .._core.errors import InvalidRequest, NotFound, StorageError
 from .._core.stated_counts import count_of
-from .._core.store import published_before
+from .._core.store import UploadTarget, published_before
 from .._core.types import NO_METADATA, ObjectInfo, PartInfo
 from .._core.window import shared_task
 from .._net.transport import Op
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["GcsUpload"]
 
 
-class GcsUpload:
+class GcsUpload(UploadTarget):
     """One streaming upload (:class:`~aioflux._core.store.PartUpload`): starts
     lazily on the first part, sends parts, publishes or aborts. All methods
     run on the client's event loop."""
@@ -49,14 +49,9 @@ class GcsUpload:
     def __init__(self, client: AsyncClient, bucket: str, name: str, content_type: str,
                  part_size: int, metadata: dict[str, str] | None = None,
                  if_generation_match: int | None = None) -> None:
+        super().__init__(bucket, name, content_type, metadata, if_generation_match)
         self.client = client
-        self.bucket = bucket
-        self.name = name
-        self.content_type = content_type
-        self.metadata = metadata
         self.part_size = part_size
-        self.if_generation_match = if_generation_match
-        self.mode = ""
         self._init: asyncio.Future[None] | None = None
         self._upload_id: str | None = None
         self._resumable: ResumableUpload | None = None

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from .._core.crc import Crc32c, encode_crc32c
 from .._core.errors import NotFound, PreconditionFailed, StorageError, as_operation
-from .._core.store import published_before
+from .._core.store import UploadTarget, published_before
 from .._core.types import ObjectInfo, PartInfo
 from .._core.window import shared_task
 from .._net.transport import Op
@@ -42,20 +42,15 @@ __all__ = ["S3Upload"]
 _PARTS_ETAG = re.compile(r"[0-9a-f]{32}-\d+")
 
 
-class S3Upload:
+class S3Upload(UploadTarget):
     """One streaming upload (:class:`~aioflux._core.store.PartUpload`)."""
 
     def __init__(self, store: S3Store, multipart: Multipart, bucket: str, name: str,
                  content_type: str, metadata: dict[str, str] | None = None,
                  if_generation_match: int | None = None) -> None:
+        super().__init__(bucket, name, content_type, metadata, if_generation_match)
         self.store = store
         self.multipart = multipart
-        self.bucket = bucket
-        self.name = name
-        self.content_type = content_type
-        self.metadata = metadata
-        self.if_generation_match = if_generation_match
-        self.mode = ""
         self._init: asyncio.Future[str] | None = None
         self._upload_id: str | None = None
         self._parts: dict[int, PartInfo] = {}

@@ -23,6 +23,7 @@ from aioflux._core.errors import (
     NotFound,
     describe,
 )
+from aioflux._core.store import UploadTarget
 from aioflux._core.store_base import MultipartCalls
 from aioflux._core.types import MultipartUploadInfo, ObjectInfo, PartInfo
 
@@ -160,7 +161,7 @@ class MemoryMultipart(MultipartCalls):
         return sorted(found, key=lambda u: (u.name, u.initiated, u.upload_id))
 
 
-class MemoryUpload:
+class MemoryUpload(UploadTarget):
     """A streaming upload of :class:`~._memory.MemoryStore` (a
     :class:`~aioflux._core.store.PartUpload`): parts go into a multipart
     upload opened on the first one; :meth:`finish` checks the joined bytes
@@ -170,14 +171,9 @@ class MemoryUpload:
     def __init__(self, store: MemoryMultipart, bucket: str, name: str, content_type: str,
                  part_size: int, metadata: dict[str, str] | None = None,
                  if_generation_match: int | None = None) -> None:
+        super().__init__(bucket, name, content_type, metadata, if_generation_match)
         self._store = store
-        self.bucket = bucket
-        self.name = name
-        self.content_type = content_type
-        self.metadata = metadata
         self.part_size = part_size
-        self.if_generation_match = if_generation_match
-        self.mode = ""
         self.upload_id: str | None = None
         self._numbers: set[int] = set()
 
