@@ -17,17 +17,11 @@ import re
 from typing import Protocol
 
 from .._core.crc import crc32c, encode_crc32c
-from .._core.errors import (
-    ChecksumMismatch,
-    Conflict,
-    InvalidArgument,
-    NotFound,
-    PreconditionFailed,
-    StorageError,
-    describe,
-)
+from .._core.errors import Conflict, InvalidArgument, NotFound, PreconditionFailed, StorageError
 from .._core.md5 import md5_base64
 from .._core.types import ObjectInfo
+from .._net.etag_writes import discard_version
+from .._net.etag_writes import precondition_headers as etag_preconditions
 from .._net.failures import drain
 from .._net.heads import check_header
 from .._net.transport import HttpResponse, Op, Transport
@@ -108,14 +102,8 @@ async def precondition_headers(store: Writes, op: Op,
     Raises:
         PreconditionFailed: the generation is not the blob's (nor known).
     """
-    if if_generation_match is None:
-        return {}
-    if if_generation_match == 0:
-        return {"If-None-Match": "*"}
-    etag = await store.etag_for(op.bucket, op.name, if_generation_match)
-    if etag is None:
-        raise precondition_failed(op, if_generation_match)
-    return {"If-Match": etag}
+    return await etag_preconditions(op, if_generation_match, store.etag_for,
+                                    precondition_failed)
 
 
 async def precondition_outcome(store: Writes, op: Op, exc: StorageError,
@@ -199,13 +187,9 @@ async def discard(store: Writes, op: Op, info: ObjectInfo, why: str) -> None:
     Raises:
         ChecksumMismatch: always, saying whether the delete happened.
     """
-    note = "the blob was deleted"
-    try:
-        await store.delete_request(op.bucket, op.name,
-                                   await store.etag_for(op.bucket, op.name, info.generation))
-    except (NotFound, PreconditionFailed):
-        note = "a newer version had replaced it and was left alone"
-    except StorageError as exc:
-        note = f"deleting it failed too ({exc})"
-    raise ChecksumMismatch(f"{describe(op.operation, op.bucket, op.name, 'az')}: {why}; "
-                           f"{note}", operation=op.operation, bucket=op.bucket, name=op.name)
+
+    async def delete() -> None:
+        etag = await store.etag_for(op.bucket, op.name, info.generation)
+        await store.delete_request(op.bucket, op.name, etag)
+
+    await discard_version(op, "blob", why, delete)

@@ -14,16 +14,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._core.crc import crc32c, encode_crc32c
-from .._core.errors import (
-    ChecksumMismatch,
-    InvalidArgument,
-    NotFound,
-    PreconditionFailed,
-    StorageError,
-    describe,
-)
+from .._core.errors import InvalidArgument, NotFound, PreconditionFailed
 from .._core.md5 import md5_base64
 from .._core.types import ObjectInfo
+from .._net.etag_writes import discard_version
+from .._net.etag_writes import precondition_headers as etag_preconditions
 from .._net.failures import drain
 from .._net.heads import check_header
 from .._net.transport import HttpResponse, Op
@@ -118,14 +113,8 @@ async def precondition_headers(store: S3Store, op: Op,
     Raises:
         PreconditionFailed: the generation is not the object's (nor known).
     """
-    if if_generation_match is None:
-        return {}
-    if if_generation_match == 0:
-        return {"If-None-Match": "*"}
-    etag = await store._etag_for(op.bucket, op.name, if_generation_match)
-    if etag is None:
-        raise precondition_failed(op, if_generation_match)
-    return {"If-Match": etag}
+    return await etag_preconditions(op, if_generation_match, store._etag_for,
+                                    precondition_failed)
 
 
 async def _verify(store: S3Store, op: Op, info: ObjectInfo, view: memoryview,
@@ -152,12 +141,5 @@ async def discard(store: S3Store, op: Op, info: ObjectInfo, why: str) -> None:
     Raises:
         ChecksumMismatch: always, saying whether the delete happened.
     """
-    note = "the object was deleted"
-    try:
-        await store._delete_request(op.bucket, op.name, store._known_etag(info.generation))
-    except (NotFound, PreconditionFailed):
-        note = "a newer version had replaced it and was left alone"
-    except StorageError as exc:
-        note = f"deleting it failed too ({exc})"
-    raise ChecksumMismatch(f"{describe(op.operation, op.bucket, op.name, 's3')}: {why}; "
-                           f"{note}", operation=op.operation, bucket=op.bucket, name=op.name)
+    await discard_version(op, "object", why, lambda: store._delete_request(
+        op.bucket, op.name, store._known_etag(info.generation)))
