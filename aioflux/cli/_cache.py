@@ -14,17 +14,15 @@ from .._core.errors import InvalidArgument
 from .._engines.cache import clear, info, is_cache
 from .._engines.cache._files import MARKER
 from ._common import emit_json, human
-from ._registry import command
+from ._registry import action_parsers, command
 
 __all__: list[str] = []
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", metavar="ACTION")
-    sub.required = True
-    for action, text in (("info", "entries, bytes and the recorded limit of a cache"),
-                         ("clear", "remove every entry (and leftovers of killed writers)")):
-        p = sub.add_parser(action, help=text, description=text)
+    for action, p in action_parsers(parser, (
+            ("info", "entries, bytes and the recorded limit of a cache"),
+            ("clear", "remove every entry (and leftovers of killed writers)"))):
         p.add_argument("directory", help="the cache directory (cache_dir=)")
         if action == "info":
             p.add_argument("--json", action="store_true", help="one JSON document")

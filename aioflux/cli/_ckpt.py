@@ -18,18 +18,15 @@ from typing import Any
 from .._core.errors import AiofluxError, InvalidArgument, NotFound
 from .._core.store import ObjectStore
 from ._common import add_client_arguments, emit_json, human, portal_store, url_arg
-from ._registry import command
+from ._registry import action_parsers, command
 from ._text import one_line
 
 __all__: list[str] = []
 
 
 def _ckpt_args(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", metavar="ACTION")
-    sub.required = True
-    for action, text in (("list", "complete checkpoints, oldest first"),
-                         ("history", "every recorded save, oldest first")):
-        p = sub.add_parser(action, help=text, description=text)
+    for _, p in action_parsers(parser, (("list", "complete checkpoints, oldest first"),
+                                        ("history", "every recorded save, oldest first"))):
         p.add_argument("root", type=url_arg,
                        help="root of the CheckpointManager: gs://bucket/prefix, "
                             "s3://bucket/prefix, az://container/prefix, file:///path or a "

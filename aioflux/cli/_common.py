@@ -128,11 +128,7 @@ def region_arg(value: str) -> str:
     Raises:
         argparse.ArgumentTypeError: not a region name.
     """
-    try:
-        check_region("region", value)
-    except InvalidArgument as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return value
+    return _usage_checked(lambda: check_region("region", value), value)
 
 
 def user_project_arg(value: str) -> str:
@@ -142,8 +138,13 @@ def user_project_arg(value: str) -> str:
     Raises:
         argparse.ArgumentTypeError: not a project ID.
     """
+    return _usage_checked(lambda: user_project_of("--user-project", value), value)
+
+
+def _usage_checked(check: Callable[[], object], value: str) -> str:
+    """``value``, once ``check()`` passes; its InvalidArgument is a usage error."""
     try:
-        user_project_of("--user-project", value)
+        check()
     except InvalidArgument as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return value

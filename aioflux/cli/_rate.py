@@ -20,7 +20,7 @@ from collections.abc import Callable
 from .._core.errors import InvalidURL
 from .._core.rate.shared_table import Entry, entries, reset, state_dir
 from .._core.urls import parse_url
-from ._registry import command
+from ._registry import action_parsers, command
 from ._text import one_line
 
 __all__: list[str] = []
@@ -49,13 +49,10 @@ def _endpoint(value: str) -> str:
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", metavar="ACTION")
-    sub.required = True
-    for action, text in (
+    for action, p in action_parsers(parser, (
             ("show", "each endpoint, bucket and kind: paced or not, the rate, the throttles"),
             ("reset", "forget the state: requests are not paced until the service throttles "
-                      "them again")):
-        p = sub.add_parser(action, help=text, description=text)
+                      "them again"))):
         p.add_argument("target", nargs="?", type=_bucket, metavar="URL",
                        help="only this bucket's keys: gs://bucket, s3://bucket, az://container, "
                             "http(s)://host or a bucket name (default: every key)")

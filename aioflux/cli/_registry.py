@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
-__all__ = ["COMMANDS", "HOMES", "Command", "Handler", "Home", "UsageError", "command", "load"]
+__all__ = ["COMMANDS", "HOMES", "Command", "Handler", "Home", "UsageError", "action_parsers",
+           "command", "load"]
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -101,3 +102,12 @@ def load(name: str) -> Command:
 class UsageError(Exception):
     """Raised by a handler for a command line that cannot work (exit 2, one line),
     when argparse alone cannot tell (e.g. ``rm`` of a folder without ``-r``)."""
+
+
+def action_parsers(parser: argparse.ArgumentParser, actions: tuple[tuple[str, str], ...]
+                   ) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """A command's required ACTION: a subparser for each ``(action, help)``."""
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
+    sub.required = True
+    for action, text in actions:
+        yield action, sub.add_parser(action, help=text, description=text)

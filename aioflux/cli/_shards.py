@@ -73,7 +73,7 @@ from .._engines.shards._manifest import (
 from .._engines.shards._parquet_footers import FOOTERS_NAME, FooterEntry, update_footers
 from .._engines.shards._parquet_read import read_footer, verify_file
 from ._common import add_client_arguments, human, list_named, portal_store, url_arg
-from ._registry import UsageError, command
+from ._registry import UsageError, action_parsers, command
 from ._text import one_line, shell_quoted
 
 __all__: list[str] = []
@@ -94,13 +94,10 @@ _PARQUET_BUDGET = 64 * 1024 * 1024
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", metavar="ACTION")
-    sub.required = True
-    for action, text in (
+    for action, p in action_parsers(parser, (
             ("ls", "each shard's samples (from its index), size and index state; a total"),
             ("index", "stream each shard without a matching index once; write <shard>.idx"),
-            ("verify", "stream every shard: its crc32c, its format, and its index if any")):
-        p = sub.add_parser(action, help=text, description=text)
+            ("verify", "stream every shard: its crc32c, its format, and its index if any"))):
         p.add_argument("url", type=url_arg,
                        help="a folder of shards, a brace pattern (gs://b/train-{000..099}.tar, "
                             "http(s)://host/train-{000..099}.tar: a web server has no folders) "
