@@ -25,6 +25,7 @@ from .._core.buffers import extend_unfilled, unfilled
 from .._core.crc import crc32c_combine, encode_crc32c
 from .._core.errors import (
     ChecksumMismatch,
+    InvalidArgument,
     NotFound,
     PermissionDenied,
     PreconditionFailed,
@@ -134,9 +135,9 @@ class DownloadOptions:
             256 MiB); one object always downloads, however large.
 
     Raises:
-        ValueError: a size is negative, ``max_sources`` is outside 1-32,
-            ``min_sources`` outside 2-32,
-            ``prefetch_bytes`` is below 1, or a hedge setting is out of range.
+        InvalidArgument: a setting of the wrong type, a size negative,
+            ``max_sources`` outside 1-32, ``min_sources`` outside 2-32,
+            ``prefetch_bytes`` below 1, or a hedge setting out of range.
     """
 
     disable_compose: bool = False
@@ -152,23 +153,34 @@ class DownloadOptions:
     prefetch_bytes: int = DEFAULT_PREFETCH_BYTES
 
     def __post_init__(self) -> None:
-        check_hedge("DownloadOptions", self.hedge_after, self.hedge_budget)
+        try:
+            check_hedge("DownloadOptions", self.hedge_after, self.hedge_budget)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
+        if not isinstance(self.disable_compose, bool):
+            raise InvalidArgument(f"DownloadOptions.disable_compose must be True or False, "
+                                  f"got {self.disable_compose!r}")
+        for name in ("max_composite_object_size", "compose_threshold", "max_sources",
+                     "min_sources", "ranged_threshold", "range_size", "prefetch_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise InvalidArgument(f"DownloadOptions.{name} must be an integer, got {value!r}")
         for name in ("max_composite_object_size", "compose_threshold", "ranged_threshold"):
             if getattr(self, name) < 0:
-                raise ValueError(f"DownloadOptions.{name} must be >= 0")
+                raise InvalidArgument(f"DownloadOptions.{name} must be >= 0")
         if self.range_size < 1:
-            raise ValueError("DownloadOptions.range_size must be >= 1")
+            raise InvalidArgument("DownloadOptions.range_size must be >= 1")
         if self.prefetch_bytes < 1:
-            raise ValueError("DownloadOptions.prefetch_bytes must be >= 1")
+            raise InvalidArgument("DownloadOptions.prefetch_bytes must be >= 1")
         if not 1 <= self.max_sources <= MAX_COMPOSE_SOURCES:
-            raise ValueError(f"DownloadOptions.max_sources must be 1-{MAX_COMPOSE_SOURCES}")
+            raise InvalidArgument(f"DownloadOptions.max_sources must be 1-{MAX_COMPOSE_SOURCES}")
         if not 2 <= self.min_sources <= MAX_COMPOSE_SOURCES:
-            raise ValueError(f"DownloadOptions.min_sources must be 2-{MAX_COMPOSE_SOURCES}")
+            raise InvalidArgument(f"DownloadOptions.min_sources must be 2-{MAX_COMPOSE_SOURCES}")
         if not isinstance(self.composed_prefix, str) or not self.composed_prefix.endswith("/"):
             # A folder: clean_bucket (and `aioflux clean`) find composites in
             # it by the URL rule, which a bare name prefix would escape.
-            raise ValueError(f"DownloadOptions.composed_prefix must be a folder ending in '/', "
-                             f"got {self.composed_prefix!r}")
+            raise InvalidArgument(f"DownloadOptions.composed_prefix must be a folder ending in "
+                                  f"'/', got {self.composed_prefix!r}")
 
     @property
     def compose_enabled(self) -> bool:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from aioflux import (
     AsyncClient,
     ClientConfig,
+    InvalidArgument,
     LocalStore,
     ObjectInfo,
     PermissionDenied,
@@ -359,3 +360,14 @@ async def test_direct_reads_beyond_the_permits_wait_in_the_downloader() -> None:
     got = await asyncio.gather(*(dl.download_many(infos[i:i + 8]) for i in range(0, 24, 8)))
     assert [bytes(d) for batch in got for d in batch] == list(blobs.values())
     assert Counting.peak == 4 and dl.stats.direct == 24
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("disable_compose", "yes"), ("disable_compose", 1), ("compose_threshold", "32k"),
+    ("prefetch_bytes", 1.5), ("max_sources", True), ("min_sources", -3),
+    ("hedge_budget", 2.0)])
+def test_download_options_of_the_wrong_type_or_range_are_refused_by_name(
+        field: str, value: object) -> None:
+    # A string was taken for True ("yes" composed nothing, silently).
+    with pytest.raises(InvalidArgument, match=field):
+        DownloadOptions(**{field: value})  # type: ignore[arg-type]
