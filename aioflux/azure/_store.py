@@ -50,7 +50,7 @@ from ._listing import list_pages
 from ._put import metadata_headers, put_blob
 from ._service import BlobService
 from ._upload import MAX_BLOCK_SIZE, MAX_BLOCKS, AzureUpload
-from ._xml import ANSWERS, gone, precondition_failed, require_lxml
+from ._xml import ANSWERS, gone, lxml, precondition_failed
 
 __all__ = ["FEATURES", "AzureStore"]
 
@@ -114,7 +114,7 @@ class AzureStore(BlobService, StreamingStore):
             raise InvalidArgument(f"AzureStore: {' and '.join(given)} each say how to sign in; "
                                   "give one")
         endpoint = endpoint_url("AzureStore", endpoint)
-        require_lxml()  # listings need it: named now, not at the first listing
+        lxml()  # listings need it: named now, not at the first listing
         self._settings = (config, account, endpoint, connection_string, account_key,
                           sas_token, credential, anonymous)
         explicit = credential is not None or anonymous

@@ -45,10 +45,10 @@ __all__ = [
     "fail",
     "generation_of",
     "gone",
+    "lxml",
     "metadata_of",
     "parse",
     "precondition_failed",
-    "require_lxml",
     "reversible",
     "rfc3339",
     "stored_crc32c",
@@ -78,16 +78,12 @@ def missing_extra(package: str, purpose: str) -> InvalidArgument:
                            f"installed: {INSTALL_HINT}")
 
 
-def require_lxml() -> None:
-    """Check lxml is there.
+def lxml() -> Any:
+    """``lxml.etree``.
 
     Raises:
-        InvalidArgument: it is not; the message names the extra.
+        InvalidArgument: lxml is not installed; the message names the extra.
     """
-    _lxml()
-
-
-def _lxml() -> Any:
     return lxml_etree(lambda: missing_extra("lxml", "reading Azure's XML answers"))
 
 
@@ -177,7 +173,7 @@ def parse(raw: bytes, op: Op) -> Any:
     Raises:
         StorageError: unparsable XML (an entity bomb among others).
     """
-    etree = _lxml()
+    etree = lxml()
     # A parser per call: lxml's parsers are not to be shared between threads.
     parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False,
                              remove_comments=True, remove_pis=True, huge_tree=False)

@@ -27,22 +27,17 @@ from ._xml import fail, raise_if_error
 if TYPE_CHECKING:
     from ._store import S3Store
 
-__all__ = ["parse_page", "read_page", "require_lxml"]
+__all__ = ["lxml", "parse_page", "read_page"]
 
 _FIELDS = ("Key", "Size", "ETag", "LastModified")
 
 
-def require_lxml() -> None:
-    """Check lxml is there.
+def lxml() -> Any:
+    """``lxml.etree``; checked when a store is made, whatever it is then used for.
 
     Raises:
-        InvalidArgument: it is not; the message names the extra.
+        InvalidArgument: lxml is not installed; the message names the extra.
     """
-    _lxml()
-
-
-def _lxml() -> Any:
-    # Checked when a store is made, whatever it is then used for.
     return lxml_etree(lambda: missing_extra("lxml", "reading S3's XML answers"))
 
 
@@ -50,7 +45,7 @@ def _lxml() -> Any:
 def _columns_of(namespace: str) -> tuple[Any, tuple[Any, ...]]:
     """Compiled XPaths for a document in ``namespace``: the entry count, and
     each field's text over all entries, in order."""
-    etree = _lxml()
+    etree = lxml()
     nsmap = {"s": namespace} if namespace else None
     p = "s:" if namespace else ""
 
@@ -78,7 +73,7 @@ def parse_page(raw: bytes, op: Op) -> Any:
     Raises:
         StorageError: unparsable XML, or an error document.
     """
-    etree = _lxml()
+    etree = lxml()
     # A parser per call: lxml's parsers are not to be shared between threads.
     parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False,
                              remove_comments=True, remove_pis=True)

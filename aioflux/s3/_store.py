@@ -56,7 +56,7 @@ from ._endpoints import DEFAULT_REGION, Addressing, Endpoints, check_region
 from ._listing import list_pages
 from ._multipart import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE, Multipart
 from ._multipart_calls import S3MultipartCalls
-from ._page import require_lxml
+from ._page import lxml
 from ._put import metadata_headers, put_object
 from ._service import S3Service
 from ._upload import S3Upload
@@ -133,7 +133,7 @@ class S3Store(S3Service, S3MultipartCalls, StreamingStore):
                                   f"got {addressing!r}")
         self._settings = (config, region, endpoint, addressing, profile, anonymous, sign_payload,
                           defer_credentials, requester_pays)
-        require_lxml()  # listings need it: named now, not at the first listing
+        lxml()  # listings need it: named now, not at the first listing
         check_region("S3Store: region", region)
         if region is None and transport is None:
             try:
