@@ -746,19 +746,20 @@ def copy_differs(source: ObjectInfo, copy: ObjectInfo) -> list[str]:
 
 
 async def published_before(store: ObjectStore, bucket: str, name: str,
-                           exc: NotFound | PreconditionFailed,
-                           expected: Crc32c) -> ObjectInfo:
-    """A retried multipart completion answered "no such upload", or failed
-    its own precondition: the first attempt may have published and its
-    answer been lost. That is success only if the object now holds exactly
-    the bytes written.
+                           exc: NotFound | PreconditionFailed, size: int,
+                           crc: int) -> ObjectInfo:
+    """A retried write or multipart completion answered "no such upload", or
+    failed its own precondition: the first attempt may have published and
+    its answer been lost. That is success only if the object now holds
+    exactly the bytes written.
 
     Args:
         store: the store.
         bucket: bucket name.
         name: the object.
-        exc: the error of the retried completion.
-        expected: crc32c and length of what was written.
+        exc: the error of the retried request.
+        size: length of what was written.
+        crc: its crc32c.
 
     Returns:
         The object's metadata.
@@ -774,6 +775,6 @@ async def published_before(store: ObjectStore, bucket: str, name: str,
         info = await store.stat(bucket, name)
     except NotFound:
         raise exc from None
-    if info.size != expected.length or info.crc32c != expected.value:
+    if info.size != size or info.crc32c != crc:
         raise exc
     return info

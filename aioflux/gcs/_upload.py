@@ -171,7 +171,8 @@ class GcsUpload(UploadTarget):
         return info
 
     async def _completed_before(self, exc: NotFound, expected: Crc32c) -> ObjectInfo:
-        info = await published_before(self.client, self.bucket, self.name, exc, expected)
+        info = await published_before(self.client, self.bucket, self.name, exc,
+                                          expected.length, expected.value)
         self._upload_id = None
         return info
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._core.crc import crc32c, encode_crc32c
 from .._core.errors import NotFound, PreconditionFailed
-from .._core.store import SourceSpec, composite_of
+from .._core.store import SourceSpec, composite_of, published_before
 from .._core.types import ObjectInfo
 from .._net.transport import Op
 from ._json import compose_body, multipart_related, refused_resource, written_handler
@@ -60,17 +60,11 @@ async def write_object(client: AsyncClient, bucket: str, name: str, view: memory
                                          if_generation_match, metadata)
     except PreconditionFailed as exc:
         # A retried upload whose first attempt landed (its response lost)
-        # fails its own "must not exist" precondition: it is ours if the
-        # object now holds exactly these bytes.
-        if exc.attempts < 2 or if_generation_match is None:
+        # fails its own precondition: it is ours if the object now holds
+        # exactly these bytes.
+        if if_generation_match is None:
             raise
-        try:
-            info = await client.stat(bucket, name)
-        except NotFound:
-            raise exc from None
-        if info.size != len(view) or info.crc32c != checksum:
-            raise
-        return info
+        return await published_before(client, bucket, name, exc, len(view), checksum)
     if isinstance(answer, str):
         # The write may have published: only the name can tell what it holds.
         return await confirm_published(client, op, len(view), checksum,

@@ -139,7 +139,8 @@ class S3Upload(UploadTarget):
     async def _completed_before(self, exc: NotFound | PreconditionFailed,
                                 expected: Crc32c) -> ObjectInfo:
         try:
-            info = await published_before(self.store, self.bucket, self.name, exc, expected)
+            info = await published_before(self.store, self.bucket, self.name, exc,
+                                          expected.length, expected.value)
         except (NotFound, PreconditionFailed):
             if exc.attempts < 2:
                 raise
