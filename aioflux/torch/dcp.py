@@ -39,8 +39,8 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any
 
+from torch.distributed.checkpoint import filesystem as dcp_filesystem
 from torch.distributed.checkpoint.filesystem import (
-    CURRENT_DCP_VERSION,
     FileSystemBase,
     FileSystemReader,
     FileSystemWriter,
@@ -502,10 +502,14 @@ class DcpWriter(FileSystemWriter):
         # What FileSystemWriter.finish puts in the metadata. It writes it
         # under a temporary name and renames it (a copy and a delete here);
         # every object written here is published only once complete, so
-        # the metadata goes straight to its own name.
-        metadata.version = CURRENT_DCP_VERSION
+        # the metadata goes straight to its own name. (Older torch sets no
+        # version, and before 2.4 no storage_meta.)
+        version = getattr(dcp_filesystem, "CURRENT_DCP_VERSION", None)
+        if version is not None:
+            metadata.version = version
         metadata.storage_data = {r.index: r.storage_data for ranks in plain for r in ranks}
-        metadata.storage_meta = self.storage_meta()
+        if hasattr(self, "storage_meta"):
+            metadata.storage_meta = self.storage_meta()
         with self.fs.create_stream(self.fs.concat_path(self.path, name), "wb") as out:
             pickle.dump(metadata, out)
 
