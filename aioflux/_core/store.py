@@ -18,7 +18,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, cast, overload, runtime_checkable
+from typing import Any, Protocol, cast, overload, runtime_checkable
 
 from .config import ClientConfig
 from .crc import Crc32c, crc32c_combine
@@ -42,6 +42,8 @@ __all__ = [
     "composite_of",
     "copy_differs",
     "delete_all",
+    "arguments_state",
+    "from_arguments",
     "objects_of",
     "published_before",
     "source_of",
@@ -161,6 +163,20 @@ class UploadTarget:
         self.metadata = metadata
         self.if_generation_match = if_generation_match
         self.mode = ""
+
+
+# A store is pickled as the arguments its __init__ kept in ``_arguments``:
+# its sessions, credentials and limiters belong to this process and its
+# event loops (DataLoader workers build their own). A store's class sets
+# ``__getstate__ = arguments_state`` and ``__setstate__ = from_arguments``.
+
+
+def arguments_state(store: Any) -> dict[str, object]:
+    return {"arguments": store._arguments}
+
+
+def from_arguments(store: Any, state: dict[str, dict[str, object]]) -> None:
+    store.__init__(**state["arguments"])
 
 
 @runtime_checkable

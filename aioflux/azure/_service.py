@@ -155,8 +155,15 @@ class BlobService(StoreBase):
         return url, {}
 
     def remember(self, etag: str) -> int:
-        """The generation of ``etag``, as :meth:`EtagMemory.remember
-        <aioflux._core.etags.EtagMemory.remember>` gives it."""
+        """The generation of ``etag``; a hashed one is remembered, so that
+        it maps back to its ETag.
+
+        Args:
+            etag: an ETag.
+
+        Returns:
+            Its generation.
+        """
         return self._etags.remember(etag)
 
     async def etag_for(self, container: str, name: str, generation: int) -> str | None:

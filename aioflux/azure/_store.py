@@ -31,7 +31,7 @@ from typing import Any
 
 from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument, NotFound, PreconditionFailed, describe
-from .._core.store import Fetched, StoreFeatures
+from .._core.store import Fetched, StoreFeatures, arguments_state, from_arguments
 from .._core.types import ListPage, ObjectInfo
 from .._core.urls import validate_bucket
 from .._core.validate import (
@@ -93,6 +93,8 @@ class AzureStore(BlobService, StreamingStore):
 
     _kind = "Azure"
     features = FEATURES
+    __getstate__ = arguments_state
+    __setstate__ = from_arguments
 
     def __init__(self, config: ClientConfig | None = None, *, account: str | None = None,
                  endpoint: str | None = None, connection_string: str | None = None,
@@ -115,8 +117,10 @@ class AzureStore(BlobService, StreamingStore):
                                   "give one")
         endpoint = endpoint_url("AzureStore", endpoint)
         lxml()  # listings need it: named now, not at the first listing
-        self._settings = (config, account, endpoint, connection_string, account_key,
-                          sas_token, credential, anonymous)
+        self._arguments = {"config": config, "account": account, "endpoint": endpoint,
+                           "connection_string": connection_string, "account_key": account_key,
+                           "sas_token": sas_token, "credential": credential,
+                           "anonymous": anonymous}
         explicit = credential is not None or anonymous
         settings = resolve(account, endpoint, connection_string,
                            None if explicit else account_key, None if explicit else sas_token)
@@ -126,19 +130,6 @@ class AzureStore(BlobService, StreamingStore):
 
     def __repr__(self) -> str:
         return f"AzureStore({self.endpoint!r})"
-
-    def __getstate__(self) -> dict[str, object]:
-        # By settings: sessions and tokens belong to this process
-        # (DataLoader workers make their own).
-        return {"settings": self._settings}
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        settings = state["settings"]
-        assert isinstance(settings, tuple)
-        config, account, endpoint, conn, key, sas, credential, anonymous = settings
-        self.__init__(config, account=account, endpoint=endpoint,  # type: ignore[misc]
-                      connection_string=conn, account_key=key, sas_token=sas,
-                      credential=credential, anonymous=anonymous)
 
     # -- lifecycle ---------------------------------------------------------------------
 

@@ -48,7 +48,7 @@ from .._core.auth import AnonymousAuth
 from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument, InvalidRequest, describe
 from .._core.metrics import RequestStats
-from .._core.store import Fetched, StoreFeatures
+from .._core.store import Fetched, StoreFeatures, arguments_state, from_arguments
 from .._core.store_base import StoreBase
 from .._core.types import ListPage, ObjectInfo
 from .._core.urls import WEB_SCHEMES
@@ -93,6 +93,8 @@ class HttpStore(StoreBase):
 
     _kind = "a web server"
     _read_only_why = "a web server takes no writes"
+    __getstate__ = arguments_state
+    __setstate__ = from_arguments
 
     def __init__(self, config: ClientConfig | None = None, *, scheme: str = "https",
                  token: str | None = None) -> None:
@@ -106,6 +108,7 @@ class HttpStore(StoreBase):
         # URLs in messages) are this instance's.
         self.features = StoreFeatures(scheme=scheme, start_offset=False, read_only=True)
         self._token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
+        self._arguments = {"config": self.config, "scheme": scheme, "token": self._token}
         self._transports: dict[str, WebTransport] = {}
         self._pins: dict[int, Pin] = {}
         self._locations = Locations()
@@ -113,14 +116,6 @@ class HttpStore(StoreBase):
 
     def __repr__(self) -> str:
         return f"HttpStore(scheme={self.scheme!r})"  # never the token
-
-    def __getstate__(self) -> dict[str, object]:
-        # By settings: connections belong to this process's loops.
-        return {"config": self.config, "scheme": self.scheme, "token": self._token}
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.__init__(state["config"], scheme=state["scheme"],  # type: ignore[misc,arg-type]
-                      token=state["token"])
 
     @property
     def stats(self) -> RequestStats:

@@ -63,7 +63,7 @@ from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument, NotFound, StorageError
 from .._core.metrics import Attempt, RequestStats
 from .._core.share import pool_threads
-from .._core.store import Fetched, StoreFeatures
+from .._core.store import Fetched, StoreFeatures, arguments_state, from_arguments
 from .._core.types import ListPage, MultipartUploadInfo, ObjectInfo
 from .._core.urls import format_url
 from .._core.validate import (
@@ -123,10 +123,13 @@ class LocalStore(StreamingStore):
 
     _kind = "the filesystem"
     features = FEATURES
+    __getstate__ = arguments_state
+    __setstate__ = from_arguments
 
     def __init__(self, config: ClientConfig | None = None) -> None:
         check_instance("LocalStore", "config", config, ClientConfig, optional=True)
         self.config = config or ClientConfig()
+        self._arguments = {"config": self.config}
         # One limiter per event loop, forgotten with the loop.
         self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
                                                 asyncio.Semaphore] = weakref.WeakKeyDictionary()
@@ -140,16 +143,6 @@ class LocalStore(StreamingStore):
 
     def __repr__(self) -> str:
         return "LocalStore()"
-
-    def __getstate__(self) -> dict[str, object]:
-        # By settings: limiters belong to this process's loops (DataLoader
-        # workers get a store of their own).
-        return {"config": self.config}
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        config = state["config"]
-        assert isinstance(config, ClientConfig)
-        self.__init__(config)  # type: ignore[misc]
 
     @property
     def stats(self) -> RequestStats:

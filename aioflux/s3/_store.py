@@ -35,7 +35,7 @@ from functools import partial
 from .._core.auth import Auth
 from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument
-from .._core.store import Fetched, StoreFeatures
+from .._core.store import Fetched, StoreFeatures, arguments_state, from_arguments
 from .._core.types import ListPage, ObjectInfo
 from .._core.urls import validate_bucket
 from .._core.validate import (
@@ -113,6 +113,8 @@ class S3Store(S3Service, S3MultipartCalls, StreamingStore):
 
     _kind = "S3"
     features = FEATURES
+    __getstate__ = arguments_state
+    __setstate__ = from_arguments
 
     def __init__(self, config: ClientConfig | None = None, *, region: str | None = None,
                  endpoint: str | None = None, addressing: Addressing = "auto",
@@ -131,8 +133,10 @@ class S3Store(S3Service, S3MultipartCalls, StreamingStore):
         if addressing not in ("auto", "path", "virtual"):
             raise InvalidArgument(f"S3Store: addressing must be 'auto', 'path' or 'virtual', "
                                   f"got {addressing!r}")
-        self._settings = (config, region, endpoint, addressing, profile, anonymous, sign_payload,
-                          defer_credentials, requester_pays)
+        self._arguments = {"config": config, "region": region, "endpoint": endpoint,
+                           "addressing": addressing, "profile": profile, "anonymous": anonymous,
+                           "sign_payload": sign_payload, "defer_credentials": defer_credentials,
+                           "requester_pays": requester_pays}
         lxml()  # listings need it: named now, not at the first listing
         check_region("S3Store: region", region)
         if region is None and transport is None:
@@ -161,21 +165,6 @@ class S3Store(S3Service, S3MultipartCalls, StreamingStore):
 
     def __repr__(self) -> str:
         return f"S3Store({self.endpoint!r}, region={self.region!r})"
-
-    def __getstate__(self) -> dict[str, object]:
-        # By settings: sessions and credentials belong to this process
-        # (DataLoader workers resolve their own).
-        return {"settings": self._settings}
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        settings = state["settings"]
-        assert isinstance(settings, tuple)
-        (config, region, endpoint, addressing, profile, anonymous, sign_payload, deferred,
-         requester_pays) = settings
-        self.__init__(config, region=region, endpoint=endpoint,  # type: ignore[misc]
-                      addressing=addressing, profile=profile, anonymous=anonymous,
-                      sign_payload=sign_payload, defer_credentials=deferred,
-                      requester_pays=requester_pays)
 
     # -- lifecycle -------------------------------------------------------------------
 
