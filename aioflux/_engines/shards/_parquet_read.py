@@ -47,7 +47,7 @@ from ._parquet import TAIL, Footer, RangeFile, footer_of_tail, pyarrow_parquet
 from ._parquet_shared import SharedGroups
 from ._spans import Run, ShardsDone, _pinned_read
 
-__all__ = ["FooterCache", "Kept", "check_filters", "kept_groups", "read_footer",
+__all__ = ["FooterCache", "Kept", "Picked", "check_filters", "kept_groups", "read_footer",
            "read_group", "read_row_runs", "verify_file"]
 
 # Chunks this close are fetched by one GET (the gap's bytes cost less than a request).
@@ -332,13 +332,45 @@ async def _piece(store: ObjectStore, info: ObjectInfo, start: int, end: int,
     return data
 
 
-def _indices(rows: list[int]) -> Any:
+def _indices(rows: array[int]) -> Any:
     """``rows`` as an Arrow int64 array, from its buffer: ``pa.array`` of a
     list (or of a numpy array) looks for pandas first, and a process's first
     look imports it (0.8 s of CPU here, on the first row's path and in each
     DataLoader worker)."""
     import pyarrow as pa
-    return pa.Array.from_buffers(pa.int64(), len(rows), [None, pa.py_buffer(array("q", rows))])
+    return pa.Array.from_buffers(pa.int64(), len(rows), [None, pa.py_buffer(rows)])
+
+
+class Picked:
+    """A run's rows of its row groups, picked a slice at a time as they are
+    wanted: the first rows go out before the rest are picked.
+
+    Args:
+        whole: the run's row groups' table.
+        rows: the run's rows in it, in the run's order.
+    """
+
+    def __init__(self, whole: Any, rows: array[int]) -> None:
+        self.whole, self.rows = whole, rows
+
+    @property
+    def schema(self) -> Any:
+        """The columns' pyarrow schema."""
+        return self.whole.schema
+
+    @property
+    def num_rows(self) -> int:
+        """The run's rows."""
+        return len(self.rows)
+
+    @property
+    def nbytes(self) -> int:
+        """The run's share of its row groups' decoded bytes."""
+        return int(self.whole.nbytes) * len(self.rows) // max(1, int(self.whole.num_rows))
+
+    def slice(self, at: int, count: int) -> Any:
+        """Rows ``at`` to ``at + count`` of the run as a pyarrow Table."""
+        return self.whole.take(_indices(self.rows[at:at + count]))
 
 
 def _retrieved(task: asyncio.Future[Kept]) -> None:
@@ -375,7 +407,7 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
             (None: read alone).
 
     Yields:
-        Each run with a pyarrow Table of its rows, in the run's order.
+        Each run with its rows (:class:`Picked`), in the run's order.
 
     Raises:
         ChecksumMismatch, ShardFormatError, NotFound, PreconditionFailed,
@@ -427,7 +459,7 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
             at += t.num_rows
         import pyarrow as pa
         whole = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        return whole.take(_indices([base[j] + r for j, r in wanted]))
+        return Picked(whole, array("q", [base[j] + r for j, r in wanted]))
 
     async def with_kept() -> AsyncGenerator[tuple[Run, Kept], None]:
         # The footers of the shards of the next ``limit`` runs are asked for
