@@ -88,6 +88,12 @@ class Locations:
         """Drop what ``url`` led to."""
         self._where.pop(url, None)
 
+    def adopt(self, other: Locations) -> None:
+        """Remember where ``other``'s URLs led, those this knows of aside."""
+        for url, final in list(other._where.items()):
+            if url not in self._where:
+                self.learn(url, final)
+
 
 # What a remembered redirect target answers when the link went stale.
 _STALE = (401, 403, 404, 410, 412)

@@ -19,7 +19,8 @@ A bucket is a repo at a revision (``datasets/org/name@rev``: see
 - **Reads** are ranged GETs of the ``resolve`` URL at the commit, checked
   and pinned as an http(s) store's are (``_net/web_read.py``): redirects to
   the CDN followed, the token sent only to the Hub's origin, never to the
-  CDN; where a file's redirect led is remembered, so its next reads go to
+  CDN; where a file's redirect led is remembered (and handed to the stores
+  of the same token in forked DataLoader workers), so its next reads go to
   the CDN at once. A read pinned to a generation checks it against the
   file's at the commit, as a listing or a HEAD by any store of the process
   learned it, else by a HEAD first (a manifest from another job may name a
@@ -43,6 +44,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import os
 import re
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
@@ -92,8 +94,12 @@ _KNOWN = 65_536
 # A file's generation at a commit, as any store of this process learned it
 # ((endpoint, repo, commit, path) -> generation): a commit never changes, so
 # the listing's store spares the reading stores a HEAD a file. Not the
-# redirects' targets: signed for one token's access.
+# redirects' targets: signed for one token's access (see _locations_of).
 _AT_COMMIT: dict[tuple[str, str, str, str], int] = {}
+# Per (endpoint, token's account): the process, its stores' redirect
+# targets, and those of the process it was forked from.
+_LEARNED: dict[tuple[str, str], tuple[int, weakref.WeakSet[Locations],
+                                      weakref.WeakSet[Locations]]] = {}
 
 
 class HfStore(StoreBase):
@@ -132,7 +138,7 @@ class HfStore(StoreBase):
         # Per loop (a lock is its loop's), per bucket: the resolution under way.
         self._resolving: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = weakref.WeakKeyDictionary()
-        self._locations = Locations()
+        self._locations = _locations_of(self.endpoint, _account(self._token))
         self._stats = RequestStats()
         self._transport: WebTransport | None = None
 
@@ -485,6 +491,23 @@ class _HubTransport(WebTransport):
         gate = super()._gate(self.account, write)
         assert self._gates is not None
         return self._gates.setdefault((bucket, write), gate)
+
+
+def _locations_of(endpoint: str, account: str) -> Locations:
+    """A new store's redirect targets: none in the process that learned
+    them (each store of a token checks its access again), those its stores
+    learned in a process forked from it (a DataLoader worker: the same job
+    and token; each file's first read there is then no 302 at the Hub)."""
+    pid, key = os.getpid(), (endpoint, account)
+    held = _LEARNED.get(key)
+    if held is None or held[0] != pid:
+        inherited = held[1] if held is not None else weakref.WeakSet()
+        held = _LEARNED[key] = (pid, weakref.WeakSet(), inherited)
+    mine = Locations()
+    for parent in held[2]:
+        mine.adopt(parent)
+    held[1].add(mine)
+    return mine
 
 
 def _account(token: str | None) -> str:
