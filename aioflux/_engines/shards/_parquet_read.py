@@ -16,8 +16,10 @@ two decoded row groups are kept: consecutive runs of one row group (a
 DataLoader worker's share of it, an unshuffled pass) decode it once; the
 processes of a node that read the same row groups together (DataLoader
 workers) share them decoded (:mod:`._parquet_shared`). A pass's first run
-is read alone, the window's other reads after it: the first rows wait on
-one row group, not on a window of them sharing the links and the cores.
+is read alone, the window's other reads after it, and its rows are picked
+out of its row groups a slice at a time as they are handed out: the first
+rows wait on one row group, not on a window of them sharing the links and
+the cores, nor on the rest of the run's rows.
 """
 
 from __future__ import annotations
@@ -365,8 +367,8 @@ class Picked:
 
     @property
     def nbytes(self) -> int:
-        """The run's share of its row groups' decoded bytes."""
-        return int(self.whole.nbytes) * len(self.rows) // max(1, int(self.whole.num_rows))
+        """The decoded bytes held: its row groups'."""
+        return int(self.whole.nbytes)
 
     def slice(self, at: int, count: int) -> Any:
         """Rows ``at`` to ``at + count`` of the run as a pyarrow Table."""
@@ -407,7 +409,8 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
             (None: read alone).
 
     Yields:
-        Each run with its rows (:class:`Picked`), in the run's order.
+        Each run with a pyarrow Table of its rows (the first run's a
+        :class:`Picked`: picked a slice at a time), in the run's order.
 
     Raises:
         ChecksumMismatch, ShardFormatError, NotFound, PreconditionFailed,
@@ -447,7 +450,7 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
             done.popitem(last=False)
         return table
 
-    async def job(item: tuple[Run, Kept]) -> Any:
+    async def job(item: tuple[Run, Kept], picked: bool = False) -> Any:
         run, kept = item
         wanted = [kept.where(row) for row in run.samples]
         order = sorted({j for j, _ in wanted})
@@ -459,7 +462,10 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
             at += t.num_rows
         import pyarrow as pa
         whole = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        return Picked(whole, array("q", [base[j] + r for j, r in wanted]))
+        rows = array("q", [base[j] + r for j, r in wanted])
+        # A later run's rows are taken whole: a Picked would hold its row
+        # groups while in the window, where the run's rows alone are counted.
+        return Picked(whole, rows) if picked else whole.take(_indices(rows))
 
     async def with_kept() -> AsyncGenerator[tuple[Run, Kept], None]:
         # The footers of the shards of the next ``limit`` runs are asked for
@@ -507,7 +513,7 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         # The first run is read alone and handed out at once: the first rows
         # wait on its row groups, not on a window's worth of reads sharing
         # the links and the cores, nor on the window filling up.
-        yield first[0], await job(first)
+        yield first[0], await job(first, picked=True)
         async for (run, _), table in window(items, job, limit=limit, ordered=True,
                                             max_bytes=max_bytes, nbytes=nbytes):
             yield run, table

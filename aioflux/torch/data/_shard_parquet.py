@@ -232,7 +232,7 @@ class ParquetRows:
     def reads(self, store: ObjectStore, infos: Sequence[ObjectInfo], counts: Any,
               runs: Iterable[Run | ShardsDone], *, limit: int, max_bytes: int,
               hedger: Hedger | None, cache: DiskCache | None) -> Iterator[tuple[Run, Any]]:
-        """Each run with its rows (a ``Picked``: see ``read_row_runs``)."""
+        """Each run with a pyarrow Table of its rows (see ``read_row_runs``)."""
         async def kept_of(k: int) -> Kept:
             return await self.kept(store, infos, k, counts(k))
 
@@ -270,9 +270,9 @@ class ParquetRows:
         return get_portal().call(run())
 
     def rows(self, table: Any) -> Iterator[Any]:
-        """A run's rows (a ``Picked``) as dicts (list columns as lists, or
-        tensors), picked and made a slice at a time: the first rows go out
-        before the rest are picked or made."""
+        """A run's rows (a Table or a ``Picked``) as dicts (list columns as
+        lists, or tensors), made a slice at a time: the first rows go out
+        before the rest are made (or picked)."""
         lists = [field.name for field in table.schema if _is_list(field.type)]
         for at in range(0, table.num_rows, _ROWS_AT_ONCE):
             rows = table.slice(at, _ROWS_AT_ONCE).to_pylist()

@@ -396,7 +396,7 @@ class ShardSource:
     def reads(self, runs: Iterable[Run | ShardsDone], *, limit: int,
               max_bytes: int) -> Iterator[tuple[Run, Any]]:
         """Read ``runs`` (taken as room frees) on this process's store, a window in flight
-        (see ``read_runs``; Parquet: each run with its rows, a ``Picked``);
+        (see ``read_runs``; Parquet: each run with a pyarrow Table of its rows);
         files in memory one run at a time in this thread (``read_runs_here``)."""
         store = self.source.downloader.client
         if self.parquet is not None:
