@@ -52,6 +52,17 @@ def _chunk_reads(hub: FakeHub, since: int) -> list[tuple[str, str]]:
     ]
 
 
+def _rows_of_two_forked_workers(ds: ShardDataset) -> list[int]:
+    loader = torch.utils.data.DataLoader(
+        ds,
+        batch_size=4,
+        num_workers=2,
+        collate_fn=list,
+        multiprocessing_context=multiprocessing.get_context("fork"),
+    )
+    return [row["id"] for batch in loader for row in batch]
+
+
 def test_made_without_a_head_a_file_and_the_first_run_read_alone(
     hub: FakeHub, repo: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -92,14 +103,7 @@ def test_workers_sharing_row_groups_fetch_each_once(
     made = len(hub.requests)
     # Batches of 4 rows from row groups of 16: each row group's rows are in
     # both workers' batches.
-    loader = torch.utils.data.DataLoader(
-        ds,
-        batch_size=4,
-        num_workers=2,
-        collate_fn=list,
-        multiprocessing_context=multiprocessing.get_context("fork"),
-    )
-    rows = [row["id"] for batch in loader for row in batch]
+    rows = _rows_of_two_forked_workers(ds)
     assert sorted(rows) == [f * 1000 + i for f in range(FILES) for i in range(ROWS)]
     reads = _chunk_reads(hub, made)
     assert len(reads) == len(set(reads)) == FILES * ROWS // GROUP
@@ -142,14 +146,7 @@ def test_workers_read_at_the_commit_the_listing_resolved(
     ds = ShardDataset.from_prefix(URL, format="parquet", index_dir=tmp_path / "idx", seed=3)
     # A push after the dataset was made: its workers still read the listed commit.
     hub.push("org/pq", {"data/part-0.parquet": _parquet(7)})
-    loader = torch.utils.data.DataLoader(
-        ds,
-        batch_size=4,
-        num_workers=2,
-        collate_fn=list,
-        multiprocessing_context=multiprocessing.get_context("fork"),
-    )
-    rows = [row["id"] for batch in loader for row in batch]
+    rows = _rows_of_two_forked_workers(ds)
     assert sorted(rows) == [f * 1000 + i for f in range(FILES) for i in range(ROWS)]
     assert _revisions(hub) == 1
     assert all(f"/resolve/{repo}/" in r.path for r in hub.sent("hub") if "/resolve/" in r.path)
@@ -174,14 +171,7 @@ def test_forked_workers_go_where_the_redirects_led_with_no_request_at_the_hub(
         URL, format="parquet", index_dir=tmp_path / "idx", batch_size=4, seed=3
     )
     made = len(hub.requests)
-    loader = torch.utils.data.DataLoader(
-        ds,
-        batch_size=4,
-        num_workers=2,
-        collate_fn=list,
-        multiprocessing_context=multiprocessing.get_context("fork"),
-    )
-    rows = [row["id"] for batch in loader for row in batch]
+    rows = _rows_of_two_forked_workers(ds)
     assert sorted(rows) == [f * 1000 + i for f in range(FILES) for i in range(ROWS)]
     assert [r.path for r in hub.requests[made:] if r.origin != "cdn"] == []
     assert len(_chunk_reads(hub, made)) == FILES * ROWS // GROUP
