@@ -40,10 +40,12 @@ def seed(where: Where) -> list[dict[str, Any]]:
 
 
 def lines(where: Where, tmp_path: Path, cls: Any = ShardDataset, **kw: Any) -> Any:
-    settings: dict[str, Any] = {"cache_dir": tmp_path / "cache", "cache_limit": 1 << 30,
-                                "samples_per_read": 8, **kw}
+    options: dict[str, Any] = {"cache_dir": tmp_path / "cache", "cache_limit": 1 << 30,
+                               "samples_per_read": 8, **kw}
+    settings = where.settings(cache_dir=options.pop("cache_dir"),
+                              cache_limit=options.pop("cache_limit"))
     return cls.from_prefix(where.root, format="lines", decode="json",
-                           index_dir=tmp_path / "idx", **settings, **where.kwargs)
+                           index_dir=tmp_path / "idx", settings=settings, **options)
 
 
 def media_gets(where: Where) -> int:
