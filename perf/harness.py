@@ -269,10 +269,9 @@ def run_scratch(name: str) -> Iterator[Path]:
     """A folder the contenders keep files in until the run ends (its path
     in :data:`SCRATCH_ENV`), then removed.
 
-    A contender that deleted a GiB of files at each round's end handed the
-    next round's writes the filesystem's cost of freeing them (ext4 with
-    ``discard``): the cold cache epoch's system CPU went 2.6, 11.0, 13.0 s
-    over three rounds. Kept until the run ends, no round pays for another's.
+    Deleted at each round's end, a round's files would hand the next
+    round's writes the filesystem's cost of freeing them (ext4 mounted with
+    ``discard``); kept until the run ends, no round pays for another's.
     """
     folder = Path(tempfile.mkdtemp(prefix=f"aioflux-perf-{name}-"))
     before = os.environ.get(SCRATCH_ENV)
