@@ -6,7 +6,8 @@ Public API (everything else lives in private modules and may change):
   name for it), :class:`S3Store` (``s3://`` and S3-compatible stores; the
   ``s3`` extra), :class:`AzureStore` (``az://``; the ``azure`` extra),
   :class:`LocalStore` (``file://`` and plain paths), :class:`HttpStore`
-  (read-only ``http(s)://``); the :class:`ObjectStore` protocol they share;
+  (read-only ``http(s)://``), :class:`HfStore` (read-only ``hf://``, the
+  Hugging Face Hub); the :class:`ObjectStore` protocol they share;
 - the blocking face of any store, :class:`SyncStore`; GCS's, built from its
   settings, :class:`Client`;
 - settings: :class:`ClientConfig`, :class:`RetryPolicy`, :class:`Timeouts`,
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
     from .azure import AzureStore
     from .gcs._client import AsyncClient as AsyncClient  # GcsStore's other name (_ALIASES)
     from .gcs._client import GcsStore
+    from .hf import HfStore
     from .http import HttpStore
     from .local import LocalStore
     from .s3 import S3Store
@@ -86,6 +88,7 @@ __all__ = [
     "DownloadStats",
     "Downloader",
     "GcsStore",
+    "HfStore",
     "HttpStore",
     "InvalidArgument",
     "InvalidRequest",
@@ -139,6 +142,7 @@ _HOMES = {
     "DownloadStats": "._engines.download",
     "Downloader": "._engines.download",
     "GcsStore": ".gcs._client",
+    "HfStore": ".hf",
     "HttpStore": ".http",
     "InvalidArgument": "._core.errors",
     "InvalidRequest": "._core.errors",

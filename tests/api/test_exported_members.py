@@ -18,9 +18,9 @@ DOCUMENTED = {
     "aioflux": {
         "AiofluxError", "AzureStore", "BridgeError", "ChecksumMismatch", "Client",
         "ClientConfig", "Conflict", "DownloadOptions", "DownloadStats", "Downloader",
-        "GcsStore", "HttpStore", "InvalidArgument", "InvalidRequest", "InvalidURL", "ListPage",
-        "LocalStore", "MultipartUploadInfo", "NotFound", "ObjectInfo", "ObjectStore", "PartInfo",
-        "PermissionDenied", "PreconditionFailed",
+        "GcsStore", "HfStore", "HttpStore", "InvalidArgument", "InvalidRequest", "InvalidURL",
+        "ListPage", "LocalStore", "MultipartUploadInfo", "NotFound", "ObjectInfo", "ObjectStore",
+        "PartInfo", "PermissionDenied", "PreconditionFailed",
         "ProtocolError", "RateLimited", "ReaderOptions", "RetryPolicy", "S3Store", "ServerError",
         "ShardFormatError",
         "StorageError", "StoreURL", "StreamItem", "SyncStore", "TLSError", "Timeouts",
@@ -84,8 +84,9 @@ REMOVED_FROM_ROOT = {
 # AzureStore and HttpStore at the root, ~860) and the one blocking face of
 # every store (SyncStore, ~370, its methods' docstrings the protocol's; the
 # hand-written Client twin replaced by SyncStore's GCS face), less GcsURL
-# and download_many (deprecated), ~6,437. A new export shows up here.
-HELP_LINES_MAX = 6_440
+# and download_many (deprecated), ~6,437; with HfStore at the root beside
+# the other stores (~366), ~6,803. A new export shows up here.
+HELP_LINES_MAX = 6_810
 
 
 @pytest.mark.parametrize("module_name", sorted(DOCUMENTED))
