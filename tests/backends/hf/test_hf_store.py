@@ -1,7 +1,7 @@
 """``HfStore`` against the fake Hub: listing by tree pages in name order,
 stat, ranged reads through the CDN redirect, one commit per store, the
 token kept from the CDN, 429s waited out, refusals that say to set
-HF_TOKEN, offline mode and writes refused."""
+HF_TOKEN, offline mode and writes refused; its blocking face."""
 
 from __future__ import annotations
 
@@ -13,12 +13,21 @@ from pathlib import Path
 
 import pytest
 
-from aioflux import ClientConfig, InvalidRequest, NotFound, PermissionDenied, RetryPolicy
+import aioflux
+from aioflux import (
+    ClientConfig,
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+    RetryPolicy,
+    SyncStore,
+)
 from aioflux._core.crc import crc32c
 from aioflux._core.rate.state import PACING_SWITCH_DEBT
 from aioflux.hf import HfStore
 from aioflux.testing import FakeHub
 from tests.backends.hf.conftest import TOKEN
+from tests.backends.test_sync_store_conformance import _async_names, _sync_names
 
 BUCKET = "datasets/org/ds"
 FAST = ClientConfig(retry=RetryPolicy(max_attempts=3, initial_delay=0.0, max_delay=0.0))
@@ -376,3 +385,20 @@ async def test_a_tree_page_linked_on_another_origin_gets_no_token() -> None:
                 HfStore(FAST, endpoint=endpoint, token=TOKEN) as store:
             assert await _names_of(store, BUCKET) == ["a.txt", "b.txt"]
     assert seen == [None]
+
+
+def test_the_hubs_blocking_face_has_its_methods_and_reads(
+        hub: FakeHub, files: dict[str, bytes]) -> None:
+    assert aioflux.HfStore is HfStore  # exported at the root as the other stores are
+    name = "data/train-03.bin"
+    with SyncStore(_store(hub)) as store:
+        assert _sync_names(store) == _async_names(HfStore)
+        assert store.stat(BUCKET, name).size == len(files[name])
+        assert store.read(BUCKET, name, start=5, end=50) == files[name][5:50]
+        assert store.read(BUCKET, name) == files[name]
+        assert [o.name for o in store.list_objects(BUCKET, "data/sub/")] == [
+            "data/sub/deep.txt", "data/sub/x/y.bin"]
+        with pytest.raises(NotFound):
+            store.read(BUCKET, "none.bin")
+        with pytest.raises(InvalidRequest, match="read-only"):
+            store.write(BUCKET, name, b"x")
