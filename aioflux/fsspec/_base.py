@@ -18,7 +18,7 @@ from typing import Any
 
 import fsspec.asyn
 
-from .._api.stores import new_store
+from .._api.stores import BACKENDS, new_store
 from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument
 from .._core.portal import close_soon, get_portal
@@ -33,8 +33,9 @@ from ._transfers import STREAMING_PUTS, TRANSFER_BLOCKS
 
 __all__ = ["SCHEMES", "FileSystemBase"]
 
-#: The stores a filesystem serves.
-SCHEMES = ("gs", "s3", "az", "file", "http", "https", "hf")
+#: The stores a filesystem serves: the schemes of the one table (and, below,
+#: another package's, from its entry point).
+SCHEMES = tuple(BACKENDS)
 _store_lock = threading.Lock()
 
 
