@@ -30,6 +30,7 @@ is accepted on both sides.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import io
 import itertools
 import os
@@ -46,7 +47,13 @@ from torch.distributed.checkpoint.filesystem import (
     FileSystemWriter,
 )
 from torch.distributed.checkpoint.metadata import Metadata
-from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner, SavePlan, SavePlanner
+from torch.distributed.checkpoint.planner import (
+    LoadItemType,
+    LoadPlan,
+    LoadPlanner,
+    SavePlan,
+    SavePlanner,
+)
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future as TorchFuture
 
@@ -75,6 +82,7 @@ from .checkpoint._dcp_crc import (
     split_item_crcs,
     truncated,
 )
+from .checkpoint._dcp_direct import load_item
 from .checkpoint._dcp_file import RecordingFileWriter
 from .checkpoint._dcp_pins import PinnedFiles, changed
 from .checkpoint._dcp_stage import cached_state, copy_into, staged_nbytes, wants_cache
@@ -637,7 +645,8 @@ class DcpReader(FileSystemReader):
         fs.pinned = self._pinned  # DCP's opens of the data files: at the load's versions
         try:
             try:
-                done = super().read_data(plan, planner)  # reads every item before it returns
+                rest = self._load_local_tensors(plan, planner)
+                done = super().read_data(rest, planner)  # reads every item before it returns
             except Exception as exc:
                 if self._loading is not None and not isinstance(exc, AiofluxError):
                     # torch failed on an item's bytes ("failed finding central
@@ -665,6 +674,36 @@ class DcpReader(FileSystemReader):
             self._queue.clear()
             self._ranges = {}
             self._release()
+
+    def _load_local_tensors(self, plan: LoadPlan, planner: LoadPlanner) -> LoadPlan:
+        """Load the plan's tensor items of local files, each read straight
+        into its destination tensor where it can be (see ``_dcp_direct``),
+        every item checked as DCP's loop would check it.
+
+        Returns:
+            The plan of the items left to DCP's own loop (bytes, items of a
+            transform such as zstd, objects of a store).
+        """
+        per_file: dict[str, list[Any]] = {}
+        rest = []
+        for req in plan.items:
+            sinfo = self.storage_data[req.storage_index]
+            path = str(self.fs.concat_path(self.path, sinfo.relative_path))
+            plain = not getattr(sinfo, "transform_descriptors", None)  # no zstd, say
+            if (req.type == LoadItemType.TENSOR and plain
+                    and self.fs.locate(path)[0].features.local_files):  # type: ignore[attr-defined]
+                per_file.setdefault(path, []).append(req)
+            else:
+                rest.append(req)
+        for path, reqs in per_file.items():
+            with self.fs.create_stream(path, "rb") as stream:
+                assert isinstance(stream, FileReader)  # a local file's
+                for req in reqs:
+                    item = self._local_item(stream, self.storage_data[req.storage_index])
+                    target = planner.resolve_tensor(req).detach()
+                    load_item(item, req, target)
+                    planner.commit_tensor(req, target)
+        return dataclasses.replace(plan, items=rest)
 
     def _read_item_crcs(self) -> dict[tuple[str, int, int], int]:
         """The items' crc32c the writer recorded beside the metadata being
@@ -714,7 +753,7 @@ class DcpReader(FileSystemReader):
         self._ranges.setdefault(item.url, (item.info, {}))[1][
             (sinfo.offset, sinfo.length)] = crc
 
-    def _local_item(self, file: FileReader, sinfo: Any) -> IO[bytes]:
+    def _local_item(self, file: FileReader, sinfo: Any) -> FileReader:
         """An item of a local file: read by torch straight from the file,
         its crc32c worked out as it is read and checked once DCP asks for
         the next item (or the load ends), before ``dcp.load`` returns.
@@ -731,11 +770,11 @@ class DcpReader(FileSystemReader):
         self._loading = file.url
         item = file.item(sinfo.offset, sinfo.length)
         self._item = (item, sinfo)
-        return item  # type: ignore[return-value]
+        return item
 
     def _slice_file(self, file: Any, sinfo: Any) -> IO[bytes]:
         if isinstance(file, FileReader):
-            return self._local_item(file, sinfo)
+            return self._local_item(file, sinfo)  # type: ignore[return-value]
         if not isinstance(file, ObjectReader):
             return super()._slice_file(file, sinfo)
         key = (file.url, sinfo.offset, sinfo.length)

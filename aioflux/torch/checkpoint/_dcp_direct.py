@@ -1,0 +1,99 @@
+"""A DCP tensor item of a local file, read straight into the tensor it loads.
+
+torch's ``FileSystemReader`` ``torch.load``s each item into fresh memory
+and copies that into the state dict's tensor: every byte is written twice,
+and the fresh memory's pages are faulted in first (ckpt_file, 256 MiB on
+/dev/shm: 246 ms reading, 121 ms ``copy_``). When an item is a whole tensor
+and its destination a contiguous CPU tensor of its dtype and shape, the
+item's data bytes are read from the file into the destination's memory
+instead. torch parses the item (``map_location="meta"``: its dtype, shape
+and where its bytes start, no data read); the item's reader checks the
+crc32c of every byte read as ever.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import torch
+from torch.distributed._shard._utils import narrow_tensor_by_index
+
+from ...local._reader import FileReader
+
+__all__ = ["load_item"]
+
+
+def load_item(item: FileReader, req: Any, target: torch.Tensor) -> bool:
+    """Load the tensor item ``item`` (its whole bytes) into ``target``, as
+    DCP's reader does.
+
+    Args:
+        item: the item's reader, at its start.
+        req: DCP's ``ReadItem`` (which part of the saved tensor is loaded).
+        target: where it goes (``planner.resolve_tensor(req)``, detached).
+
+    Returns:
+        Whether the bytes went straight into ``target``'s memory (else
+        they were loaded into fresh memory and copied).
+
+    Raises:
+        AssertionError: the loaded part is not ``target``'s size (DCP's own check).
+    """
+    if _readable_into(target):
+        meta = torch.load(item, map_location="meta", weights_only=True)  # type: ignore[arg-type]
+        offset = _data_offset(item, meta, req, target)
+        if offset is not None:
+            into = target.reshape(-1).view(torch.uint8).numpy()
+            item.seek(offset)
+            item.readinto(into)  # all of it: the item holds it (_data_offset), or it raises
+            return True
+        item.seek(0)
+    tensor = torch.load(item, map_location="cpu", weights_only=True)  # type: ignore[arg-type]
+    tensor = narrow_tensor_by_index(tensor, req.storage_offsets, req.lengths)
+    if target.size() != tensor.size():
+        raise AssertionError(
+            f"req {req.storage_index} mismatch sizes {target.size()} vs {tensor.size()}"
+        )
+    target.copy_(tensor)
+    return False
+
+
+def _readable_into(target: torch.Tensor) -> bool:
+    """Whether ``target``'s memory can take a saved tensor's bytes as they are."""
+    return (
+        type(target) is torch.Tensor
+        and target.device.type == "cpu"
+        and target.layout == torch.strided
+        and target.is_contiguous()
+        and not target.is_quantized
+        and not target.is_conj()
+        and not target.is_neg()
+    )
+
+
+def _data_offset(item: FileReader, meta: Any, req: Any, target: torch.Tensor) -> int | None:
+    """Where in ``item`` the bytes of ``target`` start, if the item holds
+    exactly them (else None: loaded the usual way)."""
+    if not isinstance(meta, torch.Tensor):
+        return None
+    storage = meta.untyped_storage()
+    offset = getattr(storage, "_checkpoint_offset", None)  # None where torch sets none (older releases)
+    whole = list(req.storage_offsets) == [0] * meta.dim() and list(req.lengths) == list(meta.shape)
+    if (
+        offset is None
+        or not whole
+        or meta.dtype != target.dtype
+        or meta.shape != target.shape
+        or not meta.is_contiguous()
+        or meta.storage_offset() != 0
+        or storage.nbytes() != target.nbytes
+        or offset + target.nbytes > item.size
+    ):
+        return None
+    item.seek(0)
+    zip_file = torch._C.PyTorchFileReader(item)  # type: ignore[call-overload]
+    order = (
+        zip_file.get_record("byteorder") if zip_file.has_record("byteorder") else b"little"
+    )  # torch's default for a file without the mark
+    return offset if order == sys.byteorder.encode() else None
