@@ -57,6 +57,39 @@ _FILESYSTEMS = {
     "s3fs": ("s3fs-pyarrow", f"S3FileSystem(endpoint_url=S3 face) at its defaults, {_S3}"),
 }
 
+# The gcs-like profile's network (perf/shaper.py's PROFILE_NOTES): what
+# no client can beat, so what bounds a ratio against a peer near it.
+_TTFB, _STREAM, _HOST = 0.020, 100e6, 800e6
+_IN_FLIGHT = 128  # aioflux's default max_concurrency
+
+
+def _floor(op: str, items: int, nbytes: int) -> str:
+    """The gcs-like network's least time for the op's bytes and round trips."""
+    wire = nbytes / _HOST
+    if op == "cat":  # a listing, then every object a round trip at 128 at once
+        trips = -(-items // _IN_FLIGHT) * (_TTFB + nbytes / items / _STREAM)
+        least, how = _TTFB + max(wire, trips), (
+            f"one listing's round trip + max({nbytes / 1e6:.0f} MB at {_HOST / 1e6:.0f} MB/s, "
+            f"{-(-items // _IN_FLIGHT)} waves of {_IN_FLIGHT} GETs at 20 ms)")
+    elif op == "ranges":  # the footers, then the chunks
+        least, how = 2 * _TTFB + wire, (f"2 round trips of 20 ms + {nbytes / 1e6:.0f} MB at "
+                                        f"{_HOST / 1e6:.0f} MB/s")
+    elif op == "parquet":  # listing, footer, chunks
+        least, how = 3 * _TTFB + wire, (f"3 round trips of 20 ms + {nbytes / 1e6:.0f} MB at "
+                                        f"{_HOST / 1e6:.0f} MB/s")
+    else:
+        least, how = _TTFB + wire, f"1 round trip + {nbytes / 1e6:.0f} MB at " \
+                                   f"{_HOST / 1e6:.0f} MB/s"
+    who = f"no contender with at most {_IN_FLIGHT} requests in flight" if op == "cat" \
+        else "no contender"
+    text = (f"the gcs-like network's floor for this op: {least:.2f} s ({how}): {who} is "
+            f"faster, so a ratio against a peer is at most the peer's time / {least:.2f} s")
+    if op in ("get", "put"):
+        text += ("; the local file is written to / read from the machine's disk "
+                 "(TMPDIR), whose speed bounds every contender too")
+    return text
+
+
 # The ceiling of the ops bound by requests in flight (no target: a reference).
 _BARE_OPS = ("cat", "ranges")
 _BARE = ("the ceiling at aioflux's bound on the GCS face: the same calls on bare aiohttp "
@@ -164,7 +197,8 @@ def plan(options: Options) -> Plan:
                "checksums: aioflux checks crc32c as it ships (whole reads, get_file, every "
                "write); gcsfs and s3fs as they ship (gcsfs checks nothing; s3fs/botocore "
                "send a checksum with uploads and check none on reads)",
-               "contenders/fsspec_ops.py does the same calls on every filesystem"],
+               "contenders/fsspec_ops.py does the same calls on every filesystem",
+               *([] if op == "find" else [_floor(op, items, nbytes)])],
         timeout_s=900.0,
         expect_items=items,
         expect_bytes=nbytes,
