@@ -29,6 +29,7 @@ __all__ = [
     "Placement",
     "WouldWait",
     "filesystems",
+    "on_disk",
     "pread_nowait",
 ]
 
@@ -42,6 +43,8 @@ NOWAIT = frozenset({"ext4", "ext3", "ext2", "xfs", "btrfs", "f2fs", "overlay"})
 _RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
 # Folders a Placement remembers before it starts over.
 _FOLDERS = 4096
+# Device number -> whether it is a local disk's filesystem (see on_disk).
+_disk_devices: dict[int, bool] = {}
 
 
 class WouldWait(Exception):
@@ -68,6 +71,17 @@ def _mounted() -> dict[int, str]:
             return filesystems(fh.read())
     except OSError:
         return {}
+
+
+def on_disk(st: os.stat_result) -> bool:
+    """Whether the file of ``st`` is on a local disk's filesystem (one of
+    :data:`NOWAIT`'s), not memory or a network's (or one unknown)."""
+    found = _disk_devices.get(st.st_dev)
+    if found is None:
+        if len(_disk_devices) > _FOLDERS:
+            _disk_devices.clear()
+        found = _disk_devices[st.st_dev] = _mounted().get(st.st_dev, "") in NOWAIT
+    return found
 
 
 class Placement:

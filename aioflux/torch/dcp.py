@@ -698,8 +698,11 @@ class DcpReader(FileSystemReader):
         for path, reqs in per_file.items():
             with self.fs.create_stream(path, "rb") as stream:
                 assert isinstance(stream, FileReader)  # a local file's
-                for req in reqs:
-                    item = self._local_item(stream, self.storage_data[req.storage_index])
+                infos = [self.storage_data[req.storage_index] for req in reqs]
+                for at, req in enumerate(reqs):
+                    for ahead in infos[at:at + 2]:  # this item and the next, read ahead whole
+                        stream.will_need(ahead.offset, ahead.length)
+                    item = self._local_item(stream, infos[at])
                     target = planner.resolve_tensor(req).detach()
                     load_item(item, req, target)
                     planner.commit_tensor(req, target)

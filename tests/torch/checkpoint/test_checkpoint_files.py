@@ -15,7 +15,7 @@ import torch.distributed.checkpoint as dcp
 
 from aioflux import ChecksumMismatch, NotFound, PreconditionFailed, WriterOptions
 from aioflux._core.portal import call
-from aioflux.local import LocalStore
+from aioflux.local import LocalStore, _reader
 from aioflux.local._reader import FileReader
 from aioflux.torch import Checkpoint, CheckpointManager
 from aioflux.torch.dcp import DcpReader, DcpWriter
@@ -226,10 +226,14 @@ def test_a_dcp_data_file_rewritten_in_place_mid_load_is_a_precondition_failure(
     assert PreconditionFailed.__name__ in repr(caught.value)
 
 
-def test_long_reads_split_across_threads_land_whole_and_are_checked(tmp_path: Path) -> None:
-    # Reads from 8 MiB on are cut into spans read side by side: every span
-    # lands where it belongs, and their crc32c combine in file order, from
-    # wherever the check stood (here inside the read, after an overlap).
+@pytest.mark.parametrize("disk", [False, True], ids=["memory", "disk"])
+def test_long_reads_split_across_threads_land_whole_and_are_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, disk: bool) -> None:
+    # Reads from 8 MiB on are cut into spans read side by side (on a memory
+    # filesystem; on a disk, one span): every span lands where it belongs,
+    # and their crc32c combine in file order, from wherever the check stood
+    # (here inside the read, after an overlap).
+    monkeypatch.setattr(_reader, "on_disk", lambda st: disk)
     path = tmp_path / "big"
     body = os.urandom(21 * MiB + 12345)
     call(LocalStore().write(*_bucket_name(path), body))
