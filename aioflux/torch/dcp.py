@@ -529,11 +529,12 @@ class DcpReader(FileSystemReader):
     From an object store, each plan item is one ranged GET of exactly its
     bytes; up to ``items_ahead`` of them are in flight ahead of the one being
     loaded, as long as the items in flight (that one included) hold at most
-    ``bytes_ahead``. From local files, torch reads each item straight from
-    the file (the kernel reads ahead), its crc32c worked out as it goes and
-    checked before the next item is read: a corrupt item fails the load
-    (``ChecksumMismatch``) after its bytes were copied into the state dict,
-    which a failed load leaves partly loaded in any case. DCP's zstd stream
+    ``bytes_ahead``. From local files, each whole tensor is read from the
+    file straight into the state dict's tensor (other items by torch), its
+    crc32c worked out as it goes and checked before the next item is read:
+    a corrupt item fails the load (``ChecksumMismatch``) after its bytes
+    landed in the state dict, which a failed load leaves partly loaded in
+    any case. DCP's zstd stream
     extension is recognised from the metadata.
 
     Args:
@@ -757,10 +758,10 @@ class DcpReader(FileSystemReader):
             (sinfo.offset, sinfo.length)] = crc
 
     def _local_item(self, file: FileReader, sinfo: Any) -> FileReader:
-        """An item of a local file: read by torch straight from the file,
-        its crc32c worked out as it is read and checked once DCP asks for
-        the next item (or the load ends), before ``dcp.load`` returns.
-        Nothing is fetched ahead: the kernel reads ahead on its own."""
+        """An item of a local file: read straight from the file, its
+        crc32c worked out as it is read and checked once the next item is
+        asked for (or the load ends), before ``dcp.load`` returns. Nothing
+        is fetched ahead into memory: the kernel reads ahead on its own."""
         self._finish_item()
         info = file.info
         gone = file.modified()
