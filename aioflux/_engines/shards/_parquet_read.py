@@ -19,7 +19,10 @@ workers) share them decoded (:mod:`._parquet_shared`). A pass's first run
 is read alone, the window's other reads after it, and its rows are picked
 out of its row groups a slice at a time as they are handed out: the first
 rows wait on one row group, not on a window of them sharing the links and
-the cores, nor on the rest of the run's rows.
+the cores, nor on the rest of the run's rows. Being alone on the links,
+its row groups' chunks are fetched as a few GETs at once (a connection's
+bandwidth is capped: a quarter of the transfer each); a read in the window
+is one GET, the window's reads filling the links between them.
 """
 
 from __future__ import annotations
@@ -54,6 +57,11 @@ __all__ = ["FooterCache", "Kept", "Picked", "check_filters", "kept_groups", "rea
 
 # Chunks this close are fetched by one GET (the gap's bytes cost less than a request).
 _GAP = 4096
+# A read alone in flight (a pass's first, a random row's) is fetched as up to
+# this many GETs at once of at least _PART bytes: a connection's bandwidth is
+# capped (100 MB/s on the clouds), so a row group's transfer is cut by as much.
+_PARTS = 4
+_PART = 256 * 1024
 # Decoded row groups a reader keeps for the next runs.
 _KEEP = 2
 _OPS = frozenset({"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in"})
@@ -225,6 +233,23 @@ async def _checked_read(store: ObjectStore, info: ObjectInfo, start: int, end: i
     return bytes(data)
 
 
+def _parts(start: int, end: int, parts: int) -> list[tuple[int, int]]:
+    """``[start, end)`` cut into at most ``parts`` ranges of at least :data:`_PART`."""
+    count = max(1, min(parts, (end - start) // _PART))
+    step = -(-(end - start) // count)
+    return [(at, min(end, at + step)) for at in range(start, end, step)]
+
+
+async def _split_read(store: ObjectStore, info: ObjectInfo, start: int, end: int,
+                      hedger: Hedger | None, parts: int) -> bytes:
+    """``[start, end)`` as up to ``parts`` ranged GETs at once, joined."""
+    ranges = _parts(start, end, parts)
+    if len(ranges) == 1:
+        return await _checked_read(store, info, start, end, hedger)
+    datas = await asyncio.gather(*(_checked_read(store, info, a, b, hedger) for a, b in ranges))
+    return b"".join(datas)
+
+
 async def read_footer(store: ObjectStore, info: ObjectInfo) -> Footer:
     """The footer of the listed version of a Parquet file: its last
     :data:`~._parquet.TAIL` bytes, then the rest of a longer footer.
@@ -280,11 +305,12 @@ def _decode(info: ObjectInfo, footer: Footer, pieces: list[tuple[int, bytes]], g
 async def read_group(store: ObjectStore, info: ObjectInfo, footer: Footer, group: int,
                      columns: Sequence[str] | None, *, budget: int,
                      hedger: Hedger | None = None, cache: DiskCache | None = None,
-                     decoding: asyncio.Semaphore | None = None) -> Any:
+                     decoding: asyncio.Semaphore | None = None, split: int = 1) -> Any:
     """Row group ``group``'s ``columns`` (None: all) as a pyarrow Table.
 
     Fetches only those columns' chunks (neighbours coalesced), one GET a
-    piece in parallel; past ``budget`` bytes, one column at a time. With a
+    piece in parallel (a piece past ``2 * _PART`` bytes as up to ``split``
+    GETs at once); past ``budget`` bytes, one column at a time. With a
     disk cache, each piece is an entry keyed by the file's version and the
     piece's range, shared by the machine's workers and later epochs.
     ``decoding`` bounds the decodes running at once (each a thread's).
@@ -302,7 +328,7 @@ async def read_group(store: ObjectStore, info: ObjectInfo, footer: Footer, group
     tables = []
     for part in parts:
         ranges = _coalesced(footer.chunks(group, part))
-        datas = await asyncio.gather(*(_piece(store, info, start, end, hedger, cache)
+        datas = await asyncio.gather(*(_piece(store, info, start, end, hedger, cache, split)
                                        for start, end in ranges))
         pieces = [(start, data) for (start, _), data in zip(ranges, datas, strict=True)]
         del datas
@@ -316,15 +342,15 @@ async def read_group(store: ObjectStore, info: ObjectInfo, footer: Footer, group
 
 
 async def _piece(store: ObjectStore, info: ObjectInfo, start: int, end: int,
-                 hedger: Hedger | None, cache: DiskCache | None) -> bytes:
+                 hedger: Hedger | None, cache: DiskCache | None, split: int) -> bytes:
     if cache is None:
-        return await _checked_read(store, info, start, end, hedger)
+        return await _split_read(store, info, start, end, hedger, split)
     # The entry's name carries the range; size and version keep it to these bytes.
     entry = info._replace(name=f"{info.name}#bytes={start}-{end}", size=end - start,
                           crc32c=None, md5=None)
 
     async def fetch(objects: list[ObjectInfo]) -> list[bytes | bytearray]:
-        return [await _checked_read(store, info, start, end, hedger) for _ in objects]
+        return [await _split_read(store, info, start, end, hedger, split) for _ in objects]
 
     data = bytes(await cache.get(entry, fetch))
     if len(data) != end - start:
@@ -423,7 +449,7 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
     # server's on the same machine) back behind them.
     decoding = asyncio.Semaphore(max(1, cpus() // sharers()))
 
-    async def group(k: int, kept: Kept, g: int) -> Any:
+    async def group(k: int, kept: Kept, g: int, split: int) -> Any:
         key = (k, g)
         if key in done:
             done.move_to_end(key)
@@ -433,7 +459,7 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
 
             def read() -> Awaitable[Any]:
                 return read_group(store, info, kept.footer, g, columns, budget=max_bytes,
-                                  hedger=hedger, cache=cache, decoding=decoding)
+                                  hedger=hedger, cache=cache, decoding=decoding, split=split)
 
             flying[key] = asyncio.ensure_future(read() if shared is None else shared.get(
                 f"{info.url}\n{info.generation}\n{info.size}\n{g}\n{columns!r}", read))
@@ -454,7 +480,9 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         run, kept = item
         wanted = [kept.where(row) for row in run.samples]
         order = sorted({j for j, _ in wanted})
-        tables = [await group(run.shard, kept, kept.groups[j]) for j in order]
+        # The first run is read alone: its chunks split across connections.
+        split = _PARTS if picked else 1
+        tables = [await group(run.shard, kept, kept.groups[j], split) for j in order]
         base = {j: 0 for j in order}
         at = 0
         for j, t in zip(order, tables, strict=True):
