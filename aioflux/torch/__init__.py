@@ -17,6 +17,8 @@ from .checkpoint._history import CheckpointInfo, SaveRecord
 from .checkpoint._manager import CheckpointManager, SaveFuture
 from .data._iterable_dataset import ObjectIterableDataset
 from .data._map_dataset import ObjectMapDataset
+from .data._order_options import Order
+from .data._parquet_options import Parquet
 from .data._sampler import ResumableBatchSampler, ResumableSampler
 from .data._settings import DatasetSettings
 from .data._shard_dataset import ShardDataset
@@ -30,6 +32,8 @@ __all__ = [
     "DatasetSettings",
     "ObjectIterableDataset",
     "ObjectMapDataset",
+    "Order",
+    "Parquet",
     "ResumableBatchSampler",
     "ResumableSampler",
     "SaveFuture",

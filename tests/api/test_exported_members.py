@@ -29,7 +29,8 @@ DOCUMENTED = {
     },
     "aioflux.torch": {
         "Checkpoint", "CheckpointInfo", "CheckpointManager", "DatasetSettings",
-        "ObjectIterableDataset", "ObjectMapDataset", "ResumableBatchSampler", "ResumableSampler",
+        "ObjectIterableDataset", "ObjectMapDataset", "Order", "Parquet",
+        "ResumableBatchSampler", "ResumableSampler",
         "SaveFuture", "SaveRecord", "ShardDataset", "ShardMapDataset", "ShardWriter",
     },
     "aioflux.otel": {"instrument"},

@@ -14,14 +14,15 @@ from typing import Any, TypeVar
 import torch.utils.data
 
 from ..._core.config import DEFAULT_MAX_CONCURRENCY
-from ..._core.errors import InvalidArgument
 from ..._core.metrics import BatchStats
 from ..._core.portal import iterate
 from ..._core.types import ObjectInfo
 from ..._core.validate import check_bool, check_int
 from ..._engines.download import Data
 from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
-from ._order import DataProgress, Pass, RankBatches, dist_rank, epoch_order, fingerprint, track
+from ._objects import ObjectsProperty
+from ._order import DataProgress, Pass, RankBatches, epoch_order, fingerprint, track
+from ._order_options import Order, resolve_order
 from ._rank_listing import Listing, agreed, check_listing, objects_summary
 from ._settings import DatasetSettings, object_settings
 from ._source import Sample, Transform, build_source, check_objects, transformed
@@ -36,24 +37,25 @@ T = TypeVar("T")
 DEFAULT_PREFETCH = DEFAULT_MAX_CONCURRENCY
 
 
-class ObjectIterableDataset(torch.utils.data.IterableDataset[Sample]):
+class ObjectIterableDataset(ObjectsProperty, torch.utils.data.IterableDataset[Sample]):
     """An iterable dataset (objects on any store, as for :class:`ObjectMapDataset`):
     each epoch yields every object once across all
     DDP ranks and DataLoader workers, shuffled per epoch, with a window of
     downloads in flight.
 
-    The epoch's global order is a permutation seeded by ``(seed, epoch)``
-    alone, cut into global batches of ``batch_size * world_size``: rank ``r``
-    of ``w`` takes the ``r``-th contiguous share of each (``batch_size``
-    samples), and DataLoader worker ``k`` of ``n`` the ``j``-th of those with
-    ``j % n == k``, which is the order the DataLoader hands batches out in
-    when its ``batch_size`` is this ``batch_size`` (see
+    The epoch's global order (``order=``, an :class:`Order`) is a
+    permutation seeded by ``(seed, epoch)`` alone, cut into global batches
+    of ``batch_size * world_size``: rank ``r`` of ``w`` takes the ``r``-th
+    contiguous share of each (``batch_size`` samples), and DataLoader
+    worker ``k`` of ``n`` the ``j``-th of those with ``j % n == k``,
+    which is the order the DataLoader hands batches out in when its
+    ``batch_size`` is this ``batch_size`` (see
     :mod:`aioflux.torch.data._order`). Every rank yields the same number of
     samples and batches, so DDP's per-step all-reduce never waits on a rank
     that ran out (given the same objects on every rank: see ``listing`` in
     :meth:`from_prefix`): as with ``DistributedSampler``, a short last global batch
     is padded with the epoch's first samples to split evenly (or left out
-    with ``drop_last=True``); ``len()`` is this rank's samples of the pass.
+    with ``Order(drop_last=True)``); ``len()`` is this rank's samples of the pass.
     ``set_epoch(e)`` selects the epoch; without it, each ``iter()`` in a
     process advances the epoch by one, which also keeps
     ``persistent_workers`` (whose dataset copies do not see ``set_epoch``)
@@ -79,18 +81,14 @@ class ObjectIterableDataset(torch.utils.data.IterableDataset[Sample]):
         transform: ``bytes -> sample``; default returns the bytes.
         settings: the store, download planner, hedging and disk cache
             (:class:`~aioflux.torch.DatasetSettings`; default: all defaults).
-        shuffle: shuffle each epoch (else listing order).
-        seed: base seed of the shuffle.
+        order: shuffle, seed, batch size (the DataLoader's ``batch_size``:
+            it sets the global batches, above), ``drop_last`` and rank
+            (:class:`Order`; default: all defaults).
         prefetch: objects downloading ahead of the consumer.
         ordered: yield in shuffled order; ``False`` yields as completed.
-        rank: DDP rank (default: torch.distributed, else ``$RANK``, else 0),
-            resolved at construction because workers have no process group.
-        world_size: DDP world size (same defaults).
-        batch_size: samples per rank per step: the DataLoader's
-            ``batch_size`` (it sets the global batches, above).
-        drop_last: leave out a short last global batch (else pad it, above).
         **deprecated: the settings' fields as keywords (``endpoint=``,
-            ``cache_dir=``...), the planner's ``disable_compose``,
+            ``cache_dir=``...), the order's (``shuffle=``, ``seed=``,
+            ``batch_size=``...), the planner's ``disable_compose``,
             ``max_composite_object_size`` and ``compose_threshold``, and
             ``data_format_fn`` (dataflux's ``transform``): each warns and
             goes in aioflux 0.3.0.
@@ -101,46 +99,35 @@ class ObjectIterableDataset(torch.utils.data.IterableDataset[Sample]):
         InvalidURL: a malformed ``endpoint``.
     """
 
+    _op = "ObjectIterableDataset"
+
     def __init__(self, objects: Sequence[ObjectInfo], *, transform: Transform[Sample] | None = None,
-                 settings: DatasetSettings | None = None, shuffle: bool = True, seed: int = 0,
+                 settings: DatasetSettings | None = None, order: Order | None = None,
                  prefetch: int = DEFAULT_PREFETCH, ordered: bool = True,
-                 rank: int | None = None, world_size: int | None = None,
-                 batch_size: int = 1, drop_last: bool = False, **deprecated: Any) -> None:
+                 **deprecated: Any) -> None:
         op = "ObjectIterableDataset"
+        order = resolve_order(op, order, deprecated)
         self._transform: Transform[Sample] | None
         settings, self._transform = object_settings(op, settings, transform, deprecated)
         self._source = build_source(op, objects, settings)
-        check_bool(op, "shuffle", shuffle)
-        check_int(op, "seed", seed, minimum=None)
         check_int(op, "prefetch", prefetch, minimum=1)
         check_bool(op, "ordered", ordered)
-        check_int(op, "rank", rank, optional=True)
-        check_int(op, "world_size", world_size, minimum=1, optional=True)
-        check_int(op, "batch_size", batch_size, minimum=1)
-        check_bool(op, "drop_last", drop_last)
         self._objects = check_objects(op, self._source, objects)
-        self.shuffle = shuffle
-        self.seed = seed
+        self.order = order
+        self.shuffle, self.seed = order.shuffle, order.seed
         self.prefetch = prefetch
         self.ordered = ordered
-        auto_rank, auto_world = dist_rank()
-        self.rank = auto_rank if rank is None else rank
-        self.world_size = auto_world if world_size is None else world_size
-        if not 0 <= self.rank < self.world_size:
-            raise InvalidArgument(f"{op}: rank {self.rank} outside world size {self.world_size}")
-        self.batch_size = batch_size
-        self.drop_last = drop_last
+        self.rank, self.world_size = order.placed()
+        self.batch_size, self.drop_last = order.batch_size, order.drop_last
         self._progress = self._new_progress()
         self._batch_stats = (os.getpid(), BatchStats())
 
     @classmethod
     def from_prefix(cls, url: str, *, list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
                     transform: Transform[Sample] | None = None,
-                    settings: DatasetSettings | None = None, shuffle: bool = True,
-                    seed: int = 0, prefetch: int = DEFAULT_PREFETCH, ordered: bool = True,
-                    rank: int | None = None, world_size: int | None = None,
-                    batch_size: int = 1, drop_last: bool = False, listing: Listing = "each",
-                    **deprecated: Any) -> ObjectIterableDataset[Sample]:
+                    settings: DatasetSettings | None = None, order: Order | None = None,
+                    prefetch: int = DEFAULT_PREFETCH, ordered: bool = True,
+                    listing: Listing = "each", **deprecated: Any) -> ObjectIterableDataset[Sample]:
         """List a folder in parallel (sorted by name) and wrap its objects.
 
         ``gs://b/data`` and ``gs://b/data/`` both mean the folder ``data/``
@@ -159,14 +146,9 @@ class ObjectIterableDataset(torch.utils.data.IterableDataset[Sample]):
             list_concurrency: parallel listers.
             transform: ``bytes -> sample``.
             settings: see the class docstring.
-            shuffle: shuffle each epoch.
-            seed: base seed of the shuffle.
+            order: see the class docstring.
             prefetch: objects downloading ahead of the consumer.
             ordered: yield in shuffled order; ``False`` yields as completed.
-            rank: DDP rank.
-            world_size: DDP world size.
-            batch_size: samples per rank per step (the DataLoader's).
-            drop_last: leave out a short last global batch (else pad it).
             listing: ``"each"``, ``"rank0"`` or ``"check"`` (above).
             **deprecated: the old keywords (see the class docstring).
 
@@ -180,10 +162,10 @@ class ObjectIterableDataset(torch.utils.data.IterableDataset[Sample]):
         op = "ObjectIterableDataset.from_prefix"
         check_int(op, "list_concurrency", list_concurrency, minimum=1)
         check_listing(op, listing)
+        order = resolve_order(op, order, deprecated)
         settings, transform = object_settings(op, settings, transform, deprecated)
-        self = cls([], transform=transform, settings=settings, shuffle=shuffle, seed=seed,
-                   prefetch=prefetch, ordered=ordered, rank=rank, world_size=world_size,
-                   batch_size=batch_size, drop_last=drop_last)
+        self = cls([], transform=transform, settings=settings, order=order, prefetch=prefetch,
+                   ordered=ordered)
         self.objects = agreed(
             op, listing, str(url),
             lambda: self._source.list_prefix(url, list_concurrency),
@@ -194,22 +176,7 @@ class ObjectIterableDataset(torch.utils.data.IterableDataset[Sample]):
         """Close this process's connections (reopened on next use)."""
         self._source.close()
 
-    @property
-    def objects(self) -> Sequence[ObjectInfo]:
-        """The objects, one sample each: a read-only sequence kept in columns
-        that forked DataLoader workers share instead of copying (see
-        :class:`~aioflux._core.index.ObjectIndex`);
-        setting them checks them as the constructor does (their scheme picks
-        the store read) and starts over at epoch 0.
-
-        Raises:
-            InvalidArgument: (setting) not ObjectInfo, or on more than one store.
-        """
-        return self._objects
-
-    @objects.setter
-    def objects(self, objects: Sequence[ObjectInfo]) -> None:
-        self._objects = check_objects("ObjectIterableDataset", self._source, objects)
+    def _objects_set(self) -> None:
         self._progress = self._new_progress()
 
     def _new_progress(self) -> DataProgress:

@@ -27,6 +27,7 @@ from ..._core.urls import parse_url
 from ..._core.validate import as_int, check_int
 from ..._engines.download import Data, DownloadStats
 from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
+from ._objects import ObjectsProperty
 from ._rank_listing import Listing, agreed, check_listing, objects_summary, objects_target
 from ._settings import DatasetSettings, object_settings
 from ._source import (
@@ -47,7 +48,7 @@ __all__ = ["PREFETCH_BYTES", "ObjectMapDataset", "PrefetchBatchSampler"]
 PREFETCH_BYTES = 256 * 1024 * 1024
 
 
-class ObjectMapDataset(torch.utils.data.Dataset[Sample]):
+class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
     """A map-style dataset: one sample per object, indexable.
 
     The objects may be on any store: their URL scheme picks the store each
@@ -58,8 +59,8 @@ class ObjectMapDataset(torch.utils.data.Dataset[Sample]):
     DataLoader calls it when present).
 
     To resume mid-epoch, or train the same epoch order at any world size,
-    use ``batch_sampler=ResumableBatchSampler(ds, batch_size)`` or
-    ``sampler=ResumableSampler(ds, batch_size)``
+    use ``batch_sampler=ResumableBatchSampler(ds, order=Order(batch_size=...))``
+    or ``sampler=ResumableSampler(ds, order=Order(batch_size=...))``
     (:class:`~aioflux.torch.ResumableBatchSampler`).
 
     Args:
@@ -78,13 +79,15 @@ class ObjectMapDataset(torch.utils.data.Dataset[Sample]):
         InvalidURL: a malformed ``endpoint``.
     """
 
+    _op = "ObjectMapDataset"
+
     def __init__(self, objects: Sequence[ObjectInfo], *, transform: Transform[Sample] | None = None,
                  settings: DatasetSettings | None = None, **deprecated: Any) -> None:
         self._transform: Transform[Sample] | None
         settings, self._transform = object_settings("ObjectMapDataset", settings, transform,
                                                     deprecated)
         self._source = build_source("ObjectMapDataset", objects, settings)
-        self.objects = objects
+        self._objects = check_objects("ObjectMapDataset", self._source, objects)
         # Set by PrefetchBatchSampler: the batches that follow the one it is
         # handing out. Downloads started for them, in order, with this pid.
         self._announced: list[list[int]] | None = None
@@ -221,22 +224,6 @@ class ObjectMapDataset(torch.utils.data.Dataset[Sample]):
         self.objects = agreed(op, listing, objects_target(scheme, places), stat,
                               objects_summary, operation="stat")
         return self
-
-    @property
-    def objects(self) -> Sequence[ObjectInfo]:
-        """The objects, one sample each: a read-only sequence kept in columns
-        that forked DataLoader workers share instead of copying (see
-        :class:`~aioflux._core.index.ObjectIndex`). Setting them checks them
-        as the constructor does, and their scheme picks the store read.
-
-        Raises:
-            InvalidArgument: (setting) not ObjectInfo, or on more than one store.
-        """
-        return self._objects
-
-    @objects.setter
-    def objects(self, objects: Sequence[ObjectInfo]) -> None:
-        self._objects = check_objects("ObjectMapDataset", self._source, objects)
 
     def __len__(self) -> int:
         return len(self._objects)

@@ -45,11 +45,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-import torch.distributed as dist
 import torch.utils.data
 
 from ..._core.errors import InvalidArgument
@@ -58,7 +56,7 @@ from ..._core.types import ObjectInfo
 from ._permutation import Permutation, order_key
 from ._rank_batches import RankBatches, pass_samples
 
-__all__ = ["ORDER_VERSION", "DataProgress", "Pass", "RankBatches", "dist_rank", "epoch_order",
+__all__ = ["ORDER_VERSION", "DataProgress", "Pass", "RankBatches", "epoch_order",
            "fingerprint", "pass_samples", "track"]
 
 T = TypeVar("T")
@@ -71,13 +69,6 @@ _KEYS = ("epoch", "seed", "samples", "global_batch_size", "fingerprint")
 #: ``random.shuffle`` made.
 ORDER_VERSION = 2
 _VERSION_MARK = "/order-v"
-
-
-def dist_rank() -> tuple[int, int]:
-    """``(rank, world)`` from torch.distributed, else ``$RANK``/``$WORLD_SIZE``, else (0, 1)."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
 
 def epoch_order(count: int, seed: int, epoch: int, shuffle: bool) -> Permutation:

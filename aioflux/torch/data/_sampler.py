@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 import torch.utils.data
 
-from ..._core.errors import InvalidArgument
-from ..._core.validate import check_bool, check_int
+from ..._core.validate import check_int
 from ._map_dataset import ObjectMapDataset, _ahead
-from ._order import DataProgress, Pass, RankBatches, dist_rank, epoch_order, fingerprint, track
+from ._order import DataProgress, Pass, RankBatches, epoch_order, fingerprint, track
+from ._order_options import Order, resolve_order
 
 __all__ = ["ResumableBatchSampler", "ResumableSampler"]
 
@@ -27,28 +27,24 @@ T = TypeVar("T")
 class _Resumable:
     """Settings, epoch and position shared by both samplers."""
 
-    def __init__(self, op: str, dataset: Sized, batch_size: int, shuffle: bool, seed: int,
-                 rank: int | None, world_size: int | None, drop_last: bool) -> None:
-        check_int(op, "batch_size", batch_size, minimum=1)
-        check_bool(op, "shuffle", shuffle)
-        check_int(op, "seed", seed, minimum=None)
-        check_int(op, "rank", rank, minimum=0, optional=True)
-        check_int(op, "world_size", world_size, minimum=1, optional=True)
-        check_bool(op, "drop_last", drop_last)
-        auto_rank, auto_world = dist_rank()
-        self.rank = auto_rank if rank is None else rank
-        self.world_size = auto_world if world_size is None else world_size
-        if self.rank >= self.world_size:
-            raise InvalidArgument(f"{op}: rank {self.rank} outside world size {self.world_size}")
+    def __init__(self, op: str, dataset: Sized, batch_size: int | None, order: Order | None,
+                 keywords: dict[str, Any]) -> None:
+        # The warnings name the frame making the sampler.
+        order = resolve_order(op, order, keywords, stacklevel=5,
+                              given={} if batch_size is None else {"batch_size": batch_size})
+        if keywords:
+            raise TypeError(f"{op}() got an unexpected keyword argument {next(iter(keywords))!r}")
+        self.order = order
+        self.rank, self.world_size = order.placed()
         self.dataset = dataset
-        self.batch_size = batch_size
-        self.shuffle = shuffle
+        self.batch_size = order.batch_size
+        self.shuffle = order.shuffle
         objects = getattr(dataset, "objects", None)
         self._progress = DataProgress(op, len(dataset),
                                       fingerprint(objects if objects is not None
                                                   else len(dataset)),
-                                      seed, batch_size, self.world_size, drop_last,
-                                      shuffle=shuffle)
+                                      order.seed, order.batch_size, self.world_size,
+                                      order.drop_last, shuffle=order.shuffle)
 
     @property
     def seed(self) -> int:
@@ -124,7 +120,7 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
     """A ``batch_sampler`` whose epoch order ignores world size and workers,
     and whose position can be saved and restored mid-epoch.
 
-    ``DataLoader(ds, batch_sampler=ResumableBatchSampler(ds, 64, seed=0))``.
+    ``DataLoader(ds, batch_sampler=ResumableBatchSampler(ds, order=Order(batch_size=64)))``.
     The epoch's global order depends only on ``(seed, epoch)`` and the
     dataset's object list; it is cut into global batches of ``batch_size *
     world_size`` and this rank's batch is its contiguous share of each (see
@@ -158,32 +154,33 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
 
     Args:
         dataset: the dataset (an ObjectMapDataset, or anything with a length).
-        batch_size: samples per rank per step.
-        shuffle: shuffle each epoch (else the dataset's order).
-        seed: base seed of the shuffle.
-        rank: this rank (default: torch.distributed, else ``$RANK``, else 0).
-        world_size: ranks (same defaults).
-        drop_last: leave out a short last global batch (else pad it).
+        batch_size: deprecated: ``order=Order(batch_size=...)``.
+        order: shuffle (else the dataset's order), seed, batch size (samples
+            per rank per step), ``drop_last`` and rank (:class:`Order`).
         ahead: batches announced ahead (default: enough to keep the
             client's concurrency busy, and of those only the next ones whose
             listed bytes fit ``PREFETCH_BYTES``, at least one; 0 announces
             nothing).
+        **deprecated: ``order``'s fields as keywords (``shuffle=``,
+            ``seed=``...), and ``batch_size`` given here: each warns and
+            goes in aioflux 0.3.0.
 
     Raises:
         InvalidArgument: a setting of the wrong type or range.
+        TypeError: an unknown keyword.
     """
 
-    def __init__(self, dataset: Sized, batch_size: int, *, shuffle: bool = True, seed: int = 0,
-                 rank: int | None = None, world_size: int | None = None,
-                 drop_last: bool = False, ahead: int | None = None) -> None:
+    def __init__(self, dataset: Sized, batch_size: int | None = None, *,
+                 order: Order | None = None, ahead: int | None = None,
+                 **deprecated: Any) -> None:
         op = "ResumableBatchSampler"
-        super().__init__(op, dataset, batch_size, shuffle, seed, rank, world_size, drop_last)
+        super().__init__(op, dataset, batch_size, order, deprecated)
         check_int(op, "ahead", ahead, minimum=0, optional=True)
         self._bounded = ahead is None
         if ahead is None:
             ahead = 0
             if isinstance(dataset, ObjectMapDataset) and len(dataset):
-                ahead = _ahead(dataset._source.config, batch_size)
+                ahead = _ahead(dataset._source.config, self.batch_size)
         self.ahead = ahead
 
     def __len__(self) -> int:
@@ -213,7 +210,8 @@ class ResumableSampler(_Resumable, torch.utils.data.Sampler[int]):
     """A ``sampler`` (like ``DistributedSampler``) with the order and resume
     of :class:`ResumableBatchSampler`.
 
-    ``DataLoader(ds, sampler=ResumableSampler(ds, 64), batch_size=64)``: it
+    ``DataLoader(ds, sampler=ResumableSampler(ds, order=Order(batch_size=64)),
+    batch_size=64)``: it
     yields this rank's indices of each global batch in turn, so the
     DataLoader's batches of ``batch_size`` (which must be this
     ``batch_size``) are exactly the batch sampler's. ``state_dict()``,
@@ -223,22 +221,20 @@ class ResumableSampler(_Resumable, torch.utils.data.Sampler[int]):
 
     Args:
         dataset: the dataset (an ObjectMapDataset, or anything with a length).
-        batch_size: samples per rank per step: the DataLoader's ``batch_size``.
-        shuffle: shuffle each epoch (else the dataset's order).
-        seed: base seed of the shuffle.
-        rank: this rank (default: torch.distributed, else ``$RANK``, else 0).
-        world_size: ranks (same defaults).
-        drop_last: leave out a short last global batch (else pad it).
+        batch_size: deprecated: ``order=Order(batch_size=...)``.
+        order: as for :class:`ResumableBatchSampler`; its ``batch_size`` is
+            the DataLoader's.
+        **deprecated: ``order``'s fields as keywords (``shuffle=``,
+            ``seed=``...): each warns and goes in aioflux 0.3.0.
 
     Raises:
         InvalidArgument: a setting of the wrong type or range.
+        TypeError: an unknown keyword.
     """
 
-    def __init__(self, dataset: Sized, batch_size: int, *, shuffle: bool = True, seed: int = 0,
-                 rank: int | None = None, world_size: int | None = None,
-                 drop_last: bool = False) -> None:
-        super().__init__("ResumableSampler", dataset, batch_size, shuffle, seed, rank,
-                         world_size, drop_last)
+    def __init__(self, dataset: Sized, batch_size: int | None = None, *,
+                 order: Order | None = None, **deprecated: Any) -> None:
+        super().__init__("ResumableSampler", dataset, batch_size, order, deprecated)
 
     def __len__(self) -> int:
         return self._progress.rank_samples()

@@ -19,27 +19,23 @@ import torch.utils.data
 
 from ..._core.errors import InvalidArgument
 from ..._core.types import ObjectInfo
-from ..._core.validate import check_bool, check_int
+from ..._core.validate import check_int
 from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ..._engines.shards import ShardsDone
-from ._order import DataProgress, RankBatches, dist_rank, track
+from ._order import DataProgress, RankBatches, track
+from ._order_options import DEFAULT_SHUFFLE_WINDOW, Order, resolve_order
+from ._parquet_options import Parquet, resolve_format
 from ._rank_listing import Listing
 from ._settings import SHARD_KEYWORDS, DatasetSettings, refuse_unknown, resolve_settings
 from ._shard_order import ShardOrder, iter_runs
 from ._shard_source import Decode, ShardSource, prefix_shards
 from ._source import share_in_worker
 
-# pyarrow's ``filters`` form: (column, op, value) tuples, and-ed in a list,
-# or-ed as a list of such lists.
-Filters = Sequence[Any] | None
-
 __all__ = ["DEFAULT_READS_IN_FLIGHT", "DEFAULT_SHARD_PREFETCH_BYTES", "DEFAULT_SHUFFLE_WINDOW",
            "ShardDataset"]
 
 T = TypeVar("T")
 
-# Samples whose reads are permuted together (see _shard_order).
-DEFAULT_SHUFFLE_WINDOW = 8192
 # Ranged reads in flight per iterator, and the bytes they and the samples
 # waiting for the consumer may hold.
 DEFAULT_READS_IN_FLIGHT = 32
@@ -80,7 +76,8 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     do not match, raise a typed error naming the shard and the byte offset;
     never fewer samples.
 
-    Order, splitting and resume are those of :class:`ObjectIterableDataset`: an
+    Order, splitting and resume are those of :class:`ObjectIterableDataset`
+    (``order=``, an :class:`Order`): an
     epoch's global order is a pure function of ``(seed, epoch)`` and the
     shard list (shards permuted, reads permuted within ``shuffle_window``
     samples, samples permuted within a read), cut into global batches of
@@ -101,7 +98,9 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     Args:
         shards: a brace pattern or URL (several joined by ``::``, as
             webdataset takes them), or a list of URLs or ObjectInfo.
-        format: ``"tar"``, ``"lines"`` or ``"parquet"``; None (default): the
+        format: ``"tar"``, ``"lines"``, ``"parquet"`` or a :class:`Parquet`
+            (which columns, filters, batches; ``"parquet"`` is ``Parquet()``);
+            None (default): the
             shards' names say it, as ``aioflux shards`` reads them: ``.tar`` is tar,
             ``.parquet`` Parquet,
             ``.jsonl``, ``.json``, ``.ndjson`` and ``.txt`` are lines, each
@@ -113,15 +112,10 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             int}``) or a callable on the sample dict; ``parquet``: likewise,
             on a row's columns (rows only, not batches). None: raw bytes.
         transform: a callable applied to each (decoded) sample.
-        shuffle: shuffle each epoch (else shard-list order).
-        seed: base seed of the order.
-        shuffle_window: samples whose reads are permuted together.
+        order: shuffle, seed, ``shuffle_window``, batch size, ``drop_last``
+            and rank (:class:`Order`; default: all defaults).
         samples_per_read: consecutive samples per ranged read (None: about
             1 MiB of them).
-        batch_size: samples per rank per step (the DataLoader's).
-        drop_last: leave out a short last global batch (else pad it).
-        rank: DDP rank (default torch.distributed, else ``$RANK``, else 0).
-        world_size: DDP world size (same defaults).
         prefetch_bytes: most bytes read ahead of the consumer per iterator.
         reads_in_flight: ranged reads in flight per iterator.
         settings: the store, hedging and disk cache
@@ -156,21 +150,10 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             are then indexed by all the ranks, each its share, and the
             counts gathered: neither one rank nor every rank streams every
             shard. Default False: nothing is written to the store.
-        columns: (Parquet) the columns read; only their column chunks are
-            fetched. None: all.
-        filters: (Parquet) pyarrow's ``filters`` (``[("lang", "==",
-            "en")]``, or a list of such lists, or-ed): row groups whose
-            statistics rule every row out are left out of the dataset
-            (its counts, order and resume); the rows of a row group kept
-            are all read, the filter is not applied to them.
-        output: (Parquet) ``"rows"``: a dict a row; ``"columns"``: each
-            batch of ``batch_size`` rows as a dict of columns; ``"arrow"``:
-            as a pyarrow ``RecordBatch``. Batched, the DataLoader batches
-            nothing (``batch_size=None``) and ``transform`` gets the batch.
-        tensors: (Parquet) list columns as tensors (batched: numeric
-            columns too).
         **deprecated: ``settings``' fields as keywords (``endpoint=``,
-            ``cache_dir=``...): each warns and goes in aioflux 0.3.0.
+            ``cache_dir=``...), ``order``'s (``shuffle=``, ``seed=``...)
+            and :class:`Parquet`'s (``columns=``...): each warns and goes
+            in aioflux 0.3.0.
 
     Raises:
         TypeError: an unknown keyword.
@@ -183,56 +166,44 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     """
 
     def __init__(self, shards: str | Sequence[str] | Sequence[ObjectInfo], *,
-                 format: str | None = None, decode: Decode = None,
-                 transform: Callable[[Any], Any] | None = None, shuffle: bool = True,
-                 seed: int = 0, shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
-                 samples_per_read: int | None = None, batch_size: int = 1,
-                 drop_last: bool = False, rank: int | None = None,
-                 world_size: int | None = None,
+                 format: str | Parquet | None = None, decode: Decode = None,
+                 transform: Callable[[Any], Any] | None = None, order: Order | None = None,
+                 samples_per_read: int | None = None,
                  prefetch_bytes: int = DEFAULT_SHARD_PREFETCH_BYTES,
                  reads_in_flight: int = DEFAULT_READS_IN_FLIGHT,
                  settings: DatasetSettings | None = None,
                  index_dir: str | os.PathLike[str] | None = None, cache_indexes: bool = True,
                  sidecars: bool = True, listing: Listing = "each", publish_indexes: bool = False,
-                 columns: Sequence[str] | None = None, filters: Filters = None,
-                 output: str = "rows", tensors: bool = False, **deprecated: Any) -> None:
+                 **deprecated: Any) -> None:
         op = "ShardDataset"
         settings = resolve_settings(op, settings, deprecated, SHARD_KEYWORDS)
+        order = resolve_order(op, order, deprecated, window=True)
+        name, parquet = resolve_format(op, format, deprecated)
         refuse_unknown(op, deprecated)
-        check_bool(op, "shuffle", shuffle)
-        check_int(op, "seed", seed, minimum=None)
-        check_int(op, "shuffle_window", shuffle_window, minimum=1)
-        check_int(op, "batch_size", batch_size, minimum=1)
-        check_bool(op, "drop_last", drop_last)
-        check_int(op, "rank", rank, optional=True)
-        check_int(op, "world_size", world_size, minimum=1, optional=True)
         check_int(op, "prefetch_bytes", prefetch_bytes, minimum=1)
         check_int(op, "reads_in_flight", reads_in_flight, minimum=1)
-        self.shuffle, self.seed, self.shuffle_window = shuffle, seed, shuffle_window
-        self.batch_size, self.drop_last = batch_size, drop_last
+        self.order = order
+        self.shuffle, self.seed, self.shuffle_window = order.shuffle, order.seed, \
+            order.shuffle_window
+        self.batch_size, self.drop_last = order.batch_size, order.drop_last
+        self.rank, self.world_size = order.placed()
         self.prefetch_bytes, self.reads_in_flight = prefetch_bytes, reads_in_flight
-        auto_rank, auto_world = dist_rank()
-        self.rank = auto_rank if rank is None else rank
-        self.world_size = auto_world if world_size is None else world_size
-        if not 0 <= self.rank < self.world_size:
-            raise InvalidArgument(f"{op}: rank {self.rank} outside world size "
-                                  f"{self.world_size}")
         self._shards = ShardSource(
-            op, shards, format=format, decode=decode, transform=transform,
+            op, shards, format=name, decode=decode, transform=transform,
             samples_per_read=samples_per_read, settings=settings, index_dir=index_dir,
             cache_indexes=cache_indexes, sidecars=sidecars, listing=listing,
-            publish_indexes=publish_indexes,
-            columns=columns, filters=filters, output=output, tensors=tensors)
+            publish_indexes=publish_indexes, columns=parquet.columns, filters=parquet.filters,
+            output=parquet.output, tensors=parquet.tensors)
         self.samples_per_read = self._shards.samples_per_read
         self._progress = DataProgress(op, self._shards.total, self._shards.fingerprint(),
-                                      seed, batch_size, self.world_size, drop_last,
-                                      shuffle=shuffle)
+                                      self.seed, self.batch_size, self.world_size,
+                                      self.drop_last, shuffle=self.shuffle)
 
     @classmethod
-    def from_prefix(cls, url: str, *, format: str | None = None,
+    def from_prefix(cls, url: str, *, format: str | Parquet | None = None,
                     list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
                     listing: Listing = "each", settings: DatasetSettings | None = None,
-                    **options: Any) -> ShardDataset:
+                    order: Order | None = None, **options: Any) -> ShardDataset:
         """Every object in a folder (sorted by name), ``.idx`` sidecars left out.
 
         The format is the objects' names' unless ``format=`` says it: a
@@ -248,10 +219,12 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
 
         Args:
             url: ``gs://bucket/folder``, ``s3://...``, ``file:///dir`` or a path.
-            format: ``"tar"`` or ``"lines"``; None (default): by the names.
+            format: ``"tar"``, ``"lines"``, ``"parquet"`` or a
+                :class:`Parquet`; None (default): by the names.
             list_concurrency: parallel listers.
             listing: ``"each"``, ``"rank0"`` or ``"check"`` (the constructor's).
             settings: the store, hedging and disk cache (the constructor's).
+            order: the epoch order (the constructor's).
             **options: the constructor's other keywords.
 
         Returns:
@@ -263,9 +236,14 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                 without ``format=``; as for the constructor.
             InvalidURL, ShardFormatError, StorageError: as for the constructor.
         """
-        shards, settings = prefix_shards("ShardDataset.from_prefix", url, list_concurrency,
-                                         listing, settings, options)
-        return cls(shards, format=format, listing=listing, settings=settings, **options)
+        op = "ShardDataset.from_prefix"
+        order = resolve_order(op, order, options, window=True)
+        name, parquet = resolve_format(op, format, options)
+        shards, settings = prefix_shards(op, url, list_concurrency, listing, settings, options)
+        # Old Parquet keywords without a format: Parquet's, as they only apply to it.
+        parquet_given = name == "parquet" or parquet != Parquet()
+        return cls(shards, format=parquet if parquet_given else name, listing=listing,
+                   settings=settings, order=order, **options)
 
     @property
     def shards(self) -> list[ObjectInfo]:

@@ -13,6 +13,7 @@ from ..._core.errors import InvalidArgument
 from ..._core.types import ObjectInfo
 from ..._core.validate import check_int
 from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
+from ._parquet_options import Parquet, resolve_format
 from ._rank_listing import Listing
 from ._settings import SHARD_KEYWORDS, DatasetSettings, refuse_unknown, resolve_settings
 from ._shard_dataset import DEFAULT_READS_IN_FLIGHT
@@ -40,8 +41,9 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
     Args:
         shards: a brace pattern or URL (several joined by ``::``, as
             webdataset takes them), or a list of URLs or ObjectInfo.
-        format: ``"tar"`` or ``"lines"``; None (default): the shards'
-            names say it (as for :class:`ShardDataset`).
+        format: ``"tar"``, ``"lines"``, ``"parquet"`` or a :class:`Parquet`
+            (its ``output`` rows only); None (default): the shards' names
+            say it (as for :class:`ShardDataset`).
         decode: see :class:`ShardDataset`.
         transform: a callable applied to each decoded sample.
         samples_per_read: samples per cache entry (None: ~1 MiB of them).
@@ -57,12 +59,9 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
         publish_indexes: write the sidecars of the shards indexed here and
             the manifest; under DDP with ``listing="rank0"``, the ranks share
             the indexing (as for :class:`ShardDataset`).
-        columns: (Parquet) the columns read (None: all).
-        filters: (Parquet) row groups left out by their statistics (as for
-            :class:`ShardDataset`).
-        tensors: (Parquet) list columns as tensors.
-        **deprecated: ``settings``' fields as keywords: each warns and goes
-            in aioflux 0.3.0.
+        **deprecated: ``settings``' fields as keywords, and
+            :class:`Parquet`'s (``columns=``, ``filters=``, ``tensors=``):
+            each warns and goes in aioflux 0.3.0.
 
     Raises:
         TypeError: an unknown keyword.
@@ -72,29 +71,29 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
     """
 
     def __init__(self, shards: str | Sequence[str] | Sequence[ObjectInfo], *,
-                 format: str | None = None, decode: Decode = None,
+                 format: str | Parquet | None = None, decode: Decode = None,
                  transform: Callable[[Any], Any] | None = None,
                  samples_per_read: int | None = None,
                  reads_in_flight: int = DEFAULT_READS_IN_FLIGHT,
                  settings: DatasetSettings | None = None,
                  index_dir: str | os.PathLike[str] | None = None, cache_indexes: bool = True,
                  sidecars: bool = True, listing: Listing = "each", publish_indexes: bool = False,
-                 columns: Sequence[str] | None = None, filters: Sequence[Any] | None = None,
-                 tensors: bool = False, **deprecated: Any) -> None:
+                 **deprecated: Any) -> None:
         op = "ShardMapDataset"
         settings = resolve_settings(op, settings, deprecated, SHARD_KEYWORDS)
+        name, parquet = resolve_format(op, format, deprecated, batches=False)
         refuse_unknown(op, deprecated)
         check_int(op, "reads_in_flight", reads_in_flight, minimum=1)
         self.reads_in_flight = reads_in_flight
         self._shards = ShardSource(
-            op, shards, format=format, decode=decode, transform=transform,
+            op, shards, format=name, decode=decode, transform=transform,
             samples_per_read=samples_per_read, settings=settings, index_dir=index_dir,
             cache_indexes=cache_indexes, sidecars=sidecars, listing=listing,
-            publish_indexes=publish_indexes,
-            columns=columns, filters=filters, tensors=tensors)
+            publish_indexes=publish_indexes, columns=parquet.columns, filters=parquet.filters,
+            tensors=parquet.tensors)
 
     @classmethod
-    def from_prefix(cls, url: str, *, format: str | None = None,
+    def from_prefix(cls, url: str, *, format: str | Parquet | None = None,
                     list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
                     listing: Listing = "each", settings: DatasetSettings | None = None,
                     **options: Any) -> ShardMapDataset:
@@ -117,9 +116,13 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
             NotFound, InvalidArgument, InvalidURL, ShardFormatError, StorageError:
                 as for :meth:`ShardDataset.from_prefix`.
         """
-        shards, settings = prefix_shards("ShardMapDataset.from_prefix", url, list_concurrency,
-                                         listing, settings, options)
-        return cls(shards, format=format, listing=listing, settings=settings, **options)
+        op = "ShardMapDataset.from_prefix"
+        name, parquet = resolve_format(op, format, options, batches=False)
+        shards, settings = prefix_shards(op, url, list_concurrency, listing, settings, options)
+        # Old Parquet keywords without a format: Parquet's, as they only apply to it.
+        parquet_given = name == "parquet" or parquet != Parquet()
+        return cls(shards, format=parquet if parquet_given else name, listing=listing,
+                   settings=settings, **options)
 
     @property
     def counts(self) -> list[int]:
