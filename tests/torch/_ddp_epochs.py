@@ -16,7 +16,7 @@ import torch.distributed as dist
 import torch.utils.data
 
 from aioflux import DownloadOptions
-from aioflux.torch import DatasetSettings, ObjectIterableDataset
+from aioflux.torch import DatasetSettings, ObjectIterableDataset, Order
 
 EPOCHS = 2
 
@@ -32,7 +32,7 @@ def rank_main(rank: int, world: int, init: str, kwargs: dict[str, str], root: st
         # The rank comes from the process group; workers inherit it with the dataset.
         compose = DownloadOptions(compose_threshold=64 * 1024)
         ds = ObjectIterableDataset.from_prefix(
-            f"{root}/d/", seed=11, transform=digest, prefetch=16,
+            f"{root}/d/", order=Order(seed=11), transform=digest, prefetch=16,
             settings=DatasetSettings(**kwargs, download_options=compose))
         loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2,
                                              multiprocessing_context=ctx,

@@ -34,7 +34,13 @@ import torch.distributed as dist
 from aioflux import PermissionDenied
 from aioflux._core.portal import call
 from aioflux.local import LocalStore
-from aioflux.torch import ObjectIterableDataset, ObjectMapDataset, ShardDataset, ShardMapDataset
+from aioflux.torch import (
+    ObjectIterableDataset,
+    ObjectMapDataset,
+    Order,
+    ShardDataset,
+    ShardMapDataset,
+)
 from aioflux.torch.data import _shard_source, _source
 from tests.torch._two_ranks import rank_main
 
@@ -197,11 +203,12 @@ def scenarios(s: Scenario) -> dict[str, Callable[[], dict[str, Any]]]:
     return {
         # The defect, on the default path: rank 1 lists a changed folder.
         "iterable_each": lambda: s.run(
-            "iterable_each", lambda: ObjectIterableDataset.from_prefix(objects, batch_size=1),
+            "iterable_each", lambda: ObjectIterableDataset.from_prefix(objects,
+                                                                       order=Order(batch_size=1)),
             change=add("iterable_each"), forbid=False),
         "iterable_rank0": lambda: s.run(
             "iterable_rank0", lambda: ObjectIterableDataset.from_prefix(
-                objects, batch_size=1, listing="rank0"),
+                objects, order=Order(batch_size=1), listing="rank0"),
             change=add("iterable_rank0"), forbid=True),
         "map_rank0": lambda: s.run(
             "map_rank0", lambda: ObjectMapDataset.from_prefix(

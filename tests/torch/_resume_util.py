@@ -16,6 +16,7 @@ from aioflux import DownloadOptions
 from aioflux.torch import (
     ObjectIterableDataset,
     ObjectMapDataset,
+    Order,
     ResumableBatchSampler,
     ResumableSampler,
 )
@@ -57,17 +58,22 @@ def parts(where: Where, kind: str, ranks: int, workers: int, batch: int, seed: i
         if kind == "map":
             ds = ObjectMapDataset.from_prefix(where.url("d/"), transform=to_bytes,
                                               settings=where.settings(download_options=NO_COMPOSE))
-            owner = ResumableBatchSampler(ds, batch, seed=seed, rank=rank, world_size=ranks)
+            owner = ResumableBatchSampler(ds,
+                                          order=Order(batch_size=batch, seed=seed, rank=rank,
+                                                      world_size=ranks))
             loader = torch.utils.data.DataLoader(ds, batch_sampler=owner, **options)
         elif kind == "sampler":  # the per-sample sampler under the DataLoader's batching
             ds = ObjectMapDataset.from_prefix(where.url("d/"), transform=to_bytes,
                                               settings=where.settings(download_options=NO_COMPOSE))
-            owner = ResumableSampler(ds, batch, seed=seed, rank=rank, world_size=ranks)
+            owner = ResumableSampler(ds,
+                                     order=Order(batch_size=batch, seed=seed, rank=rank,
+                                                 world_size=ranks))
             loader = torch.utils.data.DataLoader(ds, sampler=owner, batch_size=batch, **options)
         else:
             owner = ObjectIterableDataset.from_prefix(
-                where.url("d/"), transform=to_bytes, seed=seed, rank=rank, world_size=ranks,
-                batch_size=batch, prefetch=8, settings=where.settings(download_options=NO_COMPOSE))
+                where.url("d/"), transform=to_bytes,
+                order=Order(seed=seed, rank=rank, world_size=ranks, batch_size=batch), prefetch=8,
+                settings=where.settings(download_options=NO_COMPOSE))
             loader = torch.utils.data.DataLoader(owner, batch_size=batch, **options)
         out.append((owner, loader))
     return out

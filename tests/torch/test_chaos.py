@@ -42,6 +42,7 @@ from aioflux.torch import (
     DatasetSettings,
     ObjectIterableDataset,
     ObjectMapDataset,
+    Order,
 )
 from tests.conftest import unique_bucket
 
@@ -168,7 +169,7 @@ def test_datasets_lose_nothing_under_cuts(seeded: Seeded, fake_gcs: Any, kind: s
         ds = ObjectIterableDataset.from_prefix(url,
                                                settings=DatasetSettings(endpoint=proxy.endpoint,
                                                                         config=CHAOS_CONFIG),
-                                               transform=inspect_sample, seed=3)
+                                               transform=inspect_sample, order=Order(seed=3))
     assert len(ds.objects) == OBJECTS
     tallies = []
     started = time.monotonic()

@@ -16,7 +16,7 @@ import torch.utils.data
 
 from aioflux import ClientConfig, RetryPolicy
 from aioflux.cli import main
-from aioflux.torch import DatasetSettings, ObjectMapDataset, ShardDataset
+from aioflux.torch import DatasetSettings, ObjectMapDataset, Order, ShardDataset
 from tests.servers.nginx import Nginx, running_nginx
 from tests.torch._shards_util import make_samples, tar_shard
 
@@ -54,7 +54,7 @@ def _keys(batches: list[list[dict[str, Any]]]) -> list[str]:
 def test_shard_dataset_over_a_brace_pattern(served: tuple[Nginx, dict[str, dict[str, bytes]]],
                                             tmp_path: Path) -> None:
     server, expected = served
-    ds = _dataset(server, tmp_path, batch_size=2)
+    ds = _dataset(server, tmp_path, order=Order(batch_size=2))
     assert ds.counts == list(COUNTS)
     got = list(ds)
     assert sorted(s["__key__"] for s in got) == sorted(expected)
@@ -67,7 +67,7 @@ def test_shard_dataset_resumes_mid_epoch_over_http(
         served: tuple[Nginx, dict[str, dict[str, bytes]]], tmp_path: Path,
         workers: int) -> None:
     server, expected = served
-    opts: dict[str, Any] = {"batch_size": 2, "seed": 3, "samples_per_read": 3}
+    opts: dict[str, Any] = {"order": Order(batch_size=2, seed=3), "samples_per_read": 3}
     ds = _dataset(server, tmp_path, **opts)
     loader = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=0, collate_fn=list)
     before: list[list[dict[str, Any]]] = []

@@ -18,7 +18,14 @@ import pytest
 
 from aioflux import ClientConfig, NotFound, PreconditionFailed, RetryPolicy
 from aioflux._engines.shards import _parquet_read
-from aioflux.torch import DatasetSettings, ShardDataset, ShardMapDataset, ShardWriter
+from aioflux.torch import (
+    DatasetSettings,
+    Order,
+    Parquet,
+    ShardDataset,
+    ShardMapDataset,
+    ShardWriter,
+)
 from tests.servers.nginx import Nginx, running_nginx
 
 FAST = RetryPolicy(max_attempts=2, initial_delay=0.0, max_delay=0.0)
@@ -77,7 +84,8 @@ def test_rows_over_http_footers_cached_per_node(served: tuple[Nginx, Path], tmp_
     url = f"{server.endpoint}/plain/p-{{0..2}}.parquet"
     opts: dict[str, Any] = {"settings": DatasetSettings(config=ClientConfig(retry=FAST)),
                             "index_dir": tmp_path / "idx"}
-    ds = ShardDataset(url, columns=["id", "lang"], batch_size=4, **opts)
+    ds = ShardDataset(url, format=Parquet(columns=["id", "lang"]), order=Order(batch_size=4),
+                      **opts)
     assert ds.counts == list(ROWS) and sorted(seen.footers) == [f"plain/p-{f}.parquet"
                                                                 for f in range(3)]
     got = list(ds)
@@ -120,7 +128,7 @@ def test_a_shipped_manifest_counts_the_files(served: tuple[Nginx, Path], tmp_pat
     server, root = served
     assert (root / "shipped" / "_aioflux_manifest.jsonl").exists()
     seen = Footers(monkeypatch)
-    ds = ShardDataset(f"{server.endpoint}/shipped/s-{{0..2}}.parquet", shuffle=False,
+    ds = ShardDataset(f"{server.endpoint}/shipped/s-{{0..2}}.parquet", order=Order(shuffle=False),
                       settings=DatasetSettings(config=ClientConfig(retry=FAST)),
                       index_dir=tmp_path / "idx")
     # The manifest counted every file: the first file's footer alone was read
@@ -134,9 +142,9 @@ def test_a_file_replaced_mid_job_over_http(served: tuple[Nginx, Path],
     server, root = served
     for f in range(2):
         shutil.copy(root / "plain" / f"p-{f}.parquet", root / "swap" / f"p-{f}.parquet")
-    ds = ShardDataset(f"{server.endpoint}/swap/p-{{0..1}}.parquet", shuffle=False,
-                      reads_in_flight=1, prefetch_bytes=1, batch_size=10,
-                      settings=DatasetSettings(config=ClientConfig(retry=FAST)),
+    ds = ShardDataset(f"{server.endpoint}/swap/p-{{0..1}}.parquet",
+                      order=Order(shuffle=False, batch_size=10), reads_in_flight=1,
+                      prefetch_bytes=1, settings=DatasetSettings(config=ClientConfig(retry=FAST)),
                       index_dir=tmp_path / "idx")
     rows = iter(ds)
     assert [next(rows)["id"] for _ in range(10)] == list(range(10))

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from aioflux._engines.shards import _parquet_read
-from aioflux.torch import ShardDataset
+from aioflux.torch import Order, ShardDataset
 
 _SCRIPT = textwrap.dedent(
     """
@@ -73,7 +73,9 @@ def test_the_first_row_goes_out_before_the_rest_of_its_run_is_picked(
         row_group_size=1024,
         write_page_checksum=True,
     )
-    ds = ShardDataset(path.as_uri(), format="parquet", seed=1, index_dir=tmp_path / "idx")
+    ds = ShardDataset(
+        path.as_uri(), format="parquet", order=Order(seed=1), index_dir=tmp_path / "idx"
+    )
     rows = iter(ds)
     first = next(rows)
     assert 0 < sum(picked) <= 256

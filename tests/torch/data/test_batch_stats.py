@@ -12,7 +12,7 @@ import torch.utils.data
 
 from aioflux import DownloadOptions, InvalidArgument
 from aioflux.testing import Emulator, EmulatorProfile, running_emulator
-from aioflux.torch import DatasetSettings, ObjectIterableDataset, ObjectMapDataset
+from aioflux.torch import DatasetSettings, ObjectIterableDataset, ObjectMapDataset, Order
 
 COUNT = 96
 SIZE = 40 * 1024  # above the compose threshold: direct reads, the hedged kind
@@ -53,7 +53,7 @@ def test_map_dataset_records_each_batch(emu: Emulator) -> None:
 def test_iterable_dataset_records_its_hand_offs(emu: Emulator) -> None:
     ds = ObjectIterableDataset.from_prefix("gs://batches/d",
                                            settings=DatasetSettings(endpoint=emu.endpoint),
-                                           shuffle=False, prefetch=16)
+                                           order=Order(shuffle=False), prefetch=16)
     assert sorted(bytes(b) for b in ds) == sorted(_body(i) for i in range(COUNT))
     summary = ds.stats.summary()
     # Hand-offs of min(64, prefetch) = 16 samples each.
@@ -97,7 +97,7 @@ def test_hedge_after_keyword_on_both_datasets(emu: Emulator) -> None:
     it = ObjectIterableDataset.from_prefix("gs://batches/d",
                                            settings=DatasetSettings(endpoint=emu.endpoint,
                                                                     hedge_after="auto"),
-                                           shuffle=False)
+                                           order=Order(shuffle=False))
     assert sorted(bytes(b) for b in it) == sorted(_body(i) for i in range(COUNT))
     it.close()
     for bad in (0, -1.0, "fast", float("nan")):

@@ -19,7 +19,7 @@ import torch.utils.data
 from aioflux import DownloadOptions, InvalidArgument
 from aioflux._engines.cache import info
 from aioflux.testing import Emulator, EmulatorProfile
-from aioflux.torch import DatasetSettings, ObjectIterableDataset, ObjectMapDataset
+from aioflux.torch import DatasetSettings, ObjectIterableDataset, ObjectMapDataset, Order
 from tests.torch._forkserver import forkserver
 from tests.torch.conftest import Where
 
@@ -164,7 +164,8 @@ def test_file_dataset_cache(where: Where, tmp_path: Path) -> None:
     data = {f"d/{i:02d}": os.urandom(3000) for i in range(12)}
     for name, body in data.items():
         where.put(name, body, foreign=name.endswith("5"))  # no recorded crc32c: still cached
-    ds = ObjectIterableDataset.from_prefix(where.url("d/"), transform=to_bytes, shuffle=False,
+    ds = ObjectIterableDataset.from_prefix(where.url("d/"), transform=to_bytes,
+                                           order=Order(shuffle=False),
                                            settings=where.settings(cache_dir=tmp_path / "cache"))
     assert epoch(ds) == list(data.values())
     assert epoch(ds) == list(data.values())
@@ -190,7 +191,8 @@ def test_leaving_an_epoch_early_strands_no_lock(emulator: Emulator, bucket: str,
     ds = ObjectIterableDataset.from_prefix(f"gs://{bucket}/d/",
                                            settings=DatasetSettings(endpoint=emulator.endpoint,
                                                                     cache_dir=tmp_path / "cache"),
-                                           transform=to_bytes, shuffle=False, prefetch=64)
+                                           transform=to_bytes, order=Order(shuffle=False),
+                                           prefetch=64)
     emulator.profile = EmulatorProfile(ttfb=0.05)  # reads still in flight when we leave
     try:
         it = iter(ds)
@@ -207,8 +209,7 @@ def test_leaving_an_epoch_early_strands_no_lock(emulator: Emulator, bucket: str,
     fresh = ObjectIterableDataset(ds.objects,
                                   settings=DatasetSettings(endpoint=emulator.endpoint,
                                                            cache_dir=tmp_path / "cache"),
-                                  transform=to_bytes,
-                                  shuffle=False)
+                                  transform=to_bytes, order=Order(shuffle=False))
     assert list(fresh) == list(data.values())
     assert fresh._source.cache.stats.waits == 0
 

@@ -19,6 +19,7 @@ from aioflux import InvalidArgument, ObjectInfo
 from aioflux.torch import (
     ObjectIterableDataset,
     ObjectMapDataset,
+    Order,
     ResumableBatchSampler,
     ResumableSampler,
 )
@@ -34,10 +35,10 @@ def seed(where: Where) -> dict[str, bytes]:
     return data
 
 
-def stream_of(where: Where, **kwargs: Any) -> ObjectIterableDataset[Any]:
-    return ObjectIterableDataset.from_prefix(where.url("d/"), shuffle=False,
-                                             settings=where.settings(),
-                                             **kwargs)
+def stream_of(where: Where, order: Order | None = None,
+              **kwargs: Any) -> ObjectIterableDataset[Any]:
+    return ObjectIterableDataset.from_prefix(where.url("d/"), order=order or Order(shuffle=False),
+                                             settings=where.settings(), **kwargs)
 
 
 class Refuses:
@@ -58,7 +59,7 @@ def test_a_transform_error_mid_batch_is_not_counted_and_the_resume_trains_it(
     data = seed(where)
     want = [data[f"d/{i:02d}"] for i in range(COUNT)]
     # The 4th sample (the last of batch 2) fails: only batch 1 reached the loop.
-    ds = stream_of(where, batch_size=2, transform=Refuses(4))
+    ds = stream_of(where, order=Order(shuffle=False, batch_size=2), transform=Refuses(4))
     loader = torch.utils.data.DataLoader(ds, batch_size=2, collate_fn=list)
     trained: list[bytes] = []
     with pytest.raises(ValueError, match="bad sample at call 4"):
@@ -67,7 +68,7 @@ def test_a_transform_error_mid_batch_is_not_counted_and_the_resume_trains_it(
     assert trained == want[:2]
     state = ds.state_dict()  # as a save in an ``except`` would take it
     assert state["samples"] == 2  # batch 2 was never handed to the loop
-    resumed = stream_of(where, batch_size=2, transform=bytes)
+    resumed = stream_of(where, order=Order(shuffle=False, batch_size=2), transform=bytes)
     resumed.load_state_dict(state)
     rest = [s for batch in torch.utils.data.DataLoader(resumed, batch_size=2, collate_fn=list)
             for s in batch]
@@ -76,7 +77,8 @@ def test_a_transform_error_mid_batch_is_not_counted_and_the_resume_trains_it(
 
 def test_an_error_stops_the_downloads_before_it_reaches_the_caller(where: Where) -> None:
     seed(where)
-    ds = stream_of(where, batch_size=1, prefetch=2, transform=Refuses(2))
+    ds = stream_of(where, order=Order(shuffle=False, batch_size=1), prefetch=2,
+                   transform=Refuses(2))
     downloader = ds._source.downloader
     plain = downloader.stream
     closed: list[int] = []
@@ -103,7 +105,7 @@ def test_a_rank_outside_the_world_names_the_dataset() -> None:
     objects = [ObjectInfo("bucket", "x", 1, 1, scheme="file")]
     with pytest.raises(InvalidArgument,
                        match=r"^ObjectIterableDataset: rank 2 outside world size 2"):
-        ObjectIterableDataset(objects, rank=2, world_size=2)
+        ObjectIterableDataset(objects, order=Order(rank=2, world_size=2))
 
 
 # torchdata 0.11 touches torch.set_vital at import, which torch 2.13 deprecates.
@@ -118,7 +120,8 @@ def test_a_workers_state_at_another_global_batch_size_is_refused(where: Where) -
     seed(where)
 
     def loader(world: int) -> StatefulDataLoader[Any]:
-        ds = stream_of(where, batch_size=2, rank=0, world_size=world, transform=bytes)
+        ds = stream_of(where, order=Order(shuffle=False, batch_size=2, rank=0, world_size=world),
+                       transform=bytes)
         return StatefulDataLoader(ds, batch_size=2, num_workers=2, collate_fn=list,
                                   multiprocessing_context="fork")
 
@@ -141,9 +144,9 @@ def _map_loader(where: Where, kind: str, transform: Any) -> tuple[Any, Any]:
     ds = ObjectMapDataset.from_prefix(where.url("d/"), transform=transform,
                                       settings=where.settings())
     if kind == "batch_sampler":
-        owner: Any = ResumableBatchSampler(ds, 2, shuffle=False)
+        owner: Any = ResumableBatchSampler(ds, order=Order(batch_size=2, shuffle=False))
         return owner, torch.utils.data.DataLoader(ds, batch_sampler=owner, collate_fn=list)
-    owner = ResumableSampler(ds, 2, shuffle=False)
+    owner = ResumableSampler(ds, order=Order(batch_size=2, shuffle=False))
     return owner, torch.utils.data.DataLoader(ds, sampler=owner, batch_size=2, collate_fn=list)
 
 

@@ -21,6 +21,7 @@ from aioflux.torch import (
     DatasetSettings,
     ObjectIterableDataset,
     ObjectMapDataset,
+    Order,
     ShardDataset,
     ShardMapDataset,
 )
@@ -138,7 +139,7 @@ def test_data_format_fn_warns_and_is_the_transform(emulator: Emulator, bucket: s
     with pytest.warns(DeprecationWarning,
                       match=r"data_format_fn=\.\.\.\) is deprecated .* use transform=\.\.\.$"):
         ds = cls.from_prefix(f"gs://{bucket}/d/", settings=settings, data_format_fn=len,
-                             shuffle=False) if cls is ObjectIterableDataset else \
+                             order=Order(shuffle=False)) if cls is ObjectIterableDataset else \
             cls.from_prefix(f"gs://{bucket}/d/", settings=settings, data_format_fn=len)
     assert sorted(iter(ds) if cls is ObjectIterableDataset else [ds[0], ds[1]]) == [
         len(body) for body in data.values()]

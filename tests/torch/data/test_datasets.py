@@ -32,6 +32,7 @@ from aioflux.torch import (
     DatasetSettings,
     ObjectIterableDataset,
     ObjectMapDataset,
+    Order,
     ResumableBatchSampler,
 )
 from tests.torch._forkserver import ENDPOINT_VARIABLES, forkserver, with_environment
@@ -278,7 +279,8 @@ def test_a_map_dataset_index_that_is_no_integer_is_named(where: Where) -> None:
 
 def test_iterable_dataset_shuffles_per_epoch_and_shards(where: Where) -> None:
     seed_at(where, 40, 10)
-    parts = [ObjectIterableDataset.from_prefix(where.url("d/"), rank=r, world_size=2, seed=1,
+    parts = [ObjectIterableDataset.from_prefix(where.url("d/"),
+                                               order=Order(rank=r, world_size=2, seed=1),
                                                settings=where.settings()) for r in range(2)]
     e0 = [o.name for p in parts for w in range(3) for o in p.shard(0, w, 3)]
     e1 = [o.name for p in parts for w in range(3) for o in p.shard(1, w, 3)]
@@ -290,7 +292,7 @@ def test_iterable_dataset_shuffles_per_epoch_and_shards(where: Where) -> None:
 @pytest.mark.parametrize("workers", [0, 2])
 def test_iterable_dataset_through_dataloader(where: Where, workers: int) -> None:
     data = seed_at(where, 60, 900)
-    ds = ObjectIterableDataset.from_prefix(where.url("d"), transform=to_bytes, seed=5,
+    ds = ObjectIterableDataset.from_prefix(where.url("d"), transform=to_bytes, order=Order(seed=5),
                                            settings=where.settings(download_options=COMPOSE))
     loader = torch.utils.data.DataLoader(ds, batch_size=7, num_workers=workers,
                                          collate_fn=list,
@@ -489,7 +491,7 @@ def test_map_dataset_reads_ahead_within_its_bytes(tmp_path: Path,
     ds = ObjectMapDataset.from_prefix(str(tmp_path / "d"), transform=to_bytes)
     loader: torch.utils.data.DataLoader[list[bytes]]
     if kind == "resumable":
-        sampler = ResumableBatchSampler(ds, 1, shuffle=False)
+        sampler = ResumableBatchSampler(ds, order=Order(batch_size=1, shuffle=False))
         loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, collate_fn=list)
     elif kind == "batch_sampler":
         loader = torch.utils.data.DataLoader(ds, batch_sampler=ds.batch_sampler(1),
@@ -525,7 +527,7 @@ def test_an_iterable_pass_holds_bytes_per_sample_not_records(tmp_path: Path,
     one = ObjectMapDataset.from_prefix(f"file://{tmp_path}/one/").objects[0]
     count = 200_000
     settings = DatasetSettings(cache_dir=tmp_path / "cache" if cached else None)
-    ds = ObjectIterableDataset(ObjectIndex([one] * count), batch_size=1, prefetch=8,
+    ds = ObjectIterableDataset(ObjectIndex([one] * count), order=Order(batch_size=1), prefetch=8,
                                settings=settings)
     gc.collect()
     tracemalloc.start()
@@ -564,7 +566,7 @@ def test_an_iterable_pass_holds_its_prefetch_bytes_whatever_the_sizes(
 
     monkeypatch.setattr(LocalStore, "read", read)
     options = DownloadOptions(prefetch_bytes=2 * mib)
-    ds = ObjectIterableDataset.from_prefix(str(tmp_path / "d"), shuffle=False,
+    ds = ObjectIterableDataset.from_prefix(str(tmp_path / "d"), order=Order(shuffle=False),
                                            settings=DatasetSettings(download_options=options))
     taken = most = 0
     for sample in ds:

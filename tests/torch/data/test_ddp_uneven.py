@@ -21,6 +21,7 @@ import torch.utils.data
 from aioflux.torch import (
     ObjectIterableDataset,
     ObjectMapDataset,
+    Order,
     ResumableBatchSampler,
     ResumableSampler,
 )
@@ -51,13 +52,13 @@ def test_samplers_give_every_rank_as_many_batches_and_samples(drop_last: bool) -
                 case = (count, world, batch)
                 shares, samples = [], []
                 for rank in range(world):
-                    opts: dict[str, Any] = {"seed": 1, "rank": rank, "world_size": world,
-                                            "drop_last": drop_last}
-                    batches = ResumableBatchSampler(dataset, batch, **opts)
+                    ranked = Order(batch_size=batch, seed=1, rank=rank, world_size=world,
+                                   drop_last=drop_last)
+                    batches = ResumableBatchSampler(dataset, order=ranked)
                     promised = len(batches)
                     shares.append(list(batches))
                     assert promised == len(shares[-1]), case
-                    sampler = ResumableSampler(dataset, batch, **opts)
+                    sampler = ResumableSampler(dataset, order=ranked)
                     promised = len(sampler)
                     samples.append(list(sampler))
                     assert promised == len(samples[-1]), case
@@ -95,9 +96,10 @@ def test_iterable_dataset_ranks_and_workers_yield_as_many_batches(where: Where,
         case = (world, batch, workers)
         ranks = []
         for rank in range(world):
-            ds = ObjectIterableDataset.from_prefix(where.url("d/"), transform=to_bytes, seed=5,
-                                                   rank=rank, world_size=world, batch_size=batch,
-                                                   drop_last=drop_last, prefetch=4)
+            ds = ObjectIterableDataset.from_prefix(where.url("d/"), transform=to_bytes,
+                                                   order=Order(seed=5, rank=rank, world_size=world,
+                                                               batch_size=batch,
+                                                               drop_last=drop_last), prefetch=4)
             objects = ds.objects
             loader = torch.utils.data.DataLoader(
                 ds, batch_size=batch, collate_fn=list, num_workers=workers,
@@ -124,8 +126,9 @@ def test_padding_repeats_objects_in_a_composed_download(where: Where) -> None:
     data = seed_data(where, 5)
     ranks = []
     for rank in range(4):
-        ds = ObjectIterableDataset.from_prefix(where.url("d/"), transform=to_bytes, seed=2,
-                                               rank=rank, world_size=4, settings=where.settings())
+        ds = ObjectIterableDataset.from_prefix(where.url("d/"), transform=to_bytes,
+                                               order=Order(seed=2, rank=rank, world_size=4),
+                                               settings=where.settings())
         ranks.append(list(ds))
         objects = ds.objects
     order = [data[where.rel(objects[i].name)] for i in epoch_order(5, 2, 0, True)]
@@ -172,16 +175,18 @@ def _gloo_rank(rank: int, world: int, init: str, root: str, out: str) -> None:
             return [promised, done]
 
         root_ = f"{root}/d/"
-        iterable = ObjectIterableDataset.from_prefix(root_, transform=to_bytes, batch_size=4)
+        iterable = ObjectIterableDataset.from_prefix(root_, transform=to_bytes,
+                                                     order=Order(batch_size=4))
         report = [steps(torch.utils.data.DataLoader(iterable, batch_size=4, collate_fn=list))]
-        dropping = ObjectIterableDataset.from_prefix(root_, transform=to_bytes, batch_size=4,
-                                                     drop_last=True)
+        dropping = ObjectIterableDataset.from_prefix(root_, transform=to_bytes,
+                                                     order=Order(batch_size=4, drop_last=True))
         report.append(steps(torch.utils.data.DataLoader(
             dropping, batch_size=4, collate_fn=list, num_workers=2,
             multiprocessing_context="fork")))
         mapped = ObjectMapDataset.from_prefix(root_, transform=to_bytes)
         report.append(steps(torch.utils.data.DataLoader(
-            mapped, collate_fn=list, batch_sampler=ResumableBatchSampler(mapped, 4))))
+            mapped, collate_fn=list, batch_sampler=ResumableBatchSampler(mapped,
+                                                                         order=Order(batch_size=4)))))
         Path(out, f"{rank}.json").write_text(json.dumps(report))
         dist.barrier()
     finally:

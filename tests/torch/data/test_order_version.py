@@ -8,15 +8,16 @@ from __future__ import annotations
 import pytest
 
 from aioflux import InvalidArgument
-from aioflux.torch import ResumableBatchSampler
+from aioflux.torch import Order, ResumableBatchSampler
 from aioflux.torch.data._order import ORDER_VERSION, epoch_order
 
 COUNT, BATCH = 40, 4
 
 
 def _sampler(shuffle: bool = True) -> ResumableBatchSampler:
-    return ResumableBatchSampler(list(range(COUNT)), BATCH, seed=1, shuffle=shuffle,
-                                 rank=0, world_size=1)
+    return ResumableBatchSampler(list(range(COUNT)),
+                                 order=Order(batch_size=BATCH, seed=1, shuffle=shuffle, rank=0,
+                                             world_size=1))
 
 
 def _version_1(samples: int, epoch: int = 0, **more: object) -> dict[str, object]:

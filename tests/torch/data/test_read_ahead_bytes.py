@@ -22,7 +22,7 @@ import torch.distributed.checkpoint as dcp
 
 from aioflux import AsyncClient, Client, DownloadOptions, InvalidArgument
 from aioflux.local import LocalStore
-from aioflux.torch import DatasetSettings, ObjectIterableDataset
+from aioflux.torch import DatasetSettings, ObjectIterableDataset, Order
 from aioflux.torch.dcp import DEFAULT_BYTES_AHEAD, DcpReader, DcpWriter
 
 KIB = 1024
@@ -73,7 +73,8 @@ def test_iterable_dataset_holds_its_prefetch_bytes_and_small_hand_offs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bodies = write_files(tmp_path / "d", 120, 256 * KIB)
     options = DownloadOptions(prefetch_bytes=2 * MIB)
-    ds = ObjectIterableDataset.from_prefix(str(tmp_path / "d"), transform=bytes, shuffle=False,
+    ds = ObjectIterableDataset.from_prefix(str(tmp_path / "d"), transform=bytes,
+                                           order=Order(shuffle=False),
                                            settings=DatasetSettings(download_options=options))
     reads = Reads()
     reads.patch(monkeypatch)
@@ -96,7 +97,8 @@ def test_iterable_dataset_keeps_every_permit_busy_on_small_objects(
     # perf loader / s3_loader's objects (100 KiB) with the default prefetch
     # (128) and budget: the byte bound never binds.
     bodies = write_files(tmp_path / "d", 300, 100 * KIB)
-    ds = ObjectIterableDataset.from_prefix(str(tmp_path / "d"), transform=bytes, shuffle=False)
+    ds = ObjectIterableDataset.from_prefix(str(tmp_path / "d"), transform=bytes,
+                                           order=Order(shuffle=False))
     reads = Reads(delay=0.02)
     reads.patch(monkeypatch)
     assert list(ds) == bodies

@@ -21,6 +21,7 @@ from aioflux.torch import (
     DatasetSettings,
     ObjectIterableDataset,
     ObjectMapDataset,
+    Order,
     ResumableBatchSampler,
     ResumableSampler,
 )
@@ -147,7 +148,7 @@ def test_track_refuses_a_dataloader_of_another_batch_size(where: Where) -> None:
     # batch_size=1 under DataLoader(batch_size=4) saved 2 samples after 8,
     # and a resume trained 6 of them again.
     seed_data(where, 12)
-    stream = ObjectIterableDataset.from_prefix(where.url("d/"), seed=0)
+    stream = ObjectIterableDataset.from_prefix(where.url("d/"), order=Order(seed=0))
     with pytest.raises(InvalidArgument, match=re.escape(
             "ObjectIterableDataset.track: the DataLoader's batch_size is 4 but this "
             "ObjectIterableDataset's is 1")) as caught:
@@ -155,16 +156,16 @@ def test_track_refuses_a_dataloader_of_another_batch_size(where: Where) -> None:
     assert "DataLoader(..., batch_size=1)" in str(caught.value)
     assert "ObjectIterableDataset with batch_size=4" in str(caught.value)
     ds = ObjectMapDataset.from_prefix(where.url("d/"))
-    sampler = ResumableSampler(ds, 3)
+    sampler = ResumableSampler(ds, order=Order(batch_size=3))
     with pytest.raises(InvalidArgument, match=re.escape(
             "ResumableSampler.track: the DataLoader's batch_size is 4 but this "
             "ResumableSampler's is 3")):
         sampler.track(torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=4))
     # The same batch_size, or a batch_sampler's batches (the loader has none), count.
-    stream = ObjectIterableDataset.from_prefix(where.url("d/"), seed=0, batch_size=4)
+    stream = ObjectIterableDataset.from_prefix(where.url("d/"), order=Order(seed=0, batch_size=4))
     tracked = stream.track(torch.utils.data.DataLoader(stream, batch_size=4, collate_fn=list))
     assert len(next(tracked)) == 4 and stream.state_dict()["samples"] == 4
-    batches = ResumableBatchSampler(ds, 4)
+    batches = ResumableBatchSampler(ds, order=Order(batch_size=4))
     tracked = batches.track(torch.utils.data.DataLoader(ds, batch_sampler=batches,
                                                         collate_fn=list))
     assert len(next(tracked)) == 4 and batches.state_dict()["samples"] == 4
@@ -177,7 +178,7 @@ def test_track_refuses_a_dataloader_of_another_batch_size(where: Where) -> None:
                 f"the DataLoader's batch_size is None (one sample at a time) but this "
                 f"{type(owner).__name__}'s is {owner.batch_size}")):
             owner.track(loader)
-    single = ObjectIterableDataset.from_prefix(where.url("d/"), seed=0)
+    single = ObjectIterableDataset.from_prefix(where.url("d/"), order=Order(seed=0))
     tracked = single.track(torch.utils.data.DataLoader(single, batch_size=None))
     next(tracked), next(tracked)
     assert single.state_dict()["samples"] == 2
@@ -202,8 +203,8 @@ def _gloo_rank(rank: int, world: int, init: str, kwargs: dict[str, Any], root: s
     try:
         def job() -> tuple[ObjectIterableDataset[bytes], torch.utils.data.DataLoader[Any]]:
             # Rank and world size come from the process group.
-            ds = ObjectIterableDataset.from_prefix(f"{root}/d/", transform=to_bytes, seed=3,
-                                                   batch_size=2, prefetch=4,
+            ds = ObjectIterableDataset.from_prefix(f"{root}/d/", transform=to_bytes,
+                                                   order=Order(seed=3, batch_size=2), prefetch=4,
                                                    settings=DatasetSettings(**kwargs))
             return ds, torch.utils.data.DataLoader(ds, batch_size=2, collate_fn=list)
 
@@ -232,8 +233,8 @@ def _gloo_rank(rank: int, world: int, init: str, kwargs: dict[str, Any], root: s
 @pytest.mark.parametrize("where", ["file"], indirect=True)
 def test_two_gloo_ranks_resume_the_epoch(where: Where, tmp_path: Path) -> None:
     data = seed_data(where, 22)
-    ds = ObjectIterableDataset.from_prefix(where.url("d/"), seed=3, batch_size=2, world_size=2,
-                                           rank=0)
+    ds = ObjectIterableDataset.from_prefix(where.url("d/"),
+                                           order=Order(seed=3, batch_size=2, world_size=2, rank=0))
     want = expected(where, data, ds.objects, 3, 0, 4)
     # The ranks start from the tests' forkserver: torch imported once, not once a rank.
     forkserver()
@@ -254,28 +255,30 @@ def test_order_ignores_world_size_and_states_are_checked(where: Where) -> None:
         assert [i for step in steps for share in step for i in share] == order[10:]
     seed_data(where, 10)
     ds = ObjectMapDataset.from_prefix(where.url("d/"), settings=where.settings())
-    sampler = ResumableBatchSampler(ds, 2, seed=4)
+    sampler = ResumableBatchSampler(ds, order=Order(batch_size=2, seed=4))
     state = sampler.state_dict()
     assert state == {"epoch": 0, "seed": 4, "samples": 0, "global_batch_size": 2,
                      "fingerprint": state["fingerprint"]}
     with pytest.raises(InvalidArgument, match="seed must stay fixed"):
-        ResumableBatchSampler(ds, 2, seed=5).load_state_dict(state)
+        ResumableBatchSampler(ds, order=Order(batch_size=2, seed=5)).load_state_dict(state)
     fewer = ObjectMapDataset(ds.objects[:-1], settings=where.settings())
     with pytest.raises(InvalidArgument, match="another object list"):
-        ResumableBatchSampler(fewer, 2, seed=4).load_state_dict(state)
+        ResumableBatchSampler(fewer, order=Order(batch_size=2, seed=4)).load_state_dict(state)
     with pytest.raises(InvalidArgument, match="expected a dict"):
         sampler.load_state_dict({"epoch": 1})
     with pytest.raises(InvalidArgument, match="rank 2 outside"):
-        ResumableBatchSampler(ds, 2, rank=2, world_size=2)
+        ResumableBatchSampler(ds, order=Order(batch_size=2, rank=2, world_size=2))
     # A dataset's state moves to a sampler over the same objects.
-    stream = ObjectIterableDataset.from_prefix(where.url("d/"), seed=4, batch_size=2,
+    stream = ObjectIterableDataset.from_prefix(where.url("d/"), order=Order(seed=4, batch_size=2),
                                                settings=where.settings())
     sampler.load_state_dict({**stream.state_dict(), "samples": 4, "epoch": 3})
     assert sampler.epoch == 3 and len(sampler) == 3
     assert list(sampler) == list(RankBatches(epoch_order(10, 4, 3, True), 4, 2, 0, 1))
     assert sampler.state_dict()["epoch"] == 4 and sampler.epoch == 4
     # drop_last leaves out the short last global batch (2 ranks x 2: 10 -> 8 samples).
-    ranks = [ResumableBatchSampler(ds, 2, seed=4, rank=r, world_size=2, drop_last=True)
+    ranks = [ResumableBatchSampler(ds,
+                                   order=Order(batch_size=2, seed=4, rank=r, world_size=2,
+                                               drop_last=True))
              for r in range(2)]
     assert [len(r) for r in ranks] == [2, 2]
     order = list(epoch_order(10, 4, 0, True))
@@ -285,7 +288,7 @@ def test_order_ignores_world_size_and_states_are_checked(where: Where) -> None:
 
 def test_data_state_is_saved_beside_the_model_state(where: Where) -> None:
     seed_data(where, 12)
-    ds = ObjectIterableDataset.from_prefix(where.url("d/"), seed=2, batch_size=3,
+    ds = ObjectIterableDataset.from_prefix(where.url("d/"), order=Order(seed=2, batch_size=3),
                                            settings=where.settings())
     loader = torch.utils.data.DataLoader(ds, batch_size=3, collate_fn=list)
     with CheckpointManager(where.url("ckpt"), client=where.client) as manager:
@@ -317,7 +320,7 @@ def test_data_state_is_saved_beside_the_model_state(where: Where) -> None:
         else:
             Path("/" + where.bucket, name).unlink()
         assert manager.latest() is not None and manager.latest().step == 2  # type: ignore[union-attr]
-    resumed = ObjectIterableDataset.from_prefix(where.url("d/"), seed=2, batch_size=3,
+    resumed = ObjectIterableDataset.from_prefix(where.url("d/"), order=Order(seed=2, batch_size=3),
                                                 settings=where.settings())
     resumed.load_state_dict(state)
     assert len(list(resumed)) == 9
@@ -338,15 +341,17 @@ def test_stateful_dataloader_carries_the_position(where: Where, kind: str, worke
         if kind == "map":
             ds = ObjectMapDataset.from_prefix(where.url("d/"), transform=to_bytes,
                                               settings=where.settings())
-            sampler = ResumableBatchSampler(ds, 4, seed=6)
+            sampler = ResumableBatchSampler(ds, order=Order(batch_size=4, seed=6))
             return ds.objects, StatefulDataLoader(ds, batch_sampler=sampler, **options)
         if kind == "sampler":  # through StatefulDataLoader's own BatchSampler
             ds = ObjectMapDataset.from_prefix(where.url("d/"), transform=to_bytes,
                                               settings=where.settings())
-            return ds.objects, StatefulDataLoader(ds, sampler=ResumableSampler(ds, 4, seed=6),
+            return ds.objects, StatefulDataLoader(ds, sampler=ResumableSampler(ds,
+                                                                               order=Order(batch_size=4,
+                                                                                           seed=6)),
                                                   batch_size=4, **options)
-        stream = ObjectIterableDataset.from_prefix(where.url("d/"), transform=to_bytes, seed=6,
-                                                   batch_size=4, prefetch=4,
+        stream = ObjectIterableDataset.from_prefix(where.url("d/"), transform=to_bytes,
+                                                   order=Order(seed=6, batch_size=4), prefetch=4,
                                                    settings=where.settings())
         return stream.objects, StatefulDataLoader(stream, batch_size=4, **options)
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from aioflux import InvalidArgument, ShardFormatError
-from aioflux.torch import ShardDataset, ShardMapDataset, ShardWriter
+from aioflux.torch import Order, ShardDataset, ShardMapDataset, ShardWriter
 from tests.torch._shards_util import expected_of, jsonl, make_samples, tar_shard
 from tests.torch.conftest import Where
 
@@ -52,7 +52,7 @@ def test_bzip2_and_xz_lines_are_lines_not_compressed_bytes(where: Where,
     where.put("a.jsonl.bz2", bz2.compress(jsonl(rows[:120])))
     where.put("b.jsonl.xz", lzma.compress(jsonl(rows[120:], crlf=True)))
     ds = ShardDataset.from_prefix(where.root, format="lines", index_dir=tmp_path / "idx",
-                                  shuffle=False, settings=where.settings())
+                                  order=Order(shuffle=False), settings=where.settings())
     assert ds.counts == [120, 80]
     assert list(ds) == [jsonl([row]).rstrip(b"\n") for row in rows]
 
@@ -85,7 +85,7 @@ def test_a_webdataset_brace_pattern_names_the_same_shards(tmp_path: Path) -> Non
     assert [info.name.rsplit("/", 1)[1] for info in padded.shards] == list(shards)
     # Nested lists name each shard once (the innermost first read s-000 twice).
     nested = ShardDataset(f"{where.root}/s-{{000,{{001,002}}}}.tar", index_dir=tmp_path / "i",
-                          shuffle=False)
+                          order=Order(shuffle=False))
     assert nested.counts == [3, 3, 3]
     assert sorted(s["__key__"] for s in nested) == sorted(
         key for n in range(3) for key, _ in shards[f"s-{n:03d}.tar"])
@@ -137,8 +137,8 @@ def test_a_compressed_shard_s_cursor_goes_once_its_samples_are_read(
 
     ds = ShardDataset.from_prefix(where.root, format="tar" if suffix == ".tar.gz" else "lines",
                                   index_dir=tmp_path / "idx", samples_per_read=8,
-                                  shuffle_window=8, batch_size=2, world_size=world, rank=rank,
-                                  prefetch_bytes=1 << 16, reads_in_flight=2)
+                                  order=Order(shuffle_window=8, batch_size=2, world_size=world,
+                                              rank=rank), prefetch_bytes=1 << 16, reads_in_flight=2)
     most = seen = 0
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_compressed.Cursor, "__init__", counted)

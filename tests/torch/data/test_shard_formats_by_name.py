@@ -17,7 +17,7 @@ import pytest
 from aioflux import InvalidArgument
 from aioflux._engines.shards import FORMAT_SUFFIXES, format_by_name, plain_suffix
 from aioflux.cli import main
-from aioflux.torch import ShardDataset, ShardMapDataset
+from aioflux.torch import Order, ShardDataset, ShardMapDataset
 from tests.torch._shards_util import gz, jsonl, make_samples, tar_shard, zst
 from tests.torch.conftest import Where
 
@@ -46,8 +46,8 @@ def test_from_prefix_reads_a_folder_of_lines_shards_as_lines(
     pack = packs[suffix]
     for n, body in enumerate(data):
         where.put(f"part-{n}{suffix}", pack(body))
-    ds = ShardDataset.from_prefix(where.root, shuffle=False, index_dir=tmp_path / "idx",
-                                  settings=where.settings())
+    ds = ShardDataset.from_prefix(where.root, order=Order(shuffle=False),
+                                  index_dir=tmp_path / "idx", settings=where.settings())
     assert ds.counts == [4, 3]
     assert [json.loads(s) for s in ds] == RECORDS
     table = ShardMapDataset.from_prefix(where.root, decode="json",
@@ -59,7 +59,8 @@ def test_from_prefix_reads_a_folder_of_lines_shards_as_lines(
 def test_tar_shards_compressed_or_not_are_tar(where: Where, tmp_path: Path) -> None:
     where.put("a.tar", tar_shard(make_samples("a/", 2)))
     where.put("b.tar.xz", lzma.compress(tar_shard(make_samples("b/", 3))))
-    ds = ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx", shuffle=False)
+    ds = ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx",
+                                  order=Order(shuffle=False))
     assert ds.counts == [2, 3]
     assert [s["__key__"] for s in ds] == ["a/00000", "a/00001", "b/00000", "b/00001",
                                           "b/00002"]

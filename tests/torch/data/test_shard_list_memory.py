@@ -25,7 +25,7 @@ from aioflux._core.portal import call
 from aioflux._core.types import ObjectInfo
 from aioflux._engines.shards._manifest import MANIFEST_NAME, Entry, encode_manifest
 from aioflux.local import LocalStore
-from aioflux.torch import ShardDataset, ShardMapDataset
+from aioflux.torch import Order, ShardDataset, ShardMapDataset
 from tests.torch._forkserver import forkserver
 
 SHARDS = 10_000
@@ -151,7 +151,7 @@ def test_workers_read_through_the_shared_shard_list(tmp_path: Path,
         name = f"p{n}.jsonl" + (".gz" if n == 2 else "")
         (root / name).write_bytes(gzip.compress(body) if n == 2 else body)
     ds = ShardDataset.from_prefix(f"file://{root}", format="lines", decode="json",
-                                  batch_size=2, index_dir=tmp_path / "idx")
+                                  order=Order(batch_size=2), index_dir=tmp_path / "idx")
     assert ds._shards.shard_list.shared
     assert ds._shards.compressed.tolist() == [False, False, True, False]
     loader = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=2, collate_fn=list,

@@ -33,7 +33,7 @@ from aioflux._engines.shards._manifest import (
     encode_manifest,
 )
 from aioflux.local import LocalStore
-from aioflux.torch import ShardDataset, ShardMapDataset, ShardWriter
+from aioflux.torch import Order, ShardDataset, ShardMapDataset, ShardWriter
 
 LINES = [5, 7, 3, 6, 4]
 
@@ -85,7 +85,7 @@ def dataset(root: Path, cls: Any = ShardDataset, **kwargs: Any) -> Any:
     settings: dict[str, Any] = {"format": "lines", "decode": "json", "cache_indexes": False,
                                 **kwargs}
     if cls is ShardDataset:
-        settings.setdefault("shuffle", False)
+        settings.setdefault("order", Order(shuffle=False))
     return cls.from_prefix(f"file://{root}", **settings)
 
 
@@ -195,7 +195,7 @@ def test_publish_indexes_writes_sidecars_and_the_manifest(tmp_path: Path,
 def test_indexes_are_held_within_a_byte_budget(tmp_path: Path) -> None:
     counts = [40] * 6
     write(tmp_path, counts)
-    ds = dataset(tmp_path, shuffle=True, samples_per_read=4, shuffle_window=8)
+    ds = dataset(tmp_path, order=Order(shuffle_window=8), samples_per_read=4)
     ds._shards.index_bytes = 40 * 20  # one shard's columns
     held: list[tuple[int, int]] = []
     seen = []
@@ -250,7 +250,7 @@ def test_a_dataset_of_1e8_samples_pickles_for_spawn_workers_under_1_mib(
     # 1,000 shards a manifest claims 100,000 samples each: the dataset is made
     # from the counts alone (no shard is read), as a spawn worker receives it.
     _tiny_shards(tmp_path, 1000, 100_000)
-    ds = dataset(tmp_path, shuffle=True)
+    ds = dataset(tmp_path, order=Order())
     assert ds.total_samples == 100_000_000 and len(ds._shards.indexes) == 0
     size = len(pickle.dumps(ds))
     assert size < 1 << 20, size
@@ -385,7 +385,7 @@ def test_a_shard_rewritten_at_its_size_or_not_named_is_counted_again(tmp_path: P
     stat = os.stat(tmp_path / "part-002.jsonl")
     os.utime(tmp_path / "part-002.jsonl", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
     put(tmp_path / "part-005.jsonl", b'{"shard": 5, "i": 0}\n{"shard": 5, "i": 1}\n')
-    ds = dataset(tmp_path, shuffle=False)
+    ds = dataset(tmp_path)
     assert ds.counts == [5, 7, 1, 6, 4, 2]
     rows_now = list(ds)
     assert rows_now[12] == json.loads(new) and len(rows_now) == 25

@@ -6,6 +6,7 @@ replaced file, another schema or a damaged page is a typed error."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import io
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from aioflux import (
     ShardFormatError,
 )
 from aioflux._engines.shards import _parquet_read
-from aioflux.torch import DatasetSettings, ShardDataset, ShardMapDataset
+from aioflux.torch import DatasetSettings, Order, Parquet, ShardDataset, ShardMapDataset
 from tests.torch.conftest import Where
 
 # Rows per file, in row groups of GROUP (the last one shorter).
@@ -85,7 +86,7 @@ class Fetched:
 
 def test_rows_round_trip_on_every_store(where: Where, tmp_path: Path) -> None:
     expected = seed(where)
-    ds = dataset(where, tmp_path, batch_size=4)
+    ds = dataset(where, tmp_path, order=Order(batch_size=4))
     assert ds.counts == list(ROWS) and ds.samples_per_read == GROUP
     got = list(ds)
     assert len(got) == sum(ROWS)
@@ -101,15 +102,16 @@ def test_rows_round_trip_on_every_store(where: Where, tmp_path: Path) -> None:
 @pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
 def test_batches_as_columns_tensors_or_record_batches(where: Where, tmp_path: Path) -> None:
     expected = seed(where)
-    ds = dataset(where, tmp_path, batch_size=7, shuffle=False, output="columns", tensors=True,
-                 columns=["id", "tokens"])
+    ds = dataset(where, tmp_path, order=Order(batch_size=7, shuffle=False),
+                 format=Parquet(output="columns", tensors=True, columns=["id", "tokens"]))
     batches = list(ds)
     assert [len(b["id"]) for b in batches] == [7] * 25 + [5]  # 180 rows; the last pads to 7
     first = batches[0]
     assert isinstance(first["id"], torch.Tensor) and first["id"].tolist() == list(range(7))
     assert [t.tolist() for t in first["tokens"]] == [expected[i]["tokens"] for i in range(7)]
     assert set(first) == {"id", "tokens"}
-    arrow = list(dataset(where, tmp_path, batch_size=32, output="arrow"))
+    arrow = list(dataset(where, tmp_path, order=Order(batch_size=32),
+                         format=Parquet(output="arrow")))
     assert all(isinstance(b, pa.RecordBatch) for b in arrow)
     rows = [row for b in arrow for row in b.to_pylist()]
     assert sorted(r["id"] for r in rows)[:sum(ROWS)] == sorted(expected)[:sum(ROWS)]
@@ -121,7 +123,7 @@ def test_one_column_of_five_fetches_only_its_chunks(where: Where, tmp_path: Path
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     seed(where)
     fetched = Fetched(monkeypatch)
-    ds = dataset(where, tmp_path, columns=["score"], shuffle=False)
+    ds = dataset(where, tmp_path, format=Parquet(columns=["score"]), order=Order(shuffle=False))
     got = list(ds)
     assert set(got[0]) == {"score"} and len(got) == sum(ROWS)
     chunks, sizes = set(), {}
@@ -162,24 +164,27 @@ def test_resume_exact_at_a_row_across_two_three_and_one_ranks(tmp_path: Path,
                                                               stop: int) -> None:
     where = Where("file", f"file://{tmp_path}/root", None)
     expected = seed(where)
-    opts: dict[str, Any] = {"batch_size": 2, "seed": 11, "shuffle_window": 40,
-                            "columns": ["id"]}
+    order = Order(batch_size=2, seed=11, shuffle_window=40)
+    opts: dict[str, Any] = {"format": Parquet(columns=["id"])}
     seen: list[int] = []
     two = []
     for rank in range(2):
-        ids, state = _consume(dataset(where, tmp_path, rank=rank, world_size=2, **opts), stop)
+        ids, state = _consume(dataset(where, tmp_path, **opts,
+                                      order=dataclasses.replace(order, rank=rank, world_size=2)),
+                              stop)
         seen += ids
         two.append(state)
     assert two[0] == two[1] and two[0]["samples"] == stop * 4  # inside a row group of 16
     three = []
     for rank in range(3):
-        ds = dataset(where, tmp_path, rank=rank, world_size=3, **opts)
+        ds = dataset(where, tmp_path, **opts,
+                     order=dataclasses.replace(order, rank=rank, world_size=3))
         ds.load_state_dict(two[0])
         ids, state = _consume(ds, 2, workers=2 if rank == 0 else 0)
         seen += ids
         three.append(state)
     assert three[0] == three[1] == three[2] and three[0]["samples"] == stop * 4 + 12
-    ds = dataset(where, tmp_path, rank=0, world_size=1, **opts)
+    ds = dataset(where, tmp_path, **opts, order=dataclasses.replace(order, rank=0, world_size=1))
     ds.load_state_dict(three[0])
     seen += _consume(ds, None)[0]
     # 180 rows: no padding at any of the three world sizes; each row exactly once.
@@ -190,7 +195,7 @@ def test_resume_exact_at_a_row_across_two_three_and_one_ranks(tmp_path: Path,
 def test_a_file_replaced_mid_job_is_a_typed_error(where: Where, tmp_path: Path) -> None:
     seed(where)
     # One read in flight: part-2 is read only after part-0's first rows are taken.
-    ds = dataset(where, tmp_path, shuffle=False, batch_size=GROUP, reads_in_flight=1,
+    ds = dataset(where, tmp_path, order=Order(shuffle=False, batch_size=GROUP), reads_in_flight=1,
                  prefetch_bytes=1)
     rows = iter(ds)
     first = [next(rows) for _ in range(GROUP)]
@@ -205,7 +210,7 @@ def test_a_file_replaced_mid_job_is_a_typed_error(where: Where, tmp_path: Path) 
             ids.append(row["id"])
     assert len(ids) >= ROWS[1] and all(i >= 0 for i in ids)  # never a row of the new version
     # A dataset made after the change reads the new version.
-    again = sorted(r["id"] for r in dataset(where, tmp_path, columns=["id"]))
+    again = sorted(r["id"] for r in dataset(where, tmp_path, format=Parquet(columns=["id"])))
     assert again[:2] == [-60, -59] and len(again) == sum(ROWS)
 
 
@@ -224,8 +229,9 @@ def test_filters_skip_row_groups_by_their_statistics(where: Where, tmp_path: Pat
     seed(where)
     fetched = Fetched(monkeypatch)
     # ids 1020..1039 lie in part-1's row groups 1 (1016-1031) and 2 (1032-1047).
-    ds = dataset(where, tmp_path, filters=[("id", ">=", 1020), ("id", "<", 1040)],
-                 columns=["id"], shuffle=False)
+    ds = dataset(where, tmp_path,
+                 format=Parquet(filters=[("id", ">=", 1020), ("id", "<", 1040)], columns=["id"]),
+                 order=Order(shuffle=False))
     assert ds.counts == [0, 2 * GROUP, 0]
     assert [r["id"] for r in ds] == list(range(1016, 1048))
     md = pq.read_metadata(io.BytesIO(parquet(table(1, ROWS[1]))))
@@ -236,11 +242,12 @@ def test_filters_skip_row_groups_by_their_statistics(where: Where, tmp_path: Pat
         (c.dictionary_page_offset if c.has_dictionary_page else c.data_page_offset,
          (c.dictionary_page_offset if c.has_dictionary_page else c.data_page_offset)
          + c.total_compressed_size) for c in kept)
-    either = dataset(where, tmp_path, filters=[[("id", "<", 3)], [("id", "==", 2059)]],
-                     columns=["id"])
+    either = dataset(where, tmp_path,
+                     format=Parquet(filters=[[("id", "<", 3)], [("id", "==", 2059)]],
+                                    columns=["id"]))
     assert either.counts == [GROUP, 0, ROWS[2] - 3 * GROUP]
     with pytest.raises(InvalidArgument, match="filters"):
-        dataset(where, tmp_path, filters=[("id", "~", 3)])
+        dataset(where, tmp_path, format=Parquet(filters=[("id", "~", 3)]))
 
 
 def _flip_in_page(data: bytes, column: int) -> bytes:
@@ -256,22 +263,29 @@ def test_a_damaged_page_fails_its_crc(where: Where, tmp_path: Path) -> None:
     good = parquet(table(0, 40), compression="none", use_dictionary=False)
     where.put("a.parquet", _flip_in_page(good, 2))
     with pytest.raises(ChecksumMismatch, match=r"a\.parquet: row group 0"):
-        list(dataset(where, tmp_path, columns=["score"]))
+        list(dataset(where, tmp_path, format=Parquet(columns=["score"])))
     # Another column of the row group is read as it is.
-    assert len(list(dataset(where, tmp_path, columns=["id"]))) == 40
+    assert len(list(dataset(where, tmp_path, format=Parquet(columns=["id"])))) == 40
 
 
 def test_settings_of_parquet_on_other_formats_and_bad_columns_are_refused(
         tmp_path: Path) -> None:
     where = Where("file", f"file://{tmp_path}/root", None)
     where.put("a.jsonl", b'{"a": 1}\n')
-    with pytest.raises(InvalidArgument, match="apply to Parquet shards only"):
-        dataset(where, tmp_path, columns=["a"])
+    # format=Parquet(...) says the format: another is not Parquet.
+    with pytest.raises(ShardFormatError, match="not a Parquet file"):
+        dataset(where, tmp_path, format=Parquet(columns=["a"]))
+    # The old keywords leave the format to the names, and only apply to Parquet.
+    with pytest.raises(InvalidArgument, match="apply to Parquet shards only"), \
+            pytest.warns(DeprecationWarning, match=r"format=Parquet\(columns=\.\.\.\)"):
+        ShardDataset(where.url("a.jsonl"), index_dir=tmp_path / "idx", columns=["a"])
     where.put("p/a.parquet", parquet(table(0, 5)))
     with pytest.raises(InvalidArgument, match="has no column 'nope'"):
-        ShardDataset.from_prefix(where.url("p"), index_dir=tmp_path / "idx", columns=["nope"])
+        ShardDataset.from_prefix(where.url("p"), index_dir=tmp_path / "idx",
+                                 format=Parquet(columns=["nope"]))
     with pytest.raises(InvalidArgument, match="output"):
-        ShardDataset.from_prefix(where.url("p"), index_dir=tmp_path / "idx", output="rows!")
+        ShardDataset.from_prefix(where.url("p"), index_dir=tmp_path / "idx",
+                                 format=Parquet(output="rows!"))
 
 
 def _rows(n: int, base: int = 0) -> list[dict[str, Any]]:
@@ -306,7 +320,7 @@ def test_the_writer_packs_rows_into_row_groups_and_shards_with_manifest_entries(
         return await real(store, info)
 
     monkeypatch.setattr("aioflux.torch.data._shard_parquet.read_footer", footer)
-    ds = dataset(where, tmp_path, columns=["id", "tokens"])
+    ds = dataset(where, tmp_path, format=Parquet(columns=["id", "tokens"]))
     # The manifest counted the rows, the footers object gave every footer:
     # two GETs, no file's end read.
     assert ds.counts == [100, 100, 50] and reads == []
@@ -386,7 +400,7 @@ def test_a_manifest_entry_of_another_row_count_fails_the_read(tmp_path: Path) ->
     manifest = Path(f"{tmp_path}/root/_aioflux_manifest.jsonl")
     # An entry of the same size that counts one row more (a stale manifest).
     manifest.write_text(manifest.read_text().replace('"samples":10', '"samples":11'))
-    ds = dataset(where, tmp_path, shuffle=False)
+    ds = dataset(where, tmp_path, order=Order(shuffle=False))
     assert ds.counts == [20, 11]
     with pytest.raises(ShardFormatError, match=r"m-1\.parquet: 10 rows, but the dataset was "
                        r"made with 11"):
@@ -405,7 +419,8 @@ def test_columns_apart_by_any_gap_read_only_their_chunks(tmp_path: Path, between
                   "b": [[i, -i] for i in range(50)]})
     where.put("gap.parquet", parquet(t, compression="none"))
     fetched = Fetched(monkeypatch)
-    got = list(dataset(where, tmp_path, columns=["a", "b"], shuffle=False))
+    got = list(dataset(where, tmp_path, format=Parquet(columns=["a", "b"]),
+                       order=Order(shuffle=False)))
     assert got == [{"a": i, "b": [i, -i]} for i in range(50)]
     size = len(parquet(t, compression="none"))
     md = pq.read_metadata(io.BytesIO(parquet(t, compression="none")))
@@ -424,13 +439,13 @@ def test_the_disk_cache_serves_later_epochs(where: Where, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     expected = seed(where)
     fetched = Fetched(monkeypatch)
-    ds = dataset(where, tmp_path, columns=["id", "tokens"],
+    ds = dataset(where, tmp_path, format=Parquet(columns=["id", "tokens"]),
                  settings=where.settings(cache_dir=tmp_path / "cache"))
     first = [r["id"] for r in ds]
     reads = len(fetched.reads)
     assert sorted(first) == sorted(expected) and reads > len(ROWS)
     ds.set_epoch(1)
-    again = dataset(where, tmp_path, columns=["id", "tokens"],
+    again = dataset(where, tmp_path, format=Parquet(columns=["id", "tokens"]),
                     settings=where.settings(cache_dir=tmp_path / "cache"))
     again.set_epoch(1)
     assert sorted(r["id"] for r in again) == sorted(expected)
@@ -440,7 +455,7 @@ def test_the_disk_cache_serves_later_epochs(where: Where, tmp_path: Path,
 def test_spawned_workers_read_every_row_once_decoded(tmp_path: Path) -> None:
     where = Where("file", f"file://{tmp_path}/root", None)
     expected = seed(where)
-    ds = dataset(where, tmp_path, columns=["id", "lang"], batch_size=5,
+    ds = dataset(where, tmp_path, format=Parquet(columns=["id", "lang"]), order=Order(batch_size=5),
                  decode={"lang": str.upper})
     loader = torch.utils.data.DataLoader(ds, batch_size=5, num_workers=2, collate_fn=list,
                                          multiprocessing_context="spawn")
@@ -448,7 +463,7 @@ def test_spawned_workers_read_every_row_once_decoded(tmp_path: Path) -> None:
     assert sorted(r["id"] for r in rows) == sorted(expected)
     assert all(r["lang"] == expected[r["id"]]["lang"].upper() for r in rows)
     with pytest.raises(InvalidArgument, match="decode applies to rows"):
-        dataset(where, tmp_path, output="columns", decode=dict)
+        dataset(where, tmp_path, format=Parquet(output="columns"), decode=dict)
 
 
 def test_publish_indexes_writes_the_rows_into_the_manifest(tmp_path: Path,
@@ -498,6 +513,6 @@ def test_a_stale_footer_in_the_footers_object_is_not_taken(tmp_path: Path,
         return await real(store, info)
 
     monkeypatch.setattr("aioflux.torch.data._shard_parquet.read_footer", footer)
-    ds = dataset(where, tmp_path, shuffle=False, columns=["id"])
+    ds = dataset(where, tmp_path, order=Order(shuffle=False), format=Parquet(columns=["id"]))
     assert reads == ["s-1.parquet"]  # its footer by range; s-0's from the footers object
     assert [r["id"] for r in ds] == [*range(20), *range(100, 120)]

@@ -28,7 +28,7 @@ from aioflux._engines.shards import (
 from aioflux._engines.shards._index import new_columns
 from aioflux.local import LocalStore
 from aioflux.testing import Emulator
-from aioflux.torch import ShardDataset, ShardMapDataset, ShardWriter
+from aioflux.torch import Order, ShardDataset, ShardMapDataset, ShardWriter
 from tests.torch._shards_util import repack_samples, rewrite_file, tar_shard
 from tests.torch.conftest import Where
 
@@ -79,8 +79,8 @@ def rewrite(where: Where, name: str, data: bytes) -> None:
 
 
 def dataset(where: Where, tmp_path: Path) -> ShardDataset:
-    return ShardDataset.from_prefix(where.root, shuffle=False, index_dir=tmp_path / "idx",
-                                    settings=where.settings())
+    return ShardDataset.from_prefix(where.root, order=Order(shuffle=False),
+                                    index_dir=tmp_path / "idx", settings=where.settings())
 
 
 def keys_and_bytes(ds: ShardDataset) -> list[tuple[str, bytes]]:

@@ -5,6 +5,7 @@ and worker; resume at another world size; typed errors for damaged shards."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import pickle
 import tarfile
@@ -25,7 +26,7 @@ from aioflux import (
 )
 from aioflux._engines.shards import _build
 from aioflux.testing import FaultProxy
-from aioflux.torch import DatasetSettings, ShardDataset
+from aioflux.torch import DatasetSettings, Order, ShardDataset
 from aioflux.torch.data._order import pass_samples
 from tests.conftest import FAST_RETRY, unique_bucket
 from tests.torch._forkserver import forkserver
@@ -60,7 +61,7 @@ def dataset(where: Where, tmp_path: Path, *, settings: DatasetSettings | None = 
 def test_tar_shards_every_sample_once_grouped_and_byte_exact(where: Where,
                                                              tmp_path: Path) -> None:
     expected = seed_tars(where)
-    ds = dataset(where, tmp_path, batch_size=4)
+    ds = dataset(where, tmp_path, order=Order(batch_size=4))
     assert ds.counts == list(SIZES.values())
     assert len(ds) == ds.total_samples == len(expected) == 24
     for epoch in range(2):
@@ -72,9 +73,9 @@ def test_tar_shards_every_sample_once_grouped_and_byte_exact(where: Where,
             assert sample["__url__"].startswith(where.root + "/train-")
     # Shuffled per epoch, and a pure function of (seed, epoch).
     assert ds.epoch_order(0) != ds.epoch_order(1)
-    again = dataset(where, tmp_path, batch_size=4)
+    again = dataset(where, tmp_path, order=Order(batch_size=4))
     assert again.epoch_order(1) == ds.epoch_order(1)
-    assert keys_of(list(dataset(where, tmp_path, shuffle=False))) == list(expected)
+    assert keys_of(list(dataset(where, tmp_path, order=Order(shuffle=False)))) == list(expected)
 
 
 @pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
@@ -85,13 +86,13 @@ def test_jsonl_shards_plain_gzip_and_zstd(where: Where, tmp_path: Path) -> None:
     where.put("b.jsonl.gz", gz(jsonl(rows[100:220], blank=True)))
     where.put("c.jsonl.zst", zst(jsonl(rows[220:])))
     ds = ShardDataset.from_prefix(where.root, format="lines", decode="json",
-                                  index_dir=tmp_path / "idx", shuffle_window=64,
+                                  index_dir=tmp_path / "idx", order=Order(shuffle_window=64),
                                   samples_per_read=16, settings=where.settings())
     assert ds.counts == [100, 120, 80]
     got = list(ds)
     assert sorted(r["id"] for r in got) == list(range(300))
     assert all(r == rows[r["id"]] for r in got)
-    raw = ShardDataset.from_prefix(where.root, format="lines", shuffle=False,
+    raw = ShardDataset.from_prefix(where.root, format="lines", order=Order(shuffle=False),
                                    index_dir=tmp_path / "idx", settings=where.settings())
     lines = list(raw)
     assert lines[0] == b'{"id": 0, "text": ""}'
@@ -109,19 +110,19 @@ def test_decoders_pickle_for_spawned_workers(tmp_path: Path) -> None:
     rows = [{"id": i} for i in range(40)]
     where.put("a.jsonl.gz", gz(jsonl(rows[:25])))
     where.put("b.jsonl", jsonl(rows[25:]))
-    ds = ShardDataset.from_prefix(where.root, format="lines", decode="json", batch_size=4,
-                                  index_dir=tmp_path / "idx",
+    ds = ShardDataset.from_prefix(where.root, format="lines", decode="json",
+                                  order=Order(batch_size=4), index_dir=tmp_path / "idx",
                                   settings=DatasetSettings(cache_dir=tmp_path / "cache"))
     loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=2,
                                          multiprocessing_context="spawn", collate_fn=list)
     assert sorted(r["id"] for batch in loader for r in batch) == list(range(40))
     for decode, first in (("utf-8", '{"id": 0}'), (_upper, b'{"ID": 0}')):
         other = ShardDataset.from_prefix(where.root, format="lines", decode=decode,
-                                         shuffle=False, index_dir=tmp_path / "idx")
+                                         order=Order(shuffle=False), index_dir=tmp_path / "idx")
         assert next(iter(pickle.loads(pickle.dumps(other)))) == first
     tars = Where("file", f"file://{tmp_path}/tars", None)
     tars.put("t.tar", tar_shard(make_samples("k", 3)))
-    fields = ShardDataset.from_prefix(tars.root, decode={"cls": int}, shuffle=False,
+    fields = ShardDataset.from_prefix(tars.root, decode={"cls": int}, order=Order(shuffle=False),
                                       index_dir=tmp_path / "idx")
     assert [s["cls"] for s in pickle.loads(pickle.dumps(fields))] == [0, 1, 2]
 
@@ -130,7 +131,7 @@ def test_lines_decode_errors_name_the_shard_and_byte(tmp_path: Path) -> None:
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "x.jsonl").write_bytes(b'{"a": 1}\nnot json\n')
     ds = ShardDataset.from_prefix(str(tmp_path / "d"), format="lines", decode="json",
-                                  shuffle=False, index_dir=tmp_path / "idx")
+                                  order=Order(shuffle=False), index_dir=tmp_path / "idx")
     with pytest.raises(ShardFormatError, match=r"x\.jsonl: the line at byte 9 is not JSON"):
         list(ds)
 
@@ -141,8 +142,8 @@ def test_dataloader_workers_yield_every_sample_once(tmp_path: Path, context: str
     # (test_decoders_pickle_for_spawned_workers runs a real one).
     where = Where("file", f"file://{tmp_path}/root", None)
     expected = seed_tars(where)
-    ds = dataset(where, tmp_path, batch_size=3, transform=lambda s: s["__key__"]
-                 ) if context == "fork" else dataset(where, tmp_path, batch_size=3)
+    ds = dataset(where, tmp_path, order=Order(batch_size=3), transform=lambda s: s["__key__"]
+                 ) if context == "fork" else dataset(where, tmp_path, order=Order(batch_size=3))
     for workers in (0, 2):
         loader = torch.utils.data.DataLoader(ds, batch_size=3, num_workers=workers,
                                              multiprocessing_context=(
@@ -164,8 +165,9 @@ def test_ranks_and_workers_get_equal_batches_over_uneven_shards(tmp_path: Path,
         for workers in (0, 2):
             steps, seen = [], collections.Counter[str]()
             for rank in range(world):
-                ds = dataset(where, tmp_path, batch_size=2, rank=rank, world_size=world,
-                             drop_last=drop_last, samples_per_read=3)
+                ds = dataset(where, tmp_path,
+                             order=Order(batch_size=2, rank=rank, world_size=world,
+                                         drop_last=drop_last), samples_per_read=3)
                 loader = torch.utils.data.DataLoader(
                     ds, batch_size=2, num_workers=workers, collate_fn=list,
                     multiprocessing_context="fork" if workers else None)
@@ -202,11 +204,11 @@ def test_resume_mid_shard_at_another_world_size_and_worker_count(tmp_path: Path,
                                                                  stop: int) -> None:
     where = Where("file", f"file://{tmp_path}/root", None)
     seed_tars(where)
-    opts: dict[str, Any] = {"batch_size": 2, "seed": 5, "samples_per_read": 4}
     before: list[str] = []
     states = []
     for rank in range(2):
-        ds = dataset(where, tmp_path, rank=rank, world_size=2, **opts)
+        ds = dataset(where, tmp_path, order=Order(batch_size=2, seed=5, rank=rank, world_size=2),
+                     samples_per_read=4)
         ds.set_epoch(3)
         keys, state = _consume(ds, stop)
         before += keys
@@ -215,7 +217,8 @@ def test_resume_mid_shard_at_another_world_size_and_worker_count(tmp_path: Path,
     assert states[0]["samples"] == stop * 4 and states[0]["epoch"] == 3
     after: list[str] = []
     for rank in range(3):
-        ds = dataset(where, tmp_path, rank=rank, world_size=3, **opts)
+        ds = dataset(where, tmp_path, order=Order(batch_size=2, seed=5, rank=rank, world_size=3),
+                     samples_per_read=4)
         ds.load_state_dict(states[0])
         ds.set_epoch(3)
         after += _consume(ds, None, workers=2)[0]
@@ -235,7 +238,7 @@ def test_a_state_over_other_shards_or_seed_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="another object list"):
         fewer.load_state_dict(state)
     with pytest.raises(InvalidArgument, match="seed"):
-        dataset(where, tmp_path, seed=9).load_state_dict(state)
+        dataset(where, tmp_path, order=Order(seed=9)).load_state_dict(state)
 
 
 def test_a_state_under_other_order_settings_is_refused(tmp_path: Path) -> None:
@@ -244,26 +247,29 @@ def test_a_state_under_other_order_settings_is_refused(tmp_path: Path) -> None:
     # in silence.
     where = Where("file", f"file://{tmp_path}/root", None)
     seed_tars(where)
-    opts: dict[str, Any] = {"batch_size": 2, "seed": 3, "samples_per_read": 4}
-    before, state = _consume(dataset(where, tmp_path, **opts), 3)
-    for change in ({"samples_per_read": 8}, {"shuffle_window": 16}, {"shuffle": False}):
-        other = dataset(where, tmp_path, **{**opts, **change})
-        [name] = change
+    order = Order(batch_size=2, seed=3)
+    before, state = _consume(dataset(where, tmp_path, order=order, samples_per_read=4), 3)
+    for name, value in (("samples_per_read", 8), ("shuffle_window", 16), ("shuffle", False)):
+        other = dataset(where, tmp_path, samples_per_read=value, order=order) \
+            if name == "samples_per_read" else \
+            dataset(where, tmp_path, samples_per_read=4,
+                    order=dataclasses.replace(order, **{name: value}))
         with pytest.raises(InvalidArgument, match=f"saved with {name}="):
             other.load_state_dict(state)
-    same = dataset(where, tmp_path, **opts)
+    same = dataset(where, tmp_path, order=order, samples_per_read=4)
     same.load_state_dict(state)
     after = _consume(same, None)[0]
     assert sorted(before + after) == sorted(keys_of(list(dataset(where, tmp_path))))
     # Unshuffled, the order is the list order whatever the read size.
-    plain, state = _consume(dataset(where, tmp_path, **opts, shuffle=False), 3)
-    other = dataset(where, tmp_path, **{**opts, "samples_per_read": 8}, shuffle=False)
+    unshuffled = dataclasses.replace(order, shuffle=False)
+    plain, state = _consume(dataset(where, tmp_path, samples_per_read=4, order=unshuffled), 3)
+    other = dataset(where, tmp_path, samples_per_read=8, order=unshuffled)
     other.load_state_dict(state)
     assert plain + _consume(other, None)[0] == keys_of(list(dataset(where, tmp_path,
-                                                                    shuffle=False)))
+                                                                    order=Order(shuffle=False))))
     # A state saved before the settings were recorded still loads.
     old = {k: v for k, v in state.items() if k != "order"}
-    dataset(where, tmp_path, **{**opts, "samples_per_read": 8}).load_state_dict(old)
+    dataset(where, tmp_path, order=order, samples_per_read=8).load_state_dict(old)
 
 
 def test_brace_patterns_and_url_lists(tmp_path: Path) -> None:
@@ -308,7 +314,7 @@ def test_a_shard_opened_with_the_wrong_format_does_not_poison_the_cache(tmp_path
     where.put("a.tar", tar_shard(make_samples("a", 5)))
     wrong = dataset(where, tmp_path, format="lines")
     assert wrong.counts != [5]
-    right = dataset(where, tmp_path, format="tar", shuffle=False)
+    right = dataset(where, tmp_path, format="tar", order=Order(shuffle=False))
     assert right.counts == [5]
     assert keys_of(list(right)) == [f"a{i:05d}" for i in range(5)]
     assert dataset(where, tmp_path, format="tar").counts == [5]  # now from the cache
@@ -336,7 +342,7 @@ def test_a_damaged_shard_is_a_typed_error_naming_it(where: Where, tmp_path: Path
 def test_a_shard_changed_since_it_was_indexed_fails_on_read(where: Where,
                                                             tmp_path: Path) -> None:
     where.put("a.tar", tar_shard(make_samples("k", 5)))
-    ds = dataset(where, tmp_path, shuffle=False)
+    ds = dataset(where, tmp_path, order=Order(shuffle=False))
     where.put("a.tar", tar_shard(make_samples("j", 5)))
     with pytest.raises((PreconditionFailed, NotFound), match=r"a\.tar: the shard changed"):
         list(ds)
@@ -346,7 +352,7 @@ def test_a_flipped_byte_under_the_same_version_is_a_checksum_mismatch(tmp_path: 
     where = Where("file", f"file://{tmp_path}/root", None)
     data = tar_shard(make_samples("k", 5))
     where.put("a.tar", data)
-    ds = dataset(where, tmp_path, shuffle=False)
+    ds = dataset(where, tmp_path, order=Order(shuffle=False))
     path = tmp_path / "root" / "a.tar"
     stat = path.stat()
     flipped = bytearray(data)
@@ -369,7 +375,7 @@ def test_an_empty_folder_of_sidecars_and_bad_settings_are_refused(tmp_path: Path
     with pytest.raises(InvalidArgument, match="decode for format 'tar'"):
         dataset(where, tmp_path, decode="json")
     with pytest.raises(InvalidArgument, match="rank 2 outside world size 2"):
-        dataset(where, tmp_path, rank=2, world_size=2)
+        dataset(where, tmp_path, order=Order(rank=2, world_size=2))
 
 
 @pytest.mark.timeout(300)
@@ -407,8 +413,8 @@ def test_an_iterator_holds_the_epoch_order_not_a_copy_per_sample(tmp_path: Path,
     total = 400_000
     where = Where("file", f"file://{tmp_path}/root", None)
     where.put("a.txt", b"x\n" * total)
-    ds = dataset(where, tmp_path, format="lines", batch_size=batch_size, samples_per_read=64,
-                 prefetch_bytes=1 << 20)
+    ds = dataset(where, tmp_path, format="lines", order=Order(batch_size=batch_size),
+                 samples_per_read=64, prefetch_bytes=1 << 20)
     assert ds.total_samples == total
     tracemalloc.start()
     try:
@@ -461,7 +467,7 @@ def test_stateful_dataloader_resumes_mid_shard(tmp_path: Path, workers: int) -> 
     expected = seed_tars(where)
 
     def loader() -> StatefulDataLoader[Any]:
-        ds = dataset(where, tmp_path, batch_size=3, seed=2, samples_per_read=2)
+        ds = dataset(where, tmp_path, order=Order(batch_size=3, seed=2), samples_per_read=2)
         return StatefulDataLoader(ds, batch_size=3, num_workers=workers, collate_fn=keys_of,
                                   multiprocessing_context="fork" if workers else None)
 
@@ -489,8 +495,9 @@ def _gloo_rank(rank: int, world: int, init: str, root: str, idx: str, out: str) 
     try:
         report = []
         for drop_last in (False, True):
-            ds = ShardDataset.from_prefix(root, index_dir=idx, batch_size=5,
-                                          drop_last=drop_last, transform=lambda s: s["__key__"])
+            ds = ShardDataset.from_prefix(root, index_dir=idx,
+                                          order=Order(batch_size=5, drop_last=drop_last),
+                                          transform=lambda s: s["__key__"])
             loader = torch.utils.data.DataLoader(
                 ds, batch_size=5, collate_fn=list, num_workers=2 if drop_last else 0,
                 multiprocessing_context="fork" if drop_last else None)
@@ -552,7 +559,7 @@ def test_the_disk_cache_serves_later_epochs_and_other_workers(where: Where,
     assert cache.stats.misses == filled
     # A second dataset on the same cache (another worker or rank) reads no shard.
     other = dataset(where, tmp_path, samples_per_read=3,
-                    settings=where.settings(cache_dir=tmp_path / "cache"), seed=4)
+                    settings=where.settings(cache_dir=tmp_path / "cache"), order=Order(seed=4))
     assert sorted(keys_of(list(other))) == sorted(expected)
     assert other._shards.disk_cache is not None and other._shards.disk_cache.stats.misses == 0
 
@@ -598,7 +605,7 @@ def test_the_map_style_sibling_reads_any_sample_by_number(where: Where, tmp_path
         ds[24]
     with pytest.raises(InvalidArgument, match="an index must be an int"):
         ds["a"]  # type: ignore[index]
-    sampler = ResumableBatchSampler(ds, 4, seed=3)
+    sampler = ResumableBatchSampler(ds, order=Order(batch_size=4, seed=3))
     loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, collate_fn=list,
                                          num_workers=2, multiprocessing_context="fork")
     got = [s for batch in loader for s in batch]

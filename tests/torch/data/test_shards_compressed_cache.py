@@ -24,7 +24,7 @@ from aioflux import NotFound, PreconditionFailed
 from aioflux._core.portal import get_portal
 from aioflux._engines.shards import _compressed
 from aioflux._engines.shards._compressed import _claim_of
-from aioflux.torch import ShardDataset, ShardMapDataset
+from aioflux.torch import Order, ShardDataset, ShardMapDataset
 from tests.torch._shards_util import gz, jsonl, zst
 from tests.torch.conftest import Where
 
@@ -91,14 +91,14 @@ def epoch(ds: ShardDataset, workers: int) -> list[dict[str, Any]]:
 def test_dataloader_workers_decompress_each_shard_once_into_the_cache(where: Where,
                                                                       tmp_path: Path) -> None:
     rows = seed(where)
-    plain = lines(where, tmp_path, batch_size=4, shuffle_window=64, cache_dir=None,
+    plain = lines(where, tmp_path, order=Order(batch_size=4, shuffle_window=64), cache_dir=None,
                   cache_limit=None)
     before = media_gets(where)
     check(rows, epoch(plain, 2))
     # Without a cache: each of the 2 workers passes over the shards it gets samples of.
     assert media_gets(where) - before > len(SHARDS)
 
-    ds = lines(where, tmp_path, batch_size=4, shuffle_window=64)
+    ds = lines(where, tmp_path, order=Order(batch_size=4, shuffle_window=64))
     before = media_gets(where)
     check(rows, epoch(ds, 2))
     assert media_gets(where) - before == len(SHARDS)  # one pass over each, for all workers
@@ -127,7 +127,7 @@ def test_the_map_style_sibling_reads_compressed_samples_from_the_cache(where: Wh
 def test_a_claim_held_elsewhere_is_waited_for_then_read_around(tmp_path: Path) -> None:
     where = Where("file", f"file://{tmp_path}/root", None)
     rows = seed(where)
-    ds = lines(where, tmp_path, shuffle=False, samples_per_read=50)
+    ds = lines(where, tmp_path, order=Order(shuffle=False), samples_per_read=50)
     cache = ds._shards.disk_cache
     assert cache is not None
     info, index = ds._shards.infos[0], ds._shards.index(0)
@@ -159,7 +159,7 @@ def test_a_shard_over_a_quarter_of_the_cache_is_read_by_a_cursor(tmp_path: Path)
 def test_a_shard_changed_since_indexing_fails_and_frees_its_claim(where: Where,
                                                                  tmp_path: Path) -> None:
     seed(where)
-    ds = lines(where, tmp_path, shuffle=False)
+    ds = lines(where, tmp_path, order=Order(shuffle=False))
     where.put("a.jsonl.gz", gz(jsonl([{"id": -1}])))  # rewritten: another version
     for _ in range(2):  # the claim was released: the second pass fails too, at once
         with pytest.raises((PreconditionFailed, NotFound), match=r"a\.jsonl\.gz"):
@@ -173,7 +173,7 @@ def test_a_cache_disk_that_cannot_be_written_costs_one_extra_pass(
     from aioflux._engines.cache import _files
 
     rows = seed(where)
-    ds = lines(where, tmp_path, shuffle=False)
+    ds = lines(where, tmp_path, order=Order(shuffle=False))
 
     def full(*args: object, **kwargs: object) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -196,7 +196,7 @@ def test_a_cache_whose_locks_cannot_be_made_is_read_around_at_once(
     from aioflux._engines.cache import _files
 
     rows = seed(where)
-    ds = lines(where, tmp_path, shuffle=False)
+    ds = lines(where, tmp_path, order=Order(shuffle=False))
 
     def read_only(*args: object, **kwargs: object) -> int:
         raise OSError(errno.EROFS, "Read-only file system")

@@ -9,7 +9,7 @@ import tracemalloc
 from pathlib import Path
 
 from aioflux._core.index import ObjectIndex
-from aioflux.torch import ObjectIterableDataset, ObjectMapDataset
+from aioflux.torch import ObjectIterableDataset, ObjectMapDataset, Order
 
 
 def test_a_worker_s_first_sample_costs_no_memory_a_sample_of_its_share(tmp_path: Path) -> None:
@@ -23,8 +23,9 @@ def test_a_worker_s_first_sample_costs_no_memory_a_sample_of_its_share(tmp_path:
     template = real[-1]
     fake = (template.replace(name=template.name[:-3] + f"b{i:07d}") for i in range(200_000))
     index = ObjectIndex([*real, *fake])
-    ds: ObjectIterableDataset[bytes] = ObjectIterableDataset(index, batch_size=1, shuffle=False,
-                                                             prefetch=4)
+    ds: ObjectIterableDataset[bytes] = ObjectIterableDataset(index,
+                                                             order=Order(batch_size=1,
+                                                                         shuffle=False), prefetch=4)
     assert len(ds) == 200_064
     gc.collect()
     tracemalloc.start()
