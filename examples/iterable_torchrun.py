@@ -53,7 +53,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from aioflux import AsyncClient, Conflict, parse_url
-from aioflux.torch import ObjectIterableDataset
+from aioflux.torch import ObjectIterableDataset, Order
 
 FEATURES, CLASSES = 8, 3
 
@@ -95,7 +95,7 @@ def train(url: str, samples: int, epochs: int, batch_size: int, workers: int) ->
 
     # Rank and world size come from the process group, here, at construction:
     # DataLoader workers have no process group of their own.
-    dataset = ObjectIterableDataset.from_prefix(data_url, transform=decode, seed=0)
+    dataset = ObjectIterableDataset.from_prefix(data_url, transform=decode, order=Order(seed=0))
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=workers)
     torch.manual_seed(0)  # the same initial weights on every rank
     model = DistributedDataParallel(nn.Linear(FEATURES, CLASSES))

@@ -22,7 +22,13 @@ from torch.utils.data import DataLoader
 import aioflux
 from aioflux import Client, ListPage, LocalStore, ObjectInfo, SyncStore
 from aioflux.testing import running_emulator
-from aioflux.torch import CheckpointInfo, CheckpointManager, ObjectIterableDataset, ObjectMapDataset
+from aioflux.torch import (
+    CheckpointInfo,
+    CheckpointManager,
+    ObjectIterableDataset,
+    ObjectMapDataset,
+    Order,
+)
 
 BUCKET = "typed-usage"
 SAMPLES = 12
@@ -73,7 +79,8 @@ def check_datasets() -> int:
     seen = 0
     for batch in DataLoader(train, batch_size=4):
         seen += batch.numel()
-    stream = ObjectIterableDataset.from_prefix(f"gs://{BUCKET}/data/", transform=decode, seed=0)
+    stream = ObjectIterableDataset.from_prefix(f"gs://{BUCKET}/data/", transform=decode,
+                                               order=Order(seed=0))
     stream.set_epoch(0)
     sums = sorted(int(sample.sum()) for sample in stream)
     assert sums == [16 * i for i in range(SAMPLES)], sums

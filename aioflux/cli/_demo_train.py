@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..torch import CheckpointManager, DatasetSettings, ObjectIterableDataset
+from ..torch import CheckpointManager, DatasetSettings, ObjectIterableDataset, Order
 
 __all__ = ["FEATURES", "TrainPlan", "decode_sample", "encode_sample", "main", "train"]
 
@@ -103,8 +103,8 @@ def train(plan: TrainPlan, phase: str) -> None:
     # batch_size: the global order is cut into batches of this size (one
     # rank), which is what makes the saved position exact.
     dataset = ObjectIterableDataset.from_prefix(
-        plan.data_url, transform=decode_sample,
-        settings=DatasetSettings(endpoint=plan.endpoint), seed=1, batch_size=plan.batch_size)
+        plan.data_url, transform=decode_sample, settings=DatasetSettings(endpoint=plan.endpoint),
+        order=Order(seed=1, batch_size=plan.batch_size))
     _emit(plan.events, kind="listed", phase=phase, objects=len(dataset.objects))
     latest = manager.latest()
     if latest is not None:

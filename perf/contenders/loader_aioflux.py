@@ -15,7 +15,7 @@ import torch.utils.data
 from _contender import Manifest, Stopwatch, load, report
 
 from aioflux import ClientConfig, DownloadOptions
-from aioflux.torch import DatasetSettings, ObjectIterableDataset, ObjectMapDataset
+from aioflux.torch import DatasetSettings, ObjectIterableDataset, ObjectMapDataset, Order
 
 
 def total_len(batch: list[bytes]) -> int:
@@ -35,8 +35,8 @@ def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, 
     if args.kind == "map":
         ds = ObjectMapDataset.from_prefix(url, settings=settings)
     else:
-        ds = ObjectIterableDataset.from_prefix(url, prefetch=args.concurrency, shuffle=False,
-                                               settings=settings)
+        ds = ObjectIterableDataset.from_prefix(url, prefetch=args.concurrency,
+                                               order=Order(shuffle=False), settings=settings)
     loader: torch.utils.data.DataLoader[bytes]
     if args.batch_sampler:
         assert isinstance(ds, ObjectMapDataset)

@@ -16,7 +16,7 @@ import torch.utils.data
 from _contender import Manifest, Stopwatch, load, report
 
 from aioflux import ClientConfig
-from aioflux.torch import DatasetSettings, ObjectIterableDataset, ObjectMapDataset
+from aioflux.torch import DatasetSettings, ObjectIterableDataset, ObjectMapDataset, Order
 
 
 def total_len(batch: list[bytes]) -> int:
@@ -32,10 +32,10 @@ def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, 
                                           settings=DatasetSettings(endpoint=manifest.s3,
                                                                    config=config))
     else:
-        ds = ObjectIterableDataset.from_prefix(url,
-                                               settings=DatasetSettings(endpoint=manifest.s3,
-                                                                        config=config),
-                                               prefetch=args.concurrency, shuffle=False)
+        ds = ObjectIterableDataset.from_prefix(url, settings=DatasetSettings(endpoint=manifest.s3,
+                                                                             config=config),
+                                               prefetch=args.concurrency,
+                                               order=Order(shuffle=False))
     loader = torch.utils.data.DataLoader(ds, batch_size=args.batch, num_workers=args.workers,
                                          collate_fn=total_len)
     nbytes = 0

@@ -55,7 +55,7 @@ def column_bytes(ds: Any, columns: list[str]) -> int:
 def epoch(hub: Hub, args: argparse.Namespace, index_dir: str) -> dict[str, Any]:
     import torch.utils.data
 
-    from aioflux.torch import ShardDataset
+    from aioflux.torch import Order, Parquet, ShardDataset
 
     columns = args.columns.split(",") if args.columns else None
     items = 0
@@ -65,11 +65,9 @@ def epoch(hub: Hub, args: argparse.Namespace, index_dir: str) -> dict[str, Any]:
         start = time.perf_counter()
         ds = ShardDataset.from_prefix(
             URL,
-            format="parquet",
-            batch_size=args.batch,
+            format=Parquet(columns=columns),
+            order=Order(batch_size=args.batch, seed=1),
             index_dir=index_dir,
-            columns=columns,
-            seed=1,
         )
         made_s = time.perf_counter() - start
         made = hub.cdn_bytes() if columns else 0

@@ -32,7 +32,7 @@ from typing import Any
 import torch.utils.data
 from _contender import Manifest, Stopwatch, load, object_gets, report
 
-from aioflux.torch import DatasetSettings, ShardDataset
+from aioflux.torch import DatasetSettings, Order, ShardDataset
 
 
 def tar_batch(batch: list[dict[str, Any]]) -> tuple[int, int]:
@@ -47,7 +47,8 @@ def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, 
     url = f"gs://{manifest.bucket}/{args.prefix}"
     index_dir = tempfile.mkdtemp(prefix="aioflux-shard-index-")
     cache_dir = tempfile.mkdtemp(prefix="aioflux-shard-cache-") if args.cache else None
-    kw: dict[str, Any] = dict(format=args.format, batch_size=args.batch, index_dir=index_dir,
+    kw: dict[str, Any] = dict(format=args.format, order=Order(batch_size=args.batch),
+                              index_dir=index_dir,
                               settings=DatasetSettings(endpoint=manifest.endpoint,
                                                        cache_dir=cache_dir))
     try:

@@ -25,7 +25,7 @@ import time
 
 from _contender import Manifest, Stopwatch, load, report
 
-from aioflux.torch import DatasetSettings, ShardDataset
+from aioflux.torch import DatasetSettings, Order, ShardDataset
 
 
 def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, list[float]]:
@@ -35,7 +35,7 @@ def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, 
         ds = ShardDataset.from_prefix(url, format="tar",
                                       settings=DatasetSettings(endpoint=manifest.endpoint),
                                       samples_per_read=1, reads_in_flight=args.in_flight,
-                                      shuffle=True, index_dir=index_dir)
+                                      order=Order(shuffle=True), index_dir=index_dir)
         waits: list[float] = []
         nbytes = 0
         with Stopwatch() as watch:

@@ -117,9 +117,10 @@ def reader(kind: str, folder: Path, batch: int) -> Any:
         from aioflux.torch import ObjectMapDataset
 
         return ObjectMapDataset.from_prefix(f"file://{folder}/")
-    from aioflux.torch import ShardDataset
+    from aioflux.torch import Order, ShardDataset
 
-    return ShardDataset.from_prefix(f"file://{folder}/", format="tar", batch_size=batch,
+    return ShardDataset.from_prefix(f"file://{folder}/", format="tar",
+                                    order=Order(batch_size=batch),
                                     index_dir=str(folder.parent / "index"))
 
 
