@@ -1,7 +1,7 @@
 """shards_random contender: single samples of tar shards read through the index.
 
 ``ShardDataset.from_prefix(format="tar", samples_per_read=1,
-reads_in_flight=N, shuffle=True)``: every sample is its own ranged read,
+reads_in_flight=N, order=Order(shuffle=True))``: every sample is its own ranged read,
 in the epoch's shuffled order (shards permuted, samples permuted within
 8,192), checked against its index's crc32c. The index is built before
 the timer (fresh ``index_dir``). Timed: the first ``--count`` samples of

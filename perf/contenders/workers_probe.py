@@ -1,6 +1,6 @@
 """workers contenders: what a DataLoader worker spends a sample, and its threads.
 
-``--reader aioflux``: ``ShardDataset.from_prefix(file://DIR/, batch_size=B)``
+``--reader aioflux``: ``ShardDataset.from_prefix(file://DIR/, order=Order(batch_size=B))``
 over tar shards (its indexes cached before the timer, in a folder of the
 data set's); ``--reader plain``: a ``tarfile`` loop over the shards split
 by worker (``shards[id::workers]``), grouping members by key as webdataset
