@@ -246,3 +246,25 @@ def test_format_parquet_is_parquet_with_defaults_and_mixing_is_refused(
     # The map dataset never took output=: Python's own refusal.
     with pytest.raises(TypeError, match="unexpected keyword argument 'output'"):
         ShardMapDataset(plain._shards.infos, output="rows", settings=s)
+
+
+def test_the_warnings_name_the_callers_line(emulator: Emulator, bucket: str) -> None:
+    # A warning shown by Python's default filters only when it names the
+    # user's code (``__main__``), not aioflux's.
+    shards, objects = seed_lines(emulator, bucket), seed_objects(emulator, bucket)
+    s = settings(emulator)
+    made = [
+        lambda: ResumableSampler(range(4), 2),
+        lambda: ResumableBatchSampler(range(4), seed=1),
+        lambda: ObjectIterableDataset([], seed=1, settings=s),
+        lambda: ObjectIterableDataset.from_prefix(objects, seed=1, settings=s),
+        lambda: ShardDataset.from_prefix(shards, seed=1, settings=s),
+        lambda: ShardDataset.from_prefix(shards, tensors=False, settings=s),
+        lambda: ShardMapDataset.from_prefix(shards, tensors=False, settings=s),
+        lambda: ShardDataset(f"{shards}000.jsonl", seed=1, settings=s),
+        lambda: ShardMapDataset(f"{shards}000.jsonl", tensors=False, settings=s),
+    ]
+    for make in made:
+        with pytest.warns(DeprecationWarning) as caught:
+            make()
+        assert [w.filename for w in caught] == [__file__], [str(w.message) for w in caught]
