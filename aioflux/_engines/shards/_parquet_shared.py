@@ -7,8 +7,8 @@ Shared, the first worker to ask for it takes its lock (a file lock, let go
 if the process dies), reads it as ever (fetched, lengths and page CRCs
 checked, decoded) and writes the decoded table into the directory as an
 Arrow IPC file, its crc32c after it, renamed into place whole; the others
-wait for the lock and read the file (its crc32c checked: a damaged one is
-removed and the row group read again).
+wait for the lock and map the file (its crc32c checked: a damaged one is
+removed and the row group read again), so their tables are its pages.
 
 The directory (on ``/dev/shm`` where there is one) holds the latest
 ``keep`` row groups within ``max_bytes``, the oldest removed as new ones
@@ -119,15 +119,17 @@ class SharedGroups:
     def _store(self, path: Path, table: Any) -> None:
         import pyarrow as pa
 
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-        data = memoryview(sink.getvalue())
+        # Written straight to the file and checksummed from its pages: an
+        # in-memory copy first would be the row group's size in fresh pages.
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
+        os.close(fd)
         try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-                out.write(crc32c(data).to_bytes(4, "little"))
+            with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+                writer.write_table(table)
+            with pa.memory_map(tmp) as mapped:
+                crc = crc32c(memoryview(mapped.read_buffer()))
+            with open(tmp, "ab") as out:
+                out.write(crc.to_bytes(4, "little"))
             os.replace(tmp, path)
         except OSError:
             Path(tmp).unlink(missing_ok=True)
@@ -151,19 +153,26 @@ class SharedGroups:
 
 
 def _load(path: Path) -> Any:
-    """The table in ``path``, or None (none there, or damaged: then removed)."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
+    """The table in ``path``, or None (none there, or damaged: then removed).
+
+    Mapped, not read: the workers' tables are the same pages of the file (a
+    read would copy the row group into fresh pages in each of them); the
+    mapping outlives the file's removal, and a file is replaced, never
+    written over.
+    """
     import pyarrow as pa
 
-    body = memoryview(data)[:-4]
-    if len(data) < 4 or crc32c(body).to_bytes(4, "little") != data[-4:]:
+    try:
+        with pa.memory_map(str(path)) as mapped:
+            data = mapped.read_buffer()
+    except OSError:
+        return None
+    body = data.slice(0, max(0, data.size - 4))
+    if data.size < 4 or crc32c(memoryview(body)).to_bytes(4, "little") != data[-4:].to_pybytes():
         path.unlink(missing_ok=True)
         return None
     try:
-        return pa.ipc.open_file(pa.py_buffer(body)).read_all()
+        return pa.ipc.open_file(body).read_all()
     except (OSError, ValueError):
         path.unlink(missing_ok=True)
         return None
