@@ -190,12 +190,10 @@ class FileReader(io.RawIOBase):
 
     def will_need(self, offset: int, length: int) -> None:
         """Have the kernel start reading bytes ``[offset, offset + length)``
-        (of the file) into the page cache now, without waiting for them.
-
-        An item's reader reads its zip's directory at the item's end before
-        its data: a jump the kernel's read-ahead takes for random reads.
-        """
+        (of the file) into the page cache now, without waiting for them."""
         self._check_open()
+        if length <= 0:
+            return  # (a length of 0 would be the whole file's rest to the kernel)
         try:
             os.posix_fadvise(self._fd, offset, length, os.POSIX_FADV_WILLNEED)
         except OSError:
