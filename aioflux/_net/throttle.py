@@ -52,6 +52,7 @@ from .._core.metrics import RequestStats
 from .._core.rate.controller import (
     MAX_RESERVED_SECONDS,
     MIN_MEASURE_SUCCESSES,
+    RateState,
     add_joining_measure,
     answered,
     count_unpaced_success,
@@ -138,13 +139,21 @@ class _Meter:
             ok, refused, span = ok + self.previous[0], refused + self.previous[1], span + 1.0
         return ok, refused, span
 
-    def rate(self, now: float) -> tuple[float, bool]:
+    def rate(self, now: float, together: float = 1.0) -> tuple[float, bool]:
         """Successful requests/s, and whether they were too few to measure
         the cap (a small burst, throttled at once): then the attempts/s,
         throttled or not, what the process asked of the service (the
-        controller's probe starts from a fraction of it)."""
+        controller's probe starts from a fraction of it).
+
+        Args:
+            now: the meter's clock.
+            together: the node's processes that began with this one, each
+                counting about as many: the node's successes judge the
+                measure (16 DataLoader workers have a few dozen each
+                after a second's burst: not a small burst).
+        """
         ok, refused, span = self._counts(now)
-        if ok < MIN_MEASURE_SUCCESSES:
+        if ok * together < MIN_MEASURE_SUCCESSES:
             return (ok + refused) / max(span, _METER_LEAST), True
         return ok / max(span, _METER_LEAST), False
 
@@ -322,6 +331,12 @@ class Gate:
                 return float("inf")  # began alone
             return max(1.0, FIRST_WINDOW / max(1.0, state.starting))
 
+    @staticmethod
+    def _together(state: RateState, now: float) -> float:
+        """The processes whose slow starts on the key began with the last
+        one's, if that was within :data:`_STARTING` (else one)."""
+        return max(1.0, state.starting) if now - state.starting_at <= _STARTING else 1.0
+
     @property
     def fixed(self) -> bool:
         """A configured rate paces: every attempt takes a token, also once
@@ -377,7 +392,8 @@ class Gate:
                 if self._fixed and not state.throttled:
                     pace_at(state, now, self._ceiling)  # type: ignore[arg-type]
                 if state.epoch != self._epoch:
-                    measured = self._meter.rate(time.perf_counter())[0]
+                    measured = self._meter.rate(time.perf_counter(),
+                                                self._together(state, now))[0]
                     add_joining_measure(state, now, measured, self._ceiling)
                     self._epoch = state.epoch
                 held, together = self._held, state.starting
@@ -477,9 +493,9 @@ class Gate:
         window = self.window
         if window is not None:
             window.halve()
-        measured, thin = meter.rate(clock)
         now = time.monotonic()
         with self.shared.locked() as state:
+            measured, thin = meter.rate(clock, self._together(state, now))
             first = not state.throttled
             if first:
                 if not count_unpaced_throttle(state, now):

@@ -25,7 +25,8 @@ seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
   served; the window after (:data:`JUDGING_CHECK_FIND`) calibrates that find, which
   a burst the service saved up may have lifted (one that could not send
   the rate, throttled, steps it down a tenth and checks again). A measure of fewer than
-  :data:`MIN_MEASURE_SUCCESSES` successes (a small burst, throttled at once) is
+  :data:`MIN_MEASURE_SUCCESSES` successes of the node (a process's, times
+  those that began with it: a small burst, throttled at once) is
   of the attempts, and the probe starts at once. A window of the probe or
   of the calibration throttled past doubt closes before its end.
 - Paced, answers are counted in windows of :data:`WINDOW_SECONDS` (not
