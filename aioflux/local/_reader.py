@@ -188,17 +188,6 @@ class FileReader(io.RawIOBase):
         item._want = self._verify
         return item
 
-    def will_need(self, offset: int, length: int) -> None:
-        """Have the kernel start reading bytes ``[offset, offset + length)``
-        (of the file) into the page cache now, without waiting for them."""
-        self._check_open()
-        if length <= 0:
-            return  # (a length of 0 would be the whole file's rest to the kernel)
-        try:
-            os.posix_fadvise(self._fd, offset, length, os.POSIX_FADV_WILLNEED)
-        except OSError:
-            pass  # advice only: a filesystem that takes none reads on demand
-
     def modified(self) -> NotFound | None:
         """Whether the file was rewritten in place since it was opened (its
         size or modification time moved; a rename over its name is not:

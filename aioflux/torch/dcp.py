@@ -99,8 +99,6 @@ DEFAULT_ITEMS_AHEAD = 8
 # flight, 339-434 MiB within 256 MiB, 195-243 MiB within 128 MiB and 147 MiB
 # one at a time; torch's own reader, reading straight from the file, 97 MiB.
 DEFAULT_BYTES_AHEAD = 128 * 1024 * 1024
-# The end of a local item asked of the disk first: its zip's directory.
-_ITEM_TAIL = 64 * 1024
 class GcsFileSystem(FileSystemBase):
     """DCP's file-system interface over object stores (paths stay URL strings).
 
@@ -701,11 +699,8 @@ class DcpReader(FileSystemReader):
         for path, reqs in per_file.items():
             with self.fs.create_stream(path, "rb") as stream:
                 assert isinstance(stream, FileReader)  # a local file's
-                infos = [self.storage_data[req.storage_index] for req in reqs]
-                for at, req in enumerate(reqs):
-                    for ahead in infos[at + 1:at + 2] if at else infos[:2]:
-                        _ask_ahead(stream, ahead)
-                    item = self._local_item(stream, infos[at])
+                for req in reqs:
+                    item = self._local_item(stream, self.storage_data[req.storage_index])
                     target = planner.resolve_tensor(req).detach()
                     load_item(item, req, target)
                     planner.commit_tensor(req, target)
@@ -817,19 +812,6 @@ class DcpReader(FileSystemReader):
         self._ranges.setdefault(file.url, (file.info, {}))[1][key[1:]] = fetched.crc
         self._handed = io.BytesIO(fetched.data)
         return self._handed
-
-
-def _ask_ahead(file: FileReader, sinfo: Any) -> None:
-    """Have the kernel read a local item into the page cache, its end first.
-
-    torch parses an item from its zip's directory, at the item's end, before
-    its data: on a disk, that jump is a wait for a random read per item
-    (ckpt_file, 16 items of 16 MiB cold: ~6 ms each, 0.1 s of 0.33 s),
-    unless the end is asked for first, an item ahead.
-    """
-    tail = min(sinfo.length, _ITEM_TAIL)
-    file.will_need(sinfo.offset + sinfo.length - tail, tail)
-    file.will_need(sinfo.offset, sinfo.length - tail)
 
 
 def _rank_of(storage: object) -> tuple[int | None, bool]:
