@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import gc
 import os
 import shutil
 import tempfile
@@ -63,6 +64,8 @@ _KEEP_FOOTERS = 64
 _ROWS_AT_ONCE = 256
 # Decoded row groups the workers share, per worker (see _parquet_shared).
 _SHARED_PER_WORKER = 4
+# The process whose inherited objects were frozen (see _freeze_inherited).
+_frozen_in: int | None = None
 
 
 def check_parquet_settings(op: str, format_name: str, columns: object, filters: object,
@@ -248,7 +251,10 @@ class ParquetRows:
         import torch.utils.data
 
         info = torch.utils.data.get_worker_info()
-        if info is None or info.num_workers < 2:
+        if info is None:
+            return None
+        _freeze_inherited()
+        if info.num_workers < 2:
             return None
         # The workers' batches hold rows of the same few row groups at once:
         # a few each, and at most the read budget twice over.
@@ -304,6 +310,20 @@ class ParquetRows:
                     out[field.name] = [None if v is None else torch.tensor(v)
                                        for v in out[field.name]]
         return out
+
+
+def _freeze_inherited() -> None:
+    """Leave the objects a DataLoader worker holds when it starts reading (a
+    fork's: the parent's heap, torch's and pyarrow's modules) out of its
+    garbage collections: each full collection walks every one and writes its
+    header, faulting in a private copy of every page the fork shared (a
+    quarter of a worker's page faults, made a row at a time). Python's own
+    advice for forked children (``gc.freeze``); objects made after are
+    collected as ever."""
+    global _frozen_in
+    if _frozen_in != os.getpid():
+        _frozen_in = os.getpid()
+        gc.freeze()
 
 
 def _remove_dir(path: str, owner: int) -> None:
