@@ -78,7 +78,7 @@ def _data_offset(item: FileReader, meta: Any, req: Any, target: torch.Tensor) ->
     if not isinstance(meta, torch.Tensor):
         return None
     storage = meta.untyped_storage()
-    offset = getattr(storage, "_checkpoint_offset", None)  # None where torch sets none (older releases)
+    offset = getattr(storage, "_checkpoint_offset", None)  # None from an older torch
     whole = list(req.storage_offsets) == [0] * meta.dim() and list(req.lengths) == list(meta.shape)
     if (
         offset is None
