@@ -53,10 +53,9 @@ _GAP = 64 * 1024
 # module's: the copy into torch's fresh tensor memory, and the page faults
 # of that memory, spread over the cores (torch.load reads a tensor in one
 # thread). On a local disk one thread reads it front to back: two streams
-# in one file break the kernel's sequential read-ahead (ckpt_file, 256 MiB
-# cold on ext4, loaded machine: 0.33 s split, 0.22 s not; torch 0.17-0.20 s).
-# Each span is read and checksummed in pieces of _SPAN_PIECE, whose crc32c
-# runs without the GIL.
+# in one file break the kernel's sequential read-ahead. Each span is read
+# and checksummed in pieces of _SPAN_PIECE, whose crc32c runs without the
+# GIL.
 _SPLIT_FROM = 8 * 1024 * 1024
 _SPAN_MIN = 4 * 1024 * 1024
 _SPAN_PIECE = 1024 * 1024
