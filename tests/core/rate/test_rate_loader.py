@@ -26,7 +26,7 @@ from aioflux._core.rate.state import JUDGING_PROBE, JUDGING_PROBE_HELD
 from aioflux._net import throttle as gates
 from aioflux._net.throttle import Gate
 
-from .test_rate_small_burst import CAP, _Bucket, _VirtualLoop
+from .test_rate_small_burst import CAP, _Bucket, _VirtualLoop, through_gate
 
 WRITES, READS = "http://sim|b|write", "http://sim|b|read"
 WORKERS, BATCHES, AHEAD = 16, 25, 3
@@ -55,28 +55,12 @@ def _loader(
         read = Gate(READS, "b read", ClientConfig(), stats, SharedRate(READS, table))
 
         async def attempt(gate: Gate, bucket: _Bucket) -> bool:
-            window = None
-            if gate.shared.paced:
-                await gate.admit()
-            else:
-                window = gate.window
-                if window is not None:
-                    await window.__aenter__()
-            try:
-                sent = loop.time()
-                ok = bucket.admit(sent)
-                await asyncio.sleep(SERVED * rng.uniform(0.5, 1.5) if ok else REFUSED)
-                if ok:
-                    gate.succeeded(loop.time(), sent)
-                else:
-                    gate.throttled(None, sent)
-                if gate is write and gate.shared.paced:
-                    with state.locked() as now:
-                        paced.append((loop.time(), now.rate, now.judging))
-                return ok
-            finally:
-                if window is not None:
-                    await window.__aexit__()
+            ok = await through_gate(gate, bucket, loop,
+                                    lambda ok: SERVED * rng.uniform(0.5, 1.5) if ok else REFUSED)
+            if gate is write and gate.shared.paced:
+                with state.locked() as now:
+                    paced.append((loop.time(), now.rate, now.judging))
+            return ok
 
         async def request(gate: Gate, bucket: _Bucket) -> None:
             tries = 0

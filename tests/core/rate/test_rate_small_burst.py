@@ -16,6 +16,7 @@ import asyncio
 import random
 import selectors
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -111,6 +112,36 @@ class _Flaky(_Bucket):
         return self.refuse(now)
 
 
+async def through_gate(gate: Gate, bucket: _Bucket, loop: _VirtualLoop,
+                       took: Callable[[bool], float]) -> bool:
+    """One attempt through ``gate`` at ``bucket``, as the transport makes it:
+    paced, it waits for its token; else for a place in the slow-start
+    window. Its answer comes ``took(served)`` seconds after it was sent.
+
+    Returns:
+        Whether the bucket served it.
+    """
+    window = None
+    if gate.shared.paced:
+        await gate.admit()
+    else:
+        window = gate.window
+        if window is not None:
+            await window.__aenter__()
+    try:
+        sent = loop.time()
+        ok = bucket.admit(sent)
+        await asyncio.sleep(took(ok))
+        if ok:
+            gate.succeeded(loop.time(), sent)
+        else:
+            gate.throttled(None, sent)
+        return ok
+    finally:
+        if window is not None:
+            await window.__aexit__()
+
+
 @dataclass
 class _Run:
     goodput: float  # admitted a second over the whole run, over the cap
@@ -148,27 +179,11 @@ def _node(monkeypatch: pytest.MonkeyPatch, tmp_path: object, procs: int, per: in
         begin = loop.time()
 
         async def attempt() -> bool:
-            window = None
-            if gate.shared.paced:
-                await gate.admit()
-            else:
-                window = gate.window
-                if window is not None:
-                    await window.__aenter__()
-            try:
-                sent = loop.time()
-                ok = bucket.admit(sent)
-                await asyncio.sleep(SERVED * rng.uniform(0.5, 1.5) if ok else REFUSED)
-                if ok:
-                    gate.succeeded(loop.time(), sent)
-                else:
-                    gate.throttled(None, sent)
-                if first and "b read" in stats.rates:
-                    paced.append(stats.rates["b read"])
-                return ok
-            finally:
-                if window is not None:
-                    await window.__aexit__()
+            ok = await through_gate(gate, bucket, loop,
+                                    lambda ok: SERVED * rng.uniform(0.5, 1.5) if ok else REFUSED)
+            if first and "b read" in stats.rates:
+                paced.append(stats.rates["b read"])
+            return ok
 
         async def reader() -> None:
             while left[0] > 0:
