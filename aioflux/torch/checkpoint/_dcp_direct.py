@@ -2,8 +2,7 @@
 
 torch's ``FileSystemReader`` ``torch.load``s each item into fresh memory
 and copies that into the state dict's tensor: every byte is written twice,
-and the fresh memory's pages are faulted in first (ckpt_file, 256 MiB on
-/dev/shm: 246 ms reading, 121 ms ``copy_``). When an item is a whole tensor
+and the fresh memory's pages are faulted in first. When an item is a whole tensor
 and its destination a contiguous CPU tensor of its dtype and shape, the
 item's data bytes are read from the file into the destination's memory
 instead. torch parses the item (``map_location="meta"``: its dtype, shape

@@ -1,9 +1,9 @@
 """``Order``: how a dataset or sampler walks an epoch, declared once.
 
-:class:`ObjectIterableDataset`, :class:`ShardDataset` and the two resumable
-samplers took these as 6-7 keywords each, checked in each constructor;
-those keywords still work, each use warning (:func:`resolve_order`),
-until aioflux 0.3.0.
+Given as ``order=`` to :class:`ObjectIterableDataset`, :class:`ShardDataset`
+and the two resumable samplers. Their old keywords (``shuffle=``,
+``seed=``...) still work, each use warning (:func:`resolve_order`), until
+aioflux 0.3.0.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``Parquet``: how the shard datasets read Parquet shards, given as ``format=``.
 
-The shard datasets took these as four loose keywords; those still work,
-each use warning (:func:`resolve_format`), until aioflux 0.3.0.
+The shard datasets' old keywords (``columns=``, ``filters=``...) still
+work, each use warning (:func:`resolve_format`), until aioflux 0.3.0.
 """
 
 from __future__ import annotations

@@ -316,10 +316,9 @@ def _freeze_inherited() -> None:
     """Leave the objects a DataLoader worker holds when it starts reading (a
     fork's: the parent's heap, torch's and pyarrow's modules) out of its
     garbage collections: each full collection walks every one and writes its
-    header, faulting in a private copy of every page the fork shared (a
-    quarter of a worker's page faults, made a row at a time). Python's own
-    advice for forked children (``gc.freeze``); objects made after are
-    collected as ever."""
+    header, faulting in a private copy of every page the fork shared.
+    Python's docs freeze before the fork; the DataLoader forks, so the
+    worker freezes at its start. Objects made after are collected as ever."""
     global _frozen_in
     if _frozen_in != os.getpid():
         _frozen_in = os.getpid()
