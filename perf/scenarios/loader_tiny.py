@@ -1,17 +1,20 @@
 """loader_tiny: 10,000 x 8 KiB, composed batches vs direct GETs.
 
-Decides ``DEFAULT_COMPOSE_THRESHOLD`` in ``aioflux/_download.py``: the
-ObjectMapDataset with compose off and on (objects up to 64 KiB composed 32 at a
-time), DataLoader batch 64, 0 workers, against dataflux's map-style dataset
-at 0 workers (its default) and 2 (its best here). Parameters: ``count`` (10000),
-``size`` (8192), ``concurrency`` (64; the default was measured at 128 and
-sizes 8, 32 and 64 KiB with ``--param``).
+Decides ``DEFAULT_COMPOSE_THRESHOLD`` in ``aioflux/_engines/download.py``:
+the ObjectMapDataset with compose off (``aioflux-direct``), with compose
+forced on for objects up to 64 KiB, 32 a composite (``aioflux-composed``),
+and at the library's defaults (``aioflux-default``: compose up to 32 KiB,
+128 requests in flight), DataLoader batch 64, 0 workers, against dataflux's
+map-style dataset at 0 workers (its default) and 2 (its best here).
+Parameters: ``count`` (10000), ``size`` (8192; the threshold is measured
+with ``--param size=32768`` and ``size=65536``), ``concurrency`` (64, of
+the direct and forced contenders).
 """
 
 from __future__ import annotations
 
 from perf.availability import project_imports
-from perf.harness import Contender, Options, Plan
+from perf.harness import Contender, Options, Plan, Target
 from perf.seed import ObjectSet
 
 __all__ = ["plan"]
@@ -47,6 +50,11 @@ def plan(options: Options) -> Plan:
                       (*common, "--compose-threshold", str(64 * 1024)),
                       note="compose_threshold=64 KiB: a batch of 64 is two composites",
                       available=_ready),
+            Contender(f"aioflux-default{variant}", "loader_aioflux.py", None,
+                      ("--kind", "map", "--prefix", FOLDER),
+                      note="the library's defaults: compose up to 32 KiB "
+                           "(DEFAULT_COMPOSE_THRESHOLD), max_concurrency 128",
+                      available=_ready),
             Contender(f"dataflux-map-w0{variant}", "loader_dataflux.py", "dataflux",
                       ("--kind", "map", "--prefix", FOLDER),
                       note="DataFluxMapStyleDataset (compose at its defaults), num_workers=0"),
@@ -56,5 +64,8 @@ def plan(options: Options) -> Plan:
                       note="DataFluxMapStyleDataset, num_workers=2 (its best on 2 cores)"),
         ],
         baseline=f"aioflux-direct{variant}",
+        # The defaults against the peer, beside the baseline's pairs.
+        targets=[Target(f"dataflux-map-w0{variant}", None, mine=f"aioflux-default{variant}"),
+                 Target(f"dataflux-map-w2{variant}", None, mine=f"aioflux-default{variant}")],
         timeout_s=900.0,
     )
