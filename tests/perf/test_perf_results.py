@@ -265,7 +265,13 @@ def test_a_loader_tiny_run_with_parameters_has_contenders_of_its_own() -> None:
     own = loader_tiny.plan(Options())
     other = loader_tiny.plan(Options(params={"size": "32768", "concurrency": "128"}))
     assert [c.name for c in own.contenders] == [
-        "aioflux-direct", "aioflux-composed", "dataflux-map-w0", "dataflux-map-w2"]
+        "aioflux-direct", "aioflux-composed", "aioflux-default", "dataflux-map-w0",
+        "dataflux-map-w2"]
+    # The library's defaults (no threshold or concurrency given) face the peer.
+    default = next(c for c in own.contenders if c.name == "aioflux-default")
+    assert "--compose-threshold" not in default.args and "--concurrency" not in default.args
+    assert {(t.mine, t.other) for t in own.targets} == {
+        ("aioflux-default", "dataflux-map-w0"), ("aioflux-default", "dataflux-map-w2")}
     assert other.baseline == "aioflux-direct-concurrency128-size32768"
     assert not {c.name for c in own.contenders} & {c.name for c in other.contenders}
 
