@@ -317,12 +317,16 @@ def figures_of(run: Run) -> list[Figure]:
 
 def current_figures(runs: Sequence[Run]) -> list[Figure]:
     """Per (scenario, contender, figure), the newest non-quick run that measured it
-    (or, if none did, the newest that set it, shown as not measured)."""
+    in at least ``MIN_ROUNDS`` rounds (or, if none measured it, the newest that
+    set it, shown as not measured); fewer rounds are refused, like a pair's."""
     newest: dict[tuple[str, str, str], Figure] = {}
     for run in reversed(runs):
         if run.info.get("quick"):
             continue
         for fig in figures_of(run):
+            measured = len(_figure_values(run, fig.contender, fig.key))
+            if 0 < measured < MIN_ROUNDS:
+                continue
             key = (run.info["scenario"], fig.contender, fig.key)
             if key not in newest or (newest[key].median is None and fig.median is not None):
                 newest[key] = fig

@@ -153,6 +153,16 @@ def test_a_quick_run_never_replaces_the_figures_and_other_runs_read_as_before(
     assert report.figures_of(results.Run(plain)) == []
 
 
+def test_a_figure_of_fewer_rounds_is_refused_like_a_pair(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    results.append(path, _records({"seconds": [1.0] * 3, "rate": [2e6] * 3}))
+    # A newer run of one round: its figures are shown nowhere, the older stand.
+    results.append(path, _records({"seconds": [9.0] * 3, "rate": [1.0] * 3}, run="r2")[:2])
+    figures = report.current_figures(results.group_runs(results.load(path)))
+    assert {f.key: f.run.info["run"] for f in figures} == {
+        "seconds": "r1", "rate": "r1", "absent": "r2"}
+
+
 def test_a_run_without_ratios_pairs_nothing_and_draws_no_chart(tmp_path: Path) -> None:
     records = _records({"seconds": [1.0] * 3, "rate": [2e6] * 3})
     records[0]["contenders"].append({"name": "peer", "note": "", "venv": None,
