@@ -8,9 +8,9 @@ The default level is 1, not zstandard's 3. On a torch.save of fp32 tensors,
 half of them rounded through fp16 (perf ``ckpt_zstd``), level 3 stored
 75.6% of the bytes and level 1 78.3%, but level 3 compressed at ~140 MB/s
 per core against ~600 MB/s for level 1 (256 MiB, in-process, shared 2-core
-machine), and through the harness level 3 made a 1 GiB save 1.72x slower
-than no compression. A few points of size are not worth 4x the CPU a
-checkpoint competes for with training.
+machine); level 1's cost on a 1 GiB save is perf's ``ckpt_zstd`` row. A
+few points of size are not worth 4x the CPU a checkpoint competes for with
+training.
 
 Every frame written carries zstd's content checksum (XXH64 of the
 uncompressed bytes), which the decompressor checks: the stored object's
