@@ -53,6 +53,12 @@ def plan(options: Options) -> Plan:
         Contender("s3tc-map-w2", "loader_s3tc.py", "s3tc",
                   ("--kind", "map", "--workers", "2", *common),
                   note="S3MapDataset.from_prefix, num_workers=2"),
+        # Its one knob: workers, each reading one object at a time; aioflux's
+        # 128 in flight is out of reach on 2 cores, so 8 and 16 stand for its best.
+        *(Contender(f"s3tc-map-w{w}", "loader_s3tc.py", "s3tc",
+                    ("--kind", "map", "--workers", str(w), *common),
+                    note=f"S3MapDataset.from_prefix, num_workers={w}: {w} objects in flight")
+          for w in (8, 16)),
         Contender("s3tc-iter-w0", "loader_s3tc.py", "s3tc", ("--kind", "iter", *common),
                   note="S3IterableDataset.from_prefix (lists while it reads: its listing is "
                        "inside the timed epoch), num_workers=0"),

@@ -24,6 +24,7 @@ from perf.scenarios import (
     fsspec,
     listing,
     loader_tiny,
+    s3_loader,
 )
 
 
@@ -295,6 +296,11 @@ def test_the_peers_best_setting_runs_beside_their_default() -> None:
         args = {c.name: c.args for c in plan.contenders}
         assert knob[0] not in args[peer]
         assert args[f"{peer}-{best}"][-2:] == knob
+    # s3torchconnector's map dataset: one object a worker, so more workers.
+    loader = {c.name: c.args for c in s3_loader.plan(Options()).contenders}
+    assert "--workers" not in loader["s3tc-map-w0"]
+    for w in ("2", "8", "16"):
+        assert ("--workers", w) == loader[f"s3tc-map-w{w}"][2:4]
 
 
 SVG = "{http://www.w3.org/2000/svg}"
