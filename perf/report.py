@@ -100,11 +100,17 @@ HEADLINE: tuple[tuple[str, str, str], ...] = (
     ("read_small", "aioflux", "gcs-threads16"),
     ("read_small", "aioflux", "gcs-threads128"),
     ("ckpt_load", "aioflux", "dataflux"),
+    # each peer at its default and at its best (its knob: coalescing off;
+    # DataLoader workers)
+    ("ranged", "aioflux-ranged", "obstore-ranges"),
     ("ranged", "aioflux-ranged", "obstore-gather"),
     ("loader_small", "aioflux-map-w0", "litdata-raw-w0"),
+    ("loader_small", "aioflux-map-w2", "litdata-raw-w2"),
     # cold (the index built on the way) beside warm (index prebuilt)
     ("http_shards", "aioflux-cold-w0", "webdataset-w0"),
     ("http_shards", "aioflux-warm-w0", "webdataset-w0"),
+    ("http_shards", "aioflux-cold-w2", "webdataset-w2"),
+    ("http_shards", "aioflux-warm-w2", "webdataset-w2"),
     # a first epoch filling the disk cache beside the next, reading it
     ("cache_epochs", "aioflux-cache-cold", "aioflux-nocache"),
     ("cache_epochs", "aioflux-cache-warm", "aioflux-nocache"),

@@ -23,6 +23,7 @@ from .data._sampler import ResumableBatchSampler, ResumableSampler
 from .data._settings import DatasetSettings
 from .data._shard_dataset import ShardDataset
 from .data._shard_map_dataset import ShardMapDataset
+from .data._shard_reads import ShardReads
 from .data._shard_writer import ShardWriter
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "SaveRecord",
     "ShardDataset",
     "ShardMapDataset",
+    "ShardReads",
     "ShardWriter",
 ]
 

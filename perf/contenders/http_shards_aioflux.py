@@ -24,7 +24,7 @@ import torch.utils.data
 from _contender import Manifest, Stopwatch, load, report
 from _http_served import served
 
-from aioflux.torch import Order, ShardDataset
+from aioflux.torch import Order, ShardDataset, ShardReads
 
 
 def tar_batch(batch: list[dict[str, Any]]) -> tuple[int, int]:
@@ -36,10 +36,12 @@ def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, 
     try:
         with served(manifest, args.prefix) as urls:
             if args.index == "warm":
-                ShardDataset(urls, order=Order(batch_size=args.batch), index_dir=index_dir).close()
+                ShardDataset(urls, order=Order(batch_size=args.batch),
+                             reads=ShardReads(index_dir=index_dir)).close()
             nbytes = items = 0
             with Stopwatch() as watch:
-                ds = ShardDataset(urls, order=Order(batch_size=args.batch), index_dir=index_dir)
+                ds = ShardDataset(urls, order=Order(batch_size=args.batch),
+                                  reads=ShardReads(index_dir=index_dir))
                 loader = torch.utils.data.DataLoader(ds, batch_size=args.batch,
                                                      num_workers=args.workers,
                                                      collate_fn=tar_batch)

@@ -40,7 +40,8 @@ def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, 
     loader: torch.utils.data.DataLoader[bytes]
     if args.batch_sampler:
         assert isinstance(ds, ObjectMapDataset)
-        loader = torch.utils.data.DataLoader(ds, batch_sampler=ds.batch_sampler(args.batch),
+        loader = torch.utils.data.DataLoader(ds, batch_sampler=ds.batch_sampler(
+                                                 order=Order(batch_size=args.batch, shuffle=False)),
                                              num_workers=args.workers, collate_fn=total_len)
     else:
         loader = torch.utils.data.DataLoader(ds, batch_size=args.batch,

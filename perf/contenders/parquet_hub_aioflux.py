@@ -55,7 +55,7 @@ def column_bytes(ds: Any, columns: list[str]) -> int:
 def epoch(hub: Hub, args: argparse.Namespace, index_dir: str) -> dict[str, Any]:
     import torch.utils.data
 
-    from aioflux.torch import Order, Parquet, ShardDataset
+    from aioflux.torch import Order, Parquet, ShardDataset, ShardReads
 
     columns = args.columns.split(",") if args.columns else None
     items = 0
@@ -67,7 +67,7 @@ def epoch(hub: Hub, args: argparse.Namespace, index_dir: str) -> dict[str, Any]:
             URL,
             format=Parquet(columns=columns),
             order=Order(batch_size=args.batch, seed=1),
-            index_dir=index_dir,
+            reads=ShardReads(index_dir=index_dir),
         )
         made_s = time.perf_counter() - start
         made = hub.cdn_bytes() if columns else 0
@@ -99,9 +99,9 @@ def epoch(hub: Hub, args: argparse.Namespace, index_dir: str) -> dict[str, Any]:
 
 
 def random_rows(args: argparse.Namespace, index_dir: str) -> dict[str, Any]:
-    from aioflux.torch import ShardMapDataset
+    from aioflux.torch import ShardMapDataset, ShardReads
 
-    ds = ShardMapDataset.from_prefix(URL, format="parquet", index_dir=index_dir)
+    ds = ShardMapDataset.from_prefix(URL, format="parquet", reads=ShardReads(index_dir=index_dir))
     starts, at = [], 0
     for count in ds.counts:
         starts.append(at)

@@ -83,7 +83,7 @@ def _lines_folder(total: int, shards: int, line: int) -> tuple[Path, dict[str, f
 def loader(total: int, shards: int, line: int) -> None:
     import torch.utils.data
 
-    from aioflux.torch import Order, ShardDataset
+    from aioflux.torch import Order, ShardDataset, ShardReads
 
     data, made = _lines_folder(total, shards, line)
     baseline = import_baseline_mib("import torch, torch.utils.data, aioflux.torch")
@@ -93,7 +93,8 @@ def loader(total: int, shards: int, line: int) -> None:
         rss0 = status_mib("VmRSS") or 0.0
         with Stopwatch() as watch:
             ds = ShardDataset.from_prefix(f"file://{data}/", format="lines",
-                                          order=Order(batch_size=BATCH), index_dir=index_dir)
+                                          order=Order(batch_size=BATCH),
+                                          reads=ShardReads(index_dir=index_dir))
         dl = torch.utils.data.DataLoader(ds, batch_size=BATCH, num_workers=2,
                                          multiprocessing_context="spawn",
                                          persistent_workers=True, collate_fn=list)

@@ -18,7 +18,7 @@ decompressed once into it, not once per worker.
 
 Everything else at the library's defaults: ``shuffle=True`` (shards
 permuted, reads of ``samples_per_read`` consecutive samples, about 1 MiB,
-permuted within 8,192 samples), ``reads_in_flight=32``,
+permuted within 8,192 samples), ``ShardReads``' ``reads_in_flight=32`` and
 ``prefetch_bytes=64 MiB`` per iterator (per DataLoader worker).
 """
 
@@ -32,7 +32,7 @@ from typing import Any
 import torch.utils.data
 from _contender import Manifest, Stopwatch, load, object_gets, report
 
-from aioflux.torch import DatasetSettings, Order, ShardDataset
+from aioflux.torch import DatasetSettings, Order, ShardDataset, ShardReads
 
 
 def tar_batch(batch: list[dict[str, Any]]) -> tuple[int, int]:
@@ -48,7 +48,7 @@ def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, 
     index_dir = tempfile.mkdtemp(prefix="aioflux-shard-index-")
     cache_dir = tempfile.mkdtemp(prefix="aioflux-shard-cache-") if args.cache else None
     kw: dict[str, Any] = dict(format=args.format, order=Order(batch_size=args.batch),
-                              index_dir=index_dir,
+                              reads=ShardReads(index_dir=index_dir),
                               settings=DatasetSettings(endpoint=manifest.endpoint,
                                                        cache_dir=cache_dir))
     try:

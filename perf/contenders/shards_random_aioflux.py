@@ -1,7 +1,7 @@
 """shards_random contender: single samples of tar shards read through the index.
 
-``ShardDataset.from_prefix(format="tar", samples_per_read=1,
-reads_in_flight=N, order=Order(shuffle=True))``: every sample is its own ranged read,
+``ShardDataset.from_prefix(format="tar", reads=ShardReads(samples_per_read=1,
+reads_in_flight=N), order=Order(shuffle=True))``: every sample is its own ranged read,
 in the epoch's shuffled order (shards permuted, samples permuted within
 8,192), checked against its index's crc32c. The index is built before
 the timer (fresh ``index_dir``). Timed: the first ``--count`` samples of
@@ -25,7 +25,7 @@ import time
 
 from _contender import Manifest, Stopwatch, load, report
 
-from aioflux.torch import DatasetSettings, Order, ShardDataset
+from aioflux.torch import DatasetSettings, Order, ShardDataset, ShardReads
 
 
 def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, list[float]]:
@@ -34,8 +34,10 @@ def main(manifest: Manifest, args: argparse.Namespace) -> tuple[Stopwatch, int, 
     try:
         ds = ShardDataset.from_prefix(url, format="tar",
                                       settings=DatasetSettings(endpoint=manifest.endpoint),
-                                      samples_per_read=1, reads_in_flight=args.in_flight,
-                                      order=Order(shuffle=True), index_dir=index_dir)
+                                      reads=ShardReads(samples_per_read=1,
+                                                       reads_in_flight=args.in_flight,
+                                                       index_dir=index_dir),
+                                      order=Order(shuffle=True))
         waits: list[float] = []
         nbytes = 0
         with Stopwatch() as watch:

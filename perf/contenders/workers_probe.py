@@ -117,11 +117,11 @@ def reader(kind: str, folder: Path, batch: int) -> Any:
         from aioflux.torch import ObjectMapDataset
 
         return ObjectMapDataset.from_prefix(f"file://{folder}/")
-    from aioflux.torch import Order, ShardDataset
+    from aioflux.torch import Order, ShardDataset, ShardReads
 
     return ShardDataset.from_prefix(f"file://{folder}/", format="tar",
                                     order=Order(batch_size=batch),
-                                    index_dir=str(folder.parent / "index"))
+                                    reads=ShardReads(index_dir=str(folder.parent / "index")))
 
 
 def map_batches(total: int, batch: int, worker: int, workers: int) -> Any:

@@ -49,7 +49,8 @@ def plan(options: Options) -> Plan:
     common = ("--batch", batch, "--prefix", FOLDER)
     contenders = []
     made = (f"ShardDataset([http://127.0.0.1:PORT/{FOLDER}shard-NNNNNN.tar, ...], "
-            f"batch_size={batch}, index_dir=DIR) made inside the timed region")
+            f"order=Order(batch_size={batch}), reads=ShardReads(index_dir=DIR)) made inside "
+            "the timed region")
     for w in ("0", "2"):
         contenders.append(Contender(
             f"aioflux-warm-w{w}", "http_shards_aioflux.py", None,

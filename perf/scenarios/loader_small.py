@@ -43,8 +43,9 @@ def plan(options: Options) -> Plan:
         Contender("aioflux-map-w0-ahead", "loader_aioflux.py", None,
                   ("--kind", "map", "--batch-sampler", *ours),
                   note="ObjectMapDataset.from_prefix, DataLoader(batch_sampler="
-                       "ds.batch_sampler(batch)), num_workers=0: the next batches "
-                       "(concurrency / batch) download during this one",
+                       "ds.batch_sampler(order=Order(batch_size=batch, shuffle=False))), "
+                       "num_workers=0: the next batches (concurrency / batch) download during "
+                       "this one",
                   available=_ready),
         Contender("aioflux-map-w0-nolean", "loader_aioflux.py", None,
                   ("--kind", "map", "--no-lean", *ours),

@@ -65,7 +65,8 @@ def plan(options: Options) -> Plan:
     common = ("--batch", batch, "--prefix", FOLDER)
     url = "hf://datasets/perf/parquet/data/"
     made = (
-        f"ShardDataset.from_prefix({url!r}, format='parquet', batch_size={batch}, index_dir=fresh)"
+        f"ShardDataset.from_prefix({url!r}, format='parquet', order=Order(batch_size={batch}), "
+        "reads=ShardReads(index_dir=fresh))"
     )
     aioflux = lambda: _ready("aioflux.torch", "pyarrow.parquet")  # noqa: E731
     hf = lambda: _ready("datasets", "torch")  # noqa: E731

@@ -80,7 +80,8 @@ def plan(options: Options) -> Plan:
             name, "scale_aioflux.py", None, ("--mode", "loader", *shape), available=_ready,
             note=f"{size} lines of 9 B in 100 file:// shards, sidecars and manifest written "
                  "by `aioflux shards index` before the first round; ShardDataset.from_prefix("
-                 "format='lines', batch_size=256, index_dir=a fresh temp dir) timed; "
+                 "format='lines', order=Order(batch_size=256), reads=ShardReads(index_dir="
+                 "a fresh temp dir)) timed; "
                  "DataLoader(2 spawn persistent workers, batch 256)"))
         limits += _loader_limits(name)
         if with_peers and total in peer_totals:

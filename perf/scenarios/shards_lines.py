@@ -50,7 +50,8 @@ def plan(options: Options) -> Plan:
         for w in ("0", "2"):
             name = f"aioflux-w{w}" if index == "cold" else f"aioflux-warm-w{w}"
             note = (f"ShardDataset.from_prefix(gs://B/{FOLDER}, format='lines', "
-                    f"batch_size={batch}, index_dir=a fresh temp dir) made inside the timed "
+                    f"order=Order(batch_size={batch}), reads=ShardReads(index_dir=a fresh "
+                    "temp dir)) made inside the timed "
                     "region (listing, sidecar look-ups, one streamed pass per shard building "
                     f"its index), DataLoader(num_workers={w}); lines as bytes"
                     if index == "cold" else

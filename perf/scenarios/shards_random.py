@@ -2,10 +2,10 @@
 
 8 shards of shards_tar's layout (320 samples of 100 KiB jpg + cls, about
 32 MiB a shard). aioflux only: ``ShardDataset(format="tar",
-samples_per_read=1, shuffle=True)`` with its index built before the
-timer; the first ``count`` samples of a shuffled epoch, each its own
-ranged read, one in flight (each wait is one sample's read: the p50/p99
-are in the notes) or 32. Parameters: ``shards`` (8; 2 with --quick),
+reads=ShardReads(samples_per_read=1), order=Order(shuffle=True))`` with
+its index built before the timer; the first ``count`` samples of a
+shuffled epoch, each its own ranged read, one in flight (each wait is one
+sample's read: the p50/p99 are in the notes) or 32. Parameters: ``shards`` (8; 2 with --quick),
 ``samples`` (320; 40 with --quick), ``size`` (102400), ``count`` (1000
 samples; 50 with --quick).
 """
@@ -34,8 +34,9 @@ def plan(options: Options) -> Plan:
     contenders = [
         Contender(f"aioflux-random-{n}", "shards_random_aioflux.py", None,
                   ("--count", str(count), "--in-flight", str(n), "--prefix", FOLDER),
-                  note=f"ShardDataset.from_prefix(format='tar', samples_per_read=1, "
-                       f"reads_in_flight={n}, shuffle=True), index built untimed; the first "
+                  note=f"ShardDataset.from_prefix(format='tar', reads=ShardReads("
+                       f"samples_per_read=1, reads_in_flight={n}), order=Order(shuffle=True)), "
+                       "index built untimed; the first "
                        f"{count} samples of the epoch, iterated without a DataLoader"
                        + ("; each wait is one sample's ranged read, crc32c check and tar "
                           "decode" if n == 1 else "; waits are throughput here"),

@@ -45,7 +45,8 @@ def plan(options: Options) -> Plan:
             Contender(f"aioflux-w{w}", "shards_aioflux.py", None,
                       ("--format", "tar", "--index", "cold", *workers, *common),
                       note=f"ShardDataset.from_prefix(gs://B/{FOLDER}, format='tar', "
-                           f"batch_size={batch}, index_dir=a fresh temp dir) made inside the "
+                           f"order=Order(batch_size={batch}), reads=ShardReads(index_dir=a "
+                           "fresh temp dir)) made inside the "
                            "timed region (listing, sidecar look-ups, one streamed pass per "
                            f"shard building its index), DataLoader(num_workers={w})",
                       available=_ready),

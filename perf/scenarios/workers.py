@@ -56,8 +56,9 @@ def plan(options: Options) -> Plan:
         contenders += [
             Contender(f"aioflux-w{n}", "workers_probe.py", None,
                       ("--reader", "aioflux", "--workers", str(n), *shape), available=_ready,
-                      note=f"ShardDataset.from_prefix(file://DIR/, format='tar', index_dir="
-                           f"its cache, filled before the timer); {n} forked workers, each "
+                      note=f"ShardDataset.from_prefix(file://DIR/, format='tar', "
+                           "reads=ShardReads(index_dir=its cache, filled before the timer)); "
+                           f"{n} forked workers, each "
                            "iterating its share in the worker (probe)"),
             Contender(f"plain-w{n}", "workers_probe.py", None,
                       ("--reader", "plain", "--workers", str(n), *shape), available=_ready,

@@ -15,7 +15,7 @@ import pytest
 from aioflux import Client
 from aioflux._engines.shards import FORMATS, INDEX_SUFFIX, _build, encode_index, stream_index
 from aioflux.testing import Emulator
-from aioflux.torch import DatasetSettings, Order, ShardDataset, ShardWriter
+from aioflux.torch import DatasetSettings, Order, ShardDataset, ShardReads, ShardWriter
 from tests.torch._shards_util import repack_samples, rewrite_file, tar_shard
 
 
@@ -77,12 +77,12 @@ def test_ls_index_then_the_dataset_reads_only_sidecars(  # type: ignore[no-untyp
     assert listed["total"] == {"shards": 3, "indexed": 3, "samples": 11, "bytes": 30720}
 
     # The dataset takes every index from the sidecars: no shard is streamed.
-    ds = ShardDataset(shards, order=Order(shuffle=False), cache_indexes=False,
+    ds = ShardDataset(shards, order=Order(shuffle=False), reads=ShardReads(cache_indexes=False),
                       settings=DatasetSettings(endpoint=emulator.endpoint))
     assert ds.counts == [4, 4, 3] and counted == []
     assert [s["cls"] for s in ds] == [str(i % 3).encode() for i in range(11)]
     # Without sidecars the same dataset streams each shard once: the count above is real.
-    ShardDataset(shards, cache_indexes=False, sidecars=False,
+    ShardDataset(shards, reads=ShardReads(cache_indexes=False, sidecars=False),
                  settings=DatasetSettings(endpoint=emulator.endpoint))
     assert counted == shards
 

@@ -12,7 +12,7 @@ import pytest
 
 from aioflux import Client, ShardFormatError
 from aioflux.testing import Emulator
-from aioflux.torch import DatasetSettings, Order, ShardDataset
+from aioflux.torch import DatasetSettings, Order, ShardDataset, ShardReads
 
 GOOD = b'{"id": 1, "text": "a"}\n' * 9
 CUT = GOOD + b'{"id": 10, "te'  # the last line cut, as an interrupted writer leaves it
@@ -61,7 +61,7 @@ def test_verify_decodes_json_lines_by_default_naming_the_shard_and_byte(  # type
     # What the dataset says of it: the same byte, at the epoch's end.
     with pytest.raises(ShardFormatError, match=f"the line at byte {offset} is not JSON"):
         list(ShardDataset(url, format="lines", decode="json", order=Order(shuffle=False),
-                          cache_indexes=False,
+                          reads=ShardReads(cache_indexes=False),
                           settings=DatasetSettings(endpoint=emulator.endpoint)))
     # --decode none checks what decode=None reads: bytes, which every line is.
     code, out, _ = run("shards", "verify", "--decode", "none", url)

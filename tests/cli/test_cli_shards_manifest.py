@@ -11,7 +11,7 @@ from aioflux import Client
 from aioflux._engines.shards import INDEX_SUFFIX, _build
 from aioflux._engines.shards._manifest import MANIFEST_NAME, decode_manifest
 from aioflux.testing import Emulator
-from aioflux.torch import DatasetSettings, ShardDataset
+from aioflux.torch import DatasetSettings, ShardDataset, ShardReads
 from tests.cli.test_cli_shards import rows, write_shards
 
 
@@ -46,7 +46,7 @@ def test_index_writes_the_manifest_and_a_dataset_counts_from_it(  # type: ignore
 
     monkeypatch.setattr(_build, "stream_index", counting)
     before = dict(emulator.stats)
-    ds = ShardDataset.from_prefix(f"gs://{bucket}/ds/", cache_indexes=False,
+    ds = ShardDataset.from_prefix(f"gs://{bucket}/ds/", reads=ShardReads(cache_indexes=False),
                                   settings=DatasetSettings(endpoint=emulator.endpoint))
     media = emulator.stats["get_media"] - before.get("get_media", 0)
     assert ds.counts == [4, 4, 3] and media == 1  # the manifest alone

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aioflux._engines.shards import _build
-from aioflux.torch import ShardDataset
+from aioflux.torch import ShardDataset, ShardReads
 from tests.torch._two_ranks import rank_main
 
 STREAMED: list[str] = []
@@ -36,8 +36,8 @@ def _instrument() -> None:
 def _make(rank: int, root: Path, out: Path, name: str) -> dict[str, Any]:
     STREAMED.clear()
     ds = ShardDataset.from_prefix(f"file://{root}", format="lines", decode="json",
-                                  listing="rank0", publish_indexes=True,
-                                  index_dir=out / f"idx-{name}-{rank}")
+                                  reads=ShardReads(listing="rank0", publish_indexes=True,
+                                                   index_dir=out / f"idx-{name}-{rank}"))
     made = list(STREAMED)
     STREAMED.clear()
     read = [row["i"] for row in ds]

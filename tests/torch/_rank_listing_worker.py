@@ -40,6 +40,7 @@ from aioflux.torch import (
     Order,
     ShardDataset,
     ShardMapDataset,
+    ShardReads,
 )
 from aioflux.torch.data import _shard_source, _source
 from tests.torch._two_ranks import rank_main
@@ -236,28 +237,28 @@ def scenarios(s: Scenario) -> dict[str, Callable[[], dict[str, Any]]]:
             change=None, rank1_fails=denied, forbid=False),
         "shards_each": lambda: s.run(
             "shards_each", lambda: ShardDataset.from_prefix(
-                shards, format="lines", cache_indexes=False),
+                shards, format="lines", reads=ShardReads(cache_indexes=False)),
             change=add_shard("shards_each"), forbid=False),
         "shards_rank0": lambda: s.run(
             "shards_rank0", lambda: ShardDataset.from_prefix(
-                shards, format="lines", cache_indexes=False, listing="rank0"),
+                shards, format="lines", reads=ShardReads(cache_indexes=False, listing="rank0")),
             change=add_shard("shards_rank0"), forbid=True),
         "shardmap_each": lambda: s.run(
             "shardmap_each", lambda: ShardMapDataset(
-                pattern, format="lines", cache_indexes=False),
+                pattern, format="lines", reads=ShardReads(cache_indexes=False)),
             change=grow_part_1(7), forbid=False),
         "shardmap_rank0": lambda: s.run(
             "shardmap_rank0", lambda: ShardMapDataset(
-                pattern, format="lines", cache_indexes=False, listing="rank0"),
+                pattern, format="lines", reads=ShardReads(cache_indexes=False, listing="rank0")),
             change=grow_part_1(9), forbid=True),
         "shardmap_check": lambda: s.run(
             "shardmap_check", lambda: ShardMapDataset(
-                pattern, format="lines", cache_indexes=False, listing="check"),
+                pattern, format="lines", reads=ShardReads(cache_indexes=False, listing="check")),
             change=grow_part_1(11), forbid=False),
         "shards_rank0_bad_format": lambda: s.run(
             "shards_rank0_bad_format", lambda: ShardDataset(
-                f"file://{root}/s/part-0.jsonl", format="tar", cache_indexes=False,
-                listing="rank0"),
+                f"file://{root}/s/part-0.jsonl", format="tar",
+                reads=ShardReads(cache_indexes=False, listing="rank0")),
             change=None, forbid=True),
     }
 

@@ -28,8 +28,9 @@ from ..._core.validate import as_int, check_int
 from ..._engines.download import Data, DownloadStats
 from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._objects import ObjectsProperty
+from ._order_options import Order, resolve_order
 from ._rank_listing import Listing, agreed, check_listing, objects_summary, objects_target
-from ._settings import DatasetSettings, object_settings
+from ._settings import DatasetSettings, object_settings, refuse_unknown
 from ._source import (
     Sample,
     Transform,
@@ -395,46 +396,66 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
         objs = [self.objects[i] for i in indices]
         return portal.submit(self._source.downloader.download_many(objs))
 
-    def batch_sampler(self, batch_size: int, *, shuffle: bool = False, drop_last: bool = False,
-                      generator: torch.Generator | None = None,
-                      ahead: int | None = None) -> PrefetchBatchSampler:
+    def batch_sampler(self, batch_size: int | None = None, *, order: Order | None = None,
+                      generator: torch.Generator | None = None, ahead: int | None = None,
+                      **deprecated: Any) -> PrefetchBatchSampler:
         """A ``batch_sampler`` for ``DataLoader`` that downloads batches ahead.
 
-        ``DataLoader(ds, batch_sampler=ds.batch_sampler(64, shuffle=True))``.
+        ``DataLoader(ds, batch_sampler=ds.batch_sampler(order=Order(batch_size=64)))``.
         With ``num_workers=0`` each batch waits for its slowest object; this
         sampler tells the dataset the next batches' indices as it hands out
         the current one, so ``__getitems__`` starts those downloads before
         waiting on its own. With workers the DataLoader already keeps
         ``prefetch_factor`` batches per worker in flight and the hints are
-        never used (they only reach the main process's copy).
+        never used (they only reach the main process's copy). Like torch's
+        own samplers it neither splits by rank nor resumes: for that, use
+        :class:`ResumableBatchSampler`.
 
         Args:
-            batch_size: samples per batch.
-            shuffle: a new random order every epoch (``RandomSampler``).
-            drop_last: drop a last, incomplete batch.
-            generator: RNG of the shuffle.
+            batch_size: deprecated (goes in aioflux 0.3.0): ``order=Order(batch_size=...)``.
+            order: ``batch_size``, ``shuffle`` (a new order every pass,
+                ``RandomSampler``'s), ``seed`` (of the shuffle's generator,
+                made with the sampler) and ``drop_last`` (:class:`Order`;
+                its ``rank`` and ``world_size`` are refused).
+            generator: RNG of the shuffle, in place of one seeded with ``order.seed``.
             ahead: batches downloading ahead of the current one; default
                 enough to keep the client's concurrency busy, and of those
                 only the next ones whose listed bytes fit ``PREFETCH_BYTES``
                 (at least 1). Each holds a batch in memory.
+            **deprecated: ``shuffle=`` and ``drop_last=`` (with ``batch_size``,
+                unshuffled by default, as before): each warns and goes in
+                aioflux 0.3.0.
 
         Returns:
             The batch sampler.
 
         Raises:
-            ValueError: ``batch_size`` or ``ahead`` below 1.
+            InvalidArgument: ``ahead`` below 1, an order field out of range,
+                an order with a rank, or both ``order`` and an old keyword.
+            TypeError: an unknown keyword.
         """
-        if batch_size < 1 or (ahead is not None and ahead < 1):
-            raise ValueError(f"batch_sampler: batch_size ({batch_size}) and ahead ({ahead}) "
-                             "must be >= 1")
+        op = "ObjectMapDataset.batch_sampler"
+        old: dict[str, Any] = {name: deprecated.pop(name) for name in ("shuffle", "drop_last")
+                               if name in deprecated}
+        refuse_unknown(op, deprecated)
+        given = {} if batch_size is None else {"batch_size": batch_size}
+        if order is not None and (order.rank is not None or order.world_size is not None):
+            raise InvalidArgument(f"{op}: this sampler hands every rank the same batches; "
+                                  "ResumableBatchSampler splits them by order.rank")
+        was_old = bool(old or given)
+        order = resolve_order(op, order, old, given=given, defaults={"shuffle": False})
+        check_int(op, "ahead", ahead, minimum=1, optional=True)
         bounded = ahead is None
         if ahead is None:
-            ahead = _ahead(self._source.config, batch_size)
+            ahead = _ahead(self._source.config, order.batch_size)
+        if order.shuffle and generator is None and not was_old:
+            # The old form drew each sampler's shuffle from fresh entropy.
+            generator = torch.Generator().manual_seed(order.seed)
         sampler: torch.utils.data.Sampler[int] = (
-            torch.utils.data.RandomSampler(self, generator=generator) if shuffle
+            torch.utils.data.RandomSampler(self, generator=generator) if order.shuffle
             else torch.utils.data.SequentialSampler(self))
-        return PrefetchBatchSampler(self, sampler, batch_size, drop_last, ahead=ahead,
-                                    bounded=bounded)
+        return PrefetchBatchSampler(self, sampler, order.batch_size, order.drop_last,
+                                    ahead=ahead, bounded=bounded)
 
     def close(self) -> None:
         """Close this process's connections (reopened on next use)."""

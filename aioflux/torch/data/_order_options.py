@@ -122,7 +122,7 @@ ORDER_KEYWORDS = frozenset(f.name for f in dataclasses.fields(Order))
 
 def resolve_order(op: str, order: Order | None, keywords: dict[str, Any], *,
                   window: bool = False, given: dict[str, Any] | None = None,
-                  stacklevel: int = 4) -> Order:
+                  defaults: dict[str, Any] | None = None, stacklevel: int = 4) -> Order:
     """``order``, or one made of the old keywords in ``keywords``, checked
     and with its rank resolved.
 
@@ -136,6 +136,8 @@ def resolve_order(op: str, order: Order | None, keywords: dict[str, Any], *,
         window: the caller reads ``shuffle_window``.
         given: old keywords the caller took itself (a sampler's positional
             ``batch_size``), which warn likewise.
+        defaults: the old form's defaults where they are not Order's
+            (applied only when an old keyword is given).
         stacklevel: the frame the warnings name (the caller's caller).
 
     Returns:
@@ -155,5 +157,5 @@ def resolve_order(op: str, order: Order | None, keywords: dict[str, Any], *,
         raise InvalidArgument(f"{op}: pass order=Order(...) or the old keywords "
                               f"({', '.join(old)}), not both")
     if order is None:
-        order = Order(**old)
+        order = Order(**{**(defaults or {}), **old} if old else {})
     return order.check(op, window=window)

@@ -252,10 +252,12 @@ def _mismatch(op: str, target: str, summaries: Sequence[Summary], noun: str,
         # between two ranks' stats, and they would read different versions.
         found = f"found different versions or sizes of the {noun} they {operation}-ed"
         cause, keep = "one was replaced or deleted while they looked", "the objects"
+    option = "reads=ShardReads(listing='rank0')" if op.startswith("Shard") \
+        else "listing='rank0'"
     return Conflict(
         f"{operation} {target}: {op}: the ranks {found} ({'; '.join(parts)}): {cause}, "
         "and their epoch orders would differ (samples repeated or skipped, a DDP all-reduce "
-        "waiting at the epoch's end). Make the dataset with listing='rank0' (rank 0 "
+        f"waiting at the epoch's end). Make the dataset with {option} (rank 0 "
         f"{operation}s and hands what it found to the others), or keep {keep} unchanged "
         "while the ranks start", operation=operation, bucket=bucket, name=name)
 

@@ -10,7 +10,6 @@ and worker count with each sample once, checked bytes.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -19,27 +18,21 @@ import torch.utils.data
 
 from ..._core.errors import InvalidArgument
 from ..._core.types import ObjectInfo
-from ..._core.validate import check_int
 from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ..._engines.shards import ShardsDone
 from ._order import DataProgress, RankBatches, track
 from ._order_options import DEFAULT_SHUFFLE_WINDOW, Order, resolve_order
 from ._parquet_options import Parquet, resolve_format
-from ._rank_listing import Listing
 from ._settings import SHARD_KEYWORDS, DatasetSettings, refuse_unknown, resolve_settings
 from ._shard_order import ShardOrder, iter_runs
+from ._shard_reads import ShardReads, resolve_reads
 from ._shard_source import Decode, ShardSource, prefix_shards
 from ._source import share_in_worker
 
-__all__ = ["DEFAULT_READS_IN_FLIGHT", "DEFAULT_SHARD_PREFETCH_BYTES", "DEFAULT_SHUFFLE_WINDOW",
-           "ShardDataset"]
+__all__ = ["DEFAULT_SHUFFLE_WINDOW", "ShardDataset"]
 
 T = TypeVar("T")
 
-# Ranged reads in flight per iterator, and the bytes they and the samples
-# waiting for the consumer may hold.
-DEFAULT_READS_IN_FLIGHT = 32
-DEFAULT_SHARD_PREFETCH_BYTES = 64 * 1024 * 1024
 # Samples of a worker's batches cut into runs at once (their list, and
 # numpy's arrays over it, are what the cutting holds).
 _CHUNK_SAMPLES = 4096
@@ -70,7 +63,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     streamed pass checked against the shard's crc32c. A shard's index
     (each sample's offset, length and crc32c) is loaded from the same
     places when the shard is read, in the process reading it: samples are
-    fetched by ranged reads of ``samples_per_read`` consecutive samples,
+    fetched by ranged reads of ``reads.samples_per_read`` consecutive samples,
     pinned to the indexed version of the shard, and each sample's bytes are checked
     against its crc32c. A shard changed since it was indexed, or bytes that
     do not match, raise a typed error naming the shard and the byte offset;
@@ -83,12 +76,12 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     samples, samples permuted within a read), cut into global batches of
     ``batch_size * world_size``; every rank gets the same number of samples
     and batches (padded, or ``drop_last``; given the same shards on every
-    rank: see ``listing``), ``state_dict()`` is a few
+    rank: see :class:`ShardReads`' ``listing``), ``state_dict()`` is a few
     integers and resumes at any world size and worker count with every
     sample once. Use ``ds.track(loader)`` or torchdata's
     ``StatefulDataLoader`` with workers, as for :class:`ObjectIterableDataset`.
 
-    Memory: at most ``prefetch_bytes`` of reads in flight or waiting per
+    Memory: at most ``reads.prefetch_bytes`` of reads in flight or waiting per
     iterator; the shards and their counts (a few dozen bytes a shard); the
     indexes of the shards being read (20 bytes a sample, at most 64 MiB a
     process; cached ones are memory-mapped, shared by the machine's
@@ -114,46 +107,24 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         transform: a callable applied to each (decoded) sample.
         order: shuffle, seed, ``shuffle_window``, batch size, ``drop_last``
             and rank (:class:`Order`; default: all defaults).
-        samples_per_read: consecutive samples per ranged read (None: about
-            1 MiB of them).
-        prefetch_bytes: most bytes read ahead of the consumer per iterator.
-        reads_in_flight: ranged reads in flight per iterator.
+        reads: the read size, read-ahead, where the shards' indexes come
+            from and go, and which DDP ranks list them
+            (:class:`ShardReads`; default: all defaults).
         settings: the store, hedging and disk cache
             (:class:`~aioflux.torch.DatasetSettings`; its ``list_retry``,
             ``download_retry`` and ``download_options`` are refused). Here
             ``cache_dir`` caches the shards' read units (each
-            ``samples_per_read`` samples, keyed by the shard's version and the
+            ``reads.samples_per_read`` samples, keyed by the shard's version and the
             unit's range); a compressed shard whose data takes at most a
             quarter of ``cache_limit`` is decompressed once per machine into
             it (by the first process that wants it; the others wait for its
             units), not once per worker and rank. ``hedge_after`` hedges
             ranged GETs.
-        index_dir: the local index cache (default
-            ``~/.cache/aioflux/shard-index``); ``cache_indexes=False`` keeps none.
-        cache_indexes: keep indexes built by streaming in ``index_dir``.
-        sidecars: read ``<shard>.idx`` sidecars.
-        listing: under DDP, which ranks resolve (list, stat) and index the
-            shards, which every rank must hold alike (the epoch order and the
-            batch counts are functions of them). ``"each"`` (default): every
-            rank, with no collective; shards written while the ranks start
-            can leave them with different lists. ``"rank0"``: rank 0, which
-            broadcasts the shards and their indexes (or its error, which
-            every rank then raises) to the others. ``"check"``: every rank,
-            then one small all-gather compares them and every rank raises
-            :class:`~aioflux.Conflict` on a difference. Both are collectives
-            of the default process group: every rank must make the dataset.
-            Without an initialized process group they are ``"each"``.
-        publish_indexes: write, beside the shards, the sidecars of the
-            shards this process indexes by streaming and the folder's
-            manifest (a failure to write the manifest is a warning). With
-            ``listing="rank0"`` under DDP, the shards rank 0 cannot count
-            are then indexed by all the ranks, each its share, and the
-            counts gathered: neither one rank nor every rank streams every
-            shard. Default False: nothing is written to the store.
         **deprecated: ``settings``' fields as keywords (``endpoint=``,
-            ``cache_dir=``...), ``order``'s (``shuffle=``, ``seed=``...)
-            and :class:`Parquet`'s (``columns=``...): each warns and goes
-            in aioflux 0.3.0.
+            ``cache_dir=``...), ``order``'s (``shuffle=``, ``seed=``...),
+            ``reads``' (``samples_per_read=``, ``listing=``...) and
+            :class:`Parquet`'s (``columns=``...): each warns and goes in
+            aioflux 0.3.0.
 
     Raises:
         TypeError: an unknown keyword.
@@ -162,37 +133,29 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         NotFound: a shard does not exist, or a prefix holds none.
         ShardFormatError: a shard is not its format.
         StorageError: listing, stat or indexing failed.
-        Conflict: (``listing="check"``) the ranks' shards differ.
+        Conflict: (``reads.listing="check"``) the ranks' shards differ.
     """
 
     def __init__(self, shards: str | Sequence[str] | Sequence[ObjectInfo], *,
                  format: str | Parquet | None = None, decode: Decode = None,
                  transform: Callable[[Any], Any] | None = None, order: Order | None = None,
-                 samples_per_read: int | None = None,
-                 prefetch_bytes: int = DEFAULT_SHARD_PREFETCH_BYTES,
-                 reads_in_flight: int = DEFAULT_READS_IN_FLIGHT,
-                 settings: DatasetSettings | None = None,
-                 index_dir: str | os.PathLike[str] | None = None, cache_indexes: bool = True,
-                 sidecars: bool = True, listing: Listing = "each", publish_indexes: bool = False,
+                 reads: ShardReads | None = None, settings: DatasetSettings | None = None,
                  **deprecated: Any) -> None:
         op = "ShardDataset"
         settings = resolve_settings(op, settings, deprecated, SHARD_KEYWORDS)
         order = resolve_order(op, order, deprecated, window=True)
+        reads = resolve_reads(op, reads, deprecated)
         name, parquet = resolve_format(op, format, deprecated)
         refuse_unknown(op, deprecated)
-        check_int(op, "prefetch_bytes", prefetch_bytes, minimum=1)
-        check_int(op, "reads_in_flight", reads_in_flight, minimum=1)
-        self.order = order
+        self.order, self.reads = order, reads
         self.shuffle, self.seed, self.shuffle_window = order.shuffle, order.seed, \
             order.shuffle_window
         self.batch_size, self.drop_last = order.batch_size, order.drop_last
         self.rank, self.world_size = order.placed()
-        self.prefetch_bytes, self.reads_in_flight = prefetch_bytes, reads_in_flight
+        self.prefetch_bytes, self.reads_in_flight = reads.prefetch_bytes, reads.reads_in_flight
         self._shards = ShardSource(
-            op, shards, format=name, decode=decode, transform=transform,
-            samples_per_read=samples_per_read, settings=settings, index_dir=index_dir,
-            cache_indexes=cache_indexes, sidecars=sidecars, listing=listing,
-            publish_indexes=publish_indexes, columns=parquet.columns, filters=parquet.filters,
+            op, shards, format=name, decode=decode, transform=transform, settings=settings,
+            reads=reads, columns=parquet.columns, filters=parquet.filters,
             output=parquet.output, tensors=parquet.tensors)
         self.samples_per_read = self._shards.samples_per_read
         self._progress = DataProgress(op, self._shards.total, self._shards.fingerprint(),
@@ -202,7 +165,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
     @classmethod
     def from_prefix(cls, url: str, *, format: str | Parquet | None = None,
                     list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
-                    listing: Listing = "each", settings: DatasetSettings | None = None,
+                    reads: ShardReads | None = None, settings: DatasetSettings | None = None,
                     order: Order | None = None, **options: Any) -> ShardDataset:
         """Every object in a folder (sorted by name), ``.idx`` sidecars left out.
 
@@ -212,17 +175,17 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         whose name says neither (a ``README.md``), is refused
         (``InvalidArgument``) before any shard is read.
 
-        With ``listing="rank0"`` rank 0 lists the folder and indexes the
-        shards, and the other ranks get both from it (two broadcasts);
+        With ``reads.listing="rank0"`` rank 0 lists the folder and indexes
+        the shards, and the other ranks get both from it (two broadcasts);
         ``"check"`` compares the ranks' listings, then their indexes (see
-        the constructor's ``listing``).
+        :class:`ShardReads`).
 
         Args:
             url: ``gs://bucket/folder``, ``s3://...``, ``file:///dir`` or a path.
             format: ``"tar"``, ``"lines"``, ``"parquet"`` or a
                 :class:`Parquet`; None (default): by the names.
             list_concurrency: parallel listers.
-            listing: ``"each"``, ``"rank0"`` or ``"check"`` (the constructor's).
+            reads: the reads and which ranks list (the constructor's).
             settings: the store, hedging and disk cache (the constructor's).
             order: the epoch order (the constructor's).
             **options: the constructor's other keywords.
@@ -238,11 +201,13 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         """
         op = "ShardDataset.from_prefix"
         order = resolve_order(op, order, options, window=True)
+        reads = resolve_reads(op, reads, options)
         name, parquet = resolve_format(op, format, options)
-        shards, settings = prefix_shards(op, url, list_concurrency, listing, settings, options)
+        shards, settings = prefix_shards(op, url, list_concurrency, reads.listing, settings,
+                                         options)
         # Old Parquet keywords without a format: Parquet's, as they only apply to it.
         parquet_given = name == "parquet" or parquet != Parquet()
-        return cls(shards, format=parquet if parquet_given else name, listing=listing,
+        return cls(shards, format=parquet if parquet_given else name, reads=reads,
                    settings=settings, order=order, **options)
 
     @property

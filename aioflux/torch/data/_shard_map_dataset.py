@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import operator
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -11,13 +10,11 @@ import torch.utils.data
 
 from ..._core.errors import InvalidArgument
 from ..._core.types import ObjectInfo
-from ..._core.validate import check_int
 from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._parquet_options import Parquet, resolve_format
-from ._rank_listing import Listing
 from ._settings import SHARD_KEYWORDS, DatasetSettings, refuse_unknown, resolve_settings
-from ._shard_dataset import DEFAULT_READS_IN_FLIGHT
 from ._shard_order import runs_of
+from ._shard_reads import ShardReads, resolve_reads
 from ._shard_source import Decode, ShardSource, prefix_shards
 
 __all__ = ["ShardMapDataset"]
@@ -46,22 +43,16 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
             say it (as for :class:`ShardDataset`).
         decode: see :class:`ShardDataset`.
         transform: a callable applied to each decoded sample.
-        samples_per_read: samples per cache entry (None: ~1 MiB of them).
-        reads_in_flight: ranged reads in flight for one batch.
+        reads: samples per cache entry, reads in flight for one batch, the
+            indexes' places and which DDP ranks list (:class:`ShardReads`;
+            its ``prefetch_bytes`` is refused: this dataset reads on demand).
         settings: the store, hedging and disk cache (as for
             :class:`ShardDataset`; a compressed shard is decompressed into
             ``cache_dir`` once per machine).
-        index_dir: the local index cache (default ``~/.cache/aioflux/shard-index``).
-        cache_indexes: keep streamed indexes in ``index_dir``.
-        sidecars: read ``<shard>.idx`` sidecars.
-        listing: ``"each"``, ``"rank0"`` or ``"check"``: which DDP ranks
-            resolve and index the shards (as for :class:`ShardDataset`).
-        publish_indexes: write the sidecars of the shards indexed here and
-            the manifest; under DDP with ``listing="rank0"``, the ranks share
-            the indexing (as for :class:`ShardDataset`).
-        **deprecated: ``settings``' fields as keywords, and
-            :class:`Parquet`'s (``columns=``, ``filters=``, ``tensors=``):
-            each warns and goes in aioflux 0.3.0.
+        **deprecated: ``settings``' fields as keywords, ``reads``'
+            (``samples_per_read=``, ``listing=``...) and :class:`Parquet`'s
+            (``columns=``, ``filters=``, ``tensors=``): each warns and goes
+            in aioflux 0.3.0.
 
     Raises:
         TypeError: an unknown keyword.
@@ -73,29 +64,24 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
     def __init__(self, shards: str | Sequence[str] | Sequence[ObjectInfo], *,
                  format: str | Parquet | None = None, decode: Decode = None,
                  transform: Callable[[Any], Any] | None = None,
-                 samples_per_read: int | None = None,
-                 reads_in_flight: int = DEFAULT_READS_IN_FLIGHT,
-                 settings: DatasetSettings | None = None,
-                 index_dir: str | os.PathLike[str] | None = None, cache_indexes: bool = True,
-                 sidecars: bool = True, listing: Listing = "each", publish_indexes: bool = False,
+                 reads: ShardReads | None = None, settings: DatasetSettings | None = None,
                  **deprecated: Any) -> None:
         op = "ShardMapDataset"
         settings = resolve_settings(op, settings, deprecated, SHARD_KEYWORDS)
+        reads = resolve_reads(op, reads, deprecated, prefetch=False)
         name, parquet = resolve_format(op, format, deprecated, batches=False)
         refuse_unknown(op, deprecated)
-        check_int(op, "reads_in_flight", reads_in_flight, minimum=1)
-        self.reads_in_flight = reads_in_flight
+        self.reads = reads
+        self.reads_in_flight = reads.reads_in_flight
         self._shards = ShardSource(
-            op, shards, format=name, decode=decode, transform=transform,
-            samples_per_read=samples_per_read, settings=settings, index_dir=index_dir,
-            cache_indexes=cache_indexes, sidecars=sidecars, listing=listing,
-            publish_indexes=publish_indexes, columns=parquet.columns, filters=parquet.filters,
+            op, shards, format=name, decode=decode, transform=transform, settings=settings,
+            reads=reads, columns=parquet.columns, filters=parquet.filters,
             tensors=parquet.tensors)
 
     @classmethod
     def from_prefix(cls, url: str, *, format: str | Parquet | None = None,
                     list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
-                    listing: Listing = "each", settings: DatasetSettings | None = None,
+                    reads: ShardReads | None = None, settings: DatasetSettings | None = None,
                     **options: Any) -> ShardMapDataset:
         """Every object in a folder, as :meth:`ShardDataset.from_prefix` lists,
         names the format of and indexes them, in one map-style dataset.
@@ -105,7 +91,7 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
                 ``file:///dir`` or a path).
             format: the shards' format; None (default): by their names.
             list_concurrency: parallel listers.
-            listing: which ranks list and index (the constructor's).
+            reads: the reads and which ranks list and index (the constructor's).
             settings: the constructor's.
             **options: the constructor's other keywords.
 
@@ -117,11 +103,13 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
                 as for :meth:`ShardDataset.from_prefix`.
         """
         op = "ShardMapDataset.from_prefix"
+        reads = resolve_reads(op, reads, options, prefetch=False)
         name, parquet = resolve_format(op, format, options, batches=False)
-        shards, settings = prefix_shards(op, url, list_concurrency, listing, settings, options)
+        shards, settings = prefix_shards(op, url, list_concurrency, reads.listing, settings,
+                                         options)
         # Old Parquet keywords without a format: Parquet's, as they only apply to it.
         parquet_given = name == "parquet" or parquet != Parquet()
-        return cls(shards, format=parquet if parquet_given else name, listing=listing,
+        return cls(shards, format=parquet if parquet_given else name, reads=reads,
                    settings=settings, **options)
 
     @property

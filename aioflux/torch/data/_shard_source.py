@@ -46,7 +46,6 @@ from ..._core.store import ObjectStore
 from ..._core.types import ObjectInfo
 from ..._core.urls import format_url, parse_url
 from ..._core.validate import (
-    check_bool,
     check_credentials,
     check_endpoint,
     check_int,
@@ -90,6 +89,7 @@ from ._rank_listing import world as rank_world
 from ._settings import SHARD_KEYWORDS, DatasetSettings, resolve_settings
 from ._shard_list import ShardList, shard_record
 from ._shard_parquet import ParquetRows, check_parquet_settings
+from ._shard_reads import ShardReads
 from ._source import DatasetSource, objects_scheme
 
 __all__ = ["DEFAULT_INDEX_BYTES", "Decode", "Listed", "ShardSource", "count_all",
@@ -122,17 +122,9 @@ class ShardSource:
             (:func:`~aioflux._engines.shards.format_of_shards`).
         decode: see :class:`~aioflux.torch.ShardDataset`.
         transform: a callable applied to each decoded sample.
-        samples_per_read: consecutive samples per ranged read (None: ~1 MiB).
         settings: the store, hedging and disk cache (checked here).
-        index_dir: the local index cache (None: the default directory).
-        cache_indexes: keep streamed indexes in ``index_dir`` (else in a
-            temporary directory of this source's, removed with it).
-        sidecars: read ``<shard>.idx`` sidecars.
-        listing: who resolves and indexes the shards under DDP: ``"each"``
-            rank, ``"rank0"`` for all, or each then ``"check"``-ed.
-        publish_indexes: write the sidecars of the shards this process
-            indexes and the folder's manifest; under DDP with
-            ``listing="rank0"``, the ranks then share the indexing.
+        reads: the read size, the indexes' places and ``listing``
+            (:class:`~aioflux.torch.ShardReads`, checked by the dataset).
 
     Raises:
         InvalidArgument, InvalidURL, NotFound, ShardFormatError, StorageError:
@@ -140,11 +132,8 @@ class ShardSource:
     """
 
     def __init__(self, op: str, shards: object, *, format: str | None, decode: Decode,
-                 transform: Callable[[Any], Any] | None, samples_per_read: int | None,
-                 settings: DatasetSettings,
-                 index_dir: str | os.PathLike[str] | None, cache_indexes: bool,
-                 sidecars: bool, listing: str = "each", publish_indexes: bool = False,
-                 columns: Sequence[str] | None = None, filters: object = None,
+                 transform: Callable[[Any], Any] | None, settings: DatasetSettings,
+                 reads: ShardReads, columns: Sequence[str] | None = None, filters: object = None,
                  output: str = "rows", tensors: bool = False) -> None:
         fixed = None if format is None else format_of(op, format)
         _check_decode(op, fixed, decode)
@@ -153,14 +142,10 @@ class ShardSource:
         if transform is not None and not callable(transform):
             raise InvalidArgument(f"{op}: transform must be callable, got "
                                   f"{type(transform).__name__}")
-        check_int(op, "samples_per_read", samples_per_read, minimum=1, optional=True)
         settings.check(op, shards=True)
         check_endpoint(op, settings.endpoint)
         check_credentials(op, settings.credentials)
-        check_bool(op, "cache_indexes", cache_indexes)
-        check_bool(op, "sidecars", sidecars)
-        check_bool(op, "publish_indexes", publish_indexes)
-        check_listing(op, listing)
+        listing, sidecars, publish_indexes = reads.listing, reads.sidecars, reads.publish_indexes
         self.transform = transform
         self.disk_cache = cache_from_args(op, settings.cache_dir, settings.cache_limit)
         self.hedge_after = settings.hedge_after
@@ -177,8 +162,8 @@ class ShardSource:
         # per-sample index is dropped once counted and loaded again when the
         # shard is read, which must not mean streaming the shard again.
         self.index_cache = IndexCache(
-            (index_dir if index_dir is not None else default_index_dir())
-            if cache_indexes else _private_index_dir(self))
+            (reads.index_dir if reads.index_dir is not None else default_index_dir())
+            if reads.cache_indexes else _private_index_dir(self))
         self.sidecars = sidecars
         #: Most bytes of per-sample indexes this process holds (see the module).
         self.index_bytes = DEFAULT_INDEX_BYTES
@@ -237,9 +222,9 @@ class ShardSource:
         data = int(found.data.sum())
         if self.parquet is not None:
             # A read unit is a row group: a run's rows then come from one.
-            self.samples_per_read = samples_per_read or self.parquet.first_group_rows
+            self.samples_per_read = reads.samples_per_read or self.parquet.first_group_rows
         else:
-            self.samples_per_read = samples_per_read or max(
+            self.samples_per_read = reads.samples_per_read or max(
                 1, min(4096, _READ_BYTES // max(1, data // max(1, self.total))))
 
     def _parquet_of(self, op: str, fmt: ShardFormat, infos: ObjectIndex,

@@ -23,14 +23,13 @@ URL = "hf://datasets/org/pq/data/"
 
 def scenarios(rank: int, root: Path, out: Path) -> dict[str, Callable[[], Any]]:
     def rank0_listing() -> dict[str, Any]:
-        from aioflux.torch import Order, ShardDataset
+        from aioflux.torch import Order, ShardDataset, ShardReads
 
         ds = ShardDataset.from_prefix(
             URL,
             format="parquet",
-            listing="rank0",
+            reads=ShardReads(listing="rank0", index_dir=root / f"idx-{rank}"),
             order=Order(batch_size=4, seed=5),
-            index_dir=root / f"idx-{rank}",
         )
         made = {"counts": ds.counts, "names": [s.name for s in ds.shards]}
         return {**made, "ids": [row["id"] for row in ds]}

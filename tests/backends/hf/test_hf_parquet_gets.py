@@ -17,7 +17,7 @@ import pytest
 from aioflux._engines.shards import _parquet_read
 from aioflux._engines.shards._parquet import TAIL
 from aioflux.testing import FakeHub
-from aioflux.torch import ShardDataset
+from aioflux.torch import ShardDataset, ShardReads
 
 URL = "hf://datasets/org/pq/data/"
 
@@ -73,7 +73,7 @@ def test_a_footer_costs_one_get_and_a_longer_one_two(
     assert len(small) > TAIL > _footer_length(small)
     assert _footer_length(wide) > TAIL
     _push(hub, monkeypatch, {"a-small.parquet": small, "b-wide.parquet": wide})
-    ShardDataset.from_prefix(URL, format="parquet", index_dir=tmp_path / "idx")
+    ShardDataset.from_prefix(URL, format="parquet", reads=ShardReads(index_dir=tmp_path / "idx"))
     gets = sorted(_cdn_gets(hub))
     # Requests name the file by its content hash at the CDN: tell them by range.
     size_small, size_wide = len(small), len(wide)
@@ -94,7 +94,8 @@ def test_the_first_row_group_is_fetched_by_several_gets_the_others_by_one(
     blobs = [os.urandom(128 * 1024) for _ in range(rows)]
     data = _write(pa.table({"id": range(rows), "blob": blobs}), 8)
     _push(hub, monkeypatch, {"part-0.parquet": data})
-    ds = ShardDataset.from_prefix(URL, format="parquet", index_dir=tmp_path / "idx")
+    ds = ShardDataset.from_prefix(URL, format="parquet",
+                                  reads=ShardReads(index_dir=tmp_path / "idx"))
     made = len(hub.requests)
     got = [(row["id"], row["blob"]) for row in ds]
     assert got == [(i, blobs[i]) for i in ds.epoch_order(0)]

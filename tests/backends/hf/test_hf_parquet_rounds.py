@@ -17,7 +17,7 @@ import torch.utils.data
 
 from aioflux._engines.shards import _parquet_read
 from aioflux.testing import FakeHub
-from aioflux.torch import Order, ShardDataset
+from aioflux.torch import Order, ShardDataset, ShardReads
 
 URL = "hf://datasets/org/pq/data/"
 FILES, ROWS, GROUP = 2, 64, 16  # 8 row groups of 16 rows
@@ -78,7 +78,8 @@ def test_made_without_a_head_a_file_and_the_first_run_read_alone(
 
     monkeypatch.setattr(_parquet_read, "read_group", traced)
     ds = ShardDataset.from_prefix(
-        URL, format="parquet", index_dir=tmp_path / "idx", order=Order(batch_size=4, shuffle=False)
+        URL, format="parquet",
+        reads=ShardReads(index_dir=tmp_path / "idx"), order=Order(batch_size=4, shuffle=False)
     )
     sent = [(r.method, r.path.split("?")[0]) for r in hub.sent("hub")]
     # The listing's store learned every file's version at the commit: the
@@ -98,7 +99,8 @@ def test_workers_sharing_row_groups_fetch_each_once(
     hub: FakeHub, repo: str, tmp_path: Path
 ) -> None:
     ds = ShardDataset.from_prefix(
-        URL, format="parquet", index_dir=tmp_path / "idx", order=Order(batch_size=4, seed=3)
+        URL, format="parquet",
+        reads=ShardReads(index_dir=tmp_path / "idx"), order=Order(batch_size=4, seed=3)
     )
     made = len(hub.requests)
     # Batches of 4 rows from row groups of 16: each row group's rows are in
@@ -132,7 +134,7 @@ def test_the_first_row_after_one_resolution_and_one_round_trip(
 
     monkeypatch.setattr(_parquet_read, "read_group", traced)
     ds = ShardDataset.from_prefix(
-        URL, format="parquet", index_dir=tmp_path / "idx", order=Order(seed=5)
+        URL, format="parquet", reads=ShardReads(index_dir=tmp_path / "idx"), order=Order(seed=5)
     )
     made = len(hub.requests)
     first = next(iter(ds))
@@ -149,7 +151,7 @@ def test_workers_read_at_the_commit_the_listing_resolved(
     hub: FakeHub, repo: str, tmp_path: Path
 ) -> None:
     ds = ShardDataset.from_prefix(
-        URL, format="parquet", index_dir=tmp_path / "idx", order=Order(seed=3)
+        URL, format="parquet", reads=ShardReads(index_dir=tmp_path / "idx"), order=Order(seed=3)
     )
     # A push after the dataset was made: its workers still read the listed commit.
     hub.push("org/pq", {"data/part-0.parquet": _parquet(7)})
@@ -164,7 +166,8 @@ def test_named_files_are_read_at_the_commit_their_stats_resolved(
 ) -> None:
     urls = [f"hf://datasets/org/pq/data/part-{f}.parquet" for f in range(FILES)]
     ds = ShardDataset(
-        urls, format="parquet", index_dir=tmp_path / "idx", order=Order(shuffle=False)
+        urls, format="parquet",
+        reads=ShardReads(index_dir=tmp_path / "idx"), order=Order(shuffle=False)
     )
     rows = [row["id"] for row in ds]
     assert rows == [f * 1000 + i for f in range(FILES) for i in range(ROWS)]

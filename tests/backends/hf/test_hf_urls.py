@@ -12,7 +12,7 @@ import pytest
 import aioflux
 from aioflux.hf import HfStore
 from aioflux.testing import FakeHub
-from aioflux.torch import DatasetSettings
+from aioflux.torch import DatasetSettings, ShardReads
 from tests.backends.hf.conftest import TOKEN
 from tests.cli.calls import call
 
@@ -108,7 +108,7 @@ def test_shards_over_hf(hub: FakeHub, tmp_path: Path, monkeypatch: pytest.Monkey
     expected = {key: fields for samples in shards.values() for key, fields in samples}
     # The index of a read-only store's shards goes to the local cache.
     dataset = ShardDataset.from_prefix("hf://datasets/org/sh/shards/",
-                                       index_dir=tmp_path / "idx")
+                                       reads=ShardReads(index_dir=tmp_path / "idx"))
     got = list(dataset)
     assert sorted(s["__key__"] for s in got) == sorted(expected)
     assert all(s["jpg"] == expected[s["__key__"]]["jpg"] for s in got)

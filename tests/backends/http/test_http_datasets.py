@@ -6,6 +6,7 @@ CLI's cat / stat / cp from http (issue 51)."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ import torch.utils.data
 
 from aioflux import ClientConfig, RetryPolicy
 from aioflux.cli import main
-from aioflux.torch import DatasetSettings, ObjectMapDataset, Order, ShardDataset
+from aioflux.torch import DatasetSettings, ObjectMapDataset, Order, ShardDataset, ShardReads
 from tests.servers.nginx import Nginx, running_nginx
 from tests.torch._shards_util import make_samples, tar_shard
 
@@ -41,10 +42,12 @@ def served(tmp_path_factory: pytest.TempPathFactory
         yield server, expected
 
 
-def _dataset(server: Nginx, tmp_path: Path, **kw: Any) -> ShardDataset:
+def _dataset(server: Nginx, tmp_path: Path, *, reads: ShardReads | None = None,
+             **kw: Any) -> ShardDataset:
     return ShardDataset(f"{server.endpoint}/shards/train-{{000..002}}.tar",
                         settings=DatasetSettings(config=ClientConfig(retry=FAST)),
-                        index_dir=tmp_path / "idx", **kw)
+                        reads=dataclasses.replace(reads or ShardReads(),
+                                                  index_dir=tmp_path / "idx"), **kw)
 
 
 def _keys(batches: list[list[dict[str, Any]]]) -> list[str]:
@@ -67,7 +70,8 @@ def test_shard_dataset_resumes_mid_epoch_over_http(
         served: tuple[Nginx, dict[str, dict[str, bytes]]], tmp_path: Path,
         workers: int) -> None:
     server, expected = served
-    opts: dict[str, Any] = {"order": Order(batch_size=2, seed=3), "samples_per_read": 3}
+    opts: dict[str, Any] = {"order": Order(batch_size=2, seed=3),
+                            "reads": ShardReads(samples_per_read=3)}
     ds = _dataset(server, tmp_path, **opts)
     loader = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=0, collate_fn=list)
     before: list[list[dict[str, Any]]] = []

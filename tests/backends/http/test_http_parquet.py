@@ -24,6 +24,7 @@ from aioflux.torch import (
     Parquet,
     ShardDataset,
     ShardMapDataset,
+    ShardReads,
     ShardWriter,
 )
 from tests.servers.nginx import Nginx, running_nginx
@@ -83,7 +84,7 @@ def test_rows_over_http_footers_cached_per_node(served: tuple[Nginx, Path], tmp_
     seen = Footers(monkeypatch)
     url = f"{server.endpoint}/plain/p-{{0..2}}.parquet"
     opts: dict[str, Any] = {"settings": DatasetSettings(config=ClientConfig(retry=FAST)),
-                            "index_dir": tmp_path / "idx"}
+                            "reads": ShardReads(index_dir=tmp_path / "idx")}
     ds = ShardDataset(url, format=Parquet(columns=["id", "lang"]), order=Order(batch_size=4),
                       **opts)
     assert ds.counts == list(ROWS) and sorted(seen.footers) == [f"plain/p-{f}.parquet"
@@ -130,7 +131,7 @@ def test_a_shipped_manifest_counts_the_files(served: tuple[Nginx, Path], tmp_pat
     seen = Footers(monkeypatch)
     ds = ShardDataset(f"{server.endpoint}/shipped/s-{{0..2}}.parquet", order=Order(shuffle=False),
                       settings=DatasetSettings(config=ClientConfig(retry=FAST)),
-                      index_dir=tmp_path / "idx")
+                      reads=ShardReads(index_dir=tmp_path / "idx"))
     # The manifest counted every file: the first file's footer alone was read
     # (for the schema and the read unit).
     assert ds.counts == [40, 40, 20] and seen.footers == ["shipped/s-0.parquet"]
@@ -143,9 +144,10 @@ def test_a_file_replaced_mid_job_over_http(served: tuple[Nginx, Path],
     for f in range(2):
         shutil.copy(root / "plain" / f"p-{f}.parquet", root / "swap" / f"p-{f}.parquet")
     ds = ShardDataset(f"{server.endpoint}/swap/p-{{0..1}}.parquet",
-                      order=Order(shuffle=False, batch_size=10), reads_in_flight=1,
-                      prefetch_bytes=1, settings=DatasetSettings(config=ClientConfig(retry=FAST)),
-                      index_dir=tmp_path / "idx")
+                      order=Order(shuffle=False, batch_size=10),
+                      reads=ShardReads(reads_in_flight=1, prefetch_bytes=1,
+                                       index_dir=tmp_path / "idx"),
+                      settings=DatasetSettings(config=ClientConfig(retry=FAST)))
     rows = iter(ds)
     assert [next(rows)["id"] for _ in range(10)] == list(range(10))
     out = io.BytesIO()

@@ -17,14 +17,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from aioflux._engines.shards import _parquet_read
-from aioflux.torch import Order, ShardDataset
+from aioflux.torch import Order, ShardDataset, ShardReads
 
 _SCRIPT = textwrap.dedent(
     """
     import sys
-    from aioflux.torch import ShardDataset
+    from aioflux.torch import Order, ShardDataset, ShardReads
 
-    ds = ShardDataset(sys.argv[1], format="parquet", seed=1, index_dir=sys.argv[2])
+    ds = ShardDataset(sys.argv[1], format="parquet", order=Order(seed=1),
+                      reads=ShardReads(index_dir=sys.argv[2]))
     rows = iter(ds)
     first = next(rows)
     print(first["id"], "pandas" in sys.modules)
@@ -74,7 +75,8 @@ def test_the_first_row_goes_out_before_the_rest_of_its_run_is_picked(
         write_page_checksum=True,
     )
     ds = ShardDataset(
-        path.as_uri(), format="parquet", order=Order(seed=1), index_dir=tmp_path / "idx"
+        path.as_uri(), format="parquet", order=Order(seed=1),
+        reads=ShardReads(index_dir=tmp_path / "idx")
     )
     rows = iter(ds)
     first = next(rows)

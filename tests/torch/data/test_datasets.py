@@ -153,7 +153,8 @@ def test_an_error_in_a_spawned_worker_reaches_the_parent_by_its_public_name(
 def test_map_dataset_batch_sampler_prefetches_next_batch(where: Where, workers: int) -> None:
     data = seed_at(where, 50, 700)
     ds = dataset_at(where, download_options=DIRECT)
-    sampler = ds.batch_sampler(8, shuffle=True, generator=torch.Generator().manual_seed(3))
+    sampler = ds.batch_sampler(order=Order(batch_size=8),
+                               generator=torch.Generator().manual_seed(3))
     assert len(sampler) == 7
     loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, num_workers=workers,
                                          collate_fn=list,
@@ -179,7 +180,7 @@ def test_batch_sampler_keeps_ahead_batches_downloading(emulator: Emulator, bucke
                                                        ahead: int) -> None:
     data = seed(emulator, bucket, 40, 100)
     ds = map_dataset(emulator, bucket, download_options=DIRECT)
-    sampler = ds.batch_sampler(4, ahead=ahead)
+    sampler = ds.batch_sampler(order=Order(batch_size=4, shuffle=False), ahead=ahead)
     in_flight = []
     got = []
     for batch in sampler:
@@ -191,9 +192,9 @@ def test_batch_sampler_keeps_ahead_batches_downloading(emulator: Emulator, bucke
     assert [len(f) for f in in_flight] == [min(ahead, 9 - k) for k in range(10)]
     assert ds.download_stats.direct == 40
     with pytest.raises(ValueError, match="ahead"):
-        ds.batch_sampler(4, ahead=0)
+        ds.batch_sampler(order=Order(batch_size=4), ahead=0)
     # The default keeps the client's permits busy: 128 / 64 per batch, plus one.
-    assert ds.batch_sampler(64).ahead == 3
+    assert ds.batch_sampler(order=Order(batch_size=64)).ahead == 3
 
 
 def test_readahead_follows_a_strided_scan(emulator: Emulator, bucket: str,
@@ -494,8 +495,8 @@ def test_map_dataset_reads_ahead_within_its_bytes(tmp_path: Path,
         sampler = ResumableBatchSampler(ds, order=Order(batch_size=1, shuffle=False))
         loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, collate_fn=list)
     elif kind == "batch_sampler":
-        loader = torch.utils.data.DataLoader(ds, batch_sampler=ds.batch_sampler(1),
-                                             collate_fn=list)
+        loader = torch.utils.data.DataLoader(
+            ds, batch_sampler=ds.batch_sampler(order=Order(shuffle=False)), collate_fn=list)
     else:  # a plain DataLoader without shuffle: the strided-scan readahead
         loader = torch.utils.data.DataLoader(ds, batch_size=1, collate_fn=list)
     got: list[bytes] = []

@@ -25,6 +25,7 @@ from aioflux.torch import (
     ResumableSampler,
     ShardDataset,
     ShardMapDataset,
+    ShardReads,
 )
 
 # The old keywords of each class, with a value other than the default.
@@ -180,12 +181,13 @@ def test_each_old_shard_keyword_warns_and_gives_the_same_order(
     values = dict(OLD, shuffle_window=2)
     kw = {name: values[name]} if name != "rank" else {"rank": 1, "world_size": 2}
     with old_warning("ShardDataset.from_prefix", name, "order=Order"):
-        old = ShardDataset.from_prefix(url, samples_per_read=2, settings=settings(emulator),
-                                       **kw)
-    new = ShardDataset.from_prefix(url, samples_per_read=2, settings=settings(emulator),
-                                   order=Order(**kw))
+        old = ShardDataset.from_prefix(url, reads=ShardReads(samples_per_read=2),
+                                       settings=settings(emulator), **kw)
+    new = ShardDataset.from_prefix(url, reads=ShardReads(samples_per_read=2),
+                                   settings=settings(emulator), order=Order(**kw))
     with old_warning("ShardDataset", name, "order=Order"):
-        direct = ShardDataset(old.shards, samples_per_read=2, settings=settings(emulator), **kw)
+        direct = ShardDataset(old.shards, reads=ShardReads(samples_per_read=2),
+                              settings=settings(emulator), **kw)
     for epoch in (0, 2):
         assert old.epoch_order(epoch) == new.epoch_order(epoch) == direct.epoch_order(epoch)
     assert len(old) == len(new) == len(direct)

@@ -18,7 +18,13 @@ import pytest
 from aioflux import Conflict, InvalidArgument, NotFound, ObjectInfo
 from aioflux._core.portal import call
 from aioflux.local import LocalStore
-from aioflux.torch import ObjectIterableDataset, ObjectMapDataset, ShardDataset, ShardMapDataset
+from aioflux.torch import (
+    ObjectIterableDataset,
+    ObjectMapDataset,
+    ShardDataset,
+    ShardMapDataset,
+    ShardReads,
+)
 from aioflux.torch.data._rank_listing import Listing, _mismatch, objects_summary
 from tests.torch._two_ranks import Ranks, run_job
 from tests.torch.conftest import Where
@@ -102,7 +108,10 @@ def test_check_raises_conflict_on_every_rank_naming_the_difference(ranks: Ranks)
             message = seen["error"]["message"]
             assert f"rank 0: {counts[0]} {noun}" in message
             assert f"rank 1: {counts[1]} {noun}" in message
-            assert "listing='rank0'" in message
+            # The option as the dataset takes it.
+            option = "reads=ShardReads(listing='rank0')" if noun == "shards" \
+                else "with listing='rank0'"
+            assert option in message
     zero, one = (r["map_check_unchanged"] for r in ranks)
     assert "error" not in zero and one["names"] == zero["names"]
 
@@ -161,10 +170,12 @@ def test_without_a_process_group_the_option_lists_as_the_default(
     assert list(stream.objects) == list(default.objects)
     assert sorted(stream) == sorted(chosen[i] for i in range(6))
     shards = ShardDataset.from_prefix(where.url("s/"), format="lines", decode="json",
-                                      cache_indexes=False, listing=listing, settings=settings)
+                                      reads=ShardReads(cache_indexes=False, listing=listing),
+                                      settings=settings)
     assert shards.counts == [2, 3] and sorted(shards) == ["a"] * 5
     table = ShardMapDataset(where.url("s/p-{0..1}.jsonl"), format="lines", decode="json",
-                            cache_indexes=False, listing=listing, settings=settings)
+                            reads=ShardReads(cache_indexes=False, listing=listing),
+                            settings=settings)
     assert table.counts == [2, 3] and table[4] == "a"
 
 
@@ -192,10 +203,15 @@ def test_another_listing_is_refused_before_any_request(tmp_path: Path, bad: obje
     makers = [
         lambda: ObjectMapDataset.from_prefix(missing, listing=bad),  # type: ignore[arg-type]
         lambda: ObjectIterableDataset.from_prefix(missing, listing=bad),  # type: ignore[arg-type]
-        lambda: ShardDataset.from_prefix(missing, listing=bad),  # type: ignore[arg-type]
-        lambda: ShardMapDataset.from_prefix(missing, listing=bad),  # type: ignore[arg-type]
-        lambda: ShardDataset(missing + "/x.tar", listing=bad),  # type: ignore[arg-type]
-        lambda: ShardMapDataset(missing + "/x.tar", listing=bad),  # type: ignore[arg-type]
+        lambda: ShardDataset.from_prefix(missing,
+                                         reads=ShardReads(listing=bad)),  # type: ignore[arg-type]
+        lambda: ShardMapDataset.from_prefix(missing,
+                                            reads=ShardReads(listing=bad)),
+                                                              # type: ignore[arg-type]
+        lambda: ShardDataset(missing + "/x.tar",
+                             reads=ShardReads(listing=bad)),  # type: ignore[arg-type]
+        lambda: ShardMapDataset(missing + "/x.tar",
+                                reads=ShardReads(listing=bad)),  # type: ignore[arg-type]
     ]
     for make in makers:
         with pytest.raises(InvalidArgument, match="listing must be 'each', 'rank0' or 'check'"):

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from aioflux import InvalidArgument, ShardFormatError
-from aioflux.torch import Order, ShardDataset, ShardMapDataset, ShardWriter
+from aioflux.torch import Order, ShardDataset, ShardMapDataset, ShardReads, ShardWriter
 from tests.torch._shards_util import expected_of, jsonl, make_samples, tar_shard
 from tests.torch.conftest import Where
 
@@ -33,13 +33,14 @@ def test_bzip2_and_xz_shards_are_decompressed(where: Where, tmp_path: Path) -> N
         half = len(data) // 2
         pack = bz2.compress if "b" in name.split(".", 1)[1] else lzma.compress
         where.put(name, pack(data[:half]) + pack(data[half:]))
-    ds = ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx", samples_per_read=4,
+    ds = ShardDataset.from_prefix(where.root,
+                                  reads=ShardReads(index_dir=tmp_path / "idx", samples_per_read=4),
                                   settings=where.settings())
     assert ds.counts == [40, 40, 40, 40]
     got = list(ds)
     assert len(got) == 160
     assert _byte_exact(got) == expected_of(shards)
-    table = ShardMapDataset.from_prefix(where.root, index_dir=tmp_path / "idx",
+    table = ShardMapDataset.from_prefix(where.root, reads=ShardReads(index_dir=tmp_path / "idx"),
                                         settings=where.settings(cache_dir=tmp_path / "cache"))
     assert _byte_exact([table[i] for i in (0, 79, 159)]) == {
         k: v for k, v in expected_of(shards).items() if k in ("a/00000", "b/00039", "d/00039")}
@@ -51,7 +52,8 @@ def test_bzip2_and_xz_lines_are_lines_not_compressed_bytes(where: Where,
     rows = [{"id": i, "text": "y" * (i % 70)} for i in range(200)]
     where.put("a.jsonl.bz2", bz2.compress(jsonl(rows[:120])))
     where.put("b.jsonl.xz", lzma.compress(jsonl(rows[120:], crlf=True)))
-    ds = ShardDataset.from_prefix(where.root, format="lines", index_dir=tmp_path / "idx",
+    ds = ShardDataset.from_prefix(where.root, format="lines",
+                                  reads=ShardReads(index_dir=tmp_path / "idx"),
                                   order=Order(shuffle=False), settings=where.settings())
     assert ds.counts == [120, 80]
     assert list(ds) == [jsonl([row]).rstrip(b"\n") for row in rows]
@@ -63,7 +65,7 @@ def test_a_damaged_xz_shard_is_a_typed_error_naming_it(tmp_path: Path) -> None:
     data[len(data) // 2] ^= 0xFF
     where.put("a.jsonl.xz", bytes(data))
     with pytest.raises(ShardFormatError, match=r"a\.jsonl\.xz: corrupt xz data"):
-        ShardDataset.from_prefix(where.root, format="lines", cache_indexes=False)
+        ShardDataset.from_prefix(where.root, format="lines", reads=ShardReads(cache_indexes=False))
 
 
 @pytest.mark.parametrize("pattern", ["s-%03d.jsonl.bz2", "s-{:03d}.jsonl.xz", "s-%03d.tar.xz"])
@@ -81,10 +83,12 @@ def test_a_webdataset_brace_pattern_names_the_same_shards(tmp_path: Path) -> Non
     for name, samples in shards.items():
         where.put(name, tar_shard(samples))
     # braceexpand pads both ends to 3 digits (one of them has a leading zero).
-    padded = ShardDataset(f"{where.root}/s-{{0..011}}.tar", index_dir=tmp_path / "i")
+    padded = ShardDataset(f"{where.root}/s-{{0..011}}.tar",
+                          reads=ShardReads(index_dir=tmp_path / "i"))
     assert [info.name.rsplit("/", 1)[1] for info in padded.shards] == list(shards)
     # Nested lists name each shard once (the innermost first read s-000 twice).
-    nested = ShardDataset(f"{where.root}/s-{{000,{{001,002}}}}.tar", index_dir=tmp_path / "i",
+    nested = ShardDataset(f"{where.root}/s-{{000,{{001,002}}}}.tar",
+                          reads=ShardReads(index_dir=tmp_path / "i"),
                           order=Order(shuffle=False))
     assert nested.counts == [3, 3, 3]
     assert sorted(s["__key__"] for s in nested) == sorted(
@@ -98,7 +102,7 @@ def test_patterns_joined_by_two_colons_are_read_one_after_the_other(tmp_path: Pa
     for name in ("a-0.tar", "a-1.tar", "b-0.tar"):
         where.put(name, tar_shard(make_samples(name[:3] + "/", 2)))
     both = ShardMapDataset(f"{where.root}/a-{{0..1}}.tar::{where.root}/b-0.tar",
-                           index_dir=tmp_path / "i")
+                           reads=ShardReads(index_dir=tmp_path / "i"))
     assert both.counts == [2, 2, 2]
     assert [both[i]["__key__"].split("/")[0] for i in range(6)] == [
         "a-0", "a-0", "a-1", "a-1", "b-0", "b-0"]
@@ -136,9 +140,10 @@ def test_a_compressed_shard_s_cursor_goes_once_its_samples_are_read(
         made(self, *args, **kwargs)
 
     ds = ShardDataset.from_prefix(where.root, format="tar" if suffix == ".tar.gz" else "lines",
-                                  index_dir=tmp_path / "idx", samples_per_read=8,
+                                  reads=ShardReads(index_dir=tmp_path / "idx", samples_per_read=8,
+                                                   prefetch_bytes=1 << 16, reads_in_flight=2),
                                   order=Order(shuffle_window=8, batch_size=2, world_size=world,
-                                              rank=rank), prefetch_bytes=1 << 16, reads_in_flight=2)
+                                              rank=rank))
     most = seen = 0
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_compressed.Cursor, "__init__", counted)

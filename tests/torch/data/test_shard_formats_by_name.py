@@ -17,7 +17,7 @@ import pytest
 from aioflux import InvalidArgument
 from aioflux._engines.shards import FORMAT_SUFFIXES, format_by_name, plain_suffix
 from aioflux.cli import main
-from aioflux.torch import Order, ShardDataset, ShardMapDataset
+from aioflux.torch import Order, ShardDataset, ShardMapDataset, ShardReads
 from tests.torch._shards_util import gz, jsonl, make_samples, tar_shard, zst
 from tests.torch.conftest import Where
 
@@ -47,11 +47,13 @@ def test_from_prefix_reads_a_folder_of_lines_shards_as_lines(
     for n, body in enumerate(data):
         where.put(f"part-{n}{suffix}", pack(body))
     ds = ShardDataset.from_prefix(where.root, order=Order(shuffle=False),
-                                  index_dir=tmp_path / "idx", settings=where.settings())
+                                  reads=ShardReads(index_dir=tmp_path / "idx"),
+                                  settings=where.settings())
     assert ds.counts == [4, 3]
     assert [json.loads(s) for s in ds] == RECORDS
     table = ShardMapDataset.from_prefix(where.root, decode="json",
-                                        index_dir=tmp_path / "idx", settings=where.settings())
+                                        reads=ShardReads(index_dir=tmp_path / "idx"),
+                                        settings=where.settings())
     assert [table[k] for k in range(len(table))] == RECORDS
 
 
@@ -59,12 +61,13 @@ def test_from_prefix_reads_a_folder_of_lines_shards_as_lines(
 def test_tar_shards_compressed_or_not_are_tar(where: Where, tmp_path: Path) -> None:
     where.put("a.tar", tar_shard(make_samples("a/", 2)))
     where.put("b.tar.xz", lzma.compress(tar_shard(make_samples("b/", 3))))
-    ds = ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx",
+    ds = ShardDataset.from_prefix(where.root, reads=ShardReads(index_dir=tmp_path / "idx"),
                                   order=Order(shuffle=False))
     assert ds.counts == [2, 3]
     assert [s["__key__"] for s in ds] == ["a/00000", "a/00001", "b/00000", "b/00001",
                                           "b/00002"]
-    pattern = ShardMapDataset(f"{where.root}/{{a.tar,b.tar.xz}}", index_dir=tmp_path / "idx")
+    pattern = ShardMapDataset(f"{where.root}/{{a.tar,b.tar.xz}}",
+                              reads=ShardReads(index_dir=tmp_path / "idx"))
     assert pattern.counts == [2, 3]
 
 
@@ -73,14 +76,17 @@ def test_a_folder_of_two_formats_is_refused(where: Where, tmp_path: Path) -> Non
     where.put("a.tar", tar_shard(make_samples("a/", 2)))
     where.put("b.jsonl", jsonl(RECORDS))
     with pytest.raises(InvalidArgument) as exc:
-        ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx", settings=where.settings())
+        ShardDataset.from_prefix(where.root,
+                                 reads=ShardReads(index_dir=tmp_path / "idx"),
+                                 settings=where.settings())
     assert str(exc.value) == (
         f"ShardDataset: {where.root} holds shards of two formats, tar ({where.url('a.tar')}) "
         f"and lines ({where.url('b.jsonl')}); a dataset reads one: name the shards of one "
         "format (a folder of their own, a brace pattern)")
     assert not (tmp_path / "idx").exists() or not any((tmp_path / "idx").iterdir())
     # The format given decides, as --format does for the CLI.
-    only = ShardDataset(where.url("b.jsonl"), format="lines", index_dir=tmp_path / "idx",
+    only = ShardDataset(where.url("b.jsonl"), format="lines",
+                        reads=ShardReads(index_dir=tmp_path / "idx"),
                         settings=where.settings())
     assert only.counts == [len(RECORDS)]
 
@@ -92,9 +98,9 @@ def test_a_name_of_no_format_is_refused_until_format_says_it(where: Where,
     with pytest.raises(InvalidArgument, match=r"cannot tell the format of file://.*/shard-0 "
                                               r"from its name \(\.tar, \.jsonl, .*\): pass "
                                               r"format='lines' or 'parquet' or 'tar'"):
-        ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx")
+        ShardDataset.from_prefix(where.root, reads=ShardReads(index_dir=tmp_path / "idx"))
     assert ShardDataset.from_prefix(where.root, format="tar",
-                                    index_dir=tmp_path / "idx").counts == [2]
+                                    reads=ShardReads(index_dir=tmp_path / "idx")).counts == [2]
 
 
 def test_a_decode_no_format_takes_is_refused_before_any_read(tmp_path: Path) -> None:
@@ -102,7 +108,8 @@ def test_a_decode_no_format_takes_is_refused_before_any_read(tmp_path: Path) -> 
         ShardDataset(f"{tmp_path}/missing.jsonl", decode="yaml")  # type: ignore[arg-type]
     (tmp_path / "a.tar").write_bytes(tar_shard(make_samples("a/", 1)))
     with pytest.raises(InvalidArgument, match="decode for format 'tar'"):
-        ShardDataset(f"{tmp_path}/a.tar", decode="json", index_dir=tmp_path / "idx")
+        ShardDataset(f"{tmp_path}/a.tar", decode="json",
+                     reads=ShardReads(index_dir=tmp_path / "idx"))
 
 
 def test_the_cli_reads_the_same_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -25,7 +25,7 @@ from aioflux._core.portal import call
 from aioflux._core.types import ObjectInfo
 from aioflux._engines.shards._manifest import MANIFEST_NAME, Entry, encode_manifest
 from aioflux.local import LocalStore
-from aioflux.torch import Order, ShardDataset, ShardMapDataset
+from aioflux.torch import Order, ShardDataset, ShardMapDataset, ShardReads
 from tests.torch._forkserver import forkserver
 
 SHARDS = 10_000
@@ -82,7 +82,7 @@ def test_a_shard_costs_under_64_bytes_held_and_16_pickled_for_spawn(
     gc.collect()
     tracemalloc.start()  # the caller's records were made before: not counted
     try:
-        ds = ShardDataset(infos, index_dir=tmp_path / "idx")
+        ds = ShardDataset(infos, reads=ShardReads(index_dir=tmp_path / "idx"))
         del infos
         gc.collect()
         heap = tracemalloc.get_traced_memory()[0]
@@ -118,7 +118,7 @@ def test_a_pickled_dataset_does_not_grow_with_its_shards(
         root = tmp_path / str(count)
         infos = listed_like_gcs(root, count)
         manifest_of(root, infos)
-        ds = ShardMapDataset(infos, index_dir=tmp_path / "idx")
+        ds = ShardMapDataset(infos, reads=ShardReads(index_dir=tmp_path / "idx"))
         del infos
         assert ds._shards.shard_list.shared
         sizes[count] = pickled_for_spawn(ds)
@@ -151,7 +151,8 @@ def test_workers_read_through_the_shared_shard_list(tmp_path: Path,
         name = f"p{n}.jsonl" + (".gz" if n == 2 else "")
         (root / name).write_bytes(gzip.compress(body) if n == 2 else body)
     ds = ShardDataset.from_prefix(f"file://{root}", format="lines", decode="json",
-                                  order=Order(batch_size=2), index_dir=tmp_path / "idx")
+                                  order=Order(batch_size=2),
+                                  reads=ShardReads(index_dir=tmp_path / "idx"))
     assert ds._shards.shard_list.shared
     assert ds._shards.compressed.tolist() == [False, False, True, False]
     loader = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=2, collate_fn=list,

@@ -33,7 +33,7 @@ from aioflux._engines.shards._manifest import (
     encode_manifest,
 )
 from aioflux.local import LocalStore
-from aioflux.torch import Order, ShardDataset, ShardMapDataset, ShardWriter
+from aioflux.torch import Order, ShardDataset, ShardMapDataset, ShardReads, ShardWriter
 
 LINES = [5, 7, 3, 6, 4]
 
@@ -82,8 +82,8 @@ def manifest(root: Path) -> dict[str, Entry]:
 
 
 def dataset(root: Path, cls: Any = ShardDataset, **kwargs: Any) -> Any:
-    settings: dict[str, Any] = {"format": "lines", "decode": "json", "cache_indexes": False,
-                                **kwargs}
+    settings: dict[str, Any] = {"format": "lines", "decode": "json",
+                                "reads": ShardReads(cache_indexes=False), **kwargs}
     if cls is ShardDataset:
         settings.setdefault("order", Order(shuffle=False))
     return cls.from_prefix(f"file://{root}", **settings)
@@ -150,7 +150,7 @@ def test_a_manifest_written_by_hand_is_taken_and_a_damaged_one_refused(
                                  "compression": None, "samples": count}))
     put(tmp_path / MANIFEST_NAME, ("\n".join(lines) + "\n").encode())
     requests.clear()
-    ds = dataset(tmp_path, sidecars=True)
+    ds = dataset(tmp_path, reads=ShardReads(cache_indexes=False, sidecars=True))
     assert ds.counts == LINES and requests["read"] == 1
     assert [r["x"] for r in ds][:5] == list(range(5))
     for bad, message in ((b"{}\n", "not an aioflux shard manifest"),
@@ -166,10 +166,10 @@ def test_without_a_manifest_counts_go_to_the_cache_and_a_later_run_reads_nothing
     root = tmp_path / "shards"
     write(root, index=False)  # no sidecars, no manifest
     assert not (root / MANIFEST_NAME).exists()
-    first = dataset(root, cache_indexes=True, index_dir=tmp_path / "idx")
+    first = dataset(root, reads=ShardReads(index_dir=tmp_path / "idx"))
     assert first.counts == LINES and len(first._shards.indexes) == 0
     requests.clear()
-    again = dataset(root, cache_indexes=True, index_dir=tmp_path / "idx")
+    again = dataset(root, reads=ShardReads(index_dir=tmp_path / "idx"))
     assert again.counts == LINES
     assert requests["read"] == 0, requests  # not even the manifest is looked for
     assert list(again) == rows()
@@ -182,20 +182,21 @@ def test_publish_indexes_writes_sidecars_and_the_manifest(tmp_path: Path,
                                                           requests: Counter[str]) -> None:
     root = tmp_path / "shards"
     write(root, index=False)
-    ds = dataset(root, publish_indexes=True)
+    ds = dataset(root, reads=ShardReads(cache_indexes=False, publish_indexes=True))
     assert ds.counts == LINES
     assert sorted(manifest(root)) == [f"part-{n:03d}.jsonl" for n in range(len(LINES))]
     assert all((root / f"part-{n:03d}.jsonl.idx").exists() for n in range(len(LINES)))
     requests.clear()
     # Another machine (an empty index cache) counts every shard from the manifest.
-    again = dataset(root, cache_indexes=True, index_dir=tmp_path / "elsewhere")
+    again = dataset(root, reads=ShardReads(index_dir=tmp_path / "elsewhere"))
     assert again.counts == LINES and requests["read"] == 1
 
 
 def test_indexes_are_held_within_a_byte_budget(tmp_path: Path) -> None:
     counts = [40] * 6
     write(tmp_path, counts)
-    ds = dataset(tmp_path, order=Order(shuffle_window=8), samples_per_read=4)
+    ds = dataset(tmp_path, order=Order(shuffle_window=8),
+                 reads=ShardReads(cache_indexes=False, samples_per_read=4))
     ds._shards.index_bytes = 40 * 20  # one shard's columns
     held: list[tuple[int, int]] = []
     seen = []
@@ -283,9 +284,9 @@ def test_without_a_kept_cache_a_shard_is_streamed_once_not_again_when_read(
 
 def test_the_temporary_index_directory_goes_with_its_dataset(tmp_path: Path) -> None:
     write(tmp_path / "s", index=False)
-    script = (f"from aioflux.torch import ShardDataset\n"
+    script = (f"from aioflux.torch import ShardDataset, ShardReads\n"
               f"ds = ShardDataset.from_prefix('file://{tmp_path}/s', format='lines', "
-              f"cache_indexes=False)\n"
+              f"reads=ShardReads(cache_indexes=False))\n"
               f"print(ds._shards.index_cache.directory)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[3], timeout=120)
@@ -324,18 +325,18 @@ def test_with_a_matching_manifest_counting_looks_up_no_cache_entry(
     # cache entry is opened (a file a shard: minutes at a million shards).
     root, counts = tmp_path / "shards", [3] * 40
     urls = write(root, counts)
-    warm = dataset(root, cache_indexes=True, index_dir=tmp_path / "idx")
+    warm = dataset(root, reads=ShardReads(index_dir=tmp_path / "idx"))
     assert len(list(warm)) == sum(counts)
     assert len(list((tmp_path / "idx").iterdir())) == len(counts)
     lookups.clear()
     requests.clear()
-    again = dataset(root, cache_indexes=True, index_dir=tmp_path / "idx")
+    again = dataset(root, reads=ShardReads(index_dir=tmp_path / "idx"))
     assert again.counts == counts
     assert lookups == [] and requests["read"] == 1, (lookups, requests)
     # Shards given by URL (no listing to say whether there is a manifest):
     # the manifest is asked for first all the same.
-    given = ShardDataset(urls, format="lines", cache_indexes=True,
-                         index_dir=tmp_path / "idx")
+    given = ShardDataset(urls, format="lines",
+                         reads=ShardReads(cache_indexes=True, index_dir=tmp_path / "idx"))
     assert given.counts == counts and lookups == []
 
 
@@ -345,7 +346,7 @@ def test_the_cache_is_asked_only_for_the_shards_the_manifest_does_not_count(
     changed = put(tmp_path / "part-003.jsonl", b"".join(
         json.dumps({"shard": 3, "i": i}).encode() + b"\n" for i in range(2)))
     lookups.clear()
-    ds = dataset(tmp_path, cache_indexes=True, index_dir=tmp_path.parent / "idx")
+    ds = dataset(tmp_path, reads=ShardReads(index_dir=tmp_path.parent / "idx"))
     # part-003's entry (and its sidecar) are of the old file: it alone is
     # looked up in the cache, then streamed; the rest come from the manifest.
     assert lookups == [changed.url]

@@ -25,7 +25,7 @@ from aioflux import (
     ShardFormatError,
 )
 from aioflux._engines.shards import _parquet_read
-from aioflux.torch import DatasetSettings, Order, Parquet, ShardDataset, ShardMapDataset
+from aioflux.torch import DatasetSettings, Order, Parquet, ShardDataset, ShardMapDataset, ShardReads
 from tests.torch.conftest import Where
 
 # Rows per file, in row groups of GROUP (the last one shorter).
@@ -62,8 +62,9 @@ def seed(where: Where, **kw: Any) -> dict[int, dict[str, Any]]:
 
 
 def dataset(where: Where, tmp_path: Path, *, settings: DatasetSettings | None = None,
-            **kw: Any) -> ShardDataset:
-    return ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx",
+            reads: ShardReads | None = None, **kw: Any) -> ShardDataset:
+    reads = dataclasses.replace(reads or ShardReads(), index_dir=tmp_path / "idx")
+    return ShardDataset.from_prefix(where.root, reads=reads,
                                     settings=settings or where.settings(), **kw)
 
 
@@ -92,7 +93,8 @@ def test_rows_round_trip_on_every_store(where: Where, tmp_path: Path) -> None:
     assert len(got) == sum(ROWS)
     assert {row["id"]: row for row in got} == expected  # every row once, lists as lists
     assert isinstance(got[0]["tokens"], list)
-    mapped = ShardMapDataset(f"{where.root}/part-{{0..2}}.parquet", index_dir=tmp_path / "idx",
+    mapped = ShardMapDataset(f"{where.root}/part-{{0..2}}.parquet",
+                             reads=ShardReads(index_dir=tmp_path / "idx"),
                              settings=where.settings())
     assert len(mapped) == sum(ROWS)
     assert mapped[0] == expected[0] and mapped[-1] == expected[2059]
@@ -195,8 +197,8 @@ def test_resume_exact_at_a_row_across_two_three_and_one_ranks(tmp_path: Path,
 def test_a_file_replaced_mid_job_is_a_typed_error(where: Where, tmp_path: Path) -> None:
     seed(where)
     # One read in flight: part-2 is read only after part-0's first rows are taken.
-    ds = dataset(where, tmp_path, order=Order(shuffle=False, batch_size=GROUP), reads_in_flight=1,
-                 prefetch_bytes=1)
+    ds = dataset(where, tmp_path, order=Order(shuffle=False, batch_size=GROUP),
+                 reads=ShardReads(reads_in_flight=1, prefetch_bytes=1))
     rows = iter(ds)
     first = [next(rows) for _ in range(GROUP)]
     assert [r["id"] for r in first] == list(range(GROUP))
@@ -278,13 +280,14 @@ def test_settings_of_parquet_on_other_formats_and_bad_columns_are_refused(
     # The old keywords leave the format to the names, and only apply to Parquet.
     with pytest.raises(InvalidArgument, match="apply to Parquet shards only"), \
             pytest.warns(DeprecationWarning, match=r"format=Parquet\(columns=\.\.\.\)"):
-        ShardDataset(where.url("a.jsonl"), index_dir=tmp_path / "idx", columns=["a"])
+        ShardDataset(where.url("a.jsonl"),
+                     reads=ShardReads(index_dir=tmp_path / "idx"), columns=["a"])
     where.put("p/a.parquet", parquet(table(0, 5)))
     with pytest.raises(InvalidArgument, match="has no column 'nope'"):
-        ShardDataset.from_prefix(where.url("p"), index_dir=tmp_path / "idx",
+        ShardDataset.from_prefix(where.url("p"), reads=ShardReads(index_dir=tmp_path / "idx"),
                                  format=Parquet(columns=["nope"]))
     with pytest.raises(InvalidArgument, match="output"):
-        ShardDataset.from_prefix(where.url("p"), index_dir=tmp_path / "idx",
+        ShardDataset.from_prefix(where.url("p"), reads=ShardReads(index_dir=tmp_path / "idx"),
                                  format=Parquet(output="rows!"))
 
 
@@ -471,7 +474,7 @@ def test_publish_indexes_writes_the_rows_into_the_manifest(tmp_path: Path,
                                                            ) -> None:
     where = Where("file", f"file://{tmp_path}/root", None)
     seed(where)
-    dataset(where, tmp_path, publish_indexes=True)
+    dataset(where, tmp_path, reads=ShardReads(publish_indexes=True))
     manifest = Path(f"{tmp_path}/root/_aioflux_manifest.jsonl").read_text().splitlines()
     assert len(manifest) == 4 and all('"format":"parquet"' in line for line in manifest[1:])
     reads: list[str] = []

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch.utils.data
 
-from aioflux.torch import ShardDataset
+from aioflux.torch import ShardDataset, ShardReads
 
 
 def _with_frozen(row: dict[str, Any]) -> tuple[int, int]:
@@ -29,7 +29,8 @@ def test_a_forked_worker_freezes_what_it_inherited(tmp_path: Path) -> None:
         write_page_checksum=True,
     )
     ds = ShardDataset(
-        path.as_uri(), format="parquet", index_dir=tmp_path / "idx", transform=_with_frozen
+        path.as_uri(), format="parquet",
+        reads=ShardReads(index_dir=tmp_path / "idx"), transform=_with_frozen
     )
     loader = torch.utils.data.DataLoader(
         ds,

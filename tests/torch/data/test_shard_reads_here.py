@@ -21,7 +21,7 @@ from aioflux import NotFound
 from aioflux._core import share
 from aioflux._core.portal import get_portal
 from aioflux.local import LocalStore, _held
-from aioflux.torch import ShardDataset
+from aioflux.torch import ShardDataset, ShardReads
 from tests.torch._shards_util import tar_shard
 
 SHARDS, PER_SHARD, UNIT, JPG = 4, 64, 32, 16 * 1024
@@ -35,8 +35,9 @@ def _shards(folder: Path, shards: int = SHARDS) -> None:
 
 
 def _dataset(folder: Path) -> ShardDataset:
-    return ShardDataset.from_prefix(f"file://{folder}/", samples_per_read=UNIT,
-                                    index_dir=str(folder.parent / "index"))
+    return ShardDataset.from_prefix(f"file://{folder}/",
+                                    reads=ShardReads(samples_per_read=UNIT,
+                                                     index_dir=str(folder.parent / "index")))
 
 
 @pytest.fixture(autouse=True)

@@ -28,7 +28,7 @@ from aioflux._engines.shards import (
 from aioflux._engines.shards._index import new_columns
 from aioflux.local import LocalStore
 from aioflux.testing import Emulator
-from aioflux.torch import Order, ShardDataset, ShardMapDataset, ShardWriter
+from aioflux.torch import Order, ShardDataset, ShardMapDataset, ShardReads, ShardWriter
 from tests.torch._shards_util import repack_samples, rewrite_file, tar_shard
 from tests.torch.conftest import Where
 
@@ -80,7 +80,8 @@ def rewrite(where: Where, name: str, data: bytes) -> None:
 
 def dataset(where: Where, tmp_path: Path) -> ShardDataset:
     return ShardDataset.from_prefix(where.root, order=Order(shuffle=False),
-                                    index_dir=tmp_path / "idx", settings=where.settings())
+                                    reads=ShardReads(index_dir=tmp_path / "idx"),
+                                    settings=where.settings())
 
 
 def keys_and_bytes(ds: ShardDataset) -> list[tuple[str, bytes]]:
@@ -106,7 +107,7 @@ def test_a_shard_repacked_to_its_size_is_indexed_again_not_cut_by_its_sidecar(
     assert keys_and_bytes(dataset(face, tmp_path)) == expected([3, 2, 1, 0])
     assert streamed == ["a-0.tar"]
     # Indexed once: the map-style dataset takes the cache.
-    table = ShardMapDataset.from_prefix(face.root, index_dir=tmp_path / "idx",
+    table = ShardMapDataset.from_prefix(face.root, reads=ShardReads(index_dir=tmp_path / "idx"),
                                         settings=face.settings())
     assert [table[i]["__key__"] for i in range(4)] == REVERSED
     assert streamed == ["a-0.tar"]

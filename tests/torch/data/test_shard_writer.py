@@ -31,11 +31,12 @@ from aioflux._engines.shards._manifest import MANIFEST_NAME
 from aioflux.local import LocalStore
 from aioflux.local._files import path_of
 from aioflux.testing import Emulator
-from aioflux.torch import Order, ShardDataset, ShardWriter
+from aioflux.torch import Order, ShardDataset, ShardReads, ShardWriter
 from tests.conftest import FAST_RETRY
 from tests.torch.conftest import Where
 
-SHARD_SETTINGS: dict[str, Any] = {"order": Order(shuffle=False), "cache_indexes": False}
+SHARD_SETTINGS: dict[str, Any] = {"order": Order(shuffle=False),
+                                  "reads": ShardReads(cache_indexes=False)}
 
 
 @pytest.fixture(params=["gs", "file", "s3"])

@@ -26,7 +26,7 @@ from aioflux import (
 )
 from aioflux._engines.shards import _build
 from aioflux.testing import FaultProxy
-from aioflux.torch import DatasetSettings, Order, ShardDataset
+from aioflux.torch import DatasetSettings, Order, ShardDataset, ShardReads
 from aioflux.torch.data._order import pass_samples
 from tests.conftest import FAST_RETRY, unique_bucket
 from tests.torch._forkserver import forkserver
@@ -53,8 +53,9 @@ def keys_of(samples: list[dict[str, Any]]) -> list[str]:
 
 
 def dataset(where: Where, tmp_path: Path, *, settings: DatasetSettings | None = None,
-            **kw: Any) -> ShardDataset:
-    return ShardDataset.from_prefix(where.root, index_dir=tmp_path / "idx",
+            reads: ShardReads | None = None, **kw: Any) -> ShardDataset:
+    reads = dataclasses.replace(reads or ShardReads(), index_dir=tmp_path / "idx")
+    return ShardDataset.from_prefix(where.root, reads=reads,
                                     settings=settings or where.settings(), **kw)
 
 
@@ -86,14 +87,17 @@ def test_jsonl_shards_plain_gzip_and_zstd(where: Where, tmp_path: Path) -> None:
     where.put("b.jsonl.gz", gz(jsonl(rows[100:220], blank=True)))
     where.put("c.jsonl.zst", zst(jsonl(rows[220:])))
     ds = ShardDataset.from_prefix(where.root, format="lines", decode="json",
-                                  index_dir=tmp_path / "idx", order=Order(shuffle_window=64),
-                                  samples_per_read=16, settings=where.settings())
+                                  reads=ShardReads(index_dir=tmp_path / "idx",
+                                                   samples_per_read=16),
+                                  order=Order(shuffle_window=64),
+                                  settings=where.settings())
     assert ds.counts == [100, 120, 80]
     got = list(ds)
     assert sorted(r["id"] for r in got) == list(range(300))
     assert all(r == rows[r["id"]] for r in got)
     raw = ShardDataset.from_prefix(where.root, format="lines", order=Order(shuffle=False),
-                                   index_dir=tmp_path / "idx", settings=where.settings())
+                                   reads=ShardReads(index_dir=tmp_path / "idx"),
+                                   settings=where.settings())
     lines = list(raw)
     assert lines[0] == b'{"id": 0, "text": ""}'
 
@@ -111,19 +115,21 @@ def test_decoders_pickle_for_spawned_workers(tmp_path: Path) -> None:
     where.put("a.jsonl.gz", gz(jsonl(rows[:25])))
     where.put("b.jsonl", jsonl(rows[25:]))
     ds = ShardDataset.from_prefix(where.root, format="lines", decode="json",
-                                  order=Order(batch_size=4), index_dir=tmp_path / "idx",
+                                  order=Order(batch_size=4),
+                                  reads=ShardReads(index_dir=tmp_path / "idx"),
                                   settings=DatasetSettings(cache_dir=tmp_path / "cache"))
     loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=2,
                                          multiprocessing_context="spawn", collate_fn=list)
     assert sorted(r["id"] for batch in loader for r in batch) == list(range(40))
     for decode, first in (("utf-8", '{"id": 0}'), (_upper, b'{"ID": 0}')):
         other = ShardDataset.from_prefix(where.root, format="lines", decode=decode,
-                                         order=Order(shuffle=False), index_dir=tmp_path / "idx")
+                                         order=Order(shuffle=False),
+                                         reads=ShardReads(index_dir=tmp_path / "idx"))
         assert next(iter(pickle.loads(pickle.dumps(other)))) == first
     tars = Where("file", f"file://{tmp_path}/tars", None)
     tars.put("t.tar", tar_shard(make_samples("k", 3)))
     fields = ShardDataset.from_prefix(tars.root, decode={"cls": int}, order=Order(shuffle=False),
-                                      index_dir=tmp_path / "idx")
+                                      reads=ShardReads(index_dir=tmp_path / "idx"))
     assert [s["cls"] for s in pickle.loads(pickle.dumps(fields))] == [0, 1, 2]
 
 
@@ -131,7 +137,8 @@ def test_lines_decode_errors_name_the_shard_and_byte(tmp_path: Path) -> None:
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "x.jsonl").write_bytes(b'{"a": 1}\nnot json\n')
     ds = ShardDataset.from_prefix(str(tmp_path / "d"), format="lines", decode="json",
-                                  order=Order(shuffle=False), index_dir=tmp_path / "idx")
+                                  order=Order(shuffle=False),
+                                  reads=ShardReads(index_dir=tmp_path / "idx"))
     with pytest.raises(ShardFormatError, match=r"x\.jsonl: the line at byte 9 is not JSON"):
         list(ds)
 
@@ -167,7 +174,7 @@ def test_ranks_and_workers_get_equal_batches_over_uneven_shards(tmp_path: Path,
             for rank in range(world):
                 ds = dataset(where, tmp_path,
                              order=Order(batch_size=2, rank=rank, world_size=world,
-                                         drop_last=drop_last), samples_per_read=3)
+                                         drop_last=drop_last), reads=ShardReads(samples_per_read=3))
                 loader = torch.utils.data.DataLoader(
                     ds, batch_size=2, num_workers=workers, collate_fn=list,
                     multiprocessing_context="fork" if workers else None)
@@ -208,7 +215,7 @@ def test_resume_mid_shard_at_another_world_size_and_worker_count(tmp_path: Path,
     states = []
     for rank in range(2):
         ds = dataset(where, tmp_path, order=Order(batch_size=2, seed=5, rank=rank, world_size=2),
-                     samples_per_read=4)
+                     reads=ShardReads(samples_per_read=4))
         ds.set_epoch(3)
         keys, state = _consume(ds, stop)
         before += keys
@@ -218,7 +225,7 @@ def test_resume_mid_shard_at_another_world_size_and_worker_count(tmp_path: Path,
     after: list[str] = []
     for rank in range(3):
         ds = dataset(where, tmp_path, order=Order(batch_size=2, seed=5, rank=rank, world_size=3),
-                     samples_per_read=4)
+                     reads=ShardReads(samples_per_read=4))
         ds.load_state_dict(states[0])
         ds.set_epoch(3)
         after += _consume(ds, None, workers=2)[0]
@@ -234,7 +241,8 @@ def test_a_state_over_other_shards_or_seed_is_refused(tmp_path: Path) -> None:
     seed_tars(where)
     ds = dataset(where, tmp_path)
     state = ds.state_dict()
-    fewer = ShardDataset(f"{where.root}/train-{{000..002}}.tar", index_dir=tmp_path / "idx")
+    fewer = ShardDataset(f"{where.root}/train-{{000..002}}.tar",
+                         reads=ShardReads(index_dir=tmp_path / "idx"))
     with pytest.raises(InvalidArgument, match="another object list"):
         fewer.load_state_dict(state)
     with pytest.raises(InvalidArgument, match="seed"):
@@ -248,38 +256,43 @@ def test_a_state_under_other_order_settings_is_refused(tmp_path: Path) -> None:
     where = Where("file", f"file://{tmp_path}/root", None)
     seed_tars(where)
     order = Order(batch_size=2, seed=3)
-    before, state = _consume(dataset(where, tmp_path, order=order, samples_per_read=4), 3)
+    before, state = _consume(dataset(where, tmp_path, order=order,
+                                     reads=ShardReads(samples_per_read=4)), 3)
     for name, value in (("samples_per_read", 8), ("shuffle_window", 16), ("shuffle", False)):
-        other = dataset(where, tmp_path, samples_per_read=value, order=order) \
+        other = dataset(where, tmp_path, reads=ShardReads(samples_per_read=value), order=order) \
             if name == "samples_per_read" else \
-            dataset(where, tmp_path, samples_per_read=4,
+            dataset(where, tmp_path, reads=ShardReads(samples_per_read=4),
                     order=dataclasses.replace(order, **{name: value}))
         with pytest.raises(InvalidArgument, match=f"saved with {name}="):
             other.load_state_dict(state)
-    same = dataset(where, tmp_path, order=order, samples_per_read=4)
+    same = dataset(where, tmp_path, order=order, reads=ShardReads(samples_per_read=4))
     same.load_state_dict(state)
     after = _consume(same, None)[0]
     assert sorted(before + after) == sorted(keys_of(list(dataset(where, tmp_path))))
     # Unshuffled, the order is the list order whatever the read size.
     unshuffled = dataclasses.replace(order, shuffle=False)
-    plain, state = _consume(dataset(where, tmp_path, samples_per_read=4, order=unshuffled), 3)
-    other = dataset(where, tmp_path, samples_per_read=8, order=unshuffled)
+    plain, state = _consume(dataset(where, tmp_path,
+                                    reads=ShardReads(samples_per_read=4), order=unshuffled), 3)
+    other = dataset(where, tmp_path, reads=ShardReads(samples_per_read=8), order=unshuffled)
     other.load_state_dict(state)
     assert plain + _consume(other, None)[0] == keys_of(list(dataset(where, tmp_path,
                                                                     order=Order(shuffle=False))))
     # A state saved before the settings were recorded still loads.
     old = {k: v for k, v in state.items() if k != "order"}
-    dataset(where, tmp_path, order=order, samples_per_read=8).load_state_dict(old)
+    dataset(where, tmp_path, order=order, reads=ShardReads(samples_per_read=8)).load_state_dict(old)
 
 
 def test_brace_patterns_and_url_lists(tmp_path: Path) -> None:
     where = Where("file", f"file://{tmp_path}/root", None)
     seed_tars(where)
-    by_pattern = ShardDataset(f"{where.root}/train-{{000..003}}.tar", index_dir=tmp_path / "i")
-    by_list = ShardDataset([where.url(n) for n in SIZES], index_dir=tmp_path / "i")
+    by_pattern = ShardDataset(f"{where.root}/train-{{000..003}}.tar",
+                              reads=ShardReads(index_dir=tmp_path / "i"))
+    by_list = ShardDataset([where.url(n) for n in SIZES],
+                           reads=ShardReads(index_dir=tmp_path / "i"))
     assert by_pattern.counts == by_list.counts == list(SIZES.values())
     with pytest.raises(NotFound):
-        ShardDataset(f"{where.root}/train-{{000..004}}.tar", index_dir=tmp_path / "i")
+        ShardDataset(f"{where.root}/train-{{000..004}}.tar",
+                     reads=ShardReads(index_dir=tmp_path / "i"))
 
 
 def test_an_index_is_built_once_then_cached_by_version(tmp_path: Path,
@@ -303,7 +316,7 @@ def test_an_index_is_built_once_then_cached_by_version(tmp_path: Path,
     third = dataset(where, tmp_path)
     assert [n.rsplit("/", 2)[-2:] for n in streamed[4:]] == [["root", "train-002.tar"]]
     assert third.counts[2] == 3
-    dataset(where, tmp_path, cache_indexes=False)
+    dataset(where, tmp_path, reads=ShardReads(cache_indexes=False))
     assert len(streamed) == 9
 
 
@@ -392,8 +405,8 @@ def test_cuts_mid_shard_lose_nothing_on_fake_gcs_server(fake_gcs: Any, tmp_path:
         ds = ShardDataset.from_prefix(f"gs://{bucket}/d/",
                                       settings=DatasetSettings(endpoint=proxy.endpoint,
                                                                config=config),
-                                      index_dir=tmp_path / "idx",
-                                      samples_per_read=5)
+                                      reads=ShardReads(index_dir=tmp_path / "idx",
+                                                       samples_per_read=5))
         for _ in range(2):
             got = list(ds)
             assert sorted(keys_of(got)) == sorted(expected)
@@ -414,7 +427,7 @@ def test_an_iterator_holds_the_epoch_order_not_a_copy_per_sample(tmp_path: Path,
     where = Where("file", f"file://{tmp_path}/root", None)
     where.put("a.txt", b"x\n" * total)
     ds = dataset(where, tmp_path, format="lines", order=Order(batch_size=batch_size),
-                 samples_per_read=64, prefetch_bytes=1 << 20)
+                 reads=ShardReads(samples_per_read=64, prefetch_bytes=1 << 20))
     assert ds.total_samples == total
     tracemalloc.start()
     try:
@@ -443,11 +456,11 @@ def test_memory_stays_within_the_prefetch_budget(tmp_path: Path) -> None:
     script = f"""
 import resource, sys
 import torch
-from aioflux.torch import ShardDataset
+from aioflux.torch import ShardDataset, ShardReads
 def peak(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 base = peak()
-ds = ShardDataset.from_prefix({str(root)!r}, index_dir={str(tmp_path / 'idx')!r},
-                              prefetch_bytes=32 << 20)
+ds = ShardDataset.from_prefix({str(root)!r}, reads=ShardReads(
+    index_dir={str(tmp_path / 'idx')!r}, prefetch_bytes=32 << 20))
 n = sum(1 for _ in ds)
 print(n, peak() - base)
 """
@@ -467,7 +480,8 @@ def test_stateful_dataloader_resumes_mid_shard(tmp_path: Path, workers: int) -> 
     expected = seed_tars(where)
 
     def loader() -> StatefulDataLoader[Any]:
-        ds = dataset(where, tmp_path, order=Order(batch_size=3, seed=2), samples_per_read=2)
+        ds = dataset(where, tmp_path, order=Order(batch_size=3, seed=2),
+                     reads=ShardReads(samples_per_read=2))
         return StatefulDataLoader(ds, batch_size=3, num_workers=workers, collate_fn=keys_of,
                                   multiprocessing_context="fork" if workers else None)
 
@@ -495,7 +509,7 @@ def _gloo_rank(rank: int, world: int, init: str, root: str, idx: str, out: str) 
     try:
         report = []
         for drop_last in (False, True):
-            ds = ShardDataset.from_prefix(root, index_dir=idx,
+            ds = ShardDataset.from_prefix(root, reads=ShardReads(index_dir=idx),
                                           order=Order(batch_size=5, drop_last=drop_last),
                                           transform=lambda s: s["__key__"])
             loader = torch.utils.data.DataLoader(
@@ -544,7 +558,7 @@ def test_gloo_ranks_step_together_over_uneven_shards(tmp_path: Path, world: int)
 def test_the_disk_cache_serves_later_epochs_and_other_workers(where: Where,
                                                              tmp_path: Path) -> None:
     expected = seed_tars(where)
-    ds = dataset(where, tmp_path, samples_per_read=3,
+    ds = dataset(where, tmp_path, reads=ShardReads(samples_per_read=3),
                  settings=where.settings(cache_dir=tmp_path / "cache", cache_limit=1 << 30))
     cache = ds._shards.disk_cache
     assert cache is not None
@@ -558,7 +572,7 @@ def test_the_disk_cache_serves_later_epochs_and_other_workers(where: Where,
                    == expected[s["__key__"]] for s in got)
     assert cache.stats.misses == filled
     # A second dataset on the same cache (another worker or rank) reads no shard.
-    other = dataset(where, tmp_path, samples_per_read=3,
+    other = dataset(where, tmp_path, reads=ShardReads(samples_per_read=3),
                     settings=where.settings(cache_dir=tmp_path / "cache"), order=Order(seed=4))
     assert sorted(keys_of(list(other))) == sorted(expected)
     assert other._shards.disk_cache is not None and other._shards.disk_cache.stats.misses == 0
@@ -573,7 +587,8 @@ def test_hedged_reads_answer_for_a_held_back_shard_read(emulator: Any, bucket: s
     ds = ShardDataset.from_prefix(f"gs://{bucket}/d/",
                                   settings=DatasetSettings(endpoint=emulator.endpoint,
                                                            hedge_after=0.05),
-                                  index_dir=tmp_path / "idx", samples_per_read=1, reads_in_flight=4)
+                                  reads=ShardReads(index_dir=tmp_path / "idx", samples_per_read=1,
+                                                   reads_in_flight=4))
     before = emulator.stats["get_media"]
     # The budget allows a duplicate per 20 reads: the later held-back reads get
     # one. A held read waits 8x hedge_after (the reads past the budget wait it
@@ -595,7 +610,7 @@ def test_the_map_style_sibling_reads_any_sample_by_number(where: Where, tmp_path
 
     expected = seed_tars(where)
     keys = list(expected)  # shard-list order numbering
-    ds = ShardMapDataset.from_prefix(where.root, index_dir=tmp_path / "idx",
+    ds = ShardMapDataset.from_prefix(where.root, reads=ShardReads(index_dir=tmp_path / "idx"),
                                      settings=where.settings())
     assert len(ds) == 24 and ds.counts == list(SIZES.values())
     assert ds[0]["__key__"] == keys[0] and ds[-1]["__key__"] == keys[-1]
@@ -626,8 +641,10 @@ def test_a_shard_that_packs_hundreds_to_one_is_read_in_bounded_memory(
     where.put("big.jsonl.zst", zst(line * 4096))
     tracemalloc.start()
     try:
-        ds = ShardDataset.from_prefix(where.root, format="lines", index_dir=tmp_path / "idx",
-                                      samples_per_read=256, prefetch_bytes=4 << 20,
+        ds = ShardDataset.from_prefix(where.root, format="lines",
+                                      reads=ShardReads(index_dir=tmp_path / "idx",
+                                                       samples_per_read=256,
+                                                       prefetch_bytes=4 << 20),
                                       settings=where.settings())
         seen = 0
         for sample in ds:

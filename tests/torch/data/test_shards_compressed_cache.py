@@ -11,6 +11,7 @@ is one pass over a shard.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import fcntl
 import os
@@ -24,7 +25,7 @@ from aioflux import NotFound, PreconditionFailed
 from aioflux._core.portal import get_portal
 from aioflux._engines.shards import _compressed
 from aioflux._engines.shards._compressed import _claim_of
-from aioflux.torch import Order, ShardDataset, ShardMapDataset
+from aioflux.torch import Order, ShardDataset, ShardMapDataset, ShardReads
 from tests.torch._shards_util import gz, jsonl, zst
 from tests.torch.conftest import Where
 
@@ -39,13 +40,18 @@ def seed(where: Where) -> list[dict[str, Any]]:
     return rows
 
 
-def lines(where: Where, tmp_path: Path, cls: Any = ShardDataset, **kw: Any) -> Any:
-    options: dict[str, Any] = {"cache_dir": tmp_path / "cache", "cache_limit": 1 << 30,
-                               "samples_per_read": 8, **kw}
+# Small read units: a few shards make many cache entries.
+EIGHT_A_READ = ShardReads(samples_per_read=8)
+
+
+def lines(where: Where, tmp_path: Path, cls: Any = ShardDataset, *,
+          reads: ShardReads = EIGHT_A_READ, **kw: Any) -> Any:
+    options: dict[str, Any] = {"cache_dir": tmp_path / "cache", "cache_limit": 1 << 30, **kw}
     settings = where.settings(cache_dir=options.pop("cache_dir"),
                               cache_limit=options.pop("cache_limit"))
     return cls.from_prefix(where.root, format="lines", decode="json",
-                           index_dir=tmp_path / "idx", settings=settings, **options)
+                           reads=dataclasses.replace(reads, index_dir=tmp_path / "idx"),
+                           settings=settings, **options)
 
 
 def media_gets(where: Where) -> int:
@@ -127,7 +133,7 @@ def test_the_map_style_sibling_reads_compressed_samples_from_the_cache(where: Wh
 def test_a_claim_held_elsewhere_is_waited_for_then_read_around(tmp_path: Path) -> None:
     where = Where("file", f"file://{tmp_path}/root", None)
     rows = seed(where)
-    ds = lines(where, tmp_path, order=Order(shuffle=False), samples_per_read=50)
+    ds = lines(where, tmp_path, order=Order(shuffle=False), reads=ShardReads(samples_per_read=50))
     cache = ds._shards.disk_cache
     assert cache is not None
     info, index = ds._shards.infos[0], ds._shards.index(0)
@@ -223,7 +229,7 @@ def test_units_evicted_before_they_are_read_cost_a_pass_not_a_wrong_sample(
     sizes = [probe._shards.index(k).data_size for k in range(len(probe.shards))]
     limit = 4 * max(sizes) + 1024
     assert sum(sizes) > limit
-    ds = lines(where, tmp_path, cache_limit=limit, samples_per_read=4)
+    ds = lines(where, tmp_path, cache_limit=limit, reads=ShardReads(samples_per_read=4))
     for epoch in range(3):
         ds.set_epoch(epoch)
         before = media_gets(where)

@@ -20,7 +20,7 @@ from aioflux._core import share
 from aioflux._core.portal import get_portal
 from aioflux.local import LocalStore
 from aioflux.local._store import MAX_THREADS
-from aioflux.torch import ShardDataset
+from aioflux.torch import ShardDataset, ShardReads
 from tests.torch._shards_util import tar_shard
 
 # More workers than this machine's cores is the case at hand: torch warns.
@@ -73,8 +73,9 @@ def _dataset(tmp_path: Path) -> ShardDataset:
         samples = [(f"s{s}-{i:04d}", {"jpg": bytes([i % 256]) * JPG, "cls": b"7"})
                    for i in range(PER_SHARD)]
         (tmp_path / f"shard-{s}.tar").write_bytes(tar_shard(samples, fmt=tarfile.USTAR_FORMAT))
-    return ShardDataset.from_prefix(f"file://{tmp_path}/", samples_per_read=32,
-                                    index_dir=str(tmp_path / "index"))
+    return ShardDataset.from_prefix(f"file://{tmp_path}/",
+                                    reads=ShardReads(samples_per_read=32,
+                                                     index_dir=str(tmp_path / "index")))
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
