@@ -114,6 +114,14 @@ def plan(options: Options) -> Plan:
             ),
         ),
         Contender(
+            f"dataflux-threads{conc}",
+            "read_dataflux.py",
+            "dataflux",
+            ("--threads", str(conc)),
+            note=(f"the same with threads={conc}: as many requests in flight as aioflux "
+                  "(its best setting here)"),
+        ),
+        Contender(
             f"gcsfs-cat{conc}",
             "read_gcsfs.py",
             "gcsfs",
