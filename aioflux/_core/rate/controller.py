@@ -19,7 +19,9 @@ seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
   measured just before (each adds its share, :func:`add_joining_measure`). That measure
   holds whatever burst the service had saved up. The first windows
   (:data:`SHORT_WINDOW_SECONDS`) calibrate: throttled and served well under the
-  rate, the rate goes to a little under what was served. Served in full,
+  rate, the rate goes to a little under what was served (at once, on half
+  the successes, if as many paced answers were refused as served: a burst
+  spent in under a second made the start far too high). Served in full,
   the rate probes (:data:`JUDGING_PROBE`) until a window is throttled past
   :data:`PROBE_FOUND_SHARE`, and goes to a little under what that window was
   served; the window after (:data:`JUDGING_CHECK_FIND`) calibrates that find, which
@@ -255,12 +257,13 @@ def answered(state: RateState, now: float, doubling: float, ceiling: float | Non
 
 def _before_calibrating(state: RateState, now: float, sent_at: float | None) -> bool:
     """An answer to a request sent unpaced, before pacing started, in the
-    window that calibrates: it restarts the window, which is to count the
-    paced requests' answers alone (those in flight at the switch would
-    make a cap look higher than it is)."""
+    window that calibrates: it restarts the window's successes, which are
+    to count the paced requests' answers alone (those in flight at the
+    switch would make a cap look higher than it is). The paced throttles,
+    back first, stay counted."""
     if state.judging != JUDGING_CALIBRATE or sent_at is None or sent_at >= state.started_at:
         return False
-    state.window_at, state.ok, state.refused = now, 0, 0
+    state.window_at, state.ok = now, 0
     state.window_rate = state.rate
     return True
 
@@ -315,9 +318,11 @@ def add_joining_measure(state: RateState, now: float, measured: float,
     # A thin start probes at once: the processes' shares still add up in
     # its first window.
     thin = state.judging == JUDGING_PROBE and now - state.started_at < SHORT_WINDOW_SECONDS
-    if state.judging not in (JUDGING_CALIBRATE, JUDGING_CALIBRATE + 1) and not thin:
-        # The windows that calibrate are over: what they were served is
-        # the measure now, and the probe after them raises the rate.
+    if (state.judging not in (JUDGING_CALIBRATE, JUDGING_CALIBRATE + 1)
+            or state.decreased_at != state.started_at) and not thin:
+        # The windows that calibrate are over, or their answers cut the
+        # rate: what was served is the measure now, and the probe after
+        # them raises the rate.
         return
     rate = state.rate + START_RATE_SHARE * measured
     state.rate = rate if ceiling is None else min(rate, ceiling)

@@ -142,9 +142,40 @@ def _grow_or_hold(state: RateState, now: float, busy: bool, served: float, asked
             state.anchor = max(state.anchor, served / RECOVER_SHARE)
 
 
+def _shed(state: RateState, now: float, doubling: float, ceiling: float | None) -> bool:
+    """The first window that calibrates, as many of its paced answers
+    refused as served by the time it has half the successes it calibrates
+    on (:data:`MIN_WINDOW_SUCCESSES`): the rate pacing started at is well
+    over the cap (its measure held a burst the service had saved up, spent
+    in less than a second), and each moment more at it overshoots further.
+    The rate goes at once to a little under what was served, and the
+    window starts again at it.
+
+    Returns:
+        Whether the rate was cut.
+    """
+    ok, refused = state.ok, state.refused
+    span = now - state.window_at
+    if (state.judging != JUDGING_CALIBRATE or ok < MIN_WINDOW_SUCCESSES // 2
+            or refused < ok or span <= 0.0):
+        return False
+    refill(state, now, doubling, ceiling)
+    served = min(ok / span, state.rate)
+    state.rate = max(MIN_RATE, RECOVER_SHARE * served)
+    state.anchor = min(state.anchor, served)
+    # As after a cut: the reservations made at the start are void.
+    state.tokens = 0.0
+    state.decreased_at = state.window_at = now
+    state.ok = state.refused = 0
+    state.window_rate = state.rate
+    return True
+
+
 def judge(state: RateState, now: float, doubling: float, ceiling: float | None) -> bool:
     """Close the window if it is over: judge the last cut, or cut the rate
     if the window was throttled."""
+    if _shed(state, now, doubling, ceiling):
+        return True
     span = now - state.window_at
     calibrating = state.judging in (JUDGING_CALIBRATE, JUDGING_CALIBRATE + 1, JUDGING_CHECK_FIND)
     probing = state.judging in (JUDGING_PROBE, JUDGING_PROBE_HELD)
@@ -203,8 +234,11 @@ def _close(state: RateState, now: float, span: float, calibrating: bool, doublin
             # to were well below.
             refill(state, now, doubling, ceiling)
             state.judging = JUDGING_PROBE
-            state.anchor = min(state.anchor,
-                               state.rate * math.exp(-PROBE_START_LOG) / RECOVER_SHARE)
+            if state.decreased_at == state.started_at:
+                state.anchor = min(state.anchor,
+                                   state.rate * math.exp(-PROBE_START_LOG) / RECOVER_SHARE)
+            # (else the first window's answers shed the rate to what was
+            # served: the cap is near, where the probe grows gently)
     elif busy:
         # Only windows that asked for the rate say what the service serves:
         # one in which the processes sent less (short of CPU, or waiting

@@ -112,6 +112,47 @@ def test_answers_to_requests_sent_before_the_start_restart_the_first_window() ->
     assert state.rate < guess
 
 
+def test_a_start_far_over_the_cap_is_shed_on_half_the_first_windows_successes() -> None:
+    # 16 DataLoader workers spent a second's burst in 0.37 s: 257 writes
+    # served, measured 692/s, paced at 346/s against a cap of 200/s. The
+    # paced throttles came back first and were forgotten at each answer
+    # to a request sent before the switch; then the window waited for 20
+    # successes at the cap: 56 of 866 writes throttled (perf's
+    # aioflux-dl-w16). The throttles stay counted, and as many refused as
+    # served by half the successes sheds the rate to what was served.
+    state = RateState()
+    start(state, 0.0, 692.0)
+    assert state.rate > 1.5 * 200.0
+    now = 0.0
+    for i in range(12):  # paced refusals, back fast, among late answers
+        now += 0.005
+        throttle(state, now, DOUBLING, sent_at=now - 0.004)
+        if i % 2:
+            answered(state, now, DOUBLING, sent_at=-0.01)
+    assert state.refused == 12 and state.ok == 0
+    since = now
+    served = refused = 0
+    # Then the answers of a node sending 346/s through a cap of 200/s:
+    # 200 served and 146 refused a second.
+    while served < rate.MIN_WINDOW_SUCCESSES // 2:
+        now += 0.005
+        answered(state, now, DOUBLING, sent_at=now - 0.02)
+        served += 1
+        if served % 4:
+            throttle(state, now, DOUBLING, sent_at=now - 0.004)
+            refused += 1
+    assert served + refused <= 20  # a tenth of a second of answers
+    assert state.rate == pytest.approx(RECOVER_SHARE * served / (now - since), rel=0.1)
+    assert state.rate <= 200.0
+    assert state.decreased_at == now and state.tokens == 0.0  # reservations void
+    # Still calibrating: the windows after it time the cap on a full count.
+    assert state.judging == rate.JUDGING_CALIBRATE
+    # A worker joining late adds nothing to what was served.
+    shed = state.rate
+    add_joining_measure(state, now + 0.01, 40.0)
+    assert state.rate == shed
+
+
 def test_a_window_asked_for_less_than_the_rate_does_not_calibrate() -> None:
     # Processes waiting out their retries' backoff ask for less than the
     # rate: served 120/s, a throttle or two (under a cut's share), is no
