@@ -9,7 +9,7 @@ probes for the manifest and the sidecars (404s: a public mirror publishes
 none) and indexes every shard by one streamed pass. ``--index warm`` (every
 later run, and every later epoch): the same ``index_dir`` was filled by an
 untimed construction first, in this process, as a user's earlier run with
-``index_dir=`` set fills it. CPU per sample is the timed region's user +
+``ShardReads(index_dir=...)`` fills it. CPU per sample is the timed region's user +
 system CPU over the samples.
 """
 
