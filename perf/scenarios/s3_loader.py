@@ -62,6 +62,11 @@ def plan(options: Options) -> Plan:
         Contender("s3tc-iter-w0", "loader_s3tc.py", "s3tc", ("--kind", "iter", *common),
                   note="S3IterableDataset.from_prefix (lists while it reads: its listing is "
                        "inside the timed epoch), num_workers=0"),
+        *(Contender(f"s3tc-iter-w{w}", "loader_s3tc.py", "s3tc",
+                    ("--kind", "iter", "--workers", str(w), *common),
+                    note=f"S3IterableDataset.from_prefix(enable_sharding=True), "
+                         f"num_workers={w}: each worker lists and reads every {w}th object")
+          for w in (2, 8, 16)),
     ]
     return Plan(
         name="s3_loader",

@@ -302,6 +302,7 @@ def test_the_peers_best_setting_runs_beside_their_default() -> None:
     assert "--workers" not in loader["s3tc-map-w0"]
     for w in ("2", "8", "16"):
         assert ("--workers", w) == loader[f"s3tc-map-w{w}"][2:4]
+        assert ("--workers", w) == loader[f"s3tc-iter-w{w}"][2:4]
     reads = {c.name: c.args for c in read_small.plan(Options()).contenders}
     assert reads["dataflux-threads16"] == ("--threads", "16")
     assert reads["dataflux-threads128"] == ("--threads", "128")
