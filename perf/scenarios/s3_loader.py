@@ -65,7 +65,7 @@ def plan(options: Options) -> Plan:
         *(Contender(f"s3tc-iter-w{w}", "loader_s3tc.py", "s3tc",
                     ("--kind", "iter", "--workers", str(w), *common),
                     note=f"S3IterableDataset.from_prefix(enable_sharding=True), "
-                         f"num_workers={w}: each worker lists and reads every {w}th object")
+                         f"num_workers={w}: each worker lists and reads one object in {w}")
           for w in (2, 8, 16)),
     ]
     return Plan(
