@@ -28,14 +28,12 @@ is one GET, the window's reads filling the links between them.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import collections
 import contextlib
 import dataclasses
 import hashlib
 import os
 import tempfile
-from array import array
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -87,11 +85,6 @@ class Kept:
     def rows(self) -> int:
         """Rows of the kept row groups."""
         return self.starts[-1]
-
-    def where(self, row: int) -> tuple[int, int]:
-        """``(position in groups, row within it)`` of a row."""
-        j = bisect.bisect_right(self.starts, row) - 1
-        return j, row - self.starts[j]
 
 
 def check_filters(op: str, filters: object) -> list[list[tuple[str, str, Any]]] | None:
@@ -360,13 +353,32 @@ async def _piece(store: ObjectStore, info: ObjectInfo, start: int, end: int,
     return data
 
 
-def _indices(rows: array[int]) -> Any:
-    """``rows`` as an Arrow int64 array, from its buffer: ``pa.array`` of a
-    list (or of a numpy array) looks for pandas first, and a process's first
-    look imports it (0.8 s of CPU here, on the first row's path and in each
-    DataLoader worker)."""
+def _indices(rows: Any) -> Any:
+    """``rows`` (an int64 numpy array) as an Arrow int64 array, from its
+    buffer: ``pa.array`` of a list (or of a numpy array) looks for pandas
+    first, and a process's first look imports it (0.8 s of CPU here, on the
+    first row's path and in each DataLoader worker)."""
     import pyarrow as pa
     return pa.Array.from_buffers(pa.int64(), len(rows), [None, pa.py_buffer(rows)])
+
+
+def _located(kept: Kept, samples: Sequence[int]) -> tuple[list[int], Any]:
+    """The positions in ``kept.groups`` of the row groups holding ``samples``
+    (in file order), and each sample's row in those row groups joined in
+    that order (an int64 numpy array, in the samples' order).
+
+    A run at a time in numpy, not a Python call a row: it runs on the loop,
+    for every row read."""
+    import numpy as np
+    rows = np.asarray(samples, dtype=np.int64)
+    starts = np.asarray(kept.starts, dtype=np.int64)
+    js = np.searchsorted(starts, rows, side="right") - 1
+    order = np.unique(js)
+    sizes = starts[order + 1] - starts[order]
+    # Where each row group's rows start in the joined table.
+    base = np.zeros(len(starts), dtype=np.int64)
+    base[order] = np.cumsum(sizes) - sizes
+    return order.tolist(), np.ascontiguousarray(base[js] + (rows - starts[js]))
 
 
 class Picked:
@@ -375,10 +387,10 @@ class Picked:
 
     Args:
         whole: the run's row groups' table.
-        rows: the run's rows in it, in the run's order.
+        rows: the run's rows in it, in the run's order (int64 numpy).
     """
 
-    def __init__(self, whole: Any, rows: array[int]) -> None:
+    def __init__(self, whole: Any, rows: Any) -> None:
         self.whole, self.rows = whole, rows
 
     @property
@@ -478,19 +490,12 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
 
     async def job(item: tuple[Run, Kept], picked: bool = False) -> Any:
         run, kept = item
-        wanted = [kept.where(row) for row in run.samples]
-        order = sorted({j for j, _ in wanted})
+        order, rows = _located(kept, run.samples)
         # The first run is read alone: its chunks split across connections.
         split = _PARTS if picked else 1
         tables = [await group(run.shard, kept, kept.groups[j], split) for j in order]
-        base = {j: 0 for j in order}
-        at = 0
-        for j, t in zip(order, tables, strict=True):
-            base[j] = at
-            at += t.num_rows
         import pyarrow as pa
         whole = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        rows = array("q", [base[j] + r for j, r in wanted])
         # A later run's rows are taken whole: a Picked would hold its row
         # groups while in the window, where the run's rows alone are counted.
         return Picked(whole, rows) if picked else whole.take(_indices(rows))
@@ -530,8 +535,8 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
 
     def nbytes(item: tuple[Run, Kept]) -> int:
         run, kept = item
-        groups = {kept.where(row)[0] for row in run.samples}
-        return sum(group_bytes(kept.footer, kept.groups[j], columns) for j in groups)
+        order, _ = _located(kept, run.samples)
+        return sum(group_bytes(kept.footer, kept.groups[j], columns) for j in order)
 
     items = with_kept()
     try:

@@ -76,12 +76,16 @@ class SharedGroups:
             Exception: what ``make`` raises.
         """
         path = self._path(key)
-        found = await asyncio.to_thread(_load, path)
+        look = asyncio.ensure_future(asyncio.to_thread(self._look, path))
+        try:
+            found, lock, held = await asyncio.shield(look)
+        except asyncio.CancelledError:
+            look.add_done_callback(_let_go)  # the lock it may have taken
+            raise
         if found is not None:
             return found
-        lock = await asyncio.to_thread(self._lock, path)
         try:
-            if lock is not None:
+            if lock is not None and not held:
                 await self._hold(lock)
                 found = await asyncio.to_thread(_load, path)
                 if found is not None:
@@ -94,25 +98,37 @@ class SharedGroups:
             if lock is not None:
                 os.close(lock)  # lets the lock go
 
-    def _lock(self, path: Path) -> int | None:
+    def _look(self, path: Path) -> tuple[Any, int | None, bool]:
+        """``(table, lock, held)``: the table if it is there; else its lock's
+        descriptor (None: nowhere to share) and whether it was free and is
+        now held, the table looked for again under it. One hand-off to a
+        thread for what a reader first does."""
+        found = _load(path)
+        if found is not None:
+            return found, None, False
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            return os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+            lock = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
         except OSError:
-            return None  # nowhere to share: read alone
+            return None, None, False  # nowhere to share: read alone
+        try:
+            if not _try_lock(lock):
+                return None, lock, False
+            found = _load(path)  # made while this reader opened the lock
+        except BaseException:
+            os.close(lock)
+            raise
+        if found is not None:
+            os.close(lock)
+            return found, None, False
+        return None, lock, True
 
     @staticmethod
     async def _hold(fd: int) -> None:
         # Polled, not a blocking flock in a thread: a thread pool full of
         # waiters would leave the holder no thread to decode with.
         wait = _FIRST_WAIT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
+        while not _try_lock(fd):
             await asyncio.sleep(wait)
             wait = min(_LONGEST_WAIT_S, wait * 2)
 
@@ -150,6 +166,25 @@ class SharedGroups:
             if k + 1 >= self.keep or held > self.max_bytes:
                 path.unlink(missing_ok=True)
                 path.with_suffix(".lock").unlink(missing_ok=True)
+
+
+def _try_lock(fd: int) -> bool:
+    """Take the lock on ``fd`` if no other process holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError as exc:
+        if exc.errno not in (errno.EAGAIN, errno.EACCES):
+            raise
+        return False
+
+
+def _let_go(look: asyncio.Future[tuple[Any, int | None, bool]]) -> None:
+    """Close the lock a look whose reader was cancelled opened (and may hold)."""
+    if not look.cancelled() and look.exception() is None:
+        lock = look.result()[1]
+        if lock is not None:
+            os.close(lock)
 
 
 def _load(path: Path) -> Any:
